@@ -1,0 +1,45 @@
+# Punctual: every entry point a newcomer needs. Each target is idempotent.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml | sha1sum | cut -c1-12)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: install run test lint format unit integration infra-test e2e bench synth layer deploy destroy chaos clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: install lint
+	$(BIN)/pytest -q -p no:cacheprovider tests
+
+run: install
+	@echo "Local mode is not built yet: previewing the next slots of sample schedules with the punctual CLI."
+	$(BIN)/punctual next 'cron(0 9 ? * 2#1 *)' --tz Europe/Berlin --count 3
+	$(BIN)/punctual next '*/15 * * * *' --count 4
+	$(BIN)/punctual next 'rate(90 seconds)' --count 3
+	$(BIN)/punctual next 'cron(0 12 L * ? *)' --tz America/New_York --count 3
+
+bench: install
+	$(BIN)/python bench/schedule_bench.py
+
+clean:
+	rm -rf $(VENV) cdk.out build .pytest_cache .mypy_cache .ruff_cache

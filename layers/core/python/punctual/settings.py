@@ -1,0 +1,63 @@
+"""Configuration is a model: every process reads its environment through :class:`Settings`.
+
+Validated once at cold start; a bad value fails loudly with the variable's name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value Punctual cannot use."""
+
+
+_PREFIX = "PUNCTUAL_"
+
+
+class Settings(BaseModel):
+    table_name: str = "punctual"
+    short_queue_urls: list[str] = Field(default_factory=list)
+    long_queue_urls: list[str] = Field(default_factory=list)
+    failed_queue_url: str = ""
+    shard_count: int = Field(default=512, ge=1, le=100_000)
+    near_shard_count: int = Field(default=32, ge=1, le=10_000)
+    far_threshold_s: int = Field(default=180, ge=10, le=3600)
+    poll_interval_ms: int = Field(default=1000, ge=10, le=60_000)
+    poller_lead_s: int = Field(default=10, ge=0, le=50)
+    poller_grace_s: int = Field(default=5, ge=0, le=50)
+    retention_days: int = Field(default=30, ge=1, le=3650)
+    target_allow_cidrs: list[str] = Field(default_factory=list)
+    max_jobs_per_tenant: int = Field(default=100_000, ge=1)
+    lease_s: int = Field(default=60, ge=5, le=3600)
+    clock_offset_s: float = 0.0  # chaos and tests: simulate a skewed node clock
+    kms_key_id: str = ""
+    secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
+    state_machine_arn: str = ""
+    queue_send_concurrency: int = Field(default=8, ge=1, le=256)
+
+    @field_validator("short_queue_urls", "long_queue_urls", "target_allow_cidrs", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read ``PUNCTUAL_*`` variables (``PUNCTUAL_SHARD_COUNT`` → ``shard_count``)."""
+        env = os.environ if environ is None else environ
+        values = {
+            name: env[_PREFIX + name.upper()]
+            for name in cls.model_fields
+            if _PREFIX + name.upper() in env
+        }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            var = _PREFIX + str(first["loc"][0]).upper() if first["loc"] else "PUNCTUAL_*"
+            raise SettingsError(f"{var}: {first['msg']}") from None

@@ -1,0 +1,78 @@
+"""The target port: what the worker calls when a slot runs, and what it gets back.
+
+Adapters (HTTP, Lambda, SQS, SNS, EventBridge, Step Functions, ECS) implement
+:class:`TargetAdapter`; the execution core only sees :class:`TargetInvoker`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    RETRYABLE = "retryable"  # try again under the retry policy
+    PERMANENT = "permanent"  # no retry: the request itself is wrong
+
+
+@dataclass(frozen=True)
+class SlotContext:
+    """Everything an adapter may know about the run it performs.
+
+    ``heartbeat`` extends the lease; it returns False when the lease was lost (another
+    worker took the execution over), and a long-running adapter should then stop.
+    """
+
+    job_id: str
+    tenant: str
+    slot: str
+    scheduled_at: datetime
+    attempt: int
+    timeout_s: float
+    signing_secrets: tuple[str, ...] = field(default=(), repr=False)  # current first; two while rotating
+    heartbeat: Callable[[], bool] = field(default=lambda: True, compare=False)
+
+    @property
+    def idempotency_key(self) -> str:
+        """``<job_id>:<slot>``: the same for every attempt of one slot."""
+        return f"{self.job_id}:{self.slot}"
+
+
+@dataclass
+class TargetResult:
+    """What happened. ``summary`` is short and goes into the execution record."""
+
+    outcome: Outcome
+    summary: str = ""
+    retry_after_s: float | None = None  # a hint from the receiver (HTTP Retry-After)
+    pause_job: bool = False  # the receiver asked never to be called again (HTTP 410)
+    timed_out: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def ok(cls, summary: str = "ok", **detail: Any) -> TargetResult:
+        return cls(Outcome.SUCCEEDED, summary, detail=detail)
+
+    @classmethod
+    def retryable(cls, summary: str, retry_after_s: float | None = None) -> TargetResult:
+        return cls(Outcome.RETRYABLE, summary, retry_after_s=retry_after_s)
+
+    @classmethod
+    def permanent(cls, summary: str, pause_job: bool = False) -> TargetResult:
+        return cls(Outcome.PERMANENT, summary, pause_job=pause_job)
+
+
+class TargetAdapter(Protocol):
+    """One kind of target. Adapters never raise for a failed call: they return a result."""
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult: ...
+
+
+class TargetInvoker(Protocol):
+    """Runs any job's target: picks the adapter by ``target.type``."""
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult: ...
