@@ -51,9 +51,7 @@ class Settings(BaseModel):
         """Read ``PUNCTUAL_*`` variables (``PUNCTUAL_SHARD_COUNT`` → ``shard_count``)."""
         env = os.environ if environ is None else environ
         values = {
-            name: env[_PREFIX + name.upper()]
-            for name in cls.model_fields
-            if _PREFIX + name.upper() in env
+            name: env[_PREFIX + name.upper()] for name in cls.model_fields if _PREFIX + name.upper() in env
         }
         try:
             return cls.model_validate(values)

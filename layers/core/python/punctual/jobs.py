@@ -1,0 +1,365 @@
+"""Use cases behind the API: register, replace, pause, resume, delete, trigger a job.
+
+Each one is a version-checked write. Pause, delete and replace bump the version, so
+timers written for the old version become stale and the poller ignores them; resume
+and replace write a fresh timer (resume under the job's catch-up policy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from punctual.clock import Clock
+from punctual.models import CatchupKind, Job, JobSpec, JobState, Runtime
+from punctual.planning import dispatch_instant, first_slot, next_slot, schedule_of
+from punctual.queues import DispatchMessage, MessageKind, QueuePort, pick_queue
+from punctual.store.base import JobStore, Page, VersionConflictError
+from punctual.timers import Timer, TimerKind, TimerLayout, slot_key
+
+
+class JobError(Exception):
+    """Base of the errors the API turns into 4xx answers."""
+
+
+class JobNotFoundError(JobError):
+    pass
+
+
+class JobConflictError(JobError):
+    """The job changed meanwhile (409), or is in a state that forbids the request."""
+
+
+class PreconditionFailedError(JobError):
+    """``If-Match`` named a version that is not the current one (412)."""
+
+    def __init__(self, message: str, current_version: int | None) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
+class InvalidJobError(JobError):
+    """The spec is well-formed but cannot be accepted (422): no future slot, a cycle, ..."""
+
+    def __init__(self, message: str, field: str = "schedule") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class SecretBox(Protocol):
+    def new_secret(self) -> tuple[str, str]:
+        """A fresh webhook signing secret: (plain text, stored form)."""
+        ...
+
+
+@dataclass(frozen=True)
+class QueueRouting:
+    short_queue_urls: tuple[str, ...] = ()
+    long_queue_urls: tuple[str, ...] = ()
+
+    def queue_for(self, job: Job) -> str:
+        urls = self.long_queue_urls if job.runtime is Runtime.ECS else self.short_queue_urls
+        return pick_queue(urls or self.short_queue_urls, job.id)
+
+
+def _whole_second(instant: datetime) -> datetime:
+    return instant.astimezone(UTC).replace(microsecond=0)
+
+
+def find_cycle(
+    job_id: str, parents: tuple[str, ...], lookup: Callable[[str], tuple[str, ...] | None]
+) -> list[str] | None:
+    """The dependency path that leads from ``parents`` back to ``job_id``, or None.
+
+    ``lookup(id)`` gives a job's own parents (None when the job does not exist).
+    """
+    stack: list[tuple[str, list[str]]] = [(p, [job_id, p]) for p in parents]
+    seen: set[str] = set()
+    while stack:
+        current, path = stack.pop()
+        if current == job_id:
+            return path
+        if current in seen:
+            continue
+        seen.add(current)
+        for parent in lookup(current) or ():
+            stack.append((parent, [*path, parent]))
+    return None
+
+
+class JobService:
+    """The job use cases for one deployment.
+
+    Parameters
+    ----------
+    store, queues
+        Storage and queue ports.
+    clock
+        The only source of ``now``.
+    layout
+        Where timers go.
+    routing
+        Which queue a job's messages go to.
+    max_jobs_per_tenant
+        Registration beyond this is refused.
+    secrets
+        Makes a webhook signing secret for HTTP targets (None: jobs get none).
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        queues: QueuePort,
+        clock: Clock,
+        layout: TimerLayout,
+        routing: QueueRouting,
+        max_jobs_per_tenant: int = 100_000,
+        secrets: SecretBox | None = None,
+    ) -> None:
+        self.store = store
+        self.queues = queues
+        self.clock = clock
+        self.layout = layout
+        self.routing = routing
+        self.max_jobs = max_jobs_per_tenant
+        self.secrets = secrets
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, tenant: str, job_id: str) -> Job:
+        job = self.store.get_job(tenant, job_id)
+        if job is None:
+            raise JobNotFoundError(f"job {job_id!r} not found")
+        return self.with_next_fire(job)
+
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None = None,
+        state: JobState | None = None,
+        tag: str | None = None,
+    ) -> Page[Job]:
+        page = self.store.list_jobs(tenant, limit, cursor, state, tag)
+        return Page([self.with_next_fire(job) for job in page.items], page.cursor)
+
+    def with_next_fire(self, job: Job) -> Job:
+        """``next_fire_at`` is derived from the schedule when read, never written on every fire."""
+        nxt: datetime | None = None
+        if job.state is JobState.ENABLED and schedule_of(job).kind not in ("after", "delay"):
+            slot = next_slot(job, self.clock.now())
+            nxt = dispatch_instant(job, slot) if slot else None
+        return job.model_copy(update={"next_fire_at": nxt})
+
+    # ------------------------------------------------------------------ writing
+
+    def register(self, tenant: str, spec: JobSpec, job_id: str | None = None) -> tuple[Job, str | None]:
+        """Store a new job and its first timer; return it and its signing secret (shown once)."""
+        now = self.clock.now()
+        job_id = job_id or uuid.uuid4().hex
+        parents = self._check_dependencies(tenant, job_id, spec)
+        secret_plain: str | None = None
+        secret_stored: str | None = None
+        if spec.target.type == "http" and self.secrets is not None:
+            secret_plain, secret_stored = self.secrets.new_secret()
+        job = Job(
+            **spec.model_dump(),
+            id=job_id,
+            tenant=tenant,
+            created_at=now,
+            updated_at=now,
+            anchor=_whole_second(spec.start_at or now),
+            signing_secret_enc=secret_stored,
+        )
+        timer = self._first_timer(job, now, after=now)
+        if timer is None and schedule_of(job).kind != "after":
+            raise InvalidJobError(
+                "schedule has no future slot (a one-time instant in the past, or end_at passed)"
+            )
+        self.store.create_job(job, timer, self.max_jobs)
+        if parents:
+            self.store.set_dependents(tenant, job_id, parents, present=True)
+        return self.with_next_fire(job), secret_plain
+
+    def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
+        """Replace the spec. The next slot is computed afresh (no catch-up for a replacement)."""
+        current = self._current(tenant, job_id, expected_version)
+        now = self.clock.now()
+        parents = self._check_dependencies(tenant, job_id, spec)
+        old_parents = schedule_of(current).parents
+        anchor = current.anchor
+        if spec.start_at != current.start_at or spec.schedule != current.schedule:
+            anchor = _whole_second(spec.start_at or now)
+        job = Job(
+            **spec.model_dump(),
+            id=job_id,
+            tenant=tenant,
+            state=JobState.ENABLED if current.state is JobState.COMPLETED else current.state,
+            version=current.version + 1,
+            created_at=current.created_at,
+            updated_at=now,
+            anchor=anchor,
+            paused_at=current.paused_at,
+            skipped_slots=current.skipped_slots,
+            signing_secret_enc=current.signing_secret_enc,
+        )
+        if spec.target.type == "http" and not job.signing_secret_enc and self.secrets is not None:
+            job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret()[1]})
+        timers: list[Timer] = []
+        if job.state is JobState.ENABLED:
+            timer = self._first_timer(job, now, after=now)
+            if timer is None and schedule_of(job).kind != "after":
+                raise InvalidJobError(
+                    "schedule has no future slot (a one-time instant in the past, or end_at passed)"
+                )
+            timers = [timer] if timer else []
+        self._write(job, current.version, timers)
+        removed = tuple(p for p in old_parents if p not in parents)
+        if removed:
+            self.store.set_dependents(tenant, job_id, removed, present=False)
+        if parents:
+            self.store.set_dependents(tenant, job_id, parents, present=True)
+        return self.with_next_fire(job)
+
+    def pause(
+        self, tenant: str, job_id: str, expected_version: int | None = None, reason: str | None = None
+    ) -> Job:
+        current = self._current(tenant, job_id, expected_version)
+        if current.state is JobState.PAUSED:
+            return self.with_next_fire(current)
+        if current.state is JobState.COMPLETED:
+            raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
+        now = self.clock.now()
+        job = current.model_copy(
+            update={
+                "state": JobState.PAUSED,
+                "version": current.version + 1,
+                "updated_at": now,
+                "paused_at": now,
+                "state_reason": reason,
+            }
+        )
+        self._write(job, current.version, [])
+        return self.with_next_fire(job)
+
+    def resume(self, tenant: str, job_id: str, expected_version: int | None = None) -> Job:
+        """Enable again; slots missed while paused follow the catch-up policy."""
+        current = self._current(tenant, job_id, expected_version)
+        if current.state is JobState.ENABLED:
+            return self.with_next_fire(current)
+        if current.state is JobState.COMPLETED:
+            raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
+        now = self.clock.now()
+        job = current.model_copy(
+            update={
+                "state": JobState.ENABLED,
+                "version": current.version + 1,
+                "updated_at": now,
+                "state_reason": None,
+            }
+        )
+        after = now
+        if job.catchup.policy is not CatchupKind.NONE and current.paused_at is not None:
+            # Start from the first slot missed while paused, inside the window: the poller's
+            # catch-up then releases all of them (``all``) or only the newest (``latest``).
+            after = max(current.paused_at, now - timedelta(seconds=job.catchup.window_seconds))
+        timer = self._first_timer(job, now, after=after)
+        self._write(job, current.version, [timer] if timer else [])
+        return self.with_next_fire(job)
+
+    def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
+        current = self._current(tenant, job_id, expected_version)
+        try:
+            self.store.delete_job(tenant, job_id, current.version)
+        except VersionConflictError as exc:
+            raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
+        parents = schedule_of(current).parents
+        if parents:
+            self.store.set_dependents(tenant, job_id, parents, present=False)
+
+    def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:
+        """Run the job now as an extra slot; the same ``request_key`` always names the same slot.
+
+        Returns the slot key (``<instant>~<id>``), which is the execution's identity.
+        """
+        job = self.get(tenant, job_id)
+        if job.state is JobState.DELETED:
+            raise JobNotFoundError(f"job {job_id!r} not found")
+        now = self.clock.now()
+        # The API's idempotency layer answers a retried request with the first reply, so the
+        # same request key always names the same slot; the key only feeds the slot's id here.
+        token = hashlib.sha256((request_key or uuid.uuid4().hex).encode()).hexdigest()[:12]
+        slot = f"{slot_key(now)}~m{token}"
+        message = DispatchMessage(
+            tenant=tenant,
+            job_id=job_id,
+            slot=slot,
+            scheduled_at=now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            attempt=1,
+            job_version=job.version,
+            kind=MessageKind.MANUAL,
+            released_at=now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        )
+        self.queues.send(self.routing.queue_for(job), [message])
+        return slot
+
+    # ------------------------------------------------------------------ helpers
+
+    def _current(self, tenant: str, job_id: str, expected_version: int | None) -> Job:
+        job = self.store.get_job(tenant, job_id)
+        if job is None:
+            raise JobNotFoundError(f"job {job_id!r} not found")
+        if expected_version is not None and job.version != expected_version:
+            raise PreconditionFailedError(
+                f"job {job_id!r} is at version {job.version}, not {expected_version}", job.version
+            )
+        return job
+
+    def _write(self, job: Job, expected_version: int, timers: list[Timer]) -> None:
+        try:
+            self.store.replace_job(job, expected_version, timers)
+        except VersionConflictError as exc:
+            if exc.current_version is None:
+                raise JobNotFoundError(f"job {job.id!r} not found") from exc
+            raise JobConflictError(f"job {job.id!r} changed meanwhile; read it and try again") from exc
+
+    def _first_timer(self, job: Job, now: datetime, after: datetime) -> Timer | None:
+        schedule = schedule_of(job)
+        if schedule.kind == "after":
+            return None
+        slot = first_slot(job, now) if after >= now else next_slot(job, after)
+        if slot is None:
+            return None
+        return self.layout.make(
+            now=now,
+            due=dispatch_instant(job, slot),
+            job_id=job.id,
+            tenant=job.tenant,
+            slot=slot_key(slot),
+            attempt=1,
+            kind=TimerKind.FIRE,
+            job_version=job.version,
+        )
+
+    def _check_dependencies(self, tenant: str, job_id: str, spec: JobSpec) -> tuple[str, ...]:
+        parents = schedule_of(spec).parents
+        if not parents:
+            return ()
+        for parent in parents:
+            if parent == job_id:
+                raise InvalidJobError("a job cannot depend on itself")
+            if self.store.get_job(tenant, parent) is None:
+                raise InvalidJobError(f"after(): parent job {parent!r} does not exist")
+
+        def lookup(other: str) -> tuple[str, ...] | None:
+            found = self.store.get_job(tenant, other)
+            return schedule_of(found).parents if found else None
+
+        cycle = find_cycle(job_id, parents, lookup)
+        if cycle:
+            raise InvalidJobError("dependency cycle: " + " -> ".join(cycle))
+        return parents

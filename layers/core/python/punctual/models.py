@@ -1,0 +1,410 @@
+"""The vocabulary: what a user registers (JobSpec), what is stored (Job, Execution).
+
+Validation errors name the field and the problem; the API turns them into 422 problem
+details. The schedule string is checked by :mod:`punctual.schedules` so that an
+expression that can never fire is refused at registration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from punctual import schedules
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_NAME_CHARS = 128
+MAX_DESCRIPTION_CHARS = 1024
+MAX_TAGS = 50
+MAX_TAG_KEY_CHARS = 128
+MAX_TAG_VALUE_CHARS = 256
+MAX_LAMBDA_TIMEOUT_S = 840  # leaves the worker Lambda a minute of its 15 to record the result
+MAX_ECS_TIMEOUT_S = 7 * 24 * 3600
+MAX_HEADERS = 50
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class _Strict(BaseModel):
+    """Base for user input: unknown fields are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+# --------------------------------------------------------------------------- targets
+
+_ARN_RE = re.compile(
+    r"^arn:(?P<partition>aws|aws-cn|aws-us-gov):(?P<service>[a-z0-9-]+):(?P<region>[a-z]{2}(-[a-z]+)+-\d)"
+    r":(?P<account>\d{12}):(?P<resource>.+)$"
+)
+
+
+def check_arn(value: str, service: str, resource_prefix: str | None = None) -> str:
+    """Validate an ARN's shape: partition, service, region, 12-digit account, resource."""
+    if len(value) > 2048:
+        raise ValueError("ARN is longer than 2048 characters")
+    match = _ARN_RE.match(value)
+    if not match:
+        raise ValueError(f"not a valid ARN (arn:aws:{service}:<region>:<12-digit account>:...): {value!r}")
+    if match.group("service") != service:
+        raise ValueError(f"ARN names service {match.group('service')!r}, expected {service!r}")
+    if resource_prefix and not match.group("resource").startswith(resource_prefix):
+        raise ValueError(f"ARN resource must start with {resource_prefix!r}")
+    return value
+
+
+class HttpTarget(_Strict):
+    """A webhook: the payload is POSTed (or sent with ``method``) to ``url``, signed."""
+
+    type: Literal["http"] = "http"
+    url: str = Field(min_length=1, max_length=2048)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    follow_redirects: bool = False
+
+    @field_validator("url")
+    @classmethod
+    def _url_scheme(cls, value: str) -> str:
+        lowered = value.lower()
+        if not (lowered.startswith("http://") or lowered.startswith("https://")):
+            raise ValueError("url must start with http:// or https://")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_HEADERS:
+            raise ValueError(f"at most {MAX_HEADERS} headers")
+        for name, header_value in value.items():
+            if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,256}", name):
+                raise ValueError(f"invalid header name {name!r}")
+            if "\r" in header_value or "\n" in header_value or len(header_value) > 8192:
+                raise ValueError(f"invalid value for header {name!r}")
+        return value
+
+
+class LambdaTarget(_Strict):
+    type: Literal["lambda"] = "lambda"
+    function_arn: str
+    invocation_type: Literal["RequestResponse", "Event"] = "RequestResponse"
+
+    @field_validator("function_arn")
+    @classmethod
+    def _arn(cls, value: str) -> str:
+        return check_arn(value, "lambda", "function:")
+
+
+class SqsTarget(_Strict):
+    type: Literal["sqs"] = "sqs"
+    queue_arn: str
+    message_group_id: str | None = Field(default=None, max_length=128)
+
+    @field_validator("queue_arn")
+    @classmethod
+    def _arn(cls, value: str) -> str:
+        return check_arn(value, "sqs")
+
+
+class SnsTarget(_Strict):
+    type: Literal["sns"] = "sns"
+    topic_arn: str
+
+    @field_validator("topic_arn")
+    @classmethod
+    def _arn(cls, value: str) -> str:
+        return check_arn(value, "sns")
+
+
+class EventBridgeTarget(_Strict):
+    type: Literal["eventbridge"] = "eventbridge"
+    event_bus_arn: str
+    detail_type: str = Field(default="Punctual Scheduled Job", min_length=1, max_length=128)
+    source: str = Field(default="punctual", min_length=1, max_length=256)
+
+    @field_validator("event_bus_arn")
+    @classmethod
+    def _arn(cls, value: str) -> str:
+        return check_arn(value, "events", "event-bus/")
+
+
+class StepFunctionsTarget(_Strict):
+    type: Literal["stepfunctions"] = "stepfunctions"
+    state_machine_arn: str
+
+    @field_validator("state_machine_arn")
+    @classmethod
+    def _arn(cls, value: str) -> str:
+        return check_arn(value, "states", "stateMachine:")
+
+
+class EcsTarget(_Strict):
+    type: Literal["ecs"] = "ecs"
+    cluster_arn: str
+    task_definition_arn: str
+    subnets: list[str] = Field(min_length=1, max_length=16)
+    security_groups: list[str] = Field(default_factory=list, max_length=5)
+    assign_public_ip: bool = False
+    container_name: str | None = Field(default=None, max_length=255)
+    launch_type: Literal["FARGATE", "EC2"] = "FARGATE"
+
+    @field_validator("cluster_arn")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        return check_arn(value, "ecs", "cluster/")
+
+    @field_validator("task_definition_arn")
+    @classmethod
+    def _task(cls, value: str) -> str:
+        return check_arn(value, "ecs", "task-definition/")
+
+
+Target = Annotated[
+    HttpTarget | LambdaTarget | SqsTarget | SnsTarget | EventBridgeTarget | StepFunctionsTarget | EcsTarget,
+    Field(discriminator="type"),
+]
+
+
+# --------------------------------------------------------------------------- policies
+
+
+class Backoff(StrEnum):
+    FIXED = "fixed"
+    LINEAR = "linear"
+    EXPONENTIAL = "exponential"
+
+
+class RetryPolicy(_Strict):
+    """How a failed attempt is retried. ``max_attempts`` counts the first attempt."""
+
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    backoff: Backoff = Backoff.EXPONENTIAL
+    base_seconds: float = Field(default=2.0, gt=0, le=86400)
+    max_seconds: float = Field(default=300.0, gt=0, le=7 * 86400)
+    jitter: bool = True
+    max_age_seconds: int = Field(default=86400, ge=1, le=30 * 86400)
+
+    @model_validator(mode="after")
+    def _cap_above_base(self) -> RetryPolicy:
+        if self.max_seconds < self.base_seconds:
+            raise ValueError("retry.max_seconds must be at least retry.base_seconds")
+        return self
+
+
+class Overlap(StrEnum):
+    ALLOW = "allow"
+    SKIP = "skip"
+    QUEUE = "queue"
+
+
+class CatchupKind(StrEnum):
+    ALL = "all"
+    LATEST = "latest"
+    NONE = "none"
+
+
+class CatchupPolicy(_Strict):
+    """What happens to slots missed while the scheduler was down or the job paused."""
+
+    policy: CatchupKind = CatchupKind.LATEST
+    window_seconds: int = Field(default=3600, ge=0, le=7 * 86400)
+
+
+class DstPolicy(_Strict):
+    """Overrides for fixed-time expressions around daylight-saving transitions."""
+
+    gap: Literal["shift", "skip"] | None = None
+    repeat: Literal["first", "both"] | None = None
+
+    def options(self) -> schedules.DstOptions:
+        return schedules.DstOptions(gap=self.gap, repeat=self.repeat)
+
+
+class Runtime(StrEnum):
+    LAMBDA = "lambda"
+    ECS = "ecs"
+
+
+# --------------------------------------------------------------------------- the job
+
+
+class JobSpec(_Strict):
+    """What a user registers. Everything a job does comes from here."""
+
+    name: str = Field(default="", max_length=MAX_NAME_CHARS)
+    description: str = Field(default="", max_length=MAX_DESCRIPTION_CHARS)
+    schedule: str = Field(min_length=1, max_length=256)
+    timezone: str = "UTC"
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    target: Target
+    payload: Any = None
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout_seconds: int = Field(default=300, ge=1, le=MAX_ECS_TIMEOUT_S)
+    runtime: Runtime = Runtime.LAMBDA
+    overlap: Overlap = Overlap.ALLOW
+    catchup: CatchupPolicy = Field(default_factory=CatchupPolicy)
+    jitter_seconds: int = Field(default=0, ge=0, le=3600)
+    dst: DstPolicy | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            schedules.validate_timezone(value)
+        except schedules.ScheduleError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if any(ord(ch) < 32 for ch in value):
+            raise ValueError("name must not contain control characters")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_TAGS:
+            raise ValueError(f"at most {MAX_TAGS} tags")
+        for key, tag_value in value.items():
+            if not 1 <= len(key) <= MAX_TAG_KEY_CHARS:
+                raise ValueError(f"tag keys must be 1-{MAX_TAG_KEY_CHARS} characters")
+            if len(tag_value) > MAX_TAG_VALUE_CHARS:
+                raise ValueError(f"tag {key!r}: value longer than {MAX_TAG_VALUE_CHARS} characters")
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_size(cls, value: Any) -> Any:
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes, more than the {MAX_PAYLOAD_BYTES} allowed")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        if self.start_at and self.end_at and self.end_at <= self.start_at:
+            raise ValueError("end_at must be after start_at")
+        if self.runtime is Runtime.LAMBDA and self.timeout_seconds > MAX_LAMBDA_TIMEOUT_S:
+            raise ValueError(
+                f"timeout_seconds {self.timeout_seconds} exceeds {MAX_LAMBDA_TIMEOUT_S} for runtime 'lambda';"
+                " use runtime 'ecs' for long jobs"
+            )
+        try:
+            parsed = self.parsed_schedule()
+        except schedules.ScheduleError as exc:
+            raise ValueError(f"schedule: {exc}") from None
+        if self.start_at and self.end_at and parsed.kind not in ("after", "delay"):
+            start = self.start_at.astimezone(UTC)
+            first = parsed.next_after(start - timedelta(seconds=1), anchor=start)
+            if first is None or first > self.end_at:
+                raise ValueError("schedule has no slot between start_at and end_at")
+        return self
+
+    def parsed_schedule(self) -> schedules.Schedule:
+        """The parsed schedule (cached parsing lives in :mod:`punctual.schedules`)."""
+        return schedules.parse_schedule(
+            self.schedule, self.timezone, self.dst.options() if self.dst else None
+        )
+
+
+class JobState(StrEnum):
+    ENABLED = "ENABLED"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    DELETED = "DELETED"
+
+
+class Job(JobSpec):
+    """A registered job: the spec plus identity, state and bookkeeping."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    tenant: str = "default"
+    state: JobState = JobState.ENABLED
+    version: int = 1
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    anchor: AwareDatetime  # registration instant (or start_at): rate/delay count from here
+    next_fire_at: AwareDatetime | None = None
+    skipped_slots: int = 0
+    paused_at: AwareDatetime | None = None
+    state_reason: str | None = None  # why the job was paused or completed, when not by a user
+    signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not _ID_RE.match(value):
+            raise ValueError("job id must be 1-64 characters of letters, digits, '-' and '_'")
+        return value
+
+    def spec(self) -> JobSpec:
+        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)))
+
+
+# --------------------------------------------------------------------------- executions
+
+
+class ExecutionStatus(StrEnum):
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    RETRY_WAIT = "RETRY_WAIT"
+    SKIPPED = "SKIPPED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (
+            ExecutionStatus.SUCCEEDED,
+            ExecutionStatus.FAILED,
+            ExecutionStatus.TIMED_OUT,
+            ExecutionStatus.SKIPPED,
+        )
+
+
+class AttemptRecord(BaseModel):
+    """One past attempt of an execution, kept in a bounded list on the record."""
+
+    attempt: int
+    status: ExecutionStatus
+    started_at: AwareDatetime | None = None
+    finished_at: AwareDatetime | None = None
+    error: str | None = None
+    owner: str | None = None
+
+
+class Execution(BaseModel):
+    """One slot of one job: the record every attempt of that slot writes to."""
+
+    job_id: str
+    tenant: str = "default"
+    slot: str  # the slot key, e.g. 2026-11-30T09:32:00Z (manual triggers add ~<id>)
+    scheduled_at: AwareDatetime
+    attempt: int = 1
+    status: ExecutionStatus
+    started_at: AwareDatetime | None = None
+    finished_at: AwareDatetime | None = None
+    error: str | None = None
+    lease_until: AwareDatetime | None = None
+    owner: str | None = None
+    job_version: int = 1
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    result: str | None = None

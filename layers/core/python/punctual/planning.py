@@ -1,0 +1,112 @@
+"""When a job's slots are, and which of them to release: pure functions of the job and ``now``.
+
+Slots are computed from the previous slot and the schedule, never from the clock, so clock
+skew moves *when* a slot is released, never *whether* or *how often*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+
+from punctual import schedules
+from punctual.models import CatchupKind, Job, JobSpec
+
+MISSED_AFTER_S = 60  # a slot released later than this is "missed": the catch-up policy decides
+MAX_RELEASE_PER_TIMER = 1000  # catch-up releases at most this many slots per timer, then chains on
+_ONE_SECOND = timedelta(seconds=1)
+
+
+@lru_cache(maxsize=4096)
+def _parse(expression: str, timezone: str, gap: str | None, repeat: str | None) -> schedules.Schedule:
+    dst = schedules.DstOptions(gap=gap, repeat=repeat) if (gap or repeat) else None  # type: ignore[arg-type]
+    return schedules.parse_schedule(expression, timezone, dst)
+
+
+def schedule_of(spec: JobSpec) -> schedules.Schedule:
+    """The parsed schedule of a job, cached: a poller evaluates the same jobs every minute."""
+    dst = spec.dst
+    return _parse(spec.schedule, spec.timezone, dst.gap if dst else None, dst.repeat if dst else None)
+
+
+def next_slot(job: Job, after: datetime) -> datetime | None:
+    """The job's first slot strictly after ``after``, inside ``start_at``/``end_at``; None if none.
+
+    ``delay(...)`` and ``after(...)`` jobs are not chained by the poller: the first is
+    anchored here, later ones come from finish times and parents' successes.
+    """
+    schedule = schedule_of(job)
+    if schedule.kind == "after":
+        return None
+    lower = after
+    if job.start_at is not None:
+        lower = max(lower, job.start_at.astimezone(UTC) - _ONE_SECOND)
+    slot = schedule.next_after(lower, anchor=job.anchor)
+    if slot is None or (job.end_at is not None and slot > job.end_at):
+        return None
+    return slot
+
+
+def first_slot(job: Job, now: datetime) -> datetime | None:
+    """The slot a freshly registered (or resumed) job fires first."""
+    schedule = schedule_of(job)
+    if schedule.kind == "delay":
+        # The first run of a fixed-delay job is the anchor plus the delay.
+        slot = schedule.next_after(job.anchor, anchor=job.anchor)
+        if slot is not None and slot <= now:
+            slot = schedule.next_after(now, anchor=None)
+        return slot
+    return next_slot(job, now)
+
+
+def dispatch_instant(job: Job, slot: datetime) -> datetime:
+    """When a slot is released: its nominal instant plus the job's deterministic jitter."""
+    if job.jitter_seconds <= 0:
+        return slot
+    return slot + timedelta(seconds=schedules.jitter_offset_s(job.id, slot, job.jitter_seconds))
+
+
+@dataclass
+class ReleasePlan:
+    """What one fire timer leads to."""
+
+    release: list[datetime] = field(default_factory=list)  # slots to send, oldest first
+    skipped: int = 0  # missed slots the catch-up policy drops
+    next_slot: datetime | None = None  # the slot of the timer to write next (None: the job completes)
+    chain: bool = True  # False for delay(...) jobs, which chain from finish times
+
+
+def plan_release(job: Job, slot: datetime, now: datetime) -> ReleasePlan:
+    """Decide which slots to release for a due fire timer of ``slot``.
+
+    Normally that is just ``slot``, and the next timer is the following slot. After an
+    outage the slots between ``slot`` and ``now`` are enumerated and the catch-up
+    policy applied to those released more than :data:`MISSED_AFTER_S` late: ``all``
+    releases every one inside the window, ``latest`` only the newest (and none if a
+    slot is on time anyway), ``none`` skips them all.
+    """
+    schedule = schedule_of(job)
+    if schedule.kind == "delay":
+        return ReleasePlan(release=[slot], next_slot=None, chain=False)
+    due: list[datetime] = []
+    current: datetime | None = slot
+    while current is not None and dispatch_instant(job, current) <= now and len(due) < MAX_RELEASE_PER_TIMER:
+        due.append(current)
+        current = next_slot(job, current)
+    if not due:  # released early (clock skew): release it anyway, it is this timer's slot
+        return ReleasePlan(release=[slot], next_slot=next_slot(job, slot))
+    missed_before = now - timedelta(seconds=MISSED_AFTER_S)
+    on_time = [s for s in due if dispatch_instant(job, s) >= missed_before]
+    missed = [s for s in due if dispatch_instant(job, s) < missed_before]
+    window_start = now - timedelta(seconds=job.catchup.window_seconds)
+    in_window = [s for s in missed if dispatch_instant(job, s) >= window_start]
+    policy = job.catchup.policy
+    if policy is CatchupKind.ALL:
+        chosen = in_window
+    elif policy is CatchupKind.LATEST:
+        chosen = in_window[-1:] if not on_time else []
+    else:
+        chosen = []
+    release = chosen + on_time
+    return ReleasePlan(release=release, skipped=len(due) - len(release), next_slot=current)

@@ -1,0 +1,279 @@
+"""The FIFO queue port: what a poller sends and a worker receives.
+
+:class:`DispatchMessage` is the one message shape; its deduplication id is derived from
+(tenant, job, slot, attempt), so a resend of the same attempt inside SQS's five-minute
+window is dropped by SQS, and the worker's claim drops it after that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from punctual.timers import stable_hash
+
+SQS_BATCH_MAX = 10
+THROTTLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "RequestThrottled",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "ServiceUnavailable",
+        "InternalError",
+        "KMS.ThrottlingException",
+    }
+)
+
+
+class MessageKind:
+    FIRE = "fire"  # a scheduled slot
+    RETRY = "retry"  # the next attempt after a failure
+    TAKEOVER = "takeover"  # a lease expired: the next attempt after a lost worker
+    MANUAL = "manual"  # POST /trigger
+    CHILD = "child"  # a dependent job's slot whose parents all succeeded
+
+
+@dataclass(frozen=True)
+class DispatchMessage:
+    """One attempt of one slot, handed to a worker."""
+
+    tenant: str
+    job_id: str
+    slot: str
+    scheduled_at: str  # RFC 3339 UTC: the instant it was meant to start (slot + jitter)
+    attempt: int
+    job_version: int
+    kind: str = MessageKind.FIRE
+    released_at: str = ""  # when the poller released it (fire delay = released_at - scheduled_at)
+
+    @property
+    def dedup_id(self) -> str:
+        """Stable per (tenant, job, slot, attempt): a resend is the same message."""
+        raw = f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}\x1f{self.attempt}"
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+    @property
+    def group_id(self) -> str:
+        """One message group per job: a job's slots are delivered in order."""
+        return hashlib.blake2b(f"{self.tenant}\x1f{self.job_id}".encode(), digest_size=16).hexdigest()
+
+    def to_body(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_body(cls, body: str) -> DispatchMessage:
+        data = json.loads(body)
+        if not isinstance(data, dict):
+            raise ValueError("message body is not a JSON object")
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def pick_queue(urls: Sequence[str], job_id: str) -> str:
+    """Spread jobs over several queues when one queue's throughput quota is not enough."""
+    if not urls:
+        raise ValueError("no queue configured")
+    return urls[stable_hash(job_id) % len(urls)]
+
+
+@dataclass
+class Received:
+    message: DispatchMessage
+    receipt: str
+    receive_count: int
+    message_id: str
+    raw_body: str = ""
+
+
+class QueuePort(Protocol):
+    def send(self, queue_url: str, messages: Sequence[DispatchMessage]) -> None:
+        """Send every message (batches of ten, failed entries retried); raise if any cannot be sent."""
+        ...
+
+    def receive(
+        self, queue_url: str, max_messages: int, wait_s: int, visibility_s: int
+    ) -> list[Received]: ...
+
+    def delete(self, queue_url: str, receipt: str) -> None: ...
+
+    def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None: ...
+
+
+def _sleep_backoff(round_no: int) -> None:
+    time.sleep(random.uniform(0, min(2.0, 0.02 * (2**round_no))))
+
+
+class SqsQueues:
+    """The SQS implementation. Batches of ten, sent concurrently; partial failures retried."""
+
+    def __init__(self, client: Any, concurrency: int = 8, max_rounds: int = 12) -> None:
+        self.client = client
+        self.max_rounds = max_rounds
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="sqs-send")
+
+    def send(self, queue_url: str, messages: Sequence[DispatchMessage]) -> None:
+        batches = [messages[i : i + SQS_BATCH_MAX] for i in range(0, len(messages), SQS_BATCH_MAX)]
+        if len(batches) <= 1:
+            for batch in batches:
+                self._send_batch(queue_url, batch)
+            return
+        for future in [self._pool.submit(self._send_batch, queue_url, b) for b in batches]:
+            future.result()
+
+    def _send_batch(self, queue_url: str, batch: Sequence[DispatchMessage]) -> None:
+        pending = {str(i): message for i, message in enumerate(batch)}
+        for round_no in range(self.max_rounds):
+            entries = [
+                {
+                    "Id": entry_id,
+                    "MessageBody": message.to_body(),
+                    "MessageGroupId": message.group_id,
+                    "MessageDeduplicationId": message.dedup_id,
+                }
+                for entry_id, message in pending.items()
+            ]
+            try:
+                reply = self.client.send_message_batch(QueueUrl=queue_url, Entries=entries)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] not in THROTTLE_CODES:
+                    raise
+                _sleep_backoff(round_no)
+                continue
+            failed = reply.get("Failed", [])
+            permanent = [f for f in failed if f.get("SenderFault") and f.get("Code") not in THROTTLE_CODES]
+            if permanent:
+                raise RuntimeError(
+                    f"SQS refused a message: {permanent[0].get('Code')}: {permanent[0].get('Message')}"
+                )
+            pending = {f["Id"]: pending[f["Id"]] for f in failed}
+            if not pending:
+                return
+            _sleep_backoff(round_no)
+        raise RuntimeError(f"{len(pending)} messages could not be sent after {self.max_rounds} rounds")
+
+    def receive(self, queue_url: str, max_messages: int, wait_s: int, visibility_s: int) -> list[Received]:
+        reply = self.client.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=max_messages,
+            WaitTimeSeconds=wait_s,
+            VisibilityTimeout=visibility_s,
+            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+        )
+        out = []
+        for raw in reply.get("Messages", []):
+            out.append(
+                Received(
+                    message=DispatchMessage.from_body(raw["Body"]),
+                    receipt=raw["ReceiptHandle"],
+                    receive_count=int(raw.get("Attributes", {}).get("ApproximateReceiveCount", "1")),
+                    message_id=raw["MessageId"],
+                    raw_body=raw["Body"],
+                )
+            )
+        return out
+
+    def delete(self, queue_url: str, receipt: str) -> None:
+        self.client.delete_message(QueueUrl=queue_url, ReceiptHandle=receipt)
+
+    def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
+        self.client.change_message_visibility(
+            QueueUrl=queue_url, ReceiptHandle=receipt, VisibilityTimeout=visibility_s
+        )
+
+
+@dataclass
+class _Stored:
+    message: DispatchMessage
+    message_id: str
+    visible_at: datetime
+    receive_count: int = 0
+    receipt: str = ""
+
+
+@dataclass
+class MemoryQueues:
+    """In-memory FIFO queues with AWS's five-minute deduplication window (not moto's).
+
+    ``now`` is a clock function so tests can move time.
+    """
+
+    now: Callable[[], datetime]
+    dedup_window_s: float = 300.0
+    queues: dict[str, list[_Stored]] = field(default_factory=dict)
+    sent_ids: dict[str, dict[str, datetime]] = field(default_factory=dict)
+    sends: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _seq: int = 0
+
+    def send(self, queue_url: str, messages: Sequence[DispatchMessage]) -> None:
+        with self._lock:
+            for message in messages:
+                self.sends += 1
+                now = self.now()
+                seen = self.sent_ids.setdefault(queue_url, {})
+                first = seen.get(message.dedup_id)
+                if first is not None and now - first < timedelta(seconds=self.dedup_window_s):
+                    continue
+                seen[message.dedup_id] = now
+                self._seq += 1
+                self.queues.setdefault(queue_url, []).append(
+                    _Stored(message, f"m{self._seq}", visible_at=now)
+                )
+
+    def receive(self, queue_url: str, max_messages: int, wait_s: int, visibility_s: int) -> list[Received]:
+        with self._lock:
+            now = self.now()
+            out: list[Received] = []
+            busy_groups: set[str] = set()
+            for stored in self.queues.get(queue_url, []):
+                group = stored.message.group_id
+                if stored.visible_at > now:
+                    busy_groups.add(group)  # FIFO: an in-flight message blocks its group
+                    continue
+                if group in busy_groups:
+                    continue
+                stored.receive_count += 1
+                self._seq += 1
+                stored.receipt = f"r{self._seq}"
+                stored.visible_at = now + timedelta(seconds=visibility_s)
+                busy_groups.add(group)
+                out.append(Received(stored.message, stored.receipt, stored.receive_count, stored.message_id))
+                if len(out) == max_messages:
+                    break
+            return out
+
+    def delete(self, queue_url: str, receipt: str) -> None:
+        with self._lock:
+            items = self.queues.get(queue_url, [])
+            self.queues[queue_url] = [s for s in items if s.receipt != receipt]
+
+    def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
+        with self._lock:
+            for stored in self.queues.get(queue_url, []):
+                if stored.receipt == receipt:
+                    stored.visible_at = self.now() + timedelta(seconds=visibility_s)
+
+    def all_messages(self, queue_url: str | None = None) -> list[DispatchMessage]:
+        with self._lock:
+            urls = [queue_url] if queue_url else list(self.queues)
+            return [s.message for url in urls for s in self.queues.get(url, [])]
+
+    def drain(self, queue_url: str | None = None) -> list[DispatchMessage]:
+        """Take every message out (tests): returns them in send order."""
+        with self._lock:
+            urls = [queue_url] if queue_url else list(self.queues)
+            out = [s.message for url in urls for s in self.queues.get(url, [])]
+            for url in urls:
+                self.queues[url] = []
+            return out

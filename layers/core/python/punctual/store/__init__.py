@@ -1,0 +1,1 @@
+"""Storage: the JobStore port and its DynamoDB and in-memory implementations."""

@@ -1,0 +1,213 @@
+"""The storage port: jobs, timers, watermarks, executions and dependency records.
+
+Two implementations share one test suite: :mod:`punctual.store.dynamo` (the real one,
+proved under moto) and :mod:`punctual.store.memory` (fast logic tests, local benchmarks).
+Every write that can race is conditional; a lost race raises a typed error, never
+silently overwrites.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.timers import Lane, Timer
+
+
+class StoreError(Exception):
+    """Base of every storage error."""
+
+
+class ConflictError(StoreError):
+    """A conditional write lost: someone else changed the item first."""
+
+
+class JobExistsError(ConflictError):
+    """A job with this id already exists for this tenant."""
+
+
+class VersionConflictError(ConflictError):
+    """The job's version is not the one the caller expected."""
+
+    def __init__(self, message: str, current_version: int | None = None) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
+class TenantLimitError(StoreError):
+    """The tenant already has as many jobs as it may."""
+
+
+class ExecutionConflictError(ConflictError):
+    """An execution record was not in the state the transition expected.
+
+    ``current`` is the record as it is now (None when it does not exist).
+    """
+
+    def __init__(self, message: str, current: Execution | None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+@dataclass(frozen=True)
+class Expect:
+    """The state an execution write requires; ``None`` fields are not checked."""
+
+    statuses: frozenset[ExecutionStatus] = field(default_factory=frozenset)
+    attempt: int | None = None
+    owner: str | None = None
+    check_owner: bool = False  # compare owner even when it is None (no owner yet)
+
+    def matches(self, current: Execution | None) -> bool:
+        if current is None:
+            return False
+        if self.statuses and current.status not in self.statuses:
+            return False
+        if self.attempt is not None and current.attempt != self.attempt:
+            return False
+        return not (self.check_owner or self.owner is not None) or current.owner == self.owner
+
+
+JobKey = tuple[str, str]  # (tenant, job_id)
+ExecutionKey = tuple[str, str, str]  # (tenant, job_id, slot)
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Page(Generic[T]):
+    items: list[T]
+    cursor: str | None  # opaque to callers above the store; None on the last page
+
+
+class JobStore(ABC):
+    """Everything Punctual persists. Instants are aware UTC datetimes."""
+
+    # ---------------------------------------------------------------- jobs
+
+    @abstractmethod
+    def create_job(self, job: Job, timer: Timer | None, max_jobs: int) -> None:
+        """Store a new job and its first timer atomically.
+
+        Raises
+        ------
+        JobExistsError
+            A job with the same (tenant, id) exists.
+        TenantLimitError
+            The tenant already has ``max_jobs`` jobs.
+        """
+
+    @abstractmethod
+    def get_job(self, tenant: str, job_id: str) -> Job | None:
+        """The job, or None when it does not exist (or was deleted)."""
+
+    @abstractmethod
+    def batch_get_jobs(self, keys: Iterable[JobKey]) -> dict[JobKey, Job]:
+        """Many jobs at once (strongly consistent); missing ones are absent from the result."""
+
+    @abstractmethod
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None = None,
+        state: JobState | None = None,
+        tag: str | None = None,
+    ) -> Page[Job]:
+        """A page of the tenant's jobs ordered by id; ``tag`` is ``key`` or ``key=value``."""
+
+    @abstractmethod
+    def replace_job(self, job: Job, expected_version: int, timers: Sequence[Timer] = ()) -> None:
+        """Write ``job`` (already at its new version) if the stored version is ``expected_version``.
+
+        Raises
+        ------
+        VersionConflictError
+            The stored version differs, or the job does not exist.
+        """
+
+    @abstractmethod
+    def delete_job(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
+        """Remove the job; its timers become stale. Raises VersionConflictError on a mismatch."""
+
+    @abstractmethod
+    def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
+        """Count slots skipped by the catch-up or overlap policy (best effort, unconditional)."""
+
+    # ---------------------------------------------------------------- timers
+
+    @abstractmethod
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        """Write timer rows. Rows are immutable and keyed by identity: a repeat is a no-op."""
+
+    @abstractmethod
+    def query_timers(
+        self,
+        lane: Lane,
+        minute: datetime,
+        shard: int,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+    ) -> list[Timer]:
+        """The bucket's timers with ``from_ms <= due <= to_ms``, in due order (strongly consistent)."""
+
+    @abstractmethod
+    def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
+        """Per shard, the oldest minute whose bucket is not known to be drained (absent if never set)."""
+
+    @abstractmethod
+    def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
+        """Move each shard's watermark forward to ``minute``; never backward."""
+
+    # ---------------------------------------------------------------- executions
+
+    @abstractmethod
+    def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
+        """Write the execution record conditionally.
+
+        ``expect=None`` creates it (it must not exist); otherwise the stored record must
+        match ``expect``. Raises ExecutionConflictError carrying the current record.
+        """
+
+    @abstractmethod
+    def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None: ...
+
+    @abstractmethod
+    def batch_get_executions(self, keys: Iterable[ExecutionKey]) -> dict[ExecutionKey, Execution]: ...
+
+    @abstractmethod
+    def list_executions(
+        self,
+        tenant: str,
+        job_id: str,
+        limit: int,
+        cursor: str | None = None,
+        status: ExecutionStatus | None = None,
+        newest_first: bool = True,
+    ) -> Page[Execution]:
+        """A page of the job's history, newest slot first by default."""
+
+    # ---------------------------------------------------------------- dependencies
+
+    @abstractmethod
+    def record_parent_success(
+        self, tenant: str, child_id: str, slot: str, parent_id: str, ttl_epoch_s: int
+    ) -> frozenset[str]:
+        """Add ``parent_id`` to the parents that succeeded for (child, slot); return them all."""
+
+    @abstractmethod
+    def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
+        """Record (``present``) or remove ``child_id`` as a dependent of each parent."""
+
+    @abstractmethod
+    def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
+        """The ids of jobs whose schedule is ``after(... parent_id ...)``."""
+
+    @abstractmethod
+    def claim_child_dispatch(self, tenant: str, child_id: str, slot: str) -> bool:
+        """True exactly once per (child, slot): the caller that gets True dispatches it."""

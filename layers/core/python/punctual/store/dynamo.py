@@ -1,0 +1,676 @@
+"""The DynamoDB JobStore: one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``.
+
+This module is the only code that builds DynamoDB keys and expressions.
+
+Items::
+
+    job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON)
+    listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
+    job count    pk=tenant#<tenant>        sk=#meta          job_count
+    execution    pk=job#<tenant>#<id>      sk=exec#<slot>    status, attempt, owner, doc, expires_at
+    dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
+    dependent    pk=job#<tenant>#<parent>  sk=child#<child>
+    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
+    watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
+
+A job's history is one query on its partition (``exec#`` prefix, newest first).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.store.base import (
+    ExecutionConflictError,
+    ExecutionKey,
+    Expect,
+    JobExistsError,
+    JobKey,
+    JobStore,
+    Page,
+    TenantLimitError,
+    VersionConflictError,
+)
+from punctual.store.memory import tag_matches
+from punctual.timers import (
+    Lane,
+    Timer,
+    TimerKind,
+    bucket_pk,
+    due_bound,
+    minute_key,
+    parse_minute_key,
+)
+
+WATERMARK_CHUNK = 64  # shards per watermark item: one write per chunk per poller per minute
+_BATCH_GET_MAX = 100
+_BATCH_WRITE_MAX = 25
+_MAX_UNPROCESSED_ROUNDS = 12
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int | float) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def job_pk(tenant: str, job_id: str) -> str:
+    return f"job#{tenant}#{job_id}"
+
+
+def tenant_pk(tenant: str) -> str:
+    return f"tenant#{tenant}"
+
+
+def _backoff(round_no: int) -> None:
+    # Full jitter, capped: unprocessed items mean the table is throttling us.
+    time.sleep(random.uniform(0, min(2.0, 0.02 * (2**round_no))))
+
+
+class DynamoStore(JobStore):
+    """JobStore over one DynamoDB table.
+
+    Parameters
+    ----------
+    client
+        A boto3 DynamoDB client (low level: attribute values are built here).
+    table_name
+        The table, with string keys ``pk`` and ``sk``.
+    """
+
+    def __init__(self, client: Any, table_name: str) -> None:
+        self.client = client
+        self.table = table_name
+
+    # ---------------------------------------------------------------- jobs
+
+    @staticmethod
+    def _job_doc(job: Job) -> str:
+        return job.model_dump_json(exclude={"signing_secret_enc"})
+
+    def _job_attrs(self, job: Job) -> dict[str, Any]:
+        attrs = {
+            "version": _n(job.version),
+            "state": _s(job.state.value),
+            "doc": _s(self._job_doc(job)),
+        }
+        if job.signing_secret_enc:
+            attrs["secret"] = _s(job.signing_secret_enc)
+        return attrs
+
+    def _job_from_item(self, item: dict[str, Any]) -> Job:
+        data = json.loads(item["doc"]["S"])
+        data["version"] = int(item["version"]["N"])
+        data["state"] = item["state"]["S"]
+        if "skipped" in item:
+            data["skipped_slots"] = int(item["skipped"]["N"])
+        if "secret" in item:
+            data["signing_secret_enc"] = item["secret"]["S"]
+        return Job.model_validate(data)
+
+    def create_job(self, job: Job, timer: Timer | None, max_jobs: int) -> None:
+        attrs = self._job_attrs(job)
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {"pk": _s(job_pk(job.tenant, job.id)), "sk": _s("job"), **attrs},
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "pk": _s(tenant_pk(job.tenant)),
+                        "sk": _s(f"job#{job.id}"),
+                        "state": attrs["state"],
+                        "doc": attrs["doc"],
+                    },
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(tenant_pk(job.tenant)), "sk": _s("#meta")},
+                    "UpdateExpression": "ADD job_count :one",
+                    "ConditionExpression": "attribute_not_exists(job_count) OR job_count < :max",
+                    "ExpressionAttributeValues": {":one": _n(1), ":max": _n(max_jobs)},
+                }
+            },
+        ]
+        if timer is not None:
+            items.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            if reasons and reasons[0] == "ConditionalCheckFailed":
+                raise JobExistsError(f"job {job.id!r} already exists") from None
+            if len(reasons) > 2 and reasons[2] == "ConditionalCheckFailed":
+                raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have") from None
+            raise
+
+    def get_job(self, tenant: str, job_id: str) -> Job | None:
+        reply = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
+            ConsistentRead=True,
+        )
+        item = reply.get("Item")
+        return self._job_from_item(item) if item else None
+
+    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(keys), _BATCH_GET_MAX):
+            request: dict[str, Any] = {
+                self.table: {"Keys": keys[start : start + _BATCH_GET_MAX], "ConsistentRead": True}
+            }
+            for round_no in range(_MAX_UNPROCESSED_ROUNDS):
+                reply = self.client.batch_get_item(RequestItems=request)
+                found.extend(reply.get("Responses", {}).get(self.table, []))
+                request = reply.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                _backoff(round_no)
+            else:
+                raise RuntimeError("BatchGetItem left keys unprocessed after repeated retries")
+        return found
+
+    def batch_get_jobs(self, keys: Iterable[JobKey]) -> dict[JobKey, Job]:
+        unique = sorted(set(keys))
+        items = self._batch_get([{"pk": _s(job_pk(t, j)), "sk": _s("job")} for t, j in unique])
+        jobs = (self._job_from_item(item) for item in items)
+        return {(job.tenant, job.id): job for job in jobs}
+
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None = None,
+        state: JobState | None = None,
+        tag: str | None = None,
+    ) -> Page[Job]:
+        items: list[Job] = []
+        start_key: dict[str, Any] | None = (
+            {"pk": _s(tenant_pk(tenant)), "sk": _s(f"job#{cursor}")} if cursor else None
+        )
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :job)",
+                "ExpressionAttributeValues": {":pk": _s(tenant_pk(tenant)), ":job": _s("job#")},
+                "Limit": max(limit - len(items), 1) if state is None and tag is None else 100,
+                "ConsistentRead": True,
+            }
+            if start_key:
+                request["ExclusiveStartKey"] = start_key
+            reply = self.client.query(**request)
+            for item in reply.get("Items", []):
+                job = Job.model_validate_json(item["doc"]["S"])
+                if (state is None or job.state == state) and tag_matches(job, tag):
+                    items.append(job)
+                if len(items) == limit:
+                    return Page(items, job.id)
+            start_key = reply.get("LastEvaluatedKey")
+            if not start_key:
+                return Page(items, None)
+
+    def replace_job(self, job: Job, expected_version: int, timers: Sequence[Timer] = ()) -> None:
+        attrs = self._job_attrs(job)
+        names = {"#v": "version", "#st": "state", "#d": "doc"}
+        values = {
+            ":v": attrs["version"],
+            ":st": attrs["state"],
+            ":d": attrs["doc"],
+            ":exp": _n(expected_version),
+        }
+        update = "SET #v = :v, #st = :st, #d = :d"
+        if "secret" in attrs:
+            update += ", secret = :sec"
+            values[":sec"] = attrs["secret"]
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(job_pk(job.tenant, job.id)), "sk": _s("job")},
+                    "UpdateExpression": update,
+                    "ConditionExpression": "#v = :exp",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "pk": _s(tenant_pk(job.tenant)),
+                        "sk": _s(f"job#{job.id}"),
+                        "state": attrs["state"],
+                        "doc": attrs["doc"],
+                    },
+                }
+            },
+        ]
+        items.extend({"Put": {"TableName": self.table, "Item": self._timer_item(t)}} for t in timers)
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons", [])
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                old = reasons[0].get("Item") or {}
+                current = int(old["version"]["N"]) if "version" in old else None
+                raise VersionConflictError(
+                    f"job {job.id!r} is not at version {expected_version}", current
+                ) from None
+            raise
+
+    def delete_job(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
+        condition = "attribute_exists(pk)"
+        values: dict[str, Any] = {}
+        if expected_version is not None:
+            condition += " AND version = :exp"
+            values[":exp"] = _n(expected_version)
+        delete: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
+            "ConditionExpression": condition,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if values:
+            delete["ExpressionAttributeValues"] = values
+        items = [
+            {"Delete": delete},
+            {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(tenant_pk(tenant)), "sk": _s(f"job#{job_id}")},
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(tenant_pk(tenant)), "sk": _s("#meta")},
+                    "UpdateExpression": "ADD job_count :minus",
+                    "ExpressionAttributeValues": {":minus": _n(-1)},
+                }
+            },
+        ]
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons", [])
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                old = reasons[0].get("Item") or {}
+                current = int(old["version"]["N"]) if "version" in old else None
+                raise VersionConflictError(
+                    f"job {job_id!r} is not at version {expected_version}", current
+                ) from None
+            raise
+
+    def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
+                UpdateExpression="ADD skipped :n",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":n": _n(count)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+
+    # ---------------------------------------------------------------- timers
+
+    @staticmethod
+    def _timer_item(timer: Timer) -> dict[str, Any]:
+        item = {
+            "pk": _s(timer.pk),
+            "sk": _s(timer.sk),
+            "tenant": _s(timer.tenant),
+            "job_id": _s(timer.job_id),
+            "slot": _s(timer.slot),
+            "attempt": _n(timer.attempt),
+            "kind": _s(timer.kind.value),
+            "job_version": _n(timer.job_version),
+            "due_ms": _n(timer.due_ms),
+            "expires_at": _n(timer.expires_at),
+        }
+        if timer.owner:
+            item["owner"] = _s(timer.owner)
+        return item
+
+    @staticmethod
+    def _timer_from_item(item: dict[str, Any]) -> Timer:
+        lane_name, _, shard = item["pk"]["S"].split("#")
+        return Timer(
+            lane=Lane(lane_name),
+            shard=int(shard),
+            due_ms=int(item["due_ms"]["N"]),
+            job_id=item["job_id"]["S"],
+            tenant=item["tenant"]["S"],
+            slot=item["slot"]["S"],
+            attempt=int(item["attempt"]["N"]),
+            kind=TimerKind(item["kind"]["S"]),
+            job_version=int(item["job_version"]["N"]),
+            owner=item["owner"]["S"] if "owner" in item else None,
+        )
+
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        # BatchWriteItem cannot be conditional, and need not be: a timer row is immutable
+        # and its key is its identity, so rewriting it writes the same bytes.
+        unique = {(t.pk, t.sk): t for t in timers}
+        rows = [{"PutRequest": {"Item": self._timer_item(t)}} for t in unique.values()]
+        for start in range(0, len(rows), _BATCH_WRITE_MAX):
+            request: dict[str, Any] = {self.table: rows[start : start + _BATCH_WRITE_MAX]}
+            for round_no in range(_MAX_UNPROCESSED_ROUNDS):
+                reply = self.client.batch_write_item(RequestItems=request)
+                request = reply.get("UnprocessedItems") or {}
+                if not request:
+                    break
+                _backoff(round_no)
+            else:
+                raise RuntimeError("BatchWriteItem left timers unprocessed after repeated retries")
+
+    def query_timers(
+        self,
+        lane: Lane,
+        minute: datetime,
+        shard: int,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+    ) -> list[Timer]:
+        values: dict[str, Any] = {":pk": _s(bucket_pk(lane, minute, shard))}
+        condition = "pk = :pk"
+        if from_ms is not None and to_ms is not None:
+            condition += " AND sk BETWEEN :lo AND :hi"
+            values[":lo"] = _s(due_bound(from_ms))
+            values[":hi"] = _s(due_bound(to_ms) + "$")  # '$' sorts after '#': includes due == to_ms
+        elif from_ms is not None:
+            condition += " AND sk >= :lo"
+            values[":lo"] = _s(due_bound(from_ms))
+        elif to_ms is not None:
+            condition += " AND sk <= :hi"
+            values[":hi"] = _s(due_bound(to_ms) + "$")
+        timers: list[Timer] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+        }
+        while True:
+            reply = self.client.query(**request)
+            timers.extend(self._timer_from_item(item) for item in reply.get("Items", []))
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return timers
+            request["ExclusiveStartKey"] = last
+
+    @staticmethod
+    def _chunks(shards: Sequence[int]) -> dict[int, list[int]]:
+        chunks: dict[int, list[int]] = {}
+        for shard in shards:
+            chunks.setdefault(shard // WATERMARK_CHUNK, []).append(shard)
+        return chunks
+
+    def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
+        chunks = self._chunks(shards)
+        keys = [{"pk": _s(f"wm#{lane.value}#{chunk}"), "sk": _s("wm")} for chunk in chunks]
+        wanted = set(shards)
+        marks: dict[int, datetime] = {}
+        for item in self._batch_get(keys):
+            for shard_text, value in item.get("m", {}).get("M", {}).items():
+                if int(shard_text) in wanted:
+                    marks[int(shard_text)] = parse_minute_key(value["S"])
+        return marks
+
+    def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
+        target = minute_key(minute)
+        for chunk, members in self._chunks(shards).items():
+            self._advance_chunk(f"wm#{lane.value}#{chunk}", members, target)
+
+    def _advance_chunk(self, pk: str, shards: list[int], target: str) -> None:
+        key = {"pk": _s(pk), "sk": _s("wm")}
+        pending = list(shards)
+        for _ in range(_MAX_UNPROCESSED_ROUNDS):
+            if not pending:
+                return
+            names = {f"#s{i}": str(shard) for i, shard in enumerate(pending)}
+            sets = ", ".join(f"m.#s{i} = :m" for i in range(len(pending)))
+            checks = " AND ".join(
+                f"(attribute_not_exists(m.#s{i}) OR m.#s{i} < :m)" for i in range(len(pending))
+            )
+            try:
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression=f"SET {sets}",
+                    ConditionExpression=checks,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues={":m": _s(target)},
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                return
+            except ClientError as exc:
+                code = exc.response["Error"]["Code"]
+                if code == "ValidationException":
+                    # The map does not exist yet: create the item, then try again.
+                    self._create_watermark_item(key)
+                    continue
+                if code != "ConditionalCheckFailedException":
+                    raise
+                old = exc.response.get("Item", {}).get("m", {}).get("M", {})
+                # Never move a shard backward: keep only those still behind the target.
+                pending = [s for s in pending if str(s) not in old or old[str(s)]["S"] < target]
+        raise RuntimeError(f"could not advance watermark {pk}")
+
+    def _create_watermark_item(self, key: dict[str, Any]) -> None:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={**key, "m": {"M": {}}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+
+    # ---------------------------------------------------------------- executions
+
+    @staticmethod
+    def _execution_from_item(item: dict[str, Any]) -> Execution:
+        return Execution.model_validate_json(item["doc"]["S"])
+
+    def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
+        item = {
+            "pk": _s(job_pk(execution.tenant, execution.job_id)),
+            "sk": _s(f"exec#{execution.slot}"),
+            "status": _s(execution.status.value),
+            "attempt": _n(execution.attempt),
+            "doc": _s(execution.model_dump_json()),
+            "expires_at": _n(ttl_epoch_s),
+        }
+        if execution.owner:
+            item["owner"] = _s(execution.owner)
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        if expect is None:
+            condition = "attribute_not_exists(pk)"
+        else:
+            parts = ["attribute_exists(pk)"]
+            if expect.statuses:
+                names["#st"] = "status"
+                keys = []
+                for i, status in enumerate(sorted(expect.statuses)):
+                    values[f":st{i}"] = _s(status.value)
+                    keys.append(f":st{i}")
+                parts.append(f"#st IN ({', '.join(keys)})")
+            if expect.attempt is not None:
+                parts.append("attempt = :att")
+                values[":att"] = _n(expect.attempt)
+            if expect.owner is not None:
+                names["#ow"] = "owner"
+                parts.append("#ow = :ow")
+                values[":ow"] = _s(expect.owner)
+            elif expect.check_owner:
+                names["#ow"] = "owner"
+                parts.append("attribute_not_exists(#ow)")
+            condition = " AND ".join(parts)
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": condition,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if names:
+            request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = values
+        try:
+            self.client.put_item(**request)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            old = exc.response.get("Item")
+            current = self._execution_from_item(old) if old and "doc" in old else None
+            message = (
+                "execution already exists" if expect is None else "execution is not in the expected state"
+            )
+            raise ExecutionConflictError(message, current) from None
+
+    def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None:
+        reply = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": _s(job_pk(tenant, job_id)), "sk": _s(f"exec#{slot}")},
+            ConsistentRead=True,
+        )
+        item = reply.get("Item")
+        return self._execution_from_item(item) if item else None
+
+    def batch_get_executions(self, keys: Iterable[ExecutionKey]) -> dict[ExecutionKey, Execution]:
+        unique = sorted(set(keys))
+        items = self._batch_get([{"pk": _s(job_pk(t, j)), "sk": _s(f"exec#{s}")} for t, j, s in unique])
+        found = (self._execution_from_item(item) for item in items)
+        return {(e.tenant, e.job_id, e.slot): e for e in found}
+
+    def list_executions(
+        self,
+        tenant: str,
+        job_id: str,
+        limit: int,
+        cursor: str | None = None,
+        status: ExecutionStatus | None = None,
+        newest_first: bool = True,
+    ) -> Page[Execution]:
+        items: list[Execution] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :ex)",
+            "ExpressionAttributeValues": {":pk": _s(job_pk(tenant, job_id)), ":ex": _s("exec#")},
+            "ScanIndexForward": not newest_first,
+            "ConsistentRead": True,
+        }
+        if status is not None:
+            request["FilterExpression"] = "#st = :st"
+            request["ExpressionAttributeNames"] = {"#st": "status"}
+            request["ExpressionAttributeValues"][":st"] = _s(status.value)
+        if cursor:
+            request["ExclusiveStartKey"] = {"pk": _s(job_pk(tenant, job_id)), "sk": _s(f"exec#{cursor}")}
+        while True:
+            request["Limit"] = max(limit - len(items), 1) if status is None else 100
+            reply = self.client.query(**request)
+            for item in reply.get("Items", []):
+                items.append(self._execution_from_item(item))
+                if len(items) == limit:
+                    return Page(items, items[-1].slot)
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return Page(items, None)
+            request["ExclusiveStartKey"] = last
+
+    # ---------------------------------------------------------------- dependencies
+
+    def record_parent_success(
+        self, tenant: str, child_id: str, slot: str, parent_id: str, ttl_epoch_s: int
+    ) -> frozenset[str]:
+        reply = self.client.update_item(
+            TableName=self.table,
+            Key={"pk": _s(job_pk(tenant, child_id)), "sk": _s(f"dep#{slot}")},
+            UpdateExpression="ADD parents :p SET expires_at = :ttl",
+            ExpressionAttributeValues={":p": {"SS": [parent_id]}, ":ttl": _n(ttl_epoch_s)},
+            ReturnValues="ALL_NEW",
+        )
+        return frozenset(reply["Attributes"]["parents"]["SS"])
+
+    def claim_child_dispatch(self, tenant: str, child_id: str, slot: str) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(job_pk(tenant, child_id)), "sk": _s(f"dep#{slot}")},
+                UpdateExpression="SET dispatched = :t",
+                ConditionExpression="attribute_not_exists(dispatched)",
+                ExpressionAttributeValues={":t": {"BOOL": True}},
+            )
+            return True
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
+        for parent in parents:
+            key = {"pk": _s(job_pk(tenant, parent)), "sk": _s(f"child#{child_id}")}
+            if present:
+                self.client.put_item(TableName=self.table, Item=key)
+            else:
+                self.client.delete_item(TableName=self.table, Key=key)
+
+    def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
+        children: list[str] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :c)",
+            "ExpressionAttributeValues": {":pk": _s(job_pk(tenant, parent_id)), ":c": _s("child#")},
+        }
+        while True:
+            reply = self.client.query(**request)
+            children.extend(item["sk"]["S"].removeprefix("child#") for item in reply.get("Items", []))
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return sorted(children)
+            request["ExclusiveStartKey"] = last
+
+
+def table_definition(table_name: str) -> dict[str, Any]:
+    """The CreateTable request local mode and tests use (the CDK app declares the same keys)."""
+    return {
+        "TableName": table_name,
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }

@@ -1,0 +1,255 @@
+"""An in-memory JobStore with the same semantics as the DynamoDB one.
+
+Used by logic tests and the CPU benchmark. One lock makes every operation atomic, the
+way a conditional write is atomic in DynamoDB.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.store.base import (
+    ExecutionConflictError,
+    ExecutionKey,
+    Expect,
+    JobExistsError,
+    JobKey,
+    JobStore,
+    Page,
+    TenantLimitError,
+    VersionConflictError,
+)
+from punctual.timers import Lane, Timer, minute_key, sort_key
+
+
+def tag_matches(job: Job, tag: str | None) -> bool:
+    """``key`` matches any value of that tag; ``key=value`` matches exactly."""
+    if tag is None:
+        return True
+    key, sep, value = tag.partition("=")
+    if key not in job.tags:
+        return False
+    return not sep or job.tags[key] == value
+
+
+class MemoryStore(JobStore):
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._jobs: dict[JobKey, Job] = {}
+        self._buckets: dict[tuple[Lane, str, int], list[tuple[str, Timer]]] = defaultdict(list)
+        self._watermarks: dict[tuple[Lane, int], datetime] = {}
+        self._executions: dict[ExecutionKey, Execution] = {}
+        self._parents_ok: dict[ExecutionKey, set[str]] = defaultdict(set)
+        self._child_dispatched: set[ExecutionKey] = set()
+        self._dependents: dict[JobKey, set[str]] = defaultdict(set)
+        self.timer_writes = 0  # counted for tests and benchmarks
+
+    # ---------------------------------------------------------------- jobs
+
+    def create_job(self, job: Job, timer: Timer | None, max_jobs: int) -> None:
+        with self._lock:
+            key = (job.tenant, job.id)
+            if key in self._jobs:
+                raise JobExistsError(f"job {job.id!r} already exists")
+            if sum(1 for tenant, _ in self._jobs if tenant == job.tenant) >= max_jobs:
+                raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have")
+            self._jobs[key] = job.model_copy(deep=True)
+            if timer is not None:
+                self._put_timer(timer)
+
+    def get_job(self, tenant: str, job_id: str) -> Job | None:
+        with self._lock:
+            job = self._jobs.get((tenant, job_id))
+            return job.model_copy(deep=True) if job else None
+
+    def batch_get_jobs(self, keys: Iterable[JobKey]) -> dict[JobKey, Job]:
+        with self._lock:
+            return {key: self._jobs[key].model_copy(deep=True) for key in set(keys) if key in self._jobs}
+
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None = None,
+        state: JobState | None = None,
+        tag: str | None = None,
+    ) -> Page[Job]:
+        with self._lock:
+            ids = sorted(job_id for t, job_id in self._jobs if t == tenant)
+            start = bisect.bisect_right(ids, cursor) if cursor else 0
+            items: list[Job] = []
+            last: str | None = None
+            for job_id in ids[start:]:
+                job = self._jobs[(tenant, job_id)]
+                last = job_id
+                if (state is None or job.state == state) and tag_matches(job, tag):
+                    items.append(job.model_copy(deep=True))
+                if len(items) == limit:
+                    break
+            more = last is not None and bisect.bisect_right(ids, last) < len(ids)
+            return Page(items, last if more and len(items) == limit else None)
+
+    def replace_job(self, job: Job, expected_version: int, timers: Sequence[Timer] = ()) -> None:
+        with self._lock:
+            current = self._jobs.get((job.tenant, job.id))
+            if current is None or current.version != expected_version:
+                raise VersionConflictError(
+                    f"job {job.id!r} is not at version {expected_version}",
+                    current.version if current else None,
+                )
+            self._jobs[(job.tenant, job.id)] = job.model_copy(deep=True)
+            for timer in timers:
+                self._put_timer(timer)
+
+    def delete_job(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
+        with self._lock:
+            current = self._jobs.get((tenant, job_id))
+            if current is None or (expected_version is not None and current.version != expected_version):
+                raise VersionConflictError(
+                    f"job {job_id!r} is not at version {expected_version}",
+                    current.version if current else None,
+                )
+            del self._jobs[(tenant, job_id)]
+
+    def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
+        with self._lock:
+            job = self._jobs.get((tenant, job_id))
+            if job is not None:
+                job.skipped_slots += count
+
+    # ---------------------------------------------------------------- timers
+
+    def _put_timer(self, timer: Timer) -> None:
+        bucket = self._buckets[(timer.lane, minute_key(timer.due), timer.shard)]
+        entry = (timer.sk, timer)
+        index = bisect.bisect_left(bucket, entry[0], key=lambda item: item[0])
+        self.timer_writes += 1
+        if index < len(bucket) and bucket[index][0] == timer.sk:
+            return  # immutable row already there: a repeat is a no-op
+        bucket.insert(index, entry)
+
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        with self._lock:
+            for timer in timers:
+                self._put_timer(timer)
+
+    def query_timers(
+        self,
+        lane: Lane,
+        minute: datetime,
+        shard: int,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+    ) -> list[Timer]:
+        with self._lock:
+            bucket = self._buckets.get((lane, minute_key(minute), shard), [])
+            low = sort_key(from_ms, "", "", 0)[:13] if from_ms is not None else ""
+            start = bisect.bisect_left(bucket, low, key=lambda item: item[0]) if low else 0
+            out = []
+            for _, timer in bucket[start:]:
+                if to_ms is not None and timer.due_ms > to_ms:
+                    break
+                out.append(timer)
+            return out
+
+    def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
+        with self._lock:
+            return {s: self._watermarks[(lane, s)] for s in shards if (lane, s) in self._watermarks}
+
+    def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
+        with self._lock:
+            for shard in shards:
+                current = self._watermarks.get((lane, shard))
+                if current is None or current < minute:
+                    self._watermarks[(lane, shard)] = minute
+
+    # ---------------------------------------------------------------- executions
+
+    def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
+        with self._lock:
+            key = (execution.tenant, execution.job_id, execution.slot)
+            current = self._executions.get(key)
+            if expect is None:
+                if current is not None:
+                    raise ExecutionConflictError("execution already exists", current.model_copy(deep=True))
+            elif not expect.matches(current):
+                raise ExecutionConflictError(
+                    "execution is not in the expected state",
+                    current.model_copy(deep=True) if current else None,
+                )
+            self._executions[key] = execution.model_copy(deep=True)
+
+    def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None:
+        with self._lock:
+            execution = self._executions.get((tenant, job_id, slot))
+            return execution.model_copy(deep=True) if execution else None
+
+    def batch_get_executions(self, keys: Iterable[ExecutionKey]) -> dict[ExecutionKey, Execution]:
+        with self._lock:
+            return {
+                key: self._executions[key].model_copy(deep=True)
+                for key in set(keys)
+                if key in self._executions
+            }
+
+    def list_executions(
+        self,
+        tenant: str,
+        job_id: str,
+        limit: int,
+        cursor: str | None = None,
+        status: ExecutionStatus | None = None,
+        newest_first: bool = True,
+    ) -> Page[Execution]:
+        with self._lock:
+            slots = sorted(
+                (s for t, j, s in self._executions if t == tenant and j == job_id), reverse=newest_first
+            )
+            if cursor is not None:
+                slots = [s for s in slots if (s < cursor if newest_first else s > cursor)]
+            items: list[Execution] = []
+            last: str | None = None
+            for slot in slots:
+                execution = self._executions[(tenant, job_id, slot)]
+                last = slot
+                if status is None or execution.status == status:
+                    items.append(execution.model_copy(deep=True))
+                if len(items) == limit:
+                    break
+            more = last is not None and last != slots[-1]
+            return Page(items, last if more and len(items) == limit else None)
+
+    # ---------------------------------------------------------------- dependencies
+
+    def record_parent_success(
+        self, tenant: str, child_id: str, slot: str, parent_id: str, ttl_epoch_s: int
+    ) -> frozenset[str]:
+        with self._lock:
+            parents = self._parents_ok[(tenant, child_id, slot)]
+            parents.add(parent_id)
+            return frozenset(parents)
+
+    def claim_child_dispatch(self, tenant: str, child_id: str, slot: str) -> bool:
+        with self._lock:
+            key = (tenant, child_id, slot)
+            if key in self._child_dispatched:
+                return False
+            self._child_dispatched.add(key)
+            return True
+
+    def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
+        with self._lock:
+            for parent in parents:
+                if present:
+                    self._dependents[(tenant, parent)].add(child_id)
+                else:
+                    self._dependents[(tenant, parent)].discard(child_id)
+
+    def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
+        with self._lock:
+            return sorted(self._dependents.get((tenant, parent_id), set()))

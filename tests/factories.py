@@ -1,0 +1,40 @@
+"""Builders for the objects tests need, with sensible defaults."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from punctual.models import Job, JobSpec
+
+
+def spec(schedule: str = "rate(1 minute)", **overrides: Any) -> JobSpec:
+    data: dict[str, Any] = {
+        "schedule": schedule,
+        "target": {"type": "http", "url": "https://example.com/hook"},
+    }
+    data.update(overrides)
+    return JobSpec.model_validate(data)
+
+
+def job(
+    job_id: str = "job-1",
+    schedule: str = "rate(1 minute)",
+    now: datetime | None = None,
+    tenant: str = "default",
+    **overrides: Any,
+) -> Job:
+    from datetime import UTC
+
+    now = now or datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    base = spec(schedule, **{k: v for k, v in overrides.items() if k in JobSpec.model_fields})
+    extra = {k: v for k, v in overrides.items() if k not in JobSpec.model_fields}
+    return Job(
+        **base.model_dump(),
+        id=job_id,
+        tenant=tenant,
+        created_at=now,
+        updated_at=now,
+        anchor=extra.pop("anchor", now),
+        **extra,
+    )

@@ -1,0 +1,204 @@
+"""The JobStore contract, run against the in-memory store and DynamoDB (moto)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from factories import job
+from punctual.models import Execution, ExecutionStatus, JobState
+from punctual.store.base import (
+    ExecutionConflictError,
+    Expect,
+    JobExistsError,
+    TenantLimitError,
+    VersionConflictError,
+)
+from punctual.timers import Lane, TimerKind, TimerLayout, slot_key
+
+LAYOUT = TimerLayout(shard_count=4, near_shard_count=2, far_threshold_s=180)
+
+
+def _timer(t0: datetime, job_id: str = "job-1", seconds: int = 600, attempt: int = 1):  # type: ignore[no-untyped-def]
+    due = t0 + timedelta(seconds=seconds)
+    return LAYOUT.make(
+        now=t0,
+        due=due,
+        job_id=job_id,
+        tenant="default",
+        slot=slot_key(due),
+        attempt=attempt,
+        kind=TimerKind.FIRE,
+        job_version=1,
+    )
+
+
+def test_create_get_and_duplicate(store, t0):  # type: ignore[no-untyped-def]
+    created = job("a", now=t0)
+    store.create_job(created, _timer(t0, "a"), max_jobs=10)
+    assert store.get_job("default", "a") == created
+    assert store.get_job("other", "a") is None  # tenants never see each other's jobs
+    with pytest.raises(JobExistsError):
+        store.create_job(created, None, max_jobs=10)
+
+
+def test_tenant_limit(store, t0):  # type: ignore[no-untyped-def]
+    store.create_job(job("a", now=t0), None, max_jobs=2)
+    store.create_job(job("b", now=t0), None, max_jobs=2)
+    with pytest.raises(TenantLimitError):
+        store.create_job(job("c", now=t0), None, max_jobs=2)
+    store.create_job(job("c", now=t0, tenant="t2"), None, max_jobs=2)  # another tenant's count
+    store.delete_job("default", "a")
+    store.create_job(job("c", now=t0), None, max_jobs=2)  # deleting frees a place
+
+
+def test_replace_is_version_checked(store, t0):  # type: ignore[no-untyped-def]
+    original = job("a", now=t0)
+    store.create_job(original, None, max_jobs=10)
+    paused = original.model_copy(update={"state": JobState.PAUSED, "version": 2})
+    store.replace_job(paused, expected_version=1)
+    with pytest.raises(VersionConflictError) as lost:
+        store.replace_job(original.model_copy(update={"version": 2}), expected_version=1)
+    assert lost.value.current_version == 2
+    stored = store.get_job("default", "a")
+    assert stored.state is JobState.PAUSED and stored.version == 2
+    with pytest.raises(VersionConflictError):
+        store.replace_job(job("missing", now=t0), expected_version=1)
+
+
+def test_delete_with_version(store, t0):  # type: ignore[no-untyped-def]
+    store.create_job(job("a", now=t0), None, max_jobs=10)
+    with pytest.raises(VersionConflictError):
+        store.delete_job("default", "a", expected_version=5)
+    store.delete_job("default", "a", expected_version=1)
+    assert store.get_job("default", "a") is None
+    with pytest.raises(VersionConflictError):
+        store.delete_job("default", "a")
+
+
+def test_list_pages_filters_and_tenants(store, t0):  # type: ignore[no-untyped-def]
+    for i in range(7):
+        tags = {"team": "a" if i % 2 else "b"}
+        store.create_job(job(f"j{i}", now=t0, tags=tags), None, max_jobs=100)
+    store.create_job(job("x", now=t0, tenant="other"), None, max_jobs=100)
+    seen, cursor = [], None
+    while True:
+        page = store.list_jobs("default", limit=3, cursor=cursor)
+        seen += [j.id for j in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert seen == [f"j{i}" for i in range(7)]
+    tagged = store.list_jobs("default", limit=10, tag="team=a")
+    assert [j.id for j in tagged.items] == ["j1", "j3", "j5"]
+    assert [j.id for j in store.list_jobs("default", limit=10, tag="team").items] == seen
+    assert store.list_jobs("default", limit=10, tag="nope").items == []
+    store.replace_job(
+        store.get_job("default", "j2").model_copy(update={"state": JobState.PAUSED, "version": 2}), 1
+    )
+    assert [j.id for j in store.list_jobs("default", 10, state=JobState.PAUSED).items] == ["j2"]
+
+
+def test_batch_get_jobs(store, t0):  # type: ignore[no-untyped-def]
+    for i in range(130):  # more than one BatchGetItem call
+        store.create_job(job(f"j{i:03d}", now=t0), None, max_jobs=1000)
+    keys = [("default", f"j{i:03d}") for i in range(130)] + [("default", "missing")]
+    found = store.batch_get_jobs(keys)
+    assert len(found) == 130 and ("default", "missing") not in found
+
+
+def test_timers_are_immutable_and_queried_in_due_order(store, t0):  # type: ignore[no-untyped-def]
+    timers = [_timer(t0, f"j{i}", seconds=600 + (i * 7) % 50) for i in range(20)]
+    store.put_timers(timers)
+    store.put_timers(timers[:5])  # a repeat writes nothing new
+    minute = timers[0].due.replace(second=0, microsecond=0)
+    found = []
+    for shard in range(LAYOUT.shard_count):
+        found += store.query_timers(Lane.FAR, minute, shard)
+    assert sorted(t.identity for t in found) == sorted(t.identity for t in timers)
+    for shard in range(LAYOUT.shard_count):
+        dues = [t.due_ms for t in store.query_timers(Lane.FAR, minute, shard)]
+        assert dues == sorted(dues)
+    one = timers[0]
+    ranged = store.query_timers(Lane.FAR, minute, one.shard, one.due_ms, one.due_ms)
+    assert one in ranged and all(t.due_ms == one.due_ms for t in ranged)
+
+
+def test_watermarks_only_move_forward(store, t0):  # type: ignore[no-untyped-def]
+    assert store.get_watermarks(Lane.FAR, [0, 1, 70]) == {}
+    store.advance_watermarks(Lane.FAR, [0, 1, 70], t0)
+    store.advance_watermarks(Lane.FAR, [1], t0 + timedelta(minutes=2))
+    store.advance_watermarks(Lane.FAR, [0, 1], t0 - timedelta(minutes=5))  # never backward
+    marks = store.get_watermarks(Lane.FAR, [0, 1, 70, 3])
+    assert marks == {0: t0, 1: t0 + timedelta(minutes=2), 70: t0}
+    assert store.get_watermarks(Lane.NEAR, [0]) == {}
+
+
+def _execution(t0: datetime, slot_offset: int = 0, **kw):  # type: ignore[no-untyped-def]
+    at = t0 + timedelta(minutes=slot_offset)
+    data = {
+        "job_id": "a",
+        "slot": slot_key(at),
+        "scheduled_at": at,
+        "status": ExecutionStatus.RUNNING,
+        "owner": "w1",
+        "attempt": 1,
+    }
+    data.update(kw)
+    return Execution(**data)
+
+
+def test_execution_conditional_writes(store, t0):  # type: ignore[no-untyped-def]
+    first = _execution(t0)
+    store.save_execution(first, None, ttl_epoch_s=1)
+    with pytest.raises(ExecutionConflictError) as dup:
+        store.save_execution(first, None, ttl_epoch_s=1)
+    assert dup.value.current == first
+    done = first.model_copy(update={"status": ExecutionStatus.SUCCEEDED})
+    with pytest.raises(ExecutionConflictError):  # fenced: another owner
+        store.save_execution(done, Expect(frozenset({ExecutionStatus.RUNNING}), 1, owner="w2"), 1)
+    with pytest.raises(ExecutionConflictError):  # wrong attempt
+        store.save_execution(done, Expect(frozenset({ExecutionStatus.RUNNING}), 2, owner="w1"), 1)
+    store.save_execution(done, Expect(frozenset({ExecutionStatus.RUNNING}), 1, owner="w1"), 1)
+    assert store.get_execution("default", "a", first.slot).status is ExecutionStatus.SUCCEEDED
+    with pytest.raises(ExecutionConflictError):  # already finished
+        store.save_execution(done, Expect(frozenset({ExecutionStatus.RUNNING}), 1, owner="w1"), 1)
+
+
+def test_history_newest_first_paged_and_filtered(store, t0):  # type: ignore[no-untyped-def]
+    for i in range(5):
+        status = ExecutionStatus.FAILED if i % 2 else ExecutionStatus.SUCCEEDED
+        store.save_execution(_execution(t0, i, status=status), None, ttl_epoch_s=1)
+    store.save_execution(_execution(t0, 0, job_id="b"), None, ttl_epoch_s=1)
+    page1 = store.list_executions("default", "a", limit=2)
+    page2 = store.list_executions("default", "a", limit=2, cursor=page1.cursor)
+    page3 = store.list_executions("default", "a", limit=2, cursor=page2.cursor)
+    slots = [e.slot for e in page1.items + page2.items + page3.items]
+    assert slots == [slot_key(t0 + timedelta(minutes=i)) for i in (4, 3, 2, 1, 0)]
+    failed = store.list_executions("default", "a", limit=10, status=ExecutionStatus.FAILED)
+    assert [e.slot for e in failed.items] == [slot_key(t0 + timedelta(minutes=i)) for i in (3, 1)]
+    keys = [("default", "a", slot_key(t0)), ("default", "b", slot_key(t0)), ("default", "a", "nope")]
+    assert len(store.batch_get_executions(keys)) == 2
+
+
+def test_dependencies(store, t0):  # type: ignore[no-untyped-def]
+    store.set_dependents("default", "child", ["p1", "p2"], present=True)
+    assert store.list_dependents("default", "p1") == ["child"]
+    assert store.record_parent_success("default", "child", "s1", "p1", 1) == {"p1"}
+    assert store.record_parent_success("default", "child", "s1", "p1", 1) == {"p1"}
+    assert store.record_parent_success("default", "child", "s1", "p2", 1) == {"p1", "p2"}
+    assert store.claim_child_dispatch("default", "child", "s1") is True
+    assert store.claim_child_dispatch("default", "child", "s1") is False
+    store.set_dependents("default", "child", ["p1"], present=False)
+    assert store.list_dependents("default", "p1") == []
+    assert store.list_dependents("default", "p2") == ["child"]
+
+
+def test_skipped_counter(store, t0):  # type: ignore[no-untyped-def]
+    store.create_job(job("a", now=t0), None, max_jobs=10)
+    store.add_skipped("default", "a", 3)
+    store.add_skipped("default", "a", 2)
+    store.add_skipped("default", "missing", 2)  # no error, no item created
+    assert store.get_job("default", "a").skipped_slots == 5
+    assert store.get_job("default", "missing") is None
