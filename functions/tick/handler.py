@@ -1,0 +1,67 @@
+"""Tick: start the Step Functions execution of each coming minute (EventBridge, every minute).
+
+Each execution is named after its minute (``m-YYYYMMDDTHHMM``: colons are illegal in names) and
+Standard executions are unique by name, so a doubled tick, or a tick that covers a minute the
+previous tick already started, is a no-op. The tick starts the next
+``PUNCTUAL_TICK_LOOKAHEAD_MINUTES`` minutes, so a late or lost tick is covered by its predecessor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+
+try:  # the core may size the shard groups from the coming minute's load
+    from punctual.tick import plan_minute
+except ImportError:  # pragma: no cover - depends on the layer's version
+    plan_minute = None
+
+SFN = boto3.client("stepfunctions")
+
+
+def _fallback_plan(minute: datetime, lead_s: int) -> dict[str, Any]:
+    groups = int(os.environ.get("PUNCTUAL_SHARD_GROUPS", "1"))
+    stamp = minute.strftime("%Y-%m-%dT%H:%M:00Z")
+    return {
+        "minute": stamp,
+        "start_at": (minute - timedelta(seconds=lead_s)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "groups": [
+            {
+                "minute": stamp,
+                "group": index,
+                "group_count": groups,
+                "shard_count": int(os.environ.get("PUNCTUAL_SHARD_COUNT", "512")),
+                "near_shard_count": int(os.environ.get("PUNCTUAL_NEAR_SHARD_COUNT", "32")),
+            }
+            for index in range(groups)
+        ],
+    }
+
+
+def start_minutes(now: datetime, sfn: Any = None) -> list[str]:
+    """Start the coming minutes' executions; return the names of those this call started."""
+    sfn = sfn or SFN
+    lead_s = int(os.environ.get("PUNCTUAL_POLLER_LEAD_S", "10"))
+    lookahead = int(os.environ.get("PUNCTUAL_TICK_LOOKAHEAD_MINUTES", "2"))
+    first = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    started = []
+    for offset in range(lookahead):
+        minute = first + timedelta(minutes=offset)
+        plan = plan_minute(minute) if plan_minute else _fallback_plan(minute, lead_s)
+        name = minute.strftime("m-%Y%m%dT%H%M")
+        try:
+            sfn.start_execution(
+                stateMachineArn=os.environ["PUNCTUAL_STATE_MACHINE_ARN"], name=name, input=json.dumps(plan)
+            )
+            started.append(name)
+        except sfn.exceptions.ExecutionAlreadyExists:
+            pass  # this minute is already running: the no-op that makes ticks idempotent
+    return started
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return {"started": start_minutes(datetime.now(UTC))}

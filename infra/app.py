@@ -1,0 +1,65 @@
+"""The CDK app: ``python infra/app.py`` (what cdk.json runs) synthesises the Punctual stack.
+
+cdk-nag's AwsSolutions pack runs as a validation plugin on every synth, so a finding that is
+not acknowledged (with its reason, on the construct it concerns) fails the synth.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if sys.path and Path(sys.path[0]).resolve() == REPO_ROOT / "infra":
+    sys.path[0] = str(REPO_ROOT)  # run as a script: import `infra` as a package, not its modules
+
+import aws_cdk as cdk  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+from infra import constants as c  # noqa: E402
+from infra.config import PunctualConfig  # noqa: E402
+from infra.stack import PunctualStack  # noqa: E402
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """cdk.json's context, for a synth that the cdk CLI did not start (it passes it itself)."""
+    if "CDK_CONTEXT_JSON" in os.environ:
+        return {}
+    cdk_json = REPO_ROOT / "cdk.json"
+    return dict(json.loads(cdk_json.read_text()).get("context", {})) if cdk_json.is_file() else {}
+
+
+def build_app(
+    context: Mapping[str, Any] | None = None, outdir: str | None = None
+) -> tuple[cdk.App, PunctualStack]:
+    """The app with its stack and the cdk-nag plugin; ``context`` overrides cdk.json's."""
+    app = cdk.App(
+        outdir=outdir or os.environ.get("CDK_OUTDIR", c.CDK_OUTDIR),
+        context={**cdk_json_context(), **(context or {})},
+    )
+    config = PunctualConfig.from_context(app.node.try_get_context)
+    account = os.environ.get("CDK_DEFAULT_ACCOUNT")
+    region = os.environ.get("CDK_DEFAULT_REGION")
+    stack = PunctualStack(
+        app,
+        config.stack_name,
+        config=config,
+        description="Punctual: serverless distributed job scheduler",
+        env=cdk.Environment(account=account, region=region) if account and region else None,
+    )
+    cdk.Tags.of(app).add("app", c.APP_NAME)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app, stack
+
+
+def main() -> None:
+    app, _ = build_app()
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

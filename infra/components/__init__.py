@@ -1,0 +1,1 @@
+"""One construct per concern: storage, queues, functions, dispatch, workers, api, observability."""

@@ -1,0 +1,189 @@
+"""Dispatch: the minute tick, the per-minute state machine and the poller function.
+
+Every minute an EventBridge rule invokes the ``tick`` function. The tick names a Step Functions
+execution after each of the coming minutes (``m-YYYYMMDDTHHMM``) and starts it; the execution
+waits until shortly before its minute (``$.start_at``), then a Map state invokes the ``poller``
+once per shard group. A poller runs through its whole minute: it reads the far buckets ahead,
+polls the near shards every second, and releases each slot to SQS at its instant.
+
+Why a Lambda tick and not an EventBridge target on the state machine: EventBridge cannot name
+the execution, and the name is what makes a doubled trigger of a minute harmless.
+
+Why STANDARD and not EXPRESS
+----------------------------
+* Naming: a Standard execution name is unique per state machine for 90 days, so starting
+  ``m-20260101T1200`` twice starts it once (the second call gets ExecutionAlreadyExists, which
+  the tick ignores). Express executions are at-least-once and do not deduplicate names, so a
+  doubled tick would run every poller of that minute twice.
+* Duration: the execution waits up to two minutes (the tick starts the next two minutes, so a
+  late or lost tick is covered by the previous one) and then runs a poller for ~80 s. Express
+  allows five minutes in all; Standard a year, and the Wait costs nothing while it waits.
+* Cost: Standard bills per state transition ($0.025 per 1,000). One minute with one shard group
+  is about six transitions (start, Wait, Map, iteration, task, end): ~8,600 a day, ~$6.50 a
+  month; each extra group adds two per minute (~$2.20 a month). Express would bill ~$1 per
+  million requests plus duration (~110 s x 64 MB: ~$3 a month), cheaper by a few dollars but
+  without the naming guarantee. The pollers' Lambda time (~80 s a minute per group) dwarfs
+  both, so the guarantee wins.
+* History: Standard keeps 90 days of execution history in the console, which is where an
+  operator looks first when a minute was late.
+
+A failed poller is retried on Lambda service errors and throttling; if it still fails, the
+iteration is caught so that the other groups' pollers keep running (an inline Map would
+otherwise stop them all), and the poller-error alarm reports it.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from infra import constants as c
+from infra.components.functions import LambdaRuntime, PunctualFunction, retention
+from infra.components.queues import SEND_ACTIONS, Queues
+from infra.components.storage import Storage
+from infra.config import PunctualConfig
+from infra.nag import XRAY_REASON, acknowledge
+
+
+class Dispatch(Construct):
+    """The tick rule and function, the minute state machine, and the poller function."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PunctualConfig,
+        runtime: LambdaRuntime,
+        storage: Storage,
+        queues: Queues,
+        environment: dict[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.poller: PunctualFunction = runtime.function(
+            self,
+            "Poller",
+            name="poller",
+            description="Punctual poller: releases the slots of one shard group for one minute",
+            timeout_s=c.POLLER_TIMEOUT_S,
+            memory_mb=config.poller_memory_mb,
+            environment=environment,
+            reserved_concurrency=config.poller_reserved_concurrency or None,
+        )
+        storage.grant_read_write(self.poller.role)
+        # Releases slots to both lanes; executions whose lease ran out of attempts are announced.
+        Queues.grant(self.poller.role, [*queues.work_queues, queues.failed], SEND_ACTIONS)
+
+        self.state_machine = self._state_machine(config)
+
+        self.tick: PunctualFunction = runtime.function(
+            self,
+            "Tick",
+            name="tick",
+            description="Punctual tick: starts the state machine execution of each coming minute",
+            timeout_s=c.TICK_TIMEOUT_S,
+            memory_mb=c.TICK_MEMORY_MB,
+            environment={
+                **environment,
+                "PUNCTUAL_STATE_MACHINE_ARN": self.state_machine.state_machine_arn,
+                "PUNCTUAL_SHARD_GROUPS": str(config.shard_groups),
+                "PUNCTUAL_TICK_LOOKAHEAD_MINUTES": str(c.TICK_LOOKAHEAD_MINUTES),
+            },
+        )
+        self.state_machine.grant_start_execution(self.tick.role)
+        storage.grant_read(self.tick.role)  # sizing the shard groups from the coming minute's timers
+        self.tick.function.configure_async_invoke(
+            max_event_age=cdk.Duration.seconds(c.TICK_MAX_EVENT_AGE_S),
+            retry_attempts=c.TICK_RETRY_ATTEMPTS,
+        )
+        self.rule = events.Rule(
+            self,
+            "EveryMinute",
+            description="Punctual: start the coming minutes' poller runs",
+            schedule=events.Schedule.expression(c.TICK_SCHEDULE),
+            targets=[
+                targets.LambdaFunction(
+                    self.tick.function,
+                    max_event_age=cdk.Duration.seconds(c.TICK_MAX_EVENT_AGE_S),
+                    retry_attempts=c.TICK_RETRY_ATTEMPTS,
+                )
+            ],
+        )
+
+    def _state_machine(self, config: PunctualConfig) -> sfn.StateMachine:
+        wait = sfn.Wait(
+            self,
+            "WaitForMinute",
+            comment="Sleep until the pollers must start: the minute minus the poller lead",
+            time=sfn.WaitTime.timestamp_path("$.start_at"),
+        )
+        invoke = tasks.LambdaInvoke(
+            self,
+            "PollShardGroup",
+            comment="One poller runs one shard group through its minute",
+            lambda_function=self.poller.function,
+            payload=sfn.TaskInput.from_json_path_at("$"),
+            retry_on_service_exceptions=False,  # replaced by the retry below: quicker, with throttling
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        invoke.add_retry(
+            errors=list(c.POLLER_RETRY_ERRORS),
+            interval=cdk.Duration.seconds(c.POLLER_RETRY_INTERVAL_S),
+            max_attempts=c.POLLER_RETRY_MAX_ATTEMPTS,
+            backoff_rate=c.POLLER_RETRY_BACKOFF_RATE,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        invoke.add_catch(
+            sfn.Pass(self, "GroupFailed", comment="Keep the other groups' pollers running"),
+            errors=["States.ALL"],
+            result_path="$.error",
+        )
+        groups = sfn.Map(
+            self,
+            "PollGroups",
+            comment="One poller per shard group, all at once",
+            items_path="$.groups",
+            max_concurrency=config.poller_max_concurrency,
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        groups.item_processor(invoke)
+
+        log_group = logs.LogGroup(
+            self,
+            "StateMachineLogs",
+            retention=retention(config.log_retention_days),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        machine = sfn.StateMachine(
+            self,
+            "MinuteStateMachine",
+            comment="Punctual: one execution per minute, named m-YYYYMMDDTHHMM",
+            definition_body=sfn.DefinitionBody.from_chainable(wait.next(groups)),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=cdk.Duration.seconds(c.STATE_MACHINE_TIMEOUT_S),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+        )
+        acknowledge(
+            machine.role,
+            "IAM5[Resource::*]",
+            "Step Functions log delivery (logs:CreateLogDelivery, GetLogDelivery, ... "
+            "DescribeLogGroups) does not support resource-level permissions, and " + XRAY_REASON,
+        )
+        acknowledge(
+            machine.role,
+            f"IAM5[Resource::<{self._logical_id_of_poller()}.Arn>:*]",
+            "LambdaInvoke is granted the poller's ARN and its qualified ARNs (versions and aliases) "
+            "as CDK does for every Lambda task; the function is this stack's own poller.",
+        )
+        return machine
+
+    def _logical_id_of_poller(self) -> str:
+        cfn_function = self.poller.function.node.default_child
+        assert isinstance(cfn_function, cdk.CfnElement)
+        return cdk.Stack.of(self).get_logical_id(cfn_function)

@@ -1,0 +1,354 @@
+"""Observability: the dashboard and the alarms, which notify an encrypted SNS topic.
+
+The runtime writes EMF metrics with Powertools in namespace ``Punctual`` (dimension
+``service=punctual``): ``FireDelayMs`` (scheduled instant → release), ``SlotsReleased``,
+``SlotsSkipped``, ``ExecutionsSucceeded``, ``ExecutionsFailed``, ``Retries``. The rest comes from
+the services: queue depth and age, Lambda errors and durations, DynamoDB throttles, state
+machine executions.
+
+Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
+
+* a dead-letter queue holds a message;
+* fire delay p99 over ``fireDelayAlarmMs`` (10 s by default: the design's "never over 10 s");
+* a poller failed; the tick failed twice in a row; a minute's execution failed; no minute
+  execution started for five minutes (no poller is running at all);
+* a work queue's oldest message is older than its lane's threshold;
+* the table throttled a request, or throttled a key range (a hot partition: the shard count
+  is too small for the load).
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra import constants as c
+from infra.components.functions import PunctualFunction
+from infra.components.queues import Queues
+from infra.config import PunctualConfig
+
+_MINUTE = cdk.Duration.seconds(c.DASHBOARD_PERIOD_S)
+
+
+def app_metric(name: str, statistic: str, label: str | None = None) -> cloudwatch.Metric:
+    """An EMF metric the runtime writes, per minute."""
+    return cloudwatch.Metric(
+        namespace=c.METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map=dict(c.METRIC_DIMENSIONS),
+        statistic=statistic,
+        period=_MINUTE,
+        label=label or name,
+    )
+
+
+class Observability(Construct):
+    """The alarm topic, the alarms and the dashboard."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PunctualConfig,
+        table: dynamodb.ITable,
+        queues: Queues,
+        poller: PunctualFunction,
+        tick: PunctualFunction,
+        worker: PunctualFunction,
+        api: PunctualFunction,
+        state_machine: sfn.StateMachine,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self.alarms: list[cloudwatch.Alarm] = []
+
+        # CloudWatch publishes to an encrypted topic only if the key lets it: an AWS-managed SNS
+        # key does not, so the topic has its own key with a statement for CloudWatch.
+        self.topic_key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description="Punctual: encrypts the alarm topic",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.topic_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],  # in a key policy, "*" means this key
+                conditions={"StringEquals": {"aws:SourceAccount": cdk.Aws.ACCOUNT_ID}},
+            )
+        )
+        self.topic = sns.Topic(
+            self,
+            "AlarmTopic",
+            display_name="Punctual alarms",
+            master_key=self.topic_key,
+            enforce_ssl=True,
+        )
+        for email in config.alarm_emails:
+            self.topic.add_subscription(subscriptions.EmailSubscription(email))
+
+        self._alarms(table, queues, poller, tick, state_machine)
+        self.dashboard = self._dashboard(table, queues, poller, tick, worker, api, state_machine)
+
+    # --- alarms ------------------------------------------------------------------------------------
+    def _alarm(
+        self,
+        construct_id: str,
+        *,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        description: str,
+        evaluation_periods: int = 1,
+        datapoints_to_alarm: int | None = None,
+        comparison: cloudwatch.ComparisonOperator = (
+            cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        ),
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+    ) -> cloudwatch.Alarm:
+        alarm = cloudwatch.Alarm(
+            self,
+            construct_id,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=datapoints_to_alarm,
+            comparison_operator=comparison,
+            treat_missing_data=missing,
+            alarm_description=description,
+        )
+        action = cw_actions.SnsAction(self.topic)
+        alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)
+        self.alarms.append(alarm)
+        return alarm
+
+    def _alarms(
+        self,
+        table: dynamodb.ITable,
+        queues: Queues,
+        poller: PunctualFunction,
+        tick: PunctualFunction,
+        state_machine: sfn.StateMachine,
+    ) -> None:
+        for dlq in queues.dead_letter:
+            self._alarm(
+                f"{dlq.node.id}Depth",
+                metric=dlq.metric_approximate_number_of_messages_visible(period=_MINUTE, statistic="Maximum"),
+                threshold=1,
+                description=f"A message reached dead-letter queue {dlq.node.id}: it failed "
+                f"{self._config.max_receive_count} deliveries. Inspect it, fix, then redrive.",
+            )
+        self._alarm(
+            "FireDelayP99",
+            metric=app_metric(c.METRIC_FIRE_DELAY_MS, "p99"),
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            threshold=self._config.fire_delay_alarm_ms,
+            evaluation_periods=3,
+            datapoints_to_alarm=2,
+            description=f"Fire delay p99 above {self._config.fire_delay_alarm_ms} ms in 2 of 3 minutes: "
+            "slots are released late (poller overloaded, throttled, or too few shard groups).",
+        )
+        self._alarm(
+            "PollerErrors",
+            metric=poller.function.metric_errors(period=_MINUTE, statistic="Sum"),
+            threshold=1,
+            description="A poller invocation failed: its shard group's slots may be released late.",
+        )
+        self._alarm(
+            "TickErrors",
+            metric=tick.function.metric_errors(period=_MINUTE, statistic="Sum"),
+            threshold=1,
+            evaluation_periods=c.TICK_ERROR_ALARM_PERIODS,
+            description="The tick failed two minutes in a row: the coming minutes may have no poller.",
+        )
+        self._alarm(
+            "MinuteExecutionFailed",
+            metric=state_machine.metric_failed(period=_MINUTE, statistic="Sum"),
+            threshold=1,
+            description="A minute's state machine execution failed, timed out or was aborted.",
+        )
+        self._alarm(
+            "NoMinuteStarted",
+            metric=state_machine.metric_started(
+                period=cdk.Duration.seconds(c.NO_MINUTE_STARTED_ALARM_S), statistic="Sum"
+            ),
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            threshold=1,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+            description="No minute execution started for five minutes: no poller is running, "
+            "nothing is being dispatched. Check the tick rule and function.",
+        )
+        for queue, age_s in [
+            *((q, c.SHORT_QUEUE_AGE_ALARM_S) for q in queues.short),
+            *((q, c.LONG_QUEUE_AGE_ALARM_S) for q in queues.long),
+        ]:
+            self._alarm(
+                f"{queue.node.id}OldestMessageAge",
+                metric=queue.metric_approximate_age_of_oldest_message(period=_MINUTE, statistic="Maximum"),
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                threshold=age_s,
+                evaluation_periods=3,
+                datapoints_to_alarm=2,
+                description=f"Queue {queue.node.id}: a message has waited over {age_s} s; "
+                "workers are too few or failing.",
+            )
+        self._alarm(
+            "TableThrottled",
+            metric=self._table_metric_sum(table, ("ReadThrottleEvents", "WriteThrottleEvents"), "t"),
+            threshold=c.TABLE_THROTTLE_ALARM_EVENTS,
+            description="The table throttled requests: raise provisioned capacity or warm throughput.",
+        )
+        self._alarm(
+            "TableKeyRangeThrottled",
+            metric=self._table_metric_sum(
+                table,
+                ("ReadKeyRangeThroughputThrottleEvents", "WriteKeyRangeThroughputThrottleEvents"),
+                "k",
+            ),
+            threshold=c.TABLE_THROTTLE_ALARM_EVENTS,
+            description="A key range (partition) of the table was throttled: a hot shard; raise "
+            "shardCount or warm throughput.",
+        )
+
+    @staticmethod
+    def _table_metric_sum(
+        table: dynamodb.ITable, names: tuple[str, ...], prefix: str
+    ) -> cloudwatch.MathExpression:
+        using = {
+            f"{prefix}{i}": table.metric(name, period=_MINUTE, statistic="Sum")
+            for i, name in enumerate(names)
+        }
+        # FILL(…, 0): a throttle metric only exists while throttling happens.
+        return cloudwatch.MathExpression(
+            expression=" + ".join(f"FILL({key}, 0)" for key in using),
+            using_metrics=using,
+            label=" + ".join(names),
+            period=_MINUTE,
+        )
+
+    # --- dashboard ---------------------------------------------------------------------------------
+    def _dashboard(
+        self,
+        table: dynamodb.ITable,
+        queues: Queues,
+        poller: PunctualFunction,
+        tick: PunctualFunction,
+        worker: PunctualFunction,
+        api: PunctualFunction,
+        state_machine: sfn.StateMachine,
+    ) -> cloudwatch.Dashboard:
+        def graph(title: str, left: list[cloudwatch.IMetric], **kwargs: object) -> cloudwatch.GraphWidget:
+            return cloudwatch.GraphWidget(title=title, left=left, width=8, height=6, **kwargs)  # type: ignore[arg-type]
+
+        def per_queue(queue_list: list[sqs.Queue], metric: str) -> list[cloudwatch.IMetric]:
+            return [
+                q.metric(metric, period=_MINUTE, statistic="Maximum", label=q.node.id) for q in queue_list
+            ]
+
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", default_interval=cdk.Duration.hours(3))
+        dashboard.add_widgets(
+            graph(
+                "Fire delay (ms)",
+                [
+                    app_metric(c.METRIC_FIRE_DELAY_MS, "p50", "p50"),
+                    app_metric(c.METRIC_FIRE_DELAY_MS, "p99", "p99"),
+                ],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(value=self._config.fire_delay_alarm_ms, label="alarm")
+                ],
+            ),
+            graph(
+                "Slots and executions per minute",
+                [
+                    app_metric(c.METRIC_SLOTS_RELEASED, "Sum", "slots released"),
+                    app_metric(c.METRIC_EXECUTIONS_SUCCEEDED, "Sum", "succeeded"),
+                    app_metric(c.METRIC_EXECUTIONS_FAILED, "Sum", "failed"),
+                ],
+            ),
+            graph(
+                "Retries and skipped slots per minute",
+                [
+                    app_metric(c.METRIC_RETRIES, "Sum", "retries"),
+                    app_metric(c.METRIC_SLOTS_SKIPPED, "Sum", "skipped"),
+                ],
+            ),
+        )
+        dashboard.add_widgets(
+            graph(
+                "Dead-letter queue depth", per_queue(queues.dead_letter, "ApproximateNumberOfMessagesVisible")
+            ),
+            graph(
+                "Oldest message age (s)",
+                per_queue([*queues.work_queues, queues.failed], "ApproximateAgeOfOldestMessage"),
+            ),
+            graph(
+                "Messages waiting",
+                per_queue(queues.work_queues, "ApproximateNumberOfMessagesVisible"),
+            ),
+        )
+        dashboard.add_widgets(
+            graph(
+                "Poller errors and throttles",
+                [
+                    poller.function.metric_errors(period=_MINUTE, statistic="Sum", label="errors"),
+                    poller.function.metric_throttles(period=_MINUTE, statistic="Sum", label="throttles"),
+                    tick.function.metric_errors(period=_MINUTE, statistic="Sum", label="tick errors"),
+                ],
+            ),
+            graph(
+                "Poller duration (ms)",
+                [
+                    poller.function.metric_duration(period=_MINUTE, statistic="Maximum", label="max"),
+                    poller.function.metric_duration(period=_MINUTE, statistic="p50", label="p50"),
+                ],
+            ),
+            graph(
+                "Minute executions",
+                [
+                    state_machine.metric_started(period=_MINUTE, statistic="Sum", label="started"),
+                    state_machine.metric_failed(period=_MINUTE, statistic="Sum", label="failed"),
+                ],
+            ),
+        )
+        dashboard.add_widgets(
+            graph(
+                "DynamoDB throttles",
+                [
+                    table.metric(name, period=_MINUTE, statistic="Sum", label=name)
+                    for name in (
+                        "ReadThrottleEvents",
+                        "WriteThrottleEvents",
+                        "ReadKeyRangeThroughputThrottleEvents",
+                        "WriteKeyRangeThroughputThrottleEvents",
+                    )
+                ],
+            ),
+            graph(
+                "Workers and API",
+                [
+                    worker.function.metric_invocations(
+                        period=_MINUTE, statistic="Sum", label="worker invocations"
+                    ),
+                    worker.function.metric_errors(period=_MINUTE, statistic="Sum", label="worker errors"),
+                    worker.function.metric_throttles(
+                        period=_MINUTE, statistic="Sum", label="worker throttles"
+                    ),
+                    api.function.metric_errors(period=_MINUTE, statistic="Sum", label="api errors"),
+                ],
+            ),
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=8, height=6),
+        )
+        return dashboard

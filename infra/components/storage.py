@@ -1,0 +1,121 @@
+"""Storage: the one DynamoDB table (jobs, executions and timer rows) and the secrets key.
+
+The table has only a partition key ``pk`` and a sort key ``sk``, no index: timers are base-table
+rows, so a trigger costs one write unit and never waits on index back-pressure. Items carry an
+``expires_at`` TTL. On-demand by default; provisioned with auto scaling, and warm throughput (so
+a top-of-minute burst meets partitions that are already split), come from context.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra import constants as c
+from infra.config import PunctualConfig
+
+# Every item action the runtime uses; transactions are authorised per item action, and there
+# is no index, so the table ARN is the only resource.
+TABLE_READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
+TABLE_WRITE_ACTIONS = (
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+)
+
+_REMOVAL = {
+    "retain": cdk.RemovalPolicy.RETAIN,
+    "snapshot": cdk.RemovalPolicy.SNAPSHOT,
+    "destroy": cdk.RemovalPolicy.DESTROY,
+}
+
+
+class Storage(Construct):
+    """The table, its optional customer-managed key, and the key for webhook secrets."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: PunctualConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.table_key: kms.Key | None = None
+        if config.table_encryption == "cmk":
+            self.table_key = kms.Key(
+                self,
+                "TableKey",
+                description="Punctual: encryption at rest of the jobs table",
+                enable_key_rotation=True,
+                removal_policy=cdk.RemovalPolicy.RETAIN,
+            )
+        provisioned = config.table_billing_mode == "provisioned"
+        warm = None
+        if config.table_warm_read_units_per_second or config.table_warm_write_units_per_second:
+            warm = dynamodb.WarmThroughput(
+                read_units_per_second=config.table_warm_read_units_per_second or None,
+                write_units_per_second=config.table_warm_write_units_per_second or None,
+            )
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            partition_key=dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=c.SORT_KEY, type=dynamodb.AttributeType.STRING),
+            time_to_live_attribute=c.TTL_ATTRIBUTE,
+            billing_mode=(
+                dynamodb.BillingMode.PROVISIONED if provisioned else dynamodb.BillingMode.PAY_PER_REQUEST
+            ),
+            read_capacity=config.table_read_capacity_min if provisioned else None,
+            write_capacity=config.table_write_capacity_min if provisioned else None,
+            warm_throughput=warm,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            deletion_protection=config.table_deletion_protection,
+            removal_policy=_REMOVAL[config.table_removal_policy],
+            encryption=(
+                dynamodb.TableEncryption.CUSTOMER_MANAGED
+                if self.table_key
+                else dynamodb.TableEncryption.AWS_MANAGED
+            ),
+            encryption_key=self.table_key,
+        )
+        if provisioned:
+            target = c.TABLE_AUTOSCALING_TARGET_PERCENT
+            self.table.auto_scale_read_capacity(
+                min_capacity=config.table_read_capacity_min, max_capacity=config.table_read_capacity_max
+            ).scale_on_utilization(target_utilization_percent=target)
+            self.table.auto_scale_write_capacity(
+                min_capacity=config.table_write_capacity_min, max_capacity=config.table_write_capacity_max
+            ).scale_on_utilization(target_utilization_percent=target)
+
+        # Webhook signing secrets are stored encrypted under this key (PUNCTUAL_KMS_KEY_ID):
+        # the API encrypts, the workers decrypt, nothing else may.
+        self.secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            description="Punctual: encrypts the webhook secrets stored with jobs",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+
+    def grant_read(self, role: iam.IRole) -> None:
+        """Reads only (the tick sizes the coming minute from its timers)."""
+        self._grant(role, TABLE_READ_ACTIONS, ("kms:Decrypt", "kms:DescribeKey"))
+
+    def grant_read_write(self, role: iam.IRole) -> None:
+        """Item reads and writes on the table, never table administration."""
+        self._grant(
+            role,
+            TABLE_READ_ACTIONS + TABLE_WRITE_ACTIONS,
+            ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"),
+        )
+
+    def _grant(self, role: iam.IRole, actions: tuple[str, ...], key_actions: tuple[str, ...]) -> None:
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(actions), resources=[self.table.table_arn])
+        )
+        if self.table_key:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=list(key_actions), resources=[self.table_key.key_arn])
+            )

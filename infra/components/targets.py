@@ -1,0 +1,47 @@
+"""Permissions the workers need to reach AWS targets: only what context ``targetArnPatterns`` allows.
+
+Each pattern names its service (``arn:aws:lambda:eu-west-1:123456789012:function:team-*``) and
+gets that service's one invoking action, nothing else: ``lambda:InvokeFunction``,
+``sqs:SendMessage``, ``sns:Publish``, ``events:PutEvents``, ``states:StartExecution``,
+``ecs:RunTask``/``ecs:DescribeTasks``, and ``iam:PassRole`` (only to ECS tasks) for role
+patterns that ECS RunTask targets use. With an empty list the workers get no target
+permission at all: HTTP webhook targets need none.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from aws_cdk import aws_iam as iam
+from constructs import IConstruct
+
+from infra import constants as c
+from infra.config import target_service
+from infra.nag import acknowledge
+
+
+def grant_targets(role: iam.IRole, patterns: tuple[str, ...], *, policy_scope: IConstruct) -> None:
+    """Add one statement per target service to ``role``; acknowledge each wildcard pattern."""
+    by_service: dict[str, list[str]] = defaultdict(list)
+    for pattern in patterns:
+        by_service[target_service(pattern)].append(pattern)
+    for service, resources in sorted(by_service.items()):
+        conditions = None
+        if service == "iam":
+            conditions = {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid=f"Targets{service.capitalize()}",
+                actions=list(c.TARGET_ACTIONS_BY_SERVICE[service]),
+                resources=resources,
+                conditions=conditions,
+            )
+        )
+        for resource in resources:
+            if "*" in resource:
+                acknowledge(
+                    policy_scope,
+                    f"IAM5[Resource::{resource}]",
+                    "Target ARN pattern allowed by the operator in context targetArnPatterns; the "
+                    f"workers may only {'/'.join(c.TARGET_ACTIONS_BY_SERVICE[service])} on it.",
+                )

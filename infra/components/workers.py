@@ -1,0 +1,305 @@
+"""Workers: the worker Lambda on the short queues and the ECS worker service on the long queues.
+
+Short lane
+    An SQS event source per short queue: batches of ``workerBatchSize``, partial batch
+    responses (a failed message is retried alone, its group's later messages wait), and at most
+    ``workerMaxConcurrency`` concurrent invocations per queue. The function timeout is the
+    longest job the Lambda lane runs (900 s, Lambda's maximum); the queue's visibility timeout
+    is six times that, as AWS recommends for SQS event sources, so a message is not redelivered
+    while an invocation still holds it. A worker that crashes is retried by its lease timer,
+    not by SQS redelivery, so the long visibility costs no latency.
+
+Long lane
+    A Fargate service runs ``python -m punctual.worker_service`` (image built from
+    ``functions/ecs_worker/Dockerfile`` at deploy time; synth only stages it). It scales out on
+    the long queues' waiting messages and scales in to the minimum only when nothing is waiting
+    *or in flight*, so scale-in never stops a task in the middle of a job; stopTimeout gives a
+    task two minutes to drain after SIGTERM. Tasks run in private subnets, reaching DynamoDB,
+    S3 and (optionally) SQS, Logs, ECR, STS and KMS through VPC endpoints, and HTTP targets
+    through NAT.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import constants as c
+from infra.components.functions import LambdaRuntime, PunctualFunction, retention
+from infra.components.queues import CONSUME_ACTIONS, SEND_ACTIONS, Queues
+from infra.components.storage import Storage
+from infra.components.targets import grant_targets
+from infra.config import PunctualConfig
+from infra.nag import acknowledge
+
+# What the ECS image's build context may contain: the Dockerfile, the core and the pins.
+ECS_CONTEXT_EXCLUDES = (
+    "*",
+    "!requirements.txt",
+    "!layers",
+    "layers/*",
+    "!layers/core",
+    "layers/core/*",
+    "!layers/core/python",
+    "layers/core/python/*",
+    "!layers/core/python/punctual",
+    "**/__pycache__",
+    "**/*.pyc",
+    "!functions",
+    "functions/*",
+    "!functions/ecs_worker",
+)
+
+_INTERFACE_ENDPOINTS = {
+    "sqs": ec2.InterfaceVpcEndpointAwsService.SQS,
+    "logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "ecr.api": ec2.InterfaceVpcEndpointAwsService.ECR,
+    "ecr.dkr": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+    "sts": ec2.InterfaceVpcEndpointAwsService.STS,
+    "kms": ec2.InterfaceVpcEndpointAwsService.KMS,
+}
+_GATEWAY_ENDPOINTS = {
+    "dynamodb": ec2.GatewayVpcEndpointAwsService.DYNAMODB,
+    "s3": ec2.GatewayVpcEndpointAwsService.S3,
+}
+
+
+class Workers(Construct):
+    """The worker Lambda and the ECS worker service, with their roles and scaling."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PunctualConfig,
+        runtime: LambdaRuntime,
+        storage: Storage,
+        queues: Queues,
+        environment: dict[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+
+        # --- short lane: the worker Lambda -------------------------------------------------------
+        self.worker: PunctualFunction = runtime.function(
+            self,
+            "Worker",
+            name="worker",
+            description="Punctual worker: claims, runs and finishes short executions",
+            timeout_s=c.WORKER_TIMEOUT_S,
+            memory_mb=config.worker_memory_mb,
+            environment=environment,
+        )
+        self._grant_worker(self.worker.role, storage, queues, consumes=queues.short)
+        for queue in queues.short:
+            self.worker.function.add_event_source(
+                event_sources.SqsEventSource(
+                    queue,
+                    batch_size=config.worker_batch_size,
+                    report_batch_item_failures=True,
+                    max_concurrency=config.worker_max_concurrency,
+                )
+            )
+
+        # --- long lane: the ECS worker service ----------------------------------------------------
+        self.endpoint_security_group: ec2.SecurityGroup | None = None
+        self.vpc = self._vpc()
+        self.cluster = ecs.Cluster(
+            self,
+            "Cluster",
+            vpc=self.vpc,
+            container_insights_v2=ecs.ContainerInsights.ENABLED,
+        )
+        arm = config.ecs_architecture == "ARM64"
+        self.task_definition = ecs.FargateTaskDefinition(
+            self,
+            "WorkerTask",
+            cpu=config.ecs_cpu,
+            memory_limit_mib=config.ecs_memory_mib,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.ARM64 if arm else ecs.CpuArchitecture.X86_64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        self._grant_worker(self.task_definition.task_role, storage, queues, consumes=queues.long)
+        self.container_logs = logs.LogGroup(
+            self,
+            "WorkerServiceLogs",
+            retention=retention(config.log_retention_days),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.container = self.task_definition.add_container(
+            "worker",
+            image=ecs.ContainerImage.from_asset(
+                ".",
+                file=c.ECS_DOCKERFILE,
+                exclude=list(ECS_CONTEXT_EXCLUDES),
+                ignore_mode=cdk.IgnoreMode.DOCKER,
+                platform=ecr_assets.Platform.LINUX_ARM64 if arm else ecr_assets.Platform.LINUX_AMD64,
+            ),
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=self.container_logs),
+            environment=environment,
+            stop_timeout=cdk.Duration.seconds(c.ECS_STOP_TIMEOUT_S),
+            readonly_root_filesystem=True,
+        )
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "WorkerServiceSecurityGroup",
+            vpc=self.vpc,
+            description="Punctual ECS workers: no inbound; outbound to targets and AWS APIs",
+            allow_all_outbound=True,
+        )
+        if self.endpoint_security_group is not None:
+            self.endpoint_security_group.add_ingress_rule(
+                self.security_group, ec2.Port.tcp(443), "HTTPS from the Punctual ECS workers"
+            )
+        self.service = ecs.FargateService(
+            self,
+            "WorkerService",
+            cluster=self.cluster,
+            task_definition=self.task_definition,
+            desired_count=config.ecs_min_tasks,
+            min_healthy_percent=100,
+            max_healthy_percent=200,
+            circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            security_groups=[self.security_group],
+            assign_public_ip=False,
+        )
+        self._scaling(queues)
+        acknowledge(
+            self.task_definition,
+            "ECS2",
+            "The worker container's environment holds configuration only (table name, queue URLs, "
+            "shard counts, KMS key id); no secret is passed in it. Webhook secrets are stored "
+            "encrypted in the table and decrypted with KMS at run time.",
+        )
+        if self.task_definition.execution_role is not None:
+            acknowledge(
+                self.task_definition.execution_role,
+                "IAM5[Resource::*]",
+                "ecr:GetAuthorizationToken, which the execution role needs to pull the worker image, "
+                "does not support resource-level permissions.",
+            )
+
+    def _grant_worker(self, role: iam.IRole, storage: Storage, queues: Queues, *, consumes: list) -> None:
+        """The same rights for both lanes: table, own queues, failed queue, secrets, targets."""
+        storage.grant_read_write(role)
+        Queues.grant(role, consumes, CONSUME_ACTIONS)
+        Queues.grant(role, [queues.failed], SEND_ACTIONS)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["kms:Decrypt"], resources=[storage.secrets_key.key_arn])
+        )
+        grant_targets(role, self._config.target_arn_patterns, policy_scope=role)
+
+    def _vpc(self) -> ec2.IVpc:
+        if self._config.vpc_id:
+            # An existing VPC: looked up at synth (`cdk synth`/`cdk deploy` with credentials; the
+            # answer is cached in cdk.context.json). It needs private subnets with egress.
+            return ec2.Vpc.from_lookup(self, "Vpc", vpc_id=self._config.vpc_id)
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            max_azs=c.VPC_MAX_AZS,
+            nat_gateways=self._config.nat_gateways,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(
+                    name="workers", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20
+                ),
+            ],
+            restrict_default_security_group=True,
+        )
+        flow_logs = logs.LogGroup(
+            self,
+            "VpcFlowLogs",
+            retention=retention(self._config.log_retention_days),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        vpc.add_flow_log("FlowLogs", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs))
+        for name in c.VPC_GATEWAY_ENDPOINTS:
+            vpc.add_gateway_endpoint(f"{_pascal(name)}Endpoint", service=_GATEWAY_ENDPOINTS[name])
+        if self._config.vpc_interface_endpoints:
+            # One group for all interface endpoints: HTTPS in from the workers' group only.
+            self.endpoint_security_group = ec2.SecurityGroup(
+                self,
+                "EndpointSecurityGroup",
+                vpc=vpc,
+                description="Punctual VPC interface endpoints: HTTPS from the ECS workers",
+                allow_all_outbound=False,
+            )
+            for name in c.VPC_INTERFACE_ENDPOINTS:
+                vpc.add_interface_endpoint(
+                    f"{_pascal(name)}Endpoint",
+                    service=_INTERFACE_ENDPOINTS[name],
+                    private_dns_enabled=True,
+                    subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+                    security_groups=[self.endpoint_security_group],
+                    open=False,
+                )
+        return vpc
+
+    def _scaling(self, queues: Queues) -> None:
+        """Out on waiting messages; in only when nothing is waiting or being worked on."""
+        period = cdk.Duration.seconds(c.DASHBOARD_PERIOD_S)
+        visible = {
+            f"v{i}": q.metric_approximate_number_of_messages_visible(period=period, statistic="Maximum")
+            for i, q in enumerate(queues.long)
+        }
+        in_flight = {
+            f"f{i}": q.metric_approximate_number_of_messages_not_visible(period=period, statistic="Maximum")
+            for i, q in enumerate(queues.long)
+        }
+        waiting = cloudwatch.MathExpression(
+            expression=" + ".join(visible),
+            using_metrics=visible,
+            label="Long-lane messages waiting",
+            period=period,
+        )
+        backlog = cloudwatch.MathExpression(
+            expression=" + ".join([*visible, *in_flight]),
+            using_metrics={**visible, **in_flight},
+            label="Long-lane messages waiting or in flight",
+            period=period,
+        )
+        capacity = self.service.auto_scale_task_count(
+            min_capacity=self._config.ecs_min_tasks, max_capacity=self._config.ecs_max_tasks
+        )
+        cooldown = cdk.Duration.seconds(c.ECS_SCALE_COOLDOWN_S)
+        capacity.scale_on_metric(
+            "ScaleOutOnWaiting",
+            metric=waiting,
+            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+            scaling_steps=[
+                appscaling.ScalingInterval(upper=1, change=0),
+                *(
+                    appscaling.ScalingInterval(lower=lower, change=add)
+                    for lower, add in c.ECS_SCALE_OUT_STEPS
+                ),
+            ],
+            cooldown=cooldown,
+        )
+        capacity.scale_on_metric(
+            "ScaleInWhenIdle",
+            metric=backlog,
+            # -100 % is clamped at the minimum task count.
+            adjustment_type=appscaling.AdjustmentType.PERCENT_CHANGE_IN_CAPACITY,
+            scaling_steps=[
+                appscaling.ScalingInterval(upper=1, change=-100),
+                appscaling.ScalingInterval(lower=1, change=0),
+            ],
+            cooldown=cooldown,
+        )
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace(".", "-").split("-"))

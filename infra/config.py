@@ -1,0 +1,303 @@
+"""The app's settings: CDK context (``cdk.json`` or ``-c key=value``) read once and validated.
+
+Context given on the command line arrives as strings, so every reader coerces: ``"3"`` is 3,
+``"false"`` is False, and a list is either JSON (``'["a","b"]'``) or comma-separated.
+A bad value stops the synth with the context key's name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from infra import constants as c
+
+
+class ConfigError(ValueError):
+    """A context value the app cannot use."""
+
+
+# Context key → default. cdk.json carries the same keys; a test keeps the two in step.
+DEFAULTS: dict[str, Any] = {
+    "stackName": c.DEFAULT_STACK_NAME,
+    "layerAssetDir": c.LAYER_ASSET_DIR,
+    "shardCount": c.SHARD_COUNT,
+    "nearShardCount": c.NEAR_SHARD_COUNT,
+    "farThresholdS": c.FAR_THRESHOLD_S,
+    "pollIntervalMs": c.POLL_INTERVAL_MS,
+    "pollerLeadS": c.POLLER_LEAD_S,
+    "retentionDays": c.RETENTION_DAYS,
+    "maxJobsPerTenant": c.MAX_JOBS_PER_TENANT,
+    "targetAllowCidrs": [],
+    "targetArnPatterns": [],
+    "shardGroups": c.SHARD_GROUPS,
+    "pollerMaxConcurrency": c.POLLER_MAX_CONCURRENCY,
+    "pollerMemoryMb": c.POLLER_MEMORY_MB,
+    "pollerReservedConcurrency": 0,
+    "queueCount": c.QUEUE_COUNT,
+    "maxReceiveCount": c.MAX_RECEIVE_COUNT,
+    "workerBatchSize": c.WORKER_BATCH_SIZE,
+    "workerMaxConcurrency": c.WORKER_MAX_CONCURRENCY,
+    "workerMemoryMb": c.WORKER_MEMORY_MB,
+    "ecsMinTasks": c.ECS_MIN_TASKS,
+    "ecsMaxTasks": c.ECS_MAX_TASKS,
+    "ecsCpu": c.ECS_CPU_UNITS,
+    "ecsMemoryMiB": c.ECS_MEMORY_MIB,
+    "ecsArchitecture": c.ECS_ARCHITECTURES[0],
+    "vpcId": "",
+    "natGateways": c.NAT_GATEWAYS,
+    "vpcInterfaceEndpoints": True,
+    "alarmEmails": [],
+    "logRetentionDays": c.LOG_RETENTION_DAYS,
+    "logLevel": c.LOG_LEVEL,
+    "tableBillingMode": c.TABLE_BILLING_MODES[0],
+    "tableReadCapacityMin": 5,
+    "tableReadCapacityMax": 4000,
+    "tableWriteCapacityMin": 5,
+    "tableWriteCapacityMax": 4000,
+    "tableWarmReadUnitsPerSecond": 0,
+    "tableWarmWriteUnitsPerSecond": 0,
+    "tableEncryption": c.TABLE_ENCRYPTIONS[0],
+    "tableDeletionProtection": True,
+    "tableRemovalPolicy": c.REMOVAL_POLICIES[0],
+    "apiThrottleRatePerS": c.API_THROTTLE_RATE_PER_S,
+    "apiThrottleBurst": c.API_THROTTLE_BURST,
+    "apiWebAclArn": "",
+    "fireDelayAlarmMs": c.FIRE_DELAY_P99_ALARM_MS,
+}
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# Retention values CloudWatch Logs accepts, in the order of aws_logs.RetentionDays.
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+_ARN_PATTERN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):(?P<service>[a-z0-9-]+):[^\s]*$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+@dataclass(frozen=True)
+class PunctualConfig:
+    """Every setting of the app, typed; built by :meth:`from_context`."""
+
+    stack_name: str
+    layer_asset_dir: str
+    shard_count: int
+    near_shard_count: int
+    far_threshold_s: int
+    poll_interval_ms: int
+    poller_lead_s: int
+    retention_days: int
+    max_jobs_per_tenant: int
+    target_allow_cidrs: tuple[str, ...]
+    target_arn_patterns: tuple[str, ...]
+    shard_groups: int
+    poller_max_concurrency: int
+    poller_memory_mb: int
+    poller_reserved_concurrency: int
+    queue_count: int
+    max_receive_count: int
+    worker_batch_size: int
+    worker_max_concurrency: int
+    worker_memory_mb: int
+    ecs_min_tasks: int
+    ecs_max_tasks: int
+    ecs_cpu: int
+    ecs_memory_mib: int
+    ecs_architecture: str
+    vpc_id: str
+    nat_gateways: int
+    vpc_interface_endpoints: bool
+    alarm_emails: tuple[str, ...]
+    log_retention_days: int
+    log_level: str
+    table_billing_mode: str
+    table_read_capacity_min: int
+    table_read_capacity_max: int
+    table_write_capacity_min: int
+    table_write_capacity_max: int
+    table_warm_read_units_per_second: int
+    table_warm_write_units_per_second: int
+    table_encryption: str
+    table_deletion_protection: bool
+    table_removal_policy: str
+    api_throttle_rate_per_s: int
+    api_throttle_burst: int
+    api_web_acl_arn: str
+    fire_delay_alarm_ms: int
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> PunctualConfig:
+        """Build from a context getter such as ``app.node.try_get_context``."""
+        reader = _Reader(get)
+        cfg = cls(
+            stack_name=reader.text("stackName"),
+            layer_asset_dir=reader.text("layerAssetDir"),
+            shard_count=reader.integer("shardCount", 1, 100_000),
+            near_shard_count=reader.integer("nearShardCount", 1, 10_000),
+            far_threshold_s=reader.integer("farThresholdS", 10, 3600),
+            poll_interval_ms=reader.integer("pollIntervalMs", 10, 60_000),
+            poller_lead_s=reader.integer("pollerLeadS", 0, 50),
+            retention_days=reader.integer("retentionDays", 1, 3650),
+            max_jobs_per_tenant=reader.integer("maxJobsPerTenant", 1, 10**9),
+            target_allow_cidrs=reader.strings("targetAllowCidrs"),
+            target_arn_patterns=reader.strings("targetArnPatterns"),
+            shard_groups=reader.integer("shardGroups", 1, c.MAX_SHARD_GROUPS),
+            poller_max_concurrency=reader.integer("pollerMaxConcurrency", 0, c.MAX_SHARD_GROUPS),
+            poller_memory_mb=reader.integer("pollerMemoryMb", 128, 10_240),
+            poller_reserved_concurrency=reader.integer("pollerReservedConcurrency", 0, 10_000),
+            queue_count=reader.integer("queueCount", 1, c.MAX_QUEUE_COUNT),
+            max_receive_count=reader.integer("maxReceiveCount", 1, 1000),
+            worker_batch_size=reader.integer("workerBatchSize", 1, 10),
+            worker_max_concurrency=reader.integer("workerMaxConcurrency", 2, 1000),
+            worker_memory_mb=reader.integer("workerMemoryMb", 128, 10_240),
+            ecs_min_tasks=reader.integer("ecsMinTasks", 0, 1000),
+            ecs_max_tasks=reader.integer("ecsMaxTasks", 1, 1000),
+            ecs_cpu=reader.choice_int("ecsCpu", (256, 512, 1024, 2048, 4096, 8192, 16384)),
+            ecs_memory_mib=reader.integer("ecsMemoryMiB", 512, 122_880),
+            ecs_architecture=reader.choice("ecsArchitecture", c.ECS_ARCHITECTURES),
+            vpc_id=reader.text("vpcId", required=False),
+            nat_gateways=reader.integer("natGateways", 0, c.VPC_MAX_AZS),
+            vpc_interface_endpoints=reader.boolean("vpcInterfaceEndpoints"),
+            alarm_emails=reader.strings("alarmEmails"),
+            log_retention_days=reader.choice_int("logRetentionDays", LOG_RETENTION_DAYS),
+            log_level=reader.choice("logLevel", _LOG_LEVELS),
+            table_billing_mode=reader.choice("tableBillingMode", c.TABLE_BILLING_MODES),
+            table_read_capacity_min=reader.integer("tableReadCapacityMin", 1, 10**6),
+            table_read_capacity_max=reader.integer("tableReadCapacityMax", 1, 10**6),
+            table_write_capacity_min=reader.integer("tableWriteCapacityMin", 1, 10**6),
+            table_write_capacity_max=reader.integer("tableWriteCapacityMax", 1, 10**6),
+            table_warm_read_units_per_second=reader.integer("tableWarmReadUnitsPerSecond", 0, 10**7),
+            table_warm_write_units_per_second=reader.integer("tableWarmWriteUnitsPerSecond", 0, 10**7),
+            table_encryption=reader.choice("tableEncryption", c.TABLE_ENCRYPTIONS),
+            table_deletion_protection=reader.boolean("tableDeletionProtection"),
+            table_removal_policy=reader.choice("tableRemovalPolicy", c.REMOVAL_POLICIES),
+            api_throttle_rate_per_s=reader.integer("apiThrottleRatePerS", 1, 10**6),
+            api_throttle_burst=reader.integer("apiThrottleBurst", 1, 10**6),
+            api_web_acl_arn=reader.text("apiWebAclArn", required=False),
+            fire_delay_alarm_ms=reader.integer("fireDelayAlarmMs", 100, 600_000),
+        )
+        cfg._check()
+        return cfg
+
+    def _check(self) -> None:
+        for pattern in self.target_arn_patterns:
+            target_service(pattern)  # raises on a pattern that is not a usable ARN
+        for email in self.alarm_emails:
+            if not _EMAIL.match(email):
+                raise ConfigError(f"alarmEmails: {email!r} is not an e-mail address")
+        if self.near_shard_count > self.shard_count:
+            raise ConfigError("nearShardCount: must not exceed shardCount")
+        if self.ecs_min_tasks > self.ecs_max_tasks:
+            raise ConfigError("ecsMinTasks: must not exceed ecsMaxTasks")
+        if self.table_read_capacity_min > self.table_read_capacity_max:
+            raise ConfigError("tableReadCapacityMin: must not exceed tableReadCapacityMax")
+        if self.table_write_capacity_min > self.table_write_capacity_max:
+            raise ConfigError("tableWriteCapacityMin: must not exceed tableWriteCapacityMax")
+        if self.vpc_id and not re.fullmatch(r"vpc-[0-9a-f]{8,17}", self.vpc_id):
+            raise ConfigError(f"vpcId: {self.vpc_id!r} is not a VPC id")
+
+
+def target_service(pattern: str) -> str:
+    """The AWS service a target ARN pattern belongs to (``lambda``, ``sqs``, ...).
+
+    A pattern must name a supported service explicitly: ``*`` alone, or a wildcard in the
+    service part, would hand the workers the whole account.
+    """
+    match = _ARN_PATTERN.match(pattern)
+    if not match:
+        raise ConfigError(f"targetArnPatterns: {pattern!r} is not an ARN pattern (arn:aws:<service>:...)")
+    service = match["service"]
+    if service not in c.TARGET_ACTIONS_BY_SERVICE:
+        supported = ", ".join(sorted(c.TARGET_ACTIONS_BY_SERVICE))
+        raise ConfigError(f"targetArnPatterns: {pattern!r}: service {service!r} is not one of {supported}")
+    resource = pattern.split(":", 5)[5] if pattern.count(":") >= 5 else ""
+    if resource in ("", "*"):
+        raise ConfigError(f"targetArnPatterns: {pattern!r} must name a resource, not every {service} one")
+    return service
+
+
+class _Reader:
+    def __init__(self, get: Callable[[str], Any]) -> None:
+        self._get = get
+
+    def raw(self, key: str) -> Any:
+        value = self._get(key)
+        return DEFAULTS[key] if value is None else value
+
+    def text(self, key: str, *, required: bool = True) -> str:
+        value = str(self.raw(key) or "").strip()
+        if required and not value:
+            raise ConfigError(f"{key}: must not be empty")
+        return value
+
+    def integer(self, key: str, low: int, high: int) -> int:
+        value = self.raw(key)
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: {value!r} is not an integer") from None
+        if isinstance(value, bool) or not low <= number <= high:
+            raise ConfigError(f"{key}: {value!r} is not an integer in {low}..{high}")
+        return number
+
+    def choice_int(self, key: str, allowed: tuple[int, ...]) -> int:
+        number = self.integer(key, min(allowed), max(allowed))
+        if number not in allowed:
+            raise ConfigError(f"{key}: {number} is not one of {allowed}")
+        return number
+
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str:
+        value = str(self.raw(key))
+        if value not in allowed:
+            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    def boolean(self, key: str) -> bool:
+        value = self.raw(key)
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "1", "yes"):
+            return True
+        if text in ("false", "0", "no"):
+            return False
+        raise ConfigError(f"{key}: {value!r} is not true or false")
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.raw(key)
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError:
+                    raise ConfigError(f"{key}: {value!r} is not a JSON list") from None
+            else:
+                value = text.split(",")
+        if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(f"{key}: {value!r} is not a list of strings")
+        return tuple(item.strip() for item in value if item.strip())

@@ -1,0 +1,147 @@
+"""Names, limits and defaults of the Punctual CDK app, with units in the names.
+
+Every context setting the app reads has its default here; ``cdk.json`` repeats the
+defaults so that a user sees (and edits) them in one place. ``infra/config.py``
+turns context into a validated :class:`~infra.config.PunctualConfig`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+APP_NAME: Final = "punctual"
+DEFAULT_STACK_NAME: Final = "Punctual"
+CDK_OUTDIR: Final = "cdk.out"
+
+# --- Lambda ------------------------------------------------------------------------------------
+# Python 3.14 on arm64 (Graviton: ~20 % cheaper per GB-second; the layer is built for it).
+LAMBDA_PYTHON_VERSION: Final = "3.14"
+LAMBDA_PLATFORM_TAG: Final = "manylinux2014_aarch64"
+LAYER_ASSET_DIR: Final = "build/layer"  # holds python/<packages>; built by `make layer`
+LAYER_FALLBACK_DIR: Final = "layers/core"  # core sources only: enough for tests, not for a deploy
+CORE_PACKAGE_DIR: Final = "layers/core/python/punctual"
+FUNCTIONS_DIR: Final = "functions"
+HANDLER: Final = "handler.handler"
+FUNCTION_NAMES: Final = ("api", "poller", "worker", "tick")
+ASSET_EXCLUDES: Final = ("__pycache__", "*.pyc", ".pytest_cache", "tests")
+
+API_TIMEOUT_S: Final = 29  # API Gateway's integration timeout is 29 s
+API_MEMORY_MB: Final = 512
+TICK_TIMEOUT_S: Final = 20
+TICK_MEMORY_MB: Final = 256
+TICK_LOOKAHEAD_MINUTES: Final = 2  # each tick starts the next N minutes (idempotent names)
+TICK_SCHEDULE: Final = "rate(1 minute)"
+TICK_MAX_EVENT_AGE_S: Final = 120  # an older tick is useless: a newer one covers its minutes
+TICK_RETRY_ATTEMPTS: Final = 2
+POLLER_TIMEOUT_S: Final = 120  # a poller starts POLLER_LEAD_S before its minute and runs ~70-80 s
+POLLER_MEMORY_MB: Final = 1024
+WORKER_TIMEOUT_S: Final = 900  # the longest job the Lambda lane runs (Lambda's hard maximum)
+WORKER_MEMORY_MB: Final = 512
+
+# --- Scheduler settings handed to the runtime (PUNCTUAL_* environment) --------------------------
+SHARD_COUNT: Final = 512
+NEAR_SHARD_COUNT: Final = 32
+FAR_THRESHOLD_S: Final = 180
+POLL_INTERVAL_MS: Final = 1000
+POLLER_LEAD_S: Final = 10
+RETENTION_DAYS: Final = 30
+MAX_JOBS_PER_TENANT: Final = 100_000
+SHARD_GROUPS: Final = 1
+# An inline Map runs at most 40 iterations at once; a poller lasts its whole minute, so more
+# groups than that would start late. Beyond 40, a distributed Map would be needed.
+MAX_SHARD_GROUPS: Final = 40
+POLLER_MAX_CONCURRENCY: Final = 0  # 0 = unbounded (up to the inline Map limit above)
+LOG_LEVEL: Final = "INFO"
+POWERTOOLS_SERVICE_NAME: Final = APP_NAME
+METRICS_NAMESPACE: Final = "Punctual"
+
+# --- Step Functions ------------------------------------------------------------------------------
+POLLER_RETRY_INTERVAL_S: Final = 1
+POLLER_RETRY_MAX_ATTEMPTS: Final = 3
+POLLER_RETRY_BACKOFF_RATE: Final = 2.0
+POLLER_RETRY_ERRORS: Final = (
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+)
+STATE_MACHINE_TIMEOUT_S: Final = 600  # lookahead wait (<= 2 min) + a poller (<= 2 min) + retries
+
+# --- Storage ---------------------------------------------------------------------------------------
+PARTITION_KEY: Final = "pk"
+SORT_KEY: Final = "sk"
+TTL_ATTRIBUTE: Final = "expires_at"
+TABLE_BILLING_MODES: Final = ("on-demand", "provisioned")
+TABLE_ENCRYPTIONS: Final = ("aws-managed", "cmk")
+REMOVAL_POLICIES: Final = ("retain", "snapshot", "destroy")
+TABLE_AUTOSCALING_TARGET_PERCENT: Final = 70
+TABLE_THROTTLE_ALARM_EVENTS: Final = 1  # any throttled request in a minute is worth a look
+
+# --- Queues --------------------------------------------------------------------------------------
+QUEUE_COUNT: Final = 1
+MAX_QUEUE_COUNT: Final = 10
+MAX_RECEIVE_COUNT: Final = 5
+# AWS asks for a visibility timeout of at least 6x the function timeout on an SQS event source,
+# so that a message is not redelivered while an invocation (with its retries on throttling) still
+# holds it. A crashed execution is retried by its lease timer, not by SQS, so this costs no latency.
+SHORT_QUEUE_VISIBILITY_TIMEOUT_S: Final = 6 * WORKER_TIMEOUT_S
+# The ECS worker extends visibility with its heartbeats; this is the first slice of a long job.
+LONG_QUEUE_VISIBILITY_TIMEOUT_S: Final = 900
+QUEUE_RETENTION_DAYS: Final = 4
+DLQ_RETENTION_DAYS: Final = 14
+FAILED_QUEUE_RETENTION_DAYS: Final = 14
+
+# --- Workers -------------------------------------------------------------------------------------
+WORKER_BATCH_SIZE: Final = 10  # FIFO event sources take at most 10
+WORKER_MAX_CONCURRENCY: Final = 200  # per queue; Lambda's event-source range is 2..1000
+ECS_MIN_TASKS: Final = 0
+ECS_MAX_TASKS: Final = 10
+ECS_CPU_UNITS: Final = 512
+ECS_MEMORY_MIB: Final = 1024
+ECS_ARCHITECTURES: Final = ("ARM64", "X86_64")
+ECS_STOP_TIMEOUT_S: Final = 120  # SIGTERM → SIGKILL: time for the worker to drain
+ECS_DOCKERFILE: Final = "functions/ecs_worker/Dockerfile"
+ECS_SCALE_COOLDOWN_S: Final = 60
+# Scale-out steps on visible (waiting) long-queue messages: (lower bound, tasks to add).
+ECS_SCALE_OUT_STEPS: Final = ((1, 1), (10, 3), (50, 10))
+VPC_MAX_AZS: Final = 2
+NAT_GATEWAYS: Final = 1
+VPC_GATEWAY_ENDPOINTS: Final = ("dynamodb", "s3")  # s3: ECR image layers
+VPC_INTERFACE_ENDPOINTS: Final = ("sqs", "logs", "ecr.api", "ecr.dkr", "sts", "kms")
+
+# --- API -----------------------------------------------------------------------------------------
+API_STAGE_NAME: Final = "prod"  # routes carry their own version (/v1/...)
+API_THROTTLE_RATE_PER_S: Final = 100
+API_THROTTLE_BURST: Final = 200
+
+# --- Observability -------------------------------------------------------------------------------
+LOG_RETENTION_DAYS: Final = 30
+FIRE_DELAY_P99_ALARM_MS: Final = 10_000  # the design's "never over 10 s"
+SHORT_QUEUE_AGE_ALARM_S: Final = 300
+LONG_QUEUE_AGE_ALARM_S: Final = 900
+DASHBOARD_PERIOD_S: Final = 60
+# Powertools Metrics adds the service dimension to every EMF metric it writes.
+METRIC_DIMENSIONS: Final = {"service": POWERTOOLS_SERVICE_NAME}
+# EMF metrics the runtime writes (namespace METRICS_NAMESPACE).
+METRIC_FIRE_DELAY_MS: Final = "FireDelayMs"
+METRIC_SLOTS_RELEASED: Final = "SlotsReleased"
+METRIC_SLOTS_SKIPPED: Final = "SlotsSkipped"
+METRIC_EXECUTIONS_SUCCEEDED: Final = "ExecutionsSucceeded"
+METRIC_EXECUTIONS_FAILED: Final = "ExecutionsFailed"
+METRIC_RETRIES: Final = "Retries"
+# With the lookahead, one failed tick is covered by the next: alarm on two in a row.
+TICK_ERROR_ALARM_PERIODS: Final = 2
+# No minute execution started for this long means no poller is running.
+NO_MINUTE_STARTED_ALARM_S: Final = 300
+
+# --- Target permissions ----------------------------------------------------------------------------
+# What the workers may do to a target, keyed by the service in the target's ARN pattern.
+TARGET_ACTIONS_BY_SERVICE: Final = {
+    "lambda": ("lambda:InvokeFunction",),
+    "sqs": ("sqs:SendMessage",),
+    "sns": ("sns:Publish",),
+    "events": ("events:PutEvents",),
+    "states": ("states:StartExecution",),
+    "ecs": ("ecs:RunTask", "ecs:DescribeTasks"),
+    "iam": ("iam:PassRole",),  # roles of ECS RunTask targets
+}

@@ -1,0 +1,97 @@
+"""The Punctual stack: one construct per concern, wired together.
+
+storage (table, keys) → queues → dispatch (tick, state machine, poller) → workers (Lambda, ECS)
+→ api → observability. The runtime reads its configuration from ``PUNCTUAL_*`` variables that
+this stack sets identically on every function and on the ECS task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from infra import constants as c
+from infra.components.api import Api
+from infra.components.dispatch import Dispatch
+from infra.components.functions import LambdaRuntime
+from infra.components.observability import Observability
+from infra.components.queues import Queues
+from infra.components.storage import Storage
+from infra.components.workers import Workers
+from infra.config import PunctualConfig
+
+
+class PunctualStack(cdk.Stack):
+    """Everything Punctual runs on, in one stack."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: PunctualConfig, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config
+        self.storage = Storage(self, "Storage", config=config)
+        self.queues = Queues(self, "Queues", config=config)
+        self.runtime = LambdaRuntime(self, "Runtime", config=config)
+        environment = runtime_environment(config, self.storage, self.queues)
+
+        self.dispatch = Dispatch(
+            self,
+            "Dispatch",
+            config=config,
+            runtime=self.runtime,
+            storage=self.storage,
+            queues=self.queues,
+            environment=environment,
+        )
+        self.workers = Workers(
+            self,
+            "Workers",
+            config=config,
+            runtime=self.runtime,
+            storage=self.storage,
+            queues=self.queues,
+            environment=environment,
+        )
+        self.api = Api(
+            self, "Api", config=config, runtime=self.runtime, storage=self.storage, environment=environment
+        )
+        self.observability = Observability(
+            self,
+            "Observability",
+            config=config,
+            table=self.storage.table,
+            queues=self.queues,
+            poller=self.dispatch.poller,
+            tick=self.dispatch.tick,
+            worker=self.workers.worker,
+            api=self.api.handler,
+            state_machine=self.dispatch.state_machine,
+        )
+
+        cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL (SigV4, service execute-api)")
+        cdk.CfnOutput(self, "TableName", value=self.storage.table.table_name)
+        cdk.CfnOutput(self, "StateMachineArn", value=self.dispatch.state_machine.state_machine_arn)
+        cdk.CfnOutput(self, "FailedQueueUrl", value=self.queues.failed.queue_url)
+        cdk.CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
+
+
+def runtime_environment(config: PunctualConfig, storage: Storage, queues: Queues) -> dict[str, str]:
+    """The ``PUNCTUAL_*`` and Powertools variables every function and the ECS task read."""
+    return {
+        "PUNCTUAL_TABLE_NAME": storage.table.table_name,
+        "PUNCTUAL_SHORT_QUEUE_URLS": cdk.Fn.join(",", [q.queue_url for q in queues.short]),
+        "PUNCTUAL_LONG_QUEUE_URLS": cdk.Fn.join(",", [q.queue_url for q in queues.long]),
+        "PUNCTUAL_FAILED_QUEUE_URL": queues.failed.queue_url,
+        "PUNCTUAL_SHARD_COUNT": str(config.shard_count),
+        "PUNCTUAL_NEAR_SHARD_COUNT": str(config.near_shard_count),
+        "PUNCTUAL_FAR_THRESHOLD_S": str(config.far_threshold_s),
+        "PUNCTUAL_POLL_INTERVAL_MS": str(config.poll_interval_ms),
+        "PUNCTUAL_POLLER_LEAD_S": str(config.poller_lead_s),
+        "PUNCTUAL_RETENTION_DAYS": str(config.retention_days),
+        "PUNCTUAL_TARGET_ALLOW_CIDRS": ",".join(config.target_allow_cidrs),
+        "PUNCTUAL_MAX_JOBS_PER_TENANT": str(config.max_jobs_per_tenant),
+        "PUNCTUAL_KMS_KEY_ID": storage.secrets_key.key_arn,
+        "POWERTOOLS_SERVICE_NAME": c.POWERTOOLS_SERVICE_NAME,
+        "POWERTOOLS_METRICS_NAMESPACE": c.METRICS_NAMESPACE,
+        "LOG_LEVEL": config.log_level,
+    }
