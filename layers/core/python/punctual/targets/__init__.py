@@ -1,0 +1,219 @@
+"""Targets: what a job does when its slot fires.
+
+:class:`DefaultTargetInvoker` is the :class:`~punctual.targets.base.TargetInvoker`
+the worker uses: it fills the payload's placeholders (:func:`render_payload`) and
+hands the call to the adapter for ``target.type``. Adapters live in
+:mod:`punctual.targets.http` and :mod:`punctual.targets.aws`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from punctual.clock import Clock
+from punctual.settings import Settings
+from punctual.targets.aws import (
+    ECS_POLL_INTERVAL_S,
+    Boto3ClientFactory,
+    ClientFactory,
+    EcsTargetAdapter,
+    EventBridgeTargetAdapter,
+    LambdaTargetAdapter,
+    SnsTargetAdapter,
+    SqsTargetAdapter,
+    StepFunctionsTargetAdapter,
+)
+from punctual.targets.base import Outcome, SlotContext, TargetAdapter, TargetInvoker, TargetResult
+from punctual.targets.http import BlockedTargetError, ConnectionFactory, HttpTargetAdapter, guard_url
+
+__all__ = [
+    "PLACEHOLDERS",
+    "BlockedTargetError",
+    "DefaultTargetInvoker",
+    "Outcome",
+    "SlotContext",
+    "TargetAdapter",
+    "TargetInvoker",
+    "TargetResult",
+    "format_instant",
+    "guard_url",
+    "render_payload",
+]
+
+logger = logging.getLogger(__name__)
+
+PLACEHOLDERS = ("<job_id>", "<slot>", "<attempt>", "<scheduled_at>")
+_PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
+
+
+def format_instant(instant: datetime) -> str:
+    """ISO 8601 in UTC with a ``Z``: seconds, or milliseconds when there are any."""
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=UTC)
+    instant = instant.astimezone(UTC)
+    spec = "milliseconds" if instant.microsecond else "seconds"
+    return instant.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
+
+
+def render_payload(payload: Any, ctx: SlotContext) -> Any:
+    """Fill the slot placeholders in every string of a JSON payload.
+
+    Like EventBridge Scheduler's context attributes: ``<job_id>``, ``<slot>``,
+    ``<attempt>`` and ``<scheduled_at>`` (ISO 8601 UTC, ``Z``) are replaced
+    wherever they occur inside a string value or an object key, at any depth.
+    Other text, numbers, booleans and null are left alone; the input is not
+    modified. Replacement is a single pass, so a filled-in value is never
+    expanded again. ``<job_id>:<slot>`` spells the idempotency key.
+
+    Parameters
+    ----------
+    payload : Any
+        A JSON-compatible value (dicts, lists, strings, numbers, booleans, None).
+    ctx : SlotContext
+        The slot being run.
+
+    Returns
+    -------
+    Any
+        A new value of the same shape with the placeholders filled.
+    """
+    values = {
+        "<job_id>": ctx.job_id,
+        "<slot>": ctx.slot,
+        "<attempt>": str(ctx.attempt),
+        "<scheduled_at>": format_instant(ctx.scheduled_at),
+    }
+
+    def fill(text: str) -> str:
+        return _PLACEHOLDER_RE.sub(lambda match: values[match.group(0)], text) if "<" in text else text
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return fill(value)
+        if isinstance(value, Mapping):
+            return {fill(key) if isinstance(key, str) else key: walk(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(item) for item in value]
+        return value
+
+    return walk(payload)
+
+
+class _LazyClients:
+    """Creates the default boto3 factory on first use (HTTP-only runs never need AWS)."""
+
+    def __init__(self) -> None:
+        self._factory: Boto3ClientFactory | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, service: str, /, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            if self._factory is None:
+                self._factory = Boto3ClientFactory()
+        return self._factory(service, *args, **kwargs)
+
+
+class DefaultTargetInvoker:
+    """Runs any job's target: renders the payload, dispatches on ``target.type``.
+
+    Never raises: an unknown type is a permanent failure, and an adapter that
+    breaks its promise and raises becomes a retryable failure (logged).
+
+    Parameters
+    ----------
+    clients : ClientFactory or None
+        ``clients(service)`` returns a boto3 client (see :mod:`punctual.targets.aws`);
+        None builds :class:`~punctual.targets.aws.Boto3ClientFactory` on first use.
+    settings : Settings
+        ``target_allow_cidrs`` opens addresses the SSRF guard would refuse.
+    clock : Clock, optional
+        Webhook timestamps, ``Retry-After`` dates, ECS timeouts and poll sleeps.
+    resolver : callable, optional
+        ``getaddrinfo``-shaped resolver for webhooks.
+    connection_factory : ConnectionFactory, optional
+        Opens pinned webhook connections (tests, custom trust stores).
+    ecs_poll_interval_s : float, optional
+        Seconds between DescribeTasks polls.
+    adapters : mapping of str to TargetAdapter, optional
+        Replace or add adapters by type (local mode runs Lambda handlers itself).
+
+    Raises
+    ------
+    ValueError
+        ``settings.target_allow_cidrs`` holds something that is not a CIDR block.
+    """
+
+    def __init__(
+        self,
+        clients: ClientFactory | None,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        resolver: Callable[..., Sequence[tuple[Any, ...]]] | None = None,
+        connection_factory: ConnectionFactory | None = None,
+        ecs_poll_interval_s: float = ECS_POLL_INTERVAL_S,
+        adapters: Mapping[str, TargetAdapter] | None = None,
+    ) -> None:
+        factory: ClientFactory = clients if clients is not None else _LazyClients()
+        self.adapters: dict[str, TargetAdapter] = {
+            "http": HttpTargetAdapter(
+                settings.target_allow_cidrs,
+                clock=clock,
+                resolver=resolver,
+                connection_factory=connection_factory,
+            ),
+            "lambda": LambdaTargetAdapter(factory),
+            "sqs": SqsTargetAdapter(factory),
+            "sns": SnsTargetAdapter(factory),
+            "eventbridge": EventBridgeTargetAdapter(factory),
+            "stepfunctions": StepFunctionsTargetAdapter(factory),
+            "ecs": EcsTargetAdapter(factory, clock=clock, poll_interval_s=ecs_poll_interval_s),
+        }
+        self.adapters.update(adapters or {})
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        """Run ``target`` for the slot ``ctx`` with ``payload`` rendered.
+
+        Parameters
+        ----------
+        target : target model or mapping
+            One of the ``punctual.models`` target specs (a mapping is validated
+            into one).
+        payload : Any
+            The job's payload, placeholders unfilled.
+        ctx : SlotContext
+            The slot being run.
+
+        Returns
+        -------
+        TargetResult
+        """
+        kind = target.get("type") if isinstance(target, Mapping) else getattr(target, "type", None)
+        adapter = self.adapters.get(str(kind))
+        if adapter is None:
+            return TargetResult.permanent(f"unknown target type {kind!r}")
+        try:
+            if isinstance(target, Mapping):
+                target = _validate_target(target)
+            rendered = render_payload(payload, ctx)
+            return adapter.invoke(target, rendered, ctx)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            return TargetResult.permanent(f"invalid {kind} target: {exc}"[:500])
+        except Exception as exc:
+            logger.exception("target adapter %s raised for job %s slot %s", kind, ctx.job_id, ctx.slot)
+            return TargetResult.retryable(
+                f"internal error in the {kind} adapter: {type(exc).__name__}: {exc}"[:500]
+            )
+
+
+def _validate_target(target: Mapping[str, Any]) -> Any:
+    from pydantic import TypeAdapter
+
+    from punctual.models import Target  # late: the models pull in the schedule engine
+
+    return TypeAdapter(Target).validate_python(dict(target))

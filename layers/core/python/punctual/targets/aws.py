@@ -1,0 +1,783 @@
+"""AWS service targets: Lambda, SQS, SNS, EventBridge, Step Functions, ECS RunTask.
+
+Every adapter takes a *client factory*, a callable ``clients(service)`` returning a
+boto3 client, so tests and local mode pass endpoint-configured clients. When the
+target ARN names a region other than the client's, the factory is asked again as
+``clients(service, region)``; :class:`Boto3ClientFactory` supports both.
+
+What each target does about duplicates (a slot re-run after a worker crash):
+
+* **SQS FIFO / SNS FIFO**: the deduplication id is derived from the slot (not the
+  attempt), so SQS/SNS drop a repeat within their five-minute window.
+* **SQS / SNS standard**: every message carries the message attributes
+  ``punctual-idempotency-key`` (``<job_id>:<slot>``), ``punctual-job-id``,
+  ``punctual-slot`` and ``punctual-attempt``; consumers dedupe on the key.
+* **Step Functions**: the execution name is derived from the slot, so the service
+  refuses a second start of the same slot (standard workflows, 90 days).
+* **ECS**: a task still running for the slot is adopted instead of starting
+  another; RunTask's ``clientToken`` makes a retried API call idempotent; the
+  container gets ``PUNCTUAL_IDEMPOTENCY_KEY`` in its environment.
+* **Lambda**: synchronous calls carry the key in the client context
+  (``context.client_context.custom["idempotency_key"]``); asynchronous ones only
+  via the payload placeholders. Lambda may itself retry async invocations.
+* **EventBridge**: events carry only what the payload carries; put the key in the
+  detail with the ``<job_id>`` and ``<slot>`` placeholders.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError, ReadTimeoutError
+
+from punctual.clock import Clock, SystemClock
+from punctual.targets.base import Outcome, SlotContext, TargetResult
+
+__all__ = [
+    "Boto3ClientFactory",
+    "ClientFactory",
+    "EcsTargetAdapter",
+    "EventBridgeTargetAdapter",
+    "LambdaTargetAdapter",
+    "SnsTargetAdapter",
+    "SqsTargetAdapter",
+    "StepFunctionsTargetAdapter",
+    "classify_aws_error",
+    "decide_task_outcome",
+    "dedup_id",
+    "execution_name",
+]
+
+MAX_LAMBDA_RESPONSE_BYTES = 64 * 1024
+MAX_ECS_OVERRIDE_CHARS = 8192  # AWS limit on the containerOverrides JSON
+ECS_POLL_INTERVAL_S = 10.0
+ECS_MAX_DESCRIBE_ERRORS = 5  # consecutive DescribeTasks failures before giving up
+SFN_NAME_CHARS = 80
+
+# Error codes that mean "not now" rather than "never": throttling, capacity,
+# a resource being updated, the service's own failures.
+_RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "Throttled",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "AWS.SimpleQueueService.RequestThrottled",
+        "ProvisionedThroughputExceededException",
+        "LimitExceededException",
+        "SlowDown",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "InternalError",
+        "InternalFailure",
+        "InternalServerError",
+        "InternalException",
+        "ServiceException",
+        "ServerException",
+        "ResourceConflictException",
+        "ResourceNotReadyException",
+        "EC2ThrottledException",
+        "ENILimitReachedException",
+        "SubnetIPAddressLimitReachedException",
+        "KMSThrottlingException",
+        "KMSThrottled",
+        "KmsThrottled",
+        "KMSInternalException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+    }
+)
+
+
+class ClientFactory(Protocol):
+    """Returns a boto3 client for a service (and, when asked, a region)."""
+
+    def __call__(self, service: str, /, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class Boto3ClientFactory:
+    """The default :class:`ClientFactory`: cached boto3 clients per service and region.
+
+    SDK retries stay on for every service but Lambda: a synchronous Invoke that
+    times out on the client side may still be running, and the SDK would start it
+    again. Lambda throttles come back as retryable results instead.
+
+    Parameters
+    ----------
+    session : boto3.session.Session, optional
+        Defaults to a new session (environment credentials and region).
+    endpoint_url : str, optional
+        One endpoint for every service (local mode: moto server).
+    region_name : str, optional
+        Default region when the caller does not name one.
+    """
+
+    def __init__(
+        self, session: Any | None = None, *, endpoint_url: str | None = None, region_name: str | None = None
+    ) -> None:
+        import boto3  # the Lambda runtime ships it; imported late to keep imports cheap
+
+        self._session = session or boto3.session.Session(region_name=region_name)
+        self._endpoint_url = endpoint_url
+        self._region = region_name or self._session.region_name
+        self._clients: dict[tuple[str, str | None], Any] = {}
+        self._lock = threading.Lock()  # boto3 sessions are not thread-safe for client creation
+
+    def __call__(self, service: str, region: str | None = None) -> Any:
+        from botocore.config import Config
+
+        region = region or self._region
+        with self._lock:
+            client = self._clients.get((service, region))
+            if client is None:
+                if service == "lambda":
+                    config = Config(retries={"total_max_attempts": 1}, read_timeout=905, connect_timeout=5)
+                else:
+                    config = Config(retries={"mode": "standard"}, read_timeout=30, connect_timeout=5)
+                client = self._session.client(
+                    service, region_name=region, endpoint_url=self._endpoint_url, config=config
+                )
+                self._clients[(service, region)] = client
+            return client
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _arn_parts(arn: str) -> tuple[str, str, str]:
+    """(region, account, resource) of an ARN already validated by the model."""
+    parts = arn.split(":", 5)
+    if len(parts) != 6:
+        raise ValueError(f"not an ARN: {arn!r}")
+    return parts[3], parts[4], parts[5]
+
+
+def _client(clients: ClientFactory, service: str, region: str) -> Any:
+    client = clients(service)
+    client_region = getattr(getattr(client, "meta", None), "region_name", None)
+    if region and client_region and client_region != region:
+        client = clients(service, region)
+    return client
+
+
+def _digest(*parts: str) -> str:
+    """A stable hex digest of the parts (tenant is included so job ids may repeat across tenants)."""
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def dedup_id(ctx: SlotContext) -> str:
+    """The SQS/SNS FIFO deduplication id of a slot: the same for every attempt.
+
+    A hex SHA-256 of tenant and ``<job_id>:<slot>`` (64 characters, inside the
+    128-character, punctuation-restricted limit whatever the slot key holds).
+    """
+    return _digest(ctx.tenant, ctx.idempotency_key)
+
+
+def execution_name(ctx: SlotContext) -> str:
+    """The Step Functions execution name of a slot.
+
+    The readable ``<job_id>-<slot>`` with every character outside
+    ``[A-Za-z0-9_-]`` replaced by ``-``, cut so that a ``-`` and a 16-hex-digit
+    digest of tenant and key fit in 80 characters. The digest keeps two slots
+    apart even when cutting or replacing made their readable parts equal.
+    """
+    readable = re.sub(r"[^A-Za-z0-9_-]", "-", f"{ctx.job_id}-{ctx.slot}")
+    suffix = _digest(ctx.tenant, ctx.idempotency_key)[:16]
+    return f"{readable[: SFN_NAME_CHARS - len(suffix) - 1]}-{suffix}"
+
+
+def _json_body(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def _message_body(payload: Any) -> str:
+    """SQS/SNS bodies: a string payload is sent as it is, anything else as JSON."""
+    return payload if isinstance(payload, str) and payload else _json_body(payload)
+
+
+def _slot_attributes(ctx: SlotContext) -> dict[str, dict[str, str]]:
+    return {
+        "punctual-idempotency-key": {"DataType": "String", "StringValue": ctx.idempotency_key},
+        "punctual-job-id": {"DataType": "String", "StringValue": ctx.job_id},
+        "punctual-slot": {"DataType": "String", "StringValue": ctx.slot},
+        "punctual-attempt": {"DataType": "Number", "StringValue": str(ctx.attempt)},
+    }
+
+
+def classify_aws_error(exc: Exception, action: str) -> TargetResult:
+    """Turn a boto3 failure into a result: throttling, 5xx and network trouble retry.
+
+    Parameters
+    ----------
+    exc : Exception
+        What the client raised.
+    action : str
+        ``"<service> <Operation>"``, for the summary.
+
+    Returns
+    -------
+    TargetResult
+        Retryable for throttling, service-side (5xx) and connection errors;
+        permanent for everything the caller got wrong (4xx, bad parameters).
+    """
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", "Unknown"))
+        message = str(error.get("Message", "")).strip()
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        summary = f"{action}: {code}" + (f": {message}" if message else "")
+        if code in _RETRYABLE_CODES or status >= 500 or status == 429:
+            return TargetResult.retryable(summary[:500])
+        return TargetResult.permanent(summary[:500])
+    if isinstance(exc, ParamValidationError):
+        return TargetResult.permanent(f"{action}: invalid parameters: {exc}"[:500])
+    if isinstance(exc, BotoCoreError):
+        result = TargetResult.retryable(f"{action}: {type(exc).__name__}: {exc}"[:500])
+        result.timed_out = isinstance(exc, ReadTimeoutError)
+        return result
+    return TargetResult.retryable(f"{action}: unexpected {type(exc).__name__}: {exc}"[:500])
+
+
+# --------------------------------------------------------------------------- Lambda
+
+
+class LambdaTargetAdapter:
+    """``lambda``: Invoke a function.
+
+    ``RequestResponse`` waits for the function: a function error (``FunctionError``
+    in the response) is a retryable failure, with the error type and message in
+    the summary. ``Event`` queues the invocation: accepted (202) is success.
+
+    Parameters
+    ----------
+    clients : ClientFactory
+        Supplies the ``lambda`` client.
+    """
+
+    def __init__(self, clients: ClientFactory) -> None:
+        self.clients = clients
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        """Invoke ``target.function_arn`` with the JSON payload; see the class notes."""
+        arn = str(target.function_arn)
+        invocation_type = str(getattr(target, "invocation_type", "RequestResponse"))
+        try:
+            region, _, _ = _arn_parts(arn)
+            body = _json_body(payload).encode()
+        except (TypeError, ValueError) as exc:
+            return TargetResult.permanent(f"lambda target: {exc}")
+        request: dict[str, Any] = {"FunctionName": arn, "InvocationType": invocation_type, "Payload": body}
+        if invocation_type == "RequestResponse":
+            # Client context reaches synchronous invocations only.
+            custom = {
+                "idempotency_key": ctx.idempotency_key,
+                "job_id": ctx.job_id,
+                "slot": ctx.slot,
+                "attempt": str(ctx.attempt),
+            }
+            request["ClientContext"] = base64.b64encode(json.dumps({"custom": custom}).encode()).decode()
+        try:
+            response = _client(self.clients, "lambda", region).invoke(**request)
+            status = int(response.get("StatusCode", 0))
+            function_error = response.get("FunctionError")
+            stream = response.get("Payload")
+            data: bytes = stream.read(MAX_LAMBDA_RESPONSE_BYTES) if stream is not None else b""
+        except Exception as exc:
+            return classify_aws_error(exc, "lambda Invoke")
+        text = data.decode("utf-8", "replace")
+        detail: dict[str, Any] = {"status_code": status, "response": text[:1024]}
+        if version := response.get("ExecutedVersion"):
+            detail["executed_version"] = version
+        if function_error:
+            error_type, error_message = _lambda_error(text)
+            summary = f"function error ({function_error}): {error_type}: {error_message}".strip(": ")
+            result = TargetResult.retryable(summary[:500])
+            result.timed_out = "timed out" in error_message.lower() or error_type == "Sandbox.Timedout"
+            result.detail = detail
+            return result
+        expected = 202 if invocation_type == "Event" else 200
+        if status != expected:
+            result = TargetResult.retryable(f"lambda Invoke answered status {status}, expected {expected}")
+            result.detail = detail
+            return result
+        return TargetResult.ok("invoked" if invocation_type == "RequestResponse" else "queued", **detail)
+
+
+def _lambda_error(text: str) -> tuple[str, str]:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return "", " ".join(text.split())[:300]
+    if isinstance(body, dict):
+        return str(body.get("errorType", "")), " ".join(str(body.get("errorMessage", "")).split())[:300]
+    return "", " ".join(text.split())[:300]
+
+
+# --------------------------------------------------------------------------- SQS
+
+
+class SqsTargetAdapter:
+    """``sqs``: SendMessage to a queue named by ARN.
+
+    FIFO queues (name ending in ``.fifo``) get ``MessageGroupId`` (the target's
+    ``message_group_id``, else the job id) and a ``MessageDeduplicationId`` from
+    the slot, so a re-run of the slot within five minutes is dropped by SQS.
+    Every message carries the slot's message attributes (see the module notes).
+
+    Parameters
+    ----------
+    clients : ClientFactory
+        Supplies the ``sqs`` client.
+    """
+
+    def __init__(self, clients: ClientFactory) -> None:
+        self.clients = clients
+        self._urls: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def _queue_url(self, client: Any, arn: str) -> str:
+        with self._lock:
+            cached = self._urls.get(arn)
+        if cached:
+            return cached
+        _, account, name = _arn_parts(arn)
+        url = str(client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
+        with self._lock:
+            self._urls[arn] = url
+        return url
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        """Send the payload to ``target.queue_arn``; see the class notes."""
+        arn = str(target.queue_arn)
+        try:
+            region, _, name = _arn_parts(arn)
+            body = _message_body(payload)
+        except (TypeError, ValueError) as exc:
+            return TargetResult.permanent(f"sqs target: {exc}")
+        request: dict[str, Any] = {"MessageBody": body, "MessageAttributes": _slot_attributes(ctx)}
+        if name.endswith(".fifo"):
+            request["MessageGroupId"] = getattr(target, "message_group_id", None) or ctx.job_id
+            request["MessageDeduplicationId"] = dedup_id(ctx)
+        try:
+            client = _client(self.clients, "sqs", region)
+            request["QueueUrl"] = self._queue_url(client, arn)
+            response = client.send_message(**request)
+        except Exception as exc:
+            return classify_aws_error(exc, "sqs SendMessage")
+        detail = {"message_id": response.get("MessageId")}
+        if "SequenceNumber" in response:
+            detail["sequence_number"] = response["SequenceNumber"]
+        return TargetResult.ok("sent", **detail)
+
+
+# --------------------------------------------------------------------------- SNS
+
+
+class SnsTargetAdapter:
+    """``sns``: Publish to a topic; FIFO topics get a group and a slot dedup id.
+
+    Parameters
+    ----------
+    clients : ClientFactory
+        Supplies the ``sns`` client.
+    """
+
+    def __init__(self, clients: ClientFactory) -> None:
+        self.clients = clients
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        """Publish the payload to ``target.topic_arn`` with the slot's message attributes."""
+        arn = str(target.topic_arn)
+        try:
+            region, _, name = _arn_parts(arn)
+            message = _message_body(payload)
+        except (TypeError, ValueError) as exc:
+            return TargetResult.permanent(f"sns target: {exc}")
+        request: dict[str, Any] = {
+            "TopicArn": arn,
+            "Message": message,
+            "MessageAttributes": _slot_attributes(ctx),
+        }
+        if name.endswith(".fifo"):
+            request["MessageGroupId"] = ctx.job_id
+            request["MessageDeduplicationId"] = dedup_id(ctx)
+        try:
+            response = _client(self.clients, "sns", region).publish(**request)
+        except Exception as exc:
+            return classify_aws_error(exc, "sns Publish")
+        return TargetResult.ok("published", message_id=response.get("MessageId"))
+
+
+# --------------------------------------------------------------------------- EventBridge
+
+_EVENTS_RETRYABLE_ENTRY_CODES = frozenset(
+    {"ThrottlingException", "InternalFailure", "InternalException", "ServiceUnavailable"}
+)
+
+
+class EventBridgeTargetAdapter:
+    """``eventbridge``: PutEvents of one event whose detail is the payload.
+
+    The detail must be a JSON object (an EventBridge rule); anything else is a
+    permanent failure. ``Time`` is the slot's scheduled instant. A failed entry
+    (``FailedEntryCount`` > 0) is a failure even though the call itself succeeded:
+    retryable for throttling and internal failures, permanent otherwise.
+
+    Parameters
+    ----------
+    clients : ClientFactory
+        Supplies the ``events`` client.
+    """
+
+    def __init__(self, clients: ClientFactory) -> None:
+        self.clients = clients
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        """Put one event on ``target.event_bus_arn``; see the class notes."""
+        arn = str(target.event_bus_arn)
+        if not isinstance(payload, dict):
+            return TargetResult.permanent(
+                f"eventbridge detail must be a JSON object, the payload is {type(payload).__name__}"
+            )
+        try:
+            region, _, _ = _arn_parts(arn)
+            detail = _json_body(payload)
+        except (TypeError, ValueError) as exc:
+            return TargetResult.permanent(f"eventbridge target: {exc}")
+        entry = {
+            "Time": ctx.scheduled_at,
+            "Source": str(getattr(target, "source", "punctual")),
+            "DetailType": str(getattr(target, "detail_type", "Punctual Scheduled Job")),
+            "Detail": detail,
+            "EventBusName": arn,
+        }
+        try:
+            response = _client(self.clients, "events", region).put_events(Entries=[entry])
+        except Exception as exc:
+            return classify_aws_error(exc, "events PutEvents")
+        entries = response.get("Entries") or [{}]
+        first = entries[0]
+        if int(response.get("FailedEntryCount", 0)) > 0 or first.get("ErrorCode"):
+            code = str(first.get("ErrorCode", "Unknown"))
+            summary = f"events PutEvents: entry failed: {code}: {first.get('ErrorMessage', '')}".strip(": ")
+            if code in _EVENTS_RETRYABLE_ENTRY_CODES:
+                return TargetResult.retryable(summary[:500])
+            return TargetResult.permanent(summary[:500])
+        return TargetResult.ok("event put", event_id=first.get("EventId"))
+
+
+# --------------------------------------------------------------------------- Step Functions
+
+
+class StepFunctionsTargetAdapter:
+    """``stepfunctions``: StartExecution named after the slot (:func:`execution_name`).
+
+    A second start of the same slot (a retry, or a re-run after a worker crash)
+    is refused by the service with ``ExecutionAlreadyExists``, which counts as
+    success: the slot's execution exists. Success means *started*; the
+    execution's own outcome is the state machine's business.
+
+    Parameters
+    ----------
+    clients : ClientFactory
+        Supplies the ``stepfunctions`` client.
+    """
+
+    def __init__(self, clients: ClientFactory) -> None:
+        self.clients = clients
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        """Start an execution of ``target.state_machine_arn`` with the payload as input."""
+        arn = str(target.state_machine_arn)
+        name = execution_name(ctx)
+        try:
+            region, _, _ = _arn_parts(arn)
+            execution_input = _json_body(payload)
+        except (TypeError, ValueError) as exc:
+            return TargetResult.permanent(f"stepfunctions target: {exc}")
+        try:
+            response = _client(self.clients, "stepfunctions", region).start_execution(
+                stateMachineArn=arn, name=name, input=execution_input
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
+                return TargetResult.ok("already started for this slot", execution_name=name)
+            return classify_aws_error(exc, "stepfunctions StartExecution")
+        except Exception as exc:
+            return classify_aws_error(exc, "stepfunctions StartExecution")
+        return TargetResult.ok("started", execution_arn=response.get("executionArn"), execution_name=name)
+
+
+# --------------------------------------------------------------------------- ECS
+
+
+def _started_by(ctx: SlotContext) -> str:
+    """ECS ``startedBy`` (36 characters at most): marks the task as this slot's."""
+    return "punctual-" + _digest(ctx.tenant, ctx.idempotency_key)[:27]
+
+
+class EcsTargetAdapter:
+    """``ecs``: RunTask, then poll DescribeTasks until the task stops.
+
+    * A task already RUNNING for this slot (``startedBy`` marks it) is adopted,
+      not started again: a worker that took over a crashed worker's execution
+      keeps tracking the same task.
+    * RunTask's ``clientToken`` is derived from slot and attempt, so an SDK retry
+      of the call starts one task.
+    * The container gets ``PUNCTUAL_JOB_ID``, ``PUNCTUAL_SLOT``,
+      ``PUNCTUAL_ATTEMPT``, ``PUNCTUAL_SCHEDULED_AT``,
+      ``PUNCTUAL_IDEMPOTENCY_KEY`` and ``PUNCTUAL_PAYLOAD`` (JSON) in its
+      environment: ``container_name``, else the task definition's first
+      essential container.
+    * Between polls ``ctx.heartbeat()`` extends the lease; if the lease was lost
+      the adapter stops tracking (and leaves the task running for the new owner).
+      When ``ctx.timeout_s`` passes, the task is stopped and the result is a
+      retryable time-out.
+    * The exit code decides: ``container_name``'s, else every essential
+      container's. All 0 succeeds; anything else, or a task that failed to
+      start, is a retryable failure with the stop reason in the summary.
+
+    Parameters
+    ----------
+    clients : ClientFactory
+        Supplies the ``ecs`` client.
+    clock : Clock, optional
+        Measures the job timeout and sleeps between polls.
+    poll_interval_s : float, optional
+        Seconds between DescribeTasks calls (each also heartbeats).
+    """
+
+    def __init__(
+        self,
+        clients: ClientFactory,
+        *,
+        clock: Clock | None = None,
+        poll_interval_s: float = ECS_POLL_INTERVAL_S,
+    ) -> None:
+        self.clients = clients
+        self.clock: Clock = clock or SystemClock()
+        self.poll_interval_s = poll_interval_s
+        self._essentials: dict[str, tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        """Run (or adopt) the slot's task and wait for it to stop; see the class notes."""
+        cluster = str(target.cluster_arn)
+        started_at = self.clock.now()
+        try:
+            region, _, _ = _arn_parts(cluster)
+        except ValueError as exc:
+            return TargetResult.permanent(f"ecs target: {exc}")
+        try:
+            client = _client(self.clients, "ecs", region)
+            named = getattr(target, "container_name", None)
+            decisive = (
+                (named,) if named else self._essential_containers(client, str(target.task_definition_arn))
+            )
+            task_arn, adopted = self._start(client, target, payload, ctx, decisive[0])
+        except _EcsFailure as failure:
+            return failure.result
+        except Exception as exc:
+            return classify_aws_error(exc, "ecs")
+        result = self._track(client, cluster, task_arn, ctx, started_at, decisive)
+        result.detail.setdefault("task_arn", task_arn)
+        result.detail["adopted"] = adopted
+        return result
+
+    # -- starting
+
+    def _start(
+        self, client: Any, target: Any, payload: Any, ctx: SlotContext, container: str
+    ) -> tuple[str, bool]:
+        cluster = str(target.cluster_arn)
+        started_by = _started_by(ctx)
+        try:
+            running = client.list_tasks(cluster=cluster, startedBy=started_by, desiredStatus="RUNNING")
+        except Exception as exc:
+            raise _EcsFailure(classify_aws_error(exc, "ecs ListTasks")) from None
+        if running.get("taskArns"):
+            return str(running["taskArns"][0]), True
+
+        try:
+            payload_json = _json_body(payload)
+        except (TypeError, ValueError) as exc:
+            raise _EcsFailure(TargetResult.permanent(f"ecs target: payload is not JSON: {exc}")) from None
+        environment = [
+            {"name": "PUNCTUAL_JOB_ID", "value": ctx.job_id},
+            {"name": "PUNCTUAL_SLOT", "value": ctx.slot},
+            {"name": "PUNCTUAL_ATTEMPT", "value": str(ctx.attempt)},
+            {"name": "PUNCTUAL_SCHEDULED_AT", "value": ctx.scheduled_at.isoformat()},
+            {"name": "PUNCTUAL_IDEMPOTENCY_KEY", "value": ctx.idempotency_key},
+            {"name": "PUNCTUAL_PAYLOAD", "value": payload_json},
+        ]
+        overrides = {"containerOverrides": [{"name": container, "environment": environment}]}
+        if len(json.dumps(overrides)) > MAX_ECS_OVERRIDE_CHARS:
+            raise _EcsFailure(
+                TargetResult.permanent(
+                    "ecs target: payload too large for container overrides "
+                    f"({MAX_ECS_OVERRIDE_CHARS} characters in all)"
+                )
+            )
+        vpc: dict[str, Any] = {
+            "subnets": list(target.subnets),
+            "assignPublicIp": "ENABLED" if getattr(target, "assign_public_ip", False) else "DISABLED",
+        }
+        if security_groups := list(getattr(target, "security_groups", None) or []):
+            vpc["securityGroups"] = security_groups
+        try:
+            response = client.run_task(
+                cluster=cluster,
+                taskDefinition=str(target.task_definition_arn),
+                count=1,
+                launchType=str(getattr(target, "launch_type", "FARGATE")),
+                networkConfiguration={"awsvpcConfiguration": vpc},
+                overrides=overrides,
+                startedBy=started_by,
+                clientToken=_digest(ctx.tenant, ctx.idempotency_key, str(ctx.attempt)),
+            )
+        except Exception as exc:
+            raise _EcsFailure(classify_aws_error(exc, "ecs RunTask")) from None
+        tasks = response.get("tasks") or []
+        if not tasks:
+            reasons = "; ".join(
+                str(f.get("reason", "unknown")) + (f" ({f['detail']})" if f.get("detail") else "")
+                for f in response.get("failures") or []
+            )
+            raise _EcsFailure(
+                TargetResult.retryable(f"ecs RunTask started no task: {reasons or 'no reason given'}"[:500])
+            )
+        return str(tasks[0]["taskArn"]), False
+
+    def _essential_containers(self, client: Any, task_definition: str) -> tuple[str, ...]:
+        with self._lock:
+            cached = self._essentials.get(task_definition)
+        if cached:
+            return cached
+        try:
+            definition = client.describe_task_definition(taskDefinition=task_definition)["taskDefinition"]
+        except Exception as exc:
+            raise _EcsFailure(classify_aws_error(exc, "ecs DescribeTaskDefinition")) from None
+        containers = definition.get("containerDefinitions") or []
+        names = tuple(str(c["name"]) for c in containers if c.get("essential", True))
+        if not names:
+            raise _EcsFailure(TargetResult.permanent("ecs task definition has no essential container"))
+        with self._lock:
+            self._essentials[task_definition] = names
+        return names
+
+    # -- tracking
+
+    def _track(
+        self,
+        client: Any,
+        cluster: str,
+        task_arn: str,
+        ctx: SlotContext,
+        started_at: datetime,
+        decisive: tuple[str, ...],
+    ) -> TargetResult:
+        deadline = started_at + timedelta(seconds=ctx.timeout_s)
+        errors = 0
+        while True:
+            try:
+                described = client.describe_tasks(cluster=cluster, tasks=[task_arn])
+            except Exception as exc:
+                failure = classify_aws_error(exc, "ecs DescribeTasks")
+                errors += 1
+                if errors >= ECS_MAX_DESCRIBE_ERRORS or failure.outcome is not Outcome.RETRYABLE:
+                    failure.summary = f"lost track of the ecs task: {failure.summary}"
+                    return failure
+            else:
+                errors = 0
+                tasks = described.get("tasks") or []
+                if not tasks:
+                    reasons = ", ".join(str(f.get("reason", "")) for f in described.get("failures") or [])
+                    return TargetResult.retryable(f"ecs task disappeared ({reasons or 'MISSING'})")
+                if tasks[0].get("lastStatus") == "STOPPED":
+                    return decide_task_outcome(tasks[0], decisive)
+            if not ctx.heartbeat():
+                return TargetResult.retryable("lease lost: the ecs task is left to the worker that took over")
+            if self.clock.now() >= deadline:
+                return self._stop_for_timeout(client, cluster, task_arn, ctx)
+            self.clock.sleep(self.poll_interval_s)
+
+    @staticmethod
+    def _stop_for_timeout(client: Any, cluster: str, task_arn: str, ctx: SlotContext) -> TargetResult:
+        note = ""
+        try:
+            client.stop_task(
+                cluster=cluster, task=task_arn, reason=f"Punctual: timeout of {ctx.timeout_s:g}s"
+            )
+        except Exception as exc:
+            note = f" (StopTask failed: {classify_aws_error(exc, 'ecs StopTask').summary})"
+        result = TargetResult.retryable(
+            f"ecs task ran past the {ctx.timeout_s:g}s timeout and was stopped{note}"
+        )
+        result.timed_out = True
+        return result
+
+
+def decide_task_outcome(task: Mapping[str, Any], decisive: tuple[str, ...] = ()) -> TargetResult:
+    """Judge a STOPPED ECS task by its containers' exit codes.
+
+    Parameters
+    ----------
+    task : mapping
+        One entry of DescribeTasks' ``tasks``.
+    decisive : tuple of str
+        Container names whose exit codes decide; all containers when empty or
+        when none of them is present.
+
+    Returns
+    -------
+    TargetResult
+        Success when every decisive container exited 0; otherwise retryable, with
+        the exit code, the container's reason and the task's stop reason.
+    """
+    stop_code = str(task.get("stopCode", ""))
+    stopped_reason = " ".join(str(task.get("stoppedReason", "")).split())
+    containers = list(task.get("containers") or [])
+    chosen = [c for c in containers if c.get("name") in decisive] or containers
+    detail: dict[str, Any] = {
+        "stop_code": stop_code,
+        "stopped_reason": stopped_reason[:500],
+        "exit_codes": {str(c.get("name")): c.get("exitCode") for c in chosen},
+    }
+    if stop_code == "TaskFailedToStart":
+        result = TargetResult.retryable(f"ecs task failed to start: {stopped_reason}"[:500])
+    elif not chosen or any(c.get("exitCode") is None for c in chosen):
+        result = TargetResult.retryable(
+            f"ecs task stopped without an exit code ({stop_code or 'no stop code'}: {stopped_reason})"[:500]
+        )
+    elif failed := [c for c in chosen if c.get("exitCode") != 0]:
+        first = failed[0]
+        why = f" ({first['reason']})" if first.get("reason") else ""
+        tail = f"; {stopped_reason}" if stopped_reason else ""
+        result = TargetResult.retryable(
+            f"container {first.get('name')} exited with code {first['exitCode']}{why}{tail}"[:500]
+        )
+    else:
+        result = TargetResult.ok("task exited 0")
+    result.detail = detail
+    return result
+
+
+class _EcsFailure(Exception):
+    """Carries a finished result out of the start-up steps."""
+
+    def __init__(self, result: TargetResult) -> None:
+        super().__init__(result.summary)
+        self.result = result
