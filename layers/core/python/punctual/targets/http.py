@@ -819,6 +819,10 @@ class HttpTargetAdapter:
                         conn.request(method, parsed.target, body=send_body or None, headers=dict(headers))
                         response = conn.getresponse()
                         data = response.read(self.max_response_bytes + 1)
+                        if watchdog.fired:
+                            # The cut-off socket reads as an early end: what was parsed
+                            # is a fragment, never an answer.
+                            return self._timeout(parsed)
                         truncated = len(data) > self.max_response_bytes
                         return _Response(
                             status=response.status,
