@@ -36,7 +36,9 @@ def instants(p: RetryPolicy, failures: int, fraction: float = 1.0) -> list[float
     out: list[float | None] = []
     failed_at = T0
     for attempt in range(1, failures + 1):
-        due = next_retry_at(p, failed_attempt=attempt, failed_at=failed_at, scheduled_at=T0, rng=Fixed(fraction))
+        due = next_retry_at(
+            p, failed_attempt=attempt, failed_at=failed_at, scheduled_at=T0, rng=Fixed(fraction)
+        )
         out.append(None if due is None else (due - T0).total_seconds())
         if due is None:
             break
@@ -82,7 +84,9 @@ def test_full_jitter_draws_between_zero_and_the_capped_wait(backoff: Backoff) ->
 def test_jittered_delay_always_within_bounds(
     backoff: Backoff, base: float, cap_factor: float, attempt: int, seed: int
 ) -> None:
-    p = RetryPolicy(backoff=backoff, base_seconds=base, max_seconds=min(base * cap_factor, 7 * 86400), jitter=True)
+    p = RetryPolicy(
+        backoff=backoff, base_seconds=base, max_seconds=min(base * cap_factor, 7 * 86400), jitter=True
+    )
     delay = retry_delay_s(p, attempt, random.Random(seed))
     assert 0.0 <= delay <= backoff_ceiling_s(p, attempt) <= p.max_seconds
 
@@ -107,7 +111,9 @@ def test_no_retry_due_past_max_age_from_the_scheduled_instant() -> None:
     # Given a slot scheduled at T0 whose attempts fail a minute apart
     assert instants(p, 100) == [60, 120, 180, 240, 300, None]  # due at exactly T0 + max age is allowed
     # A slot that first ran late gets fewer retries: the age counts from the schedule, not the start
-    late = next_retry_at(p, failed_attempt=1, failed_at=T0 + timedelta(seconds=250), scheduled_at=T0, rng=Fixed(1))
+    late = next_retry_at(
+        p, failed_attempt=1, failed_at=T0 + timedelta(seconds=250), scheduled_at=T0, rng=Fixed(1)
+    )
     assert late is None
 
 

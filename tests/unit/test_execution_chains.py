@@ -1,0 +1,188 @@
+"""Slots that follow from finishes: ``after(A, B)`` dependants and ``delay(...)`` chains."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig, statuses
+
+from factories import spec
+from punctual.clock import ManualClock
+from punctual.jobs import InvalidJobError, JobService, QueueRouting, find_cycle
+from punctual.models import Job
+from punctual.queues import MessageKind
+from punctual.store.memory import MemoryStore
+from punctual.targets.base import SlotContext, TargetResult
+from punctual.timers import TimerKind, slot_key
+
+MINUTE = timedelta(minutes=1)
+
+
+@pytest.fixture
+def rig(t0: datetime) -> Rig:
+    return Rig(MemoryStore(), ManualClock(t0))
+
+
+def jobs(rig: Rig) -> JobService:
+    return JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+
+
+# --------------------------------------------------------------------------- after(A, B)
+
+
+def dependency_rig(rig: Rig) -> tuple[Job, Job, Job]:
+    service = jobs(rig)
+    a, _ = service.register("default", spec("rate(1 hour)"), job_id="extract-a")
+    b, _ = service.register("default", spec("rate(1 hour)"), job_id="extract-b")
+    child, _ = service.register("default", spec("after(extract-a, extract-b)"), job_id="load")
+    return a, b, child
+
+
+def test_child_runs_once_per_slot_only_after_both_parents_succeed(rig: Rig, t0: datetime) -> None:
+    # Given load = after(extract-a, extract-b), and both parents' slot S delivered
+    a, b, child = dependency_rig(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    worker = rig.worker()
+    rig.send(rig.message(a, slot))
+    # When only A has succeeded, the child waits
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert rig.target.calls_for(child.id) == []
+    # When B succeeds too (and a duplicate of A's message comes back after the dedup window)
+    rig.clock.advance(30)
+    rig.send(rig.message(b, slot))
+    rig.work(worker)
+    rig.clock.advance(600)
+    rig.send(rig.message(a, slot))
+    rig.work_until_idle(worker)
+    # Then the child ran exactly once, for slot S, as a child message
+    assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
+    assert statuses(rig.history(child)) == [(1, "SUCCEEDED")]
+    assert rig.metrics.total("ChildrenDispatched") == 1
+
+
+def test_child_does_not_run_when_a_parent_fails(rig: Rig, t0: datetime) -> None:
+    a, b, child = dependency_rig(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+
+    def b_fails(ctx: SlotContext) -> TargetResult:
+        return TargetResult.permanent("bad input") if ctx.job_id == b.id else TargetResult.ok()
+
+    rig.target = FakeTarget(b_fails)
+    rig.send(rig.message(a, slot), rig.message(b, slot))
+    rig.work_until_idle(rig.worker())
+    assert [c.job_id for c in rig.target.calls] == [a.id, b.id]
+    assert rig.history(child) == []
+    assert rig.queues.all_messages() == []
+
+
+def test_each_slot_dispatches_its_own_child(rig: Rig, t0: datetime) -> None:
+    a, b, child = dependency_rig(rig)
+    worker = rig.worker()
+    slots = [t0 + timedelta(hours=h) for h in (1, 2)]
+    for slot in slots:
+        rig.clock.set(slot)
+        rig.send(rig.message(b, slot), rig.message(a, slot))
+        rig.work_until_idle(worker)
+    assert rig.target.calls_for(child.id) == [(slot_key(s), 1) for s in slots]
+
+
+def test_dependency_cycles_are_rejected_at_registration(rig: Rig) -> None:
+    a, _, child = dependency_rig(rig)
+    service = jobs(rig)
+    with pytest.raises(InvalidJobError, match="cycle"):
+        service.replace("default", a.id, spec("after(load)"))  # extract-a -> load -> extract-a
+    with pytest.raises(InvalidJobError, match="itself"):
+        service.replace("default", child.id, spec("after(load)"))
+    parents = {"x": ("y",), "y": ("z",), "z": ()}
+    assert find_cycle("z", ("x",), parents.get) == ["z", "x", "y", "z"]
+    assert find_cycle("w", ("x",), parents.get) is None
+
+
+def test_child_message_shape(rig: Rig, t0: datetime) -> None:
+    a, b, child = dependency_rig(rig)
+    rig.clock.set(t0 + timedelta(hours=1))
+    worker = rig.worker()
+    for parent in (a, b):
+        claim = worker.claim(rig.message(parent, t0 + timedelta(hours=1)))
+        worker.finish(claim, TargetResult.ok())
+    [message] = rig.queues.all_messages(SHORT)
+    assert (message.job_id, message.slot, message.attempt, message.kind) == (
+        child.id,
+        slot_key(t0 + timedelta(hours=1)),
+        1,
+        MessageKind.CHILD,
+    )
+
+
+# --------------------------------------------------------------------------- delay(...)
+
+
+def fire_timers(rig: Rig, job: Job) -> list[tuple[datetime, int]]:
+    now = rig.clock.now()
+    return [
+        (t.due, t.job_version)
+        for t in rig.timers(now - timedelta(days=1), now + timedelta(days=1), TimerKind.FIRE)
+        if t.job_id == job.id
+    ]
+
+
+def test_delay_chains_each_slot_from_the_previous_finish(rig: Rig, t0: datetime) -> None:
+    # Given delay(10 minutes): runs that take 3 minutes, then 30 seconds
+    job = rig.add_job(schedule="delay(10 minutes)")
+    worker = rig.worker()
+    finishes = [3 * 60, 30]
+    slot = t0
+    chained = []
+    for seconds in finishes:
+        # When a slot runs and finishes `seconds` after its start
+        rig.clock.set(slot)
+        claim = worker.claim(rig.message(job, slot))
+        rig.clock.advance(seconds + 0.25)
+        worker.finish(claim, TargetResult.ok())
+        # Then the next slot is due 10 minutes after the finish (whole seconds), same job version
+        expected = slot + timedelta(seconds=seconds + 1) + 10 * MINUTE
+        assert (expected, job.version) in fire_timers(rig, job)
+        chained.append(slot_key(expected))
+        slot = expected
+    # And the poller releases exactly those slots
+    rig.clock.set(slot)
+    rig.poll()
+    assert [m.slot for m in rig.queues.all_messages()] == chained
+
+
+def test_delay_chains_after_a_final_failure_but_not_after_a_retry(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job(
+        schedule="delay(5 minutes)",
+        retry={"max_attempts": 2, "backoff": "fixed", "base_seconds": 60, "jitter": False},
+    )
+    rig.target = FakeTarget(TargetResult.retryable("503"))
+    worker = rig.worker()
+    claim = worker.claim(rig.message(job, t0))
+    worker.finish(claim, worker.run(claim))
+    assert fire_timers(rig, job) == []  # RETRY_WAIT: the slot is not over yet
+    rig.clock.set(t0 + MINUTE)
+    retry = worker.claim(rig.message(job, t0, attempt=2, kind=MessageKind.RETRY))
+    worker.finish(retry, worker.run(retry))
+    assert fire_timers(rig, job) == [(t0 + 6 * MINUTE, job.version)]
+
+
+def test_delay_does_not_chain_for_a_paused_or_respecified_job(rig: Rig, t0: datetime) -> None:
+    service = jobs(rig)
+    job, _ = service.register("default", spec("delay(5 minutes)"), job_id="chain")
+    worker = rig.worker()
+    first = t0 + 5 * MINUTE
+    rig.clock.set(first)
+    claim = worker.claim(rig.message(job, first))
+    service.pause("default", job.id)  # while the slot runs
+    rig.clock.advance(10)
+    worker.finish(claim, TargetResult.ok())
+    assert [v for _, v in fire_timers(rig, job)] == [job.version]  # only registration's timer
+    # Resume writes its own timer (new version); a manual run of the resumed job does not fork the chain
+    resumed = service.resume("default", job.id)
+    manual = rig.message(resumed, f"{slot_key(rig.clock.now())}~mabc", kind=MessageKind.MANUAL)
+    claim = worker.claim(manual)
+    worker.finish(claim, TargetResult.ok())
+    assert [v for _, v in fire_timers(rig, job)].count(resumed.version) == 1

@@ -1,0 +1,340 @@
+"""Claiming: exactly one start per attempt, whatever duplicates, crashes and slow workers do.
+
+In-memory store, MemoryQueues (AWS's five-minute dedup window) and a manual clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from execution_harness import Crash, FakeTarget, Rig, statuses
+from hypothesis import given
+from hypothesis import strategies as st
+
+from punctual.clock import ManualClock
+from punctual.execution import (
+    LEASE_LOST_NOTE,
+    TRANSITIONS,
+    ClaimAction,
+    ClaimOutcome,
+    Delivery,
+    IllegalTransition,
+    check_transition,
+    decide_claim,
+)
+from punctual.models import Execution, ExecutionStatus
+from punctual.queues import DispatchMessage, MessageKind
+from punctual.store.memory import MemoryStore
+from punctual.targets.base import TargetResult
+from punctual.timers import TimerKind, slot_key
+
+S = ExecutionStatus
+
+
+@pytest.fixture
+def rig(t0: datetime) -> Rig:
+    return Rig(MemoryStore(), ManualClock(t0))
+
+
+# --------------------------------------------------------------------------- the state machine
+
+
+@given(old=st.sampled_from([None, *S]), new=st.sampled_from(list(S)))
+def test_only_edges_of_the_state_machine_are_allowed(old: S | None, new: S) -> None:
+    if new in TRANSITIONS[old]:
+        check_transition(old, new)
+    else:
+        with pytest.raises(IllegalTransition):
+            check_transition(old, new)
+
+
+def test_terminal_states_are_final_and_nothing_is_born_finished() -> None:
+    for status in (S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.SKIPPED):
+        assert TRANSITIONS[status] == frozenset()
+    with pytest.raises(IllegalTransition, match="none -> SUCCEEDED"):
+        check_transition(None, S.SUCCEEDED)
+    with pytest.raises(IllegalTransition):
+        check_transition(S.QUEUED, S.FAILED)  # a run cannot fail before it started
+
+
+def test_finishing_twice_is_an_illegal_transition(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job()
+    worker = rig.worker()
+    claim = worker.claim(rig.message(job, t0))
+    worker.finish(claim, TargetResult.ok())
+    with pytest.raises(IllegalTransition):
+        worker.finish(claim, TargetResult.ok())
+    dropped = worker.claim(rig.message(job, t0))
+    with pytest.raises(IllegalTransition):  # a claim that holds nothing cannot run or finish
+        worker.run(dropped)
+
+
+# --------------------------------------------------------------------------- the claim table
+
+
+def _record(status: S, attempt: int, lease_s: float | None, t0: datetime, releases: int = 0) -> Execution:
+    return Execution(
+        job_id="j",
+        slot=slot_key(t0),
+        scheduled_at=t0,
+        attempt=attempt,
+        status=status,
+        owner="w",
+        lease_until=t0 + timedelta(seconds=lease_s) if lease_s is not None else None,
+        releases=releases,
+    )
+
+
+def _msg(t0: datetime, attempt: int, kind: str = MessageKind.FIRE) -> DispatchMessage:
+    return DispatchMessage("default", "j", slot_key(t0), t0.isoformat(), attempt, 1, kind)
+
+
+@pytest.mark.parametrize(
+    ("record", "attempt", "kind", "redelivered", "action"),
+    [
+        (None, 1, MessageKind.FIRE, False, ClaimAction.START),
+        (None, 2, MessageKind.RETRY, False, ClaimAction.DROP),  # record expired: nothing to retry
+        (None, 1, MessageKind.CHILD, False, ClaimAction.START),
+        ((S.QUEUED, 1, None), 1, MessageKind.FIRE, False, ClaimAction.START),
+        ((S.RETRY_WAIT, 1, None), 2, MessageKind.RETRY, False, ClaimAction.START),
+        ((S.RETRY_WAIT, 2, None), 2, MessageKind.RETRY, False, ClaimAction.DROP),  # a duplicate retry
+        ((S.RETRY_WAIT, 2, None), 2, MessageKind.RETRY, True, ClaimAction.REPAIR),  # its worker died
+        ((S.RETRY_WAIT, 1, None), 3, MessageKind.RETRY, False, ClaimAction.DROP),
+        ((S.RUNNING, 1, 30), 1, MessageKind.FIRE, False, ClaimAction.WAIT),
+        ((S.RUNNING, 1, 30), 2, MessageKind.TAKEOVER, False, ClaimAction.WAIT),
+        ((S.RUNNING, 1, -1), 1, MessageKind.FIRE, True, ClaimAction.TAKEOVER),  # redelivered after a crash
+        ((S.RUNNING, 1, -1), 2, MessageKind.TAKEOVER, False, ClaimAction.TAKEOVER),  # from a lease timer
+        ((S.RUNNING, 3, -1), 3, MessageKind.FIRE, True, ClaimAction.EXHAUSTED),  # 3 of 3 used
+        ((S.RUNNING, 2, -1), 1, MessageKind.FIRE, True, ClaimAction.DROP),  # an older attempt
+        ((S.SUCCEEDED, 1, None), 1, MessageKind.FIRE, False, ClaimAction.DROP),
+        ((S.SUCCEEDED, 1, None), 1, MessageKind.FIRE, True, ClaimAction.REPAIR),
+        ((S.FAILED, 3, None), 2, MessageKind.RETRY, True, ClaimAction.DROP),
+        ((S.SKIPPED, 1, None), 1, MessageKind.FIRE, False, ClaimAction.DROP),
+    ],
+)
+def test_claim_decisions(record, attempt, kind, redelivered, action, t0):  # type: ignore[no-untyped-def]
+    current = _record(*record, t0=t0) if record else None
+    decision = decide_claim(current, _msg(t0, attempt, kind), t0, 3, 3600, redelivered)
+    assert decision.action is action, decision.reason
+
+
+def test_lapsed_lease_past_max_age_times_out_and_released_attempts_do_not_count(t0: datetime) -> None:
+    old = _record(S.RUNNING, 1, -1, t0)
+    late = t0 + timedelta(hours=2)
+    assert decide_claim(old, _msg(t0, 2), late, 3, 3600).action is ClaimAction.EXHAUSTED
+    # Attempt 3 of 3, but one earlier attempt was handed back on shutdown: one is left.
+    handed_back = _record(S.RUNNING, 3, -1, t0, releases=1)
+    assert decide_claim(handed_back, _msg(t0, 4), t0, 3, 3600).action is ClaimAction.TAKEOVER
+
+
+# --------------------------------------------------------------------------- 1. duplicate delivery
+
+
+def test_same_message_twice_and_after_the_dedup_window_runs_once(rig: Rig, t0: datetime) -> None:
+    # Given a job whose slot was released, and the poller resending it (it crashed after the send)
+    job = rig.add_job()
+    worker = rig.worker()
+    message = rig.message(job, t0)
+    rig.send(message)
+    rig.send(message)  # inside SQS's window: dropped by the queue
+    assert len(rig.queues.all_messages()) == 1
+    # When the worker runs it, and the same message arrives again after the five-minute window
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    rig.clock.advance(6 * 60)
+    rig.send(message)
+    assert len(rig.queues.all_messages()) == 1  # AWS no longer drops it
+    later = rig.work_until_idle(worker)
+    # Then the claim drops it: one run, one record, the message deleted
+    assert [(r.outcome, r.ack) for r in later] == [("duplicate", True)]
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+    assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
+    assert rig.queues.all_messages() == []
+    assert rig.metrics.total("DuplicatesDropped") == 1
+
+
+def test_duplicate_while_the_first_still_runs_waits_and_is_then_dropped(rig: Rig, t0: datetime) -> None:
+    # Given attempt 1 running on worker A (a Lambda: its lease is the job's timeout + 60 s)
+    job = rig.add_job(timeout_seconds=120)
+    worker = rig.worker()
+    first = worker.claim(rig.message(job, t0))
+    assert first.claimed
+    # When a duplicate of the same message is delivered to worker B
+    rig.send(rig.message(job, t0))
+    [received] = rig.queues.receive("queue://short", 1, 0, 900)
+    second = worker.claim(received.message, Delivery("queue://short", received.receipt, 1))
+    # Then B does not run it: it comes back once A's lease would have lapsed
+    assert second.outcome is ClaimOutcome.WAITING
+    assert second.return_after_s == 181  # the lease (120 + 60 s) plus one second
+    assert rig.queues.receive("queue://short", 1, 0, 900) == []  # invisible meanwhile
+    # And when A finishes first, the returned duplicate is dropped
+    worker.finish(first, TargetResult.ok())
+    rig.clock.advance(181)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
+    assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
+
+
+# --------------------------------------------------------------------------- 2. crashes
+
+
+@pytest.mark.parametrize("crash_at", ["after_claim", "mid_run", "after_run"])
+def test_lambda_worker_crash_is_taken_over_on_redelivery(rig: Rig, t0: datetime, crash_at: str) -> None:
+    # Given a job whose first run crashes at some point (the Lambda dies; its message stays)
+    job = rig.add_job(timeout_seconds=60)
+    rig.target = FakeTarget(*([Crash()] if crash_at == "mid_run" else []), TargetResult.ok("done"))
+    worker = rig.worker()
+    rig.send(rig.message(job, t0))
+    [received] = rig.queues.receive("queue://short", 1, 0, 900)
+    delivery = Delivery("queue://short", received.receipt, 1)
+    claim = worker.claim(received.message, delivery)
+    if crash_at == "mid_run":
+        with pytest.raises(Crash):
+            worker.run(claim)
+    elif crash_at == "after_run":
+        worker.run(claim)  # the target ran; the worker died before recording it
+    # When SQS redelivers the message after its visibility timeout (the lease lapsed long before)
+    rig.clock.advance(901)
+    results = rig.work_until_idle(worker)
+    # Then a new owner takes over as attempt 2 and finishes once; attempt 1 is listed as lost
+    assert [r.outcome for r in results] == ["SUCCEEDED"]
+    [record] = rig.history(job)
+    assert (record.status, record.attempt) == (S.SUCCEEDED, 2)
+    assert statuses(record.attempts) == [(1, "TIMED_OUT"), (2, "SUCCEEDED")]
+    assert record.attempts[0].error == LEASE_LOST_NOTE
+    assert record.owner != claim.execution.owner  # type: ignore[union-attr]
+    started = [a for a in rig.target.calls_for(job.id)]
+    assert started == ([(slot_key(t0), 1)] if crash_at != "after_claim" else []) + [(slot_key(t0), 2)]
+    assert rig.metrics.total("Takeovers") == 1
+    assert rig.queues.all_messages() == []
+
+
+def test_ecs_worker_crash_is_recovered_by_its_lease_timer(rig: Rig, t0: datetime) -> None:
+    # Given an ECS job whose worker claims it, heartbeats once, then dies and its message is lost
+    job = rig.add_job(runtime="ecs", timeout_seconds=3600)
+    worker = rig.worker(lease_timers=True, lease_s=30)
+    claim = worker.claim(rig.message(job, t0))
+    rig.clock.advance(10)
+    assert worker.heartbeat(claim)
+    lease_until = t0 + timedelta(seconds=40)
+    assert claim.execution.lease_until == lease_until  # type: ignore[union-attr]
+    leases = rig.timers(t0, t0 + timedelta(minutes=5), TimerKind.LEASE)
+    assert [t.due for t in leases] == [t0 + timedelta(seconds=30), lease_until]
+    # When the poller reaches the lease timers
+    rig.clock.set(t0 + timedelta(seconds=30))
+    assert rig.poll() and rig.queues.all_messages() == []  # the first lease was extended: stale
+    rig.clock.set(lease_until)
+    rig.poll()
+    # Then it sends the takeover, and attempt 2 runs exactly once
+    [takeover] = rig.queues.all_messages("queue://long")
+    assert (takeover.kind, takeover.attempt) == (MessageKind.TAKEOVER, 2)
+    assert [r.outcome for r in rig.work_until_idle(worker, "queue://long")] == ["SUCCEEDED"]
+    assert statuses(rig.history(job)[0].attempts) == [(1, "TIMED_OUT"), (2, "SUCCEEDED")]
+
+
+def test_crash_between_the_record_and_its_retry_timer_is_repaired(rig: Rig, t0: datetime) -> None:
+    # Given attempt 1 failing, and the worker dying right after writing RETRY_WAIT
+    retry = {
+        "max_attempts": 3,
+        "backoff": "fixed",
+        "base_seconds": 1800,
+        "max_seconds": 3600,
+        "jitter": False,
+    }
+    job = rig.add_job(retry=retry)
+    rig.target = FakeTarget(TargetResult.retryable("503"), TargetResult.ok())
+    worker = rig.worker()
+    rig.send(rig.message(job, t0))
+    [received] = rig.queues.receive("queue://short", 1, 0, 900)
+    original_put = rig.store.put_timers
+    rig.store.put_timers = lambda timers: (_ for _ in ()).throw(Crash())  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        worker.process(received.message, Delivery("queue://short", received.receipt, 1))
+    rig.store.put_timers = original_put  # type: ignore[method-assign]
+    assert rig.history(job)[0].status is S.RETRY_WAIT
+    assert rig.timers(t0, t0 + timedelta(hours=1)) == []
+    # When the message is redelivered
+    rig.clock.advance(901)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
+    # Then the retry timer is written (same instant as first computed) and the retry runs
+    [retry] = rig.timers(t0, t0 + timedelta(hours=1), TimerKind.RETRY)
+    assert (retry.attempt, retry.due) == (2, t0 + timedelta(seconds=1800))
+    rig.clock.set(retry.due)
+    rig.poll()
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert statuses(rig.history(job)[0].attempts) == [(1, "FAILED"), (2, "SUCCEEDED")]
+
+
+# --------------------------------------------------------------------------- 3. fencing
+
+
+def test_slow_worker_whose_lease_was_taken_over_cannot_finish(rig: Rig, t0: datetime) -> None:
+    # Given worker A running attempt 1 past its lease (hung target), and worker B taking over
+    job = rig.add_job(timeout_seconds=60)
+    slow = rig.worker()
+    a = slow.claim(rig.message(job, t0))
+    rig.clock.advance(121)  # the lease was timeout + 60 s
+    fast = rig.worker(target=FakeTarget(TargetResult.ok("B's result")))
+    b = fast.claim(rig.message(job, t0, attempt=2, kind=MessageKind.TAKEOVER))
+    assert b.claimed and b.execution.attempt == 2  # type: ignore[union-attr]
+    # When A finishes while B still runs, and again after B finished
+    early = slow.finish(a, TargetResult.ok("A's result"))
+    assert early.superseded and early.status is None
+    assert slow.heartbeat(a) is False  # A learns it lost the lease
+    fast.finish(b, fast.run(b))
+    # Then B's result stands; A's is counted, never applied
+    [record] = rig.history(job)
+    assert (record.status, record.attempt, record.result) == (S.SUCCEEDED, 2, "B's result")
+    assert record.owner == b.execution.owner  # type: ignore[union-attr]
+    assert rig.metrics.total("SupersededResults") == 1
+
+
+def test_superseded_result_is_noted_on_the_attempt_list_once_the_slot_ended(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job(timeout_seconds=60)
+    slow = rig.worker()
+    a = slow.claim(rig.message(job, t0))
+    rig.clock.advance(121)
+    fast = rig.worker()
+    b = fast.claim(rig.message(job, t0, attempt=2, kind=MessageKind.TAKEOVER))
+    fast.finish(b, TargetResult.ok("B"))
+    late = slow.finish(a, TargetResult.retryable("A failed late"))
+    assert late.superseded
+    [record] = rig.history(job)
+    assert (record.status, record.attempt, record.result) == (S.SUCCEEDED, 2, "B")
+    assert statuses(record.attempts) == [(1, "TIMED_OUT"), (2, "SUCCEEDED")]
+    assert "late result FAILED: A failed late (superseded)" in (record.attempts[0].error or "")
+    assert rig.timers(t0, t0 + timedelta(hours=1), TimerKind.RETRY) == []  # A's failure scheduled nothing
+
+
+def test_lapsed_lease_with_no_attempt_left_ends_timed_out_and_reports_it(rig: Rig, t0: datetime) -> None:
+    # Given a job with one attempt whose worker died mid-run
+    job = rig.add_job(timeout_seconds=60, retry={"max_attempts": 1})
+    worker = rig.worker()
+    rig.send(rig.message(job, t0))
+    [received] = rig.queues.receive("queue://short", 1, 0, 900)
+    worker.claim(received.message, Delivery("queue://short", received.receipt, 1))
+    # When the message comes back
+    rig.clock.advance(901)
+    results = rig.work_until_idle(worker)
+    # Then nothing runs again: the slot is TIMED_OUT, reported to the failed-executions queue
+    assert [r.outcome for r in results] == ["exhausted"]
+    assert rig.target.calls == []
+    [record] = rig.history(job)
+    assert (record.status, record.attempt) == (S.TIMED_OUT, 1)
+    [report] = rig.failures.bodies
+    assert (report["job_id"], report["status"], report["error"]) == (job.id, "TIMED_OUT", LEASE_LOST_NOTE)
+    assert rig.metrics.total("ExecutionsTimedOut") == 1
+
+
+def test_heartbeat_extends_the_lease_and_the_visibility(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job(runtime="ecs", timeout_seconds=3600)
+    worker = rig.worker(lease_timers=True, lease_s=30)
+    rig.send(rig.message(job, t0), queue="queue://long")
+    [received] = rig.queues.receive("queue://long", 1, 0, 30)
+    claim = worker.claim(received.message, Delivery("queue://long", received.receipt, 1))
+    for _ in range(10):  # five minutes of a long run, heartbeating every 30 s... of a 30 s lease
+        rig.clock.advance(20)
+        assert worker.heartbeat_if_due(claim)
+    # The message never became visible to another worker, and the lease is still ahead
+    assert rig.queues.receive("queue://long", 1, 0, 30) == []
+    stored = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert stored is not None and stored.lease_until == rig.clock.now() + timedelta(seconds=30)
