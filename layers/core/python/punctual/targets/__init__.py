@@ -9,10 +9,8 @@ hands the call to the adapter for ``target.type``. Adapters live in
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from punctual.clock import Clock
@@ -30,6 +28,7 @@ from punctual.targets.aws import (
 )
 from punctual.targets.base import Outcome, SlotContext, TargetAdapter, TargetInvoker, TargetResult
 from punctual.targets.http import BlockedTargetError, ConnectionFactory, HttpTargetAdapter, guard_url
+from punctual.targets.payload import PLACEHOLDERS, format_instant, render_payload
 
 __all__ = [
     "PLACEHOLDERS",
@@ -46,62 +45,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-PLACEHOLDERS = ("<job_id>", "<slot>", "<attempt>", "<scheduled_at>")
-_PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
-
-
-def format_instant(instant: datetime) -> str:
-    """ISO 8601 in UTC with a ``Z``: seconds, or milliseconds when there are any."""
-    if instant.tzinfo is None:
-        instant = instant.replace(tzinfo=UTC)
-    instant = instant.astimezone(UTC)
-    spec = "milliseconds" if instant.microsecond else "seconds"
-    return instant.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
-
-
-def render_payload(payload: Any, ctx: SlotContext) -> Any:
-    """Fill the slot placeholders in every string of a JSON payload.
-
-    Like EventBridge Scheduler's context attributes: ``<job_id>``, ``<slot>``,
-    ``<attempt>`` and ``<scheduled_at>`` (ISO 8601 UTC, ``Z``) are replaced
-    wherever they occur inside a string value or an object key, at any depth.
-    Other text, numbers, booleans and null are left alone; the input is not
-    modified. Replacement is a single pass, so a filled-in value is never
-    expanded again. ``<job_id>:<slot>`` spells the idempotency key.
-
-    Parameters
-    ----------
-    payload : Any
-        A JSON-compatible value (dicts, lists, strings, numbers, booleans, None).
-    ctx : SlotContext
-        The slot being run.
-
-    Returns
-    -------
-    Any
-        A new value of the same shape with the placeholders filled.
-    """
-    values = {
-        "<job_id>": ctx.job_id,
-        "<slot>": ctx.slot,
-        "<attempt>": str(ctx.attempt),
-        "<scheduled_at>": format_instant(ctx.scheduled_at),
-    }
-
-    def fill(text: str) -> str:
-        return _PLACEHOLDER_RE.sub(lambda match: values[match.group(0)], text) if "<" in text else text
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, str):
-            return fill(value)
-        if isinstance(value, Mapping):
-            return {fill(key) if isinstance(key, str) else key: walk(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [walk(item) for item in value]
-        return value
-
-    return walk(payload)
 
 
 class _LazyClients:

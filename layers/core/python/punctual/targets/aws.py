@@ -39,6 +39,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from punctual.clock import Clock, SystemClock
 from punctual.targets.base import Outcome, SlotContext, TargetResult
+from punctual.targets.payload import format_instant
 
 __all__ = [
     "Boto3ClientFactory",
@@ -619,7 +620,7 @@ class EcsTargetAdapter:
             {"name": "PUNCTUAL_JOB_ID", "value": ctx.job_id},
             {"name": "PUNCTUAL_SLOT", "value": ctx.slot},
             {"name": "PUNCTUAL_ATTEMPT", "value": str(ctx.attempt)},
-            {"name": "PUNCTUAL_SCHEDULED_AT", "value": ctx.scheduled_at.isoformat()},
+            {"name": "PUNCTUAL_SCHEDULED_AT", "value": format_instant(ctx.scheduled_at)},
             {"name": "PUNCTUAL_IDEMPOTENCY_KEY", "value": ctx.idempotency_key},
             {"name": "PUNCTUAL_PAYLOAD", "value": payload_json},
         ]
