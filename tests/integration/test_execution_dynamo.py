@@ -1,0 +1,159 @@
+"""The worker core against DynamoDB (moto) and the memory store: conditions, keys, history, TTL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig, statuses
+
+from factories import spec
+from punctual.clock import ManualClock
+from punctual.execution import ClaimOutcome
+from punctual.jobs import JobService, QueueRouting
+from punctual.models import ExecutionStatus
+from punctual.queues import MessageKind
+from punctual.store.base import JobStore
+from punctual.store.dynamo import DynamoStore, job_pk
+from punctual.targets.base import TargetResult
+from punctual.timers import TimerKind, slot_key
+
+S = ExecutionStatus
+MINUTE = timedelta(minutes=1)
+
+
+@pytest.fixture
+def rig(store: JobStore, t0: datetime) -> Rig:
+    return Rig(store, ManualClock(t0))
+
+
+def test_history_newest_first_paged_with_attempts_and_ttl(rig: Rig, t0: datetime) -> None:
+    # Given five slots of one job: the third needed two attempts, the fifth is still running
+    job = rig.add_job(retry={"max_attempts": 3, "backoff": "fixed", "base_seconds": 5, "jitter": False})
+    worker = rig.worker()
+    for i in range(5):
+        slot = t0 + i * MINUTE
+        rig.clock.set(slot)
+        claim = worker.claim(rig.message(job, slot))
+        if i == 4:
+            break
+        if i == 2:
+            worker.finish(claim, TargetResult.retryable("HTTP 503"))
+            rig.clock.advance(5)
+            claim = worker.claim(rig.message(job, slot, attempt=2, kind=MessageKind.RETRY))
+        worker.finish(claim, TargetResult.ok(f"run {i}"))
+    # When the history is read two at a time
+    pages, cursor = [], None
+    while True:
+        page = rig.store.list_executions(job.tenant, job.id, limit=2, cursor=cursor)
+        pages.append([r.slot for r in page.items])
+        cursor = page.cursor
+        if cursor is None:
+            break
+    # Then it is newest first, paged, and lists every attempt
+    slots = [slot_key(t0 + i * MINUTE) for i in range(5)]
+    assert pages == [slots[4:2:-1], slots[2:0:-1], slots[:1]]
+    history = rig.history(job)
+    assert [(r.status, r.attempt) for r in history] == [
+        (S.RUNNING, 1),
+        (S.SUCCEEDED, 1),
+        (S.SUCCEEDED, 2),
+        (S.SUCCEEDED, 1),
+        (S.SUCCEEDED, 1),
+    ]
+    assert statuses(history[2].attempts) == [(1, "FAILED"), (2, "SUCCEEDED")]
+    assert history[2].attempts[0].error == "HTTP 503"
+    running = rig.store.list_executions(job.tenant, job.id, limit=5, status=S.RUNNING).items
+    assert [r.slot for r in running] == [slots[4]]
+    # And every record expires retention_days after its last write (DynamoDB TTL attribute)
+    if isinstance(rig.store, DynamoStore):
+        item = rig.store.client.get_item(
+            TableName=rig.store.table,
+            Key={"pk": {"S": job_pk(job.tenant, job.id)}, "sk": {"S": f"exec#{slots[2]}"}},
+        )["Item"]
+        written = t0 + 2 * MINUTE + timedelta(seconds=5)
+        assert int(item["expires_at"]["N"]) == int((written + timedelta(days=30)).timestamp())
+
+
+def test_duplicate_after_the_dedup_window_is_dropped_by_the_conditional_write(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job()
+    worker = rig.worker()
+    message = rig.message(job, t0)
+    rig.send(message)
+    rig.work_until_idle(worker)
+    rig.clock.advance(3600)
+    rig.send(message)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
+    assert len(rig.target.calls) == 1
+
+
+def test_two_workers_racing_for_one_takeover_start_it_once(rig: Rig, t0: datetime) -> None:
+    # Given a lapsed lease, and two takeover messages for it (e.g. the poller resent one)
+    job = rig.add_job(timeout_seconds=60)
+    first = rig.worker().claim(rig.message(job, t0))
+    rig.clock.advance(200)
+    a, b = rig.worker(), rig.worker()
+    # When two workers claim at once (the second decides on the record it read before the first wrote)
+    stale = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    claim_a = a.claim(rig.message(job, t0, attempt=2, kind=MessageKind.TAKEOVER))
+    rig.store.get_execution = lambda *args: stale  # type: ignore[method-assign, assignment, return-value]
+    claim_b = b.claim(rig.message(job, t0, attempt=2, kind=MessageKind.TAKEOVER))
+    # Then exactly one owns attempt 2; the other waits for that lease; the first owner is fenced
+    assert claim_a.outcome is ClaimOutcome.CLAIMED
+    assert claim_b.outcome is ClaimOutcome.WAITING
+    assert rig.worker().finish(first, TargetResult.ok()).superseded
+
+
+def test_slow_worker_is_fenced_by_the_condition_on_owner(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job(timeout_seconds=60)
+    slow = rig.worker()
+    a = slow.claim(rig.message(job, t0))
+    rig.clock.advance(121)
+    fast = rig.worker()
+    b = fast.claim(rig.message(job, t0, attempt=2, kind=MessageKind.TAKEOVER))
+    fast.finish(b, TargetResult.ok("B"))
+    assert slow.finish(a, TargetResult.ok("A")).superseded
+    [record] = rig.history(job)
+    assert (record.status, record.attempt, record.result) == (S.SUCCEEDED, 2, "B")
+
+
+def test_retry_timer_rows_and_final_failure(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job(retry={"max_attempts": 2, "backoff": "fixed", "base_seconds": 30, "jitter": False})
+    rig.target = FakeTarget(TargetResult.retryable("503"))
+    worker = rig.worker()
+    rig.send(rig.message(job, t0))
+    rig.work_until_idle(worker)
+    [retry] = rig.timers(t0, t0 + MINUTE, TimerKind.RETRY)
+    assert (retry.attempt, retry.due, retry.job_version) == (2, t0 + timedelta(seconds=30), job.version)
+    rig.clock.set(retry.due)
+    rig.poll()
+    rig.work_until_idle(worker)
+    assert statuses(rig.history(job)) == [(2, "FAILED")]
+    assert [b["attempt"] for b in rig.failures.bodies] == [2]
+
+
+def test_overlap_skip_on_the_real_store(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job(overlap="skip", timeout_seconds=600)
+    worker = rig.worker()
+    worker.claim(rig.message(job, t0))
+    for i in range(1, 7):
+        rig.clock.set(t0 + i * MINUTE)
+        rig.send(rig.message(job, t0 + i * MINUTE))
+        rig.work_until_idle(worker)
+    assert [r.status for r in rig.history(job)] == [S.SKIPPED] * 6 + [S.RUNNING]
+    stored = rig.store.get_job(job.tenant, job.id)
+    assert stored is not None and stored.skipped_slots == 6
+
+
+def test_after_two_parents_on_the_real_store(rig: Rig, t0: datetime) -> None:
+    service = JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    a, _ = service.register("default", spec("rate(1 hour)"), job_id="a")
+    b, _ = service.register("default", spec("rate(1 hour)"), job_id="b")
+    child, _ = service.register("default", spec("after(a, b)"), job_id="c")
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    worker = rig.worker()
+    rig.send(rig.message(a, slot), rig.message(b, slot))
+    rig.work_until_idle(worker)
+    assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
+    assert rig.store.claim_child_dispatch("default", child.id, slot_key(slot)) is False  # recorded once

@@ -1,0 +1,206 @@
+"""The worker Lambda handler under moto, with SQS event payloads built from real received messages."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from execution_harness import FakeTarget
+
+from factories import job as make_job
+from punctual import execution
+from punctual.clock import SystemClock
+from punctual.execution import Worker, WorkerConfig
+from punctual.models import ExecutionStatus, Job
+from punctual.queues import DispatchMessage, SqsQueues
+from punctual.store.dynamo import DynamoStore, table_definition
+from punctual.timers import slot_key
+
+HANDLER = Path(__file__).resolve().parents[2] / "functions" / "worker" / "handler.py"
+TABLE = "punctual-worker-test"
+REGION = "us-east-1"
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "punctual-worker"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:punctual-worker"
+    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+@dataclass
+class Env:
+    handler: ModuleType
+    sqs: Any
+    store: DynamoStore
+    queue_url: str
+    queue_arn: str
+    failed_url: str
+    target: FakeTarget
+
+
+@pytest.fixture
+def env(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    dynamodb.create_table(**table_definition(TABLE))
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue_url = sqs.create_queue(
+        QueueName="punctual-short-0.fifo",
+        Attributes={"FifoQueue": "true", "VisibilityTimeout": "600"},
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    failed_url = sqs.create_queue(QueueName="punctual-failed")["QueueUrl"]
+    monkeypatch.setenv("PUNCTUAL_TABLE_NAME", TABLE)
+    monkeypatch.setenv("PUNCTUAL_SHORT_QUEUE_URLS", queue_url)
+    monkeypatch.setenv("PUNCTUAL_FAILED_QUEUE_URL", failed_url)
+    target = FakeTarget()
+    monkeypatch.setattr(execution, "default_invoker", lambda settings, clock: target)
+    spec = importlib.util.spec_from_file_location("worker_handler_under_test", HANDLER)
+    assert spec and spec.loader
+    handler = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(handler)
+    yield Env(handler, sqs, DynamoStore(dynamodb, TABLE), queue_url, queue_arn, failed_url, target)
+
+
+def add_job(env: Env, job_id: str, **overrides: Any) -> Job:
+    created = make_job(job_id, now=datetime.now(UTC), **overrides)
+    env.store.create_job(created, None, max_jobs=100)
+    return created
+
+
+def message(job: Job, slot: datetime) -> DispatchMessage:
+    at = slot.isoformat().replace("+00:00", "Z")
+    return DispatchMessage(job.tenant, job.id, slot_key(slot), at, 1, job.version, released_at=at)
+
+
+def sqs_event(env: Env, max_messages: int = 10) -> dict[str, Any]:
+    """Receive what the event source mapping would, and shape it as Lambda's SQS event."""
+    reply = env.sqs.receive_message(
+        QueueUrl=env.queue_url, MaxNumberOfMessages=max_messages, AttributeNames=["All"], WaitTimeSeconds=0
+    )
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m["Attributes"],
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": env.queue_arn,
+                "awsRegion": REGION,
+            }
+            for m in reply.get("Messages", [])
+        ]
+    }
+
+
+def invoke(env: Env, event: dict[str, Any]) -> dict[str, Any]:
+    response: dict[str, Any] = env.handler.handler(event, LambdaContext())
+    # What the event source mapping does with a partial batch response: delete the others.
+    failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+    for record in event["Records"]:
+        if record["messageId"] not in failed:
+            env.sqs.delete_message(QueueUrl=env.queue_url, ReceiptHandle=record["receiptHandle"])
+    return response
+
+
+def test_a_batch_runs_each_record_once_and_reports_metrics(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given three due slots of two jobs in the short queue
+    now = datetime.now(UTC).replace(microsecond=0)
+    a, b = add_job(env, "job-a"), add_job(env, "job-b")
+    earlier = now - timedelta(minutes=1)
+    SqsQueues(env.sqs).send(env.queue_url, [message(a, earlier), message(b, now), message(a, now)])
+    # When the handler gets them as one batch
+    event = sqs_event(env)
+    assert len(event["Records"]) == 3
+    response = invoke(env, event)
+    # Then every record succeeded, each ran once, and the metrics went out as EMF
+    assert response == {"batchItemFailures": []}
+    assert env.target.calls_for("job-a") == [(slot_key(earlier), 1), (slot_key(now), 1)]  # in order
+    assert env.target.calls_for("job-b") == [(slot_key(now), 1)]
+    for job in (a, b):
+        assert {r.status for r in env.store.list_executions(job.tenant, job.id, 10).items} == {
+            ExecutionStatus.SUCCEEDED
+        }
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    values = [doc["ExecutionsSucceeded"] for doc in emf if "ExecutionsSucceeded" in doc]
+    assert sum(sum(v) if isinstance(v, list) else v for v in values) == 3
+
+
+def test_a_waiting_record_stops_only_its_own_group(env: Env) -> None:
+    # Given job A (overlap queue) whose previous slot is still running, and job B
+    now = datetime.now(UTC).replace(microsecond=0)
+    a = add_job(env, "job-a", overlap="queue", timeout_seconds=600)
+    b = add_job(env, "job-b")
+    core = Worker(env.store, SqsQueues(env.sqs), env.target, SystemClock(), WorkerConfig(lease_timers=False))
+    assert core.claim(message(a, now - timedelta(minutes=5))).claimed
+    later = now + timedelta(seconds=1)
+    SqsQueues(env.sqs).send(env.queue_url, [message(a, now), message(a, later), message(b, now)])
+    # When one batch holds A's two slots and B's
+    event = sqs_event(env)
+    ids = {
+        json.loads(r["body"])["slot"] + json.loads(r["body"])["job_id"]: r["messageId"]
+        for r in event["Records"]
+    }
+    response = invoke(env, event)
+    # Then B ran; A's first waiting slot and the one behind it are reported failed (kept in the queue)
+    failed = [item["itemIdentifier"] for item in response["batchItemFailures"]]
+    assert failed == [ids[slot_key(now) + "job-a"], ids[slot_key(later) + "job-a"]]
+    assert env.target.calls_for("job-b") == [(slot_key(now), 1)]
+    assert env.target.calls_for("job-a") == []
+    queued = env.store.get_execution(a.tenant, a.id, slot_key(now))
+    assert queued is not None and queued.status is ExecutionStatus.QUEUED
+    # And nothing of group A is deliverable while its first slot waits (order kept) ...
+    assert sqs_event(env)["Records"] == []
+    # ... but once it is visible again, the slot behind it comes along at once (it was not left
+    # in flight for the queue's whole visibility timeout)
+    first = next(r for r in event["Records"] if r["messageId"] == failed[0])
+    env.sqs.change_message_visibility(
+        QueueUrl=env.queue_url, ReceiptHandle=first["receiptHandle"], VisibilityTimeout=0
+    )
+    again = sqs_event(env)
+    assert [r["messageId"] for r in again["Records"]] == failed
+
+
+def test_final_failure_reaches_the_failed_executions_queue(env: Env) -> None:
+    from punctual.targets.base import TargetResult
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = add_job(env, "job-f", retry={"max_attempts": 1})
+    env.target.results = [TargetResult.permanent("HTTP 400: bad request")]
+    SqsQueues(env.sqs).send(env.queue_url, [message(job, now)])
+    assert invoke(env, sqs_event(env)) == {"batchItemFailures": []}
+    reply = env.sqs.receive_message(QueueUrl=env.failed_url, MaxNumberOfMessages=10)
+    [body] = [json.loads(m["Body"]) for m in reply["Messages"]]
+    assert (body["job_id"], body["slot"], body["status"], body["error"]) == (
+        "job-f",
+        slot_key(now),
+        "FAILED",
+        "HTTP 400: bad request",
+    )
+
+
+def test_a_malformed_record_is_dropped_not_retried_forever(env: Env) -> None:
+    env.sqs.send_message(
+        QueueUrl=env.queue_url, MessageBody="not json", MessageGroupId="g", MessageDeduplicationId="d"
+    )
+    assert invoke(env, sqs_event(env)) == {"batchItemFailures": []}
+    assert env.target.calls == []
