@@ -43,3 +43,22 @@ bench: install
 
 clean:
 	rm -rf $(VENV) cdk.out build .pytest_cache .mypy_cache .ruff_cache
+
+# --- Infrastructure: the Lambda layer, the CDK app, deployment (infra/, cdk.json) ---------------
+# CDK drives the npm CLI for deploy/destroy (node required; fetched by npx on first use).
+# Extra arguments go in CDK_ARGS, e.g. make deploy CDK_ARGS='-c alarmEmails=ops@example.com'.
+CDK ?= npx --yes aws-cdk@2
+CDK_ARGS ?=
+
+layer: install
+	$(BIN)/python infra/build_layer.py
+
+synth: layer
+	$(BIN)/python infra/app.py
+	@$(BIN)/python -c "import glob, json; [print(f'{p}: {len(json.load(open(p))[\"Resources\"])} resources, cdk-nag passed') for p in glob.glob('cdk.out/*.template.json')]"
+
+deploy: layer
+	$(CDK) deploy --require-approval broadening $(CDK_ARGS)
+
+destroy: layer
+	$(CDK) destroy $(CDK_ARGS)

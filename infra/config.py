@@ -237,7 +237,23 @@ def target_service(pattern: str) -> str:
     resource = pattern.split(":", 5)[5] if pattern.count(":") >= 5 else ""
     if resource in ("", "*"):
         raise ConfigError(f"targetArnPatterns: {pattern!r} must name a resource, not every {service} one")
+    if service == "ecs" and not resource.startswith(tuple(c.ECS_TARGET_ACTIONS_BY_RESOURCE)):
+        raise ConfigError(
+            f"targetArnPatterns: {pattern!r}: an ECS pattern names task definitions "
+            "(task-definition/<family>:*) for RunTask or tasks (task/<cluster>/*) for DescribeTasks"
+        )
     return service
+
+
+def target_actions(pattern: str) -> tuple[str, ...]:
+    """The actions the workers get on a target ARN pattern: its service's invoking action(s)."""
+    service = target_service(pattern)
+    if service == "ecs":
+        resource = pattern.split(":", 5)[5]
+        for prefix, actions in c.ECS_TARGET_ACTIONS_BY_RESOURCE.items():
+            if resource.startswith(prefix):
+                return actions
+    return c.TARGET_ACTIONS_BY_SERVICE[service]
 
 
 class _Reader:

@@ -142,6 +142,12 @@ TARGET_ACTIONS_BY_SERVICE: Final = {
     "sns": ("sns:Publish",),
     "events": ("events:PutEvents",),
     "states": ("states:StartExecution",),
-    "ecs": ("ecs:RunTask", "ecs:DescribeTasks"),
+    "ecs": ("ecs:RunTask", "ecs:DescribeTasks"),  # split by resource type, below
     "iam": ("iam:PassRole",),  # roles of ECS RunTask targets
+}
+# ECS actions apply to different resource types: RunTask to task definitions, DescribeTasks
+# (following the task it started) to tasks. An ECS pattern must name one of the two.
+ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
+    "task-definition/": ("ecs:RunTask",),
+    "task/": ("ecs:DescribeTasks",),
 }

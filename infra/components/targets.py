@@ -3,9 +3,9 @@
 Each pattern names its service (``arn:aws:lambda:eu-west-1:123456789012:function:team-*``) and
 gets that service's one invoking action, nothing else: ``lambda:InvokeFunction``,
 ``sqs:SendMessage``, ``sns:Publish``, ``events:PutEvents``, ``states:StartExecution``,
-``ecs:RunTask``/``ecs:DescribeTasks``, and ``iam:PassRole`` (only to ECS tasks) for role
-patterns that ECS RunTask targets use. With an empty list the workers get no target
-permission at all: HTTP webhook targets need none.
+``ecs:RunTask`` on task-definition patterns and ``ecs:DescribeTasks`` on task patterns, and
+``iam:PassRole`` (only to ECS tasks) on role patterns that ECS RunTask targets use. With an
+empty list the workers get no target permission at all: HTTP webhook targets need none.
 """
 
 from __future__ import annotations
@@ -15,24 +15,23 @@ from collections import defaultdict
 from aws_cdk import aws_iam as iam
 from constructs import IConstruct
 
-from infra import constants as c
-from infra.config import target_service
+from infra.config import target_actions
 from infra.nag import acknowledge
 
 
 def grant_targets(role: iam.IRole, patterns: tuple[str, ...], *, policy_scope: IConstruct) -> None:
-    """Add one statement per target service to ``role``; acknowledge each wildcard pattern."""
-    by_service: dict[str, list[str]] = defaultdict(list)
+    """Add one statement per set of target actions to ``role``; acknowledge each wildcard pattern."""
+    by_actions: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for pattern in patterns:
-        by_service[target_service(pattern)].append(pattern)
-    for service, resources in sorted(by_service.items()):
+        by_actions[target_actions(pattern)].append(pattern)
+    for actions, resources in sorted(by_actions.items()):
         conditions = None
-        if service == "iam":
+        if actions == ("iam:PassRole",):
             conditions = {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid=f"Targets{service.capitalize()}",
-                actions=list(c.TARGET_ACTIONS_BY_SERVICE[service]),
+                sid="Targets" + "".join(a.replace(":", " ").title().replace(" ", "") for a in actions),
+                actions=list(actions),
                 resources=resources,
                 conditions=conditions,
             )
@@ -43,5 +42,5 @@ def grant_targets(role: iam.IRole, patterns: tuple[str, ...], *, policy_scope: I
                     policy_scope,
                     f"IAM5[Resource::{resource}]",
                     "Target ARN pattern allowed by the operator in context targetArnPatterns; the "
-                    f"workers may only {'/'.join(c.TARGET_ACTIONS_BY_SERVICE[service])} on it.",
+                    f"workers may only {', '.join(actions)} on it.",
                 )

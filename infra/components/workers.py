@@ -113,6 +113,8 @@ class Workers(Construct):
         # --- long lane: the ECS worker service ----------------------------------------------------
         self.endpoint_security_group: ec2.SecurityGroup | None = None
         self.vpc = self._vpc()
+        # Until the CLI has looked the VPC up, CDK hands out a placeholder VPC (not a valid id).
+        self.vpc_lookup_pending = bool(config.vpc_id) and self.vpc.vpc_id != config.vpc_id
         self.cluster = ecs.Cluster(
             self,
             "Cluster",

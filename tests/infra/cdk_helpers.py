@@ -1,0 +1,163 @@
+"""Synthesis and template helpers for the infrastructure tests (fixtures live in conftest.py).
+
+Synthesis runs from the repository root (asset paths are relative to it), without Docker and
+without network. The real layer (``make layer``) is used when it is built; otherwise the core
+sources stand in for it, which is all the assertions need. Every synth runs cdk-nag: a finding
+that is not acknowledged fails the fixture, and so every test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))  # the CDK app's package, `infra`, is not installed
+
+# What the cdk CLI adds to the context of a synth: construct paths and asset paths in metadata.
+CLI_CONTEXT = {"aws:cdk:enable-path-metadata": True, "aws:cdk:enable-asset-metadata": True}
+
+# A second deployment shape: the options a production user turns on.
+CUSTOM_CONTEXT: dict[str, Any] = {
+    "stackName": "PunctualCustom",
+    "queueCount": 2,
+    "shardGroups": 4,
+    "pollerMaxConcurrency": 4,
+    "maxReceiveCount": 3,
+    "workerMaxConcurrency": 50,
+    "tableBillingMode": "provisioned",
+    "tableEncryption": "cmk",
+    "tableWarmReadUnitsPerSecond": 15000,
+    "tableWarmWriteUnitsPerSecond": 5000,
+    "tableRemovalPolicy": "destroy",
+    "tableDeletionProtection": "false",  # as `-c key=value` passes it: a string
+    "alarmEmails": "ops@example.com,oncall@example.com",
+    "apiWebAclArn": "arn:aws:wafv2:eu-west-1:123456789012:regional/webacl/punctual/0000-1111",
+    "targetArnPatterns": [
+        "arn:aws:lambda:eu-west-1:123456789012:function:team-*",
+        "arn:aws:sqs:eu-west-1:123456789012:orders",
+        "arn:aws:states:eu-west-1:123456789012:stateMachine:nightly-*",
+        "arn:aws:ecs:eu-west-1:123456789012:task-definition/report:*",
+        "arn:aws:ecs:eu-west-1:123456789012:task/reports/*",
+        "arn:aws:iam::123456789012:role/report-task-*",
+    ],
+    "vpcInterfaceEndpoints": "false",
+}
+
+
+@dataclass
+class Synth:
+    """One synthesised variant of the app."""
+
+    stack: Any
+    template: Any  # aws_cdk.assertions.Template
+    json: dict[str, Any]
+    report: dict[str, Any]
+    outdir: Path
+    acknowledged: dict[str, dict[str, str]]  # construct path → {rule id: reason}
+
+    @property
+    def resources(self) -> dict[str, dict[str, Any]]:
+        return self.json["Resources"]
+
+    def of_type(self, cfn_type: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.resources.items() if v["Type"] == cfn_type}
+
+    def logical_id(self, construct: Any) -> str:
+        from aws_cdk import Stack
+
+        return Stack.of(construct).resolve(Stack.of(construct).get_logical_id(construct.node.default_child))
+
+
+def _layer_dir() -> str:
+    return "build/layer" if (REPO_ROOT / "build/layer/python").is_dir() else "layers/core"
+
+
+def synthesise(
+    outdir: Path, context: dict[str, Any] | None = None, env: dict[str, str] | None = None
+) -> Synth:
+    from aws_cdk.assertions import Template
+
+    from infra.app import build_app
+
+    saved = {key: os.environ.get(key) for key in env or {}}
+    os.environ.update(env or {})
+    try:
+        app, stack = build_app(
+            {**CLI_CONTEXT, "layerAssetDir": _layer_dir(), **(context or {})}, outdir=str(outdir)
+        )
+        assembly = app.synth()  # raises ValidationFailed on any unacknowledged cdk-nag finding
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    template_json = assembly.get_stack_artifact(stack.artifact_id).template
+    metadata = json.loads((outdir / f"{stack.artifact_id}.metadata.json").read_text())
+    acknowledged: dict[str, dict[str, str]] = {}
+    for path, entries in metadata.items():
+        for entry in entries:
+            if entry["type"] == "aws:cdk:acknowledged-rules":
+                acknowledged.setdefault(path, {}).update(entry["data"])
+    return Synth(
+        stack=stack,
+        template=Template.from_json(template_json),
+        json=template_json,
+        report=json.loads((outdir / "validation-report.json").read_text()),
+        outdir=outdir,
+        acknowledged=acknowledged,
+    )
+
+
+# --- template helpers ------------------------------------------------------------------------------
+def join_parts(value: Any) -> str:
+    """The text of an ``Fn::Join`` with its tokens rendered as ``<Ref>``/``<LogicalId.Attr>``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(join_parts(part) for part in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return f"<{'.'.join(value['Fn::GetAtt'])}>"
+    return json.dumps(value)
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def statements_by_role(synth: Synth) -> dict[str, list[dict[str, Any]]]:
+    """Every policy statement attached to each role (inline policies and AWS::IAM::Policy)."""
+    result: dict[str, list[dict[str, Any]]] = {role: [] for role in synth.of_type("AWS::IAM::Role")}
+    for logical_id, role in synth.of_type("AWS::IAM::Role").items():
+        for policy in role["Properties"].get("Policies", []):
+            result[logical_id].extend(policy["PolicyDocument"]["Statement"])
+    for policy in synth.of_type("AWS::IAM::Policy").values():
+        for role_ref in policy["Properties"].get("Roles", []):
+            result[role_ref["Ref"]].extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return result
+
+
+def role_statements(synth: Synth, role: Any) -> list[dict[str, Any]]:
+    return statements_by_role(synth)[synth.logical_id(role)]
+
+
+def actions_on(statements: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """action → the set of rendered resources it is allowed on."""
+    granted: dict[str, set[str]] = {}
+    for statement in statements:
+        if statement.get("Effect", "Allow") != "Allow":
+            continue
+        for action in as_list(statement["Action"]):
+            granted.setdefault(action, set()).update(join_parts(r) for r in as_list(statement["Resource"]))
+    return granted

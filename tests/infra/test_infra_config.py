@@ -1,0 +1,124 @@
+"""Context settings: defaults in one place, strings from `-c key=value` coerced, bad values refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra import build_layer
+from infra.config import DEFAULTS, ConfigError, PunctualConfig, target_actions
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def config(**overrides: Any) -> PunctualConfig:
+    return PunctualConfig.from_context(lambda key: overrides.get(key))
+
+
+def test_cdk_json_carries_every_default_with_the_same_value() -> None:
+    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    settings = {key: value for key, value in context.items() if not key.startswith("@aws-cdk")}
+
+    assert settings == DEFAULTS
+
+
+def test_defaults_match_the_runtime_contract() -> None:
+    cfg = config()
+
+    assert (cfg.shard_count, cfg.near_shard_count, cfg.far_threshold_s) == (512, 32, 180)
+    assert (cfg.poll_interval_ms, cfg.retention_days, cfg.max_jobs_per_tenant) == (1000, 30, 100_000)
+    assert (cfg.shard_groups, cfg.queue_count, cfg.max_receive_count) == (1, 1, 5)
+    assert cfg.target_arn_patterns == () and cfg.target_allow_cidrs == ()
+
+
+def test_command_line_strings_are_coerced() -> None:
+    cfg = config(
+        shardGroups="4",
+        tableDeletionProtection="false",
+        alarmEmails="a@example.com, b@example.com",
+        targetArnPatterns='["arn:aws:sns:eu-west-1:123456789012:alerts"]',
+    )
+
+    assert cfg.shard_groups == 4
+    assert cfg.table_deletion_protection is False
+    assert cfg.alarm_emails == ("a@example.com", "b@example.com")
+    assert cfg.target_arn_patterns == ("arn:aws:sns:eu-west-1:123456789012:alerts",)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("shardGroups", 41, "shardGroups"),  # an inline Map runs at most 40 pollers at once
+        ("shardGroups", "two", "shardGroups"),
+        ("queueCount", 0, "queueCount"),
+        ("workerBatchSize", 11, "workerBatchSize"),  # FIFO event sources take at most 10
+        ("tableBillingMode", "serverless", "tableBillingMode"),
+        ("logRetentionDays", 31, "logRetentionDays"),
+        ("alarmEmails", ["not-an-address"], "alarmEmails"),
+        ("vpcId", "my-vpc", "vpcId"),
+        ("nearShardCount", 1024, "nearShardCount"),
+        ("tableDeletionProtection", "maybe", "tableDeletionProtection"),
+    ],
+)
+def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config(**{key: value})
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "*",
+        "arn:aws:*:eu-west-1:123456789012:function:x",  # a wildcard service
+        "arn:aws:lambda:eu-west-1:123456789012:*",  # every resource of a service
+        "arn:aws:s3:::bucket/*",  # not a target service
+        "arn:aws:ecs:eu-west-1:123456789012:cluster/main",  # ECS: neither a task definition nor a task
+    ],
+)
+def test_target_patterns_never_grant_everything(pattern: str) -> None:
+    with pytest.raises(ConfigError, match="targetArnPatterns"):
+        config(targetArnPatterns=[pattern])
+
+
+@pytest.mark.parametrize(
+    ("pattern", "actions"),
+    [
+        ("arn:aws:lambda:eu-west-1:123456789012:function:team-*", ("lambda:InvokeFunction",)),
+        ("arn:aws:sqs:eu-west-1:123456789012:orders", ("sqs:SendMessage",)),
+        ("arn:aws:sns:eu-west-1:123456789012:alerts", ("sns:Publish",)),
+        ("arn:aws:events:eu-west-1:123456789012:event-bus/default", ("events:PutEvents",)),
+        ("arn:aws:states:eu-west-1:123456789012:stateMachine:x", ("states:StartExecution",)),
+        ("arn:aws:ecs:eu-west-1:123456789012:task-definition/report:*", ("ecs:RunTask",)),
+        ("arn:aws:ecs:eu-west-1:123456789012:task/reports/*", ("ecs:DescribeTasks",)),
+        ("arn:aws:iam::123456789012:role/report-task", ("iam:PassRole",)),
+    ],
+)
+def test_each_target_service_gets_only_its_invoking_action(pattern: str, actions: tuple[str, ...]) -> None:
+    assert target_actions(pattern) == actions
+
+
+def test_layer_stamp_changes_with_its_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a core package and a requirements file
+    core = tmp_path / "punctual"
+    core.mkdir()
+    (core / "__init__.py").write_text("x = 1\n")
+    (core / "__pycache__").mkdir()
+    (core / "__pycache__" / "junk.pyc").write_bytes(b"\0")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("pydantic==2.0\n")
+    monkeypatch.setattr(build_layer, "CORE_DIR", core)
+    monkeypatch.setattr(build_layer, "REQUIREMENTS", requirements)
+    first = build_layer.inputs_hash()
+
+    # When nothing but a .pyc changes, the stamp holds
+    (core / "__pycache__" / "junk.pyc").write_bytes(b"\1")
+    assert build_layer.inputs_hash() == first
+
+    # When a source or a pin changes, the layer must be rebuilt
+    (core / "__init__.py").write_text("x = 2\n")
+    second = build_layer.inputs_hash()
+    requirements.write_text("pydantic==2.1\n")
+    assert len({first, second, build_layer.inputs_hash()}) == 3

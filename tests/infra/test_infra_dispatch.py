@@ -1,0 +1,102 @@
+"""The tick and the per-minute state machine: Wait, then one poller per shard group, logged and traced."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cdk_helpers import Synth, join_parts
+
+
+def _machine(synth: Synth) -> tuple[dict[str, Any], dict[str, Any]]:
+    resource = synth.resources[synth.logical_id(synth.stack.dispatch.state_machine)]
+    definition = json.loads(join_parts(resource["Properties"]["DefinitionString"]))
+    return resource["Properties"], definition
+
+
+def test_state_machine_is_standard_logged_all_and_traced(any_synth: Synth) -> None:
+    props, _ = _machine(any_synth)
+    log_group = any_synth.logical_id(
+        any_synth.stack.dispatch.state_machine.node.scope.node.find_child("StateMachineLogs")
+    )
+
+    assert props["StateMachineType"] == "STANDARD"  # names are idempotent for 90 days
+    assert props["LoggingConfiguration"]["Level"] == "ALL"
+    assert props["LoggingConfiguration"]["Destinations"] == [
+        {"CloudWatchLogsLogGroup": {"LogGroupArn": {"Fn::GetAtt": [log_group, "Arn"]}}}
+    ]
+    assert props["TracingConfiguration"] == {"Enabled": True}
+
+
+def test_waits_for_start_at_then_maps_groups_to_the_poller(any_synth: Synth) -> None:
+    _, definition = _machine(any_synth)
+    poller = any_synth.logical_id(any_synth.stack.dispatch.poller.function)
+
+    wait = definition["States"][definition["StartAt"]]
+    assert wait["Type"] == "Wait"
+    assert wait["TimestampPath"] == "$.start_at"
+    groups = definition["States"][wait["Next"]]
+    assert groups["Type"] == "Map"
+    assert groups["ItemsPath"] == "$.groups"
+    assert groups.get("MaxConcurrency", 0) == any_synth.stack.config.poller_max_concurrency
+    assert groups["End"] is True
+
+    processor = groups["ItemProcessor"]
+    task = processor["States"][processor["StartAt"]]
+    assert task["Type"] == "Task"
+    assert task["Resource"] == "arn:<AWS::Partition>:states:::lambda:invoke"
+    assert task["Parameters"] == {"FunctionName": f"<{poller}.Arn>", "Payload.$": "$"}  # the item itself
+
+
+def test_poller_is_retried_on_lambda_service_errors_and_isolated_on_failure(default_synth: Synth) -> None:
+    _, definition = _machine(default_synth)
+    processor = definition["States"]["PollGroups"]["ItemProcessor"]
+    task = processor["States"][processor["StartAt"]]
+
+    (retry,) = task["Retry"]
+    assert set(retry["ErrorEquals"]) == {
+        "Lambda.ServiceException",
+        "Lambda.AWSLambdaException",
+        "Lambda.SdkClientException",
+        "Lambda.TooManyRequestsException",
+    }
+    assert retry["MaxAttempts"] >= 2 and retry["BackoffRate"] > 1
+    # A group that still fails is caught, so the Map does not stop the other groups' pollers.
+    (catch,) = task["Catch"]
+    assert catch["ErrorEquals"] == ["States.ALL"]
+    assert processor["States"][catch["Next"]]["Type"] == "Pass"
+
+
+def test_state_machine_role_invokes_only_the_poller(default_synth: Synth) -> None:
+    from cdk_helpers import actions_on, role_statements
+
+    granted = actions_on(role_statements(default_synth, default_synth.stack.dispatch.state_machine.role))
+    poller = default_synth.logical_id(default_synth.stack.dispatch.poller.function)
+
+    assert granted["lambda:InvokeFunction"] == {f"<{poller}.Arn>", f"<{poller}.Arn>:*"}
+
+
+def test_every_minute_the_rule_invokes_the_tick(default_synth: Synth) -> None:
+    tick = default_synth.logical_id(default_synth.stack.dispatch.tick.function)
+    (rule,) = default_synth.of_type("AWS::Events::Rule").values()
+
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert rule["Properties"]["State"] == "ENABLED"
+    (target,) = rule["Properties"]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [tick, "Arn"]}
+    # A stale tick is useless (a newer one covers its minutes): bounded age and retries.
+    assert target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 300
+    default_synth.template.has_resource_properties(
+        "AWS::Lambda::Permission",
+        {
+            "Action": "lambda:InvokeFunction",
+            "Principal": "events.amazonaws.com",
+            "FunctionName": {"Fn::GetAtt": [tick, "Arn"]},
+        },
+    )
+
+
+def test_shard_groups_from_context_reach_the_tick(custom_synth: Synth) -> None:
+    tick = custom_synth.resources[custom_synth.logical_id(custom_synth.stack.dispatch.tick.function)]
+
+    assert tick["Properties"]["Environment"]["Variables"]["PUNCTUAL_SHARD_GROUPS"] == "4"

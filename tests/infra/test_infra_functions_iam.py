@@ -1,0 +1,248 @@
+"""Functions and roles: the runtime contract (handlers, environment, runtime) and least privilege."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cdk_helpers import REPO_ROOT, Synth, actions_on, as_list, join_parts, role_statements, statements_by_role
+
+CONTRACT_ENVIRONMENT = {
+    "PUNCTUAL_TABLE_NAME",
+    "PUNCTUAL_SHORT_QUEUE_URLS",
+    "PUNCTUAL_LONG_QUEUE_URLS",
+    "PUNCTUAL_FAILED_QUEUE_URL",
+    "PUNCTUAL_SHARD_COUNT",
+    "PUNCTUAL_NEAR_SHARD_COUNT",
+    "PUNCTUAL_FAR_THRESHOLD_S",
+    "PUNCTUAL_POLL_INTERVAL_MS",
+    "PUNCTUAL_RETENTION_DAYS",
+    "PUNCTUAL_TARGET_ALLOW_CIDRS",
+    "PUNCTUAL_MAX_JOBS_PER_TENANT",
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "LOG_LEVEL",
+}
+# Actions that AWS authorises only on Resource "*", and why; nothing else may use "*".
+STAR_RESOURCE_ALLOWED = {
+    "xray:PutTraceSegments": "X-Ray has no resource-level permissions",
+    "xray:PutTelemetryRecords": "X-Ray has no resource-level permissions",
+    "xray:GetSamplingRules": "X-Ray has no resource-level permissions",
+    "xray:GetSamplingTargets": "X-Ray has no resource-level permissions",
+    "logs:CreateLogDelivery": "vended log delivery (Step Functions logging)",
+    "logs:GetLogDelivery": "vended log delivery (Step Functions logging)",
+    "logs:UpdateLogDelivery": "vended log delivery (Step Functions logging)",
+    "logs:DeleteLogDelivery": "vended log delivery (Step Functions logging)",
+    "logs:ListLogDeliveries": "vended log delivery (Step Functions logging)",
+    "logs:PutResourcePolicy": "vended log delivery (Step Functions logging)",
+    "logs:DescribeResourcePolicies": "vended log delivery (Step Functions logging)",
+    "logs:DescribeLogGroups": "vended log delivery (Step Functions logging)",
+    "ecr:GetAuthorizationToken": "ECR login has no resource-level permissions",
+}
+
+
+def _functions(synth: Synth) -> dict[str, dict[str, Any]]:
+    stack = synth.stack
+    return {
+        name: synth.resources[synth.logical_id(fn.function)]
+        for name, fn in {
+            "api": stack.api.handler,
+            "poller": stack.dispatch.poller,
+            "worker": stack.workers.worker,
+            "tick": stack.dispatch.tick,
+        }.items()
+    }
+
+
+def test_every_function_follows_the_runtime_contract(default_synth: Synth) -> None:
+    layer = next(iter(default_synth.of_type("AWS::Lambda::LayerVersion")))
+    for name, function in _functions(default_synth).items():
+        props = function["Properties"]
+        assert props["Handler"] == "handler.handler", name
+        assert props["Runtime"] == "python3.14", name
+        assert props["Architectures"] == ["arm64"], name
+        assert props["TracingConfig"] == {"Mode": "Active"}, name
+        assert props["Layers"] == [{"Ref": layer}], name
+        assert "LogGroup" in props["LoggingConfig"], name
+        variables = props["Environment"]["Variables"]
+        assert set(variables) >= CONTRACT_ENVIRONMENT, name
+        assert variables["POWERTOOLS_SERVICE_NAME"] == "punctual"
+        assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Punctual"
+        assert variables["PUNCTUAL_SHARD_COUNT"] == "512"
+
+
+def _files(folder: Path) -> set[str]:
+    return {
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+
+
+def test_each_function_ships_exactly_its_own_folder(default_synth: Synth) -> None:
+    for name, function in _functions(default_synth).items():
+        staged = default_synth.outdir / function["Metadata"]["aws:asset:path"]
+
+        assert _files(staged) == _files(REPO_ROOT / "functions" / name), name
+    tick = _functions(default_synth)["tick"]
+    assert (default_synth.outdir / tick["Metadata"]["aws:asset:path"] / "handler.py").is_file()
+
+
+def test_timeouts_fit_each_role(default_synth: Synth) -> None:
+    timeouts = {name: f["Properties"]["Timeout"] for name, f in _functions(default_synth).items()}
+
+    assert timeouts["poller"] == 120  # starts before its minute, runs ~70-80 s
+    assert timeouts["worker"] == 900  # the longest short job
+    assert timeouts["api"] <= 29  # API Gateway's integration timeout
+    assert timeouts["tick"] <= 30
+
+
+def test_only_the_tick_knows_the_state_machine(default_synth: Synth) -> None:
+    machine = default_synth.logical_id(default_synth.stack.dispatch.state_machine)
+    for name, function in _functions(default_synth).items():
+        variables = function["Properties"]["Environment"]["Variables"]
+        if name == "tick":
+            assert variables["PUNCTUAL_STATE_MACHINE_ARN"] == {"Ref": machine}
+            assert variables["PUNCTUAL_SHARD_GROUPS"] == "1"
+        else:
+            assert "PUNCTUAL_STATE_MACHINE_ARN" not in variables
+
+
+def test_each_function_has_its_own_role(default_synth: Synth) -> None:
+    roles = [join_parts(f["Properties"]["Role"]) for f in _functions(default_synth).values()]
+
+    assert len(set(roles)) == 4
+    task_role = f"<{default_synth.logical_id(default_synth.stack.workers.task_definition.task_role)}.Arn>"
+    for role in [*roles, task_role]:
+        logical_id = role.strip("<>").removesuffix(".Arn")
+        if "ManagedPolicyArns" in default_synth.resources[logical_id]["Properties"]:
+            pytest.fail(f"{logical_id} uses a managed policy; grant per resource instead")
+
+
+def _table(synth: Synth) -> str:
+    return f"<{synth.logical_id(synth.stack.storage.table)}.Arn>"
+
+
+def _queue_arns(synth: Synth, queues: list[Any]) -> set[str]:
+    return {f"<{synth.logical_id(q)}.Arn>" for q in queues}
+
+
+TABLE_ITEM_ACTIONS = {
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+}
+
+
+def test_tick_may_start_executions_and_read_the_table_only(default_synth: Synth) -> None:
+    granted = actions_on(role_statements(default_synth, default_synth.stack.dispatch.tick.role))
+    machine = f"<{default_synth.logical_id(default_synth.stack.dispatch.state_machine)}>"
+
+    assert granted["states:StartExecution"] == {machine}
+    dynamodb = {a for a in granted if a.startswith("dynamodb:")}
+    assert dynamodb == {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
+    assert not any(a.startswith("sqs:") for a in granted)
+
+
+def test_poller_sends_to_the_lanes_and_writes_the_table(default_synth: Synth) -> None:
+    queues = default_synth.stack.queues
+    granted = actions_on(role_statements(default_synth, default_synth.stack.dispatch.poller.role))
+
+    assert granted["sqs:SendMessage"] == _queue_arns(default_synth, [*queues.work_queues, queues.failed])
+    assert {a for a in granted if a.startswith("sqs:")} == {"sqs:SendMessage"}
+    assert {a for a in granted if a.startswith("dynamodb:")} == TABLE_ITEM_ACTIONS
+    for action in TABLE_ITEM_ACTIONS:
+        assert granted[action] == {_table(default_synth)}  # no index ARN, no wildcard
+    assert not any(a.startswith(("states:", "kms:", "lambda:")) for a in granted)
+
+
+def test_worker_lambda_consumes_only_the_short_queues(default_synth: Synth) -> None:
+    queues = default_synth.stack.queues
+    granted = actions_on(role_statements(default_synth, default_synth.stack.workers.worker.role))
+
+    assert granted["sqs:ReceiveMessage"] == _queue_arns(default_synth, queues.short)
+    assert granted["sqs:DeleteMessage"] == _queue_arns(default_synth, queues.short)
+    assert granted["sqs:SendMessage"] == _queue_arns(default_synth, [queues.failed])
+    secrets = f"<{default_synth.logical_id(default_synth.stack.storage.secrets_key)}.Arn>"
+    assert granted["kms:Decrypt"] == {secrets}
+    assert "kms:Encrypt" not in granted
+    # No target permissions without targetArnPatterns: HTTP targets need none.
+    assert not any(a.startswith(("lambda:", "sns:", "events:", "states:", "ecs:", "iam:")) for a in granted)
+
+
+def test_ecs_task_consumes_only_the_long_queues(default_synth: Synth) -> None:
+    queues = default_synth.stack.queues
+    task_role = default_synth.stack.workers.task_definition.task_role
+    granted = actions_on(role_statements(default_synth, task_role))
+
+    assert granted["sqs:ReceiveMessage"] == _queue_arns(default_synth, queues.long)
+    assert granted["sqs:ChangeMessageVisibility"] == _queue_arns(default_synth, queues.long)
+    assert {a for a in granted if a.startswith("dynamodb:")} == TABLE_ITEM_ACTIONS
+
+
+def test_api_encrypts_secrets_but_cannot_decrypt_or_queue(default_synth: Synth) -> None:
+    granted = actions_on(role_statements(default_synth, default_synth.stack.api.handler.role))
+    secrets = f"<{default_synth.logical_id(default_synth.stack.storage.secrets_key)}.Arn>"
+
+    assert granted["kms:Encrypt"] == {secrets}
+    assert "kms:Decrypt" not in granted
+    assert not any(a.startswith("sqs:") for a in granted)
+
+
+def test_target_permissions_are_exactly_the_context_patterns(custom_synth: Synth) -> None:
+    patterns = set(custom_synth.stack.config.target_arn_patterns)
+    for role in (
+        custom_synth.stack.workers.worker.role,
+        custom_synth.stack.workers.task_definition.task_role,
+    ):
+        statements = [
+            s for s in role_statements(custom_synth, role) if s.get("Sid", "").startswith("Targets")
+        ]
+        granted = actions_on(statements)
+
+        assert granted == {
+            "lambda:InvokeFunction": {"arn:aws:lambda:eu-west-1:123456789012:function:team-*"},
+            "sqs:SendMessage": {"arn:aws:sqs:eu-west-1:123456789012:orders"},
+            "states:StartExecution": {"arn:aws:states:eu-west-1:123456789012:stateMachine:nightly-*"},
+            "ecs:RunTask": {"arn:aws:ecs:eu-west-1:123456789012:task-definition/report:*"},
+            "ecs:DescribeTasks": {"arn:aws:ecs:eu-west-1:123456789012:task/reports/*"},
+            "iam:PassRole": {"arn:aws:iam::123456789012:role/report-task-*"},
+        }
+        assert set().union(*granted.values()) == patterns
+        pass_role = next(s for s in statements if s["Action"] == "iam:PassRole")
+        assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+    # The poller and the API never reach targets.
+    for role in (custom_synth.stack.dispatch.poller.role, custom_synth.stack.api.handler.role):
+        assert not any(s.get("Sid", "").startswith("Targets") for s in role_statements(custom_synth, role))
+
+
+def test_no_policy_grants_star_except_where_aws_requires_it(any_synth: Synth) -> None:
+    star_ack = "AwsSolutions::AwsSolutions-IAM5[Resource::*]"
+    roles = any_synth.of_type("AWS::IAM::Role")
+    for logical_id, statements in statements_by_role(any_synth).items():
+        for statement in statements:
+            if statement.get("Effect", "Allow") != "Allow":
+                continue
+            actions = as_list(statement["Action"])
+            assert "*" not in actions, logical_id
+            assert not any(a.endswith(":*") for a in actions), (logical_id, actions)
+            if "*" not in as_list(statement["Resource"]):
+                continue
+            unexplained = [a for a in actions if a not in STAR_RESOURCE_ALLOWED]
+            assert not unexplained, (logical_id, unexplained)
+            if logical_id.startswith("CustomVpcRestrictDefaultSG"):
+                continue  # CDK's own custom-resource provider: not a role this app writes
+            # ...and the role (or a construct above it) acknowledges it in cdk-nag, with a reason.
+            path = "/" + roles[logical_id]["Metadata"]["aws:cdk:path"].removesuffix("/Resource")
+            reasons = [
+                rules[star_ack]
+                for ack_path, rules in any_synth.acknowledged.items()
+                if star_ack in rules and (path == ack_path or path.startswith(ack_path + "/"))
+            ]
+            assert reasons and all(len(r) > 40 for r in reasons), (logical_id, path)

@@ -1,0 +1,131 @@
+"""Alarms reach an encrypted topic; the dashboard shows what an operator needs first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdk_helpers import Synth, join_parts
+
+
+def _alarms(synth: Synth) -> dict[str, dict[str, Any]]:
+    """The app's alarms, by logical id (scaling alarms excluded)."""
+    topic = synth.logical_id(synth.stack.observability.topic)
+    return {
+        logical_id: alarm["Properties"]
+        for logical_id, alarm in synth.of_type("AWS::CloudWatch::Alarm").items()
+        if {"Ref": topic} in alarm["Properties"].get("AlarmActions", [])
+    }
+
+
+def _metric_names(alarm: dict[str, Any]) -> set[str]:
+    if "MetricName" in alarm:
+        return {alarm["MetricName"]}
+    return {m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
+
+
+def test_every_dead_letter_queue_alarms_on_its_first_message(any_synth: Synth) -> None:
+    dlqs = {f"<{any_synth.logical_id(q)}.QueueName>" for q in any_synth.stack.queues.dead_letter}
+    alarmed = {
+        join_parts(alarm["Dimensions"][0]["Value"])
+        for alarm in _alarms(any_synth).values()
+        if alarm.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+        and alarm["Threshold"] == 1
+        and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    }
+
+    assert alarmed == dlqs
+
+
+def test_fire_delay_p99_alarm_at_ten_seconds(default_synth: Synth) -> None:
+    (alarm,) = [a for a in _alarms(default_synth).values() if _metric_names(a) == {"FireDelayMs"}]
+    (query,) = alarm["Metrics"]
+    stat = query["MetricStat"]
+
+    assert stat["Metric"]["Namespace"] == "Punctual"
+    assert stat["Stat"] == "p99"
+    assert stat["Metric"]["Dimensions"] == [{"Name": "service", "Value": "punctual"}]  # Powertools' dimension
+    assert alarm["Threshold"] == 10_000
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_dispatch_alarms_cover_poller_tick_and_missing_minutes(default_synth: Synth) -> None:
+    alarms = _alarms(default_synth).values()
+    poller = default_synth.logical_id(default_synth.stack.dispatch.poller.function)
+    tick = default_synth.logical_id(default_synth.stack.dispatch.tick.function)
+
+    errors = {join_parts(a["Dimensions"][0]["Value"]) for a in alarms if a.get("MetricName") == "Errors"}
+    assert errors == {f"<{poller}>", f"<{tick}>"}
+    (no_minute,) = [a for a in alarms if a.get("MetricName") == "ExecutionsStarted"]
+    assert no_minute["ComparisonOperator"] == "LessThanThreshold"
+    assert no_minute["TreatMissingData"] == "breaching"  # silence means no poller at all
+    assert any(a.get("MetricName") == "ExecutionsFailed" and a["Namespace"] == "AWS/States" for a in alarms)
+
+
+def test_oldest_message_age_alarm_per_work_queue(any_synth: Synth) -> None:
+    queues = {f"<{any_synth.logical_id(q)}.QueueName>" for q in any_synth.stack.queues.work_queues}
+    alarmed = {
+        join_parts(a["Dimensions"][0]["Value"])
+        for a in _alarms(any_synth).values()
+        if a.get("MetricName") == "ApproximateAgeOfOldestMessage"
+    }
+
+    assert alarmed == queues
+
+
+def test_table_throttle_alarms_include_key_range_throttling(default_synth: Synth) -> None:
+    names = [_metric_names(a) for a in _alarms(default_synth).values() if "Metrics" in a]
+
+    assert {"ReadThrottleEvents", "WriteThrottleEvents"} in names
+    assert {"ReadKeyRangeThroughputThrottleEvents", "WriteKeyRangeThroughputThrottleEvents"} in names
+
+
+def test_alarms_notify_on_alarm_and_on_recovery(any_synth: Synth) -> None:
+    topic = {"Ref": any_synth.logical_id(any_synth.stack.observability.topic)}
+    for alarm in _alarms(any_synth).values():
+        assert alarm["OKActions"] == [topic]
+        assert alarm["AlarmDescription"]
+
+
+def test_alarm_topic_is_encrypted_tls_only_and_subscribed_from_context(custom_synth: Synth) -> None:
+    (topic,) = custom_synth.of_type("AWS::SNS::Topic").values()
+    key = custom_synth.logical_id(custom_synth.stack.observability.topic_key)
+    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key, "Arn"]}
+
+    (policy,) = custom_synth.of_type("AWS::SNS::TopicPolicy").values()
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    )
+    # CloudWatch may use the key, or alarms could not publish to the encrypted topic.
+    key_statements = custom_synth.resources[key]["Properties"]["KeyPolicy"]["Statement"]
+    assert any(s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"} for s in key_statements)
+
+    emails = {
+        s["Properties"]["Endpoint"]
+        for s in custom_synth.of_type("AWS::SNS::Subscription").values()
+        if s["Properties"]["Protocol"] == "email"
+    }
+    assert emails == {"ops@example.com", "oncall@example.com"}
+
+
+def test_dashboard_shows_the_scheduler_metrics(default_synth: Synth) -> None:
+    (dashboard,) = default_synth.of_type("AWS::CloudWatch::Dashboard").values()
+    body = join_parts(dashboard["Properties"]["DashboardBody"])
+
+    for needle in (
+        "FireDelayMs",
+        "p50",
+        "p99",
+        "SlotsReleased",
+        "ExecutionsSucceeded",
+        "ExecutionsFailed",
+        "Retries",
+        "SlotsSkipped",
+        "ApproximateAgeOfOldestMessage",
+        "ApproximateNumberOfMessagesVisible",
+        "WriteKeyRangeThroughputThrottleEvents",
+        "Duration",
+        "Errors",
+        "ExecutionsStarted",
+    ):
+        assert needle in body, needle

@@ -1,0 +1,119 @@
+"""The table and the queues: keys, TTL, recovery, FIFO high throughput, dead-letter queues, TLS."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Match
+from cdk_helpers import Synth, join_parts
+
+
+def test_one_table_keyed_pk_sk_with_ttl_pitr_and_no_index(default_synth: Synth) -> None:
+    tables = default_synth.of_type("AWS::DynamoDB::Table")
+    assert len(tables) == 1
+    table = next(iter(tables.values()))
+
+    props = table["Properties"]
+    assert props["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert props["AttributeDefinitions"] == [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert "GlobalSecondaryIndexes" not in props and "LocalSecondaryIndexes" not in props
+    # The jobs outlive a `cdk destroy` by default.
+    assert props["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain"
+
+
+def test_provisioned_table_scales_and_can_use_a_customer_key(custom_synth: Synth) -> None:
+    table = next(iter(custom_synth.of_type("AWS::DynamoDB::Table").values()))
+    props = table["Properties"]
+
+    assert props["SSESpecification"]["SSEType"] == "KMS"
+    assert join_parts(props["SSESpecification"]["KMSMasterKeyId"]).startswith("<StorageTableKey")
+    assert props["WarmThroughput"] == {"ReadUnitsPerSecond": 15000, "WriteUnitsPerSecond": 5000}
+    assert props["DeletionProtectionEnabled"] is False
+    assert table["DeletionPolicy"] == "Delete"
+    dimensions = {
+        t["Properties"]["ScalableDimension"]
+        for t in custom_synth.of_type("AWS::ApplicationAutoScaling::ScalableTarget").values()
+        if t["Properties"]["ServiceNamespace"] == "dynamodb"
+    }
+    assert dimensions == {"dynamodb:table:ReadCapacityUnits", "dynamodb:table:WriteCapacityUnits"}
+
+
+def _queues(synth: Synth) -> dict[str, dict]:
+    return synth.of_type("AWS::SQS::Queue")
+
+
+def test_work_queues_are_high_throughput_fifo_with_a_fifo_dlq(any_synth: Synth) -> None:
+    queues = _queues(any_synth)
+    count = any_synth.stack.config.queue_count
+    work = {k: v for k, v in queues.items() if "RedrivePolicy" in v["Properties"]}
+
+    assert len(work) == 2 * count  # short and long
+    for queue in work.values():
+        props = queue["Properties"]
+        assert props["FifoQueue"] is True
+        assert props["DeduplicationScope"] == "messageGroup"
+        assert props["FifoThroughputLimit"] == "perMessageGroupId"
+        assert props["ContentBasedDeduplication"] is False  # the poller sets job+slot+attempt
+        redrive = props["RedrivePolicy"]
+        assert redrive["maxReceiveCount"] == any_synth.stack.config.max_receive_count
+        dlq = queues[redrive["deadLetterTargetArn"]["Fn::GetAtt"][0]]
+        assert dlq["Properties"]["FifoQueue"] is True
+
+
+def test_failed_executions_queue_is_a_standard_queue(default_synth: Synth) -> None:
+    failed = default_synth.logical_id(default_synth.stack.queues.failed)
+    props = _queues(default_synth)[failed]["Properties"]
+
+    assert "FifoQueue" not in props
+
+
+def test_every_queue_is_encrypted_and_refuses_plain_http(any_synth: Synth) -> None:
+    queues = _queues(any_synth)
+    for queue in queues.values():
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True
+
+    tls_only: set[str] = set()
+    for policy in any_synth.of_type("AWS::SQS::QueuePolicy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Deny" and statement["Condition"] == {
+                "Bool": {"aws:SecureTransport": "false"}
+            }:
+                tls_only.update(q["Ref"] for q in policy["Properties"]["Queues"])
+    assert tls_only == set(queues)
+
+
+def test_short_queue_visibility_is_six_times_the_worker_timeout(default_synth: Synth) -> None:
+    worker = default_synth.resources[default_synth.logical_id(default_synth.stack.workers.worker.function)]
+    timeout_s = worker["Properties"]["Timeout"]
+
+    for queue in default_synth.stack.queues.short:
+        props = default_synth.resources[default_synth.logical_id(queue)]["Properties"]
+        assert props["VisibilityTimeout"] >= 6 * timeout_s
+        assert props["VisibilityTimeout"] <= 43_200  # SQS's maximum
+    assert timeout_s == 900
+
+
+def test_queue_count_from_context_reaches_the_environment(custom_synth: Synth) -> None:
+    custom_synth.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Environment": {
+                "Variables": Match.object_like(
+                    {
+                        "PUNCTUAL_SHORT_QUEUE_URLS": {
+                            "Fn::Join": [",", [{"Ref": Match.any_value()}, {"Ref": Match.any_value()}]]
+                        }
+                    }
+                )
+            }
+        },
+    )

@@ -1,0 +1,105 @@
+"""The tick names each coming minute's execution, plans its groups, and ignores a doubled trigger."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+HANDLER = Path(__file__).resolve().parents[2] / "functions" / "tick" / "handler.py"
+MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:punctual-minutes"
+
+
+@pytest.fixture
+def tick(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("PUNCTUAL_STATE_MACHINE_ARN", MACHINE)
+    monkeypatch.setenv("PUNCTUAL_SHARD_GROUPS", "3")
+    monkeypatch.setenv("PUNCTUAL_SHARD_COUNT", "512")
+    monkeypatch.setenv("PUNCTUAL_NEAR_SHARD_COUNT", "32")
+    monkeypatch.setenv("PUNCTUAL_POLLER_LEAD_S", "10")
+    monkeypatch.setenv("PUNCTUAL_TICK_LOOKAHEAD_MINUTES", "2")
+    spec = importlib.util.spec_from_file_location("tick_handler_under_test", HANDLER)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "plan_minute", None)  # the handler's own plan, whatever the layer has
+    return module
+
+
+def _expected_input(minute: str, start_at: str) -> str:
+    return json.dumps(
+        {
+            "minute": minute,
+            "start_at": start_at,
+            "groups": [
+                {"minute": minute, "group": i, "group_count": 3, "shard_count": 512, "near_shard_count": 32}
+                for i in range(3)
+            ],
+        }
+    )
+
+
+def test_starts_the_next_minutes_named_after_them(tick: ModuleType) -> None:
+    # Given a tick that fires a few seconds into 23:59 on the last day of a year
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    now = datetime(2026, 12, 31, 23, 59, 7, 500_000, tzinfo=UTC)
+    with Stubber(sfn) as stub:
+        stub.add_response(
+            "start_execution",
+            {"executionArn": f"{MACHINE}:m-20270101T0000", "startDate": now},
+            {
+                "stateMachineArn": MACHINE,
+                "name": "m-20270101T0000",  # no colons: they are illegal in execution names
+                "input": _expected_input("2027-01-01T00:00:00Z", "2026-12-31T23:59:50Z"),
+            },
+        )
+        stub.add_response(
+            "start_execution",
+            {"executionArn": f"{MACHINE}:m-20270101T0001", "startDate": now},
+            {
+                "stateMachineArn": MACHINE,
+                "name": "m-20270101T0001",
+                "input": _expected_input("2027-01-01T00:01:00Z", "2027-01-01T00:00:50Z"),
+            },
+        )
+
+        # When it runs
+        started = tick.start_minutes(now, sfn)
+
+        # Then it started both coming minutes, each waiting until its lead before the minute
+        stub.assert_no_pending_responses()
+    assert started == ["m-20270101T0000", "m-20270101T0001"]
+
+
+def test_a_minute_that_already_exists_is_a_no_op(tick: ModuleType) -> None:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+    with Stubber(sfn) as stub:
+        # The previous tick already started 12:01 (with its own plan)...
+        stub.add_client_error(
+            "start_execution", service_error_code="ExecutionAlreadyExists", http_status_code=400
+        )
+        stub.add_response("start_execution", {"executionArn": f"{MACHINE}:m-20260301T1202", "startDate": now})
+
+        started = tick.start_minutes(now, sfn)
+
+    # ...so only 12:02 is new, and nothing was raised.
+    assert started == ["m-20260301T1202"]
+
+
+def test_other_errors_are_not_swallowed(tick: ModuleType) -> None:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    with Stubber(sfn) as stub:
+        stub.add_client_error(
+            "start_execution", service_error_code="StateMachineDoesNotExist", http_status_code=400
+        )
+
+        with pytest.raises(sfn.exceptions.StateMachineDoesNotExist):
+            tick.start_minutes(datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC), sfn)

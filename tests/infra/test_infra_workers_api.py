@@ -1,0 +1,141 @@
+"""Workers (SQS event source, ECS service, VPC) and the IAM-authorised REST API."""
+
+from __future__ import annotations
+
+import json
+
+from cdk_helpers import Synth, join_parts
+
+
+def test_worker_lambda_reads_each_short_queue_with_partial_batch_responses(any_synth: Synth) -> None:
+    stack = any_synth.stack
+    mappings = any_synth.of_type("AWS::Lambda::EventSourceMapping")
+    worker = any_synth.logical_id(stack.workers.worker.function)
+
+    assert {join_parts(m["Properties"]["EventSourceArn"]) for m in mappings.values()} == {
+        f"<{any_synth.logical_id(q)}.Arn>" for q in stack.queues.short
+    }
+    for mapping in mappings.values():
+        props = mapping["Properties"]
+        assert props["FunctionName"] == {"Ref": worker}
+        assert props["BatchSize"] == stack.config.worker_batch_size
+        assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert props["ScalingConfig"] == {"MaximumConcurrency": stack.config.worker_max_concurrency}
+
+
+def _container(synth: Synth) -> dict:
+    (task,) = synth.of_type("AWS::ECS::TaskDefinition").values()
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    return container
+
+
+def test_ecs_worker_drains_on_sigterm_and_logs(default_synth: Synth) -> None:
+    container = _container(default_synth)
+
+    assert container["StopTimeout"] == 120
+    assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+    variables = {e["Name"] for e in container["Environment"]}
+    assert {"PUNCTUAL_TABLE_NAME", "PUNCTUAL_LONG_QUEUE_URLS", "POWERTOOLS_SERVICE_NAME"} <= variables
+    (cluster,) = default_synth.of_type("AWS::ECS::Cluster").values()
+    assert {"Name": "containerInsights", "Value": "enabled"} in cluster["Properties"]["ClusterSettings"]
+
+
+def test_ecs_image_is_staged_from_the_worker_dockerfile_with_a_small_context(default_synth: Synth) -> None:
+    assets = json.loads((default_synth.outdir / f"{default_synth.stack.artifact_id}.assets.json").read_text())
+    (image,) = assets["dockerImages"].values()
+    context = default_synth.outdir / image["source"]["directory"]
+
+    assert image["source"]["dockerFile"] == "functions/ecs_worker/Dockerfile"
+    staged = {str(p.relative_to(context)) for p in context.rglob("*") if p.is_file()}
+    assert "requirements.txt" in staged and "functions/ecs_worker/Dockerfile" in staged
+    assert any(p.startswith("layers/core/python/punctual/") for p in staged)
+    assert not any(p.startswith((".venv", ".git/", "cdk.out", "build/", "tests/")) for p in staged)
+
+
+def test_ecs_service_runs_privately_and_scales_on_the_long_queues(default_synth: Synth) -> None:
+    (service,) = default_synth.of_type("AWS::ECS::Service").values()
+    network = service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]
+    assert network["AssignPublicIp"] == "DISABLED"
+
+    policies = default_synth.of_type("AWS::ApplicationAutoScaling::ScalingPolicy")
+    adjustments = {
+        p["Properties"]["StepScalingPolicyConfiguration"]["AdjustmentType"]: p["Properties"][
+            "StepScalingPolicyConfiguration"
+        ]["StepAdjustments"]
+        for p in policies.values()
+    }
+    assert all(step["ScalingAdjustment"] > 0 for step in adjustments["ChangeInCapacity"])  # out
+    assert adjustments["PercentChangeInCapacity"] == [
+        {"MetricIntervalUpperBound": 0, "ScalingAdjustment": -100}
+    ]
+
+    # Scale-in looks at messages waiting *and in flight*: a running job keeps its task.
+    long_queues = {default_synth.logical_id(q) for q in default_synth.stack.queues.long}
+    scaling_alarms = [
+        a["Properties"]
+        for a in default_synth.of_type("AWS::CloudWatch::Alarm").values()
+        if any("Policy" in join_parts(action) for action in a["Properties"].get("AlarmActions", []))
+    ]
+    seen: dict[str, set[str]] = {}
+    for alarm in scaling_alarms:
+        names = {
+            m["MetricStat"]["Metric"]["MetricName"]
+            for m in alarm["Metrics"]
+            if "MetricStat" in m
+            and {join_parts(d["Value"]) for d in m["MetricStat"]["Metric"]["Dimensions"]}
+            <= {f"<{q}.QueueName>" for q in long_queues}
+        }
+        seen[alarm["ComparisonOperator"]] = names
+    assert seen["GreaterThanOrEqualToThreshold"] == {"ApproximateNumberOfMessagesVisible"}
+    assert seen["LessThanOrEqualToThreshold"] == {
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateNumberOfMessagesNotVisible",
+    }
+
+
+def test_vpc_has_private_subnets_flow_logs_and_endpoints(default_synth: Synth) -> None:
+    endpoints = default_synth.of_type("AWS::EC2::VPCEndpoint").values()
+    services = {join_parts(e["Properties"]["ServiceName"]).rsplit(".", 1)[-1] for e in endpoints}
+    kinds = {e["Properties"].get("VpcEndpointType", "Gateway") for e in endpoints}
+
+    assert {"dynamodb", "s3", "sqs", "logs", "api", "dkr", "sts", "kms"} <= services
+    assert kinds == {"Gateway", "Interface"}
+    assert len(default_synth.of_type("AWS::EC2::FlowLog")) == 1
+    assert len(default_synth.of_type("AWS::EC2::NatGateway")) == default_synth.stack.config.nat_gateways
+
+
+def test_every_api_method_requires_iam_and_validates(any_synth: Synth) -> None:
+    methods = any_synth.of_type("AWS::ApiGateway::Method")
+    api_function = any_synth.logical_id(any_synth.stack.api.handler.function)
+
+    assert len(methods) == 2  # "/" and "/{proxy+}", proxied to the api function
+    for method in methods.values():
+        props = method["Properties"]
+        assert props["AuthorizationType"] == "AWS_IAM"
+        assert "RequestValidatorId" in props
+        assert props["Integration"]["Type"] == "AWS_PROXY"
+        assert f"<{api_function}.Arn>" in join_parts(props["Integration"]["Uri"])
+    (validator,) = any_synth.of_type("AWS::ApiGateway::RequestValidator").values()
+    assert validator["Properties"]["ValidateRequestBody"] is True
+    assert validator["Properties"]["ValidateRequestParameters"] is True
+
+
+def test_api_stage_logs_traces_and_throttles(any_synth: Synth) -> None:
+    (stage,) = any_synth.of_type("AWS::ApiGateway::Stage").values()
+    props = stage["Properties"]
+    config = any_synth.stack.config
+
+    assert "DestinationArn" in props["AccessLogSetting"] and "Format" in props["AccessLogSetting"]
+    assert props["TracingEnabled"] is True
+    (settings,) = props["MethodSettings"]
+    assert settings["HttpMethod"] == "*" and settings["ResourcePath"] == "/*"
+    assert settings["ThrottlingRateLimit"] == config.api_throttle_rate_per_s
+    assert settings["ThrottlingBurstLimit"] == config.api_throttle_burst
+    assert settings["LoggingLevel"] == "ERROR"
+    assert settings["DataTraceEnabled"] is False
+
+
+def test_web_acl_from_context_is_associated_with_the_stage(custom_synth: Synth) -> None:
+    (association,) = custom_synth.of_type("AWS::WAFv2::WebACLAssociation").values()
+
+    assert association["Properties"]["WebACLArn"] == custom_synth.stack.config.api_web_acl_arn
