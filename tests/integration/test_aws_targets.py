@@ -289,6 +289,16 @@ def test_sqs_missing_queue_is_permanent(clients: Clients) -> None:
     assert result.outcome is Outcome.PERMANENT
 
 
+def test_sqs_needs_only_send_message(clients: Clients) -> None:
+    # The workers' role grants sqs:SendMessage alone: the queue URL is built from the ARN.
+    url, arn = _queue(clients, "least-privilege")
+    looked_up = clients.capture("sqs", "GetQueueUrl")
+    sent = clients.capture("sqs", "SendMessage")
+    SqsTargetAdapter(clients).invoke(SqsTarget(queue_arn=arn), {"n": 1}, ctx())
+    assert looked_up == []
+    assert [p["QueueUrl"] for p in sent] == [url]
+
+
 def test_a_target_in_another_region_gets_a_client_for_that_region(clients: Clients) -> None:
     url, arn = _queue(clients, "far-away", region="eu-west-1")
     clients.calls.clear()
@@ -712,6 +722,51 @@ def test_ecs_a_task_that_cannot_be_placed_is_retryable() -> None:
         result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(ECS, {}, ctx())
     assert result.outcome is Outcome.RETRYABLE
     assert "RESOURCE:ENI" in result.summary
+
+
+def _stopped(exit_code: int, name: str = "main") -> dict[str, Any]:
+    return {
+        "tasks": [
+            {
+                "taskArn": TASK_ARN,
+                "lastStatus": "STOPPED",
+                "containers": [{"name": name, "exitCode": exit_code}],
+            }
+        ]
+    }
+
+
+def test_ecs_without_list_tasks_permission_it_still_runs_the_task() -> None:
+    # Stubber: moto does not evaluate IAM by default.
+    _, stub, factory = stubbed("ecs")
+    stub.add_client_error("list_tasks", "AccessDeniedException", "not authorized", http_status_code=400)
+    stub.add_response("run_task", {"tasks": [{"taskArn": TASK_ARN}]})
+    stub.add_response("describe_tasks", _stopped(0))
+    with stub:
+        result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(ECS, {}, ctx())
+    stub.assert_no_pending_responses()
+    assert result.outcome is Outcome.SUCCEEDED, result.summary
+    assert result.detail["adopted"] is False
+
+
+def test_ecs_without_describe_task_definition_permission_it_runs_without_overrides() -> None:
+    # Stubber: moto does not evaluate IAM by default.
+    _, stub, factory = stubbed("ecs")
+    stub.add_client_error("describe_task_definition", "AccessDeniedException", "no", http_status_code=400)
+    stub.add_response("list_tasks", {"taskArns": []})
+    stub.add_response("run_task", {"tasks": [{"taskArn": TASK_ARN}]})
+    stub.add_response("describe_tasks", _stopped(1, name="sidecar"))
+    sent: list[dict[str, Any]] = []
+    factory().meta.events.register(
+        "provide-client-params.ecs.RunTask", lambda params, **_: sent.append(params)
+    )
+    with stub:
+        result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(
+            ECS.model_copy(update={"container_name": None}), {}, ctx()
+        )
+    assert "overrides" not in sent[0]
+    assert result.outcome is Outcome.RETRYABLE  # every container's exit code decides
+    assert "sidecar exited with code 1" in result.summary
 
 
 def test_ecs_access_denied_is_permanent() -> None:

@@ -22,6 +22,16 @@ What each target does about duplicates (a slot re-run after a worker crash):
   via the payload placeholders. Lambda may itself retry async invocations.
 * **EventBridge**: events carry only what the payload carries; put the key in the
   detail with the ``<job_id>`` and ``<slot>`` placeholders.
+
+IAM actions the workers need, per target: ``lambda:InvokeFunction``;
+``sqs:SendMessage`` (the queue URL is built from the ARN, no ``GetQueueUrl``);
+``sns:Publish``; ``events:PutEvents``; ``states:StartExecution``; ECS
+``ecs:RunTask`` (task definition), ``ecs:DescribeTasks`` and ``ecs:StopTask``
+(task), ``iam:PassRole`` for the task's roles, and, optionally,
+``ecs:ListTasks`` (adopting a running task) and ``ecs:DescribeTaskDefinition``
+(finding the essential container when ``container_name`` is not set). Without the
+optional two the adapter still runs the task, without adoption or without the
+``PUNCTUAL_*`` environment respectively.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import re
 import threading
 from collections.abc import Mapping
@@ -55,6 +66,8 @@ __all__ = [
     "dedup_id",
     "execution_name",
 ]
+
+logger = logging.getLogger(__name__)
 
 MAX_LAMBDA_RESPONSE_BYTES = 64 * 1024
 MAX_ECS_OVERRIDE_CHARS = 8192  # AWS limit on the containerOverrides JSON
@@ -218,6 +231,13 @@ def _slot_attributes(ctx: SlotContext) -> dict[str, dict[str, str]]:
     }
 
 
+def _access_denied(exc: Exception) -> bool:
+    if not isinstance(exc, ClientError):
+        return False
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    return code in ("AccessDeniedException", "AccessDenied", "UnauthorizedOperation")
+
+
 def classify_aws_error(exc: Exception, action: str) -> TargetResult:
     """Turn a boto3 failure into a result: throttling, 5xx and network trouble retry.
 
@@ -346,19 +366,13 @@ class SqsTargetAdapter:
 
     def __init__(self, clients: ClientFactory) -> None:
         self.clients = clients
-        self._urls: dict[str, str] = {}
-        self._lock = threading.Lock()
 
-    def _queue_url(self, client: Any, arn: str) -> str:
-        with self._lock:
-            cached = self._urls.get(arn)
-        if cached:
-            return cached
+    @staticmethod
+    def _queue_url(client: Any, arn: str) -> str:
+        # Built, not looked up: GetQueueUrl would need a permission the workers do not
+        # have, and the client's endpoint is right for every partition and for local mode.
         _, account, name = _arn_parts(arn)
-        url = str(client.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
-        with self._lock:
-            self._urls[arn] = url
-        return url
+        return f"{str(client.meta.endpoint_url).rstrip('/')}/{account}/{name}"
 
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
         """Send the payload to ``target.queue_arn``; see the class notes."""
@@ -588,7 +602,7 @@ class EcsTargetAdapter:
             decisive = (
                 (named,) if named else self._essential_containers(client, str(target.task_definition_arn))
             )
-            task_arn, adopted = self._start(client, target, payload, ctx, decisive[0])
+            task_arn, adopted = self._start(client, target, payload, ctx, decisive[0] if decisive else None)
         except _EcsFailure as failure:
             return failure.result
         except Exception as exc:
@@ -601,14 +615,19 @@ class EcsTargetAdapter:
     # -- starting
 
     def _start(
-        self, client: Any, target: Any, payload: Any, ctx: SlotContext, container: str
+        self, client: Any, target: Any, payload: Any, ctx: SlotContext, container: str | None
     ) -> tuple[str, bool]:
         cluster = str(target.cluster_arn)
         started_by = _started_by(ctx)
         try:
             running = client.list_tasks(cluster=cluster, startedBy=started_by, desiredStatus="RUNNING")
         except Exception as exc:
-            raise _EcsFailure(classify_aws_error(exc, "ecs ListTasks")) from None
+            if not _access_denied(exc):
+                raise _EcsFailure(classify_aws_error(exc, "ecs ListTasks")) from None
+            # Without ecs:ListTasks a running task cannot be adopted; starting one is
+            # still right (the container sees the idempotency key).
+            logger.warning("ecs:ListTasks denied on %s: running tasks of a slot are not adopted", cluster)
+            running = {}
         if running.get("taskArns"):
             return str(running["taskArns"][0]), True
 
@@ -616,7 +635,7 @@ class EcsTargetAdapter:
             payload_json = _json_body(payload)
         except (TypeError, ValueError) as exc:
             raise _EcsFailure(TargetResult.permanent(f"ecs target: payload is not JSON: {exc}")) from None
-        environment = [
+        environment: list[dict[str, str]] = [
             {"name": "PUNCTUAL_JOB_ID", "value": ctx.job_id},
             {"name": "PUNCTUAL_SLOT", "value": ctx.slot},
             {"name": "PUNCTUAL_ATTEMPT", "value": str(ctx.attempt)},
@@ -624,7 +643,9 @@ class EcsTargetAdapter:
             {"name": "PUNCTUAL_IDEMPOTENCY_KEY", "value": ctx.idempotency_key},
             {"name": "PUNCTUAL_PAYLOAD", "value": payload_json},
         ]
-        overrides = {"containerOverrides": [{"name": container, "environment": environment}]}
+        overrides: dict[str, Any] = (
+            {"containerOverrides": [{"name": container, "environment": environment}]} if container else {}
+        )
         if len(json.dumps(overrides)) > MAX_ECS_OVERRIDE_CHARS:
             raise _EcsFailure(
                 TargetResult.permanent(
@@ -638,17 +659,19 @@ class EcsTargetAdapter:
         }
         if security_groups := list(getattr(target, "security_groups", None) or []):
             vpc["securityGroups"] = security_groups
+        request: dict[str, Any] = {
+            "cluster": cluster,
+            "taskDefinition": str(target.task_definition_arn),
+            "count": 1,
+            "launchType": str(getattr(target, "launch_type", "FARGATE")),
+            "networkConfiguration": {"awsvpcConfiguration": vpc},
+            "startedBy": started_by,
+            "clientToken": _digest(ctx.tenant, ctx.idempotency_key, str(ctx.attempt)),
+        }
+        if overrides:
+            request["overrides"] = overrides
         try:
-            response = client.run_task(
-                cluster=cluster,
-                taskDefinition=str(target.task_definition_arn),
-                count=1,
-                launchType=str(getattr(target, "launch_type", "FARGATE")),
-                networkConfiguration={"awsvpcConfiguration": vpc},
-                overrides=overrides,
-                startedBy=started_by,
-                clientToken=_digest(ctx.tenant, ctx.idempotency_key, str(ctx.attempt)),
-            )
+            response = client.run_task(**request)
         except Exception as exc:
             raise _EcsFailure(classify_aws_error(exc, "ecs RunTask")) from None
         tasks = response.get("tasks") or []
@@ -670,7 +693,14 @@ class EcsTargetAdapter:
         try:
             definition = client.describe_task_definition(taskDefinition=task_definition)["taskDefinition"]
         except Exception as exc:
-            raise _EcsFailure(classify_aws_error(exc, "ecs DescribeTaskDefinition")) from None
+            if not _access_denied(exc):
+                raise _EcsFailure(classify_aws_error(exc, "ecs DescribeTaskDefinition")) from None
+            # Without ecs:DescribeTaskDefinition the essential container is unknown: the
+            # task runs without the PUNCTUAL_* environment and every container's exit decides.
+            logger.warning(
+                "ecs:DescribeTaskDefinition denied on %s: name container_name on the target", task_definition
+            )
+            return ()
         containers = definition.get("containerDefinitions") or []
         names = tuple(str(c["name"]) for c in containers if c.get("essential", True))
         if not names:
