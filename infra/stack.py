@@ -53,7 +53,13 @@ class PunctualStack(cdk.Stack):
             environment=environment,
         )
         self.api = Api(
-            self, "Api", config=config, runtime=self.runtime, storage=self.storage, environment=environment
+            self,
+            "Api",
+            config=config,
+            runtime=self.runtime,
+            storage=self.storage,
+            queues=self.queues,
+            environment=environment,
         )
         self.observability = Observability(
             self,

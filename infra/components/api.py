@@ -18,6 +18,7 @@ from constructs import Construct
 
 from infra import constants as c
 from infra.components.functions import LambdaRuntime, PunctualFunction, retention
+from infra.components.queues import SEND_ACTIONS, Queues
 from infra.components.storage import Storage
 from infra.config import PunctualConfig
 from infra.nag import acknowledge
@@ -34,6 +35,7 @@ class Api(Construct):
         config: PunctualConfig,
         runtime: LambdaRuntime,
         storage: Storage,
+        queues: Queues,
         environment: dict[str, str],
     ) -> None:
         super().__init__(scope, construct_id)
@@ -47,11 +49,10 @@ class Api(Construct):
             environment=environment,
         )
         storage.grant_read_write(self.handler.role)
+        Queues.grant(self.handler.role, queues.work_queues, SEND_ACTIONS)  # "run now" sends a slot
         # Webhook secrets are encrypted when a job is registered; the API never decrypts them.
         self.handler.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=[storage.secrets_key.key_arn]
-            )
+            iam.PolicyStatement(actions=["kms:Encrypt"], resources=[storage.secrets_key.key_arn])
         )
 
         self.access_logs = logs.LogGroup(

@@ -194,10 +194,12 @@ class Workers(Construct):
             )
 
     def _grant_worker(self, role: iam.IRole, storage: Storage, queues: Queues, *, consumes: list) -> None:
-        """The same rights for both lanes: table, own queues, failed queue, secrets, targets."""
+        """The same rights for both lanes: table, own queues, sending, secrets, targets."""
         storage.grant_read_write(role)
         Queues.grant(role, consumes, CONSUME_ACTIONS)
-        Queues.grant(role, [queues.failed], SEND_ACTIONS)
+        # A takeover of an expired lease and a dependent job's run are sent to either lane;
+        # executions that end FAILED are announced on the failed queue.
+        Queues.grant(role, [*queues.work_queues, queues.failed], SEND_ACTIONS)
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["kms:Decrypt"], resources=[storage.secrets_key.key_arn])
         )

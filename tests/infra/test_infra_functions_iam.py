@@ -168,7 +168,7 @@ def test_worker_lambda_consumes_only_the_short_queues(default_synth: Synth) -> N
 
     assert granted["sqs:ReceiveMessage"] == _queue_arns(default_synth, queues.short)
     assert granted["sqs:DeleteMessage"] == _queue_arns(default_synth, queues.short)
-    assert granted["sqs:SendMessage"] == _queue_arns(default_synth, [queues.failed])
+    assert granted["sqs:SendMessage"] == _queue_arns(default_synth, [*queues.work_queues, queues.failed])
     secrets = f"<{default_synth.logical_id(default_synth.stack.storage.secrets_key)}.Arn>"
     assert granted["kms:Decrypt"] == {secrets}
     assert "kms:Encrypt" not in granted
@@ -186,13 +186,14 @@ def test_ecs_task_consumes_only_the_long_queues(default_synth: Synth) -> None:
     assert {a for a in granted if a.startswith("dynamodb:")} == TABLE_ITEM_ACTIONS
 
 
-def test_api_encrypts_secrets_but_cannot_decrypt_or_queue(default_synth: Synth) -> None:
+def test_api_encrypts_secrets_and_sends_run_now_slots_only(default_synth: Synth) -> None:
     granted = actions_on(role_statements(default_synth, default_synth.stack.api.handler.role))
     secrets = f"<{default_synth.logical_id(default_synth.stack.storage.secrets_key)}.Arn>"
 
     assert granted["kms:Encrypt"] == {secrets}
-    assert "kms:Decrypt" not in granted
-    assert not any(a.startswith("sqs:") for a in granted)
+    assert "kms:Decrypt" not in granted  # the API never reads a secret back
+    assert granted["sqs:SendMessage"] == _queue_arns(default_synth, default_synth.stack.queues.work_queues)
+    assert {a for a in granted if a.startswith("sqs:")} == {"sqs:SendMessage"}
 
 
 def test_target_permissions_are_exactly_the_context_patterns(custom_synth: Synth) -> None:
