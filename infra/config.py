@@ -240,7 +240,7 @@ def target_service(pattern: str) -> str:
     if service == "ecs" and not resource.startswith(tuple(c.ECS_TARGET_ACTIONS_BY_RESOURCE)):
         raise ConfigError(
             f"targetArnPatterns: {pattern!r}: an ECS pattern names task definitions "
-            "(task-definition/<family>:*) for RunTask or tasks (task/<cluster>/*) for DescribeTasks"
+            "(task-definition/<family>:*) for RunTask or tasks (task/<cluster>/*) for DescribeTasks/StopTask"
         )
     return service
 

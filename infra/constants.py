@@ -145,9 +145,11 @@ TARGET_ACTIONS_BY_SERVICE: Final = {
     "ecs": ("ecs:RunTask", "ecs:DescribeTasks"),  # split by resource type, below
     "iam": ("iam:PassRole",),  # roles of ECS RunTask targets
 }
-# ECS actions apply to different resource types: RunTask to task definitions, DescribeTasks
-# (following the task it started) to tasks. An ECS pattern must name one of the two.
+# ECS actions apply to different resource types: RunTask to task definitions; following the
+# task it started (DescribeTasks) and stopping it at its timeout (StopTask) to tasks. An ECS
+# pattern must name one of the two. ListTasks and DescribeTaskDefinition, which the adapter uses
+# only if allowed, take no resource-level permission: they are not granted (never "*").
 ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
     "task-definition/": ("ecs:RunTask",),
-    "task/": ("ecs:DescribeTasks",),
+    "task/": ("ecs:DescribeTasks", "ecs:StopTask"),
 }

@@ -3,9 +3,11 @@
 Each pattern names its service (``arn:aws:lambda:eu-west-1:123456789012:function:team-*``) and
 gets that service's one invoking action, nothing else: ``lambda:InvokeFunction``,
 ``sqs:SendMessage``, ``sns:Publish``, ``events:PutEvents``, ``states:StartExecution``,
-``ecs:RunTask`` on task-definition patterns and ``ecs:DescribeTasks`` on task patterns, and
-``iam:PassRole`` (only to ECS tasks) on role patterns that ECS RunTask targets use. With an
-empty list the workers get no target permission at all: HTTP webhook targets need none.
+``ecs:RunTask`` on task-definition patterns and ``ecs:DescribeTasks``/``ecs:StopTask`` on task
+patterns, and ``iam:PassRole`` (only to ECS tasks) on role patterns that ECS RunTask targets
+use. With an empty list the workers get no target permission at all: HTTP webhook targets need
+none. Encrypted target queues and topics also need kms:GenerateDataKey/Decrypt on their key,
+which is the key owner's grant to give (a key policy), not this stack's.
 """
 
 from __future__ import annotations

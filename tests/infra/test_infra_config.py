@@ -92,7 +92,7 @@ def test_target_patterns_never_grant_everything(pattern: str) -> None:
         ("arn:aws:events:eu-west-1:123456789012:event-bus/default", ("events:PutEvents",)),
         ("arn:aws:states:eu-west-1:123456789012:stateMachine:x", ("states:StartExecution",)),
         ("arn:aws:ecs:eu-west-1:123456789012:task-definition/report:*", ("ecs:RunTask",)),
-        ("arn:aws:ecs:eu-west-1:123456789012:task/reports/*", ("ecs:DescribeTasks",)),
+        ("arn:aws:ecs:eu-west-1:123456789012:task/reports/*", ("ecs:DescribeTasks", "ecs:StopTask")),
         ("arn:aws:iam::123456789012:role/report-task", ("iam:PassRole",)),
     ],
 )

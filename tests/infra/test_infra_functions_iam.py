@@ -213,6 +213,7 @@ def test_target_permissions_are_exactly_the_context_patterns(custom_synth: Synth
             "states:StartExecution": {"arn:aws:states:eu-west-1:123456789012:stateMachine:nightly-*"},
             "ecs:RunTask": {"arn:aws:ecs:eu-west-1:123456789012:task-definition/report:*"},
             "ecs:DescribeTasks": {"arn:aws:ecs:eu-west-1:123456789012:task/reports/*"},
+            "ecs:StopTask": {"arn:aws:ecs:eu-west-1:123456789012:task/reports/*"},
             "iam:PassRole": {"arn:aws:iam::123456789012:role/report-task-*"},
         }
         assert set().union(*granted.values()) == patterns
