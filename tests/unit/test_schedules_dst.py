@@ -249,3 +249,12 @@ def test_zone_offset_applies_across_many_transitions() -> None:
     assert schedule.next_after(datetime.fromisoformat("2026-01-01T00:00:00+00:00")) == parse_instant(
         "2149-12-31T23:00:00Z"
     )
+
+
+def test_zone_without_transitions_over_many_years() -> None:
+    # Asia/Kolkata has had no transition since 1945: its offset segments are cut at year
+    # starts; crossing those cuts must neither repeat nor skip a slot.
+    got = run("0 0 1 1 *", "Asia/Kolkata", "2025-01-01T00:00:00Z", 10)
+    assert got == [f"{year}-12-31T18:30:00Z" for year in range(2025, 2035)]
+    got = run("30 5 29 2 *", "Asia/Kolkata", "2025-01-01T00:00:00Z", 3)
+    assert got == ["2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z", "2036-02-29T00:00:00Z"]

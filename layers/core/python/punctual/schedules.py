@@ -802,8 +802,11 @@ class CronSchedule(Schedule):
                 return wall - offset
             if after_end > offset and self._shift_gap and wall < end + after_end:
                 return end  # the wall time fell in the spring-forward gap: fire at its end
-            start, before, offset, end, after_end = zone.segment(end)
-            lo = start + offset
+            boundary = end
+            start, before, offset, end, after_end = zone.segment(boundary)
+            # From the boundary on, not from `start`: a pseudo-segment (cut at a year
+            # start) can begin before the boundary we came from.
+            lo = boundary + offset
 
 
 # -- cron parsing ----------------------------------------------------------------------
