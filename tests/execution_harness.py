@@ -169,7 +169,7 @@ class Rig:
         )
         return Dispatcher(self.store, self.queues, self.clock, config)
 
-    def poll(self, lookback: timedelta = timedelta(hours=2)) -> list[Timer]:
+    def poll(self, lookback: timedelta = timedelta(minutes=15)) -> list[Timer]:
         """What a poller does now: release every due timer not released before."""
         now = self.clock.now()
         due = [t for t in self.timers(now - lookback, now) if (t.pk, t.sk) not in self.released_timers]

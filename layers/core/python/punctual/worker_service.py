@@ -1,0 +1,320 @@
+"""The ECS worker for long jobs: ``python -m punctual.worker_service``.
+
+It long-polls the long queue(s) and runs up to ``concurrency`` executions at once, one thread
+each, through the same core as the Lambda worker (:mod:`punctual.execution`) in heartbeat mode:
+a heartbeat thread extends every running execution's lease (``lease_until``, a LEASE timer,
+and the message's visibility) every third of a lease.
+
+On SIGTERM (ECS stops a task: scale-in, deploy) it
+
+1. stops receiving; a message received after the signal goes straight back (visibility 0);
+2. lets running executions finish until the grace period ends (heartbeats go on);
+3. releases the rest: each goes RETRY_WAIT as *released* (not counted against the retry
+   policy), its next attempt is sent at once and its own message deleted, so another worker
+   takes it over without waiting for the lease to lapse; a late finish here is then fenced;
+4. exits 0, well inside ECS's stop timeout.
+
+Settings: the usual ``PUNCTUAL_*`` (:class:`punctual.settings.Settings`) plus
+``PUNCTUAL_WORKER_CONCURRENCY``, ``PUNCTUAL_WORKER_WAIT_S``, ``PUNCTUAL_WORKER_GRACE_S`` and
+``PUNCTUAL_WORKER_HEARTBEAT_S`` (:class:`ServiceSettings`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from punctual.execution import ERROR_BACKOFF_S, Claim, Delivery, Worker
+from punctual.queues import Received
+from punctual.settings import Settings, SettingsError
+from punctual.targets.base import TargetInvoker
+
+log = logging.getLogger("punctual.worker_service")
+
+_SQS_MAX_BATCH = 10
+_IDLE_PAUSE_S = 0.05  # after an empty receive (SQS long-polls; in-memory queues do not)
+
+
+class ServiceSettings(BaseModel):
+    """The ECS worker's own knobs (``PUNCTUAL_WORKER_*``)."""
+
+    concurrency: int = Field(default=4, ge=1, le=256)
+    wait_s: int = Field(default=10, ge=0, le=20)  # SQS long poll
+    grace_s: float = Field(default=90.0, ge=0, le=3600)  # keep it under the task's stopTimeout
+    heartbeat_s: float | None = Field(default=None, gt=0, le=3600)  # default: a third of the lease
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ServiceSettings:
+        env = os.environ if environ is None else environ
+        prefix = "PUNCTUAL_WORKER_"
+        values = {
+            name: env[prefix + name.upper()] for name in cls.model_fields if prefix + name.upper() in env
+        }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise SettingsError(f"{prefix}{str(first['loc'][0]).upper()}: {first['msg']}") from None
+
+
+class EmfMetrics:
+    """A MetricsSink that prints CloudWatch embedded-metric-format lines (sums per flush)."""
+
+    def __init__(self, namespace: str, service: str = "punctual-ecs-worker") -> None:
+        self.namespace = namespace
+        self.service = service
+        self._lock = threading.Lock()
+        self._sums: dict[tuple[str, str], float] = defaultdict(float)
+
+    def add(self, name: str, value: float, unit: str = "Count") -> None:
+        with self._lock:
+            self._sums[(name, unit)] += value
+
+    def flush(self) -> None:
+        with self._lock:
+            sums, self._sums = self._sums, defaultdict(float)
+        if not sums:
+            return
+        document: dict[str, Any] = {
+            "_aws": {
+                "Timestamp": int(time.time() * 1000),
+                "CloudWatchMetrics": [
+                    {
+                        "Namespace": self.namespace,
+                        "Dimensions": [["service"]],
+                        "Metrics": [{"Name": name, "Unit": unit} for name, unit in sums],
+                    }
+                ],
+            },
+            "service": self.service,
+            **{name: value for (name, _), value in sums.items()},
+        }
+        print(json.dumps(document), flush=True)
+
+
+class WorkerService:
+    """Receives, runs concurrently, heartbeats, and drains on stop.
+
+    Parameters
+    ----------
+    worker
+        The execution core in heartbeat mode (``lease_timers=True``).
+    queue_urls
+        The queues to long-poll, in turn.
+    concurrency
+        Executions run at once.
+    wait_s
+        The long poll of each receive.
+    grace_s
+        After :meth:`stop`, how long running executions may take before they are released.
+    heartbeat_s
+        Seconds between heartbeats (default: a third of the lease).
+    """
+
+    def __init__(
+        self,
+        worker: Worker,
+        queue_urls: Sequence[str],
+        *,
+        concurrency: int = 4,
+        wait_s: int = 10,
+        grace_s: float = 90.0,
+        heartbeat_s: float | None = None,
+        metrics_flush_s: float = 60.0,
+    ) -> None:
+        if not queue_urls:
+            raise ValueError("the ECS worker needs at least one queue URL")
+        self.worker = worker
+        self.queues = worker.queues
+        self.queue_urls = list(queue_urls)
+        self.concurrency = concurrency
+        self.wait_s = wait_s
+        self.grace_s = grace_s
+        self.heartbeat_s = heartbeat_s or max(worker.config.lease_s / 3, 1.0)
+        self.metrics_flush_s = metrics_flush_s
+        self._stop = threading.Event()
+        self._stopped_at: float | None = None
+        self._cond = threading.Condition()
+        self._running: set[threading.Thread] = set()
+        self._claims: dict[threading.Thread, Claim] = {}
+        self._released_all = False
+
+    # ------------------------------------------------------------------ control
+
+    def stop(self) -> None:
+        """Stop taking work; :meth:`run` then drains and returns. Safe from a signal handler."""
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM (ECS) and SIGINT (a terminal) start the drain."""
+
+        def on_signal(signum: int, frame: object) -> None:
+            log.info("signal %d: draining", signum)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    @property
+    def active(self) -> int:
+        """Executions (or claims in progress) running now."""
+        with self._cond:
+            return len(self._running)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        """Work until :meth:`stop`, then drain: finish or release everything running."""
+        threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True).start()
+        turn = 0
+        while not self._stop.is_set():
+            with self._cond:
+                while len(self._running) >= self.concurrency and not self._stop.is_set():
+                    self._cond.wait(0.5)
+                free = self.concurrency - len(self._running)
+            if self._stop.is_set():
+                break
+            url = self.queue_urls[turn % len(self.queue_urls)]
+            turn += 1
+            try:
+                received = self.queues.receive(
+                    url, min(free, _SQS_MAX_BATCH), self.wait_s, self.worker.config.lease_s
+                )
+            except Exception:
+                log.exception("receive from %s failed", url)
+                self._stop.wait(1.0)
+                continue
+            if not received:
+                self._stop.wait(_IDLE_PAUSE_S)
+            for item in received:
+                if self._stop.is_set():
+                    self._give_back(url, item)
+                else:
+                    self._start(url, item)
+        self._drain()
+        self._flush_metrics()
+
+    def _start(self, url: str, item: Received) -> None:
+        thread = threading.Thread(
+            target=self._execute, args=(url, item), name=f"run-{item.message.job_id}", daemon=True
+        )
+        with self._cond:
+            self._running.add(thread)
+        thread.start()
+
+    def _execute(self, url: str, item: Received) -> None:
+        me = threading.current_thread()
+        delivery = Delivery(url, item.receipt, item.receive_count)
+        try:
+            if self._stop.is_set():
+                self._give_back(url, item)
+                return
+            claim = self.worker.claim(item.message, delivery)
+            if not claim.claimed:
+                if claim.ack:
+                    self.queues.delete(url, item.receipt)
+                return  # a WAITING message had its visibility set by the core
+            with self._cond:
+                self._claims[me] = claim
+                late = self._released_all
+            if late:  # claimed after the drain released everything: hand it back too
+                self.worker.release(claim)
+                return
+            self.worker.finish(claim, self.worker.run(claim))
+            if not (claim.released or claim.detached):
+                self.queues.delete(url, item.receipt)
+        except Exception:
+            log.exception("execution of %s %s failed in the worker", item.message.job_id, item.message.slot)
+            self._give_back(url, item, ERROR_BACKOFF_S)
+        finally:
+            with self._cond:
+                self._running.discard(me)
+                self._claims.pop(me, None)
+                self._cond.notify_all()
+
+    def _give_back(self, url: str, item: Received, after_s: int = 0) -> None:
+        try:
+            self.queues.change_visibility(url, item.receipt, after_s)
+        except Exception:  # its visibility timeout brings it back anyway
+            log.warning("could not return message %s", item.message_id, exc_info=True)
+
+    def _heartbeats(self) -> None:
+        last_flush = time.monotonic()
+        while True:
+            time.sleep(self.heartbeat_s)
+            with self._cond:
+                claims = [claim for claim in self._claims.values() if claim.live]
+            for claim in claims:
+                try:
+                    self.worker.heartbeat(claim)
+                except Exception:
+                    log.exception("heartbeat of %s %s failed", claim.message.job_id, claim.message.slot)
+            if time.monotonic() - last_flush >= self.metrics_flush_s:
+                self._flush_metrics()
+                last_flush = time.monotonic()
+
+    def _drain(self) -> None:
+        deadline = (self._stopped_at or time.monotonic()) + self.grace_s
+        with self._cond:
+            while self._running and time.monotonic() < deadline:
+                self._cond.wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
+            self._released_all = True
+            leftover = list(self._claims.values())
+        released = 0
+        for claim in leftover:
+            try:
+                released += self.worker.release(claim)
+            except Exception:
+                log.exception("release of %s %s failed", claim.message.job_id, claim.message.slot)
+        log.info("drained: %d released, %d still running threads abandoned", released, self.active)
+
+    def _flush_metrics(self) -> None:
+        flush = getattr(self.worker.metrics, "flush", None)
+        if callable(flush):
+            flush()
+
+
+def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = None) -> int:
+    """Run the ECS worker until SIGTERM; return the exit status.
+
+    Parameters
+    ----------
+    argv
+        Unused (configuration is the environment); accepted for the ``-m`` entry point.
+    invoker
+        Replaces the production target invoker (tests, local mode).
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = Settings.from_env()
+    knobs = ServiceSettings.from_env()
+    urls = settings.long_queue_urls or settings.short_queue_urls
+    metrics = EmfMetrics(os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"))
+    worker = Worker.from_settings(settings, lease_timers=True, invoker=invoker, metrics=metrics)
+    service = WorkerService(
+        worker,
+        urls,
+        concurrency=knobs.concurrency,
+        wait_s=knobs.wait_s,
+        grace_s=knobs.grace_s,
+        heartbeat_s=knobs.heartbeat_s,
+    )
+    service.install_signal_handlers()
+    log.info("ECS worker polling %s with %d slots", urls, knobs.concurrency)
+    service.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,246 @@
+"""The ECS worker: concurrency, heartbeats, and SIGTERM mid-run (a real process against moto server).
+
+Run as a script (``python test_worker_service.py <gate dir>``) this file is the worker process
+under test: ``punctual.worker_service.main`` with a target whose runs are gated by files.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from punctual.targets.base import SlotContext, TargetResult
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE = "punctual-ecs-test"
+REGION = "us-east-1"
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = 30.0) -> Any:
+    """Poll ``condition`` until it is truthy; fail with ``what`` after a generous deadline."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class GatedTarget:
+    """A target whose runs hold until a file says go: ``started-<job>-<attempt>`` on entry,
+    ``done-<job>-<attempt>`` on success. A payload ``{"hold_attempt": n}`` makes attempt n
+    wait for ``go-<job>``."""
+
+    def __init__(self, gates: Path) -> None:
+        self.gates = gates
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        name = f"{ctx.job_id}-{ctx.attempt}"
+        (self.gates / f"started-{name}").touch()
+        if isinstance(payload, dict) and payload.get("hold_attempt") == ctx.attempt:
+            while not (self.gates / f"go-{ctx.job_id}").exists():
+                time.sleep(0.02)
+        (self.gates / f"done-{name}").touch()
+        return TargetResult.ok(f"ran {name}")
+
+
+# --------------------------------------------------------------------------- SIGTERM, for real
+
+
+@dataclass
+class Cloud:
+    endpoint: str
+    dynamodb: Any
+    sqs: Any
+    queue_url: str
+    failed_url: str
+
+
+@pytest.fixture
+def cloud() -> Iterator[Cloud]:
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    try:
+        from punctual.store.dynamo import table_definition
+
+        dynamodb = boto3.client("dynamodb", region_name=REGION, endpoint_url=endpoint)
+        dynamodb.create_table(**table_definition(TABLE))
+        sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
+        queue_url = sqs.create_queue(
+            QueueName="punctual-long-0.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "600"}
+        )["QueueUrl"]
+        failed_url = sqs.create_queue(QueueName="punctual-failed")["QueueUrl"]
+        yield Cloud(endpoint, dynamodb, sqs, queue_url, failed_url)
+    finally:
+        server.stop()
+
+
+def start_worker(cloud: Cloud, gates: Path, name: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": cloud.endpoint,
+        "AWS_DEFAULT_REGION": REGION,
+        "PUNCTUAL_TABLE_NAME": TABLE,
+        "PUNCTUAL_LONG_QUEUE_URLS": cloud.queue_url,
+        "PUNCTUAL_FAILED_QUEUE_URL": cloud.failed_url,
+        "PUNCTUAL_SHARD_COUNT": "4",
+        "PUNCTUAL_NEAR_SHARD_COUNT": "2",
+        # A lease far longer than the test: only a release can explain a prompt takeover.
+        "PUNCTUAL_LEASE_S": "600",
+        "PUNCTUAL_WORKER_CONCURRENCY": "4",
+        "PUNCTUAL_WORKER_WAIT_S": "1",
+        "PUNCTUAL_WORKER_GRACE_S": "2",
+        "PUNCTUAL_WORKER_HEARTBEAT_S": "0.5",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "layers" / "core" / "python"), str(ROOT / "tests")]),
+    }
+    log = open(gates / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [sys.executable, __file__, str(gates)], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def test_sigterm_mid_run_finishes_or_releases_and_nothing_is_lost_or_doubled(
+    cloud: Cloud, tmp_path: Path
+) -> None:
+    from factories import job as make_job
+    from punctual.models import ExecutionStatus
+    from punctual.queues import DispatchMessage, SqsQueues
+    from punctual.store.dynamo import DynamoStore
+    from punctual.timers import slot_key
+
+    store = DynamoStore(cloud.dynamodb, TABLE)
+    now = datetime.now(UTC).replace(microsecond=0)
+    # Given two long ECS jobs: "quick" finishes during the grace period, "stuck" outlasts it
+    jobs = {
+        name: make_job(name, now=now, runtime="ecs", timeout_seconds=3600, payload={"hold_attempt": 1})
+        for name in ("quick", "stuck")
+    }
+    for job in jobs.values():
+        store.create_job(job, None, max_jobs=10)
+    slot = now - timedelta(seconds=5)
+    stamp = slot.isoformat().replace("+00:00", "Z")
+    messages = [DispatchMessage("default", j.id, slot_key(slot), stamp, 1, j.version) for j in jobs.values()]
+    SqsQueues(cloud.sqs).send(cloud.queue_url, messages)
+    first = start_worker(cloud, tmp_path, "worker-a")
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        # When worker A is running both, it gets SIGTERM; "quick" is let go during the grace period
+        wait_for(lambda: all((tmp_path / f"started-{n}-1").exists() for n in jobs), "both runs to start")
+        first.send_signal(signal.SIGTERM)
+        (tmp_path / "go-quick").touch()
+        assert first.wait(timeout=30) == 0
+        # Then "quick" finished on A; "stuck" was handed back, not lost, without waiting for its lease
+        quick = store.get_execution("default", "quick", slot_key(slot))
+        assert quick is not None and (quick.status, quick.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+        stuck = store.get_execution("default", "stuck", slot_key(slot))
+        assert stuck is not None and (stuck.status, stuck.releases) == (ExecutionStatus.RETRY_WAIT, 1)
+        # When worker B starts, it takes "stuck" over as attempt 2 at once (the lease is 10 minutes)
+        second = start_worker(cloud, tmp_path, "worker-b")
+
+        def stuck_done() -> bool:
+            record = store.get_execution("default", "stuck", slot_key(slot))
+            return record is not None and record.status is ExecutionStatus.SUCCEEDED
+
+        wait_for(stuck_done, "the takeover of the released run")
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=30) == 0
+    finally:
+        stop_process(first)
+        if second is not None:
+            stop_process(second)
+        (tmp_path / "go-stuck").touch()  # let go of anything still waiting
+    # Then each slot succeeded exactly once; "stuck" lists its released attempt; nothing is left over
+    stuck = store.get_execution("default", "stuck", slot_key(slot))
+    assert stuck is not None
+    assert [(a.attempt, a.status.value) for a in stuck.attempts] == [(1, "RETRY_WAIT"), (2, "SUCCEEDED")]
+    done = sorted(p.name for p in tmp_path.glob("done-*"))
+    assert done == ["done-quick-1", "done-stuck-2"]
+    assert not (tmp_path / "started-quick-2").exists()
+    leftover = cloud.sqs.receive_message(QueueUrl=cloud.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+    assert leftover.get("Messages", []) == []
+    failed = cloud.sqs.receive_message(QueueUrl=cloud.failed_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+    assert failed.get("Messages", []) == []
+
+
+# --------------------------------------------------------------------------- in one process
+
+
+def test_runs_several_at_once_heartbeats_and_never_exceeds_its_concurrency(tmp_path: Path) -> None:
+    from execution_harness import LONG, Rig
+
+    from punctual.clock import SystemClock
+    from punctual.models import ExecutionStatus
+    from punctual.store.memory import MemoryStore
+    from punctual.timers import TimerKind, slot_key
+    from punctual.worker_service import WorkerService
+
+    # Given five held ECS runs and a service with three slots and a short heartbeat
+    clock = SystemClock()
+    rig = Rig(MemoryStore(), clock)  # type: ignore[arg-type]
+    rig.target = GatedTarget(tmp_path)  # type: ignore[assignment]
+    now = clock.now().replace(microsecond=0)
+    names = [f"job-{i}" for i in range(5)]
+    for name in names:
+        job = rig.add_job(name, runtime="ecs", timeout_seconds=3600, payload={"hold_attempt": 1})
+        rig.send(rig.message(job, now), queue=LONG)
+    service = WorkerService(
+        rig.worker(lease_timers=True, lease_s=30),
+        [LONG],
+        concurrency=3,
+        wait_s=0,
+        grace_s=30,
+        heartbeat_s=0.05,
+    )
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        # When three have started
+        wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 3, "three runs to start")
+        first_three = {p.name.removeprefix("started-").removesuffix("-1") for p in tmp_path.glob("started-*")}
+        # Then they heartbeat (lease timers keep being written) and no fourth starts meanwhile
+        wait_for(lambda: len(rig.timers(now, now + timedelta(minutes=5), TimerKind.LEASE)) >= 9, "heartbeats")
+        assert len(list(tmp_path.glob("started-*"))) == 3
+        # When they finish, the other two run
+        for name in first_three:
+            (tmp_path / f"go-{name}").touch()
+        wait_for(lambda: len(list(tmp_path.glob("started-*"))) == 5, "the remaining runs to start")
+        for name in names:
+            (tmp_path / f"go-{name}").touch()
+        wait_for(lambda: len(list(tmp_path.glob("done-*"))) == 5, "all runs to finish")
+    finally:
+        service.stop()
+        runner.join(timeout=30)
+    assert not runner.is_alive()
+    for name in names:
+        record = rig.store.get_execution("default", name, slot_key(now))
+        assert record is not None and (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+    assert rig.queues.all_messages() == []
+
+
+if __name__ == "__main__":  # the worker process of the SIGTERM test
+    from punctual.worker_service import main
+
+    sys.exit(main(invoker=GatedTarget(Path(sys.argv[1]))))
