@@ -1,0 +1,150 @@
+"""The ``punctual`` command.
+
+Each verb is one ``_add_<verb>`` function that registers its sub-parser and sets
+``handler`` to a function ``(args, out) -> int``; :data:`VERBS` lists them, so a new
+verb is a new pair of functions and one entry there. Every error, argparse's own
+included, is one line on stderr (``punctual: error: ...``) with exit status 2 and
+nothing on stdout; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import NoReturn, TextIO
+
+from punctual.clock import SystemClock
+from punctual.schedules import ScheduleError, format_instant, parse_instant, parse_schedule
+
+PROG = "punctual"
+MAX_COUNT = 1000
+
+Handler = Callable[[argparse.Namespace, TextIO], int]
+
+
+class UsageError(Exception):
+    """Bad input found after argument parsing; reported like an argparse error."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and never exit mid-way through a test."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(" ".join(message.split()))
+
+
+def _instant(text: str) -> datetime:
+    try:
+        return parse_instant(text)
+    except ScheduleError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text[:20]}' is not a whole number") from None
+    if not 1 <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_COUNT}, got {value}")
+    return value
+
+
+# -- next ---------------------------------------------------------------------------------
+
+
+def _add_next(verbs: argparse._SubParsersAction[_Parser]) -> None:
+    parser = verbs.add_parser(
+        "next",
+        help="print the next slots of a schedule expression",
+        description=(
+            "Print the next slots of EXPRESSION, one per line, as YYYY-MM-DDTHH:MM:SSZ (UTC). "
+            "delay(...) prints only its first slot; after(...) has no time slots."
+        ),
+    )
+    parser.add_argument(
+        "expression", metavar="EXPRESSION", help="cron(...), 5-field cron, rate(...), at(...), delay(...)"
+    )
+    parser.add_argument("--tz", default="UTC", metavar="ZONE", help="IANA time zone (default: UTC)")
+    parser.add_argument(
+        "--after", type=_instant, metavar="INSTANT", help="slots strictly after this instant (default: now)"
+    )
+    parser.add_argument(
+        "--start",
+        type=_instant,
+        metavar="INSTANT",
+        help="anchor of rate(...) and delay(...) (default: the --after instant); ignored by other kinds",
+    )
+    parser.add_argument(
+        "--count", type=_count, default=5, metavar="N", help=f"how many slots, 1-{MAX_COUNT} (default: 5)"
+    )
+    parser.set_defaults(handler=_cmd_next)
+
+
+def _cmd_next(args: argparse.Namespace, out: TextIO) -> int:
+    # The only place this verb reads the clock; the schedule code never does.
+    after: datetime = args.after if args.after is not None else SystemClock().now()
+    # No --start: the schedule's own default anchor, `after` (so rate's first slot is after + N).
+    anchor: datetime | None = args.start
+    try:
+        schedule = parse_schedule(args.expression, args.tz, now=after)
+    except ScheduleError as exc:
+        raise UsageError(str(exc)) from None
+    if schedule.kind == "after":
+        raise UsageError(
+            f"{schedule.expression} has no time slots: after(...) jobs fire when their parents succeed"
+        )
+    slots = schedule.slots(after, anchor, args.count)
+    out.write("".join(f"{format_instant(slot)}\n" for slot in slots))
+    return 0
+
+
+# -- the command ----------------------------------------------------------------------------
+
+VERBS: list[Callable[[argparse._SubParsersAction[_Parser]], None]] = [_add_next]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``punctual`` argument parser with every verb in :data:`VERBS`."""
+    parser = _Parser(prog=PROG, description="Punctual: a serverless, distributed job scheduler.")
+    verbs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    verbs.required = True
+    for add in VERBS:
+        add(verbs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``punctual`` command.
+
+    Parameters
+    ----------
+    argv
+        The arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 for invalid input (one line on stderr).
+    """
+    out, err = sys.stdout, sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        handler: Handler = args.handler
+        return handler(args, out)
+    except UsageError as exc:
+        err.write(f"{PROG}: error: {exc}\n")
+        return 2
+    except SystemExit as exc:  # --help and --version exit through argparse
+        return exc.code if isinstance(exc.code, int) else 0
+    except BrokenPipeError:  # `punctual next ... | head -1`
+        return 0
+    except Exception as exc:  # a bug, not bad input: still one line, but status 1
+        err.write(f"{PROG}: error: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
