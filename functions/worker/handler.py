@@ -38,8 +38,9 @@ def worker() -> Worker:
 
 
 @tracer.capture_method
-def record_handler(record: SQSRecord) -> None:
-    worker().process_sqs_record(record.raw_event)
+def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
+    # A FIFO batch runs one after another: never start a run this invocation cannot finish.
+    worker().process_sqs_record(record.raw_event, lambda_context.get_remaining_time_in_millis() / 1000)
 
 
 @logger.inject_lambda_context

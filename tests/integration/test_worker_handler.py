@@ -35,9 +35,10 @@ class LambdaContext:
     memory_limit_in_mb: int = 512
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:punctual-worker"
     aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"
+    remaining_ms: int = 900_000
 
     def get_remaining_time_in_millis(self) -> int:
-        return 900_000
+        return self.remaining_ms
 
 
 @dataclass
@@ -110,8 +111,8 @@ def sqs_event(env: Env, max_messages: int = 10) -> dict[str, Any]:
     }
 
 
-def invoke(env: Env, event: dict[str, Any]) -> dict[str, Any]:
-    response: dict[str, Any] = env.handler.handler(event, LambdaContext())
+def invoke(env: Env, event: dict[str, Any], context: LambdaContext | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = env.handler.handler(event, context or LambdaContext())
     # What the event source mapping does with a partial batch response: delete the others.
     failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
     for record in event["Records"]:
@@ -204,3 +205,20 @@ def test_a_malformed_record_is_dropped_not_retried_forever(env: Env) -> None:
     )
     assert invoke(env, sqs_event(env)) == {"batchItemFailures": []}
     assert env.target.calls == []
+
+
+def test_a_run_that_could_outlast_the_invocation_is_not_started(env: Env) -> None:
+    # Given a job with a 300 s timeout, delivered to an invocation with 100 s left
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = add_job(env, "job-long", timeout_seconds=300)
+    SqsQueues(env.sqs).send(env.queue_url, [message(job, now)])
+    event = sqs_event(env)
+    response = invoke(env, event, LambdaContext(remaining_ms=100_000))
+    # Then it is handed back untouched, visible at once for the next invocation
+    assert [item["itemIdentifier"] for item in response["batchItemFailures"]] == [
+        event["Records"][0]["messageId"]
+    ]
+    assert env.target.calls == []
+    assert env.store.get_execution(job.tenant, job.id, slot_key(now)) is None
+    assert invoke(env, sqs_event(env)) == {"batchItemFailures": []}
+    assert env.target.calls_for(job.id) == [(slot_key(now), 1)]

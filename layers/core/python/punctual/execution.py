@@ -68,6 +68,7 @@ MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on the record
 OVERLAP_LOOKBACK = 4  # newest records read by the overlap check
 MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
 ERROR_BACKOFF_S = 10  # an unexpected error returns the message after this long
+FINISH_MARGIN_S = 30  # time a Lambda keeps after a run's timeout to record its result
 MAX_SUMMARY_CHARS = 500
 _CLAIM_ROUNDS = 5
 _LIVE = frozenset({ExecutionStatus.RUNNING})
@@ -517,7 +518,9 @@ class Worker:
 
     # ------------------------------------------------------------------ the whole path
 
-    def process(self, message: DispatchMessage, delivery: Delivery | None = None) -> HandleResult:
+    def process(
+        self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
+    ) -> HandleResult:
         """Claim, run and finish one message.
 
         Parameters
@@ -527,13 +530,16 @@ class Worker:
         delivery
             Its queue and receipt; needed to return it to the queue (WAITING) and to
             hand it back on shutdown. Without it the caller returns the message itself.
+        time_left_s
+            What remains of a Lambda invocation: a run that could outlast it is not started
+            (the message goes back at once for the next invocation).
 
         Returns
         -------
         HandleResult
             ``ack`` says whether the shell should delete the message.
         """
-        claim = self.claim(message, delivery)
+        claim = self.claim(message, delivery, time_left_s)
         if not claim.claimed:
             return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
         result = self.run(claim)
@@ -541,8 +547,8 @@ class Worker:
         outcome = "superseded" if finished.superseded else (finished.status or ExecutionStatus.RUNNING).value
         return HandleResult(outcome, not (claim.released or claim.detached), None, finished.execution)
 
-    def process_sqs_record(self, record: Mapping[str, Any]) -> HandleResult:
-        """Process one record of a Lambda SQS event (its raw dict).
+    def process_sqs_record(self, record: Mapping[str, Any], time_left_s: float | None = None) -> HandleResult:
+        """Process one record of a Lambda SQS event (its raw dict); see :meth:`process`.
 
         A malformed body is logged and dropped. A message that must come back later raises
         :class:`MessageReturned` after its visibility was set, so the batch processor reports
@@ -569,7 +575,7 @@ class Worker:
             self.metrics.add("MalformedMessages", 1)
             return HandleResult("malformed", True)
         try:
-            handled = self.process(message, delivery)
+            handled = self.process(message, delivery, time_left_s)
         except Exception:
             self._return_later(delivery, ERROR_BACKOFF_S)
             raise
@@ -610,7 +616,9 @@ class Worker:
 
     # ------------------------------------------------------------------ claim
 
-    def claim(self, message: DispatchMessage, delivery: Delivery | None = None) -> Claim:
+    def claim(
+        self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
+    ) -> Claim:
         """Take the attempt ``message.attempt`` of the slot, or say why not.
 
         Returns
@@ -624,6 +632,9 @@ class Worker:
             log.info("job %s is gone; dropping slot %s", message.job_id, message.slot)
             self.metrics.add("StaleMessages", 1)
             return Claim(ClaimOutcome.STALE, message, delivery, reason="job is gone")
+        if time_left_s is not None and job.timeout_seconds + FINISH_MARGIN_S > time_left_s:
+            self.metrics.add("DeferredForTime", 1)
+            return self._wait(message, delivery, job, 0, "not enough time left in this invocation", None)
         fresh = message.attempt == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)
         # A first attempt creates the record; on conflict the store returns the record as it
         # is, so the common path costs no read.
