@@ -24,6 +24,7 @@ class ConfigError(ValueError):
 DEFAULTS: dict[str, Any] = {
     "stackName": c.DEFAULT_STACK_NAME,
     "layerAssetDir": c.LAYER_ASSET_DIR,
+    "functionsDir": c.FUNCTIONS_DIR,
     "shardCount": c.SHARD_COUNT,
     "nearShardCount": c.NEAR_SHARD_COUNT,
     "farThresholdS": c.FAR_THRESHOLD_S,
@@ -105,6 +106,7 @@ class PunctualConfig:
 
     stack_name: str
     layer_asset_dir: str
+    functions_dir: str
     shard_count: int
     near_shard_count: int
     far_threshold_s: int
@@ -156,6 +158,7 @@ class PunctualConfig:
         cfg = cls(
             stack_name=reader.text("stackName"),
             layer_asset_dir=reader.text("layerAssetDir"),
+            functions_dir=reader.text("functionsDir"),
             shard_count=reader.integer("shardCount", 1, 100_000),
             near_shard_count=reader.integer("nearShardCount", 1, 10_000),
             far_threshold_s=reader.integer("farThresholdS", 10, 3600),

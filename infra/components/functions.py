@@ -114,12 +114,15 @@ class LambdaRuntime(Construct):
         reserved_concurrency: int | None = None,
     ) -> PunctualFunction:
         """A function whose code is ``functions/<name>/`` and entry point ``handler.handler``."""
+        code_dir = Path(self._config.functions_dir) / name
+        if not (code_dir / "handler.py").is_file():
+            raise FileNotFoundError(f"the {name} function has no handler: {code_dir}/handler.py is missing")
         return PunctualFunction(
             scope,
             construct_id,
             config=self._config,
             layer=self.layer,
-            code_dir=str(Path(c.FUNCTIONS_DIR) / name),
+            code_dir=str(code_dir),
             description=description,
             timeout_s=timeout_s,
             memory_mb=memory_mb,

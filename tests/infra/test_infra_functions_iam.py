@@ -6,7 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdk_helpers import REPO_ROOT, Synth, actions_on, as_list, join_parts, role_statements, statements_by_role
+from cdk_helpers import (
+    REPO_ROOT,
+    Synth,
+    actions_on,
+    as_list,
+    join_parts,
+    missing_handlers,
+    role_statements,
+    statements_by_role,
+)
 
 CONTRACT_ENVIRONMENT = {
     "PUNCTUAL_TABLE_NAME",
@@ -84,9 +93,16 @@ def test_each_function_ships_exactly_its_own_folder(default_synth: Synth) -> Non
     for name, function in _functions(default_synth).items():
         staged = default_synth.outdir / function["Metadata"]["aws:asset:path"]
 
-        assert _files(staged) == _files(REPO_ROOT / "functions" / name), name
+        assert _files(staged) == _files(Path(default_synth.stack.config.functions_dir) / name), name
     tick = _functions(default_synth)["tick"]
     assert (default_synth.outdir / tick["Metadata"]["aws:asset:path"] / "handler.py").is_file()
+
+
+def test_every_function_has_its_handler_written() -> None:
+    """The contract: functions/<name>/handler.py defines ``handler`` (others write them)."""
+    assert missing_handlers() == []
+    for name in ("api", "poller", "worker", "tick"):
+        assert "def handler(" in (REPO_ROOT / "functions" / name / "handler.py").read_text(), name
 
 
 def test_timeouts_fit_each_role(default_synth: Synth) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdk_helpers import Synth, synthesise
+from cdk_helpers import Synth, functions_dir, synthesise
 
 # Every acknowledged AwsSolutions rule, by the construct it sits on (stack name left out).
 # A new acknowledgment must be added here on purpose, with its reason in the construct.
@@ -174,9 +174,13 @@ def test_pending_vpc_lookup_still_synthesises_so_the_cli_can_resolve_it(
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:
-        app, _ = build_app(
-            {"stackName": "PunctualPending", "vpcId": VPC_ID, "layerAssetDir": "layers/core"}, str(outdir)
-        )
+        context = {
+            "stackName": "PunctualPending",
+            "vpcId": VPC_ID,
+            "layerAssetDir": "layers/core",
+            "functionsDir": functions_dir(outdir.with_name(outdir.name + "-functions")),
+        }
+        app, _ = build_app(context, str(outdir))
         # When it is synthesised, Then it does not fail on the placeholder VPC...
         app.synth()
     finally:
