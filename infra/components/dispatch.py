@@ -156,6 +156,9 @@ class Dispatch(Construct):
         log_group = logs.LogGroup(
             self,
             "StateMachineLogs",
+            # The vended-logs prefix spares the account's 5,120-character CloudWatch Logs resource
+            # policy, which Step Functions would otherwise extend for every state machine.
+            log_group_name=f"/aws/vendedlogs/states/{cdk.Stack.of(self).stack_name}-minutes",
             retention=retention(config.log_retention_days),
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
