@@ -52,6 +52,10 @@ from punctual.schedules import DstOptions, ScheduleError, parse_instant, parse_s
         ("cron(0 9 32W * ? *)", "day-of-month '32' out of range 1-31"),
         ("cron(0 9 L-3 * ? *)", "day-of-month 'L-3' is not supported"),
         ("cron(0 9 ? * 8L *)", "day-of-week '8' out of range 1-7"),
+        ("cron(0 9 W * ? *)", "day-of-month 'W' is missing a value"),
+        ("cron(0 9 ? * #2 *)", "day-of-week '#2' is missing a value"),
+        ("cron(0 9-,5 * * ? *)", "hour '9-' is missing a value"),
+        ("cron(0 9 ? * 1-7-2 *)", "day-of-week '7-2' is not a number or day name"),
         # never fires
         ("cron(0 0 31 2 ? *)", "never fires: no date has day-of-month '31', month '2'"),
         ("cron(0 0 30 2 ? *)", "never fires"),

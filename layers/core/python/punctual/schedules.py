@@ -397,8 +397,11 @@ class _FieldParser:
     def fail(self, message: str) -> ScheduleError:
         return ScheduleError(f"{self.prefix}: {message}")
 
-    def value(self, token: str) -> int:
+    def value(self, token: str, whole: str) -> int:
+        """One number or name; ``whole`` is the list item it came from, for messages."""
         fd = self.fd
+        if not token:
+            raise self.fail(f"{fd.name} '{whole}' is missing a value")
         if fd.names is not None and token.upper() in fd.names:
             return fd.names[token.upper()]
         if not _NUMBER.fullmatch(token):
@@ -426,11 +429,11 @@ class _FieldParser:
             lo, hi = fd.lo, fd.hi
         elif "-" in base:
             first, _, last = base.partition("-")
-            lo, hi = self.value(first), self.value(last)
+            lo, hi = self.value(first, token), self.value(last, token)
             if lo > hi:
                 raise self.fail(f"{fd.name} range '{base}' is reversed (start after end)")
         else:
-            lo = self.value(base)
+            lo = self.value(base, token)
             hi = fd.hi if slash else lo
         return set(range(lo, hi + 1, step))
 
@@ -522,7 +525,7 @@ def _parse_aws_dom(prefix: str, text: str) -> _DomSpec:
         elif upper == "LW":
             last_weekday = True
         elif upper.endswith("W"):
-            nearest.append(parser.value(token[:-1]))
+            nearest.append(parser.value(token[:-1], token))
         elif "#" in token:
             raise parser.fail(f"'#' is only allowed in day-of-week, got day-of-month '{token}'")
         elif upper.startswith("L"):
@@ -541,14 +544,14 @@ def _parse_aws_dow(prefix: str, text: str) -> _DowSpec:
         upper = token.upper()
         if "#" in token:
             day, _, occurrence = token.partition("#")
-            wd = _aws_weekday(parser.value(day))
+            wd = _aws_weekday(parser.value(day, token))
             if not _NUMBER.fullmatch(occurrence) or not 1 <= int(occurrence) <= 5:
                 raise parser.fail(f"day-of-week '{token}': the occurrence after '#' must be 1-5")
             nth.append((wd, int(occurrence)))
         elif upper == "L":
             weekdays.add(_aws_weekday(7))  # 'L' alone is the last day of the week: Saturday
         elif upper.endswith("L"):
-            last_of.append(_aws_weekday(parser.value(token[:-1])))
+            last_of.append(_aws_weekday(parser.value(token[:-1], token)))
         elif upper.endswith("W"):
             raise parser.fail(f"'W' is only allowed in day-of-month, got day-of-week '{token}'")
         else:
