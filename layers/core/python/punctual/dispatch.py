@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -319,15 +318,18 @@ class Dispatcher:
         stop: Callable[[], bool] | None = None,
     ) -> ReleaseReport:
         """Own (``minute``, ``group`` of ``group_count``) until the minute and its grace are over."""
+        return self.minute_run(minute, group, group_count).run(stop or (lambda: False))
+
+    def minute_run(self, minute: datetime, group: int = 0, group_count: int = 1) -> MinuteRun:
+        """The poller of one (minute, group), to drive step by step (tests, local mode)."""
         minute = minute_of(minute)
         layout = self.config.layout
         far = layout.shards_of_group(Lane.FAR, group, group_count)
         near = layout.shards_of_group(Lane.NEAR, group, group_count)
-        run = _MinuteRun(self, minute, far, near)
-        return run.run(stop or (lambda: False))
+        return MinuteRun(self, minute, far, near)
 
 
-class _MinuteRun:
+class MinuteRun:
     """The state of one poller for one minute: held timers, near-lane cursors, failures."""
 
     def __init__(self, dispatcher: Dispatcher, minute: datetime, far: list[int], near: list[int]) -> None:
@@ -342,7 +344,9 @@ class _MinuteRun:
         self.failed_shards: set[tuple[Lane, int]] = set()
         self.report = ReleaseReport()
         self.previous_checked = False
-        self._lock = threading.Lock()
+        self.unread: set[int] = set()
+        self.next_poll = minute
+        self.last_near_ms: int | None = None
 
     def hold(self, timers: Iterable[Timer]) -> None:
         for timer in timers:
@@ -353,48 +357,59 @@ class _MinuteRun:
             heapq.heappush(self.heap, (timer.due_ms, timer.sk, timer))
 
     def run(self, stop: Callable[[], bool]) -> ReleaseReport:
-        d = self.d
-        cfg = d.config
-        both = {Lane.FAR: self.far, Lane.NEAR: self.near}
-        # 1. Old buckets first: an outage is caught up from where it stopped.
-        self._guarded(lambda: self.report.merge(d.catch_up(both, self.minute - timedelta(minutes=1))))
-        # 2. Read this minute's far buckets once, ahead of time (a failed read is retried below).
-        unread = {shard for shard in self.far if not self._read(Lane.FAR, shard)}
-        next_poll = d.clock.now()
-        last_near_ms: int | None = None
+        """Start, step until the minute and its grace are over, finish."""
+        self.start()
         while not stop():
-            now = d.clock.now()
-            if now >= self.final:
+            wake = self.step()
+            if wake is None:
                 break
-            if not self.previous_checked and now >= self.minute + timedelta(seconds=2 * cfg.grace_s):
-                # The previous minute's poller ran until minute + grace: past that, drain what
-                # it left (it died), if anything. Waiting one more grace avoids racing it.
-                self.previous_checked = True
-                self._guarded(lambda: self.report.merge(d.catch_up(both, self.minute)))
-            if now >= next_poll:
-                unread = {shard for shard in unread if not self._read(Lane.FAR, shard)}
-                now_ms = to_ms(now)
-                horizon = now_ms + int(cfg.poll_interval_s * 1000)
-                start = (
-                    last_near_ms if last_near_ms is not None else to_ms(self.minute)
-                ) - cfg.near_lookback_ms
-                ok = [self._read(Lane.NEAR, shard, start, horizon) for shard in self.near]
-                if all(ok):  # on a failed read, look back again from the same place next time
-                    last_near_ms = now_ms
-                next_poll = now + timedelta(seconds=cfg.poll_interval_s)
-            self._release_due()
-            wake = next_poll
-            if self.heap:
-                wake = min(wake, from_ms(self.heap[0][0]))
-            wake = min(wake, self.final)
-            d.clock.sleep(max(0.0, (wake - d.clock.now()).total_seconds()))
+            self.d.clock.sleep(max(0.0, (wake - self.d.clock.now()).total_seconds()))
         if stop():
             return self.report  # cut short (the Lambda is out of time): the next poller resumes
-        # Final read of the near buckets, then release whatever is left and mark progress.
+        return self.finish()
+
+    def start(self) -> None:
+        """Catch up old buckets, then read this minute's far buckets ahead of time."""
+        both = {Lane.FAR: self.far, Lane.NEAR: self.near}
+        self._guarded(lambda: self.report.merge(self.d.catch_up(both, self.minute - timedelta(minutes=1))))
+        self.unread = {shard for shard in self.far if not self._read(Lane.FAR, shard)}
+        self.next_poll = self.d.clock.now()
+
+    def step(self) -> datetime | None:
+        """One turn of the loop: poll if it is time, release what is due. Returns when to wake."""
+        d = self.d
+        cfg = d.config
+        now = d.clock.now()
+        if now >= self.final:
+            return None
+        if not self.previous_checked and now >= self.minute + timedelta(seconds=2 * cfg.grace_s):
+            # The previous minute's poller ran until minute + grace: past that, drain what
+            # it left (it died), if anything. Waiting one more grace avoids racing it.
+            self.previous_checked = True
+            both = {Lane.FAR: self.far, Lane.NEAR: self.near}
+            self._guarded(lambda: self.report.merge(d.catch_up(both, self.minute)))
+        if now >= self.next_poll:
+            self.unread = {shard for shard in self.unread if not self._read(Lane.FAR, shard)}
+            now_ms = to_ms(now)
+            horizon = now_ms + int(cfg.poll_interval_s * 1000)
+            base = self.last_near_ms if self.last_near_ms is not None else to_ms(self.minute)
+            start = base - cfg.near_lookback_ms
+            ok = [self._read(Lane.NEAR, shard, start, horizon) for shard in self.near]
+            if all(ok):  # on a failed read, look back again from the same place next time
+                self.last_near_ms = now_ms
+            self.next_poll = now + timedelta(seconds=cfg.poll_interval_s)
+        self._release_due()
+        wake = self.next_poll
+        if self.heap:
+            wake = min(wake, from_ms(self.heap[0][0]))
+        return min(wake, self.final)
+
+    def finish(self) -> ReleaseReport:
+        """Final read of the near buckets, release what is left, advance the watermarks."""
         for shard in self.near:
             if not self._read(Lane.NEAR, shard):
                 self.failed_shards.add((Lane.NEAR, shard))
-        self.failed_shards.update((Lane.FAR, shard) for shard in unread)
+        self.failed_shards.update((Lane.FAR, shard) for shard in self.unread)
         for _ in range(5):
             if not self.heap:
                 break

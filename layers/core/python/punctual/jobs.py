@@ -16,7 +16,7 @@ from typing import Protocol
 
 from punctual.clock import Clock
 from punctual.models import CatchupKind, Job, JobSpec, JobState, Runtime
-from punctual.planning import dispatch_instant, first_slot, next_slot, schedule_of
+from punctual.planning import ceil_second, dispatch_instant, first_slot, next_slot, schedule_of
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, pick_queue
 from punctual.store.base import JobStore, Page, VersionConflictError
 from punctual.timers import Timer, TimerKind, TimerLayout, slot_key
@@ -67,7 +67,7 @@ class QueueRouting:
 
 
 def _whole_second(instant: datetime) -> datetime:
-    return instant.astimezone(UTC).replace(microsecond=0)
+    return ceil_second(instant)
 
 
 def find_cycle(

@@ -18,6 +18,12 @@ MAX_RELEASE_PER_TIMER = 1000  # catch-up releases at most this many slots per ti
 _ONE_SECOND = timedelta(seconds=1)
 
 
+def ceil_second(instant: datetime) -> datetime:
+    """Slots are whole seconds: the first whole second at or after ``instant``."""
+    whole = instant.astimezone(UTC).replace(microsecond=0)
+    return whole if whole == instant else whole + _ONE_SECOND
+
+
 @lru_cache(maxsize=4096)
 def _parse(expression: str, timezone: str, gap: str | None, repeat: str | None) -> schedules.Schedule:
     dst = schedules.DstOptions(gap=gap, repeat=repeat) if (gap or repeat) else None  # type: ignore[arg-type]
@@ -41,7 +47,7 @@ def next_slot(job: Job, after: datetime) -> datetime | None:
         return None
     lower = after
     if job.start_at is not None:
-        lower = max(lower, job.start_at.astimezone(UTC) - _ONE_SECOND)
+        lower = max(lower, ceil_second(job.start_at) - _ONE_SECOND)
     slot = schedule.next_after(lower, anchor=job.anchor)
     if slot is None or (job.end_at is not None and slot > job.end_at):
         return None
