@@ -140,7 +140,9 @@ def test_overlap_skip_on_the_real_store(rig: Rig, t0: datetime) -> None:
         rig.clock.set(t0 + i * MINUTE)
         rig.send(rig.message(job, t0 + i * MINUTE))
         rig.work_until_idle(worker)
-    assert [r.status for r in rig.history(job)] == [S.SKIPPED] * 6 + [S.RUNNING]
+    history = rig.history(job)
+    assert [r.status for r in history] == [S.SKIPPED] * 6 + [S.RUNNING]
+    assert {r.blocked_by for r in history[:-1]} == {slot_key(t0)}  # the new field round-trips
     stored = rig.store.get_job(job.tenant, job.id)
     assert stored is not None and stored.skipped_slots == 6
 

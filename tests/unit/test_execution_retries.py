@@ -176,6 +176,10 @@ def test_target_that_asks_to_stop_pauses_the_job_with_the_reason(rig: Rig, t0: d
     rig.send(rig.message(job, t0 + timedelta(minutes=1)))
     assert [r.outcome for r in rig.work_until_idle(rig.worker())] == ["skipped"]
     assert rig.history(job)[0].error == "job is paused"
+    # ... while a run the user triggers by hand still runs
+    rig.target.results = [TargetResult.ok()]
+    rig.send(rig.message(job, f"{slot_key(t0)}~mbyhand", kind=MessageKind.MANUAL))
+    assert [r.outcome for r in rig.work_until_idle(rig.worker())] == ["SUCCEEDED"]
 
 
 def test_retry_message_for_a_slot_already_retried_is_dropped(rig: Rig, t0: datetime) -> None:

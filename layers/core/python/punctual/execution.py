@@ -23,6 +23,9 @@ back after the visibility timeout and takes over the lapsed lease. The ECS worke
 (``lease_until`` and the message's visibility) and writes a LEASE timer at every new
 ``lease_until``, so the poller recovers an execution whose message was lost.
 
+Overlap (``skip`` / ``queue``) is decided when a slot's *first* attempt is claimed, against
+other slots RUNNING with a live lease; retries and takeovers continue a slot already started.
+
 Writes after a finish (retry timer, failed-executions message, next ``delay`` slot,
 dependants) come *after* the record's write and are idempotent: if the worker dies between
 the two, the message is redelivered, finds the attempt ended and re-applies them (REPAIR).
@@ -724,7 +727,8 @@ class Worker:
             status=ExecutionStatus.QUEUED,
             job_version=message.job_version,
         )
-        if job.state is JobState.PAUSED:
+        if job.state is JobState.PAUSED and message.kind != MessageKind.MANUAL:
+            # Pausing stops scheduled starts and retries; a run the user triggers by hand still runs.
             skipped = base.model_copy(
                 update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": "job is paused"}
             )
