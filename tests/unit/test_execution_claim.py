@@ -338,3 +338,33 @@ def test_heartbeat_extends_the_lease_and_the_visibility(rig: Rig, t0: datetime) 
     assert rig.queues.receive("queue://long", 1, 0, 30) == []
     stored = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
     assert stored is not None and stored.lease_until == rig.clock.now() + timedelta(seconds=30)
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def test_queue_url_of_an_event_source_arn() -> None:
+    from punctual.execution import queue_url_for_arn
+
+    arn = "arn:aws:sqs:eu-west-1:123456789012:punctual-short-0.fifo"
+    local = "http://127.0.0.1:5000/123456789012/punctual-short-0.fifo"
+    assert queue_url_for_arn(arn, ["http://x/1/other.fifo", local]) == local
+    assert (
+        queue_url_for_arn(arn, []) == "https://sqs.eu-west-1.amazonaws.com/123456789012/punctual-short-0.fifo"
+    )
+
+
+def test_the_worker_hands_the_target_its_decrypted_signing_secret(rig: Rig, t0: datetime) -> None:
+    from punctual.execution import default_signing_secrets
+    from punctual.secrets import SecretCipher
+    from punctual.settings import Settings
+
+    settings = Settings(secret_key="a-local-key-of-enough-length")
+    plain, stored = SecretCipher(settings).new_secret()
+    job = rig.add_job(signing_secret_enc=stored)
+    worker = rig.worker()
+    worker.signing_secrets = default_signing_secrets(settings)
+    claim = worker.claim(rig.message(job, t0))
+    worker.run(claim)
+    assert rig.target.calls[0].signing_secrets == (plain,)
+    assert default_signing_secrets(Settings())(job) == ()  # no key configured: nothing to sign with
