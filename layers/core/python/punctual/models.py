@@ -51,8 +51,27 @@ _ARN_RE = re.compile(
 )
 
 
-def check_arn(value: str, service: str, resource_prefix: str | None = None) -> str:
-    """Validate an ARN's shape: partition, service, region, 12-digit account, resource."""
+_PARTITION_REGIONS = {"aws-cn": "cn-", "aws-us-gov": "us-gov-"}
+
+# Resource names as each service allows them (the part after the prefix). The SQS
+# adapter builds the queue URL from the name, so it must be a plain name.
+SQS_QUEUE_RE = r"[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo"
+SNS_TOPIC_RE = r"[A-Za-z0-9_-]{1,256}|[A-Za-z0-9_-]{1,251}\.fifo"
+LAMBDA_FUNCTION_RE = r"[A-Za-z0-9_-]{1,64}(:(\$LATEST|[0-9]+|[A-Za-z0-9_-]{1,128}))?"
+EVENT_BUS_RE = r"[A-Za-z0-9._/-]{1,256}"
+STATE_MACHINE_RE = r"[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/]{1,80}(:[A-Za-z0-9_-]{1,80})?"
+ECS_CLUSTER_RE = r"[A-Za-z0-9_-]{1,255}"
+ECS_TASK_DEFINITION_RE = r"[A-Za-z0-9_-]{1,255}(:[0-9]{1,10})?"
+
+
+def check_arn(
+    value: str, service: str, resource_prefix: str | None = None, resource_pattern: str | None = None
+) -> str:
+    """Validate an ARN's shape: partition, service, region, 12-digit account, resource.
+
+    ``resource_pattern`` (a regular expression) must match the whole resource after
+    ``resource_prefix``; the partition must fit the region (``aws-cn`` with ``cn-*``).
+    """
     if len(value) > 2048:
         raise ValueError("ARN is longer than 2048 characters")
     match = _ARN_RE.match(value)
@@ -60,8 +79,17 @@ def check_arn(value: str, service: str, resource_prefix: str | None = None) -> s
         raise ValueError(f"not a valid ARN (arn:aws:{service}:<region>:<12-digit account>:...): {value!r}")
     if match.group("service") != service:
         raise ValueError(f"ARN names service {match.group('service')!r}, expected {service!r}")
-    if resource_prefix and not match.group("resource").startswith(resource_prefix):
+    partition, region = match.group("partition"), match.group("region")
+    expected_prefix = _PARTITION_REGIONS.get(partition)
+    in_special = any(region.startswith(prefix) for prefix in _PARTITION_REGIONS.values())
+    if (expected_prefix and not region.startswith(expected_prefix)) or (not expected_prefix and in_special):
+        raise ValueError(f"region {region!r} is not in partition {partition!r}")
+    resource = match.group("resource")
+    if resource_prefix and not resource.startswith(resource_prefix):
         raise ValueError(f"ARN resource must start with {resource_prefix!r}")
+    name = resource[len(resource_prefix or "") :]
+    if resource_pattern and not re.fullmatch(resource_pattern, name):
+        raise ValueError(f"invalid {service} resource name {name!r} in ARN")
     return value
 
 
@@ -103,7 +131,7 @@ class LambdaTarget(_Strict):
     @field_validator("function_arn")
     @classmethod
     def _arn(cls, value: str) -> str:
-        return check_arn(value, "lambda", "function:")
+        return check_arn(value, "lambda", "function:", LAMBDA_FUNCTION_RE)
 
 
 class SqsTarget(_Strict):
@@ -114,7 +142,7 @@ class SqsTarget(_Strict):
     @field_validator("queue_arn")
     @classmethod
     def _arn(cls, value: str) -> str:
-        return check_arn(value, "sqs")
+        return check_arn(value, "sqs", None, SQS_QUEUE_RE)
 
 
 class SnsTarget(_Strict):
@@ -124,7 +152,7 @@ class SnsTarget(_Strict):
     @field_validator("topic_arn")
     @classmethod
     def _arn(cls, value: str) -> str:
-        return check_arn(value, "sns")
+        return check_arn(value, "sns", None, SNS_TOPIC_RE)
 
 
 class EventBridgeTarget(_Strict):
@@ -136,7 +164,7 @@ class EventBridgeTarget(_Strict):
     @field_validator("event_bus_arn")
     @classmethod
     def _arn(cls, value: str) -> str:
-        return check_arn(value, "events", "event-bus/")
+        return check_arn(value, "events", "event-bus/", EVENT_BUS_RE)
 
 
 class StepFunctionsTarget(_Strict):
@@ -146,7 +174,7 @@ class StepFunctionsTarget(_Strict):
     @field_validator("state_machine_arn")
     @classmethod
     def _arn(cls, value: str) -> str:
-        return check_arn(value, "states", "stateMachine:")
+        return check_arn(value, "states", "stateMachine:", STATE_MACHINE_RE)
 
 
 class EcsTarget(_Strict):
@@ -162,12 +190,12 @@ class EcsTarget(_Strict):
     @field_validator("cluster_arn")
     @classmethod
     def _cluster(cls, value: str) -> str:
-        return check_arn(value, "ecs", "cluster/")
+        return check_arn(value, "ecs", "cluster/", ECS_CLUSTER_RE)
 
     @field_validator("task_definition_arn")
     @classmethod
     def _task(cls, value: str) -> str:
-        return check_arn(value, "ecs", "task-definition/")
+        return check_arn(value, "ecs", "task-definition/", ECS_TASK_DEFINITION_RE)
 
 
 Target = Annotated[
