@@ -38,3 +38,16 @@ def job(
         anchor=extra.pop("anchor", now),
         **extra,
     )
+
+
+def load_handler(function: str) -> Any:
+    """Import ``functions/<function>/handler.py`` by path, as Lambda does (each is its own asset)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "functions" / function / "handler.py"
+    module_spec = importlib.util.spec_from_file_location(f"{function}_handler_under_test", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module

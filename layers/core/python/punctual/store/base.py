@@ -157,6 +157,10 @@ class JobStore(ABC):
         """The bucket's timers with ``from_ms <= due <= to_ms``, in due order (strongly consistent)."""
 
     @abstractmethod
+    def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
+        """How many timers one bucket holds (sizing the pollers of a coming minute)."""
+
+    @abstractmethod
     def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
         """Per shard, the oldest minute whose bucket is not known to be drained (absent if never set)."""
 

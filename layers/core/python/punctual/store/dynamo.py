@@ -425,6 +425,22 @@ class DynamoStore(JobStore):
                 return timers
             request["ExclusiveStartKey"] = last
 
+    def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": _s(bucket_pk(lane, minute, shard))},
+            "Select": "COUNT",
+        }
+        total = 0
+        while True:
+            reply = self.client.query(**request)
+            total += int(reply.get("Count", 0))
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return total
+            request["ExclusiveStartKey"] = last
+
     @staticmethod
     def _chunks(shards: Sequence[int]) -> dict[int, list[int]]:
         chunks: dict[int, list[int]] = {}

@@ -157,6 +157,10 @@ class MemoryStore(JobStore):
                 out.append(timer)
             return out
 
+    def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
+        with self._lock:
+            return len(self._buckets.get((lane, minute_key(minute), shard), []))
+
     def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
         with self._lock:
             return {s: self._watermarks[(lane, s)] for s in shards if (lane, s) in self._watermarks}

@@ -1,0 +1,18 @@
+"""Powertools Logger, Metrics and Tracer, created once and shared by every handler."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+copy_config_to_registered_loggers(source_logger=logger, include={"punctual"})
+
+
+class PowertoolsMetrics:
+    """The core's MetricsSink, forwarded to Powertools (EMF)."""
+
+    def add(self, name: str, value: float, unit: str = "Count") -> None:
+        metrics.add_metric(name=name, unit=unit, value=value)
