@@ -47,6 +47,9 @@ BLOCKED: list[tuple[str, str]] = [
     ("http://127.1/", "loopback"),  # short form
     ("http://127.0.1/", "loopback"),  # three parts
     ("http://0x7F.1/", "loopback"),  # upper-case hex
+    ("http://%31%32%37.0.0.1/", "numeric"),  # percent-encoded digits
+    ("http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/", "loopback"),  # full-width digits (IDNA maps them)
+    ("http://127\u30020\u30020\u30021/", "loopback"),  # ideographic full stops
     ("http://127.0.0.1./", "loopback"),  # trailing dot
     ("HTTP://127.0.0.1/", "loopback"),  # upper-case scheme
     ("hTtPs://127.0.0.1/", "loopback"),

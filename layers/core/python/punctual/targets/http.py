@@ -558,7 +558,6 @@ class _Watchdog:
     def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
         self.fired = False
         self._conn = conn
-        self._lock = threading.Lock()
         self._timer = threading.Timer(max(seconds, 0.0), self._fire)
         self._timer.daemon = True
 
@@ -570,12 +569,11 @@ class _Watchdog:
         self._timer.cancel()
 
     def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            sock = self._conn.sock
-            if sock is not None:
-                with contextlib.suppress(OSError):  # already closed: nothing to interrupt
-                    sock.shutdown(socket.SHUT_RDWR)
+        self.fired = True  # set before the shutdown, so the reader sees it when its read returns
+        sock = self._conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing to interrupt
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 # --------------------------------------------------------------------------- the adapter
@@ -634,11 +632,13 @@ class HttpTargetAdapter:
 
     Every request carries ``Idempotency-Key: <job_id>:<slot>`` and the Standard
     Webhooks headers ``webhook-id`` (the same key), ``webhook-timestamp`` and
-    ``webhook-signature`` (one ``v1,`` entry per secret in ``ctx.signing_secrets``).
-    Outcomes: 2xx succeeds; 408, 429, 5xx, network errors and timeouts are
-    retryable (``Retry-After`` passed on as ``retry_after_s``); 410 is permanent
-    and pauses the job; other 4xx, and redirects the job does not follow, are
-    permanent. At most :data:`MAX_RESPONSE_BYTES` of the response body are read.
+    ``webhook-signature`` (one ``v1,`` entry per secret in ``ctx.signing_secrets``;
+    absent when the job has no secret). Outcomes: 2xx succeeds; 408, 429, 5xx,
+    network errors, TLS failures and timeouts are retryable (``Retry-After`` passed
+    on as ``retry_after_s``); 410 is permanent and pauses the job; other 4xx,
+    redirects the job does not follow, and URLs the guard refuses are permanent.
+    At most :data:`MAX_RESPONSE_BYTES` of the response body are read, and the
+    whole exchange, redirects included, ends at ``ctx.timeout_s``.
 
     Parameters
     ----------
