@@ -38,6 +38,10 @@ class Settings(BaseModel):
     secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
     state_machine_arn: str = ""
     queue_send_concurrency: int = Field(default=8, ge=1, le=256)
+    # API: HMAC key binding paging tokens to tenant and query (empty: derived from the table name).
+    token_key: str = ""
+    # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.
+    local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
     max_shard_groups: int = Field(default=64, ge=1, le=1024)
     triggers_per_poller_minute: int = Field(default=60_000, ge=100)  # what one poller releases in a minute

@@ -1,0 +1,26 @@
+"""API Lambda: API Gateway REST proxy events in, replies from the Powertools resolver out.
+
+Every route, and every error mapping, lives in :mod:`punctual.api`; this is only the
+observability stack around ``app.resolve``. Local mode serves the same function.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from punctual.api.app import app
+
+logger, metrics, tracer = Logger(), Metrics(), Tracer()
+copy_config_to_registered_loggers(source_logger=logger, include={"punctual"})
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

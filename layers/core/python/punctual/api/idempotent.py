@@ -1,0 +1,144 @@
+"""``Idempotency-Key`` for ``POST /v1/jobs`` and ``POST /v1/jobs/{id}/trigger``.
+
+Powertools' idempotency utility keeps one record per (tenant, route, key) in the jobs
+table, in a partition per tenant (``idem#<tenant>``), for a day (``expires_at`` is the
+table's TTL attribute). A retry with the same key answers the first reply; the same key
+with a different body is refused (422, ``IdempotencyValidationError``); a retry while
+the first is still running is a 409 with ``Retry-After``.
+
+A stored create reply never holds a webhook signing secret in clear: it holds it
+encrypted (a context of its own), and a replay decrypts it. Where the API may not
+decrypt (a deployment that grants only ``kms:Encrypt``), a replay answers the job with
+``signing_secret: null`` and logs why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+
+from punctual.api.wiring import IDEMPOTENCY_TTL_S, Services
+from punctual.models import Job, JobSpec
+
+logger = logging.getLogger(__name__)
+
+
+def _persistence(services: Services, tenant: str) -> DynamoDBPersistenceLayer:
+    return DynamoDBPersistenceLayer(
+        table_name=services.settings.table_name,
+        key_attr="pk",
+        sort_key_attr="sk",
+        static_pk_value=f"idem#{tenant}",
+        expiry_attr="expires_at",
+        boto3_client=services.dynamodb,
+    )
+
+
+def _config(key_path: str, lambda_context: Any | None) -> IdempotencyConfig:
+    config = IdempotencyConfig(
+        event_key_jmespath=key_path,
+        payload_validation_jmespath="body",
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=IDEMPOTENCY_TTL_S,
+        hash_function="sha256",
+    )
+    if lambda_context is not None and hasattr(lambda_context, "get_remaining_time_in_millis"):
+        # A request cut off by the Lambda timeout frees its key when the invocation ends.
+        config.register_lambda_context(lambda_context)
+    return config
+
+
+def _once(
+    services: Services,
+    tenant: str,
+    prefix: str,
+    key_path: str,
+    data: dict[str, Any],
+    run: Callable[[], dict[str, Any]],
+    lambda_context: Any | None,
+) -> dict[str, Any]:
+    def call(request: dict[str, Any]) -> dict[str, Any]:
+        return run()
+
+    wrapped = idempotent_function(
+        call,
+        data_keyword_argument="request",
+        persistence_store=_persistence(services, tenant),
+        config=_config(key_path, lambda_context),
+        key_prefix=prefix,
+    )
+    result: dict[str, Any] = wrapped(request=data)
+    return result
+
+
+def create_job(
+    services: Services, tenant: str, spec: JobSpec, key: str | None, lambda_context: Any | None = None
+) -> tuple[Job, str | None]:
+    """Register ``spec``; with a ``key``, a retry returns the job the first request made."""
+    if key is None:
+        return services.jobs.register(tenant, spec)
+    fresh: dict[str, str | None] = {}
+
+    def run() -> dict[str, Any]:
+        job, secret = services.jobs.register(tenant, spec)
+        fresh["secret"] = secret
+        stored = None
+        if secret is not None and services.reply_box is not None:
+            stored = services.reply_box.encrypt(secret)
+        return {"job": job.model_dump(mode="json"), "secret_enc": stored}
+
+    body = spec.model_dump(mode="json")
+    reply = _once(
+        services,
+        tenant,
+        "create-job",
+        "[tenant, key]",
+        {"tenant": tenant, "key": key, "body": body},
+        run,
+        lambda_context,
+    )
+    job = Job.model_validate({**reply["job"], "tenant": tenant})
+    if "secret" in fresh:
+        return job, fresh["secret"]
+    return job, _decrypt(services, reply.get("secret_enc"))
+
+
+def _decrypt(services: Services, stored: str | None) -> str | None:
+    if not stored or services.reply_box is None:
+        return None
+    try:
+        plain: str = services.reply_box.decrypt(stored)
+        return plain
+    except Exception as exc:  # no kms:Decrypt, or a rotated local key: the job still answers
+        logger.warning("replayed create: signing secret not available: %s", exc)
+        return None
+
+
+def trigger_job(
+    services: Services, tenant: str, job_id: str, key: str | None, lambda_context: Any | None = None
+) -> str:
+    """Run a job now; with a ``key``, a retry names the slot the first request queued."""
+    if key is None:
+        return services.jobs.trigger(tenant, job_id)
+
+    def run() -> dict[str, Any]:
+        return {"slot": services.jobs.trigger(tenant, job_id, request_key=f"{tenant}\x1f{key}")}
+
+    reply = _once(
+        services,
+        tenant,
+        "trigger-job",
+        "[tenant, job_id, key]",
+        {"tenant": tenant, "job_id": job_id, "key": key, "body": {"job_id": job_id}},
+        run,
+        lambda_context,
+    )
+    slot: str = reply["slot"]
+    return slot

@@ -1,0 +1,261 @@
+"""Serve a Lambda API handler over HTTP on loopback, as API Gateway would call it.
+
+Each HTTP request becomes an API Gateway REST (v1) proxy event, the handler is called
+with it and a stand-in Lambda context, and its proxy reply becomes the HTTP response.
+Local mode serves the API on :8080 with it; tests serve it on a free port.
+
+Requests are handled one at a time, as one Lambda container does: the resolver keeps
+the current event in module state.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+ProxyHandler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
+
+MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's own limit
+INVOCATION_BUDGET_MS = 29_000  # API Gateway's integration timeout
+LOCAL_ACCOUNT = "000000000000"
+
+
+@dataclass
+class LocalLambdaContext:
+    """What Powertools reads from a Lambda context."""
+
+    function_name: str = "punctual-api-local"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    invoked_function_arn: str = f"arn:aws:lambda:us-east-1:{LOCAL_ACCOUNT}:function:punctual-api-local"
+    function_version: str = "$LATEST"
+    log_group_name: str = "/aws/lambda/punctual-api-local"
+    log_stream_name: str = "local"
+    started: float = field(default_factory=time.monotonic)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, INVOCATION_BUDGET_MS - int((time.monotonic() - self.started) * 1000))
+
+
+def proxy_event(
+    method: str,
+    raw_path: str,
+    headers: Mapping[str, str] | list[tuple[str, str]],
+    body: bytes | None,
+    source_ip: str = "127.0.0.1",
+    identity: Mapping[str, str | None] | None = None,
+    stage: str = "local",
+) -> dict[str, Any]:
+    """An API Gateway REST proxy event for one HTTP request.
+
+    Parameters
+    ----------
+    method
+        The HTTP method.
+    raw_path
+        Path and query string as sent (``/v1/jobs?limit=2``); the path stays URL-encoded.
+    headers
+        Request headers (repeated headers as a list of pairs).
+    body
+        The raw body; text when it is UTF-8, else base64 (``isBase64Encoded``).
+    identity
+        ``requestContext.identity`` fields to set (``userArn``, ``caller``, ``accountId``).
+    """
+    split = urlsplit(raw_path)
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    multi_headers: dict[str, list[str]] = {}
+    for name, value in pairs:
+        multi_headers.setdefault(name, []).append(value)
+    query = parse_qs(split.query, keep_blank_values=True)
+    text: str | None = None
+    encoded = False
+    if body:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text, encoded = base64.b64encode(body).decode("ascii"), True
+    now = time.time()
+    request_id = str(uuid.uuid4())
+    ident: dict[str, str | None] = {
+        "cognitoIdentityPoolId": None,
+        "accountId": None,
+        "cognitoIdentityId": None,
+        "caller": None,
+        "sourceIp": source_ip,
+        "principalOrgId": None,
+        "accessKey": None,
+        "cognitoAuthenticationType": None,
+        "cognitoAuthenticationProvider": None,
+        "userArn": None,
+        "userAgent": next((v[-1] for k, v in multi_headers.items() if k.lower() == "user-agent"), None),
+        "user": None,
+    }
+    ident.update(identity or {})
+    return {
+        "resource": "/{proxy+}",
+        "path": split.path or "/",
+        "httpMethod": method.upper(),
+        "headers": {name: values[-1] for name, values in multi_headers.items()} or None,
+        "multiValueHeaders": multi_headers or None,
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": {"proxy": (split.path or "/").lstrip("/")},
+        "stageVariables": None,
+        "requestContext": {
+            "resourceId": "local",
+            "resourcePath": "/{proxy+}",
+            "httpMethod": method.upper(),
+            "extendedRequestId": request_id,
+            "requestTime": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "path": f"/{stage}{split.path or '/'}",
+            "accountId": LOCAL_ACCOUNT,
+            "protocol": "HTTP/1.1",
+            "stage": stage,
+            "domainPrefix": "localhost",
+            "requestTimeEpoch": int(now * 1000),
+            "requestId": request_id,
+            "identity": ident,
+            "domainName": "localhost",
+            "apiId": "local",
+        },
+        "body": text,
+        "isBase64Encoded": encoded,
+    }
+
+
+def _reply_headers(reply: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for name, values in (reply.get("multiValueHeaders") or {}).items():
+        for value in values:
+            out.append((name, str(value)))
+        seen.add(name.lower())
+    for name, value in (reply.get("headers") or {}).items():
+        if name.lower() not in seen:
+            out.append((name, str(value)))
+    return out
+
+
+def _make_request_handler(
+    proxy: ProxyHandler, lock: threading.Lock, identity: Mapping[str, str | None] | None
+) -> type[BaseHTTPRequestHandler]:
+    class _Handler(BaseHTTPRequestHandler):
+        server_version = "punctual-local"
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_REQUEST_BYTES:
+                self._write(413, [("Content-Type", "application/json")], b'{"message":"Request Too Long"}')
+                self.close_connection = True
+                return
+            body = self.rfile.read(length) if length else None
+            event = proxy_event(
+                self.command,
+                self.path,
+                list(self.headers.items()),
+                body,
+                source_ip=self.client_address[0],
+                identity=identity,
+            )
+            with lock:
+                reply = proxy(event, LocalLambdaContext())
+            payload = reply.get("body") or ""
+            data = base64.b64decode(payload) if reply.get("isBase64Encoded") else str(payload).encode()
+            self._write(int(reply.get("statusCode", 502)), _reply_headers(reply), data)
+
+        def _write(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+            self.send_response(status)
+            for name, value in headers:
+                if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        def _guarded(self) -> None:
+            try:
+                self._serve()
+            except Exception as exc:  # the handler raised: answer as API Gateway does (502)
+                body = json.dumps({"message": "Internal server error", "error": type(exc).__name__}).encode()
+                self._write(502, [("Content-Type", "application/json")], body)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _guarded
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: the handler logs
+            return None
+
+    return _Handler
+
+
+class LocalApiServer:
+    """An HTTP server on ``host:port`` (port 0: a free one) in a background thread.
+
+    Parameters
+    ----------
+    proxy
+        A Lambda handler taking API Gateway REST proxy events (``functions/api/handler.py``).
+    host, port
+        Where to listen; loopback by default.
+    identity
+        ``requestContext.identity`` fields every event carries (tests of cloud tenancy).
+
+    Examples
+    --------
+    >>> with LocalApiServer(handler) as server:  # doctest: +SKIP
+    ...     urllib.request.urlopen(server.url + "/v1/jobs")
+    """
+
+    def __init__(
+        self,
+        proxy: ProxyHandler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        identity: Mapping[str, str | None] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer((host, port), _make_request_handler(proxy, self._lock, identity))
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> LocalApiServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="punctual-api", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self.httpd.shutdown()
+            self._thread.join()
+            self._thread = None
+        self.httpd.server_close()
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until interrupted (local mode)."""
+        try:
+            self.httpd.serve_forever()
+        finally:
+            self.httpd.server_close()
+
+    def __enter__(self) -> LocalApiServer:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,100 @@
+"""Opaque ``next_token`` values, bound to the tenant, the route and the filters that made them.
+
+A token is ``base64url(JSON {"c": store cursor, "s": scope digest}) . base64url(HMAC)``.
+The scope digest covers the tenant, the route (``jobs`` or ``executions:<job id>``) and
+every filter, so a token replayed by another tenant, on another job's history or with
+other filters is refused (400) instead of silently starting somewhere else. The HMAC,
+keyed by ``PUNCTUAL_TOKEN_KEY``, makes a forged or altered token a 400 too. Neither part
+would let a caller read another tenant's data even without it: the store always queries
+the caller's own partition; the binding is what makes a mistake visible.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+
+from punctual.api.problems import ApiProblem
+
+MAX_TOKEN_CHARS = 2048
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _invalid(detail: str) -> ApiProblem:
+    return ApiProblem(400, "invalid-next-token", "Invalid next_token", detail, [("query.next_token", detail)])
+
+
+class TokenCodec:
+    """Wraps store cursors into tokens and back.
+
+    Parameters
+    ----------
+    key
+        The HMAC key (any length; at least 32 random bytes in a deployment).
+    """
+
+    def __init__(self, key: bytes) -> None:
+        if not key:
+            raise ValueError("a paging token key must not be empty")
+        self._key = key
+
+    @staticmethod
+    def scope(tenant: str, route: str, filters: Mapping[str, object]) -> str:
+        """A digest of what a token is valid for."""
+        raw = json.dumps([tenant, route, sorted((k, str(v)) for k, v in filters.items() if v is not None)])
+        return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+    def _mac(self, payload: str) -> str:
+        return _b64(hmac.new(self._key, payload.encode("ascii"), hashlib.sha256).digest())
+
+    def encode(self, cursor: str | None, scope: str) -> str | None:
+        """The token for the next page, or None when there is none."""
+        if cursor is None:
+            return None
+        payload = _b64(json.dumps({"c": cursor, "s": scope}, separators=(",", ":")).encode())
+        return f"{payload}.{self._mac(payload)}"
+
+    def decode(self, token: str | None, scope: str) -> str | None:
+        """The store cursor inside ``token`` (None for no token).
+
+        Raises
+        ------
+        ApiProblem
+            400 when the token is malformed, altered, or issued for another scope.
+        """
+        if token is None or token == "":
+            return None
+        if len(token) > MAX_TOKEN_CHARS or token.count(".") != 1:
+            raise _invalid("next_token is not a token this API issued")
+        payload, mac = token.split(".")
+        try:
+            ascii_payload = payload.encode("ascii")
+            valid_mac = hmac.compare_digest(self._mac(ascii_payload.decode()), mac)
+        except (UnicodeEncodeError, ValueError):
+            valid_mac = False
+        if not valid_mac:
+            raise _invalid("next_token is not a token this API issued (or it was altered)")
+        try:
+            data = json.loads(_unb64(payload))
+        except (binascii.Error, ValueError):
+            raise _invalid("next_token is not a token this API issued") from None
+        if not isinstance(data, dict) or not isinstance(data.get("c"), str):
+            raise _invalid("next_token is not a token this API issued")
+        if data.get("s") != scope:
+            raise _invalid(
+                "next_token belongs to another query; pass the same filters (and caller) as the "
+                "request that returned it"
+            )
+        cursor: str = data["c"]
+        return cursor

@@ -1,0 +1,348 @@
+"""RFC 9457 problem details: the one place where an exception becomes an HTTP answer.
+
+Every error the API sends is ``application/problem+json`` with ``type``, ``title``,
+``status`` and ``detail``; validation problems add ``errors``, a list of
+``{"field": "target.url", "message": "..."}``. Routes raise domain errors
+(:mod:`punctual.jobs`, :mod:`punctual.store.base`) or :class:`ApiProblem`; the handlers
+registered by :func:`install` map them. Nothing else in the API builds an error reply,
+and no reply ever carries a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+    ResponseValidationError,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
+from pydantic import BaseModel, Field, ValidationError
+
+from punctual.jobs import (
+    InvalidJobError,
+    JobConflictError,
+    JobNotFoundError,
+    PreconditionFailedError,
+)
+from punctual.schedules import ScheduleError
+from punctual.store.base import JobExistsError, TenantLimitError, VersionConflictError
+
+PROBLEM_JSON = "application/problem+json"
+TYPE_PREFIX = "urn:punctual:problem:"
+
+logger = logging.getLogger(__name__)
+
+
+class FieldError(BaseModel):
+    """One invalid input: where it is and what is wrong with it."""
+
+    field: str = Field(description="Dotted path of the input, e.g. `target.url`, `query.limit`.")
+    message: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem details document."""
+
+    type: str = Field(description="A URI naming the kind of problem, e.g. `urn:punctual:problem:validation`.")
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = Field(
+        default=None, description="Validation problems only: every invalid input."
+    )
+    current_version: int | None = Field(
+        default=None, description="Precondition problems only: the job's current version."
+    )
+
+
+class ApiProblem(Exception):
+    """A problem the API layer itself finds (paging token, headers, caller identity, size).
+
+    Parameters
+    ----------
+    status
+        The HTTP status.
+    slug
+        The last part of the problem ``type`` URI.
+    title, detail
+        Short summary, and this occurrence's explanation.
+    errors
+        ``(field, message)`` pairs for validation problems.
+    headers
+        Extra response headers (``Retry-After``).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str,
+        errors: Sequence[tuple[str, str]] = (),
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.slug = slug
+        self.title = title
+        self.detail = detail
+        self.errors = list(errors)
+        self.headers = dict(headers or {})
+
+
+def not_found(detail: str) -> ApiProblem:
+    """A 404 problem."""
+    return ApiProblem(404, "not-found", "Not found", detail)
+
+
+def invalid(field: str, message: str) -> ApiProblem:
+    """A 422 validation problem about one input."""
+    return ApiProblem(422, "validation", "Invalid request", message, [(field, message)])
+
+
+def problem_body(
+    status: int,
+    slug: str,
+    title: str,
+    detail: str,
+    errors: Iterable[tuple[str, str]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The JSON document of a problem (``errors`` only when given)."""
+    body: dict[str, Any] = {"type": TYPE_PREFIX + slug, "title": title, "status": status, "detail": detail}
+    if errors is not None:
+        body["errors"] = [{"field": field, "message": message} for field, message in errors]
+    body.update({key: value for key, value in extra.items() if value is not None})
+    return body
+
+
+def problem_response(
+    status: int,
+    slug: str,
+    title: str,
+    detail: str,
+    errors: Iterable[tuple[str, str]] | None = None,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> Response[Any]:
+    """A Powertools response carrying a problem document."""
+    return Response(
+        status_code=status,
+        content_type=PROBLEM_JSON,
+        body=json.dumps(problem_body(status, slug, title, detail, errors, **extra)),
+        headers=dict(headers or {}),
+    )
+
+
+def proxy_problem(status: int, slug: str, title: str, detail: str) -> dict[str, Any]:
+    """A complete API Gateway proxy reply, for answers given before the resolver runs."""
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": PROBLEM_JSON},
+        "multiValueHeaders": {},
+        "body": json.dumps(problem_body(status, slug, title, detail)),
+        "isBase64Encoded": False,
+    }
+
+
+# --------------------------------------------------------------------------- validation paths
+
+
+def _field_path(loc: Sequence[Any]) -> str:
+    """``("body", "target", "http", "url")`` → ``target.url``; query/header/path keep their prefix."""
+    parts = [str(part) for part in loc]
+    if parts and parts[0] in ("body", "response"):
+        parts = parts[1:]
+    # A discriminated union inserts the tag ("http") between the field and its members.
+    cleaned: list[str] = []
+    for i, part in enumerate(parts):
+        if i > 0 and parts[i - 1] == "target" and part in _TARGET_TAGS:
+            continue
+        if part.startswith("function-") or part.startswith("function-after["):
+            continue
+        cleaned.append(part)
+    return ".".join(cleaned) or "body"
+
+
+_TARGET_TAGS = frozenset({"http", "lambda", "sqs", "sns", "eventbridge", "stepfunctions", "ecs"})
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    message = str(error.get("msg") or error.get("type") or "invalid value")
+    # pydantic prefixes messages of validators with "Value error, ".
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    return " ".join(message.split())[:500]
+
+
+def field_errors(errors: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(field, message)`` pairs from pydantic/Powertools error entries, without duplicates."""
+    out: list[tuple[str, str]] = []
+    for error in errors:
+        pair = (_field_path(error.get("loc", ())), _message(error))
+        if pair not in out:
+            out.append(pair)
+    return out
+
+
+# --------------------------------------------------------------------------- the handlers
+
+
+def _api_problem(exc: ApiProblem) -> Response[Any]:
+    return problem_response(
+        exc.status, exc.slug, exc.title, exc.detail, exc.errors or None, headers=exc.headers
+    )
+
+
+def _request_invalid(exc: RequestValidationError) -> Response[Any]:
+    errors = list(exc.errors())
+    if any(error.get("type") == "json_invalid" for error in errors):
+        reason = next((e.get("ctx", {}).get("error") for e in errors if e.get("type") == "json_invalid"), "")
+        return problem_response(
+            400,
+            "malformed-json",
+            "Malformed JSON",
+            f"the request body is not valid JSON{': ' + str(reason) if reason else ''}",
+        )
+    pairs = field_errors(errors)
+    if any(field == "payload" for field, _ in pairs):
+        # The job payload is the one input with a size limit of its own (256 KB).
+        return problem_response(
+            413,
+            "payload-too-large",
+            "Payload too large",
+            next(message for field, message in pairs if field == "payload"),
+            pairs,
+        )
+    return problem_response(
+        422, "validation", "Invalid request", f"{len(pairs)} invalid input(s); see errors", pairs
+    )
+
+
+def _model_invalid(exc: ValidationError) -> Response[Any]:
+    pairs = field_errors(exc.errors(include_url=False))
+    return problem_response(
+        422, "validation", "Invalid request", f"{len(pairs)} invalid input(s); see errors", pairs
+    )
+
+
+def _media_type(exc: RequestUnsupportedContentType) -> Response[Any]:
+    return problem_response(
+        415, "unsupported-media-type", "Unsupported media type", "send the body as application/json"
+    )
+
+
+def _invalid_job(exc: InvalidJobError) -> Response[Any]:
+    return problem_response(422, "validation", "Invalid job", str(exc), [(exc.field or "body", str(exc))])
+
+
+def _invalid_schedule(exc: ScheduleError) -> Response[Any]:
+    return problem_response(422, "validation", "Invalid schedule", str(exc), [("expression", str(exc))])
+
+
+def _not_found(exc: JobNotFoundError) -> Response[Any]:
+    return problem_response(404, "not-found", "Not found", str(exc))
+
+
+def _precondition(exc: PreconditionFailedError) -> Response[Any]:
+    headers = {"ETag": f'"{exc.current_version}"'} if exc.current_version is not None else {}
+    return problem_response(
+        412,
+        "precondition-failed",
+        "Precondition failed",
+        str(exc),
+        headers=headers,
+        current_version=exc.current_version,
+    )
+
+
+def _conflict(exc: Exception) -> Response[Any]:
+    return problem_response(409, "conflict", "Conflict", str(exc) or "the job changed meanwhile")
+
+
+def _job_limit(exc: TenantLimitError) -> Response[Any]:
+    # 409, not 429: waiting does not help, deleting jobs (or raising the limit) does.
+    return problem_response(
+        409,
+        "job-limit-reached",
+        "Job limit reached",
+        f"{exc}; delete jobs you no longer need, or ask the operator to raise PUNCTUAL_MAX_JOBS_PER_TENANT",
+    )
+
+
+def _idempotency_reuse(exc: IdempotencyValidationError) -> Response[Any]:
+    return problem_response(
+        422,
+        "idempotency-key-reused",
+        "Idempotency-Key reused",
+        "this Idempotency-Key was used with a different request body; use a new key for a new request",
+        [("header.Idempotency-Key", "already used with a different body")],
+    )
+
+
+def _idempotency_busy(exc: IdempotencyAlreadyInProgressError) -> Response[Any]:
+    return problem_response(
+        409,
+        "request-in-progress",
+        "Request in progress",
+        "a request with this Idempotency-Key is still being processed; retry shortly",
+        headers={"Retry-After": "1"},
+    )
+
+
+def _bad_response(exc: ResponseValidationError) -> Response[Any]:
+    logger.error("response does not match the OpenAPI document: %s", exc.errors())
+    return _internal()
+
+
+def _unexpected(exc: Exception) -> Response[Any]:
+    # A bug or an outage: logged with its traceback, answered without one.
+    logger.exception("unhandled error in the API")
+    return _internal()
+
+
+def install(app: APIGatewayRestResolver) -> None:
+    """Register every exception handler of the API on ``app``."""
+
+    def _no_route(exc: NotFoundError) -> Response[Any]:
+        event = app.current_event
+        return problem_response(
+            404, "not-found", "Not found", f"no route for {event.http_method} {event.path}"
+        )
+
+    app.exception_handler(ApiProblem)(_api_problem)
+    app.exception_handler(RequestValidationError)(_request_invalid)
+    app.exception_handler(ValidationError)(_model_invalid)
+    app.exception_handler(RequestUnsupportedContentType)(_media_type)
+    app.exception_handler(InvalidJobError)(_invalid_job)
+    app.exception_handler(ScheduleError)(_invalid_schedule)
+    app.exception_handler(JobNotFoundError)(_not_found)
+    app.exception_handler(PreconditionFailedError)(_precondition)
+    app.exception_handler([JobConflictError, VersionConflictError, JobExistsError])(_conflict)
+    app.exception_handler(TenantLimitError)(_job_limit)
+    app.exception_handler(IdempotencyValidationError)(_idempotency_reuse)
+    app.exception_handler(IdempotencyAlreadyInProgressError)(_idempotency_busy)
+    app.not_found(_no_route)
+    app.exception_handler(ResponseValidationError)(_bad_response)
+    app.exception_handler(Exception)(_unexpected)
+
+
+def _internal() -> Response[Any]:
+    return problem_response(
+        int(HTTPStatus.INTERNAL_SERVER_ERROR),
+        "internal",
+        "Internal error",
+        "the request could not be completed; it was logged",
+    )

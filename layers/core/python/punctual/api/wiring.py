@@ -1,0 +1,163 @@
+"""Builds what the API's routes call, from :class:`~punctual.settings.Settings`, once per container.
+
+:func:`services` is cached: a warm Lambda container (or the local server) reuses the boto3
+clients, the store and the job service. Tests build their own with :func:`build_services`
+inside a moto mock and install them with :func:`use_services`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from punctual.api.paging import TokenCodec
+from punctual.clock import Clock, SystemClock
+from punctual.jobs import InvalidJobError, JobService, QueueRouting, SecretBox
+from punctual.models import HttpTarget, JobSpec
+from punctual.queues import SqsQueues
+from punctual.settings import Settings
+from punctual.store.base import JobStore
+from punctual.store.dynamo import DynamoStore
+from punctual.timers import TimerLayout
+
+logger = logging.getLogger(__name__)
+
+IDEMPOTENCY_TTL_S = 24 * 3600  # how long a retried request is answered with its first reply
+
+
+@dataclass
+class Services:
+    """Everything a request needs, built once.
+
+    Attributes
+    ----------
+    settings
+        The validated configuration.
+    jobs
+        The job use cases.
+    store
+        The job store (the API reads execution history from it directly).
+    tokens
+        Paging token codec.
+    dynamodb
+        The low-level DynamoDB client, shared with the idempotency records.
+    reply_box
+        Encrypts a signing secret inside a stored idempotent reply (None: replies keep none).
+    """
+
+    settings: Settings
+    jobs: JobService
+    store: JobStore
+    tokens: TokenCodec
+    dynamodb: Any
+    reply_box: Any | None = None
+    allow_cidrs: tuple[str, ...] = field(default_factory=tuple)
+
+    def check_spec(self, spec: JobSpec) -> None:
+        """Refuse a webhook URL the workers would refuse to call (SSRF guard), at registration.
+
+        Host names are not resolved here (no network on the request path): literal
+        addresses and ``localhost`` names are checked now, resolved addresses at each call.
+        """
+        if not isinstance(spec.target, HttpTarget):
+            return
+        from punctual.targets.http import BlockedTargetError, guard_url
+
+        try:
+            guard_url(spec.target.url, self.allow_cidrs, resolve=False)
+        except BlockedTargetError as exc:
+            raise InvalidJobError(str(exc), field="target.url") from None
+        except ValueError as exc:  # an allow-list the operator mistyped
+            logger.error("PUNCTUAL_TARGET_ALLOW_CIDRS is invalid: %s", exc)
+            raise
+
+
+def _secret_boxes(settings: Settings) -> tuple[SecretBox | None, Any | None]:
+    """The signing-secret box for jobs, and a second one (other context) for idempotent replies."""
+    try:
+        from punctual.secrets import SecretCipher, SecretsError
+    except ImportError:  # pragma: no cover - secrets.py is part of the core since targets landed
+        return None, None
+    try:
+        jobs_box = SecretCipher(settings)
+        reply_box = SecretCipher(settings, context={"purpose": "punctual-idempotent-reply"})
+    except SecretsError as exc:
+        logger.warning("webhook signing secrets are off: %s", exc)
+        return None, None
+    return jobs_box, reply_box
+
+
+def token_key(settings: Settings) -> bytes:
+    """The paging token HMAC key: ``PUNCTUAL_TOKEN_KEY``, else one derived from the deployment.
+
+    A derived key still binds tokens to their tenant and query (the point of the token);
+    it only lets someone who knows the table name mint a token for their *own* partition.
+    """
+    if settings.token_key:
+        return settings.token_key.encode()
+    return hashlib.sha256(f"punctual-next-token/{settings.table_name}".encode()).digest()
+
+
+def build_services(
+    settings: Settings,
+    dynamodb: Any,
+    sqs: Any,
+    clock: Clock | None = None,
+) -> Services:
+    """Wire the API from settings and boto3 clients.
+
+    Parameters
+    ----------
+    settings
+        Configuration (``Settings.from_env()`` in a deployment).
+    dynamodb, sqs
+        boto3 clients (made inside the mock in tests).
+    clock
+        The source of ``now`` (default: the system clock with ``settings.clock_offset_s``).
+    """
+    store = DynamoStore(dynamodb, settings.table_name)
+    jobs_box, reply_box = _secret_boxes(settings)
+    jobs = JobService(
+        store=store,
+        queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency),
+        clock=clock or SystemClock(settings.clock_offset_s),
+        layout=TimerLayout(settings.shard_count, settings.near_shard_count, settings.far_threshold_s),
+        routing=QueueRouting(tuple(settings.short_queue_urls), tuple(settings.long_queue_urls)),
+        max_jobs_per_tenant=settings.max_jobs_per_tenant,
+        secrets=jobs_box,
+    )
+    return Services(
+        settings=settings,
+        jobs=jobs,
+        store=store,
+        tokens=TokenCodec(token_key(settings)),
+        dynamodb=dynamodb,
+        reply_box=reply_box,
+        allow_cidrs=tuple(settings.target_allow_cidrs),
+    )
+
+
+_lock = threading.Lock()
+_services: Services | None = None
+
+
+def services() -> Services:
+    """The container's services, built on first use from the environment."""
+    global _services
+    with _lock:
+        if _services is None:
+            import boto3
+
+            settings = Settings.from_env()
+            _services = build_services(settings, boto3.client("dynamodb"), boto3.client("sqs"))
+        return _services
+
+
+def use_services(built: Services | None) -> None:
+    """Install ``built`` as the container's services (None: rebuild from the environment)."""
+    global _services
+    with _lock:
+        _services = built
