@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "targetAllowCidrs": [],
     "targetArnPatterns": [],
     "shardGroups": c.SHARD_GROUPS,
+    "maxShardGroups": c.MAX_SHARD_GROUPS,
     "pollerMaxConcurrency": c.POLLER_MAX_CONCURRENCY,
     "pollerMemoryMb": c.POLLER_MEMORY_MB,
     "pollerReservedConcurrency": 0,
@@ -117,6 +118,7 @@ class PunctualConfig:
     target_allow_cidrs: tuple[str, ...]
     target_arn_patterns: tuple[str, ...]
     shard_groups: int
+    max_shard_groups: int
     poller_max_concurrency: int
     poller_memory_mb: int
     poller_reserved_concurrency: int
@@ -169,6 +171,7 @@ class PunctualConfig:
             target_allow_cidrs=reader.strings("targetAllowCidrs"),
             target_arn_patterns=reader.strings("targetArnPatterns"),
             shard_groups=reader.integer("shardGroups", 1, c.MAX_SHARD_GROUPS),
+            max_shard_groups=reader.integer("maxShardGroups", 1, c.MAX_SHARD_GROUPS),
             poller_max_concurrency=reader.integer("pollerMaxConcurrency", 0, c.MAX_SHARD_GROUPS),
             poller_memory_mb=reader.integer("pollerMemoryMb", 128, 10_240),
             poller_reserved_concurrency=reader.integer("pollerReservedConcurrency", 0, 10_000),
@@ -212,6 +215,8 @@ class PunctualConfig:
         for email in self.alarm_emails:
             if not _EMAIL.match(email):
                 raise ConfigError(f"alarmEmails: {email!r} is not an e-mail address")
+        if self.shard_groups > self.max_shard_groups:
+            raise ConfigError("shardGroups: must not exceed maxShardGroups")
         if self.near_shard_count > self.shard_count:
             raise ConfigError("nearShardCount: must not exceed shardCount")
         if self.ecs_min_tasks > self.ecs_max_tasks:

@@ -46,7 +46,7 @@ POLL_INTERVAL_MS: Final = 1000
 POLLER_LEAD_S: Final = 10
 RETENTION_DAYS: Final = 30
 MAX_JOBS_PER_TENANT: Final = 100_000
-SHARD_GROUPS: Final = 1
+SHARD_GROUPS: Final = 1  # the fewest pollers a minute gets; the tick sizes up from its load
 # An inline Map runs at most 40 iterations at once; a poller lasts its whole minute, so more
 # groups than that would start late. Beyond 40, a distributed Map would be needed.
 MAX_SHARD_GROUPS: Final = 40

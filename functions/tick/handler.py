@@ -4,22 +4,29 @@ Each execution is named after its minute (``m-YYYYMMDDTHHMM``: colons are illega
 Standard executions are unique by name, so a doubled tick, or a tick that covers a minute the
 previous tick already started, is a no-op. The tick starts the next
 ``PUNCTUAL_TICK_LOOKAHEAD_MINUTES`` minutes, so a late or lost tick is covered by its predecessor.
+The core's ``plan_minute`` sizes each minute's shard groups from a sample of its far buckets; if
+that fails, the minute still starts, with the minimum groups.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 
-try:  # the core may size the shard groups from the coming minute's load
+try:
+    from punctual.runtime import store_from
+    from punctual.settings import Settings
     from punctual.tick import plan_minute
-except ImportError:  # pragma: no cover - depends on the layer's version
+except ImportError:  # pragma: no cover - a layer without the planner
     plan_minute = None
 
+logger = logging.getLogger(__name__)
+logger.setLevel(os.environ.get("LOG_LEVEL", "INFO"))
 SFN = boto3.client("stepfunctions")
 
 
@@ -42,6 +49,18 @@ def _fallback_plan(minute: datetime, lead_s: int) -> dict[str, Any]:
     }
 
 
+def plan(minute: datetime, lead_s: int) -> dict[str, Any]:
+    """The execution input of ``minute``: sized from its load when the core can tell."""
+    if plan_minute is None:
+        return _fallback_plan(minute, lead_s)
+    settings = Settings.from_env()
+    try:
+        return plan_minute(minute, settings, store_from(settings))
+    except Exception:
+        logger.exception("sizing %s failed: starting it with the minimum shard groups", minute)
+        return plan_minute(minute, settings)
+
+
 def start_minutes(now: datetime, sfn: Any = None) -> list[str]:
     """Start the coming minutes' executions; return the names of those this call started."""
     sfn = sfn or SFN
@@ -51,11 +70,12 @@ def start_minutes(now: datetime, sfn: Any = None) -> list[str]:
     started = []
     for offset in range(lookahead):
         minute = first + timedelta(minutes=offset)
-        plan = plan_minute(minute) if plan_minute else _fallback_plan(minute, lead_s)
         name = minute.strftime("m-%Y%m%dT%H%M")
         try:
             sfn.start_execution(
-                stateMachineArn=os.environ["PUNCTUAL_STATE_MACHINE_ARN"], name=name, input=json.dumps(plan)
+                stateMachineArn=os.environ["PUNCTUAL_STATE_MACHINE_ARN"],
+                name=name,
+                input=json.dumps(plan(minute, lead_s)),
             )
             started.append(name)
         except sfn.exceptions.ExecutionAlreadyExists:
@@ -64,4 +84,6 @@ def start_minutes(now: datetime, sfn: Any = None) -> list[str]:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return {"started": start_minutes(datetime.now(UTC))}
+    started = start_minutes(datetime.now(UTC))
+    logger.info("started %s", started or "nothing new")
+    return {"started": started}

@@ -91,7 +91,8 @@ class Dispatch(Construct):
             environment={
                 **environment,
                 "PUNCTUAL_STATE_MACHINE_ARN": self.state_machine.state_machine_arn,
-                "PUNCTUAL_SHARD_GROUPS": str(config.shard_groups),
+                "PUNCTUAL_SHARD_GROUPS": str(config.shard_groups),  # the fewest pollers a minute gets
+                "PUNCTUAL_MAX_SHARD_GROUPS": str(config.max_shard_groups),  # the most (inline Map: 40)
                 "PUNCTUAL_TICK_LOOKAHEAD_MINUTES": str(c.TICK_LOOKAHEAD_MINUTES),
             },
         )

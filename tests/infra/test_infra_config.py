@@ -52,6 +52,7 @@ def test_command_line_strings_are_coerced() -> None:
     ("key", "value", "message"),
     [
         ("shardGroups", 41, "shardGroups"),  # an inline Map runs at most 40 pollers at once
+        ("maxShardGroups", 41, "maxShardGroups"),
         ("shardGroups", "two", "shardGroups"),
         ("queueCount", 0, "queueCount"),
         ("workerBatchSize", 11, "workerBatchSize"),  # FIFO event sources take at most 10

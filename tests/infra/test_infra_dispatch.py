@@ -99,4 +99,6 @@ def test_every_minute_the_rule_invokes_the_tick(default_synth: Synth) -> None:
 def test_shard_groups_from_context_reach_the_tick(custom_synth: Synth) -> None:
     tick = custom_synth.resources[custom_synth.logical_id(custom_synth.stack.dispatch.tick.function)]
 
-    assert tick["Properties"]["Environment"]["Variables"]["PUNCTUAL_SHARD_GROUPS"] == "4"
+    variables = tick["Properties"]["Environment"]["Variables"]
+    assert variables["PUNCTUAL_SHARD_GROUPS"] == "4"
+    assert variables["PUNCTUAL_MAX_SHARD_GROUPS"] == "40"  # what an inline Map runs at once

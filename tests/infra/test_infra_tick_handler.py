@@ -103,3 +103,67 @@ def test_other_errors_are_not_swallowed(tick: ModuleType) -> None:
 
         with pytest.raises(sfn.exceptions.StateMachineDoesNotExist):
             tick.start_minutes(datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC), sfn)
+
+
+class _RecordingSfn:
+    """A Step Functions client that records StartExecution calls (Stubber cannot show the input)."""
+
+    exceptions = boto3.client("stepfunctions", region_name="us-east-1").exceptions
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    def start_execution(self, **params: str) -> dict:
+        self.calls.append(params)
+        return {"executionArn": f"{MACHINE}:{params['name']}"}
+
+
+class _CountingStore:
+    """Answers the planner's far-bucket counts with the same number for every shard."""
+
+    def __init__(self, per_shard: int) -> None:
+        self.per_shard = per_shard
+
+    def count_timers(self, *args: object) -> int:
+        return self.per_shard
+
+
+class _BrokenStore:
+    def count_timers(self, *args: object) -> int:
+        raise RuntimeError("DynamoDB is unavailable")
+
+
+@pytest.mark.parametrize("store", [_CountingStore(0), _BrokenStore()], ids=["idle", "store-failing"])
+def test_core_planner_sizes_minutes_and_never_blocks_them(
+    tick: ModuleType, monkeypatch: pytest.MonkeyPatch, store: object
+) -> None:
+    from punctual import tick as core_tick
+
+    # Given the core's planner, with a store that is idle or failing
+    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
+    monkeypatch.setattr(tick, "store_from", lambda settings: store)
+    sfn = _RecordingSfn()
+    now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+    # When the tick runs, Then both minutes start with the minimum groups (PUNCTUAL_SHARD_GROUPS)
+    assert tick.start_minutes(now, sfn) == ["m-20260301T1201", "m-20260301T1202"]
+
+    first = json.loads(sfn.calls[0]["input"])
+    assert first["start_at"] == "2026-03-01T12:00:50Z"
+    assert [g["group"] for g in first["groups"]] == [0, 1, 2]
+    assert {g["group_count"] for g in first["groups"]} == {3}
+
+
+def test_a_burst_gets_more_groups_up_to_the_maximum(
+    tick: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from punctual import tick as core_tick
+
+    # Given a minute whose sampled far buckets hold 20,000 timers each (10 million in all)
+    monkeypatch.setenv("PUNCTUAL_MAX_SHARD_GROUPS", "40")
+    monkeypatch.setattr(tick, "store_from", lambda settings: _CountingStore(20_000))
+    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
+
+    plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
+
+    assert 3 < len(plan["groups"]) <= 40
