@@ -388,3 +388,14 @@ def openapi_document() -> dict[str, Any]:
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         document["components"]["schemas"].pop(name, None)
     return document
+
+
+def openapi_text() -> str:
+    """The document as committed in ``openapi.json`` (two-space indent, trailing newline)."""
+    return json.dumps(openapi_document(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":  # python -m punctual.api.app > openapi.json
+    import sys
+
+    sys.stdout.write(openapi_text())
