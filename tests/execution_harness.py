@@ -15,7 +15,7 @@ from factories import job as make_job
 from punctual.clock import ManualClock
 from punctual.dispatch import DispatchConfig, Dispatcher
 from punctual.execution import Delivery, HandleResult, MemoryFailureSink, Worker, WorkerConfig
-from punctual.models import Job
+from punctual.models import Job, Overlap
 from punctual.observability import RecordingMetrics
 from punctual.queues import DispatchMessage, MemoryQueues, MessageKind
 from punctual.store.base import JobStore
@@ -124,6 +124,7 @@ class Rig:
             attempt=attempt,
             job_version=job.version,
             kind=kind,
+            ordered=job.overlap is Overlap.QUEUE,
         )
 
     # ------------------------------------------------------------------ queues

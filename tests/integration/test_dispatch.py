@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from simulation import LAYOUT, SHORT, Simulation
 
 from factories import spec
 from punctual.clock import ManualClock
@@ -17,6 +16,7 @@ from punctual.jobs import JobService, QueueRouting
 from punctual.models import Execution, ExecutionStatus
 from punctual.store.base import JobStore
 from punctual.timers import Lane, TimerKind, minute_of, slot_key
+from simulation import LAYOUT, SHORT, Simulation
 
 
 class Crash(BaseException):

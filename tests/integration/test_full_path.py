@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import boto3
-from execution_harness import FakeTarget
 
+from execution_harness import FakeTarget
 from factories import spec
 from punctual.clock import ManualClock
 from punctual.dispatch import DispatchConfig, Dispatcher

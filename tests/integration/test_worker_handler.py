@@ -13,14 +13,14 @@ from typing import Any
 
 import boto3
 import pytest
-from execution_harness import FakeTarget
 
+from execution_harness import FakeTarget
 from factories import job as make_job
 from punctual import execution
 from punctual.clock import SystemClock
 from punctual.execution import Worker, WorkerConfig
 from punctual.models import ExecutionStatus, Job
-from punctual.queues import DispatchMessage, SqsQueues
+from punctual.queues import DispatchMessage, MessageKind, SqsQueues, message_for
 from punctual.store.dynamo import DynamoStore, table_definition
 from punctual.timers import slot_key
 
@@ -84,8 +84,7 @@ def add_job(env: Env, job_id: str, **overrides: Any) -> Job:
 
 
 def message(job: Job, slot: datetime) -> DispatchMessage:
-    at = slot.isoformat().replace("+00:00", "Z")
-    return DispatchMessage(job.tenant, job.id, slot_key(slot), at, 1, job.version, released_at=at)
+    return message_for(job, slot_key(slot), slot, 1, MessageKind.FIRE, slot)
 
 
 def sqs_event(env: Env, max_messages: int = 10) -> dict[str, Any]:

@@ -190,7 +190,6 @@ def test_sigterm_mid_run_finishes_or_releases_and_nothing_is_lost_or_doubled(
 
 def test_runs_several_at_once_heartbeats_and_never_exceeds_its_concurrency(tmp_path: Path) -> None:
     from execution_harness import LONG, Rig
-
     from punctual.clock import SystemClock
     from punctual.models import ExecutionStatus
     from punctual.store.memory import MemoryStore

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig, statuses
 
+from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig, statuses
 from factories import spec
 from punctual.clock import ManualClock
 from punctual.jobs import InvalidJobError, JobService, QueueRouting, find_cycle

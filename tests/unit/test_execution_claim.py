@@ -8,10 +8,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from execution_harness import Crash, FakeTarget, Rig, statuses
 from hypothesis import given
 from hypothesis import strategies as st
 
+from execution_harness import Crash, FakeTarget, Rig, statuses
 from punctual.clock import ManualClock
 from punctual.execution import (
     LEASE_LOST_NOTE,

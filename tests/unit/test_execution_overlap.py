@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from execution_harness import SHORT, Rig, statuses
 
+from execution_harness import SHORT, Rig, statuses
 from punctual.clock import ManualClock
 from punctual.execution import ClaimOutcome, Delivery
 from punctual.models import ExecutionStatus

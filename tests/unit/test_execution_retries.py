@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from execution_harness import FakeTarget, Rig, statuses
 
+from execution_harness import FakeTarget, Rig, statuses
 from punctual.clock import ManualClock
 from punctual.models import ExecutionStatus, JobState
 from punctual.queues import MessageKind

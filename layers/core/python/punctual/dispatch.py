@@ -26,13 +26,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from punctual.clock import Clock
 from punctual.models import ExecutionStatus, Job, JobState, Runtime
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.planning import dispatch_instant, plan_release
-from punctual.queues import DispatchMessage, MessageKind, QueuePort, pick_queue
+from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, pick_queue
 from punctual.store.base import JobStore
 from punctual.timers import (
     Lane,
@@ -49,10 +49,6 @@ from punctual.timers import (
 log = logging.getLogger("punctual.dispatch")
 
 _CHUNK = 100  # BatchGetItem's limit: timers are released in chunks of this many, concurrently
-
-
-def _iso(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -219,19 +215,11 @@ class Dispatcher:
             report.completed += self._complete(job, now)
         return report
 
+    @staticmethod
     def _message(
-        self, job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime
+        job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime
     ) -> DispatchMessage:
-        return DispatchMessage(
-            tenant=job.tenant,
-            job_id=job.id,
-            slot=slot,
-            scheduled_at=_iso(scheduled),
-            attempt=attempt,
-            job_version=job.version,
-            kind=kind,
-            released_at=_iso(now),
-        )
+        return message_for(job, slot, scheduled, attempt, kind, now)
 
     def _followup(
         self,

@@ -56,7 +56,7 @@ from punctual.models import (
 )
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.planning import dispatch_instant, schedule_of
-from punctual.queues import DispatchMessage, MessageKind, QueuePort
+from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at, seeded_random
 from punctual.settings import Settings
 from punctual.store.base import ExecutionConflictError, Expect, JobStore
@@ -1299,13 +1299,4 @@ class Worker:
     def _message(
         job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime
     ) -> DispatchMessage:
-        return DispatchMessage(
-            tenant=job.tenant,
-            job_id=job.id,
-            slot=slot,
-            scheduled_at=_iso(scheduled),
-            attempt=attempt,
-            job_version=job.version,
-            kind=kind,
-            released_at=_iso(now),
-        )
+        return message_for(job, slot, scheduled, attempt, kind, now)

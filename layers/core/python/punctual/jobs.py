@@ -11,13 +11,13 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from punctual.clock import Clock
 from punctual.models import CatchupKind, Job, JobSpec, JobState, Runtime
 from punctual.planning import ceil_second, dispatch_instant, first_slot, next_slot, schedule_of
-from punctual.queues import DispatchMessage, MessageKind, QueuePort, pick_queue
+from punctual.queues import MessageKind, QueuePort, message_for, pick_queue
 from punctual.store.base import JobStore, Page, VersionConflictError
 from punctual.timers import Timer, TimerKind, TimerLayout, slot_key
 
@@ -294,16 +294,7 @@ class JobService:
         # same request key always names the same slot; the key only feeds the slot's id here.
         token = hashlib.sha256((request_key or uuid.uuid4().hex).encode()).hexdigest()[:12]
         slot = f"{slot_key(now)}~m{token}"
-        message = DispatchMessage(
-            tenant=tenant,
-            job_id=job_id,
-            slot=slot,
-            scheduled_at=now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            attempt=1,
-            job_version=job.version,
-            kind=MessageKind.MANUAL,
-            released_at=now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        )
+        message = message_for(job, slot, now, 1, MessageKind.MANUAL, now)
         self.queues.send(self.routing.queue_for(job), [message])
         return slot
 

@@ -15,11 +15,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from punctual.models import Job, Overlap
 from punctual.timers import stable_hash
 
 SQS_BATCH_MAX = 10
@@ -57,6 +58,7 @@ class DispatchMessage:
     job_version: int
     kind: str = MessageKind.FIRE
     released_at: str = ""  # when the poller released it (fire delay = released_at - scheduled_at)
+    ordered: bool = False  # one message group per job (overlap 'queue'); else one per slot
 
     @property
     def dedup_id(self) -> str:
@@ -66,8 +68,20 @@ class DispatchMessage:
 
     @property
     def group_id(self) -> str:
-        """One message group per job: a job's slots are delivered in order."""
-        return hashlib.blake2b(f"{self.tenant}\x1f{self.job_id}".encode(), digest_size=16).hexdigest()
+        """The FIFO message group.
+
+        Overlap ``queue`` jobs get one group per job, so their slots are delivered in order
+        and one at a time. Other jobs get one group per slot: FIFO would otherwise hold a
+        job's next slot until the previous one finished, turning ``allow`` and ``skip``
+        into ``queue`` (and more groups is what high-throughput FIFO scales on). Every
+        attempt of one slot shares its group either way.
+        """
+        key = (
+            f"{self.tenant}\x1f{self.job_id}"
+            if self.ordered
+            else f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}"
+        )
+        return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
     def to_body(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -78,6 +92,27 @@ class DispatchMessage:
         if not isinstance(data, dict):
             raise ValueError("message body is not a JSON object")
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def iso_instant(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def message_for(
+    job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime
+) -> DispatchMessage:
+    """The message for one attempt of one slot of ``job``: the one way messages are made."""
+    return DispatchMessage(
+        tenant=job.tenant,
+        job_id=job.id,
+        slot=slot,
+        scheduled_at=iso_instant(scheduled),
+        attempt=attempt,
+        job_version=job.version,
+        kind=kind,
+        released_at=iso_instant(now),
+        ordered=job.overlap is Overlap.QUEUE,
+    )
 
 
 def pick_queue(urls: Sequence[str], job_id: str) -> str:
