@@ -15,10 +15,11 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from punctual.clock import Clock
-from punctual.models import CatchupKind, Job, JobSpec, JobState, Runtime
+from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Runtime
 from punctual.planning import ceil_second, dispatch_instant, first_slot, next_slot, schedule_of
 from punctual.queues import MessageKind, QueuePort, message_for, pick_queue
 from punctual.store.base import JobStore, Page, VersionConflictError
+from punctual.targets.http import BlockedTargetError, guard_url
 from punctual.timers import Timer, TimerKind, TimerLayout, slot_key
 
 
@@ -119,6 +120,7 @@ class JobService:
         routing: QueueRouting,
         max_jobs_per_tenant: int = 100_000,
         secrets: SecretBox | None = None,
+        allow_cidrs: tuple[str, ...] = (),
     ) -> None:
         self.store = store
         self.queues = queues
@@ -127,6 +129,7 @@ class JobService:
         self.routing = routing
         self.max_jobs = max_jobs_per_tenant
         self.secrets = secrets
+        self.allow_cidrs = allow_cidrs
 
     # ------------------------------------------------------------------ reading
 
@@ -161,6 +164,7 @@ class JobService:
         """Store a new job and its first timer; return it and its signing secret (shown once)."""
         now = self.clock.now()
         job_id = job_id or uuid.uuid4().hex
+        self._check_target(spec)
         parents = self._check_dependencies(tenant, job_id, spec)
         secret_plain: str | None = None
         secret_stored: str | None = None
@@ -189,6 +193,7 @@ class JobService:
         """Replace the spec. The next slot is computed afresh (no catch-up for a replacement)."""
         current = self._current(tenant, job_id, expected_version)
         now = self.clock.now()
+        self._check_target(spec)
         parents = self._check_dependencies(tenant, job_id, spec)
         old_parents = schedule_of(current).parents
         anchor = current.anchor
@@ -335,6 +340,24 @@ class JobService:
             kind=TimerKind.FIRE,
             job_version=job.version,
         )
+
+    def _check_target(self, spec: JobSpec) -> None:
+        """Refuse, before anything is stored, what the worker would refuse to call anyway."""
+        target = spec.target
+        if isinstance(target, HttpTarget):
+            try:
+                # No DNS here: literal addresses, every spelling of them, and localhost names.
+                guard_url(target.url, self.allow_cidrs, resolve=False)
+            except BlockedTargetError as exc:
+                raise InvalidJobError(f"target url refused: {exc.reason}", field="target.url") from None
+        if (
+            isinstance(target, EventBridgeTarget)
+            and spec.payload is not None
+            and not isinstance(spec.payload, dict)
+        ):
+            raise InvalidJobError(
+                "an eventbridge target's payload must be a JSON object (the event detail)", field="payload"
+            )
 
     def _check_dependencies(self, tenant: str, job_id: str, spec: JobSpec) -> tuple[str, ...]:
         parents = schedule_of(spec).parents

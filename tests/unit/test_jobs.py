@@ -1,0 +1,144 @@
+"""The job use cases on the in-memory store: validation at registration, versions, triggers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from factories import spec
+from punctual.clock import ManualClock
+from punctual.jobs import (
+    InvalidJobError,
+    JobConflictError,
+    JobNotFoundError,
+    JobService,
+    PreconditionFailedError,
+    QueueRouting,
+)
+from punctual.models import JobState
+from punctual.queues import MemoryQueues
+from punctual.store.memory import MemoryStore
+from punctual.timers import Lane, TimerLayout
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def env() -> tuple[JobService, MemoryStore, MemoryQueues, ManualClock]:
+    clock = ManualClock(T0)
+    store = MemoryStore()
+    queues = MemoryQueues(now=clock.now)
+    service = JobService(store, queues, clock, TimerLayout(4, 2, 180), QueueRouting(("short",), ("long",)))
+    return service, store, queues, clock
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/x",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::1]/",
+        "http://0x7f.1/",
+        "http://localhost:8080/",
+        "http://10.0.0.5/",
+    ],
+)
+def test_forbidden_webhook_urls_are_refused_before_storing(env, url) -> None:  # type: ignore[no-untyped-def]
+    service, store, _, _ = env
+    with pytest.raises(InvalidJobError) as refused:
+        service.register("t", spec(target={"type": "http", "url": url}))
+    assert refused.value.field == "target.url"
+    assert store.list_jobs("t", 10).items == []
+
+
+def test_allow_list_opens_exactly_what_it_names(env) -> None:  # type: ignore[no-untyped-def]
+    service, *_ = env
+    service.allow_cidrs = ("127.0.0.0/8",)
+    job, _ = service.register("t", spec(target={"type": "http", "url": "http://127.0.0.1:9000/hook"}))
+    assert job.state is JobState.ENABLED
+    with pytest.raises(InvalidJobError):
+        service.register("t", spec(target={"type": "http", "url": "http://10.0.0.1/"}))
+
+
+def test_eventbridge_payload_must_be_an_object(env) -> None:  # type: ignore[no-untyped-def]
+    service, *_ = env
+    target = {
+        "type": "eventbridge",
+        "event_bus_arn": "arn:aws:events:us-east-1:123456789012:event-bus/default",
+    }
+    with pytest.raises(InvalidJobError, match="JSON object"):
+        service.register("t", spec(target=target, payload=[1, 2]))
+    service.register("t", spec(target=target, payload={"k": 1}))
+
+
+def test_one_time_job_in_the_past_is_refused(env) -> None:  # type: ignore[no-untyped-def]
+    service, *_ = env
+    with pytest.raises(InvalidJobError, match="no future slot"):
+        service.register("t", spec("at(2020-01-01T00:00:00)"))
+
+
+def test_registration_writes_the_first_timer_in_the_right_lane(env) -> None:  # type: ignore[no-untyped-def]
+    service, store, _, _ = env
+    soon, _ = service.register("t", spec("rate(30 seconds)"))
+    later, _ = service.register("t", spec("cron(0 12 * * ? *)"))
+    assert soon.next_fire_at == T0 + timedelta(seconds=30)
+    assert later.next_fire_at == T0.replace(hour=12)
+    near = [t for s in range(2) for t in store.query_timers(Lane.NEAR, T0, s)]
+    far = [t for s in range(4) for t in store.query_timers(Lane.FAR, T0.replace(hour=12), s)]
+    assert [t.job_id for t in near] == [soon.id] and [t.job_id for t in far] == [later.id]
+
+
+def test_dependencies_must_exist_and_never_cycle(env) -> None:  # type: ignore[no-untyped-def]
+    service, store, _, _ = env
+    service.register("t", spec("rate(1 hour)"), job_id="a")
+    service.register("t", spec("after(a)"), job_id="b")
+    assert store.list_dependents("t", "a") == ["b"]
+    with pytest.raises(InvalidJobError, match="does not exist"):
+        service.register("t", spec("after(nope)"))
+    with pytest.raises(InvalidJobError, match="cycle: a -> b -> a"):
+        service.replace("t", "a", spec("after(b)"))
+    with pytest.raises(InvalidJobError, match="itself"):
+        service.replace("t", "a", spec("after(a)"))
+    service.delete("t", "b")
+    assert store.list_dependents("t", "a") == []
+
+
+def test_versions_guard_every_change(env) -> None:  # type: ignore[no-untyped-def]
+    service, *_ = env
+    job, _ = service.register("t", spec("rate(1 minute)"))
+    with pytest.raises(PreconditionFailedError) as stale:
+        service.replace("t", job.id, spec("rate(2 minutes)"), expected_version=7)
+    assert stale.value.current_version == 1
+    paused = service.pause("t", job.id, expected_version=1)
+    assert (paused.state, paused.version, paused.next_fire_at) == (JobState.PAUSED, 2, None)
+    assert service.pause("t", job.id).version == 2  # pausing a paused job changes nothing
+    resumed = service.resume("t", job.id)
+    assert (resumed.state, resumed.version) == (JobState.ENABLED, 3)
+    service.delete("t", job.id, expected_version=3)
+    with pytest.raises(JobNotFoundError):
+        service.get("t", job.id)
+    with pytest.raises(JobNotFoundError):
+        service.pause("t", job.id)
+
+
+def test_completed_jobs_cannot_be_resumed_only_replaced(env) -> None:  # type: ignore[no-untyped-def]
+    service, store, _, _ = env
+    job, _ = service.register("t", spec("rate(1 minute)"))
+    store.replace_job(store.get_job("t", job.id).model_copy(update={"state": JobState.COMPLETED}), 1)
+    with pytest.raises(JobConflictError):
+        service.resume("t", job.id)
+    assert service.replace("t", job.id, spec("rate(5 minutes)")).state is JobState.ENABLED
+
+
+def test_trigger_sends_an_extra_slot_with_its_own_identity(env) -> None:  # type: ignore[no-untyped-def]
+    service, _, queues, _ = env
+    job, _ = service.register("t", spec("rate(1 hour)"))
+    slot = service.trigger("t", job.id, request_key="req-1")
+    assert slot.startswith("2026-11-30T10:00:00Z~m")
+    assert service.trigger("t", job.id, request_key="req-1") == slot
+    assert service.trigger("t", job.id, request_key="req-2") != slot
+    sent = queues.all_messages("short")
+    assert [m.kind for m in sent] == ["manual", "manual"]  # the repeat was deduplicated
+    with pytest.raises(JobNotFoundError):
+        service.trigger("other-tenant", job.id)
