@@ -100,6 +100,9 @@ ECS_CPU_UNITS: Final = 512
 ECS_MEMORY_MIB: Final = 1024
 ECS_ARCHITECTURES: Final = ("ARM64", "X86_64")
 ECS_STOP_TIMEOUT_S: Final = 120  # SIGTERM → SIGKILL: time for the worker to drain
+# Running executions may finish for this long after SIGTERM; then the rest are released for
+# takeover, well inside the stop timeout (PUNCTUAL_WORKER_GRACE_S).
+ECS_DRAIN_GRACE_S: Final = ECS_STOP_TIMEOUT_S - 30
 ECS_DOCKERFILE: Final = "functions/ecs_worker/Dockerfile"
 ECS_SCALE_COOLDOWN_S: Final = 60
 # Scale-out steps on visible (waiting) long-queue messages: (lower bound, tasks to add).
@@ -122,6 +125,8 @@ LONG_QUEUE_AGE_ALARM_S: Final = 900
 DASHBOARD_PERIOD_S: Final = 60
 # Powertools Metrics adds the service dimension to every EMF metric it writes.
 METRIC_DIMENSIONS: Final = {"service": POWERTOOLS_SERVICE_NAME}
+# The ECS worker writes its EMF lines itself, under its own service dimension.
+ECS_METRICS_SERVICE: Final = "punctual-ecs-worker"
 # EMF metrics the runtime writes (namespace METRICS_NAMESPACE).
 METRIC_FIRE_DELAY_MS: Final = "FireDelayMs"
 METRIC_SLOTS_RELEASED: Final = "SlotsReleased"

@@ -1,8 +1,10 @@
 """Observability: the dashboard and the alarms, which notify an encrypted SNS topic.
 
-The runtime writes EMF metrics with Powertools in namespace ``Punctual`` (dimension
-``service=punctual``): ``FireDelayMs`` (scheduled instant → release), ``SlotsReleased``,
-``SlotsSkipped``, ``ExecutionsSucceeded``, ``ExecutionsFailed``, ``Retries``. The rest comes from
+The runtime writes EMF metrics in namespace ``Punctual``: ``FireDelayMs`` (scheduled instant →
+release), ``SlotsReleased``, ``SlotsSkipped`` from the poller, and ``ExecutionsSucceeded``,
+``ExecutionsFailed``, ``Retries`` from the workers. Lambda functions write them with Powertools
+(dimension ``service=punctual``), the ECS worker itself (``service=punctual-ecs-worker``); the
+dashboard adds the two lanes. The rest comes from
 the services: queue depth and age, Lambda errors and durations, DynamoDB throttles, state
 machine executions.
 
@@ -39,15 +41,31 @@ from infra.config import PunctualConfig
 _MINUTE = cdk.Duration.seconds(c.DASHBOARD_PERIOD_S)
 
 
-def app_metric(name: str, statistic: str, label: str | None = None) -> cloudwatch.Metric:
+def app_metric(
+    name: str, statistic: str, label: str | None = None, service: str = c.POWERTOOLS_SERVICE_NAME
+) -> cloudwatch.Metric:
     """An EMF metric the runtime writes, per minute."""
     return cloudwatch.Metric(
         namespace=c.METRICS_NAMESPACE,
         metric_name=name,
-        dimensions_map=dict(c.METRIC_DIMENSIONS),
+        dimensions_map={**c.METRIC_DIMENSIONS, "service": service},
         statistic=statistic,
         period=_MINUTE,
         label=label or name,
+    )
+
+
+def both_lanes_sum(name: str, label: str) -> cloudwatch.MathExpression:
+    """A count both workers write: the Lambda worker (Powertools) and the ECS worker."""
+    lambda_id, ecs_id = f"{name.lower()}_lambda", f"{name.lower()}_ecs"  # unique within a graph
+    return cloudwatch.MathExpression(
+        expression=f"FILL({lambda_id}, 0) + FILL({ecs_id}, 0)",
+        using_metrics={
+            lambda_id: app_metric(name, "Sum"),
+            ecs_id: app_metric(name, "Sum", service=c.ECS_METRICS_SERVICE),
+        },
+        label=label,
+        period=_MINUTE,
     )
 
 
@@ -274,14 +292,14 @@ class Observability(Construct):
                 "Slots and executions per minute",
                 [
                     app_metric(c.METRIC_SLOTS_RELEASED, "Sum", "slots released"),
-                    app_metric(c.METRIC_EXECUTIONS_SUCCEEDED, "Sum", "succeeded"),
-                    app_metric(c.METRIC_EXECUTIONS_FAILED, "Sum", "failed"),
+                    both_lanes_sum(c.METRIC_EXECUTIONS_SUCCEEDED, "succeeded"),
+                    both_lanes_sum(c.METRIC_EXECUTIONS_FAILED, "failed"),
                 ],
             ),
             graph(
                 "Retries and skipped slots per minute",
                 [
-                    app_metric(c.METRIC_RETRIES, "Sum", "retries"),
+                    both_lanes_sum(c.METRIC_RETRIES, "retries"),
                     app_metric(c.METRIC_SLOTS_SKIPPED, "Sum", "skipped"),
                 ],
             ),

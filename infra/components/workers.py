@@ -149,7 +149,7 @@ class Workers(Construct):
                 platform=ecr_assets.Platform.LINUX_ARM64 if arm else ecr_assets.Platform.LINUX_AMD64,
             ),
             logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=self.container_logs),
-            environment=environment,
+            environment={**environment, "PUNCTUAL_WORKER_GRACE_S": str(c.ECS_DRAIN_GRACE_S)},
             stop_timeout=cdk.Duration.seconds(c.ECS_STOP_TIMEOUT_S),
             readonly_root_filesystem=True,
         )

@@ -112,6 +112,7 @@ def test_dashboard_shows_the_scheduler_metrics(default_synth: Synth) -> None:
     (dashboard,) = default_synth.of_type("AWS::CloudWatch::Dashboard").values()
     body = join_parts(dashboard["Properties"]["DashboardBody"])
 
+    assert '"service","punctual-ecs-worker"' in body  # the ECS lane's executions count too
     for needle in (
         "FireDelayMs",
         "p50",
