@@ -64,11 +64,25 @@ NextToken = Annotated[
 ]
 
 
+def _header(event: dict[str, Any], name: str) -> str | None:
+    for key, value in (event.get("headers") or {}).items():
+        if key.lower() == name:
+            return str(value)
+    return None
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in ("", "application/json") or (media.startswith("application/") and media.endswith("+json"))
+
+
 class PunctualResolver(APIGatewayRestResolver):
-    """The resolver, refusing oversized bodies before anything parses them."""
+    """The resolver, refusing oversized and non-JSON bodies before anything parses them."""
 
     def resolve(self, event: Any, context: LambdaContext) -> dict[str, Any]:
-        body = event.get("body") if isinstance(event, dict) else None
+        if not isinstance(event, dict):
+            return super().resolve(event, context)
+        body = event.get("body")
         if isinstance(body, str) and len(body) > MAX_BODY_BYTES:
             # Length in characters is a lower bound of the bytes; base64 bodies are larger still.
             return problems.proxy_problem(
@@ -77,6 +91,27 @@ class PunctualResolver(APIGatewayRestResolver):
                 "Payload too large",
                 f"the request body has more than {MAX_BODY_BYTES} bytes "
                 f"(a job payload may have {MAX_PAYLOAD_BYTES})",
+            )
+        content_type = _header(event, "content-type")
+        if content_type is not None and not body:
+            # An empty body has no media type: never let a form or multipart parser near it.
+            event = {
+                **event,
+                "headers": {
+                    k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"
+                },
+                "multiValueHeaders": {
+                    k: v
+                    for k, v in (event.get("multiValueHeaders") or {}).items()
+                    if k.lower() != "content-type"
+                },
+            }
+        elif content_type is not None and not _is_json(content_type):
+            return problems.proxy_problem(
+                415,
+                "unsupported-media-type",
+                "Unsupported media type",
+                f"send the body as application/json, not {content_type[:80]!r}",
             )
         return super().resolve(event, context)
 
@@ -168,15 +203,15 @@ def create_job(spec: JobSpec, idempotency_key: IdempotencyKey = None) -> Respons
 )
 def list_jobs(
     state: Annotated[JobState | None, Query()] = None,
-    tag: Annotated[str | None, Query(min_length=1, max_length=400)] = None,
+    tag: Annotated[str | None, Query(max_length=400, description="key, or key=value")] = None,
     limit: Limit = 50,
     next_token: NextToken = None,
 ) -> JobPage:
     tenant = _tenant()
     svc = services()
-    scope = svc.tokens.scope(tenant, "jobs", {"state": state, "tag": tag})
+    scope = svc.tokens.scope(tenant, "jobs", {"state": state, "tag": tag or None})
     cursor = svc.tokens.decode(next_token, scope)
-    page = svc.jobs.list_jobs(tenant, limit, cursor, state, tag)
+    page = svc.jobs.list_jobs(tenant, limit, cursor, state, tag or None)
     return JobPage(
         items=[JobOut.of(job) for job in page.items], next_token=svc.tokens.encode(page.cursor, scope)
     )
@@ -385,6 +420,7 @@ def openapi_document() -> dict[str, Any]:
         responses = operation["responses"]
         responses["422"] = {"description": "Unprocessable Content: invalid input", **problem}
         responses["500"] = {"description": "Internal error (a bug: never expected)", **problem}
+        responses.get("204", {}).pop("content", None)  # 204 has no body
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         document["components"]["schemas"].pop(name, None)
     return document
