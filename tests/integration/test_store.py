@@ -183,15 +183,25 @@ def test_history_newest_first_paged_and_filtered(store, t0):  # type: ignore[no-
 
 
 def test_dependencies(store, t0):  # type: ignore[no-untyped-def]
+    for parent in ("p1", "p2"):
+        store.create_job(job(parent, now=t0), None, max_jobs=10)
     store.set_dependents("default", "child", ["p1", "p2"], present=True)
+    store.set_dependents("default", "child", ["p1"], present=True)  # a repeat counts once
     assert store.list_dependents("default", "p1") == ["child"]
+    assert store.get_job("default", "p1").dependents == 1
+    # the count is the store's: a replace by a writer that does not know it keeps it
+    store.replace_job(job("p1", now=t0).model_copy(update={"version": 2}), expected_version=1)
+    assert store.get_job("default", "p1").dependents == 1
     assert store.record_parent_success("default", "child", "s1", "p1", 1) == {"p1"}
     assert store.record_parent_success("default", "child", "s1", "p1", 1) == {"p1"}
     assert store.record_parent_success("default", "child", "s1", "p2", 1) == {"p1", "p2"}
     assert store.claim_child_dispatch("default", "child", "s1") is True
     assert store.claim_child_dispatch("default", "child", "s1") is False
     store.set_dependents("default", "child", ["p1"], present=False)
+    store.set_dependents("default", "child", ["p1"], present=False)
     assert store.list_dependents("default", "p1") == []
+    assert store.get_job("default", "p1").dependents == 0
+    assert store.batch_get_jobs([("default", "p2")], consistent=False)[("default", "p2")].dependents == 1
     assert store.list_dependents("default", "p2") == ["child"]
 
 

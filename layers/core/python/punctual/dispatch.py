@@ -145,7 +145,9 @@ class Dispatcher:
 
         fire = [t for t in timers if t.kind is TimerKind.FIRE]
         other = [t for t in timers if t.kind is not TimerKind.FIRE]
-        jobs = self.store.batch_get_jobs({(t.tenant, t.job_id) for t in timers}) if timers else {}
+        # Eventually consistent (half the read cost): a job paused or replaced a moment ago may
+        # release one more slot of the old version, which the worker's claim re-checks.
+        jobs = self.store.batch_get_jobs({(t.tenant, t.job_id) for t in timers}, consistent=False)
 
         for timer in fire:
             job = jobs.get((timer.tenant, timer.job_id))

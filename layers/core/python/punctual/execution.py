@@ -630,7 +630,10 @@ class Worker:
             CLAIMED (run it), or an outcome that says what happened instead; WAITING
             messages have had their visibility set when ``delivery`` was given.
         """
-        job = self.store.get_job(message.tenant, message.job_id)
+        # Half-cost read first; a consistent one only when it may be behind the message.
+        job = self.store.get_job(message.tenant, message.job_id, consistent=False)
+        if job is None or job.version < message.job_version:
+            job = self.store.get_job(message.tenant, message.job_id)
         if job is None or job.state is JobState.DELETED:
             log.info("job %s is gone; dropping slot %s", message.job_id, message.slot)
             self.metrics.add("StaleMessages", 1)
@@ -1237,6 +1240,8 @@ class Worker:
         Send first, then record the dispatch: the dedup id makes a repeat harmless, and a
         repeat after SQS's window is dropped by the child's claim.
         """
+        if job.dependents <= 0:
+            return  # the common case: no job waits on this one, and no query is made
         children = self.store.list_dependents(job.tenant, job.id)
         if not children:
             return

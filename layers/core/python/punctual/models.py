@@ -372,6 +372,7 @@ class Job(JobSpec):
     next_fire_at: AwareDatetime | None = None
     skipped_slots: int = 0
     paused_at: AwareDatetime | None = None
+    dependents: int = Field(default=0, exclude=True)  # store-maintained: jobs whose schedule is after(this)
     state_reason: str | None = None  # why the job was paused or completed, when not by a user
     signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
 

@@ -103,12 +103,16 @@ class JobStore(ABC):
         """
 
     @abstractmethod
-    def get_job(self, tenant: str, job_id: str) -> Job | None:
-        """The job, or None when it does not exist (or was deleted)."""
+    def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
+        """The job, or None when it does not exist (or was deleted).
+
+        ``consistent=False`` reads at half the cost and may be a moment behind: callers that
+        know the version they expect re-read consistently when it is older.
+        """
 
     @abstractmethod
-    def batch_get_jobs(self, keys: Iterable[JobKey]) -> dict[JobKey, Job]:
-        """Many jobs at once (strongly consistent); missing ones are absent from the result."""
+    def batch_get_jobs(self, keys: Iterable[JobKey], consistent: bool = True) -> dict[JobKey, Job]:
+        """Many jobs at once; missing ones are absent from the result."""
 
     @abstractmethod
     def list_jobs(
@@ -206,7 +210,11 @@ class JobStore(ABC):
 
     @abstractmethod
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
-        """Record (``present``) or remove ``child_id`` as a dependent of each parent."""
+        """Record (``present``) or remove ``child_id`` as a dependent of each parent.
+
+        Also keeps each parent job's ``dependents`` count, so a worker finishing a job with
+        none skips the dependents query.
+        """
 
     @abstractmethod
     def list_dependents(self, tenant: str, parent_id: str) -> list[str]:

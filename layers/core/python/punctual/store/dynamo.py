@@ -114,6 +114,8 @@ class DynamoStore(JobStore):
         data["state"] = item["state"]["S"]
         if "skipped" in item:
             data["skipped_slots"] = int(item["skipped"]["N"])
+        if "dependents" in item:
+            data["dependents"] = int(item["dependents"]["N"])
         if "secret" in item:
             data["signing_secret_enc"] = item["secret"]["S"]
         return Job.model_validate(data)
@@ -163,20 +165,20 @@ class DynamoStore(JobStore):
                 raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have") from None
             raise
 
-    def get_job(self, tenant: str, job_id: str) -> Job | None:
+    def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
         reply = self.client.get_item(
             TableName=self.table,
             Key={"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
-            ConsistentRead=True,
+            ConsistentRead=consistent,
         )
         item = reply.get("Item")
         return self._job_from_item(item) if item else None
 
-    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _batch_get(self, keys: list[dict[str, Any]], consistent: bool = True) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for start in range(0, len(keys), _BATCH_GET_MAX):
             request: dict[str, Any] = {
-                self.table: {"Keys": keys[start : start + _BATCH_GET_MAX], "ConsistentRead": True}
+                self.table: {"Keys": keys[start : start + _BATCH_GET_MAX], "ConsistentRead": consistent}
             }
             for round_no in range(_MAX_UNPROCESSED_ROUNDS):
                 reply = self.client.batch_get_item(RequestItems=request)
@@ -189,9 +191,9 @@ class DynamoStore(JobStore):
                 raise RuntimeError("BatchGetItem left keys unprocessed after repeated retries")
         return found
 
-    def batch_get_jobs(self, keys: Iterable[JobKey]) -> dict[JobKey, Job]:
+    def batch_get_jobs(self, keys: Iterable[JobKey], consistent: bool = True) -> dict[JobKey, Job]:
         unique = sorted(set(keys))
-        items = self._batch_get([{"pk": _s(job_pk(t, j)), "sk": _s("job")} for t, j in unique])
+        items = self._batch_get([{"pk": _s(job_pk(t, j)), "sk": _s("job")} for t, j in unique], consistent)
         jobs = (self._job_from_item(item) for item in items)
         return {(job.tenant, job.id): job for job in jobs}
 
@@ -655,10 +657,46 @@ class DynamoStore(JobStore):
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
         for parent in parents:
             key = {"pk": _s(job_pk(tenant, parent)), "sk": _s(f"child#{child_id}")}
-            if present:
-                self.client.put_item(TableName=self.table, Item=key)
-            else:
-                self.client.delete_item(TableName=self.table, Key=key)
+            # The link and the parent's count change together, and only if the link changes.
+            link: dict[str, Any] = (
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": key,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+                if present
+                else {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": key,
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                }
+            )
+            count = {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(job_pk(tenant, parent)), "sk": _s("job")},
+                    "UpdateExpression": "ADD dependents :d",
+                    "ConditionExpression": "attribute_exists(pk)",
+                    "ExpressionAttributeValues": {":d": _n(1 if present else -1)},
+                }
+            }
+            try:
+                self.client.transact_write_items(TransactItems=[link, count])
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                # The link was already as wanted, or the parent is gone: nothing to count.
+                reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                if (
+                    reasons
+                    and reasons[0] != "ConditionalCheckFailed"
+                    and reasons[1:2] != ["ConditionalCheckFailed"]
+                ):
+                    raise
 
     def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
         children: list[str] = []

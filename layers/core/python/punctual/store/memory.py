@@ -62,12 +62,12 @@ class MemoryStore(JobStore):
             if timer is not None:
                 self._put_timer(timer)
 
-    def get_job(self, tenant: str, job_id: str) -> Job | None:
+    def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
         with self._lock:
             job = self._jobs.get((tenant, job_id))
             return job.model_copy(deep=True) if job else None
 
-    def batch_get_jobs(self, keys: Iterable[JobKey]) -> dict[JobKey, Job]:
+    def batch_get_jobs(self, keys: Iterable[JobKey], consistent: bool = True) -> dict[JobKey, Job]:
         with self._lock:
             return {key: self._jobs[key].model_copy(deep=True) for key in set(keys) if key in self._jobs}
 
@@ -102,7 +102,9 @@ class MemoryStore(JobStore):
                     f"job {job.id!r} is not at version {expected_version}",
                     current.version if current else None,
                 )
-            self._jobs[(job.tenant, job.id)] = job.model_copy(deep=True)
+            # ``dependents`` and ``skipped_slots`` are kept by the store, not by the writer.
+            kept = {"dependents": current.dependents, "skipped_slots": current.skipped_slots}
+            self._jobs[(job.tenant, job.id)] = job.model_copy(deep=True, update=kept)
             for timer in timers:
                 self._put_timer(timer)
 
@@ -249,10 +251,15 @@ class MemoryStore(JobStore):
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
         with self._lock:
             for parent in parents:
+                children = self._dependents[(tenant, parent)]
+                had = child_id in children
                 if present:
-                    self._dependents[(tenant, parent)].add(child_id)
+                    children.add(child_id)
                 else:
-                    self._dependents[(tenant, parent)].discard(child_id)
+                    children.discard(child_id)
+                job = self._jobs.get((tenant, parent))
+                if job is not None and had != present:
+                    job.dependents += 1 if present else -1
 
     def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
         with self._lock:
