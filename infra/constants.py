@@ -81,10 +81,13 @@ TABLE_THROTTLE_ALARM_EVENTS: Final = 1  # any throttled request in a minute is w
 QUEUE_COUNT: Final = 1
 MAX_QUEUE_COUNT: Final = 10
 MAX_RECEIVE_COUNT: Final = 5
-# AWS asks for a visibility timeout of at least 6x the function timeout on an SQS event source,
-# so that a message is not redelivered while an invocation (with its retries on throttling) still
-# holds it. A crashed execution is retried by its lease timer, not by SQS, so this costs no latency.
-SHORT_QUEUE_VISIBILITY_TIMEOUT_S: Final = 6 * WORKER_TIMEOUT_S
+# The message's visibility IS the Lambda worker's lease: the worker writes no lease timer (that
+# saves a write per trigger), so a crashed invocation's slot comes back when its message turns
+# visible again. The function timeout plus a minute keeps that recovery under 16 minutes. AWS's
+# usual advice of 6x the function timeout guards against a second delivery while the event
+# source retries a throttled invocation; here a second delivery is harmless, because the
+# worker's conditional claim drops it (or waits while the first attempt's lease is live).
+SHORT_QUEUE_VISIBILITY_TIMEOUT_S: Final = WORKER_TIMEOUT_S + 60
 # The ECS worker extends visibility with its heartbeats; this is the first slice of a long job.
 LONG_QUEUE_VISIBILITY_TIMEOUT_S: Final = 900
 QUEUE_RETENTION_DAYS: Final = 4

@@ -5,9 +5,10 @@ Short lane
     responses (a failed message is retried alone, its group's later messages wait), and at most
     ``workerMaxConcurrency`` concurrent invocations per queue. The function timeout is the
     longest job the Lambda lane runs (900 s, Lambda's maximum); the queue's visibility timeout
-    is six times that, as AWS recommends for SQS event sources, so a message is not redelivered
-    while an invocation still holds it. A worker that crashes is retried by its lease timer,
-    not by SQS redelivery, so the long visibility costs no latency.
+    is that plus a minute. The message's visibility is the Lambda worker's lease (it writes no
+    lease timer, saving a write per trigger): a crashed invocation's slot is delivered again
+    within 16 minutes and taken over by the claim. A redelivery while the first invocation
+    still runs (which AWS's 6x advice guards against) is harmless: the claim waits or drops it.
 
 Long lane
     A Fargate service runs ``python -m punctual.worker_service`` (image built from
