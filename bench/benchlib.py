@@ -1,0 +1,151 @@
+"""What every benchmark shares: percentiles, tables, machine facts, result files, job builders.
+
+Benchmarks print human tables and write ``bench/results/<name>.json``; nothing here asserts
+a timing. Run them from the repository root with the project's venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+PRICES_PATH = BENCH_DIR / "prices.json"
+
+# Fake credentials before any boto3 client exists: benchmarks never reach real AWS.
+for _name, _value in (
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_SECURITY_TOKEN", "testing"),
+    ("AWS_SESSION_TOKEN", "testing"),
+    ("AWS_DEFAULT_REGION", "us-east-1"),
+):
+    os.environ.setdefault(_name, _value)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return float(ordered[0])
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (rank - low))
+
+
+def summary(values: Sequence[float]) -> dict[str, float | None]:
+    """p50 / p90 / p99 / max of a sample."""
+    return {
+        "count": len(values),
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "max": max(values) if values else None,
+    }
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """The facts a reader needs to compare figures across machines."""
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "arch": platform.machine(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+    }
+
+
+def machine_line() -> str:
+    m = machine()
+    return f"{m['cpu']}, {m['cores']} cores, {m['arch']}, {m['python']}"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    """Write ``bench/results/<name>.json`` with the date and machine added."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    body = {"benchmark": name, "date": now_iso(), "machine": machine(), **payload}
+    path.write_text(json.dumps(body, indent=2, default=str) + "\n")
+    print(f"wrote {path.relative_to(ROOT)}")
+    return path
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> str:
+    """A plain-text table; ``align`` is one of 'l'/'r' per column (numbers right by default)."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], len(value))
+    if align is None:
+        align = "l" + "r" * (len(headers) - 1)
+    lines = []
+    lines.append("  ".join(_pad(h, widths[i], align[i]) for i, h in enumerate(headers)))
+    lines.append("  ".join("-" * w for w in widths))
+    for row in cells:
+        lines.append("  ".join(_pad(v, widths[i], align[i]) for i, v in enumerate(row)))
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.4f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _pad(text: str, width: int, how: str) -> str:
+    return text.rjust(width) if how == "r" else text.ljust(width)
+
+
+def load_prices() -> dict[str, Any]:
+    return json.loads(PRICES_PATH.read_text())
+
+
+def price(prices: dict[str, Any], key: str) -> float:
+    """A price by dotted key, e.g. ``dynamodb.on_demand_write_per_million``."""
+    node: Any = prices
+    for part in key.split("."):
+        node = node[part]
+    return float(node["usd"] if isinstance(node, dict) else node)
+
+
+def heading(text: str) -> None:
+    print()
+    print(text)
+    print("=" * len(text))
+    sys.stdout.flush()

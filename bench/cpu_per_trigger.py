@@ -1,0 +1,448 @@
+"""Benchmark 3: the scheduler's own CPU cost per trigger (no AWS, no moto).
+
+The poller (``Dispatcher`` minute runs, driven step by step on a ``ManualClock``) and the
+worker core (``Worker.process``: claim, run, finish) run against ``MemoryStore`` and
+``MemoryQueues`` with a target that answers at once. Every message goes through the same
+SQS encoding the cloud path uses (body, group id, dedup id; then the body decoded). The
+figure is CPU microseconds per trigger (``time.process_time_ns``, all threads), beside
+the bare minimum measured in the same run over the same triggers: one next-slot
+computation plus encoding and decoding one message.
+
+A separate row measures what the DynamoDB store adds per trigger in item marshalling
+(job document parse twice, timer item out and in, execution document twice), which the
+memory store replaces with deep copies; botocore's own request building is not ours and
+is not counted. Then cProfile names the top costs with file:line.
+
+Usage: ``python bench/cpu_per_trigger.py [--jobs N] [--minutes M] [--no-json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import benchlib
+
+from punctual.clock import ManualClock
+from punctual.dispatch import DispatchConfig, Dispatcher, MinuteRun
+from punctual.execution import MemoryFailureSink, Worker, WorkerConfig
+from punctual.jobs import JobService, QueueRouting
+from punctual.models import Execution, ExecutionStatus, Job, JobSpec
+from punctual.observability import NullMetrics
+from punctual.queues import DispatchMessage, MemoryQueues, message_for
+from punctual.schedules import parse_schedule
+from punctual.store.base import ExecutionConflictError, Expect, JobKey
+from punctual.store.dynamo import DynamoStore
+from punctual.store.memory import MemoryStore
+from punctual.targets.base import SlotContext, TargetResult
+from punctual.timers import TimerKind, TimerLayout, slot_key
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)  # a Monday
+QUEUE = "queue://short"
+TARGET_US = 100.0
+LEAD_S = 10.0
+# (share of jobs, schedule): every-minute jobs chain through the near lane (next slot 60 s
+# ahead, under the 180 s far threshold), five-minute ones through the far lane.
+MIX: list[tuple[float, str]] = [
+    (0.5, "rate(1 minute)"),
+    (0.3, "cron(* * * * ? *)"),
+    (0.2, "cron(0/5 * * * ? *)"),
+]
+
+
+class InstantTarget:
+    """A target that succeeds at once: the run costs nothing, so the figure is ours."""
+
+    calls = 0
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        self.calls += 1
+        return TargetResult.ok()
+
+
+@dataclass
+class Phases:
+    dispatch_ns: int = 0
+    transport_ns: int = 0
+    worker_ns: int = 0
+    wall_ns: int = 0
+    triggers: int = 0
+    claimed: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    delays_ms: list[float] = field(default_factory=list)
+
+
+def job_schedules(jobs: int) -> dict[str, str]:
+    """job id -> schedule expression, in the mix and order ``build`` registers them."""
+    out: dict[str, str] = {}
+    for share, expression in MIX:
+        for _ in range(round(jobs * share)):
+            out[f"job-{len(out):07d}"] = expression
+    return out
+
+
+class NoCopyStore(MemoryStore):
+    """MemoryStore without its defensive deep copies (the core never mutates what it reads).
+
+    The deep copies stand in for the DynamoDB store's item marshalling, which is measured
+    on its own; without them the figure is the core's own work.
+    """
+
+    def get_job(self, tenant: str, job_id: str, *_: Any, **__: Any) -> Job | None:
+        with self._lock:
+            return self._jobs.get((tenant, job_id))
+
+    def batch_get_jobs(self, keys: Iterable[JobKey], *_: Any, **__: Any) -> dict[JobKey, Job]:
+        with self._lock:
+            return {key: self._jobs[key] for key in set(keys) if key in self._jobs}
+
+    def get_execution(self, tenant: str, job_id: str, slot: str, *_: Any, **__: Any) -> Execution | None:
+        with self._lock:
+            return self._executions.get((tenant, job_id, slot))
+
+    def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
+        with self._lock:
+            key = (execution.tenant, execution.job_id, execution.slot)
+            current = self._executions.get(key)
+            if expect is None:
+                if current is not None:
+                    raise ExecutionConflictError("execution already exists", current)
+            elif not expect.matches(current):
+                raise ExecutionConflictError("execution is not in the expected state", current)
+            self._executions[key] = execution
+
+
+def build(
+    jobs: int, layout: TimerLayout, store: MemoryStore
+) -> tuple[MemoryQueues, ManualClock, Dispatcher, Worker]:
+    clock = ManualClock(T0 - timedelta(minutes=5))
+    queues = MemoryQueues(now=clock.now)
+    service = JobService(store, queues, clock, layout, QueueRouting((QUEUE,), ()), max_jobs_per_tenant=10**9)
+    for index, (job_id, expression) in enumerate(job_schedules(jobs).items()):
+        start = T0 + timedelta(seconds=index % 60)  # first slots spread over the first minute
+        spec = JobSpec.model_validate(
+            {
+                "schedule": expression,
+                "start_at": start.isoformat(),
+                "target": {"type": "http", "url": "https://example.com/hook"},
+                "payload": {"n": index},
+            }
+        )
+        service.register("default", spec, job_id=job_id)
+    config = DispatchConfig(layout=layout, short_queue_urls=(QUEUE,), grace_s=5.0, concurrency=8)
+    dispatcher = Dispatcher(store, queues, clock, config)
+    worker = Worker(
+        store,
+        queues,
+        InstantTarget(),
+        clock,
+        WorkerConfig(layout=layout, short_queue_urls=(QUEUE,)),
+        metrics=NullMetrics(),
+        failures=MemoryFailureSink(),
+    )
+    return queues, clock, dispatcher, worker
+
+
+def transport(messages: list[DispatchMessage]) -> list[DispatchMessage]:
+    """What SqsQueues computes per message on send, and the worker on receive."""
+    out = []
+    for message in messages:
+        body = message.to_body()
+        _ = message.group_id, message.dedup_id
+        out.append(DispatchMessage.from_body(body))
+    return out
+
+
+def simulate(
+    jobs: int,
+    minutes: int,
+    layout: TimerLayout,
+    store: MemoryStore,
+    profiler: cProfile.Profile | None = None,
+) -> tuple[Phases, list[DispatchMessage]]:
+    """Run ``minutes`` poller minutes and work every released message; time each phase."""
+    queues, clock, dispatcher, worker = build(jobs, layout, store)
+    phases = Phases()
+    seen: list[DispatchMessage] = []
+    pending: list[tuple[datetime, datetime]] = [
+        (T0 + timedelta(minutes=k) - timedelta(seconds=LEAD_S), T0 + timedelta(minutes=k))
+        for k in range(minutes)
+    ]
+    active: list[list[Any]] = []  # [wake, MinuteRun]
+    clock.set(pending[0][0])
+    gc.collect()
+    if profiler is not None:
+        profiler.enable()
+    wall0 = time.perf_counter_ns()
+    cpu = time.process_time_ns
+    while pending or active:
+        now = clock.now()
+        t = cpu()
+        while pending and pending[0][0] <= now:
+            _, minute = pending.pop(0)
+            run: MinuteRun = dispatcher.minute_run(minute)
+            run.start()
+            active.append([now, run])
+        for item in list(active):
+            if item[0] <= now:
+                wake = item[1].step()
+                if wake is None:
+                    item[1].finish()
+                    active.remove(item)
+                else:
+                    item[0] = wake
+        phases.dispatch_ns += cpu() - t
+        released = queues.drain(QUEUE)
+        if released:
+            t = cpu()
+            delivered = transport(released)
+            phases.transport_ns += cpu() - t
+            t = cpu()
+            for message in delivered:
+                handled = worker.process(message)
+                phases.outcomes[handled.outcome] = phases.outcomes.get(handled.outcome, 0) + 1
+            phases.worker_ns += cpu() - t
+            phases.triggers += len(delivered)
+            seen.extend(delivered)
+            for message in delivered:
+                released_at = datetime.fromisoformat(message.released_at)
+                scheduled = datetime.fromisoformat(message.scheduled_at)
+                phases.delays_ms.append((released_at - scheduled).total_seconds() * 1000)
+        upcoming = [item[0] for item in active] + [p[0] for p in pending[:1]]
+        if not upcoming:
+            break
+        clock.set(max(min(upcoming), clock.now() + timedelta(milliseconds=1)))
+    phases.wall_ns = time.perf_counter_ns() - wall0
+    if profiler is not None:
+        profiler.disable()
+    phases.claimed = phases.outcomes.get(ExecutionStatus.SUCCEEDED.value, 0)
+    return phases, seen
+
+
+def bare_minimum(messages: list[DispatchMessage], schedules: dict[str, str]) -> int:
+    """CPU ns for the irreducible work of the same triggers: next slot + encode + decode."""
+    parsed = {job_id: parse_schedule(expression, "UTC") for job_id, expression in schedules.items()}
+    prepared = [(parsed[m.job_id], datetime.fromisoformat(m.scheduled_at), m) for m in messages]
+    gc.collect()
+    t = time.process_time_ns()
+    for schedule, slot, m in prepared:
+        nxt = schedule.next_after(slot, anchor=slot)
+        message = DispatchMessage(
+            tenant=m.tenant,
+            job_id=m.job_id,
+            slot=slot_key(nxt or slot),
+            scheduled_at=m.scheduled_at,
+            attempt=1,
+            job_version=1,
+            released_at=m.released_at,
+        )
+        DispatchMessage.from_body(message.to_body())
+    return time.process_time_ns() - t
+
+
+def marshalling_ns(samples: int) -> int:
+    """CPU ns per trigger the DynamoDB store adds in item (de)serialization, measured alone."""
+    clock = ManualClock(T0)
+    store = MemoryStore()
+    layout = TimerLayout()
+    service = JobService(store, MemoryQueues(now=clock.now), clock, layout, QueueRouting((QUEUE,), ()))
+    spec = JobSpec.model_validate(
+        {
+            "schedule": "rate(1 minute)",
+            "target": {"type": "http", "url": "https://example.com/hook"},
+            "payload": {"n": 1},
+        }
+    )
+    job, _ = service.register("default", spec, job_id="job-marshal")
+    dynamo = DynamoStore(client=None, table_name="bench")
+    job_item = {
+        "pk": {"S": "job#default#job-marshal"},
+        "sk": {"S": "job"},
+        **dynamo._job_attrs(job),
+    }
+    timer = layout.make(
+        now=T0,
+        due=T0 + timedelta(minutes=1),
+        job_id=job.id,
+        tenant=job.tenant,
+        slot=slot_key(T0 + timedelta(minutes=1)),
+        attempt=1,
+        kind=TimerKind.FIRE,
+        job_version=1,
+    )
+    message = message_for(job, slot_key(T0), T0, 1, "fire", T0)
+    running = Execution(
+        job_id=job.id,
+        slot=message.slot,
+        scheduled_at=T0,
+        status=ExecutionStatus.RUNNING,
+        started_at=T0,
+        owner="0" * 32,
+        lease_until=T0 + timedelta(minutes=6),
+    )
+    gc.collect()
+    t = time.process_time_ns()
+    for _ in range(samples):
+        dynamo._job_from_item(job_item)  # poller: BatchGetItem of the job
+        item = DynamoStore._timer_item(timer)  # poller: BatchWriteItem of the next timer
+        DynamoStore._timer_from_item(item)  # poller: Query of the bucket
+        dynamo._job_from_item(job_item)  # worker: GetItem of the job
+        running.model_dump_json()  # worker: claim PutItem
+        running.model_dump_json()  # worker: finish PutItem
+    return (time.process_time_ns() - t) // samples
+
+
+def profile(
+    jobs: int, minutes: int, layout: TimerLayout, store: MemoryStore, top: int = 18
+) -> list[dict[str, Any]]:
+    """cProfile of a smaller run: the functions with the most own time, file:line."""
+    profiler = cProfile.Profile()
+    phases, _ = simulate(jobs, minutes, layout, store, profiler)
+    stats = pstats.Stats(profiler)
+    entries = []
+    total_tt = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
+    for (filename, line, func), (_cc, calls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        entries.append(
+            {
+                "where": f"{_short(filename)}:{line}({func})",
+                "calls_per_trigger": calls / max(phases.triggers, 1),
+                "own_us_per_trigger": tottime * 1e6 / max(phases.triggers, 1),
+                "cum_us_per_trigger": cumtime * 1e6 / max(phases.triggers, 1),
+                "own_share": tottime / total_tt if total_tt else 0.0,
+            }
+        )
+    by_own = sorted(entries, key=lambda e: e["own_us_per_trigger"], reverse=True)[:top]
+    ours = [e for e in entries if e["where"].startswith("punctual/")]
+    by_cum = sorted(ours, key=lambda e: e["cum_us_per_trigger"], reverse=True)[:top]
+    return [{"by": "own", **e} for e in by_own] + [{"by": "cumulative (punctual)", **e} for e in by_cum]
+
+
+def _short(filename: str) -> str:
+    path = Path(filename)
+    parts = path.parts
+    for anchor in ("punctual", "pydantic", "pydantic_core", "json", "datetime", "uuid", "zoneinfo"):
+        if anchor in parts:
+            index = len(parts) - 1 - parts[::-1].index(anchor)
+            return "/".join(parts[index:])
+    if filename.startswith("~") or filename.startswith("<"):
+        return filename
+    return "/".join(parts[-2:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--jobs", type=int, default=6000)
+    parser.add_argument("--minutes", type=int, default=5)
+    parser.add_argument("--profile-jobs", type=int, default=3000)
+    parser.add_argument("--no-json", action="store_true")
+    args = parser.parse_args()
+    layout = TimerLayout()  # the cloud defaults: 512 far shards, 32 near shards, 180 s threshold
+
+    benchlib.heading(f"CPU per trigger: {args.jobs:,} jobs, {args.minutes} poller minutes, in memory")
+    runs: dict[str, dict[str, float]] = {}
+    counts: dict[str, Any] = {}
+    messages: list[DispatchMessage] = []
+    for name, store in (("memory store", MemoryStore()), ("no-copy store", NoCopyStore())):
+        phases, messages = simulate(args.jobs, args.minutes, layout, store)
+        n = max(phases.triggers, 1)
+        runs[name] = {
+            "dispatch": phases.dispatch_ns / n / 1000,
+            "transport": phases.transport_ns / n / 1000,
+            "worker": phases.worker_ns / n / 1000,
+        }
+        runs[name]["total"] = sum(runs[name].values())
+        counts[name] = {
+            "triggers": phases.triggers,
+            "outcomes": phases.outcomes,
+            "wall_s": phases.wall_ns / 1e9,
+            "release_delay_ms": benchlib.summary(phases.delays_ms),
+        }
+    n = counts["no-copy store"]["triggers"]
+    bare_us = bare_minimum(messages, job_schedules(args.jobs)) / max(n, 1) / 1000
+    marshal_us = marshalling_ns(3000) / 1000
+    core_us = runs["no-copy store"]["total"]
+    cloud_us = core_us + marshal_us
+    rows = [
+        (
+            "poller: read timers, release, write next timer",
+            runs["memory store"]["dispatch"],
+            runs["no-copy store"]["dispatch"],
+        ),
+        (
+            "SQS encoding: body, group and dedup id, decode",
+            runs["memory store"]["transport"],
+            runs["no-copy store"]["transport"],
+        ),
+        (
+            "worker: claim, run (instant target), finish",
+            runs["memory store"]["worker"],
+            runs["no-copy store"]["worker"],
+        ),
+        ("all in", runs["memory store"]["total"], core_us),
+        ("+ DynamoDB item marshalling (measured alone)", None, marshal_us),
+        ("our code as the cloud runs it", None, cloud_us),
+        ("bare minimum: next slot + encode + decode", bare_us, bare_us),
+    ]
+    print(benchlib.table(["CPU µs per trigger", "memory store", "no-copy store"], rows))
+    outcomes = counts["no-copy store"]["outcomes"]
+    print(
+        f"\n{n:,} triggers per run (outcomes {outcomes}); the memory store deep-copies every read and"
+        f" write, the no-copy store does not (its copies stand in for DynamoDB marshalling)."
+    )
+    met = cloud_us <= TARGET_US
+    print(
+        f"target <= {TARGET_US:.0f} µs per trigger (core + marshalling): {cloud_us:.0f} µs"
+        f" -> {'MET' if met else 'MISSED'}; x{cloud_us / bare_us:.1f} the bare minimum;"
+        f" one core: {1e6 / cloud_us:,.0f} triggers/s"
+    )
+
+    benchlib.heading(f"cProfile, no-copy store: {args.profile_jobs:,} jobs, 3 minutes (profiling inflates)")
+    top = profile(args.profile_jobs, 3, layout, NoCopyStore())
+    views = (("own", "function (own time)"), ("cumulative (punctual)", "punctual function (cumulative)"))
+    for by, title in views:
+        print(
+            benchlib.table(
+                [title, "calls/trig", "own µs/trig", "cum µs/trig"],
+                [
+                    (e["where"], e["calls_per_trigger"], e["own_us_per_trigger"], e["cum_us_per_trigger"])
+                    for e in top
+                    if e["by"] == by
+                ],
+                align="lrrr",
+            )
+        )
+        print()
+    if not args.no_json:
+        benchlib.write_result(
+            "cpu_per_trigger",
+            {
+                "jobs": args.jobs,
+                "minutes": args.minutes,
+                "mix": MIX,
+                "layout": {"shard_count": layout.shard_count, "near_shard_count": layout.near_shard_count},
+                "runs": counts,
+                "us_per_trigger": {
+                    "memory_store": runs["memory store"],
+                    "no_copy_store": runs["no-copy store"],
+                    "dynamo_marshalling": marshal_us,
+                    "core_with_marshalling": cloud_us,
+                    "bare_minimum": bare_us,
+                },
+                "overhead_ratio": cloud_us / bare_us,
+                "target_us": TARGET_US,
+                "target_met": met,
+                "profile_top": top,
+            },
+        )
+
+
+if __name__ == "__main__":
+    main()
