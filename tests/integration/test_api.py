@@ -97,7 +97,16 @@ def test_invalid_schedule_is_422_with_the_reason(api: ApiClient) -> None:
 
     assert reply.status == 422
     [error] = reply.problem["errors"]
+    assert error["field"] == "schedule"
     assert "hour" in error["message"] and "25" in error["message"]
+
+
+def test_whole_spec_checks_name_their_field(api: ApiClient) -> None:
+    reply = api.call("POST", "/v1/jobs", job_spec(timeout_seconds=900))
+
+    assert reply.status == 422
+    assert reply.fields() == ["timeout_seconds"]
+    assert "runtime 'ecs'" in reply.problem["errors"][0]["message"]
 
 
 def test_nested_fields_are_named_by_their_path(api: ApiClient) -> None:

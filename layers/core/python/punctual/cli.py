@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import NoReturn, TextIO
 
+from punctual.cli_api import API_VERBS
 from punctual.clock import SystemClock
 from punctual.schedules import ScheduleError, format_instant, parse_instant, parse_schedule
 
@@ -103,7 +104,7 @@ def _cmd_next(args: argparse.Namespace, out: TextIO) -> int:
 
 # -- the command ----------------------------------------------------------------------------
 
-VERBS: list[Callable[[argparse._SubParsersAction[_Parser]], None]] = [_add_next]
+VERBS: list[Callable[[argparse._SubParsersAction[_Parser]], None]] = [_add_next, *API_VERBS]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -35,6 +35,7 @@ from punctual.jobs import (
     JobNotFoundError,
     PreconditionFailedError,
 )
+from punctual.models import JobSpec
 from punctual.schedules import ScheduleError
 from punctual.store.base import JobExistsError, TenantLimitError, VersionConflictError
 
@@ -187,11 +188,25 @@ def _message(error: Mapping[str, Any]) -> str:
     return " ".join(message.split())[:500]
 
 
+_SPEC_FIELDS = frozenset(JobSpec.model_fields)
+
+
+def _model_level(field: str, message: str) -> tuple[str, str]:
+    """A whole-spec check names its field first (``schedule: ...``, ``end_at must ...``): use it."""
+    if field != "body":
+        return field, message
+    head, sep, rest = message.partition(": ")
+    if sep and head in _SPEC_FIELDS:
+        return head, rest
+    first = message.split(" ", 1)[0]
+    return (first, message) if first in _SPEC_FIELDS else (field, message)
+
+
 def field_errors(errors: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """``(field, message)`` pairs from pydantic/Powertools error entries, without duplicates."""
     out: list[tuple[str, str]] = []
     for error in errors:
-        pair = (_field_path(error.get("loc", ())), _message(error))
+        pair = _model_level(_field_path(error.get("loc", ())), _message(error))
         if pair not in out:
             out.append(pair)
     return out

@@ -1,0 +1,440 @@
+"""The API verbs of the ``punctual`` command: ``jobs ...`` and ``runs ...``.
+
+Registered by :mod:`punctual.cli` through :data:`API_VERBS`. Every verb talks to the API
+with :class:`~punctual.client.PunctualClient`: endpoint from ``--endpoint`` or
+``PUNCTUAL_ENDPOINT`` (default: local mode's ``http://127.0.0.1:8080``), SigV4 when the
+endpoint is API Gateway (or ``--sign``). Output is a table for people, ``--output json``
+for scripts. An API error prints the problem in one or two lines on stderr and exits 2
+for invalid input (400, 413, 415, 422), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from punctual.client import DEFAULT_ENDPOINT, ApiError, PunctualClient
+from punctual.models import JobSpec
+
+INPUT_STATUSES = frozenset({400, 413, 415, 422})
+
+
+class CliInputError(Exception):
+    """Bad input found by a verb (a file that does not parse, missing flags): exit 2."""
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
+        for row in [headers, *rows]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _cut(text: Any, width: int) -> str:
+    value = "" if text is None else str(text)
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def _job_rows(jobs: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            j["id"],
+            _cut(j.get("name"), 30),
+            j["state"],
+            _cut(j["schedule"], 32),
+            j.get("timezone", ""),
+            j.get("next_fire_at") or "-",
+            str(j["version"]),
+        ]
+        for j in jobs
+    ]
+    return _table(rows, ["ID", "NAME", "STATE", "SCHEDULE", "TZ", "NEXT FIRE", "VERSION"])
+
+
+def _job_detail(job: Mapping[str, Any]) -> str:
+    target = job.get("target") or {}
+    where = target.get("url") or next((v for k, v in target.items() if k.endswith("_arn")), "")
+    pairs = [
+        ("id", job["id"]),
+        ("name", job.get("name") or ""),
+        ("state", job["state"] + (f" ({job['state_reason']})" if job.get("state_reason") else "")),
+        ("schedule", f"{job['schedule']}  [{job.get('timezone', 'UTC')}]"),
+        ("next fire", job.get("next_fire_at") or "-"),
+        ("target", f"{target.get('type', '?')} {where}".strip()),
+        ("runtime", f"{job.get('runtime')}, timeout {job.get('timeout_seconds')} s"),
+        ("retry", ", ".join(f"{k}={v}" for k, v in (job.get("retry") or {}).items())),
+        ("tags", ", ".join(f"{k}={v}" for k, v in (job.get("tags") or {}).items()) or "-"),
+        ("version", str(job["version"])),
+        ("created", job.get("created_at", "")),
+        ("updated", job.get("updated_at", "")),
+    ]
+    width = max(len(k) for k, _ in pairs)
+    return "".join(f"{key.ljust(width)}  {value}\n" for key, value in pairs)
+
+
+def _run_rows(runs: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            r["slot"],
+            r["status"],
+            str(r["attempt"]),
+            r.get("started_at") or "-",
+            r.get("finished_at") or "-",
+            _cut(r.get("error") or "", 40),
+        ]
+        for r in runs
+    ]
+    return _table(rows, ["SLOT", "STATUS", "ATTEMPT", "STARTED", "FINISHED", "ERROR"])
+
+
+def _run_detail(run: Mapping[str, Any]) -> str:
+    head = (
+        f"job        {run['job_id']}\nslot       {run['slot']}\nscheduled  {run['scheduled_at']}\n"
+        f"status     {run['status']} (attempt {run['attempt']})\n"
+    )
+    if run.get("result"):
+        head += f"result     {_cut(run['result'], 100)}\n"
+    attempts = [
+        [
+            str(a["attempt"]),
+            a["status"],
+            a.get("started_at") or "-",
+            a.get("finished_at") or "-",
+            _cut(a.get("error") or "", 50),
+        ]
+        for a in run.get("attempts", [])
+    ]
+    return head + "\n" + _table(attempts, ["ATTEMPT", "STATUS", "STARTED", "FINISHED", "ERROR"])
+
+
+def _emit(args: argparse.Namespace, out: TextIO, data: Any, human: Callable[[Any], str]) -> int:
+    if args.output == "json":
+        out.write(json.dumps(data, indent=2) + "\n")
+    else:
+        out.write(human(data))
+    return 0
+
+
+# --------------------------------------------------------------------------- input
+
+
+def _read_spec_file(path: str) -> dict[str, Any]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            import yaml
+        except ImportError:  # pragma: no cover - pyyaml ships with the dev tools
+            raise CliInputError(f"{path} is not JSON, and YAML needs the pyyaml package") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise CliInputError(f"{path} is neither JSON nor YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, dict):
+        raise CliInputError(f"{path} must hold one job spec (a mapping), not {type(data).__name__}")
+    return data
+
+
+def _spec_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = dict(base or {})
+    if args.file:
+        spec.update(_read_spec_file(args.file))
+    for flag, key in (
+        ("name", "name"),
+        ("schedule", "schedule"),
+        ("tz", "timezone"),
+        ("description", "description"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            spec[key] = value
+    targets = [t for t in (args.http_url, args.lambda_arn, args.sqs_arn) if t]
+    if len(targets) > 1:
+        raise CliInputError("give one target: --http-url, --lambda-arn or --sqs-arn")
+    if args.http_url:
+        spec["target"] = {"type": "http", "url": args.http_url, "method": args.http_method}
+    elif args.lambda_arn:
+        spec["target"] = {"type": "lambda", "function_arn": args.lambda_arn}
+    elif args.sqs_arn:
+        spec["target"] = {"type": "sqs", "queue_arn": args.sqs_arn}
+    if args.payload is not None:
+        try:
+            spec["payload"] = json.loads(args.payload)
+        except ValueError:
+            spec["payload"] = args.payload  # plain text is a JSON string payload
+    if args.tag:
+        tags = dict(spec.get("tags") or {})
+        for item in args.tag:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise CliInputError(f"--tag takes KEY=VALUE, got {item!r}")
+            tags[key] = value
+        spec["tags"] = tags
+    if args.timeout is not None:
+        spec["timeout_seconds"] = args.timeout
+    if args.max_attempts is not None:
+        spec["retry"] = {**(spec.get("retry") or {}), "max_attempts": args.max_attempts}
+    if args.runtime is not None:
+        spec["runtime"] = args.runtime
+    return spec
+
+
+# --------------------------------------------------------------------------- verbs
+
+
+def _client(args: argparse.Namespace) -> PunctualClient:
+    try:
+        return PunctualClient(
+            endpoint=args.endpoint or os.environ.get("PUNCTUAL_ENDPOINT") or DEFAULT_ENDPOINT,
+            sign=True if args.sign else None,
+            region=args.region,
+            tenant=args.tenant or os.environ.get("PUNCTUAL_TENANT") or None,
+        )
+    except ValueError as exc:
+        raise CliInputError(str(exc)) from None
+
+
+def _cmd_jobs_create(args: argparse.Namespace, out: TextIO) -> int:
+    spec = _spec_from_args(args)
+    if "schedule" not in spec or "target" not in spec:
+        raise CliInputError("a job needs a schedule and a target: --file, or --schedule with --http-url/...")
+    job = _client(args).create_job(spec, args.idempotency_key)
+
+    def human(created: Mapping[str, Any]) -> str:
+        text = f"created job {created['id']}\n" + _job_detail(created)
+        if created.get("signing_secret"):
+            text += f"\nwebhook signing secret (shown once, store it now):\n  {created['signing_secret']}\n"
+        return text
+
+    return _emit(args, out, job, human)
+
+
+def _cmd_jobs_list(args: argparse.Namespace, out: TextIO) -> int:
+    client = _client(args)
+    if args.all:
+        jobs = list(client.iter_jobs(args.state, args.tag))
+        return _emit(args, out, {"items": jobs, "next_token": None}, lambda p: _job_rows(p["items"]))
+    page = client.list_jobs(args.state, args.tag, args.limit, args.next_token)
+
+    def human(p: Mapping[str, Any]) -> str:
+        text = _job_rows(p["items"])
+        return text + (f"\nmore: --next-token {p['next_token']}\n" if p.get("next_token") else "")
+
+    return _emit(args, out, page, human)
+
+
+def _cmd_jobs_get(args: argparse.Namespace, out: TextIO) -> int:
+    return _emit(args, out, _client(args).get_job(args.job_id), _job_detail)
+
+
+def _cmd_jobs_update(args: argparse.Namespace, out: TextIO) -> int:
+    client = _client(args)
+    current = client.get_job(args.job_id)
+    base = {} if args.file and args.replace else {k: current[k] for k in JobSpec.model_fields if k in current}
+    spec = _spec_from_args(args, base)
+    # Read-modify-write: the version read is the precondition, so a concurrent change is a 412.
+    version = args.if_match if args.if_match is not None else current["version"]
+    job = client.replace_job(args.job_id, spec, version)
+    return _emit(args, out, job, lambda j: f"updated job {j['id']} to version {j['version']}\n")
+
+
+def _state_verb(action: str) -> Callable[[argparse.Namespace, TextIO], int]:
+    def run(args: argparse.Namespace, out: TextIO) -> int:
+        client = _client(args)
+        call = client.pause_job if action == "pause" else client.resume_job
+        job = call(args.job_id, args.if_match)
+        return _emit(args, out, job, lambda j: f"job {j['id']} is {j['state']} (version {j['version']})\n")
+
+    return run
+
+
+def _cmd_jobs_delete(args: argparse.Namespace, out: TextIO) -> int:
+    _client(args).delete_job(args.job_id, args.if_match)
+    return _emit(args, out, {"id": args.job_id, "deleted": True}, lambda d: f"deleted job {d['id']}\n")
+
+
+def _cmd_jobs_trigger(args: argparse.Namespace, out: TextIO) -> int:
+    accepted = _client(args).trigger_job(args.job_id, args.idempotency_key)
+    return _emit(
+        args,
+        out,
+        accepted,
+        lambda a: (
+            f"queued a run of {a['job_id']}: slot {a['slot']}\n"
+            f"follow it: punctual runs get {a['job_id']} '{a['slot']}'\n"
+        ),
+    )
+
+
+def _cmd_runs_list(args: argparse.Namespace, out: TextIO) -> int:
+    page = _client(args).list_executions(args.job_id, args.status, args.limit, args.next_token)
+
+    def human(p: Mapping[str, Any]) -> str:
+        text = _run_rows(p["items"])
+        return text + (f"\nmore: --next-token {p['next_token']}\n" if p.get("next_token") else "")
+
+    return _emit(args, out, page, human)
+
+
+def _cmd_runs_get(args: argparse.Namespace, out: TextIO) -> int:
+    return _emit(args, out, _client(args).get_execution(args.job_id, args.slot), _run_detail)
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+def _common() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--endpoint", metavar="URL", help=f"API base URL (env PUNCTUAL_ENDPOINT; default {DEFAULT_ENDPOINT})"
+    )
+    parent.add_argument("--output", "-o", choices=("table", "json"), default="table", help="output format")
+    parent.add_argument(
+        "--sign", action="store_true", help="sign with SigV4 even if the host is not execute-api"
+    )
+    parent.add_argument("--region", metavar="REGION", help="SigV4 region (default: from the endpoint host)")
+    parent.add_argument("--tenant", metavar="NAME", help="local mode only: the tenant (env PUNCTUAL_TENANT)")
+    return parent
+
+
+def _spec_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--file", "-f", metavar="PATH", help="job spec as JSON or YAML ('-': stdin)")
+    parser.add_argument("--name")
+    parser.add_argument("--description")
+    parser.add_argument("--schedule", metavar="EXPR", help="cron(...), 5-field cron, rate(...), at(...), ...")
+    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone of the schedule")
+    parser.add_argument("--http-url", metavar="URL", help="target: a webhook")
+    parser.add_argument("--http-method", default="POST", choices=("GET", "POST", "PUT", "PATCH", "DELETE"))
+    parser.add_argument("--lambda-arn", metavar="ARN", help="target: a Lambda function")
+    parser.add_argument("--sqs-arn", metavar="ARN", help="target: an SQS queue")
+    parser.add_argument("--payload", metavar="JSON", help="payload sent to the target (JSON, or plain text)")
+    parser.add_argument("--tag", action="append", metavar="KEY=VALUE", help="a tag (repeatable)")
+    parser.add_argument("--timeout", type=int, metavar="SECONDS", help="timeout_seconds")
+    parser.add_argument("--max-attempts", type=int, metavar="N", help="retry.max_attempts")
+    parser.add_argument("--runtime", choices=("lambda", "ecs"))
+
+
+def _version(text: str) -> int:
+    if not text.strip('"').isdigit():
+        raise argparse.ArgumentTypeError(f"a job version is a whole number, got {text!r}")
+    return int(text.strip('"'))
+
+
+def _limit(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 100, got {text!r}")
+    return int(text)
+
+
+def _guarded(run: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argparse.Namespace, TextIO], int]:
+    """API errors become one or two lines on stderr and an exit status; never a traceback."""
+
+    def handler(args: argparse.Namespace, out: TextIO) -> int:
+        err = sys.stderr
+        try:
+            return run(args, out)
+        except CliInputError as exc:
+            err.write(f"punctual: error: {exc}\n")
+            return 2
+        except ApiError as exc:
+            err.write(f"punctual: error: {exc.summary()}\n")
+            if exc.errors:
+                err.write(
+                    "  " + "; ".join(f"{e.get('field')}: {e.get('message')}" for e in exc.errors[:5]) + "\n"
+                )
+            return 2 if exc.status in INPUT_STATUSES else 1
+
+    return handler
+
+
+def add_jobs(verbs: Any) -> None:
+    """``punctual jobs create|list|get|update|pause|resume|delete|trigger``."""
+    common = _common()
+    jobs = verbs.add_parser("jobs", help="register, inspect and change jobs through the API")
+    sub = jobs.add_subparsers(dest="jobs_command", metavar="ACTION", parser_class=type(jobs))
+    sub.required = True
+
+    create = sub.add_parser("create", parents=[common], help="register a job (from --file or flags)")
+    _spec_flags(create)
+    create.add_argument("--idempotency-key", metavar="KEY", help="makes a retried create return the same job")
+    create.set_defaults(handler=_guarded(_cmd_jobs_create))
+
+    listing = sub.add_parser("list", parents=[common], help="list jobs")
+    listing.add_argument("--state", choices=("ENABLED", "PAUSED", "COMPLETED"))
+    listing.add_argument("--tag", metavar="KEY[=VALUE]")
+    listing.add_argument(
+        "--limit", type=_limit, default=50, metavar="N", help="page size, 1-100 (default 50)"
+    )
+    listing.add_argument("--next-token", metavar="TOKEN")
+    listing.add_argument("--all", action="store_true", help="follow every page")
+    listing.set_defaults(handler=_guarded(_cmd_jobs_list))
+
+    get = sub.add_parser("get", parents=[common], help="show a job")
+    get.add_argument("job_id", metavar="JOB")
+    get.set_defaults(handler=_guarded(_cmd_jobs_get))
+
+    update = sub.add_parser(
+        "update", parents=[common], help="change a job: flags (and --file fields) over its current spec"
+    )
+    update.add_argument("job_id", metavar="JOB")
+    _spec_flags(update)
+    update.add_argument("--replace", action="store_true", help="with --file: the file is the whole new spec")
+    update.add_argument("--if-match", type=_version, metavar="VERSION", help="default: the version just read")
+    update.set_defaults(handler=_guarded(_cmd_jobs_update))
+
+    for action, text in (("pause", "pause a job"), ("resume", "resume a paused job")):
+        parser = sub.add_parser(action, parents=[common], help=text)
+        parser.add_argument("job_id", metavar="JOB")
+        parser.add_argument("--if-match", type=_version, metavar="VERSION")
+        parser.set_defaults(handler=_guarded(_state_verb(action)))
+
+    delete = sub.add_parser("delete", parents=[common], help="delete a job")
+    delete.add_argument("job_id", metavar="JOB")
+    delete.add_argument("--if-match", type=_version, metavar="VERSION")
+    delete.set_defaults(handler=_guarded(_cmd_jobs_delete))
+
+    trigger = sub.add_parser("trigger", parents=[common], help="run a job now")
+    trigger.add_argument("job_id", metavar="JOB")
+    trigger.add_argument("--idempotency-key", metavar="KEY", help="a retried trigger names the same slot")
+    trigger.set_defaults(handler=_guarded(_cmd_jobs_trigger))
+
+
+def add_runs(verbs: Any) -> None:
+    """``punctual runs list JOB`` and ``punctual runs get JOB SLOT``."""
+    common = _common()
+    runs = verbs.add_parser("runs", help="a job's execution history through the API")
+    sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=type(runs))
+    sub.required = True
+
+    listing = sub.add_parser("list", parents=[common], help="a job's executions, newest first")
+    listing.add_argument("job_id", metavar="JOB")
+    listing.add_argument(
+        "--status", choices=("QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "RETRY_WAIT", "SKIPPED")
+    )
+    listing.add_argument(
+        "--limit", type=_limit, default=20, metavar="N", help="page size, 1-100 (default 20)"
+    )
+    listing.add_argument("--next-token", metavar="TOKEN")
+    listing.set_defaults(handler=_guarded(_cmd_runs_list))
+
+    get = sub.add_parser("get", parents=[common], help="one execution with every attempt")
+    get.add_argument("job_id", metavar="JOB")
+    get.add_argument("slot", metavar="SLOT", help="e.g. 2026-11-30T09:32:00Z")
+    get.set_defaults(handler=_guarded(_cmd_runs_get))
+
+
+API_VERBS: list[Callable[[Any], None]] = [add_jobs, add_runs]

@@ -1,0 +1,246 @@
+"""An HTTP client for the Punctual API (standard library only; botocore to sign).
+
+Requests to an API Gateway endpoint (``https://<id>.execute-api.<region>.amazonaws.com/<stage>``)
+are signed with SigV4 (service ``execute-api``) from the standard AWS credential chain;
+``sign=True`` forces signing for a custom domain. Local mode needs no signature: its
+tenant comes from ``X-Punctual-Tenant``. Errors are :class:`ApiError` carrying the
+problem details the API answered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
+_EXECUTE_API = re.compile(r"^[a-z0-9]+\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+
+
+class ApiError(Exception):
+    """The API answered an error, or could not be reached (``status`` 0).
+
+    Attributes
+    ----------
+    status : int
+        The HTTP status (0: no answer).
+    problem : dict
+        The RFC 9457 problem details (``title``, ``detail``, ``errors`` ...), as far as given.
+    """
+
+    def __init__(self, status: int, problem: Mapping[str, Any]) -> None:
+        self.status = status
+        self.problem = dict(problem)
+        super().__init__(self.summary())
+
+    @property
+    def errors(self) -> list[dict[str, str]]:
+        found = self.problem.get("errors") or []
+        return [e for e in found if isinstance(e, dict)]
+
+    def summary(self) -> str:
+        """One line: ``404 Not found: job 'x' not found``."""
+        title = self.problem.get("title") or self.problem.get("message") or "error"
+        detail = self.problem.get("detail")
+        head = f"{self.status} {title}" if self.status else str(title)
+        return f"{head}: {detail}" if detail and detail != title else head
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class PunctualClient:
+    """Calls the API at ``endpoint``.
+
+    Parameters
+    ----------
+    endpoint
+        Base URL, with the stage for API Gateway (``https://abc.execute-api.eu-west-1.amazonaws.com/prod``).
+    sign
+        Sign with SigV4: None (default) signs exactly when the host is an execute-api host.
+    region
+        Signing region (default: from the host, else the credential chain's region).
+    tenant
+        Local mode only: sent as ``X-Punctual-Tenant``.
+    timeout_s
+        Socket timeout per request.
+    """
+
+    endpoint: str = DEFAULT_ENDPOINT
+    sign: bool | None = None
+    region: str | None = None
+    tenant: str | None = None
+    timeout_s: float = 30.0
+    _credentials: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.endpoint = self.endpoint.rstrip("/")
+        parts = urlsplit(self.endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"endpoint must be an http(s) URL, got {self.endpoint!r}")
+        match = _EXECUTE_API.match(parts.hostname)
+        if self.sign is None:
+            self.sign = match is not None
+        if self.region is None and match is not None:
+            self.region = match["region"]
+
+    # ------------------------------------------------------------------ transport
+
+    def _signed_headers(
+        self, method: str, url: str, data: bytes | None, headers: dict[str, str]
+    ) -> dict[str, str]:
+        import botocore.session
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        session = botocore.session.Session()
+        if self._credentials is None:
+            self._credentials = session.get_credentials()
+        if self._credentials is None:
+            raise ApiError(
+                0, {"title": "no AWS credentials", "detail": "SigV4 signing needs the AWS credential chain"}
+            )
+        region = self.region or session.get_config_variable("region") or "us-east-1"
+        request = AWSRequest(method=method, url=url, data=data or b"", headers=headers)
+        SigV4Auth(self._credentials.get_frozen_credentials(), "execute-api", region).add_auth(request)
+        return {key: str(value) for key, value in request.headers.items()}
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        """Send one request; return the reply, or raise :class:`ApiError` for a 4xx/5xx."""
+        params = {k: v for k, v in (query or {}).items() if v is not None}
+        url = self.endpoint + path + (f"?{urlencode(params)}" if params else "")
+        sent = {"Accept": "application/json", **(headers or {})}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            sent["Content-Type"] = "application/json"
+        if self.tenant:
+            sent["X-Punctual-Tenant"] = self.tenant
+        if self.sign:
+            sent = self._signed_headers(method, url, data, sent)
+        request = urllib.request.Request(url, data=data, headers=sent, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return Reply(response.status, dict(response.headers.items()), _parse(response.read()))
+        except urllib.error.HTTPError as exc:
+            parsed = _parse(exc.read())
+            problem = (
+                parsed if isinstance(parsed, dict) else {"title": exc.reason, "detail": str(parsed or "")}
+            )
+            raise ApiError(exc.code, problem) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ApiError(0, {"title": f"cannot reach {self.endpoint}", "detail": str(reason)}) from None
+
+    # ------------------------------------------------------------------ jobs
+
+    def create_job(self, spec: Mapping[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        job: dict[str, Any] = self.request("POST", "/v1/jobs", dict(spec), headers=headers).body
+        return job
+
+    def list_jobs(
+        self, state: str | None = None, tag: str | None = None, limit: int = 50, next_token: str | None = None
+    ) -> dict[str, Any]:
+        query = {"state": state, "tag": tag, "limit": limit, "next_token": next_token}
+        page: dict[str, Any] = self.request("GET", "/v1/jobs", query=query).body
+        return page
+
+    def iter_jobs(self, state: str | None = None, tag: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every job, following ``next_token``."""
+        token: str | None = None
+        while True:
+            page = self.list_jobs(state, tag, 100, token)
+            yield from page["items"]
+            token = page.get("next_token")
+            if not token:
+                return
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        job: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}").body
+        return job
+
+    def replace_job(
+        self, job_id: str, spec: Mapping[str, Any], if_match: int | None = None
+    ) -> dict[str, Any]:
+        job: dict[str, Any] = self.request(
+            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=_if(if_match)
+        ).body
+        return job
+
+    def delete_job(self, job_id: str, if_match: int | None = None) -> None:
+        self.request("DELETE", f"/v1/jobs/{_seg(job_id)}", headers=_if(if_match))
+
+    def pause_job(self, job_id: str, if_match: int | None = None) -> dict[str, Any]:
+        job: dict[str, Any] = self.request(
+            "POST", f"/v1/jobs/{_seg(job_id)}/pause", headers=_if(if_match)
+        ).body
+        return job
+
+    def resume_job(self, job_id: str, if_match: int | None = None) -> dict[str, Any]:
+        job: dict[str, Any] = self.request(
+            "POST", f"/v1/jobs/{_seg(job_id)}/resume", headers=_if(if_match)
+        ).body
+        return job
+
+    def trigger_job(self, job_id: str, idempotency_key: str | None = None) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        accepted: dict[str, Any] = self.request(
+            "POST", f"/v1/jobs/{_seg(job_id)}/trigger", headers=headers
+        ).body
+        return accepted
+
+    # ------------------------------------------------------------------ executions
+
+    def list_executions(
+        self, job_id: str, status: str | None = None, limit: int = 50, next_token: str | None = None
+    ) -> dict[str, Any]:
+        query = {"status": status, "limit": limit, "next_token": next_token}
+        page: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}/executions", query=query).body
+        return page
+
+    def get_execution(self, job_id: str, slot: str) -> dict[str, Any]:
+        execution: dict[str, Any] = self.request(
+            "GET", f"/v1/jobs/{_seg(job_id)}/executions/{_seg(slot)}"
+        ).body
+        return execution
+
+    def preview(self, expression: str, timezone: str = "UTC", count: int = 5) -> dict[str, Any]:
+        query = {"expression": expression, "timezone": timezone, "count": count}
+        preview: dict[str, Any] = self.request("GET", "/v1/schedules/preview", query=query).body
+        return preview
+
+
+def _seg(value: str) -> str:
+    """One path segment, URL-encoded (slot keys carry ':' and '~')."""
+    return quote(value, safe="")
+
+
+def _if(version: int | None) -> dict[str, str] | None:
+    return {"If-Match": f'"{version}"'} if version is not None else None
+
+
+def _parse(data: bytes) -> Any:
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data.decode("utf-8", "replace")

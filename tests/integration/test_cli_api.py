@@ -1,0 +1,269 @@
+"""The ``punctual jobs`` and ``punctual runs`` verbs against the API handler served on loopback.
+
+The test serves ``functions/api/handler.py`` with :class:`punctual.api.local_server.LocalApiServer`
+on a free port (local mode: the tenant comes from ``X-Punctual-Tenant``), over moto.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from api_harness import ApiClient
+from api_harness import api as api  # the fixture
+
+from punctual import cli
+from punctual.api import wiring
+from punctual.api.local_server import LocalApiServer
+from punctual.client import PunctualClient
+from punctual.models import AttemptRecord, Execution, ExecutionStatus
+
+
+@dataclass
+class Served:
+    url: str
+    api: ApiClient
+    events: list[dict[str, Any]]
+
+
+@pytest.fixture
+def served(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+    monkeypatch.setenv("PUNCTUAL_LOCAL_MODE", "1")
+    wiring.use_services(None)
+    events: list[dict[str, Any]] = []
+
+    def recording(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        events.append(event)
+        reply: dict[str, Any] = api.handler.handler(event, context)
+        return reply
+
+    with LocalApiServer(recording) as server:
+        monkeypatch.setenv("PUNCTUAL_ENDPOINT", server.url)
+        monkeypatch.delenv("PUNCTUAL_TENANT", raising=False)
+        yield Served(server.url, api, events)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def create(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
+    code, out, err = run(
+        capsys,
+        "jobs", "create", "--output", "json", "--name", "hourly ping", "--schedule", "rate(1 hour)",
+        "--http-url", "https://hooks.example.com/ping", "--tag", "team=ops", *extra,
+    )  # fmt: skip
+    assert code == 0, err
+    job: dict[str, Any] = json.loads(out)
+    return job
+
+
+def test_create_from_flags_prints_the_job_and_its_secret_once(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys, "jobs", "create", "--name", "nightly", "--schedule", "cron(0 2 * * ? *)", "--tz", "Europe/Berlin",
+        "--http-url", "https://hooks.example.com/n", "--payload", '{"k": 1}', "--max-attempts", "5",
+    )  # fmt: skip
+
+    assert code == 0 and err == ""
+    assert out.startswith("created job ")
+    assert "cron(0 2 * * ? *)  [Europe/Berlin]" in out
+    assert "max_attempts=5" in out
+    assert "whsec_" in out and "shown once" in out
+    sent = json.loads(served.events[-1]["body"])
+    assert sent["payload"] == {"k": 1} and sent["target"]["url"] == "https://hooks.example.com/n"
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_create_from_a_file(
+    served: Served, capsys: pytest.CaptureFixture[str], tmp_path: Path, suffix: str
+) -> None:
+    spec = {
+        "name": "from file",
+        "schedule": "*/15 * * * *",
+        "target": {"type": "http", "url": "https://x.example.com"},
+    }
+    path = tmp_path / f"job{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps(spec))
+    else:
+        path.write_text(
+            "name: from file\nschedule: '*/15 * * * *'\ntarget:\n  type: http\n  url: https://x.example.com\n"
+        )
+
+    code, out, _ = run(capsys, "jobs", "create", "--file", str(path), "-o", "json")
+
+    assert code == 0
+    assert json.loads(out)["schedule"] == "*/15 * * * *" and json.loads(out)["name"] == "from file"
+
+
+def test_list_get_update_pause_resume_delete(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    job = create(capsys)
+
+    code, listing, _ = run(capsys, "jobs", "list")
+    assert code == 0
+    header, row = listing.splitlines()[:2]
+    assert header.split() == ["ID", "NAME", "STATE", "SCHEDULE", "TZ", "NEXT", "FIRE", "VERSION"]
+    assert row.startswith(job["id"]) and "ENABLED" in row and "hourly ping" in row
+
+    code, shown, _ = run(capsys, "jobs", "get", job["id"], "--output", "json")
+    assert code == 0 and json.loads(shown)["tags"] == {"team": "ops"}
+
+    code, out, _ = run(capsys, "jobs", "update", job["id"], "--name", "renamed", "--tag", "tier=1")
+    assert code == 0 and out == f"updated job {job['id']} to version 2\n"
+    updated = served.api.call(
+        "GET", f"/v1/jobs/{job['id']}", headers={"X-Punctual-Tenant": "default"}, user=None
+    )
+    assert updated.body["name"] == "renamed" and updated.body["tags"] == {"team": "ops", "tier": "1"}
+    assert updated.body["schedule"] == "rate(1 hour)"  # kept from the current spec
+
+    assert run(capsys, "jobs", "pause", job["id"])[1] == f"job {job['id']} is PAUSED (version 3)\n"
+    assert run(capsys, "jobs", "list", "--state", "PAUSED", "-o", "json")[1].count(job["id"]) == 1
+    assert (
+        run(capsys, "jobs", "resume", job["id"], "--if-match", "3")[1]
+        == f"job {job['id']} is ENABLED (version 4)\n"
+    )
+
+    code, out, _ = run(capsys, "jobs", "delete", job["id"])
+    assert code == 0 and out == f"deleted job {job['id']}\n"
+    code, out, err = run(capsys, "jobs", "get", job["id"])
+    assert code == 1 and out == ""
+    assert err == f"punctual: error: 404 Not found: job '{job['id']}' not found\n"
+
+
+def test_list_all_follows_every_page(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = sorted(create(capsys)["id"] for _ in range(3))
+
+    code, out, _ = run(capsys, "jobs", "list", "--limit", "1", "-o", "json")
+    page = json.loads(out)
+    code_all, out_all, _ = run(capsys, "jobs", "list", "--all", "-o", "json")
+
+    assert code == code_all == 0
+    assert len(page["items"]) == 1 and page["next_token"]
+    assert [j["id"] for j in json.loads(out_all)["items"]] == ids
+
+
+def test_update_with_a_stale_version_fails_with_412(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = create(capsys)
+    run(capsys, "jobs", "pause", job["id"])
+
+    code, out, err = run(capsys, "jobs", "update", job["id"], "--name", "late", "--if-match", "1")
+
+    assert code == 1 and out == ""
+    assert err.startswith("punctual: error: 412 Precondition failed: ")
+    assert len(err.splitlines()) == 1
+
+
+def test_trigger_then_runs_list_and_get(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    job = create(capsys)
+    code, out, _ = run(capsys, "jobs", "trigger", job["id"], "--idempotency-key", "once", "-o", "json")
+    slot = json.loads(out)["slot"]
+    again = json.loads(
+        run(capsys, "jobs", "trigger", job["id"], "--idempotency-key", "once", "-o", "json")[1]
+    )
+    assert code == 0 and again["slot"] == slot
+    # Given: the worker recorded the run (two attempts)
+    started = datetime(2026, 11, 30, 9, 33, 7, tzinfo=UTC)
+    served.api.store.save_execution(
+        Execution(
+            job_id=job["id"],
+            tenant="default",
+            slot=slot,
+            scheduled_at=started,
+            attempt=2,
+            status=ExecutionStatus.SUCCEEDED,
+            started_at=started,
+            finished_at=started,
+            attempts=[
+                AttemptRecord(attempt=1, status=ExecutionStatus.FAILED, error="HTTP 502", started_at=started),
+                AttemptRecord(attempt=2, status=ExecutionStatus.SUCCEEDED, started_at=started),
+            ],
+        ),
+        None,
+        ttl_epoch_s=2_000_000_000,
+    )
+
+    code, listing, _ = run(capsys, "runs", "list", job["id"])
+    code_get, detail, _ = run(capsys, "runs", "get", job["id"], slot)
+
+    assert code == code_get == 0
+    assert listing.splitlines()[1].split()[:3] == [slot, "SUCCEEDED", "2"]
+    assert f"slot       {slot}" in detail and "SUCCEEDED (attempt 2)" in detail
+    attempt_lines = [line.split()[:2] for line in detail.splitlines() if line[:1].isdigit()]
+    assert attempt_lines == [["1", "FAILED"], ["2", "SUCCEEDED"]]
+    assert "HTTP 502" in detail
+
+
+def test_validation_errors_exit_2_with_the_fields(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "jobs", "create", "--schedule", "cron(0 25 * * ? *)", "--http-url", "https://x.example.com",
+    )  # fmt: skip
+
+    assert code == 2 and out == ""
+    first, second = err.splitlines()
+    assert first.startswith("punctual: error: 422 Invalid request")
+    assert second.startswith("  schedule: ")
+
+
+def test_usage_errors_exit_2(served: Served, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- just\n- a list\n")
+
+    assert run(capsys, "jobs", "create", "--name", "no schedule")[0] == 2
+    assert run(capsys, "jobs", "create", "--file", str(bad))[0] == 2
+    assert run(capsys, "jobs", "list", "--limit", "500")[0] == 2
+    code, _, err = run(capsys, "runs")
+    assert code == 2 and err.startswith("punctual: error:")
+    assert served.events == []  # nothing reached the API
+
+
+def test_tenant_flag_separates_tenants_in_local_mode(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = create(capsys, "--tenant", "team-a")
+
+    assert run(capsys, "jobs", "get", job["id"], "--tenant", "team-a")[0] == 0
+    assert run(capsys, "jobs", "get", job["id"], "--tenant", "team-b")[0] == 1
+    assert run(capsys, "jobs", "get", job["id"])[0] == 1  # tenant "default"
+
+
+def test_endpoint_flag_and_unreachable_api(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "jobs", "list", "--endpoint", served.url)[0] == 0
+
+    code, _, err = run(capsys, "jobs", "list", "--endpoint", "http://127.0.0.1:9")
+
+    assert code == 1
+    assert err.startswith("punctual: error: cannot reach http://127.0.0.1:9")
+
+
+def test_requests_are_signed_with_sigv4_for_api_gateway(served: Served) -> None:
+    client = PunctualClient(served.url, sign=True, region="eu-west-1")
+
+    client.list_jobs(limit=1)
+
+    headers = {k.lower(): v for k, v in served.events[-1]["headers"].items()}
+    assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=")
+    assert "/eu-west-1/execute-api/aws4_request" in headers["authorization"]
+    assert "x-amz-date" in headers
+
+
+def test_execute_api_hosts_are_signed_by_default() -> None:
+    cloud = PunctualClient("https://a1b2c3d4e5.execute-api.eu-central-1.amazonaws.com/prod/")
+    local = PunctualClient("http://127.0.0.1:8080")
+
+    assert (cloud.sign, cloud.region, cloud.endpoint) == (
+        True,
+        "eu-central-1",
+        "https://a1b2c3d4e5.execute-api.eu-central-1.amazonaws.com/prod",
+    )
+    assert local.sign is False
