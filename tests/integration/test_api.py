@@ -531,3 +531,22 @@ def test_unknown_route_is_a_404_problem(api: ApiClient) -> None:
 
     assert reply.status == 404
     assert reply.problem["type"].endswith("not-found")
+
+
+def test_throttled_storage_is_a_503_with_retry_after(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from api_harness import LambdaContext, rest_event
+    from botocore.exceptions import ClientError
+
+    from punctual.api import wiring
+
+    job = api.create()
+
+    def throttled(*args: object, **kwargs: object) -> None:
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "GetItem")
+
+    monkeypatch.setattr(wiring.services().store, "get_job", throttled)
+    out = api.handler.handler(rest_event("GET", f"/v1/jobs/{job['id']}"), LambdaContext())
+
+    assert out["statusCode"] == 503
+    assert out["multiValueHeaders"]["Retry-After"] == ["1"]
+    assert json.loads(out["body"])["title"] == "Service busy"

@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
 )
+from botocore.exceptions import ClientError
 from pydantic import BaseModel, Field, ValidationError
 
 from punctual.jobs import (
@@ -36,6 +37,7 @@ from punctual.jobs import (
     PreconditionFailedError,
 )
 from punctual.models import JobSpec
+from punctual.queues import THROTTLE_CODES
 from punctual.schedules import ScheduleError
 from punctual.store.base import JobExistsError, TenantLimitError, VersionConflictError
 
@@ -322,6 +324,21 @@ def _bad_response(exc: ResponseValidationError) -> Response[Any]:
     return _internal()
 
 
+def _aws_error(exc: ClientError) -> Response[Any]:
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    if code in THROTTLE_CODES:
+        # DynamoDB or SQS is shedding load: a retry after a moment will succeed.
+        return problem_response(
+            503,
+            "busy",
+            "Service busy",
+            "storage is throttling requests; retry shortly",
+            headers={"Retry-After": "1"},
+        )
+    logger.exception("AWS error in the API")
+    return _internal()
+
+
 def _unexpected(exc: Exception) -> Response[Any]:
     # A bug or an outage: logged with its traceback, answered without one.
     logger.exception("unhandled error in the API")
@@ -351,6 +368,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler(IdempotencyAlreadyInProgressError)(_idempotency_busy)
     app.not_found(_no_route)
     app.exception_handler(ResponseValidationError)(_bad_response)
+    app.exception_handler(ClientError)(_aws_error)
     app.exception_handler(Exception)(_unexpected)
 
 
