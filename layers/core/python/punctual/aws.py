@@ -26,7 +26,11 @@ def client(service: str) -> Any:
                 connect_timeout=5,
                 read_timeout=30,
             )
-            _clients[service] = boto3.client(service, config=config)
+            made = boto3.client(service, config=config)
+            from punctual import faults
+
+            faults.from_env(made, service)  # chaos runs only; a no-op unless asked for
+            _clients[service] = made
         return _clients[service]
 
 
