@@ -11,6 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.api.app import app
@@ -23,4 +24,6 @@ copy_config_to_registered_loggers(source_logger=logger, include={"punctual"})
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    response = app.resolve(event, context)
+    metrics.add_metric(name=f"Api{str(response['statusCode'])[0]}xx", unit=MetricUnit.Count, value=1)
+    return response
