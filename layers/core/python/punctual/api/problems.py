@@ -28,7 +28,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from punctual.jobs import (
     InvalidJobError,
@@ -248,13 +248,6 @@ def _request_invalid(exc: RequestValidationError) -> Response[Any]:
     )
 
 
-def _model_invalid(exc: ValidationError) -> Response[Any]:
-    pairs = field_errors(exc.errors(include_url=False))
-    return problem_response(
-        422, "validation", "Invalid request", f"{len(pairs)} invalid input(s); see errors", pairs
-    )
-
-
 def _media_type(exc: RequestUnsupportedContentType) -> Response[Any]:
     return problem_response(
         415, "unsupported-media-type", "Unsupported media type", "send the body as application/json"
@@ -356,7 +349,6 @@ def install(app: APIGatewayRestResolver) -> None:
 
     app.exception_handler(ApiProblem)(_api_problem)
     app.exception_handler(RequestValidationError)(_request_invalid)
-    app.exception_handler(ValidationError)(_model_invalid)
     app.exception_handler(RequestUnsupportedContentType)(_media_type)
     app.exception_handler(InvalidJobError)(_invalid_job)
     app.exception_handler(ScheduleError)(_invalid_schedule)
