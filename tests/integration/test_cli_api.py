@@ -34,6 +34,7 @@ class Served:
 @pytest.fixture
 def served(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     monkeypatch.setenv("PUNCTUAL_LOCAL_MODE", "1")
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")  # EMF lines would mix with the CLI's stdout
     wiring.use_services(None)
     events: list[dict[str, Any]] = []
 
