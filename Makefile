@@ -32,11 +32,7 @@ test: install lint
 	$(BIN)/pytest -q -p no:cacheprovider tests
 
 run: install
-	@echo "Local mode is not built yet: previewing the next slots of sample schedules with the punctual CLI."
-	$(BIN)/punctual next 'cron(0 9 ? * 2#1 *)' --tz Europe/Berlin --count 3
-	$(BIN)/punctual next '*/15 * * * *' --count 4
-	$(BIN)/punctual next 'rate(90 seconds)' --count 3
-	$(BIN)/punctual next 'cron(0 12 L * ? *)' --tz America/New_York --count 3
+	$(BIN)/punctual-local up
 
 bench: install
 	$(BIN)/python bench/schedule_bench.py

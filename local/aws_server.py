@@ -1,0 +1,52 @@
+"""The ``aws`` component: moto server on loopback, with the template's table and queues.
+
+moto keeps everything in this process's memory: if it restarts, the table and queues are
+created again, empty (jobs registered before are gone).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from local.config import LOOPBACK, LocalConfig, LocalModeError, apply_env, port_in_use
+from local.resources import deploy
+from local.template import load_template, read_blueprint, template_path
+
+log = logging.getLogger("local.aws")
+
+
+def run(config: LocalConfig, stop: threading.Event) -> None:
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    if config.moto_patch:
+        from local import motopatch
+
+        motopatch.apply()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+    if port_in_use(config.aws_port):
+        raise LocalModeError(f"port {config.aws_port} is taken: choose another with --aws-port")
+    server = ThreadedMotoServer(ip_address=LOOPBACK, port=config.aws_port, verbose=False)
+    server.start()
+    try:
+        template = str(template_path(config.cache_dir, config.template))
+        blueprint = read_blueprint(load_template(config.cache_dir, template), config.name_prefix)
+        apply_env(config.aws_env())
+        deployment = deploy(config, blueprint, boto3.client("dynamodb"), boto3.client("sqs"), template)
+        deployment.write(config.deployment_file)
+        log.info(
+            "moto server on %s: table %s, queues %s%s",
+            config.aws_endpoint,
+            deployment.table_name,
+            ", ".join(url.rsplit("/", 1)[-1] for url in deployment.queue_arns),
+            " (patched: see local/motopatch.py)" if config.moto_patch else "",
+        )
+        stop.wait()
+    finally:
+        try:
+            if config.deployment_file.exists():
+                config.deployment_file.unlink()
+        except OSError:
+            pass
+        server.stop()

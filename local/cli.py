@@ -1,0 +1,196 @@
+"""The ``punctual-local`` command: ``up`` runs everything; each component can also run alone."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from local.config import LocalConfig, LocalModeError, free_port, port_in_use
+
+COMPONENTS = ("aws", "api", "poller", "worker", "ecs-worker", "receiver")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", type=Path, help="logs, pid files, receiver records (default: .local/)")
+    parser.add_argument("--cache-dir", type=Path, help="synthesised template cache (default: .local/cache/)")
+    parser.add_argument("--aws-port", type=int, help="moto server port (default 4566; 0: a free one)")
+    parser.add_argument("--api-port", type=int, help="REST API port (default 8080)")
+    parser.add_argument("--receiver-port", type=int, help="demo webhook receiver port (default 8081)")
+    parser.add_argument("--shards", type=int, dest="shard_count", help="far shards (default 4)")
+    parser.add_argument("--near-shards", type=int, dest="near_shard_count", help="near shards (default 2)")
+    parser.add_argument("--lease-s", type=int, dest="lease_s", help="PUNCTUAL_LEASE_S (default 10)")
+    parser.add_argument(
+        "--template", help="deploy this CloudFormation template instead of synthesising infra/"
+    )
+    parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    parser.add_argument(
+        "--no-moto-patch",
+        dest="moto_patch",
+        action="store_const",
+        const=False,
+        help="run moto unpatched (see local/motopatch.py)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="punctual-local",
+        description="Punctual on one machine: moto server as AWS, the API on loopback, pollers and workers.",
+    )
+    verbs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    verbs.required = True
+    up = verbs.add_parser("up", help="run every component under a supervisor (what `make run` does)")
+    _common(up)
+    up.add_argument(
+        "--no-demo", dest="demo", action="store_false", help="start clean: no demo jobs, no table"
+    )
+    up.add_argument(
+        "--duration",
+        type=float,
+        metavar="S",
+        help="stop S seconds after the demo is registered and print one summary line",
+    )
+    up.add_argument("--json-logs", action="store_true", help="one JSON object per log line")
+    up.add_argument("--workers", type=int, help="worker Lambda processes (default 2)")
+    up.add_argument(
+        "--no-table", dest="table", action="store_false", help="no live table, even on a terminal"
+    )
+    helps = {
+        "aws": "moto server with the template's table and queues",
+        "api": "the API Lambda behind http://127.0.0.1:8080",
+        "poller": "the tick: one poller per shard group and minute",
+        "worker": "one worker Lambda container fed by the SQS event source mapping",
+        "ecs-worker": "the ECS worker service on the long queue",
+        "receiver": "the demo's webhook receiver",
+    }
+    for name in COMPONENTS:
+        sub = verbs.add_parser(name, help=helps[name])
+        _common(sub)
+        if name == "worker":
+            sub.add_argument("--name", default="worker", help="process name (pid and in-flight files)")
+    return parser
+
+
+def config_from(args: argparse.Namespace) -> LocalConfig:
+    overrides: dict[str, Any] = {
+        key: getattr(args, key, None)
+        for key in (
+            "state_dir",
+            "cache_dir",
+            "aws_port",
+            "api_port",
+            "receiver_port",
+            "shard_count",
+            "near_shard_count",
+            "lease_s",
+            "template",
+            "log_level",
+            "moto_patch",
+            "workers",
+        )
+    }
+    if getattr(args, "json_logs", False):
+        overrides["json_logs"] = True
+    # A private --state-dir still shares the default template cache (tests rely on it).
+    return LocalConfig.from_env(**overrides)
+
+
+def _component(name: str) -> Callable[..., None]:
+    if name == "aws":
+        from local import aws_server
+
+        return aws_server.run
+    if name == "api":
+        from local import api
+
+        return api.run
+    if name == "poller":
+        from local import poller
+
+        return poller.run
+    if name == "worker":
+        from local import worker
+
+        return worker.run
+    if name == "ecs-worker":
+        from local import ecs_worker
+
+        return ecs_worker.run
+    from local import receiver
+
+    return receiver.run
+
+
+def run_component(args: argparse.Namespace) -> int:
+    from local.component import run_component as run
+
+    config = config_from(args)
+    body = _component(args.command)
+    if args.command == "worker":
+        name = args.name
+        return run(name, lambda cfg, stop: body(cfg, stop, name=name), config)
+    return run(args.command, body, config)
+
+
+def _ports(config: LocalConfig) -> LocalConfig:
+    """Free ports for 0; the default AWS and receiver ports move aside when taken (the API's does not)."""
+    aws_port = config.aws_port
+    if aws_port == 0 or port_in_use(aws_port):
+        aws_port = free_port()
+    receiver_port = config.receiver_port
+    if receiver_port == 0 or port_in_use(receiver_port):
+        receiver_port = free_port()
+    api_port = config.api_port or free_port()
+    if port_in_use(api_port):
+        raise LocalModeError(f"port {api_port} is taken (is local mode already running?): use --api-port")
+    return replace(config, aws_port=aws_port, api_port=api_port, receiver_port=receiver_port)
+
+
+def up(args: argparse.Namespace) -> int:
+    from local.demo import run_up
+
+    config = _ports(config_from(args))
+    existing = config.pid_file("supervisor")
+    if existing.exists():
+        try:
+            os.kill(int(existing.read_text().strip()), 0)
+            raise LocalModeError(
+                f"local mode is already running from {config.state_dir} (pid {existing.read_text().strip()})"
+            )
+        except (ProcessLookupError, ValueError):
+            existing.unlink(missing_ok=True)
+    stop_requested: list[float] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop_requested and time.monotonic() - stop_requested[0] > 1.0:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for a clean stop
+        stop_requested.append(time.monotonic())
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    return run_up(
+        config,
+        demo=args.demo,
+        duration_s=args.duration,
+        show_table=args.table,
+        stop_requested=lambda: bool(stop_requested),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "up":
+            return up(args)
+        return run_component(args)
+    except LocalModeError as exc:
+        sys.stderr.write(f"punctual-local: error: {exc}\n")
+        return 2

@@ -1,0 +1,232 @@
+"""Where local mode lives: ports, the state directory, and the environment each component gets.
+
+Every component reads one :class:`LocalConfig` from ``PUNCTUAL_LOCAL_*`` variables (the
+supervisor sets them for its children; a component run alone takes the defaults or its
+command-line options). The deployment itself (table, queue URLs, function settings) is
+written by the ``aws`` component to ``<state>/run/deployment.json`` once the resources
+exist; the others wait for it and take their ``PUNCTUAL_*`` settings from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_STATE_DIR = REPO_ROOT / ".local"
+LOOPBACK = "127.0.0.1"
+REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's default account
+_ENV_PREFIX = "PUNCTUAL_LOCAL_"
+
+
+class LocalModeError(RuntimeError):
+    """Local mode cannot start: a port is taken, the template is missing, AWS never came up."""
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """The knobs of one local-mode installation.
+
+    Attributes
+    ----------
+    state_dir
+        Logs, pid files, the webhook receiver's records and the deployment description.
+    cache_dir
+        The synthesised template cache (shared between runs: tests keep their state apart
+        but reuse the cache).
+    aws_port, api_port, receiver_port
+        Loopback ports; 0 means "pick a free one" (the supervisor picks once, so a restarted
+        component comes back on the same port).
+    shard_count, near_shard_count
+        Few shards: moto's Query cost grows with the table, and one poller reads them all.
+    workers
+        Worker Lambda "containers" (processes), each running one batch at a time.
+    lease_s
+        ``PUNCTUAL_LEASE_S``: the ECS worker's lease slice, and the margin the Lambda worker
+        adds to a job's timeout. Shorter than the cloud's default so that a killed worker's
+        run is taken over within seconds, not minutes.
+    moto_patch
+        Apply :mod:`local.motopatch` inside the moto server process.
+    """
+
+    state_dir: Path = DEFAULT_STATE_DIR
+    cache_dir: Path = DEFAULT_STATE_DIR / "cache"
+    aws_port: int = 4566
+    api_port: int = 8080
+    receiver_port: int = 8081
+    shard_count: int = 4
+    near_shard_count: int = 2
+    workers: int = 2
+    lease_s: int = 10
+    table_name: str = "punctual"
+    name_prefix: str = "punctual"
+    log_level: str = "INFO"
+    json_logs: bool = False
+    moto_patch: bool = True
+    template: str = ""  # a template file to use instead of synthesising infra/
+    extra: dict[str, str] = field(default_factory=dict)  # further PUNCTUAL_* overrides
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state_dir / "run"
+
+    @property
+    def deployment_file(self) -> Path:
+        return self.run_dir / "deployment.json"
+
+    @property
+    def receiver_log(self) -> Path:
+        return self.run_dir / "receiver.jsonl"
+
+    def pid_file(self, component: str) -> Path:
+        return self.run_dir / f"{component}.pid"
+
+    def inflight_file(self, component: str) -> Path:
+        return self.run_dir / f"{component}.inflight.json"
+
+    @property
+    def aws_endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.aws_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.api_port}"
+
+    @property
+    def receiver_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.receiver_port}"
+
+    # ------------------------------------------------------------------ environment
+
+    def to_env(self) -> dict[str, str]:
+        """``PUNCTUAL_LOCAL_*`` variables that give a child process this configuration."""
+        out: dict[str, str] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            key = _ENV_PREFIX + item.name.upper()
+            if isinstance(value, bool):
+                out[key] = "1" if value else "0"
+            elif isinstance(value, dict):
+                out[key] = json.dumps(value)
+            else:
+                out[key] = str(value)
+        return out
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LocalConfig:
+        """The configuration from ``PUNCTUAL_LOCAL_*`` variables, then ``overrides`` (not None)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            key = _ENV_PREFIX + item.name.upper()
+            if key not in env:
+                continue
+            raw = env[key]
+            default = getattr(cls(), item.name)
+            if isinstance(default, bool):
+                values[item.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif isinstance(default, int):
+                values[item.name] = int(raw)
+            elif isinstance(default, Path):
+                values[item.name] = Path(raw)
+            elif isinstance(default, dict):
+                values[item.name] = dict(json.loads(raw))
+            else:
+                values[item.name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_free_ports(self) -> LocalConfig:
+        """This configuration with every port 0 replaced by a free loopback port."""
+        return replace(
+            self,
+            aws_port=self.aws_port or free_port(),
+            api_port=self.api_port or free_port(),
+            receiver_port=self.receiver_port or free_port(),
+        )
+
+    def aws_env(self) -> dict[str, str]:
+        """What boto3 needs to reach moto server and nothing else (fake credentials)."""
+        return {
+            "AWS_ENDPOINT_URL": self.aws_endpoint,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_SESSION_TOKEN": "local",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            # Never read the developer's profiles: local mode must not reach a real account.
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }
+
+    def secret_key(self) -> str:
+        """The local signing-secret key (``PUNCTUAL_SECRET_KEY``), made once per state directory."""
+        path = self.run_dir / "secret.key"
+        if not path.exists():
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
+    def describe(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {k: str(v) if isinstance(v, Path) else v for k, v in data.items()}
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return True
+        return False
+
+
+def http_ok(url: str, timeout_s: float = 2.0) -> bool:
+    """True when ``url`` answers (any HTTP status below 500)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+            return int(reply.status) < 500
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+    except (OSError, ValueError):
+        return False
+
+
+def apply_env(values: Mapping[str, str]) -> None:
+    """Put ``values`` into this process's environment (before boto3 or punctual read it)."""
+    os.environ.update(values)
+
+
+def wait_for(condition: Any, timeout_s: float, interval_s: float = 0.2, what: str = "condition") -> Any:
+    """Call ``condition()`` until it returns something truthy; raise after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise LocalModeError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(interval_s)

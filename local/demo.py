@@ -1,0 +1,470 @@
+"""``punctual-local up``: the supervisor, the demo jobs, the live table and the summary line.
+
+The demo registers, through the API and as tenant ``demo``, jobs whose webhooks go to the
+local receiver: ``rate(5 seconds)``; a Unix cron every minute; an AWS cron every minute; a
+one-time ``at(...)`` 15 s ahead; a ``rate(30 seconds)`` job whose receiver answers 500
+twice per slot (retried, then succeeds); and ``after(A, B)`` on the two cron jobs. A live
+table shows each job's slots as the receiver saw them. When local mode stops (Ctrl-C, or
+``--duration``), one line sums the demo up::
+
+    punctual-local: 90s demo, slots due 23, executed 23, duplicates 0, missed 0,
+    fire delay p50 40 ms p99 114 ms
+
+(on one line)
+
+*Due* counts the slots scheduled between registration and 10 s before the end (so that a
+slot still in its retries is not counted missed); *executed*, those the receiver answered
+2xx; *duplicates*, requests that repeated a (slot, attempt) already seen or a success
+already had; the fire delay is the first request's arrival minus the slot's instant.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from local.config import LocalConfig, LocalModeError, http_ok
+from local.logs import LogSink
+from local.supervisor import Supervisor, default_components
+
+DEMO_TENANT = "demo"
+SETTLE_S = 10.0  # slots younger than this at the end are not yet due for the summary
+READY_TIMEOUT_S = 240.0
+POLL_RECEIVER_S = 1.0
+POLL_API_S = 3.0
+PAYLOAD = {
+    "job": "<job_id>",
+    "slot": "<slot>",
+    "attempt": "<attempt>",
+    "scheduled_at": "<scheduled_at>",
+}
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def call(
+    base: str, method: str, path: str, body: Any = None, tenant: str = DEMO_TENANT, timeout_s: float = 30.0
+) -> tuple[int, Any]:
+    """One JSON request to the local API (or receiver); returns (status, parsed body or None)."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(base + path, data=data, method=method)
+    request.add_header("X-Punctual-Tenant", tenant)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as reply:
+            raw = reply.read()
+            return int(reply.status), json.loads(raw) if raw else None
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw) if raw else None
+        except ValueError:
+            return exc.code, None
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@dataclass
+class DemoJob:
+    key: str
+    label: str
+    schedule: str
+    hook: str
+    retry: dict[str, Any] | None = None
+    parents: tuple[str, ...] = ()
+    job_id: str = ""
+    first_slot: datetime | None = None
+    next_fire: str | None = None
+    state: str = ""
+    last_status: str = ""
+
+    def spec(self, receiver_url: str, ids: dict[str, str]) -> dict[str, Any]:
+        schedule = self.schedule
+        if self.parents:
+            schedule = f"after({', '.join(ids[p] for p in self.parents)})"
+        spec: dict[str, Any] = {
+            "name": f"demo: {self.label}",
+            "schedule": schedule,
+            "target": {"type": "http", "url": f"{receiver_url}/hook/{self.hook}"},
+            "payload": {**PAYLOAD, "demo": self.key},
+            "timeout_seconds": 10,
+            "tags": {"demo": self.key},
+        }
+        if self.retry:
+            spec["retry"] = self.retry
+        return spec
+
+
+def demo_jobs(now: datetime) -> list[DemoJob]:
+    once = (now + timedelta(seconds=15)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    fixed = {"backoff": "fixed", "base_seconds": 2, "max_seconds": 2, "jitter": False, "max_attempts": 3}
+    return [
+        DemoJob("every-5s", "every 5 seconds", "rate(5 seconds)", "every-5s"),
+        DemoJob("cron", "Unix cron, every minute", "* * * * *", "cron"),
+        DemoJob("aws-cron", "AWS cron, every minute", "cron(* * * * ? *)", "aws-cron"),
+        DemoJob("once", "one time, in 15 s", f"at({once})", "once"),
+        DemoJob("flaky", "fails twice, then succeeds", "rate(30 seconds)", "flaky?fail=2", retry=fixed),
+        DemoJob("after", "after(cron, aws-cron)", "", "after", parents=("cron", "aws-cron")),
+    ]
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _slot_instant(slot: str) -> datetime | None:
+    try:
+        return _instant(slot)
+    except ValueError:
+        return None
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class Figures:
+    due: int = 0
+    executed: int = 0
+    duplicates: int = 0
+    missed: int = 0
+    delays_ms: list[float] = field(default_factory=list)
+
+    @property
+    def p50(self) -> float | None:
+        return percentile(self.delays_ms, 50)
+
+    @property
+    def p99(self) -> float | None:
+        return percentile(self.delays_ms, 99)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
+
+
+class Demo:
+    """Registers the demo jobs, follows the receiver and the API, and sums up."""
+
+    def __init__(self, config: LocalConfig) -> None:
+        self.config = config
+        self.jobs: list[DemoJob] = []
+        self.records: list[dict[str, Any]] = []
+        self.registered_at: datetime | None = None
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ set-up
+
+    def register(self) -> None:
+        now = datetime.now(UTC)
+        self.registered_at = now
+        ids: dict[str, str] = {}
+        for job in demo_jobs(now):
+            status, body = call(
+                self.config.api_url, "POST", "/v1/jobs", job.spec(self.config.receiver_url, ids)
+            )
+            if status != 201 or not isinstance(body, dict):
+                raise LocalModeError(f"registering the demo job {job.key!r} failed: HTTP {status} {body}")
+            job.job_id = str(body["id"])
+            job.first_slot = _instant(body["next_fire_at"]) if body.get("next_fire_at") else None
+            job.next_fire = body.get("next_fire_at")
+            job.state = str(body.get("state", ""))
+            ids[job.key] = job.job_id
+            self.jobs.append(job)
+
+    def start_following(self) -> None:
+        self._thread = threading.Thread(target=self._follow, name="demo-follow", daemon=True)
+        self._thread.start()
+
+    def stop_following(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _follow(self) -> None:
+        last_api = 0.0
+        while not self._stop.is_set():
+            self.refresh_records()
+            if time.monotonic() - last_api >= POLL_API_S:
+                last_api = time.monotonic()
+                self._refresh_jobs()
+            self._stop.wait(POLL_RECEIVER_S)
+
+    def refresh_records(self) -> None:
+        try:
+            status, body = call(self.config.receiver_url, "GET", "/records", timeout_s=5)
+        except OSError:
+            return
+        if status == 200 and isinstance(body, dict):
+            ours = {job.job_id for job in self.jobs}
+            records = [r for r in body.get("records", []) if r.get("job") in ours]
+            with self._lock:
+                self.records = records
+
+    def _refresh_jobs(self) -> None:
+        for job in self.jobs:
+            try:
+                status, body = call(self.config.api_url, "GET", f"/v1/jobs/{job.job_id}", timeout_s=5)
+                if status == 200 and isinstance(body, dict):
+                    job.next_fire = body.get("next_fire_at")
+                    job.state = str(body.get("state", ""))
+                status, body = call(
+                    self.config.api_url, "GET", f"/v1/jobs/{job.job_id}/executions?limit=1", timeout_s=5
+                )
+                if status == 200 and isinstance(body, dict) and body.get("items"):
+                    job.last_status = str(body["items"][0].get("status", ""))
+            except OSError:
+                continue
+
+    # ------------------------------------------------------------------ figures
+
+    def by_key(self) -> dict[str, list[dict[str, Any]]]:
+        with self._lock:
+            records = list(self.records)
+        out: dict[str, list[dict[str, Any]]] = {}
+        for record in records:
+            out.setdefault(str(record.get("key")), []).append(record)
+        return out
+
+    def due_slots(self, job: DemoJob, until: datetime, succeeded: set[str]) -> list[str]:
+        """The slots of ``job`` scheduled at or before ``until``."""
+        from punctual.schedules import format_instant, parse_schedule
+
+        if job.parents:
+            parent_ids = [next(j.job_id for j in self.jobs if j.key == p) for p in job.parents]
+            slots: set[str] | None = None
+            for parent in parent_ids:
+                done = {key.split(":", 1)[1] for key in succeeded if key.startswith(parent + ":")}
+                slots = done if slots is None else slots & done
+            return sorted(s for s in slots or set() if (_slot_instant(s) or until) <= until)
+        if job.first_slot is None or job.first_slot > until:
+            return []
+        schedule = parse_schedule(job.schedule, "UTC")
+        out = [job.first_slot]
+        while len(out) < 10_000:
+            nxt = schedule.next_after(out[-1], anchor=job.first_slot)
+            if nxt is None or nxt > until:
+                break
+            out.append(nxt)
+        return [format_instant(slot) for slot in out]
+
+    def figures(self, until: datetime) -> Figures:
+        figures = Figures()
+        records = self.by_key()
+        succeeded = {
+            key for key, rs in records.items() if any(200 <= (r.get("status") or 0) < 300 for r in rs)
+        }
+        for job in self.jobs:
+            for slot in self.due_slots(job, until, succeeded):
+                key = f"{job.job_id}:{slot}"
+                figures.due += 1
+                if key in succeeded:
+                    figures.executed += 1
+                seen = records.get(key, [])
+                if seen and not job.parents:
+                    instant = _slot_instant(slot)
+                    if instant is not None:
+                        first = min(float(r["arrived"]) for r in seen)
+                        figures.delays_ms.append(max(0.0, (first - instant.timestamp()) * 1000))
+        for seen in records.values():
+            attempts: set[Any] = set()
+            ok = False
+            for record in sorted(seen, key=lambda r: float(r["arrived"])):
+                success = 200 <= (record.get("status") or 0) < 300
+                if record.get("attempt") in attempts or (success and ok):
+                    figures.duplicates += 1
+                attempts.add(record.get("attempt"))
+                ok = ok or success
+        figures.missed = figures.due - figures.executed
+        return figures
+
+    def summary_line(self, ended: datetime | None = None) -> str:
+        ended = ended or datetime.now(UTC)
+        self.refresh_records()
+        figures = self.figures(ended - timedelta(seconds=SETTLE_S))
+        ran = (ended - self.registered_at).total_seconds() if self.registered_at else 0.0
+        return (
+            f"punctual-local: {ran:.0f}s demo, slots due {figures.due}, executed {figures.executed}, "
+            f"duplicates {figures.duplicates}, missed {figures.missed}, "
+            f"fire delay p50 {_ms(figures.p50)} p99 {_ms(figures.p99)}"
+        )
+
+    # ------------------------------------------------------------------ the table
+
+    def table(self, supervisor: Supervisor | None = None) -> Group:
+        now = datetime.now(UTC)
+        records = self.by_key()
+        table = Table(
+            title=f"Punctual local mode · API {self.config.api_url} · tenant '{DEMO_TENANT}'",
+            title_justify="left",
+            expand=False,
+        )
+        for column, justify in (
+            ("job", "left"),
+            ("schedule", "left"),
+            ("fired", "right"),
+            ("last slot", "left"),
+            ("delay", "right"),
+            ("attempts", "left"),
+            ("status", "left"),
+            ("next", "left"),
+        ):
+            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        for job in self.jobs:
+            mine = {k: v for k, v in records.items() if k.startswith(job.job_id + ":")}
+            last_key = max(mine, default=None)
+            delay = attempts = "-"
+            last_slot = "-"
+            if last_key is not None:
+                slot = last_key.split(":", 1)[1]
+                last_slot = slot[11:19]
+                seen = sorted(mine[last_key], key=lambda r: float(r["arrived"]))
+                instant = _slot_instant(slot)
+                if instant is not None and not job.parents:
+                    delay = _ms(max(0.0, (float(seen[0]["arrived"]) - instant.timestamp()) * 1000))
+                attempts = " ".join(str(r.get("status") or "…") for r in seen)
+            status = job.last_status or job.state
+            style = {"SUCCEEDED": "green", "RETRY_WAIT": "yellow", "FAILED": "red", "RUNNING": "cyan"}.get(
+                status, ""
+            )
+            nxt = "-"
+            if job.next_fire:
+                seconds = (_instant(job.next_fire) - now).total_seconds()
+                nxt = f"in {max(0, seconds):.0f}s"
+            elif job.parents:
+                nxt = "when both succeed"
+            elif job.state == "COMPLETED":
+                nxt = "done"
+            table.add_row(
+                job.key,
+                job.schedule if not job.parents else f"after({', '.join(job.parents)})",
+                str(len(mine)),
+                last_slot,
+                delay,
+                attempts,
+                Text(status, style=style),
+                nxt,
+            )
+        figures = self.figures(now - timedelta(seconds=SETTLE_S))
+        footer = (
+            f"slots due {figures.due} · executed {figures.executed} · duplicates {figures.duplicates} · "
+            f"missed {figures.missed} · fire delay p50 {_ms(figures.p50)} p99 {_ms(figures.p99)}"
+        )
+        if supervisor is not None:
+            restarts = sum(child.restarts for child in supervisor.children.values())
+            footer += f" · {len(supervisor.children)} processes, {restarts} restarts"
+        return Group(table, Text(footer, style="dim"))
+
+
+# --------------------------------------------------------------------------- up
+
+
+def _wait_ready(supervisor: Supervisor, config: LocalConfig, stop_requested: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if stop_requested():
+            return False
+        supervisor.check()
+        supervisor.pump(0.2)
+        if http_ok(config.api_url + "/v1/openapi.json", 1.0) and http_ok(
+            config.receiver_url + "/health", 1.0
+        ):
+            return True
+    raise LocalModeError(f"local mode was not ready after {READY_TIMEOUT_S:.0f}s (see the log above)")
+
+
+def _fresh_state(config: LocalConfig) -> None:
+    """A new moto starts empty: forget the previous run's receiver journal and in-flight batches."""
+    config.run_dir.mkdir(parents=True, exist_ok=True)
+    for path in [config.receiver_log, config.deployment_file, *config.run_dir.glob("*.inflight.json")]:
+        path.unlink(missing_ok=True)
+
+
+def run_up(
+    config: LocalConfig,
+    *,
+    demo: bool,
+    duration_s: float | None,
+    show_table: bool,
+    stop_requested: Callable[[], bool],
+) -> int:
+    """Run local mode until ``stop_requested()`` or ``duration_s``; returns the exit status."""
+    console = Console(highlight=False, soft_wrap=True)
+    live_table = demo and show_table and console.is_terminal and not config.json_logs
+    sink = LogSink(config.json_logs, config.state_dir / "logs" / "local.log", console)
+    _fresh_state(config)
+    supervisor = Supervisor(config, default_components(config), sink)
+    sink.info(f"state in {config.state_dir}; AWS (moto) on {config.aws_endpoint}")
+    supervisor.start()
+    the_demo: Demo | None = None
+    try:
+        if not _wait_ready(supervisor, config, stop_requested):
+            return 0
+        sink.info(
+            f"ready: API {config.api_url} (header X-Punctual-Tenant), receiver {config.receiver_url}, "
+            f"AWS {config.aws_endpoint}"
+        )
+        if demo:
+            the_demo = Demo(config)
+            the_demo.register()
+            the_demo.start_following()
+            sink.info(
+                f"demo registered as tenant '{DEMO_TENANT}': try "
+                f"curl -H 'X-Punctual-Tenant: {DEMO_TENANT}' {config.api_url}/v1/jobs"
+            )
+        started = time.monotonic()
+        live = Live(console=console, refresh_per_second=2, transient=False) if live_table else None
+        last_status = time.monotonic()
+        if live is not None and the_demo is not None:
+            live.start()
+        try:
+            while not stop_requested():
+                if duration_s is not None and time.monotonic() - started >= duration_s:
+                    break
+                supervisor.check()
+                supervisor.pump(0.2)
+                if the_demo is not None:
+                    if live is not None:
+                        live.update(the_demo.table(supervisor))
+                    elif not config.json_logs and time.monotonic() - last_status >= 30:
+                        last_status = time.monotonic()
+                        sink.info(the_demo.summary_line().removeprefix("punctual-local: "), "demo")
+        finally:
+            if live is not None:
+                live.stop()
+        line = the_demo.summary_line() if the_demo is not None else None
+    except KeyboardInterrupt:
+        line = None
+    finally:
+        if the_demo is not None:
+            the_demo.stop_following()
+        supervisor.stop()
+        sink.close()
+    if line is not None:
+        print(line, flush=True)
+    return 0

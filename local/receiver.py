@@ -1,0 +1,179 @@
+"""The ``receiver`` component: a webhook receiver on loopback that records every request.
+
+Jobs point their HTTP target at ``http://127.0.0.1:<port>/hook/<name>``; query parameters
+shape the answer, so a job says in its own URL how its receiver behaves:
+
+``fail=N``
+    answer 500 to the first N requests of each slot (``Idempotency-Key``), then 200;
+``delay=S``
+    wait S seconds before answering (a run that lasts, to kill a worker in the middle).
+
+Each request is recorded with its ``Idempotency-Key``, the attempt and slot from the
+payload (jobs send ``{"attempt": "<attempt>", "slot": "<slot>", ...}``), when it arrived
+and what it was answered. ``GET /records`` lists them (pending ones too, ``status``
+null); finished ones are also appended to ``<state>/run/receiver.jsonl``, which a
+restarted receiver reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from local.config import LOOPBACK, LocalConfig, LocalModeError, port_in_use
+
+log = logging.getLogger("local.receiver")
+
+MAX_BODY_BYTES = 1024 * 1024
+MAX_DELAY_S = 600.0
+
+
+class Recorder:
+    """Every request seen, in arrival order; thread-safe."""
+
+    def __init__(self, journal: Path | None = None) -> None:
+        self.journal = journal
+        self.records: list[dict[str, Any]] = []
+        self.seen: dict[str, int] = {}  # requests per Idempotency-Key
+        self._lock = threading.Lock()
+        if journal is not None and journal.exists():
+            for line in journal.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                self.records.append(record)
+                key = record.get("key") or ""
+                self.seen[key] = self.seen.get(key, 0) + 1
+
+    def arrive(self, record: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """Record an arrival; returns the record and how many requests its key had before."""
+        with self._lock:
+            key = record.get("key") or ""
+            before = self.seen.get(key, 0)
+            self.seen[key] = before + 1
+            record["seq"] = len(self.records) + 1
+            self.records.append(record)
+            return record, before
+
+    def answer(self, record: dict[str, Any], status: int) -> None:
+        with self._lock:
+            record["status"] = status
+            record["answered"] = time.time()
+            if self.journal is not None:
+                with self.journal.open("a") as handle:
+                    handle.write(json.dumps(record) + "\n")
+
+    def snapshot(self, since: int = 0) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(r) for r in self.records[since:]]
+
+
+def _number(values: dict[str, list[str]], name: str, default: float = 0.0) -> float:
+    try:
+        return float(values[name][-1]) if name in values else default
+    except ValueError:
+        return default
+
+
+def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "punctual-local-receiver"
+        protocol_version = "HTTP/1.1"
+
+        def _reply(self, status: int, payload: Any) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _hook(self) -> None:
+            arrived = time.time()
+            split = urlsplit(self.path)
+            query = parse_qs(split.query)
+            length = min(int(self.headers.get("Content-Length") or 0), MAX_BODY_BYTES)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            fields = body if isinstance(body, dict) else {}
+            try:
+                attempt: int | None = int(fields.get("attempt"))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                attempt = None
+            record, before = recorder.arrive(
+                {
+                    "name": split.path.removeprefix("/hook/").strip("/"),
+                    "method": self.command,
+                    "key": self.headers.get("Idempotency-Key"),
+                    "job": fields.get("job"),
+                    "slot": fields.get("slot"),
+                    "scheduled_at": fields.get("scheduled_at"),
+                    "attempt": attempt,
+                    "arrived": arrived,
+                    "status": None,
+                    "answered": None,
+                    "signed": bool(self.headers.get("webhook-signature")),
+                }
+            )
+            delay = min(_number(query, "delay"), MAX_DELAY_S)
+            if delay > 0:
+                time.sleep(delay)
+            status = 500 if before < int(_number(query, "fail")) else 200
+            try:
+                self._reply(status, {"ok": status == 200, "request": record["seq"]})
+            finally:
+                recorder.answer(record, status)
+
+        def do_GET(self) -> None:
+            split = urlsplit(self.path)
+            if split.path == "/records":
+                since = int(_number(parse_qs(split.query), "since"))
+                self._reply(200, {"records": recorder.snapshot(since)})
+            elif split.path == "/health":
+                self._reply(200, {"ok": True})
+            elif split.path.startswith("/hook/"):
+                self._hook()
+            else:
+                self._reply(404, {"error": "not found"})
+
+        def do_POST(self) -> None:
+            if urlsplit(self.path).path.startswith("/hook/"):
+                self._hook()
+            else:
+                self._reply(404, {"error": "not found"})
+
+        do_PUT = do_PATCH = do_DELETE = do_POST
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    return Handler
+
+
+def run(config: LocalConfig, stop: threading.Event) -> None:
+    if port_in_use(config.receiver_port):
+        raise LocalModeError(f"port {config.receiver_port} is taken: choose another with --receiver-port")
+    config.run_dir.mkdir(parents=True, exist_ok=True)
+    recorder = Recorder(config.receiver_log)
+    server = ThreadingHTTPServer((LOOPBACK, config.receiver_port), make_handler(recorder))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="receiver", daemon=True)
+    thread.start()
+    log.info(
+        "webhook receiver on %s/hook/<name> (%d earlier requests)", config.receiver_url, len(recorder.records)
+    )
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+        server.server_close()

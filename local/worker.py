@@ -1,0 +1,181 @@
+"""The ``worker`` component: the worker Lambda fed by an emulated SQS event source mapping.
+
+One process is one Lambda "container": it runs one batch at a time, like a Lambda
+execution environment; local mode starts several for concurrency. The loop does what the
+event source mapping does for a FIFO queue with ``ReportBatchItemFailures``:
+
+1. long-poll the short queue(s) for up to the mapping's ``BatchSize`` messages;
+2. shape them as Lambda's SQS event (``Records`` with ``messageId``, ``receiptHandle``,
+   ``body``, ``attributes``, ``messageAttributes``, ``md5OfBody``, ``eventSource``,
+   ``eventSourceARN``, ``awsRegion``) and call ``functions/worker/handler.py`` with a
+   stand-in context counting down from the function's timeout in the template;
+3. delete every record not named in ``batchItemFailures``; the failed ones stay in the
+   queue (the handler already set their visibility). If the handler raises, nothing is
+   deleted, as on AWS.
+
+One local liberty: a container killed mid-batch (``kill -9``) leaves its batch in flight,
+and on AWS the messages would come back only after the queue's visibility timeout (90
+minutes in the template). The process records the batch in
+``<state>/run/<component>.inflight.json`` and the next process in the same slot makes
+those messages visible at once. The execution core still decides what happens to them:
+a run whose lease is live waits for it to lapse, then is taken over as the next attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from local.component import LambdaContext, load_handler, prepare
+from local.config import REGION, LocalConfig
+
+log = logging.getLogger("local.worker")
+
+LONG_POLL_S = 2  # short enough to stop promptly; moto answers as soon as a message arrives
+
+
+def lambda_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
+    """One record of Lambda's SQS event, from a ReceiveMessage result."""
+    attributes = dict(message.get("Attributes", {}))
+    record: dict[str, Any] = {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": attributes,
+        "messageAttributes": {
+            name: {
+                "stringValue": value.get("StringValue"),
+                "binaryValue": value.get("BinaryValue"),
+                "stringListValues": value.get("StringListValues", []),
+                "binaryListValues": value.get("BinaryListValues", []),
+                "dataType": value.get("DataType"),
+            }
+            for name, value in message.get("MessageAttributes", {}).items()
+        },
+        "md5OfBody": message["MD5OfBody"],
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": REGION,
+    }
+    if "MD5OfMessageAttributes" in message:
+        record["md5OfMessageAttributes"] = message["MD5OfMessageAttributes"]
+    return record
+
+
+def return_inflight(sqs: Any, path: Path) -> int:
+    """Make the batch a killed predecessor left in flight visible again; returns how many."""
+    try:
+        left = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    returned = 0
+    for entry in left.get("messages", []):
+        try:
+            sqs.change_message_visibility(
+                QueueUrl=entry["queue_url"], ReceiptHandle=entry["receipt"], VisibilityTimeout=0
+            )
+            returned += 1
+        except Exception:  # already deleted, or its receipt expired: nothing to return
+            pass
+    path.unlink(missing_ok=True)
+    return returned
+
+
+class EventSourceMapping:
+    """Receives batches and invokes the handler, one batch at a time."""
+
+    def __init__(
+        self,
+        handler: Any,
+        sqs: Any,
+        queues: list[tuple[str, str]],
+        batch_size: int,
+        timeout_s: int,
+        inflight: Path,
+        name: str,
+    ) -> None:
+        self.handler = handler
+        self.sqs = sqs
+        self.queues = queues  # (url, arn)
+        self.batch_size = batch_size
+        self.timeout_s = timeout_s
+        self.inflight = inflight
+        self.name = name
+
+    def poll_once(self, url: str, arn: str) -> int:
+        reply = self.sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=self.batch_size,
+            WaitTimeSeconds=LONG_POLL_S,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages = reply.get("Messages", [])
+        if not messages:
+            return 0
+        self.inflight.write_text(
+            json.dumps({"messages": [{"queue_url": url, "receipt": m["ReceiptHandle"]} for m in messages]})
+        )
+        event = {"Records": [lambda_record(m, arn) for m in messages]}
+        context = LambdaContext(f"punctual-worker-local-{self.name}", timeout_s=self.timeout_s)
+        try:
+            response = self.handler(event, context)
+        except Exception:
+            log.exception(
+                "the worker handler failed: its batch of %d returns after the visibility timeout",
+                len(messages),
+            )
+            self.inflight.unlink(missing_ok=True)
+            return len(messages)
+        failed = {item["itemIdentifier"] for item in (response or {}).get("batchItemFailures", [])}
+        done = [
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+            for i, m in enumerate(messages)
+            if m["MessageId"] not in failed
+        ]
+        if done:
+            reply = self.sqs.delete_message_batch(QueueUrl=url, Entries=done)
+            for error in reply.get("Failed", []):
+                log.warning("could not delete a finished message: %s", error.get("Message"))
+        self.inflight.unlink(missing_ok=True)
+        return len(messages)
+
+    def run(self, stop: threading.Event) -> None:
+        turn = 0
+        while not stop.is_set():
+            url, arn = self.queues[turn % len(self.queues)]
+            turn += 1
+            try:
+                self.poll_once(url, arn)
+            except Exception:
+                log.exception("receiving from %s failed", url)
+                stop.wait(1.0)
+
+
+def run(config: LocalConfig, stop: threading.Event, name: str = "worker") -> None:
+    import boto3
+
+    deployment = prepare(config)
+    handler = load_handler("worker")
+    sqs = boto3.client("sqs")
+    inflight = config.inflight_file(name)
+    returned = return_inflight(sqs, inflight)
+    if returned:
+        log.warning("returned %d message(s) a killed predecessor left in flight", returned)
+    queues = [(url, deployment.queue_arns[url]) for url in deployment.short_queue_urls]
+    mapping = EventSourceMapping(
+        handler.handler,
+        sqs,
+        queues,
+        deployment.worker_batch_size,
+        deployment.worker_timeout_s,
+        inflight,
+        name,
+    )
+    log.info(
+        "%s: batches of up to %d from %s", name, deployment.worker_batch_size, ", ".join(u for u, _ in queues)
+    )
+    mapping.run(stop)
