@@ -37,7 +37,7 @@ log = logging.getLogger("local.motopatch")
 PATCHED_FOR = "5.2.5"
 
 _scope = threading.local()
-_applied = False
+_originals: dict[str, Any] = {}  # what apply() replaced, for revert()
 
 
 class _CopyShim:
@@ -103,8 +103,7 @@ def _restore(snapshots: list[tuple[Any, Any, Any, bool, Any]]) -> None:
 
 def apply() -> bool:
     """Patch moto's DynamoDB in this process (idempotent); False when the version does not match."""
-    global _applied
-    if _applied:
+    if _originals:
         return True
     import moto
     import moto.dynamodb.models as backend_module
@@ -151,9 +150,33 @@ def apply() -> bool:
         finally:
             _scope.keep_tables = False
 
+    _originals.update(
+        all_items=original_all_items,
+        query=original_query,
+        transact_write_items=original_transact,
+        copy=backend_module.copy,  # type: ignore[attr-defined]
+    )
     Table.all_items = all_items  # type: ignore[method-assign]
     Table.query = query  # type: ignore[method-assign]
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     backend_module.copy = _CopyShim()  # type: ignore[attr-defined,assignment]
-    _applied = True
     return True
+
+
+def revert() -> None:
+    """Undo :func:`apply` (tests compare patched and unpatched moto in one process)."""
+    if not _originals:
+        return
+    import moto.dynamodb.models as backend_module
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    Table.all_items = _originals["all_items"]  # type: ignore[method-assign]
+    Table.query = _originals["query"]  # type: ignore[method-assign]
+    DynamoDBBackend.transact_write_items = _originals["transact_write_items"]  # type: ignore[method-assign]
+    backend_module.copy = _originals["copy"]  # type: ignore[attr-defined]
+    _originals.clear()
+
+
+def applied() -> bool:
+    return bool(_originals)
