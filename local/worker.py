@@ -65,6 +65,23 @@ def lambda_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
     return record
 
 
+def _inflight_entry(url: str, message: dict[str, Any]) -> dict[str, Any]:
+    """What a successor needs to return the message, and what it is (for people and tests)."""
+    try:
+        body = json.loads(message["Body"])
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    return {
+        "queue_url": url,
+        "receipt": message["ReceiptHandle"],
+        "message_id": message["MessageId"],
+        "job_id": body.get("job_id"),
+        "slot": body.get("slot"),
+        "attempt": body.get("attempt"),
+    }
+
+
 def return_inflight(sqs: Any, path: Path) -> int:
     """Make the batch a killed predecessor left in flight visible again; returns how many."""
     try:
@@ -116,9 +133,7 @@ class EventSourceMapping:
         messages = reply.get("Messages", [])
         if not messages:
             return 0
-        self.inflight.write_text(
-            json.dumps({"messages": [{"queue_url": url, "receipt": m["ReceiptHandle"]} for m in messages]})
-        )
+        self.inflight.write_text(json.dumps({"messages": [_inflight_entry(url, m) for m in messages]}))
         event = {"Records": [lambda_record(m, arn) for m in messages]}
         context = LambdaContext(f"punctual-worker-local-{self.name}", timeout_s=self.timeout_s)
         try:
