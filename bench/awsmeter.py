@@ -1,0 +1,345 @@
+"""Counting every AWS request the code makes, and what DynamoDB and SQS would bill for it.
+
+:class:`Meter` hooks boto3's default session (``before-parameter-build`` and ``after-call``),
+so every client made after :meth:`Meter.install` is counted: the core's shared clients
+(``punctual.aws``), the ones ``Worker.from_settings`` makes, the tick's. Each request is
+filed under the current *phase* (poller, worker, event source, history, ...), its service
+and operation, and the kind of item it touched (job, timer, near, exec, wm, tenant).
+
+moto does not report ``ConsumedCapacity``, so capacity is computed from item sizes with
+DynamoDB's published rules (the functions below are pure and unit-tested):
+
+* item size: attribute names plus values (strings in UTF-8 bytes, numbers about one byte per
+  two significant digits plus one, maps and lists 3 bytes plus 1 per element);
+* writes: 1 write unit per started KB of the larger of the item before and after; a
+  transaction's items count twice; a batch write's items one by one;
+* reads: 1 read unit per started 4 KB, half of it eventually consistent; BatchGetItem per
+  item (a missing item still costs the minimum); Query per started 4 KB of all items it read,
+  at least one unit even when it finds nothing;
+* SQS: one billed request per started 64 KB of payload, per call.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+WRITE_UNIT_BYTES = 1024
+READ_UNIT_BYTES = 4096
+SQS_CHUNK_BYTES = 64 * 1024
+
+
+# --------------------------------------------------------------------------- item sizes
+
+
+def number_size(text: str) -> int:
+    """Bytes DynamoDB counts for a number: about one per two significant digits, plus one."""
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        return len(text)
+    digits = value.normalize().as_tuple().digits if value != 0 else (0,)
+    return math.ceil(len(digits) / 2) + 1
+
+
+def value_size(value: Mapping[str, Any]) -> int:
+    """Bytes of one attribute value in the low-level wire format (``{"S": ...}`` etc.)."""
+    ((kind, data),) = value.items()
+    if kind == "S":
+        return len(str(data).encode())
+    if kind == "N":
+        return number_size(str(data))
+    if kind == "B":
+        return len(data) if isinstance(data, bytes | bytearray) else len(str(data).encode())
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(str(v).encode()) for v in data)
+    if kind == "NS":
+        return sum(number_size(str(v)) for v in data)
+    if kind == "BS":
+        return sum(len(v) for v in data)
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + value_size(v) + 1 for k, v in data.items())
+    if kind == "L":
+        return 3 + sum(value_size(v) + 1 for v in data)
+    raise ValueError(f"unknown attribute type {kind!r}")
+
+
+def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """Bytes of a whole item: every attribute name plus its value."""
+    if not item:
+        return 0
+    return sum(len(name.encode()) + value_size(value) for name, value in item.items())
+
+
+def write_units(*sizes: int, transactional: bool = False) -> int:
+    """Write units of one item write: the larger of before/after, per started KB (at least 1)."""
+    units = max(1, math.ceil(max(sizes, default=0) / WRITE_UNIT_BYTES))
+    return units * (2 if transactional else 1)
+
+
+def read_units(size: int, consistent: bool) -> float:
+    """Read units of one item read (GetItem, or one BatchGetItem item): per started 4 KB."""
+    units = max(1, math.ceil(size / READ_UNIT_BYTES))
+    return units if consistent else units / 2
+
+
+def query_units(sizes: Iterable[int], consistent: bool) -> float:
+    """Read units of one Query page: all items it read summed, per started 4 KB (at least 1)."""
+    return read_units(sum(sizes), consistent)
+
+
+def sqs_requests(payload_bytes: int) -> int:
+    """Billed SQS requests of one call: one per started 64 KB of payload (at least 1)."""
+    return max(1, math.ceil(payload_bytes / SQS_CHUNK_BYTES))
+
+
+# --------------------------------------------------------------------------- the meter
+
+
+@dataclass
+class Tally:
+    calls: int = 0
+    billed: int = 0  # SQS: billed requests (64 KB chunks); other services: calls
+    wru: float = 0.0
+    rru: float = 0.0
+    items: int = 0  # items read or written
+    payload_bytes: int = 0  # SQS message bodies; DynamoDB item bytes read or written
+
+    def add(self, other: Tally) -> None:
+        self.calls += other.calls
+        self.billed += other.billed
+        self.wru += other.wru
+        self.rru += other.rru
+        self.items += other.items
+        self.payload_bytes += other.payload_bytes
+
+
+def _kind_of_key(pk: str, sk: str = "") -> str:
+    """What an item is, from its key (the layout in punctual/store/dynamo.py)."""
+    if pk.startswith("job#"):
+        if sk.startswith("exec#"):
+            return "exec"
+        if sk.startswith("dep#") or sk.startswith("child#"):
+            return "dependency"
+        return "job"
+    for prefix in ("timer#", "near#", "wm#", "tenant#"):
+        if pk.startswith(prefix):
+            return prefix[:-1]
+    return "other"
+
+
+def _s(attr: Mapping[str, Any] | None) -> str:
+    return str(attr.get("S", "")) if attr else ""
+
+
+@dataclass
+class Meter:
+    """Counts requests per (phase, service.operation, item kind), and their capacity.
+
+    ``peek`` is an un-hooked DynamoDB client used to size the items a ``Select=COUNT`` query
+    counted; ``peek_item(table, key)`` reads an item before and after a write (DynamoDB bills
+    the larger of the two) without a request (default: through ``peek``). Neither is counted.
+    """
+
+    peek: Any = None
+    peek_item: Any = None
+    phase: str = "setup"
+    tallies: dict[tuple[str, str, str], Tally] = field(default_factory=lambda: defaultdict(Tally))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def install(self, events: Any) -> None:
+        events.register("before-parameter-build", self._before)
+        events.register("after-call", self._after)
+
+    # ------------------------------------------------------------------ hooks
+
+    def _before(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        context["bench_params"] = params
+        context["bench_phase"] = self.phase
+        if model.service_model.service_name == "dynamodb" and (self.peek or self.peek_item) is not None:
+            context["bench_before"] = self._sizes_before(model.name, params)
+
+    def _after(
+        self, http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any
+    ) -> None:
+        params = context.get("bench_params", {})
+        phase = context.get("bench_phase", self.phase)
+        service = model.service_model.service_name
+        operation = model.name
+        if service == "dynamodb":
+            kind, tally = self._dynamodb(operation, params, parsed, context.get("bench_before", {}))
+        elif service == "sqs":
+            kind, tally = self._sqs(operation, params, parsed)
+            if operation == "ReceiveMessage" and not tally.items:
+                phase += " (empty)"
+        else:
+            kind, tally = "", Tally(calls=1, billed=1)
+        with self.lock:
+            self.tallies[(phase, f"{service}.{operation}", kind)].add(tally)
+
+    # ------------------------------------------------------------------ DynamoDB
+
+    def _get_size(self, table: str, key: Mapping[str, Any]) -> int:
+        if self.peek_item is not None:
+            return item_size(self.peek_item(table, dict(key)))
+        reply = self.peek.get_item(TableName=table, Key=dict(key), ConsistentRead=True)
+        return item_size(reply.get("Item"))
+
+    def _sizes_before(self, operation: str, params: Mapping[str, Any]) -> dict[Any, int]:
+        if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+            key = params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")}
+            return {"item": self._get_size(params["TableName"], key)}
+        if operation == "TransactWriteItems":
+            out = {}
+            for index, entry in enumerate(params.get("TransactItems", [])):
+                ((_action, body),) = entry.items()
+                key = body.get("Key") or {k: body["Item"][k] for k in ("pk", "sk")}
+                out[index] = self._get_size(body["TableName"], key)
+            return out
+        return {}
+
+    def _dynamodb(
+        self, operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any], before: Mapping[Any, int]
+    ) -> tuple[str, Tally]:
+        tally = Tally(calls=1, billed=1)
+        consistent = bool(params.get("ConsistentRead", False))
+        if operation == "GetItem":
+            key = params["Key"]
+            size = item_size(parsed.get("Item"))
+            tally.rru = read_units(size, consistent)
+            tally.items = 1 if parsed.get("Item") else 0
+            tally.payload_bytes = size
+            return _kind_of_key(_s(key.get("pk")), _s(key.get("sk"))), tally
+        if operation == "BatchGetItem":
+            kinds = set()
+            for table, request in params["RequestItems"].items():
+                wanted = len(request["Keys"])
+                got = parsed.get("Responses", {}).get(table, [])
+                unprocessed = len(parsed.get("UnprocessedKeys", {}).get(table, {}).get("Keys", []))
+                cons = bool(request.get("ConsistentRead", False))
+                tally.rru += sum(read_units(item_size(item), cons) for item in got)
+                tally.payload_bytes += sum(item_size(item) for item in got)
+                tally.rru += read_units(0, cons) * max(0, wanted - len(got) - unprocessed)  # misses
+                tally.items += len(got)
+                kinds.update(_kind_of_key(_s(k.get("pk")), _s(k.get("sk"))) for k in request["Keys"])
+            return "+".join(sorted(kinds)), tally
+        if operation == "Query":
+            values = params.get("ExpressionAttributeValues", {})
+            pk = _s(values.get(":pk"))
+            prefix = ""
+            for name in (":ex", ":c", ":job"):
+                if name in values:
+                    prefix = _s(values[name])
+            kind = _kind_of_key(pk, prefix)
+            if params.get("Select") == "COUNT":
+                # No items come back: read them with the peek client to know their size.
+                peek_params = {k: v for k, v in params.items() if k != "Select"}
+                sizes = [item_size(i) for i in self.peek.query(**peek_params).get("Items", [])]
+                kind += " (count)"
+            else:
+                sizes = [item_size(i) for i in parsed.get("Items", [])]
+            tally.rru = query_units(sizes, consistent)
+            tally.items = len(sizes)
+            tally.payload_bytes = sum(sizes)
+            return kind, tally
+        if operation == "PutItem":
+            item = params["Item"]
+            tally.wru = write_units(item_size(item), before.get("item", 0))
+            tally.items = 1
+            tally.payload_bytes = item_size(item)
+            return _kind_of_key(_s(item.get("pk")), _s(item.get("sk"))), tally
+        if operation in ("UpdateItem", "DeleteItem"):
+            key = params["Key"]
+            after = self._get_size(params["TableName"], key) if operation == "UpdateItem" else 0
+            tally.wru = write_units(before.get("item", 0), after)
+            tally.items = 1
+            return _kind_of_key(_s(key.get("pk")), _s(key.get("sk"))), tally
+        if operation == "BatchWriteItem":
+            kinds = set()
+            for requests in params["RequestItems"].values():
+                for request in requests:
+                    body = request.get("PutRequest", {}).get("Item") or request.get("DeleteRequest", {}).get(
+                        "Key"
+                    )
+                    size = item_size(request["PutRequest"]["Item"]) if "PutRequest" in request else 0
+                    tally.wru += write_units(size)
+                    tally.items += 1
+                    tally.payload_bytes += size
+                    kinds.add(_kind_of_key(_s(body.get("pk")), _s(body.get("sk"))))
+            return "+".join(sorted(kinds)), tally
+        if operation == "TransactWriteItems":
+            kinds = set()
+            for index, entry in enumerate(params.get("TransactItems", [])):
+                ((action, body),) = entry.items()
+                key = body.get("Key") or {k: body["Item"][k] for k in ("pk", "sk")}
+                new = item_size(body["Item"]) if action == "Put" else 0
+                if action == "Update":
+                    new = self._get_size(body["TableName"], key)
+                tally.wru += write_units(new, before.get(index, 0), transactional=True)
+                tally.items += 1
+                kinds.add(_kind_of_key(_s(key.get("pk")), _s(key.get("sk"))))
+            return "+".join(sorted(kinds)), tally
+        return "", tally
+
+    # ------------------------------------------------------------------ SQS
+
+    @staticmethod
+    def _sqs(operation: str, params: Mapping[str, Any], parsed: Mapping[str, Any]) -> tuple[str, Tally]:
+        url = str(params.get("QueueUrl", ""))
+        kind = "fifo" if url.endswith(".fifo") else "standard"
+        payload = 0
+        if operation == "SendMessageBatch":
+            payload = sum(len(e["MessageBody"].encode()) for e in params.get("Entries", []))
+            items = len(params.get("Entries", []))
+        elif operation == "SendMessage":
+            payload = len(params.get("MessageBody", "").encode())
+            items = 1
+        elif operation == "ReceiveMessage":
+            messages = parsed.get("Messages", [])
+            payload = sum(len(m.get("Body", "").encode()) for m in messages)
+            items = len(messages)
+        elif operation in ("DeleteMessageBatch", "ChangeMessageVisibilityBatch"):
+            items = len(params.get("Entries", []))
+        else:
+            items = 1
+        return kind, Tally(calls=1, billed=sqs_requests(payload), items=items, payload_bytes=payload)
+
+    # ------------------------------------------------------------------ reading
+
+    def snapshot(self) -> dict[tuple[str, str, str], Tally]:
+        with self.lock:
+            out: dict[tuple[str, str, str], Tally] = {}
+            for key, tally in self.tallies.items():
+                copy = Tally()
+                copy.add(tally)
+                out[key] = copy
+            return out
+
+    def reset(self) -> None:
+        with self.lock:
+            self.tallies.clear()
+
+
+def subtract(
+    load: Mapping[tuple[str, str, str], Tally], base: Mapping[tuple[str, str, str], Tally]
+) -> dict[tuple[str, str, str], Tally]:
+    """``load`` minus ``base``, key by key (what the load added over an idle run)."""
+    out: dict[tuple[str, str, str], Tally] = {}
+    for key in set(load) | set(base):
+        a, b = load.get(key, Tally()), base.get(key, Tally())
+        out[key] = Tally(
+            calls=a.calls - b.calls,
+            billed=a.billed - b.billed,
+            wru=a.wru - b.wru,
+            rru=a.rru - b.rru,
+            items=a.items - b.items,
+            payload_bytes=a.payload_bytes - b.payload_bytes,
+        )
+    return out
