@@ -68,7 +68,7 @@ LATENCY_MS = {
 }
 INVOCATION_OVERHEAD_MS = 3.0  # Powertools decorators, event parsing, batch bookkeeping
 LAMBDA_CPU_SLOWDOWN_512 = 1769 / 512  # a full vCPU at 1,769 MB; 512 MB gets ~29 % of one
-DEFAULT_CPU_US = 200.0  # if bench/results/cpu_per_trigger.json is absent
+DEFAULT_CPU_US = 1000.0  # worker core + botocore, if bench/results/cpu_per_trigger.json is absent
 TICK_MS = 50.0  # the tick's own work besides its requests
 
 # (share, schedule): five-minute slots chain through the far lane (next timer 300 s ahead, past
@@ -399,10 +399,12 @@ def latency_ms(tallies: Mapping[tuple[str, str, str], Tally], phase: str) -> flo
 
 
 def cpu_us_per_trigger() -> float:
+    """The worker's CPU per trigger at one full vCPU (core, marshalling, botocore), from
+    ``cpu_per_trigger.json`` when that benchmark ran first."""
     path = benchlib.RESULTS_DIR / "cpu_per_trigger.json"
     try:
         data = json.loads(path.read_text())
-        return float(data["us_per_trigger"]["core_with_marshalling"])
+        return float(data["worker_cpu_us_per_trigger"])
     except (OSError, KeyError, ValueError):
         return DEFAULT_CPU_US
 

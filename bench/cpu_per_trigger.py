@@ -48,6 +48,7 @@ from punctual.timers import TimerKind, TimerLayout, slot_key
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)  # a Monday
 QUEUE = "queue://short"
 TARGET_US = 100.0
+NEAR_REREADS = 8  # a near timer comes back in every poll of its look-back (skew 5 s + 2 polls) + 1
 LEAD_S = 10.0
 # (share of jobs, schedule): every-minute jobs chain through the near lane (next slot 60 s
 # ahead, under the 180 s far threshold), five-minute ones through the far lane.
@@ -300,6 +301,130 @@ def marshalling_ns(samples: int) -> int:
     return (time.process_time_ns() - t) // samples
 
 
+def sdk_cpu_us(reps: int = 300) -> dict[str, float]:
+    """CPU µs botocore spends per request of each kind the hot path makes (build, sign, parse).
+
+    The HTTP exchange is cut short by a ``before-send`` hook that answers with a canned body
+    of the right size, so what is timed is the SDK's own work on this machine: it bounds how
+    many triggers one poller's CPU can release.
+    """
+    import hashlib
+    import json as jsonlib
+
+    import boto3
+    from botocore.awsrequest import AWSResponse
+    from moto.core.botocore_stubber import MockRawResponse
+
+    clock = ManualClock(T0)
+    layout = TimerLayout()
+    service = JobService(
+        MemoryStore(), MemoryQueues(now=clock.now), clock, layout, QueueRouting((QUEUE,), ())
+    )
+    spec = JobSpec.model_validate(
+        {
+            "schedule": "rate(1 minute)",
+            "target": {"type": "http", "url": "https://example.com/hook"},
+            "payload": {"n": 1},
+        }
+    )
+    job, _ = service.register("default", spec, job_id="job-0000001")
+    dynamo = DynamoStore(client=None, table_name="bench")
+    job_item = {"pk": {"S": "job#default#job-0000001"}, "sk": {"S": "job"}, **dynamo._job_attrs(job)}
+    timer = layout.make(
+        now=T0,
+        due=T0 + timedelta(minutes=5),
+        job_id=job.id,
+        tenant=job.tenant,
+        slot=slot_key(T0 + timedelta(minutes=5)),
+        attempt=1,
+        kind=TimerKind.FIRE,
+        job_version=1,
+    )
+    timer_item = DynamoStore._timer_item(timer)
+    message = message_for(job, slot_key(T0), T0, 1, "fire", T0)
+    running = Execution(
+        job_id=job.id, slot=message.slot, scheduled_at=T0, status=ExecutionStatus.RUNNING, owner="0" * 32
+    )
+    exec_item = {
+        "pk": {"S": "job#default#job-0000001"},
+        "sk": {"S": f"exec#{message.slot}"},
+        "status": {"S": "RUNNING"},
+        "attempt": {"N": "1"},
+        "doc": {"S": running.model_dump_json()},
+        "expires_at": {"N": "1767225600"},
+    }
+    bodies = {
+        "BatchGetItem": {"Responses": {"bench": [job_item] * 100}, "UnprocessedKeys": {}},
+        "BatchWriteItem": {"UnprocessedItems": {}},
+        "Query": {"Items": [timer_item] * 100, "Count": 100, "ScannedCount": 100},
+        "GetItem": {"Item": job_item},
+        "PutItem": {},
+        "SendMessageBatch": {
+            "Successful": [
+                {
+                    "Id": str(i),
+                    "MessageId": f"m{i}",
+                    "MD5OfMessageBody": hashlib.md5(message.to_body().encode()).hexdigest(),
+                }
+                for i in range(10)
+            ],
+            "Failed": [],
+        },
+    }
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        target = request.headers.get("X-Amz-Target", b"")
+        operation = (target.decode() if isinstance(target, bytes) else target).rsplit(".", 1)[-1]
+        return AWSResponse(request.url, 200, {}, MockRawResponse(jsonlib.dumps(bodies[operation])))
+
+    session = boto3.session.Session(aws_access_key_id="x", aws_secret_access_key="x", region_name="us-east-1")
+    session.events.register("before-send", answer)
+    ddb, sqs = session.client("dynamodb"), session.client("sqs")
+    calls: dict[str, Any] = {
+        "SendMessageBatch (10)": lambda: sqs.send_message_batch(
+            QueueUrl="https://sqs.us-east-1.amazonaws.com/123456789012/q.fifo",
+            Entries=[
+                {
+                    "Id": str(i),
+                    "MessageBody": message.to_body(),
+                    "MessageGroupId": message.group_id,
+                    "MessageDeduplicationId": message.dedup_id,
+                }
+                for i in range(10)
+            ],
+        ),
+        "BatchWriteItem (25 timers)": lambda: ddb.batch_write_item(
+            RequestItems={"bench": [{"PutRequest": {"Item": timer_item}}] * 25}
+        ),
+        "BatchGetItem (100 jobs)": lambda: ddb.batch_get_item(
+            RequestItems={
+                "bench": {"Keys": [{"pk": job_item["pk"], "sk": {"S": f"job{i}"}} for i in range(100)]}
+            }
+        ),
+        "Query (100 timers)": lambda: ddb.query(
+            TableName="bench",
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": "near#x#1"}},
+            ConsistentRead=True,
+        ),
+        "GetItem (job)": lambda: ddb.get_item(
+            TableName="bench", Key={"pk": job_item["pk"], "sk": {"S": "job"}}
+        ),
+        "PutItem (execution)": lambda: ddb.put_item(
+            TableName="bench", Item=exec_item, ConditionExpression="attribute_not_exists(pk)"
+        ),
+    }
+    out = {}
+    for name, call in calls.items():
+        call()  # warm: model loading, endpoint resolution
+        gc.collect()
+        t = time.process_time_ns()
+        for _ in range(reps):
+            call()
+        out[name] = (time.process_time_ns() - t) / reps / 1000
+    return out
+
+
 def profile(
     jobs: int, minutes: int, layout: TimerLayout, store: MemoryStore, top: int = 18
 ) -> list[dict[str, Any]]:
@@ -404,6 +529,23 @@ def main() -> None:
         f" one core: {1e6 / cloud_us:,.0f} triggers/s"
     )
 
+    benchlib.heading("botocore CPU per request (canned answers: build, sign, parse; no network)")
+    sdk = sdk_cpu_us()
+    print(benchlib.table(["request", "CPU µs"], list(sdk.items())))
+    poller_sdk = (
+        sdk["SendMessageBatch (10)"] / 10
+        + sdk["BatchWriteItem (25 timers)"] / 25
+        + sdk["BatchGetItem (100 jobs)"] / 100
+        + sdk["Query (100 timers)"] / 100 * NEAR_REREADS
+    )
+    worker_sdk = sdk["GetItem (job)"] + 2 * sdk["PutItem (execution)"]
+    print(
+        f"per trigger: poller SDK {poller_sdk:.0f} µs (a near timer is read ~{NEAR_REREADS} times),"
+        f" worker SDK {worker_sdk:.0f} µs; with the core: poller"
+        f" {runs['no-copy store']['dispatch'] + marshal_us / 2 + poller_sdk:.0f} µs,"
+        f" worker {runs['no-copy store']['worker'] + marshal_us / 2 + worker_sdk:.0f} µs"
+    )
+
     benchlib.heading(f"cProfile, no-copy store: {args.profile_jobs:,} jobs, 3 minutes (profiling inflates)")
     top = profile(args.profile_jobs, 3, layout, NoCopyStore())
     views = (("own", "function (own time)"), ("cumulative (punctual)", "punctual function (cumulative)"))
@@ -440,6 +582,11 @@ def main() -> None:
                 "target_us": TARGET_US,
                 "target_met": met,
                 "profile_top": top,
+                "sdk_cpu_us_per_request": sdk,
+                "sdk_cpu_us_per_trigger": {"poller": poller_sdk, "worker": worker_sdk},
+                "poller_cpu_us_per_trigger": runs["no-copy store"]["dispatch"] + marshal_us / 2 + poller_sdk,
+                "worker_cpu_us_per_trigger": runs["no-copy store"]["worker"] + marshal_us / 2 + worker_sdk,
+                "near_rereads_assumed": NEAR_REREADS,
             },
         )
 
