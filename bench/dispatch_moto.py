@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     memory_store, jobs = _seed(args.jobs)
     timers = [t for bucket in memory_store._buckets.values() for _, t in bucket]
     config = DispatchConfig(layout=LAYOUT, short_queue_urls=("q",), poll_interval_s=5)
-    mem_elapsed, mem_report = _run(memory_store, MemoryQueues(now=lambda: MINUTE), config)
+    mem_elapsed, _ = _run(memory_store, MemoryQueues(now=lambda: MINUTE), config)
 
     with mock_aws():
         ddb = boto3.client("dynamodb")
