@@ -31,6 +31,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -95,6 +96,8 @@ class DemoJob:
     next_fire: str | None = None
     state: str = ""
     last_status: str = ""
+    generation: int = 0  # bumped when the demo is registered again (moto restarted empty)
+    ended: datetime | None = None  # no slot of this job is due after this instant
 
     def spec(self, receiver_url: str, ids: dict[str, str]) -> dict[str, Any]:
         schedule = self.schedule
@@ -184,9 +187,11 @@ class Demo:
 
     def register(self) -> None:
         now = datetime.now(UTC)
-        self.registered_at = now
+        self.registered_at = self.registered_at or now
+        generation = max((job.generation for job in self.jobs), default=-1) + 1
         ids: dict[str, str] = {}
         for job in demo_jobs(now):
+            job.generation = generation
             status, body = call(
                 self.config.api_url, "POST", "/v1/jobs", job.spec(self.config.receiver_url, ids)
             )
@@ -198,6 +203,16 @@ class Demo:
             job.state = str(body.get("state", ""))
             ids[job.key] = job.job_id
             self.jobs.append(job)
+
+    def register_again(self) -> None:
+        """moto restarted empty: the jobs so far end now, and the demo is registered anew."""
+        now = datetime.now(UTC)
+        for job in self.jobs:
+            job.ended = job.ended or now
+        self.register()
+
+    def current(self) -> list[DemoJob]:
+        return [job for job in self.jobs if job.ended is None]
 
     def start_following(self) -> None:
         self._thread = threading.Thread(target=self._follow, name="demo-follow", daemon=True)
@@ -229,7 +244,7 @@ class Demo:
                 self.records = records
 
     def _refresh_jobs(self) -> None:
-        for job in self.jobs:
+        for job in self.current():
             try:
                 status, body = call(self.config.api_url, "GET", f"/v1/jobs/{job.job_id}", timeout_s=5)
                 if status == 200 and isinstance(body, dict):
@@ -257,8 +272,12 @@ class Demo:
         """The slots of ``job`` scheduled at or before ``until``."""
         from punctual.schedules import format_instant, parse_schedule
 
+        until = min(until, job.ended or until)
         if job.parents:
-            parent_ids = [next(j.job_id for j in self.jobs if j.key == p) for p in job.parents]
+            parent_ids = [
+                next(j.job_id for j in self.jobs if j.key == p and j.generation == job.generation)
+                for p in job.parents
+            ]
             slots: set[str] | None = None
             for parent in parent_ids:
                 done = {key.split(":", 1)[1] for key in succeeded if key.startswith(parent + ":")}
@@ -331,7 +350,7 @@ class Demo:
             ("next", "left"),
         ):
             table.add_column(column, justify=justify)  # type: ignore[arg-type]
-        for job in self.jobs:
+        for job in self.current():
             mine = {k: v for k, v in records.items() if k.startswith(job.job_id + ":")}
             last_key = max(mine, default=None)
             delay = attempts = "-"
@@ -394,11 +413,48 @@ def _wait_ready(supervisor: Supervisor, config: LocalConfig, stop_requested: Cal
     raise LocalModeError(f"local mode was not ready after {READY_TIMEOUT_S:.0f}s (see the log above)")
 
 
-def _fresh_state(config: LocalConfig) -> None:
-    """A new moto starts empty: forget the previous run's receiver journal and in-flight batches."""
+def _fresh_state(config: LocalConfig) -> Path:
+    """A new moto starts empty: forget the previous run's receiver journal and in-flight batches.
+
+    Returns the log file, the previous run's kept as ``local.log.1``.
+    """
     config.run_dir.mkdir(parents=True, exist_ok=True)
     for path in [config.receiver_log, config.deployment_file, *config.run_dir.glob("*.inflight.json")]:
         path.unlink(missing_ok=True)
+    log_file = config.state_dir / "logs" / "local.log"
+    if log_file.exists():
+        log_file.replace(log_file.with_name("local.log.1"))
+    return log_file
+
+
+class _Reregistration:
+    """Registers the demo again once a restarted ``aws`` component has created its resources."""
+
+    def __init__(self, demo: Demo, config: LocalConfig, sink: LogSink) -> None:
+        self.demo = demo
+        self.config = config
+        self.sink = sink
+        self.since: float | None = None
+        self.next_try = 0.0
+
+    def on_restart(self, component: str) -> None:
+        if component == "aws":
+            self.since = time.time()
+            self.sink.warning("AWS (moto) restarted empty: the demo will be registered again", "demo")
+
+    def poll(self) -> None:
+        if self.since is None or time.monotonic() < self.next_try:
+            return
+        self.next_try = time.monotonic() + 2.0
+        try:
+            if self.config.deployment_file.stat().st_mtime < self.since:
+                return
+            self.demo.register_again()
+        except (OSError, LocalModeError) as exc:
+            self.sink.warning(f"registering the demo again: {exc}; will try again", "demo")
+            return
+        self.since = None
+        self.sink.info("demo registered again", "demo")
 
 
 def run_up(
@@ -412,8 +468,7 @@ def run_up(
     """Run local mode until ``stop_requested()`` or ``duration_s``; returns the exit status."""
     console = Console(highlight=False, soft_wrap=True)
     live_table = demo and show_table and console.is_terminal and not config.json_logs
-    sink = LogSink(config.json_logs, config.state_dir / "logs" / "local.log", console)
-    _fresh_state(config)
+    sink = LogSink(config.json_logs, _fresh_state(config), console)
     supervisor = Supervisor(config, default_components(config), sink)
     sink.info(f"state in {config.state_dir}; AWS (moto) on {config.aws_endpoint}")
     supervisor.start()
@@ -429,6 +484,8 @@ def run_up(
             the_demo = Demo(config)
             the_demo.register()
             the_demo.start_following()
+            again = _Reregistration(the_demo, config, sink)
+            supervisor.on_restart.append(again.on_restart)
             sink.info(
                 f"demo registered as tenant '{DEMO_TENANT}': try "
                 f"curl -H 'X-Punctual-Tenant: {DEMO_TENANT}' {config.api_url}/v1/jobs"
@@ -445,6 +502,7 @@ def run_up(
                 supervisor.check()
                 supervisor.pump(0.2)
                 if the_demo is not None:
+                    again.poll()
                     if live is not None:
                         live.update(the_demo.table(supervisor))
                     elif not config.json_logs and time.monotonic() - last_status >= 30:
