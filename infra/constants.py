@@ -161,3 +161,8 @@ ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
     "task-definition/": ("ecs:RunTask",),
     "task/": ("ecs:DescribeTasks", "ecs:StopTask"),
 }
+
+# --- API -----------------------------------------------------------------------------------------
+# The KMS encryption context under which the API stores its idempotent replies (the one thing it
+# may decrypt); the core's api/wiring.py uses the same purpose.
+IDEMPOTENT_REPLY_PURPOSE: Final = "punctual-idempotent-reply"

@@ -54,6 +54,16 @@ class Api(Construct):
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["kms:Encrypt"], resources=[storage.secrets_key.key_arn])
         )
+        # ...except its own stored idempotent replies (a retried create returns the secret it
+        # showed the first time): Decrypt only under that purpose's encryption context, which
+        # a job's webhook secret is never encrypted with.
+        self.handler.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[storage.secrets_key.key_arn],
+                conditions={"StringEquals": {"kms:EncryptionContext:purpose": c.IDEMPOTENT_REPLY_PURPOSE}},
+            )
+        )
 
         self.access_logs = logs.LogGroup(
             self,
