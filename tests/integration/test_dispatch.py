@@ -256,6 +256,25 @@ def test_throttling_and_partial_failures(store, clock, sim, t0):  # type: ignore
         assert sim.slots(job_id) == [slot_key(t0 + timedelta(seconds=30 * i)) for i in range(4)]
 
 
+def test_backlog_counts_due_timers_left_unreleased(store, clock, sim, t0):  # type: ignore[no-untyped-def]
+    from punctual.observability import RecordingMetrics
+
+    jobs = service(store, clock, sim)
+    for _ in range(3):
+        jobs.register("default", spec("rate(1 hour)", start_at=t0.isoformat()))
+    clock.set(t0 - timedelta(seconds=10))
+    metrics = RecordingMetrics()
+    poller = sim.poller()
+    poller.dispatcher.metrics = metrics
+    run = poller.dispatcher.minute_run(t0)
+    run.start()
+    clock.set(t0 + timedelta(seconds=1))
+    assert run.backlog(clock.now()) == 3  # due, held, not yet released
+    run.step()
+    assert run.backlog(clock.now()) == 0
+    assert metrics.values["Backlog"] == [3] and metrics.total("SlotsReleased") == 3
+
+
 def test_sqs_partial_batch_failures_are_retried() -> None:
     from punctual.queues import DispatchMessage, SqsQueues
 

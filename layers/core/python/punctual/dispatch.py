@@ -388,6 +388,7 @@ class MinuteRun:
             if all(ok):  # on a failed read, look back again from the same place next time
                 self.last_near_ms = now_ms
             self.next_poll = now + timedelta(seconds=cfg.poll_interval_s)
+            d.metrics.add("Backlog", self.backlog(now))
         self._release_due()
         wake = self.next_poll
         if self.heap:
@@ -407,6 +408,13 @@ class MinuteRun:
         self.failed_shards.update((t.lane, t.shard) for _, _, t in self.heap)
         self._advance()
         return self.report
+
+    def backlog(self, now: datetime) -> int:
+        """Held timers already due and not yet released (0 unless releases are failing)."""
+        now_ms = to_ms(now)
+        if not self.heap or self.heap[0][0] > now_ms:
+            return 0
+        return sum(1 for due, _, _ in self.heap if due <= now_ms)
 
     def _read(self, lane: Lane, shard: int, from_ms: int | None = None, to_ms: int | None = None) -> bool:
         """Hold the timers of one bucket (or a due range of it); False if the read failed."""
