@@ -28,7 +28,9 @@ class Settings(BaseModel):
     far_threshold_s: int = Field(default=180, ge=10, le=3600)
     poll_interval_ms: int = Field(default=1000, ge=10, le=60_000)
     poller_lead_s: int = Field(default=10, ge=0, le=50)
-    poller_grace_s: int = Field(default=5, ge=0, le=50)
+    # How long past its minute a poller keeps reading that minute's near buckets: at least the
+    # clock skew between nodes, so a late writer's near timer is still read (DESIGN: +-5 s).
+    poller_grace_s: int = Field(default=10, ge=0, le=50)
     retention_days: int = Field(default=30, ge=1, le=3650)
     target_allow_cidrs: list[str] = Field(default_factory=list)
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
