@@ -1,0 +1,528 @@
+"""Benchmarks 1, 2 and 5: local mode as real processes (moto server, API, poller, workers, receiver).
+
+1. **Burst fire delay.** N one-time jobs whose slot is the same instant, registered through
+   the API, their webhooks on the local receiver. For each slot: slot -> claim (the
+   execution record's ``started_at``) and slot -> receipt (when the receiver got it),
+   p50 / p90 / p99 / max; and for the larger bursts, the time until the last one ran beside
+   a **bare loop** that issues the minimum AWS calls for as many triggers against the same
+   moto server in the same run (read the bucket, read the jobs, send, write the next
+   timers; receive, claim, finish, delete). bare / ours is the efficiency (target >= 0.5).
+2. **Sustained load.** ``rate(1 second)`` jobs, as many as the burst showed the system can
+   start each second (less a margin), for two minutes: triggers per second, fire delay,
+   whether it kept up, and the same efficiency ratio.
+5. **What local mode holds.** 10,000 jobs of mixed schedules: registration rate, each
+   process's memory, fire delay while they run.
+
+moto is far slower than AWS (see NOTES-aws-local.md), so these say what local mode does and
+how close it comes to what moto itself allows, not what the cloud does.
+
+Usage: ``python bench/local_mode.py [--bursts 100,1000,5000] [--sustain-s 120] [--jobs 10000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import benchlib
+import localrig
+
+SLOT_MARGIN_S = 8.0  # between the end of registration and the burst's slot
+REGISTER_THREADS = 8
+
+
+def _parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def deployment(local: localrig.Local) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads((local.state / "run" / "deployment.json").read_text()))
+
+
+def aws_clients(local: localrig.Local) -> tuple[Any, Any]:
+    import boto3
+
+    session = boto3.session.Session(
+        aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
+    )
+    return (
+        session.client("dynamodb", endpoint_url=local.aws_url),
+        session.client("sqs", endpoint_url=local.aws_url),
+    )
+
+
+def claim_delays(local: localrig.Local, ids: list[str], slot: datetime | None = None) -> list[float]:
+    """slot -> started_at of each job's newest execution, read through the store (8 at a time)."""
+    from punctual.store.dynamo import DynamoStore
+
+    ddb, _ = aws_clients(local)
+    store = DynamoStore(ddb, deployment(local)["table_name"])
+
+    def one(job_id: str) -> list[float]:
+        page = store.list_executions(localrig.TENANT, job_id, limit=200)
+        out = []
+        for execution in page.items:
+            if execution.started_at is None:
+                continue
+            nominal = slot or execution.scheduled_at
+            out.append((execution.started_at - nominal).total_seconds())
+        return out
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return [d for delays in pool.map(one, ids) for d in delays]
+
+
+def seconds(values: list[float]) -> dict[str, float | None]:
+    return benchlib.summary(values)
+
+
+# --------------------------------------------------------------------------- the bare loop
+
+
+def bare_loop(local: localrig.Local, n: int) -> float:
+    """Seconds the minimum AWS calls for ``n`` triggers take against this moto server.
+
+    Setup (not timed): ``n`` job items and ``n`` timers of the real shapes in scratch
+    partitions, and a scratch FIFO queue. Timed, one thread: query the buckets, read the jobs
+    (100 a call), send (10 a call), write the next timers (25 a call); then receive (10 a
+    call), claim and finish each (two conditional puts), delete (10 a call).
+    """
+    from punctual.clock import ManualClock
+    from punctual.jobs import JobService, QueueRouting
+    from punctual.models import Execution, ExecutionStatus, JobSpec
+    from punctual.queues import MemoryQueues, message_for
+    from punctual.store.dynamo import DynamoStore
+    from punctual.store.memory import MemoryStore
+    from punctual.timers import TimerKind, TimerLayout, slot_key
+
+    ddb, sqs = aws_clients(local)
+    table = deployment(local)["table_name"]
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    clock = ManualClock(now)
+    layout = TimerLayout(shard_count=4, near_shard_count=2)
+    service = JobService(MemoryStore(), MemoryQueues(now=clock.now), clock, layout, QueueRouting(("q",), ()))
+    spec = JobSpec.model_validate(
+        {
+            "schedule": "rate(1 minute)",
+            "target": {"type": "http", "url": "https://example.com/h"},
+            "payload": localrig.PAYLOAD,
+        }
+    )
+    job, _ = service.register("bare", spec, job_id="bare-job")
+    attrs = DynamoStore(None, table)._job_attrs(job)
+    run_id = f"{time.monotonic_ns()}"
+    buckets = max(1, math.ceil(n / 1000))
+
+    def job_key(i: int) -> dict[str, Any]:
+        return {"pk": {"S": f"bench#{run_id}#job#{i}"}, "sk": {"S": "job"}}
+
+    timer = layout.make(
+        now=now,
+        due=now + timedelta(minutes=5),
+        job_id=job.id,
+        tenant=job.tenant,
+        slot=slot_key(now),
+        attempt=1,
+        kind=TimerKind.FIRE,
+        job_version=1,
+    )
+    timer_item = DynamoStore._timer_item(timer)
+
+    def timer_row(i: int, bucket: int) -> dict[str, Any]:
+        return {**timer_item, "pk": {"S": f"bench#{run_id}#bucket#{bucket}"}, "sk": {"S": f"{i:08d}"}}
+
+    setup = [{"PutRequest": {"Item": {**job_key(i), **attrs}}} for i in range(n)]
+    setup += [{"PutRequest": {"Item": timer_row(i, i % buckets)}} for i in range(n)]
+    for start in range(0, len(setup), 25):
+        ddb.batch_write_item(RequestItems={table: setup[start : start + 25]})
+    queue = sqs.create_queue(
+        QueueName=f"bench-bare-{run_id}.fifo",
+        Attributes={
+            "FifoQueue": "true",
+            "DeduplicationScope": "messageGroup",
+            "FifoThroughputLimit": "perMessageGroupId",
+        },
+    )["QueueUrl"]
+    message = message_for(job, slot_key(now), now, 1, "fire", now)
+    record = Execution(
+        job_id=job.id, slot=message.slot, scheduled_at=now, status=ExecutionStatus.RUNNING, owner="0" * 32
+    )
+
+    began = time.perf_counter()
+    # The poller's side.
+    for bucket in range(buckets):
+        request: dict[str, Any] = {
+            "TableName": table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": f"bench#{run_id}#bucket#{bucket}"}},
+            "ConsistentRead": True,
+        }
+        rows: list[Any] = []
+        while True:
+            reply = ddb.query(**request)
+            rows.extend(reply.get("Items", []))
+            if "LastEvaluatedKey" not in reply:
+                break
+            request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
+        indexes = [int(r["sk"]["S"]) for r in rows]
+        for start in range(0, len(indexes), 100):
+            chunk = indexes[start : start + 100]
+            ddb.batch_get_item(RequestItems={table: {"Keys": [job_key(i) for i in chunk]}})
+            for batch in range(0, len(chunk), 10):
+                sqs.send_message_batch(
+                    QueueUrl=queue,
+                    Entries=[
+                        {
+                            "Id": str(i),
+                            "MessageBody": message.to_body(),
+                            "MessageGroupId": f"g{i}",
+                            "MessageDeduplicationId": f"{run_id}-{i}",
+                        }
+                        for i in chunk[batch : batch + 10]
+                    ],
+                )
+            for batch in range(0, len(chunk), 25):
+                ddb.batch_write_item(
+                    RequestItems={
+                        table: [
+                            {"PutRequest": {"Item": {**timer_row(i, bucket), "sk": {"S": f"next{i:08d}"}}}}
+                            for i in chunk[batch : batch + 25]
+                        ]
+                    }
+                )
+    # The worker's side.
+    done = 0
+    doc = {"S": record.model_dump_json()}
+    while done < n:
+        messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=300).get(
+            "Messages", []
+        )
+        for m in messages:
+            key = {"pk": {"S": f"bench#{run_id}#exec#{m['MessageId']}"}, "sk": {"S": "exec"}}
+            ddb.put_item(
+                TableName=table, Item={**key, "doc": doc}, ConditionExpression="attribute_not_exists(pk)"
+            )
+            ddb.put_item(
+                TableName=table, Item={**key, "doc": doc}, ConditionExpression="attribute_exists(pk)"
+            )
+        if messages:
+            sqs.delete_message_batch(
+                QueueUrl=queue,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+            )
+        done += len(messages)
+    elapsed = time.perf_counter() - began
+    sqs.delete_queue(QueueUrl=queue)
+    return elapsed
+
+
+# --------------------------------------------------------------------------- 1. bursts
+
+
+def burst(local: localrig.Local, n: int, rate_hint: float, with_bare: bool) -> dict[str, Any]:
+    hook = f"burst-{n}"
+    since = len(local.records())
+    estimate = n / max(rate_hint, 1.0)
+    slot = (datetime.now(UTC) + timedelta(seconds=estimate * 1.4 + SLOT_MARGIN_S)).replace(microsecond=0)
+    specs = [
+        {
+            "name": f"burst {n}",
+            "schedule": f"at({slot.strftime('%Y-%m-%dT%H:%M:%S')})",
+            "target": {"type": "http", "url": local.hook(hook)},
+            "payload": localrig.PAYLOAD,
+            "timeout_seconds": 30,
+        }
+        for _ in range(n)
+    ]
+    ids, registered_s = local.register(specs, threads=REGISTER_THREADS)
+    late = (datetime.now(UTC) - slot).total_seconds()
+    if late > 0:
+        print(f"  registration of {n} ended {late:.1f} s after the slot: those slots start late")
+
+    def arrived() -> list[dict[str, Any]]:
+        records = [r for r in local.records(since) if r.get("name") == hook]
+        return records if len({r["job"] for r in records}) >= n else []
+
+    records = local.wait_for(
+        arrived, timeout_s=max(120.0, n * 0.2), what=f"{n} burst receipts", interval_s=1.0
+    )
+    first = {}
+    for r in sorted(records, key=lambda r: r["arrived"]):
+        first.setdefault(r["job"], r)
+    receipt = [r["arrived"] - slot.timestamp() for r in first.values()]
+    claim = claim_delays(local, ids, slot)
+    last_ran = max(receipt)
+    result: dict[str, Any] = {
+        "jobs": n,
+        "registered_s": registered_s,
+        "registration_per_s": n / registered_s,
+        "slot_to_claim_s": seconds(claim),
+        "slot_to_receipt_s": seconds(receipt),
+        "last_ran_s": last_ran,
+        "duplicates": len(records) - len(first),
+    }
+    if with_bare:
+        bare = bare_loop(local, n)
+        result["bare_loop_s"] = bare
+        result["efficiency"] = bare / last_ran if last_ran > 0 else None
+    return result
+
+
+# --------------------------------------------------------------------------- 2. sustained
+
+
+def sustained(local: localrig.Local, per_s: int, window_s: float, warmup_s: float = 20.0) -> dict[str, Any]:
+    hook = "sustained"
+    since = len(local.records())
+    start = (datetime.now(UTC) + timedelta(seconds=5)).replace(microsecond=0)
+    specs = [
+        {
+            "name": "sustained",
+            "schedule": "rate(1 second)",
+            "start_at": start.isoformat(),
+            "target": {"type": "http", "url": local.hook(hook)},
+            "payload": localrig.PAYLOAD,
+            "timeout_seconds": 30,
+        }
+        for _ in range(per_s)
+    ]
+    ids, _ = local.register(specs, threads=REGISTER_THREADS)
+    begin = max(datetime.now(UTC), start) + timedelta(seconds=warmup_s)
+    end = begin + timedelta(seconds=window_s)
+    cpu_before: dict[str, float | None] = {}
+    while datetime.now(UTC) < begin:
+        time.sleep(0.5)
+    cpu_before = local.cpu()
+    while datetime.now(UTC) < end + timedelta(seconds=10):
+        time.sleep(1.0)
+    cpu_after = local.cpu()
+    for job_id in ids:  # stop the load before anything else runs
+        local.api("DELETE", f"/v1/jobs/{job_id}")
+    records = [r for r in local.records(since) if r.get("name") == hook]
+    in_window = []
+    for r in records:
+        scheduled = _parse(r.get("scheduled_at"))
+        if scheduled and begin <= scheduled < end and r.get("attempt") == 1:
+            in_window.append((scheduled, r["arrived"] - scheduled.timestamp()))
+    delays = [d for _, d in in_window]
+    thirds = [
+        [
+            d
+            for s, d in in_window
+            if begin + timedelta(seconds=window_s * k / 3)
+            <= s
+            < begin + timedelta(seconds=window_s * (k + 1) / 3)
+        ]
+        for k in range(3)
+    ]
+    due = per_s * window_s
+    executed = len(in_window)
+    sample = min(executed, 1500)
+    bare = bare_loop(local, sample) * executed / sample if sample else None
+    cpu = {
+        name: (cpu_after.get(name) or 0) - (cpu_before.get(name) or 0)
+        for name in cpu_after
+        if cpu_after.get(name) is not None
+    }
+    return {
+        "jobs": per_s,
+        "window_s": window_s,
+        "due": due,
+        "executed": executed,
+        "triggers_per_s": executed / window_s,
+        "fire_delay_s": seconds(delays),
+        "p99_by_third_s": [benchlib.percentile(t, 99) for t in thirds],
+        "kept_up": executed >= 0.98 * due and (benchlib.percentile(thirds[2], 99) or 0) < 5.0,
+        "bare_loop_s": bare,
+        "bare_loop_sampled": sample,
+        "efficiency": bare / window_s if bare else None,
+        "cpu_s_by_process": cpu,
+    }
+
+
+# --------------------------------------------------------------------------- 5. many jobs
+
+
+def mixed_schedules(now: datetime) -> list[tuple[float, str]]:
+    """Shares of schedules for benchmark 5. The hourly and daily ones are placed half an hour
+    (and half a day) away from ``now`` so that no top-of-hour burst of thousands lands inside
+    the observation window; the every-minute and ten-second ones give the window its slots."""
+    minute = (now.minute + 30) % 60
+    hour = (now.hour + 12) % 24
+    return [
+        (0.45, f"cron({minute} * * * ? *)"),
+        (0.25, f"cron({minute} {hour} * * ? *)"),
+        (0.17, "rate(15 minutes)"),
+        (0.097, f"{minute} {hour} * * 1-5"),
+        (0.03, "rate(1 minute)"),
+        (0.003, "rate(10 seconds)"),
+    ]
+
+
+def many_jobs(local: localrig.Local, jobs: int, observe_s: float) -> dict[str, Any]:
+    idle_memory = local.memory()
+    hook = "many"
+    since = len(local.records())
+    specs = []
+    mix = mixed_schedules(datetime.now(UTC))
+    for share, expression in mix:
+        for _ in range(round(jobs * share)):
+            specs.append(
+                {
+                    "name": f"mixed {expression}",
+                    "schedule": expression,
+                    "timezone": "UTC",
+                    "target": {"type": "http", "url": local.hook(hook)},
+                    "payload": localrig.PAYLOAD,
+                    "timeout_seconds": 30,
+                }
+            )
+    ids, registered_s = local.register(specs, threads=REGISTER_THREADS)
+    registered_at = datetime.now(UTC)
+    registered_memory = local.memory()
+    time.sleep(observe_s)
+    running_memory = local.memory()
+    records = [r for r in local.records(since) if r.get("name") == hook and r.get("attempt") == 1]
+    delays = []
+    for r in records:
+        scheduled = _parse(r.get("scheduled_at"))
+        if scheduled and scheduled >= registered_at:
+            delays.append(r["arrived"] - scheduled.timestamp())
+    return {
+        "jobs": len(ids),
+        "mix": mix,
+        "registered_s": registered_s,
+        "registration_per_s": len(ids) / registered_s,
+        "observed_s": observe_s,
+        "executed": len(delays),
+        "fire_delay_s": seconds(delays),
+        "memory_mb": {"idle": idle_memory, "registered": registered_memory, "running": running_memory},
+    }
+
+
+# --------------------------------------------------------------------------- main
+
+
+def fmt(summary: dict[str, float | None]) -> str:
+    values = [summary.get(k) for k in ("p50", "p90", "p99", "max")]
+    return " / ".join(f"{v * 1000:,.0f}" if v is not None else "-" for v in values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--bursts",
+        default="100,300",
+        help="burst sizes, comma-separated (default 100,300: 1,000 takes minutes on moto, 10,000 hours)",
+    )
+    parser.add_argument("--sustain-s", type=float, default=120.0)
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs registered for benchmark 5")
+    parser.add_argument("--observe-s", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (punctual-local --workers)")
+    parser.add_argument("--no-json", action="store_true")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.bursts.split(",") if s]
+    results: dict[str, Any] = {"workers": args.workers, "bursts": [], "sizes_requested": sizes}
+    began = time.perf_counter()
+
+    with tempfile.TemporaryDirectory(prefix="punctual-bench-") as tmp:
+        benchlib.heading("1. Burst fire delay (local mode, real processes)")
+        with localrig.running(Path(tmp) / "bursts", "--workers", str(args.workers)) as local:
+            rate_hint = 60.0
+            rows = []
+            for n in sizes:
+                r = burst(local, n, rate_hint, with_bare=n >= 300)
+                rate_hint = r["registration_per_s"]
+                results["bursts"].append(r)
+                rows.append(
+                    (
+                        f"{n:,} at one instant",
+                        fmt(r["slot_to_claim_s"]),
+                        fmt(r["slot_to_receipt_s"]),
+                        r["last_ran_s"],
+                        r.get("bare_loop_s"),
+                        r.get("efficiency"),
+                    )
+                )
+                print(
+                    f"  {n:,}: registered at {r['registration_per_s']:.0f}/s;"
+                    f" last ran {r['last_ran_s']:.1f} s after the slot; {r['duplicates']} duplicate receipts"
+                )
+            print(
+                benchlib.table(
+                    [
+                        "burst",
+                        "slot->claim ms p50/p90/p99/max",
+                        "slot->receipt ms p50/p90/p99/max",
+                        "last ran s",
+                        "bare loop s",
+                        "bare/ours",
+                    ],
+                    rows,
+                    align="lllrrr",
+                )
+            )
+            largest = results["bursts"][-1]
+            drain_per_s = largest["jobs"] / max(largest["last_ran_s"], 1.0)
+
+            benchlib.heading("2. Sustained rate(1 second) load (local mode)")
+            per_s = max(3, int(drain_per_s * 0.6))
+            s = sustained(local, per_s, args.sustain_s)
+            results["sustained"] = s
+            print(
+                f"  {per_s} rate(1 second) jobs (60 % of the {drain_per_s:.0f}/s the largest burst"
+                f" drained at) for {args.sustain_s:.0f} s: {s['triggers_per_s']:.1f} triggers/s executed"
+                f" of {per_s} due;"
+                f" fire delay ms p50/p90/p99/max {fmt(s['fire_delay_s'])};"
+                f" p99 by third {[round(v * 1000) if v else None for v in s['p99_by_third_s']]} ms;"
+                f" kept up: {s['kept_up']}; bare/ours {s['efficiency'] or 0:.2f}"
+            )
+            cpu = {k: round(v, 1) for k, v in s["cpu_s_by_process"].items()}
+            print(f"  CPU seconds by process over the window: {cpu}")
+
+        benchlib.heading(f"5. {args.jobs:,} registered jobs of mixed schedules (a fresh local mode)")
+        with localrig.running(Path(tmp) / "many", "--workers", str(args.workers)) as local:
+            m = many_jobs(local, args.jobs, args.observe_s)
+            results["many_jobs"] = m
+            print(
+                f"  registered {m['jobs']:,} in {m['registered_s']:.0f} s ({m['registration_per_s']:.0f}/s,"
+                f" {REGISTER_THREADS} clients); {m['executed']} slots ran in the next {args.observe_s:.0f} s,"
+                f" fire delay ms p50/p90/p99/max {fmt(m['fire_delay_s'])}"
+            )
+            mem = m["memory_mb"]
+            print(
+                benchlib.table(
+                    ["process", "RSS MB idle", "after registering", "running"],
+                    [
+                        (name, mem["idle"].get(name), mem["registered"].get(name), mem["running"].get(name))
+                        for name in mem["running"]
+                    ],
+                )
+            )
+
+    results["wall_s"] = time.perf_counter() - began
+    print(f"\n({results['wall_s']:.0f} s)")
+    first = results["bursts"][0] if results["bursts"] else None
+    effs = [b["efficiency"] for b in results["bursts"] if b.get("efficiency") is not None]
+    results["verdicts"] = {
+        "burst_100_p99_receipt_le_1s": bool(first and (first["slot_to_receipt_s"]["p99"] or 99) <= 1.0),
+        "efficiency_ge_0_5": bool(effs) and min(effs) >= 0.5,
+        "sustained_kept_up": results["sustained"]["kept_up"],
+    }
+    print("targets:", ", ".join(f"{k} {'MET' if v else 'MISSED'}" for k, v in results["verdicts"].items()))
+    if not args.no_json:
+        benchlib.write_result("local_mode", results)
+
+
+if __name__ == "__main__":
+    main()
