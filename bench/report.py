@@ -1,0 +1,213 @@
+"""Write the README's "Benchmarks" section from ``bench/results/*.json``.
+
+The section is the last one of README.md: everything from its heading to the end of the
+file is replaced (or it is appended). Each figure sits beside its target and a met/missed
+verdict; the date and machine are those of the results.
+
+Usage: ``python bench/report.py [--elapsed-s S] [--dry-run]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import benchlib
+
+HEADING = "## Benchmarks"
+README = benchlib.ROOT / "README.md"
+
+
+def load(name: str) -> dict[str, Any] | None:
+    path = benchlib.RESULTS_DIR / f"{name}.json"
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def verdict(ok: bool | None) -> str:
+    if ok is None:
+        return "not run"
+    return "met" if ok else "**missed**"
+
+
+def ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:,.0f} ms"
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    out: list[tuple[str, str, str, str]] = []
+    local = load("local_mode")
+    if local and local.get("bursts"):
+        first = local["bursts"][0]
+        receipt = first["slot_to_receipt_s"]
+        claim = first["slot_to_claim_s"]
+        out.append(
+            (
+                f"1. burst of {first['jobs']} at one instant, local mode: slot→receipt p50 / p99 / max"
+                f" (slot→claim p99)",
+                f"{ms(receipt['p50'])} / {ms(receipt['p99'])} / {ms(receipt['max'])} ({ms(claim['p99'])})",
+                "p99 ≤ 1 s",
+                verdict(receipt["p99"] is not None and receipt["p99"] <= 1.0),
+            )
+        )
+        for b in local["bursts"][1:]:
+            if b.get("efficiency") is None:
+                continue
+            out.append(
+                (
+                    f"1. burst of {b['jobs']:,}: last ran after / bare loop (same moto) → efficiency",
+                    f"{b['last_ran_s']:.1f} s / {b['bare_loop_s']:.1f} s → {b['efficiency']:.2f}",
+                    "≥ 0.5",
+                    verdict(b["efficiency"] >= 0.5),
+                )
+            )
+        s = local.get("sustained")
+        if s:
+            out.append(
+                (
+                    f"2. sustained {s['jobs']} jobs of rate(1 second), {s['window_s']:.0f} s:"
+                    " triggers/s, p99 delay, efficiency",
+                    f"{s['triggers_per_s']:.1f}/s, {ms(s['fire_delay_s']['p99'])},"
+                    f" {s['efficiency'] or 0:.2f}",
+                    "keeps up; ≥ 0.5",
+                    verdict(bool(s["kept_up"]) and (s["efficiency"] or 0) >= 0.5),
+                )
+            )
+        m = local.get("many_jobs")
+        if m:
+            running = m["memory_mb"]["running"]
+            biggest = max((v for v in running.values() if v), default=0)
+            out.append(
+                (
+                    f"5. {m['jobs']:,} mixed jobs, local mode: registration rate, largest RSS, p99 delay",
+                    f"{m['registration_per_s']:.0f}/s, {biggest:.0f} MB, {ms(m['fire_delay_s']['p99'])}",
+                    "-",
+                    "measured",
+                )
+            )
+    else:
+        out.append(("1, 2, 5. local mode", "not run", "-", "not run"))
+    cpu = load("cpu_per_trigger")
+    if cpu:
+        u = cpu["us_per_trigger"]
+        out.append(
+            (
+                "3. CPU per trigger, core + DynamoDB marshalling (bare minimum); with botocore",
+                f"{u['core_with_marshalling']:.0f} µs ({u['bare_minimum']:.0f} µs);"
+                f" poller {cpu.get('poller_cpu_us_per_trigger', 0):.0f} + worker"
+                f" {cpu.get('worker_cpu_us_per_trigger', 0):.0f} µs",
+                "≤ 100 µs",
+                verdict(bool(cpu["target_met"])),
+            )
+        )
+    cost = load("cost_per_million")
+    if cost:
+        s = cost["summary"]
+        idle = cost["idle"]
+        default_idle = next(iter(idle.values()))["usd_per_month"]["total"]
+        lean = list(idle.values())[1]
+        out.append(
+            (
+                "4. $ per million triggers, on-demand, all in (EventBridge Scheduler + Lambda + write)",
+                f"${s['on_demand_usd_per_million']:.2f} (${s['eventbridge_all_in_usd_per_million']:.2f})",
+                "≤ $2.00",
+                verdict(cost["verdicts"]["on_demand_per_million"]),
+            )
+        )
+        out.append(
+            (
+                "4. $ per million, provisioned at 10,000/s (70 % target utilisation)",
+                f"${s['provisioned_at_10k']['70%']['all_in_usd_per_million']:.2f}",
+                "≤ $1.00",
+                verdict(cost["verdicts"]["provisioned_per_million"]),
+            )
+        )
+        out.append(
+            (
+                "4. fixed cost a month with nothing due: defaults (lean settings)",
+                f"${default_idle:.2f} (${lean['usd_per_month']['total']:.2f})",
+                "≤ $15",
+                verdict(cost["verdicts"]["idle_per_month_defaults"]),
+            )
+        )
+    cap = load("capacity")
+    if cap:
+        checks = cap["checks_defaults"]
+        least = min(checks, key=lambda c: c["headroom"])
+        brk = cap.get("first_break_defaults") or {}
+        out.append(
+            (
+                "capacity: least headroom at 10,000/s, defaults (first limit, at)",
+                f"{least['headroom']:.2f}x {least['name']} ({brk.get('rate', 0):,.0f}/s)",
+                "≥ 2x",
+                verdict(cap["verdicts"]["headroom_2x_defaults"]),
+            )
+        )
+        burst = cap["bursts"]["defaults, cold workers"]
+        out.append(
+            (
+                "capacity: 600,000-slot burst at defaults: all started / p99",
+                f"{burst['started_by_s']:.0f} s / {burst['p99_s']:.0f} s",
+                "≤ 10 s / ≤ 5 s",
+                verdict(burst["started_by_s"] <= 10 and burst["p99_s"] <= 5),
+            )
+        )
+    schedule = load("schedule")
+    if schedule:
+        ratio = schedule.get("geomean_ratio", {})
+        out.append(
+            (
+                "6. schedule engine: next-slot speed vs croniter / cronsim (geometric mean)",
+                f"{ratio.get('croniter', 0):.1f}x / {ratio.get('cronsim', 0):.1f}x",
+                "-",
+                "measured",
+            )
+        )
+    return out
+
+
+def section(elapsed_s: float | None) -> str:
+    cpu = load("cpu_per_trigger") or load("cost_per_million") or {}
+    date = str(cpu.get("date", benchlib.now_iso()))[:10]
+    machine = cpu.get("machine") or benchlib.machine()
+    where = f"{machine['cpu']}, {machine['cores']} cores, {machine['arch']}, {machine['python']}"
+    lines = [
+        HEADING,
+        "",
+        f"`make bench` on {date}, {where}"
+        + (f"; the whole run took {elapsed_s / 60:.1f} minutes." if elapsed_s else "."),
+        "Local-mode figures (1, 2, 5) run on moto, much slower than AWS: they are set beside what",
+        "moto itself does in the same run. Cloud figures (4, capacity) come from counted requests,",
+        "published prices and limits (`bench/prices.json`, [docs/capacity.md](docs/capacity.md)).",
+        "Raw results: `bench/results/*.json`.",
+        "",
+        "| benchmark | figure | target | verdict |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, figure, target, result in rows():
+        lines.append(f"| {name} | {figure} | {target} | {result} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--elapsed-s", type=float)
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args()
+    text = section(args.elapsed_s)
+    if args.dry_run:
+        print(text)
+        return
+    readme = README.read_text()
+    index = readme.find("\n" + HEADING + "\n")
+    head = readme[: index + 1] if index >= 0 else readme.rstrip("\n") + "\n\n"
+    README.write_text(head + text)
+    print(text)
+    print(f"updated the Benchmarks section of {README.relative_to(benchlib.ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
