@@ -1,7 +1,8 @@
-"""Two patches to moto's DynamoDB, applied only inside the local ``aws`` process, so that local
-mode stays usable with a few thousand jobs.
+"""Patches to moto, applied only inside the local ``aws`` process, so that local mode stays
+usable with a few thousand jobs.
 
-moto 5.2.5 answers correctly but does two things whose cost grows with the *whole table*:
+moto 5.2.5 answers correctly but does some things whose cost grows with the *whole table*
+or the whole queue, or with nothing useful at all:
 
 1. ``Table.query`` on the base table looks at every item of the table to find those of one
    partition (``[i for i in self.all_items() if i.hash_key == hash_key]``). Punctual reads a
@@ -16,6 +17,17 @@ moto 5.2.5 answers correctly but does two things whose cost grows with the *whol
    original run with the table "copies" being the tables themselves, and on failure put
    those items back. Tables with a stream keep the original behaviour (a rollback must
    also undo stream records).
+3. An SQS queue computes its attributes, ``ApproximateNumberOf*`` counts included, for
+   every message sent (``_validate_message`` and ``send_message`` read one attribute
+   from the full dict) and several times per message received (the retention check);
+   each count asks every message in the queue for the time, which moto computes through
+   two ``datetime`` calls. A burst of a few thousand slots then takes minutes.
+   **Patch:** the visible-message list and the three counts read the clock once per call
+   and compare each message's ``visible_at`` / ``delayed_until`` with it, exactly as
+   ``Message.visible`` and ``Message.delayed`` do.
+4. The server finds the service of every request under one global lock, listing moto's
+   package directory (``listdir`` and an ``isdir`` per service) each time.
+   **Patch:** that list is computed once (the installed package does not change).
 
 Everything else (conditions, cancellation reasons, ordering, paging, projections) is
 moto's own code. ``tests/e2e/test_motopatch.py`` runs the queries and transactions
@@ -160,7 +172,46 @@ def apply() -> bool:
     Table.query = query  # type: ignore[method-assign]
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     backend_module.copy = _CopyShim()  # type: ignore[attr-defined,assignment]
+    _patch_sqs()
+    _patch_module_list()
     return True
+
+
+def _patch_sqs() -> None:
+    import moto.sqs.models as sqs_models
+    from moto.sqs.models import Queue
+
+    def now_ms() -> float:
+        return float(sqs_models.unix_time_millis())  # type: ignore[attr-defined]
+
+    def messages(self: Any) -> list[Any]:
+        now = now_ms()
+        return [m for m in self._messages if now > m.visible_at and not now < m.delayed_until]
+
+    def not_visible(self: Any) -> int:
+        now = now_ms()
+        return sum(1 for m in self._messages if not now > m.visible_at)
+
+    def delayed(self: Any) -> int:
+        now = now_ms()
+        return sum(1 for m in self._messages if now < m.delayed_until)
+
+    _originals.update(
+        sqs_messages=Queue.__dict__["messages"],
+        sqs_not_visible=Queue.__dict__["approximate_number_of_messages_not_visible"],
+        sqs_delayed=Queue.__dict__["approximate_number_of_messages_delayed"],
+    )
+    Queue.messages = property(messages)  # type: ignore[assignment,method-assign]
+    Queue.approximate_number_of_messages_not_visible = property(not_visible)  # type: ignore[assignment,method-assign]
+    Queue.approximate_number_of_messages_delayed = property(delayed)  # type: ignore[assignment,method-assign]
+
+
+def _patch_module_list() -> None:
+    from moto import backends
+
+    modules = tuple(backends.list_of_moto_modules())
+    _originals["list_of_moto_modules"] = backends.list_of_moto_modules
+    backends.list_of_moto_modules = lambda: modules
 
 
 def revert() -> None:
@@ -175,6 +226,13 @@ def revert() -> None:
     Table.query = _originals["query"]  # type: ignore[method-assign]
     DynamoDBBackend.transact_write_items = _originals["transact_write_items"]  # type: ignore[method-assign]
     backend_module.copy = _originals["copy"]  # type: ignore[attr-defined]
+    from moto import backends
+    from moto.sqs.models import Queue
+
+    Queue.messages = _originals["sqs_messages"]  # type: ignore[method-assign]
+    Queue.approximate_number_of_messages_not_visible = _originals["sqs_not_visible"]  # type: ignore[method-assign]
+    Queue.approximate_number_of_messages_delayed = _originals["sqs_delayed"]  # type: ignore[method-assign]
+    backends.list_of_moto_modules = _originals["list_of_moto_modules"]
     _originals.clear()
 
 

@@ -280,3 +280,96 @@ def test_random_traffic_gets_the_same_answers(
     for op in ops:
         _apply(lockstep, op)
     assert _scan(lockstep.client, PLAIN) == _scan(lockstep.client, PATCHED), json.dumps(ops, default=str)
+
+
+def test_queues_count_and_deliver_the_same(aws: None) -> None:
+    """The SQS patch: visible messages and the ApproximateNumberOf* counts, patched and not."""
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    names = ("plain", "patched")
+    fifo = {
+        n: sqs.create_queue(
+            QueueName=f"q-{n}.fifo",
+            Attributes={
+                "FifoQueue": "true",
+                "VisibilityTimeout": "120",
+                "ContentBasedDeduplication": "false",
+            },
+        )["QueueUrl"]
+        for n in names
+    }
+    standard = {
+        n: sqs.create_queue(QueueName=f"s-{n}", Attributes={"VisibilityTimeout": "120"})["QueueUrl"]
+        for n in names
+    }
+
+    def both(action: Callable[[str], Any]) -> Any:
+        """Run ``action`` on the unpatched queue, then on the patched one; the answers must match."""
+        plain = action("plain")
+        motopatch.apply()
+        try:
+            patched = action("patched")
+        finally:
+            motopatch.revert()
+        assert patched == plain
+        return plain
+
+    def send_fifo(n: str) -> list[str]:
+        entries = [
+            {
+                "Id": str(i),
+                "MessageBody": f"m{i}",
+                "MessageGroupId": f"g{i % 3}",
+                "MessageDeduplicationId": f"d{i % 8}",
+            }
+            for i in range(10)
+        ]
+        reply = sqs.send_message_batch(QueueUrl=fifo[n], Entries=entries)
+        return sorted(e["Id"] for e in reply["Successful"])
+
+    def send_standard(n: str) -> int:
+        for i in range(6):
+            sqs.send_message(QueueUrl=standard[n], MessageBody=f"s{i}", DelaySeconds=300 if i % 2 else 0)
+        return 6
+
+    def receive(url: dict[str, str], count: int) -> Callable[[str], list[tuple[str, str]]]:
+        def run(n: str) -> list[tuple[str, str]]:
+            reply = sqs.receive_message(
+                QueueUrl=url[n], MaxNumberOfMessages=count, MessageSystemAttributeNames=["All"]
+            )
+            received[n] = reply.get("Messages", [])
+            return [(m["Body"], m["Attributes"].get("ApproximateReceiveCount", "")) for m in received[n]]
+
+        return run
+
+    def counts(url: dict[str, str]) -> Callable[[str], dict[str, str]]:
+        def run(n: str) -> dict[str, str]:
+            attributes = sqs.get_queue_attributes(QueueUrl=url[n], AttributeNames=["All"])["Attributes"]
+            return {k: v for k, v in attributes.items() if k.startswith("ApproximateNumberOf")}
+
+        return run
+
+    received: dict[str, list[dict[str, Any]]] = {}
+    # Given messages in every state: visible, in flight, delayed, deduplicated
+    assert both(send_fifo) == [str(i) for i in range(10)]
+    both(send_standard)
+    both(counts(fifo))
+    first = both(receive(fifo, 4))
+    assert first  # something was delivered
+    # When some are returned and some deleted
+    both(
+        lambda n: sqs.change_message_visibility(
+            QueueUrl=fifo[n], ReceiptHandle=received[n][0]["ReceiptHandle"], VisibilityTimeout=0
+        )["ResponseMetadata"]["HTTPStatusCode"]
+    )
+    both(
+        lambda n: sqs.delete_message(QueueUrl=fifo[n], ReceiptHandle=received[n][-1]["ReceiptHandle"])[
+            "ResponseMetadata"
+        ]["HTTPStatusCode"]
+    )
+    # Then the counts and what is delivered next are the same, for both kinds of queue
+    assert both(counts(fifo))["ApproximateNumberOfMessagesNotVisible"] != "0"
+    both(receive(fifo, 10))
+    both(counts(fifo))
+    assert both(counts(standard))["ApproximateNumberOfMessagesDelayed"] == "3"
+    assert len(both(receive(standard, 10))) == 3
+    both(counts(standard))
