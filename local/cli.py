@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         _common(sub)
         if name == "worker":
             sub.add_argument("--name", default="worker", help="process name (pid and in-flight files)")
+    __import__("local.chaos.cli").chaos.cli.register(verbs)  # `punctual-local chaos ...`: local/chaos/cli.py
     return parser
 
 

@@ -1,0 +1,7 @@
+"""``python -m local.chaos ...`` is ``punctual-local chaos ...``."""
+
+import sys
+
+from local.chaos.cli import main
+
+sys.exit(main())

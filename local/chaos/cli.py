@@ -1,0 +1,137 @@
+"""``python -m local.chaos`` (also ``punctual-local chaos``): run a chaos run, judge one, show a plan.
+
+``run``      start local mode, register the workload, inject faults for ``--minutes`` /
+             ``--seconds``, settle, collect, judge; prints the fault log and the verdict's
+             details on stderr and the one-line verdict last on stdout; exits 1 on any
+             violation (each named), 2 if the run itself could not be carried out
+``verdict``  judge a finished run again from its directory
+``plan``     print the fault plan a seed gives (the same seed, the same faults)
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when a command runs: `punctual-local` builds this parser on every start
+    from local.chaos.faults.driver import FaultOptions
+    from local.chaos.verdict import Verdict
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Chaos runs of local mode: faults, then a verdict."
+    )
+    verbs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    verbs.required = True
+    for name in ("run", "plan"):
+        sub = verbs.add_parser(name, help="run a chaos run" if name == "run" else "print a seed's fault plan")
+        length = sub.add_mutually_exclusive_group()
+        length.add_argument("--minutes", type=float, help="faults for this long (default 10)")
+        length.add_argument("--seconds", type=float, help="faults for this long")
+        sub.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
+        sub.add_argument("--kill-every", type=float, metavar="S", help="mean seconds between kills (5)")
+        sub.add_argument("--duplicate-every", type=float, metavar="S", help="... between re-sends (2.5)")
+        sub.add_argument("--skew-every", type=float, metavar="S", help="... between clock offsets (120)")
+        sub.add_argument("--max-skew", type=float, metavar="S", help="largest clock offset (5)")
+        sub.add_argument("--throttle", type=float, metavar="RATE", help="share of AWS calls throttled (0.05)")
+        if name == "run":
+            sub.add_argument(
+                "--dir", type=Path, help="run directory (default .local/chaos/<time>-seed<seed>)"
+            )
+            sub.add_argument("--settle", type=float, metavar="S", help="longest wait for owed slots to end")
+    judge = verbs.add_parser("verdict", help="judge a finished run again")
+    judge.add_argument("dir", type=Path)
+    return parser
+
+
+def _seconds(args: argparse.Namespace) -> float:
+    if args.seconds is not None:
+        return float(args.seconds)
+    return float(args.minutes if args.minutes is not None else 10.0) * 60.0
+
+
+def _options(args: argparse.Namespace) -> FaultOptions:
+    from local.chaos.faults.driver import FaultOptions
+
+    given = {
+        "kill_every_s": args.kill_every,
+        "duplicate_every_s": args.duplicate_every,
+        "skew_every_s": args.skew_every,
+        "max_skew_s": args.max_skew,
+        "throttle_rate": args.throttle,
+    }
+    return FaultOptions(**{k: v for k, v in given.items() if v is not None})
+
+
+def report(verdict: Verdict) -> None:
+    """Details on stderr (notes, then every violation), the one line on stdout."""
+    for note in verdict.notes:
+        _err(f"chaos: {note}")
+    for violation in verdict.violations:
+        _err(f"chaos: VIOLATION {violation}")
+    print(verdict.line(), flush=True)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos") -> int:
+    args = build_parser(prog).parse_args(argv)
+    from local.chaos.verdict import judge_dir
+
+    if args.command == "verdict":
+        verdict = judge_dir(args.dir)
+        report(verdict)
+        return 0 if verdict.ok else 1
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    seconds = _seconds(args)
+    if args.command == "plan":
+        from local.chaos.faults.driver import plan_faults
+        from local.chaos.workload import Scale, plan_jobs, plan_mutations
+
+        rng = random.Random(seed)
+        jobs = plan_jobs(rng, Scale.for_duration(seconds), datetime.now(UTC), seconds)
+        plan = plan_faults(rng, seconds, _options(args), plan_mutations(rng, jobs, seconds))
+        print(f"seed {seed}: {len(jobs)} jobs, {len(plan)} faults")
+        for fault in plan:
+            print(f"+{fault.at_s:7.2f}s {fault.describe()}")
+        return 0
+    from local.chaos.runner import ChaosConfig, ChaosRun
+
+    config = ChaosConfig(seconds=seconds, seed=seed, run_dir=args.dir, settle_max_s=args.settle)
+    config = replace(config, faults=_options(args))
+    try:
+        verdict = ChaosRun(config, _err).run()
+    except Exception as exc:
+        _err(f"chaos: the run failed: {type(exc).__name__}: {exc}")
+        return 2
+    except BaseException as exc:  # the harness reports a failed wait as a pytest outcome
+        if type(exc).__name__ != "Failed":
+            raise
+        _err(f"chaos: the run failed: {exc}")
+        return 2
+    report(verdict)
+    return 0 if verdict.ok else 1
+
+
+class _RunChaos(argparse.Action):
+    """``punctual-local chaos ...``: hand everything after ``chaos`` to :func:`main`."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: Any = None
+    ) -> None:
+        parser.exit(main(list(values) or ["--help"], prog="punctual-local chaos"))
+
+
+def register(verbs: Any) -> None:
+    """Add ``chaos`` to ``punctual-local``'s subcommands (called from :mod:`local.cli`)."""
+    sub = verbs.add_parser("chaos", help="chaos runs: faults while jobs fire, then a verdict", add_help=False)
+    sub.add_argument("args", nargs=argparse.REMAINDER, action=_RunChaos)

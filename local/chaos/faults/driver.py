@@ -1,0 +1,464 @@
+"""The fault driver: a seeded plan of faults, injected in real time while the workload fires.
+
+The plan is a pure function of the seed and the run's length (:func:`plan_faults`): the same
+seed gives the same faults at the same offsets against the same targets, and the run prints
+it. What each fault meets depends on timing, so every injection is logged as it happens to
+``faults.jsonl`` (and printed) with what the victim was doing.
+
+Kinds:
+
+``kill``
+    ``kill -9`` of a process: local mode's own ``poller``, ``worker-1``, ``worker-2``,
+    ``ecs-worker`` (the supervisor restarts them) or the driver's ``poller-skewed``,
+    ``worker-chaos``, ``ecs-chaos`` (the driver restarts them). Modes: ``any`` (now),
+    ``mid-batch`` (a Lambda worker holding a received batch; the poller just after a whole
+    second, when it releases, or at a minute's top when the crons do) and ``mid-run`` (a
+    worker whose run is in flight at the receiver). A target is left alone for a while after
+    it was killed, so that it comes back and works between deaths.
+``skew``
+    (re)start ``poller-skewed``, a second poller on the same shard group with
+    ``PUNCTUAL_CLOCK_OFFSET_S`` of up to +/-``max_skew_s``, alternating signs.
+``duplicate``
+    re-send the body of a message that was already delivered (rebuilt from what the
+    receiver saw: tenant, job, slot, attempt, scheduled instant) to its work queue with a
+    fresh deduplication id, as SQS would after its five-minute window; ``old`` ones are
+    taken from deliveries more than five minutes old when there are any.
+``mutation``
+    pause, resume or replace a job while it fires (:mod:`local.chaos.workload`).
+
+Throttling is not planned here: the driver's own processes are started with
+``--throttle-rate`` (:mod:`local.chaos.faults.procs`) and log each injected error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from local.chaos.faults.procs import ChaosProcess
+from local.chaos.ledger import LedgerWriter
+from local.chaos.workload import Mutation, Workload
+
+SUPERVISED = ("poller", "worker-1", "worker-2", "ecs-worker")
+LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-chaos")
+LAMBDA_TARGET = "a Lambda worker"
+OWN = ("poller-skewed", "worker-chaos", "ecs-chaos")
+KILL_WEIGHTS = {
+    "worker-1": 2.0,
+    "worker-2": 2.0,
+    "poller": 1.5,
+    "ecs-worker": 1.0,
+    "worker-chaos": 1.0,
+    "poller-skewed": 0.5,
+    "ecs-chaos": 0.5,
+}
+RESPITE_S = {"ecs-worker": 30.0, "ecs-chaos": 30.0}  # long runs need time to finish between deaths
+DEFAULT_RESPITE_S = 12.0
+MODE_WAIT_S = 6.0  # how long a mid-batch/mid-run kill waits for its moment before killing anyway
+OLD_S = 300.0  # SQS FIFO's deduplication window
+TENANT = "chaos"
+
+
+@dataclass(frozen=True)
+class PlannedFault:
+    at_s: float
+    kind: str  # kill | skew | duplicate | mutation
+    target: str = ""
+    mode: str = ""
+    count: int = 0
+    offset_s: float = 0.0
+    mutation: Mutation | None = None
+
+    def describe(self) -> str:
+        if self.kind == "kill":
+            return f"kill -9 {self.target} ({self.mode})"
+        if self.kind == "skew":
+            return f"second poller with clock offset {self.offset_s:+.2f}s"
+        if self.kind == "duplicate":
+            return f"re-send {self.count} delivered message(s) ({self.mode})"
+        assert self.mutation is not None
+        extra = f" -> {self.mutation.schedule}" if self.mutation.schedule else ""
+        return f"{self.mutation.op} {self.mutation.key}{extra}"
+
+
+@dataclass(frozen=True)
+class FaultOptions:
+    kill_every_s: float = 5.0
+    duplicate_every_s: float = 2.5
+    skew_every_s: float = 120.0
+    max_skew_s: float = 5.0
+    throttle_rate: float = 0.05
+
+
+def plan_faults(
+    rng: random.Random, seconds: float, options: FaultOptions, mutations: list[Mutation]
+) -> list[PlannedFault]:
+    """Every fault of a run of ``seconds``, in order: a pure function of ``rng``'s seed."""
+    plan: list[PlannedFault] = []
+    sign = rng.choice((-1.0, 1.0))
+    at = 0.0
+    while at < seconds:
+        offset = sign * rng.uniform(1.0, options.max_skew_s)
+        plan.append(PlannedFault(at, "skew", offset_s=round(offset, 2)))
+        sign = -sign
+        at += options.skew_every_s
+    names = list(KILL_WEIGHTS)
+    weights = [KILL_WEIGHTS[n] for n in names]
+    at = rng.uniform(2.0, options.kill_every_s)
+    while at < seconds:
+        target = rng.choices(names, weights)[0]
+        mode = rng.choices(("any", "mid-batch", "mid-run", "mid-takeover"), (0.25, 0.3, 0.3, 0.15))[0]
+        if mode == "mid-takeover":
+            target = LAMBDA_TARGET  # whichever Lambda worker runs a retried or taken-over attempt
+        elif target.startswith("poller") and mode == "mid-run":
+            mode = "mid-batch"
+        plan.append(PlannedFault(round(at, 2), "kill", target=target, mode=mode))
+        at += options.kill_every_s * rng.uniform(0.5, 1.5)
+    at = rng.uniform(3.0, 3.0 + options.duplicate_every_s)
+    while at < seconds:
+        old = at > OLD_S + 30 and rng.random() < 0.3
+        plan.append(
+            PlannedFault(round(at, 2), "duplicate", count=rng.randint(1, 3), mode="old" if old else "recent")
+        )
+        at += options.duplicate_every_s * rng.uniform(0.5, 1.5)
+    plan.extend(PlannedFault(round(m.at_s, 2), "mutation", mutation=m) for m in mutations)
+    return sorted(plan, key=lambda f: f.at_s)
+
+
+# --------------------------------------------------------------------------- what the receiver saw
+
+
+class ReceiverFollower:
+    """Keeps a copy of the receiver's records (``GET /records?since=n``), refreshed every second."""
+
+    def __init__(self, receiver_url: str) -> None:
+        self.url = receiver_url
+        self.records: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="chaos-follow", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=10)
+
+    def refresh(self) -> None:
+        """Append what arrived since; pending records are re-read until they are answered."""
+        with self._lock:
+            first_pending = next((i for i, r in enumerate(self.records) if r.get("status") is None), None)
+            since = len(self.records) if first_pending is None else first_pending
+        try:
+            with urllib.request.urlopen(f"{self.url}/records?since={since}", timeout=10) as reply:
+                fresh = json.loads(reply.read())["records"]
+        except (OSError, ValueError, KeyError):
+            return
+        with self._lock:
+            self.records[since:] = fresh
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            self.refresh()
+            self._stop.wait(1.0)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(r) for r in self.records]
+
+    def pending(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(r) for r in self.records if r.get("status") is None]
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _is_component(pid: int, name: str) -> bool:
+    """The pid still belongs to a local-mode component process (never kill a reused pid)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    words = [w.decode(errors="replace") for w in command]
+    return "local" in words or "local.chaos.faults.procs" in words
+
+
+@dataclass
+class FaultDriver:
+    """Runs a fault plan against a running local mode."""
+
+    plan: list[PlannedFault]
+    state_dir: Path  # local mode's --state-dir
+    log: LedgerWriter  # faults.jsonl
+    follower: ReceiverFollower
+    workload: Workload
+    sqs: Any
+    short_queue_urls: list[str]
+    long_queue_urls: list[str]
+    processes: dict[str, ChaosProcess]
+    make_skewed: Callable[[float], ChaosProcess]
+    rng: random.Random
+    echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+    started: float = 0.0
+    last_kill: dict[str, float] = field(default_factory=dict)
+    offsets: list[float] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, stop: threading.Event) -> None:
+        self.started = time.time()
+        keeper = threading.Thread(target=self._keep, args=(stop,), name="chaos-keeper", daemon=True)
+        keeper.start()
+        for fault in self.plan:
+            delay = self.started + fault.at_s - time.time()
+            if stop.wait(max(delay, 0.0)):
+                break  # the run's length is up (a slow machine may leave the plan's tail unplayed)
+            try:
+                self.inject(fault)
+            except Exception as exc:  # a fault that could not be injected is logged, never fatal
+                self.note(fault, "failed", error=f"{type(exc).__name__}: {exc}")
+        stop.set()
+        keeper.join(timeout=5)
+
+    def _keep(self, stop: threading.Event) -> None:
+        """Restart the driver's own processes after they die (as the supervisor does for its own)."""
+        while not stop.wait(0.5):
+            for name, process in list(self.processes.items()):
+                if process.check():
+                    self.echo(f"chaos: restarted {name} (pid {process.pid})")
+
+    def note(self, fault: PlannedFault, outcome: str, **fields: Any) -> None:
+        record = self.log.write(
+            fault.kind if outcome == "done" else f"{fault.kind}-{outcome}",
+            planned_s=fault.at_s,
+            offset_s=round(time.time() - self.started, 2),
+            **fields,
+        )
+        detail = ", ".join(f"{k} {v}" for k, v in fields.items() if k not in ("t",))
+        self.echo(
+            f"chaos: +{record['offset_s']:.1f}s {fault.describe()}: {outcome}"
+            + (f" ({detail})" if detail else "")
+        )
+
+    def inject(self, fault: PlannedFault) -> None:
+        if fault.kind == "kill":
+            self.kill(fault)
+        elif fault.kind == "skew":
+            self.skew(fault)
+        elif fault.kind == "duplicate":
+            self.duplicate(fault)
+        elif fault.kind == "mutation":
+            assert fault.mutation is not None
+            status, body = self.workload.apply(fault.mutation)
+            version = body.get("version") if isinstance(body, dict) else None
+            self.note(fault, "done" if status == 200 else "refused", status=status, version=version)
+
+    # ------------------------------------------------------------------ kill -9
+
+    def pid_of(self, name: str) -> int | None:
+        if name in self.processes:
+            process = self.processes[name]
+            return process.pid if process.running() else None
+        try:
+            pid = int((self.state_dir / "run" / f"{name}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) and _is_component(pid, name) else None
+
+    def inflight(self, name: str) -> list[dict[str, Any]]:
+        try:
+            messages = json.loads((self.state_dir / "run" / f"{name}.inflight.json").read_text())["messages"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
+        return [m for m in messages if isinstance(m, dict)]
+
+    def busy(self, name: str, mode: str) -> list[str] | None:
+        """What the victim is doing right now if it fits ``mode``, else None."""
+        if name.startswith("poller"):
+            fraction = time.time() % 1.0
+            second = datetime.now(UTC).second
+            top = second >= 59 or second == 0
+            return ["minute top" if top else "second tick"] if 0.01 <= fraction <= 0.12 else None
+        if name.startswith("ecs"):
+            pending = [r for r in self.follower.pending() if "ecs" in str(r.get("name", ""))]
+            if mode == "mid-run":
+                return [
+                    f"{r.get('name')} {r.get('slot')} attempt {r.get('attempt')}" for r in pending
+                ] or None
+            return [f"{len(pending)} ECS run(s) in flight"] if pending else None
+        batch = self.inflight(name)
+        if not batch:
+            return None
+        described = [f"{m.get('job_id')} {m.get('slot')} attempt {m.get('attempt')}" for m in batch]
+        if mode == "mid-batch":
+            return described
+        in_flight = {(r.get("job"), r.get("slot")) for r in self.follower.pending()}
+        running = [
+            d for m, d in zip(batch, described, strict=True) if (m.get("job_id"), m.get("slot")) in in_flight
+        ]
+        return running or None
+
+    def takeover_in_flight(self) -> tuple[str, list[str]] | None:
+        """A Lambda worker running an attempt after the first (a retry or a takeover), if any."""
+        running = {
+            (r.get("job"), r.get("slot"), r.get("attempt"))
+            for r in self.follower.pending()
+            if int(r.get("attempt") or 0) >= 2
+        }
+        for name in LAMBDA_WORKERS:
+            batch = self.inflight(name)
+            hits = [
+                f"{m.get('job_id')} {m.get('slot')} running attempt {attempt}"
+                for m in batch
+                for (job, slot, attempt) in running
+                if (job, slot) == (m.get("job_id"), m.get("slot"))
+            ]
+            if hits and time.time() - self.last_kill.get(name, 0.0) >= DEFAULT_RESPITE_S:
+                return name, hits
+        return None
+
+    def kill(self, fault: PlannedFault) -> None:
+        if fault.mode == "mid-takeover":
+            found = None
+            deadline = time.monotonic() + MODE_WAIT_S
+            while found is None and time.monotonic() < deadline:
+                found = self.takeover_in_flight()
+                time.sleep(0.05)
+            if found is None:
+                self.note(fault, "skipped", reason="no retried or taken-over attempt in flight")
+                return
+            fault = PlannedFault(fault.at_s, "kill", target=found[0], mode="mid-takeover")
+        name = fault.target
+        since = time.time() - self.last_kill.get(name, 0.0)
+        respite = RESPITE_S.get(name, DEFAULT_RESPITE_S)
+        if since < respite:
+            self.note(fault, "skipped", reason=f"killed {since:.0f}s ago")
+            return
+        busy: list[str] | None = None
+        if fault.mode == "mid-takeover":
+            busy = self.busy(name, "mid-batch")
+        elif fault.mode != "any":
+            deadline = time.monotonic() + MODE_WAIT_S
+            while time.monotonic() < deadline:
+                busy = self.busy(name, fault.mode)
+                if busy:
+                    break
+                time.sleep(0.01 if name.startswith("poller") else 0.05)
+        pid = self.pid_of(name)
+        if pid is None:
+            self.note(fault, "skipped", reason="not running")
+            return
+        if name in self.processes:
+            killed = self.processes[name].kill9()
+        else:
+            killed = pid
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if killed is None:
+            self.note(fault, "skipped", reason="not running")
+            return
+        self.last_kill[name] = time.time()
+        self.log.write(
+            "kill", target=name, pid=killed, mode=fault.mode, busy=busy or [], planned_s=fault.at_s
+        )
+        self.echo(
+            f"chaos: +{time.time() - self.started:.1f}s kill -9 {name} (pid {killed}, {fault.mode}"
+            + (f": {'; '.join(busy[:3])}" if busy else ": idle")
+            + ")"
+        )
+
+    # ------------------------------------------------------------------ a second, skewed poller
+
+    def skew(self, fault: PlannedFault) -> None:
+        old = self.processes.pop("poller-skewed", None)
+        if old is not None:
+            old.stop(timeout_s=5)
+        process = self.make_skewed(fault.offset_s)
+        process.start()
+        self.processes["poller-skewed"] = process
+        self.offsets.append(fault.offset_s)
+        self.log.write("skewed-poller", offset_s=fault.offset_s, pid=process.pid, planned_s=fault.at_s)
+        self.echo(
+            f"chaos: +{time.time() - self.started:.1f}s poller-skewed started, clock {fault.offset_s:+.2f}s"
+        )
+
+    # ------------------------------------------------------------------ duplicated deliveries
+
+    def duplicate(self, fault: PlannedFault) -> None:
+        from punctual.queues import DispatchMessage, MessageKind, pick_queue
+
+        now = time.time()
+        delivered = [
+            r for r in self.follower.snapshot() if r.get("job") and r.get("slot") and r.get("attempt")
+        ]
+        old = [r for r in delivered if now - float(r["arrived"]) > OLD_S]
+        pool = old if fault.mode == "old" and old else delivered
+        if not pool:
+            self.note(fault, "skipped", reason="nothing delivered yet")
+            return
+        kinds = {self.workload.ids[k]: p.kind for k, p in self.workload.plans.items()}
+        runtimes = {self.workload.ids[k]: p.runtime for k, p in self.workload.plans.items()}
+        for record in self.rng.sample(pool, min(fault.count, len(pool))):
+            job_id = str(record["job"])
+            if job_id not in kinds:
+                continue
+            attempt = int(record["attempt"])
+            kind = MessageKind.FIRE if attempt == 1 else MessageKind.RETRY
+            if attempt == 1 and kinds[job_id] == "after":
+                kind = MessageKind.CHILD
+            message = DispatchMessage(
+                tenant=TENANT,
+                job_id=job_id,
+                slot=str(record["slot"]),
+                scheduled_at=str(record.get("scheduled_at") or record["slot"]),
+                attempt=attempt,
+                job_version=1,
+                kind=kind,
+                released_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            )
+            urls = self.long_queue_urls if runtimes[job_id] == "ecs" else self.short_queue_urls
+            queue = pick_queue(urls or self.short_queue_urls, job_id)
+            self.sqs.send_message(
+                QueueUrl=queue,
+                MessageBody=message.to_body(),
+                MessageGroupId=message.group_id,
+                MessageDeduplicationId=uuid.uuid4().hex,
+            )
+            age = now - float(record["arrived"])
+            self.log.write(
+                "duplicate",
+                job_id=job_id,
+                slot=message.slot,
+                attempt=attempt,
+                age_s=round(age, 1),
+                planned_s=fault.at_s,
+            )
+            self.echo(
+                f"chaos: +{time.time() - self.started:.1f}s re-sent {job_id[:8]} {message.slot} "
+                f"attempt {attempt} "
+                f"({age:.0f}s after its delivery)"
+            )

@@ -1,0 +1,323 @@
+"""One chaos run, start to verdict.
+
+1. Start ``punctual-local up --no-demo`` with the e2e harness's helpers (free loopback
+   ports, its own process group, a private state directory), deploying the synthesised
+   template with one change: the short queue's visibility timeout is ``visibility_s``
+   (45 s) instead of the template's 960 s. The Lambda worker's lease is its message; a
+   message a killed worker received but had not yet recorded as in flight comes back only
+   after that timeout, which the settle phase must be able to wait for.
+2. Register the workload (:mod:`local.chaos.workload`), start the driver's own processes (a
+   throttled Lambda worker and ECS worker; the skewed poller comes with the first fault).
+3. Inject the planned faults for ``seconds`` (:mod:`local.chaos.faults.driver`); that
+   instant is the *cut*: slots due by then are owed.
+4. Settle, fault-free (the skewed poller stops; nothing is killed or re-sent): until every
+   owed slot has ended as expected, or ``settle_max_s`` passes. Its default is the longest
+   legitimate recovery, with margin: a message lost with its worker returns after the
+   visibility timeout (45 s), a killed run is taken over once its lease lapses (job timeout
+   10 s + lease 10 s), a killed process restarts after at most 10 s of back-off, an ECS run
+   lasts up to 30 s, and retries back off.
+5. Collect the receiver's records, every execution (DynamoDB on the local moto server), the
+   dead-letter and failed-executions queues, then stop everything (process groups killed)
+   and judge (:mod:`local.chaos.verdict`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from local.chaos.faults.driver import FaultDriver, FaultOptions, ReceiverFollower, plan_faults
+from local.chaos.faults.procs import ChaosProcess, procs_argv
+from local.chaos.ledger import LedgerWriter, load, read_jsonl
+from local.chaos.verdict import Bounds, RunData, Verdict, judge, judge_dir
+from local.chaos.workload import Scale, Workload, plan_jobs, plan_mutations
+from local.config import DEFAULT_STATE_DIR, REPO_ROOT
+
+HARNESS_DIR = REPO_ROOT / "tests" / "e2e"
+TENANT = "chaos"
+CHAOS_VISIBILITY_S = 45
+LEASE_S = 10  # local mode's default PUNCTUAL_LEASE_S
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    seconds: float = 600.0
+    seed: int = 0
+    run_dir: Path | None = None
+    settle_max_s: float | None = None
+    visibility_s: int = CHAOS_VISIBILITY_S
+    faults: FaultOptions = field(default_factory=FaultOptions)
+
+    @property
+    def settle_bound_s(self) -> float:
+        if self.settle_max_s is not None:
+            return self.settle_max_s
+        return 150.0 if self.seconds <= 150 else 240.0
+
+
+def load_harness() -> ModuleType:
+    """The e2e harness (tests/e2e/local_harness.py): how local mode is started and stopped."""
+    if str(HARNESS_DIR) not in sys.path:
+        sys.path.insert(0, str(HARNESS_DIR))
+    import local_harness
+
+    module: ModuleType = local_harness
+    return module
+
+
+def chaos_template(run_dir: Path, visibility_s: int) -> Path:
+    """The template local mode deploys, with the short queue's visibility timeout lowered."""
+    from local.template import load_template, read_blueprint
+
+    template = load_template(DEFAULT_STATE_DIR / "cache")
+    for queue in read_blueprint(template).queues_of("short"):
+        template["Resources"][queue.logical_id]["Properties"]["VisibilityTimeout"] = visibility_s
+    path = run_dir / "template.json"
+    path.write_text(json.dumps(template))
+    return path
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+class ChaosRun:
+    """Runs one chaos run (see the module docstring); :meth:`run` returns the verdict."""
+
+    def __init__(self, config: ChaosConfig, echo: Callable[[str], None]) -> None:
+        self.config = config
+        self.echo = echo
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        self.run_dir = config.run_dir or DEFAULT_STATE_DIR / "chaos" / f"{stamp}-seed{config.seed}"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.local_state = self.run_dir / "local"
+        self.local_state.mkdir(exist_ok=True)
+        self.fault_logs = self.run_dir / "fault-logs"
+        self.fault_logs.mkdir(exist_ok=True)
+        self.ledger = LedgerWriter(self.run_dir / "ledger.jsonl")
+        self.fault_log = LedgerWriter(self.run_dir / "faults.jsonl")
+        self.harness = load_harness()
+        self.processes: dict[str, ChaosProcess] = {}
+
+    # ------------------------------------------------------------------ plumbing
+
+    def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        status, reply = self.harness.http(
+            self.local.api_url + path, method, body, {"X-Punctual-Tenant": TENANT}
+        )
+        return int(status), reply
+
+    def clients(self) -> tuple[Any, Any]:
+        import boto3
+        from botocore.config import Config
+
+        session = boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
+        )
+        endpoint = self.local.aws_url
+        # Bounded calls: a fault the driver cannot inject in time is logged as failed, not waited for.
+        config = Config(connect_timeout=3, read_timeout=15, retries={"max_attempts": 3, "mode": "standard"})
+        return (
+            session.client("dynamodb", endpoint_url=endpoint, config=config),
+            session.client("sqs", endpoint_url=endpoint, config=config),
+        )
+
+    def own_process(self, component: str, name: str, seed: int, **extra: Any) -> ChaosProcess:
+        options: dict[str, Any] = {
+            "state_dir": self.local_state,
+            "aws_port": _port(self.local.aws_url),
+            "api_port": _port(self.local.api_url),
+            "receiver_port": _port(self.local.receiver_url),
+            "lease_s": LEASE_S,
+            "throttle_rate": self.config.faults.throttle_rate,
+            "throttle_seed": seed,
+            "fault_log_dir": self.fault_logs,
+            **extra,
+        }
+        return ChaosProcess(
+            name,
+            procs_argv(component, name, options),
+            self.harness.child_env(),
+            self.run_dir / f"{name}.log",
+        )
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> Verdict:
+        config = self.config
+        rng = random.Random(config.seed)
+        template = chaos_template(self.run_dir, config.visibility_s)
+        self.echo(f"chaos: seed {config.seed}, {config.seconds:.0f}s of faults, state in {self.run_dir}")
+        self.local = self.harness.start_local_mode(self.local_state, "--no-demo", "--template", str(template))
+        follower = ReceiverFollower(self.local.receiver_url)
+        try:
+            self.harness.wait_ready(self.local, demo=False)
+            from local.resources import Deployment
+
+            deployment = Deployment.read(self.local_state / "run" / "deployment.json")
+            dynamodb, sqs = self.clients()
+            jobs = plan_jobs(rng, Scale.for_duration(config.seconds), datetime.now(UTC), config.seconds)
+            mutations = plan_mutations(rng, jobs, config.seconds)
+            plan = plan_faults(rng, config.seconds, config.faults, mutations)
+            skew = max([0.0, *(f.offset_s for f in plan if f.kind == "skew")])
+            bounds = Bounds(skew_s=skew)
+            (self.run_dir / "plan.txt").write_text("".join(f"+{f.at_s:7.2f}s {f.describe()}\n" for f in plan))
+            self.ledger.write(
+                "run",
+                seed=config.seed,
+                seconds=config.seconds,
+                faults=asdict(config.faults),
+                visibility_s=config.visibility_s,
+                bounds=asdict(bounds),
+                api=self.local.api_url,
+                aws=self.local.aws_url,
+                receiver=self.local.receiver_url,
+            )
+            kinds: dict[str, int] = {}
+            for f in plan:
+                kinds[f.kind] = kinds.get(f.kind, 0) + 1
+            self.echo(
+                f"chaos: {len(jobs)} jobs; fault plan ({self.run_dir / 'plan.txt'}): "
+                + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+            )
+            workload = Workload(self.api, self.local.receiver_url, self.ledger)
+            workload.register(jobs)
+            self.ledger.write("phase", name="registered")
+            for name, component in (("worker-chaos", "worker"), ("ecs-chaos", "ecs-worker")):
+                self.processes[name] = self.own_process(component, name, rng.randrange(1 << 30))
+                self.processes[name].start()
+            skew_seed = rng.randrange(1 << 30)
+
+            def make_skewed(offset: float) -> ChaosProcess:
+                return self.own_process("poller", "poller-skewed", skew_seed, clock_offset=offset)
+
+            follower.start()
+            driver = FaultDriver(
+                plan=plan,
+                state_dir=self.local_state,
+                log=self.fault_log,
+                follower=follower,
+                workload=workload,
+                sqs=sqs,
+                short_queue_urls=deployment.short_queue_urls,
+                long_queue_urls=deployment.long_queue_urls,
+                processes=self.processes,
+                make_skewed=make_skewed,
+                rng=random.Random(rng.randrange(1 << 30)),
+                echo=self.echo,
+            )
+            stop = threading.Event()
+            timer = threading.Timer(config.seconds, stop.set)
+            timer.start()
+            self.ledger.write("phase", name="faults_start")
+            try:
+                driver.run(stop)
+            finally:
+                timer.cancel()
+            self.ledger.write("phase", name="faults_end")
+            skewed = self.processes.pop("poller-skewed", None)
+            if skewed is not None:
+                skewed.stop(timeout_s=5)
+            self.echo("chaos: faults stopped; settling")
+            self.settle(follower, dynamodb, deployment.table_name, bounds)
+            self.collect(follower, dynamodb, sqs, deployment)
+        finally:
+            follower.stop()
+            for process in self.processes.values():
+                process.stop(timeout_s=10)
+            self.harness.stop_group(self.local.process)
+        return judge_dir(self.run_dir)
+
+    # ------------------------------------------------------------------ settle and collect
+
+    def executions(self, dynamodb: Any, table: str) -> dict[str, list[Any]]:
+        from punctual.store.dynamo import DynamoStore
+
+        store = DynamoStore(dynamodb, table)
+        run = load(self.run_dir / "ledger.jsonl")
+        return {
+            job.job_id: store.list_executions(TENANT, job.job_id, limit=1_000_000, newest_first=False).items
+            for job in run.jobs.values()
+        }
+
+    def snapshot(self, follower: ReceiverFollower, dynamodb: Any, table: str, bounds: Bounds) -> RunData:
+        follower.refresh()
+        return RunData(
+            run=load(self.run_dir / "ledger.jsonl"),
+            faults=read_jsonl(self.run_dir / "faults.jsonl"),
+            throttles=Counter(),
+            receiver=follower.snapshot(),
+            executions=self.executions(dynamodb, table),
+            dead_letters=[],
+            failure_reports=[],
+            collected_at=time.time(),
+            bounds=bounds,
+        )
+
+    def settle(self, follower: ReceiverFollower, dynamodb: Any, table: str, bounds: Bounds) -> None:
+        """Wait until every owed slot ended as expected, at most the settle bound."""
+        started = time.monotonic()
+        deadline = started + self.config.settle_bound_s
+        while True:
+            verdict = judge(self.snapshot(follower, dynamodb, table, bounds))
+            waited = time.monotonic() - started
+            if not verdict.pending:
+                self.echo(f"chaos: every owed slot has ended ({waited:.0f}s after the faults)")
+                break
+            if time.monotonic() >= deadline:
+                self.echo(f"chaos: settle bound of {self.config.settle_bound_s:.0f}s reached")
+                break
+            shown = ", ".join(verdict.pending[:4])
+            self.echo(f"chaos: {len(verdict.pending)} owed slot(s) not ended yet ({shown}); {waited:.0f}s")
+            time.sleep(5.0)
+        self.ledger.write("phase", name="settled")
+
+    def collect(self, follower: ReceiverFollower, dynamodb: Any, sqs: Any, deployment: Any) -> None:
+        follower.stop()  # the receiver's records first, then the table: every request has its record
+        follower.refresh()
+        receiver = follower.snapshot()
+        executions = self.executions(dynamodb, deployment.table_name)
+        dead: list[dict[str, Any]] = []
+        for url in deployment.dead_letter_urls:
+            dead.extend(_drain(sqs, url))
+        failed = _drain(sqs, deployment.failed_queue_url) if deployment.failed_queue_url else []
+        collected = {
+            "collected_at": time.time(),
+            "receiver": receiver,
+            "executions": {
+                job_id: [e.model_dump(mode="json") for e in items] for job_id, items in executions.items()
+            },
+            "dead_letters": dead,
+            "failure_reports": failed,
+        }
+        (self.run_dir / "collected.json").write_text(json.dumps(collected))
+        self.ledger.write("phase", name="collected")
+
+
+def _drain(sqs: Any, url: str, rounds: int = 200) -> list[dict[str, Any]]:
+    """Every message of a queue nobody else reads (dead letters, failure reports), parsed."""
+    out: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        reply = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=300
+        )
+        messages = reply.get("Messages", [])
+        if not messages:
+            break
+        for message in messages:
+            try:
+                body = json.loads(message["Body"])
+            except ValueError:
+                body = {"raw": message["Body"]}
+            out.append(body if isinstance(body, dict) else {"raw": body})
+    return out

@@ -1,0 +1,367 @@
+"""The chaos verdict on hand-made runs: it counts what it must and names every violation.
+
+No processes: a ledger, receiver records and execution records are written the way a run
+writes them, then judged (local/chaos/verdict.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local.chaos.ledger import LedgerWriter, load, time_slots
+from local.chaos.verdict import Bounds, RunData, Verdict, judge
+from punctual.execution import LEASE_LOST_NOTE
+from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPolicy
+from punctual.retries import next_retry_at, seeded_random
+
+S = ExecutionStatus
+T0 = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
+STEADY = {"max_attempts": 10, "backoff": "fixed", "base_seconds": 1, "max_seconds": 1, "jitter": False}
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def ts(seconds: float) -> float:
+    return at(seconds).timestamp()
+
+
+def key(seconds: float) -> str:
+    return at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class RunBuilder:
+    """Writes a run the way the runner does, in a temporary directory."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "ledger.jsonl"
+        self.ledger = LedgerWriter(self.path)
+        self.receiver: list[dict[str, Any]] = []
+        self.executions: dict[str, list[Execution]] = {}
+        self.faults: list[dict[str, Any]] = []
+
+    def job(
+        self,
+        job_key: str,
+        kind: str,
+        schedule: str,
+        first: float | None,
+        *,
+        registered: float = -0.5,
+        retry: dict[str, Any] | None = None,
+        meant_to_fail: bool = False,
+        parents: tuple[str, ...] = (),
+        runtime: str = "lambda",
+    ) -> str:
+        job_id = f"id-{job_key}"
+        spec = {"schedule": schedule, "retry": retry or STEADY, "runtime": runtime}
+        body = {
+            "id": job_id,
+            "version": 1,
+            "schedule": schedule,
+            "timezone": "UTC",
+            "state": "ENABLED",
+            "runtime": runtime,
+            "next_fire_at": key(first) if first is not None else None,
+        }
+        self.ledger.write(
+            "register",
+            key=job_key,
+            kind=kind,
+            spec=spec,
+            meant_to_fail=meant_to_fail,
+            parents=list(parents),
+            sent=ts(registered),
+            answered=ts(registered + 0.1),
+            status=201,
+            job=body,
+        )
+        self.executions.setdefault(job_id, [])
+        return job_id
+
+    def change(
+        self, job_key: str, op: str, when: float, version: int, state: str, first: float | None
+    ) -> None:
+        body = {
+            "id": f"id-{job_key}",
+            "version": version,
+            "schedule": "rate(5 seconds)",
+            "state": state,
+            "next_fire_at": key(first) if first is not None else None,
+        }
+        self.ledger.write(op, key=job_key, sent=ts(when), answered=ts(when + 0.1), status=200, job=body)
+
+    def ran(
+        self,
+        job_id: str,
+        slot: float,
+        *,
+        attempts: list[tuple[S, float, float, str | None]] | None = None,
+        requests: list[tuple[int, float, float, int]] | None = None,
+        final: S = S.SUCCEEDED,
+    ) -> None:
+        """A slot's record (attempts: status, start, end, error) and its receiver requests."""
+        attempts = attempts or [(final, slot + 0.1, slot + 0.2, None)]
+        records = [
+            AttemptRecord(
+                attempt=i + 1, status=st, started_at=at(a), finished_at=at(b), error=err, owner=f"o{i}"
+            )
+            for i, (st, a, b, err) in enumerate(attempts)
+        ]
+        last = records[-1]
+        self.executions[job_id].append(
+            Execution(
+                job_id=job_id,
+                tenant="chaos",
+                slot=key(slot),
+                scheduled_at=at(slot),
+                attempt=last.attempt,
+                status=final,
+                started_at=last.started_at,
+                finished_at=last.finished_at,
+                owner=last.owner,
+                attempts=records,
+            )
+        )
+        if requests is None:
+            ok = 200 if final is S.SUCCEEDED else 500
+            requests = [(len(records), attempts[-1][1] + 0.01, attempts[-1][2] - 0.01, ok)]
+        for attempt, arrived, answered, status in requests:
+            self.receiver.append(
+                {
+                    "job": job_id,
+                    "slot": key(slot),
+                    "key": f"{job_id}:{key(slot)}",
+                    "attempt": attempt,
+                    "arrived": ts(arrived),
+                    "answered": ts(answered),
+                    "status": status,
+                }
+            )
+
+    def kill(self, target: str, when: float) -> None:
+        self.faults.append({"event": "kill", "t": ts(when), "target": target})
+
+    def judge(self, cut: float, collected: float | None = None, skew_s: float = 0.0) -> Verdict:
+        self.ledger.write("phase", name="faults_end")
+        lines = [json.loads(line) for line in self.path.read_text().splitlines()]
+        lines[-1]["t"] = ts(cut)
+        self.path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return judge(
+            RunData(
+                run=load(self.path),
+                faults=self.faults,
+                throttles=Counter({"throttle sqs": 3}),
+                receiver=self.receiver,
+                executions=self.executions,
+                dead_letters=[],
+                failure_reports=[],
+                collected_at=ts(collected if collected is not None else cut + 30),
+                bounds=Bounds(skew_s=skew_s),
+            )
+        )
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunBuilder:
+    return RunBuilder(tmp_path)
+
+
+def kinds(verdict: Verdict) -> list[str]:
+    return sorted(v.kind for v in verdict.violations)
+
+
+def test_every_owed_slot_once_is_a_clean_verdict(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    for slot in range(0, 40, 5):
+        run.ran(job, slot)
+    verdict = run.judge(cut=20)
+    # 0, 5, 10, 15, 20 are owed; 25..35 ran after the cut (optional)
+    assert (verdict.slots, verdict.executed_once, verdict.duplicates, verdict.missed, verdict.early) == (
+        5,
+        5,
+        0,
+        0,
+        0,
+    )
+    assert (
+        verdict.ok and verdict.line() == "slots 5, executed once 5, duplicates 0, missed 0, early 0, faults 3"
+    )
+
+
+def test_an_attempt_delivered_twice_is_a_duplicate_named_by_its_slot(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run.ran(job, 0)
+    run.ran(job, 5, requests=[(1, 5.1, 5.2, 200), (1, 5.3, 5.4, 200)])
+    verdict = run.judge(cut=5)
+    assert verdict.duplicates == 1 and verdict.executed_once == 1 and not verdict.ok
+    [violation] = verdict.violations
+    assert (violation.kind, violation.job, violation.slot) == ("duplicate", "rate-00", key(5))
+    assert "attempt 1 reached the receiver again" in violation.detail
+
+
+def test_a_request_after_the_slot_succeeded_is_a_duplicate(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run.ran(job, 0, requests=[(1, 0.15, 0.18, 200), (2, 9.0, 9.1, 200)])
+    verdict = run.judge(cut=4)
+    assert verdict.duplicates >= 1 and "duplicate" in kinds(verdict)
+
+
+def test_an_owed_slot_that_never_ran_is_missed_with_a_diagnosis(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run.ran(job, 0)
+    run.ran(job, 10)
+    run.kill("worker-1", 5.5)
+    verdict = run.judge(cut=10)
+    assert (verdict.slots, verdict.missed) == (3, 1)
+    [violation] = verdict.violations
+    assert violation.kind == "missed" and violation.slot == key(5)
+    assert "no execution record" in violation.detail and "worker-1 +0.5s" in violation.detail
+
+
+def test_a_slot_stuck_running_is_missed(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run.ran(
+        job, 0, attempts=[(S.TIMED_OUT, 0.1, 21, LEASE_LOST_NOTE), (S.RUNNING, 21, 22, None)], final=S.RUNNING
+    )
+    run.kill("worker-2", 3)
+    run.kill("worker-1", 25)
+    verdict = run.judge(cut=2)
+    assert verdict.missed == 1
+    assert "record RUNNING attempt 2" in verdict.violations[0].detail
+
+
+def test_early_is_measured_against_the_largest_clock_offset(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run.ran(job, 5, attempts=[(S.SUCCEEDED, 3.0, 3.1, None)])
+    assert run.judge(cut=5, skew_s=1.0).early == 1
+
+
+def test_a_release_within_the_skew_is_not_early(tmp_path: Path) -> None:
+    run = RunBuilder(tmp_path)
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=5)
+    run.ran(job, 5, attempts=[(S.SUCCEEDED, 3.0, 3.1, None)])
+    verdict = run.judge(cut=5, skew_s=2.5)
+    assert verdict.early == 0 and verdict.ok
+
+
+def test_slots_of_a_paused_interval_are_not_owed(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run.change("rate-00", "pause", 100, 2, "PAUSED", None)
+    run.change("rate-00", "resume", 130, 3, "ENABLED", 135)
+    for slot in [*range(0, 40, 5), *range(135, 160, 5)]:
+        run.ran(job, slot)
+    verdict = run.judge(cut=155)
+    # owed: 0..35 (before the 60 s guard ahead of the pause), 135..155; 40..130 optional and absent
+    assert (verdict.slots, verdict.executed_once, verdict.missed) == (13, 13, 0), verdict.violations
+    expected = time_slots(load(run.path).jobs["rate-00"], ts(155), ts(160), 0.0)
+    assert not expected[key(100)].owed and "pause" in expected[key(100)].reason
+    assert not expected[key(120)].owed and expected[key(140)].owed
+
+
+def test_a_rerun_after_a_lost_worker_needs_a_kill_to_explain_it(run: RunBuilder) -> None:
+    lost = [(S.TIMED_OUT, 0.1, 21.0, LEASE_LOST_NOTE), (S.SUCCEEDED, 21.0, 21.5, None)]
+    two_oks = [(1, 0.2, 3.0, 200), (2, 21.1, 21.4, 200)]
+    job = run.job("rate-00", "rate", "rate(60 seconds)", first=0)
+    run.ran(job, 0, attempts=lost, requests=two_oks)
+    run.kill("worker-1", 1.0)
+    assert run.judge(cut=10).ok
+
+
+def test_a_lapsed_lease_without_a_crash_is_two_owners(run: RunBuilder) -> None:
+    lost = [(S.TIMED_OUT, 0.1, 21.0, LEASE_LOST_NOTE), (S.SUCCEEDED, 21.0, 21.5, None)]
+    job = run.job("rate-00", "rate", "rate(60 seconds)", first=0)
+    run.ran(job, 0, attempts=lost, requests=[(1, 0.2, 25.0, 200), (2, 21.1, 21.4, 200)])
+    run.kill("ecs-worker", 1.0)  # the wrong runtime: no Lambda worker died
+    verdict = run.judge(cut=10)
+    assert kinds(verdict) == ["owners", "owners"]
+    assert any("in flight at the receiver at once" in v.detail for v in verdict.violations)
+
+
+def test_a_retry_before_its_backoff_instant_is_a_violation(run: RunBuilder) -> None:
+    retry = {"max_attempts": 5, "backoff": "fixed", "base_seconds": 3, "max_seconds": 3, "jitter": False}
+    job = run.job("flaky-00", "flaky", "rate(60 seconds)", first=0, retry=retry)
+    run.ran(
+        job,
+        0,
+        attempts=[(S.FAILED, 0.1, 0.2, "HTTP 500"), (S.SUCCEEDED, 1.5, 1.6, None)],
+        requests=[(1, 0.11, 0.19, 500), (2, 1.51, 1.59, 200)],
+    )
+    verdict = run.judge(cut=10)
+    assert kinds(verdict) == ["retries"] and "before its backoff instant" in verdict.violations[0].detail
+
+
+def test_a_jittered_retry_at_its_instant_passes(run: RunBuilder) -> None:
+    retry = {"max_attempts": 5, "backoff": "exponential", "base_seconds": 2, "max_seconds": 8, "jitter": True}
+    job = run.job("flaky-00", "flaky", "rate(60 seconds)", first=0, retry=retry)
+    due = next_retry_at(
+        RetryPolicy.model_validate(retry),
+        failed_attempt=1,
+        failed_at=at(0.2),
+        scheduled_at=at(0),
+        rng=seeded_random(job, key(0), 1),
+    )
+    assert due is not None
+    start = (due - T0).total_seconds() + 0.05
+    run.ran(
+        job,
+        0,
+        attempts=[(S.FAILED, 0.1, 0.2, "HTTP 500"), (S.SUCCEEDED, start, start + 0.1, None)],
+        requests=[(1, 0.11, 0.19, 500), (2, start + 0.01, start + 0.09, 200)],
+    )
+    assert run.judge(cut=10).ok
+
+
+def test_a_job_meant_to_fail_must_use_every_attempt_and_never_succeed(run: RunBuilder) -> None:
+    retry = {"max_attempts": 3, "backoff": "fixed", "base_seconds": 2, "max_seconds": 2, "jitter": False}
+    job = run.job("doomed-00", "doomed", "rate(60 seconds)", first=0, retry=retry, meant_to_fail=True)
+    run.ran(
+        job,
+        0,
+        attempts=[(S.FAILED, 0.1, 0.2, "500"), (S.FAILED, 2.3, 2.4, "500")],
+        requests=[(1, 0.11, 0.19, 500), (2, 2.31, 2.39, 500)],
+        final=S.FAILED,
+    )
+    verdict = run.judge(cut=10)
+    assert kinds(verdict) == ["terminal"] and "after 2 of 3 attempts" in verdict.violations[0].detail
+
+
+def test_a_child_that_ran_without_both_parents_breaks_the_dependency(run: RunBuilder) -> None:
+    a = run.job("pair-00a", "pair", "rate(10 seconds)", first=0)
+    b = run.job("pair-00b", "pair", "rate(10 seconds)", first=0)
+    child = run.job(
+        "after-pair-00",
+        "after",
+        "after(id-pair-00a, id-pair-00b)",
+        first=None,
+        parents=("pair-00a", "pair-00b"),
+    )
+    run.ran(a, 0)
+    run.ran(b, 0, final=S.FAILED, attempts=[(S.FAILED, 0.1, 0.2, "500")])
+    run.ran(a, 10)
+    run.ran(b, 10, attempts=[(S.SUCCEEDED, 10.1, 10.4, None)])
+    run.ran(child, 0, attempts=[(S.SUCCEEDED, 0.5, 0.6, None)])
+    run.ran(child, 10, attempts=[(S.SUCCEEDED, 10.3, 10.5, None)])  # before b's success was recorded
+    verdict = run.judge(cut=10)
+    details = sorted((v.kind, v.slot) for v in verdict.violations)
+    assert ("phantom", key(0)) in details  # no slot both parents succeeded for
+    assert ("dependency", key(10)) in details
+    # b's failed slot 0 is a missed owed slot of b: it was meant to succeed
+    assert ("missed", key(0)) in details
+
+
+def test_a_delay_chain_is_owed_from_each_finish(run: RunBuilder) -> None:
+    job = run.job("delay-00", "delay", "delay(5 seconds)", first=None, registered=-0.5)
+    # registered at -0.5 s: anchor 0, first slot 5; each next slot = ceil(finish) + 5
+    run.ran(job, 5, attempts=[(S.SUCCEEDED, 5.1, 6.3, None)])
+    run.ran(job, 12, attempts=[(S.SUCCEEDED, 12.1, 12.2, None)])
+    verdict = run.judge(cut=20)
+    assert (verdict.slots, verdict.missed) == (3, 1)  # 5, 12 and 18 (= ceil(12.2) + 5) owed; 18 never ran
+    assert verdict.violations[0].slot == key(18)
