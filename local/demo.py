@@ -176,7 +176,8 @@ class Demo:
     def __init__(self, config: LocalConfig) -> None:
         self.config = config
         self.jobs: list[DemoJob] = []
-        self.records: list[dict[str, Any]] = []
+        self.records: list[dict[str, Any]] = []  # the demo's own requests, as the receiver saw them
+        self._all_records: list[dict[str, Any]] = []
         self.registered_at: datetime | None = None
         self.started = time.monotonic()
         self._lock = threading.Lock()
@@ -233,15 +234,25 @@ class Demo:
             self._stop.wait(POLL_RECEIVER_S)
 
     def refresh_records(self) -> None:
+        """Fetch what the receiver recorded since the first request still unanswered here."""
+        seen = self._all_records
+        cursor = next((i for i, r in enumerate(seen) if r.get("status") is None), len(seen))
         try:
-            status, body = call(self.config.receiver_url, "GET", "/records", timeout_s=5)
+            status, body = call(self.config.receiver_url, "GET", f"/records?since={cursor}", timeout_s=5)
+            fresh = body.get("records", []) if status == 200 and isinstance(body, dict) else None
+            if fresh and fresh[0].get("seq") != cursor + 1:  # the receiver restarted: read it all
+                status, body = call(self.config.receiver_url, "GET", "/records", timeout_s=5)
+                ok = status == 200 and isinstance(body, dict)
+                fresh, cursor = (body.get("records", []) if ok else None), 0
         except OSError:
             return
-        if status == 200 and isinstance(body, dict):
-            ours = {job.job_id for job in self.jobs}
-            records = [r for r in body.get("records", []) if r.get("job") in ours]
-            with self._lock:
-                self.records = records
+        if fresh is None:
+            return
+        self._all_records = seen[:cursor] + fresh
+        ours = {job.job_id for job in self.jobs}
+        records = [r for r in self._all_records if r.get("job") in ours]
+        with self._lock:
+            self.records = records
 
     def _refresh_jobs(self) -> None:
         for job in self.current():

@@ -48,6 +48,7 @@ class Recorder:
                     record = json.loads(line)
                 except ValueError:
                     continue
+                record["seq"] = len(self.records) + 1  # seq is always the 1-based position
                 self.records.append(record)
                 key = record.get("key") or ""
                 self.seen[key] = self.seen.get(key, 0) + 1
