@@ -401,7 +401,8 @@ class Judge:
                     )
                 elif float(request["arrived"]) > done:
                     reason = f"attempt {attempt} arrived after the slot had SUCCEEDED"
-                elif _ok(request) and attempt != final:
+                elif _ok(request) and attempt != final and attempt != record.attempt:
+                    # (a 2xx for the record's own attempt is that attempt: ended, or never recorded)
                     past = by_attempt.get(attempt)
                     if past is not None and _lease_lost(past):
                         self.reruns_after_loss += 1  # its worker died after the side effect (see owners)
@@ -418,51 +419,6 @@ class Judge:
                     extra.add(index)
         self.verdict.duplicates += len(extra)
         return bool(extra)
-        beyond = [r for r in seen if int(r.get("attempt") or 0) > record.attempt]
-        if beyond:
-            found = True
-            self.verdict.duplicates += len(beyond)
-            self.violate(
-                "duplicate",
-                job,
-                slot,
-                f"attempt(s) {[r.get('attempt') for r in beyond]} reached the receiver; the record ends at "
-                f"attempt {record.attempt} ({record.status.value})",
-            )
-        if record.status is S.SUCCEEDED and record.finished_at is not None:
-            done = record.finished_at.timestamp()
-            after = [r for r in seen if float(r["arrived"]) > done]
-            if after:
-                found = True
-                self.verdict.duplicates += len(after)
-                self.violate(
-                    "duplicate",
-                    job,
-                    slot,
-                    f"{len(after)} request(s) (attempts {[r.get('attempt') for r in after]}) arrived "
-                    "after the "
-                    f"slot had SUCCEEDED",
-                )
-        final = record.attempt if record.status is S.SUCCEEDED else None
-        by_attempt = {a.attempt: a for a in record.attempts}
-        for request in seen:
-            if not _ok(request) or request.get("attempt") == final:
-                continue
-            past = by_attempt.get(int(request.get("attempt") or 0))
-            if past is not None and _lease_lost(past):
-                self.reruns_after_loss += 1  # its worker died after the side effect: judged in owners
-                continue
-            found = True
-            self.verdict.duplicates += 1
-            state = f"{past.status.value} {past.error or ''}".strip() if past else "not on the record"
-            self.violate(
-                "duplicate",
-                job,
-                slot,
-                f"attempt {request.get('attempt')} was answered {request.get('status')} but the record says "
-                f"{state}; the slot ran again",
-            )
-        return found
 
     def check_early(
         self, job: JobRecord, exp: SlotExpectation, record: Execution | None, seen: list[dict[str, Any]]

@@ -228,13 +228,20 @@ def test_an_owed_slot_that_never_ran_is_missed_with_a_diagnosis(run: RunBuilder)
 
 def test_a_slot_stuck_running_is_missed(run: RunBuilder) -> None:
     job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    # (what the first chaos run found: a taken-over attempt whose worker died too, never recovered)
     run.ran(
-        job, 0, attempts=[(S.TIMED_OUT, 0.1, 21, LEASE_LOST_NOTE), (S.RUNNING, 21, 22, None)], final=S.RUNNING
+        job,
+        0,
+        attempts=[(S.TIMED_OUT, 0.1, 21, LEASE_LOST_NOTE), (S.RUNNING, 21, 22, None)],
+        requests=[(1, 0.2, 3.0, 200), (2, 21.1, 24.0, 200)],
+        final=S.RUNNING,
     )
+    run.executions[job][0].attempts.pop()  # a running attempt is not on the list yet
     run.kill("worker-2", 3)
-    run.kill("worker-1", 25)
+    run.kill("worker-1", 24.1)
     verdict = run.judge(cut=2)
-    assert verdict.missed == 1
+    assert (verdict.missed, verdict.duplicates) == (1, 0)
+    assert kinds(verdict) == ["missed"]
     assert "record RUNNING attempt 2" in verdict.violations[0].detail
 
 
