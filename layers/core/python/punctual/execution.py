@@ -19,9 +19,14 @@ Claiming a message for attempt ``n`` (:func:`decide_claim`)::
 
 ``lease_until`` is always compared with this worker's injected clock. The Lambda worker's
 lease is its SQS message: it writes no lease timer, and a crashed invocation's message comes
-back after the visibility timeout and takes over the lapsed lease. The ECS worker heartbeats
-(``lease_until`` and the message's visibility) and writes a LEASE timer at every new
-``lease_until``, so the poller recovers an execution whose message was lost.
+back after the visibility timeout and takes over the lapsed lease. The message stays the lease
+of the attempt it took over (it was sent for an earlier one), so in this mode a message for an
+attempt older than the record's is read as one for the record's own attempt: WAIT, TAKEOVER
+or, redelivered after the attempt ended, REPAIR (found by the chaos run, local/chaos: after
+two crashes on one slot the message was dropped and the slot stayed RUNNING for good).
+
+The ECS worker heartbeats (``lease_until`` and the message's visibility) and writes a LEASE
+timer at every new ``lease_until``, so the poller recovers an execution whose message was lost.
 
 Overlap (``skip`` / ``queue``) is decided when a slot's *first* attempt is claimed, against
 other slots RUNNING with a live lease; retries and takeovers continue a slot already started.
@@ -152,6 +157,7 @@ def decide_claim(
     max_attempts: int,
     max_age_s: float,
     redelivered: bool = False,
+    message_is_lease: bool = False,
 ) -> ClaimDecision:
     """What a worker does with a message for ``message.attempt``, given the record as it is.
 
@@ -170,12 +176,17 @@ def decide_claim(
     redelivered
         The same SQS message was received before (its worker may have died after writing
         the record but before its after-effects).
+    message_is_lease
+        The Lambda worker (no lease timers): the message is the lease of the attempt it
+        started or took over, so a message older than the record's attempt still carries it.
+        False for the ECS worker, whose LEASE timers recover a lost run: older messages drop.
 
     Returns
     -------
     ClaimDecision
     """
     n = message.attempt
+    carried = message_is_lease and current is not None and current.attempt > n
     if current is None:
         if n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD):
             return ClaimDecision(ClaimAction.START, "new slot")
@@ -188,11 +199,11 @@ def decide_claim(
     if status is ExecutionStatus.RETRY_WAIT:
         if current.attempt == n - 1:
             return ClaimDecision(ClaimAction.START, "next attempt")
-        if current.attempt == n and redelivered:
+        if redelivered and (current.attempt == n or carried):
             return ClaimDecision(ClaimAction.REPAIR, "redelivery of an attempt that ended")
         return ClaimDecision(ClaimAction.DROP, f"slot waits for attempt {current.attempt + 1}")
     if status is ExecutionStatus.RUNNING:
-        if current.attempt not in (n - 1, n):
+        if current.attempt not in (n - 1, n) and not carried:
             return ClaimDecision(
                 ClaimAction.DROP, f"attempt {current.attempt} is running; message is for {n}"
             )
@@ -205,7 +216,7 @@ def decide_claim(
         if used >= max_attempts or too_old:
             return ClaimDecision(ClaimAction.EXHAUSTED, "lease lapsed and no attempt is left")
         return ClaimDecision(ClaimAction.TAKEOVER, "lease lapsed")
-    if current.attempt == n and redelivered:
+    if redelivered and (current.attempt == n or carried):
         return ClaimDecision(ClaimAction.REPAIR, "redelivery of an attempt that ended")
     return ClaimDecision(ClaimAction.DROP, f"slot already {status.value}")
 
@@ -649,7 +660,13 @@ class Worker:
         for _ in range(_CLAIM_ROUNDS):
             now = self.clock.now()
             decision = decide_claim(
-                current, message, now, job.retry.max_attempts, job.retry.max_age_seconds, redelivered
+                current,
+                message,
+                now,
+                job.retry.max_attempts,
+                job.retry.max_age_seconds,
+                redelivered,
+                message_is_lease=not self.config.lease_timers,
             )
             try:
                 return self._apply(decision, current, job, message, delivery, now)

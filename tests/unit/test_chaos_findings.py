@@ -1,0 +1,123 @@
+"""What the chaos runs found, each as the smallest reproduction (in memory, a manual clock).
+
+The Lambda worker writes no lease timer: its SQS message is its lease, and a takeover runs
+under the message that found the lapsed lease, whatever attempt that message was sent for.
+A message sent for attempt 1 that took over as attempt 2 is therefore the only thing that
+can recover attempt 2 when its worker dies too. Before the fix, the claim dropped it as "an
+older attempt" (RUNNING at 2, message for 1) or, once the attempt had ended, would not
+repair it (REPAIR required the very same attempt), and the slot stayed RUNNING (or
+RETRY_WAIT with no retry timer) for good: a missed slot after two crashes on one slot.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from execution_harness import Crash, FakeTarget, Rig, statuses
+from punctual.clock import ManualClock
+from punctual.execution import LEASE_LOST_NOTE, ClaimAction, Delivery, Worker, decide_claim
+from punctual.models import Execution, ExecutionStatus
+from punctual.queues import DispatchMessage, MessageKind
+from punctual.store.memory import MemoryStore
+from punctual.targets.base import TargetResult
+from punctual.timers import TimerKind, slot_key
+
+S = ExecutionStatus
+SHORT = "queue://short"
+VISIBILITY_S = 900
+
+
+@pytest.fixture
+def rig(t0: datetime) -> Rig:
+    return Rig(MemoryStore(), ManualClock(t0))
+
+
+def deliver(rig: Rig, worker: Worker) -> tuple[object, Delivery]:
+    [received] = rig.queues.receive(SHORT, 1, 0, VISIBILITY_S)
+    delivery = Delivery(SHORT, received.receipt, received.receive_count)
+    return worker.claim(received.message, delivery), delivery
+
+
+def test_a_lambda_slot_whose_takeover_crashes_too_is_taken_over_again(rig: Rig, t0: datetime) -> None:
+    # Given a Lambda job whose worker dies mid-run, twice in a row (the second one after taking over)
+    job = rig.add_job(timeout_seconds=10)
+    rig.target = FakeTarget(Crash(), Crash(), TargetResult.ok("third time"))
+    worker = rig.worker(lease_s=10)
+    rig.send(rig.message(job, t0))
+    for attempt in (1, 2):
+        claim, _ = deliver(rig, worker)
+        assert claim.claimed and claim.execution.attempt == attempt  # type: ignore[attr-defined]
+        with pytest.raises(Crash):
+            worker.run(claim)  # type: ignore[arg-type]
+        rig.clock.advance(VISIBILITY_S + 1)  # the message comes back; the lease lapsed long before
+    # When the message comes back a third time
+    results = rig.work_until_idle(worker)
+    # Then the slot is taken over as attempt 3 and succeeds (it used to be dropped: RUNNING for good)
+    assert [r.outcome for r in results] == ["SUCCEEDED"]
+    [record] = rig.history(job)
+    assert statuses(record.attempts) == [(1, "TIMED_OUT"), (2, "TIMED_OUT"), (3, "SUCCEEDED")]
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1), (slot_key(t0), 2), (slot_key(t0), 3)]
+
+
+def test_a_takeover_that_dies_after_recording_its_failure_is_repaired(rig: Rig, t0: datetime) -> None:
+    # Given attempt 1 lost with its worker, and attempt 2 (taken over by the same message) failing
+    # with the worker dying between the RETRY_WAIT record and the retry timer
+    retry = {"max_attempts": 5, "backoff": "fixed", "base_seconds": 30, "max_seconds": 30, "jitter": False}
+    job = rig.add_job(timeout_seconds=10, retry=retry)
+    rig.target = FakeTarget(Crash(), TargetResult.retryable("503"), TargetResult.ok())
+    worker = rig.worker(lease_s=10)
+    rig.send(rig.message(job, t0))
+    claim, _ = deliver(rig, worker)
+    with pytest.raises(Crash):
+        worker.run(claim)  # type: ignore[arg-type]
+    rig.clock.advance(VISIBILITY_S + 1)
+    [received] = rig.queues.receive(SHORT, 1, 0, VISIBILITY_S)
+    original_put = rig.store.put_timers
+    rig.store.put_timers = lambda timers: (_ for _ in ()).throw(Crash())  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        worker.process(received.message, Delivery(SHORT, received.receipt, received.receive_count))
+    rig.store.put_timers = original_put  # type: ignore[method-assign]
+    assert (rig.history(job)[0].status, rig.history(job)[0].attempt) == (S.RETRY_WAIT, 2)
+    # When the message (sent for attempt 1) comes back
+    rig.clock.advance(VISIBILITY_S + 1)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
+    # Then it repairs attempt 2's after-effects: the retry timer exists and attempt 3 runs
+    retries = rig.timers(t0, t0 + timedelta(hours=2), TimerKind.RETRY)
+    assert [t.attempt for t in retries] == [3]
+    rig.clock.set(max(retries[0].due, rig.clock.now()))
+    rig.poll(lookback=timedelta(hours=1))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert statuses(rig.history(job)[0].attempts) == [(1, "TIMED_OUT"), (2, "FAILED"), (3, "SUCCEEDED")]
+
+
+def _running(t0: datetime, attempt: int, lease_s: float) -> Execution:
+    return Execution(
+        job_id="j",
+        slot=slot_key(t0),
+        scheduled_at=t0,
+        attempt=attempt,
+        status=S.RUNNING,
+        owner="w",
+        lease_until=t0 + timedelta(seconds=lease_s),
+        attempts=[],
+    )
+
+
+def test_only_a_message_that_is_the_lease_carries_an_older_attempt(t0: datetime) -> None:
+    old = DispatchMessage("default", "j", slot_key(t0), t0.isoformat(), 1, 1, MessageKind.FIRE)
+    # message mode (the Lambda worker): the message that took over is the running attempt's lease
+    assert decide_claim(_running(t0, 2, -1), old, t0, 5, 3600, True, message_is_lease=True).action is (
+        ClaimAction.TAKEOVER
+    )
+    assert decide_claim(_running(t0, 2, 30), old, t0, 5, 3600, True, message_is_lease=True).action is (
+        ClaimAction.WAIT
+    )
+    ended = _running(t0, 2, -1).model_copy(update={"status": S.SUCCEEDED, "lease_until": None})
+    assert decide_claim(ended, old, t0, 5, 3600, True, message_is_lease=True).action is ClaimAction.REPAIR
+    assert decide_claim(ended, old, t0, 5, 3600, False, message_is_lease=True).action is ClaimAction.DROP
+    # heartbeat mode (the ECS worker): LEASE timers recover a lost run; an older message is dropped
+    assert decide_claim(_running(t0, 2, -1), old, t0, 5, 3600, True).action is ClaimAction.DROP
+    assert decide_claim(ended, old, t0, 5, 3600, True).action is ClaimAction.DROP
+    assert LEASE_LOST_NOTE  # the lost attempts above are recorded with it (see the tests before)
