@@ -86,9 +86,10 @@ class MinuteScheduler:
     def next_wake(self, now: datetime) -> float:
         """Seconds until the next minute's pollers must start (at most one)."""
         current = now.replace(second=0, microsecond=0)
-        opens = min(
+        coming = [
             self.window(m)[0] for m in (current + MINUTE, current + 2 * MINUTE) if m not in self.started
-        )
+        ]
+        opens = min(coming, default=now + timedelta(seconds=1))
         return max(0.05, min(1.0, (opens - now).total_seconds()))
 
     def start(self, minute: datetime) -> None:

@@ -159,12 +159,23 @@ class EventSourceMapping:
         return len(messages)
 
     def run(self, stop: threading.Event) -> None:
+        from botocore.exceptions import EndpointConnectionError
+
         turn = 0
+        unreachable = False
         while not stop.is_set():
             url, arn = self.queues[turn % len(self.queues)]
             turn += 1
             try:
                 self.poll_once(url, arn)
+                if unreachable:
+                    log.info("AWS is back")
+                unreachable = False
+            except EndpointConnectionError:  # moto restarting: say so once, not every second
+                if not unreachable:
+                    log.warning("AWS is unreachable at %s; waiting for it", url.rsplit("/", 2)[0])
+                unreachable = True
+                stop.wait(1.0)
             except Exception:
                 log.exception("receiving from %s failed", url)
                 stop.wait(1.0)
