@@ -337,6 +337,8 @@ class Judge:
             if job.kind == "after" and (seen or record is not None):
                 self.check_parents(job, slot, record, seen)
             ended = self.ended_as_expected(job, slot, record, seen)
+            if exp.owed and not ended and self.skipped_by_pause(job, exp, record, seen):
+                exp = SlotExpectation(slot, exp.instant, False, "not started before a pause", exp.version)
             if exp.owed:
                 self.verdict.slots += 1
                 if ended and not duplicate:
@@ -349,6 +351,24 @@ class Judge:
                     self.lateness.append(float(seen[0]["arrived"]) - exp.instant.timestamp())
             elif seen:
                 self.optional_ran += 1
+
+    def skipped_by_pause(
+        self, job: JobRecord, exp: SlotExpectation, record: Execution | None, seen: list[dict[str, Any]]
+    ) -> bool:
+        """A slot due before a pause that had not started when the pause came is skipped, as documented.
+
+        Its record says SKIPPED ("job is paused"), written after the pause request was sent,
+        and nothing of it reached the receiver.
+        """
+        if record is None or record.status is not S.SKIPPED or seen or record.finished_at is None:
+            return False
+        done = record.finished_at.timestamp()
+        return any(
+            e.ended_by == "pause"
+            and e.ends_sent is not None
+            and exp.instant.timestamp() < e.ends_sent <= done
+            for e in job.epochs
+        )
 
     # ------------------------------------------------------------------ checks
 

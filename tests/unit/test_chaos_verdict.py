@@ -372,3 +372,21 @@ def test_a_delay_chain_is_owed_from_each_finish(run: RunBuilder) -> None:
     verdict = run.judge(cut=20)
     assert (verdict.slots, verdict.missed) == (3, 1)  # 5, 12 and 18 (= ceil(12.2) + 5) owed; 18 never ran
     assert verdict.violations[0].slot == key(18)
+
+
+def test_a_slot_due_before_a_pause_but_not_started_may_be_skipped(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run.change("rate-00", "pause", 100, 2, "PAUSED", None)
+    for slot in range(0, 35, 5):
+        run.ran(job, slot)
+    # slot 35 was delivered late (its worker died holding it) and found the job paused
+    run.ran(job, 35, attempts=[(S.SKIPPED, 100.5, 100.5, "job is paused")], final=S.SKIPPED, requests=[])
+    run.executions[job][-1] = run.executions[job][-1].model_copy(update={"error": "job is paused"})
+    verdict = run.judge(cut=150)
+    assert verdict.ok and (verdict.slots, verdict.executed_once) == (7, 7), verdict.violations
+    # a slot skipped before the pause was even asked for is missed
+    run2 = RunBuilder(run.path.parent / "again")
+    job = run2.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run2.change("rate-00", "pause", 100, 2, "PAUSED", None)
+    run2.ran(job, 35, attempts=[(S.SKIPPED, 36, 36, "job is paused")], final=S.SKIPPED, requests=[])
+    assert any(v.kind == "missed" and v.slot == key(35) for v in run2.judge(cut=150).violations)
