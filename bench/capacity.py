@@ -308,7 +308,7 @@ def sustained_checks(rate: float, d: Deployment, p: PerTrigger) -> list[Check]:
         ),
         Check(
             "SQS FIFO in-flight messages per queue",
-            min(concurrency, d.worker_max_concurrency) / 1 * d.batch_size / max(d.queue_count, 1),
+            min(concurrency / d.queue_count, d.worker_max_concurrency) * d.batch_size,
             lim["sqs_fifo_in_flight"].value,
             "messages",
             lim["sqs_fifo_in_flight"].source,

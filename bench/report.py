@@ -69,7 +69,7 @@ def rows() -> list[tuple[str, str, str, str]]:
             out.append(
                 (
                     f"2. sustained {s['jobs']} jobs of rate(1 second), {s['window_s']:.0f} s:"
-                    " triggers/s, p99 delay, efficiency",
+                    " triggers/s, p99 delay, rate ÷ moto's bare-loop rate",
                     f"{s['triggers_per_s']:.1f}/s, {ms(s['fire_delay_s']['p99'])},"
                     f" {s['efficiency'] or 0:.2f}",
                     "keeps up; ≥ 0.5",
@@ -180,7 +180,8 @@ def section(elapsed_s: float | None) -> str:
         f"`make bench` on {date}, {where}"
         + (f"; the whole run took {elapsed_s / 60:.1f} minutes." if elapsed_s else "."),
         "Local-mode figures (1, 2, 5) run on moto, much slower than AWS: they are set beside what",
-        "moto itself does in the same run. Cloud figures (4, capacity) come from counted requests,",
+        "moto itself does in the same run, and vary between runs when other work shares the two",
+        "cores. Cloud figures (4, capacity) come from counted requests,",
         "published prices and limits (`bench/prices.json`, [docs/capacity.md](docs/capacity.md)).",
         "Raw results: `bench/results/*.json`.",
         "",

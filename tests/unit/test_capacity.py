@@ -99,6 +99,9 @@ def test_sustained_checks_carry_the_demand_each_limit_sees() -> None:
     assert checks["near bucket partition writes"].demand == pytest.approx(5000 / 32)
     # one send per ten messages, on one queue
     assert checks["SQS FIFO SendMessageBatch per queue"].demand == pytest.approx(1000)
+    # every worker of a queue holds a batch of ten in flight
+    workers = 10_000 * capacity.worker_seconds(D, P)
+    assert checks["SQS FIFO in-flight messages per queue"].demand == pytest.approx(min(workers, 200) * 10)
 
 
 def test_near_reads_count_the_look_back_re_reads_and_overlapping_pollers() -> None:
