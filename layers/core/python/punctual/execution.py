@@ -430,11 +430,13 @@ def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ..
         return lambda job: ()
 
     @lru_cache(maxsize=4096)
-    def decrypt(stored: str) -> tuple[str, ...]:
-        return (cipher.decrypt(stored),)
+    def decrypt(stored: str) -> str:
+        return cipher.decrypt(stored)
 
     def secrets_of(job: Job) -> tuple[str, ...]:
-        return decrypt(job.signing_secret_enc) if job.signing_secret_enc else ()
+        # Current first; during a rotation the previous one signs too.
+        stored = (job.signing_secret_enc, job.signing_secret_prev_enc)
+        return tuple(decrypt(s) for s in stored if s)
 
     return secrets_of
 

@@ -211,6 +211,7 @@ class JobService:
             paused_at=current.paused_at,
             skipped_slots=current.skipped_slots,
             signing_secret_enc=current.signing_secret_enc,
+            signing_secret_prev_enc=current.signing_secret_prev_enc,
         )
         if spec.target.type == "http" and not job.signing_secret_enc and self.secrets is not None:
             job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret()[1]})
@@ -285,6 +286,35 @@ class JobService:
         parents = schedule_of(current).parents
         if parents:
             self.store.set_dependents(tenant, job_id, parents, present=False)
+
+    def rotate_secret(
+        self, tenant: str, job_id: str, drop_previous: bool = False, expected_version: int | None = None
+    ) -> tuple[Job, str | None]:
+        """Rotate an HTTP job's webhook signing secret; returns the job and the new secret (once).
+
+        The previous secret keeps signing (both signatures are sent, as Standard Webhooks
+        rotation expects) until the next rotation, or until ``drop_previous`` ends it (then no
+        new secret is made). The version is not bumped: the schedule did not change, so no
+        timer becomes stale.
+        """
+        current = self._current(tenant, job_id, expected_version)
+        if not isinstance(current.target, HttpTarget) or self.secrets is None:
+            raise InvalidJobError("only jobs with an http target have a signing secret", field="target")
+        now = self.clock.now()
+        if drop_previous:
+            job = current.model_copy(update={"signing_secret_prev_enc": None, "updated_at": now})
+            self._write(job, current.version, [])
+            return self.with_next_fire(job), None
+        plain, stored = self.secrets.new_secret()
+        job = current.model_copy(
+            update={
+                "signing_secret_enc": stored,
+                "signing_secret_prev_enc": current.signing_secret_enc,
+                "updated_at": now,
+            }
+        )
+        self._write(job, current.version, [])
+        return self.with_next_fire(job), plain
 
     def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:
         """Run the job now as an extra slot; the same ``request_key`` always names the same slot.

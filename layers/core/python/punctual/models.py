@@ -375,6 +375,8 @@ class Job(JobSpec):
     dependents: int = Field(default=0, exclude=True)  # store-maintained: jobs whose schedule is after(this)
     state_reason: str | None = None  # why the job was paused or completed, when not by a user
     signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
+    # While a secret is rotated, the previous one still signs (Standard Webhooks sends both).
+    signing_secret_prev_enc: str | None = Field(default=None, exclude=True, repr=False)
 
     @field_validator("id")
     @classmethod

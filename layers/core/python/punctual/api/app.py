@@ -281,6 +281,26 @@ def resume_job(job_id: str, if_match: IfMatch = None) -> Response[JobOut]:
 
 
 @app.post(
+    "/v1/jobs/<job_id>/rotate-secret",
+    summary="Rotate an HTTP job's webhook signing secret",
+    description=(
+        "Returns the job with its new signing secret, shown once. The previous secret keeps signing "
+        "(each request carries both signatures) until the next rotation, or until a call with "
+        "drop_previous=true ends it (that call makes no new secret)."
+    ),
+    responses=_ok(200, "The job and its new secret", JobCreated, 400, 401, 404, 409, 412, 422),
+    tags=["jobs"],
+)
+def rotate_secret(
+    job_id: str, drop_previous: Annotated[bool, Query()] = False, if_match: IfMatch = None
+) -> Response[JobCreated]:
+    tenant = _tenant()
+    expected = _expected_version(if_match)
+    job, secret = services().jobs.rotate_secret(tenant, _job_id(job_id), drop_previous, expected)
+    return _job_reply(JobCreated.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret}))
+
+
+@app.post(
     "/v1/jobs/<job_id>/trigger",
     summary="Run a job now",
     description=(

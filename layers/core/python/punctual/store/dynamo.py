@@ -96,7 +96,7 @@ class DynamoStore(JobStore):
 
     @staticmethod
     def _job_doc(job: Job) -> str:
-        return job.model_dump_json(exclude={"signing_secret_enc"})
+        return job.model_dump_json(exclude={"signing_secret_enc", "signing_secret_prev_enc"})
 
     def _job_attrs(self, job: Job) -> dict[str, Any]:
         attrs = {
@@ -106,6 +106,8 @@ class DynamoStore(JobStore):
         }
         if job.signing_secret_enc:
             attrs["secret"] = _s(job.signing_secret_enc)
+        if job.signing_secret_prev_enc:
+            attrs["secret_prev"] = _s(job.signing_secret_prev_enc)
         return attrs
 
     def _job_from_item(self, item: dict[str, Any]) -> Job:
@@ -118,6 +120,8 @@ class DynamoStore(JobStore):
             data["dependents"] = int(item["dependents"]["N"])
         if "secret" in item:
             data["signing_secret_enc"] = item["secret"]["S"]
+        if "secret_prev" in item:
+            data["signing_secret_prev_enc"] = item["secret_prev"]["S"]
         return Job.model_validate(data)
 
     def create_job(self, job: Job, timer: Timer | None, max_jobs: int) -> None:
@@ -243,6 +247,11 @@ class DynamoStore(JobStore):
         if "secret" in attrs:
             update += ", secret = :sec"
             values[":sec"] = attrs["secret"]
+        if "secret_prev" in attrs:
+            update += ", secret_prev = :prev"
+            values[":prev"] = attrs["secret_prev"]
+        else:
+            update += " REMOVE secret_prev"
         items: list[dict[str, Any]] = [
             {
                 "Update": {
