@@ -16,26 +16,6 @@ from local.config import LOOPBACK, LocalConfig, LocalModeError, port_in_use
 log = logging.getLogger("local.api")
 
 
-def _allow_loopback_targets() -> None:
-    """Build the API's services now, with ``PUNCTUAL_TARGET_ALLOW_CIDRS`` reaching the job service.
-
-    ``punctual.api.wiring.build_services`` does not hand ``settings.target_allow_cidrs`` to
-    :class:`~punctual.jobs.JobService` (whose registration check then refuses the demo's
-    loopback receiver even though the workers would call it). Until it does, local mode
-    installs services that do, through the module's own ``use_services`` hook.
-    """
-    import boto3
-
-    from punctual.api import wiring
-    from punctual.settings import Settings
-
-    settings = Settings.from_env()
-    services = wiring.build_services(settings, boto3.client("dynamodb"), boto3.client("sqs"))
-    if not services.jobs.allow_cidrs:
-        services.jobs.allow_cidrs = tuple(settings.target_allow_cidrs)
-    wiring.use_services(services)
-
-
 def run(config: LocalConfig, stop: threading.Event) -> None:
     deployment = prepare(config)
     if port_in_use(config.api_port):
@@ -43,7 +23,6 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
     from punctual.api.local_server import LocalApiServer
 
     handler = load_handler("api")
-    _allow_loopback_targets()
     server = LocalApiServer(handler.handler, host=LOOPBACK, port=config.api_port).start()
     log.info("API on %s (table %s)", server.url, deployment.table_name)
     try:

@@ -46,3 +46,13 @@ def test_rotation_errors(api) -> None:  # type: ignore[no-untyped-def]
     job = api.create(http_spec())
     stale = api.call("POST", f"/v1/jobs/{job['id']}/rotate-secret", headers={"If-Match": '"9"'})
     assert stale.status == 412
+
+
+def test_the_operator_allow_list_reaches_registration(api, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from punctual.api import wiring
+
+    loopback = http_spec(target={"type": "http", "url": "http://127.0.0.1:9000/hook"})
+    assert api.call("POST", "/v1/jobs", loopback).status == 422  # refused by default
+    monkeypatch.setenv("PUNCTUAL_TARGET_ALLOW_CIDRS", "127.0.0.0/8")
+    wiring.use_services(None)  # rebuilt from the variables on the next request
+    assert api.call("POST", "/v1/jobs", loopback).status == 201

@@ -128,6 +128,7 @@ def build_services(
         routing=QueueRouting(tuple(settings.short_queue_urls), tuple(settings.long_queue_urls)),
         max_jobs_per_tenant=settings.max_jobs_per_tenant,
         secrets=jobs_box,
+        allow_cidrs=tuple(settings.target_allow_cidrs),
     )
     return Services(
         settings=settings,
