@@ -74,12 +74,25 @@ def _options(args: argparse.Namespace) -> FaultOptions:
     return FaultOptions(**{k: v for k, v in given.items() if v is not None})
 
 
-def report(verdict: Verdict) -> None:
-    """Details on stderr (notes, then every violation), the one line on stdout."""
+SHOWN_VIOLATIONS = 25
+
+
+def report(verdict: Verdict, run_dir: Path | None = None) -> None:
+    """Details on stderr (notes, then violations), the one line on stdout; every violation to a file."""
     for note in verdict.notes:
         _err(f"chaos: {note}")
-    for violation in verdict.violations:
-        _err(f"chaos: VIOLATION {violation}")
+    if verdict.violations:
+        kinds: dict[str, int] = {}
+        for violation in verdict.violations:
+            kinds[violation.kind] = kinds.get(violation.kind, 0) + 1
+        _err("chaos: violations by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+        for violation in verdict.violations[:SHOWN_VIOLATIONS]:
+            _err(f"chaos: VIOLATION {violation}")
+        if run_dir is not None:
+            path = run_dir / "violations.txt"
+            path.write_text("".join(f"{violation}\n" for violation in verdict.violations))
+            if len(verdict.violations) > SHOWN_VIOLATIONS:
+                _err(f"chaos: ... and {len(verdict.violations) - SHOWN_VIOLATIONS} more in {path}")
     print(verdict.line(), flush=True)
 
 
@@ -89,7 +102,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
 
     if args.command == "verdict":
         verdict = judge_dir(args.dir)
-        report(verdict)
+        report(verdict, args.dir)
         return 0 if verdict.ok else 1
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     seconds = _seconds(args)
@@ -109,7 +122,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
     config = ChaosConfig(seconds=seconds, seed=seed, run_dir=args.dir, settle_max_s=args.settle)
     config = replace(config, faults=_options(args))
     try:
-        verdict = ChaosRun(config, _err).run()
+        chaos_run = ChaosRun(config, _err)
+        verdict = chaos_run.run()
     except Exception as exc:
         _err(f"chaos: the run failed: {type(exc).__name__}: {exc}")
         return 2
@@ -118,7 +132,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
             raise
         _err(f"chaos: the run failed: {exc}")
         return 2
-    report(verdict)
+    report(verdict, chaos_run.run_dir)
     return 0 if verdict.ok else 1
 
 

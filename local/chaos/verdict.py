@@ -219,7 +219,10 @@ def _ceil_s(moment: datetime) -> datetime:
 
 
 def delay_slots(job: JobRecord, executions: dict[str, Execution], cut: float) -> dict[str, SlotExpectation]:
-    """The chain of a ``delay(N)`` job: the first slot, then each N after the previous run ended."""
+    """The chain of a ``delay(N)`` job: the first slot, then each N after the previous run ended.
+
+    Never a slot at or before the previous one: a chain that names its own slot again has stopped.
+    """
     n = _delay_seconds(job.spec["schedule"])
     low = math.ceil(job.registered_sent) + n
     high = math.ceil(job.registered_answered) + n
@@ -243,7 +246,9 @@ def delay_slots(job: JobRecord, executions: dict[str, Execution], cut: float) ->
             break
         if record.status is S.SKIPPED:
             break
-        nxt = _ceil_s(record.finished_at) + timedelta(seconds=n)
+        # The spec: the next run N after this one ended, and a chain always moves forward (a run a
+        # skewed poller released early can end before its own slot: the next is still after it).
+        nxt = _ceil_s(max(record.finished_at, moment)) + timedelta(seconds=n)
         current = slot_key(nxt)
     return out
 
@@ -290,6 +295,7 @@ class Judge:
         self.optional_ran = 0
         self.reruns_after_loss = 0
         self.takeovers = 0
+        self.owed_by_kind: Counter[str] = Counter()
 
     def violate(self, kind: str, job: JobRecord, slot: str, detail: str) -> None:
         self.verdict.violations.append(Violation(kind, job.key, slot, detail))
@@ -341,6 +347,7 @@ class Judge:
                 exp = SlotExpectation(slot, exp.instant, False, "not started before a pause", exp.version)
             if exp.owed:
                 self.verdict.slots += 1
+                self.owed_by_kind[job.kind] += 1
                 if ended and not duplicate:
                     self.verdict.executed_once += 1
                 elif not ended:
@@ -703,6 +710,7 @@ class Judge:
 
         return [
             "faults: " + ", ".join(f"{k} {v}" for k, v in self.verdict.faults.items()),
+            "owed slots by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(self.owed_by_kind.items())),
             f"first-request lateness of owed slots: p50 {pct(self.lateness, 50)}, "
             f"p99 {pct(self.lateness, 99)}, "
             f"max {pct(self.lateness, 100)}",

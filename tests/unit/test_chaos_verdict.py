@@ -390,3 +390,12 @@ def test_a_slot_due_before_a_pause_but_not_started_may_be_skipped(run: RunBuilde
     run2.change("rate-00", "pause", 100, 2, "PAUSED", None)
     run2.ran(job, 35, attempts=[(S.SKIPPED, 36, 36, "job is paused")], final=S.SKIPPED, requests=[])
     assert any(v.kind == "missed" and v.slot == key(35) for v in run2.judge(cut=150).violations)
+
+
+def test_a_delay_chain_counts_from_the_slot_when_its_run_ended_before_it(run: RunBuilder) -> None:
+    job = run.job("delay-00", "delay", "delay(5 seconds)", first=None, registered=-0.5)
+    # slot 5 released 4 s early (a poller 4.5 s ahead) and over at 1.1: the next slot is 10, not 7
+    run.ran(job, 5, attempts=[(S.SUCCEEDED, 1.0, 1.1, None)])
+    run.ran(job, 7, attempts=[(S.SUCCEEDED, 7.1, 7.2, None)])
+    verdict = run.judge(cut=12, skew_s=4.5)
+    assert sorted((v.kind, v.slot) for v in verdict.violations) == [("missed", key(10)), ("phantom", key(7))]
