@@ -121,3 +121,29 @@ def test_only_a_message_that_is_the_lease_carries_an_older_attempt(t0: datetime)
     assert decide_claim(_running(t0, 2, -1), old, t0, 5, 3600, True).action is ClaimAction.DROP
     assert decide_claim(ended, old, t0, 5, 3600, True).action is ClaimAction.DROP
     assert LEASE_LOST_NOTE  # the lost attempts above are recorded with it (see the tests before)
+
+
+# --------------------------------------------------------------------------- delay(...) under clock skew
+#
+# The long chaos run (seed 4) saw both delay(4 seconds) jobs run about once a second for minutes,
+# then stop for good. A poller whose clock runs ahead releases a slot early; its run then ends
+# before its own slot, and the next slot (N after that end) came only 1 s after it, or was the
+# very same slot: the chain's next timer named a slot already done, was dropped, and the chain
+# stopped. Skew must move when a slot runs, never how often (DESIGN.md).
+
+
+@pytest.mark.parametrize("early_s", [2.5, 4.5])
+def test_a_delay_run_released_early_still_waits_its_delay_after_its_slot(
+    rig: Rig, t0: datetime, early_s: float
+) -> None:
+    # Given a delay(4 seconds) job whose slot at t0 + 10 s was released early_s seconds early
+    job = rig.add_job(schedule="delay(4 seconds)")
+    slot = t0 + timedelta(seconds=10)
+    worker = rig.worker()
+    rig.clock.set(slot - timedelta(seconds=early_s))
+    rig.send(rig.message(job, slot))
+    # When it runs (and ends at once)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    # Then the next slot is 4 s after the slot, not 4 s after the early end (nor the slot itself)
+    fires = rig.timers(t0, t0 + timedelta(minutes=5), TimerKind.FIRE)
+    assert [t.slot for t in fires] == [slot_key(slot + timedelta(seconds=4))]

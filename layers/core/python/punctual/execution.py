@@ -66,7 +66,7 @@ from punctual.retries import RandomSource, next_retry_at, seeded_random
 from punctual.settings import Settings
 from punctual.store.base import ExecutionConflictError, Expect, JobStore
 from punctual.targets.base import Outcome, SlotContext, TargetInvoker, TargetResult
-from punctual.timers import TimerKind, TimerLayout, slot_key
+from punctual.timers import TimerKind, TimerLayout, slot_instant, slot_key
 
 log = logging.getLogger("punctual.execution")
 
@@ -1238,7 +1238,10 @@ class Worker:
         ):
             return  # paused, deleted or re-specified: resume/replace wrote their own timer
         finished = execution.finished_at or now
-        nxt = schedule_of(current).next_after(finished)
+        # A poller whose clock runs ahead releases a slot early, and its run can end before the
+        # slot's own instant: count the delay from the later of the two, so that skew moves when
+        # a run starts, never how often, and the chain never names this slot again (it stopped).
+        nxt = schedule_of(current).next_after(max(finished, slot_instant(execution.slot)))
         if nxt is None or (current.end_at is not None and nxt > current.end_at):
             return
         timer = self.config.layout.make(
