@@ -32,7 +32,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -128,10 +128,6 @@ class JobRecord:
     registered_sent: float
     registered_answered: float
     epochs: list[Epoch] = field(default_factory=list)
-
-    @property
-    def schedule_kind(self) -> str:
-        return self.kind
 
     @property
     def max_attempts(self) -> int:
@@ -304,7 +300,3 @@ def time_slots(
             if known is None or (known.owed and not owed):
                 out[key] = SlotExpectation(key, moment, owed, reason, epoch.version)
     return out
-
-
-def owed_count(expectations: Iterable[SlotExpectation]) -> int:
-    return sum(1 for e in expectations if e.owed)

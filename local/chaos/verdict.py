@@ -46,7 +46,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -728,7 +728,3 @@ def judge(data: RunData) -> Verdict:
 
 def judge_dir(run_dir: Path) -> Verdict:
     return judge(RunData.read(run_dir))
-
-
-def utc(t: float) -> datetime:
-    return datetime.fromtimestamp(t, tz=UTC)
