@@ -277,19 +277,7 @@ class DynamoStore(JobStore):
             },
         ]
         items.extend({"Put": {"TableName": self.table, "Item": self._timer_item(t)}} for t in timers)
-        try:
-            self.client.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "TransactionCanceledException":
-                raise
-            reasons = exc.response.get("CancellationReasons", [])
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                old = reasons[0].get("Item") or {}
-                current = int(old["version"]["N"]) if "version" in old else None
-                raise VersionConflictError(
-                    f"job {job.id!r} is not at version {expected_version}", current
-                ) from None
-            raise
+        self._versioned_transaction(items, job.id, expected_version)
 
     def delete_job(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
         condition = "attribute_exists(pk)"
@@ -322,6 +310,12 @@ class DynamoStore(JobStore):
                 }
             },
         ]
+        self._versioned_transaction(items, job_id, expected_version)
+
+    def _versioned_transaction(
+        self, items: list[dict[str, Any]], job_id: str, expected_version: int | None
+    ) -> None:
+        """Run a transaction whose first item is conditional on the job's version."""
         try:
             self.client.transact_write_items(TransactItems=items)
         except ClientError as exc:
