@@ -12,6 +12,7 @@ RETRY_WAIT with no retry timer) for good: a missed slot after two crashes on one
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -75,7 +76,13 @@ def test_a_takeover_that_dies_after_recording_its_failure_is_repaired(rig: Rig, 
     rig.clock.advance(VISIBILITY_S + 1)
     [received] = rig.queues.receive(SHORT, 1, 0, VISIBILITY_S)
     original_put = rig.store.put_timers
-    rig.store.put_timers = lambda timers: (_ for _ in ()).throw(Crash())  # type: ignore[method-assign]
+
+    def put_timers(timers: list[Any]) -> None:
+        if any(t.kind is TimerKind.RETRY for t in timers):
+            raise Crash()  # the worker dies right after the RETRY_WAIT record
+        original_put(timers)
+
+    rig.store.put_timers = put_timers  # type: ignore[method-assign]
     with pytest.raises(Crash):
         worker.process(received.message, Delivery(SHORT, received.receipt, received.receive_count))
     rig.store.put_timers = original_put  # type: ignore[method-assign]
@@ -147,3 +154,44 @@ def test_a_delay_run_released_early_still_waits_its_delay_after_its_slot(
     # Then the next slot is 4 s after the slot, not 4 s after the early end (nor the slot itself)
     fires = rig.timers(t0, t0 + timedelta(minutes=5), TimerKind.FIRE)
     assert [t.slot for t in fires] == [slot_key(slot + timedelta(seconds=4))]
+
+
+# --------------------------------------------------------------------------- a Lambda slot whose message dies
+#
+# The same long run, fixed: slow-00's slot 11:42:31 lost three workers in a row. Every crash
+# costs its message receives (the return, then a wait for the lease), and at the queue's
+# maxReceiveCount (5) SQS moved it to the dead-letter queue: with no lease timer in the Lambda
+# lane, nothing was left to recover the slot (RUNNING, lease lapsed). A re-sent duplicate the
+# chaos driver happened to inject took it over. A takeover is rare: it now writes a LEASE
+# timer, so the poller recovers the slot if its message is gone.
+
+
+def test_a_taken_over_lambda_slot_survives_the_loss_of_its_message(rig: Rig, t0: datetime) -> None:
+    # Given a Lambda job whose first worker dies, and whose takeover's worker dies too
+    job = rig.add_job(timeout_seconds=10)
+    rig.target = FakeTarget(Crash(), Crash(), TargetResult.ok("recovered"))
+    worker = rig.worker(lease_s=10)
+    rig.send(rig.message(job, t0))
+    for _ in range(2):
+        claim, _ = deliver(rig, worker)
+        with pytest.raises(Crash):
+            worker.run(claim)  # type: ignore[arg-type]
+        rig.clock.advance(VISIBILITY_S + 1)
+    # When the message is gone (dead-lettered after maxReceiveCount receives)
+    [received] = rig.queues.receive(SHORT, 1, 0, VISIBILITY_S)
+    rig.queues.delete(SHORT, received.receipt)
+    # Then the poller finds the lapsed lease from its timer and sends the next attempt
+    rig.poll(lookback=timedelta(hours=1))
+    [takeover] = rig.queues.all_messages(SHORT)
+    assert (takeover.kind, takeover.attempt) == (MessageKind.TAKEOVER, 3)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    [record] = rig.history(job)
+    assert statuses(record.attempts) == [(1, "TIMED_OUT"), (2, "TIMED_OUT"), (3, "SUCCEEDED")]
+
+
+def test_the_common_lambda_path_still_writes_no_lease_timer(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job(timeout_seconds=10)
+    worker = rig.worker(lease_s=10)
+    rig.send(rig.message(job, t0))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert rig.timers(t0 - timedelta(minutes=1), t0 + timedelta(hours=1), TimerKind.LEASE) == []

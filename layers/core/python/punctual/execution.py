@@ -23,7 +23,9 @@ back after the visibility timeout and takes over the lapsed lease. The message s
 of the attempt it took over (it was sent for an earlier one), so in this mode a message for an
 attempt older than the record's is read as one for the record's own attempt: WAIT, TAKEOVER
 or, redelivered after the attempt ended, REPAIR (found by the chaos run, local/chaos: after
-two crashes on one slot the message was dropped and the slot stayed RUNNING for good).
+two crashes on one slot the message was dropped and the slot stayed RUNNING for good). A
+takeover in this mode also writes a LEASE timer: the message has been returned at least once
+and may reach the queue's maxReceiveCount; the timer recovers the run once it is dead-lettered.
 
 The ECS worker heartbeats (``lease_until`` and the message's visibility) and writes a LEASE
 timer at every new ``lease_until``, so the poller recovers an execution whose message was lost.
@@ -728,6 +730,11 @@ class Worker:
             self._save(running, current, Expect(_LIVE, current.attempt, current.owner, check_owner=True))
             self.metrics.add("Takeovers", 1)
             log.warning("took over %s %s as attempt %d", job.id, current.slot, running.attempt)
+            if not self.config.lease_timers:
+                # Message mode: this message came back after a crash, and every return costs it
+                # receives towards the queue's maxReceiveCount. If it is dead-lettered, a LEASE
+                # timer (one write, on this rare path only) lets the poller recover the run.
+                self._put_lease_timer(job, running, now)
             return self._claimed(job, message, delivery, running, now)
         return self._start(current, job, message, delivery, now)
 
