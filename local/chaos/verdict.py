@@ -701,6 +701,18 @@ class Judge:
         self.verdict.notes = self.notes()
         return self.verdict
 
+    def own_dead_letters(self) -> int:
+        resent = {
+            (f.get("job_id"), f.get("slot"), f.get("attempt"), f.get("released_at"))
+            for f in self.data.faults
+            if f.get("event") == "duplicate"
+        }
+        return sum(
+            1
+            for m in self.data.dead_letters
+            if (m.get("job_id"), m.get("slot"), m.get("attempt"), m.get("released_at")) not in resent
+        )
+
     def notes(self) -> list[str]:
         def pct(values: list[float], q: float) -> str:
             if not values:
@@ -717,7 +729,8 @@ class Judge:
             f"retry lateness after the backoff instant: max {pct(self.retry_lateness, 100)}",
             f"optional slots that ran: {self.optional_ran}; attempts taken over after a lost worker: "
             f"{self.takeovers}; 2xx re-runs after a lost worker: {self.reruns_after_loss}; "
-            f"dead-lettered messages: {len(self.data.dead_letters)}",
+            f"dead-lettered messages: {len(self.data.dead_letters)} ({self.own_dead_letters()} of them the "
+            "system's own, not re-sent by the driver)",
         ]
 
 

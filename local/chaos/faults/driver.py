@@ -454,6 +454,7 @@ class FaultDriver:
                 job_id=job_id,
                 slot=message.slot,
                 attempt=attempt,
+                released_at=message.released_at,
                 age_s=round(age, 1),
                 planned_s=fault.at_s,
             )
