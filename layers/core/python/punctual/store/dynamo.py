@@ -11,6 +11,7 @@ Items::
     dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
     dependent    pk=job#<tenant>#<parent>  sk=child#<child>
     timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
+    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
@@ -18,11 +19,12 @@ A job's history is one query on its partition (``exec#`` prefix, newest first).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import time
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -48,12 +50,21 @@ from punctual.timers import (
     due_bound,
     minute_key,
     parse_minute_key,
+    slot_instant,
+    slot_key,
 )
 
 WATERMARK_CHUNK = 64  # shards per watermark item: one write per chunk per poller per minute
 _BATCH_GET_MAX = 100
 _BATCH_WRITE_MAX = 25
 _MAX_UNPROCESSED_ROUNDS = 12
+# Timer packs: at most this many timers per item (~4 KB), all due within one window of the
+# lane. A far bucket is read whole, so a pack may span its minute; a near bucket is read by
+# due range, and a range read looks one window further back.
+_PACK_MAX = 64
+_PACK_SPAN_MS = {Lane.FAR: 60_000, Lane.NEAR: 1_000}
+_KIND_CODE = {TimerKind.FIRE: "f", TimerKind.RETRY: "r", TimerKind.LEASE: "l", TimerKind.CHILD: "c"}
+_KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
 
 def _s(value: str) -> dict[str, str]:
@@ -62,6 +73,10 @@ def _s(value: str) -> dict[str, str]:
 
 def _n(value: int | float) -> dict[str, str]:
     return {"N": str(value)}
+
+
+def _slot_of_second(second: int) -> str:
+    return slot_key(datetime.fromtimestamp(second, tz=UTC))
 
 
 def job_pk(tenant: str, job_id: str) -> str:
@@ -344,6 +359,14 @@ class DynamoStore(JobStore):
                 raise
 
     # ---------------------------------------------------------------- timers
+    #
+    # A timer is one row when it is written alone (registration, a retry, a lease). The
+    # poller writes the next timers of a whole release at once: those that share a bucket
+    # and a due window are packed into one item (``tm``: a compact JSON list), because a
+    # write costs one unit per started kilobyte and a row is ~180 bytes, a packed entry
+    # ~65. A pack's sort key is its window's first instant plus a digest of its entries,
+    # so rewriting the same set writes the same item, and a reader that finds one timer in
+    # two items (two pollers packed it differently) returns it once.
 
     @staticmethod
     def _timer_item(timer: Timer) -> dict[str, Any]:
@@ -379,11 +402,79 @@ class DynamoStore(JobStore):
             owner=item["owner"]["S"] if "owner" in item else None,
         )
 
+    @staticmethod
+    def _pack_item(pk: str, window_ms: int, timers: Sequence[Timer]) -> dict[str, Any]:
+        """One item holding several timers of one bucket, all due within one window."""
+        tenants: dict[str, int] = {}
+        entries: list[list[Any]] = []
+        for t in sorted(timers, key=lambda t: t.sk):
+            slot: str | int = t.slot
+            if "~" not in t.slot:
+                second = int(slot_instant(t.slot).timestamp())
+                if _slot_of_second(second) == t.slot:
+                    slot = second  # a plain slot key: its epoch second (10 bytes, not 22)
+            entry: list[Any] = [t.due_ms, t.job_id, tenants.setdefault(t.tenant, len(tenants)), slot]
+            entry += [t.attempt, _KIND_CODE[t.kind], t.job_version]
+            if t.owner:
+                entry.append(t.owner)
+            entries.append(entry)
+        body = json.dumps([list(tenants), entries], separators=(",", ":"))
+        digest = hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
+        return {
+            "pk": _s(pk),
+            "sk": _s(f"{due_bound(window_ms)}#~{digest}"),
+            "tm": _s(body),
+            "n": _n(len(entries)),
+            "expires_at": _n(max(t.expires_at for t in timers)),
+        }
+
+    @staticmethod
+    def _timers_from_pack(item: dict[str, Any]) -> list[Timer]:
+        lane_name, _, shard_text = item["pk"]["S"].split("#")
+        lane, shard = Lane(lane_name), int(shard_text)
+        tenants, entries = json.loads(item["tm"]["S"])
+        out: list[Timer] = []
+        for entry in entries:
+            due, job_id, tenant, slot, attempt, kind, version = entry[:7]
+            out.append(
+                Timer(
+                    lane=lane,
+                    shard=shard,
+                    due_ms=due,
+                    job_id=job_id,
+                    tenant=tenants[tenant],
+                    slot=_slot_of_second(slot) if isinstance(slot, int) else slot,
+                    attempt=attempt,
+                    kind=_KIND_OF_CODE[kind],
+                    job_version=version,
+                    owner=entry[7] if len(entry) > 7 else None,
+                )
+            )
+        return out
+
+    @staticmethod
+    def _pack_window(lane: Lane, due_ms: int) -> int:
+        span = _PACK_SPAN_MS[lane]
+        return due_ms - due_ms % span
+
+    def _timer_rows(self, timers: Sequence[Timer]) -> list[dict[str, Any]]:
+        """The items to write for ``timers``: a row for a lone timer, packs for the rest."""
+        groups: dict[tuple[str, int], dict[str, Timer]] = {}
+        for t in timers:
+            groups.setdefault((t.pk, self._pack_window(t.lane, t.due_ms)), {})[t.sk] = t
+        rows: list[dict[str, Any]] = []
+        for (pk, window), members in groups.items():
+            ordered = [members[sk] for sk in sorted(members)]
+            for start in range(0, len(ordered), _PACK_MAX):
+                part = ordered[start : start + _PACK_MAX]
+                single = len(part) == 1
+                rows.append(self._timer_item(part[0]) if single else self._pack_item(pk, window, part))
+        return rows
+
     def put_timers(self, timers: Sequence[Timer]) -> None:
-        # BatchWriteItem cannot be conditional, and need not be: a timer row is immutable
-        # and its key is its identity, so rewriting it writes the same bytes.
-        unique = {(t.pk, t.sk): t for t in timers}
-        rows = [{"PutRequest": {"Item": self._timer_item(t)}} for t in unique.values()]
+        # BatchWriteItem cannot be conditional, and need not be: a timer is immutable and an
+        # item's key follows from its content, so rewriting it writes the same bytes.
+        rows = [{"PutRequest": {"Item": item}} for item in self._timer_rows(timers)]
         for start in range(0, len(rows), _BATCH_WRITE_MAX):
             request: dict[str, Any] = {self.table: rows[start : start + _BATCH_WRITE_MAX]}
             for round_no in range(_MAX_UNPROCESSED_ROUNDS):
@@ -403,31 +494,45 @@ class DynamoStore(JobStore):
         from_ms: int | None = None,
         to_ms: int | None = None,
     ) -> list[Timer]:
+        """The timers of one bucket due in [from_ms, to_ms], in due order.
+
+        A read bounded below is a poll of the near lane, which the poller repeats over a
+        look-back window: it is eventually consistent (half the read cost; a row not yet
+        visible is found by a later poll, and the poller's last read is a full, strongly
+        consistent one). Every other read is strongly consistent.
+        """
         values: dict[str, Any] = {":pk": _s(bucket_pk(lane, minute, shard))}
         condition = "pk = :pk"
-        if from_ms is not None and to_ms is not None:
+        # A pack's sort key is its window's start: look one window further back.
+        low = None if from_ms is None else max(0, from_ms - _PACK_SPAN_MS[lane] + 1)
+        if low is not None and to_ms is not None:
             condition += " AND sk BETWEEN :lo AND :hi"
-            values[":lo"] = _s(due_bound(from_ms))
+            values[":lo"] = _s(due_bound(low))
             values[":hi"] = _s(due_bound(to_ms) + "$")  # '$' sorts after '#': includes due == to_ms
-        elif from_ms is not None:
+        elif low is not None:
             condition += " AND sk >= :lo"
-            values[":lo"] = _s(due_bound(from_ms))
+            values[":lo"] = _s(due_bound(low))
         elif to_ms is not None:
             condition += " AND sk <= :hi"
             values[":hi"] = _s(due_bound(to_ms) + "$")
-        timers: list[Timer] = []
+        found: dict[str, Timer] = {}
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
-            "ConsistentRead": True,
+            "ConsistentRead": from_ms is None,
         }
+        lo, hi = from_ms if from_ms is not None else -1, to_ms if to_ms is not None else 1 << 62
         while True:
             reply = self.client.query(**request)
-            timers.extend(self._timer_from_item(item) for item in reply.get("Items", []))
+            for item in reply.get("Items", []):
+                batch = self._timers_from_pack(item) if "tm" in item else [self._timer_from_item(item)]
+                for timer in batch:
+                    if lo <= timer.due_ms <= hi:
+                        found.setdefault(timer.sk, timer)
             last = reply.get("LastEvaluatedKey")
             if not last:
-                return timers
+                return [found[sk] for sk in sorted(found)]
             request["ExclusiveStartKey"] = last
 
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
@@ -435,12 +540,12 @@ class DynamoStore(JobStore):
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": _s(bucket_pk(lane, minute, shard))},
-            "Select": "COUNT",
+            "ProjectionExpression": "n",
         }
         total = 0
         while True:
             reply = self.client.query(**request)
-            total += int(reply.get("Count", 0))
+            total += sum(int(item["n"]["N"]) if "n" in item else 1 for item in reply.get("Items", []))
             last = reply.get("LastEvaluatedKey")
             if not last:
                 return total
