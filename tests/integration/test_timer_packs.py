@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-
 from conftest import TABLE
+
 from punctual.store.dynamo import DynamoStore
 from punctual.store.memory import MemoryStore
 from punctual.timers import Lane, Timer, TimerKind, minute_of, slot_key, to_ms
@@ -22,9 +22,7 @@ from punctual.timers import Lane, Timer, TimerKind, minute_of, slot_key, to_ms
 KINDS = list(TimerKind)
 
 
-def _timer(
-    lane: Lane, minute: datetime, offset_ms: int, n: int, *, shard: int = 0, **extra: Any
-) -> Timer:
+def _timer(lane: Lane, minute: datetime, offset_ms: int, n: int, *, shard: int = 0, **extra: Any) -> Timer:
     due_ms = to_ms(minute) + offset_ms
     values: dict[str, Any] = {
         "job_id": f"01JDZ{n:021d}",
@@ -84,7 +82,9 @@ def test_repeats_and_regroupings_never_duplicate_a_timer(dynamo_client, t0):  # 
     memory.put_timers(timers)
     assert dynamo.query_timers(Lane.NEAR, minute, 0) == memory.query_timers(Lane.NEAR, minute, 0)
     lo, hi = to_ms(minute) + 1_000, to_ms(minute) + 7_250
-    assert dynamo.query_timers(Lane.NEAR, minute, 0, lo, hi) == memory.query_timers(Lane.NEAR, minute, 0, lo, hi)
+    assert dynamo.query_timers(Lane.NEAR, minute, 0, lo, hi) == memory.query_timers(
+        Lane.NEAR, minute, 0, lo, hi
+    )
 
 
 def test_any_due_range_matches_the_reference(dynamo_client, t0):  # type: ignore[no-untyped-def]
@@ -121,7 +121,9 @@ def test_slots_that_are_not_plain_instants_survive_a_pack(dynamo_client, t0):  #
     ]
     dynamo.put_timers(odd)
     assert len(_items(dynamo_client)) == 1
-    assert sorted(dynamo.query_timers(Lane.FAR, minute, 0), key=lambda t: t.sk) == sorted(odd, key=lambda t: t.sk)
+    assert sorted(dynamo.query_timers(Lane.FAR, minute, 0), key=lambda t: t.sk) == sorted(
+        odd, key=lambda t: t.sk
+    )
 
 
 def test_near_polls_are_eventually_consistent_and_full_reads_strongly(dynamo_client, t0):  # type: ignore[no-untyped-def]
