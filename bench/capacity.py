@@ -2,13 +2,21 @@
 
 From the requests a trigger makes (``cost_per_million.json``), the CPU they take
 (``cpu_per_trigger.json``) and the published AWS limits below (each with its source), this
-computes for a sustained rate and for a top-of-minute burst: the shard groups (pollers),
-queues, worker concurrency and DynamoDB throughput needed, the headroom at every limit, the
-first limit that breaks and at what rate, and the burst's fire-delay distribution (a fluid
-model of the drain: messages x time per message / concurrency, with Lambda's scaling rate).
+computes, for three settings profiles (the defaults, a "scale" profile and a "burst-ready"
+profile): the shard groups (pollers), queues, worker concurrency and DynamoDB throughput
+needed, the headroom at every limit, the first limit that breaks and at what rate, the
+fire-delay distribution of a top-of-minute burst, and what each profile costs a month.
 
-Everything here is arithmetic on explicit inputs (``tests/unit/test_capacity.py`` checks
-it); nothing is measured. Run ``python bench/capacity.py`` after the CPU and cost benchmarks.
+The burst is a fluid model: pollers release at their CPU-bound rate; workers start messages as
+fast as the capacity that exists at each instant allows (drain ≈ messages x time per message ÷
+concurrency), that capacity growing at the published ramps: an SQS event source adds 300
+concurrent invokes a minute, a function 1,000 environments per 10 s (each one cold for a
+second), and standing ECS tasks or provisioned environments are there from the start.
+
+Everything here is arithmetic on explicit inputs and stated assumptions (``ASSUMPTIONS``;
+``tests/unit/test_capacity.py`` checks it); nothing is measured here. The per-trigger figures
+are read from ``bench/results`` each run, so a leaner trigger moves every figure. Run
+``python bench/capacity.py`` after the CPU and cost benchmarks.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ class Limit:
 
 
 CHECKED = "2026-11-30"
+SQS_SCALING = "docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html"
 LIMITS: dict[str, Limit] = {
     "dynamodb_partition_wcu": Limit(
         1000,
@@ -60,9 +69,9 @@ LIMITS: dict[str, Limit] = {
     "dynamodb_new_table_wru": Limit(
         4000,
         "write units/s a new on-demand table takes at once (then double the previous peak per 30 min,"
-        " or pre-set warm throughput)",
-        f"same page; warm throughput: docs.aws.amazon.com/amazondynamodb/latest/developerguide/"
-        f"warm-throughput-scenarios.html (read {CHECKED})",
+        " or pre-set warm throughput, which is kept once set)",
+        f"same page; docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html"
+        f" (read {CHECKED})",
         adjustable=True,
     ),
     "sqs_fifo_tps": Limit(
@@ -79,19 +88,42 @@ LIMITS: dict[str, Limit] = {
     "lambda_account_concurrency": Limit(
         1000,
         "concurrent executions per account and region (default quota)",
-        f"docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html (read {CHECKED})",
+        f"{SQS_SCALING} (read {CHECKED})",
         adjustable=True,
     ),
     "lambda_scaling_rate": Limit(
         1000,
-        "new execution environments per 10 s per function",
+        "new execution environments per 10 s per function (each function scales on its own)",
         f"docs.aws.amazon.com/lambda/latest/dg/scaling-behavior.html (read {CHECKED})",
     ),
     "lambda_esm_max_concurrency": Limit(
         1000,
         "MaximumConcurrency of one SQS event source (2-1,000); FIFO: at most one per active message group",
-        f"docs.aws.amazon.com/AWSCloudFormation/.../aws-properties-lambda-eventsourcemapping-scalingconfig"
-        f" and services-sqs-scaling.html (read {CHECKED})",
+        f"docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html and {SQS_SCALING} (read {CHECKED})",
+    ),
+    "lambda_esm_start": Limit(
+        5,
+        "concurrent invokes an SQS event source starts with when messages appear",
+        f"{SQS_SCALING} (read {CHECKED})",
+    ),
+    "lambda_esm_ramp_per_min": Limit(
+        300,
+        "more concurrent invokes per minute per SQS event source, standard mode (stated for standard"
+        " queues; the page gives no other rate for FIFO, so the model applies it to FIFO too)",
+        f"{SQS_SCALING} (read {CHECKED})",
+    ),
+    "lambda_esm_provisioned_ramp_per_min": Limit(
+        1000,
+        "concurrent executions added per minute by an SQS event source in provisioned mode (up to 20,000);"
+        " MinimumPollers 2-200, MaximumPollers 2-2,000 per event source",
+        "aws.amazon.com/blogs/aws/aws-lambda-enhances-sqs-processing-with-new-provisioned-mode-3x-faster-"
+        "scaling-16x-higher-capacity; docs.aws.amazon.com/lambda/latest/api/API_ProvisionedPollerConfig.html"
+        f" (read {CHECKED}); FIFO support not stated there: unverified here",
+    ),
+    "lambda_esm_invokes_per_poller": Limit(
+        10,
+        "concurrent invokes one provisioned SQS event poller drives",
+        "as recalled from the provisioned-mode section of services-sqs-scaling.html; unverified here",
     ),
     "lambda_vcpu_mb": Limit(
         1769,
@@ -104,6 +136,12 @@ LIMITS: dict[str, Limit] = {
         "concurrent iterations of an inline Map state",
         f"docs.aws.amazon.com/step-functions/latest/dg/state-map-inline.html (read {CHECKED})",
     ),
+    "sfn_distributed_map_concurrency": Limit(
+        10_000,
+        "concurrent child workflow executions of a Distributed Map state",
+        "docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html;"
+        " as published, unverified here",
+    ),
     "apigw_account_rps": Limit(
         10_000,
         "requests/s per account and region across APIs (burst 5,000)",
@@ -112,49 +150,150 @@ LIMITS: dict[str, Limit] = {
     ),
 }
 
+# Prices bench/prices.json does not carry (us-east-1, arm64), with where they come from.
+EXTRA_PRICES: dict[str, tuple[float, str]] = {
+    "lambda_provisioned_gb_s": (
+        0.0000033334,
+        "Lambda provisioned concurrency, arm64, per GB-second kept warm: aws.amazon.com/lambda/pricing/;"
+        " as widely published, unverified here",
+    ),
+    "fargate_vcpu_hour": (
+        0.03238,
+        "Fargate Linux/ARM per vCPU-hour: aws.amazon.com/fargate/pricing/;"
+        " as widely published, unverified here",
+    ),
+    "fargate_gb_hour": (
+        0.00356,
+        "Fargate Linux/ARM per GB-hour: same page; as widely published, unverified here",
+    ),
+}
+
+# What the model takes as given where nothing measured or published says more.
+ASSUMPTIONS: dict[str, tuple[float, str]] = {
+    "cold_start_s": (
+        1.0,
+        "a new worker environment's init (Python, boto3, Powertools, the layer) before its first message",
+    ),
+    "ecs_cpu_efficiency": (
+        0.8,
+        "share of one vCPU an ECS worker process turns into work with 32 threads under the GIL",
+    ),
+    "ecs_lease_wru": (
+        1.0,
+        "an ECS (heartbeat-mode) worker writes a LEASE timer per execution: one more write, due in"
+        " lease_s = 60 s, so into a near shard",
+    ),
+    "burst_margin": (
+        0.9,
+        "the burst-ready search aims at 90 % of each target (4.5 s p99, 9 s all started) for what the"
+        " fluid model leaves out: a batch's tenth message starts 9 messages after its first (~0.2 s),"
+        " pollers start a few hundred ms apart",
+    ),
+    "sqs_send_ms": (10.0, "SendMessageBatch latency (bench/cost_per_million.py's assumption, read from it)"),
+    "batch_get_ms": (8.0, "BatchGetItem latency (same)"),
+    "batch_write_ms": (10.0, "BatchWriteItem latency (same)"),
+}
+
+
+def assumed(name: str) -> float:
+    return ASSUMPTIONS[name][0]
+
+
+SECONDS_A_MONTH = 86_400 * 365 / 12
+MINUTES_A_MONTH = SECONDS_A_MONTH / 60
+DEPLOYABLE_MAX_QUEUES = 10  # infra/constants.py MAX_QUEUE_COUNT
+DEPLOYABLE_MAX_GROUPS = 40  # infra/constants.py MAX_SHARD_GROUPS (the inline Map)
+
 # --------------------------------------------------------------------------- inputs
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """The settings that decide capacity (defaults: infra/constants.py and punctual.settings)."""
+    """The settings that decide capacity (defaults: infra/constants.py, cdk.json, punctual.settings)."""
 
     shard_count: int = 512
     near_shard_count: int = 32
     queue_count: int = 1
+    worker_functions: int = 1  # one worker function drains every short queue (per-queue: not deployable)
     worker_max_concurrency: int = 200  # per queue (event source MaximumConcurrency)
-    account_concurrency: int = 1000
+    account_concurrency: int = 1000  # a Service Quotas request, not a cdk.json key
     max_shard_groups: int = 40
     triggers_per_poller_minute: int = 60_000
     batch_size: int = 10
+    send_concurrency: int = 8  # the poller's release threads (punctual.settings.queue_send_concurrency)
     poller_memory_mb: int = 1024
     worker_memory_mb: int = 512
     poller_minute_s: float = 75.0  # lead 10 s + minute + grace 5 s
     poll_interval_s: float = 1.0
     near_lookback_s: float = 7.0  # skew 5 s + two poll intervals
-    table_wru: float = 40_000
+    table_wru: float = 40_000  # the table quota (Service Quotas)
     table_rru: float = 40_000
-    warm_wru: float | None = None  # pre-set warm throughput (None: what the table has reached)
-    prewarmed_workers: int = 0  # provisioned concurrency ahead of a burst
+    warm_wru: float = 0  # pre-set warm throughput (cdk.json tableWarmWriteUnitsPerSecond; 0: none)
+    warm_rru: float = 0
+    prewarmed_workers: int = 0  # provisioned concurrency across the worker functions
+    esm_mode: str = "standard"  # or "provisioned" (MinimumPollers held)
+    esm_min_pollers: int = 0  # per event source, provisioned mode
+    ecs_burst_tasks: int = 0  # standing ECS worker tasks that also drain the short queues
+    ecs_task_vcpu: float = 1.0
+    ecs_task_gb: float = 2.0
+    ecs_threads: int = 32
+    poller_billed_s: float = 80.0  # what a poller is billed a minute (cost bench: lead and grace included)
+
+
+CDK_CONTEXT_KEYS = {
+    "shard_count": "shardCount",
+    "near_shard_count": "nearShardCount",
+    "queue_count": "queueCount",
+    "worker_max_concurrency": "workerMaxConcurrency",
+    "max_shard_groups": "maxShardGroups",
+    "poller_memory_mb": "pollerMemoryMb",
+    "worker_memory_mb": "workerMemoryMb",
+    "batch_size": "workerBatchSize",
+    "warm_wru": "tableWarmWriteUnitsPerSecond",
+    "warm_rru": "tableWarmReadUnitsPerSecond",
+}
+
+
+def deployed_defaults() -> Deployment:
+    """The defaults as cdk.json has them now (the dataclass's where a key is missing)."""
+    try:
+        context = json.loads((benchlib.ROOT / "cdk.json").read_text())["context"]
+    except (OSError, KeyError, ValueError):
+        return Deployment()
+    found = {attr: int(context[key]) for attr, key in CDK_CONTEXT_KEYS.items() if key in context}
+    return replace(Deployment(), **found)
 
 
 @dataclass(frozen=True)
 class PerTrigger:
     """What one trigger costs, measured by the CPU and cost benchmarks (defaults: their figures)."""
 
-    wru: float = 3.0  # next timer 1 + claim 1 + finish 1
+    timer_wru: float = 1.0  # the poller's next-timer write (packing timers makes this < 1)
+    exec_wru: float = 2.0  # the worker's claim and finish
     rru: float = 1.18
     timer_bytes: float = 182.0
     poller_cpu_us_near: float = 660.0  # core + marshalling + botocore, a near-lane timer
     poller_cpu_us_far: float = 390.0  # a far-lane timer is read once, not ~8 times
+    far_query_cpu_us: float = 36.0  # of which the far Query, done a minute ahead
     worker_cpu_us: float = 1006.0
+    put_item_cpu_us: float = 305.0  # botocore's CPU for one PutItem (an ECS worker's LEASE timer)
     worker_io_ms: float = 16.0  # GetItem + two PutItem at typical latencies
     target_ms: float = 0.0  # the job's own run time (0: the scheduler's overhead alone)
     near_share: float = 0.5  # share of triggers whose next timer is in the near lane
 
     @property
+    def wru(self) -> float:
+        return self.timer_wru + self.exec_wru
+
+    @property
     def poller_cpu_us(self) -> float:
         return self.near_share * self.poller_cpu_us_near + (1 - self.near_share) * self.poller_cpu_us_far
+
+    @property
+    def release_cpu_us(self) -> float:
+        """Poller CPU per slot at its instant: the far lane's Query was done a minute ahead."""
+        far = self.poller_cpu_us_far - self.far_query_cpu_us
+        return self.near_share * self.poller_cpu_us_near + (1 - self.near_share) * far
 
 
 def load_measured() -> PerTrigger:
@@ -169,22 +308,42 @@ def load_measured() -> PerTrigger:
         )
         fixed = sdk["SendMessageBatch (10)"] / 10 + sdk["BatchWriteItem (25 timers)"] / 25
         fixed += sdk["BatchGetItem (100 jobs)"] / 100
+        query = sdk["Query (100 timers)"] / 100
         per = replace(
             per,
             poller_cpu_us_near=float(cpu["poller_cpu_us_per_trigger"]),
-            poller_cpu_us_far=core + fixed + sdk["Query (100 timers)"] / 100,
+            poller_cpu_us_far=core + fixed + query,
+            far_query_cpu_us=query,
             worker_cpu_us=float(cpu["worker_cpu_us_per_trigger"]),
+            put_item_cpu_us=float(sdk.get("PutItem (execution)", per.put_item_cpu_us)),
         )
     except (OSError, KeyError, ValueError):
         pass
     try:
         cost = json.loads((benchlib.RESULTS_DIR / "cost_per_million.json").read_text())
-        units = cost["summary"]["dynamodb_units_per_trigger"]
-        io_ms = cost["summary"]["worker_lambda_at_scale"]["io_ms_per_trigger"]
-        per = replace(per, wru=float(units["wru"]), rru=float(units["rru"]), worker_io_ms=float(io_ms))
-    except (OSError, KeyError, ValueError):
+        summary = cost["summary"]
+        units = summary["dynamodb_units_per_trigger"]
+        io_ms = summary["worker_lambda_at_scale"]["io_ms_per_trigger"]
+        # The poller's writes are the next timers; every other write is the worker's.
+        timer = sum(r["wru_per_trigger"] for r in summary.get("rows", []) if r["phase"] == "poller")
+        timer = timer if summary.get("rows") else per.timer_wru
+        per = replace(
+            per,
+            timer_wru=float(timer),
+            exec_wru=float(units["wru"]) - float(timer),
+            rru=float(units["rru"]),
+            worker_io_ms=float(io_ms),
+        )
+    except (OSError, KeyError, ValueError, TypeError):
         pass
     return per
+
+
+def load_cost() -> dict[str, Any]:
+    try:
+        return dict(json.loads((benchlib.RESULTS_DIR / "cost_per_million.json").read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 # --------------------------------------------------------------------------- arithmetic
@@ -195,19 +354,60 @@ def vcpu(memory_mb: float) -> float:
     return memory_mb / LIMITS["lambda_vcpu_mb"].value
 
 
-def poller_rate(d: Deployment, p: PerTrigger, lane: str = "mixed") -> float:
-    """Triggers per second one poller releases when its CPU is the bound (it is: see the CPU bench).
+def python_vcpu(memory_mb: float) -> float:
+    """What one Python process uses of it: at most one vCPU (the GIL), whatever the memory."""
+    return min(1.0, vcpu(memory_mb))
 
-    ``lane``: "far" (a top-of-minute burst: read once a minute), "near" (re-read every poll of
-    the look-back) or "mixed" (the sustained share).
+
+def poller_rate(d: Deployment, p: PerTrigger, lane: str = "mixed") -> float:
+    """Triggers per second one poller handles when its CPU is the bound (it is: see the CPU bench).
+
+    ``lane``: "far" (read once a minute), "near" (re-read every poll of the look-back),
+    "mixed" (the sustained share) or "release" (at a burst's instant: the far Query was done
+    a minute ahead).
     """
-    cpu = {"far": p.poller_cpu_us_far, "near": p.poller_cpu_us_near}.get(lane, p.poller_cpu_us)
-    return vcpu(d.poller_memory_mb) * 1e6 / cpu
+    cpu = {
+        "far": p.poller_cpu_us_far,
+        "near": p.poller_cpu_us_near,
+        "release": p.release_cpu_us,
+    }.get(lane, p.poller_cpu_us)
+    return python_vcpu(d.poller_memory_mb) * 1e6 / cpu
+
+
+def poller_io_rate(d: Deployment) -> float:
+    """The poller's I/O bound: each release thread handles a chunk of 100 slots with one
+    BatchGetItem, ten SendMessageBatch and four BatchWriteItem one after another."""
+    chunk_s = (assumed("batch_get_ms") + 10 * assumed("sqs_send_ms") + 4 * assumed("batch_write_ms")) / 1000
+    return d.send_concurrency * 100 / chunk_s
+
+
+def release_rate(d: Deployment, p: PerTrigger) -> float:
+    """Slots per second one poller releases at a burst's instant: CPU or I/O, whichever binds."""
+    return min(poller_rate(d, p, "release"), poller_io_rate(d))
 
 
 def worker_seconds(d: Deployment, p: PerTrigger) -> float:
     """Seconds one worker environment spends per message: I/O, CPU at its share, the target."""
-    return p.worker_io_ms / 1000 + p.worker_cpu_us / 1e6 / vcpu(d.worker_memory_mb) + p.target_ms / 1000
+    return (
+        p.worker_io_ms / 1000 + p.worker_cpu_us / 1e6 / python_vcpu(d.worker_memory_mb) + p.target_ms / 1000
+    )
+
+
+def ecs_task_rate(d: Deployment, p: PerTrigger) -> float:
+    """Messages per second one standing ECS worker task starts: its CPU (one Python process,
+    plus the LEASE timer write) or its threads over the I/O, whichever binds."""
+    cpu_s = (p.worker_cpu_us + p.put_item_cpu_us) / 1e6
+    by_cpu = min(1.0, d.ecs_task_vcpu) * assumed("ecs_cpu_efficiency") / cpu_s
+    by_io = d.ecs_threads / (p.worker_io_ms / 1000 + p.target_ms / 1000)
+    return min(by_cpu, by_io)
+
+
+def ecs_share(rate: float, d: Deployment, p: PerTrigger) -> float:
+    """Share of a sustained ``rate`` the standing ECS tasks take: they long-poll the same short
+    queues all the time, so the model gives them all they can start (an upper bound)."""
+    if not d.ecs_burst_tasks or rate <= 0:
+        return 0.0
+    return min(1.0, d.ecs_burst_tasks * ecs_task_rate(d, p) / rate)
 
 
 def groups_for(rate_per_s: float, d: Deployment) -> int:
@@ -243,6 +443,12 @@ class Check:
         return rate * self.headroom if self.scales_with_rate and self.demand > 0 else None
 
 
+def map_limit_for(pollers: int) -> Limit:
+    """The Map state that runs this many pollers: the inline one up to 40, else a Distributed Map."""
+    inline = LIMITS["sfn_inline_map_concurrency"]
+    return inline if pollers <= inline.value else LIMITS["sfn_distributed_map_concurrency"]
+
+
 def sustained_checks(rate: float, d: Deployment, p: PerTrigger) -> list[Check]:
     """Every limit a sustained ``rate`` (triggers/s) meets, with demand and headroom."""
     groups = groups_for(rate, d)
@@ -253,20 +459,28 @@ def sustained_checks(rate: float, d: Deployment, p: PerTrigger) -> list[Check]:
     concurrency = rate * worker_seconds(d, p)
     pollers = math.ceil(groups * overlap)
     sends = rate / d.batch_size / d.queue_count
+    lease = assumed("ecs_lease_wru") * ecs_share(rate, d, p)  # LEASE timers of ECS-started triggers
     lim = LIMITS
+    map_limit = map_limit_for(d.max_shard_groups)
     return [
-        Check("DynamoDB table writes", rate * p.wru, d.table_wru, "WRU/s", lim["dynamodb_table_wru"].source),
+        Check(
+            "DynamoDB table writes",
+            rate * (p.wru + lease),
+            d.table_wru,
+            "WRU/s",
+            lim["dynamodb_table_wru"].source,
+        ),
         Check("DynamoDB table reads", rate * p.rru, d.table_rru, "RRU/s", lim["dynamodb_table_rru"].source),
         Check(
             "far bucket partition writes (next timers of one minute)",
-            rate / d.shard_count,
+            rate * p.timer_wru / d.shard_count,
             lim["dynamodb_partition_wcu"].value,
             "WRU/s per key",
             lim["dynamodb_partition_wcu"].source,
         ),
         Check(
             "near bucket partition writes",
-            near_per_shard,
+            (near_per_shard * p.timer_wru + rate * lease / d.near_shard_count),
             lim["dynamodb_partition_wcu"].value,
             "WRU/s per key",
             lim["dynamodb_partition_wcu"].source,
@@ -283,14 +497,14 @@ def sustained_checks(rate: float, d: Deployment, p: PerTrigger) -> list[Check]:
             rate,
             groups * poller_rate(d, p),
             "triggers/s",
-            "measured CPU per trigger (bench/cpu_per_trigger.py) at the poller's vCPU share",
+            "measured CPU per trigger (bench/cpu_per_trigger.py) at the poller's vCPU share (at most one)",
         ),
         Check(
-            "Step Functions inline Map (shard groups)",
+            "Step Functions Map (shard groups)",
             groups,
-            lim["sfn_inline_map_concurrency"].value,
+            map_limit.value,
             "concurrent pollers",
-            lim["sfn_inline_map_concurrency"].source,
+            map_limit.source,
         ),
         Check(
             "SQS FIFO SendMessageBatch per queue",
@@ -318,7 +532,7 @@ def sustained_checks(rate: float, d: Deployment, p: PerTrigger) -> list[Check]:
             concurrency,
             worker_concurrency_cap(d),
             "environments",
-            "queue_count x event-source MaximumConcurrency (infra/constants.py), within the account quota",
+            "queueCount x workerMaxConcurrency (event-source MaximumConcurrency), within the account quota",
         ),
         Check(
             "Lambda account concurrency (workers + pollers)",
@@ -339,6 +553,47 @@ def first_break(checks: list[Check], rate: float) -> tuple[Check, float] | None:
     return check, float(at)  # type: ignore[arg-type]
 
 
+def least(checks: list[Check]) -> Check:
+    return min(checks, key=lambda c: c.headroom)
+
+
+def _round_up(value: float, step: float) -> float:
+    return math.ceil(value / step) * step
+
+
+def scale_settings(rate: float, d: Deployment, p: PerTrigger, target: float = 2.0) -> Deployment:
+    """The smallest change to ``d`` that gives ``target`` headroom at every sustained limit.
+
+    In order of preference: settings cdk.json already has (event-source concurrency, queues,
+    poller memory up to one vCPU, near shards, warm throughput), then account quotas (table
+    throughput, Lambda concurrency: Service Quotas requests), then a lower
+    triggers_per_poller_minute (more pollers per minute: not a cdk.json key yet).
+    """
+    workers = target * rate * worker_seconds(d, p)
+    queues = max(d.queue_count, math.ceil(workers / LIMITS["lambda_esm_max_concurrency"].value))
+    tuned = replace(d, queue_count=queues, worker_max_concurrency=max(2, math.ceil(workers / queues)))
+    for memory in sorted({d.poller_memory_mb, max(d.poller_memory_mb, int(LIMITS["lambda_vcpu_mb"].value))}):
+        tuned = replace(tuned, poller_memory_mb=memory)
+        if groups_for(rate, tuned) * poller_rate(tuned, p) >= target * rate:
+            break
+    else:
+        per_minute = int(poller_rate(tuned, p) * 60 / target)
+        tuned = replace(tuned, triggers_per_poller_minute=per_minute)
+    near_keys = target * rate * p.near_share * p.timer_wru / LIMITS["dynamodb_partition_wcu"].value
+    tuned = replace(tuned, near_shard_count=int(max(d.near_shard_count, _round_up(near_keys, 8))))
+    far_keys = target * rate * p.timer_wru / LIMITS["dynamodb_partition_wcu"].value
+    tuned = replace(tuned, shard_count=int(max(d.shard_count, _round_up(far_keys, 64))))
+    wru = max(d.table_wru, _round_up(target * rate * p.wru, 1000))
+    rru = max(d.table_rru, _round_up(target * rate * p.rru, 1000))
+    tuned = replace(tuned, table_wru=wru, table_rru=rru, warm_wru=wru, warm_rru=rru)
+    groups = groups_for(rate, tuned)
+    environments = rate * worker_seconds(tuned, p) + math.ceil(groups * tuned.poller_minute_s / 60)
+    return replace(
+        tuned,
+        account_concurrency=int(max(d.account_concurrency, _round_up(target * environments, 100))),
+    )
+
+
 # --------------------------------------------------------------------------- the burst
 
 
@@ -349,8 +604,9 @@ class Burst:
     release_rate: float  # slots/s all pollers together
     release_s: float
     message_s: float  # worker seconds per message
-    max_concurrency: int
-    start_concurrency: int
+    max_concurrency: int  # Lambda environments the event sources may drive
+    start_concurrency: int  # Lambda environments driving messages at the burst's instant
+    ecs_rate: float  # messages/s the standing ECS tasks start
     started_by_s: float  # when the last slot started
     p50_s: float
     p90_s: float
@@ -358,88 +614,345 @@ class Burst:
     peak_start_rate: float
     peak_wru: float
     far_key_wru: float  # next-timer writes per far bucket key during the release
+    near_key_wru: float  # next-timer (and LEASE timer) writes per near bucket key
     curve: list[tuple[float, int]] = field(default_factory=list)
 
 
 def drain_seconds(messages: float, message_s: float, concurrency: float) -> float:
-    """The issue's estimate: messages x time per batch / (concurrency x batch size)."""
+    """The issue's estimate: messages x time per batch / (concurrency x batch size); a batch of
+    ``b`` messages takes ``b`` x time per message, so it is messages x time each / concurrency."""
     return messages * message_s / concurrency
+
+
+def esm_concurrency(d: Deployment, t: float) -> float:
+    """Concurrent invokes all event sources drive ``t`` seconds into a burst that found them idle."""
+    if d.esm_mode == "provisioned":
+        floor = d.esm_min_pollers * LIMITS["lambda_esm_invokes_per_poller"].value
+        ramp = LIMITS["lambda_esm_provisioned_ramp_per_min"].value / 60
+    else:
+        floor = LIMITS["lambda_esm_start"].value
+        ramp = LIMITS["lambda_esm_ramp_per_min"].value / 60
+    per_queue = min(d.worker_max_concurrency, max(floor, LIMITS["lambda_esm_start"].value) + ramp * t)
+    return d.queue_count * per_queue
+
+
+def lambda_environments(d: Deployment, t: float) -> float:
+    """Worker environments able to take a message ``t`` seconds in: the warm ones (provisioned,
+    or those the idle event sources keep) plus each function's scaling, a cold start late."""
+    warm = max(d.prewarmed_workers, d.queue_count * LIMITS["lambda_esm_start"].value)
+    ramp = d.worker_functions * LIMITS["lambda_scaling_rate"].value / 10
+    return warm + ramp * max(0.0, t - assumed("cold_start_s"))
+
+
+def lambda_concurrency(d: Deployment, t: float, pollers: int) -> float:
+    cap = min(d.queue_count * d.worker_max_concurrency, d.account_concurrency - pollers)
+    return max(0.0, min(cap, esm_concurrency(d, t), lambda_environments(d, t)))
 
 
 def simulate_burst(
     slots: int, d: Deployment, p: PerTrigger, groups: int | None = None, dt: float = 0.01
 ) -> Burst:
     """Fluid model of a burst: pollers release at their rate; workers start messages as fast as
-    their concurrency allows, that concurrency growing at Lambda's scaling rate from the warm
-    (or provisioned) environments. Slot k's fire delay is when the k-th start happens."""
+    the capacity of each instant allows. Slot k's fire delay is when the k-th start happens."""
     groups = groups or groups_for(slots / 60, d)
-    release_rate = groups * poller_rate(d, p, "far")
+    rate = groups * release_rate(d, p)
     message_s = worker_seconds(d, p)
-    cap = worker_concurrency_cap(d)
-    start = min(cap, max(d.prewarmed_workers, 5))  # an idle SQS event source keeps ~5 going
-    ramp = LIMITS["lambda_scaling_rate"].value / 10  # environments per second
-    quantiles = {0.5: None, 0.9: None, 0.99: None}
-    released = started = 0.0
+    ecs = d.ecs_burst_tasks * ecs_task_rate(d, p) if d.ecs_burst_tasks else 0.0
+    quantiles: dict[float, float | None] = {0.5: None, 0.9: None, 0.99: None}
+    started = 0.0
     t = 0.0
-    concurrency = float(start)
     peak = 0.0
     curve: list[tuple[float, int]] = []
-    while started < slots and t < 3600:
+    while started < slots - 1e-6 and t < 3600:
         t += dt
-        released = min(slots, release_rate * t)
-        concurrency = min(cap, concurrency + ramp * dt)
-        step = min(released - started, concurrency / message_s * dt)
+        released = min(float(slots), rate * t)
+        capacity = lambda_concurrency(d, t, groups) / message_s + ecs
+        step = min(released - started, capacity * dt)
         started += step
         peak = max(peak, step / dt)
         for q in quantiles:
-            if quantiles[q] is None and started >= q * slots:
+            if quantiles[q] is None and started >= q * slots - 1e-6:
                 quantiles[q] = t
         if not curve or t - curve[-1][0] >= 1.0:
             curve.append((round(t, 2), int(started)))
-    curve.append((round(t, 2), int(started)))
-    release_s = slots / release_rate
+    curve.append((round(t, 2), round(started)))
+    release_s = slots / rate
+    ecs_share = min(1.0, ecs / peak) if peak else 0.0
+    lease = assumed("ecs_lease_wru") * ecs_share
     return Burst(
         slots=slots,
         groups=groups,
-        release_rate=release_rate,
+        release_rate=rate,
         release_s=release_s,
         message_s=message_s,
-        max_concurrency=cap,
-        start_concurrency=start,
+        max_concurrency=worker_concurrency_cap(d),
+        start_concurrency=int(lambda_concurrency(d, 0.0, groups)),
+        ecs_rate=ecs,
         started_by_s=t,
         p50_s=quantiles[0.5] or t,
         p90_s=quantiles[0.9] or t,
         p99_s=quantiles[0.99] or t,
         peak_start_rate=peak,
-        # a start writes its claim, its release wrote the next timer, and with a short target
-        # the finish follows within milliseconds: all three land in the same seconds
-        peak_wru=peak * p.wru,
-        far_key_wru=slots / d.shard_count / release_s,
+        # a start writes its claim; its release wrote the next timer in the same seconds, and with
+        # a short target the finish follows within milliseconds
+        peak_wru=peak * (p.exec_wru + lease) + min(peak, rate) * p.timer_wru,
+        far_key_wru=slots * (1 - p.near_share) * p.timer_wru / d.shard_count / release_s,
+        near_key_wru=slots * (p.near_share * p.timer_wru + lease) / d.near_shard_count / release_s,
         curve=curve,
     )
 
 
-def burst_settings(
-    slots: int, d: Deployment, p: PerTrigger, p99_s: float = 5.0, all_s: float = 10.0
-) -> Deployment:
-    """The fewest workers (pre-warmed) and pollers for which the burst meets both targets."""
-    need_groups = math.ceil(slots / (poller_rate(d, p, "far") * p99_s * 0.5))  # release within half the p99
-    best = d
-    for concurrency in range(100, 50_001, 100):
-        queues = max(d.queue_count, math.ceil(concurrency / LIMITS["lambda_esm_max_concurrency"].value))
-        trial = replace(
+def burst_checks(b: Burst, d: Deployment) -> list[Check]:
+    """The limits a burst meets while it is released and started."""
+    lim = LIMITS
+    warm = max(d.warm_wru, lim["dynamodb_new_table_wru"].value)
+    map_limit = map_limit_for(b.groups)
+    return [
+        Check(
+            "DynamoDB table writes (quota)",
+            b.peak_wru,
+            d.table_wru,
+            "WRU/s",
+            lim["dynamodb_table_wru"].source,
+        ),
+        Check(
+            "DynamoDB warm write throughput (what the table takes at once)",
+            b.peak_wru,
+            warm,
+            "WRU/s",
+            lim["dynamodb_new_table_wru"].source,
+        ),
+        Check(
+            "far bucket partition writes",
+            b.far_key_wru,
+            lim["dynamodb_partition_wcu"].value,
+            "WRU/s per key",
+            lim["dynamodb_partition_wcu"].source,
+        ),
+        Check(
+            "near bucket partition writes (next timers, LEASE timers)",
+            b.near_key_wru,
+            lim["dynamodb_partition_wcu"].value,
+            "WRU/s per key",
+            lim["dynamodb_partition_wcu"].source,
+        ),
+        Check(
+            "Step Functions Map (pollers)", b.groups, map_limit.value, "concurrent pollers", map_limit.source
+        ),
+        Check(
+            "SQS FIFO SendMessageBatch per queue",
+            b.release_rate / d.batch_size / d.queue_count,
+            lim["sqs_fifo_tps"].value,
+            "TPS",
+            lim["sqs_fifo_tps"].source,
+        ),
+    ]
+
+
+def _smallest(low: int, high: int, ok: Any) -> int | None:
+    """The smallest integer in [low, high] for which the monotone predicate ``ok`` holds."""
+    if not ok(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if ok(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _meets(b: Burst, p99_s: float, all_s: float) -> bool:
+    margin = assumed("burst_margin")
+    return b.p99_s <= p99_s * margin and b.started_by_s <= all_s * margin
+
+
+def _per_poller(load: int, groups: int) -> int:
+    """The largest triggers_per_poller_minute for which the tick plans ``groups`` for ``load``."""
+    per = math.ceil(load / groups)
+    while per > 1 and math.ceil(load / per) < groups:
+        per -= 1
+    return per
+
+
+def burst_ready_settings(
+    slots: int,
+    base: Deployment,
+    p: PerTrigger,
+    workers: str = "ecs",
+    p99_s: float = 5.0,
+    all_s: float = 10.0,
+) -> tuple[Deployment, int] | None:
+    """The fewest pollers, then the fewest standing workers, for which the burst meets both
+    targets (with the margin). ``workers``: "ecs" (standing ECS tasks drain the short queues)
+    or "lambda" (one worker function per queue, provisioned-mode event sources and provisioned
+    concurrency). Then near and far shards are sized for 2x the burst's per-key writes, the
+    table quota and warm throughput for its write peak, and triggers_per_poller_minute so
+    that the tick plans those pollers for a minute of that load. Returns the settings and the
+    pollers per burst minute."""
+    d = replace(base, poller_memory_mb=max(base.poller_memory_mb, int(LIMITS["lambda_vcpu_mb"].value)))
+    unbounded = replace(d, ecs_burst_tasks=100_000, ecs_threads=256)
+    groups = _smallest(
+        1, 10_000, lambda g: _meets(simulate_burst(slots, unbounded, p, g, 0.02), p99_s, all_s)
+    )
+    if groups is None:
+        return None
+
+    def with_workers(n: int) -> Deployment:
+        if workers == "ecs":
+            return replace(d, ecs_burst_tasks=n)
+        queues = DEPLOYABLE_MAX_QUEUES
+        per_queue = math.ceil(n / queues)
+        return replace(
             d,
             queue_count=queues,
-            worker_max_concurrency=math.ceil(concurrency / queues),
-            account_concurrency=max(d.account_concurrency, concurrency + 2 * need_groups + 100),
-            prewarmed_workers=concurrency,
-            max_shard_groups=max(d.max_shard_groups, need_groups),
+            worker_functions=queues,
+            worker_max_concurrency=min(1000, max(d.worker_max_concurrency, per_queue)),
+            esm_mode="provisioned",
+            esm_min_pollers=min(200, math.ceil(per_queue / LIMITS["lambda_esm_invokes_per_poller"].value)),
+            prewarmed_workers=n,
+            account_concurrency=max(d.account_concurrency, int(_round_up(n + 2 * groups, 100))),
         )
-        result = simulate_burst(slots, trial, p, groups=need_groups, dt=0.02)
-        if result.p99_s <= p99_s and result.started_by_s <= all_s:
-            best = trial
-            break
-    return best
+
+    high = 20_000 if workers == "ecs" else DEPLOYABLE_MAX_QUEUES * 1000
+    n = _smallest(
+        1, high, lambda k: _meets(simulate_burst(slots, with_workers(k), p, groups, 0.02), p99_s, all_s)
+    )
+    if n is None:
+        return None
+    ready = with_workers(n)
+    b = simulate_burst(slots, ready, p, groups, 0.02)
+    near = 2 * b.near_key_wru * ready.near_shard_count / LIMITS["dynamodb_partition_wcu"].value
+    far = 2 * b.far_key_wru * ready.shard_count / LIMITS["dynamodb_partition_wcu"].value
+    wru = _round_up(b.peak_wru, 10_000)
+    ready = replace(
+        ready,
+        near_shard_count=int(max(ready.near_shard_count, _round_up(near, 32))),
+        shard_count=int(max(ready.shard_count, _round_up(far, 64))),
+        table_wru=max(ready.table_wru, wru),
+        warm_wru=max(ready.warm_wru, wru),
+        max_shard_groups=max(ready.max_shard_groups, groups),
+        # the tick plans a minute's pollers from its load: this many a poller gives ``groups``
+        triggers_per_poller_minute=min(ready.triggers_per_poller_minute, _per_poller(slots, groups)),
+    )
+    return ready, groups
+
+
+# --------------------------------------------------------------------------- money and deployability
+
+
+def monthly_cost(
+    d: Deployment, p: PerTrigger, rate: float, groups: int, cost: dict[str, Any], prices: dict[str, Any]
+) -> dict[str, float | None]:
+    """A profile's dollars a month at a sustained ``rate`` whose minutes each need ``groups``
+    pollers: the per-trigger traffic (counted by the cost bench, its poller and Step Functions
+    shares taken out), then what the profile's settings add: pollers at their memory, Step
+    Functions transitions, near-shard polling, provisioned environments, standing ECS tasks.
+    None where no price is known here."""
+    out: dict[str, float | None] = {}
+    summary = cost.get("summary", {})
+    gb_s = benchlib.price(prices, "lambda.arm64_gb_second")
+    if "on_demand_usd_per_million" in summary:
+        per_million = (
+            summary["on_demand_usd_per_million"]
+            - summary.get("poller_lambda_usd_per_million_at_10k", 0.0)
+            - summary.get("stepfunctions_usd_per_million_at_10k", 0.0)
+        )
+        out["triggers (on-demand, all in, as counted)"] = per_million * rate * SECONDS_A_MONTH / 1e6
+    else:
+        out["triggers (on-demand, all in, as counted)"] = None
+    out["pollers"] = groups * d.poller_billed_s * d.poller_memory_mb / 1024 * gb_s * MINUTES_A_MONTH
+    transitions = 6 + 2 * (groups - 1)  # dispatch.py's docstring: six a minute, two per extra group
+    sfn = benchlib.price(prices, "stepfunctions.standard_per_thousand_transitions") / 1000
+    out["Step Functions"] = transitions * sfn * MINUTES_A_MONTH
+    rru = benchlib.price(prices, "dynamodb.on_demand_read_per_million") / 1e6
+    polls = d.poller_billed_s / d.poll_interval_s + 1  # the cost bench's 81 near queries a minute
+    out["near-shard polling (one read unit each, even empty)"] = (
+        d.near_shard_count * polls * rru * MINUTES_A_MONTH
+    )
+    out["provisioned worker environments"] = (
+        d.prewarmed_workers
+        * d.worker_memory_mb
+        / 1024
+        * EXTRA_PRICES["lambda_provisioned_gb_s"][0]
+        * SECONDS_A_MONTH
+    )
+    task_hour = (
+        d.ecs_task_vcpu * EXTRA_PRICES["fargate_vcpu_hour"][0]
+        + d.ecs_task_gb * EXTRA_PRICES["fargate_gb_hour"][0]
+    )
+    out["standing ECS burst tasks"] = d.ecs_burst_tasks * task_hour * SECONDS_A_MONTH / 3600
+    share = ecs_share(rate, d, p)
+    wru = benchlib.price(prices, "dynamodb.on_demand_write_per_million") / 1e6
+    out["LEASE timers of ECS-started triggers"] = (
+        share * assumed("ecs_lease_wru") * wru * rate * SECONDS_A_MONTH
+    )
+    worker = summary.get("worker_lambda_at_scale", {}).get("usd_per_million", 0.0)
+    out["worker Lambda the ECS tasks spare"] = -share * worker * rate * SECONDS_A_MONTH / 1e6
+    out["provisioned event pollers (price not known here)"] = None if d.esm_mode == "provisioned" else 0.0
+    known = [v for v in out.values() if v is not None]
+    out["total (known prices)"] = sum(known)
+    return out
+
+
+def deployability(d: Deployment, groups: int | None = None, base: Deployment | None = None) -> dict[str, Any]:
+    """What ``d`` is in terms of the CDK app: cdk.json context keys to set (where they differ
+    from ``base``), account quotas to request, and what the app cannot deploy yet (each with
+    the change it needs)."""
+    base = base or Deployment()
+    context: dict[str, Any] = {}
+    for attr, key in CDK_CONTEXT_KEYS.items():
+        if getattr(d, attr) != getattr(base, attr):
+            context[key] = int(getattr(d, attr))
+    quotas = []
+    if d.table_wru > LIMITS["dynamodb_table_wru"].value or d.table_rru > LIMITS["dynamodb_table_rru"].value:
+        quotas.append(
+            f"DynamoDB table-level throughput quota to {d.table_wru:,.0f} WRU / {d.table_rru:,.0f} RRU"
+            " (Service Quotas; warm throughput can only be set up to it)"
+        )
+    if d.account_concurrency > LIMITS["lambda_account_concurrency"].value:
+        quotas.append(f"Lambda concurrent executions to {d.account_concurrency:,}")
+    missing = []
+    if d.triggers_per_poller_minute != base.triggers_per_poller_minute:
+        missing.append(
+            f"triggers_per_poller_minute {d.triggers_per_poller_minute:,}: a `triggersPerPollerMinute`"
+            " context key passed to the tick as PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"
+            " (infra/config.py, dispatch.py)"
+        )
+    most = max(d.max_shard_groups, groups or 0)
+    if most > DEPLOYABLE_MAX_GROUPS:
+        missing.append(
+            f"{most} pollers in a minute: the inline Map runs 40; a Distributed"
+            " Map (or a Parallel state of several inline Maps over slices of $.groups) in dispatch.py, and"
+            " MAX_SHARD_GROUPS raised in infra/constants.py"
+        )
+    if d.queue_count > DEPLOYABLE_MAX_QUEUES:
+        missing.append(f"queueCount {d.queue_count} > MAX_QUEUE_COUNT 10 (infra/constants.py)")
+    if d.worker_functions > 1:
+        missing.append(
+            f"{d.worker_functions} worker functions, one per short queue (Lambda's scaling rate is per"
+            " function): workers.py creates one `Worker{i}` function per queue instead of one for all"
+        )
+    if d.esm_mode == "provisioned":
+        missing.append(
+            f"provisioned-mode event sources, MinimumPollers {d.esm_min_pollers}: SqsEventSource has no such"
+            " prop; set ProvisionedPollerConfig on the CfnEventSourceMapping (escape hatch) in workers.py"
+            " (FIFO support and price to confirm)"
+        )
+    if d.prewarmed_workers:
+        missing.append(
+            f"provisioned concurrency {d.prewarmed_workers:,} on the worker function(s): a version/alias with"
+            " provisioned_concurrent_executions, and the event sources on the alias (workers.py)"
+        )
+    if d.ecs_burst_tasks:
+        missing.append(
+            f"{d.ecs_burst_tasks:,} standing ECS tasks draining the short queues: a second Fargate service in"
+            " workers.py whose container has PUNCTUAL_LONG_QUEUE_URLS='' (worker_service then polls the short"
+            f" queues), PUNCTUAL_WORKER_CONCURRENCY={d.ecs_threads}, {d.ecs_task_vcpu:g} vCPU /"
+            f" {d.ecs_task_gb:g} GB, desired count from a new `ecsBurstTasks` key, the short queues' consume"
+            " rights; ecsMinTasks today sizes only the long-lane service"
+        )
+    return {"context": context, "quotas": quotas, "not_deployable": missing}
 
 
 # --------------------------------------------------------------------------- report
@@ -447,6 +960,63 @@ def burst_settings(
 
 def check_rows(checks: list[Check]) -> list[tuple[Any, ...]]:
     return [(c.name, c.demand, c.limit, c.unit, c.headroom) for c in checks]
+
+
+def check_json(checks: list[Check]) -> list[dict[str, Any]]:
+    return [{**asdict(c), "headroom": c.headroom} for c in checks]
+
+
+def burst_json(b: Burst) -> dict[str, Any]:
+    return asdict(b)
+
+
+def profile_summary(
+    name: str,
+    d: Deployment,
+    rate: float,
+    checks: list[Check],
+    burst: Burst,
+    groups: int,
+    cost: dict[str, float | None],
+) -> dict[str, Any]:
+    low = least(checks)
+    brk = first_break(checks, rate)
+    bchecks = burst_checks(burst, d)
+    return {
+        "name": name,
+        "settings": asdict(d),
+        "least_headroom": low.headroom,
+        "least_headroom_limit": low.name,
+        "first_break": {"limit": brk[0].name, "rate": brk[1]} if brk else None,
+        "headroom_2x": all(c.headroom >= 2 for c in checks),
+        "burst": {k: v for k, v in asdict(burst).items() if k != "curve"},
+        "burst_checks": check_json(bchecks),
+        "burst_limits_hold": all(c.headroom >= 1 for c in bchecks),
+        "burst_met": burst.started_by_s <= 10 and burst.p99_s <= 5,
+        "pollers_per_minute": groups,
+        "usd_per_month": cost,
+        "deploy": deployability(d, groups, deployed_defaults()),
+    }
+
+
+def print_profile(title: str, summary: dict[str, Any], checks: list[Check]) -> None:
+    benchlib.heading(title)
+    print(benchlib.table(["limit", "demand", "limit", "unit", "headroom"], check_rows(checks), align="lrrlr"))
+    brk = summary["first_break"]
+    print(
+        f"least headroom {summary['least_headroom']:.2f}x ({summary['least_headroom_limit']});"
+        f" first limit reached: {brk['limit']} at {brk['rate']:,.0f} triggers/s"
+        if brk
+        else "no limit scales with the rate"
+    )
+    deploy = summary["deploy"]
+    print(f"cdk.json context: {json.dumps(deploy['context']) if deploy['context'] else '(defaults)'}")
+    for quota in deploy["quotas"]:
+        print(f"quota request: {quota}")
+    for change in deploy["not_deployable"]:
+        print(f"NOT DEPLOYABLE YET: {change}")
+    cost = summary["usd_per_month"]
+    print("$ a month: " + ", ".join(f"{k} {'?' if v is None else f'{v:,.0f}'}" for k, v in cost.items()))
 
 
 def main() -> None:
@@ -459,88 +1029,80 @@ def main() -> None:
     args = parser.parse_args()
 
     per = replace(load_measured(), target_ms=args.target_ms)
-    defaults = Deployment()
+    cost_results = load_cost()
+    prices = benchlib.load_prices()
+    latency = cost_results.get("assumptions", {}).get("latency_ms", {})
+    for key, op in (
+        ("sqs_send_ms", "sqs"),
+        ("batch_get_ms", "dynamodb.BatchGetItem"),
+        ("batch_write_ms", "dynamodb.BatchWriteItem"),
+    ):
+        if op in latency:
+            ASSUMPTIONS[key] = (float(latency[op]), ASSUMPTIONS[key][1])
     rate = args.rate
-    benchlib.heading(f"Capacity at {rate:,.0f} triggers/s, {args.jobs:,} jobs, default settings")
+    defaults = deployed_defaults()
     print(
-        f"per trigger: {per.wru:.2f} WRU, {per.rru:.2f} RRU; poller CPU {per.poller_cpu_us:.0f} µs"
-        f" ({poller_rate(defaults, per):,.0f}/s per poller at {defaults.poller_memory_mb} MB);"
-        f" worker {worker_seconds(defaults, per) * 1000:.1f} ms a message (target {per.target_ms:.0f} ms)"
+        f"per trigger: {per.timer_wru:.2f} timer WRU + {per.exec_wru:.2f} execution WRU, {per.rru:.2f} RRU;"
+        f" poller CPU {per.poller_cpu_us:.0f} µs mixed, {per.release_cpu_us:.0f} µs at a burst's instant;"
+        f" worker {worker_seconds(defaults, per) * 1000:.1f} ms a message at {defaults.worker_memory_mb} MB"
+        f" (target {per.target_ms:.0f} ms); an ECS task starts {ecs_task_rate(defaults, per):,.0f} messages/s"
     )
-    checks = sustained_checks(rate, defaults, per)
-    print(benchlib.table(["limit", "demand", "limit", "unit", "headroom"], check_rows(checks), align="lrrlr"))
-    broken = first_break(checks, rate)
-    if broken:
-        print(f"first limit reached: {broken[0].name}, at {broken[1]:,.0f} triggers/s")
-    short = [c for c in checks if c.headroom < 2]
 
-    # The settings that give 2x everywhere at this rate.
-    concurrency = math.ceil(2 * rate * worker_seconds(defaults, per))
-    queues = max(1, math.ceil(concurrency / LIMITS["lambda_esm_max_concurrency"].value))
-    per_poller_minute = int(poller_rate(defaults, per) * 60 / 2)
-    tuned = replace(
-        defaults,
-        queue_count=queues,
-        worker_max_concurrency=math.ceil(concurrency / queues),
-        account_concurrency=max(
-            1000, math.ceil((concurrency + 2 * groups_for(rate, defaults) * 2) * 1.0 / 0.9)
+    def evaluate(name: str, d: Deployment, groups: int) -> tuple[dict[str, Any], list[Check], Burst]:
+        """One profile: its sustained checks, its burst (``groups`` pollers), its monthly cost."""
+        checks = sustained_checks(rate, d, per)
+        burst = simulate_burst(args.burst, d, per, groups)
+        cost = monthly_cost(d, per, rate, groups, cost_results, prices)
+        return profile_summary(name, d, rate, checks, burst, groups, cost), checks, burst
+
+    # (a) the defaults, (b) the scale profile: >= 2x at every sustained limit
+    summary_default, checks, burst_default = evaluate("defaults", defaults, groups_for(rate, defaults))
+    print_profile(f"(a) defaults at {rate:,.0f} triggers/s, {args.jobs:,} jobs", summary_default, checks)
+    scale = scale_settings(rate, defaults, per)
+    summary_scale, scale_checks, burst_scale = evaluate("scale", scale, groups_for(rate, scale))
+    print_profile(f"(b) scale profile: >= 2x headroom at {rate:,.0f}/s", summary_scale, scale_checks)
+
+    # (c) burst-ready: standing ECS workers, and the Lambda-only alternative
+    bursts: dict[str, Burst] = {
+        "defaults, cold workers": burst_default,
+        "scale profile, from idle": burst_scale,
+        "scale profile, its workers pre-warmed (standard event sources)": simulate_burst(
+            args.burst, replace(scale, prewarmed_workers=worker_concurrency_cap(scale)), per
         ),
-        triggers_per_poller_minute=per_poller_minute,
-        table_wru=max(defaults.table_wru, math.ceil(2 * rate * per.wru / 1000) * 1000),
-        table_rru=max(defaults.table_rru, math.ceil(2 * rate * per.rru / 1000) * 1000),
-    )
-    tuned = replace(
-        tuned, account_concurrency=max(tuned.account_concurrency, concurrency + 4 * groups_for(rate, tuned))
-    )
-    tuned_checks = sustained_checks(rate, tuned, per)
-    print(
-        f"\nSettings for >= 2x headroom at {rate:,.0f}/s: queue_count {tuned.queue_count},"
-        f" worker max concurrency {tuned.worker_max_concurrency} per queue, account concurrency"
-        f" {tuned.account_concurrency:,}, triggers_per_poller_minute {tuned.triggers_per_poller_minute:,}"
-        f" ({groups_for(rate, tuned)} groups), table quotas {tuned.table_wru:,.0f} WRU"
-        f" / {tuned.table_rru:,.0f} RRU"
-    )
-    print(
-        benchlib.table(
-            ["limit", "demand", "limit", "unit", "headroom"], check_rows(tuned_checks), align="lrrlr"
+    }
+    found = burst_ready_settings(args.burst, scale, per, "ecs")
+    summary_ready: dict[str, Any] | None = None
+    ready_checks: list[Check] = []
+    if found:
+        summary_ready, ready_checks, bursts["burst-ready: standing ECS workers"] = evaluate(
+            "burst-ready (ECS)", *found
         )
-    )
-    tuned_break = first_break(tuned_checks, rate)
-    if tuned_break:
-        print(f"first limit reached: {tuned_break[0].name}, at {tuned_break[1]:,.0f} triggers/s")
+        title = f"(c) burst-ready profile: a {args.burst:,}-slot minute every minute"
+        print_profile(title, summary_ready, ready_checks)
+    found_lambda = burst_ready_settings(args.burst, scale, per, "lambda")
+    summary_lambda: dict[str, Any] | None = None
+    if found_lambda:
+        label = "burst-ready alternative: provisioned Lambda, a function per queue"
+        summary_lambda, alt_checks, bursts[label] = evaluate("burst-ready (Lambda)", *found_lambda)
+        print_profile("(c') burst-ready alternative: Lambda only", summary_lambda, alt_checks)
 
     benchlib.heading(f"A {args.burst:,}-slot top-of-minute burst")
     rows = []
-    bursts = {}
-    for label, deployment, groups in (
-        ("defaults, cold workers", defaults, None),
-        (
-            "defaults, workers pre-warmed",
-            replace(defaults, prewarmed_workers=worker_concurrency_cap(defaults)),
-            None,
-        ),
-    ):
-        b = simulate_burst(args.burst, deployment, per, groups)
-        bursts[label] = b
-    needed = burst_settings(args.burst, defaults, per)
-    need_groups = math.ceil(args.burst / (poller_rate(defaults, per, "far") * 2.5))
-    bursts["same pollers and workers, not pre-warmed"] = simulate_burst(
-        args.burst, replace(needed, prewarmed_workers=0), per, groups=need_groups
-    )
-    bursts["settings that meet it (pre-warmed)"] = simulate_burst(args.burst, needed, per, groups=need_groups)
     for label, b in bursts.items():
         rows.append(
             (
                 label,
                 b.groups,
                 b.release_s,
+                b.start_concurrency,
                 b.max_concurrency,
+                b.ecs_rate,
                 b.p50_s,
                 b.p90_s,
                 b.p99_s,
                 b.started_by_s,
                 b.peak_wru,
-                b.far_key_wru,
+                b.near_key_wru,
             )
         )
     print(
@@ -549,55 +1111,80 @@ def main() -> None:
                 "scenario",
                 "pollers",
                 "release s",
-                "workers",
+                "Lambda at 0",
+                "Lambda max",
+                "ECS msgs/s",
                 "p50 s",
                 "p90 s",
                 "p99 s",
                 "all s",
                 "peak WRU/s",
-                "WRU/s/key",
+                "near WRU/s/key",
             ],
             rows,
         )
     )
+    message_s = worker_seconds(defaults, per)
     cap = worker_concurrency_cap(defaults)
-    message_ms = worker_seconds(defaults, per) * 1000
     print(
-        f"drain estimate at defaults: {args.burst:,} x {message_ms:.1f} ms / {cap}"
-        f" = {drain_seconds(args.burst, message_ms / 1000, cap):.0f} s"
+        f"drain estimate at defaults: {args.burst:,} x {message_s * 1000:.1f} ms / {cap}"
+        f" = {drain_seconds(args.burst, message_s, cap):.0f} s (at full concurrency; the event source"
+        f" adds {LIMITS['lambda_esm_ramp_per_min'].value:.0f} concurrent invokes a minute from"
+        f" {LIMITS['lambda_esm_start'].value:.0f})"
     )
-    print(
-        f"meeting it takes: {need_groups} pollers"
-        f" (inline Map allows {LIMITS['sfn_inline_map_concurrency'].value:.0f}),"
-        f" {needed.queue_count} queues x {needed.worker_max_concurrency} workers pre-warmed"
-        f" (Lambda adds 1,000 environments per 10 s), DynamoDB warm throughput"
-        f" >= {bursts['settings that meet it (pre-warmed)'].peak_wru:,.0f} WRU/s"
-    )
+    for title, summary in (("burst-ready (ECS)", summary_ready), ("burst-ready (Lambda)", summary_lambda)):
+        if summary:
+            for c in summary["burst_checks"]:
+                print(
+                    f"{title} burst check: {c['name']}: {c['demand']:,.0f} of {c['limit']:,.0f}"
+                    f" ({c['headroom']:.2f}x)"
+                )
+
     verdicts = {
-        "headroom_2x_defaults": not short,
-        "headroom_2x_tuned": all(c.headroom >= 2 for c in tuned_checks),
-        "burst_defaults_all_within_10s": bursts["defaults, cold workers"].started_by_s <= 10,
-        "burst_defaults_p99_within_5s": bursts["defaults, cold workers"].p99_s <= 5,
+        "headroom_2x_defaults": summary_default["headroom_2x"],
+        "headroom_2x_tuned": summary_scale["headroom_2x"],
+        "headroom_2x_scale_deployable_by_cdk_json": summary_scale["headroom_2x"]
+        and not summary_scale["deploy"]["not_deployable"],
+        "burst_defaults_all_within_10s": burst_default.started_by_s <= 10,
+        "burst_defaults_p99_within_5s": burst_default.p99_s <= 5,
+        "burst_ready_met": bool(summary_ready and summary_ready["burst_met"]),
+        "burst_ready_limits_hold": bool(summary_ready and summary_ready["burst_limits_hold"]),
+        "burst_ready_deployable_by_cdk_json": bool(
+            summary_ready and not summary_ready["deploy"]["not_deployable"]
+        ),
     }
     print("targets:", ", ".join(f"{k} {'MET' if v else 'MISSED'}" for k, v in verdicts.items()))
     if not args.no_json:
+        profiles = {"defaults": summary_default, "scale": summary_scale}
+        if summary_ready:
+            profiles["burst_ready"] = summary_ready
+        if summary_lambda:
+            profiles["burst_ready_lambda"] = summary_lambda
         benchlib.write_result(
             "capacity",
             {
                 "rate": rate,
                 "jobs": args.jobs,
-                "per_trigger": asdict(per),
+                "burst_slots": args.burst,
+                "per_trigger": {
+                    **asdict(per),
+                    "wru": per.wru,
+                    "poller_cpu_us": per.poller_cpu_us,
+                    "release_cpu_us": per.release_cpu_us,
+                },
                 "limits": {k: asdict(v) for k, v in LIMITS.items()},
+                "extra_prices": {k: {"usd": v, "source": s} for k, (v, s) in EXTRA_PRICES.items()},
+                "assumptions": {k: {"value": v, "why": w} for k, (v, w) in ASSUMPTIONS.items()},
                 "defaults": asdict(defaults),
-                "checks_defaults": [{**asdict(c), "headroom": c.headroom} for c in checks],
-                "first_break_defaults": {"limit": broken[0].name, "rate": broken[1]} if broken else None,
-                "tuned": asdict(tuned),
-                "checks_tuned": [{**asdict(c), "headroom": c.headroom} for c in tuned_checks],
-                "first_break_tuned": {"limit": tuned_break[0].name, "rate": tuned_break[1]}
-                if tuned_break
-                else None,
-                "bursts": {k: asdict(v) for k, v in bursts.items()},
-                "burst_settings": asdict(needed),
+                "checks_defaults": check_json(checks),
+                "first_break_defaults": summary_default["first_break"],
+                "tuned": asdict(scale),
+                "checks_tuned": check_json(scale_checks),
+                "first_break_tuned": summary_scale["first_break"],
+                "checks_burst_ready": check_json(ready_checks),
+                "bursts": {k: burst_json(v) for k, v in bursts.items()},
+                "burst_settings": asdict(found[0]) if found else None,
+                "profiles": profiles,
                 "verdicts": verdicts,
             },
         )

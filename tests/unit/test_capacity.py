@@ -34,12 +34,15 @@ awsmeter = _load("awsmeter")
 
 D = capacity.Deployment()
 P = capacity.PerTrigger(
-    wru=3.0,
+    timer_wru=1.0,
+    exec_wru=2.0,
     rru=1.0,
     timer_bytes=200.0,
     poller_cpu_us_near=600.0,
     poller_cpu_us_far=400.0,
+    far_query_cpu_us=40.0,
     worker_cpu_us=1000.0,
+    put_item_cpu_us=250.0,
     worker_io_ms=16.0,
     target_ms=0.0,
     near_share=0.5,
@@ -49,9 +52,10 @@ P = capacity.PerTrigger(
 # --------------------------------------------------------------------------- CPU and workers
 
 
-def test_a_lambda_gets_one_vcpu_per_1769_mb() -> None:
+def test_a_lambda_gets_one_vcpu_per_1769_mb_and_a_python_process_uses_at_most_one() -> None:
     assert capacity.vcpu(1769) == pytest.approx(1.0)
     assert capacity.vcpu(512) == pytest.approx(512 / 1769)
+    assert capacity.python_vcpu(3538) == pytest.approx(1.0)
 
 
 def test_a_pollers_rate_is_its_cpu_share_over_the_cpu_a_trigger_takes() -> None:
@@ -61,11 +65,28 @@ def test_a_pollers_rate_is_its_cpu_share_over_the_cpu_a_trigger_takes() -> None:
     assert capacity.poller_rate(one_vcpu, P) == pytest.approx(2000.0)
     assert capacity.poller_rate(one_vcpu, P, "far") == pytest.approx(2500.0)
     assert capacity.poller_rate(one_vcpu, P, "near") == pytest.approx(1e6 / 600)
+    # at a burst's instant the far Query was done a minute ahead: (600 + 360) / 2 = 480 µs
+    assert capacity.poller_rate(one_vcpu, P, "release") == pytest.approx(1e6 / 480)
+    # twice the memory buys no more: one Python process
+    assert capacity.poller_rate(replace(D, poller_memory_mb=3538), P) == pytest.approx(2000.0)
+
+
+def test_a_pollers_io_bound_is_its_threads_over_a_chunks_serial_calls() -> None:
+    # a chunk of 100: BatchGetItem 8 ms + 10 sends x 10 ms + 4 writes x 10 ms = 148 ms
+    assert capacity.poller_io_rate(D) == pytest.approx(8 * 100 / 0.148)
+    slow = replace(D, send_concurrency=1, poller_memory_mb=1769)
+    assert capacity.release_rate(slow, P) == pytest.approx(100 / 0.148)
 
 
 def test_a_worker_message_takes_its_io_its_cpu_at_its_share_and_the_target() -> None:
     d = replace(D, worker_memory_mb=1769)
     assert capacity.worker_seconds(d, replace(P, target_ms=100.0)) == pytest.approx(0.016 + 0.001 + 0.1)
+
+
+def test_an_ecs_task_starts_what_its_cpu_or_its_threads_allow() -> None:
+    # CPU: 0.8 of a vCPU over 1,250 µs (worker + LEASE timer put) = 640/s; I/O: 32 / 16 ms = 2,000/s
+    assert capacity.ecs_task_rate(D, P) == pytest.approx(0.8 / 0.00125)
+    assert capacity.ecs_task_rate(replace(D, ecs_threads=4), P) == pytest.approx(4 / 0.016)
 
 
 def test_the_tick_plans_one_group_per_triggers_per_poller_minute_within_the_bounds() -> None:
@@ -104,6 +125,20 @@ def test_sustained_checks_carry_the_demand_each_limit_sees() -> None:
     assert checks["SQS FIFO in-flight messages per queue"].demand == pytest.approx(min(workers, 200) * 10)
 
 
+def test_packed_timers_lower_the_per_key_writes_by_their_write_units() -> None:
+    packed = replace(P, timer_wru=0.2)
+    checks = {c.name.split(" (")[0]: c for c in capacity.sustained_checks(10_000, D, packed)}
+    assert checks["DynamoDB table writes"].demand == pytest.approx(22_000)
+    assert checks["near bucket partition writes"].demand == pytest.approx(5000 * 0.2 / 32)
+
+
+def test_standing_ecs_tasks_add_a_lease_write_for_the_share_they_take() -> None:
+    d = replace(D, ecs_burst_tasks=10)  # 10 x 640/s = 6,400/s of 10,000/s
+    assert capacity.ecs_share(10_000, d, P) == pytest.approx(0.64)
+    checks = {c.name.split(" (")[0]: c for c in capacity.sustained_checks(10_000, d, P)}
+    assert checks["DynamoDB table writes"].demand == pytest.approx(10_000 * (3 + 0.64))
+
+
 def test_near_reads_count_the_look_back_re_reads_and_overlapping_pollers() -> None:
     checks = {c.name.split(" (")[0]: c for c in capacity.sustained_checks(10_000, D, P)}
     per_shard = 5000 / 32  # near-lane timers per second per near shard
@@ -133,58 +168,167 @@ def test_the_first_limit_to_break_is_the_one_with_least_headroom_among_those_tha
     assert found[1] == pytest.approx(1500)
 
 
+def test_the_scale_settings_give_twice_the_demand_at_every_limit() -> None:
+    tuned = capacity.scale_settings(10_000, D, P)
+    checks = capacity.sustained_checks(10_000, tuned, P)
+    assert all(c.headroom >= 2 - 1e-9 for c in checks), [(c.name, c.headroom) for c in checks]
+    assert tuned.worker_max_concurrency == math.ceil(2 * 10_000 * capacity.worker_seconds(D, P))
+    assert tuned.table_wru == 60_000  # 2 x 30,000, a quota request
+    # one vCPU per poller is enough here, so the tick's planning is untouched
+    assert tuned.poller_memory_mb == 1769
+    assert tuned.triggers_per_poller_minute == D.triggers_per_poller_minute
+
+
+def test_the_scale_settings_lower_triggers_per_poller_minute_when_memory_is_not_enough() -> None:
+    heavy = replace(P, poller_cpu_us_near=1200.0, poller_cpu_us_far=1000.0)  # 1,100 µs: 909/s
+    tuned = capacity.scale_settings(10_000, D, heavy)
+    assert tuned.triggers_per_poller_minute == int(1e6 / 1100 * 60 / 2)
+    checks = {c.name.split(" (")[0]: c for c in capacity.sustained_checks(10_000, tuned, heavy)}
+    assert checks["poller release rate"].headroom >= 2
+
+
 # --------------------------------------------------------------------------- the burst
 
 
 def test_the_drain_estimate_is_messages_times_time_each_over_concurrency() -> None:
-    # 600,000 messages at 20 ms each with 200 workers: 60 s.
+    # 600,000 messages at 20 ms each with 200 workers: 60 s (batches of ten: 10 x 20 ms per batch).
     assert capacity.drain_seconds(600_000, 0.02, 200) == pytest.approx(60.0)
+    assert capacity.drain_seconds(600_000, 0.02, 200) == pytest.approx(600_000 * 10 * 0.02 / (200 * 10))
 
 
-def test_a_burst_limited_by_workers_drains_in_the_estimate() -> None:
-    # Given pollers far faster than the workers and the workers warm from the start
-    fast = replace(D, prewarmed_workers=200, poller_memory_mb=1769 * 100)
-    burst = capacity.simulate_burst(600_000, fast, P, groups=40, dt=0.01)
-    per_message = capacity.worker_seconds(fast, P)
+def test_a_standard_event_source_starts_at_five_and_adds_300_invokes_a_minute() -> None:
+    d = replace(D, queue_count=2, worker_max_concurrency=100)
+    assert capacity.esm_concurrency(d, 0.0) == pytest.approx(2 * 5)
+    assert capacity.esm_concurrency(d, 6.0) == pytest.approx(2 * (5 + 30))
+    assert capacity.esm_concurrency(d, 600.0) == pytest.approx(2 * 100)  # its MaximumConcurrency
+
+
+def test_a_provisioned_event_source_starts_at_its_pollers_and_adds_1000_a_minute() -> None:
+    d = replace(D, esm_mode="provisioned", esm_min_pollers=20, worker_max_concurrency=1000)
+    assert capacity.esm_concurrency(d, 0.0) == pytest.approx(200)
+    assert capacity.esm_concurrency(d, 6.0) == pytest.approx(300)
+
+
+def test_each_function_adds_100_environments_a_second_after_a_cold_start() -> None:
+    assert capacity.lambda_environments(D, 0.5) == pytest.approx(5)  # what the idle event source keeps
+    assert capacity.lambda_environments(D, 3.0) == pytest.approx(5 + 100 * 2)
+    four = replace(D, queue_count=4, worker_functions=4, prewarmed_workers=400)
+    assert capacity.lambda_environments(four, 3.0) == pytest.approx(400 + 400 * 2)
+
+
+def test_a_burst_limited_by_warm_workers_drains_in_the_estimate() -> None:
+    # Given 200 workers driven from the start and pollers far faster than they are
+    d = replace(D, esm_mode="provisioned", esm_min_pollers=20, prewarmed_workers=200)
+    quick_release = replace(P, poller_cpu_us_near=1.0, poller_cpu_us_far=1.0, far_query_cpu_us=0.0)
+    burst = capacity.simulate_burst(60_000, replace(d, send_concurrency=256), quick_release, groups=40)
+    per_message = capacity.worker_seconds(d, P)
     # Then the last start comes when 200 workers have worked through every message
-    assert burst.started_by_s == pytest.approx(capacity.drain_seconds(600_000, per_message, 200), rel=0.01)
-    assert burst.p50_s == pytest.approx(burst.started_by_s / 2, rel=0.02)
-    assert burst.p99_s == pytest.approx(burst.started_by_s * 0.99, rel=0.02)
+    assert burst.start_concurrency == 200
+    assert burst.started_by_s == pytest.approx(capacity.drain_seconds(60_000, per_message, 200), rel=0.02)
+    assert burst.p50_s == pytest.approx(burst.started_by_s / 2, rel=0.03)
+
+
+def test_pre_warmed_workers_do_not_help_while_the_event_source_ramps() -> None:
+    cold = capacity.simulate_burst(100_000, replace(D, worker_max_concurrency=400), P, groups=40)
+    warm = capacity.simulate_burst(
+        100_000, replace(D, worker_max_concurrency=400, prewarmed_workers=400), P, groups=40
+    )
+    assert warm.start_concurrency == cold.start_concurrency == 5
+    assert warm.started_by_s == pytest.approx(cold.started_by_s, rel=0.01)
 
 
 def test_a_burst_limited_by_pollers_starts_each_slot_as_it_is_released() -> None:
-    # Given workers far faster than the release
-    d = replace(D, prewarmed_workers=200, worker_max_concurrency=200)
-    quick = replace(P, worker_io_ms=0.001, worker_cpu_us=0.001)
-    burst = capacity.simulate_burst(60_000, d, quick, groups=1, dt=0.01)
-    # Then the starts follow the release: 60,000 at one poller's far-lane rate
-    assert burst.release_s == pytest.approx(60_000 / capacity.poller_rate(d, quick, "far"))
+    # Given standing ECS workers far faster than the release
+    d = replace(D, ecs_burst_tasks=1000)
+    burst = capacity.simulate_burst(60_000, d, P, groups=1, dt=0.01)
+    # Then the starts follow the release: 60,000 at one poller's release rate
+    assert burst.release_s == pytest.approx(60_000 / capacity.release_rate(d, P))
     assert burst.started_by_s == pytest.approx(burst.release_s, rel=0.01)
-
-
-def test_cold_workers_ramp_at_lambdas_scaling_rate() -> None:
-    # Given 2,000 workers allowed but none warm: Lambda adds 100 environments a second
-    d = replace(D, queue_count=2, worker_max_concurrency=1000, account_concurrency=3000, prewarmed_workers=0)
-    cold = capacity.simulate_burst(600_000, d, P, groups=400, dt=0.01)
-    warm = capacity.simulate_burst(600_000, replace(d, prewarmed_workers=2000), P, groups=400, dt=0.01)
-    # Then the cold start takes longer by roughly the time spent ramping
-    assert cold.started_by_s > warm.started_by_s + 5
-    assert warm.started_by_s == pytest.approx(600_000 * capacity.worker_seconds(d, P) / 2000, rel=0.05)
+    assert burst.p99_s == pytest.approx(burst.release_s * 0.99, rel=0.01)
 
 
 def test_burst_write_pressure_counts_every_write_of_a_start_and_the_timers_per_key() -> None:
-    burst = capacity.simulate_burst(600_000, replace(D, prewarmed_workers=200), P, dt=0.01)
-    assert burst.peak_wru == pytest.approx(burst.peak_start_rate * P.wru)
-    assert burst.far_key_wru == pytest.approx(600_000 / 512 / burst.release_s)
+    d = replace(D, ecs_burst_tasks=1000)
+    burst = capacity.simulate_burst(60_000, d, P, groups=4)
+    rate = 4 * capacity.release_rate(d, P)
+    # workers keep pace: each start writes claim + finish + a LEASE timer, each release a timer
+    assert burst.peak_wru == pytest.approx(rate * (2 + 1) + rate * 1, rel=0.01)
+    assert burst.far_key_wru == pytest.approx(60_000 * 0.5 / 512 / burst.release_s)
+    assert burst.near_key_wru == pytest.approx(60_000 * (0.5 + 1) / 32 / burst.release_s, rel=0.01)
 
 
-def test_the_settings_found_for_a_burst_meet_both_targets() -> None:
-    found = capacity.burst_settings(600_000, D, P)
-    groups = math.ceil(600_000 / (capacity.poller_rate(D, P, "far") * 2.5))
-    burst = capacity.simulate_burst(600_000, found, P, groups=groups, dt=0.02)
-    assert burst.p99_s <= 5.0
-    assert burst.started_by_s <= 10.0
-    assert found.queue_count * 1000 >= found.prewarmed_workers  # an event source runs at most 1,000
+def test_the_burst_ready_settings_meet_both_targets_with_the_margin() -> None:
+    found = capacity.burst_ready_settings(120_000, D, P, "ecs")
+    assert found is not None
+    ready, groups = found
+    burst = capacity.simulate_burst(120_000, ready, P, groups, dt=0.02)
+    assert burst.p99_s <= 4.5 and burst.started_by_s <= 9.0
+    assert capacity.groups_for(120_000 / 60, ready) == groups  # the tick plans them
+    assert all(c.headroom >= 1 for c in capacity.burst_checks(burst, ready))
+    fewer = capacity.simulate_burst(
+        120_000, replace(ready, ecs_burst_tasks=ready.ecs_burst_tasks - 1), P, groups
+    )
+    assert not (fewer.p99_s <= 4.5 and fewer.started_by_s <= 9.0)  # the fewest that do
+
+
+# --------------------------------------------------------------------------- money and deployability
+
+
+def test_a_profile_costs_its_pollers_standing_workers_and_near_polling() -> None:
+    prices = {
+        "lambda": {"arm64_gb_second": {"usd": 1e-5}},
+        "stepfunctions": {"standard_per_thousand_transitions": {"usd": 0.025}},
+        "dynamodb": {
+            "on_demand_read_per_million": {"usd": 0.125},
+            "on_demand_write_per_million": {"usd": 0.625},
+        },
+    }
+    d = replace(D, prewarmed_workers=100, near_shard_count=1, poller_memory_mb=1024)
+    cost = capacity.monthly_cost(d, P, 1000.0, 2, {}, prices)
+    minutes = capacity.MINUTES_A_MONTH
+    assert cost["triggers (on-demand, all in, as counted)"] is None  # no cost results
+    assert cost["pollers"] == pytest.approx(2 * 80 * 1.0 * 1e-5 * minutes)
+    assert cost["Step Functions"] == pytest.approx(8 * 0.025 / 1000 * minutes)
+    assert cost["near-shard polling (one read unit each, even empty)"] == pytest.approx(
+        81 * 0.125e-6 * minutes
+    )
+    provisioned = capacity.EXTRA_PRICES["lambda_provisioned_gb_s"][0]
+    assert cost["provisioned worker environments"] == pytest.approx(
+        100 * 0.5 * provisioned * capacity.SECONDS_A_MONTH
+    )
+    ecs = capacity.monthly_cost(replace(D, ecs_burst_tasks=3), P, 1e9, 1, {}, prices)
+    task_hour = (
+        1.0 * capacity.EXTRA_PRICES["fargate_vcpu_hour"][0]
+        + 2.0 * capacity.EXTRA_PRICES["fargate_gb_hour"][0]
+    )
+    assert ecs["standing ECS burst tasks"] == pytest.approx(3 * task_hour * capacity.SECONDS_A_MONTH / 3600)
+
+
+def test_deployability_names_context_keys_quotas_and_what_the_app_lacks() -> None:
+    assert capacity.deployability(D) == {"context": {}, "quotas": [], "not_deployable": []}
+    tuned = replace(D, worker_max_concurrency=400, table_wru=60_000, warm_wru=60_000)
+    found = capacity.deployability(tuned)
+    assert found["context"] == {"workerMaxConcurrency": 400, "tableWarmWriteUnitsPerSecond": 60_000}
+    assert len(found["quotas"]) == 1 and not found["not_deployable"]
+    lacking = capacity.deployability(replace(D, prewarmed_workers=10, worker_functions=2), groups=60)
+    assert len(lacking["not_deployable"]) == 3
+
+
+def test_measured_figures_split_timer_writes_from_execution_writes(tmp_path: Path, monkeypatch) -> None:
+    cost = {
+        "summary": {
+            "dynamodb_units_per_trigger": {"wru": 2.2, "rru": 1.1},
+            "worker_lambda_at_scale": {"io_ms_per_trigger": 12.0},
+            "rows": [
+                {"phase": "poller", "wru_per_trigger": 0.2},
+                {"phase": "worker", "wru_per_trigger": 2.0},
+            ],
+        }
+    }
+    (tmp_path / "cost_per_million.json").write_text(__import__("json").dumps(cost))
+    monkeypatch.setattr(capacity.benchlib, "RESULTS_DIR", tmp_path)
+    per = capacity.load_measured()
+    assert (per.timer_wru, per.exec_wru, per.rru, per.worker_io_ms) == pytest.approx((0.2, 2.0, 1.1, 12.0))
 
 
 # --------------------------------------------------------------------------- billed units
