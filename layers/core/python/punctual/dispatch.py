@@ -330,7 +330,10 @@ class MinuteRun:
         self.end = minute + timedelta(minutes=1)
         self.final = self.end + timedelta(seconds=dispatcher.config.grace_s)
         self.heap: list[tuple[int, str, Timer]] = []
-        self.held: set[tuple[str, str]] = set()  # (pk, sk) of every timer taken in this minute
+        # Every timer taken in this minute, by what its (pk, sk) is made of (lane, shard, due,
+        # job, slot, attempt): a near timer comes back in every poll of its look-back, and the
+        # key is built without formatting the row's key strings.
+        self.held: set[tuple[Lane, int, int, str, str, int]] = set()
         self.failed_shards: set[tuple[Lane, int]] = set()
         self.report = ReleaseReport()
         self.previous_checked = False
@@ -339,12 +342,13 @@ class MinuteRun:
         self.last_near_ms: int | None = None
 
     def hold(self, timers: Iterable[Timer]) -> None:
+        held, heap = self.held, self.heap
         for timer in timers:
-            key = (timer.pk, timer.sk)
-            if key in self.held:
+            key = (timer.lane, timer.shard, timer.due_ms, timer.job_id, timer.slot, timer.attempt)
+            if key in held:
                 continue
-            self.held.add(key)
-            heapq.heappush(self.heap, (timer.due_ms, timer.sk, timer))
+            held.add(key)
+            heapq.heappush(heap, (timer.due_ms, timer.sk, timer))
 
     def run(self, stop: Callable[[], bool]) -> ReleaseReport:
         """Start, step until the minute and its grace are over, finish."""

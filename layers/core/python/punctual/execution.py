@@ -1053,8 +1053,9 @@ class Worker:
             )
         status = ExecutionStatus.RETRY_WAIT if retry_at is not None else attempt_status
         summary = _summary(result.summary)
-        ended = self._end_attempt(current, status, attempt_status, now, None if succeeded else summary)
-        ended = ended.model_copy(update={"result": summary or None})
+        ended = self._end_attempt(
+            current, status, attempt_status, now, None if succeeded else summary, result=summary or None
+        )
         with claim.lock:
             if claim.finished:
                 raise IllegalTransition(current.status, status)
@@ -1088,7 +1089,9 @@ class Worker:
         attempt_status: ExecutionStatus,
         now: datetime,
         error: str | None,
+        **more: Any,
     ) -> Execution:
+        """The record with its attempt ended (``more``: further fields to set in the same copy)."""
         record = AttemptRecord(
             attempt=current.attempt,
             status=attempt_status,
@@ -1104,6 +1107,7 @@ class Worker:
                 "lease_until": None,
                 "error": error,
                 "attempts": _bounded([*current.attempts, record]),
+                **more,
             }
         )
 

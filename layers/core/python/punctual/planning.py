@@ -27,7 +27,7 @@ def ceil_second(instant: datetime) -> datetime:
 @lru_cache(maxsize=4096)
 def _parse(expression: str, timezone: str, gap: str | None, repeat: str | None) -> schedules.Schedule:
     dst = schedules.DstOptions(gap=gap, repeat=repeat) if (gap or repeat) else None  # type: ignore[arg-type]
-    return schedules.parse_schedule(expression, timezone, dst)
+    return schedules.cached_schedule(expression, timezone, dst)
 
 
 def schedule_of(spec: JobSpec) -> schedules.Schedule:
@@ -96,17 +96,25 @@ def plan_release(job: Job, slot: datetime, now: datetime) -> ReleasePlan:
     if schedule.kind == "delay":
         return ReleasePlan(release=[slot], next_slot=None, chain=False)
     due: list[datetime] = []
+    instants: list[datetime] = []  # dispatch_instant of each slot in ``due`` (jitter hashes once)
     current: datetime | None = slot
-    while current is not None and dispatch_instant(job, current) <= now and len(due) < MAX_RELEASE_PER_TIMER:
+    while current is not None and len(due) < MAX_RELEASE_PER_TIMER:
+        instant = dispatch_instant(job, current)
+        if instant > now:
+            break
         due.append(current)
+        instants.append(instant)
         current = next_slot(job, current)
     if not due:  # released early (clock skew): release it anyway, it is this timer's slot
         return ReleasePlan(release=[slot], next_slot=next_slot(job, slot))
     missed_before = now - timedelta(seconds=MISSED_AFTER_S)
-    on_time = [s for s in due if dispatch_instant(job, s) >= missed_before]
-    missed = [s for s in due if dispatch_instant(job, s) < missed_before]
+    if len(due) == 1 and instants[0] >= missed_before:
+        # The common case, one slot on time: every policy releases just it.
+        return ReleasePlan(release=due, skipped=0, next_slot=current)
+    on_time = [s for s, at in zip(due, instants, strict=True) if at >= missed_before]
+    missed = [(s, at) for s, at in zip(due, instants, strict=True) if at < missed_before]
     window_start = now - timedelta(seconds=job.catchup.window_seconds)
-    in_window = [s for s in missed if dispatch_instant(job, s) >= window_start]
+    in_window = [s for s, at in missed if at >= window_start]
     policy = job.catchup.policy
     if policy is CatchupKind.ALL:
         chosen = in_window

@@ -59,6 +59,7 @@ __all__ = [
     "RateSchedule",
     "Schedule",
     "ScheduleError",
+    "cached_schedule",
     "format_instant",
     "jitter_offset_s",
     "parse_instant",
@@ -1192,6 +1193,18 @@ def parse_schedule(
     if isinstance(schedule, CronSchedule):
         _check_fires(schedule, now)
     return schedule
+
+
+@lru_cache(maxsize=4096)
+def cached_schedule(expression: str, timezone: str = "UTC", dst: DstOptions | None = None) -> Schedule:
+    """:func:`parse_schedule` (without ``now``), memoized.
+
+    Every stored job is validated again when it is read, and a poller and a worker read
+    the same few expressions over and over. A schedule is not changed once parsed (its
+    caches only speed up ``next_after``), so one object serves every caller; errors are
+    raised on every call, not cached.
+    """
+    return parse_schedule(expression, timezone, dst)
 
 
 def _check_fires(schedule: CronSchedule, now: datetime | None) -> None:

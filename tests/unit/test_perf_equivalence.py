@@ -1,0 +1,251 @@
+"""The hot-path shortcuts give exactly what the plain forms they replace gave.
+
+Each fast form (hand-written message body, integer minute keys, fromisoformat slot
+parsing, the single-slot release plan, the shallow record copy, the near-lane hold key)
+is checked against the straightforward code it replaced, on ordinary and edge inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from factories import job
+from punctual.clock import ManualClock
+from punctual.dispatch import DispatchConfig, Dispatcher
+from punctual.models import AttemptRecord, CatchupKind, Execution, ExecutionStatus, Job
+from punctual.planning import MAX_RELEASE_PER_TIMER, MISSED_AFTER_S, dispatch_instant, next_slot, plan_release
+from punctual.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
+from punctual.schedules import ScheduleError, cached_schedule, parse_schedule
+from punctual.store.memory import MemoryStore
+from punctual.timers import (
+    MINUTE_FMT,
+    Lane,
+    Timer,
+    TimerKind,
+    TimerLayout,
+    bucket_pk,
+    minute_key,
+    minute_of,
+    slot_instant,
+    slot_key,
+)
+
+T = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+rng = random.Random(20261130)
+
+
+def _instants(count: int) -> list[datetime]:
+    zones = [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8))]
+    out = [
+        datetime(1970, 1, 1, tzinfo=UTC),
+        datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(2026, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(999, 5, 6, 7, 8, 9, tzinfo=UTC),
+        datetime(5, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+    ]
+    for _ in range(count):
+        seconds = rng.uniform(-2e9, 5e9)
+        out.append(datetime.fromtimestamp(seconds, UTC).astimezone(rng.choice(zones)))
+    return out
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def test_message_body_is_what_asdict_gave() -> None:
+    messages = [
+        message_for(job("a"), "2026-11-30T10:00:00Z", T, 1, MessageKind.FIRE, T),
+        message_for(job("b", overlap="queue"), "2026-11-30T10:00:00Z~x", T, 7, MessageKind.RETRY, T),
+        DispatchMessage('t\u00e9nant "q"', "j", "s", "", 0, 0),
+        DispatchMessage("t", "j\n", "s\\", "2026", 2**40, -1, "child", "now", True),
+    ]
+    for message in messages:
+        assert message.to_body() == json.dumps(asdict(message), separators=(",", ":"))
+        assert DispatchMessage.from_body(message.to_body()) == message
+
+
+def test_memory_queue_still_dedups_on_one_computed_id() -> None:
+    queues = MemoryQueues(now=lambda: T)
+    message = message_for(job("a"), "s1", T, 1, MessageKind.FIRE, T)
+    queues.send("q", [message, message])
+    assert queues.drain("q") == [message]
+    assert list(queues.sent_ids["q"]) == [message.dedup_id]
+
+
+# --------------------------------------------------------------------------- timer keys
+
+
+def test_slot_key_is_what_strftime_gave() -> None:
+    for instant in _instants(2000):
+        assert slot_key(instant) == instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_minute_keys_are_what_strftime_gave() -> None:
+    for instant in _instants(2000):
+        expected = instant.astimezone(UTC).strftime(MINUTE_FMT)
+        assert minute_key(instant) == expected
+        assert minute_key(minute_of(instant)) == expected
+
+
+def test_timer_pk_is_the_bucket_of_its_due_minute() -> None:
+    layout = TimerLayout()
+    for instant in _instants(500):
+        due_ms = round(instant.timestamp() * 1000)
+        for lane in Lane:
+            timer = Timer(lane, 7, due_ms, "job-1", "t", "s", 1, TimerKind.FIRE, 1)
+            assert timer.pk == bucket_pk(lane, minute_of(timer.due), 7)
+    kwargs: dict[str, Any] = {"job_id": "j", "tenant": "t", "slot": "s", "attempt": 1, "job_version": 1}
+    timer = layout.make(now=T, due=T + timedelta(minutes=10), kind=TimerKind.FIRE, **kwargs)
+    assert timer.pk == f"timer#{minute_key(T + timedelta(minutes=10))}#{timer.shard}"
+
+
+def _strptime_slot(key: str) -> datetime:
+    return datetime.strptime(key.split("~", 1)[0], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def test_slot_instant_is_what_strptime_gave() -> None:
+    keys = [slot_key(i) for i in _instants(1000) if i.astimezone(UTC).year >= 1000]
+    keys += [k + "~manual-1" for k in keys[:50]]
+    keys += ["2026-1-5T1:2:3Z", "2026-11-30T10:00:00Z~a~b", "0999-01-01T00:00:00Z"]
+    for key in keys:
+        parsed = slot_instant(key)
+        assert parsed == _strptime_slot(key)
+        assert parsed.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "2026-13-01T00:00:00Z",
+        "2026-02-30T00:00:00Z",
+        "2026-11-30T24:00:00Z",
+        "2026-11-30T10:00:60Z",
+        "0000-01-01T00:00:00Z",
+        "2026-11-30 10:00:00Z",
+        "2026-11-30T10:00:00",
+        "2026-11-30T10:00:00+00:00",
+        "",
+        "~x",
+    ],
+)
+def test_slot_instant_refuses_what_strptime_refused_with_its_message(key: str) -> None:
+    with pytest.raises(ValueError) as expected:
+        _strptime_slot(key)
+    with pytest.raises(ValueError) as got:
+        slot_instant(key)
+    assert str(got.value) == str(expected.value)
+
+
+# --------------------------------------------------------------------------- the poller
+
+
+def test_a_timer_read_again_is_held_once() -> None:
+    clock = ManualClock(T)
+    dispatcher = Dispatcher(MemoryStore(), MemoryQueues(now=clock.now), clock, DispatchConfig())
+    run = dispatcher.minute_run(T)
+    base = dict(
+        lane=Lane.NEAR, shard=3, due_ms=round(T.timestamp() * 1000) + 500, job_id="j", tenant="t", slot="s"
+    )
+    first = Timer(**base, attempt=1, kind=TimerKind.FIRE, job_version=1)  # type: ignore[arg-type]
+    same_row = Timer(**base, attempt=1, kind=TimerKind.FIRE, job_version=1)  # type: ignore[arg-type]
+    next_attempt = Timer(**base, attempt=2, kind=TimerKind.RETRY, job_version=1)  # type: ignore[arg-type]
+    other_shard = Timer(**{**base, "shard": 4, "job_id": "k"}, attempt=1, kind=TimerKind.FIRE, job_version=1)  # type: ignore[arg-type]
+    run.hold([first])
+    run.hold([same_row, next_attempt, first])
+    run.hold([other_shard, next_attempt])
+    assert [t for _, _, t in sorted(run.heap)] == sorted(
+        [first, next_attempt, other_shard], key=lambda t: (t.due_ms, t.sk)
+    )
+    # One key per (pk, sk) row, as before.
+    assert len(run.held) == len({(t.pk, t.sk) for t in (first, next_attempt, other_shard)})
+
+
+def _plan_reference(
+    job: Job, slot: datetime, now: datetime
+) -> tuple[list[datetime], int, datetime | None, bool]:
+    """``plan_release`` as it was written before its single-slot shortcut."""
+    if cached_schedule(job.schedule, job.timezone).kind == "delay":
+        return [slot], 0, None, False
+    due: list[datetime] = []
+    current: datetime | None = slot
+    while current is not None and dispatch_instant(job, current) <= now and len(due) < MAX_RELEASE_PER_TIMER:
+        due.append(current)
+        current = next_slot(job, current)
+    if not due:
+        return [slot], 0, next_slot(job, slot), True
+    missed_before = now - timedelta(seconds=MISSED_AFTER_S)
+    on_time = [s for s in due if dispatch_instant(job, s) >= missed_before]
+    missed = [s for s in due if dispatch_instant(job, s) < missed_before]
+    window_start = now - timedelta(seconds=job.catchup.window_seconds)
+    in_window = [s for s in missed if dispatch_instant(job, s) >= window_start]
+    if job.catchup.policy is CatchupKind.ALL:
+        chosen = in_window
+    elif job.catchup.policy is CatchupKind.LATEST:
+        chosen = in_window[-1:] if not on_time else []
+    else:
+        chosen = []
+    release = chosen + on_time
+    return release, len(due) - len(release), current, True
+
+
+@pytest.mark.parametrize(
+    "schedule", ["rate(1 minute)", "rate(7 seconds)", "cron(0/5 * * * ? *)", "delay(1 minute)"]
+)
+def test_release_plan_is_what_it_was(schedule: str) -> None:
+    for index in range(300):
+        overrides: dict[str, Any] = {
+            "jitter_seconds": rng.choice([0, 0, 5, 90]),
+            "catchup": {
+                "policy": rng.choice(["all", "latest", "none"]),
+                "window_seconds": rng.choice([0, 120, 3600]),
+            },
+        }
+        if rng.random() < 0.2:
+            overrides["end_at"] = (T + timedelta(minutes=rng.randint(1, 30))).isoformat()
+        j = job(f"job-{index}", schedule, **overrides)
+        slot = next_slot(j, T - timedelta(seconds=rng.randint(0, 7200))) or T
+        now = slot + timedelta(seconds=rng.choice([-5, 0, 1, 30, 59, 61, 300, 4000, 20000]))
+        plan = plan_release(j, slot, now)
+        assert (plan.release, plan.skipped, plan.next_slot, plan.chain) == _plan_reference(j, slot, now)
+
+
+def test_cached_schedule_is_parse_schedule_and_errors_every_time() -> None:
+    for expression in ["rate(1 minute)", "cron(0 9 ? * MON-FRI *)", "0 9 * * *", "at(2027-01-01T00:00:00)"]:
+        assert cached_schedule(expression, "Europe/Berlin") == parse_schedule(expression, "Europe/Berlin")
+        assert cached_schedule(expression, "Europe/Berlin") is cached_schedule(expression, "Europe/Berlin")
+    for _ in range(2):
+        with pytest.raises(ScheduleError):
+            cached_schedule("rate(0 minutes)")
+
+
+# --------------------------------------------------------------------------- records
+
+
+def test_record_copies_are_what_pydantic_copies_were() -> None:
+    record = Execution(
+        job_id="j",
+        slot="s",
+        scheduled_at=T,
+        status=ExecutionStatus.RUNNING,
+        attempts=[AttemptRecord(attempt=1, status=ExecutionStatus.FAILED, error="x")],
+    )
+    for model in (record, record.attempts[0]):
+        ours, theirs = copy.copy(model), BaseModel.__copy__(model)
+        for attr in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
+            assert getattr(ours, attr) == getattr(theirs, attr)
+        assert ours.__dict__ is not model.__dict__
+        assert ours.__pydantic_fields_set__ is not model.__pydantic_fields_set__
+    updated = record.model_copy(update={"status": ExecutionStatus.SUCCEEDED, "result": "ok"})
+    assert updated.status is ExecutionStatus.SUCCEEDED and record.status is ExecutionStatus.RUNNING
+    assert updated.model_fields_set == record.model_fields_set | {"status", "result"}
+    assert updated.attempts is record.attempts  # shallow, as model_copy always was
+    assert copy.deepcopy(record) == record
