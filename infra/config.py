@@ -38,6 +38,8 @@ DEFAULTS: dict[str, Any] = {
     "maxShardGroups": c.MAX_SHARD_GROUPS,
     "pollerMaxConcurrency": c.POLLER_MAX_CONCURRENCY,
     "pollerMemoryMb": c.POLLER_MEMORY_MB,
+    "leanPollerMemoryMb": c.LEAN_POLLER_MEMORY_MB,
+    "leanPollerMaxTriggersPerMinute": c.LEAN_POLLER_MAX_TRIGGERS_PER_MINUTE,
     "pollerReservedConcurrency": 0,
     "queueCount": c.QUEUE_COUNT,
     "maxReceiveCount": c.MAX_RECEIVE_COUNT,
@@ -121,6 +123,8 @@ class PunctualConfig:
     max_shard_groups: int
     poller_max_concurrency: int
     poller_memory_mb: int
+    lean_poller_memory_mb: int
+    lean_poller_max_triggers_per_minute: int
     poller_reserved_concurrency: int
     queue_count: int
     max_receive_count: int
@@ -174,6 +178,8 @@ class PunctualConfig:
             max_shard_groups=reader.integer("maxShardGroups", 1, c.MAX_SHARD_GROUPS),
             poller_max_concurrency=reader.integer("pollerMaxConcurrency", 0, c.MAX_SHARD_GROUPS),
             poller_memory_mb=reader.integer("pollerMemoryMb", 128, 10_240),
+            lean_poller_memory_mb=reader.integer("leanPollerMemoryMb", 128, 10_240),
+            lean_poller_max_triggers_per_minute=reader.integer("leanPollerMaxTriggersPerMinute", 0, 10**6),
             poller_reserved_concurrency=reader.integer("pollerReservedConcurrency", 0, 10_000),
             queue_count=reader.integer("queueCount", 1, c.MAX_QUEUE_COUNT),
             max_receive_count=reader.integer("maxReceiveCount", 1, 1000),

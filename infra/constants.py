@@ -35,12 +35,25 @@ TICK_MAX_EVENT_AGE_S: Final = 120  # an older tick is useless: a newer one cover
 TICK_RETRY_ATTEMPTS: Final = 2
 POLLER_TIMEOUT_S: Final = 120  # a poller starts POLLER_LEAD_S before its minute and runs ~70-80 s
 POLLER_MEMORY_MB: Final = 1024
+# The lean poller: the same code at the smallest memory, for minutes whose planned load is at most
+# LEAN_POLLER_MAX_TRIGGERS_PER_MINUTE (an idle deployment's minutes). A poller runs ~80 s of every
+# minute whatever its load, so its memory is most of the idle bill: 1,024 MB costs ~$47 a month,
+# 128 MB ~$6. At 128 MB (7 % of a vCPU) it releases ~200 far or ~110 near slots a second.
+LEAN_POLLER_MEMORY_MB: Final = 128
+LEAN_POLLER_MAX_TRIGGERS_PER_MINUTE: Final = 60  # 0: never use the lean poller
 WORKER_TIMEOUT_S: Final = 900  # the longest job the Lambda lane runs (Lambda's hard maximum)
 WORKER_MEMORY_MB: Final = 512
 
 # --- Scheduler settings handed to the runtime (PUNCTUAL_* environment) --------------------------
-SHARD_COUNT: Final = 512
-NEAR_SHARD_COUNT: Final = 32
+# Far shards: 256 keep >= 2x headroom on a far bucket's 1,000 WRU/s for everything the default
+# pollers can release (a 600,000-slot top-of-minute burst by 40 pollers takes >= 9 s: ~250 WRU/s
+# per key; 10,000/s sustained: ~40). Releasing faster (more than the inline Map's 40 pollers)
+# needs more. Each far shard costs one read per minute when idle.
+SHARD_COUNT: Final = 256
+# Near shards: 8 (packed timer rows write ~10x fewer units per timer; at 10,000/s with half the
+# timers in the near lane a key takes 625 timers/s). Each near shard is read every second.
+# Both counts are part of the data layout: never change them on a live deployment.
+NEAR_SHARD_COUNT: Final = 8
 FAR_THRESHOLD_S: Final = 180
 POLL_INTERVAL_MS: Final = 1000
 POLLER_LEAD_S: Final = 10

@@ -72,6 +72,7 @@ class PunctualStack(cdk.Stack):
             worker=self.workers.worker,
             api=self.api.handler,
             state_machine=self.dispatch.state_machine,
+            lean_poller=self.dispatch.lean_poller,
         )
 
         cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL (SigV4, service execute-api)")

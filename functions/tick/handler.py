@@ -4,8 +4,11 @@ Each execution is named after its minute (``m-YYYYMMDDTHHMM``: colons are illega
 Standard executions are unique by name, so a doubled tick, or a tick that covers a minute the
 previous tick already started, is a no-op. The tick starts the next
 ``PUNCTUAL_TICK_LOOKAHEAD_MINUTES`` minutes, so a late or lost tick is covered by its predecessor.
-The core's ``plan_minute`` sizes each minute's shard groups from a sample of its far buckets; if
-that fails, the minute still starts, with the minimum groups.
+The core's ``plan_minute`` sizes each minute's shard groups from a sample of its far buckets and
+the near lane's recent load, and says which poller runs it: ``lean`` (small memory, for an idle
+minute) or ``standard``. The tick turns that into ``poller_function``, the function the state
+machine invokes. If planning fails, the minute still starts, with the minimum groups on the
+standard poller (a minute whose load is unknown never gets the lean one).
 """
 
 from __future__ import annotations
@@ -30,35 +33,46 @@ logger.setLevel(os.environ.get("LOG_LEVEL", "INFO"))
 SFN = boto3.client("stepfunctions")
 
 
+def poller_function(poller: str | None) -> str:
+    """The function a minute's pollers run on: the lean one when planned and deployed."""
+    standard = os.environ.get("PUNCTUAL_POLLER_FUNCTION", "")
+    lean = os.environ.get("PUNCTUAL_LEAN_POLLER_FUNCTION", "")
+    return lean if poller == "lean" and lean else standard
+
+
 def _fallback_plan(minute: datetime, lead_s: int) -> dict[str, Any]:
     groups = int(os.environ.get("PUNCTUAL_SHARD_GROUPS", "1"))
     stamp = minute.strftime("%Y-%m-%dT%H:%M:00Z")
     return {
         "minute": stamp,
         "start_at": (minute - timedelta(seconds=lead_s)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "poller": "standard",
         "groups": [
             {
                 "minute": stamp,
                 "group": index,
                 "group_count": groups,
-                "shard_count": int(os.environ.get("PUNCTUAL_SHARD_COUNT", "512")),
-                "near_shard_count": int(os.environ.get("PUNCTUAL_NEAR_SHARD_COUNT", "32")),
+                "shard_count": int(os.environ.get("PUNCTUAL_SHARD_COUNT", "256")),
+                "near_shard_count": int(os.environ.get("PUNCTUAL_NEAR_SHARD_COUNT", "8")),
             }
             for index in range(groups)
         ],
     }
 
 
-def plan(minute: datetime, lead_s: int) -> dict[str, Any]:
+def plan(minute: datetime, lead_s: int, now: datetime | None = None) -> dict[str, Any]:
     """The execution input of ``minute``: sized from its load when the core can tell."""
     if plan_minute is None:
-        return _fallback_plan(minute, lead_s)
-    settings = Settings.from_env()
-    try:
-        return plan_minute(minute, settings, store_from(settings))
-    except Exception:
-        logger.exception("sizing %s failed: starting it with the minimum shard groups", minute)
-        return plan_minute(minute, settings)
+        chosen = _fallback_plan(minute, lead_s)
+    else:
+        settings = Settings.from_env()
+        try:
+            chosen = plan_minute(minute, settings, store_from(settings), now=now)
+        except Exception:
+            logger.exception("sizing %s failed: starting it with the minimum shard groups", minute)
+            chosen = plan_minute(minute, settings)  # no store: unknown load, the standard poller
+    chosen["poller_function"] = poller_function(chosen.get("poller"))
+    return chosen
 
 
 def start_minutes(now: datetime, sfn: Any = None) -> list[str]:
@@ -75,7 +89,7 @@ def start_minutes(now: datetime, sfn: Any = None) -> list[str]:
             sfn.start_execution(
                 stateMachineArn=os.environ["PUNCTUAL_STATE_MACHINE_ARN"],
                 name=name,
-                input=json.dumps(plan(minute, lead_s)),
+                input=json.dumps(plan(minute, lead_s, now)),
             )
             started.append(name)
         except sfn.exceptions.ExecutionAlreadyExists:

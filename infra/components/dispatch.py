@@ -18,14 +18,25 @@ Why STANDARD and not EXPRESS
 * Duration: the execution waits up to two minutes (the tick starts the next two minutes, so a
   late or lost tick is covered by the previous one) and then runs a poller for ~80 s. Express
   allows five minutes in all; Standard a year, and the Wait costs nothing while it waits.
-* Cost: Standard bills per state transition ($0.025 per 1,000). One minute with one shard group
-  is about six transitions (start, Wait, Map, iteration, task, end): ~8,600 a day, ~$6.50 a
-  month; each extra group adds two per minute (~$2.20 a month). Express would bill ~$1 per
-  million requests plus duration (~110 s x 64 MB: ~$3 a month), cheaper by a few dollars but
-  without the naming guarantee. The pollers' Lambda time (~80 s a minute per group) dwarfs
-  both, so the guarantee wins.
+* Cost: Standard bills per state transition ($0.025 per 1,000), each state a step enters and
+  retries; an inline Map's iterations are not billed, the states inside them are. A minute with
+  one group enters Wait, Map and the task: with the execution's start counted too, 4 a minute,
+  ~$4.40 a month (~$5.50 if its end were billed as well); each extra group adds one. Express
+  would bill ~$1 per million requests plus duration (~110 s x 64 MB: ~$3 a month), cheaper by
+  a dollar or two but without the naming guarantee, so the guarantee wins.
+* No Choice state for a one-group minute: skipping the Map would cost the Choice's own
+  transition, so it would save nothing.
 * History: Standard keeps 90 days of execution history in the console, which is where an
   operator looks first when a minute was late.
+
+Two poller functions, one code: the *standard* poller (``pollerMemoryMb``, 1,024 MB) and the
+*lean* poller (``leanPollerMemoryMb``, 128 MB). A poller runs ~80 s of every minute whatever its
+load, so at 1,024 MB an idle deployment paid ~$47 a month for pollers alone; at 128 MB it pays
+~$6. The tick plans each minute and names the function in the execution input
+(``poller_function``): the lean one only for a single-group minute whose planned load (sampled
+far timers plus the near lane's last minute) is at most ``leanPollerMaxTriggersPerMinute``
+(60), the standard one otherwise and whenever the load is unknown. The task invokes
+``$.poller_function``; the state machine's role may invoke these two functions only.
 
 A failed poller is retried on Lambda service errors and throttling; if it still fails, the
 iteration is caught so that the other groups' pollers keep running (an inline Map would
@@ -39,7 +50,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from infra import constants as c
@@ -65,19 +75,37 @@ class Dispatch(Construct):
         environment: dict[str, str],
     ) -> None:
         super().__init__(scope, construct_id)
-        self.poller: PunctualFunction = runtime.function(
-            self,
+
+        def poller(construct_id: str, description: str, memory_mb: int) -> PunctualFunction:
+            made = runtime.function(
+                self,
+                construct_id,
+                name="poller",  # one code for both pollers: only the memory differs
+                description=description,
+                timeout_s=c.POLLER_TIMEOUT_S,
+                memory_mb=memory_mb,
+                environment=environment,
+                reserved_concurrency=config.poller_reserved_concurrency or None,
+            )
+            storage.grant_read_write(made.role)
+            # Releases slots to both lanes; executions whose lease ran out of attempts are announced.
+            Queues.grant(made.role, [*queues.work_queues, queues.failed], SEND_ACTIONS)
+            return made
+
+        self.poller: PunctualFunction = poller(
             "Poller",
-            name="poller",
-            description="Punctual poller: releases the slots of one shard group for one minute",
-            timeout_s=c.POLLER_TIMEOUT_S,
-            memory_mb=config.poller_memory_mb,
-            environment=environment,
-            reserved_concurrency=config.poller_reserved_concurrency or None,
+            "Punctual poller: releases the slots of one shard group for one minute",
+            config.poller_memory_mb,
         )
-        storage.grant_read_write(self.poller.role)
-        # Releases slots to both lanes; executions whose lease ran out of attempts are announced.
-        Queues.grant(self.poller.role, [*queues.work_queues, queues.failed], SEND_ACTIONS)
+        # The same poller at the smallest memory, for minutes the tick plans as idle.
+        self.lean_poller: PunctualFunction | None = None
+        if config.lean_poller_max_triggers_per_minute > 0:
+            self.lean_poller = poller(
+                "LeanPoller",
+                "Punctual lean poller: runs an idle minute's one shard group at small memory",
+                config.lean_poller_memory_mb,
+            )
+        self.pollers = [p for p in (self.poller, self.lean_poller) if p is not None]
 
         self.state_machine = self._state_machine(config)
 
@@ -94,6 +122,11 @@ class Dispatch(Construct):
                 "PUNCTUAL_SHARD_GROUPS": str(config.shard_groups),  # the fewest pollers a minute gets
                 "PUNCTUAL_MAX_SHARD_GROUPS": str(config.max_shard_groups),  # the most (inline Map: 40)
                 "PUNCTUAL_TICK_LOOKAHEAD_MINUTES": str(c.TICK_LOOKAHEAD_MINUTES),
+                "PUNCTUAL_POLLER_FUNCTION": self.poller.function.function_arn,
+                "PUNCTUAL_LEAN_POLLER_FUNCTION": self.lean_poller.function.function_arn
+                if self.lean_poller
+                else "",
+                "PUNCTUAL_LEAN_MAX_TRIGGERS_PER_MINUTE": str(config.lean_poller_max_triggers_per_minute),
             },
         )
         self.state_machine.grant_start_execution(self.tick.role)
@@ -123,14 +156,17 @@ class Dispatch(Construct):
             comment="Sleep until the pollers must start: the minute minus the poller lead",
             time=sfn.WaitTime.timestamp_path("$.start_at"),
         )
-        invoke = tasks.LambdaInvoke(
+        # A Lambda invoke whose function is named by the input: the tick chose it (standard or
+        # lean); IAM limits it to the two pollers. The payload is the group's item itself.
+        invoke = sfn.CustomState(
             self,
             "PollShardGroup",
-            comment="One poller runs one shard group through its minute",
-            lambda_function=self.poller.function,
-            payload=sfn.TaskInput.from_json_path_at("$"),
-            retry_on_service_exceptions=False,  # replaced by the retry below: quicker, with throttling
-            result_path=sfn.JsonPath.DISCARD,
+            state_json={
+                "Type": "Task",
+                "Comment": "One poller runs one shard group through its minute",
+                "Resource": f"arn:{cdk.Aws.PARTITION}:states:::lambda:invoke",
+                "Parameters": {"FunctionName.$": "$.function", "Payload.$": "$.item"},
+            },
         )
         invoke.add_retry(
             errors=list(c.POLLER_RETRY_ERRORS),
@@ -149,6 +185,10 @@ class Dispatch(Construct):
             "PollGroups",
             comment="One poller per shard group, all at once",
             items_path="$.groups",
+            item_selector={
+                "item": sfn.JsonPath.string_at("$$.Map.Item.Value"),
+                "function": sfn.JsonPath.string_at("$.poller_function"),
+            },
             max_concurrency=config.poller_max_concurrency,
             result_path=sfn.JsonPath.DISCARD,
         )
@@ -179,15 +219,17 @@ class Dispatch(Construct):
             "Step Functions log delivery (logs:CreateLogDelivery, GetLogDelivery, ... "
             "DescribeLogGroups) does not support resource-level permissions, and " + XRAY_REASON,
         )
-        acknowledge(
-            machine.role,
-            f"IAM5[Resource::<{self._logical_id_of_poller()}.Arn>:*]",
-            "LambdaInvoke is granted the poller's ARN and its qualified ARNs (versions and aliases) "
-            "as CDK does for every Lambda task; the function is this stack's own poller.",
-        )
+        for poller in self.pollers:
+            poller.function.grant_invoke(machine.role)
+            acknowledge(
+                machine.role,
+                f"IAM5[Resource::<{self._logical_id_of(poller)}.Arn>:*]",
+                "The minute task is granted each poller's ARN and its qualified ARNs (versions and "
+                "aliases), as CDK grants every Lambda task; the functions are this stack's own pollers.",
+            )
         return machine
 
-    def _logical_id_of_poller(self) -> str:
-        cfn_function = self.poller.function.node.default_child
+    def _logical_id_of(self, poller: PunctualFunction) -> str:
+        cfn_function = poller.function.node.default_child
         assert isinstance(cfn_function, cdk.CfnElement)
         return cdk.Stack.of(self).get_logical_id(cfn_function)

@@ -85,9 +85,11 @@ class Observability(Construct):
         worker: PunctualFunction,
         api: PunctualFunction,
         state_machine: sfn.StateMachine,
+        lean_poller: PunctualFunction | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
+        self._lean_poller = lean_poller
         self.alarms: list[cloudwatch.Alarm] = []
 
         # CloudWatch publishes to an encrypted topic only if the key lets it: an AWS-managed SNS
@@ -179,9 +181,20 @@ class Observability(Construct):
             description=f"Fire delay p99 above {self._config.fire_delay_alarm_ms} ms in 2 of 3 minutes: "
             "slots are released late (poller overloaded, throttled, or too few shard groups).",
         )
+        poller_errors: cloudwatch.IMetric = poller.function.metric_errors(period=_MINUTE, statistic="Sum")
+        if self._lean_poller is not None:  # one alarm for both poller functions
+            poller_errors = cloudwatch.MathExpression(
+                expression="FILL(standard, 0) + FILL(lean, 0)",  # a function idle all minute has no data
+                using_metrics={
+                    "standard": poller_errors,
+                    "lean": self._lean_poller.function.metric_errors(period=_MINUTE, statistic="Sum"),
+                },
+                label="poller errors (standard + lean)",
+                period=_MINUTE,
+            )
         self._alarm(
             "PollerErrors",
-            metric=poller.function.metric_errors(period=_MINUTE, statistic="Sum"),
+            metric=poller_errors,
             threshold=1,
             description="A poller invocation failed: its shard group's slots may be released late.",
         )
@@ -323,6 +336,18 @@ class Observability(Construct):
                 [
                     poller.function.metric_errors(period=_MINUTE, statistic="Sum", label="errors"),
                     poller.function.metric_throttles(period=_MINUTE, statistic="Sum", label="throttles"),
+                    *(
+                        [
+                            self._lean_poller.function.metric_errors(
+                                period=_MINUTE, statistic="Sum", label="lean errors"
+                            ),
+                            self._lean_poller.function.metric_throttles(
+                                period=_MINUTE, statistic="Sum", label="lean throttles"
+                            ),
+                        ]
+                        if self._lean_poller
+                        else []
+                    ),
                     tick.function.metric_errors(period=_MINUTE, statistic="Sum", label="tick errors"),
                 ],
             ),
@@ -331,6 +356,15 @@ class Observability(Construct):
                 [
                     poller.function.metric_duration(period=_MINUTE, statistic="Maximum", label="max"),
                     poller.function.metric_duration(period=_MINUTE, statistic="p50", label="p50"),
+                    *(
+                        [
+                            self._lean_poller.function.metric_duration(
+                                period=_MINUTE, statistic="Maximum", label="lean max"
+                            )
+                        ]
+                        if self._lean_poller
+                        else []
+                    ),
                 ],
             ),
             graph(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from cdk_helpers import Synth, join_parts
 
 
@@ -41,11 +42,18 @@ def test_waits_for_start_at_then_maps_groups_to_the_poller(any_synth: Synth) -> 
     assert groups.get("MaxConcurrency", 0) == any_synth.stack.config.poller_max_concurrency
     assert groups["End"] is True
 
+    # Each iteration gets its group's item and the function the tick chose for the minute.
+    assert groups["ItemSelector"] == {"item.$": "$$.Map.Item.Value", "function.$": "$.poller_function"}
+
     processor = groups["ItemProcessor"]
     task = processor["States"][processor["StartAt"]]
     assert task["Type"] == "Task"
     assert task["Resource"] == "arn:<AWS::Partition>:states:::lambda:invoke"
-    assert task["Parameters"] == {"FunctionName": f"<{poller}.Arn>", "Payload.$": "$"}  # the item itself
+    assert task["Parameters"] == {"FunctionName.$": "$.function", "Payload.$": "$.item"}  # the item itself
+    # The tick names the standard poller by its ARN (and the lean one when it is deployed).
+    tick = any_synth.resources[any_synth.logical_id(any_synth.stack.dispatch.tick.function)]
+    variables = tick["Properties"]["Environment"]["Variables"]
+    assert variables["PUNCTUAL_POLLER_FUNCTION"] == {"Fn::GetAtt": [poller, "Arn"]}
 
 
 def test_poller_is_retried_on_lambda_service_errors_and_isolated_on_failure(default_synth: Synth) -> None:
@@ -67,13 +75,47 @@ def test_poller_is_retried_on_lambda_service_errors_and_isolated_on_failure(defa
     assert processor["States"][catch["Next"]]["Type"] == "Pass"
 
 
-def test_state_machine_role_invokes_only_the_poller(default_synth: Synth) -> None:
+def test_state_machine_role_invokes_only_the_two_pollers(default_synth: Synth) -> None:
     from cdk_helpers import actions_on, role_statements
 
     granted = actions_on(role_statements(default_synth, default_synth.stack.dispatch.state_machine.role))
     poller = default_synth.logical_id(default_synth.stack.dispatch.poller.function)
+    assert default_synth.stack.dispatch.lean_poller is not None
+    lean = default_synth.logical_id(default_synth.stack.dispatch.lean_poller.function)
 
-    assert granted["lambda:InvokeFunction"] == {f"<{poller}.Arn>", f"<{poller}.Arn>:*"}
+    # The task's function comes from the input, so IAM is what bounds it: these two only.
+    assert granted["lambda:InvokeFunction"] == {
+        f"<{poller}.Arn>",
+        f"<{poller}.Arn>:*",
+        f"<{lean}.Arn>",
+        f"<{lean}.Arn>:*",
+    }
+
+
+def test_lean_poller_is_the_same_code_at_small_memory(default_synth: Synth) -> None:
+    dispatch = default_synth.stack.dispatch
+    assert dispatch.lean_poller is not None
+    standard = default_synth.resources[default_synth.logical_id(dispatch.poller.function)]["Properties"]
+    lean = default_synth.resources[default_synth.logical_id(dispatch.lean_poller.function)]["Properties"]
+
+    assert standard["MemorySize"] == 1024
+    assert lean["MemorySize"] == 128  # an idle minute's poller: ~$6 a month instead of ~$47
+    for key in ("Code", "Handler", "Runtime", "Architectures", "Timeout", "Layers", "Environment"):
+        assert lean[key] == standard[key], key
+    tick = default_synth.resources[default_synth.logical_id(dispatch.tick.function)]
+    variables = tick["Properties"]["Environment"]["Variables"]
+    lean_id = default_synth.logical_id(dispatch.lean_poller.function)
+    assert variables["PUNCTUAL_LEAN_POLLER_FUNCTION"] == {"Fn::GetAtt": [lean_id, "Arn"]}
+    assert variables["PUNCTUAL_LEAN_MAX_TRIGGERS_PER_MINUTE"] == "60"
+
+
+def test_lean_poller_can_be_turned_off(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from cdk_helpers import synthesise
+
+    synth = synthesise(tmp_path_factory.mktemp("cdk-no-lean"), {"leanPollerMaxTriggersPerMinute": 0})
+    assert synth.stack.dispatch.lean_poller is None
+    tick = synth.resources[synth.logical_id(synth.stack.dispatch.tick.function)]
+    assert tick["Properties"]["Environment"]["Variables"]["PUNCTUAL_LEAN_POLLER_FUNCTION"] == ""
 
 
 def test_every_minute_the_rule_invokes_the_tick(default_synth: Synth) -> None:

@@ -78,7 +78,7 @@ def test_every_function_follows_the_runtime_contract(default_synth: Synth) -> No
         assert set(variables) >= CONTRACT_ENVIRONMENT, name
         assert variables["POWERTOOLS_SERVICE_NAME"] == "punctual"
         assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Punctual"
-        assert variables["PUNCTUAL_SHARD_COUNT"] == "512"
+        assert variables["PUNCTUAL_SHARD_COUNT"] == "256"
 
 
 def _files(folder: Path) -> set[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from cdk_helpers import Synth, join_parts
@@ -54,7 +55,17 @@ def test_dispatch_alarms_cover_poller_tick_and_missing_minutes(default_synth: Sy
     tick = default_synth.logical_id(default_synth.stack.dispatch.tick.function)
 
     errors = {join_parts(a["Dimensions"][0]["Value"]) for a in alarms if a.get("MetricName") == "Errors"}
-    assert errors == {f"<{poller}>", f"<{tick}>"}
+    assert errors == {f"<{tick}>"}
+    # One alarm for both poller functions: the standard and the lean one, summed.
+    assert default_synth.stack.dispatch.lean_poller is not None
+    lean = default_synth.logical_id(default_synth.stack.dispatch.lean_poller.function)
+    (pollers,) = [a for a in alarms if "Metrics" in a and "FILL(standard, 0)" in json.dumps(a["Metrics"])]
+    summed = {
+        join_parts(m["MetricStat"]["Metric"]["Dimensions"][0]["Value"])
+        for m in pollers["Metrics"]
+        if "MetricStat" in m
+    }
+    assert summed == {f"<{poller}>", f"<{lean}>"}
     (no_minute,) = [a for a in alarms if a.get("MetricName") == "ExecutionsStarted"]
     assert no_minute["ComparisonOperator"] == "LessThanThreshold"
     assert no_minute["TreatMissingData"] == "breaching"  # silence means no poller at all

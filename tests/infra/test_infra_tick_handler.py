@@ -14,6 +14,8 @@ from botocore.stub import Stubber
 
 HANDLER = Path(__file__).resolve().parents[2] / "functions" / "tick" / "handler.py"
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:punctual-minutes"
+STANDARD_FN = "arn:aws:lambda:us-east-1:123456789012:function:punctual-poller"
+LEAN_FN = "arn:aws:lambda:us-east-1:123456789012:function:punctual-lean-poller"
 
 
 @pytest.fixture
@@ -25,6 +27,8 @@ def tick(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setenv("PUNCTUAL_NEAR_SHARD_COUNT", "32")
     monkeypatch.setenv("PUNCTUAL_POLLER_LEAD_S", "10")
     monkeypatch.setenv("PUNCTUAL_TICK_LOOKAHEAD_MINUTES", "2")
+    monkeypatch.setenv("PUNCTUAL_POLLER_FUNCTION", STANDARD_FN)
+    monkeypatch.setenv("PUNCTUAL_LEAN_POLLER_FUNCTION", LEAN_FN)
     spec = importlib.util.spec_from_file_location("tick_handler_under_test", HANDLER)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -38,10 +42,12 @@ def _expected_input(minute: str, start_at: str) -> str:
         {
             "minute": minute,
             "start_at": start_at,
+            "poller": "standard",  # the handler's own plan never knows the load
             "groups": [
                 {"minute": minute, "group": i, "group_count": 3, "shard_count": 512, "near_shard_count": 32}
                 for i in range(3)
             ],
+            "poller_function": STANDARD_FN,
         }
     )
 
@@ -152,6 +158,71 @@ def test_core_planner_sizes_minutes_and_never_blocks_them(
     assert first["start_at"] == "2026-03-01T12:00:50Z"
     assert [g["group"] for g in first["groups"]] == [0, 1, 2]
     assert {g["group_count"] for g in first["groups"]} == {3}
+    # Three groups (the configured minimum) always run on the standard poller.
+    assert first["poller_function"] == STANDARD_FN
+
+
+class _NearStore:
+    """Far buckets empty; each near bucket of the last whole minute holds ``per_near_shard``."""
+
+    def __init__(self, per_near_shard: int) -> None:
+        self.per_near_shard = per_near_shard
+        self.near_minutes: set[datetime] = set()
+
+    def count_timers(self, lane: object, minute: datetime, shard: int) -> int:
+        if str(lane) == "near":
+            self.near_minutes.add(minute)
+            return self.per_near_shard
+        return 0
+
+
+@pytest.mark.parametrize(
+    ("store", "expected"),
+    [
+        (_CountingStore(0), LEAN_FN),  # idle: the lean poller
+        (_NearStore(1), LEAN_FN),  # a few near timers a minute: still lean
+        (_NearStore(100), STANDARD_FN),  # 800 near timers last minute: the standard poller
+        (_CountingStore(1), STANDARD_FN),  # far timers in every sampled bucket: ~256 a minute
+        (_BrokenStore(), STANDARD_FN),  # load unknown: never the lean poller
+    ],
+    ids=["idle", "few-near", "busy-near", "busy-far", "store-failing"],
+)
+def test_an_idle_minute_runs_on_the_lean_poller_and_nothing_else_does(
+    tick: ModuleType, monkeypatch: pytest.MonkeyPatch, store: object, expected: str
+) -> None:
+    from punctual import tick as core_tick
+
+    # Given one group by default and the core's planner
+    monkeypatch.setenv("PUNCTUAL_SHARD_GROUPS", "1")
+    monkeypatch.setenv("PUNCTUAL_SHARD_COUNT", "256")
+    monkeypatch.setenv("PUNCTUAL_NEAR_SHARD_COUNT", "8")
+    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
+    monkeypatch.setattr(tick, "store_from", lambda settings: store)
+    now = datetime(2026, 3, 1, 12, 0, 3, tzinfo=UTC)
+
+    # When the tick plans the coming minute
+    plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10, now=now)
+
+    # Then the function follows the planned load, and the near lane was read for the last whole minute
+    assert plan["poller_function"] == expected
+    assert len(plan["groups"]) == 1
+    if isinstance(store, _NearStore):
+        assert store.near_minutes == {datetime(2026, 3, 1, 11, 59, tzinfo=UTC)}
+
+
+def test_without_a_lean_poller_every_minute_runs_on_the_standard_one(
+    tick: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from punctual import tick as core_tick
+
+    monkeypatch.setenv("PUNCTUAL_SHARD_GROUPS", "1")
+    monkeypatch.setenv("PUNCTUAL_LEAN_POLLER_FUNCTION", "")  # leanPollerMaxTriggersPerMinute=0
+    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
+    monkeypatch.setattr(tick, "store_from", lambda settings: _CountingStore(0))
+
+    plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
+
+    assert plan["poller"] == "lean" and plan["poller_function"] == STANDARD_FN
 
 
 def test_a_burst_gets_more_groups_up_to_the_maximum(

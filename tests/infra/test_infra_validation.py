@@ -26,7 +26,12 @@ EXPECTED_ACKNOWLEDGMENTS = {
         "Dispatch/MinuteStateMachine/Role",
         "AwsSolutions-IAM5[Resource::<DispatchPollerFunctionC4979BDE.Arn>:*]",
     ),
+    (
+        "Dispatch/MinuteStateMachine/Role",
+        "AwsSolutions-IAM5[Resource::<DispatchLeanPollerFunction95C03FDA.Arn>:*]",
+    ),
     ("Dispatch/Poller/Role", "AwsSolutions-IAM5[Resource::*]"),
+    ("Dispatch/LeanPoller/Role", "AwsSolutions-IAM5[Resource::*]"),
     ("Dispatch/Tick/Role", "AwsSolutions-IAM5[Resource::*]"),
     ("Workers/Worker/Role", "AwsSolutions-IAM5[Resource::*]"),
     ("Api/Handler/Role", "AwsSolutions-IAM5[Resource::*]"),

@@ -7,8 +7,27 @@ from datetime import UTC, datetime, timedelta
 
 from punctual.settings import Settings
 from punctual.store.memory import MemoryStore
-from punctual.tick import group_count_for, plan_minute
+from punctual.tick import group_count_for, plan_minute, poller_for
 from punctual.timers import TimerKind, TimerLayout
+
+
+def _timers(
+    layout: TimerLayout, now: datetime, first_due: datetime, count: int, step_ms: int, prefix: str
+) -> list:
+    """``count`` fire timers written at ``now``, due every ``step_ms`` from ``first_due``."""
+    return [
+        layout.make(
+            now=now,
+            due=first_due + timedelta(milliseconds=step_ms * i),
+            job_id=f"{prefix}{i}",
+            tenant="t",
+            slot=str(i),
+            attempt=1,
+            kind=TimerKind.FIRE,
+            job_version=1,
+        )
+        for i in range(count)
+    ]
 
 
 def test_idle_minute_gets_the_configured_minimum() -> None:
@@ -40,21 +59,7 @@ def test_burst_minute_gets_more_pollers_from_a_sample_of_its_far_buckets() -> No
     store = MemoryStore()
     minute = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
     now = minute - timedelta(minutes=10)
-    store.put_timers(
-        [
-            layout.make(
-                now=now,
-                due=minute + timedelta(milliseconds=10 * i),
-                job_id=f"j{i}",
-                tenant="t",
-                slot=str(i),
-                attempt=1,
-                kind=TimerKind.FIRE,
-                job_version=1,
-            )
-            for i in range(6000)
-        ]
-    )
+    store.put_timers(_timers(layout, now, minute, 6000, step_ms=10, prefix="j"))
     # When the minute is planned from a 16-shard sample
     plan = plan_minute(minute, settings, store, random.Random(3))
     # Then the estimate is near the truth and the group count follows it
@@ -62,3 +67,44 @@ def test_burst_minute_gets_more_pollers_from_a_sample_of_its_far_buckets() -> No
     assert len(plan["groups"]) == plan["groups"][0]["group_count"] >= 5
     idle = plan_minute(minute + timedelta(minutes=1), settings, store, random.Random(3))
     assert idle["estimated_far_timers"] == 0 and len(idle["groups"]) == 1
+
+
+def test_an_idle_minute_is_planned_on_the_lean_poller() -> None:
+    settings = Settings(shard_count=16, near_shard_count=4, load_sample_shards=16)
+    minute = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
+
+    plan = plan_minute(minute, settings, MemoryStore(), random.Random(1), now=minute - timedelta(minutes=2))
+
+    assert plan["poller"] == "lean"
+    assert (plan["estimated_far_timers"], plan["recent_near_timers"]) == (0, 0)
+
+
+def test_the_near_lane_of_the_last_whole_minute_counts_as_load() -> None:
+    # Given 500 near timers in the minute before the tick, and none in the planned minute's far buckets
+    settings = Settings(
+        shard_count=16, near_shard_count=4, load_sample_shards=16, lean_max_triggers_per_minute=60
+    )
+    layout = TimerLayout(16, 4, 180)
+    store = MemoryStore()
+    now = datetime(2026, 11, 30, 10, 3, 2, tzinfo=UTC)
+    last = datetime(2026, 11, 30, 10, 2, tzinfo=UTC)
+    store.put_timers(_timers(layout, last, last, 500, step_ms=50, prefix="n"))
+
+    # When the minute two ahead is planned
+    plan = plan_minute(datetime(2026, 11, 30, 10, 5, tzinfo=UTC), settings, store, random.Random(1), now=now)
+
+    # Then the standard poller runs it
+    assert plan["recent_near_timers"] == 500
+    assert plan["poller"] == "standard"
+
+
+def test_the_lean_poller_only_for_a_known_small_single_group_load() -> None:
+    settings = Settings(lean_max_triggers_per_minute=60)
+    assert poller_for(0, 1, settings) == "lean"
+    assert poller_for(60, 1, settings) == "lean"
+    assert poller_for(61, 1, settings) == "standard"
+    assert poller_for(0, 2, settings) == "standard"  # two groups: load enough for more pollers
+    assert poller_for(None, 1, settings) == "standard"  # load unknown (no store, or it failed)
+    assert poller_for(0, 1, Settings(lean_max_triggers_per_minute=0)) == "standard"  # turned off
+    # Without a store the plan cannot tell the load: the standard poller.
+    assert plan_minute(datetime(2026, 11, 30, 10, 5, tzinfo=UTC), settings)["poller"] == "standard"

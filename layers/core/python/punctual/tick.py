@@ -1,4 +1,4 @@
-"""Planning a minute: how many pollers (shard groups) it gets, and what each is told.
+"""Planning a minute: how many pollers (shard groups) it gets, which poller, and what each is told.
 
 The tick starts one Step Functions execution per coming minute. An idle deployment gets
 ``shard_groups`` pollers (one by default: a poller runs for its whole minute, so every
@@ -6,6 +6,14 @@ always-on group costs Lambda time around the clock); a minute whose far buckets 
 burst gets as many as it needs, estimated from a sample of its far buckets. All far
 timers of a minute are written at least ``far_threshold_s`` before it, so two minutes
 ahead the sample is complete.
+
+Which poller: a minute with one group whose planned load is at most
+``lean_max_triggers_per_minute`` runs on the *lean* poller (the same code at the smallest
+Lambda memory: most of an idle deployment's bill is a poller's memory for ~80 s of every
+minute). The planned load is the far estimate plus the near timers of the last whole minute
+(the near lane is written shortly before it is due, so the recent past is the forecast: rate
+jobs, retries and leases recur). A minute whose load is unknown (no store, or the count
+failed) gets the standard poller: the lean one is only ever chosen on evidence of idleness.
 """
 
 from __future__ import annotations
@@ -18,6 +26,9 @@ from typing import Any
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.timers import Lane, minute_of
+
+STANDARD = "standard"
+LEAN = "lean"
 
 
 def _stamp(instant: datetime) -> str:
@@ -35,6 +46,19 @@ def estimate_far_load(store: JobStore, minute: datetime, settings: Settings, rng
     return math.ceil(seen * count / sample_size)
 
 
+def count_recent_near_load(store: JobStore, now: datetime, settings: Settings) -> int:
+    """Near timers due in the last whole minute before ``now``, across every near shard."""
+    last = minute_of(now) - timedelta(minutes=1)
+    return sum(store.count_timers(Lane.NEAR, last, shard) for shard in range(settings.near_shard_count))
+
+
+def poller_for(load: int | None, groups: int, settings: Settings) -> str:
+    """``"lean"`` for a known, small, single-group load; ``"standard"`` otherwise."""
+    if load is None or groups != 1 or settings.lean_max_triggers_per_minute <= 0:
+        return STANDARD
+    return LEAN if load <= settings.lean_max_triggers_per_minute else STANDARD
+
+
 def group_count_for(load: int, settings: Settings) -> int:
     """Enough pollers for ``load`` triggers in one minute, within the configured bounds."""
     needed = math.ceil(load / settings.triggers_per_poller_minute) if load else 0
@@ -48,16 +72,23 @@ def plan_minute(
     settings: Settings | None = None,
     store: JobStore | None = None,
     rng: random.Random | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
-    """The Step Functions input for ``minute``: when the pollers start, and one item per group."""
+    """The Step Functions input for ``minute``: when the pollers start, which poller, one item per group.
+
+    ``now`` (default: the current time) names the last whole minute whose near timers are counted.
+    """
     settings = settings or Settings.from_env()
     minute = minute_of(minute)
     load = estimate_far_load(store, minute, settings, rng or random.Random()) if store else 0
-    groups = group_count_for(load, settings)
+    near = count_recent_near_load(store, now or datetime.now(UTC), settings) if store else None
+    groups = group_count_for(load + (near or 0), settings)
     return {
         "minute": _stamp(minute),
         "start_at": _stamp(minute - timedelta(seconds=settings.poller_lead_s)),
+        "poller": poller_for(None if near is None else load + near, groups, settings),
         "estimated_far_timers": load,
+        "recent_near_timers": near,
         "groups": [
             {
                 "minute": _stamp(minute),
