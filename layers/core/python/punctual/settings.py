@@ -23,8 +23,8 @@ class Settings(BaseModel):
     short_queue_urls: list[str] = Field(default_factory=list)
     long_queue_urls: list[str] = Field(default_factory=list)
     failed_queue_url: str = ""
-    shard_count: int = Field(default=512, ge=1, le=100_000)
-    near_shard_count: int = Field(default=32, ge=1, le=10_000)
+    shard_count: int = Field(default=256, ge=1, le=100_000)
+    near_shard_count: int = Field(default=8, ge=1, le=10_000)
     far_threshold_s: int = Field(default=180, ge=10, le=3600)
     poll_interval_ms: int = Field(default=1000, ge=10, le=60_000)
     poller_lead_s: int = Field(default=10, ge=0, le=50)
@@ -47,7 +47,12 @@ class Settings(BaseModel):
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
     max_shard_groups: int = Field(default=64, ge=1, le=1024)
     triggers_per_poller_minute: int = Field(default=60_000, ge=100)  # what one poller releases in a minute
-    load_sample_shards: int = Field(default=8, ge=0, le=100_000)  # far buckets counted to size a minute
+    # Far buckets counted to size a minute: an eighth of the default 256, so that a minute holding a
+    # few hundred far timers is not mistaken for an idle one (the lean poller's choice rests on it).
+    load_sample_shards: int = Field(default=32, ge=0, le=100_000)
+    # The tick gives a minute the lean (small-memory) poller when its planned load (sampled far
+    # timers plus the near timers of the last whole minute) is at most this; 0 never does.
+    lean_max_triggers_per_minute: int = Field(default=60, ge=0)
 
     @field_validator("short_queue_urls", "long_queue_urls", "target_allow_cidrs", mode="before")
     @classmethod
