@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
+import uuid
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -20,6 +22,7 @@ from pydantic import BaseModel
 from factories import job
 from punctual.clock import ManualClock
 from punctual.dispatch import DispatchConfig, Dispatcher
+from punctual.execution import new_owner, owner_of
 from punctual.models import AttemptRecord, CatchupKind, Execution, ExecutionStatus, Job
 from punctual.planning import MAX_RELEASE_PER_TIMER, MISSED_AFTER_S, dispatch_instant, next_slot, plan_release
 from punctual.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
@@ -249,3 +252,26 @@ def test_record_copies_are_what_pydantic_copies_were() -> None:
     assert updated.model_fields_set == record.model_fields_set | {"status", "result"}
     assert updated.attempts is record.attempts  # shallow, as model_copy always was
     assert copy.deepcopy(record) == record
+
+
+def test_backlog_counts_every_held_timer_already_due() -> None:
+    clock = ManualClock(T)
+    dispatcher = Dispatcher(MemoryStore(), MemoryQueues(now=clock.now), clock, DispatchConfig())
+    run = dispatcher.minute_run(T)
+    start_ms = round(T.timestamp() * 1000)
+    dues = [start_ms + rng.randint(0, 60_000) for _ in range(500)] + [start_ms] * 20
+    run.hold(
+        Timer(Lane.FAR, 1, due, f"job-{i}", "t", "s", 1, TimerKind.FIRE, 1) for i, due in enumerate(dues)
+    )
+    assert run.backlog(T - timedelta(seconds=1)) == 0
+    for offset_ms in [0, 1, 999, 20_000, 30_000, 59_999, 60_000, 90_000]:
+        now = T + timedelta(milliseconds=offset_ms)
+        assert run.backlog(now) == sum(1 for due in dues if due <= start_ms + offset_ms)
+
+
+def test_a_fresh_owner_is_a_uuid4_hex() -> None:
+    for _ in range(2000):
+        raw = os.urandom(16)
+        assert owner_of(raw) == uuid.UUID(bytes=raw, version=4).hex
+    owner = new_owner()
+    assert uuid.UUID(hex=owner).version == 4 and len(owner) == 32 and owner != new_owner()

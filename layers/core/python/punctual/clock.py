@@ -52,8 +52,9 @@ class ManualClock:
         self._lock = threading.Lock()
 
     def now(self) -> datetime:
-        with self._lock:
-            return self._now
+        # One attribute read is atomic: it sees the instant before or after a concurrent
+        # ``advance``/``set`` (which hold the lock to read-modify-write), never a torn one.
+        return self._now
 
     def sleep(self, seconds: float) -> None:
         self.advance(max(seconds, 0.0))

@@ -416,9 +416,19 @@ class MinuteRun:
     def backlog(self, now: datetime) -> int:
         """Held timers already due and not yet released (0 unless releases are failing)."""
         now_ms = to_ms(now)
-        if not self.heap or self.heap[0][0] > now_ms:
+        heap = self.heap
+        if not heap or heap[0][0] > now_ms:
             return 0
-        return sum(1 for due, _, _ in self.heap if due <= now_ms)
+        # Walk the heap from its root, only below due entries: a child is never due before
+        # its parent, so this counts the due ones without reading the (far lane's) rest.
+        count, size, stack = 0, len(heap), [0]
+        while stack:
+            index = stack.pop()
+            if heap[index][0] <= now_ms:
+                count += 1
+                child = 2 * index + 1
+                stack.extend(range(child, min(child + 2, size)))
+        return count
 
     def _read(self, lane: Lane, shard: int, from_ms: int | None = None, to_ms: int | None = None) -> bool:
         """Hold the timers of one bucket (or a due range of it); False if the read failed."""

@@ -43,8 +43,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -385,6 +385,19 @@ def _bounded(attempts: list[AttemptRecord]) -> list[AttemptRecord]:
     if len(attempts) <= MAX_ATTEMPT_RECORDS:
         return attempts
     return [attempts[0], *attempts[-(MAX_ATTEMPT_RECORDS - 1) :]]  # the first and the latest
+
+
+def new_owner() -> str:
+    """A fresh lease owner: ``uuid.uuid4().hex``, without building a ``UUID`` object."""
+    return owner_of(os.urandom(16))
+
+
+def owner_of(raw: bytes) -> str:
+    """``uuid.UUID(bytes=raw, version=4).hex``: the RFC 4122 variant and version 4 bits set."""
+    value = int.from_bytes(raw, "big")
+    value = (value & ~(0xC000 << 48)) | (0x8000 << 48)
+    value = (value & ~(0xF000 << 64)) | (4 << 76)
+    return f"{value:032x}"
 
 
 def _summary(text: str) -> str:
@@ -810,7 +823,7 @@ class Worker:
             "finished_at": None,
             "error": None,
             "result": None,
-            "owner": uuid.uuid4().hex,
+            "owner": new_owner(),
             "lease_until": now + timedelta(seconds=self._lease_s(job)),
             "job_version": message.job_version,
         }

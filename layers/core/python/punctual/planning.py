@@ -42,7 +42,11 @@ def next_slot(job: Job, after: datetime) -> datetime | None:
     ``delay(...)`` and ``after(...)`` jobs are not chained by the poller: the first is
     anchored here, later ones come from finish times and parents' successes.
     """
-    schedule = schedule_of(job)
+    return _next_slot(job, schedule_of(job), after)
+
+
+def _next_slot(job: Job, schedule: schedules.Schedule, after: datetime) -> datetime | None:
+    """:func:`next_slot` with the job's schedule already looked up."""
     if schedule.kind == "after":
         return None
     lower = after
@@ -104,9 +108,9 @@ def plan_release(job: Job, slot: datetime, now: datetime) -> ReleasePlan:
             break
         due.append(current)
         instants.append(instant)
-        current = next_slot(job, current)
+        current = _next_slot(job, schedule, current)
     if not due:  # released early (clock skew): release it anyway, it is this timer's slot
-        return ReleasePlan(release=[slot], next_slot=next_slot(job, slot))
+        return ReleasePlan(release=[slot], next_slot=_next_slot(job, schedule, slot))
     missed_before = now - timedelta(seconds=MISSED_AFTER_S)
     if len(due) == 1 and instants[0] >= missed_before:
         # The common case, one slot on time: every policy releases just it.

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
@@ -112,7 +113,18 @@ class DispatchMessage:
 
 
 def iso_instant(instant: datetime) -> str:
+    if instant.utcoffset() is None:  # local time: its UTC text depends on the process's zone
+        return _iso_utc(instant)
+    return _iso_utc_cached(instant)
+
+
+def _iso_utc(instant: datetime) -> str:
     return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# A poller stamps one release instant on a whole chunk of messages, and many jobs share
+# a slot's instant: equal instants (in any zone) have the same UTC text.
+_iso_utc_cached = lru_cache(maxsize=1024)(_iso_utc)
 
 
 def message_for(
@@ -136,6 +148,8 @@ def pick_queue(urls: Sequence[str], job_id: str) -> str:
     """Spread jobs over several queues when one queue's throughput quota is not enough."""
     if not urls:
         raise ValueError("no queue configured")
+    if len(urls) == 1:
+        return urls[0]  # what any hash modulo 1 picks
     return urls[stable_hash(job_id) % len(urls)]
 
 

@@ -168,8 +168,9 @@ class TimerLayout:
         near lane is read with a look-back that covers clock skew, so nothing written
         late is lost, while the slot keeps its identity.
         """
-        due_ms = max(to_ms(due), to_ms(now))
-        if due_ms - to_ms(now) > self.far_threshold_s * 1000:
+        now_ms = to_ms(now)
+        due_ms = max(to_ms(due), now_ms)
+        if due_ms - now_ms > self.far_threshold_s * 1000:
             lane, shard = Lane.FAR, shard_of(job_id, self.shard_count)
         else:
             lane, shard = Lane.NEAR, shard_of(job_id, self.near_shard_count)
