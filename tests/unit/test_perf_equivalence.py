@@ -275,3 +275,20 @@ def test_a_fresh_owner_is_a_uuid4_hex() -> None:
         assert owner_of(raw) == uuid.UUID(bytes=raw, version=4).hex
     owner = new_owner()
     assert uuid.UUID(hex=owner).version == 4 and len(owner) == 32 and owner != new_owner()
+
+
+def test_message_bodies_with_other_keys_decode_as_before() -> None:
+    message = message_for(job("a"), "s1", T, 1, MessageKind.FIRE, T)
+    data = json.loads(message.to_body())
+    assert DispatchMessage.from_body(json.dumps({**data, "future_field": 1})) == message
+    older = {k: v for k, v in data.items() if k not in ("ordered", "released_at")}
+    assert DispatchMessage.from_body(json.dumps(older)) == DispatchMessage(**older)
+    with pytest.raises(TypeError):
+        DispatchMessage.from_body(json.dumps({"tenant": "t"}))
+
+
+def test_zone_check_refuses_unknown_zones_every_time() -> None:
+    for _ in range(2):
+        with pytest.raises(ValueError, match="unknown time zone"):
+            job("a", timezone="Mars/Olympus")
+    assert job("a", timezone="Europe/Berlin").timezone == "Europe/Berlin"

@@ -11,6 +11,7 @@ import json
 import re
 from datetime import UTC, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -272,6 +273,12 @@ class Runtime(StrEnum):
 # --------------------------------------------------------------------------- the job
 
 
+@lru_cache(maxsize=1024)
+def _check_zone(name: str) -> None:
+    """``validate_timezone`` once per known zone name (every stored job is validated on read)."""
+    schedules.validate_timezone(name)
+
+
 class JobSpec(_Strict):
     """What a user registers. Everything a job does comes from here."""
 
@@ -296,7 +303,7 @@ class JobSpec(_Strict):
     @classmethod
     def _zone(cls, value: str) -> str:
         try:
-            schedules.validate_timezone(value)
+            _check_zone(value)
         except schedules.ScheduleError as exc:
             raise ValueError(str(exc)) from None
         return value

@@ -109,7 +109,12 @@ class DispatchMessage:
         data = json.loads(body)
         if not isinstance(data, dict):
             raise ValueError("message body is not a JSON object")
+        if data.keys() == _MESSAGE_FIELDS:  # what to_body writes: every field, nothing else
+            return cls(**data)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+_MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
 
 
 def iso_instant(instant: datetime) -> str:
