@@ -28,6 +28,27 @@ or the whole queue, or with nothing useful at all:
 4. The server finds the service of every request under one global lock, listing moto's
    package directory (``listdir`` and an ``isdir`` per service) each time.
    **Patch:** that list is computed once (the installed package does not change).
+5. A queue keeps its messages in one list, and moto finds a message by scanning it: every
+   FIFO send scans it for the dedup id (and computes all the queue's attributes, counts
+   included, three times: ``_validate_message`` and ``send_message`` read one of them);
+   every delete scans it twice and rebuilds it, every ``ChangeMessageVisibility`` scans it;
+   every receive lists all visible messages, computes all attributes twice per message
+   it returns (the retention check), and deep-copies each. A burst of N slots is then
+   O(N^2): 1,000 took minutes. A receive that finds only blocked groups spins (it waits
+   for "any visible message", which is true at once) until its wait time ends.
+   **Patch:** the list becomes an insertion-ordered dict with indexes by dedup id and by
+   receipt handle (:class:`_Messages`, list-like for moto's own code); send reads only
+   ``ContentBasedDeduplication``; delete and visibility changes look the handle up (a
+   miss falls back to moto's scan, so an unknown handle fails as before); receive walks
+   the messages in order and stops after ``count`` (same filters, same order, same group
+   blocking, same receive counts, redrive and retention check, a shallow copy where moto
+   deep-copies a message it then only reads), and a waiting receive sleeps on the
+   queue's condition, woken by sends, deletes and visibility changes (and at least once a
+   second, for visibility timeouts that lapse). Sends, receives, deletes and visibility
+   changes of one queue hold its lock, so concurrent receivers never get one message twice.
+6. Every ``Item`` and ``Message`` moto ever creates (copies included) is appended to a
+   class-wide list for moto's debug dashboard (``/moto-api/``), so the process only grows.
+   **Patch:** those two lists keep nothing (the dashboard no longer lists items and messages).
 
 Everything else (conditions, cancellation reasons, ordering, paging, projections) is
 moto's own code. ``tests/e2e/test_motopatch.py`` runs the queries and transactions
@@ -173,7 +194,9 @@ def apply() -> bool:
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     backend_module.copy = _CopyShim()  # type: ignore[attr-defined,assignment]
     _patch_sqs()
+    _patch_sqs_index()
     _patch_module_list()
+    _untrack()
     return True
 
 
@@ -206,6 +229,310 @@ def _patch_sqs() -> None:
     Queue.approximate_number_of_messages_delayed = property(delayed)  # type: ignore[assignment,method-assign]
 
 
+def _swap(owner: Any, name: str, value: Any) -> None:
+    """Set ``owner.name`` (a class attribute), remembering the original for :func:`revert`."""
+    _originals.setdefault("swapped", []).append((owner, name, owner.__dict__[name]))
+    setattr(owner, name, value)
+
+
+class _Messages:
+    """A queue's messages in the order they were sent, standing in for moto's list.
+
+    Iteration, ``len``, ``in``, ``append``, ``remove`` and indexing behave as on the list
+    (iteration walks a snapshot, so moto's own code may mutate while it iterates), while
+    removal is O(1) and :attr:`by_dedup` / :attr:`by_receipt` find a message without a
+    scan. ``by_receipt`` is a cache: a miss is checked by scanning (see :func:`_find`).
+    """
+
+    __slots__ = ("by_dedup", "by_receipt", "order")
+
+    def __init__(self, messages: Any = ()) -> None:
+        self.order: dict[Any, None] = {}
+        self.by_dedup: dict[Any, list[Any]] = {}
+        self.by_receipt: dict[str, Any] = {}
+        for message in messages:
+            self.append(message)
+
+    def append(self, message: Any) -> None:
+        self.order[message] = None
+        self.by_dedup.setdefault(message.deduplication_id, []).append(message)
+        for handle in message.all_receipt_handles:
+            if handle is not None:
+                self.by_receipt[handle] = message
+
+    def remove(self, message: Any) -> None:
+        if message not in self.order:
+            raise ValueError("message not in queue")
+        del self.order[message]
+        same = self.by_dedup.get(message.deduplication_id, [])
+        if message in same:
+            same.remove(message)
+        if not same:
+            self.by_dedup.pop(message.deduplication_id, None)
+        for handle in message.all_receipt_handles:
+            if handle is not None and self.by_receipt.get(handle) is message:
+                del self.by_receipt[handle]
+
+    def received(self, message: Any) -> None:
+        """``message`` got a new receipt handle (moto keeps the old ones valid too)."""
+        self.by_receipt[message.receipt_handle] = message
+
+    def __iter__(self) -> Any:
+        return iter(list(self.order))
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __bool__(self) -> bool:
+        return bool(self.order)
+
+    def __contains__(self, message: Any) -> bool:
+        return message in self.order
+
+    def __getitem__(self, index: Any) -> Any:
+        return list(self.order)[index]
+
+    def __eq__(self, other: object) -> bool:
+        return list(self.order) == (list(other) if isinstance(other, _Messages | list) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
+
+    def __repr__(self) -> str:
+        return repr(list(self.order))
+
+
+def _container(queue: Any) -> _Messages:
+    """The queue's :class:`_Messages` (a list set by unpatched code is converted once)."""
+    messages = queue._messages
+    if not isinstance(messages, _Messages):
+        messages = queue._messages = _Messages(messages)
+    return messages
+
+
+def _find(messages: _Messages, receipt_handle: str) -> Any:
+    """The message that had ``receipt_handle`` (first in order, as moto's scan), or None."""
+    message = messages.by_receipt.get(receipt_handle)
+    if message is not None and message in messages.order and message.had_receipt_handle(receipt_handle):
+        return message
+    return next((m for m in messages.order if m.had_receipt_handle(receipt_handle)), None)
+
+
+def _flag(value: Any) -> Any:
+    """A queue attribute as ``Queue.attributes`` shows it (booleans as "true" / "false")."""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
+def _patch_sqs_index() -> None:
+    import moto.sqs.models as sqs_models
+    from moto.sqs.exceptions import InvalidParameterValue, ReceiptHandleIsInvalid
+    from moto.sqs.models import DEDUPLICATION_TIME_IN_SECONDS, Queue, SQSBackend, _filter_message_attributes
+
+    original_init = Queue.__init__
+    original_attributes = Queue.__dict__["attributes"]
+    original_send = SQSBackend.send_message
+    original_send_batch = SQSBackend.send_message_batch
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        self._messages = _Messages(self._messages)
+
+    def attributes(self: Any) -> dict[str, Any]:
+        if getattr(_scope, "sending", 0) and not self.lambda_event_source_mappings:
+            # All a send reads: the dict moto would build, less the O(depth) counts and the rest.
+            if not self.fifo_queue:
+                return {}
+            return {"ContentBasedDeduplication": _flag(self.content_based_deduplication)}
+        return original_attributes.fget(self)  # type: ignore[no-any-return]
+
+    def sending(original: Any) -> Any:
+        def send(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _scope.sending = getattr(_scope, "sending", 0) + 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _scope.sending -= 1
+
+        return send
+
+    def add_message(self: Any, message: Any) -> None:
+        messages = _container(self)
+        with self._messages_lock:
+            deduplicated = _flag(self.content_based_deduplication) == "true" or message.deduplication_id
+            if self.fifo_queue and deduplicated:
+                for m in messages.by_dedup.get(message.deduplication_id, ()):
+                    diff = message.sent_timestamp - m.sent_timestamp
+                    if diff / 1000 < DEDUPLICATION_TIME_IN_SECONDS:
+                        return
+            messages.append(message)
+            self._messages_lock.notify_all()
+        _event_source_mappings(self, message)
+
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        if receipt_handle in self.deleted_messages:
+            return  # already deleted: moto accepts it again
+        messages = _container(self)
+        with self._messages_lock:
+            message = _find(messages, receipt_handle)
+            if message is None:
+                raise ReceiptHandleIsInvalid()
+            messages.remove(message)
+            self.pending_messages.discard(message)
+            self.deleted_messages.update(message.all_receipt_handles)
+            self._messages_lock.notify_all()  # its group may be free now
+
+    def change_message_visibility(
+        self: Any, queue_name: str, receipt_handle: str, visibility_timeout: int
+    ) -> None:
+        queue = self.get_queue(queue_name)
+        messages = _container(queue)
+        with queue._messages_lock:
+            message = _find(messages, receipt_handle)
+            if message is None:
+                raise ReceiptHandleIsInvalid
+            visibility_timeout_msec = int(visibility_timeout) * 1000
+            given_visibility_timeout = sqs_models.unix_time_millis() + visibility_timeout_msec  # type: ignore[attr-defined]
+            if given_visibility_timeout - message.sent_timestamp > 43200 * 1000:
+                raise InvalidParameterValue(
+                    f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: Total "
+                    "VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+                )
+            message.change_visibility(visibility_timeout)
+            if message.visible and message in queue.pending_messages:
+                queue.pending_messages.remove(message)
+            queue._messages_lock.notify_all()
+
+    def purge_queue(self: Any, queue_name: str) -> None:
+        queue = self.get_queue(queue_name)
+        now = sqs_models.unix_time()  # type: ignore[attr-defined]
+        if (
+            sqs_models.sqs_enforce_strict_queue_purge_behaviour()  # type: ignore[attr-defined]
+            and queue.last_purged_at is not None
+            and now - queue.last_purged_at < 60
+        ):
+            raise sqs_models.PurgeQueueInProgress(queue.name)  # type: ignore[attr-defined]
+        with queue._messages_lock:
+            queue.last_purged_at = now
+            queue._messages = _Messages()
+            queue._pending_messages = set()
+
+    def retention_ok(self: Any, queue_name: str, message: Any) -> bool:
+        retention_period = self.get_queue(queue_name).message_retention_period
+        return bool(retention_period + message.sent_timestamp / 1000 > sqs_models.unix_time())  # type: ignore[attr-defined]
+
+    def select(
+        backend: Any, queue: Any, queue_name: str, count: int, visibility_timeout: int, names: list[str]
+    ) -> tuple[list[Any], list[Any]]:
+        """One pass of moto's receive loop, walking the messages in order until ``count``."""
+        result: list[Any] = []
+        to_dlq: list[Any] = []
+        pending = queue.pending_messages
+        pending_groups = queue.pending_message_groups
+        redrive = queue.dead_letter_queue is not None and queue.redrive_policy
+        now = sqs_models.unix_time_millis()  # type: ignore[attr-defined]
+        for message in _container(queue).order:
+            if not now > message.visible_at or now < message.delayed_until:
+                continue  # in flight or delayed: not in moto's ``queue.messages``
+            if message in pending:
+                pending.remove(message)  # visible again: its consumer timed out
+                pending_groups = queue.pending_message_groups
+            if message.group_id and queue.fifo_queue and message.group_id in pending_groups:
+                continue  # its group is being processed
+            if redrive and message.approximate_receive_count >= queue.redrive_policy["maxReceiveCount"]:
+                to_dlq.append(message)
+                continue
+            pending.add(message)
+            message.mark_received(visibility_timeout=visibility_timeout)
+            _container(queue).received(message)
+            reply = object.__new__(type(message))  # moto deep-copies; the copy is only read
+            reply.__dict__.update(message.__dict__)
+            _filter_message_attributes(reply, names)
+            if not backend.is_message_valid_based_on_retention_period(queue_name, message):
+                break
+            result.append(reply)
+            if len(result) >= count:
+                break
+        return result, to_dlq
+
+    def receive_message(
+        self: Any,
+        queue_name: str,
+        count: int,
+        wait_seconds_timeout: int,
+        visibility_timeout: int,
+        message_attribute_names: list[str] | None = None,
+    ) -> list[Any]:
+        names = message_attribute_names or []
+        queue = self.get_queue(queue_name)
+        polling_end = sqs_models.unix_time() + wait_seconds_timeout  # type: ignore[attr-defined]
+        while True:
+            with queue._messages_lock:
+                result, to_dlq = select(self, queue, queue_name, count, visibility_timeout, names)
+                for message in to_dlq:
+                    _container(queue).remove(message)
+                if not result and not to_dlq and wait_seconds_timeout:
+                    left = polling_end - sqs_models.unix_time()  # type: ignore[attr-defined]
+                    if left > 0:
+                        queue._messages_lock.wait(min(left, 1.0))
+                        continue
+            for message in to_dlq:
+                queue.dead_letter_queue.add_message(message)
+            if result or not wait_seconds_timeout or sqs_models.unix_time() > polling_end:  # type: ignore[attr-defined]
+                return result
+
+    for owner, name, value in (
+        (Queue, "__init__", init),
+        (Queue, "attributes", property(attributes)),
+        (Queue, "add_message", add_message),
+        (Queue, "delete_message", delete_message),
+        (SQSBackend, "send_message", sending(original_send)),
+        (SQSBackend, "send_message_batch", sending(original_send_batch)),
+        (SQSBackend, "change_message_visibility", change_message_visibility),
+        (SQSBackend, "purge_queue", purge_queue),
+        (SQSBackend, "is_message_valid_based_on_retention_period", retention_ok),
+        (SQSBackend, "receive_message", receive_message),
+    ):
+        _swap(owner, name, value)
+
+
+def _event_source_mappings(queue: Any, message: Any) -> None:
+    """moto's ``Queue.add_message`` after the append: hand the queue to its Lambda mappings."""
+    if not queue.lambda_event_source_mappings:
+        return
+    from moto.sqs.models import sqs_backends
+
+    for arn, esm in queue.lambda_event_source_mappings.items():
+        if not esm.enabled:
+            continue
+        backend = sqs_backends[queue.account_id][queue.region]
+        messages = backend.receive_message(
+            queue.name, esm.batch_size, queue.receive_message_wait_time_seconds, queue.visibility_timeout
+        )
+        from moto.awslambda.utils import get_backend
+
+        result = get_backend(queue.account_id, queue.region).send_sqs_batch(arn, messages, queue.queue_arn)
+        if result:
+            for m in messages:
+                backend.delete_message(queue.name, m.receipt_handle)
+        else:
+            for m in messages:
+                backend.change_message_visibility(queue.name, m.receipt_handle, visibility_timeout=0)
+
+
+class _Untracked(list):  # type: ignore[type-arg]
+    """A class's ``instances_tracked`` that keeps nothing."""
+
+    def append(self, item: Any) -> None:
+        pass
+
+
+def _untrack() -> None:
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.sqs.models import Message
+
+    for cls in (Item, Message):
+        _swap(cls, "instances_tracked", _Untracked())
+
+
 def _patch_module_list() -> None:
     from moto import backends
 
@@ -233,6 +560,8 @@ def revert() -> None:
     Queue.approximate_number_of_messages_not_visible = _originals["sqs_not_visible"]  # type: ignore[method-assign]
     Queue.approximate_number_of_messages_delayed = _originals["sqs_delayed"]  # type: ignore[method-assign]
     backends.list_of_moto_modules = _originals["list_of_moto_modules"]
+    for owner, name, value in reversed(_originals.get("swapped", [])):
+        setattr(owner, name, value)
     _originals.clear()
 
 
