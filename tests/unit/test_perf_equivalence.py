@@ -165,11 +165,29 @@ def test_a_timer_read_again_is_held_once() -> None:
     run.hold([first])
     run.hold([same_row, next_attempt, first])
     run.hold([other_shard, next_attempt])
-    assert [t for _, _, t in sorted(run.heap)] == sorted(
+    assert [entry[-1] for entry in sorted(run.heap)] == sorted(
         [first, next_attempt, other_shard], key=lambda t: (t.due_ms, t.sk)
     )
     # One key per (pk, sk) row, as before.
     assert len(run.held) == len({(t.pk, t.sk) for t in (first, next_attempt, other_shard)})
+
+
+def test_one_timer_in_both_lanes_is_held_twice_and_released() -> None:
+    # Two pollers with skewed clocks can write the same next timer (same due, same sort key)
+    # into the far and the near lane; holding both must not make the heap compare Timers.
+    clock = ManualClock(T)
+    store, queues = MemoryStore(), MemoryQueues(now=clock.now)
+    dispatcher = Dispatcher(store, queues, clock, DispatchConfig())
+    run = dispatcher.minute_run(T)
+    base = dict(due_ms=round(T.timestamp() * 1000) + 500, job_id="j", tenant="t", slot="s", attempt=1)
+    far = Timer(lane=Lane.FAR, shard=7, kind=TimerKind.FIRE, job_version=1, **base)  # type: ignore[arg-type]
+    near = Timer(lane=Lane.NEAR, shard=3, kind=TimerKind.FIRE, job_version=1, **base)  # type: ignore[arg-type]
+    run.hold([far])
+    run.hold([near])
+    assert sorted(entry[-1].lane for entry in run.heap) == [Lane.NEAR, Lane.FAR]
+    clock.set(T + timedelta(seconds=1))
+    run._release_due()  # the job does not exist: both are stale, neither raises
+    assert run.heap == [] and run.report.stale == 2
 
 
 def _plan_reference(

@@ -21,6 +21,7 @@ rewrites the same next timer, so nothing is lost or doubled.
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -329,7 +330,11 @@ class MinuteRun:
         self.near = near
         self.end = minute + timedelta(minutes=1)
         self.final = self.end + timedelta(seconds=dispatcher.config.grace_s)
-        self.heap: list[tuple[int, str, Timer]] = []
+        # (due, sk, arrival, timer): the arrival number breaks ties, so two rows with the same
+        # due and sort key in different lanes (two skewed pollers wrote one next timer into
+        # both) never make the heap compare Timer objects.
+        self.heap: list[tuple[int, str, int, Timer]] = []
+        self._arrivals = itertools.count()
         # Every timer taken in this minute, by what its (pk, sk) is made of (lane, shard, due,
         # job, slot, attempt): a near timer comes back in every poll of its look-back, and the
         # key is built without formatting the row's key strings.
@@ -348,7 +353,7 @@ class MinuteRun:
             if key in held:
                 continue
             held.add(key)
-            heapq.heappush(heap, (timer.due_ms, timer.sk, timer))
+            heapq.heappush(heap, (timer.due_ms, timer.sk, next(self._arrivals), timer))
 
     def run(self, stop: Callable[[], bool]) -> ReleaseReport:
         """Start, step until the minute and its grace are over, finish."""
@@ -409,7 +414,7 @@ class MinuteRun:
             if not self.heap:
                 break
             self._release_due(everything=True)
-        self.failed_shards.update((t.lane, t.shard) for _, _, t in self.heap)
+        self.failed_shards.update((t.lane, t.shard) for *_, t in self.heap)
         self._advance()
         return self.report
 
@@ -443,7 +448,7 @@ class MinuteRun:
         now_ms = to_ms(self.d.clock.now())
         due: list[Timer] = []
         while self.heap and (everything or self.heap[0][0] <= now_ms):
-            due.append(heapq.heappop(self.heap)[2])
+            due.append(heapq.heappop(self.heap)[3])
         if not due:
             return
         try:
@@ -451,7 +456,7 @@ class MinuteRun:
         except Exception:
             log.exception("release of %d timers failed; will retry", len(due))
             for timer in due:
-                heapq.heappush(self.heap, (timer.due_ms, timer.sk, timer))
+                heapq.heappush(self.heap, (timer.due_ms, timer.sk, next(self._arrivals), timer))
             self.d.clock.sleep(0.2)
 
     def _guarded(self, action: Callable[[], object], shard: tuple[Lane, int] | None = None) -> None:
