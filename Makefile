@@ -38,6 +38,7 @@ bench: install
 	@start=$$(date +%s); set -e; \
 	$(BIN)/python bench/schedule_bench.py; \
 	$(BIN)/python bench/cpu_per_trigger.py; \
+	$(BIN)/python bench/timer_packing.py; \
 	$(BIN)/python bench/cost_per_million.py; \
 	$(BIN)/python bench/capacity.py; \
 	rm -f bench/results/local_mode.json; \

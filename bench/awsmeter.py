@@ -111,6 +111,7 @@ class Tally:
     rru: float = 0.0
     items: int = 0  # items read or written
     payload_bytes: int = 0  # SQS message bodies; DynamoDB item bytes read or written
+    timers: int = 0  # timers written (a packed item holds several)
 
     def add(self, other: Tally) -> None:
         self.calls += other.calls
@@ -119,6 +120,7 @@ class Tally:
         self.rru += other.rru
         self.items += other.items
         self.payload_bytes += other.payload_bytes
+        self.timers += other.timers
 
 
 def _kind_of_key(pk: str, sk: str = "") -> str:
@@ -272,7 +274,10 @@ class Meter:
                     tally.wru += write_units(size)
                     tally.items += 1
                     tally.payload_bytes += size
-                    kinds.add(_kind_of_key(_s(body.get("pk")), _s(body.get("sk"))))
+                    kind = _kind_of_key(_s(body.get("pk")), _s(body.get("sk")))
+                    if kind in ("timer", "near") and "PutRequest" in request:
+                        tally.timers += int(body["n"]["N"]) if "n" in body else 1
+                    kinds.add(kind)
             return "+".join(sorted(kinds)), tally
         if operation == "TransactWriteItems":
             kinds = set()
@@ -341,5 +346,6 @@ def subtract(
             rru=a.rru - b.rru,
             items=a.items - b.items,
             payload_bytes=a.payload_bytes - b.payload_bytes,
+            timers=a.timers - b.timers,
         )
     return out

@@ -325,7 +325,11 @@ def load_measured() -> PerTrigger:
         units = summary["dynamodb_units_per_trigger"]
         io_ms = summary["worker_lambda_at_scale"]["io_ms_per_trigger"]
         # The poller's writes are the next timers; every other write is the worker's.
-        timer = sum(r["wru_per_trigger"] for r in summary.get("rows", []) if r["phase"] == "poller")
+        timer = sum(
+            r.get("wru_per_trigger_at_scale", r["wru_per_trigger"])
+            for r in summary.get("rows", [])
+            if r["phase"] == "poller"
+        )
         timer = timer if summary.get("rows") else per.timer_wru
         per = replace(
             per,

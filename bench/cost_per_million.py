@@ -413,14 +413,25 @@ def cpu_us_per_trigger() -> float:
 BATCHED = ("sqs.SendMessageBatch", "sqs.ReceiveMessage", "sqs.DeleteMessageBatch")
 
 
+def packing_wru_per_timer() -> float | None:
+    """Write units per next timer at 10,000/s, from bench/timer_packing.py's result (if run)."""
+    path = benchlib.RESULTS_DIR / "timer_packing.json"
+    if not path.exists():
+        return None
+    value = json.loads(path.read_text()).get("wru_per_timer")
+    return float(value) if value else None
+
+
 def per_trigger_rows(
-    added: Mapping[tuple[str, str, str], Tally], triggers: int, prices: Prices
+    added: Mapping[tuple[str, str, str], Tally], triggers: int, prices: Prices, packing: float | None = None
 ) -> list[dict[str, Any]]:
     """One row per (phase, request, item kind): what each trigger adds, measured and at scale.
 
     At 10,000/s every batch is full: the poller sends ten per SendMessageBatch and the event
-    source receives and deletes ten at a time, so those calls cost a tenth of a request each;
-    everything else is per item and does not change with the rate.
+    source receives and deletes ten at a time, so those calls cost a tenth of a request each.
+    The poller's next timers pack as they do for a poller at that rate (``packing`` write
+    units per timer, measured by bench/timer_packing.py; this run's few triggers a second
+    pack poorly). Everything else is per item and does not change with the rate.
     """
     rows = []
     for key, tally in sorted(added.items()):
@@ -432,6 +443,11 @@ def per_trigger_rows(
         usd = request_cost(key, tally, prices) / triggers * 1e6
         calls = tally.calls / triggers
         at_scale = usd * min(1.0, 0.1 / calls) if operation in BATCHED and calls > 0 else usd
+        wru_at_scale = tally.wru / triggers
+        if packing and tally.timers and operation == "dynamodb.BatchWriteItem":
+            # The poller's next timers, packed as a poller at 10,000/s packs them.
+            wru_at_scale = min(wru_at_scale, tally.timers / triggers * packing)
+            at_scale = wru_at_scale * prices.wru * 1e6
         rows.append(
             {
                 "phase": phase,
@@ -440,6 +456,8 @@ def per_trigger_rows(
                 "calls_per_trigger": calls,
                 "billed_per_trigger": tally.billed / triggers,
                 "wru_per_trigger": tally.wru / triggers,
+                "wru_per_trigger_at_scale": wru_at_scale,
+                "timers_per_trigger": tally.timers / triggers,
                 "rru_per_trigger": tally.rru / triggers,
                 "bytes_per_item": tally.payload_bytes / tally.items if tally.items else 0,
                 "usd_per_million": usd,
@@ -604,7 +622,8 @@ def idle_month(idle: RunResult, prices: Prices, poller_mb: int, tick_mb: int | N
 def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any]:
     added = subtract(load.tallies, base.tallies)
     triggers = max(load.triggers, 1)
-    rows = per_trigger_rows(added, triggers, prices)
+    packing = packing_wru_per_timer()
+    rows = per_trigger_rows(added, triggers, prices, packing)
     storage = storage_per_million(rows, prices)
     measured_lambda = lambda_per_trigger(load, prices)
     scale_lambda = lambda_per_trigger(load, prices, batch=10)
@@ -626,7 +645,8 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
         + fixed_share
     )
 
-    wru = sum(r["wru_per_trigger"] for r in rows)
+    measured_wru = sum(r["wru_per_trigger"] for r in rows)
+    wru = sum(r["wru_per_trigger_at_scale"] for r in rows)  # what 10,000/s writes per trigger
     rru = sum(r["rru_per_trigger"] for r in rows)
     dynamo_on_demand = (wru * prices.wru + rru * prices.rru) * 1e6
     others = at_scale - dynamo_on_demand
@@ -663,7 +683,8 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
         "stepfunctions_usd_per_million_at_10k": sfn_usd,
         "measured_usd_per_million": measured,
         "on_demand_usd_per_million": at_scale,
-        "dynamodb_units_per_trigger": {"wru": wru, "rru": rru},
+        "dynamodb_units_per_trigger": {"wru": wru, "rru": rru, "wru_in_this_run": measured_wru},
+        "timer_packing_wru_per_timer_at_10k": packing,
         "dynamodb_on_demand_usd_per_million": dynamo_on_demand,
         "provisioned_at_10k": provisioned,
         "eventbridge_scheduler_usd_per_million": prices.scheduler * 1e6,

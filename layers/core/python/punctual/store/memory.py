@@ -41,6 +41,7 @@ class MemoryStore(JobStore):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._jobs: dict[JobKey, Job] = {}
+        self._job_counts: dict[str, int] = {}  # per tenant: the limit check is not a scan
         self._buckets: dict[tuple[Lane, str, int], list[tuple[str, Timer]]] = defaultdict(list)
         self._watermarks: dict[tuple[Lane, int], datetime] = {}
         self._executions: dict[ExecutionKey, Execution] = {}
@@ -56,9 +57,10 @@ class MemoryStore(JobStore):
             key = (job.tenant, job.id)
             if key in self._jobs:
                 raise JobExistsError(f"job {job.id!r} already exists")
-            if sum(1 for tenant, _ in self._jobs if tenant == job.tenant) >= max_jobs:
+            if self._job_counts.get(job.tenant, 0) >= max_jobs:
                 raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have")
             self._jobs[key] = job.model_copy(deep=True)
+            self._job_counts[job.tenant] = self._job_counts.get(job.tenant, 0) + 1
             if timer is not None:
                 self._put_timer(timer)
 
@@ -117,6 +119,7 @@ class MemoryStore(JobStore):
                     current.version if current else None,
                 )
             del self._jobs[(tenant, job_id)]
+            self._job_counts[tenant] -= 1
 
     def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
         with self._lock:
