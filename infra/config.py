@@ -35,7 +35,8 @@ DEFAULTS: dict[str, Any] = {
     "targetAllowCidrs": [],
     "targetArnPatterns": [],
     "shardGroups": c.SHARD_GROUPS,
-    "maxShardGroups": c.MAX_SHARD_GROUPS,
+    "maxShardGroups": c.DEFAULT_MAX_SHARD_GROUPS,
+    "triggersPerPollerMinute": c.TRIGGERS_PER_POLLER_MINUTE,
     "pollerMaxConcurrency": c.POLLER_MAX_CONCURRENCY,
     "pollerMemoryMb": c.POLLER_MEMORY_MB,
     "leanPollerMemoryMb": c.LEAN_POLLER_MEMORY_MB,
@@ -121,6 +122,7 @@ class PunctualConfig:
     target_arn_patterns: tuple[str, ...]
     shard_groups: int
     max_shard_groups: int
+    triggers_per_poller_minute: int
     poller_max_concurrency: int
     poller_memory_mb: int
     lean_poller_memory_mb: int
@@ -176,6 +178,7 @@ class PunctualConfig:
             target_arn_patterns=reader.strings("targetArnPatterns"),
             shard_groups=reader.integer("shardGroups", 1, c.MAX_SHARD_GROUPS),
             max_shard_groups=reader.integer("maxShardGroups", 1, c.MAX_SHARD_GROUPS),
+            triggers_per_poller_minute=reader.integer("triggersPerPollerMinute", 100, 10**7),
             poller_max_concurrency=reader.integer("pollerMaxConcurrency", 0, c.MAX_SHARD_GROUPS),
             poller_memory_mb=reader.integer("pollerMemoryMb", 128, 10_240),
             lean_poller_memory_mb=reader.integer("leanPollerMemoryMb", 128, 10_240),

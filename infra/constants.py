@@ -60,9 +60,15 @@ POLLER_LEAD_S: Final = 10
 RETENTION_DAYS: Final = 30
 MAX_JOBS_PER_TENANT: Final = 100_000
 SHARD_GROUPS: Final = 1  # the fewest pollers a minute gets; the tick sizes up from its load
+# What the tick plans one poller to release in a minute (PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE):
+# a minute whose planned load is N triggers gets ceil(N / this) groups (within the bounds).
+# 60,000 = 1,000/s, under what a 1,024 MB poller releases (~1,200/s, CPU-bound); a burst-ready
+# deployment lowers it so that a burst minute is spread over more pollers (bench/capacity.py).
+TRIGGERS_PER_POLLER_MINUTE: Final = 60_000
 # An inline Map runs at most 40 iterations at once; a poller lasts its whole minute, so more
 # groups than that would start late. Beyond 40, a distributed Map would be needed.
 MAX_SHARD_GROUPS: Final = 40
+DEFAULT_MAX_SHARD_GROUPS: Final = 40  # maxShardGroups' default
 POLLER_MAX_CONCURRENCY: Final = 0  # 0 = unbounded (up to the inline Map limit above)
 LOG_LEVEL: Final = "INFO"
 POWERTOOLS_SERVICE_NAME: Final = APP_NAME

@@ -121,6 +121,8 @@ class Dispatch(Construct):
                 "PUNCTUAL_STATE_MACHINE_ARN": self.state_machine.state_machine_arn,
                 "PUNCTUAL_SHARD_GROUPS": str(config.shard_groups),  # the fewest pollers a minute gets
                 "PUNCTUAL_MAX_SHARD_GROUPS": str(config.max_shard_groups),  # the most (inline Map: 40)
+                # What one poller is planned to release in a minute: the tick's groups = load / this.
+                "PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE": str(config.triggers_per_poller_minute),
                 "PUNCTUAL_TICK_LOOKAHEAD_MINUTES": str(c.TICK_LOOKAHEAD_MINUTES),
                 "PUNCTUAL_POLLER_FUNCTION": self.poller.function.function_arn,
                 "PUNCTUAL_LEAN_POLLER_FUNCTION": self.lean_poller.function.function_arn

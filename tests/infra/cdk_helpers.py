@@ -30,6 +30,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "stackName": "PunctualCustom",
     "queueCount": 2,
     "shardGroups": 4,
+    "triggersPerPollerMinute": "20000",  # as `-c key=value` passes it: a string
     "pollerMaxConcurrency": 4,
     "maxReceiveCount": 3,
     "workerMaxConcurrency": 50,

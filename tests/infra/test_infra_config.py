@@ -54,6 +54,8 @@ def test_command_line_strings_are_coerced() -> None:
         ("shardGroups", 41, "shardGroups"),  # an inline Map runs at most 40 pollers at once
         ("maxShardGroups", 41, "maxShardGroups"),
         ("shardGroups", "two", "shardGroups"),
+        ("triggersPerPollerMinute", 99, "triggersPerPollerMinute"),  # Settings refuses under 100
+        ("triggersPerPollerMinute", "many", "triggersPerPollerMinute"),
         ("queueCount", 0, "queueCount"),
         ("workerBatchSize", 11, "workerBatchSize"),  # FIFO event sources take at most 10
         ("tableBillingMode", "serverless", "tableBillingMode"),

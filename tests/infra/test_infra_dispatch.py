@@ -144,3 +144,16 @@ def test_shard_groups_from_context_reach_the_tick(custom_synth: Synth) -> None:
     variables = tick["Properties"]["Environment"]["Variables"]
     assert variables["PUNCTUAL_SHARD_GROUPS"] == "4"
     assert variables["PUNCTUAL_MAX_SHARD_GROUPS"] == "40"  # what an inline Map runs at once
+    assert variables["PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"] == "20000"
+
+
+def test_the_tick_plans_with_the_default_triggers_per_poller_minute(default_synth: Synth) -> None:
+    from punctual.settings import Settings
+
+    tick = default_synth.resources[default_synth.logical_id(default_synth.stack.dispatch.tick.function)]
+    variables = tick["Properties"]["Environment"]["Variables"]
+    # The same figure the core assumed before the key existed: the default plan is unchanged.
+    assert variables["PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"] == "60000"
+    assert Settings().triggers_per_poller_minute == 60_000
+    env = {"PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE": variables["PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"]}
+    assert Settings.from_env(env).triggers_per_poller_minute == 60_000
