@@ -314,8 +314,15 @@ def read_blueprint(template: Mapping[str, Any], prefix: str = "punctual") -> Blu
 
     machines = dict(_resources(template, "AWS::StepFunctions::StateMachine"))
     poller_ids = [r for m in machines.values() for r in _refs(m.get("DefinitionString")) if r in functions]
+    if not poller_ids:  # the tick names the poller in each execution's input (standard, or lean)
+        poller_ids = [
+            r
+            for props in functions.values()
+            for r in _refs(_function_env(props).get("PUNCTUAL_POLLER_FUNCTION"))
+            if r in functions
+        ]
     if not poller_ids:
-        raise LocalModeError("the template's state machine invokes no function: cannot find the poller")
+        raise LocalModeError("neither the state machine nor the tick names a poller function")
     short_ids = [q.logical_id for q in queues if q.role == "short"]
     worker_id, batch_size = None, 10
     for _, props in _resources(template, "AWS::Lambda::EventSourceMapping"):
