@@ -52,6 +52,10 @@ DEFAULTS: dict[str, Any] = {
     "ecsCpu": c.ECS_CPU_UNITS,
     "ecsMemoryMiB": c.ECS_MEMORY_MIB,
     "ecsArchitecture": c.ECS_ARCHITECTURES[0],
+    "ecsBurstTasks": c.ECS_BURST_TASKS,
+    "ecsBurstConcurrency": c.ECS_BURST_CONCURRENCY,
+    "ecsBurstCpu": c.ECS_BURST_CPU_UNITS,
+    "ecsBurstMemoryMb": c.ECS_BURST_MEMORY_MIB,
     "vpcId": "",
     "natGateways": c.NAT_GATEWAYS,
     "vpcInterfaceEndpoints": True,
@@ -75,6 +79,27 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_FARGATE_CPU_UNITS = (256, 512, 1024, 2048, 4096, 8192, 16384)
+# Fargate's CPU → memory (MiB) pairs: (lowest, highest, step).
+_FARGATE_MEMORY_MIB = {
+    256: (512, 2048, 512),  # 512, 1024, 2048 (1536 is refused below)
+    512: (1024, 4096, 1024),
+    1024: (2048, 8192, 1024),
+    2048: (4096, 16384, 1024),
+    4096: (8192, 30720, 1024),
+    8192: (16384, 61440, 4096),
+    16384: (32768, 122880, 8192),
+}
+
+
+def fargate_memory_fits(cpu: int, memory_mib: int) -> bool:
+    """Whether Fargate runs a task of ``cpu`` units with ``memory_mib`` (it refuses other pairs)."""
+    low, high, step = _FARGATE_MEMORY_MIB[cpu]
+    if cpu == 256:
+        return memory_mib in (512, 1024, 2048)
+    return low <= memory_mib <= high and (memory_mib - low) % step == 0
+
+
 # Retention values CloudWatch Logs accepts, in the order of aws_logs.RetentionDays.
 LOG_RETENTION_DAYS = (
     1,
@@ -138,6 +163,10 @@ class PunctualConfig:
     ecs_cpu: int
     ecs_memory_mib: int
     ecs_architecture: str
+    ecs_burst_tasks: int
+    ecs_burst_concurrency: int
+    ecs_burst_cpu: int
+    ecs_burst_memory_mb: int
     vpc_id: str
     nat_gateways: int
     vpc_interface_endpoints: bool
@@ -191,9 +220,13 @@ class PunctualConfig:
             worker_memory_mb=reader.integer("workerMemoryMb", 128, 10_240),
             ecs_min_tasks=reader.integer("ecsMinTasks", 0, 1000),
             ecs_max_tasks=reader.integer("ecsMaxTasks", 1, 1000),
-            ecs_cpu=reader.choice_int("ecsCpu", (256, 512, 1024, 2048, 4096, 8192, 16384)),
+            ecs_cpu=reader.choice_int("ecsCpu", _FARGATE_CPU_UNITS),
             ecs_memory_mib=reader.integer("ecsMemoryMiB", 512, 122_880),
             ecs_architecture=reader.choice("ecsArchitecture", c.ECS_ARCHITECTURES),
+            ecs_burst_tasks=reader.integer("ecsBurstTasks", 0, c.ECS_BURST_MAX_TASKS),
+            ecs_burst_concurrency=reader.integer("ecsBurstConcurrency", 1, 256),  # ServiceSettings' bound
+            ecs_burst_cpu=reader.choice_int("ecsBurstCpu", _FARGATE_CPU_UNITS),
+            ecs_burst_memory_mb=reader.integer("ecsBurstMemoryMb", 512, 122_880),
             vpc_id=reader.text("vpcId", required=False),
             nat_gateways=reader.integer("natGateways", 0, c.VPC_MAX_AZS),
             vpc_interface_endpoints=reader.boolean("vpcInterfaceEndpoints"),
@@ -230,6 +263,11 @@ class PunctualConfig:
             raise ConfigError("nearShardCount: must not exceed shardCount")
         if self.ecs_min_tasks > self.ecs_max_tasks:
             raise ConfigError("ecsMinTasks: must not exceed ecsMaxTasks")
+        if not fargate_memory_fits(self.ecs_burst_cpu, self.ecs_burst_memory_mb):
+            raise ConfigError(
+                f"ecsBurstMemoryMb: Fargate does not run {self.ecs_burst_memory_mb} MiB with "
+                f"ecsBurstCpu {self.ecs_burst_cpu}"
+            )
         if self.table_read_capacity_min > self.table_read_capacity_max:
             raise ConfigError("tableReadCapacityMin: must not exceed tableReadCapacityMax")
         if self.table_write_capacity_min > self.table_write_capacity_max:

@@ -121,6 +121,17 @@ ECS_MAX_TASKS: Final = 10
 ECS_CPU_UNITS: Final = 512
 ECS_MEMORY_MIB: Final = 1024
 ECS_ARCHITECTURES: Final = ("ARM64", "X86_64")
+# The standing burst workers (ecsBurstTasks): a second Fargate service on the SHORT queues, so a
+# top-of-minute burst finds consumers already polling (an SQS event source that found the queue
+# idle starts at 5 concurrent invokes and adds 300 a minute). 0 = no service (the default).
+ECS_BURST_TASKS: Final = 0
+ECS_BURST_CONCURRENCY: Final = 32  # threads per task (PUNCTUAL_WORKER_CONCURRENCY)
+ECS_BURST_CPU_UNITS: Final = 1024
+ECS_BURST_MEMORY_MIB: Final = 2048
+ECS_BURST_MAX_TASKS: Final = 5000  # ECS's tasks-per-service quota
+# Alarm when fewer burst tasks run than asked for, this many minutes in a row (a replaced task
+# takes a minute or two to start).
+ECS_BURST_SHORT_ALARM_PERIODS: Final = 5
 ECS_STOP_TIMEOUT_S: Final = 120  # SIGTERM → SIGKILL: time for the worker to drain
 # Running executions may finish for this long after SIGTERM; then the rest are released for
 # takeover, well inside the stop timeout (PUNCTUAL_WORKER_GRACE_S).

@@ -73,6 +73,7 @@ class PunctualStack(cdk.Stack):
             api=self.api.handler,
             state_machine=self.dispatch.state_machine,
             lean_poller=self.dispatch.lean_poller,
+            burst_service=self.workers.burst_service,
         )
 
         cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL (SigV4, service execute-api)")

@@ -16,7 +16,9 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
   execution started for five minutes (no poller is running at all);
 * a work queue's oldest message is older than its lane's threshold;
 * the table throttled a request, or throttled a key range (a hot partition: the shard count
-  is too small for the load).
+  is too small for the load);
+* with standing burst workers (``ecsBurstTasks``), fewer of them ran than asked for, five
+  minutes in a row (Container Insights' ``RunningTaskCount``): a burst would start late.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
@@ -86,6 +89,7 @@ class Observability(Construct):
         api: PunctualFunction,
         state_machine: sfn.StateMachine,
         lean_poller: PunctualFunction | None = None,
+        burst_service: ecs.FargateService | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
@@ -121,6 +125,8 @@ class Observability(Construct):
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
 
         self._alarms(table, queues, poller, tick, state_machine)
+        if burst_service is not None:
+            self._burst_alarm(burst_service)
         self.dashboard = self._dashboard(table, queues, poller, tick, worker, api, state_machine)
 
     # --- alarms ------------------------------------------------------------------------------------
@@ -252,6 +258,28 @@ class Observability(Construct):
             threshold=c.TABLE_THROTTLE_ALARM_EVENTS,
             description="A key range (partition) of the table was throttled: a hot shard; raise "
             "shardCount or warm throughput.",
+        )
+
+    def _burst_alarm(self, service: ecs.FargateService) -> None:
+        """The standing burst workers are the burst's capacity: alarm when some are missing."""
+        running = cloudwatch.Metric(
+            namespace="ECS/ContainerInsights",
+            metric_name="RunningTaskCount",
+            dimensions_map={"ClusterName": service.cluster.cluster_name, "ServiceName": service.service_name},
+            statistic="Minimum",
+            period=_MINUTE,
+        )
+        self._alarm(
+            "BurstWorkersShort",
+            metric=running,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            threshold=self._config.ecs_burst_tasks,
+            evaluation_periods=c.ECS_BURST_SHORT_ALARM_PERIODS,
+            # Container Insights reports the service every minute: no data means no report at all.
+            missing=cloudwatch.TreatMissingData.BREACHING,
+            description=f"Fewer than {self._config.ecs_burst_tasks} burst workers (ecsBurstTasks) ran for "
+            f"{c.ECS_BURST_SHORT_ALARM_PERIODS} minutes: a top-of-minute burst would drain late. "
+            "Check the service's events (task failures, Fargate capacity, the account's task quota).",
         )
 
     @staticmethod

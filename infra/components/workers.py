@@ -18,6 +18,22 @@ Long lane
     task two minutes to drain after SIGTERM. Tasks run in private subnets, reaching DynamoDB,
     S3 and (optionally) SQS, Logs, ECR, STS and KMS through VPC endpoints, and HTTP targets
     through NAT.
+
+Burst workers (``ecsBurstTasks`` > 0; none by default)
+    A second Fargate service, same image and cluster, whose container polls the *short* queues
+    (``PUNCTUAL_WORKER_LANE=short``) with ``ecsBurstConcurrency`` threads, at a standing
+    ``ecsBurstTasks`` tasks of ``ecsBurstCpu`` / ``ecsBurstMemoryMb``. It exists for
+    top-of-minute bursts: an SQS event source that found its queue idle starts at 5 concurrent
+    invokes and adds 300 a minute, so a 600,000-slot minute drains over a minute whatever the
+    worker Lambda's concurrency; tasks already long-polling start taking messages at once. They
+    share the short queues with the worker Lambda (FIFO hands a message group to one consumer
+    at a time) and take sustained traffic too. They run in heartbeat mode: a receive sets the
+    message's visibility to the lease (the short queue's default, the Lambda timeout plus a
+    minute, does not apply), heartbeats extend it and write LEASE timers, so a task that dies
+    mid-run hands its executions back within a lease, to either consumer. Fixed count, no
+    scaling: an alarm fires when fewer run than asked for. The same grants as the long-lane
+    service, with consume rights on the short queues instead of the long ones; the queues use
+    SQS-managed encryption, so no KMS grant is needed to read them.
 """
 
 from __future__ import annotations
@@ -122,37 +138,15 @@ class Workers(Construct):
             vpc=self.vpc,
             container_insights_v2=ecs.ContainerInsights.ENABLED,
         )
-        arm = config.ecs_architecture == "ARM64"
-        self.task_definition = ecs.FargateTaskDefinition(
-            self,
+        self.task_definition, self.container_logs, self.container = self._task(
             "WorkerTask",
-            cpu=config.ecs_cpu,
-            memory_limit_mib=config.ecs_memory_mib,
-            runtime_platform=ecs.RuntimePlatform(
-                cpu_architecture=ecs.CpuArchitecture.ARM64 if arm else ecs.CpuArchitecture.X86_64,
-                operating_system_family=ecs.OperatingSystemFamily.LINUX,
-            ),
-        )
-        self._grant_worker(self.task_definition.task_role, storage, queues, consumes=queues.long)
-        self.container_logs = logs.LogGroup(
-            self,
             "WorkerServiceLogs",
-            retention=retention(config.log_retention_days),
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
-        self.container = self.task_definition.add_container(
-            "worker",
-            image=ecs.ContainerImage.from_asset(
-                ".",
-                file=c.ECS_DOCKERFILE,
-                exclude=list(ECS_CONTEXT_EXCLUDES),
-                ignore_mode=cdk.IgnoreMode.DOCKER,
-                platform=ecr_assets.Platform.LINUX_ARM64 if arm else ecr_assets.Platform.LINUX_AMD64,
-            ),
-            logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=self.container_logs),
+            cpu=config.ecs_cpu,
+            memory_mib=config.ecs_memory_mib,
             environment={**environment, "PUNCTUAL_WORKER_GRACE_S": str(c.ECS_DRAIN_GRACE_S)},
-            stop_timeout=cdk.Duration.seconds(c.ECS_STOP_TIMEOUT_S),
-            readonly_root_filesystem=True,
+            storage=storage,
+            queues=queues,
+            consumes=queues.long,
         )
         self.security_group = ec2.SecurityGroup(
             self,
@@ -165,12 +159,44 @@ class Workers(Construct):
             self.endpoint_security_group.add_ingress_rule(
                 self.security_group, ec2.Port.tcp(443), "HTTPS from the Punctual ECS workers"
             )
-        self.service = ecs.FargateService(
+        self.service = self._service("WorkerService", self.task_definition, config.ecs_min_tasks)
+        self._scaling(queues)
+
+        # --- burst workers: a standing service on the short queues (ecsBurstTasks > 0) ----------
+        self.burst_task_definition: ecs.FargateTaskDefinition | None = None
+        self.burst_container_logs: logs.LogGroup | None = None
+        self.burst_service: ecs.FargateService | None = None
+        if config.ecs_burst_tasks > 0:
+            self.burst_task_definition, self.burst_container_logs, _ = self._task(
+                "BurstWorkerTask",
+                "BurstWorkerServiceLogs",
+                cpu=config.ecs_burst_cpu,
+                memory_mib=config.ecs_burst_memory_mb,
+                environment={
+                    **environment,
+                    "PUNCTUAL_WORKER_GRACE_S": str(c.ECS_DRAIN_GRACE_S),
+                    "PUNCTUAL_WORKER_LANE": "short",  # worker_service receives from the short queues
+                    "PUNCTUAL_WORKER_CONCURRENCY": str(config.ecs_burst_concurrency),
+                },
+                storage=storage,
+                queues=queues,
+                consumes=queues.short,
+            )
+            # Standing: no scaling, the burst needs them polling before it is released.
+            self.burst_service = self._service(
+                "BurstWorkerService", self.burst_task_definition, config.ecs_burst_tasks
+            )
+
+    def _service(
+        self, service_id: str, task_definition: ecs.FargateTaskDefinition, desired_count: int
+    ) -> ecs.FargateService:
+        """A worker service in the private subnets: no public IP, rolling back a failed deploy."""
+        return ecs.FargateService(
             self,
-            "WorkerService",
+            service_id,
             cluster=self.cluster,
-            task_definition=self.task_definition,
-            desired_count=config.ecs_min_tasks,
+            task_definition=task_definition,
+            desired_count=desired_count,
             min_healthy_percent=100,
             max_healthy_percent=200,
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
@@ -178,21 +204,67 @@ class Workers(Construct):
             security_groups=[self.security_group],
             assign_public_ip=False,
         )
-        self._scaling(queues)
+
+    def _task(
+        self,
+        task_id: str,
+        logs_id: str,
+        *,
+        cpu: int,
+        memory_mib: int,
+        environment: dict[str, str],
+        storage: Storage,
+        queues: Queues,
+        consumes: list,
+    ) -> tuple[ecs.FargateTaskDefinition, logs.LogGroup, ecs.ContainerDefinition]:
+        """A worker task (image from the ECS Dockerfile), its role's grants and its log group."""
+        arm = self._config.ecs_architecture == "ARM64"
+        task_definition = ecs.FargateTaskDefinition(
+            self,
+            task_id,
+            cpu=cpu,
+            memory_limit_mib=memory_mib,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.ARM64 if arm else ecs.CpuArchitecture.X86_64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        self._grant_worker(task_definition.task_role, storage, queues, consumes=consumes)
+        log_group = logs.LogGroup(
+            self,
+            logs_id,
+            retention=retention(self._config.log_retention_days),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        container = task_definition.add_container(
+            "worker",
+            image=ecs.ContainerImage.from_asset(
+                ".",
+                file=c.ECS_DOCKERFILE,
+                exclude=list(ECS_CONTEXT_EXCLUDES),
+                ignore_mode=cdk.IgnoreMode.DOCKER,
+                platform=ecr_assets.Platform.LINUX_ARM64 if arm else ecr_assets.Platform.LINUX_AMD64,
+            ),
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=log_group),
+            environment=environment,
+            stop_timeout=cdk.Duration.seconds(c.ECS_STOP_TIMEOUT_S),
+            readonly_root_filesystem=True,
+        )
         acknowledge(
-            self.task_definition,
+            task_definition,
             "ECS2",
             "The worker container's environment holds configuration only (table name, queue URLs, "
             "shard counts, KMS key id); no secret is passed in it. Webhook secrets are stored "
             "encrypted in the table and decrypted with KMS at run time.",
         )
-        if self.task_definition.execution_role is not None:
+        if task_definition.execution_role is not None:
             acknowledge(
-                self.task_definition.execution_role,
+                task_definition.execution_role,
                 "IAM5[Resource::*]",
                 "ecr:GetAuthorizationToken, which the execution role needs to pull the worker image, "
                 "does not support resource-level permissions.",
             )
+        return task_definition, log_group, container
 
     def _grant_worker(self, role: iam.IRole, storage: Storage, queues: Queues, *, consumes: list) -> None:
         """The same rights for both lanes: table, own queues, sending, secrets, targets."""

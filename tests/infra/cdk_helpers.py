@@ -54,6 +54,24 @@ CUSTOM_CONTEXT: dict[str, Any] = {
 }
 
 
+# The burst-ready capacity profile (bench/capacity.py, profile (c)): more pollers planned per
+# minute, more than 40 of them, and standing ECS burst workers on the short queues.
+BURST_CONTEXT: dict[str, Any] = {
+    "stackName": "PunctualBurst",
+    "shardCount": 288,  # nearShardCount may not exceed it (and both are fixed at first deploy)
+    "nearShardCount": 288,
+    "workerMaxConcurrency": 390,
+    "pollerMemoryMb": 1769,
+    "tableWarmWriteUnitsPerSecond": 410000,
+    "tableWarmReadUnitsPerSecond": 40000,
+    "triggersPerPollerMinute": 9678,
+    "ecsBurstTasks": "214",  # as `-c key=value` passes it: a string
+    "ecsBurstConcurrency": 32,
+    "ecsBurstCpu": 1024,
+    "ecsBurstMemoryMb": 2048,
+}
+
+
 @dataclass
 class Synth:
     """One synthesised variant of the app."""

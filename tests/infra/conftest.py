@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cdk_helpers import CUSTOM_CONTEXT, REPO_ROOT, Synth, synthesise
+from cdk_helpers import BURST_CONTEXT, CUSTOM_CONTEXT, REPO_ROOT, Synth, synthesise
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -35,7 +35,13 @@ def custom_synth(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> S
     return synthesise(tmp_path_factory.mktemp("cdk-custom"), CUSTOM_CONTEXT)
 
 
-@pytest.fixture(scope="session", params=["default", "custom"])
+@pytest.fixture(scope="session")
+def burst_synth(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The app with the burst-ready capacity profile's context (:data:`BURST_CONTEXT`)."""
+    return synthesise(tmp_path_factory.mktemp("cdk-burst"), BURST_CONTEXT)
+
+
+@pytest.fixture(scope="session", params=["default", "custom", "burst"])
 def any_synth(request: pytest.FixtureRequest) -> Synth:
     """Each variant in turn, for properties that must hold in every deployment shape."""
     return request.getfixturevalue(f"{request.param}_synth")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infra import build_layer
-from infra.config import DEFAULTS, ConfigError, PunctualConfig, target_actions
+from infra.config import DEFAULTS, ConfigError, PunctualConfig, fargate_memory_fits, target_actions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,6 +56,13 @@ def test_command_line_strings_are_coerced() -> None:
         ("shardGroups", "two", "shardGroups"),
         ("triggersPerPollerMinute", 99, "triggersPerPollerMinute"),  # Settings refuses under 100
         ("triggersPerPollerMinute", "many", "triggersPerPollerMinute"),
+        ("ecsBurstTasks", -1, "ecsBurstTasks"),
+        ("ecsBurstTasks", 5001, "ecsBurstTasks"),
+        ("ecsBurstConcurrency", 0, "ecsBurstConcurrency"),
+        ("ecsBurstConcurrency", 257, "ecsBurstConcurrency"),  # ServiceSettings' bound
+        ("ecsBurstCpu", 1000, "ecsBurstCpu"),
+        ("ecsBurstMemoryMb", 1024, "ecsBurstMemoryMb"),  # 1 vCPU takes 2..8 GB
+        ("ecsBurstMemoryMb", 2500, "ecsBurstMemoryMb"),
         ("queueCount", 0, "queueCount"),
         ("workerBatchSize", 11, "workerBatchSize"),  # FIFO event sources take at most 10
         ("tableBillingMode", "serverless", "tableBillingMode"),
@@ -125,3 +132,34 @@ def test_layer_stamp_changes_with_its_inputs(tmp_path: Path, monkeypatch: pytest
     second = build_layer.inputs_hash()
     requirements.write_text("pydantic==2.1\n")
     assert len({first, second, build_layer.inputs_hash()}) == 3
+
+
+def test_burst_workers_are_off_by_default_and_sized_from_context() -> None:
+    cfg = config()
+    assert (cfg.ecs_burst_tasks, cfg.ecs_burst_concurrency, cfg.ecs_burst_cpu, cfg.ecs_burst_memory_mb) == (
+        0,
+        32,
+        1024,
+        2048,
+    )
+    burst = config(ecsBurstTasks="214", ecsBurstCpu="2048", ecsBurstMemoryMb="4096", ecsBurstConcurrency="64")
+    assert (burst.ecs_burst_tasks, burst.ecs_burst_cpu, burst.ecs_burst_memory_mb) == (214, 2048, 4096)
+    assert burst.ecs_burst_concurrency == 64
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory", "fits"),
+    [
+        (256, 512, True),
+        (256, 1536, False),
+        (512, 4096, True),
+        (1024, 2048, True),
+        (1024, 9216, False),
+        (4096, 30720, True),
+        (8192, 20480, True),
+        (8192, 18432, False),
+        (16384, 122880, True),
+    ],
+)
+def test_fargate_cpu_and_memory_pairs(cpu: int, memory: int, fits: bool) -> None:
+    assert fargate_memory_fits(cpu, memory) is fits

@@ -1,6 +1,7 @@
 """The ECS worker for long jobs: ``python -m punctual.worker_service``.
 
-It long-polls the long queue(s) and runs up to ``concurrency`` executions at once, one thread
+It long-polls the long queue(s) (or, with ``PUNCTUAL_WORKER_LANE=short``, the short ones: the
+standing burst workers beside the worker Lambda) and runs up to ``concurrency`` executions at once, one thread
 each, through the same core as the Lambda worker (:mod:`punctual.execution`) in heartbeat mode:
 a heartbeat thread extends every running execution's lease (``lease_until``, a LEASE timer,
 and the message's visibility) every third of a lease.
@@ -15,8 +16,16 @@ On SIGTERM (ECS stops a task: scale-in, deploy) it
 4. exits 0, well inside ECS's stop timeout.
 
 Settings: the usual ``PUNCTUAL_*`` (:class:`punctual.settings.Settings`) plus
-``PUNCTUAL_WORKER_CONCURRENCY``, ``PUNCTUAL_WORKER_WAIT_S``, ``PUNCTUAL_WORKER_GRACE_S`` and
-``PUNCTUAL_WORKER_HEARTBEAT_S`` (:class:`ServiceSettings`).
+``PUNCTUAL_WORKER_CONCURRENCY``, ``PUNCTUAL_WORKER_WAIT_S``, ``PUNCTUAL_WORKER_GRACE_S``,
+``PUNCTUAL_WORKER_HEARTBEAT_S`` and ``PUNCTUAL_WORKER_LANE`` (:class:`ServiceSettings`).
+
+Which queues (:func:`queue_urls_for`): ``long`` (the default) polls the long queues, or the
+short ones when none is configured (local mode); ``short`` polls the short queues. The lane
+only picks what to receive: every queue URL stays in the settings, so a takeover or a
+dependent run is still sent to the lane its job names. A short-lane message is run the same
+way as a long one, in heartbeat mode: the receive sets its visibility to the lease (not the
+short queue's default of the Lambda timeout plus a minute), heartbeats extend it and write
+LEASE timers, so a task that dies mid-run loses its messages within a lease.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -52,6 +61,7 @@ class ServiceSettings(BaseModel):
     wait_s: int = Field(default=10, ge=0, le=20)  # SQS long poll
     grace_s: float = Field(default=90.0, ge=0, le=3600)  # keep it under the task's stopTimeout
     heartbeat_s: float | None = Field(default=None, gt=0, le=3600)  # default: a third of the lease
+    lane: Literal["long", "short"] = "long"  # the queues to receive from (queue_urls_for)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServiceSettings:
@@ -65,6 +75,13 @@ class ServiceSettings(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             raise SettingsError(f"{prefix}{str(first['loc'][0]).upper()}: {first['msg']}") from None
+
+
+def queue_urls_for(settings: Settings, lane: str) -> list[str]:
+    """The queues the ECS worker receives from: its lane's (``long`` falls back to the short ones)."""
+    if lane == "short":
+        return list(settings.short_queue_urls)
+    return list(settings.long_queue_urls or settings.short_queue_urls)
 
 
 class EmfMetrics:
@@ -299,7 +316,7 @@ def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = N
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = Settings.from_env()
     knobs = ServiceSettings.from_env()
-    urls = settings.long_queue_urls or settings.short_queue_urls
+    urls = queue_urls_for(settings, knobs.lane)
     metrics = EmfMetrics(os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"))
     worker = Worker.from_settings(settings, lease_timers=True, invoker=invoker, metrics=metrics)
     service = WorkerService(
@@ -311,7 +328,7 @@ def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = N
         heartbeat_s=knobs.heartbeat_s,
     )
     service.install_signal_handlers()
-    log.info("ECS worker polling %s with %d slots", urls, knobs.concurrency)
+    log.info("ECS worker polling the %s lane %s with %d slots", knobs.lane, urls, knobs.concurrency)
     service.run()
     return 0
 
