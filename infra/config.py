@@ -8,6 +8,7 @@ A bad value stops the synth with the context key's name.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -208,7 +209,7 @@ class PunctualConfig:
             shard_groups=reader.integer("shardGroups", 1, c.MAX_SHARD_GROUPS),
             max_shard_groups=reader.integer("maxShardGroups", 1, c.MAX_SHARD_GROUPS),
             triggers_per_poller_minute=reader.integer("triggersPerPollerMinute", 100, 10**7),
-            poller_max_concurrency=reader.integer("pollerMaxConcurrency", 0, c.MAX_SHARD_GROUPS),
+            poller_max_concurrency=reader.integer("pollerMaxConcurrency", 0, c.INLINE_MAP_MAX_CONCURRENCY),
             poller_memory_mb=reader.integer("pollerMemoryMb", 128, 10_240),
             lean_poller_memory_mb=reader.integer("leanPollerMemoryMb", 128, 10_240),
             lean_poller_max_triggers_per_minute=reader.integer("leanPollerMaxTriggersPerMinute", 0, 10**6),
@@ -251,6 +252,11 @@ class PunctualConfig:
         cfg._check()
         return cfg
 
+    @property
+    def group_slices(self) -> int:
+        """Inline Maps the minute state machine runs side by side: 1 up to 40 groups, then one per 40."""
+        return math.ceil(self.max_shard_groups / c.INLINE_MAP_MAX_CONCURRENCY)
+
     def _check(self) -> None:
         for pattern in self.target_arn_patterns:
             target_service(pattern)  # raises on a pattern that is not a usable ARN
@@ -259,6 +265,11 @@ class PunctualConfig:
                 raise ConfigError(f"alarmEmails: {email!r} is not an e-mail address")
         if self.shard_groups > self.max_shard_groups:
             raise ConfigError("shardGroups: must not exceed maxShardGroups")
+        if self.group_slices > 1 and self.poller_max_concurrency:
+            raise ConfigError(
+                f"pollerMaxConcurrency: must be 0 (all groups at once) when maxShardGroups exceeds "
+                f"{c.INLINE_MAP_MAX_CONCURRENCY}: the groups are split over several Maps"
+            )
         if self.near_shard_count > self.shard_count:
             raise ConfigError("nearShardCount: must not exceed shardCount")
         if self.ecs_min_tasks > self.ecs_max_tasks:

@@ -66,9 +66,13 @@ SHARD_GROUPS: Final = 1  # the fewest pollers a minute gets; the tick sizes up f
 # deployment lowers it so that a burst minute is spread over more pollers (bench/capacity.py).
 TRIGGERS_PER_POLLER_MINUTE: Final = 60_000
 # An inline Map runs at most 40 iterations at once; a poller lasts its whole minute, so more
-# groups than that would start late. Beyond 40, a distributed Map would be needed.
-MAX_SHARD_GROUPS: Final = 40
-DEFAULT_MAX_SHARD_GROUPS: Final = 40  # maxShardGroups' default
+# groups than one Map runs would start late. Up to 40 groups the state machine has one inline
+# Map over $.groups; beyond, a Parallel state of ceil(maxShardGroups / 40) inline Maps, each over
+# a slice of at most 40 groups that the tick puts in $.group_slices (infra/components/dispatch.py
+# says why not a Distributed Map).
+INLINE_MAP_MAX_CONCURRENCY: Final = 40
+MAX_SHARD_GROUPS: Final = 256  # the most maxShardGroups may be (7 slices); groups never exceed shards
+DEFAULT_MAX_SHARD_GROUPS: Final = 40  # maxShardGroups' default: one inline Map
 POLLER_MAX_CONCURRENCY: Final = 0  # 0 = unbounded (up to the inline Map limit above)
 LOG_LEVEL: Final = "INFO"
 POWERTOOLS_SERVICE_NAME: Final = APP_NAME

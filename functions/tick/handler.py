@@ -9,6 +9,12 @@ the near lane's recent load, and says which poller runs it: ``lean`` (small memo
 minute) or ``standard``. The tick turns that into ``poller_function``, the function the state
 machine invokes. If planning fails, the minute still starts, with the minimum groups on the
 standard poller (a minute whose load is unknown never gets the lean one).
+
+With more than 40 groups possible (``maxShardGroups`` > 40) the state machine runs a Parallel of
+``PUNCTUAL_GROUP_SLICES`` inline Maps, Map ``i`` over ``$.group_slices[i]`` (an inline Map runs
+at most 40 iterations at once): the tick then also splits the groups into that many slices,
+sizes differing by at most one, empty ones included, so every branch finds its array and no
+group is left out. ``$.groups`` stays in the input, whole, for the operator reading it.
 """
 
 from __future__ import annotations
@@ -60,6 +66,12 @@ def _fallback_plan(minute: datetime, lead_s: int) -> dict[str, Any]:
     }
 
 
+def group_slices(groups: list[dict[str, Any]], slices: int) -> list[list[dict[str, Any]]]:
+    """``groups`` split in order into ``slices`` runs whose sizes differ by at most one."""
+    count = len(groups)
+    return [groups[index * count // slices : (index + 1) * count // slices] for index in range(slices)]
+
+
 def plan(minute: datetime, lead_s: int, now: datetime | None = None) -> dict[str, Any]:
     """The execution input of ``minute``: sized from its load when the core can tell."""
     if plan_minute is None:
@@ -72,6 +84,9 @@ def plan(minute: datetime, lead_s: int, now: datetime | None = None) -> dict[str
             logger.exception("sizing %s failed: starting it with the minimum shard groups", minute)
             chosen = plan_minute(minute, settings)  # no store: unknown load, the standard poller
     chosen["poller_function"] = poller_function(chosen.get("poller"))
+    slices = int(os.environ.get("PUNCTUAL_GROUP_SLICES", "1"))
+    if slices > 1:  # the state machine's Parallel of inline Maps reads one slice per Map
+        chosen["group_slices"] = group_slices(chosen["groups"], slices)
     return chosen
 
 

@@ -41,6 +41,35 @@ far timers plus the near lane's last minute) is at most ``leanPollerMaxTriggersP
 A failed poller is retried on Lambda service errors and throttling; if it still fails, the
 iteration is caught so that the other groups' pollers keep running (an inline Map would
 otherwise stop them all), and the poller-error alarm reports it.
+
+More than 40 pollers a minute (``maxShardGroups`` > 40): a Parallel state of inline Maps
+------------------------------------------------------------------------------------------
+An inline Map runs at most 40 iterations at once, and a poller lasts its whole minute, so a
+41st group would start only when a poller ends: a minute late. Up to 40 (the default) the
+machine is as above: one Map over ``$.groups``. Beyond, it is ``Wait`` → a Parallel state of
+``ceil(maxShardGroups / 40)`` inline Maps (7 at the most, for 256), Map ``i`` over
+``$.group_slices[i]``; the tick (``PUNCTUAL_GROUP_SLICES``) splits the minute's groups into that
+many slices of at most 40, empty ones included, so every branch finds its array. Each Map's
+output is cut to ``$.minute`` and the Parallel's result discarded, so the branches never copy
+the input back (the payload limit is 256 KB). The execution stays Standard with the same name.
+
+Why not a Distributed Map (``sfn.DistributedMap``, up to 10,000 children):
+
+* Cost: a Distributed Map runs each iteration as a child workflow execution. With Standard
+  children every child bills its own states (the task at least) and is a separate execution;
+  with Express children it bills a request and duration per group per minute. The Parallel of
+  inline Maps bills one transition for the Parallel and one per Map instead of the single
+  Map's one: +2 a minute with 2 Maps (up to 80 groups, $2.19 a month), +7 with 7 ($7.67); the
+  pollers' tasks exactly as today; and nothing at all on the default path, which keeps its
+  single Map.
+* Exactly once: Express children are at-least-once, so a group's poller could run twice in a
+  minute; Standard children would keep the guarantee, at the cost above.
+* IAM and cdk-nag: the Distributed Map's role must start executions of its own state machine
+  and describe and stop its children (``states:StartExecution`` on itself,
+  ``DescribeExecution``/``StopExecution`` on ``execution:<name>:*``): a wildcard finding to
+  acknowledge and a role that can start minutes itself. The Parallel needs no new permission.
+* Reach: 40 x 7 = 280 pollers is more than a 256-shard deployment can use (a group owns whole
+  shards), and the capacity model's burst-ready profile needs 62.
 """
 
 from __future__ import annotations
@@ -120,7 +149,9 @@ class Dispatch(Construct):
                 **environment,
                 "PUNCTUAL_STATE_MACHINE_ARN": self.state_machine.state_machine_arn,
                 "PUNCTUAL_SHARD_GROUPS": str(config.shard_groups),  # the fewest pollers a minute gets
-                "PUNCTUAL_MAX_SHARD_GROUPS": str(config.max_shard_groups),  # the most (inline Map: 40)
+                "PUNCTUAL_MAX_SHARD_GROUPS": str(config.max_shard_groups),  # the most (up to 256)
+                # 1: the groups go to one inline Map ($.groups); more: split into $.group_slices.
+                "PUNCTUAL_GROUP_SLICES": str(config.group_slices),
                 # What one poller is planned to release in a minute: the tick's groups = load / this.
                 "PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE": str(config.triggers_per_poller_minute),
                 "PUNCTUAL_TICK_LOOKAHEAD_MINUTES": str(c.TICK_LOOKAHEAD_MINUTES),
@@ -158,43 +189,18 @@ class Dispatch(Construct):
             comment="Sleep until the pollers must start: the minute minus the poller lead",
             time=sfn.WaitTime.timestamp_path("$.start_at"),
         )
-        # A Lambda invoke whose function is named by the input: the tick chose it (standard or
-        # lean); IAM limits it to the two pollers. The payload is the group's item itself.
-        invoke = sfn.CustomState(
-            self,
-            "PollShardGroup",
-            state_json={
-                "Type": "Task",
-                "Comment": "One poller runs one shard group through its minute",
-                "Resource": f"arn:{cdk.Aws.PARTITION}:states:::lambda:invoke",
-                "Parameters": {"FunctionName.$": "$.function", "Payload.$": "$.item"},
-            },
-        )
-        invoke.add_retry(
-            errors=list(c.POLLER_RETRY_ERRORS),
-            interval=cdk.Duration.seconds(c.POLLER_RETRY_INTERVAL_S),
-            max_attempts=c.POLLER_RETRY_MAX_ATTEMPTS,
-            backoff_rate=c.POLLER_RETRY_BACKOFF_RATE,
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-        invoke.add_catch(
-            sfn.Pass(self, "GroupFailed", comment="Keep the other groups' pollers running"),
-            errors=["States.ALL"],
-            result_path="$.error",
-        )
-        groups = sfn.Map(
-            self,
-            "PollGroups",
-            comment="One poller per shard group, all at once",
-            items_path="$.groups",
-            item_selector={
-                "item": sfn.JsonPath.string_at("$$.Map.Item.Value"),
-                "function": sfn.JsonPath.string_at("$.poller_function"),
-            },
-            max_concurrency=config.poller_max_concurrency,
-            result_path=sfn.JsonPath.DISCARD,
-        )
-        groups.item_processor(invoke)
+        if config.group_slices == 1:
+            groups: sfn.IChainable = self._poll_groups("", "$.groups", config.poller_max_concurrency)
+        else:
+            parallel = sfn.Parallel(
+                self,
+                "PollGroupSlices",
+                comment="More groups than an inline Map runs at once: one Map per slice of <= 40 groups",
+                result_path=sfn.JsonPath.DISCARD,
+            )
+            for index in range(config.group_slices):
+                parallel.branch(self._poll_groups(str(index), f"$.group_slices[{index}]", 0))
+            groups = parallel
 
         log_group = logs.LogGroup(
             self,
@@ -230,6 +236,54 @@ class Dispatch(Construct):
                 "aliases), as CDK grants every Lambda task; the functions are this stack's own pollers.",
             )
         return machine
+
+    def _poll_groups(self, suffix: str, items_path: str, max_concurrency: int) -> sfn.Map:
+        """An inline Map of one poller invocation per group item of ``items_path``.
+
+        ``suffix`` "" builds the single Map of up to 40 groups (state names ``PollGroups``,
+        ``PollShardGroup``, ``GroupFailed``); "0", "1", ... the Maps of a Parallel's branches.
+        """
+        # A Lambda invoke whose function is named by the input: the tick chose it (standard or
+        # lean); IAM limits it to the two pollers. The payload is the group's item itself.
+        invoke = sfn.CustomState(
+            self,
+            f"PollShardGroup{suffix}",
+            state_json={
+                "Type": "Task",
+                "Comment": "One poller runs one shard group through its minute",
+                "Resource": f"arn:{cdk.Aws.PARTITION}:states:::lambda:invoke",
+                "Parameters": {"FunctionName.$": "$.function", "Payload.$": "$.item"},
+            },
+        )
+        invoke.add_retry(
+            errors=list(c.POLLER_RETRY_ERRORS),
+            interval=cdk.Duration.seconds(c.POLLER_RETRY_INTERVAL_S),
+            max_attempts=c.POLLER_RETRY_MAX_ATTEMPTS,
+            backoff_rate=c.POLLER_RETRY_BACKOFF_RATE,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        invoke.add_catch(
+            sfn.Pass(self, f"GroupFailed{suffix}", comment="Keep the other groups' pollers running"),
+            errors=["States.ALL"],
+            result_path="$.error",
+        )
+        groups = sfn.Map(
+            self,
+            f"PollGroups{suffix}",
+            comment="One poller per shard group, all at once"
+            + (f" (slice {suffix} of the minute's groups)" if suffix else ""),
+            items_path=items_path,
+            item_selector={
+                "item": sfn.JsonPath.string_at("$$.Map.Item.Value"),
+                "function": sfn.JsonPath.string_at("$.poller_function"),
+            },
+            max_concurrency=max_concurrency,
+            result_path=sfn.JsonPath.DISCARD,
+            # In a Parallel, each branch's output is collected: keep it to the minute, not the input.
+            output_path="$.minute" if suffix else None,
+        )
+        groups.item_processor(invoke)
+        return groups
 
     def _logical_id_of(self, poller: PunctualFunction) -> str:
         cfn_function = poller.function.node.default_child

@@ -61,6 +61,7 @@ BURST_CONTEXT: dict[str, Any] = {
     "shardCount": 288,  # nearShardCount may not exceed it (and both are fixed at first deploy)
     "nearShardCount": 288,
     "workerMaxConcurrency": 390,
+    "maxShardGroups": 62,  # more than an inline Map's 40: a Parallel of two Maps
     "pollerMemoryMb": 1769,
     "tableWarmWriteUnitsPerSecond": 410000,
     "tableWarmReadUnitsPerSecond": 40000,

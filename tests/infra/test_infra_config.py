@@ -51,8 +51,8 @@ def test_command_line_strings_are_coerced() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("shardGroups", 41, "shardGroups"),  # an inline Map runs at most 40 pollers at once
-        ("maxShardGroups", 41, "maxShardGroups"),
+        ("shardGroups", 41, "shardGroups"),  # more than maxShardGroups (40 by default)
+        ("maxShardGroups", 257, "maxShardGroups"),  # 7 inline Maps of 40 in a Parallel at most
         ("shardGroups", "two", "shardGroups"),
         ("triggersPerPollerMinute", 99, "triggersPerPollerMinute"),  # Settings refuses under 100
         ("triggersPerPollerMinute", "many", "triggersPerPollerMinute"),
@@ -163,3 +163,17 @@ def test_burst_workers_are_off_by_default_and_sized_from_context() -> None:
 )
 def test_fargate_cpu_and_memory_pairs(cpu: int, memory: int, fits: bool) -> None:
     assert fargate_memory_fits(cpu, memory) is fits
+
+
+def test_more_than_40_groups_split_over_inline_maps_which_then_run_all_at_once() -> None:
+    assert config().group_slices == 1  # the default: one inline Map, as before
+    assert config(maxShardGroups=40).group_slices == 1
+    assert config(maxShardGroups=41).group_slices == 2
+    assert config(maxShardGroups="62", shardGroups="41").group_slices == 2
+    assert config(maxShardGroups=256).group_slices == 7
+    assert config(maxShardGroups=40, pollerMaxConcurrency=4).poller_max_concurrency == 4
+    # Several Maps cannot share one concurrency cap: refuse rather than cap each Map alone.
+    with pytest.raises(ConfigError, match="pollerMaxConcurrency"):
+        config(maxShardGroups=62, pollerMaxConcurrency=4)
+    with pytest.raises(ConfigError, match="pollerMaxConcurrency"):
+        config(pollerMaxConcurrency=41)

@@ -30,6 +30,8 @@ def test_state_machine_is_standard_logged_all_and_traced(any_synth: Synth) -> No
 
 
 def test_waits_for_start_at_then_maps_groups_to_the_poller(any_synth: Synth) -> None:
+    if any_synth.stack.config.group_slices > 1:
+        pytest.skip("more than 40 groups: the Parallel form, tested below")
     _, definition = _machine(any_synth)
     poller = any_synth.logical_id(any_synth.stack.dispatch.poller.function)
 
@@ -157,3 +159,59 @@ def test_the_tick_plans_with_the_default_triggers_per_poller_minute(default_synt
     assert Settings().triggers_per_poller_minute == 60_000
     env = {"PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE": variables["PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"]}
     assert Settings.from_env(env).triggers_per_poller_minute == 60_000
+
+
+def test_the_default_minute_runs_one_inline_map_over_the_groups(default_synth: Synth) -> None:
+    _, definition = _machine(default_synth)
+    tick = default_synth.resources[default_synth.logical_id(default_synth.stack.dispatch.tick.function)]
+
+    assert [state["Type"] for state in definition["States"].values()] == ["Wait", "Map"]
+    assert tick["Properties"]["Environment"]["Variables"]["PUNCTUAL_GROUP_SLICES"] == "1"
+
+
+def test_more_than_40_groups_run_as_a_parallel_of_inline_maps_over_the_ticks_slices(
+    burst_synth: Synth,
+) -> None:
+    props, definition = _machine(burst_synth)
+    tick = burst_synth.resources[burst_synth.logical_id(burst_synth.stack.dispatch.tick.function)]
+    variables = tick["Properties"]["Environment"]["Variables"]
+
+    assert props["StateMachineType"] == "STANDARD"  # names stay idempotent: m-YYYYMMDDTHHMM
+    assert (variables["PUNCTUAL_MAX_SHARD_GROUPS"], variables["PUNCTUAL_GROUP_SLICES"]) == ("62", "2")
+    assert variables["PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"] == "9678"
+    wait = definition["States"][definition["StartAt"]]
+    assert wait["Type"] == "Wait" and wait["TimestampPath"] == "$.start_at"
+    parallel = definition["States"][wait["Next"]]
+    assert parallel["Type"] == "Parallel" and parallel["End"] is True
+    assert parallel["ResultPath"] is None  # the branches' outputs are dropped
+
+    items_paths = []
+    for branch in parallel["Branches"]:
+        (name,) = branch["States"]
+        groups = branch["States"][name]
+        assert groups["Type"] == "Map" and groups["End"] is True
+        assert groups.get("MaxConcurrency", 0) == 0  # each slice holds <= 40: all at once
+        assert groups["ItemSelector"] == {"item.$": "$$.Map.Item.Value", "function.$": "$.poller_function"}
+        assert groups["ResultPath"] is None
+        assert groups["OutputPath"] == "$.minute"  # not a copy of the whole input per branch
+        processor = groups["ItemProcessor"]
+        task = processor["States"][processor["StartAt"]]
+        assert task["Resource"] == "arn:<AWS::Partition>:states:::lambda:invoke"
+        assert task["Parameters"] == {"FunctionName.$": "$.function", "Payload.$": "$.item"}
+        (retry,) = task["Retry"]
+        assert "Lambda.TooManyRequestsException" in retry["ErrorEquals"]
+        (catch,) = task["Catch"]
+        assert processor["States"][catch["Next"]]["Type"] == "Pass"
+        items_paths.append(groups["ItemsPath"])
+    assert items_paths == ["$.group_slices[0]", "$.group_slices[1]"]
+
+
+def test_the_parallel_needs_no_new_permission(burst_synth: Synth, default_synth: Synth) -> None:
+    from cdk_helpers import actions_on, role_statements
+
+    def granted(synth: Synth) -> set[str]:
+        return set(actions_on(role_statements(synth, synth.stack.dispatch.state_machine.role)))
+
+    # Unlike a Distributed Map (states:StartExecution on itself, Describe/StopExecution on children).
+    assert granted(burst_synth) == granted(default_synth)
+    assert not any(action.startswith("states:") for action in granted(burst_synth))

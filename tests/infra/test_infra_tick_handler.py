@@ -238,3 +238,48 @@ def test_a_burst_gets_more_groups_up_to_the_maximum(
     plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
 
     assert 3 < len(plan["groups"]) <= 40
+    assert "group_slices" not in plan  # one inline Map: the state machine reads $.groups
+
+
+@pytest.mark.parametrize("count", [1, 39, 40, 41, 62, 79, 80, 256])
+def test_group_slices_keep_every_group_in_order_and_at_most_40_a_slice(tick: ModuleType, count: int) -> None:
+    slices = -(-256 // 40)  # what maxShardGroups 256 deploys: 7 inline Maps
+    groups = [{"group": index} for index in range(count)]
+
+    split = tick.group_slices(groups, slices)
+
+    assert len(split) == slices  # every branch of the Parallel finds its array, empty or not
+    assert [g for part in split for g in part] == groups
+    assert max(len(part) for part in split) <= 40
+    assert max(len(part) for part in split) - min(len(part) for part in split) <= 1
+
+
+def test_more_than_40_groups_are_planned_into_the_state_machines_slices(
+    tick: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from punctual import tick as core_tick
+
+    # Given the burst-ready settings: 62 groups at most, in two inline Maps, 9,678 triggers a poller
+    monkeypatch.setenv("PUNCTUAL_MAX_SHARD_GROUPS", "62")
+    monkeypatch.setenv("PUNCTUAL_GROUP_SLICES", "2")
+    monkeypatch.setenv("PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE", "9678")
+    monkeypatch.setenv("PUNCTUAL_SHARD_COUNT", "288")
+    monkeypatch.setenv("PUNCTUAL_NEAR_SHARD_COUNT", "288")
+    # and a minute whose far buckets hold 600,000 timers (2,084 in each of 288; near as many)
+    monkeypatch.setattr(tick, "store_from", lambda settings: _CountingStore(2_084))
+    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
+
+    plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
+
+    # Then it gets all 62 pollers, 31 in each Map's slice, every group exactly once
+    assert len(plan["groups"]) == 62 == plan["groups"][0]["group_count"]
+    assert [len(part) for part in plan["group_slices"]] == [31, 31]
+    assert [g for part in plan["group_slices"] for g in part] == plan["groups"]
+    # and the input stays far under Step Functions' 256 KB, even at 256 groups in 7 slices
+    assert len(json.dumps(plan)) < 20_000
+    monkeypatch.setenv("PUNCTUAL_MAX_SHARD_GROUPS", "256")
+    monkeypatch.setenv("PUNCTUAL_GROUP_SLICES", "7")
+    monkeypatch.setenv("PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE", "100")
+    biggest = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
+    assert len(biggest["groups"]) == 256 and len(biggest["group_slices"]) == 7
+    assert len(json.dumps(biggest)) < 100_000
