@@ -536,12 +536,13 @@ class Worker:
 
         clock = clock or SystemClock(settings.clock_offset_s)
         sqs = boto3.client("sqs")
+        config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
         return cls(
-            DynamoStore(boto3.client("dynamodb"), settings.table_name),
+            DynamoStore(boto3.client("dynamodb"), settings.table_name, config.layout),
             SqsQueues(sqs, concurrency=settings.queue_send_concurrency),
             invoker or default_invoker(settings, clock),
             clock,
-            WorkerConfig.from_settings(settings, lease_timers=lease_timers),
+            config,
             metrics=metrics,
             failures=SqsFailureSink(sqs, settings.failed_queue_url),
             signing_secrets=default_signing_secrets(settings),

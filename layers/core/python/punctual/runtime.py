@@ -33,7 +33,7 @@ def layout_from(settings: Settings) -> TimerLayout:
 
 
 def store_from(settings: Settings) -> DynamoStore:
-    return DynamoStore(aws.client("dynamodb"), settings.table_name)
+    return DynamoStore(aws.client("dynamodb"), settings.table_name, layout_from(settings))
 
 
 def dispatcher_from(

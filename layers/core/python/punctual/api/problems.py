@@ -39,7 +39,7 @@ from punctual.jobs import (
 from punctual.models import JobSpec
 from punctual.queues import THROTTLE_CODES
 from punctual.schedules import ScheduleError
-from punctual.store.base import JobExistsError, TenantLimitError, VersionConflictError
+from punctual.store.base import JobExistsError, LayoutMismatchError, TenantLimitError, VersionConflictError
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:punctual:problem:"
@@ -332,6 +332,18 @@ def _aws_error(exc: ClientError) -> Response[Any]:
     return _internal()
 
 
+def _misconfigured(exc: LayoutMismatchError) -> Response[Any]:
+    # The deployment's shard counts differ from the table's: nothing is written until fixed.
+    logger.error("refusing to write timers: %s", exc)
+    return problem_response(
+        503,
+        "misconfigured",
+        "Service misconfigured",
+        "the scheduler's configuration does not match its stored data; nothing was changed,"
+        " and the error was logged for the operator",
+    )
+
+
 def _unexpected(exc: Exception) -> Response[Any]:
     # A bug or an outage: logged with its traceback, answered without one.
     logger.exception("unhandled error in the API")
@@ -361,6 +373,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.not_found(_no_route)
     app.exception_handler(ResponseValidationError)(_bad_response)
     app.exception_handler(ClientError)(_aws_error)
+    app.exception_handler(LayoutMismatchError)(_misconfigured)
     app.exception_handler(Exception)(_unexpected)
 
 

@@ -118,13 +118,14 @@ def build_services(
     clock
         The source of ``now`` (default: the system clock with ``settings.clock_offset_s``).
     """
-    store = DynamoStore(dynamodb, settings.table_name)
+    layout = TimerLayout(settings.shard_count, settings.near_shard_count, settings.far_threshold_s)
+    store = DynamoStore(dynamodb, settings.table_name, layout)
     jobs_box, reply_box = _secret_boxes(settings)
     jobs = JobService(
         store=store,
         queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency),
         clock=clock or SystemClock(settings.clock_offset_s),
-        layout=TimerLayout(settings.shard_count, settings.near_shard_count, settings.far_threshold_s),
+        layout=layout,
         routing=QueueRouting(tuple(settings.short_queue_urls), tuple(settings.long_queue_urls)),
         max_jobs_per_tenant=settings.max_jobs_per_tenant,
         secrets=jobs_box,

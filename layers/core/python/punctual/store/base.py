@@ -42,6 +42,14 @@ class TenantLimitError(StoreError):
     """The tenant already has as many jobs as it may."""
 
 
+class LayoutMismatchError(StoreError):
+    """This process's shard counts differ from the ones the table's timers were written with.
+
+    A job's shard is a hash of its id modulo the shard count, so a process with other counts
+    would write timers where no poller reads them and never read the existing ones.
+    """
+
+
 class ExecutionConflictError(ConflictError):
     """An execution record was not in the state the transition expected.
 

@@ -37,6 +37,7 @@ from punctual.store.base import (
     JobExistsError,
     JobKey,
     JobStore,
+    LayoutMismatchError,
     Page,
     TenantLimitError,
     VersionConflictError,
@@ -46,6 +47,7 @@ from punctual.timers import (
     Lane,
     Timer,
     TimerKind,
+    TimerLayout,
     bucket_pk,
     due_bound,
     minute_key,
@@ -103,9 +105,48 @@ class DynamoStore(JobStore):
         The table, with string keys ``pk`` and ``sk``.
     """
 
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: Any, table_name: str, layout: TimerLayout | None = None) -> None:
         self.client = client
         self.table = table_name
+        self.layout = layout
+        self._layout_checked = layout is None
+
+    # ---------------------------------------------------------------- layout
+
+    def check_layout(self) -> None:
+        """Refuse to touch timers with shard counts other than the table's (once per process).
+
+        The first process to write or read timers records its counts in the table (a
+        conditional put, so two first processes agree); every later one compares. Only
+        processes built with a ``layout`` check; tests and tools that pass none do not.
+        """
+        if self._layout_checked or self.layout is None:
+            return
+        key = {"pk": _s("meta#layout"), "sk": _s("layout")}
+        want = {"far": self.layout.shard_count, "near": self.layout.near_shard_count}
+        item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        if item is None:
+            try:
+                self.client.put_item(
+                    TableName=self.table,
+                    Item={**key, "far": _n(want["far"]), "near": _n(want["near"])},
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+                item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        if item is not None:
+            have = {"far": int(item["far"]["N"]), "near": int(item["near"]["N"])}
+            if have != want:
+                raise LayoutMismatchError(
+                    f"table {self.table!r} holds timers laid out for {have['far']} far / {have['near']} near"
+                    f" shards, but this process is configured for {want['far']} / {want['near']}"
+                    " (PUNCTUAL_SHARD_COUNT / PUNCTUAL_NEAR_SHARD_COUNT; cdk.json shardCount /"
+                    " nearShardCount): shard counts are fixed when a table is first used; deploy with"
+                    f" shardCount={have['far']} and nearShardCount={have['near']}"
+                )
+        self._layout_checked = True
 
     # ---------------------------------------------------------------- jobs
 
@@ -140,6 +181,8 @@ class DynamoStore(JobStore):
         return Job.model_validate(data)
 
     def create_job(self, job: Job, timer: Timer | None, max_jobs: int) -> None:
+        if timer is not None:
+            self.check_layout()
         attrs = self._job_attrs(job)
         items: list[dict[str, Any]] = [
             {
@@ -250,6 +293,8 @@ class DynamoStore(JobStore):
                 return Page(items, None)
 
     def replace_job(self, job: Job, expected_version: int, timers: Sequence[Timer] = ()) -> None:
+        if timers:
+            self.check_layout()
         attrs = self._job_attrs(job)
         names = {"#v": "version", "#st": "state", "#d": "doc"}
         values = {
@@ -472,6 +517,7 @@ class DynamoStore(JobStore):
         return rows
 
     def put_timers(self, timers: Sequence[Timer]) -> None:
+        self.check_layout()
         # BatchWriteItem cannot be conditional, and need not be: a timer is immutable and an
         # item's key follows from its content, so rewriting it writes the same bytes.
         rows = [{"PutRequest": {"Item": item}} for item in self._timer_rows(timers)]
@@ -501,6 +547,7 @@ class DynamoStore(JobStore):
         visible is found by a later poll, and the poller's last read is a full, strongly
         consistent one). Every other read is strongly consistent.
         """
+        self.check_layout()
         values: dict[str, Any] = {":pk": _s(bucket_pk(lane, minute, shard))}
         condition = "pk = :pk"
         # A pack's sort key is its window's start: look one window further back.
@@ -536,6 +583,7 @@ class DynamoStore(JobStore):
             request["ExclusiveStartKey"] = last
 
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
+        self.check_layout()
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk",
