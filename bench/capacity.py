@@ -138,7 +138,7 @@ LIMITS: dict[str, Limit] = {
     ),
     "sfn_distributed_map_concurrency": Limit(
         10_000,
-        "concurrent child workflow executions of a Distributed Map state",
+        "concurrent child workflow executions of a Distributed Map state (not used: see map_limit_for)",
         "docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html;"
         " as published, unverified here",
     ),
@@ -202,7 +202,7 @@ def assumed(name: str) -> float:
 SECONDS_A_MONTH = 86_400 * 365 / 12
 MINUTES_A_MONTH = SECONDS_A_MONTH / 60
 DEPLOYABLE_MAX_QUEUES = 10  # infra/constants.py MAX_QUEUE_COUNT
-DEPLOYABLE_MAX_GROUPS = 40  # infra/constants.py MAX_SHARD_GROUPS (the inline Map)
+DEPLOYABLE_MAX_GROUPS = 256  # infra/constants.py MAX_SHARD_GROUPS (a Parallel of 7 inline Maps)
 
 # --------------------------------------------------------------------------- inputs
 
@@ -246,6 +246,9 @@ CDK_CONTEXT_KEYS = {
     "queue_count": "queueCount",
     "worker_max_concurrency": "workerMaxConcurrency",
     "max_shard_groups": "maxShardGroups",
+    "triggers_per_poller_minute": "triggersPerPollerMinute",
+    "ecs_burst_tasks": "ecsBurstTasks",
+    "ecs_threads": "ecsBurstConcurrency",
     "poller_memory_mb": "pollerMemoryMb",
     "worker_memory_mb": "workerMemoryMb",
     "batch_size": "workerBatchSize",
@@ -447,10 +450,24 @@ class Check:
         return rate * self.headroom if self.scales_with_rate and self.demand > 0 else None
 
 
+def map_slices(max_groups: int) -> int:
+    """Inline Maps the minute state machine runs side by side for ``maxShardGroups`` (dispatch.py)."""
+    return math.ceil(max_groups / LIMITS["sfn_inline_map_concurrency"].value)
+
+
 def map_limit_for(pollers: int) -> Limit:
-    """The Map state that runs this many pollers: the inline one up to 40, else a Distributed Map."""
+    """The most pollers the minute state machine that runs this many can run: one inline Map's 40
+    up to 40; beyond, a Parallel state of ceil(maxShardGroups / 40) inline Maps, which the app
+    builds up to maxShardGroups 256 (infra/components/dispatch.py; chosen over a Distributed Map)."""
     inline = LIMITS["sfn_inline_map_concurrency"]
-    return inline if pollers <= inline.value else LIMITS["sfn_distributed_map_concurrency"]
+    if map_slices(pollers) <= 1:
+        return inline
+    return Limit(
+        DEPLOYABLE_MAX_GROUPS,
+        f"pollers a minute in a Parallel state of up to {map_slices(DEPLOYABLE_MAX_GROUPS)} inline Maps"
+        f" ({inline.value:.0f} each; maxShardGroups <= {DEPLOYABLE_MAX_GROUPS}, infra/constants.py)",
+        inline.source,
+    )
 
 
 def sustained_checks(rate: float, d: Deployment, p: PerTrigger) -> list[Check]:
@@ -829,10 +846,12 @@ def burst_ready_settings(
     near = 2 * b.near_key_wru * ready.near_shard_count / LIMITS["dynamodb_partition_wcu"].value
     far = 2 * b.far_key_wru * ready.shard_count / LIMITS["dynamodb_partition_wcu"].value
     wru = _round_up(b.peak_wru, 10_000)
+    near_shards = int(max(ready.near_shard_count, _round_up(near, 32)))
     ready = replace(
         ready,
-        near_shard_count=int(max(ready.near_shard_count, _round_up(near, 32))),
-        shard_count=int(max(ready.shard_count, _round_up(far, 64))),
+        near_shard_count=near_shards,
+        # infra/config.py: nearShardCount may not exceed shardCount
+        shard_count=int(max(ready.shard_count, _round_up(far, 64), near_shards)),
         table_wru=max(ready.table_wru, wru),
         warm_wru=max(ready.warm_wru, wru),
         max_shard_groups=max(ready.max_shard_groups, groups),
@@ -867,6 +886,9 @@ def monthly_cost(
         out["triggers (on-demand, all in, as counted)"] = None
     out["pollers"] = groups * d.poller_billed_s * d.poller_memory_mb / 1024 * gb_s * MINUTES_A_MONTH
     transitions = 6 + 2 * (groups - 1)  # dispatch.py's docstring: six a minute, two per extra group
+    slices = map_slices(d.max_shard_groups)
+    if slices > 1:  # a Parallel of inline Maps: the Parallel and each Map instead of one Map
+        transitions += slices
     sfn = benchlib.price(prices, "stepfunctions.standard_per_thousand_transitions") / 1000
     out["Step Functions"] = transitions * sfn * MINUTES_A_MONTH
     rru = benchlib.price(prices, "dynamodb.on_demand_read_per_million") / 1e6
@@ -908,6 +930,21 @@ def deployability(d: Deployment, groups: int | None = None, base: Deployment | N
     for attr, key in CDK_CONTEXT_KEYS.items():
         if getattr(d, attr) != getattr(base, attr):
             context[key] = int(getattr(d, attr))
+    if d.ecs_burst_tasks:  # the burst service's size (cdk.json defaults: 1024 / 2048)
+        if d.ecs_task_vcpu != 1.0:
+            context["ecsBurstCpu"] = int(d.ecs_task_vcpu * 1024)
+        if d.ecs_task_gb != 2.0:
+            context["ecsBurstMemoryMb"] = int(d.ecs_task_gb * 1024)
+    else:
+        context.pop("ecsBurstConcurrency", None)  # threads of a service that is not deployed
+    notes = []
+    layout = [k for k in ("shardCount", "nearShardCount") if k in context]
+    if layout:
+        notes.append(
+            f"{' and '.join(layout)} {'are' if len(layout) > 1 else 'is'} part of the data layout: set at a"
+            " deployment's first deploy"
+            " (a live deployment that changes them strands the timers of the shards it no longer reads)"
+        )
     quotas = []
     if d.table_wru > LIMITS["dynamodb_table_wru"].value or d.table_rru > LIMITS["dynamodb_table_rru"].value:
         quotas.append(
@@ -917,18 +954,11 @@ def deployability(d: Deployment, groups: int | None = None, base: Deployment | N
     if d.account_concurrency > LIMITS["lambda_account_concurrency"].value:
         quotas.append(f"Lambda concurrent executions to {d.account_concurrency:,}")
     missing = []
-    if d.triggers_per_poller_minute != base.triggers_per_poller_minute:
-        missing.append(
-            f"triggers_per_poller_minute {d.triggers_per_poller_minute:,}: a `triggersPerPollerMinute`"
-            " context key passed to the tick as PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"
-            " (infra/config.py, dispatch.py)"
-        )
     most = max(d.max_shard_groups, groups or 0)
     if most > DEPLOYABLE_MAX_GROUPS:
         missing.append(
-            f"{most} pollers in a minute: the inline Map runs 40; a Distributed"
-            " Map (or a Parallel state of several inline Maps over slices of $.groups) in dispatch.py, and"
-            " MAX_SHARD_GROUPS raised in infra/constants.py"
+            f"{most} pollers in a minute: maxShardGroups goes to {DEPLOYABLE_MAX_GROUPS} (a Parallel of"
+            " inline Maps, dispatch.py); more needs MAX_SHARD_GROUPS raised in infra/constants.py"
         )
     if d.queue_count > DEPLOYABLE_MAX_QUEUES:
         missing.append(f"queueCount {d.queue_count} > MAX_QUEUE_COUNT 10 (infra/constants.py)")
@@ -948,15 +978,9 @@ def deployability(d: Deployment, groups: int | None = None, base: Deployment | N
             f"provisioned concurrency {d.prewarmed_workers:,} on the worker function(s): a version/alias with"
             " provisioned_concurrent_executions, and the event sources on the alias (workers.py)"
         )
-    if d.ecs_burst_tasks:
-        missing.append(
-            f"{d.ecs_burst_tasks:,} standing ECS tasks draining the short queues: a second Fargate service in"
-            " workers.py whose container has PUNCTUAL_LONG_QUEUE_URLS='' (worker_service then polls the short"
-            f" queues), PUNCTUAL_WORKER_CONCURRENCY={d.ecs_threads}, {d.ecs_task_vcpu:g} vCPU /"
-            f" {d.ecs_task_gb:g} GB, desired count from a new `ecsBurstTasks` key, the short queues' consume"
-            " rights; ecsMinTasks today sizes only the long-lane service"
-        )
-    return {"context": context, "quotas": quotas, "not_deployable": missing}
+    if d.ecs_burst_tasks > 5000:
+        missing.append(f"ecsBurstTasks {d.ecs_burst_tasks:,} > 5,000 (ECS's tasks per service)")
+    return {"context": context, "quotas": quotas, "notes": notes, "not_deployable": missing}
 
 
 # --------------------------------------------------------------------------- report
@@ -1017,6 +1041,8 @@ def print_profile(title: str, summary: dict[str, Any], checks: list[Check]) -> N
     print(f"cdk.json context: {json.dumps(deploy['context']) if deploy['context'] else '(defaults)'}")
     for quota in deploy["quotas"]:
         print(f"quota request: {quota}")
+    for note in deploy.get("notes", []):
+        print(f"note: {note}")
     for change in deploy["not_deployable"]:
         print(f"NOT DEPLOYABLE YET: {change}")
     cost = summary["usd_per_month"]

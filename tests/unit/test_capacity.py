@@ -305,13 +305,74 @@ def test_a_profile_costs_its_pollers_standing_workers_and_near_polling() -> None
 
 
 def test_deployability_names_context_keys_quotas_and_what_the_app_lacks() -> None:
-    assert capacity.deployability(D) == {"context": {}, "quotas": [], "not_deployable": []}
+    assert capacity.deployability(D) == {"context": {}, "quotas": [], "notes": [], "not_deployable": []}
     tuned = replace(D, worker_max_concurrency=400, table_wru=60_000, warm_wru=60_000)
     found = capacity.deployability(tuned)
     assert found["context"] == {"workerMaxConcurrency": 400, "tableWarmWriteUnitsPerSecond": 60_000}
     assert len(found["quotas"]) == 1 and not found["not_deployable"]
     lacking = capacity.deployability(replace(D, prewarmed_workers=10, worker_functions=2), groups=60)
-    assert len(lacking["not_deployable"]) == 3
+    assert len(lacking["not_deployable"]) == 2  # 60 pollers are deployable now (a Parallel of Maps)
+    assert len(capacity.deployability(D, groups=300)["not_deployable"]) == 1  # beyond maxShardGroups 256
+
+
+def test_the_burst_ready_changes_are_context_keys_now() -> None:
+    ready = replace(
+        D,
+        max_shard_groups=62,
+        triggers_per_poller_minute=9678,
+        ecs_burst_tasks=214,
+        shard_count=576,
+        near_shard_count=576,
+    )
+    found = capacity.deployability(ready, groups=62)
+
+    assert found["not_deployable"] == []
+    assert found["context"] == {
+        "shardCount": 576,
+        "nearShardCount": 576,
+        "maxShardGroups": 62,
+        "triggersPerPollerMinute": 9678,
+        "ecsBurstTasks": 214,
+    }  # threads, vCPU and memory are the cdk.json defaults (32, 1024, 2048)
+    assert "first deploy" in found["notes"][0]
+    bigger = capacity.deployability(replace(ready, ecs_threads=64, ecs_task_vcpu=2.0, ecs_task_gb=4.0))
+    assert {k: bigger["context"][k] for k in ("ecsBurstConcurrency", "ecsBurstCpu", "ecsBurstMemoryMb")} == {
+        "ecsBurstConcurrency": 64,
+        "ecsBurstCpu": 2048,
+        "ecsBurstMemoryMb": 4096,
+    }
+    # No burst service: its thread count is not worth a key.
+    assert "ecsBurstConcurrency" not in capacity.deployability(replace(D, ecs_threads=64))["context"]
+
+
+def test_the_burst_ready_context_is_accepted_by_the_cdk_app() -> None:
+    sys.path.insert(0, str(BENCH.parent))  # the CDK app's package, `infra`, is not installed
+    from infra.config import DEFAULTS, PunctualConfig
+
+    defaults = capacity.deployed_defaults()  # cdk.json, as the bench reads it
+    found = capacity.burst_ready_settings(600_000, capacity.scale_settings(10_000, defaults, P), P, "ecs")
+    assert found is not None
+    ready, groups = found
+    context = capacity.deployability(ready, groups, defaults)["context"]
+    config = PunctualConfig.from_context(lambda key: context.get(key))  # raises on any bad key or value
+    assert set(context) <= set(DEFAULTS)
+    assert config.max_shard_groups >= groups and config.group_slices == capacity.map_slices(groups)
+    assert config.near_shard_count <= config.shard_count
+
+
+def test_more_than_40_pollers_run_in_a_parallel_of_inline_maps() -> None:
+    assert capacity.map_slices(40) == 1 and capacity.map_slices(41) == 2 and capacity.map_slices(256) == 7
+    assert capacity.map_limit_for(40).value == 40
+    assert capacity.map_limit_for(62).value == capacity.DEPLOYABLE_MAX_GROUPS == 256
+    prices = {"stepfunctions": {"standard_per_thousand_transitions": {"usd": 0.025}}}
+    prices |= {"lambda": {"arm64_gb_second": {"usd": 0.0}}}
+    prices |= {
+        "dynamodb": {"on_demand_read_per_million": {"usd": 0.0}, "on_demand_write_per_million": {"usd": 0}}
+    }
+    one_map = capacity.monthly_cost(replace(D, max_shard_groups=40), P, 1.0, 1, {}, prices)["Step Functions"]
+    two_maps = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 1, {}, prices)["Step Functions"]
+    # The Parallel and two Maps instead of one Map: two more transitions a minute.
+    assert two_maps - one_map == pytest.approx(2 * 0.025 / 1000 * capacity.MINUTES_A_MONTH)
 
 
 def test_measured_figures_split_timer_writes_from_execution_writes(tmp_path: Path, monkeypatch) -> None:
