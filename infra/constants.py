@@ -62,9 +62,10 @@ MAX_JOBS_PER_TENANT: Final = 100_000
 SHARD_GROUPS: Final = 1  # the fewest pollers a minute gets; the tick sizes up from its load
 # What the tick plans one poller to release in a minute (PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE):
 # a minute whose planned load is N triggers gets ceil(N / this) groups (within the bounds).
-# 60,000 = 1,000/s, under what a 1,024 MB poller releases (~1,200/s, CPU-bound); a burst-ready
-# deployment lowers it so that a burst minute is spread over more pollers (bench/capacity.py).
-TRIGGERS_PER_POLLER_MINUTE: Final = 60_000
+# 30,000 = 500/s: a 1,024 MB poller releases ~1,200/s (CPU-bound), so 10,000/s gets 20 pollers
+# with 2x headroom on release rate (bench/capacity.py); small loads still get one poller. A
+# burst-ready deployment lowers it further so that a burst minute is spread over more pollers.
+TRIGGERS_PER_POLLER_MINUTE: Final = 30_000
 # An inline Map runs at most 40 iterations at once; a poller lasts its whole minute, so more
 # groups than one Map runs would start late. Up to 40 groups the state machine has one inline
 # Map over $.groups; beyond, a Parallel state of ceil(maxShardGroups / 40) inline Maps, each over
@@ -119,7 +120,9 @@ FAILED_QUEUE_RETENTION_DAYS: Final = 14
 
 # --- Workers -------------------------------------------------------------------------------------
 WORKER_BATCH_SIZE: Final = 10  # FIFO event sources take at most 10
-WORKER_MAX_CONCURRENCY: Final = 200  # per queue; Lambda's event-source range is 2..1000
+# Per queue; Lambda's event-source range is 2..1000. 400: 2x the ~195 environments 10,000/s
+# keeps busy at ~20 ms a message (bench/capacity.py); a cap only, it costs nothing idle.
+WORKER_MAX_CONCURRENCY: Final = 400
 ECS_MIN_TASKS: Final = 0
 ECS_MAX_TASKS: Final = 10
 ECS_CPU_UNITS: Final = 512

@@ -155,10 +155,10 @@ def test_the_tick_plans_with_the_default_triggers_per_poller_minute(default_synt
     tick = default_synth.resources[default_synth.logical_id(default_synth.stack.dispatch.tick.function)]
     variables = tick["Properties"]["Environment"]["Variables"]
     # The same figure the core assumed before the key existed: the default plan is unchanged.
-    assert variables["PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"] == "60000"
-    assert Settings().triggers_per_poller_minute == 60_000
+    assert variables["PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"] == "30000"
+    assert Settings().triggers_per_poller_minute == 30_000
     env = {"PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE": variables["PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE"]}
-    assert Settings.from_env(env).triggers_per_poller_minute == 60_000
+    assert Settings.from_env(env).triggers_per_poller_minute == 30_000
 
 
 def test_the_default_minute_runs_one_inline_map_over_the_groups(default_synth: Synth) -> None:

@@ -33,8 +33,8 @@ def _timers(
 def test_idle_minute_gets_the_configured_minimum() -> None:
     settings = Settings(shard_groups=1)
     assert group_count_for(0, settings) == 1
-    assert group_count_for(59_000, settings) == 1
-    assert group_count_for(600_000, settings) == 10
+    assert group_count_for(29_000, settings) == 1  # 30,000 a poller-minute by default
+    assert group_count_for(600_000, settings) == 20
     assert group_count_for(10**9, settings) == settings.max_shard_groups
     assert group_count_for(10**9, Settings(shard_count=4, max_shard_groups=64)) == 4
 

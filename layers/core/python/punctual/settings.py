@@ -46,7 +46,7 @@ class Settings(BaseModel):
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
     max_shard_groups: int = Field(default=64, ge=1, le=1024)
-    triggers_per_poller_minute: int = Field(default=60_000, ge=100)  # what one poller releases in a minute
+    triggers_per_poller_minute: int = Field(default=30_000, ge=100)  # what one poller releases in a minute
     # Far buckets counted to size a minute: an eighth of the default 256, so that a minute holding a
     # few hundred far timers is not mistaken for an idle one (the lean poller's choice rests on it).
     load_sample_shards: int = Field(default=32, ge=0, le=100_000)
