@@ -16,15 +16,21 @@ from local.config import LOOPBACK, LocalConfig, LocalModeError, port_in_use
 log = logging.getLogger("local.api")
 
 
-def run(config: LocalConfig, stop: threading.Event) -> None:
+def run(config: LocalConfig, stop: threading.Event, name: str = "api") -> None:
     deployment = prepare(config)
-    if port_in_use(config.api_port):
+    shared = config.api_processes > 1
+    if not shared and port_in_use(config.api_port):
         raise LocalModeError(f"port {config.api_port} is taken: choose another with --api-port")
     from punctual.api.local_server import LocalApiServer
 
+    if shared:  # several "containers" on one port: the kernel spreads the connections
+        import http.server
+
+        http.server.ThreadingHTTPServer.allow_reuse_port = True
+
     handler = load_handler("api")
     server = LocalApiServer(handler.handler, host=LOOPBACK, port=config.api_port).start()
-    log.info("API on %s (table %s)", server.url, deployment.table_name)
+    log.info("%s on %s (table %s)", name, server.url, deployment.table_name)
     try:
         stop.wait()
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from local.config import LOOPBACK, LocalConfig, LocalModeError, apply_env, port_in_use
 from local.resources import deploy
@@ -27,7 +28,13 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     if port_in_use(config.aws_port):
         raise LocalModeError(f"port {config.aws_port} is taken: choose another with --aws-port")
-    server = ThreadedMotoServer(ip_address=LOOPBACK, port=config.aws_port, verbose=False)
+    server: Any
+    if config.moto_patch:  # and a transport that keeps connections open (local/keepalive.py)
+        from local.keepalive import KeepAliveMotoServer
+
+        server = KeepAliveMotoServer(LOOPBACK, config.aws_port)
+    else:
+        server = ThreadedMotoServer(ip_address=LOOPBACK, port=config.aws_port, verbose=False)
     server.start()
     try:
         template = str(template_path(config.cache_dir, config.template))
@@ -40,7 +47,7 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
             config.aws_endpoint,
             deployment.table_name,
             ", ".join(url.rsplit("/", 1)[-1] for url in deployment.queue_arns),
-            " (patched: see local/motopatch.py)" if config.moto_patch else "",
+            " (patched: local/motopatch.py, local/keepalive.py)" if config.moto_patch else "",
         )
         stop.wait()
     finally:

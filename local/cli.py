@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--json-logs", action="store_true", help="one JSON object per log line")
     up.add_argument("--workers", type=int, help="worker Lambda processes (default 2)")
+    up.add_argument("--api-processes", type=int, help="API Lambda processes sharing the API port (default 1)")
     up.add_argument(
         "--no-table", dest="table", action="store_false", help="no live table, even on a terminal"
     )
@@ -74,8 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMPONENTS:
         sub = verbs.add_parser(name, help=helps[name])
         _common(sub)
-        if name == "worker":
-            sub.add_argument("--name", default="worker", help="process name (pid and in-flight files)")
+        if name in ("worker", "api"):
+            sub.add_argument("--name", default=name, help="process name (pid and in-flight files)")
     __import__("local.chaos.cli").chaos.cli.register(verbs)  # `punctual-local chaos ...`: local/chaos/cli.py
     return parser
 
@@ -96,6 +97,7 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             "log_level",
             "moto_patch",
             "workers",
+            "api_processes",
         )
     }
     if getattr(args, "json_logs", False):
@@ -135,7 +137,7 @@ def run_component(args: argparse.Namespace) -> int:
 
     config = config_from(args)
     body = _component(args.command)
-    if args.command == "worker":
+    if args.command in ("worker", "api"):
         name = args.name
         return run(name, lambda cfg, stop: body(cfg, stop, name=name), config)
     return run(args.command, body, config)

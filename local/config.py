@@ -51,6 +51,10 @@ class LocalConfig:
         Few shards: moto's Query cost grows with the table, and one poller reads them all.
     workers
         Worker Lambda "containers" (processes), each running one batch at a time.
+    api_processes
+        API Lambda "containers" (processes), each answering one request at a time as a
+        Lambda container does, all on ``api_port`` (``SO_REUSEPORT``: the kernel spreads
+        connections over them).
     lease_s
         ``PUNCTUAL_LEASE_S``: the ECS worker's lease slice, and the margin the Lambda worker
         adds to a job's timeout. Shorter than the cloud's default so that a killed worker's
@@ -67,6 +71,7 @@ class LocalConfig:
     shard_count: int = 4
     near_shard_count: int = 2
     workers: int = 2
+    api_processes: int = 1
     lease_s: int = 10
     table_name: str = "punctual"
     name_prefix: str = "punctual"

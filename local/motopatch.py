@@ -46,7 +46,13 @@ or the whole queue, or with nothing useful at all:
    queue's condition, woken by sends, deletes and visibility changes (and at least once a
    second, for visibility timeouts that lapse). Sends, receives, deletes and visibility
    changes of one queue hold its lock, so concurrent receivers never get one message twice.
-6. Every ``Item`` and ``Message`` moto ever creates (copies included) is appended to a
+6. moto's response serializer walks each DynamoDB attribute value member by member
+   through its shape (ten members, each looked up under several aliases): most of the
+   CPU of a Query or GetItem answer. **Patch:** an ``AttributeValue`` that is already in
+   wire form (``S``, ``N``, ``BOOL``, ``NULL``, ``SS``, ``NS``, ``M``, ``L`` with the
+   types the wire uses, recursively) is written as it is, which is what the walk
+   produces for it; anything else (binary, stray keys) takes moto's walk.
+7. Every ``Item`` and ``Message`` moto ever creates (copies included) is appended to a
    class-wide list for moto's debug dashboard (``/moto-api/``), so the process only grows.
    **Patch:** those two lists keep nothing (the dashboard no longer lists items and messages).
 
@@ -195,6 +201,7 @@ def apply() -> bool:
     backend_module.copy = _CopyShim()  # type: ignore[attr-defined,assignment]
     _patch_sqs()
     _patch_sqs_index()
+    _patch_serializer()
     _patch_module_list()
     _untrack()
     return True
@@ -516,6 +523,41 @@ def _event_source_mappings(queue: Any, message: Any) -> None:
         else:
             for m in messages:
                 backend.change_message_visibility(queue.name, m.receipt_handle, visibility_timeout=0)
+
+
+_WIRE_SCALARS = {"S": str, "N": str, "BOOL": bool, "NULL": bool}
+_WIRE_SETS = frozenset({"SS", "NS"})
+
+
+def _wire_form(value: Any) -> bool:
+    """True when ``value`` is a DynamoDB attribute value exactly as the JSON wire carries it."""
+    if type(value) is not dict or len(value) != 1:
+        return False
+    ((kind, inner),) = value.items()
+    scalar = _WIRE_SCALARS.get(kind)
+    if scalar is not None:
+        return type(inner) is scalar
+    if kind in _WIRE_SETS:
+        return type(inner) is list and all(type(v) is str for v in inner)
+    if kind == "M":
+        return type(inner) is dict and all(type(k) is str and _wire_form(v) for k, v in inner.items())
+    if kind == "L":
+        return type(inner) is list and all(_wire_form(v) for v in inner)
+    return False
+
+
+def _patch_serializer() -> None:
+    from moto.core.serialize import BaseJSONSerializer
+
+    original = BaseJSONSerializer.__dict__["_serialize_type_structure"]
+
+    def serialize_structure(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if key and shape.name == "AttributeValue" and _wire_form(value):
+            serialized[self.get_serialized_name(shape, key)] = value
+            return
+        original(self, serialized, value, shape, key)
+
+    _swap(BaseJSONSerializer, "_serialize_type_structure", serialize_structure)
 
 
 class _Untracked(list):  # type: ignore[type-arg]

@@ -49,6 +49,8 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
         ComponentSpec("poller", ("poller",), 0),
         ComponentSpec("ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0),
     ]
+    for index in range(2, config.api_processes + 1):
+        specs.append(ComponentSpec(f"api-{index}", ("api", "--name", f"api-{index}"), 0))
     for index in range(1, config.workers + 1):
         specs.append(ComponentSpec(f"worker-{index}", ("worker", "--name", f"worker-{index}"), 1))
     return specs
