@@ -1,26 +1,28 @@
 """Benchmarks 1, 2 and 5: local mode as real processes (moto server, API, poller, workers, receiver).
 
-1. **Burst fire delay.** N one-time jobs whose slot is the same instant, registered through
-   the API, their webhooks on the local receiver. For each slot: slot -> claim (the
-   execution record's ``started_at``) and slot -> receipt (when the receiver got it),
-   p50 / p90 / p99 / max; and for the larger bursts, the time until the last one ran beside
-   a **bare loop** that issues the minimum AWS calls for as many triggers against the same
-   moto server in the same run (read the bucket, read the jobs, send, write the next
-   timers; receive, claim, finish, delete). bare / ours is the efficiency (target >= 0.5).
-2. **Sustained load.** ``rate(1 second)`` jobs, as many as the burst showed the system can
-   start each second (less a margin), for two minutes: triggers per second, fire delay,
-   whether it kept up, and the same efficiency ratio.
+1. **Burst fire delay.** N jobs whose slot is the same instant (by default recurring jobs,
+   ``rate(1 day)`` from the slot, as a top-of-minute cron burst; ``--burst-schedule at``
+   for one-time jobs), registered through the API, their webhooks on the local receiver.
+   For each slot: slot -> claim (the execution record's ``started_at``) and slot -> receipt
+   (when the receiver got it), p50 / p90 / p99 / max; and for 1,000 and more, the time until
+   the last one ran beside a **bare loop** that issues the minimum AWS calls for as many
+   triggers against the same moto server in the same run (read the bucket, read the jobs,
+   send, write the next timers; receive, claim, finish, delete), one call at a time.
+   bare / ours is the efficiency (target >= 0.5).
+2. **Sustained load.** The highest rate of ``rate(1 second)`` jobs that keeps up, searched
+   with short probes (from 60 % of the largest burst's drain rate, up by 40 % until one
+   falls behind, then bisecting), then held for two minutes: triggers per second, fire
+   delay, whether it kept up, and the efficiency (the bare loop's time for as many
+   triggers, from a sample of 1,000, over the window).
 5. **What local mode holds.** 10,000 jobs of mixed schedules: registration rate, each
    process's memory, fire delay while they run.
 
 moto is far slower than AWS (see NOTES-aws-local.md), so these say what local mode does and
-how close it comes to what moto itself allows, not what the cloud does.
+how close it comes to what moto itself allows, not what the cloud does. Local mode runs
+moto with local/motopatch.py and local/keepalive.py (without them a 1,000-slot burst took
+220 s to drain here, and 10,000 jobs 446 s to register).
 
-Scaled down to fit ``make bench`` in 15 minutes on two cores: bursts of 100 and 300 (not
-1,000 and 10,000: moto's FIFO receive slows with queue depth, and a 1,000-slot burst took
-220 s to drain here) and 5,000 jobs for benchmark 5 (10,000 took 446 s to register).
-
-Usage: ``python bench/local_mode.py [--bursts 100,300] [--sustain-s 120] [--jobs 5000]``
+Usage: ``python bench/local_mode.py [--bursts 100,1000,10000] [--sustain-s 120] [--jobs 10000]``
 """
 
 from __future__ import annotations
@@ -39,8 +41,16 @@ import localrig
 
 SLOT_MARGIN_S = 8.0  # between the end of registration and the burst's slot
 REGISTER_THREADS = 8
-SUSTAIN_SHARE = 0.4  # of the largest burst's drain rate: 60 % fell behind in a run here
-BARE_SAMPLE = 300  # triggers the sustained run's bare loop issues; its time is scaled to the count
+API_PROCESSES = 2  # API Lambda "containers" (punctual-local up --api-processes)
+# Recurring jobs whose slot is the same instant, as a top-of-minute cron burst: after each
+# run the poller writes the job's next timer. (A one-time at() job instead costs the poller
+# one transaction per job to mark it COMPLETED: see --burst-schedule.)
+BURST_SCHEDULE = "rate(1 day)"
+BARE_SAMPLE = 1000  # triggers the sustained run's bare loop issues; its time is scaled to the count
+PROBE_S = 20.0  # each probe of the sustained-rate search
+PROBE_WARMUP_S = 5.0
+KEEP_UP_SHARE = 0.98  # of the due slots executed in the window
+KEEP_UP_P99_S = 2.0  # the p99 fire delay of a window's last third
 
 
 def _parse(text: str | None) -> datetime | None:
@@ -235,7 +245,9 @@ def bare_loop(local: localrig.Local, n: int) -> float:
 # --------------------------------------------------------------------------- 1. bursts
 
 
-def burst(local: localrig.Local, n: int, rate_hint: float, with_bare: bool) -> dict[str, Any]:
+def burst(
+    local: localrig.Local, n: int, rate_hint: float, with_bare: bool, schedule: str = BURST_SCHEDULE
+) -> dict[str, Any]:
     hook = f"burst-{n}"
     since = len(local.records())
     estimate = n / max(rate_hint, 1.0)
@@ -243,7 +255,11 @@ def burst(local: localrig.Local, n: int, rate_hint: float, with_bare: bool) -> d
     specs = [
         {
             "name": f"burst {n}",
-            "schedule": f"at({slot.strftime('%Y-%m-%dT%H:%M:%S')})",
+            **(
+                {"schedule": f"at({slot.strftime('%Y-%m-%dT%H:%M:%S')})"}
+                if schedule == "at"
+                else {"schedule": schedule, "start_at": slot.isoformat()}
+            ),
             "target": {"type": "http", "url": local.hook(hook)},
             "payload": localrig.PAYLOAD,
             "timeout_seconds": 30,
@@ -270,11 +286,14 @@ def burst(local: localrig.Local, n: int, rate_hint: float, with_bare: bool) -> d
     last_ran = max(receipt)
     result: dict[str, Any] = {
         "jobs": n,
+        "schedule": schedule,
         "registered_s": registered_s,
         "registration_per_s": n / registered_s,
         "slot_to_claim_s": seconds(claim),
         "slot_to_receipt_s": seconds(receipt),
+        "first_ran_s": min(receipt),
         "last_ran_s": last_ran,
+        "drain_per_s": n / max(last_ran - min(receipt), 0.1),
         "duplicates": len(records) - len(first),
     }
     if with_bare:
@@ -287,73 +306,134 @@ def burst(local: localrig.Local, n: int, rate_hint: float, with_bare: bool) -> d
 # --------------------------------------------------------------------------- 2. sustained
 
 
-def sustained(local: localrig.Local, per_s: int, window_s: float, warmup_s: float = 20.0) -> dict[str, Any]:
+class RateLoad:
+    """``rate(1 second)`` jobs on the receiver, as many as the rate asked for (added or deleted)."""
+
     hook = "sustained"
-    since = len(local.records())
-    start = (datetime.now(UTC) + timedelta(seconds=5)).replace(microsecond=0)
-    specs = [
-        {
-            "name": "sustained",
-            "schedule": "rate(1 second)",
-            "start_at": start.isoformat(),
-            "target": {"type": "http", "url": local.hook(hook)},
-            "payload": localrig.PAYLOAD,
-            "timeout_seconds": 30,
-        }
-        for _ in range(per_s)
-    ]
-    ids, _ = local.register(specs, threads=REGISTER_THREADS)
-    begin = max(datetime.now(UTC), start) + timedelta(seconds=warmup_s)
-    end = begin + timedelta(seconds=window_s)
-    cpu_before: dict[str, float | None] = {}
-    while datetime.now(UTC) < begin:
-        time.sleep(0.5)
-    cpu_before = local.cpu()
-    while datetime.now(UTC) < end + timedelta(seconds=10):
-        time.sleep(1.0)
-    cpu_after = local.cpu()
-    for job_id in ids:  # stop the load before anything else runs
-        local.api("DELETE", f"/v1/jobs/{job_id}")
-    records = [r for r in local.records(since) if r.get("name") == hook]
-    in_window = []
-    for r in records:
-        scheduled = _parse(r.get("scheduled_at"))
-        if scheduled and begin <= scheduled < end and r.get("attempt") == 1:
-            in_window.append((scheduled, r["arrived"] - scheduled.timestamp()))
-    delays = [d for _, d in in_window]
-    thirds = [
-        [
-            d
-            for s, d in in_window
-            if begin + timedelta(seconds=window_s * k / 3)
-            <= s
-            < begin + timedelta(seconds=window_s * (k + 1) / 3)
+
+    def __init__(self, local: localrig.Local) -> None:
+        self.local = local
+        self.ids: list[str] = []
+        self.since = len(local.records())
+
+    def set(self, per_s: int) -> None:
+        if per_s > len(self.ids):
+            start = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
+            spec = {
+                "name": "sustained",
+                "schedule": "rate(1 second)",
+                "start_at": start.isoformat(),
+                "target": {"type": "http", "url": self.local.hook(self.hook)},
+                "payload": localrig.PAYLOAD,
+                "timeout_seconds": 30,
+            }
+            ids, _ = self.local.register([spec] * (per_s - len(self.ids)), threads=REGISTER_THREADS)
+            self.ids.extend(ids)
+        else:
+            self.stop(keep=per_s)
+
+    def stop(self, keep: int = 0) -> None:
+        extra, self.ids = self.ids[keep:], self.ids[:keep]
+        with ThreadPoolExecutor(max_workers=REGISTER_THREADS) as pool:
+            list(pool.map(lambda job_id: self.local.api("DELETE", f"/v1/jobs/{job_id}"), extra))
+
+    def window(self, per_s: int, begin: datetime, end: datetime) -> dict[str, Any]:
+        """First attempts of slots in [begin, end): how many ran, their fire delay, by thirds."""
+        records = [r for r in self.local.records(self.since) if r.get("name") == self.hook]
+        span = (end - begin).total_seconds()
+        ran = []
+        for r in records:
+            scheduled = _parse(r.get("scheduled_at"))
+            if scheduled and begin <= scheduled < end and r.get("attempt") == 1:
+                ran.append((scheduled, r["arrived"] - scheduled.timestamp()))
+        thirds = [
+            [
+                d
+                for s, d in ran
+                if begin + timedelta(seconds=span * k / 3)
+                <= s
+                < begin + timedelta(seconds=span * (k + 1) / 3)
+            ]
+            for k in range(3)
         ]
-        for k in range(3)
-    ]
-    due = per_s * window_s
-    executed = len(in_window)
-    sample = min(executed, BARE_SAMPLE)  # moto's FIFO slows with depth: a larger bare run costs minutes
+        due = per_s * span
+        last_p99 = benchlib.percentile(thirds[2], 99)
+        return {
+            "jobs": per_s,
+            "window_s": span,
+            "due": due,
+            "executed": len(ran),
+            "triggers_per_s": len(ran) / span,
+            "fire_delay_s": seconds([d for _, d in ran]),
+            "p99_by_third_s": [benchlib.percentile(t, 99) for t in thirds],
+            "kept_up": len(ran) >= KEEP_UP_SHARE * due and last_p99 is not None and last_p99 <= KEEP_UP_P99_S,
+        }
+
+    def run(self, per_s: int, window_s: float, warmup_s: float) -> dict[str, Any]:
+        self.set(per_s)
+        begin = (datetime.now(UTC) + timedelta(seconds=3 + warmup_s)).replace(microsecond=0)
+        end = begin + timedelta(seconds=window_s)
+        _sleep_until(end + timedelta(seconds=KEEP_UP_P99_S + 2))
+        return self.window(per_s, begin, end)
+
+
+def _sleep_until(instant: datetime) -> None:
+    while (left := (instant - datetime.now(UTC)).total_seconds()) > 0:
+        time.sleep(min(left, 1.0))
+
+
+def sustained(local: localrig.Local, guess_per_s: int, window_s: float, probes: int) -> dict[str, Any]:
+    """Search the highest rate that keeps up (short probes), then hold it for ``window_s``.
+
+    A rate keeps up when at least 98 % of the window's slots ran and the p99 fire delay of its
+    last third is at most 2 s (a backlog shows as a delay that grows). Each probe runs
+    ``PROBE_S``; from the guess it climbs by 40 % until a probe falls behind, then bisects.
+    """
+    load = RateLoad(local)
+    passed, failed = 0, None
+    rate = max(3, guess_per_s)
+    history = []
+    for _ in range(probes):
+        probe = load.run(rate, PROBE_S, PROBE_WARMUP_S)
+        history.append(
+            {k: probe[k] for k in ("jobs", "executed", "due", "kept_up", "p99_by_third_s")}
+            | {"p99_s": probe["fire_delay_s"]["p99"]}
+        )
+        print(
+            f"  probe {rate}/s: {probe['executed']} of {probe['due']:.0f} ran,"
+            f" p99 by third {[round(v * 1000) if v else None for v in probe['p99_by_third_s']]} ms"
+            f" -> {'keeps up' if probe['kept_up'] else 'falls behind'}"
+        )
+        if probe["kept_up"]:
+            passed = rate
+        else:
+            failed = rate
+        following = int(rate * 1.4) if failed is None else (passed + failed) // 2
+        if following <= passed or (failed is not None and following >= failed):
+            break
+        rate = following
+    chosen = passed or max(3, rate // 2)
+    cpu_before = local.cpu()
+    result = load.run(chosen, window_s, PROBE_WARMUP_S)
+    cpu_after = local.cpu()
+    load.stop()
+    executed = result["executed"]
+    sample = min(executed, BARE_SAMPLE)  # the bare loop is linear in its count: a sample, scaled
     bare = bare_loop(local, sample) * executed / sample if sample else None
-    cpu = {
-        name: (cpu_after.get(name) or 0) - (cpu_before.get(name) or 0)
-        for name in cpu_after
-        if cpu_after.get(name) is not None
-    }
-    return {
-        "jobs": per_s,
-        "window_s": window_s,
-        "due": due,
-        "executed": executed,
-        "triggers_per_s": executed / window_s,
-        "fire_delay_s": seconds(delays),
-        "p99_by_third_s": [benchlib.percentile(t, 99) for t in thirds],
-        "kept_up": executed >= 0.98 * due and (benchlib.percentile(thirds[2], 99) or 0) < 5.0,
-        "bare_loop_s": bare,
-        "bare_loop_sampled": sample,
-        "efficiency": bare / window_s if bare else None,
-        "cpu_s_by_process": cpu,
-    }
+    result.update(
+        {
+            "search": history,
+            "bare_loop_s": bare,
+            "bare_loop_sampled": sample,
+            "efficiency": bare / window_s if bare else None,
+            "cpu_s_by_process": {
+                name: (cpu_after.get(name) or 0) - (cpu_before.get(name) or 0)
+                for name in cpu_after
+                if cpu_after.get(name) is not None
+            },
+        }
+    )
+    return result
 
 
 # --------------------------------------------------------------------------- 5. many jobs
@@ -426,33 +506,37 @@ def fmt(summary: dict[str, float | None]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--bursts", default="100,1000,10000", help="burst sizes, comma-separated")
     parser.add_argument(
-        "--bursts",
-        default="100,300",
-        help="burst sizes, comma-separated (default 100,300: 1,000 takes minutes on moto, 10,000 hours)",
+        "--burst-schedule",
+        default=BURST_SCHEDULE,
+        help=f"the burst jobs' schedule, from the slot (default {BURST_SCHEDULE!r}); 'at' for one-time jobs",
     )
     parser.add_argument("--sustain-s", type=float, default=120.0)
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=5000,
-        help="jobs registered for benchmark 5 (default 5,000: 10,000 took 446 s to register here)",
-    )
-    parser.add_argument("--observe-s", type=float, default=45.0)
+    parser.add_argument("--probes", type=int, default=3, help="short probes of the sustained-rate search")
+    parser.add_argument("--jobs", type=int, default=10000, help="jobs registered for benchmark 5")
+    parser.add_argument("--observe-s", type=float, default=40.0)
     parser.add_argument("--workers", type=int, default=2, help="worker processes (punctual-local --workers)")
+    parser.add_argument("--api-processes", type=int, default=API_PROCESSES, help="API processes")
     parser.add_argument("--no-json", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.bursts.split(",") if s]
-    results: dict[str, Any] = {"workers": args.workers, "bursts": [], "sizes_requested": sizes}
+    results: dict[str, Any] = {
+        "workers": args.workers,
+        "api_processes": args.api_processes,
+        "bursts": [],
+        "sizes_requested": sizes,
+    }
     began = time.perf_counter()
+    flags = ("--workers", str(args.workers), "--api-processes", str(args.api_processes))
 
     with tempfile.TemporaryDirectory(prefix="punctual-bench-") as tmp:
         benchlib.heading("1. Burst fire delay (local mode, real processes)")
-        with localrig.running(Path(tmp) / "bursts", "--workers", str(args.workers)) as local:
+        with localrig.running(Path(tmp) / "bursts", *flags) as local:
             rate_hint = 60.0
             rows = []
             for n in sizes:
-                r = burst(local, n, rate_hint, with_bare=n >= 300)
+                r = burst(local, n, rate_hint, with_bare=n >= 1000, schedule=args.burst_schedule)
                 rate_hint = r["registration_per_s"]
                 results["bursts"].append(r)
                 rows.append(
@@ -466,8 +550,11 @@ def main() -> None:
                     )
                 )
                 print(
-                    f"  {n:,}: registered at {r['registration_per_s']:.0f}/s;"
-                    f" last ran {r['last_ran_s']:.1f} s after the slot; {r['duplicates']} duplicate receipts"
+                    f"  {n:,} ({args.burst_schedule}): registered at {r['registration_per_s']:.0f}/s;"
+                    f" first ran {r['first_ran_s']:.1f} s, last {r['last_ran_s']:.1f} s after the slot"
+                    f" ({r['drain_per_s']:.0f}/s); {r['duplicates']} duplicate receipts"
+                    + (f"; bare loop {r['bare_loop_s']:.1f} s" if "bare_loop_s" in r else ""),
+                    flush=True,
                 )
             print(
                 benchlib.table(
@@ -484,16 +571,14 @@ def main() -> None:
                 )
             )
             largest = results["bursts"][-1]
-            drain_per_s = largest["jobs"] / max(largest["last_ran_s"], 1.0)
 
-            benchlib.heading("2. Sustained rate(1 second) load (local mode)")
-            per_s = max(3, int(drain_per_s * SUSTAIN_SHARE))
-            s = sustained(local, per_s, args.sustain_s)
+            benchlib.heading("2. Sustained rate(1 second) load (local mode): the highest rate that keeps up")
+            guess = max(3, int(largest["drain_per_s"] * 0.6))
+            s = sustained(local, guess, args.sustain_s, args.probes)
             results["sustained"] = s
             print(
-                f"  {per_s} rate(1 second) jobs ({SUSTAIN_SHARE:.0%} of the {drain_per_s:.0f}/s the"
-                f" largest burst drained at) for {args.sustain_s:.0f} s:"
-                f" {s['triggers_per_s']:.1f} triggers/s executed of {per_s} due;"
+                f"  {s['jobs']} rate(1 second) jobs for {args.sustain_s:.0f} s:"
+                f" {s['triggers_per_s']:.1f} triggers/s executed of {s['jobs']} due;"
                 f" fire delay ms p50/p90/p99/max {fmt(s['fire_delay_s'])};"
                 f" p99 by third {[round(v * 1000) if v else None for v in s['p99_by_third_s']]} ms;"
                 f" kept up: {s['kept_up']}; bare/ours {s['efficiency'] or 0:.2f}"
@@ -502,7 +587,7 @@ def main() -> None:
             print(f"  CPU seconds by process over the window: {cpu}")
 
         benchlib.heading(f"5. {args.jobs:,} registered jobs of mixed schedules (a fresh local mode)")
-        with localrig.running(Path(tmp) / "many", "--workers", str(args.workers)) as local:
+        with localrig.running(Path(tmp) / "many", *flags) as local:
             m = many_jobs(local, args.jobs, args.observe_s)
             results["many_jobs"] = m
             print(
