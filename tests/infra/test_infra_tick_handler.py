@@ -133,6 +133,9 @@ class _CountingStore:
     def count_timers(self, *args: object) -> int:
         return self.per_shard
 
+    def get_watermarks(self, *args: object) -> dict:
+        return {}  # a new deployment: no shard drained yet, none behind
+
 
 class _BrokenStore:
     def count_timers(self, *args: object) -> int:
@@ -174,6 +177,9 @@ class _NearStore:
             self.near_minutes.add(minute)
             return self.per_near_shard
         return 0
+
+    def get_watermarks(self, *args: object) -> dict:
+        return {}
 
 
 @pytest.mark.parametrize(

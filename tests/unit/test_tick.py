@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from punctual.settings import Settings
 from punctual.store.memory import MemoryStore
 from punctual.tick import group_count_for, plan_minute, poller_for
-from punctual.timers import TimerKind, TimerLayout
+from punctual.timers import Lane, TimerKind, TimerLayout
 
 
 def _timers(
@@ -108,3 +108,23 @@ def test_the_lean_poller_only_for_a_known_small_single_group_load() -> None:
     assert poller_for(0, 1, Settings(lean_max_triggers_per_minute=0)) == "standard"  # turned off
     # Without a store the plan cannot tell the load: the standard poller.
     assert plan_minute(datetime(2026, 11, 30, 10, 5, tzinfo=UTC), settings)["poller"] == "standard"
+
+
+def test_a_minute_after_a_poller_that_did_not_finish_gets_the_standard_poller() -> None:
+    # An idle deployment whose pollers keep failing (a lean poller out of memory, say) must
+    # not keep planning lean ones: what they left is drained by a standard poller.
+    settings = Settings(shard_count=16, near_shard_count=4, load_sample_shards=16)
+    now = datetime(2026, 11, 30, 10, 3, 5, tzinfo=UTC)
+    store = MemoryStore()
+    healthy = now.replace(second=0) - timedelta(minutes=1)  # drained up to the last minute
+    store.advance_watermarks(Lane.FAR, list(range(16)), healthy)
+    store.advance_watermarks(Lane.NEAR, list(range(4)), healthy)
+    plan = plan_minute(now + timedelta(minutes=1), settings, store, random.Random(1), now=now)
+    assert (plan["poller"], plan["drained_behind"]) == ("lean", False)
+
+    stuck = MemoryStore()
+    stuck.advance_watermarks(Lane.FAR, list(range(16)), healthy)
+    stuck.advance_watermarks(Lane.NEAR, [0, 1, 3], healthy)
+    stuck.advance_watermarks(Lane.NEAR, [2], healthy - timedelta(minutes=2))  # its poller died
+    plan = plan_minute(now + timedelta(minutes=1), settings, stuck, random.Random(1), now=now)
+    assert (plan["poller"], plan["drained_behind"]) == ("standard", True)

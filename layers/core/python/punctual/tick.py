@@ -14,6 +14,9 @@ minute). The planned load is the far estimate plus the near timers of the last w
 (the near lane is written shortly before it is due, so the recent past is the forecast: rate
 jobs, retries and leases recur). A minute whose load is unknown (no store, or the count
 failed) gets the standard poller: the lean one is only ever chosen on evidence of idleness.
+Nor does a minute that follows a poller that did not finish (a watermark more than two
+minutes behind): whatever stopped it (a lean poller out of memory, say) must not stop the
+poller that drains what it left.
 """
 
 from __future__ import annotations
@@ -52,6 +55,20 @@ def count_recent_near_load(store: JobStore, now: datetime, settings: Settings) -
     return sum(store.count_timers(Lane.NEAR, last, shard) for shard in range(settings.near_shard_count))
 
 
+def drained_behind(store: JobStore, now: datetime, settings: Settings) -> bool:
+    """True if some shard's buckets older than two minutes before ``now`` were not all drained.
+
+    A healthy poller advances its shards' watermarks to the end of its minute a few seconds
+    after that minute: two minutes back is always drained unless a poller failed.
+    """
+    floor = minute_of(now) - timedelta(minutes=2)
+    for lane, count in ((Lane.FAR, settings.shard_count), (Lane.NEAR, settings.near_shard_count)):
+        marks = store.get_watermarks(lane, list(range(count)))
+        if any(mark < floor for mark in marks.values()):
+            return True
+    return False
+
+
 def poller_for(load: int | None, groups: int, settings: Settings) -> str:
     """``"lean"`` for a known, small, single-group load; ``"standard"`` otherwise."""
     if load is None or groups != 1 or settings.lean_max_triggers_per_minute <= 0:
@@ -83,12 +100,15 @@ def plan_minute(
     load = estimate_far_load(store, minute, settings, rng or random.Random()) if store else 0
     near = count_recent_near_load(store, now or datetime.now(UTC), settings) if store else None
     groups = group_count_for(load + (near or 0), settings)
+    behind = drained_behind(store, now or datetime.now(UTC), settings) if store else False
+    poller = STANDARD if behind else poller_for(None if near is None else load + near, groups, settings)
     return {
         "minute": _stamp(minute),
         "start_at": _stamp(minute - timedelta(seconds=settings.poller_lead_s)),
-        "poller": poller_for(None if near is None else load + near, groups, settings),
+        "poller": poller,
         "estimated_far_timers": load,
         "recent_near_timers": near,
+        "drained_behind": behind,
         "groups": [
             {
                 "minute": _stamp(minute),
