@@ -15,7 +15,6 @@ import pytest
 from api_harness import ALICE, ApiClient, LambdaContext, job_spec, rest_event
 from api_harness import TABLE as API_TABLE
 from api_harness import api as api  # the fixture
-from conftest import TABLE
 
 from factories import job
 from punctual.store.base import LayoutMismatchError
@@ -24,6 +23,8 @@ from punctual.timers import Lane, TimerKind, TimerLayout, slot_key
 
 OLD = TimerLayout(shard_count=512, near_shard_count=32)
 NEW = TimerLayout(shard_count=256, near_shard_count=8)
+
+TABLE = "punctual-test"  # the table tests/conftest.py's dynamo_client fixture creates
 
 
 def _timer(layout: TimerLayout, t0, job_id: str = "j1"):  # type: ignore[no-untyped-def]

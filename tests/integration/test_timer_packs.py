@@ -13,13 +13,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from conftest import TABLE
 
 from punctual.store.dynamo import DynamoStore
 from punctual.store.memory import MemoryStore
 from punctual.timers import Lane, Timer, TimerKind, minute_of, slot_key, to_ms
 
 KINDS = list(TimerKind)
+
+TABLE = "punctual-test"  # the table tests/conftest.py's dynamo_client fixture creates
 
 
 def _timer(lane: Lane, minute: datetime, offset_ms: int, n: int, *, shard: int = 0, **extra: Any) -> Timer:
