@@ -53,6 +53,7 @@ PROBE_WARMUP_S = 4.0
 CLAIM_SAMPLE = 1000  # executions read back for slot -> claim (a read per job: 10,000 take half a minute)
 KEEP_UP_SHARE = 0.98  # of the due slots executed in the window
 KEEP_UP_P99_S = 2.0  # the p99 fire delay of a window's last third
+PROBE_P99_S = 1.5  # a probe passes with this p99 in every third (a short window hides a build-up)
 
 
 def _parse(text: str | None) -> datetime | None:
@@ -404,7 +405,7 @@ def sustained(local: localrig.Local, guess_per_s: int, window_s: float, probes: 
 
     A window keeps up when at least 98 % of its slots ran and the p99 fire delay of its last
     third is at most 2 s (a backlog shows as a delay that grows). A probe (``PROBE_S``) must
-    do better to pass, 99 % and 1 s in every third, since a short window hides a slow
+    do better to pass, 99 % and 1.5 s in every third, since a short window hides a slow
     build-up; from the guess the probes climb by 25 % until one fails, then bisect. The
     two-minute window runs at 90 % of the highest rate that passed, a margin for what a
     short probe does not meet (minute boundaries, the other work on two cores).
@@ -416,7 +417,8 @@ def sustained(local: localrig.Local, guess_per_s: int, window_s: float, probes: 
     for _ in range(probes):
         probe = load.run(rate, PROBE_S, PROBE_WARMUP_S)
         thirds = probe["p99_by_third_s"]
-        ok = probe["executed"] >= 0.99 * probe["due"] and all(v is not None and v <= 1.0 for v in thirds)
+        in_time = all(v is not None and v <= PROBE_P99_S for v in thirds)
+        ok = probe["executed"] >= 0.99 * probe["due"] and in_time
         history.append(
             {k: probe[k] for k in ("jobs", "executed", "due", "p99_by_third_s")}
             | {"p99_s": probe["fire_delay_s"]["p99"], "passed": ok}
@@ -539,7 +541,7 @@ def main() -> None:
     parser.add_argument("--sustain-s", type=float, default=120.0)
     parser.add_argument("--probes", type=int, default=3, help="short probes of the sustained-rate search")
     parser.add_argument("--jobs", type=int, default=10000, help="jobs registered for benchmark 5")
-    parser.add_argument("--observe-s", type=float, default=40.0)
+    parser.add_argument("--observe-s", type=float, default=30.0)
     parser.add_argument("--workers", type=int, default=3, help="worker processes (punctual-local --workers)")
     parser.add_argument("--api-processes", type=int, default=API_PROCESSES, help="API processes")
     parser.add_argument("--no-json", action="store_true")
