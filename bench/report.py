@@ -37,6 +37,15 @@ def ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:,.0f} ms"
 
 
+def _probes(sustained: dict[str, Any]) -> str:
+    """The search's probes, as 'probes: 92 ok, 115 failed'."""
+    probes = sustained.get("search") or []
+    if not probes:
+        return ""
+    named = ", ".join(f"{p['jobs']} {'ok' if p['passed'] else 'failed'}" for p in probes)
+    return f"; probes: {named}"
+
+
 def rows() -> list[tuple[str, str, str, str]]:
     out: list[tuple[str, str, str, str]] = []
     local = load("local_mode")
@@ -68,8 +77,9 @@ def rows() -> list[tuple[str, str, str, str]]:
         if s:
             out.append(
                 (
-                    f"2. sustained {s['jobs']} jobs of rate(1 second), {s['window_s']:.0f} s:"
-                    " triggers/s, p99 delay, rate ÷ moto's bare-loop rate",
+                    f"2. sustained: the highest load a probe search found ({s['jobs']} rate(1 second)"
+                    f" jobs{_probes(s)}), held {s['window_s']:.0f} s: triggers/s, p99 delay,"
+                    " rate ÷ moto's bare-loop rate",
                     f"{s['triggers_per_s']:.1f}/s, {ms(s['fire_delay_s']['p99'])},"
                     f" {s['efficiency'] or 0:.2f}",
                     "keeps up; ≥ 0.5",
