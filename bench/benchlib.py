@@ -31,6 +31,15 @@ for _name, _value in (
     os.environ.setdefault(_name, _value)
 
 
+# The cost benchmarks' job mix, (share of jobs, schedule): half every five minutes at :00 (far
+# lane), the rest every minute (near lane: the next slot is under the 180 s far threshold).
+COST_MIX: list[tuple[float, str]] = [
+    (0.5, "cron(0/5 * * * ? *)"),
+    (0.3, "rate(1 minute)"),
+    (0.2, "cron(* * * * ? *)"),
+]
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The ``q``-th percentile (0-100) by linear interpolation; None for no values."""
     if not values:

@@ -72,13 +72,7 @@ LAMBDA_CPU_SLOWDOWN_512 = 1769 / 512  # a full vCPU at 1,769 MB; 512 MB gets ~29
 DEFAULT_CPU_US = 1000.0  # worker core + botocore, if bench/results/cpu_per_trigger.json is absent
 TICK_MS = 50.0  # the tick's own work besides its requests
 
-# (share, schedule): five-minute slots chain through the far lane (next timer 300 s ahead, past
-# the 180 s threshold); every-minute ones through the near lane, re-read every second.
-MIX: list[tuple[float, str]] = [
-    (0.5, "cron(0/5 * * * ? *)"),
-    (0.3, "rate(1 minute)"),
-    (0.2, "cron(* * * * ? *)"),
-]
+MIX = benchlib.COST_MIX
 
 
 class InstantTarget:

@@ -9,15 +9,12 @@ when each request arrived. The whole process group is stopped at the end.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import benchlib
+
+from local import demo
 
 TENANT = "bench"
 START_TIMEOUT_S = 300.0
@@ -40,20 +39,8 @@ def free_port() -> int:
 def http(
     url: str, method: str = "GET", body: Any = None, tenant: str = TENANT, timeout_s: float = 60
 ) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"X-Punctual-Tenant": tenant})
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as reply:
-            raw = reply.read()
-            return int(reply.status), json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        try:
-            return exc.code, json.loads(raw) if raw else None
-        except ValueError:
-            return exc.code, None
+    """One JSON request to local mode; returns (status, parsed body or None)."""
+    return demo.call(url, method, "", body, tenant, timeout_s)
 
 
 def child_env() -> dict[str, str]:

@@ -40,11 +40,7 @@ from punctual.timers import TimerLayout, shard_of
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 QUEUE = "queue://short"
 LEAD_S = 10.0
-MIX: list[tuple[float, str]] = [
-    (0.5, "cron(0/5 * * * ? *)"),
-    (0.3, "rate(1 minute)"),
-    (0.2, "cron(* * * * ? *)"),
-]
+MIX = benchlib.COST_MIX
 TRIGGERS_PER_JOB_MINUTE = 0.5 / 5 + 0.3 + 0.2
 TENANTS = 100  # IAM role ARNs: a pack lists each of its tenants once
 

@@ -30,7 +30,7 @@ import boto3
 try:
     from punctual.runtime import store_from
     from punctual.settings import Settings
-    from punctual.tick import plan_minute
+    from punctual.tick import RecentLoad, observe_recent, plan_minute
 except ImportError:  # pragma: no cover - a layer without the planner
     plan_minute = None
 
@@ -72,14 +72,28 @@ def group_slices(groups: list[dict[str, Any]], slices: int) -> list[list[dict[st
     return [groups[index * count // slices : (index + 1) * count // slices] for index in range(slices)]
 
 
-def plan(minute: datetime, lead_s: int, now: datetime | None = None) -> dict[str, Any]:
+def recent_load(now: datetime) -> RecentLoad | None:
+    """The near lane's last minute and the drain watermarks, read once per tick (None: unknown)."""
+    if plan_minute is None:
+        return None
+    settings = Settings.from_env()
+    try:
+        return observe_recent(store_from(settings), now, settings)
+    except Exception:
+        logger.exception("reading the recent load failed: each minute's plan tries again")
+        return None
+
+
+def plan(
+    minute: datetime, lead_s: int, now: datetime | None = None, recent: RecentLoad | None = None
+) -> dict[str, Any]:
     """The execution input of ``minute``: sized from its load when the core can tell."""
     if plan_minute is None:
         chosen = _fallback_plan(minute, lead_s)
     else:
         settings = Settings.from_env()
         try:
-            chosen = plan_minute(minute, settings, store_from(settings), now=now)
+            chosen = plan_minute(minute, settings, store_from(settings), now=now, recent=recent)
         except Exception:
             logger.exception("sizing %s failed: starting it with the minimum shard groups", minute)
             chosen = plan_minute(minute, settings)  # no store: unknown load, the standard poller
@@ -97,6 +111,7 @@ def start_minutes(now: datetime, sfn: Any = None) -> list[str]:
     lookahead = int(os.environ.get("PUNCTUAL_TICK_LOOKAHEAD_MINUTES", "2"))
     first = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
     started = []
+    recent = recent_load(now)
     for offset in range(lookahead):
         minute = first + timedelta(minutes=offset)
         name = minute.strftime("m-%Y%m%dT%H%M")
@@ -104,7 +119,7 @@ def start_minutes(now: datetime, sfn: Any = None) -> list[str]:
             sfn.start_execution(
                 stateMachineArn=os.environ["PUNCTUAL_STATE_MACHINE_ARN"],
                 name=name,
-                input=json.dumps(plan(minute, lead_s, now)),
+                input=json.dumps(plan(minute, lead_s, now, recent)),
             )
             started.append(name)
         except sfn.exceptions.ExecutionAlreadyExists:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -69,6 +70,18 @@ def drained_behind(store: JobStore, now: datetime, settings: Settings) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class RecentLoad:
+    """What the last minutes say, the same for every minute one tick plans: read it once."""
+
+    near: int  # near timers due in the last whole minute
+    behind: bool  # some shard not drained up to two minutes ago
+
+
+def observe_recent(store: JobStore, now: datetime, settings: Settings) -> RecentLoad:
+    return RecentLoad(count_recent_near_load(store, now, settings), drained_behind(store, now, settings))
+
+
 def poller_for(load: int | None, groups: int, settings: Settings) -> str:
     """``"lean"`` for a known, small, single-group load; ``"standard"`` otherwise."""
     if load is None or groups != 1 or settings.lean_max_triggers_per_minute <= 0:
@@ -90,17 +103,21 @@ def plan_minute(
     store: JobStore | None = None,
     rng: random.Random | None = None,
     now: datetime | None = None,
+    recent: RecentLoad | None = None,
 ) -> dict[str, Any]:
     """The Step Functions input for ``minute``: when the pollers start, which poller, one item per group.
 
-    ``now`` (default: the current time) names the last whole minute whose near timers are counted.
+    ``now`` (default: the current time) names the last whole minute whose near timers are counted;
+    ``recent``, when given, is that reading already made (for an earlier minute of the same tick).
     """
     settings = settings or Settings.from_env()
     minute = minute_of(minute)
     load = estimate_far_load(store, minute, settings, rng or random.Random()) if store else 0
-    near = count_recent_near_load(store, now or datetime.now(UTC), settings) if store else None
+    if recent is None and store is not None:
+        recent = observe_recent(store, now or datetime.now(UTC), settings)
+    near = recent.near if recent else None
+    behind = recent.behind if recent else False
     groups = group_count_for(load + (near or 0), settings)
-    behind = drained_behind(store, now or datetime.now(UTC), settings) if store else False
     poller = STANDARD if behind else poller_for(None if near is None else load + near, groups, settings)
     return {
         "minute": _stamp(minute),
