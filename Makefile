@@ -70,8 +70,9 @@ destroy: layer
 
 # --- Chaos (local/chaos): kill -9, duplicated deliveries, skewed clocks, throttling, then a verdict ---
 # The long run; the short one (about 60 s of faults) is tests/e2e/test_chaos_short.py in `make test`.
-# Prints one line (slots, executed once, duplicates, missed, early, faults); exits non-zero on any
-# violation. Reproduce a run with its seed: make chaos CHAOS_ARGS='--seed 1234'.
+# Prints one line (slots, executed once, duplicates, missed, early, faults, fire delay p50/p99/max);
+# exits non-zero on any violation, a p99 fire delay over 10 s included (--max-p99-delay-s S).
+# Reproduce a run with its seed: make chaos CHAOS_ARGS='--seed 1234'.
 CHAOS_MINUTES ?= 10
 CHAOS_ARGS ?=
 

@@ -3,8 +3,10 @@
 ``run``      start local mode, register the workload, inject faults for ``--minutes`` /
              ``--seconds``, settle, collect, judge; prints the fault log and the verdict's
              details on stderr and the one-line verdict last on stdout; exits 1 on any
-             violation (each named), 2 if the run itself could not be carried out
-``verdict``  judge a finished run again from its directory
+             violation (each named, a p99 fire delay over ``--max-p99-delay-s`` included),
+             2 if the run itself could not be carried out
+``verdict``  judge a finished run again from its directory (``--max-p99-delay-s`` overrides
+             the bound the run recorded)
 ``plan``     print the fault plan a seed gives (the same seed, the same faults)
 """
 
@@ -50,9 +52,20 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
                 "--dir", type=Path, help="run directory (default .local/chaos/<time>-seed<seed>)"
             )
             sub.add_argument("--settle", type=float, metavar="S", help="longest wait for owed slots to end")
+            _delay_bound(sub)
     judge = verbs.add_parser("verdict", help="judge a finished run again")
     judge.add_argument("dir", type=Path)
+    _delay_bound(judge)
     return parser
+
+
+def _delay_bound(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--max-p99-delay-s",
+        type=float,
+        metavar="S",
+        help="fail when the p99 fire delay (slot instant to first request) is above this (10)",
+    )
 
 
 def _seconds(args: argparse.Namespace) -> float:
@@ -101,7 +114,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
     from local.chaos.verdict import judge_dir
 
     if args.command == "verdict":
-        verdict = judge_dir(args.dir)
+        verdict = judge_dir(args.dir, args.max_p99_delay_s)
         report(verdict, args.dir)
         return 0 if verdict.ok else 1
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
@@ -121,6 +134,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
 
     config = ChaosConfig(seconds=seconds, seed=seed, run_dir=args.dir, settle_max_s=args.settle)
     config = replace(config, faults=_options(args))
+    if args.max_p99_delay_s is not None:
+        config = replace(config, max_p99_delay_s=args.max_p99_delay_s)
     try:
         chaos_run = ChaosRun(config, _err)
         verdict = chaos_run.run()

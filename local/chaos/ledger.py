@@ -111,6 +111,7 @@ class Epoch:
     ends_sent: float | None = None
     ends_answered: float | None = None
     ended_by: str | None = None
+    jitter_s: int = 0  # the spec's jitter_seconds: a slot is released at its instant plus its jitter
 
 
 @dataclass
@@ -162,6 +163,7 @@ def _epoch_from(body: dict[str, Any], sent: float, answered: float, begun_by: st
         begins_answered=answered,
         first_slot=instant(nxt) if nxt else None,
         begun_by=begun_by,
+        jitter_s=int(body.get("jitter_seconds") or 0),
     )
 
 

@@ -39,7 +39,7 @@ from typing import Any
 from local.chaos.faults.driver import FaultDriver, FaultOptions, ReceiverFollower, plan_faults
 from local.chaos.faults.procs import ChaosProcess, procs_argv
 from local.chaos.ledger import LedgerWriter, load, read_jsonl
-from local.chaos.verdict import Bounds, RunData, Verdict, judge, judge_dir
+from local.chaos.verdict import MAX_P99_DELAY_S, Bounds, RunData, Verdict, judge, judge_dir
 from local.chaos.workload import Scale, Workload, plan_jobs, plan_mutations
 from local.config import DEFAULT_STATE_DIR, REPO_ROOT
 
@@ -57,6 +57,7 @@ class ChaosConfig:
     settle_max_s: float | None = None
     visibility_s: int = CHAOS_VISIBILITY_S
     faults: FaultOptions = field(default_factory=FaultOptions)
+    max_p99_delay_s: float = MAX_P99_DELAY_S  # the verdict's bound on the p99 fire delay
 
     @property
     def settle_bound_s(self) -> float:
@@ -170,7 +171,7 @@ class ChaosRun:
             mutations = plan_mutations(rng, jobs, config.seconds)
             plan = plan_faults(rng, config.seconds, config.faults, mutations)
             skew = max([0.0, *(f.offset_s for f in plan if f.kind == "skew")])
-            bounds = Bounds(skew_s=skew)
+            bounds = Bounds(skew_s=skew, max_p99_delay_s=config.max_p99_delay_s)
             (self.run_dir / "plan.txt").write_text("".join(f"+{f.at_s:7.2f}s {f.describe()}\n" for f in plan))
             self.ledger.write(
                 "run",

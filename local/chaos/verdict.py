@@ -34,8 +34,38 @@ outcome
     (jobs meant to fail: FAILED or TIMED_OUT after ``max_attempts``, never a 2xx);
     anything else is *missed*, with a diagnosis.
 
-Late slots are not violations (the run waits for them up to the settle bound); their
-lateness is reported.
+A late slot is not a violation by itself (the run waits for it up to the settle bound), but
+the run is held to its **fire delay**:
+
+fire delay
+    measured once per owed slot: from the slot's release instant (its instant plus the
+    job's ``jitter_seconds`` offset, :func:`punctual.schedules.jitter_offset_s`, as the
+    ledger recorded the spec) to the first request that reached the receiver for it; beside
+    it the *claim delay*, to the moment the worker claimed the slot's first attempt (the
+    record's ``started_at`` of attempt 1). The one-line verdict gives p50, p99 and max
+    (nearest rank) and how many slots they are over; a p99 above ``Bounds.max_p99_delay_s``
+    (10 s) is a violation of kind ``lateness``, and the run fails.
+
+    Which slots count: only owed slots of the time-scheduled kinds (:data:`TIME_KINDS`:
+    rate, cron, at and their variants), and of those only the ones whose *first attempt*
+    fired: the first request the receiver saw is attempt 1, and no worker holding that
+    slot's delivery (a killed Lambda worker's in-flight batch, logged with the kill) was
+    killed before it arrived. Left out, each counted in the notes, are slots whose lateness
+    is large by design:
+
+    * ``delay(...)`` slots (each due after the previous run ended) and ``after(...)``
+      slots (due when both parents succeeded): their instant is another run's end;
+    * retries: an attempt after a failure waits for its backoff instant (judged by
+      ``retries`` instead), so only the first attempt is measured;
+    * a first attempt lost with its worker: the slot is recovered by a restart that returns
+      the batch, or by a takeover once the lease lapses (then a later attempt arrives
+      first), a recovery bound rather than a fire delay;
+    * slots that are only optional: before a pause, update or the end of the run (within
+      the ledger's guard), during a pause, released by a resume's catch-up, skipped because
+      a pause came before they started, before the first slot a registration reported;
+      that covers the old-version slots an update could delay (later ones are dropped as
+      stale) and the slots a pause/resume releases late;
+    * slots that never reached the receiver (they are *missed* and fail the run anyway).
 """
 
 from __future__ import annotations
@@ -45,7 +75,7 @@ import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -65,12 +95,14 @@ from local.chaos.ledger import (
 from punctual.execution import LEASE_LOST_NOTE
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPolicy
 from punctual.retries import next_retry_at, seeded_random
-from punctual.schedules import parse_schedule
+from punctual.schedules import jitter_offset_s, parse_schedule
 
 LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-chaos")
 ECS_WORKERS = ("ecs-worker", "ecs-chaos")
 TIME_KINDS = ("rate", "slow", "cron", "pair", "at", "flaky", "doomed", "ecs")
 SUPERSEDED_MARK = "(superseded)"
+MAX_P99_DELAY_S = 10.0
+LATENESS = "lateness"
 S = ExecutionStatus
 
 
@@ -89,11 +121,15 @@ class Bounds:
         are whole seconds; a quarter second absorbs rounding, not lateness.
     guard_s
         See :mod:`local.chaos.ledger`.
+    max_p99_delay_s
+        The largest p99 fire delay a run may have (see the module docstring): a target, under
+        the fault mix, for how soon a slot fires after its instant.
     """
 
     skew_s: float = 0.0
     slack_s: float = 0.25
     guard_s: float = GUARD_S
+    max_p99_delay_s: float = MAX_P99_DELAY_S
 
 
 @dataclass(frozen=True)
@@ -104,7 +140,44 @@ class Violation:
     detail: str
 
     def __str__(self) -> str:
+        if not self.job:  # about the whole run (lateness)
+            return f"{self.kind}: {self.detail}"
         return f"{self.kind}: {self.job} slot {self.slot}: {self.detail}"
+
+
+def nearest_rank(ordered: list[float], q: float) -> float:
+    """The q-th percentile (0 < q <= 100) of sorted values by nearest rank: a value that was seen."""
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+@dataclass(frozen=True)
+class Delays:
+    """p50, p99 and max of one delay over the slots that count, in seconds."""
+
+    count: int
+    p50: float
+    p99: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Delays | None:
+        ordered = sorted(values)
+        if not ordered:
+            return None
+        return cls(len(ordered), nearest_rank(ordered, 50), nearest_rank(ordered, 99), ordered[-1])
+
+    def text(self) -> str:
+        return f"p50 {self.p50:.2f} s p99 {self.p99:.2f} s max {self.max:.2f} s"
+
+
+@dataclass(frozen=True)
+class SlotDelay:
+    """One counted slot: fire delay (to the receiver) and claim delay (to attempt 1's claim)."""
+
+    job: str
+    slot: str
+    fire_s: float
+    claim_s: float | None
 
 
 @dataclass
@@ -118,6 +191,11 @@ class Verdict:
     violations: list[Violation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # owed slots not (yet) ended as expected
+    fire_delay: Delays | None = None  # over the slots that count (module docstring)
+    claim_delay: Delays | None = None
+    delays: list[SlotDelay] = field(default_factory=list)
+    delay_excluded: dict[str, int] = field(default_factory=dict)  # owed slots left out, by reason
+    max_p99_delay_s: float = MAX_P99_DELAY_S
 
     @property
     def fault_total(self) -> int:
@@ -127,12 +205,23 @@ class Verdict:
     def ok(self) -> bool:
         return not self.violations
 
+    @property
+    def too_late(self) -> bool:
+        return self.fire_delay is not None and self.fire_delay.p99 > self.max_p99_delay_s
+
+    def delay_text(self) -> str:
+        """``fire delay p50 X s p99 Y s max Z s (N slots)``, saying so when p99 is over the bound."""
+        if self.fire_delay is None:
+            return "fire delay - (0 slots)"
+        over = f"; p99 over the {self.max_p99_delay_s:g} s bound" if self.too_late else ""
+        return f"fire delay {self.fire_delay.text()} ({self.fire_delay.count} slots{over})"
+
     def line(self) -> str:
         text = (
             f"slots {self.slots}, executed once {self.executed_once}, duplicates {self.duplicates}, "
-            f"missed {self.missed}, early {self.early}, faults {self.fault_total}"
+            f"missed {self.missed}, early {self.early}, faults {self.fault_total}, {self.delay_text()}"
         )
-        counted = {"duplicate", "missed", "early"}
+        counted = {"duplicate", "missed", "early", LATENESS}
         others = sum(1 for v in self.violations if v.kind not in counted)
         return text + (f", other violations {others}" if others else "")
 
@@ -190,6 +279,18 @@ def _ok(record: dict[str, Any]) -> bool:
 
 def _kills(faults: Iterable[dict[str, Any]], names: tuple[str, ...]) -> list[float]:
     return sorted(float(f["t"]) for f in faults if f.get("event") == "kill" and f.get("target") in names)
+
+
+def _held_by_killed(faults: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
+    """(job id, slot) -> when a worker holding a delivery of it was killed (the kill's ``held``)."""
+    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for fault in faults:
+        if fault.get("event") != "kill":
+            continue
+        for item in fault.get("held") or []:
+            if isinstance(item, dict) and item.get("job_id") and item.get("slot"):
+                out[(str(item["job_id"]), str(item["slot"]))].append(float(fault["t"]))
+    return out
 
 
 def _killed_between(kills: list[float], start: float, end: float) -> bool:
@@ -290,7 +391,9 @@ class Judge:
         }
         self.dead = {(str(m.get("job_id")), str(m.get("slot"))) for m in data.dead_letters}
         self.reported = {(str(m.get("job_id")), str(m.get("slot"))) for m in data.failure_reports}
-        self.lateness: list[float] = []
+        self.held = _held_by_killed(data.faults)
+        self.delays: list[SlotDelay] = []
+        self.excluded: Counter[str] = Counter()
         self.retry_lateness: list[float] = []
         self.optional_ran = 0
         self.reruns_after_loss = 0
@@ -354,10 +457,67 @@ class Judge:
                     self.verdict.missed += 1
                     self.verdict.pending.append(f"{job.key} {slot}")
                     self.violate("missed", job, slot, self.diagnose(job, slot, exp, record, seen))
-                if ended and exp.instant is not None and seen and job.kind != "after":
-                    self.lateness.append(float(seen[0]["arrived"]) - exp.instant.timestamp())
+                self.measure_delay(job, exp, record, seen)
             elif seen:
                 self.optional_ran += 1
+
+    def release_instant(self, job: JobRecord, exp: SlotExpectation) -> float:
+        """The slot's instant plus the jitter of the spec version it belongs to."""
+        jitter = next((e.jitter_s for e in job.epochs if e.version == exp.version), 0)
+        if jitter <= 0:
+            return exp.instant.timestamp()
+        return exp.instant.timestamp() + jitter_offset_s(job.job_id, exp.instant, jitter)
+
+    def measure_delay(
+        self, job: JobRecord, exp: SlotExpectation, record: Execution | None, seen: list[dict[str, Any]]
+    ) -> None:
+        """The fire (and claim) delay of one owed slot, if it counts (see the module docstring)."""
+        if job.kind not in TIME_KINDS:
+            self.excluded[f"{job.kind}(...) slots"] += 1
+            return
+        if not seen:
+            self.excluded["never reached the receiver"] += 1
+            return
+        first = seen[0]
+        arrived = float(first["arrived"])
+        if int(first.get("attempt") or 0) != 1:
+            self.excluded["first attempt lost, a later one arrived first"] += 1
+            return
+        if any(t < arrived for t in self.held.get((job.job_id, exp.slot), [])):
+            self.excluded["held by a worker killed before it fired"] += 1
+            return
+        release = self.release_instant(job, exp)
+        claimed: float | None = None
+        if record is not None:
+            one = next((a for a in record.attempts if a.attempt == 1), None)
+            if one is not None:
+                claimed = _ts(one.started_at)
+            elif record.attempt == 1:
+                claimed = _ts(record.started_at)
+        self.delays.append(
+            SlotDelay(job.key, exp.slot, arrived - release, None if claimed is None else claimed - release)
+        )
+
+    def judge_delays(self) -> None:
+        verdict = self.verdict
+        verdict.delays = sorted(self.delays, key=lambda d: d.fire_s)
+        verdict.fire_delay = Delays.of(d.fire_s for d in self.delays)
+        verdict.claim_delay = Delays.of(d.claim_s for d in self.delays if d.claim_s is not None)
+        verdict.delay_excluded = dict(sorted(self.excluded.items()))
+        verdict.max_p99_delay_s = self.bounds.max_p99_delay_s
+        fire = verdict.fire_delay
+        if fire is None or not verdict.too_late:
+            return
+        latest = ", ".join(f"{d.job} {d.slot} {d.fire_s:.1f} s" for d in reversed(verdict.delays[-5:]))
+        verdict.violations.append(
+            Violation(
+                LATENESS,
+                "",
+                "",
+                f"fire delay p99 {fire.p99:.2f} s is over the bound of {self.bounds.max_p99_delay_s:g} s "
+                f"(p50 {fire.p50:.2f} s, max {fire.max:.2f} s, {fire.count} slots; the latest: {latest})",
+            )
+        )
 
     def skipped_by_pause(
         self, job: JobRecord, exp: SlotExpectation, record: Execution | None, seen: list[dict[str, Any]]
@@ -686,6 +846,7 @@ class Judge:
     def judge(self) -> Verdict:
         for job in self.run.jobs.values():
             self.judge_job(job)
+        self.judge_delays()
         faults: Counter[str] = Counter()
         for fault in self.data.faults:
             kind = str(fault.get("event"))
@@ -714,19 +875,21 @@ class Judge:
         )
 
     def notes(self) -> list[str]:
-        def pct(values: list[float], q: float) -> str:
-            if not values:
-                return "-"
-            ordered = sorted(values)
-            return f"{ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]:.1f}s"
-
+        verdict = self.verdict
+        claim = verdict.claim_delay
+        left_out = ", ".join(f"{k} {v}" for k, v in verdict.delay_excluded.items()) or "none"
         return [
-            "faults: " + ", ".join(f"{k} {v}" for k, v in self.verdict.faults.items()),
+            "faults: " + ", ".join(f"{k} {v}" for k, v in verdict.faults.items()),
             "owed slots by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(self.owed_by_kind.items())),
-            f"first-request lateness of owed slots: p50 {pct(self.lateness, 50)}, "
-            f"p99 {pct(self.lateness, 99)}, "
-            f"max {pct(self.lateness, 100)}",
-            f"retry lateness after the backoff instant: max {pct(self.retry_lateness, 100)}",
+            f"{verdict.delay_text()}, from the release instant to the first request at the receiver; "
+            f"bound: p99 at most {self.bounds.max_p99_delay_s:g} s",
+            "claim delay (to attempt 1's claim) "
+            + (f"{claim.text()} ({claim.count} slots)" if claim else "- (0 slots)"),
+            f"owed slots left out of the fire delay: {left_out}",
+            "latest fire delays: "
+            + (", ".join(f"{d.job} {d.slot} {d.fire_s:.1f} s" for d in reversed(verdict.delays[-5:])) or "-"),
+            "retry lateness after the backoff instant: max "
+            + (f"{max(self.retry_lateness):.1f} s" if self.retry_lateness else "-"),
             f"optional slots that ran: {self.optional_ran}; attempts taken over after a lost worker: "
             f"{self.takeovers}; 2xx re-runs after a lost worker: {self.reruns_after_loss}; "
             f"dead-lettered messages: {len(self.data.dead_letters)} ({self.own_dead_letters()} of them the "
@@ -739,5 +902,9 @@ def judge(data: RunData) -> Verdict:
     return Judge(data).judge()
 
 
-def judge_dir(run_dir: Path) -> Verdict:
-    return judge(RunData.read(run_dir))
+def judge_dir(run_dir: Path, max_p99_delay_s: float | None = None) -> Verdict:
+    """Judge a run from its files; ``max_p99_delay_s`` overrides the bound the run recorded."""
+    data = RunData.read(run_dir)
+    if max_p99_delay_s is not None:
+        data.bounds = replace(data.bounds, max_p99_delay_s=max_p99_delay_s)
+    return judge(data)

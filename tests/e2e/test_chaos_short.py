@@ -1,10 +1,11 @@
 """The short chaos run (about 60 s of faults) that `make test` includes; `make chaos` is the long one.
 
 Local mode runs as real processes on loopback; a seeded workload fires while workers and
-pollers are killed -9, a second poller with a skewed clock runs on the same shard group,
-delivered messages are re-sent, AWS calls are throttled and jobs are paused, resumed and
-replaced. The verdict (local/chaos/verdict.py) then holds every slot to exactly one
-execution. Its tolerances are correctness bounds (the clock skew it injected), not timings.
+pollers are killed -9 (the poller at least once mid-minute), a second poller with a skewed
+clock runs on the same shard group, delivered messages are re-sent, AWS calls are throttled
+and jobs are paused, resumed and replaced. The verdict (local/chaos/verdict.py) then holds
+every slot to exactly one execution, with correctness bounds (the clock skew it injected),
+and the run to its fire delay: a p99 above 10 s fails it.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from pathlib import Path
 import pytest
 
 from local.chaos import cli as chaos
+from local.chaos.faults.driver import MID_MINUTE
+from local.chaos.verdict import MAX_P99_DELAY_S
 
 pytestmark = pytest.mark.e2e
 
 SEED = "20261130"  # the plan is a function of the seed: the same faults at the same offsets, every run
 LINE = re.compile(
-    r"slots (\d+), executed once (\d+), duplicates (\d+), missed (\d+), early (\d+), faults (\d+)"
+    r"slots (\d+), executed once (\d+), duplicates (\d+), missed (\d+), early (\d+), faults (\d+), "
+    r"fire delay p50 (-?[\d.]+) s p99 (-?[\d.]+) s max (-?[\d.]+) s \((\d+) slots(?:; [^)]*)?\)"
 )
 
 
@@ -36,23 +40,34 @@ def test_short_chaos_run_executes_every_owed_slot_exactly_once(
     captured = capsys.readouterr()
     details = "\n".join(captured.err.splitlines()[-80:])
 
-    # Then the verdict is one line, with every owed slot executed once and nothing else
+    # Then the verdict is one line, with the fire delay of the slots that count
     line = captured.out.strip().splitlines()[-1] if captured.out.strip() else ""
     match = LINE.fullmatch(line)
     assert match, f"{line!r}\n{details}"
+    delays = [row for row in captured.err.splitlines() if "delay" in row and row.startswith("chaos: ")]
     with capsys.disabled():
         print(f"\nchaos short run: {line}")
-    slots, once, duplicates, missed, early, faults = (int(g) for g in match.groups())
-    assert code == 0, f"{line}\n{details}"
-    assert (duplicates, missed, early) == (0, 0, 0)
-    assert once == slots > 40, line
+        for row in delays:
+            print(f"  {row}")
+    slots, once, duplicates, missed, early, faults = (int(g) for g in match.groups()[:6])
+    p50, p99, longest = (float(g) for g in match.groups()[6:9])
+    counted = int(match.group(10))
 
-    # And the faults were really injected: kills of pollers and workers, a skewed poller,
-    # re-sent deliveries, throttling in the driver's processes, and job changes
-    injected = Counter(
-        json.loads(line)["event"] for line in (run_dir / "faults.jsonl").read_text().splitlines()
-    )
+    # And the faults were really injected: kills of pollers and workers (the poller at least once
+    # mid-minute), a skewed poller, re-sent deliveries, throttling in the driver's processes, and
+    # job changes
+    events = [json.loads(row) for row in (run_dir / "faults.jsonl").read_text().splitlines()]
+    injected = Counter(event["event"] for event in events)
     assert injected["kill"] >= 5 and injected["duplicate"] >= 10 and injected["skewed-poller"] == 1, injected
+    mid_minute = [
+        event
+        for event in events
+        if event["event"] == "kill" and event["target"] == "poller" and 15 <= float(event["minute_s"]) <= 45
+    ]
+    assert mid_minute, [e for e in events if e["event"].startswith("kill") and "poller" in str(e)]
+    assert any(event["mode"] == MID_MINUTE for event in mid_minute), mid_minute
+    with capsys.disabled():
+        print("  poller killed at second " + ", ".join(f"{float(e['minute_s']):.1f}" for e in mid_minute))
     throttled = sum(
         len(path.read_text().splitlines()) for path in (run_dir / "fault-logs").glob("faults-*.jsonl")
     )
@@ -60,6 +75,14 @@ def test_short_chaos_run_executes_every_owed_slot_exactly_once(
     assert faults >= injected["kill"] + injected["duplicate"] + throttled
     ledger = [json.loads(line)["event"] for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
     assert {"pause", "resume", "update"} & set(ledger)
+
+    # And every owed slot was executed once and nothing else
+    assert (duplicates, missed, early) == (0, 0, 0), f"{line}\n{details}"
+    assert once == slots > 40, line
+    # And the slots fired on time: p99 of the fire delay within the bound (the exit code says so too)
+    assert counted > 40 and p50 <= p99 <= longest, line
+    assert p99 <= MAX_P99_DELAY_S, f"fire delay p99 {p99} s over {MAX_P99_DELAY_S} s: {line}\n{details}"
+    assert code == 0, f"{line}\n{details}"
 
     # And the run's files alone give the same verdict again
     assert chaos.main(["verdict", str(run_dir)]) == 0

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest import approx
 
+from local.chaos import cli
 from local.chaos.ledger import LedgerWriter, load, time_slots
-from local.chaos.verdict import Bounds, RunData, Verdict, judge
+from local.chaos.verdict import MAX_P99_DELAY_S, Bounds, Delays, RunData, Verdict, judge, judge_dir
 from punctual.execution import LEASE_LOST_NOTE
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPolicy
 from punctual.retries import next_retry_at, seeded_random
+from punctual.schedules import jitter_offset_s
 
 S = ExecutionStatus
 T0 = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
@@ -59,9 +63,10 @@ class RunBuilder:
         meant_to_fail: bool = False,
         parents: tuple[str, ...] = (),
         runtime: str = "lambda",
+        jitter: int = 0,
     ) -> str:
         job_id = f"id-{job_key}"
-        spec = {"schedule": schedule, "retry": retry or STEADY, "runtime": runtime}
+        spec = {"schedule": schedule, "retry": retry or STEADY, "runtime": runtime, "jitter_seconds": jitter}
         body = {
             "id": job_id,
             "version": 1,
@@ -69,6 +74,7 @@ class RunBuilder:
             "timezone": "UTC",
             "state": "ENABLED",
             "runtime": runtime,
+            "jitter_seconds": jitter,
             "next_fire_at": key(first) if first is not None else None,
         }
         self.ledger.write(
@@ -146,14 +152,32 @@ class RunBuilder:
                 }
             )
 
-    def kill(self, target: str, when: float) -> None:
-        self.faults.append({"event": "kill", "t": ts(when), "target": target})
+    def kill(self, target: str, when: float, held: list[tuple[str, float, int]] | None = None) -> None:
+        """A kill -9 as the driver logs it; ``held``: (job id, slot, attempt) of the batch it held."""
+        self.faults.append(
+            {
+                "event": "kill",
+                "t": ts(when),
+                "target": target,
+                "minute_s": round(ts(when) % 60, 2),
+                "held": [{"job_id": j, "slot": key(slot), "attempt": a} for j, slot, a in held or []],
+            }
+        )
 
-    def judge(self, cut: float, collected: float | None = None, skew_s: float = 0.0) -> Verdict:
+    def cut(self, cut: float) -> None:
         self.ledger.write("phase", name="faults_end")
         lines = [json.loads(line) for line in self.path.read_text().splitlines()]
         lines[-1]["t"] = ts(cut)
         self.path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    def judge(
+        self,
+        cut: float,
+        collected: float | None = None,
+        skew_s: float = 0.0,
+        max_p99_delay_s: float = MAX_P99_DELAY_S,
+    ) -> Verdict:
+        self.cut(cut)
         return judge(
             RunData(
                 run=load(self.path),
@@ -164,9 +188,31 @@ class RunBuilder:
                 dead_letters=[],
                 failure_reports=[],
                 collected_at=ts(collected if collected is not None else cut + 30),
-                bounds=Bounds(skew_s=skew_s),
+                bounds=Bounds(skew_s=skew_s, max_p99_delay_s=max_p99_delay_s),
             )
         )
+
+    def save(self, cut: float, bounds: Bounds) -> Path:
+        """The run's files, as the runner leaves them (``verdict RUN_DIR`` reads them)."""
+        run_dir = self.path.parent
+        lines = self.path.read_text()
+        self.path.write_text(
+            json.dumps({"event": "run", "t": ts(-1), "bounds": asdict(bounds)}) + "\n" + lines
+        )
+        self.cut(cut)
+        (run_dir / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in self.faults))
+        collected = {
+            "collected_at": ts(cut + 30),
+            "receiver": self.receiver,
+            "executions": {
+                job_id: [e.model_dump(mode="json") for e in items]
+                for job_id, items in self.executions.items()
+            },
+            "dead_letters": [],
+            "failure_reports": [],
+        }
+        (run_dir / "collected.json").write_text(json.dumps(collected))
+        return run_dir
 
 
 @pytest.fixture
@@ -191,8 +237,9 @@ def test_every_owed_slot_once_is_a_clean_verdict(run: RunBuilder) -> None:
         0,
         0,
     )
-    assert (
-        verdict.ok and verdict.line() == "slots 5, executed once 5, duplicates 0, missed 0, early 0, faults 3"
+    assert verdict.ok and verdict.line() == (
+        "slots 5, executed once 5, duplicates 0, missed 0, early 0, faults 3, "
+        "fire delay p50 0.11 s p99 0.11 s max 0.11 s (5 slots)"
     )
 
 
@@ -399,3 +446,194 @@ def test_a_delay_chain_counts_from_the_slot_when_its_run_ended_before_it(run: Ru
     run.ran(job, 7, attempts=[(S.SUCCEEDED, 7.1, 7.2, None)])
     verdict = run.judge(cut=12, skew_s=4.5)
     assert sorted((v.kind, v.slot) for v in verdict.violations) == [("missed", key(10)), ("phantom", key(7))]
+
+
+# --------------------------------------------------------------------------- fire delay
+
+
+def fire_at(run: RunBuilder, job: str, slot: float, delay: float) -> None:
+    """Slot ``slot`` claimed ``delay - 0.01`` s after its instant, its request arriving ``delay`` s after it."""
+    run.ran(job, slot, attempts=[(S.SUCCEEDED, slot + delay - 0.01, slot + delay + 0.05, None)])
+
+
+def late_run(run: RunBuilder, delays: list[float]) -> float:
+    """One rate(20 seconds) job whose slot i fires delays[i] late; returns the cut (the last slot)."""
+    job = run.job("rate-00", "rate", "rate(20 seconds)", first=0)
+    for index, delay in enumerate(delays):
+        fire_at(run, job, index * 20, delay)
+    return (len(delays) - 1) * 20
+
+
+def test_delays_are_percentiles_by_nearest_rank() -> None:
+    assert Delays.of([]) is None
+    assert Delays.of([3.0, 1.0, 2.0]) == Delays(count=3, p50=2.0, p99=3.0, max=3.0)
+    hundred = Delays.of(i / 10 for i in range(100, 0, -1))
+    assert hundred == Delays(count=100, p50=5.0, p99=9.9, max=10.0)
+    assert Delays.of([0.5] * 98 + [7.0, 8.0]) == Delays(count=100, p50=0.5, p99=7.0, max=8.0)
+
+
+def test_fire_and_claim_delay_percentiles_of_a_run(run: RunBuilder) -> None:
+    delays = [i / 10 for i in range(1, 101)]  # 0.1 .. 10.0 s
+    verdict = run.judge(cut=late_run(run, delays))
+    assert verdict.ok, verdict.violations
+    assert verdict.fire_delay is not None and verdict.claim_delay is not None
+    fire = verdict.fire_delay
+    assert (fire.count, fire.p50, fire.p99, fire.max) == (100, approx(5.0), approx(9.9), approx(10.0))
+    assert (verdict.claim_delay.p50, verdict.claim_delay.p99) == (approx(4.99), approx(9.89))
+    assert verdict.line().endswith(", fire delay p50 5.00 s p99 9.90 s max 10.00 s (100 slots)")
+    assert any(
+        n.startswith("claim delay (to attempt 1's claim) p50 4.99 s p99 9.89 s") for n in verdict.notes
+    )
+
+
+def test_one_late_slot_in_a_hundred_is_not_the_p99_two_are(tmp_path: Path) -> None:
+    one = RunBuilder(tmp_path / "one")
+    verdict = one.judge(cut=late_run(one, [0.2] * 99 + [60.0]))
+    assert verdict.ok and verdict.fire_delay is not None
+    assert (verdict.fire_delay.p99, verdict.fire_delay.max) == (approx(0.2), approx(60.0))
+
+    two = RunBuilder(tmp_path / "two")
+    verdict = two.judge(cut=late_run(two, [0.2] * 98 + [60.0, 45.0]))
+    assert not verdict.ok and verdict.fire_delay is not None and verdict.fire_delay.p99 == approx(45.0)
+    [violation] = verdict.violations
+    assert violation.kind == "lateness"
+    assert str(violation).startswith("lateness: fire delay p99 45.00 s is over the bound of 10 s")
+    assert f"rate-00 {key(98 * 20)} 60.0 s, rate-00 {key(99 * 20)} 45.0 s" in violation.detail
+    # the line shows it (and does not count it among "other violations")
+    assert verdict.line().endswith(
+        "fire delay p50 0.20 s p99 45.00 s max 60.00 s (100 slots; p99 over the 10 s bound)"
+    )
+
+
+def test_the_bound_is_a_setting_and_p99_at_the_bound_passes(tmp_path: Path) -> None:
+    delays = [1.0] * 98 + [12.0, 12.0]
+    at_bound = RunBuilder(tmp_path / "a")
+    assert at_bound.judge(cut=late_run(at_bound, delays), max_p99_delay_s=12.0).ok
+    below = RunBuilder(tmp_path / "b")
+    verdict = below.judge(cut=late_run(below, delays), max_p99_delay_s=11.9)
+    assert [v.kind for v in verdict.violations] == ["lateness"]
+    assert "bound of 11.9 s" in verdict.violations[0].detail
+
+
+def test_the_cli_fails_a_run_over_the_bound_and_names_the_figure(
+    run: RunBuilder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cut = late_run(run, [0.5] * 90 + [30.0] * 10)
+    run_dir = run.save(cut, Bounds())
+    assert judge_dir(run_dir).too_late
+    assert cli.main(["verdict", str(run_dir)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.strip().endswith("p99 30.00 s max 30.00 s (100 slots; p99 over the 10 s bound)")
+    assert "chaos: VIOLATION lateness: fire delay p99 30.00 s is over the bound of 10 s" in captured.err
+    assert "lateness: fire delay p99 30.00 s" in (run_dir / "violations.txt").read_text()
+    # the bound the run recorded, overridden when judging again
+    assert cli.main(["verdict", str(run_dir), "--max-p99-delay-s", "45"]) == 0
+    assert capsys.readouterr().out.strip().endswith("p99 30.00 s max 30.00 s (100 slots)")
+
+
+def test_only_the_first_attempt_of_time_scheduled_slots_counts(run: RunBuilder) -> None:
+    on_time = run.job("rate-00", "rate", "rate(60 seconds)", first=0)
+    run.ran(on_time, 0)
+    run.ran(on_time, 60)
+    # a retry: the slot's delay is its first attempt's, not the retry's 3 s later
+    retry = {"max_attempts": 5, "backoff": "fixed", "base_seconds": 3, "max_seconds": 3, "jitter": False}
+    flaky = run.job("flaky-00", "flaky", "rate(100 seconds)", first=0, retry=retry)
+    run.ran(
+        flaky,
+        0,
+        attempts=[(S.FAILED, 0.1, 0.2, "HTTP 500"), (S.SUCCEEDED, 3.3, 3.4, None)],
+        requests=[(1, 0.11, 0.19, 500), (2, 3.31, 3.39, 200)],
+    )
+    # a first attempt lost with its worker: taken over as attempt 2 once the lease lapsed
+    lost = run.job("rate-01", "rate", "rate(100 seconds)", first=0)
+    run.ran(
+        lost,
+        0,
+        attempts=[(S.TIMED_OUT, 0.1, 21.0, LEASE_LOST_NOTE), (S.SUCCEEDED, 21.0, 21.5, None)],
+        requests=[(2, 21.1, 21.4, 200)],
+    )
+    run.kill("worker-1", 1.0)
+    # held by a worker killed before it fired (its batch came back with the restart); a slot
+    # whose worker was killed after its request arrived counts
+    held = run.job("rate-02", "rate", "rate(60 seconds)", first=0)
+    fire_at(run, held, 0, 30.0)
+    fire_at(run, held, 60, 0.11)
+    run.kill("worker-2", 0.5, held=[(held, 0, 1)])
+    run.kill("worker-chaos", 60.5, held=[(held, 60, 1)])
+    # delay(...) and after(...) slots: their instants are other runs' ends
+    chain = run.job("delay-00", "delay", "delay(50 seconds)", first=None)
+    run.ran(chain, 50, attempts=[(S.SUCCEEDED, 70.0, 70.1, None)])
+    a = run.job("pair-00a", "pair", "rate(100 seconds)", first=0)
+    b = run.job("pair-00b", "pair", "rate(100 seconds)", first=0)
+    child = run.job("after-pair-00", "after", "after(a, b)", first=None, parents=("pair-00a", "pair-00b"))
+    run.ran(a, 0)
+    run.ran(b, 0)
+    run.ran(child, 0, attempts=[(S.SUCCEEDED, 40.0, 40.1, None)])
+
+    verdict = run.judge(cut=60)
+    assert verdict.ok, verdict.violations
+    assert verdict.delay_excluded == {
+        "after(...) slots": 1,
+        "delay(...) slots": 1,
+        "first attempt lost, a later one arrived first": 1,
+        "held by a worker killed before it fired": 1,
+    }
+    assert verdict.fire_delay is not None
+    # rate-00 0 and 60, flaky-00 0, rate-02 60, pair-00a 0, pair-00b 0
+    assert verdict.fire_delay.count == 6 and verdict.fire_delay.max < 0.2, verdict.delays
+    assert sorted((d.job, d.slot) for d in verdict.delays) == sorted(
+        [
+            ("flaky-00", key(0)),
+            ("pair-00a", key(0)),
+            ("pair-00b", key(0)),
+            ("rate-00", key(0)),
+            ("rate-00", key(60)),
+            ("rate-02", key(60)),
+        ]
+    )
+    assert any(
+        n.startswith("owed slots left out of the fire delay: after(...) slots 1") for n in verdict.notes
+    )
+
+
+def test_slots_a_pause_or_an_update_may_delay_do_not_count(run: RunBuilder) -> None:
+    paused = run.job("rate-00", "rate", "rate(10 seconds)", first=0)
+    run.change("rate-00", "pause", 100, 2, "PAUSED", None)
+    replaced = run.job("rate-01", "rate", "rate(10 seconds)", first=0)
+    run.change("rate-01", "update", 100, 2, "ENABLED", 110)
+    for slot in range(0, 40, 10):
+        run.ran(paused, slot)
+        run.ran(replaced, slot)
+    # due within the guard before the pause/update, released late (a poller that restarted)
+    fire_at(run, paused, 50, 45.0)
+    fire_at(run, replaced, 60, 35.0)
+    for slot in range(110, 155, 5):  # the new version's slots (rate(5 seconds) from 110)
+        run.ran(replaced, slot)
+    verdict = run.judge(cut=150)
+    assert verdict.ok, verdict.violations
+    assert verdict.slots == 4 + 4 + 9
+    assert verdict.fire_delay is not None
+    assert verdict.fire_delay.count == 17 and verdict.fire_delay.max < 0.2
+
+
+def test_a_jittered_slot_is_late_from_its_jittered_instant(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(60 seconds)", first=0, jitter=30)
+    offsets = [jitter_offset_s(job, at(slot), 30) for slot in (0, 60, 120)]
+    assert any(offsets)  # (the job id hashes to some jitter: else this test proves nothing)
+    for slot, offset in zip((0, 60, 120), offsets, strict=True):
+        fire_at(run, job, slot + offset, 0.25)
+        run.executions[job][-1] = run.executions[job][-1].model_copy(update={"slot": key(slot)})
+        run.receiver[-1]["slot"] = key(slot)
+        run.receiver[-1]["key"] = f"{job}:{key(slot)}"
+    verdict = run.judge(cut=120)
+    assert verdict.ok, verdict.violations
+    assert verdict.fire_delay is not None and verdict.fire_delay.count == 3
+    assert (verdict.fire_delay.p50, verdict.fire_delay.max) == (approx(0.25), approx(0.25))
+
+
+def test_no_slot_that_counts_is_no_figure(run: RunBuilder) -> None:
+    chain = run.job("delay-00", "delay", "delay(50 seconds)", first=None)
+    run.ran(chain, 50)
+    verdict = run.judge(cut=60)
+    assert verdict.ok and verdict.fire_delay is None
+    assert verdict.line().endswith(", faults 3, fire delay - (0 slots)")

@@ -14,7 +14,18 @@ Kinds:
     ``mid-batch`` (a Lambda worker holding a received batch; the poller just after a whole
     second, when it releases, or at a minute's top when the crons do) and ``mid-run`` (a
     worker whose run is in flight at the receiver). A target is left alone for a while after
-    it was killed, so that it comes back and works between deaths.
+    it was killed, so that it comes back and works between deaths. Each kill is logged with
+    ``minute_s`` (the second of the UTC minute it happened at) and, for a Lambda worker,
+    ``held``: the deliveries its batch held (job, slot, attempt), read when it died, which
+    the verdict leaves out of the fire delay.
+``mid-minute``
+    every plan, whatever its seed, kills the ``poller`` mid-minute at least once (one in
+    every :data:`MID_MINUTE_EVERY_S`): from its planned offset, the driver waits (in its own
+    thread, the rest of the plan going on) for a moment between seconds 18 and 42 of a UTC
+    minute, just after a whole second, with the poller up for a while, and kills it then.
+    Its offset leaves :data:`MID_MINUTE_LEAD_S` before the end, time for that moment to come
+    (at most 36 s) and for the restarted poller to catch up before the cut. Other kills of the
+    poller are skipped while it is pending.
 ``skew``
     (re)start ``poller-skewed``, a second poller on the same shard group with
     ``PUNCTUAL_CLOCK_OFFSET_S`` of up to +/-``max_skew_s``, alternating signs.
@@ -34,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import signal
@@ -68,6 +80,11 @@ KILL_WEIGHTS = {
 RESPITE_S = {"ecs-worker": 30.0, "ecs-chaos": 30.0}  # long runs need time to finish between deaths
 DEFAULT_RESPITE_S = 12.0
 MODE_WAIT_S = 6.0  # how long a mid-batch/mid-run kill waits for its moment before killing anyway
+MID_MINUTE = "mid-minute"
+MID_MINUTE_S = (18.0, 42.0)  # the seconds of a UTC minute the mid-minute kill lands between
+MID_MINUTE_EVERY_S = 120  # one mid-minute poller kill in every such stretch of the run
+MID_MINUTE_LEAD_S = 40.0  # ... planned at least this long before the end (see the docstring)
+MID_MINUTE_UP_S = 2.0  # the poller has run this long when it is killed mid-minute
 OLD_S = 300.0  # SQS FIFO's deduplication window
 TENANT = "chaos"
 
@@ -83,6 +100,9 @@ class PlannedFault:
     mutation: Mutation | None = None
 
     def describe(self) -> str:
+        if self.kind == "kill" and self.mode == MID_MINUTE:
+            low, high = MID_MINUTE_S
+            return f"kill -9 {self.target} ({self.mode}: next second {low:.0f}-{high:.0f} of a minute)"
         if self.kind == "kill":
             return f"kill -9 {self.target} ({self.mode})"
         if self.kind == "skew":
@@ -135,6 +155,13 @@ def plan_faults(
         )
         at += options.duplicate_every_s * rng.uniform(0.5, 1.5)
     plan.extend(PlannedFault(round(m.at_s, 2), "mutation", mutation=m) for m in mutations)
+    # Last, so that a seed's other faults are the ones it gave before these were planned.
+    latest = seconds - MID_MINUTE_LEAD_S
+    stretches = [w for w in range(0, math.ceil(seconds), MID_MINUTE_EVERY_S) if w + 3.0 <= latest] or [0]
+    for start in stretches:
+        high = max(start + 3.0, min(start + MID_MINUTE_EVERY_S / 2, latest))
+        at = round(rng.uniform(start + 3.0, high), 2)
+        plan.append(PlannedFault(at, "kill", target="poller", mode=MID_MINUTE))
     return sorted(plan, key=lambda f: f.at_s)
 
 
@@ -197,6 +224,16 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _age_s(pid: int) -> float:
+    """How long the process has run (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _is_component(pid: int, name: str) -> bool:
     """The pid still belongs to a local-mode component process (never kill a reused pid)."""
     try:
@@ -226,6 +263,7 @@ class FaultDriver:
     started: float = 0.0
     last_kill: dict[str, float] = field(default_factory=dict)
     offsets: list[float] = field(default_factory=list)
+    waiting: set[str] = field(default_factory=set)  # targets of a pending mid-minute kill
 
     # ------------------------------------------------------------------ running
 
@@ -233,14 +271,25 @@ class FaultDriver:
         self.started = time.time()
         keeper = threading.Thread(target=self._keep, args=(stop,), name="chaos-keeper", daemon=True)
         keeper.start()
+        waits: list[threading.Thread] = []
         for fault in self.plan:
             delay = self.started + fault.at_s - time.time()
             if stop.wait(max(delay, 0.0)):
                 break  # the run's length is up (a slow machine may leave the plan's tail unplayed)
+            if fault.kind == "kill" and fault.mode == MID_MINUTE:
+                self.waiting.add(fault.target)
+                wait = threading.Thread(
+                    target=self.mid_minute, args=(fault, stop), name="chaos-mid-minute", daemon=True
+                )
+                wait.start()
+                waits.append(wait)
+                continue
             try:
                 self.inject(fault)
             except Exception as exc:  # a fault that could not be injected is logged, never fatal
                 self.note(fault, "failed", error=f"{type(exc).__name__}: {exc}")
+        for wait in waits:  # each ends with its kill, or skipped when the run's time is up (stop)
+            wait.join(timeout=2 * MID_MINUTE_EVERY_S)
         stop.set()
         keeper.join(timeout=5)
 
@@ -341,7 +390,30 @@ class FaultDriver:
                 return name, hits
         return None
 
+    def mid_minute(self, fault: PlannedFault, stop: threading.Event) -> None:
+        """Kill the target between seconds 18 and 42 of a UTC minute, just after a whole second."""
+        low, high = MID_MINUTE_S
+        try:
+            while not stop.is_set():
+                now = time.time()
+                second = now % 60.0
+                if low <= second < high and 0.01 <= now % 1.0 <= 0.12:
+                    pid = self.pid_of(fault.target)
+                    if pid is not None and _age_s(pid) >= MID_MINUTE_UP_S:
+                        busy = [f"second {second:.2f} of the minute"]
+                        if self.kill_now(fault, fault.target, busy, quiet=True):
+                            return
+                stop.wait(0.01)
+            self.note(fault, "skipped", reason="the run ended before a mid-minute moment came")
+        except Exception as exc:  # logged, never fatal
+            self.note(fault, "failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self.waiting.discard(fault.target)
+
     def kill(self, fault: PlannedFault) -> None:
+        if fault.target in self.waiting:
+            self.note(fault, "skipped", reason="a mid-minute kill of it is pending")
+            return
         if fault.mode == "mid-takeover":
             found = None
             deadline = time.monotonic() + MODE_WAIT_S
@@ -368,28 +440,70 @@ class FaultDriver:
                 if busy:
                     break
                 time.sleep(0.01 if name.startswith("poller") else 0.05)
+        self.kill_now(fault, name, busy)
+
+    def kill_now(self, fault: PlannedFault, name: str, busy: list[str] | None, quiet: bool = False) -> bool:
+        """``kill -9`` the target now and log it; False (logged unless ``quiet``) if it was not running."""
         pid = self.pid_of(name)
         if pid is None:
-            self.note(fault, "skipped", reason="not running")
-            return
+            if not quiet:
+                self.note(fault, "skipped", reason="not running")
+            return False
+        before = self.held(name)
         if name in self.processes:
             killed = self.processes[name].kill9()
         else:
             killed = pid
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        killed_at = time.time()
         if killed is None:
-            self.note(fault, "skipped", reason="not running")
-            return
-        self.last_kill[name] = time.time()
+            if not quiet:
+                self.note(fault, "skipped", reason="not running")
+            return False
+        self.last_kill[name] = killed_at
+        held = self.held_when_dead(name, killed, before)
         self.log.write(
-            "kill", target=name, pid=killed, mode=fault.mode, busy=busy or [], planned_s=fault.at_s
+            "kill",
+            t=killed_at,
+            target=name,
+            pid=killed,
+            mode=fault.mode,
+            busy=busy or [],
+            planned_s=fault.at_s,
+            minute_s=round(killed_at % 60.0, 2),
+            held=held,
         )
         self.echo(
-            f"chaos: +{time.time() - self.started:.1f}s kill -9 {name} (pid {killed}, {fault.mode}"
+            f"chaos: +{killed_at - self.started:.1f}s kill -9 {name} (pid {killed}, {fault.mode}"
             + (f": {'; '.join(busy[:3])}" if busy else ": idle")
-            + ")"
+            + f"; second {killed_at % 60.0:.1f} of the minute)"
         )
+        return True
+
+    def held(self, name: str) -> list[dict[str, Any]]:
+        """The deliveries a Lambda worker's batch holds (job id, slot, attempt); [] for the others."""
+        if name not in LAMBDA_WORKERS:
+            return []
+        return [
+            {"job_id": m.get("job_id"), "slot": m.get("slot"), "attempt": m.get("attempt")}
+            for m in self.inflight(name)
+            if m.get("job_id") and m.get("slot")
+        ]
+
+    def held_when_dead(self, name: str, pid: int, before: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """What the worker held when it died: its batch file read once it is gone (before its
+        successor returns the batch), with what it held just before the kill."""
+        if name not in LAMBDA_WORKERS:
+            return []
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and (
+            self.processes[name].running() if name in self.processes else _alive(pid)
+        ):
+            time.sleep(0.005)
+        out = list(before)
+        out += [item for item in self.held(name) if item not in out]
+        return out
 
     # ------------------------------------------------------------------ a second, skewed poller
 
