@@ -1,6 +1,6 @@
 """Benchmark 4: dollars per million triggers, all in, from counted requests.
 
-The real poller (``runtime.dispatcher_from``), the real worker (``Worker.from_settings``
+The real poller (``runtime.poller_from``), the real worker (``Worker.from_settings``
 with an instant target, fed the way the Lambda SQS event source feeds it: receive ten,
 process, delete in a batch), the tick (``functions/tick``) and history reads run against
 moto in-process (``mock_aws``) on a ``ManualClock``. A boto3 hook counts every request,
@@ -204,7 +204,7 @@ def run(
     from punctual.models import JobSpec
     from punctual.observability import NullMetrics
     from punctual.queues import SqsQueues
-    from punctual.runtime import dispatcher_from, layout_from, store_from
+    from punctual.runtime import poller_from, layout_from, store_from
     from punctual.settings import Settings
 
     meter.reset()
@@ -232,7 +232,7 @@ def run(
                 }
             )
             service.register("default", spec, job_id=job_id)
-        dispatcher = dispatcher_from(settings, clock=clock, metrics=NullMetrics())
+        dispatcher = poller_from(settings, clock=clock, metrics=NullMetrics())
         worker = Worker.from_settings(
             settings, lease_timers=False, invoker=InstantTarget(), clock=clock, metrics=NullMetrics()
         )
@@ -300,7 +300,7 @@ def run(
                 if steady and started_runs in (2, minutes):
                     window.append(meter.snapshot())
                 meter.phase = "poller"
-                minute_run = dispatcher.minute_run(minute)
+                minute_run = dispatcher.minute_poll(minute)
                 minute_run.start()
                 active.append([now, minute_run])
             for item in list(active):

@@ -1,6 +1,6 @@
 """Benchmark 3: the scheduler's own CPU cost per trigger (no AWS, no moto).
 
-The poller (``Dispatcher`` minute runs, driven step by step on a ``ManualClock``) and the
+The poller (``Poller`` minute polls, driven step by step on a ``ManualClock``) and the
 worker core (``Worker.process``: claim, run, finish) run against ``MemoryStore`` and
 ``MemoryQueues`` with a target that answers at once. Every message goes through the same
 SQS encoding the cloud path uses (body, group id, dedup id; then the body decoded). The
@@ -32,7 +32,7 @@ from typing import Any
 import benchlib
 
 from punctual.clock import ManualClock
-from punctual.dispatch import DispatchConfig, Dispatcher, MinuteRun
+from punctual.polling import MinutePoll, Poller, PollerConfig
 from punctual.execution import MemoryFailureSink, Worker, WorkerConfig
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import Execution, ExecutionStatus, Job, JobSpec
@@ -123,7 +123,7 @@ class NoCopyStore(MemoryStore):
 
 def build(
     jobs: int, layout: TimerLayout, store: MemoryStore
-) -> tuple[MemoryQueues, ManualClock, Dispatcher, Worker]:
+) -> tuple[MemoryQueues, ManualClock, Poller, Worker]:
     clock = ManualClock(T0 - timedelta(minutes=5))
     queues = MemoryQueues(now=clock.now)
     service = JobService(store, queues, clock, layout, QueueRouting((QUEUE,), ()), max_jobs_per_tenant=10**9)
@@ -138,8 +138,8 @@ def build(
             }
         )
         service.register("default", spec, job_id=job_id)
-    config = DispatchConfig(layout=layout, short_queue_urls=(QUEUE,), grace_s=5.0, concurrency=8)
-    dispatcher = Dispatcher(store, queues, clock, config)
+    config = PollerConfig(layout=layout, short_queue_urls=(QUEUE,), grace_s=5.0, concurrency=8)
+    dispatcher = Poller(store, queues, clock, config)
     worker = Worker(
         store,
         queues,
@@ -177,7 +177,7 @@ def simulate(
         (T0 + timedelta(minutes=k) - timedelta(seconds=LEAD_S), T0 + timedelta(minutes=k))
         for k in range(minutes)
     ]
-    active: list[list[Any]] = []  # [wake, MinuteRun]
+    active: list[list[Any]] = []  # [wake, MinutePoll]
     clock.set(pending[0][0])
     gc.collect()
     if profiler is not None:
@@ -189,7 +189,7 @@ def simulate(
         t = cpu()
         while pending and pending[0][0] <= now:
             _, minute = pending.pop(0)
-            run: MinuteRun = dispatcher.minute_run(minute)
+            run: MinutePoll = dispatcher.minute_poll(minute)
             run.start()
             active.append([now, run])
         for item in list(active):

@@ -32,7 +32,7 @@ import boto3
 from moto import mock_aws
 
 from punctual.clock import ManualClock
-from punctual.dispatch import DispatchConfig, Dispatcher
+from punctual.polling import Poller, PollerConfig
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import JobSpec
 from punctual.queues import MemoryQueues, SqsQueues
@@ -65,7 +65,7 @@ def _seed(count: int) -> tuple[MemoryStore, list]:  # type: ignore[type-arg]
 
 def _run(store, queues, config) -> float:  # type: ignore[no-untyped-def]
     clock = ManualClock(MINUTE - timedelta(seconds=10))
-    dispatcher = Dispatcher(store, queues, clock, config)
+    dispatcher = Poller(store, queues, clock, config)
     started = time.perf_counter()
     report = dispatcher.run_minute(MINUTE)
     elapsed = time.perf_counter() - started
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     memory_store, jobs = _seed(args.jobs)
     timers = [t for bucket in memory_store._buckets.values() for _, t in bucket]
-    config = DispatchConfig(layout=LAYOUT, short_queue_urls=("q",), poll_interval_s=5)
+    config = PollerConfig(layout=LAYOUT, short_queue_urls=("q",), poll_interval_s=5)
     mem_elapsed, _ = _run(memory_store, MemoryQueues(now=lambda: MINUTE), config)
 
     with mock_aws():
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
         consumer = threading.Thread(target=consume, daemon=True)
         consumer.start()
-        config = DispatchConfig(layout=LAYOUT, short_queue_urls=(url,), poll_interval_s=5, concurrency=8)
+        config = PollerConfig(layout=LAYOUT, short_queue_urls=(url,), poll_interval_s=5, concurrency=8)
         moto_elapsed, moto_report = _run(store, SqsQueues(sqs, concurrency=8), config)
         stop.set()
         consumer.join(timeout=120)

@@ -4,7 +4,7 @@ The poller writes the next timers of each release together, and the DynamoDB sto
 those that share a bucket and a due window into one item (``DynamoStore._timer_rows``).
 How well they pack depends on how many timers one release holds, which depends on the
 rate per poller: the cost benchmark's small moto run (a few triggers a second) packs
-poorly, a poller at 10,000/s packs well. This benchmark runs the real ``Dispatcher`` of
+poorly, a poller at 10,000/s packs well. This benchmark runs the real ``Poller`` of
 ONE shard group of a 10,000/s deployment (shard counts and group count from cdk.json)
 against the in-memory store on a simulated clock, and prices every ``put_timers`` call
 as the DynamoDB items it would write: write units per next timer, bytes per packed entry.
@@ -29,7 +29,7 @@ import awsmeter
 import benchlib
 
 from punctual.clock import ManualClock
-from punctual.dispatch import DispatchConfig, Dispatcher, MinuteRun
+from punctual.polling import MinutePoll, Poller, PollerConfig
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import JobSpec
 from punctual.queues import MemoryQueues
@@ -118,13 +118,13 @@ def run(rate: float, minutes: int) -> dict[str, Any]:
         )
         service.register(f"arn:aws:iam::123456789012:role/team-{index % TENANTS:03d}", spec, job_id=job_id)
     registered_s = time.perf_counter() - started
-    dispatcher = Dispatcher(store, queues, clock, DispatchConfig(layout=layout, short_queue_urls=(QUEUE,)))
+    dispatcher = Poller(store, queues, clock, PollerConfig(layout=layout, short_queue_urls=(QUEUE,)))
     store.armed = True
     released = 0
     for k in range(minutes):
         minute = T0 + timedelta(minutes=k)
         clock.set(minute - timedelta(seconds=LEAD_S))
-        run_: MinuteRun = dispatcher.minute_run(minute, group=0, group_count=groups)
+        run_: MinutePoll = dispatcher.minute_poll(minute, group=0, group_count=groups)
         run_.start()
         while (wake := run_.step()) is not None:
             released += len(queues.drain(QUEUE))
@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--no-json", action="store_true")
     args = parser.parse_args()
     benchlib.heading(
-        "Timer writes per trigger at scale (real Dispatcher, in-memory store, priced as DynamoDB)"
+        "Timer writes per trigger at scale (real Poller, in-memory store, priced as DynamoDB)"
     )
     result = run(args.rate, args.minutes)
     print(

@@ -13,7 +13,7 @@ from typing import Any
 
 from factories import job as make_job
 from punctual.clock import ManualClock
-from punctual.dispatch import DispatchConfig, Dispatcher
+from punctual.polling import Poller, PollerConfig
 from punctual.execution import Delivery, HandleResult, MemoryFailureSink, Worker, WorkerConfig
 from punctual.models import Job, Overlap
 from punctual.observability import RecordingMetrics
@@ -164,11 +164,11 @@ class Rig:
         found = [t for t in found if start <= t.due <= end and (kind is None or t.kind is kind)]
         return sorted(found, key=lambda t: (t.due_ms, t.sk))
 
-    def dispatcher(self) -> Dispatcher:
-        config = DispatchConfig(
+    def dispatcher(self) -> Poller:
+        config = PollerConfig(
             layout=LAYOUT, short_queue_urls=(SHORT,), long_queue_urls=(LONG,), concurrency=1
         )
-        return Dispatcher(self.store, self.queues, self.clock, config)
+        return Poller(self.store, self.queues, self.clock, config)
 
     def poll(self, lookback: timedelta = timedelta(minutes=15)) -> list[Timer]:
         """What a poller does now: release every due timer not released before."""

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from punctual.clock import ManualClock, OffsetClock
-from punctual.dispatch import DispatchConfig, Dispatcher, MinuteRun
-from punctual.queues import DispatchMessage, MemoryQueues
+from punctual.polling import MinutePoll, Poller, PollerConfig
+from punctual.queues import DispatchMessage, MemoryQueues, QueuePort
 from punctual.store.base import JobStore
 from punctual.timers import TimerLayout
 
@@ -34,17 +34,17 @@ class RecordingQueues(MemoryQueues):
 
 
 @dataclass
-class Poller:
+class Node:
     """A poller node: its own skewed view of the base clock."""
 
-    dispatcher: Dispatcher
+    poller: Poller
     offset_s: float = 0.0
 
 
 @dataclass
 class _Active:
-    run: MinuteRun
-    poller: Poller
+    run: MinutePoll
+    node: Node
     wake: datetime  # base-clock instant
     started: bool = False
 
@@ -54,8 +54,8 @@ class Simulation:
     store: JobStore
     base: ManualClock
     queues: RecordingQueues = field(init=False)
-    config: DispatchConfig = field(
-        default_factory=lambda: DispatchConfig(
+    config: PollerConfig = field(
+        default_factory=lambda: PollerConfig(
             layout=LAYOUT,
             short_queue_urls=(SHORT,),
             long_queue_urls=(LONG,),
@@ -67,22 +67,24 @@ class Simulation:
     def __post_init__(self) -> None:
         self.queues = RecordingQueues(self.base)
 
-    def poller(self, offset_s: float = 0.0, store: JobStore | None = None) -> Poller:
+    def poller(
+        self, offset_s: float = 0.0, store: JobStore | None = None, queues: QueuePort | None = None
+    ) -> Node:
         clock = OffsetClock(self.base, offset_s) if offset_s else self.base
-        return Poller(Dispatcher(store or self.store, self.queues, clock, self.config), offset_s)
+        return Node(Poller(store or self.store, queues or self.queues, clock, self.config), offset_s)
 
     def run(
         self,
         minutes: list[datetime],
         until: datetime,
-        pollers: list[Poller] | None = None,
+        pollers: list[Node] | None = None,
         events: list[tuple[datetime, Callable[[], object]]] | None = None,
     ) -> None:
         """Run, for every minute, one minute-run per poller, each started ``lead_s`` early
         by its own clock, until the base clock reaches ``until``."""
         pollers = pollers or [self.poller()]
         pending = [
-            _Active(p.dispatcher.minute_run(m), p, m - timedelta(seconds=self.lead_s + p.offset_s))
+            _Active(p.poller.minute_poll(m), p, m - timedelta(seconds=self.lead_s + p.offset_s))
             for m in minutes
             for p in pollers
         ]
@@ -106,7 +108,7 @@ class Simulation:
                         item.run.finish()
                         active.remove(item)
                     else:
-                        item.wake = wake - timedelta(seconds=item.poller.offset_s)
+                        item.wake = wake - timedelta(seconds=item.node.offset_s)
             if not active and not pending:
                 break
             upcoming = [a.wake for a in active + pending] + [until] + [e[0] for e in todo[:1]]

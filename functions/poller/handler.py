@@ -1,6 +1,6 @@
 """Poller Lambda: owns one (minute, shard group) given by the Step Functions Map, for the minute.
 
-Every decision lives in :mod:`punctual.dispatch`; this parses the item, wires the core from
+Every decision lives in :mod:`punctual.polling`; this parses the item, wires the core from
 ``PUNCTUAL_*`` settings and stops early when the invocation is about to run out of time
 (the next minute's poller then drains what is left from the watermark).
 """

@@ -14,6 +14,7 @@ from factories import spec
 from punctual.clock import ManualClock
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import Execution, ExecutionStatus
+from punctual.polling import Poller
 from punctual.store.base import JobStore
 from punctual.timers import Lane, TimerKind, minute_of, slot_key
 from simulation import LAYOUT, SHORT, Simulation
@@ -115,8 +116,7 @@ def test_poller_dies_mid_minute_next_one_resumes(store, clock, sim, t0):  # type
     ]
     ids += [jobs.register("default", spec(f"cron({i} * * * ? *)"))[0].id for i in (0, 1)]
     # When the poller of t0 dies on its fifth send
-    dying = sim.poller(store=store)
-    dying.dispatcher.queues = _CrashOnce(sim.queues, "send", after=4)
+    dying = sim.poller(queues=_CrashOnce(sim.queues, "send", after=4))
     with pytest.raises(Crash):
         sim.run([t0], until=t0 + timedelta(minutes=2), pollers=[dying])
     # Then the next minute's poller drains t0's bucket from the watermark: nothing missed
@@ -165,9 +165,13 @@ def test_stale_versions_are_not_released(store, clock, sim, t0):  # type: ignore
     # Then nothing of the stale versions is released; the new spec fires on its own slots
     assert sim.slots(deleted.id) == []
     assert sim.slots(changed.id) == [slot_key(t0 + timedelta(seconds=30 + 60 * i)) for i in range(2)]
-    # And resume continues under catch-up 'latest': t0 was missed, t0+1m is on time, then t0+2m
-    assert sim.slots(paused.id) == [slot_key(t0 + timedelta(minutes=m)) for m in (1, 2)]
+    # And the slot due while paused has a record that says so (no worker here to run it later)
+    missed = store.get_execution("default", paused.id, slot_key(t0))
+    assert missed is not None and (missed.status, missed.error) == (ExecutionStatus.MISSED, "job paused")
     assert store.get_job("default", paused.id).skipped_slots == 1
+    # And resume continues under the default catch-up 'all': t0, missed while paused, runs
+    # after all, then t0+1m and t0+2m on time
+    assert sim.slots(paused.id) == [slot_key(t0 + timedelta(minutes=m)) for m in (0, 1, 2)]
 
 
 def test_near_lane_on_time(store, clock, sim, t0):  # type: ignore[no-untyped-def]
@@ -246,8 +250,7 @@ def test_throttling_and_partial_failures(store, clock, sim, t0):  # type: ignore
     ids = [
         jobs.register("default", spec("rate(30 seconds)", start_at=t0.isoformat()))[0].id for _ in range(30)
     ]
-    flaky = sim.poller(store=_Flaky(store, random.Random(7)))
-    flaky.dispatcher.queues = _Flaky(sim.queues, random.Random(8))
+    flaky = sim.poller(store=_Flaky(store, random.Random(7)), queues=_Flaky(sim.queues, random.Random(8)))
     sim.run(
         minutes(t0 - timedelta(minutes=5), 7), until=t0 + timedelta(minutes=1, seconds=31), pollers=[flaky]
     )
@@ -264,9 +267,7 @@ def test_backlog_counts_due_timers_left_unreleased(store, clock, sim, t0):  # ty
         jobs.register("default", spec("rate(1 hour)", start_at=t0.isoformat()))
     clock.set(t0 - timedelta(seconds=10))
     metrics = RecordingMetrics()
-    poller = sim.poller()
-    poller.dispatcher.metrics = metrics
-    run = poller.dispatcher.minute_run(t0)
+    run = Poller(store, sim.queues, clock, sim.config, metrics).minute_poll(t0)
     run.start()
     clock.set(t0 + timedelta(seconds=1))
     assert run.backlog(clock.now()) == 3  # due, held, not yet released
@@ -309,7 +310,7 @@ def test_two_thousand_jobs_in_one_minute_on_moto(t0: datetime) -> None:
     import boto3
     from moto import mock_aws
 
-    from punctual.dispatch import DispatchConfig, Dispatcher
+    from punctual.polling import Poller, PollerConfig
     from punctual.queues import DispatchMessage, SqsQueues
     from punctual.store.dynamo import DynamoStore, job_pk, table_definition
     from punctual.store.memory import MemoryStore
@@ -352,8 +353,8 @@ def test_two_thousand_jobs_in_one_minute_on_moto(t0: datetime) -> None:
         store.put_timers(timers)
         clock.set(t0 - timedelta(seconds=10))
         # (moto's Query reads the whole table: poll the near lane less often in this test)
-        config = DispatchConfig(layout=LAYOUT, short_queue_urls=(url,), poll_interval_s=5)
-        Dispatcher(store, queues, clock, config).run_minute(t0)
+        config = PollerConfig(layout=LAYOUT, short_queue_urls=(url,), poll_interval_s=5)
+        Poller(store, queues, clock, config).run_minute(t0)
         # Then every job was released once, and each shard's jobs in due order
         assert Counter(m.job_id for m in received) == Counter(due.keys())
         for shard in range(LAYOUT.shard_count):

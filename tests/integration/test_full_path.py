@@ -1,6 +1,6 @@
 """The whole path on moto: register, dispatch, claim, run, fail twice, succeed on the third attempt.
 
-Every part is the real one (JobService, DynamoDB store, the poller's Dispatcher, SQS FIFO,
+Every part is the real one (JobService, DynamoDB store, the Poller, SQS FIFO,
 the worker core) except the target, which answers 503, 503, then 200. Time is a manual clock,
 so each step happens at the instant the design says it should.
 """
@@ -14,7 +14,7 @@ import boto3
 from execution_harness import FakeTarget
 from factories import spec
 from punctual.clock import ManualClock
-from punctual.dispatch import DispatchConfig, Dispatcher
+from punctual.polling import Poller, PollerConfig
 from punctual.execution import Delivery, MemoryFailureSink, Worker, WorkerConfig
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import ExecutionStatus
@@ -35,7 +35,7 @@ def test_register_dispatch_fail_twice_succeed_on_the_third_attempt(dynamo_client
     queue_url = sqs.create_queue(QueueName="short.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     queues = SqsQueues(sqs)
     jobs = JobService(store, queues, clock, LAYOUT, QueueRouting((queue_url,), ()))
-    poller = Dispatcher(store, queues, clock, DispatchConfig(layout=LAYOUT, short_queue_urls=(queue_url,)))
+    poller = Poller(store, queues, clock, PollerConfig(layout=LAYOUT, short_queue_urls=(queue_url,)))
     target = FakeTarget(
         TargetResult.retryable("HTTP 503 Service Unavailable"),
         TargetResult.retryable("HTTP 503 Service Unavailable"),

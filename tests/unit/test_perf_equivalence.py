@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from factories import job
 from punctual.clock import ManualClock
-from punctual.dispatch import DispatchConfig, Dispatcher
+from punctual.polling import Poller, PollerConfig
 from punctual.execution import new_owner, owner_of
 from punctual.models import AttemptRecord, CatchupKind, Execution, ExecutionStatus, Job
 from punctual.planning import MAX_RELEASE_PER_TIMER, MISSED_AFTER_S, dispatch_instant, next_slot, plan_release
@@ -153,8 +153,8 @@ def test_slot_instant_refuses_what_strptime_refused_with_its_message(key: str) -
 
 def test_a_timer_read_again_is_held_once() -> None:
     clock = ManualClock(T)
-    dispatcher = Dispatcher(MemoryStore(), MemoryQueues(now=clock.now), clock, DispatchConfig())
-    run = dispatcher.minute_run(T)
+    dispatcher = Poller(MemoryStore(), MemoryQueues(now=clock.now), clock, PollerConfig())
+    run = dispatcher.minute_poll(T)
     base = dict(
         lane=Lane.NEAR, shard=3, due_ms=round(T.timestamp() * 1000) + 500, job_id="j", tenant="t", slot="s"
     )
@@ -162,14 +162,14 @@ def test_a_timer_read_again_is_held_once() -> None:
     same_row = Timer(**base, attempt=1, kind=TimerKind.FIRE, job_version=1)  # type: ignore[arg-type]
     next_attempt = Timer(**base, attempt=2, kind=TimerKind.RETRY, job_version=1)  # type: ignore[arg-type]
     other_shard = Timer(**{**base, "shard": 4, "job_id": "k"}, attempt=1, kind=TimerKind.FIRE, job_version=1)  # type: ignore[arg-type]
-    run.hold([first])
-    run.hold([same_row, next_attempt, first])
-    run.hold([other_shard, next_attempt])
-    assert [entry[-1] for entry in sorted(run.heap)] == sorted(
+    run.drain.hold([first])
+    run.drain.hold([same_row, next_attempt, first])
+    run.drain.hold([other_shard, next_attempt])
+    assert [entry[-1] for entry in sorted(run.drain.heap)] == sorted(
         [first, next_attempt, other_shard], key=lambda t: (t.due_ms, t.sk)
     )
     # One key per (pk, sk) row, as before.
-    assert len(run.held) == len({(t.pk, t.sk) for t in (first, next_attempt, other_shard)})
+    assert len(run.drain.held) == len({(t.pk, t.sk) for t in (first, next_attempt, other_shard)})
 
 
 def test_one_timer_in_both_lanes_is_held_twice_and_released() -> None:
@@ -177,17 +177,17 @@ def test_one_timer_in_both_lanes_is_held_twice_and_released() -> None:
     # into the far and the near lane; holding both must not make the heap compare Timers.
     clock = ManualClock(T)
     store, queues = MemoryStore(), MemoryQueues(now=clock.now)
-    dispatcher = Dispatcher(store, queues, clock, DispatchConfig())
-    run = dispatcher.minute_run(T)
+    dispatcher = Poller(store, queues, clock, PollerConfig())
+    run = dispatcher.minute_poll(T)
     base = dict(due_ms=round(T.timestamp() * 1000) + 500, job_id="j", tenant="t", slot="s", attempt=1)
     far = Timer(lane=Lane.FAR, shard=7, kind=TimerKind.FIRE, job_version=1, **base)  # type: ignore[arg-type]
     near = Timer(lane=Lane.NEAR, shard=3, kind=TimerKind.FIRE, job_version=1, **base)  # type: ignore[arg-type]
-    run.hold([far])
-    run.hold([near])
-    assert sorted(entry[-1].lane for entry in run.heap) == [Lane.NEAR, Lane.FAR]
+    run.drain.hold([far])
+    run.drain.hold([near])
+    assert sorted(entry[-1].lane for entry in run.drain.heap) == [Lane.NEAR, Lane.FAR]
     clock.set(T + timedelta(seconds=1))
-    run._release_due()  # the job does not exist: both are stale, neither raises
-    assert run.heap == [] and run.report.stale == 2
+    run._release_due()  # one slot: released once (here stale: the job does not exist), no raise
+    assert run.drain.heap == [] and (run.report.stale, run.report.superseded) == (1, 1)
 
 
 def _plan_reference(
@@ -274,11 +274,11 @@ def test_record_copies_are_what_pydantic_copies_were() -> None:
 
 def test_backlog_counts_every_held_timer_already_due() -> None:
     clock = ManualClock(T)
-    dispatcher = Dispatcher(MemoryStore(), MemoryQueues(now=clock.now), clock, DispatchConfig())
-    run = dispatcher.minute_run(T)
+    dispatcher = Poller(MemoryStore(), MemoryQueues(now=clock.now), clock, PollerConfig())
+    run = dispatcher.minute_poll(T)
     start_ms = round(T.timestamp() * 1000)
     dues = [start_ms + rng.randint(0, 60_000) for _ in range(500)] + [start_ms] * 20
-    run.hold(
+    run.drain.hold(
         Timer(Lane.FAR, 1, due, f"job-{i}", "t", "s", 1, TimerKind.FIRE, 1) for i, due in enumerate(dues)
     )
     assert run.backlog(T - timedelta(seconds=1)) == 0

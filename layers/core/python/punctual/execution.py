@@ -107,6 +107,9 @@ TRANSITIONS: Mapping[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
     _S.FAILED: frozenset(),
     _S.TIMED_OUT: frozenset(),
     _S.SKIPPED: frozenset(),
+    # A slot the poller recorded as missed (the job was paused, say) that a later release runs
+    # after all: resuming with catch-up ``all`` releases the slots missed while paused.
+    _S.MISSED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
 }
 
 
@@ -194,6 +197,8 @@ def decide_claim(
             return ClaimDecision(ClaimAction.START, "new slot")
         return ClaimDecision(ClaimAction.DROP, f"no record for attempt {n} (expired or never started)")
     status = current.status
+    if status is ExecutionStatus.MISSED and (n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)):
+        return ClaimDecision(ClaimAction.START, "slot recorded missed is released after all")
     if status is ExecutionStatus.QUEUED:
         if current.attempt == n:
             return ClaimDecision(ClaimAction.START, "queued slot")
@@ -761,6 +766,8 @@ class Worker:
         now: datetime,
     ) -> Claim:
         expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
+        if current is not None and current.status is ExecutionStatus.MISSED:
+            current = None  # the record only said why the slot had not run: start it afresh
         base = current or Execution(
             job_id=job.id,
             tenant=job.tenant,

@@ -251,7 +251,8 @@ class CatchupKind(StrEnum):
 class CatchupPolicy(_Strict):
     """What happens to slots missed while the scheduler was down or the job paused."""
 
-    policy: CatchupKind = CatchupKind.LATEST
+    # Exactly once means not zero times: by default every slot owed within the window runs.
+    policy: CatchupKind = CatchupKind.ALL
     window_seconds: int = Field(default=3600, ge=0, le=7 * 86400)
 
 
@@ -412,6 +413,7 @@ class ExecutionStatus(StrEnum):
     TIMED_OUT = "TIMED_OUT"
     RETRY_WAIT = "RETRY_WAIT"
     SKIPPED = "SKIPPED"
+    MISSED = "MISSED"  # never run: the catch-up policy, its window, or a paused/deleted job (see error)
 
     @property
     def terminal(self) -> bool:
@@ -420,6 +422,7 @@ class ExecutionStatus(StrEnum):
             ExecutionStatus.FAILED,
             ExecutionStatus.TIMED_OUT,
             ExecutionStatus.SKIPPED,
+            ExecutionStatus.MISSED,
         )
 
 

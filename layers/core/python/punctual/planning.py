@@ -14,7 +14,9 @@ from punctual import schedules
 from punctual.models import CatchupKind, Job, JobSpec
 
 MISSED_AFTER_S = 60  # a slot released later than this is "missed": the catch-up policy decides
-MAX_RELEASE_PER_TIMER = 1000  # catch-up releases at most this many slots per timer, then chains on
+# Catch-up releases at most this many slots per timer, then chains on through a near timer due
+# now: a long outage drains a job a poll interval at a time, never in one unbounded release.
+MAX_RELEASE_PER_TIMER = 120
 _ONE_SECOND = timedelta(seconds=1)
 
 
@@ -77,14 +79,24 @@ def dispatch_instant(job: Job, slot: datetime) -> datetime:
     return slot + timedelta(seconds=schedules.jitter_offset_s(job.id, slot, job.jitter_seconds))
 
 
+MISSED_BY_LATEST = "catch-up policy latest: a newer slot ran instead"
+MISSED_BY_NONE = "catch-up policy none: missed slots are not run"
+MISSED_OUTSIDE_WINDOW = "older than the catch-up window"
+
+
 @dataclass
 class ReleasePlan:
     """What one fire timer leads to."""
 
     release: list[datetime] = field(default_factory=list)  # slots to send, oldest first
-    skipped: int = 0  # missed slots the catch-up policy drops
+    missed: list[tuple[datetime, str]] = field(default_factory=list)  # slots dropped, and why
     next_slot: datetime | None = None  # the slot of the timer to write next (None: the job completes)
     chain: bool = True  # False for delay(...) jobs, which chain from finish times
+
+    @property
+    def skipped(self) -> int:
+        """How many slots the catch-up policy drops."""
+        return len(self.missed)
 
 
 def plan_release(job: Job, slot: datetime, now: datetime) -> ReleasePlan:
@@ -114,17 +126,19 @@ def plan_release(job: Job, slot: datetime, now: datetime) -> ReleasePlan:
     missed_before = now - timedelta(seconds=MISSED_AFTER_S)
     if len(due) == 1 and instants[0] >= missed_before:
         # The common case, one slot on time: every policy releases just it.
-        return ReleasePlan(release=due, skipped=0, next_slot=current)
+        return ReleasePlan(release=due, next_slot=current)
     on_time = [s for s, at in zip(due, instants, strict=True) if at >= missed_before]
     missed = [(s, at) for s, at in zip(due, instants, strict=True) if at < missed_before]
     window_start = now - timedelta(seconds=job.catchup.window_seconds)
     in_window = [s for s, at in missed if at >= window_start]
     policy = job.catchup.policy
     if policy is CatchupKind.ALL:
-        chosen = in_window
+        chosen, reason = in_window, MISSED_BY_NONE
     elif policy is CatchupKind.LATEST:
-        chosen = in_window[-1:] if not on_time else []
+        chosen, reason = (in_window[-1:] if not on_time else []), MISSED_BY_LATEST
     else:
-        chosen = []
-    release = chosen + on_time
-    return ReleasePlan(release=release, skipped=len(due) - len(release), next_slot=current)
+        chosen, reason = [], MISSED_BY_NONE
+    kept = set(chosen)
+    window = set(in_window)
+    missed = [(s, reason if s in window else MISSED_OUTSIDE_WINDOW) for s, _ in missed if s not in kept]
+    return ReleasePlan(release=chosen + on_time, missed=missed, next_slot=current)

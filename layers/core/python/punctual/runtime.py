@@ -10,7 +10,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 
 from punctual import aws
 from punctual.clock import Clock, SystemClock
-from punctual.dispatch import DispatchConfig, Dispatcher
+from punctual.polling import Poller, PollerConfig
 from punctual.observability import MetricsSink
 from punctual.queues import SqsQueues
 from punctual.settings import Settings
@@ -36,19 +36,20 @@ def store_from(settings: Settings) -> DynamoStore:
     return DynamoStore(aws.client("dynamodb"), settings.table_name, layout_from(settings))
 
 
-def dispatcher_from(
+def poller_from(
     settings: Settings, clock: Clock | None = None, metrics: MetricsSink | None = None
-) -> Dispatcher:
-    config = DispatchConfig(
+) -> Poller:
+    config = PollerConfig(
         layout=layout_from(settings),
         short_queue_urls=tuple(settings.short_queue_urls),
         long_queue_urls=tuple(settings.long_queue_urls),
         poll_interval_s=settings.poll_interval_ms / 1000,
         grace_s=float(settings.poller_grace_s),
+        retention_days=settings.retention_days,
         concurrency=settings.queue_send_concurrency,
     )
     queues = SqsQueues(aws.client("sqs"), concurrency=settings.queue_send_concurrency)
-    return Dispatcher(
+    return Poller(
         store_from(settings), queues, clock or SystemClock(settings.clock_offset_s), config, metrics
     )
 
@@ -74,13 +75,14 @@ def run_poller(
         from punctual.lambda_support import PowertoolsMetrics
 
         metrics = PowertoolsMetrics()
-    dispatcher = dispatcher_from(settings, clock, metrics)
-    report = dispatcher.run_minute(item.minute, item.group, item.group_count, stop=stop)
+    poller = poller_from(settings, clock, metrics)
+    report = poller.run_minute(item.minute, item.group, item.group_count, stop=stop)
     delays = sorted(report.fire_delays_ms)
     return {
         "released": report.released,
         "stale": report.stale,
         "skipped": report.skipped,
+        "superseded": report.superseded,
         "completed": report.completed,
         "fire_delay_p99_ms": delays[int(0.99 * (len(delays) - 1))] if delays else None,
     }

@@ -80,6 +80,29 @@ class Expect:
         return not (self.check_owner or self.owner is not None) or current.owner == self.owner
 
 
+@dataclass(frozen=True)
+class ProgressMark:
+    """A poller's durable progress inside one minute: every timer of its shards (both lanes)
+    due at or before ``through_ms`` that it had read was released, next timers written.
+
+    The poller of (minute, ``group`` of ``group_count``) owns the shards with
+    ``shard % group_count == group``; marks of one minute written under other groupings
+    (a re-planned minute, a catch-up by another minute's poller) cover their own shards.
+    """
+
+    group: int
+    group_count: int
+    through_ms: int
+
+    def covers(self, shard: int) -> bool:
+        return shard % self.group_count == self.group
+
+
+def progress_of(marks: Iterable[ProgressMark], shard: int) -> int | None:
+    """How far ``shard``'s timers of a minute are known released (the furthest covering mark)."""
+    return max((m.through_ms for m in marks if m.covers(shard)), default=None)
+
+
 JobKey = tuple[str, str]  # (tenant, job_id)
 ExecutionKey = tuple[str, str, str]  # (tenant, job_id, slot)
 
@@ -179,6 +202,15 @@ class JobStore(ABC):
     @abstractmethod
     def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
         """Move each shard's watermark forward to ``minute``; never backward."""
+
+    @abstractmethod
+    def put_progress(self, minute: datetime, group: int, group_count: int, through_ms: int) -> None:
+        """Record that (``minute``, ``group`` of ``group_count``) released through ``through_ms``;
+        never moves a mark backward. Cheap (one small conditional write): called every few seconds."""
+
+    @abstractmethod
+    def get_progress(self, minute: datetime) -> list[ProgressMark]:
+        """Every progress mark written for ``minute`` (strongly consistent)."""
 
     # ---------------------------------------------------------------- executions
 

@@ -39,11 +39,13 @@ from punctual.store.base import (
     JobStore,
     LayoutMismatchError,
     Page,
+    ProgressMark,
     TenantLimitError,
     VersionConflictError,
 )
 from punctual.store.memory import tag_matches
 from punctual.timers import (
+    TTL_AFTER_DUE_S,
     Lane,
     Timer,
     TimerKind,
@@ -667,6 +669,42 @@ class DynamoStore(JobStore):
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
+
+    # Progress marks: one small item per (minute, shard group), ``progress#<minute>`` /
+    # ``<group>/<group_count>``, holding ``through_ms``; a conditional update never moves it
+    # back. A poller reads its minute's marks once when it starts (one Query).
+
+    def put_progress(self, minute: datetime, group: int, group_count: int, through_ms: int) -> None:
+        expires = int(minute.timestamp()) + TTL_AFTER_DUE_S
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(f"progress#{minute_key(minute)}"), "sk": _s(f"{group}/{group_count}")},
+                UpdateExpression="SET through_ms = :t, expires_at = :e",
+                ConditionExpression="attribute_not_exists(through_ms) OR through_ms < :t",
+                ExpressionAttributeValues={":t": _n(through_ms), ":e": _n(expires)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise  # a mark already further on is not an error: it stays
+
+    def get_progress(self, minute: datetime) -> list[ProgressMark]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": _s(f"progress#{minute_key(minute)}")},
+            "ConsistentRead": True,
+        }
+        marks: list[ProgressMark] = []
+        while True:
+            reply = self.client.query(**request)
+            for item in reply.get("Items", []):
+                group, _, count = item["sk"]["S"].partition("/")
+                marks.append(ProgressMark(int(group), int(count), int(item["through_ms"]["N"])))
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return marks
+            request["ExclusiveStartKey"] = last
 
     # ---------------------------------------------------------------- executions
 

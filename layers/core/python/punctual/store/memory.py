@@ -14,6 +14,7 @@ from datetime import datetime
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import (
+    ProgressMark,
     ExecutionConflictError,
     ExecutionKey,
     Expect,
@@ -44,6 +45,7 @@ class MemoryStore(JobStore):
         self._job_counts: dict[str, int] = {}  # per tenant: the limit check is not a scan
         self._buckets: dict[tuple[Lane, str, int], list[tuple[str, Timer]]] = defaultdict(list)
         self._watermarks: dict[tuple[Lane, int], datetime] = {}
+        self._progress: dict[tuple[str, int, int], int] = {}
         self._executions: dict[ExecutionKey, Execution] = {}
         self._parents_ok: dict[ExecutionKey, set[str]] = defaultdict(set)
         self._child_dispatched: set[ExecutionKey] = set()
@@ -176,6 +178,20 @@ class MemoryStore(JobStore):
                 current = self._watermarks.get((lane, shard))
                 if current is None or current < minute:
                     self._watermarks[(lane, shard)] = minute
+
+    def put_progress(self, minute: datetime, group: int, group_count: int, through_ms: int) -> None:
+        with self._lock:
+            key = (minute_key(minute), group, group_count)
+            self._progress[key] = max(self._progress.get(key, through_ms), through_ms)
+
+    def get_progress(self, minute: datetime) -> list[ProgressMark]:
+        wanted = minute_key(minute)
+        with self._lock:
+            return [
+                ProgressMark(group, count, through)
+                for (key, group, count), through in self._progress.items()
+                if key == wanted
+            ]
 
     # ---------------------------------------------------------------- executions
 

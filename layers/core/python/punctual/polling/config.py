@@ -1,0 +1,33 @@
+"""The poller's settings: shard layout, queues and timings (built from Settings by the runtime)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from punctual.timers import TimerLayout
+
+
+@dataclass
+class PollerConfig:
+    layout: TimerLayout = field(default_factory=TimerLayout)
+    short_queue_urls: Sequence[str] = ()
+    long_queue_urls: Sequence[str] = ()
+    poll_interval_s: float = 1.0
+    grace_s: float = 10.0  # how long past its minute a poller keeps reading that minute's near buckets
+    skew_s: float = 5.0  # the clock skew the near-lane look-back covers
+    max_catchup_minutes: int = 24 * 60  # timers live a day (TTL): older buckets are empty
+    concurrency: int = 8
+    # Durable progress: a poller that released something records how far it got at most this
+    # often, so a restart re-reads (and may re-send) only the last few seconds.
+    progress_interval_s: float = 2.0
+    # Catch-up of past minutes is interleaved with the minute's own releases, in slices of at
+    # most this many timers, at most one slice per ``catchup_pause_s``: a backlog of any size
+    # costs a bounded amount of work per step, and on-time slots go first.
+    catchup_timers_per_slice: int = 500
+    catchup_pause_s: float = 0.05
+    retention_days: int = 30  # how long a MISSED execution record is kept (as the worker's)
+
+    @property
+    def near_lookback_ms(self) -> int:
+        return int((self.skew_s + 2 * self.poll_interval_s) * 1000)

@@ -1,0 +1,296 @@
+"""Releasing due timers: send each slot to its FIFO queue, then write the job's next timer.
+
+**Send first, next timer second.** A crash between the two re-sends the same dedup id and
+re-writes the same next timer row, so nothing is lost or doubled.
+
+A release is *uncertain* when an earlier poller may already have made it (a restarted
+poller's first seconds, a dead poller's minute drained by another): then the slots'
+execution records are read first, and a slot a worker has already started is not sent
+again (the next timer is still written: it may be what the crash lost). Fire delay is
+counted once per slot, when it is sent for the first time as far as the poller can tell.
+
+A slot that is not run gets an execution record that says why (status MISSED): dropped by
+the catch-up policy or its window, or due while its job was paused. Those
+records are conditional puts, so a slot is counted missed once however often it is read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from punctual.clock import Clock
+from punctual.models import Execution, ExecutionStatus, Job, JobState, Runtime
+from punctual.observability import MetricsSink
+from punctual.planning import ReleasePlan, dispatch_instant, plan_release
+from punctual.polling.config import PollerConfig
+from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, pick_queue
+from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
+from punctual.timers import Timer, TimerKind, from_ms, slot_instant, slot_key
+
+log = logging.getLogger("punctual.polling")
+
+CHUNK = 100  # BatchGetItem's limit: timers are released in chunks of this many, concurrently
+MISSED_PAUSED = "job paused"
+
+
+@dataclass
+class ReleaseReport:
+    released: int = 0  # messages sent
+    stale: int = 0  # timers of a job gone, changed or paused, and follow-ups no longer wanted
+    superseded: int = 0  # timers and slots an earlier release already handled (not sent again)
+    skipped: int = 0  # slots newly recorded MISSED
+    completed: int = 0  # one-time jobs and jobs past their end, marked COMPLETED
+    fire_delays_ms: list[float] = field(default_factory=list)  # one per slot sent for the first time
+
+    def merge(self, other: ReleaseReport) -> None:
+        self.released += other.released
+        self.stale += other.stale
+        self.superseded += other.superseded
+        self.skipped += other.skipped
+        self.completed += other.completed
+        self.fire_delays_ms.extend(other.fire_delays_ms)
+
+
+@dataclass
+class _Outgoing:
+    """What one chunk sends and writes, gathered before anything is sent."""
+
+    messages: dict[str, list[DispatchMessage]] = field(default_factory=lambda: defaultdict(list))
+    delays_ms: list[float] = field(default_factory=list)
+    next_timers: list[Timer] = field(default_factory=list)
+    completions: list[Job] = field(default_factory=list)
+    missed: list[Execution] = field(default_factory=list)
+
+
+class SlotReleaser:
+    """Turns due timers into messages, next timers, MISSED records and completions.
+
+    Parameters
+    ----------
+    store, queues
+        The storage and FIFO queue ports.
+    clock
+        Every clock read goes through it.
+    config
+        Queues, layout and retention.
+    metrics
+        Where SlotsReleased, FireDelayMs, SlotsMissed and StaleTimersIgnored go.
+    pool
+        Runs chunks of a large release concurrently.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        queues: QueuePort,
+        clock: Clock,
+        config: PollerConfig,
+        metrics: MetricsSink,
+        pool: ThreadPoolExecutor,
+    ) -> None:
+        self.store = store
+        self.queues = queues
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics
+        self.pool = pool
+
+    def queue_for(self, job: Job) -> str:
+        urls = self.config.long_queue_urls if job.runtime is Runtime.ECS else self.config.short_queue_urls
+        return pick_queue(urls or self.config.short_queue_urls, job.id)
+
+    def release(self, timers: Sequence[Timer], uncertain: bool = False) -> ReleaseReport:
+        """Release due timers now. ``uncertain``: they may have been released before.
+
+        Raises if a send or a write fails after retries; the caller keeps the timers and
+        tries again (a repeat is harmless: same dedup ids, same timer rows).
+        """
+        report = ReleaseReport()
+        if not timers:
+            return report
+        chunks = [timers[i : i + CHUNK] for i in range(0, len(timers), CHUNK)]
+        if len(chunks) == 1:
+            report.merge(self._release_chunk(chunks[0], uncertain))
+        else:
+            futures = [self.pool.submit(self._release_chunk, chunk, uncertain) for chunk in chunks]
+            for future in futures:
+                report.merge(future.result())
+        self._record(report)
+        return report
+
+    def _release_chunk(self, timers: Sequence[Timer], uncertain: bool) -> ReleaseReport:
+        now = self.clock.now()
+        report = ReleaseReport()
+        out = _Outgoing()
+        # Eventually consistent (half the read cost): a job paused or replaced a moment ago may
+        # release one more slot of the old version, which the worker's claim re-checks.
+        jobs = self.store.batch_get_jobs({(t.tenant, t.job_id) for t in timers}, consistent=False)
+        fire = [t for t in timers if t.kind is TimerKind.FIRE]
+        plans: list[tuple[Job, ReleasePlan]] = []
+        for timer in fire:
+            job = jobs.get((timer.tenant, timer.job_id))
+            if job is None or job.state is not JobState.ENABLED or job.version != timer.job_version:
+                report.stale += 1
+                if job is not None and job.state is JobState.PAUSED and job.version == timer.job_version + 1:
+                    # Due while its job was paused (the pause bumped the version once). A deleted
+                    # job's history goes with it; a replaced job's new chain decides its slots.
+                    out.missed.append(self._missed(job, slot_instant(timer.slot), MISSED_PAUSED, now))
+                continue
+            plans.append((job, plan_release(job, slot_instant(timer.slot), now)))
+        started = self._started_slots(plans) if uncertain else set()
+        for job, plan in plans:
+            self._plan_outgoing(job, plan, started, now, out, report)
+        self._followups([t for t in timers if t.kind is not TimerKind.FIRE], jobs, now, out, report)
+
+        # Send first, next timers second: see the module docstring.
+        for queue, messages in out.messages.items():
+            if messages:
+                self.queues.send(queue, messages)
+                report.released += len(messages)
+        report.fire_delays_ms.extend(out.delays_ms)
+        if out.next_timers:
+            self.store.put_timers(out.next_timers)
+        report.skipped += self._record_missed(out.missed)
+        for job in out.completions:
+            report.completed += self._complete(job, now)
+        return report
+
+    def _started_slots(self, plans: list[tuple[Job, ReleasePlan]]) -> set[ExecutionKey]:
+        """Of the slots these plans would send, those a worker already started (or ran)."""
+        keys = {(job.tenant, job.id, slot_key(slot)) for job, plan in plans for slot in plan.release}
+        if not keys:
+            return set()
+        records = self.store.batch_get_executions(keys)
+        return {key for key, record in records.items() if record.status is not ExecutionStatus.MISSED}
+
+    def _plan_outgoing(
+        self,
+        job: Job,
+        plan: ReleasePlan,
+        started: set[ExecutionKey],
+        now: datetime,
+        out: _Outgoing,
+        report: ReleaseReport,
+    ) -> None:
+        queue = self.queue_for(job)
+        for slot in plan.release:
+            key = slot_key(slot)
+            if (job.tenant, job.id, key) in started:
+                report.superseded += 1
+                continue
+            scheduled = dispatch_instant(job, slot)
+            out.messages[queue].append(message_for(job, key, scheduled, 1, MessageKind.FIRE, now))
+            out.delays_ms.append((now - scheduled).total_seconds() * 1000)
+        out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
+        if plan.next_slot is not None:
+            out.next_timers.append(
+                self.config.layout.make(
+                    now=now,
+                    due=dispatch_instant(job, plan.next_slot),
+                    job_id=job.id,
+                    tenant=job.tenant,
+                    slot=slot_key(plan.next_slot),
+                    attempt=1,
+                    kind=TimerKind.FIRE,
+                    job_version=job.version,
+                )
+            )
+        elif plan.chain:
+            out.completions.append(job)
+
+    def _followups(
+        self,
+        timers: list[Timer],
+        jobs: dict[tuple[str, str], Job],
+        now: datetime,
+        out: _Outgoing,
+        report: ReleaseReport,
+    ) -> None:
+        """Retry, lease and child timers: send the next attempt if the record still waits for it."""
+        if not timers:
+            return
+        executions = self.store.batch_get_executions({(t.tenant, t.job_id, t.slot) for t in timers})
+        for timer in timers:
+            job = jobs.get((timer.tenant, timer.job_id))
+            execution = executions.get((timer.tenant, timer.job_id, timer.slot))
+            message = None
+            if job is not None and job.state is not JobState.DELETED and execution is not None:
+                message = self._followup(timer, job, execution, now)
+            if message is None:
+                report.stale += 1
+                continue
+            out.messages[self.queue_for(job)].append(message)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _followup(timer: Timer, job: Job, execution: Execution, now: datetime) -> DispatchMessage | None:
+        status, attempt = execution.status, execution.attempt
+        if timer.kind is TimerKind.RETRY:
+            if status is ExecutionStatus.RETRY_WAIT and attempt == timer.attempt - 1:
+                return message_for(job, timer.slot, from_ms(timer.due_ms), timer.attempt, MessageKind.RETRY, now)
+            return None
+        if timer.kind is TimerKind.LEASE:
+            lease = execution.lease_until
+            lease_lapsed = lease is not None and lease <= now
+            if status is ExecutionStatus.RUNNING and execution.owner == timer.owner and lease_lapsed:
+                # The worker is gone: the next attempt takes over (the claim fences the old owner).
+                return message_for(
+                    job, timer.slot, execution.scheduled_at, attempt + 1, MessageKind.TAKEOVER, now
+                )
+            return None
+        if timer.kind is TimerKind.CHILD:
+            return message_for(job, timer.slot, from_ms(timer.due_ms), 1, MessageKind.CHILD, now)
+        return None
+
+    def _missed(self, job: Job, slot: datetime, reason: str, now: datetime) -> Execution:
+        return Execution(
+            job_id=job.id,
+            tenant=job.tenant,
+            slot=slot_key(slot),
+            scheduled_at=dispatch_instant(job, slot),
+            status=ExecutionStatus.MISSED,
+            finished_at=now,
+            error=reason,
+            job_version=job.version,
+        )
+
+    def _record_missed(self, records: list[Execution]) -> int:
+        """Write MISSED records where the slot has none yet; count each slot once per job."""
+        if not records:
+            return 0
+        ttl = int((self.clock.now() + timedelta(days=self.config.retention_days)).timestamp())
+        per_job: dict[tuple[str, str], int] = defaultdict(int)
+        for record in records:
+            try:
+                self.store.save_execution(record, None, ttl)
+            except ExecutionConflictError:
+                continue  # the slot ran, or was recorded missed before: nothing new to count
+            per_job[(record.tenant, record.job_id)] += 1
+        for (tenant, job_id), count in per_job.items():
+            self.store.add_skipped(tenant, job_id, count)
+        return sum(per_job.values())
+
+    def _complete(self, job: Job, now: datetime) -> int:
+        """A one-time job after its slot, or a job past ``end_at``: mark it COMPLETED."""
+        done = job.model_copy(update={"state": JobState.COMPLETED, "updated_at": now})
+        try:
+            self.store.replace_job(done, expected_version=job.version)
+        except Exception:  # someone changed the job meanwhile: their write stands
+            log.info("job %s changed before it could be completed", job.id)
+            return 0
+        return 1
+
+    def _record(self, report: ReleaseReport) -> None:
+        self.metrics.add("SlotsReleased", report.released)
+        if report.stale:
+            self.metrics.add("StaleTimersIgnored", report.stale)
+        if report.superseded:
+            self.metrics.add("ResendsAvoided", report.superseded)
+        if report.skipped:
+            self.metrics.add("SlotsMissed", report.skipped)
+        for delay in report.fire_delays_ms:
+            self.metrics.add("FireDelayMs", delay, "Milliseconds")
