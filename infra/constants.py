@@ -80,16 +80,40 @@ POWERTOOLS_SERVICE_NAME: Final = APP_NAME
 METRICS_NAMESPACE: Final = "Punctual"
 
 # --- Step Functions ------------------------------------------------------------------------------
+# The window a minute's poller owns: it starts POLLER_LEAD_S before its minute and reads the near
+# lane until the minute plus the runtime's grace (PUNCTUAL_POLLER_GRACE_S, 10 s by default; the
+# app does not set it).
+POLLER_GRACE_S: Final = 10
+POLLER_WINDOW_S: Final = POLLER_LEAD_S + 60 + POLLER_GRACE_S
+# The poller task is retried on EVERY failure (the handler raised, the Lambda timed out or ran out
+# of memory, Lambda.Unknown, States.TaskFailed, States.Timeout, a Lambda service error), quickly,
+# for the whole window: delays of 1, 1.5, 2.25, 3.4, then 4 s (retry n waits
+# INTERVAL x RATE^(n-1), at most MAX_DELAY). A crashed poller is back within 4 s plus a cold start,
+# well inside the 10 s fire-delay budget. A retry invoked after its minute is over drains what is
+# left and returns at once, so extra attempts are cheap. Local mode reads these fields from the
+# template and retries (and restarts) its poller with the same delays.
 POLLER_RETRY_INTERVAL_S: Final = 1
-POLLER_RETRY_MAX_ATTEMPTS: Final = 3
-POLLER_RETRY_BACKOFF_RATE: Final = 2.0
-POLLER_RETRY_ERRORS: Final = (
+POLLER_RETRY_BACKOFF_RATE: Final = 1.5
+POLLER_RETRY_MAX_DELAY_S: Final = 4
+# The catch-all retrier (States.ALL, no jitter): 25 retries wait 1 + 1.5 + 2.25 + 3.375 + 21 x 4
+# = 92 s in all, more than POLLER_WINDOW_S even if every attempt failed at once.
+POLLER_RETRY_MAX_ATTEMPTS: Final = 25
+# Lambda service errors and throttling: the same delays with full jitter (a throttled Map's
+# pollers should not retry in step). Full jitter waits half the delay on average, so twice the
+# attempts cover the same window. ASL counts each retrier's attempts apart, and the first retrier
+# that lists an error is the one that retries it: these never reach the catch-all.
+POLLER_SERVICE_RETRY_MAX_ATTEMPTS: Final = 2 * POLLER_RETRY_MAX_ATTEMPTS
+POLLER_SERVICE_RETRY_ERRORS: Final = (
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",
     "Lambda.SdkClientException",
     "Lambda.TooManyRequestsException",
 )
-STATE_MACHINE_TIMEOUT_S: Final = 600  # lookahead wait (<= 2 min) + a poller (<= 2 min) + retries
+# The longest a minute's execution runs: the lookahead wait (<= 2 min), a first poller attempt to
+# its Lambda timeout (2 min), the catch-all's 92 s of delays and one more attempt to its timeout,
+# with room to spare. A poller that keeps timing out is stopped here (the execution times out)
+# rather than retried for most of an hour, which bounds how many past minutes' pollers run at once.
+STATE_MACHINE_TIMEOUT_S: Final = 600
 
 # --- Storage ---------------------------------------------------------------------------------------
 PARTITION_KEY: Final = "pk"

@@ -38,9 +38,18 @@ far timers plus the near lane's last minute) is at most ``leanPollerMaxTriggersP
 (60), the standard one otherwise and whenever the load is unknown. The task invokes
 ``$.poller_function``; the state machine's role may invoke these two functions only.
 
-A failed poller is retried on Lambda service errors and throttling; if it still fails, the
-iteration is caught so that the other groups' pollers keep running (an inline Map would
-otherwise stop them all), and the poller-error alarm reports it.
+A failed poller is retried at once, whatever the failure: a handler that raised, a Lambda timeout
+or out-of-memory (``Lambda.Unknown``, ``Sandbox.Timedout``), ``States.TaskFailed``,
+``States.Timeout``, a Lambda service error or throttling. Two retriers with the same short
+backoff (1 s, x1.5, at most 4 s): the Lambda service errors with full jitter, then a catch-all
+(``States.ALL``, last) with enough attempts (25: 92 s of delays) to cover the poller's whole
+window (``POLLER_LEAD_S`` before the minute to the grace after it). So a crashed poller is back
+within seconds and releases the rest of its minute; a retry invoked after the window drains what
+is left and returns at once. Only a poller that still fails after them all is caught (the
+``GroupFailed`` Pass), so that the other groups' pollers keep running (an inline Map would
+otherwise stop them all); the poller-error alarm reports every failed invocation. The
+execution's timeout (``STATE_MACHINE_TIMEOUT_S``) bounds a poller that keeps timing out. Local
+mode (``local/poller.py``) reads these retriers from the template and retries the same way.
 
 More than 40 pollers a minute (``maxShardGroups`` > 40): a Parallel state of inline Maps
 ------------------------------------------------------------------------------------------
@@ -255,12 +264,23 @@ class Dispatch(Construct):
                 "Parameters": {"FunctionName.$": "$.function", "Payload.$": "$.item"},
             },
         )
+        # Every failure is retried within the minute's window: Lambda service errors and
+        # throttling (jittered), then everything else (a crash, a timeout, out of memory). The
+        # catch-all must be alone in its ErrorEquals and the last retrier.
         invoke.add_retry(
-            errors=list(c.POLLER_RETRY_ERRORS),
+            errors=list(c.POLLER_SERVICE_RETRY_ERRORS),
+            interval=cdk.Duration.seconds(c.POLLER_RETRY_INTERVAL_S),
+            max_attempts=c.POLLER_SERVICE_RETRY_MAX_ATTEMPTS,
+            backoff_rate=c.POLLER_RETRY_BACKOFF_RATE,
+            max_delay=cdk.Duration.seconds(c.POLLER_RETRY_MAX_DELAY_S),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        invoke.add_retry(
+            errors=["States.ALL"],
             interval=cdk.Duration.seconds(c.POLLER_RETRY_INTERVAL_S),
             max_attempts=c.POLLER_RETRY_MAX_ATTEMPTS,
             backoff_rate=c.POLLER_RETRY_BACKOFF_RATE,
-            jitter_strategy=sfn.JitterType.FULL,
+            max_delay=cdk.Duration.seconds(c.POLLER_RETRY_MAX_DELAY_S),
         )
         invoke.add_catch(
             sfn.Pass(self, f"GroupFailed{suffix}", comment="Keep the other groups' pollers running"),

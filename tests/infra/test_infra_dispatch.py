@@ -58,23 +58,72 @@ def test_waits_for_start_at_then_maps_groups_to_the_poller(any_synth: Synth) -> 
     assert variables["PUNCTUAL_POLLER_FUNCTION"] == {"Fn::GetAtt": [poller, "Arn"]}
 
 
-def test_poller_is_retried_on_lambda_service_errors_and_isolated_on_failure(default_synth: Synth) -> None:
+SERVICE_ERRORS = {
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+}
+
+
+def retry_delays_s(retrier: dict[str, Any]) -> list[float]:
+    """The waits of a retrier without jitter, as Step Functions computes them."""
+    interval, rate = retrier.get("IntervalSeconds", 1), retrier.get("BackoffRate", 2.0)
+    cap = retrier.get("MaxDelaySeconds", float("inf"))
+    return [min(interval * rate**n, cap) for n in range(retrier.get("MaxAttempts", 3))]
+
+
+def assert_retried_on_every_failure_then_isolated(task: dict[str, Any], states: dict[str, Any]) -> None:
+    from infra import constants as c
+
+    service, catch_all = task["Retry"]
+    # Lambda service errors and throttling first, jittered so a throttled Map does not retry in step
+    assert set(service["ErrorEquals"]) == SERVICE_ERRORS
+    assert service["JitterStrategy"] == "FULL"
+    # ... then everything else: a handler that raised, a timeout, out of memory, Lambda.Unknown,
+    # States.TaskFailed, States.Timeout. States.ALL must be alone and in the last retrier.
+    assert catch_all["ErrorEquals"] == ["States.ALL"]
+    assert catch_all.get("JitterStrategy", "NONE") == "NONE"
+    for retrier in (service, catch_all):
+        # Short backoff: the first retry after a second, none ever more than a few seconds apart
+        assert retrier["IntervalSeconds"] == 1 and 1 < retrier["BackoffRate"] <= 2
+        assert retrier["MaxDelaySeconds"] <= 5
+    # Enough attempts to cover the poller's whole window even if every attempt failed at once
+    assert sum(retry_delays_s(catch_all)) >= c.POLLER_WINDOW_S
+    assert sum(retry_delays_s(service)) / 2 >= c.POLLER_WINDOW_S  # full jitter: half on average
+    # Only a poller that still fails is caught, so the Map does not stop the other groups' pollers.
+    (catch,) = task["Catch"]
+    assert catch["ErrorEquals"] == ["States.ALL"]
+    assert states[catch["Next"]]["Type"] == "Pass"
+
+
+def test_poller_is_retried_on_every_failure_and_isolated_when_it_still_fails(default_synth: Synth) -> None:
     _, definition = _machine(default_synth)
     processor = definition["States"]["PollGroups"]["ItemProcessor"]
     task = processor["States"][processor["StartAt"]]
 
-    (retry,) = task["Retry"]
-    assert set(retry["ErrorEquals"]) == {
-        "Lambda.ServiceException",
-        "Lambda.AWSLambdaException",
-        "Lambda.SdkClientException",
-        "Lambda.TooManyRequestsException",
-    }
-    assert retry["MaxAttempts"] >= 2 and retry["BackoffRate"] > 1
-    # A group that still fails is caught, so the Map does not stop the other groups' pollers.
-    (catch,) = task["Catch"]
-    assert catch["ErrorEquals"] == ["States.ALL"]
-    assert processor["States"][catch["Next"]]["Type"] == "Pass"
+    assert_retried_on_every_failure_then_isolated(task, processor["States"])
+    service, catch_all = task["Retry"]
+    # The schedule chosen: 1, 1.5, 2.25, 3.375, then 4 s; 25 catch-all retries (92 s)
+    assert retry_delays_s(catch_all)[:6] == [1, 1.5, 2.25, 3.375, 4, 4]
+    assert (catch_all["MaxAttempts"], service["MaxAttempts"]) == (25, 50)
+
+
+def test_the_execution_outlasts_a_poller_that_is_retried_through_its_window(default_synth: Synth) -> None:
+    from infra import constants as c
+
+    props, definition = _machine(default_synth)
+    processor = definition["States"]["PollGroups"]["ItemProcessor"]
+    _, catch_all = processor["States"][processor["StartAt"]]["Retry"]
+    poller = default_synth.resources[default_synth.logical_id(default_synth.stack.dispatch.poller.function)]
+
+    # The lookahead wait, a first attempt to its Lambda timeout, every catch-all delay, and one more
+    # attempt to its timeout: the execution's timeout cuts only a poller that keeps timing out.
+    timeout_s = poller["Properties"]["Timeout"]
+    longest = c.TICK_LOOKAHEAD_MINUTES * 60 + timeout_s + sum(retry_delays_s(catch_all)) + timeout_s
+    assert definition["TimeoutSeconds"] == c.STATE_MACHINE_TIMEOUT_S >= longest
+    assert "TimeoutSeconds" not in processor["States"][processor["StartAt"]]  # no per-attempt cut
+    assert props["StateMachineType"] == "STANDARD"
 
 
 def test_state_machine_role_invokes_only_the_two_pollers(default_synth: Synth) -> None:
@@ -198,10 +247,7 @@ def test_more_than_40_groups_run_as_a_parallel_of_inline_maps_over_the_ticks_sli
         task = processor["States"][processor["StartAt"]]
         assert task["Resource"] == "arn:<AWS::Partition>:states:::lambda:invoke"
         assert task["Parameters"] == {"FunctionName.$": "$.function", "Payload.$": "$.item"}
-        (retry,) = task["Retry"]
-        assert "Lambda.TooManyRequestsException" in retry["ErrorEquals"]
-        (catch,) = task["Catch"]
-        assert processor["States"][catch["Next"]]["Type"] == "Pass"
+        assert_retried_on_every_failure_then_isolated(task, processor["States"])
         items_paths.append(groups["ItemsPath"])
     assert items_paths == ["$.group_slices[0]", "$.group_slices[1]"]
 
