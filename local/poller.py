@@ -9,10 +9,15 @@ the core (:func:`punctual.tick.plan_minute`, as the tick Lambda does) and calls
 the event and a stand-in Lambda context that counts down from the poller's timeout in
 the template.
 
-A (re)started poller process also starts every minute whose window is still open
-(``M - lead <= now < M + 60 s + grace``): a crash costs a restart, not the rest of the
-minute. Releasing a slot twice is harmless (same FIFO dedup id, same next timer, and the
-worker's claim drops a second start).
+A poller whose handler raises is retried as the deployed state machine retries its task:
+with the retriers of the template's ``Retry`` (``local/retriers.py``; by default 1 s, then
+x1.5 up to 4 s, 25 times, which covers the poller's window), the same (minute, group) item
+each time, in a fresh invocation; only when they are used up is the failure logged and left,
+as the state machine's Catch (``GroupFailed``) leaves it. A killed poller *process* is
+restarted by the supervisor with the same delays, and a (re)started process starts every
+minute whose window is still open (``M - lead <= now < M + 60 s + grace``): a crash costs a
+restart, not the rest of the minute. Releasing a slot twice is harmless (same FIFO dedup id,
+same next timer, and the worker's claim drops a second start).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 
 from local.component import LambdaContext, load_handler, prepare
 from local.config import LocalConfig
+from local.retriers import Attempts, Retrier, error_name, retriers_from
 
 log = logging.getLogger("local.poller")
 
@@ -52,15 +58,27 @@ def serialise_metrics(metrics: Any) -> None:
 
 
 class MinuteScheduler:
-    """Starts each minute's pollers at ``minute - lead``; one thread per (minute, group)."""
+    """Starts each minute's pollers at ``minute - lead``; one thread per (minute, group).
 
-    def __init__(self, handler: Callable[[dict[str, Any], Any], Any], timeout_s: int) -> None:
+    ``retriers`` are the state machine's retriers of the poller task (none: a failure is
+    only logged); ``wait(seconds)`` sleeps before a retry and returns True if local mode is
+    stopping meanwhile (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        handler: Callable[[dict[str, Any], Any], Any],
+        timeout_s: int,
+        retriers: list[Retrier] | None = None,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
         from punctual.clock import SystemClock
         from punctual.runtime import store_from
         from punctual.settings import Settings
 
         self.handler = handler
         self.timeout_s = timeout_s
+        self.retriers = list(retriers or [])
         self.settings = Settings.from_env()
         self.clock = SystemClock(self.settings.clock_offset_s)
         self.store = store_from(self.settings)
@@ -68,6 +86,8 @@ class MinuteScheduler:
         self.contexts: list[LambdaContext] = []
         self.threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.wait = wait or self.stopping.wait
 
     def window(self, minute: datetime) -> tuple[datetime, datetime]:
         lead = timedelta(seconds=self.settings.poller_lead_s)
@@ -103,42 +123,73 @@ class MinuteScheduler:
             log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
             plan = plan_minute(minute, self.settings)
         for item in plan["groups"]:
-            context = LambdaContext(
-                "punctual-poller-local", timeout_s=self.timeout_s, memory_limit_in_mb=1024
-            )
             thread = threading.Thread(
                 target=self._invoke,
-                args=(item, context),
+                args=(item,),
                 name=f"poller-{minute:%H%M}-g{item['group']}",
                 daemon=True,
             )
             with self._lock:
-                self.contexts.append(context)
                 self.threads = [t for t in self.threads if t.is_alive()] + [thread]
             thread.start()
         log.info("minute %s: %d poller(s) started", f"{minute:%H:%M}", len(plan["groups"]))
 
-    def _invoke(self, item: dict[str, Any], context: LambdaContext) -> None:
-        try:
-            report = self.handler(item, context)
-            delay = report.get("fire_delay_p99_ms")
-            log.info(
-                "minute %s group %s/%s done: released %s, stale %s, skipped %s, completed %s%s",
-                item["minute"][11:16],
+    def _context(self) -> LambdaContext:
+        """A fresh invocation's context, cut at once if local mode is stopping."""
+        context = LambdaContext("punctual-poller-local", timeout_s=self.timeout_s, memory_limit_in_mb=1024)
+        with self._lock:
+            self.contexts.append(context)
+        if self.stopping.is_set():
+            context.cut()
+        return context
+
+    def _invoke(self, item: dict[str, Any]) -> None:
+        """Run one (minute, group) as the state machine's task does: retried per its retriers."""
+        attempts = Attempts(self.retriers)
+        while True:
+            context = self._context()
+            failure: Exception | None = None
+            try:
+                report = self.handler(item, context)
+            except Exception as exc:
+                failure = exc
+            finally:
+                with self._lock:
+                    if context in self.contexts:
+                        self.contexts.remove(context)
+            if failure is None:
+                self._log_report(item, report)
+                return
+            delay_s = attempts.next_delay_s(error_name(failure))
+            if delay_s is None or self.stopping.is_set():
+                # The state machine's Catch (GroupFailed): the other groups and minutes go on.
+                log.error("poller for %s group %s failed", item["minute"], item["group"], exc_info=failure)
+                return
+            log.warning(
+                "poller for %s group %s failed (%s: %s): retrying in %.1fs",
+                item["minute"],
                 item["group"],
-                item["group_count"],
-                report.get("released"),
-                report.get("stale"),
-                report.get("skipped"),
-                report.get("completed"),
-                f", fire delay p99 {delay:.0f} ms" if isinstance(delay, int | float) else "",
+                error_name(failure),
+                failure,
+                delay_s,
             )
-        except Exception:  # the state machine's Catch: the other groups and minutes go on
-            log.exception("poller for %s group %s failed", item["minute"], item["group"])
-        finally:
-            with self._lock:
-                if context in self.contexts:
-                    self.contexts.remove(context)
+            if self.wait(delay_s):  # stopping
+                return
+
+    @staticmethod
+    def _log_report(item: dict[str, Any], report: dict[str, Any]) -> None:
+        delay = report.get("fire_delay_p99_ms")
+        log.info(
+            "minute %s group %s/%s done: released %s, stale %s, skipped %s, completed %s%s",
+            item["minute"][11:16],
+            item["group"],
+            item["group_count"],
+            report.get("released"),
+            report.get("stale"),
+            report.get("skipped"),
+            report.get("completed"),
+            f", fire delay p99 {delay:.0f} ms" if isinstance(delay, int | float) else "",
+        )
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -146,6 +197,7 @@ class MinuteScheduler:
             for minute in self.due_minutes(now):
                 self.start(minute)
             stop.wait(self.next_wake(self.clock.now()))
+        self.stopping.set()  # no retry waits or starts after this
         with self._lock:
             for context in self.contexts:
                 context.cut()  # the handler stops as if its invocation were about to time out
@@ -160,12 +212,15 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
     from punctual.lambda_support import metrics
 
     serialise_metrics(metrics)
-    scheduler = MinuteScheduler(handler.handler, deployment.poller_timeout_s)
+    retriers = retriers_from(deployment.poller_retry)
+    scheduler = MinuteScheduler(handler.handler, deployment.poller_timeout_s, retriers)
+    retried = ", ".join(f"{'|'.join(r.errors)} up to {r.max_attempts}x" for r in retriers)
     log.info(
-        "poller: %d far + %d near shards, lead %ss, grace %ss",
+        "poller: %d far + %d near shards, lead %ss, grace %ss, retried as the state machine does: %s",
         scheduler.settings.shard_count,
         scheduler.settings.near_shard_count,
         scheduler.settings.poller_lead_s,
         scheduler.settings.poller_grace_s,
+        retried or "never (the template's poller task has no Retry)",
     )
     scheduler.run(stop)

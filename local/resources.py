@@ -25,7 +25,8 @@ class Deployment:
 
     ``poller_timeout_s`` and ``worker_timeout_s`` are the functions' Lambda timeouts (the
     stand-in Lambda contexts count down from them); ``worker_batch_size`` is the event
-    source mapping's; ``environment`` holds the template's literal ``PUNCTUAL_*`` values.
+    source mapping's; ``environment`` holds the template's literal ``PUNCTUAL_*`` values;
+    ``poller_retry`` the minute state machine's Retry of the poller task (local/retriers.py).
     """
 
     endpoint: str
@@ -43,6 +44,7 @@ class Deployment:
     environment: dict[str, str] = field(default_factory=dict)
     ecs_environment: dict[str, str] = field(default_factory=dict)
     template: str = ""
+    poller_retry: list[dict[str, Any]] = field(default_factory=list)
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +142,7 @@ def deploy(
         environment=blueprint.worker.environment,
         ecs_environment=blueprint.ecs_environment,
         template=template,
+        poller_retry=blueprint.poller_retry,
     )
 
 

@@ -5,7 +5,12 @@ Children run ``python -m local <component>`` in the supervisor's process group w
 them in order with SIGTERM: pollers and API first, workers next, AWS last, so nothing
 loses its table half-way through a drain), and they exit by themselves if the
 supervisor is killed. A child that exits while the supervisor runs is restarted after
-a back-off (0.5 s, doubling to 10 s; back to 0.5 s once it ran a minute).
+a back-off (0.5 s, doubling to 10 s; back to the first delay once it ran a minute), except
+the poller: the deployed state machine retries a poller that died (``Runtime.ExitError``)
+at once, with the delays of its poller task's retriers (1 s, then x1.5 up to 4 s by
+default), and local mode restarts its poller process with the same delays, read from the
+deployment (``poller_retry``, from the template); beyond the retriers' attempts it keeps
+to their longest delay (the next minute's execution would start afresh).
 """
 
 from __future__ import annotations
@@ -21,23 +26,55 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from queue import Empty, Queue
 
-from local.component import SUPERVISED_ENV
+from local.component import SUPERVISED_ENV, read_deployment
 from local.config import LocalConfig
 from local.logs import Entry, LogSink, parse_line
+from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
 
 RESTART_MIN_S = 0.5
 RESTART_MAX_S = 10.0
 HEALTHY_AFTER_S = 60.0
 
+# How long to wait before the n-th restart in a row (1-based) of a component.
+RestartDelay = Callable[[int], float]
+
+
+def supervisor_backoff_s(restart: int) -> float:
+    """The default: 0.5 s, doubling, at most 10 s."""
+    return float(min(RESTART_MIN_S * 2 ** (restart - 1), RESTART_MAX_S))
+
+
+def state_machine_backoff(config: LocalConfig) -> RestartDelay:
+    """Restart delays of the poller: the state machine's retrier for a poller that died.
+
+    Read from the deployment when a restart is due (the ``aws`` component writes it from the
+    template); the supervisor's own back-off while there is none.
+    """
+
+    def delay_s(restart: int) -> float:
+        deployment = read_deployment(config)
+        retriers = retriers_from(deployment.poller_retry) if deployment is not None else []
+        retrier = retrier_for(retriers, PROCESS_EXITED)
+        if retrier is None:
+            return supervisor_backoff_s(restart)
+        return retrier.delay_s(restart)
+
+    return delay_s
+
 
 @dataclass(frozen=True)
 class ComponentSpec:
-    """A component: its process name, its ``punctual-local`` verb and arguments, when it stops."""
+    """A component: its process name, its ``punctual-local`` verb and arguments, when it stops.
+
+    ``restart_delay`` gives the wait before its n-th restart in a row (default: the
+    supervisor's back-off).
+    """
 
     name: str
     args: tuple[str, ...]
     stop_stage: int  # lower stops first
     stop_timeout_s: float = 10.0
+    restart_delay: RestartDelay = supervisor_backoff_s
 
 
 def default_components(config: LocalConfig) -> list[ComponentSpec]:
@@ -46,7 +83,7 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
         ComponentSpec("aws", ("aws",), 4),
         ComponentSpec("receiver", ("receiver",), 3),
         ComponentSpec("api", ("api",), 0),
-        ComponentSpec("poller", ("poller",), 0),
+        ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config)),
         ComponentSpec("ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0),
     ]
     for index in range(2, config.api_processes + 1):
@@ -62,7 +99,7 @@ class Child:
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     restarts: int = 0
-    backoff_s: float = RESTART_MIN_S
+    failures_in_a_row: int = 0  # exits since it last ran HEALTHY_AFTER_S
     restart_at: float | None = None
     reader: threading.Thread | None = None
     exits: list[str] = field(default_factory=list)
@@ -105,6 +142,7 @@ class Supervisor:
         self.lines: Queue[Entry] = Queue()
         self.stopping = False
         self.on_restart: list[Callable[[str], None]] = []
+        self.clock: Callable[[], float] = time.monotonic
 
     # ------------------------------------------------------------------ processes
 
@@ -126,7 +164,7 @@ class Supervisor:
             env=self._env(),
             close_fds=True,
         )
-        child.started_at = time.monotonic()
+        child.started_at = self.clock()
         child.restart_at = None
         child.reader = threading.Thread(
             target=self._read,
@@ -151,21 +189,24 @@ class Supervisor:
 
     def check(self) -> None:
         """Restart what died (call often); never while stopping."""
-        now = time.monotonic()
+        now = self.clock()
         for child in self.children.values():
             if self.stopping or child.process is None:
                 continue
             code = child.process.poll()
             if code is None:
                 if now - child.started_at >= HEALTHY_AFTER_S:
-                    child.backoff_s = RESTART_MIN_S
+                    child.failures_in_a_row = 0
                 continue
             if child.restart_at is None:
                 child.exits.append(describe_exit(code))
-                child.restart_at = now + child.backoff_s
+                if now - child.started_at >= HEALTHY_AFTER_S:
+                    child.failures_in_a_row = 0  # it ran long enough: a fresh start
+                child.failures_in_a_row += 1
+                delay_s = child.spec.restart_delay(child.failures_in_a_row)
+                child.restart_at = now + delay_s
                 exited = f"{child.spec.name} (pid {child.pid}) {describe_exit(code)}"
-                self.sink.warning(f"{exited}; restarting in {child.backoff_s:.1f}s")
-                child.backoff_s = min(child.backoff_s * 2, RESTART_MAX_S)
+                self.sink.warning(f"{exited}; restarting in {delay_s:.1f}s")
             elif now >= child.restart_at:
                 self._spawn(child)
                 child.restarts += 1

@@ -167,6 +167,9 @@ class Blueprint:
     worker_batch_size: int
     ecs_environment: dict[str, str]
     ecs_stop_timeout_s: int
+    # The minute state machine's poller task: its Retry field, as the template has it (the
+    # retriers local mode follows when a poller fails, local/retriers.py).
+    poller_retry: list[dict[str, Any]] = field(default_factory=list)
 
     def queues_of(self, role: str) -> list[QueueDef]:
         return [q for q in self.queues if q.role == role]
@@ -225,6 +228,45 @@ def _sqs_value(value: Any) -> str:
 
 def _function_env(props: Mapping[str, Any]) -> dict[str, Any]:
     return dict((props.get("Environment") or {}).get("Variables") or {})
+
+
+def _join(value: Any) -> str:
+    """The text of an ``Fn::Join``; references become ``<LogicalId>`` (JSON-safe placeholders)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_join(part) for part in parts)
+    refs = _refs(value)
+    return f"<{refs[0] if refs else '?'}>"
+
+
+def _tasks(states: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every Task state of a States map, inside Map and Parallel states too."""
+    for state in states.values():
+        if state.get("Type") == "Task":
+            yield state
+        processor = state.get("ItemProcessor") or state.get("Iterator") or {}
+        yield from _tasks(processor.get("States", {}))
+        for branch in state.get("Branches", []):
+            yield from _tasks(branch.get("States", {}))
+
+
+def poller_retry(template: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``Retry`` of the minute state machine's Lambda task (the poller's); [] if none.
+
+    With more than 40 groups the machine has one such task per Map of its Parallel state,
+    all alike: the first is taken.
+    """
+    for _, props in _resources(template, "AWS::StepFunctions::StateMachine"):
+        raw = props.get("DefinitionString") or props.get("Definition")
+        if raw is None:
+            continue
+        definition = raw if isinstance(raw, dict) and "States" in raw else json.loads(_join(raw))
+        for task in _tasks(definition.get("States", {})):
+            if str(task.get("Resource", "")).endswith(":states:::lambda:invoke"):
+                return [dict(retrier) for retrier in task.get("Retry", [])]
+    return []
 
 
 def read_blueprint(template: Mapping[str, Any], prefix: str = "punctual") -> Blueprint:
@@ -358,4 +400,5 @@ def read_blueprint(template: Mapping[str, Any], prefix: str = "punctual") -> Blu
         worker_batch_size=batch_size,
         ecs_environment=ecs_env,
         ecs_stop_timeout_s=stop_timeout,
+        poller_retry=poller_retry(template),
     )

@@ -1,0 +1,293 @@
+"""Local mode retries and restarts its poller as the deployed state machine retries the poller task.
+
+The retriers are the template's (``Retry`` of the poller task, carried by the deployment);
+``CLOUD_RETRY`` below is that field as ``infra/`` synthesises it today, and
+``tests/infra/test_local_retry_follows_the_template.py`` checks that local mode reads it so.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local.config import LocalConfig
+from local.logs import LogSink
+from local.poller import MinuteScheduler
+from local.resources import Deployment
+from local.retriers import PROCESS_EXITED, Attempts, Retrier, error_name, retrier_for, retriers_from
+from local.supervisor import ComponentSpec, Supervisor, default_components, supervisor_backoff_s
+
+SERVICE_ERRORS = [
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+]
+CLOUD_RETRY: list[dict[str, Any]] = [
+    {
+        "ErrorEquals": SERVICE_ERRORS,
+        "IntervalSeconds": 1,
+        "MaxAttempts": 50,
+        "BackoffRate": 1.5,
+        "MaxDelaySeconds": 4,
+        "JitterStrategy": "FULL",
+    },
+    {
+        "ErrorEquals": ["States.ALL"],
+        "IntervalSeconds": 1,
+        "MaxAttempts": 25,
+        "BackoffRate": 1.5,
+        "MaxDelaySeconds": 4,
+    },
+]
+CATCH_ALL_WAITS_S = [1, 1.5, 2.25, 3.375] + [4] * 21
+ITEM = {
+    "minute": "2026-11-30T10:00:00Z",
+    "group": 1,
+    "group_count": 2,
+    "shard_count": 4,
+    "near_shard_count": 2,
+}
+
+
+# --------------------------------------------------------------------------- the States Language's Retry
+
+
+def test_retry_n_waits_interval_times_rate_to_the_n_minus_1_at_most_the_max_delay() -> None:
+    service, catch_all = retriers_from(CLOUD_RETRY)
+
+    assert catch_all.delays_s() == CATCH_ALL_WAITS_S
+    assert sum(catch_all.delays_s()) >= 80  # the poller's window: lead 10 s + 60 s + grace 10 s
+    # Full jitter: a random wait between 0 and the delay
+    rng = random.Random(7)
+    assert all(0 <= service.delay_s(n, rng) <= min(1.5 ** (n - 1), 4) for n in range(1, 51))
+    # The States Language's defaults: 1 s, x2, 3 attempts, no cap, no jitter
+    assert Retrier.from_asl({"ErrorEquals": ["States.ALL"]}).delays_s() == [1, 2, 4]
+
+
+def test_the_first_retrier_that_names_an_error_decides_and_counts_its_own_attempts() -> None:
+    retriers = retriers_from(
+        [
+            {"ErrorEquals": ["Lambda.TooManyRequestsException"], "MaxAttempts": 1},
+            {"ErrorEquals": ["States.ALL"], "MaxAttempts": 2, "IntervalSeconds": 3},
+        ]
+    )
+    attempts = Attempts(retriers)
+
+    assert attempts.next_delay_s("Lambda.TooManyRequestsException") == 1
+    # Its one retry used, that error is not retried again (the catch-all does not take it over)
+    assert attempts.next_delay_s("Lambda.TooManyRequestsException") is None
+    # Any other error: the catch-all, with its own count
+    assert [attempts.next_delay_s("RuntimeError"), attempts.next_delay_s("Sandbox.Timedout")] == [3, 6]
+    assert attempts.next_delay_s("RuntimeError") is None
+
+
+def test_error_names_match_as_step_functions_matches_them() -> None:
+    task_failed = Retrier(("States.TaskFailed",))
+    assert task_failed.matches("RuntimeError") and task_failed.matches("Lambda.Unknown")
+    assert not task_failed.matches("States.Timeout")
+    assert Retrier(("States.ALL",)).matches("States.Timeout")
+    assert not Retrier(tuple(SERVICE_ERRORS)).matches("RuntimeError")
+    # A handler's exception is reported by its type's name; a dead process as Runtime.ExitError
+    assert error_name(ValueError("bad")) == "ValueError"
+    service, catch_all = retriers_from(CLOUD_RETRY)
+    assert retrier_for([service, catch_all], PROCESS_EXITED) is catch_all
+
+
+# --------------------------------------------------------------------------- the poller component
+
+
+@dataclass
+class FlakyHandler:
+    """A poller handler that raises on its first ``failures`` invocations."""
+
+    failures: int
+    calls: int = 0
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.calls += 1
+        assert event == ITEM  # the same (minute, group) each time
+        assert context.get_remaining_time_in_millis() > 100_000  # a fresh invocation each time
+        if self.calls <= self.failures:
+            raise RuntimeError(f"poller crashed (invocation {self.calls})")
+        return {"released": 3, "stale": 0, "skipped": 0, "completed": 3}
+
+
+@pytest.fixture
+def scheduler_for(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr("punctual.runtime.store_from", lambda settings: None)  # no table needed
+
+    def make(handler: Any, retry: list[dict[str, Any]], stop_after_waits: int | None = None) -> Any:
+        waits: list[float] = []
+
+        def wait(seconds: float) -> bool:  # records instead of sleeping; True = stopping
+            waits.append(seconds)
+            return stop_after_waits is not None and len(waits) >= stop_after_waits
+
+        return MinuteScheduler(handler, 120, retriers_from(retry), wait=wait), waits
+
+    return make
+
+
+def test_a_poller_that_raises_is_retried_with_the_state_machines_delays(scheduler_for: Any) -> None:
+    handler = FlakyHandler(failures=3)
+    scheduler, waits = scheduler_for(handler, CLOUD_RETRY)
+
+    scheduler._invoke(ITEM)
+
+    assert handler.calls == 4
+    assert waits == CATCH_ALL_WAITS_S[:3] == [1, 1.5, 2.25]
+    assert scheduler.contexts == []
+
+
+def test_a_poller_that_always_fails_is_left_after_the_retriers_attempts(
+    scheduler_for: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    handler = FlakyHandler(failures=10_000)
+    scheduler, waits = scheduler_for(handler, CLOUD_RETRY)
+
+    scheduler._invoke(ITEM)
+
+    # Then as the state machine: 1 + 25 invocations, then the Catch (logged; other groups go on)
+    assert handler.calls == 1 + 25
+    assert waits == CATCH_ALL_WAITS_S
+    assert "poller for 2026-11-30T10:00:00Z group 1 failed" in caplog.messages[-1]
+
+
+def test_without_retriers_in_the_template_a_failure_is_only_logged(scheduler_for: Any) -> None:
+    handler = FlakyHandler(failures=1)
+    scheduler, waits = scheduler_for(handler, [])
+
+    scheduler._invoke(ITEM)
+
+    assert (handler.calls, waits) == (1, [])
+
+
+def test_no_retry_once_local_mode_is_stopping(scheduler_for: Any) -> None:
+    handler = FlakyHandler(failures=10_000)
+    scheduler, waits = scheduler_for(handler, CLOUD_RETRY, stop_after_waits=2)
+
+    scheduler._invoke(ITEM)
+
+    assert (handler.calls, waits) == (2, [1, 1.5])
+
+
+# --------------------------------------------------------------------------- the supervisor
+
+
+class FakeProcess:
+    """A child process (Popen's pid and poll()) that died of SIGKILL, or runs on."""
+
+    pid = 4242
+
+    def __init__(self, dead: bool) -> None:
+        self.returncode = -9 if dead else None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class QuietSink(LogSink):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, text: str) -> None:
+        self.lines.append(text)
+
+    def warning(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def restart_delays(supervisor: Supervisor, name: str, restarts: int, ran_s: float = 0.1) -> list[float]:
+    """The delays the supervisor chose for ``restarts`` deaths in a row of ``name`` (the others run on)."""
+    for other in supervisor.children.values():
+        other.process = FakeProcess(dead=other.spec.name == name)
+    child = supervisor.children[name]
+    delays = []
+    for _ in range(restarts):
+        supervisor.clock.now += ran_s  # type: ignore[attr-defined]
+        supervisor.check()  # it died: a restart is scheduled
+        assert child.restart_at is not None
+        delays.append(round(child.restart_at - supervisor.clock(), 6))
+        supervisor.clock.now = child.restart_at  # type: ignore[attr-defined]
+        supervisor.check()  # restarted (as a process that dies at once)
+    return delays
+
+
+@pytest.fixture
+def supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Supervisor:
+    config = LocalConfig(state_dir=tmp_path, cache_dir=tmp_path / "cache")
+    specs = [s for s in default_components(config) if s.name in ("poller", "api")]
+    made = Supervisor(config, specs, QuietSink())
+    made.clock = Clock()
+
+    def spawn(child: Any) -> None:  # a restarted process dies again at once
+        child.process = FakeProcess(dead=True)
+        child.started_at = made.clock()
+        child.restart_at = None
+
+    monkeypatch.setattr(made, "_spawn", spawn)
+    for child in made.children.values():
+        spawn(child)
+    return made
+
+
+def write_deployment(config: LocalConfig, retry: list[dict[str, Any]]) -> None:
+    Deployment(
+        endpoint=config.aws_endpoint,
+        table_name="punctual",
+        short_queue_urls=[],
+        long_queue_urls=[],
+        failed_queue_url="",
+        queue_arns={},
+        dead_letter_urls=[],
+        poller_timeout_s=120,
+        worker_timeout_s=900,
+        api_timeout_s=29,
+        worker_batch_size=10,
+        ecs_stop_timeout_s=120,
+        poller_retry=retry,
+    ).write(config.deployment_file)
+
+
+def test_a_dead_poller_process_is_restarted_with_the_state_machines_delays(supervisor: Supervisor) -> None:
+    write_deployment(supervisor.config, CLOUD_RETRY)
+
+    # The catch-all retrier's delays (a dead process is Runtime.ExitError), then its longest one
+    assert restart_delays(supervisor, "poller", 30) == CATCH_ALL_WAITS_S + [4] * 5
+    assert "poller (pid 4242) killed by SIGKILL; restarting in 1.0s" in supervisor.sink.lines  # type: ignore[attr-defined]
+    # The other components keep the supervisor's back-off: 0.5 s doubling to 10 s
+    assert restart_delays(supervisor, "api", 7) == [0.5, 1, 2, 4, 8, 10, 10]
+
+
+def test_a_poller_that_ran_a_minute_starts_its_delays_afresh(supervisor: Supervisor) -> None:
+    write_deployment(supervisor.config, CLOUD_RETRY)
+
+    assert restart_delays(supervisor, "poller", 3) == [1, 1.5, 2.25]
+    assert restart_delays(supervisor, "poller", 2, ran_s=61) == [1, 1]
+
+
+def test_the_poller_keeps_the_supervisors_back_off_until_there_is_a_deployment(
+    supervisor: Supervisor,
+) -> None:
+    assert restart_delays(supervisor, "poller", 3) == [0.5, 1, 2]
+    write_deployment(supervisor.config, CLOUD_RETRY)
+    assert restart_delays(supervisor, "poller", 1) == [3.375]  # the fourth restart in a row
+
+
+def test_components_restart_with_the_supervisors_back_off_by_default() -> None:
+    spec = ComponentSpec("worker-1", ("worker",), 1)
+    assert [spec.restart_delay(n) for n in range(1, 8)] == [0.5, 1, 2, 4, 8, 10, 10]
+    assert supervisor_backoff_s(1) == 0.5
