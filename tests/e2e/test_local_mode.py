@@ -463,7 +463,10 @@ def test_kill_9_the_poller_mid_minute(local_mode: LocalMode, kinds: dict[str, Re
         90,
         "every rate slot up to 10 s after the kill to have run",
     )
-    assert re.search(rf"poller \(pid {victim}\) killed by SIGKILL; restarting", local.log())
+    # ... after the state machine's first retry delay (its catch-all retrier, read from the
+    # template), not the supervisor's back-off
+    assert re.search(rf"poller \(pid {victim}\) killed by SIGKILL; restarting in 1\.0s", local.log())
+    assert re.search(r"retried as the state machine does: .*States\.ALL up to 25x", local.log())
     assert succeeded_slots(local, rate)[: len(expected)] == expected  # and no slot off the schedule
     assert_each_attempt_once(local, rate)
 
