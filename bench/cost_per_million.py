@@ -204,7 +204,7 @@ def run(
     from punctual.models import JobSpec
     from punctual.observability import NullMetrics
     from punctual.queues import SqsQueues
-    from punctual.runtime import poller_from, layout_from, store_from
+    from punctual.runtime import layout_from, poller_from, store_from
     from punctual.settings import Settings
 
     meter.reset()

@@ -32,11 +32,11 @@ from typing import Any
 import benchlib
 
 from punctual.clock import ManualClock
-from punctual.polling import MinutePoll, Poller, PollerConfig
 from punctual.execution import MemoryFailureSink, Worker, WorkerConfig
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import Execution, ExecutionStatus, Job, JobSpec
 from punctual.observability import NullMetrics
+from punctual.polling import MinutePoll, Poller, PollerConfig
 from punctual.queues import DispatchMessage, MemoryQueues, message_for
 from punctual.schedules import parse_schedule
 from punctual.store.base import ExecutionConflictError, Expect, JobKey

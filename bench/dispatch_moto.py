@@ -32,9 +32,9 @@ import boto3
 from moto import mock_aws
 
 from punctual.clock import ManualClock
-from punctual.polling import Poller, PollerConfig
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import JobSpec
+from punctual.polling import Poller, PollerConfig
 from punctual.queues import MemoryQueues, SqsQueues
 from punctual.store.dynamo import DynamoStore, job_pk, table_definition
 from punctual.store.memory import MemoryStore

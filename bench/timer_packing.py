@@ -29,9 +29,9 @@ import awsmeter
 import benchlib
 
 from punctual.clock import ManualClock
-from punctual.polling import MinutePoll, Poller, PollerConfig
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import JobSpec
+from punctual.polling import MinutePoll, Poller, PollerConfig
 from punctual.queues import MemoryQueues
 from punctual.store.dynamo import DynamoStore
 from punctual.store.memory import MemoryStore
@@ -159,9 +159,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=int, default=2)
     parser.add_argument("--no-json", action="store_true")
     args = parser.parse_args()
-    benchlib.heading(
-        "Timer writes per trigger at scale (real Poller, in-memory store, priced as DynamoDB)"
-    )
+    benchlib.heading("Timer writes per trigger at scale (real Poller, in-memory store, priced as DynamoDB)")
     result = run(args.rate, args.minutes)
     print(
         benchlib.table(

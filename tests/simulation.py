@@ -3,14 +3,17 @@ interleaved on one simulated timeline (no threads, no real sleeping)."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from punctual.clock import ManualClock, OffsetClock
+from punctual.models import Execution, ExecutionStatus
 from punctual.polling import MinutePoll, Poller, PollerConfig
 from punctual.queues import DispatchMessage, MemoryQueues, QueuePort
-from punctual.store.base import JobStore
+from punctual.store.base import ExecutionConflictError, JobStore
 from punctual.timers import TimerLayout
 
 SHORT = "queue://short"
@@ -25,12 +28,23 @@ class RecordingQueues(MemoryQueues):
         super().__init__(now=base.now)
         self.base = base
         self.log: list[tuple[datetime, DispatchMessage]] = []
+        self.entries: list[datetime] = []  # the scheduled instant of every entry sent, repeats too
+        self.ms_per_entry = 0.0
+        self._recording = threading.Lock()
+
+    def entries_between(self, low: datetime, high: datetime) -> int:
+        """SQS entries sent (re-sends included) for slots scheduled in [low, high)."""
+        return sum(1 for at in self.entries if low <= at < high)
 
     def send(self, queue_url: str, messages):  # type: ignore[no-untyped-def, override]
-        before = {url: len(items) for url, items in self.queues.items()}
-        super().send(queue_url, messages)
-        accepted = self.queues[queue_url][before.get(queue_url, 0) :]
-        self.log.extend((self.base.now(), stored.message) for stored in accepted)
+        with self._recording:  # the poller sends chunks from several threads
+            before = {url: len(items) for url, items in self.queues.items()}
+            self.entries.extend(datetime.fromisoformat(m.scheduled_at) for m in messages)
+            if self.ms_per_entry:  # sending takes time: a storm of re-sends makes later slots late
+                self.base.set(self.base.now() + timedelta(milliseconds=self.ms_per_entry * len(messages)))
+            super().send(queue_url, messages)
+            accepted = self.queues[queue_url][before.get(queue_url, 0) :]
+            self.log.extend((self.base.now(), stored.message) for stored in accepted)
 
 
 @dataclass
@@ -63,9 +77,12 @@ class Simulation:
         )
     )
     lead_s: float = 10.0
+    claim_latency_s: float | None = None
+    restarts: int = 0
 
     def __post_init__(self) -> None:
         self.queues = RecordingQueues(self.base)
+        self._claimed = 0
 
     def poller(
         self, offset_s: float = 0.0, store: JobStore | None = None, queues: QueuePort | None = None
@@ -79,9 +96,17 @@ class Simulation:
         until: datetime,
         pollers: list[Node] | None = None,
         events: list[tuple[datetime, Callable[[], object]]] | None = None,
+        kills: list[datetime] | None = None,
+        restart_s: float = 1.0,
     ) -> None:
         """Run, for every minute, one minute-run per poller, each started ``lead_s`` early
-        by its own clock, until the base clock reaches ``until``."""
+        by its own clock, until the base clock reaches ``until``.
+
+        At each instant of ``kills`` every running poller dies (its memory is lost) and a
+        new one of the same (minute, group) starts ``restart_s`` later, as the state
+        machine's retry does. With ``claim_latency_s`` set, a worker claims each accepted
+        message that long after it was sent (it writes the RUNNING record).
+        """
         pollers = pollers or [self.poller()]
         pending = [
             _Active(p.poller.minute_poll(m), p, m - timedelta(seconds=self.lead_s + p.offset_s))
@@ -90,12 +115,22 @@ class Simulation:
         ]
         active: list[_Active] = []
         todo = sorted(events or [], key=lambda e: e[0])
+        deaths = sorted(kills or [])
         while True:
             now = self.base.now()
             if now >= until:
                 break
             while todo and todo[0][0] <= now:
                 todo.pop(0)[1]()
+            while deaths and deaths[0] <= now:
+                deaths.pop(0)
+                for item in active:
+                    run = item.run
+                    again = item.node.poller.minute_poll(run.minute, run.group, run.group_count)
+                    pending.append(_Active(again, item.node, now + timedelta(seconds=restart_s)))
+                self.restarts += len(active)
+                active = []
+            self._claim(now)
             for item in [a for a in pending if a.wake <= now]:
                 pending.remove(item)
                 item.run.start()
@@ -111,8 +146,34 @@ class Simulation:
                         item.wake = wake - timedelta(seconds=item.node.offset_s)
             if not active and not pending:
                 break
-            upcoming = [a.wake for a in active + pending] + [until] + [e[0] for e in todo[:1]]
+            upcoming = [a.wake for a in active + pending] + [until] + [e[0] for e in todo[:1]] + deaths[:1]
+            claim_at = self._next_claim()
+            if claim_at is not None:
+                upcoming.append(claim_at)
             self.base.set(max(min(upcoming), self.base.now() + timedelta(milliseconds=1)))
+
+    def _next_claim(self) -> datetime | None:
+        if self.claim_latency_s is None or self._claimed >= len(self.queues.log):
+            return None
+        return self.queues.log[self._claimed][0] + timedelta(seconds=self.claim_latency_s)
+
+    def _claim(self, now: datetime) -> None:
+        """The workers: the first claim of each slot writes its record (a repeat is dropped)."""
+        while (at := self._next_claim()) is not None and at <= now:
+            message = self.queues.log[self._claimed][1]
+            self._claimed += 1
+            record = Execution(
+                job_id=message.job_id,
+                tenant=message.tenant,
+                slot=message.slot,
+                scheduled_at=datetime.fromisoformat(message.scheduled_at),
+                attempt=message.attempt,
+                status=ExecutionStatus.RUNNING,
+                started_at=now,
+                job_version=message.job_version,
+            )
+            with contextlib.suppress(ExecutionConflictError):  # a second delivery: the claim fails
+                self.store.save_execution(record, None, 0)
 
     def sent(self, job_id: str | None = None) -> list[DispatchMessage]:
         return [m for _, m in self.queues.log if job_id is None or m.job_id == job_id]

@@ -197,7 +197,9 @@ def decide_claim(
             return ClaimDecision(ClaimAction.START, "new slot")
         return ClaimDecision(ClaimAction.DROP, f"no record for attempt {n} (expired or never started)")
     status = current.status
-    if status is ExecutionStatus.MISSED and (n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)):
+    if status is ExecutionStatus.MISSED and (
+        n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)
+    ):
         return ClaimDecision(ClaimAction.START, "slot recorded missed is released after all")
     if status is ExecutionStatus.QUEUED:
         if current.attempt == n:

@@ -16,7 +16,7 @@ from punctual.models import CatchupKind, Job, JobSpec
 MISSED_AFTER_S = 60  # a slot released later than this is "missed": the catch-up policy decides
 # Catch-up releases at most this many slots per timer, then chains on through a near timer due
 # now: a long outage drains a job a poll interval at a time, never in one unbounded release.
-MAX_RELEASE_PER_TIMER = 120
+MAX_RELEASE_PER_TIMER = 30
 _ONE_SECOND = timedelta(seconds=1)
 
 
@@ -128,17 +128,16 @@ def plan_release(job: Job, slot: datetime, now: datetime) -> ReleasePlan:
         # The common case, one slot on time: every policy releases just it.
         return ReleasePlan(release=due, next_slot=current)
     on_time = [s for s, at in zip(due, instants, strict=True) if at >= missed_before]
-    missed = [(s, at) for s, at in zip(due, instants, strict=True) if at < missed_before]
+    late = [(s, at) for s, at in zip(due, instants, strict=True) if at < missed_before]
     window_start = now - timedelta(seconds=job.catchup.window_seconds)
-    in_window = [s for s, at in missed if at >= window_start]
+    in_window = [s for s, at in late if at >= window_start]
     policy = job.catchup.policy
     if policy is CatchupKind.ALL:
-        chosen, reason = in_window, MISSED_BY_NONE
+        chosen, reason = in_window, MISSED_OUTSIDE_WINDOW  # only slots outside the window are dropped
     elif policy is CatchupKind.LATEST:
         chosen, reason = (in_window[-1:] if not on_time else []), MISSED_BY_LATEST
     else:
         chosen, reason = [], MISSED_BY_NONE
-    kept = set(chosen)
-    window = set(in_window)
-    missed = [(s, reason if s in window else MISSED_OUTSIDE_WINDOW) for s, _ in missed if s not in kept]
+    kept, window = set(chosen), set(in_window)
+    missed = [(s, reason if s in window else MISSED_OUTSIDE_WINDOW) for s, _ in late if s not in kept]
     return ReleasePlan(release=chosen + on_time, missed=missed, next_slot=current)

@@ -10,8 +10,8 @@ from pydantic import AwareDatetime, BaseModel, Field
 
 from punctual import aws
 from punctual.clock import Clock, SystemClock
-from punctual.polling import Poller, PollerConfig
 from punctual.observability import MetricsSink
+from punctual.polling import Poller, PollerConfig
 from punctual.queues import SqsQueues
 from punctual.settings import Settings
 from punctual.store.dynamo import DynamoStore
@@ -36,9 +36,7 @@ def store_from(settings: Settings) -> DynamoStore:
     return DynamoStore(aws.client("dynamodb"), settings.table_name, layout_from(settings))
 
 
-def poller_from(
-    settings: Settings, clock: Clock | None = None, metrics: MetricsSink | None = None
-) -> Poller:
+def poller_from(settings: Settings, clock: Clock | None = None, metrics: MetricsSink | None = None) -> Poller:
     config = PollerConfig(
         layout=layout_from(settings),
         short_queue_urls=tuple(settings.short_queue_urls),

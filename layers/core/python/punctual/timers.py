@@ -46,6 +46,12 @@ class TimerKind(StrEnum):
     RETRY = "retry"  # the next attempt of a failed execution
     LEASE = "lease"  # a running execution's lease expiry
     CHILD = "child"  # a dependent job's slot whose parents all succeeded
+    # A fire timer whose slot is already due when it is written: the rest of a catch-up the
+    # release before it had to cut short. Released like FIRE, but at catch-up's bounded rate.
+    CATCHUP = "catchup"
+
+
+CHAIN_KINDS = frozenset({TimerKind.FIRE, TimerKind.CATCHUP})  # the timers of a job's chain of slots
 
 
 def stable_hash(text: str) -> int:

@@ -101,7 +101,9 @@ class CatchUp:
             return ReleaseReport()
         current = self.open
         assert current is not None
-        report = current.drain.release_due(to_ms(now), limit=self.config.catchup_timers_per_slice, everything=True)
+        report = current.drain.release_due(
+            to_ms(now), limit=self.config.catchup_timers_per_slice, everything=True
+        )
         if len(current.drain):
             through = current.drain.released_through_ms
             if through is not None:
@@ -119,7 +121,8 @@ class CatchUp:
         while self.cursor is not None and self.before is not None and self.cursor < self.before:
             minute = self.cursor
             owed = {
-                lane: [s for s, start in starts.items() if start <= minute] for lane, starts in self.starts.items()
+                lane: [s for s, start in starts.items() if start <= minute]
+                for lane, starts in self.starts.items()
             }
             if not any(owed.values()):
                 self.cursor = minute + _MINUTE

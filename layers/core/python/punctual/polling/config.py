@@ -24,7 +24,7 @@ class PollerConfig:
     # Catch-up of past minutes is interleaved with the minute's own releases, in slices of at
     # most this many timers, at most one slice per ``catchup_pause_s``: a backlog of any size
     # costs a bounded amount of work per step, and on-time slots go first.
-    catchup_timers_per_slice: int = 500
+    catchup_timers_per_slice: int = 20  # x MAX_RELEASE_PER_TIMER (30) slots: at most 600 a slice
     catchup_pause_s: float = 0.05
     retention_days: int = 30  # how long a MISSED execution record is kept (as the worker's)
 

@@ -6,6 +6,9 @@ each past minute that catch-up drains. Two rules keep a restart from re-doing wo
 * **A later timer proves the earlier slots of its chain.** The next fire timer of a job is
   written only after the slots before it were sent (or recorded missed), so a fire timer
   older than another one held for the same (job, version) is not released again.
+* **Catch-up waits its turn.** With ``defer_catchup`` (the poller's own minute), CATCHUP
+  timers (the rest of a cut-short catch-up) that fall due wait in ``lagging`` and are
+  released by :meth:`release_lagging` in bounded slices, so on-time slots go first.
 * **Uncertain timers are checked.** Timers due before this drain began (a restart, a late
   start, a dead poller's minute) may have been released already: the releaser reads
   their slots' execution records and does not send one a worker already started.
@@ -15,11 +18,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Iterable
 from datetime import datetime
 
 from punctual.polling.release import ReleaseReport, SlotReleaser
-from punctual.timers import Lane, Timer, TimerKind
+from punctual.timers import CHAIN_KINDS, Lane, Timer, TimerKind
 
 ChainKey = tuple[str, str, int]  # (tenant, job, version)
 
@@ -37,8 +41,16 @@ class MinuteDrain:
         Timers due at or before this instant may have been released by an earlier poller.
     """
 
-    def __init__(self, releaser: SlotReleaser, minute: datetime, uncertain_through_ms: int | None) -> None:
+    def __init__(
+        self,
+        releaser: SlotReleaser,
+        minute: datetime,
+        uncertain_through_ms: int | None,
+        defer_catchup: bool = False,
+    ) -> None:
         self.releaser = releaser
+        self.defer_catchup = defer_catchup
+        self.lagging: deque[Timer] = deque()  # CATCHUP timers due, in due order, waiting their turn
         self.minute = minute
         self.uncertain_through_ms = uncertain_through_ms
         # (due, sk, arrival, timer): the arrival number breaks ties, so two rows with the same
@@ -55,7 +67,7 @@ class MinuteDrain:
         self.released_through_ms: int | None = None
 
     def __len__(self) -> int:
-        return len(self.heap)
+        return len(self.heap) + len(self.lagging)
 
     def hold(self, timers: Iterable[Timer]) -> None:
         held, heap, newest = self.held, self.heap, self.newest_seen
@@ -64,7 +76,7 @@ class MinuteDrain:
             if key in held:
                 continue
             held.add(key)
-            if timer.kind is TimerKind.FIRE:
+            if timer.kind in CHAIN_KINDS:
                 chain = (timer.tenant, timer.job_id, timer.job_version)
                 if newest.get(chain, "") < timer.slot:
                     newest[chain] = timer.slot
@@ -79,33 +91,59 @@ class MinuteDrain:
         due: list[Timer] = []
         heap = self.heap
         while heap and (everything or heap[0][0] <= now_ms) and (limit is None or len(due) < limit):
-            due.append(heapq.heappop(heap)[3])
+            timer = heapq.heappop(heap)[3]
+            if self.defer_catchup and timer.kind is TimerKind.CATCHUP:
+                self.lagging.append(timer)
+            else:
+                due.append(timer)
+        complete = not heap or heap[0][0] > now_ms
+        report = self._release(due)
+        through = now_ms if complete else due[-1].due_ms - 1 if due else None
+        if through is not None and due and complete:
+            through = max(through, due[-1].due_ms)
+        if through is not None:
+            self._released_through(through)
+        return report
+
+    def release_lagging(self, limit: int) -> ReleaseReport:
+        """Release at most ``limit`` of the CATCHUP timers waiting their turn, oldest first."""
+        batch = [self.lagging.popleft() for _ in range(min(limit, len(self.lagging)))]
+        try:
+            return self._release(batch)
+        except Exception:
+            self.lagging.extendleft(reversed(batch))
+            raise
+
+    def _release(self, due: list[Timer]) -> ReleaseReport:
         if not due:
-            self._released_through(now_ms)
             return ReleaseReport()
         wanted, superseded = self._without_superseded(due)
         uncertain_ms = self.uncertain_through_ms if self.uncertain_through_ms is not None else -1
         report = ReleaseReport(superseded=superseded)
         try:
             report.merge(self.releaser.release([t for t in wanted if t.due_ms > uncertain_ms]))
-            report.merge(self.releaser.release([t for t in wanted if t.due_ms <= uncertain_ms], uncertain=True))
+            report.merge(
+                self.releaser.release([t for t in wanted if t.due_ms <= uncertain_ms], uncertain=True)
+            )
         except Exception:
             for timer in due:
-                heapq.heappush(heap, (timer.due_ms, timer.sk, next(self._arrivals), timer))
+                if timer.kind is TimerKind.CATCHUP and self.defer_catchup:
+                    continue  # a lagging batch: the caller puts it back
+                heapq.heappush(self.heap, (timer.due_ms, timer.sk, next(self._arrivals), timer))
             raise
         for timer in wanted:
-            if timer.kind is TimerKind.FIRE:
+            if timer.kind in CHAIN_KINDS:
                 chain = (timer.tenant, timer.job_id, timer.job_version)
                 if self.newest_released.get(chain, "") < timer.slot:
                     self.newest_released[chain] = timer.slot
-        last_due = due[-1].due_ms
-        self._released_through(max(now_ms, last_due) if not heap or heap[0][0] > now_ms else last_due - 1)
         return report
 
     def _released_through(self, ms: int) -> None:
-        if not self.heap or self.heap[0][0] > ms:
-            if self.released_through_ms is None or ms > self.released_through_ms:
-                self.released_through_ms = ms
+        if self.lagging:  # a restart must read the oldest timer still waiting its turn
+            ms = min(ms, self.lagging[0].due_ms - 1)
+        unreleased_before = bool(self.heap) and self.heap[0][0] <= ms
+        if not unreleased_before and (self.released_through_ms is None or ms > self.released_through_ms):
+            self.released_through_ms = ms
 
     def _without_superseded(self, due: list[Timer]) -> tuple[list[Timer], int]:
         """Drop fire timers whose chain has moved on, or whose slot this drain released already."""
@@ -113,10 +151,14 @@ class MinuteDrain:
         seen, released = self.newest_seen, self.newest_released
         batch: dict[ChainKey, str] = {}  # one timer per slot in this batch (two lanes may hold it)
         for timer in due:
-            if timer.kind is TimerKind.FIRE:
+            if timer.kind in CHAIN_KINDS:
                 chain = (timer.tenant, timer.job_id, timer.job_version)
                 slot = timer.slot
-                if seen.get(chain, "") > slot or released.get(chain, "") >= slot or batch.get(chain, "") >= slot:
+                if (
+                    seen.get(chain, "") > slot
+                    or released.get(chain, "") >= slot
+                    or batch.get(chain, "") >= slot
+                ):
                     continue
                 batch[chain] = slot
             wanted.append(timer)

@@ -9,9 +9,10 @@ It starts a little before its minute M, and:
 3. until M + 60 s + grace, reads the near buckets of M every poll interval (with a
    look-back that covers clock skew), releases every held timer at its instant, and every
    ``progress_interval_s`` in which it released something records how far it got;
-4. between those steps, drains in bounded slices the past minutes its shards' watermarks
-   say are owed (:mod:`.catchup`) — the previous minute's only once that minute's own
-   poller (and its retries) should have finished;
+4. between those steps, in bounded slices at most every ``catchup_pause_s``: the rest of
+   catch-ups that were cut short (CATCHUP timers), and the past minutes its shards'
+   watermarks say are owed (:mod:`.catchup`) — the previous minute's only once that
+   minute's own poller (and its retries) should have finished;
 5. at the end, advances the watermark of each shard whose buckets were all released
    (never past a minute catch-up still owes).
 """
@@ -51,7 +52,7 @@ class MinutePoll:
         self.near = layout.shards_of_group(Lane.NEAR, group, group_count)
         self.end = minute + timedelta(minutes=1)
         self.final = self.end + timedelta(seconds=self.config.grace_s)
-        self.drain = MinuteDrain(poller.releaser, minute, uncertain_through_ms=None)
+        self.drain = MinuteDrain(poller.releaser, minute, uncertain_through_ms=None, defer_catchup=True)
         self.catchup = CatchUp(
             self.store,
             poller.releaser,
@@ -114,13 +115,13 @@ class MinutePoll:
             self._poll(now)
         self._release_due()
         self._mark()
-        if self.catchup.pending and self.clock.now() >= self.next_catchup:
+        if self._catching_up() and self.clock.now() >= self.next_catchup:
             self._catch_up_slice()
         wake = self.next_poll
         due = self.drain.next_due_ms()
         if due is not None:
             wake = min(wake, from_ms(due))
-        if self.catchup.pending:
+        if self._catching_up():
             wake = min(wake, self.next_catchup)
         return min(wake, self.final)
 
@@ -135,6 +136,9 @@ class MinutePoll:
                 break
             self._release_due(everything=True)
         self.failed_shards.update((t.lane, t.shard) for *_, t in self.drain.heap)
+        # Catch-up still waiting its turn is not dropped: those shards' watermarks stay, and the
+        # next poller drains this minute from its progress mark.
+        self.failed_shards.update((t.lane, t.shard) for t in self.drain.lagging)
         self._mark(force=True)
         self._advance()
         return self.report
@@ -165,7 +169,12 @@ class MinutePoll:
             self.last_near_ms = min(m for m in near_marks if m is not None)
         self.marked_ms = min([*self.far_from.values(), *(m + 1 for m in near_marks if m is not None)]) - 1
         self.resumed = True
-        log.info("minute %s group %d/%d resumes from its progress mark", f"{self.minute:%H:%M}", self.group, self.group_count)
+        log.info(
+            "minute %s group %d/%d resumes from its progress mark",
+            f"{self.minute:%H:%M}",
+            self.group,
+            self.group_count,
+        )
 
     def _poll(self, now: datetime) -> None:
         """Retry far reads that failed, read the near buckets' due range (with the look-back)."""
@@ -200,9 +209,16 @@ class MinutePoll:
             log.exception("releasing due timers failed; will retry")
             self.clock.sleep(0.2)
 
+    def _catching_up(self) -> bool:
+        return bool(self.drain.lagging) or self.catchup.pending
+
     def _catch_up_slice(self) -> None:
+        """One bounded turn of catch-up work: chains cut short in this minute, then past minutes."""
         try:
-            self.report.merge(self.catchup.slice(self.clock.now()))
+            if self.drain.lagging:
+                self.report.merge(self.drain.release_lagging(self.config.catchup_timers_per_slice))
+            if self.catchup.pending:
+                self.report.merge(self.catchup.slice(self.clock.now()))
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.catchup_pause_s)
         except Exception:
             log.exception("catch-up slice failed; will retry")

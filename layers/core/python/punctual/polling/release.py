@@ -30,7 +30,7 @@ from punctual.planning import ReleasePlan, dispatch_instant, plan_release
 from punctual.polling.config import PollerConfig
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, pick_queue
 from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
-from punctual.timers import Timer, TimerKind, from_ms, slot_instant, slot_key
+from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 
 log = logging.getLogger("punctual.polling")
 
@@ -130,7 +130,7 @@ class SlotReleaser:
         # Eventually consistent (half the read cost): a job paused or replaced a moment ago may
         # release one more slot of the old version, which the worker's claim re-checks.
         jobs = self.store.batch_get_jobs({(t.tenant, t.job_id) for t in timers}, consistent=False)
-        fire = [t for t in timers if t.kind is TimerKind.FIRE]
+        fire = [t for t in timers if t.kind in CHAIN_KINDS]
         plans: list[tuple[Job, ReleasePlan]] = []
         for timer in fire:
             job = jobs.get((timer.tenant, timer.job_id))
@@ -145,7 +145,7 @@ class SlotReleaser:
         started = self._started_slots(plans) if uncertain else set()
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
-        self._followups([t for t in timers if t.kind is not TimerKind.FIRE], jobs, now, out, report)
+        self._followups([t for t in timers if t.kind not in CHAIN_KINDS], jobs, now, out, report)
 
         # Send first, next timers second: see the module docstring.
         for queue, messages in out.messages.items():
@@ -188,15 +188,16 @@ class SlotReleaser:
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
         if plan.next_slot is not None:
+            due = dispatch_instant(job, plan.next_slot)
             out.next_timers.append(
                 self.config.layout.make(
                     now=now,
-                    due=dispatch_instant(job, plan.next_slot),
+                    due=due,
                     job_id=job.id,
                     tenant=job.tenant,
                     slot=slot_key(plan.next_slot),
                     attempt=1,
-                    kind=TimerKind.FIRE,
+                    kind=TimerKind.CATCHUP if due <= now else TimerKind.FIRE,
                     job_version=job.version,
                 )
             )
@@ -231,7 +232,9 @@ class SlotReleaser:
         status, attempt = execution.status, execution.attempt
         if timer.kind is TimerKind.RETRY:
             if status is ExecutionStatus.RETRY_WAIT and attempt == timer.attempt - 1:
-                return message_for(job, timer.slot, from_ms(timer.due_ms), timer.attempt, MessageKind.RETRY, now)
+                return message_for(
+                    job, timer.slot, from_ms(timer.due_ms), timer.attempt, MessageKind.RETRY, now
+                )
             return None
         if timer.kind is TimerKind.LEASE:
             lease = execution.lease_until

@@ -67,7 +67,13 @@ _MAX_UNPROCESSED_ROUNDS = 12
 # due range, and a range read looks one window further back.
 _PACK_MAX = 64
 _PACK_SPAN_MS = {Lane.FAR: 60_000, Lane.NEAR: 1_000}
-_KIND_CODE = {TimerKind.FIRE: "f", TimerKind.RETRY: "r", TimerKind.LEASE: "l", TimerKind.CHILD: "c"}
+_KIND_CODE = {
+    TimerKind.FIRE: "f",
+    TimerKind.RETRY: "r",
+    TimerKind.LEASE: "l",
+    TimerKind.CHILD: "c",
+    TimerKind.CATCHUP: "k",
+}
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
 

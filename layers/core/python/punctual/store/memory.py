@@ -14,7 +14,6 @@ from datetime import datetime
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import (
-    ProgressMark,
     ExecutionConflictError,
     ExecutionKey,
     Expect,
@@ -22,6 +21,7 @@ from punctual.store.base import (
     JobKey,
     JobStore,
     Page,
+    ProgressMark,
     TenantLimitError,
     VersionConflictError,
 )
