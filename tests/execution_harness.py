@@ -13,10 +13,10 @@ from typing import Any
 
 from factories import job as make_job
 from punctual.clock import ManualClock
-from punctual.polling import Poller, PollerConfig
 from punctual.execution import Delivery, HandleResult, MemoryFailureSink, Worker, WorkerConfig
 from punctual.models import Job, Overlap
 from punctual.observability import RecordingMetrics
+from punctual.polling import Poller, PollerConfig
 from punctual.queues import DispatchMessage, MemoryQueues, MessageKind
 from punctual.store.base import JobStore
 from punctual.targets.base import SlotContext, TargetResult

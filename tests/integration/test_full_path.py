@@ -14,11 +14,11 @@ import boto3
 from execution_harness import FakeTarget
 from factories import spec
 from punctual.clock import ManualClock
-from punctual.polling import Poller, PollerConfig
 from punctual.execution import Delivery, MemoryFailureSink, Worker, WorkerConfig
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import ExecutionStatus
 from punctual.observability import RecordingMetrics
+from punctual.polling import Poller, PollerConfig
 from punctual.queues import DispatchMessage, MessageKind, SqsQueues
 from punctual.store.dynamo import DynamoStore
 from punctual.targets.base import TargetResult
