@@ -41,6 +41,7 @@ bench: install
 	$(BIN)/python bench/timer_packing.py; \
 	$(BIN)/python bench/cost_per_million.py; \
 	$(BIN)/python bench/capacity.py; \
+	$(BIN)/python bench/crash_cost.py; \
 	rm -f bench/results/local_mode.json; \
 	$(BIN)/python bench/local_mode.py || echo "make bench: local mode benchmarks failed (reported as not run)"; \
 	$(BIN)/python bench/report.py --elapsed-s $$(( $$(date +%s) - start )); \

@@ -157,6 +157,25 @@ def rows() -> list[tuple[str, str, str, str]]:
                 verdict(cost["verdicts"]["idle_per_month_defaults"]),
             )
         )
+    crash = load("crash_cost")
+    if crash:
+        out.append(
+            (
+                "crash cost: SQS entries per slot, one poller crash (six in one minute),"
+                " 1,000 and 10,000 slots a minute (bench/crash_cost.py)",
+                f"{crash['worst_entries_per_slot_one_crash']:.3f} ({crash['worst_entries_per_slot_six_crashes']:.3f})",
+                "≤ 1.5 (≤ 2)",
+                verdict(crash["verdicts"]["one_crash"] and crash["verdicts"]["six_crashes"]),
+            )
+        )
+        out.append(
+            (
+                "crash cost: p99 fire delay of the slots due after a kill (restart 1 s later)",
+                ms(crash["worst_p99_after_kill_ms"] / 1000),
+                "≤ 10 s",
+                verdict(crash["worst_p99_after_kill_ms"] <= 10_000 and crash["all_released"]),
+            )
+        )
     cap = load("capacity")
     if cap:
         checks = cap["checks_defaults"]

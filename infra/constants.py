@@ -194,7 +194,7 @@ ECS_METRICS_SERVICE: Final = "punctual-ecs-worker"
 # EMF metrics the runtime writes (namespace METRICS_NAMESPACE).
 METRIC_FIRE_DELAY_MS: Final = "FireDelayMs"
 METRIC_SLOTS_RELEASED: Final = "SlotsReleased"
-METRIC_SLOTS_SKIPPED: Final = "SlotsSkipped"
+METRIC_SLOTS_MISSED: Final = "SlotsMissed"  # slots newly recorded MISSED (each counted once)
 METRIC_EXECUTIONS_SUCCEEDED: Final = "ExecutionsSucceeded"
 METRIC_EXECUTIONS_FAILED: Final = "ExecutionsFailed"
 METRIC_RETRIES: Final = "Retries"

@@ -1,7 +1,7 @@
 """Observability: the dashboard and the alarms, which notify an encrypted SNS topic.
 
 The runtime writes EMF metrics in namespace ``Punctual``: ``FireDelayMs`` (scheduled instant →
-release), ``SlotsReleased``, ``SlotsSkipped`` from the poller, and ``ExecutionsSucceeded``,
+first release, once per slot), ``SlotsReleased``, ``SlotsMissed`` (MISSED records) from the poller, and ``ExecutionsSucceeded``,
 ``ExecutionsFailed``, ``Retries`` from the workers. Lambda functions write them with Powertools
 (dimension ``service=punctual``), the ECS worker itself (``service=punctual-ecs-worker``); the
 dashboard adds the two lanes. The rest comes from
@@ -338,10 +338,10 @@ class Observability(Construct):
                 ],
             ),
             graph(
-                "Retries and skipped slots per minute",
+                "Retries and missed slots per minute",
                 [
                     both_lanes_sum(c.METRIC_RETRIES, "retries"),
-                    app_metric(c.METRIC_SLOTS_SKIPPED, "Sum", "skipped"),
+                    app_metric(c.METRIC_SLOTS_MISSED, "Sum", "missed"),
                 ],
             ),
         )

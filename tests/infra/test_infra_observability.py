@@ -132,7 +132,7 @@ def test_dashboard_shows_the_scheduler_metrics(default_synth: Synth) -> None:
         "ExecutionsSucceeded",
         "ExecutionsFailed",
         "Retries",
-        "SlotsSkipped",
+        "SlotsMissed",
         "ApproximateAgeOfOldestMessage",
         "ApproximateNumberOfMessagesVisible",
         "WriteKeyRangeThroughputThrottleEvents",

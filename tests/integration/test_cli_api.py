@@ -205,6 +205,32 @@ def test_trigger_then_runs_list_and_get(served: Served, capsys: pytest.CaptureFi
     assert "HTTP 502" in detail
 
 
+def test_a_missed_slot_shows_in_history_with_its_reason(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a job whose slot the poller recorded as missed (the catch-up policy dropped it)
+    code, out, _ = run(capsys, "jobs", "create", "--schedule", "rate(1 hour)", "--http-url", "https://x.example.com", "-o", "json")  # fmt: skip
+    job = json.loads(out)
+    slot = "2026-11-30T09:00:00Z"
+    missed = Execution(
+        job_id=job["id"],
+        tenant="default",
+        slot=slot,
+        scheduled_at=datetime(2026, 11, 30, 9, tzinfo=UTC),
+        status=ExecutionStatus.MISSED,
+        error="catch-up policy none: missed slots are not run",
+    )
+    served.api.store.save_execution(missed, None, ttl_epoch_s=2_000_000_000)
+    # When the user lists the job's runs, all of them and only the missed ones
+    code_all, listing, _ = run(capsys, "runs", "list", job["id"])
+    code_missed, only, _ = run(capsys, "runs", "list", job["id"], "--status", "MISSED", "-o", "json")
+    # Then the slot is there, marked MISSED, with the reason
+    assert code == code_all == code_missed == 0
+    assert listing.splitlines()[1].split()[:2] == [slot, "MISSED"]
+    assert "catch-up policy none" in listing
+    assert [(r["slot"], r["status"]) for r in json.loads(only)["items"]] == [(slot, "MISSED")]
+
+
 def test_validation_errors_exit_2_with_the_fields(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(
         capsys, "jobs", "create", "--schedule", "cron(0 25 * * ? *)", "--http-url", "https://x.example.com",

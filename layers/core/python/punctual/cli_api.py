@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from punctual.client import DEFAULT_ENDPOINT, ApiError, PunctualClient
-from punctual.models import JobSpec
+from punctual.models import ExecutionStatus, JobSpec
 
 INPUT_STATUSES = frozenset({400, 413, 415, 422})
 
@@ -422,9 +422,7 @@ def add_runs(verbs: Any) -> None:
 
     listing = sub.add_parser("list", parents=[common], help="a job's executions, newest first")
     listing.add_argument("job_id", metavar="JOB")
-    listing.add_argument(
-        "--status", choices=("QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "RETRY_WAIT", "SKIPPED")
-    )
+    listing.add_argument("--status", choices=[status.value for status in ExecutionStatus])
     listing.add_argument(
         "--limit", type=_limit, default=20, metavar="N", help="page size, 1-100 (default 20)"
     )
