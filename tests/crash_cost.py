@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from punctual.clock import ManualClock
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import JobSpec
+from punctual.observability import RecordingMetrics
 from punctual.store.base import ExecutionKey
 from punctual.store.memory import MemoryStore
 from punctual.timers import Lane, Timer
@@ -62,6 +63,8 @@ class CrashCost:
     execution_keys_read: int
     restarts: int
     delays_after_kill_ms: list[float] = field(default_factory=list)  # slots due after the first kill
+    fire_delays_counted: int = 0  # FireDelayMs values the pollers emitted over the whole run
+    resends: int = 0  # SQS entries over the whole run that the queue dropped as duplicates
 
     @property
     def entries_per_slot(self) -> float:
@@ -91,7 +94,8 @@ def crash_cost(
     """
     clock = ManualClock(T0 - timedelta(minutes=6))
     store = CountingStore()
-    sim = Simulation(store, clock, claim_latency_s=claim_latency_s)
+    metrics = RecordingMetrics()
+    sim = Simulation(store, clock, claim_latency_s=claim_latency_s, metrics=metrics)
     jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
     third = slots // 3
     chains = max(1, third // 60)
@@ -132,4 +136,6 @@ def crash_cost(
         execution_keys_read=store.execution_keys_read,
         restarts=sim.restarts,
         delays_after_kill_ms=delays,
+        fire_delays_counted=len(metrics.values.get("FireDelayMs", [])),
+        resends=sim.queues.sends - len(sim.queues.log),
     )

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from punctual.clock import ManualClock, OffsetClock
 from punctual.models import Execution, ExecutionStatus
+from punctual.observability import MetricsSink
 from punctual.polling import MinutePoll, Poller, PollerConfig
 from punctual.queues import DispatchMessage, MemoryQueues, QueuePort
 from punctual.store.base import ExecutionConflictError, JobStore
@@ -79,6 +80,7 @@ class Simulation:
     lead_s: float = 10.0
     claim_latency_s: float | None = None
     restarts: int = 0
+    metrics: MetricsSink | None = None
 
     def __post_init__(self) -> None:
         self.queues = RecordingQueues(self.base)
@@ -88,7 +90,8 @@ class Simulation:
         self, offset_s: float = 0.0, store: JobStore | None = None, queues: QueuePort | None = None
     ) -> Node:
         clock = OffsetClock(self.base, offset_s) if offset_s else self.base
-        return Node(Poller(store or self.store, queues or self.queues, clock, self.config), offset_s)
+        poller = Poller(store or self.store, queues or self.queues, clock, self.config, self.metrics)
+        return Node(poller, offset_s)
 
     def run(
         self,

@@ -48,6 +48,20 @@ def test_a_restarted_poller_resumes_and_resends_almost_nothing(
     assert p99 is not None and p99 <= 1000 + 2000, cost.p99_after_kill_ms()
 
 
+def test_fire_delay_is_counted_once_per_slot_not_once_per_read() -> None:
+    # Given the same run with and without six poller crashes in one minute
+    calm = crash_cost(1000, [])
+    crashing = crash_cost(1000, [5, 15, 25, 35, 45, 55])
+    # Then a restart re-reads hundreds of timers, and counts none of them again: the only
+    # extra FireDelayMs values are slots sent again because no worker had claimed them yet
+    # (the worker's StartDelayMs counts those once, at the claim)
+    assert crashing.execution_keys_read > 500
+    assert calm.resends == 0 and 0 < crashing.resends <= 20
+    assert (
+        calm.fire_delays_counted < crashing.fire_delays_counted <= calm.fire_delays_counted + crashing.resends
+    )
+
+
 def test_without_progress_marks_a_restart_would_resend_the_minute(monkeypatch: pytest.MonkeyPatch) -> None:
     # The marks are what saves the work: a store that loses them costs far more (so the test
     # above measures them, not an accident of the mix).
