@@ -163,7 +163,8 @@ def rows() -> list[tuple[str, str, str, str]]:
             (
                 "crash cost: SQS entries per slot, one poller crash (six in one minute),"
                 " 1,000 and 10,000 slots a minute (bench/crash_cost.py)",
-                f"{crash['worst_entries_per_slot_one_crash']:.3f} ({crash['worst_entries_per_slot_six_crashes']:.3f})",
+                f"{crash['worst_entries_per_slot_one_crash']:.3f}"
+                f" ({crash['worst_entries_per_slot_six_crashes']:.3f})",
                 "≤ 1.5 (≤ 2)",
                 verdict(crash["verdicts"]["one_crash"] and crash["verdicts"]["six_crashes"]),
             )

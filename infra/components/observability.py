@@ -1,7 +1,8 @@
 """Observability: the dashboard and the alarms, which notify an encrypted SNS topic.
 
 The runtime writes EMF metrics in namespace ``Punctual``: ``FireDelayMs`` (scheduled instant →
-first release, once per slot), ``SlotsReleased``, ``SlotsMissed`` (MISSED records) from the poller, and ``ExecutionsSucceeded``,
+release, counted when a slot is sent, not per re-read), ``SlotsReleased``, ``SlotsMissed``
+(slots recorded MISSED) from the poller, and ``ExecutionsSucceeded``,
 ``ExecutionsFailed``, ``Retries`` from the workers. Lambda functions write them with Powertools
 (dimension ``service=punctual``), the ECS worker itself (``service=punctual-ecs-worker``); the
 dashboard adds the two lanes. The rest comes from
