@@ -33,6 +33,17 @@ CASES: list[tuple[str, list[float]]] = [
 ]
 
 
+HEADERS = [
+    "slots/min",
+    "case",
+    "SQS entries ÷ slots",
+    "extra reads ÷ slot",
+    "p99 after kill",
+    "max",
+    "released",
+]
+
+
 def run(slots: int) -> list[dict[str, Any]]:
     base = crash_cost(slots, [])
     base_reads = base.timer_rows_read + base.execution_keys_read
@@ -65,8 +76,7 @@ def main() -> None:
     print(benchlib.machine_line())
     print(
         benchlib.table(
-            ["slots/min", "case", "SQS entries ÷ slots", "extra reads ÷ slot", "p99 after kill", "max"]
-            + ["released"],
+            HEADERS,
             [
                 (
                     r["slots_per_minute"],
