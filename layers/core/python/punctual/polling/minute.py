@@ -71,7 +71,6 @@ class MinutePoll:
         self.next_catchup = minute
         self.marked_ms: int | None = None  # the progress mark last written
         self.next_mark = minute
-        self.resumed = False
 
     # ------------------------------------------------------------------ the loop
 
@@ -144,8 +143,8 @@ class MinutePoll:
         return self.report
 
     def backlog(self, now: datetime) -> int:
-        """Held timers already due and not yet released (0 unless releases are failing)."""
-        return self.drain.backlog(to_ms(now))
+        """Held timers already due and not yet released (releases failing, or catch-up waiting)."""
+        return self.drain.backlog(to_ms(now)) + len(self.drain.lagging)
 
     # ------------------------------------------------------------------ parts
 
@@ -167,8 +166,6 @@ class MinutePoll:
         near_marks = [progress_of(marks, shard) for shard in self.near]
         if near_marks and all(m is not None for m in near_marks):
             self.last_near_ms = min(m for m in near_marks if m is not None)
-        self.marked_ms = min([*self.far_from.values(), *(m + 1 for m in near_marks if m is not None)]) - 1
-        self.resumed = True
         log.info(
             "minute %s group %d/%d resumes from its progress mark",
             f"{self.minute:%H:%M}",
