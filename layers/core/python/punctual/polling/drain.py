@@ -96,13 +96,12 @@ class MinuteDrain:
                 self.lagging.append(timer)
             else:
                 due.append(timer)
-        complete = not heap or heap[0][0] > now_ms
+        complete = not heap or heap[0][0] > now_ms  # every timer due by now_ms was taken
         report = self._release(due)
-        through = now_ms if complete else due[-1].due_ms - 1 if due else None
-        if through is not None and due and complete:
-            through = max(through, due[-1].due_ms)
-        if through is not None:
-            self._released_through(through)
+        if complete:
+            self._released_through(max(now_ms, due[-1].due_ms) if due else now_ms)
+        elif due:  # cut short by the limit: released up to just before the next one due
+            self._released_through(due[-1].due_ms - 1)
         return report
 
     def release_lagging(self, limit: int) -> ReleaseReport:
