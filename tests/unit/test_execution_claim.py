@@ -56,6 +56,10 @@ def test_terminal_states_are_final_and_nothing_is_born_finished() -> None:
         check_transition(None, S.SUCCEEDED)
     with pytest.raises(IllegalTransition):
         check_transition(S.QUEUED, S.FAILED)  # a run cannot fail before it started
+    # A MISSED record only says why a slot did not run: a later release may still run it
+    assert TRANSITIONS[S.MISSED] == frozenset({S.RUNNING, S.QUEUED, S.SKIPPED})
+    with pytest.raises(IllegalTransition):
+        check_transition(S.MISSED, S.SUCCEEDED)
 
 
 def test_finishing_twice_is_an_illegal_transition(rig: Rig, t0: datetime) -> None:
@@ -368,3 +372,33 @@ def test_the_worker_hands_the_target_its_decrypted_signing_secret(rig: Rig, t0: 
     worker.run(claim)
     assert rig.target.calls[0].signing_secrets == (plain,)
     assert default_signing_secrets(Settings())(job) == ()  # no key configured: nothing to sign with
+
+
+def test_a_slot_released_for_a_replaced_version_is_superseded_not_run_with_the_new_spec(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given a slot released for version 1, and the job replaced (version 2) before it is claimed
+    old = rig.add_job()
+    stale = rig.message(old, t0)
+    new = old.model_copy(update={"version": 2, "payload": {"spec": "new"}})
+    rig.store.replace_job(new, expected_version=1)
+    worker = rig.worker()
+    rig.send(stale)
+    # When a worker takes it
+    results = rig.work_until_idle(worker)
+    # Then nothing ran: the slot is recorded MISSED, superseded, and the message is deleted
+    assert [(r.outcome, r.ack) for r in results] == [("stale", True)]
+    assert rig.target.calls_for(old.id) == []
+    record = rig.store.get_execution(old.tenant, old.id, slot_key(t0))
+    assert record is not None and record.status is ExecutionStatus.MISSED
+    assert "superseded" in (record.error or "") and record.job_version == 1
+    assert rig.metrics.total("SupersededSlots") == 1
+    # And when the new version releases the same slot (a replacement a moment before it), it
+    # is a different message (no FIFO drop) and runs, once, with the new spec
+    rig.send(rig.message(new, t0))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert rig.target.calls_for(old.id) == [(slot_key(t0), 1)]
+    rig.clock.advance(6 * 60)  # past SQS's dedup window, the old message comes back once more
+    rig.send(stale)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
+    assert statuses(rig.history(new)) == [(1, "SUCCEEDED")]

@@ -17,6 +17,8 @@ def test_dedup_id_is_per_attempt_and_stable() -> None:
     assert first.dedup_id == again.dedup_id  # the kind does not change what the attempt is
     assert first.dedup_id != message_for(j, "s1", T, 2, MessageKind.FIRE, T).dedup_id
     assert first.dedup_id != message_for(job("a", tenant="other"), "s1", T, 1, MessageKind.FIRE, T).dedup_id
+    # a slot released for the job's old version and again for its new one is two messages
+    assert first.dedup_id != message_for(job("a", version=2), "s1", T, 1, MessageKind.FIRE, T).dedup_id
     assert DispatchMessage.from_body(first.to_body()) == first
 
 

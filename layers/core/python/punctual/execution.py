@@ -74,6 +74,7 @@ log = logging.getLogger("punctual.execution")
 
 RELEASED_NOTE = "released: the worker shut down before the run ended"
 LEASE_LOST_NOTE = "lease expired: the worker was lost"
+SUPERSEDED_NOTE = "superseded: the job changed before this slot started"
 MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on the record
 OVERLAP_LOOKBACK = 4  # newest records read by the overlap check
 MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
@@ -98,7 +99,9 @@ class IllegalTransition(Exception):
 
 _S = ExecutionStatus
 TRANSITIONS: Mapping[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
-    None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+    # MISSED is born as it is: the poller (catch-up policy, paused job) or the claim (a slot
+    # released for an older version) records a slot that did not run.
+    None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.MISSED}),
     _S.QUEUED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
     _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
     # RUNNING -> RUNNING: a heartbeat, or a takeover by a new owner as the next attempt.
@@ -320,7 +323,7 @@ class ClaimOutcome(StrEnum):
     WAITING = "waiting"  # the message comes back later (live lease, overlap queue)
     SKIPPED = "skipped"  # overlap skip, or the job is paused
     EXHAUSTED = "exhausted"  # lease lapsed with no attempt left: TIMED_OUT
-    STALE = "stale"  # the job is gone
+    STALE = "stale"  # the job is gone, or the slot was released for an older version of it
 
 
 @dataclass
@@ -677,6 +680,15 @@ class Worker:
         if time_left_s is not None and job.timeout_seconds + FINISH_MARGIN_S > time_left_s:
             self.metrics.add("DeferredForTime", 1)
             return self._wait(message, delivery, job, 0, "not enough time left in this invocation", None)
+        if (
+            message.kind == MessageKind.FIRE
+            and message.attempt == 1
+            and job.state is JobState.ENABLED
+            and job.version > message.job_version
+        ):
+            superseded = self._supersede(job, message, delivery)
+            if superseded is not None:
+                return superseded
         fresh = message.attempt == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)
         # A first attempt creates the record; on conflict the store returns the record as it
         # is, so the common path costs no read.
@@ -701,6 +713,35 @@ class Worker:
                 )
         log.warning("claim of %s %s kept racing; trying again later", message.job_id, message.slot)
         return self._wait(message, delivery, job, ERROR_BACKOFF_S, "claim kept racing", current)
+
+    def _supersede(self, job: Job, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
+        """A slot released for an older version of the job: never run against the new spec.
+
+        Recorded MISSED (so a release of the same slot for the current version still runs
+        it); None when the slot already has a record (the usual claim decides).
+        """
+        now = self.clock.now()
+        record = Execution(
+            job_id=job.id,
+            tenant=job.tenant,
+            slot=message.slot,
+            scheduled_at=datetime.fromisoformat(message.scheduled_at),
+            status=ExecutionStatus.MISSED,
+            finished_at=now,
+            error=f"{SUPERSEDED_NOTE} (released for version {message.job_version}, now {job.version})",
+            job_version=message.job_version,
+        )
+        try:
+            self._save(record, None, None)
+        except ExecutionConflictError:
+            return None
+        self.metrics.add("SupersededSlots", 1)
+        log.info(
+            "slot %s of %s was released for version %d: superseded", message.slot, job.id, message.job_version
+        )
+        return Claim(
+            ClaimOutcome.STALE, message, delivery, job, record, reason="superseded by a newer version"
+        )
 
     def _apply(
         self,

@@ -66,8 +66,13 @@ class DispatchMessage:
 
     @property
     def dedup_id(self) -> str:
-        """Stable per (tenant, job, slot, attempt): a resend is the same message."""
-        raw = f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}\x1f{self.attempt}"
+        """Stable per (tenant, job, slot, attempt, job version): a resend is the same message.
+
+        The version is part of it so that a slot released for a job's old version and again
+        for its new one (a replacement a moment before the slot) is two messages: the claim
+        records the first as superseded and runs the second, instead of FIFO dropping it.
+        """
+        raw = f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}\x1f{self.attempt}\x1f{self.job_version}"
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @property
