@@ -35,15 +35,18 @@ from punctual.models import (
 from punctual.settings import Settings
 from punctual.targets import DefaultTargetInvoker
 from punctual.targets.aws import (
+    CallTimeouts,
     EcsTargetAdapter,
     EventBridgeTargetAdapter,
     LambdaTargetAdapter,
     SnsTargetAdapter,
     SqsTargetAdapter,
     StepFunctionsTargetAdapter,
+    api_call_timeouts,
     classify_aws_error,
     dedup_id,
     execution_name,
+    lambda_wait_timeouts,
 )
 from punctual.targets.base import Outcome, SlotContext
 
@@ -57,10 +60,14 @@ class Clients:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str | None]] = []
+        self.timeouts: list[CallTimeouts | None] = []  # what each call asked for (moto ignores them)
         self._cache: dict[tuple[str, str], Any] = {}
 
-    def __call__(self, service: str, region: str | None = None) -> Any:
+    def __call__(
+        self, service: str, region: str | None = None, *, timeouts: CallTimeouts | None = None
+    ) -> Any:
         self.calls.append((service, region))
+        self.timeouts.append(timeouts)
         key = (service, region or REGION)
         if key not in self._cache:
             self._cache[key] = boto3.client(service, region_name=key[1])
@@ -141,6 +148,7 @@ def test_lambda_request_response_waits_for_the_result_and_passes_the_key(
     custom = json.loads(base64.b64decode(params["ClientContext"]))["custom"]
     assert custom == {
         "idempotency_key": "nightly-export:2026-11-30T10:00:00Z",
+        "fencing_token": "nightly-export:2026-11-30T10:00:00Z:1",
         "job_id": "nightly-export",
         "slot": "2026-11-30T10:00:00Z",
         "attempt": "1",
@@ -245,6 +253,7 @@ def test_sqs_sends_the_payload_with_the_slot_attributes(clients: Clients) -> Non
     attributes = {name: value["StringValue"] for name, value in message["MessageAttributes"].items()}
     assert attributes == {
         "punctual-idempotency-key": "nightly-export:2026-11-30T10:00:00Z",
+        "punctual-fencing-token": "nightly-export:2026-11-30T10:00:00Z:2",
         "punctual-job-id": "nightly-export",
         "punctual-slot": "2026-11-30T10:00:00Z",
         "punctual-attempt": "2",
@@ -323,6 +332,8 @@ def test_sns_publishes_with_the_slot_attributes(clients: Clients) -> None:
     assert json.loads(message["Body"]) == {"rows": 3}
     key = message["MessageAttributes"]["punctual-idempotency-key"]["StringValue"]
     assert key == "nightly-export:2026-11-30T10:00:00Z"
+    token = message["MessageAttributes"]["punctual-fencing-token"]["StringValue"]
+    assert token == "nightly-export:2026-11-30T10:00:00Z:1"
 
 
 def test_sns_fifo_topics_get_a_group_and_the_slot_dedup_id(clients: Clients) -> None:
@@ -536,6 +547,7 @@ def test_ecs_runs_the_task_heartbeats_while_it_runs_and_succeeds_on_exit_0(
         "PUNCTUAL_ATTEMPT": "1",
         "PUNCTUAL_SCHEDULED_AT": "2026-11-30T10:00:00Z",
         "PUNCTUAL_IDEMPOTENCY_KEY": "nightly-export:2026-11-30T10:00:00Z",
+        "PUNCTUAL_FENCING_TOKEN": "nightly-export:2026-11-30T10:00:00Z:1",
         "PUNCTUAL_PAYLOAD": '{"rows":3}',
     }
     assert task["startedBy"].startswith("punctual-") and len(task["startedBy"]) <= 36
@@ -573,6 +585,21 @@ def test_ecs_a_task_past_the_timeout_is_stopped(clients: Clients, ecs_setup: dic
     ][0]
     assert task["lastStatus"] == "STOPPED"
     assert "timeout" in task["stoppedReason"]
+
+
+def test_ecs_no_poll_sleeps_past_the_job_timeout(clients: Clients, ecs_setup: dict[str, Any]) -> None:
+    # Before: the last sleep was a whole poll interval, so a 15 s job was stopped at 20 s.
+    state_manager.set_transition(
+        model_name="ecs::task", transition={"progression": "manual", "times": 10_000}
+    )
+    clock = ManualClock(T0)
+    try:
+        adapter = EcsTargetAdapter(clients, clock=clock, poll_interval_s=10)
+        result = adapter.invoke(_ecs_target(ecs_setup), {}, ctx(timeout_s=15))
+    finally:
+        state_manager.unset_transition(model_name="ecs::task")
+    assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)
+    assert clock.now() == T0.replace(second=15)
 
 
 def test_ecs_payload_too_large_for_overrides_is_permanent_and_starts_nothing(
@@ -810,6 +837,38 @@ def test_aws_errors_are_classified(error: Exception, outcome: Outcome) -> None:
 def test_a_client_side_read_timeout_is_marked_timed_out() -> None:
     result = classify_aws_error(ReadTimeoutError(endpoint_url="https://lambda.example"), "lambda Invoke")
     assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)
+
+
+def test_every_aws_call_asks_for_a_client_bounded_by_the_job_timeout(
+    clients: Clients, function_arn: str, state_machine: str
+) -> None:
+    # Given one target of each kind (ECS: its calls are covered by the same helper)
+    _, queue = _queue(clients, "bounded")
+    topic = clients("sns").create_topic(Name="bounded")["TopicArn"]
+    bus = clients("events").create_event_bus(Name="bounded")["EventBusArn"]
+    calls = [
+        (LambdaTargetAdapter(clients), LambdaTarget(function_arn=function_arn), lambda_wait_timeouts),
+        (
+            LambdaTargetAdapter(clients),
+            LambdaTarget(function_arn=function_arn, invocation_type="Event"),
+            lambda t: api_call_timeouts(t, sdk_retries=False),
+        ),
+        (SqsTargetAdapter(clients), SqsTarget(queue_arn=queue), api_call_timeouts),
+        (SnsTargetAdapter(clients), SnsTarget(topic_arn=topic), api_call_timeouts),
+        (EventBridgeTargetAdapter(clients), EventBridgeTarget(event_bus_arn=bus), api_call_timeouts),
+        (
+            StepFunctionsTargetAdapter(clients),
+            StepFunctionsTarget(state_machine_arn=state_machine),
+            api_call_timeouts,
+        ),
+    ]
+    for adapter, target, rule in calls:
+        # When it runs for a job of 7 seconds
+        clients.timeouts.clear()
+        result = adapter.invoke(target, {"n": 1}, ctx(timeout_s=7))
+        # Then its client was asked for the timeouts the rule derives from those 7 seconds
+        assert result.outcome is Outcome.SUCCEEDED, (target.type, result.summary)
+        assert clients.timeouts == [rule(7)], target.type
 
 
 def test_the_invoker_renders_placeholders_for_aws_targets(clients: Clients) -> None:

@@ -7,6 +7,9 @@ that leaves a request hanging releases it first. Signatures are verified with th
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import socket
 import ssl
@@ -183,6 +186,87 @@ def test_the_job_cannot_override_routing_or_signature_headers(receiver: Receiver
     assert Webhook(SECRET).verify(seen.body, seen.headers) == {"n": 1}
 
 
+def _fencing_signatures(secret: str, seen: Seen) -> set[str]:
+    """The fencing signature as README spells it, computed here without the adapter's code."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    fencing_key = hmac.new(key, b"punctual-fencing-token", hashlib.sha256).digest()
+    h = seen.headers
+    signed = f"{h['webhook-id']}.{h['webhook-timestamp']}.{h['Punctual-Fencing-Token']}.".encode() + seen.body
+    return {"v1," + base64.b64encode(hmac.new(fencing_key, signed, hashlib.sha256).digest()).decode()}
+
+
+def test_every_request_carries_a_fencing_token_whose_number_grows_with_the_attempt(
+    receiver: Receiver,
+) -> None:
+    call(receiver.url(), {"n": 1}, context=ctx(attempt=1))
+    call(receiver.url(), {"n": 1}, context=ctx(attempt=3))
+    first, second = receiver.requests
+    tokens = [r.headers["Punctual-Fencing-Token"] for r in (first, second)]
+    assert tokens == ["billing-sync:2026-11-30T10:00:00Z:1", "billing-sync:2026-11-30T10:00:00Z:3"]
+    # The token is the idempotency key and, after its last colon, the fencing number.
+    for seen, token in zip((first, second), tokens, strict=True):
+        key, _, number = token.rpartition(":")
+        assert key == seen.headers["Idempotency-Key"] == seen.headers["webhook-id"]
+        assert number.isdigit()
+    assert int(tokens[0].rpartition(":")[2]) < int(tokens[1].rpartition(":")[2])
+
+
+def test_the_fencing_signature_binds_the_token_to_the_signed_request(receiver: Receiver) -> None:
+    new, previous = generate_signing_secret(), SECRET
+    call(receiver.url(), {"n": 1}, context=ctx(secrets=(new, previous), attempt=2))
+    [seen] = receiver.requests
+    sent = set(seen.headers["Punctual-Fencing-Signature"].split(" "))
+    assert sent == _fencing_signatures(new, seen) | _fencing_signatures(previous, seen)
+    # A changed token (a replay claiming a newer attempt) no longer verifies.
+    forged = Seen(
+        seen.method, seen.path, {**seen.headers, "Punctual-Fencing-Token": "billing-sync:x:9"}, seen.body
+    )
+    assert not _fencing_signatures(SECRET, forged) & sent
+    # Its key is derived: it never passes as a Standard Webhooks signature of another body.
+    token = seen.headers["Punctual-Fencing-Token"]
+    as_webhook = {**seen.headers, "webhook-signature": seen.headers["Punctual-Fencing-Signature"]}
+    with pytest.raises(WebhookVerificationError):
+        Webhook(SECRET).verify(f"{token}.".encode() + seen.body, as_webhook)
+
+
+def test_without_a_secret_the_fencing_token_is_sent_unsigned(receiver: Receiver) -> None:
+    call(receiver.url(), {"n": 1}, context=ctx(secrets=()))
+    [seen] = receiver.requests
+    assert seen.headers["Punctual-Fencing-Token"] == "billing-sync:2026-11-30T10:00:00Z:1"
+    assert "Punctual-Fencing-Signature" not in seen.headers
+    assert "webhook-signature" not in seen.headers
+
+
+def test_the_job_cannot_set_the_fencing_headers(receiver: Receiver) -> None:
+    headers = {"punctual-fencing-token": "billing-sync:x:999", "Punctual-Fencing-Signature": "v1,forged"}
+    call(receiver.url(), {"n": 1}, headers=headers, context=ctx(attempt=2))
+    [seen] = receiver.requests
+    assert seen.headers["Punctual-Fencing-Token"] == "billing-sync:2026-11-30T10:00:00Z:2"
+    assert seen.headers["Punctual-Fencing-Signature"] in " ".join(_fencing_signatures(SECRET, seen))
+
+
+def test_a_receiver_keeping_the_highest_fencing_number_refuses_the_superseded_attempt(
+    receiver: Receiver,
+) -> None:
+    # The receiver README describes: per idempotency key, the highest number seen wins.
+    highest: dict[str, int] = {}
+
+    def fenced(handler: BaseHTTPRequestHandler) -> None:
+        key, _, number = handler.headers["Punctual-Fencing-Token"].rpartition(":")
+        if int(number) < highest.get(key, 0):
+            answer(409, b"superseded")(handler)
+            return
+        highest[key] = int(number)
+        answer(200, b"done")(handler)
+
+    receiver.routes["/hook"] = fenced
+    # Attempt 2 (a takeover) reaches the receiver first; the lost attempt 1 arrives late.
+    newer = call(receiver.url(), {"n": 1}, context=ctx(attempt=2))
+    late = call(receiver.url(), {"n": 1}, context=ctx(attempt=1))
+    assert newer.outcome is Outcome.SUCCEEDED
+    assert late.outcome is Outcome.PERMANENT and "409" in late.summary
+
+
 def test_a_get_sends_no_body_and_signs_the_empty_body(receiver: Receiver) -> None:
     result = call(receiver.url(), {"ignored": True}, method="GET")
     assert result.outcome is Outcome.SUCCEEDED
@@ -311,6 +395,35 @@ def test_a_receiver_that_trickles_its_headers_is_cut_off_at_the_job_timeout(rece
     receiver.routes["/hook"] = trickle
     result = call(receiver.url(), {}, context=ctx(timeout_s=0.5))
     assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)
+
+
+def test_a_name_lookup_slower_than_the_job_timeout_ends_as_a_timeout(receiver: Receiver) -> None:
+    # getaddrinfo takes no timeout; a resolver stuck for longer than the job must not hold the run.
+    answered = threading.Event()
+
+    def stuck(host: str, port: Any, family: int = 0, type: int = 0) -> list[tuple[Any, ...]]:
+        receiver.release.wait(5)  # until the test ends (5 s at most, should the bound be missing)
+        answered.set()
+        return _to_loopback(host, port)
+
+    result = adapter(resolver=stuck).invoke(
+        HttpTarget(url=receiver.url(host="hooks.example.test")), {}, ctx(timeout_s=0.3)
+    )
+    assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)
+    assert "resolving hooks.example.test" in result.summary
+    assert not answered.is_set() and receiver.requests == []
+
+
+def test_redirect_hops_share_one_deadline(receiver: Receiver) -> None:
+    # Each hop answers well inside the timeout; together they do not.
+    def slow_redirect(handler: BaseHTTPRequestHandler) -> None:
+        receiver.release.wait(0.3)
+        answer(307, headers={"Location": "/hook"})(handler)
+
+    receiver.routes["/hook"] = slow_redirect
+    result = call(receiver.url(), {}, context=ctx(timeout_s=1), follow_redirects=True)
+    assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)
+    assert 2 <= len(receiver.requests) < 6  # cut off before the redirect limit
 
 
 def test_the_response_body_read_stops_at_64_kb(receiver: Receiver) -> None:

@@ -1,25 +1,39 @@
 """AWS service targets: Lambda, SQS, SNS, EventBridge, Step Functions, ECS RunTask.
 
-Every adapter takes a *client factory*, a callable ``clients(service)`` returning a
-boto3 client, so tests and local mode pass endpoint-configured clients. When the
-target ARN names a region other than the client's, the factory is asked again as
-``clients(service, region)``; :class:`Boto3ClientFactory` supports both.
+Every adapter takes a *client factory*, a callable ``clients(service, timeouts=...)``
+returning a boto3 client, so tests and local mode pass endpoint-configured clients.
+When the target ARN names a region other than the client's, the factory is asked
+again as ``clients(service, region, timeouts=...)``; :class:`Boto3ClientFactory`
+supports both.
+
+Every call is bounded by the job's timeout (``ctx.timeout_s``): ``timeouts`` is a
+:class:`CallTimeouts` (socket connect and read timeouts, SDK attempts) that the
+factory builds the client with, derived from the timeout by
+:func:`lambda_wait_timeouts` for a synchronous Lambda Invoke (read timeout
+``min(timeout, 900) + 5 s``) and by :func:`api_call_timeouts` for every other call
+(connect, read, SDK retries and their back-off together within ``min(timeout, 60 s)``).
+A call cut off by them is a retryable, timed-out result.
 
 What each target does about duplicates (a slot re-run after a worker crash):
 
 * **SQS FIFO / SNS FIFO**: the deduplication id is derived from the slot (not the
   attempt), so SQS/SNS drop a repeat within their five-minute window.
 * **SQS / SNS standard**: every message carries the message attributes
-  ``punctual-idempotency-key`` (``<job_id>:<slot>``), ``punctual-job-id``,
-  ``punctual-slot`` and ``punctual-attempt``; consumers dedupe on the key.
+  ``punctual-idempotency-key`` (``<job_id>:<slot>``), ``punctual-fencing-token``
+  (``<job_id>:<slot>:<attempt>``, see :attr:`SlotContext.fencing_token`),
+  ``punctual-job-id``, ``punctual-slot`` and ``punctual-attempt``; consumers dedupe
+  on the key.
 * **Step Functions**: the execution name is derived from the slot, so the service
-  refuses a second start of the same slot (standard workflows, 90 days).
+  refuses a second start of the same slot (standard workflows, while the first
+  execution's history is kept: 90 days). Express workflows do not check names.
 * **ECS**: a task still running for the slot is adopted instead of starting
   another; RunTask's ``clientToken`` makes a retried API call idempotent; the
-  container gets ``PUNCTUAL_IDEMPOTENCY_KEY`` in its environment.
-* **Lambda**: synchronous calls carry the key in the client context
-  (``context.client_context.custom["idempotency_key"]``); asynchronous ones only
-  via the payload placeholders. Lambda may itself retry async invocations.
+  container gets ``PUNCTUAL_IDEMPOTENCY_KEY`` and ``PUNCTUAL_FENCING_TOKEN`` in its
+  environment (an adopted task keeps the token of the attempt that started it).
+* **Lambda**: synchronous calls carry the key and the fencing token in the client
+  context (``context.client_context.custom["idempotency_key"]`` and
+  ``["fencing_token"]``); asynchronous ones only via the payload placeholders.
+  Lambda may itself retry async invocations.
 * **EventBridge**: events carry only what the payload carries; put the key in the
   detail with the ``<job_id>`` and ``<slot>`` placeholders.
 
@@ -42,7 +56,9 @@ import json
 import logging
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -54,6 +70,7 @@ from punctual.targets.payload import format_instant
 
 __all__ = [
     "Boto3ClientFactory",
+    "CallTimeouts",
     "ClientFactory",
     "EcsTargetAdapter",
     "EventBridgeTargetAdapter",
@@ -61,10 +78,12 @@ __all__ = [
     "SnsTargetAdapter",
     "SqsTargetAdapter",
     "StepFunctionsTargetAdapter",
+    "api_call_timeouts",
     "classify_aws_error",
     "decide_task_outcome",
     "dedup_id",
     "execution_name",
+    "lambda_wait_timeouts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -74,6 +93,18 @@ MAX_ECS_OVERRIDE_CHARS = 8192  # AWS limit on the containerOverrides JSON
 ECS_POLL_INTERVAL_S = 10.0
 ECS_MAX_DESCRIBE_ERRORS = 5  # consecutive DescribeTasks failures before giving up
 SFN_NAME_CHARS = 80
+
+# Call timeouts (see CallTimeouts).
+LAMBDA_MAX_RUN_S = 900.0  # the longest a Lambda function can run
+LAMBDA_READ_MARGIN_S = 5.0  # lets a function's own time-out answer arrive before ours cuts it off
+API_CALL_BUDGET_S = 60.0  # an API call (not a synchronous Invoke) never needs longer, SDK retries included
+API_CONNECT_S = 5.0
+API_READ_S = 30.0
+SDK_ATTEMPTS = 3  # "standard" retry mode, when the budget holds three tries
+# Standard-mode back-off before the 2nd and 3rd try: at most 1 s and 2 s for throttling,
+# each raised by at most 5 s more when the service sends x-amz-retry-after.
+SDK_BACKOFF_S = 13.0
+MAX_CACHED_CLIENTS = 128
 
 # Error codes that mean "not now" rather than "never": throttling, capacity,
 # a resource being updated, the service's own failures.
@@ -115,18 +146,119 @@ _RETRYABLE_CODES = frozenset(
 )
 
 
+@dataclass(frozen=True)
+class CallTimeouts:
+    """How long one AWS call may take: socket timeouts and SDK attempts.
+
+    Attributes
+    ----------
+    connect_s : float
+        Socket connect timeout of each try.
+    read_s : float
+        Socket read timeout of each try (AWS answers in one piece, so it bounds the
+        wait for the answer).
+    max_attempts : int
+        Tries in all, the first included (botocore's ``total_max_attempts``).
+    """
+
+    connect_s: float
+    read_s: float
+    max_attempts: int = 1
+
+    @property
+    def worst_case_s(self) -> float:
+        """The longest the call can take: every try timing out, plus the SDK's back-off."""
+        backoff = SDK_BACKOFF_S if self.max_attempts > 1 else 0.0
+        return self.max_attempts * (self.connect_s + self.read_s) + backoff
+
+    def config(self) -> Any:
+        """The botocore ``Config`` of a client that keeps to these timeouts."""
+        from botocore.config import Config
+
+        return Config(
+            connect_timeout=self.connect_s,
+            read_timeout=self.read_s,
+            retries={"mode": "standard", "total_max_attempts": self.max_attempts},
+            max_pool_connections=32,
+        )
+
+
+def api_call_timeouts(timeout_s: float, *, sdk_retries: bool = True) -> CallTimeouts:
+    """Timeouts of an AWS API call made for a job with ``timeout_s``.
+
+    The call's budget is ``min(timeout_s, 60 s)``. With 60 s the SDK tries three
+    times (throttling and 5xx are retried at once, as before) and the three tries
+    and the back-off between them fit in the budget; with less, or without
+    ``sdk_retries``, it tries once and the one try gets the whole budget. Each try
+    gives the connect at most 5 s and half its share, and the answer the rest, at
+    most 30 s.
+
+    Parameters
+    ----------
+    timeout_s : float
+        The job's timeout (``SlotContext.timeout_s``).
+    sdk_retries : bool, default True
+        False for calls the SDK must not repeat (a Lambda ``Event`` Invoke would
+        queue the function twice).
+
+    Returns
+    -------
+    CallTimeouts
+        ``worst_case_s`` never exceeds the budget.
+    """
+    budget = max(min(float(timeout_s), API_CALL_BUDGET_S), 0.002)
+    if sdk_retries and budget >= API_CALL_BUDGET_S:
+        attempts = SDK_ATTEMPTS
+        per_try = min(API_CONNECT_S + API_READ_S, (budget - SDK_BACKOFF_S) / attempts)
+    else:
+        attempts = 1
+        per_try = min(API_CONNECT_S + API_READ_S, budget)
+    connect = min(API_CONNECT_S, per_try / 2)
+    return CallTimeouts(_floor_ms(connect), _floor_ms(per_try - connect), attempts)
+
+
+def lambda_wait_timeouts(timeout_s: float, margin_s: float = LAMBDA_READ_MARGIN_S) -> CallTimeouts:
+    """Timeouts of a synchronous (``RequestResponse``) Lambda Invoke for a job with ``timeout_s``.
+
+    The answer is awaited ``min(timeout_s, 900) + margin_s``: no function runs
+    longer than 900 s, and the margin lets a function whose own timeout equals the
+    job's report its time-out before the client gives up. One try: the SDK must not
+    start the function again while the first run may still be going.
+    """
+    timeout = max(float(timeout_s), 0.002)
+    connect = min(API_CONNECT_S, timeout / 2)
+    return CallTimeouts(_floor_ms(connect), _floor_ms(min(timeout, LAMBDA_MAX_RUN_S) + margin_s), 1)
+
+
+def _floor_ms(seconds: float) -> float:
+    return max(int(seconds * 1000) / 1000, 0.001)
+
+
 class ClientFactory(Protocol):
-    """Returns a boto3 client for a service (and, when asked, a region)."""
+    """Returns a boto3 client for a service (and, when asked, a region).
+
+    Adapters call it as ``clients(service, timeouts=t)`` and, for a target in another
+    region, ``clients(service, region, timeouts=t)``. A factory that honours
+    ``timeouts`` (:class:`Boto3ClientFactory` does) returns a client configured with
+    them; one that ignores them (a test's stub) gives up the bound.
+    """
 
     def __call__(self, service: str, /, *args: Any, **kwargs: Any) -> Any: ...
 
 
 class Boto3ClientFactory:
-    """The default :class:`ClientFactory`: cached boto3 clients per service and region.
+    """The default :class:`ClientFactory`: cached boto3 clients per service, region and timeouts.
 
-    SDK retries stay on for every service but Lambda: a synchronous Invoke that
-    times out on the client side may still be running, and the SDK would start it
-    again. Lambda throttles come back as retryable results instead.
+    Asked with ``timeouts`` (a :class:`CallTimeouts`), it returns a client built
+    with exactly those socket timeouts and SDK attempts; the adapters derive them
+    from each job's timeout, so no call outlives the job. The clients are cached
+    (the least recently used beyond :data:`MAX_CACHED_CLIENTS` are dropped): jobs
+    share a few timeouts, and a client per timeout costs one creation.
+
+    Without ``timeouts``, SDK retries stay on for every service but Lambda: a
+    synchronous Invoke that times out on the client side may still be running, and
+    the SDK would start it again. Lambda throttles come back as retryable results
+    instead.
 
     Parameters
     ----------
@@ -146,24 +278,31 @@ class Boto3ClientFactory:
         self._session = session or boto3.session.Session(region_name=region_name)
         self._endpoint_url = endpoint_url
         self._region = region_name or self._session.region_name
-        self._clients: dict[tuple[str, str | None], Any] = {}
+        self._clients: OrderedDict[tuple[str, str | None, CallTimeouts], Any] = OrderedDict()
         self._lock = threading.Lock()  # boto3 sessions are not thread-safe for client creation
 
-    def __call__(self, service: str, region: str | None = None) -> Any:
-        from botocore.config import Config
-
+    def __call__(
+        self, service: str, region: str | None = None, *, timeouts: CallTimeouts | None = None
+    ) -> Any:
         region = region or self._region
+        if timeouts is None:
+            timeouts = (
+                lambda_wait_timeouts(LAMBDA_MAX_RUN_S)
+                if service == "lambda"
+                else CallTimeouts(API_CONNECT_S, API_READ_S, SDK_ATTEMPTS)
+            )
+        key = (service, region, timeouts)
         with self._lock:
-            client = self._clients.get((service, region))
+            client = self._clients.get(key)
             if client is None:
-                if service == "lambda":
-                    config = Config(retries={"total_max_attempts": 1}, read_timeout=905, connect_timeout=5)
-                else:
-                    config = Config(retries={"mode": "standard"}, read_timeout=30, connect_timeout=5)
                 client = self._session.client(
-                    service, region_name=region, endpoint_url=self._endpoint_url, config=config
+                    service, region_name=region, endpoint_url=self._endpoint_url, config=timeouts.config()
                 )
-                self._clients[(service, region)] = client
+                self._clients[key] = client
+                while len(self._clients) > MAX_CACHED_CLIENTS:
+                    self._clients.popitem(last=False)
+            else:
+                self._clients.move_to_end(key)
             return client
 
 
@@ -178,11 +317,11 @@ def _arn_parts(arn: str) -> tuple[str, str, str]:
     return parts[3], parts[4], parts[5]
 
 
-def _client(clients: ClientFactory, service: str, region: str) -> Any:
-    client = clients(service)
+def _client(clients: ClientFactory, service: str, region: str, timeouts: CallTimeouts) -> Any:
+    client = clients(service, timeouts=timeouts)
     client_region = getattr(getattr(client, "meta", None), "region_name", None)
     if region and client_region and client_region != region:
-        client = clients(service, region)
+        client = clients(service, region, timeouts=timeouts)
     return client
 
 
@@ -225,6 +364,7 @@ def _message_body(payload: Any) -> str:
 def _slot_attributes(ctx: SlotContext) -> dict[str, dict[str, str]]:
     return {
         "punctual-idempotency-key": {"DataType": "String", "StringValue": ctx.idempotency_key},
+        "punctual-fencing-token": {"DataType": "String", "StringValue": ctx.fencing_token},
         "punctual-job-id": {"DataType": "String", "StringValue": ctx.job_id},
         "punctual-slot": {"DataType": "String", "StringValue": ctx.slot},
         "punctual-attempt": {"DataType": "Number", "StringValue": str(ctx.attempt)},
@@ -282,14 +422,24 @@ class LambdaTargetAdapter:
     in the response) is a retryable failure, with the error type and message in
     the summary. ``Event`` queues the invocation: accepted (202) is success.
 
+    The wait is bounded by the job's timeout (:func:`lambda_wait_timeouts`: read
+    timeout ``min(timeout, 900 s)`` plus ``read_margin_s``, one try); an Event
+    invocation is an API call (:func:`api_call_timeouts`, one try too: an SDK
+    retry after a lost answer would queue the function twice). A call cut off is a
+    retryable, timed-out result. The function itself is not stopped: Lambda runs it
+    to its own timeout, so give the function a timeout no longer than the job's.
+
     Parameters
     ----------
     clients : ClientFactory
         Supplies the ``lambda`` client.
+    read_margin_s : float, optional
+        Seconds awaited past the job's timeout for a synchronous answer.
     """
 
-    def __init__(self, clients: ClientFactory) -> None:
+    def __init__(self, clients: ClientFactory, *, read_margin_s: float = LAMBDA_READ_MARGIN_S) -> None:
         self.clients = clients
+        self.read_margin_s = read_margin_s
 
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
         """Invoke ``target.function_arn`` with the JSON payload; see the class notes."""
@@ -305,13 +455,19 @@ class LambdaTargetAdapter:
             # Client context reaches synchronous invocations only.
             custom = {
                 "idempotency_key": ctx.idempotency_key,
+                "fencing_token": ctx.fencing_token,
                 "job_id": ctx.job_id,
                 "slot": ctx.slot,
                 "attempt": str(ctx.attempt),
             }
             request["ClientContext"] = base64.b64encode(json.dumps({"custom": custom}).encode()).decode()
+        timeouts = (
+            lambda_wait_timeouts(ctx.timeout_s, self.read_margin_s)
+            if invocation_type == "RequestResponse"
+            else api_call_timeouts(ctx.timeout_s, sdk_retries=False)
+        )
         try:
-            response = _client(self.clients, "lambda", region).invoke(**request)
+            response = _client(self.clients, "lambda", region, timeouts).invoke(**request)
             status = int(response.get("StatusCode", 0))
             function_error = response.get("FunctionError")
             stream = response.get("Payload")
@@ -387,7 +543,7 @@ class SqsTargetAdapter:
             request["MessageGroupId"] = getattr(target, "message_group_id", None) or ctx.job_id
             request["MessageDeduplicationId"] = dedup_id(ctx)
         try:
-            client = _client(self.clients, "sqs", region)
+            client = _client(self.clients, "sqs", region, api_call_timeouts(ctx.timeout_s))
             request["QueueUrl"] = self._queue_url(client, arn)
             response = client.send_message(**request)
         except Exception as exc:
@@ -430,7 +586,8 @@ class SnsTargetAdapter:
             request["MessageGroupId"] = ctx.job_id
             request["MessageDeduplicationId"] = dedup_id(ctx)
         try:
-            response = _client(self.clients, "sns", region).publish(**request)
+            client = _client(self.clients, "sns", region, api_call_timeouts(ctx.timeout_s))
+            response = client.publish(**request)
         except Exception as exc:
             return classify_aws_error(exc, "sns Publish")
         return TargetResult.ok("published", message_id=response.get("MessageId"))
@@ -480,7 +637,8 @@ class EventBridgeTargetAdapter:
             "EventBusName": arn,
         }
         try:
-            response = _client(self.clients, "events", region).put_events(Entries=[entry])
+            client = _client(self.clients, "events", region, api_call_timeouts(ctx.timeout_s))
+            response = client.put_events(Entries=[entry])
         except Exception as exc:
             return classify_aws_error(exc, "events PutEvents")
         entries = response.get("Entries") or [{}]
@@ -524,9 +682,8 @@ class StepFunctionsTargetAdapter:
         except (TypeError, ValueError) as exc:
             return TargetResult.permanent(f"stepfunctions target: {exc}")
         try:
-            response = _client(self.clients, "stepfunctions", region).start_execution(
-                stateMachineArn=arn, name=name, input=execution_input
-            )
+            client = _client(self.clients, "stepfunctions", region, api_call_timeouts(ctx.timeout_s))
+            response = client.start_execution(stateMachineArn=arn, name=name, input=execution_input)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
                 return TargetResult.ok("already started for this slot", execution_name=name)
@@ -554,13 +711,15 @@ class EcsTargetAdapter:
       of the call starts one task.
     * The container gets ``PUNCTUAL_JOB_ID``, ``PUNCTUAL_SLOT``,
       ``PUNCTUAL_ATTEMPT``, ``PUNCTUAL_SCHEDULED_AT``,
-      ``PUNCTUAL_IDEMPOTENCY_KEY`` and ``PUNCTUAL_PAYLOAD`` (JSON) in its
-      environment: ``container_name``, else the task definition's first
-      essential container.
+      ``PUNCTUAL_IDEMPOTENCY_KEY``, ``PUNCTUAL_FENCING_TOKEN`` and
+      ``PUNCTUAL_PAYLOAD`` (JSON) in its environment: ``container_name``, else
+      the task definition's first essential container.
     * Between polls ``ctx.heartbeat()`` extends the lease; if the lease was lost
       the adapter stops tracking (and leaves the task running for the new owner).
       When ``ctx.timeout_s`` passes, the task is stopped and the result is a
-      retryable time-out.
+      retryable time-out. No poll sleeps past that instant, and each ECS call is
+      bounded by :func:`api_call_timeouts`, so the adapter returns at most two
+      calls (the last DescribeTasks and the StopTask) after the timeout.
     * The exit code decides: ``container_name``'s, else every essential
       container's. All 0 succeeds; anything else, or a task that failed to
       start, is a retryable failure with the stop reason in the summary.
@@ -597,7 +756,7 @@ class EcsTargetAdapter:
         except ValueError as exc:
             return TargetResult.permanent(f"ecs target: {exc}")
         try:
-            client = _client(self.clients, "ecs", region)
+            client = _client(self.clients, "ecs", region, api_call_timeouts(ctx.timeout_s))
             named = getattr(target, "container_name", None)
             decisive = (
                 (named,) if named else self._essential_containers(client, str(target.task_definition_arn))
@@ -641,6 +800,7 @@ class EcsTargetAdapter:
             {"name": "PUNCTUAL_ATTEMPT", "value": str(ctx.attempt)},
             {"name": "PUNCTUAL_SCHEDULED_AT", "value": format_instant(ctx.scheduled_at)},
             {"name": "PUNCTUAL_IDEMPOTENCY_KEY", "value": ctx.idempotency_key},
+            {"name": "PUNCTUAL_FENCING_TOKEN", "value": ctx.fencing_token},
             {"name": "PUNCTUAL_PAYLOAD", "value": payload_json},
         ]
         overrides: dict[str, Any] = (
@@ -741,9 +901,10 @@ class EcsTargetAdapter:
                     return decide_task_outcome(tasks[0], decisive)
             if not ctx.heartbeat():
                 return TargetResult.retryable("lease lost: the ecs task is left to the worker that took over")
-            if self.clock.now() >= deadline:
+            now = self.clock.now()
+            if now >= deadline:
                 return self._stop_for_timeout(client, cluster, task_arn, ctx)
-            self.clock.sleep(self.poll_interval_s)
+            self.clock.sleep(min(self.poll_interval_s, (deadline - now).total_seconds()))
 
     @staticmethod
     def _stop_for_timeout(client: Any, cluster: str, task_arn: str, ctx: SlotContext) -> TargetResult:

@@ -41,6 +41,19 @@ class SlotContext:
         """``<job_id>:<slot>``: the same for every attempt of one slot."""
         return f"{self.job_id}:{self.slot}"
 
+    @property
+    def fencing_token(self) -> str:
+        """``<job_id>:<slot>:<attempt>``: the idempotency key and this run's fencing number.
+
+        The number (after the last ``:``) is the attempt, which only grows within a slot:
+        a retry, a takeover of a lost lease and a run handed back at shutdown each run as
+        the next attempt, and the execution record's conditional writes (on attempt and
+        owner) let no superseded run claim a higher one. A receiver that keeps, per
+        idempotency key, the highest number it has seen can therefore refuse a call (or
+        the commit of one) carrying a lower number: it comes from a superseded run.
+        """
+        return f"{self.idempotency_key}:{self.attempt}"
+
 
 @dataclass
 class TargetResult:

@@ -55,6 +55,7 @@ __all__ = [
     "guard_url",
     "parse_allow_cidrs",
     "parse_retry_after",
+    "sign_fencing_token",
     "sign_webhook",
 ]
 
@@ -67,6 +68,11 @@ MAX_REDIRECTS = 5
 SUMMARY_BODY_CHARS = 200  # body excerpt in the one-line summary
 DETAIL_BODY_CHARS = 1024  # body excerpt kept in the result detail
 USER_AGENT = "Punctual-Webhooks/1"
+FENCING_TOKEN_HEADER = "Punctual-Fencing-Token"
+FENCING_SIGNATURE_HEADER = "Punctual-Fencing-Signature"
+# The fencing signature's key is derived from the signing secret's, so it can never
+# double as a Standard Webhooks signature of some other request.
+FENCING_KEY_LABEL = b"punctual-fencing-token"
 
 _ALLOWED_SCHEMES = {"http": 80, "https": 443}
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -86,6 +92,8 @@ _RESERVED_HEADERS = frozenset(
         "webhook-id",
         "webhook-timestamp",
         "webhook-signature",
+        FENCING_TOKEN_HEADER.lower(),
+        FENCING_SIGNATURE_HEADER.lower(),
     }
 )
 # Dropped from the job's headers when a redirect leaves the original origin.
@@ -484,6 +492,50 @@ def sign_webhook(msg_id: str, timestamp: int, body: bytes, secrets: Sequence[str
     )
 
 
+def sign_fencing_token(msg_id: str, timestamp: int, token: str, body: bytes, secrets: Sequence[str]) -> str:
+    """The ``Punctual-Fencing-Signature`` header value: the fencing token, signed.
+
+    ``webhook-signature`` (Standard Webhooks) covers ``webhook-id``,
+    ``webhook-timestamp`` and the body, not other headers; this signature binds the
+    ``Punctual-Fencing-Token`` to the same request. Its key is derived, so it can
+    never pass for a Standard Webhooks signature::
+
+        key  = base64decode(secret without "whsec_")
+        fkey = HMAC-SHA256(key, "punctual-fencing-token")
+        sig  = base64(HMAC-SHA256(fkey, "<webhook-id>.<webhook-timestamp>.<token>." + body))
+
+    Parameters
+    ----------
+    msg_id : str
+        ``webhook-id`` (the idempotency key).
+    timestamp : int
+        ``webhook-timestamp``.
+    token : str
+        ``Punctual-Fencing-Token``: ``<job_id>:<slot>:<attempt>``.
+    body : bytes
+        The exact request body.
+    secrets : sequence of str
+        ``whsec_…`` secrets, current first (both sign during a rotation).
+
+    Returns
+    -------
+    str
+        Space-separated ``v1,<base64>`` entries, one per secret.
+
+    Raises
+    ------
+    SecretsError
+        A secret is malformed.
+    """
+    signed = f"{msg_id}.{timestamp}.{token}.".encode() + body
+    entries = []
+    for secret in secrets:
+        fencing_key = hmac.new(signing_key(secret), FENCING_KEY_LABEL, hashlib.sha256).digest()
+        digest = hmac.new(fencing_key, signed, hashlib.sha256).digest()
+        entries.append("v1," + base64.b64encode(digest).decode())
+    return " ".join(entries)
+
+
 # --------------------------------------------------------------------------- connections
 
 
@@ -576,6 +628,45 @@ class _Watchdog:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+class _ResolveTimedOut(Exception):
+    """Name resolution did not answer before the job's deadline."""
+
+
+class _DeadlineResolver:
+    """Runs a resolver under the job's deadline.
+
+    ``getaddrinfo`` takes no timeout (the system's resolver may retry for tens of
+    seconds), so the lookup runs on a daemon thread and the caller stops waiting at
+    the deadline; the thread ends whenever the lookup does, and its answer is dropped.
+    """
+
+    def __init__(self, resolver: Resolver, deadline: float) -> None:
+        self._resolver = resolver
+        self._deadline = deadline
+
+    def __call__(self, *args: Any) -> Sequence[tuple[Any, ...]]:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise _ResolveTimedOut
+        outcome: list[Any] = []
+        done = threading.Event()
+
+        def lookup() -> None:
+            try:
+                outcome.append(self._resolver(*args))
+            except BaseException as exc:  # handed to the waiting caller
+                outcome.append(exc)
+            done.set()
+
+        threading.Thread(target=lookup, name="webhook-resolve", daemon=True).start()
+        if not done.wait(remaining):
+            raise _ResolveTimedOut
+        answer = outcome[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer  # type: ignore[no-any-return]
+
+
 # --------------------------------------------------------------------------- the adapter
 
 
@@ -630,15 +721,20 @@ class _Response:
 class HttpTargetAdapter:
     """Calls webhooks (``type: http``): signed, SSRF-guarded, pinned, bounded.
 
-    Every request carries ``Idempotency-Key: <job_id>:<slot>`` and the Standard
+    Every request carries ``Idempotency-Key: <job_id>:<slot>``, the Standard
     Webhooks headers ``webhook-id`` (the same key), ``webhook-timestamp`` and
     ``webhook-signature`` (one ``v1,`` entry per secret in ``ctx.signing_secrets``;
-    absent when the job has no secret). Outcomes: 2xx succeeds; 408, 429, 5xx,
-    network errors, TLS failures and timeouts are retryable (``Retry-After`` passed
-    on as ``retry_after_s``); 410 is permanent and pauses the job; other 4xx,
-    redirects the job does not follow, and URLs the guard refuses are permanent.
-    At most :data:`MAX_RESPONSE_BYTES` of the response body are read, and the
-    whole exchange, redirects included, ends at ``ctx.timeout_s``.
+    absent when the job has no secret), and ``Punctual-Fencing-Token:
+    <job_id>:<slot>:<attempt>`` (:attr:`SlotContext.fencing_token`) with its
+    ``Punctual-Fencing-Signature`` (:func:`sign_fencing_token`; absent without a
+    secret). Outcomes: 2xx succeeds; 408, 429, 5xx, network errors, TLS failures
+    and timeouts are retryable (``Retry-After`` passed on as ``retry_after_s``);
+    410 is permanent and pauses the job; other 4xx, redirects the job does not
+    follow, and URLs the guard refuses are permanent. At most
+    :data:`MAX_RESPONSE_BYTES` of the response body are read, and the whole
+    exchange ends at ``ctx.timeout_s``: name resolution, connect, request and
+    response of every redirect hop share one deadline (a watchdog closes the
+    socket when it passes, so a receiver trickling bytes cannot stretch it).
 
     Parameters
     ----------
@@ -705,10 +801,13 @@ class HttpTargetAdapter:
         first_origin: tuple[str, str, int] | None = None
         hops: list[str] = []
 
+        resolver = _DeadlineResolver(self.resolver, deadline)
         for _hop in range(self.max_redirects + 1):
             try:
                 parsed = _parse_url(url)
-                addresses = _guard(parsed, self.allow, True, self.resolver)
+                addresses = _guard(parsed, self.allow, True, resolver)
+            except _ResolveTimedOut:
+                return self._fail_timeout(parsed, hops)
             except UnresolvedTargetError as exc:
                 return self._fail(exc.reason, retryable=True, hops=hops)
             except BlockedTargetError as exc:
@@ -776,11 +875,16 @@ class HttpTargetAdapter:
             headers["User-Agent"] = USER_AGENT
         timestamp = int(self.clock.now().timestamp())
         key = ctx.idempotency_key
+        token = ctx.fencing_token
         headers["Idempotency-Key"] = key
         headers["webhook-id"] = key
         headers["webhook-timestamp"] = str(timestamp)
+        headers[FENCING_TOKEN_HEADER] = token
         if ctx.signing_secrets:
             headers["webhook-signature"] = sign_webhook(key, timestamp, body or b"", ctx.signing_secrets)
+            headers[FENCING_SIGNATURE_HEADER] = sign_fencing_token(
+                key, timestamp, token, body or b"", ctx.signing_secrets
+            )
         return headers
 
     def _exchange(
@@ -845,6 +949,15 @@ class HttpTargetAdapter:
     def _timeout(parsed: _ParsedUrl) -> TargetResult:
         result = TargetResult.retryable(f"timed out calling {parsed.host}")
         result.timed_out = True
+        return result
+
+    @classmethod
+    def _fail_timeout(cls, parsed: _ParsedUrl, hops: list[str]) -> TargetResult:
+        result = cls._timeout(parsed)
+        result.summary = f"timed out resolving {parsed.host}"
+        result.detail["url"] = _redacted(parsed)
+        if hops:
+            result.detail["redirects"] = hops
         return result
 
     def _classify(self, response: _Response) -> TargetResult:
