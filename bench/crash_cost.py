@@ -1,7 +1,7 @@
 """What a poller crash costs: SQS entries per slot, extra reads, lateness after the restart.
 
 The real poller on the in-memory store, in the simulation the crash tests use
-(``tests/crash_cost.py``): one minute of a job mix (rate(1 second) chains, minutely near
+(``tests/crash_harness.py``): one minute of a job mix (rate(1 second) chains, minutely near
 timers, far timers) at 1,000 and 10,000 slots a minute; every poller killed at second 5,
 30 or 55 of the minute, or six times in it, and restarted a second later (the state
 machine's first retry); workers claim each message half a second after it is sent; each
@@ -23,7 +23,7 @@ import benchlib
 
 sys.path.insert(0, str(benchlib.ROOT / "tests"))
 
-from crash_cost import crash_cost  # (tests/ is put on the path just above)
+from crash_harness import crash_cost  # (tests/ is put on the path just above)
 
 CASES: list[tuple[str, list[float]]] = [
     ("killed at :05", [5]),

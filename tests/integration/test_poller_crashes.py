@@ -12,7 +12,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
-from crash_cost import T0, crash_cost
+from crash_harness import T0, crash_cost
 
 from factories import spec
 from punctual.clock import ManualClock
