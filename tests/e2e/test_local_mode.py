@@ -467,6 +467,9 @@ def test_kill_9_the_poller_mid_minute(local_mode: LocalMode, kinds: dict[str, Re
     # template), not the supervisor's back-off
     assert re.search(rf"poller \(pid {victim}\) killed by SIGKILL; restarting in 1\.0s", local.log())
     assert re.search(r"retried as the state machine does: .*States\.ALL up to 25x", local.log())
+    # ... and the new poller resumed the killed minute from its progress mark, not from its start
+    killed_minute = datetime.fromtimestamp(killed_at, UTC).strftime("%H:%M")
+    assert re.search(rf"minute {killed_minute} group \d+/\d+ resumes from its progress mark", local.log())
     assert succeeded_slots(local, rate)[: len(expected)] == expected  # and no slot off the schedule
     assert_each_attempt_once(local, rate)
 

@@ -212,3 +212,49 @@ def test_skipped_counter(store, t0):  # type: ignore[no-untyped-def]
     store.add_skipped("default", "missing", 2)  # no error, no item created
     assert store.get_job("default", "a").skipped_slots == 5
     assert store.get_job("default", "missing") is None
+
+
+def test_progress_marks_only_move_forward_and_cover_their_group(store, t0):  # type: ignore[no-untyped-def]
+    from punctual.store.base import progress_of
+
+    # Given marks of one minute under two groupings (a re-planned minute)
+    store.put_progress(t0, 0, 2, 5_000)
+    store.put_progress(t0, 0, 2, 3_000)  # behind: ignored
+    store.put_progress(t0, 1, 2, 7_000)
+    store.put_progress(t0, 0, 1, 4_000)
+    store.put_progress(t0 + timedelta(minutes=1), 0, 1, 9_000)  # another minute
+    # Then each shard's progress is the furthest mark that covers it
+    marks = store.get_progress(t0)
+    assert sorted((m.group, m.group_count, m.through_ms) for m in marks) == [
+        (0, 1, 4_000),
+        (0, 2, 5_000),
+        (1, 2, 7_000),
+    ]
+    assert progress_of(marks, 4) == 5_000 and progress_of(marks, 3) == 7_000
+    assert store.get_progress(t0 - timedelta(minutes=1)) == []
+
+
+def test_a_jobs_turn_is_held_by_one_slot_and_handed_on_oldest_first(store, t0):  # type: ignore[no-untyped-def]
+    take, wait, hand = store.take_turn, store.wait_for_turn, store.pass_turn
+    # Given slot a holding the turn
+    assert take("t", "j", "a", t0).holder == "a"
+    assert take("t", "j", "a", t0 + timedelta(seconds=5)).since == t0  # taking it again keeps it
+    # When b and c try: the turn stays with a; they wait (out of order), c twice
+    assert take("t", "j", "c", t0).holder == "a"
+    wait("t", "j", "c")
+    wait("t", "j", "b")
+    wait("t", "j", "c")
+    assert take("t", "j", "b", t0).waiting == ("b", "c")
+    # Then only the holder can pass it, and it goes to the oldest waiting slot
+    assert hand("t", "j", "b", t0) is None
+    assert hand("t", "j", "a", t0 + timedelta(minutes=1)) == "b"
+    turn = take("t", "j", "c", t0)
+    assert (turn.holder, turn.since, turn.waiting) == ("b", t0 + timedelta(minutes=1), ("c",))
+    assert hand("t", "j", "b", t0) == "c"
+    assert hand("t", "j", "c", t0) is None  # nobody waits: the turn is free
+    assert take("t", "j", "d", t0 + timedelta(minutes=2)).holder == "d"
+    # And a stale holder can be replaced, by name only
+    assert take("t", "j", "e", t0, replacing="x").holder == "d"
+    turn = take("t", "j", "e", t0 + timedelta(minutes=3), replacing="d")
+    assert (turn.holder, turn.since) == ("e", t0 + timedelta(minutes=3))
+    assert take("t", "other", "z", t0).holder == "z"  # per job

@@ -146,29 +146,29 @@ def test_a_batch_runs_each_record_once_and_reports_metrics(
 
 
 def test_a_waiting_record_stops_only_its_own_group(env: Env) -> None:
-    # Given job A (overlap queue) whose previous slot is still running, and job B
+    # Given job A (overlap queue: one FIFO group) whose slot is running on another worker, a
+    # duplicate of that slot's message, the slot after it, and job B
     now = datetime.now(UTC).replace(microsecond=0)
     a = add_job(env, "job-a", overlap="queue", timeout_seconds=600)
     b = add_job(env, "job-b")
     core = Worker(env.store, SqsQueues(env.sqs), env.target, SystemClock(), WorkerConfig(lease_timers=False))
-    assert core.claim(message(a, now - timedelta(minutes=5))).claimed
+    assert core.claim(message(a, now)).claimed
     later = now + timedelta(seconds=1)
     SqsQueues(env.sqs).send(env.queue_url, [message(a, now), message(a, later), message(b, now)])
-    # When one batch holds A's two slots and B's
+    # When one batch holds A's two messages and B's
     event = sqs_event(env)
     ids = {
         json.loads(r["body"])["slot"] + json.loads(r["body"])["job_id"]: r["messageId"]
         for r in event["Records"]
     }
     response = invoke(env, event)
-    # Then B ran; A's first waiting slot and the one behind it are reported failed (kept in the queue)
+    # Then B ran; A's duplicate waits for the live lease, and the slot behind it in its group is
+    # reported failed too (kept in the queue, in order)
     failed = [item["itemIdentifier"] for item in response["batchItemFailures"]]
     assert failed == [ids[slot_key(now) + "job-a"], ids[slot_key(later) + "job-a"]]
     assert env.target.calls_for("job-b") == [(slot_key(now), 1)]
     assert env.target.calls_for("job-a") == []
-    queued = env.store.get_execution(a.tenant, a.id, slot_key(now))
-    assert queued is not None and queued.status is ExecutionStatus.QUEUED
-    # And nothing of group A is deliverable while its first slot waits (order kept) ...
+    # And nothing of group A is deliverable while its first message waits (order kept) ...
     assert sqs_event(env)["Records"] == []
     # ... but once it is visible again, the slot behind it comes along at once (it was not left
     # in flight for the queue's whole visibility timeout)
@@ -178,6 +178,35 @@ def test_a_waiting_record_stops_only_its_own_group(env: Env) -> None:
     )
     again = sqs_event(env)
     assert [r["messageId"] for r in again["Records"]] == failed
+
+
+def test_a_queued_slot_is_recorded_and_acknowledged_not_returned(env: Env) -> None:
+    # Given job A (overlap queue) whose previous slot is still running, and job B
+    now = datetime.now(UTC).replace(microsecond=0)
+    a = add_job(env, "job-a", overlap="queue", timeout_seconds=600)
+    b = add_job(env, "job-b")
+    config = WorkerConfig(lease_timers=False, short_queue_urls=(env.queue_url,))
+    core = Worker(env.store, SqsQueues(env.sqs), env.target, SystemClock(), config)
+    running = core.claim(message(a, now - timedelta(minutes=5)))
+    assert running.claimed
+    later = now + timedelta(seconds=1)
+    SqsQueues(env.sqs).send(env.queue_url, [message(a, now), message(a, later), message(b, now)])
+    # When one batch holds A's two slots and B's
+    response = invoke(env, sqs_event(env))
+    # Then nothing is returned to the queue (no receive counts towards the dead-letter queue):
+    # A's slots are recorded QUEUED behind the running one, and B ran
+    assert response == {"batchItemFailures": []}
+    assert env.target.calls_for("job-b") == [(slot_key(now), 1)]
+    for slot in (now, later):
+        queued = env.store.get_execution(a.tenant, a.id, slot_key(slot))
+        assert queued is not None and queued.status is ExecutionStatus.QUEUED
+    assert sqs_event(env)["Records"] == []
+    # And when the running slot ends, the first queued one is started through the queue
+    from punctual.targets.base import TargetResult
+
+    core.finish(running, TargetResult.ok())
+    handed = [json.loads(r["body"]) for r in sqs_event(env)["Records"]]
+    assert [(m["slot"], m["kind"]) for m in handed] == [(slot_key(now), "turn")]
 
 
 def test_final_failure_reaches_the_failed_executions_queue(env: Env) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import pytest
 
-from execution_harness import SHORT, Rig, statuses
+from execution_harness import LONG, Rig, statuses
 from punctual.clock import ManualClock
-from punctual.execution import ClaimOutcome, Delivery
 from punctual.models import ExecutionStatus
 from punctual.store.memory import MemoryStore
 from punctual.targets.base import TargetResult
@@ -59,38 +60,131 @@ def test_skip_records_every_slot_that_falls_inside_a_long_run(rig: Rig, t0: date
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
 
 
-def test_skip_ignores_a_previous_slot_whose_lease_lapsed(rig: Rig, t0: datetime) -> None:
-    # A dead worker's slot is recovered by its own takeover; it does not block later slots
+def test_skip_keeps_out_while_a_lost_run_is_unresolved_then_lets_the_next_in(rig: Rig, t0: datetime) -> None:
+    # Given slot 1 whose worker died (its lease lapses; its takeover will continue the slot)
     job = rig.add_job(overlap="skip", timeout_seconds=60)
     worker = rig.worker()
     worker.claim(rig.message(job, t0))
-    rig.clock.set(t0 + 5 * MINUTE)  # lease: 60 + 60 s
+    # When slot 2 arrives after the lease lapsed, before the takeover
+    rig.clock.set(t0 + 5 * MINUTE)
     rig.send(rig.message(job, t0 + 5 * MINUTE))
+    # Then it is skipped: slot 1 still holds the job's turn, so two runs are never in flight
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["skipped"]
+    # And once slot 1 ended (its takeover ran it), the next slot runs
+    rig.send(rig.message(job, t0))  # the lost message comes back: a takeover
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    rig.clock.set(t0 + 6 * MINUTE)
+    rig.send(rig.message(job, t0 + 6 * MINUTE))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert [r.status for r in rig.history(job)] == [S.SUCCEEDED, S.SKIPPED, S.SUCCEEDED]
 
 
-def test_queue_waits_in_place_and_runs_after_the_previous_slot(rig: Rig, t0: datetime) -> None:
-    # Given slot 1 running, and slots 2 and 3 of the same job behind it in its FIFO group
+def test_queue_records_waiting_slots_and_starts_each_as_the_one_before_ends(rig: Rig, t0: datetime) -> None:
+    # Given slot 1 running, and slots 2 and 3 of the same job arriving behind it
     job = rig.add_job(overlap="queue", timeout_seconds=600)
-    worker = rig.worker(queue_wait_s=30)
+    worker = rig.worker()
     long_run = worker.claim(rig.message(job, t0))
     rig.clock.set(t0 + MINUTE)
     rig.send(rig.message(job, t0 + MINUTE), rig.message(job, t0 + 2 * MINUTE))
-    # When a worker receives slot 2
-    [received] = rig.queues.receive(SHORT, 10, 0, 900)  # FIFO: slot 3 waits behind slot 2
-    claim = worker.claim(received.message, Delivery(SHORT, received.receipt, received.receive_count))
-    # Then slot 2 is QUEUED and its message returns later; slot 3 keeps its place behind it
-    assert claim.outcome is ClaimOutcome.WAITING and claim.return_after_s == 30
-    assert [r.status for r in rig.history(job)] == [S.QUEUED, S.RUNNING]
-    rig.clock.advance(29)
-    assert rig.queues.receive(SHORT, 10, 0, 900) == []  # the group is blocked, order preserved
-    rig.clock.advance(1)
-    assert [r.outcome for r in rig.work(worker)] == ["waiting"]  # slot 1 still runs
-    # When slot 1 finishes, the waiting slots run, in order, once each
+    # When a worker takes them
+    results = rig.work_until_idle(worker)
+    # Then both are recorded QUEUED at once and their messages are deleted (nothing circles
+    # through the queue's receive count towards its dead-letter queue)
+    assert [(r.outcome, r.ack) for r in results] == [("queued", True), ("queued", True)]
+    assert [r.status for r in rig.history(job)] == [S.QUEUED, S.QUEUED, S.RUNNING]
+    assert rig.queues.all_messages() == []
+    # When slot 1 finishes, slot 2 is started at once, then slot 3 when slot 2 ends: in order
     worker.finish(long_run, TargetResult.ok())
-    for _ in range(3):
-        rig.clock.advance(30)
-        rig.work_until_idle(worker)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED", "SUCCEEDED"]
     assert rig.target.calls_for(job.id) == [(slot_key(t0 + MINUTE), 1), (slot_key(t0 + 2 * MINUTE), 1)]
     assert statuses(rig.history(job)) == [(1, "SUCCEEDED"), (1, "SUCCEEDED"), (1, "SUCCEEDED")]
-    assert rig.queues.all_messages() == []
+    assert rig.store.take_turn(job.tenant, job.id, "probe", rig.clock.now()).holder == "probe"  # turn free
+
+
+def test_a_queued_slot_waits_hours_without_reaching_a_dead_letter_queue(rig: Rig, t0: datetime) -> None:
+    # Given slot 1 that runs for three hours on the ECS lane, and slot 2 queued behind it
+    job = rig.add_job(overlap="queue", timeout_seconds=4 * 3600, runtime="ecs")
+    worker = rig.worker(lease_timers=True)
+    long_run = worker.claim(rig.message(job, t0))
+    rig.clock.set(t0 + MINUTE)
+    rig.send(rig.message(job, t0 + MINUTE), queue=LONG)
+    assert [r.outcome for r in rig.work_until_idle(worker, LONG)] == ["queued"]
+    # When the hours pass, with the poller releasing the queued slot's checks as they fall due
+    checks = 0
+    for _ in range(3 * 60):
+        rig.clock.advance(60)
+        worker.heartbeat(long_run)
+        rig.poll()
+        handled = rig.work_until_idle(worker, LONG)
+        checks += len(handled)
+        assert all(r.outcome == "queued" and r.ack for r in handled)
+    # Then it checked now and then (a safety net: every 30 s at first, at most every 5 minutes
+    # once it has waited ten), each check a fresh message, deleted, never circling
+    assert 36 <= checks <= 45
+    assert rig.queues.all_messages() == []  # each check was received once and deleted
+    # And it starts as soon as slot 1 ends, not at its next check
+    worker.finish(long_run, TargetResult.ok())
+    assert [r.outcome for r in rig.work_until_idle(worker, LONG)] == ["SUCCEEDED"]
+    assert statuses(rig.history(job)) == [(1, "SUCCEEDED"), (1, "SUCCEEDED")]
+
+
+@pytest.mark.parametrize(("overlap", "outcome"), [("queue", "queued"), ("skip", "skipped")])
+def test_a_slot_waiting_for_its_retry_keeps_its_turn(
+    rig: Rig, t0: datetime, overlap: str, outcome: str
+) -> None:
+    # Given slot 1 failed once and waits for its retry
+    job = rig.add_job(overlap=overlap, timeout_seconds=60, retry={"max_attempts": 3, "base_seconds": 120})
+    rig.target.results[:] = [TargetResult.retryable("502"), TargetResult.ok()]
+    worker = rig.worker()
+    rig.send(rig.message(job, t0))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["RETRY_WAIT"]
+    # When slot 2 arrives meanwhile
+    rig.clock.set(t0 + MINUTE)
+    rig.send(rig.message(job, t0 + MINUTE))
+    # Then it does not start before slot 1 has finally ended
+    assert [r.outcome for r in rig.work_until_idle(worker)] == [outcome]
+    rig.clock.set(t0 + 5 * MINUTE)
+    rig.poll()  # the retry timer (and the queued slot's check, which finds it still waiting)
+    expected = ["SUCCEEDED", "SUCCEEDED"] if overlap == "queue" else ["SUCCEEDED"]
+    assert [r.outcome for r in rig.work_until_idle(worker) if r.outcome != "queued"] == expected
+    calls = [(slot_key(t0), 1), (slot_key(t0), 2)] + (
+        [(slot_key(t0 + MINUTE), 1)] if overlap == "queue" else []
+    )
+    assert rig.target.calls_for(job.id) == calls  # slot 2 only after slot 1 finally ended
+
+
+def test_a_turn_left_by_a_dead_worker_is_taken_back(rig: Rig, t0: datetime) -> None:
+    # Given slot 1 that ended SUCCEEDED, whose worker died before passing the turn on
+    job = rig.add_job(overlap="skip", timeout_seconds=60)
+    worker = rig.worker()
+    claim = worker.claim(rig.message(job, t0))
+    pass_turn = rig.store.pass_turn
+    rig.store.pass_turn = lambda *a, **k: None  # type: ignore[method-assign]
+    worker.finish(claim, TargetResult.ok())
+    rig.store.pass_turn = pass_turn  # type: ignore[method-assign]
+    # When slot 2 arrives
+    rig.clock.set(t0 + MINUTE)
+    rig.send(rig.message(job, t0 + MINUTE))
+    # Then it takes the turn from the ended slot and runs
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+
+
+@pytest.mark.parametrize("overlap", ["skip", "queue"])
+def test_many_workers_racing_on_one_job_never_run_two_slots_at_once(overlap: str, t0: datetime) -> None:
+    # Given 12 slots of one job claimed at the same moment by 12 workers (threads)
+    rig = Rig(MemoryStore(), ManualClock(t0 + 20 * MINUTE))
+    job = rig.add_job(overlap=overlap, timeout_seconds=600)
+    workers = [rig.worker() for _ in range(12)]
+    barrier = threading.Barrier(len(workers))
+
+    def claim(i: int) -> str:
+        barrier.wait()
+        return workers[i].claim(rig.message(job, t0 + i * MINUTE)).outcome.value
+
+    with ThreadPoolExecutor(len(workers)) as pool:
+        outcomes = list(pool.map(claim, range(len(workers))))
+    # Then exactly one runs; the others are skipped or queued
+    assert outcomes.count("claimed") == 1, outcomes
+    assert set(outcomes) == {"claimed", "skipped" if overlap == "skip" else "queued"}
+    running = [r for r in rig.history(job) if r.status is S.RUNNING]
+    assert len(running) == 1

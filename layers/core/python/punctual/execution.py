@@ -76,7 +76,8 @@ RELEASED_NOTE = "released: the worker shut down before the run ended"
 LEASE_LOST_NOTE = "lease expired: the worker was lost"
 SUPERSEDED_NOTE = "superseded: the job changed before this slot started"
 MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on the record
-OVERLAP_LOOKBACK = 4  # newest records read by the overlap check
+STALE_TURN_S = 20 * 60  # a turn whose holder never wrote a record is free after this long
+QUEUE_RECHECK_MIN_S = 30  # a queued slot checks that it still waits, at least this far apart
 MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
 ERROR_BACKOFF_S = 10  # an unexpected error returns the message after this long
 FINISH_MARGIN_S = 30  # time a Lambda keeps after a run's timeout to record its result
@@ -293,8 +294,9 @@ class WorkerConfig:
     lease_timers
         True for the ECS worker: heartbeats, LEASE timers. False for the Lambda worker,
         whose SQS message is its lease.
-    queue_wait_s
-        Overlap ``queue``: how long a waiting message stays invisible before it is tried again.
+    queue_recheck_s
+        Overlap ``queue``: the longest a queued slot goes without checking that it still
+        waits (a safety net: the slot before it hands it the turn when it ends).
     """
 
     layout: TimerLayout = field(default_factory=TimerLayout)
@@ -303,7 +305,7 @@ class WorkerConfig:
     retention_days: int = 30
     lease_s: int = 60
     lease_timers: bool = False
-    queue_wait_s: int = 30
+    queue_recheck_s: int = 300
 
     @classmethod
     def from_settings(cls, settings: Settings, *, lease_timers: bool) -> WorkerConfig:
@@ -322,6 +324,7 @@ class ClaimOutcome(StrEnum):
     DUPLICATE = "duplicate"  # dropped without running
     WAITING = "waiting"  # the message comes back later (live lease, overlap queue)
     SKIPPED = "skipped"  # overlap skip, or the job is paused
+    QUEUED = "queued"  # overlap queue: recorded QUEUED, it starts when the slot before it ends
     EXHAUSTED = "exhausted"  # lease lapsed with no attempt left: TIMED_OUT
     STALE = "stale"  # the job is gone, or the slot was released for an older version of it
 
@@ -826,37 +829,41 @@ class Worker:
                 update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": "job is paused"}
             )
             self._save(skipped, current, expect)
+            self._pass_turn(job, skipped, now)  # had it been handed the turn, the next slot gets it
             self.metrics.add("PausedSkipped", 1)
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="job is paused")
         first_attempt = message.attempt == 1
-        busy = (
-            self._busy_slot(job, message.slot, now)
-            if first_attempt and job.overlap is not Overlap.ALLOW
-            else None
-        )
-        if busy is not None and job.overlap is Overlap.SKIP:
+        holder = None
+        if first_attempt and job.overlap is not Overlap.ALLOW:
+            holder = self._take_turn(job, message.slot, now)
+        if holder is not None and job.overlap is Overlap.SKIP:
             skipped = base.model_copy(
                 update={
                     "status": ExecutionStatus.SKIPPED,
                     "finished_at": now,
-                    "blocked_by": busy,
-                    "error": f"overlap: slot {busy} was still running",
+                    "blocked_by": holder,
+                    "error": f"overlap: slot {holder} was still running",
                 }
             )
             self._save(skipped, current, expect)
             self.store.add_skipped(job.tenant, job.id, 1)
             self.metrics.add("OverlapSkipped", 1)
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="overlap skip")
-        if busy is not None:  # Overlap.QUEUE: keep the place in the FIFO group, come back later
-            queued = base
-            if current is None or current.status is not ExecutionStatus.QUEUED or current.blocked_by != busy:
+        if holder is not None:  # Overlap.QUEUE: recorded, acknowledged, started when its turn comes
+            queued = current if current is not None and current.status is ExecutionStatus.QUEUED else base
+            if queued.status is not ExecutionStatus.QUEUED or queued.blocked_by != holder:
                 queued = base.model_copy(
-                    update={"status": ExecutionStatus.QUEUED, "attempt": message.attempt, "blocked_by": busy}
+                    update={
+                        "status": ExecutionStatus.QUEUED,
+                        "attempt": message.attempt,
+                        "blocked_by": holder,
+                    }
                 )
                 self._save(queued, current, expect)
+            self._put_queued_timer(job, queued, now)
             self.metrics.add("OverlapQueued", 1)
-            return self._wait(
-                message, delivery, job, self.config.queue_wait_s, f"waits for slot {busy}", queued
+            return Claim(
+                ClaimOutcome.QUEUED, message, delivery, job, queued, reason=f"waits for slot {holder}"
             )
         running = base.model_copy(
             update={"attempt": message.attempt, "blocked_by": None, **self._running_fields(job, message, now)}
@@ -915,27 +922,68 @@ class Worker:
         except Exception:  # the queue's own visibility timeout brings it back anyway
             log.warning("could not set the visibility of a returned message", exc_info=True)
 
-    def _busy_slot(self, job: Job, slot: str, now: datetime) -> str | None:
-        """Another slot of this job that is running with a live lease, if any.
+    # ------------------------------------------------------------------ turns (overlap skip/queue)
 
-        Reads the newest few records and follows ``blocked_by`` once: a slot that was
-        skipped or queued names the slot that blocked it, so a run that outlasts many slots
-        is still found without reading the job's whole history.
+    def _take_turn(self, job: Job, slot: str, now: datetime) -> str | None:
+        """Take the job's turn for ``slot``; None if it now holds it, else the slot that does.
+
+        Exclusion is a conditional write on one item, not a read of the history: two slots
+        claimed at once by two workers cannot both get it. A holder whose slot has ended (its
+        worker died before passing the turn on) or never started is replaced. A ``queue``
+        slot that cannot have the turn waits for it in slot order.
         """
-        page = self.store.list_executions(job.tenant, job.id, limit=OVERLAP_LOOKBACK)
-        followed: set[str] = set()
-        for other in page.items:
-            if other.slot == slot:
-                continue
-            if lease_live(other, now):
-                return other.slot
-            blocker = other.blocked_by
-            if blocker and blocker != slot and blocker not in followed:
-                followed.add(blocker)
-                found = self.store.get_execution(job.tenant, job.id, blocker)
-                if found is not None and lease_live(found, now):
-                    return found.slot
-        return None
+        store = self.store
+        turn = store.take_turn(job.tenant, job.id, slot, now)
+        if turn.holder == slot or turn.holder is None:
+            return None
+        if self._turn_is_stale(job, turn.holder, turn.since, now):
+            turn = store.take_turn(job.tenant, job.id, slot, now, replacing=turn.holder)
+            if turn.holder == slot:
+                return None
+        if job.overlap is Overlap.QUEUE:
+            store.wait_for_turn(job.tenant, job.id, slot)
+            turn = store.take_turn(job.tenant, job.id, slot, now)  # freed meanwhile?
+            if turn.holder == slot:
+                return None
+        return turn.holder
+
+    def _turn_is_stale(self, job: Job, holder: str | None, since: datetime | None, now: datetime) -> bool:
+        if holder is None:
+            return False
+        record = self.store.get_execution(job.tenant, job.id, holder)
+        if record is None:
+            return since is None or (now - since).total_seconds() > STALE_TURN_S
+        return record.status.terminal
+
+    def _pass_turn(self, job: Job, execution: Execution, now: datetime) -> None:
+        """A skip/queue slot ended for good: hand the turn to the oldest queued slot and start it."""
+        if job.overlap is Overlap.ALLOW or not execution.status.terminal:
+            return
+        following = self.store.pass_turn(job.tenant, job.id, execution.slot, now)
+        if following is None:
+            return
+        record = self.store.get_execution(job.tenant, job.id, following)
+        scheduled = record.scheduled_at if record is not None else slot_instant(following)
+        attempt = record.attempt if record is not None else 1
+        message = message_for(job, following, scheduled, attempt, MessageKind.TURN, now)
+        self.queues.send(self._queue_for(job), [message])
+        log.info("slot %s of %s ended: the turn goes to %s", execution.slot, job.id, following)
+
+    def _put_queued_timer(self, job: Job, execution: Execution, now: datetime) -> None:
+        """The safety net of a queued slot: a check that it still waits, sooner while it is new."""
+        waited_s = max(0.0, (now - execution.scheduled_at).total_seconds())
+        after_s = min(float(self.config.queue_recheck_s), max(QUEUE_RECHECK_MIN_S, waited_s / 2))
+        timer = self.config.layout.make(
+            now=now,
+            due=now + timedelta(seconds=after_s),
+            job_id=job.id,
+            tenant=job.tenant,
+            slot=execution.slot,
+            attempt=execution.attempt,
+            kind=TimerKind.QUEUED,
+            job_version=execution.job_version,
+        )
+        self.store.put_timers([timer])
 
     # ------------------------------------------------------------------ run
 
@@ -1243,6 +1291,7 @@ class Worker:
             self.failures.publish(self._failure_report(execution))
         if status.terminal:
             self._chain_delay(job, execution, now)
+            self._pass_turn(job, execution, now)
 
     def _retry_instant_of(self, job: Job, execution: Execution) -> datetime | None:
         """The retry instant of a RETRY_WAIT record, recomputed exactly as it was first computed."""

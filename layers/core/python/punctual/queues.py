@@ -48,6 +48,8 @@ class MessageKind:
     TAKEOVER = "takeover"  # a lease expired: the next attempt after a lost worker
     MANUAL = "manual"  # POST /trigger
     CHILD = "child"  # a dependent job's slot whose parents all succeeded
+    TURN = "turn"  # a queued slot's turn came: the slot before it ended (overlap queue)
+    CHECK = "check"  # a queued slot checks that it still waits (its safety-net timer)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class DispatchMessage:
         records the first as superseded and runs the second, instead of FIFO dropping it.
         """
         raw = f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}\x1f{self.attempt}\x1f{self.job_version}"
+        if self.kind in (MessageKind.TURN, MessageKind.CHECK):  # each wake-up is a message of its own
+            raw += f"\x1f{self.kind}\x1f{self.released_at}"
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @property

@@ -49,6 +49,7 @@ class TimerKind(StrEnum):
     # A fire timer whose slot is already due when it is written: the rest of a catch-up the
     # release before it had to cut short. Released like FIRE, but at catch-up's bounded rate.
     CATCHUP = "catchup"
+    QUEUED = "queued"  # a slot queued behind another (overlap queue): check that it still waits
 
 
 CHAIN_KINDS = frozenset({TimerKind.FIRE, TimerKind.CATCHUP})  # the timers of a job's chain of slots

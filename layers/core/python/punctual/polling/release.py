@@ -212,7 +212,7 @@ class SlotReleaser:
         out: _Outgoing,
         report: ReleaseReport,
     ) -> None:
-        """Retry, lease and child timers: send the next attempt if the record still waits for it."""
+        """Retry, lease, child and queued timers: send a message if the record still waits for it."""
         if not timers:
             return
         executions = self.store.batch_get_executions({(t.tenant, t.job_id, t.slot) for t in timers})
@@ -247,6 +247,9 @@ class SlotReleaser:
             return None
         if timer.kind is TimerKind.CHILD:
             return message_for(job, timer.slot, from_ms(timer.due_ms), 1, MessageKind.CHILD, now)
+        if timer.kind is TimerKind.QUEUED and status is ExecutionStatus.QUEUED:
+            # A slot queued behind another (overlap queue): its claim checks it still waits.
+            return message_for(job, timer.slot, execution.scheduled_at, attempt, MessageKind.CHECK, now)
         return None
 
     def _missed(self, job: Job, slot: datetime, reason: str, now: datetime) -> Execution:

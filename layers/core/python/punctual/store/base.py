@@ -103,6 +103,21 @@ def progress_of(marks: Iterable[ProgressMark], shard: int) -> int | None:
     return max((m.through_ms for m in marks if m.covers(shard)), default=None)
 
 
+@dataclass(frozen=True)
+class Turn:
+    """Whose turn it is to run, for a job whose overlap is ``skip`` or ``queue``.
+
+    One item per job; every change is a conditional write on it, so two slots of one such
+    job are never started at once. ``holder`` keeps the turn from its first attempt's start
+    until the slot finally ends (a slot waiting for its retry keeps it); ``waiting`` are the
+    slots queued behind it (``queue``), handed the turn oldest first.
+    """
+
+    holder: str | None = None
+    since: datetime | None = None
+    waiting: tuple[str, ...] = ()
+
+
 JobKey = tuple[str, str]  # (tenant, job_id)
 ExecutionKey = tuple[str, str, str]  # (tenant, job_id, slot)
 
@@ -211,6 +226,23 @@ class JobStore(ABC):
     @abstractmethod
     def get_progress(self, minute: datetime) -> list[ProgressMark]:
         """Every progress mark written for ``minute`` (strongly consistent)."""
+
+    # ---------------------------------------------------------------- turns (overlap skip/queue)
+
+    @abstractmethod
+    def take_turn(
+        self, tenant: str, job_id: str, slot: str, now: datetime, replacing: str | None = None
+    ) -> Turn:
+        """Make ``slot`` the holder if the turn is free, already its, or held by ``replacing``
+        (a holder found stale); on success it leaves ``waiting``. Returns the turn as it is."""
+
+    @abstractmethod
+    def wait_for_turn(self, tenant: str, job_id: str, slot: str) -> None:
+        """Add ``slot`` to the slots waiting for the turn (idempotent)."""
+
+    @abstractmethod
+    def pass_turn(self, tenant: str, job_id: str, slot: str, now: datetime) -> str | None:
+        """If ``slot`` holds the turn, hand it to the oldest waiting slot (returned) or free it."""
 
     # ---------------------------------------------------------------- executions
 

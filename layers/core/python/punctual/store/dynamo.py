@@ -41,6 +41,7 @@ from punctual.store.base import (
     Page,
     ProgressMark,
     TenantLimitError,
+    Turn,
     VersionConflictError,
 )
 from punctual.store.memory import tag_matches
@@ -73,6 +74,7 @@ _KIND_CODE = {
     TimerKind.LEASE: "l",
     TimerKind.CHILD: "c",
     TimerKind.CATCHUP: "k",
+    TimerKind.QUEUED: "q",
 }
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
@@ -711,6 +713,104 @@ class DynamoStore(JobStore):
             if not last:
                 return marks
             request["ExclusiveStartKey"] = last
+
+    # Turns: one item per skip/queue job, ``job#<tenant>#<job>`` / ``turn``: ``holder`` (a slot),
+    # ``since`` (ISO instant), ``waiting`` (a string set of slots). Conditional updates only.
+
+    @staticmethod
+    def _turn_of(item: dict[str, Any] | None) -> Turn:
+        if not item:
+            return Turn()
+        since = item.get("since", {}).get("S")
+        return Turn(
+            holder=item.get("holder", {}).get("S"),
+            since=datetime.fromisoformat(since) if since else None,
+            waiting=tuple(sorted(item.get("waiting", {}).get("SS", []))),
+        )
+
+    def _turn_key(self, tenant: str, job_id: str) -> dict[str, Any]:
+        return {"pk": _s(job_pk(tenant, job_id)), "sk": _s("turn")}
+
+    def take_turn(
+        self, tenant: str, job_id: str, slot: str, now: datetime, replacing: str | None = None
+    ) -> Turn:
+        condition = "attribute_not_exists(holder) OR holder = :s"
+        values: dict[str, Any] = {":s": _s(slot), ":ss": {"SS": [slot]}, ":now": _s(now.isoformat())}
+        if replacing is not None:
+            condition += " OR holder = :r"
+            values[":r"] = _s(replacing)
+        try:
+            reply = self.client.update_item(
+                TableName=self.table,
+                Key=self._turn_key(tenant, job_id),
+                # ``since`` is when the holder took the turn: kept when it takes it again.
+                UpdateExpression="SET since = if_not_exists(since, :now), holder = :s DELETE waiting :ss",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return self._turn_of(exc.response.get("Item"))
+        turn = self._turn_of(reply.get("Attributes"))
+        if replacing is not None and turn.since is not None and turn.since < now and turn.holder == slot:
+            # Taken from a stale holder: ``since`` was the old holder's; restart it.
+            self.client.update_item(
+                TableName=self.table,
+                Key=self._turn_key(tenant, job_id),
+                UpdateExpression="SET since = :now",
+                ConditionExpression="holder = :s",
+                ExpressionAttributeValues={":s": _s(slot), ":now": _s(now.isoformat())},
+            )
+            turn = Turn(slot, now, turn.waiting)
+        return turn
+
+    def wait_for_turn(self, tenant: str, job_id: str, slot: str) -> None:
+        self.client.update_item(
+            TableName=self.table,
+            Key=self._turn_key(tenant, job_id),
+            UpdateExpression="ADD waiting :ss",
+            ExpressionAttributeValues={":ss": {"SS": [slot]}},
+        )
+
+    def pass_turn(self, tenant: str, job_id: str, slot: str, now: datetime) -> str | None:
+        key = self._turn_key(tenant, job_id)
+        for _ in range(_MAX_UNPROCESSED_ROUNDS):
+            item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+            turn = self._turn_of(item)
+            if turn.holder != slot:
+                return None
+            try:
+                if turn.waiting:
+                    following = turn.waiting[0]
+                    self.client.update_item(
+                        TableName=self.table,
+                        Key=key,
+                        UpdateExpression="SET holder = :n, since = :now DELETE waiting :ns",
+                        ConditionExpression="holder = :s AND contains(waiting, :n)",
+                        ExpressionAttributeValues={
+                            ":s": _s(slot),
+                            ":n": _s(following),
+                            ":ns": {"SS": [following]},
+                            ":now": _s(now.isoformat()),
+                        },
+                    )
+                    return following
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="REMOVE holder, since",
+                    # A slot that started waiting meanwhile gets the turn on the next round.
+                    ConditionExpression="holder = :s AND attribute_not_exists(waiting)",
+                    ExpressionAttributeValues={":s": _s(slot)},
+                )
+                return None
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+        raise RuntimeError(f"could not pass the turn of job {job_id}")
 
     # ---------------------------------------------------------------- executions
 

@@ -23,6 +23,7 @@ from punctual.store.base import (
     Page,
     ProgressMark,
     TenantLimitError,
+    Turn,
     VersionConflictError,
 )
 from punctual.timers import Lane, Timer, minute_key, sort_key
@@ -46,6 +47,7 @@ class MemoryStore(JobStore):
         self._buckets: dict[tuple[Lane, str, int], list[tuple[str, Timer]]] = defaultdict(list)
         self._watermarks: dict[tuple[Lane, int], datetime] = {}
         self._progress: dict[tuple[str, int, int], int] = {}
+        self._turns: dict[tuple[str, str], Turn] = {}
         self._executions: dict[ExecutionKey, Execution] = {}
         self._parents_ok: dict[ExecutionKey, set[str]] = defaultdict(set)
         self._child_dispatched: set[ExecutionKey] = set()
@@ -192,6 +194,38 @@ class MemoryStore(JobStore):
                 for (key, group, count), through in self._progress.items()
                 if key == wanted
             ]
+
+    # ---------------------------------------------------------------- turns
+
+    def take_turn(
+        self, tenant: str, job_id: str, slot: str, now: datetime, replacing: str | None = None
+    ) -> Turn:
+        with self._lock:
+            turn = self._turns.get((tenant, job_id), Turn())
+            if turn.holder in (None, slot) or (replacing is not None and turn.holder == replacing):
+                since = turn.since if turn.holder == slot else now
+                turn = Turn(slot, since, tuple(w for w in turn.waiting if w != slot))
+                self._turns[(tenant, job_id)] = turn
+            return turn
+
+    def wait_for_turn(self, tenant: str, job_id: str, slot: str) -> None:
+        with self._lock:
+            turn = self._turns.get((tenant, job_id), Turn())
+            self._turns[(tenant, job_id)] = Turn(
+                turn.holder, turn.since, tuple(sorted({*turn.waiting, slot}))
+            )
+
+    def pass_turn(self, tenant: str, job_id: str, slot: str, now: datetime) -> str | None:
+        with self._lock:
+            turn = self._turns.get((tenant, job_id), Turn())
+            if turn.holder != slot:
+                return None
+            if not turn.waiting:
+                self._turns[(tenant, job_id)] = Turn()
+                return None
+            following, *rest = turn.waiting
+            self._turns[(tenant, job_id)] = Turn(following, now, tuple(rest))
+            return following
 
     # ---------------------------------------------------------------- executions
 
