@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from execution_harness import Crash, FakeTarget, Rig, statuses
+from execution_harness import SHORT, Crash, FakeTarget, Rig, statuses
 from punctual.clock import ManualClock
 from punctual.execution import (
     LEASE_LOST_NOTE,
@@ -402,3 +402,31 @@ def test_a_slot_released_for_a_replaced_version_is_superseded_not_run_with_the_n
     rig.send(stale)
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
     assert statuses(rig.history(new)) == [(1, "SUCCEEDED")]
+
+
+def test_a_first_attempt_deferred_again_and_again_is_parked_not_dead_lettered(rig: Rig, t0: datetime) -> None:
+    # Given a slot whose message keeps landing where the invocation has too little time left
+    job = rig.add_job(timeout_seconds=600)
+    worker = rig.worker()
+    rig.send(rig.message(job, t0))
+    outcomes = []
+    for _ in range(3):
+        [received] = rig.queues.receive(SHORT, 10, 0, 900)
+        delivery = Delivery(SHORT, received.receipt, received.receive_count)
+        handled = worker.process(received.message, delivery, time_left_s=60)
+        outcomes.append((handled.outcome, handled.ack))
+        if handled.ack:
+            rig.queues.delete(SHORT, received.receipt)
+    # Then it is returned twice, and on its third delivery (the queue dead-letters at the
+    # fifth) recorded QUEUED with the reason, and its message deleted
+    assert outcomes == [("waiting", False), ("waiting", False), ("queued", True)]
+    record = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert record is not None and record.status is ExecutionStatus.QUEUED
+    assert "not enough time left" in (record.error or "")
+    assert rig.queues.all_messages() == []
+    # And its timer brings it back, and an invocation with time runs it, once
+    rig.clock.advance(60)
+    rig.poll()
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+    assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]

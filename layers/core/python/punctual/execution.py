@@ -78,6 +78,9 @@ SUPERSEDED_NOTE = "superseded: the job changed before this slot started"
 MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on the record
 STALE_TURN_S = 20 * 60  # a turn whose holder never wrote a record is free after this long
 QUEUE_RECHECK_MIN_S = 30  # a queued slot checks that it still waits, at least this far apart
+# A first attempt returned this many times is parked (recorded QUEUED, brought back by a timer)
+# rather than returned again: the work queues dead-letter at their 5th receive.
+PARK_AFTER_RECEIVES = 3
 MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
 ERROR_BACKOFF_S = 10  # an unexpected error returns the message after this long
 FINISH_MARGIN_S = 30  # time a Lambda keeps after a run's timeout to record its result
@@ -682,7 +685,9 @@ class Worker:
             return Claim(ClaimOutcome.STALE, message, delivery, reason="job is gone")
         if time_left_s is not None and job.timeout_seconds + FINISH_MARGIN_S > time_left_s:
             self.metrics.add("DeferredForTime", 1)
-            return self._wait(message, delivery, job, 0, "not enough time left in this invocation", None)
+            reason = "not enough time left in this invocation"
+            parked = self._park(job, message, delivery, reason)
+            return parked or self._wait(message, delivery, job, 0, reason, None)
         if (
             message.kind == MessageKind.FIRE
             and message.attempt == 1
@@ -968,6 +973,43 @@ class Worker:
         message = message_for(job, following, scheduled, attempt, MessageKind.TURN, now)
         self.queues.send(self._queue_for(job), [message])
         log.info("slot %s of %s ended: the turn goes to %s", execution.slot, job.id, following)
+
+    def _park(
+        self, job: Job, message: DispatchMessage, delivery: Delivery | None, reason: str
+    ) -> Claim | None:
+        """A first attempt returned to its queue again and again (deferred for lack of time):
+        before its receive count reaches the dead-letter queue, record it QUEUED with the
+        reason and a timer that brings it back, and delete the message. None: keep returning it.
+        """
+        parkable = message.kind in (MessageKind.FIRE, MessageKind.TURN, MessageKind.CHECK)
+        if (
+            delivery is None
+            or delivery.receive_count < PARK_AFTER_RECEIVES
+            or message.attempt != 1
+            or not parkable
+        ):
+            return None
+        now = self.clock.now()
+        current = self.store.get_execution(job.tenant, job.id, message.slot)
+        if current is None:
+            current = Execution(
+                job_id=job.id,
+                tenant=job.tenant,
+                slot=message.slot,
+                scheduled_at=datetime.fromisoformat(message.scheduled_at),
+                status=ExecutionStatus.QUEUED,
+                error=f"parked after {delivery.receive_count} deliveries: {reason}",
+                job_version=message.job_version,
+            )
+            try:
+                self._save(current, None, None)
+            except ExecutionConflictError:
+                return None  # someone else wrote it meanwhile: the usual claim decides next time
+        elif current.status is not ExecutionStatus.QUEUED:
+            return None
+        self._put_queued_timer(job, current, now)
+        self.metrics.add("ParkedSlots", 1)
+        return Claim(ClaimOutcome.QUEUED, message, delivery, job, current, reason=f"parked: {reason}")
 
     def _put_queued_timer(self, job: Job, execution: Execution, now: datetime) -> None:
         """The safety net of a queued slot: a check that it still waits, sooner while it is new."""
