@@ -506,6 +506,54 @@ def test_every_slot_ran_once_and_history_agrees(local_mode: LocalMode, kinds: di
                 assert slot in seen, (key, slot)
 
 
+# ------------------------------------------------------------------------------- overlap
+
+
+def runs_of(local: LocalMode, job_id: str) -> list[dict[str, Any]]:
+    """The receiver's requests for one job, in arrival order."""
+    return sorted((r for r in local.records() if r.get("job") == job_id), key=lambda r: r["arrived"])
+
+
+def assert_never_two_at_once(runs: list[dict[str, Any]]) -> None:
+    """Each request arrived after the one before it was answered (nothing concurrent)."""
+    for before, after in itertools.pairwise(runs):
+        assert before["answered"] is not None, before
+        assert after["arrived"] >= before["answered"] - 0.05, (before, after)
+
+
+def test_skip_and_queue_jobs_against_slow_targets_never_overlap_lose_nothing_keep_order(
+    local_mode: LocalMode,
+) -> None:
+    local = local_mode
+    # Given two jobs every 5 s whose targets take longer than that: one skips, one queues
+    skip = register(
+        local, "skip", "rate(5 seconds)", hook="skip?delay=12", overlap="skip", timeout_seconds=30
+    )
+    queue = register(
+        local, "queue", "rate(5 seconds)", hook="queue?delay=7", overlap="queue", timeout_seconds=30
+    )
+    # When they fire for a minute
+    local.wait(lambda: len(runs_of(local, skip.id)) >= 4 and len(runs_of(local, queue.id)) >= 7, 150, "runs")
+    cutoff = time.time() - SETTLE_S
+    # Then neither ever ran two slots at once, and no slot reached the receiver twice
+    for job in (skip, queue):
+        assert_never_two_at_once([r for r in runs_of(local, job.id) if r["answered"] is not None])
+        assert_each_attempt_once(local, job.id)
+    # And the queue job ran its slots in slot order, each due slot either run or recorded
+    # QUEUED behind the one running (none lost, none dead-lettered), some of them waiting
+    slots = [r["slot"] for r in runs_of(local, queue.id)]
+    assert slots == sorted(slots)
+    recorded = {run["slot"]: run["status"] for run in history(local, queue.id)}
+    due = expected_slots(queue.body["next_fire_at"], 5, cutoff)
+    assert all(recorded.get(slot) in ("SUCCEEDED", "RUNNING", "QUEUED") for slot in due), (due, recorded)
+    assert "QUEUED" in recorded.values()
+    # And the skip job recorded every slot that fell inside a run as SKIPPED, naming the run
+    skipped = [run for run in history(local, skip.id) if run["status"] == "SKIPPED"]
+    assert len(skipped) >= 3 and all("was still running" in (run.get("error") or "") for run in skipped)
+    for job in (skip, queue):
+        assert local.api("DELETE", f"/v1/jobs/{job.id}")[0] == 204
+
+
 def test_stop_is_clean_and_prints_one_summary_line(local_mode: LocalMode) -> None:
     local = local_mode
     names = ["aws", "api", "poller", "receiver", "ecs-worker", "worker-1", "worker-2"]
