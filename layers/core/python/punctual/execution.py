@@ -1015,17 +1015,7 @@ class Worker:
         """The safety net of a queued slot: a check that it still waits, sooner while it is new."""
         waited_s = max(0.0, (now - execution.scheduled_at).total_seconds())
         after_s = min(float(self.config.queue_recheck_s), max(QUEUE_RECHECK_MIN_S, waited_s / 2))
-        timer = self.config.layout.make(
-            now=now,
-            due=now + timedelta(seconds=after_s),
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=execution.slot,
-            attempt=execution.attempt,
-            kind=TimerKind.QUEUED,
-            job_version=execution.job_version,
-        )
-        self.store.put_timers([timer])
+        self._put_timer(job, execution, now, now + timedelta(seconds=after_s), TimerKind.QUEUED)
 
     # ------------------------------------------------------------------ run
 
@@ -1350,33 +1340,36 @@ class Worker:
         )
         return due or execution.finished_at
 
-    def _put_retry_timer(self, job: Job, execution: Execution, now: datetime, due: datetime) -> None:
+    def _put_timer(
+        self,
+        job: Job,
+        execution: Execution,
+        now: datetime,
+        due: datetime,
+        kind: TimerKind,
+        attempt: int | None = None,
+        owner: str | None = None,
+    ) -> None:
+        """Write one timer of an execution (retry, lease, queued check): the one way they are made."""
         timer = self.config.layout.make(
             now=now,
             due=due,
             job_id=job.id,
             tenant=job.tenant,
             slot=execution.slot,
-            attempt=execution.attempt + 1,
-            kind=TimerKind.RETRY,
+            attempt=execution.attempt if attempt is None else attempt,
+            kind=kind,
             job_version=job.version,
+            owner=owner,
         )
         self.store.put_timers([timer])
 
+    def _put_retry_timer(self, job: Job, execution: Execution, now: datetime, due: datetime) -> None:
+        self._put_timer(job, execution, now, due, TimerKind.RETRY, attempt=execution.attempt + 1)
+
     def _put_lease_timer(self, job: Job, execution: Execution, now: datetime) -> None:
         assert execution.lease_until is not None
-        timer = self.config.layout.make(
-            now=now,
-            due=execution.lease_until,
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=execution.slot,
-            attempt=execution.attempt,
-            kind=TimerKind.LEASE,
-            job_version=job.version,
-            owner=execution.owner,
-        )
-        self.store.put_timers([timer])
+        self._put_timer(job, execution, now, execution.lease_until, TimerKind.LEASE, owner=execution.owner)
 
     @staticmethod
     def _failure_report(execution: Execution) -> dict[str, Any]:
