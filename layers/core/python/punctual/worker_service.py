@@ -215,51 +215,78 @@ class WorkerService:
                 continue
             if not received:
                 self._stop.wait(_IDLE_PAUSE_S)
+            # A batch may hold several messages of one FIFO group (a queue-overlap job's slots,
+            # in order): they run one after the other in one thread, in the order received;
+            # different groups run side by side.
+            groups: dict[str, list[Received]] = {}
             for item in received:
+                groups.setdefault(item.message.group_id, []).append(item)
+            for items in groups.values():
                 if self._stop.is_set():
-                    self._give_back(url, item)
+                    for item in items:
+                        self._give_back(url, item)
                 else:
-                    self._start(url, item)
+                    self._start(url, items)
         self._drain()
         self._flush_metrics()
 
-    def _start(self, url: str, item: Received) -> None:
+    def _start(self, url: str, items: list[Received]) -> None:
         thread = threading.Thread(
-            target=self._execute, args=(url, item), name=f"run-{item.message.job_id}", daemon=True
+            target=self._execute_in_order,
+            args=(url, items),
+            name=f"run-{items[0].message.job_id}",
+            daemon=True,
         )
         with self._cond:
             self._running.add(thread)
         thread.start()
 
-    def _execute(self, url: str, item: Received) -> None:
+    def _execute_in_order(self, url: str, items: list[Received]) -> None:
+        me = threading.current_thread()
+        try:
+            for index, item in enumerate(items):
+                if not self._execute(url, item):
+                    # Left in the queue (waiting, handed back): the group's later messages go
+                    # back too, so they come after it again, in order.
+                    for later in items[index + 1 :]:
+                        self._give_back(url, later)
+                    return
+        finally:
+            with self._cond:
+                self._running.discard(me)
+                self._cond.notify_all()
+
+    def _execute(self, url: str, item: Received) -> bool:
+        """Claim, run and finish one message; False if it was left in the queue."""
         me = threading.current_thread()
         delivery = Delivery(url, item.receipt, item.receive_count)
         try:
             if self._stop.is_set():
                 self._give_back(url, item)
-                return
+                return False
             claim = self.worker.claim(item.message, delivery)
             if not claim.claimed:
                 if claim.ack:
                     self.queues.delete(url, item.receipt)
-                return  # a WAITING message had its visibility set by the core
+                return claim.ack  # a WAITING message had its visibility set by the core
             with self._cond:
                 self._claims[me] = claim
                 late = self._released_all
             if late:  # claimed after the drain released everything: hand it back too
                 self.worker.release(claim)
-                return
+                return False
             self.worker.finish(claim, self.worker.run(claim))
-            if not (claim.released or claim.detached):
-                self.queues.delete(url, item.receipt)
+            if claim.released or claim.detached:
+                return False
+            self.queues.delete(url, item.receipt)
+            return True
         except Exception:
             log.exception("execution of %s %s failed in the worker", item.message.job_id, item.message.slot)
             self._give_back(url, item, ERROR_BACKOFF_S)
+            return False
         finally:
             with self._cond:
-                self._running.discard(me)
                 self._claims.pop(me, None)
-                self._cond.notify_all()
 
     def _give_back(self, url: str, item: Received, after_s: int = 0) -> None:
         try:
