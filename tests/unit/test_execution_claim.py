@@ -344,6 +344,39 @@ def test_heartbeat_extends_the_lease_and_the_visibility(rig: Rig, t0: datetime) 
     assert stored is not None and stored.lease_until == rig.clock.now() + timedelta(seconds=30)
 
 
+def test_a_run_whose_lease_cannot_be_extended_in_time_stops_and_records_nothing(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given an ECS run (lease 60 s, heartbeats every 20 s) and a store that starts failing
+    job = rig.add_job(runtime="ecs", timeout_seconds=3600)
+    worker = rig.worker(lease_timers=True, lease_s=60)
+    claim = worker.claim(rig.message(job, t0))
+    assert claim.claimed
+    save = rig.store.save_execution
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("DynamoDB is throttling")
+
+    rig.store.save_execution = failing  # type: ignore[method-assign]
+    # When a heartbeat fails while the lease still outlasts the next one, the run goes on ...
+    rig.clock.advance(20)
+    with pytest.raises(RuntimeError):
+        worker.heartbeat(claim)
+    assert claim.live
+    # ... but when the lease would lapse before the next heartbeat, the run gives up: the
+    # adapters see it in ctx.heartbeat() (the ECS target stops its task)
+    rig.clock.advance(20)
+    assert worker.heartbeat(claim) is False
+    assert not claim.live and not worker.heartbeat_if_due(claim)
+    assert rig.metrics.total("LeasesLost") == 1
+    # And its result is never recorded over a takeover's
+    rig.store.save_execution = save  # type: ignore[method-assign]
+    finished = worker.finish(claim, TargetResult.ok())
+    assert finished.superseded
+    record = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert record is not None and record.status is ExecutionStatus.RUNNING  # for the takeover to end
+
+
 # --------------------------------------------------------------------------- wiring
 
 

@@ -1062,6 +1062,18 @@ class Worker:
                 self.metrics.add("LeasesLost", 1)
                 log.warning("lease of %s %s was lost", job.id, current.slot)
                 return False
+            except Exception:
+                # The store is failing. While the lease still outlasts the next heartbeat, the
+                # next one tries again; past that another worker may take the slot over, so this
+                # run gives up now: it stops (adapters that heartbeat, like ECS, stop their task)
+                # and its result is never recorded.
+                lapses = current.lease_until
+                if lapses is not None and now + timedelta(seconds=self.config.lease_s / 3) >= lapses:
+                    claim.lost = True
+                    self.metrics.add("LeasesLost", 1)
+                    log.warning("lease of %s %s could not be extended before it lapses", job.id, current.slot)
+                    return False
+                raise
             claim.execution = extended
             claim.last_heartbeat = now
             if self.config.lease_timers:
