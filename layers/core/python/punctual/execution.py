@@ -728,16 +728,12 @@ class Worker:
         Recorded MISSED (so a release of the same slot for the current version still runs
         it); None when the slot already has a record (the usual claim decides).
         """
-        now = self.clock.now()
-        record = Execution(
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=message.slot,
-            scheduled_at=datetime.fromisoformat(message.scheduled_at),
-            status=ExecutionStatus.MISSED,
-            finished_at=now,
+        record = self._new_record(
+            job,
+            message,
+            ExecutionStatus.MISSED,
+            finished_at=self.clock.now(),
             error=f"{SUPERSEDED_NOTE} (released for version {message.job_version}, now {job.version})",
-            job_version=message.job_version,
         )
         try:
             self._save(record, None, None)
@@ -749,6 +745,21 @@ class Worker:
         )
         return Claim(
             ClaimOutcome.STALE, message, delivery, job, record, reason="superseded by a newer version"
+        )
+
+    @staticmethod
+    def _new_record(job: Job, message: DispatchMessage, status: ExecutionStatus, **fields: Any) -> Execution:
+        """The record of a slot that has no record yet, as ``message`` names it: the one place
+        a worker makes one."""
+        return Execution(
+            job_id=job.id,
+            tenant=job.tenant,
+            slot=message.slot,
+            scheduled_at=datetime.fromisoformat(message.scheduled_at),
+            attempt=message.attempt,
+            status=status,
+            job_version=message.job_version,
+            **fields,
         )
 
     def _apply(
@@ -819,15 +830,7 @@ class Worker:
         expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
         if current is not None and current.status is ExecutionStatus.MISSED:
             current = None  # the record only said why the slot had not run: start it afresh
-        base = current or Execution(
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=message.slot,
-            scheduled_at=datetime.fromisoformat(message.scheduled_at),
-            attempt=message.attempt,
-            status=ExecutionStatus.QUEUED,
-            job_version=message.job_version,
-        )
+        base = current or self._new_record(job, message, ExecutionStatus.QUEUED)
         if job.state is JobState.PAUSED and message.kind != MessageKind.MANUAL:
             # Pausing stops scheduled starts and retries; a run the user triggers by hand still runs.
             skipped = base.model_copy(
@@ -952,9 +955,7 @@ class Worker:
                 return None
         return turn.holder
 
-    def _turn_is_stale(self, job: Job, holder: str | None, since: datetime | None, now: datetime) -> bool:
-        if holder is None:
-            return False
+    def _turn_is_stale(self, job: Job, holder: str, since: datetime | None, now: datetime) -> bool:
         record = self.store.get_execution(job.tenant, job.id, holder)
         if record is None:
             return since is None or (now - since).total_seconds() > STALE_TURN_S
@@ -992,15 +993,8 @@ class Worker:
         now = self.clock.now()
         current = self.store.get_execution(job.tenant, job.id, message.slot)
         if current is None:
-            current = Execution(
-                job_id=job.id,
-                tenant=job.tenant,
-                slot=message.slot,
-                scheduled_at=datetime.fromisoformat(message.scheduled_at),
-                status=ExecutionStatus.QUEUED,
-                error=f"parked after {delivery.receive_count} deliveries: {reason}",
-                job_version=message.job_version,
-            )
+            error = f"parked after {delivery.receive_count} deliveries: {reason}"
+            current = self._new_record(job, message, ExecutionStatus.QUEUED, error=error)
             try:
                 self._save(current, None, None)
             except ExecutionConflictError:

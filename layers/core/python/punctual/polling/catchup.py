@@ -71,7 +71,6 @@ class CatchUp:
         self.cursor: datetime | None = None  # the next minute to open
         self.before: datetime | None = None  # minutes up to (not including) this are owed
         self.open: _Open | None = None
-        self.minutes_drained = 0
 
     @property
     def pending(self) -> bool:
@@ -113,7 +112,6 @@ class CatchUp:
             if shards:
                 self.store.advance_watermarks(lane, shards, current.minute + _MINUTE)
         self.open = None
-        self.minutes_drained += 1
         return report
 
     def _open_next(self, now: datetime) -> bool:
@@ -128,7 +126,7 @@ class CatchUp:
                 self.cursor = minute + _MINUTE
                 continue
             marks = self.store.get_progress(minute)
-            drain = MinuteDrain(self.releaser, minute, uncertain_through_ms=to_ms(now))
+            drain = MinuteDrain(self.releaser, uncertain_through_ms=to_ms(now))
             lookback = self.config.near_lookback_ms
             for lane, shards in owed.items():
                 for shard in shards:

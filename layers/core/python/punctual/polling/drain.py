@@ -20,7 +20,6 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Iterable
-from datetime import datetime
 
 from punctual.polling.release import ReleaseReport, SlotReleaser
 from punctual.timers import CHAIN_KINDS, Lane, Timer, TimerKind
@@ -35,8 +34,6 @@ class MinuteDrain:
     ----------
     releaser
         Sends slots and writes next timers.
-    minute
-        The minute whose buckets the timers come from.
     uncertain_through_ms
         Timers due at or before this instant may have been released by an earlier poller.
     """
@@ -44,14 +41,12 @@ class MinuteDrain:
     def __init__(
         self,
         releaser: SlotReleaser,
-        minute: datetime,
         uncertain_through_ms: int | None,
         defer_catchup: bool = False,
     ) -> None:
         self.releaser = releaser
         self.defer_catchup = defer_catchup
         self.lagging: deque[Timer] = deque()  # CATCHUP timers due, in due order, waiting their turn
-        self.minute = minute
         self.uncertain_through_ms = uncertain_through_ms
         # (due, sk, arrival, timer): the arrival number breaks ties, so two rows with the same
         # due and sort key in different lanes (two skewed pollers wrote one next timer into

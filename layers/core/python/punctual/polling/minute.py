@@ -52,7 +52,7 @@ class MinutePoll:
         self.near = layout.shards_of_group(Lane.NEAR, group, group_count)
         self.end = minute + timedelta(minutes=1)
         self.final = self.end + timedelta(seconds=self.config.grace_s)
-        self.drain = MinuteDrain(poller.releaser, minute, uncertain_through_ms=None, defer_catchup=True)
+        self.drain = MinuteDrain(poller.releaser, uncertain_through_ms=None, defer_catchup=True)
         self.catchup = CatchUp(
             self.store,
             poller.releaser,

@@ -7,7 +7,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from punctual.clock import Clock
-from punctual.models import Job
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.polling.config import PollerConfig
 from punctual.polling.minute import MinutePoll
@@ -47,9 +46,6 @@ class Poller:
         self.metrics = metrics or NullMetrics()
         self.pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="release")
         self.releaser = SlotReleaser(store, queues, clock, config, self.metrics, self.pool)
-
-    def queue_for(self, job: Job) -> str:
-        return self.releaser.queue_for(job)
 
     def release(self, timers: Sequence[Timer], uncertain: bool = False) -> ReleaseReport:
         """Release due timers now (see :meth:`SlotReleaser.release`)."""

@@ -234,7 +234,8 @@ class JobStore(ABC):
         self, tenant: str, job_id: str, slot: str, now: datetime, replacing: str | None = None
     ) -> Turn:
         """Make ``slot`` the holder if the turn is free, already its, or held by ``replacing``
-        (a holder found stale); on success it leaves ``waiting``. Returns the turn as it is."""
+        (a holder found stale); on success it leaves ``waiting``. Returns the turn as it is.
+        ``since`` is kept when the holder takes its turn again, else set to ``now``."""
 
     @abstractmethod
     def wait_for_turn(self, tenant: str, job_id: str, slot: str) -> None:

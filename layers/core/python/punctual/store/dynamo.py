@@ -736,15 +736,18 @@ class DynamoStore(JobStore):
     ) -> Turn:
         condition = "attribute_not_exists(holder) OR holder = :s"
         values: dict[str, Any] = {":s": _s(slot), ":ss": {"SS": [slot]}, ":now": _s(now.isoformat())}
+        # ``since`` is when the holder took the turn: kept when it takes it again; restarted
+        # when it takes the turn over from a stale holder.
+        since = "if_not_exists(since, :now)"
         if replacing is not None:
             condition += " OR holder = :r"
             values[":r"] = _s(replacing)
+            since = ":now"
         try:
             reply = self.client.update_item(
                 TableName=self.table,
                 Key=self._turn_key(tenant, job_id),
-                # ``since`` is when the holder took the turn: kept when it takes it again.
-                UpdateExpression="SET since = if_not_exists(since, :now), holder = :s DELETE waiting :ss",
+                UpdateExpression=f"SET since = {since}, holder = :s DELETE waiting :ss",
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
@@ -754,18 +757,7 @@ class DynamoStore(JobStore):
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
             return self._turn_of(exc.response.get("Item"))
-        turn = self._turn_of(reply.get("Attributes"))
-        if replacing is not None and turn.since is not None and turn.since < now and turn.holder == slot:
-            # Taken from a stale holder: ``since`` was the old holder's; restart it.
-            self.client.update_item(
-                TableName=self.table,
-                Key=self._turn_key(tenant, job_id),
-                UpdateExpression="SET since = :now",
-                ConditionExpression="holder = :s",
-                ExpressionAttributeValues={":s": _s(slot), ":now": _s(now.isoformat())},
-            )
-            turn = Turn(slot, now, turn.waiting)
-        return turn
+        return self._turn_of(reply.get("Attributes"))
 
     def wait_for_turn(self, tenant: str, job_id: str, slot: str) -> None:
         self.client.update_item(

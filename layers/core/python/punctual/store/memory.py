@@ -203,7 +203,7 @@ class MemoryStore(JobStore):
         with self._lock:
             turn = self._turns.get((tenant, job_id), Turn())
             if turn.holder in (None, slot) or (replacing is not None and turn.holder == replacing):
-                since = turn.since if turn.holder == slot else now
+                since = turn.since if turn.holder == slot and replacing is None else now
                 turn = Turn(slot, since, tuple(w for w in turn.waiting if w != slot))
                 self._turns[(tenant, job_id)] = turn
             return turn
