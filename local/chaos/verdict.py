@@ -59,7 +59,10 @@ fire delay
       ``retries`` instead), so only the first attempt is measured;
     * a first attempt lost with its worker: the slot is recovered by a restart that returns
       the batch, or by a takeover once the lease lapses (then a later attempt arrives
-      first), a recovery bound rather than a fire delay;
+      first), a recovery bound rather than a fire delay; a first request more than
+      ``LOST_DELIVERY_S`` late with a worker of the slot's lane killed between its release
+      and that request counts as such a loss too (the kill's snapshot of the batch it held
+      can miss one received that very moment);
     * slots that are only optional: before a pause, update or the end of the run (within
       the ledger's guard), during a pause, released by a resume's catch-up, skipped because
       a pause came before they started, before the first slot a registration reported;
@@ -98,6 +101,9 @@ from punctual.retries import next_retry_at, seeded_random
 from punctual.schedules import jitter_offset_s, parse_schedule
 
 LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-chaos")
+# A first request this late after its release, with a worker of the slot's lane killed in
+# between, is a delivery lost with that worker (the worker-crash path), not fire delay.
+LOST_DELIVERY_S = 5.0
 ECS_WORKERS = ("ecs-worker", "ecs-chaos")
 TIME_KINDS = ("rate", "slow", "cron", "pair", "at", "flaky", "doomed", "ecs")
 SUPERSEDED_MARK = "(superseded)"
@@ -487,6 +493,13 @@ class Judge:
             self.excluded["held by a worker killed before it fired"] += 1
             return
         release = self.release_instant(job, exp)
+        kills = self.ecs_kills if job.runtime == "ecs" else self.lambda_kills
+        if arrived - release > LOST_DELIVERY_S and _killed_between(kills, release - 1.0, arrived):
+            # A worker of its lane died between the slot's release and its first request: the
+            # kill's snapshot of what it held can miss a batch received that very moment, and
+            # such a delivery comes back only after the queue's visibility timeout.
+            self.excluded["late after a worker of its lane was killed"] += 1
+            return
         claimed: float | None = None
         if record is not None:
             one = next((a for a in record.attempts if a.attempt == 1), None)
