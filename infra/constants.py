@@ -164,9 +164,11 @@ ECS_BURST_MAX_TASKS: Final = 5000  # ECS's tasks-per-service quota
 # takes a minute or two to start).
 ECS_BURST_SHORT_ALARM_PERIODS: Final = 5
 ECS_STOP_TIMEOUT_S: Final = 120  # SIGTERM → SIGKILL: time for the worker to drain
-# Running executions may finish for this long after SIGTERM; then the rest are released for
-# takeover, well inside the stop timeout (PUNCTUAL_WORKER_GRACE_S).
+# Running executions may finish for this long after SIGTERM (PUNCTUAL_WORKER_GRACE_S); then the
+# rest are stopped and handed back for takeover once their runs return, or after
+# PUNCTUAL_WORKER_STOP_S all the same: both well inside the stop timeout.
 ECS_DRAIN_GRACE_S: Final = ECS_STOP_TIMEOUT_S - 30
+ECS_DRAIN_STOP_S: Final = 10
 ECS_DOCKERFILE: Final = "functions/ecs_worker/Dockerfile"
 ECS_SCALE_COOLDOWN_S: Final = 60
 # Scale-out steps on visible (waiting) long-queue messages: (lower bound, tasks to add).

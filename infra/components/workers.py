@@ -143,7 +143,11 @@ class Workers(Construct):
             "WorkerServiceLogs",
             cpu=config.ecs_cpu,
             memory_mib=config.ecs_memory_mib,
-            environment={**environment, "PUNCTUAL_WORKER_GRACE_S": str(c.ECS_DRAIN_GRACE_S)},
+            environment={
+                **environment,
+                "PUNCTUAL_WORKER_GRACE_S": str(c.ECS_DRAIN_GRACE_S),
+                "PUNCTUAL_WORKER_STOP_S": str(c.ECS_DRAIN_STOP_S),
+            },
             storage=storage,
             queues=queues,
             consumes=queues.long,
@@ -175,6 +179,7 @@ class Workers(Construct):
                 environment={
                     **environment,
                     "PUNCTUAL_WORKER_GRACE_S": str(c.ECS_DRAIN_GRACE_S),
+                    "PUNCTUAL_WORKER_STOP_S": str(c.ECS_DRAIN_STOP_S),
                     "PUNCTUAL_WORKER_LANE": "short",  # worker_service receives from the short queues
                     "PUNCTUAL_WORKER_CONCURRENCY": str(config.ecs_burst_concurrency),
                 },

@@ -16,9 +16,9 @@ import pytest
 
 from execution_harness import FakeTarget
 from factories import job as make_job
-from punctual import execution
 from punctual.clock import SystemClock
 from punctual.execution import Worker, WorkerConfig
+from punctual.execution import worker as execution_worker
 from punctual.models import ExecutionStatus, Job
 from punctual.queues import DispatchMessage, MessageKind, SqsQueues, message_for
 from punctual.store.dynamo import DynamoStore, table_definition
@@ -69,7 +69,7 @@ def env(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     monkeypatch.setenv("PUNCTUAL_SHORT_QUEUE_URLS", queue_url)
     monkeypatch.setenv("PUNCTUAL_FAILED_QUEUE_URL", failed_url)
     target = FakeTarget()
-    monkeypatch.setattr(execution, "default_invoker", lambda settings, clock: target)
+    monkeypatch.setattr(execution_worker, "default_invoker", lambda settings, clock: target)
     spec = importlib.util.spec_from_file_location("worker_handler_under_test", HANDLER)
     assert spec and spec.loader
     handler = importlib.util.module_from_spec(spec)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Annotated, Any, Literal, Self
@@ -35,6 +35,7 @@ MAX_TAG_VALUE_CHARS = 256
 MAX_LAMBDA_TIMEOUT_S = 840  # leaves the worker Lambda a minute of its 15 to record the result
 MAX_ECS_TIMEOUT_S = 7 * 24 * 3600
 MAX_HEADERS = 50
+MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on an execution record
 
 _COMPACT_JSON = json.JSONEncoder(
     separators=(",", ":")
@@ -426,6 +427,42 @@ class ExecutionStatus(StrEnum):
         )
 
 
+class IllegalTransition(Exception):
+    """A status change the execution state machine does not allow (a bug, never a race)."""
+
+    def __init__(self, old: ExecutionStatus | None, new: ExecutionStatus) -> None:
+        super().__init__(f"illegal execution transition {old.value if old else 'none'} -> {new.value}")
+        self.old = old
+        self.new = new
+
+
+_S = ExecutionStatus
+# The execution record's state machine: every status a stored status (None: no record yet)
+# may be written as next. Every write of a record is checked against it (check_transition).
+TRANSITIONS: dict[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
+    # MISSED is born as it is: the poller (catch-up policy, paused job) or the claim (a slot
+    # released for an older version) records a slot that did not run.
+    None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.MISSED}),
+    _S.QUEUED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+    _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+    # RUNNING -> RUNNING: a heartbeat, or a takeover by a new owner as the next attempt.
+    _S.RUNNING: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.TIMED_OUT, _S.RETRY_WAIT}),
+    _S.SUCCEEDED: frozenset(),
+    _S.FAILED: frozenset(),
+    _S.TIMED_OUT: frozenset(),
+    _S.SKIPPED: frozenset(),
+    # A slot the poller recorded as missed (the job was paused, say) that a later release runs
+    # after all: resuming with catch-up ``all`` releases the slots missed while paused.
+    _S.MISSED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+}
+
+
+def check_transition(old: ExecutionStatus | None, new: ExecutionStatus) -> None:
+    """Raise :class:`IllegalTransition` unless ``old -> new`` is an edge of :data:`TRANSITIONS`."""
+    if new not in TRANSITIONS[old]:
+        raise IllegalTransition(old, new)
+
+
 class _ShallowCopy(BaseModel):
     """``copy.copy`` (and so ``model_copy``) as pydantic's ``__copy__`` does it, faster.
 
@@ -481,3 +518,46 @@ class Execution(_ShallowCopy):
     # Overlap: the slot that was still running when this one was SKIPPED or QUEUED. The next
     # slot follows this pointer, so the overlap check reads O(1) items, not the job's history.
     blocked_by: str | None = None
+
+    def closed_attempt(self, status: ExecutionStatus, now: datetime, error: str | None) -> AttemptRecord:
+        """The entry of the attempt list that says how this record's current attempt ended:
+        the one place an attempt record is made from a running attempt."""
+        return AttemptRecord(
+            attempt=self.attempt,
+            status=status,
+            started_at=self.started_at,
+            finished_at=now,
+            error=error,
+            owner=self.owner,
+        )
+
+    @staticmethod
+    def bounded(attempts: list[AttemptRecord]) -> list[AttemptRecord]:
+        """``attempts`` bounded as the record keeps them: the first and the latest."""
+        if len(attempts) <= MAX_ATTEMPT_RECORDS:
+            return attempts
+        return [attempts[0], *attempts[-(MAX_ATTEMPT_RECORDS - 1) :]]
+
+    def ended(
+        self,
+        status: ExecutionStatus,
+        now: datetime,
+        error: str | None,
+        *,
+        attempt_status: ExecutionStatus | None = None,
+        **more: Any,
+    ) -> Execution:
+        """This record with its current attempt ended as ``status`` (the slot's status) and
+        listed as ``attempt_status`` (default: the same); ``more`` sets further fields. Built, not
+        checked: the write (which may be fenced off) checks the transition."""
+        closed = self.closed_attempt(attempt_status or status, now, error)
+        return self.model_copy(
+            update={
+                "status": status,
+                "finished_at": now,
+                "lease_until": None,
+                "error": error,
+                "attempts": self.bounded([*self.attempts, closed]),
+                **more,
+            }
+        )

@@ -91,6 +91,7 @@ logger = logging.getLogger(__name__)
 MAX_LAMBDA_RESPONSE_BYTES = 64 * 1024
 MAX_ECS_OVERRIDE_CHARS = 8192  # AWS limit on the containerOverrides JSON
 ECS_POLL_INTERVAL_S = 10.0
+ECS_CANCEL_POLL_S = 0.5  # a cancelled run stops tracking its task within this long
 ECS_MAX_DESCRIBE_ERRORS = 5  # consecutive DescribeTasks failures before giving up
 SFN_NAME_CHARS = 80
 
@@ -714,8 +715,9 @@ class EcsTargetAdapter:
       ``PUNCTUAL_IDEMPOTENCY_KEY``, ``PUNCTUAL_FENCING_TOKEN`` and
       ``PUNCTUAL_PAYLOAD`` (JSON) in its environment: ``container_name``, else
       the task definition's first essential container.
-    * Between polls ``ctx.heartbeat()`` extends the lease; if the lease was lost
-      the adapter stops tracking (and leaves the task running for the new owner).
+    * Between polls ``ctx.heartbeat()`` extends the lease; if the lease was lost, or
+      the run is cancelled (``ctx.cancel``: the worker shuts down), the adapter stops
+      tracking and leaves the task running for the next attempt, which adopts it.
       When ``ctx.timeout_s`` passes, the task is stopped and the result is a
       retryable time-out. No poll sleeps past that instant, and each ECS call is
       bounded by :func:`api_call_timeouts`, so the adapter returns at most two
@@ -899,12 +901,30 @@ class EcsTargetAdapter:
                     return TargetResult.retryable(f"ecs task disappeared ({reasons or 'MISSING'})")
                 if tasks[0].get("lastStatus") == "STOPPED":
                     return decide_task_outcome(tasks[0], decisive)
+            # Lease lost, or the run cancelled (the worker shuts down): the task keeps running,
+            # and the attempt that follows adopts it (startedBy names the slot), so nothing
+            # starts twice.
+            if ctx.cancelled:
+                return TargetResult.stopped_early(
+                    "stopped: the run was cancelled; the ecs task is left running for the next attempt"
+                )
             if not ctx.heartbeat():
-                return TargetResult.retryable("lease lost: the ecs task is left to the worker that took over")
+                return TargetResult.stopped_early(
+                    "lease lost: the ecs task is left to the worker that took over"
+                )
             now = self.clock.now()
             if now >= deadline:
                 return self._stop_for_timeout(client, cluster, task_arn, ctx)
-            self.clock.sleep(min(self.poll_interval_s, (deadline - now).total_seconds()))
+            self._pause(ctx, min(self.poll_interval_s, (deadline - now).total_seconds()))
+
+    def _pause(self, ctx: SlotContext, seconds: float) -> None:
+        """Sleep between polls, in short steps so that a cancelled run stops tracking at once."""
+        until = self.clock.now() + timedelta(seconds=seconds)
+        while not ctx.cancelled:
+            left = (until - self.clock.now()).total_seconds()
+            if left <= 0:
+                return
+            self.clock.sleep(min(left, ECS_CANCEL_POLL_S))
 
     @staticmethod
     def _stop_for_timeout(client: Any, cluster: str, task_arn: str, ctx: SlotContext) -> TargetResult:
