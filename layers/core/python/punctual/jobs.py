@@ -16,11 +16,11 @@ from typing import Protocol
 
 from punctual.clock import Clock
 from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Runtime
-from punctual.planning import ceil_second, dispatch_instant, first_slot, next_slot, schedule_of
+from punctual.planning import ceil_second, dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
 from punctual.queues import MessageKind, QueuePort, message_for, pick_queue
 from punctual.store.base import JobStore, Page, VersionConflictError
 from punctual.targets.http import BlockedTargetError, guard_url
-from punctual.timers import Timer, TimerKind, TimerLayout, slot_key
+from punctual.timers import Timer, TimerLayout, slot_key
 
 
 class JobError(Exception):
@@ -360,16 +360,7 @@ class JobService:
         slot = first_slot(job, now) if after >= now else next_slot(job, after)
         if slot is None:
             return None
-        return self.layout.make(
-            now=now,
-            due=dispatch_instant(job, slot),
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=slot_key(slot),
-            attempt=1,
-            kind=TimerKind.FIRE,
-            job_version=job.version,
-        )
+        return fire_timer(self.layout, job, slot, now)
 
     def _check_target(self, spec: JobSpec) -> None:
         """Refuse, before anything is stored, what the worker would refuse to call anyway."""

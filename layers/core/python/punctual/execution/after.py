@@ -18,10 +18,10 @@ from punctual.execution.records import RELEASED_NOTE, Ledger, iso
 from punctual.execution.turns import Turns
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.observability import MetricsSink, NullMetrics
-from punctual.planning import dispatch_instant, schedule_of
+from punctual.planning import fire_timer, schedule_of
 from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at
-from punctual.timers import TimerKind, slot_instant, slot_key
+from punctual.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
 
@@ -147,17 +147,7 @@ class AfterEffects:
         nxt = schedule_of(current).next_after(max(finished, slot_instant(execution.slot)))
         if nxt is None or (current.end_at is not None and nxt > current.end_at):
             return
-        timer = self.ledger.config.layout.make(
-            now=now,
-            due=dispatch_instant(current, nxt),
-            job_id=current.id,
-            tenant=current.tenant,
-            slot=slot_key(nxt),
-            attempt=1,
-            kind=TimerKind.FIRE,
-            job_version=current.version,
-        )
-        self.store.put_timers([timer])
+        self.store.put_timers([fire_timer(self.ledger.config.layout, current, nxt, now)])
 
     def _dispatch_dependants(self, job: Job, execution: Execution, now: datetime) -> None:
         """``after(...)`` jobs: record this parent's success; send each child whose parents all succeeded.
