@@ -229,3 +229,4 @@ ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
 # The KMS encryption context under which the API stores its idempotent replies (the one thing it
 # may decrypt); the core's api/wiring.py uses the same purpose.
 IDEMPOTENT_REPLY_PURPOSE: Final = "punctual-idempotent-reply"
+DISPATCH_KEY_CHARS: Final = 64  # the generated dispatch-message key (letters and digits)

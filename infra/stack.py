@@ -99,6 +99,7 @@ def runtime_environment(config: PunctualConfig, storage: Storage, queues: Queues
         "PUNCTUAL_TARGET_ALLOW_CIDRS": ",".join(config.target_allow_cidrs),
         "PUNCTUAL_MAX_JOBS_PER_TENANT": str(config.max_jobs_per_tenant),
         "PUNCTUAL_KMS_KEY_ID": storage.secrets_key.key_arn,
+        "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": storage.dispatch_key.secret_arn,
         "POWERTOOLS_SERVICE_NAME": c.POWERTOOLS_SERVICE_NAME,
         "POWERTOOLS_METRICS_NAMESPACE": c.METRICS_NAMESPACE,
         "LOG_LEVEL": config.log_level,

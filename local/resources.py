@@ -177,6 +177,8 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_TARGET_ALLOW_CIDRS": "127.0.0.0/8",
             "PUNCTUAL_LOCAL_MODE": "1",
             "PUNCTUAL_SECRET_KEY": config.secret_key(),
+            "PUNCTUAL_DISPATCH_KEY": config.dispatch_key(),
+            "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": "",
             "PUNCTUAL_KMS_KEY_ID": "",
             "PUNCTUAL_LEASE_S": str(config.lease_s),
             "LOG_LEVEL": config.log_level,

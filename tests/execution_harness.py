@@ -93,6 +93,7 @@ class Rig:
         lease_s: int = 60,
         target: FakeTarget | None = None,
         clock: Any = None,
+        signer: Any = None,
         **config: Any,
     ) -> Worker:
         settings = WorkerConfig(
@@ -113,6 +114,7 @@ class Rig:
             failures=self.failures,
             rng=lambda job_id, slot, attempt: UpperBound(),
             pauser=JobServicePauser(self.store, self.queues, clock or self.clock, settings),
+            signer=signer,
         )
 
     def add_job(self, job_id: str = "job-1", schedule: str = "rate(1 minute)", **overrides: Any) -> Job:

@@ -49,6 +49,7 @@ class Api(Construct):
             environment=environment,
         )
         storage.grant_read_write(self.handler.role)
+        storage.grant_dispatch_key(self.handler.role)  # "run now" signs the slot it sends
         Queues.grant(self.handler.role, queues.work_queues, SEND_ACTIONS)  # "run now" sends a slot
         # Webhook secrets are encrypted when a job is registered; the API never decrypts them.
         self.handler.role.add_to_principal_policy(

@@ -126,6 +126,7 @@ class Dispatch(Construct):
                 reserved_concurrency=config.poller_reserved_concurrency or None,
             )
             storage.grant_read_write(made.role)
+            storage.grant_dispatch_key(made.role)  # it signs what it releases
             # Releases slots to both lanes; executions whose lease ran out of attempts are announced.
             Queues.grant(made.role, [*queues.work_queues, queues.failed], SEND_ACTIONS)
             return made

@@ -12,10 +12,12 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra import constants as c
 from infra.config import PunctualConfig
+from infra.nag import acknowledge
 
 # Every item action the runtime uses; transactions are authorised per item action, and there
 # is no index, so the table ARN is the only resource.
@@ -98,6 +100,29 @@ class Storage(Construct):
             enable_key_rotation=True,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
+
+        # Dispatch messages are signed with this key (PUNCTUAL_DISPATCH_KEY_SECRET_ARN,
+        # punctual.message_auth): generated at deploy, read by the senders (pollers, workers, the
+        # API) and the workers that verify; no other principal of the stack can read it.
+        self.dispatch_key = secretsmanager.Secret(
+            self,
+            "DispatchKey",
+            description="Punctual: the HMAC key that signs and verifies dispatch messages",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=c.DISPATCH_KEY_CHARS, exclude_punctuation=True
+            ),
+        )
+        acknowledge(
+            self.dispatch_key,
+            "SMG4",
+            "Not rotated automatically: messages in flight are signed with the current key, and a "
+            "rotation must let workers accept both keys for the queues' retention; rotate by "
+            "redeploying (README, Security).",
+        )
+
+    def grant_dispatch_key(self, role: iam.IRole) -> None:
+        """Read the dispatch key (every sender and verifier of dispatch messages)."""
+        self.dispatch_key.grant_read(role)
 
     def grant_read(self, role: iam.IRole) -> None:
         """Reads only (the tick sizes the coming minute from its timers)."""

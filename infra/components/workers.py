@@ -274,6 +274,7 @@ class Workers(Construct):
     def _grant_worker(self, role: iam.IRole, storage: Storage, queues: Queues, *, consumes: list) -> None:
         """The same rights for both lanes: table, own queues, sending, secrets, targets."""
         storage.grant_read_write(role)
+        storage.grant_dispatch_key(role)  # verifies what it receives, signs what it sends
         Queues.grant(role, consumes, CONSUME_ACTIONS)
         # A takeover of an expired lease and a dependent job's run are sent to either lane;
         # executions that end FAILED are announced on the failed queue.

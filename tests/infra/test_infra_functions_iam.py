@@ -273,3 +273,27 @@ def test_no_policy_grants_star_except_where_aws_requires_it(any_synth: Synth) ->
                 if star_ack in rules and (path == ack_path or path.startswith(ack_path + "/"))
             ]
             assert reasons and all(len(r) > 40 for r in reasons), (logical_id, path)
+
+
+def test_only_the_senders_and_verifiers_of_dispatch_messages_read_the_dispatch_key(
+    default_synth: Synth,
+) -> None:
+    stack = default_synth.stack
+    key = f"<{default_synth.logical_id(stack.storage.dispatch_key)}>"
+    readers = {
+        "poller": stack.dispatch.poller.role,
+        "lean poller": stack.dispatch.lean_poller.role,
+        "worker": stack.workers.worker.role,
+        "ecs task": stack.workers.task_definition.task_role,
+        "api": stack.api.handler.role,
+    }
+    for name, role in readers.items():
+        granted = actions_on(role_statements(default_synth, role))
+        assert granted.get("secretsmanager:GetSecretValue") == {key}, name
+    tick = actions_on(role_statements(default_synth, stack.dispatch.tick.role))
+    assert not any(a.startswith("secretsmanager:") for a in tick)
+    # Every function is told where the key is (the tick holds no grant: it sends no message)
+    for function in default_synth.of_type("AWS::Lambda::Function").values():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        if "PUNCTUAL_TABLE_NAME" in variables:
+            assert join_parts(variables["PUNCTUAL_DISPATCH_KEY_SECRET_ARN"]) == key

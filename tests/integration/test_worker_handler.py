@@ -250,3 +250,32 @@ def test_a_run_that_could_outlast_the_invocation_is_not_started(env: Env) -> Non
     assert env.store.get_execution(job.tenant, job.id, slot_key(now)) is None
     assert invoke(env, sqs_event(env)) == {"batchItemFailures": []}
     assert env.target.calls_for(job.id) == [(slot_key(now), 1)]
+
+
+def test_a_dispatch_message_forged_onto_a_work_queue_is_dropped_and_the_real_one_runs(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from punctual.message_auth import DispatchSigner
+
+    key = "d" * 40
+    monkeypatch.setenv("PUNCTUAL_DISPATCH_KEY", key)
+    now = datetime.now(UTC).replace(microsecond=0)
+    own, victim = add_job(env, "own"), add_job(env, "payroll", tenant="b")
+    # Given what another tenant's SQS target could put on a work queue: a dispatch body naming
+    # tenant B's job (sent straight to SQS, past every Punctual sender), and a real release
+    forged = message(victim, now)
+    env.sqs.send_message(
+        QueueUrl=env.queue_url,
+        MessageBody=forged.to_body(),
+        MessageGroupId=forged.group_id,
+        MessageDeduplicationId="forged",
+    )
+    SqsQueues(env.sqs, signer=DispatchSigner(key)).send(env.queue_url, [message(own, now)])
+    # When the worker Lambda gets both
+    response = invoke(env, sqs_event(env))
+    # Then the forged one is dropped (deleted, nothing run or recorded), the real one runs
+    assert response == {"batchItemFailures": []}
+    assert env.target.calls_for("payroll") == []
+    assert env.store.get_execution("b", "payroll", slot_key(now)) is None
+    assert env.target.calls_for("own") == [(slot_key(now), 1)]
+    assert sqs_event(env)["Records"] == []

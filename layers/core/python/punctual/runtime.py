@@ -10,6 +10,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 
 from punctual import aws
 from punctual.clock import Clock, SystemClock
+from punctual.message_auth import signer_from
 from punctual.observability import MetricsSink
 from punctual.polling import Poller, PollerConfig
 from punctual.queues import SqsQueues
@@ -46,7 +47,9 @@ def poller_from(settings: Settings, clock: Clock | None = None, metrics: Metrics
         retention_days=settings.retention_days,
         concurrency=settings.queue_send_concurrency,
     )
-    queues = SqsQueues(aws.client("sqs"), concurrency=settings.queue_send_concurrency)
+    queues = SqsQueues(
+        aws.client("sqs"), concurrency=settings.queue_send_concurrency, signer=signer_from(settings)
+    )
     return Poller(
         store_from(settings), queues, clock or SystemClock(settings.clock_offset_s), config, metrics
     )

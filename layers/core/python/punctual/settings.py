@@ -39,6 +39,10 @@ class Settings(BaseModel):
     kms_key_id: str = ""
     secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
     state_machine_arn: str = ""
+    # The key dispatch messages are signed with (punctual.message_auth): local mode and tests
+    # set it; the stack names the Secrets Manager secret generated at deploy instead.
+    dispatch_key: str = ""
+    dispatch_key_secret_arn: str = ""
     queue_send_concurrency: int = Field(default=8, ge=1, le=256)
     # API: HMAC key binding paging tokens to tenant and query (empty: derived from the table name).
     token_key: str = ""

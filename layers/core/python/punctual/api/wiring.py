@@ -16,6 +16,7 @@ from typing import Any
 from punctual.api.paging import TokenCodec
 from punctual.clock import Clock, SystemClock
 from punctual.jobs import InvalidJobError, JobService, QueueRouting, SecretBox
+from punctual.message_auth import signer_from
 from punctual.models import HttpTarget, JobSpec
 from punctual.queues import SqsQueues
 from punctual.settings import Settings
@@ -123,7 +124,7 @@ def build_services(
     jobs_box, reply_box = _secret_boxes(settings)
     jobs = JobService(
         store=store,
-        queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency),
+        queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer_from(settings)),
         clock=clock or SystemClock(settings.clock_offset_s),
         layout=layout,
         routing=QueueRouting(tuple(settings.short_queue_urls), tuple(settings.long_queue_urls)),

@@ -31,6 +31,7 @@ from punctual.execution.records import (
     visibility,
 )
 from punctual.execution.turns import Turns
+from punctual.message_auth import DispatchSigner
 from punctual.models import Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.observability import MetricsSink
 from punctual.queues import DispatchMessage, MessageKind, QueuePort
@@ -66,6 +67,8 @@ class Claimer:
         Returns messages that wait.
     clock, config, metrics
         As the worker's.
+    signer
+        Verifies each message's signature first (None: messages are not verified).
     """
 
     def __init__(
@@ -78,8 +81,10 @@ class Claimer:
         clock: Clock,
         config: WorkerConfig,
         metrics: MetricsSink,
+        signer: DispatchSigner | None = None,
     ) -> None:
         self.ledger = ledger
+        self.signer = signer
         self.store = ledger.store
         self.queues = queues
         self.turns = turns
@@ -100,6 +105,8 @@ class Claimer:
             CLAIMED (run it), or an outcome that says what happened instead; WAITING
             messages have had their visibility set when ``delivery`` was given.
         """
+        if self.signer is not None and not self.signer.verify(message):
+            return self._forged(message, delivery)
         # Half-cost read first; a consistent one only when it may be behind the message.
         job = self.store.get_job(message.tenant, message.job_id, consistent=False)
         if job is None or job.version < message.job_version:
@@ -148,6 +155,21 @@ class Claimer:
         reason = "claim kept racing"
         parked = self.park(job.version, message, delivery, reason)
         return parked or self._wait(message, delivery, job, ERROR_BACKOFF_S, reason, current)
+
+    def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
+        """A message not signed with the dispatch key: someone outside the scheduler wrote it.
+        Nothing it names is read or written; it is logged, counted and dropped."""
+        self.metrics.add("ForgedMessages", 1)
+        log.error(
+            "dropping a message without a valid signature (%s): tenant %r job %r slot %r attempt %r kind %r",
+            "unsigned" if not message.sig else "forged",
+            message.tenant,
+            message.job_id,
+            message.slot,
+            message.attempt,
+            message.kind,
+        )
+        return Claim(ClaimOutcome.FORGED, message, delivery, reason="not signed with the dispatch key")
 
     def _supersede(self, job: Job, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
         """A slot released for an older version of the job: never run against the new spec.

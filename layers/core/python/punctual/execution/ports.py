@@ -118,6 +118,7 @@ class ClaimOutcome(StrEnum):
     QUEUED = "queued"  # overlap queue: recorded QUEUED, it starts when the slot before it ends
     EXHAUSTED = "exhausted"  # lease lapsed with no attempt left: TIMED_OUT
     STALE = "stale"  # the job is gone, or the slot was released for an older version of it
+    FORGED = "forged"  # not signed with the dispatch key: dropped unread
 
 
 @dataclass

@@ -34,6 +34,7 @@ from punctual.execution.ports import (
 from punctual.execution.records import Ledger, summary
 from punctual.execution.sqs import SqsBatch
 from punctual.execution.turns import Turns
+from punctual.message_auth import DispatchSigner, signer_from
 from punctual.models import ExecutionStatus, Job
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import DispatchMessage, QueuePort
@@ -84,6 +85,9 @@ class Worker:
         ``signing_secrets(job)`` gives the job's webhook secrets in plain text.
     pauser
         Pauses a job whose target asked never to be called again (None: logged, not paused).
+    signer
+        Verifies every message's signature before anything else (None: not verified). The
+        queues sign what the worker sends when they were given the same signer.
     """
 
     def __init__(
@@ -99,6 +103,7 @@ class Worker:
         rng: Callable[[str, str, int], RandomSource] = seeded_random,
         signing_secrets: Callable[[Job], tuple[str, ...]] | None = None,
         pauser: JobPauser | None = None,
+        signer: DispatchSigner | None = None,
     ) -> None:
         from punctual.jobs import QueueRouting
 
@@ -120,7 +125,7 @@ class Worker:
         self.leases = Leases(self.ledger, queues, route, clock, config, self.metrics)
         self.finisher = Finisher(self.ledger, self.leases, self.after, clock, config, self.metrics, self._rng)
         self.claimer = Claimer(
-            self.ledger, queues, self.turns, self.leases, self.after, clock, config, self.metrics
+            self.ledger, queues, self.turns, self.leases, self.after, clock, config, self.metrics, signer
         )
         self.sqs = SqsBatch(self)
 
@@ -158,7 +163,8 @@ class Worker:
         sqs = boto3.client("sqs")
         config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
         store = DynamoStore(boto3.client("dynamodb"), settings.table_name, config.layout)
-        queues = SqsQueues(sqs, concurrency=settings.queue_send_concurrency)
+        signer = signer_from(settings)
+        queues = SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer)
         return cls(
             store,
             queues,
@@ -169,6 +175,7 @@ class Worker:
             failures=SqsFailureSink(sqs, settings.failed_queue_url),
             signing_secrets=default_signing_secrets(settings),
             pauser=JobServicePauser(store, queues, clock, config),
+            signer=signer,
         )
 
     # ------------------------------------------------------------------ the whole path
