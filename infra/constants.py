@@ -200,6 +200,7 @@ METRIC_SLOTS_MISSED: Final = "SlotsMissed"  # slots newly recorded MISSED (each 
 METRIC_EXECUTIONS_SUCCEEDED: Final = "ExecutionsSucceeded"
 METRIC_EXECUTIONS_FAILED: Final = "ExecutionsFailed"
 METRIC_RETRIES: Final = "Retries"
+METRIC_FORGED_MESSAGES: Final = "ForgedMessages"  # dispatch messages without a valid signature
 # With the lookahead, one failed tick is covered by the next: alarm on two in a row.
 TICK_ERROR_ALARM_PERIODS: Final = 2
 # No minute execution started for this long means no poller is running.
