@@ -48,7 +48,7 @@ class Api(Construct):
             memory_mb=c.API_MEMORY_MB,
             environment=environment,
         )
-        storage.grant_read_write(self.handler.role)
+        storage.grant_items(self.handler.role, c.TABLE_ACTIONS_BY_COMPONENT["api"])
         Queues.grant(self.handler.role, queues.work_queues, SEND_ACTIONS)  # "run now" sends a slot
         # Webhook secrets are encrypted when a job is registered; the API never decrypts them.
         self.handler.role.add_to_principal_policy(
