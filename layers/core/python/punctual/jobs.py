@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -57,6 +57,15 @@ class SecretBox(Protocol):
     def new_secret(self, tenant: str, job_id: str) -> tuple[str, str]:
         """A fresh webhook signing secret of one job: (plain text, stored form bound to the job)."""
         ...
+
+
+@dataclass
+class MoveReport:
+    """What :meth:`JobService.move_jobs` did: moved ids, new webhook secrets, jobs kept and why."""
+
+    moved: list[str] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)
+    kept: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -334,6 +343,49 @@ class JobService:
         )
         self._write(job, current.version, [])
         return self.with_next_fire(job), plain
+
+    def move_jobs(self, from_tenant: str, to_tenant: str) -> MoveReport:
+        """Move every job of ``from_tenant`` to ``to_tenant``, keeping each job's id and spec.
+
+        For the change of tenant identity (issue 16: principal ARN → unique id), run once per
+        tenant by an operator. Each job is registered under the new tenant (its next slot
+        computed afresh; a paused job stays paused) and only then deleted under the old one, so
+        a crash half-way leaves a job in both places, never in neither, and running it again
+        finishes the move. Webhook jobs get a new signing secret, bound to the new tenant
+        (:attr:`MoveReport.secrets`, to hand to the tenant). A job that cannot be registered
+        again (a completed one-time job, one with no future slot) stays where it is, with the
+        reason in :attr:`MoveReport.kept`. History (executions) stays under the old identity.
+        """
+        report = MoveReport()
+        pending = True
+        while pending:  # again while progress is made: an after() child may precede its parent
+            pending = False
+            report.kept.clear()
+            for job in self._all_jobs(from_tenant):
+                if self.store.get_job(to_tenant, job.id) is None:
+                    try:
+                        _, secret = self.register(to_tenant, job.spec(), job.id)
+                    except InvalidJobError as exc:
+                        report.kept.append((job.id, str(exc)))
+                        continue
+                    if secret is not None:
+                        report.secrets[job.id] = secret
+                    if job.state is JobState.PAUSED:
+                        self.pause(to_tenant, job.id, reason=job.state_reason)
+                self.delete(from_tenant, job.id)
+                report.moved.append(job.id)
+                pending = True
+        return report
+
+    def _all_jobs(self, tenant: str) -> list[Job]:
+        jobs: list[Job] = []
+        cursor: str | None = None
+        while True:
+            page = self.store.list_jobs(tenant, 100, cursor)
+            jobs.extend(page.items)
+            if page.cursor is None:
+                return jobs
+            cursor = page.cursor
 
     def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:
         """Run the job now as an extra slot; the same ``request_key`` always names the same slot.
