@@ -103,6 +103,12 @@ class PunctualStack(cdk.Stack):
         cdk.CfnOutput(self, "StateMachineArn", value=self.dispatch.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "FailedQueueUrl", value=self.queues.failed.queue_url)
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
+        cdk.CfnOutput(
+            self,
+            "WorkerRoleArns",
+            value=cdk.Fn.join(",", [role.role_arn for role in self.workers.roles]),
+            description="The roles a tenant's execution role (role_arn) must trust",
+        )
 
     def own_resource_arns(self) -> list[str]:
         """Every resource of this stack a target could name: queues (DLQs too), table, functions,
