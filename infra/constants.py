@@ -179,6 +179,14 @@ VPC_INTERFACE_ENDPOINTS: Final = ("sqs", "logs", "ecr.api", "ecr.dkr", "sts", "k
 # --- What each component calls: its role gets exactly these actions (issue 16) ----------------------
 # tests/infra/test_infra_least_privilege.py reads the runtime's code and checks that every action
 # here is called there, and that each role in the template holds exactly its component's list.
+_HOT_PATH_TABLE_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:BatchWriteItem",
+)
 TABLE_ACTIONS_BY_COMPONENT: Final = {
     # Jobs (transactions: put, update, delete items), history, the Idempotency-Key records
     # (Powertools: get, put, update, delete) and the per-tenant request counter.
@@ -191,23 +199,9 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
     ),
     # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
     # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes.
-    "poller": (
-        "dynamodb:GetItem",
-        "dynamodb:BatchGetItem",
-        "dynamodb:Query",
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:BatchWriteItem",
-    ),
-    # Executions, turns, dependency records, retry and lease timers.
-    "worker": (
-        "dynamodb:GetItem",
-        "dynamodb:BatchGetItem",
-        "dynamodb:Query",
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-        "dynamodb:BatchWriteItem",
-    ),
+    "poller": _HOT_PATH_TABLE_ACTIONS,
+    # Executions, turns, dependency records, retry and lease timers: the same kinds of calls.
+    "worker": _HOT_PATH_TABLE_ACTIONS,
     # Counting the coming minute's timers and reading the watermarks: reads only.
     "tick": ("dynamodb:BatchGetItem", "dynamodb:Query"),
 }

@@ -247,3 +247,13 @@ def test_quota_defaults_reach_every_function(default_synth: Synth) -> None:
         assert env["PUNCTUAL_MAX_TRIGGERS_PER_MINUTE_PER_TENANT"] == "60000"
         assert env["PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT"] == "1200"
         assert env["PUNCTUAL_REQUIRE_TARGET_ROLE"] == "false"
+
+
+def test_the_api_encrypts_only_under_its_two_purposes(default_synth: Synth) -> None:
+    statements = role_statements(default_synth, default_synth.stack.api.handler.role)
+    (encrypt,) = [s for s in statements if "kms:Encrypt" in as_list(s["Action"])]
+    assert encrypt["Condition"] == {
+        "StringEquals": {
+            "kms:EncryptionContext:purpose": ["punctual-webhook-signing-secret", "punctual-idempotent-reply"]
+        }
+    }

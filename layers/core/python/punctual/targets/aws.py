@@ -436,6 +436,11 @@ def _client(
     return client
 
 
+def _api_client(clients: ClientFactory, service: str, region: str, target: Any, ctx: SlotContext) -> Any:
+    """The client of an API call for ``target`` (:func:`api_call_timeouts`, the target's role)."""
+    return _client(clients, service, region, api_call_timeouts(ctx.timeout_s), _role(clients, target, ctx))
+
+
 def _role(clients: ClientFactory, target: Any, ctx: SlotContext) -> AssumedRole | None:
     """The target's execution role, else the factory's default target role (if it has one)."""
     return role_for(target, ctx, str(getattr(clients, "default_role_arn", "") or ""))
@@ -661,13 +666,7 @@ class SqsTargetAdapter:
             request["MessageGroupId"] = getattr(target, "message_group_id", None) or ctx.job_id
             request["MessageDeduplicationId"] = dedup_id(ctx)
         try:
-            client = _client(
-                self.clients,
-                "sqs",
-                region,
-                api_call_timeouts(ctx.timeout_s),
-                _role(self.clients, target, ctx),
-            )
+            client = _api_client(self.clients, "sqs", region, target, ctx)
             request["QueueUrl"] = self._queue_url(client, arn)
             response = client.send_message(**request)
         except Exception as exc:
@@ -710,13 +709,7 @@ class SnsTargetAdapter:
             request["MessageGroupId"] = ctx.job_id
             request["MessageDeduplicationId"] = dedup_id(ctx)
         try:
-            client = _client(
-                self.clients,
-                "sns",
-                region,
-                api_call_timeouts(ctx.timeout_s),
-                _role(self.clients, target, ctx),
-            )
+            client = _api_client(self.clients, "sns", region, target, ctx)
             response = client.publish(**request)
         except Exception as exc:
             return classify_aws_error(exc, "sns Publish")
@@ -767,13 +760,7 @@ class EventBridgeTargetAdapter:
             "EventBusName": arn,
         }
         try:
-            client = _client(
-                self.clients,
-                "events",
-                region,
-                api_call_timeouts(ctx.timeout_s),
-                _role(self.clients, target, ctx),
-            )
+            client = _api_client(self.clients, "events", region, target, ctx)
             response = client.put_events(Entries=[entry])
         except Exception as exc:
             return classify_aws_error(exc, "events PutEvents")
@@ -818,13 +805,7 @@ class StepFunctionsTargetAdapter:
         except (TypeError, ValueError) as exc:
             return TargetResult.permanent(f"stepfunctions target: {exc}")
         try:
-            client = _client(
-                self.clients,
-                "stepfunctions",
-                region,
-                api_call_timeouts(ctx.timeout_s),
-                _role(self.clients, target, ctx),
-            )
+            client = _api_client(self.clients, "stepfunctions", region, target, ctx)
             response = client.start_execution(stateMachineArn=arn, name=name, input=execution_input)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
@@ -898,13 +879,7 @@ class EcsTargetAdapter:
         except ValueError as exc:
             return TargetResult.permanent(f"ecs target: {exc}")
         try:
-            client = _client(
-                self.clients,
-                "ecs",
-                region,
-                api_call_timeouts(ctx.timeout_s),
-                _role(self.clients, target, ctx),
-            )
+            client = _api_client(self.clients, "ecs", region, target, ctx)
             named = getattr(target, "container_name", None)
             decisive = (
                 (named,) if named else self._essential_containers(client, str(target.task_definition_arn))
