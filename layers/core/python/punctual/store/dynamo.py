@@ -206,7 +206,6 @@ class DynamoStore(JobStore):
             "UpdateExpression": "ADD #tr :rate" + (", job_count :jobs" if jobs else ""),
             "ExpressionAttributeNames": {"#tr": "trigger_rate"},
             "ExpressionAttributeValues": {":rate": _n(rate)},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         conditions: list[str] = []
         if jobs:
@@ -220,6 +219,7 @@ class DynamoStore(JobStore):
             update["ExpressionAttributeValues"][":room"] = _n(max_rate - rate)
         if conditions:
             update["ConditionExpression"] = " AND ".join(conditions)
+            update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"  # which quota it hit
         return update
 
     @staticmethod
