@@ -121,7 +121,11 @@ class PunctualStack(cdk.Stack):
             self.dispatch.state_machine.state_machine_arn,
             self.observability.topic.topic_arn,
             self.workers.cluster.cluster_arn,
-            *(t.task_definition_arn for t in self.workers.task_definitions),
+            # The family, not one revision: the target role's Deny then covers every revision.
+            *(
+                f"arn:{cdk.Aws.PARTITION}:ecs:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:task-definition/{t.family}"
+                for t in self.workers.task_definitions
+            ),
         ]
 
 

@@ -115,15 +115,17 @@ def _own_arns(synth: Synth) -> set[str]:
         stack.dispatch.state_machine,
         stack.observability.topic,
         stack.workers.cluster,
-        *stack.workers.task_definitions,
     ]
-    rendered = set()
+    rendered = {
+        f"arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:task-definition/{t.family}"
+        for t in stack.workers.task_definitions
+    }
     for construct in constructs:
         logical = synth.logical_id(construct)
         kind = synth.resources[logical]["Type"]
-        # Queues, state machines, topics and task definitions are Ref'd by ARN or URL: GetAtt Arn
-        # where the resource has one, Ref where the Ref is the ARN.
-        if kind in ("AWS::StepFunctions::StateMachine", "AWS::SNS::Topic", "AWS::ECS::TaskDefinition"):
+        # GetAtt Arn where the resource has one, Ref where the Ref is the ARN; task definitions by
+        # family (every revision).
+        if kind in ("AWS::StepFunctions::StateMachine", "AWS::SNS::Topic"):
             rendered.add(f"<{logical}>")
         else:
             rendered.add(f"<{logical}.Arn>")
