@@ -178,6 +178,57 @@ NAT_GATEWAYS: Final = 1
 VPC_GATEWAY_ENDPOINTS: Final = ("dynamodb", "s3")  # s3: ECR image layers
 VPC_INTERFACE_ENDPOINTS: Final = ("sqs", "logs", "ecr.api", "ecr.dkr", "sts", "kms")
 
+# --- What each component calls: its role gets exactly these actions (issue 16) ----------------------
+# tests/infra/test_infra_least_privilege.py reads the runtime's code and checks that every action
+# here is called there, and that each role in the template holds exactly its component's list.
+_HOT_PATH_TABLE_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:BatchWriteItem",
+)
+TABLE_ACTIONS_BY_COMPONENT: Final = {
+    # Jobs (transactions: put, update, delete items), history, the Idempotency-Key records
+    # (Powertools: get, put, update, delete) and the per-tenant request counter.
+    "api": (
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+    ),
+    # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
+    # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes.
+    "poller": _HOT_PATH_TABLE_ACTIONS,
+    # Executions, turns, dependency records, retry and lease timers: the same kinds of calls.
+    "worker": _HOT_PATH_TABLE_ACTIONS,
+    # Counting the coming minute's timers and reading the watermarks: reads only.
+    "tick": ("dynamodb:BatchGetItem", "dynamodb:Query"),
+}
+# The worker's queue calls: receive (ECS), delete and extend visibility (both lanes).
+WORKER_CONSUME_ACTIONS: Final = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility")
+# What CDK's SqsEventSource grants the worker function's role for its event source mapping
+# (grantConsumeMessages): the Lambda service polls the short queues with these, not the code.
+EVENT_SOURCE_ACTIONS: Final = (
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueUrl",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+)
+# The worker assumes roles to call targets: the deployment's target role, and a job's execution
+# role (role_arn), tagging the session with the tenant.
+ASSUME_ROLE_ACTIONS: Final = ("sts:AssumeRole", "sts:TagSession")
+# The KMS encryption-context purpose of a job's webhook signing secret (punctual.secrets).
+WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
+# Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
+OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
+# The per-tenant quotas' defaults (cdk.json carries the same).
+MAX_TRIGGERS_PER_MINUTE_PER_TENANT: Final = 60_000
+API_REQUESTS_PER_MINUTE_PER_TENANT: Final = 1_200
+
 # --- API -----------------------------------------------------------------------------------------
 API_STAGE_NAME: Final = "prod"  # routes carry their own version (/v1/...)
 API_THROTTLE_RATE_PER_S: Final = 100

@@ -179,14 +179,18 @@ class LocalConfig:
 
     def secret_key(self) -> str:
         """The local signing-secret key (``PUNCTUAL_SECRET_KEY``), made once per state directory."""
-        return self._key("secret.key")
+        return self._state_key("secret.key")
+
+    def token_key(self) -> str:
+        """The paging-token key (``PUNCTUAL_TOKEN_KEY``), random, made once per state directory."""
+        return self._state_key("token.key")
 
     def dispatch_key(self) -> str:
         """The key dispatch messages are signed with (``PUNCTUAL_DISPATCH_KEY``), made once per
         state directory (the stack generates one in Secrets Manager instead)."""
-        return self._key("dispatch.key")
+        return self._state_key("dispatch.key")
 
-    def _key(self, name: str) -> str:
+    def _state_key(self, name: str) -> str:
         path = self.run_dir / name
         if not path.exists():
             self.run_dir.mkdir(parents=True, exist_ok=True)

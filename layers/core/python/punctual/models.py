@@ -69,6 +69,8 @@ EVENT_BUS_RE = r"[A-Za-z0-9._/-]{1,256}"
 STATE_MACHINE_RE = r"[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/]{1,80}(:[A-Za-z0-9_-]{1,80})?"
 ECS_CLUSTER_RE = r"[A-Za-z0-9_-]{1,255}"
 ECS_TASK_DEFINITION_RE = r"[A-Za-z0-9_-]{1,255}(:[0-9]{1,10})?"
+IAM_ROLE_RE = r"([A-Za-z0-9+=,.@_-]{1,512}/)*[A-Za-z0-9+=,.@_-]{1,64}"
+_IAM_ROLE_ARN_RE = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/" + IAM_ROLE_RE + "$")
 
 
 def check_arn(
@@ -130,7 +132,27 @@ class HttpTarget(_Strict):
         return value
 
 
-class LambdaTarget(_Strict):
+class _AwsTarget(_Strict):
+    """An AWS service target; ``role_arn`` is the execution role the worker assumes to call it.
+
+    As with EventBridge Scheduler, the role's trust policy lets the scheduler's workers assume
+    it with ``sts:ExternalId`` equal to the tenant's id (see the README); without a role the
+    workers call the target with the deployment's own target role.
+    """
+
+    role_arn: str | None = Field(default=None, max_length=2048)
+
+    @field_validator("role_arn")
+    @classmethod
+    def _role(cls, value: str | None) -> str | None:
+        if value is not None and not _IAM_ROLE_ARN_RE.match(value):
+            raise ValueError(
+                f"role_arn must be an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>): {value!r}"
+            )
+        return value
+
+
+class LambdaTarget(_AwsTarget):
     type: Literal["lambda"] = "lambda"
     function_arn: str
     invocation_type: Literal["RequestResponse", "Event"] = "RequestResponse"
@@ -141,7 +163,7 @@ class LambdaTarget(_Strict):
         return check_arn(value, "lambda", "function:", LAMBDA_FUNCTION_RE)
 
 
-class SqsTarget(_Strict):
+class SqsTarget(_AwsTarget):
     type: Literal["sqs"] = "sqs"
     queue_arn: str
     message_group_id: str | None = Field(default=None, max_length=128)
@@ -152,7 +174,7 @@ class SqsTarget(_Strict):
         return check_arn(value, "sqs", None, SQS_QUEUE_RE)
 
 
-class SnsTarget(_Strict):
+class SnsTarget(_AwsTarget):
     type: Literal["sns"] = "sns"
     topic_arn: str
 
@@ -162,7 +184,7 @@ class SnsTarget(_Strict):
         return check_arn(value, "sns", None, SNS_TOPIC_RE)
 
 
-class EventBridgeTarget(_Strict):
+class EventBridgeTarget(_AwsTarget):
     type: Literal["eventbridge"] = "eventbridge"
     event_bus_arn: str
     detail_type: str = Field(default="Punctual Scheduled Job", min_length=1, max_length=128)
@@ -174,7 +196,7 @@ class EventBridgeTarget(_Strict):
         return check_arn(value, "events", "event-bus/", EVENT_BUS_RE)
 
 
-class StepFunctionsTarget(_Strict):
+class StepFunctionsTarget(_AwsTarget):
     type: Literal["stepfunctions"] = "stepfunctions"
     state_machine_arn: str
 
@@ -184,7 +206,7 @@ class StepFunctionsTarget(_Strict):
         return check_arn(value, "states", "stateMachine:", STATE_MACHINE_RE)
 
 
-class EcsTarget(_Strict):
+class EcsTarget(_AwsTarget):
     type: Literal["ecs"] = "ecs"
     cluster_arn: str
     task_definition_arn: str
@@ -387,6 +409,9 @@ class Job(JobSpec):
     skipped_slots: int = 0
     paused_at: AwareDatetime | None = None
     dependents: int = Field(default=0, exclude=True)  # store-maintained: jobs whose schedule is after(this)
+    # Micro-triggers per minute this job adds to its tenant's total (punctual.quotas); 0 for jobs
+    # stored before the quota existed, which were never added.
+    trigger_rate: int = Field(default=0, exclude=True)
     state_reason: str | None = None  # why the job was paused or completed, when not by a user
     signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
     # While a secret is rotated, the previous one still signs (Standard Webhooks sends both).

@@ -37,6 +37,15 @@ def store_from(settings: Settings) -> DynamoStore:
     return DynamoStore(aws.client("dynamodb"), settings.table_name, layout_from(settings))
 
 
+def reader_from(settings: Settings) -> DynamoStore:
+    """A store for reads only (the tick): no layout, so it never records or checks one.
+
+    Counting timers and reading watermarks needs no shard layout, and the tick's role may only
+    read (it holds no PutItem to record the layout, nor GetItem to check it).
+    """
+    return DynamoStore(aws.client("dynamodb"), settings.table_name)
+
+
 def poller_from(settings: Settings, clock: Clock | None = None, metrics: MetricsSink | None = None) -> Poller:
     config = PollerConfig(
         layout=layout_from(settings),

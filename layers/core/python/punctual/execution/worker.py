@@ -282,7 +282,7 @@ def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
 
 def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ...]]:
     """Decrypts a job's webhook signing secret (cached: a stored form decrypts the same forever)."""
-    from punctual.secrets import SecretCipher, SecretsError
+    from punctual.secrets import SecretCipher, SecretsError, job_binding
 
     try:
         cipher = SecretCipher(settings)
@@ -290,12 +290,13 @@ def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ..
         return lambda job: ()
 
     @lru_cache(maxsize=4096)
-    def decrypt(stored: str) -> str:
-        return cipher.decrypt(stored)
+    def decrypt(stored: str, tenant: str, job_id: str) -> str:
+        # Bound to the job: a ciphertext copied onto another job's item does not decrypt.
+        return cipher.decrypt(stored, job_binding(tenant, job_id))
 
     def secrets_of(job: Job) -> tuple[str, ...]:
         # Current first; during a rotation the previous one signs too.
         stored = (job.signing_secret_enc, job.signing_secret_prev_enc)
-        return tuple(decrypt(s) for s in stored if s)
+        return tuple(decrypt(s, job.tenant, job.id) for s in stored if s)
 
     return secrets_of
