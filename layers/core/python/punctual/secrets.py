@@ -242,9 +242,9 @@ class SecretCipher:
 
     def _kms_client(self) -> Any:
         if self._kms is None:
-            import boto3
+            from punctual import aws
 
-            self._kms = boto3.client("kms")
+            self._kms = aws.client("kms")
         return self._kms
 
     @staticmethod

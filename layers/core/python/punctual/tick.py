@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from punctual.clock import SystemClock
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.timers import Lane, minute_of
@@ -114,7 +115,7 @@ def plan_minute(
     minute = minute_of(minute)
     load = estimate_far_load(store, minute, settings, rng or random.Random()) if store else 0
     if recent is None and store is not None:
-        recent = observe_recent(store, now or datetime.now(UTC), settings)
+        recent = observe_recent(store, now or SystemClock(settings.clock_offset_s).now(), settings)
     near = recent.near if recent else None
     behind = recent.behind if recent else False
     groups = group_count_for(load + (near or 0), settings)

@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from punctual.clock import Clock, SystemClock
 from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
 from punctual.queues import Received
 from punctual.settings import Settings, SettingsError
@@ -95,9 +96,12 @@ def queue_urls_for(settings: Settings, lane: str) -> list[str]:
 class EmfMetrics:
     """A MetricsSink that prints CloudWatch embedded-metric-format lines (sums per flush)."""
 
-    def __init__(self, namespace: str, service: str = "punctual-ecs-worker") -> None:
+    def __init__(
+        self, namespace: str, service: str = "punctual-ecs-worker", clock: Clock | None = None
+    ) -> None:
         self.namespace = namespace
         self.service = service
+        self.clock: Clock = clock or SystemClock()
         self._lock = threading.Lock()
         self._sums: dict[tuple[str, str], float] = defaultdict(float)
 
@@ -112,7 +116,7 @@ class EmfMetrics:
             return
         document: dict[str, Any] = {
             "_aws": {
-                "Timestamp": int(time.time() * 1000),
+                "Timestamp": int(self.clock.now().timestamp() * 1000),
                 "CloudWatchMetrics": [
                     {
                         "Namespace": self.namespace,

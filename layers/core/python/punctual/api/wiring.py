@@ -207,10 +207,10 @@ def services() -> Services:
     global _services
     with _lock:
         if _services is None:
-            import boto3
+            from punctual import aws
 
             settings = Settings.from_env()
-            _services = build_services(settings, boto3.client("dynamodb"), boto3.client("sqs"))
+            _services = build_services(settings, aws.client("dynamodb"), aws.client("sqs"))
         return _services
 
 

@@ -142,7 +142,7 @@ class Worker:
         clock: Clock | None = None,
         metrics: MetricsSink | None = None,
     ) -> Worker:
-        """Wire a worker to AWS from ``PUNCTUAL_*`` settings (boto3 clients made here).
+        """Wire a worker to AWS from ``PUNCTUAL_*`` settings (clients from :func:`punctual.aws.client`).
 
         Parameters
         ----------
@@ -153,16 +153,15 @@ class Worker:
         invoker, clock, metrics
             Replace the defaults (tests, local mode).
         """
-        import boto3
-
+        from punctual import aws
         from punctual.clock import SystemClock
         from punctual.queues import SqsQueues
         from punctual.store.dynamo import DynamoStore
 
         clock = clock or SystemClock(settings.clock_offset_s)
-        sqs = boto3.client("sqs")
+        sqs = aws.client("sqs")
         config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
-        store = DynamoStore(boto3.client("dynamodb"), settings.table_name, config.layout)
+        store = DynamoStore(aws.client("dynamodb"), settings.table_name, config.layout)
         signer = signer_from(settings)
         queues = SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer)
         return cls(
