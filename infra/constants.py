@@ -223,6 +223,7 @@ EVENT_SOURCE_ACTIONS: Final = (
 ASSUME_ROLE_ACTIONS: Final = ("sts:AssumeRole", "sts:TagSession")
 # The KMS encryption-context purpose of a job's webhook signing secret (punctual.secrets).
 WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
+WEBHOOK_SECRET_CONTEXT_KEYS: Final = ("purpose", "tenant", "job")  # punctual.secrets.job_binding
 # Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
 OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
 # The per-tenant quotas' defaults (cdk.json carries the same).

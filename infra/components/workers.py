@@ -304,7 +304,14 @@ class Workers(Construct):
             iam.PolicyStatement(
                 actions=["kms:Decrypt"],
                 resources=[storage.secrets_key.key_arn],
-                conditions={"StringEquals": {"kms:EncryptionContext:purpose": c.WEBHOOK_SECRET_PURPOSE}},
+                conditions={
+                    "StringEquals": {"kms:EncryptionContext:purpose": c.WEBHOOK_SECRET_PURPOSE},
+                    # Only contexts made of the purpose and the job binding (tenant, job): a
+                    # secret stored before the binding has the purpose alone and still decrypts.
+                    "ForAllValues:StringEquals": {
+                        "kms:EncryptionContextKeys": list(c.WEBHOOK_SECRET_CONTEXT_KEYS)
+                    },
+                },
             )
         )
         grant_execution_roles(role)

@@ -236,8 +236,16 @@ def test_workers_decrypt_only_webhook_secrets(default_synth: Synth) -> None:
             s for s in role_statements(default_synth, role) if "kms:Decrypt" in as_list(s["Action"])
         ]
         assert decrypt["Condition"] == {
-            "StringEquals": {"kms:EncryptionContext:purpose": "punctual-webhook-signing-secret"}
+            "StringEquals": {"kms:EncryptionContext:purpose": "punctual-webhook-signing-secret"},
+            "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["purpose", "tenant", "job"]},
         }
+
+
+def test_the_decrypt_condition_names_the_keys_the_code_binds() -> None:
+    from infra import constants as c
+    from punctual.secrets import DEFAULT_CONTEXT, job_binding
+
+    assert set(c.WEBHOOK_SECRET_CONTEXT_KEYS) == {*DEFAULT_CONTEXT, *job_binding("t", "j")}
 
 
 def test_quota_defaults_reach_every_function(default_synth: Synth) -> None:
