@@ -1,8 +1,9 @@
 """The Punctual stack: one construct per concern, wired together.
 
 storage (table, keys) → queues → dispatch (tick, state machine, poller) → workers (Lambda, ECS)
-→ api → observability. The runtime reads its configuration from ``PUNCTUAL_*`` variables that
-this stack sets identically on every function and on the ECS task.
+→ api → observability → console (the dashboard's jobs-and-runs widget). The runtime reads its
+configuration from ``PUNCTUAL_*`` variables that this stack sets identically on every function
+and on the ECS task.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from constructs import Construct
 
 from infra import constants as c
 from infra.components.api import Api
+from infra.components.console import Console
 from infra.components.dispatch import Dispatch
 from infra.components.functions import LambdaRuntime
 from infra.components.observability import Observability
@@ -74,6 +76,15 @@ class PunctualStack(cdk.Stack):
             state_machine=self.dispatch.state_machine,
             lean_poller=self.dispatch.lean_poller,
             burst_service=self.workers.burst_service,
+        )
+        self.console = Console(
+            self,
+            "Console",
+            config=config,
+            runtime=self.runtime,
+            storage=self.storage,
+            environment=environment,
+            dashboard=self.observability.dashboard,
         )
 
         cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL (SigV4, service execute-api)")

@@ -53,6 +53,12 @@ padding:1px 2px}
 """
 
 
+_CSS += "".join(
+    f".pc .st-{status.value}{{background:{background};color:{colour}}}"
+    for status, (_, background, colour) in STATUS_STYLE.items()
+)
+
+
 class Links(Protocol):
     """How the page moves: to another page of jobs, or with another tenant or tag."""
 
@@ -139,11 +145,7 @@ def duration(ms: float | None) -> str:
 
 def status_badge(status: ExecutionStatus) -> str:
     """The status as text, coloured (the colour is never the only signal)."""
-    _, background, colour = STATUS_STYLE[status]
-    return (
-        f'<span class="st st-{status.value}" style="background:{background};color:{colour}">'
-        f"{status.value}</span>"
-    )
+    return f'<span class="st st-{status.value}">{status.value}</span>'
 
 
 def _strip(row: JobRow) -> str:
@@ -151,14 +153,14 @@ def _strip(row: JobRow) -> str:
         return '<span class="muted">no runs yet</span>'
     cells = []
     for cell in row.runs:
-        label, background, colour = STATUS_STYLE[cell.status]
+        label = STATUS_STYLE[cell.status][0]
         title = f"{cell.slot} {cell.status.value}, attempt {cell.attempt}"
         if cell.fire_delay_ms is not None:
             title += f", fire delay {duration(cell.fire_delay_ms)}"
         if cell.error:
             title += f": {cell.error}"
         cells.append(
-            f'<li class="run st-{cell.status.value}" style="background:{background};color:{colour}"'
+            f'<li class="run st-{cell.status.value}"'
             f' title="{escape(title)}" aria-label="{escape(_hms(cell.scheduled_at))} {cell.status.value}"'
             f' data-status="{cell.status.value}">{label}</li>'
         )
@@ -168,7 +170,7 @@ def _strip(row: JobRow) -> str:
 
 
 def _next_fire(row: JobRow, now: datetime) -> str:
-    when = row.job.next_fire_at
+    when = row.next_fire_at
     if when is None:
         return '<span class="muted">-</span>'
     seconds = (when - now).total_seconds()
@@ -266,9 +268,9 @@ def _histogram(view: ConsoleView) -> str:
 
 def _legend() -> str:
     items = "".join(
-        f'<li class="run st-{status.value}" style="background:{bg};color:{fg}">{label}</li>'
+        f'<li class="run st-{status.value}">{label}</li>'
         f'<li class="muted" style="margin-right:8px">{status.value}</li>'
-        for status, (label, bg, fg) in STATUS_STYLE.items()
+        for status, (label, _, _) in STATUS_STYLE.items()
     )
     return f'<ol class="strip" aria-label="Run strip legend" style="flex-wrap:wrap">{items}</ol>'
 

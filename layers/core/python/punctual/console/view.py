@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from punctual.models import Execution, ExecutionStatus, Job
+from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.planning import dispatch_instant, next_slot, schedule_of
 from punctual.store.base import JobStore
 
 FAILURE_WINDOW = timedelta(hours=24)
@@ -94,6 +95,7 @@ class JobRow:
     """One job and what its newest slots say."""
 
     job: Job
+    next_fire_at: datetime | None
     runs: tuple[RunCell, ...]  # oldest first, at most the strip's length
     last: RunCell | None
     failures_24h: int
@@ -136,12 +138,26 @@ class ConsoleView:
     statuses: dict[ExecutionStatus, int] = field(default_factory=dict)
 
 
-def fire_delay_ms(execution: Execution) -> float | None:
-    """From the slot's instant to its first attempt's start (None: it never started)."""
+def next_fire(job: Job, now: datetime) -> datetime | None:
+    """When the job's next slot is released (as the API derives it: never stored on each fire).
+
+    None for a job that is not enabled, and for ``after(...)`` and ``delay(...)`` jobs, whose next
+    slot depends on other runs ending.
+    """
+    if job.state is not JobState.ENABLED or schedule_of(job).kind in ("after", "delay"):
+        return None
+    slot = next_slot(job, now)
+    return dispatch_instant(job, slot) if slot else None
+
+
+def fire_delay_ms(execution: Execution, job: Job | None = None) -> float | None:
+    """From the slot's release instant (its instant plus the job's jitter) to its first attempt's
+    start; None when it never started."""
     first_start = execution.attempts[0].started_at if execution.attempts else execution.started_at
     if first_start is None:
         return None
-    return max(0.0, (first_start - execution.scheduled_at).total_seconds() * 1000)
+    released = dispatch_instant(job, execution.scheduled_at) if job is not None else execution.scheduled_at
+    return max(0.0, (first_start - released).total_seconds() * 1000)
 
 
 def error_excerpt(execution: Execution, limit: int = ERROR_EXCERPT_CHARS) -> str:
@@ -151,13 +167,13 @@ def error_excerpt(execution: Execution, limit: int = ERROR_EXCERPT_CHARS) -> str
     return folded if len(folded) <= limit else folded[: limit - 1] + "…"
 
 
-def _cell(execution: Execution) -> RunCell:
+def _cell(execution: Execution, job: Job) -> RunCell:
     return RunCell(
         slot=execution.slot,
         status=execution.status,
         scheduled_at=execution.scheduled_at,
         attempt=execution.attempt,
-        fire_delay_ms=fire_delay_ms(execution),
+        fire_delay_ms=fire_delay_ms(execution, job),
         error=error_excerpt(execution) or None,
     )
 
@@ -208,13 +224,14 @@ def build_view(
         failures.extend((job, e) for e in failed)
         for execution in executions:
             statuses[execution.status] = statuses.get(execution.status, 0) + 1
-            delay = fire_delay_ms(execution)
+            delay = fire_delay_ms(execution, job)
             if delay is not None:
                 delays.append(delay)
-        cells = tuple(_cell(e) for e in reversed(executions[:strip_cells]))
+        cells = tuple(_cell(e, job) for e in reversed(executions[:strip_cells]))
         rows.append(
             JobRow(
                 job=job,
+                next_fire_at=next_fire(job, now),
                 runs=cells,
                 last=cells[-1] if cells else None,
                 failures_24h=len(failed),
