@@ -423,3 +423,38 @@ def test_local_links_page_the_same_way() -> None:
         params = dict(parse_qsl(urlsplit(nxt).query))
         query = query_from(params, ConsoleSettings(page_size=2))
     assert seen == ["j0", "j1", "j2", "j3", "j4"]
+
+
+def test_local_mode_serves_the_console_beside_the_api(t0: datetime) -> None:
+    from local.console import with_console
+
+    calls: list[str] = []
+
+    def api(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        calls.append(event["path"])
+        return {"statusCode": 200, "body": "{}"}
+
+    store = MemoryStore()
+    store.create_job(job("seen", tenant="demo"), None, 100)
+    served = with_console(api)
+    service.use_services(service.ConsoleServices(store, ConsoleSettings()))
+    try:
+        page = served(
+            {"path": "/console", "httpMethod": "GET", "queryStringParameters": {"tenant": "demo"}}, None
+        )
+        posted = served({"path": "/console", "httpMethod": "POST"}, None)
+        passed = served({"path": "/v1/jobs", "httpMethod": "GET"}, None)
+    finally:
+        service.use_services(None)
+    assert page["statusCode"] == 200 and page["headers"]["Content-Type"].startswith("text/html")
+    assert [row["data-job-id"] for row in parse(page["body"]).tables["pc-jobs"].row_attrs] == ["seen"]
+    assert posted["statusCode"] == 405 and posted["headers"]["Allow"] == "GET, HEAD"
+    assert passed == {"statusCode": 200, "body": "{}"} and calls == ["/v1/jobs"]
+
+
+def test_no_failure_among_the_runs_read_says_how_many_were_read(t0: datetime) -> None:
+    store = MemoryStore()
+    store.create_job(job("steady", "rate(1 second)"), None, 100)
+    for second in range(40):
+        run(store, "steady", t0 - timedelta(seconds=40 - second), S.SUCCEEDED)
+    assert parse(render(store, t0)).tables["pc-jobs"].rows[0][6].text == "0 (last 30)"

@@ -48,7 +48,8 @@ padding:1px 2px}
 .pc form{display:inline-block;margin:0 8px 0 0}
 .pc nav{margin:4px 0}
 .pc .err{font-family:monospace;white-space:pre-wrap;word-break:break-word}
-.pc th[scope=row],.pc code,.pc time{white-space:nowrap}
+.pc th[scope=row],.pc time,.pc td.num{white-space:nowrap}
+.pc code{word-break:break-all}
 .pc h2{font-size:15px;margin:0 0 4px 0}
 """
 
@@ -182,9 +183,11 @@ def _next_fire(row: JobRow, now: datetime) -> str:
 
 def _job_row(row: JobRow, now: datetime) -> str:
     job = row.job
-    failures = str(row.failures_24h) + ("+" if row.failures_capped else "")
+    failures = str(row.failures_24h)
+    if row.failures_capped:  # a floor: the runs read did not reach back 24 h
+        failures += "+" if row.failures_24h else f" (last {row.runs_read})"
     failures_title = (
-        f"at least {row.failures_24h}: counted over the newest runs read, all inside the last 24 h"
+        f"at least {row.failures_24h}: counted over the newest {row.runs_read} runs, all inside the last 24 h"
         if row.failures_capped
         else "slots that ended FAILED or TIMED_OUT in the last 24 h"
     )
@@ -202,27 +205,32 @@ def _job_row(row: JobRow, now: datetime) -> str:
     )
 
 
-def _jobs_table(view: ConsoleView) -> str:
-    head = "".join(
-        f'<th scope="col">{name}</th>'
-        for name in (
-            "Job",
-            "Schedule",
-            "State",
-            "Next fire (UTC)",
-            "Last status",
-            "Fire delay",
-            "Failures 24 h",
-            f"Runs, oldest → newest (last {view.strip_cells})",
-        )
-    )
-    body = "".join(_job_row(row, view.now) for row in view.rows) or (
-        '<tr><td colspan="8" class="muted">No jobs match.</td></tr>'
-    )
+def _table(table_id: str, caption: str, columns: tuple[str, ...], rows: list[str], empty: str) -> str:
+    """A table with a caption and column headers; ``empty`` (text) when there are no rows."""
+    head = "".join(f'<th scope="col">{escape(name)}</th>' for name in columns)
+    body = "".join(rows) or f'<tr><td colspan="{len(columns)}" class="muted">{escape(empty)}</td></tr>'
     return (
-        '<table class="jobs" id="pc-jobs"><caption>Jobs</caption>'
+        f'<table id="{table_id}"><caption>{escape(caption)}</caption>'
         f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     )
+
+
+def _jobs_table(view: ConsoleView) -> str:
+    columns = (
+        "Job",
+        "Schedule",
+        "State",
+        "Next fire (UTC)",
+        "Last status",
+        "Fire delay",
+        "Failures 24 h",
+        f"Runs, oldest → newest (last {view.strip_cells})",
+    )
+    empty = (
+        "No jobs for this tenant and tag. A tenant is the IAM principal that registered the jobs"
+        " (arn:aws:iam::ACCOUNT:role/NAME; in local mode the X-Punctual-Tenant header): enter it above."
+    )
+    return _table("pc-jobs", "Jobs", columns, [_job_row(row, view.now) for row in view.rows], empty)
 
 
 def _failure_row(failure: FailureRow) -> str:
@@ -237,16 +245,12 @@ def _failure_row(failure: FailureRow) -> str:
 
 
 def _failures_table(view: ConsoleView) -> str:
-    head = "".join(
-        f'<th scope="col">{name}</th>'
-        for name in ("Job", "Slot", "Status", "Attempts", "Ended (UTC)", "Error")
-    )
-    body = "".join(_failure_row(f) for f in view.failures) or (
-        '<tr><td colspan="6" class="muted">No failures in the last 24 h among these jobs.</td></tr>'
-    )
-    return (
-        '<table class="failures" id="pc-failures"><caption>Recent failures (last 24 h, jobs on this page)'
-        f"</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return _table(
+        "pc-failures",
+        "Recent failures (last 24 h, jobs on this page)",
+        ("Job", "Slot", "Status", "Attempts", "Ended (UTC)", "Error"),
+        [_failure_row(failure) for failure in view.failures],
+        "No failures in the last 24 h among these jobs.",
     )
 
 

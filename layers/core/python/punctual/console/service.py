@@ -15,7 +15,7 @@ from typing import Any
 
 from punctual.clock import SystemClock
 from punctual.console.render import LocalLinks, WidgetLinks, render_console, render_document, render_error
-from punctual.console.view import ConsoleQueryError, build_view
+from punctual.console.view import ConsoleQueryError, ConsoleView, build_view
 from punctual.console.widget import ConsoleSettings, merged_params, query_from
 from punctual.store.base import JobStore
 
@@ -49,6 +49,18 @@ def use_services(built: ConsoleServices | None) -> None:
         _services = built
 
 
+def _view(params: Mapping[str, Any], now: datetime | None) -> ConsoleView:
+    """Read the page ``params`` ask for (raises ConsoleQueryError for an unusable one)."""
+    built = services()
+    return build_view(
+        built.store,
+        query_from(params, built.settings),
+        now or SystemClock().now(),
+        history_limit=built.settings.history_limit,
+        strip_cells=built.settings.strip_cells,
+    )
+
+
 def widget_html(event: Mapping[str, Any], endpoint: str, now: datetime | None = None) -> str:
     """The widget's HTML for one invocation.
 
@@ -66,18 +78,10 @@ def widget_html(event: Mapping[str, Any], endpoint: str, now: datetime | None = 
     str
         An HTML fragment; a parameter error is shown in it, never raised.
     """
-    built = services()
     try:
-        query = query_from(merged_params(event), built.settings)
+        view = _view(merged_params(event), now)
     except ConsoleQueryError as exc:
         return render_error(str(exc))
-    view = build_view(
-        built.store,
-        query,
-        now or SystemClock().now(),
-        history_limit=built.settings.history_limit,
-        strip_cells=built.settings.strip_cells,
-    )
     return render_console(view, WidgetLinks(endpoint))
 
 
@@ -85,16 +89,9 @@ def local_page(
     params: Mapping[str, Any], now: datetime | None = None, path: str = "/console"
 ) -> tuple[int, str]:
     """Local mode's whole page for query parameters ``params``: (HTTP status, HTML)."""
-    built = services()
     try:
-        query = query_from(params, built.settings)
+        view = _view(params, now)
     except ConsoleQueryError as exc:
         return 400, render_document(render_error(str(exc)))
-    view = build_view(
-        built.store,
-        query,
-        now or SystemClock().now(),
-        history_limit=built.settings.history_limit,
-        strip_cells=built.settings.strip_cells,
-    )
-    return 200, render_document(render_console(view, LocalLinks(path)), refresh_s=built.settings.refresh_s)
+    page = render_console(view, LocalLinks(path))
+    return 200, render_document(page, refresh_s=services().settings.refresh_s)

@@ -100,6 +100,7 @@ class JobRow:
     last: RunCell | None
     failures_24h: int
     failures_capped: bool  # every slot read was inside the window: the count is a floor
+    runs_read: int = 0
 
     @property
     def fire_delay_ms(self) -> float | None:
@@ -236,6 +237,7 @@ def build_view(
                 last=cells[-1] if cells else None,
                 failures_24h=len(failed),
                 failures_capped=history.cursor is not None and len(recent) == len(executions),
+                runs_read=len(executions),
             )
         )
     failures.sort(key=lambda pair: (pair[1].finished_at or pair[1].scheduled_at, pair[1].slot), reverse=True)
