@@ -49,7 +49,7 @@ padding:1px 2px}
 .pc nav{margin:4px 0}
 .pc .err{font-family:monospace;white-space:pre-wrap;word-break:break-word}
 .pc th[scope=row],.pc time,.pc td.num{white-space:nowrap}
-.pc code{word-break:break-all}
+.pc td code{white-space:normal}
 .pc h2{font-size:15px;margin:0 0 4px 0}
 """
 

@@ -201,7 +201,8 @@ def build_view(
     Parameters
     ----------
     store
-        Read only: ``list_jobs`` once, ``list_executions`` once per job on the page.
+        Read only: ``list_jobs`` once (one job more than the page, to know whether another
+        follows), ``list_executions`` once per job on the page.
     query
         Tenant, tag filter and page.
     now
@@ -211,13 +212,17 @@ def build_view(
     strip_cells
         Slots shown per job in the run strip (at most ``history_limit``).
     """
-    page = store.list_jobs(query.tenant, limit=query.page_size, cursor=query.cursor, tag=query.tag)
+    # One job more than the page shows: a next page is offered only when a job follows (a store's
+    # own cursor may also follow a page that happened to end the listing).
+    listed = store.list_jobs(query.tenant, limit=query.page_size + 1, cursor=query.cursor, tag=query.tag)
+    shown = listed.items[: query.page_size]
+    next_cursor = shown[-1].id if len(listed.items) > query.page_size else None
     since = now - FAILURE_WINDOW
     rows: list[JobRow] = []
     failures: list[tuple[Job, Execution]] = []
     delays: list[float] = []
     statuses: dict[ExecutionStatus, int] = {}
-    for job in page.items:
+    for job in shown:
         history = store.list_executions(query.tenant, job.id, limit=history_limit, newest_first=True)
         executions = history.items
         recent = [e for e in executions if e.scheduled_at >= since]
@@ -259,7 +264,7 @@ def build_view(
         ),
         histogram=delay_histogram(delays),
         delays_counted=len(delays),
-        next_cursor=page.cursor,
+        next_cursor=next_cursor,
         history_limit=history_limit,
         strip_cells=strip_cells,
         statuses=statuses,
