@@ -108,7 +108,12 @@ class Chromium:
             self.call(f"{domain}.enable")
 
     def _receive(self) -> dict[str, Any]:
-        message: dict[str, Any] = json.loads(self.socket.recv())
+        import websocket
+
+        try:
+            message: dict[str, Any] = json.loads(self.socket.recv())
+        except websocket.WebSocketException as exc:  # a timeout, or the browser went away
+            raise BrowserError(f"DevTools connection: {exc!r}") from exc
         if "method" in message:
             self._on_event(message)
         return message
