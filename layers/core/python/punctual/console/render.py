@@ -263,7 +263,8 @@ def _histogram(view: ConsoleView) -> str:
     )
     return (
         '<table class="histogram" id="pc-delays">'
-        f"<caption>Fire delay of the {view.delays_counted} runs shown (slot instant → first start)</caption>"
+        f"<caption>Fire delay of the {view.delays_counted} runs read (each job's newest"
+        f" {view.history_limit}; release instant → first start)</caption>"
         '<thead><tr><th scope="col">Delay</th><th scope="col">Runs</th><th scope="col">'
         '<span class="muted">share</span></th></tr></thead>'
         f"<tbody>{rows}</tbody></table>"

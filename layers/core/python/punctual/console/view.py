@@ -14,7 +14,7 @@ The caller passes ``now`` (time is an argument); nothing here writes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
@@ -136,7 +136,6 @@ class ConsoleView:
     next_cursor: str | None
     history_limit: int
     strip_cells: int
-    statuses: dict[ExecutionStatus, int] = field(default_factory=dict)
 
 
 def next_fire(job: Job, now: datetime) -> datetime | None:
@@ -221,7 +220,6 @@ def build_view(
     rows: list[JobRow] = []
     failures: list[tuple[Job, Execution]] = []
     delays: list[float] = []
-    statuses: dict[ExecutionStatus, int] = {}
     for job in shown:
         history = store.list_executions(query.tenant, job.id, limit=history_limit, newest_first=True)
         executions = history.items
@@ -229,7 +227,6 @@ def build_view(
         failed = [e for e in recent if e.status in FAILED_STATUSES]
         failures.extend((job, e) for e in failed)
         for execution in executions:
-            statuses[execution.status] = statuses.get(execution.status, 0) + 1
             delay = fire_delay_ms(execution, job)
             if delay is not None:
                 delays.append(delay)
@@ -267,5 +264,4 @@ def build_view(
         next_cursor=next_cursor,
         history_limit=history_limit,
         strip_cells=strip_cells,
-        statuses=statuses,
     )
