@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 from browser import BrowserError, Chromium, chromium_binary
-from local_harness import LocalMode
+from local_harness import LocalMode, start_local_mode, stop_group, wait_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -42,6 +43,20 @@ READ_DOM = """
 """
 
 
+@pytest.fixture
+def running(local_mode: LocalMode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMode]:
+    """The session's local mode, or a fresh one if an earlier test stopped it (its last test does)."""
+    if local_mode.process.poll() is None:
+        yield local_mode
+        return
+    own = start_local_mode(tmp_path_factory.mktemp("console-local-mode"))
+    try:
+        wait_ready(own)
+        yield own
+    finally:
+        stop_group(own.process)
+
+
 def register(local: LocalMode, key: str, hook: str, **extra: Any) -> str:
     spec = {
         "name": f"console {key}",
@@ -61,8 +76,9 @@ def statuses(local: LocalMode, job_id: str) -> set[str]:
 
 
 def test_the_console_shows_jobs_their_runs_and_a_failing_jobs_error_in_chromium(
-    local_mode: LocalMode, tmp_path: Path
+    running: LocalMode, tmp_path: Path
 ) -> None:
+    local_mode = running
     assert chromium_binary() is not None, "chromium is not installed: `make browser` installs it"
     # Given a job that succeeds and one whose target always answers 500 (no retry)
     ok = register(local_mode, "ok", "console-ok")
