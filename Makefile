@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt py
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test lint format unit integration infra-test e2e bench synth layer deploy destroy chaos clean
+.PHONY: install run test lint format unit integration infra-test e2e bench synth layer deploy destroy chaos clean browser
 
 install: $(STAMP)
 
@@ -28,8 +28,14 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: install lint
+test: install lint browser
 	$(BIN)/pytest -q -p no:cacheprovider tests
+
+# The console's browser test drives headless Chromium (Debian package): installed when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
 run: install
 	$(BIN)/punctual-local up
@@ -39,6 +45,7 @@ bench: install
 	$(BIN)/python bench/schedule_bench.py; \
 	$(BIN)/python bench/cpu_per_trigger.py; \
 	$(BIN)/python bench/timer_packing.py; \
+	$(BIN)/python bench/console_widget.py; \
 	$(BIN)/python bench/cost_per_million.py; \
 	$(BIN)/python bench/capacity.py; \
 	$(BIN)/python bench/crash_cost.py; \

@@ -578,6 +578,16 @@ def default_idle_layout() -> IdleLayout:
     )
 
 
+def console_widget_month() -> float:
+    """The dashboard's console widget for a month of the dashboard left open at a 1-minute refresh
+    (``bench/console_widget.py`` measures it: one render's queries, read units and CPU); 0 until
+    that benchmark has run. It costs nothing while nobody views the dashboard."""
+    path = benchlib.ROOT / "bench" / "results" / "console_widget.json"
+    if not path.exists():
+        return 0.0
+    return float(json.loads(path.read_text())["usd_per_month_open_all_month"]["total"])
+
+
 def idle_month(idle: RunResult, prices: Prices, poller_mb: int, tick_mb: int | None = None) -> dict[str, Any]:
     """What a deployment costs a month with nothing due, from an idle run's counted requests."""
     per_minute: dict[str, float] = defaultdict(float)
@@ -607,6 +617,7 @@ def idle_month(idle: RunResult, prices: Prices, poller_mb: int, tick_mb: int | N
         "stepfunctions": minute["stepfunctions"] * MINUTES_PER_MONTH,
         "tick_lambda": tick_usd * MINUTES_PER_MONTH,
         "event_source_idle_polling": esm_receives * prices.sqs_fifo * MINUTES_PER_MONTH,
+        "console_widget_dashboard_open": console_widget_month(),
     }
     month["total"] = sum(month.values())
     lines.sort(key=lambda line: -line[-1])

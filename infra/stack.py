@@ -1,8 +1,9 @@
 """The Punctual stack: one construct per concern, wired together.
 
 storage (table, keys) → queues → dispatch (tick, state machine, poller) → workers (Lambda, ECS)
-→ api → observability. The runtime reads its configuration from ``PUNCTUAL_*`` variables that
-this stack sets identically on every function and on the ECS task.
+→ api → observability → console (the dashboard's jobs-and-runs widget). The runtime reads its
+configuration from ``PUNCTUAL_*`` variables that this stack sets identically on every function
+and on the ECS task.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from constructs import Construct
 
 from infra import constants as c
 from infra.components.api import Api
+from infra.components.console import Console
 from infra.components.dispatch import Dispatch
 from infra.components.functions import LambdaRuntime
 from infra.components.observability import Observability
@@ -93,6 +95,15 @@ class PunctualStack(cdk.Stack):
             lean_poller=self.dispatch.lean_poller,
             burst_service=self.workers.burst_service,
         )
+        self.console = Console(
+            self,
+            "Console",
+            config=config,
+            runtime=self.runtime,
+            storage=self.storage,
+            environment=environment,
+            dashboard=self.observability.dashboard,
+        )
 
         own = self.own_resource_arns()
         self.own_arns.publish(own)
@@ -113,7 +124,13 @@ class PunctualStack(cdk.Stack):
     def own_resource_arns(self) -> list[str]:
         """Every resource of this stack a target could name: queues (DLQs too), table, functions,
         state machine, alarm topic, cluster, task definitions."""
-        functions = [self.api.handler, *self.dispatch.pollers, self.dispatch.tick, self.workers.worker]
+        functions = [
+            self.api.handler,
+            *self.dispatch.pollers,
+            self.dispatch.tick,
+            self.workers.worker,
+            self.console.handler,  # it renders any tenant's jobs: never a tenant's target
+        ]
         return [
             *(q.queue_arn for q in [*self.queues.work_queues, *self.queues.dead_letter, self.queues.failed]),
             self.storage.table.table_arn,

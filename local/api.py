@@ -2,7 +2,8 @@
 
 :mod:`punctual.api.local_server` turns each request into the API Gateway REST proxy event
 AWS would send, calls the handler, and turns its reply back into HTTP. The tenant is the
-``X-Punctual-Tenant`` header (``PUNCTUAL_LOCAL_MODE=1``; ``default`` when absent).
+``X-Punctual-Tenant`` header (``PUNCTUAL_LOCAL_MODE=1``; ``default`` when absent). The same
+port serves the console page at ``/console`` (:mod:`local.console`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "api") -> None:
 
         http.server.ThreadingHTTPServer.allow_reuse_port = True
 
+    from local.console import with_console
+
     handler = load_handler("api")
-    server = LocalApiServer(handler.handler, host=LOOPBACK, port=config.api_port).start()
+    server = LocalApiServer(with_console(handler.handler), host=LOOPBACK, port=config.api_port).start()
     log.info("%s on %s (table %s)", name, server.url, deployment.table_name)
     try:
         stop.wait()

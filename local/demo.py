@@ -346,7 +346,8 @@ class Demo:
         now = datetime.now(UTC)
         records = self.by_key()
         table = Table(
-            title=f"Punctual local mode · API {self.config.api_url} · tenant '{DEMO_TENANT}'",
+            title=f"Punctual local mode · API {self.config.api_url} · tenant '{DEMO_TENANT}' · "
+            f"console {self.config.api_url}/console?tenant={DEMO_TENANT}",
             title_justify="left",
             expand=False,
         )
@@ -488,8 +489,8 @@ def run_up(
         if not _wait_ready(supervisor, config, stop_requested):
             return 0
         sink.info(
-            f"ready: API {config.api_url} (header X-Punctual-Tenant), receiver {config.receiver_url}, "
-            f"AWS {config.aws_endpoint}"
+            f"ready: API {config.api_url} (header X-Punctual-Tenant), console {config.api_url}/console, "
+            f"receiver {config.receiver_url}, AWS {config.aws_endpoint}"
         )
         if demo:
             the_demo = Demo(config)
@@ -498,7 +499,8 @@ def run_up(
             again = _Reregistration(the_demo, config, sink)
             supervisor.on_restart.append(again.on_restart)
             sink.info(
-                f"demo registered as tenant '{DEMO_TENANT}': try "
+                f"demo registered as tenant '{DEMO_TENANT}': watch it at "
+                f"{config.api_url}/console?tenant={DEMO_TENANT} or try "
                 f"curl -H 'X-Punctual-Tenant: {DEMO_TENANT}' {config.api_url}/v1/jobs"
             )
         started = time.monotonic()

@@ -101,7 +101,7 @@ def _layer_dir() -> str:
     return "build/layer" if (REPO_ROOT / "build/layer/python").is_dir() else "layers/core"
 
 
-FUNCTION_NAMES = ("api", "poller", "worker", "tick")
+FUNCTION_NAMES = ("api", "poller", "worker", "tick", "console")
 STUB_HANDLER = '''"""Stand-in for a handler not written yet: lets the infrastructure tests synthesise."""
 
 

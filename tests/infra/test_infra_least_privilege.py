@@ -112,6 +112,7 @@ def _own_arns(synth: Synth) -> set[str]:
         *(p.function for p in stack.dispatch.pollers),
         stack.dispatch.tick.function,
         stack.workers.worker.function,
+        stack.console.handler.function,
         stack.dispatch.state_machine,
         stack.observability.topic,
         stack.workers.cluster,

@@ -41,6 +41,7 @@ EXPECTED_ACKNOWLEDGMENTS = {
     ("PagingTokenKey/Secret", "AwsSolutions-SMG4"),
     ("Workers/Worker/Role", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::*:role/*]"),
     ("Workers/WorkerTask/TaskRole", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::*:role/*]"),
+    ("Console/Function/Role", "AwsSolutions-IAM5[Resource::*]"),  # X-Ray, as every function
 }
 
 

@@ -1,0 +1,321 @@
+"""The console as HTML: one fragment for the CloudWatch widget and for local mode's page.
+
+No script (CloudWatch custom widgets run none): real tables with captions and header cells,
+every status written as text as well as coloured, a run strip of one labelled cell per slot,
+and a fire-delay histogram as a table with bars. Everything that came from a user (names,
+tags, errors) is escaped.
+
+Navigation differs between the two places, so it is a :class:`Links` object: local mode uses
+links and a GET form (:class:`LocalLinks`); the widget uses ``<cwdb-action>`` elements that
+call the widget's own function again with the next page's parameters (:class:`WidgetLinks`).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from html import escape
+from typing import Protocol
+from urllib.parse import urlencode
+
+from punctual.console.view import ConsoleQuery, ConsoleView, FailureRow, JobRow
+from punctual.models import ExecutionStatus
+
+# Short label, background, text colour: every pair has a contrast of at least 4.5:1.
+STATUS_STYLE: dict[ExecutionStatus, tuple[str, str, str]] = {
+    ExecutionStatus.SUCCEEDED: ("OK", "#1d7a05", "#ffffff"),
+    ExecutionStatus.FAILED: ("FAIL", "#c42d10", "#ffffff"),
+    ExecutionStatus.TIMED_OUT: ("TIME", "#8a1a0c", "#ffffff"),
+    ExecutionStatus.RUNNING: ("RUN", "#0b64c0", "#ffffff"),
+    ExecutionStatus.RETRY_WAIT: ("RETRY", "#f5c542", "#000000"),
+    ExecutionStatus.QUEUED: ("QUEUE", "#5f6b7a", "#ffffff"),
+    ExecutionStatus.SKIPPED: ("SKIP", "#d5dbdb", "#000000"),
+    ExecutionStatus.MISSED: ("MISS", "#ff9900", "#000000"),
+}
+
+_CSS = """
+.pc{font-family:Amazon Ember,Helvetica Neue,Roboto,Arial,sans-serif;font-size:13px;color:inherit}
+.pc table{border-collapse:collapse;margin:4px 0 12px 0}
+.pc caption{text-align:left;font-weight:bold;padding:4px 0}
+.pc th,.pc td{border-bottom:1px solid #d5dbdb;padding:3px 8px;text-align:left;vertical-align:top}
+.pc td.num{text-align:right;font-variant-numeric:tabular-nums}
+.pc .st{display:inline-block;padding:0 6px;border-radius:3px;font-weight:bold}
+.pc ol.strip{list-style:none;margin:0;padding:0;display:flex;gap:2px;flex-wrap:nowrap}
+.pc ol.strip li{min-width:34px;text-align:center;font-size:10px;font-weight:bold;border-radius:2px;
+padding:1px 2px}
+.pc .bar{display:inline-block;height:10px;background:#0b64c0;vertical-align:middle}
+.pc .muted{color:#5f6b7a}
+.pc form{display:inline-block;margin:0 8px 0 0}
+.pc nav{margin:4px 0}
+.pc .err{font-family:monospace;white-space:pre-wrap;word-break:break-word}
+.pc th[scope=row],.pc time,.pc td.num{white-space:nowrap}
+.pc td code{white-space:normal}
+.pc h2{font-size:15px;margin:0 0 4px 0}
+"""
+
+
+_CSS += "".join(
+    f".pc .st-{status.value}{{background:{background};color:{colour}}}"
+    for status, (_, background, colour) in STATUS_STYLE.items()
+)
+
+
+class Links(Protocol):
+    """How the page moves: to another page of jobs, or with another tenant or tag."""
+
+    def to_page(self, query: ConsoleQuery, label: str) -> str:
+        """A control that shows ``query``'s page."""
+        ...
+
+    def filter_form(self, query: ConsoleQuery) -> str:
+        """A form to choose the tenant and the tag filter."""
+        ...
+
+
+class LocalLinks:
+    """Plain links and a GET form to ``path`` (local mode's ``/console``)."""
+
+    def __init__(self, path: str = "/console") -> None:
+        self.path = path
+
+    def href(self, query: ConsoleQuery) -> str:
+        params = {"tenant": query.tenant, "tag": query.tag, "cursor": query.cursor, "page": query.page}
+        return self.path + "?" + urlencode({k: v for k, v in params.items() if v not in (None, "")})
+
+    def to_page(self, query: ConsoleQuery, label: str) -> str:
+        return f'<a href="{escape(self.href(query))}">{escape(label)}</a>'
+
+    def filter_form(self, query: ConsoleQuery) -> str:
+        return (
+            f'<form method="get" action="{escape(self.path)}" aria-label="Filter">'
+            f'<label>Tenant <input name="tenant" value="{escape(query.tenant)}" size="16"></label> '
+            f'<label>Tag <input name="tag" value="{escape(query.tag or "")}" size="16"'
+            ' placeholder="key or key=value"></label> '
+            '<button type="submit">Apply</button></form>'
+        )
+
+
+class WidgetLinks:
+    """``<cwdb-action>`` controls that call the widget's function (``endpoint``) again."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+
+    def _action(self, params: dict[str, object]) -> str:
+        body = escape(json.dumps(params, separators=(",", ":")), quote=False)
+        endpoint = escape(self.endpoint)
+        return f'<cwdb-action action="call" display="widget" endpoint="{endpoint}">{body}</cwdb-action>'
+
+    def to_page(self, query: ConsoleQuery, label: str) -> str:
+        params = {"tenant": query.tenant, "tag": query.tag, "cursor": query.cursor, "page": query.page}
+        return f'<a class="btn">{escape(label)}</a>' + self._action(
+            {k: v for k, v in params.items() if v is not None}
+        )
+
+    def filter_form(self, query: ConsoleQuery) -> str:
+        return (
+            '<form aria-label="Filter">'
+            f'<label>Tenant <input name="tenant" value="{escape(query.tenant)}" size="16"></label> '
+            f'<label>Tag <input name="tag" value="{escape(query.tag or "")}" size="16"></label></form>'
+            '<a class="btn btn-primary">Apply</a>' + self._action({"apply_form": True})
+        )
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _hms(instant: datetime) -> str:
+    return instant.strftime("%H:%M:%S")
+
+
+def _time(instant: datetime) -> str:
+    iso = instant.isoformat().replace("+00:00", "Z")
+    return f'<time datetime="{iso}" title="{iso}">{_hms(instant)}</time>'
+
+
+def duration(ms: float | None) -> str:
+    """``60 ms``, ``1.2 s``, ``3 min``; ``-`` for none."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms / 60_000:.0f} min"
+
+
+def status_badge(status: ExecutionStatus) -> str:
+    """The status as text, coloured (the colour is never the only signal)."""
+    return f'<span class="st st-{status.value}">{status.value}</span>'
+
+
+def _strip(row: JobRow) -> str:
+    if not row.runs:
+        return '<span class="muted">no runs yet</span>'
+    cells = []
+    for cell in row.runs:
+        label = STATUS_STYLE[cell.status][0]
+        title = f"{cell.slot} {cell.status.value}, attempt {cell.attempt}"
+        if cell.fire_delay_ms is not None:
+            title += f", fire delay {duration(cell.fire_delay_ms)}"
+        if cell.error:
+            title += f": {cell.error}"
+        cells.append(
+            f'<li class="run st-{cell.status.value}"'
+            f' title="{escape(title)}" aria-label="{escape(_hms(cell.scheduled_at))} {cell.status.value}"'
+            f' data-status="{cell.status.value}">{label}</li>'
+        )
+    name = escape(row.job.name or row.job.id)
+    label = f"Last {len(row.runs)} runs of {name}, oldest first"
+    return f'<ol class="strip" aria-label="{label}">{"".join(cells)}</ol>'
+
+
+def _next_fire(row: JobRow, now: datetime) -> str:
+    when = row.next_fire_at
+    if when is None:
+        return '<span class="muted">-</span>'
+    seconds = (when - now).total_seconds()
+    relative = f"in {seconds:.0f} s" if seconds < 120 else f"in {seconds / 60:.0f} min"
+    if seconds < 0:
+        relative = f"due {-seconds:.0f} s ago"
+    return f'{_time(when)} <span class="muted">({relative})</span>'
+
+
+def _job_row(row: JobRow, now: datetime) -> str:
+    job = row.job
+    failures = str(row.failures_24h)
+    if row.failures_capped:  # a floor: the runs read did not reach back 24 h
+        failures += "+" if row.failures_24h else f" (last {row.runs_read})"
+    failures_title = (
+        f"at least {row.failures_24h}: counted over the newest {row.runs_read} runs, all inside the last 24 h"
+        if row.failures_capped
+        else "slots that ended FAILED or TIMED_OUT in the last 24 h"
+    )
+    last = status_badge(row.last.status) if row.last else '<span class="muted">none</span>'
+    return (
+        f'<tr data-job-id="{escape(job.id)}">'
+        f'<th scope="row">{escape(job.name or job.id)}<br><span class="muted">{escape(job.id)}</span></th>'
+        f"<td><code>{escape(job.schedule)}</code></td>"
+        f"<td>{escape(job.state.value)}</td>"
+        f"<td>{_next_fire(row, now)}</td>"
+        f'<td class="last-status">{last}</td>'
+        f'<td class="num">{duration(row.fire_delay_ms)}</td>'
+        f'<td class="num" title="{escape(failures_title)}">{failures}</td>'
+        f"<td>{_strip(row)}</td></tr>"
+    )
+
+
+def _table(table_id: str, caption: str, columns: tuple[str, ...], rows: list[str], empty: str) -> str:
+    """A table with a caption and column headers; ``empty`` (text) when there are no rows."""
+    head = "".join(f'<th scope="col">{escape(name)}</th>' for name in columns)
+    body = "".join(rows) or f'<tr><td colspan="{len(columns)}" class="muted">{escape(empty)}</td></tr>'
+    return (
+        f'<table id="{table_id}"><caption>{escape(caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _jobs_table(view: ConsoleView) -> str:
+    columns = (
+        "Job",
+        "Schedule",
+        "State",
+        "Next fire (UTC)",
+        "Last status",
+        "Fire delay",
+        "Failures 24 h",
+        f"Runs, oldest → newest (last {view.strip_cells})",
+    )
+    empty = (
+        "No jobs for this tenant and tag. A tenant is the IAM principal that registered the jobs"
+        " (arn:aws:iam::ACCOUNT:role/NAME; in local mode the X-Punctual-Tenant header): enter it above."
+    )
+    return _table("pc-jobs", "Jobs", columns, [_job_row(row, view.now) for row in view.rows], empty)
+
+
+def _failure_row(failure: FailureRow) -> str:
+    ended = _time(failure.ended_at) if failure.ended_at else "-"
+    return (
+        f'<tr data-job-id="{escape(failure.job_id)}">'
+        f'<th scope="row">{escape(failure.job_name)}</th>'
+        f"<td>{escape(failure.slot)}</td><td>{status_badge(failure.status)}</td>"
+        f'<td class="num">{failure.attempt}</td><td>{ended}</td>'
+        f'<td class="err">{escape(failure.error)}</td></tr>'
+    )
+
+
+def _failures_table(view: ConsoleView) -> str:
+    return _table(
+        "pc-failures",
+        "Recent failures (last 24 h, jobs on this page)",
+        ("Job", "Slot", "Status", "Attempts", "Ended (UTC)", "Error"),
+        [_failure_row(failure) for failure in view.failures],
+        "No failures in the last 24 h among these jobs.",
+    )
+
+
+def _histogram(view: ConsoleView) -> str:
+    most = max((count for _, count in view.histogram), default=0) or 1
+    rows = "".join(
+        f'<tr><th scope="row">{escape(label)}</th><td class="num">{count}</td>'
+        f'<td><span class="bar" style="width:{round(160 * count / most)}px"></span></td></tr>'
+        for label, count in view.histogram
+    )
+    return (
+        '<table class="histogram" id="pc-delays">'
+        f"<caption>Fire delay of the {view.delays_counted} runs read (each job's newest"
+        f" {view.history_limit}; release instant → first start)</caption>"
+        '<thead><tr><th scope="col">Delay</th><th scope="col">Runs</th><th scope="col">'
+        '<span class="muted">share</span></th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _legend() -> str:
+    items = "".join(
+        f'<li class="run st-{status.value}">{label}</li>'
+        f'<li class="muted" style="margin-right:8px">{status.value}</li>'
+        for status, (label, _, _) in STATUS_STYLE.items()
+    )
+    return f'<ol class="strip" aria-label="Run strip legend" style="flex-wrap:wrap">{items}</ol>'
+
+
+def render_console(view: ConsoleView, links: Links) -> str:
+    """The console as an HTML fragment (what a custom widget returns)."""
+    query = view.query
+    where = f"tenant <code>{escape(query.tenant)}</code>"
+    if query.tag:
+        where += f", tag <code>{escape(query.tag)}</code>"
+    first = len(view.rows) and (query.page - 1) * query.page_size + 1
+    shown = f"jobs {first}-{first + len(view.rows) - 1}" if view.rows else "no jobs"
+    nav = [shown, f"page {query.page}"]
+    if query.cursor is not None:
+        nav.append(
+            links.to_page(ConsoleQuery(query.tenant, query.tag, None, 1, query.page_size), "First page")
+        )
+    if view.next_cursor is not None:
+        following = ConsoleQuery(query.tenant, query.tag, view.next_cursor, query.page + 1, query.page_size)
+        nav.append(links.to_page(following, "Next page"))
+    return (
+        f'<div class="pc"><style>{_CSS}</style>'
+        f"<h2>Punctual jobs · {where}</h2>"
+        f"<div>updated {_time(view.now)} UTC · {links.filter_form(query)}</div>"
+        f'<nav aria-label="Pages">{" · ".join(nav)}</nav>'
+        f"{_jobs_table(view)}{_legend()}{_failures_table(view)}{_histogram(view)}</div>"
+    )
+
+
+def render_error(message: str) -> str:
+    """A fragment that says what is wrong with the widget's parameters."""
+    return f'<div class="pc" role="alert"><p><strong>Punctual console:</strong> {escape(message)}</p></div>'
+
+
+def render_document(fragment: str, refresh_s: int | None = None, title: str = "Punctual console") -> str:
+    """A whole HTML page around ``fragment`` (local mode), reloading every ``refresh_s`` seconds."""
+    refresh = f'<meta http-equiv="refresh" content="{int(refresh_s)}">' if refresh_s else ""
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'{refresh}<meta name="viewport" content="width=device-width">'
+        f'<link rel="icon" href="data:,"><title>{escape(title)}</title></head>'
+        f"<body>{fragment}</body></html>"
+    )

@@ -1,0 +1,97 @@
+"""The console's two entry points, built once per container from the environment.
+
+:func:`widget_html` answers a CloudWatch custom widget invocation (``functions/console``);
+:func:`local_page` answers local mode's ``GET /console``. Both read through the same store
+(:func:`punctual.runtime.store_from`) and render with the same code; only navigation differs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from punctual.clock import SystemClock
+from punctual.console.render import LocalLinks, WidgetLinks, render_console, render_document, render_error
+from punctual.console.view import ConsoleQueryError, ConsoleView, build_view
+from punctual.console.widget import ConsoleSettings, merged_params, query_from
+from punctual.store.base import JobStore
+
+
+@dataclass(frozen=True)
+class ConsoleServices:
+    store: JobStore
+    settings: ConsoleSettings
+
+
+_lock = threading.Lock()
+_services: ConsoleServices | None = None
+
+
+def services() -> ConsoleServices:
+    """The container's store and settings, built on first use from ``PUNCTUAL_*`` variables."""
+    global _services
+    with _lock:
+        if _services is None:
+            from punctual.runtime import store_from
+            from punctual.settings import Settings
+
+            _services = ConsoleServices(store_from(Settings.from_env()), ConsoleSettings.from_env())
+        return _services
+
+
+def use_services(built: ConsoleServices | None) -> None:
+    """Install ``built`` (tests); None rebuilds from the environment on next use."""
+    global _services
+    with _lock:
+        _services = built
+
+
+def _view(params: Mapping[str, Any], now: datetime | None) -> ConsoleView:
+    """Read the page ``params`` ask for (raises ConsoleQueryError for an unusable one)."""
+    built = services()
+    return build_view(
+        built.store,
+        query_from(params, built.settings),
+        now or SystemClock().now(),
+        history_limit=built.settings.history_limit,
+        strip_cells=built.settings.strip_cells,
+    )
+
+
+def widget_html(event: Mapping[str, Any], endpoint: str, now: datetime | None = None) -> str:
+    """The widget's HTML for one invocation.
+
+    Parameters
+    ----------
+    event
+        What CloudWatch sends: ``widgetContext`` and the calling action's parameters.
+    endpoint
+        This function's ARN: the ``<cwdb-action>`` controls call it again.
+    now
+        The instant of the render (default: the system clock).
+
+    Returns
+    -------
+    str
+        An HTML fragment; a parameter error is shown in it, never raised.
+    """
+    try:
+        view = _view(merged_params(event), now)
+    except ConsoleQueryError as exc:
+        return render_error(str(exc))
+    return render_console(view, WidgetLinks(endpoint))
+
+
+def local_page(
+    params: Mapping[str, Any], now: datetime | None = None, path: str = "/console"
+) -> tuple[int, str]:
+    """Local mode's whole page for query parameters ``params``: (HTTP status, HTML)."""
+    try:
+        view = _view(params, now)
+    except ConsoleQueryError as exc:
+        return 400, render_document(render_error(str(exc)))
+    page = render_console(view, LocalLinks(path))
+    return 200, render_document(page, refresh_s=services().settings.refresh_s)
