@@ -117,5 +117,5 @@ def test_api_conforms_to_its_openapi_document(case: Any, proxy: ProxyWsgi) -> No
 
 def test_the_document_is_the_one_the_api_serves(api: ApiClient) -> None:
     served = api.call("GET", "/v1/openapi.json").body
-    assert served == json.loads((ROOT / "openapi.json").read_text())
+    assert {**served, "servers": []} == {**json.loads((ROOT / "openapi.json").read_text()), "servers": []}
     assert len(schema.raw_schema["paths"]) == 10

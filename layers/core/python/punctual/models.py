@@ -27,6 +27,7 @@ from pydantic_core import PydanticUndefined
 from punctual import schedules
 
 MAX_PAYLOAD_BYTES = 256 * 1024
+PAYLOAD_TOO_LARGE = "more than the"  # how the size error reads: the API answers it 413, not 422
 MAX_NAME_CHARS = 128
 MAX_DESCRIPTION_CHARS = 1024
 MAX_TAGS = 50
@@ -608,7 +609,7 @@ class JobSpec(_Strict):
         check_json_value(value)
         size = len(_COMPACT_JSON.encode(value).encode())
         if size > MAX_PAYLOAD_BYTES:
-            raise ValueError(f"payload is {size} bytes, more than the {MAX_PAYLOAD_BYTES} allowed")
+            raise ValueError(f"payload is {size} bytes, {PAYLOAD_TOO_LARGE} {MAX_PAYLOAD_BYTES} allowed")
         return value
 
     @model_validator(mode="after")

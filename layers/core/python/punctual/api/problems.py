@@ -36,10 +36,16 @@ from punctual.jobs import (
     JobNotFoundError,
     PreconditionFailedError,
 )
-from punctual.models import JobSpec
+from punctual.models import PAYLOAD_TOO_LARGE, JobSpec
 from punctual.queues import THROTTLE_CODES
 from punctual.schedules import ScheduleError
-from punctual.store.base import JobExistsError, LayoutMismatchError, TenantLimitError, VersionConflictError
+from punctual.store.base import (
+    JobExistsError,
+    LayoutMismatchError,
+    TenantLimitError,
+    UnreadableJobError,
+    VersionConflictError,
+)
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:punctual:problem:"
@@ -148,11 +154,13 @@ def problem_response(
     )
 
 
-def proxy_problem(status: int, slug: str, title: str, detail: str) -> dict[str, Any]:
+def proxy_problem(
+    status: int, slug: str, title: str, detail: str, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """A complete API Gateway proxy reply, for answers given before the resolver runs."""
     return {
         "statusCode": status,
-        "headers": {"Content-Type": PROBLEM_JSON},
+        "headers": {"Content-Type": PROBLEM_JSON, **(headers or {})},
         "multiValueHeaders": {},
         "body": json.dumps(problem_body(status, slug, title, detail)),
         "isBase64Encoded": False,
@@ -234,15 +242,10 @@ def _request_invalid(exc: RequestValidationError) -> Response[Any]:
             f"the request body is not valid JSON{': ' + str(reason) if reason else ''}",
         )
     pairs = field_errors(errors)
-    if any(field == "payload" for field, _ in pairs):
+    too_large = [m for field, m in pairs if field == "payload" and PAYLOAD_TOO_LARGE in m]
+    if too_large:
         # The job payload is the one input with a size limit of its own (256 KB).
-        return problem_response(
-            413,
-            "payload-too-large",
-            "Payload too large",
-            next(message for field, message in pairs if field == "payload"),
-            pairs,
-        )
+        return problem_response(413, "payload-too-large", "Payload too large", too_large[0], pairs)
     return problem_response(
         422, "validation", "Invalid request", f"{len(pairs)} invalid input(s); see errors", pairs
     )
@@ -280,6 +283,15 @@ def _precondition(exc: PreconditionFailedError) -> Response[Any]:
 
 def _conflict(exc: Exception) -> Response[Any]:
     return problem_response(409, "conflict", "Conflict", str(exc) or "the job changed meanwhile")
+
+
+def _unreadable(exc: UnreadableJobError) -> Response[Any]:
+    return problem_response(
+        409,
+        "job-unreadable",
+        "Job cannot be read",
+        f'{exc}; replace it (PUT, If-Match: "{exc.job.version}") or delete it',
+    )
 
 
 def _job_limit(exc: TenantLimitError) -> Response[Any]:
@@ -368,6 +380,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler(PreconditionFailedError)(_precondition)
     app.exception_handler([JobConflictError, VersionConflictError, JobExistsError])(_conflict)
     app.exception_handler(TenantLimitError)(_job_limit)
+    app.exception_handler(UnreadableJobError)(_unreadable)
     app.exception_handler(IdempotencyValidationError)(_idempotency_reuse)
     app.exception_handler(IdempotencyAlreadyInProgressError)(_idempotency_busy)
     app.not_found(_no_route)
