@@ -285,3 +285,49 @@ def test_a_deleted_jobs_history_stays_readable_marked_deleted(api: ApiClient) ->
     assert api.call("GET", "/v1/jobs/never-existed/executions").status == 404
     other = f"arn:aws:iam::{ACCOUNT}:user/bob"
     assert api.call("GET", f"/v1/jobs/{job['id']}/executions", user=other).status == 404
+
+
+# --------------------------------------------------------------------------- finding 10
+
+
+def test_every_operation_parameter_and_field_of_the_document_is_described() -> None:
+    from punctual.api.app import openapi_document
+
+    document = openapi_document()
+    missing: list[str] = []
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if not operation.get("summary") or not operation.get("description"):
+                missing.append(f"{method.upper()} {path}")
+            missing += [
+                f"{method.upper()} {path} {p['name']}"
+                for p in operation.get("parameters", [])
+                if not p.get("description")
+            ]
+    for name, schema in document["components"]["schemas"].items():
+        if not schema.get("description"):
+            missing.append(name)
+        missing += [
+            f"{name}.{prop}"
+            for prop, sub in schema.get("properties", {}).items()
+            if not sub.get("description")
+        ]
+    assert missing == []
+
+
+def test_the_main_documents_carry_examples_that_validate() -> None:
+    from punctual.api.app import openapi_document
+    from punctual.api.problems import Problem
+    from punctual.api.schemas import ExecutionOut, JobInput, JobOut
+
+    schemas = openapi_document()["components"]["schemas"]
+    for name, model in (
+        ("JobInput", JobInput),
+        ("JobOut", JobOut),
+        ("ExecutionOut", ExecutionOut),
+        ("Problem", Problem),
+    ):
+        [example] = schemas[name]["examples"]
+        model.model_validate(example)  # an example that would be refused teaches the wrong thing
+    for field in ("schedule", "timezone", "payload", "tags"):
+        assert schemas["JobInput"]["properties"][field]["examples"], field

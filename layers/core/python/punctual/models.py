@@ -391,6 +391,8 @@ Target = Annotated[
 
 
 class Backoff(StrEnum):
+    """How the wait between attempts grows: fixed, linear or exponential."""
+
     FIXED = "fixed"
     LINEAR = "linear"
     EXPONENTIAL = "exponential"
@@ -419,12 +421,16 @@ class RetryPolicy(_Strict):
 
 
 class Overlap(StrEnum):
+    """What a slot does while the previous slot of its job still runs."""
+
     ALLOW = "allow"
     SKIP = "skip"
     QUEUE = "queue"
 
 
 class CatchupKind(StrEnum):
+    """Which missed slots run: all, only the latest, or none."""
+
     ALL = "all"
     LATEST = "latest"
     NONE = "none"
@@ -459,6 +465,8 @@ class DstPolicy(_Strict):
 
 
 class Runtime(StrEnum):
+    """Which workers run a job: Lambda (attempts up to 14 minutes) or ECS (long jobs)."""
+
     LAMBDA = "lambda"
     ECS = "ecs"
 
@@ -651,6 +659,8 @@ class JobSpec(_Strict):
 
 
 class JobState(StrEnum):
+    """A job's state: ENABLED, PAUSED, COMPLETED (one-time done or end_at passed), DELETED."""
+
     ENABLED = "ENABLED"
     PAUSED = "PAUSED"
     COMPLETED = "COMPLETED"
@@ -693,6 +703,9 @@ class Job(JobSpec):
 
 
 class ExecutionStatus(StrEnum):
+    """An execution's status: QUEUED, RUNNING, then SUCCEEDED, FAILED, TIMED_OUT, RETRY_WAIT (a retry
+    is due), SKIPPED (overlap) or MISSED (catch-up policy, window, or a paused or deleted job)."""
+
     QUEUED = "QUEUED"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"

@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, Server
-from aws_lambda_powertools.event_handler.openapi.params import Header, Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -63,7 +63,26 @@ IdempotencyKey = Annotated[
 ]
 IfMatch = Annotated[
     str | None,
-    Header(alias="If-Match", max_length=64, description='The job version the change expects, e.g. "3".'),
+    Header(
+        alias="If-Match",
+        max_length=64,
+        description='The job version the change expects, as ETag gives it: "3" (or 3, W/"3"; * for any).',
+        examples=['"3"'],
+    ),
+]
+JobId = Annotated[
+    str,
+    Path(
+        description="The job's id, as POST /v1/jobs answered it.",
+        examples=["3f2a9c0e5b7d4e1f8a6b2c9d0e1f2a3b"],
+    ),
+]
+SlotKey = Annotated[
+    str,
+    Path(
+        description="The slot key, URL-encoded (2026-11-30T09%3A32%3A00Z).",
+        examples=["2026-11-30T09%3A32%3A00Z"],
+    ),
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size, 1-100.")]
 NextToken = Annotated[
@@ -311,7 +330,7 @@ def list_jobs(
     tags=["jobs"],
     operation_id="getJob",
 )
-def get_job(job_id: str) -> Response[JobOut | UnreadableJobOut]:
+def get_job(job_id: JobId) -> Response[JobOut | UnreadableJobOut]:
     tenant, job = _tenant(), _job_id(job_id)
     try:
         return _job_reply(JobOut.of(services().jobs.get(tenant, job)))
@@ -331,7 +350,7 @@ def get_job(job_id: str) -> Response[JobOut | UnreadableJobOut]:
     tags=["jobs"],
     operation_id="replaceJob",
 )
-def replace_job(job_id: str, body: JobInput, if_match: IfMatch = None) -> Response[JobOut]:
+def replace_job(job_id: JobId, body: JobInput, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
     svc = services()
     spec = body.spec()
@@ -351,7 +370,7 @@ def replace_job(job_id: str, body: JobInput, if_match: IfMatch = None) -> Respon
     tags=["jobs"],
     operation_id="deleteJob",
 )
-def delete_job(job_id: str, if_match: IfMatch = None) -> Response[None]:
+def delete_job(job_id: JobId, if_match: IfMatch = None) -> Response[None]:
     tenant = _tenant()
     services().jobs.delete(tenant, _job_id(job_id), _expected_version(if_match))
     return Response(status_code=204, content_type=None, body=None)
@@ -365,7 +384,7 @@ def delete_job(job_id: str, if_match: IfMatch = None) -> Response[None]:
     tags=["jobs"],
     operation_id="pauseJob",
 )
-def pause_job(job_id: str, if_match: IfMatch = None) -> Response[JobOut]:
+def pause_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
     expected = _expected_version(if_match)
     return _job_reply(JobOut.of(services().jobs.pause(tenant, _job_id(job_id), expected)))
@@ -379,7 +398,7 @@ def pause_job(job_id: str, if_match: IfMatch = None) -> Response[JobOut]:
     tags=["jobs"],
     operation_id="resumeJob",
 )
-def resume_job(job_id: str, if_match: IfMatch = None) -> Response[JobOut]:
+def resume_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
     expected = _expected_version(if_match)
     return _job_reply(JobOut.of(services().jobs.resume(tenant, _job_id(job_id), expected)))
@@ -398,7 +417,11 @@ def resume_job(job_id: str, if_match: IfMatch = None) -> Response[JobOut]:
     operation_id="rotateSigningSecret",
 )
 def rotate_secret(
-    job_id: str, drop_previous: Annotated[bool, Query()] = False, if_match: IfMatch = None
+    job_id: JobId,
+    drop_previous: Annotated[
+        bool, Query(description="End the previous secret's signing now (no new secret).")
+    ] = False,
+    if_match: IfMatch = None,
 ) -> Response[JobCreated]:
     tenant = _tenant()
     expected = _expected_version(if_match)
@@ -417,7 +440,7 @@ def rotate_secret(
     tags=["jobs"],
     operation_id="triggerJob",
 )
-def trigger_job(job_id: str, idempotency_key: IdempotencyKey = None) -> Response[TriggerAccepted]:
+def trigger_job(job_id: JobId, idempotency_key: IdempotencyKey = None) -> Response[TriggerAccepted]:
     tenant = _tenant()
     job = _job_id(job_id)
     slot = idempotent.trigger_job(services(), tenant, job, idempotency_key, app.lambda_context)
@@ -444,7 +467,7 @@ def trigger_job(job_id: str, idempotency_key: IdempotencyKey = None) -> Response
     operation_id="listExecutions",
 )
 def list_executions(
-    job_id: str,
+    job_id: JobId,
     status: Annotated[ExecutionStatus | None, Query(description="Only executions in this status.")] = None,
     limit: Limit = 50,
     next_token: NextToken = None,
@@ -491,7 +514,7 @@ def _has_history(tenant: str, job_id: str) -> bool:
     tags=["executions"],
     operation_id="getExecution",
 )
-def get_execution(job_id: str, slot: str) -> ExecutionOut:
+def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     tenant = _tenant()
     job = _job_id(job_id)
     slot_key = unquote(slot)
@@ -513,9 +536,19 @@ def get_execution(job_id: str, slot: str) -> ExecutionOut:
     operation_id="previewSchedule",
 )
 def preview_schedule(
-    expression: Annotated[str, Query(min_length=1, max_length=256)],
-    timezone: Annotated[str, Query(min_length=1, max_length=64)] = "UTC",
-    count: Annotated[int, Query(ge=1, le=MAX_PREVIEW)] = 5,
+    expression: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=256,
+            description="A schedule expression, as a job's schedule (not after(...)).",
+            examples=["cron(0 9 ? * MON-FRI *)"],
+        ),
+    ],
+    timezone: Annotated[
+        str, Query(min_length=1, max_length=64, description="IANA time zone.", examples=["Europe/Berlin"])
+    ] = "UTC",
+    count: Annotated[int, Query(ge=1, le=MAX_PREVIEW, description="How many slots, 1-100.")] = 5,
     after: Annotated[str | None, Query(max_length=64, description="RFC 3339; default: now")] = None,
 ) -> SchedulePreview:
     try:
@@ -585,7 +618,47 @@ def openapi_document() -> dict[str, Any]:
         responses.get("204", {}).pop("content", None)  # 204 has no body
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         document["components"]["schemas"].pop(name, None)
+    _add_links(document)
     return document
+
+
+# What a client can do next with what an answer names (OpenAPI links; schemathesis follows them).
+_JOB_LINKS = {
+    "GetJob": "getJob",
+    "ReplaceJob": "replaceJob",
+    "DeleteJob": "deleteJob",
+    "PauseJob": "pauseJob",
+    "ResumeJob": "resumeJob",
+    "TriggerJob": "triggerJob",
+    "RotateSigningSecret": "rotateSigningSecret",
+    "ListExecutions": "listExecutions",
+}
+
+
+def _add_links(document: dict[str, Any]) -> None:
+    operations = {
+        op["operationId"]: op
+        for item in document["paths"].values()
+        for op in item.values()
+        if "operationId" in op
+    }
+    job_links = {
+        name: {
+            "operationId": target,
+            "parameters": {"job_id": "$response.body#/id"},
+            "description": f"{target} on the job this answer shows",
+        }
+        for name, target in _JOB_LINKS.items()
+    }
+    for source, status in (("createJob", "201"), ("getJob", "200"), ("replaceJob", "200")):
+        operations[source]["responses"][status]["links"] = job_links
+    operations["triggerJob"]["responses"]["202"]["links"] = {
+        "GetExecution": {
+            "operationId": "getExecution",
+            "parameters": {"job_id": "$response.body#/job_id", "slot": "$response.body#/slot"},
+            "description": "The execution of the slot just queued (404 until a worker starts it)",
+        }
+    }
 
 
 def openapi_text() -> str:

@@ -28,7 +28,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from punctual.jobs import (
     InvalidJobError,
@@ -57,16 +57,32 @@ class FieldError(BaseModel):
     """One invalid input: where it is and what is wrong with it."""
 
     field: str = Field(description="Dotted path of the input, e.g. `target.url`, `query.limit`.")
-    message: str
+    message: str = Field(
+        description="What is wrong with it.", examples=["url must start with http:// or https://"]
+    )
 
 
 class Problem(BaseModel):
     """An RFC 9457 problem details document."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "urn:punctual:problem:validation",
+                    "title": "Invalid request",
+                    "status": 422,
+                    "detail": "1 invalid input(s); see errors",
+                    "errors": [{"field": "target.url", "message": "url must start with http:// or https://"}],
+                }
+            ]
+        }
+    )
+
     type: str = Field(description="A URI naming the kind of problem, e.g. `urn:punctual:problem:validation`.")
-    title: str
-    status: int
-    detail: str
+    title: str = Field(description="A short summary of the kind of problem.", examples=["Invalid request"])
+    status: int = Field(description="The HTTP status code.", examples=[422])
+    detail: str = Field(description="What went wrong in this request, for people.")
     errors: list[FieldError] | None = Field(
         default=None, description="Validation problems only: every invalid input."
     )
