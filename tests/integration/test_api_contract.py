@@ -46,6 +46,15 @@ def test_a_deep_payload_is_refused_and_stores_nothing(api: ApiClient, depth: int
     assert listed(api) == []
 
 
+@pytest.mark.parametrize("depth", [1000, 100_000])
+def test_a_payload_deeper_than_the_json_parser_goes_is_422(api: ApiClient, depth: int) -> None:
+    target = json.dumps(job_spec()["target"])
+    body = f'{{"schedule": "rate(1 hour)", "target": {target}, "payload": {"[" * depth}{"]" * depth}}}'
+    reply = api.call("POST", "/v1/jobs", raw=body)
+    assert reply.status == 422 and "nested too deeply" in reply.problem["detail"]
+    assert listed(api) == []
+
+
 def test_a_stored_job_the_model_cannot_read_degrades_alone(api: ApiClient) -> None:
     # Given a tenant with two jobs, one of them written by an older, laxer model
     good = api.create(name="good")

@@ -39,7 +39,7 @@ from punctual.api.schemas import (
 from punctual.api.tenancy import tenant_of
 from punctual.api.wiring import services
 from punctual.jobs import JobNotFoundError
-from punctual.models import MAX_PAYLOAD_BYTES, ExecutionStatus, JobState
+from punctual.models import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, ExecutionStatus, JobState
 from punctual.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
 from punctual.store.base import UnreadableJobError
 
@@ -125,6 +125,17 @@ def _is_json(content_type: str) -> bool:
     return media in ("", "application/json") or (media.startswith("application/") and media.endswith("+json"))
 
 
+def _too_deep(body: str) -> bool:
+    """Whether the JSON parser gives up on ``body``'s nesting (so it never raises mid-route)."""
+    try:
+        json.loads(body)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False  # malformed: the resolver answers 400 with the parser's message
+    return False
+
+
 class PunctualResolver(APIGatewayRestResolver):
     """The resolver, answering what no route should see: wrong methods, bad or oversized bodies.
 
@@ -200,6 +211,13 @@ class PunctualResolver(APIGatewayRestResolver):
                 "unsupported-media-type",
                 "Unsupported media type",
                 f"send the body as application/json, not {content_type[:80]!r}",
+            )
+        if isinstance(body, str) and body and _too_deep(body):
+            return problems.proxy_problem(
+                422,
+                "validation",
+                "Invalid request",
+                f"the request body is nested too deeply (a payload may have {MAX_PAYLOAD_DEPTH} levels)",
             )
         return super().resolve(event, context)
 

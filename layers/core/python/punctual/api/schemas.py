@@ -88,6 +88,11 @@ class JobOut(JobSpec):
 OUTPUT_ONLY_FIELDS = frozenset({*(set(JobOut.model_fields) - set(JobSpec.model_fields)), "signing_secret"})
 
 
+def _output_only(description: str = "Output only; ignored.") -> Any:
+    """A field GET shows that POST and PUT accept and ignore (documented ``readOnly``)."""
+    return Field(default=None, exclude=True, description=description, json_schema_extra=_READ_ONLY)
+
+
 class JobInput(JobSpec):
     """A job spec as POST and PUT take it.
 
@@ -97,39 +102,16 @@ class JobInput(JobSpec):
 
     model_config = ConfigDict(json_schema_extra={"examples": [SPEC_EXAMPLE]})
 
-    id: str | None = Field(
-        default=None, exclude=True, description="Output only; ignored.", json_schema_extra=_READ_ONLY
-    )
-    state: JobState | None = Field(
-        default=None, exclude=True, description="Output only; ignored.", json_schema_extra=_READ_ONLY
-    )
-    version: int | None = Field(
-        default=None,
-        exclude=True,
-        description="Output only; ignored (send If-Match to require a version).",
-        json_schema_extra=_READ_ONLY,
-    )
-    created_at: str | None = Field(
-        default=None, exclude=True, description="Output only; ignored.", json_schema_extra=_READ_ONLY
-    )
-    updated_at: str | None = Field(
-        default=None, exclude=True, description="Output only; ignored.", json_schema_extra=_READ_ONLY
-    )
-    next_fire_at: str | None = Field(
-        default=None, exclude=True, description="Output only; ignored.", json_schema_extra=_READ_ONLY
-    )
-    paused_at: str | None = Field(
-        default=None, exclude=True, description="Output only; ignored.", json_schema_extra=_READ_ONLY
-    )
-    state_reason: str | None = Field(
-        default=None, exclude=True, description="Output only; ignored.", json_schema_extra=_READ_ONLY
-    )
-    skipped_slots: int | None = Field(
-        default=None, exclude=True, description="Output only; ignored.", json_schema_extra=_READ_ONLY
-    )
-    signing_secret: str | None = Field(
-        default=None, exclude=True, description="Output only; ignored.", json_schema_extra=_READ_ONLY
-    )
+    id: str | None = _output_only()
+    state: JobState | None = _output_only()
+    version: int | None = _output_only("Output only; ignored (send If-Match to require a version).")
+    created_at: str | None = _output_only()
+    updated_at: str | None = _output_only()
+    next_fire_at: str | None = _output_only()
+    paused_at: str | None = _output_only()
+    state_reason: str | None = _output_only()
+    skipped_slots: int | None = _output_only()
+    signing_secret: str | None = _output_only()
 
     @model_validator(mode="before")
     @classmethod
