@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 from local.config import LocalConfig
@@ -70,3 +71,25 @@ def test_the_put_example_says_where_job_json_comes_from() -> None:
         if line.startswith("curl") and "-X PUT" in line and "@job.json" in line
     )
     assert "> job.json" in lines[put - 1]
+
+
+def test_the_python_receiver_example_verifies_what_punctual_signs() -> None:
+    from punctual.targets.http import sign_webhook
+
+    text = section("### Receiving a webhook")
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    secret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    done: set[str] = set()
+    acted: list[object] = []
+    scope = {"already_done": done.__contains__, "act_on": acted.append, "mark_done": done.add}
+    exec(code.replace('"whsec_..."', repr(secret)), scope)
+    body, key = b'{"report":"daily"}', "job-1:2026-11-30T02:00:00Z"
+    timestamp = int(time.time())  # the library refuses a timestamp five minutes away from its clock
+    headers = {
+        "webhook-id": key,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign_webhook(key, timestamp, body, [secret]),
+    }
+    assert scope["receive"](body, headers) == 200 and acted == [{"report": "daily"}]
+    assert scope["receive"](body, headers) == 200 and len(acted) == 1  # a repeat is not acted on
+    assert scope["receive"](body + b" ", headers) == 401
