@@ -127,6 +127,7 @@ def test_a_body_that_is_not_utf8_is_400(api: ApiClient) -> None:
         '{"schedule": "rate(1 hour)", "target": %s, "payload": {"x": NaN}}',
         '{"schedule": "rate(1 hour)", "target": %s, "payload": [Infinity]}',
         '{"schedule": "rate(1 hour)", "target": %s, "timeout_seconds": true}',
+        '{"schedule": "rate(1 hour)", "target": %s, "payload": {"k": "\\ud800"}}',
     ],
 )
 def test_values_json_cannot_carry_faithfully_are_422_not_changed(api: ApiClient, body: str) -> None:

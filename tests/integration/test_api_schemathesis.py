@@ -58,8 +58,8 @@ def test_the_local_api_conforms_to_its_openapi_document(api: ApiClient, tmp_path
             "--report-har-path", str(tmp_path / "requests.har"),
         ]  # fmt: skip
         env = {**os.environ, "SCHEMATHESIS_HOOKS": "", "NO_COLOR": "1"}
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env, check=False
+        done = subprocess.run(  # in tmp_path: schemathesis keeps a cache in its working directory
+            command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env, check=False, cwd=tmp_path
         )
     (tmp_path / "schemathesis.out").write_text(done.stdout + done.stderr)
     # Then nothing fails

@@ -129,3 +129,8 @@ def test_string_fields_are_bounded() -> None:
         "subnets": ["subnet-" + "a" * 100],
     }
     assert "at most 64 characters" in refused(spec(target=ecs))
+
+
+@pytest.mark.parametrize("payload", [{"a": "\ud800"}, {"\udc00": 1}, ["ok", ["\ud83d"]]])
+def test_lone_surrogates_in_a_payload_are_refused(payload: Any) -> None:
+    assert "lone surrogate" in refused(spec(payload=payload))

@@ -92,6 +92,15 @@ def _flag(default: bool, description: str) -> Any:
     return Field(default=default, strict=True, description=description)
 
 
+def _check_text(text: str, path: str) -> None:
+    """JSON text is Unicode: a lone surrogate (``"\\ud800"``) has no UTF-8 form to store or send."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{path}: a string holds a lone surrogate, which is not Unicode text") from None
+
+
 def check_json_value(value: Any, what: str = "payload") -> None:
     """Refuse what is not plain, bounded JSON: NaN/Infinity, depth, member count, long keys.
 
@@ -101,7 +110,10 @@ def check_json_value(value: Any, what: str = "payload") -> None:
     members = 0
     while stack:
         item, path, depth = stack.pop()
-        if isinstance(item, bool) or item is None or isinstance(item, str | int):
+        if isinstance(item, str):
+            _check_text(item, path)
+            continue
+        if isinstance(item, bool) or item is None or isinstance(item, int):
             continue
         if isinstance(item, float):
             if item != item or item in (float("inf"), float("-inf")):
@@ -117,6 +129,7 @@ def check_json_value(value: Any, what: str = "payload") -> None:
                 for key, member in item.items():
                     if not isinstance(key, str):
                         raise ValueError(f"{path}: object keys must be strings")
+                    _check_text(key, path)
                     if len(key) > MAX_PAYLOAD_KEY_CHARS:
                         raise ValueError(f"{path}: a key is longer than {MAX_PAYLOAD_KEY_CHARS} characters")
                     stack.append((member, f"{path}.{key[:40]}", depth + 1))

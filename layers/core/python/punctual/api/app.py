@@ -172,15 +172,6 @@ class PunctualResolver(APIGatewayRestResolver):
         if method == "HEAD" and allowed:
             reply = self.resolve({**event, "httpMethod": "GET"}, context)
             return {**reply, "body": "", "isBase64Encoded": False}
-        if event.get("isBase64Encoded") and isinstance(event.get("body"), str):
-            # API Gateway base64-encodes a body that is not text; JSON is always UTF-8 text.
-            try:
-                text = base64.b64decode(event["body"], validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
-                return problems.proxy_problem(
-                    400, "malformed-body", "Malformed body", "the request body is not UTF-8 text (send JSON)"
-                )
-            event = {**event, "body": text, "isBase64Encoded": False}
         body = event.get("body")
         if isinstance(body, str) and len(body) > MAX_BODY_BYTES:
             # Length in characters is a lower bound of the bytes; base64 bodies are larger still.
@@ -191,6 +182,15 @@ class PunctualResolver(APIGatewayRestResolver):
                 f"the request body has more than {MAX_BODY_BYTES} bytes "
                 f"(a job payload may have {MAX_PAYLOAD_BYTES})",
             )
+        if event.get("isBase64Encoded") and isinstance(body, str):
+            # API Gateway base64-encodes a body that is not text; JSON is always UTF-8 text.
+            try:
+                body = base64.b64decode(body, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return problems.proxy_problem(
+                    400, "malformed-body", "Malformed body", "the request body is not UTF-8 text (send JSON)"
+                )
+            event = {**event, "body": body, "isBase64Encoded": False}
         content_type = _header(event, "content-type")
         if content_type is not None and not body:
             # An empty body has no media type: never let a form or multipart parser near it.
