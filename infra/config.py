@@ -33,6 +33,9 @@ DEFAULTS: dict[str, Any] = {
     "pollerLeadS": c.POLLER_LEAD_S,
     "retentionDays": c.RETENTION_DAYS,
     "maxJobsPerTenant": c.MAX_JOBS_PER_TENANT,
+    "maxTriggersPerMinutePerTenant": c.MAX_TRIGGERS_PER_MINUTE_PER_TENANT,
+    "apiRequestsPerMinutePerTenant": c.API_REQUESTS_PER_MINUTE_PER_TENANT,
+    "requireTargetRole": False,
     "targetAllowCidrs": [],
     "targetArnPatterns": [],
     "shardGroups": c.SHARD_GROUPS,
@@ -144,6 +147,9 @@ class PunctualConfig:
     poller_lead_s: int
     retention_days: int
     max_jobs_per_tenant: int
+    max_triggers_per_minute_per_tenant: int
+    api_requests_per_minute_per_tenant: int
+    require_target_role: bool
     target_allow_cidrs: tuple[str, ...]
     target_arn_patterns: tuple[str, ...]
     shard_groups: int
@@ -204,6 +210,9 @@ class PunctualConfig:
             poller_lead_s=reader.integer("pollerLeadS", 0, 50),
             retention_days=reader.integer("retentionDays", 1, 3650),
             max_jobs_per_tenant=reader.integer("maxJobsPerTenant", 1, 10**9),
+            max_triggers_per_minute_per_tenant=reader.integer("maxTriggersPerMinutePerTenant", 1, 10**9),
+            api_requests_per_minute_per_tenant=reader.integer("apiRequestsPerMinutePerTenant", 0, 10**9),
+            require_target_role=reader.boolean("requireTargetRole"),
             target_allow_cidrs=reader.strings("targetAllowCidrs"),
             target_arn_patterns=reader.strings("targetArnPatterns"),
             shard_groups=reader.integer("shardGroups", 1, c.MAX_SHARD_GROUPS),

@@ -164,9 +164,11 @@ ECS_BURST_MAX_TASKS: Final = 5000  # ECS's tasks-per-service quota
 # takes a minute or two to start).
 ECS_BURST_SHORT_ALARM_PERIODS: Final = 5
 ECS_STOP_TIMEOUT_S: Final = 120  # SIGTERM → SIGKILL: time for the worker to drain
-# Running executions may finish for this long after SIGTERM; then the rest are released for
-# takeover, well inside the stop timeout (PUNCTUAL_WORKER_GRACE_S).
+# Running executions may finish for this long after SIGTERM (PUNCTUAL_WORKER_GRACE_S); then the
+# rest are stopped and handed back for takeover once their runs return, or after
+# PUNCTUAL_WORKER_STOP_S all the same: both well inside the stop timeout.
 ECS_DRAIN_GRACE_S: Final = ECS_STOP_TIMEOUT_S - 30
+ECS_DRAIN_STOP_S: Final = 10
 ECS_DOCKERFILE: Final = "functions/ecs_worker/Dockerfile"
 ECS_SCALE_COOLDOWN_S: Final = 60
 # Scale-out steps on visible (waiting) long-queue messages: (lower bound, tasks to add).
@@ -175,6 +177,57 @@ VPC_MAX_AZS: Final = 2
 NAT_GATEWAYS: Final = 1
 VPC_GATEWAY_ENDPOINTS: Final = ("dynamodb", "s3")  # s3: ECR image layers
 VPC_INTERFACE_ENDPOINTS: Final = ("sqs", "logs", "ecr.api", "ecr.dkr", "sts", "kms")
+
+# --- What each component calls: its role gets exactly these actions (issue 16) ----------------------
+# tests/infra/test_infra_least_privilege.py reads the runtime's code and checks that every action
+# here is called there, and that each role in the template holds exactly its component's list.
+_HOT_PATH_TABLE_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:BatchWriteItem",
+)
+TABLE_ACTIONS_BY_COMPONENT: Final = {
+    # Jobs (transactions: put, update, delete items), history, the Idempotency-Key records
+    # (Powertools: get, put, update, delete) and the per-tenant request counter.
+    "api": (
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+    ),
+    # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
+    # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes.
+    "poller": _HOT_PATH_TABLE_ACTIONS,
+    # Executions, turns, dependency records, retry and lease timers: the same kinds of calls.
+    "worker": _HOT_PATH_TABLE_ACTIONS,
+    # Counting the coming minute's timers and reading the watermarks: reads only.
+    "tick": ("dynamodb:BatchGetItem", "dynamodb:Query"),
+}
+# The worker's queue calls: receive (ECS), delete and extend visibility (both lanes).
+WORKER_CONSUME_ACTIONS: Final = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility")
+# What CDK's SqsEventSource grants the worker function's role for its event source mapping
+# (grantConsumeMessages): the Lambda service polls the short queues with these, not the code.
+EVENT_SOURCE_ACTIONS: Final = (
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueUrl",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+)
+# The worker assumes roles to call targets: the deployment's target role, and a job's execution
+# role (role_arn), tagging the session with the tenant.
+ASSUME_ROLE_ACTIONS: Final = ("sts:AssumeRole", "sts:TagSession")
+# The KMS encryption-context purpose of a job's webhook signing secret (punctual.secrets).
+WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
+# Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
+OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
+# The per-tenant quotas' defaults (cdk.json carries the same).
+MAX_TRIGGERS_PER_MINUTE_PER_TENANT: Final = 60_000
+API_REQUESTS_PER_MINUTE_PER_TENANT: Final = 1_200
 
 # --- API -----------------------------------------------------------------------------------------
 API_STAGE_NAME: Final = "prod"  # routes carry their own version (/v1/...)
@@ -198,6 +251,7 @@ METRIC_SLOTS_MISSED: Final = "SlotsMissed"  # slots newly recorded MISSED (each 
 METRIC_EXECUTIONS_SUCCEEDED: Final = "ExecutionsSucceeded"
 METRIC_EXECUTIONS_FAILED: Final = "ExecutionsFailed"
 METRIC_RETRIES: Final = "Retries"
+METRIC_FORGED_MESSAGES: Final = "ForgedMessages"  # dispatch messages without a valid signature
 # With the lookahead, one failed tick is covered by the next: alarm on two in a row.
 TICK_ERROR_ALARM_PERIODS: Final = 2
 # No minute execution started for this long means no poller is running.
@@ -227,3 +281,4 @@ ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
 # The KMS encryption context under which the API stores its idempotent replies (the one thing it
 # may decrypt); the core's api/wiring.py uses the same purpose.
 IDEMPOTENT_REPLY_PURPOSE: Final = "punctual-idempotent-reply"
+DISPATCH_KEY_CHARS: Final = 64  # the generated dispatch-message key (letters and digits)

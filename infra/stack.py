@@ -18,6 +18,7 @@ from infra.components.dispatch import Dispatch
 from infra.components.functions import LambdaRuntime
 from infra.components.observability import Observability
 from infra.components.queues import Queues
+from infra.components.security import OwnArns, TargetRole, TokenKey, own_arns_parameter_name
 from infra.components.storage import Storage
 from infra.components.workers import Workers
 from infra.config import PunctualConfig
@@ -32,7 +33,9 @@ class PunctualStack(cdk.Stack):
         self.storage = Storage(self, "Storage", config=config)
         self.queues = Queues(self, "Queues", config=config)
         self.runtime = LambdaRuntime(self, "Runtime", config=config)
-        environment = runtime_environment(config, self.storage, self.queues)
+        self.own_arns = OwnArns(self, "OwnArns", stack_name=self.stack_name)
+        self.token_key = TokenKey(self, "PagingTokenKey")
+        environment = runtime_environment(config, self.storage, self.queues, self.stack_name)
 
         self.dispatch = Dispatch(
             self,
@@ -61,6 +64,21 @@ class PunctualStack(cdk.Stack):
             queues=self.queues,
             environment=environment,
         )
+        # The API reads the paging-token key; the API and the workers read the own-resource list.
+        self.token_key.grant_read(self.api.handler.role)
+        self.api.handler.function.add_environment(
+            "PUNCTUAL_TOKEN_KEY_SECRET", self.token_key.secret.secret_arn
+        )
+        for role in (self.api.handler.role, *self.workers.roles):
+            self.own_arns.grant_read(role)
+        # AWS targets are called as this role (or a job's execution role), never as a worker's own.
+        self.target_role = TargetRole(self, "TargetRole", config=config, workers=self.workers.roles)
+        self.workers.worker.function.add_environment(
+            "PUNCTUAL_TARGET_ROLE_ARN", self.target_role.role.role_arn
+        )
+        for container in self.workers.containers:
+            container.add_environment("PUNCTUAL_TARGET_ROLE_ARN", self.target_role.role.role_arn)
+
         self.observability = Observability(
             self,
             "Observability",
@@ -76,14 +94,44 @@ class PunctualStack(cdk.Stack):
             burst_service=self.workers.burst_service,
         )
 
+        own = self.own_resource_arns()
+        self.own_arns.publish(own)
+        self.target_role.deny(own)
+
         cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL (SigV4, service execute-api)")
         cdk.CfnOutput(self, "TableName", value=self.storage.table.table_name)
         cdk.CfnOutput(self, "StateMachineArn", value=self.dispatch.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "FailedQueueUrl", value=self.queues.failed.queue_url)
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.observability.topic.topic_arn)
+        cdk.CfnOutput(
+            self,
+            "WorkerRoleArns",
+            value=cdk.Fn.join(",", [role.role_arn for role in self.workers.roles]),
+            description="The roles a tenant's execution role (role_arn) must trust",
+        )
+
+    def own_resource_arns(self) -> list[str]:
+        """Every resource of this stack a target could name: queues (DLQs too), table, functions,
+        state machine, alarm topic, cluster, task definitions."""
+        functions = [self.api.handler, *self.dispatch.pollers, self.dispatch.tick, self.workers.worker]
+        return [
+            *(q.queue_arn for q in [*self.queues.work_queues, *self.queues.dead_letter, self.queues.failed]),
+            self.storage.table.table_arn,
+            *(f.function.function_arn for f in functions),
+            self.dispatch.state_machine.state_machine_arn,
+            self.observability.topic.topic_arn,
+            self.workers.cluster.cluster_arn,
+            # The family, not one revision: the target role's Deny then covers every revision.
+            *(
+                f"arn:{cdk.Aws.PARTITION}:ecs:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:task-definition/{t.family}"
+                for t in self.workers.task_definitions
+            ),
+        ]
 
 
-def runtime_environment(config: PunctualConfig, storage: Storage, queues: Queues) -> dict[str, str]:
+def runtime_environment(
+    config: PunctualConfig, storage: Storage, queues: Queues, stack_name: str
+) -> dict[str, str]:
     """The ``PUNCTUAL_*`` and Powertools variables every function and the ECS task read."""
     return {
         "PUNCTUAL_TABLE_NAME": storage.table.table_name,
@@ -98,7 +146,12 @@ def runtime_environment(config: PunctualConfig, storage: Storage, queues: Queues
         "PUNCTUAL_RETENTION_DAYS": str(config.retention_days),
         "PUNCTUAL_TARGET_ALLOW_CIDRS": ",".join(config.target_allow_cidrs),
         "PUNCTUAL_MAX_JOBS_PER_TENANT": str(config.max_jobs_per_tenant),
+        "PUNCTUAL_MAX_TRIGGERS_PER_MINUTE_PER_TENANT": str(config.max_triggers_per_minute_per_tenant),
+        "PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT": str(config.api_requests_per_minute_per_tenant),
+        "PUNCTUAL_REQUIRE_TARGET_ROLE": "true" if config.require_target_role else "false",
+        "PUNCTUAL_OWN_ARNS_PARAMETER": own_arns_parameter_name(stack_name),
         "PUNCTUAL_KMS_KEY_ID": storage.secrets_key.key_arn,
+        "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": storage.dispatch_key.secret_arn,
         "POWERTOOLS_SERVICE_NAME": c.POWERTOOLS_SERVICE_NAME,
         "POWERTOOLS_METRICS_NAMESPACE": c.METRICS_NAMESPACE,
         "LOG_LEVEL": config.log_level,

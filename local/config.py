@@ -179,10 +179,25 @@ class LocalConfig:
 
     def secret_key(self) -> str:
         """The local signing-secret key (``PUNCTUAL_SECRET_KEY``), made once per state directory."""
-        path = self.run_dir / "secret.key"
+        return self._state_key("secret.key")
+
+    def token_key(self) -> str:
+        """The paging-token key (``PUNCTUAL_TOKEN_KEY``), random, made once per state directory."""
+        return self._state_key("token.key")
+
+    def dispatch_key(self) -> str:
+        """The key dispatch messages are signed with (``PUNCTUAL_DISPATCH_KEY``), made once per
+        state directory (the stack generates one in Secrets Manager instead)."""
+        return self._state_key("dispatch.key")
+
+    def _state_key(self, name: str) -> str:
+        path = self.run_dir / name
         if not path.exists():
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another process made it first
+                return path.read_text().strip()
             with os.fdopen(fd, "w") as handle:
                 handle.write(secrets.token_urlsafe(32))
         return path.read_text().strip()

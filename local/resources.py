@@ -157,6 +157,13 @@ def resources_exist(deployment: Deployment, dynamodb: Any, sqs: Any) -> bool:
     return True
 
 
+def table_arn(deployment: Deployment) -> str:
+    """The table's ARN as moto names it (local mode's account and region)."""
+    from local.config import ACCOUNT, REGION
+
+    return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{deployment.table_name}"
+
+
 def function_environment(config: LocalConfig, deployment: Deployment, base: dict[str, str]) -> dict[str, str]:
     """The ``PUNCTUAL_*`` (and Powertools) variables of one function, as local mode runs it.
 
@@ -177,8 +184,14 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_TARGET_ALLOW_CIDRS": "127.0.0.0/8",
             "PUNCTUAL_LOCAL_MODE": "1",
             "PUNCTUAL_SECRET_KEY": config.secret_key(),
+            "PUNCTUAL_DISPATCH_KEY": config.dispatch_key(),
+            "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": "",
             "PUNCTUAL_KMS_KEY_ID": "",
             "PUNCTUAL_LEASE_S": str(config.lease_s),
+            # The own resources are listed here, not read from SSM (moto holds no parameter).
+            "PUNCTUAL_OWN_ARNS": ",".join([*deployment.queue_arns.values(), table_arn(deployment)]),
+            "PUNCTUAL_OWN_ARNS_PARAMETER": "",
+            "PUNCTUAL_TOKEN_KEY": config.token_key(),
             "LOG_LEVEL": config.log_level,
             "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon on this machine
             "POWERTOOLS_SERVICE_NAME": env.get("POWERTOOLS_SERVICE_NAME", "punctual"),

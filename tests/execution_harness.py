@@ -13,7 +13,14 @@ from typing import Any
 
 from factories import job as make_job
 from punctual.clock import ManualClock
-from punctual.execution import Delivery, HandleResult, MemoryFailureSink, Worker, WorkerConfig
+from punctual.execution import (
+    Delivery,
+    HandleResult,
+    JobServicePauser,
+    MemoryFailureSink,
+    Worker,
+    WorkerConfig,
+)
 from punctual.models import Job, Overlap
 from punctual.observability import RecordingMetrics
 from punctual.polling import Poller, PollerConfig
@@ -86,24 +93,28 @@ class Rig:
         lease_s: int = 60,
         target: FakeTarget | None = None,
         clock: Any = None,
+        signer: Any = None,
         **config: Any,
     ) -> Worker:
+        settings = WorkerConfig(
+            layout=LAYOUT,
+            short_queue_urls=(SHORT,),
+            long_queue_urls=(LONG,),
+            lease_s=lease_s,
+            lease_timers=lease_timers,
+            **config,
+        )
         return Worker(
             self.store,
             self.queues,
             target or self.target,
             clock or self.clock,
-            WorkerConfig(
-                layout=LAYOUT,
-                short_queue_urls=(SHORT,),
-                long_queue_urls=(LONG,),
-                lease_s=lease_s,
-                lease_timers=lease_timers,
-                **config,
-            ),
+            settings,
             metrics=self.metrics,
             failures=self.failures,
             rng=lambda job_id, slot, attempt: UpperBound(),
+            pauser=JobServicePauser(self.store, self.queues, clock or self.clock, settings),
+            signer=signer,
         )
 
     def add_job(self, job_id: str = "job-1", schedule: str = "rate(1 minute)", **overrides: Any) -> Job:

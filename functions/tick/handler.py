@@ -28,7 +28,7 @@ from typing import Any
 import boto3
 
 try:
-    from punctual.runtime import store_from
+    from punctual.runtime import reader_from
     from punctual.settings import Settings
     from punctual.tick import RecentLoad, observe_recent, plan_minute
 except ImportError:  # pragma: no cover - a layer without the planner
@@ -78,7 +78,7 @@ def recent_load(now: datetime) -> RecentLoad | None:
         return None
     settings = Settings.from_env()
     try:
-        return observe_recent(store_from(settings), now, settings)
+        return observe_recent(reader_from(settings), now, settings)
     except Exception:
         logger.exception("reading the recent load failed: each minute's plan tries again")
         return None
@@ -93,7 +93,7 @@ def plan(
     else:
         settings = Settings.from_env()
         try:
-            chosen = plan_minute(minute, settings, store_from(settings), now=now, recent=recent)
+            chosen = plan_minute(minute, settings, reader_from(settings), now=now, recent=recent)
         except Exception:
             logger.exception("sizing %s failed: starting it with the minimum shard groups", minute)
             chosen = plan_minute(minute, settings)  # no store: unknown load, the standard poller

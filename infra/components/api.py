@@ -48,11 +48,24 @@ class Api(Construct):
             memory_mb=c.API_MEMORY_MB,
             environment=environment,
         )
-        storage.grant_read_write(self.handler.role)
+        storage.grant_items(self.handler.role, c.TABLE_ACTIONS_BY_COMPONENT["api"])
+        storage.grant_dispatch_key(self.handler.role)  # "run now" signs the slot it sends
         Queues.grant(self.handler.role, queues.work_queues, SEND_ACTIONS)  # "run now" sends a slot
         # Webhook secrets are encrypted when a job is registered; the API never decrypts them.
         self.handler.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["kms:Encrypt"], resources=[storage.secrets_key.key_arn])
+            iam.PolicyStatement(
+                actions=["kms:Encrypt"],
+                resources=[storage.secrets_key.key_arn],
+                # Only under the two purposes it encrypts for: webhook secrets, idempotent replies.
+                conditions={
+                    "StringEquals": {
+                        "kms:EncryptionContext:purpose": [
+                            c.WEBHOOK_SECRET_PURPOSE,
+                            c.IDEMPOTENT_REPLY_PURPOSE,
+                        ]
+                    }
+                },
+            )
         )
         # ...except its own stored idempotent replies (a retried create returns the secret it
         # showed the first time): Decrypt only under that purpose's encryption context, which

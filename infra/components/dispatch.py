@@ -125,7 +125,8 @@ class Dispatch(Construct):
                 environment=environment,
                 reserved_concurrency=config.poller_reserved_concurrency or None,
             )
-            storage.grant_read_write(made.role)
+            storage.grant_items(made.role, c.TABLE_ACTIONS_BY_COMPONENT["poller"])
+            storage.grant_dispatch_key(made.role)  # it signs what it releases
             # Releases slots to both lanes; executions whose lease ran out of attempts are announced.
             Queues.grant(made.role, [*queues.work_queues, queues.failed], SEND_ACTIONS)
             return made
@@ -172,7 +173,8 @@ class Dispatch(Construct):
             },
         )
         self.state_machine.grant_start_execution(self.tick.role)
-        storage.grant_read(self.tick.role)  # sizing the shard groups from the coming minute's timers
+        # Sizing the shard groups from the coming minute's timers: reads only.
+        storage.grant_items(self.tick.role, c.TABLE_ACTIONS_BY_COMPONENT["tick"])
         self.tick.function.configure_async_invoke(
             max_event_age=cdk.Duration.seconds(c.TICK_MAX_EVENT_AGE_S),
             retry_attempts=c.TICK_RETRY_ATTEMPTS,

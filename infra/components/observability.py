@@ -179,6 +179,14 @@ class Observability(Construct):
                 f"{self._config.max_receive_count} deliveries. Inspect it, fix, then redrive.",
             )
         self._alarm(
+            "ForgedMessages",
+            metric=both_lanes_sum(c.METRIC_FORGED_MESSAGES, "forged messages"),
+            threshold=1,
+            description="A worker dropped a dispatch message without a valid signature: something "
+            "outside the scheduler wrote to a work queue (look for an SQS target or a principal "
+            "with sqs:SendMessage on Punctual's queues).",
+        )
+        self._alarm(
             "FireDelayP99",
             metric=app_metric(c.METRIC_FIRE_DELAY_MS, "p99"),
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,

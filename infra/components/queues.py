@@ -21,13 +21,6 @@ from infra.config import PunctualConfig
 from infra.nag import acknowledge
 
 SEND_ACTIONS = ("sqs:SendMessage",)  # SendMessageBatch is authorised as SendMessage
-CONSUME_ACTIONS = (
-    "sqs:ReceiveMessage",
-    "sqs:DeleteMessage",
-    "sqs:ChangeMessageVisibility",
-    "sqs:GetQueueAttributes",
-    "sqs:GetQueueUrl",
-)
 
 
 class Queues(Construct):

@@ -12,21 +12,16 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra import constants as c
 from infra.config import PunctualConfig
+from infra.nag import acknowledge
 
-# Every item action the runtime uses; transactions are authorised per item action, and there
-# is no index, so the table ARN is the only resource.
+# Reads; transactions are authorised per item action, and there is no index, so the table ARN is
+# the only resource. Each component's list is c.TABLE_ACTIONS_BY_COMPONENT.
 TABLE_READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
-TABLE_WRITE_ACTIONS = (
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:BatchWriteItem",
-    "dynamodb:ConditionCheckItem",
-)
 
 _REMOVAL = {
     "retain": cdk.RemovalPolicy.RETAIN,
@@ -99,17 +94,45 @@ class Storage(Construct):
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
 
-    def grant_read(self, role: iam.IRole) -> None:
-        """Reads only (the tick sizes the coming minute from its timers)."""
-        self._grant(role, TABLE_READ_ACTIONS, ("kms:Decrypt", "kms:DescribeKey"))
-
-    def grant_read_write(self, role: iam.IRole) -> None:
-        """Item reads and writes on the table, never table administration."""
-        self._grant(
-            role,
-            TABLE_READ_ACTIONS + TABLE_WRITE_ACTIONS,
-            ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"),
+        # Dispatch messages are signed with this key (PUNCTUAL_DISPATCH_KEY_SECRET_ARN,
+        # punctual.message_auth): generated at deploy, read by the senders (pollers, workers, the
+        # API) and the workers that verify; no other principal of the stack can read it.
+        self.dispatch_key = secretsmanager.Secret(
+            self,
+            "DispatchKey",
+            description="Punctual: the HMAC key that signs and verifies dispatch messages",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=c.DISPATCH_KEY_CHARS, exclude_punctuation=True
+            ),
         )
+        acknowledge(
+            self.dispatch_key,
+            "SMG4",
+            "Not rotated automatically: messages in flight are signed with the current key, and a "
+            "rotation must let workers accept both keys for the queues' retention; rotate by "
+            "redeploying (README, Security).",
+        )
+
+    def grant_dispatch_key(self, role: iam.IRole) -> None:
+        """Read the dispatch key (every sender and verifier of dispatch messages): the one call
+        the runtime makes on it (``grant_read`` would add DescribeSecret, which nothing calls)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue"], resources=[self.dispatch_key.secret_arn]
+            )
+        )
+
+    def grant_items(self, role: iam.IRole, actions: tuple[str, ...]) -> None:
+        """Exactly ``actions`` on the table's items (see ``TABLE_ACTIONS_BY_COMPONENT``).
+
+        With a customer-managed table key, DynamoDB also uses the key on the caller's behalf:
+        Decrypt and DescribeKey to read, Encrypt and GenerateDataKey as well to write.
+        """
+        writes = any(a not in TABLE_READ_ACTIONS for a in actions)
+        key_actions = ("kms:Decrypt", "kms:DescribeKey") + (
+            ("kms:Encrypt", "kms:GenerateDataKey") if writes else ()
+        )
+        self._grant(role, actions, key_actions)
 
     def _grant(self, role: iam.IRole, actions: tuple[str, ...], key_actions: tuple[str, ...]) -> None:
         role.add_to_principal_policy(

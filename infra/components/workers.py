@@ -51,9 +51,9 @@ from constructs import Construct
 
 from infra import constants as c
 from infra.components.functions import LambdaRuntime, PunctualFunction, retention
-from infra.components.queues import CONSUME_ACTIONS, SEND_ACTIONS, Queues
+from infra.components.queues import SEND_ACTIONS, Queues
+from infra.components.security import grant_execution_roles
 from infra.components.storage import Storage
-from infra.components.targets import grant_targets
 from infra.config import PunctualConfig
 from infra.nag import acknowledge
 
@@ -117,6 +117,8 @@ class Workers(Construct):
             environment=environment,
         )
         self._grant_worker(self.worker.role, storage, queues, consumes=queues.short)
+        # The event source mapping polls the short queues as the function's role: SqsEventSource
+        # grants it c.EVENT_SOURCE_ACTIONS on them.
         for queue in queues.short:
             self.worker.function.add_event_source(
                 event_sources.SqsEventSource(
@@ -138,12 +140,17 @@ class Workers(Construct):
             vpc=self.vpc,
             container_insights_v2=ecs.ContainerInsights.ENABLED,
         )
+        self.containers: list[ecs.ContainerDefinition] = []
         self.task_definition, self.container_logs, self.container = self._task(
             "WorkerTask",
             "WorkerServiceLogs",
             cpu=config.ecs_cpu,
             memory_mib=config.ecs_memory_mib,
-            environment={**environment, "PUNCTUAL_WORKER_GRACE_S": str(c.ECS_DRAIN_GRACE_S)},
+            environment={
+                **environment,
+                "PUNCTUAL_WORKER_GRACE_S": str(c.ECS_DRAIN_GRACE_S),
+                "PUNCTUAL_WORKER_STOP_S": str(c.ECS_DRAIN_STOP_S),
+            },
             storage=storage,
             queues=queues,
             consumes=queues.long,
@@ -159,6 +166,7 @@ class Workers(Construct):
             self.endpoint_security_group.add_ingress_rule(
                 self.security_group, ec2.Port.tcp(443), "HTTPS from the Punctual ECS workers"
             )
+        self.containers.append(self.container)
         self.service = self._service("WorkerService", self.task_definition, config.ecs_min_tasks)
         self._scaling(queues)
 
@@ -167,7 +175,7 @@ class Workers(Construct):
         self.burst_container_logs: logs.LogGroup | None = None
         self.burst_service: ecs.FargateService | None = None
         if config.ecs_burst_tasks > 0:
-            self.burst_task_definition, self.burst_container_logs, _ = self._task(
+            self.burst_task_definition, self.burst_container_logs, burst_container = self._task(
                 "BurstWorkerTask",
                 "BurstWorkerServiceLogs",
                 cpu=config.ecs_burst_cpu,
@@ -175,6 +183,7 @@ class Workers(Construct):
                 environment={
                     **environment,
                     "PUNCTUAL_WORKER_GRACE_S": str(c.ECS_DRAIN_GRACE_S),
+                    "PUNCTUAL_WORKER_STOP_S": str(c.ECS_DRAIN_STOP_S),
                     "PUNCTUAL_WORKER_LANE": "short",  # worker_service receives from the short queues
                     "PUNCTUAL_WORKER_CONCURRENCY": str(config.ecs_burst_concurrency),
                 },
@@ -182,10 +191,21 @@ class Workers(Construct):
                 queues=queues,
                 consumes=queues.short,
             )
+            self.containers.append(burst_container)
             # Standing: no scaling, the burst needs them polling before it is released.
             self.burst_service = self._service(
                 "BurstWorkerService", self.burst_task_definition, config.ecs_burst_tasks
             )
+
+    @property
+    def roles(self) -> list[iam.IRole]:
+        """Every role that runs executions: the worker Lambda's and each ECS task's."""
+        tasks = [self.task_definition] + ([self.burst_task_definition] if self.burst_task_definition else [])
+        return [self.worker.role, *(t.task_role for t in tasks)]
+
+    @property
+    def task_definitions(self) -> list[ecs.FargateTaskDefinition]:
+        return [self.task_definition] + ([self.burst_task_definition] if self.burst_task_definition else [])
 
     def _service(
         self, service_id: str, task_definition: ecs.FargateTaskDefinition, desired_count: int
@@ -267,16 +287,27 @@ class Workers(Construct):
         return task_definition, log_group, container
 
     def _grant_worker(self, role: iam.IRole, storage: Storage, queues: Queues, *, consumes: list) -> None:
-        """The same rights for both lanes: table, own queues, sending, secrets, targets."""
-        storage.grant_read_write(role)
-        Queues.grant(role, consumes, CONSUME_ACTIONS)
+        """The same rights for both lanes: table, own queues, sending, secrets, roles for targets.
+
+        No target permission: AWS targets are called as the deployment's target role (assumed,
+        see infra/components/security.py) or as the job's execution role.
+        """
+        storage.grant_items(role, c.TABLE_ACTIONS_BY_COMPONENT["worker"])
+        storage.grant_dispatch_key(role)  # verifies what it receives, signs what it sends
+        Queues.grant(role, consumes, c.WORKER_CONSUME_ACTIONS)
         # A takeover of an expired lease and a dependent job's run are sent to either lane;
         # executions that end FAILED are announced on the failed queue.
         Queues.grant(role, [*queues.work_queues, queues.failed], SEND_ACTIONS)
+        # Webhook secrets only: the encryption context must name their purpose (and, for secrets
+        # stored since issue 16, the tenant and job, which the worker passes from the job).
         role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["kms:Decrypt"], resources=[storage.secrets_key.key_arn])
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[storage.secrets_key.key_arn],
+                conditions={"StringEquals": {"kms:EncryptionContext:purpose": c.WEBHOOK_SECRET_PURPOSE}},
+            )
         )
-        grant_targets(role, self._config.target_arn_patterns, policy_scope=role)
+        grant_execution_roles(role)
 
     def _vpc(self) -> ec2.IVpc:
         if self._config.vpc_id:

@@ -6,7 +6,7 @@ from typing import Any
 
 from cdk_helpers import Synth, actions_on, join_parts, role_statements
 
-from infra.components.queues import CONSUME_ACTIONS
+from infra.constants import WORKER_CONSUME_ACTIONS as CONSUME_ACTIONS
 
 
 def _environment(synth: Synth, task_definition: Any) -> dict[str, Any]:
@@ -58,7 +58,8 @@ def test_burst_container_polls_the_short_queues_with_its_threads(burst_synth: Sy
     assert container["ReadonlyRootFilesystem"] is True
     for name in ("PUNCTUAL_SHORT_QUEUE_URLS", "PUNCTUAL_LONG_QUEUE_URLS", "PUNCTUAL_TABLE_NAME"):
         assert burst[name] == long_lane[name]
-    assert int(burst["PUNCTUAL_WORKER_GRACE_S"]) < container["StopTimeout"]
+    drain_s = int(burst["PUNCTUAL_WORKER_GRACE_S"]) + int(burst["PUNCTUAL_WORKER_STOP_S"])
+    assert drain_s < container["StopTimeout"]
     logs = container["LogConfiguration"]["Options"]["awslogs-group"]
     assert logs == {"Ref": burst_synth.logical_id(workers.burst_container_logs)}
     assert workers.burst_container_logs is not workers.container_logs

@@ -144,15 +144,14 @@ def _queue_arns(synth: Synth, queues: list[Any]) -> set[str]:
     return {f"<{synth.logical_id(q)}.Arn>" for q in queues}
 
 
-TABLE_ITEM_ACTIONS = {
+# The poller and the workers: reads, writes and batches, never DeleteItem or ConditionCheckItem.
+WORKER_TABLE_ACTIONS = {
     "dynamodb:GetItem",
     "dynamodb:BatchGetItem",
     "dynamodb:Query",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
     "dynamodb:BatchWriteItem",
-    "dynamodb:ConditionCheckItem",
 }
 
 
@@ -162,7 +161,7 @@ def test_tick_may_start_executions_and_read_the_table_only(default_synth: Synth)
 
     assert granted["states:StartExecution"] == {machine}
     dynamodb = {a for a in granted if a.startswith("dynamodb:")}
-    assert dynamodb == {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}
+    assert dynamodb == {"dynamodb:BatchGetItem", "dynamodb:Query"}  # its store records no layout
     assert not any(a.startswith("sqs:") for a in granted)
 
 
@@ -172,8 +171,9 @@ def test_poller_sends_to_the_lanes_and_writes_the_table(default_synth: Synth) ->
 
     assert granted["sqs:SendMessage"] == _queue_arns(default_synth, [*queues.work_queues, queues.failed])
     assert {a for a in granted if a.startswith("sqs:")} == {"sqs:SendMessage"}
-    assert {a for a in granted if a.startswith("dynamodb:")} == TABLE_ITEM_ACTIONS
-    for action in TABLE_ITEM_ACTIONS:
+    assert {a for a in granted if a.startswith("dynamodb:")} == WORKER_TABLE_ACTIONS
+    assert "dynamodb:DeleteItem" not in granted  # the poller never deletes
+    for action in WORKER_TABLE_ACTIONS:
         assert granted[action] == {_table(default_synth)}  # no index ARN, no wildcard
     assert not any(a.startswith(("states:", "kms:", "lambda:")) for a in granted)
 
@@ -199,7 +199,7 @@ def test_ecs_task_consumes_only_the_long_queues(default_synth: Synth) -> None:
 
     assert granted["sqs:ReceiveMessage"] == _queue_arns(default_synth, queues.long)
     assert granted["sqs:ChangeMessageVisibility"] == _queue_arns(default_synth, queues.long)
-    assert {a for a in granted if a.startswith("dynamodb:")} == TABLE_ITEM_ACTIONS
+    assert {a for a in granted if a.startswith("dynamodb:")} == WORKER_TABLE_ACTIONS
 
 
 def test_api_encrypts_secrets_and_sends_run_now_slots_only(default_synth: Synth) -> None:
@@ -223,30 +223,27 @@ def test_api_encrypts_secrets_and_sends_run_now_slots_only(default_synth: Synth)
 
 def test_target_permissions_are_exactly_the_context_patterns(custom_synth: Synth) -> None:
     patterns = set(custom_synth.stack.config.target_arn_patterns)
-    for role in (
-        custom_synth.stack.workers.worker.role,
-        custom_synth.stack.workers.task_definition.task_role,
-    ):
-        statements = [
-            s for s in role_statements(custom_synth, role) if s.get("Sid", "").startswith("Targets")
-        ]
-        granted = actions_on(statements)
+    role = custom_synth.stack.target_role.role
+    statements = [s for s in role_statements(custom_synth, role) if s.get("Sid", "").startswith("Targets")]
+    granted = actions_on(statements)
 
-        assert granted == {
-            "lambda:InvokeFunction": {"arn:aws:lambda:eu-west-1:123456789012:function:team-*"},
-            "sqs:SendMessage": {"arn:aws:sqs:eu-west-1:123456789012:orders"},
-            "states:StartExecution": {"arn:aws:states:eu-west-1:123456789012:stateMachine:nightly-*"},
-            "ecs:RunTask": {"arn:aws:ecs:eu-west-1:123456789012:task-definition/report:*"},
-            "ecs:DescribeTasks": {"arn:aws:ecs:eu-west-1:123456789012:task/reports/*"},
-            "ecs:StopTask": {"arn:aws:ecs:eu-west-1:123456789012:task/reports/*"},
-            "iam:PassRole": {"arn:aws:iam::123456789012:role/report-task-*"},
-        }
-        assert set().union(*granted.values()) == patterns
-        pass_role = next(s for s in statements if s["Action"] == "iam:PassRole")
-        assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
-    # The poller and the API never reach targets.
-    for role in (custom_synth.stack.dispatch.poller.role, custom_synth.stack.api.handler.role):
-        assert not any(s.get("Sid", "").startswith("Targets") for s in role_statements(custom_synth, role))
+    assert granted == {
+        "lambda:InvokeFunction": {"arn:aws:lambda:eu-west-1:123456789012:function:team-*"},
+        "sqs:SendMessage": {"arn:aws:sqs:eu-west-1:123456789012:orders"},
+        "states:StartExecution": {"arn:aws:states:eu-west-1:123456789012:stateMachine:nightly-*"},
+        "ecs:RunTask": {"arn:aws:ecs:eu-west-1:123456789012:task-definition/report:*"},
+        "ecs:DescribeTasks": {"arn:aws:ecs:eu-west-1:123456789012:task/reports/*"},
+        "ecs:StopTask": {"arn:aws:ecs:eu-west-1:123456789012:task/reports/*"},
+        "iam:PassRole": {"arn:aws:iam::123456789012:role/report-task-*"},
+    }
+    assert set().union(*granted.values()) == patterns
+    pass_role = next(s for s in statements if s["Action"] == "iam:PassRole")
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+    # Only the target role holds them: no component's own role reaches targets (the workers
+    # assume the target role; the poller and the API never call targets).
+    stack = custom_synth.stack
+    for own in (*stack.workers.roles, stack.dispatch.poller.role, stack.api.handler.role):
+        assert not any(s.get("Sid", "").startswith("Targets") for s in role_statements(custom_synth, own))
 
 
 def test_no_policy_grants_star_except_where_aws_requires_it(any_synth: Synth) -> None:
@@ -273,3 +270,27 @@ def test_no_policy_grants_star_except_where_aws_requires_it(any_synth: Synth) ->
                 if star_ack in rules and (path == ack_path or path.startswith(ack_path + "/"))
             ]
             assert reasons and all(len(r) > 40 for r in reasons), (logical_id, path)
+
+
+def test_only_the_senders_and_verifiers_of_dispatch_messages_read_the_dispatch_key(
+    default_synth: Synth,
+) -> None:
+    stack = default_synth.stack
+    key = f"<{default_synth.logical_id(stack.storage.dispatch_key)}>"
+    readers = {
+        "poller": stack.dispatch.poller.role,
+        "lean poller": stack.dispatch.lean_poller.role,
+        "worker": stack.workers.worker.role,
+        "ecs task": stack.workers.task_definition.task_role,
+        "api": stack.api.handler.role,
+    }
+    for name, role in readers.items():
+        granted = actions_on(role_statements(default_synth, role))
+        assert key in granted.get("secretsmanager:GetSecretValue", set()), name
+    tick = actions_on(role_statements(default_synth, stack.dispatch.tick.role))
+    assert not any(a.startswith("secretsmanager:") for a in tick)
+    # Every function is told where the key is (the tick holds no grant: it sends no message)
+    for function in default_synth.of_type("AWS::Lambda::Function").values():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        if "PUNCTUAL_TABLE_NAME" in variables:
+            assert join_parts(variables["PUNCTUAL_DISPATCH_KEY_SECRET_ARN"]) == key

@@ -141,3 +141,18 @@ def test_dashboard_shows_the_scheduler_metrics(default_synth: Synth) -> None:
         "ExecutionsStarted",
     ):
         assert needle in body, needle
+
+
+def test_a_forged_dispatch_message_on_either_lane_raises_an_alarm(default_synth: Synth) -> None:
+    (alarm,) = [
+        a for a in _alarms(default_synth).values() if "ForgedMessages" in json.dumps(a.get("Metrics", []))
+    ]
+    names = {m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
+    services = {
+        d["Value"]
+        for m in alarm["Metrics"]
+        if "MetricStat" in m
+        for d in m["MetricStat"]["Metric"]["Dimensions"]
+    }
+    assert names == {"ForgedMessages"} and len(services) == 2  # the Lambda worker and the ECS worker
+    assert alarm["Threshold"] == 1 and alarm["AlarmActions"]

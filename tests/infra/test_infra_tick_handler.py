@@ -150,7 +150,7 @@ def test_core_planner_sizes_minutes_and_never_blocks_them(
 
     # Given the core's planner, with a store that is idle or failing
     monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
-    monkeypatch.setattr(tick, "store_from", lambda settings: store)
+    monkeypatch.setattr(tick, "reader_from", lambda settings: store)
     sfn = _RecordingSfn()
     now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -203,7 +203,7 @@ def test_an_idle_minute_runs_on_the_lean_poller_and_nothing_else_does(
     monkeypatch.setenv("PUNCTUAL_SHARD_COUNT", "256")
     monkeypatch.setenv("PUNCTUAL_NEAR_SHARD_COUNT", "8")
     monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
-    monkeypatch.setattr(tick, "store_from", lambda settings: store)
+    monkeypatch.setattr(tick, "reader_from", lambda settings: store)
     now = datetime(2026, 3, 1, 12, 0, 3, tzinfo=UTC)
 
     # When the tick plans the coming minute
@@ -224,7 +224,7 @@ def test_without_a_lean_poller_every_minute_runs_on_the_standard_one(
     monkeypatch.setenv("PUNCTUAL_SHARD_GROUPS", "1")
     monkeypatch.setenv("PUNCTUAL_LEAN_POLLER_FUNCTION", "")  # leanPollerMaxTriggersPerMinute=0
     monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
-    monkeypatch.setattr(tick, "store_from", lambda settings: _CountingStore(0))
+    monkeypatch.setattr(tick, "reader_from", lambda settings: _CountingStore(0))
 
     plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
 
@@ -238,7 +238,7 @@ def test_a_burst_gets_more_groups_up_to_the_maximum(
 
     # Given a minute whose sampled far buckets hold 20,000 timers each (10 million in all)
     monkeypatch.setenv("PUNCTUAL_MAX_SHARD_GROUPS", "40")
-    monkeypatch.setattr(tick, "store_from", lambda settings: _CountingStore(20_000))
+    monkeypatch.setattr(tick, "reader_from", lambda settings: _CountingStore(20_000))
     monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
 
     plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
@@ -272,7 +272,7 @@ def test_more_than_40_groups_are_planned_into_the_state_machines_slices(
     monkeypatch.setenv("PUNCTUAL_SHARD_COUNT", "288")
     monkeypatch.setenv("PUNCTUAL_NEAR_SHARD_COUNT", "288")
     # and a minute whose far buckets hold 600,000 timers (2,084 in each of 288; near as many)
-    monkeypatch.setattr(tick, "store_from", lambda settings: _CountingStore(2_084))
+    monkeypatch.setattr(tick, "reader_from", lambda settings: _CountingStore(2_084))
     monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
 
     plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)

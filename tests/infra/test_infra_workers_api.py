@@ -33,8 +33,9 @@ def test_ecs_worker_drains_on_sigterm_and_logs(default_synth: Synth) -> None:
     container = _container(default_synth)
 
     assert container["StopTimeout"] == 120
-    grace = next(e["Value"] for e in container["Environment"] if e["Name"] == "PUNCTUAL_WORKER_GRACE_S")
-    assert int(grace) < container["StopTimeout"]  # the drain ends before ECS kills the task
+    env = {e["Name"]: e["Value"] for e in container["Environment"]}
+    # the drain (grace, then stopped runs returning) ends before ECS kills the task
+    assert int(env["PUNCTUAL_WORKER_GRACE_S"]) + int(env["PUNCTUAL_WORKER_STOP_S"]) < container["StopTimeout"]
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"
     variables = {e["Name"] for e in container["Environment"]}
     assert {"PUNCTUAL_TABLE_NAME", "PUNCTUAL_LONG_QUEUE_URLS", "POWERTOOLS_SERVICE_NAME"} <= variables

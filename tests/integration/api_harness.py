@@ -8,6 +8,7 @@ and ``requestContext.identity`` with the SigV4 caller (``userArn``, ``caller``,
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import time
@@ -32,6 +33,27 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 ALICE = f"arn:aws:iam::{ACCOUNT}:user/alice"
 BOB = f"arn:aws:iam::{ACCOUNT}:user/bob"
+
+
+def principal_id(arn: str) -> str:
+    """What API Gateway puts in ``identity.user``/``caller`` for a principal, as IAM would.
+
+    A user: its unique id (``AIDA`` + 17 characters); an assumed role: the role's id and the
+    session (``AROA...:session``); the root: the account id. The ids are derived from the
+    name here; IAM makes a new one for each created principal.
+    """
+    named = arn.split(":assumed-role/")[-1].split("/")[0] if ":assumed-role/" in arn else arn
+    digest = hashlib.sha256(named.encode()).hexdigest()
+    suffix = "".join(ch for ch in digest.upper() if ch.isalnum())[:17]
+    if ":assumed-role/" in arn:
+        return f"AROA{suffix}:{arn.rsplit('/', 1)[-1]}"
+    if arn.endswith(":root"):
+        return ACCOUNT
+    return f"AIDA{suffix}"
+
+
+ALICE_ID = principal_id(ALICE)  # the tenant Alice's requests act for
+BOB_ID = principal_id(BOB)
 
 
 def load_handler() -> ModuleType:
@@ -96,14 +118,14 @@ def rest_event(
             "identity": {
                 "accessKey": "ASIAEXAMPLEKEY",
                 "accountId": ACCOUNT if user_arn or caller else None,
-                "caller": caller or ("AIDAEXAMPLE" if user_arn else None),
+                "caller": caller or (principal_id(user_arn) if user_arn else None),
                 "cognitoAuthenticationProvider": None,
                 "cognitoAuthenticationType": None,
                 "cognitoIdentityId": None,
                 "cognitoIdentityPoolId": None,
                 "principalOrgId": None,
                 "sourceIp": "198.51.100.7",
-                "user": "AIDAEXAMPLE" if user_arn else None,
+                "user": caller or (principal_id(user_arn) if user_arn else None),
                 "userAgent": "punctual-tests",
                 "userArn": user_arn,
             },

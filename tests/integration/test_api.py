@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 import pytest
-from api_harness import ALICE, BOB, ROOT, ApiClient, http_spec, job_spec
+from api_harness import ALICE, ALICE_ID, BOB, ROOT, ApiClient, http_spec, job_spec
 from api_harness import api as api  # the fixture
 
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, JobState
@@ -385,7 +385,7 @@ def test_trigger_unknown_job_is_404(api: ApiClient) -> None:
 # --------------------------------------------------------------------------- executions
 
 
-def _record(api: ApiClient, job_id: str, slot: str, status: ExecutionStatus, tenant: str = ALICE) -> None:
+def _record(api: ApiClient, job_id: str, slot: str, status: ExecutionStatus, tenant: str = ALICE_ID) -> None:
     instant = datetime.strptime(slot.split("~")[0], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     attempts = []
     attempt = 1

@@ -11,7 +11,7 @@ import socket
 from typing import Any
 
 import pytest
-from api_harness import ACCOUNT, ApiClient, LambdaContext, http_spec, job_spec, rest_event
+from api_harness import ACCOUNT, ALICE, ALICE_ID, ApiClient, LambdaContext, http_spec, job_spec, rest_event
 from api_harness import api as api  # the fixture
 
 from punctual.api import wiring
@@ -103,7 +103,11 @@ def test_an_unreadable_job_can_be_deleted_without_being_fixed(api: ApiClient) ->
 
 
 def _alice() -> str:
-    return f"arn:aws:iam::{ACCOUNT}:user/alice"
+    """Alice's tenant: her principal's unique id, as API Gateway names the caller."""
+    return ALICE_ID
+
+
+IDENTITY = {"userArn": ALICE, "user": ALICE_ID, "caller": ALICE_ID, "accountId": ACCOUNT}
 
 
 # --------------------------------------------------------------------------- finding 2
@@ -190,7 +194,7 @@ def _raw_request(url: str, request: bytes) -> bytes:
 
 
 def test_the_local_server_answers_every_method_as_the_api_does(api: ApiClient) -> None:
-    with LocalApiServer(api.handler.handler, identity={"userArn": _alice(), "accountId": ACCOUNT}) as server:
+    with LocalApiServer(api.handler.handler, identity=IDENTITY) as server:
         for method in ("TRACE", "PROPFIND", "CONNECT"):
             raw = _raw_request(
                 server.url, f"{method} /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
@@ -251,7 +255,7 @@ def test_served_document_names_the_server_it_was_reached_at(api: ApiClient) -> N
 
 
 def test_location_in_local_mode_is_the_loopback_url(api: ApiClient) -> None:
-    with LocalApiServer(api.handler.handler, identity={"userArn": _alice(), "accountId": ACCOUNT}) as server:
+    with LocalApiServer(api.handler.handler, identity=IDENTITY) as server:
         from punctual.client import PunctualClient
 
         reply = PunctualClient(server.url).request("POST", "/v1/jobs", job_spec())
@@ -293,7 +297,7 @@ def test_a_deleted_jobs_history_stays_readable_marked_deleted(api: ApiClient) ->
     assert one.status == 200 and one.body["job_deleted"] is True
     # And a job that never existed is still a 404, as is another tenant's deleted job
     assert api.call("GET", "/v1/jobs/never-existed/executions").status == 404
-    other = f"arn:aws:iam::{ACCOUNT}:user/bob"
+    other = f"arn:aws:iam::{ACCOUNT}:user/bob"  # another principal, so another tenant
     assert api.call("GET", f"/v1/jobs/{job['id']}/executions", user=other).status == 404
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from api_harness import ALICE, http_spec, job_spec
+from api_harness import ALICE_ID, http_spec, job_spec
 from api_harness import api as api  # the fixture
 from standardwebhooks.webhooks import Webhook
 
@@ -26,7 +26,7 @@ def test_rotation_keeps_the_previous_secret_signing_until_dropped(api) -> None: 
     assert rotated.body["version"] == created["version"]
     assert "signing_secret" not in api.call("GET", f"/v1/jobs/{job_id}").body
     secrets_of = default_signing_secrets(Settings.from_env())
-    job = api.store.get_job(ALICE, job_id)
+    job = api.store.get_job(ALICE_ID, job_id)
     assert secrets_of(job) == (second, first)
     body, msg_id, stamp = b'{"k":1}', f"{job_id}:slot", int(time.time())
     signature = sign_webhook(msg_id, stamp, body, secrets_of(job))
@@ -36,7 +36,7 @@ def test_rotation_keeps_the_previous_secret_signing_until_dropped(api) -> None: 
     # When the previous one is dropped, only the new one signs, and no secret is shown
     dropped = api.call("POST", f"/v1/jobs/{job_id}/rotate-secret?drop_previous=true")
     assert dropped.status == 200 and dropped.body["signing_secret"] is None
-    assert secrets_of(api.store.get_job(ALICE, job_id)) == (second,)
+    assert secrets_of(api.store.get_job(ALICE_ID, job_id)) == (second,)
 
 
 def test_rotation_errors(api) -> None:  # type: ignore[no-untyped-def]

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from api_harness import ACCOUNT, ALICE, ROOT, ApiClient, job_spec
+from api_harness import ACCOUNT, ALICE, ALICE_ID, ROOT, ApiClient, job_spec
 from api_harness import api as api  # the fixture
 
 from punctual.api.local_server import LocalApiServer
@@ -34,7 +34,7 @@ RUN_TIMEOUT_S = 600  # a hang fails the test; the run itself takes 30-45 s on tw
 
 def test_the_local_api_conforms_to_its_openapi_document(api: ApiClient, tmp_path: Path) -> None:
     # Given the API on a free loopback port, with one job so that job routes have one to find
-    identity = {"userArn": ALICE, "caller": "AIDAEXAMPLE", "accountId": ACCOUNT}
+    identity = {"userArn": ALICE, "user": ALICE_ID, "caller": ALICE_ID, "accountId": ACCOUNT}
     with LocalApiServer(api.handler.handler, identity=identity) as server:
         api.create(job_spec(name="existing"))
         # When schemathesis runs every phase and check against it

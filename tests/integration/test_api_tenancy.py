@@ -6,7 +6,7 @@ from collections.abc import Callable
 from urllib.parse import quote
 
 import pytest
-from api_harness import ACCOUNT, ALICE, BOB, ApiClient, Reply, job_spec
+from api_harness import ACCOUNT, ALICE, ALICE_ID, BOB, ApiClient, Reply, job_spec
 from api_harness import api as api  # the fixture
 
 from punctual.models import Execution, ExecutionStatus
@@ -40,7 +40,7 @@ def alices_job(api: ApiClient) -> str:
     api.store.save_execution(
         Execution(
             job_id=job_id,
-            tenant=ALICE,
+            tenant=ALICE_ID,
             slot=SLOT,
             scheduled_at="2026-11-30T09:32:00Z",  # type: ignore[arg-type]
             status=ExecutionStatus.SUCCEEDED,
@@ -87,7 +87,7 @@ def test_an_execution_token_cannot_be_replayed_by_another_tenant(api: ApiClient,
     api.store.save_execution(
         Execution(
             job_id=alices_job,
-            tenant=ALICE,
+            tenant=ALICE_ID,
             slot="2026-11-29T09:32:00Z",
             scheduled_at="2026-11-29T09:32:00Z",  # type: ignore[arg-type]
             status=ExecutionStatus.FAILED,
@@ -142,3 +142,85 @@ def test_local_mode_takes_the_tenant_from_the_header(api: ApiClient, monkeypatch
     assert api.call("GET", f"/v1/jobs/{job.body['id']}", user=None).status == 404  # tenant "default"
     invalid = api.call("GET", "/v1/jobs", headers={"X-Punctual-Tenant": "a#b"}, user=None)
     assert invalid.status == 400
+
+
+# --------------------------------------------------------------------------- identity (issue 16)
+
+
+def test_the_tenant_is_the_principals_unique_id_not_its_arn(api: ApiClient) -> None:
+    # Given a role whose jobs were registered by one of its sessions
+    arn = f"arn:aws:sts::{ACCOUNT}:assumed-role/Scheduler/s-1"
+    created = api.call("POST", "/v1/jobs", job_spec(), user=arn, caller="AROAOLDSCHEDULERROLE01:s-1")
+    assert created.status == 201
+    job = created.body["id"]
+    stored = api.store.get_job("AROAOLDSCHEDULERROLE01", job)
+    assert stored is not None  # stored under the role's id, not under a name or an ARN
+
+    # When the role is deleted and created again under the same name (IAM gives it a new id)
+    reply = api.call("GET", f"/v1/jobs/{job}", user=arn, caller="AROANEWSCHEDULERROLE02:s-1")
+
+    # Then the new role does not inherit the old one's jobs
+    assert reply.status == 404
+    assert api.call("GET", "/v1/jobs", user=arn, caller="AROANEWSCHEDULERROLE02:s-9").body["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("user", "tenant"),
+    [
+        ("AIDAJQABLZS4A3QDU576Q", "AIDAJQABLZS4A3QDU576Q"),  # an IAM user
+        ("AROA3XFRBF535PLBIFPI4:lambda-xyz", "AROA3XFRBF535PLBIFPI4"),  # a session of a role
+        ("123456789012", "123456789012"),  # the root
+        ("123456789012:bob", "123456789012:bob"),  # a federated user
+    ],
+)
+def test_each_kind_of_principal_maps_to_its_id(user: str, tenant: str) -> None:
+    from punctual.api.tenancy import tenant_of
+
+    event = {"requestContext": {"identity": {"user": user, "caller": user, "userArn": "arn:aws:iam::1:x"}}}
+    assert tenant_of(event, local_mode=False) == tenant
+
+
+@pytest.mark.parametrize("user", ["arn:aws:iam::123456789012:user/alice", "alice", "", "AIDA!nope"])
+def test_an_identity_without_a_unique_id_is_401(user: str) -> None:
+    from punctual.api.problems import ApiProblem
+    from punctual.api.tenancy import tenant_of
+
+    event = {"requestContext": {"identity": {"user": user, "caller": None, "userArn": user}}}
+    with pytest.raises(ApiProblem) as refused:
+        tenant_of(event, local_mode=False)
+    assert refused.value.status == 401
+
+
+def test_jobs_registered_under_the_old_arn_identity_move_to_the_unique_id(api: ApiClient) -> None:
+    from punctual.api import wiring
+    from punctual.models import JobState
+
+    # Given jobs stored under Alice's ARN (the tenant before issue 16): a paused one, a webhook
+    # one, and a dependent one whose parent sorts after it
+    jobs = wiring.services().jobs
+    jobs.register(ALICE, job_spec_model(), "a-paused")
+    jobs.pause(ALICE, "a-paused")
+    _, old_secret = jobs.register(
+        ALICE, job_spec_model(target={"type": "http", "url": "https://hooks.example.com/x"}), "b-hook"
+    )
+    jobs.register(ALICE, job_spec_model(), "z-parent")
+    jobs.register(ALICE, job_spec_model(schedule="after(z-parent)"), "c-child")
+
+    # When the operator moves them to her unique id
+    report = jobs.move_jobs(ALICE, ALICE_ID)
+
+    # Then she sees them all, in their states; nothing is left under the ARN
+    assert sorted(report.moved) == ["a-paused", "b-hook", "c-child", "z-parent"]
+    assert report.kept == []
+    mine = {j["id"]: j["state"] for j in api.call("GET", "/v1/jobs").body["items"]}
+    assert mine == {"a-paused": "PAUSED", "b-hook": "ENABLED", "c-child": "ENABLED", "z-parent": "ENABLED"}
+    assert jobs.store.list_jobs(ALICE, 10).items == []
+    # The webhook job has a new secret, bound to the new tenant
+    assert set(report.secrets) == {"b-hook"} and report.secrets["b-hook"] != old_secret
+    assert jobs.get(ALICE_ID, "a-paused").state is JobState.PAUSED
+
+
+def job_spec_model(**overrides: object):  # type: ignore[no-untyped-def]
+    from punctual.models import JobSpec
+
+    return JobSpec.model_validate(job_spec(**overrides))

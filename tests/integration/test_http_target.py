@@ -646,3 +646,41 @@ def test_https_refuses_an_untrusted_certificate(tls_receiver: tuple[Receiver, li
     assert result.outcome is Outcome.RETRYABLE
     assert "certificate" in result.summary
     assert server.requests == []
+
+
+# --------------------------------------------------------------------------- cancel (lease lost, shutdown)
+
+
+def test_a_cancelled_run_cuts_its_call_short_long_before_the_job_timeout(receiver: Receiver) -> None:
+    # Given a receiver that holds the request, and a job whose timeout is ten minutes
+    arrived = threading.Event()
+
+    def hold(handler: BaseHTTPRequestHandler) -> None:
+        arrived.set()
+        receiver.release.wait()
+
+    receiver.routes["/hook"] = hold
+    context = ctx(timeout_s=600)
+    results: list[TargetResult] = []
+    caller = threading.Thread(target=lambda: results.append(call(receiver.url(), {"a": 1}, context=context)))
+    caller.start()
+    try:
+        assert arrived.wait(30), "the request never reached the receiver"
+        # When the run is cancelled (its worker lost the lease, or shuts down)
+        context.cancel.set()
+        caller.join(60)  # far below the job's timeout: only the cancel can end the call this soon
+        assert not caller.is_alive()
+    finally:
+        receiver.release.set()
+        caller.join(10)
+    # Then the call was cut short, and the result says so: not an answer from the receiver
+    [result] = results
+    assert result.stopped and result.outcome is Outcome.RETRYABLE
+    assert "cancelled" in result.summary and not result.timed_out
+
+
+def test_a_run_cancelled_before_its_request_leaves_sends_nothing(receiver: Receiver) -> None:
+    context = ctx()
+    context.cancel.set()
+    result = call(receiver.url(), {"a": 1}, context=context)
+    assert result.stopped and receiver.requests == []

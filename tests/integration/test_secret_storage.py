@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from punctual.secrets import SecretCipher, SecretsError, generate_signing_secret
+from punctual.secrets import SecretCipher, SecretsError, generate_signing_secret, job_binding
 from punctual.settings import Settings
 
 
@@ -23,10 +23,20 @@ def kms() -> Iterator[tuple[Any, str]]:
 def test_with_a_kms_key_secrets_are_stored_as_kms_ciphertext(kms: tuple[Any, str]) -> None:
     client, key_id = kms
     cipher = SecretCipher(Settings(kms_key_id=key_id), client)
-    plain, stored = cipher.new_secret()
-    assert stored.startswith("kms:v1:")
+    plain, stored = cipher.new_secret("AIDAALICE", "job-1")
+    assert stored.startswith("kms:v2:")
     assert plain not in stored
-    assert cipher.decrypt(stored) == plain
+    assert cipher.decrypt(stored, job_binding("AIDAALICE", "job-1")) == plain
+
+
+def test_kms_binds_a_job_secret_to_its_tenant_and_job(kms: tuple[Any, str]) -> None:
+    # Someone who can write the table copies Alice's ciphertext onto Bob's job: KMS refuses it.
+    client, key_id = kms
+    cipher = SecretCipher(Settings(kms_key_id=key_id), client)
+    _, stored = cipher.new_secret("AIDAALICE", "job-1")
+    for tenant, job in (("AIDABOB", "job-1"), ("AIDAALICE", "job-2")):
+        with pytest.raises(SecretsError, match="KMS refused"):
+            cipher.decrypt(stored, job_binding(tenant, job))
 
 
 def test_the_encryption_context_binds_the_ciphertext_to_its_purpose(kms: tuple[Any, str]) -> None:

@@ -16,9 +16,9 @@ import pytest
 
 from execution_harness import FakeTarget
 from factories import job as make_job
-from punctual import execution
 from punctual.clock import SystemClock
 from punctual.execution import Worker, WorkerConfig
+from punctual.execution import worker as execution_worker
 from punctual.models import ExecutionStatus, Job
 from punctual.queues import DispatchMessage, MessageKind, SqsQueues, message_for
 from punctual.store.dynamo import DynamoStore, table_definition
@@ -69,7 +69,7 @@ def env(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     monkeypatch.setenv("PUNCTUAL_SHORT_QUEUE_URLS", queue_url)
     monkeypatch.setenv("PUNCTUAL_FAILED_QUEUE_URL", failed_url)
     target = FakeTarget()
-    monkeypatch.setattr(execution, "default_invoker", lambda settings, clock: target)
+    monkeypatch.setattr(execution_worker, "default_invoker", lambda settings, clock: target)
     spec = importlib.util.spec_from_file_location("worker_handler_under_test", HANDLER)
     assert spec and spec.loader
     handler = importlib.util.module_from_spec(spec)
@@ -250,3 +250,32 @@ def test_a_run_that_could_outlast_the_invocation_is_not_started(env: Env) -> Non
     assert env.store.get_execution(job.tenant, job.id, slot_key(now)) is None
     assert invoke(env, sqs_event(env)) == {"batchItemFailures": []}
     assert env.target.calls_for(job.id) == [(slot_key(now), 1)]
+
+
+def test_a_dispatch_message_forged_onto_a_work_queue_is_dropped_and_the_real_one_runs(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from punctual.message_auth import DispatchSigner
+
+    key = "d" * 40
+    monkeypatch.setenv("PUNCTUAL_DISPATCH_KEY", key)
+    now = datetime.now(UTC).replace(microsecond=0)
+    own, victim = add_job(env, "own"), add_job(env, "payroll", tenant="b")
+    # Given what another tenant's SQS target could put on a work queue: a dispatch body naming
+    # tenant B's job (sent straight to SQS, past every Punctual sender), and a real release
+    forged = message(victim, now)
+    env.sqs.send_message(
+        QueueUrl=env.queue_url,
+        MessageBody=forged.to_body(),
+        MessageGroupId=forged.group_id,
+        MessageDeduplicationId="forged",
+    )
+    SqsQueues(env.sqs, signer=DispatchSigner(key)).send(env.queue_url, [message(own, now)])
+    # When the worker Lambda gets both
+    response = invoke(env, sqs_event(env))
+    # Then the forged one is dropped (deleted, nothing run or recorded), the real one runs
+    assert response == {"batchItemFailures": []}
+    assert env.target.calls_for("payroll") == []
+    assert env.store.get_execution("b", "payroll", slot_key(now)) is None
+    assert env.target.calls_for("own") == [(slot_key(now), 1)]
+    assert sqs_event(env)["Records"] == []

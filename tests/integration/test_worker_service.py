@@ -107,6 +107,7 @@ def start_worker(cloud: Cloud, gates: Path, name: str) -> subprocess.Popen[bytes
         "PUNCTUAL_WORKER_CONCURRENCY": "4",
         "PUNCTUAL_WORKER_WAIT_S": "1",
         "PUNCTUAL_WORKER_GRACE_S": "2",
+        "PUNCTUAL_WORKER_STOP_S": "1",
         "PUNCTUAL_WORKER_HEARTBEAT_S": "0.5",
         "PYTHONPATH": os.pathsep.join([str(ROOT / "layers" / "core" / "python"), str(ROOT / "tests")]),
     }
@@ -237,6 +238,78 @@ def test_runs_several_at_once_heartbeats_and_never_exceeds_its_concurrency(tmp_p
         record = rig.store.get_execution("default", name, slot_key(now))
         assert record is not None and (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
     assert rig.queues.all_messages() == []
+
+
+class CancellableTarget:
+    """A long run that ends only when it is cancelled (or, ``stubborn``, when the test ends):
+    it notes what the slot's record said at the moment it was asked to stop."""
+
+    def __init__(self, store: Any, stubborn: bool = False) -> None:
+        self.store = store
+        self.stubborn = stubborn
+        self.started = threading.Event()
+        self.free = threading.Event()  # the end of the test frees a stubborn run
+        self.status_when_cancelled: list[str] = []
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        self.started.set()
+        if self.stubborn:
+            self.free.wait(60)
+            return TargetResult.ok("finished late")
+        if not ctx.cancel.wait(60):
+            return TargetResult.ok("never cancelled")
+        record = self.store.get_execution(ctx.tenant, ctx.job_id, ctx.slot)
+        self.status_when_cancelled.append(record.status.value if record else "none")
+        return TargetResult.stopped_early("stopped: cancelled")
+
+
+@pytest.mark.parametrize("stubborn", [False, True], ids=["stoppable", "stubborn"])
+def test_the_drain_stops_runs_before_handing_them_back(stubborn: bool) -> None:
+    from execution_harness import LONG, Rig
+    from punctual.clock import SystemClock
+    from punctual.models import ExecutionStatus
+    from punctual.queues import MessageKind
+    from punctual.store.memory import MemoryStore
+    from punctual.timers import slot_key
+    from punctual.worker_service import WorkerService
+
+    # Given a long ECS run that outlasts the grace period
+    clock = SystemClock()
+    rig = Rig(MemoryStore(), clock)  # type: ignore[arg-type]
+    target = CancellableTarget(rig.store, stubborn=stubborn)
+    now = clock.now().replace(microsecond=0)
+    job = rig.add_job("long", runtime="ecs", timeout_seconds=3600)
+    rig.send(rig.message(job, now), queue=LONG)
+    service = WorkerService(
+        rig.worker(lease_timers=True, lease_s=600, target=target),  # type: ignore[arg-type]
+        [LONG],
+        wait_s=0,
+        grace_s=0.2,
+        stop_s=0.5 if stubborn else 30,
+        heartbeat_s=0.05,
+    )
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        assert target.started.wait(30), "the run never started"
+        # When the service is stopped (SIGTERM)
+        service.stop()
+        runner.join(60)
+        assert not runner.is_alive()
+    finally:
+        target.free.set()
+    record = rig.store.get_execution("default", "long", slot_key(now))
+    assert record is not None and (record.status, record.releases) == (ExecutionStatus.RETRY_WAIT, 1)
+    [takeover] = rig.queues.all_messages(LONG)
+    assert (takeover.attempt, takeover.kind) == (2, MessageKind.TAKEOVER)
+    if stubborn:
+        # Then a run no adapter can cut short is handed back all the same, and counted
+        assert rig.metrics.total("RunsAbandoned") == 1
+    else:
+        # Then the run was stopped while it still held the slot, and only then handed back
+        assert target.status_when_cancelled == ["RUNNING"]
+        assert rig.metrics.total("RunsAbandoned") == 0
+        assert [(a.attempt, a.status.value) for a in record.attempts] == [(1, "RETRY_WAIT")]
 
 
 if __name__ == "__main__":  # the worker process of the SIGTERM test

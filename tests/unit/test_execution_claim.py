@@ -397,8 +397,9 @@ def test_the_worker_hands_the_target_its_decrypted_signing_secret(rig: Rig, t0: 
     from punctual.settings import Settings
 
     settings = Settings(secret_key="a-local-key-of-enough-length")
-    plain, stored = SecretCipher(settings).new_secret()
-    job = rig.add_job(signing_secret_enc=stored)
+    plain, stored = SecretCipher(settings).new_secret("default", "job-1")  # bound to this job
+    job = rig.add_job("job-1", signing_secret_enc=stored)
+    assert job.tenant == "default"
     worker = rig.worker()
     worker.signing_secrets = default_signing_secrets(settings)
     claim = worker.claim(rig.message(job, t0))

@@ -10,7 +10,14 @@ from datetime import UTC, datetime
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from punctual.secrets import SecretCipher, SecretsError, generate_signing_secret, rotate, signing_key
+from punctual.secrets import (
+    SecretCipher,
+    SecretsError,
+    generate_signing_secret,
+    job_binding,
+    rotate,
+    signing_key,
+)
 from punctual.settings import Settings
 
 LOCAL = Settings(secret_key="local-mode-key-0123456789")
@@ -60,8 +67,32 @@ def test_local_encryption_round_trips_and_hides_the_secret() -> None:
 
 def test_new_secret_gives_the_plain_text_and_its_stored_form() -> None:
     cipher = SecretCipher(LOCAL)
-    plain, stored = cipher.new_secret()
-    assert cipher.decrypt(stored) == plain
+    plain, stored = cipher.new_secret("AIDAALICE", "job-1")
+    assert stored.startswith("local:v2:")
+    assert cipher.decrypt(stored, job_binding("AIDAALICE", "job-1")) == plain
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        None,  # read without saying whose it is
+        {"tenant": "AIDAALICE", "job": "job-2"},  # copied onto another job of the tenant
+        {"tenant": "AIDABOB", "job": "job-1"},  # copied onto another tenant's job of the same id
+    ],
+)
+def test_a_job_secret_decrypts_only_for_its_own_tenant_and_job(binding: dict[str, str] | None) -> None:
+    cipher = SecretCipher(LOCAL)
+    _, stored = cipher.new_secret("AIDAALICE", "job-1")
+    with pytest.raises(SecretsError):
+        cipher.decrypt(stored, binding)
+
+
+def test_a_secret_stored_before_binding_still_decrypts_for_its_job() -> None:
+    # Stored forms of the previous version (v1, purpose only) keep working after an upgrade.
+    cipher = SecretCipher(LOCAL)
+    legacy = cipher.encrypt("whsec_" + "B" * 43 + "=")
+    assert legacy.startswith("local:v1:")
+    assert cipher.decrypt(legacy, job_binding("AIDAALICE", "job-1")) == "whsec_" + "B" * 43 + "="
 
 
 def test_an_altered_ciphertext_is_refused() -> None:

@@ -10,18 +10,20 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from punctual.clock import Clock
 from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Runtime
-from punctual.planning import ceil_second, dispatch_instant, first_slot, next_slot, schedule_of
+from punctual.ownership import OwnResources
+from punctual.planning import ceil_second, dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
 from punctual.queues import MessageKind, QueuePort, message_for, pick_queue
+from punctual.quotas import MICRO, micro_rate
 from punctual.schedules import ScheduleError, cached_schedule
 from punctual.store.base import JobStore, Page, UnreadableJob, UnreadableJobError, VersionConflictError
 from punctual.targets.http import BlockedTargetError, guard_url
-from punctual.timers import Timer, TimerKind, TimerLayout, slot_key
+from punctual.timers import Timer, TimerLayout, slot_key
 
 
 class JobError(Exception):
@@ -53,9 +55,18 @@ class InvalidJobError(JobError):
 
 
 class SecretBox(Protocol):
-    def new_secret(self) -> tuple[str, str]:
-        """A fresh webhook signing secret: (plain text, stored form)."""
+    def new_secret(self, tenant: str, job_id: str) -> tuple[str, str]:
+        """A fresh webhook signing secret of one job: (plain text, stored form bound to the job)."""
         ...
+
+
+@dataclass
+class MoveReport:
+    """What :meth:`JobService.move_jobs` did: moved ids, new webhook secrets, jobs kept and why."""
+
+    moved: list[str] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)
+    kept: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,7 @@ def _stand_in(found: UnreadableJob, spec: JobSpec, now: datetime) -> Job:
         paused_at=now if state is JobState.PAUSED else None,
         signing_secret_enc=found.signing_secret_enc,
         signing_secret_prev_enc=found.signing_secret_prev_enc,
+        trigger_rate=found.trigger_rate,
     )
 
 
@@ -146,6 +158,15 @@ class JobService:
         Registration beyond this is refused.
     secrets
         Makes a webhook signing secret for HTTP targets (None: jobs get none).
+    allow_cidrs
+        Addresses the webhook SSRF guard lets through.
+    own_resources
+        Returns the deployment's own resources, which no target may name (called per check:
+        the list is loaded once, on first use).
+    require_target_role
+        Refuse AWS targets that name no ``role_arn``.
+    max_triggers_per_minute
+        The tenant's quota of scheduled triggers per minute (None: no quota).
     """
 
     def __init__(
@@ -158,6 +179,9 @@ class JobService:
         max_jobs_per_tenant: int = 100_000,
         secrets: SecretBox | None = None,
         allow_cidrs: tuple[str, ...] = (),
+        own_resources: Callable[[], OwnResources] | None = None,
+        require_target_role: bool = False,
+        max_triggers_per_minute: int | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -167,6 +191,9 @@ class JobService:
         self.max_jobs = max_jobs_per_tenant
         self.secrets = secrets
         self.allow_cidrs = allow_cidrs
+        self.own_resources = own_resources or OwnResources
+        self.require_target_role = require_target_role
+        self.max_trigger_rate = None if max_triggers_per_minute is None else max_triggers_per_minute * MICRO
 
     # ------------------------------------------------------------------ reading
 
@@ -206,7 +233,7 @@ class JobService:
         secret_plain: str | None = None
         secret_stored: str | None = None
         if spec.target.type == "http" and self.secrets is not None:
-            secret_plain, secret_stored = self.secrets.new_secret()
+            secret_plain, secret_stored = self.secrets.new_secret(tenant, job_id)
         job = Job(
             **spec.model_dump(),
             id=job_id,
@@ -215,13 +242,14 @@ class JobService:
             updated_at=now,
             anchor=_whole_second(spec.start_at or now),
             signing_secret_enc=secret_stored,
+            trigger_rate=self._trigger_rate(tenant, spec),
         )
         timer = self._first_timer(job, now, after=now)
         if timer is None and schedule_of(job).kind != "after":
             raise InvalidJobError(
                 "schedule has no future slot (a one-time instant in the past, or end_at passed)"
             )
-        self.store.create_job(job, timer, self.max_jobs)
+        self.store.create_job(job, timer, self.max_jobs, self.max_trigger_rate)
         if parents:
             self.store.set_dependents(tenant, job_id, parents, present=True)
         return self.with_next_fire(job), secret_plain
@@ -253,9 +281,10 @@ class JobService:
             skipped_slots=current.skipped_slots,
             signing_secret_enc=current.signing_secret_enc,
             signing_secret_prev_enc=current.signing_secret_prev_enc,
+            trigger_rate=self._trigger_rate(tenant, spec),
         )
         if spec.target.type == "http" and not job.signing_secret_enc and self.secrets is not None:
-            job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret()[1]})
+            job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
         timers: list[Timer] = []
         if job.state is JobState.ENABLED:
             timer = self._first_timer(job, now, after=now)
@@ -264,7 +293,7 @@ class JobService:
                     "schedule has no future slot (a one-time instant in the past, or end_at passed)"
                 )
             timers = [timer] if timer else []
-        self._write(job, current.version, timers)
+        self._write(job, current.version, timers, previous_trigger_rate=current.trigger_rate)
         removed = tuple(p for p in old_parents if p not in parents)
         if removed:
             self.store.set_dependents(tenant, job_id, removed, present=False)
@@ -322,7 +351,7 @@ class JobService:
         """Delete the job (one the model cannot read included); its history stays until its TTL."""
         current = self._found(tenant, job_id, expected_version)
         try:
-            self.store.delete_job(tenant, job_id, current.version)
+            self.store.delete_job(tenant, job_id, current.version, current.trigger_rate)
         except VersionConflictError as exc:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
         parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
@@ -347,7 +376,7 @@ class JobService:
             job = current.model_copy(update={"signing_secret_prev_enc": None, "updated_at": now})
             self._write(job, current.version, [])
             return self.with_next_fire(job), None
-        plain, stored = self.secrets.new_secret()
+        plain, stored = self.secrets.new_secret(tenant, job_id)
         job = current.model_copy(
             update={
                 "signing_secret_enc": stored,
@@ -357,6 +386,49 @@ class JobService:
         )
         self._write(job, current.version, [])
         return self.with_next_fire(job), plain
+
+    def move_jobs(self, from_tenant: str, to_tenant: str) -> MoveReport:
+        """Move every job of ``from_tenant`` to ``to_tenant``, keeping each job's id and spec.
+
+        For the change of tenant identity (issue 16: principal ARN → unique id), run once per
+        tenant by an operator. Each job is registered under the new tenant (its next slot
+        computed afresh; a paused job stays paused) and only then deleted under the old one, so
+        a crash half-way leaves a job in both places, never in neither, and running it again
+        finishes the move. Webhook jobs get a new signing secret, bound to the new tenant
+        (:attr:`MoveReport.secrets`, to hand to the tenant). A job that cannot be registered
+        again (a completed one-time job, one with no future slot) stays where it is, with the
+        reason in :attr:`MoveReport.kept`. History (executions) stays under the old identity.
+        """
+        report = MoveReport()
+        pending = True
+        while pending:  # again while progress is made: an after() child may precede its parent
+            pending = False
+            report.kept.clear()
+            for job in self._all_jobs(from_tenant):
+                if self.store.get_job(to_tenant, job.id) is None:
+                    try:
+                        _, secret = self.register(to_tenant, job.spec(), job.id)
+                    except InvalidJobError as exc:
+                        report.kept.append((job.id, str(exc)))
+                        continue
+                    if secret is not None:
+                        report.secrets[job.id] = secret
+                    if job.state is JobState.PAUSED:
+                        self.pause(to_tenant, job.id, reason=job.state_reason)
+                self.delete(from_tenant, job.id)
+                report.moved.append(job.id)
+                pending = True
+        return report
+
+    def _all_jobs(self, tenant: str) -> list[Job]:
+        jobs: list[Job] = []
+        cursor: str | None = None
+        while True:
+            page = self.store.list_jobs(tenant, 100, cursor)
+            jobs.extend(page.items)
+            if page.cursor is None:
+                return jobs
+            cursor = page.cursor
 
     def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:
         """Run the job now as an extra slot; the same ``request_key`` always names the same slot.
@@ -398,9 +470,17 @@ class JobService:
             )
         return found
 
-    def _write(self, job: Job, expected_version: int, timers: list[Timer]) -> None:
+    def _write(
+        self, job: Job, expected_version: int, timers: list[Timer], previous_trigger_rate: int | None = None
+    ) -> None:
         try:
-            self.store.replace_job(job, expected_version, timers)
+            self.store.replace_job(
+                job,
+                expected_version,
+                timers,
+                previous_trigger_rate=previous_trigger_rate,
+                max_trigger_rate=self.max_trigger_rate,
+            )
         except VersionConflictError as exc:
             if exc.current_version is None:
                 raise JobNotFoundError(f"job {job.id!r} not found") from exc
@@ -413,20 +493,29 @@ class JobService:
         slot = first_slot(job, now) if after >= now else next_slot(job, after)
         if slot is None:
             return None
-        return self.layout.make(
-            now=now,
-            due=dispatch_instant(job, slot),
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=slot_key(slot),
-            attempt=1,
-            kind=TimerKind.FIRE,
-            job_version=job.version,
-        )
+        return fire_timer(self.layout, job, slot, now)
+
+    def _trigger_rate(self, tenant: str, spec: JobSpec) -> int:
+        """Micro-triggers per minute the job adds to its tenant's total (:mod:`punctual.quotas`)."""
+
+        def parent_rate(parent: str) -> int:
+            found = self.store.get_job(tenant, parent)
+            return found.trigger_rate if found else 0
+
+        return micro_rate(schedule_of(spec), parent_rate)
 
     def _check_target(self, spec: JobSpec) -> None:
         """Refuse, before anything is stored, what the worker would refuse to call anyway."""
         target = spec.target
+        refusal = self.own_resources().refusal(target)
+        if refusal:
+            raise InvalidJobError(f"target refused: {refusal}", field="target")
+        if self.require_target_role and not isinstance(target, HttpTarget) and not target.role_arn:
+            raise InvalidJobError(
+                "this deployment requires an execution role on every AWS target: set target.role_arn "
+                "(a role in your account that trusts the scheduler; see the README)",
+                field="target.role_arn",
+            )
         if isinstance(target, HttpTarget):
             try:
                 # No DNS here: literal addresses, every spelling of them, and localhost names.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Annotated, Any, Literal, Self
@@ -63,6 +63,7 @@ RESERVED_HEADERS = frozenset(
         "punctual-fencing-signature",
     }
 )
+MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on an execution record
 
 _COMPACT_JSON = json.JSONEncoder(
     separators=(",", ":")
@@ -164,6 +165,8 @@ EVENT_BUS_RE = r"[A-Za-z0-9._/-]{1,256}"
 STATE_MACHINE_RE = r"[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/]{1,80}(:[A-Za-z0-9_-]{1,80})?"
 ECS_CLUSTER_RE = r"[A-Za-z0-9_-]{1,255}"
 ECS_TASK_DEFINITION_RE = r"[A-Za-z0-9_-]{1,255}(:[0-9]{1,10})?"
+IAM_ROLE_RE = r"([A-Za-z0-9+=,.@_-]{1,512}/)*[A-Za-z0-9+=,.@_-]{1,64}"
+_IAM_ROLE_ARN_RE = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/" + IAM_ROLE_RE + "$")
 
 
 def check_arn(
@@ -259,7 +262,35 @@ class HttpTarget(_Strict):
         return next((v for k, v in self.headers.items() if k.lower() == "content-type"), None)
 
 
-class LambdaTarget(_Strict):
+class _AwsTarget(_Strict):
+    """An AWS service target; ``role_arn`` is the execution role the worker assumes to call it.
+
+    As with EventBridge Scheduler, the role's trust policy lets the scheduler's workers assume
+    it with ``sts:ExternalId`` equal to the tenant's id (see the README); without a role the
+    workers call the target with the deployment's own target role.
+    """
+
+    role_arn: str | None = Field(
+        default=None,
+        max_length=2048,
+        description=(
+            "The IAM role the workers assume (external id: your tenant id) to call the target; "
+            "default: the deployment's own target role."
+        ),
+        examples=["arn:aws:iam::123456789012:role/punctual-target"],
+    )
+
+    @field_validator("role_arn")
+    @classmethod
+    def _role(cls, value: str | None) -> str | None:
+        if value is not None and not _IAM_ROLE_ARN_RE.match(value):
+            raise ValueError(
+                f"role_arn must be an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>): {value!r}"
+            )
+        return value
+
+
+class LambdaTarget(_AwsTarget):
     """A Lambda function invoked with the payload."""
 
     type: Literal["lambda"] = Field(default="lambda", description="Selects the Lambda target.")
@@ -279,7 +310,7 @@ class LambdaTarget(_Strict):
         return check_arn(value, "lambda", "function:", LAMBDA_FUNCTION_RE)
 
 
-class SqsTarget(_Strict):
+class SqsTarget(_AwsTarget):
     """An SQS queue: the payload is the message body."""
 
     type: Literal["sqs"] = Field(default="sqs", description="Selects the SQS target.")
@@ -298,7 +329,7 @@ class SqsTarget(_Strict):
         return check_arn(value, "sqs", None, SQS_QUEUE_RE)
 
 
-class SnsTarget(_Strict):
+class SnsTarget(_AwsTarget):
     """An SNS topic: the payload is the message."""
 
     type: Literal["sns"] = Field(default="sns", description="Selects the SNS target.")
@@ -314,7 +345,7 @@ class SnsTarget(_Strict):
         return check_arn(value, "sns", None, SNS_TOPIC_RE)
 
 
-class EventBridgeTarget(_Strict):
+class EventBridgeTarget(_AwsTarget):
     """An EventBridge bus: the payload (a JSON object) is the event detail."""
 
     type: Literal["eventbridge"] = Field(default="eventbridge", description="Selects the EventBridge target.")
@@ -334,7 +365,7 @@ class EventBridgeTarget(_Strict):
         return check_arn(value, "events", "event-bus/", EVENT_BUS_RE)
 
 
-class StepFunctionsTarget(_Strict):
+class StepFunctionsTarget(_AwsTarget):
     """A Step Functions state machine: one execution per slot, the payload as its input."""
 
     type: Literal["stepfunctions"] = Field(
@@ -355,7 +386,7 @@ class StepFunctionsTarget(_Strict):
 _AwsId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 
 
-class EcsTarget(_Strict):
+class EcsTarget(_AwsTarget):
     """An ECS task started with RunTask; the payload is in its environment (PUNCTUAL_PAYLOAD)."""
 
     type: Literal["ecs"] = Field(default="ecs", description="Selects the ECS RunTask target.")
@@ -696,6 +727,9 @@ class Job(JobSpec):
     skipped_slots: int = 0
     paused_at: AwareDatetime | None = None
     dependents: int = Field(default=0, exclude=True)  # store-maintained: jobs whose schedule is after(this)
+    # Micro-triggers per minute this job adds to its tenant's total (punctual.quotas); 0 for jobs
+    # stored before the quota existed, which were never added.
+    trigger_rate: int = Field(default=0, exclude=True)
     state_reason: str | None = None  # why the job was paused or completed, when not by a user
     signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
     # While a secret is rotated, the previous one still signs (Standard Webhooks sends both).
@@ -737,6 +771,42 @@ class ExecutionStatus(StrEnum):
             ExecutionStatus.SKIPPED,
             ExecutionStatus.MISSED,
         )
+
+
+class IllegalTransition(Exception):
+    """A status change the execution state machine does not allow (a bug, never a race)."""
+
+    def __init__(self, old: ExecutionStatus | None, new: ExecutionStatus) -> None:
+        super().__init__(f"illegal execution transition {old.value if old else 'none'} -> {new.value}")
+        self.old = old
+        self.new = new
+
+
+_S = ExecutionStatus
+# The execution record's state machine: every status a stored status (None: no record yet)
+# may be written as next. Every write of a record is checked against it (check_transition).
+TRANSITIONS: dict[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
+    # MISSED is born as it is: the poller (catch-up policy, paused job) or the claim (a slot
+    # released for an older version) records a slot that did not run.
+    None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.MISSED}),
+    _S.QUEUED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+    _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+    # RUNNING -> RUNNING: a heartbeat, or a takeover by a new owner as the next attempt.
+    _S.RUNNING: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.TIMED_OUT, _S.RETRY_WAIT}),
+    _S.SUCCEEDED: frozenset(),
+    _S.FAILED: frozenset(),
+    _S.TIMED_OUT: frozenset(),
+    _S.SKIPPED: frozenset(),
+    # A slot the poller recorded as missed (the job was paused, say) that a later release runs
+    # after all: resuming with catch-up ``all`` releases the slots missed while paused.
+    _S.MISSED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+}
+
+
+def check_transition(old: ExecutionStatus | None, new: ExecutionStatus) -> None:
+    """Raise :class:`IllegalTransition` unless ``old -> new`` is an edge of :data:`TRANSITIONS`."""
+    if new not in TRANSITIONS[old]:
+        raise IllegalTransition(old, new)
 
 
 class _ShallowCopy(BaseModel):
@@ -794,3 +864,46 @@ class Execution(_ShallowCopy):
     # Overlap: the slot that was still running when this one was SKIPPED or QUEUED. The next
     # slot follows this pointer, so the overlap check reads O(1) items, not the job's history.
     blocked_by: str | None = None
+
+    def closed_attempt(self, status: ExecutionStatus, now: datetime, error: str | None) -> AttemptRecord:
+        """The entry of the attempt list that says how this record's current attempt ended:
+        the one place an attempt record is made from a running attempt."""
+        return AttemptRecord(
+            attempt=self.attempt,
+            status=status,
+            started_at=self.started_at,
+            finished_at=now,
+            error=error,
+            owner=self.owner,
+        )
+
+    @staticmethod
+    def bounded(attempts: list[AttemptRecord]) -> list[AttemptRecord]:
+        """``attempts`` bounded as the record keeps them: the first and the latest."""
+        if len(attempts) <= MAX_ATTEMPT_RECORDS:
+            return attempts
+        return [attempts[0], *attempts[-(MAX_ATTEMPT_RECORDS - 1) :]]
+
+    def ended(
+        self,
+        status: ExecutionStatus,
+        now: datetime,
+        error: str | None,
+        *,
+        attempt_status: ExecutionStatus | None = None,
+        **more: Any,
+    ) -> Execution:
+        """This record with its current attempt ended as ``status`` (the slot's status) and
+        listed as ``attempt_status`` (default: the same); ``more`` sets further fields. Built, not
+        checked: the write (which may be fenced off) checks the transition."""
+        closed = self.closed_attempt(attempt_status or status, now, error)
+        return self.model_copy(
+            update={
+                "status": status,
+                "finished_at": now,
+                "lease_until": None,
+                "error": error,
+                "attempts": self.bounded([*self.attempts, closed]),
+                **more,
+            }
+        )

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from punctual import schedules
 from punctual.models import CatchupKind, Job, JobSpec
+from punctual.timers import Timer, TimerKind, TimerLayout, slot_key
 
 MISSED_AFTER_S = 60  # a slot released later than this is "missed": the catch-up policy decides
 # Catch-up releases at most this many slots per timer, then chains on through a near timer due
@@ -77,6 +78,25 @@ def dispatch_instant(job: Job, slot: datetime) -> datetime:
     if job.jitter_seconds <= 0:
         return slot
     return slot + timedelta(seconds=schedules.jitter_offset_s(job.id, slot, job.jitter_seconds))
+
+
+def fire_timer(
+    layout: TimerLayout, job: Job, slot: datetime, now: datetime, *, chained: bool = False
+) -> Timer:
+    """The timer that releases ``slot`` of ``job`` at its dispatch instant. ``chained``: written
+    by a release, when an instant already passed makes it a CATCHUP timer, which waits its turn
+    behind on-time slots."""
+    due = dispatch_instant(job, slot)
+    return layout.make(
+        now=now,
+        due=due,
+        job_id=job.id,
+        tenant=job.tenant,
+        slot=slot_key(slot),
+        attempt=1,
+        kind=TimerKind.CATCHUP if chained and due <= now else TimerKind.FIRE,
+        job_version=job.version,
+    )
 
 
 MISSED_BY_LATEST = "catch-up policy latest: a newer slot ran instead"

@@ -65,6 +65,7 @@ class DispatchMessage:
     kind: str = MessageKind.FIRE
     released_at: str = ""  # when the poller released it (fire delay = released_at - scheduled_at)
     ordered: bool = False  # one message group per job (overlap 'queue'); else one per slot
+    sig: str = ""  # HMAC of every other field (punctual.message_auth); empty when unsigned
 
     @property
     def dedup_id(self) -> str:
@@ -96,9 +97,10 @@ class DispatchMessage:
         )
         return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
-    def to_body(self) -> str:
-        # Every field, in declaration order (what ``dataclasses.asdict`` gives, without its
-        # recursive deep copy of what are only strings, ints and a bool).
+    def payload(self) -> str:
+        """Every field but the signature, in declaration order: what is signed."""
+        # What ``dataclasses.asdict`` gives, without its recursive deep copy of what are only
+        # strings, ints and a bool.
         return _COMPACT_JSON.encode(
             {
                 "tenant": self.tenant,
@@ -113,17 +115,31 @@ class DispatchMessage:
             }
         )
 
+    def to_body(self) -> str:
+        """The SQS message body: the payload, and the signature when there is one."""
+        payload = self.payload()
+        if not self.sig:
+            return payload
+        return f'{payload[:-1]},"sig":{_COMPACT_JSON.encode(self.sig)}}}'
+
     @classmethod
     def from_body(cls, body: str) -> DispatchMessage:
         data = json.loads(body)
         if not isinstance(data, dict):
             raise ValueError("message body is not a JSON object")
-        if data.keys() == _MESSAGE_FIELDS:  # what to_body writes: every field, nothing else
+        if data.keys() == _MESSAGE_FIELDS or data.keys() == _UNSIGNED_FIELDS:  # what to_body writes
             return cls(**data)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 _MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
+_UNSIGNED_FIELDS = _MESSAGE_FIELDS - {"sig"}
+
+
+class MessageSigner(Protocol):
+    """Signs dispatch messages as they are sent (:class:`punctual.message_auth.DispatchSigner`)."""
+
+    def sign(self, message: DispatchMessage) -> DispatchMessage: ...
 
 
 def iso_instant(instant: datetime) -> str:
@@ -197,12 +213,18 @@ def _sleep_backoff(round_no: int) -> None:
 class SqsQueues:
     """The SQS implementation. Batches of ten, sent concurrently; partial failures retried."""
 
-    def __init__(self, client: Any, concurrency: int = 8, max_rounds: int = 12) -> None:
+    def __init__(
+        self, client: Any, concurrency: int = 8, max_rounds: int = 12, signer: MessageSigner | None = None
+    ) -> None:
         self.client = client
         self.max_rounds = max_rounds
+        self.signer = signer
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="sqs-send")
 
     def send(self, queue_url: str, messages: Sequence[DispatchMessage]) -> None:
+        signer = self.signer
+        if signer is not None:
+            messages = [signer.sign(message) for message in messages]
         batches = [messages[i : i + SQS_BATCH_MAX] for i in range(0, len(messages), SQS_BATCH_MAX)]
         if len(batches) <= 1:
             for batch in batches:
@@ -293,12 +315,16 @@ class MemoryQueues:
     queues: dict[str, list[_Stored]] = field(default_factory=dict)
     sent_ids: dict[str, dict[str, datetime]] = field(default_factory=dict)
     sends: int = 0
+    signer: MessageSigner | None = None  # signs what is sent, as SqsQueues does
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
 
     def send(self, queue_url: str, messages: Sequence[DispatchMessage]) -> None:
+        signer = self.signer
         with self._lock:
             for message in messages:
+                if signer is not None:
+                    message = signer.sign(message)
                 self.sends += 1
                 now = self.now()
                 seen = self.sent_ids.setdefault(queue_url, {})

@@ -10,6 +10,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 
 from punctual import aws
 from punctual.clock import Clock, SystemClock
+from punctual.message_auth import signer_from
 from punctual.observability import MetricsSink
 from punctual.polling import Poller, PollerConfig
 from punctual.queues import SqsQueues
@@ -36,6 +37,15 @@ def store_from(settings: Settings) -> DynamoStore:
     return DynamoStore(aws.client("dynamodb"), settings.table_name, layout_from(settings))
 
 
+def reader_from(settings: Settings) -> DynamoStore:
+    """A store for reads only (the tick): no layout, so it never records or checks one.
+
+    Counting timers and reading watermarks needs no shard layout, and the tick's role may only
+    read (it holds no PutItem to record the layout, nor GetItem to check it).
+    """
+    return DynamoStore(aws.client("dynamodb"), settings.table_name)
+
+
 def poller_from(settings: Settings, clock: Clock | None = None, metrics: MetricsSink | None = None) -> Poller:
     config = PollerConfig(
         layout=layout_from(settings),
@@ -46,7 +56,9 @@ def poller_from(settings: Settings, clock: Clock | None = None, metrics: Metrics
         retention_days=settings.retention_days,
         concurrency=settings.queue_send_concurrency,
     )
-    queues = SqsQueues(aws.client("sqs"), concurrency=settings.queue_send_concurrency)
+    queues = SqsQueues(
+        aws.client("sqs"), concurrency=settings.queue_send_concurrency, signer=signer_from(settings)
+    )
     return Poller(
         store_from(settings), queues, clock or SystemClock(settings.clock_offset_s), config, metrics
     )

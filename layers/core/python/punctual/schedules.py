@@ -763,6 +763,11 @@ class CronSchedule(Schedule):
                             return year, month, day, hour, minutes[0]
         return None
 
+    @property
+    def slots_per_firing_day(self) -> int:
+        """Slots on a day the expression fires at all: every matching hour times minute."""
+        return len(self._hours) * len(self._minutes)
+
     def first_wall_year(self) -> int | None:
         """The local year of the first slot from 1970 on, or ``None`` if it never fires."""
         found = self._next_fields(MIN_YEAR, 1, 1, 0, 0)

@@ -5,8 +5,11 @@ Standard Webhooks libraries accept. It is shown to the user once (the
 ``signing_secret`` of the creation response) and stored only encrypted:
 
 * **KMS** when ``settings.kms_key_id`` is set (the cloud): ``Encrypt`` /
-  ``Decrypt`` with an encryption context naming the purpose, so a ciphertext
-  made for something else under the same key does not decrypt here.
+  ``Decrypt`` with an encryption context naming the purpose, and, for a job's
+  signing secret, the tenant and the job id (``{"purpose": ..., "tenant": ...,
+  "job": ...}``): a ciphertext made for something else, or copied onto another
+  job's item by someone who can write the table, does not decrypt. The workers'
+  IAM policy allows ``kms:Decrypt`` only under that purpose.
 * **Local fallback** otherwise: an authenticated construction from the standard
   library keyed by ``settings.secret_key`` (``PUNCTUAL_SECRET_KEY``).
   Encrypt-then-MAC: an HMAC-SHA256 keystream (counter mode over a random
@@ -14,8 +17,13 @@ Standard Webhooks libraries accept. It is shown to the user once (the
   context, nonce and ciphertext; the two keys are derived from the root key with
   distinct labels. **Only local mode uses it**: deployed stacks set a KMS key.
 
-Stored forms carry a versioned prefix (``kms:v1:`` or ``local:v1:``), so either
-can be decrypted whatever the current settings prefer, and the format can move on.
+Stored forms carry a versioned prefix, so either can be decrypted whatever the
+current settings prefer, and the format can move on: ``kms:v2:`` / ``local:v2:``
+are bound to a tenant and a job (the context above); ``kms:v1:`` / ``local:v1:``
+carry the purpose only. v1 is what idempotent replies use, and what job secrets
+used before they were bound: those still decrypt (nothing breaks at upgrade), and
+rotating a job's secret (``POST /v1/jobs/{id}/rotate-secret``, then again with
+``drop_previous=true`` once the receiver uses the new one) replaces them with v2.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ __all__ = [
     "SecretCipher",
     "SecretsError",
     "generate_signing_secret",
+    "job_binding",
     "rotate",
     "signing_key",
 ]
@@ -50,6 +59,8 @@ DEFAULT_CONTEXT: Mapping[str, str] = {"purpose": "punctual-webhook-signing-secre
 
 _KMS_PREFIX = "kms:v1:"
 _LOCAL_PREFIX = "local:v1:"
+_KMS_BOUND_PREFIX = "kms:v2:"
+_LOCAL_BOUND_PREFIX = "local:v2:"
 _NONCE_BYTES = 16
 _TAG_BYTES = 32
 
@@ -115,6 +126,11 @@ def rotate(current: str) -> tuple[str, str]:
     return generate_signing_secret(), current
 
 
+def job_binding(tenant: str, job_id: str) -> dict[str, str]:
+    """The encryption-context entries that bind a job's signing secret to that job."""
+    return {"tenant": tenant, "job": job_id}
+
+
 class SecretCipher:
     """Encrypts signing secrets for storage; satisfies ``punctual.jobs.SecretBox``.
 
@@ -159,48 +175,68 @@ class SecretCipher:
 
     # -- the SecretBox protocol
 
-    def new_secret(self) -> tuple[str, str]:
-        """A fresh signing secret: ``(plain text, stored form)``."""
+    def new_secret(self, tenant: str, job_id: str) -> tuple[str, str]:
+        """A fresh signing secret of one job: ``(plain text, stored form bound to tenant and job)``."""
         secret = generate_signing_secret()
-        return secret, self.encrypt(secret)
+        return secret, self.encrypt(secret, job_binding(tenant, job_id))
 
     # -- encryption
 
-    def encrypt(self, plaintext: str) -> str:
-        """The stored form of ``plaintext``: KMS when configured, else the local fallback."""
+    def encrypt(self, plaintext: str, binding: Mapping[str, str] | None = None) -> str:
+        """The stored form of ``plaintext``: KMS when configured, else the local fallback.
+
+        ``binding`` (e.g. :func:`job_binding`) joins the encryption context: the stored
+        form then decrypts only with the same binding.
+        """
+        context = {**self.context, **(binding or {})}
         if self.kms_key_id:
             response = self._kms_client().encrypt(
-                KeyId=self.kms_key_id, Plaintext=plaintext.encode(), EncryptionContext=self.context
+                KeyId=self.kms_key_id, Plaintext=plaintext.encode(), EncryptionContext=context
             )
-            return _KMS_PREFIX + base64.b64encode(response["CiphertextBlob"]).decode("ascii")
-        return self._local_encrypt(plaintext.encode())
+            prefix = _KMS_BOUND_PREFIX if binding else _KMS_PREFIX
+            return prefix + base64.b64encode(response["CiphertextBlob"]).decode("ascii")
+        prefix = _LOCAL_BOUND_PREFIX if binding else _LOCAL_PREFIX
+        return self._local_encrypt(plaintext.encode(), context, prefix)
 
-    def decrypt(self, stored: str) -> str:
+    def decrypt(self, stored: str, binding: Mapping[str, str] | None = None) -> str:
         """The plain text of a stored form made by :meth:`encrypt`.
+
+        A bound (v2) form needs the ``binding`` it was made with; an unbound (v1) form
+        decrypts with the purpose alone, whatever ``binding`` says.
 
         Raises
         ------
         SecretsError
-            Unknown format, the key needed is not configured, or the ciphertext
-            was altered (or made with another key or context).
+            Unknown format, the key needed is not configured, the ciphertext was
+            altered (or made with another key or context), or a bound form was read
+            without its binding or with another one.
         """
-        if stored.startswith(_KMS_PREFIX):
-            try:
-                blob = base64.b64decode(stored[len(_KMS_PREFIX) :], validate=True)
-            except (binascii.Error, ValueError):
-                raise SecretsError("stored secret is not base64") from None
-            if self._kms is None and not self.kms_key_id:
-                raise SecretsError("stored secret was encrypted with KMS, and no KMS client is configured")
-            try:
-                response = self._kms_client().decrypt(CiphertextBlob=blob, EncryptionContext=self.context)
-            except Exception as exc:
-                if type(exc).__name__ in ("InvalidCiphertextException", "ClientError"):
-                    raise SecretsError(f"KMS refused to decrypt the stored secret: {exc}") from None
-                raise
-            return bytes(response["Plaintext"]).decode()
-        if stored.startswith(_LOCAL_PREFIX):
-            return self._local_decrypt(stored).decode()
+        bound = stored.startswith((_KMS_BOUND_PREFIX, _LOCAL_BOUND_PREFIX))
+        if bound and not binding:
+            raise SecretsError("stored secret is bound to a job: decrypting it needs the tenant and job id")
+        context = {**self.context, **(binding or {})} if bound else dict(self.context)
+        for prefix in (_KMS_PREFIX, _KMS_BOUND_PREFIX):
+            if stored.startswith(prefix):
+                return self._kms_decrypt(stored[len(prefix) :], context)
+        for prefix in (_LOCAL_PREFIX, _LOCAL_BOUND_PREFIX):
+            if stored.startswith(prefix):
+                return self._local_decrypt(stored, prefix, context).decode()
         raise SecretsError("stored secret has an unknown format")
+
+    def _kms_decrypt(self, text: str, context: Mapping[str, str]) -> str:
+        try:
+            blob = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise SecretsError("stored secret is not base64") from None
+        if self._kms is None and not self.kms_key_id:
+            raise SecretsError("stored secret was encrypted with KMS, and no KMS client is configured")
+        try:
+            response = self._kms_client().decrypt(CiphertextBlob=blob, EncryptionContext=dict(context))
+        except Exception as exc:
+            if type(exc).__name__ in ("InvalidCiphertextException", "ClientError"):
+                raise SecretsError(f"KMS refused to decrypt the stored secret: {exc}") from None
+            raise
+        return bytes(response["Plaintext"]).decode()
 
     # -- internals
 
@@ -211,8 +247,9 @@ class SecretCipher:
             self._kms = boto3.client("kms")
         return self._kms
 
-    def _aad(self) -> bytes:
-        return json.dumps(self.context, sort_keys=True, separators=(",", ":")).encode()
+    @staticmethod
+    def _aad(context: Mapping[str, str]) -> bytes:
+        return json.dumps(dict(context), sort_keys=True, separators=(",", ":")).encode()
 
     def _keystream(self, nonce: bytes, length: int) -> bytes:
         blocks = (length + 31) // 32
@@ -222,33 +259,33 @@ class SecretCipher:
         )
         return stream[:length]
 
-    def _tag(self, nonce: bytes, ciphertext: bytes) -> bytes:
-        aad = self._aad()
-        message = _LOCAL_PREFIX.encode() + len(aad).to_bytes(4, "big") + aad + nonce + ciphertext
+    def _tag(self, nonce: bytes, ciphertext: bytes, context: Mapping[str, str], prefix: str) -> bytes:
+        aad = self._aad(context)
+        message = prefix.encode() + len(aad).to_bytes(4, "big") + aad + nonce + ciphertext
         return hmac.new(self._mac_key, message, hashlib.sha256).digest()
 
     def _require_local_key(self) -> None:
         if not self._enc_key:
             raise SecretsError("stored secret uses the local format, and PUNCTUAL_SECRET_KEY is not set")
 
-    def _local_encrypt(self, plaintext: bytes) -> str:
+    def _local_encrypt(self, plaintext: bytes, context: Mapping[str, str], prefix: str) -> str:
         self._require_local_key()
         nonce = _random.token_bytes(_NONCE_BYTES)
         ciphertext = bytes(
             a ^ b for a, b in zip(plaintext, self._keystream(nonce, len(plaintext)), strict=True)
         )
-        blob = nonce + ciphertext + self._tag(nonce, ciphertext)
-        return _LOCAL_PREFIX + base64.urlsafe_b64encode(blob).decode("ascii")
+        blob = nonce + ciphertext + self._tag(nonce, ciphertext, context, prefix)
+        return prefix + base64.urlsafe_b64encode(blob).decode("ascii")
 
-    def _local_decrypt(self, stored: str) -> bytes:
+    def _local_decrypt(self, stored: str, prefix: str, context: Mapping[str, str]) -> bytes:
         self._require_local_key()
         try:
-            blob = base64.urlsafe_b64decode(stored[len(_LOCAL_PREFIX) :].encode("ascii"))
+            blob = base64.urlsafe_b64decode(stored[len(prefix) :].encode("ascii"))
         except (binascii.Error, ValueError):
             raise SecretsError("stored secret is not base64") from None
         if len(blob) < _NONCE_BYTES + _TAG_BYTES:
             raise SecretsError("stored secret is truncated")
         nonce, ciphertext, tag = blob[:_NONCE_BYTES], blob[_NONCE_BYTES:-_TAG_BYTES], blob[-_TAG_BYTES:]
-        if not hmac.compare_digest(tag, self._tag(nonce, ciphertext)):
+        if not hmac.compare_digest(tag, self._tag(nonce, ciphertext, context, prefix)):
             raise SecretsError("stored secret failed its integrity check (altered, or another key)")
         return bytes(a ^ b for a, b in zip(ciphertext, self._keystream(nonce, len(ciphertext)), strict=True))

@@ -39,9 +39,27 @@ class Settings(BaseModel):
     kms_key_id: str = ""
     secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
     state_machine_arn: str = ""
+    # The key dispatch messages are signed with (punctual.message_auth): local mode and tests
+    # set it; the stack names the Secrets Manager secret generated at deploy instead.
+    dispatch_key: str = ""
+    dispatch_key_secret_arn: str = ""
     queue_send_concurrency: int = Field(default=8, ge=1, le=256)
-    # API: HMAC key binding paging tokens to tenant and query (empty: derived from the table name).
+    # API: HMAC key binding paging tokens to tenant and query. The stack generates one at deploy
+    # (a Secrets Manager secret, PUNCTUAL_TOKEN_KEY_SECRET, read once); local mode sets it directly.
     token_key: str = ""
+    token_key_secret: str = ""
+    # The stack's own resources, never targets (see punctual.ownership): a list, and/or the SSM
+    # parameter holding the stack's list.
+    own_arns: list[str] = Field(default_factory=list)
+    own_arns_parameter: str = ""
+    # The role the workers assume to call AWS targets of jobs that name no role_arn (empty: the
+    # worker's own credentials, as in local mode); require_target_role refuses such jobs.
+    target_role_arn: str = ""
+    require_target_role: bool = False
+    # Per-tenant quotas: scheduled triggers per minute (the sum over a tenant's schedules) and
+    # API requests per minute (0: no limit).
+    max_triggers_per_minute_per_tenant: int = Field(default=60_000, ge=1)
+    api_requests_per_minute_per_tenant: int = Field(default=1_200, ge=0)
     # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
@@ -54,7 +72,7 @@ class Settings(BaseModel):
     # timers plus the near timers of the last whole minute) is at most this; 0 never does.
     lean_max_triggers_per_minute: int = Field(default=60, ge=0)
 
-    @field_validator("short_queue_urls", "long_queue_urls", "target_allow_cidrs", mode="before")
+    @field_validator("short_queue_urls", "long_queue_urls", "target_allow_cidrs", "own_arns", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):

@@ -10,14 +10,21 @@ On SIGTERM (ECS stops a task: scale-in, deploy) it
 
 1. stops receiving; a message received after the signal goes straight back (visibility 0);
 2. lets running executions finish until the grace period ends (heartbeats go on);
-3. releases the rest: each goes RETRY_WAIT as *released* (not counted against the retry
-   policy), its next attempt is sent at once and its own message deleted, so another worker
-   takes it over without waiting for the lease to lapse; a late finish here is then fenced;
-4. exits 0, well inside ECS's stop timeout.
+3. stops the rest (``SlotContext.cancel``: an HTTP call is cut off, an ECS task is left running
+   for the next attempt to adopt) and hands each back when its run has returned: it goes
+   RETRY_WAIT as *released* (not counted against the retry policy), its next attempt is sent at
+   once and its own message deleted, so another worker takes it over without waiting for the
+   lease to lapse;
+4. a run that does not return within ``stop_s`` (a call no adapter can cut short, such as a
+   synchronous Lambda invoke in flight) is handed back all the same and counted
+   (``RunsAbandoned``): its late result is fenced, and its receiver sees the next attempt's
+   higher fencing token;
+5. exits 0, well inside ECS's stop timeout (grace + stop below it).
 
 Settings: the usual ``PUNCTUAL_*`` (:class:`punctual.settings.Settings`) plus
 ``PUNCTUAL_WORKER_CONCURRENCY``, ``PUNCTUAL_WORKER_WAIT_S``, ``PUNCTUAL_WORKER_GRACE_S``,
-``PUNCTUAL_WORKER_HEARTBEAT_S`` and ``PUNCTUAL_WORKER_LANE`` (:class:`ServiceSettings`).
+``PUNCTUAL_WORKER_STOP_S``, ``PUNCTUAL_WORKER_HEARTBEAT_S`` and ``PUNCTUAL_WORKER_LANE``
+(:class:`ServiceSettings`).
 
 Which queues (:func:`queue_urls_for`): ``long`` (the default) polls the long queues, or the
 short ones when none is configured (local mode); ``short`` polls the short queues. The lane
@@ -43,7 +50,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from punctual.execution import ERROR_BACKOFF_S, Claim, Delivery, Worker
+from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
 from punctual.queues import Received
 from punctual.settings import Settings, SettingsError
 from punctual.targets.base import TargetInvoker
@@ -60,6 +67,7 @@ class ServiceSettings(BaseModel):
     concurrency: int = Field(default=4, ge=1, le=256)
     wait_s: int = Field(default=10, ge=0, le=20)  # SQS long poll
     grace_s: float = Field(default=90.0, ge=0, le=3600)  # keep it under the task's stopTimeout
+    stop_s: float = Field(default=10.0, ge=0, le=600)  # after the grace: stopped runs return
     heartbeat_s: float | None = Field(default=None, gt=0, le=3600)  # default: a third of the lease
     lane: Literal["long", "short"] = "long"  # the queues to receive from (queue_urls_for)
 
@@ -133,7 +141,10 @@ class WorkerService:
     wait_s
         The long poll of each receive.
     grace_s
-        After :meth:`stop`, how long running executions may take before they are released.
+        After :meth:`stop`, how long running executions may take before they are stopped.
+    stop_s
+        After the grace period, how long stopped runs may take to return before they are
+        handed back still running.
     heartbeat_s
         Seconds between heartbeats (default: a third of the lease).
     """
@@ -146,6 +157,7 @@ class WorkerService:
         concurrency: int = 4,
         wait_s: int = 10,
         grace_s: float = 90.0,
+        stop_s: float = 10.0,
         heartbeat_s: float | None = None,
         metrics_flush_s: float = 60.0,
     ) -> None:
@@ -157,6 +169,7 @@ class WorkerService:
         self.concurrency = concurrency
         self.wait_s = wait_s
         self.grace_s = grace_s
+        self.stop_s = stop_s
         self.heartbeat_s = heartbeat_s or max(worker.config.lease_s / 3, 1.0)
         self.metrics_flush_s = metrics_flush_s
         self._stop = threading.Event()
@@ -280,9 +293,14 @@ class WorkerService:
                 return False
             self.queues.delete(url, item.receipt)
             return True
-        except Exception:
+        except Exception as exc:
             log.exception("execution of %s %s failed in the worker", item.message.job_id, item.message.slot)
-            self._give_back(url, item, ERROR_BACKOFF_S)
+            try:
+                if self.worker.after_error(item.message, delivery, exc):  # parked with a record
+                    self.queues.delete(url, item.receipt)
+                    return True
+            except Exception:
+                log.exception("could not hand %s %s back", item.message.job_id, item.message.slot)
             return False
         finally:
             with self._cond:
@@ -311,18 +329,37 @@ class WorkerService:
 
     def _drain(self) -> None:
         deadline = (self._stopped_at or time.monotonic()) + self.grace_s
+        self._wait_for_runs(deadline)
+        with self._cond:
+            running = list(self._claims.values())
+        stopped = sum(self.worker.stop(claim, SHUTDOWN) for claim in running)
+        if stopped:
+            # Each stopped run's adapter cuts its call short and its thread hands it back.
+            log.info("grace period over: %d runs stopped", stopped)
+            self._wait_for_runs(time.monotonic() + self.stop_s)
+        with self._cond:
+            self._released_all = True
+            leftover = list(self._claims.values())
+        abandoned = 0
+        for claim in leftover:
+            try:
+                if self.worker.release(claim):
+                    abandoned += 1
+                    log.warning(
+                        "%s %s did not stop: handed back still running",
+                        claim.message.job_id,
+                        claim.message.slot,
+                    )
+            except Exception:
+                log.exception("release of %s %s failed", claim.message.job_id, claim.message.slot)
+        if abandoned:
+            self.worker.metrics.add("RunsAbandoned", abandoned)
+        log.info("drained: %d stopped, %d handed back still running", stopped, abandoned)
+
+    def _wait_for_runs(self, deadline: float) -> None:
         with self._cond:
             while self._running and time.monotonic() < deadline:
                 self._cond.wait(min(0.2, max(deadline - time.monotonic(), 0.0)))
-            self._released_all = True
-            leftover = list(self._claims.values())
-        released = 0
-        for claim in leftover:
-            try:
-                released += self.worker.release(claim)
-            except Exception:
-                log.exception("release of %s %s failed", claim.message.job_id, claim.message.slot)
-        log.info("drained: %d released, %d still running threads abandoned", released, self.active)
 
     def _flush_metrics(self) -> None:
         flush = getattr(self.worker.metrics, "flush", None)
@@ -352,6 +389,7 @@ def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = N
         concurrency=knobs.concurrency,
         wait_s=knobs.wait_s,
         grace_s=knobs.grace_s,
+        stop_s=knobs.stop_s,
         heartbeat_s=knobs.heartbeat_s,
     )
     service.install_signal_handlers()

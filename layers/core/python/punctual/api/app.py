@@ -246,7 +246,11 @@ def _ok(status: int, description: str, model: Any, *errors: int) -> dict[int, Op
 
 
 def _tenant() -> str:
-    return tenant_of(app.current_event.raw_event, services().settings.local_mode)
+    """The caller's tenant, counted against its per-minute request quota (429 beyond it)."""
+    svc = services()
+    tenant = tenant_of(app.current_event.raw_event, svc.settings.local_mode)
+    svc.admit(tenant)
+    return tenant
 
 
 def _job_id(raw: str) -> str:
@@ -632,6 +636,8 @@ def openapi_document() -> dict[str, Any]:
     for operation in (op for item in document["paths"].values() for op in item.values()):
         responses = operation["responses"]
         responses["422"] = {"description": "Unprocessable Content: invalid input", **problem}
+        if operation.get("tags") not in (["meta"], ["schedules"]):  # the routes that know the caller
+            responses["429"] = {"description": "Too Many Requests: the tenant's API quota", **problem}
         responses["500"] = {"description": "Internal error (a bug: never expected)", **problem}
         responses.get("204", {}).pop("content", None)  # 204 has no body
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):

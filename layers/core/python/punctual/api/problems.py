@@ -43,6 +43,7 @@ from punctual.store.base import (
     JobExistsError,
     LayoutMismatchError,
     TenantLimitError,
+    TriggerRateLimitError,
     UnreadableJobError,
     VersionConflictError,
 )
@@ -88,6 +89,11 @@ class Problem(BaseModel):
     )
     current_version: int | None = Field(
         default=None, description="Precondition problems only: the job's current version."
+    )
+    quota: str | None = Field(
+        default=None,
+        description="Quota problems only: the quota reached (`maxJobsPerTenant`, "
+        "`maxTriggersPerMinutePerTenant`, `apiRequestsPerMinutePerTenant`).",
     )
 
 
@@ -312,11 +318,47 @@ def _unreadable(exc: UnreadableJobError) -> Response[Any]:
 
 def _job_limit(exc: TenantLimitError) -> Response[Any]:
     # 409, not 429: waiting does not help, deleting jobs (or raising the limit) does.
+    if isinstance(exc, TriggerRateLimitError):
+        return problem_response(
+            409,
+            "trigger-quota-reached",
+            "Trigger quota reached",
+            f"{exc}; give jobs longer periods, delete jobs you no longer need, or ask the operator to "
+            "raise maxTriggersPerMinutePerTenant (cdk.json)",
+            quota=exc.quota,
+        )
     return problem_response(
         409,
         "job-limit-reached",
         "Job limit reached",
-        f"{exc}; delete jobs you no longer need, or ask the operator to raise PUNCTUAL_MAX_JOBS_PER_TENANT",
+        f"tenant quota maxJobsPerTenant is {exc.limit if exc.limit is not None else 'reached'}: {exc}; "
+        "delete jobs you no longer need, or ask the operator to raise maxJobsPerTenant (cdk.json)",
+        quota=exc.quota,
+    )
+
+
+class RateLimitedError(Exception):
+    """The tenant made ``limit`` API requests in the current minute already (429)."""
+
+    quota = "apiRequestsPerMinutePerTenant"
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        super().__init__(
+            f"tenant quota apiRequestsPerMinutePerTenant is {limit} requests per minute; "
+            f"retry in {retry_after_s} s"
+        )
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
+def _rate_limited(exc: RateLimitedError) -> Response[Any]:
+    return problem_response(
+        429,
+        "rate-limited",
+        "Too many requests",
+        str(exc),
+        headers={"Retry-After": str(exc.retry_after_s)},
+        quota=exc.quota,
     )
 
 
@@ -397,6 +439,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler([JobConflictError, VersionConflictError, JobExistsError])(_conflict)
     app.exception_handler(TenantLimitError)(_job_limit)
     app.exception_handler(UnreadableJobError)(_unreadable)
+    app.exception_handler(RateLimitedError)(_rate_limited)
     app.exception_handler(IdempotencyValidationError)(_idempotency_reuse)
     app.exception_handler(IdempotencyAlreadyInProgressError)(_idempotency_busy)
     app.not_found(_no_route)

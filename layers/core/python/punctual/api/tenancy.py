@@ -1,13 +1,19 @@
 """Who is calling: the tenant every route acts for.
 
 In the cloud every method is IAM-authorised (SigV4), and API Gateway puts the verified
-caller in ``requestContext.identity``. The tenant is that principal:
+caller in ``requestContext.identity``. The tenant is that principal's *unique id*, the one
+IAM gives it at creation and never reuses (``identity.user``, else ``identity.caller``):
 
-* an IAM user or the account root: its ARN (``arn:aws:iam::123456789012:user/alice``);
-* an assumed role: the *role*, not the session (``arn:aws:sts::1234:assumed-role/Ops/s-1``
-  becomes ``arn:aws:iam::1234:role/Ops``), so every session of a role, e.g. each Lambda
-  invocation or each SSO login, sees the same jobs;
-* otherwise ``caller``, then ``accountId``.
+* an IAM user: its user id (``AIDAJQABLZS4A3QDU576Q``);
+* an assumed role: the *role's* id, not the session's (``AROA3XFRBF535PLBIFPI4:s-1`` becomes
+  ``AROA3XFRBF535PLBIFPI4``), so every session of a role, e.g. each Lambda invocation or each
+  SSO login, sees the same jobs;
+* the account root: the account id (``123456789012``);
+* a federated user (``GetFederationToken``): ``<account id>:<name>``, all IAM gives.
+
+Not the ARN or the name: a role deleted and recreated under the same name gets a new id, and
+so does not inherit the old role's jobs (issue 16). Jobs registered while the tenant was the
+ARN move with :meth:`punctual.jobs.JobService.move_jobs` (see the README).
 
 In local mode only (``PUNCTUAL_LOCAL_MODE=1``; there is no SigV4 on loopback) the header
 ``X-Punctual-Tenant`` names the tenant, ``default`` when absent. Outside local mode the
@@ -26,17 +32,23 @@ TENANT_HEADER = "X-Punctual-Tenant"
 DEFAULT_LOCAL_TENANT = "default"
 # '#' separates key parts in the table; control characters have no place in a name.
 _TENANT_RE = re.compile(r"^[A-Za-z0-9._:/@+=,\-]{1,256}$")
-_ASSUMED_ROLE_RE = re.compile(
-    r"^arn:(?P<partition>[\w-]+):sts::(?P<account>\d{12}):assumed-role/(?P<role>[^/]+)/.+$"
-)
+# IAM unique ids: a four-letter prefix (AIDA user, AROA role, ...) and base32-ish characters.
+_UNIQUE_ID_RE = re.compile(r"^A[A-Z0-9]{3}[A-Z0-9]{12,124}$")
+_ACCOUNT_RE = re.compile(r"^\d{12}$")
 
 
-def normalise_principal(arn: str) -> str:
-    """The tenant for an IAM principal ARN (an assumed-role session maps to its role)."""
-    match = _ASSUMED_ROLE_RE.match(arn)
-    if match:
-        return f"arn:{match['partition']}:iam::{match['account']}:role/{match['role']}"
-    return arn
+def principal_id(user: str) -> str | None:
+    """The tenant of an ``identity.user`` / ``identity.caller`` value, or None if it is not one.
+
+    ``AIDA...`` (a user) and ``123456789012`` (the root) are kept; ``AROA...:session`` (an
+    assumed role) becomes the role's id; ``123456789012:name`` (a federated user) is kept.
+    """
+    head, sep, rest = user.strip().partition(":")
+    if _UNIQUE_ID_RE.match(head):
+        return head
+    if _ACCOUNT_RE.match(head):
+        return f"{head}:{rest}" if sep and rest else head
+    return None
 
 
 def _header(headers: Mapping[str, Any] | None, name: str) -> str | None:
@@ -78,11 +90,11 @@ def tenant_of(event: Mapping[str, Any], local_mode: bool) -> str:
             )
         return tenant
     identity = (event.get("requestContext") or {}).get("identity") or {}
-    for candidate in (identity.get("userArn"), identity.get("caller"), identity.get("accountId")):
+    for candidate in (identity.get("user"), identity.get("caller")):
         if isinstance(candidate, str) and candidate.strip():
-            tenant = normalise_principal(candidate.strip())
-            if _TENANT_RE.match(tenant):
-                return tenant
+            found = principal_id(candidate)
+            if found is not None and _TENANT_RE.match(found):
+                return found
     raise ApiProblem(
         401,
         "unauthenticated",

@@ -16,7 +16,9 @@ from typing import Any
 from punctual.api.paging import TokenCodec
 from punctual.clock import Clock, SystemClock
 from punctual.jobs import InvalidJobError, JobService, QueueRouting, SecretBox
+from punctual.message_auth import signer_from
 from punctual.models import HttpTarget, JobSpec
+from punctual.ownership import OwnResources, own_resources
 from punctual.queues import SqsQueues
 from punctual.settings import Settings
 from punctual.store.base import JobStore
@@ -56,6 +58,29 @@ class Services:
     reply_box: Any | None = None
     allow_cidrs: tuple[str, ...] = field(default_factory=tuple)
 
+    def admit(self, tenant: str) -> None:
+        """Count one request of ``tenant`` against its per-minute API quota.
+
+        One conditional write per request on the tenant's counter of the current minute
+        (expiring a day later). Every Lambda container counts into the same item, so the
+        quota holds for the tenant whatever the number of containers.
+
+        Raises
+        ------
+        RateLimitedError
+            The tenant reached ``PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT`` this minute.
+        """
+        limit = self.settings.api_requests_per_minute_per_tenant
+        if limit <= 0:
+            return
+        now = self.jobs.clock.now()
+        epoch_s = int(now.timestamp())
+        window = now.strftime("%Y-%m-%dT%H:%MZ")
+        if not self.store.count_request(tenant, window, limit, epoch_s + IDEMPOTENCY_TTL_S):
+            from punctual.api.problems import RateLimitedError
+
+            raise RateLimitedError(limit, 60 - epoch_s % 60)
+
     def check_spec(self, spec: JobSpec) -> None:
         """Refuse a webhook URL the workers would refuse to call (SSRF guard), at registration.
 
@@ -90,15 +115,37 @@ def _secret_boxes(settings: Settings) -> tuple[SecretBox | None, Any | None]:
     return jobs_box, reply_box
 
 
-def token_key(settings: Settings) -> bytes:
-    """The paging token HMAC key: ``PUNCTUAL_TOKEN_KEY``, else one derived from the deployment.
+class TokenKeyError(RuntimeError):
+    """No paging-token key is configured outside local mode."""
 
-    A derived key still binds tokens to their tenant and query (the point of the token);
-    it only lets someone who knows the table name mint a token for their *own* partition.
+
+def token_key(settings: Settings, secrets_manager: Any | None = None) -> bytes:
+    """The paging token HMAC key.
+
+    ``PUNCTUAL_TOKEN_KEY`` when set (local mode writes a random one per state directory);
+    else the Secrets Manager secret ``PUNCTUAL_TOKEN_KEY_SECRET`` that the stack generates at
+    deploy (read once per container). Local mode alone may fall back to a key derived from the
+    table name; a deployment without a key refuses to start rather than use a guessable one.
+
+    Raises
+    ------
+    TokenKeyError
+        Neither is set outside local mode.
     """
     if settings.token_key:
         return settings.token_key.encode()
-    return hashlib.sha256(f"punctual-next-token/{settings.table_name}".encode()).digest()
+    if settings.token_key_secret:
+        if secrets_manager is None:
+            from punctual import aws
+
+            secrets_manager = aws.client("secretsmanager")
+        value = secrets_manager.get_secret_value(SecretId=settings.token_key_secret)["SecretString"]
+        return str(value).encode()
+    if settings.local_mode:
+        return hashlib.sha256(f"punctual-next-token/{settings.table_name}".encode()).digest()
+    raise TokenKeyError(
+        "no paging-token key: set PUNCTUAL_TOKEN_KEY_SECRET (the stack does) or PUNCTUAL_TOKEN_KEY"
+    )
 
 
 def build_services(
@@ -106,6 +153,8 @@ def build_services(
     dynamodb: Any,
     sqs: Any,
     clock: Clock | None = None,
+    secrets_manager: Any | None = None,
+    own: OwnResources | None = None,
 ) -> Services:
     """Wire the API from settings and boto3 clients.
 
@@ -117,25 +166,32 @@ def build_services(
         boto3 clients (made inside the mock in tests).
     clock
         The source of ``now`` (default: the system clock with ``settings.clock_offset_s``).
+    secrets_manager
+        Reads the paging-token key secret (default: a boto3 client, when one is named).
+    own
+        The deployment's own resources (default: loaded from settings on first use).
     """
     layout = TimerLayout(settings.shard_count, settings.near_shard_count, settings.far_threshold_s)
     store = DynamoStore(dynamodb, settings.table_name, layout)
     jobs_box, reply_box = _secret_boxes(settings)
     jobs = JobService(
         store=store,
-        queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency),
+        queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer_from(settings)),
         clock=clock or SystemClock(settings.clock_offset_s),
         layout=layout,
         routing=QueueRouting(tuple(settings.short_queue_urls), tuple(settings.long_queue_urls)),
         max_jobs_per_tenant=settings.max_jobs_per_tenant,
         secrets=jobs_box,
         allow_cidrs=tuple(settings.target_allow_cidrs),
+        own_resources=(lambda: own) if own is not None else (lambda: own_resources(settings)),
+        require_target_role=settings.require_target_role,
+        max_triggers_per_minute=settings.max_triggers_per_minute_per_tenant,
     )
     return Services(
         settings=settings,
         jobs=jobs,
         store=store,
-        tokens=TokenCodec(token_key(settings)),
+        tokens=TokenCodec(token_key(settings, secrets_manager)),
         dynamodb=dynamodb,
         reply_box=reply_box,
         allow_cidrs=tuple(settings.target_allow_cidrs),

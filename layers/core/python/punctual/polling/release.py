@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from punctual.clock import Clock
 from punctual.models import Execution, ExecutionStatus, Job, JobState, Runtime
 from punctual.observability import MetricsSink
-from punctual.planning import ReleasePlan, dispatch_instant, plan_release
+from punctual.planning import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.polling.config import PollerConfig
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, pick_queue
 from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
@@ -188,19 +188,7 @@ class SlotReleaser:
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
         if plan.next_slot is not None:
-            due = dispatch_instant(job, plan.next_slot)
-            out.next_timers.append(
-                self.config.layout.make(
-                    now=now,
-                    due=due,
-                    job_id=job.id,
-                    tenant=job.tenant,
-                    slot=slot_key(plan.next_slot),
-                    attempt=1,
-                    kind=TimerKind.CATCHUP if due <= now else TimerKind.FIRE,
-                    job_version=job.version,
-                )
-            )
+            out.next_timers.append(fire_timer(self.config.layout, job, plan.next_slot, now, chained=True))
         elif plan.chain:
             out.completions.append(job)
 

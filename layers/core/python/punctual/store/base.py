@@ -39,7 +39,34 @@ class VersionConflictError(ConflictError):
 
 
 class TenantLimitError(StoreError):
-    """The tenant already has as many jobs as it may."""
+    """The tenant already has as many jobs as it may (``quota`` names the limit, ``limit`` its value)."""
+
+    quota = "maxJobsPerTenant"
+
+    def __init__(self, message: str, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class TriggerRateLimitError(TenantLimitError):
+    """The job would take the tenant's scheduled triggers per minute past its quota.
+
+    ``limit``, ``current`` and ``added`` are micro-triggers per minute (:mod:`punctual.quotas`).
+    """
+
+    quota = "maxTriggersPerMinutePerTenant"
+
+    def __init__(self, limit: int, current: int | None, added: int) -> None:
+        from punctual.quotas import per_minute
+
+        have = f"{per_minute(current)} already registered" if current is not None else "what is registered"
+        super().__init__(
+            f"tenant quota maxTriggersPerMinutePerTenant is {per_minute(limit)} scheduled triggers per"
+            f" minute; this job would add {per_minute(added)} to {have}",
+            limit,
+        )
+        self.current = current
+        self.added = added
 
 
 @dataclass(frozen=True)
@@ -58,6 +85,7 @@ class UnreadableJob:
     doc: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     signing_secret_enc: str | None = field(default=None, repr=False)
     signing_secret_prev_enc: str | None = field(default=None, repr=False)
+    trigger_rate: int = 0  # what it counts in its tenant's trigger quota (micro-triggers a minute)
 
 
 class UnreadableJobError(StoreError, ValueError):
@@ -165,8 +193,13 @@ class JobStore(ABC):
     # ---------------------------------------------------------------- jobs
 
     @abstractmethod
-    def create_job(self, job: Job, timer: Timer | None, max_jobs: int) -> None:
+    def create_job(
+        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+    ) -> None:
         """Store a new job and its first timer atomically.
+
+        ``job.trigger_rate`` is added to the tenant's total, which may not pass
+        ``max_trigger_rate`` (None: no limit).
 
         Raises
         ------
@@ -174,6 +207,8 @@ class JobStore(ABC):
             A job with the same (tenant, id) exists.
         TenantLimitError
             The tenant already has ``max_jobs`` jobs.
+        TriggerRateLimitError
+            The tenant's total would pass ``max_trigger_rate``.
         """
 
     @abstractmethod
@@ -205,18 +240,45 @@ class JobStore(ABC):
         """
 
     @abstractmethod
-    def replace_job(self, job: Job, expected_version: int, timers: Sequence[Timer] = ()) -> None:
+    def replace_job(
+        self,
+        job: Job,
+        expected_version: int,
+        timers: Sequence[Timer] = (),
+        *,
+        previous_trigger_rate: int | None = None,
+        max_trigger_rate: int | None = None,
+    ) -> None:
         """Write ``job`` (already at its new version) if the stored version is ``expected_version``.
+
+        With ``previous_trigger_rate`` (the stored job's ``trigger_rate``), the tenant's total
+        moves by ``job.trigger_rate - previous_trigger_rate`` in the same write, and may not
+        pass ``max_trigger_rate`` when it grows.
 
         Raises
         ------
         VersionConflictError
             The stored version differs, or the job does not exist.
+        TriggerRateLimitError
+            The tenant's total would pass ``max_trigger_rate``.
         """
 
     @abstractmethod
-    def delete_job(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
-        """Remove the job; its timers become stale. Raises VersionConflictError on a mismatch."""
+    def delete_job(
+        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+    ) -> None:
+        """Remove the job (and ``trigger_rate`` from its tenant's total); its timers become stale.
+
+        Raises VersionConflictError on a mismatch.
+        """
+
+    @abstractmethod
+    def tenant_trigger_rate(self, tenant: str) -> int:
+        """The tenant's total of scheduled micro-triggers per minute."""
+
+    @abstractmethod
+    def count_request(self, tenant: str, window: str, limit: int, ttl_epoch_s: int) -> bool:
+        """Count one API request of ``tenant`` in ``window``; False when ``limit`` were counted already."""
 
     @abstractmethod
     def add_skipped(self, tenant: str, job_id: str, count: int) -> None:

@@ -6,7 +6,8 @@ Items::
 
     job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON)
     listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
-    job count    pk=tenant#<tenant>        sk=#meta          job_count
+    job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
+    API requests pk=reqs#<tenant>          sk=<window>       n, expires_at (per-tenant rate limit)
     execution    pk=job#<tenant>#<id>      sk=exec#<slot>    status, attempt, owner, doc, expires_at
     dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
     dependent    pk=job#<tenant>#<parent>  sk=child#<child>
@@ -43,6 +44,7 @@ from punctual.store.base import (
     Page,
     ProgressMark,
     TenantLimitError,
+    TriggerRateLimitError,
     Turn,
     UnreadableJob,
     UnreadableJobError,
@@ -133,6 +135,7 @@ def _unreadable(
         doc=doc,
         signing_secret_enc=item.get("secret", {}).get("S"),
         signing_secret_prev_enc=item.get("secret_prev", {}).get("S"),
+        trigger_rate=int(item.get("tpm", {}).get("N") or 0),
     )
     logger.warning(
         "stored job %s of tenant %s cannot be read by this version's model (shown as unreadable): %s",
@@ -232,6 +235,8 @@ class DynamoStore(JobStore):
             "state": _s(job.state.value),
             "doc": _s(self._job_doc(job)),
         }
+        if job.trigger_rate:
+            attrs["tpm"] = _n(job.trigger_rate)
         if job.signing_secret_enc:
             attrs["secret"] = _s(job.signing_secret_enc)
         if job.signing_secret_prev_enc:
@@ -251,6 +256,8 @@ class DynamoStore(JobStore):
             data["skipped_slots"] = int(item["skipped"]["N"])
         if "dependents" in item:
             data["dependents"] = int(item["dependents"]["N"])
+        if "tpm" in item:
+            data["trigger_rate"] = int(item["tpm"]["N"])
         if "secret" in item:
             data["signing_secret_enc"] = item["secret"]["S"]
         if "secret_prev" in item:
@@ -260,7 +267,48 @@ class DynamoStore(JobStore):
         except ValidationError as exc:
             raise UnreadableJobError(_unreadable(item, data, _first_errors(exc))) from None
 
-    def create_job(self, job: Job, timer: Timer | None, max_jobs: int) -> None:
+    def _meta_update(
+        self, tenant: str, jobs: int, max_jobs: int | None, rate: int, max_rate: int | None
+    ) -> dict[str, Any]:
+        """The tenant counter's update: ``jobs`` more jobs and ``rate`` more micro-triggers a minute."""
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"pk": _s(tenant_pk(tenant)), "sk": _s("#meta")},
+            "UpdateExpression": "ADD #tr :rate" + (", job_count :jobs" if jobs else ""),
+            "ExpressionAttributeNames": {"#tr": "trigger_rate"},
+            "ExpressionAttributeValues": {":rate": _n(rate)},
+        }
+        conditions: list[str] = []
+        if jobs:
+            update["ExpressionAttributeValues"][":jobs"] = _n(jobs)
+        if jobs > 0 and max_jobs is not None:
+            conditions.append("(attribute_not_exists(job_count) OR job_count < :max)")
+            update["ExpressionAttributeValues"][":max"] = _n(max_jobs)
+        if rate > 0 and max_rate is not None:
+            # The total after adding may not pass the quota: total <= max - rate.
+            conditions.append("(attribute_not_exists(#tr) OR #tr <= :room)")
+            update["ExpressionAttributeValues"][":room"] = _n(max_rate - rate)
+        if conditions:
+            update["ConditionExpression"] = " AND ".join(conditions)
+            update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"  # which quota it hit
+        return update
+
+    @staticmethod
+    def _quota_error(
+        old: dict[str, Any], max_jobs: int | None, rate: int, max_rate: int | None
+    ) -> TenantLimitError:
+        """Which quota a failed counter update hit, from the counter item as it was."""
+        count = int(old["job_count"]["N"]) if "job_count" in old else 0
+        if max_jobs is not None and count >= max_jobs:
+            return TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have", max_jobs)
+        current = int(old["trigger_rate"]["N"]) if "trigger_rate" in old else 0
+        return TriggerRateLimitError(max_rate or 0, current, rate)
+
+    def create_job(
+        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+    ) -> None:
+        if max_trigger_rate is not None and job.trigger_rate > max_trigger_rate:
+            raise TriggerRateLimitError(max_trigger_rate, None, job.trigger_rate)
         if timer is not None:
             self.check_layout()
         attrs = self._job_attrs(job)
@@ -283,15 +331,7 @@ class DynamoStore(JobStore):
                     },
                 }
             },
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": {"pk": _s(tenant_pk(job.tenant)), "sk": _s("#meta")},
-                    "UpdateExpression": "ADD job_count :one",
-                    "ConditionExpression": "attribute_not_exists(job_count) OR job_count < :max",
-                    "ExpressionAttributeValues": {":one": _n(1), ":max": _n(max_jobs)},
-                }
-            },
+            {"Update": self._meta_update(job.tenant, 1, max_jobs, job.trigger_rate, max_trigger_rate)},
         ]
         if timer is not None:
             items.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
@@ -304,7 +344,8 @@ class DynamoStore(JobStore):
             if reasons and reasons[0] == "ConditionalCheckFailed":
                 raise JobExistsError(f"job {job.id!r} already exists") from None
             if len(reasons) > 2 and reasons[2] == "ConditionalCheckFailed":
-                raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have") from None
+                old = exc.response["CancellationReasons"][2].get("Item") or {}
+                raise self._quota_error(old, max_jobs, job.trigger_rate, max_trigger_rate) from None
             raise
 
     def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
@@ -383,7 +424,18 @@ class DynamoStore(JobStore):
             if not start_key:
                 return Page(items, None, unreadable)
 
-    def replace_job(self, job: Job, expected_version: int, timers: Sequence[Timer] = ()) -> None:
+    def replace_job(
+        self,
+        job: Job,
+        expected_version: int,
+        timers: Sequence[Timer] = (),
+        *,
+        previous_trigger_rate: int | None = None,
+        max_trigger_rate: int | None = None,
+    ) -> None:
+        delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
+        if delta > 0 and max_trigger_rate is not None and delta > max_trigger_rate:
+            raise TriggerRateLimitError(max_trigger_rate, None, delta)
         if timers:
             self.check_layout()
         attrs = self._job_attrs(job)
@@ -395,6 +447,9 @@ class DynamoStore(JobStore):
             ":exp": _n(expected_version),
         }
         update = "SET #v = :v, #st = :st, #d = :d"
+        if "tpm" in attrs:
+            update += ", tpm = :tpm"
+            values[":tpm"] = attrs["tpm"]
         if "secret" in attrs:
             update += ", secret = :sec"
             values[":sec"] = attrs["secret"]
@@ -427,10 +482,20 @@ class DynamoStore(JobStore):
                 }
             },
         ]
+        if delta:
+            items.append({"Update": self._meta_update(job.tenant, 0, None, delta, max_trigger_rate)})
         items.extend({"Put": {"TableName": self.table, "Item": self._timer_item(t)}} for t in timers)
-        self._versioned_transaction(items, job.id, expected_version)
+        try:
+            self._versioned_transaction(items, job.id, expected_version)
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons", [])
+            if delta and len(reasons) > 2 and reasons[2].get("Code") == "ConditionalCheckFailed":
+                raise self._quota_error(reasons[2].get("Item") or {}, None, delta, max_trigger_rate) from None
+            raise
 
-    def delete_job(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
+    def delete_job(
+        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+    ) -> None:
         condition = "attribute_exists(pk)"
         values: dict[str, Any] = {}
         if expected_version is not None:
@@ -452,16 +517,32 @@ class DynamoStore(JobStore):
                     "Key": {"pk": _s(tenant_pk(tenant)), "sk": _s(f"job#{job_id}")},
                 }
             },
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": {"pk": _s(tenant_pk(tenant)), "sk": _s("#meta")},
-                    "UpdateExpression": "ADD job_count :minus",
-                    "ExpressionAttributeValues": {":minus": _n(-1)},
-                }
-            },
+            {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
         ]
         self._versioned_transaction(items, job_id, expected_version)
+
+    def tenant_trigger_rate(self, tenant: str) -> int:
+        item = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": _s(tenant_pk(tenant)), "sk": _s("#meta")},
+            ConsistentRead=True,
+        ).get("Item")
+        return int(item["trigger_rate"]["N"]) if item and "trigger_rate" in item else 0
+
+    def count_request(self, tenant: str, window: str, limit: int, ttl_epoch_s: int) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(f"reqs#{tenant}"), "sk": _s(window)},
+                UpdateExpression="ADD n :one SET expires_at = if_not_exists(expires_at, :ttl)",
+                ConditionExpression="attribute_not_exists(n) OR n < :limit",
+                ExpressionAttributeValues={":one": _n(1), ":limit": _n(limit), ":ttl": _n(ttl_epoch_s)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def _versioned_transaction(
         self, items: list[dict[str, Any]], job_id: str, expected_version: int | None

@@ -23,6 +23,7 @@ from punctual.store.base import (
     Page,
     ProgressMark,
     TenantLimitError,
+    TriggerRateLimitError,
     Turn,
     VersionConflictError,
 )
@@ -44,6 +45,8 @@ class MemoryStore(JobStore):
         self._lock = threading.RLock()
         self._jobs: dict[JobKey, Job] = {}
         self._job_counts: dict[str, int] = {}  # per tenant: the limit check is not a scan
+        self._trigger_rates: dict[str, int] = {}  # per tenant: micro-triggers per minute
+        self._requests: dict[tuple[str, str], int] = {}  # (tenant, window) -> API requests
         self._buckets: dict[tuple[Lane, str, int], list[tuple[str, Timer]]] = defaultdict(list)
         self._watermarks: dict[tuple[Lane, int], datetime] = {}
         self._progress: dict[tuple[str, int, int], int] = {}
@@ -56,13 +59,16 @@ class MemoryStore(JobStore):
 
     # ---------------------------------------------------------------- jobs
 
-    def create_job(self, job: Job, timer: Timer | None, max_jobs: int) -> None:
+    def create_job(
+        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+    ) -> None:
         with self._lock:
             key = (job.tenant, job.id)
             if key in self._jobs:
                 raise JobExistsError(f"job {job.id!r} already exists")
             if self._job_counts.get(job.tenant, 0) >= max_jobs:
-                raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have")
+                raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have", max_jobs)
+            self._add_rate(job.tenant, job.trigger_rate, max_trigger_rate)
             self._jobs[key] = job.model_copy(deep=True)
             self._job_counts[job.tenant] = self._job_counts.get(job.tenant, 0) + 1
             if timer is not None:
@@ -100,7 +106,33 @@ class MemoryStore(JobStore):
             more = last is not None and bisect.bisect_right(ids, last) < len(ids)
             return Page(items, last if more and len(items) == limit else None)
 
-    def replace_job(self, job: Job, expected_version: int, timers: Sequence[Timer] = ()) -> None:
+    def _add_rate(self, tenant: str, delta: int, limit: int | None) -> None:
+        current = self._trigger_rates.get(tenant, 0)
+        if delta > 0 and limit is not None and current + delta > limit:
+            raise TriggerRateLimitError(limit, current, delta)
+        self._trigger_rates[tenant] = current + delta
+
+    def tenant_trigger_rate(self, tenant: str) -> int:
+        with self._lock:
+            return self._trigger_rates.get(tenant, 0)
+
+    def count_request(self, tenant: str, window: str, limit: int, ttl_epoch_s: int) -> bool:
+        with self._lock:
+            key = (tenant, window)
+            if self._requests.get(key, 0) >= limit:
+                return False
+            self._requests[key] = self._requests.get(key, 0) + 1
+            return True
+
+    def replace_job(
+        self,
+        job: Job,
+        expected_version: int,
+        timers: Sequence[Timer] = (),
+        *,
+        previous_trigger_rate: int | None = None,
+        max_trigger_rate: int | None = None,
+    ) -> None:
         with self._lock:
             current = self._jobs.get((job.tenant, job.id))
             if current is None or current.version != expected_version:
@@ -108,13 +140,17 @@ class MemoryStore(JobStore):
                     f"job {job.id!r} is not at version {expected_version}",
                     current.version if current else None,
                 )
+            if previous_trigger_rate is not None:
+                self._add_rate(job.tenant, job.trigger_rate - previous_trigger_rate, max_trigger_rate)
             # ``dependents`` and ``skipped_slots`` are kept by the store, not by the writer.
             kept = {"dependents": current.dependents, "skipped_slots": current.skipped_slots}
             self._jobs[(job.tenant, job.id)] = job.model_copy(deep=True, update=kept)
             for timer in timers:
                 self._put_timer(timer)
 
-    def delete_job(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
+    def delete_job(
+        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+    ) -> None:
         with self._lock:
             current = self._jobs.get((tenant, job_id))
             if current is None or (expected_version is not None and current.version != expected_version):
@@ -124,6 +160,7 @@ class MemoryStore(JobStore):
                 )
             del self._jobs[(tenant, job_id)]
             self._job_counts[tenant] -= 1
+            self._trigger_rates[tenant] = self._trigger_rates.get(tenant, 0) - trigger_rate
 
     def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
         with self._lock:

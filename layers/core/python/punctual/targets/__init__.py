@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from punctual.clock import Clock
+from punctual.ownership import OwnResources, own_resources
 from punctual.settings import Settings
 from punctual.targets.aws import (
     ECS_POLL_INTERVAL_S,
@@ -50,14 +51,15 @@ logger = logging.getLogger(__name__)
 class _LazyClients:
     """Creates the default boto3 factory on first use (HTTP-only runs never need AWS)."""
 
-    def __init__(self) -> None:
+    def __init__(self, default_role_arn: str = "") -> None:
+        self.default_role_arn = default_role_arn  # AWS targets without a role_arn are called as this role
         self._factory: Boto3ClientFactory | None = None
         self._lock = threading.Lock()
 
     def __call__(self, service: str, /, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             if self._factory is None:
-                self._factory = Boto3ClientFactory()
+                self._factory = Boto3ClientFactory(default_role_arn=self.default_role_arn)
         return self._factory(service, *args, **kwargs)
 
 
@@ -73,7 +75,10 @@ class DefaultTargetInvoker:
         ``clients(service)`` returns a boto3 client (see :mod:`punctual.targets.aws`);
         None builds :class:`~punctual.targets.aws.Boto3ClientFactory` on first use.
     settings : Settings
-        ``target_allow_cidrs`` opens addresses the SSRF guard would refuse.
+        ``target_allow_cidrs`` opens addresses the SSRF guard would refuse;
+        ``target_role_arn`` is the role AWS targets without ``role_arn`` are called as
+        (default factory only); ``require_target_role`` refuses those targets; the own
+        resources (:mod:`punctual.ownership`) are never called.
     clock : Clock, optional
         Webhook timestamps, ``Retry-After`` dates, ECS timeouts and poll sleeps.
     resolver : callable, optional
@@ -101,8 +106,11 @@ class DefaultTargetInvoker:
         connection_factory: ConnectionFactory | None = None,
         ecs_poll_interval_s: float = ECS_POLL_INTERVAL_S,
         adapters: Mapping[str, TargetAdapter] | None = None,
+        own: Callable[[], OwnResources] | None = None,
     ) -> None:
-        factory: ClientFactory = clients if clients is not None else _LazyClients()
+        factory: ClientFactory = clients if clients is not None else _LazyClients(settings.target_role_arn)
+        self.own: Callable[[], OwnResources] = own or (lambda: own_resources(settings))
+        self.require_target_role = settings.require_target_role
         self.adapters: dict[str, TargetAdapter] = {
             "http": HttpTargetAdapter(
                 settings.target_allow_cidrs,
@@ -143,6 +151,13 @@ class DefaultTargetInvoker:
         try:
             if isinstance(target, Mapping):
                 target = _validate_target(target)
+            if kind != "http":
+                # Registration refuses these too; a job stored before, or a list that changed, stops here.
+                refusal = self.own().refusal(target)
+                if refusal:
+                    return TargetResult.permanent(f"target refused: {refusal}"[:500])
+                if self.require_target_role and not getattr(target, "role_arn", None):
+                    return TargetResult.permanent("this deployment requires target.role_arn on AWS targets")
             rendered = render_payload(payload, ctx)
             return adapter.invoke(target, rendered, ctx)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError

@@ -37,6 +37,15 @@ What each target does about duplicates (a slot re-run after a worker crash):
 * **EventBridge**: events carry only what the payload carries; put the key in the
   detail with the ``<job_id>`` and ``<slot>`` placeholders.
 
+Execution roles (EventBridge Scheduler's semantics): a target with ``role_arn`` is called
+with that role's credentials. The worker assumes it (``sts:AssumeRole`` with
+``ExternalId`` = the tenant's id and the session tag ``punctual-tenant``), and the
+credentials are kept and refreshed before they expire (botocore's refreshable
+credentials: a few minutes ahead). A target without one is called with the deployment's
+target role (``PUNCTUAL_TARGET_ROLE_ARN``: only the operator's ``targetArnPatterns``,
+every own resource denied), or, where none is set (local mode), the worker's own
+credentials. See :class:`AssumedRole`.
+
 IAM actions the workers need, per target: ``lambda:InvokeFunction``;
 ``sqs:SendMessage`` (the queue URL is built from the ARN, no ``GetQueueUrl``);
 ``sns:Publish``; ``events:PutEvents``; ``states:StartExecution``; ECS
@@ -69,6 +78,7 @@ from punctual.targets.base import Outcome, SlotContext, TargetResult
 from punctual.targets.payload import format_instant
 
 __all__ = [
+    "AssumedRole",
     "Boto3ClientFactory",
     "CallTimeouts",
     "ClientFactory",
@@ -91,6 +101,7 @@ logger = logging.getLogger(__name__)
 MAX_LAMBDA_RESPONSE_BYTES = 64 * 1024
 MAX_ECS_OVERRIDE_CHARS = 8192  # AWS limit on the containerOverrides JSON
 ECS_POLL_INTERVAL_S = 10.0
+ECS_CANCEL_POLL_S = 0.5  # a cancelled run stops tracking its task within this long
 ECS_MAX_DESCRIBE_ERRORS = 5  # consecutive DescribeTasks failures before giving up
 SFN_NAME_CHARS = 80
 
@@ -234,6 +245,56 @@ def _floor_ms(seconds: float) -> float:
     return max(int(seconds * 1000) / 1000, 0.001)
 
 
+ROLE_SESSION_S = 3600  # credentials of an assumed role last an hour, refreshed before expiry
+MAX_CACHED_ROLES = 256
+
+
+@dataclass(frozen=True)
+class AssumedRole:
+    """A role the factory assumes before building a client.
+
+    Attributes
+    ----------
+    role_arn : str
+        The role.
+    external_id : str or None
+        ``sts:ExternalId`` (a job's execution role: the tenant's id; the deployment's own
+        target role: none).
+    tenant : str
+        Tagged on the session as ``punctual-tenant`` and named in the session name, so the
+        role's CloudTrail entries say whose job made the call.
+    """
+
+    role_arn: str
+    external_id: str | None = None
+    tenant: str = ""
+
+    def assume_request(self) -> dict[str, Any]:
+        """The ``sts:AssumeRole`` parameters."""
+        digest = hashlib.sha256(self.tenant.encode()).hexdigest()[:16]
+        request: dict[str, Any] = {
+            "RoleArn": self.role_arn,
+            "RoleSessionName": f"punctual-{digest}",
+            "DurationSeconds": ROLE_SESSION_S,
+        }
+        if self.external_id is not None:
+            request["ExternalId"] = self.external_id
+        if self.tenant:
+            # Tag values allow letters, digits, spaces and _.:/=+-@; a tenant id is made of those.
+            request["Tags"] = [{"Key": "punctual-tenant", "Value": self.tenant[:256]}]
+        return request
+
+
+def role_for(target: Any, ctx: SlotContext, default_role_arn: str = "") -> AssumedRole | None:
+    """The role a target is called with: its ``role_arn`` (tenant's external id), else the default."""
+    role_arn = getattr(target, "role_arn", None)
+    if role_arn:
+        return AssumedRole(str(role_arn), external_id=ctx.tenant, tenant=ctx.tenant)
+    if default_role_arn:
+        return AssumedRole(default_role_arn, external_id=None, tenant=ctx.tenant)
+    return None
+
+
 class ClientFactory(Protocol):
     """Returns a boto3 client for a service (and, when asked, a region).
 
@@ -271,18 +332,64 @@ class Boto3ClientFactory:
     """
 
     def __init__(
-        self, session: Any | None = None, *, endpoint_url: str | None = None, region_name: str | None = None
+        self,
+        session: Any | None = None,
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        default_role_arn: str = "",
     ) -> None:
         import boto3  # the Lambda runtime ships it; imported late to keep imports cheap
 
         self._session = session or boto3.session.Session(region_name=region_name)
         self._endpoint_url = endpoint_url
         self._region = region_name or self._session.region_name
-        self._clients: OrderedDict[tuple[str, str | None, CallTimeouts], Any] = OrderedDict()
+        self.default_role_arn = default_role_arn
+        self._clients: OrderedDict[tuple[str, str | None, CallTimeouts, AssumedRole | None], Any] = (
+            OrderedDict()
+        )
+        self._role_sessions: OrderedDict[AssumedRole, Any] = OrderedDict()
         self._lock = threading.Lock()  # boto3 sessions are not thread-safe for client creation
 
+    def _session_for(self, role: AssumedRole) -> Any:
+        """A session whose credentials come from assuming ``role``, refreshed before they expire."""
+        session = self._role_sessions.get(role)
+        if session is not None:
+            self._role_sessions.move_to_end(role)
+            return session
+        import boto3
+        import botocore.session
+        from botocore.credentials import RefreshableCredentials
+
+        sts = self._session.client("sts", region_name=self._region, endpoint_url=self._endpoint_url)
+
+        def fetch() -> dict[str, str]:
+            credentials = sts.assume_role(**role.assume_request())["Credentials"]
+            return {
+                "access_key": credentials["AccessKeyId"],
+                "secret_key": credentials["SecretAccessKey"],
+                "token": credentials["SessionToken"],
+                "expiry_time": credentials["Expiration"].isoformat(),
+            }
+
+        credentials = RefreshableCredentials.create_from_metadata(
+            metadata=fetch(), refresh_using=fetch, method="sts-assume-role"
+        )
+        core = botocore.session.get_session()
+        core._credentials = credentials  # botocore's documented way to give a session fixed providers
+        session = boto3.session.Session(botocore_session=core, region_name=self._region)
+        self._role_sessions[role] = session
+        while len(self._role_sessions) > MAX_CACHED_ROLES:
+            self._role_sessions.popitem(last=False)
+        return session
+
     def __call__(
-        self, service: str, region: str | None = None, *, timeouts: CallTimeouts | None = None
+        self,
+        service: str,
+        region: str | None = None,
+        *,
+        timeouts: CallTimeouts | None = None,
+        role: AssumedRole | None = None,
     ) -> Any:
         region = region or self._region
         if timeouts is None:
@@ -291,11 +398,12 @@ class Boto3ClientFactory:
                 if service == "lambda"
                 else CallTimeouts(API_CONNECT_S, API_READ_S, SDK_ATTEMPTS)
             )
-        key = (service, region, timeouts)
+        key = (service, region, timeouts, role)
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                client = self._session.client(
+                session = self._session if role is None else self._session_for(role)
+                client = session.client(
                     service, region_name=region, endpoint_url=self._endpoint_url, config=timeouts.config()
                 )
                 self._clients[key] = client
@@ -317,12 +425,26 @@ def _arn_parts(arn: str) -> tuple[str, str, str]:
     return parts[3], parts[4], parts[5]
 
 
-def _client(clients: ClientFactory, service: str, region: str, timeouts: CallTimeouts) -> Any:
-    client = clients(service, timeouts=timeouts)
+def _client(
+    clients: ClientFactory, service: str, region: str, timeouts: CallTimeouts, role: AssumedRole | None = None
+) -> Any:
+    # ``role`` is passed only when there is one: factories written before roles keep working.
+    extra: dict[str, Any] = {"role": role} if role is not None else {}
+    client = clients(service, timeouts=timeouts, **extra)
     client_region = getattr(getattr(client, "meta", None), "region_name", None)
     if region and client_region and client_region != region:
-        client = clients(service, region, timeouts=timeouts)
+        client = clients(service, region, timeouts=timeouts, **extra)
     return client
+
+
+def _api_client(clients: ClientFactory, service: str, region: str, target: Any, ctx: SlotContext) -> Any:
+    """The client of an API call for ``target`` (:func:`api_call_timeouts`, the target's role)."""
+    return _client(clients, service, region, api_call_timeouts(ctx.timeout_s), _role(clients, target, ctx))
+
+
+def _role(clients: ClientFactory, target: Any, ctx: SlotContext) -> AssumedRole | None:
+    """The target's execution role, else the factory's default target role (if it has one)."""
+    return role_for(target, ctx, str(getattr(clients, "default_role_arn", "") or ""))
 
 
 def _digest(*parts: str) -> str:
@@ -467,7 +589,9 @@ class LambdaTargetAdapter:
             else api_call_timeouts(ctx.timeout_s, sdk_retries=False)
         )
         try:
-            response = _client(self.clients, "lambda", region, timeouts).invoke(**request)
+            response = _client(
+                self.clients, "lambda", region, timeouts, _role(self.clients, target, ctx)
+            ).invoke(**request)
             status = int(response.get("StatusCode", 0))
             function_error = response.get("FunctionError")
             stream = response.get("Payload")
@@ -543,7 +667,7 @@ class SqsTargetAdapter:
             request["MessageGroupId"] = getattr(target, "message_group_id", None) or ctx.job_id
             request["MessageDeduplicationId"] = dedup_id(ctx)
         try:
-            client = _client(self.clients, "sqs", region, api_call_timeouts(ctx.timeout_s))
+            client = _api_client(self.clients, "sqs", region, target, ctx)
             request["QueueUrl"] = self._queue_url(client, arn)
             response = client.send_message(**request)
         except Exception as exc:
@@ -586,7 +710,7 @@ class SnsTargetAdapter:
             request["MessageGroupId"] = ctx.job_id
             request["MessageDeduplicationId"] = dedup_id(ctx)
         try:
-            client = _client(self.clients, "sns", region, api_call_timeouts(ctx.timeout_s))
+            client = _api_client(self.clients, "sns", region, target, ctx)
             response = client.publish(**request)
         except Exception as exc:
             return classify_aws_error(exc, "sns Publish")
@@ -637,7 +761,7 @@ class EventBridgeTargetAdapter:
             "EventBusName": arn,
         }
         try:
-            client = _client(self.clients, "events", region, api_call_timeouts(ctx.timeout_s))
+            client = _api_client(self.clients, "events", region, target, ctx)
             response = client.put_events(Entries=[entry])
         except Exception as exc:
             return classify_aws_error(exc, "events PutEvents")
@@ -682,7 +806,7 @@ class StepFunctionsTargetAdapter:
         except (TypeError, ValueError) as exc:
             return TargetResult.permanent(f"stepfunctions target: {exc}")
         try:
-            client = _client(self.clients, "stepfunctions", region, api_call_timeouts(ctx.timeout_s))
+            client = _api_client(self.clients, "stepfunctions", region, target, ctx)
             response = client.start_execution(stateMachineArn=arn, name=name, input=execution_input)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
@@ -714,8 +838,9 @@ class EcsTargetAdapter:
       ``PUNCTUAL_IDEMPOTENCY_KEY``, ``PUNCTUAL_FENCING_TOKEN`` and
       ``PUNCTUAL_PAYLOAD`` (JSON) in its environment: ``container_name``, else
       the task definition's first essential container.
-    * Between polls ``ctx.heartbeat()`` extends the lease; if the lease was lost
-      the adapter stops tracking (and leaves the task running for the new owner).
+    * Between polls ``ctx.heartbeat()`` extends the lease; if the lease was lost, or
+      the run is cancelled (``ctx.cancel``: the worker shuts down), the adapter stops
+      tracking and leaves the task running for the next attempt, which adopts it.
       When ``ctx.timeout_s`` passes, the task is stopped and the result is a
       retryable time-out. No poll sleeps past that instant, and each ECS call is
       bounded by :func:`api_call_timeouts`, so the adapter returns at most two
@@ -756,7 +881,7 @@ class EcsTargetAdapter:
         except ValueError as exc:
             return TargetResult.permanent(f"ecs target: {exc}")
         try:
-            client = _client(self.clients, "ecs", region, api_call_timeouts(ctx.timeout_s))
+            client = _api_client(self.clients, "ecs", region, target, ctx)
             named = getattr(target, "container_name", None)
             decisive = (
                 (named,) if named else self._essential_containers(client, str(target.task_definition_arn))
@@ -899,12 +1024,30 @@ class EcsTargetAdapter:
                     return TargetResult.retryable(f"ecs task disappeared ({reasons or 'MISSING'})")
                 if tasks[0].get("lastStatus") == "STOPPED":
                     return decide_task_outcome(tasks[0], decisive)
+            # Lease lost, or the run cancelled (the worker shuts down): the task keeps running,
+            # and the attempt that follows adopts it (startedBy names the slot), so nothing
+            # starts twice.
+            if ctx.cancelled:
+                return TargetResult.stopped_early(
+                    "stopped: the run was cancelled; the ecs task is left running for the next attempt"
+                )
             if not ctx.heartbeat():
-                return TargetResult.retryable("lease lost: the ecs task is left to the worker that took over")
+                return TargetResult.stopped_early(
+                    "lease lost: the ecs task is left to the worker that took over"
+                )
             now = self.clock.now()
             if now >= deadline:
                 return self._stop_for_timeout(client, cluster, task_arn, ctx)
-            self.clock.sleep(min(self.poll_interval_s, (deadline - now).total_seconds()))
+            self._pause(ctx, min(self.poll_interval_s, (deadline - now).total_seconds()))
+
+    def _pause(self, ctx: SlotContext, seconds: float) -> None:
+        """Sleep between polls, in short steps so that a cancelled run stops tracking at once."""
+        until = self.clock.now() + timedelta(seconds=seconds)
+        while not ctx.cancelled:
+            left = (until - self.clock.now()).total_seconds()
+            if left <= 0:
+                return
+            self.clock.sleep(min(left, ECS_CANCEL_POLL_S))
 
     @staticmethod
     def _stop_for_timeout(client: Any, cluster: str, task_arn: str, ctx: SlotContext) -> TargetResult:

@@ -6,6 +6,7 @@ Adapters (HTTP, Lambda, SQS, SNS, EventBridge, Step Functions, ECS) implement
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +26,11 @@ class SlotContext:
 
     ``heartbeat`` extends the lease; it returns False when the lease was lost (another
     worker took the execution over), and a long-running adapter should then stop.
+
+    ``cancel`` is set when the run must stop now: its lease was lost, or the worker is
+    shutting down and hands the attempt to another worker. An adapter that can cut its call
+    short (the HTTP adapter closes the connection; the ECS adapter stops tracking, leaving the
+    task to the next attempt, which adopts it) returns a result with ``stopped`` set.
     """
 
     job_id: str
@@ -35,6 +41,12 @@ class SlotContext:
     timeout_s: float
     signing_secrets: tuple[str, ...] = field(default=(), repr=False)  # current first; two while rotating
     heartbeat: Callable[[], bool] = field(default=lambda: True, compare=False)
+    cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the run was asked to stop (see ``cancel``)."""
+        return self.cancel.is_set()
 
     @property
     def idempotency_key(self) -> str:
@@ -64,6 +76,7 @@ class TargetResult:
     retry_after_s: float | None = None  # a hint from the receiver (HTTP Retry-After)
     pause_job: bool = False  # the receiver asked never to be called again (HTTP 410)
     timed_out: bool = False
+    stopped: bool = False  # cut short because ``SlotContext.cancel`` was set, not an answer
     detail: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -73,6 +86,13 @@ class TargetResult:
     @classmethod
     def retryable(cls, summary: str, retry_after_s: float | None = None) -> TargetResult:
         return cls(Outcome.RETRYABLE, summary, retry_after_s=retry_after_s)
+
+    @classmethod
+    def stopped_early(cls, summary: str) -> TargetResult:
+        """The call was cut short on ``SlotContext.cancel``: not an answer from the target."""
+        result = cls(Outcome.RETRYABLE, summary)
+        result.stopped = True
+        return result
 
     @classmethod
     def permanent(cls, summary: str, pause_job: bool = False) -> TargetResult:

@@ -583,25 +583,47 @@ class PinnedConnectionFactory:
 
 
 class _Watchdog:
-    """Closes a connection's socket when the job's deadline passes.
+    """Closes a connection's socket when the job's deadline passes, or when the run is cancelled.
 
     Socket timeouts bound each read, not the whole exchange: a receiver that
     trickles one byte at a time could otherwise hold a worker far past its
     timeout. Shutting the socket down makes the blocked read return at once.
+    ``cancel`` (the run's :attr:`SlotContext.cancel`) cuts the call short the same way:
+    the worker lost the lease, or shuts down and hands the attempt on.
     """
 
-    def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+    POLL_S = 0.2  # how often a cancellable call looks at its cancel event
+
+    def __init__(
+        self, conn: http.client.HTTPConnection, seconds: float, cancel: threading.Event | None = None
+    ) -> None:
         self.fired = False
+        self.cancelled = False
         self._conn = conn
-        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
-        self._timer.daemon = True
+        self._deadline = time.monotonic() + max(seconds, 0.0)
+        self._cancel = cancel
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="webhook-watchdog", daemon=True)
 
     def __enter__(self) -> _Watchdog:
-        self._timer.start()
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        self._done.set()
+
+    def _watch(self) -> None:
+        while True:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            if self._cancel is not None and self._cancel.is_set():
+                self.cancelled = True
+                break
+            step = remaining if self._cancel is None else min(remaining, self.POLL_S)
+            if self._done.wait(step):
+                return
+        self._fire()
 
     def _fire(self) -> None:
         self.fired = True  # set before the shutdown, so the reader sees it when its read returns
@@ -806,8 +828,12 @@ class HttpTargetAdapter:
                 outgoing = self._headers(headers, body if method not in ("GET", "HEAD") else None, ctx)
             except SecretsError as exc:
                 return TargetResult.permanent(f"signing secret is malformed: {exc}")
+            if ctx.cancelled:  # asked to stop before this request left: it is never sent
+                return TargetResult.stopped_early(
+                    f"stopped before calling {parsed.host}: the run was cancelled"
+                )
 
-            result = self._exchange(parsed, addresses, method, outgoing, body, deadline)
+            result = self._exchange(parsed, addresses, method, outgoing, body, deadline, ctx.cancel)
             if isinstance(result, TargetResult):
                 result.detail.setdefault("url", _redacted(parsed))
                 if hops:
@@ -878,6 +904,7 @@ class HttpTargetAdapter:
         headers: Mapping[str, str],
         body: bytes,
         deadline: float,
+        cancel: threading.Event | None = None,
     ) -> _Response | TargetResult:
         send_body = body if method not in ("GET", "HEAD") else b""
         last_error = ""
@@ -888,7 +915,7 @@ class HttpTargetAdapter:
             if remaining <= 0:
                 break
             conn = self.connection_factory(parsed.scheme, parsed.host, parsed.port, address, remaining)
-            watchdog = _Watchdog(conn, remaining)
+            watchdog = _Watchdog(conn, remaining, cancel)
             try:
                 with watchdog:
                     try:
@@ -899,7 +926,7 @@ class HttpTargetAdapter:
                                 f"TLS certificate check failed: {exc.verify_message}"
                             )
                         if watchdog.fired or isinstance(exc, TimeoutError):
-                            return self._timeout(parsed)
+                            return self._cut_short(parsed, watchdog)
                         last_error = f"connection to {address} failed: {exc}"
                         continue
                     try:
@@ -909,7 +936,7 @@ class HttpTargetAdapter:
                         if watchdog.fired:
                             # The cut-off socket reads as an early end: what was parsed
                             # is a fragment, never an answer.
-                            return self._timeout(parsed)
+                            return self._cut_short(parsed, watchdog)
                         truncated = len(data) > self.max_response_bytes
                         return _Response(
                             status=response.status,
@@ -920,13 +947,19 @@ class HttpTargetAdapter:
                         )
                     except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
                         if watchdog.fired or isinstance(exc, TimeoutError):
-                            return self._timeout(parsed)
+                            return self._cut_short(parsed, watchdog)
                         return TargetResult.retryable(f"network error: {type(exc).__name__}: {exc}")
             finally:
                 conn.close()
         if not last_error:
             return self._timeout(parsed)
         return TargetResult.retryable(f"network error: {last_error}")
+
+    @classmethod
+    def _cut_short(cls, parsed: _ParsedUrl, watchdog: _Watchdog) -> TargetResult:
+        if watchdog.cancelled:
+            return TargetResult.stopped_early(f"stopped calling {parsed.host}: the run was cancelled")
+        return cls._timeout(parsed)
 
     @staticmethod
     def _timeout(parsed: _ParsedUrl) -> TargetResult:

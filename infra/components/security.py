@@ -1,0 +1,185 @@
+"""Security: the role that calls targets, the stack's own-resource list, the paging-token key.
+
+Target role
+    AWS targets are never called with a component's own role (the workers' roles must send to
+    Punctual's queues). The workers assume this role for every AWS target without a
+    ``role_arn``: it holds only the operator's ``targetArnPatterns`` (one invoking action per
+    service) and explicit Deny statements on every own resource, so no pattern, however wide,
+    reaches the queues, functions, state machine, table, topic, cluster or task definitions. A
+    job's own execution role (``role_arn``) is the tenant's: the worker assumes it with the
+    tenant's id as external id.
+
+Own resources
+    The ARNs of those resources, in an SSM parameter (``/punctual/<stack>/own-arns``) that the
+    API and the workers read once (``PUNCTUAL_OWN_ARNS_PARAMETER``): registration refuses them
+    as targets (422), the worker refuses to call them. A parameter, not an environment variable:
+    a function's environment cannot name the function itself, nor the state machine that
+    invokes it, without a circular dependency.
+
+Paging-token key
+    A random key generated at deploy (a Secrets Manager secret), read once by the API
+    (``PUNCTUAL_TOKEN_KEY_SECRET``): paging tokens are HMACs under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from infra import constants as c
+from infra.components.targets import grant_targets
+from infra.config import PunctualConfig
+from infra.nag import acknowledge
+
+# Actions denied to the target role on every own resource: whatever a target of each service
+# could be made to do to it.
+OWN_RESOURCE_DENIED_ACTIONS = (
+    "sqs:SendMessage",
+    "lambda:InvokeFunction",
+    "lambda:InvokeFunctionUrl",
+    "states:StartExecution",
+    "states:StartSyncExecution",
+    "sns:Publish",
+    "events:PutEvents",
+    "ecs:RunTask",
+    "ecs:StartTask",
+    "ecs:StopTask",
+    "ecs:DescribeTasks",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+)
+
+
+def own_arns_parameter_name(stack_name: str) -> str:
+    return c.OWN_ARNS_PARAMETER.format(stack=stack_name)
+
+
+class TargetRole(Construct):
+    """The role the workers assume to call AWS targets that name no execution role.
+
+    Parameters
+    ----------
+    workers
+        The roles that may assume it (worker Lambda and ECS task roles); each is granted
+        ``sts:AssumeRole`` and ``sts:TagSession`` on it.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: PunctualConfig, workers: Sequence[iam.IRole]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.CompositePrincipal(
+                *(iam.ArnPrincipal(role.role_arn).with_session_tags() for role in workers)
+            ),
+            description="Punctual: calls AWS targets (targetArnPatterns only; own resources denied)",
+            max_session_duration=cdk.Duration.hours(1),
+        )
+        grant_targets(self.role, config.target_arn_patterns, policy_scope=self.role)
+        for role in workers:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="AssumeTargetRole",
+                    actions=list(c.ASSUME_ROLE_ACTIONS),
+                    resources=[self.role.role_arn],
+                )
+            )
+
+    def deny(self, own_arns: Sequence[str]) -> None:
+        """Deny every invoking action on the stack's own resources, whatever the patterns allow."""
+        resources: list[str] = []
+        for arn in own_arns:
+            resources.append(arn)
+            resources.append(f"{arn}:*")  # qualified: function versions and aliases, revisions
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="OwnResourcesAreNeverTargets",
+                effect=iam.Effect.DENY,
+                actions=list(OWN_RESOURCE_DENIED_ACTIONS),
+                resources=resources,
+            )
+        )
+
+
+def grant_execution_roles(role: iam.IRole) -> None:
+    """A worker may assume any role a tenant names as ``role_arn``; the tenant's trust policy decides.
+
+    The trust policy the tenant writes names this deployment's worker roles and requires
+    ``sts:ExternalId`` equal to the tenant's id, which the worker always sends; a role that does
+    not trust the worker cannot be assumed, whatever this grant says.
+    """
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="AssumeJobExecutionRoles",
+            actions=list(c.ASSUME_ROLE_ACTIONS),
+            resources=[f"arn:{cdk.Aws.PARTITION}:iam::*:role/*"],
+        )
+    )
+    acknowledge(
+        role,
+        "IAM5[Resource::arn:<AWS::Partition>:iam::*:role/*]",
+        "Per-job execution roles (EventBridge Scheduler's model): a tenant names a role in its own "
+        "account; the role's trust policy, which must name this worker and require the tenant's id "
+        "as sts:ExternalId, is what grants the assumption.",
+    )
+
+
+class OwnArns(Construct):
+    """The SSM parameter listing the stack's own resources; readers get ssm:GetParameter on it."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, stack_name: str) -> None:
+        super().__init__(scope, construct_id)
+        self.name = own_arns_parameter_name(stack_name)
+        # Built from the name, not from the parameter: the readers' policies must not depend on
+        # the parameter, which depends on them (it lists their functions).
+        self.arn = f"arn:{cdk.Aws.PARTITION}:ssm:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:parameter{self.name}"
+
+    def publish(self, arns: Sequence[str]) -> ssm.StringParameter:
+        return ssm.StringParameter(
+            self,
+            "Parameter",
+            parameter_name=self.name,
+            string_value=cdk.Fn.join(",", list(arns)),
+            description="Punctual: ARNs of the stack's own resources, never accepted as job targets",
+            tier=ssm.ParameterTier.ADVANCED if len(arns) > 30 else ssm.ParameterTier.STANDARD,
+        )
+
+    def grant_read(self, role: iam.IRole) -> None:
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[self.arn]))
+
+
+class TokenKey(Construct):
+    """The paging-token HMAC key, generated at deploy."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.secret = secretsmanager.Secret(
+            self,
+            "Secret",
+            description="Punctual: HMAC key of the API's paging tokens (next_token)",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=64, exclude_punctuation=True
+            ),
+        )
+        acknowledge(
+            self.secret,
+            "SMG4",
+            "The paging-token key only authenticates next_token values, which live for one listing; "
+            "a rotation would only invalidate the listings in progress. Rotate by putting a new "
+            "random value in the secret and letting the API functions restart.",
+        )
+
+    def grant_read(self, role: iam.IRole) -> None:
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.secret.secret_arn])
+        )

@@ -1,0 +1,191 @@
+"""What follows the end of an attempt: retry timer, failure report, next ``delay`` slot,
+dependants, the overlap turn, and pausing a job its target asked to stop.
+
+Every step comes *after* the record's write and is idempotent: a worker that dies between the
+two leaves its message to be redelivered, and the redelivery finds the attempt ended and runs
+these again (REPAIR).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from punctual.execution.ports import FailureSink, JobPauser
+from punctual.execution.records import RELEASED_NOTE, Ledger, iso
+from punctual.execution.turns import Turns
+from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.observability import MetricsSink, NullMetrics
+from punctual.planning import fire_timer, schedule_of
+from punctual.queues import MessageKind, QueuePort, message_for
+from punctual.retries import RandomSource, next_retry_at
+from punctual.timers import slot_instant
+
+log = logging.getLogger("punctual.execution")
+
+PAUSE_TRIES = 3
+
+
+class AfterEffects:
+    """Applies what follows an attempt's end.
+
+    Parameters
+    ----------
+    ledger
+        Records and timers.
+    queues, route
+        Where dependants' slots go (``route(job)`` names the queue).
+    turns
+        Passes the overlap turn on.
+    metrics, failures
+        Figures; finally failed executions.
+    rng
+        ``rng(job_id, slot, attempt)``: the jitter of that attempt's retry.
+    pauser
+        Pauses a job whose target asked never to be called again.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        queues: QueuePort,
+        route: Callable[[Job], str],
+        turns: Turns,
+        metrics: MetricsSink,
+        failures: FailureSink,
+        rng: Callable[[str, str, int], RandomSource],
+        pauser: JobPauser | None,
+    ) -> None:
+        self.ledger = ledger
+        self.store = ledger.store
+        self.queues = queues
+        self.route = route
+        self.turns = turns
+        self.metrics = metrics
+        self.failures = failures
+        self.rng = rng
+        self.pauser = pauser
+
+    def apply(
+        self,
+        job: Job,
+        execution: Execution,
+        now: datetime,
+        retry_at: datetime | None = None,
+        repeat: bool = False,
+    ) -> None:
+        """What follows an attempt's end. Every step is idempotent (REPAIR runs it again).
+
+        The failed-executions report is at least once: a worker that dies after sending it
+        but before its message is deleted sends it again on the redelivery.
+        """
+        status = execution.status
+        count = NullMetrics() if repeat else self.metrics
+        if status is ExecutionStatus.RETRY_WAIT:
+            self.ledger.put_retry_timer(job, execution, now, retry_at or now)
+            if execution.error != RELEASED_NOTE:
+                count.add("Retries", 1)
+            return
+        if status is ExecutionStatus.SUCCEEDED:
+            count.add("ExecutionsSucceeded", 1)
+            self._dispatch_dependants(job, execution, now)
+        elif status in (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT):
+            count.add("ExecutionsFailed", 1)
+            if status is ExecutionStatus.TIMED_OUT:
+                count.add("ExecutionsTimedOut", 1)
+            self.failures.publish(failure_report(execution))
+        if status.terminal:
+            self._chain_delay(job, execution, now)
+            self.turns.pass_on(job, execution, now)
+
+    def retry_instant_of(self, job: Job, execution: Execution) -> datetime | None:
+        """The retry instant of a RETRY_WAIT record, recomputed exactly as it was first computed."""
+        if execution.status is not ExecutionStatus.RETRY_WAIT or execution.finished_at is None:
+            return None
+        if execution.error == RELEASED_NOTE:
+            return execution.finished_at
+        due = next_retry_at(
+            job.retry,
+            failed_attempt=execution.attempt - execution.releases,
+            failed_at=execution.finished_at,
+            scheduled_at=execution.scheduled_at,
+            rng=self.rng(job.id, execution.slot, execution.attempt),
+        )
+        return due or execution.finished_at
+
+    def pause(self, job: Job, reason: str) -> None:
+        """The target asked never to be called again: pause the job (a few tries on conflicts)."""
+        if self.pauser is None:
+            log.error("job %s asked to be paused, but this worker cannot pause jobs", job.id)
+            return
+        for _ in range(PAUSE_TRIES):
+            try:
+                self.pauser.pause(job.tenant, job.id, reason)
+                self.metrics.add("JobsPausedByTarget", 1)
+                return
+            except Exception as exc:  # a conflicting update: read again and retry
+                log.info("pausing %s: %s; trying again", job.id, exc)
+        log.error("could not pause job %s after the target asked to stop", job.id)
+
+    def _chain_delay(self, job: Job, execution: Execution, now: datetime) -> None:
+        """``delay(...)`` jobs: the next slot counts from this finish, for the same job version."""
+        if schedule_of(job).kind != "delay" or "~" in execution.slot:
+            return  # manual runs do not start a second chain
+        current = self.store.get_job(job.tenant, job.id)
+        if (
+            current is None
+            or current.state is not JobState.ENABLED
+            or current.version != execution.job_version
+        ):
+            return  # paused, deleted or re-specified: resume/replace wrote their own timer
+        finished = execution.finished_at or now
+        # A poller whose clock runs ahead releases a slot early, and its run can end before the
+        # slot's own instant: count the delay from the later of the two, so that skew moves when
+        # a run starts, never how often, and the chain never names this slot again (it stopped).
+        nxt = schedule_of(current).next_after(max(finished, slot_instant(execution.slot)))
+        if nxt is None or (current.end_at is not None and nxt > current.end_at):
+            return
+        self.store.put_timers([fire_timer(self.ledger.config.layout, current, nxt, now)])
+
+    def _dispatch_dependants(self, job: Job, execution: Execution, now: datetime) -> None:
+        """``after(...)`` jobs: record this parent's success; send each child whose parents all succeeded.
+
+        Send first, then record the dispatch: the dedup id makes a repeat harmless, and a
+        repeat after SQS's window is dropped by the child's claim.
+        """
+        if job.dependents <= 0:
+            return  # the common case: no job waits on this one, and no query is made
+        children = self.store.list_dependents(job.tenant, job.id)
+        if not children:
+            return
+        ttl = self.ledger.ttl(now)
+        jobs = self.store.batch_get_jobs((job.tenant, child) for child in children)
+        for child_id in children:
+            done = self.store.record_parent_success(job.tenant, child_id, execution.slot, job.id, ttl)
+            child = jobs.get((job.tenant, child_id))
+            if child is None or child.state is not JobState.ENABLED:
+                continue
+            parents = schedule_of(child).parents
+            if not parents or not set(parents) <= done:
+                continue
+            message = message_for(child, execution.slot, now, 1, MessageKind.CHILD, now)
+            self.queues.send(self.route(child), [message])
+            self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
+            self.metrics.add("ChildrenDispatched", 1)
+
+
+def failure_report(execution: Execution) -> dict[str, Any]:
+    """The failed-executions queue's message for a finally failed execution."""
+    return {
+        "tenant": execution.tenant,
+        "job_id": execution.job_id,
+        "slot": execution.slot,
+        "scheduled_at": iso(execution.scheduled_at),
+        "status": execution.status.value,
+        "attempt": execution.attempt,
+        "error": execution.error,
+        "finished_at": iso(execution.finished_at) if execution.finished_at else None,
+        "attempts": [record.model_dump(mode="json") for record in execution.attempts],
+    }

@@ -1,0 +1,396 @@
+"""Claiming a message: the decision of :mod:`punctual.execution.decisions`, applied with
+conditional writes on the slot's record.
+
+A first attempt creates the record; on conflict the store returns the record as it is, and the
+decision is made again (a few rounds). Overlap ``skip`` / ``queue`` goes through the job's turn
+(:mod:`punctual.execution.turns`). A slot released for an older version of its job is recorded
+MISSED (superseded), never run against the new spec. A first attempt that keeps coming back
+(no time left in a Lambda invocation, a claim that keeps racing, or errors) is *parked* before
+the queue's dead-letter threshold: recorded QUEUED with the reason and a timer that brings it
+back, so no first attempt reaches a dead-letter queue without a record saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from punctual.clock import Clock
+from punctual.execution.after import AfterEffects
+from punctual.execution.decisions import ClaimAction, ClaimDecision, decide_claim
+from punctual.execution.lease import Leases
+from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
+from punctual.execution.records import (
+    LEASE_LOST_NOTE,
+    SUPERSEDED_NOTE,
+    Ledger,
+    new_record,
+    owned_by,
+    running,
+    summary,
+    visibility,
+)
+from punctual.execution.turns import Turns
+from punctual.message_auth import DispatchSigner
+from punctual.models import Execution, ExecutionStatus, Job, JobState, Overlap
+from punctual.observability import MetricsSink
+from punctual.queues import DispatchMessage, MessageKind, QueuePort
+from punctual.store.base import ExecutionConflictError, Expect
+from punctual.timers import TimerKind
+
+log = logging.getLogger("punctual.execution")
+
+QUEUE_RECHECK_MIN_S = 30  # a queued slot checks that it still waits, at least this far apart
+# A first attempt returned this many times is parked (recorded QUEUED, brought back by a timer)
+# rather than returned again: the work queues dead-letter at their 5th receive.
+PARK_AFTER_RECEIVES = 3
+ERROR_BACKOFF_S = 10  # an unexpected error returns the message after this long (then 3x per receive)
+ERROR_BACKOFF_MAX_S = 900
+FINISH_MARGIN_S = 30  # time a Lambda keeps after a run's timeout to record its result
+CLAIM_ROUNDS = 5
+_PARKABLE = (MessageKind.FIRE, MessageKind.TURN, MessageKind.CHECK)
+
+
+def error_backoff_s(receive_count: int) -> int:
+    """How long a message that met an unexpected error stays away: 10 s, 30 s, 90 s, ... 15 min."""
+    return int(min(ERROR_BACKOFF_MAX_S, ERROR_BACKOFF_S * 3 ** max(receive_count - 1, 0)))
+
+
+class Claimer:
+    """Claims messages.
+
+    Parameters
+    ----------
+    ledger, turns, leases, after
+        Records and timers; overlap turns; leases; what follows an attempt's end.
+    queues
+        Returns messages that wait.
+    clock, config, metrics
+        As the worker's.
+    signer
+        Verifies each message's signature first (None: messages are not verified).
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        queues: QueuePort,
+        turns: Turns,
+        leases: Leases,
+        after: AfterEffects,
+        clock: Clock,
+        config: WorkerConfig,
+        metrics: MetricsSink,
+        signer: DispatchSigner | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.signer = signer
+        self.store = ledger.store
+        self.queues = queues
+        self.turns = turns
+        self.leases = leases
+        self.after = after
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics
+
+    def claim(
+        self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
+    ) -> Claim:
+        """Take the attempt ``message.attempt`` of the slot, or say why not.
+
+        Returns
+        -------
+        Claim
+            CLAIMED (run it), or an outcome that says what happened instead; WAITING
+            messages have had their visibility set when ``delivery`` was given.
+        """
+        if self.signer is not None and not self.signer.verify(message):
+            return self._forged(message, delivery)
+        # Half-cost read first; a consistent one only when it may be behind the message.
+        job = self.store.get_job(message.tenant, message.job_id, consistent=False)
+        if job is None or job.version < message.job_version:
+            job = self.store.get_job(message.tenant, message.job_id)
+        if job is None or job.state is JobState.DELETED:
+            log.info("job %s is gone; dropping slot %s", message.job_id, message.slot)
+            self.metrics.add("StaleMessages", 1)
+            return Claim(ClaimOutcome.STALE, message, delivery, reason="job is gone")
+        if time_left_s is not None and job.timeout_seconds + FINISH_MARGIN_S > time_left_s:
+            self.metrics.add("DeferredForTime", 1)
+            reason = "not enough time left in this invocation"
+            parked = self.park(job.version, message, delivery, reason)
+            return parked or self._wait(message, delivery, job, 0, reason, None)
+        if (
+            message.kind == MessageKind.FIRE
+            and message.attempt == 1
+            and job.state is JobState.ENABLED
+            and job.version > message.job_version
+        ):
+            superseded = self._supersede(job, message, delivery)
+            if superseded is not None:
+                return superseded
+        fresh = message.attempt == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)
+        # A first attempt creates the record; on conflict the store returns the record as it
+        # is, so the common path costs no read.
+        current = None if fresh else self.store.get_execution(message.tenant, message.job_id, message.slot)
+        redelivered = delivery is not None and delivery.receive_count > 1
+        for _ in range(CLAIM_ROUNDS):
+            now = self.clock.now()
+            decision = decide_claim(
+                current,
+                message,
+                now,
+                job.retry.max_attempts,
+                job.retry.max_age_seconds,
+                redelivered,
+                message_is_lease=not self.config.lease_timers,
+            )
+            try:
+                return self._apply(decision, current, job, message, delivery, now)
+            except ExecutionConflictError as exc:
+                current = exc.current or self.store.get_execution(
+                    message.tenant, message.job_id, message.slot
+                )
+        log.warning("claim of %s %s kept racing; trying again later", message.job_id, message.slot)
+        reason = "claim kept racing"
+        parked = self.park(job.version, message, delivery, reason)
+        return parked or self._wait(message, delivery, job, ERROR_BACKOFF_S, reason, current)
+
+    def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
+        """A message not signed with the dispatch key: someone outside the scheduler wrote it.
+        Nothing it names is read or written; it is logged, counted and dropped."""
+        self.metrics.add("ForgedMessages", 1)
+        log.error(
+            "dropping a message without a valid signature (%s): tenant %r job %r slot %r attempt %r kind %r",
+            "unsigned" if not message.sig else "forged",
+            message.tenant,
+            message.job_id,
+            message.slot,
+            message.attempt,
+            message.kind,
+        )
+        return Claim(ClaimOutcome.FORGED, message, delivery, reason="not signed with the dispatch key")
+
+    def _supersede(self, job: Job, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
+        """A slot released for an older version of the job: never run against the new spec.
+
+        Recorded MISSED (so a release of the same slot for the current version still runs
+        it); None when the slot already has a record (the usual claim decides).
+        """
+        record = new_record(
+            message,
+            ExecutionStatus.MISSED,
+            finished_at=self.clock.now(),
+            error=f"{SUPERSEDED_NOTE} (released for version {message.job_version}, now {job.version})",
+        )
+        try:
+            self.ledger.save(record, None, None)
+        except ExecutionConflictError:
+            return None
+        self.metrics.add("SupersededSlots", 1)
+        log.info(
+            "slot %s of %s was released for version %d: superseded", message.slot, job.id, message.job_version
+        )
+        return Claim(
+            ClaimOutcome.STALE, message, delivery, job, record, reason="superseded by a newer version"
+        )
+
+    def _apply(
+        self,
+        decision: ClaimDecision,
+        current: Execution | None,
+        job: Job,
+        message: DispatchMessage,
+        delivery: Delivery | None,
+        now: datetime,
+    ) -> Claim:
+        action = decision.action
+        if action is ClaimAction.DROP:
+            log.info("dropping %s %s attempt %d: %s", job.id, message.slot, message.attempt, decision.reason)
+            self.metrics.add("DuplicatesDropped", 1)
+            return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, current, reason=decision.reason)
+        if action is ClaimAction.REPAIR:
+            assert current is not None
+            self.after.apply(
+                job, current, now, retry_at=self.after.retry_instant_of(job, current), repeat=True
+            )
+            return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, current, reason=decision.reason)
+        if action is ClaimAction.WAIT:
+            # One second past the lease, so the retry sees it lapsed even with rounding.
+            return self._wait(message, delivery, job, decision.wait_s + 1, decision.reason, current)
+        if action is ClaimAction.EXHAUSTED:
+            assert current is not None
+            ended = current.ended(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE)
+            self.ledger.save(ended, current, owned_by(current))
+            self.after.apply(job, ended, now)
+            return Claim(ClaimOutcome.EXHAUSTED, message, delivery, job, ended, reason=decision.reason)
+        if action is ClaimAction.TAKEOVER:
+            assert current is not None
+            lost = current.closed_attempt(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE)
+            taken = running(
+                current,
+                message,
+                now,
+                self.leases.lease_s(job),
+                attempt=current.attempt + 1,
+                attempts=Execution.bounded([*current.attempts, lost]),
+            )
+            self.ledger.save(taken, current, owned_by(current))
+            self.metrics.add("Takeovers", 1)
+            log.warning("took over %s %s as attempt %d", job.id, current.slot, taken.attempt)
+            if not self.config.lease_timers:
+                # Message mode: this message came back after a crash, and every return costs it
+                # receives towards the queue's maxReceiveCount. If it is dead-lettered, a LEASE
+                # timer (one write, on this rare path only) lets the poller recover the run.
+                self.ledger.put_lease_timer(job, taken, now)
+            return self._claimed(job, message, delivery, taken, now)
+        return self._start(current, job, message, delivery, now)
+
+    def _start(
+        self,
+        current: Execution | None,
+        job: Job,
+        message: DispatchMessage,
+        delivery: Delivery | None,
+        now: datetime,
+    ) -> Claim:
+        expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
+        if current is not None and current.status is ExecutionStatus.MISSED:
+            current = None  # the record only said why the slot had not run: start it afresh
+        base = current or new_record(message, ExecutionStatus.QUEUED)
+        if job.state is JobState.PAUSED and message.kind != MessageKind.MANUAL:
+            # Pausing stops scheduled starts and retries; a run the user triggers by hand still runs.
+            skipped = base.model_copy(
+                update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": "job is paused"}
+            )
+            self.ledger.save(skipped, current, expect)
+            self.turns.pass_on(job, skipped, now)  # had it been handed the turn, the next slot gets it
+            self.metrics.add("PausedSkipped", 1)
+            return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="job is paused")
+        first_attempt = message.attempt == 1
+        holder = None
+        if first_attempt and job.overlap is not Overlap.ALLOW:
+            holder = self.turns.take(job, message.slot, now)
+        if holder is not None and job.overlap is Overlap.SKIP:
+            skipped = base.model_copy(
+                update={
+                    "status": ExecutionStatus.SKIPPED,
+                    "finished_at": now,
+                    "blocked_by": holder,
+                    "error": f"overlap: slot {holder} was still running",
+                }
+            )
+            self.ledger.save(skipped, current, expect)
+            self.store.add_skipped(job.tenant, job.id, 1)
+            self.metrics.add("OverlapSkipped", 1)
+            return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="overlap skip")
+        if holder is not None:  # Overlap.QUEUE: recorded, acknowledged, started when its turn comes
+            queued = current if current is not None and current.status is ExecutionStatus.QUEUED else base
+            if queued.status is not ExecutionStatus.QUEUED or queued.blocked_by != holder:
+                queued = base.model_copy(
+                    update={
+                        "status": ExecutionStatus.QUEUED,
+                        "attempt": message.attempt,
+                        "blocked_by": holder,
+                    }
+                )
+                self.ledger.save(queued, current, expect)
+            self.put_queued_timer(job.version, queued, now)
+            self.metrics.add("OverlapQueued", 1)
+            return Claim(
+                ClaimOutcome.QUEUED, message, delivery, job, queued, reason=f"waits for slot {holder}"
+            )
+        started = running(
+            base, message, now, self.leases.lease_s(job), attempt=message.attempt, blocked_by=None
+        )
+        self.ledger.save(started, current, expect)
+        if first_attempt:
+            delay_ms = (now - started.scheduled_at).total_seconds() * 1000
+            self.metrics.add("StartDelayMs", max(delay_ms, 0.0), "Milliseconds")
+        return self._claimed(job, message, delivery, started, now)
+
+    def _claimed(
+        self, job: Job, message: DispatchMessage, delivery: Delivery | None, started: Execution, now: datetime
+    ) -> Claim:
+        claim = Claim(ClaimOutcome.CLAIMED, message, delivery, job, started, last_heartbeat=now)
+        if self.config.lease_timers:
+            self.ledger.put_lease_timer(job, started, now)
+        return claim
+
+    def _wait(
+        self,
+        message: DispatchMessage,
+        delivery: Delivery | None,
+        job: Job,
+        seconds: float,
+        reason: str,
+        current: Execution | None,
+    ) -> Claim:
+        after_s = visibility(seconds)
+        self.return_later(delivery, after_s)
+        return Claim(
+            ClaimOutcome.WAITING, message, delivery, job, current, return_after_s=after_s, reason=reason
+        )
+
+    def return_later(self, delivery: Delivery | None, seconds: int) -> None:
+        if delivery is None:
+            return
+        try:
+            self.queues.change_visibility(delivery.queue_url, delivery.receipt, seconds)
+        except Exception:  # the queue's own visibility timeout brings it back anyway
+            log.warning("could not set the visibility of a returned message", exc_info=True)
+
+    # ------------------------------------------------------------------ parking
+
+    def park(
+        self, version: int, message: DispatchMessage, delivery: Delivery | None, reason: str
+    ) -> Claim | None:
+        """A first attempt returned to its queue again and again: before its receive count
+        reaches the dead-letter queue, record it QUEUED with the reason and a timer that brings
+        it back, and let its message be deleted. None: keep returning it.
+
+        ``version`` is the job's version (the message's when the job could not be read).
+        """
+        if (
+            delivery is None
+            or delivery.receive_count < PARK_AFTER_RECEIVES
+            or message.attempt != 1
+            or message.kind not in _PARKABLE
+        ):
+            return None
+        now = self.clock.now()
+        current = self.store.get_execution(message.tenant, message.job_id, message.slot)
+        error = summary(f"parked after {delivery.receive_count} deliveries: {reason}")
+        if current is None:
+            current = new_record(message, ExecutionStatus.QUEUED, error=error)
+            try:
+                self.ledger.save(current, None, None)
+            except ExecutionConflictError:
+                return None  # someone else wrote it meanwhile: the usual claim decides next time
+        elif current.status is not ExecutionStatus.QUEUED:
+            return None
+        self.put_queued_timer(version, current, now)
+        self.metrics.add("ParkedSlots", 1)
+        return Claim(ClaimOutcome.QUEUED, message, delivery, None, current, reason=f"parked: {reason}")
+
+    def put_queued_timer(self, version: int, execution: Execution, now: datetime) -> None:
+        """The safety net of a queued slot: a check that it still waits, sooner while it is new."""
+        waited_s = max(0.0, (now - execution.scheduled_at).total_seconds())
+        after_s = min(float(self.config.queue_recheck_s), max(QUEUE_RECHECK_MIN_S, waited_s / 2))
+        self.ledger.put_timer(
+            execution, now, now + timedelta(seconds=after_s), TimerKind.QUEUED, version=version
+        )
+
+    def after_error(self, message: DispatchMessage, delivery: Delivery | None, error: BaseException) -> bool:
+        """A message met an unexpected error: park it (True: delete the message) or return it
+        with a backoff that grows with its receives (10 s, 30 s, 90 s, ...), so that a first
+        attempt is parked with a record saying why before the dead-letter queue takes it."""
+        reason = summary(f"claim failed: {type(error).__name__}: {error}")
+        try:
+            if self.park(message.job_version, message, delivery, reason) is not None:
+                log.warning("parked %s %s after repeated errors", message.job_id, message.slot)
+                return True
+        except Exception:
+            log.warning("could not park %s %s", message.job_id, message.slot, exc_info=True)
+        self.return_later(delivery, error_backoff_s(delivery.receive_count if delivery else 1))
+        return False

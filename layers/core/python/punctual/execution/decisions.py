@@ -1,0 +1,130 @@
+"""The claim decision: what a worker does with a message, given the slot's record as it is.
+
+A pure function (:func:`decide_claim`) of the record, the message, the clock and the job's retry
+policy; :mod:`punctual.execution.claim` applies it with conditional writes. The table::
+
+    record                             message                 action
+    none                               n == 1, manual, child   START (create RUNNING n)
+    MISSED                             n == 1, manual, child   START (released after all)
+    QUEUED at n                        n                       START (overlap checked again)
+    RETRY_WAIT at n-1                  n                       START (the next attempt)
+    RUNNING at n-1 or n, lease live    -                       WAIT (come back when it lapses)
+    RUNNING at n-1 or n, lease lapsed  -                       TAKEOVER as attempt+1, new owner
+                                                               (EXHAUSTED: TIMED_OUT when none is left)
+    the same attempt, already ended    redelivered             REPAIR (re-apply after-effects)
+    anything else                      -                       DROP (whatever its age)
+
+``lease_until`` is always compared with this worker's injected clock. In message mode (the
+Lambda worker) the message is the lease of the attempt it started or took over, so a message
+older than the record's attempt is read as one for the record's own attempt (found by the chaos
+run: after two crashes on one slot the message was dropped and the slot stayed RUNNING).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from punctual.models import Execution, ExecutionStatus
+from punctual.queues import DispatchMessage, MessageKind
+
+
+class ClaimAction(StrEnum):
+    START = "start"
+    TAKEOVER = "takeover"
+    EXHAUSTED = "exhausted"
+    WAIT = "wait"
+    REPAIR = "repair"
+    DROP = "drop"
+
+
+@dataclass(frozen=True)
+class ClaimDecision:
+    action: ClaimAction
+    reason: str
+    wait_s: float = 0.0
+
+
+def lease_live(execution: Execution, now: datetime) -> bool:
+    """True while a RUNNING execution's lease has not lapsed (by the caller's clock)."""
+    return (
+        execution.status is ExecutionStatus.RUNNING
+        and execution.lease_until is not None
+        and execution.lease_until > now
+    )
+
+
+def decide_claim(
+    current: Execution | None,
+    message: DispatchMessage,
+    now: datetime,
+    max_attempts: int,
+    max_age_s: float,
+    redelivered: bool = False,
+    message_is_lease: bool = False,
+) -> ClaimDecision:
+    """What a worker does with a message for ``message.attempt``, given the record as it is.
+
+    A pure function of its arguments (the table in the module docstring).
+
+    Parameters
+    ----------
+    current
+        The execution record, or None when there is none.
+    message
+        The delivered message.
+    now
+        The worker's clock.
+    max_attempts, max_age_s
+        The job's retry policy: a lapsed lease past them ends the slot TIMED_OUT.
+    redelivered
+        The same SQS message was received before (its worker may have died after writing
+        the record but before its after-effects).
+    message_is_lease
+        The Lambda worker (no lease timers): the message is the lease of the attempt it
+        started or took over, so a message older than the record's attempt still carries it.
+        False for the ECS worker, whose LEASE timers recover a lost run: older messages drop.
+
+    Returns
+    -------
+    ClaimDecision
+    """
+    n = message.attempt
+    carried = message_is_lease and current is not None and current.attempt > n
+    if current is None:
+        if n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD):
+            return ClaimDecision(ClaimAction.START, "new slot")
+        return ClaimDecision(ClaimAction.DROP, f"no record for attempt {n} (expired or never started)")
+    status = current.status
+    if status is ExecutionStatus.MISSED and (
+        n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)
+    ):
+        return ClaimDecision(ClaimAction.START, "slot recorded missed is released after all")
+    if status is ExecutionStatus.QUEUED:
+        if current.attempt == n:
+            return ClaimDecision(ClaimAction.START, "queued slot")
+        return ClaimDecision(ClaimAction.DROP, f"slot is queued as attempt {current.attempt}")
+    if status is ExecutionStatus.RETRY_WAIT:
+        if current.attempt == n - 1:
+            return ClaimDecision(ClaimAction.START, "next attempt")
+        if redelivered and (current.attempt == n or carried):
+            return ClaimDecision(ClaimAction.REPAIR, "redelivery of an attempt that ended")
+        return ClaimDecision(ClaimAction.DROP, f"slot waits for attempt {current.attempt + 1}")
+    if status is ExecutionStatus.RUNNING:
+        if current.attempt not in (n - 1, n) and not carried:
+            return ClaimDecision(
+                ClaimAction.DROP, f"attempt {current.attempt} is running; message is for {n}"
+            )
+        if lease_live(current, now):
+            assert current.lease_until is not None
+            wait = (current.lease_until - now).total_seconds()
+            return ClaimDecision(ClaimAction.WAIT, "lease is live", wait_s=wait)
+        used = current.attempt - current.releases
+        too_old = now > current.scheduled_at + timedelta(seconds=max_age_s)
+        if used >= max_attempts or too_old:
+            return ClaimDecision(ClaimAction.EXHAUSTED, "lease lapsed and no attempt is left")
+        return ClaimDecision(ClaimAction.TAKEOVER, "lease lapsed")
+    if redelivered and (current.attempt == n or carried):
+        return ClaimDecision(ClaimAction.REPAIR, "redelivery of an attempt that ended")
+    return ClaimDecision(ClaimAction.DROP, f"slot already {status.value}")

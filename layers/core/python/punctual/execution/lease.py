@@ -1,0 +1,207 @@
+"""The lease of a running attempt: heartbeat, stop, and hand back on shutdown.
+
+Heartbeat mode (the ECS worker): every heartbeat extends ``lease_until`` (a conditional write
+on owner and attempt), writes a LEASE timer at the new instant and extends the message's
+visibility. Message mode (the Lambda worker): the lease covers the whole run and the SQS
+message is the lease; no heartbeats.
+
+A run is *stopped* (:meth:`Leases.stop`) when its lease is lost, or when the worker shuts down:
+``claim.cancel`` is set, the target adapter cuts its call short, and the run is handed back
+(:meth:`Leases.release`) as a released attempt that another worker takes over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from punctual.clock import Clock
+from punctual.execution.ports import Claim, WorkerConfig
+from punctual.execution.records import RELEASED_NOTE, Ledger, owned_by
+from punctual.models import Execution, ExecutionStatus, IllegalTransition, Job
+from punctual.observability import MetricsSink
+from punctual.queues import MessageKind, QueuePort, message_for
+from punctual.store.base import ExecutionConflictError
+
+log = logging.getLogger("punctual.execution")
+
+SHUTDOWN = "shutdown"  # Claim.stop_reason of a run stopped because its worker shuts down
+
+
+def owned(claim: Claim) -> tuple[Job, Execution]:
+    """The job and the RUNNING record a CLAIMED claim holds (a caller bug otherwise)."""
+    if claim.job is None or claim.execution is None or not claim.claimed:
+        raise IllegalTransition(claim.execution.status if claim.execution else None, ExecutionStatus.RUNNING)
+    return claim.job, claim.execution
+
+
+class Leases:
+    """Keeps, loses and hands back the leases of running attempts.
+
+    Parameters
+    ----------
+    ledger
+        Records and timers.
+    queues, route
+        The message of a claim (visibility, delete) and where a handed-back attempt goes.
+    clock, config, metrics
+        As the worker's.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        queues: QueuePort,
+        route: Callable[[Job], str],
+        clock: Clock,
+        config: WorkerConfig,
+        metrics: MetricsSink,
+    ) -> None:
+        self.ledger = ledger
+        self.queues = queues
+        self.route = route
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics
+
+    def lease_s(self, job: Job) -> int:
+        """Heartbeat mode: one lease slice, extended while the run lasts. Message mode: the whole
+        run plus a margin (the SQS visibility timeout is longer still)."""
+        return self.config.lease_s if self.config.lease_timers else job.timeout_seconds + self.config.lease_s
+
+    def heartbeat(self, claim: Claim) -> bool:
+        """Extend the lease (and the message's visibility); False when the lease was lost.
+
+        Conditional on owner and attempt: a worker whose execution was taken over learns it
+        here, and its run is stopped (``claim.cancel``).
+        """
+        with claim.lock:
+            if not claim.live:
+                return False
+            job, current = owned(claim)
+            now = self.clock.now()
+            extended = current.model_copy(update={"lease_until": now + timedelta(seconds=self.lease_s(job))})
+            try:
+                self.ledger.save(extended, current, owned_by(current))
+            except ExecutionConflictError:
+                self._lose(claim, "was lost")
+                return False
+            except Exception:
+                # The store is failing. While the lease still outlasts the next heartbeat, the
+                # next one tries again; past that another worker may take the slot over, so this
+                # run gives up now: it is stopped and its result is never recorded.
+                lapses = current.lease_until
+                if lapses is not None and now + timedelta(seconds=self.config.lease_s / 3) >= lapses:
+                    self._lose(claim, "could not be extended before it lapses")
+                    return False
+                raise
+            claim.execution = extended
+            claim.last_heartbeat = now
+            if self.config.lease_timers:
+                self.ledger.put_lease_timer(job, extended, now)
+            delivery = claim.delivery
+            if delivery is not None and not claim.detached:
+                try:
+                    self.queues.change_visibility(delivery.queue_url, delivery.receipt, self.lease_s(job))
+                except Exception:
+                    # SQS caps a message's visibility at 12 hours in all. Past that (or if the
+                    # receipt went stale) let go of the message: the LEASE timers recover the run.
+                    log.info("detaching %s %s from its message", job.id, current.slot, exc_info=True)
+                    self._detach(claim)
+        return True
+
+    def heartbeat_if_due(self, claim: Claim) -> bool:
+        """The adapter's heartbeat: beat when a third of the lease has passed; report the lease."""
+        if not claim.live:
+            return False
+        if not self.config.lease_timers:
+            return True  # message mode: the lease covers the whole run
+        last = claim.last_heartbeat
+        if last is None or (self.clock.now() - last).total_seconds() >= self.config.lease_s / 3:
+            return self.heartbeat(claim)
+        return True
+
+    def stop(self, claim: Claim, reason: str) -> bool:
+        """Ask a running attempt to stop now (``claim.cancel``); False when it is no longer live.
+
+        The run's adapter cuts its call short; :meth:`punctual.execution.finish.Finisher.finish`
+        then hands the attempt back (``reason`` :data:`SHUTDOWN`) instead of recording a result.
+        """
+        with claim.lock:
+            if not claim.live:
+                return False
+            claim.stop_reason = reason
+        claim.cancel.set()
+        return True
+
+    def _lose(self, claim: Claim, how: str) -> None:
+        claim.lost = True
+        claim.cancel.set()  # stop the run: another worker may take the slot over
+        self.metrics.add("LeasesLost", 1)
+        log.warning("lease of %s %s %s: the run is stopped", claim.message.job_id, claim.message.slot, how)
+
+    def _detach(self, claim: Claim) -> None:
+        delivery = claim.delivery
+        claim.detached = True
+        if delivery is None:
+            return
+        try:
+            self.queues.delete(delivery.queue_url, delivery.receipt)
+        except Exception:
+            log.warning("could not delete a detached message", exc_info=True)
+
+    def release(self, claim: Claim) -> bool:
+        """Hand a running attempt back (shutdown): another worker takes it over at once.
+
+        The record goes RUNNING -> RETRY_WAIT (the attempt is listed as released and does
+        not count against ``max_attempts``), the next attempt's message is sent, and this
+        one is deleted so the job's FIFO group moves on. A late finish of this run is then
+        fenced. If the send fails, a RETRY timer due now does it through the poller.
+
+        Returns
+        -------
+        bool
+            False when the attempt had already ended or been taken over.
+        """
+        with claim.lock:
+            if not claim.live:
+                return False
+            job, current = owned(claim)
+            now = self.clock.now()
+            released = current.ended(
+                ExecutionStatus.RETRY_WAIT, now, RELEASED_NOTE, releases=current.releases + 1
+            )
+            try:
+                self.ledger.save(released, current, owned_by(current))
+            except ExecutionConflictError:
+                claim.lost = True
+                return False
+            claim.execution = released
+            claim.released = True
+        claim.cancel.set()
+        self.metrics.add("ExecutionsReleased", 1)
+        self._hand_on(claim, job, released, now)
+        return True
+
+    def _hand_on(self, claim: Claim, job: Job, released: Execution, now: datetime) -> None:
+        next_message = message_for(
+            job, released.slot, released.scheduled_at, released.attempt + 1, MessageKind.TAKEOVER, now
+        )
+        delivery = claim.delivery
+        try:
+            self.queues.send(delivery.queue_url if delivery else self.route(job), [next_message])
+        except Exception:
+            log.warning(
+                "could not send the takeover of %s %s; leaving it to a timer",
+                job.id,
+                released.slot,
+                exc_info=True,
+            )
+            self.ledger.put_retry_timer(job, released, now, now)
+            return
+        if delivery is not None and not claim.detached:
+            try:
+                self.queues.delete(delivery.queue_url, delivery.receipt)
+            except Exception:
+                log.warning("could not delete a released message", exc_info=True)

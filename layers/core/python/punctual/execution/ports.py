@@ -1,0 +1,189 @@
+"""The worker's values and ports: its configuration, what a claim holds, where results go.
+
+Nothing here does I/O except :class:`SqsFailureSink`; the parts of the worker
+(:mod:`~punctual.execution.claim`, :mod:`~punctual.execution.lease`,
+:mod:`~punctual.execution.finish`, :mod:`~punctual.execution.after`) pass these around.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from punctual.models import Execution, ExecutionStatus, Job
+from punctual.queues import DispatchMessage
+from punctual.settings import Settings
+from punctual.timers import TimerLayout
+
+log = logging.getLogger("punctual.execution")
+
+
+class FailureSink(Protocol):
+    """Where finally failed executions are reported (the failed-executions queue)."""
+
+    def publish(self, body: Mapping[str, Any]) -> None: ...
+
+
+class SqsFailureSink:
+    """Sends a JSON body to the failed-executions queue (a standard queue)."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self.client = client
+        self.queue_url = queue_url
+
+    def publish(self, body: Mapping[str, Any]) -> None:
+        if not self.queue_url:
+            log.error("no failed-executions queue configured; dropping report %s", body)
+            return
+        self.client.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(body, default=str))
+
+
+@dataclass
+class MemoryFailureSink:
+    """Keeps every report (tests, local mode)."""
+
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+    def publish(self, body: Mapping[str, Any]) -> None:
+        self.bodies.append(dict(body))
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Where a message came from, so the worker can return it or extend its visibility."""
+
+    queue_url: str
+    receipt: str
+    receive_count: int = 1
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How a worker claims and finishes.
+
+    Attributes
+    ----------
+    layout
+        Where timers go.
+    short_queue_urls, long_queue_urls
+        Where dependants' slots and takeover messages are sent.
+    retention_days
+        The execution record's TTL.
+    lease_s
+        Heartbeat mode: the lease each heartbeat grants. Message mode: the margin added to
+        the job's timeout.
+    lease_timers
+        True for the ECS worker: heartbeats, LEASE timers. False for the Lambda worker,
+        whose SQS message is its lease.
+    queue_recheck_s
+        Overlap ``queue``: the longest a queued slot goes without checking that it still
+        waits (a safety net: the slot before it hands it the turn when it ends).
+    finish_retry_s
+        How long a finished run keeps trying to record its result while the store fails
+        (a result that is never recorded is run again by a takeover).
+    """
+
+    layout: TimerLayout = field(default_factory=TimerLayout)
+    short_queue_urls: tuple[str, ...] = ()
+    long_queue_urls: tuple[str, ...] = ()
+    retention_days: int = 30
+    lease_s: int = 60
+    lease_timers: bool = False
+    queue_recheck_s: int = 300
+    finish_retry_s: float = 20.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, lease_timers: bool) -> WorkerConfig:
+        return cls(
+            layout=TimerLayout(settings.shard_count, settings.near_shard_count, settings.far_threshold_s),
+            short_queue_urls=tuple(settings.short_queue_urls),
+            long_queue_urls=tuple(settings.long_queue_urls),
+            retention_days=settings.retention_days,
+            lease_s=settings.lease_s,
+            lease_timers=lease_timers,
+        )
+
+
+class ClaimOutcome(StrEnum):
+    CLAIMED = "claimed"  # this worker owns the attempt: run it
+    DUPLICATE = "duplicate"  # dropped without running
+    WAITING = "waiting"  # the message comes back later (live lease, overlap queue)
+    SKIPPED = "skipped"  # overlap skip, or the job is paused
+    QUEUED = "queued"  # overlap queue: recorded QUEUED, it starts when the slot before it ends
+    EXHAUSTED = "exhausted"  # lease lapsed with no attempt left: TIMED_OUT
+    STALE = "stale"  # the job is gone, or the slot was released for an older version of it
+    FORGED = "forged"  # not signed with the dispatch key: dropped unread
+
+
+@dataclass
+class Claim:
+    """The result of a claim; when CLAIMED, the handle of the running attempt."""
+
+    outcome: ClaimOutcome
+    message: DispatchMessage
+    delivery: Delivery | None
+    job: Job | None = None
+    execution: Execution | None = None
+    return_after_s: int | None = None
+    reason: str = ""
+    lost: bool = False  # a conditional write found another owner: stop, never write again
+    released: bool = False  # handed back on shutdown: the message is no longer ours
+    finished: bool = False
+    detached: bool = False  # the message was deleted early: LEASE timers alone recover it
+    last_heartbeat: datetime | None = None
+    # Set when the run must stop now (lease lost, or shutdown: stop_reason says which); the
+    # target adapter sees it as SlotContext.cancel.
+    cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    stop_reason: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def claimed(self) -> bool:
+        return self.outcome is ClaimOutcome.CLAIMED
+
+    @property
+    def live(self) -> bool:
+        return self.claimed and not (self.lost or self.released or self.finished)
+
+    @property
+    def ack(self) -> bool:
+        """Whether the message should be deleted now (not for WAITING: it comes back)."""
+        return self.outcome is not ClaimOutcome.WAITING
+
+
+@dataclass(frozen=True)
+class FinishResult:
+    status: ExecutionStatus | None  # what was written; None when superseded
+    superseded: bool
+    execution: Execution | None
+    retry_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class HandleResult:
+    """What happened to one message, and what its shell should do with it."""
+
+    outcome: str  # a ClaimOutcome value, "superseded", or the status the run ended in
+    ack: bool  # delete the message (False: it was returned to the queue, or handed back)
+    return_after_s: int | None = None
+    execution: Execution | None = None
+
+
+class MessageReturned(Exception):
+    """Raised to a batch processor: the message stays in its queue and comes back later."""
+
+    def __init__(self, reason: str, return_after_s: int | None) -> None:
+        super().__init__(reason)
+        self.return_after_s = return_after_s
+
+
+class JobPauser(Protocol):
+    """Pauses a job when its target asks never to be called again (HTTP 410)."""
+
+    def pause(self, tenant: str, job_id: str, reason: str) -> None: ...

@@ -1,0 +1,162 @@
+"""The execution records a worker writes, built in one place, and the one way they are saved.
+
+Every record a worker makes is built here (:func:`new_record` for a slot without one,
+:func:`running` for an attempt that starts, :meth:`Execution.ended` for one that ends), and every
+write goes through :class:`Ledger`, which checks the transition against the state machine on the
+model (:data:`punctual.models.TRANSITIONS`) and sets the TTL. Timers (retry, lease, queued check)
+are written by :meth:`Ledger.put_timer` only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from punctual.clock import Clock
+from punctual.execution.ports import WorkerConfig
+from punctual.models import Execution, ExecutionStatus, Job, check_transition
+from punctual.queues import DispatchMessage
+from punctual.store.base import Expect, JobStore
+from punctual.timers import TimerKind
+
+RELEASED_NOTE = "released: the worker shut down before the run ended"
+LEASE_LOST_NOTE = "lease expired: the worker was lost"
+SUPERSEDED_NOTE = "superseded: the job changed before this slot started"
+MAX_SUMMARY_CHARS = 500
+MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
+LIVE = frozenset({ExecutionStatus.RUNNING})
+
+
+def iso(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def summary(text: str) -> str:
+    return text[:MAX_SUMMARY_CHARS]
+
+
+def visibility(seconds: float) -> int:
+    """A message visibility in whole seconds, within what SQS accepts."""
+    return max(0, min(MAX_VISIBILITY_S, math.ceil(seconds)))
+
+
+def new_owner() -> str:
+    """A fresh lease owner: ``uuid.uuid4().hex``, without building a ``UUID`` object."""
+    return owner_of(os.urandom(16))
+
+
+def owner_of(raw: bytes) -> str:
+    """``uuid.UUID(bytes=raw, version=4).hex``: the RFC 4122 variant and version 4 bits set."""
+    value = int.from_bytes(raw, "big")
+    value = (value & ~(0xC000 << 48)) | (0x8000 << 48)
+    value = (value & ~(0xF000 << 64)) | (4 << 76)
+    return f"{value:032x}"
+
+
+def new_record(message: DispatchMessage, status: ExecutionStatus, **fields: Any) -> Execution:
+    """The record of a slot that has no record yet, as ``message`` names it."""
+    return Execution(
+        job_id=message.job_id,
+        tenant=message.tenant,
+        slot=message.slot,
+        scheduled_at=datetime.fromisoformat(message.scheduled_at),
+        attempt=message.attempt,
+        status=status,
+        job_version=message.job_version,
+        **fields,
+    )
+
+
+def running(base: Execution, message: DispatchMessage, now: datetime, lease_s: int, **more: Any) -> Execution:
+    """``base`` as a RUNNING attempt of ``message``, owned by a fresh owner (``more``: further fields)."""
+    return base.model_copy(
+        update={
+            "status": ExecutionStatus.RUNNING,
+            "started_at": now,
+            "finished_at": None,
+            "error": None,
+            "result": None,
+            "owner": new_owner(),
+            "lease_until": now + timedelta(seconds=lease_s),
+            "job_version": message.job_version,
+            **more,
+        }
+    )
+
+
+def owned_by(execution: Execution) -> Expect:
+    """The condition of every write by the attempt's owner: still RUNNING, same attempt and owner."""
+    return Expect(LIVE, execution.attempt, execution.owner, check_owner=True)
+
+
+class Ledger:
+    """Saves execution records (transition-checked, with their TTL) and writes their timers.
+
+    Parameters
+    ----------
+    store
+        The job store.
+    clock
+        Every ``now``.
+    config
+        The timer layout and the retention of records.
+    """
+
+    def __init__(self, store: JobStore, clock: Clock, config: WorkerConfig) -> None:
+        self.store = store
+        self.clock = clock
+        self.config = config
+
+    def ttl(self, now: datetime) -> int:
+        return int((now + timedelta(days=self.config.retention_days)).timestamp())
+
+    def save(self, new: Execution, current: Execution | None, expect: Expect | None) -> None:
+        """Write ``new`` over ``current`` if ``expect`` still holds.
+
+        Raises
+        ------
+        IllegalTransition
+            ``current.status -> new.status`` is not an edge of the state machine (a bug).
+        ExecutionConflictError
+            The record changed (another worker).
+        """
+        check_transition(current.status if current is not None else None, new.status)
+        self.store.save_execution(new, expect, self.ttl(self.clock.now()))
+
+    def put_timer(
+        self,
+        execution: Execution,
+        now: datetime,
+        due: datetime,
+        kind: TimerKind,
+        *,
+        version: int,
+        attempt: int | None = None,
+        owner: str | None = None,
+    ) -> None:
+        """Write one timer of an execution (retry, lease, queued check): the one way they are made."""
+        timer = self.config.layout.make(
+            now=now,
+            due=due,
+            job_id=execution.job_id,
+            tenant=execution.tenant,
+            slot=execution.slot,
+            attempt=execution.attempt if attempt is None else attempt,
+            kind=kind,
+            job_version=version,
+            owner=owner,
+        )
+        self.store.put_timers([timer])
+
+    def put_retry_timer(self, job: Job, execution: Execution, now: datetime, due: datetime) -> None:
+        self.put_timer(
+            execution, now, due, TimerKind.RETRY, version=job.version, attempt=execution.attempt + 1
+        )
+
+    def put_lease_timer(self, job: Job, execution: Execution, now: datetime) -> None:
+        assert execution.lease_until is not None
+        self.put_timer(
+            execution, now, execution.lease_until, TimerKind.LEASE, version=job.version, owner=execution.owner
+        )

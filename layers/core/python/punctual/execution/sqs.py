@@ -1,0 +1,114 @@
+"""The Lambda worker's SQS batch adapter: a record of an SQS event in, the worker's outcome out.
+
+A malformed body is logged and dropped. A message that must come back later raises
+:class:`MessageReturned` after its visibility was set, so the batch processor reports it as
+failed and keeps it (with its group's later records) in the queue. Any other error returns the
+message with a backoff that grows with its receives, or parks a first attempt with a record
+(:meth:`punctual.execution.claim.Claimer.after_error`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from punctual.execution.ports import Delivery, HandleResult, MessageReturned
+from punctual.queues import DispatchMessage
+
+if TYPE_CHECKING:
+    from punctual.execution.worker import Worker
+
+log = logging.getLogger("punctual.execution")
+
+
+def queue_url_for_arn(arn: str, urls: Sequence[str]) -> str:
+    """The queue URL of an SQS queue ARN: a configured URL with that name, else the AWS form.
+
+    Parameters
+    ----------
+    arn
+        ``arn:aws:sqs:<region>:<account>:<name>`` (a Lambda event's ``eventSourceARN``).
+    urls
+        The configured queue URLs (local mode and moto use other hosts).
+    """
+    parts = arn.split(":")
+    if len(parts) < 6:
+        raise ValueError(f"not an SQS queue ARN: {arn!r}")
+    region, account, name = parts[3], parts[4], parts[5]
+    for url in urls:
+        if url.rstrip("/").rsplit("/", 1)[-1] == name:
+            return url
+    return f"https://sqs.{region}.amazonaws.com/{account}/{name}"
+
+
+class SqsBatch:
+    """Feeds the records of a Lambda SQS event to a worker."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    @property
+    def _urls(self) -> list[str]:
+        config = self.worker.config
+        return [*config.short_queue_urls, *config.long_queue_urls]
+
+    def process_record(self, record: Mapping[str, Any], time_left_s: float | None = None) -> HandleResult:
+        """Process one record (its raw dict); see :meth:`punctual.execution.worker.Worker.process`.
+
+        Raises
+        ------
+        MessageReturned
+            The message stays in the queue.
+        """
+        delivery = Delivery(
+            queue_url=queue_url_for_arn(record["eventSourceARN"], self._urls),
+            receipt=record["receiptHandle"],
+            receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")),
+        )
+        try:
+            message = DispatchMessage.from_body(record["body"])
+        except (ValueError, TypeError) as exc:
+            log.error("dropping a malformed message %s: %s", record.get("messageId"), exc)
+            self.worker.metrics.add("MalformedMessages", 1)
+            return HandleResult("malformed", True)
+        try:
+            handled = self.worker.process(message, delivery, time_left_s)
+        except Exception as exc:
+            if self.worker.after_error(message, delivery, exc):
+                return HandleResult("parked", True)
+            raise
+        if not handled.ack:
+            raise MessageReturned(handled.outcome, handled.return_after_s)
+        return handled
+
+    def return_blocked_records(self, event: Mapping[str, Any], failed_ids: set[str]) -> int:
+        """Make a batch's records that a FIFO processor skipped visible again at once.
+
+        After a record fails, the processor fails its group's later records without running
+        them; they would stay in flight for the queue's whole visibility timeout and block
+        their group. The first failed record of each group keeps its own visibility (it sets
+        when the group resumes); the rest become visible now and queue up behind it.
+
+        Returns
+        -------
+        int
+            How many records were made visible.
+        """
+        seen_groups: set[str] = set()
+        returned = 0
+        urls = self._urls
+        for record in event.get("Records", []):
+            if record.get("messageId") not in failed_ids:
+                continue
+            group = str(record.get("attributes", {}).get("MessageGroupId", ""))
+            if group not in seen_groups:
+                seen_groups.add(group)
+                continue
+            try:
+                url = queue_url_for_arn(record["eventSourceARN"], urls)
+                self.worker.queues.change_visibility(url, record["receiptHandle"], 0)
+                returned += 1
+            except Exception:  # best effort: the visibility timeout brings it back anyway
+                log.warning("could not return skipped record %s", record.get("messageId"), exc_info=True)
+        return returned

@@ -1,0 +1,83 @@
+"""Overlap ``skip`` / ``queue``: one slot of a job at a time, by a conditional write on one item.
+
+The job's *turn* item names the slot that may run. A first attempt of a skip/queue job takes it
+(:meth:`Turns.take`); a slot that cannot have it is SKIPPED (``skip``) or recorded QUEUED and
+waits in slot order (``queue``). When a slot ends for good its worker passes the turn on
+(:meth:`Turns.pass_on`): the oldest waiting slot gets it and a TURN message starts it at once.
+Two slots claimed at once by two workers cannot both get the turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from punctual.models import Execution, Job, Overlap
+from punctual.queues import MessageKind, QueuePort, message_for
+from punctual.store.base import JobStore
+from punctual.timers import slot_instant
+
+log = logging.getLogger("punctual.execution")
+
+STALE_TURN_S = 20 * 60  # a turn whose holder never wrote a record is free after this long
+
+
+class Turns:
+    """Takes and passes on a job's turn.
+
+    Parameters
+    ----------
+    store
+        The job store (the turn item and the slots' records).
+    queues
+        Where the TURN message of the next slot is sent.
+    route
+        ``route(job)``: the queue of a job's messages.
+    """
+
+    def __init__(self, store: JobStore, queues: QueuePort, route: Callable[[Job], str]) -> None:
+        self.store = store
+        self.queues = queues
+        self.route = route
+
+    def take(self, job: Job, slot: str, now: datetime) -> str | None:
+        """Take the job's turn for ``slot``; None if it now holds it, else the slot that does.
+
+        A holder whose slot has ended (its worker died before passing the turn on) or never
+        started is replaced. A ``queue`` slot that cannot have the turn waits for it in slot order.
+        """
+        store = self.store
+        turn = store.take_turn(job.tenant, job.id, slot, now)
+        if turn.holder == slot or turn.holder is None:
+            return None
+        if self._is_stale(job, turn.holder, turn.since, now):
+            turn = store.take_turn(job.tenant, job.id, slot, now, replacing=turn.holder)
+            if turn.holder == slot:
+                return None
+        if job.overlap is Overlap.QUEUE:
+            store.wait_for_turn(job.tenant, job.id, slot)
+            turn = store.take_turn(job.tenant, job.id, slot, now)  # freed meanwhile?
+            if turn.holder == slot:
+                return None
+        return turn.holder
+
+    def _is_stale(self, job: Job, holder: str, since: datetime | None, now: datetime) -> bool:
+        record = self.store.get_execution(job.tenant, job.id, holder)
+        if record is None:
+            return since is None or (now - since).total_seconds() > STALE_TURN_S
+        return record.status.terminal
+
+    def pass_on(self, job: Job, execution: Execution, now: datetime) -> None:
+        """A skip/queue slot ended for good: hand the turn to the oldest queued slot and start it."""
+        if job.overlap is Overlap.ALLOW or not execution.status.terminal:
+            return
+        following = self.store.pass_turn(job.tenant, job.id, execution.slot, now)
+        if following is None:
+            return
+        record = self.store.get_execution(job.tenant, job.id, following)
+        scheduled = record.scheduled_at if record is not None else slot_instant(following)
+        attempt = record.attempt if record is not None else 1
+        message = message_for(job, following, scheduled, attempt, MessageKind.TURN, now)
+        self.queues.send(self.route(job), [message])
+        log.info("slot %s of %s ended: the turn goes to %s", execution.slot, job.id, following)

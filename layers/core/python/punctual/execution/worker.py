@@ -1,0 +1,302 @@
+"""The worker facade: claim, run, heartbeat, finish, as one object the shells (Lambda, ECS) use.
+
+It wires the parts together and holds no decision of its own:
+:class:`~punctual.execution.claim.Claimer` (the claim and its conditional writes),
+:class:`~punctual.execution.lease.Leases` (heartbeat, stop, hand back),
+:class:`~punctual.execution.finish.Finisher` (the result, fenced),
+:class:`~punctual.execution.after.AfterEffects` (retry timers, delay chains, dependants, turns,
+pausing) and :class:`~punctual.execution.sqs.SqsBatch` (the Lambda SQS adapter).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from punctual.clock import Clock
+from punctual.execution.after import AfterEffects
+from punctual.execution.claim import Claimer
+from punctual.execution.finish import Finisher
+from punctual.execution.lease import Leases, owned
+from punctual.execution.ports import (
+    Claim,
+    Delivery,
+    FailureSink,
+    FinishResult,
+    HandleResult,
+    JobPauser,
+    MemoryFailureSink,
+    SqsFailureSink,
+    WorkerConfig,
+)
+from punctual.execution.records import Ledger, summary
+from punctual.execution.sqs import SqsBatch
+from punctual.execution.turns import Turns
+from punctual.message_auth import DispatchSigner, signer_from
+from punctual.models import ExecutionStatus, Job
+from punctual.observability import MetricsSink, NullMetrics
+from punctual.queues import DispatchMessage, QueuePort
+from punctual.retries import RandomSource, seeded_random
+from punctual.settings import Settings
+from punctual.store.base import JobStore
+from punctual.targets.base import SlotContext, TargetInvoker, TargetResult
+
+log = logging.getLogger("punctual.execution")
+
+
+class JobServicePauser:
+    """:class:`JobPauser` through the job service (the same path as ``POST /jobs/{id}/pause``)."""
+
+    def __init__(self, store: JobStore, queues: QueuePort, clock: Clock, config: WorkerConfig) -> None:
+        from punctual.jobs import JobService, QueueRouting
+
+        self.service = JobService(
+            store, queues, clock, config.layout, QueueRouting(config.short_queue_urls, config.long_queue_urls)
+        )
+
+    def pause(self, tenant: str, job_id: str, reason: str) -> None:
+        self.service.pause(tenant, job_id, reason=reason)
+
+
+class Worker:
+    """Claims, runs and finishes executions; the shells (Lambda, ECS) only move messages.
+
+    Parameters
+    ----------
+    store
+        The job store.
+    queues
+        The FIFO queue port (returning messages, extending visibility, sending dependants).
+    invoker
+        Runs a job's target.
+    clock
+        Every ``now`` (and so every lease comparison) comes from here.
+    config
+        Leases, timers, queues, retention.
+    metrics
+        Where figures go (the shells forward them to Powertools).
+    failures
+        Where finally failed executions are reported.
+    rng
+        ``rng(job_id, slot, attempt)`` gives the jitter source of that attempt's retry.
+    signing_secrets
+        ``signing_secrets(job)`` gives the job's webhook secrets in plain text.
+    pauser
+        Pauses a job whose target asked never to be called again (None: logged, not paused).
+    signer
+        Verifies every message's signature before anything else (None: not verified). The
+        queues sign what the worker sends when they were given the same signer.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        queues: QueuePort,
+        invoker: TargetInvoker,
+        clock: Clock,
+        config: WorkerConfig,
+        *,
+        metrics: MetricsSink | None = None,
+        failures: FailureSink | None = None,
+        rng: Callable[[str, str, int], RandomSource] = seeded_random,
+        signing_secrets: Callable[[Job], tuple[str, ...]] | None = None,
+        pauser: JobPauser | None = None,
+        signer: DispatchSigner | None = None,
+    ) -> None:
+        from punctual.jobs import QueueRouting
+
+        self.store = store
+        self.queues = queues
+        self.invoker = invoker
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics or NullMetrics()
+        self.failures = failures or MemoryFailureSink()
+        self.signing_secrets = signing_secrets or (lambda job: ())
+        self.rng = rng
+        route = QueueRouting(config.short_queue_urls, config.long_queue_urls).queue_for
+        self.ledger = Ledger(store, clock, config)
+        self.turns = Turns(store, queues, route)
+        self.after = AfterEffects(
+            self.ledger, queues, route, self.turns, self.metrics, self.failures, self._rng, pauser
+        )
+        self.leases = Leases(self.ledger, queues, route, clock, config, self.metrics)
+        self.finisher = Finisher(self.ledger, self.leases, self.after, clock, config, self.metrics, self._rng)
+        self.claimer = Claimer(
+            self.ledger, queues, self.turns, self.leases, self.after, clock, config, self.metrics, signer
+        )
+        self.sqs = SqsBatch(self)
+
+    def _rng(self, job_id: str, slot: str, attempt: int) -> RandomSource:
+        return self.rng(job_id, slot, attempt)  # late-bound: ``worker.rng`` may be replaced
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        lease_timers: bool,
+        invoker: TargetInvoker | None = None,
+        clock: Clock | None = None,
+        metrics: MetricsSink | None = None,
+    ) -> Worker:
+        """Wire a worker to AWS from ``PUNCTUAL_*`` settings (boto3 clients made here).
+
+        Parameters
+        ----------
+        settings
+            The validated environment.
+        lease_timers
+            True for the ECS worker, False for the Lambda worker.
+        invoker, clock, metrics
+            Replace the defaults (tests, local mode).
+        """
+        import boto3
+
+        from punctual.clock import SystemClock
+        from punctual.queues import SqsQueues
+        from punctual.store.dynamo import DynamoStore
+
+        clock = clock or SystemClock(settings.clock_offset_s)
+        sqs = boto3.client("sqs")
+        config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
+        store = DynamoStore(boto3.client("dynamodb"), settings.table_name, config.layout)
+        signer = signer_from(settings)
+        queues = SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer)
+        return cls(
+            store,
+            queues,
+            invoker or default_invoker(settings, clock),
+            clock,
+            config,
+            metrics=metrics,
+            failures=SqsFailureSink(sqs, settings.failed_queue_url),
+            signing_secrets=default_signing_secrets(settings),
+            pauser=JobServicePauser(store, queues, clock, config),
+            signer=signer,
+        )
+
+    # ------------------------------------------------------------------ the whole path
+
+    def process(
+        self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
+    ) -> HandleResult:
+        """Claim, run and finish one message.
+
+        Parameters
+        ----------
+        message
+            The delivered message.
+        delivery
+            Its queue and receipt; needed to return it to the queue (WAITING) and to
+            hand it back on shutdown. Without it the caller returns the message itself.
+        time_left_s
+            What remains of a Lambda invocation: a run that could outlast it is not started
+            (the message goes back at once for the next invocation).
+
+        Returns
+        -------
+        HandleResult
+            ``ack`` says whether the shell should delete the message.
+        """
+        claim = self.claim(message, delivery, time_left_s)
+        if not claim.claimed:
+            return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
+        result = self.run(claim)
+        finished = self.finish(claim, result)
+        outcome = "superseded" if finished.superseded else (finished.status or ExecutionStatus.RUNNING).value
+        return HandleResult(outcome, not (claim.released or claim.detached), None, finished.execution)
+
+    def process_sqs_record(self, record: Mapping[str, Any], time_left_s: float | None = None) -> HandleResult:
+        """One record of a Lambda SQS event (:meth:`punctual.execution.sqs.SqsBatch.process_record`)."""
+        return self.sqs.process_record(record, time_left_s)
+
+    def return_blocked_records(self, event: Mapping[str, Any], failed_ids: set[str]) -> int:
+        """See :meth:`punctual.execution.sqs.SqsBatch.return_blocked_records`."""
+        return self.sqs.return_blocked_records(event, failed_ids)
+
+    def after_error(self, message: DispatchMessage, delivery: Delivery | None, error: BaseException) -> bool:
+        """See :meth:`punctual.execution.claim.Claimer.after_error` (True: delete the message)."""
+        return self.claimer.after_error(message, delivery, error)
+
+    # ------------------------------------------------------------------ the steps
+
+    def claim(
+        self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
+    ) -> Claim:
+        """See :meth:`punctual.execution.claim.Claimer.claim`."""
+        return self.claimer.claim(message, delivery, time_left_s)
+
+    def run(self, claim: Claim) -> TargetResult:
+        """Invoke the job's target for a claimed attempt (never raises for a target's failure)."""
+        job, execution = owned(claim)
+        ctx = SlotContext(
+            job_id=job.id,
+            tenant=job.tenant,
+            slot=execution.slot,
+            scheduled_at=execution.scheduled_at,
+            attempt=execution.attempt,
+            timeout_s=float(job.timeout_seconds),
+            signing_secrets=self.signing_secrets(job),
+            heartbeat=lambda: self.heartbeat_if_due(claim),
+            cancel=claim.cancel,
+        )
+        started = self.clock.now()
+        try:
+            result = self.invoker.invoke(job.target, job.payload, ctx)
+        except Exception as exc:
+            log.exception("target of %s %s raised", job.id, execution.slot)
+            result = TargetResult.retryable(summary(f"worker error: {type(exc).__name__}: {exc}"))
+        self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
+        return result
+
+    def heartbeat(self, claim: Claim) -> bool:
+        """See :meth:`punctual.execution.lease.Leases.heartbeat`."""
+        return self.leases.heartbeat(claim)
+
+    def heartbeat_if_due(self, claim: Claim) -> bool:
+        """See :meth:`punctual.execution.lease.Leases.heartbeat_if_due`."""
+        return self.leases.heartbeat_if_due(claim)
+
+    def stop(self, claim: Claim, reason: str) -> bool:
+        """See :meth:`punctual.execution.lease.Leases.stop`."""
+        return self.leases.stop(claim, reason)
+
+    def release(self, claim: Claim) -> bool:
+        """See :meth:`punctual.execution.lease.Leases.release`."""
+        return self.leases.release(claim)
+
+    def finish(self, claim: Claim, result: TargetResult) -> FinishResult:
+        """See :meth:`punctual.execution.finish.Finisher.finish`."""
+        return self.finisher.finish(claim, result)
+
+
+def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
+    """The production target invoker (imported late: adapters pull in their own modules)."""
+    from punctual.targets import DefaultTargetInvoker
+
+    return DefaultTargetInvoker(None, settings, clock=clock)
+
+
+def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ...]]:
+    """Decrypts a job's webhook signing secret (cached: a stored form decrypts the same forever)."""
+    from punctual.secrets import SecretCipher, SecretsError, job_binding
+
+    try:
+        cipher = SecretCipher(settings)
+    except SecretsError:
+        return lambda job: ()
+
+    @lru_cache(maxsize=4096)
+    def decrypt(stored: str, tenant: str, job_id: str) -> str:
+        # Bound to the job: a ciphertext copied onto another job's item does not decrypt.
+        return cipher.decrypt(stored, job_binding(tenant, job_id))
+
+    def secrets_of(job: Job) -> tuple[str, ...]:
+        # Current first; during a rotation the previous one signs too.
+        stored = (job.signing_secret_enc, job.signing_secret_prev_enc)
+        return tuple(decrypt(s, job.tenant, job.id) for s in stored if s)
+
+    return secrets_of

@@ -1,0 +1,205 @@
+"""Which AWS actions each component's code makes, read from the source (AST), per method.
+
+The runtime reaches AWS through a few adapter classes (the DynamoDB store, the SQS queues,
+the secret box, ...) and a few direct client calls. For every method of those classes this
+finds the IAM actions it needs: its boto3 calls (``client.update_item(`` is
+``dynamodb:UpdateItem``), transactions by the item kinds they build (``{"Delete": ...}`` is
+``dynamodb:DeleteItem``), batch calls by what they authorise as, and the same for the
+``self._helper`` methods it calls. A component's actions are then those of every adapter
+method its modules call by name, plus their direct client calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parents[2] / "layers" / "core" / "python" / "punctual"
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+
+# The adapter classes: module, class, the AWS service of its client, and how the code names
+# an instance where it calls a method (a call counts only on such a receiver).
+ADAPTERS: tuple[tuple[str, str, str, str], ...] = (
+    ("store/dynamo.py", "DynamoStore", "dynamodb", r"store"),
+    ("queues.py", "SqsQueues", "sqs", r"queues"),
+    ("secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
+    ("execution/ports.py", "SqsFailureSink", "sqs", r"failures"),
+)
+# Functions and classes (called by name) that make AWS calls: module, name, service, and the
+# name the components call it by when that is another function of the module (a wrapper).
+AWS_FUNCTIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("ownership.py", "own_resources", "ssm", "own_resources"),
+    ("api/wiring.py", "token_key", "secretsmanager", "token_key"),
+    ("targets/aws.py", "Boto3ClientFactory", "sts", "Boto3ClientFactory"),  # execution and target roles
+    ("message_auth.py", "_read_secret", "secretsmanager", "signer_from"),  # the dispatch key
+)
+# Permissions a call needs besides its own action: AssumeRole with session tags.
+IMPLIED = {"sts:AssumeRole": {"sts:TagSession"}}
+# Calls made inside libraries, by component: Powertools' idempotency records (the API's
+# Idempotency-Key) live in the table.
+LIBRARY_ACTIONS: dict[str, dict[str, str]] = {
+    "api": {
+        "dynamodb:GetItem": "powertools idempotency",
+        "dynamodb:PutItem": "powertools idempotency",
+        "dynamodb:UpdateItem": "powertools idempotency",
+        "dynamodb:DeleteItem": "powertools idempotency",
+    },
+}
+# Adapter helpers a component's configuration never reaches: the tick's store is built
+# without a timer layout (functions/tick/handler.py), so check_layout returns before writing.
+UNREACHED: dict[str, frozenset[str]] = {"tick": frozenset({"check_layout"})}
+# boto3 operations authorised as another action.
+AUTHORISED_AS = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+TRANSACTION_ITEMS = {
+    "Put": "dynamodb:PutItem",
+    "Update": "dynamodb:UpdateItem",
+    "Delete": "dynamodb:DeleteItem",
+    "ConditionCheck": "dynamodb:ConditionCheckItem",
+}
+# What each component runs: its handler and the core modules of its work (not the target
+# adapters: targets are called with the deployment's target role, never the component's own).
+COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
+    "api": ("functions/api/handler.py", "api/*.py", "jobs.py"),
+    "poller": ("functions/poller/handler.py", "runtime.py", "polling/*.py"),
+    "worker": ("functions/worker/handler.py", "execution/*.py", "worker_service.py", "targets/__init__.py"),
+    "tick": ("functions/tick/handler.py", "tick.py"),
+}
+
+
+def _pascal(snake: str) -> str:
+    return "".join(part.capitalize() for part in snake.split("_"))
+
+
+def _client_ops(node: ast.AST) -> set[str]:
+    """``<something client-like>.<snake_op>(`` calls: ``client.x(``, ``self.client.x(``, ``self._kms_client().x(``."""
+    found: set[str] = set()
+    for call in ast.walk(node):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+            continue
+        receiver = ast.unparse(call.func.value)
+        if re.search(r"(^|\.|_)(client|sqs|kms|ssm|sts|sfn|SFN|secrets_manager)(\(\))?$", receiver):
+            found.add(call.func.attr)
+    return found
+
+
+def _self_calls(node: ast.AST) -> set[str]:
+    return {
+        call.func.attr
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id in ("self", "cls")
+    }
+
+
+def _transaction_kinds(node: ast.AST) -> set[str]:
+    return {
+        key.value
+        for d in ast.walk(node)
+        if isinstance(d, ast.Dict)
+        for key in d.keys
+        if isinstance(key, ast.Constant) and key.value in TRANSACTION_ITEMS
+    }
+
+
+def _actions(service: str, ops: Iterable[str], kinds: Iterable[str]) -> set[str]:
+    actions: set[str] = set()
+    for op in ops:
+        if op == "transact_write_items":
+            actions |= {TRANSACTION_ITEMS[k] for k in kinds}
+            continue
+        action = f"{service}:{_pascal(op)}"
+        actions.add(AUTHORISED_AS.get(action, action))
+    return actions
+
+
+def _parse(relative: str) -> ast.Module:
+    return ast.parse((CORE / relative).read_text())
+
+
+def adapter_methods(unreached: frozenset[str] = frozenset()) -> dict[str, tuple[str, set[str]]]:
+    """Public adapter method name → (receiver pattern, the IAM actions it and its helpers need)."""
+    result: dict[str, tuple[str, set[str]]] = {}
+    for module, class_name, service, receiver in ADAPTERS:
+        cls = next(n for n in _parse(module).body if isinstance(n, ast.ClassDef) and n.name == class_name)
+        methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+
+        def closure(name: str, seen: set[str], methods: dict[str, ast.FunctionDef] = methods) -> set[str]:
+            seen.add(name)
+            names = {name}
+            for callee in _self_calls(methods[name]) & set(methods):
+                if callee not in seen and callee not in unreached:
+                    names |= closure(callee, seen)
+            return names
+
+        for name in methods:
+            if name.startswith("_") or name in ("__init__",):
+                continue
+            body = [methods[n] for n in closure(name, set())]
+            ops = set().union(*(_client_ops(b) for b in body))
+            kinds = set().union(*(_transaction_kinds(b) for b in body))
+            actions = _actions(service, ops, kinds)
+            if actions:
+                result.setdefault(name, (receiver, set()))[1].update(actions)
+    for module, function, service, called_as in AWS_FUNCTIONS:
+        node = next(
+            n
+            for n in _parse(module).body
+            if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == function
+        )
+        result.setdefault(called_as, ("", set()))[1].update(_actions(service, _client_ops(node), ()))
+    return result
+
+
+def _component_files(component: str) -> list[Path]:
+    files: list[Path] = []
+    for pattern in COMPONENT_MODULES[component]:
+        if pattern.startswith("functions/"):
+            files.append(FUNCTIONS.parent / pattern)
+        else:
+            files.extend(sorted(CORE.glob(pattern)))
+    return files
+
+
+def component_actions(component: str) -> dict[str, set[str]]:
+    """IAM action → where the component's code needs it (``module:method``)."""
+    methods = adapter_methods(UNREACHED.get(component, frozenset()))
+    needs: dict[str, set[str]] = {a: {w} for a, w in LIBRARY_ACTIONS.get(component, {}).items()}
+    for path in _component_files(component):
+        tree = ast.parse(path.read_text())
+        for call in ast.walk(tree):
+            if not isinstance(call, ast.Call):
+                continue
+            if isinstance(call.func, ast.Attribute):
+                name, on = call.func.attr, ast.unparse(call.func.value)
+            elif isinstance(call.func, ast.Name):
+                name, on = call.func.id, ""
+            else:
+                continue
+            receiver, actions = methods.get(name, ("", set()))
+            if receiver and not re.search(receiver, on):
+                continue  # another object's method of the same name (a route's app.delete)
+            for action in actions | set().union(*(IMPLIED.get(a, set()) for a in actions)):
+                needs.setdefault(action, set()).add(f"{path.name}:{name}")
+        # Direct client calls in the component's own modules (the tick starts executions).
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and any(node.name == a[1] for a in ADAPTERS + AWS_FUNCTIONS):
+                continue  # an adapter's methods count where they are called, not where defined
+            for op in _client_ops(node):
+                service = _service_of(path, op)
+                if service:
+                    needs.setdefault(_actions(service, [op], ()).pop(), set()).add(f"{path.name}:{op}")
+    return needs
+
+
+def _service_of(path: Path, op: str) -> str | None:
+    """The service of a direct client call in a component module (few, listed here)."""
+    direct = {"start_execution": "states", "send_message": "sqs"}
+    return direct.get(op)

@@ -1,0 +1,284 @@
+"""Issue 16: each role holds exactly what its component's code calls; own resources are never targets.
+
+Three lists must agree, per component:
+
+* the declared one (``infra/constants.py``: ``TABLE_ACTIONS_BY_COMPONENT`` and the queue, KMS,
+  SSM, Secrets Manager and STS grants of each construct), as the template holds it;
+* the one read from the runtime's code (:mod:`aws_calls`: every adapter method the component's
+  modules call, and what each method's boto3 calls and transaction items need).
+
+Logs and X-Ray (the function's own log group, tracing) are the runtime's plumbing, not the
+component's calls; they are left out of the comparison.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_calls import component_actions
+from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements
+
+from infra import constants as c
+
+PLUMBING = ("logs:", "xray:")
+# What the Lambda service calls as the worker function's role: CDK's SqsEventSource grants the
+# event source mapping these (grantConsumeMessages) on the short queues.
+SERVICE_ACTIONS = {"worker-lambda": set(c.EVENT_SOURCE_ACTIONS)}
+
+
+def _roles(synth: Synth) -> dict[str, tuple[str, Any]]:
+    """Role name → (component, role)."""
+    stack = synth.stack
+    roles: dict[str, tuple[str, Any]] = {
+        "api": ("api", stack.api.handler.role),
+        "poller": ("poller", stack.dispatch.poller.role),
+        "tick": ("tick", stack.dispatch.tick.role),
+        "worker-lambda": ("worker", stack.workers.worker.role),
+        "worker-task": ("worker", stack.workers.task_definition.task_role),
+    }
+    if stack.dispatch.lean_poller is not None:
+        roles["lean-poller"] = ("poller", stack.dispatch.lean_poller.role)
+    if stack.workers.burst_task_definition is not None:
+        roles["burst-task"] = ("worker", stack.workers.burst_task_definition.task_role)
+    return roles
+
+
+def _granted(synth: Synth, role: Any) -> set[str]:
+    key = synth.stack.storage.table_key
+    # DynamoDB's use of a customer-managed table key happens on the caller's behalf: not a call.
+    table_key = {f"<{synth.logical_id(key)}.Arn>"} if key is not None else set()
+    return {
+        action
+        for action, resources in actions_on(role_statements(synth, role)).items()
+        if not action.startswith(PLUMBING) and resources - table_key
+    }
+
+
+@pytest.mark.parametrize("component", ["api", "poller", "worker", "tick"])
+def test_every_declared_action_is_called_by_the_components_code(default_synth: Synth, component: str) -> None:
+    from_code = set(component_actions(component))
+    for name, (owner, role) in _roles(default_synth).items():
+        if owner != component:
+            continue
+        granted = _granted(default_synth, role)
+        expected = from_code | SERVICE_ACTIONS.get(name, set())
+
+        # Exactly: nothing granted that the code never calls, nothing called that is not granted.
+        assert granted == expected, (name, sorted(granted - expected), sorted(expected - granted))
+
+
+@pytest.mark.parametrize("variant", ["custom", "burst"])
+def test_the_other_deployment_shapes_grant_the_same(request: pytest.FixtureRequest, variant: str) -> None:
+    synth: Synth = request.getfixturevalue(f"{variant}_synth")
+    for name, (component, role) in _roles(synth).items():
+        expected = set(component_actions(component)) | SERVICE_ACTIONS.get(name, set())
+        assert _granted(synth, role) == expected, (variant, name)
+
+
+def test_table_actions_are_the_declared_lists(default_synth: Synth) -> None:
+    for name, (component, role) in _roles(default_synth).items():
+        table = {a for a in _granted(default_synth, role) if a.startswith("dynamodb:")}
+        assert table == set(c.TABLE_ACTIONS_BY_COMPONENT[component]), name
+    poller = actions_on(role_statements(default_synth, default_synth.stack.dispatch.poller.role))
+    assert "dynamodb:DeleteItem" not in poller
+
+
+def test_the_code_reading_finds_what_each_adapter_method_needs() -> None:
+    """The reading itself: a known method of each kind, so a broken parser cannot pass silently."""
+    from aws_calls import adapter_methods
+
+    methods = {name: actions for name, (_, actions) in adapter_methods().items()}
+    assert methods["delete_job"] == {"dynamodb:DeleteItem", "dynamodb:UpdateItem"}  # a transaction
+    assert methods["send"] == {"sqs:SendMessage"}  # SendMessageBatch is authorised as SendMessage
+    assert methods["token_key"] == {"secretsmanager:GetSecretValue"}
+    assert "sts:AssumeRole" in methods["Boto3ClientFactory"]
+    assert set(component_actions("poller")) >= {"dynamodb:BatchWriteItem", "sqs:SendMessage"}
+    assert "dynamodb:DeleteItem" not in component_actions("poller")
+
+
+# --------------------------------------------------------------------------- own resources
+
+
+def _own_arns(synth: Synth) -> set[str]:
+    stack = synth.stack
+    queues = stack.queues
+    constructs = [
+        *queues.work_queues,
+        *queues.dead_letter,
+        queues.failed,
+        stack.storage.table,
+        stack.api.handler.function,
+        *(p.function for p in stack.dispatch.pollers),
+        stack.dispatch.tick.function,
+        stack.workers.worker.function,
+        stack.dispatch.state_machine,
+        stack.observability.topic,
+        stack.workers.cluster,
+    ]
+    rendered = {
+        f"arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:task-definition/{t.family}"
+        for t in stack.workers.task_definitions
+    }
+    for construct in constructs:
+        logical = synth.logical_id(construct)
+        kind = synth.resources[logical]["Type"]
+        # GetAtt Arn where the resource has one, Ref where the Ref is the ARN; task definitions by
+        # family (every revision).
+        if kind in ("AWS::StepFunctions::StateMachine", "AWS::SNS::Topic"):
+            rendered.add(f"<{logical}>")
+        else:
+            rendered.add(f"<{logical}.Arn>")
+    return rendered
+
+
+def test_the_own_resource_list_names_every_queue_function_machine_table_topic_and_task(
+    any_synth: Synth,
+) -> None:
+    parameters = any_synth.of_type("AWS::SSM::Parameter")
+    (parameter,) = parameters.values()
+    props = parameter["Properties"]
+    assert props["Name"] == f"/punctual/{any_synth.stack.stack_name}/own-arns"
+    listed = set(join_parts(props["Value"]).split(","))
+
+    assert listed == _own_arns(any_synth)
+
+
+def test_the_target_role_is_denied_every_own_resource(any_synth: Synth) -> None:
+    role = any_synth.stack.target_role.role
+    statements = role_statements(any_synth, role)
+    (deny,) = [s for s in statements if s.get("Effect") == "Deny"]
+    resources = {join_parts(r) for r in as_list(deny["Resource"])}
+    actions = set(as_list(deny["Action"]))
+
+    for arn in _own_arns(any_synth):
+        assert arn in resources and f"{arn}:*" in resources, arn
+    assert {"sqs:SendMessage", "lambda:InvokeFunction", "states:StartExecution", "ecs:RunTask"} <= actions
+    # Nothing but the operator's patterns is allowed.
+    allowed = {a for s in statements if s.get("Effect", "Allow") == "Allow" for a in as_list(s["Action"])}
+    assert allowed <= {a for actions in c.TARGET_ACTIONS_BY_SERVICE.values() for a in actions} | {
+        "ecs:StopTask"
+    }
+
+
+def test_only_the_worker_roles_may_assume_the_target_role(any_synth: Synth) -> None:
+    stack = any_synth.stack
+    trust = any_synth.resources[any_synth.logical_id(stack.target_role.role)]["Properties"]
+    principals = {
+        join_parts(p)
+        for statement in trust["AssumeRolePolicyDocument"]["Statement"]
+        for p in as_list(statement["Principal"]["AWS"])
+    }
+    assert principals == {f"<{any_synth.logical_id(r)}.Arn>" for r in stack.workers.roles}
+    target = f"<{any_synth.logical_id(stack.target_role.role)}.Arn>"
+    for role in stack.workers.roles:
+        assert target in actions_on(role_statements(any_synth, role))["sts:AssumeRole"]
+    for role in (stack.api.handler.role, stack.dispatch.poller.role, stack.dispatch.tick.role):
+        assert "sts:AssumeRole" not in actions_on(role_statements(any_synth, role))
+
+
+def _env(synth: Synth, function: Any) -> dict[str, Any]:
+    variables: dict[str, Any] = synth.resources[synth.logical_id(function)]["Properties"]["Environment"][
+        "Variables"
+    ]
+    return variables
+
+
+def test_the_api_and_workers_know_where_the_list_is_and_the_workers_know_the_target_role(
+    default_synth: Synth,
+) -> None:
+    stack = default_synth.stack
+    name = f"/punctual/{stack.stack_name}/own-arns"
+    for function in (stack.api.handler.function, stack.workers.worker.function):
+        assert _env(default_synth, function)["PUNCTUAL_OWN_ARNS_PARAMETER"] == name
+    worker = _env(default_synth, stack.workers.worker.function)
+    assert worker["PUNCTUAL_TARGET_ROLE_ARN"] == {
+        "Fn::GetAtt": [default_synth.logical_id(stack.target_role.role), "Arn"]
+    }
+    task = default_synth.resources[default_synth.logical_id(stack.workers.task_definition)]
+    container_env = {
+        e["Name"]: e["Value"] for e in task["Properties"]["ContainerDefinitions"][0]["Environment"]
+    }
+    assert container_env["PUNCTUAL_TARGET_ROLE_ARN"] == worker["PUNCTUAL_TARGET_ROLE_ARN"]
+    assert container_env["PUNCTUAL_OWN_ARNS_PARAMETER"] == name
+
+
+def test_the_paging_token_key_is_generated_at_deploy_and_read_by_the_api_only(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    secret = default_synth.logical_id(stack.token_key.secret)
+    generated = default_synth.resources[secret]["Properties"]["GenerateSecretString"]
+    assert generated["PasswordLength"] >= 32
+    assert _env(default_synth, stack.api.handler.function)["PUNCTUAL_TOKEN_KEY_SECRET"] == {"Ref": secret}
+    readers = [
+        role
+        for role in (
+            stack.api.handler.role,
+            stack.dispatch.poller.role,
+            stack.dispatch.tick.role,
+            *stack.workers.roles,
+        )
+        if f"<{secret}>"
+        in actions_on(role_statements(default_synth, role)).get("secretsmanager:GetSecretValue", ())
+    ]
+    assert readers == [stack.api.handler.role]
+    # (the API also reads the dispatch key: it signs the slots "run now" sends)
+    dispatch_key = f"<{default_synth.logical_id(stack.storage.dispatch_key)}>"
+    assert actions_on(role_statements(default_synth, stack.api.handler.role))[
+        "secretsmanager:GetSecretValue"
+    ] == {f"<{secret}>", dispatch_key}
+    for function in (stack.workers.worker.function, stack.dispatch.poller.function):
+        assert "PUNCTUAL_TOKEN_KEY" not in _env(default_synth, function)
+
+
+def test_workers_decrypt_only_webhook_secrets(default_synth: Synth) -> None:
+    for role in default_synth.stack.workers.roles:
+        (decrypt,) = [
+            s for s in role_statements(default_synth, role) if "kms:Decrypt" in as_list(s["Action"])
+        ]
+        assert decrypt["Condition"] == {
+            "StringEquals": {"kms:EncryptionContext:purpose": "punctual-webhook-signing-secret"}
+        }
+
+
+def test_quota_defaults_reach_every_function(default_synth: Synth) -> None:
+    stack = default_synth.stack
+    for function in (
+        stack.api.handler.function,
+        stack.workers.worker.function,
+        stack.dispatch.poller.function,
+    ):
+        env = _env(default_synth, function)
+        assert env["PUNCTUAL_MAX_JOBS_PER_TENANT"] == "100000"
+        assert env["PUNCTUAL_MAX_TRIGGERS_PER_MINUTE_PER_TENANT"] == "60000"
+        assert env["PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT"] == "1200"
+        assert env["PUNCTUAL_REQUIRE_TARGET_ROLE"] == "false"
+
+
+def test_the_api_encrypts_only_under_its_two_purposes(default_synth: Synth) -> None:
+    statements = role_statements(default_synth, default_synth.stack.api.handler.role)
+    (encrypt,) = [s for s in statements if "kms:Encrypt" in as_list(s["Action"])]
+    assert encrypt["Condition"] == {
+        "StringEquals": {
+            "kms:EncryptionContext:purpose": ["punctual-webhook-signing-secret", "punctual-idempotent-reply"]
+        }
+    }
+
+
+def test_the_ticks_store_records_no_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What lets the tick go without GetItem/PutItem (aws_calls.UNREACHED): its store has no layout."""
+    from aws_calls import FUNCTIONS
+
+    from punctual import aws
+    from punctual.runtime import reader_from
+    from punctual.settings import Settings
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    aws.reset()
+    try:
+        store = reader_from(Settings(table_name="t"))
+        store.check_layout()  # returns at once: no layout to record or compare, no call made
+        assert store.layout is None
+    finally:
+        aws.reset()
+    source = (FUNCTIONS / "tick" / "handler.py").read_text()
+    assert "reader_from(settings)" in source and "store_from" not in source

@@ -1,0 +1,225 @@
+"""Execution under faults of its own: a lost lease stops the run, a failing finish write is
+tried again instead of re-running the target, and a first attempt that keeps meeting errors is
+parked with a record before the queue's dead-letter threshold (issue 15, finding 4 and point 1)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from execution_harness import SHORT, FakeTarget, Rig, statuses
+from punctual.clock import ManualClock
+from punctual.execution import PARK_AFTER_RECEIVES, Delivery, MessageReturned, error_backoff_s
+from punctual.models import Execution, ExecutionStatus, Job
+from punctual.store.base import Expect
+from punctual.store.memory import MemoryStore
+from punctual.targets.base import SlotContext, TargetResult
+from punctual.timers import TimerKind, slot_key
+
+
+class StoreDown(Exception):
+    """The store answering with an error (throttling, a 500): not a conditional-check failure."""
+
+
+class FlakyStore(MemoryStore):
+    """A memory store whose writes of a given status fail, and whose reads of a job can fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_saves_of: dict[ExecutionStatus, int] = {}
+        self.land_then_fail = False  # the write is applied, then its answer is lost
+        self.unreadable_jobs: set[str] = set()
+
+    def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
+        left = self.fail_saves_of.get(execution.status, 0)
+        if left:
+            self.fail_saves_of[execution.status] = left - 1
+            if self.land_then_fail:
+                super().save_execution(execution, expect, ttl_epoch_s)
+            raise StoreDown(f"writing {execution.status.value} failed")
+        super().save_execution(execution, expect, ttl_epoch_s)
+
+    def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
+        if job_id in self.unreadable_jobs:
+            raise StoreDown(f"reading job {job_id} failed")
+        return super().get_job(tenant, job_id, consistent)
+
+
+@pytest.fixture
+def store() -> FlakyStore:
+    return FlakyStore()
+
+
+@pytest.fixture
+def rig(store: FlakyStore, t0: datetime) -> Rig:
+    return Rig(store, ManualClock(t0))
+
+
+# --------------------------------------------------------------------------- a lost lease stops the run
+
+
+def test_a_run_whose_lease_is_taken_over_is_stopped_and_its_result_discarded(rig: Rig, t0: datetime) -> None:
+    # Given an ECS-lane run in heartbeat mode, and a target that runs until it is told to stop
+    job = rig.add_job(runtime="ecs", timeout_seconds=3600)
+    saw: list[bool] = []
+
+    def run_until_cancelled(ctx: SlotContext) -> TargetResult:
+        # When another worker takes the slot over (the record names a new owner) and this
+        # run's next heartbeat finds it
+        stored = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+        assert stored is not None
+        taken = stored.model_copy(update={"owner": "someone-else", "attempt": 2})
+        rig.store.save_execution(taken, Expect(frozenset({ExecutionStatus.RUNNING}), 1), 0)
+        rig.clock.advance(20)
+        beat = ctx.heartbeat()
+        saw.append(ctx.cancelled)
+        return TargetResult.stopped_early("stopped") if ctx.cancelled and not beat else TargetResult.ok()
+
+    worker = rig.worker(lease_timers=True, lease_s=30, target=FakeTarget(run_until_cancelled))
+    claim = worker.claim(rig.message(job, t0))
+    assert claim.claimed
+    finished = worker.finish(claim, worker.run(claim))
+    # Then the run was told to stop (its adapter cuts its call short), and its result is not applied
+    assert saw == [True]
+    assert finished.superseded and claim.lost
+    stored = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert stored is not None and (stored.status, stored.owner) == (ExecutionStatus.RUNNING, "someone-else")
+    assert rig.metrics.total("LeasesLost") == 1
+
+
+# --------------------------------------------------------------------------- the finish write
+
+
+def test_a_finish_write_that_fails_is_tried_again_and_the_target_is_not_run_twice(
+    rig: Rig, store: FlakyStore, t0: datetime
+) -> None:
+    # Given a run that succeeds, and a store that fails the first three writes of its result
+    job = rig.add_job()
+    worker = rig.worker()
+    store.fail_saves_of[ExecutionStatus.SUCCEEDED] = 3
+    rig.send(rig.message(job, t0))
+    # When the message is worked
+    results = rig.work_until_idle(worker)
+    # Then the result is recorded on a later try, the message acknowledged, the target called once
+    assert [r.outcome for r in results] == ["SUCCEEDED"]
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+    assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
+    assert rig.metrics.total("FinishWriteRetries") == 3
+
+
+def test_a_finish_write_that_landed_but_lost_its_answer_is_not_taken_for_a_rival(
+    rig: Rig, store: FlakyStore, t0: datetime
+) -> None:
+    # Given a store that applies the result's write and then answers with an error
+    job = rig.add_job()
+    worker = rig.worker()
+    store.fail_saves_of[ExecutionStatus.SUCCEEDED] = 1
+    store.land_then_fail = True
+    rig.send(rig.message(job, t0))
+    # Then the next try's conditional check fails on its own write: success, not "superseded"
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert rig.metrics.total("SupersededResults") == 0
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+
+
+def test_a_finish_write_that_keeps_failing_gives_up_after_finish_retry_s(
+    rig: Rig, store: FlakyStore, t0: datetime
+) -> None:
+    # Given a store that fails every write of the result
+    job = rig.add_job()
+    worker = rig.worker(finish_retry_s=20)
+    store.fail_saves_of[ExecutionStatus.SUCCEEDED] = 10_000
+    claim = worker.claim(rig.message(job, t0))
+    # Then the finish raises once its retry budget is spent (the record stays RUNNING: a takeover
+    # after the lease finds it), and its tries were spaced, not a busy loop
+    with pytest.raises(StoreDown):
+        worker.finish(claim, worker.run(claim))
+    waited = (rig.clock.now() - t0).total_seconds()
+    assert 10 <= waited <= 25
+    assert 3 <= rig.metrics.total("FinishWriteRetries") <= 20
+    stored = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert stored is not None and stored.status is ExecutionStatus.RUNNING
+
+
+# --------------------------------------------------------------------------- claim errors
+
+
+def sqs_record(rig: Rig) -> dict[str, Any]:
+    [received] = rig.queues.receive(SHORT, 1, 0, 900)
+    return {
+        "messageId": received.message_id,
+        "receiptHandle": received.receipt,
+        "body": received.message.to_body(),
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:short",
+        "attributes": {"ApproximateReceiveCount": str(received.receive_count), "MessageGroupId": "g"},
+    }
+
+
+def test_a_first_attempt_that_keeps_failing_its_claim_is_parked_with_a_record_not_dead_lettered(
+    rig: Rig, store: FlakyStore, t0: datetime
+) -> None:
+    # Given a job that cannot be read for now
+    job = rig.add_job()
+    worker = rig.worker()
+    store.unreadable_jobs.add(job.id)
+    rig.send(rig.message(job, t0))
+    returned: list[int] = []
+    change_visibility = rig.queues.change_visibility
+
+    def spy(queue_url: str, receipt: str, visibility_s: int) -> None:
+        returned.append(visibility_s)
+        change_visibility(queue_url, receipt, visibility_s)
+
+    rig.queues.change_visibility = spy  # type: ignore[method-assign]
+    # When its message is delivered again and again (the work queues dead-letter at the 5th receive)
+    for _ in range(1, PARK_AFTER_RECEIVES):
+        with pytest.raises(StoreDown):
+            worker.process_sqs_record(sqs_record(rig))
+        rig.clock.advance(returned[-1])
+    third = sqs_record(rig)
+    handled = worker.process_sqs_record(third)
+    # Then it goes back with a growing backoff, and at its third delivery it is recorded QUEUED
+    # with the reason, its message acknowledged, and a timer to bring it back
+    assert returned == [error_backoff_s(1), error_backoff_s(2)] == [10, 30]
+    assert (handled.outcome, handled.ack) == ("parked", True)
+    record = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert record is not None and record.status is ExecutionStatus.QUEUED
+    assert "claim failed: StoreDown: reading job" in (record.error or "")
+    assert rig.timers(t0, rig.clock.now() + timedelta(minutes=10), TimerKind.QUEUED)
+    rig.queues.delete(SHORT, third["receiptHandle"])  # the Lambda deletes an acknowledged record
+    # And when the job can be read again, the timer brings the slot back and it runs, once
+    store.unreadable_jobs.clear()
+    rig.clock.advance(5 * 60)
+    rig.poll()
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+
+
+def test_error_backoff_grows_with_the_receives_and_is_bounded() -> None:
+    assert [error_backoff_s(n) for n in (1, 2, 3, 4, 5, 9)] == [10, 30, 90, 270, 810, 900]
+
+
+def test_a_run_that_raises_after_its_claim_is_never_parked(rig: Rig, store: FlakyStore, t0: datetime) -> None:
+    # Given a run whose result can never be written (the record is RUNNING)
+    job = rig.add_job()
+    worker = rig.worker(finish_retry_s=0)
+    store.fail_saves_of[ExecutionStatus.SUCCEEDED] = 10_000
+    rig.send(rig.message(job, t0))
+    with pytest.raises(StoreDown):
+        worker.process_sqs_record(sqs_record(rig))
+    # Then a parking attempt leaves the RUNNING record alone: the lease decides what happens next
+    assert worker.after_error(rig.message(job, t0), Delivery(SHORT, "r", 4), StoreDown("x")) is False
+    record = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert record is not None and record.status is ExecutionStatus.RUNNING
+
+
+def test_message_returned_is_still_raised_for_a_waiting_record(rig: Rig, t0: datetime) -> None:
+    # A live lease makes a redelivered message wait: the batch adapter keeps it in the queue
+    job = rig.add_job(timeout_seconds=600)
+    worker = rig.worker()
+    assert worker.claim(rig.message(job, t0)).claimed
+    rig.send(rig.message(job, t0, attempt=2))
+    with pytest.raises(MessageReturned):
+        worker.process_sqs_record(sqs_record(rig))

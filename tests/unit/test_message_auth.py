@@ -1,0 +1,137 @@
+"""Dispatch messages are signed by every sender and verified by every worker (issue 16, point 2)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime
+
+import pytest
+
+from execution_harness import FakeTarget, Rig, statuses
+from punctual.clock import ManualClock
+from punctual.message_auth import DispatchKeyError, DispatchSigner, signer_from
+from punctual.models import ExecutionStatus, JobState
+from punctual.queues import DispatchMessage, MessageKind
+from punctual.settings import Settings
+from punctual.store.memory import MemoryStore
+from punctual.targets.base import TargetResult
+from punctual.timers import slot_key
+
+KEY = "k" * 40
+SIGNER = DispatchSigner(KEY)
+
+
+def message(**changes: object) -> DispatchMessage:
+    base = DispatchMessage("acme", "billing", "2026-11-30T10:00:00Z", "2026-11-30T10:00:00.000Z", 1, 3)
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_a_signed_message_verifies_and_survives_its_body() -> None:
+    signed = SIGNER.sign(message())
+    assert signed.sig and SIGNER.verify(signed)
+    # The body carries the signature; what is signed is every other field
+    back = DispatchMessage.from_body(signed.to_body())
+    assert back == signed and SIGNER.verify(back)
+    assert "sig" not in json.loads(signed.payload())
+    assert DispatchMessage.from_body(message().to_body()).sig == ""
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tenant": "other"},
+        {"job_id": "payroll"},
+        {"slot": "2026-11-30T10:01:00Z"},
+        {"attempt": 2},
+        {"job_version": 4},
+        {"kind": MessageKind.MANUAL},
+        {"ordered": True},
+    ],
+    ids=lambda change: next(iter(change)),
+)
+def test_any_field_changed_after_signing_fails_verification(change: dict[str, object]) -> None:
+    signed = SIGNER.sign(message())
+    assert not SIGNER.verify(replace(signed, **change))  # type: ignore[arg-type]
+
+
+def test_unsigned_and_other_key_messages_fail() -> None:
+    assert not SIGNER.verify(message())
+    assert not SIGNER.verify(DispatchSigner("x" * 40).sign(message()))
+    assert not SIGNER.verify(message(sig="0" * 64))
+
+
+def test_a_short_key_is_refused_with_its_rule() -> None:
+    with pytest.raises(DispatchKeyError, match="at least 32 characters"):
+        DispatchSigner("short")
+
+
+def test_the_signer_comes_from_the_settings_or_the_secret() -> None:
+    assert signer_from(Settings()) is None
+    assert signer_from(Settings(dispatch_key=KEY)) is not None
+
+    class Secrets:
+        def get_secret_value(self, SecretId: str) -> dict[str, str]:
+            assert SecretId == "arn:aws:secretsmanager:us-east-1:1:secret:dispatch"
+            return {"SecretString": KEY}
+
+    from_secret = signer_from(
+        Settings(dispatch_key_secret_arn="arn:aws:secretsmanager:us-east-1:1:secret:dispatch"), Secrets()
+    )
+    assert from_secret is not None and from_secret.verify(SIGNER.sign(message()))
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+@pytest.fixture
+def rig(t0: datetime) -> Rig:
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    rig.queues.signer = SIGNER
+    return rig
+
+
+def test_signed_messages_run_and_everything_the_worker_sends_is_signed(rig: Rig, t0: datetime) -> None:
+    # Given a job that fails once, so that the worker itself sends (a retry via its timer)
+    job = rig.add_job(retry={"max_attempts": 2, "backoff": "fixed", "base_seconds": 1, "jitter": False})
+    worker = rig.worker(signer=SIGNER, target=FakeTarget(TargetResult.retryable("503"), TargetResult.ok()))
+    rig.send(rig.message(job, t0))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["RETRY_WAIT"]
+    rig.clock.advance(2)
+    rig.poll()
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert statuses(rig.history(job)) == [(2, "SUCCEEDED")]
+    assert rig.metrics.total("ForgedMessages") == 0
+
+
+@pytest.mark.parametrize("forgery", ["unsigned", "other key", "tenant swapped"])
+def test_a_forged_message_is_dropped_unread_and_counted(rig: Rig, t0: datetime, forgery: str) -> None:
+    # Given tenant B's paused job, and a message naming it that did not come from the scheduler
+    victim = rig.add_job("payroll", tenant="b", state=JobState.PAUSED)
+    fake = rig.message(victim, t0, kind=MessageKind.MANUAL)
+    if forgery == "other key":
+        fake = DispatchSigner("y" * 40).sign(fake)
+    elif forgery == "tenant swapped":
+        fake = replace(SIGNER.sign(replace(fake, tenant="a")), tenant="b")
+    rig.queues.signer = None  # injected straight into the work queue, past any sender
+    rig.send(fake)
+    rig.queues.signer = SIGNER
+    worker = rig.worker(signer=SIGNER)
+    # When a worker receives it
+    results = rig.work_until_idle(worker)
+    # Then it is dropped (and deleted) without a read or write of what it names, and counted
+    assert [(r.outcome, r.ack) for r in results] == [("forged", True)]
+    assert rig.target.calls == []
+    assert rig.store.get_execution("b", "payroll", slot_key(t0)) is None
+    assert rig.metrics.total("ForgedMessages") == 1
+    assert rig.queues.all_messages() == []
+
+
+def test_a_worker_with_a_key_refuses_what_an_unkeyed_sender_sent(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job()
+    rig.queues.signer = None
+    rig.send(rig.message(job, t0))
+    worker = rig.worker(signer=SIGNER)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["forged"]
+    stored = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert stored is None or stored.status is not ExecutionStatus.SUCCEEDED
