@@ -79,7 +79,8 @@ def test_create_from_flags_prints_the_job_and_its_secret_once(
     assert "cron(0 2 * * ? *)  [Europe/Berlin]" in out
     assert "max_attempts=5" in out
     assert "whsec_" in out and "shown once" in out
-    sent = json.loads(served.events[-1]["body"])
+    # After the create, the CLI lists jobs to warn about a duplicate name.
+    sent = json.loads(next(e for e in served.events if e["httpMethod"] == "POST")["body"])
     assert sent["payload"] == {"k": 1} and sent["target"]["url"] == "https://hooks.example.com/n"
 
 

@@ -175,9 +175,16 @@ def test_during_rotation_both_secrets_sign_and_either_verifies(receiver: Receive
         Webhook(generate_signing_secret()).verify(seen.body, seen.headers)
 
 
+def stored_before(url: str, headers: dict[str, str]) -> HttpTarget:
+    """A target stored before registration refused reserved headers (validation bypassed)."""
+    return HttpTarget.model_construct(
+        type="http", url=url, method="POST", headers=headers, follow_redirects=False
+    )
+
+
 def test_the_job_cannot_override_routing_or_signature_headers(receiver: Receiver) -> None:
     headers = {"X-Api-Key": "k-123", "Host": "internal.example", "webhook-signature": "v1,forged"}
-    result = call(receiver.url(), {"n": 1}, headers=headers)
+    result = adapter().invoke(stored_before(receiver.url(), headers), {"n": 1}, ctx())
     assert result.outcome is Outcome.SUCCEEDED
     [seen] = receiver.requests
     assert seen.headers["X-Api-Key"] == "k-123"
@@ -239,7 +246,7 @@ def test_without_a_secret_the_fencing_token_is_sent_unsigned(receiver: Receiver)
 
 def test_the_job_cannot_set_the_fencing_headers(receiver: Receiver) -> None:
     headers = {"punctual-fencing-token": "billing-sync:x:999", "Punctual-Fencing-Signature": "v1,forged"}
-    call(receiver.url(), {"n": 1}, headers=headers, context=ctx(attempt=2))
+    adapter().invoke(stored_before(receiver.url(), headers), {"n": 1}, ctx(attempt=2))
     [seen] = receiver.requests
     assert seen.headers["Punctual-Fencing-Token"] == "billing-sync:2026-11-30T10:00:00Z:2"
     assert seen.headers["Punctual-Fencing-Signature"] in " ".join(_fencing_signatures(SECRET, seen))

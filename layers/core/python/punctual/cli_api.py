@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from punctual.client import DEFAULT_ENDPOINT, ApiError, PunctualClient
 from punctual.models import ExecutionStatus, JobSpec
 
 INPUT_STATUSES = frozenset({400, 413, 415, 422})
+_JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class CliInputError(Exception):
@@ -149,6 +151,20 @@ def _read_spec_file(path: str) -> dict[str, Any]:
     return data
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _json_payload(text: str) -> Any:
+    """``--payload``: JSON only; text goes in ``--payload-text`` (never guessed)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise CliInputError(
+            f"--payload is not valid JSON ({exc}); for a text payload use --payload-text"
+        ) from None
+
+
 def _spec_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = dict(base or {})
     if args.file:
@@ -172,10 +188,15 @@ def _spec_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = N
     elif args.sqs_arn:
         spec["target"] = {"type": "sqs", "queue_arn": args.sqs_arn}
     if args.payload is not None:
-        try:
-            spec["payload"] = json.loads(args.payload)
-        except ValueError:
-            spec["payload"] = args.payload  # plain text is a JSON string payload
+        spec["payload"] = _json_payload(args.payload)
+    elif args.payload_text is not None:
+        spec["payload"] = args.payload_text
+        target = spec.get("target")
+        if isinstance(target, dict) and target.get("type") == "http":
+            headers = dict(target.get("headers") or {})
+            if not any(name.lower() == "content-type" for name in headers):
+                headers["Content-Type"] = "text/plain; charset=utf-8"  # sent as it is, not as JSON
+            spec["target"] = {**target, "headers": headers}
     if args.tag:
         tags = dict(spec.get("tags") or {})
         for item in args.tag:
@@ -212,7 +233,9 @@ def _cmd_jobs_create(args: argparse.Namespace, out: TextIO) -> int:
     spec = _spec_from_args(args)
     if "schedule" not in spec or "target" not in spec:
         raise CliInputError("a job needs a schedule and a target: --file, or --schedule with --http-url/...")
-    job = _client(args).create_job(spec, args.idempotency_key)
+    client = _client(args)
+    job = client.create_job(spec, args.idempotency_key)
+    _warn_duplicate_name(client, job)
 
     def human(created: Mapping[str, Any]) -> str:
         text = f"created job {created['id']}\n" + _job_detail(created)
@@ -221,6 +244,30 @@ def _cmd_jobs_create(args: argparse.Namespace, out: TextIO) -> int:
         return text
 
     return _emit(args, out, job, human)
+
+
+DUPLICATE_SCAN_JOBS = 1000  # a name check reads at most this many jobs (10 pages)
+
+
+def _warn_duplicate_name(client: PunctualClient, job: Mapping[str, Any]) -> None:
+    """Names need not be unique, but two jobs of one name are usually a mistake: say so."""
+    name = job.get("name")
+    if not name:
+        return
+    same: list[str] = []
+    try:
+        for index, other in enumerate(client.iter_jobs()):
+            if index >= DUPLICATE_SCAN_JOBS:
+                break
+            if other.get("name") == name and other.get("id") != job.get("id"):
+                same.append(str(other.get("id")))
+    except ApiError:
+        return  # the job was created; the check is a courtesy
+    if same:
+        sys.stderr.write(
+            f"punctual: warning: {len(same)} other job(s) are also named {name!r}: {', '.join(same[:5])}"
+            f"{' ...' if len(same) > 5 else ''}\n"
+        )
 
 
 def _cmd_jobs_list(args: argparse.Namespace, out: TextIO) -> int:
@@ -321,11 +368,23 @@ def _spec_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http-method", default="POST", choices=("GET", "POST", "PUT", "PATCH", "DELETE"))
     parser.add_argument("--lambda-arn", metavar="ARN", help="target: a Lambda function")
     parser.add_argument("--sqs-arn", metavar="ARN", help="target: an SQS queue")
-    parser.add_argument("--payload", metavar="JSON", help="payload sent to the target (JSON, or plain text)")
+    payload = parser.add_mutually_exclusive_group()
+    payload.add_argument("--payload", metavar="JSON", help="payload sent to the target, as JSON")
+    payload.add_argument(
+        "--payload-text",
+        metavar="TEXT",
+        help="a text payload (HTTP targets: sent as text/plain unless a Content-Type is set)",
+    )
     parser.add_argument("--tag", action="append", metavar="KEY=VALUE", help="a tag (repeatable)")
     parser.add_argument("--timeout", type=int, metavar="SECONDS", help="timeout_seconds")
     parser.add_argument("--max-attempts", type=int, metavar="N", help="retry.max_attempts")
     parser.add_argument("--runtime", choices=("lambda", "ecs"))
+
+
+def _job_id(text: str) -> str:
+    if not _JOB_ID_RE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"a job id is 1-64 letters, digits, '-' or '_', got {text[:80]!r}")
+    return text
 
 
 def _version(text: str) -> int:
@@ -352,9 +411,9 @@ def _guarded(run: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argp
             return 2
         except ApiError as exc:
             err.write(f"punctual: error: {exc.summary()}\n")
-            if exc.errors:
+            if exc.errors:  # every one of them: fixing five at a time is no way to work
                 err.write(
-                    "  " + "; ".join(f"{e.get('field')}: {e.get('message')}" for e in exc.errors[:5]) + "\n"
+                    "  " + "; ".join(f"{e.get('field')}: {e.get('message')}" for e in exc.errors) + "\n"
                 )
             return 2 if exc.status in INPUT_STATUSES else 1
 
@@ -384,13 +443,13 @@ def add_jobs(verbs: Any) -> None:
     listing.set_defaults(handler=_guarded(_cmd_jobs_list))
 
     get = sub.add_parser("get", parents=[common], help="show a job")
-    get.add_argument("job_id", metavar="JOB")
+    get.add_argument("job_id", metavar="JOB", type=_job_id)
     get.set_defaults(handler=_guarded(_cmd_jobs_get))
 
     update = sub.add_parser(
         "update", parents=[common], help="change a job: flags (and --file fields) over its current spec"
     )
-    update.add_argument("job_id", metavar="JOB")
+    update.add_argument("job_id", metavar="JOB", type=_job_id)
     _spec_flags(update)
     update.add_argument("--replace", action="store_true", help="with --file: the file is the whole new spec")
     update.add_argument("--if-match", type=_version, metavar="VERSION", help="default: the version just read")
@@ -398,17 +457,17 @@ def add_jobs(verbs: Any) -> None:
 
     for action, text in (("pause", "pause a job"), ("resume", "resume a paused job")):
         parser = sub.add_parser(action, parents=[common], help=text)
-        parser.add_argument("job_id", metavar="JOB")
+        parser.add_argument("job_id", metavar="JOB", type=_job_id)
         parser.add_argument("--if-match", type=_version, metavar="VERSION")
         parser.set_defaults(handler=_guarded(_state_verb(action)))
 
     delete = sub.add_parser("delete", parents=[common], help="delete a job")
-    delete.add_argument("job_id", metavar="JOB")
+    delete.add_argument("job_id", metavar="JOB", type=_job_id)
     delete.add_argument("--if-match", type=_version, metavar="VERSION")
     delete.set_defaults(handler=_guarded(_cmd_jobs_delete))
 
     trigger = sub.add_parser("trigger", parents=[common], help="run a job now")
-    trigger.add_argument("job_id", metavar="JOB")
+    trigger.add_argument("job_id", metavar="JOB", type=_job_id)
     trigger.add_argument("--idempotency-key", metavar="KEY", help="a retried trigger names the same slot")
     trigger.set_defaults(handler=_guarded(_cmd_jobs_trigger))
 
@@ -421,7 +480,7 @@ def add_runs(verbs: Any) -> None:
     sub.required = True
 
     listing = sub.add_parser("list", parents=[common], help="a job's executions, newest first")
-    listing.add_argument("job_id", metavar="JOB")
+    listing.add_argument("job_id", metavar="JOB", type=_job_id)
     listing.add_argument("--status", choices=[status.value for status in ExecutionStatus])
     listing.add_argument(
         "--limit", type=_limit, default=20, metavar="N", help="page size, 1-100 (default 20)"
@@ -430,7 +489,7 @@ def add_runs(verbs: Any) -> None:
     listing.set_defaults(handler=_guarded(_cmd_runs_list))
 
     get = sub.add_parser("get", parents=[common], help="one execution with every attempt")
-    get.add_argument("job_id", metavar="JOB")
+    get.add_argument("job_id", metavar="JOB", type=_job_id)
     get.add_argument("slot", metavar="SLOT", help="e.g. 2026-11-30T09:32:00Z")
     get.set_defaults(handler=_guarded(_cmd_runs_get))
 

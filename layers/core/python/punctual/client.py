@@ -229,7 +229,9 @@ class PunctualClient:
 
 
 def _seg(value: str) -> str:
-    """One path segment, URL-encoded (slot keys carry ':' and '~')."""
+    """One path segment, URL-encoded (slot keys carry ':' and '~'); never empty."""
+    if not value:
+        raise ValueError("a job id or slot must not be empty")
     return quote(value, safe="")
 
 

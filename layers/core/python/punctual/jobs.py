@@ -20,7 +20,8 @@ from punctual.ownership import OwnResources
 from punctual.planning import ceil_second, dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
 from punctual.queues import MessageKind, QueuePort, message_for, pick_queue
 from punctual.quotas import MICRO, micro_rate
-from punctual.store.base import JobStore, Page, VersionConflictError
+from punctual.schedules import ScheduleError, cached_schedule
+from punctual.store.base import JobStore, Page, UnreadableJob, UnreadableJobError, VersionConflictError
 from punctual.targets.http import BlockedTargetError, guard_url
 from punctual.timers import Timer, TimerLayout, slot_key
 
@@ -80,6 +81,43 @@ class QueueRouting:
 
 def _whole_second(instant: datetime) -> datetime:
     return ceil_second(instant)
+
+
+def _stand_in(found: UnreadableJob, spec: JobSpec, now: datetime) -> Job:
+    """What ``replace`` needs of a job it cannot read: its version, state and secrets.
+
+    The rest comes from the new spec; its creation instant from the stored document when
+    that part still parses.
+    """
+    try:
+        created = datetime.fromisoformat(str(found.doc.get("created_at")))
+    except ValueError:
+        created = now
+    state = JobState.PAUSED if found.state == JobState.PAUSED.value else JobState.ENABLED
+    return Job(
+        **spec.model_dump(),
+        id=found.id,
+        tenant=found.tenant,
+        state=state,
+        version=found.version,
+        created_at=created if created.tzinfo else now,
+        updated_at=now,
+        anchor=_whole_second(spec.start_at or now),
+        paused_at=now if state is JobState.PAUSED else None,
+        signing_secret_enc=found.signing_secret_enc,
+        signing_secret_prev_enc=found.signing_secret_prev_enc,
+        trigger_rate=found.trigger_rate,
+    )
+
+
+def _raw_parents(found: UnreadableJob) -> tuple[str, ...]:
+    """The after(...) parents of a job that cannot be read, as far as its schedule parses."""
+    try:
+        return cached_schedule(
+            str(found.doc.get("schedule")), str(found.doc.get("timezone") or "UTC")
+        ).parents
+    except (ScheduleError, ValueError):
+        return ()
 
 
 def find_cycle(
@@ -174,7 +212,7 @@ class JobService:
         tag: str | None = None,
     ) -> Page[Job]:
         page = self.store.list_jobs(tenant, limit, cursor, state, tag)
-        return Page([self.with_next_fire(job) for job in page.items], page.cursor)
+        return Page([self.with_next_fire(job) for job in page.items], page.cursor, page.unreadable)
 
     def with_next_fire(self, job: Job) -> Job:
         """``next_fire_at`` is derived from the schedule when read, never written on every fire."""
@@ -217,12 +255,16 @@ class JobService:
         return self.with_next_fire(job), secret_plain
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
-        """Replace the spec. The next slot is computed afresh (no catch-up for a replacement)."""
-        current = self._current(tenant, job_id, expected_version)
+        """Replace the spec. The next slot is computed afresh (no catch-up for a replacement).
+
+        A stored job the model cannot read is replaced too: that is how it is fixed.
+        """
+        found = self._found(tenant, job_id, expected_version)
         now = self.clock.now()
+        current = found if isinstance(found, Job) else _stand_in(found, spec, now)
         self._check_target(spec)
         parents = self._check_dependencies(tenant, job_id, spec)
-        old_parents = schedule_of(current).parents
+        old_parents = schedule_of(current).parents if isinstance(found, Job) else _raw_parents(found)
         anchor = current.anchor
         if spec.start_at != current.start_at or spec.schedule != current.schedule:
             anchor = _whole_second(spec.start_at or now)
@@ -306,12 +348,13 @@ class JobService:
         return self.with_next_fire(job)
 
     def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
-        current = self._current(tenant, job_id, expected_version)
+        """Delete the job (one the model cannot read included); its history stays until its TTL."""
+        current = self._found(tenant, job_id, expected_version)
         try:
             self.store.delete_job(tenant, job_id, current.version, current.trigger_rate)
         except VersionConflictError as exc:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
-        parents = schedule_of(current).parents
+        parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
         if parents:
             self.store.set_dependents(tenant, job_id, parents, present=False)
 
@@ -407,14 +450,25 @@ class JobService:
     # ------------------------------------------------------------------ helpers
 
     def _current(self, tenant: str, job_id: str, expected_version: int | None) -> Job:
-        job = self.store.get_job(tenant, job_id)
-        if job is None:
+        found = self._found(tenant, job_id, expected_version)
+        if isinstance(found, UnreadableJob):
+            raise UnreadableJobError(found)
+        return found
+
+    def _found(self, tenant: str, job_id: str, expected_version: int | None) -> Job | UnreadableJob:
+        """The stored job, readable or not, at ``expected_version`` (when given)."""
+        found: Job | UnreadableJob | None
+        try:
+            found = self.store.get_job(tenant, job_id)
+        except UnreadableJobError as exc:
+            found = exc.job
+        if found is None:
             raise JobNotFoundError(f"job {job_id!r} not found")
-        if expected_version is not None and job.version != expected_version:
+        if expected_version is not None and found.version != expected_version:
             raise PreconditionFailedError(
-                f"job {job_id!r} is at version {job.version}, not {expected_version}", job.version
+                f"job {job_id!r} is at version {found.version}, not {expected_version}", found.version
             )
-        return job
+        return found
 
     def _write(
         self, job: Job, expected_version: int, timers: list[Timer], previous_trigger_rate: int | None = None

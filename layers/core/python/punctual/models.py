@@ -27,6 +27,7 @@ from pydantic_core import PydanticUndefined
 from punctual import schedules
 
 MAX_PAYLOAD_BYTES = 256 * 1024
+PAYLOAD_TOO_LARGE = "more than the"  # how the size error reads: the API answers it 413, not 422
 MAX_NAME_CHARS = 128
 MAX_DESCRIPTION_CHARS = 1024
 MAX_TAGS = 50
@@ -35,6 +36,33 @@ MAX_TAG_VALUE_CHARS = 256
 MAX_LAMBDA_TIMEOUT_S = 840  # leaves the worker Lambda a minute of its 15 to record the result
 MAX_ECS_TIMEOUT_S = 7 * 24 * 3600
 MAX_HEADERS = 50
+MAX_HEADER_VALUE_CHARS = 8192
+# A payload is a JSON document bounded in size, depth and members: a deeper document breaks
+# JSON parsers (pydantic's stops at 200 levels) and every reader of the stored job with it.
+MAX_PAYLOAD_DEPTH = 32
+MAX_PAYLOAD_MEMBERS = 10_000
+MAX_PAYLOAD_KEY_CHARS = 1024
+MAX_TIMEZONE_CHARS = 64
+# Headers an HTTP target may not set: the worker owns framing, routing, and the signature.
+RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+        "idempotency-key",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "punctual-fencing-token",
+        "punctual-fencing-signature",
+    }
+)
 MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on an execution record
 
 _COMPACT_JSON = json.JSONEncoder(
@@ -48,6 +76,74 @@ class _Strict(BaseModel):
     """Base for user input: unknown fields are errors, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+def _int(default: int, description: str, **limits: Any) -> Any:
+    """An integer field: ``true`` is not 1 and ``2.5`` is not 2 (strict), within ``limits``."""
+    return Field(default=default, strict=True, description=description, **limits)
+
+
+def _seconds(default: float, description: str, **limits: Any) -> Any:
+    """A number of seconds: no booleans, no NaN or Infinity."""
+    return Field(default=default, strict=True, allow_inf_nan=False, description=description, **limits)
+
+
+def _flag(default: bool, description: str) -> Any:
+    """A boolean field: only ``true`` or ``false`` (not ``1``, ``"yes"``)."""
+    return Field(default=default, strict=True, description=description)
+
+
+def _check_text(text: str, path: str) -> None:
+    """JSON text is Unicode: a lone surrogate (``"\\ud800"``) has no UTF-8 form to store or send."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{path}: a string holds a lone surrogate, which is not Unicode text") from None
+
+
+def check_json_value(value: Any, what: str = "payload") -> None:
+    """Refuse what is not plain, bounded JSON: NaN/Infinity, depth, member count, long keys.
+
+    Walks the document without recursion, so a hostile depth cannot exhaust the stack.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, what, 0)]
+    members = 0
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, path)
+            continue
+        if isinstance(item, bool) or item is None or isinstance(item, int):
+            continue
+        if isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                raise ValueError(f"{path}: NaN and Infinity are not JSON numbers")
+            continue
+        if isinstance(item, dict | list):
+            if depth >= MAX_PAYLOAD_DEPTH:
+                raise ValueError(f"{what} is nested more than {MAX_PAYLOAD_DEPTH} levels deep (at {path})")
+            members += len(item)
+            if members > MAX_PAYLOAD_MEMBERS:
+                raise ValueError(f"{what} has more than {MAX_PAYLOAD_MEMBERS} object members and array items")
+            if isinstance(item, dict):
+                for key, member in item.items():
+                    if not isinstance(key, str):
+                        raise ValueError(f"{path}: object keys must be strings")
+                    _check_text(key, path)
+                    if len(key) > MAX_PAYLOAD_KEY_CHARS:
+                        raise ValueError(f"{path}: a key is longer than {MAX_PAYLOAD_KEY_CHARS} characters")
+                    stack.append((member, f"{path}.{key[:40]}", depth + 1))
+            else:
+                stack.extend((member, f"{path}[{i}]", depth + 1) for i, member in enumerate(item))
+            continue
+        raise ValueError(f"{path}: {type(item).__name__} is not a JSON value")
+
+
+def is_json_media_type(content_type: str) -> bool:
+    """``application/json``, ``application/*+json`` (parameters ignored)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 # --------------------------------------------------------------------------- targets
@@ -103,13 +199,35 @@ def check_arn(
 
 
 class HttpTarget(_Strict):
-    """A webhook: the payload is POSTed (or sent with ``method``) to ``url``, signed."""
+    """A webhook: the payload is POSTed (or sent with ``method``) to ``url``, signed (Standard Webhooks)."""
 
-    type: Literal["http"] = "http"
-    url: str = Field(min_length=1, max_length=2048)
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
-    follow_redirects: bool = False
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"type": "http", "url": "https://hooks.example.com/report"}]}
+    )
+
+    type: Literal["http"] = Field(default="http", description="Selects the webhook target.")
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="http:// or https:// URL; private, loopback and link-local addresses are refused.",
+        examples=["https://hooks.example.com/report"],
+    )
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = Field(
+        default="POST", description="HTTP method; GET sends no body."
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=MAX_HEADERS,
+        description=(
+            "Extra request headers (at most 50). Host, framing headers, Idempotency-Key, webhook-* and "
+            "Punctual-Fencing-* are set by Punctual and refused here. A non-JSON Content-Type sends a "
+            "string payload as it is."
+        ),
+        examples=[{"Authorization": "Bearer abc123", "Content-Type": "text/plain; charset=utf-8"}],
+    )
+    follow_redirects: bool = _flag(
+        False, "Follow 3xx redirects (never from https to http); else a redirect fails the attempt."
+    )
 
     @field_validator("url")
     @classmethod
@@ -124,12 +242,24 @@ class HttpTarget(_Strict):
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
         if len(value) > MAX_HEADERS:
             raise ValueError(f"at most {MAX_HEADERS} headers")
+        seen: set[str] = set()
         for name, header_value in value.items():
             if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,256}", name):
-                raise ValueError(f"invalid header name {name!r}")
-            if "\r" in header_value or "\n" in header_value or len(header_value) > 8192:
-                raise ValueError(f"invalid value for header {name!r}")
+                raise ValueError(f"invalid header name {name[:80]!r}")
+            if name.lower() in RESERVED_HEADERS:
+                raise ValueError(f"header {name!r} is reserved: Punctual sets it on every request")
+            if name.lower() in seen:
+                raise ValueError(f"header {name!r} is given twice (header names are case-insensitive)")
+            seen.add(name.lower())
+            if any(ord(ch) < 32 and ch != "\t" for ch in header_value) or "\x7f" in header_value:
+                raise ValueError(f"header {name!r}: control characters are not allowed in a value")
+            if len(header_value) > MAX_HEADER_VALUE_CHARS:
+                raise ValueError(f"header {name!r}: value longer than {MAX_HEADER_VALUE_CHARS} characters")
         return value
+
+    def content_type(self) -> str | None:
+        """The Content-Type header the job sets, if any."""
+        return next((v for k, v in self.headers.items() if k.lower() == "content-type"), None)
 
 
 class _AwsTarget(_Strict):
@@ -140,7 +270,15 @@ class _AwsTarget(_Strict):
     workers call the target with the deployment's own target role.
     """
 
-    role_arn: str | None = Field(default=None, max_length=2048)
+    role_arn: str | None = Field(
+        default=None,
+        max_length=2048,
+        description=(
+            "The IAM role the workers assume (external id: your tenant id) to call the target; "
+            "default: the deployment's own target role."
+        ),
+        examples=["arn:aws:iam::123456789012:role/punctual-target"],
+    )
 
     @field_validator("role_arn")
     @classmethod
@@ -153,9 +291,18 @@ class _AwsTarget(_Strict):
 
 
 class LambdaTarget(_AwsTarget):
-    type: Literal["lambda"] = "lambda"
-    function_arn: str
-    invocation_type: Literal["RequestResponse", "Event"] = "RequestResponse"
+    """A Lambda function invoked with the payload."""
+
+    type: Literal["lambda"] = Field(default="lambda", description="Selects the Lambda target.")
+    function_arn: str = Field(
+        max_length=2048,
+        description="The function's ARN (optionally with a version or alias).",
+        examples=["arn:aws:lambda:eu-west-1:123456789012:function:report"],
+    )
+    invocation_type: Literal["RequestResponse", "Event"] = Field(
+        default="RequestResponse",
+        description="RequestResponse waits for the result (an error fails the attempt); Event queues it.",
+    )
 
     @field_validator("function_arn")
     @classmethod
@@ -164,9 +311,17 @@ class LambdaTarget(_AwsTarget):
 
 
 class SqsTarget(_AwsTarget):
-    type: Literal["sqs"] = "sqs"
-    queue_arn: str
-    message_group_id: str | None = Field(default=None, max_length=128)
+    """An SQS queue: the payload is the message body."""
+
+    type: Literal["sqs"] = Field(default="sqs", description="Selects the SQS target.")
+    queue_arn: str = Field(
+        max_length=2048,
+        description="The queue's ARN (standard or FIFO).",
+        examples=["arn:aws:sqs:eu-west-1:123456789012:reports"],
+    )
+    message_group_id: str | None = Field(
+        default=None, max_length=128, description="FIFO queues: the message group (default: the job id)."
+    )
 
     @field_validator("queue_arn")
     @classmethod
@@ -175,8 +330,14 @@ class SqsTarget(_AwsTarget):
 
 
 class SnsTarget(_AwsTarget):
-    type: Literal["sns"] = "sns"
-    topic_arn: str
+    """An SNS topic: the payload is the message."""
+
+    type: Literal["sns"] = Field(default="sns", description="Selects the SNS target.")
+    topic_arn: str = Field(
+        max_length=2048,
+        description="The topic's ARN (standard or FIFO).",
+        examples=["arn:aws:sns:eu-west-1:123456789012:reports"],
+    )
 
     @field_validator("topic_arn")
     @classmethod
@@ -185,10 +346,18 @@ class SnsTarget(_AwsTarget):
 
 
 class EventBridgeTarget(_AwsTarget):
-    type: Literal["eventbridge"] = "eventbridge"
-    event_bus_arn: str
-    detail_type: str = Field(default="Punctual Scheduled Job", min_length=1, max_length=128)
-    source: str = Field(default="punctual", min_length=1, max_length=256)
+    """An EventBridge bus: the payload (a JSON object) is the event detail."""
+
+    type: Literal["eventbridge"] = Field(default="eventbridge", description="Selects the EventBridge target.")
+    event_bus_arn: str = Field(
+        max_length=2048,
+        description="The event bus's ARN.",
+        examples=["arn:aws:events:eu-west-1:123456789012:event-bus/default"],
+    )
+    detail_type: str = Field(
+        default="Punctual Scheduled Job", min_length=1, max_length=128, description="The event's detail-type."
+    )
+    source: str = Field(default="punctual", min_length=1, max_length=256, description="The event's source.")
 
     @field_validator("event_bus_arn")
     @classmethod
@@ -197,8 +366,16 @@ class EventBridgeTarget(_AwsTarget):
 
 
 class StepFunctionsTarget(_AwsTarget):
-    type: Literal["stepfunctions"] = "stepfunctions"
-    state_machine_arn: str
+    """A Step Functions state machine: one execution per slot, the payload as its input."""
+
+    type: Literal["stepfunctions"] = Field(
+        default="stepfunctions", description="Selects the Step Functions target."
+    )
+    state_machine_arn: str = Field(
+        max_length=2048,
+        description="The state machine's ARN.",
+        examples=["arn:aws:states:eu-west-1:123456789012:stateMachine:report"],
+    )
 
     @field_validator("state_machine_arn")
     @classmethod
@@ -206,15 +383,36 @@ class StepFunctionsTarget(_AwsTarget):
         return check_arn(value, "states", "stateMachine:", STATE_MACHINE_RE)
 
 
+_AwsId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
+
+
 class EcsTarget(_AwsTarget):
-    type: Literal["ecs"] = "ecs"
-    cluster_arn: str
-    task_definition_arn: str
-    subnets: list[str] = Field(min_length=1, max_length=16)
-    security_groups: list[str] = Field(default_factory=list, max_length=5)
-    assign_public_ip: bool = False
-    container_name: str | None = Field(default=None, max_length=255)
-    launch_type: Literal["FARGATE", "EC2"] = "FARGATE"
+    """An ECS task started with RunTask; the payload is in its environment (PUNCTUAL_PAYLOAD)."""
+
+    type: Literal["ecs"] = Field(default="ecs", description="Selects the ECS RunTask target.")
+    cluster_arn: str = Field(
+        max_length=2048,
+        description="The cluster's ARN.",
+        examples=["arn:aws:ecs:eu-west-1:123456789012:cluster/jobs"],
+    )
+    task_definition_arn: str = Field(
+        max_length=2048,
+        description="The task definition's ARN (with or without a revision).",
+        examples=["arn:aws:ecs:eu-west-1:123456789012:task-definition/report:3"],
+    )
+    subnets: list[_AwsId] = Field(
+        min_length=1, max_length=16, description="Subnet ids for the task.", examples=[["subnet-0abc1234"]]
+    )
+    security_groups: list[_AwsId] = Field(
+        default_factory=list, max_length=5, description="Security group ids.", examples=[["sg-0abc1234"]]
+    )
+    assign_public_ip: bool = _flag(False, "Give the task a public IP (Fargate in a public subnet).")
+    container_name: str | None = Field(
+        default=None,
+        max_length=255,
+        description="The container that gets the PUNCTUAL_* environment (default: the first essential one).",
+    )
+    launch_type: Literal["FARGATE", "EC2"] = Field(default="FARGATE", description="Where the task runs.")
 
     @field_validator("cluster_arn")
     @classmethod
@@ -237,6 +435,8 @@ Target = Annotated[
 
 
 class Backoff(StrEnum):
+    """How the wait between attempts grows: fixed, linear or exponential."""
+
     FIXED = "fixed"
     LINEAR = "linear"
     EXPONENTIAL = "exponential"
@@ -245,12 +445,17 @@ class Backoff(StrEnum):
 class RetryPolicy(_Strict):
     """How a failed attempt is retried. ``max_attempts`` counts the first attempt."""
 
-    max_attempts: int = Field(default=3, ge=1, le=100)
-    backoff: Backoff = Backoff.EXPONENTIAL
-    base_seconds: float = Field(default=2.0, gt=0, le=86400)
-    max_seconds: float = Field(default=300.0, gt=0, le=7 * 86400)
-    jitter: bool = True
-    max_age_seconds: int = Field(default=86400, ge=1, le=30 * 86400)
+    max_attempts: int = _int(3, "Attempts per slot, the first included (1: never retry).", ge=1, le=100)
+    backoff: Backoff = Field(
+        default=Backoff.EXPONENTIAL,
+        description="Wait before retry n: fixed = base; linear = base * n; exponential = base * 2^(n-1).",
+    )
+    base_seconds: float = _seconds(2.0, "The backoff's base wait, in seconds.", gt=0, le=86400)
+    max_seconds: float = _seconds(300.0, "The longest wait between attempts, in seconds.", gt=0, le=7 * 86400)
+    jitter: bool = _flag(True, "Randomise each wait (full jitter) so retries of many jobs spread out.")
+    max_age_seconds: int = _int(
+        86400, "No retry starts later than this after the slot's instant.", ge=1, le=30 * 86400
+    )
 
     @model_validator(mode="after")
     def _cap_above_base(self) -> RetryPolicy:
@@ -260,12 +465,16 @@ class RetryPolicy(_Strict):
 
 
 class Overlap(StrEnum):
+    """What a slot does while the previous slot of its job still runs."""
+
     ALLOW = "allow"
     SKIP = "skip"
     QUEUE = "queue"
 
 
 class CatchupKind(StrEnum):
+    """Which missed slots run: all, only the latest, or none."""
+
     ALL = "all"
     LATEST = "latest"
     NONE = "none"
@@ -275,21 +484,33 @@ class CatchupPolicy(_Strict):
     """What happens to slots missed while the scheduler was down or the job paused."""
 
     # Exactly once means not zero times: by default every slot owed within the window runs.
-    policy: CatchupKind = CatchupKind.ALL
-    window_seconds: int = Field(default=3600, ge=0, le=7 * 86400)
+    policy: CatchupKind = Field(
+        default=CatchupKind.ALL,
+        description="all: run every missed slot; latest: only the newest; none: skip them (recorded MISSED).",
+    )
+    window_seconds: int = _int(
+        3600, "How far back missed slots are caught up; older ones are recorded MISSED.", ge=0, le=7 * 86400
+    )
 
 
 class DstPolicy(_Strict):
     """Overrides for fixed-time expressions around daylight-saving transitions."""
 
-    gap: Literal["shift", "skip"] | None = None
-    repeat: Literal["first", "both"] | None = None
+    gap: Literal["shift", "skip"] | None = Field(
+        default=None,
+        description="A local time skipped by a DST change: shift (fire right after the gap) or skip it.",
+    )
+    repeat: Literal["first", "both"] | None = Field(
+        default=None, description="A local time that occurs twice: fire at the first only, or at both."
+    )
 
     def options(self) -> schedules.DstOptions:
         return schedules.DstOptions(gap=self.gap, repeat=self.repeat)
 
 
 class Runtime(StrEnum):
+    """Which workers run a job: Lambda (attempts up to 14 minutes) or ECS (long jobs)."""
+
     LAMBDA = "lambda"
     ECS = "ecs"
 
@@ -303,25 +524,108 @@ def _check_zone(name: str) -> None:
     schedules.validate_timezone(name)
 
 
+SPEC_EXAMPLE: dict[str, Any] = {
+    "name": "nightly-report",
+    "schedule": "cron(0 2 * * ? *)",
+    "timezone": "Europe/Berlin",
+    "target": {"type": "http", "url": "https://hooks.example.com/report"},
+    "payload": {"report": "daily", "slot": "<slot>"},
+    "retry": {"max_attempts": 5, "backoff": "exponential", "base_seconds": 2, "max_seconds": 300},
+    "timeout_seconds": 60,
+    "overlap": "skip",
+    "tags": {"team": "data"},
+}
+
+
 class JobSpec(_Strict):
     """What a user registers. Everything a job does comes from here."""
 
-    name: str = Field(default="", max_length=MAX_NAME_CHARS)
-    description: str = Field(default="", max_length=MAX_DESCRIPTION_CHARS)
-    schedule: str = Field(min_length=1, max_length=256)
-    timezone: str = "UTC"
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
-    target: Target
-    payload: Any = None
-    retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    timeout_seconds: int = Field(default=300, ge=1, le=MAX_ECS_TIMEOUT_S)
-    runtime: Runtime = Runtime.LAMBDA
-    overlap: Overlap = Overlap.ALLOW
-    catchup: CatchupPolicy = Field(default_factory=CatchupPolicy)
-    jitter_seconds: int = Field(default=0, ge=0, le=3600)
-    dst: DstPolicy | None = None
-    tags: dict[str, str] = Field(default_factory=dict)
+    model_config = ConfigDict(json_schema_extra={"examples": [SPEC_EXAMPLE]})
+
+    name: str = Field(
+        default="",
+        max_length=MAX_NAME_CHARS,
+        description="A label for people; need not be unique (the id is).",
+        examples=["nightly-report"],
+    )
+    description: str = Field(
+        default="", max_length=MAX_DESCRIPTION_CHARS, description="Free text for people."
+    )
+    schedule: str = Field(
+        min_length=1,
+        max_length=256,
+        description=(
+            "When the job runs: cron(...) (AWS 6 fields), 5-field Unix cron, rate(n unit), at(local time), "
+            "delay(n unit) (after the previous run ends) or after(job-id, ...) (when the parents succeed)."
+        ),
+        examples=["cron(0 2 * * ? *)", "*/15 * * * *", "rate(5 minutes)", "at(2027-01-01T09:00:00)"],
+    )
+    timezone: str = Field(
+        default="UTC",
+        min_length=1,
+        max_length=MAX_TIMEZONE_CHARS,
+        description="IANA time zone the schedule is read in.",
+        examples=["Europe/Berlin"],
+    )
+    start_at: AwareDatetime | None = Field(
+        default=None,
+        description="No slot before this instant; rate(...) counts from it (RFC 3339 with offset).",
+        examples=["2027-01-01T00:00:00Z"],
+    )
+    end_at: AwareDatetime | None = Field(
+        default=None,
+        description="No slot after this instant; the job is then COMPLETED.",
+        examples=["2027-12-31T23:59:59Z"],
+    )
+    target: Target = Field(description="What each slot calls, selected by `type`.")
+    payload: Any = Field(
+        default=None,
+        description=(
+            "Any JSON value (at most 256 KB, 32 levels deep, 10,000 members; no NaN or Infinity) sent to "
+            "the target. Strings anywhere in it may hold the placeholders <job_id>, <slot>, <attempt> and "
+            "<scheduled_at>, filled per run. HTTP: sent as JSON, or a string as it is when the target's "
+            "Content-Type header is not JSON."
+        ),
+        examples=[{"report": "daily", "key": "<job_id>:<slot>"}],
+    )
+    retry: RetryPolicy = Field(default_factory=RetryPolicy, description="How a failed attempt is retried.")
+    timeout_seconds: int = _int(
+        300,
+        "Each attempt's time limit; at most 840 for runtime lambda, 604800 for ecs.",
+        ge=1,
+        le=MAX_ECS_TIMEOUT_S,
+    )
+    runtime: Runtime = Field(
+        default=Runtime.LAMBDA,
+        description="Which workers run the slot: lambda (attempts up to 14 minutes) or ecs (long jobs).",
+    )
+    overlap: Overlap = Field(
+        default=Overlap.ALLOW,
+        description=(
+            "A slot due while the previous one still runs: allow (run both), skip (record it SKIPPED) or "
+            "queue (run it when the previous one ends)."
+        ),
+    )
+    catchup: CatchupPolicy = Field(
+        default_factory=CatchupPolicy,
+        description="What happens to slots missed while the job was paused or the scheduler was down.",
+    )
+    jitter_seconds: int = _int(
+        0, "Delay each slot by a stable pseudo-random 0..n seconds (spreads load).", ge=0, le=3600
+    )
+    dst: DstPolicy | None = Field(
+        default=None,
+        description=(
+            "Daylight-saving behaviour of fixed-time expressions; default: a skipped time fires right after"
+            " the gap, a repeated time fires once."
+        ),
+    )
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=MAX_TAGS,
+        description="Up to 50 key/value labels; GET /v1/jobs filters by them.",
+        examples=[{"team": "data"}],
+    )
 
     @field_validator("timezone")
     @classmethod
@@ -354,15 +658,27 @@ class JobSpec(_Strict):
     @field_validator("payload")
     @classmethod
     def _payload_size(cls, value: Any) -> Any:
+        check_json_value(value)
         size = len(_COMPACT_JSON.encode(value).encode())
         if size > MAX_PAYLOAD_BYTES:
-            raise ValueError(f"payload is {size} bytes, more than the {MAX_PAYLOAD_BYTES} allowed")
+            raise ValueError(f"payload is {size} bytes, {PAYLOAD_TOO_LARGE} {MAX_PAYLOAD_BYTES} allowed")
         return value
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise ValueError("end_at must be after start_at")
+        if isinstance(self.target, HttpTarget):
+            content_type = self.target.content_type()
+            if (
+                content_type
+                and not is_json_media_type(content_type)
+                and not (self.payload is None or isinstance(self.payload, str))
+            ):
+                raise ValueError(
+                    f"payload must be a string when target.headers Content-Type is {content_type[:80]!r}"
+                    " (only JSON media types carry a JSON payload)"
+                )
         if self.runtime is Runtime.LAMBDA and self.timeout_seconds > MAX_LAMBDA_TIMEOUT_S:
             raise ValueError(
                 f"timeout_seconds {self.timeout_seconds} exceeds {MAX_LAMBDA_TIMEOUT_S} for runtime 'lambda';"
@@ -387,6 +703,8 @@ class JobSpec(_Strict):
 
 
 class JobState(StrEnum):
+    """A job's state: ENABLED, PAUSED, COMPLETED (one-time done or end_at passed), DELETED."""
+
     ENABLED = "ENABLED"
     PAUSED = "PAUSED"
     COMPLETED = "COMPLETED"
@@ -432,6 +750,9 @@ class Job(JobSpec):
 
 
 class ExecutionStatus(StrEnum):
+    """An execution's status: QUEUED, RUNNING, then SUCCEEDED, FAILED, TIMED_OUT, RETRY_WAIT (a retry
+    is due), SKIPPED (overlap) or MISSED (catch-up policy, window, or a paused or deleted job)."""
+
     QUEUED = "QUEUED"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"

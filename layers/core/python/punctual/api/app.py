@@ -7,6 +7,8 @@ validated against the models (``enable_validation``), which also produce the Ope
 document served at ``/v1/openapi.json`` and committed as ``openapi.json``.
 """
 
+import base64
+import binascii
 import json
 import re
 from functools import cache
@@ -16,7 +18,7 @@ from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, Server
-from aws_lambda_powertools.event_handler.openapi.params import Header, Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -26,15 +28,20 @@ from punctual.api.schemas import (
     ExecutionOut,
     ExecutionPage,
     JobCreated,
+    JobInput,
     JobOut,
     JobPage,
+    ListedState,
     SchedulePreview,
     TriggerAccepted,
+    UnreadableJobOut,
 )
 from punctual.api.tenancy import tenant_of
 from punctual.api.wiring import services
-from punctual.models import MAX_PAYLOAD_BYTES, ExecutionStatus, JobSpec, JobState
+from punctual.jobs import JobNotFoundError
+from punctual.models import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, ExecutionStatus, JobState
 from punctual.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
+from punctual.store.base import UnreadableJobError
 
 API_TITLE = "Punctual"
 API_VERSION = "1.0.0"
@@ -56,7 +63,26 @@ IdempotencyKey = Annotated[
 ]
 IfMatch = Annotated[
     str | None,
-    Header(alias="If-Match", max_length=64, description='The job version the change expects, e.g. "3".'),
+    Header(
+        alias="If-Match",
+        max_length=64,
+        description='The job version the change expects, as ETag gives it: "3" (or 3, W/"3"; * for any).',
+        examples=['"3"'],
+    ),
+]
+JobId = Annotated[
+    str,
+    Path(
+        description="The job's id, as POST /v1/jobs answered it.",
+        examples=["3f2a9c0e5b7d4e1f8a6b2c9d0e1f2a3b"],
+    ),
+]
+SlotKey = Annotated[
+    str,
+    Path(
+        description="The slot key, URL-encoded (2026-11-30T09%3A32%3A00Z).",
+        examples=["2026-11-30T09%3A32%3A00Z"],
+    ),
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size, 1-100.")]
 NextToken = Annotated[
@@ -71,17 +97,81 @@ def _header(event: dict[str, Any], name: str) -> str | None:
     return None
 
 
+_HOST_RE = re.compile(r"^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$|^\[[0-9A-Fa-f:.]{2,45}\](:\d{1,5})?$")
+_PREFIX_RE = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
+
+
+def base_url(event: dict[str, Any]) -> str:
+    """The URL the caller reached this API at, up to (not including) ``/v1``.
+
+    Behind API Gateway's own domain that includes the stage (``/prod``), behind a custom
+    domain its base path: whatever ``requestContext.path`` has in front of the route's
+    path. Scheme and host are the ones the caller used (``X-Forwarded-Proto``, ``Host``).
+    """
+    context = event.get("requestContext") or {}
+    host = _header(event, "host") or ""
+    if not _HOST_RE.match(host):
+        host = str(context.get("domainName") or "localhost")
+    proto = (_header(event, "x-forwarded-proto") or "").split(",", 1)[0].strip().lower()
+    if proto not in ("http", "https"):
+        proto = "https" if host.endswith(".amazonaws.com") else "http"
+    path, full = str(event.get("path") or ""), str(context.get("path") or "")
+    prefix = full[: -len(path)] if path and full.endswith(path) else ""
+    return f"{proto}://{host}{prefix if _PREFIX_RE.match(prefix) else ''}"
+
+
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media in ("", "application/json") or (media.startswith("application/") and media.endswith("+json"))
 
 
+def _too_deep(body: str) -> bool:
+    """Whether the JSON parser gives up on ``body``'s nesting (so it never raises mid-route)."""
+    try:
+        json.loads(body)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False  # malformed: the resolver answers 400 with the parser's message
+    return False
+
+
 class PunctualResolver(APIGatewayRestResolver):
-    """The resolver, refusing oversized and non-JSON bodies before anything parses them."""
+    """The resolver, answering what no route should see: wrong methods, bad or oversized bodies.
+
+    * a method a path does not take: 405 with ``Allow`` (``OPTIONS``: 204 with ``Allow``);
+    * ``HEAD``: the ``GET`` answer without its body;
+    * a body that is not UTF-8 text: 400; larger than the limit: 413; not JSON: 415.
+    """
+
+    def allowed_methods(self, path: str) -> list[str]:
+        """The methods the routes take on ``path`` (HEAD with GET); empty for an unknown path."""
+        methods = {
+            route.method for route in self._static_routes + self._dynamic_routes if route.rule.match(path)
+        }
+        if "GET" in methods:
+            methods.add("HEAD")
+        return sorted(methods)
 
     def resolve(self, event: Any, context: LambdaContext) -> dict[str, Any]:
         if not isinstance(event, dict):
             return super().resolve(event, context)
+        method = str(event.get("httpMethod") or "").upper()
+        allowed = self.allowed_methods(str(event.get("path") or ""))
+        if allowed and method not in allowed:
+            allow = ", ".join([*allowed, "OPTIONS"])
+            if method == "OPTIONS":
+                return {"statusCode": 204, "headers": {"Allow": allow}, "multiValueHeaders": {}, "body": ""}
+            return problems.proxy_problem(
+                405,
+                "method-not-allowed",
+                "Method not allowed",
+                f"{method[:20]} is not allowed here; use {', '.join(allowed)}",
+                headers={"Allow": allow},
+            )
+        if method == "HEAD" and allowed:
+            reply = self.resolve({**event, "httpMethod": "GET"}, context)
+            return {**reply, "body": "", "isBase64Encoded": False}
         body = event.get("body")
         if isinstance(body, str) and len(body) > MAX_BODY_BYTES:
             # Length in characters is a lower bound of the bytes; base64 bodies are larger still.
@@ -92,6 +182,15 @@ class PunctualResolver(APIGatewayRestResolver):
                 f"the request body has more than {MAX_BODY_BYTES} bytes "
                 f"(a job payload may have {MAX_PAYLOAD_BYTES})",
             )
+        if event.get("isBase64Encoded") and isinstance(body, str):
+            # API Gateway base64-encodes a body that is not text; JSON is always UTF-8 text.
+            try:
+                body = base64.b64decode(body, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return problems.proxy_problem(
+                    400, "malformed-body", "Malformed body", "the request body is not UTF-8 text (send JSON)"
+                )
+            event = {**event, "body": body, "isBase64Encoded": False}
         content_type = _header(event, "content-type")
         if content_type is not None and not body:
             # An empty body has no media type: never let a form or multipart parser near it.
@@ -112,6 +211,13 @@ class PunctualResolver(APIGatewayRestResolver):
                 "unsupported-media-type",
                 "Unsupported media type",
                 f"send the body as application/json, not {content_type[:80]!r}",
+            )
+        if isinstance(body, str) and body and _too_deep(body):
+            return problems.proxy_problem(
+                422,
+                "validation",
+                "Invalid request",
+                f"the request body is nested too deeply (a payload may have {MAX_PAYLOAD_DEPTH} levels)",
             )
         return super().resolve(event, context)
 
@@ -170,7 +276,14 @@ def _expected_version(if_match: str | None) -> int | None:
     return int(text)
 
 
-def _job_reply(job: JobOut, status: int = 200, headers: dict[str, str] | None = None) -> Response[Any]:
+def _location(*segments: str) -> str:
+    """The absolute URL of a resource, as the caller reaches this API (stage included)."""
+    return base_url(app.current_event.raw_event) + "/v1/" + "/".join(quote(s, safe="") for s in segments)
+
+
+def _job_reply(
+    job: JobOut | UnreadableJobOut, status: int = 200, headers: dict[str, str] | None = None
+) -> Response[Any]:
     return Response(
         status_code=status,
         content_type="application/json",
@@ -188,14 +301,16 @@ def _job_reply(job: JobOut, status: int = 200, headers: dict[str, str] | None = 
     description="Returns 201 with the job; an HTTP target's signing secret is in this reply only.",
     responses=_ok(201, "The job was registered", JobCreated, 400, 401, 409, 413, 415, 422),
     tags=["jobs"],
+    operation_id="createJob",
 )
-def create_job(spec: JobSpec, idempotency_key: IdempotencyKey = None) -> Response[JobCreated]:
+def create_job(body: JobInput, idempotency_key: IdempotencyKey = None) -> Response[JobCreated]:
     tenant = _tenant()
     svc = services()
+    spec = body.spec()
     svc.check_spec(spec)
     job, secret = idempotent.create_job(svc, tenant, spec, idempotency_key, app.lambda_context)
     created = JobCreated.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret})
-    return _job_reply(created, 201, {"Location": f"/v1/jobs/{job.id}"})
+    return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
 
 
 @app.get(
@@ -204,9 +319,12 @@ def create_job(spec: JobSpec, idempotency_key: IdempotencyKey = None) -> Respons
     description="The caller's jobs ordered by id, filtered by state and tag (key or key=value).",
     responses=_ok(200, "A page of jobs", JobPage, 400, 401, 422),
     tags=["jobs"],
+    operation_id="listJobs",
 )
 def list_jobs(
-    state: Annotated[JobState | None, Query()] = None,
+    state: Annotated[
+        ListedState | None, Query(description="Only jobs in this state (deleted jobs are not listed).")
+    ] = None,
     tag: Annotated[str | None, Query(max_length=400, description="key, or key=value")] = None,
     limit: Limit = 50,
     next_token: NextToken = None,
@@ -215,32 +333,49 @@ def list_jobs(
     svc = services()
     scope = svc.tokens.scope(tenant, "jobs", {"state": state, "tag": tag or None})
     cursor = svc.tokens.decode(next_token, scope)
-    page = svc.jobs.list_jobs(tenant, limit, cursor, state, tag or None)
+    page = svc.jobs.list_jobs(tenant, limit, cursor, JobState(state) if state else None, tag or None)
+    items: list[JobOut | UnreadableJobOut] = [JobOut.of(job) for job in page.items]
+    items += [UnreadableJobOut.of(job) for job in page.unreadable]
     return JobPage(
-        items=[JobOut.of(job) for job in page.items], next_token=svc.tokens.encode(page.cursor, scope)
+        items=sorted(items, key=lambda job: job.id), next_token=svc.tokens.encode(page.cursor, scope)
     )
 
 
 @app.get(
     "/v1/jobs/<job_id>",
     summary="Get a job",
-    responses=_ok(200, "The job", JobOut, 401, 404),
+    description=(
+        "The job with its version in ETag. A stored job this version cannot read is answered as "
+        "UnreadableJobOut (unreadable: true, with the reason): replace or delete it."
+    ),
+    responses=_ok(200, "The job", JobOut | UnreadableJobOut, 401, 404),
     tags=["jobs"],
+    operation_id="getJob",
 )
-def get_job(job_id: str) -> Response[JobOut]:
-    return _job_reply(JobOut.of(services().jobs.get(_tenant(), _job_id(job_id))))
+def get_job(job_id: JobId) -> Response[JobOut | UnreadableJobOut]:
+    tenant, job = _tenant(), _job_id(job_id)
+    try:
+        return _job_reply(JobOut.of(services().jobs.get(tenant, job)))
+    except UnreadableJobError as exc:
+        return _job_reply(UnreadableJobOut.of(exc.job))
 
 
 @app.put(
     "/v1/jobs/<job_id>",
     summary="Replace a job's spec",
-    description="With If-Match, the job must still be at that version (else 412).",
+    description=(
+        "The body is a whole spec; a job as GET returns it may be sent back edited (its output-only "
+        "fields are ignored). With If-Match, the job must still be at that version (else 412). A "
+        "stored job that cannot be read is fixed this way."
+    ),
     responses=_ok(200, "The job, at its new version", JobOut, 400, 401, 404, 409, 412, 413, 415, 422),
     tags=["jobs"],
+    operation_id="replaceJob",
 )
-def replace_job(job_id: str, spec: JobSpec, if_match: IfMatch = None) -> Response[JobOut]:
+def replace_job(job_id: JobId, body: JobInput, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
     svc = services()
+    spec = body.spec()
     svc.check_spec(spec)
     expected = _expected_version(if_match)
     return _job_reply(JobOut.of(svc.jobs.replace(tenant, _job_id(job_id), spec, expected)))
@@ -249,10 +384,15 @@ def replace_job(job_id: str, spec: JobSpec, if_match: IfMatch = None) -> Respons
 @app.delete(
     "/v1/jobs/<job_id>",
     summary="Delete a job",
+    description=(
+        "No slot fires after this; its history stays readable (marked job_deleted) until it expires. "
+        "With If-Match, the job must still be at that version (else 412)."
+    ),
     responses={204: {"description": "Deleted"}, **_problem(400, 401, 404, 409, 412)},
     tags=["jobs"],
+    operation_id="deleteJob",
 )
-def delete_job(job_id: str, if_match: IfMatch = None) -> Response[None]:
+def delete_job(job_id: JobId, if_match: IfMatch = None) -> Response[None]:
     tenant = _tenant()
     services().jobs.delete(tenant, _job_id(job_id), _expected_version(if_match))
     return Response(status_code=204, content_type=None, body=None)
@@ -264,8 +404,9 @@ def delete_job(job_id: str, if_match: IfMatch = None) -> Response[None]:
     description="No slot fires while paused; pausing a paused job changes nothing.",
     responses=_ok(200, "The paused job", JobOut, 400, 401, 404, 409, 412),
     tags=["jobs"],
+    operation_id="pauseJob",
 )
-def pause_job(job_id: str, if_match: IfMatch = None) -> Response[JobOut]:
+def pause_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
     expected = _expected_version(if_match)
     return _job_reply(JobOut.of(services().jobs.pause(tenant, _job_id(job_id), expected)))
@@ -277,8 +418,9 @@ def pause_job(job_id: str, if_match: IfMatch = None) -> Response[JobOut]:
     description="Slots missed while paused follow the job's catch-up policy.",
     responses=_ok(200, "The enabled job", JobOut, 400, 401, 404, 409, 412),
     tags=["jobs"],
+    operation_id="resumeJob",
 )
-def resume_job(job_id: str, if_match: IfMatch = None) -> Response[JobOut]:
+def resume_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
     expected = _expected_version(if_match)
     return _job_reply(JobOut.of(services().jobs.resume(tenant, _job_id(job_id), expected)))
@@ -294,9 +436,14 @@ def resume_job(job_id: str, if_match: IfMatch = None) -> Response[JobOut]:
     ),
     responses=_ok(200, "The job and its new secret", JobCreated, 400, 401, 404, 409, 412, 422),
     tags=["jobs"],
+    operation_id="rotateSigningSecret",
 )
 def rotate_secret(
-    job_id: str, drop_previous: Annotated[bool, Query()] = False, if_match: IfMatch = None
+    job_id: JobId,
+    drop_previous: Annotated[
+        bool, Query(description="End the previous secret's signing now (no new secret).")
+    ] = False,
+    if_match: IfMatch = None,
 ) -> Response[JobCreated]:
     tenant = _tenant()
     expected = _expected_version(if_match)
@@ -313,8 +460,9 @@ def rotate_secret(
     ),
     responses=_ok(202, "The run was queued", TriggerAccepted, 401, 404, 409, 422),
     tags=["jobs"],
+    operation_id="triggerJob",
 )
-def trigger_job(job_id: str, idempotency_key: IdempotencyKey = None) -> Response[TriggerAccepted]:
+def trigger_job(job_id: JobId, idempotency_key: IdempotencyKey = None) -> Response[TriggerAccepted]:
     tenant = _tenant()
     job = _job_id(job_id)
     slot = idempotent.trigger_job(services(), tenant, job, idempotency_key, app.lambda_context)
@@ -322,7 +470,7 @@ def trigger_job(job_id: str, idempotency_key: IdempotencyKey = None) -> Response
         status_code=202,
         content_type="application/json",
         body=TriggerAccepted(job_id=job, slot=slot),
-        headers={"Location": f"/v1/jobs/{job}/executions/{quote(slot, safe='')}"},
+        headers={"Location": _location("jobs", job, "executions", slot)},
     )
 
 
@@ -332,43 +480,70 @@ def trigger_job(job_id: str, idempotency_key: IdempotencyKey = None) -> Response
 @app.get(
     "/v1/jobs/<job_id>/executions",
     summary="A job's history",
-    description="Newest slot first; filter by status.",
+    description=(
+        "Newest slot first; filter by status. A deleted job's history stays readable until it "
+        "expires (job_deleted: true)."
+    ),
     responses=_ok(200, "A page of executions", ExecutionPage, 400, 401, 404, 422),
     tags=["executions"],
+    operation_id="listExecutions",
 )
 def list_executions(
-    job_id: str,
-    status: Annotated[ExecutionStatus | None, Query()] = None,
+    job_id: JobId,
+    status: Annotated[ExecutionStatus | None, Query(description="Only executions in this status.")] = None,
     limit: Limit = 50,
     next_token: NextToken = None,
 ) -> ExecutionPage:
     tenant = _tenant()
     svc = services()
-    job = svc.jobs.get(tenant, _job_id(job_id)).id  # 404 for a job the caller does not have
+    job = _job_id(job_id)
+    deleted = _job_deleted(tenant, job)
     scope = svc.tokens.scope(tenant, f"executions:{job}", {"status": status})
     cursor = svc.tokens.decode(next_token, scope)
     page = svc.store.list_executions(tenant, job, limit, cursor, status)
+    if deleted and not page.items and cursor is None and not _has_history(tenant, job):
+        raise problems.not_found(f"job {job!r} not found")
     return ExecutionPage(
-        items=[ExecutionOut.of(execution) for execution in page.items],
+        items=[ExecutionOut.of(execution, deleted) for execution in page.items],
         next_token=svc.tokens.encode(page.cursor, scope),
+        job_deleted=deleted,
     )
+
+
+def _job_deleted(tenant: str, job_id: str) -> bool:
+    """Whether the job is gone (its history is kept until it expires)."""
+    try:
+        services().jobs.get(tenant, job_id)
+    except JobNotFoundError:
+        return True
+    except UnreadableJobError:
+        return False
+    return False
+
+
+def _has_history(tenant: str, job_id: str) -> bool:
+    return bool(services().store.list_executions(tenant, job_id, 1, None, None).items)
 
 
 @app.get(
     "/v1/jobs/<job_id>/executions/<slot>",
     summary="One execution, with every attempt",
-    description="The slot key is URL-encoded in the path (2026-11-30T09%3A32%3A00Z).",
+    description=(
+        "The slot key is URL-encoded in the path (2026-11-30T09%3A32%3A00Z). A deleted job's "
+        "executions stay readable until they expire (job_deleted: true)."
+    ),
     responses=_ok(200, "The execution", ExecutionOut, 401, 404),
     tags=["executions"],
+    operation_id="getExecution",
 )
-def get_execution(job_id: str, slot: str) -> ExecutionOut:
+def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     tenant = _tenant()
     job = _job_id(job_id)
     slot_key = unquote(slot)
     execution = services().store.get_execution(tenant, job, slot_key) if _SLOT_RE.match(slot_key) else None
     if execution is None:
         raise problems.not_found(f"no execution of job {job!r} for slot {slot_key[:80]!r}")
-    return ExecutionOut.of(execution)
+    return ExecutionOut.of(execution, _job_deleted(tenant, job))
 
 
 # --------------------------------------------------------------------------- schedules
@@ -380,11 +555,22 @@ def get_execution(job_id: str, slot: str) -> ExecutionOut:
     description="For UIs: the next `count` slots of an expression, as a job registered now would see them.",
     responses=_ok(200, "The next slots", SchedulePreview, 401, 422),
     tags=["schedules"],
+    operation_id="previewSchedule",
 )
 def preview_schedule(
-    expression: Annotated[str, Query(min_length=1, max_length=256)],
-    timezone: Annotated[str, Query(min_length=1, max_length=64)] = "UTC",
-    count: Annotated[int, Query(ge=1, le=MAX_PREVIEW)] = 5,
+    expression: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=256,
+            description="A schedule expression, as a job's schedule (not after(...)).",
+            examples=["cron(0 9 ? * MON-FRI *)"],
+        ),
+    ],
+    timezone: Annotated[
+        str, Query(min_length=1, max_length=64, description="IANA time zone.", examples=["Europe/Berlin"])
+    ] = "UTC",
+    count: Annotated[int, Query(ge=1, le=MAX_PREVIEW, description="How many slots, 1-100.")] = 5,
     after: Annotated[str | None, Query(max_length=64, description="RFC 3339; default: now")] = None,
 ) -> SchedulePreview:
     try:
@@ -409,10 +595,17 @@ def preview_schedule(
 # --------------------------------------------------------------------------- the document
 
 
-@app.get("/v1/openapi.json", summary="This API's OpenAPI document", tags=["meta"])
+@app.get(
+    "/v1/openapi.json",
+    summary="This API's OpenAPI document",
+    description="This document, with `servers` naming the URL the caller reached it at.",
+    responses={200: {"description": "The OpenAPI 3 document"}},
+    tags=["meta"],
+    operation_id="getOpenApiDocument",
+)
 def openapi_json() -> dict[str, Any]:
-    document: dict[str, Any] = openapi_document()
-    return document
+    server = {"url": base_url(app.current_event.raw_event), "description": "this deployment"}
+    return {**openapi_document(), "servers": [server]}
 
 
 SIGV4 = APIKey(
@@ -449,7 +642,47 @@ def openapi_document() -> dict[str, Any]:
         responses.get("204", {}).pop("content", None)  # 204 has no body
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         document["components"]["schemas"].pop(name, None)
+    _add_links(document)
     return document
+
+
+# What a client can do next with what an answer names (OpenAPI links; schemathesis follows them).
+_JOB_LINKS = {
+    "GetJob": "getJob",
+    "ReplaceJob": "replaceJob",
+    "DeleteJob": "deleteJob",
+    "PauseJob": "pauseJob",
+    "ResumeJob": "resumeJob",
+    "TriggerJob": "triggerJob",
+    "RotateSigningSecret": "rotateSigningSecret",
+    "ListExecutions": "listExecutions",
+}
+
+
+def _add_links(document: dict[str, Any]) -> None:
+    operations = {
+        op["operationId"]: op
+        for item in document["paths"].values()
+        for op in item.values()
+        if "operationId" in op
+    }
+    job_links = {
+        name: {
+            "operationId": target,
+            "parameters": {"job_id": "$response.body#/id"},
+            "description": f"{target} on the job this answer shows",
+        }
+        for name, target in _JOB_LINKS.items()
+    }
+    for source, status in (("createJob", "201"), ("getJob", "200"), ("replaceJob", "200")):
+        operations[source]["responses"][status]["links"] = job_links
+    operations["triggerJob"]["responses"]["202"]["links"] = {
+        "GetExecution": {
+            "operationId": "getExecution",
+            "parameters": {"job_id": "$response.body#/job_id", "slot": "$response.body#/slot"},
+            "description": "The execution of the slot just queued (404 until a worker starts it)",
+        }
+    }
 
 
 def openapi_text() -> str:

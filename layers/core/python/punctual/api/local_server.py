@@ -116,7 +116,8 @@ def proxy_event(
             "httpMethod": method.upper(),
             "extendedRequestId": request_id,
             "requestTime": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
-            "path": f"/{stage}{split.path or '/'}",
+            # As a custom domain mapped at its root: no stage in the URL the caller used.
+            "path": split.path or "/",
             "accountId": LOCAL_ACCOUNT,
             "protocol": "HTTP/1.1",
             "stage": stage,
@@ -151,6 +152,9 @@ def _make_request_handler(
     class _Handler(BaseHTTPRequestHandler):
         server_version = "punctual-local"
         protocol_version = "HTTP/1.1"
+        # Headers and body are two writes: without TCP_NODELAY the body waits for the client's
+        # delayed ACK (40 ms a request on Linux).
+        disable_nagle_algorithm = True
 
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -191,6 +195,35 @@ def _make_request_handler(
                 self._write(502, [("Content-Type", "application/json")], body)
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _guarded
+
+        def __getattr__(self, name: str) -> Any:
+            # Every other method (TRACE, CONNECT, PROPFIND, ...) goes to the handler too, which
+            # answers it as API Gateway's ANY method would (405 with Allow), never a 501 page.
+            if name.startswith("do_") and name[3:].isalpha():
+                return self._guarded
+            raise AttributeError(name)
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            # Malformed request lines and the like: a problem document, not the default HTML page.
+            body = json.dumps(
+                {
+                    "type": "about:blank",
+                    "title": message or "Bad request",
+                    "status": code,
+                    "detail": explain or "",
+                }
+            ).encode()
+            self.close_connection = True
+            try:
+                self.send_response(code, message)
+                self.send_header("Content-Type", "application/problem+json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                if self.command != "HEAD" and code >= 200 and code not in (204, 304):
+                    self.wfile.write(body)
+            except OSError:  # the client is gone
+                return
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet: the handler logs
             return None

@@ -28,7 +28,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from punctual.jobs import (
     InvalidJobError,
@@ -36,7 +36,7 @@ from punctual.jobs import (
     JobNotFoundError,
     PreconditionFailedError,
 )
-from punctual.models import JobSpec
+from punctual.models import PAYLOAD_TOO_LARGE, JobSpec
 from punctual.queues import THROTTLE_CODES
 from punctual.schedules import ScheduleError
 from punctual.store.base import (
@@ -44,6 +44,7 @@ from punctual.store.base import (
     LayoutMismatchError,
     TenantLimitError,
     TriggerRateLimitError,
+    UnreadableJobError,
     VersionConflictError,
 )
 
@@ -57,16 +58,32 @@ class FieldError(BaseModel):
     """One invalid input: where it is and what is wrong with it."""
 
     field: str = Field(description="Dotted path of the input, e.g. `target.url`, `query.limit`.")
-    message: str
+    message: str = Field(
+        description="What is wrong with it.", examples=["url must start with http:// or https://"]
+    )
 
 
 class Problem(BaseModel):
     """An RFC 9457 problem details document."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "urn:punctual:problem:validation",
+                    "title": "Invalid request",
+                    "status": 422,
+                    "detail": "1 invalid input(s); see errors",
+                    "errors": [{"field": "target.url", "message": "url must start with http:// or https://"}],
+                }
+            ]
+        }
+    )
+
     type: str = Field(description="A URI naming the kind of problem, e.g. `urn:punctual:problem:validation`.")
-    title: str
-    status: int
-    detail: str
+    title: str = Field(description="A short summary of the kind of problem.", examples=["Invalid request"])
+    status: int = Field(description="The HTTP status code.", examples=[422])
+    detail: str = Field(description="What went wrong in this request, for people.")
     errors: list[FieldError] | None = Field(
         default=None, description="Validation problems only: every invalid input."
     )
@@ -159,11 +176,13 @@ def problem_response(
     )
 
 
-def proxy_problem(status: int, slug: str, title: str, detail: str) -> dict[str, Any]:
+def proxy_problem(
+    status: int, slug: str, title: str, detail: str, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """A complete API Gateway proxy reply, for answers given before the resolver runs."""
     return {
         "statusCode": status,
-        "headers": {"Content-Type": PROBLEM_JSON},
+        "headers": {"Content-Type": PROBLEM_JSON, **(headers or {})},
         "multiValueHeaders": {},
         "body": json.dumps(problem_body(status, slug, title, detail)),
         "isBase64Encoded": False,
@@ -245,15 +264,10 @@ def _request_invalid(exc: RequestValidationError) -> Response[Any]:
             f"the request body is not valid JSON{': ' + str(reason) if reason else ''}",
         )
     pairs = field_errors(errors)
-    if any(field == "payload" for field, _ in pairs):
+    too_large = [m for field, m in pairs if field == "payload" and PAYLOAD_TOO_LARGE in m]
+    if too_large:
         # The job payload is the one input with a size limit of its own (256 KB).
-        return problem_response(
-            413,
-            "payload-too-large",
-            "Payload too large",
-            next(message for field, message in pairs if field == "payload"),
-            pairs,
-        )
+        return problem_response(413, "payload-too-large", "Payload too large", too_large[0], pairs)
     return problem_response(
         422, "validation", "Invalid request", f"{len(pairs)} invalid input(s); see errors", pairs
     )
@@ -291,6 +305,15 @@ def _precondition(exc: PreconditionFailedError) -> Response[Any]:
 
 def _conflict(exc: Exception) -> Response[Any]:
     return problem_response(409, "conflict", "Conflict", str(exc) or "the job changed meanwhile")
+
+
+def _unreadable(exc: UnreadableJobError) -> Response[Any]:
+    return problem_response(
+        409,
+        "job-unreadable",
+        "Job cannot be read",
+        f'{exc}; replace it (PUT, If-Match: "{exc.job.version}") or delete it',
+    )
 
 
 def _job_limit(exc: TenantLimitError) -> Response[Any]:
@@ -415,6 +438,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler(PreconditionFailedError)(_precondition)
     app.exception_handler([JobConflictError, VersionConflictError, JobExistsError])(_conflict)
     app.exception_handler(TenantLimitError)(_job_limit)
+    app.exception_handler(UnreadableJobError)(_unreadable)
     app.exception_handler(RateLimitedError)(_rate_limited)
     app.exception_handler(IdempotencyValidationError)(_idempotency_reuse)
     app.exception_handler(IdempotencyAlreadyInProgressError)(_idempotency_busy)

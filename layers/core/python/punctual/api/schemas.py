@@ -1,24 +1,28 @@
 """What the API answers: the response models of the OpenAPI document.
 
-Requests use the core's :class:`~punctual.models.JobSpec` as they are. Responses show
-a job or an execution without internal bookkeeping (tenant, anchor, lease owner
-tokens). Instants are RFC 3339 UTC.
+Requests use the core's :class:`~punctual.models.JobSpec`, as :class:`JobInput`: a job as
+GET returns it may be sent back, its output-only fields (``readOnly`` in the document)
+ignored. Responses show a job or an execution without internal bookkeeping (tenant,
+anchor, lease owner tokens). Instants are RFC 3339 UTC.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from enum import StrEnum
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, model_validator
 
 from punctual.models import (
+    SPEC_EXAMPLE,
     Execution,
     ExecutionStatus,
     Job,
     JobSpec,
     JobState,
 )
+from punctual.store.base import UnreadableJob
 
 
 def _utc(value: datetime) -> str:
@@ -30,26 +34,121 @@ def _utc(value: datetime) -> str:
 Instant = Annotated[AwareDatetime, PlainSerializer(_utc, return_type=str, when_used="json")]
 
 
+_READ_ONLY: dict[str, JsonValue] = {"readOnly": True}
+JOB_EXAMPLE: dict[str, Any] = {
+    **SPEC_EXAMPLE,
+    "id": "3f2a9c0e5b7d4e1f8a6b2c9d0e1f2a3b",
+    "state": "ENABLED",
+    "version": 1,
+    "created_at": "2026-11-30T09:00:00Z",
+    "updated_at": "2026-11-30T09:00:00Z",
+    "next_fire_at": "2026-12-01T01:00:00Z",
+}
+
+
 class JobOut(JobSpec):
     """A registered job as the API shows it: its spec plus identity, state and bookkeeping."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [JOB_EXAMPLE]})
 
-    id: str
-    state: JobState
-    version: int = Field(description="Increases on every change; send it back in If-Match.")
-    created_at: Instant
-    updated_at: Instant
-    next_fire_at: Instant | None = Field(
-        default=None, description="The next scheduled instant (null when paused, completed or after())."
+    id: str = Field(description="The job's id, chosen by the API.", json_schema_extra=_READ_ONLY)
+    state: JobState = Field(
+        description="ENABLED, PAUSED, or COMPLETED (a one-time job done, or end_at passed).",
+        json_schema_extra=_READ_ONLY,
     )
-    paused_at: Instant | None = None
-    state_reason: str | None = None
-    skipped_slots: int = 0
+    version: int = Field(
+        description="Increases on every change; send it back in If-Match.", json_schema_extra=_READ_ONLY
+    )
+    created_at: Instant = Field(description="When the job was registered.", json_schema_extra=_READ_ONLY)
+    updated_at: Instant = Field(description="When the job last changed.", json_schema_extra=_READ_ONLY)
+    next_fire_at: Instant | None = Field(
+        default=None,
+        description="The next scheduled instant (null when paused, completed, delay(...) or after()).",
+        json_schema_extra=_READ_ONLY,
+    )
+    paused_at: Instant | None = Field(
+        default=None,
+        description="When the job was paused (null unless paused).",
+        json_schema_extra=_READ_ONLY,
+    )
+    state_reason: str | None = Field(
+        default=None,
+        description="Why the job was paused or completed when not by a user.",
+        json_schema_extra=_READ_ONLY,
+    )
+    skipped_slots: int = Field(
+        default=0, description="Slots skipped by the overlap policy so far.", json_schema_extra=_READ_ONLY
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
         return cls.model_validate(job.model_dump(exclude={"tenant", "anchor", "signing_secret_enc"}))
+
+
+OUTPUT_ONLY_FIELDS = frozenset({*(set(JobOut.model_fields) - set(JobSpec.model_fields)), "signing_secret"})
+
+
+def _output_only(description: str = "Output only; ignored.") -> Any:
+    """A field GET shows that POST and PUT accept and ignore (documented ``readOnly``)."""
+    return Field(default=None, exclude=True, description=description, json_schema_extra=_READ_ONLY)
+
+
+class JobInput(JobSpec):
+    """A job spec as POST and PUT take it.
+
+    A job as GET returns it may be sent back as it is: its output-only fields (``readOnly``)
+    are ignored, so get, edit, put works with any client.
+    """
+
+    model_config = ConfigDict(json_schema_extra={"examples": [SPEC_EXAMPLE]})
+
+    id: str | None = _output_only()
+    state: JobState | None = _output_only()
+    version: int | None = _output_only("Output only; ignored (send If-Match to require a version).")
+    created_at: str | None = _output_only()
+    updated_at: str | None = _output_only()
+    next_fire_at: str | None = _output_only()
+    paused_at: str | None = _output_only()
+    state_reason: str | None = _output_only()
+    skipped_slots: int | None = _output_only()
+    signing_secret: str | None = _output_only()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ignore_output_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if key not in OUTPUT_ONLY_FIELDS}
+        return data
+
+    def spec(self) -> JobSpec:
+        """The plain spec (validated already: nothing is checked again)."""
+        fields = {name: getattr(self, name) for name in JobSpec.model_fields}
+        return JobSpec.model_construct(self.model_fields_set & set(JobSpec.model_fields), **fields)
+
+
+class UnreadableJobOut(BaseModel):
+    """A stored job this version cannot read (stored by an older, laxer one).
+
+    Replace it with PUT (any valid spec, If-Match its version) or delete it.
+    """
+
+    id: str = Field(description="The job's id.")
+    state: str = Field(description="The state stored with it.")
+    version: int = Field(description="Its version: send it in If-Match to replace or delete it.")
+    unreadable: Literal[True] = Field(description="Always true: the marker of an unreadable job.")
+    reason: str = Field(description="What today's model refuses in the stored job.")
+
+    @classmethod
+    def of(cls, job: UnreadableJob) -> UnreadableJobOut:
+        return cls(id=job.id, state=job.state, version=job.version, unreadable=True, reason=job.reason)
+
+
+class ListedState(StrEnum):
+    """The states a job list can be filtered by (deleted jobs are not listed)."""
+
+    ENABLED = "ENABLED"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
 
 
 class JobCreated(JobOut):
@@ -58,39 +157,74 @@ class JobCreated(JobOut):
     signing_secret: str | None = Field(
         default=None,
         description="HTTP targets only: the Standard Webhooks secret (whsec_...). Shown once; store it.",
+        json_schema_extra=_READ_ONLY,
     )
 
 
 class JobPage(BaseModel):
-    items: list[JobOut]
+    """One page of jobs, ordered by id."""
+
+    items: list[JobOut | UnreadableJobOut] = Field(
+        description="The jobs; one stored job that cannot be read is shown as an UnreadableJobOut."
+    )
     next_token: str | None = Field(description="Pass as next_token for the next page; null on the last.")
 
 
 class AttemptOut(BaseModel):
-    attempt: int
-    status: ExecutionStatus
-    started_at: Instant | None = None
-    finished_at: Instant | None = None
-    error: str | None = None
+    """One attempt of a slot."""
+
+    attempt: int = Field(description="1 for the first attempt, then 2, 3, ...", examples=[1])
+    status: ExecutionStatus = Field(description="How the attempt ended (or RUNNING).")
+    started_at: Instant | None = Field(default=None, description="When a worker started it.")
+    finished_at: Instant | None = Field(default=None, description="When it ended.")
+    error: str | None = Field(default=None, description="Why it failed, timed out or was not run.")
 
 
 class ExecutionOut(BaseModel):
     """One slot of a job: its latest attempt, and every attempt in ``attempts``."""
 
-    job_id: str
-    slot: str = Field(description="The slot key, e.g. 2026-11-30T09:32:00Z (run-now slots add ~m<hex>).")
-    scheduled_at: Instant
-    attempt: int
-    status: ExecutionStatus
-    started_at: Instant | None = None
-    finished_at: Instant | None = None
-    error: str | None = None
-    result: str | None = None
-    lease_until: Instant | None = None
-    attempts: list[AttemptOut]
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "job_id": "3f2a9c0e5b7d4e1f8a6b2c9d0e1f2a3b",
+                    "slot": "2026-12-01T01:00:00Z",
+                    "scheduled_at": "2026-12-01T01:00:00Z",
+                    "attempt": 1,
+                    "status": "SUCCEEDED",
+                    "started_at": "2026-12-01T01:00:00.042Z",
+                    "finished_at": "2026-12-01T01:00:00.318Z",
+                    "result": "HTTP 200",
+                    "attempts": [{"attempt": 1, "status": "SUCCEEDED"}],
+                }
+            ]
+        }
+    )
+
+    job_id: str = Field(description="The job's id.")
+    slot: str = Field(
+        description=(
+            "The slot key: its instant, e.g. 2026-11-30T09:32:00Z; a run-now slot adds ~m<12 hex digits>."
+        ),
+        examples=["2026-11-30T09:32:00Z", "2026-11-30T09:32:07Z~m3f2a9c0e5b7d"],
+    )
+    scheduled_at: Instant = Field(description="The slot's instant.")
+    attempt: int = Field(description="The latest attempt's number.")
+    status: ExecutionStatus = Field(description="The latest attempt's status.")
+    started_at: Instant | None = Field(default=None, description="When the latest attempt started.")
+    finished_at: Instant | None = Field(default=None, description="When the latest attempt ended.")
+    error: str | None = Field(default=None, description="Why the latest attempt failed (or was not run).")
+    result: str | None = Field(default=None, description="A short summary of the target's answer.")
+    lease_until: Instant | None = Field(
+        default=None, description="RUNNING only: when the worker's lease lapses unless extended."
+    )
+    attempts: list[AttemptOut] = Field(description="Every attempt, oldest first.")
+    job_deleted: bool = Field(
+        default=False, description="True when the job was deleted: its history is kept until it expires."
+    )
 
     @classmethod
-    def of(cls, execution: Execution) -> ExecutionOut:
+    def of(cls, execution: Execution, job_deleted: bool = False) -> ExecutionOut:
         data: dict[str, Any] = execution.model_dump(
             exclude={"tenant", "owner", "releases", "blocked_by", "job_version", "attempts"}
         )
@@ -106,20 +240,32 @@ class ExecutionOut(BaseModel):
                     error=execution.error,
                 )
             )
-        return cls.model_validate({**data, "attempts": history})
+        return cls.model_validate({**data, "attempts": history, "job_deleted": job_deleted})
 
 
 class ExecutionPage(BaseModel):
-    items: list[ExecutionOut]
-    next_token: str | None
+    """One page of a job's executions, newest slot first."""
+
+    items: list[ExecutionOut] = Field(description="The executions.")
+    next_token: str | None = Field(description="Pass as next_token for the next page; null on the last.")
+    job_deleted: bool = Field(
+        default=False, description="True when the job was deleted: its history is kept until it expires."
+    )
 
 
 class TriggerAccepted(BaseModel):
-    job_id: str
-    slot: str = Field(description="The new slot's key: GET /v1/jobs/{id}/executions/{slot} follows it.")
+    """A run-now slot was queued."""
+
+    job_id: str = Field(description="The job's id.")
+    slot: str = Field(
+        description="The new slot's key: GET /v1/jobs/{id}/executions/{slot} follows it.",
+        examples=["2026-11-30T09:32:07Z~m3f2a9c0e5b7d"],
+    )
 
 
 class SchedulePreview(BaseModel):
-    expression: str
-    timezone: str
-    slots: list[Instant]
+    """The next slots of an expression."""
+
+    expression: str = Field(description="The expression, as sent.", examples=["cron(0 9 ? * MON-FRI *)"])
+    timezone: str = Field(description="The time zone it was read in.", examples=["Europe/Berlin"])
+    slots: list[Instant] = Field(description="The next slots, as UTC instants.")

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.timers import Lane, Timer
@@ -67,6 +67,33 @@ class TriggerRateLimitError(TenantLimitError):
         )
         self.current = current
         self.added = added
+
+
+@dataclass(frozen=True)
+class UnreadableJob:
+    """A stored job that this version's model cannot read (stored by an older, laxer one).
+
+    It is never dropped silently: lists show it with its ``reason``, and it can still be
+    replaced (at ``version``) or deleted. ``doc`` is the stored document as far as it parses.
+    """
+
+    tenant: str
+    id: str
+    version: int
+    state: str
+    reason: str
+    doc: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    signing_secret_enc: str | None = field(default=None, repr=False)
+    signing_secret_prev_enc: str | None = field(default=None, repr=False)
+    trigger_rate: int = 0  # what it counts in its tenant's trigger quota (micro-triggers a minute)
+
+
+class UnreadableJobError(StoreError, ValueError):
+    """Reading one job found an :class:`UnreadableJob` (a ``ValueError``, as pydantic's was)."""
+
+    def __init__(self, job: UnreadableJob) -> None:
+        super().__init__(f"stored job {job.id!r} cannot be read: {job.reason}")
+        self.job = job
 
 
 class LayoutMismatchError(StoreError):
@@ -156,6 +183,8 @@ T = TypeVar("T")
 class Page(Generic[T]):
     items: list[T]
     cursor: str | None  # opaque to callers above the store; None on the last page
+    # Jobs of the page that could not be read, in id order among ``items`` (job lists only).
+    unreadable: list[UnreadableJob] = field(default_factory=list)
 
 
 class JobStore(ABC):
@@ -186,6 +215,8 @@ class JobStore(ABC):
     def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
         """The job, or None when it does not exist (or was deleted).
 
+        Raises :class:`UnreadableJobError` for a stored job the model cannot read.
+
         ``consistent=False`` reads at half the cost and may be a moment behind: callers that
         know the version they expect re-read consistently when it is older.
         """
@@ -203,7 +234,10 @@ class JobStore(ABC):
         state: JobState | None = None,
         tag: str | None = None,
     ) -> Page[Job]:
-        """A page of the tenant's jobs ordered by id; ``tag`` is ``key`` or ``key=value``."""
+        """A page of the tenant's jobs ordered by id; ``tag`` is ``key`` or ``key=value``.
+
+        A job the model cannot read goes to ``Page.unreadable`` (logged), never fails the page.
+        """
 
     @abstractmethod
     def replace_job(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 import time
 from collections.abc import Iterable, Sequence
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
+from pydantic import ValidationError
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import (
@@ -44,6 +46,8 @@ from punctual.store.base import (
     TenantLimitError,
     TriggerRateLimitError,
     Turn,
+    UnreadableJob,
+    UnreadableJobError,
     VersionConflictError,
 )
 from punctual.store.memory import tag_matches
@@ -62,6 +66,7 @@ from punctual.timers import (
 )
 
 WATERMARK_CHUNK = 64  # shards per watermark item: one write per chunk per poller per minute
+logger = logging.getLogger(__name__)
 _BATCH_GET_MAX = 100
 _BATCH_WRITE_MAX = 25
 _MAX_UNPROCESSED_ROUNDS = 12
@@ -91,6 +96,64 @@ def _n(value: int | float) -> dict[str, str]:
 
 def _slot_of_second(second: int) -> str:
     return slot_key(datetime.fromtimestamp(second, tz=UTC))
+
+
+def _doc_of(item: dict[str, Any]) -> dict[str, Any]:
+    try:
+        doc = json.loads(item.get("doc", {}).get("S", ""))
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _first_errors(exc: Exception) -> str:
+    """A short reason: the first three problems pydantic found, one line."""
+    if isinstance(exc, ValidationError):
+        parts = [
+            f"{'.'.join(str(p) for p in error['loc']) or 'job'}: {error['msg']}" for error in exc.errors()[:3]
+        ]
+        more = exc.error_count() - len(parts)
+        return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+    return " ".join(str(exc).split())[:300]
+
+
+def _unreadable(
+    item: dict[str, Any],
+    doc: dict[str, Any] | None,
+    reason: str,
+    tenant: str | None = None,
+    job_id: str | None = None,
+) -> UnreadableJob:
+    doc = doc if doc is not None else {}
+    version = item.get("version", {}).get("N") or doc.get("version") or 0
+    found = UnreadableJob(
+        tenant=str(tenant or doc.get("tenant") or item["pk"]["S"].split("#", 2)[1]),
+        id=str(job_id or doc.get("id") or ""),
+        version=int(version) if str(version).isdigit() else 0,
+        state=str(item.get("state", {}).get("S") or doc.get("state") or "ENABLED"),
+        reason=reason[:1000],
+        doc=doc,
+        signing_secret_enc=item.get("secret", {}).get("S"),
+        signing_secret_prev_enc=item.get("secret_prev", {}).get("S"),
+        trigger_rate=int(item.get("tpm", {}).get("N") or 0),
+    )
+    logger.warning(
+        "stored job %s of tenant %s cannot be read by this version's model (shown as unreadable): %s",
+        found.id,
+        found.tenant,
+        found.reason,
+    )
+    return found
+
+
+def _raw_tag_matches(doc: dict[str, Any], tag: str | None) -> bool:
+    if tag is None:
+        return True
+    tags = doc.get("tags")
+    if not isinstance(tags, dict):
+        return False
+    key, sep, value = tag.partition("=")
+    return key in tags and (not sep or str(tags[key]) == value)
 
 
 def job_pk(tenant: str, job_id: str) -> str:
@@ -181,7 +244,12 @@ class DynamoStore(JobStore):
         return attrs
 
     def _job_from_item(self, item: dict[str, Any]) -> Job:
-        data = json.loads(item["doc"]["S"])
+        try:
+            data = json.loads(item["doc"]["S"])
+        except ValueError as exc:
+            raise UnreadableJobError(_unreadable(item, None, f"stored document is not JSON: {exc}")) from None
+        if not isinstance(data, dict):
+            raise UnreadableJobError(_unreadable(item, None, "stored document is not a JSON object"))
         data["version"] = int(item["version"]["N"])
         data["state"] = item["state"]["S"]
         if "skipped" in item:
@@ -194,7 +262,10 @@ class DynamoStore(JobStore):
             data["signing_secret_enc"] = item["secret"]["S"]
         if "secret_prev" in item:
             data["signing_secret_prev_enc"] = item["secret_prev"]["S"]
-        return Job.model_validate(data)
+        try:
+            return Job.model_validate(data)
+        except ValidationError as exc:
+            raise UnreadableJobError(_unreadable(item, data, _first_errors(exc))) from None
 
     def _meta_update(
         self, tenant: str, jobs: int, max_jobs: int | None, rate: int, max_rate: int | None
@@ -318,6 +389,7 @@ class DynamoStore(JobStore):
         tag: str | None = None,
     ) -> Page[Job]:
         items: list[Job] = []
+        unreadable: list[UnreadableJob] = []
         start_key: dict[str, Any] | None = (
             {"pk": _s(tenant_pk(tenant)), "sk": _s(f"job#{cursor}")} if cursor else None
         )
@@ -326,21 +398,31 @@ class DynamoStore(JobStore):
                 "TableName": self.table,
                 "KeyConditionExpression": "pk = :pk AND begins_with(sk, :job)",
                 "ExpressionAttributeValues": {":pk": _s(tenant_pk(tenant)), ":job": _s("job#")},
-                "Limit": max(limit - len(items), 1) if state is None and tag is None else 100,
+                "Limit": max(limit - len(items) - len(unreadable), 1)
+                if state is None and tag is None
+                else 100,
                 "ConsistentRead": True,
             }
             if start_key:
                 request["ExclusiveStartKey"] = start_key
             reply = self.client.query(**request)
             for item in reply.get("Items", []):
-                job = Job.model_validate_json(item["doc"]["S"])
-                if (state is None or job.state == state) and tag_matches(job, tag):
-                    items.append(job)
-                if len(items) == limit:
-                    return Page(items, job.id)
+                job_id = item["sk"]["S"].removeprefix("job#")
+                try:
+                    job = Job.model_validate_json(item["doc"]["S"])
+                except ValueError as exc:
+                    # One item an older, laxer model wrote must not fail the tenant's whole list.
+                    found = _unreadable(item, _doc_of(item), _first_errors(exc), tenant, job_id)
+                    if (state is None or found.state == state.value) and _raw_tag_matches(found.doc, tag):
+                        unreadable.append(found)
+                else:
+                    if (state is None or job.state == state) and tag_matches(job, tag):
+                        items.append(job)
+                if len(items) + len(unreadable) == limit:
+                    return Page(items, job_id, unreadable)
             start_key = reply.get("LastEvaluatedKey")
             if not start_key:
-                return Page(items, None)
+                return Page(items, None, unreadable)
 
     def replace_job(
         self,

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 from punctual.clock import Clock, SystemClock
+from punctual.models import RESERVED_HEADERS
 from punctual.secrets import SecretsError, signing_key
 from punctual.targets.base import SlotContext, TargetResult
 
@@ -76,26 +77,8 @@ FENCING_KEY_LABEL = b"punctual-fencing-token"
 
 _ALLOWED_SCHEMES = {"http": 80, "https": 443}
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# Headers a job may not set: we own framing, routing and the signature.
-_RESERVED_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-connection",
-        "idempotency-key",
-        "webhook-id",
-        "webhook-timestamp",
-        "webhook-signature",
-        FENCING_TOKEN_HEADER.lower(),
-        FENCING_SIGNATURE_HEADER.lower(),
-    }
-)
+# Headers a job may not set (refused at registration; dropped here from jobs stored before).
+_RESERVED_HEADERS = RESERVED_HEADERS
 # Dropped from the job's headers when a redirect leaves the original origin.
 _CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 _HOST_LABEL_RE = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$")
