@@ -386,11 +386,11 @@ def test_paging_holds_at_ten_thousand_jobs() -> None:
 
 
 def test_paging_through_the_dynamodb_store_ends_with_every_job_once(dynamo_client: Any) -> None:
-    from conftest import TABLE
-
     from punctual.store.dynamo import DynamoStore
 
-    store = DynamoStore(dynamo_client, TABLE)
+    # (the fixture's table: "from conftest import" would find whichever conftest loaded first)
+    (table,) = dynamo_client.list_tables()["TableNames"]
+    store = DynamoStore(dynamo_client, table)
     base = job("template")
     ids = [f"job-{index:03d}" for index in range(150)]
     for index, job_id in enumerate(ids):
