@@ -1,6 +1,6 @@
 """Benchmark 4: dollars per million triggers, all in, from counted requests.
 
-The real poller (``runtime.poller_from``), the real worker (``Worker.from_settings``
+The real poller (``Container.poller``), the real worker (``Container.worker``
 with an instant target, fed the way the Lambda SQS event source feeds it: receive ten,
 process, delete in a batch), the tick (``functions/tick``) and history reads run against
 moto in-process (``mock_aws``) on a ``ManualClock``. A boto3 hook counts every request,
@@ -26,7 +26,6 @@ Usage: ``python bench/cost_per_million.py [--jobs N] [--minutes M] [--no-json]``
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -165,12 +164,11 @@ def moto_item(table: str, key: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def load_tick() -> Any:
-    path = benchlib.ROOT / "functions" / "tick" / "handler.py"
-    spec = importlib.util.spec_from_file_location(f"tick_handler_bench_{time.monotonic_ns()}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The tick as its Lambda builds it (the composition root), from the environment."""
+    from punctual.composition import Container
+    from punctual.settings import Settings
+
+    return Container(Settings.from_env()).tick()
 
 
 def job_specs(jobs: int) -> list[tuple[str, str]]:
@@ -199,25 +197,26 @@ def run(
     import boto3
 
     from punctual.clock import ManualClock
-    from punctual.execution import MessageReturned, Worker
+    from punctual.composition import Container
+    from punctual.execution import MessageReturned
     from punctual.jobs import JobService, QueueRouting
     from punctual.models import JobSpec
     from punctual.observability import NullMetrics
     from punctual.queues import SqsQueues
-    from punctual.runtime import layout_from, poller_from, store_from
     from punctual.settings import Settings
 
     meter.reset()
     with embedded_aws(meter, shard_count, near_shard_count) as rig:
         settings = Settings.from_env()
         clock = ManualClock(T0 - timedelta(minutes=5))
-        store = store_from(settings)
+        built = Container(settings, clock)
+        store = built.store
         meter.phase = "registration"
         service = JobService(
             store,
             SqsQueues(boto3.client("sqs")),
             clock,
-            layout_from(settings),
+            settings.layout(),
             QueueRouting(tuple(settings.short_queue_urls), ()),
             max_jobs_per_tenant=10**9,
         )
@@ -232,10 +231,8 @@ def run(
                 }
             )
             service.register("default", spec, job_id=job_id)
-        dispatcher = poller_from(settings, clock=clock, metrics=NullMetrics())
-        worker = Worker.from_settings(
-            settings, lease_timers=False, invoker=InstantTarget(), clock=clock, metrics=NullMetrics()
-        )
+        dispatcher = built.poller(NullMetrics())
+        worker = built.worker(lease_timers=False, invoker=InstantTarget(), metrics=NullMetrics())
         tick = load_tick()
         esm = boto3.client("sqs")
         result = RunResult(name, minutes, {}, registered=len(specs))

@@ -24,6 +24,7 @@ from infra.components.security import OwnArns, TargetRole, TokenKey, own_arns_pa
 from infra.components.storage import Storage
 from infra.components.workers import Workers
 from infra.config import PunctualConfig
+from punctual.settings import DEPLOYED, Settings, env_value
 
 
 class PunctualStack(cdk.Stack):
@@ -149,23 +150,15 @@ class PunctualStack(cdk.Stack):
 def runtime_environment(
     config: PunctualConfig, storage: Storage, queues: Queues, stack_name: str
 ) -> dict[str, str]:
-    """The ``PUNCTUAL_*`` and Powertools variables every function and the ECS task read."""
+    """The ``PUNCTUAL_*`` and Powertools variables every function and the ECS task read: the
+    deployed settings (:data:`punctual.settings.DEPLOYED`, from the context) and the resources."""
     return {
         "PUNCTUAL_TABLE_NAME": storage.table.table_name,
         "PUNCTUAL_SHORT_QUEUE_URLS": cdk.Fn.join(",", [q.queue_url for q in queues.short]),
         "PUNCTUAL_LONG_QUEUE_URLS": cdk.Fn.join(",", [q.queue_url for q in queues.long]),
         "PUNCTUAL_FAILED_QUEUE_URL": queues.failed.queue_url,
-        "PUNCTUAL_SHARD_COUNT": str(config.shard_count),
-        "PUNCTUAL_NEAR_SHARD_COUNT": str(config.near_shard_count),
-        "PUNCTUAL_FAR_THRESHOLD_S": str(config.far_threshold_s),
-        "PUNCTUAL_POLL_INTERVAL_MS": str(config.poll_interval_ms),
-        "PUNCTUAL_POLLER_LEAD_S": str(config.poller_lead_s),
-        "PUNCTUAL_RETENTION_DAYS": str(config.retention_days),
-        "PUNCTUAL_TARGET_ALLOW_CIDRS": ",".join(config.target_allow_cidrs),
-        "PUNCTUAL_MAX_JOBS_PER_TENANT": str(config.max_jobs_per_tenant),
-        "PUNCTUAL_MAX_TRIGGERS_PER_MINUTE_PER_TENANT": str(config.max_triggers_per_minute_per_tenant),
-        "PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT": str(config.api_requests_per_minute_per_tenant),
-        "PUNCTUAL_REQUIRE_TARGET_ROLE": "true" if config.require_target_role else "false",
+        # Every setting the deployment chooses in its context, derived from the one definition.
+        **{Settings.variable(field): env_value(getattr(config, field)) for field in DEPLOYED},
         "PUNCTUAL_OWN_ARNS_PARAMETER": own_arns_parameter_name(stack_name),
         "PUNCTUAL_KMS_KEY_ID": storage.secrets_key.key_arn,
         "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": storage.dispatch_key.secret_arn,

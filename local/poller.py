@@ -72,16 +72,16 @@ class MinuteScheduler:
         retriers: list[Retrier] | None = None,
         wait: Callable[[float], bool] | None = None,
     ) -> None:
-        from punctual.clock import SystemClock
-        from punctual.runtime import store_from
+        from punctual.composition import Container
         from punctual.settings import Settings
 
         self.handler = handler
         self.timeout_s = timeout_s
         self.retriers = list(retriers or [])
-        self.settings = Settings.from_env()
-        self.clock = SystemClock(self.settings.clock_offset_s)
-        self.store = store_from(self.settings)
+        built = Container(Settings.from_env())
+        self.settings = built.settings
+        self.clock = built.clock
+        self.store = built.store
         self.started: set[datetime] = set()
         self.contexts: list[LambdaContext] = []
         self.threads: list[threading.Thread] = []

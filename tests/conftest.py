@@ -26,12 +26,12 @@ def aws() -> Iterator[None]:
     """An in-process moto AWS for the duration of one test."""
     from moto import mock_aws
 
-    from punctual import aws as clients
+    from punctual import composition
 
-    clients.reset()  # clients cached by an earlier test belong to its mock
+    composition.reset()  # a container and clients cached by an earlier test belong to its mock
     with mock_aws():
         yield
-    clients.reset()
+    composition.reset()
 
 
 @pytest.fixture

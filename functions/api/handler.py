@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.api.app import app
-
-logger, metrics, tracer = Logger(), Metrics(), Tracer()
-copy_config_to_registered_loggers(source_logger=logger, include={"punctual"})
+from punctual.lambda_support import logger, metrics, tracer
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

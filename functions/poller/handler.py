@@ -11,8 +11,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from punctual.composition import PollerItem, run_poller
 from punctual.lambda_support import logger, metrics, tracer
-from punctual.runtime import PollerItem, run_poller
 
 STOP_BEFORE_TIMEOUT_MS = 8_000
 

@@ -2,7 +2,8 @@
 
 A record that fails, or must come back later, stops only its own message group's later records
 (``skip_group_on_error``); those are made visible again at once, behind it, so the group resumes
-as soon as its first record does. Every decision lives in :mod:`punctual.execution`.
+as soon as its first record does. Every decision lives in :mod:`punctual.execution`; the worker
+is built by the composition root (:func:`punctual.composition.container`).
 """
 
 from __future__ import annotations
@@ -10,31 +11,21 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from punctual.composition import container
 from punctual.execution import Worker
-from punctual.settings import Settings
+from punctual.lambda_support import PowertoolsMetrics, logger, metrics, tracer
 
-logger, metrics, tracer = Logger(), Metrics(), Tracer()
-copy_config_to_registered_loggers(source_logger=logger, include={"punctual"})
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
 processor.raise_on_entire_batch_failure = False  # a batch whose records all wait is not an error
 
 
-class _Metrics:
-    """The core's metrics sink, forwarded to Powertools (EMF)."""
-
-    def add(self, name: str, value: float, unit: str = "Count") -> None:
-        metrics.add_metric(name=name, unit=unit, value=value)
-
-
 @cache
 def worker() -> Worker:
-    return Worker.from_settings(Settings.from_env(), lease_timers=False, metrics=_Metrics())
+    return container().worker(lease_timers=False, metrics=PowertoolsMetrics())
 
 
 @tracer.capture_method

@@ -48,7 +48,7 @@ LIBRARY_ACTIONS: dict[str, dict[str, str]] = {
     },
 }
 # Adapter helpers a component's configuration never reaches: the tick's store is built
-# without a timer layout (functions/tick/handler.py), so check_layout returns before writing.
+# without a timer layout (Container.reader), so check_layout returns before writing.
 UNREACHED: dict[str, frozenset[str]] = {"tick": frozenset({"check_layout"})}
 # boto3 operations authorised as another action.
 AUTHORISED_AS = {
@@ -66,9 +66,15 @@ TRANSACTION_ITEMS = {
 # adapters: targets are called with the deployment's target role, never the component's own).
 COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
     "api": ("functions/api/handler.py", "api/*.py", "jobs.py"),
-    "poller": ("functions/poller/handler.py", "runtime.py", "polling/*.py"),
-    "worker": ("functions/worker/handler.py", "execution/*.py", "worker_service.py", "targets/__init__.py"),
-    "tick": ("functions/tick/handler.py", "tick.py"),
+    "poller": ("functions/poller/handler.py", "composition.py", "polling/*.py"),
+    "worker": (
+        "functions/worker/handler.py",
+        "composition.py",  # builds the worker: its queues sign, so it reads the dispatch key
+        "execution/*.py",
+        "worker_service.py",
+        "targets/__init__.py",
+    ),
+    "tick": ("functions/tick/handler.py", "tick.py"),  # its store: Container.reader
 }
 
 

@@ -275,19 +275,17 @@ def test_the_api_encrypts_only_under_its_two_purposes(default_synth: Synth) -> N
 
 def test_the_ticks_store_records_no_layout(monkeypatch: pytest.MonkeyPatch) -> None:
     """What lets the tick go without GetItem/PutItem (aws_calls.UNREACHED): its store has no layout."""
-    from aws_calls import FUNCTIONS
-
     from punctual import aws
-    from punctual.runtime import reader_from
+    from punctual.composition import Container
     from punctual.settings import Settings
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     aws.reset()
     try:
-        store = reader_from(Settings(table_name="t"))
-        store.check_layout()  # returns at once: no layout to record or compare, no call made
-        assert store.layout is None
+        built = Container(Settings(table_name="t"))
+        tick = built.tick()
+        assert tick.store is built.reader
+        built.reader.check_layout()  # returns at once: no layout to record or compare, no call made
+        assert built.reader.layout is None
     finally:
         aws.reset()
-    source = (FUNCTIONS / "tick" / "handler.py").read_text()
-    assert "reader_from(settings)" in source and "store_from" not in source

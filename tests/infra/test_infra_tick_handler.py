@@ -6,11 +6,14 @@ import importlib.util
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 
 import boto3
 import pytest
 from botocore.stub import Stubber
+
+from punctual.clock import ManualClock
+from punctual.settings import Settings
+from punctual.tick import Tick, group_slices
 
 HANDLER = Path(__file__).resolve().parents[2] / "functions" / "tick" / "handler.py"
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:punctual-minutes"
@@ -18,8 +21,27 @@ STANDARD_FN = "arn:aws:lambda:us-east-1:123456789012:function:punctual-poller"
 LEAN_FN = "arn:aws:lambda:us-east-1:123456789012:function:punctual-lean-poller"
 
 
+class TickRig:
+    """The tick as the composition root builds it, from the environment at each call."""
+
+    def __init__(self) -> None:
+        self.store: object | None = None  # None: every minute's load is unknown
+
+    def _tick(self, sfn: object = None) -> Tick:
+        return Tick(Settings.from_env(), sfn, self.store)  # type: ignore[arg-type]
+
+    def start_minutes(self, now: datetime, sfn: object) -> list[str]:
+        return self._tick(sfn).start_minutes(now)
+
+    def plan(self, minute: datetime, lead_s: int, now: datetime | None = None) -> dict:
+        assert lead_s == Settings.from_env().poller_lead_s
+        return self._tick().plan(minute, now)
+
+    group_slices = staticmethod(group_slices)
+
+
 @pytest.fixture
-def tick(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+def tick(monkeypatch: pytest.MonkeyPatch) -> TickRig:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("PUNCTUAL_STATE_MACHINE_ARN", MACHINE)
     monkeypatch.setenv("PUNCTUAL_SHARD_GROUPS", "3")
@@ -29,12 +51,7 @@ def tick(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setenv("PUNCTUAL_TICK_LOOKAHEAD_MINUTES", "2")
     monkeypatch.setenv("PUNCTUAL_POLLER_FUNCTION", STANDARD_FN)
     monkeypatch.setenv("PUNCTUAL_LEAN_POLLER_FUNCTION", LEAN_FN)
-    spec = importlib.util.spec_from_file_location("tick_handler_under_test", HANDLER)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(module, "plan_minute", None)  # the handler's own plan, whatever the layer has
-    return module
+    return TickRig()
 
 
 def _expected_input(minute: str, start_at: str) -> str:
@@ -42,7 +59,10 @@ def _expected_input(minute: str, start_at: str) -> str:
         {
             "minute": minute,
             "start_at": start_at,
-            "poller": "standard",  # the handler's own plan never knows the load
+            "poller": "standard",  # no store: the load is unknown, never the lean poller
+            "estimated_far_timers": 0,
+            "recent_near_timers": None,
+            "drained_behind": False,
             "groups": [
                 {"minute": minute, "group": i, "group_count": 3, "shard_count": 512, "near_shard_count": 32}
                 for i in range(3)
@@ -52,7 +72,34 @@ def _expected_input(minute: str, start_at: str) -> str:
     )
 
 
-def test_starts_the_next_minutes_named_after_them(tick: ModuleType) -> None:
+def test_the_handler_is_the_composition_roots_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = importlib.util.spec_from_file_location("tick_handler_under_test", HANDLER)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    now = datetime(2026, 3, 1, 12, 0, 7, tzinfo=UTC)
+
+    class Built:
+        clock = ManualClock(now)
+        seen: list[datetime] = []
+
+        def tick(self) -> object:
+            seen = self.seen
+
+            class Fake:
+                def start_minutes(self, at: datetime) -> list[str]:
+                    seen.append(at)
+                    return ["m-20260301T1201"]
+
+            return Fake()
+
+    built = Built()
+    monkeypatch.setattr(module, "container", lambda: built)
+    assert module.handler({}, None) == {"started": ["m-20260301T1201"]}
+    assert built.seen == [now]  # the time comes from the container's clock
+
+
+def test_starts_the_next_minutes_named_after_them(tick: TickRig) -> None:
     # Given a tick that fires a few seconds into 23:59 on the last day of a year
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     now = datetime(2026, 12, 31, 23, 59, 7, 500_000, tzinfo=UTC)
@@ -84,7 +131,7 @@ def test_starts_the_next_minutes_named_after_them(tick: ModuleType) -> None:
     assert started == ["m-20270101T0000", "m-20270101T0001"]
 
 
-def test_a_minute_that_already_exists_is_a_no_op(tick: ModuleType) -> None:
+def test_a_minute_that_already_exists_is_a_no_op(tick: TickRig) -> None:
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
     with Stubber(sfn) as stub:
@@ -100,7 +147,7 @@ def test_a_minute_that_already_exists_is_a_no_op(tick: ModuleType) -> None:
     assert started == ["m-20260301T1202"]
 
 
-def test_other_errors_are_not_swallowed(tick: ModuleType) -> None:
+def test_other_errors_are_not_swallowed(tick: TickRig) -> None:
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     with Stubber(sfn) as stub:
         stub.add_client_error(
@@ -144,13 +191,10 @@ class _BrokenStore:
 
 @pytest.mark.parametrize("store", [_CountingStore(0), _BrokenStore()], ids=["idle", "store-failing"])
 def test_core_planner_sizes_minutes_and_never_blocks_them(
-    tick: ModuleType, monkeypatch: pytest.MonkeyPatch, store: object
+    tick: TickRig, monkeypatch: pytest.MonkeyPatch, store: object
 ) -> None:
-    from punctual import tick as core_tick
-
     # Given the core's planner, with a store that is idle or failing
-    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
-    monkeypatch.setattr(tick, "reader_from", lambda settings: store)
+    tick.store = store
     sfn = _RecordingSfn()
     now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -194,16 +238,13 @@ class _NearStore:
     ids=["idle", "few-near", "busy-near", "busy-far", "store-failing"],
 )
 def test_an_idle_minute_runs_on_the_lean_poller_and_nothing_else_does(
-    tick: ModuleType, monkeypatch: pytest.MonkeyPatch, store: object, expected: str
+    tick: TickRig, monkeypatch: pytest.MonkeyPatch, store: object, expected: str
 ) -> None:
-    from punctual import tick as core_tick
-
     # Given one group by default and the core's planner
     monkeypatch.setenv("PUNCTUAL_SHARD_GROUPS", "1")
     monkeypatch.setenv("PUNCTUAL_SHARD_COUNT", "256")
     monkeypatch.setenv("PUNCTUAL_NEAR_SHARD_COUNT", "8")
-    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
-    monkeypatch.setattr(tick, "reader_from", lambda settings: store)
+    tick.store = store
     now = datetime(2026, 3, 1, 12, 0, 3, tzinfo=UTC)
 
     # When the tick plans the coming minute
@@ -217,29 +258,21 @@ def test_an_idle_minute_runs_on_the_lean_poller_and_nothing_else_does(
 
 
 def test_without_a_lean_poller_every_minute_runs_on_the_standard_one(
-    tick: ModuleType, monkeypatch: pytest.MonkeyPatch
+    tick: TickRig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from punctual import tick as core_tick
-
     monkeypatch.setenv("PUNCTUAL_SHARD_GROUPS", "1")
     monkeypatch.setenv("PUNCTUAL_LEAN_POLLER_FUNCTION", "")  # leanPollerMaxTriggersPerMinute=0
-    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
-    monkeypatch.setattr(tick, "reader_from", lambda settings: _CountingStore(0))
+    tick.store = _CountingStore(0)
 
     plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
 
     assert plan["poller"] == "lean" and plan["poller_function"] == STANDARD_FN
 
 
-def test_a_burst_gets_more_groups_up_to_the_maximum(
-    tick: ModuleType, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from punctual import tick as core_tick
-
+def test_a_burst_gets_more_groups_up_to_the_maximum(tick: TickRig, monkeypatch: pytest.MonkeyPatch) -> None:
     # Given a minute whose sampled far buckets hold 20,000 timers each (10 million in all)
     monkeypatch.setenv("PUNCTUAL_MAX_SHARD_GROUPS", "40")
-    monkeypatch.setattr(tick, "reader_from", lambda settings: _CountingStore(20_000))
-    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
+    tick.store = _CountingStore(20_000)
 
     plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
 
@@ -248,7 +281,7 @@ def test_a_burst_gets_more_groups_up_to_the_maximum(
 
 
 @pytest.mark.parametrize("count", [1, 39, 40, 41, 62, 79, 80, 256])
-def test_group_slices_keep_every_group_in_order_and_at_most_40_a_slice(tick: ModuleType, count: int) -> None:
+def test_group_slices_keep_every_group_in_order_and_at_most_40_a_slice(tick: TickRig, count: int) -> None:
     slices = -(-256 // 40)  # what maxShardGroups 256 deploys: 7 inline Maps
     groups = [{"group": index} for index in range(count)]
 
@@ -261,10 +294,8 @@ def test_group_slices_keep_every_group_in_order_and_at_most_40_a_slice(tick: Mod
 
 
 def test_more_than_40_groups_are_planned_into_the_state_machines_slices(
-    tick: ModuleType, monkeypatch: pytest.MonkeyPatch
+    tick: TickRig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from punctual import tick as core_tick
-
     # Given the burst-ready settings: 62 groups at most, in two inline Maps, 9,678 triggers a poller
     monkeypatch.setenv("PUNCTUAL_MAX_SHARD_GROUPS", "62")
     monkeypatch.setenv("PUNCTUAL_GROUP_SLICES", "2")
@@ -272,8 +303,7 @@ def test_more_than_40_groups_are_planned_into_the_state_machines_slices(
     monkeypatch.setenv("PUNCTUAL_SHARD_COUNT", "288")
     monkeypatch.setenv("PUNCTUAL_NEAR_SHARD_COUNT", "288")
     # and a minute whose far buckets hold 600,000 timers (2,084 in each of 288; near as many)
-    monkeypatch.setattr(tick, "reader_from", lambda settings: _CountingStore(2_084))
-    monkeypatch.setattr(tick, "plan_minute", core_tick.plan_minute)
+    tick.store = _CountingStore(2_084)
 
     plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
 

@@ -37,7 +37,6 @@ from punctual import aws
 from punctual.clock import ManualClock
 from punctual.jobs import JobService, QueueRouting
 from punctual.queues import SqsQueues
-from punctual.runtime import layout_from
 from punctual.settings import Settings
 from punctual.store.dynamo import DynamoStore, table_definition
 from punctual.tick import plan_minute
@@ -218,7 +217,7 @@ def rig(default_synth: Synth, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
             DynamoStore(ddb, TABLE),
             SqsQueues(sqs),
             ManualClock(minute_of(now) - timedelta(minutes=5)),  # far timers, written ahead
-            layout_from(settings),
+            settings.layout(),
             QueueRouting((url,)),
         )
         yield Rig(sfn, sqs, url, machine_arn, function_arn, jobs, waits_s, monkeypatch)
@@ -273,7 +272,7 @@ def test_a_poller_that_always_fails_is_caught_after_its_retries_and_the_other_gr
 ) -> None:
     # Given two groups, each with a job due in the minute, and a poller clock near its end
     minute = minute_of(datetime.now(UTC))
-    layout = layout_from(Settings.from_env())
+    layout = Settings.from_env().layout()
     by_group = {
         group: next(
             f"job-{n}"

@@ -14,7 +14,6 @@ from punctual import aws
 from punctual.clock import ManualClock
 from punctual.jobs import JobService, QueueRouting
 from punctual.queues import SqsQueues
-from punctual.runtime import layout_from
 from punctual.settings import Settings
 from punctual.store.dynamo import DynamoStore, table_definition
 
@@ -66,7 +65,7 @@ def test_handler_releases_a_past_minute_and_reports(deployment) -> None:  # type
     slot = minute + timedelta(seconds=30)
     clock = ManualClock(minute - timedelta(minutes=5))
     jobs = JobService(
-        DynamoStore(ddb, "punctual"), SqsQueues(sqs), clock, layout_from(settings), QueueRouting((url,))
+        DynamoStore(ddb, "punctual"), SqsQueues(sqs), clock, settings.layout(), QueueRouting((url,))
     )
     job, _ = jobs.register("default", spec(f"at({slot.strftime('%Y-%m-%dT%H:%M:%S')})"))
     # When the handler gets that minute's Map item (the shape the tick's state machine sends)

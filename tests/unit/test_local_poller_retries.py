@@ -119,7 +119,7 @@ class FlakyHandler:
 
 @pytest.fixture
 def scheduler_for(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr("punctual.runtime.store_from", lambda settings: None)  # no table needed
+    monkeypatch.setattr("punctual.composition.Container.store", None)  # no table needed
 
     def make(handler: Any, retry: list[dict[str, Any]], stop_after_waits: int | None = None) -> Any:
         waits: list[float] = []

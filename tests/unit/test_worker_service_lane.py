@@ -62,7 +62,10 @@ def test_main_receives_from_the_short_queues_in_the_short_lane(monkeypatch: pyte
             pass
 
     monkeypatch.setattr(worker_service, "WorkerService", FakeService)
-    monkeypatch.setattr(worker_service.Worker, "from_settings", classmethod(lambda cls, *a, **k: object()))
+    monkeypatch.setattr("punctual.composition.Container.worker", lambda self, **knobs: object())
+    from punctual import composition
+
+    composition.reset()  # the container reads the variables below
     for key, value in {
         "PUNCTUAL_SHORT_QUEUE_URLS": SHORT,
         "PUNCTUAL_LONG_QUEUE_URLS": LONG,
@@ -71,4 +74,5 @@ def test_main_receives_from_the_short_queues_in_the_short_lane(monkeypatch: pyte
         monkeypatch.setenv(key, value)
 
     assert worker_service.main([]) == 0
+    composition.reset()
     assert polled == [SHORT.split(",")]

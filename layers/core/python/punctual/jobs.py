@@ -15,10 +15,10 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from punctual.clock import Clock
-from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Runtime
+from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState
 from punctual.ownership import OwnResources
 from punctual.planning import ceil_second, dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
-from punctual.queues import MessageKind, QueuePort, message_for, pick_queue
+from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.quotas import MICRO, micro_rate
 from punctual.schedules import ScheduleError, cached_schedule
 from punctual.store.base import JobStore, Page, UnreadableJob, UnreadableJobError, VersionConflictError
@@ -67,16 +67,6 @@ class MoveReport:
     moved: list[str] = field(default_factory=list)
     secrets: dict[str, str] = field(default_factory=dict)
     kept: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class QueueRouting:
-    short_queue_urls: tuple[str, ...] = ()
-    long_queue_urls: tuple[str, ...] = ()
-
-    def queue_for(self, job: Job) -> str:
-        urls = self.long_queue_urls if job.runtime is Runtime.ECS else self.short_queue_urls
-        return pick_queue(urls or self.short_queue_urls, job.id)
 
 
 def _whole_second(instant: datetime) -> datetime:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from punctual.models import Job, Overlap
+from punctual.models import Job, Overlap, Runtime
 from punctual.timers import stable_hash
 
 SQS_BATCH_MAX = 10
@@ -181,6 +181,19 @@ def pick_queue(urls: Sequence[str], job_id: str) -> str:
     if len(urls) == 1:
         return urls[0]  # what any hash modulo 1 picks
     return urls[stable_hash(job_id) % len(urls)]
+
+
+@dataclass(frozen=True)
+class QueueRouting:
+    """Which work queue a job's messages go to: the long lane for ECS jobs (the short one when
+    there is no long queue), the short lane otherwise, spread by job over a lane's queues."""
+
+    short_queue_urls: tuple[str, ...] = ()
+    long_queue_urls: tuple[str, ...] = ()
+
+    def queue_for(self, job: Job) -> str:
+        urls = self.long_queue_urls if job.runtime is Runtime.ECS else self.short_queue_urls
+        return pick_queue(urls or self.short_queue_urls, job.id)
 
 
 @dataclass

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from punctual.queues import QueueRouting
+from punctual.timers import TimerLayout
 
 
 class SettingsError(ValueError):
@@ -19,6 +23,11 @@ _PREFIX = "PUNCTUAL_"
 
 
 class Settings(BaseModel):
+    """Every ``PUNCTUAL_*`` variable of the runtime, its type, bounds and default: the one
+    definition. The fields in :data:`DEPLOYED` are CDK context values too (``shardCount`` is
+    ``shard_count``): the stack sets their variables from the context (``infra/stack.py``), and
+    a test holds ``cdk.json``, the app's defaults and these defaults equal."""
+
     table_name: str = "punctual"
     short_queue_urls: list[str] = Field(default_factory=list)
     long_queue_urls: list[str] = Field(default_factory=list)
@@ -63,7 +72,7 @@ class Settings(BaseModel):
     # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
-    max_shard_groups: int = Field(default=64, ge=1, le=1024)
+    max_shard_groups: int = Field(default=40, ge=1, le=1024)  # 40: what one inline Map runs at once
     triggers_per_poller_minute: int = Field(default=30_000, ge=100)  # what one poller releases in a minute
     # Far buckets counted to size a minute: an eighth of the default 256, so that a minute holding a
     # few hundred far timers is not mistaken for an idle one (the lean poller's choice rests on it).
@@ -71,6 +80,20 @@ class Settings(BaseModel):
     # The tick gives a minute the lean (small-memory) poller when its planned load (sampled far
     # timers plus the near timers of the last whole minute) is at most this; 0 never does.
     lean_max_triggers_per_minute: int = Field(default=60, ge=0)
+    # The tick: the functions a minute's pollers run on (the lean one optional), the inline Maps
+    # the state machine splits the groups over (more than 40 groups), how many minutes it starts.
+    poller_function: str = ""
+    lean_poller_function: str = ""
+    group_slices: int = Field(default=1, ge=1, le=64)
+    tick_lookahead_minutes: int = Field(default=2, ge=1, le=10)
+
+    def layout(self) -> TimerLayout:
+        """The timer layout these settings describe (the one way it is built from them)."""
+        return TimerLayout(self.shard_count, self.near_shard_count, self.far_threshold_s)
+
+    def routing(self) -> QueueRouting:
+        """Which work queue a job's messages go to (the one way it is built from them)."""
+        return QueueRouting(tuple(self.short_queue_urls), tuple(self.long_queue_urls))
 
     @field_validator("short_queue_urls", "long_queue_urls", "target_allow_cidrs", "own_arns", mode="before")
     @classmethod
@@ -79,16 +102,67 @@ class Settings(BaseModel):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @staticmethod
+    def variable(field: str) -> str:
+        """The environment variable of a field (``shard_count`` → ``PUNCTUAL_SHARD_COUNT``)."""
+        return _PREFIX + field.upper()
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read ``PUNCTUAL_*`` variables (``PUNCTUAL_SHARD_COUNT`` → ``shard_count``)."""
-        env = os.environ if environ is None else environ
-        values = {
-            name: env[_PREFIX + name.upper()] for name in cls.model_fields if _PREFIX + name.upper() in env
-        }
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            var = _PREFIX + str(first["loc"][0]).upper() if first["loc"] else "PUNCTUAL_*"
-            raise SettingsError(f"{var}: {first['msg']}") from None
+        return read_env(cls, _PREFIX, environ)
+
+
+# The settings a deployment chooses in its CDK context, under the field's camelCase name.
+DEPLOYED: tuple[str, ...] = (
+    "shard_count",
+    "near_shard_count",
+    "far_threshold_s",
+    "poll_interval_ms",
+    "poller_lead_s",
+    "retention_days",
+    "max_jobs_per_tenant",
+    "max_triggers_per_minute_per_tenant",
+    "api_requests_per_minute_per_tenant",
+    "require_target_role",
+    "target_allow_cidrs",
+    "shard_groups",
+    "max_shard_groups",
+    "triggers_per_poller_minute",
+)
+
+
+def context_key(field: str) -> str:
+    """The CDK context key of a deployed setting (``shard_count`` → ``shardCount``)."""
+    head, *rest = field.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def env_value(value: object) -> str:
+    """A setting's value as its environment variable carries it (lists comma-separated)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def read_env(model: type[_Model], prefix: str, environ: Mapping[str, str] | None = None) -> _Model:
+    """``model`` from the variables ``<prefix><FIELD>`` (every settings model reads this way).
+
+    Raises
+    ------
+    SettingsError
+        A value the model refuses, named by its variable.
+    """
+    env = os.environ if environ is None else environ
+    values = {name: env[prefix + name.upper()] for name in model.model_fields if prefix + name.upper() in env}
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        var = prefix + str(first["loc"][0]).upper() if first["loc"] else prefix + "*"
+        raise SettingsError(f"{var}: {first['msg']}") from None

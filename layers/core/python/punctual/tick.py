@@ -21,6 +21,8 @@ poller that drains what it left.
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import random
 from dataclasses import dataclass
@@ -31,6 +33,8 @@ from punctual.clock import SystemClock
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.timers import Lane, minute_of
+
+log = logging.getLogger("punctual.tick")
 
 STANDARD = "standard"
 LEAN = "lean"
@@ -138,3 +142,99 @@ def plan_minute(
             for index in range(groups)
         ],
     }
+
+
+# --------------------------------------------------------------------------- the tick itself
+
+
+def group_slices(groups: list[dict[str, Any]], slices: int) -> list[list[dict[str, Any]]]:
+    """``groups`` split in order into ``slices`` runs whose sizes differ by at most one."""
+    count = len(groups)
+    return [groups[index * count // slices : (index + 1) * count // slices] for index in range(slices)]
+
+
+def execution_name(minute: datetime) -> str:
+    """A minute's Step Functions execution name (colons are illegal in names)."""
+    return minute.strftime("m-%Y%m%dT%H%M")
+
+
+class Tick:
+    """Starts the Step Functions execution of each coming minute (EventBridge, every minute).
+
+    Each execution is named after its minute and Standard executions are unique by name, so
+    a doubled tick, or a tick that covers a minute the previous tick already started, is a
+    no-op. It starts the next ``tick_lookahead_minutes`` minutes, so a late or lost tick is
+    covered by its predecessor. Each minute is planned by :func:`plan_minute` from the store;
+    if planning fails, the minute still starts, with the minimum groups on the standard poller
+    (a minute whose load is unknown never gets the lean one). With more than 40 groups
+    possible the state machine runs a Parallel of ``group_slices`` inline Maps: the plan then
+    also splits the groups into that many slices (``$.groups`` stays whole, for the reader).
+
+    Parameters
+    ----------
+    settings
+        ``state_machine_arn``, ``poller_function``, ``lean_poller_function``,
+        ``group_slices``, ``tick_lookahead_minutes`` and the planner's settings.
+    sfn
+        A Step Functions client.
+    store
+        Reads timer counts and watermarks (None: every minute's load is unknown).
+    """
+
+    def __init__(self, settings: Settings, sfn: Any, store: JobStore | None) -> None:
+        self.settings = settings
+        self.sfn = sfn
+        self.store = store
+
+    def poller_function(self, poller: str | None) -> str:
+        """The function a minute's pollers run on: the lean one when planned and deployed."""
+        settings = self.settings
+        return (
+            settings.lean_poller_function
+            if poller == LEAN and settings.lean_poller_function
+            else settings.poller_function
+        )
+
+    def recent_load(self, now: datetime) -> RecentLoad | None:
+        """The near lane's last minute and the drain watermarks, read once per tick (None: unknown)."""
+        if self.store is None:
+            return None
+        try:
+            return observe_recent(self.store, now, self.settings)
+        except Exception:
+            log.exception("reading the recent load failed: each minute's plan tries again")
+            return None
+
+    def plan(
+        self, minute: datetime, now: datetime | None = None, recent: RecentLoad | None = None
+    ) -> dict[str, Any]:
+        """The execution input of ``minute``: sized from its load when the store can tell."""
+        try:
+            chosen = plan_minute(minute, self.settings, self.store, now=now, recent=recent)
+        except Exception:
+            log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
+            chosen = plan_minute(minute, self.settings)  # no store: unknown load, the standard poller
+        chosen["poller_function"] = self.poller_function(chosen.get("poller"))
+        slices = self.settings.group_slices
+        if slices > 1:  # the state machine's Parallel of inline Maps reads one slice per Map
+            chosen["group_slices"] = group_slices(chosen["groups"], slices)
+        return chosen
+
+    def start_minutes(self, now: datetime) -> list[str]:
+        """Start the coming minutes' executions; return the names of those this call started."""
+        first = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+        started = []
+        recent = self.recent_load(now)
+        for offset in range(self.settings.tick_lookahead_minutes):
+            minute = first + timedelta(minutes=offset)
+            name = execution_name(minute)
+            try:
+                self.sfn.start_execution(
+                    stateMachineArn=self.settings.state_machine_arn,
+                    name=name,
+                    input=json.dumps(self.plan(minute, now, recent)),
+                )
+                started.append(name)
+            except self.sfn.exceptions.ExecutionAlreadyExists:
+                pass  # this minute is already running: the no-op that makes ticks idempotent
+        return started

@@ -48,12 +48,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from punctual.clock import Clock, SystemClock
+from punctual.composition import container
 from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
 from punctual.queues import Received
-from punctual.settings import Settings, SettingsError
+from punctual.settings import Settings, read_env
 from punctual.targets.base import TargetInvoker
 
 log = logging.getLogger("punctual.worker_service")
@@ -74,16 +75,7 @@ class ServiceSettings(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServiceSettings:
-        env = os.environ if environ is None else environ
-        prefix = "PUNCTUAL_WORKER_"
-        values = {
-            name: env[prefix + name.upper()] for name in cls.model_fields if prefix + name.upper() in env
-        }
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise SettingsError(f"{prefix}{str(first['loc'][0]).upper()}: {first['msg']}") from None
+        return read_env(cls, "PUNCTUAL_WORKER_", environ)
 
 
 def queue_urls_for(settings: Settings, lane: str) -> list[str]:
@@ -382,11 +374,12 @@ def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = N
         Replaces the production target invoker (tests, local mode).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    settings = Settings.from_env()
+    built = container()
+    settings = built.settings
     knobs = ServiceSettings.from_env()
     urls = queue_urls_for(settings, knobs.lane)
     metrics = EmfMetrics(os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"))
-    worker = Worker.from_settings(settings, lease_timers=True, invoker=invoker, metrics=metrics)
+    worker = built.worker(lease_timers=True, invoker=invoker, metrics=metrics)
     service = WorkerService(
         worker,
         urls,

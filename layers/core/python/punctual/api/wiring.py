@@ -15,7 +15,7 @@ from typing import Any
 
 from punctual.api.paging import TokenCodec
 from punctual.clock import Clock, SystemClock
-from punctual.jobs import InvalidJobError, JobService, QueueRouting, SecretBox
+from punctual.jobs import InvalidJobError, JobService, SecretBox
 from punctual.message_auth import signer_from
 from punctual.models import HttpTarget, JobSpec
 from punctual.ownership import OwnResources, own_resources
@@ -23,7 +23,6 @@ from punctual.queues import SqsQueues
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore
-from punctual.timers import TimerLayout
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +170,7 @@ def build_services(
     own
         The deployment's own resources (default: loaded from settings on first use).
     """
-    layout = TimerLayout(settings.shard_count, settings.near_shard_count, settings.far_threshold_s)
+    layout = settings.layout()
     store = DynamoStore(dynamodb, settings.table_name, layout)
     jobs_box, reply_box = _secret_boxes(settings)
     jobs = JobService(
@@ -179,7 +178,7 @@ def build_services(
         queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer_from(settings)),
         clock=clock or SystemClock(settings.clock_offset_s),
         layout=layout,
-        routing=QueueRouting(tuple(settings.short_queue_urls), tuple(settings.long_queue_urls)),
+        routing=settings.routing(),
         max_jobs_per_tenant=settings.max_jobs_per_tenant,
         secrets=jobs_box,
         allow_cidrs=tuple(settings.target_allow_cidrs),
@@ -207,15 +206,21 @@ def services() -> Services:
     global _services
     with _lock:
         if _services is None:
-            from punctual import aws
+            from punctual.composition import container
 
-            settings = Settings.from_env()
-            _services = build_services(settings, aws.client("dynamodb"), aws.client("sqs"))
+            built = container()
+            _services = build_services(
+                built.settings, built.client("dynamodb"), built.client("sqs"), clock=built.clock
+            )
         return _services
 
 
 def use_services(built: Services | None) -> None:
     """Install ``built`` as the container's services (None: rebuild from the environment)."""
     global _services
+    if built is None:
+        from punctual import composition
+
+        composition.reset()  # the environment may have changed: read it again
     with _lock:
         _services = built

@@ -2,7 +2,7 @@
 
 :func:`widget_html` answers a CloudWatch custom widget invocation (``functions/console``);
 :func:`local_page` answers local mode's ``GET /console``. Both read through the same store
-(:func:`punctual.runtime.store_from`) and render with the same code; only navigation differs.
+(:attr:`punctual.composition.Container.store`) and render with the same code; only navigation differs.
 """
 
 from __future__ import annotations
@@ -35,16 +35,19 @@ def services() -> ConsoleServices:
     global _services
     with _lock:
         if _services is None:
-            from punctual.runtime import store_from
-            from punctual.settings import Settings
+            from punctual.composition import container
 
-            _services = ConsoleServices(store_from(Settings.from_env()), ConsoleSettings.from_env())
+            _services = ConsoleServices(container().store, ConsoleSettings.from_env())
         return _services
 
 
 def use_services(built: ConsoleServices | None) -> None:
     """Install ``built`` (tests); None rebuilds from the environment on next use."""
     global _services
+    if built is None:
+        from punctual import composition
+
+        composition.reset()  # the environment may have changed: read it again
     with _lock:
         _services = built
 

@@ -13,11 +13,10 @@ way, as the action's parameters.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from punctual.console.view import (
     DEFAULT_HISTORY_LIMIT,
@@ -27,6 +26,7 @@ from punctual.console.view import (
     ConsoleQuery,
     ConsoleQueryError,
 )
+from punctual.settings import read_env
 
 _PREFIX = "PUNCTUAL_CONSOLE_"
 
@@ -46,15 +46,7 @@ class ConsoleSettings(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ConsoleSettings:
-        env = os.environ if environ is None else environ
-        values = {
-            name: env[_PREFIX + name.upper()] for name in cls.model_fields if _PREFIX + name.upper() in env
-        }
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise ValueError(f"{_PREFIX}{str(first['loc'][0]).upper()}: {first['msg']}") from None
+        return read_env(cls, _PREFIX, environ)
 
 
 def _text(value: Any) -> str | None:

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from punctual.models import Execution, ExecutionStatus, Job
-from punctual.queues import DispatchMessage
+from punctual.queues import DispatchMessage, QueueRouting
 from punctual.settings import Settings
 from punctual.timers import TimerLayout
 
@@ -98,10 +98,14 @@ class WorkerConfig:
     queue_recheck_s: int = 300
     finish_retry_s: float = 20.0
 
+    @property
+    def routing(self) -> QueueRouting:
+        return QueueRouting(self.short_queue_urls, self.long_queue_urls)
+
     @classmethod
     def from_settings(cls, settings: Settings, *, lease_timers: bool) -> WorkerConfig:
         return cls(
-            layout=TimerLayout(settings.shard_count, settings.near_shard_count, settings.far_threshold_s),
+            layout=settings.layout(),
             short_queue_urls=tuple(settings.short_queue_urls),
             long_queue_urls=tuple(settings.long_queue_urls),
             retention_days=settings.retention_days,

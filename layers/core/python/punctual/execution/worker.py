@@ -28,13 +28,12 @@ from punctual.execution.ports import (
     HandleResult,
     JobPauser,
     MemoryFailureSink,
-    SqsFailureSink,
     WorkerConfig,
 )
 from punctual.execution.records import Ledger, summary
 from punctual.execution.sqs import SqsBatch
 from punctual.execution.turns import Turns
-from punctual.message_auth import DispatchSigner, signer_from
+from punctual.message_auth import DispatchSigner
 from punctual.models import ExecutionStatus, Job
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import DispatchMessage, QueuePort
@@ -50,11 +49,9 @@ class JobServicePauser:
     """:class:`JobPauser` through the job service (the same path as ``POST /jobs/{id}/pause``)."""
 
     def __init__(self, store: JobStore, queues: QueuePort, clock: Clock, config: WorkerConfig) -> None:
-        from punctual.jobs import JobService, QueueRouting
+        from punctual.jobs import JobService
 
-        self.service = JobService(
-            store, queues, clock, config.layout, QueueRouting(config.short_queue_urls, config.long_queue_urls)
-        )
+        self.service = JobService(store, queues, clock, config.layout, config.routing)
 
     def pause(self, tenant: str, job_id: str, reason: str) -> None:
         self.service.pause(tenant, job_id, reason=reason)
@@ -105,8 +102,6 @@ class Worker:
         pauser: JobPauser | None = None,
         signer: DispatchSigner | None = None,
     ) -> None:
-        from punctual.jobs import QueueRouting
-
         self.store = store
         self.queues = queues
         self.invoker = invoker
@@ -116,7 +111,7 @@ class Worker:
         self.failures = failures or MemoryFailureSink()
         self.signing_secrets = signing_secrets or (lambda job: ())
         self.rng = rng
-        route = QueueRouting(config.short_queue_urls, config.long_queue_urls).queue_for
+        route = config.routing.queue_for
         self.ledger = Ledger(store, clock, config)
         self.turns = Turns(store, queues, route)
         self.after = AfterEffects(
@@ -131,51 +126,6 @@ class Worker:
 
     def _rng(self, job_id: str, slot: str, attempt: int) -> RandomSource:
         return self.rng(job_id, slot, attempt)  # late-bound: ``worker.rng`` may be replaced
-
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        *,
-        lease_timers: bool,
-        invoker: TargetInvoker | None = None,
-        clock: Clock | None = None,
-        metrics: MetricsSink | None = None,
-    ) -> Worker:
-        """Wire a worker to AWS from ``PUNCTUAL_*`` settings (clients from :func:`punctual.aws.client`).
-
-        Parameters
-        ----------
-        settings
-            The validated environment.
-        lease_timers
-            True for the ECS worker, False for the Lambda worker.
-        invoker, clock, metrics
-            Replace the defaults (tests, local mode).
-        """
-        from punctual import aws
-        from punctual.clock import SystemClock
-        from punctual.queues import SqsQueues
-        from punctual.store.dynamo import DynamoStore
-
-        clock = clock or SystemClock(settings.clock_offset_s)
-        sqs = aws.client("sqs")
-        config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
-        store = DynamoStore(aws.client("dynamodb"), settings.table_name, config.layout)
-        signer = signer_from(settings)
-        queues = SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer)
-        return cls(
-            store,
-            queues,
-            invoker or default_invoker(settings, clock),
-            clock,
-            config,
-            metrics=metrics,
-            failures=SqsFailureSink(sqs, settings.failed_queue_url),
-            signing_secrets=default_signing_secrets(settings),
-            pauser=JobServicePauser(store, queues, clock, config),
-            signer=signer,
-        )
 
     # ------------------------------------------------------------------ the whole path
 

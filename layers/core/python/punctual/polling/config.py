@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from punctual.queues import QueueRouting
 from punctual.timers import TimerLayout
 
 
@@ -27,6 +28,10 @@ class PollerConfig:
     catchup_timers_per_slice: int = 20  # x MAX_RELEASE_PER_TIMER (30) slots: at most 600 a slice
     catchup_pause_s: float = 0.05
     retention_days: int = 30  # how long a MISSED execution record is kept (as the worker's)
+
+    @property
+    def routing(self) -> QueueRouting:
+        return QueueRouting(tuple(self.short_queue_urls), tuple(self.long_queue_urls))
 
     @property
     def near_lookback_ms(self) -> int:

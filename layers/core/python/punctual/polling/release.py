@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from punctual.clock import Clock
-from punctual.models import Execution, ExecutionStatus, Job, JobState, Runtime
+from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.observability import MetricsSink
 from punctual.planning import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.polling.config import PollerConfig
-from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, pick_queue
+from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
 from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 
@@ -99,10 +99,10 @@ class SlotReleaser:
         self.config = config
         self.metrics = metrics
         self.pool = pool
+        self.routing = config.routing
 
     def queue_for(self, job: Job) -> str:
-        urls = self.config.long_queue_urls if job.runtime is Runtime.ECS else self.config.short_queue_urls
-        return pick_queue(urls or self.config.short_queue_urls, job.id)
+        return self.routing.queue_for(job)
 
     def release(self, timers: Sequence[Timer], uncertain: bool = False) -> ReleaseReport:
         """Release due timers now. ``uncertain``: they may have been released before.

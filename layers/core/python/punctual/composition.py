@@ -1,0 +1,182 @@
+"""The composition root: every runtime object is built here, one way, from :class:`Settings`.
+
+A Lambda handler (or the ECS worker, or local mode) asks :func:`container` for what it runs —
+the poller, the worker, the tick's reader — and gets objects wired the same way everywhere:
+boto3 clients from :func:`punctual.aws.client` (retries, timeouts, chaos fault injection), the
+timer layout and the queue routing from the settings (:meth:`Settings.layout`,
+:meth:`Settings.routing`), queues that sign what they send with the dispatch key, the injected
+clock. The container is cached per process (a warm Lambda reuses it); tests build their own
+:class:`Container` from settings they choose.
+
+The API's services (:mod:`punctual.api.wiring`) are assembled from the same container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any
+
+from pydantic import AwareDatetime, BaseModel, Field
+
+from punctual import aws
+from punctual.clock import Clock, SystemClock
+from punctual.message_auth import DispatchSigner, signer_from
+from punctual.observability import MetricsSink
+from punctual.polling import Poller, PollerConfig
+from punctual.queues import SqsQueues
+from punctual.settings import Settings
+from punctual.store.dynamo import DynamoStore
+from punctual.tick import Tick
+
+if TYPE_CHECKING:
+    from punctual.execution import Worker
+    from punctual.targets.base import TargetInvoker
+
+
+class PollerItem(BaseModel):
+    """One Map item of the tick's state machine: the minute and the shard group a poller owns."""
+
+    minute: AwareDatetime
+    group: int = Field(ge=0)
+    group_count: int = Field(ge=1)
+    shard_count: int | None = Field(default=None, ge=1)
+    near_shard_count: int | None = Field(default=None, ge=1)
+
+
+class Container:
+    """The runtime's objects for one set of settings, each built once, on first use.
+
+    Parameters
+    ----------
+    settings
+        The validated environment.
+    clock
+        Replaces the system clock (offset by ``settings.clock_offset_s``).
+    """
+
+    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock(settings.clock_offset_s)
+
+    @staticmethod
+    def client(service: str) -> Any:
+        """The process's boto3 client for ``service`` (the one client factory)."""
+        return aws.client(service)
+
+    @cached_property
+    def signer(self) -> DispatchSigner | None:
+        return signer_from(self.settings)
+
+    @cached_property
+    def queues(self) -> SqsQueues:
+        """The work queues; what is sent through them is signed."""
+        return SqsQueues(
+            self.client("sqs"), concurrency=self.settings.queue_send_concurrency, signer=self.signer
+        )
+
+    @cached_property
+    def store(self) -> DynamoStore:
+        return DynamoStore(self.client("dynamodb"), self.settings.table_name, self.settings.layout())
+
+    @cached_property
+    def reader(self) -> DynamoStore:
+        """A store for reads only (the tick, the console): no layout, so it never records or
+        checks one (the tick's role may only read)."""
+        return DynamoStore(self.client("dynamodb"), self.settings.table_name)
+
+    def poller(self, metrics: MetricsSink | None = None) -> Poller:
+        settings = self.settings
+        config = PollerConfig(
+            layout=settings.layout(),
+            short_queue_urls=tuple(settings.short_queue_urls),
+            long_queue_urls=tuple(settings.long_queue_urls),
+            poll_interval_s=settings.poll_interval_ms / 1000,
+            grace_s=float(settings.poller_grace_s),
+            retention_days=settings.retention_days,
+            concurrency=settings.queue_send_concurrency,
+        )
+        return Poller(self.store, self.queues, self.clock, config, metrics)
+
+    def tick(self) -> Tick:
+        """The tick: it plans each coming minute from the read-only store."""
+        return Tick(self.settings, self.client("stepfunctions"), self.reader)
+
+    def worker(
+        self,
+        *,
+        lease_timers: bool,
+        invoker: TargetInvoker | None = None,
+        metrics: MetricsSink | None = None,
+    ) -> Worker:
+        """The execution core: heartbeat mode (``lease_timers``, the ECS worker) or message
+        mode (the Lambda worker)."""
+        from punctual.execution import JobServicePauser, SqsFailureSink, Worker, WorkerConfig
+        from punctual.execution import worker as defaults  # looked up at call time (tests replace them)
+
+        settings = self.settings
+        config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
+        return Worker(
+            self.store,
+            self.queues,
+            invoker or defaults.default_invoker(settings, self.clock),
+            self.clock,
+            config,
+            metrics=metrics,
+            failures=SqsFailureSink(self.client("sqs"), settings.failed_queue_url),
+            signing_secrets=defaults.default_signing_secrets(settings),
+            pauser=JobServicePauser(self.store, self.queues, self.clock, config),
+            signer=self.signer,
+        )
+
+
+@cache
+def container() -> Container:
+    """The process's container, from the ``PUNCTUAL_*`` environment (built once)."""
+    return Container(Settings.from_env())
+
+
+def reset() -> None:
+    """Forget the process's container and its clients: the next :func:`container` reads the
+    environment again (tests, and local mode's in-process servers, change it)."""
+    container.cache_clear()
+    aws.reset()
+
+
+def run_poller(
+    item: PollerItem,
+    stop: Callable[[], bool],
+    settings: Settings | None = None,
+    clock: Clock | None = None,
+    metrics: MetricsSink | None = None,
+) -> dict[str, Any]:
+    """Run one poller for its minute; returns the figures of its report."""
+    settings = settings or container().settings
+    overrides: dict[str, Any] = {}
+    if item.shard_count:
+        overrides["shard_count"] = item.shard_count
+    if item.near_shard_count:
+        overrides["near_shard_count"] = item.near_shard_count
+    if overrides:
+        # The plan names the layout the minute was sized with: the poller follows it.
+        settings = settings.model_copy(update=overrides)
+    if metrics is None:
+        from punctual.lambda_support import PowertoolsMetrics
+
+        metrics = PowertoolsMetrics()
+    poller = Container(settings, clock).poller(metrics)
+    report = poller.run_minute(item.minute, item.group, item.group_count, stop=stop)
+    delays = sorted(report.fire_delays_ms)
+    return {
+        "released": report.released,
+        "stale": report.stale,
+        "skipped": report.skipped,
+        "superseded": report.superseded,
+        "completed": report.completed,
+        "fire_delay_p99_ms": delays[int(0.99 * (len(delays) - 1))] if delays else None,
+    }
+
+
+def minute_item(minute: datetime, group: int = 0, group_count: int = 1) -> PollerItem:
+    return PollerItem(minute=minute, group=group, group_count=group_count)
