@@ -22,7 +22,7 @@ from punctual.queues import MessageKind, QueuePort, message_for, pick_queue
 from punctual.quotas import MICRO, micro_rate
 from punctual.schedules import ScheduleError, cached_schedule
 from punctual.store.base import JobStore, Page, UnreadableJob, UnreadableJobError, VersionConflictError
-from punctual.targets.http import BlockedTargetError, guard_url
+from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.timers import Timer, TimerLayout, slot_key
 
 

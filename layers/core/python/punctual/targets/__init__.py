@@ -3,7 +3,7 @@
 :class:`DefaultTargetInvoker` is the :class:`~punctual.targets.base.TargetInvoker`
 the worker uses: it fills the payload's placeholders (:func:`render_payload`) and
 hands the call to the adapter for ``target.type``. Adapters live in
-:mod:`punctual.targets.http` and :mod:`punctual.targets.aws`.
+:mod:`punctual.targets.webhooks` and :mod:`punctual.targets.aws`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from punctual.targets.aws import (
     StepFunctionsTargetAdapter,
 )
 from punctual.targets.base import Outcome, SlotContext, TargetAdapter, TargetInvoker, TargetResult
-from punctual.targets.http import BlockedTargetError, ConnectionFactory, HttpTargetAdapter, guard_url
 from punctual.targets.payload import PLACEHOLDERS, format_instant, render_payload
+from punctual.targets.webhooks import BlockedTargetError, ConnectionFactory, HttpTargetAdapter, guard_url
 
 __all__ = [
     "PLACEHOLDERS",
