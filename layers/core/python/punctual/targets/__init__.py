@@ -28,7 +28,7 @@ from punctual.targets.aws import (
     StepFunctionsTargetAdapter,
 )
 from punctual.targets.base import Outcome, SlotContext, TargetAdapter, TargetInvoker, TargetResult
-from punctual.targets.payload import PLACEHOLDERS, format_instant, render_payload
+from punctual.targets.payload import PLACEHOLDERS, render_payload
 from punctual.targets.webhooks import BlockedTargetError, ConnectionFactory, HttpTargetAdapter, guard_url
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "TargetAdapter",
     "TargetInvoker",
     "TargetResult",
-    "format_instant",
     "guard_url",
     "render_payload",
 ]
