@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from punctual.instants import format_instant_adaptive
 from punctual.models import SqsTarget
 from punctual.settings import Settings
-from punctual.instants import format_instant_adaptive
 from punctual.targets import DefaultTargetInvoker, render_payload
 from punctual.targets.base import Outcome, SlotContext, TargetResult
 

@@ -19,9 +19,9 @@ from punctual.execution.turns import Turns
 from punctual.instants import format_instant_ms
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.observability import MetricsSink, NullMetrics
-from punctual.planning import fire_timer, schedule_of
 from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at
+from punctual.slots import fire_timer, schedule_of
 from punctual.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
