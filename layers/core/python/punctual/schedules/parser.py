@@ -30,26 +30,12 @@ MAX_EXPRESSION_LENGTH: Final = 256
 
 
 def parse_instant(text: str) -> datetime:
-    """Parse an RFC 3339 / ISO 8601 instant into an aware UTC datetime.
-
-    :func:`punctual.instants.parse_rfc3339`, raising :class:`ScheduleError` as the rest of
-    a schedule's input does.
-
-    Parameters
-    ----------
-    text
-        ``2026-01-01T09:00:00Z``, ``2026-01-01T10:00:00+01:00``; a value without an
-        offset (``2026-01-01T09:00:00``) is taken to be UTC.
-
-    Returns
-    -------
-    datetime
-        Aware, in UTC; sub-second parts are kept.
+    """An RFC 3339 instant as an aware UTC datetime: :func:`punctual.instants.parse_rfc3339`.
 
     Raises
     ------
     ScheduleError
-        When the text is not an instant.
+        When the text is not an instant, as for the rest of a schedule's input.
     """
     try:
         return parse_rfc3339(text)

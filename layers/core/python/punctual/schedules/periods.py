@@ -33,7 +33,16 @@ def parse_period(kind: str, body: str) -> int:
     return count * seconds
 
 
-class RateSchedule(Schedule):
+class _PeriodSchedule(Schedule):
+    """A schedule with a period of N elapsed seconds (``rate`` and ``delay``)."""
+
+    def __init__(self, expression: str, timezone: str, dst: DstOptions | None, seconds: int) -> None:
+        super().__init__(expression, timezone, dst)
+        self._seconds = seconds
+        self.period = timedelta(seconds=seconds)
+
+
+class RateSchedule(_PeriodSchedule):
     """``rate(N unit)``: slots at ``anchor + k*N`` (k >= 0) in elapsed time.
 
     The anchor (a job's ``start_at`` or its registration instant) is rounded up to the
@@ -42,11 +51,6 @@ class RateSchedule(Schedule):
     """
 
     kind = "rate"
-
-    def __init__(self, expression: str, timezone: str, dst: DstOptions | None, seconds: int) -> None:
-        super().__init__(expression, timezone, dst)
-        self._seconds = seconds
-        self.period = timedelta(seconds=seconds)
 
     def next_after(self, after: datetime, anchor: datetime | None = None) -> datetime | None:
         """``anchor + k*N`` for the smallest k >= 0 that is strictly after ``after``."""
@@ -69,7 +73,7 @@ class RateSchedule(Schedule):
         return super().slots(after, anchor, count)
 
 
-class DelaySchedule(Schedule):
+class DelaySchedule(_PeriodSchedule):
     """``delay(N unit)``: each run starts N after the previous run finished.
 
     The worker calls ``next_after(finish_instant)`` for the next run; the first run is at
@@ -78,11 +82,6 @@ class DelaySchedule(Schedule):
     """
 
     kind = "delay"
-
-    def __init__(self, expression: str, timezone: str, dst: DstOptions | None, seconds: int) -> None:
-        super().__init__(expression, timezone, dst)
-        self._seconds = seconds
-        self.period = timedelta(seconds=seconds)
 
     def next_after(self, after: datetime, anchor: datetime | None = None) -> datetime | None:
         """``anchor + N`` if that is after ``after``, else ``ceil(after) + N``."""
