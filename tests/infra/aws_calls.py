@@ -32,7 +32,12 @@ ADAPTERS: tuple[tuple[str, str, str, str], ...] = (
 AWS_FUNCTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("ownership.py", "own_resources", "ssm", "own_resources"),
     ("api/wiring.py", "token_key", "secretsmanager", "token_key"),
-    ("targets/aws.py", "Boto3ClientFactory", "sts", "Boto3ClientFactory"),  # execution and target roles
+    (
+        "targets/aws_services.py",
+        "Boto3ClientFactory",
+        "sts",
+        "Boto3ClientFactory",
+    ),  # execution and target roles
     ("message_auth.py", "_read_secret", "secretsmanager", "signer_from"),  # the dispatch key
 )
 # Permissions a call needs besides its own action: AssumeRole with session tags.

@@ -10,7 +10,7 @@ from standardwebhooks.webhooks import Webhook
 
 from punctual.execution import default_signing_secrets
 from punctual.settings import Settings
-from punctual.targets.http import sign_webhook
+from punctual.targets.webhooks.signing import sign_webhook
 
 
 def test_rotation_keeps_the_previous_secret_signing_until_dropped(api) -> None:  # type: ignore[no-untyped-def]

@@ -34,7 +34,7 @@ from punctual.models import (
 )
 from punctual.settings import Settings
 from punctual.targets import DefaultTargetInvoker
-from punctual.targets.aws import (
+from punctual.targets.aws_services import (
     CallTimeouts,
     EcsTargetAdapter,
     EventBridgeTargetAdapter,

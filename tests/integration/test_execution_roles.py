@@ -14,7 +14,7 @@ from moto import mock_aws
 from punctual.models import SqsTarget
 from punctual.settings import Settings
 from punctual.targets import DefaultTargetInvoker, SlotContext
-from punctual.targets.aws import AssumedRole, Boto3ClientFactory, SqsTargetAdapter
+from punctual.targets.aws_services import AssumedRole, Boto3ClientFactory, SqsTargetAdapter
 from punctual.targets.base import Outcome
 
 REGION = "us-east-1"

@@ -31,7 +31,8 @@ from punctual.secrets import generate_signing_secret
 from punctual.settings import Settings
 from punctual.targets import DefaultTargetInvoker
 from punctual.targets.base import Outcome, SlotContext, TargetResult
-from punctual.targets.http import MAX_RESPONSE_BYTES, HttpTargetAdapter, PinnedConnectionFactory
+from punctual.targets.webhooks.adapter import MAX_RESPONSE_BYTES, HttpTargetAdapter
+from punctual.targets.webhooks.transport import PinnedConnectionFactory
 
 LOOPBACK = ("127.0.0.0/8",)
 SECRET = generate_signing_secret()

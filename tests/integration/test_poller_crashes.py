@@ -18,7 +18,7 @@ from factories import spec
 from punctual.clock import ManualClock
 from punctual.jobs import JobService, QueueRouting
 from punctual.models import ExecutionStatus
-from punctual.planning import MISSED_BY_LATEST, MISSED_BY_NONE, MISSED_OUTSIDE_WINDOW
+from punctual.slots import MISSED_BY_LATEST, MISSED_BY_NONE, MISSED_OUTSIDE_WINDOW
 from punctual.store.base import JobStore
 from punctual.store.memory import MemoryStore
 from punctual.timers import Lane, slot_key

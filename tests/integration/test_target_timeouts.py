@@ -21,7 +21,7 @@ import boto3
 import pytest
 
 from punctual.models import LambdaTarget, SqsTarget, StepFunctionsTarget
-from punctual.targets.aws import (
+from punctual.targets.aws_services import (
     Boto3ClientFactory,
     LambdaTargetAdapter,
     SqsTargetAdapter,

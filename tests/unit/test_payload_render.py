@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from punctual.instants import format_instant_adaptive
 from punctual.models import SqsTarget
 from punctual.settings import Settings
-from punctual.targets import DefaultTargetInvoker, format_instant, render_payload
+from punctual.targets import DefaultTargetInvoker, render_payload
 from punctual.targets.base import Outcome, SlotContext, TargetResult
 
 
@@ -94,7 +95,7 @@ def test_tuples_become_lists_so_the_result_stays_json() -> None:
     ],
 )
 def test_scheduled_at_is_utc_iso_8601_with_z(instant: datetime, expected: str) -> None:
-    assert format_instant(instant) == expected
+    assert format_instant_adaptive(instant) == expected
     assert render_payload("<scheduled_at>", _ctx(scheduled_at=instant)) == expected
 
 

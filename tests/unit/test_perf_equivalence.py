@@ -23,10 +23,10 @@ from factories import job
 from punctual.clock import ManualClock
 from punctual.execution import new_owner, owner_of
 from punctual.models import AttemptRecord, CatchupKind, Execution, ExecutionStatus, Job
-from punctual.planning import MAX_RELEASE_PER_TIMER, MISSED_AFTER_S, dispatch_instant, next_slot, plan_release
 from punctual.polling import Poller, PollerConfig
 from punctual.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
 from punctual.schedules import ScheduleError, cached_schedule, parse_schedule
+from punctual.slots import MAX_RELEASE_PER_TIMER, MISSED_AFTER_S, dispatch_instant, next_slot, plan_release
 from punctual.store.memory import MemoryStore
 from punctual.timers import (
     MINUTE_FMT,

@@ -74,7 +74,7 @@ def test_the_put_example_says_where_job_json_comes_from() -> None:
 
 
 def test_the_python_receiver_example_verifies_what_punctual_signs() -> None:
-    from punctual.targets.http import sign_webhook
+    from punctual.targets.webhooks.signing import sign_webhook
 
     text = section("### Receiving a webhook")
     code = text.split("```python\n", 1)[1].split("```", 1)[0]

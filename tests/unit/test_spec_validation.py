@@ -18,7 +18,7 @@ from punctual.models import (
     RESERVED_HEADERS,
     JobSpec,
 )
-from punctual.targets import http
+from punctual.targets.webhooks import adapter, signing
 
 SQS = {"type": "sqs", "queue_arn": "arn:aws:sqs:us-east-1:123456789012:reports"}
 HTTP = {"type": "http", "url": "https://hooks.example.com/run"}
@@ -102,9 +102,9 @@ def test_reserved_headers_are_refused_naming_the_header(name: str) -> None:
 
 
 def test_the_worker_drops_exactly_the_headers_registration_refuses() -> None:
-    assert http._RESERVED_HEADERS == RESERVED_HEADERS
-    assert http.FENCING_TOKEN_HEADER.lower() in RESERVED_HEADERS
-    assert http.FENCING_SIGNATURE_HEADER.lower() in RESERVED_HEADERS
+    assert adapter._RESERVED_HEADERS == RESERVED_HEADERS
+    assert signing.FENCING_TOKEN_HEADER.lower() in RESERVED_HEADERS
+    assert signing.FENCING_SIGNATURE_HEADER.lower() in RESERVED_HEADERS
 
 
 def test_headers_differing_only_in_case_and_control_characters_are_refused() -> None:

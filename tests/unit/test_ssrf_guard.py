@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from punctual.models import HttpTarget
 from punctual.targets.base import Outcome, SlotContext
-from punctual.targets.http import (
+from punctual.targets.webhooks.adapter import HttpTargetAdapter
+from punctual.targets.webhooks.guard import (
     BlockedTargetError,
-    HttpTargetAdapter,
     UnresolvedTargetError,
     address_block_reason,
     guard_url,

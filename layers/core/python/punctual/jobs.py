@@ -17,12 +17,12 @@ from typing import Protocol
 from punctual.clock import Clock
 from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState
 from punctual.ownership import OwnResources
-from punctual.planning import ceil_second, dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
 from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.quotas import MICRO, micro_rate
 from punctual.schedules import ScheduleError, cached_schedule
+from punctual.slots import ceil_second, dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
 from punctual.store.base import JobStore, Page, UnreadableJob, UnreadableJobError, VersionConflictError
-from punctual.targets.http import BlockedTargetError, guard_url
+from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.timers import Timer, TimerLayout, slot_key
 
 

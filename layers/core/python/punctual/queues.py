@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from punctual.instants import format_instant_ms
 from punctual.models import Job, Overlap, Runtime
 from punctual.timers import stable_hash
 
@@ -142,19 +143,9 @@ class MessageSigner(Protocol):
     def sign(self, message: DispatchMessage) -> DispatchMessage: ...
 
 
-def iso_instant(instant: datetime) -> str:
-    if instant.utcoffset() is None:  # local time: its UTC text depends on the process's zone
-        return _iso_utc(instant)
-    return _iso_utc_cached(instant)
-
-
-def _iso_utc(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 # A poller stamps one release instant on a whole chunk of messages, and many jobs share
 # a slot's instant: equal instants (in any zone) have the same UTC text.
-_iso_utc_cached = lru_cache(maxsize=1024)(_iso_utc)
+_message_instant = lru_cache(maxsize=1024)(format_instant_ms)
 
 
 def message_for(
@@ -165,11 +156,11 @@ def message_for(
         tenant=job.tenant,
         job_id=job.id,
         slot=slot,
-        scheduled_at=iso_instant(scheduled),
+        scheduled_at=_message_instant(scheduled),
         attempt=attempt,
         job_version=job.version,
         kind=kind,
-        released_at=iso_instant(now),
+        released_at=_message_instant(now),
         ordered=job.overlap is Overlap.QUEUE,
     )
 

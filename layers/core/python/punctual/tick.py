@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from punctual.clock import SystemClock
+from punctual.instants import format_instant
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.timers import Lane, minute_of
@@ -38,10 +39,6 @@ log = logging.getLogger("punctual.tick")
 
 STANDARD = "standard"
 LEAN = "lean"
-
-
-def _stamp(instant: datetime) -> str:
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def estimate_far_load(store: JobStore, minute: datetime, settings: Settings, rng: random.Random) -> int:
@@ -125,15 +122,15 @@ def plan_minute(
     groups = group_count_for(load + (near or 0), settings)
     poller = STANDARD if behind else poller_for(None if near is None else load + near, groups, settings)
     return {
-        "minute": _stamp(minute),
-        "start_at": _stamp(minute - timedelta(seconds=settings.poller_lead_s)),
+        "minute": format_instant(minute),
+        "start_at": format_instant(minute - timedelta(seconds=settings.poller_lead_s)),
         "poller": poller,
         "estimated_far_timers": load,
         "recent_near_timers": near,
         "drained_behind": behind,
         "groups": [
             {
-                "minute": _stamp(minute),
+                "minute": format_instant(minute),
                 "group": index,
                 "group_count": groups,
                 "shard_count": settings.shard_count,

@@ -8,12 +8,12 @@ anchor, lease owner tokens). Instants are RFC 3339 UTC.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, model_validator
 
+from punctual.instants import format_instant_adaptive
 from punctual.models import (
     SPEC_EXAMPLE,
     Execution,
@@ -24,14 +24,9 @@ from punctual.models import (
 )
 from punctual.store.base import UnreadableJob
 
-
-def _utc(value: datetime) -> str:
-    """RFC 3339 UTC: whole seconds as ``...:00Z``, else milliseconds (``...:00.250Z``)."""
-    spec = "seconds" if value.microsecond == 0 else "milliseconds"
-    return value.astimezone(UTC).isoformat(timespec=spec).replace("+00:00", "Z")
-
-
-Instant = Annotated[AwareDatetime, PlainSerializer(_utc, return_type=str, when_used="json")]
+Instant = Annotated[
+    AwareDatetime, PlainSerializer(format_instant_adaptive, return_type=str, when_used="json")
+]
 
 
 _READ_ONLY: dict[str, JsonValue] = {"readOnly": True}

@@ -88,7 +88,7 @@ class Services:
         """
         if not isinstance(spec.target, HttpTarget):
             return
-        from punctual.targets.http import BlockedTargetError, guard_url
+        from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
 
         try:
             guard_url(spec.target.url, self.allow_cidrs, resolve=False)

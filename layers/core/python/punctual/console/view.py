@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
-from punctual.planning import dispatch_instant, next_slot, schedule_of
+from punctual.slots import dispatch_instant, next_slot, schedule_of
 from punctual.store.base import JobStore
 
 FAILURE_WINDOW = timedelta(hours=24)

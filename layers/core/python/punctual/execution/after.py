@@ -14,13 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from punctual.execution.ports import FailureSink, JobPauser
-from punctual.execution.records import RELEASED_NOTE, Ledger, iso
+from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
+from punctual.instants import format_instant_ms
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.observability import MetricsSink, NullMetrics
-from punctual.planning import fire_timer, schedule_of
 from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at
+from punctual.slots import fire_timer, schedule_of
 from punctual.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
@@ -182,10 +183,10 @@ def failure_report(execution: Execution) -> dict[str, Any]:
         "tenant": execution.tenant,
         "job_id": execution.job_id,
         "slot": execution.slot,
-        "scheduled_at": iso(execution.scheduled_at),
+        "scheduled_at": format_instant_ms(execution.scheduled_at),
         "status": execution.status.value,
         "attempt": execution.attempt,
         "error": execution.error,
-        "finished_at": iso(execution.finished_at) if execution.finished_at else None,
+        "finished_at": format_instant_ms(execution.finished_at) if execution.finished_at else None,
         "attempts": [record.model_dump(mode="json") for record in execution.attempts],
     }

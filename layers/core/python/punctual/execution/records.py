@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from punctual.clock import Clock
@@ -27,10 +27,6 @@ SUPERSEDED_NOTE = "superseded: the job changed before this slot started"
 MAX_SUMMARY_CHARS = 500
 MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
 LIVE = frozenset({ExecutionStatus.RUNNING})
-
-
-def iso(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def summary(text: str) -> str:

@@ -10,7 +10,7 @@ no backlog can stall the minute it owns or outlast its deadline without progress
 * after each slice the minute's progress mark moves; when the minute is empty the
   watermarks of its shards move past it, so the next poller resumes where this one stopped;
 * the per-timer slot count of a long outage is bounded by the planner
-  (:data:`punctual.planning.MAX_RELEASE_PER_TIMER`), the rest chains on through near timers.
+  (:data:`punctual.slots.MAX_RELEASE_PER_TIMER`), the rest chains on through near timers.
 """
 
 from __future__ import annotations

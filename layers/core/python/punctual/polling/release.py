@@ -26,9 +26,9 @@ from datetime import datetime, timedelta
 from punctual.clock import Clock
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.observability import MetricsSink
-from punctual.planning import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.polling.config import PollerConfig
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
+from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
 from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 

@@ -3,7 +3,7 @@
 :class:`DefaultTargetInvoker` is the :class:`~punctual.targets.base.TargetInvoker`
 the worker uses: it fills the payload's placeholders (:func:`render_payload`) and
 hands the call to the adapter for ``target.type``. Adapters live in
-:mod:`punctual.targets.http` and :mod:`punctual.targets.aws`.
+:mod:`punctual.targets.webhooks` and :mod:`punctual.targets.aws_services`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from punctual.clock import Clock
 from punctual.ownership import OwnResources, own_resources
 from punctual.settings import Settings
-from punctual.targets.aws import (
+from punctual.targets.aws_services import (
     ECS_POLL_INTERVAL_S,
     Boto3ClientFactory,
     ClientFactory,
@@ -28,8 +28,8 @@ from punctual.targets.aws import (
     StepFunctionsTargetAdapter,
 )
 from punctual.targets.base import Outcome, SlotContext, TargetAdapter, TargetInvoker, TargetResult
-from punctual.targets.http import BlockedTargetError, ConnectionFactory, HttpTargetAdapter, guard_url
-from punctual.targets.payload import PLACEHOLDERS, format_instant, render_payload
+from punctual.targets.payload import PLACEHOLDERS, render_payload
+from punctual.targets.webhooks import BlockedTargetError, ConnectionFactory, HttpTargetAdapter, guard_url
 
 __all__ = [
     "PLACEHOLDERS",
@@ -40,7 +40,6 @@ __all__ = [
     "TargetAdapter",
     "TargetInvoker",
     "TargetResult",
-    "format_instant",
     "guard_url",
     "render_payload",
 ]
@@ -72,8 +71,8 @@ class DefaultTargetInvoker:
     Parameters
     ----------
     clients : ClientFactory or None
-        ``clients(service)`` returns a boto3 client (see :mod:`punctual.targets.aws`);
-        None builds :class:`~punctual.targets.aws.Boto3ClientFactory` on first use.
+        ``clients(service)`` returns a boto3 client (see :mod:`punctual.targets.aws_services`);
+        None builds :class:`~punctual.targets.aws_services.Boto3ClientFactory` on first use.
     settings : Settings
         ``target_allow_cidrs`` opens addresses the SSRF guard would refuse;
         ``target_role_arn`` is the role AWS targets without ``role_arn`` are called as

@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
+from punctual.instants import format_instant_adaptive
 from punctual.targets.base import SlotContext
 
-__all__ = ["PLACEHOLDERS", "format_instant", "render_payload"]
+__all__ = ["PLACEHOLDERS", "render_payload"]
 
 PLACEHOLDERS = ("<job_id>", "<slot>", "<attempt>", "<scheduled_at>")
 _PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
-
-
-def format_instant(instant: datetime) -> str:
-    """ISO 8601 in UTC with a ``Z``: seconds, or milliseconds when there are any."""
-    if instant.tzinfo is None:
-        instant = instant.replace(tzinfo=UTC)
-    instant = instant.astimezone(UTC)
-    spec = "milliseconds" if instant.microsecond else "seconds"
-    return instant.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
 
 
 def render_payload(payload: Any, ctx: SlotContext) -> Any:
@@ -50,7 +41,7 @@ def render_payload(payload: Any, ctx: SlotContext) -> Any:
         "<job_id>": ctx.job_id,
         "<slot>": ctx.slot,
         "<attempt>": str(ctx.attempt),
-        "<scheduled_at>": format_instant(ctx.scheduled_at),
+        "<scheduled_at>": format_instant_adaptive(ctx.scheduled_at),
     }
 
     def fill(text: str) -> str:

@@ -74,8 +74,8 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError, ReadTimeoutError
 
 from punctual.clock import Clock, SystemClock
+from punctual.instants import format_instant_adaptive
 from punctual.targets.base import Outcome, SlotContext, TargetResult
-from punctual.targets.payload import format_instant
 
 __all__ = [
     "AssumedRole",
@@ -923,7 +923,7 @@ class EcsTargetAdapter:
             {"name": "PUNCTUAL_JOB_ID", "value": ctx.job_id},
             {"name": "PUNCTUAL_SLOT", "value": ctx.slot},
             {"name": "PUNCTUAL_ATTEMPT", "value": str(ctx.attempt)},
-            {"name": "PUNCTUAL_SCHEDULED_AT", "value": format_instant(ctx.scheduled_at)},
+            {"name": "PUNCTUAL_SCHEDULED_AT", "value": format_instant_adaptive(ctx.scheduled_at)},
             {"name": "PUNCTUAL_IDEMPOTENCY_KEY", "value": ctx.idempotency_key},
             {"name": "PUNCTUAL_FENCING_TOKEN", "value": ctx.fencing_token},
             {"name": "PUNCTUAL_PAYLOAD", "value": payload_json},

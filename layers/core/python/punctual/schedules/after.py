@@ -1,0 +1,52 @@
+"""Dependent schedules: ``after(job[, job...])`` fires for a slot once every parent succeeded for it."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from punctual.schedules.base import Schedule, ScheduleError, shorten
+from punctual.schedules.dst import DstOptions
+
+__all__ = ["AfterSchedule", "parse_after"]
+
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class AfterSchedule(Schedule):
+    """``after(job[, job...])``: fires for slot S when every parent succeeded for S.
+
+    It has no time slots of its own: :meth:`next_after` and :meth:`slots` raise
+    :class:`ScheduleError` (rather than return ``None``, which would read as "this job
+    is finished").
+    """
+
+    kind = "after"
+
+    def __init__(
+        self, expression: str, timezone: str, dst: DstOptions | None, parents: tuple[str, ...]
+    ) -> None:
+        super().__init__(expression, timezone, dst)
+        self.parents = parents
+
+    def next_after(self, after: datetime, anchor: datetime | None = None) -> datetime | None:
+        """Always raises: ``after(...)`` jobs fire when their parents succeed."""
+        raise ScheduleError("after(...) jobs fire when their parents succeed")
+
+    def slots(self, after: datetime, anchor: datetime | None = None, count: int = 5) -> list[datetime]:
+        """Always raises, as :meth:`next_after`."""
+        raise ScheduleError("after(...) jobs fire when their parents succeed")
+
+
+def parse_after(expression: str, body: str, timezone: str, dst: DstOptions | None) -> AfterSchedule:
+    parents = tuple(p.strip() for p in body.split(","))
+    if parents == ("",):
+        raise ScheduleError("after: expected at least one parent job id, e.g. after(extract)")
+    seen: set[str] = set()
+    for parent in parents:
+        if not _JOB_ID.fullmatch(parent):
+            raise ScheduleError(f"after: invalid job id '{shorten(parent)}' (use 1-64 of A-Z a-z 0-9 _ -)")
+        if parent in seen:
+            raise ScheduleError(f"after: job id '{parent}' is listed twice")
+        seen.add(parent)
+    return AfterSchedule(expression, timezone, dst, parents)
