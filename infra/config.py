@@ -15,32 +15,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra import constants as c
+from punctual.settings import DEPLOYED, context_key, default_of
 
 
 class ConfigError(ValueError):
     """A context value the app cannot use."""
 
 
-# Context key → default. cdk.json carries the same keys; a test keeps the two in step.
+# Context key → default. cdk.json carries the same keys; a test keeps the two in step. The
+# settings the runtime reads too (punctual.settings.DEPLOYED) take their defaults from it.
 DEFAULTS: dict[str, Any] = {
+    **{context_key(field): default_of(field) for field in DEPLOYED},
     "stackName": c.DEFAULT_STACK_NAME,
     "layerAssetDir": c.LAYER_ASSET_DIR,
     "functionsDir": c.FUNCTIONS_DIR,
-    "shardCount": c.SHARD_COUNT,
-    "nearShardCount": c.NEAR_SHARD_COUNT,
-    "farThresholdS": c.FAR_THRESHOLD_S,
-    "pollIntervalMs": c.POLL_INTERVAL_MS,
-    "pollerLeadS": c.POLLER_LEAD_S,
-    "retentionDays": c.RETENTION_DAYS,
-    "maxJobsPerTenant": c.MAX_JOBS_PER_TENANT,
-    "maxTriggersPerMinutePerTenant": c.MAX_TRIGGERS_PER_MINUTE_PER_TENANT,
-    "apiRequestsPerMinutePerTenant": c.API_REQUESTS_PER_MINUTE_PER_TENANT,
-    "requireTargetRole": False,
-    "targetAllowCidrs": [],
     "targetArnPatterns": [],
-    "shardGroups": c.SHARD_GROUPS,
-    "maxShardGroups": c.DEFAULT_MAX_SHARD_GROUPS,
-    "triggersPerPollerMinute": c.TRIGGERS_PER_POLLER_MINUTE,
     "pollerMaxConcurrency": c.POLLER_MAX_CONCURRENCY,
     "pollerMemoryMb": c.POLLER_MEMORY_MB,
     "leanPollerMemoryMb": c.LEAN_POLLER_MEMORY_MB,

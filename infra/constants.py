@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from punctual.settings import Settings
+
 APP_NAME: Final = "punctual"
 DEFAULT_STACK_NAME: Final = "Punctual"
 CDK_OUTDIR: Final = "cdk.out"
@@ -45,27 +47,11 @@ WORKER_TIMEOUT_S: Final = 900  # the longest job the Lambda lane runs (Lambda's 
 WORKER_MEMORY_MB: Final = 512
 
 # --- Scheduler settings handed to the runtime (PUNCTUAL_* environment) --------------------------
-# Far shards: 256 keep >= 2x headroom on a far bucket's 1,000 WRU/s for everything the default
-# pollers can release (a 600,000-slot top-of-minute burst by 40 pollers takes >= 9 s: ~250 WRU/s
-# per key; 10,000/s sustained: ~40). Releasing faster (more than the inline Map's 40 pollers)
-# needs more. Each far shard costs one read per minute when idle.
-SHARD_COUNT: Final = 256
-# Near shards: 8 (packed timer rows write ~10x fewer units per timer; at 10,000/s with half the
-# timers in the near lane a key takes 625 timers/s). Each near shard is read every second.
-# Both counts are part of the data layout: never change them on a live deployment.
-NEAR_SHARD_COUNT: Final = 8
-FAR_THRESHOLD_S: Final = 180
-POLL_INTERVAL_MS: Final = 1000
-POLLER_LEAD_S: Final = 10
-RETENTION_DAYS: Final = 30
-MAX_JOBS_PER_TENANT: Final = 100_000
-SHARD_GROUPS: Final = 1  # the fewest pollers a minute gets; the tick sizes up from its load
-# What the tick plans one poller to release in a minute (PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE):
-# a minute whose planned load is N triggers gets ceil(N / this) groups (within the bounds).
-# 30,000 = 500/s: a 1,024 MB poller releases ~1,200/s (CPU-bound), so 10,000/s gets 20 pollers
-# with 2x headroom on release rate (bench/capacity.py); small loads still get one poller. A
-# burst-ready deployment lowers it further so that a burst minute is spread over more pollers.
-TRIGGERS_PER_POLLER_MINUTE: Final = 30_000
+# The deployed settings (shard counts, poll interval, quotas, shard groups, ...) are defined once,
+# with their defaults and the reasons for them, in punctual.settings.Settings (DEPLOYED); the app's
+# context defaults (infra/config.py) are derived from it, and a test holds cdk.json equal.
+_RUNTIME = Settings()
+POLLER_LEAD_S: Final = _RUNTIME.poller_lead_s
 # An inline Map runs at most 40 iterations at once; a poller lasts its whole minute, so more
 # groups than one Map runs would start late. Up to 40 groups the state machine has one inline
 # Map over $.groups; beyond, a Parallel state of ceil(maxShardGroups / 40) inline Maps, each over
@@ -73,7 +59,6 @@ TRIGGERS_PER_POLLER_MINUTE: Final = 30_000
 # says why not a Distributed Map).
 INLINE_MAP_MAX_CONCURRENCY: Final = 40
 MAX_SHARD_GROUPS: Final = 256  # the most maxShardGroups may be (7 slices); groups never exceed shards
-DEFAULT_MAX_SHARD_GROUPS: Final = 40  # maxShardGroups' default: one inline Map
 POLLER_MAX_CONCURRENCY: Final = 0  # 0 = unbounded (up to the inline Map limit above)
 LOG_LEVEL: Final = "INFO"
 POWERTOOLS_SERVICE_NAME: Final = APP_NAME
@@ -226,9 +211,6 @@ WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
 WEBHOOK_SECRET_CONTEXT_KEYS: Final = ("purpose", "tenant", "job")  # punctual.secrets.job_binding
 # Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
 OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
-# The per-tenant quotas' defaults (cdk.json carries the same).
-MAX_TRIGGERS_PER_MINUTE_PER_TENANT: Final = 60_000
-API_REQUESTS_PER_MINUTE_PER_TENANT: Final = 1_200
 
 # --- API -----------------------------------------------------------------------------------------
 API_STAGE_NAME: Final = "prod"  # routes carry their own version (/v1/...)

@@ -32,7 +32,14 @@ class Settings(BaseModel):
     short_queue_urls: list[str] = Field(default_factory=list)
     long_queue_urls: list[str] = Field(default_factory=list)
     failed_queue_url: str = ""
+    # Far shards: 256 keep >= 2x headroom on a far bucket's 1,000 WRU/s for everything the default
+    # pollers can release (a 600,000-slot top-of-minute burst by 40 pollers takes >= 9 s: ~250
+    # WRU/s per key; 10,000/s sustained: ~40). Releasing faster needs more. Each far shard costs
+    # one read per minute when idle.
     shard_count: int = Field(default=256, ge=1, le=100_000)
+    # Near shards: 8 (packed timer rows write ~10x fewer units per timer; at 10,000/s with half
+    # the timers in the near lane a key takes 625 timers/s). Each near shard is read every second.
+    # Both counts are part of the data layout: never change them on a live deployment.
     near_shard_count: int = Field(default=8, ge=1, le=10_000)
     far_threshold_s: int = Field(default=180, ge=10, le=3600)
     poll_interval_ms: int = Field(default=1000, ge=10, le=60_000)
@@ -73,7 +80,11 @@ class Settings(BaseModel):
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
     max_shard_groups: int = Field(default=40, ge=1, le=1024)  # 40: what one inline Map runs at once
-    triggers_per_poller_minute: int = Field(default=30_000, ge=100)  # what one poller releases in a minute
+    # What the tick plans one poller to release in a minute: a minute whose planned load is N
+    # triggers gets ceil(N / this) groups (within the bounds). 30,000 = 500/s: a 1,024 MB poller
+    # releases ~1,200/s (CPU-bound), so 10,000/s gets 20 pollers with 2x headroom on release rate
+    # (bench/capacity.py); small loads still get one poller. A burst-ready deployment lowers it.
+    triggers_per_poller_minute: int = Field(default=30_000, ge=100)
     # Far buckets counted to size a minute: an eighth of the default 256, so that a minute holding a
     # few hundred far timers is not mistaken for an idle one (the lean poller's choice rests on it).
     load_sample_shards: int = Field(default=32, ge=0, le=100_000)
@@ -136,6 +147,11 @@ def context_key(field: str) -> str:
     """The CDK context key of a deployed setting (``shard_count`` → ``shardCount``)."""
     head, *rest = field.split("_")
     return head + "".join(part.capitalize() for part in rest)
+
+
+def default_of(field: str) -> object:
+    """A field's default (the one place it is written)."""
+    return Settings.model_fields[field].get_default(call_default_factory=True)
 
 
 def env_value(value: object) -> str:
