@@ -22,15 +22,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 
+plan_minute: Callable[..., dict[str, Any]] | None  # None: a layer without the planner
 try:
     from punctual.runtime import reader_from
     from punctual.settings import Settings
-    from punctual.tick import RecentLoad, observe_recent, plan_minute
+    from punctual.tick import RecentLoad, observe_recent
+    from punctual.tick import plan_minute as core_plan_minute
+
+    plan_minute = core_plan_minute
 except ImportError:  # pragma: no cover - a layer without the planner
     plan_minute = None
 
