@@ -23,7 +23,6 @@ import cProfile
 import gc
 import pstats
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,12 +33,11 @@ import benchlib
 from punctual.clock import ManualClock
 from punctual.execution import MemoryFailureSink, Worker, WorkerConfig
 from punctual.jobs import JobService, QueueRouting
-from punctual.models import Execution, ExecutionStatus, Job, JobSpec
+from punctual.models import Execution, ExecutionStatus, JobSpec
 from punctual.observability import NullMetrics
 from punctual.polling import MinutePoll, Poller, PollerConfig
 from punctual.queues import DispatchMessage, MemoryQueues, message_for
 from punctual.schedules import parse_schedule
-from punctual.store.base import ExecutionConflictError, Expect, JobKey
 from punctual.store.dynamo import DynamoStore
 from punctual.store.memory import MemoryStore
 from punctual.targets.base import SlotContext, TargetResult
@@ -88,37 +86,6 @@ def job_schedules(jobs: int) -> dict[str, str]:
         for _ in range(round(jobs * share)):
             out[f"job-{len(out):07d}"] = expression
     return out
-
-
-class NoCopyStore(MemoryStore):
-    """MemoryStore without its defensive deep copies (the core never mutates what it reads).
-
-    The deep copies stand in for the DynamoDB store's item marshalling, which is measured
-    on its own; without them the figure is the core's own work.
-    """
-
-    def get_job(self, tenant: str, job_id: str, *_: Any, **__: Any) -> Job | None:
-        with self._lock:
-            return self._jobs.get((tenant, job_id))
-
-    def batch_get_jobs(self, keys: Iterable[JobKey], *_: Any, **__: Any) -> dict[JobKey, Job]:
-        with self._lock:
-            return {key: self._jobs[key] for key in set(keys) if key in self._jobs}
-
-    def get_execution(self, tenant: str, job_id: str, slot: str, *_: Any, **__: Any) -> Execution | None:
-        with self._lock:
-            return self._executions.get((tenant, job_id, slot))
-
-    def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
-        with self._lock:
-            key = (execution.tenant, execution.job_id, execution.slot)
-            current = self._executions.get(key)
-            if expect is None:
-                if current is not None:
-                    raise ExecutionConflictError("execution already exists", current)
-            elif not expect.matches(current):
-                raise ExecutionConflictError("execution is not in the expected state", current)
-            self._executions[key] = execution
 
 
 def build(
@@ -477,15 +444,12 @@ def main() -> None:
     runs: dict[str, dict[str, float]] = {}
     counts: dict[str, Any] = {}
     messages: list[DispatchMessage] = []
-    stores: tuple[tuple[str, type[MemoryStore]], ...] = (
-        ("memory store", MemoryStore),
-        ("no-copy store", NoCopyStore),
-    )
-    for name, store_class in stores:
+    stores: tuple[tuple[str, bool], ...] = (("memory store", True), ("no-copy store", False))
+    for name, copy_items in stores:
         # Each run starts without the previous run's state alive (its store, messages):
         # otherwise every full garbage collection in the second run walks the first's.
         messages = []
-        phases, messages = simulate(args.jobs, args.minutes, layout, store_class())
+        phases, messages = simulate(args.jobs, args.minutes, layout, MemoryStore(copy_items=copy_items))
         n = max(phases.triggers, 1)
         runs[name] = {
             "dispatch": phases.dispatch_ns / n / 1000,
@@ -556,7 +520,7 @@ def main() -> None:
     )
 
     benchlib.heading(f"cProfile, no-copy store: {args.profile_jobs:,} jobs, 3 minutes (profiling inflates)")
-    top = profile(args.profile_jobs, 3, layout, NoCopyStore())
+    top = profile(args.profile_jobs, 3, layout, MemoryStore(copy_items=False))
     views = (("own", "function (own time)"), ("cumulative (punctual)", "punctual function (cumulative)"))
     for by, title in views:
         print(

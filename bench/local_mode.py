@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import tempfile
 import time
@@ -38,7 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import benchlib
-import localrig
+
+from local import harness
+from local.harness import LocalMode
+
+TENANT = "bench"
+PAYLOAD = {"job": "<job_id>", "slot": "<slot>", "attempt": "<attempt>", "scheduled_at": "<scheduled_at>"}
 
 SLOT_MARGIN_S = 8.0  # between the end of registration and the burst's slot
 REGISTER_THREADS = 8
@@ -62,13 +68,62 @@ def _parse(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def deployment(local: localrig.Local) -> dict[str, Any]:
+def register(local: LocalMode, specs: list[dict[str, Any]], threads: int = 4) -> tuple[list[str], float]:
+    """Register jobs through the API (``threads`` clients at once); their ids and the seconds it took."""
+
+    def one(spec: dict[str, Any]) -> str:
+        for attempt in range(5):
+            status, body = local.api("POST", "/v1/jobs", spec)
+            if status in (200, 201):
+                return str(body["id"])
+            if status not in (429, 500, 502, 503):
+                raise RuntimeError(f"registration refused ({status}): {body}")
+            time.sleep(0.2 * (attempt + 1))
+        raise RuntimeError(f"registration kept failing ({status}): {body}")
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        ids = list(pool.map(one, specs))
+    return ids, time.perf_counter() - began
+
+
+def rss_mb(pid: int) -> float | None:
+    """Resident memory of one process, from /proc."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU a process has used so far, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def memory_by_process(local: LocalMode) -> dict[str, float | None]:
+    """Each local-mode process's resident memory (MB)."""
+    return {name: rss_mb(pid) for name, pid in local.pids().items()}
+
+
+def cpu_by_process(local: LocalMode) -> dict[str, float | None]:
+    """Each local-mode process's CPU seconds so far."""
+    return {name: cpu_seconds(pid) for name, pid in local.pids().items()}
+
+
+def deployment(local: LocalMode) -> dict[str, Any]:
     import json
 
     return dict(json.loads((local.state / "run" / "deployment.json").read_text()))
 
 
-def aws_clients(local: localrig.Local) -> tuple[Any, Any]:
+def aws_clients(local: LocalMode) -> tuple[Any, Any]:
     import boto3
 
     session = boto3.session.Session(
@@ -80,7 +135,7 @@ def aws_clients(local: localrig.Local) -> tuple[Any, Any]:
     )
 
 
-def claim_delays(local: localrig.Local, ids: list[str], slot: datetime | None = None) -> list[float]:
+def claim_delays(local: LocalMode, ids: list[str], slot: datetime | None = None) -> list[float]:
     """slot -> started_at of each job's newest execution, read through the store (8 at a time)."""
     from punctual.store.dynamo import DynamoStore
 
@@ -88,7 +143,7 @@ def claim_delays(local: localrig.Local, ids: list[str], slot: datetime | None = 
     store = DynamoStore(ddb, deployment(local)["table_name"])
 
     def one(job_id: str) -> list[float]:
-        page = store.list_executions(localrig.TENANT, job_id, limit=200)
+        page = store.list_executions(TENANT, job_id, limit=200)
         out = []
         for execution in page.items:
             if execution.started_at is None:
@@ -108,7 +163,7 @@ def seconds(values: list[float]) -> dict[str, float | None]:
 # --------------------------------------------------------------------------- the bare loop
 
 
-def bare_loop(local: localrig.Local, n: int) -> float:
+def bare_loop(local: LocalMode, n: int) -> float:
     """Seconds the minimum AWS calls for ``n`` triggers take against this moto server.
 
     Setup (not timed): ``n`` job items and ``n`` timers of the real shapes in scratch
@@ -134,7 +189,7 @@ def bare_loop(local: localrig.Local, n: int) -> float:
         {
             "schedule": "rate(1 minute)",
             "target": {"type": "http", "url": "https://example.com/h"},
-            "payload": localrig.PAYLOAD,
+            "payload": PAYLOAD,
         }
     )
     job, _ = service.register("bare", spec, job_id="bare-job")
@@ -249,7 +304,7 @@ def bare_loop(local: localrig.Local, n: int) -> float:
 
 
 def burst(
-    local: localrig.Local, n: int, rate_hint: float, with_bare: bool, schedule: str = BURST_SCHEDULE
+    local: LocalMode, n: int, rate_hint: float, with_bare: bool, schedule: str = BURST_SCHEDULE
 ) -> dict[str, Any]:
     hook = f"burst-{n}"
     since = len(local.records())
@@ -264,12 +319,12 @@ def burst(
                 else {"schedule": schedule, "start_at": slot.isoformat()}
             ),
             "target": {"type": "http", "url": local.hook(hook)},
-            "payload": localrig.PAYLOAD,
+            "payload": PAYLOAD,
             "timeout_seconds": 30,
         }
         for _ in range(n)
     ]
-    ids, registered_s = local.register(specs, threads=REGISTER_THREADS)
+    ids, registered_s = register(local, specs, threads=REGISTER_THREADS)
     late = (datetime.now(UTC) - slot).total_seconds()
     if late > 0:
         print(f"  registration of {n} ended {late:.1f} s after the slot: those slots start late")
@@ -278,9 +333,7 @@ def burst(
         records = [r for r in local.records(since) if r.get("name") == hook]
         return records if len({r["job"] for r in records}) >= n else []
 
-    records = local.wait_for(
-        arrived, timeout_s=max(120.0, n * 0.2), what=f"{n} burst receipts", interval_s=1.0
-    )
+    records = local.wait(arrived, timeout_s=max(120.0, n * 0.2), what=f"{n} burst receipts", interval_s=1.0)
     first = {}
     for r in sorted(records, key=lambda r: r["arrived"]):
         first.setdefault(r["job"], r)
@@ -316,7 +369,7 @@ class RateLoad:
 
     hook = "sustained"
 
-    def __init__(self, local: localrig.Local) -> None:
+    def __init__(self, local: LocalMode) -> None:
         self.local = local
         self.ids: list[str] = []
         self.since = len(local.records())
@@ -329,10 +382,10 @@ class RateLoad:
                 "schedule": "rate(1 second)",
                 "start_at": start.isoformat(),
                 "target": {"type": "http", "url": self.local.hook(self.hook)},
-                "payload": localrig.PAYLOAD,
+                "payload": PAYLOAD,
                 "timeout_seconds": 30,
             }
-            ids, _ = self.local.register([spec] * (per_s - len(self.ids)), threads=REGISTER_THREADS)
+            ids, _ = register(self.local, [spec] * (per_s - len(self.ids)), threads=REGISTER_THREADS)
             self.ids.extend(ids)
         else:
             self.stop(keep=per_s)
@@ -382,7 +435,7 @@ class RateLoad:
         return self.window(per_s, begin, end)
 
 
-def _quiet(local: localrig.Local, hook: str, still_s: float = 3.0, timeout_s: float = 90.0) -> None:
+def _quiet(local: LocalMode, hook: str, still_s: float = 3.0, timeout_s: float = 90.0) -> None:
     """Wait until the receiver has had no request for ``hook`` for ``still_s``."""
     deadline = time.monotonic() + timeout_s
     count, since = -1, time.monotonic()
@@ -400,7 +453,7 @@ def _sleep_until(instant: datetime) -> None:
         time.sleep(min(left, 1.0))
 
 
-def sustained(local: localrig.Local, guess_per_s: int, window_s: float, probes: int) -> dict[str, Any]:
+def sustained(local: LocalMode, guess_per_s: int, window_s: float, probes: int) -> dict[str, Any]:
     """Search the highest rate that keeps up (short probes), then hold it for ``window_s``.
 
     A window keeps up when at least 98 % of its slots ran and the p99 fire delay of its last
@@ -438,9 +491,9 @@ def sustained(local: localrig.Local, guess_per_s: int, window_s: float, probes: 
             break
         rate = following
     chosen = max(3, int(0.9 * passed) if passed else int(0.8 * rate))
-    cpu_before = local.cpu()
+    cpu_before = cpu_by_process(local)
     result = load.run(chosen, window_s, PROBE_WARMUP_S)
-    cpu_after = local.cpu()
+    cpu_after = cpu_by_process(local)
     load.stop()
     _quiet(local, RateLoad.hook)  # the bare loop must not share moto with a backlog
     executed = result["executed"]
@@ -481,8 +534,8 @@ def mixed_schedules(now: datetime) -> list[tuple[float, str]]:
     ]
 
 
-def many_jobs(local: localrig.Local, jobs: int, observe_s: float) -> dict[str, Any]:
-    idle_memory = local.memory()
+def many_jobs(local: LocalMode, jobs: int, observe_s: float) -> dict[str, Any]:
+    idle_memory = memory_by_process(local)
     hook = "many"
     since = len(local.records())
     specs = []
@@ -495,15 +548,15 @@ def many_jobs(local: localrig.Local, jobs: int, observe_s: float) -> dict[str, A
                     "schedule": expression,
                     "timezone": "UTC",
                     "target": {"type": "http", "url": local.hook(hook)},
-                    "payload": localrig.PAYLOAD,
+                    "payload": PAYLOAD,
                     "timeout_seconds": 30,
                 }
             )
-    ids, registered_s = local.register(specs, threads=REGISTER_THREADS)
+    ids, registered_s = register(local, specs, threads=REGISTER_THREADS)
     registered_at = datetime.now(UTC)
-    registered_memory = local.memory()
+    registered_memory = memory_by_process(local)
     time.sleep(observe_s)
-    running_memory = local.memory()
+    running_memory = memory_by_process(local)
     records = [r for r in local.records(since) if r.get("name") == hook and r.get("attempt") == 1]
     delays = []
     for r in records:
@@ -554,11 +607,11 @@ def main() -> None:
         "sizes_requested": sizes,
     }
     began = time.perf_counter()
-    flags = ("--workers", str(args.workers), "--api-processes", str(args.api_processes))
+    flags = ("--no-demo", "--workers", str(args.workers), "--api-processes", str(args.api_processes))
 
     with tempfile.TemporaryDirectory(prefix="punctual-bench-") as tmp:
         benchlib.heading("1. Burst fire delay (local mode, real processes)")
-        with localrig.running(Path(tmp) / "bursts", *flags) as local:
+        with harness.running(Path(tmp) / "bursts", *flags, tenant=TENANT) as local:
             rate_hint = 60.0
             rows = []
             for n in sizes:
@@ -615,7 +668,7 @@ def main() -> None:
             print(f"  CPU seconds by process over the window: {cpu}")
 
         benchlib.heading(f"5. {args.jobs:,} registered jobs of mixed schedules (a fresh local mode)")
-        with localrig.running(Path(tmp) / "many", *flags) as local:
+        with harness.running(Path(tmp) / "many", *flags, tenant=TENANT) as local:
             m = many_jobs(local, args.jobs, args.observe_s)
             results["many_jobs"] = m
             print(

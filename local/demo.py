@@ -22,12 +22,9 @@ request's arrival minus the slot's instant.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -39,7 +36,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from local.config import LocalConfig, LocalModeError, http_ok
+from local.config import LocalConfig, LocalModeError
+from local.harness import answering, request
 from local.logs import LogSink
 from local.supervisor import Supervisor, default_components
 
@@ -54,30 +52,6 @@ PAYLOAD = {
     "attempt": "<attempt>",
     "scheduled_at": "<scheduled_at>",
 }
-
-
-# --------------------------------------------------------------------------- HTTP
-
-
-def call(
-    base: str, method: str, path: str, body: Any = None, tenant: str = DEMO_TENANT, timeout_s: float = 30.0
-) -> tuple[int, Any]:
-    """One JSON request to the local API (or receiver); returns (status, parsed body or None)."""
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, method=method)
-    request.add_header("X-Punctual-Tenant", tenant)
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as reply:
-            raw = reply.read()
-            return int(reply.status), json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        try:
-            return exc.code, json.loads(raw) if raw else None
-        except ValueError:
-            return exc.code, None
 
 
 # --------------------------------------------------------------------------- jobs
@@ -193,9 +167,7 @@ class Demo:
         ids: dict[str, str] = {}
         for job in demo_jobs(now):
             job.generation = generation
-            status, body = call(
-                self.config.api_url, "POST", "/v1/jobs", job.spec(self.config.receiver_url, ids)
-            )
+            status, body = self._api("POST", "/v1/jobs", job.spec(self.config.receiver_url, ids))
             if status != 201 or not isinstance(body, dict):
                 raise LocalModeError(f"registering the demo job {job.key!r} failed: HTTP {status} {body}")
             job.job_id = str(body["id"])
@@ -211,6 +183,9 @@ class Demo:
         for job in self.jobs:
             job.ended = job.ended or now
         self.register()
+
+    def _api(self, method: str, path: str, body: Any = None, timeout_s: float = 30.0) -> tuple[int, Any]:
+        return request(self.config.api_url + path, method, body, tenant=DEMO_TENANT, timeout_s=timeout_s)
 
     def current(self) -> list[DemoJob]:
         return [job for job in self.jobs if job.ended is None]
@@ -238,10 +213,10 @@ class Demo:
         seen = self._all_records
         cursor = next((i for i, r in enumerate(seen) if r.get("status") is None), len(seen))
         try:
-            status, body = call(self.config.receiver_url, "GET", f"/records?since={cursor}", timeout_s=5)
+            status, body = request(f"{self.config.receiver_url}/records?since={cursor}", timeout_s=5)
             fresh = body.get("records", []) if status == 200 and isinstance(body, dict) else None
             if fresh and fresh[0].get("seq") != cursor + 1:  # the receiver restarted: read it all
-                status, body = call(self.config.receiver_url, "GET", "/records", timeout_s=5)
+                status, body = request(f"{self.config.receiver_url}/records", timeout_s=5)
                 ok = status == 200 and isinstance(body, dict)
                 fresh, cursor = (body.get("records", []) if ok else None), 0
         except OSError:
@@ -257,13 +232,11 @@ class Demo:
     def _refresh_jobs(self) -> None:
         for job in self.current():
             try:
-                status, body = call(self.config.api_url, "GET", f"/v1/jobs/{job.job_id}", timeout_s=5)
+                status, body = self._api("GET", f"/v1/jobs/{job.job_id}", timeout_s=5)
                 if status == 200 and isinstance(body, dict):
                     job.next_fire = body.get("next_fire_at")
                     job.state = str(body.get("state", ""))
-                status, body = call(
-                    self.config.api_url, "GET", f"/v1/jobs/{job.job_id}/executions?limit=1", timeout_s=5
-                )
+                status, body = self._api("GET", f"/v1/jobs/{job.job_id}/executions?limit=1", timeout_s=5)
                 if status == 200 and isinstance(body, dict) and body.get("items"):
                     job.last_status = str(body["items"][0].get("status", ""))
             except OSError:
@@ -418,9 +391,7 @@ def _wait_ready(supervisor: Supervisor, config: LocalConfig, stop_requested: Cal
             return False
         supervisor.check()
         supervisor.pump(0.2)
-        if http_ok(config.api_url + "/v1/openapi.json", 1.0) and http_ok(
-            config.receiver_url + "/health", 1.0
-        ):
+        if answering(config.api_url, config.receiver_url, timeout_s=1.0):
             return True
     raise LocalModeError(f"local mode was not ready after {READY_TIMEOUT_S:.0f}s (see the log above)")
 

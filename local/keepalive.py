@@ -30,7 +30,7 @@ _SKIPPED_HEADERS = frozenset({"content-length", "connection", "transfer-encoding
 def _handler_class() -> type:
     from moto.moto_server.werkzeug_app import MotoRequestHandler
 
-    class KeepAliveHandler(MotoRequestHandler):  # type: ignore[misc,valid-type]
+    class KeepAliveHandler(MotoRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def setup(self) -> None:

@@ -517,12 +517,14 @@ def _event_source_mappings(queue: Any, message: Any) -> None:
         from moto.awslambda.utils import get_backend
 
         result = get_backend(queue.account_id, queue.region).send_sqs_batch(arn, messages, queue.queue_arn)
+        # receive_message gave each message a receipt handle (moto types it optional: unreceived)
+        handles = [m.receipt_handle for m in messages if m.receipt_handle is not None]
         if result:
-            for m in messages:
-                backend.delete_message(queue.name, m.receipt_handle)
+            for handle in handles:
+                backend.delete_message(queue.name, handle)
         else:
-            for m in messages:
-                backend.change_message_visibility(queue.name, m.receipt_handle, visibility_timeout=0)
+            for handle in handles:
+                backend.change_message_visibility(queue.name, handle, visibility_timeout=0)
 
 
 _WIRE_SCALARS = {"S": str, "N": str, "BOOL": bool, "NULL": bool}

@@ -39,5 +39,8 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     response = process_partial_response(event, record_handler, processor, context)
-    worker().return_blocked_records(event, {item["itemIdentifier"] for item in response["batchItemFailures"]})
+    # An SQS batch's item identifiers are its message ids (Powertools types them for Kafka too).
+    worker().return_blocked_records(
+        event, {str(item["itemIdentifier"]) for item in response["batchItemFailures"]}
+    )
     return dict(response)

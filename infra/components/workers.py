@@ -47,6 +47,7 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants as c
@@ -235,7 +236,7 @@ class Workers(Construct):
         environment: dict[str, str],
         storage: Storage,
         queues: Queues,
-        consumes: list,
+        consumes: list[sqs.Queue],
     ) -> tuple[ecs.FargateTaskDefinition, logs.LogGroup, ecs.ContainerDefinition]:
         """A worker task (image from the ECS Dockerfile), its role's grants and its log group."""
         arm = self._config.ecs_architecture == "ARM64"
@@ -286,7 +287,9 @@ class Workers(Construct):
             )
         return task_definition, log_group, container
 
-    def _grant_worker(self, role: iam.IRole, storage: Storage, queues: Queues, *, consumes: list) -> None:
+    def _grant_worker(
+        self, role: iam.IRole, storage: Storage, queues: Queues, *, consumes: list[sqs.Queue]
+    ) -> None:
         """The same rights for both lanes: table, own queues, sending, secrets, roles for targets.
 
         No target permission: AWS targets are called as the deployment's target role (assumed,

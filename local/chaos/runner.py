@@ -1,7 +1,7 @@
 """One chaos run, start to verdict.
 
-1. Start ``punctual-local up --no-demo`` with the e2e harness's helpers (free loopback
-   ports, its own process group, a private state directory), deploying the synthesised
+1. Start ``punctual-local up --no-demo`` with :mod:`local.harness` (free loopback ports,
+   its own process group, a private state directory), deploying the synthesised
    template with one change: the short queue's visibility timeout is ``visibility_s``
    (45 s) instead of the template's 960 s. The Lambda worker's lease is its message; a
    message a killed worker received but had not yet recorded as in flight comes back only
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 import threading
 import time
 from collections import Counter
@@ -33,17 +32,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from local import harness
 from local.chaos.faults.driver import FaultDriver, FaultOptions, ReceiverFollower, plan_faults
 from local.chaos.faults.procs import ChaosProcess, procs_argv
 from local.chaos.ledger import LedgerWriter, load, read_jsonl
 from local.chaos.verdict import MAX_P99_DELAY_S, Bounds, RunData, Verdict, judge, judge_dir
 from local.chaos.workload import Scale, Workload, plan_jobs, plan_mutations
-from local.config import DEFAULT_STATE_DIR, REPO_ROOT
+from local.config import DEFAULT_STATE_DIR
 
-HARNESS_DIR = REPO_ROOT / "tests" / "e2e"
 TENANT = "chaos"
 CHAOS_VISIBILITY_S = 45
 LEASE_S = 10  # local mode's default PUNCTUAL_LEASE_S
@@ -64,16 +62,6 @@ class ChaosConfig:
         if self.settle_max_s is not None:
             return self.settle_max_s
         return 150.0 if self.seconds <= 150 else 240.0
-
-
-def load_harness() -> ModuleType:
-    """The e2e harness (tests/e2e/local_harness.py): how local mode is started and stopped."""
-    if str(HARNESS_DIR) not in sys.path:
-        sys.path.insert(0, str(HARNESS_DIR))
-    import local_harness
-
-    module: ModuleType = local_harness
-    return module
 
 
 def chaos_template(run_dir: Path, visibility_s: int) -> Path:
@@ -107,16 +95,12 @@ class ChaosRun:
         self.fault_logs.mkdir(exist_ok=True)
         self.ledger = LedgerWriter(self.run_dir / "ledger.jsonl")
         self.fault_log = LedgerWriter(self.run_dir / "faults.jsonl")
-        self.harness = load_harness()
         self.processes: dict[str, ChaosProcess] = {}
 
     # ------------------------------------------------------------------ plumbing
 
     def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        status, reply = self.harness.http(
-            self.local.api_url + path, method, body, {"X-Punctual-Tenant": TENANT}
-        )
-        return int(status), reply
+        return self.local.api(method, path, body)
 
     def clients(self) -> tuple[Any, Any]:
         import boto3
@@ -148,7 +132,7 @@ class ChaosRun:
         return ChaosProcess(
             name,
             procs_argv(component, name, options),
-            self.harness.child_env(),
+            harness.child_env(),
             self.run_dir / f"{name}.log",
         )
 
@@ -159,10 +143,10 @@ class ChaosRun:
         rng = random.Random(config.seed)
         template = chaos_template(self.run_dir, config.visibility_s)
         self.echo(f"chaos: seed {config.seed}, {config.seconds:.0f}s of faults, state in {self.run_dir}")
-        self.local = self.harness.start_local_mode(self.local_state, "--no-demo", "--template", str(template))
+        self.local = harness.start(self.local_state, "--no-demo", "--template", str(template), tenant=TENANT)
         follower = ReceiverFollower(self.local.receiver_url)
         try:
-            self.harness.wait_ready(self.local, demo=False)
+            self.local.wait_ready()
             from local.resources import Deployment
 
             deployment = Deployment.read(self.local_state / "run" / "deployment.json")
@@ -236,7 +220,7 @@ class ChaosRun:
             follower.stop()
             for process in self.processes.values():
                 process.stop(timeout_s=10)
-            self.harness.stop_group(self.local.process)
+            self.local.stop()
         return judge_dir(self.run_dir)
 
     # ------------------------------------------------------------------ settle and collect

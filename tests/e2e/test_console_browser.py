@@ -10,7 +10,9 @@ from urllib.parse import quote
 
 import pytest
 from browser import BrowserError, Chromium, chromium_binary
-from local_harness import LocalMode, start_local_mode, stop_group, wait_ready
+
+from local import harness
+from local.harness import LocalMode
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -49,12 +51,8 @@ def running(local_mode: LocalMode, tmp_path_factory: pytest.TempPathFactory) -> 
     if local_mode.process.poll() is None:
         yield local_mode
         return
-    own = start_local_mode(tmp_path_factory.mktemp("console-local-mode"))
-    try:
-        wait_ready(own)
+    with harness.running(tmp_path_factory.mktemp("console-local-mode"), tenant=TENANT) as own:
         yield own
-    finally:
-        stop_group(own.process)
 
 
 def register(local: LocalMode, key: str, hook: str, **extra: Any) -> str:

@@ -22,7 +22,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from local_harness import LocalMode, alive
+
+from local.harness import LocalMode, alive
 
 pytestmark = pytest.mark.e2e
 

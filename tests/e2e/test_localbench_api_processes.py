@@ -6,17 +6,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from local_harness import alive, start_local_mode, stop_group, wait_ready
+from local import harness
 
 
 def test_two_api_processes_share_the_port_and_serve_registrations(tmp_path: Path) -> None:
-    local = start_local_mode(tmp_path, "--no-demo", "--api-processes", "2", "--workers", "1")
-    try:
-        wait_ready(local, demo=False)
-
+    with harness.running(
+        tmp_path, "--no-demo", "--api-processes", "2", "--workers", "1", tenant="e2e"
+    ) as local:
         # Given both API processes up
         def both() -> list[int] | None:
-            pids = [p for p in (local.pid("api"), local.pid("api-2")) if p and alive(p)]
+            pids = [p for p in (local.pid("api"), local.pid("api-2")) if p]
             return pids if len(pids) == 2 else None
 
         pids = local.wait(both, timeout_s=120, what="both API processes alive")
@@ -45,5 +44,3 @@ def test_two_api_processes_share_the_port_and_serve_registrations(tmp_path: Path
             timeout_s=180,
             what="a webhook from each registered job",
         )
-    finally:
-        stop_group(local.process)

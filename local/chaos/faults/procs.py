@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from local.component import SUPERVISED_ENV
+from local.harness import stop_group
 
 COMPONENTS = ("poller", "worker", "ecs-worker")
 RESTART_AFTER_S = 1.0
@@ -180,16 +181,8 @@ class ChaosProcess:
         with self._lock:
             self.stopped = True
             process = self.process
-        if process is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=timeout_s)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=10)
+        if process is not None:
+            stop_group(process, timeout_s)
 
 
 def procs_argv(component: str, name: str, options: dict[str, Any]) -> list[str]:

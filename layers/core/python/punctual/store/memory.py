@@ -11,6 +11,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import (
@@ -29,6 +30,8 @@ from punctual.store.base import (
 )
 from punctual.timers import Lane, Timer, minute_key, sort_key
 
+Item = TypeVar("Item", Job, Execution)
+
 
 def tag_matches(job: Job, tag: str | None) -> bool:
     """``key`` matches any value of that tag; ``key=value`` matches exactly."""
@@ -41,7 +44,19 @@ def tag_matches(job: Job, tag: str | None) -> bool:
 
 
 class MemoryStore(JobStore):
-    def __init__(self) -> None:
+    """The JobStore in dictionaries, behind one lock.
+
+    Parameters
+    ----------
+    copy_items
+        Keep and hand out deep copies of jobs and executions, as the DynamoDB store's
+        marshalling does, so that a caller's change to an item it holds never reaches the
+        store (the default). The CPU benchmark turns it off to measure the core's own work:
+        the core never mutates an item it holds.
+    """
+
+    def __init__(self, *, copy_items: bool = True) -> None:
+        self._copy_items = copy_items
         self._lock = threading.RLock()
         self._jobs: dict[JobKey, Job] = {}
         self._job_counts: dict[str, int] = {}  # per tenant: the limit check is not a scan
@@ -57,6 +72,9 @@ class MemoryStore(JobStore):
         self._dependents: dict[JobKey, set[str]] = defaultdict(set)
         self.timer_writes = 0  # counted for tests and benchmarks
 
+    def _copy(self, item: Item) -> Item:
+        return item.model_copy(deep=True) if self._copy_items else item
+
     # ---------------------------------------------------------------- jobs
 
     def create_job(
@@ -69,7 +87,7 @@ class MemoryStore(JobStore):
             if self._job_counts.get(job.tenant, 0) >= max_jobs:
                 raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have", max_jobs)
             self._add_rate(job.tenant, job.trigger_rate, max_trigger_rate)
-            self._jobs[key] = job.model_copy(deep=True)
+            self._jobs[key] = self._copy(job)
             self._job_counts[job.tenant] = self._job_counts.get(job.tenant, 0) + 1
             if timer is not None:
                 self._put_timer(timer)
@@ -77,11 +95,11 @@ class MemoryStore(JobStore):
     def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
         with self._lock:
             job = self._jobs.get((tenant, job_id))
-            return job.model_copy(deep=True) if job else None
+            return self._copy(job) if job else None
 
     def batch_get_jobs(self, keys: Iterable[JobKey], consistent: bool = True) -> dict[JobKey, Job]:
         with self._lock:
-            return {key: self._jobs[key].model_copy(deep=True) for key in set(keys) if key in self._jobs}
+            return {key: self._copy(self._jobs[key]) for key in set(keys) if key in self._jobs}
 
     def list_jobs(
         self,
@@ -100,7 +118,7 @@ class MemoryStore(JobStore):
                 job = self._jobs[(tenant, job_id)]
                 last = job_id
                 if (state is None or job.state == state) and tag_matches(job, tag):
-                    items.append(job.model_copy(deep=True))
+                    items.append(self._copy(job))
                 if len(items) == limit:
                     break
             more = last is not None and bisect.bisect_right(ids, last) < len(ids)
@@ -144,7 +162,7 @@ class MemoryStore(JobStore):
                 self._add_rate(job.tenant, job.trigger_rate - previous_trigger_rate, max_trigger_rate)
             # ``dependents`` and ``skipped_slots`` are kept by the store, not by the writer.
             kept = {"dependents": current.dependents, "skipped_slots": current.skipped_slots}
-            self._jobs[(job.tenant, job.id)] = job.model_copy(deep=True, update=kept)
+            self._jobs[(job.tenant, job.id)] = job.model_copy(deep=self._copy_items, update=kept)
             for timer in timers:
                 self._put_timer(timer)
 
@@ -272,26 +290,22 @@ class MemoryStore(JobStore):
             current = self._executions.get(key)
             if expect is None:
                 if current is not None:
-                    raise ExecutionConflictError("execution already exists", current.model_copy(deep=True))
+                    raise ExecutionConflictError("execution already exists", self._copy(current))
             elif not expect.matches(current):
                 raise ExecutionConflictError(
                     "execution is not in the expected state",
-                    current.model_copy(deep=True) if current else None,
+                    self._copy(current) if current else None,
                 )
-            self._executions[key] = execution.model_copy(deep=True)
+            self._executions[key] = self._copy(execution)
 
     def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None:
         with self._lock:
             execution = self._executions.get((tenant, job_id, slot))
-            return execution.model_copy(deep=True) if execution else None
+            return self._copy(execution) if execution else None
 
     def batch_get_executions(self, keys: Iterable[ExecutionKey]) -> dict[ExecutionKey, Execution]:
         with self._lock:
-            return {
-                key: self._executions[key].model_copy(deep=True)
-                for key in set(keys)
-                if key in self._executions
-            }
+            return {key: self._copy(self._executions[key]) for key in set(keys) if key in self._executions}
 
     def list_executions(
         self,
@@ -314,7 +328,7 @@ class MemoryStore(JobStore):
                 execution = self._executions[(tenant, job_id, slot)]
                 last = slot
                 if status is None or execution.status == status:
-                    items.append(execution.model_copy(deep=True))
+                    items.append(self._copy(execution))
                 if len(items) == limit:
                     break
             more = last is not None and last != slots[-1]
