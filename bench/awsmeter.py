@@ -124,7 +124,7 @@ class Tally:
 
 
 def _kind_of_key(pk: str, sk: str = "") -> str:
-    """What an item is, from its key (the layout in punctual/store/dynamo.py)."""
+    """What an item is, from its key (the layout in punctual/store/dynamo/keys.py)."""
     if pk.startswith("job#"):
         if sk.startswith("exec#"):
             return "exec"

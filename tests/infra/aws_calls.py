@@ -12,6 +12,7 @@ method its modules call by name, plus their direct client calls.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,7 +23,7 @@ FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 # The adapter classes: module, class, the AWS service of its client, and how the code names
 # an instance where it calls a method (a call counts only on such a receiver).
 ADAPTERS: tuple[tuple[str, str, str, str], ...] = (
-    ("store/dynamo.py", "DynamoStore", "dynamodb", r"store"),
+    ("store/dynamo/*.py", "Dynamo*", "dynamodb", r"store"),  # one mixin per aggregate
     ("queues.py", "SqsQueues", "sqs", r"queues"),
     ("secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
     ("execution/ports.py", "SqsFailureSink", "sqs", r"failures"),
@@ -139,8 +140,16 @@ def adapter_methods(unreached: frozenset[str] = frozenset()) -> dict[str, tuple[
     """Public adapter method name → (receiver pattern, the IAM actions it and its helpers need)."""
     result: dict[str, tuple[str, set[str]]] = {}
     for module, class_name, service, receiver in ADAPTERS:
-        cls = next(n for n in _parse(module).body if isinstance(n, ast.ClassDef) and n.name == class_name)
-        methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+        # A module glob and a class-name pattern: an adapter's methods may sit in several mixins
+        # (self-calls then resolve across them, as the composed class does).
+        classes = [
+            node
+            for path in sorted(CORE.glob(module))
+            for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.ClassDef) and fnmatch.fnmatchcase(node.name, class_name)
+        ]
+        assert classes, (module, class_name)
+        methods = {f.name: f for cls in classes for f in cls.body if isinstance(f, ast.FunctionDef)}
 
         def closure(name: str, seen: set[str], methods: dict[str, ast.FunctionDef] = methods) -> set[str]:
             seen.add(name)

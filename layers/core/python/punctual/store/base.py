@@ -187,10 +187,8 @@ class Page(Generic[T]):
     unreadable: list[UnreadableJob] = field(default_factory=list)
 
 
-class JobStore(ABC):
-    """Everything Punctual persists. Instants are aware UTC datetimes."""
-
-    # ---------------------------------------------------------------- jobs
+class JobRepository(ABC):
+    """Jobs: the job, its tenant's listing and counters (job count, trigger rate, API requests)."""
 
     @abstractmethod
     def create_job(
@@ -284,7 +282,9 @@ class JobStore(ABC):
     def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
         """Count slots skipped by the catch-up or overlap policy (best effort, unconditional)."""
 
-    # ---------------------------------------------------------------- timers
+
+class TimerRepository(ABC):
+    """Timers, the shards' watermarks and the pollers' progress marks."""
 
     @abstractmethod
     def put_timers(self, timers: Sequence[Timer]) -> None:
@@ -322,7 +322,9 @@ class JobStore(ABC):
     def get_progress(self, minute: datetime) -> list[ProgressMark]:
         """Every progress mark written for ``minute`` (strongly consistent)."""
 
-    # ---------------------------------------------------------------- turns (overlap skip/queue)
+
+class ExecutionRepository(ABC):
+    """Execution records (a slot's attempts, conditionally written) and the per-job turn."""
 
     @abstractmethod
     def take_turn(
@@ -339,8 +341,6 @@ class JobStore(ABC):
     @abstractmethod
     def pass_turn(self, tenant: str, job_id: str, slot: str, now: datetime) -> str | None:
         """If ``slot`` holds the turn, hand it to the oldest waiting slot (returned) or free it."""
-
-    # ---------------------------------------------------------------- executions
 
     @abstractmethod
     def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
@@ -368,7 +368,9 @@ class JobStore(ABC):
     ) -> Page[Execution]:
         """A page of the job's history, newest slot first by default."""
 
-    # ---------------------------------------------------------------- dependencies
+
+class DependencyRepository(ABC):
+    """Dependencies: a child's parents' successes per slot, a parent's dependants."""
 
     @abstractmethod
     def record_parent_success(
@@ -391,3 +393,13 @@ class JobStore(ABC):
     @abstractmethod
     def claim_child_dispatch(self, tenant: str, child_id: str, slot: str) -> bool:
         """True exactly once per (child, slot): the caller that gets True dispatches it."""
+
+
+class JobStore(JobRepository, TimerRepository, ExecutionRepository, DependencyRepository):
+    """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
+
+    Each aggregate has its own port (:class:`JobRepository`, :class:`TimerRepository`,
+    :class:`ExecutionRepository`, :class:`DependencyRepository`) and its DynamoDB and in-memory
+    implementations (``store/dynamo/``, ``store/memory/``), run through one contract suite
+    (``tests/integration/test_store.py``).
+    """

@@ -1,0 +1,108 @@
+"""Dependencies in DynamoDB: a child's parents per slot, a parent's dependants."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.store.base import DependencyRepository
+from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.keys import (
+    _n,
+    _s,
+    job_pk,
+)
+
+
+class DynamoDependencies(DynamoBase, DependencyRepository):
+    """Dependencies in DynamoDB: a child's parents per slot, a parent's dependants."""
+
+    # ---------------------------------------------------------------- dependencies
+
+    def record_parent_success(
+        self, tenant: str, child_id: str, slot: str, parent_id: str, ttl_epoch_s: int
+    ) -> frozenset[str]:
+        reply = self.client.update_item(
+            TableName=self.table,
+            Key={"pk": _s(job_pk(tenant, child_id)), "sk": _s(f"dep#{slot}")},
+            UpdateExpression="ADD parents :p SET expires_at = :ttl",
+            ExpressionAttributeValues={":p": {"SS": [parent_id]}, ":ttl": _n(ttl_epoch_s)},
+            ReturnValues="ALL_NEW",
+        )
+        return frozenset(reply["Attributes"]["parents"]["SS"])
+
+    def claim_child_dispatch(self, tenant: str, child_id: str, slot: str) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(job_pk(tenant, child_id)), "sk": _s(f"dep#{slot}")},
+                UpdateExpression="SET dispatched = :t",
+                ConditionExpression="attribute_not_exists(dispatched)",
+                ExpressionAttributeValues={":t": {"BOOL": True}},
+            )
+            return True
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
+        for parent in parents:
+            key = {"pk": _s(job_pk(tenant, parent)), "sk": _s(f"child#{child_id}")}
+            # The link and the parent's count change together, and only if the link changes.
+            link: dict[str, Any] = (
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": key,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+                if present
+                else {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": key,
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                }
+            )
+            count = {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(job_pk(tenant, parent)), "sk": _s("job")},
+                    "UpdateExpression": "ADD dependents :d",
+                    "ConditionExpression": "attribute_exists(pk)",
+                    "ExpressionAttributeValues": {":d": _n(1 if present else -1)},
+                }
+            }
+            try:
+                self.client.transact_write_items(TransactItems=[link, count])
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                # The link was already as wanted, or the parent is gone: nothing to count.
+                reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                if (
+                    reasons
+                    and reasons[0] != "ConditionalCheckFailed"
+                    and reasons[1:2] != ["ConditionalCheckFailed"]
+                ):
+                    raise
+
+    def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
+        children: list[str] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :c)",
+            "ExpressionAttributeValues": {":pk": _s(job_pk(tenant, parent_id)), ":c": _s("child#")},
+        }
+        while True:
+            reply = self.client.query(**request)
+            children.extend(item["sk"]["S"].removeprefix("child#") for item in reply.get("Items", []))
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return sorted(children)
+            request["ExclusiveStartKey"] = last

@@ -1,0 +1,378 @@
+"""Jobs in DynamoDB: the job item, its tenant listing, the tenant counters (job count, trigger rate,
+API requests) and the skipped counter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pydantic import ValidationError
+
+from punctual.models import Job, JobState
+from punctual.store.base import (
+    JobExistsError,
+    JobKey,
+    JobRepository,
+    Page,
+    TenantLimitError,
+    TriggerRateLimitError,
+    UnreadableJob,
+    UnreadableJobError,
+    VersionConflictError,
+)
+from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.keys import (
+    _doc_of,
+    _first_errors,
+    _n,
+    _raw_tag_matches,
+    _s,
+    _unreadable,
+    job_pk,
+    tenant_pk,
+)
+from punctual.store.memory import tag_matches
+from punctual.timers import (
+    Timer,
+)
+
+
+class DynamoJobs(DynamoBase, JobRepository):
+    """Jobs in DynamoDB: the job item, its tenant listing, the tenant counters (job count, trigger rate,"""
+
+    # ---------------------------------------------------------------- jobs
+
+    @staticmethod
+    def _job_doc(job: Job) -> str:
+        return job.model_dump_json(exclude={"signing_secret_enc", "signing_secret_prev_enc"})
+
+    def _job_attrs(self, job: Job) -> dict[str, Any]:
+        attrs = {
+            "version": _n(job.version),
+            "state": _s(job.state.value),
+            "doc": _s(self._job_doc(job)),
+        }
+        if job.trigger_rate:
+            attrs["tpm"] = _n(job.trigger_rate)
+        if job.signing_secret_enc:
+            attrs["secret"] = _s(job.signing_secret_enc)
+        if job.signing_secret_prev_enc:
+            attrs["secret_prev"] = _s(job.signing_secret_prev_enc)
+        return attrs
+
+    def _job_from_item(self, item: dict[str, Any]) -> Job:
+        try:
+            data = json.loads(item["doc"]["S"])
+        except ValueError as exc:
+            raise UnreadableJobError(_unreadable(item, None, f"stored document is not JSON: {exc}")) from None
+        if not isinstance(data, dict):
+            raise UnreadableJobError(_unreadable(item, None, "stored document is not a JSON object"))
+        data["version"] = int(item["version"]["N"])
+        data["state"] = item["state"]["S"]
+        if "skipped" in item:
+            data["skipped_slots"] = int(item["skipped"]["N"])
+        if "dependents" in item:
+            data["dependents"] = int(item["dependents"]["N"])
+        if "tpm" in item:
+            data["trigger_rate"] = int(item["tpm"]["N"])
+        if "secret" in item:
+            data["signing_secret_enc"] = item["secret"]["S"]
+        if "secret_prev" in item:
+            data["signing_secret_prev_enc"] = item["secret_prev"]["S"]
+        try:
+            return Job.model_validate(data)
+        except ValidationError as exc:
+            raise UnreadableJobError(_unreadable(item, data, _first_errors(exc))) from None
+
+    def _meta_update(
+        self, tenant: str, jobs: int, max_jobs: int | None, rate: int, max_rate: int | None
+    ) -> dict[str, Any]:
+        """The tenant counter's update: ``jobs`` more jobs and ``rate`` more micro-triggers a minute."""
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"pk": _s(tenant_pk(tenant)), "sk": _s("#meta")},
+            "UpdateExpression": "ADD #tr :rate" + (", job_count :jobs" if jobs else ""),
+            "ExpressionAttributeNames": {"#tr": "trigger_rate"},
+            "ExpressionAttributeValues": {":rate": _n(rate)},
+        }
+        conditions: list[str] = []
+        if jobs:
+            update["ExpressionAttributeValues"][":jobs"] = _n(jobs)
+        if jobs > 0 and max_jobs is not None:
+            conditions.append("(attribute_not_exists(job_count) OR job_count < :max)")
+            update["ExpressionAttributeValues"][":max"] = _n(max_jobs)
+        if rate > 0 and max_rate is not None:
+            # The total after adding may not pass the quota: total <= max - rate.
+            conditions.append("(attribute_not_exists(#tr) OR #tr <= :room)")
+            update["ExpressionAttributeValues"][":room"] = _n(max_rate - rate)
+        if conditions:
+            update["ConditionExpression"] = " AND ".join(conditions)
+            update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"  # which quota it hit
+        return update
+
+    @staticmethod
+    def _quota_error(
+        old: dict[str, Any], max_jobs: int | None, rate: int, max_rate: int | None
+    ) -> TenantLimitError:
+        """Which quota a failed counter update hit, from the counter item as it was."""
+        count = int(old["job_count"]["N"]) if "job_count" in old else 0
+        if max_jobs is not None and count >= max_jobs:
+            return TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have", max_jobs)
+        current = int(old["trigger_rate"]["N"]) if "trigger_rate" in old else 0
+        return TriggerRateLimitError(max_rate or 0, current, rate)
+
+    def create_job(
+        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+    ) -> None:
+        if max_trigger_rate is not None and job.trigger_rate > max_trigger_rate:
+            raise TriggerRateLimitError(max_trigger_rate, None, job.trigger_rate)
+        if timer is not None:
+            self.check_layout()
+        attrs = self._job_attrs(job)
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {"pk": _s(job_pk(job.tenant, job.id)), "sk": _s("job"), **attrs},
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "pk": _s(tenant_pk(job.tenant)),
+                        "sk": _s(f"job#{job.id}"),
+                        "state": attrs["state"],
+                        "doc": attrs["doc"],
+                    },
+                }
+            },
+            {"Update": self._meta_update(job.tenant, 1, max_jobs, job.trigger_rate, max_trigger_rate)},
+        ]
+        if timer is not None:
+            items.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            if reasons and reasons[0] == "ConditionalCheckFailed":
+                raise JobExistsError(f"job {job.id!r} already exists") from None
+            if len(reasons) > 2 and reasons[2] == "ConditionalCheckFailed":
+                old = exc.response["CancellationReasons"][2].get("Item") or {}
+                raise self._quota_error(old, max_jobs, job.trigger_rate, max_trigger_rate) from None
+            raise
+
+    def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
+        reply = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
+            ConsistentRead=consistent,
+        )
+        item = reply.get("Item")
+        return self._job_from_item(item) if item else None
+
+    def batch_get_jobs(self, keys: Iterable[JobKey], consistent: bool = True) -> dict[JobKey, Job]:
+        unique = sorted(set(keys))
+        items = self._batch_get([{"pk": _s(job_pk(t, j)), "sk": _s("job")} for t, j in unique], consistent)
+        jobs = (self._job_from_item(item) for item in items)
+        return {(job.tenant, job.id): job for job in jobs}
+
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None = None,
+        state: JobState | None = None,
+        tag: str | None = None,
+    ) -> Page[Job]:
+        items: list[Job] = []
+        unreadable: list[UnreadableJob] = []
+        start_key: dict[str, Any] | None = (
+            {"pk": _s(tenant_pk(tenant)), "sk": _s(f"job#{cursor}")} if cursor else None
+        )
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :job)",
+                "ExpressionAttributeValues": {":pk": _s(tenant_pk(tenant)), ":job": _s("job#")},
+                "Limit": max(limit - len(items) - len(unreadable), 1)
+                if state is None and tag is None
+                else 100,
+                "ConsistentRead": True,
+            }
+            if start_key:
+                request["ExclusiveStartKey"] = start_key
+            reply = self.client.query(**request)
+            for item in reply.get("Items", []):
+                job_id = item["sk"]["S"].removeprefix("job#")
+                try:
+                    job = Job.model_validate_json(item["doc"]["S"])
+                except ValueError as exc:
+                    # One item an older, laxer model wrote must not fail the tenant's whole list.
+                    found = _unreadable(item, _doc_of(item), _first_errors(exc), tenant, job_id)
+                    if (state is None or found.state == state.value) and _raw_tag_matches(found.doc, tag):
+                        unreadable.append(found)
+                else:
+                    if (state is None or job.state == state) and tag_matches(job, tag):
+                        items.append(job)
+                if len(items) + len(unreadable) == limit:
+                    return Page(items, job_id, unreadable)
+            start_key = reply.get("LastEvaluatedKey")
+            if not start_key:
+                return Page(items, None, unreadable)
+
+    def replace_job(
+        self,
+        job: Job,
+        expected_version: int,
+        timers: Sequence[Timer] = (),
+        *,
+        previous_trigger_rate: int | None = None,
+        max_trigger_rate: int | None = None,
+    ) -> None:
+        delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
+        if delta > 0 and max_trigger_rate is not None and delta > max_trigger_rate:
+            raise TriggerRateLimitError(max_trigger_rate, None, delta)
+        if timers:
+            self.check_layout()
+        attrs = self._job_attrs(job)
+        names = {"#v": "version", "#st": "state", "#d": "doc"}
+        values = {
+            ":v": attrs["version"],
+            ":st": attrs["state"],
+            ":d": attrs["doc"],
+            ":exp": _n(expected_version),
+        }
+        update = "SET #v = :v, #st = :st, #d = :d"
+        if "tpm" in attrs:
+            update += ", tpm = :tpm"
+            values[":tpm"] = attrs["tpm"]
+        if "secret" in attrs:
+            update += ", secret = :sec"
+            values[":sec"] = attrs["secret"]
+        if "secret_prev" in attrs:
+            update += ", secret_prev = :prev"
+            values[":prev"] = attrs["secret_prev"]
+        else:
+            update += " REMOVE secret_prev"
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(job_pk(job.tenant, job.id)), "sk": _s("job")},
+                    "UpdateExpression": update,
+                    "ConditionExpression": "#v = :exp",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "pk": _s(tenant_pk(job.tenant)),
+                        "sk": _s(f"job#{job.id}"),
+                        "state": attrs["state"],
+                        "doc": attrs["doc"],
+                    },
+                }
+            },
+        ]
+        if delta:
+            items.append({"Update": self._meta_update(job.tenant, 0, None, delta, max_trigger_rate)})
+        items.extend({"Put": {"TableName": self.table, "Item": self._timer_item(t)}} for t in timers)
+        try:
+            self._versioned_transaction(items, job.id, expected_version)
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons", [])
+            if delta and len(reasons) > 2 and reasons[2].get("Code") == "ConditionalCheckFailed":
+                raise self._quota_error(reasons[2].get("Item") or {}, None, delta, max_trigger_rate) from None
+            raise
+
+    def delete_job(
+        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+    ) -> None:
+        condition = "attribute_exists(pk)"
+        values: dict[str, Any] = {}
+        if expected_version is not None:
+            condition += " AND version = :exp"
+            values[":exp"] = _n(expected_version)
+        delete: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
+            "ConditionExpression": condition,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if values:
+            delete["ExpressionAttributeValues"] = values
+        items = [
+            {"Delete": delete},
+            {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(tenant_pk(tenant)), "sk": _s(f"job#{job_id}")},
+                }
+            },
+            {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
+        ]
+        self._versioned_transaction(items, job_id, expected_version)
+
+    def tenant_trigger_rate(self, tenant: str) -> int:
+        item = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": _s(tenant_pk(tenant)), "sk": _s("#meta")},
+            ConsistentRead=True,
+        ).get("Item")
+        return int(item["trigger_rate"]["N"]) if item and "trigger_rate" in item else 0
+
+    def count_request(self, tenant: str, window: str, limit: int, ttl_epoch_s: int) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(f"reqs#{tenant}"), "sk": _s(window)},
+                UpdateExpression="ADD n :one SET expires_at = if_not_exists(expires_at, :ttl)",
+                ConditionExpression="attribute_not_exists(n) OR n < :limit",
+                ExpressionAttributeValues={":one": _n(1), ":limit": _n(limit), ":ttl": _n(ttl_epoch_s)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def _versioned_transaction(
+        self, items: list[dict[str, Any]], job_id: str, expected_version: int | None
+    ) -> None:
+        """Run a transaction whose first item is conditional on the job's version."""
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons", [])
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                old = reasons[0].get("Item") or {}
+                current = int(old["version"]["N"]) if "version" in old else None
+                raise VersionConflictError(
+                    f"job {job_id!r} is not at version {expected_version}", current
+                ) from None
+            raise
+
+    def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
+                UpdateExpression="ADD skipped :n",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":n": _n(count)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise

@@ -1,0 +1,331 @@
+"""Timers in DynamoDB: timer rows and packs, shard watermarks, the pollers' progress marks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.store.base import (
+    ProgressMark,
+    TimerRepository,
+)
+from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.keys import (
+    _BATCH_WRITE_MAX,
+    _KIND_CODE,
+    _KIND_OF_CODE,
+    _MAX_UNPROCESSED_ROUNDS,
+    _PACK_MAX,
+    _PACK_SPAN_MS,
+    WATERMARK_CHUNK,
+    _backoff,
+    _n,
+    _s,
+    _slot_of_second,
+)
+from punctual.timers import (
+    TTL_AFTER_DUE_S,
+    Lane,
+    Timer,
+    TimerKind,
+    bucket_pk,
+    due_bound,
+    minute_key,
+    parse_minute_key,
+    slot_instant,
+)
+
+
+class DynamoTimers(DynamoBase, TimerRepository):
+    """Timers in DynamoDB: timer rows and packs, shard watermarks, the pollers' progress marks."""
+
+    # ---------------------------------------------------------------- timers
+    #
+    # A timer is one row when it is written alone (registration, a retry, a lease). The
+    # poller writes the next timers of a whole release at once: those that share a bucket
+    # and a due window are packed into one item (``tm``: a compact JSON list), because a
+    # write costs one unit per started kilobyte and a row is ~180 bytes, a packed entry
+    # ~65. A pack's sort key is its window's first instant plus a digest of its entries,
+    # so rewriting the same set writes the same item, and a reader that finds one timer in
+    # two items (two pollers packed it differently) returns it once.
+
+    @staticmethod
+    def _timer_from_item(item: dict[str, Any]) -> Timer:
+        lane_name, _, shard = item["pk"]["S"].split("#")
+        return Timer(
+            lane=Lane(lane_name),
+            shard=int(shard),
+            due_ms=int(item["due_ms"]["N"]),
+            job_id=item["job_id"]["S"],
+            tenant=item["tenant"]["S"],
+            slot=item["slot"]["S"],
+            attempt=int(item["attempt"]["N"]),
+            kind=TimerKind(item["kind"]["S"]),
+            job_version=int(item["job_version"]["N"]),
+            owner=item["owner"]["S"] if "owner" in item else None,
+        )
+
+    @staticmethod
+    def _pack_item(pk: str, window_ms: int, timers: Sequence[Timer]) -> dict[str, Any]:
+        """One item holding several timers of one bucket, all due within one window."""
+        tenants: dict[str, int] = {}
+        entries: list[list[Any]] = []
+        for t in sorted(timers, key=lambda t: t.sk):
+            slot: str | int = t.slot
+            if "~" not in t.slot:
+                second = int(slot_instant(t.slot).timestamp())
+                if _slot_of_second(second) == t.slot:
+                    slot = second  # a plain slot key: its epoch second (10 bytes, not 22)
+            entry: list[Any] = [t.due_ms, t.job_id, tenants.setdefault(t.tenant, len(tenants)), slot]
+            entry += [t.attempt, _KIND_CODE[t.kind], t.job_version]
+            if t.owner:
+                entry.append(t.owner)
+            entries.append(entry)
+        body = json.dumps([list(tenants), entries], separators=(",", ":"))
+        digest = hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
+        return {
+            "pk": _s(pk),
+            "sk": _s(f"{due_bound(window_ms)}#~{digest}"),
+            "tm": _s(body),
+            "n": _n(len(entries)),
+            "expires_at": _n(max(t.expires_at for t in timers)),
+        }
+
+    @staticmethod
+    def _timers_from_pack(item: dict[str, Any]) -> list[Timer]:
+        lane_name, _, shard_text = item["pk"]["S"].split("#")
+        lane, shard = Lane(lane_name), int(shard_text)
+        tenants, entries = json.loads(item["tm"]["S"])
+        out: list[Timer] = []
+        for entry in entries:
+            due, job_id, tenant, slot, attempt, kind, version = entry[:7]
+            out.append(
+                Timer(
+                    lane=lane,
+                    shard=shard,
+                    due_ms=due,
+                    job_id=job_id,
+                    tenant=tenants[tenant],
+                    slot=_slot_of_second(slot) if isinstance(slot, int) else slot,
+                    attempt=attempt,
+                    kind=_KIND_OF_CODE[kind],
+                    job_version=version,
+                    owner=entry[7] if len(entry) > 7 else None,
+                )
+            )
+        return out
+
+    @staticmethod
+    def _pack_window(lane: Lane, due_ms: int) -> int:
+        span = _PACK_SPAN_MS[lane]
+        return due_ms - due_ms % span
+
+    def _timer_rows(self, timers: Sequence[Timer]) -> list[dict[str, Any]]:
+        """The items to write for ``timers``: a row for a lone timer, packs for the rest."""
+        groups: dict[tuple[str, int], dict[str, Timer]] = {}
+        for t in timers:
+            groups.setdefault((t.pk, self._pack_window(t.lane, t.due_ms)), {})[t.sk] = t
+        rows: list[dict[str, Any]] = []
+        for (pk, window), members in groups.items():
+            ordered = [members[sk] for sk in sorted(members)]
+            for start in range(0, len(ordered), _PACK_MAX):
+                part = ordered[start : start + _PACK_MAX]
+                single = len(part) == 1
+                rows.append(self._timer_item(part[0]) if single else self._pack_item(pk, window, part))
+        return rows
+
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        self.check_layout()
+        # BatchWriteItem cannot be conditional, and need not be: a timer is immutable and an
+        # item's key follows from its content, so rewriting it writes the same bytes.
+        rows = [{"PutRequest": {"Item": item}} for item in self._timer_rows(timers)]
+        for start in range(0, len(rows), _BATCH_WRITE_MAX):
+            request: dict[str, Any] = {self.table: rows[start : start + _BATCH_WRITE_MAX]}
+            for round_no in range(_MAX_UNPROCESSED_ROUNDS):
+                reply = self.client.batch_write_item(RequestItems=request)
+                request = reply.get("UnprocessedItems") or {}
+                if not request:
+                    break
+                _backoff(round_no)
+            else:
+                raise RuntimeError("BatchWriteItem left timers unprocessed after repeated retries")
+
+    def query_timers(
+        self,
+        lane: Lane,
+        minute: datetime,
+        shard: int,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+    ) -> list[Timer]:
+        """The timers of one bucket due in [from_ms, to_ms], in due order.
+
+        A read bounded below is a poll of the near lane, which the poller repeats over a
+        look-back window: it is eventually consistent (half the read cost; a row not yet
+        visible is found by a later poll, and the poller's last read is a full, strongly
+        consistent one). Every other read is strongly consistent.
+        """
+        self.check_layout()
+        values: dict[str, Any] = {":pk": _s(bucket_pk(lane, minute, shard))}
+        condition = "pk = :pk"
+        # A pack's sort key is its window's start: look one window further back.
+        low = None if from_ms is None else max(0, from_ms - _PACK_SPAN_MS[lane] + 1)
+        if low is not None and to_ms is not None:
+            condition += " AND sk BETWEEN :lo AND :hi"
+            values[":lo"] = _s(due_bound(low))
+            values[":hi"] = _s(due_bound(to_ms) + "$")  # '$' sorts after '#': includes due == to_ms
+        elif low is not None:
+            condition += " AND sk >= :lo"
+            values[":lo"] = _s(due_bound(low))
+        elif to_ms is not None:
+            condition += " AND sk <= :hi"
+            values[":hi"] = _s(due_bound(to_ms) + "$")
+        found: dict[str, Timer] = {}
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": from_ms is None,
+        }
+        lo, hi = from_ms if from_ms is not None else -1, to_ms if to_ms is not None else 1 << 62
+        while True:
+            reply = self.client.query(**request)
+            for item in reply.get("Items", []):
+                batch = self._timers_from_pack(item) if "tm" in item else [self._timer_from_item(item)]
+                for timer in batch:
+                    if lo <= timer.due_ms <= hi:
+                        found.setdefault(timer.sk, timer)
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return [found[sk] for sk in sorted(found)]
+            request["ExclusiveStartKey"] = last
+
+    def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
+        self.check_layout()
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": _s(bucket_pk(lane, minute, shard))},
+            "ProjectionExpression": "n",
+        }
+        total = 0
+        while True:
+            reply = self.client.query(**request)
+            total += sum(int(item["n"]["N"]) if "n" in item else 1 for item in reply.get("Items", []))
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return total
+            request["ExclusiveStartKey"] = last
+
+    @staticmethod
+    def _chunks(shards: Sequence[int]) -> dict[int, list[int]]:
+        chunks: dict[int, list[int]] = {}
+        for shard in shards:
+            chunks.setdefault(shard // WATERMARK_CHUNK, []).append(shard)
+        return chunks
+
+    def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
+        chunks = self._chunks(shards)
+        keys = [{"pk": _s(f"wm#{lane.value}#{chunk}"), "sk": _s("wm")} for chunk in chunks]
+        wanted = set(shards)
+        marks: dict[int, datetime] = {}
+        for item in self._batch_get(keys):
+            for shard_text, value in item.get("m", {}).get("M", {}).items():
+                if int(shard_text) in wanted:
+                    marks[int(shard_text)] = parse_minute_key(value["S"])
+        return marks
+
+    def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
+        target = minute_key(minute)
+        for chunk, members in self._chunks(shards).items():
+            self._advance_chunk(f"wm#{lane.value}#{chunk}", members, target)
+
+    def _advance_chunk(self, pk: str, shards: list[int], target: str) -> None:
+        key = {"pk": _s(pk), "sk": _s("wm")}
+        pending = list(shards)
+        for _ in range(_MAX_UNPROCESSED_ROUNDS):
+            if not pending:
+                return
+            names = {f"#s{i}": str(shard) for i, shard in enumerate(pending)}
+            sets = ", ".join(f"m.#s{i} = :m" for i in range(len(pending)))
+            checks = " AND ".join(
+                f"(attribute_not_exists(m.#s{i}) OR m.#s{i} < :m)" for i in range(len(pending))
+            )
+            try:
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression=f"SET {sets}",
+                    ConditionExpression=checks,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues={":m": _s(target)},
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                return
+            except ClientError as exc:
+                code = exc.response["Error"]["Code"]
+                if code == "ValidationException":
+                    # The map does not exist yet: create the item, then try again.
+                    self._create_watermark_item(key)
+                    continue
+                if code != "ConditionalCheckFailedException":
+                    raise
+                old = exc.response.get("Item", {}).get("m", {}).get("M", {})
+                # Never move a shard backward: keep only those still behind the target.
+                pending = [s for s in pending if str(s) not in old or old[str(s)]["S"] < target]
+        raise RuntimeError(f"could not advance watermark {pk}")
+
+    def _create_watermark_item(self, key: dict[str, Any]) -> None:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={**key, "m": {"M": {}}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+
+    # Progress marks: one small item per (minute, shard group), ``progress#<minute>`` /
+    # ``<group>/<group_count>``, holding ``through_ms``; a conditional update never moves it
+    # back. A poller reads its minute's marks once when it starts (one Query).
+
+    def put_progress(self, minute: datetime, group: int, group_count: int, through_ms: int) -> None:
+        expires = int(minute.timestamp()) + TTL_AFTER_DUE_S
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(f"progress#{minute_key(minute)}"), "sk": _s(f"{group}/{group_count}")},
+                UpdateExpression="SET through_ms = :t, expires_at = :e",
+                ConditionExpression="attribute_not_exists(through_ms) OR through_ms < :t",
+                ExpressionAttributeValues={":t": _n(through_ms), ":e": _n(expires)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise  # a mark already further on is not an error: it stays
+
+    def get_progress(self, minute: datetime) -> list[ProgressMark]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": _s(f"progress#{minute_key(minute)}")},
+            "ConsistentRead": True,
+        }
+        marks: list[ProgressMark] = []
+        while True:
+            reply = self.client.query(**request)
+            for item in reply.get("Items", []):
+                group, _, count = item["sk"]["S"].partition("/")
+                marks.append(ProgressMark(int(group), int(count), int(item["through_ms"]["N"])))
+            last = reply.get("LastEvaluatedKey")
+            if not last:
+                return marks
+            request["ExclusiveStartKey"] = last
+
+    # Turns: one item per skip/queue job, ``job#<tenant>#<job>`` / ``turn``: ``holder`` (a slot),
+    # ``since`` (ISO instant), ``waiting`` (a string set of slots). Conditional updates only.

@@ -1,0 +1,49 @@
+"""Dependencies in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from punctual.store.base import (
+    DependencyRepository,
+)
+from punctual.store.memory.base import MemoryBase
+
+
+class MemoryDependencies(MemoryBase, DependencyRepository):
+    """Dependencies in memory."""
+
+    # ---------------------------------------------------------------- dependencies
+
+    def record_parent_success(
+        self, tenant: str, child_id: str, slot: str, parent_id: str, ttl_epoch_s: int
+    ) -> frozenset[str]:
+        with self._lock:
+            parents = self._parents_ok[(tenant, child_id, slot)]
+            parents.add(parent_id)
+            return frozenset(parents)
+
+    def claim_child_dispatch(self, tenant: str, child_id: str, slot: str) -> bool:
+        with self._lock:
+            key = (tenant, child_id, slot)
+            if key in self._child_dispatched:
+                return False
+            self._child_dispatched.add(key)
+            return True
+
+    def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
+        with self._lock:
+            for parent in parents:
+                children = self._dependents[(tenant, parent)]
+                had = child_id in children
+                if present:
+                    children.add(child_id)
+                else:
+                    children.discard(child_id)
+                job = self._jobs.get((tenant, parent))
+                if job is not None and had != present:
+                    job.dependents += 1 if present else -1
+
+    def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
+        with self._lock:
+            return sorted(self._dependents.get((tenant, parent_id), set()))

@@ -1,0 +1,134 @@
+"""Jobs in memory."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+
+from punctual.models import Job, JobState
+from punctual.store.base import (
+    JobExistsError,
+    JobKey,
+    JobRepository,
+    Page,
+    TenantLimitError,
+    TriggerRateLimitError,
+    VersionConflictError,
+)
+from punctual.store.memory.base import MemoryBase, tag_matches
+from punctual.timers import Timer
+
+
+class MemoryJobs(MemoryBase, JobRepository):
+    """Jobs in memory."""
+
+    # ---------------------------------------------------------------- jobs
+
+    def create_job(
+        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+    ) -> None:
+        with self._lock:
+            key = (job.tenant, job.id)
+            if key in self._jobs:
+                raise JobExistsError(f"job {job.id!r} already exists")
+            if self._job_counts.get(job.tenant, 0) >= max_jobs:
+                raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have", max_jobs)
+            self._add_rate(job.tenant, job.trigger_rate, max_trigger_rate)
+            self._jobs[key] = self._copy(job)
+            self._job_counts[job.tenant] = self._job_counts.get(job.tenant, 0) + 1
+            if timer is not None:
+                self._put_timer(timer)
+
+    def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
+        with self._lock:
+            job = self._jobs.get((tenant, job_id))
+            return self._copy(job) if job else None
+
+    def batch_get_jobs(self, keys: Iterable[JobKey], consistent: bool = True) -> dict[JobKey, Job]:
+        with self._lock:
+            return {key: self._copy(self._jobs[key]) for key in set(keys) if key in self._jobs}
+
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None = None,
+        state: JobState | None = None,
+        tag: str | None = None,
+    ) -> Page[Job]:
+        with self._lock:
+            ids = sorted(job_id for t, job_id in self._jobs if t == tenant)
+            start = bisect.bisect_right(ids, cursor) if cursor else 0
+            items: list[Job] = []
+            last: str | None = None
+            for job_id in ids[start:]:
+                job = self._jobs[(tenant, job_id)]
+                last = job_id
+                if (state is None or job.state == state) and tag_matches(job, tag):
+                    items.append(self._copy(job))
+                if len(items) == limit:
+                    break
+            more = last is not None and bisect.bisect_right(ids, last) < len(ids)
+            return Page(items, last if more and len(items) == limit else None)
+
+    def _add_rate(self, tenant: str, delta: int, limit: int | None) -> None:
+        current = self._trigger_rates.get(tenant, 0)
+        if delta > 0 and limit is not None and current + delta > limit:
+            raise TriggerRateLimitError(limit, current, delta)
+        self._trigger_rates[tenant] = current + delta
+
+    def tenant_trigger_rate(self, tenant: str) -> int:
+        with self._lock:
+            return self._trigger_rates.get(tenant, 0)
+
+    def count_request(self, tenant: str, window: str, limit: int, ttl_epoch_s: int) -> bool:
+        with self._lock:
+            key = (tenant, window)
+            if self._requests.get(key, 0) >= limit:
+                return False
+            self._requests[key] = self._requests.get(key, 0) + 1
+            return True
+
+    def replace_job(
+        self,
+        job: Job,
+        expected_version: int,
+        timers: Sequence[Timer] = (),
+        *,
+        previous_trigger_rate: int | None = None,
+        max_trigger_rate: int | None = None,
+    ) -> None:
+        with self._lock:
+            current = self._jobs.get((job.tenant, job.id))
+            if current is None or current.version != expected_version:
+                raise VersionConflictError(
+                    f"job {job.id!r} is not at version {expected_version}",
+                    current.version if current else None,
+                )
+            if previous_trigger_rate is not None:
+                self._add_rate(job.tenant, job.trigger_rate - previous_trigger_rate, max_trigger_rate)
+            # ``dependents`` and ``skipped_slots`` are kept by the store, not by the writer.
+            kept = {"dependents": current.dependents, "skipped_slots": current.skipped_slots}
+            self._jobs[(job.tenant, job.id)] = job.model_copy(deep=self._copy_items, update=kept)
+            for timer in timers:
+                self._put_timer(timer)
+
+    def delete_job(
+        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+    ) -> None:
+        with self._lock:
+            current = self._jobs.get((tenant, job_id))
+            if current is None or (expected_version is not None and current.version != expected_version):
+                raise VersionConflictError(
+                    f"job {job_id!r} is not at version {expected_version}",
+                    current.version if current else None,
+                )
+            del self._jobs[(tenant, job_id)]
+            self._job_counts[tenant] -= 1
+            self._trigger_rates[tenant] = self._trigger_rates.get(tenant, 0) - trigger_rate
+
+    def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
+        with self._lock:
+            job = self._jobs.get((tenant, job_id))
+            if job is not None:
+                job.skipped_slots += count

@@ -1,0 +1,73 @@
+"""Timers, watermarks and progress marks in memory."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from datetime import datetime
+
+from punctual.store.base import (
+    ProgressMark,
+    TimerRepository,
+)
+from punctual.store.memory.base import MemoryBase
+from punctual.timers import Lane, Timer, minute_key, sort_key
+
+
+class MemoryTimers(MemoryBase, TimerRepository):
+    """Timers, watermarks and progress marks in memory."""
+
+    # ---------------------------------------------------------------- timers
+
+    def put_timers(self, timers: Sequence[Timer]) -> None:
+        with self._lock:
+            for timer in timers:
+                self._put_timer(timer)
+
+    def query_timers(
+        self,
+        lane: Lane,
+        minute: datetime,
+        shard: int,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+    ) -> list[Timer]:
+        with self._lock:
+            bucket = self._buckets.get((lane, minute_key(minute), shard), [])
+            low = sort_key(from_ms, "", "", 0)[:13] if from_ms is not None else ""
+            start = bisect.bisect_left(bucket, low, key=lambda item: item[0]) if low else 0
+            out = []
+            for _, timer in bucket[start:]:
+                if to_ms is not None and timer.due_ms > to_ms:
+                    break
+                out.append(timer)
+            return out
+
+    def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
+        with self._lock:
+            return len(self._buckets.get((lane, minute_key(minute), shard), []))
+
+    def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
+        with self._lock:
+            return {s: self._watermarks[(lane, s)] for s in shards if (lane, s) in self._watermarks}
+
+    def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
+        with self._lock:
+            for shard in shards:
+                current = self._watermarks.get((lane, shard))
+                if current is None or current < minute:
+                    self._watermarks[(lane, shard)] = minute
+
+    def put_progress(self, minute: datetime, group: int, group_count: int, through_ms: int) -> None:
+        with self._lock:
+            key = (minute_key(minute), group, group_count)
+            self._progress[key] = max(self._progress.get(key, through_ms), through_ms)
+
+    def get_progress(self, minute: datetime) -> list[ProgressMark]:
+        wanted = minute_key(minute)
+        with self._lock:
+            return [
+                ProgressMark(group, count, through)
+                for (key, group, count), through in self._progress.items()
+                if key == wanted
+            ]
