@@ -206,9 +206,9 @@ EVENT_SOURCE_ACTIONS: Final = (
 # The worker assumes roles to call targets: the deployment's target role, and a job's execution
 # role (role_arn), tagging the session with the tenant.
 ASSUME_ROLE_ACTIONS: Final = ("sts:AssumeRole", "sts:TagSession")
-# The KMS encryption-context purpose of a job's webhook signing secret (punctual.secrets).
+# The KMS encryption-context purpose of a job's webhook signing secret (punctual.signing_secrets).
 WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
-WEBHOOK_SECRET_CONTEXT_KEYS: Final = ("purpose", "tenant", "job")  # punctual.secrets.job_binding
+WEBHOOK_SECRET_CONTEXT_KEYS: Final = ("purpose", "tenant", "job")  # punctual.signing_secrets.job_binding
 # Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
 OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
 

@@ -120,7 +120,7 @@ def _component(name: str) -> Callable[..., None]:
 
         return poller.run
     if name == "worker":
-        from local import worker
+        from local import event_source as worker
 
         return worker.run
     if name == "ecs-worker":

@@ -25,7 +25,7 @@ FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 ADAPTERS: tuple[tuple[str, str, str, str], ...] = (
     ("store/dynamo/*.py", "Dynamo*", "dynamodb", r"store"),  # one mixin per aggregate
     ("queues.py", "SqsQueues", "sqs", r"queues"),
-    ("secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
+    ("signing_secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
     ("execution/ports.py", "SqsFailureSink", "sqs", r"failures"),
 )
 # Functions and classes (called by name) that make AWS calls: module, name, service, and the

@@ -244,7 +244,7 @@ def test_workers_decrypt_only_webhook_secrets(default_synth: Synth) -> None:
 
 def test_the_decrypt_condition_names_the_keys_the_code_binds() -> None:
     from infra import constants as c
-    from punctual.secrets import DEFAULT_CONTEXT, job_binding
+    from punctual.signing_secrets import DEFAULT_CONTEXT, job_binding
 
     assert set(c.WEBHOOK_SECRET_CONTEXT_KEYS) == {*DEFAULT_CONTEXT, *job_binding("t", "j")}
 

@@ -27,8 +27,8 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from punctual.clock import ManualClock
 from punctual.models import HttpTarget
-from punctual.secrets import generate_signing_secret
 from punctual.settings import Settings
+from punctual.signing_secrets import generate_signing_secret
 from punctual.targets import DefaultTargetInvoker
 from punctual.targets.base import Outcome, SlotContext, TargetResult
 from punctual.targets.webhooks.adapter import MAX_RESPONSE_BYTES, HttpTargetAdapter

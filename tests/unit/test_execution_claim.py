@@ -393,8 +393,8 @@ def test_queue_url_of_an_event_source_arn() -> None:
 
 def test_the_worker_hands_the_target_its_decrypted_signing_secret(rig: Rig, t0: datetime) -> None:
     from punctual.execution import default_signing_secrets
-    from punctual.secrets import SecretCipher
     from punctual.settings import Settings
+    from punctual.signing_secrets import SecretCipher
 
     settings = Settings(secret_key="a-local-key-of-enough-length")
     plain, stored = SecretCipher(settings).new_secret("default", "job-1")  # bound to this job

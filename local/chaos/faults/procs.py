@@ -1,7 +1,7 @@
 """The processes a chaos run starts beside local mode, and how it restarts and kills them.
 
 ``python -m local.chaos.faults.procs poller|worker|ecs-worker --name N ...`` runs a local-mode
-component (the same :mod:`local.poller`, :mod:`local.worker` or :mod:`local.ecs_worker` the
+component (the same :mod:`local.poller`, :mod:`local.event_source` or :mod:`local.ecs_worker` the
 supervisor runs) under its own name, so its pid and in-flight files do not collide with the
 supervised ones, with two faults the supervised processes do not get:
 
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         body = poller.run
     elif args.component == "worker":
-        from local import worker
+        from local import event_source as worker
 
         def body(cfg: LocalConfig, stop: threading.Event) -> None:
             worker.run(cfg, stop, name=name)

@@ -101,10 +101,8 @@ class Services:
 
 def _secret_boxes(settings: Settings) -> tuple[SecretBox | None, Any | None]:
     """The signing-secret box for jobs, and a second one (other context) for idempotent replies."""
-    try:
-        from punctual.secrets import SecretCipher, SecretsError
-    except ImportError:  # pragma: no cover - secrets.py is part of the core since targets landed
-        return None, None
+    from punctual.signing_secrets import SecretCipher, SecretsError
+
     try:
         jobs_box = SecretCipher(settings)
         reply_box = SecretCipher(settings, context={"purpose": "punctual-idempotent-reply"})

@@ -231,7 +231,7 @@ def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
 
 def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ...]]:
     """Decrypts a job's webhook signing secret (cached: a stored form decrypts the same forever)."""
-    from punctual.secrets import SecretCipher, SecretsError, job_binding
+    from punctual.signing_secrets import SecretCipher, SecretsError, job_binding
 
     try:
         cipher = SecretCipher(settings)

@@ -26,7 +26,7 @@ from urllib.parse import urljoin
 
 from punctual.clock import Clock, SystemClock
 from punctual.models import RESERVED_HEADERS
-from punctual.secrets import SecretsError
+from punctual.signing_secrets import SecretsError
 from punctual.targets.base import SlotContext, TargetResult
 from punctual.targets.webhooks.guard import (
     BlockedTargetError,

@@ -1,7 +1,7 @@
 """Webhook signatures: Standard Webhooks ``webhook-signature`` and the fencing signature.
 
 Both are HMAC-SHA256 over the exact request, keyed by the job's ``whsec_`` signing
-secrets (:func:`punctual.secrets.signing_key`); during a rotation every current
+secrets (:func:`punctual.signing_secrets.signing_key`); during a rotation every current
 secret signs, so a receiver holding either one verifies the request.
 """
 
@@ -12,7 +12,7 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 
-from punctual.secrets import signing_key
+from punctual.signing_secrets import signing_key
 
 __all__ = [
     "FENCING_KEY_LABEL",

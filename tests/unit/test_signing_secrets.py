@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from punctual.secrets import (
+from punctual.settings import Settings
+from punctual.signing_secrets import (
     SecretCipher,
     SecretsError,
     generate_signing_secret,
@@ -18,7 +19,6 @@ from punctual.secrets import (
     rotate,
     signing_key,
 )
-from punctual.settings import Settings
 
 LOCAL = Settings(secret_key="local-mode-key-0123456789")
 

@@ -32,7 +32,7 @@ from typing import Any
 from local.component import LambdaContext, load_handler, prepare
 from local.config import REGION, LocalConfig
 
-log = logging.getLogger("local.worker")
+log = logging.getLogger("local.event_source")
 
 LONG_POLL_S = 2  # short enough to stop promptly; moto answers as soon as a message arrives
 
