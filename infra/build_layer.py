@@ -2,9 +2,14 @@
 
 The layer's content is ``build/layer/python/...``: what ``pip install --platform`` resolves for
 the Lambda runtime (Python 3.14 on arm64, binary wheels only), plus a copy of the core sources.
-boto3 is left out: the runtime ships it. The build is skipped when a stamp, keyed on a hash of
-its inputs (requirements.txt, the core sources, the pip arguments), matches; it is rebuilt in a
-temporary folder and swapped in, so an interrupted build never leaves a half layer behind.
+It ships only what the runtime imports: requirements.txt lists the core's imports and nothing
+else, the core package holds only modules a handler or the ECS worker reaches (both checked by
+``tests/unit/test_layer_contents.py``); the ``punctual`` command is ``clients/python``, local
+mode's code ``local/``. boto3 is left out: the runtime ships it (with botocore's own
+python-dateutil, which nothing in the layer needs). The build is skipped when a stamp, keyed on
+a hash of its inputs (requirements.txt, the core sources, the pip arguments), matches; it is
+rebuilt in a temporary folder and swapped in, so an interrupted build never leaves a half
+layer behind.
 
 Usage: ``python infra/build_layer.py [--force]`` from the repository root (``make layer``).
 """
@@ -28,8 +33,6 @@ REQUIREMENTS = REPO_ROOT / "requirements.txt"
 CORE_DIR = REPO_ROOT / c.CORE_PACKAGE_DIR
 LAYER_DIR = REPO_ROOT / c.LAYER_ASSET_DIR
 STAMP = LAYER_DIR.with_name(LAYER_DIR.name + ".stamp")
-# python-dateutil 3.x is not what the runtime's botocore declares support for.
-EXTRA_REQUIREMENTS = ("python-dateutil<3",)
 PIP_ARGS = (
     "--no-compile",  # .pyc of the build machine's Python would be useless on 3.14
     "--disable-pip-version-check",
@@ -57,7 +60,7 @@ def core_sources() -> list[Path]:
 def inputs_hash() -> str:
     """A hash of everything the layer is built from."""
     digest = hashlib.sha256()
-    digest.update(" ".join((*PIP_ARGS, *EXTRA_REQUIREMENTS)).encode())
+    digest.update(" ".join(PIP_ARGS).encode())
     digest.update(REQUIREMENTS.read_bytes())
     for path in core_sources():
         digest.update(str(path.relative_to(CORE_DIR)).encode())
@@ -79,15 +82,17 @@ def build(force: bool = False) -> bool:
     target = staging / "python"
     target.mkdir(parents=True)
     pip = [sys.executable, "-m", "pip", "install", *PIP_ARGS, "-t", str(target)]
-    subprocess.run([*pip, "-r", str(REQUIREMENTS), *EXTRA_REQUIREMENTS], check=True)
+    subprocess.run([*pip, "-r", str(REQUIREMENTS)], check=True)
     shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts: of no use in a layer
     shutil.copytree(CORE_DIR, target / "punctual", ignore=_IGNORED)
 
     shutil.rmtree(LAYER_DIR, ignore_errors=True)
     staging.rename(LAYER_DIR)
     STAMP.write_text(wanted + "\n")
-    size_mb = sum(p.stat().st_size for p in LAYER_DIR.rglob("*") if p.is_file()) / 1e6
-    print(f"layer built: {LAYER_DIR.relative_to(REPO_ROOT)} ({size_mb:.1f} MB, {wanted[:12]})")
+    files = [p for p in LAYER_DIR.rglob("*") if p.is_file()]
+    size_mb = sum(p.stat().st_size for p in files) / 1e6
+    where = LAYER_DIR.relative_to(REPO_ROOT)
+    print(f"layer built: {where} ({size_mb:.1f} MB in {len(files)} files, {wanted[:12]})")
     return True
 
 

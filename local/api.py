@@ -1,6 +1,6 @@
 """The ``api`` component: the API Lambda (``functions/api/handler.py``) behind a loopback HTTP server.
 
-:mod:`punctual.api.local_server` turns each request into the API Gateway REST proxy event
+:mod:`local.api_gateway` turns each request into the API Gateway REST proxy event
 AWS would send, calls the handler, and turns its reply back into HTTP. The tenant is the
 ``X-Punctual-Tenant`` header (``PUNCTUAL_LOCAL_MODE=1``; ``default`` when absent). The same
 port serves the console page at ``/console`` (:mod:`local.console`).
@@ -22,7 +22,7 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "api") -> None:
     shared = config.api_processes > 1
     if not shared and port_in_use(config.api_port):
         raise LocalModeError(f"port {config.api_port} is taken: choose another with --api-port")
-    from punctual.api.local_server import LocalApiServer
+    from local.api_gateway import LocalApiServer
 
     if shared:  # several "containers" on one port: the kernel spreads the connections
         import http.server

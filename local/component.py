@@ -179,6 +179,9 @@ def run_component(name: str, body: Any, config: LocalConfig) -> int:
     """Run ``body(config, stop)`` as component ``name``: logging, pid file, errors as one line."""
     configure_logging(config)
     os.environ[COMPONENT_ENV] = name
+    from local.chaos.faults.throttle import install_from_env
+
+    install_from_env()  # PUNCTUAL_FAULT_THROTTLE_RATE: chaos by hand; a no-op unless asked for
     write_pid(config, name)
     stop = stop_event()
     try:

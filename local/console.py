@@ -1,6 +1,6 @@
 """Local mode's console page: ``GET /console`` on the API port, beside the API routes.
 
-The API component serves its handler through :mod:`punctual.api.local_server`; this wraps that
+The API component serves its handler through :mod:`local.api_gateway`; this wraps that
 handler so that ``/console`` (with ``tenant``, ``tag``, ``cursor``, ``page`` in the query
 string) is answered by the console's renderer (:func:`punctual.console.service.local_page`, the
 code the CloudWatch widget runs) and every other request goes to the API as before.

@@ -14,8 +14,8 @@ import pytest
 from api_harness import ACCOUNT, ALICE, ALICE_ID, ApiClient, LambdaContext, http_spec, job_spec, rest_event
 from api_harness import api as api  # the fixture
 
+from local.api_gateway import LocalApiServer
 from punctual.api import wiring
-from punctual.api.local_server import LocalApiServer
 from punctual.models import Execution, ExecutionStatus
 
 STAGE_URL = "https://abc123defg.execute-api.us-east-1.amazonaws.com/prod"
@@ -256,7 +256,7 @@ def test_served_document_names_the_server_it_was_reached_at(api: ApiClient) -> N
 
 def test_location_in_local_mode_is_the_loopback_url(api: ApiClient) -> None:
     with LocalApiServer(api.handler.handler, identity=IDENTITY) as server:
-        from punctual.client import PunctualClient
+        from punctual_cli.client import PunctualClient
 
         reply = PunctualClient(server.url).request("POST", "/v1/jobs", job_spec())
         assert reply.headers["Location"] == f"{server.url}/v1/jobs/{reply.body['id']}"

@@ -1,6 +1,6 @@
 """Schemathesis against the local API, over HTTP, with the committed openapi.json.
 
-The API handler is served by :class:`~punctual.api.local_server.LocalApiServer` (the server
+The API handler is served by :class:`~local.api_gateway.LocalApiServer` (the server
 of local mode) on a free port, over moto, with a SigV4 caller (Alice) in every event as
 API Gateway would put it. The schemathesis command runs every phase (examples, coverage,
 fuzzing, and stateful sequences that follow the document's links), positive and negative
@@ -25,8 +25,8 @@ import pytest
 from api_harness import ACCOUNT, ALICE, ALICE_ID, ROOT, ApiClient, job_spec
 from api_harness import api as api  # the fixture
 
+from local.api_gateway import LocalApiServer
 from punctual.api import wiring
-from punctual.api.local_server import LocalApiServer
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 SEED = 1717

@@ -1,6 +1,6 @@
 """The ``punctual jobs`` and ``punctual runs`` verbs against the API handler served on loopback.
 
-The test serves ``functions/api/handler.py`` with :class:`punctual.api.local_server.LocalApiServer`
+The test serves ``functions/api/handler.py`` with :class:`local.api_gateway.LocalApiServer`
 on a free port (local mode: the tenant comes from ``X-Punctual-Tenant``), over moto.
 """
 
@@ -17,11 +17,11 @@ import pytest
 from api_harness import ApiClient
 from api_harness import api as api  # the fixture
 
-from punctual import cli
+from local.api_gateway import LocalApiServer
 from punctual.api import wiring
-from punctual.api.local_server import LocalApiServer
-from punctual.client import PunctualClient
 from punctual.models import AttemptRecord, Execution, ExecutionStatus
+from punctual_cli import cli
+from punctual_cli.client import PunctualClient
 
 
 @dataclass

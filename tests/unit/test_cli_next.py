@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from punctual import cli
+from punctual_cli import cli
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:

@@ -11,10 +11,8 @@ supervised ones, with two faults the supervised processes do not get:
 ``--throttle-rate R``
     every DynamoDB and SQS client the process makes (the core's, local mode's event source
     mapping, the worker's) answers a share R of its requests with the service's throttling
-    error under botocore's retry layer (:func:`punctual.faults.install`, seeded per client),
-    and appends each to ``<fault-log-dir>/faults-<pid>.jsonl``. ``PUNCTUAL_FAULT_THROTTLE_RATE``
-    alone would reach only the clients made by :mod:`punctual.aws` (the poller's): the
-    worker Lambda and the ECS worker make theirs with ``boto3.client``.
+    error under botocore's retry layer (:func:`local.chaos.faults.throttle.install_throttling`,
+    seeded per client), and appends each to ``<fault-log-dir>/faults-<pid>.jsonl``.
 
 The chaos driver keeps each one running (:class:`ChaosProcess`), restarting it after it
 dies, as the supervisor does for local mode's own.
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import os
 import signal
 import subprocess
@@ -40,24 +37,6 @@ from local.harness import stop_group
 
 COMPONENTS = ("poller", "worker", "ecs-worker")
 RESTART_AFTER_S = 1.0
-
-
-def install_throttling(rate: float, seed: int, log_dir: str | None) -> None:
-    """Throttle every DynamoDB and SQS client made in this process from now on (seeded per client)."""
-    from botocore.session import Session
-
-    from punctual import faults
-
-    original = Session.create_client
-    made = itertools.count()
-
-    def create_client(self: Session, service_name: str, *args: Any, **kwargs: Any) -> Any:
-        client = original(self, service_name, *args, **kwargs)
-        if service_name in ("dynamodb", "sqs"):
-            faults.install(client, service_name, rate, seed=seed * 1000 + next(made), log_dir=log_dir)
-        return client
-
-    Session.create_client = create_client
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.clock_offset:
         os.environ["PUNCTUAL_CLOCK_OFFSET_S"] = str(args.clock_offset)
     if args.throttle_rate > 0:
+        from local.chaos.faults.throttle import install_throttling
+
         install_throttling(args.throttle_rate, args.throttle_seed, args.fault_log_dir or None)
     name = str(args.name)
     body: Callable[..., None]

@@ -1,3 +1,3 @@
 """The REST API behind API Gateway: routes (:mod:`.app`), problem details (:mod:`.problems`),
-wiring from settings (:mod:`.wiring`), tenancy, paging tokens, and a loopback server for
-local mode and tests (:mod:`.local_server`)."""
+wiring from settings (:mod:`.wiring`), tenancy, paging tokens. Local mode and tests serve it
+over HTTP with :mod:`local.api_gateway` (not part of the layer)."""

@@ -1,7 +1,7 @@
 """The API verbs of the ``punctual`` command: ``jobs ...`` and ``runs ...``.
 
-Registered by :mod:`punctual.cli` through :data:`API_VERBS`. Every verb talks to the API
-with :class:`~punctual.client.PunctualClient`: endpoint from ``--endpoint`` or
+Registered by :mod:`punctual_cli.cli` through :data:`API_VERBS`. Every verb talks to the API
+with :class:`~punctual_cli.client.PunctualClient`: endpoint from ``--endpoint`` or
 ``PUNCTUAL_ENDPOINT`` (default: local mode's ``http://127.0.0.1:8080``), SigV4 when the
 endpoint is API Gateway (or ``--sign``). Output is a table for people, ``--output json``
 for scripts. An API error prints the problem in one or two lines on stderr and exits 2
@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from punctual.client import DEFAULT_ENDPOINT, ApiError, PunctualClient
 from punctual.models import ExecutionStatus, JobSpec
+from punctual_cli.client import DEFAULT_ENDPOINT, ApiError, PunctualClient
 
 INPUT_STATUSES = frozenset({400, 413, 415, 422})
 _JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -1,15 +1,22 @@
-"""Fault injection for chaos runs: AWS throttling injected under botocore's retry layer.
+"""Injected AWS throttling for chaos runs: the service's throttling error under botocore's retries.
 
-Enabled only when ``PUNCTUAL_FAULT_THROTTLE_RATE`` is above zero (never in a deployment's
-settings). A ``before-send`` hook answers a share of requests with the throttling error the
+A ``before-send`` hook answers a share of a client's requests with the throttling error the
 service would send, so botocore's retry policy, and Punctual's own retries above it, handle
 it exactly as they would a real one. Every injected fault is appended to a per-process file
-under ``PUNCTUAL_FAULT_LOG_DIR`` (append-only, so a process killed with -9 loses nothing that
-was written), which the chaos verdict counts.
+under the log directory (append-only, so a process killed with -9 loses nothing that was
+written), which the chaos verdict counts.
+
+Local mode only, never in the Lambda layer: :func:`install_throttling` patches botocore so
+that every DynamoDB and SQS client a process makes from then on is throttled (the core's,
+local mode's event source mapping, the worker's). The chaos driver's processes call it for
+``--throttle-rate`` (:mod:`local.chaos.faults.procs`); any local-mode component does when
+``PUNCTUAL_FAULT_THROTTLE_RATE`` is above zero (:func:`install_from_env`, logging under
+``PUNCTUAL_FAULT_LOG_DIR``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -80,11 +87,38 @@ def install(
     return injector
 
 
-def from_env(client: Any, service: str) -> ThrottleInjector | None:
-    """Install the injector when ``PUNCTUAL_FAULT_THROTTLE_RATE`` asks for one."""
-    rate = float(os.environ.get("PUNCTUAL_FAULT_THROTTLE_RATE", "0") or 0)
+RATE_ENV = "PUNCTUAL_FAULT_THROTTLE_RATE"
+LOG_DIR_ENV = "PUNCTUAL_FAULT_LOG_DIR"
+THROTTLED_SERVICES = ("dynamodb", "sqs")
+
+
+def install_throttling(rate: float, seed: int | None, log_dir: str | None) -> None:
+    """Throttle every DynamoDB and SQS client made in this process from now on.
+
+    Each client gets its own injector, seeded ``seed * 1000 + n`` for the n-th client made
+    (unseeded when ``seed`` is None).
+    """
+    from botocore.session import Session
+
+    original = Session.create_client
+    made = itertools.count()
+
+    def create_client(self: Session, service_name: str, *args: Any, **kwargs: Any) -> Any:
+        client = original(self, service_name, *args, **kwargs)
+        if service_name in THROTTLED_SERVICES:
+            client_seed = None if seed is None else seed * 1000 + next(made)
+            install(client, service_name, rate, seed=client_seed, log_dir=log_dir)
+        return client
+
+    Session.create_client = create_client  # botocore is untyped here (Any): no ignore needed
+
+
+def install_from_env() -> bool:
+    """Install throttling when ``PUNCTUAL_FAULT_THROTTLE_RATE`` asks for it; return whether it did."""
+    rate = float(os.environ.get(RATE_ENV, "0") or 0)
     if rate <= 0:
-        return None
+        return False
     if rate >= 1:
-        raise ValueError("PUNCTUAL_FAULT_THROTTLE_RATE must be below 1")
-    return install(client, service, rate, None, os.environ.get("PUNCTUAL_FAULT_LOG_DIR") or None)
+        raise ValueError(f"{RATE_ENV} must be below 1")
+    install_throttling(rate, None, os.environ.get(LOG_DIR_ENV) or None)
+    return True

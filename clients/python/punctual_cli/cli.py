@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import NoReturn, TextIO
 
-from punctual.cli_api import API_VERBS
 from punctual.clock import SystemClock
 from punctual.schedules import ScheduleError, format_instant, parse_instant, parse_schedule
+from punctual_cli.api_verbs import API_VERBS
 
 PROG = "punctual"
 MAX_COUNT = 1000

@@ -1,0 +1,7 @@
+"""The ``punctual`` command and an HTTP client for the Punctual API.
+
+Not part of the Lambda layer: the runtime never imports it. :mod:`.cli` is the command,
+:mod:`.api_verbs` its ``jobs`` and ``runs`` verbs, :mod:`.client` the HTTP client they use.
+``punctual next`` evaluates schedules with the core package (:mod:`punctual.schedules`), so the
+core is a dependency.
+"""

@@ -1,0 +1,7 @@
+"""``python -m punctual_cli``: the ``punctual`` command."""
+
+import sys
+
+from punctual_cli.cli import main
+
+sys.exit(main())
