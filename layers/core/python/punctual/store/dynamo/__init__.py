@@ -5,18 +5,7 @@ One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: 
 (:mod:`.executions`), dependencies (:mod:`.dependencies`); keys, attribute values and shared
 helpers in :mod:`.keys`. This package is the only code that builds DynamoDB keys and expressions.
 
-Items::
-
-    job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON)
-    listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
-    job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
-    API requests pk=reqs#<tenant>          sk=<window>       n, expires_at (per-tenant rate limit)
-    execution    pk=job#<tenant>#<id>      sk=exec#<slot>    status, attempt, owner, doc, expires_at
-    dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
-    dependent    pk=job#<tenant>#<parent>  sk=child#<child>
-    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
-    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
-    watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
+The items (keys, attributes) are listed in :mod:`.keys`.
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
 """
