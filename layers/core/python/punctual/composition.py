@@ -86,6 +86,14 @@ class Container:
         checks one (the tick's role may only read)."""
         return DynamoStore(self.client("dynamodb"), self.settings.table_name)
 
+    def with_layout(self, **counts: int) -> Container:
+        """This container with other shard counts (a minute's plan names its own), sharing its
+        clock, signer and queues: a warm poller reuses one queue sender, not one per minute."""
+        child = Container(self.settings.model_copy(update=counts), self.clock)
+        child.__dict__["signer"] = self.signer  # cached properties: the parent's objects
+        child.__dict__["queues"] = self.queues
+        return child
+
     def poller(self, metrics: MetricsSink | None = None) -> Poller:
         settings = self.settings
         config = PollerConfig(
@@ -152,20 +160,19 @@ def run_poller(
     metrics: MetricsSink | None = None,
 ) -> dict[str, Any]:
     """Run one poller for its minute; returns the figures of its report."""
-    settings = settings or container().settings
+    base = container() if settings is None else Container(settings, clock)
     overrides: dict[str, Any] = {}
     if item.shard_count:
         overrides["shard_count"] = item.shard_count
     if item.near_shard_count:
         overrides["near_shard_count"] = item.near_shard_count
-    if overrides:
-        # The plan names the layout the minute was sized with: the poller follows it.
-        settings = settings.model_copy(update=overrides)
+    # The plan names the layout the minute was sized with: the poller follows it.
+    built = base.with_layout(**overrides) if overrides else base
     if metrics is None:
         from punctual.lambda_support import PowertoolsMetrics
 
         metrics = PowertoolsMetrics()
-    poller = Container(settings, clock).poller(metrics)
+    poller = built.poller(metrics)
     report = poller.run_minute(item.minute, item.group, item.group_count, stop=stop)
     delays = sorted(report.fire_delays_ms)
     return {
