@@ -2,8 +2,9 @@
 
 One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: jobs
 (:mod:`.jobs`), timers, watermarks and progress (:mod:`.timers`), executions and turns
-(:mod:`.executions`), dependencies (:mod:`.dependencies`); keys, attribute values and shared
-helpers in :mod:`.keys`. This package is the only code that builds DynamoDB keys and expressions.
+(:mod:`.executions`), dependencies (:mod:`.dependencies`), schedule groups (:mod:`.groups`);
+keys, attribute values and shared helpers in :mod:`.keys`. This package is the only code that
+builds DynamoDB keys and expressions.
 
 The items (keys, attributes) are listed in :mod:`.keys`.
 
@@ -16,12 +17,13 @@ from punctual.store.base import JobStore
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
+from punctual.store.dynamo.groups import DynamoGroups
 from punctual.store.dynamo.jobs import DynamoJobs
 from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition, tenant_pk
 from punctual.store.dynamo.timers import DynamoTimers
 
 
-class DynamoStore(DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, JobStore):
+class DynamoStore(DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, DynamoGroups, JobStore):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""
 
 
@@ -30,6 +32,7 @@ __all__ = [
     "DynamoBase",
     "DynamoDependencies",
     "DynamoExecutions",
+    "DynamoGroups",
     "DynamoJobs",
     "DynamoStore",
     "DynamoTimers",

@@ -6,6 +6,7 @@ Items::
 
     job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON)
     listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
+    sched. group pk=tenant#<tenant>        sk=group#<name>   name, state, created_at, updated_at, tags
     job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
     API requests pk=reqs#<tenant>          sk=<window>       n, expires_at (per-tenant rate limit)
     execution    pk=job#<tenant>#<id>      sk=exec#<slot>    status, attempt, owner, doc, expires_at
@@ -135,6 +136,11 @@ def job_pk(tenant: str, job_id: str) -> str:
 
 def tenant_pk(tenant: str) -> str:
     return f"tenant#{tenant}"
+
+
+def group_sk(name: str) -> str:
+    """A schedule group's sort key in its tenant's listing partition (names sort as they are)."""
+    return f"group#{name}"
 
 
 def _backoff(round_no: int) -> None:

@@ -1,0 +1,121 @@
+"""Schedule groups in DynamoDB: one item per group in its tenant's listing partition.
+
+``pk=tenant#<tenant>  sk=group#<name>`` beside the tenant's job listing (``job#<id>``), so the
+groups of a tenant are one query in name order; ``updated_at`` (ISO, milliseconds) is the
+version every change is conditional on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.instants import format_instant_ms
+from punctual.store.base import (
+    GroupConflictError,
+    GroupExistsError,
+    Page,
+    ScheduleGroup,
+    ScheduleGroupRepository,
+)
+from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.keys import _s, group_sk, tenant_pk
+
+
+def _item(group: ScheduleGroup) -> dict[str, Any]:
+    return {
+        "pk": _s(tenant_pk(group.tenant)),
+        "sk": _s(group_sk(group.name)),
+        "name": _s(group.name),
+        "state": _s(group.state),
+        "created_at": _s(format_instant_ms(group.created_at)),
+        "updated_at": _s(format_instant_ms(group.updated_at)),
+        "tags": {"M": {key: _s(value) for key, value in group.tags.items()}},
+    }
+
+
+def _group(tenant: str, item: dict[str, Any]) -> ScheduleGroup:
+    return ScheduleGroup(
+        tenant=tenant,
+        name=item["name"]["S"],
+        state=item["state"]["S"],
+        created_at=datetime.fromisoformat(item["created_at"]["S"]),
+        updated_at=datetime.fromisoformat(item["updated_at"]["S"]),
+        tags={key: value["S"] for key, value in item.get("tags", {}).get("M", {}).items()},
+    )
+
+
+def _failed_condition(exc: ClientError) -> bool:
+    return str(exc.response["Error"]["Code"]) == "ConditionalCheckFailedException"
+
+
+class DynamoGroups(DynamoBase, ScheduleGroupRepository):
+    """Schedule groups in DynamoDB."""
+
+    def create_group(self, group: ScheduleGroup) -> None:
+        try:
+            self.client.put_item(
+                TableName=self.table, Item=_item(group), ConditionExpression="attribute_not_exists(pk)"
+            )
+        except ClientError as exc:
+            if _failed_condition(exc):
+                raise GroupExistsError(f"schedule group {group.name!r} exists") from None
+            raise
+
+    def get_group(self, tenant: str, name: str) -> ScheduleGroup | None:
+        item = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": _s(tenant_pk(tenant)), "sk": _s(group_sk(name))},
+            ConsistentRead=True,
+        ).get("Item")
+        return _group(tenant, item) if item else None
+
+    def list_groups(
+        self, tenant: str, limit: int, cursor: str | None = None, prefix: str | None = None
+    ) -> Page[ScheduleGroup]:
+        found: list[ScheduleGroup] = []
+        start: dict[str, Any] | None = (
+            {"pk": _s(tenant_pk(tenant)), "sk": _s(group_sk(cursor))} if cursor else None
+        )
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :g)",
+                "ExpressionAttributeValues": {
+                    ":pk": _s(tenant_pk(tenant)),
+                    ":g": _s(group_sk(prefix or "")),
+                },
+                "Limit": limit - len(found),
+                "ConsistentRead": True,
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            reply = self.client.query(**request)
+            found.extend(_group(tenant, item) for item in reply.get("Items", []))
+            start = reply.get("LastEvaluatedKey")
+            if len(found) >= limit:
+                return Page(found, found[-1].name if start else None)
+            if not start:
+                return Page(found, None)
+
+    def update_group(self, group: ScheduleGroup, expected_updated_at: datetime) -> None:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=_item(group),
+                ConditionExpression="updated_at = :expected",
+                ExpressionAttributeValues={":expected": _s(format_instant_ms(expected_updated_at))},
+            )
+        except ClientError as exc:
+            if _failed_condition(exc):
+                raise GroupConflictError(
+                    f"schedule group {group.name!r} is gone or changed meanwhile"
+                ) from None
+            raise
+
+    def delete_group(self, tenant: str, name: str) -> None:
+        self.client.delete_item(
+            TableName=self.table, Key={"pk": _s(tenant_pk(tenant)), "sk": _s(group_sk(name))}
+        )
