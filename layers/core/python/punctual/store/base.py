@@ -453,6 +453,6 @@ class JobStore(
 
     Each aggregate has its own port (:class:`JobRepository`, :class:`TimerRepository`,
     :class:`ExecutionRepository`, :class:`DependencyRepository`, :class:`ScheduleGroupRepository`)
-    and its DynamoDB and in-memory implementations (``store/dynamo/``, ``store/memory/``), run through one contract suite
-    (``tests/integration/test_store.py``).
+    and its DynamoDB and in-memory implementations (``store/dynamo/``, ``store/memory/``), run
+    through one contract suite (``tests/integration/test_store.py``).
     """
