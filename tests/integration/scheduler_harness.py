@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import boto3
 from api_harness import ALICE, REGION, ApiClient, LambdaContext, rest_event
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.config import Config
 
 ENDPOINT = "https://abc123defg.execute-api.us-east-1.amazonaws.com/prod"
 
@@ -29,7 +30,13 @@ class _Raw:
 
 def scheduler_client(api: ApiClient, user: str = ALICE) -> Any:
     """A boto3 ``scheduler`` client whose requests the API handler answers (as ``user``)."""
-    client = boto3.client("scheduler", region_name=REGION, endpoint_url=ENDPOINT)
+    # No SDK retries: a throttled or failed call is seen as it is, without backoff sleeps.
+    client = boto3.client(
+        "scheduler",
+        region_name=REGION,
+        endpoint_url=ENDPOINT,
+        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
+    )
 
     def send(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
         split = urlsplit(request.url)

@@ -189,12 +189,26 @@ _SPEC_NAMES = {
 }
 
 
+# Punctual's names in its own messages, as the service names them.
+_MESSAGE_NAMES = (
+    ("schedule: ", ""),
+    ("end_at", "EndDate"),
+    ("start_at", "StartDate"),
+    ("timezone", "ScheduleExpressionTimezone"),
+)
+
+
 def _explain(exc: ValidationError) -> str:
     first = exc.errors()[0]
     loc = [str(part) for part in first.get("loc", ())]
-    where = _SPEC_NAMES.get(loc[0], loc[0]) if loc else "schedule"
     message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    return f"{where}: {message}"[:1000]
+    for ours, theirs in _MESSAGE_NAMES:
+        message = message.replace(ours, theirs)
+    if loc:
+        return f"{_SPEC_NAMES.get(loc[0], loc[0])}: {message}"[:1000]
+    if "StartDate" in message or "EndDate" in message:
+        return message[:1000]
+    return f"ScheduleExpression: {message}"[:1000]
 
 
 def _service_of(arn: str) -> tuple[str, str]:
