@@ -549,3 +549,46 @@ def test_tenant_requests_are_counted_for_alice(api: ApiClient) -> None:
     client = scheduler_client(api)
     _create(client, "x")
     assert api.store.get_job(ALICE_ID, job_id_of("default", "x")) is not None
+
+
+# --------------------------------------------------------------------------- the dead-letter queue on SQS
+
+
+def test_a_dead_letter_event_reaches_a_real_queue_as_the_target_role(aws: None, t0: datetime) -> None:
+    import boto3
+
+    from factories import job as make_job
+    from punctual.execution.dead_letters import SqsDeadLetters
+    from punctual.models import DeadLetterQueue, Execution, ExecutionStatus, RetryPolicy
+    from punctual.targets.aws_services import Boto3ClientFactory
+
+    # Given a DLQ, a role the workers may assume, and a finally failed slot
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="reports-dlq")["QueueUrl"]
+    iam = boto3.client("iam", region_name=REGION)
+    iam.create_role(RoleName="scheduler-role", AssumeRolePolicyDocument="{}")
+    job = make_job(
+        "job-1",
+        target={"type": "sqs", "queue_arn": QUEUE, "role_arn": ROLE},
+        payload="attempt <aws.scheduler.attempt-number>",
+        retry=RetryPolicy(max_attempts=3),
+        dead_letter=DeadLetterQueue(queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:reports-dlq"),
+    )
+    failed = Execution(
+        job_id="job-1",
+        tenant="default",
+        slot="2026-11-30T10:00:00Z",
+        scheduled_at=t0,
+        status=ExecutionStatus.FAILED,
+        attempt=3,
+        error="sqs SendMessage: AWS.SimpleQueueService.NonExistentQueue: gone",
+    )
+    # When it is dead-lettered
+    SqsDeadLetters(Boto3ClientFactory()).send(job, failed, t0 + timedelta(minutes=5))
+    # Then the queue holds the event with the service's attributes
+    got = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"][0]
+    assert got["Body"] == "attempt 3"
+    attributes = {name: value["StringValue"] for name, value in got["MessageAttributes"].items()}
+    assert attributes["ERROR_CODE"] == "AWS.SimpleQueueService.NonExistentQueue"
+    assert attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
+    assert attributes["RETRY_ATTEMPTS"] == "2" and attributes["TARGET_ARN"] == QUEUE

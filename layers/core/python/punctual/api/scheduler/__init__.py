@@ -9,6 +9,7 @@ every request under ``/schedules``, ``/schedule-groups`` and ``/tags/`` to :func
 * :mod:`.mapping` — a schedule is a job (group + name → job id; members → JobSpec and back);
 * :mod:`.operations` — the twelve operations, schedule groups in the store (per tenant, with
   the implicit ``default`` group);
+* :mod:`.fields` — every input member: supported, accepted, or refused by name;
 * :mod:`.errors` — errors as botocore parses them (status, ``x-amzn-ErrorType``, ``Message``);
 * :mod:`.arns` — ARNs in the deployment's account and region.
 
@@ -38,6 +39,7 @@ from punctual.api.scheduler.errors import (
     ok_reply,
     quota,
 )
+from punctual.api.scheduler.fields import INPUT_FIELDS
 from punctual.api.scheduler.model import serves
 from punctual.api.scheduler.operations import OPERATIONS, Request
 from punctual.api.tenancy import tenant_of
@@ -55,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_CHARS = 512 * 1024
 
-__all__ = ["handle", "serves"]
+__all__ = ["INPUT_FIELDS", "handle", "serves"]
 
 
 def _request_id(event: Mapping[str, Any], context: Any) -> str:
