@@ -427,6 +427,24 @@ class EcsTarget(_AwsTarget):
         return check_arn(value, "ecs", "task-definition/", ECS_TASK_DEFINITION_RE)
 
 
+def target_arn(target: HttpTarget | _AwsTarget) -> str:
+    """The ARN a target calls (an HTTP target: its URL), as EventBridge Scheduler's ``Target.Arn``."""
+    if isinstance(target, HttpTarget):
+        return target.url
+    for name in (
+        "queue_arn",
+        "function_arn",
+        "topic_arn",
+        "event_bus_arn",
+        "state_machine_arn",
+        "cluster_arn",
+    ):
+        value = getattr(target, name, None)
+        if value:
+            return str(value)
+    return ""
+
+
 Target = Annotated[
     HttpTarget | LambdaTarget | SqsTarget | SnsTarget | EventBridgeTarget | StepFunctionsTarget | EcsTarget,
     Field(discriminator="type"),

@@ -20,7 +20,7 @@ import re
 from datetime import datetime
 
 from punctual.instants import format_instant_adaptive
-from punctual.models import Execution, ExecutionStatus, Job, SqsTarget
+from punctual.models import Execution, ExecutionStatus, Job, SqsTarget, target_arn
 from punctual.targets.aws_services import ClientFactory, SqsTargetAdapter, message_body
 from punctual.targets.base import Outcome, SlotContext
 from punctual.targets.payload import execution_id, render_payload
@@ -55,32 +55,17 @@ def dead_letter_attributes(job: Job, execution: Execution, now: datetime) -> dic
     """The message attributes of a dead-letter event (see the module notes)."""
     ctx = _context(job, execution)
     schedule_arn = job.scheduler.arn if job.scheduler else job.id
-    target_arn = job.scheduler.target_arn if job.scheduler else _target_arn(job)
+    called = job.scheduler.target_arn if job.scheduler else target_arn(job.target)
     return {
         "ERROR_CODE": _string(error_code(execution)),
         "ERROR_MESSAGE": _string((execution.error or "")[:1000]),
         "EXHAUSTED_RETRY_CONDITION": _string(exhausted_condition(job, execution, now)),
         "RETRY_ATTEMPTS": {"DataType": "Number", "StringValue": str(max(0, execution.attempt - 1))},
         "SCHEDULE_ARN": _string(schedule_arn),
-        "TARGET_ARN": _string(target_arn),
+        "TARGET_ARN": _string(called),
         "SCHEDULED_TIME": _string(format_instant_adaptive(execution.scheduled_at)),
         "EXECUTION_ID": _string(execution_id(ctx)),
     }
-
-
-def _target_arn(job: Job) -> str:
-    for field in (
-        "queue_arn",
-        "function_arn",
-        "topic_arn",
-        "event_bus_arn",
-        "state_machine_arn",
-        "cluster_arn",
-    ):
-        value = getattr(job.target, field, None)
-        if value:
-            return str(value)
-    return str(getattr(job.target, "url", ""))
 
 
 def _context(job: Job, execution: Execution) -> SlotContext:

@@ -49,7 +49,6 @@ from punctual.models import (
     DeadLetterQueue,
     EcsTarget,
     EventBridgeTarget,
-    HttpTarget,
     Job,
     JobSpec,
     JobState,
@@ -59,6 +58,7 @@ from punctual.models import (
     SnsTarget,
     SqsTarget,
     StepFunctionsTarget,
+    target_arn,
 )
 
 DEFAULT_GROUP = "default"
@@ -310,23 +310,7 @@ def _ecs(cluster_arn: str, role: str, params: dict[str, Any] | None) -> EcsTarge
 
 
 def target_arn_of(job: Job) -> str:
-    if job.scheduler is not None:
-        return job.scheduler.target_arn
-    target = job.target
-    if isinstance(target, HttpTarget):
-        return target.url
-    for field in (
-        "queue_arn",
-        "function_arn",
-        "topic_arn",
-        "event_bus_arn",
-        "state_machine_arn",
-        "cluster_arn",
-    ):
-        value = getattr(target, field, None)
-        if value:
-            return str(value)
-    return ""
+    return job.scheduler.target_arn if job.scheduler is not None else target_arn(job.target)
 
 
 def _input_of(job: Job) -> str | None:

@@ -132,12 +132,17 @@ def create_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     return {"ScheduleArn": arn}
 
 
-def get_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+def _existing(req: Request, values: dict[str, Any]) -> tuple[str, str, Job]:
+    """Group, name and job of the schedule an input names (its group may be being deleted)."""
     group = values.get("GroupName") or DEFAULT_GROUP
     name = values["Name"]
     if group != DEFAULT_GROUP:
         _stored_group(req, group)
-    job = _find(req, group, name)
+    return group, name, _find(req, group, name)
+
+
+def get_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    group, name, job = _existing(req, values)
     return schedule_out(job, req.place.schedule_arn(group, name))
 
 
@@ -159,11 +164,7 @@ def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def delete_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
-    group = values.get("GroupName") or DEFAULT_GROUP
-    name = values["Name"]
-    if group != DEFAULT_GROUP:
-        _stored_group(req, group)
-    job = _find(req, group, name)
+    _, name, job = _existing(req, values)
     try:
         req.services.jobs.delete(req.tenant, job.id)
     except JobNotFoundError:
