@@ -454,6 +454,14 @@ def test_schedule_groups_and_their_tags(client: Any) -> None:
     )
     assert client.get_schedule_group(Name="default")["Arn"] == f"{PREFIX}:schedule-group/default"
     assert _code(client.create_schedule_group, Name="reports")[0] == "ConflictException"
+    # A retried request (the same ClientToken) gets the same answer
+    client.create_schedule_group(Name="retried", ClientToken="token-7")
+    assert client.create_schedule_group(Name="retried", ClientToken="token-7")["ScheduleGroupArn"].endswith(
+        "/retried"
+    )
+    assert (
+        _code(client.create_schedule_group, Name="retried", ClientToken="token-8")[0] == "ConflictException"
+    )
     assert _code(client.create_schedule_group, Name="default")[0] == "ConflictException"
     assert _code(client.get_schedule_group, Name="nope")[0] == "ResourceNotFoundException"
     # Tags: added, replaced, removed

@@ -281,6 +281,9 @@ def test_schedule_groups_create_list_update_delete(store, t0):  # type: ignore[n
     assert [g.name for g in prefixed.items] == ["batch-1", "batch-2"]
     assert [g.name for g in store.list_groups("default", 2, prefixed.cursor, "batch").items] == ["batch-3"]
     assert store.get_group("default", "reports").tags == {"team": "reports"}
+    store.create_group(ScheduleGroup("other", "tokened", t0, t0, client_token="token-1"))
+    assert store.get_group("other", "tokened").client_token == "token-1"
+    assert store.get_group("default", "billing").client_token is None
     assert store.get_group("other", "billing") is None
     # When a group is updated with the instant it was read at, it changes; a stale write is refused
     found = store.get_group("default", "reports")

@@ -408,6 +408,7 @@ class ScheduleGroup:
     updated_at: datetime
     state: str = "ACTIVE"
     tags: dict[str, str] = field(default_factory=dict)
+    client_token: str | None = None  # of the request that created it: its retry is answered alike
 
 
 class GroupExistsError(ConflictError):

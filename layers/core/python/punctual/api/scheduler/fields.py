@@ -119,7 +119,7 @@ INPUT_FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "Tags": (SUPPORTED, ""),
         "Tags.Key": (SUPPORTED, ""),
         "Tags.Value": (SUPPORTED, ""),
-        "ClientToken": (ACCEPTED, "a repeat answers ConflictException"),
+        "ClientToken": (SUPPORTED, "a retry with the same token answers the same ARN"),
     },
     "GetScheduleGroup": {"Name": (SUPPORTED, "")},
     "DeleteScheduleGroup": {

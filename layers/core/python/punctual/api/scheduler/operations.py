@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -222,10 +222,13 @@ def create_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any
         raise quota(f"Your account has the most schedule groups it may have ({MAX_GROUPS_PER_TENANT}).")
     now = req.now()
     tags = {tag["Key"]: tag["Value"] for tag in values.get("Tags") or []}
+    token = values.get("ClientToken")
     try:
-        store.create_group(ScheduleGroup(req.tenant, name, now, now, "ACTIVE", tags))
+        store.create_group(ScheduleGroup(req.tenant, name, now, now, "ACTIVE", tags, token))
     except GroupExistsError:
-        raise conflict(f"Schedule group {name} already exists.") from None
+        existing = store.get_group(req.tenant, name)
+        if existing is None or not token or existing.client_token != token:
+            raise conflict(f"Schedule group {name} already exists.") from None
     return {"ScheduleGroupArn": req.place.group_arn(name)}
 
 
@@ -265,9 +268,7 @@ def delete_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any
     store = req.services.store
     group = _stored_group(req, name)
     if group.state == "ACTIVE":
-        deleting = ScheduleGroup(
-            req.tenant, name, group.created_at, _later(group.updated_at, req.now()), "DELETING", group.tags
-        )
+        deleting = replace(group, state="DELETING", updated_at=_later(group.updated_at, req.now()))
         try:
             store.update_group(deleting, group.updated_at)
         except GroupConflictError:
@@ -312,9 +313,7 @@ def _retag(req: Request, arn: str, change: Callable[[dict[str, str]], dict[str, 
     tags = change(dict(group.tags))
     if len(tags) > MAX_TAGS_PER_GROUP:
         raise invalid(f"A schedule group may have at most {MAX_TAGS_PER_GROUP} tags.")
-    changed = ScheduleGroup(
-        req.tenant, name, group.created_at, _later(group.updated_at, req.now()), group.state, tags
-    )
+    changed = replace(group, tags=tags, updated_at=_later(group.updated_at, req.now()))
     try:
         req.services.store.update_group(changed, group.updated_at)
     except GroupConflictError:

@@ -25,7 +25,9 @@ from punctual.store.dynamo.keys import _s, group_sk, tenant_pk
 
 
 def _item(group: ScheduleGroup) -> dict[str, Any]:
+    token = {"client_token": _s(group.client_token)} if group.client_token else {}
     return {
+        **token,
         "pk": _s(tenant_pk(group.tenant)),
         "sk": _s(group_sk(group.name)),
         "name": _s(group.name),
@@ -44,6 +46,7 @@ def _group(tenant: str, item: dict[str, Any]) -> ScheduleGroup:
         created_at=datetime.fromisoformat(item["created_at"]["S"]),
         updated_at=datetime.fromisoformat(item["updated_at"]["S"]),
         tags={key: value["S"] for key, value in item.get("tags", {}).get("M", {}).items()},
+        client_token=item["client_token"]["S"] if "client_token" in item else None,
     )
 
 

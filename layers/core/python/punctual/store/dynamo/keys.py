@@ -6,7 +6,7 @@ Items::
 
     job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON)
     listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
-    sched. group pk=tenant#<tenant>        sk=group#<name>   name, state, created_at, updated_at, tags
+    sched. group pk=tenant#<tenant>        sk=group#<name>   name, state, created_at, updated_at, tags, token
     job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
     API requests pk=reqs#<tenant>          sk=<window>       n, expires_at (per-tenant rate limit)
     execution    pk=job#<tenant>#<id>      sk=exec#<slot>    status, attempt, owner, doc, expires_at
