@@ -12,6 +12,9 @@ schedule's dead-letter queue with the service's attributes. Its queues are delet
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -138,3 +141,23 @@ def test_schedules_fire_substitute_delete_and_dead_letter(local_mode: LocalMode,
         assert status == 200 and [j["name"] for j in jobs["items"]] == ["broken"]
     finally:
         client.delete_schedule_group(Name="failing")
+
+
+def _aws_cli(local_mode: LocalMode, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID=TENANT, AWS_SECRET_ACCESS_KEY="x", AWS_DEFAULT_REGION=REGION)
+    command = ["aws", "scheduler", *args, "--endpoint-url", local_mode.api_url, "--output", "json"]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.skipif(shutil.which("aws") is None, reason="the AWS CLI is not installed")
+def test_the_aws_cli_works_with_the_endpoint(local_mode: LocalMode, aws: dict[str, Any]) -> None:
+    aws["scheduler"].create_schedule_group(Name="from-cli")
+    try:
+        listed = _aws_cli(local_mode, "list-schedule-groups", "--name-prefix", "from-")
+        assert listed.returncode == 0, listed.stderr
+        assert [g["Name"] for g in json.loads(listed.stdout)["ScheduleGroups"]] == ["from-cli"]
+        missing = _aws_cli(local_mode, "get-schedule", "--name", "nope", "--group-name", "from-cli")
+        assert missing.returncode != 0 and "ResourceNotFoundException" in missing.stderr, missing.stderr
+    finally:
+        aws["scheduler"].delete_schedule_group(Name="from-cli")

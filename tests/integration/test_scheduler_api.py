@@ -183,6 +183,7 @@ def test_create_get_update_delete_round_trip(client: Any, api: ApiClient) -> Non
     assert job["payload"] == f'{{"arn": "{arn}", "at": "<aws.scheduler.scheduled-time>"}}'
     assert job["retry"]["max_attempts"] == 5 and job["retry"]["max_age_seconds"] == 600
     assert job["jitter_seconds"] == 5400 and job["delete_after_completion"] is True
+    assert job["catchup"]["window_seconds"] == 5400 + 3600
     assert job["target"]["type"] == "sqs" and job["target"]["role_arn"] == ROLE
     # When it is updated to DISABLED with another expression
     client.update_schedule(

@@ -13,7 +13,8 @@ What maps to what
     ``ScheduleExpression`` → ``schedule``; ``ScheduleExpressionTimezone`` → ``timezone``;
     ``StartDate``/``EndDate`` → ``start_at``/``end_at``; ``State`` DISABLED → PAUSED;
     ``Description``; ``FlexibleTimeWindow`` FLEXIBLE → ``jitter_seconds`` (the window, a stable
-    pseudo-random delay inside it per slot); ``ActionAfterCompletion`` DELETE →
+    pseudo-random delay inside it per slot, the catch-up window widened by as much);
+    ``ActionAfterCompletion`` DELETE →
     ``delete_after_completion``; ``Target.RetryPolicy`` → ``retry.max_attempts`` (retries + 1,
     default 185 + 1) and ``retry.max_age_seconds`` (default 86400); ``Target.DeadLetterConfig``
     → ``dead_letter``; ``Target.Input`` → ``payload`` (the text as it is for SQS and SNS, parsed
@@ -46,6 +47,7 @@ from punctual.api.scheduler.errors import invalid
 from punctual.api.scheduler.model import epoch, to_datetime
 from punctual.models import (
     MAX_ATTEMPTS,
+    CatchupPolicy,
     DeadLetterQueue,
     EcsTarget,
     EventBridgeTarget,
@@ -65,6 +67,7 @@ DEFAULT_GROUP = "default"
 GROUP_TAG = "punctual:schedule-group"
 DEFAULT_RETRIES = 185  # the service's default MaximumRetryAttempts
 DEFAULT_EVENT_AGE_S = 86400  # ... and MaximumEventAgeInSeconds
+DEFAULT_CATCHUP_S = 3600  # the job model's default catch-up window
 SCHEDULE_ARN_ATTRIBUTE = "<aws.scheduler.schedule-arn>"
 _JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 SUPPORTED_TARGETS = "Lambda, SQS, SNS, EventBridge (event bus), Step Functions, ECS (RunTask)"
@@ -142,6 +145,7 @@ def spec_of(values: dict[str, Any], group: str, arn: str) -> JobSpec:
     retry_in: dict[str, Any] = target_in.get("RetryPolicy") or {}
     retries = retry_in.get("MaximumRetryAttempts", DEFAULT_RETRIES)
     dead_letter = (target_in.get("DeadLetterConfig") or {}).get("Arn")
+    jitter = (minutes or 0) * 60 if window["Mode"] == "FLEXIBLE" else 0
     fields: dict[str, Any] = {
         "name": values["Name"],
         "description": values.get("Description") or "",
@@ -157,7 +161,9 @@ def spec_of(values: dict[str, Any], group: str, arn: str) -> JobSpec:
             max_attempts=min(retries + 1, MAX_ATTEMPTS),
             max_age_seconds=retry_in.get("MaximumEventAgeInSeconds", DEFAULT_EVENT_AGE_S),
         ),
-        "jitter_seconds": (minutes or 0) * 60 if window["Mode"] == "FLEXIBLE" else 0,
+        "jitter_seconds": jitter,
+        # A slot released late inside its window is still owed, never MISSED for its lateness.
+        "catchup": CatchupPolicy(window_seconds=max(DEFAULT_CATCHUP_S, jitter + DEFAULT_CATCHUP_S)),
         "tags": {GROUP_TAG: group},
         "dead_letter": DeadLetterQueue(queue_arn=dead_letter) if dead_letter else None,
         "delete_after_completion": values.get("ActionAfterCompletion") == "DELETE",
