@@ -79,7 +79,7 @@ def test_schedules_fire_substitute_delete_and_dead_letter(local_mode: LocalMode,
     # Given a one-time schedule on an SQS queue, deleted after completion, with every attribute in its Input
     arn = client.create_schedule(
         Name="once",
-        ScheduleExpression=_at(4),
+        ScheduleExpression=_at(6),
         FlexibleTimeWindow={"Mode": "OFF"},
         ActionAfterCompletion="DELETE",
         Target={
@@ -100,7 +100,7 @@ def test_schedules_fire_substitute_delete_and_dead_letter(local_mode: LocalMode,
     failing_arn = client.create_schedule(
         Name="broken",
         GroupName="failing",
-        ScheduleExpression=_at(4),
+        ScheduleExpression=_at(6),
         FlexibleTimeWindow={"Mode": "OFF"},
         Target={
             "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:e2e-scheduler-missing",

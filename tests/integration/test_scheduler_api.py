@@ -516,15 +516,24 @@ def test_deleting_a_group_deletes_its_schedules(client: Any, api: ApiClient) -> 
 def test_quota_throttling_internal_and_unauthenticated_errors(
     api: ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a deployment allowing two jobs and four requests a minute per tenant (set before the first request)
+    # Given a deployment allowing two jobs, two groups and six requests a minute per tenant
     monkeypatch.setenv("PUNCTUAL_MAX_JOBS_PER_TENANT", "2")
-    monkeypatch.setenv("PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT", "4")
+    monkeypatch.setenv("PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT", "6")
+    from punctual.api import wiring
+    from punctual.api.scheduler import operations
+    from punctual.clock import ManualClock
+
+    monkeypatch.setattr(operations, "MAX_GROUPS_PER_TENANT", 2)  # default and one more
+    # Every request in one quota minute, whatever the wall clock does meanwhile
+    wiring.services().jobs.clock = ManualClock(datetime(2026, 12, 1, 12, 0, 5, tzinfo=UTC))
     client = scheduler_client(api)
     _create(client, "one")
     _create(client, "two")
     code, message = _code(_create, client=client, name="three")
     assert code == "ServiceQuotaExceededException", message
-    client.get_schedule(Name="one")  # the fourth request this minute
+    client.create_schedule_group(Name="g1")
+    assert _code(client.create_schedule_group, Name="g2")[0] == "ServiceQuotaExceededException"
+    client.get_schedule(Name="one")  # the sixth request this minute
     code, message = _code(client.get_schedule, Name="one")
     assert code == "ThrottlingException" and "per minute" in message
 
