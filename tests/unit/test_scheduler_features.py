@@ -129,12 +129,18 @@ def test_a_recurring_job_is_kept_until_its_last_slot(rig: Rig, t0: datetime) -> 
     assert rig.store.get_job("default", "rate") is None
 
 
-def test_a_job_changed_meanwhile_is_not_deleted(rig: Rig, t0: datetime) -> None:
+def test_a_job_changed_while_its_last_slot_ran_is_not_deleted(rig: Rig, t0: datetime) -> None:
+    # Given a one-time job that asked to be deleted, changed by its owner while its slot runs
     at = t0 + timedelta(minutes=1)
     job = rig.add_job("once", f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})", delete_after_completion=True)
-    message = rig.message(job, at)
-    rig.store.replace_job(job.model_copy(update={"version": 2}), expected_version=1)
+
+    def changed_meanwhile(ctx: SlotContext) -> TargetResult:
+        rig.store.replace_job(job.model_copy(update={"version": 2}), expected_version=1)
+        return TargetResult.ok()
+
     rig.advance_to(at)
-    rig.send(message)
-    rig.work_until_idle(rig.worker())
-    assert rig.store.get_job("default", "once") is not None
+    rig.send(rig.message(job, at))
+    rig.work_until_idle(rig.worker(target=FakeTarget(changed_meanwhile)))
+    # Then the slot ran, and the changed job stays
+    assert rig.history(job)[0].status is ExecutionStatus.SUCCEEDED
+    assert rig.store.get_job("default", "once").version == 2
