@@ -15,10 +15,9 @@ import json
 import os
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import boto3
 import pytest
@@ -31,17 +30,6 @@ ACCOUNT = "123456789012"  # moto's
 REGION = "us-east-1"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/e2e-scheduler"
 DEADLINE_S = 60.0
-T = TypeVar("T")
-
-
-def _eventually(check: Callable[[], T | None], what: str, timeout_s: float = DEADLINE_S) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +101,9 @@ def test_schedules_fire_substitute_delete_and_dead_letter(local_mode: LocalMode,
     assert [s["Name"] for s in client.list_schedules(GroupName="failing")["Schedules"]] == ["broken"]
     try:
         # Then the target queue receives the Input with the attributes filled in
-        message = _eventually(lambda: _received(sqs, queues["target"]), "the schedule's message")
+        message = local_mode.wait(
+            lambda: _received(sqs, queues["target"]), DEADLINE_S, "the schedule's message", 0.3
+        )
         body = json.loads(message["Body"])
         assert body["arn"] == arn and body["n"] == "1"
         assert body["at"].endswith("Z") and len(body["id"]) == 36
@@ -126,9 +116,11 @@ def test_schedules_fire_substitute_delete_and_dead_letter(local_mode: LocalMode,
                 return exc.response["Error"]["Code"] == "ResourceNotFoundException"
             return False
 
-        _eventually(gone, "the completed schedule's deletion")
+        local_mode.wait(gone, DEADLINE_S, "the completed schedule's deletion", 0.3)
         # And the failing schedule's event is in its dead-letter queue with the service's attributes
-        dead = _eventually(lambda: _received(sqs, queues["dlq"]), "the dead-letter event")
+        dead = local_mode.wait(
+            lambda: _received(sqs, queues["dlq"]), DEADLINE_S, "the dead-letter event", 0.3
+        )
         assert dead["Body"] == "broken 1"
         attributes = {name: value["StringValue"] for name, value in dead["MessageAttributes"].items()}
         assert attributes["SCHEDULE_ARN"] == failing_arn
