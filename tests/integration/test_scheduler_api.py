@@ -311,6 +311,11 @@ def test_each_target_type_maps_both_ways(client: Any, api: ApiClient) -> None:
 
 
 _INVALID_CASES: list[tuple[dict[str, Any], str]] = [
+    # The service's pattern lets this through; Punctual's own check (partition vs region) does not
+    (
+        {"Target": _target(DeadLetterConfig={"Arn": f"arn:aws:sqs:cn-north-1:{ACCOUNT}:dlq"})},
+        "DeadLetterConfig.Arn",
+    ),
     ({"Target": {"Arn": f"arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/s", "RoleArn": ROLE}}, "kinesis"),
     ({"Target": {"Arn": "arn:aws:scheduler:::aws-sdk:sqs:sendMessage", "RoleArn": ROLE}}, "universal"),
     (

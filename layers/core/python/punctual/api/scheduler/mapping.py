@@ -142,11 +142,24 @@ def spec_of(values: dict[str, Any], group: str, arn: str) -> JobSpec:
     if window["Mode"] == "OFF" and minutes is not None:
         raise invalid("FlexibleTimeWindow.MaximumWindowInMinutes is only allowed when Mode is FLEXIBLE")
     target, payload = _target(target_in, arn)
+    jitter = (minutes or 0) * 60 if window["Mode"] == "FLEXIBLE" else 0
+    try:
+        return JobSpec(**_fields(values, group, arn, target, payload, jitter))
+    except ValidationError as exc:
+        raise invalid(_explain(exc)) from None
+
+
+def _fields(
+    values: dict[str, Any], group: str, arn: str, target: Any, payload: Any, jitter: int
+) -> dict[str, Any]:
+    """The JobSpec fields of a schedule input (the models they build validate as they are made)."""
+    target_in: dict[str, Any] = values["Target"]
+    window: dict[str, Any] = values["FlexibleTimeWindow"]
+    minutes = window.get("MaximumWindowInMinutes")
     retry_in: dict[str, Any] = target_in.get("RetryPolicy") or {}
     retries = retry_in.get("MaximumRetryAttempts", DEFAULT_RETRIES)
     dead_letter = (target_in.get("DeadLetterConfig") or {}).get("Arn")
-    jitter = (minutes or 0) * 60 if window["Mode"] == "FLEXIBLE" else 0
-    fields: dict[str, Any] = {
+    return {
         "name": values["Name"],
         "description": values.get("Description") or "",
         "schedule": values["ScheduleExpression"],
@@ -177,10 +190,6 @@ def spec_of(values: dict[str, Any], group: str, arn: str) -> JobSpec:
             client_token=values.get("ClientToken"),
         ),
     }
-    try:
-        return JobSpec(**fields)
-    except ValidationError as exc:
-        raise invalid(_explain(exc)) from None
 
 
 _SPEC_NAMES = {
@@ -191,6 +200,7 @@ _SPEC_NAMES = {
     "payload": "Target.Input",
     "target": "Target",
     "dead_letter": "Target.DeadLetterConfig.Arn",
+    "queue_arn": "Target.DeadLetterConfig.Arn",
     "retry": "Target.RetryPolicy",
 }
 
