@@ -94,6 +94,7 @@ class Rig:
         target: FakeTarget | None = None,
         clock: Any = None,
         signer: Any = None,
+        dead_letters: Any = None,
         **config: Any,
     ) -> Worker:
         settings = WorkerConfig(
@@ -115,6 +116,7 @@ class Rig:
             rng=lambda job_id, slot, attempt: UpperBound(),
             pauser=JobServicePauser(self.store, self.queues, clock or self.clock, settings),
             signer=signer,
+            dead_letters=dead_letters,
         )
 
     def add_job(self, job_id: str = "job-1", schedule: str = "rate(1 minute)", **overrides: Any) -> Job:

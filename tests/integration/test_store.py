@@ -258,3 +258,46 @@ def test_a_jobs_turn_is_held_by_one_slot_and_handed_on_oldest_first(store, t0): 
     turn = take("t", "j", "e", t0 + timedelta(minutes=3), replacing="d")
     assert (turn.holder, turn.since) == ("e", t0 + timedelta(minutes=3))
     assert take("t", "other", "z", t0).holder == "z"  # per job
+
+
+# --------------------------------------------------------------------------- schedule groups
+
+
+def test_schedule_groups_create_list_update_delete(store, t0):  # type: ignore[no-untyped-def]
+    from punctual.store.base import GroupConflictError, GroupExistsError, ScheduleGroup
+
+    # Given groups of two tenants
+    for name in ("reports", "billing", "batch-1", "batch-2", "batch-3"):
+        store.create_group(ScheduleGroup("default", name, t0, t0, tags={"team": name}))
+    store.create_group(ScheduleGroup("other", "reports", t0, t0))
+    with pytest.raises(GroupExistsError):
+        store.create_group(ScheduleGroup("default", "reports", t0, t0))
+    # Then a tenant lists its own, in name order, by prefix and in pages
+    first = store.list_groups("default", 2)
+    assert [g.name for g in first.items] == ["batch-1", "batch-2"] and first.cursor
+    rest = store.list_groups("default", 10, first.cursor)
+    assert [g.name for g in rest.items] == ["batch-3", "billing", "reports"] and rest.cursor is None
+    prefixed = store.list_groups("default", 2, None, "batch")
+    assert [g.name for g in prefixed.items] == ["batch-1", "batch-2"]
+    assert [g.name for g in store.list_groups("default", 2, prefixed.cursor, "batch").items] == ["batch-3"]
+    assert store.get_group("default", "reports").tags == {"team": "reports"}
+    store.create_group(ScheduleGroup("other", "tokened", t0, t0, client_token="token-1"))
+    assert store.get_group("other", "tokened").client_token == "token-1"
+    assert store.get_group("default", "billing").client_token is None
+    assert store.get_group("other", "billing") is None
+    # When a group is updated with the instant it was read at, it changes; a stale write is refused
+    found = store.get_group("default", "reports")
+    later = t0 + timedelta(seconds=1)
+    changed = ScheduleGroup("default", "reports", found.created_at, later, "DELETING", {})
+    store.update_group(changed, found.updated_at)
+    with pytest.raises(GroupConflictError):
+        store.update_group(changed, found.updated_at)
+    assert store.get_group("default", "reports").state == "DELETING"
+    # And deleting it leaves the other tenant's group of the same name
+    store.delete_group("default", "reports")
+    assert store.get_group("default", "reports") is None
+    with pytest.raises(GroupConflictError):
+        store.update_group(changed, later)
+    assert store.get_group("other", "reports") is not None
+    # Groups are not jobs: the job listing does not see them
+    assert store.list_jobs("default", 10).items == []

@@ -62,7 +62,16 @@ def test_values_without_placeholders_are_unchanged(value: Any) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["<JOB_ID>", "<job_id", "job_id>", "< job_id >", "<tenant>", "<aws.scheduler.execution-id>", "<<>>"],
+    [
+        "<JOB_ID>",
+        "<job_id",
+        "job_id>",
+        "< job_id >",
+        "<tenant>",
+        "<aws.scheduler.unknown>",
+        "<aws.scheduler.schedule-arn>",
+        "<<>>",
+    ],
 )
 def test_unknown_or_malformed_placeholders_are_left_alone(text: str) -> None:
     assert render_payload({"x": text}, _ctx()) == {"x": text}

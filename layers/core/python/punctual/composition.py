@@ -136,6 +136,7 @@ class Container:
             signing_secrets=defaults.default_signing_secrets(settings),
             pauser=JobServicePauser(self.store, self.queues, self.clock, config),
             signer=self.signer,
+            dead_letters=defaults.default_dead_letters(settings),
         )
 
 

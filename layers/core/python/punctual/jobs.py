@@ -214,8 +214,14 @@ class JobService:
 
     # ------------------------------------------------------------------ writing
 
-    def register(self, tenant: str, spec: JobSpec, job_id: str | None = None) -> tuple[Job, str | None]:
-        """Store a new job and its first timer; return it and its signing secret (shown once)."""
+    def register(
+        self, tenant: str, spec: JobSpec, job_id: str | None = None, paused: bool = False
+    ) -> tuple[Job, str | None]:
+        """Store a new job and its first timer; return it and its signing secret (shown once).
+
+        ``paused`` stores it PAUSED in the same write, with no timer (a schedule created
+        DISABLED): no slot can fire before a separate pause would land.
+        """
         now = self.clock.now()
         job_id = job_id or uuid.uuid4().hex
         self._check_target(spec)
@@ -239,6 +245,9 @@ class JobService:
             raise InvalidJobError(
                 "schedule has no future slot (a one-time instant in the past, or end_at passed)"
             )
+        if paused:
+            job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
+            timer = None
         self.store.create_job(job, timer, self.max_jobs, self.max_trigger_rate)
         if parents:
             self.store.set_dependents(tenant, job_id, parents, present=True)

@@ -63,6 +63,8 @@ RESERVED_HEADERS = frozenset(
         "punctual-fencing-signature",
     }
 )
+MAX_ATTEMPTS = 186  # EventBridge Scheduler's MaximumRetryAttempts (185) plus the first attempt
+MAX_JITTER_S = 24 * 3600  # EventBridge Scheduler's widest flexible time window (1440 minutes)
 MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on an execution record
 
 _COMPACT_JSON = json.JSONEncoder(
@@ -425,6 +427,24 @@ class EcsTarget(_AwsTarget):
         return check_arn(value, "ecs", "task-definition/", ECS_TASK_DEFINITION_RE)
 
 
+def target_arn(target: HttpTarget | _AwsTarget) -> str:
+    """The ARN a target calls (an HTTP target: its URL), as EventBridge Scheduler's ``Target.Arn``."""
+    if isinstance(target, HttpTarget):
+        return target.url
+    for name in (
+        "queue_arn",
+        "function_arn",
+        "topic_arn",
+        "event_bus_arn",
+        "state_machine_arn",
+        "cluster_arn",
+    ):
+        value = getattr(target, name, None)
+        if value:
+            return str(value)
+    return ""
+
+
 Target = Annotated[
     HttpTarget | LambdaTarget | SqsTarget | SnsTarget | EventBridgeTarget | StepFunctionsTarget | EcsTarget,
     Field(discriminator="type"),
@@ -445,7 +465,12 @@ class Backoff(StrEnum):
 class RetryPolicy(_Strict):
     """How a failed attempt is retried. ``max_attempts`` counts the first attempt."""
 
-    max_attempts: int = _int(3, "Attempts per slot, the first included (1: never retry).", ge=1, le=100)
+    max_attempts: int = _int(
+        3,
+        "Attempts per slot, the first included (1: never retry; 186: EventBridge Scheduler's 185 retries).",
+        ge=1,
+        le=MAX_ATTEMPTS,
+    )
     backoff: Backoff = Field(
         default=Backoff.EXPONENTIAL,
         description="Wait before retry n: fixed = base; linear = base * n; exponential = base * 2^(n-1).",
@@ -513,6 +538,43 @@ class Runtime(StrEnum):
 
     LAMBDA = "lambda"
     ECS = "ecs"
+
+
+class DeadLetterQueue(_Strict):
+    """Where a slot's event goes when its last attempt failed (EventBridge Scheduler's DLQ)."""
+
+    queue_arn: str = Field(
+        max_length=2048,
+        description=(
+            "An SQS queue's ARN. After a slot's last attempt failed, its rendered payload is sent there with "
+            "the message attributes EventBridge Scheduler documents (ERROR_CODE, ERROR_MESSAGE, "
+            "EXHAUSTED_RETRY_CONDITION, RETRY_ATTEMPTS, SCHEDULE_ARN, TARGET_ARN, ...), as the target's role."
+        ),
+        examples=["arn:aws:sqs:eu-west-1:123456789012:report-dlq"],
+    )
+
+    @field_validator("queue_arn")
+    @classmethod
+    def _arn(cls, value: str) -> str:
+        return check_arn(value, "sqs", None, SQS_QUEUE_RE)
+
+
+class SchedulerIdentity(_Strict):
+    """What the EventBridge Scheduler API knows a job by (set by that API; see ``punctual.api.scheduler``)."""
+
+    group: str = Field(
+        min_length=1, max_length=64, pattern=r"^[0-9a-zA-Z_.-]+$", description="Schedule group."
+    )
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[0-9a-zA-Z_.-]+$", description="Schedule name.")
+    arn: str = Field(max_length=1224, description="The schedule's ARN (the <aws.scheduler.schedule-arn>).")
+    target_arn: str = Field(max_length=1600, description="Target.Arn as the schedule gave it.")
+    input: str | None = Field(
+        default=None, description="Target.Input exactly as given (GetSchedule returns it)."
+    )
+    client_token: str | None = Field(default=None, max_length=64, description="ClientToken of the creation.")
+    flexible_window_minutes: int | None = Field(
+        default=None, ge=1, le=1440, description="FlexibleTimeWindow FLEXIBLE: the window (jitter_seconds)."
+    )
 
 
 # --------------------------------------------------------------------------- the job
@@ -611,7 +673,10 @@ class JobSpec(_Strict):
         description="What happens to slots missed while the job was paused or the scheduler was down.",
     )
     jitter_seconds: int = _int(
-        0, "Delay each slot by a stable pseudo-random 0..n seconds (spreads load).", ge=0, le=3600
+        0,
+        "Delay each slot by a stable pseudo-random 0..n seconds (spreads load; at most a day).",
+        ge=0,
+        le=MAX_JITTER_S,
     )
     dst: DstPolicy | None = Field(
         default=None,
@@ -625,6 +690,16 @@ class JobSpec(_Strict):
         max_length=MAX_TAGS,
         description="Up to 50 key/value labels; GET /v1/jobs filters by them.",
         examples=[{"team": "data"}],
+    )
+    dead_letter: DeadLetterQueue | None = Field(
+        default=None, description="Where a slot's event goes after its last attempt failed (SQS)."
+    )
+    delete_after_completion: bool = _flag(
+        False, "Delete the job once it is COMPLETED (a one-time at(), or end_at passed) and its slot ended."
+    )
+    scheduler: SchedulerIdentity | None = Field(
+        default=None,
+        description="Set by the EventBridge Scheduler API (/schedules): the schedule's group, name and ARN.",
     )
 
     @field_validator("timezone")

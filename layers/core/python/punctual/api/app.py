@@ -22,7 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.api import idempotent, problems
+from punctual.api import idempotent, problems, scheduler
 from punctual.api.problems import ApiProblem, Problem
 from punctual.api.schemas import (
     ExecutionOut,
@@ -141,7 +141,9 @@ class PunctualResolver(APIGatewayRestResolver):
 
     * a method a path does not take: 405 with ``Allow`` (``OPTIONS``: 204 with ``Allow``);
     * ``HEAD``: the ``GET`` answer without its body;
-    * a body that is not UTF-8 text: 400; larger than the limit: 413; not JSON: 415.
+    * a body that is not UTF-8 text: 400; larger than the limit: 413; not JSON: 415;
+    * ``/schedules``, ``/schedule-groups``, ``/tags/``: EventBridge Scheduler's API
+      (:mod:`punctual.api.scheduler`), with that service's error format.
     """
 
     def allowed_methods(self, path: str) -> list[str]:
@@ -156,6 +158,9 @@ class PunctualResolver(APIGatewayRestResolver):
     def resolve(self, event: Any, context: LambdaContext) -> dict[str, Any]:
         if not isinstance(event, dict):
             return super().resolve(event, context)
+        if scheduler.serves(str(event.get("path") or "")):
+            # EventBridge Scheduler's API: its own routes, shapes and error format.
+            return scheduler.handle(event, context)
         method = str(event.get("httpMethod") or "").upper()
         allowed = self.allowed_methods(str(event.get("path") or ""))
         if allowed and method not in allowed:

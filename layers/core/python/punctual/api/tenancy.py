@@ -16,8 +16,10 @@ so does not inherit the old role's jobs (issue 16). Jobs registered while the te
 ARN move with :meth:`punctual.jobs.JobService.move_jobs` (see the README).
 
 In local mode only (``PUNCTUAL_LOCAL_MODE=1``; there is no SigV4 on loopback) the header
-``X-Punctual-Tenant`` names the tenant, ``default`` when absent. Outside local mode the
-header is ignored, so a cloud caller cannot claim another tenant.
+``X-Punctual-Tenant`` names the tenant; without it, a request signed with SigV4 (an unmodified
+AWS SDK, e.g. boto3's ``scheduler`` client) acts for the access key id of its signature
+(``Credential=<key id>/...``; the signature is not checked), else for ``default``. Outside
+local mode the header and the key are ignored, so a cloud caller cannot claim another tenant.
 """
 
 from __future__ import annotations
@@ -58,6 +60,18 @@ def _header(headers: Mapping[str, Any] | None, name: str) -> str | None:
     return None
 
 
+_CREDENTIAL_RE = re.compile(r"Credential=([A-Za-z0-9._:/@+=,\-]{1,128}?)/\d{8}/")
+
+
+def signed_access_key(event: Mapping[str, Any]) -> str | None:
+    """The access key id a SigV4 ``Authorization`` header names (local mode's tenant), if any."""
+    auth = _header(event.get("headers"), "Authorization") or ""
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return None
+    match = _CREDENTIAL_RE.search(auth)
+    return match.group(1) if match else None
+
+
 def tenant_of(event: Mapping[str, Any], local_mode: bool) -> str:
     """The tenant of an API Gateway REST (v1) proxy event.
 
@@ -79,7 +93,7 @@ def tenant_of(event: Mapping[str, Any], local_mode: bool) -> str:
     """
     if local_mode:
         claimed = _header(event.get("headers"), TENANT_HEADER)
-        tenant = (claimed or "").strip() or DEFAULT_LOCAL_TENANT
+        tenant = (claimed or "").strip() or signed_access_key(event) or DEFAULT_LOCAL_TENANT
         if not _TENANT_RE.match(tenant):
             raise ApiProblem(
                 400,

@@ -1,5 +1,6 @@
-"""What follows the end of an attempt: retry timer, failure report, next ``delay`` slot,
-dependants, the overlap turn, and pausing a job its target asked to stop.
+"""What follows the end of an attempt: retry timer, failure report and dead-letter event, next
+``delay`` slot, dependants, the overlap turn, deleting a completed job that asked for it, and
+pausing a job its target asked to stop.
 
 Every step comes *after* the record's write and is idempotent: a worker that dies between the
 two leaves its message to be redelivered, and the redelivery finds the attempt ended and runs
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from punctual.execution.ports import FailureSink, JobPauser
+from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
 from punctual.instants import format_instant_ms
@@ -46,6 +47,8 @@ class AfterEffects:
         ``rng(job_id, slot, attempt)``: the jitter of that attempt's retry.
     pauser
         Pauses a job whose target asked never to be called again.
+    dead_letters
+        Sends a finally failed slot's event to its job's dead-letter queue (None: not sent).
     """
 
     def __init__(
@@ -58,8 +61,10 @@ class AfterEffects:
         failures: FailureSink,
         rng: Callable[[str, str, int], RandomSource],
         pauser: JobPauser | None,
+        dead_letters: DeadLetterSink | None = None,
     ) -> None:
         self.ledger = ledger
+        self.dead_letters = dead_letters
         self.store = ledger.store
         self.queues = queues
         self.route = route
@@ -97,9 +102,13 @@ class AfterEffects:
             if status is ExecutionStatus.TIMED_OUT:
                 count.add("ExecutionsTimedOut", 1)
             self.failures.publish(failure_report(execution))
+            if job.dead_letter is not None and self.dead_letters is not None:
+                self.dead_letters.send(job, execution, now)
         if status.terminal:
             self._chain_delay(job, execution, now)
             self.turns.pass_on(job, execution, now)
+            if job.delete_after_completion:
+                self._delete_if_complete(job, execution)
 
     def retry_instant_of(self, job: Job, execution: Execution) -> datetime | None:
         """The retry instant of a RETRY_WAIT record, recomputed exactly as it was first computed."""
@@ -129,6 +138,28 @@ class AfterEffects:
             except Exception as exc:  # a conflicting update: read again and retry
                 log.info("pausing %s: %s; trying again", job.id, exc)
         log.error("could not pause job %s after the target asked to stop", job.id)
+
+    def _delete_if_complete(self, job: Job, execution: Execution) -> None:
+        """``delete_after_completion`` (ActionAfterCompletion DELETE): the slot that ended was the
+        job's last (a one-time ``at()``, or none left before ``end_at``): delete the job.
+
+        Conditional on the version this slot ran for (the poller's COMPLETED mark keeps it), so
+        a job changed meanwhile is left alone; a repeat finds it gone and does nothing.
+        """
+        if "~" in execution.slot or schedule_of(job).kind in ("after", "delay"):
+            return  # a manual run is not the last slot; these kinds have no computed end
+        current = self.store.get_job(job.tenant, job.id)
+        if current is None or current.version != execution.job_version:
+            return
+        nxt = schedule_of(current).next_after(slot_instant(execution.slot))
+        if nxt is not None and (current.end_at is None or nxt <= current.end_at):
+            return
+        try:
+            self.store.delete_job(job.tenant, job.id, current.version, current.trigger_rate)
+        except Exception as exc:  # changed or deleted meanwhile: that write stands
+            log.info("job %s not deleted after completion: %s", job.id, exc)
+            return
+        self.metrics.add("JobsDeletedAfterCompletion", 1)
 
     def _chain_delay(self, job: Job, execution: Execution, now: datetime) -> None:
         """``delay(...)`` jobs: the next slot counts from this finish, for the same job version."""

@@ -30,6 +30,13 @@ class FailureSink(Protocol):
     def publish(self, body: Mapping[str, Any]) -> None: ...
 
 
+class DeadLetterSink(Protocol):
+    """Sends a finally failed slot's event to its job's dead-letter queue, if it has one
+    (:mod:`punctual.execution.dead_letters`)."""
+
+    def send(self, job: Job, execution: Execution, now: datetime) -> None: ...
+
+
 class SqsFailureSink:
     """Sends a JSON body to the failed-executions queue (a standard queue)."""
 

@@ -22,6 +22,7 @@ from punctual.execution.finish import Finisher
 from punctual.execution.lease import Leases, owned
 from punctual.execution.ports import (
     Claim,
+    DeadLetterSink,
     Delivery,
     FailureSink,
     FinishResult,
@@ -85,6 +86,8 @@ class Worker:
     signer
         Verifies every message's signature before anything else (None: not verified). The
         queues sign what the worker sends when they were given the same signer.
+    dead_letters
+        Sends a finally failed slot's event to its job's dead-letter queue (None: not sent).
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class Worker:
         signing_secrets: Callable[[Job], tuple[str, ...]] | None = None,
         pauser: JobPauser | None = None,
         signer: DispatchSigner | None = None,
+        dead_letters: DeadLetterSink | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -115,7 +119,15 @@ class Worker:
         self.ledger = Ledger(store, clock, config)
         self.turns = Turns(store, queues, route)
         self.after = AfterEffects(
-            self.ledger, queues, route, self.turns, self.metrics, self.failures, self._rng, pauser
+            self.ledger,
+            queues,
+            route,
+            self.turns,
+            self.metrics,
+            self.failures,
+            self._rng,
+            pauser,
+            dead_letters,
         )
         self.leases = Leases(self.ledger, queues, route, clock, config, self.metrics)
         self.finisher = Finisher(self.ledger, self.leases, self.after, clock, config, self.metrics, self._rng)
@@ -227,6 +239,14 @@ def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
     from punctual.targets import DefaultTargetInvoker
 
     return DefaultTargetInvoker(None, settings, clock=clock)
+
+
+def default_dead_letters(settings: Settings) -> DeadLetterSink:
+    """Jobs' dead-letter queues, sent to as each job's target role (imported late, like the invoker)."""
+    from punctual.execution.dead_letters import SqsDeadLetters
+    from punctual.targets import DefaultTargetInvoker
+
+    return SqsDeadLetters(DefaultTargetInvoker.client_factory(settings))
 
 
 def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ...]]:

@@ -412,11 +412,65 @@ class DependencyRepository(ABC):
         """True exactly once per (child, slot): the caller that gets True dispatches it."""
 
 
-class JobStore(JobRepository, TimerRepository, ExecutionRepository, DependencyRepository):
+@dataclass
+class ScheduleGroup:
+    """A tenant's schedule group (EventBridge Scheduler's grouping of schedules, with tags).
+
+    ``state`` is ``ACTIVE``, or ``DELETING`` while its schedules are being deleted.
+    """
+
+    tenant: str
+    name: str
+    created_at: datetime
+    updated_at: datetime
+    state: str = "ACTIVE"
+    tags: dict[str, str] = field(default_factory=dict)
+    client_token: str | None = None  # of the request that created it: its retry is answered alike
+
+
+class GroupExistsError(ConflictError):
+    """A schedule group of that name exists already."""
+
+
+class GroupConflictError(ConflictError):
+    """The schedule group is gone, or changed meanwhile (its ``updated_at`` differs)."""
+
+
+class ScheduleGroupRepository(ABC):
+    """Schedule groups, per tenant, listed by name. The implicit ``default`` group is not stored."""
+
+    @abstractmethod
+    def create_group(self, group: ScheduleGroup) -> None:
+        """Store a new group. Raises :class:`GroupExistsError` if the name is taken."""
+
+    @abstractmethod
+    def get_group(self, tenant: str, name: str) -> ScheduleGroup | None: ...
+
+    @abstractmethod
+    def list_groups(
+        self, tenant: str, limit: int, cursor: str | None = None, prefix: str | None = None
+    ) -> Page[ScheduleGroup]:
+        """A page of the tenant's groups in name order, those starting with ``prefix`` only."""
+
+    @abstractmethod
+    def update_group(self, group: ScheduleGroup, expected_updated_at: datetime) -> None:
+        """Write ``group`` (state, tags, updated_at) if it still has ``expected_updated_at``.
+
+        Raises :class:`GroupConflictError` when it is gone or changed meanwhile.
+        """
+
+    @abstractmethod
+    def delete_group(self, tenant: str, name: str) -> None:
+        """Remove the group (no error if it is gone already)."""
+
+
+class JobStore(
+    JobRepository, TimerRepository, ExecutionRepository, DependencyRepository, ScheduleGroupRepository
+):
     """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
 
     Each aggregate has its own port (:class:`JobRepository`, :class:`TimerRepository`,
-    :class:`ExecutionRepository`, :class:`DependencyRepository`) and its DynamoDB and in-memory
-    implementations (``store/dynamo/``, ``store/memory/``), run through one contract suite
-    (``tests/integration/test_store.py``).
+    :class:`ExecutionRepository`, :class:`DependencyRepository`, :class:`ScheduleGroupRepository`)
+    and its DynamoDB and in-memory implementations (``store/dynamo/``, ``store/memory/``), run
+    through one contract suite (``tests/integration/test_store.py``).
     """

@@ -126,6 +126,11 @@ class DefaultTargetInvoker:
         }
         self.adapters.update(adapters or {})
 
+    @staticmethod
+    def client_factory(settings: Settings) -> ClientFactory:
+        """The boto3 client factory the default invoker's AWS adapters use (built on first use)."""
+        return _LazyClients(settings.target_role_arn)
+
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
         """Run ``target`` for the slot ``ctx`` with ``payload`` rendered.
 

@@ -478,7 +478,7 @@ def _json_body(payload: Any) -> str:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
-def _message_body(payload: Any) -> str:
+def message_body(payload: Any) -> str:
     """SQS/SNS bodies: a string payload is sent as it is, anything else as JSON."""
     return payload if isinstance(payload, str) and payload else _json_body(payload)
 
@@ -656,13 +656,23 @@ class SqsTargetAdapter:
 
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
         """Send the payload to ``target.queue_arn``; see the class notes."""
+        try:
+            body = message_body(payload)
+        except (TypeError, ValueError) as exc:
+            return TargetResult.permanent(f"sqs target: {exc}")
+        return self.send(target, body, _slot_attributes(ctx), ctx)
+
+    def send(
+        self, target: Any, body: str, attributes: dict[str, dict[str, str]], ctx: SlotContext
+    ) -> TargetResult:
+        """Send ``body`` with ``attributes`` to ``target.queue_arn`` as the target's role (a job's
+        dead-letter queue is sent to this way too)."""
         arn = str(target.queue_arn)
         try:
             region, _, name = _arn_parts(arn)
-            body = _message_body(payload)
-        except (TypeError, ValueError) as exc:
+        except ValueError as exc:
             return TargetResult.permanent(f"sqs target: {exc}")
-        request: dict[str, Any] = {"MessageBody": body, "MessageAttributes": _slot_attributes(ctx)}
+        request: dict[str, Any] = {"MessageBody": body, "MessageAttributes": attributes}
         if name.endswith(".fifo"):
             request["MessageGroupId"] = getattr(target, "message_group_id", None) or ctx.job_id
             request["MessageDeduplicationId"] = dedup_id(ctx)
@@ -698,7 +708,7 @@ class SnsTargetAdapter:
         arn = str(target.topic_arn)
         try:
             region, _, name = _arn_parts(arn)
-            message = _message_body(payload)
+            message = message_body(payload)
         except (TypeError, ValueError) as exc:
             return TargetResult.permanent(f"sns target: {exc}")
         request: dict[str, Any] = {

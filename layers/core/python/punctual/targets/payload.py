@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from punctual.instants import format_instant_adaptive
 from punctual.targets.base import SlotContext
 
-__all__ = ["PLACEHOLDERS", "render_payload"]
+__all__ = ["PLACEHOLDERS", "SCHEDULER_ATTRIBUTES", "execution_id", "render_payload"]
 
-PLACEHOLDERS = ("<job_id>", "<slot>", "<attempt>", "<scheduled_at>")
+# EventBridge Scheduler's context attributes (the fourth, <aws.scheduler.schedule-arn>, is filled
+# when the schedule is created through the scheduler API: the ARN is known then).
+SCHEDULER_ATTRIBUTES = (
+    "<aws.scheduler.scheduled-time>",
+    "<aws.scheduler.execution-id>",
+    "<aws.scheduler.attempt-number>",
+)
+PLACEHOLDERS = ("<job_id>", "<slot>", "<attempt>", "<scheduled_at>", *SCHEDULER_ATTRIBUTES)
 _PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
 
 
@@ -19,7 +28,9 @@ def render_payload(payload: Any, ctx: SlotContext) -> Any:
     """Fill the slot placeholders in every string of a JSON payload.
 
     Like EventBridge Scheduler's context attributes: ``<job_id>``, ``<slot>``,
-    ``<attempt>`` and ``<scheduled_at>`` (ISO 8601 UTC, ``Z``) are replaced
+    ``<attempt>`` and ``<scheduled_at>`` (ISO 8601 UTC, ``Z``), and the service's own
+    ``<aws.scheduler.scheduled-time>``, ``<aws.scheduler.execution-id>`` (:func:`execution_id`)
+    and ``<aws.scheduler.attempt-number>``, are replaced
     wherever they occur inside a string value or an object key, at any depth.
     Other text, numbers, booleans and null are left alone; the input is not
     modified. Replacement is a single pass, so a filled-in value is never
@@ -37,11 +48,15 @@ def render_payload(payload: Any, ctx: SlotContext) -> Any:
     Any
         A new value of the same shape with the placeholders filled.
     """
+    scheduled = format_instant_adaptive(ctx.scheduled_at)
     values = {
         "<job_id>": ctx.job_id,
         "<slot>": ctx.slot,
         "<attempt>": str(ctx.attempt),
-        "<scheduled_at>": format_instant_adaptive(ctx.scheduled_at),
+        "<scheduled_at>": scheduled,
+        "<aws.scheduler.scheduled-time>": scheduled,
+        "<aws.scheduler.execution-id>": execution_id(ctx),
+        "<aws.scheduler.attempt-number>": str(ctx.attempt),
     }
 
     def fill(text: str) -> str:
@@ -57,3 +72,10 @@ def render_payload(payload: Any, ctx: SlotContext) -> Any:
         return value
 
     return walk(payload)
+
+
+def execution_id(ctx: SlotContext) -> str:
+    """``<aws.scheduler.execution-id>``: a UUID that names the slot's run (the same for each of its
+    attempts, as the attempt number tells them apart), derived from tenant, job and slot."""
+    digest = hashlib.sha256(f"{ctx.tenant}\x00{ctx.job_id}\x00{ctx.slot}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))

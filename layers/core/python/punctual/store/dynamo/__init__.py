@@ -2,7 +2,8 @@
 
 One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: jobs
 (:mod:`.jobs`), timers, watermarks and progress (:mod:`.timers`), executions and turns
-(:mod:`.executions`), dependencies (:mod:`.dependencies`). Every item's key and every
+(:mod:`.executions`), dependencies (:mod:`.dependencies`),
+schedule groups (:mod:`.groups`). Every item's key and every
 expression is built in :mod:`.schema` (which lists the items); shared helpers in :mod:`.keys`.
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
@@ -14,12 +15,13 @@ from punctual.store.base import JobStore
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
+from punctual.store.dynamo.groups import DynamoGroups
 from punctual.store.dynamo.jobs import DynamoJobs
 from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition, tenant_pk
 from punctual.store.dynamo.timers import DynamoTimers
 
 
-class DynamoStore(DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, JobStore):
+class DynamoStore(DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, DynamoGroups, JobStore):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""
 
 
@@ -28,6 +30,7 @@ __all__ = [
     "DynamoBase",
     "DynamoDependencies",
     "DynamoExecutions",
+    "DynamoGroups",
     "DynamoJobs",
     "DynamoStore",
     "DynamoTimers",

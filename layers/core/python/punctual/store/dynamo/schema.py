@@ -8,6 +8,7 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON), tpm,
                                                              secret, secret_prev, skipped, dependents
     listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
+    sched. group pk=tenant#<tenant>        sk=group#<name>   name, state, created_at, updated_at, tags, token
     job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
     API requests pk=reqs#<tenant>          sk=<window>       n, expires_at (per-tenant rate limit)
     execution    pk=job#<tenant>#<id>      sk=exec#<slot>    status, attempt, owner, doc, expires_at
@@ -51,6 +52,7 @@ def _n(value: int | float) -> dict[str, str]:
 EXEC_PREFIX = "exec#"
 CHILD_PREFIX = "child#"
 LISTING_PREFIX = "job#"
+GROUP_PREFIX = "group#"
 
 
 def job_pk(tenant: str, job_id: str) -> str:
@@ -66,6 +68,15 @@ Key = dict[str, dict[str, str]]
 
 def _key(pk: str, sk: str) -> Key:
     return {"pk": _s(pk), "sk": _s(sk)}
+
+
+def group_sk(name: str) -> str:
+    """A schedule group's sort key in its tenant's listing partition (names sort as they are)."""
+    return f"{GROUP_PREFIX}{name}"
+
+
+def group_key(tenant: str, name: str) -> Key:
+    return _key(tenant_pk(tenant), group_sk(name))
 
 
 def job_key(tenant: str, job_id: str) -> Key:
@@ -403,3 +414,11 @@ def claim_child() -> Expression:
 def count_dependent(delta: int) -> Expression:
     """Change the parent job's dependant count, on a job that still exists."""
     return Expression(update="ADD dependents :d", condition="attribute_exists(pk)", values={":d": _n(delta)})
+
+
+# ------------------------------------------------------------- schedule groups
+
+
+def unchanged_group(expected_updated_at: str) -> Expression:
+    """Replace a schedule group only if nobody changed it since it was read (``updated_at``)."""
+    return Expression(condition="updated_at = :expected", values={":expected": _s(expected_updated_at)})

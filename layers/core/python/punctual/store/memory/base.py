@@ -13,6 +13,7 @@ from punctual.models import Execution, Job
 from punctual.store.base import (
     ExecutionKey,
     JobKey,
+    ScheduleGroup,
     Turn,
 )
 from punctual.store.base import tag_matches as tag_matches  # re-exported: the in-memory twins filter with it
@@ -48,6 +49,7 @@ class MemoryBase:
         self._parents_ok: dict[ExecutionKey, set[str]] = defaultdict(set)
         self._child_dispatched: set[ExecutionKey] = set()
         self._dependents: dict[JobKey, set[str]] = defaultdict(set)
+        self._groups: dict[tuple[str, str], ScheduleGroup] = {}  # (tenant, name) -> schedule group
         self.timer_writes = 0  # counted for tests and benchmarks
 
     def _put_timer(self, timer: Timer) -> None:

@@ -1,0 +1,424 @@
+"""A schedule is a job: how EventBridge Scheduler's members map onto :class:`~punctual.models.JobSpec`
+and back.
+
+Identity
+    A schedule ``<group>/<name>`` is the job ``sch-<32 hex>`` (a digest of tenant-free group and
+    name, :func:`job_id_of`): names are unique per group because the id is, and the store's
+    conditional create refuses a second one. The job carries ``scheduler`` (group, name, ARN,
+    ``Target.Arn`` and ``Input`` as given) and the tag ``punctual:schedule-group``; its ``name``
+    is the schedule's name. A job registered through ``/v1`` is a schedule of the ``default``
+    group named by its job id.
+
+What maps to what
+    ``ScheduleExpression`` → ``schedule``; ``ScheduleExpressionTimezone`` → ``timezone``;
+    ``StartDate``/``EndDate`` → ``start_at``/``end_at``; ``State`` DISABLED → PAUSED;
+    ``Description``; ``FlexibleTimeWindow`` FLEXIBLE → ``jitter_seconds`` (the window, a stable
+    pseudo-random delay inside it per slot, the catch-up window widened by as much);
+    ``ActionAfterCompletion`` DELETE →
+    ``delete_after_completion``; ``Target.RetryPolicy`` → ``retry.max_attempts`` (retries + 1,
+    default 185 + 1) and ``retry.max_age_seconds`` (default 86400); ``Target.DeadLetterConfig``
+    → ``dead_letter``; ``Target.Input`` → ``payload`` (the text as it is for SQS and SNS, parsed
+    JSON for the others when it is JSON), ``<aws.scheduler.schedule-arn>`` filled in here, the
+    other context attributes per run (:mod:`punctual.targets.payload`); ``Target.RoleArn`` →
+    ``target.role_arn``; the target by the service of ``Target.Arn`` with its parameters.
+
+    Refused with a ValidationException naming the member: ``KmsKeyArn`` (the table is encrypted
+    with the deployment's key), targets Punctual has no adapter for (universal ``aws-sdk``
+    targets, Kinesis, SageMaker, Firehose, ...), ``EventBridgePutEventsV2Parameters``,
+    ``EventBridgePutRawEventsParameters``, ``KinesisParameters``, ``SageMakerPipelineParameters``,
+    and the ECS parameters RunTask gets from Punctual's ECS target only (``TaskCount`` above 1,
+    ``CapacityProviderStrategy``, ``PlacementConstraints``, ``PlacementStrategy``, ``Group``,
+    ``PlatformVersion``, ``PropagateTags``, ``ReferenceId``, ``Tags``, ``EnableECSManagedTags``,
+    ``EnableExecuteCommand``, launch type ``EXTERNAL``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from punctual.api.scheduler.errors import invalid
+from punctual.api.scheduler.model import epoch, to_datetime
+from punctual.models import (
+    MAX_ATTEMPTS,
+    CatchupPolicy,
+    DeadLetterQueue,
+    EcsTarget,
+    EventBridgeTarget,
+    Job,
+    JobSpec,
+    JobState,
+    LambdaTarget,
+    RetryPolicy,
+    SchedulerIdentity,
+    SnsTarget,
+    SqsTarget,
+    StepFunctionsTarget,
+    target_arn,
+)
+
+DEFAULT_GROUP = "default"
+GROUP_TAG = "punctual:schedule-group"
+DEFAULT_RETRIES = 185  # the service's default MaximumRetryAttempts
+DEFAULT_EVENT_AGE_S = 86400  # ... and MaximumEventAgeInSeconds
+DEFAULT_CATCHUP_S = 3600  # the job model's default catch-up window
+SCHEDULE_ARN_ATTRIBUTE = "<aws.scheduler.schedule-arn>"
+_JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+SUPPORTED_TARGETS = "Lambda, SQS, SNS, EventBridge (event bus), Step Functions, ECS (RunTask)"
+_TARGET_PARAMETERS = {
+    "SqsParameters": "sqs",
+    "EventBridgeParameters": "events",
+    "EcsParameters": "ecs",
+}
+_REFUSED_PARAMETERS = (
+    "EventBridgePutEventsV2Parameters",
+    "EventBridgePutRawEventsParameters",
+    "KinesisParameters",
+    "SageMakerPipelineParameters",
+)
+_REFUSED_ECS = (
+    "CapacityProviderStrategy",
+    "PlacementConstraints",
+    "PlacementStrategy",
+    "Group",
+    "PlatformVersion",
+    "PropagateTags",
+    "ReferenceId",
+    "Tags",
+    "EnableECSManagedTags",
+    "EnableExecuteCommand",
+)
+
+
+def job_id_of(group: str, name: str) -> str:
+    """The job id of schedule ``group/name`` (the same in every tenant; tenants never meet)."""
+    return "sch-" + hashlib.sha256(f"{group}/{name}".encode()).hexdigest()[:32]
+
+
+def group_of(job: Job) -> str:
+    return job.scheduler.group if job.scheduler else DEFAULT_GROUP
+
+
+def name_of(job: Job) -> str:
+    return job.scheduler.name if job.scheduler else job.id
+
+
+def is_named(job: Job, group: str, name: str) -> bool:
+    """Whether ``job`` is the schedule ``group/name`` (a ``/v1`` job: ``default/<its id>``)."""
+    return group_of(job) == group and name_of(job) == name
+
+
+def could_be_job_id(name: str) -> bool:
+    return bool(_JOB_ID_RE.match(name))
+
+
+# --------------------------------------------------------------------------- input → spec
+
+
+def spec_of(values: dict[str, Any], group: str, arn: str) -> JobSpec:
+    """The job spec of a CreateSchedule/UpdateSchedule input (validated against the model already).
+
+    Raises
+    ------
+    SchedulerError
+        ValidationException naming what Punctual cannot do, or what its own checks refuse.
+    """
+    if values.get("KmsKeyArn"):
+        raise invalid(
+            "KmsKeyArn is not supported: Punctual encrypts its table with the deployment's own key "
+            "(leave KmsKeyArn out)"
+        )
+    target_in: dict[str, Any] = values["Target"]
+    window: dict[str, Any] = values["FlexibleTimeWindow"]
+    minutes = window.get("MaximumWindowInMinutes")
+    if window["Mode"] == "FLEXIBLE" and minutes is None:
+        raise invalid("FlexibleTimeWindow.MaximumWindowInMinutes is required when Mode is FLEXIBLE")
+    if window["Mode"] == "OFF" and minutes is not None:
+        raise invalid("FlexibleTimeWindow.MaximumWindowInMinutes is only allowed when Mode is FLEXIBLE")
+    target, payload = _target(target_in, arn)
+    jitter = (minutes or 0) * 60 if window["Mode"] == "FLEXIBLE" else 0
+    try:
+        return JobSpec(**_fields(values, group, arn, target, payload, jitter))
+    except ValidationError as exc:
+        raise invalid(_explain(exc)) from None
+
+
+def _fields(
+    values: dict[str, Any], group: str, arn: str, target: Any, payload: Any, jitter: int
+) -> dict[str, Any]:
+    """The JobSpec fields of a schedule input (the models they build validate as they are made)."""
+    target_in: dict[str, Any] = values["Target"]
+    window: dict[str, Any] = values["FlexibleTimeWindow"]
+    minutes = window.get("MaximumWindowInMinutes")
+    retry_in: dict[str, Any] = target_in.get("RetryPolicy") or {}
+    retries = retry_in.get("MaximumRetryAttempts", DEFAULT_RETRIES)
+    dead_letter = (target_in.get("DeadLetterConfig") or {}).get("Arn")
+    return {
+        "name": values["Name"],
+        "description": values.get("Description") or "",
+        "schedule": values["ScheduleExpression"],
+        "timezone": values.get("ScheduleExpressionTimezone") or "UTC",
+        "start_at": to_datetime(values["StartDate"], "StartDate")
+        if values.get("StartDate") is not None
+        else None,
+        "end_at": to_datetime(values["EndDate"], "EndDate") if values.get("EndDate") is not None else None,
+        "target": target,
+        "payload": payload,
+        "retry": RetryPolicy(
+            max_attempts=min(retries + 1, MAX_ATTEMPTS),
+            max_age_seconds=retry_in.get("MaximumEventAgeInSeconds", DEFAULT_EVENT_AGE_S),
+        ),
+        "jitter_seconds": jitter,
+        # A slot released late inside its window is still owed, never MISSED for its lateness.
+        "catchup": CatchupPolicy(window_seconds=max(DEFAULT_CATCHUP_S, jitter + DEFAULT_CATCHUP_S)),
+        "tags": {GROUP_TAG: group},
+        "dead_letter": DeadLetterQueue(queue_arn=dead_letter) if dead_letter else None,
+        "delete_after_completion": values.get("ActionAfterCompletion") == "DELETE",
+        "scheduler": SchedulerIdentity(
+            group=group,
+            name=values["Name"],
+            arn=arn,
+            target_arn=target_in["Arn"],
+            input=target_in.get("Input"),
+            flexible_window_minutes=minutes if window["Mode"] == "FLEXIBLE" else None,
+            client_token=values.get("ClientToken"),
+        ),
+    }
+
+
+_SPEC_NAMES = {
+    "schedule": "ScheduleExpression",
+    "timezone": "ScheduleExpressionTimezone",
+    "start_at": "StartDate",
+    "end_at": "EndDate",
+    "payload": "Target.Input",
+    "target": "Target",
+    "dead_letter": "Target.DeadLetterConfig.Arn",
+    "queue_arn": "Target.DeadLetterConfig.Arn",
+    "retry": "Target.RetryPolicy",
+}
+
+
+# Punctual's names in its own messages, as the service names them.
+_MESSAGE_NAMES = (
+    ("schedule: ", ""),
+    ("end_at", "EndDate"),
+    ("start_at", "StartDate"),
+    ("timezone", "ScheduleExpressionTimezone"),
+)
+
+
+def _explain(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    loc = [str(part) for part in first.get("loc", ())]
+    message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    for ours, theirs in _MESSAGE_NAMES:
+        message = message.replace(ours, theirs)
+    if loc:
+        return f"{_SPEC_NAMES.get(loc[0], loc[0])}: {message}"[:1000]
+    if "StartDate" in message or "EndDate" in message:
+        return message[:1000]
+    return f"ScheduleExpression: {message}"[:1000]
+
+
+def _service_of(arn: str) -> tuple[str, str]:
+    parts = arn.split(":", 5)
+    if len(parts) < 6 or parts[0] != "arn":
+        raise invalid(f"Target.Arn {arn[:200]!r} is not an ARN")
+    return parts[2], parts[5]
+
+
+def _target(target_in: dict[str, Any], schedule_arn: str) -> tuple[Any, Any]:
+    """The Punctual target and payload of a ``Target`` member."""
+    arn: str = target_in["Arn"]
+    role: str = target_in["RoleArn"]
+    service, resource = _service_of(arn)
+    for refused in _REFUSED_PARAMETERS:
+        if target_in.get(refused) is not None:
+            raise invalid(f"Target.{refused} is not supported by Punctual (targets: {SUPPORTED_TARGETS})")
+    for member, owner in _TARGET_PARAMETERS.items():
+        if target_in.get(member) is not None and owner != service:
+            raise invalid(f"Target.{member} applies to {owner} targets only, not to {arn[:200]}")
+    text = target_in.get("Input")
+    if text is not None:
+        text = text.replace(SCHEDULE_ARN_ATTRIBUTE, schedule_arn)
+    try:
+        if service == "sqs":
+            group_id = (target_in.get("SqsParameters") or {}).get("MessageGroupId")
+            return SqsTarget(queue_arn=arn, role_arn=role, message_group_id=group_id), text
+        if service == "sns":
+            return SnsTarget(topic_arn=arn, role_arn=role), text
+        payload = _json_or_text(text)
+        if service == "lambda":
+            # As the service does: an asynchronous invocation (Event); /v1 offers RequestResponse too.
+            return LambdaTarget(function_arn=arn, role_arn=role, invocation_type="Event"), payload
+        if service == "states":
+            return StepFunctionsTarget(state_machine_arn=arn, role_arn=role), payload
+        if service == "events" and resource.startswith("event-bus/"):
+            params = target_in.get("EventBridgeParameters") or {}
+            extra = {"detail_type": params["DetailType"], "source": params["Source"]} if params else {}
+            if payload is not None and not isinstance(payload, dict):
+                raise invalid(
+                    "Target.Input must be a JSON object for an EventBridge target (the event detail)"
+                )
+            return EventBridgeTarget(event_bus_arn=arn, role_arn=role, **extra), payload
+        if service == "ecs" and resource.startswith("cluster/"):
+            return _ecs(arn, role, target_in.get("EcsParameters")), payload
+    except ValidationError as exc:
+        raise invalid(f"Target: {_explain(exc)}") from None
+    if service == "scheduler":
+        raise invalid(
+            f"Target.Arn {arn[:200]!r}: universal (aws-sdk) targets are not supported by Punctual "
+            f"(targets: {SUPPORTED_TARGETS})"
+        )
+    raise invalid(
+        f"Target.Arn {arn[:200]!r}: {service} targets are not supported by Punctual "
+        f"(targets: {SUPPORTED_TARGETS})"
+    )
+
+
+def _json_or_text(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def _ecs(cluster_arn: str, role: str, params: dict[str, Any] | None) -> EcsTarget:
+    if not params:
+        raise invalid(
+            "Target.EcsParameters is required for an ECS target (TaskDefinitionArn, NetworkConfiguration)"
+        )
+    for member in _REFUSED_ECS:
+        if params.get(member) not in (None, [], False):
+            raise invalid(f"Target.EcsParameters.{member} is not supported by Punctual's ECS target")
+    if params.get("TaskCount", 1) != 1:
+        raise invalid("Target.EcsParameters.TaskCount: Punctual runs one task per slot (TaskCount 1)")
+    launch = params.get("LaunchType", "FARGATE")
+    if launch == "EXTERNAL":
+        raise invalid("Target.EcsParameters.LaunchType EXTERNAL is not supported (FARGATE or EC2)")
+    vpc = (params.get("NetworkConfiguration") or {}).get("awsvpcConfiguration")
+    if not vpc:
+        raise invalid(
+            "Target.EcsParameters.NetworkConfiguration.awsvpcConfiguration is required (Punctual runs tasks "
+            "in awsvpc mode)"
+        )
+    return EcsTarget(
+        cluster_arn=cluster_arn,
+        task_definition_arn=params["TaskDefinitionArn"],
+        role_arn=role,
+        subnets=vpc["Subnets"],
+        security_groups=vpc.get("SecurityGroups") or [],
+        assign_public_ip=vpc.get("AssignPublicIp") == "ENABLED",
+        launch_type=launch,
+    )
+
+
+# --------------------------------------------------------------------------- job → output
+
+
+def target_arn_of(job: Job) -> str:
+    return job.scheduler.target_arn if job.scheduler is not None else target_arn(job.target)
+
+
+def _input_of(job: Job) -> str | None:
+    if job.scheduler is not None:
+        return job.scheduler.input
+    if job.payload is None:
+        return None
+    return job.payload if isinstance(job.payload, str) else json.dumps(job.payload, separators=(",", ":"))
+
+
+def target_of(job: Job) -> dict[str, Any]:
+    target = job.target
+    out: dict[str, Any] = {"Arn": target_arn_of(job)}
+    role = getattr(target, "role_arn", None)
+    if role:
+        out["RoleArn"] = role
+    text = _input_of(job)
+    if text is not None:
+        out["Input"] = text
+    out["RetryPolicy"] = {
+        "MaximumRetryAttempts": min(job.retry.max_attempts - 1, DEFAULT_RETRIES),
+        "MaximumEventAgeInSeconds": max(60, min(job.retry.max_age_seconds, DEFAULT_EVENT_AGE_S)),
+    }
+    if job.dead_letter is not None:
+        out["DeadLetterConfig"] = {"Arn": job.dead_letter.queue_arn}
+    if isinstance(target, SqsTarget) and target.message_group_id:
+        out["SqsParameters"] = {"MessageGroupId": target.message_group_id}
+    if isinstance(target, EventBridgeTarget):
+        out["EventBridgeParameters"] = {"DetailType": target.detail_type, "Source": target.source}
+    if isinstance(target, EcsTarget):
+        vpc: dict[str, Any] = {
+            "Subnets": list(target.subnets),
+            "AssignPublicIp": "ENABLED" if target.assign_public_ip else "DISABLED",
+        }
+        if target.security_groups:
+            vpc["SecurityGroups"] = list(target.security_groups)
+        out["EcsParameters"] = {
+            "TaskDefinitionArn": target.task_definition_arn,
+            "TaskCount": 1,
+            "LaunchType": target.launch_type,
+            "NetworkConfiguration": {"awsvpcConfiguration": vpc},
+        }
+    return out
+
+
+def state_of(job: Job) -> str:
+    return "DISABLED" if job.state is JobState.PAUSED else "ENABLED"
+
+
+def schedule_out(job: Job, arn: str) -> dict[str, Any]:
+    """GetSchedule's output for ``job``."""
+    window: dict[str, Any] = {"Mode": "OFF"}
+    if job.jitter_seconds > 0:
+        minutes = job.scheduler.flexible_window_minutes if job.scheduler else None
+        window = {
+            "Mode": "FLEXIBLE",
+            "MaximumWindowInMinutes": minutes or max(1, math.ceil(job.jitter_seconds / 60)),
+        }
+    out: dict[str, Any] = {
+        "Arn": arn,
+        "GroupName": group_of(job),
+        "Name": name_of(job),
+        "ScheduleExpression": job.schedule,
+        "ScheduleExpressionTimezone": job.timezone,
+        "Description": job.description,
+        "State": state_of(job),
+        "CreationDate": epoch(job.created_at),
+        "LastModificationDate": epoch(job.updated_at),
+        "Target": target_of(job),
+        "FlexibleTimeWindow": window,
+        "ActionAfterCompletion": "DELETE" if job.delete_after_completion else "NONE",
+    }
+    if job.start_at is not None:
+        out["StartDate"] = epoch(job.start_at)
+    if job.end_at is not None:
+        out["EndDate"] = epoch(job.end_at)
+    return out
+
+
+def summary_out(job: Job, arn: str) -> dict[str, Any]:
+    """ListSchedules' summary of ``job``."""
+    return {
+        "Arn": arn,
+        "Name": name_of(job),
+        "GroupName": group_of(job),
+        "State": state_of(job),
+        "CreationDate": epoch(job.created_at),
+        "LastModificationDate": epoch(job.updated_at),
+        "Target": {"Arn": target_arn_of(job)},
+    }
+
+
+def instant_ms(instant: datetime) -> datetime:
+    """``instant`` cut to milliseconds (what the DynamoDB store keeps of a group's instants)."""
+    return instant.replace(microsecond=instant.microsecond // 1000 * 1000)

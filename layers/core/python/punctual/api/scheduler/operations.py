@@ -1,0 +1,351 @@
+"""The twelve operations of EventBridge Scheduler, on Punctual's job model and schedule groups.
+
+Each function takes the request (:class:`Request`) and the input :func:`~.model.read_input`
+validated against the service model, and returns the operation's output as the service
+shapes it. Domain errors are raised and mapped in :mod:`punctual.api.scheduler` (the package).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from punctual.api.problems import ApiProblem
+from punctual.api.scheduler.arns import Place
+from punctual.api.scheduler.errors import SchedulerError, conflict, invalid, not_found, quota
+from punctual.api.scheduler.mapping import (
+    DEFAULT_GROUP,
+    GROUP_TAG,
+    could_be_job_id,
+    group_of,
+    instant_ms,
+    is_named,
+    job_id_of,
+    name_of,
+    schedule_out,
+    spec_of,
+    state_of,
+    summary_out,
+)
+from punctual.api.scheduler.model import epoch
+from punctual.api.wiring import Services
+from punctual.jobs import JobNotFoundError
+from punctual.models import Job, JobState
+from punctual.store.base import GroupConflictError, GroupExistsError, JobExistsError, ScheduleGroup
+
+MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
+MAX_TAGS_PER_GROUP = 200
+DEFAULT_MAX_RESULTS = 100
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call: the services, the caller's tenant, and the account and region ARNs name."""
+
+    services: Services
+    tenant: str
+    place: Place
+
+    def now(self) -> datetime:
+        return instant_ms(self.services.jobs.clock.now())
+
+
+Operation = Callable[[Request, dict[str, Any]], dict[str, Any]]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _active_group(req: Request, name: str) -> None:
+    """The group exists and is not being deleted (``default`` always exists)."""
+    if name == DEFAULT_GROUP:
+        return
+    group = req.services.store.get_group(req.tenant, name)
+    if group is None:
+        raise not_found(f"Schedule group {name} does not exist.")
+    if group.state != "ACTIVE":
+        raise conflict(f"Schedule group {name} is being deleted.")
+
+
+def _stored_group(req: Request, name: str) -> ScheduleGroup:
+    group = req.services.store.get_group(req.tenant, name)
+    if group is None:
+        raise not_found(f"Schedule group {name} does not exist.")
+    return group
+
+
+def _find(req: Request, group: str, name: str) -> Job:
+    """The schedule ``group/name``: its own job, or (``default`` group) a /v1 job named by its id."""
+    store = req.services.store
+    job = store.get_job(req.tenant, job_id_of(group, name))
+    if job is not None and job.state is not JobState.DELETED:
+        return job
+    if group == DEFAULT_GROUP and could_be_job_id(name):
+        job = store.get_job(req.tenant, name)
+        if job is not None and job.state is not JobState.DELETED and is_named(job, group, name):
+            return job
+    raise not_found(f"Schedule {name} does not exist.")
+
+
+def _token(req: Request, route: str, filters: dict[str, object], token: str | None) -> tuple[str, str | None]:
+    scope = req.services.tokens.scope(req.tenant, f"scheduler:{route}", filters)
+    try:
+        return scope, req.services.tokens.decode(token, scope)
+    except ApiProblem as exc:
+        raise invalid(f"NextToken: {exc.detail}") from None
+
+
+def _later(previous: datetime, now: datetime) -> datetime:
+    """An ``updated_at`` after ``previous`` (it is the version a group's writes are conditional on)."""
+    return max(now, previous + timedelta(milliseconds=1))
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+def create_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    group = values.get("GroupName") or DEFAULT_GROUP
+    name = values["Name"]
+    _active_group(req, group)
+    arn = req.place.schedule_arn(group, name)
+    spec = spec_of(values, group, arn)
+    job_id = job_id_of(group, name)
+    jobs = req.services.jobs
+    try:
+        jobs.register(req.tenant, spec, job_id, paused=values.get("State") == "DISABLED")
+    except JobExistsError:
+        existing = req.services.store.get_job(req.tenant, job_id)
+        token = values.get("ClientToken")
+        if existing and token and existing.scheduler and existing.scheduler.client_token == token:
+            return {"ScheduleArn": arn}  # a retried request: the same answer
+        raise conflict(f"Schedule {name} already exists.") from None
+    if group != DEFAULT_GROUP:
+        # A group deleted meanwhile listed its schedules before this one existed: take it back.
+        current = req.services.store.get_group(req.tenant, group)
+        if current is None or current.state != "ACTIVE":
+            with suppress(JobNotFoundError):
+                jobs.delete(req.tenant, job_id)
+            raise conflict(f"Schedule group {group} was deleted meanwhile.")
+    return {"ScheduleArn": arn}
+
+
+def _existing(req: Request, values: dict[str, Any]) -> tuple[str, str, Job]:
+    """Group, name and job of the schedule an input names (its group may be being deleted)."""
+    group = values.get("GroupName") or DEFAULT_GROUP
+    name = values["Name"]
+    if group != DEFAULT_GROUP:
+        _stored_group(req, group)
+    return group, name, _find(req, group, name)
+
+
+def get_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    group, name, job = _existing(req, values)
+    return schedule_out(job, req.place.schedule_arn(group, name))
+
+
+def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    group = values.get("GroupName") or DEFAULT_GROUP
+    name = values["Name"]
+    _active_group(req, group)
+    job = _find(req, group, name)
+    arn = req.place.schedule_arn(group, name)
+    spec = spec_of(values, group, arn)
+    jobs = req.services.jobs
+    updated = jobs.replace(req.tenant, job.id, spec)
+    disabled = values.get("State") == "DISABLED"
+    if disabled and updated.state is JobState.ENABLED:
+        jobs.pause(req.tenant, job.id)
+    elif not disabled and updated.state is JobState.PAUSED:
+        jobs.resume(req.tenant, job.id)
+    return {"ScheduleArn": arn}
+
+
+def delete_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    _, name, job = _existing(req, values)
+    try:
+        req.services.jobs.delete(req.tenant, job.id)
+    except JobNotFoundError:
+        raise not_found(f"Schedule {name} does not exist.") from None
+    return {}
+
+
+def list_schedules(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    group: str | None = values.get("GroupName")
+    prefix: str = values.get("NamePrefix") or ""
+    state: str | None = values.get("State")
+    limit: int = values.get("MaxResults") or DEFAULT_MAX_RESULTS
+    if group is not None and group != DEFAULT_GROUP:
+        _stored_group(req, group)
+    scope, cursor = _token(
+        req, "schedules", {"group": group, "prefix": prefix or None, "state": state}, values.get("NextToken")
+    )
+    tag = f"{GROUP_TAG}={group}" if group is not None and group != DEFAULT_GROUP else None
+    page = req.services.store.list_jobs(req.tenant, limit, cursor, None, tag)
+    listed = [
+        summary_out(job, req.place.schedule_arn(group_of(job), name_of(job)))
+        for job in page.items
+        if job.state is not JobState.DELETED
+        and (group is None or group_of(job) == group)
+        and name_of(job).startswith(prefix)
+        and (state is None or state_of(job) == state)
+    ]
+    out: dict[str, Any] = {"Schedules": listed}
+    token = req.services.tokens.encode(page.cursor, scope)
+    if token:
+        out["NextToken"] = token
+    return out
+
+
+# --------------------------------------------------------------------------- groups
+
+
+def _group_out(req: Request, group: ScheduleGroup | None, name: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"Arn": req.place.group_arn(name), "Name": name, "State": "ACTIVE"}
+    if group is not None:
+        out.update(
+            State=group.state,
+            CreationDate=epoch(group.created_at),
+            LastModificationDate=epoch(group.updated_at),
+        )
+    return out
+
+
+def create_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    name = values["Name"]
+    if name == DEFAULT_GROUP:
+        raise conflict(f"Schedule group {name} already exists.")
+    store = req.services.store
+    if len(store.list_groups(req.tenant, MAX_GROUPS_PER_TENANT).items) >= MAX_GROUPS_PER_TENANT - 1:
+        raise quota(f"Your account has the most schedule groups it may have ({MAX_GROUPS_PER_TENANT}).")
+    now = req.now()
+    tags = {tag["Key"]: tag["Value"] for tag in values.get("Tags") or []}
+    token = values.get("ClientToken")
+    try:
+        store.create_group(ScheduleGroup(req.tenant, name, now, now, "ACTIVE", tags, token))
+    except GroupExistsError:
+        existing = store.get_group(req.tenant, name)
+        if existing is None or not token or existing.client_token != token:
+            raise conflict(f"Schedule group {name} already exists.") from None
+    return {"ScheduleGroupArn": req.place.group_arn(name)}
+
+
+def get_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    name = values["Name"]
+    if name == DEFAULT_GROUP:
+        return _group_out(req, None, name)
+    return _group_out(req, _stored_group(req, name), name)
+
+
+def list_schedule_groups(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    prefix: str = values.get("NamePrefix") or ""
+    limit: int = values.get("MaxResults") or DEFAULT_MAX_RESULTS
+    scope, cursor = _token(req, "schedule-groups", {"prefix": prefix or None}, values.get("NextToken"))
+    page = req.services.store.list_groups(req.tenant, limit, cursor, prefix or None)
+    rows: list[tuple[str, ScheduleGroup | None]] = [(group.name, group) for group in page.items]
+    # The implicit default group takes its place in name order.
+    after_cursor = cursor is None or cursor < DEFAULT_GROUP
+    before_next = page.cursor is None or page.cursor >= DEFAULT_GROUP
+    if DEFAULT_GROUP.startswith(prefix) and after_cursor and before_next:
+        rows.append((DEFAULT_GROUP, None))
+        rows.sort(key=lambda row: row[0])
+    more = page.cursor is not None or len(rows) > limit
+    rows = rows[:limit]
+    out: dict[str, Any] = {"ScheduleGroups": [_group_out(req, group, name) for name, group in rows]}
+    token = req.services.tokens.encode(rows[-1][0] if more and rows else None, scope)
+    if token:
+        out["NextToken"] = token
+    return out
+
+
+def delete_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    """Mark the group DELETING, delete its schedules, then the group (a retry finishes a crash's work)."""
+    name = values["Name"]
+    if name == DEFAULT_GROUP:
+        raise invalid("The default schedule group cannot be deleted.")
+    store = req.services.store
+    group = _stored_group(req, name)
+    if group.state == "ACTIVE":
+        deleting = replace(group, state="DELETING", updated_at=_later(group.updated_at, req.now()))
+        try:
+            store.update_group(deleting, group.updated_at)
+        except GroupConflictError:
+            raise conflict(f"Schedule group {name} changed meanwhile; try again.") from None
+    cursor: str | None = None
+    while True:
+        page = store.list_jobs(req.tenant, 100, cursor, None, f"{GROUP_TAG}={name}")
+        for job in page.items:
+            if group_of(job) == name:
+                with suppress(JobNotFoundError):
+                    req.services.jobs.delete(req.tenant, job.id)
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    store.delete_group(req.tenant, name)
+    return {}
+
+
+# --------------------------------------------------------------------------- tags
+
+
+def _tagged_group(req: Request, arn: str) -> str:
+    name = req.place.group_of(arn)
+    if name is None:
+        raise not_found(f"Resource {arn[:300]} does not exist.")
+    return name
+
+
+def list_tags_for_resource(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    name = _tagged_group(req, values["ResourceArn"])
+    if name == DEFAULT_GROUP:
+        return {"Tags": []}
+    group = _stored_group(req, name)
+    return {"Tags": [{"Key": key, "Value": value} for key, value in sorted(group.tags.items())]}
+
+
+def _retag(req: Request, arn: str, change: Callable[[dict[str, str]], dict[str, str]]) -> dict[str, Any]:
+    name = _tagged_group(req, arn)
+    if name == DEFAULT_GROUP:
+        raise invalid("The default schedule group cannot be tagged.")
+    group = _stored_group(req, name)
+    tags = change(dict(group.tags))
+    if len(tags) > MAX_TAGS_PER_GROUP:
+        raise invalid(f"A schedule group may have at most {MAX_TAGS_PER_GROUP} tags.")
+    changed = replace(group, tags=tags, updated_at=_later(group.updated_at, req.now()))
+    try:
+        req.services.store.update_group(changed, group.updated_at)
+    except GroupConflictError:
+        raise conflict(f"Schedule group {name} changed meanwhile; try again.") from None
+    return {}
+
+
+def tag_resource(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    added = {tag["Key"]: tag["Value"] for tag in values["Tags"]}
+    return _retag(req, values["ResourceArn"], lambda tags: {**tags, **added})
+
+
+def untag_resource(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    removed = set(values["TagKeys"])
+    return _retag(
+        req, values["ResourceArn"], lambda tags: {k: v for k, v in tags.items() if k not in removed}
+    )
+
+
+OPERATIONS: dict[str, Operation] = {
+    "CreateSchedule": create_schedule,
+    "GetSchedule": get_schedule,
+    "UpdateSchedule": update_schedule,
+    "DeleteSchedule": delete_schedule,
+    "ListSchedules": list_schedules,
+    "CreateScheduleGroup": create_schedule_group,
+    "GetScheduleGroup": get_schedule_group,
+    "DeleteScheduleGroup": delete_schedule_group,
+    "ListScheduleGroups": list_schedule_groups,
+    "TagResource": tag_resource,
+    "UntagResource": untag_resource,
+    "ListTagsForResource": list_tags_for_resource,
+}
+
+__all__ = ["OPERATIONS", "Request", "SchedulerError"]

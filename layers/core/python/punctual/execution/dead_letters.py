@@ -1,0 +1,119 @@
+"""A job's own dead-letter queue (EventBridge Scheduler's ``DeadLetterConfig``): after a slot's
+last attempt failed, its event goes there.
+
+The message body is the event the target would have received (the payload rendered for the
+last attempt: an SQS/SNS target's text as it is, else JSON). Its message attributes are the
+ones the service documents for a dead-letter event — ``ERROR_CODE``, ``ERROR_MESSAGE``,
+``EXHAUSTED_RETRY_CONDITION`` (``MaximumRetryAttempts``, ``MaximumEventAgeInSeconds``, or
+``NonRetryableError`` for a failure no retry would change), ``RETRY_ATTEMPTS``, ``SCHEDULE_ARN``
+(a ``/v1`` job: its job id), ``TARGET_ARN`` — and ``SCHEDULED_TIME`` and ``EXECUTION_ID``.
+
+It is sent as the target's execution role (as the service does), by the worker that recorded
+the failure, after the record's write: at least once (a worker that dies after sending sends
+again when its message comes back), like the failed-executions report beside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+
+from punctual.instants import format_instant_adaptive
+from punctual.models import Execution, ExecutionStatus, Job, SqsTarget, target_arn
+from punctual.targets.aws_services import ClientFactory, SqsTargetAdapter, message_body
+from punctual.targets.base import Outcome, SlotContext
+from punctual.targets.payload import execution_id, render_payload
+
+log = logging.getLogger("punctual.execution")
+
+_CODE_RE = re.compile(r"^[a-z0-9-]+ [A-Za-z]+: ([A-Za-z0-9_.]+)(: |$)")
+DEAD_LETTER_TIMEOUT_S = 10.0
+
+
+def _string(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value or "-"}
+
+
+def error_code(execution: Execution) -> str:
+    """The code in the attempt's error (``sqs SendMessage: AccessDenied: ...`` → ``AccessDenied``)."""
+    match = _CODE_RE.match(execution.error or "")
+    if match:
+        return match.group(1)
+    return "TargetTimedOut" if execution.status is ExecutionStatus.TIMED_OUT else "TargetInvocationFailed"
+
+
+def exhausted_condition(job: Job, execution: Execution, now: datetime) -> str:
+    if execution.attempt - execution.releases >= job.retry.max_attempts:
+        return "MaximumRetryAttempts"
+    if (now - execution.scheduled_at).total_seconds() >= job.retry.max_age_seconds:
+        return "MaximumEventAgeInSeconds"
+    return "NonRetryableError"
+
+
+def dead_letter_attributes(job: Job, execution: Execution, now: datetime) -> dict[str, dict[str, str]]:
+    """The message attributes of a dead-letter event (see the module notes)."""
+    ctx = _context(job, execution)
+    schedule_arn = job.scheduler.arn if job.scheduler else job.id
+    called = job.scheduler.target_arn if job.scheduler else target_arn(job.target)
+    return {
+        "ERROR_CODE": _string(error_code(execution)),
+        "ERROR_MESSAGE": _string((execution.error or "")[:1000]),
+        "EXHAUSTED_RETRY_CONDITION": _string(exhausted_condition(job, execution, now)),
+        "RETRY_ATTEMPTS": {"DataType": "Number", "StringValue": str(max(0, execution.attempt - 1))},
+        "SCHEDULE_ARN": _string(schedule_arn),
+        "TARGET_ARN": _string(called),
+        "SCHEDULED_TIME": _string(format_instant_adaptive(execution.scheduled_at)),
+        "EXECUTION_ID": _string(execution_id(ctx)),
+    }
+
+
+def _context(job: Job, execution: Execution) -> SlotContext:
+    return SlotContext(
+        job_id=job.id,
+        tenant=job.tenant,
+        slot=execution.slot,
+        scheduled_at=execution.scheduled_at,
+        attempt=execution.attempt,
+        timeout_s=DEAD_LETTER_TIMEOUT_S,
+    )
+
+
+class SqsDeadLetters:
+    """Sends dead-letter events with SQS SendMessage, as the job's target role.
+
+    Parameters
+    ----------
+    clients
+        The targets' boto3 client factory (roles assumed as for the target itself).
+    """
+
+    def __init__(self, clients: ClientFactory) -> None:
+        self.sender = SqsTargetAdapter(clients)
+
+    def send(self, job: Job, execution: Execution, now: datetime) -> None:
+        if job.dead_letter is None:
+            return
+        ctx = _context(job, execution)
+        body = message_body(render_payload(job.payload, ctx))
+        queue = SqsTarget(queue_arn=job.dead_letter.queue_arn, role_arn=getattr(job.target, "role_arn", None))
+        result = self.sender.send(queue, body, dead_letter_attributes(job, execution, now), ctx)
+        if result.outcome is not Outcome.SUCCEEDED:
+            # Not retried here: the failure stays on the execution record and in the report queue.
+            log.error("dead-letter queue of job %s slot %s: %s", job.id, execution.slot, result.summary)
+
+
+class MemoryDeadLetters:
+    """Keeps what would be sent (tests)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, dict[str, dict[str, str]]]] = []
+
+    def send(self, job: Job, execution: Execution, now: datetime) -> None:
+        if job.dead_letter is None:
+            return
+        body = message_body(render_payload(job.payload, _context(job, execution)))
+        self.sent.append((job.dead_letter.queue_arn, body, dead_letter_attributes(job, execution, now)))
+
+
+__all__ = ["MemoryDeadLetters", "SqsDeadLetters", "dead_letter_attributes", "error_code"]

@@ -1,0 +1,617 @@
+"""Conformance of Punctual's EventBridge Scheduler API, with an unmodified boto3 ``scheduler`` client.
+
+Every operation of botocore's model is served; every member of every input shape is supported,
+accepted or refused by name (:mod:`punctual.api.scheduler.fields`); every error code reaches the
+SDK as ``ClientError.response["Error"]["Code"]``; paging and filters; a schedule is a job in
+``/v1`` and a ``/v1`` job is a schedule.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from api_harness import ACCOUNT, ALICE_ID, BOB, REGION, ApiClient, job_spec
+from api_harness import api as api  # the fixture
+from botocore.exceptions import ClientError
+from scheduler_harness import scheduler_client
+
+from punctual.api.scheduler import fields, model
+from punctual.api.scheduler.mapping import job_id_of
+from punctual.api.scheduler.operations import OPERATIONS
+
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/scheduler-role"
+QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:reports"
+PREFIX = f"arn:aws:scheduler:{REGION}:{ACCOUNT}"
+
+
+def _target(**extra: Any) -> dict[str, Any]:
+    return {"Arn": QUEUE, "RoleArn": ROLE, **extra}
+
+
+def _create(client: Any, name: str, **extra: Any) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "Name": name,
+        "ScheduleExpression": "rate(5 minutes)",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "Target": _target(),
+        **extra,
+    }
+    reply: dict[str, Any] = client.create_schedule(**request)
+    return reply
+
+
+def _code(call: Any, **kwargs: Any) -> tuple[str, str]:
+    with pytest.raises(ClientError) as caught:
+        call(**kwargs)
+    error = caught.value.response["Error"]
+    return error["Code"], error["Message"]
+
+
+@pytest.fixture
+def client(api: ApiClient) -> Any:
+    return scheduler_client(api)
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def test_every_operation_of_the_service_is_served() -> None:
+    operations = model.service_model()["operations"]
+    assert set(operations) == set(OPERATIONS)
+    for name, operation in operations.items():
+        uri = operation["http"]["requestUri"].replace("{Name}", "n1").replace("{ResourceArn}", "arn%3Ax")
+        assert model.route(operation["http"]["method"], uri) is not None, name
+        assert model.route(operation["http"]["method"], uri)[0] == name  # type: ignore[index]
+
+
+def _members(shape_name: str, path: str = "") -> list[str]:
+    shape = model.shapes()[shape_name]
+    found: list[str] = []
+    if shape["type"] == "list":
+        return _members(shape["member"]["shape"], path)
+    if shape["type"] != "structure":
+        return found
+    for member, spec in shape["members"].items():
+        where = f"{path}.{member}" if path else member
+        found.append(where)
+        found.extend(_members(spec["shape"], where))
+    return found
+
+
+def test_every_input_member_is_supported_accepted_or_refused() -> None:
+    for name, operation in model.service_model()["operations"].items():
+        members = set(_members(operation["input"]["shape"]))
+        listed = set(fields.INPUT_FIELDS[name])
+        assert members == listed, (name, members ^ listed)
+        assert {status for status, _ in fields.INPUT_FIELDS[name].values()} <= {
+            fields.SUPPORTED,
+            fields.ACCEPTED,
+            fields.REFUSED,
+        }
+
+
+_ECS = {
+    "Arn": f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/jobs",
+    "RoleArn": ROLE,
+    "EcsParameters": {
+        "TaskDefinitionArn": f"arn:aws:ecs:{REGION}:{ACCOUNT}:task-definition/report:3",
+        "NetworkConfiguration": {"awsvpcConfiguration": {"Subnets": ["subnet-0abc1234"]}},
+    },
+}
+# A valid value for each refused member whose parent is supported (the top of each refused branch).
+_REFUSED_EXAMPLES: dict[str, tuple[str, Any]] = {
+    "KmsKeyArn": ("top", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/abc"),
+    "Target.EventBridgePutEventsV2Parameters": ("target", {"DetailType": "d", "Source": "s"}),
+    "Target.EventBridgePutRawEventsParameters": ("target", {"Metadata": {}}),
+    "Target.KinesisParameters": ("target", {"PartitionKey": "k"}),
+    "Target.SageMakerPipelineParameters": ("target", {"PipelineParameterList": []}),
+    "Target.EcsParameters.PlatformVersion": ("ecs", "1.4.0"),
+    "Target.EcsParameters.Group": ("ecs", "g"),
+    "Target.EcsParameters.CapacityProviderStrategy": ("ecs", [{"capacityProvider": "FARGATE_SPOT"}]),
+    "Target.EcsParameters.EnableECSManagedTags": ("ecs", True),
+    "Target.EcsParameters.EnableExecuteCommand": ("ecs", True),
+    "Target.EcsParameters.PlacementConstraints": ("ecs", [{"type": "distinctInstance"}]),
+    "Target.EcsParameters.PlacementStrategy": ("ecs", [{"type": "random"}]),
+    "Target.EcsParameters.PropagateTags": ("ecs", "TASK_DEFINITION"),
+    "Target.EcsParameters.ReferenceId": ("ecs", "ref"),
+    "Target.EcsParameters.Tags": ("ecs", [{"team": "data"}]),
+}
+
+
+def test_each_refused_member_gets_a_validation_exception_naming_it(client: Any) -> None:
+    refused = {
+        path for path, (status, _) in fields.INPUT_FIELDS["CreateSchedule"].items() if status == "refused"
+    }
+    tops = {path for path in refused if "." not in path or path.rsplit(".", 1)[0] not in refused}
+    assert tops == set(_REFUSED_EXAMPLES)
+    for path, (where, value) in _REFUSED_EXAMPLES.items():
+        member = path.rsplit(".", 1)[-1]
+        request: dict[str, Any] = {"Target": _target()}
+        if where == "top":
+            request[member] = value
+        elif where == "target":
+            request["Target"] = _target(**{member: value})
+        else:
+            ecs = {**_ECS, "EcsParameters": {**_ECS["EcsParameters"], member: value}}
+            request["Target"] = ecs
+        code, message = _code(_create, client=client, name="refused", **request)
+        assert code == "ValidationException" and member in message, (path, message)
+    assert client.list_schedules()["Schedules"] == []
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+def test_create_get_update_delete_round_trip(client: Any, api: ApiClient) -> None:
+    # Given a schedule with every supported member
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    arn = _create(
+        client,
+        "nightly.report-1",
+        ScheduleExpression="cron(0 2 * * ? *)",
+        ScheduleExpressionTimezone="Europe/Berlin",
+        StartDate=start,
+        EndDate=start + timedelta(days=30),
+        Description="the nightly report",
+        State="ENABLED",
+        FlexibleTimeWindow={"Mode": "FLEXIBLE", "MaximumWindowInMinutes": 90},
+        ActionAfterCompletion="DELETE",
+        Target=_target(
+            Input='{"arn": "<aws.scheduler.schedule-arn>", "at": "<aws.scheduler.scheduled-time>"}',
+            RetryPolicy={"MaximumRetryAttempts": 4, "MaximumEventAgeInSeconds": 600},
+            DeadLetterConfig={"Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:reports-dlq"},
+        ),
+    )["ScheduleArn"]
+    assert arn == f"{PREFIX}:schedule/default/nightly.report-1"
+    # Then GetSchedule answers it as given
+    got = client.get_schedule(Name="nightly.report-1")
+    assert got["Arn"] == arn and got["GroupName"] == "default" and got["State"] == "ENABLED"
+    assert got["ScheduleExpression"] == "cron(0 2 * * ? *)"
+    assert got["ScheduleExpressionTimezone"] == "Europe/Berlin"
+    assert got["StartDate"] == start and got["EndDate"] == start + timedelta(days=30)
+    assert got["FlexibleTimeWindow"] == {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": 90}
+    assert got["ActionAfterCompletion"] == "DELETE"
+    assert got["Target"]["Input"].startswith('{"arn": "<aws.scheduler.schedule-arn>"')
+    assert got["Target"]["RetryPolicy"] == {"MaximumRetryAttempts": 4, "MaximumEventAgeInSeconds": 600}
+    assert got["Target"]["DeadLetterConfig"]["Arn"].endswith(":reports-dlq")
+    assert got["Description"] == "the nightly report"
+    # And /v1 shows the same job: the schedule ARN filled in, the rest per run
+    job = api.call("GET", f"/v1/jobs/{job_id_of('default', 'nightly.report-1')}").body
+    # (an SQS target's Input is its message body, kept as text)
+    assert job["payload"] == f'{{"arn": "{arn}", "at": "<aws.scheduler.scheduled-time>"}}'
+    assert job["retry"]["max_attempts"] == 5 and job["retry"]["max_age_seconds"] == 600
+    assert job["jitter_seconds"] == 5400 and job["delete_after_completion"] is True
+    assert job["catchup"]["window_seconds"] == 5400 + 3600
+    assert job["target"]["type"] == "sqs" and job["target"]["role_arn"] == ROLE
+    # When it is updated to DISABLED with another expression
+    client.update_schedule(
+        Name="nightly.report-1",
+        ScheduleExpression="rate(1 hour)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        State="DISABLED",
+        Target=_target(),
+    )
+    got = client.get_schedule(Name="nightly.report-1")
+    assert got["State"] == "DISABLED" and got["ScheduleExpression"] == "rate(1 hour)"
+    assert got["ActionAfterCompletion"] == "NONE" and "DeadLetterConfig" not in got["Target"]
+    assert got["Target"]["RetryPolicy"] == {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}
+    assert api.call("GET", f"/v1/jobs/{job_id_of('default', 'nightly.report-1')}").body["state"] == "PAUSED"
+    # And enabled again
+    client.update_schedule(
+        Name="nightly.report-1",
+        ScheduleExpression="rate(1 hour)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target=_target(),
+    )
+    assert client.get_schedule(Name="nightly.report-1")["State"] == "ENABLED"
+    # Then deleting it removes it; a second delete is ResourceNotFoundException
+    client.delete_schedule(Name="nightly.report-1")
+    assert _code(client.get_schedule, Name="nightly.report-1")[0] == "ResourceNotFoundException"
+    assert _code(client.delete_schedule, Name="nightly.report-1")[0] == "ResourceNotFoundException"
+    assert (
+        _code(
+            client.update_schedule,
+            Name="nightly.report-1",
+            ScheduleExpression="rate(1 hour)",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            Target=_target(),
+        )[0]
+        == "ResourceNotFoundException"
+    )
+
+
+def test_created_disabled_is_paused_from_the_start(client: Any, api: ApiClient) -> None:
+    _create(client, "off", State="DISABLED")
+    job = api.call("GET", f"/v1/jobs/{job_id_of('default', 'off')}").body
+    assert job["state"] == "PAUSED" and job["version"] == 1  # one write, never enabled
+
+
+def test_a_v1_job_is_a_schedule_of_the_default_group(client: Any, api: ApiClient) -> None:
+    created = api.create(job_spec())
+    got = client.get_schedule(Name=created["id"])
+    assert got["GroupName"] == "default" and got["Target"]["Arn"] == QUEUE
+    assert got["Target"]["Input"] == '{"report":"daily"}'
+    api.call("POST", f"/v1/jobs/{created['id']}/pause")
+    assert client.get_schedule(Name=created["id"])["State"] == "DISABLED"
+    names = [s["Name"] for s in client.list_schedules(GroupName="default")["Schedules"]]
+    assert names == [created["id"]]
+    client.delete_schedule(Name=created["id"])
+    assert api.call("GET", f"/v1/jobs/{created['id']}").status == 404
+
+
+def test_client_token_makes_a_retried_create_safe(client: Any) -> None:
+    first = _create(client, "once", ClientToken="token-1")["ScheduleArn"]
+    assert _create(client, "once", ClientToken="token-1")["ScheduleArn"] == first
+    assert _code(_create, client=client, name="once", ClientToken="token-2")[0] == "ConflictException"
+
+
+_TARGET_CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    (
+        {"Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:report", "Input": '{"a": 1}'},
+        {"type": "lambda", "invocation_type": "Event"},
+    ),
+    ({"Arn": f"arn:aws:sns:{REGION}:{ACCOUNT}:topic"}, {"type": "sns"}),
+    (
+        {
+            "Arn": f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default",
+            "Input": '{"k": "v"}',
+            "EventBridgeParameters": {"DetailType": "Report Due", "Source": "reports.app"},
+        },
+        {"type": "eventbridge", "detail_type": "Report Due", "source": "reports.app"},
+    ),
+    ({"Arn": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:report"}, {"type": "stepfunctions"}),
+    (
+        {
+            "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:orders.fifo",
+            "SqsParameters": {"MessageGroupId": "group-7"},
+        },
+        {"type": "sqs", "message_group_id": "group-7"},
+    ),
+    (
+        {
+            k: v
+            for k, v in {
+                **_ECS,
+                "EcsParameters": {
+                    **_ECS["EcsParameters"],
+                    "LaunchType": "EC2",
+                    "TaskCount": 1,
+                    "NetworkConfiguration": {
+                        "awsvpcConfiguration": {
+                            "Subnets": ["subnet-0abc1234"],
+                            "SecurityGroups": ["sg-0abc1234"],
+                            "AssignPublicIp": "ENABLED",
+                        }
+                    },
+                },
+            }.items()
+            if k != "RoleArn"
+        },
+        {"type": "ecs", "launch_type": "EC2", "assign_public_ip": True, "security_groups": ["sg-0abc1234"]},
+    ),
+]  # lambda, sns, eventbridge, stepfunctions, sqs-fifo, ecs
+
+
+def test_each_target_type_maps_both_ways(client: Any, api: ApiClient) -> None:
+    for index, (target, shown) in enumerate(_TARGET_CASES):
+        name = f"t{index}"
+        _create(client, name, Target={**target, "RoleArn": ROLE})
+        job = api.call("GET", f"/v1/jobs/{job_id_of('default', name)}").body
+        assert shown.items() <= job["target"].items(), shown
+        got = client.get_schedule(Name=name)["Target"]
+        for key in ("Arn", "Input", "SqsParameters", "EventBridgeParameters"):
+            assert got.get(key) == target.get(key), (shown, key)
+        if "EcsParameters" in target:
+            assert (
+                got["EcsParameters"]["NetworkConfiguration"]
+                == target["EcsParameters"]["NetworkConfiguration"]
+            )
+
+
+_INVALID_CASES: list[tuple[dict[str, Any], str]] = [
+    # The service's pattern lets this through; Punctual's own check (partition vs region) does not
+    (
+        {"Target": _target(DeadLetterConfig={"Arn": f"arn:aws:sqs:cn-north-1:{ACCOUNT}:dlq"})},
+        "DeadLetterConfig.Arn",
+    ),
+    ({"Target": {"Arn": f"arn:aws:kinesis:{REGION}:{ACCOUNT}:stream/s", "RoleArn": ROLE}}, "kinesis"),
+    ({"Target": {"Arn": "arn:aws:scheduler:::aws-sdk:sqs:sendMessage", "RoleArn": ROLE}}, "universal"),
+    (
+        {
+            "Target": _target(SqsParameters={"MessageGroupId": "g"})
+            | {"Arn": f"arn:aws:sns:{REGION}:{ACCOUNT}:t"}
+        },
+        "SqsParameters",
+    ),
+    ({"Target": {"Arn": _ECS["Arn"], "RoleArn": ROLE}}, "EcsParameters"),
+    ({"Target": {**_ECS, "EcsParameters": {**_ECS["EcsParameters"], "TaskCount": 2}}}, "TaskCount"),
+    ({"Target": {**_ECS, "EcsParameters": {**_ECS["EcsParameters"], "LaunchType": "EXTERNAL"}}}, "EXTERNAL"),
+    ({"Name": "bad name!"}, "Name"),
+    ({"ScheduleExpression": "rate(5 fortnights)"}, "ScheduleExpression"),
+    ({"ScheduleExpression": "at(2001-01-01T00:00:00)"}, "no future slot"),
+    ({"ScheduleExpressionTimezone": "Mars/Olympus"}, "ScheduleExpressionTimezone"),
+    ({"FlexibleTimeWindow": {"Mode": "FLEXIBLE"}}, "MaximumWindowInMinutes"),
+    ({"FlexibleTimeWindow": {"Mode": "OFF", "MaximumWindowInMinutes": 5}}, "MaximumWindowInMinutes"),
+    ({"FlexibleTimeWindow": {"Mode": "SOMETIMES"}}, "FlexibleTimeWindow.Mode"),
+    ({"Target": _target(RetryPolicy={"MaximumRetryAttempts": 186})}, "MaximumRetryAttempts"),
+    ({"Target": _target(RetryPolicy={"MaximumEventAgeInSeconds": 86401})}, "MaximumEventAgeInSeconds"),
+    ({"Target": _target(RoleArn="not-a-role-arn-at-all")}, "RoleArn"),
+    (
+        {"Target": _target(DeadLetterConfig={"Arn": f"arn:aws:sns:{REGION}:{ACCOUNT}:t"})},
+        "DeadLetterConfig.Arn",
+    ),
+    (
+        {
+            "Target": {
+                "Arn": f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default",
+                "RoleArn": ROLE,
+                "Input": "[1]",
+            }
+        },
+        "JSON object",
+    ),
+    ({"StartDate": datetime(2031, 1, 1, tzinfo=UTC), "EndDate": datetime(2030, 1, 1, tzinfo=UTC)}, "EndDate"),
+    ({"Description": "x" * 513}, "Description"),
+    ({"ActionAfterCompletion": "ARCHIVE"}, "ActionAfterCompletion"),
+]
+
+
+def test_invalid_schedules_are_validation_exceptions_naming_the_member(client: Any) -> None:
+    for change, named in _INVALID_CASES:
+        request = {"name": "s", **{k: v for k, v in change.items() if k != "Name"}}
+        if "Name" in change:
+            request["name"] = change["Name"]
+        code, message = _code(_create, client=client, **request)
+        assert code == "ValidationException", (change, code)
+        assert named.lower() in message.lower(), (named, message)
+    assert client.list_schedules()["Schedules"] == []
+
+
+def test_schedules_in_a_missing_group_are_not_found(client: Any) -> None:
+    assert _code(_create, client=client, name="s", GroupName="nope")[0] == "ResourceNotFoundException"
+    assert _code(client.get_schedule, Name="s", GroupName="nope")[0] == "ResourceNotFoundException"
+    assert _code(client.list_schedules, GroupName="nope")[0] == "ResourceNotFoundException"
+
+
+def test_tenants_never_see_each_other(client: Any, api: ApiClient) -> None:
+    client.create_schedule_group(Name="mine")
+    _create(client, "s", GroupName="mine")
+    bob = scheduler_client(api, user=BOB)
+    assert bob.list_schedules()["Schedules"] == []
+    assert [g["Name"] for g in bob.list_schedule_groups()["ScheduleGroups"]] == ["default"]
+    assert _code(bob.get_schedule, Name="s", GroupName="mine")[0] == "ResourceNotFoundException"
+    assert api.call("GET", f"/v1/jobs/{job_id_of('mine', 's')}").body["tags"] == {
+        "punctual:schedule-group": "mine"
+    }
+
+
+# --------------------------------------------------------------------------- paging and filters
+
+
+def test_list_schedules_pages_and_filters(client: Any) -> None:
+    # Given seven schedules in two groups, two of them disabled
+    client.create_schedule_group(Name="billing")
+    for name in ("alpha-1", "alpha-2", "alpha-3", "beta-1"):
+        _create(client, name)
+    _create(client, "alpha-4", State="DISABLED")
+    _create(client, "alpha-1", GroupName="billing")
+    _create(client, "gamma", GroupName="billing", State="DISABLED")
+    # Then the paginator walks every one, two per page
+    pages = list(client.get_paginator("list_schedules").paginate(PaginationConfig={"PageSize": 2}))
+    assert all(len(page["Schedules"]) <= 2 for page in pages) and len(pages) >= 4
+    everything = sorted((s["GroupName"], s["Name"]) for page in pages for s in page["Schedules"])
+    assert everything == [
+        ("billing", "alpha-1"),
+        ("billing", "gamma"),
+        ("default", "alpha-1"),
+        ("default", "alpha-2"),
+        ("default", "alpha-3"),
+        ("default", "alpha-4"),
+        ("default", "beta-1"),
+    ]
+
+    def names(**filters: Any) -> list[tuple[str, str]]:
+        found = client.get_paginator("list_schedules").paginate(**filters, PaginationConfig={"PageSize": 2})
+        return sorted((s["GroupName"], s["Name"]) for page in found for s in page["Schedules"])
+
+    assert names(NamePrefix="alpha", GroupName="default") == [("default", f"alpha-{i}") for i in range(1, 5)]
+    assert names(State="DISABLED") == [("billing", "gamma"), ("default", "alpha-4")]
+    assert names(GroupName="billing", State="ENABLED") == [("billing", "alpha-1")]
+    summary = client.list_schedules(GroupName="billing", NamePrefix="gamma")["Schedules"][0]
+    assert summary["Arn"] == f"{PREFIX}:schedule/billing/gamma" and summary["Target"] == {"Arn": QUEUE}
+    # And a token is bound to its filters, and only this API's tokens are taken
+    token = client.list_schedules(MaxResults=1)["NextToken"]
+    assert (
+        _code(client.list_schedules, MaxResults=1, NextToken=token, State="ENABLED")[0]
+        == "ValidationException"
+    )
+    assert _code(client.list_schedules, NextToken="forged.token")[0] == "ValidationException"
+    assert _code(client.list_schedules, MaxResults=101)[0] == "ValidationException"
+    assert _code(client.list_schedules, State="PAUSED")[0] == "ValidationException"
+
+
+def test_list_schedule_groups_pages_with_the_default_group_in_name_order(client: Any) -> None:
+    for name in ("alpha", "beta", "delta", "epsilon", "zeta"):
+        client.create_schedule_group(Name=name)
+    pages = list(client.get_paginator("list_schedule_groups").paginate(PaginationConfig={"PageSize": 2}))
+    listed = [g["Name"] for page in pages for g in page["ScheduleGroups"]]
+    assert listed == ["alpha", "beta", "default", "delta", "epsilon", "zeta"]
+    assert all(len(page["ScheduleGroups"]) <= 2 for page in pages)
+    assert [g["Name"] for g in client.list_schedule_groups(NamePrefix="de")["ScheduleGroups"]] == [
+        "default",
+        "delta",
+    ]
+    assert [g["Name"] for g in client.list_schedule_groups(NamePrefix="e")["ScheduleGroups"]] == ["epsilon"]
+
+
+# --------------------------------------------------------------------------- groups and tags
+
+
+def test_schedule_groups_and_their_tags(client: Any) -> None:
+    arn = client.create_schedule_group(Name="reports", Tags=[{"Key": "team", "Value": "data"}])[
+        "ScheduleGroupArn"
+    ]
+    assert arn == f"{PREFIX}:schedule-group/reports"
+    got = client.get_schedule_group(Name="reports")
+    assert (
+        got["State"] == "ACTIVE" and got["Arn"] == arn and got["CreationDate"] <= got["LastModificationDate"]
+    )
+    assert client.get_schedule_group(Name="default")["Arn"] == f"{PREFIX}:schedule-group/default"
+    assert _code(client.create_schedule_group, Name="reports")[0] == "ConflictException"
+    # A retried request (the same ClientToken) gets the same answer
+    client.create_schedule_group(Name="retried", ClientToken="token-7")
+    assert client.create_schedule_group(Name="retried", ClientToken="token-7")["ScheduleGroupArn"].endswith(
+        "/retried"
+    )
+    assert (
+        _code(client.create_schedule_group, Name="retried", ClientToken="token-8")[0] == "ConflictException"
+    )
+    assert _code(client.create_schedule_group, Name="default")[0] == "ConflictException"
+    assert _code(client.get_schedule_group, Name="nope")[0] == "ResourceNotFoundException"
+    # Tags: added, replaced, removed
+    client.tag_resource(
+        ResourceArn=arn, Tags=[{"Key": "team", "Value": "ops"}, {"Key": "cost", "Value": "42"}]
+    )
+    assert client.list_tags_for_resource(ResourceArn=arn)["Tags"] == [
+        {"Key": "cost", "Value": "42"},
+        {"Key": "team", "Value": "ops"},
+    ]
+    client.untag_resource(ResourceArn=arn, TagKeys=["team"])
+    assert client.list_tags_for_resource(ResourceArn=arn)["Tags"] == [{"Key": "cost", "Value": "42"}]
+    missing = f"{PREFIX}:schedule-group/nope"
+    assert _code(client.list_tags_for_resource, ResourceArn=missing)[0] == "ResourceNotFoundException"
+    assert _code(client.tag_resource, ResourceArn=missing, Tags=[])[0] == "ResourceNotFoundException"
+    other_account = f"arn:aws:scheduler:{REGION}:999999999999:schedule-group/reports"
+    assert (
+        _code(client.untag_resource, ResourceArn=other_account, TagKeys=["a"])[0]
+        == "ResourceNotFoundException"
+    )
+    schedule_arn = f"{PREFIX}:schedule/reports/x"
+    assert _code(client.list_tags_for_resource, ResourceArn=schedule_arn)[0] == "ValidationException"
+    default_arn = f"{PREFIX}:schedule-group/default"
+    assert client.list_tags_for_resource(ResourceArn=default_arn)["Tags"] == []
+    assert _code(client.tag_resource, ResourceArn=default_arn, Tags=[{"Key": "a", "Value": "b"}])[0] == (
+        "ValidationException"
+    )
+    too_many = [{"Key": f"k{i}", "Value": "v"} for i in range(201)]
+    assert _code(client.tag_resource, ResourceArn=arn, Tags=too_many)[0] == "ValidationException"
+
+
+def test_deleting_a_group_deletes_its_schedules(client: Any, api: ApiClient) -> None:
+    client.create_schedule_group(Name="doomed")
+    for name in ("a", "b", "c"):
+        _create(client, name, GroupName="doomed")
+    _create(client, "a")  # the same name in the default group stays
+    client.delete_schedule_group(Name="doomed")
+    assert _code(client.get_schedule_group, Name="doomed")[0] == "ResourceNotFoundException"
+    assert [(s["GroupName"], s["Name"]) for s in client.list_schedules()["Schedules"]] == [("default", "a")]
+    assert api.call("GET", f"/v1/jobs/{job_id_of('doomed', 'a')}").status == 404
+    assert _code(client.delete_schedule_group, Name="doomed")[0] == "ResourceNotFoundException"
+    assert _code(client.delete_schedule_group, Name="default")[0] == "ValidationException"
+    # A group of the same name starts empty
+    client.create_schedule_group(Name="doomed")
+    assert client.list_schedules(GroupName="doomed")["Schedules"] == []
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_quota_throttling_internal_and_unauthenticated_errors(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a deployment allowing two jobs, two groups and six requests a minute per tenant
+    monkeypatch.setenv("PUNCTUAL_MAX_JOBS_PER_TENANT", "2")
+    monkeypatch.setenv("PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT", "6")
+    from punctual.api import wiring
+    from punctual.api.scheduler import operations
+    from punctual.clock import ManualClock
+
+    monkeypatch.setattr(operations, "MAX_GROUPS_PER_TENANT", 2)  # default and one more
+    # Every request in one quota minute, whatever the wall clock does meanwhile
+    wiring.services().jobs.clock = ManualClock(datetime(2026, 12, 1, 12, 0, 5, tzinfo=UTC))
+    client = scheduler_client(api)
+    _create(client, "one")
+    _create(client, "two")
+    code, message = _code(_create, client=client, name="three")
+    assert code == "ServiceQuotaExceededException", message
+    client.create_schedule_group(Name="g1")
+    assert _code(client.create_schedule_group, Name="g2")[0] == "ServiceQuotaExceededException"
+    client.get_schedule(Name="one")  # the sixth request this minute
+    code, message = _code(client.get_schedule, Name="one")
+    assert code == "ThrottlingException" and "per minute" in message
+
+
+def test_internal_errors_and_missing_callers(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from punctual.api.scheduler import operations
+
+    def broken(req: Any, values: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setitem(operations.OPERATIONS, "ListSchedules", broken)
+    client = scheduler_client(api)
+    code, message = _code(client.list_schedules)
+    assert code == "InternalServerException" and "a bug" not in message
+    anonymous = scheduler_client(api, user=None)  # type: ignore[arg-type]
+    assert _code(anonymous.list_schedule_groups)[0] == "AccessDeniedException"
+
+
+def test_the_tenant_of_a_signed_request_in_local_mode() -> None:
+    from punctual.api.tenancy import tenant_of
+
+    auth = "AWS4-HMAC-SHA256 Credential=e2e/20261201/us-east-1/scheduler/aws4_request, SignedHeaders=host, Signature=ab"
+    assert tenant_of({"headers": {"Authorization": auth}}, local_mode=True) == "e2e"
+    assert tenant_of({"headers": {"Authorization": auth, "X-Punctual-Tenant": "t1"}}, local_mode=True) == "t1"
+    assert tenant_of({"headers": {}}, local_mode=True) == "default"
+    with pytest.raises(Exception):  # noqa: B017 - outside local mode the key names nobody
+        tenant_of({"headers": {"Authorization": auth}}, local_mode=False)
+
+
+def test_tenant_requests_are_counted_for_alice(api: ApiClient) -> None:
+    client = scheduler_client(api)
+    _create(client, "x")
+    assert api.store.get_job(ALICE_ID, job_id_of("default", "x")) is not None
+
+
+# --------------------------------------------------------------------------- the dead-letter queue on SQS
+
+
+def test_a_dead_letter_event_reaches_a_real_queue_as_the_target_role(aws: None, t0: datetime) -> None:
+    import boto3
+
+    from factories import job as make_job
+    from punctual.execution.dead_letters import SqsDeadLetters
+    from punctual.models import DeadLetterQueue, Execution, ExecutionStatus, RetryPolicy
+    from punctual.targets.aws_services import Boto3ClientFactory
+
+    # Given a DLQ, a role the workers may assume, and a finally failed slot
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="reports-dlq")["QueueUrl"]
+    iam = boto3.client("iam", region_name=REGION)
+    iam.create_role(RoleName="scheduler-role", AssumeRolePolicyDocument="{}")
+    job = make_job(
+        "job-1",
+        target={"type": "sqs", "queue_arn": QUEUE, "role_arn": ROLE},
+        payload="attempt <aws.scheduler.attempt-number>",
+        retry=RetryPolicy(max_attempts=3),
+        dead_letter=DeadLetterQueue(queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:reports-dlq"),
+    )
+    failed = Execution(
+        job_id="job-1",
+        tenant="default",
+        slot="2026-11-30T10:00:00Z",
+        scheduled_at=t0,
+        status=ExecutionStatus.FAILED,
+        attempt=3,
+        error="sqs SendMessage: AWS.SimpleQueueService.NonExistentQueue: gone",
+    )
+    # When it is dead-lettered
+    SqsDeadLetters(Boto3ClientFactory()).send(job, failed, t0 + timedelta(minutes=5))
+    # Then the queue holds the event with the service's attributes
+    got = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"][0]
+    assert got["Body"] == "attempt 3"
+    attributes = {name: value["StringValue"] for name, value in got["MessageAttributes"].items()}
+    assert attributes["ERROR_CODE"] == "AWS.SimpleQueueService.NonExistentQueue"
+    assert attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
+    assert attributes["RETRY_ATTEMPTS"] == "2" and attributes["TARGET_ARN"] == QUEUE

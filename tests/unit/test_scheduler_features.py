@@ -1,0 +1,146 @@
+"""What the EventBridge Scheduler API adds to the worker: context attributes in the payload, a
+job's dead-letter queue after its last attempt, and deleting a completed job that asked for it."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import pytest
+
+from execution_harness import FakeTarget, Rig
+from punctual.clock import ManualClock
+from punctual.execution.dead_letters import MemoryDeadLetters, error_code
+from punctual.models import DeadLetterQueue, Execution, ExecutionStatus, RetryPolicy, SchedulerIdentity
+from punctual.store.memory import MemoryStore
+from punctual.targets.base import SlotContext, TargetResult
+from punctual.targets.payload import execution_id, render_payload
+
+DLQ = "arn:aws:sqs:us-east-1:123456789012:reports-dlq"
+ARN = "arn:aws:scheduler:us-east-1:123456789012:schedule/default/nightly"
+
+
+@pytest.fixture
+def rig(t0: datetime) -> Rig:
+    return Rig(MemoryStore(), ManualClock(t0))
+
+
+def test_scheduler_context_attributes_are_filled_per_attempt(t0: datetime) -> None:
+    ctx = SlotContext("job-1", "tenant-a", "2026-11-30T10:00:00Z", t0, 3, 30.0)
+    text = '{"t": "<aws.scheduler.scheduled-time>", "id": "<aws.scheduler.execution-id>", "n": "<aws.scheduler.attempt-number>"}'
+    rendered = json.loads(render_payload(text, ctx))
+    assert rendered == {"t": "2026-11-30T10:00:00Z", "id": execution_id(ctx), "n": "3"}
+    # The execution id names the slot's run: the same for each attempt, another for another tenant
+    assert execution_id(ctx) == execution_id(SlotContext("job-1", "tenant-a", ctx.slot, t0, 1, 30.0))
+    assert execution_id(ctx) != execution_id(SlotContext("job-1", "tenant-b", ctx.slot, t0, 3, 30.0))
+    assert len(execution_id(ctx)) == 36
+
+
+def test_the_last_failed_attempt_sends_the_event_to_the_dead_letter_queue(rig: Rig, t0: datetime) -> None:
+    # Given a job with two attempts and a dead-letter queue, whose target always fails
+    job = rig.add_job(
+        "job-1",
+        payload={"n": "<aws.scheduler.attempt-number>"},
+        retry=RetryPolicy(max_attempts=2, base_seconds=5, jitter=False),
+        dead_letter=DeadLetterQueue(queue_arn=DLQ),
+        scheduler=SchedulerIdentity(group="default", name="nightly", arn=ARN, target_arn="arn:x"),
+    )
+    dead = MemoryDeadLetters()
+    failing = FakeTarget(TargetResult.retryable("sqs SendMessage: AccessDenied: not allowed"))
+    worker = rig.worker(target=failing, dead_letters=dead)
+    rig.send(rig.message(job, t0))
+    # When the first attempt fails nothing is dead-lettered yet
+    rig.work_until_idle(worker)
+    assert dead.sent == []
+    # And when the retry fails too, its event goes to the queue once, with the attributes
+    rig.advance_to(t0 + timedelta(seconds=30))
+    rig.poll()
+    rig.work_until_idle(worker)
+    assert len(dead.sent) == 1
+    queue, body, attributes = dead.sent[0]
+    assert queue == DLQ and json.loads(body) == {"n": "2"}
+    values = {name: value["StringValue"] for name, value in attributes.items()}
+    assert values["ERROR_CODE"] == "AccessDenied"
+    assert values["ERROR_MESSAGE"] == "sqs SendMessage: AccessDenied: not allowed"
+    assert values["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
+    assert values["RETRY_ATTEMPTS"] == "1" and attributes["RETRY_ATTEMPTS"]["DataType"] == "Number"
+    assert values["SCHEDULE_ARN"] == ARN and values["TARGET_ARN"] == "arn:x"
+    assert values["SCHEDULED_TIME"] == "2026-11-30T10:00:00Z"
+    assert rig.failures.bodies and rig.failures.bodies[0]["status"] == "FAILED"
+
+
+def test_a_non_retryable_failure_is_dead_lettered_at_once(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job("job-1", dead_letter=DeadLetterQueue(queue_arn=DLQ))
+    dead = MemoryDeadLetters()
+    worker = rig.worker(
+        target=FakeTarget(TargetResult.permanent("lambda Invoke: ResourceNotFoundException")),
+        dead_letters=dead,
+    )
+    rig.send(rig.message(job, t0))
+    rig.work_until_idle(worker)
+    values = {name: value["StringValue"] for name, value in dead.sent[0][2].items()}
+    assert values["EXHAUSTED_RETRY_CONDITION"] == "NonRetryableError"
+    assert values["ERROR_CODE"] == "ResourceNotFoundException"
+    assert values["SCHEDULE_ARN"] == "job-1"  # a /v1 job: its id
+
+
+def test_a_job_without_dead_letter_queue_sends_nothing(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job("job-1")
+    dead = MemoryDeadLetters()
+    rig.send(rig.message(job, t0))
+    rig.work_until_idle(rig.worker(target=FakeTarget(TargetResult.permanent("no")), dead_letters=dead))
+    assert dead.sent == []
+
+
+def test_error_codes_of_timeouts_and_plain_errors(t0: datetime) -> None:
+    base = Execution(
+        job_id="j", slot="s", scheduled_at=t0, status=ExecutionStatus.TIMED_OUT, error="timed out"
+    )
+    assert error_code(base) == "TargetTimedOut"
+    failed = base.model_copy(update={"status": ExecutionStatus.FAILED, "error": "HTTP 500"})
+    assert error_code(failed) == "TargetInvocationFailed"
+
+
+def test_a_completed_one_time_job_that_asked_is_deleted(rig: Rig, t0: datetime) -> None:
+    # Given a one-time job with delete_after_completion, its slot now
+    at = t0 + timedelta(minutes=1)
+    job = rig.add_job("once", f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})", delete_after_completion=True)
+    keep = rig.add_job("kept", f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})")
+    rig.advance_to(at)
+    rig.send(rig.message(job, at), rig.message(keep, at))
+    # When its slot ends, it is gone; the one that did not ask stays
+    rig.work_until_idle(rig.worker())
+    assert rig.store.get_job("default", "once") is None
+    assert rig.store.get_job("default", "kept") is not None
+    assert rig.history(job)[0].status is ExecutionStatus.SUCCEEDED  # its history stays
+
+
+def test_a_recurring_job_is_kept_until_its_last_slot(rig: Rig, t0: datetime) -> None:
+    job = rig.add_job(
+        "rate", "rate(1 minute)", delete_after_completion=True, end_at=t0 + timedelta(minutes=1)
+    )
+    rig.send(rig.message(job, t0))
+    rig.work_until_idle(rig.worker())
+    assert rig.store.get_job("default", "rate") is not None  # a slot is left before end_at
+    last = t0 + timedelta(minutes=1)
+    rig.advance_to(last)
+    rig.send(rig.message(job, last))
+    rig.work_until_idle(rig.worker())
+    assert rig.store.get_job("default", "rate") is None
+
+
+def test_a_job_changed_while_its_last_slot_ran_is_not_deleted(rig: Rig, t0: datetime) -> None:
+    # Given a one-time job that asked to be deleted, changed by its owner while its slot runs
+    at = t0 + timedelta(minutes=1)
+    job = rig.add_job("once", f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})", delete_after_completion=True)
+
+    def changed_meanwhile(ctx: SlotContext) -> TargetResult:
+        rig.store.replace_job(job.model_copy(update={"version": 2}), expected_version=1)
+        return TargetResult.ok()
+
+    rig.advance_to(at)
+    rig.send(rig.message(job, at))
+    rig.work_until_idle(rig.worker(target=FakeTarget(changed_meanwhile)))
+    # Then the slot ran, and the changed job stays
+    assert rig.history(job)[0].status is ExecutionStatus.SUCCEEDED
+    assert rig.store.get_job("default", "once").version == 2
