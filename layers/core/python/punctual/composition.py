@@ -32,6 +32,8 @@ from punctual.tick import Tick
 
 if TYPE_CHECKING:
     from punctual.execution import Worker
+    from punctual.models import Job
+    from punctual.notifications import Notifier
     from punctual.targets.base import TargetInvoker
 
 
@@ -94,6 +96,30 @@ class Container:
         child.__dict__["queues"] = self.queues
         return child
 
+    def notifier(
+        self,
+        invoker: TargetInvoker | None = None,
+        signing_secrets: Callable[[Job], tuple[str, ...]] | None = None,
+        metrics: MetricsSink | None = None,
+    ) -> Notifier:
+        """Execution events (unless turned off) and the jobs' alerts, delivered with ``invoker``."""
+        from punctual.execution import worker as defaults
+        from punctual.notifications import Alerter, EventBridgeSink, EventPublisher
+
+        settings = self.settings
+        sink = (
+            EventBridgeSink(self.client("events"), settings.events_bus) if settings.events_enabled else None
+        )
+        alerter = Alerter(
+            self.store,
+            invoker or defaults.default_invoker(settings, self.clock),
+            self.clock,
+            retention_days=settings.retention_days,
+            signing_secrets=signing_secrets or defaults.default_signing_secrets(settings),
+            metrics=metrics,
+        )
+        return Notifier(EventPublisher(sink, metrics), alerter)
+
     def poller(self, metrics: MetricsSink | None = None) -> Poller:
         settings = self.settings
         config = PollerConfig(
@@ -105,7 +131,7 @@ class Container:
             retention_days=settings.retention_days,
             concurrency=settings.queue_send_concurrency,
         )
-        return Poller(self.store, self.queues, self.clock, config, metrics)
+        return Poller(self.store, self.queues, self.clock, config, metrics, self.notifier(metrics=metrics))
 
     def tick(self) -> Tick:
         """The tick: it plans each coming minute from the read-only store."""
@@ -125,17 +151,20 @@ class Container:
 
         settings = self.settings
         config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
+        invoker = invoker or defaults.default_invoker(settings, self.clock)
+        signing_secrets = defaults.default_signing_secrets(settings)
         return Worker(
             self.store,
             self.queues,
-            invoker or defaults.default_invoker(settings, self.clock),
+            invoker,
             self.clock,
             config,
             metrics=metrics,
             failures=SqsFailureSink(self.client("sqs"), settings.failed_queue_url),
-            signing_secrets=defaults.default_signing_secrets(settings),
+            signing_secrets=signing_secrets,
             pauser=JobServicePauser(self.store, self.queues, self.clock, config),
             signer=self.signer,
+            notifier=self.notifier(invoker, signing_secrets, metrics),
         )
 
 

@@ -97,6 +97,10 @@ class Settings(BaseModel):
     lean_poller_function: str = ""
     group_slices: int = Field(default=1, ge=1, le=64)
     tick_lookahead_minutes: int = Field(default=2, ge=1, le=10)
+    # Execution events (punctual.notifications.events): published to this EventBridge bus (a name
+    # or an ARN; the stack sets the bus it chose) unless turned off.
+    events_enabled: bool = True
+    events_bus: str = "default"
 
     def layout(self) -> TimerLayout:
         """The timer layout these settings describe (the one way it is built from them)."""

@@ -1,5 +1,6 @@
 """What follows the end of an attempt: retry timer, failure report, next ``delay`` slot,
-dependants, the overlap turn, and pausing a job its target asked to stop.
+dependants, the overlap turn, the execution event and the job's alerts, and pausing a job its
+target asked to stop.
 
 Every step comes *after* the record's write and is idempotent: a worker that dies between the
 two leaves its message to be redelivered, and the redelivery finds the attempt ended and runs
@@ -18,6 +19,7 @@ from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
 from punctual.instants import format_instant_ms
 from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.notifications import Notifier
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at
@@ -46,6 +48,8 @@ class AfterEffects:
         ``rng(job_id, slot, attempt)``: the jitter of that attempt's retry.
     pauser
         Pauses a job whose target asked never to be called again.
+    notifier
+        Publishes the execution event and raises the job's alerts (default: neither).
     """
 
     def __init__(
@@ -58,6 +62,7 @@ class AfterEffects:
         failures: FailureSink,
         rng: Callable[[str, str, int], RandomSource],
         pauser: JobPauser | None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.ledger = ledger
         self.store = ledger.store
@@ -68,6 +73,7 @@ class AfterEffects:
         self.failures = failures
         self.rng = rng
         self.pauser = pauser
+        self.notifier = notifier or Notifier()
 
     def apply(
         self,
@@ -88,6 +94,7 @@ class AfterEffects:
             self.ledger.put_retry_timer(job, execution, now, retry_at or now)
             if execution.error != RELEASED_NOTE:
                 count.add("Retries", 1)
+                self.notifier.changed(job, execution, now)
             return
         if status is ExecutionStatus.SUCCEEDED:
             count.add("ExecutionsSucceeded", 1)
@@ -100,6 +107,8 @@ class AfterEffects:
         if status.terminal:
             self._chain_delay(job, execution, now)
             self.turns.pass_on(job, execution, now)
+            # Last: the event and the alerts come after everything the slot's progress needs.
+            self.notifier.changed(job, execution, now)
 
     def retry_instant_of(self, job: Job, execution: Execution) -> datetime | None:
         """The retry instant of a RETRY_WAIT record, recomputed exactly as it was first computed."""

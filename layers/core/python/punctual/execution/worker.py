@@ -35,6 +35,7 @@ from punctual.execution.sqs import SqsBatch
 from punctual.execution.turns import Turns
 from punctual.message_auth import DispatchSigner
 from punctual.models import ExecutionStatus, Job
+from punctual.notifications import Notifier
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import DispatchMessage, QueuePort
 from punctual.retries import RandomSource, seeded_random
@@ -85,6 +86,8 @@ class Worker:
     signer
         Verifies every message's signature before anything else (None: not verified). The
         queues sign what the worker sends when they were given the same signer.
+    notifier
+        Execution events and the jobs' alerts (None: neither).
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class Worker:
         signing_secrets: Callable[[Job], tuple[str, ...]] | None = None,
         pauser: JobPauser | None = None,
         signer: DispatchSigner | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -115,8 +119,9 @@ class Worker:
         self.ledger = Ledger(store, clock, config)
         self.turns = Turns(store, queues, route)
         self.after = AfterEffects(
-            self.ledger, queues, route, self.turns, self.metrics, self.failures, self._rng, pauser
+            self.ledger, queues, route, self.turns, self.metrics, self.failures, self._rng, pauser, notifier
         )
+        self.notifier = self.after.notifier
         self.leases = Leases(self.ledger, queues, route, clock, config, self.metrics)
         self.finisher = Finisher(self.ledger, self.leases, self.after, clock, config, self.metrics, self._rng)
         self.claimer = Claimer(
@@ -150,11 +155,14 @@ class Worker:
         HandleResult
             ``ack`` says whether the shell should delete the message.
         """
-        claim = self.claim(message, delivery, time_left_s)
-        if not claim.claimed:
-            return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
-        result = self.run(claim)
-        finished = self.finish(claim, result)
+        try:
+            claim = self.claim(message, delivery, time_left_s)
+            if not claim.claimed:
+                return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
+            result = self.run(claim)
+            finished = self.finish(claim, result)
+        finally:
+            self.notifier.flush()  # the slot's events, in as few calls as possible
         outcome = "superseded" if finished.superseded else (finished.status or ExecutionStatus.RUNNING).value
         return HandleResult(outcome, not (claim.released or claim.detached), None, finished.execution)
 

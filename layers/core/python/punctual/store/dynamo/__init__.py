@@ -2,8 +2,9 @@
 
 One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: jobs
 (:mod:`.jobs`), timers, watermarks and progress (:mod:`.timers`), executions and turns
-(:mod:`.executions`), dependencies (:mod:`.dependencies`); keys, attribute values and shared
-helpers in :mod:`.keys`. This package is the only code that builds DynamoDB keys and expressions.
+(:mod:`.executions`), dependencies (:mod:`.dependencies`), alerts (:mod:`.alerts`); keys,
+attribute values and shared helpers in :mod:`.keys`. This package is the only code that builds
+DynamoDB keys and expressions.
 
 The items (keys, attributes) are listed in :mod:`.keys`.
 
@@ -13,6 +14,7 @@ A job's history is one query on its partition (``exec#`` prefix, newest first).
 from __future__ import annotations
 
 from punctual.store.base import JobStore
+from punctual.store.dynamo.alerts import DynamoAlerts
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
@@ -21,12 +23,13 @@ from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition
 from punctual.store.dynamo.timers import DynamoTimers
 
 
-class DynamoStore(DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, JobStore):
+class DynamoStore(DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, DynamoAlerts, JobStore):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""
 
 
 __all__ = [
     "WATERMARK_CHUNK",
+    "DynamoAlerts",
     "DynamoBase",
     "DynamoDependencies",
     "DynamoExecutions",

@@ -11,6 +11,9 @@ Items::
     execution    pk=job#<tenant>#<id>      sk=exec#<slot>    status, attempt, owner, doc, expires_at
     dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
     dependent    pk=job#<tenant>#<parent>  sk=child#<child>
+    alert        pk=job#<tenant>#<id>      sk=alert#<slot>#<condition>  st, owner, claimed, doc, expires_at
+    streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then
+    throttle     pk=job#<tenant>#<id>      sk=throttle#<rule>  last (ms), held (alert min_interval)
     timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
     timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
@@ -25,6 +28,7 @@ import logging
 import random
 import time
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from pydantic import ValidationError
@@ -135,6 +139,19 @@ def job_pk(tenant: str, job_id: str) -> str:
 
 def tenant_pk(tenant: str) -> str:
     return f"tenant#{tenant}"
+
+
+ALERT_PREFIX = "alert#"
+STREAK_SK = "streak"
+
+
+def alert_sk(key_slot: str, condition: StrEnum) -> str:
+    """An alert's sort key: newest slot first in a reverse query of the ``alert#`` prefix."""
+    return f"{ALERT_PREFIX}{key_slot}#{condition.value}"
+
+
+def throttle_sk(rule: int) -> str:
+    return f"throttle#{rule}"
 
 
 def _backoff(round_no: int) -> None:

@@ -1,0 +1,111 @@
+"""Telling people what happened: execution events on EventBridge, and per-job alerts.
+
+:class:`Notifier` is the one port the worker (:mod:`punctual.execution`) and the poller
+(:mod:`punctual.polling.release`) call at each state change of an execution; it publishes the
+event (:mod:`.events`) and raises the alerts the job's rules ask for (:mod:`.alerts`). It never
+raises: a failure to notify is logged and counted, never a failure of the slot. A job without
+alert rules costs no store operation here, and with events turned off nothing is built.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from punctual.models import AlertCondition, Execution, ExecutionStatus, Job
+from punctual.notifications.alerts import Alerter, late_bound_s, rules_on
+from punctual.notifications.events import (
+    SLOT_LATE,
+    SLOT_MISSED,
+    Event,
+    EventBridgeSink,
+    EventPublisher,
+    EventSink,
+    MemoryEventSink,
+    execution_event,
+)
+
+__all__ = [
+    "Alerter",
+    "Event",
+    "EventBridgeSink",
+    "EventPublisher",
+    "EventSink",
+    "MemoryEventSink",
+    "Notifier",
+]
+
+log = logging.getLogger("punctual.notifications")
+
+
+class Notifier:
+    """Events and alerts at each state change of an execution.
+
+    Parameters
+    ----------
+    events
+        The event publisher (a disabled one when events are turned off).
+    alerter
+        Raises alerts (None: alert rules are not acted on, e.g. a process that cannot call targets).
+    """
+
+    def __init__(self, events: EventPublisher | None = None, alerter: Alerter | None = None) -> None:
+        self.events = events or EventPublisher(None)
+        self.alerter = alerter
+
+    def started(self, job: Job, execution: Execution, now: datetime, fire_delay_ms: float | None) -> None:
+        """A slot's first attempt started; ``late`` when its release came after the job's bound."""
+        try:
+            if self.events.enabled:
+                self.events.add(execution_event(job, execution, now, fire_delay_ms=fire_delay_ms))
+            bound = late_bound_s(job) if job.alerts else None
+            if bound is None or fire_delay_ms is None or fire_delay_ms <= bound * 1000:
+                return
+            if self.events.enabled:
+                self.events.add(
+                    execution_event(
+                        job,
+                        execution,
+                        now,
+                        detail_type=SLOT_LATE,
+                        status="LATE",
+                        fire_delay_ms=fire_delay_ms,
+                        late_after_seconds=bound,
+                    )
+                )
+            if self.alerter is not None:
+                for _, rule in rules_on(job, AlertCondition.LATE):
+                    assert rule.late_after_seconds is not None
+                    if fire_delay_ms > rule.late_after_seconds * 1000:
+                        self.alerter.late(job, execution, fire_delay_ms)
+                        break
+        except Exception:
+            log.exception("notifying the start of %s %s failed", job.id, execution.slot)
+
+    def changed(self, job: Job, execution: Execution, now: datetime) -> None:
+        """A recorded status change (ended, retry scheduled, skipped): event, then alerts."""
+        try:
+            if self.events.enabled:
+                self.events.add(execution_event(job, execution, now))
+            if self.alerter is not None and job.alerts and execution.status.terminal:
+                self.alerter.ended(job, execution)
+        except Exception:
+            log.exception("notifying %s %s %s failed", job.id, execution.slot, execution.status.value)
+        self.flush()
+
+    def missed(self, missed: list[tuple[Job, Execution]], now: datetime) -> None:
+        """Slots recorded MISSED: one event each (batched), and the ``missed`` alerts."""
+        try:
+            for job, execution in missed:
+                if execution.status is not ExecutionStatus.MISSED:
+                    continue
+                if self.events.enabled:
+                    self.events.add(execution_event(job, execution, now, detail_type=SLOT_MISSED))
+                if self.alerter is not None and job.alerts:
+                    self.alerter.missed(job, execution)
+        except Exception:
+            log.exception("notifying missed slots failed")
+        self.flush()
+
+    def flush(self) -> None:
+        self.events.flush()
