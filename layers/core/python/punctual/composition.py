@@ -33,7 +33,7 @@ from punctual.tick import Tick
 if TYPE_CHECKING:
     from punctual.execution import Worker
     from punctual.models import Job
-    from punctual.notifications import Notifier
+    from punctual.notifications import EventPublisher, Notifier
     from punctual.targets.base import TargetInvoker
 
 
@@ -104,12 +104,9 @@ class Container:
     ) -> Notifier:
         """Execution events (unless turned off) and the jobs' alerts, delivered with ``invoker``."""
         from punctual.execution import worker as defaults
-        from punctual.notifications import Alerter, EventBridgeSink, EventPublisher
+        from punctual.notifications import Alerter, Notifier
 
         settings = self.settings
-        sink = (
-            EventBridgeSink(self.client("events"), settings.events_bus) if settings.events_enabled else None
-        )
         alerter = Alerter(
             self.store,
             invoker or defaults.default_invoker(settings, self.clock),
@@ -118,7 +115,15 @@ class Container:
             signing_secrets=signing_secrets or defaults.default_signing_secrets(settings),
             metrics=metrics,
         )
-        return Notifier(EventPublisher(sink, metrics), alerter)
+        return Notifier(self.event_publisher(metrics), alerter)
+
+    def event_publisher(self, metrics: MetricsSink | None = None) -> EventPublisher:
+        """Execution events to the settings' bus; a disabled publisher when they are turned off."""
+        from punctual.notifications import EventBridgeSink, EventPublisher
+
+        if not self.settings.events_enabled:
+            return EventPublisher(None, metrics)
+        return EventPublisher(EventBridgeSink(self.client("events"), self.settings.events_bus), metrics)
 
     def poller(self, metrics: MetricsSink | None = None) -> Poller:
         settings = self.settings

@@ -8,8 +8,9 @@ slot* of the streak that ended: a job is marked failing by a conditional write o
 job (``open_streak``) when a slot fails, and the first success after it makes the recovered
 alert, then ends the streak (``close_streak``, conditional on the same first slot), so a streak
 recovers once. A worker that dies between making an alert and recording its result leaves it
-SENDING; a repeat after :data:`ALERT_STALE_S` takes it over (delivery is at least once there,
-like a target's call after a lost worker; the receiver dedupes on the ``Idempotency-Key``).
+SENDING; a repeat after :data:`ALERT_STALE_S` (the message's redelivery) takes it over (delivery
+is at least once there, like a target's call after a lost worker; the receiver dedupes on the
+``Idempotency-Key``).
 
 **Delivery never fails the job.** It runs after the execution's result is recorded; each rule's
 copy is tried :data:`DELIVERY_TRIES` times with a backoff (:data:`DELIVERY_BACKOFF_S`) in the
@@ -49,7 +50,11 @@ from punctual.targets.base import Outcome, SlotContext, TargetInvoker
 
 log = logging.getLogger("punctual.alerts")
 
-ALERT_STALE_S = 120  # an alert left SENDING this long by a worker that died is taken over
+# An alert left SENDING this long by a worker that died is taken over by a repeat. Longer than one
+# rule's delivery takes (3 tries of 10 s and 5 s of backoff), and shorter than a Lambda worker's
+# message takes to come back after its worker died (the visibility is the job's timeout plus the
+# 60 s lease margin, and the alert is raised once the run ended): the redelivery takes it over.
+ALERT_STALE_S = 50
 DELIVERY_TRIES = 3
 DELIVERY_BACKOFF_S = (1.0, 4.0)  # before the second and the third try
 DELIVERY_TIMEOUT_S = 10.0
