@@ -23,6 +23,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from punctual import aws
 from punctual.clock import Clock, SystemClock
 from punctual.message_auth import DispatchSigner, signer_from
+from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling import Poller, PollerConfig
 from punctual.queues import SqsQueues
@@ -33,7 +34,7 @@ from punctual.tick import Tick
 if TYPE_CHECKING:
     from punctual.execution import Worker
     from punctual.models import Job
-    from punctual.notifications import EventPublisher, Notifier
+    from punctual.notifications import EventPublisher
     from punctual.targets.base import TargetInvoker
 
 
@@ -104,7 +105,7 @@ class Container:
     ) -> Notifier:
         """Execution events (unless turned off) and the jobs' alerts, delivered with ``invoker``."""
         from punctual.execution import worker as defaults
-        from punctual.notifications import Alerter, Notifier
+        from punctual.notifications import Alerter
 
         settings = self.settings
         alerter = Alerter(
@@ -136,7 +137,9 @@ class Container:
             retention_days=settings.retention_days,
             concurrency=settings.queue_send_concurrency,
         )
-        return Poller(self.store, self.queues, self.clock, config, metrics, self.notifier(metrics=metrics))
+        # Events only: a missed slot's alert goes to a worker (only workers may call targets).
+        notifier = Notifier(self.event_publisher(metrics))
+        return Poller(self.store, self.queues, self.clock, config, metrics, notifier)
 
     def tick(self) -> Tick:
         """The tick: it plans each coming minute from the read-only store."""

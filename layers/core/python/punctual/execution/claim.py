@@ -108,6 +108,8 @@ class Claimer:
         """
         if self.signer is not None and not self.signer.verify(message):
             return self._forged(message, delivery)
+        if message.kind == MessageKind.ALERT:
+            return self._alert(message, delivery)
         # Half-cost read first; a consistent one only when it may be behind the message.
         job = self.store.get_job(message.tenant, message.job_id, consistent=False)
         if job is None or job.version < message.job_version:
@@ -156,6 +158,17 @@ class Claimer:
         reason = "claim kept racing"
         parked = self.park(job.version, message, delivery, reason)
         return parked or self._wait(message, delivery, job, ERROR_BACKOFF_S, reason, current)
+
+    def _alert(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
+        """A missed slot's alert, handed over by the poller: raised once (the alert's conditional
+        put), delivered here, the message deleted whatever happens to the delivery."""
+        job = self.store.get_job(message.tenant, message.job_id, consistent=False)
+        record = self.store.get_execution(message.tenant, message.job_id, message.slot)
+        if job is None or job.state is JobState.DELETED or record is None:
+            return Claim(ClaimOutcome.STALE, message, delivery, reason="job or slot is gone")
+        if record.status is ExecutionStatus.MISSED and self.after.notifier.alerter is not None:
+            self.after.notifier.alerter.missed(job, record)
+        return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, record, reason="missed alert")
 
     def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
         """A message not signed with the dispatch key: someone outside the scheduler wrote it.

@@ -2,7 +2,9 @@
 
 :class:`Notifier` is the one port the worker (:mod:`punctual.execution`) and the poller
 (:mod:`punctual.polling.release`) call at each state change of an execution; it publishes the
-event (:mod:`.events`) and raises the alerts the job's rules ask for (:mod:`.alerts`). It never
+event (:mod:`.events`) and, in the worker, raises the alerts the job's rules ask for
+(:mod:`.alerts`). The poller only publishes: it hands a missed slot's alert to a worker (an
+``alert`` message), since only workers may call targets. It never
 raises: a failure to notify is logged and counted, never a failure of the slot. A job without
 alert rules costs no store operation here, and with events turned off nothing is built.
 """
@@ -94,15 +96,12 @@ class Notifier:
         self.flush()
 
     def missed(self, missed: list[tuple[Job, Execution]], now: datetime) -> None:
-        """Slots recorded MISSED: one event each (batched), and the ``missed`` alerts."""
+        """Slots the poller recorded MISSED: one event each, batched. (Their ``missed`` alerts
+        are raised by a worker: the poller hands them over as ``alert`` messages.)"""
         try:
             for job, execution in missed:
-                if execution.status is not ExecutionStatus.MISSED:
-                    continue
-                if self.events.enabled:
+                if self.events.enabled and execution.status is ExecutionStatus.MISSED:
                     self.events.add(execution_event(job, execution, now, detail_type=SLOT_MISSED))
-                if self.alerter is not None and job.alerts:
-                    self.alerter.missed(job, execution)
         except Exception:
             log.exception("notifying missed slots failed")
         self.flush()

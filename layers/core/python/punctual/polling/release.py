@@ -20,11 +20,11 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.clock import Clock
-from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling.config import PollerConfig
@@ -84,7 +84,8 @@ class SlotReleaser:
     pool
         Runs chunks of a large release concurrently.
     notifier
-        Events and ``missed`` alerts of the slots recorded MISSED (default: neither).
+        Publishes the events of the slots recorded MISSED (default: none). Their ``missed`` alerts
+        go to a worker as ``alert`` messages.
     """
 
     def __init__(
@@ -261,7 +262,8 @@ class SlotReleaser:
         """Write MISSED records where the slot has none yet; count each slot once per job.
 
         Each slot recorded MISSED (now, or by a release that died before it could tell) is
-        notified: its event, and the job's ``missed`` alert, which is made once per slot.
+        notified: its event, and an ``alert`` message when its job has a ``missed`` rule (the
+        worker makes the alert once per slot, however often the message comes).
         """
         if not records:
             return 0
@@ -283,10 +285,24 @@ class SlotReleaser:
             if job is not None:
                 notify.append((job, record))
         if notify:
-            self.notifier.missed(notify, self.clock.now())
+            self.notifier.missed(notify, self.clock.now())  # the events
+            self._send_alerts(notify)
         for (tenant, job_id), count in per_job.items():
             self.store.add_skipped(tenant, job_id, count)
         return sum(per_job.values())
+
+    def _send_alerts(self, missed: list[tuple[Job, Execution]]) -> None:
+        """Hand each missed slot of a job with a ``missed`` rule to a worker, which raises its
+        alert (once per slot, by a conditional write) and delivers it with the target role."""
+        now = self.clock.now()
+        outgoing: dict[str, list[DispatchMessage]] = defaultdict(list)
+        for job, record in missed:
+            if any(AlertCondition.MISSED in rule.on for rule in job.alerts):
+                message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
+                outgoing[self.queue_for(job)].append(replace(message, ordered=False))
+        for queue, messages in outgoing.items():
+            self.queues.send(queue, messages)
+            self.metrics.add("AlertsHandedOver", len(messages))
 
     def _complete(self, job: Job, now: datetime) -> int:
         """A one-time job after its slot, or a job past ``end_at``: mark it COMPLETED."""
