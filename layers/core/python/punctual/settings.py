@@ -144,6 +144,7 @@ DEPLOYED: tuple[str, ...] = (
     "shard_groups",
     "max_shard_groups",
     "triggers_per_poller_minute",
+    "events_enabled",
 )
 
 

@@ -3,7 +3,7 @@
 Items (on the job's partition, beside its executions)::
 
     alert      pk=job#<tenant>#<id>  sk=alert#<key slot>#<condition>  st, owner, claimed (ms), doc, expires_at
-    streak     pk=job#<tenant>#<id>  sk=streak                        first (slot), expires_at
+    streak     pk=job#<tenant>#<id>  sk=streak                        first (slot; absent: not failing)
     throttle   pk=job#<tenant>#<id>  sk=throttle#<rule>               last (ms), held
 
 An alert is created by a conditional put (none yet for its key, or one left SENDING by a worker
@@ -114,13 +114,15 @@ class DynamoAlerts(DynamoBase, AlertRepository):
         item = self.client.get_item(
             TableName=self.table, Key=self._streak_key(tenant, job_id), ConsistentRead=True
         ).get("Item")
-        return str(item["first"]["S"]) if item else None
+        return str(item["first"]["S"]) if item and "first" in item else None
 
     def close_streak(self, tenant: str, job_id: str, first_slot: str) -> bool:
         try:
-            self.client.delete_item(
+            # An update, not a delete: nothing on the workers' path deletes (their role may not).
+            self.client.update_item(
                 TableName=self.table,
                 Key=self._streak_key(tenant, job_id),
+                UpdateExpression="REMOVE #f",
                 ConditionExpression="#f = :s",
                 ExpressionAttributeNames={"#f": "first"},
                 ExpressionAttributeValues={":s": _s(first_slot)},
