@@ -121,9 +121,12 @@ class Container:
     def event_publisher(self, metrics: MetricsSink | None = None) -> EventPublisher:
         """Execution events to the settings' bus; a disabled publisher when they are turned off."""
         from punctual.notifications import EventBridgeSink, EventPublisher
+        from punctual.notifications.events import HttpEventSink
 
         if not self.settings.events_enabled:
             return EventPublisher(None, metrics)
+        if self.settings.events_url:  # local mode: the receiver stands in for the bus
+            return EventPublisher(HttpEventSink(self.settings.events_url), metrics)
         return EventPublisher(EventBridgeSink(self.client("events"), self.settings.events_bus), metrics)
 
     def poller(self, metrics: MetricsSink | None = None) -> Poller:

@@ -101,6 +101,8 @@ class Settings(BaseModel):
     # or an ARN; the stack sets the bus it chose) unless turned off.
     events_enabled: bool = True
     events_bus: str = "default"
+    # Local mode only: events are POSTed to this URL (the local receiver) instead of EventBridge.
+    events_url: str = ""
 
     def layout(self) -> TimerLayout:
         """The timer layout these settings describe (the one way it is built from them)."""

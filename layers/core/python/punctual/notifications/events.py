@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -139,6 +139,36 @@ class EventBridgeSink:
         return len(entries)
 
 
+class HttpEventSink:
+    """Local mode: POSTs each call's events, as EventBridge would deliver them, to one URL (the
+    local receiver's ``/events``); an operator's setting, never a tenant's."""
+
+    def __init__(self, url: str, timeout_s: float = 2.0) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+
+    def put(self, events: Sequence[Event]) -> int:
+        import urllib.request
+
+        body = [
+            {
+                "source": SOURCE,
+                "detail-type": e.detail_type,
+                "time": format_instant_ms(e.time),
+                "detail": e.detail,
+            }
+            for e in events
+        ]
+        request = urllib.request.Request(
+            self.url,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:
+            return 0 if 200 <= reply.status < 300 else len(events)
+
+
 @dataclass
 class MemoryEventSink:
     """Keeps every call's events (tests, local mode's receiver feed)."""
@@ -208,10 +238,3 @@ class EventPublisher:
                 self.metrics.add("EventsFailed", failed)
             if len(chunk) > failed:
                 self.metrics.add("EventsPublished", len(chunk) - failed)
-
-
-def detail_of(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """The detail of a PutEvents entry (tests, local mode)."""
-    detail = json.loads(entry["Detail"])
-    assert isinstance(detail, dict)
-    return detail
