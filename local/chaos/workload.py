@@ -59,6 +59,7 @@ class JobPlan:
     start_at: str | None = None
     meant_to_fail: bool = False
     mutable: bool = False
+    alerts: bool = False  # a rule on ``failed`` to the receiver's /alert/<key> (the alert ledger)
 
     def hook(self, receiver_url: str) -> str:
         query = {k: v for k, v in (("fail", self.fail), ("delay", self.hold_s)) if v}
@@ -80,6 +81,10 @@ class JobPlan:
         }
         if self.start_at:
             spec["start_at"] = self.start_at
+        if self.alerts:
+            spec["alerts"] = [
+                {"on": ["failed"], "target": {"type": "http", "url": f"{receiver_url}/alert/{self.key}"}}
+            ]
         return spec
 
 
@@ -185,6 +190,7 @@ def plan_jobs(rng: random.Random, scale: Scale, now: datetime, faults_s: float) 
                     "jitter": False,
                 },
                 meant_to_fail=True,
+                alerts=True,
             )
         )
     for index in range(scale.delay):
