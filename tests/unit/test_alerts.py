@@ -275,3 +275,19 @@ def test_every_state_change_is_an_event_and_a_job_without_rules_costs_no_alert_w
     assert [len(call) for call in a.events.calls] == [2, 2]
     assert a.store.list_alerts(job.tenant, job.id, 10) == []
     a.check_events()
+
+
+def test_a_batch_of_messages_sends_its_events_together() -> None:
+    # Given three slots' messages handled as one Lambda batch
+    a = Alerting(OK)
+    job = a.rig.add_job()
+    for minute in range(3):
+        slot = T0 + timedelta(minutes=minute)
+        a.rig.send(message_for(job, slot_key(slot), slot, 1, MessageKind.FIRE, slot))
+    a.clock.set(T0 + timedelta(minutes=3))
+    with a.worker.notifier.batched():
+        a.rig.work(a.worker)
+        assert a.events.calls == []  # held while the batch runs
+    # Then their six events (started and succeeded, each) went out in one PutEvents call
+    assert [len(call) for call in a.events.calls] == [6]
+    a.check_events()

@@ -162,7 +162,7 @@ class Worker:
             result = self.run(claim)
             finished = self.finish(claim, result)
         finally:
-            self.notifier.flush()  # the slot's events, in as few calls as possible
+            self.notifier.flush_unless_held()  # the slot's events, in as few calls as possible
         outcome = "superseded" if finished.superseded else (finished.status or ExecutionStatus.RUNNING).value
         return HandleResult(outcome, not (claim.released or claim.detached), None, finished.execution)
 

@@ -12,6 +12,8 @@ alert rules costs no store operation here, and with events turned off nothing is
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job
@@ -54,6 +56,22 @@ class Notifier:
     def __init__(self, events: EventPublisher | None = None, alerter: Alerter | None = None) -> None:
         self.events = events or EventPublisher(None)
         self.alerter = alerter
+        self._held = 0
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Hold events until the block ends (a Lambda worker's SQS batch: ten slots' events go in
+        two PutEvents calls, not ten); a full call's worth is still sent at once."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            self.flush_unless_held()
+
+    def flush_unless_held(self) -> None:
+        if not self._held:
+            self.flush()
 
     def started(self, job: Job, execution: Execution, now: datetime, fire_delay_ms: float | None) -> None:
         """A slot's first attempt started; ``late`` when its release came after the job's bound."""
@@ -93,7 +111,7 @@ class Notifier:
                 self.alerter.ended(job, execution)
         except Exception:
             log.exception("notifying %s %s %s failed", job.id, execution.slot, execution.status.value)
-        self.flush()
+        self.flush_unless_held()
 
     def missed(self, missed: list[tuple[Job, Execution]], now: datetime) -> None:
         """Slots the poller recorded MISSED: one event each, batched. (Their ``missed`` alerts
