@@ -17,7 +17,8 @@ Kinds (the ``kind`` the verdict judges by):
 ``after``     ``after(A, B)`` of two crons or of a pair
 ``at``        one-time ``at(...)`` inside the run
 ``flaky``     fails N times per slot (500), then succeeds; fixed or jittered backoff
-``doomed``    always fails: must end FAILED (or TIMED_OUT) after ``max_attempts``
+``doomed``    always fails: must end FAILED (or TIMED_OUT) after ``max_attempts``; carries an
+              alert rule on ``failed`` (the receiver's ``/alert/<key>``: the alert ledger)
 ``delay``     ``delay(N seconds)``: each run N after the previous one ended
 ``ecs``       ``runtime=ecs``, each run held by the receiver for tens of seconds
 """
