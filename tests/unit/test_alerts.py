@@ -168,10 +168,14 @@ def test_recovered_is_sent_once_per_failure_streak() -> None:
 
 
 def test_late_is_judged_on_the_release_instant_the_message_carries() -> None:
-    # Given a rule on late after 5 s
+    # Given a rule on late after 5 s, and one after 60 s elsewhere
     hooks, payloads = _recording_hooks(OK)
     a = Alerting(OK, hooks=hooks)
-    job = a.job({"on": ["late"], "target": HOOK, "late_after_seconds": 5})
+    pager = {"type": "http", "url": "https://pager.example.com/hook"}
+    job = a.job(
+        {"on": ["late"], "target": HOOK, "late_after_seconds": 5},
+        {"on": ["late", "failed"], "target": pager, "late_after_seconds": 60},
+    )
     # When one slot is released 1 s late and the next 8 s late (the injected clock decides)
     a.run_slot(job, 0, released_after_s=1)
     a.run_slot(job, 1, released_after_s=8)
@@ -179,6 +183,9 @@ def test_late_is_judged_on_the_release_instant_the_message_carries() -> None:
     late_slot = slot_key(T0 + timedelta(minutes=1))
     assert a.alerts(job) == [(late_slot, "late", AlertStatus.SENT)]
     assert payloads[0]["fire_delay_ms"] == 8000.0 and "8.0 s" in payloads[0]["summary"]
+    assert [c.slot for c in hooks.calls] == [f"{late_slot}#alert-late"]  # not the 60 s rule's target
+    [alert] = a.store.list_alerts(job.tenant, job.id, 10)
+    assert [d.rule for d in alert.deliveries] == [0]
     late_events = [e for e in a.events.events if e.detail_type == SLOT_LATE]
     assert [(e.detail["slot"], e.detail["late_after_seconds"]) for e in late_events] == [(late_slot, 5)]
     a.check_events()

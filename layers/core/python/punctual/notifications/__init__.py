@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from punctual.models import AlertCondition, Execution, ExecutionStatus, Job
-from punctual.notifications.alerts import Alerter, late_bound_s, rules_on
+from punctual.models import Execution, ExecutionStatus, Job
+from punctual.notifications.alerts import Alerter, late_bound_s
 from punctual.notifications.events import (
     SLOT_LATE,
     SLOT_MISSED,
@@ -74,7 +74,8 @@ class Notifier:
             self.flush()
 
     def started(self, job: Job, execution: Execution, now: datetime, fire_delay_ms: float | None) -> None:
-        """A slot's first attempt started; ``late`` when its release came after the job's bound."""
+        """An attempt started (``fire_delay_ms``: the first attempt's release delay, else None);
+        a first release later than the job's smallest ``late_after_seconds`` is late."""
         try:
             if self.events.enabled:
                 self.events.add(execution_event(job, execution, now, fire_delay_ms=fire_delay_ms))
@@ -94,11 +95,7 @@ class Notifier:
                     )
                 )
             if self.alerter is not None:
-                for _, rule in rules_on(job, AlertCondition.LATE):
-                    assert rule.late_after_seconds is not None
-                    if fire_delay_ms > rule.late_after_seconds * 1000:
-                        self.alerter.late(job, execution, fire_delay_ms)
-                        break
+                self.alerter.late(job, execution, fire_delay_ms)
         except Exception:
             log.exception("notifying the start of %s %s failed", job.id, execution.slot)
 

@@ -186,7 +186,12 @@ class Alerter:
             self.store.close_streak(job.tenant, job.id, first)
 
     def late(self, job: Job, execution: Execution, fire_delay_ms: float) -> None:
-        self.raise_alert(C.LATE, job, execution, fire_delay_ms=fire_delay_ms)
+        """``late``, to the rules whose ``late_after_seconds`` this release delay passed."""
+
+        def passed(rule: AlertRule) -> bool:
+            return fire_delay_ms > (rule.late_after_seconds or 0) * 1000
+
+        self.raise_alert(C.LATE, job, execution, fire_delay_ms=fire_delay_ms, only=passed)
 
     def missed(self, job: Job, execution: Execution) -> None:
         self.raise_alert(C.MISSED, job, execution)
@@ -202,10 +207,11 @@ class Alerter:
         key_slot: str | None = None,
         since_slot: str | None = None,
         fire_delay_ms: float | None = None,
+        only: Callable[[AlertRule], bool] | None = None,
     ) -> Alert | None:
-        """Make the alert (job, key slot, condition) and deliver it; None when it was made before
-        (or the job has no rule on ``condition``). Never raises."""
-        rules = rules_on(job, condition)
+        """Make the alert (job, key slot, condition) and deliver it to the rules on ``condition``
+        (those ``only`` accepts); None when it was made before, or no rule applies. Never raises."""
+        rules = [(i, rule) for i, rule in rules_on(job, condition) if only is None or only(rule)]
         if not rules:
             return None
         try:
