@@ -17,6 +17,7 @@ DynamoDB's published rules (the functions below are pure and unit-tested):
   item (a missing item still costs the minimum); Query per started 4 KB of all items it read,
   at least one unit even when it finds nothing;
 * SQS: one billed request per started 64 KB of payload, per call.
+* EventBridge PutEvents: one billed event per entry (per started 64 KB of its detail).
 """
 
 from __future__ import annotations
@@ -181,6 +182,11 @@ class Meter:
             kind, tally = self._sqs(operation, params, parsed)
             if operation == "ReceiveMessage" and not tally.items:
                 phase += " (empty)"
+        elif service == "events" and operation == "PutEvents":
+            # EventBridge bills each entry (per started 64 KB of it) as one published event.
+            entries = params.get("Entries", [])
+            billed = sum(max(1, math.ceil(len(str(e.get("Detail", "")).encode()) / 65536)) for e in entries)
+            kind, tally = "event", Tally(calls=1, billed=billed, items=len(entries))
         else:
             kind, tally = "", Tally(calls=1, billed=1)
         with self.lock:

@@ -20,6 +20,13 @@ Prices come from ``bench/prices.json``. Lambda duration is modelled from the cou
 requests and typical in-region latencies (stated below), with the target's own run time
 left out on both sides of the comparison (it is the same Lambda either way).
 
+**Events and alerts** (issue 19) are priced apart, by two more load runs of the same layout with
+a tenth of the jobs failing every other minute (one attempt each): one with execution events off
+and no alert rules, one with events on (PutEvents, $1.00 per million events) and a rule on
+``failed`` and ``recovered`` on each failing job. Their difference per trigger is what events and
+alerts add; the main figures above run with events off, as a deployment with ``eventsEnabled``
+false does.
+
 Usage: ``python bench/cost_per_million.py [--jobs N] [--minutes M] [--no-json]``
 """
 
@@ -65,6 +72,7 @@ LATENCY_MS = {
     "dynamodb.TransactWriteItems": 12.0,
     "sqs": 10.0,
     "stepfunctions": 15.0,
+    "events": 15.0,
 }
 INVOCATION_OVERHEAD_MS = 3.0  # Powertools decorators, event parsing, batch bookkeeping
 LAMBDA_CPU_SLOWDOWN_512 = 1769 / 512  # a full vCPU at 1,769 MB; 512 MB gets ~29 % of one
@@ -75,9 +83,14 @@ MIX = benchlib.COST_MIX
 
 
 class InstantTarget:
+    """Answers at once: a job ``fail-*`` fails in even minutes (alerts are always delivered)."""
+
     def invoke(self, target: Any, payload: Any, ctx: Any) -> Any:
         from punctual.targets.base import TargetResult
 
+        failing = ctx.job_id.startswith("fail-") and "#alert-" not in ctx.slot
+        if failing and int(ctx.slot[14:16]) % 2 == 0:
+            return TargetResult.permanent("HTTP 500")
         return TargetResult.ok()
 
 
@@ -92,13 +105,16 @@ class RunResult:
     wall_s: float = 0.0
     registered: int = 0
     groups: int = 1
+    alerts: int = 0  # alerts raised (the events-and-alerts runs)
 
 
 # --------------------------------------------------------------------------- the AWS rig
 
 
 @contextmanager
-def embedded_aws(meter: Meter, shard_count: int, near_shard_count: int) -> Iterator[dict[str, Any]]:
+def embedded_aws(
+    meter: Meter, shard_count: int, near_shard_count: int, events: bool = False
+) -> Iterator[dict[str, Any]]:
     """moto in-process with the table, the queues and a state machine; every client hooked."""
     import boto3
     from moto import mock_aws
@@ -141,6 +157,7 @@ def embedded_aws(meter: Meter, shard_count: int, near_shard_count: int) -> Itera
             "PUNCTUAL_SHARD_COUNT": str(shard_count),
             "PUNCTUAL_NEAR_SHARD_COUNT": str(near_shard_count),
             "PUNCTUAL_STATE_MACHINE_ARN": machine,
+            "PUNCTUAL_EVENTS_ENABLED": "true" if events else "false",  # to the default bus
         }
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
@@ -171,11 +188,14 @@ def load_tick() -> Any:
     return Container(Settings.from_env()).tick()
 
 
-def job_specs(jobs: int) -> list[tuple[str, str]]:
+def job_specs(jobs: int, failing_every: int = 0) -> list[tuple[str, str]]:
+    """The mix's jobs; with ``failing_every`` n, every n-th is a ``fail-*`` job."""
     out: list[tuple[str, str]] = []
     for share, expression in MIX:
         start = len(out)
         out.extend((f"job-{start + i:06d}", expression) for i in range(round(jobs * share)))
+    if failing_every:
+        out = [(f"fail-{j[4:]}" if i % failing_every == 0 else j, e) for i, (j, e) in enumerate(out)]
     return out
 
 
@@ -187,12 +207,19 @@ def run(
     shard_count: int,
     near_shard_count: int,
     steady: bool = False,
+    *,
+    failing_every: int = 0,
+    events: bool = False,
+    alerts: bool = False,
 ) -> RunResult:
     """Register ``jobs``, run ``minutes`` poller minutes with the tick and the worker, read history.
 
     ``steady``: count only whole minutes in steady state, from the start of the second minute's
     poller to the start of the last one's (the first poller of a fresh table drains the minute
     before it, a one-off; the last one's tail would be cut short).
+
+    ``failing_every``: every n-th job fails in even minutes (one attempt); ``events``: execution
+    events on; ``alerts``: those jobs carry a rule on ``failed`` and ``recovered``.
     """
     import boto3
 
@@ -206,7 +233,7 @@ def run(
     from punctual.settings import Settings
 
     meter.reset()
-    with embedded_aws(meter, shard_count, near_shard_count) as rig:
+    with embedded_aws(meter, shard_count, near_shard_count, events) as rig:
         settings = Settings.from_env()
         clock = ManualClock(T0 - timedelta(minutes=5))
         built = Container(settings, clock)
@@ -220,17 +247,20 @@ def run(
             QueueRouting(tuple(settings.short_queue_urls), ()),
             max_jobs_per_tenant=10**9,
         )
-        specs = job_specs(jobs)
+        specs = job_specs(jobs, failing_every)
+        hook = {"type": "http", "url": "https://example.com/hook"}
         for index, (job_id, expression) in enumerate(specs):
-            spec = JobSpec.model_validate(
-                {
-                    "schedule": expression,
-                    "start_at": (T0 + timedelta(seconds=index % 60)).isoformat(),
-                    "target": {"type": "http", "url": "https://example.com/hook"},
-                    "payload": {"report": "daily", "n": index},
-                }
-            )
-            service.register("default", spec, job_id=job_id)
+            fields: dict[str, Any] = {
+                "schedule": expression,
+                "start_at": (T0 + timedelta(seconds=index % 60)).isoformat(),
+                "target": hook,
+                "payload": {"report": "daily", "n": index},
+            }
+            if job_id.startswith("fail-"):
+                fields["retry"] = {"max_attempts": 1}
+                if alerts:
+                    fields["alerts"] = [{"on": ["failed", "recovered"], "target": hook}]
+            service.register("default", JobSpec.model_validate(fields), job_id=job_id)
         dispatcher = built.poller(NullMetrics())
         worker = built.worker(lease_timers=False, invoker=InstantTarget(), metrics=NullMetrics())
         tick = load_tick()
@@ -253,19 +283,8 @@ def run(
                 result.invocations += 1
                 result.batch_sizes.append(len(messages))
                 done = []
-                for message in messages:
-                    record = {
-                        "messageId": message["MessageId"],
-                        "receiptHandle": message["ReceiptHandle"],
-                        "body": message["Body"],
-                        "attributes": message.get("Attributes", {}),
-                        "eventSourceARN": rig["arn"],
-                    }
-                    try:
-                        worker.process_sqs_record(record)
-                        done.append(message)
-                    except MessageReturned:
-                        pass
+                with worker.notifier.batched():  # as the worker handler runs a batch
+                    handle_batch(messages, done)
                 result.triggers += len(done)
                 if done:
                     meter.phase = "event source"
@@ -275,6 +294,21 @@ def run(
                             {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
                         ],
                     )
+
+        def handle_batch(messages: list[dict[str, Any]], done: list[dict[str, Any]]) -> None:
+            for message in messages:
+                record = {
+                    "messageId": message["MessageId"],
+                    "receiptHandle": message["ReceiptHandle"],
+                    "body": message["Body"],
+                    "attributes": message.get("Attributes", {}),
+                    "eventSourceARN": rig["arn"],
+                }
+                try:
+                    worker.process_sqs_record(record)
+                    done.append(message)
+                except MessageReturned:
+                    pass
 
         window: list[dict[tuple[str, str, str], Tally]] = []
         started_runs = 0
@@ -326,6 +360,11 @@ def run(
         for page in range(pages if ids else 0):
             store.list_executions("default", ids[page % len(ids)], limit=HISTORY_PAGE)
         meter.phase = "done"
+        result.alerts = sum(
+            len(store.list_alerts("default", job_id, 1000))
+            for job_id, _ in specs
+            if job_id.startswith("fail-")
+        )
         result.tallies = meter.snapshot()
     return result
 
@@ -345,6 +384,7 @@ class Prices:
     lambda_gb_s: float
     sfn_transition: float
     scheduler: float
+    events: float
     worker_mb: int
     poller_mb: int
     tick_mb: int
@@ -364,6 +404,7 @@ class Prices:
             lambda_gb_s=get(p, "lambda.arm64_gb_second"),
             sfn_transition=get(p, "stepfunctions.standard_per_thousand_transitions") / 1e3,
             scheduler=get(p, "eventbridge.scheduler_per_million") / 1e6,
+            events=get(p, "eventbridge.custom_events_per_million") / 1e6,
             worker_mb=int(p["deployment"]["worker_memory_mb"]),
             poller_mb=int(p["deployment"]["poller_memory_mb"]),
             tick_mb=int(p["deployment"]["tick_memory_mb"]),
@@ -377,6 +418,8 @@ def request_cost(key: tuple[str, str, str], tally: Tally, prices: Prices) -> flo
         return tally.wru * prices.wru + tally.rru * prices.rru
     if operation.startswith("sqs."):
         return tally.billed * (prices.sqs_fifo if kind == "fifo" else prices.sqs_standard)
+    if operation == "events.PutEvents":
+        return tally.billed * prices.events
     return 0.0
 
 
@@ -695,6 +738,83 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
     }
 
 
+def events_and_alerts(meter: Meter, prices: Prices, jobs: int, minutes: int) -> dict[str, Any]:
+    """What execution events and alert rules add per trigger (see the module docstring)."""
+    small = (16, 4)
+    without = run(meter, "failing, events off", jobs, minutes, *small, failing_every=10)
+    with_both = run(
+        meter, "failing, events and alerts", jobs, minutes, *small, failing_every=10, events=True, alerts=True
+    )
+    triggers = max(with_both.triggers, 1)
+    base = max(without.triggers, 1)
+    events_usd = alerts_usd = 0.0
+    entries = calls = 0.0
+    for key, tally in with_both.tallies.items():
+        phase, operation, _ = key
+        if phase in ("setup", "registration", "done") or phase.endswith("(empty)"):
+            continue
+        usd = request_cost(key, tally, prices) / triggers * 1e6
+        before = without.tallies.get(key)
+        usd_before = request_cost(key, before, prices) / base * 1e6 if before is not None else 0.0
+        if operation == "events.PutEvents":
+            events_usd += usd
+            entries += tally.items / triggers
+            calls += tally.calls / triggers
+        elif operation.startswith("dynamodb.") and phase == "worker":
+            alerts_usd += usd - usd_before
+    # The worker Lambda's extra duration: PutEvents calls and the alert writes' round trips.
+    gb_s_usd = prices.worker_mb / 1024 * prices.lambda_gb_s
+    extra_ms = (latency_ms(with_both.tallies, "worker") / triggers) - (
+        latency_ms(without.tallies, "worker") / base
+    )
+    events_ms = calls * LATENCY_MS["events"]
+    events_lambda = events_ms / 1000 * gb_s_usd * 1e6
+    alerts_lambda = max(0.0, extra_ms - events_ms) / 1000 * gb_s_usd * 1e6
+    alerts_per_trigger = with_both.alerts / triggers
+    alerts_total = alerts_usd + alerts_lambda
+    return {
+        "triggers": with_both.triggers,
+        "failing_share": 0.1,
+        "event_entries_per_trigger": entries,
+        "put_events_calls_per_trigger": calls,
+        "events_usd_per_million": events_usd + events_lambda,
+        "events_put_usd_per_million": events_usd,
+        "events_lambda_usd_per_million": events_lambda,
+        "alerts_raised": with_both.alerts,
+        "alerts_per_trigger": alerts_per_trigger,
+        "alerts_usd_per_million_triggers": alerts_total,
+        "alerts_usd_per_million_alerts": alerts_total / alerts_per_trigger if alerts_per_trigger else None,
+        "sns_publish_usd_per_million_alerts": benchlib.price(
+            benchlib.load_prices(), "sns.publish_per_million"
+        ),
+    }
+
+
+def print_events_and_alerts(figures: dict[str, Any]) -> None:
+    per_alert = figures["alerts_usd_per_million_alerts"]
+    rows = [
+        (
+            f"execution events: {figures['event_entries_per_trigger']:.2f} events,"
+            f" {figures['put_events_calls_per_trigger']:.2f} PutEvents calls a trigger",
+            figures["events_usd_per_million"],
+        ),
+        ("  of which EventBridge ($1.00 per million events)", figures["events_put_usd_per_million"]),
+        ("  of which worker Lambda time (PutEvents round trips)", figures["events_lambda_usd_per_million"]),
+        (
+            f"alerts: 10 % of jobs failing every other minute ({figures['alerts_raised']} alerts,"
+            f" {figures['alerts_per_trigger']:.3f} a trigger)",
+            figures["alerts_usd_per_million_triggers"],
+        ),
+        ("jobs without alert rules (no store operation)", 0.0),
+    ]
+    print(benchlib.table(["$ per million triggers", "$/M"], rows))
+    if per_alert is not None:
+        print(
+            f"one million alerts raised cost ${per_alert:.2f} in writes and Lambda time (+ the target:"
+            f" SNS ${figures['sns_publish_usd_per_million_alerts']:.2f}/M publishes; webhooks free)"
+        )
+
+
 def leaner(rows: list[dict[str, Any]], prices: Prices) -> list[tuple[str, float]]:
     """What a leaner record or a skipped request would save, $ per million triggers."""
     out = []
@@ -865,6 +985,10 @@ def main() -> None:
         for text, usd in savings:
             print(f"  {text}: ${usd:.3f}/M")
 
+    benchlib.heading("Execution events and alerts (issue 19), what they add per trigger")
+    notify = events_and_alerts(meter, prices, max(100, args.jobs // 4), max(3, args.minutes - 2))
+    print_events_and_alerts(notify)
+
     benchlib.heading("Fixed cost with nothing due (idle runs, counted per minute, x 43,800 minutes)")
     idles = {}
     layouts = (
@@ -931,6 +1055,7 @@ def main() -> None:
                     "empty_query": "at least one read unit per Query, even when it finds nothing",
                 },
                 "summary": summary,
+                "events_and_alerts": notify,
                 "leaner_record_savings": savings,
                 "idle": idles,
                 "targets": TARGETS,

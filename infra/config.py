@@ -69,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "apiThrottleBurst": c.API_THROTTLE_BURST,
     "apiWebAclArn": "",
     "fireDelayAlarmMs": c.FIRE_DELAY_P99_ALARM_MS,
+    "eventsBus": c.EVENTS_BUSES[0],
 }
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -183,6 +184,8 @@ class PunctualConfig:
     api_throttle_burst: int
     api_web_acl_arn: str
     fire_delay_alarm_ms: int
+    events_enabled: bool
+    events_bus: str
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> PunctualConfig:
@@ -246,6 +249,8 @@ class PunctualConfig:
             api_throttle_burst=reader.integer("apiThrottleBurst", 1, 10**6),
             api_web_acl_arn=reader.text("apiWebAclArn", required=False),
             fire_delay_alarm_ms=reader.integer("fireDelayAlarmMs", 100, 600_000),
+            events_enabled=reader.boolean("eventsEnabled"),
+            events_bus=reader.choice("eventsBus", c.EVENTS_BUSES),
         )
         cfg._check()
         return cfg

@@ -265,3 +265,6 @@ ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
 # may decrypt); the core's api/wiring.py uses the same purpose.
 IDEMPOTENT_REPLY_PURPOSE: Final = "punctual-idempotent-reply"
 DISPATCH_KEY_CHARS: Final = 64  # the generated dispatch-message key (letters and digits)
+
+# Execution events (punctual.notifications.events): the account's default bus, or one the stack creates.
+EVENTS_BUSES: Final = ("default", "stack")

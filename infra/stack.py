@@ -17,6 +17,7 @@ from infra import constants as c
 from infra.components.api import Api
 from infra.components.console import Console
 from infra.components.dispatch import Dispatch
+from infra.components.events import ExecutionEvents
 from infra.components.functions import LambdaRuntime
 from infra.components.observability import Observability
 from infra.components.queues import Queues
@@ -38,7 +39,9 @@ class PunctualStack(cdk.Stack):
         self.runtime = LambdaRuntime(self, "Runtime", config=config)
         self.own_arns = OwnArns(self, "OwnArns", stack_name=self.stack_name)
         self.token_key = TokenKey(self, "PagingTokenKey")
+        self.events = ExecutionEvents(self, "Events", config=config, stack_name=self.stack_name)
         environment = runtime_environment(config, self.storage, self.queues, self.stack_name)
+        environment["PUNCTUAL_EVENTS_BUS"] = self.events.bus_arn
 
         self.dispatch = Dispatch(
             self,
@@ -74,6 +77,9 @@ class PunctualStack(cdk.Stack):
         )
         for role in (self.api.handler.role, *self.workers.roles):
             self.own_arns.grant_read(role)
+        # Execution events: the pollers and the workers publish them, on the chosen bus only.
+        for role in (*(p.role for p in self.dispatch.pollers), *self.workers.roles):
+            self.events.grant_put(role)
         # AWS targets are called as this role (or a job's execution role), never as a worker's own.
         self.target_role = TargetRole(self, "TargetRole", config=config, workers=self.workers.roles)
         self.workers.worker.function.add_environment(
@@ -124,7 +130,7 @@ class PunctualStack(cdk.Stack):
 
     def own_resource_arns(self) -> list[str]:
         """Every resource of this stack a target could name: queues (DLQs too), table, functions,
-        state machine, alarm topic, cluster, task definitions."""
+        state machine, alarm topic, the events bus it made, cluster, task definitions."""
         functions = [
             self.api.handler,
             *self.dispatch.pollers,
@@ -138,6 +144,7 @@ class PunctualStack(cdk.Stack):
             *(f.function.function_arn for f in functions),
             self.dispatch.state_machine.state_machine_arn,
             self.observability.topic.topic_arn,
+            *([self.events.bus.event_bus_arn] if self.events.bus is not None else []),
             self.workers.cluster.cluster_arn,
             # The family, not one revision: the target role's Deny then covers every revision.
             *(

@@ -3,9 +3,12 @@
 The demo registers, through the API and as tenant ``demo``, jobs whose webhooks go to the
 local receiver: ``rate(5 seconds)``; a Unix cron every minute; an AWS cron every minute; a
 one-time ``at(...)`` 15 s ahead; a ``rate(30 seconds)`` job whose receiver answers 500
-twice per slot (retried, then succeeds); and ``after(A, B)`` on the two cron jobs. A live
-table shows each job's slots as the receiver saw them. When local mode stops (Ctrl-C, or
-``--duration``), one line sums the demo up::
+twice per slot (retried, then succeeds); ``after(A, B)`` on the two cron jobs; and a
+``rate(10 seconds)`` job whose receiver fails every request for its first 25 s, with an alert
+rule on ``failed`` and ``recovered`` (the receiver's ``/alert/recovers``): one alert per failed
+slot, then one ``recovered``. A live table shows each job's slots as the receiver saw them, and
+the alerts each job raised. That job fails by design, so the summary's counts leave it out.
+When local mode stops (Ctrl-C, or ``--duration``), one line sums the demo up::
 
     punctual-local: 90s demo, slots due 23, executed 23, duplicates 0, missed 0,
     fire delay p50 40 ms p99 114 ms
@@ -72,6 +75,8 @@ class DemoJob:
     last_status: str = ""
     generation: int = 0  # bumped when the demo is registered again (moto restarted empty)
     ended: datetime | None = None  # no slot of this job is due after this instant
+    alerts: tuple[str, ...] = ()  # alert rule conditions, sent to the receiver's /alert/<key>
+    counted: bool = True  # in the summary's due/executed counts (a job failing by design is not)
 
     def spec(self, receiver_url: str, ids: dict[str, str]) -> dict[str, Any]:
         schedule = self.schedule
@@ -87,6 +92,9 @@ class DemoJob:
         }
         if self.retry:
             spec["retry"] = self.retry
+        if self.alerts:
+            target = {"type": "http", "url": f"{receiver_url}/alert/{self.key}"}
+            spec["alerts"] = [{"on": list(self.alerts), "target": target}]
         return spec
 
 
@@ -100,6 +108,15 @@ def demo_jobs(now: datetime) -> list[DemoJob]:
         DemoJob("once", "one time, in 15 s", f"at({once})", "once"),
         DemoJob("flaky", "fails twice, then succeeds", "rate(30 seconds)", "flaky?fail=2", retry=fixed),
         DemoJob("after", "after(cron, aws-cron)", "", "after", parents=("cron", "aws-cron")),
+        DemoJob(
+            "recovers",
+            "fails 25 s, then recovers (alerts)",
+            "rate(10 seconds)",
+            "recovers?failfor=25",
+            retry={"max_attempts": 1},
+            alerts=("failed", "recovered"),
+            counted=False,
+        ),
     ]
 
 
@@ -152,6 +169,7 @@ class Demo:
         self.jobs: list[DemoJob] = []
         self.records: list[dict[str, Any]] = []  # the demo's own requests, as the receiver saw them
         self._all_records: list[dict[str, Any]] = []
+        self.alerts: list[dict[str, Any]] = []  # the alerts the receiver got at /alert/<key>
         self.registered_at: datetime | None = None
         self.started = time.monotonic()
         self._lock = threading.Lock()
@@ -226,8 +244,29 @@ class Demo:
         self._all_records = seen[:cursor] + fresh
         ours = {job.job_id for job in self.jobs}
         records = [r for r in self._all_records if r.get("job") in ours]
+        alerts = self._fetch_alerts()
         with self._lock:
             self.records = records
+            if alerts is not None:
+                self.alerts = [a for a in alerts if (a.get("body") or {}).get("job_id") in ours]
+
+    def _fetch_alerts(self) -> list[dict[str, Any]] | None:
+        try:
+            status, body = request(f"{self.config.receiver_url}/alerts", timeout_s=5)
+        except OSError:
+            return None
+        return body.get("alerts", []) if status == 200 and isinstance(body, dict) else None
+
+    def alert_counts(self, job_id: str | None = None) -> dict[str, int]:
+        """Alerts received per condition (of one job, or of the demo)."""
+        with self._lock:
+            alerts = list(self.alerts)
+        counts: dict[str, int] = {}
+        for alert in alerts:
+            body = alert.get("body") or {}
+            if job_id is None or body.get("job_id") == job_id:
+                counts[str(body.get("condition"))] = counts.get(str(body.get("condition")), 0) + 1
+        return counts
 
     def _refresh_jobs(self) -> None:
         for job in self.current():
@@ -285,6 +324,8 @@ class Demo:
             key for key, rs in records.items() if any(200 <= (r.get("status") or 0) < 300 for r in rs)
         }
         for job in self.jobs:
+            if not job.counted:
+                continue
             for slot in self.due_slots(job, until, succeeded):
                 key = f"{job.job_id}:{slot}"
                 figures.due += 1
@@ -333,6 +374,7 @@ class Demo:
             ("attempts", "left"),
             ("status", "left"),
             ("next", "left"),
+            ("alerts", "left"),
         ):
             table.add_column(column, justify=justify)  # type: ignore[arg-type]
         for job in self.current():
@@ -369,12 +411,16 @@ class Demo:
                 attempts,
                 Text(status, style=style),
                 nxt,
+                ", ".join(f"{n} {c}" for c, n in sorted(self.alert_counts(job.job_id).items())) or "-",
             )
         figures = self.figures(now - timedelta(seconds=SETTLE_S))
         footer = (
             f"slots due {figures.due} · executed {figures.executed} · duplicates {figures.duplicates} · "
             f"missed {figures.missed} · fire delay p50 {_ms(figures.p50)} p99 {_ms(figures.p99)}"
         )
+        demo_alerts = self.alert_counts()
+        if demo_alerts:
+            footer += " · alerts " + ", ".join(f"{n} {c}" for c, n in sorted(demo_alerts.items()))
         if supervisor is not None:
             restarts = sum(child.restarts for child in supervisor.children.values())
             footer += f" · {len(supervisor.children)} processes, {restarts} restarts"

@@ -7,6 +7,14 @@ shape the answer, so a job says in its own URL how its receiver behaves:
     answer 500 to the first N requests of each slot (``Idempotency-Key``), then 200;
 ``delay=S``
     wait S seconds before answering (a run that lasts, to kill a worker in the middle).
+``failfor=S``
+    answer 500 to every request that arrives in the first S seconds after the first request
+    to this hook name, then 200 (a job that fails for a while and then recovers).
+
+Alerts (``/alert/<name>``: a job's alert rule pointing here) and execution events (``POST
+/events``: local mode's stand-in for the EventBridge bus, ``PUNCTUAL_EVENTS_URL``) are recorded
+apart from the hooks' requests, answered 200, and listed by ``GET /alerts`` and ``GET /events``
+(each also journalled, ``alerts.jsonl`` and ``events.jsonl``).
 
 Each request is recorded with its ``Idempotency-Key``, the attempt and slot from the
 payload (jobs send ``{"attempt": "<attempt>", "slot": "<slot>", ...}``), when it arrived
@@ -41,7 +49,17 @@ class Recorder:
         self.journal = journal
         self.records: list[dict[str, Any]] = []
         self.seen: dict[str, int] = {}  # requests per Idempotency-Key
+        self.first_seen: dict[str, float] = {}  # per hook name: its first request's arrival
+        self.kept: dict[str, list[dict[str, Any]]] = {"alerts": [], "events": []}
         self._lock = threading.Lock()
+        for kind, items in self.kept.items():
+            side = self._side_journal(kind)
+            if side is not None and side.exists():
+                for line in side.read_text().splitlines():
+                    try:
+                        items.append(json.loads(line))
+                    except ValueError:
+                        continue
         if journal is not None and journal.exists():
             for line in journal.read_text().splitlines():
                 try:
@@ -62,6 +80,26 @@ class Recorder:
             record["seq"] = len(self.records) + 1
             self.records.append(record)
             return record, before
+
+    def _side_journal(self, kind: str) -> Path | None:
+        return self.journal.with_name(f"{kind}.jsonl") if self.journal is not None else None
+
+    def keep(self, kind: str, items: list[dict[str, Any]]) -> None:
+        """Record alerts or events (journalled beside the requests)."""
+        with self._lock:
+            self.kept[kind].extend(items)
+            side = self._side_journal(kind)
+            if side is not None:
+                with side.open("a") as handle:
+                    handle.writelines(json.dumps(item) + "\n" for item in items)
+
+    def kept_since(self, kind: str, since: int = 0) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(item) for item in self.kept[kind][since:]]
+
+    def first_arrival(self, name: str, arrived: float) -> float:
+        with self._lock:
+            return self.first_seen.setdefault(name, arrived)
 
     def answer(self, record: dict[str, Any], status: int) -> None:
         with self._lock:
@@ -130,16 +168,53 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
             if delay > 0:
                 time.sleep(delay)
             status = 500 if before < int(_number(query, "fail")) else 200
+            failfor = _number(query, "failfor")
+            if failfor > 0 and arrived - recorder.first_arrival(record["name"], arrived) < failfor:
+                status = 500
             try:
                 self._reply(status, {"ok": status == 200, "request": record["seq"]})
             finally:
                 recorder.answer(record, status)
+
+        def _body(self) -> Any:
+            length = min(int(self.headers.get("Content-Length") or 0), MAX_BODY_BYTES)
+            try:
+                return json.loads(self.rfile.read(length)) if length else None
+            except ValueError:
+                return None
+
+        def _alert(self) -> None:
+            body = self._body()
+            recorder.keep(
+                "alerts",
+                [
+                    {
+                        "name": urlsplit(self.path).path.removeprefix("/alert/").strip("/"),
+                        "key": self.headers.get("Idempotency-Key"),
+                        "signed": bool(self.headers.get("webhook-signature")),
+                        "arrived": time.time(),
+                        "body": body,
+                    }
+                ],
+            )
+            self._reply(200, {"ok": True})
+
+        def _events(self) -> None:
+            body = self._body()
+            recorder.keep(
+                "events", [e for e in body if isinstance(e, dict)] if isinstance(body, list) else []
+            )
+            self._reply(200, {"ok": True})
 
         def do_GET(self) -> None:
             split = urlsplit(self.path)
             if split.path == "/records":
                 since = int(_number(parse_qs(split.query), "since"))
                 self._reply(200, {"records": recorder.snapshot(since)})
+            elif split.path in ("/alerts", "/events"):
+                since = int(_number(parse_qs(split.query), "since"))
+                kind = split.path.strip("/")
+                self._reply(200, {kind: recorder.kept_since(kind, since)})
             elif split.path == "/health":
                 self._reply(200, {"ok": True})
             elif split.path.startswith("/hook/"):
@@ -148,8 +223,13 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                 self._reply(404, {"error": "not found"})
 
         def do_POST(self) -> None:
-            if urlsplit(self.path).path.startswith("/hook/"):
+            path = urlsplit(self.path).path
+            if path.startswith("/hook/"):
                 self._hook()
+            elif path.startswith("/alert/"):
+                self._alert()
+            elif path == "/events":
+                self._events()
             else:
                 self._reply(404, {"error": "not found"})
 

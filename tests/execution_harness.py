@@ -80,6 +80,7 @@ class Rig:
     failures: MemoryFailureSink = field(default_factory=MemoryFailureSink)
     queues: MemoryQueues = field(init=False)
     released_timers: set[tuple[str, str]] = field(default_factory=set)
+    notifier: Any = None  # events and alerts (punctual.notifications.Notifier); None: neither
 
     def __post_init__(self) -> None:
         self.queues = MemoryQueues(now=self.clock.now)
@@ -117,6 +118,7 @@ class Rig:
             pauser=JobServicePauser(self.store, self.queues, clock or self.clock, settings),
             signer=signer,
             dead_letters=dead_letters,
+            notifier=self.notifier,
         )
 
     def add_job(self, job_id: str = "job-1", schedule: str = "rate(1 minute)", **overrides: Any) -> Job:
@@ -181,7 +183,7 @@ class Rig:
         config = PollerConfig(
             layout=LAYOUT, short_queue_urls=(SHORT,), long_queue_urls=(LONG,), concurrency=1
         )
-        return Poller(self.store, self.queues, self.clock, config)
+        return Poller(self.store, self.queues, self.clock, config, notifier=self.notifier)
 
     def poll(self, lookback: timedelta = timedelta(minutes=15)) -> list[Timer]:
         """What a poller does now: release every due timer not released before."""

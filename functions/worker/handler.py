@@ -38,7 +38,8 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    response = process_partial_response(event, record_handler, processor, context)
+    with worker().notifier.batched():  # the batch's execution events in as few PutEvents as possible
+        response = process_partial_response(event, record_handler, processor, context)
     # An SQS batch's item identifiers are its message ids (Powertools types them for Kafka too).
     worker().return_blocked_records(
         event, {str(item["itemIdentifier"]) for item in response["batchItemFailures"]}

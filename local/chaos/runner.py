@@ -27,6 +27,7 @@ import json
 import random
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -235,6 +236,14 @@ class ChaosRun:
             for job in run.jobs.values()
         }
 
+    def alerts(self, dynamodb: Any, table: str) -> dict[str, list[Any]]:
+        """The alert ledger: every alert record of every job of the run."""
+        from punctual.store.dynamo import DynamoStore
+
+        store = DynamoStore(dynamodb, table)
+        run = load(self.run_dir / "ledger.jsonl")
+        return {job.job_id: store.list_alerts(TENANT, job.job_id, 1000) for job in run.jobs.values()}
+
     def snapshot(self, follower: ReceiverFollower, dynamodb: Any, table: str, bounds: Bounds) -> RunData:
         follower.refresh()
         return RunData(
@@ -276,9 +285,14 @@ class ChaosRun:
         for url in deployment.dead_letter_urls:
             dead.extend(_drain(sqs, url))
         failed = _drain(sqs, deployment.failed_queue_url) if deployment.failed_queue_url else []
+        alerts = self.alerts(dynamodb, deployment.table_name)
         collected = {
             "collected_at": time.time(),
             "receiver": receiver,
+            "alerts": {
+                job_id: [a.model_dump(mode="json") for a in items] for job_id, items in alerts.items()
+            },
+            "alert_arrivals": _alert_arrivals(follower.url),
             "executions": {
                 job_id: [e.model_dump(mode="json") for e in items] for job_id, items in executions.items()
             },
@@ -287,6 +301,15 @@ class ChaosRun:
         }
         (self.run_dir / "collected.json").write_text(json.dumps(collected))
         self.ledger.write("phase", name="collected")
+
+
+def _alert_arrivals(receiver_url: str) -> list[dict[str, Any]]:
+    """Every alert the receiver got (``GET /alerts``)."""
+    try:
+        with urllib.request.urlopen(f"{receiver_url}/alerts", timeout=10) as reply:
+            return list(json.loads(reply.read())["alerts"])
+    except (OSError, ValueError, KeyError):
+        return []
 
 
 def _drain(sqs: Any, url: str, rounds: int = 200) -> list[dict[str, Any]]:

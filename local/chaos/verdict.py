@@ -34,6 +34,14 @@ outcome
     (jobs meant to fail: FAILED or TIMED_OUT after ``max_attempts``, never a 2xx);
     anything else is *missed*, with a diagnosis.
 
+alerts
+    the alert ledger (every alert record of the run's jobs, read from the table, and what the
+    receiver's ``/alert/<key>`` got): a job with a rule on ``failed`` has exactly one ``failed``
+    alert per slot that ended FAILED or TIMED_OUT, none for any other slot, and the receiver got
+    each at most once, unless a worker of the job's runtime was killed between two arrivals (a
+    delivery is at least once after a lost worker, like a target's call). Violations of kind
+    ``alert``; the notes give the counts.
+
 A late slot is not a violation by itself (the run waits for it up to the settle bound), but
 the run is held to its **fire delay**:
 
@@ -245,6 +253,8 @@ class RunData:
     failure_reports: list[dict[str, Any]]
     collected_at: float
     bounds: Bounds
+    alerts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # the alert ledger, by job id
+    alert_arrivals: list[dict[str, Any]] = field(default_factory=list)  # the receiver's /alerts
 
     @classmethod
     def read(cls, run_dir: Path) -> RunData:
@@ -269,6 +279,8 @@ class RunData:
             failure_reports=list(collected.get("failure_reports", [])),
             collected_at=float(collected["collected_at"]),
             bounds=Bounds(**run.meta.get("bounds", {})),
+            alerts=dict(collected.get("alerts", {})),
+            alert_arrivals=list(collected.get("alert_arrivals", [])),
         )
 
 
@@ -405,6 +417,7 @@ class Judge:
         self.reruns_after_loss = 0
         self.takeovers = 0
         self.owed_by_kind: Counter[str] = Counter()
+        self.alert_figures: Counter[str] = Counter()
 
     def violate(self, kind: str, job: JobRecord, slot: str, detail: str) -> None:
         self.verdict.violations.append(Violation(kind, job.key, slot, detail))
@@ -854,11 +867,52 @@ class Judge:
             parts.append("kills: " + ", ".join(kills))
         return "; ".join(parts)
 
+    # ------------------------------------------------------------------ alerts
+
+    def check_alerts(self, job: JobRecord) -> None:
+        """One ``failed`` alert per failed slot in the ledger, none else; each delivered once."""
+        rules = job.spec.get("alerts") or []
+        if not any("failed" in (rule.get("on") or []) for rule in rules):
+            return
+        records = self.records.get(job.job_id, {})
+        failed = {slot for slot, e in records.items() if e.status in (S.FAILED, S.TIMED_OUT)}
+        ledger = Counter(
+            str(a.get("key_slot"))
+            for a in self.data.alerts.get(job.job_id, [])
+            if a.get("condition") == "failed"
+        )
+        self.alert_figures["failed slots"] += len(failed)
+        self.alert_figures["failed alerts"] += sum(ledger.values())
+        for slot in sorted(failed - set(ledger)):
+            self.violate("alert", job, slot, "ended FAILED but has no failed alert")
+        for slot in sorted(set(ledger) - failed):
+            status = records[slot].status.value if slot in records else "no record"
+            self.violate("alert", job, slot, f"a failed alert for a slot that did not fail ({status})")
+        for slot, count in sorted(ledger.items()):
+            if count > 1:
+                self.violate("alert", job, slot, f"{count} failed alerts in the ledger")
+        arrivals: dict[str, list[float]] = defaultdict(list)
+        for arrival in self.data.alert_arrivals:
+            body = arrival.get("body") or {}
+            if body.get("job_id") == job.job_id and body.get("condition") == "failed":
+                arrivals[str(body.get("slot"))].append(float(arrival.get("arrived") or 0.0))
+        kills = self.kills_for(job)
+        for slot, times in sorted(arrivals.items()):
+            times.sort()
+            self.alert_figures["failed alerts received"] += len(times)
+            for first, second in itertools.pairwise(times):
+                if _killed_between(kills, first, second):
+                    self.alert_figures["re-sent after a lost worker"] += 1
+                else:
+                    self.alert_figures["duplicate deliveries"] += 1
+                    self.violate("alert", job, slot, "the failed alert reached the receiver twice")
+
     # ------------------------------------------------------------------ all of it
 
     def judge(self) -> Verdict:
         for job in self.run.jobs.values():
             self.judge_job(job)
+            self.check_alerts(job)
         self.judge_delays()
         faults: Counter[str] = Counter()
         for fault in self.data.faults:
@@ -907,6 +961,7 @@ class Judge:
             f"{self.takeovers}; 2xx re-runs after a lost worker: {self.reruns_after_loss}; "
             f"dead-lettered messages: {len(self.data.dead_letters)} ({self.own_dead_letters()} of them the "
             "system's own, not re-sent by the driver)",
+            "alert ledger: " + (", ".join(f"{k} {v}" for k, v in sorted(self.alert_figures.items())) or "-"),
         ]
 
 

@@ -17,7 +17,8 @@ Kinds (the ``kind`` the verdict judges by):
 ``after``     ``after(A, B)`` of two crons or of a pair
 ``at``        one-time ``at(...)`` inside the run
 ``flaky``     fails N times per slot (500), then succeeds; fixed or jittered backoff
-``doomed``    always fails: must end FAILED (or TIMED_OUT) after ``max_attempts``
+``doomed``    always fails: must end FAILED (or TIMED_OUT) after ``max_attempts``; carries an
+              alert rule on ``failed`` (the receiver's ``/alert/<key>``: the alert ledger)
 ``delay``     ``delay(N seconds)``: each run N after the previous one ended
 ``ecs``       ``runtime=ecs``, each run held by the receiver for tens of seconds
 """
@@ -59,6 +60,7 @@ class JobPlan:
     start_at: str | None = None
     meant_to_fail: bool = False
     mutable: bool = False
+    alerts: bool = False  # a rule on ``failed`` to the receiver's /alert/<key> (the alert ledger)
 
     def hook(self, receiver_url: str) -> str:
         query = {k: v for k, v in (("fail", self.fail), ("delay", self.hold_s)) if v}
@@ -80,6 +82,10 @@ class JobPlan:
         }
         if self.start_at:
             spec["start_at"] = self.start_at
+        if self.alerts:
+            spec["alerts"] = [
+                {"on": ["failed"], "target": {"type": "http", "url": f"{receiver_url}/alert/{self.key}"}}
+            ]
         return spec
 
 
@@ -185,6 +191,7 @@ def plan_jobs(rng: random.Random, scale: Scale, now: datetime, faults_s: float) 
                     "jitter": False,
                 },
                 meant_to_fail=True,
+                alerts=True,
             )
         )
     for index in range(scale.delay):

@@ -27,6 +27,7 @@ ADAPTERS: tuple[tuple[str, str, str, str], ...] = (
     ("queues.py", "SqsQueues", "sqs", r"queues"),
     ("signing_secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
     ("execution/ports.py", "SqsFailureSink", "sqs", r"failures"),
+    ("notifications/events.py", "EventBridgeSink", "events", r"sink"),
 )
 # Functions and classes (called by name) that make AWS calls: module, name, service, and the
 # name the components call it by when that is another function of the module (a wrapper).
@@ -72,11 +73,19 @@ TRANSACTION_ITEMS = {
 # adapters: targets are called with the deployment's target role, never the component's own).
 COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
     "api": ("functions/api/handler.py", "api/*.py", "jobs.py"),
-    "poller": ("functions/poller/handler.py", "composition.py", "polling/*.py"),
+    # The poller publishes events; alerts are raised by workers (notifications/alerts.py).
+    "poller": (
+        "functions/poller/handler.py",
+        "composition.py",
+        "polling/*.py",
+        "notifications/__init__.py",
+        "notifications/events.py",
+    ),
     "worker": (
         "functions/worker/handler.py",
         "composition.py",  # builds the worker: its queues sign, so it reads the dispatch key
         "execution/*.py",
+        "notifications/*.py",
         "worker_service.py",
         "targets/__init__.py",
     ),

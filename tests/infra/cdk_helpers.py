@@ -51,6 +51,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
         "arn:aws:iam::123456789012:role/report-task-*",
     ],
     "vpcInterfaceEndpoints": "false",
+    "eventsBus": "stack",  # execution events on a bus of the stack's own
 }
 
 

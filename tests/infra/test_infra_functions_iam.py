@@ -188,8 +188,15 @@ def test_worker_lambda_consumes_only_the_short_queues(default_synth: Synth) -> N
     secrets = f"<{default_synth.logical_id(default_synth.stack.storage.secrets_key)}.Arn>"
     assert granted["kms:Decrypt"] == {secrets}
     assert "kms:Encrypt" not in granted
-    # No target permissions without targetArnPatterns: HTTP targets need none.
-    assert not any(a.startswith(("lambda:", "sns:", "events:", "states:", "ecs:", "iam:")) for a in granted)
+    # No target permissions without targetArnPatterns: HTTP targets need none. (Its own execution
+    # events go to the one events bus: not a target.)
+    assert granted["events:PutEvents"] == {
+        "arn:<AWS::Partition>:events:<AWS::Region>:<AWS::AccountId>:event-bus/default"
+    }
+    assert not any(
+        a.startswith(("lambda:", "sns:", "events:", "states:", "ecs:", "iam:")) and a != "events:PutEvents"
+        for a in granted
+    )
 
 
 def test_ecs_task_consumes_only_the_long_queues(default_synth: Synth) -> None:

@@ -116,6 +116,7 @@ def _own_arns(synth: Synth) -> set[str]:
         stack.dispatch.state_machine,
         stack.observability.topic,
         stack.workers.cluster,
+        *([stack.events.bus] if stack.events.bus is not None else []),
     ]
     rendered = {
         f"arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:task-definition/{t.family}"

@@ -301,3 +301,82 @@ def test_schedule_groups_create_list_update_delete(store, t0):  # type: ignore[n
     assert store.get_group("other", "reports") is not None
     # Groups are not jobs: the job listing does not see them
     assert store.list_jobs("default", 10).items == []
+
+
+# --------------------------------------------------------------------------- alerts
+
+
+def _alert(t0: datetime, slot: str, condition: str = "failed", owner: str = "w1", at: datetime | None = None):  # type: ignore[no-untyped-def]
+    from punctual.models import Alert, AlertCondition
+
+    at = at or t0
+    return Alert(
+        tenant="default",
+        job_id="job-1",
+        key_slot=slot,
+        condition=AlertCondition(condition),
+        created_at=at,
+        claimed_at=at,
+        owner=owner,
+        body={"slot": slot},
+    )
+
+
+def test_an_alert_is_made_once_per_slot_and_condition_and_taken_over_only_when_stale(store, t0):  # type: ignore[no-untyped-def]
+    from punctual.models import AlertCondition, AlertStatus
+
+    ttl = int(t0.timestamp()) + 86400
+    first = _alert(t0, "2026-11-30T10:00:00Z")
+    assert store.claim_alert(first, t0 - timedelta(seconds=50), ttl)
+    # A second claim of the same key loses, while the first is fresh or finished
+    assert not store.claim_alert(
+        _alert(t0, "2026-11-30T10:00:00Z", owner="w2"), t0 - timedelta(seconds=50), ttl
+    )
+    # Another condition or slot is another alert
+    assert store.claim_alert(_alert(t0, "2026-11-30T10:00:00Z", "late"), t0, ttl)
+    assert store.claim_alert(_alert(t0, "2026-11-30T10:01:00Z"), t0, ttl)
+    # A SENDING alert older than the stale bound is taken over, and then only the new owner saves
+    later = t0 + timedelta(seconds=60)
+    assert store.claim_alert(
+        _alert(t0, "2026-11-30T10:00:00Z", owner="w2", at=later), later - timedelta(seconds=50), ttl
+    )
+    assert not store.save_alert(first.model_copy(update={"status": AlertStatus.SENT}), ttl)
+    taken = _alert(t0, "2026-11-30T10:00:00Z", owner="w2", at=later)
+    assert store.save_alert(taken.model_copy(update={"status": AlertStatus.SENT}), ttl)
+    # A finished alert is never taken over, however old
+    assert not store.claim_alert(
+        _alert(t0, "2026-11-30T10:00:00Z", owner="w3", at=later), later + timedelta(days=1), ttl
+    )
+    got = store.get_alert("default", "job-1", "2026-11-30T10:00:00Z", AlertCondition.FAILED)
+    assert got is not None and got.owner == "w2" and got.status is AlertStatus.SENT
+    listed = [(a.key_slot, a.condition.value) for a in store.list_alerts("default", "job-1", 10)]
+    assert listed == [
+        ("2026-11-30T10:01:00Z", "failed"),
+        ("2026-11-30T10:00:00Z", "late"),
+        ("2026-11-30T10:00:00Z", "failed"),
+    ]
+    assert len(store.list_alerts("default", "job-1", 2)) == 2
+    assert store.list_alerts("default", "job-2", 10) == []
+    # Alerts live beside the history without showing in it
+    assert store.list_executions("default", "job-1", 10).items == []
+
+
+def test_a_failure_streak_opens_once_and_closes_once(store, t0):  # type: ignore[no-untyped-def]
+    ttl = int(t0.timestamp()) + 86400
+    assert store.get_streak("default", "job-1") is None
+    assert store.open_streak("default", "job-1", "2026-11-30T10:00:00Z", ttl) == "2026-11-30T10:00:00Z"
+    assert store.open_streak("default", "job-1", "2026-11-30T10:01:00Z", ttl) == "2026-11-30T10:00:00Z"
+    assert store.get_streak("default", "job-1") == "2026-11-30T10:00:00Z"
+    assert not store.close_streak("default", "job-1", "2026-11-30T10:01:00Z")
+    assert store.close_streak("default", "job-1", "2026-11-30T10:00:00Z")
+    assert not store.close_streak("default", "job-1", "2026-11-30T10:00:00Z")
+    assert store.get_streak("default", "job-1") is None
+
+
+def test_an_alert_throttle_sends_one_per_interval_and_counts_the_rest(store, t0):  # type: ignore[no-untyped-def]
+    assert store.throttle_alert("default", "job-1", 0, t0, 600) == 0
+    assert store.throttle_alert("default", "job-1", 0, t0 + timedelta(seconds=10), 600) is None
+    assert store.throttle_alert("default", "job-1", 0, t0 + timedelta(seconds=20), 600) is None
+    assert store.throttle_alert("default", "job-1", 1, t0 + timedelta(seconds=20), 600) == 0  # another rule
+    assert store.throttle_alert("default", "job-1", 0, t0 + timedelta(seconds=600), 600) == 2
+    assert store.throttle_alert("default", "job-1", 0, t0 + timedelta(seconds=601), 600) is None

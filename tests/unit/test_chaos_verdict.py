@@ -50,6 +50,8 @@ class RunBuilder:
         self.receiver: list[dict[str, Any]] = []
         self.executions: dict[str, list[Execution]] = {}
         self.faults: list[dict[str, Any]] = []
+        self.alerts: dict[str, list[dict[str, Any]]] = {}  # the alert ledger, by job id
+        self.alert_arrivals: list[dict[str, Any]] = []
 
     def job(
         self,
@@ -64,9 +66,12 @@ class RunBuilder:
         parents: tuple[str, ...] = (),
         runtime: str = "lambda",
         jitter: int = 0,
+        alerts: list[dict[str, Any]] | None = None,
     ) -> str:
         job_id = f"id-{job_key}"
         spec = {"schedule": schedule, "retry": retry or STEADY, "runtime": runtime, "jitter_seconds": jitter}
+        if alerts:
+            spec["alerts"] = alerts
         body = {
             "id": job_id,
             "version": 1,
@@ -189,6 +194,8 @@ class RunBuilder:
                 failure_reports=[],
                 collected_at=ts(collected if collected is not None else cut + 30),
                 bounds=Bounds(skew_s=skew_s, max_p99_delay_s=max_p99_delay_s),
+                alerts=self.alerts,
+                alert_arrivals=self.alert_arrivals,
             )
         )
 
@@ -651,3 +658,55 @@ def test_no_slot_that_counts_is_no_figure(run: RunBuilder) -> None:
     verdict = run.judge(cut=60)
     assert verdict.ok and verdict.fire_delay is None
     assert verdict.line().endswith(", faults 3, fire delay - (0 slots)")
+
+
+def _doomed_with_alerts(run: RunBuilder) -> str:
+    retry = {"max_attempts": 1, "backoff": "fixed", "base_seconds": 2, "max_seconds": 2, "jitter": False}
+    rule = {"on": ["failed"], "target": {"type": "http", "url": "http://127.0.0.1:1/alert/doomed-00"}}
+    job = run.job(
+        "doomed-00", "doomed", "rate(20 seconds)", first=0, retry=retry, meant_to_fail=True, alerts=[rule]
+    )
+    for slot in (0, 20, 40):
+        run.ran(job, slot, requests=[(1, slot + 0.11, slot + 0.19, 500)], final=S.FAILED)
+    return job
+
+
+def _alerted(run: RunBuilder, job: str, slot: float, arrivals: tuple[float, ...] = (0.5,)) -> None:
+    run.alerts.setdefault(job, []).append({"key_slot": key(slot), "condition": "failed", "status": "SENT"})
+    for offset in arrivals:
+        body = {"job_id": job, "slot": key(slot), "condition": "failed"}
+        run.alert_arrivals.append({"arrived": ts(slot + offset), "body": body})
+
+
+def test_the_alert_ledger_holds_one_failed_alert_per_failed_slot(run: RunBuilder) -> None:
+    job = _doomed_with_alerts(run)
+    for slot in (0, 20, 40):
+        _alerted(run, job, slot)
+    verdict = run.judge(cut=50)
+    assert verdict.ok, verdict.violations
+    assert "alert ledger: failed alerts 3, failed alerts received 3, failed slots 3" in verdict.notes
+
+
+def test_a_missing_alert_a_stray_one_and_a_second_delivery_are_violations(run: RunBuilder) -> None:
+    job = _doomed_with_alerts(run)
+    _alerted(run, job, 0, arrivals=(0.5, 3.0))  # delivered twice, no worker killed in between
+    _alerted(run, job, 20)
+    run.alerts[job].append({"key_slot": key(60), "condition": "failed", "status": "SENT"})  # never failed
+    verdict = run.judge(cut=50)
+    details = sorted((v.kind, v.slot, v.detail) for v in verdict.violations)
+    assert details == [
+        ("alert", key(0), "the failed alert reached the receiver twice"),
+        ("alert", key(40), "ended FAILED but has no failed alert"),
+        ("alert", key(60), "a failed alert for a slot that did not fail (no record)"),
+    ]
+
+
+def test_a_second_delivery_after_a_killed_worker_is_not_a_duplicate(run: RunBuilder) -> None:
+    job = _doomed_with_alerts(run)
+    _alerted(run, job, 0, arrivals=(0.5, 3.0))
+    _alerted(run, job, 20)
+    _alerted(run, job, 40)
+    run.kill("worker-1", 1.0)
+    verdict = run.judge(cut=50)
+    assert verdict.ok, verdict.violations
+    assert any("re-sent after a lost worker 1" in note for note in verdict.notes)

@@ -76,12 +76,34 @@ def _job_detail(job: Mapping[str, Any]) -> str:
         ("runtime", f"{job.get('runtime')}, timeout {job.get('timeout_seconds')} s"),
         ("retry", ", ".join(f"{k}={v}" for k, v in (job.get("retry") or {}).items())),
         ("tags", ", ".join(f"{k}={v}" for k, v in (job.get("tags") or {}).items()) or "-"),
+        ("alerts", "; ".join(_alert_rule(rule) for rule in job.get("alerts") or []) or "-"),
         ("version", str(job["version"])),
         ("created", job.get("created_at", "")),
         ("updated", job.get("updated_at", "")),
     ]
     width = max(len(k) for k, _ in pairs)
     return "".join(f"{key.ljust(width)}  {value}\n" for key, value in pairs)
+
+
+def _alert_rule(rule: Mapping[str, Any]) -> str:
+    target = rule.get("target") or {}
+    where = target.get("url") or next((v for k, v in target.items() if k.endswith("_arn")), "")
+    late = f" after {rule['late_after_seconds']} s" if rule.get("late_after_seconds") else ""
+    return f"{','.join(rule.get('on') or [])}{late} -> {target.get('type', '?')} {where}".strip()
+
+
+def _alert_rows(alerts: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            a["slot"],
+            a["condition"],
+            a["status"],
+            a.get("created_at") or "-",
+            _cut(a.get("summary") or "", 60),
+        ]
+        for a in alerts
+    ]
+    return _table(rows, ["SLOT", "CONDITION", "STATUS", "RAISED", "SUMMARY"])
 
 
 def _run_rows(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -341,6 +363,11 @@ def _cmd_runs_get(args: argparse.Namespace, out: TextIO) -> int:
     return _emit(args, out, _client(args).get_execution(args.job_id, args.slot), _run_detail)
 
 
+def _cmd_jobs_alerts(args: argparse.Namespace, out: TextIO) -> int:
+    reply = _client(args).list_alerts(args.job_id, args.limit)
+    return _emit(args, out, reply, lambda r: _alert_rows(r["items"]))
+
+
 # --------------------------------------------------------------------------- parsers
 
 
@@ -421,7 +448,7 @@ def _guarded(run: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argp
 
 
 def add_jobs(verbs: Any) -> None:
-    """``punctual jobs create|list|get|update|pause|resume|delete|trigger``."""
+    """``punctual jobs create|list|get|update|pause|resume|delete|trigger|alerts``."""
     common = _common()
     jobs = verbs.add_parser("jobs", help="register, inspect and change jobs through the API")
     sub = jobs.add_subparsers(dest="jobs_command", metavar="ACTION", parser_class=type(jobs))
@@ -470,6 +497,11 @@ def add_jobs(verbs: Any) -> None:
     trigger.add_argument("job_id", metavar="JOB", type=_job_id)
     trigger.add_argument("--idempotency-key", metavar="KEY", help="a retried trigger names the same slot")
     trigger.set_defaults(handler=_guarded(_cmd_jobs_trigger))
+
+    alerts = sub.add_parser("alerts", parents=[common], help="a job's last alerts, newest slot first")
+    alerts.add_argument("job_id", metavar="JOB", type=_job_id)
+    alerts.add_argument("--limit", type=_limit, default=50, metavar="N", help="at most N, 1-100 (default 50)")
+    alerts.set_defaults(handler=_guarded(_cmd_jobs_alerts))
 
 
 def add_runs(verbs: Any) -> None:

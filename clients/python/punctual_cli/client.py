@@ -222,6 +222,13 @@ class PunctualClient:
         ).body
         return execution
 
+    def list_alerts(self, job_id: str, limit: int = 50) -> dict[str, Any]:
+        """The job's last alerts, newest slot first (``GET /v1/jobs/{id}/alerts``)."""
+        alerts: dict[str, Any] = self.request(
+            "GET", f"/v1/jobs/{_seg(job_id)}/alerts", query={"limit": limit}
+        ).body
+        return alerts
+
     def preview(self, expression: str, timezone: str = "UTC", count: int = 5) -> dict[str, Any]:
         query = {"expression": expression, "timezone": timezone, "count": count}
         preview: dict[str, Any] = self.request("GET", "/v1/schedules/preview", query=query).body

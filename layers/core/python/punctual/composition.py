@@ -23,6 +23,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from punctual import aws
 from punctual.clock import Clock, SystemClock
 from punctual.message_auth import DispatchSigner, signer_from
+from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling import Poller, PollerConfig
 from punctual.queues import SqsQueues
@@ -32,6 +33,8 @@ from punctual.tick import Tick
 
 if TYPE_CHECKING:
     from punctual.execution import Worker
+    from punctual.models import Job
+    from punctual.notifications import EventPublisher
     from punctual.targets.base import TargetInvoker
 
 
@@ -94,6 +97,38 @@ class Container:
         child.__dict__["queues"] = self.queues
         return child
 
+    def notifier(
+        self,
+        invoker: TargetInvoker | None = None,
+        signing_secrets: Callable[[Job], tuple[str, ...]] | None = None,
+        metrics: MetricsSink | None = None,
+    ) -> Notifier:
+        """Execution events (unless turned off) and the jobs' alerts, delivered with ``invoker``."""
+        from punctual.execution import worker as defaults
+        from punctual.notifications import Alerter
+
+        settings = self.settings
+        alerter = Alerter(
+            self.store,
+            invoker or defaults.default_invoker(settings, self.clock),
+            self.clock,
+            retention_days=settings.retention_days,
+            signing_secrets=signing_secrets or defaults.default_signing_secrets(settings),
+            metrics=metrics,
+        )
+        return Notifier(self.event_publisher(metrics), alerter)
+
+    def event_publisher(self, metrics: MetricsSink | None = None) -> EventPublisher:
+        """Execution events to the settings' bus; a disabled publisher when they are turned off."""
+        from punctual.notifications import EventBridgeSink, EventPublisher
+        from punctual.notifications.events import HttpEventSink
+
+        if not self.settings.events_enabled:
+            return EventPublisher(None, metrics)
+        if self.settings.events_url:  # local mode: the receiver stands in for the bus
+            return EventPublisher(HttpEventSink(self.settings.events_url), metrics)
+        return EventPublisher(EventBridgeSink(self.client("events"), self.settings.events_bus), metrics)
+
     def poller(self, metrics: MetricsSink | None = None) -> Poller:
         settings = self.settings
         config = PollerConfig(
@@ -105,7 +140,9 @@ class Container:
             retention_days=settings.retention_days,
             concurrency=settings.queue_send_concurrency,
         )
-        return Poller(self.store, self.queues, self.clock, config, metrics)
+        # Events only: a missed slot's alert goes to a worker (only workers may call targets).
+        notifier = Notifier(self.event_publisher(metrics))
+        return Poller(self.store, self.queues, self.clock, config, metrics, notifier)
 
     def tick(self) -> Tick:
         """The tick: it plans each coming minute from the read-only store."""
@@ -125,18 +162,21 @@ class Container:
 
         settings = self.settings
         config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
+        invoker = invoker or defaults.default_invoker(settings, self.clock)
+        signing_secrets = defaults.default_signing_secrets(settings)
         return Worker(
             self.store,
             self.queues,
-            invoker or defaults.default_invoker(settings, self.clock),
+            invoker,
             self.clock,
             config,
             metrics=metrics,
             failures=SqsFailureSink(self.client("sqs"), settings.failed_queue_url),
-            signing_secrets=defaults.default_signing_secrets(settings),
+            signing_secrets=signing_secrets,
             pauser=JobServicePauser(self.store, self.queues, self.clock, config),
             signer=self.signer,
             dead_letters=defaults.default_dead_letters(settings),
+            notifier=self.notifier(invoker, signing_secrets, metrics),
         )
 
 

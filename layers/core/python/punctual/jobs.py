@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from punctual.clock import Clock
-from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState
+from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
 from punctual.ownership import OwnResources
 from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.quotas import MICRO, micro_rate
@@ -131,6 +131,11 @@ def find_cycle(
     return None
 
 
+def signs_webhooks(spec: JobSpec) -> bool:
+    """Whether the job calls a webhook (its target, or an alert rule's): then it has a signing secret."""
+    return spec.target.type == "http" or any(rule.target.type == "http" for rule in spec.alerts)
+
+
 class JobService:
     """The job use cases for one deployment.
 
@@ -228,7 +233,7 @@ class JobService:
         parents = self._check_dependencies(tenant, job_id, spec)
         secret_plain: str | None = None
         secret_stored: str | None = None
-        if spec.target.type == "http" and self.secrets is not None:
+        if signs_webhooks(spec) and self.secrets is not None:
             secret_plain, secret_stored = self.secrets.new_secret(tenant, job_id)
         job = Job(
             **spec.model_dump(),
@@ -282,7 +287,7 @@ class JobService:
             signing_secret_prev_enc=current.signing_secret_prev_enc,
             trigger_rate=self._trigger_rate(tenant, spec),
         )
-        if spec.target.type == "http" and not job.signing_secret_enc and self.secrets is not None:
+        if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
             job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
         timers: list[Timer] = []
         if job.state is JobState.ENABLED:
@@ -368,8 +373,10 @@ class JobService:
         timer becomes stale.
         """
         current = self._current(tenant, job_id, expected_version)
-        if not isinstance(current.target, HttpTarget) or self.secrets is None:
-            raise InvalidJobError("only jobs with an http target have a signing secret", field="target")
+        if not signs_webhooks(current) or self.secrets is None:
+            raise InvalidJobError(
+                "only jobs with an http target or http alerts have a signing secret", field="target"
+            )
         now = self.clock.now()
         if drop_previous:
             job = current.model_copy(update={"signing_secret_prev_enc": None, "updated_at": now})
@@ -504,23 +511,12 @@ class JobService:
         return micro_rate(schedule_of(spec), parent_rate)
 
     def _check_target(self, spec: JobSpec) -> None:
-        """Refuse, before anything is stored, what the worker would refuse to call anyway."""
+        """Refuse, before anything is stored, what the worker would refuse to call anyway:
+        the job's target, and each alert rule's target under the same guards."""
+        self._check_one_target(spec.target, "target")
+        for index, rule in enumerate(spec.alerts):
+            self._check_one_target(rule.target, f"alerts[{index}].target")
         target = spec.target
-        refusal = self.own_resources().refusal(target)
-        if refusal:
-            raise InvalidJobError(f"target refused: {refusal}", field="target")
-        if self.require_target_role and not isinstance(target, HttpTarget) and not target.role_arn:
-            raise InvalidJobError(
-                "this deployment requires an execution role on every AWS target: set target.role_arn "
-                "(a role in your account that trusts the scheduler; see the README)",
-                field="target.role_arn",
-            )
-        if isinstance(target, HttpTarget):
-            try:
-                # No DNS here: literal addresses, every spelling of them, and localhost names.
-                guard_url(target.url, self.allow_cidrs, resolve=False)
-            except BlockedTargetError as exc:
-                raise InvalidJobError(f"target url refused: {exc.reason}", field="target.url") from None
         if (
             isinstance(target, EventBridgeTarget)
             and spec.payload is not None
@@ -529,6 +525,23 @@ class JobService:
             raise InvalidJobError(
                 "an eventbridge target's payload must be a JSON object (the event detail)", field="payload"
             )
+
+    def _check_one_target(self, target: Target, where: str) -> None:
+        refusal = self.own_resources().refusal(target)
+        if refusal:
+            raise InvalidJobError(f"{where} refused: {refusal}", field=where)
+        if self.require_target_role and not isinstance(target, HttpTarget) and not target.role_arn:
+            raise InvalidJobError(
+                f"this deployment requires an execution role on every AWS target: set {where}.role_arn "
+                "(a role in your account that trusts the scheduler; see the README)",
+                field=f"{where}.role_arn",
+            )
+        if isinstance(target, HttpTarget):
+            try:
+                # No DNS here: literal addresses, every spelling of them, and localhost names.
+                guard_url(target.url, self.allow_cidrs, resolve=False)
+            except BlockedTargetError as exc:
+                raise InvalidJobError(f"{where} url refused: {exc.reason}", field=f"{where}.url") from None
 
     def _check_dependencies(self, tenant: str, job_id: str, spec: JobSpec) -> tuple[str, ...]:
         parents = schedule_of(spec).parents

@@ -51,6 +51,9 @@ class MessageKind:
     CHILD = "child"  # a dependent job's slot whose parents all succeeded
     TURN = "turn"  # a queued slot's turn came: the slot before it ended (overlap queue)
     CHECK = "check"  # a queued slot checks that it still waits (its safety-net timer)
+    # A slot the poller recorded MISSED whose job has a ``missed`` alert rule: the worker, which
+    # may call targets (the poller may not assume the target role), raises and delivers it.
+    ALERT = "alert"
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ class DispatchMessage:
         raw = f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}\x1f{self.attempt}\x1f{self.job_version}"
         if self.kind in (MessageKind.TURN, MessageKind.CHECK):  # each wake-up is a message of its own
             raw += f"\x1f{self.kind}\x1f{self.released_at}"
+        elif self.kind == MessageKind.ALERT:  # not the slot's own fire message
+            raw += f"\x1f{self.kind}"
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @property

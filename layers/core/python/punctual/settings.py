@@ -97,6 +97,12 @@ class Settings(BaseModel):
     lean_poller_function: str = ""
     group_slices: int = Field(default=1, ge=1, le=64)
     tick_lookahead_minutes: int = Field(default=2, ge=1, le=10)
+    # Execution events (punctual.notifications.events): published to this EventBridge bus (a name
+    # or an ARN; the stack sets the bus it chose) unless turned off.
+    events_enabled: bool = True
+    events_bus: str = "default"
+    # Local mode only: events are POSTed to this URL (the local receiver) instead of EventBridge.
+    events_url: str = ""
 
     def layout(self) -> TimerLayout:
         """The timer layout these settings describe (the one way it is built from them)."""
@@ -143,6 +149,7 @@ DEPLOYED: tuple[str, ...] = (
     "shard_groups",
     "max_shard_groups",
     "triggers_per_poller_minute",
+    "events_enabled",
 )
 
 

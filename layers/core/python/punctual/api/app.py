@@ -25,6 +25,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from punctual.api import idempotent, problems, scheduler
 from punctual.api.problems import ApiProblem, Problem
 from punctual.api.schemas import (
+    AlertList,
+    AlertOut,
     ExecutionOut,
     ExecutionPage,
     JobCreated,
@@ -549,6 +551,30 @@ def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     if execution is None:
         raise problems.not_found(f"no execution of job {job!r} for slot {slot_key[:80]!r}")
     return ExecutionOut.of(execution, _job_deleted(tenant, job))
+
+
+# --------------------------------------------------------------------------- alerts
+
+
+@app.get(
+    "/v1/jobs/<job_id>/alerts",
+    summary="A job's last alerts",
+    description=(
+        "The alerts its rules raised, newest slot first: one per slot and condition (recovered: one "
+        "per failure streak), each with what became of every rule's delivery. The rules themselves are "
+        "the job's `alerts` field."
+    ),
+    responses=_ok(200, "The job's last alerts", AlertList, 400, 401, 404, 422),
+    tags=["alerts"],
+    operation_id="listAlerts",
+)
+def list_alerts(job_id: JobId, limit: Limit = 50) -> AlertList:
+    tenant = _tenant()
+    job = _job_id(job_id)
+    alerts = services().store.list_alerts(tenant, job, limit)
+    if not alerts and _job_deleted(tenant, job):
+        raise problems.not_found(f"job {job!r} not found")
+    return AlertList(items=[AlertOut.of(alert) for alert in alerts])
 
 
 # --------------------------------------------------------------------------- schedules

@@ -16,6 +16,9 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, Pla
 from punctual.instants import format_instant_adaptive
 from punctual.models import (
     SPEC_EXAMPLE,
+    Alert,
+    AlertCondition,
+    AlertStatus,
     Execution,
     ExecutionStatus,
     Job,
@@ -264,3 +267,62 @@ class SchedulePreview(BaseModel):
     expression: str = Field(description="The expression, as sent.", examples=["cron(0 9 ? * MON-FRI *)"])
     timezone: str = Field(description="The time zone it was read in.", examples=["Europe/Berlin"])
     slots: list[Instant] = Field(description="The next slots, as UTC instants.")
+
+
+class AlertDeliveryOut(BaseModel):
+    """What became of one rule's copy of an alert."""
+
+    rule: int = Field(description="The rule's index in the job's alerts.")
+    status: AlertStatus = Field(description="SENT, FAILED (every try failed), HELD (min_interval_seconds).")
+    tries: int = Field(description="Delivery tries made.")
+    error: str | None = Field(default=None, description="The last try's error.")
+    held_back: int = Field(default=0, description="Alerts of this rule held back before this one.")
+    sent_at: Instant | None = Field(default=None, description="When it was delivered.")
+
+
+class AlertOut(BaseModel):
+    """One alert: made once per (job, slot, condition); recovered once per failure streak."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "condition": "failed",
+                    "slot": "2026-12-01T01:00:00Z",
+                    "status": "SENT",
+                    "created_at": "2026-12-01T01:00:07.120Z",
+                    "summary": "job nightly-report: slot 2026-12-01T01:00:00Z FAILED after attempt 3",
+                    "body": {"condition": "failed", "slot": "2026-12-01T01:00:00Z"},
+                    "deliveries": [{"rule": 0, "status": "SENT", "tries": 1}],
+                }
+            ]
+        }
+    )
+
+    condition: AlertCondition = Field(description="failed, late, missed or recovered.")
+    slot: str = Field(description="The slot that raised it (recovered: the slot that succeeded).")
+    key_slot: str = Field(description="The slot it is keyed on (recovered: the streak's first failed slot).")
+    status: AlertStatus = Field(description="SENDING, SENT, FAILED or HELD.")
+    created_at: Instant = Field(description="When it was raised.")
+    summary: str = Field(description="One human-readable line.")
+    body: dict[str, Any] = Field(description="The alert document the rules' targets received.")
+    deliveries: list[AlertDeliveryOut] = Field(description="One per rule on this condition.")
+
+    @classmethod
+    def of(cls, alert: Alert) -> AlertOut:
+        return cls(
+            condition=alert.condition,
+            slot=str(alert.body.get("slot", alert.key_slot)),
+            key_slot=alert.key_slot,
+            status=alert.status,
+            created_at=alert.created_at,
+            summary=str(alert.body.get("summary", "")),
+            body=alert.body,
+            deliveries=[AlertDeliveryOut.model_validate(d.model_dump()) for d in alert.deliveries],
+        )
+
+
+class AlertList(BaseModel):
+    """A job's last alerts, newest slot first."""
+
+    items: list[AlertOut] = Field(description="The alerts.")

@@ -1,6 +1,6 @@
 """What follows the end of an attempt: retry timer, failure report and dead-letter event, next
-``delay`` slot, dependants, the overlap turn, deleting a completed job that asked for it, and
-pausing a job its target asked to stop.
+``delay`` slot, dependants, the overlap turn, deleting a completed job that asked for it, the
+execution event and the job's alerts, and pausing a job its target asked to stop.
 
 Every step comes *after* the record's write and is idempotent: a worker that dies between the
 two leaves its message to be redelivered, and the redelivery finds the attempt ended and runs
@@ -19,6 +19,7 @@ from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
 from punctual.instants import format_instant_ms
 from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.notifications import Notifier
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at
@@ -49,6 +50,8 @@ class AfterEffects:
         Pauses a job whose target asked never to be called again.
     dead_letters
         Sends a finally failed slot's event to its job's dead-letter queue (None: not sent).
+    notifier
+        Publishes the execution event and raises the job's alerts (default: neither).
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class AfterEffects:
         rng: Callable[[str, str, int], RandomSource],
         pauser: JobPauser | None,
         dead_letters: DeadLetterSink | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.ledger = ledger
         self.dead_letters = dead_letters
@@ -73,6 +77,7 @@ class AfterEffects:
         self.failures = failures
         self.rng = rng
         self.pauser = pauser
+        self.notifier = notifier or Notifier()
 
     def apply(
         self,
@@ -93,6 +98,7 @@ class AfterEffects:
             self.ledger.put_retry_timer(job, execution, now, retry_at or now)
             if execution.error != RELEASED_NOTE:
                 count.add("Retries", 1)
+                self.notifier.changed(job, execution, now)
             return
         if status is ExecutionStatus.SUCCEEDED:
             count.add("ExecutionsSucceeded", 1)
@@ -109,6 +115,8 @@ class AfterEffects:
             self.turns.pass_on(job, execution, now)
             if job.delete_after_completion:
                 self._delete_if_complete(job, execution)
+            # Last: the event and the alerts come after everything the slot's progress needs.
+            self.notifier.changed(job, execution, now)
 
     def retry_instant_of(self, job: Job, execution: Execution) -> datetime | None:
         """The retry instant of a RETRY_WAIT record, recomputed exactly as it was first computed."""

@@ -33,6 +33,7 @@ from punctual.execution.records import (
 from punctual.execution.turns import Turns
 from punctual.message_auth import DispatchSigner
 from punctual.models import Execution, ExecutionStatus, Job, JobState, Overlap
+from punctual.notifications.alerts import fire_delay_of
 from punctual.observability import MetricsSink
 from punctual.queues import DispatchMessage, MessageKind, QueuePort
 from punctual.store.base import ExecutionConflictError, Expect
@@ -107,6 +108,8 @@ class Claimer:
         """
         if self.signer is not None and not self.signer.verify(message):
             return self._forged(message, delivery)
+        if message.kind == MessageKind.ALERT:
+            return self._alert(message, delivery)
         # Half-cost read first; a consistent one only when it may be behind the message.
         job = self.store.get_job(message.tenant, message.job_id, consistent=False)
         if job is None or job.version < message.job_version:
@@ -155,6 +158,17 @@ class Claimer:
         reason = "claim kept racing"
         parked = self.park(job.version, message, delivery, reason)
         return parked or self._wait(message, delivery, job, ERROR_BACKOFF_S, reason, current)
+
+    def _alert(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
+        """A missed slot's alert, handed over by the poller: raised once (the alert's conditional
+        put), delivered here, the message deleted whatever happens to the delivery."""
+        job = self.store.get_job(message.tenant, message.job_id, consistent=False)
+        record = self.store.get_execution(message.tenant, message.job_id, message.slot)
+        if job is None or job.state is JobState.DELETED or record is None:
+            return Claim(ClaimOutcome.STALE, message, delivery, reason="job or slot is gone")
+        if record.status is ExecutionStatus.MISSED and self.after.notifier.alerter is not None:
+            self.after.notifier.alerter.missed(job, record)
+        return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, record, reason="missed alert")
 
     def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
         """A message not signed with the dispatch key: someone outside the scheduler wrote it.
@@ -266,6 +280,7 @@ class Claimer:
             self.ledger.save(skipped, current, expect)
             self.turns.pass_on(job, skipped, now)  # had it been handed the turn, the next slot gets it
             self.metrics.add("PausedSkipped", 1)
+            self.after.notifier.changed(job, skipped, now)
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="job is paused")
         first_attempt = message.attempt == 1
         holder = None
@@ -283,6 +298,7 @@ class Claimer:
             self.ledger.save(skipped, current, expect)
             self.store.add_skipped(job.tenant, job.id, 1)
             self.metrics.add("OverlapSkipped", 1)
+            self.after.notifier.changed(job, skipped, now)
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="overlap skip")
         if holder is not None:  # Overlap.QUEUE: recorded, acknowledged, started when its turn comes
             queued = current if current is not None and current.status is ExecutionStatus.QUEUED else base
@@ -307,6 +323,12 @@ class Claimer:
         if first_attempt:
             delay_ms = (now - started.scheduled_at).total_seconds() * 1000
             self.metrics.add("StartDelayMs", max(delay_ms, 0.0), "Milliseconds")
+        # The started event (sent with the attempt's end, or at once by a heartbeat worker) and,
+        # for a first attempt released after the job's bound, the late alert.
+        release_delay = fire_delay_of(started.scheduled_at, message.released_at) if first_attempt else None
+        self.after.notifier.started(job, started, now, release_delay)
+        if self.config.lease_timers:
+            self.after.notifier.flush()
         return self._claimed(job, message, delivery, started, now)
 
     def _claimed(

@@ -36,6 +36,7 @@ from punctual.execution.sqs import SqsBatch
 from punctual.execution.turns import Turns
 from punctual.message_auth import DispatchSigner
 from punctual.models import ExecutionStatus, Job
+from punctual.notifications import Notifier
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import DispatchMessage, QueuePort
 from punctual.retries import RandomSource, seeded_random
@@ -88,6 +89,8 @@ class Worker:
         queues sign what the worker sends when they were given the same signer.
     dead_letters
         Sends a finally failed slot's event to its job's dead-letter queue (None: not sent).
+    notifier
+        Execution events and the jobs' alerts (None: neither).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class Worker:
         pauser: JobPauser | None = None,
         signer: DispatchSigner | None = None,
         dead_letters: DeadLetterSink | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -128,7 +132,9 @@ class Worker:
             self._rng,
             pauser,
             dead_letters,
+            notifier,
         )
+        self.notifier = self.after.notifier
         self.leases = Leases(self.ledger, queues, route, clock, config, self.metrics)
         self.finisher = Finisher(self.ledger, self.leases, self.after, clock, config, self.metrics, self._rng)
         self.claimer = Claimer(
@@ -162,11 +168,14 @@ class Worker:
         HandleResult
             ``ack`` says whether the shell should delete the message.
         """
-        claim = self.claim(message, delivery, time_left_s)
-        if not claim.claimed:
-            return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
-        result = self.run(claim)
-        finished = self.finish(claim, result)
+        try:
+            claim = self.claim(message, delivery, time_left_s)
+            if not claim.claimed:
+                return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
+            result = self.run(claim)
+            finished = self.finish(claim, result)
+        finally:
+            self.notifier.flush_unless_held()  # the slot's events, in as few calls as possible
         outcome = "superseded" if finished.superseded else (finished.status or ExecutionStatus.RUNNING).value
         return HandleResult(outcome, not (claim.released or claim.detached), None, finished.execution)
 

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from punctual.clock import Clock
+from punctual.notifications import Notifier
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.polling.config import PollerConfig
 from punctual.polling.minute import MinutePoll
@@ -29,6 +30,8 @@ class Poller:
         Shard layout, queues and timings.
     metrics
         Where the poller's figures go.
+    notifier
+        Events and alerts of the slots it records MISSED (None: neither).
     """
 
     def __init__(
@@ -38,6 +41,7 @@ class Poller:
         clock: Clock,
         config: PollerConfig,
         metrics: MetricsSink | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -45,7 +49,7 @@ class Poller:
         self.config = config
         self.metrics = metrics or NullMetrics()
         self.pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="release")
-        self.releaser = SlotReleaser(store, queues, clock, config, self.metrics, self.pool)
+        self.releaser = SlotReleaser(store, queues, clock, config, self.metrics, self.pool, notifier)
 
     def release(self, timers: Sequence[Timer], uncertain: bool = False) -> ReleaseReport:
         """Release due timers now (see :meth:`SlotReleaser.release`)."""

@@ -20,11 +20,12 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.clock import Clock
-from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
+from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling.config import PollerConfig
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
@@ -82,6 +83,9 @@ class SlotReleaser:
         Where SlotsReleased, FireDelayMs, SlotsMissed and StaleTimersIgnored go.
     pool
         Runs chunks of a large release concurrently.
+    notifier
+        Publishes the events of the slots recorded MISSED (default: none). Their ``missed`` alerts
+        go to a worker as ``alert`` messages.
     """
 
     def __init__(
@@ -92,7 +96,9 @@ class SlotReleaser:
         config: PollerConfig,
         metrics: MetricsSink,
         pool: ThreadPoolExecutor,
+        notifier: Notifier | None = None,
     ) -> None:
+        self.notifier = notifier or Notifier()
         self.store = store
         self.queues = queues
         self.clock = clock
@@ -155,7 +161,7 @@ class SlotReleaser:
         report.fire_delays_ms.extend(out.delays_ms)
         if out.next_timers:
             self.store.put_timers(out.next_timers)
-        report.skipped += self._record_missed(out.missed)
+        report.skipped += self._record_missed(out.missed, jobs)
         for job in out.completions:
             report.completed += self._complete(job, now)
         return report
@@ -252,21 +258,51 @@ class SlotReleaser:
             job_version=job.version,
         )
 
-    def _record_missed(self, records: list[Execution]) -> int:
-        """Write MISSED records where the slot has none yet; count each slot once per job."""
+    def _record_missed(self, records: list[Execution], jobs: dict[tuple[str, str], Job]) -> int:
+        """Write MISSED records where the slot has none yet; count each slot once per job.
+
+        Each slot recorded MISSED (now, or by a release that died before it could tell) is
+        notified: its event, and an ``alert`` message when its job has a ``missed`` rule (the
+        worker makes the alert once per slot, however often the message comes).
+        """
         if not records:
             return 0
         ttl = int((self.clock.now() + timedelta(days=self.config.retention_days)).timestamp())
         per_job: dict[tuple[str, str], int] = defaultdict(int)
+        notify: list[tuple[Job, Execution]] = []
         for record in records:
+            job = jobs.get((record.tenant, record.job_id))
             try:
                 self.store.save_execution(record, None, ttl)
-            except ExecutionConflictError:
-                continue  # the slot ran, or was recorded missed before: nothing new to count
+            except ExecutionConflictError as exc:
+                # The slot ran, or was recorded missed before: nothing new to count. A record
+                # missed before is notified again (its alert is made once however often).
+                earlier = exc.current
+                if job is not None and job.alerts and earlier and earlier.status is ExecutionStatus.MISSED:
+                    notify.append((job, earlier))
+                continue
             per_job[(record.tenant, record.job_id)] += 1
+            if job is not None:
+                notify.append((job, record))
+        if notify:
+            self.notifier.missed(notify, self.clock.now())  # the events
+            self._send_alerts(notify)
         for (tenant, job_id), count in per_job.items():
             self.store.add_skipped(tenant, job_id, count)
         return sum(per_job.values())
+
+    def _send_alerts(self, missed: list[tuple[Job, Execution]]) -> None:
+        """Hand each missed slot of a job with a ``missed`` rule to a worker, which raises its
+        alert (once per slot, by a conditional write) and delivers it with the target role."""
+        now = self.clock.now()
+        outgoing: dict[str, list[DispatchMessage]] = defaultdict(list)
+        for job, record in missed:
+            if any(AlertCondition.MISSED in rule.on for rule in job.alerts):
+                message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
+                outgoing[self.queue_for(job)].append(replace(message, ordered=False))
+        for queue, messages in outgoing.items():
+            self.queues.send(queue, messages)
+            self.metrics.add("AlertsHandedOver", len(messages))
 
     def _complete(self, job: Job, now: datetime) -> int:
         """A one-time job after its slot, or a job past ``end_at``: mark it COMPLETED."""

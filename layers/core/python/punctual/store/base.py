@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.timers import Lane, Timer
 
 
@@ -464,8 +464,59 @@ class ScheduleGroupRepository(ABC):
         """Remove the group (no error if it is gone already)."""
 
 
+class AlertRepository(ABC):
+    """Alerts: one record per (job, slot, condition), a job's failure streak, rule throttles.
+
+    Every method is a single conditional write or read, so that an alert is made once however
+    often workers die or messages repeat.
+    """
+
+    @abstractmethod
+    def claim_alert(self, alert: Alert, stale_before: datetime, ttl_epoch_s: int) -> bool:
+        """Create ``alert`` if (job, key_slot, condition) has none, or take over one left SENDING
+        with ``claimed_at`` before ``stale_before`` (its worker died). True: the caller delivers it."""
+
+    @abstractmethod
+    def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
+        """Write the alert's delivery result if ``alert.owner`` still owns it (False: taken over)."""
+
+    @abstractmethod
+    def get_alert(
+        self, tenant: str, job_id: str, key_slot: str, condition: AlertCondition
+    ) -> Alert | None: ...
+
+    @abstractmethod
+    def list_alerts(self, tenant: str, job_id: str, limit: int) -> list[Alert]:
+        """A job's alerts, newest slot first, at most ``limit``."""
+
+    @abstractmethod
+    def open_streak(self, tenant: str, job_id: str, slot: str, ttl_epoch_s: int) -> str:
+        """Mark the job failing since ``slot`` unless it already is; returns the streak's first slot."""
+
+    @abstractmethod
+    def get_streak(self, tenant: str, job_id: str) -> str | None:
+        """The first failed slot of the job's current failure streak (None: not failing)."""
+
+    @abstractmethod
+    def close_streak(self, tenant: str, job_id: str, first_slot: str) -> bool:
+        """End the streak that began at ``first_slot`` (False: it was ended already, or is another)."""
+
+    @abstractmethod
+    def throttle_alert(
+        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int
+    ) -> int | None:
+        """``min_interval_seconds``: None when rule ``rule`` sent within ``interval_s`` before ``now``
+        (this one is counted held back); else the rule is marked sent at ``now`` and the count of
+        those held back since its last alert is returned (and reset)."""
+
+
 class JobStore(
-    JobRepository, TimerRepository, ExecutionRepository, DependencyRepository, ScheduleGroupRepository
+    JobRepository,
+    TimerRepository,
+    ExecutionRepository,
+    DependencyRepository,
+    ScheduleGroupRepository,
+    AlertRepository,
 ):
     """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
 

@@ -3,7 +3,7 @@
 One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: jobs
 (:mod:`.jobs`), timers, watermarks and progress (:mod:`.timers`), executions and turns
 (:mod:`.executions`), dependencies (:mod:`.dependencies`),
-schedule groups (:mod:`.groups`). Every item's key and every
+schedule groups (:mod:`.groups`), alerts (:mod:`.alerts`). Every item's key and every
 expression is built in :mod:`.schema` (which lists the items); shared helpers in :mod:`.keys`.
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
@@ -12,6 +12,7 @@ A job's history is one query on its partition (``exec#`` prefix, newest first).
 from __future__ import annotations
 
 from punctual.store.base import JobStore
+from punctual.store.dynamo.alerts import DynamoAlerts
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
@@ -21,12 +22,15 @@ from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition
 from punctual.store.dynamo.timers import DynamoTimers
 
 
-class DynamoStore(DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, DynamoGroups, JobStore):
+class DynamoStore(
+    DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, DynamoGroups, DynamoAlerts, JobStore
+):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""
 
 
 __all__ = [
     "WATERMARK_CHUNK",
+    "DynamoAlerts",
     "DynamoBase",
     "DynamoDependencies",
     "DynamoExecutions",

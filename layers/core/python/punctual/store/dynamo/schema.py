@@ -15,6 +15,9 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     turn         pk=job#<tenant>#<id>      sk=turn           holder, since, waiting (string set)
     dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
     dependent    pk=job#<tenant>#<parent>  sk=child#<child>
+    alert        pk=job#<tenant>#<id>      sk=alert#<slot>#<condition>  st, owner, claimed, doc, expires_at
+    streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then
+    throttle     pk=job#<tenant>#<id>      sk=throttle#<rule>  last (ms), held (alert min_interval)
     timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
     timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
@@ -115,6 +118,22 @@ def pack_key(bucket: str, window_start: str, digest: str) -> Key:
     """A timer pack's key: its bucket, its window's first instant (as a timer's sort key
     starts) and a digest of its entries, so rewriting the same set writes the same item."""
     return _key(bucket, f"{window_start}#~{digest}")
+
+
+ALERT_PREFIX = "alert#"
+
+
+def alert_key(tenant: str, job_id: str, key_slot: str, condition: str) -> Key:
+    """An alert's key: newest slot first in a reverse query of the ``alert#`` prefix."""
+    return _key(job_pk(tenant, job_id), f"{ALERT_PREFIX}{key_slot}#{condition}")
+
+
+def streak_key(tenant: str, job_id: str) -> Key:
+    return _key(job_pk(tenant, job_id), "streak")
+
+
+def throttle_key(tenant: str, job_id: str, rule: int) -> Key:
+    return _key(job_pk(tenant, job_id), f"throttle#{rule}")
 
 
 def watermark_key(lane: str, chunk: int) -> Key:
@@ -422,3 +441,53 @@ def count_dependent(delta: int) -> Expression:
 def unchanged_group(expected_updated_at: str) -> Expression:
     """Replace a schedule group only if nobody changed it since it was read (``updated_at``)."""
     return Expression(condition="updated_at = :expected", values={":expected": _s(expected_updated_at)})
+
+
+# ------------------------------------------------------------- alerts
+
+
+def claim_alert(sending: str, stale_before_ms: int) -> Expression:
+    """Create an alert if its (job, slot, condition) has none, or take over one left ``sending``
+    by a worker that claimed it before ``stale_before_ms`` (it died): one alert per key."""
+    return Expression(
+        condition="attribute_not_exists(pk) OR (st = :sending AND claimed < :stale)",
+        values={":sending": _s(sending), ":stale": _n(stale_before_ms)},
+    )
+
+
+def owned_alert(owner: str) -> Expression:
+    """Write an alert's delivery result only while ``owner`` still holds it."""
+    return Expression(condition="#o = :o", names={"#o": "owner"}, values={":o": _s(owner)})
+
+
+def open_streak(slot: str, ttl_epoch_s: int) -> Expression:
+    """Mark the job failing since ``slot`` unless it already is (the first failed slot stays)."""
+    return Expression(
+        update="SET #f = if_not_exists(#f, :s), expires_at = :ttl",
+        names={"#f": "first"},
+        values={":s": _s(slot), ":ttl": _n(ttl_epoch_s)},
+    )
+
+
+def close_streak(first_slot: str) -> Expression:
+    """End the streak that began at ``first_slot`` (an update, not a delete: the workers' role
+    deletes nothing); it fails when that streak was ended already, so ``recovered`` is sent once."""
+    return Expression(
+        update="REMOVE #f", condition="#f = :s", names={"#f": "first"}, values={":s": _s(first_slot)}
+    )
+
+
+def send_throttled(now_ms: int, interval_s: int) -> Expression:
+    """A rule sends at ``now_ms`` only if it last sent at least ``interval_s`` before (and the
+    count of those held back restarts)."""
+    return Expression(
+        update="SET #l = :now, held = :zero",
+        condition="attribute_not_exists(#l) OR #l <= :cut",
+        names={"#l": "last"},
+        values={":now": _n(now_ms), ":zero": _n(0), ":cut": _n(now_ms - interval_s * 1000)},
+    )
+
+
+def hold_throttled() -> Expression:
+    """Count one alert of a rule held back by its interval."""
+    return Expression(update="ADD held :one", values={":one": _n(1)})

@@ -1,5 +1,6 @@
 """An in-memory JobStore with the same semantics as the DynamoDB one, one mixin per aggregate
-(:mod:`.jobs`, :mod:`.timers`, :mod:`.executions`, :mod:`.dependencies`, :mod:`.groups`) over
+(:mod:`.jobs`, :mod:`.timers`, :mod:`.executions`, :mod:`.dependencies`, :mod:`.groups`,
+:mod:`.alerts`) over
 :class:`~.base.MemoryBase`.
 
 Used by logic tests and the CPU benchmark. One lock makes every operation atomic, the
@@ -9,6 +10,7 @@ way a conditional write is atomic in DynamoDB.
 from __future__ import annotations
 
 from punctual.store.base import JobStore
+from punctual.store.memory.alerts import MemoryAlerts
 from punctual.store.memory.base import MemoryBase, tag_matches
 from punctual.store.memory.dependencies import MemoryDependencies
 from punctual.store.memory.executions import MemoryExecutions
@@ -17,7 +19,9 @@ from punctual.store.memory.jobs import MemoryJobs
 from punctual.store.memory.timers import MemoryTimers
 
 
-class MemoryStore(MemoryJobs, MemoryTimers, MemoryExecutions, MemoryDependencies, MemoryGroups, JobStore):
+class MemoryStore(
+    MemoryJobs, MemoryTimers, MemoryExecutions, MemoryDependencies, MemoryGroups, MemoryAlerts, JobStore
+):
     """JobStore in memory: every aggregate's implementation, on one lock."""
 
 

@@ -9,7 +9,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import TypeVar
 
-from punctual.models import Execution, Job
+from punctual.models import Alert, Execution, Job
 from punctual.store.base import (
     ExecutionKey,
     JobKey,
@@ -50,6 +50,9 @@ class MemoryBase:
         self._child_dispatched: set[ExecutionKey] = set()
         self._dependents: dict[JobKey, set[str]] = defaultdict(set)
         self._groups: dict[tuple[str, str], ScheduleGroup] = {}  # (tenant, name) -> schedule group
+        self._alert_items: dict[tuple[str, str, str, str], Alert] = {}  # (tenant, job, key slot, condition)
+        self._streaks: dict[JobKey, str] = {}  # a failing job's first failed slot
+        self._throttles: dict[tuple[str, str, int], tuple[datetime, int]] = {}  # (last sent, held back)
         self.timer_writes = 0  # counted for tests and benchmarks
 
     def _put_timer(self, timer: Timer) -> None:

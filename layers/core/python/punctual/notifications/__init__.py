@@ -1,0 +1,125 @@
+"""Telling people what happened: execution events on EventBridge, and per-job alerts.
+
+:class:`Notifier` is the one port the worker (:mod:`punctual.execution`) and the poller
+(:mod:`punctual.polling.release`) call at each state change of an execution; it publishes the
+event (:mod:`.events`) and, in the worker, raises the alerts the job's rules ask for
+(:mod:`.alerts`). The poller only publishes: it hands a missed slot's alert to a worker (an
+``alert`` message), since only workers may call targets. It never
+raises: a failure to notify is logged and counted, never a failure of the slot. A job without
+alert rules costs no store operation here, and with events turned off nothing is built.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from punctual.models import Execution, ExecutionStatus, Job
+from punctual.notifications.alerts import Alerter, late_bound_s
+from punctual.notifications.events import (
+    SLOT_LATE,
+    SLOT_MISSED,
+    Event,
+    EventBridgeSink,
+    EventPublisher,
+    EventSink,
+    MemoryEventSink,
+    execution_event,
+)
+
+__all__ = [
+    "Alerter",
+    "Event",
+    "EventBridgeSink",
+    "EventPublisher",
+    "EventSink",
+    "MemoryEventSink",
+    "Notifier",
+]
+
+log = logging.getLogger("punctual.notifications")
+
+
+class Notifier:
+    """Events and alerts at each state change of an execution.
+
+    Parameters
+    ----------
+    events
+        The event publisher (a disabled one when events are turned off).
+    alerter
+        Raises alerts (None: alert rules are not acted on, e.g. a process that cannot call targets).
+    """
+
+    def __init__(self, events: EventPublisher | None = None, alerter: Alerter | None = None) -> None:
+        self.events = events or EventPublisher(None)
+        self.alerter = alerter
+        self._held = 0
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Hold events until the block ends (a Lambda worker's SQS batch: ten slots' events go in
+        two PutEvents calls, not ten); a full call's worth is still sent at once."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            self.flush_unless_held()
+
+    def flush_unless_held(self) -> None:
+        if not self._held:
+            self.flush()
+
+    def started(self, job: Job, execution: Execution, now: datetime, fire_delay_ms: float | None) -> None:
+        """An attempt started (``fire_delay_ms``: the first attempt's release delay, else None);
+        a first release later than the job's smallest ``late_after_seconds`` is late."""
+        try:
+            if self.events.enabled:
+                self.events.add(execution_event(job, execution, now, fire_delay_ms=fire_delay_ms))
+            bound = late_bound_s(job) if job.alerts else None
+            if bound is None or fire_delay_ms is None or fire_delay_ms <= bound * 1000:
+                return
+            if self.events.enabled:
+                self.events.add(
+                    execution_event(
+                        job,
+                        execution,
+                        now,
+                        detail_type=SLOT_LATE,
+                        status="LATE",
+                        fire_delay_ms=fire_delay_ms,
+                        late_after_seconds=bound,
+                    )
+                )
+            if self.alerter is not None:
+                self.alerter.late(job, execution, fire_delay_ms)
+        except Exception:
+            log.exception("notifying the start of %s %s failed", job.id, execution.slot)
+
+    def changed(self, job: Job, execution: Execution, now: datetime) -> None:
+        """A recorded status change (ended, retry scheduled, skipped): event, then alerts."""
+        try:
+            if self.events.enabled:
+                self.events.add(execution_event(job, execution, now))
+            if self.alerter is not None and job.alerts and execution.status.terminal:
+                self.alerter.ended(job, execution)
+        except Exception:
+            log.exception("notifying %s %s %s failed", job.id, execution.slot, execution.status.value)
+        self.flush_unless_held()
+
+    def missed(self, missed: list[tuple[Job, Execution]], now: datetime) -> None:
+        """Slots the poller recorded MISSED: one event each, batched. (Their ``missed`` alerts
+        are raised by a worker: the poller hands them over as ``alert`` messages.)"""
+        try:
+            for job, execution in missed:
+                if self.events.enabled and execution.status is ExecutionStatus.MISSED:
+                    self.events.add(execution_event(job, execution, now, detail_type=SLOT_MISSED))
+        except Exception:
+            log.exception("notifying missed slots failed")
+        self.flush()
+
+    def flush(self) -> None:
+        self.events.flush()

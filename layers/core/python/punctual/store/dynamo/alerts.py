@@ -1,0 +1,137 @@
+"""Alerts in DynamoDB: alert records, a job's failure streak, per-rule throttles.
+
+The items (on the job's partition, beside its executions) and their expressions are in
+:mod:`.schema`.
+
+An alert is created by a conditional put (none yet for its key, or one left SENDING by a worker
+that died), and its result is written only by its owner: one alert per (job, slot, condition).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.models import Alert, AlertCondition, AlertStatus
+from punctual.store.base import AlertRepository
+from punctual.store.dynamo import schema
+from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.schema import _n, _s, job_pk
+
+
+def _ms(instant: datetime) -> int:
+    return int(instant.timestamp() * 1000)
+
+
+def _conditional_failed(exc: ClientError) -> bool:
+    return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
+
+
+class DynamoAlerts(DynamoBase, AlertRepository):
+    """Alerts in DynamoDB."""
+
+    def _alert_item(self, alert: Alert, ttl_epoch_s: int) -> dict[str, Any]:
+        return {
+            **schema.alert_key(alert.tenant, alert.job_id, alert.key_slot, alert.condition.value),
+            "st": _s(alert.status.value),
+            "owner": _s(alert.owner),
+            "claimed": _n(_ms(alert.claimed_at)),
+            "doc": _s(alert.model_dump_json()),
+            "expires_at": _n(ttl_epoch_s),
+        }
+
+    def claim_alert(self, alert: Alert, stale_before: datetime, ttl_epoch_s: int) -> bool:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=self._alert_item(alert, ttl_epoch_s),
+                **schema.claim_alert(AlertStatus.SENDING.value, _ms(stale_before)).fields(),
+            )
+            return True
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+
+    def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=self._alert_item(alert, ttl_epoch_s),
+                **schema.owned_alert(alert.owner).fields(),
+            )
+            return True
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+
+    def get_alert(self, tenant: str, job_id: str, key_slot: str, condition: AlertCondition) -> Alert | None:
+        item = self.client.get_item(
+            TableName=self.table,
+            Key=schema.alert_key(tenant, job_id, key_slot, condition.value),
+            ConsistentRead=True,
+        ).get("Item")
+        return Alert.model_validate(json.loads(item["doc"]["S"])) if item else None
+
+    def list_alerts(self, tenant: str, job_id: str, limit: int) -> list[Alert]:
+        reply = self.client.query(
+            TableName=self.table,
+            **schema.partition(job_pk(tenant, job_id), schema.ALERT_PREFIX).fields(),
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [Alert.model_validate(json.loads(item["doc"]["S"])) for item in reply.get("Items", [])]
+
+    def open_streak(self, tenant: str, job_id: str, slot: str, ttl_epoch_s: int) -> str:
+        reply = self.client.update_item(
+            TableName=self.table,
+            Key=schema.streak_key(tenant, job_id),
+            **schema.open_streak(slot, ttl_epoch_s).fields(),
+            ReturnValues="ALL_NEW",
+        )
+        return str(reply["Attributes"]["first"]["S"])
+
+    def get_streak(self, tenant: str, job_id: str) -> str | None:
+        item = self.client.get_item(
+            TableName=self.table, Key=schema.streak_key(tenant, job_id), ConsistentRead=True
+        ).get("Item")
+        return str(item["first"]["S"]) if item and "first" in item else None
+
+    def close_streak(self, tenant: str, job_id: str, first_slot: str) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=schema.streak_key(tenant, job_id),
+                **schema.close_streak(first_slot).fields(),
+            )
+            return True
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+
+    def throttle_alert(
+        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int
+    ) -> int | None:
+        key = schema.throttle_key(tenant, job_id, rule)
+        try:
+            reply = self.client.update_item(
+                TableName=self.table,
+                Key=key,
+                **schema.send_throttled(_ms(now), interval_s).fields(),
+                ReturnValues="ALL_OLD",
+            )
+            return int(reply.get("Attributes", {}).get("held", {}).get("N", "0"))
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
+        self.client.update_item(
+            TableName=self.table,
+            Key=key,
+            **schema.hold_throttled().fields(),
+        )
+        return None

@@ -1,0 +1,300 @@
+"""Alert rules and execution events through the real worker and poller (in-memory store, injected clock).
+
+Each condition (failed, late, missed, recovered), exactly once per (job, slot, condition) under
+repeated delivery and a worker that dies while it alerts, throttling, the Slack format, delivery
+failures that never fail the job, and every published event against docs/events.schema.json.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from execution_harness import Crash, FakeTarget, Rig
+from punctual.clock import ManualClock
+from punctual.models import AlertStatus, ExecutionStatus, Job
+from punctual.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
+from punctual.notifications.alerts import ALERT_STALE_S, DELIVERY_TRIES
+from punctual.notifications.events import SLOT_LATE, SLOT_MISSED, STATUS_CHANGE
+from punctual.queues import MessageKind, message_for
+from punctual.slots import fire_timer
+from punctual.store.memory import MemoryStore
+from punctual.targets.base import TargetResult
+from punctual.timers import slot_key
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+HOOK = {"type": "http", "url": "https://alerts.example.com/hook"}
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "events.schema.json").read_text())
+FAIL = TargetResult.permanent("HTTP 500")
+OK = TargetResult.ok("HTTP 200")
+
+
+class Alerting:
+    """A rig whose worker and poller notify: events kept in memory, alerts sent to ``hooks``."""
+
+    def __init__(self, *results: Any, hooks: FakeTarget | None = None) -> None:
+        self.store = MemoryStore()
+        self.clock = ManualClock(T0)
+        self.events = MemoryEventSink()
+        self.hooks = hooks or FakeTarget()
+        self.alerter = Alerter(
+            self.store, self.hooks, self.clock, signing_secrets=lambda job: ("whsec_test",)
+        )
+        self.rig = Rig(
+            self.store,
+            self.clock,
+            target=FakeTarget(*results),
+            notifier=Notifier(EventPublisher(self.events), self.alerter),
+        )
+        self.worker = self.rig.worker()
+
+    def job(self, *rules: dict[str, Any], **overrides: Any) -> Job:
+        overrides.setdefault("retry", {"max_attempts": 1})
+        return self.rig.add_job(alerts=list(rules), **overrides)
+
+    def run_slot(self, job: Job, minute: int, *, released_after_s: float = 0.5) -> None:
+        """Release slot T0+minute (``released_after_s`` after its instant) and work it."""
+        slot = T0 + timedelta(minutes=minute)
+        self.clock.set(slot + timedelta(seconds=released_after_s))
+        self.rig.send(message_for(job, slot_key(slot), slot, 1, MessageKind.FIRE, self.clock.now()))
+        self.rig.work_until_idle(self.worker)
+
+    def alerts(self, job: Job) -> list[tuple[str, str, AlertStatus]]:
+        found = self.store.list_alerts(job.tenant, job.id, 100)
+        return sorted((a.key_slot, a.condition.value, a.status) for a in found)
+
+    def check_events(self) -> None:
+        for event in self.events.events:
+            jsonschema.validate(event.detail, SCHEMA)
+
+
+def _recording_hooks(*results: Any) -> tuple[FakeTarget, list[Any]]:
+    payloads: list[Any] = []
+    hooks = FakeTarget(*results)
+    original = hooks.invoke
+
+    def invoke(target: Any, payload: Any, ctx: Any) -> TargetResult:
+        payloads.append(payload)
+        return original(target, payload, ctx)
+
+    hooks.invoke = invoke  # type: ignore[method-assign]
+    return hooks, payloads
+
+
+def test_a_failed_slot_alerts_once_however_often_its_message_repeats() -> None:
+    # Given a job whose target fails, with a rule on failed
+    hooks, payloads = _recording_hooks(OK)
+    a = Alerting(FAIL, hooks=hooks)
+    job = a.job({"on": ["failed"], "target": HOOK}, name="nightly")
+    # When its slot runs, and the same message is delivered three more times
+    a.run_slot(job, 0)
+    slot = slot_key(T0)
+    for _ in range(3):
+        a.rig.send(message_for(job, slot, T0, 1, MessageKind.FIRE, a.clock.now()))
+        a.rig.work_until_idle(a.worker)
+    # Then one alert, sent once, with the documented body
+    assert a.alerts(job) == [(slot, "failed", AlertStatus.SENT)]
+    assert len(payloads) == 1
+    body = payloads[0]
+    assert body["condition"] == "failed" and body["job_id"] == job.id and body["job_name"] == "nightly"
+    assert body["slot"] == slot and body["attempt"] == 1 and body["status"] == "FAILED"
+    assert body["error"] == "HTTP 500" and body["fire_delay_ms"] == 500.0
+    assert "nightly" in body["summary"] and "FAILED" in body["summary"]
+    assert body["links"]["execution"] == f"/v1/jobs/{job.id}/executions/2026-11-30T10%3A00%3A00Z"
+    # And the HTTP alert was signed with the job's secrets, under its own idempotency key
+    ctx = hooks.calls[0]
+    assert ctx.signing_secrets == ("whsec_test",)
+    assert ctx.idempotency_key == f"{job.id}:{slot}#alert-failed"
+    a.check_events()
+
+
+def test_a_worker_that_dies_while_alerting_leaves_the_alert_to_the_redelivery() -> None:
+    # Given a worker that dies (Crash) in the middle of delivering the alert
+    hooks = FakeTarget(Crash(), OK)
+    a = Alerting(FAIL, hooks=hooks)
+    job = a.job({"on": ["failed"], "target": HOOK})
+    a.clock.set(T0)
+    a.rig.send(message_for(job, slot_key(T0), T0, 1, MessageKind.FIRE, a.clock.now()))
+    with pytest.raises(Crash):
+        a.rig.work(a.worker, visibility_s=ALERT_STALE_S + 5)
+    assert a.alerts(job) == [(slot_key(T0), "failed", AlertStatus.SENDING)]
+    # When another repeat raises it before the stale bound: nobody sends it a second time
+    a.clock.set(T0 + timedelta(seconds=ALERT_STALE_S - 10))
+    record = a.store.get_execution(job.tenant, job.id, slot_key(T0))
+    assert record is not None and record.status is ExecutionStatus.FAILED
+    a.worker.notifier.changed(job, record, a.clock.now())
+    assert len(hooks.calls) == 1
+    # And the message's redelivery (after its visibility) takes the alert over and delivers it
+    a.clock.set(T0 + timedelta(seconds=ALERT_STALE_S + 10))
+    a.rig.work_until_idle(a.worker)
+    assert len(hooks.calls) == 2
+    assert a.alerts(job) == [(slot_key(T0), "failed", AlertStatus.SENT)]
+
+
+def test_recovered_is_sent_once_per_failure_streak() -> None:
+    # Given slots that fail, fail, succeed, succeed, fail, succeed
+    hooks, payloads = _recording_hooks(OK)
+    a = Alerting(FAIL, FAIL, OK, OK, FAIL, OK, hooks=hooks)
+    job = a.job({"on": ["failed", "recovered"], "target": HOOK})
+    for minute in range(6):
+        a.run_slot(job, minute)
+    # When the first success's message comes again
+    third = T0 + timedelta(minutes=2)
+    a.rig.send(message_for(job, slot_key(third), third, 1, MessageKind.FIRE, a.clock.now()))
+    a.rig.work_until_idle(a.worker)
+    # Then one failed alert per failed slot, and one recovered per streak (keyed on its first slot)
+    s = [slot_key(T0 + timedelta(minutes=m)) for m in range(6)]
+    assert a.alerts(job) == sorted(
+        [
+            (s[0], "failed", AlertStatus.SENT),
+            (s[1], "failed", AlertStatus.SENT),
+            (s[0], "recovered", AlertStatus.SENT),
+            (s[4], "failed", AlertStatus.SENT),
+            (s[4], "recovered", AlertStatus.SENT),
+        ]
+    )
+    recovered = [p for p in payloads if p["condition"] == "recovered"]
+    assert [(p["slot"], p["failing_since"], p["status"]) for p in recovered] == [
+        (s[2], s[0], "SUCCEEDED"),
+        (s[5], s[4], "SUCCEEDED"),
+    ]
+    assert a.store.get_streak(job.tenant, job.id) is None
+    a.check_events()
+
+
+def test_late_is_judged_on_the_release_instant_the_message_carries() -> None:
+    # Given a rule on late after 5 s, and one after 60 s elsewhere
+    hooks, payloads = _recording_hooks(OK)
+    a = Alerting(OK, hooks=hooks)
+    pager = {"type": "http", "url": "https://pager.example.com/hook"}
+    job = a.job(
+        {"on": ["late"], "target": HOOK, "late_after_seconds": 5},
+        {"on": ["late", "failed"], "target": pager, "late_after_seconds": 60},
+    )
+    # When one slot is released 1 s late and the next 8 s late (the injected clock decides)
+    a.run_slot(job, 0, released_after_s=1)
+    a.run_slot(job, 1, released_after_s=8)
+    # Then only the second is late: one alert, and one Slot Late event
+    late_slot = slot_key(T0 + timedelta(minutes=1))
+    assert a.alerts(job) == [(late_slot, "late", AlertStatus.SENT)]
+    assert payloads[0]["fire_delay_ms"] == 8000.0 and "8.0 s" in payloads[0]["summary"]
+    assert [c.slot for c in hooks.calls] == [f"{late_slot}#alert-late"]  # not the 60 s rule's target
+    [alert] = a.store.list_alerts(job.tenant, job.id, 10)
+    assert [d.rule for d in alert.deliveries] == [0]
+    late_events = [e for e in a.events.events if e.detail_type == SLOT_LATE]
+    assert [(e.detail["slot"], e.detail["late_after_seconds"]) for e in late_events] == [(late_slot, 5)]
+    a.check_events()
+
+
+def test_missed_slots_alert_once_each_even_when_the_poller_reads_them_again() -> None:
+    # Given a job with catch-up none whose timer is found five minutes late
+    hooks, payloads = _recording_hooks(OK)
+    a = Alerting(OK, hooks=hooks)
+    job = a.job({"on": ["missed"], "target": HOOK}, catchup={"policy": "none"})
+    a.store.put_timers([fire_timer(a.rig.dispatcher().config.layout, job, T0, T0)])
+    a.clock.set(T0 + timedelta(minutes=5, seconds=1))
+    a.rig.poll()
+    # The poller hands each missed slot's alert to a worker (only workers may call targets)
+    alert_messages = [m.message for m in a.rig.queues.queues["queue://short"] if m.message.kind == "alert"]
+    assert len(alert_messages) == 5 and not a.store.list_alerts(job.tenant, job.id, 10)
+    a.rig.work_until_idle(a.worker)
+    # When a restarted poller releases the same timer again, and its messages are worked too
+    a.rig.released_timers.clear()
+    a.clock.advance(1)
+    a.rig.poll()
+    a.rig.work_until_idle(a.worker)
+    # Then each missed slot has one alert and the job's target was never called for them
+    missed = [slot_key(T0 + timedelta(minutes=m)) for m in range(5)]
+    assert a.alerts(job) == [(s, "missed", AlertStatus.SENT) for s in missed]
+    assert len(payloads) == 5 and all(p["status"] == "MISSED" for p in payloads)
+    assert all("catch-up policy none" in p["summary"] for p in payloads)
+    assert [c.slot for c in a.rig.target.calls] == [slot_key(T0 + timedelta(minutes=5))]  # the on-time one
+    missed_events = {e.detail["slot"] for e in a.events.events if e.detail_type == SLOT_MISSED}
+    assert missed_events == set(missed)
+    a.check_events()
+
+
+def test_min_interval_holds_alerts_back_and_the_next_one_counts_them() -> None:
+    hooks, payloads = _recording_hooks(OK)
+    a = Alerting(FAIL, hooks=hooks)
+    job = a.job({"on": ["failed"], "target": HOOK, "min_interval_seconds": 600})
+    for minute in (0, 1, 2, 11):
+        a.run_slot(job, minute)
+    statuses = [status for _, _, status in a.alerts(job)]
+    assert statuses == [AlertStatus.SENT, AlertStatus.HELD, AlertStatus.HELD, AlertStatus.SENT]
+    assert [p["held_back"] for p in payloads] == [0, 2]
+
+
+def test_slack_format_sends_the_summary_as_an_incoming_webhook_message() -> None:
+    hooks, payloads = _recording_hooks(OK)
+    a = Alerting(FAIL, hooks=hooks)
+    job = a.job({"on": ["failed"], "target": HOOK, "format": "slack"}, name="billing")
+    a.run_slot(job, 0)
+    assert list(payloads[0]) == ["text"]
+    assert "billing" in payloads[0]["text"] and "FAILED" in payloads[0]["text"]
+
+
+def test_an_alert_that_cannot_be_delivered_is_retried_recorded_and_never_fails_the_job() -> None:
+    # Given an alert target that always fails, and a job that succeeds after a failed slot
+    hooks = FakeTarget(TargetResult.retryable("HTTP 503"))
+    a = Alerting(FAIL, OK, hooks=hooks)
+    job = a.job({"on": ["failed"], "target": HOOK})
+    a.run_slot(job, 0)
+    a.run_slot(job, 1)
+    # Then the alert was tried DELIVERY_TRIES times, with the injected clock's backoff between
+    [alert] = a.store.list_alerts(job.tenant, job.id, 10)
+    assert alert.status is AlertStatus.FAILED
+    assert alert.deliveries[0].tries == DELIVERY_TRIES and alert.deliveries[0].error == "HTTP 503"
+    assert len(hooks.calls) == DELIVERY_TRIES
+    # And the slots' records are as the job's target decided, the queue drained
+    records = {e.slot: e.status for e in a.rig.history(job)}
+    assert records == {
+        slot_key(T0): ExecutionStatus.FAILED,
+        slot_key(T0 + timedelta(minutes=1)): ExecutionStatus.SUCCEEDED,
+    }
+    assert not a.rig.queues.queues.get("queue://short")
+
+
+def test_every_state_change_is_an_event_and_a_job_without_rules_costs_no_alert_write() -> None:
+    # Given a job without alert rules whose first attempt fails and whose retry succeeds
+    a = Alerting(TargetResult.retryable("HTTP 503"), OK)
+    job = a.rig.add_job(retry={"max_attempts": 2, "base_seconds": 1, "jitter": False}, tags={"team": "data"})
+    a.run_slot(job, 0)
+    a.clock.set(T0 + timedelta(seconds=5))
+    a.rig.poll()
+    a.rig.work_until_idle(a.worker)
+    # Then started, retry scheduled, started, succeeded: each a status change event
+    seen = [(e.detail_type, e.detail["status"], e.detail["attempt"]) for e in a.events.events]
+    assert seen == [
+        (STATUS_CHANGE, "RUNNING", 1),
+        (STATUS_CHANGE, "RETRY_WAIT", 1),
+        (STATUS_CHANGE, "RUNNING", 2),
+        (STATUS_CHANGE, "SUCCEEDED", 2),
+    ]
+    assert a.events.events[-1].detail["tags"] == {"team": "data"}
+    assert a.events.events[-1].detail["duration_ms"] is not None
+    # And each message's events went out together (one call per message)
+    assert [len(call) for call in a.events.calls] == [2, 2]
+    assert a.store.list_alerts(job.tenant, job.id, 10) == []
+    a.check_events()
+
+
+def test_a_batch_of_messages_sends_its_events_together() -> None:
+    # Given three slots' messages handled as one Lambda batch
+    a = Alerting(OK)
+    job = a.rig.add_job()
+    for minute in range(3):
+        slot = T0 + timedelta(minutes=minute)
+        a.rig.send(message_for(job, slot_key(slot), slot, 1, MessageKind.FIRE, slot))
+    a.clock.set(T0 + timedelta(minutes=3))
+    with a.worker.notifier.batched():
+        a.rig.work(a.worker)
+        assert a.events.calls == []  # held while the batch runs
+    # Then their six events (started and succeeded, each) went out in one PutEvents call
+    assert [len(call) for call in a.events.calls] == [6]
+    a.check_events()
