@@ -145,6 +145,12 @@ ECS_BURST_CONCURRENCY: Final = 32  # threads per task (PUNCTUAL_WORKER_CONCURREN
 ECS_BURST_CPU_UNITS: Final = 1024
 ECS_BURST_MEMORY_MIB: Final = 2048
 ECS_BURST_MAX_TASKS: Final = 5000  # ECS's tasks-per-service quota
+# The most burst tasks the tick may start ahead of a planned burst (predictive scaling); 0 builds
+# no scaling (and no burst service unless ecsBurstTasks asks for standing ones).
+ECS_BURST_TASKS_MAX: Final = 0
+# What one burst task drains a second per vCPU (bench/capacity.py: 644 messages/s for 1 vCPU with
+# 32 threads, CPU-bound with the LEASE write): the tick's planner sizes the burst with it.
+ECS_BURST_MESSAGES_PER_S_PER_VCPU: Final = 644
 # Alarm when fewer burst tasks run than asked for, this many minutes in a row (a replaced task
 # takes a minute or two to start).
 ECS_BURST_SHORT_ALARM_PERIODS: Final = 5

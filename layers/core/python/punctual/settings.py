@@ -97,6 +97,33 @@ class Settings(BaseModel):
     lean_poller_function: str = ""
     group_slices: int = Field(default=1, ge=1, le=64)
     tick_lookahead_minutes: int = Field(default=2, ge=1, le=10)
+    # Predictive scaling (punctual.scaling): the tick sizes the burst workers and the worker event
+    # sources' MaximumConcurrency for each coming minute's planned load. The figures of the
+    # capacity model (docs/capacity.md): one message's time on a worker Lambda, the event source's
+    # cold start and ramp, what a burst worker drains a second, how long one takes to start.
+    burst_lateness_target_s: int = Field(default=10, ge=1, le=600)
+    worker_message_ms: float = Field(default=19.3, gt=0, le=900_000)
+    worker_max_concurrency: int = Field(default=400, ge=0, le=10_000)  # at rest: workerMaxConcurrency
+    worker_max_concurrency_ceiling: int = Field(default=1000, ge=0, le=10_000)
+    event_source_cold_concurrency: int = Field(default=5, ge=0, le=10_000)
+    event_source_ramp_per_minute: int = Field(default=300, ge=0, le=100_000)
+    burst_workers: int = Field(default=0, ge=0, le=10_000)  # at rest: ecsBurstTasks
+    burst_workers_max: int = Field(default=0, ge=0, le=10_000)  # 0: no burst workers to start
+    burst_worker_messages_per_s: float = Field(default=644.0, gt=0)
+    # Fargate: provisioning, image pull, container start (about a minute; docs/capacity.md). The
+    # tick starts the next two minutes, so a burst minute is seen ~2 minutes ahead.
+    burst_start_lead_s: int = Field(default=75, ge=0, le=600)
+    burst_hold_s: int = Field(default=30, ge=0, le=3600)
+    scaling_period_s: float = Field(default=60.0, gt=0, le=3600)
+    # What the actuator changes (the stack fills these on the tick): the worker function's event
+    # source mapping ids, the burst ECS service and its cluster.
+    worker_event_source_mappings: list[str] = Field(default_factory=list)
+    burst_service: str = ""
+    burst_cluster: str = ""
+    # Burst smoothing (punctual.smoothing): a slot may be released up to this many seconds after
+    # its instant to keep a target within its rate budget (a job's max_lateness_seconds
+    # overrides it); a slot the budget cannot take within it fires on time and counts an overrun.
+    max_lateness_seconds: int = Field(default=10, ge=0, le=3600)
 
     def layout(self) -> TimerLayout:
         """The timer layout these settings describe (the one way it is built from them)."""
@@ -106,7 +133,14 @@ class Settings(BaseModel):
         """Which work queue a job's messages go to (the one way it is built from them)."""
         return QueueRouting(tuple(self.short_queue_urls), tuple(self.long_queue_urls))
 
-    @field_validator("short_queue_urls", "long_queue_urls", "target_allow_cidrs", "own_arns", mode="before")
+    @field_validator(
+        "short_queue_urls",
+        "long_queue_urls",
+        "target_allow_cidrs",
+        "own_arns",
+        "worker_event_source_mappings",
+        mode="before",
+    )
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):
@@ -140,6 +174,10 @@ DEPLOYED: tuple[str, ...] = (
     "shard_groups",
     "max_shard_groups",
     "triggers_per_poller_minute",
+    "burst_lateness_target_s",
+    "burst_start_lead_s",
+    "burst_hold_s",
+    "max_lateness_seconds",
 )
 
 
