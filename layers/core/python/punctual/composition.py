@@ -26,6 +26,7 @@ from punctual.message_auth import DispatchSigner, signer_from
 from punctual.observability import MetricsSink
 from punctual.polling import Poller, PollerConfig
 from punctual.queues import SqsQueues
+from punctual.scaling_aws import AwsActuator
 from punctual.settings import Settings
 from punctual.store.dynamo import DynamoStore
 from punctual.tick import Tick
@@ -107,9 +108,17 @@ class Container:
         )
         return Poller(self.store, self.queues, self.clock, config, metrics)
 
-    def tick(self) -> Tick:
-        """The tick: it plans each coming minute from the read-only store."""
-        return Tick(self.settings, self.client("stepfunctions"), self.reader)
+    def tick(self, metrics: MetricsSink | None = None) -> Tick:
+        """The tick: it plans each coming minute from the read-only store and, when the stack
+        names what to scale, sizes the workers for them (:mod:`punctual.scaling`)."""
+        return Tick(self.settings, self.client("stepfunctions"), self.reader, self.actuator(), metrics)
+
+    def actuator(self) -> AwsActuator | None:
+        """The capacity actuator, when there is something to scale (None: predictive scaling off)."""
+        settings = self.settings
+        if not (settings.worker_event_source_mappings or settings.burst_service):
+            return None
+        return AwsActuator(settings, self.client("lambda"), self.client("ecs"), self.client("sqs"))
 
     def worker(
         self,

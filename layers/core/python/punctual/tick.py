@@ -17,6 +17,15 @@ failed) gets the standard poller: the lean one is only ever chosen on evidence o
 Nor does a minute that follows a poller that did not finish (a watermark more than two
 minutes behind): whatever stopped it (a lean poller out of memory, say) must not stop the
 poller that drains what it left.
+
+Predictive scaling: with an actuator (the stack names the worker event-source mappings and the
+burst service), each tick also sizes the workers for the minutes it sees — the current one and
+the ones it starts — from their planned load (the far estimate plus the near timers already
+written for that minute) and the short queues' backlog, with :func:`punctual.scaling.plan_capacity`,
+logs the decision as one structured record (``scaling_decision``) and counts it
+(``BurstWorkersDesired``, ``WorkerConcurrencyDesired``, ``BurstPlannedSlots``,
+``BurstShortfall``). Scaling never delays or stops a minute's start: it runs after the starts,
+and a failure is logged and left to the next tick.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ from typing import Any
 
 from punctual.clock import SystemClock
 from punctual.instants import format_instant
+from punctual.observability import MetricsSink, NullMetrics
+from punctual.scaling import CapacityActuator, CapacityProfile, ScalingDecision, plan_capacity
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.timers import Lane, minute_of
@@ -50,6 +61,11 @@ def estimate_far_load(store: JobStore, minute: datetime, settings: Settings, rng
     sample = rng.sample(range(count), sample_size)
     seen = sum(store.count_timers(Lane.FAR, minute, shard) for shard in sample)
     return math.ceil(seen * count / sample_size)
+
+
+def count_near_load(store: JobStore, minute: datetime, settings: Settings) -> int:
+    """Near timers already written for ``minute`` (fresh registrations, retries, rate chains)."""
+    return sum(store.count_timers(Lane.NEAR, minute, shard) for shard in range(settings.near_shard_count))
 
 
 def count_recent_near_load(store: JobStore, now: datetime, settings: Settings) -> int:
@@ -178,10 +194,19 @@ class Tick:
         Reads timer counts and watermarks (None: every minute's load is unknown).
     """
 
-    def __init__(self, settings: Settings, sfn: Any, store: JobStore | None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sfn: Any,
+        store: JobStore | None,
+        actuator: CapacityActuator | None = None,
+        metrics: MetricsSink | None = None,
+    ) -> None:
         self.settings = settings
         self.sfn = sfn
         self.store = store
+        self.actuator = actuator
+        self.metrics: MetricsSink = metrics or NullMetrics()
 
     def poller_function(self, poller: str | None) -> str:
         """The function a minute's pollers run on: the lean one when planned and deployed."""
@@ -222,16 +247,56 @@ class Tick:
         first = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
         started = []
         recent = self.recent_load(now)
+        far: dict[datetime, int | None] = {}
         for offset in range(self.settings.tick_lookahead_minutes):
             minute = first + timedelta(minutes=offset)
             name = execution_name(minute)
+            plan = self.plan(minute, now, recent)
+            far[minute] = plan.get("estimated_far_timers") if self.store is not None else None
             try:
                 self.sfn.start_execution(
                     stateMachineArn=self.settings.state_machine_arn,
                     name=name,
-                    input=json.dumps(self.plan(minute, now, recent)),
+                    input=json.dumps(plan),
                 )
                 started.append(name)
             except self.sfn.exceptions.ExecutionAlreadyExists:
                 pass  # this minute is already running: the no-op that makes ticks idempotent
+        self.scale(now, far)
         return started
+
+    # ------------------------------------------------------------------ predictive scaling
+
+    def planned_loads(self, now: datetime, far: dict[datetime, int | None]) -> dict[datetime, int]:
+        """Slots due in the current minute and each coming one: far (the plans' estimates, or a
+        fresh one) plus the near timers already written for it."""
+        assert self.store is not None
+        current = minute_of(now)
+        loads: dict[datetime, int] = {}
+        rng = random.Random()
+        for minute in (current, *sorted(far)):
+            estimate = far.get(minute)
+            if estimate is None:
+                estimate = estimate_far_load(self.store, minute, self.settings, rng)
+            loads[minute] = estimate + count_near_load(self.store, minute, self.settings)
+        return loads
+
+    def scale(self, now: datetime, far: dict[datetime, int | None] | None = None) -> ScalingDecision | None:
+        """Size the workers for the minutes in sight and apply it (None: no actuator or no store)."""
+        if self.actuator is None or self.store is None:
+            return None
+        try:
+            loads = self.planned_loads(now, far or {})
+            backlog = self.actuator.backlog()
+            decision = plan_capacity(now, loads, backlog, CapacityProfile.from_settings(self.settings))
+            changed = self.actuator.apply(decision)
+        except Exception:
+            log.exception("predictive scaling failed: the next tick decides again")
+            return None
+        record = decision.record() | {"changed": changed}
+        log.info("scaling decision: %s", json.dumps(record), extra={"scaling_decision": record})
+        self.metrics.add("BurstWorkersDesired", decision.burst_workers)
+        self.metrics.add("WorkerConcurrencyDesired", decision.max_concurrency)
+        self.metrics.add("BurstPlannedSlots", max((n.load for n in decision.upcoming), default=0))
+        self.metrics.add("BurstShortfall", decision.shortfall)
+        return decision

@@ -1,0 +1,224 @@
+"""The tick sizes the workers for the minutes it sees (predictive scaling), and the AWS actuator
+changes only the worker event-source mappings and the burst service (moto)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import zipfile
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from punctual.observability import RecordingMetrics
+from punctual.scaling import CapacityProfile, MemoryActuator, need_for, plan_capacity
+from punctual.scaling_aws import AwsActuator
+from punctual.settings import Settings
+from punctual.tick import Tick
+from punctual.timers import Lane
+
+M = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # the burst minute
+
+
+class _Sfn:
+    exceptions = boto3.client("stepfunctions", region_name="us-east-1").exceptions
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def start_execution(self, **params: str) -> dict[str, str]:
+        self.names.append(params["name"])
+        return {"executionArn": params["name"]}
+
+
+class _Store:
+    """Timer counts per (lane, minute), spread evenly over the shards; nothing behind."""
+
+    def __init__(self, settings: Settings, loads: dict[tuple[Lane, datetime], int]) -> None:
+        self.settings = settings
+        self.loads = loads
+
+    def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
+        shards = self.settings.shard_count if lane is Lane.FAR else self.settings.near_shard_count
+        return self.loads.get((lane, minute), 0) // shards
+
+    def get_watermarks(self, lane: Lane, shards: list[int]) -> dict[int, datetime]:
+        return {}
+
+
+SETTINGS = Settings(
+    shard_count=16,
+    near_shard_count=4,
+    load_sample_shards=16,
+    burst_workers_max=300,
+    worker_event_source_mappings=["uuid-1"],
+    state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:m",
+)
+
+
+def _tick(loads: dict[tuple[Lane, datetime], int], actuator: Any) -> tuple[Tick, _Sfn, RecordingMetrics]:
+    sfn, metrics = _Sfn(), RecordingMetrics()
+    return Tick(SETTINGS, sfn, _Store(SETTINGS, loads), actuator, metrics), sfn, metrics  # type: ignore[arg-type]
+
+
+def test_the_tick_scales_for_a_far_burst_two_minutes_ahead_and_back_after_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given 600,000 far timers due at M, and an actuator at the standing figures
+    loads = {(Lane.FAR, M): 600_000}
+    actuator = MemoryActuator(burst_workers=0, max_concurrency=400)
+    wanted = need_for(600_000, CapacityProfile.from_settings(SETTINGS), M).burst_workers
+
+    # When the tick of three minutes before runs, nothing changes (the next tick leaves the lead)
+    tick, _, _ = _tick(loads, actuator)
+    tick.start_minutes(M - timedelta(minutes=3) + timedelta(seconds=2))
+    assert actuator.burst_workers == 0
+
+    # When the tick of two minutes before runs
+    tick, sfn, metrics = _tick(loads, actuator)
+    with caplog.at_level(logging.INFO, logger="punctual.tick"):
+        started = tick.start_minutes(M - timedelta(minutes=2) + timedelta(seconds=2))
+
+    # Then the minutes start as before, and the burst workers are asked for
+    assert started == sfn.names == ["m-20261201T1159", "m-20261201T1200"]
+    assert actuator.burst_workers == wanted > 0
+    assert metrics.values["BurstWorkersDesired"] == [wanted]
+    assert metrics.values["BurstPlannedSlots"] == [600_000]
+    assert metrics.values["BurstShortfall"] == [0]
+    # ... and the decision is one structured record naming the minute that drives it
+    (record,) = [r.scaling_decision for r in caplog.records if hasattr(r, "scaling_decision")]
+    assert record["scaled"] is True and record["changed"] == [f"burst workers 0 -> {wanted}"]
+    assert [m["minute"] for m in record["minutes"] if m["driving"]] == ["2026-12-01T12:00:00Z"]
+
+    # When the tick during the minute runs: held
+    _tick(loads, actuator)[0].start_minutes(M + timedelta(seconds=2))
+    assert actuator.burst_workers == wanted
+    # When the tick after it runs with the queues drained: back to standing
+    _tick(loads, actuator)[0].start_minutes(M + timedelta(minutes=1, seconds=2))
+    assert actuator.burst_workers == 0
+
+
+def test_near_timers_already_written_for_a_coming_minute_count() -> None:
+    actuator = MemoryActuator()
+    tick, _, _ = _tick({(Lane.NEAR, M): 100_000}, actuator)
+    tick.start_minutes(M - timedelta(seconds=50))
+    assert (
+        actuator.burst_workers == need_for(100_000, CapacityProfile.from_settings(SETTINGS), M).burst_workers
+    )
+
+
+def test_a_backlog_holds_the_burst_workers() -> None:
+    actuator = MemoryActuator(burst_workers=50, queued=200_000)
+    _tick({}, actuator)[0].start_minutes(M + timedelta(minutes=1, seconds=2))
+    assert actuator.burst_workers > 0
+
+
+def test_a_failing_actuator_never_stops_the_minutes() -> None:
+    class Broken(MemoryActuator):
+        def apply(self, decision: Any) -> list[str]:
+            raise RuntimeError("ECS is unavailable")
+
+    tick, _, metrics = _tick({(Lane.FAR, M): 600_000}, Broken())
+    assert tick.start_minutes(M - timedelta(minutes=2)) == ["m-20261201T1159", "m-20261201T1200"]
+    assert "BurstWorkersDesired" not in metrics.values
+
+
+def test_no_actuator_no_scaling() -> None:
+    tick, _, metrics = _tick({(Lane.FAR, M): 600_000}, None)
+    tick.start_minutes(M - timedelta(minutes=2))
+    assert tick.scale(M) is None and not metrics.values
+
+
+# --------------------------------------------------------------------------- the AWS actuator
+
+
+def _function_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return None\n")
+    return buffer.getvalue()
+
+
+class _StubEcs:
+    """The burst service as ECS answers DescribeServices and UpdateService (desired count only)."""
+
+    cluster = "arn:aws:ecs:us-east-1:123456789012:cluster/workers"
+    service = "arn:aws:ecs:us-east-1:123456789012:service/workers/burst"
+
+    def __init__(self) -> None:
+        self.desired = 0
+        self.updates: list[dict[str, Any]] = []
+
+    def describe_services(self, *, cluster: str, services: list[str]) -> dict[str, Any]:
+        assert (cluster, services) == (self.cluster, [self.service])
+        return {"services": [{"serviceArn": self.service, "desiredCount": self.desired}], "failures": []}
+
+    def update_service(self, *, cluster: str, service: str, desiredCount: int) -> dict[str, Any]:
+        assert (cluster, service) == (self.cluster, self.service)
+        self.updates.append({"desiredCount": desiredCount})
+        self.desired = desiredCount
+        return {"service": {"serviceArn": service, "desiredCount": desiredCount}}
+
+
+@pytest.fixture
+def deployment(aws: None) -> Any:
+    if True:
+        iam = boto3.client("iam", region_name="us-east-1")
+        role = iam.create_role(
+            RoleName="worker",
+            AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+        )["Role"]["Arn"]
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue = sqs.create_queue(QueueName="short.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        lam = boto3.client("lambda", region_name="us-east-1")
+        lam.create_function(
+            FunctionName="worker",
+            Runtime="python3.12",
+            Role=role,
+            Handler="handler.handler",
+            Code={"ZipFile": _function_zip()},
+        )
+        mapping = lam.create_event_source_mapping(
+            EventSourceArn=arn, FunctionName="worker", BatchSize=10, ScalingConfig={"MaximumConcurrency": 400}
+        )["UUID"]
+        # ECS through a stub: moto's ECS backend takes seconds to start, and the calls are two.
+        ecs = _StubEcs()
+        cluster, service = ecs.cluster, ecs.service
+        settings = Settings(
+            short_queue_urls=[queue],
+            worker_event_source_mappings=[mapping],
+            burst_service=service,
+            burst_cluster=cluster,
+            burst_workers_max=300,
+        )
+        yield settings, lam, ecs, sqs, mapping
+
+
+def test_the_aws_actuator_applies_a_decision_and_reads_the_backlog(deployment: Any) -> None:
+    settings, lam, ecs, sqs, mapping = deployment
+    actuator = AwsActuator(settings, lam, ecs, sqs)
+    sqs.send_message(
+        QueueUrl=settings.short_queue_urls[0], MessageBody="x", MessageGroupId="g", MessageDeduplicationId="1"
+    )
+    assert actuator.backlog() == 1
+
+    profile = CapacityProfile.from_settings(settings)
+    up = plan_capacity(M - timedelta(minutes=2), {M: 2_000_000}, 0, profile)
+    assert actuator.apply(up) == [
+        f"event source {mapping} MaximumConcurrency 400 -> {up.max_concurrency}",
+        f"burst service desired tasks 0 -> {up.burst_workers}",
+    ]
+    assert lam.get_event_source_mapping(UUID=mapping)["ScalingConfig"]["MaximumConcurrency"] == 644
+    assert ecs.desired == up.burst_workers == 300
+    # The same decision again changes nothing
+    assert actuator.apply(up) == []
+    assert ecs.updates == [{"desiredCount": 300}]
+    # Scaling back
+    down = plan_capacity(M + timedelta(minutes=1), {M: 2_000_000}, 0, profile)
+    assert len(actuator.apply(down)) == 2
+    assert lam.get_event_source_mapping(UUID=mapping)["ScalingConfig"]["MaximumConcurrency"] == 400
+    assert ecs.desired == 0
