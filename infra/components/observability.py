@@ -20,9 +20,15 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
   is too small for the load);
 * with standing burst workers (``ecsBurstTasks``), fewer of them ran than asked for, five
   minutes in a row (Container Insights' ``RunningTaskCount``): a burst would start late.
+
+The last row shows predictive scaling (the tick's ``BurstWorkersDesired``,
+``WorkerConcurrencyDesired``, ``BurstPlannedSlots``, ``BurstShortfall``, beside the burst
+service's running tasks) and burst smoothing's ``RateBudgetOverruns``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -95,6 +101,7 @@ class Observability(Construct):
         super().__init__(scope, construct_id)
         self._config = config
         self._lean_poller = lean_poller
+        self._burst_service = burst_service
         self.alarms: list[cloudwatch.Alarm] = []
 
         # CloudWatch publishes to an encrypted topic only if the key lets it: an AWS-managed SNS
@@ -126,7 +133,7 @@ class Observability(Construct):
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
 
         self._alarms(table, queues, poller, tick, state_machine)
-        if burst_service is not None:
+        if burst_service is not None and config.ecs_burst_tasks > 0:  # standing ones to miss
             self._burst_alarm(burst_service)
         self.dashboard = self._dashboard(table, queues, poller, tick, worker, api, state_machine)
 
@@ -440,4 +447,45 @@ class Observability(Construct):
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=8, height=6),
         )
+        dashboard.add_widgets(*self._scaling_widgets(graph))
         return dashboard
+
+    def _scaling_widgets(self, graph: Any) -> list[cloudwatch.IWidget]:
+        """Predictive scaling: what the tick asked for and why, what ran, what was smoothed."""
+        running: list[cloudwatch.IMetric] = []
+        if self._burst_service is not None:
+            service = self._burst_service
+            running.append(
+                cloudwatch.Metric(
+                    namespace="ECS/ContainerInsights",
+                    metric_name="RunningTaskCount",
+                    dimensions_map={
+                        "ClusterName": service.cluster.cluster_name,
+                        "ServiceName": service.service_name,
+                    },
+                    statistic="Maximum",
+                    period=_MINUTE,
+                    label="burst tasks running",
+                )
+            )
+        return [
+            graph(
+                "Predictive scaling: burst workers and event-source concurrency",
+                [
+                    app_metric(c.METRIC_BURST_WORKERS_DESIRED, "Maximum", "burst workers asked for"),
+                    *running,
+                ],
+                right=[app_metric(c.METRIC_WORKER_CONCURRENCY_DESIRED, "Maximum", "MaximumConcurrency")],
+            ),
+            graph(
+                "Predictive scaling: planned slots and shortfall",
+                [
+                    app_metric(c.METRIC_BURST_PLANNED_SLOTS, "Maximum", "largest minute in sight"),
+                    app_metric(c.METRIC_BURST_SHORTFALL, "Maximum", "slots beyond the bounds"),
+                ],
+            ),
+            graph(
+                "Burst smoothing: rate-budget overruns (fired on time past the budget)",
+                [app_metric(c.METRIC_RATE_BUDGET_OVERRUNS, "Sum", "overruns")],
+            ),
+        ]

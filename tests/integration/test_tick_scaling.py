@@ -8,6 +8,7 @@ import json
 import logging
 import zipfile
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -35,15 +36,26 @@ class _Sfn:
 
 
 class _Store:
-    """Timer counts per (lane, minute), spread evenly over the shards; nothing behind."""
+    """Timers per (lane, minute), spread evenly over the shards, all due at the minute's start
+    or (``spread_s``) evenly over its first seconds; nothing behind."""
 
-    def __init__(self, settings: Settings, loads: dict[tuple[Lane, datetime], int]) -> None:
+    def __init__(
+        self, settings: Settings, loads: dict[tuple[Lane, datetime], int], spread_s: float = 0.0
+    ) -> None:
         self.settings = settings
         self.loads = loads
+        self.spread_s = spread_s
 
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
         shards = self.settings.shard_count if lane is Lane.FAR else self.settings.near_shard_count
         return self.loads.get((lane, minute), 0) // shards
+
+    def query_timers(self, lane: Lane, minute: datetime, shard: int) -> list[Any]:
+        count = self.count_timers(lane, minute, shard)
+        start_ms = int(minute.timestamp() * 1000)
+        return [
+            SimpleNamespace(due_ms=start_ms + int(i * self.spread_s * 1000 / count)) for i in range(count)
+        ]
 
     def get_watermarks(self, lane: Lane, shards: list[int]) -> dict[int, datetime]:
         return {}
@@ -53,15 +65,22 @@ SETTINGS = Settings(
     shard_count=16,
     near_shard_count=4,
     load_sample_shards=16,
+    burst_head_sample_shards=1,  # a burst's timers are read from one shard (the fake has them even)
     burst_workers_max=300,
     worker_event_source_mappings=["uuid-1"],
     state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:m",
 )
 
 
-def _tick(loads: dict[tuple[Lane, datetime], int], actuator: Any) -> tuple[Tick, _Sfn, RecordingMetrics]:
+def _tick(
+    loads: dict[tuple[Lane, datetime], int],
+    actuator: Any,
+    remembered: dict[datetime, tuple[int, int]] | None = None,
+    spread_s: float = 0.0,
+) -> tuple[Tick, _Sfn, RecordingMetrics]:
     sfn, metrics = _Sfn(), RecordingMetrics()
-    return Tick(SETTINGS, sfn, _Store(SETTINGS, loads), actuator, metrics), sfn, metrics  # type: ignore[arg-type]
+    store = _Store(SETTINGS, loads, spread_s)
+    return Tick(SETTINGS, sfn, store, actuator, metrics, remembered), sfn, metrics  # type: ignore[arg-type]
 
 
 def test_the_tick_scales_for_a_far_burst_two_minutes_ahead_and_back_after_it(
@@ -101,6 +120,23 @@ def test_the_tick_scales_for_a_far_burst_two_minutes_ahead_and_back_after_it(
     assert actuator.burst_workers == 0
 
 
+def test_a_sustained_minute_raises_no_burst_worker_but_a_burst_of_its_size_does() -> None:
+    # Given 10,000 slots a second for minutes on end (600,000 a minute, spread over each minute)
+    sustained = {(Lane.FAR, M + timedelta(minutes=k)): 600_000 for k in range(-4, 3)}
+    remembered: dict[datetime, tuple[int, int]] = {}
+    actuator = MemoryActuator()
+    for k in (-3, -2, -1, 0):
+        _tick(sustained, actuator, remembered, spread_s=60)[0].start_minutes(
+            M + timedelta(minutes=k, seconds=2)
+        )
+        # Then no burst worker is asked for: the warm event sources start each slot within the target
+        assert actuator.burst_workers == 0
+    # But the same 600,000 due at the top of a minute after quiet minutes asks for them
+    burst = MemoryActuator()
+    _tick({(Lane.FAR, M): 600_000}, burst)[0].start_minutes(M - timedelta(minutes=2) + timedelta(seconds=2))
+    assert burst.burst_workers > 0
+
+
 def test_near_timers_already_written_for_a_coming_minute_count() -> None:
     actuator = MemoryActuator()
     tick, _, _ = _tick({(Lane.NEAR, M): 100_000}, actuator)
@@ -110,10 +146,34 @@ def test_near_timers_already_written_for_a_coming_minute_count() -> None:
     )
 
 
-def test_a_backlog_holds_the_burst_workers() -> None:
-    actuator = MemoryActuator(burst_workers=50, queued=200_000)
-    _tick({}, actuator)[0].start_minutes(M + timedelta(minutes=1, seconds=2))
-    assert actuator.burst_workers > 0
+class _CountingBacklog(MemoryActuator):
+    reads = 0
+
+    def backlog(self) -> int:
+        self.reads += 1
+        return super().backlog()
+
+
+def test_a_backlog_after_a_burst_holds_the_burst_workers_and_an_idle_tick_reads_no_queue() -> None:
+    # Given a warm tick process that counted a 600,000-slot minute M, still draining after it
+    remembered: dict[datetime, tuple[int, int]] = {}
+    actuator = _CountingBacklog(queued=200_000)
+    loads = {(Lane.FAR, M): 600_000}
+    _tick(loads, actuator, remembered)[0].start_minutes(M - timedelta(seconds=58))
+    # When the tick after the minute runs, the queues still hold 200,000 messages: held
+    _tick({}, actuator, remembered)[0].start_minutes(M + timedelta(minutes=1, seconds=2))
+    assert (
+        actuator.burst_workers == need_for(200_000, CapacityProfile.from_settings(SETTINGS), M).burst_workers
+    )
+    # When they are drained: back to standing
+    actuator.queued = 0
+    _tick({}, actuator, remembered)[0].start_minutes(M + timedelta(minutes=2, seconds=2))
+    assert actuator.burst_workers == 0
+    reads = actuator.reads
+    # An idle process (nothing counted in the last minutes) never reads the queues' depth
+    idle = _CountingBacklog()
+    _tick({}, idle)[0].start_minutes(M + timedelta(minutes=30))
+    assert idle.reads == 0 and reads == 3
 
 
 def test_a_failing_actuator_never_stops_the_minutes() -> None:

@@ -28,6 +28,7 @@ from punctual.polling import Poller, PollerConfig
 from punctual.queues import SqsQueues
 from punctual.scaling_aws import AwsActuator
 from punctual.settings import Settings
+from punctual.smoothing import parse_budgets
 from punctual.store.dynamo import DynamoStore
 from punctual.tick import Tick
 
@@ -105,13 +106,21 @@ class Container:
             grace_s=float(settings.poller_grace_s),
             retention_days=settings.retention_days,
             concurrency=settings.queue_send_concurrency,
+            rate_budgets=parse_budgets(settings.target_rate_budgets),
+            max_lateness_s=float(settings.max_lateness_seconds),
         )
         return Poller(self.store, self.queues, self.clock, config, metrics)
 
     def tick(self, metrics: MetricsSink | None = None) -> Tick:
         """The tick: it plans each coming minute from the read-only store and, when the stack
         names what to scale, sizes the workers for them (:mod:`punctual.scaling`)."""
-        return Tick(self.settings, self.client("stepfunctions"), self.reader, self.actuator(), metrics)
+        sfn = self.client("stepfunctions")
+        return Tick(self.settings, sfn, self.reader, self.actuator(), metrics, self.tick_loads)
+
+    @cached_property
+    def tick_loads(self) -> dict[datetime, tuple[int, int]]:
+        """What this process's ticks counted per minute (a warm tick reuses the last one's count)."""
+        return {}
 
     def actuator(self) -> AwsActuator | None:
         """The capacity actuator, when there is something to scale (None: predictive scaling off)."""

@@ -118,16 +118,17 @@ class CapacityProfile:
         )
 
 
-def standing_drain(profile: CapacityProfile, seconds: float) -> int:
-    """Messages the standing capacity starts within ``seconds`` of a burst's instant, from cold.
+def standing_drain(profile: CapacityProfile, seconds: float, warm: int = 0) -> int:
+    """Messages the standing capacity starts within ``seconds`` of a burst's instant.
 
-    The event sources' concurrency grows from ``cold_concurrency`` by ``ramp_per_minute`` up to
+    The event sources' concurrency grows from ``cold_concurrency`` (or ``warm``, what the minute
+    before kept busy, when more) by ``ramp_per_minute`` up to
     ``standing_concurrency`` (integrated exactly, piecewise linear); each concurrent worker
     starts ``1 / message_s`` messages a second; standing burst workers add their own rate.
     """
     if seconds <= 0:
         return 0
-    low = min(profile.cold_concurrency, profile.standing_concurrency)
+    low = min(max(profile.cold_concurrency, warm), profile.standing_concurrency)
     high = profile.standing_concurrency
     ramp_s = profile.ramp_per_minute / 60
     if ramp_s <= 0 or low >= high:
@@ -156,10 +157,19 @@ class MinuteNeed:
         return self.shortfall == 0
 
 
-def need_for(load: int, profile: CapacityProfile, minute: datetime) -> MinuteNeed:
-    """The burst workers and event-source concurrency ``load`` slots due at once ask for."""
+def warm_concurrency(profile: CapacityProfile, total: int) -> int:
+    """Concurrency a minute of ``total`` slots keeps its event sources at (none: cold)."""
+    return min(profile.standing_concurrency, math.ceil(total * profile.message_s / 60))
+
+
+def need_for(
+    load: int, profile: CapacityProfile, minute: datetime, total: int | None = None, warm: int = 0
+) -> MinuteNeed:
+    """The burst workers ``load`` slots due at once ask for (the event sources at ``warm``
+    concurrency from the minute before), and the event-source concurrency that drains the
+    minute's ``total`` slots (default: ``load``) within the minute."""
     target = profile.lateness_target_s
-    standing = standing_drain(profile, target)
+    standing = standing_drain(profile, target, warm)
     workers = profile.burst_workers_standing
     shortfall = 0
     if load > standing:
@@ -171,7 +181,7 @@ def need_for(load: int, profile: CapacityProfile, minute: datetime) -> MinuteNee
         )
     # Concurrency that drains the minute within the minute once the event source has ramped.
     concurrency = profile.standing_concurrency
-    wanted = math.ceil(load * profile.message_s / 60)
+    wanted = math.ceil((load if total is None else max(load, total)) * profile.message_s / 60)
     if wanted > concurrency:
         concurrency = min(profile.concurrency_ceiling, wanted)
     return MinuteNeed(minute, load, workers, concurrency, shortfall)
@@ -234,7 +244,11 @@ def _active(minute: datetime, now: datetime, profile: CapacityProfile) -> bool:
 
 
 def plan_capacity(
-    now: datetime, planned: Mapping[datetime, int], backlog: int, profile: CapacityProfile
+    now: datetime,
+    planned: Mapping[datetime, int],
+    backlog: int,
+    profile: CapacityProfile,
+    totals: Mapping[datetime, int] | None = None,
 ) -> ScalingDecision:
     """The capacity to run at ``now``.
 
@@ -243,15 +257,32 @@ def plan_capacity(
     now
         The decision's instant.
     planned
-        Slots due per minute (minute start → count), for the minutes the caller can see: the
-        coming ones and, to hold a burst through its minute, the current one.
+        Slots due at once per minute (minute start → count: the slots due in its first
+        ``lateness_target_s``, its burst), for the minutes the caller can see: the coming ones
+        and, to hold a burst through its minute, the current one.
     backlog
         Messages in the short queues now (waiting and in flight); a burst still draining keeps
         its capacity.
     profile
         The capacity figures.
+    totals
+        Slots due in the whole minute (default: ``planned``): the event sources' concurrency is
+        sized to drain them within the minute. A minute of sustained load (10,000/s spread over
+        it) has a small burst and a large total: it raises no burst worker. A minute's total
+        also says how warm it leaves the event sources for the next one (cold: none known).
     """
-    needs = tuple(need_for(load, profile, minute) for minute, load in sorted(planned.items()))
+    totals = totals or {}
+    minute_s = timedelta(minutes=1)
+    needs = tuple(
+        need_for(
+            load,
+            profile,
+            minute,
+            totals.get(minute),
+            warm_concurrency(profile, totals.get(minute - minute_s, 0)),
+        )
+        for minute, load in sorted(planned.items())
+    )
     driving = [need for need in needs if _active(need.minute, now, profile) and need.load > 0]
     if backlog > standing_drain(profile, profile.lateness_target_s):
         driving.append(need_for(backlog, profile, now))

@@ -115,6 +115,9 @@ class Settings(BaseModel):
     burst_start_lead_s: int = Field(default=75, ge=0, le=600)
     burst_hold_s: int = Field(default=30, ge=0, le=3600)
     scaling_period_s: float = Field(default=60.0, gt=0, le=3600)
+    # A minute too large for the standing capacity has its burst (slots due in its first
+    # burst_lateness_target_s) read from this many far shards' timers, extrapolated.
+    burst_head_sample_shards: int = Field(default=4, ge=0, le=100_000)
     # What the actuator changes (the stack fills these on the tick): the worker function's event
     # source mapping ids, the burst ECS service and its cluster.
     worker_event_source_mappings: list[str] = Field(default_factory=list)
@@ -124,6 +127,17 @@ class Settings(BaseModel):
     # its instant to keep a target within its rate budget (a job's max_lateness_seconds
     # overrides it); a slot the budget cannot take within it fires on time and counts an overrun.
     max_lateness_seconds: int = Field(default=10, ge=0, le=3600)
+    # Deployment-wide rate budgets, "[tenant/]host-or-arn=calls-per-second" (no tenant: each
+    # tenant's own budget of that size); a job's target may set its own (rate_budget_per_second).
+    target_rate_budgets: list[str] = Field(default_factory=list)
+
+    @field_validator("target_rate_budgets")
+    @classmethod
+    def _budgets(cls, value: list[str]) -> list[str]:
+        from punctual.smoothing import parse_budgets  # raises on an entry it cannot read
+
+        parse_budgets(value)
+        return value
 
     def layout(self) -> TimerLayout:
         """The timer layout these settings describe (the one way it is built from them)."""
@@ -139,6 +153,7 @@ class Settings(BaseModel):
         "target_allow_cidrs",
         "own_arns",
         "worker_event_source_mappings",
+        "target_rate_budgets",
         mode="before",
     )
     @classmethod

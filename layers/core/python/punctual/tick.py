@@ -20,8 +20,9 @@ poller that drains what it left.
 
 Predictive scaling: with an actuator (the stack names the worker event-source mappings and the
 burst service), each tick also sizes the workers for the minutes it sees — the current one and
-the ones it starts — from their planned load (the far estimate plus the near timers already
-written for that minute) and the short queues' backlog, with :func:`punctual.scaling.plan_capacity`,
+the ones it starts — from their planned load (the far estimate plus, for the next minute, the
+near timers already written for it) and, around a burst only, the short queues' backlog (an idle
+tick reads no queue), with :func:`punctual.scaling.plan_capacity`,
 logs the decision as one structured record (``scaling_decision``) and counts it
 (``BurstWorkersDesired``, ``WorkerConcurrencyDesired``, ``BurstPlannedSlots``,
 ``BurstShortfall``). Scaling never delays or stops a minute's start: it runs after the starts,
@@ -41,7 +42,13 @@ from typing import Any
 from punctual.clock import SystemClock
 from punctual.instants import format_instant
 from punctual.observability import MetricsSink, NullMetrics
-from punctual.scaling import CapacityActuator, CapacityProfile, ScalingDecision, plan_capacity
+from punctual.scaling import (
+    CapacityActuator,
+    CapacityProfile,
+    ScalingDecision,
+    plan_capacity,
+    standing_drain,
+)
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.timers import Lane, minute_of
@@ -50,6 +57,7 @@ log = logging.getLogger("punctual.tick")
 
 STANDARD = "standard"
 LEAN = "lean"
+RECENT_MINUTES = 5  # how long a tick remembers the loads it counted (the backlog check)
 
 
 def estimate_far_load(store: JobStore, minute: datetime, settings: Settings, rng: random.Random) -> int:
@@ -60,6 +68,23 @@ def estimate_far_load(store: JobStore, minute: datetime, settings: Settings, rng
         return 0
     sample = rng.sample(range(count), sample_size)
     seen = sum(store.count_timers(Lane.FAR, minute, shard) for shard in sample)
+    return math.ceil(seen * count / sample_size)
+
+
+def estimate_far_head(
+    store: JobStore, minute: datetime, settings: Settings, rng: random.Random, window_s: float
+) -> int:
+    """Far timers due in the first ``window_s`` of ``minute`` (its burst), extrapolated from a
+    small sample of shards whose timers are read (packed rows span the minute: only their
+    content says when each is due). Only called for a minute whose total is large."""
+    count = settings.shard_count
+    sample_size = min(settings.burst_head_sample_shards, count)
+    if sample_size == 0:
+        return 0
+    until_ms = int(minute.timestamp() * 1000 + window_s * 1000)
+    seen = 0
+    for shard in rng.sample(range(count), sample_size):
+        seen += sum(1 for timer in store.query_timers(Lane.FAR, minute, shard) if timer.due_ms < until_ms)
     return math.ceil(seen * count / sample_size)
 
 
@@ -201,12 +226,16 @@ class Tick:
         store: JobStore | None,
         actuator: CapacityActuator | None = None,
         metrics: MetricsSink | None = None,
+        loads: dict[datetime, tuple[int, int]] | None = None,
     ) -> None:
         self.settings = settings
         self.sfn = sfn
         self.store = store
         self.actuator = actuator
         self.metrics: MetricsSink = metrics or NullMetrics()
+        # Minute -> (burst, total) slots counted by this process's ticks (the composition root
+        # keeps it: a warm tick Lambda reuses what the previous minute's tick counted).
+        self.loads: dict[datetime, tuple[int, int]] = {} if loads is None else loads
 
     def poller_function(self, poller: str | None) -> str:
         """The function a minute's pollers run on: the lean one when planned and deployed."""
@@ -267,28 +296,73 @@ class Tick:
 
     # ------------------------------------------------------------------ predictive scaling
 
-    def planned_loads(self, now: datetime, far: dict[datetime, int | None]) -> dict[datetime, int]:
-        """Slots due in the current minute and each coming one: far (the plans' estimates, or a
-        fresh one) plus the near timers already written for it."""
+    def planned_loads(
+        self, now: datetime, far: dict[datetime, int | None], profile: CapacityProfile
+    ) -> tuple[dict[datetime, int], dict[datetime, int]]:
+        """Slots due in the minutes in sight — the current one and each coming one — at once (in
+        the minute's first ``lateness_target_s``: its burst) and in all.
+
+        A coming minute's far total is its plan's estimate; the next minute adds the near timers
+        already written for it (fresh registrations, retries: counted as due at once; the minute
+        after is counted at the next tick, still a minute ahead). Only a minute whose total the
+        standing capacity would not start within the target has its burst read (a sample of its
+        far timers); any other minute's burst is its total. The current minute's figures are
+        what the previous tick counted (kept per process), or counted afresh after a cold start.
+        """
         assert self.store is not None
         current = minute_of(now)
-        loads: dict[datetime, int] = {}
+        standing = standing_drain(profile, profile.lateness_target_s)
+        window = profile.lateness_target_s
         rng = random.Random()
-        for minute in (current, *sorted(far)):
-            estimate = far.get(minute)
+        bursts: dict[datetime, int] = {}
+        totals: dict[datetime, int] = {}
+        coming = sorted(far)
+        for minute in coming:
+            estimate = far[minute]
             if estimate is None:
                 estimate = estimate_far_load(self.store, minute, self.settings, rng)
-            loads[minute] = estimate + count_near_load(self.store, minute, self.settings)
-        return loads
+            near = count_near_load(self.store, minute, self.settings) if minute == coming[0] else 0
+            totals[minute] = estimate + near
+            bursts[minute] = self._burst(minute, (estimate, near), standing, window, rng)
+        if current in self.loads:
+            bursts[current], totals[current] = self.loads[current]
+        else:
+            estimate = estimate_far_load(self.store, current, self.settings, rng)
+            near = count_near_load(self.store, current, self.settings)
+            totals[current] = estimate + near
+            bursts[current] = self._burst(current, (estimate, near), standing, window, rng)
+        for minute in bursts:
+            self.loads[minute] = (bursts[minute], totals[minute])
+        for minute in [m for m in self.loads if m < current - timedelta(minutes=RECENT_MINUTES)]:
+            del self.loads[minute]
+        before = current - timedelta(minutes=1)  # how warm the minute before left the workers
+        if before not in self.loads:  # a cold start: counted once
+            total = estimate_far_load(self.store, before, self.settings, rng)
+            self.loads[before] = (total, total)
+        totals[before] = self.loads[before][1]
+        return bursts, totals
+
+    def _burst(
+        self, minute: datetime, counts: tuple[int, int], standing: int, window_s: float, rng: random.Random
+    ) -> int:
+        """Slots due at once in ``minute`` from its (far, near) totals (see :meth:`planned_loads`)."""
+        far, near = counts
+        if far + near <= standing or far == 0 or self.store is None:
+            return far + near
+        return min(far, estimate_far_head(self.store, minute, self.settings, rng, window_s)) + near
 
     def scale(self, now: datetime, far: dict[datetime, int | None] | None = None) -> ScalingDecision | None:
         """Size the workers for the minutes in sight and apply it (None: no actuator or no store)."""
         if self.actuator is None or self.store is None:
             return None
         try:
-            loads = self.planned_loads(now, far or {})
-            backlog = self.actuator.backlog()
-            decision = plan_capacity(now, loads, backlog, CapacityProfile.from_settings(self.settings))
+            profile = CapacityProfile.from_settings(self.settings)
+            bursts, totals = self.planned_loads(now, far or {}, profile)
+            # The short queues' depth matters only around a burst: an idle tick reads no queue.
+            standing = standing_drain(profile, profile.lateness_target_s)
+            busy = any(burst > standing for burst, _ in self.loads.values())
+            backlog = self.actuator.backlog() if busy else 0
+            decision = plan_capacity(now, bursts, backlog, profile, totals)
             changed = self.actuator.apply(decision)
         except Exception:
             log.exception("predictive scaling failed: the next tick decides again")
