@@ -149,6 +149,7 @@ class PunctualConfig:
     burst_start_lead_s: int
     burst_hold_s: int
     max_lateness_seconds: int
+    burst_triggers_per_poller: int
     poller_max_concurrency: int
     poller_memory_mb: int
     lean_poller_memory_mb: int
@@ -217,6 +218,7 @@ class PunctualConfig:
             burst_start_lead_s=reader.integer("burstStartLeadS", 0, 600),
             burst_hold_s=reader.integer("burstHoldS", 0, 3600),
             max_lateness_seconds=reader.integer("maxLatenessSeconds", 0, 3600),
+            burst_triggers_per_poller=reader.integer("burstTriggersPerPoller", 0, 10**7),
             poller_max_concurrency=reader.integer("pollerMaxConcurrency", 0, c.INLINE_MAP_MAX_CONCURRENCY),
             poller_memory_mb=reader.integer("pollerMemoryMb", 128, 10_240),
             lean_poller_memory_mb=reader.integer("leanPollerMemoryMb", 128, 10_240),

@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import zipfile
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -137,6 +138,42 @@ def test_a_sustained_minute_raises_no_burst_worker_but_a_burst_of_its_size_does(
     assert burst.burst_workers > 0
 
 
+class _InputSfn(_Sfn):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: dict[str, dict[str, Any]] = {}
+
+    def start_execution(self, **params: str) -> dict[str, str]:
+        self.inputs[params["name"]] = json.loads(params["input"])
+        return super().start_execution(**params)
+
+
+def test_a_burst_minute_gets_the_pollers_that_release_it_within_the_target() -> None:
+    # Given pollers sized for bursts (13,044 slots each) beside the sustained 30,000 a minute
+    settings = SETTINGS.model_copy(
+        update={"shard_count": 64, "load_sample_shards": 64, "max_shard_groups": 80, "group_slices": 2}
+    )
+    settings = settings.model_copy(update={"burst_triggers_per_poller": 13_044, "burst_workers_max": 0})
+    loads = {(Lane.FAR, M + timedelta(minutes=k)): 600_000 for k in (-2, -1, 0)}
+    sfn = _InputSfn()
+
+    # ... the minutes before M sustained (spread over each), M a top-of-minute burst
+    class SpreadBefore(_Store):
+        def query_timers(self, lane: Lane, minute: datetime, shard: int) -> Iterator[Any]:
+            self.spread_s = 0.0 if minute == M else 60.0
+            return super().query_timers(lane, minute, shard)
+
+    tick = Tick(settings, sfn, SpreadBefore(settings, loads), None, RecordingMetrics())  # type: ignore[arg-type]
+    tick.start_minutes(M - timedelta(minutes=2) + timedelta(seconds=2))
+    burst, sustained = sfn.inputs["m-20261201T1200"], sfn.inputs["m-20261201T1159"]
+    # Then the burst minute gets ceil(600,000 / 13,044) = 46 pollers, split over the two Maps
+    assert len(burst["groups"]) == 46 and burst["burst_slots"] == 600_000
+    assert [len(part) for part in burst["group_slices"]] == [23, 23]
+    assert {g["group_count"] for g in burst["groups"]} == {46} and burst["poller"] == "standard"
+    # and the sustained minute keeps its 20 (600,000 / 30,000)
+    assert len(sustained["groups"]) == 20 and "burst_slots" not in sustained
+
+
 def test_near_timers_already_written_for_a_coming_minute_count() -> None:
     actuator = MemoryActuator()
     tick, _, _ = _tick({(Lane.NEAR, M): 100_000}, actuator)
@@ -189,7 +226,7 @@ def test_a_failing_actuator_never_stops_the_minutes() -> None:
 def test_no_actuator_no_scaling() -> None:
     tick, _, metrics = _tick({(Lane.FAR, M): 600_000}, None)
     tick.start_minutes(M - timedelta(minutes=2))
-    assert tick.scale(M) is None and not metrics.values
+    assert tick.sight(M, {}) is None and not metrics.values
 
 
 # --------------------------------------------------------------------------- the AWS actuator

@@ -118,6 +118,11 @@ class Settings(BaseModel):
     # A minute too large for the standing capacity has its burst (slots due in its first
     # burst_lateness_target_s) read from this many far shards' timers, extrapolated.
     burst_head_sample_shards: int = Field(default=4, ge=0, le=100_000)
+    # Pollers for a burst: a minute whose burst (slots due in its first burst_lateness_target_s)
+    # is B gets at least ceil(B / this) pollers, so it is released within the target; 0: off
+    # (pollers from the minute's total only). Sustained load has a small burst: it keeps
+    # triggers_per_poller_minute's pollers.
+    burst_triggers_per_poller: int = Field(default=0, ge=0, le=10_000_000)
     # What the actuator changes (the stack fills these on the tick): the worker function's event
     # source mapping ids, the burst ECS service and its cluster.
     worker_event_source_mappings: list[str] = Field(default_factory=list)
@@ -193,6 +198,7 @@ DEPLOYED: tuple[str, ...] = (
     "burst_start_lead_s",
     "burst_hold_s",
     "max_lateness_seconds",
+    "burst_triggers_per_poller",
 )
 
 

@@ -276,12 +276,17 @@ class Tick:
         first = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
         started = []
         recent = self.recent_load(now)
-        far: dict[datetime, int | None] = {}
+        plans: dict[datetime, dict[str, Any]] = {}
         for offset in range(self.settings.tick_lookahead_minutes):
             minute = first + timedelta(minutes=offset)
+            plans[minute] = self.plan(minute, now, recent)
+        far = {m: p.get("estimated_far_timers") if self.store is not None else None for m, p in plans.items()}
+        sighted = self.sight(now, far)
+        if sighted is not None and self.settings.burst_triggers_per_poller:
+            for minute, plan in plans.items():
+                self.size_for_burst(plan, sighted[0].get(minute, 0))
+        for minute, plan in plans.items():
             name = execution_name(minute)
-            plan = self.plan(minute, now, recent)
-            far[minute] = plan.get("estimated_far_timers") if self.store is not None else None
             try:
                 self.sfn.start_execution(
                     stateMachineArn=self.settings.state_machine_arn,
@@ -291,8 +296,26 @@ class Tick:
                 started.append(name)
             except self.sfn.exceptions.ExecutionAlreadyExists:
                 pass  # this minute is already running: the no-op that makes ticks idempotent
-        self.scale(now, far)
+        if sighted is not None:
+            self.scale(now, *sighted)
         return started
+
+    def size_for_burst(self, plan: dict[str, Any], burst: int) -> None:
+        """More pollers for a minute whose burst (slots due at once) needs them to be released
+        within the lateness target: ``burst / burst_triggers_per_poller``, within the bounds.
+        Sustained load keeps ``triggers_per_poller_minute`` pollers (its burst is small)."""
+        settings = self.settings
+        needed = math.ceil(burst / settings.burst_triggers_per_poller)
+        groups = min(max(needed, len(plan["groups"])), settings.max_shard_groups, settings.shard_count)
+        if groups <= len(plan["groups"]):
+            return
+        item = plan["groups"][0]
+        plan["groups"] = [{**item, "group": index, "group_count": groups} for index in range(groups)]
+        plan["poller"] = STANDARD
+        plan["poller_function"] = self.poller_function(STANDARD)
+        plan["burst_slots"] = burst
+        if settings.group_slices > 1:
+            plan["group_slices"] = group_slices(plan["groups"], settings.group_slices)
 
     # ------------------------------------------------------------------ predictive scaling
 
@@ -351,13 +374,27 @@ class Tick:
             return far + near
         return min(far, estimate_far_head(self.store, minute, self.settings, rng, window_s)) + near
 
-    def scale(self, now: datetime, far: dict[datetime, int | None] | None = None) -> ScalingDecision | None:
-        """Size the workers for the minutes in sight and apply it (None: no actuator or no store)."""
-        if self.actuator is None or self.store is None:
+    def sight(
+        self, now: datetime, far: dict[datetime, int | None]
+    ) -> tuple[dict[datetime, int], dict[datetime, int]] | None:
+        """The minutes in sight's bursts and totals (:meth:`planned_loads`); None when nothing
+        uses them (no actuator, no burst sizing of pollers) or they cannot be read."""
+        if self.store is None or (self.actuator is None and not self.settings.burst_triggers_per_poller):
+            return None
+        try:
+            return self.planned_loads(now, far, CapacityProfile.from_settings(self.settings))
+        except Exception:
+            log.exception("reading the minutes' bursts failed: the next tick reads them again")
+            return None
+
+    def scale(
+        self, now: datetime, bursts: dict[datetime, int], totals: dict[datetime, int]
+    ) -> ScalingDecision | None:
+        """Size the workers for the minutes in sight and apply it (None: no actuator)."""
+        if self.actuator is None:
             return None
         try:
             profile = CapacityProfile.from_settings(self.settings)
-            bursts, totals = self.planned_loads(now, far or {}, profile)
             # The short queues' depth matters only around a burst: an idle tick reads no queue.
             standing = standing_drain(profile, profile.lateness_target_s)
             busy = any(burst > standing for burst, _ in self.loads.values())
