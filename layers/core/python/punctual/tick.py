@@ -88,6 +88,17 @@ def estimate_far_head(
     return math.ceil(seen * count / sample_size)
 
 
+def count_near_head(store: JobStore, minute: datetime, settings: Settings, window_s: float) -> int:
+    """Near timers due in the first ``window_s`` of ``minute``, across every near shard (read)."""
+    until_ms = int(minute.timestamp() * 1000 + window_s * 1000)
+    return sum(
+        1
+        for shard in range(settings.near_shard_count)
+        for timer in store.query_timers(Lane.NEAR, minute, shard)
+        if timer.due_ms < until_ms
+    )
+
+
 def count_near_load(store: JobStore, minute: datetime, settings: Settings) -> int:
     """Near timers already written for ``minute`` (fresh registrations, retries, rate chains)."""
     return sum(store.count_timers(Lane.NEAR, minute, shard) for shard in range(settings.near_shard_count))
@@ -236,6 +247,9 @@ class Tick:
         # Minute -> (burst, total) slots counted by this process's ticks (the composition root
         # keeps it: a warm tick Lambda reuses what the previous minute's tick counted).
         self.loads: dict[datetime, tuple[int, int]] = {} if loads is None else loads
+        # The tick logs every decision (one a minute); local mode, deciding every few seconds,
+        # only those that scale or change something.
+        self.log_every_decision = True
 
     def poller_function(self, poller: str | None) -> str:
         """The function a minute's pollers run on: the lean one when planned and deployed."""
@@ -326,10 +340,10 @@ class Tick:
         the minute's first ``lateness_target_s``: its burst) and in all.
 
         A coming minute's far total is its plan's estimate; the next minute adds the near timers
-        already written for it (fresh registrations, retries: counted as due at once; the minute
-        after is counted at the next tick, still a minute ahead). Only a minute whose total the
-        standing capacity would not start within the target has its burst read (a sample of its
-        far timers); any other minute's burst is its total. The current minute's figures are
+        already written for it (fresh registrations, retries; the minute after is counted at the
+        next tick, still a minute ahead). Only a minute whose total the standing capacity would
+        not start within the target has its burst read (a sample of its far timers, all of its
+        near ones); any other minute's burst is its total. The current minute's figures are
         what the previous tick counted (kept per process), or counted afresh after a cold start.
         """
         assert self.store is not None
@@ -368,11 +382,15 @@ class Tick:
     def _burst(
         self, minute: datetime, counts: tuple[int, int], standing: int, window_s: float, rng: random.Random
     ) -> int:
-        """Slots due at once in ``minute`` from its (far, near) totals (see :meth:`planned_loads`)."""
+        """Slots due at once in ``minute`` from its (far, near) totals (see :meth:`planned_loads`):
+        a total the standing capacity starts in time is taken as it is; a larger one is read."""
         far, near = counts
-        if far + near <= standing or far == 0 or self.store is None:
+        if far + near <= standing or self.store is None:
             return far + near
-        return min(far, estimate_far_head(self.store, minute, self.settings, rng, window_s)) + near
+        head = min(far, estimate_far_head(self.store, minute, self.settings, rng, window_s)) if far else 0
+        if near:
+            head += count_near_head(self.store, minute, self.settings, window_s)
+        return head
 
     def sight(
         self, now: datetime, far: dict[datetime, int | None]
@@ -405,7 +423,8 @@ class Tick:
             log.exception("predictive scaling failed: the next tick decides again")
             return None
         record = decision.record() | {"changed": changed}
-        log.info("scaling decision: %s", json.dumps(record), extra={"scaling_decision": record})
+        level = logging.INFO if (self.log_every_decision or changed or decision.scaled) else logging.DEBUG
+        log.log(level, "scaling decision: %s", json.dumps(record), extra={"scaling_decision": record})
         self.metrics.add("BurstWorkersDesired", decision.burst_workers)
         self.metrics.add("WorkerConcurrencyDesired", decision.max_concurrency)
         self.metrics.add("BurstPlannedSlots", max((n.load for n in decision.upcoming), default=0))
