@@ -977,7 +977,9 @@ def predictive_burst(
         * pred.poller_memory_mb
         / 1024
         * gb_s,
-        "Step Functions (one transition per extra poller)": (groups - 1)
+        "Step Functions (one transition per extra poller, the burst machine's Parallel and Maps)": (
+            groups - 1
+        )
         * benchlib.price(prices, "stepfunctions.standard_per_thousand_transitions")
         / 1000,
     }
@@ -986,21 +988,21 @@ def predictive_burst(
     per_million = summary.get("on_demand_usd_per_million")
     triggers = per_million * slots / 1e6 if per_million else None
     # Idle: the defaults' idle month (counted by the cost bench), plus the tick's scaling reads
-    # (the next minute's near buckets, each empty Query half a read unit) and, with more than 40
-    # pollers allowed, the Parallel of inline Maps' transitions every minute.
+    # (the next minute's near buckets, each empty Query half a read unit).
     idle = cost.get("idle", {}).get("defaults (256 far / 8 near, lean poller 128 MB)", {})
     idle_base = idle.get("usd_per_month", {}).get("total")
     rru = benchlib.price(prices, "dynamodb.on_demand_read_per_million") / 1e6
     scaling_reads = pred.near_shard_count * 0.5 * rru * MINUTES_A_MONTH
-    slices = map_slices(with_tasks.max_shard_groups)
-    parallel = (
-        slices
+    # The Parallel of inline Maps that more than 40 pollers need is a second state machine the tick
+    # uses for such minutes only (infra/components/dispatch.py): a burst minute pays its extra
+    # transitions, an idle one does not.
+    slices = map_slices(groups)
+    per_burst["Step Functions (one transition per extra poller, the burst machine's Parallel and Maps)"] += (
+        (slices if slices > 1 else 0)
         * benchlib.price(prices, "stepfunctions.standard_per_thousand_transitions")
         / 1000
-        * MINUTES_A_MONTH
-        if slices > 1
-        else 0.0
     )
+    per_burst["total"] = sum(v for k, v in per_burst.items() if k != "total")
     timeline = [
         ("far timers of the burst minute all written (far threshold)", -180.0),
         (
@@ -1035,8 +1037,7 @@ def predictive_burst(
         "idle_usd_per_month": {
             "defaults' idle month (cost bench)": idle_base,
             "tick: the next minute's near buckets read for scaling": scaling_reads,
-            "Parallel of inline Maps (more than 40 pollers allowed)": parallel,
-            "total": (idle_base or 0.0) + scaling_reads + parallel,
+            "total": (idle_base or 0.0) + scaling_reads,
         },
     }
 
@@ -1066,8 +1067,10 @@ def monthly_cost(
         out["triggers (on-demand, all in, as counted)"] = None
     out["pollers"] = groups * d.poller_billed_s * d.poller_memory_mb / 1024 * gb_s * MINUTES_A_MONTH
     transitions = 6 + 2 * (groups - 1)  # dispatch.py's docstring: six a minute, two per extra group
-    slices = map_slices(d.max_shard_groups)
-    if slices > 1:  # a Parallel of inline Maps: the Parallel and each Map instead of one Map
+    slices = map_slices(groups)
+    # A Parallel of inline Maps (the burst machine, for minutes of more than 40 groups only): the
+    # Parallel and each Map instead of one Map.
+    if slices > 1:
         transitions += slices
     sfn = benchlib.price(prices, "stepfunctions.standard_per_thousand_transitions") / 1000
     out["Step Functions"] = transitions * sfn * MINUTES_A_MONTH

@@ -254,6 +254,9 @@ METRIC_RATE_BUDGET_OVERRUNS: Final = "RateBudgetOverruns"
 TICK_EVENT_SOURCE_ACTIONS: Final = ("lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping")
 TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService")
 TICK_QUEUE_ACTIONS: Final = ("sqs:GetQueueAttributes",)
+# With two minute state machines (more than 40 pollers allowed), the tick looks for a minute on
+# the other machine before it starts it on one.
+TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution",)
 # With the lookahead, one failed tick is covered by the next: alarm on two in a row.
 TICK_ERROR_ALARM_PERIODS: Final = 2
 # No minute execution started for this long means no poller is running.

@@ -170,7 +170,7 @@ class PunctualStack(cdk.Stack):
             *(q.queue_arn for q in [*self.queues.work_queues, *self.queues.dead_letter, self.queues.failed]),
             self.storage.table.table_arn,
             *(f.function.function_arn for f in functions),
-            self.dispatch.state_machine.state_machine_arn,
+            *(machine.state_machine_arn for machine in self.dispatch.state_machines),
             self.observability.topic.topic_arn,
             self.workers.cluster.cluster_arn,
             # The family, not one revision: the target role's Deny then covers every revision.

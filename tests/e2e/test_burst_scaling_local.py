@@ -58,7 +58,7 @@ def test_burst_workers_start_before_a_burst_minute_and_stop_after_it(local_mode:
     )
     assert up["burst_workers"] == 2
     assert datetime.fromisoformat(up["decided_at"].replace("Z", "+00:00")) < due
-    assert [m["load"] for m in up["minutes"]] == [SLOTS]
+    assert [m["load"] >= SLOTS for m in up["minutes"]] == [True]  # the demo's slots of that minute too
     local.wait(lambda: "burst-2" in local.pids(), 30, "the burst workers' processes")
     started_at = time.time()
     assert started_at < instant, "the burst workers must be running before the minute"
@@ -71,8 +71,12 @@ def test_burst_workers_start_before_a_burst_minute_and_stop_after_it(local_mode:
         "the planner to scale back",
     )
     assert datetime.fromisoformat(down["decided_at"].replace("Z", "+00:00")) > due
-    local.wait(lambda: not any(n.startswith("burst-") for n in local.pids()), 30, "the burst workers to stop")
-    assert re.search(r"stopped burst-2 \(scaled back\)", local.log())
+    local.wait(
+        lambda: all(f"stopped {name} (scaled back)" in local.log() for name in ("burst-1", "burst-2")),
+        30,
+        "the supervisor to stop the burst workers",
+    )
+    assert not any(name.startswith("burst-") for name in local.pids())
     assert {"worker-1", "worker-2", "ecs-worker"} <= set(local.pids())  # the standing ones stay
 
     # And every slot of the burst ran, once

@@ -61,6 +61,9 @@ UNREACHED: dict[str, frozenset[str]] = {"tick": frozenset({"check_layout"})}
 BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
     "tick": frozenset({"ecs:DescribeServices", "ecs:UpdateService"}),
 }
+# ... and looks for a minute on the other minute state machine only when there are two (a burst
+# machine: maxShardGroups > 40).
+BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {"tick": frozenset({"states:DescribeExecution"})}
 # boto3 operations authorised as another action.
 AUTHORISED_AS = {
     "sqs:SendMessageBatch": "sqs:SendMessage",
@@ -235,5 +238,6 @@ def _service_of(path: Path, op: str) -> str | None:
         "update_event_source_mapping": "lambda",
         "describe_services": "ecs",  # the tick: the burst service's desired count
         "update_service": "ecs",
+        "describe_execution": "states",  # the tick: a minute on the other state machine
     }
     return direct.get(op)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_calls import BURST_SERVICE_ACTIONS
+from aws_calls import BURST_MACHINE_ACTIONS, BURST_SERVICE_ACTIONS
 from aws_calls import component_actions as _all_component_actions
 from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements
 
@@ -34,6 +34,9 @@ def component_actions(component: str, synth: Synth | None = None) -> dict[str, s
     actions = _all_component_actions(component)
     if synth is not None and synth.stack.workers.burst_service is None:
         for action in BURST_SERVICE_ACTIONS.get(component, frozenset()):
+            actions.pop(action, None)
+    if synth is not None and synth.stack.dispatch.burst_state_machine is None:
+        for action in BURST_MACHINE_ACTIONS.get(component, frozenset()):
             actions.pop(action, None)
     return actions
 
@@ -124,7 +127,7 @@ def _own_arns(synth: Synth) -> set[str]:
         stack.dispatch.tick.function,
         stack.workers.worker.function,
         stack.console.handler.function,
-        stack.dispatch.state_machine,
+        *stack.dispatch.state_machines,
         stack.observability.topic,
         stack.workers.cluster,
     ]

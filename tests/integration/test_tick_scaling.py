@@ -174,6 +174,69 @@ def test_a_burst_minute_gets_the_pollers_that_release_it_within_the_target() -> 
     assert len(sustained["groups"]) == 20 and "burst_slots" not in sustained
 
 
+class _TwoMachines(_InputSfn):
+    """Step Functions with executions per machine: StartExecution and DescribeExecution."""
+
+    def __init__(self, existing: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        super().__init__()
+        self.executions = set(existing)
+        self.machine_of: dict[str, str] = {}
+        self.described: list[str] = []
+
+    def start_execution(self, **params: str) -> dict[str, str]:
+        self.machine_of[params["name"]] = params["stateMachineArn"]
+        self.executions.add(
+            params["stateMachineArn"].replace(":stateMachine:", ":execution:") + ":" + params["name"]
+        )
+        return super().start_execution(**params)
+
+    def describe_execution(self, executionArn: str) -> dict[str, str]:
+        self.described.append(executionArn)
+        if executionArn not in self.executions:
+            raise self.exceptions.ExecutionDoesNotExist({"Error": {"Code": "ExecutionDoesNotExist"}}, "x")
+        return {"executionArn": executionArn}
+
+
+STANDARD_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:minutes"
+BURST_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:burst-minutes"
+
+
+def _two_machine_tick(sfn: _TwoMachines) -> Tick:
+    settings = SETTINGS.model_copy(
+        update={
+            "shard_count": 64,
+            "load_sample_shards": 64,
+            "max_shard_groups": 80,
+            "group_slices": 2,
+            "burst_triggers_per_poller": 13_044,
+            "burst_workers_max": 0,
+            "state_machine_arn": STANDARD_MACHINE,
+            "burst_state_machine_arn": BURST_MACHINE,
+        }
+    )
+    store = _Store(settings, {(Lane.FAR, M): 600_000})
+    return Tick(settings, sfn, store, None, RecordingMetrics())  # type: ignore[arg-type]
+
+
+def test_a_burst_minute_runs_on_the_burst_machine_and_the_others_on_the_single_map() -> None:
+    sfn = _TwoMachines()
+    _two_machine_tick(sfn).start_minutes(M - timedelta(minutes=2) + timedelta(seconds=2))
+    assert sfn.machine_of == {"m-20261201T1159": STANDARD_MACHINE, "m-20261201T1200": BURST_MACHINE}
+    # Each minute was looked for on the other machine first
+    assert sfn.described == [
+        "arn:aws:states:us-east-1:123456789012:execution:burst-minutes:m-20261201T1159",
+        "arn:aws:states:us-east-1:123456789012:execution:minutes:m-20261201T1200",
+    ]
+
+
+def test_a_minute_started_on_one_machine_is_never_started_on_the_other() -> None:
+    # Given the burst minute already started on the single Map (an earlier tick saw fewer groups)
+    sfn = _TwoMachines({"arn:aws:states:us-east-1:123456789012:execution:minutes:m-20261201T1200"})
+    started = _two_machine_tick(sfn).start_minutes(M - timedelta(minutes=1) + timedelta(seconds=2))
+    # Then this tick does not start it again on the burst machine (only the next, idle minute)
+    assert started == ["m-20261201T1201"] and sfn.machine_of == {"m-20261201T1201": STANDARD_MACHINE}
+
+
 def test_near_timers_already_written_for_a_coming_minute_count() -> None:
     actuator = MemoryActuator()
     tick, _, _ = _tick({(Lane.NEAR, M): 100_000}, actuator)

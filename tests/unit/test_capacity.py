@@ -303,13 +303,11 @@ def test_a_predictive_burst_is_scaled_ahead_started_in_time_then_scaled_back_and
     assert burst["usd_per_burst"]["total"] == pytest.approx(
         sum(v for k, v in burst["usd_per_burst"].items() if k != "total")
     )
-    # Idle: the defaults' month plus the tick's scaling reads (and a Parallel's transitions when > 40 pollers)
+    # Idle: the defaults' month plus the tick's scaling reads (the Parallel is the burst machine's)
     idle = burst["idle_usd_per_month"]
     reads = pred.near_shard_count * 0.5 * 0.125e-6 * capacity.MINUTES_A_MONTH
     assert idle["tick: the next minute's near buckets read for scaling"] == pytest.approx(reads)
-    assert idle["total"] == pytest.approx(
-        14.0 + reads + idle["Parallel of inline Maps (more than 40 pollers allowed)"]
-    )
+    assert idle["total"] == pytest.approx(14.0 + reads)
 
 
 # --------------------------------------------------------------------------- money and deployability
@@ -411,9 +409,14 @@ def test_more_than_40_pollers_run_in_a_parallel_of_inline_maps() -> None:
         "dynamodb": {"on_demand_read_per_million": {"usd": 0.0}, "on_demand_write_per_million": {"usd": 0}}
     }
     one_map = capacity.monthly_cost(replace(D, max_shard_groups=40), P, 1.0, 1, {}, prices)["Step Functions"]
-    two_maps = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 1, {}, prices)["Step Functions"]
-    # The Parallel and two Maps instead of one Map: two more transitions a minute.
-    assert two_maps - one_map == pytest.approx(2 * 0.025 / 1000 * capacity.MINUTES_A_MONTH)
+    allowed = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 1, {}, prices)["Step Functions"]
+    # A minute of one group runs on the single Map even where 62 are allowed (the burst machine,
+    # the Parallel, runs only minutes of more than 40) ...
+    assert allowed == pytest.approx(one_map)
+    # ... and a minute of 46 pays the Parallel and two Maps instead of one Map: two more transitions.
+    many = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 46, {}, prices)["Step Functions"]
+    forty = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 40, {}, prices)["Step Functions"]
+    assert many - forty == pytest.approx((6 * 2 + 2) * 0.025 / 1000 * capacity.MINUTES_A_MONTH)
 
 
 def test_measured_figures_split_timer_writes_from_execution_writes(tmp_path: Path, monkeypatch) -> None:

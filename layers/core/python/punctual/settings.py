@@ -55,6 +55,9 @@ class Settings(BaseModel):
     kms_key_id: str = ""
     secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
     state_machine_arn: str = ""
+    # The minute state machine for minutes of more than 40 pollers (a Parallel of inline Maps;
+    # the stack builds it when maxShardGroups > 40): the tick starts those minutes there.
+    burst_state_machine_arn: str = ""
     # The key dispatch messages are signed with (punctual.message_auth): local mode and tests
     # set it; the stack names the Secrets Manager secret generated at deploy instead.
     dispatch_key: str = ""

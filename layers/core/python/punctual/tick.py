@@ -58,6 +58,7 @@ log = logging.getLogger("punctual.tick")
 STANDARD = "standard"
 LEAN = "lean"
 RECENT_MINUTES = 5  # how long a tick remembers the loads it counted (the backlog check)
+INLINE_MAP_GROUPS = 40  # what one inline Map runs at once: more groups go to the burst machine
 
 
 def estimate_far_load(store: JobStore, minute: datetime, settings: Settings, rng: random.Random) -> int:
@@ -301,18 +302,43 @@ class Tick:
                 self.size_for_burst(plan, sighted[0].get(minute, 0))
         for minute, plan in plans.items():
             name = execution_name(minute)
+            machine, other = self.machines_for(plan)
+            if other and self.started_on(other, name):
+                continue  # started on the other machine by an earlier tick: a minute runs once
             try:
-                self.sfn.start_execution(
-                    stateMachineArn=self.settings.state_machine_arn,
-                    name=name,
-                    input=json.dumps(plan),
-                )
+                self.sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(plan))
                 started.append(name)
             except self.sfn.exceptions.ExecutionAlreadyExists:
                 pass  # this minute is already running: the no-op that makes ticks idempotent
         if sighted is not None:
             self.scale(now, *sighted)
         return started
+
+    def machines_for(self, plan: dict[str, Any]) -> tuple[str, str]:
+        """The state machine a minute's plan runs on, and the other one ("" when there is one).
+
+        With a burst machine (the Parallel of inline Maps), a minute of more than 40 groups runs
+        there and every other minute on the single Map, so an idle minute never pays the
+        Parallel's transitions; without one, every minute runs on the one machine.
+        """
+        standard, burst = self.settings.state_machine_arn, self.settings.burst_state_machine_arn
+        if not burst:
+            return standard, ""
+        if len(plan["groups"]) > INLINE_MAP_GROUPS:
+            return burst, standard
+        return standard, burst
+
+    def started_on(self, machine: str, name: str) -> bool:
+        """Whether ``machine`` already has the execution ``name`` (a failed look is a no)."""
+        execution = machine.replace(":stateMachine:", ":execution:", 1) + ":" + name
+        try:
+            self.sfn.describe_execution(executionArn=execution)
+        except self.sfn.exceptions.ExecutionDoesNotExist:
+            return False
+        except Exception:
+            log.exception("looking for %s failed: starting it where its plan says", name)
+            return False
+        return True
 
     def size_for_burst(self, plan: dict[str, Any], burst: int) -> None:
         """More pollers for a minute whose burst (slots due at once) needs them to be released
