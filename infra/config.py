@@ -16,6 +16,7 @@ from typing import Any
 
 from infra import constants as c
 from punctual.settings import DEPLOYED, context_key, default_of
+from punctual.smoothing import SmoothingConfigError, parse_budgets
 
 
 class ConfigError(ValueError):
@@ -150,6 +151,7 @@ class PunctualConfig:
     burst_hold_s: int
     max_lateness_seconds: int
     burst_triggers_per_poller: int
+    target_rate_budgets: tuple[str, ...]
     poller_max_concurrency: int
     poller_memory_mb: int
     lean_poller_memory_mb: int
@@ -219,6 +221,7 @@ class PunctualConfig:
             burst_hold_s=reader.integer("burstHoldS", 0, 3600),
             max_lateness_seconds=reader.integer("maxLatenessSeconds", 0, 3600),
             burst_triggers_per_poller=reader.integer("burstTriggersPerPoller", 0, 10**7),
+            target_rate_budgets=reader.strings("targetRateBudgets"),
             poller_max_concurrency=reader.integer("pollerMaxConcurrency", 0, c.INLINE_MAP_MAX_CONCURRENCY),
             poller_memory_mb=reader.integer("pollerMemoryMb", 128, 10_240),
             lean_poller_memory_mb=reader.integer("leanPollerMemoryMb", 128, 10_240),
@@ -290,6 +293,10 @@ class PunctualConfig:
                 f"ecsBurstMemoryMb: Fargate does not run {self.ecs_burst_memory_mb} MiB with "
                 f"ecsBurstCpu {self.ecs_burst_cpu}"
             )
+        try:
+            parse_budgets(list(self.target_rate_budgets))
+        except SmoothingConfigError as exc:
+            raise ConfigError(f"targetRateBudgets: {exc}") from None
         if self.ecs_burst_tasks_max and self.ecs_burst_tasks_max < self.ecs_burst_tasks:
             raise ConfigError("ecsBurstTasksMax: must be 0 (no scaling) or at least ecsBurstTasks")
         if self.table_read_capacity_min > self.table_read_capacity_max:

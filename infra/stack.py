@@ -97,6 +97,7 @@ class PunctualStack(cdk.Stack):
             state_machine=self.dispatch.state_machine,
             lean_poller=self.dispatch.lean_poller,
             burst_service=self.workers.burst_service,
+            burst_state_machine=self.dispatch.burst_state_machine,
         )
         self.console = Console(
             self,

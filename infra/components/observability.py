@@ -97,11 +97,13 @@ class Observability(Construct):
         state_machine: sfn.StateMachine,
         lean_poller: PunctualFunction | None = None,
         burst_service: ecs.FargateService | None = None,
+        burst_state_machine: sfn.StateMachine | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
         self._lean_poller = lean_poller
         self._burst_service = burst_service
+        self._burst_state_machine = burst_state_machine
         self.alarms: list[cloudwatch.Alarm] = []
 
         # CloudWatch publishes to an encrypted topic only if the key lets it: an AWS-managed SNS
@@ -229,7 +231,7 @@ class Observability(Construct):
         )
         self._alarm(
             "MinuteExecutionFailed",
-            metric=state_machine.metric_failed(period=_MINUTE, statistic="Sum"),
+            metric=self._minutes_failed(state_machine),
             threshold=1,
             description="A minute's state machine execution failed, timed out or was aborted.",
         )
@@ -274,6 +276,19 @@ class Observability(Construct):
             threshold=c.TABLE_THROTTLE_ALARM_EVENTS,
             description="A key range (partition) of the table was throttled: a hot shard; raise "
             "shardCount or warm throughput.",
+        )
+
+    def _minutes_failed(self, state_machine: sfn.StateMachine) -> cloudwatch.IMetric:
+        """Failed minute executions, on the burst machine too when there is one."""
+        failed = state_machine.metric_failed(period=_MINUTE, statistic="Sum")
+        if self._burst_state_machine is None:
+            return failed
+        burst = self._burst_state_machine.metric_failed(period=_MINUTE, statistic="Sum")
+        return cloudwatch.MathExpression(
+            expression="FILL(m, 0) + FILL(b, 0)",
+            using_metrics={"m": failed, "b": burst},
+            label="Minute executions failed (both machines)",
+            period=_MINUTE,
         )
 
     def _burst_alarm(self, service: ecs.FargateService) -> None:

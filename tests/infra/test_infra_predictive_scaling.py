@@ -86,3 +86,21 @@ def test_the_dashboard_shows_the_scaling_decisions(any_synth: Synth) -> None:
     ):
         assert metric in body, metric
     assert ("RunningTaskCount" in body) == (any_synth.stack.workers.burst_service is not None)
+
+
+def test_a_failed_minute_alarms_on_either_machine(burst_synth: Synth, default_synth: Synth) -> None:
+    def alarm(synth: Synth) -> dict[str, Any]:
+        construct = synth.stack.observability.node.find_child("MinuteExecutionFailed")
+        return synth.resources[synth.logical_id(construct)]["Properties"]
+
+    machines = {f"<{burst_synth.logical_id(m)}>" for m in burst_synth.stack.dispatch.state_machines}
+    metrics = alarm(burst_synth)["Metrics"]
+    watched = {
+        join_parts(d["Value"])
+        for m in metrics
+        if "MetricStat" in m
+        for d in m["MetricStat"]["Metric"]["Dimensions"]
+        if d["Name"] == "StateMachineArn"
+    }
+    assert watched == machines and len(machines) == 2
+    assert "MetricName" in alarm(default_synth)  # one machine: its own metric, as before

@@ -198,15 +198,9 @@ def check_arn(
     return value
 
 
-class HttpTarget(_Strict):
-    """A webhook: the payload is POSTed (or sent with ``method``) to ``url``, signed (Standard Webhooks)."""
-
-    model_config = ConfigDict(
-        json_schema_extra={"examples": [{"type": "http", "url": "https://hooks.example.com/report"}]}
-    )
-
-    type: Literal["http"] = Field(default="http", description="Selects the webhook target.")
-    rate_budget_per_second: float | None = Field(
+def _rate_budget() -> Any:
+    """The rate budget every target may carry (burst smoothing, ``punctual.smoothing``)."""
+    return Field(
         default=None,
         gt=0,
         le=100_000,
@@ -220,6 +214,17 @@ class HttpTarget(_Strict):
         ),
         examples=[50],
     )
+
+
+class HttpTarget(_Strict):
+    """A webhook: the payload is POSTed (or sent with ``method``) to ``url``, signed (Standard Webhooks)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"type": "http", "url": "https://hooks.example.com/report"}]}
+    )
+
+    type: Literal["http"] = Field(default="http", description="Selects the webhook target.")
+    rate_budget_per_second: float | None = _rate_budget()
     url: str = Field(
         min_length=1,
         max_length=2048,
@@ -284,20 +289,7 @@ class _AwsTarget(_Strict):
     workers call the target with the deployment's own target role.
     """
 
-    rate_budget_per_second: float | None = Field(
-        default=None,
-        gt=0,
-        le=100_000,
-        strict=True,
-        allow_inf_nan=False,
-        description=(
-            "Burst smoothing: at most this many calls a second to this target (its host, or its ARN),"
-            " shared by the tenant's jobs that name it; a burst's slots are spread over time, never"
-            " later than the job's max_lateness_seconds (a slot the budget cannot take by then fires"
-            " on time and is counted as an overrun). None: no budget (a deployment-wide one may apply)."
-        ),
-        examples=[50],
-    )
+    rate_budget_per_second: float | None = _rate_budget()
     role_arn: str | None = Field(
         default=None,
         max_length=2048,

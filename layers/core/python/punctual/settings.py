@@ -202,6 +202,7 @@ DEPLOYED: tuple[str, ...] = (
     "burst_hold_s",
     "max_lateness_seconds",
     "burst_triggers_per_poller",
+    "target_rate_budgets",
 )
 
 
