@@ -152,3 +152,18 @@ def test_memory_actuator_records_changes_only() -> None:
     down = plan_capacity(at(90), {M: 600_000}, 0, CLOUD)
     assert actuator.apply(down) == [f"burst workers {up.burst_workers} -> 0"]
     assert [kind for _, kind, _ in actuator.changes] == ["burst_workers", "burst_workers"]
+
+
+def test_a_spread_minute_is_sized_by_its_burst_and_drained_by_its_total() -> None:
+    # 2,000,000 in a minute but only 10,000 due in its first seconds: no burst worker, and the
+    # event sources raised to drain the whole minute within it
+    decision = plan_capacity(at(-100), {M: 10_000}, 0, CLOUD, totals={M: 2_000_000})
+    assert decision.burst_workers == 0 and decision.max_concurrency == 644
+
+
+def test_the_minute_before_warms_the_event_sources() -> None:
+    # After a minute of 600,000 spread over it (193 concurrent), 200,000 due at once need fewer tasks
+    cold = plan_capacity(at(-100), {M: 200_000}, 0, CLOUD)
+    warm = plan_capacity(at(-100), {M: 200_000}, 0, CLOUD, totals={M - timedelta(minutes=1): 600_000})
+    assert 0 < warm.burst_workers < cold.burst_workers
+    assert standing_drain(CLOUD, 10, warm=193) > standing_drain(CLOUD, 10)
