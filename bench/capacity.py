@@ -142,6 +142,16 @@ LIMITS: dict[str, Limit] = {
         "docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html;"
         " as published, unverified here",
     ),
+    "fargate_launch_burst": Limit(
+        100,
+        "Fargate on-demand task launches at once (token bucket, per account and region)",
+        "docs.aws.amazon.com/AmazonECS/latest/developerguide/throttling.html (read 2026-12-01)",
+    ),
+    "fargate_launch_rate": Limit(
+        20,
+        "Fargate on-demand task launches a second, sustained (the same bucket's refill)",
+        "same page (read 2026-12-01)",
+    ),
     "apigw_account_rps": Limit(
         10_000,
         "requests/s per account and region across APIs (burst 5,000)",
@@ -188,6 +198,19 @@ ASSUMPTIONS: dict[str, tuple[float, str]] = {
         "the burst-ready search aims at 90 % of each target (4.5 s p99, 9 s all started) for what the"
         " fluid model leaves out: a batch's tenth message starts 9 messages after its first (~0.2 s),"
         " pollers start a few hundred ms apart",
+    ),
+    "fargate_start_s": (
+        60.0,
+        "from UpdateService to a burst task long-polling: Fargate placement, ENI, pull of the ~200 MB"
+        " worker image, interpreter start (no published figure; commonly reported 30-60 s)",
+    ),
+    "fargate_stop_s": (
+        10.0,
+        "from the scale-back to a burst task's end: an idle worker drains at once after SIGTERM",
+    ),
+    "tick_s": (
+        2.0,
+        "when in its minute the tick runs (EventBridge's every-minute rule fires in the first seconds)",
     ),
     "sqs_send_ms": (10.0, "SendMessageBatch latency (bench/cost_per_million.py's assumption, read from it)"),
     "batch_get_ms": (8.0, "BatchGetItem latency (same)"),
@@ -238,6 +261,9 @@ class Deployment:
     ecs_task_gb: float = 2.0
     ecs_threads: int = 32
     poller_billed_s: float = 80.0  # what a poller is billed a minute (cost bench: lead and grace included)
+    # Where the ECS burst tasks' LEASE timers go: "near" (lease 60 s) or "far" (a lease longer than
+    # the far threshold, as the stack now gives the burst service: ecs_lease_far)
+    lease_lane: str = "near"
 
 
 CDK_CONTEXT_KEYS = {
@@ -717,8 +743,14 @@ def simulate_burst(
         # a start writes its claim; its release wrote the next timer in the same seconds, and with
         # a short target the finish follows within milliseconds
         peak_wru=peak * (p.exec_wru + lease) + min(peak, rate) * p.timer_wru,
-        far_key_wru=slots * (1 - p.near_share) * p.timer_wru / d.shard_count / release_s,
-        near_key_wru=slots * (p.near_share * p.timer_wru + lease) / d.near_shard_count / release_s,
+        far_key_wru=slots
+        * ((1 - p.near_share) * p.timer_wru + (lease if d.lease_lane == "far" else 0.0))
+        / d.shard_count
+        / release_s,
+        near_key_wru=slots
+        * (p.near_share * p.timer_wru + (lease if d.lease_lane == "near" else 0.0))
+        / d.near_shard_count
+        / release_s,
         curve=curve,
     )
 
@@ -861,6 +893,155 @@ def burst_ready_settings(
     return ready, groups
 
 
+# --------------------------------------------------------------------------- predictive scaling
+
+
+def predictive_settings(ready: Deployment, groups: int, defaults: Deployment) -> Deployment:
+    """The burst-ready settings without standing capacity: the burst tasks are started ahead of
+    a planned burst by the tick (punctual.scaling) and stopped after it; pollers stay at the
+    default memory and count for sustained load (a burst minute gets its own, sized from its
+    burst: ``burstTriggersPerPoller``); the near shards stay at the defaults (the burst tasks'
+    LEASE timers go to far buckets: their lease is longer than the far threshold)."""
+    return replace(
+        ready,
+        ecs_burst_tasks=0,
+        poller_memory_mb=defaults.poller_memory_mb,
+        triggers_per_poller_minute=defaults.triggers_per_poller_minute,
+        near_shard_count=defaults.near_shard_count,
+        shard_count=defaults.shard_count,
+        lease_lane="far",
+    )
+
+
+def predictive_burst(
+    slots: int,
+    pred: Deployment,
+    p: PerTrigger,
+    cost: dict[str, Any],
+    prices: dict[str, Any],
+    target_s: int = 4,
+) -> dict[str, Any]:
+    """A planned burst under predictive scaling: what the tick decides (the real planner,
+    :func:`punctual.scaling.plan_capacity`), when each part is ready, the burst itself, what one
+    burst costs, and what the deployment costs a month while idle."""
+    from datetime import UTC, datetime, timedelta
+
+    from punctual.scaling import CapacityProfile, need_for, plan_capacity
+
+    message_s = worker_seconds(pred, p)
+    task_rate = ecs_task_rate(pred, p)
+    profile = CapacityProfile(
+        lateness_target_s=target_s,
+        message_s=message_s,
+        standing_concurrency=pred.worker_max_concurrency,
+        burst_workers_standing=0,
+        burst_workers_max=20_000,
+        burst_worker_messages_per_s=task_rate,
+        start_lead_s=assumed("fargate_start_s") + 15,  # the default burstStartLeadS: 75 s
+        hold_s=30,
+    )
+    minute = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    tasks = need_for(slots, profile, minute).burst_workers
+    # The pollers a burst minute gets: its burst over what one poller releases by the p99 target
+    # with the margin (burstTriggersPerPoller), at the default memory.
+    per_poller = int(release_rate(pred, p) * 5.0 * assumed("burst_margin"))
+    groups = math.ceil(slots / per_poller)
+    with_tasks = replace(pred, ecs_burst_tasks=tasks, max_shard_groups=max(pred.max_shard_groups, groups))
+    burst = simulate_burst(slots, with_tasks, p, groups, 0.02)
+    # The ticks: every minute at :02; the first that leaves the start lead scales up.
+    tick_s = assumed("tick_s")
+    decisions = []
+    scaled_at = released_at = None
+    for k in range(-4, 3):
+        at = minute + timedelta(minutes=k, seconds=tick_s)
+        decision = plan_capacity(at, {minute: slots}, 0, profile)
+        decisions.append(((at - minute).total_seconds(), decision.burst_workers))
+        if decision.burst_workers and scaled_at is None:
+            scaled_at = (at - minute).total_seconds()
+        if scaled_at is not None and not decision.burst_workers and released_at is None:
+            released_at = (at - minute).total_seconds()
+    assert scaled_at is not None and released_at is not None
+    launch_s = max(0.0, tasks - LIMITS["fargate_launch_burst"].value) / LIMITS["fargate_launch_rate"].value
+    ready_at = scaled_at + launch_s + assumed("fargate_start_s")
+    stopped_at = released_at + assumed("fargate_stop_s")
+    task_hour = (
+        pred.ecs_task_vcpu * EXTRA_PRICES["fargate_vcpu_hour"][0]
+        + pred.ecs_task_gb * EXTRA_PRICES["fargate_gb_hour"][0]
+    )
+    task_s = stopped_at - scaled_at  # Fargate bills from the pull to the stop, a minute at least
+    gb_s = benchlib.price(prices, "lambda.arm64_gb_second")
+    per_burst = {
+        "burst ECS tasks": tasks * task_hour * max(60.0, task_s) / 3600,
+        "burst pollers (beyond the idle minute's one)": (groups - 1)
+        * pred.poller_billed_s
+        * pred.poller_memory_mb
+        / 1024
+        * gb_s,
+        "Step Functions (one transition per extra poller, the burst machine's Parallel and Maps)": (
+            groups - 1
+        )
+        * benchlib.price(prices, "stepfunctions.standard_per_thousand_transitions")
+        / 1000,
+    }
+    per_burst["total"] = sum(per_burst.values())
+    summary = cost.get("summary", {})
+    per_million = summary.get("on_demand_usd_per_million")
+    triggers = per_million * slots / 1e6 if per_million else None
+    # Idle: the defaults' idle month (counted by the cost bench), plus the tick's scaling reads
+    # (the next minute's near buckets, each empty Query half a read unit).
+    idle = cost.get("idle", {}).get("defaults (256 far / 8 near, lean poller 128 MB)", {})
+    idle_base = idle.get("usd_per_month", {}).get("total")
+    rru = benchlib.price(prices, "dynamodb.on_demand_read_per_million") / 1e6
+    scaling_reads = pred.near_shard_count * 0.5 * rru * MINUTES_A_MONTH
+    # The Parallel of inline Maps that more than 40 pollers need is a second state machine the tick
+    # uses for such minutes only (infra/components/dispatch.py): a burst minute pays its extra
+    # transitions, an idle one does not.
+    slices = map_slices(groups)
+    per_burst["Step Functions (one transition per extra poller, the burst machine's Parallel and Maps)"] += (
+        (slices if slices > 1 else 0)
+        * benchlib.price(prices, "stepfunctions.standard_per_thousand_transitions")
+        / 1000
+    )
+    per_burst["total"] = sum(v for k, v in per_burst.items() if k != "total")
+    timeline = [
+        ("far timers of the burst minute all written (far threshold)", -180.0),
+        (
+            f"tick decides and asks for {tasks} burst tasks (the next tick would leave < the start lead)",
+            scaled_at,
+        ),
+        ("Fargate has launched every task (100 at once, then 20 a second)", scaled_at + launch_s),
+        ("every burst task is long-polling the short queues (start assumed)", ready_at),
+        (f"{groups} pollers start and read the minute's far buckets (poller lead)", -10.0),
+        ("the burst's instant: release begins", 0.0),
+        ("p99 of the slots started", burst.p99_s),
+        ("every slot started", burst.started_by_s),
+        ("tick scales back (hold over, queues drained)", released_at),
+        ("the burst tasks have stopped", stopped_at),
+    ]
+    return {
+        "slots": slots,
+        "table_wru": _round_up(burst.peak_wru, 10_000),  # quota and warm throughput the burst needs
+        "lateness_target_s": target_s,
+        "burst_tasks": tasks,
+        "pollers": groups,
+        "burst_triggers_per_poller": per_poller,
+        "burst": {k: v for k, v in asdict(burst).items() if k != "curve"},
+        "met": burst.started_by_s <= 10 and burst.p99_s <= 5,
+        "far_key_wru": burst.far_key_wru,
+        "near_key_wru": burst.near_key_wru,
+        "decisions": decisions,
+        "timeline": timeline,
+        "task_seconds": task_s,
+        "usd_per_burst": per_burst,
+        "usd_per_burst_triggers": triggers,
+        "idle_usd_per_month": {
+            "defaults' idle month (cost bench)": idle_base,
+            "tick: the next minute's near buckets read for scaling": scaling_reads,
+            "total": (idle_base or 0.0) + scaling_reads,
+        },
+    }
+
+
 # --------------------------------------------------------------------------- money and deployability
 
 
@@ -886,8 +1067,10 @@ def monthly_cost(
         out["triggers (on-demand, all in, as counted)"] = None
     out["pollers"] = groups * d.poller_billed_s * d.poller_memory_mb / 1024 * gb_s * MINUTES_A_MONTH
     transitions = 6 + 2 * (groups - 1)  # dispatch.py's docstring: six a minute, two per extra group
-    slices = map_slices(d.max_shard_groups)
-    if slices > 1:  # a Parallel of inline Maps: the Parallel and each Map instead of one Map
+    slices = map_slices(groups)
+    # A Parallel of inline Maps (the burst machine, for minutes of more than 40 groups only): the
+    # Parallel and each Map instead of one Map.
+    if slices > 1:
         transitions += slices
     sfn = benchlib.price(prices, "stepfunctions.standard_per_thousand_transitions") / 1000
     out["Step Functions"] = transitions * sfn * MINUTES_A_MONTH
@@ -1116,6 +1299,59 @@ def main() -> None:
         summary_lambda, alt_checks, bursts[label] = evaluate("burst-ready (Lambda)", *found_lambda)
         print_profile("(c') burst-ready alternative: Lambda only", summary_lambda, alt_checks)
 
+    # (d) predictive: the burst-ready capacity started ahead of a planned burst, none standing
+    summary_pred: dict[str, Any] | None = None
+    predicted: dict[str, Any] | None = None
+    if found:
+        pred = predictive_settings(found[0], found[1], defaults)
+        predicted = predictive_burst(args.burst, pred, per, cost_results, prices)
+        wru = max(pred.table_wru, predicted["table_wru"])
+        pred = replace(
+            pred,
+            max_shard_groups=max(pred.max_shard_groups, predicted["pollers"]),
+            table_wru=wru,
+            warm_wru=wru,
+        )
+        summary_pred, pred_checks, _ = evaluate("predictive", pred, groups_for(rate, pred))
+        summary_pred["deploy"]["context"].update(
+            {
+                "ecsBurstTasks": 0,
+                "ecsBurstTasksMax": predicted["burst_tasks"],
+                "burstTriggersPerPoller": predicted["burst_triggers_per_poller"],
+                "burstLatenessTargetS": predicted["lateness_target_s"],
+            }
+        )
+        print_profile(
+            f"(d) predictive scaling: a {args.burst:,}-slot minute now and then, nothing standing",
+            summary_pred,
+            pred_checks,
+        )
+        b = predicted["burst"]
+        bursts["predictive: burst tasks started ahead by the tick"] = simulate_burst(
+            args.burst,
+            replace(pred, ecs_burst_tasks=predicted["burst_tasks"]),
+            per,
+            predicted["pollers"],
+        )
+        print(
+            f"burst: {predicted['burst_tasks']} tasks and {predicted['pollers']} pollers;"
+            f" p99 {b['p99_s']:.2f} s,"
+            f" all started {b['started_by_s']:.2f} s ({'MET' if predicted['met'] else 'MISSED'});"
+            f" far key {predicted['far_key_wru']:,.0f} WRU/s, near key {predicted['near_key_wru']:,.0f} WRU/s"
+        )
+        print("time line of the burst minute (s from its instant):")
+        for what, at in predicted["timeline"]:
+            print(f"  {at:+8.2f}  {what}")
+        cost_line = ", ".join(f"{k} ${v:,.3f}" for k, v in predicted["usd_per_burst"].items())
+        print(
+            f"$ per burst: {cost_line};"
+            f" the triggers' own traffic ${predicted['usd_per_burst_triggers'] or 0:,.2f}"
+        )
+        idle_line = ", ".join(
+            f"{k} ${v:,.2f}" for k, v in predicted["idle_usd_per_month"].items() if v is not None
+        )
+        print(f"$ a month idle: {idle_line}")
+
     benchlib.heading(f"A {args.burst:,}-slot top-of-minute burst")
     rows = []
     for label, b in bursts.items():
@@ -1182,6 +1418,9 @@ def main() -> None:
         "burst_ready_deployable_by_cdk_json": bool(
             summary_ready and not summary_ready["deploy"]["not_deployable"]
         ),
+        "predictive_burst_met": bool(predicted and predicted["met"]),
+        "predictive_idle_within_15_usd": bool(predicted and predicted["idle_usd_per_month"]["total"] <= 15.0),
+        "predictive_sustained_headroom_2x": bool(summary_pred and summary_pred["headroom_2x"]),
     }
     print("targets:", ", ".join(f"{k} {'MET' if v else 'MISSED'}" for k, v in verdicts.items()))
     if not args.no_json:
@@ -1190,6 +1429,8 @@ def main() -> None:
             profiles["burst_ready"] = summary_ready
         if summary_lambda:
             profiles["burst_ready_lambda"] = summary_lambda
+        if summary_pred:
+            profiles["predictive"] = summary_pred
         benchlib.write_result(
             "capacity",
             {
@@ -1215,6 +1456,7 @@ def main() -> None:
                 "bursts": {k: burst_json(v) for k, v in bursts.items()},
                 "burst_settings": asdict(found[0]) if found else None,
                 "profiles": profiles,
+                "predictive_burst": predicted,
                 "verdicts": verdicts,
             },
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from infra import constants as c
 from punctual.settings import DEPLOYED, context_key, default_of
+from punctual.smoothing import SmoothingConfigError, parse_budgets
 
 
 class ConfigError(ValueError):
@@ -49,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "ecsBurstConcurrency": c.ECS_BURST_CONCURRENCY,
     "ecsBurstCpu": c.ECS_BURST_CPU_UNITS,
     "ecsBurstMemoryMb": c.ECS_BURST_MEMORY_MIB,
+    "ecsBurstTasksMax": c.ECS_BURST_TASKS_MAX,
     "vpcId": "",
     "natGateways": c.NAT_GATEWAYS,
     "vpcInterfaceEndpoints": True,
@@ -145,6 +147,12 @@ class PunctualConfig:
     shard_groups: int
     max_shard_groups: int
     triggers_per_poller_minute: int
+    burst_lateness_target_s: int
+    burst_start_lead_s: int
+    burst_hold_s: int
+    max_lateness_seconds: int
+    burst_triggers_per_poller: int
+    target_rate_budgets: tuple[str, ...]
     poller_max_concurrency: int
     poller_memory_mb: int
     lean_poller_memory_mb: int
@@ -164,6 +172,7 @@ class PunctualConfig:
     ecs_burst_concurrency: int
     ecs_burst_cpu: int
     ecs_burst_memory_mb: int
+    ecs_burst_tasks_max: int
     vpc_id: str
     nat_gateways: int
     vpc_interface_endpoints: bool
@@ -210,6 +219,12 @@ class PunctualConfig:
             shard_groups=reader.integer("shardGroups", 1, c.MAX_SHARD_GROUPS),
             max_shard_groups=reader.integer("maxShardGroups", 1, c.MAX_SHARD_GROUPS),
             triggers_per_poller_minute=reader.integer("triggersPerPollerMinute", 100, 10**7),
+            burst_lateness_target_s=reader.integer("burstLatenessTargetS", 1, 600),
+            burst_start_lead_s=reader.integer("burstStartLeadS", 0, 600),
+            burst_hold_s=reader.integer("burstHoldS", 0, 3600),
+            max_lateness_seconds=reader.integer("maxLatenessSeconds", 0, 3600),
+            burst_triggers_per_poller=reader.integer("burstTriggersPerPoller", 0, 10**7),
+            target_rate_budgets=reader.strings("targetRateBudgets"),
             poller_max_concurrency=reader.integer("pollerMaxConcurrency", 0, c.INLINE_MAP_MAX_CONCURRENCY),
             poller_memory_mb=reader.integer("pollerMemoryMb", 128, 10_240),
             lean_poller_memory_mb=reader.integer("leanPollerMemoryMb", 128, 10_240),
@@ -229,6 +244,7 @@ class PunctualConfig:
             ecs_burst_concurrency=reader.integer("ecsBurstConcurrency", 1, 256),  # ServiceSettings' bound
             ecs_burst_cpu=reader.choice_int("ecsBurstCpu", _FARGATE_CPU_UNITS),
             ecs_burst_memory_mb=reader.integer("ecsBurstMemoryMb", 512, 122_880),
+            ecs_burst_tasks_max=reader.integer("ecsBurstTasksMax", 0, c.ECS_BURST_MAX_TASKS),
             vpc_id=reader.text("vpcId", required=False),
             nat_gateways=reader.integer("natGateways", 0, c.VPC_MAX_AZS),
             vpc_interface_endpoints=reader.boolean("vpcInterfaceEndpoints"),
@@ -282,6 +298,12 @@ class PunctualConfig:
                 f"ecsBurstMemoryMb: Fargate does not run {self.ecs_burst_memory_mb} MiB with "
                 f"ecsBurstCpu {self.ecs_burst_cpu}"
             )
+        try:
+            parse_budgets(list(self.target_rate_budgets))
+        except SmoothingConfigError as exc:
+            raise ConfigError(f"targetRateBudgets: {exc}") from None
+        if self.ecs_burst_tasks_max and self.ecs_burst_tasks_max < self.ecs_burst_tasks:
+            raise ConfigError("ecsBurstTasksMax: must be 0 (no scaling) or at least ecsBurstTasks")
         if self.table_read_capacity_min > self.table_read_capacity_max:
             raise ConfigError("tableReadCapacityMin: must not exceed tableReadCapacityMax")
         if self.table_write_capacity_min > self.table_write_capacity_max:

@@ -145,6 +145,14 @@ ECS_BURST_CONCURRENCY: Final = 32  # threads per task (PUNCTUAL_WORKER_CONCURREN
 ECS_BURST_CPU_UNITS: Final = 1024
 ECS_BURST_MEMORY_MIB: Final = 2048
 ECS_BURST_MAX_TASKS: Final = 5000  # ECS's tasks-per-service quota
+# The most burst tasks the tick may start ahead of a planned burst (predictive scaling); 0 builds
+# no scaling (and no burst service unless ecsBurstTasks asks for standing ones).
+ECS_BURST_TASKS_MAX: Final = 0
+# What one burst task drains a second per vCPU (bench/capacity.py: 644 messages/s for 1 vCPU with
+# 32 threads, CPU-bound with the LEASE write): the tick's planner sizes the burst with it.
+ECS_BURST_MESSAGES_PER_S_PER_VCPU: Final = 644
+# The burst tasks' lease: the far threshold plus this, so their LEASE timers are far timers.
+ECS_BURST_LEASE_MARGIN_S: Final = 60
 # Alarm when fewer burst tasks run than asked for, this many minutes in a row (a replaced task
 # takes a minute or two to start).
 ECS_BURST_SHORT_ALARM_PERIODS: Final = 5
@@ -235,6 +243,20 @@ METRIC_EXECUTIONS_SUCCEEDED: Final = "ExecutionsSucceeded"
 METRIC_EXECUTIONS_FAILED: Final = "ExecutionsFailed"
 METRIC_RETRIES: Final = "Retries"
 METRIC_FORGED_MESSAGES: Final = "ForgedMessages"  # dispatch messages without a valid signature
+# Predictive scaling (the tick, punctual.scaling): what it asked for, what drove it, what it could not.
+METRIC_BURST_WORKERS_DESIRED: Final = "BurstWorkersDesired"
+METRIC_WORKER_CONCURRENCY_DESIRED: Final = "WorkerConcurrencyDesired"
+METRIC_BURST_PLANNED_SLOTS: Final = "BurstPlannedSlots"
+METRIC_BURST_SHORTFALL: Final = "BurstShortfall"
+# Burst smoothing (punctual.smoothing): slots that fired on time past their target's rate budget.
+METRIC_RATE_BUDGET_OVERRUNS: Final = "RateBudgetOverruns"
+# The tick's scaling calls: the worker event-source mappings, the burst service, the short queues' depth.
+TICK_EVENT_SOURCE_ACTIONS: Final = ("lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping")
+TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService")
+TICK_QUEUE_ACTIONS: Final = ("sqs:GetQueueAttributes",)
+# With two minute state machines (more than 40 pollers allowed), the tick looks for a minute on
+# the other machine before it starts it on one.
+TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution",)
 # With the lookahead, one failed tick is covered by the next: alarm on two in a row.
 TICK_ERROR_ALARM_PERIODS: Final = 2
 # No minute execution started for this long means no poller is running.

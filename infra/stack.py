@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra import constants as c
@@ -87,6 +88,7 @@ class PunctualStack(cdk.Stack):
         )
         for container in self.workers.containers:
             container.add_environment("PUNCTUAL_TARGET_ROLE_ARN", self.target_role.role.role_arn)
+        self._predictive_scaling()
 
         self.observability = Observability(
             self,
@@ -101,6 +103,7 @@ class PunctualStack(cdk.Stack):
             state_machine=self.dispatch.state_machine,
             lean_poller=self.dispatch.lean_poller,
             burst_service=self.workers.burst_service,
+            burst_state_machine=self.dispatch.burst_state_machine,
         )
         self.console = Console(
             self,
@@ -128,6 +131,38 @@ class PunctualStack(cdk.Stack):
             description="The roles a tenant's execution role (role_arn) must trust",
         )
 
+    def _predictive_scaling(self) -> None:
+        """The tick sizes the workers ahead of each planned burst (``punctual.scaling``): it is
+        told what to scale and the capacity figures, and may change those resources only."""
+        config, tick, workers = self.config, self.dispatch.tick, self.workers
+        function, role = tick.function, tick.role
+        sources = workers.event_sources
+        cpu_share = config.ecs_burst_cpu / 1024
+        mapping_ids = [source.event_source_mapping_id for source in sources]
+        for name, value in {
+            "PUNCTUAL_WORKER_EVENT_SOURCE_MAPPINGS": cdk.Fn.join(",", mapping_ids),
+            "PUNCTUAL_WORKER_MAX_CONCURRENCY": str(config.worker_max_concurrency),
+            "PUNCTUAL_BURST_WORKERS": str(config.ecs_burst_tasks),
+            "PUNCTUAL_BURST_WORKERS_MAX": str(max(config.ecs_burst_tasks, config.ecs_burst_tasks_max)),
+            "PUNCTUAL_BURST_WORKER_MESSAGES_PER_S": str(c.ECS_BURST_MESSAGES_PER_S_PER_VCPU * cpu_share),
+        }.items():
+            function.add_environment(name, value)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(c.TICK_EVENT_SOURCE_ACTIONS),
+                resources=[s.event_source_mapping_arn for s in sources],
+            )
+        )
+        Queues.grant(role, self.queues.short, c.TICK_QUEUE_ACTIONS)  # the backlog a burst leaves
+        service = workers.burst_service
+        if service is not None:
+            function.add_environment("PUNCTUAL_BURST_SERVICE", service.service_arn)
+            function.add_environment("PUNCTUAL_BURST_CLUSTER", workers.cluster.cluster_arn)
+            statement = iam.PolicyStatement(
+                actions=list(c.TICK_BURST_SERVICE_ACTIONS), resources=[service.service_arn]
+            )
+            role.add_to_principal_policy(statement)
+
     def own_resource_arns(self) -> list[str]:
         """Every resource of this stack a target could name: queues (DLQs too), table, functions,
         state machine, alarm topic, the events bus it made, cluster, task definitions."""
@@ -142,7 +177,7 @@ class PunctualStack(cdk.Stack):
             *(q.queue_arn for q in [*self.queues.work_queues, *self.queues.dead_letter, self.queues.failed]),
             self.storage.table.table_arn,
             *(f.function.function_arn for f in functions),
-            self.dispatch.state_machine.state_machine_arn,
+            *(machine.state_machine_arn for machine in self.dispatch.state_machines),
             self.observability.topic.topic_arn,
             *([self.events.bus.event_bus_arn] if self.events.bus is not None else []),
             self.workers.cluster.cluster_arn,

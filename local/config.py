@@ -61,6 +61,10 @@ class LocalConfig:
         run is taken over within seconds, not minutes.
     moto_patch
         Apply :mod:`local.motopatch` inside the moto server process.
+    burst_workers_max, burst_worker_messages_per_s
+        Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
+        are started ahead of a planned burst, each counted as draining this many messages a
+        second (low on purpose: a burst of a few dozen slots asks for one).
     """
 
     state_dir: Path = DEFAULT_STATE_DIR
@@ -78,6 +82,8 @@ class LocalConfig:
     log_level: str = "INFO"
     json_logs: bool = False
     moto_patch: bool = True
+    burst_workers_max: int = 2
+    burst_worker_messages_per_s: int = 3
     template: str = ""  # a template file to use instead of synthesising infra/
     extra: dict[str, str] = field(default_factory=dict)  # further PUNCTUAL_* overrides
 

@@ -18,6 +18,10 @@ restarted by the supervisor with the same delays, and a (re)started process star
 minute whose window is still open (``M - lead <= now < M + 60 s + grace``): a crash costs a
 restart, not the rest of the minute. Releasing a slot twice is harmless (same FIFO dedup id,
 same next timer, and the worker's claim drops a second start).
+
+Between minutes it also runs the tick's predictive scaling every few seconds
+(:class:`local.scaling.LocalScaler`): the supervisor starts ``burst-N`` worker processes ahead of
+a minute whose planned load the standing workers would not start in time, and stops them after.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 from local.component import LambdaContext, load_handler, prepare
 from local.config import LocalConfig
 from local.retriers import Attempts, Retrier, error_name, retriers_from
+from local.scaling import LocalScaler
 
 log = logging.getLogger("local.poller")
 
@@ -71,6 +76,7 @@ class MinuteScheduler:
         timeout_s: int,
         retriers: list[Retrier] | None = None,
         wait: Callable[[float], bool] | None = None,
+        scaler: LocalScaler | None = None,
     ) -> None:
         from punctual.composition import Container
         from punctual.settings import Settings
@@ -88,6 +94,7 @@ class MinuteScheduler:
         self._lock = threading.Lock()
         self.stopping = threading.Event()
         self.wait = wait or self.stopping.wait
+        self.scaler = scaler
 
     def window(self, minute: datetime) -> tuple[datetime, datetime]:
         lead = timedelta(seconds=self.settings.poller_lead_s)
@@ -196,6 +203,11 @@ class MinuteScheduler:
             now = self.clock.now()
             for minute in self.due_minutes(now):
                 self.start(minute)
+            if self.scaler is not None:
+                try:
+                    self.scaler.step(now)
+                except Exception:  # as the tick: scaling never stops a minute
+                    log.exception("predictive scaling failed: deciding again shortly")
             stop.wait(self.next_wake(self.clock.now()))
         self.stopping.set()  # no retry waits or starts after this
         with self._lock:
@@ -213,7 +225,12 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
 
     serialise_metrics(metrics)
     retriers = retriers_from(deployment.poller_retry)
-    scheduler = MinuteScheduler(handler.handler, deployment.poller_timeout_s, retriers)
+    from punctual.composition import Container
+    from punctual.settings import Settings
+
+    built = Container(Settings.from_env())
+    scaler = LocalScaler(config, built.settings, built.store, built.client("sqs"))
+    scheduler = MinuteScheduler(handler.handler, deployment.poller_timeout_s, retriers, scaler=scaler)
     retried = ", ".join(f"{'|'.join(r.errors)} up to {r.max_attempts}x" for r in retriers)
     log.info(
         "poller: %d far + %d near shards, lead %ss, grace %ss, retried as the state machine does: %s",

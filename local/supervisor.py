@@ -11,6 +11,12 @@ at once, with the delays of its poller task's retriers (1 s, then x1.5 up to 4 s
 default), and local mode restarts its poller process with the same delays, read from the
 deployment (``poller_retry``, from the template); beyond the retriers' attempts it keeps
 to their longest delay (the next minute's execution would start afresh).
+
+Burst workers: the supervisor also obeys the predictive-scaling planner (:mod:`local.scaling`,
+run in the poller process): it starts ``burst-1``, ``burst-2``, ... worker processes when the
+planner asks for them ahead of a burst, and stops the highest-numbered ones (SIGTERM, then
+SIGKILL after their stop timeout) when it scales back. A burst worker that dies while wanted is
+restarted like any component; one scaled back is forgotten once it has exited.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from local.component import SUPERVISED_ENV, read_deployment
 from local.config import LocalConfig
 from local.logs import Entry, LogSink, parse_line
 from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
+from local.scaling import BURST_PREFIX, desired_burst_workers
 
+SCALE_CHECK_S = 0.5  # how often the desired burst workers are read
 RESTART_MIN_S = 0.5
 RESTART_MAX_S = 10.0
 HEALTHY_AFTER_S = 60.0
@@ -103,6 +111,7 @@ class Child:
     restart_at: float | None = None
     reader: threading.Thread | None = None
     exits: list[str] = field(default_factory=list)
+    retiring_until: float | None = None  # a burst worker scaled back: SIGTERM sent, gone by then
 
     @property
     def pid(self) -> int | None:
@@ -111,6 +120,10 @@ class Child:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+def _burst_index(name: str) -> int:
+    return int(name.removeprefix(BURST_PREFIX))
 
 
 def describe_exit(code: int) -> str:
@@ -143,6 +156,7 @@ class Supervisor:
         self.stopping = False
         self.on_restart: list[Callable[[str], None]] = []
         self.clock: Callable[[], float] = time.monotonic
+        self._next_scale_at = 0.0
 
     # ------------------------------------------------------------------ processes
 
@@ -187,10 +201,58 @@ class Supervisor:
             self._spawn(child)
             self.sink.info(f"started {child.spec.name} (pid {child.pid})")
 
-    def check(self) -> None:
-        """Restart what died (call often); never while stopping."""
+    # ------------------------------------------------------------------ burst workers
+
+    def scale(self) -> None:
+        """Start or stop ``burst-N`` worker processes to match what the planner asks for
+        (:mod:`local.scaling`); the standing components are never touched."""
         now = self.clock()
-        for child in self.children.values():
+        if self.stopping or now < self._next_scale_at:
+            return
+        self._next_scale_at = now + SCALE_CHECK_S
+        wanted = desired_burst_workers(self.config)
+        active = [
+            c for c in self.children.values() if c.spec.name.startswith(BURST_PREFIX) and not c.retiring_until
+        ]
+        index = 1
+        while len(active) < wanted:
+            name = f"{BURST_PREFIX}{index}"
+            index += 1
+            if name in self.children:
+                continue
+            child = Child(ComponentSpec(name, ("worker", "--name", name), 1))
+            self.children[name] = child
+            self._spawn(child)
+            active.append(child)
+            self.sink.info(
+                f"started {name} (pid {child.pid}): burst workers {len(active) - 1} -> {len(active)}"
+            )
+        for child in sorted(active, key=lambda c: _burst_index(c.spec.name))[wanted:]:
+            if child.process is not None and child.running:
+                child.process.send_signal(signal.SIGTERM)
+            child.retiring_until = now + child.spec.stop_timeout_s
+            self.sink.info(
+                f"stopping {child.spec.name} (pid {child.pid}): burst workers scaled back to {wanted}"
+            )
+
+    def _retire(self, child: Child, now: float) -> bool:
+        """A scaled-back burst worker: True once it is gone (and forgotten)."""
+        if child.process is not None and child.process.poll() is None:
+            if child.retiring_until is not None and now >= child.retiring_until:
+                child.process.kill()  # did not stop in time
+            return False
+        self.children.pop(child.spec.name, None)
+        self.sink.info(f"stopped {child.spec.name} (scaled back)")
+        return True
+
+    def check(self) -> None:
+        """Restart what died (call often); never while stopping. Scale the burst workers."""
+        self.scale()
+        now = self.clock()
+        for child in list(self.children.values()):
+            if child.retiring_until is not None and not self.stopping:
+                self._retire(child, now)
+                continue
             if self.stopping or child.process is None:
                 continue
             code = child.process.poll()

@@ -1,7 +1,7 @@
 """Tick Lambda (EventBridge, every minute): start the coming minutes' Step Functions executions.
 
-Every decision (naming, planning, the lean poller, slices) lives in :class:`punctual.tick.Tick`;
-the composition root builds it from the ``PUNCTUAL_*`` settings.
+Every decision (naming, planning, the lean poller, slices, predictive scaling) lives in
+:class:`punctual.tick.Tick`; the composition root builds it from the ``PUNCTUAL_*`` settings.
 """
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from punctual.composition import container
-from punctual.lambda_support import logger
+from punctual.lambda_support import PowertoolsMetrics, logger, metrics
 
 
+@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     built = container()
-    started = built.tick().start_minutes(built.clock.now())
+    started = built.tick(PowertoolsMetrics()).start_minutes(built.clock.now())
     logger.info("started %s", started or "nothing new")
     return {"started": started}

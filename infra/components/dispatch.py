@@ -86,6 +86,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -147,6 +148,13 @@ class Dispatch(Construct):
         self.pollers = [p for p in (self.poller, self.lean_poller) if p is not None]
 
         self.state_machine = self._state_machine(config)
+        # More than 40 pollers a minute: a second machine, the Parallel of inline Maps, that only
+        # the minutes the tick plans with more than 40 groups run (the every-minute one stays a
+        # single Map: an idle minute does not pay the Parallel's transitions).
+        self.burst_state_machine: sfn.StateMachine | None = None
+        if config.group_slices > 1:
+            self.burst_state_machine = self._state_machine(config, sliced=True)
+        self.state_machines = [m for m in (self.state_machine, self.burst_state_machine) if m is not None]
 
         self.tick: PunctualFunction = runtime.function(
             self,
@@ -158,6 +166,9 @@ class Dispatch(Construct):
             environment={
                 **environment,
                 "PUNCTUAL_STATE_MACHINE_ARN": self.state_machine.state_machine_arn,
+                "PUNCTUAL_BURST_STATE_MACHINE_ARN": self.burst_state_machine.state_machine_arn
+                if self.burst_state_machine
+                else "",
                 "PUNCTUAL_SHARD_GROUPS": str(config.shard_groups),  # the fewest pollers a minute gets
                 "PUNCTUAL_MAX_SHARD_GROUPS": str(config.max_shard_groups),  # the most (up to 256)
                 # 1: the groups go to one inline Map ($.groups); more: split into $.group_slices.
@@ -172,7 +183,25 @@ class Dispatch(Construct):
                 "PUNCTUAL_LEAN_MAX_TRIGGERS_PER_MINUTE": str(config.lean_poller_max_triggers_per_minute),
             },
         )
-        self.state_machine.grant_start_execution(self.tick.role)
+        for machine in self.state_machines:
+            machine.grant_start_execution(self.tick.role)
+        if self.burst_state_machine is not None:
+            # A minute starts on one machine only: the tick looks for it on the other one first.
+            self.tick.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=list(c.TICK_EXECUTION_ACTIONS),
+                    resources=[_executions_of(m) for m in self.state_machines],
+                )
+            )
+            for machine in self.state_machines:
+                acknowledge(
+                    self.tick.role,
+                    "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                    f"<{self._logical_id_of_machine(machine)}.Name>:*]",
+                    "states:DescribeExecution on the executions of this stack's minute state machines "
+                    "(an execution's ARN carries its minute's name, unknown at deploy): the tick checks "
+                    "that a minute was not started on the other machine before it starts it on one.",
+                )
         # Sizing the shard groups from the coming minute's timers: reads only.
         storage.grant_items(self.tick.role, c.TABLE_ACTIONS_BY_COMPONENT["tick"])
         self.tick.function.configure_async_invoke(
@@ -193,14 +222,18 @@ class Dispatch(Construct):
             ],
         )
 
-    def _state_machine(self, config: PunctualConfig) -> sfn.StateMachine:
+    def _state_machine(self, config: PunctualConfig, sliced: bool = False) -> sfn.StateMachine:
+        """The minute state machine: one inline Map over ``$.groups``, or (``sliced``, the burst
+        machine) a Parallel of ``group_slices`` inline Maps over ``$.group_slices``."""
+        prefix = "Burst" if sliced else ""
         wait = sfn.Wait(
             self,
-            "WaitForMinute",
+            f"{prefix}WaitForMinute",
+            state_name="WaitForMinute",
             comment="Sleep until the pollers must start: the minute minus the poller lead",
             time=sfn.WaitTime.timestamp_path("$.start_at"),
         )
-        if config.group_slices == 1:
+        if not sliced:
             groups: sfn.IChainable = self._poll_groups("", "$.groups", config.poller_max_concurrency)
         else:
             parallel = sfn.Parallel(
@@ -215,17 +248,19 @@ class Dispatch(Construct):
 
         log_group = logs.LogGroup(
             self,
-            "StateMachineLogs",
+            f"{prefix}StateMachineLogs",
             # The vended-logs prefix spares the account's 5,120-character CloudWatch Logs resource
             # policy, which Step Functions would otherwise extend for every state machine.
-            log_group_name=f"/aws/vendedlogs/states/{cdk.Stack.of(self).stack_name}-minutes",
+            log_group_name=f"/aws/vendedlogs/states/{cdk.Stack.of(self).stack_name}-"
+            + ("burst-minutes" if sliced else "minutes"),
             retention=retention(config.log_retention_days),
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         machine = sfn.StateMachine(
             self,
-            "MinuteStateMachine",
-            comment="Punctual: one execution per minute, named m-YYYYMMDDTHHMM",
+            f"{prefix}MinuteStateMachine",
+            comment="Punctual: one execution per minute, named m-YYYYMMDDTHHMM"
+            + (" (burst minutes: more than 40 pollers)" if sliced else ""),
             definition_body=sfn.DefinitionBody.from_chainable(wait.next(groups)),
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=cdk.Duration.seconds(c.STATE_MACHINE_TIMEOUT_S),
@@ -307,7 +342,24 @@ class Dispatch(Construct):
         groups.item_processor(invoke)
         return groups
 
+    def _logical_id_of_machine(self, machine: sfn.StateMachine) -> str:
+        cfn_machine = machine.node.default_child
+        assert isinstance(cfn_machine, cdk.CfnElement)
+        return cdk.Stack.of(self).get_logical_id(cfn_machine)
+
     def _logical_id_of(self, poller: PunctualFunction) -> str:
         cfn_function = poller.function.node.default_child
         assert isinstance(cfn_function, cdk.CfnElement)
         return cdk.Stack.of(self).get_logical_id(cfn_function)
+
+
+def _executions_of(machine: sfn.StateMachine) -> str:
+    """The ARN pattern of every execution of ``machine``."""
+    return cdk.Fn.join(
+        "",
+        [
+            f"arn:{cdk.Aws.PARTITION}:states:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:execution:",
+            machine.state_machine_name,
+            ":*",
+        ],
+    )

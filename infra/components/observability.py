@@ -20,9 +20,15 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
   is too small for the load);
 * with standing burst workers (``ecsBurstTasks``), fewer of them ran than asked for, five
   minutes in a row (Container Insights' ``RunningTaskCount``): a burst would start late.
+
+The last row shows predictive scaling (the tick's ``BurstWorkersDesired``,
+``WorkerConcurrencyDesired``, ``BurstPlannedSlots``, ``BurstShortfall``, beside the burst
+service's running tasks) and burst smoothing's ``RateBudgetOverruns``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -91,10 +97,13 @@ class Observability(Construct):
         state_machine: sfn.StateMachine,
         lean_poller: PunctualFunction | None = None,
         burst_service: ecs.FargateService | None = None,
+        burst_state_machine: sfn.StateMachine | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
         self._lean_poller = lean_poller
+        self._burst_service = burst_service
+        self._burst_state_machine = burst_state_machine
         self.alarms: list[cloudwatch.Alarm] = []
 
         # CloudWatch publishes to an encrypted topic only if the key lets it: an AWS-managed SNS
@@ -126,7 +135,7 @@ class Observability(Construct):
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
 
         self._alarms(table, queues, poller, tick, state_machine)
-        if burst_service is not None:
+        if burst_service is not None and config.ecs_burst_tasks > 0:  # standing ones to miss
             self._burst_alarm(burst_service)
         self.dashboard = self._dashboard(table, queues, poller, tick, worker, api, state_machine)
 
@@ -222,7 +231,7 @@ class Observability(Construct):
         )
         self._alarm(
             "MinuteExecutionFailed",
-            metric=state_machine.metric_failed(period=_MINUTE, statistic="Sum"),
+            metric=self._minutes_failed(state_machine),
             threshold=1,
             description="A minute's state machine execution failed, timed out or was aborted.",
         )
@@ -267,6 +276,19 @@ class Observability(Construct):
             threshold=c.TABLE_THROTTLE_ALARM_EVENTS,
             description="A key range (partition) of the table was throttled: a hot shard; raise "
             "shardCount or warm throughput.",
+        )
+
+    def _minutes_failed(self, state_machine: sfn.StateMachine) -> cloudwatch.IMetric:
+        """Failed minute executions, on the burst machine too when there is one."""
+        failed = state_machine.metric_failed(period=_MINUTE, statistic="Sum")
+        if self._burst_state_machine is None:
+            return failed
+        burst = self._burst_state_machine.metric_failed(period=_MINUTE, statistic="Sum")
+        return cloudwatch.MathExpression(
+            expression="FILL(m, 0) + FILL(b, 0)",
+            using_metrics={"m": failed, "b": burst},
+            label="Minute executions failed (both machines)",
+            period=_MINUTE,
         )
 
     def _burst_alarm(self, service: ecs.FargateService) -> None:
@@ -440,4 +462,45 @@ class Observability(Construct):
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=8, height=6),
         )
+        dashboard.add_widgets(*self._scaling_widgets(graph))
         return dashboard
+
+    def _scaling_widgets(self, graph: Any) -> list[cloudwatch.IWidget]:
+        """Predictive scaling: what the tick asked for and why, what ran, what was smoothed."""
+        running: list[cloudwatch.IMetric] = []
+        if self._burst_service is not None:
+            service = self._burst_service
+            running.append(
+                cloudwatch.Metric(
+                    namespace="ECS/ContainerInsights",
+                    metric_name="RunningTaskCount",
+                    dimensions_map={
+                        "ClusterName": service.cluster.cluster_name,
+                        "ServiceName": service.service_name,
+                    },
+                    statistic="Maximum",
+                    period=_MINUTE,
+                    label="burst tasks running",
+                )
+            )
+        return [
+            graph(
+                "Predictive scaling: burst workers and event-source concurrency",
+                [
+                    app_metric(c.METRIC_BURST_WORKERS_DESIRED, "Maximum", "burst workers asked for"),
+                    *running,
+                ],
+                right=[app_metric(c.METRIC_WORKER_CONCURRENCY_DESIRED, "Maximum", "MaximumConcurrency")],
+            ),
+            graph(
+                "Predictive scaling: planned slots and shortfall",
+                [
+                    app_metric(c.METRIC_BURST_PLANNED_SLOTS, "Maximum", "largest minute in sight"),
+                    app_metric(c.METRIC_BURST_SHORTFALL, "Maximum", "slots beyond the bounds"),
+                ],
+            ),
+            graph(
+                "Burst smoothing: rate-budget overruns (fired on time past the budget)",
+                [app_metric(c.METRIC_RATE_BUDGET_OVERRUNS, "Sum", "overruns")],
+            ),
+        ]

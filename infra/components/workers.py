@@ -19,7 +19,7 @@ Long lane
     S3 and (optionally) SQS, Logs, ECR, STS and KMS through VPC endpoints, and HTTP targets
     through NAT.
 
-Burst workers (``ecsBurstTasks`` > 0; none by default)
+Burst workers (``ecsBurstTasks`` or ``ecsBurstTasksMax`` > 0; none by default)
     A second Fargate service, same image and cluster, whose container polls the *short* queues
     (``PUNCTUAL_WORKER_LANE=short``) with ``ecsBurstConcurrency`` threads, at a standing
     ``ecsBurstTasks`` tasks of ``ecsBurstCpu`` / ``ecsBurstMemoryMb``. It exists for
@@ -30,9 +30,15 @@ Burst workers (``ecsBurstTasks`` > 0; none by default)
     at a time) and take sustained traffic too. They run in heartbeat mode: a receive sets the
     message's visibility to the lease (the short queue's default, the Lambda timeout plus a
     minute, does not apply), heartbeats extend it and write LEASE timers, so a task that dies
-    mid-run hands its executions back within a lease, to either consumer. Fixed count, no
-    scaling: an alarm fires when fewer run than asked for. The same grants as the long-lane
-    service, with consume rights on the short queues instead of the long ones; the queues use
+    mid-run hands its executions back within a lease, to either consumer. Their lease is the far
+    threshold plus a minute (240 s by default, not 60 s), so the LEASE timer of each execution of
+    a burst goes to a far bucket (256 keys) and not to a near one (8 keys, which 600,000 LEASE
+    writes in five seconds would overrun 17 times); a task that dies hands its runs back within
+    four minutes instead of one. No scaling on metrics
+    (it would come after the burst): the tick sets the desired count ahead of a planned burst, up
+    to ``ecsBurstTasksMax``, and back to ``ecsBurstTasks`` after it (predictive scaling,
+    ``punctual.scaling``); an alarm fires when fewer than ``ecsBurstTasks`` run. The same grants
+    as the long-lane service, with consume rights on the short queues instead of the long ones; the queues use
     SQS-managed encryption, so no KMS grant is needed to read them.
 """
 
@@ -119,16 +125,18 @@ class Workers(Construct):
         )
         self._grant_worker(self.worker.role, storage, queues, consumes=queues.short)
         # The event source mapping polls the short queues as the function's role: SqsEventSource
-        # grants it c.EVENT_SOURCE_ACTIONS on them.
+        # grants it c.EVENT_SOURCE_ACTIONS on them. The tick raises their MaximumConcurrency for
+        # a minute that needs it (predictive scaling) and sets it back to this.
+        self.event_sources: list[event_sources.SqsEventSource] = []
         for queue in queues.short:
-            self.worker.function.add_event_source(
-                event_sources.SqsEventSource(
-                    queue,
-                    batch_size=config.worker_batch_size,
-                    report_batch_item_failures=True,
-                    max_concurrency=config.worker_max_concurrency,
-                )
+            source = event_sources.SqsEventSource(
+                queue,
+                batch_size=config.worker_batch_size,
+                report_batch_item_failures=True,
+                max_concurrency=config.worker_max_concurrency,
             )
+            self.worker.function.add_event_source(source)
+            self.event_sources.append(source)
 
         # --- long lane: the ECS worker service ----------------------------------------------------
         self.endpoint_security_group: ec2.SecurityGroup | None = None
@@ -175,7 +183,7 @@ class Workers(Construct):
         self.burst_task_definition: ecs.FargateTaskDefinition | None = None
         self.burst_container_logs: logs.LogGroup | None = None
         self.burst_service: ecs.FargateService | None = None
-        if config.ecs_burst_tasks > 0:
+        if config.ecs_burst_tasks > 0 or config.ecs_burst_tasks_max > 0:
             self.burst_task_definition, self.burst_container_logs, burst_container = self._task(
                 "BurstWorkerTask",
                 "BurstWorkerServiceLogs",
@@ -187,13 +195,17 @@ class Workers(Construct):
                     "PUNCTUAL_WORKER_STOP_S": str(c.ECS_DRAIN_STOP_S),
                     "PUNCTUAL_WORKER_LANE": "short",  # worker_service receives from the short queues
                     "PUNCTUAL_WORKER_CONCURRENCY": str(config.ecs_burst_concurrency),
+                    # A lease longer than the far threshold: a burst's LEASE timers go to the far
+                    # buckets (shardCount keys), not the few near ones (docs/capacity.md).
+                    "PUNCTUAL_LEASE_S": str(config.far_threshold_s + c.ECS_BURST_LEASE_MARGIN_S),
                 },
                 storage=storage,
                 queues=queues,
                 consumes=queues.short,
             )
             self.containers.append(burst_container)
-            # Standing: no scaling, the burst needs them polling before it is released.
+            # Standing at ecsBurstTasks (0: none at rest); no metric scaling, which would come after
+            # the burst: the tick starts more ahead of a planned burst (ecsBurstTasksMax).
             self.burst_service = self._service(
                 "BurstWorkerService", self.burst_task_definition, config.ecs_burst_tasks
             )

@@ -57,6 +57,14 @@ LIBRARY_ACTIONS: dict[str, dict[str, str]] = {
 # Adapter helpers a component's configuration never reaches: the tick's store is built
 # without a timer layout (Container.reader), so check_layout returns before writing.
 UNREACHED: dict[str, frozenset[str]] = {"tick": frozenset({"check_layout"})}
+# Actions a component's code calls only in some deployment shapes: the tick scales the burst ECS
+# service only when the stack has one (ecsBurstTasks or ecsBurstTasksMax), and is granted them then.
+BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
+    "tick": frozenset({"ecs:DescribeServices", "ecs:UpdateService"}),
+}
+# ... and looks for a minute on the other minute state machine only when there are two (a burst
+# machine: maxShardGroups > 40).
+BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {"tick": frozenset({"states:DescribeExecution"})}
 # boto3 operations authorised as another action.
 AUTHORISED_AS = {
     "sqs:SendMessageBatch": "sqs:SendMessage",
@@ -89,7 +97,8 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
         "worker_service.py",
         "targets/__init__.py",
     ),
-    "tick": ("functions/tick/handler.py", "tick.py"),  # its store: Container.reader
+    # its store: Container.reader; its scaling: the capacity actuator of punctual.scaling_aws
+    "tick": ("functions/tick/handler.py", "tick.py", "scaling.py", "scaling_aws.py"),
 }
 
 
@@ -230,5 +239,14 @@ def component_actions(component: str) -> dict[str, set[str]]:
 
 def _service_of(path: Path, op: str) -> str | None:
     """The service of a direct client call in a component module (few, listed here)."""
-    direct = {"start_execution": "states", "send_message": "sqs"}
+    direct = {
+        "start_execution": "states",
+        "send_message": "sqs",
+        "get_queue_attributes": "sqs",  # the tick: the short queues' backlog
+        "get_event_source_mapping": "lambda",  # the tick: the worker event sources' concurrency
+        "update_event_source_mapping": "lambda",
+        "describe_services": "ecs",  # the tick: the burst service's desired count
+        "update_service": "ecs",
+        "describe_execution": "states",  # the tick: a minute on the other state machine
+    }
     return direct.get(op)

@@ -68,6 +68,7 @@ BURST_CONTEXT: dict[str, Any] = {
     "tableWarmReadUnitsPerSecond": 40000,
     "triggersPerPollerMinute": 9678,
     "ecsBurstTasks": "214",  # as `-c key=value` passes it: a string
+    "ecsBurstTasksMax": 300,  # predictive scaling starts up to 86 more ahead of a planned burst
     "ecsBurstConcurrency": 32,
     "ecsBurstCpu": 1024,
     "ecsBurstMemoryMb": 2048,

@@ -71,11 +71,18 @@ def test_command_line_strings_are_coerced() -> None:
         ("vpcId", "my-vpc", "vpcId"),
         ("nearShardCount", 1024, "nearShardCount"),
         ("tableDeletionProtection", "maybe", "tableDeletionProtection"),
+        ("ecsBurstTasksMax", 5001, "ecsBurstTasksMax"),
+        ("ecsBurstTasksMax", 1, "ecsBurstTasksMax"),  # under ecsBurstTasks (set to 2 below)
+        ("burstLatenessTargetS", 0, "burstLatenessTargetS"),
+        ("burstStartLeadS", 601, "burstStartLeadS"),
+        ("maxLatenessSeconds", -1, "maxLatenessSeconds"),
+        ("targetRateBudgets", ["hooks.example.com=fast"], "targetRateBudgets"),
     ],
 )
 def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
+    extra = {"ecsBurstTasks": 2} if key == "ecsBurstTasksMax" else {}
     with pytest.raises(ConfigError, match=message):
-        config(**{key: value})
+        config(**{key: value, **extra})
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import pytest
 from cdk_helpers import Synth, join_parts
 
 
-def _machine(synth: Synth) -> tuple[dict[str, Any], dict[str, Any]]:
-    resource = synth.resources[synth.logical_id(synth.stack.dispatch.state_machine)]
+def _machine(synth: Synth, machine: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    resource = synth.resources[synth.logical_id(machine or synth.stack.dispatch.state_machine)]
     definition = json.loads(join_parts(resource["Properties"]["DefinitionString"]))
     return resource["Properties"], definition
 
@@ -30,8 +30,7 @@ def test_state_machine_is_standard_logged_all_and_traced(any_synth: Synth) -> No
 
 
 def test_waits_for_start_at_then_maps_groups_to_the_poller(any_synth: Synth) -> None:
-    if any_synth.stack.config.group_slices > 1:
-        pytest.skip("more than 40 groups: the Parallel form, tested below")
+    # Every shape's every-minute machine is the single Map (more than 40 groups: a second machine)
     _, definition = _machine(any_synth)
     poller = any_synth.logical_id(any_synth.stack.dispatch.poller.function)
 
@@ -221,9 +220,16 @@ def test_the_default_minute_runs_one_inline_map_over_the_groups(default_synth: S
 def test_more_than_40_groups_run_as_a_parallel_of_inline_maps_over_the_ticks_slices(
     burst_synth: Synth,
 ) -> None:
-    props, definition = _machine(burst_synth)
-    tick = burst_synth.resources[burst_synth.logical_id(burst_synth.stack.dispatch.tick.function)]
+    dispatch = burst_synth.stack.dispatch
+    assert dispatch.burst_state_machine is not None
+    props, definition = _machine(burst_synth, dispatch.burst_state_machine)
+    tick = burst_synth.resources[burst_synth.logical_id(dispatch.tick.function)]
     variables = tick["Properties"]["Environment"]["Variables"]
+    # The tick starts a minute of more than 40 groups on this machine, every other on the single Map
+    assert variables["PUNCTUAL_BURST_STATE_MACHINE_ARN"] == {
+        "Ref": burst_synth.logical_id(dispatch.burst_state_machine)
+    }
+    assert variables["PUNCTUAL_STATE_MACHINE_ARN"] == {"Ref": burst_synth.logical_id(dispatch.state_machine)}
 
     assert props["StateMachineType"] == "STANDARD"  # names stay idempotent: m-YYYYMMDDTHHMM
     assert (variables["PUNCTUAL_MAX_SHARD_GROUPS"], variables["PUNCTUAL_GROUP_SLICES"]) == ("62", "2")
@@ -255,9 +261,32 @@ def test_more_than_40_groups_run_as_a_parallel_of_inline_maps_over_the_ticks_sli
 def test_the_parallel_needs_no_new_permission(burst_synth: Synth, default_synth: Synth) -> None:
     from cdk_helpers import actions_on, role_statements
 
-    def granted(synth: Synth) -> set[str]:
-        return set(actions_on(role_statements(synth, synth.stack.dispatch.state_machine.role)))
+    def granted(synth: Synth, machine: Any) -> set[str]:
+        return set(actions_on(role_statements(synth, machine.role)))
 
     # Unlike a Distributed Map (states:StartExecution on itself, Describe/StopExecution on children).
-    assert granted(burst_synth) == granted(default_synth)
-    assert not any(action.startswith("states:") for action in granted(burst_synth))
+    burst_machine = burst_synth.stack.dispatch.burst_state_machine
+    assert granted(burst_synth, burst_machine) == granted(
+        default_synth, default_synth.stack.dispatch.state_machine
+    )
+    assert not any(action.startswith("states:") for action in granted(burst_synth, burst_machine))
+
+
+def test_the_tick_looks_for_a_minute_on_the_other_machine_only_when_there_are_two(
+    burst_synth: Synth, default_synth: Synth
+) -> None:
+    from cdk_helpers import actions_on, role_statements
+
+    dispatch = burst_synth.stack.dispatch
+    granted = actions_on(role_statements(burst_synth, dispatch.tick.role))
+    machines = {f"<{burst_synth.logical_id(m)}>" for m in dispatch.state_machines}
+    assert granted["states:StartExecution"] == machines
+    names = {f"<{burst_synth.logical_id(m)}.Name>" for m in dispatch.state_machines}
+    executions = {
+        f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}:*" for name in names
+    }
+    assert granted["states:DescribeExecution"] == executions
+    assert default_synth.stack.dispatch.burst_state_machine is None
+    assert "states:DescribeExecution" not in actions_on(
+        role_statements(default_synth, default_synth.stack.dispatch.tick.role)
+    )

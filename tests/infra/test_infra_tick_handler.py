@@ -83,7 +83,7 @@ def test_the_handler_is_the_composition_roots_tick(monkeypatch: pytest.MonkeyPat
         clock = ManualClock(now)
         seen: list[datetime] = []
 
-        def tick(self) -> object:
+        def tick(self, metrics: object = None) -> object:
             seen = self.seen
 
             class Fake:

@@ -20,13 +20,18 @@ from local.template import poller_retry, read_blueprint
 
 
 def poller_tasks(synth: Synth) -> list[dict[str, Any]]:
-    (machine,) = synth.of_type("AWS::StepFunctions::StateMachine").values()
-    definition = json.loads(join_parts(machine["Properties"]["DefinitionString"]))
-    groups = definition["States"][definition["States"][definition["StartAt"]]["Next"]]
-    maps = (
-        [b["States"][b["StartAt"]] for b in groups["Branches"]] if groups["Type"] == "Parallel" else [groups]
-    )
-    return [m["ItemProcessor"]["States"][m["ItemProcessor"]["StartAt"]] for m in maps]
+    """The poller task of every Map of every minute state machine (the burst one: one per Map)."""
+    tasks = []
+    for machine in synth.of_type("AWS::StepFunctions::StateMachine").values():
+        definition = json.loads(join_parts(machine["Properties"]["DefinitionString"]))
+        groups = definition["States"][definition["States"][definition["StartAt"]]["Next"]]
+        maps = (
+            [b["States"][b["StartAt"]] for b in groups["Branches"]]
+            if groups["Type"] == "Parallel"
+            else [groups]
+        )
+        tasks += [m["ItemProcessor"]["States"][m["ItemProcessor"]["StartAt"]] for m in maps]
+    return tasks
 
 
 @pytest.mark.parametrize("variant", ["default", "burst"])
@@ -38,7 +43,7 @@ def test_local_mode_reads_the_poller_tasks_retry_from_the_template(
 
     blueprint = read_blueprint(synth.json)
 
-    assert all(task["Retry"] == tasks[0]["Retry"] for task in tasks)  # one per Map of a Parallel
+    assert all(task["Retry"] == tasks[0]["Retry"] for task in tasks)  # one per Map, on each machine
     assert blueprint.poller_retry == poller_retry(synth.json) == tasks[0]["Retry"]
 
 

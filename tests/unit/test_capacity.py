@@ -271,6 +271,45 @@ def test_the_burst_ready_settings_meet_both_targets_with_the_margin() -> None:
     assert not (fewer.p99_s <= 4.5 and fewer.started_by_s <= 9.0)  # the fewest that do
 
 
+def test_a_predictive_burst_is_scaled_ahead_started_in_time_then_scaled_back_and_priced() -> None:
+    # Given the burst-ready settings, with nothing standing (predictive scaling)
+    found = capacity.burst_ready_settings(120_000, D, P, "ecs")
+    assert found is not None
+    pred = capacity.predictive_settings(*found, D)
+    assert pred.ecs_burst_tasks == 0 and pred.lease_lane == "far"
+    prices = {
+        "lambda": {"arm64_gb_second": {"usd": 0.0000133334}},
+        "stepfunctions": {"standard_per_thousand_transitions": {"usd": 0.025}},
+        "dynamodb": {"on_demand_read_per_million": {"usd": 0.125}},
+    }
+    cost = {"idle": {"defaults (256 far / 8 near, lean poller 128 MB)": {"usd_per_month": {"total": 14.0}}}}
+    burst = capacity.predictive_burst(120_000, pred, P, cost, prices)
+
+    def at(prefix: str) -> float:
+        return next(when for what, when in burst["timeline"] if what.startswith(prefix))
+
+    # The tick asks for the tasks at the last tick that leaves the start lead (75 s)...
+    asked = at("tick decides")
+    assert -120 < asked <= -75 < asked + 60
+    # ... they are polling before the pollers start, the burst meets both targets ...
+    assert at("every burst task") < at("the burst's instant") - 10 and burst["met"]
+    # ... and they are stopped by the first tick after the hold, the queues drained.
+    scaled = [when for when, tasks in burst["decisions"] if tasks]
+    assert min(scaled) == asked and max(scaled) < 60 <= at("tick scales back")
+    # One burst costs its tasks for the seconds they ran, the extra pollers and their transitions.
+    task_hour = pred.ecs_task_vcpu * 0.03238 + pred.ecs_task_gb * 0.00356
+    tasks = burst["usd_per_burst"]["burst ECS tasks"]
+    assert tasks == pytest.approx(burst["burst_tasks"] * task_hour * burst["task_seconds"] / 3600)
+    assert burst["usd_per_burst"]["total"] == pytest.approx(
+        sum(v for k, v in burst["usd_per_burst"].items() if k != "total")
+    )
+    # Idle: the defaults' month plus the tick's scaling reads (the Parallel is the burst machine's)
+    idle = burst["idle_usd_per_month"]
+    reads = pred.near_shard_count * 0.5 * 0.125e-6 * capacity.MINUTES_A_MONTH
+    assert idle["tick: the next minute's near buckets read for scaling"] == pytest.approx(reads)
+    assert idle["total"] == pytest.approx(14.0 + reads)
+
+
 # --------------------------------------------------------------------------- money and deployability
 
 
@@ -370,9 +409,14 @@ def test_more_than_40_pollers_run_in_a_parallel_of_inline_maps() -> None:
         "dynamodb": {"on_demand_read_per_million": {"usd": 0.0}, "on_demand_write_per_million": {"usd": 0}}
     }
     one_map = capacity.monthly_cost(replace(D, max_shard_groups=40), P, 1.0, 1, {}, prices)["Step Functions"]
-    two_maps = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 1, {}, prices)["Step Functions"]
-    # The Parallel and two Maps instead of one Map: two more transitions a minute.
-    assert two_maps - one_map == pytest.approx(2 * 0.025 / 1000 * capacity.MINUTES_A_MONTH)
+    allowed = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 1, {}, prices)["Step Functions"]
+    # A minute of one group runs on the single Map even where 62 are allowed (the burst machine,
+    # the Parallel, runs only minutes of more than 40) ...
+    assert allowed == pytest.approx(one_map)
+    # ... and a minute of 46 pays the Parallel and two Maps instead of one Map: two more transitions.
+    many = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 46, {}, prices)["Step Functions"]
+    forty = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 40, {}, prices)["Step Functions"]
+    assert many - forty == pytest.approx((6 * 2 + 2) * 0.025 / 1000 * capacity.MINUTES_A_MONTH)
 
 
 def test_measured_figures_split_timer_writes_from_execution_writes(tmp_path: Path, monkeypatch) -> None:

@@ -27,7 +27,9 @@ from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling import Poller, PollerConfig
 from punctual.queues import SqsQueues
+from punctual.scaling_aws import AwsActuator
 from punctual.settings import Settings
+from punctual.smoothing import parse_budgets
 from punctual.store.dynamo import DynamoStore
 from punctual.tick import Tick
 
@@ -139,14 +141,30 @@ class Container:
             grace_s=float(settings.poller_grace_s),
             retention_days=settings.retention_days,
             concurrency=settings.queue_send_concurrency,
+            rate_budgets=parse_budgets(settings.target_rate_budgets),
+            max_lateness_s=float(settings.max_lateness_seconds),
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))
         return Poller(self.store, self.queues, self.clock, config, metrics, notifier)
 
-    def tick(self) -> Tick:
-        """The tick: it plans each coming minute from the read-only store."""
-        return Tick(self.settings, self.client("stepfunctions"), self.reader)
+    def tick(self, metrics: MetricsSink | None = None) -> Tick:
+        """The tick: it plans each coming minute from the read-only store and, when the stack
+        names what to scale, sizes the workers for them (:mod:`punctual.scaling`)."""
+        sfn = self.client("stepfunctions")
+        return Tick(self.settings, sfn, self.reader, self.actuator(), metrics, self.tick_loads)
+
+    @cached_property
+    def tick_loads(self) -> dict[datetime, tuple[int, int]]:
+        """What this process's ticks counted per minute (a warm tick reuses the last one's count)."""
+        return {}
+
+    def actuator(self) -> AwsActuator | None:
+        """The capacity actuator, when there is something to scale (None: predictive scaling off)."""
+        settings = self.settings
+        if not (settings.worker_event_source_mappings or settings.burst_service):
+            return None
+        return AwsActuator(settings, self.client("lambda"), self.client("ecs"), self.client("sqs"))
 
     def worker(
         self,

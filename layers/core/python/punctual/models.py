@@ -200,6 +200,24 @@ def check_arn(
     return value
 
 
+def _rate_budget() -> Any:
+    """The rate budget every target may carry (burst smoothing, ``punctual.smoothing``)."""
+    return Field(
+        default=None,
+        gt=0,
+        le=100_000,
+        strict=True,
+        allow_inf_nan=False,
+        description=(
+            "Burst smoothing: at most this many calls a second to this target (its host, or its ARN),"
+            " shared by the tenant's jobs that name it; a burst's slots are spread over time, never"
+            " later than the job's max_lateness_seconds (a slot the budget cannot take by then fires"
+            " on time and is counted as an overrun). None: no budget (a deployment-wide one may apply)."
+        ),
+        examples=[50],
+    )
+
+
 class HttpTarget(_Strict):
     """A webhook: the payload is POSTed (or sent with ``method``) to ``url``, signed (Standard Webhooks)."""
 
@@ -208,6 +226,7 @@ class HttpTarget(_Strict):
     )
 
     type: Literal["http"] = Field(default="http", description="Selects the webhook target.")
+    rate_budget_per_second: float | None = _rate_budget()
     url: str = Field(
         min_length=1,
         max_length=2048,
@@ -272,6 +291,7 @@ class _AwsTarget(_Strict):
     workers call the target with the deployment's own target role.
     """
 
+    rate_budget_per_second: float | None = _rate_budget()
     role_arn: str | None = Field(
         default=None,
         max_length=2048,
@@ -751,6 +771,17 @@ class JobSpec(_Strict):
         "Delay each slot by a stable pseudo-random 0..n seconds (spreads load; at most a day).",
         ge=0,
         le=MAX_JITTER_S,
+    )
+    max_lateness_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=3600,
+        strict=True,
+        description=(
+            "Burst smoothing: how long after its instant a slot may be held back to keep its target"
+            " within its rate budget (None: the deployment's default, 10 s). Never exceeded: past it"
+            " the slot fires on time and an overrun is reported."
+        ),
     )
     dst: DstPolicy | None = Field(
         default=None,

@@ -69,6 +69,9 @@ class DispatchMessage:
     kind: str = MessageKind.FIRE
     released_at: str = ""  # when the poller released it (fire delay = released_at - scheduled_at)
     ordered: bool = False  # one message group per job (overlap 'queue'); else one per slot
+    # Burst smoothing: the worker holds the message until this instant (its target's rate budget);
+    # "" (the usual case): at once. Signed with the rest, and absent from the body when empty.
+    not_before: str = ""
     sig: str = ""  # HMAC of every other field (punctual.message_auth); empty when unsigned
 
     @property
@@ -107,19 +110,20 @@ class DispatchMessage:
         """Every field but the signature, in declaration order: what is signed."""
         # What ``dataclasses.asdict`` gives, without its recursive deep copy of what are only
         # strings, ints and a bool.
-        return _COMPACT_JSON.encode(
-            {
-                "tenant": self.tenant,
-                "job_id": self.job_id,
-                "slot": self.slot,
-                "scheduled_at": self.scheduled_at,
-                "attempt": self.attempt,
-                "job_version": self.job_version,
-                "kind": self.kind,
-                "released_at": self.released_at,
-                "ordered": self.ordered,
-            }
-        )
+        fields: dict[str, object] = {
+            "tenant": self.tenant,
+            "job_id": self.job_id,
+            "slot": self.slot,
+            "scheduled_at": self.scheduled_at,
+            "attempt": self.attempt,
+            "job_version": self.job_version,
+            "kind": self.kind,
+            "released_at": self.released_at,
+            "ordered": self.ordered,
+        }
+        if self.not_before:
+            fields["not_before"] = self.not_before
+        return _COMPACT_JSON.encode(fields)
 
     def to_body(self) -> str:
         """The SQS message body: the payload, and the signature when there is one."""
@@ -138,7 +142,7 @@ class DispatchMessage:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
-_MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
+_MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__) - {"not_before"}
 _UNSIGNED_FIELDS = _MESSAGE_FIELDS - {"sig"}
 
 

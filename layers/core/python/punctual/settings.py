@@ -55,6 +55,9 @@ class Settings(BaseModel):
     kms_key_id: str = ""
     secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
     state_machine_arn: str = ""
+    # The minute state machine for minutes of more than 40 pollers (a Parallel of inline Maps;
+    # the stack builds it when maxShardGroups > 40): the tick starts those minutes there.
+    burst_state_machine_arn: str = ""
     # The key dispatch messages are signed with (punctual.message_auth): local mode and tests
     # set it; the stack names the Secrets Manager secret generated at deploy instead.
     dispatch_key: str = ""
@@ -103,6 +106,52 @@ class Settings(BaseModel):
     events_bus: str = "default"
     # Local mode only: events are POSTed to this URL (the local receiver) instead of EventBridge.
     events_url: str = ""
+    # Predictive scaling (punctual.scaling): the tick sizes the burst workers and the worker event
+    # sources' MaximumConcurrency for each coming minute's planned load. The figures of the
+    # capacity model (docs/capacity.md): one message's time on a worker Lambda, the event source's
+    # cold start and ramp, what a burst worker drains a second, how long one takes to start.
+    burst_lateness_target_s: int = Field(default=10, ge=1, le=600)
+    worker_message_ms: float = Field(default=19.3, gt=0, le=900_000)
+    worker_max_concurrency: int = Field(default=400, ge=0, le=10_000)  # at rest: workerMaxConcurrency
+    worker_max_concurrency_ceiling: int = Field(default=1000, ge=0, le=10_000)
+    event_source_cold_concurrency: int = Field(default=5, ge=0, le=10_000)
+    event_source_ramp_per_minute: int = Field(default=300, ge=0, le=100_000)
+    burst_workers: int = Field(default=0, ge=0, le=10_000)  # at rest: ecsBurstTasks
+    burst_workers_max: int = Field(default=0, ge=0, le=10_000)  # 0: no burst workers to start
+    burst_worker_messages_per_s: float = Field(default=644.0, gt=0)
+    # Fargate: provisioning, image pull, container start (about a minute; docs/capacity.md). The
+    # tick starts the next two minutes, so a burst minute is seen ~2 minutes ahead.
+    burst_start_lead_s: int = Field(default=75, ge=0, le=600)
+    burst_hold_s: int = Field(default=30, ge=0, le=3600)
+    scaling_period_s: float = Field(default=60.0, gt=0, le=3600)
+    # A minute too large for the standing capacity has its burst (slots due in its first
+    # burst_lateness_target_s) read from this many far shards' timers, extrapolated.
+    burst_head_sample_shards: int = Field(default=4, ge=0, le=100_000)
+    # Pollers for a burst: a minute whose burst (slots due in its first burst_lateness_target_s)
+    # is B gets at least ceil(B / this) pollers, so it is released within the target; 0: off
+    # (pollers from the minute's total only). Sustained load has a small burst: it keeps
+    # triggers_per_poller_minute's pollers.
+    burst_triggers_per_poller: int = Field(default=0, ge=0, le=10_000_000)
+    # What the actuator changes (the stack fills these on the tick): the worker function's event
+    # source mapping ids, the burst ECS service and its cluster.
+    worker_event_source_mappings: list[str] = Field(default_factory=list)
+    burst_service: str = ""
+    burst_cluster: str = ""
+    # Burst smoothing (punctual.smoothing): a slot may be released up to this many seconds after
+    # its instant to keep a target within its rate budget (a job's max_lateness_seconds
+    # overrides it); a slot the budget cannot take within it fires on time and counts an overrun.
+    max_lateness_seconds: int = Field(default=10, ge=0, le=3600)
+    # Deployment-wide rate budgets, "[tenant/]host-or-arn=calls-per-second" (no tenant: each
+    # tenant's own budget of that size); a job's target may set its own (rate_budget_per_second).
+    target_rate_budgets: list[str] = Field(default_factory=list)
+
+    @field_validator("target_rate_budgets")
+    @classmethod
+    def _budgets(cls, value: list[str]) -> list[str]:
+        from punctual.smoothing import parse_budgets  # raises on an entry it cannot read
+
+        parse_budgets(value)
+        return value
 
     def layout(self) -> TimerLayout:
         """The timer layout these settings describe (the one way it is built from them)."""
@@ -112,7 +161,15 @@ class Settings(BaseModel):
         """Which work queue a job's messages go to (the one way it is built from them)."""
         return QueueRouting(tuple(self.short_queue_urls), tuple(self.long_queue_urls))
 
-    @field_validator("short_queue_urls", "long_queue_urls", "target_allow_cidrs", "own_arns", mode="before")
+    @field_validator(
+        "short_queue_urls",
+        "long_queue_urls",
+        "target_allow_cidrs",
+        "own_arns",
+        "worker_event_source_mappings",
+        "target_rate_budgets",
+        mode="before",
+    )
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):
@@ -150,6 +207,12 @@ DEPLOYED: tuple[str, ...] = (
     "max_shard_groups",
     "triggers_per_poller_minute",
     "events_enabled",
+    "burst_lateness_target_s",
+    "burst_start_lead_s",
+    "burst_hold_s",
+    "max_lateness_seconds",
+    "burst_triggers_per_poller",
+    "target_rate_budgets",
 )
 
 

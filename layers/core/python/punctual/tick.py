@@ -17,6 +17,16 @@ failed) gets the standard poller: the lean one is only ever chosen on evidence o
 Nor does a minute that follows a poller that did not finish (a watermark more than two
 minutes behind): whatever stopped it (a lean poller out of memory, say) must not stop the
 poller that drains what it left.
+
+Predictive scaling: with an actuator (the stack names the worker event-source mappings and the
+burst service), each tick also sizes the workers for the minutes it sees — the current one and
+the ones it starts — from their planned load (the far estimate plus, for the next minute, the
+near timers already written for it) and, around a burst only, the short queues' backlog (an idle
+tick reads no queue), with :func:`punctual.scaling.plan_capacity`,
+logs the decision as one structured record (``scaling_decision``) and counts it
+(``BurstWorkersDesired``, ``WorkerConcurrencyDesired``, ``BurstPlannedSlots``,
+``BurstShortfall``). Scaling never delays or stops a minute's start: it runs after the starts,
+and a failure is logged and left to the next tick.
 """
 
 from __future__ import annotations
@@ -31,6 +41,14 @@ from typing import Any
 
 from punctual.clock import SystemClock
 from punctual.instants import format_instant
+from punctual.observability import MetricsSink, NullMetrics
+from punctual.scaling import (
+    CapacityActuator,
+    CapacityProfile,
+    ScalingDecision,
+    plan_capacity,
+    standing_drain,
+)
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.timers import Lane, minute_of
@@ -39,6 +57,8 @@ log = logging.getLogger("punctual.tick")
 
 STANDARD = "standard"
 LEAN = "lean"
+RECENT_MINUTES = 5  # how long a tick remembers the loads it counted (the backlog check)
+INLINE_MAP_GROUPS = 40  # what one inline Map runs at once: more groups go to the burst machine
 
 
 def estimate_far_load(store: JobStore, minute: datetime, settings: Settings, rng: random.Random) -> int:
@@ -50,6 +70,39 @@ def estimate_far_load(store: JobStore, minute: datetime, settings: Settings, rng
     sample = rng.sample(range(count), sample_size)
     seen = sum(store.count_timers(Lane.FAR, minute, shard) for shard in sample)
     return math.ceil(seen * count / sample_size)
+
+
+def estimate_far_head(
+    store: JobStore, minute: datetime, settings: Settings, rng: random.Random, window_s: float
+) -> int:
+    """Far timers due in the first ``window_s`` of ``minute`` (its burst), extrapolated from a
+    small sample of shards whose timers are read (packed rows span the minute: only their
+    content says when each is due). Only called for a minute whose total is large."""
+    count = settings.shard_count
+    sample_size = min(settings.burst_head_sample_shards, count)
+    if sample_size == 0:
+        return 0
+    until_ms = int(minute.timestamp() * 1000 + window_s * 1000)
+    seen = 0
+    for shard in rng.sample(range(count), sample_size):
+        seen += sum(1 for timer in store.query_timers(Lane.FAR, minute, shard) if timer.due_ms < until_ms)
+    return math.ceil(seen * count / sample_size)
+
+
+def count_near_head(store: JobStore, minute: datetime, settings: Settings, window_s: float) -> int:
+    """Near timers due in the first ``window_s`` of ``minute``, across every near shard (read)."""
+    until_ms = int(minute.timestamp() * 1000 + window_s * 1000)
+    return sum(
+        1
+        for shard in range(settings.near_shard_count)
+        for timer in store.query_timers(Lane.NEAR, minute, shard)
+        if timer.due_ms < until_ms
+    )
+
+
+def count_near_load(store: JobStore, minute: datetime, settings: Settings) -> int:
+    """Near timers already written for ``minute`` (fresh registrations, retries, rate chains)."""
+    return sum(store.count_timers(Lane.NEAR, minute, shard) for shard in range(settings.near_shard_count))
 
 
 def count_recent_near_load(store: JobStore, now: datetime, settings: Settings) -> int:
@@ -178,10 +231,26 @@ class Tick:
         Reads timer counts and watermarks (None: every minute's load is unknown).
     """
 
-    def __init__(self, settings: Settings, sfn: Any, store: JobStore | None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sfn: Any,
+        store: JobStore | None,
+        actuator: CapacityActuator | None = None,
+        metrics: MetricsSink | None = None,
+        loads: dict[datetime, tuple[int, int]] | None = None,
+    ) -> None:
         self.settings = settings
         self.sfn = sfn
         self.store = store
+        self.actuator = actuator
+        self.metrics: MetricsSink = metrics or NullMetrics()
+        # Minute -> (burst, total) slots counted by this process's ticks (the composition root
+        # keeps it: a warm tick Lambda reuses what the previous minute's tick counted).
+        self.loads: dict[datetime, tuple[int, int]] = {} if loads is None else loads
+        # The tick logs every decision (one a minute); local mode, deciding every few seconds,
+        # only those that scale or change something.
+        self.log_every_decision = True
 
     def poller_function(self, poller: str | None) -> str:
         """The function a minute's pollers run on: the lean one when planned and deployed."""
@@ -222,16 +291,168 @@ class Tick:
         first = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
         started = []
         recent = self.recent_load(now)
+        plans: dict[datetime, dict[str, Any]] = {}
         for offset in range(self.settings.tick_lookahead_minutes):
             minute = first + timedelta(minutes=offset)
+            plans[minute] = self.plan(minute, now, recent)
+        far = {m: p.get("estimated_far_timers") if self.store is not None else None for m, p in plans.items()}
+        sighted = self.sight(now, far)
+        if sighted is not None and self.settings.burst_triggers_per_poller:
+            for minute, plan in plans.items():
+                self.size_for_burst(plan, sighted[0].get(minute, 0))
+        for minute, plan in plans.items():
             name = execution_name(minute)
+            machine, other = self.machines_for(plan)
+            if other and self.started_on(other, name):
+                continue  # started on the other machine by an earlier tick: a minute runs once
             try:
-                self.sfn.start_execution(
-                    stateMachineArn=self.settings.state_machine_arn,
-                    name=name,
-                    input=json.dumps(self.plan(minute, now, recent)),
-                )
+                self.sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(plan))
                 started.append(name)
             except self.sfn.exceptions.ExecutionAlreadyExists:
                 pass  # this minute is already running: the no-op that makes ticks idempotent
+        if sighted is not None:
+            self.scale(now, *sighted)
         return started
+
+    def machines_for(self, plan: dict[str, Any]) -> tuple[str, str]:
+        """The state machine a minute's plan runs on, and the other one ("" when there is one).
+
+        With a burst machine (the Parallel of inline Maps), a minute of more than 40 groups runs
+        there and every other minute on the single Map, so an idle minute never pays the
+        Parallel's transitions; without one, every minute runs on the one machine.
+        """
+        standard, burst = self.settings.state_machine_arn, self.settings.burst_state_machine_arn
+        if not burst:
+            return standard, ""
+        if len(plan["groups"]) > INLINE_MAP_GROUPS:
+            return burst, standard
+        return standard, burst
+
+    def started_on(self, machine: str, name: str) -> bool:
+        """Whether ``machine`` already has the execution ``name`` (a failed look is a no)."""
+        execution = machine.replace(":stateMachine:", ":execution:", 1) + ":" + name
+        try:
+            self.sfn.describe_execution(executionArn=execution)
+        except self.sfn.exceptions.ExecutionDoesNotExist:
+            return False
+        except Exception:
+            log.exception("looking for %s failed: starting it where its plan says", name)
+            return False
+        return True
+
+    def size_for_burst(self, plan: dict[str, Any], burst: int) -> None:
+        """More pollers for a minute whose burst (slots due at once) needs them to be released
+        within the lateness target: ``burst / burst_triggers_per_poller``, within the bounds.
+        Sustained load keeps ``triggers_per_poller_minute`` pollers (its burst is small)."""
+        settings = self.settings
+        needed = math.ceil(burst / settings.burst_triggers_per_poller)
+        groups = min(max(needed, len(plan["groups"])), settings.max_shard_groups, settings.shard_count)
+        if groups <= len(plan["groups"]):
+            return
+        item = plan["groups"][0]
+        plan["groups"] = [{**item, "group": index, "group_count": groups} for index in range(groups)]
+        plan["poller"] = STANDARD
+        plan["poller_function"] = self.poller_function(STANDARD)
+        plan["burst_slots"] = burst
+        if settings.group_slices > 1:
+            plan["group_slices"] = group_slices(plan["groups"], settings.group_slices)
+
+    # ------------------------------------------------------------------ predictive scaling
+
+    def planned_loads(
+        self, now: datetime, far: dict[datetime, int | None], profile: CapacityProfile
+    ) -> tuple[dict[datetime, int], dict[datetime, int]]:
+        """Slots due in the minutes in sight — the current one and each coming one — at once (in
+        the minute's first ``lateness_target_s``: its burst) and in all.
+
+        A coming minute's far total is its plan's estimate; the next minute adds the near timers
+        already written for it (fresh registrations, retries; the minute after is counted at the
+        next tick, still a minute ahead). Only a minute whose total the standing capacity would
+        not start within the target has its burst read (a sample of its far timers, all of its
+        near ones); any other minute's burst is its total. The current minute's figures are
+        what the previous tick counted (kept per process), or counted afresh after a cold start.
+        """
+        assert self.store is not None
+        current = minute_of(now)
+        standing = standing_drain(profile, profile.lateness_target_s)
+        window = profile.lateness_target_s
+        rng = random.Random()
+        bursts: dict[datetime, int] = {}
+        totals: dict[datetime, int] = {}
+        coming = sorted(far)
+        for minute in coming:
+            estimate = far[minute]
+            if estimate is None:
+                estimate = estimate_far_load(self.store, minute, self.settings, rng)
+            near = count_near_load(self.store, minute, self.settings) if minute == coming[0] else 0
+            totals[minute] = estimate + near
+            bursts[minute] = self._burst(minute, (estimate, near), standing, window, rng)
+        if current in self.loads:
+            bursts[current], totals[current] = self.loads[current]
+        else:
+            estimate = estimate_far_load(self.store, current, self.settings, rng)
+            near = count_near_load(self.store, current, self.settings)
+            totals[current] = estimate + near
+            bursts[current] = self._burst(current, (estimate, near), standing, window, rng)
+        for minute in bursts:
+            self.loads[minute] = (bursts[minute], totals[minute])
+        for minute in [m for m in self.loads if m < current - timedelta(minutes=RECENT_MINUTES)]:
+            del self.loads[minute]
+        before = current - timedelta(minutes=1)  # how warm the minute before left the workers
+        if before not in self.loads:  # a cold start: counted once
+            total = estimate_far_load(self.store, before, self.settings, rng)
+            self.loads[before] = (total, total)
+        totals[before] = self.loads[before][1]
+        return bursts, totals
+
+    def _burst(
+        self, minute: datetime, counts: tuple[int, int], standing: int, window_s: float, rng: random.Random
+    ) -> int:
+        """Slots due at once in ``minute`` from its (far, near) totals (see :meth:`planned_loads`):
+        a total the standing capacity starts in time is taken as it is; a larger one is read."""
+        far, near = counts
+        if far + near <= standing or self.store is None:
+            return far + near
+        head = min(far, estimate_far_head(self.store, minute, self.settings, rng, window_s)) if far else 0
+        if near:
+            head += count_near_head(self.store, minute, self.settings, window_s)
+        return head
+
+    def sight(
+        self, now: datetime, far: dict[datetime, int | None]
+    ) -> tuple[dict[datetime, int], dict[datetime, int]] | None:
+        """The minutes in sight's bursts and totals (:meth:`planned_loads`); None when nothing
+        uses them (no actuator, no burst sizing of pollers) or they cannot be read."""
+        if self.store is None or (self.actuator is None and not self.settings.burst_triggers_per_poller):
+            return None
+        try:
+            return self.planned_loads(now, far, CapacityProfile.from_settings(self.settings))
+        except Exception:
+            log.exception("reading the minutes' bursts failed: the next tick reads them again")
+            return None
+
+    def scale(
+        self, now: datetime, bursts: dict[datetime, int], totals: dict[datetime, int]
+    ) -> ScalingDecision | None:
+        """Size the workers for the minutes in sight and apply it (None: no actuator)."""
+        if self.actuator is None:
+            return None
+        try:
+            profile = CapacityProfile.from_settings(self.settings)
+            # The short queues' depth matters only around a burst: an idle tick reads no queue.
+            standing = standing_drain(profile, profile.lateness_target_s)
+            busy = any(burst > standing for burst, _ in self.loads.values())
+            backlog = self.actuator.backlog() if busy else 0
+            decision = plan_capacity(now, bursts, backlog, profile, totals)
+            changed = self.actuator.apply(decision)
+        except Exception:
+            log.exception("predictive scaling failed: the next tick decides again")
+            return None
+        record = decision.record() | {"changed": changed}
+        level = logging.INFO if (self.log_every_decision or changed or decision.scaled) else logging.DEBUG
+        log.log(level, "scaling decision: %s", json.dumps(record), extra={"scaling_decision": record})
+        self.metrics.add("BurstWorkersDesired", decision.burst_workers)
+        self.metrics.add("WorkerConcurrencyDesired", decision.max_concurrency)
+        self.metrics.add("BurstPlannedSlots", max((n.load for n in decision.upcoming), default=0))
+        self.metrics.add("BurstShortfall", decision.shortfall)
+        return decision

@@ -110,6 +110,10 @@ class Claimer:
             return self._forged(message, delivery)
         if message.kind == MessageKind.ALERT:
             return self._alert(message, delivery)
+        if message.not_before:  # burst smoothing: held until its target's budget lets it go
+            held = self._hold(message, delivery)
+            if held is not None:
+                return held
         # Half-cost read first; a consistent one only when it may be behind the message.
         job = self.store.get_job(message.tenant, message.job_id, consistent=False)
         if job is None or job.version < message.job_version:
@@ -353,6 +357,22 @@ class Claimer:
         return Claim(
             ClaimOutcome.WAITING, message, delivery, job, current, return_after_s=after_s, reason=reason
         )
+
+    def _hold(self, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
+        """A smoothed message received before its ``not_before``: back to the queue for the whole
+        seconds left (visibility counts whole seconds; a fraction is not worth a round trip, so
+        the slot never starts later than the instant its budget gave it)."""
+        try:
+            not_before = datetime.fromisoformat(message.not_before.replace("Z", "+00:00"))
+        except ValueError:
+            return None  # signed but unreadable: run it now rather than never
+        seconds = int((not_before - self.clock.now()).total_seconds())
+        if seconds < 1:
+            return None
+        self.return_later(delivery, seconds)
+        self.metrics.add("SmoothedMessagesHeld", 1)
+        reason = f"held by its target's rate budget until {message.not_before}"
+        return Claim(ClaimOutcome.WAITING, message, delivery, return_after_s=seconds, reason=reason)
 
     def return_later(self, delivery: Delivery | None, seconds: int) -> None:
         if delivery is None:

@@ -28,6 +28,10 @@ class PollerConfig:
     catchup_timers_per_slice: int = 20  # x MAX_RELEASE_PER_TIMER (30) slots: at most 600 a slice
     catchup_pause_s: float = 0.05
     retention_days: int = 30  # how long a MISSED execution record is kept (as the worker's)
+    # Burst smoothing (punctual.smoothing): deployment-wide budgets per (tenant or "*", target)
+    # and the default of a job's max_lateness_seconds.
+    rate_budgets: dict[tuple[str, str], float] = field(default_factory=dict)
+    max_lateness_s: float = 10.0
 
     @property
     def routing(self) -> QueueRouting:

@@ -12,6 +12,13 @@ counted once per slot, when it is sent for the first time as far as the poller c
 A slot that is not run gets an execution record that says why (status MISSED): dropped by
 the catch-up policy or its window, or due while its job was paused. Those
 records are conditional puts, so a slot is counted missed once however often it is read.
+
+**Burst smoothing.** A first attempt whose target has a rate budget is placed in the budget
+(:mod:`punctual.smoothing`): its message carries ``not_before``, the instant the budget gives it,
+never later than the slot's instant plus the job's ``max_lateness_seconds``; the worker holds it
+until then. A slot the budget cannot take within that bound is sent on time and reported
+(``RateBudgetOverruns``, and the overrun sink). The message is sent at once either way, so a
+crash after the send loses nothing.
 """
 
 from __future__ import annotations
@@ -24,12 +31,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.clock import Clock
+from punctual.instants import format_instant_ms
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling.config import PollerConfig
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
+from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
 from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 
@@ -97,6 +106,7 @@ class SlotReleaser:
         metrics: MetricsSink,
         pool: ThreadPoolExecutor,
         notifier: Notifier | None = None,
+        overruns: OverrunSink | None = None,
     ) -> None:
         self.notifier = notifier or Notifier()
         self.store = store
@@ -106,6 +116,8 @@ class SlotReleaser:
         self.metrics = metrics
         self.pool = pool
         self.routing = config.routing
+        self.ledger = BudgetLedger(config.rate_budgets)
+        self.overruns: OverrunSink = overruns or LoggedOverruns()
 
     def queue_for(self, job: Job) -> str:
         return self.routing.queue_for(job)
@@ -190,13 +202,33 @@ class SlotReleaser:
                 report.superseded += 1
                 continue
             scheduled = dispatch_instant(job, slot)
-            out.messages[queue].append(message_for(job, key, scheduled, 1, MessageKind.FIRE, now))
+            message = self._smoothed(
+                job, message_for(job, key, scheduled, 1, MessageKind.FIRE, now), scheduled
+            )
+            out.messages[queue].append(message)
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
         if plan.next_slot is not None:
             out.next_timers.append(fire_timer(self.config.layout, job, plan.next_slot, now, chained=True))
         elif plan.chain:
             out.completions.append(job)
+
+    def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
+        """``message`` with the instant its target's rate budget gives it (see the module docstring)."""
+        key = target_key(job.target)
+        rate = self.ledger.rate_for(job.tenant, key, getattr(job.target, "rate_budget_per_second", None))
+        if rate is None:
+            return message
+        lateness = job.max_lateness_seconds
+        lateness_s = self.config.max_lateness_s if lateness is None else float(lateness)
+        placement = self.ledger.place(job.tenant, key, rate, scheduled, lateness_s)
+        if placement.overrun:
+            self.metrics.add("RateBudgetOverruns", 1)
+            overrun = Overrun(job.tenant, job.id, message.slot, key, rate, lateness_s, scheduled)
+            self.overruns.overrun(overrun)
+        if placement.release_at <= scheduled:
+            return message
+        return replace(message, not_before=format_instant_ms(placement.release_at))
 
     def _followups(
         self,

@@ -1,0 +1,88 @@
+"""Predictive scaling in local mode: burst workers are started before a burst's minute and
+stopped after it, by the same planner the tick runs (issue 22).
+
+Local mode's planner counts a burst worker (``burst-N``, one more worker process) as draining 3
+messages a second and the two standing workers the same (``local.config``), so 100 one-time
+slots due at one instant ask for two burst workers: the decision path of a 600,000-slot burst
+in the cloud, at a size moto runs in seconds. Runs before ``test_local_mode.py`` (whose last
+test stops the shared local mode) and waits for the scale-back, so the burst workers are gone
+before the other tests look at the worker processes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from local.harness import LocalMode
+
+TENANT = "burst-e2e"
+SLOTS = 100
+LEAD_S = 16  # registration, then the planner's start lead (5 s) and period (2 s), with room
+
+
+def _history(local: LocalMode) -> list[dict[str, Any]]:
+    path: Path = local.state / "run" / "scaling.jsonl"
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except OSError:
+        return []
+
+
+def test_burst_workers_start_before_a_burst_minute_and_stop_after_it(local_mode: LocalMode) -> None:
+    local = local_mode
+    # Given 100 one-time slots due together at the start of a coming minute
+    instant = math.ceil((time.time() + LEAD_S) / 60) * 60
+    due = datetime.fromtimestamp(instant, UTC)
+    spec = {
+        "schedule": f"at({due:%Y-%m-%dT%H:%M:%S})",
+        "target": {"type": "http", "url": local.hook("burst")},
+        "timeout_seconds": 10,
+    }
+    for index in range(SLOTS):
+        status, body = local.api("POST", "/v1/jobs", {**spec, "name": f"burst {index}"}, tenant=TENANT)
+        assert status == 201, body
+    assert time.time() < instant - 7, "registration took too long to leave the planner its lead"
+    before = len(_history(local))
+
+    # When the planner sees the minute coming, Then burst workers are started before it
+    up = local.wait(
+        lambda: next((r for r in _history(local)[before:] if r["burst_workers"] > 0), None),
+        instant - time.time() + 5,
+        "the planner to ask for burst workers",
+    )
+    assert up["burst_workers"] == 2
+    assert datetime.fromisoformat(up["decided_at"].replace("Z", "+00:00")) < due
+    assert [m["load"] >= SLOTS for m in up["minutes"]] == [True]  # the demo's slots of that minute too
+    local.wait(lambda: "burst-2" in local.pids(), 30, "the burst workers' processes")
+    started_at = time.time()
+    assert started_at < instant, "the burst workers must be running before the minute"
+    assert re.search(r"started burst-1 \(pid \d+\): burst workers 0 -> 1", local.log())
+
+    # And after the minute (its hold over, the queues drained) they are stopped again
+    down = local.wait(
+        lambda: next((r for r in _history(local)[before:] if r["burst_workers"] == 0), None),
+        90,
+        "the planner to scale back",
+    )
+    assert datetime.fromisoformat(down["decided_at"].replace("Z", "+00:00")) > due
+    local.wait(
+        lambda: all(f"stopped {name} (scaled back)" in local.log() for name in ("burst-1", "burst-2")),
+        30,
+        "the supervisor to stop the burst workers",
+    )
+    assert not any(name.startswith("burst-") for name in local.pids())
+    assert {"worker-1", "worker-2", "ecs-worker"} <= set(local.pids())  # the standing ones stay
+
+    # And every slot of the burst ran, once
+    def all_ran() -> set[str] | None:
+        keys = {str(r["key"]) for r in local.records() if r["name"] == "burst"}
+        return keys if len(keys) == SLOTS else None
+
+    keys = local.wait(all_ran, 30, "every slot of the burst to reach the receiver")
+    assert len(keys) == SLOTS

@@ -1,0 +1,106 @@
+"""Predictive scaling in the stack: the tick is told what to scale and may change only that."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdk_helpers import Synth, actions_on, join_parts, role_statements
+
+from infra import constants as c
+
+
+def _tick_environment(synth: Synth) -> dict[str, Any]:
+    tick = synth.resources[synth.logical_id(synth.stack.dispatch.tick.function)]
+    return tick["Properties"]["Environment"]["Variables"]
+
+
+def _scaling_grants(synth: Synth) -> dict[str, set[str]]:
+    granted = actions_on(role_statements(synth, synth.stack.dispatch.tick.role))
+    return {a: r for a, r in granted.items() if a.startswith(("lambda:", "ecs:", "sqs:GetQueueAttributes"))}
+
+
+def test_the_tick_may_change_the_worker_event_sources_only(default_synth: Synth) -> None:
+    synth = default_synth
+    sources = synth.stack.workers.event_sources
+    grants = _scaling_grants(synth)
+    # Exactly the two event-source calls, on the worker's mappings' ARNs; the backlog read on the
+    # short queues; nothing on ECS (no burst service in this shape).
+    assert set(grants) == {*c.TICK_EVENT_SOURCE_ACTIONS, *c.TICK_QUEUE_ACTIONS}
+    for action in c.TICK_EVENT_SOURCE_ACTIONS:
+        (resource,) = grants[action]
+        assert (
+            ":event-source-mapping:" in resource and "*" not in resource.replace("<", "").split("mapping:")[1]
+        )
+    queues = {f"<{synth.logical_id(q)}.Arn>" for q in synth.stack.queues.short}
+    assert grants["sqs:GetQueueAttributes"] == queues
+    environment = _tick_environment(synth)
+    assert len(sources) == len(synth.stack.queues.short)
+    assert "PUNCTUAL_WORKER_EVENT_SOURCE_MAPPINGS" in environment
+    mapping_ids = join_parts(environment["PUNCTUAL_WORKER_EVENT_SOURCE_MAPPINGS"])
+    (mapping,) = synth.of_type("AWS::Lambda::EventSourceMapping")
+    assert mapping_ids == f"<{mapping}>"  # the mapping's Ref is its UUID
+    assert environment["PUNCTUAL_WORKER_MAX_CONCURRENCY"] == "400"
+    assert environment["PUNCTUAL_BURST_WORKERS_MAX"] == "0"
+    assert "PUNCTUAL_BURST_SERVICE" not in environment
+    # The capacity figures every function reads from the context (the deployed settings)
+    assert environment["PUNCTUAL_BURST_START_LEAD_S"] == "75"
+    assert environment["PUNCTUAL_BURST_LATENESS_TARGET_S"] == "10"
+
+
+def test_with_burst_tasks_the_tick_may_scale_that_service_only(burst_synth: Synth) -> None:
+    synth = burst_synth
+    workers = synth.stack.workers
+    grants = _scaling_grants(synth)
+    service = f"<{synth.logical_id(workers.burst_service)}>"  # a service's Ref is its ARN
+    for action in c.TICK_BURST_SERVICE_ACTIONS:
+        assert grants[action] == {service}, action
+    assert not {a for a in grants if a.startswith("ecs:")} - set(c.TICK_BURST_SERVICE_ACTIONS)
+    environment = _tick_environment(synth)
+    assert join_parts(environment["PUNCTUAL_BURST_SERVICE"]) == service
+    assert join_parts(environment["PUNCTUAL_BURST_CLUSTER"]) == f"<{synth.logical_id(workers.cluster)}.Arn>"
+    assert (environment["PUNCTUAL_BURST_WORKERS"], environment["PUNCTUAL_BURST_WORKERS_MAX"]) == (
+        "214",
+        "300",
+    )
+    assert environment["PUNCTUAL_BURST_WORKER_MESSAGES_PER_S"] == str(
+        float(c.ECS_BURST_MESSAGES_PER_S_PER_VCPU)
+    )
+    # Its tasks' LEASE timers are far timers: lease = far threshold (180 s) + a minute
+    task = synth.resources[synth.logical_id(workers.burst_task_definition)]["Properties"]
+    (container,) = task["ContainerDefinitions"]
+    assert {e["Name"]: e["Value"] for e in container["Environment"]}["PUNCTUAL_LEASE_S"] == "240"
+    # The service stands at ecsBurstTasks: the tick moves it between that and ecsBurstTasksMax.
+    properties = synth.resources[synth.logical_id(workers.burst_service)]["Properties"]
+    assert properties["DesiredCount"] == 214
+
+
+def test_the_dashboard_shows_the_scaling_decisions(any_synth: Synth) -> None:
+    (dashboard,) = any_synth.of_type("AWS::CloudWatch::Dashboard").values()
+    body = join_parts(dashboard["Properties"]["DashboardBody"])
+    for metric in (
+        c.METRIC_BURST_WORKERS_DESIRED,
+        c.METRIC_WORKER_CONCURRENCY_DESIRED,
+        c.METRIC_BURST_PLANNED_SLOTS,
+        c.METRIC_BURST_SHORTFALL,
+        c.METRIC_RATE_BUDGET_OVERRUNS,
+    ):
+        assert metric in body, metric
+    assert ("RunningTaskCount" in body) == (any_synth.stack.workers.burst_service is not None)
+
+
+def test_a_failed_minute_alarms_on_either_machine(burst_synth: Synth, default_synth: Synth) -> None:
+    def alarm(synth: Synth) -> dict[str, Any]:
+        construct = synth.stack.observability.node.find_child("MinuteExecutionFailed")
+        return synth.resources[synth.logical_id(construct)]["Properties"]
+
+    machines = {f"<{burst_synth.logical_id(m)}>" for m in burst_synth.stack.dispatch.state_machines}
+    metrics = alarm(burst_synth)["Metrics"]
+    watched = {
+        join_parts(d["Value"])
+        for m in metrics
+        if "MetricStat" in m
+        for d in m["MetricStat"]["Metric"]["Dimensions"]
+        if d["Name"] == "StateMachineArn"
+    }
+    assert watched == machines and len(machines) == 2
+    assert "MetricName" in alarm(default_synth)  # one machine: its own metric, as before
