@@ -195,8 +195,10 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
     # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
     # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes.
     "poller": _HOT_PATH_TABLE_ACTIONS,
-    # Executions, turns, dependency records, retry and lease timers: the same kinds of calls.
-    "worker": _HOT_PATH_TABLE_ACTIONS,
+    # Executions, turns, dependency records, retry and lease timers: the same kinds of calls; and
+    # deleting a job whose last slot ended when it asked for that (delete_after_completion, the
+    # EventBridge Scheduler API's ActionAfterCompletion DELETE: one conditional transaction).
+    "worker": (*_HOT_PATH_TABLE_ACTIONS, "dynamodb:DeleteItem"),
     # Counting the coming minute's timers and reading the watermarks: reads only.
     "tick": ("dynamodb:BatchGetItem", "dynamodb:Query"),
 }

@@ -145,7 +145,7 @@ def _queue_arns(synth: Synth, queues: list[Any]) -> set[str]:
 
 
 # The poller and the workers: reads, writes and batches, never DeleteItem or ConditionCheckItem.
-WORKER_TABLE_ACTIONS = {
+POLLER_TABLE_ACTIONS = {
     "dynamodb:GetItem",
     "dynamodb:BatchGetItem",
     "dynamodb:Query",
@@ -153,6 +153,8 @@ WORKER_TABLE_ACTIONS = {
     "dynamodb:UpdateItem",
     "dynamodb:BatchWriteItem",
 }
+# A worker also deletes a job whose last slot ended when it asked for that (delete_after_completion).
+WORKER_TABLE_ACTIONS = POLLER_TABLE_ACTIONS | {"dynamodb:DeleteItem"}
 
 
 def test_tick_may_start_executions_and_read_the_table_only(default_synth: Synth) -> None:
@@ -172,9 +174,9 @@ def test_poller_sends_to_the_lanes_and_writes_the_table(default_synth: Synth) ->
 
     assert granted["sqs:SendMessage"] == _queue_arns(default_synth, [*queues.work_queues, queues.failed])
     assert {a for a in granted if a.startswith("sqs:")} == {"sqs:SendMessage"}
-    assert {a for a in granted if a.startswith("dynamodb:")} == WORKER_TABLE_ACTIONS
+    assert {a for a in granted if a.startswith("dynamodb:")} == POLLER_TABLE_ACTIONS
     assert "dynamodb:DeleteItem" not in granted  # the poller never deletes
-    for action in WORKER_TABLE_ACTIONS:
+    for action in POLLER_TABLE_ACTIONS:
         assert granted[action] == {_table(default_synth)}  # no index ARN, no wildcard
     assert not any(a.startswith(("states:", "kms:", "lambda:")) for a in granted)
 

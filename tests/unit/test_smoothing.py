@@ -178,7 +178,7 @@ def _release_burst(
         store.create_job(job, None, max_jobs=10_000)
         timers.append(fire_timer(layout, job, T, T - timedelta(hours=1)))
     with ThreadPoolExecutor(4) as pool:
-        releaser = SlotReleaser(store, queues, clock, config, metrics, pool, overruns)
+        releaser = SlotReleaser(store, queues, clock, config, metrics, pool, overruns=overruns)
         # When the burst is released
         report = releaser.release(timers)
     assert report.released == jobs  # every slot is sent at once: nothing waits in the poller
