@@ -71,11 +71,14 @@ def test_message_body_is_what_asdict_gave() -> None:
         DispatchMessage('t\u00e9nant "q"', "j", "s", "", 0, 0),
         DispatchMessage("t", "j\n", "s\\", "2026", 2**40, -1, "child", "now", True),
         DispatchMessage("t", "j", "s", "", 1, 1, sig='a"b\\c'),
+        DispatchMessage("t", "j", "s", "", 1, 1, "backfill", backfill="0123+", sig="x"),
     ]
     for message in messages:
         fields = asdict(message)
         if not message.sig:
             del fields["sig"]  # an unsigned body carries no signature field
+        if not message.backfill:
+            del fields["backfill"]  # nor a message of no backfill a backfill field
         assert message.to_body() == json.dumps(fields, separators=(",", ":"))
         assert DispatchMessage.from_body(message.to_body()) == message
 

@@ -51,6 +51,7 @@ class MessageKind:
     CHILD = "child"  # a dependent job's slot whose parents all succeeded
     TURN = "turn"  # a queued slot's turn came: the slot before it ended (overlap queue)
     CHECK = "check"  # a queued slot checks that it still waits (its safety-net timer)
+    BACKFILL = "backfill"  # a past slot run by a backfill (punctual.backfill_runner)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,10 @@ class DispatchMessage:
     kind: str = MessageKind.FIRE
     released_at: str = ""  # when the poller released it (fire delay = released_at - scheduled_at)
     ordered: bool = False  # one message group per job (overlap 'queue'); else one per slot
+    # The backfill that sent this slot (punctual.backfills.backfill_ref), carried on to its
+    # record and its dependants' messages; empty for every other message (and then not in the
+    # body, so other messages read and sign as before).
+    backfill: str = ""
     sig: str = ""  # HMAC of every other field (punctual.message_auth); empty when unsigned
 
     @property
@@ -102,6 +107,12 @@ class DispatchMessage:
         """Every field but the signature, in declaration order: what is signed."""
         # What ``dataclasses.asdict`` gives, without its recursive deep copy of what are only
         # strings, ints and a bool.
+        if self.backfill:
+            plain = self._payload()
+            return f'{plain[:-1]},"backfill":{_COMPACT_JSON.encode(self.backfill)}}}'
+        return self._payload()
+
+    def _payload(self) -> str:
         return _COMPACT_JSON.encode(
             {
                 "tenant": self.tenant,
@@ -128,13 +139,14 @@ class DispatchMessage:
         data = json.loads(body)
         if not isinstance(data, dict):
             raise ValueError("message body is not a JSON object")
-        if data.keys() == _MESSAGE_FIELDS or data.keys() == _UNSIGNED_FIELDS:  # what to_body writes
+        if data.keys() == _PLAIN_SIGNED or data.keys() == _PLAIN_UNSIGNED:  # what to_body writes
             return cls(**data)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 _MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
-_UNSIGNED_FIELDS = _MESSAGE_FIELDS - {"sig"}
+_PLAIN_SIGNED = _MESSAGE_FIELDS - {"backfill"}  # a message of no backfill, signed
+_PLAIN_UNSIGNED = _PLAIN_SIGNED - {"sig"}
 
 
 class MessageSigner(Protocol):
@@ -149,7 +161,7 @@ _message_instant = lru_cache(maxsize=1024)(format_instant_ms)
 
 
 def message_for(
-    job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime
+    job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime, backfill: str = ""
 ) -> DispatchMessage:
     """The message for one attempt of one slot of ``job``: the one way messages are made."""
     return DispatchMessage(
@@ -162,6 +174,7 @@ def message_for(
         kind=kind,
         released_at=_message_instant(now),
         ordered=job.overlap is Overlap.QUEUE,
+        backfill=backfill,
     )
 
 

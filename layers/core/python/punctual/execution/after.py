@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from punctual.backfills import backfill_ref
 from punctual.execution.ports import FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
@@ -111,7 +112,7 @@ class AfterEffects:
             job.retry,
             failed_attempt=execution.attempt - execution.releases,
             failed_at=execution.finished_at,
-            scheduled_at=execution.scheduled_at,
+            scheduled_at=execution.retry_origin,
             rng=self.rng(job.id, execution.slot, execution.attempt),
         )
         return due or execution.finished_at
@@ -158,6 +159,8 @@ class AfterEffects:
         """
         if job.dependents <= 0:
             return  # the common case: no job waits on this one, and no query is made
+        if execution.backfill and not execution.backfill_dependants:
+            return  # a backfill run without include_dependants: its children are not run
         children = self.store.list_dependents(job.tenant, job.id)
         if not children:
             return
@@ -171,7 +174,8 @@ class AfterEffects:
             parents = schedule_of(child).parents
             if not parents or not set(parents) <= done:
                 continue
-            message = message_for(child, execution.slot, now, 1, MessageKind.CHILD, now)
+            ref = backfill_ref(execution.backfill, True) if execution.backfill else ""
+            message = message_for(child, execution.slot, now, 1, MessageKind.CHILD, now, backfill=ref)
             self.queues.send(self.route(child), [message])
             self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
             self.metrics.add("ChildrenDispatched", 1)

@@ -2,7 +2,8 @@
 
 One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: jobs
 (:mod:`.jobs`), timers, watermarks and progress (:mod:`.timers`), executions and turns
-(:mod:`.executions`), dependencies (:mod:`.dependencies`); keys, attribute values and shared
+(:mod:`.executions`), dependencies (:mod:`.dependencies`), calendars and backfills
+(:mod:`.calendars`); keys, attribute values and shared
 helpers in :mod:`.keys`. This package is the only code that builds DynamoDB keys and expressions.
 
 The items (keys, attributes) are listed in :mod:`.keys`.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from punctual.store.base import JobStore
 from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.calendars import DynamoCalendars
 from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
 from punctual.store.dynamo.jobs import DynamoJobs
@@ -21,13 +23,14 @@ from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition
 from punctual.store.dynamo.timers import DynamoTimers
 
 
-class DynamoStore(DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, JobStore):
+class DynamoStore(DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, DynamoCalendars, JobStore):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""
 
 
 __all__ = [
     "WATERMARK_CHUNK",
     "DynamoBase",
+    "DynamoCalendars",
     "DynamoDependencies",
     "DynamoExecutions",
     "DynamoJobs",

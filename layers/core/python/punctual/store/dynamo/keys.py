@@ -14,6 +14,8 @@ Items::
     timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
     timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
+    calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (job ids)
+    backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
 """
@@ -55,6 +57,7 @@ _KIND_CODE = {
     TimerKind.CHILD: "c",
     TimerKind.CATCHUP: "k",
     TimerKind.QUEUED: "q",
+    TimerKind.BACKFILL: "b",
 }
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 

@@ -1,5 +1,6 @@
 """An in-memory JobStore with the same semantics as the DynamoDB one, one mixin per aggregate
-(:mod:`.jobs`, :mod:`.timers`, :mod:`.executions`, :mod:`.dependencies`) over :class:`~.base.MemoryBase`.
+(:mod:`.jobs`, :mod:`.timers`, :mod:`.executions`, :mod:`.dependencies`, :mod:`.calendars`) over
+:class:`~.base.MemoryBase`.
 
 Used by logic tests and the CPU benchmark. One lock makes every operation atomic, the
 way a conditional write is atomic in DynamoDB.
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 from punctual.store.base import JobStore
 from punctual.store.memory.base import MemoryBase, tag_matches
+from punctual.store.memory.calendars import MemoryCalendars
 from punctual.store.memory.dependencies import MemoryDependencies
 from punctual.store.memory.executions import MemoryExecutions
 from punctual.store.memory.jobs import MemoryJobs
 from punctual.store.memory.timers import MemoryTimers
 
 
-class MemoryStore(MemoryJobs, MemoryTimers, MemoryExecutions, MemoryDependencies, JobStore):
+class MemoryStore(MemoryJobs, MemoryTimers, MemoryExecutions, MemoryDependencies, MemoryCalendars, JobStore):
     """JobStore in memory: every aggregate's implementation, on one lock."""
 
 

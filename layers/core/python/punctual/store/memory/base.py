@@ -9,6 +9,8 @@ from collections import defaultdict
 from datetime import datetime
 from typing import TypeVar
 
+from punctual.backfills import Backfill
+from punctual.calendars import Calendar
 from punctual.models import Execution, Job
 from punctual.store.base import (
     ExecutionKey,
@@ -58,6 +60,9 @@ class MemoryBase:
         self._parents_ok: dict[ExecutionKey, set[str]] = defaultdict(set)
         self._child_dispatched: set[ExecutionKey] = set()
         self._dependents: dict[JobKey, set[str]] = defaultdict(set)
+        self._calendars: dict[tuple[str, str], Calendar] = {}
+        self._calendar_users: dict[tuple[str, str], set[str]] = {}
+        self._backfills: dict[tuple[str, str, str], Backfill] = {}
         self.timer_writes = 0  # counted for tests and benchmarks
 
     def _put_timer(self, timer: Timer) -> None:
