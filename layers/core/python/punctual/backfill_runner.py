@@ -193,6 +193,7 @@ class BackfillRunner:
             excluded=len(candidates) - len(included),
             state=BackfillState.RUNNING if todo else BackfillState.DONE,
             tick=(replacing.tick + 1) if replacing else 0,
+            generation=(replacing.generation + 1) if replacing else 0,
             revision=(replacing.revision + 1) if replacing else 1,
             created_at=now,
             updated_at=now,
@@ -284,7 +285,7 @@ class BackfillRunner:
         in_flight = ended.count(False)
         room = max(0, backfill.max_parallel - in_flight)
         to_send = backfill.slots[backfill.released : backfill.released + room]
-        ref = backfill_ref(backfill.id, backfill.include_dependants)
+        ref = backfill_ref(backfill.id, backfill.include_dependants, backfill.generation)
         messages = [
             message_for(
                 job, key, dispatch_instant(job, slot_instant(key)), 1, MessageKind.BACKFILL, now, backfill=ref

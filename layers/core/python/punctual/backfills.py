@@ -52,6 +52,7 @@ class Backfill(BaseModel):
     released: int = 0
     settled: int = 0
     tick: int = 0
+    generation: int = 0  # one more each time a cancelled backfill of this id is started again
     revision: int = 1
     created_at: AwareDatetime
     updated_at: AwareDatetime
@@ -68,11 +69,16 @@ def range_texts(start: AwareDatetime, end: AwareDatetime) -> tuple[str, str]:
     return format_instant_ms(start), format_instant_ms(end)
 
 
-def backfill_ref(backfill_id_: str, include_dependants: bool) -> str:
-    """What a dispatch message carries of its backfill: the id, ``+`` when dependants run too."""
-    return backfill_id_ + ("+" if include_dependants else "")
+def backfill_ref(backfill_id_: str, include_dependants: bool, generation: int = 0) -> str:
+    """What a dispatch message carries of its backfill: the id, the generation (how many times a
+    cancelled backfill of this id was started again) and ``+`` when dependants run too.
+
+    The message's deduplication id includes it, so a slot sent by a cancelled backfill (dropped
+    unstarted) and sent again by the next one within SQS's five minutes is not dropped as a repeat.
+    """
+    return f"{backfill_id_}.{generation}" + ("+" if include_dependants else "")
 
 
 def parse_backfill_ref(ref: str) -> tuple[str, bool]:
     """(backfill id, include dependants) of a message's ``backfill`` field."""
-    return ref.rstrip("+"), ref.endswith("+")
+    return ref.rstrip("+").split(".", 1)[0], ref.endswith("+")

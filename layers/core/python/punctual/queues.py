@@ -84,6 +84,8 @@ class DispatchMessage:
         raw = f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}\x1f{self.attempt}\x1f{self.job_version}"
         if self.kind in (MessageKind.TURN, MessageKind.CHECK):  # each wake-up is a message of its own
             raw += f"\x1f{self.kind}\x1f{self.released_at}"
+        if self.backfill:  # a backfill started again after a cancel sends its slots afresh
+            raw += f"\x1f{self.backfill}"
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @property

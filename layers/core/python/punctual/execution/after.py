@@ -174,6 +174,7 @@ class AfterEffects:
             parents = schedule_of(child).parents
             if not parents or not set(parents) <= done:
                 continue
+            # A backfilled parent's children are backfilled too (their records say so).
             ref = backfill_ref(execution.backfill, True) if execution.backfill else ""
             message = message_for(child, execution.slot, now, 1, MessageKind.CHILD, now, backfill=ref)
             self.queues.send(self.route(child), [message])
