@@ -471,6 +471,10 @@ def add_jobs(verbs: Any) -> None:
     trigger.add_argument("--idempotency-key", metavar="KEY", help="a retried trigger names the same slot")
     trigger.set_defaults(handler=_guarded(_cmd_jobs_trigger))
 
+    from punctual_cli.calendar_verbs import add_backfill_action  # it builds on this module's helpers
+
+    add_backfill_action(sub, common)
+
 
 def add_runs(verbs: Any) -> None:
     """``punctual runs list JOB`` and ``punctual runs get JOB SLOT``."""
@@ -494,4 +498,10 @@ def add_runs(verbs: Any) -> None:
     get.set_defaults(handler=_guarded(_cmd_runs_get))
 
 
-API_VERBS: list[Callable[[Any], None]] = [add_jobs, add_runs]
+def _more_verbs() -> list[Callable[[Any], None]]:
+    from punctual_cli.calendar_verbs import add_backfills, add_calendars
+
+    return [add_calendars, add_backfills]
+
+
+API_VERBS: list[Callable[[Any], None]] = [add_jobs, add_runs, *_more_verbs()]
