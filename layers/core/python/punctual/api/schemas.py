@@ -216,6 +216,9 @@ class ExecutionOut(BaseModel):
         default=None, description="RUNNING only: when the worker's lease lapses unless extended."
     )
     attempts: list[AttemptOut] = Field(description="Every attempt, oldest first.")
+    backfill: str | None = Field(
+        default=None, description="The backfill that ran this slot (POST /v1/jobs/{id}/backfill), if one did."
+    )
     job_deleted: bool = Field(
         default=False, description="True when the job was deleted: its history is kept until it expires."
     )
@@ -223,7 +226,15 @@ class ExecutionOut(BaseModel):
     @classmethod
     def of(cls, execution: Execution, job_deleted: bool = False) -> ExecutionOut:
         data: dict[str, Any] = execution.model_dump(
-            exclude={"tenant", "owner", "releases", "blocked_by", "job_version", "attempts"}
+            exclude={
+                "tenant",
+                "owner",
+                "releases",
+                "blocked_by",
+                "job_version",
+                "attempts",
+                "backfill_dependants",
+            }
         )
         # Ended attempts are kept on the record; a live one is the record itself.
         history = [AttemptOut.model_validate(a.model_dump(exclude={"owner"})) for a in execution.attempts]
