@@ -126,6 +126,8 @@ class BackfillRunner:
                 else "a delay() job has no fixed slots to backfill"
             )
             raise InvalidJobError(f"job {job_id!r} cannot be backfilled: {hint}", field="job_id")
+        if start.year < 1970:
+            raise InvalidJobError("start must be in 1970 or later", field="start")
         if end <= start:
             raise InvalidJobError("end must be after start (the range is [start, end))", field="end")
         if end > now:
