@@ -249,3 +249,20 @@ def test_a_deleted_job_ends_its_backfill(rig: Rig) -> None:
         ended is not None and ended.state is BackfillState.CANCELLED and ended.reason == "the job was deleted"
     )
     assert rig.queues.all_messages() == []
+
+
+def test_an_after_child_on_an_excluded_day_is_recorded_excluded_not_run(rig: Rig) -> None:
+    now = rig.clock.now()
+    rig.store.put_calendar(Calendar(name="h", dates=["2026-11-30"], created_at=now, updated_at=now), None)
+    parent = rig.add_job("parent", HOURLY)
+    child = rig.add_job("child", "after(parent)", exclude_calendars=["h"])
+    rig.store.set_dependents("default", child.id, [parent.id], present=True)
+    backfill = runner(rig).start(
+        "default", parent.id, DAY - timedelta(hours=1), DAY + timedelta(hours=1), include_dependants=True
+    )
+    drive(rig, backfill)
+    children = {r.slot: r for r in rig.history(child)}
+    assert children[slot_key(DAY - timedelta(hours=1))].status is S.SUCCEEDED  # the 29th: not excluded
+    excluded = children[slot_key(DAY)]
+    assert excluded.status is S.EXCLUDED and excluded.error == "excluded by calendar 'h' (version 1)"
+    assert [slot for slot, _ in rig.target.calls_for(child.id)] == [slot_key(DAY - timedelta(hours=1))]
