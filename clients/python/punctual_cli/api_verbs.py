@@ -211,6 +211,8 @@ def _spec_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = N
         spec["retry"] = {**(spec.get("retry") or {}), "max_attempts": args.max_attempts}
     if args.runtime is not None:
         spec["runtime"] = args.runtime
+    if args.exclude_calendar:
+        spec["exclude_calendars"] = list(dict.fromkeys(args.exclude_calendar))
     return spec
 
 
@@ -379,6 +381,12 @@ def _spec_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=int, metavar="SECONDS", help="timeout_seconds")
     parser.add_argument("--max-attempts", type=int, metavar="N", help="retry.max_attempts")
     parser.add_argument("--runtime", choices=("lambda", "ecs"))
+    parser.add_argument(
+        "--exclude-calendar",
+        action="append",
+        metavar="NAME",
+        help="a calendar whose days it skips (repeatable)",
+    )
 
 
 def _job_id(text: str) -> str:
