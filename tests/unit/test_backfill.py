@@ -266,3 +266,22 @@ def test_an_after_child_on_an_excluded_day_is_recorded_excluded_not_run(rig: Rig
     excluded = children[slot_key(DAY)]
     assert excluded.status is S.EXCLUDED and excluded.error == "excluded by calendar 'h' (version 1)"
     assert [slot for slot, _ in rig.target.calls_for(child.id)] == [slot_key(DAY - timedelta(hours=1))]
+
+
+def test_a_sent_slot_whose_message_was_lost_is_sent_again_after_the_dedup_window(rig: Rig) -> None:
+    job = rig.add_job("job-1", HOURLY)
+    backfill = runner(rig).start("default", job.id, DAY, DAY + timedelta(hours=2))
+    rig.poll()  # the first step sends both slots
+    for received in rig.queues.receive(SHORT, 10, 0, 30):
+        rig.queues.delete(SHORT, received.receipt)  # and the messages are lost
+    worker = rig.worker()
+    for _ in range(200):  # steps every 2 s: nothing to run, until the resend
+        rig.clock.advance(2)
+        rig.poll()
+        rig.work_until_idle(worker)
+        current = rig.store.get_backfill("default", job.id, backfill.id)
+        if current is not None and current.state is BackfillState.DONE:
+            break
+    assert current is not None and current.state is BackfillState.DONE
+    assert Counter(slot for slot, _ in rig.target.calls_for(job.id)) == {k: 1 for k in backfill.slots}
+    assert rig.clock.now() - backfill.created_at >= timedelta(seconds=360)  # not before the window

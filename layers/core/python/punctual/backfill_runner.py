@@ -31,14 +31,17 @@ step *k*+1, then advances the record (``tick`` = *k*+1, the new marks) with a wr
 on its revision. A step whose number is behind the record's ``tick`` is dropped, so a step
 repeated after a poller crash, or a second timer armed by a repeated request, acts once; a
 crash between the send and the record write sends the same slots again, which their dedup ids
-and the claim drop. The chain ends when every slot has settled (DONE) or the backfill is
-cancelled: ``DELETE`` stops the steps, and a worker drops a cancelled backfill's slot that had
-been sent but not started (no record is written: a later backfill may run it).
+and the claim drop. A slot sent that still has no record after :data:`RESEND_AFTER_S` (its
+message lost) is sent again, so no lost message holds a backfill RUNNING for ever. The chain
+ends when every slot has settled (DONE) or the backfill is cancelled: ``DELETE`` stops the
+steps, and a worker drops a cancelled backfill's slot that had been sent but not started (no
+record is written: a later backfill may run it).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from datetime import datetime, timedelta
 
@@ -55,6 +58,7 @@ from punctual.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_ke
 log = logging.getLogger("punctual.backfill")
 
 _BEFORE = timedelta(milliseconds=1)  # slots are whole seconds: ``start`` itself is in the range
+RESEND_AFTER_S = 360.0  # a sent slot still without a record is sent again this often (> SQS's 5 min)
 PENDING = "PENDING"  # a slot not sent yet
 SENT = "SENT"  # a slot sent that no worker has recorded yet
 
@@ -287,12 +291,21 @@ class BackfillRunner:
         in_flight = ended.count(False)
         room = max(0, backfill.max_parallel - in_flight)
         to_send = backfill.slots[backfill.released : backfill.released + room]
+        # Now and then, a slot sent long ago that no worker has recorded yet is sent again (after
+        # SQS's five-minute deduplication window): a message lost on its way cannot hold the
+        # backfill forever, and the claim still starts the slot once.
+        resend_every = max(1, math.ceil(RESEND_AFTER_S / backfill.tick_s))
+        again = (
+            [k for k in window if (job.tenant, job.id, k) not in records]
+            if timer.attempt > 0 and timer.attempt % resend_every == 0
+            else []
+        )
         ref = backfill_ref(backfill.id, backfill.include_dependants, backfill.generation)
         messages = [
             message_for(
                 job, key, dispatch_instant(job, slot_instant(key)), 1, MessageKind.BACKFILL, now, backfill=ref
             )
-            for key in to_send
+            for key in [*again, *to_send]
         ]
         if messages:  # send first, then the next step, then the record: see the module docstring
             self.queues.send(self.routing.queue_for(job), messages)
