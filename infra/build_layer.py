@@ -5,7 +5,9 @@ the Lambda runtime (Python 3.14 on arm64, binary wheels only), plus a copy of th
 It ships only what the runtime imports: requirements.txt lists the core's imports and nothing
 else, the core package holds only modules a handler or the ECS worker reaches (both checked by
 ``tests/unit/test_layer_contents.py``); the ``punctual`` command is ``clients/python``, local
-mode's code ``local/``. boto3 is left out: the runtime ships it (with botocore's own
+mode's code ``local/``; the in-memory twins of the store's ports (``store/memory/``, used by
+tests and benchmarks; no shipped module imports them) stay in the source tree beside their
+ports but out of the layer (:data:`NOT_SHIPPED`). boto3 is left out: the runtime ships it (with botocore's own
 python-dateutil, which nothing in the layer needs). The build is skipped when a stamp, keyed on
 a hash of its inputs (requirements.txt, the core sources, the pip arguments), matches; it is
 rebuilt in a temporary folder and swapped in, so an interrupted build never leaves a half
@@ -46,6 +48,19 @@ PIP_ARGS = (
     "cp",
 )
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+# Folders of the core package left out of the layer, relative to it: test twins only.
+NOT_SHIPPED = ("store/memory",)
+
+
+def shipped(path: Path) -> bool:
+    """Whether a file of the core package goes into the layer."""
+    relative = path.relative_to(CORE_DIR).as_posix()
+    return not any(relative == folder or relative.startswith(folder + "/") for folder in NOT_SHIPPED)
+
+
+def _ignored(folder: str, names: list[str]) -> set[str]:
+    here = Path(folder)
+    return set(_IGNORED(folder, names)) | {name for name in names if not shipped(here / name)}
 
 
 def core_sources() -> list[Path]:
@@ -53,7 +68,7 @@ def core_sources() -> list[Path]:
     return sorted(
         path
         for path in CORE_DIR.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc" and shipped(path)
     )
 
 
@@ -84,7 +99,7 @@ def build(force: bool = False) -> bool:
     pip = [sys.executable, "-m", "pip", "install", *PIP_ARGS, "-t", str(target)]
     subprocess.run([*pip, "-r", str(REQUIREMENTS)], check=True)
     shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts: of no use in a layer
-    shutil.copytree(CORE_DIR, target / "punctual", ignore=_IGNORED)
+    shutil.copytree(CORE_DIR, target / "punctual", ignore=_ignored)
 
     shutil.rmtree(LAYER_DIR, ignore_errors=True)
     staging.rename(LAYER_DIR)

@@ -152,16 +152,20 @@ def runtime_environment(
 ) -> dict[str, str]:
     """The ``PUNCTUAL_*`` and Powertools variables every function and the ECS task read: the
     deployed settings (:data:`punctual.settings.DEPLOYED`, from the context) and the resources."""
+    # The settings the stack's resources give (names from the one definition, like the rest).
+    resources = {
+        "table_name": storage.table.table_name,
+        "short_queue_urls": cdk.Fn.join(",", [q.queue_url for q in queues.short]),
+        "long_queue_urls": cdk.Fn.join(",", [q.queue_url for q in queues.long]),
+        "failed_queue_url": queues.failed.queue_url,
+        "own_arns_parameter": own_arns_parameter_name(stack_name),
+        "kms_key_id": storage.secrets_key.key_arn,
+        "dispatch_key_secret_arn": storage.dispatch_key.secret_arn,
+    }
     return {
-        "PUNCTUAL_TABLE_NAME": storage.table.table_name,
-        "PUNCTUAL_SHORT_QUEUE_URLS": cdk.Fn.join(",", [q.queue_url for q in queues.short]),
-        "PUNCTUAL_LONG_QUEUE_URLS": cdk.Fn.join(",", [q.queue_url for q in queues.long]),
-        "PUNCTUAL_FAILED_QUEUE_URL": queues.failed.queue_url,
+        **{Settings.variable(field): value for field, value in resources.items()},
         # Every setting the deployment chooses in its context, derived from the one definition.
         **{Settings.variable(field): env_value(getattr(config, field)) for field in DEPLOYED},
-        "PUNCTUAL_OWN_ARNS_PARAMETER": own_arns_parameter_name(stack_name),
-        "PUNCTUAL_KMS_KEY_ID": storage.secrets_key.key_arn,
-        "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": storage.dispatch_key.secret_arn,
         "POWERTOOLS_SERVICE_NAME": c.POWERTOOLS_SERVICE_NAME,
         "POWERTOOLS_METRICS_NAMESPACE": c.METRICS_NAMESPACE,
         "LOG_LEVEL": config.log_level,

@@ -102,14 +102,17 @@ def test_target_patterns_are_acknowledged_one_by_one(custom_synth: Synth) -> Non
     assert acknowledged == wildcard_patterns
 
 
-def test_cfn_lint_finds_no_error(any_synth: Synth) -> None:
+def test_cfn_lint_finds_no_error(any_synth: Synth, request: pytest.FixtureRequest) -> None:
     import json
 
     from cfnlint.api import ManualArgs, lint
 
+    # The default stack is checked against two regions' resource specs, the variants against
+    # one (each region about doubles the run).
+    default = request.node.callspec.params.get("any_synth") == "default"
     matches = lint(
         json.dumps(any_synth.json),
-        config=ManualArgs(regions=["us-east-1", "eu-west-1"]),
+        config=ManualArgs(regions=["us-east-1", "eu-west-1"] if default else ["us-east-1"]),
     )
     errors = [
         f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})"

@@ -14,6 +14,8 @@ import sys
 from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
+from infra import build_layer
+
 REPO = Path(__file__).resolve().parents[2]
 CORE_ROOT = REPO / "layers" / "core" / "python"
 CORE = CORE_ROOT / "punctual"
@@ -29,7 +31,8 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-CORE_MODULES = {module_name(path): path for path in CORE.rglob("*.py")}
+# What the layer ships of the core (the in-memory store twins stay out: tests and benchmarks).
+CORE_MODULES = {module_name(path): path for path in build_layer.core_sources() if path.suffix == ".py"}
 
 
 def imported_names(path: Path, package: str) -> set[str]:
@@ -83,6 +86,14 @@ def test_every_module_in_the_core_is_imported_by_the_runtime() -> None:
     assert unreached == [], (
         f"in the layer but imported by no function: {unreached} (move them out of the core)"
     )
+
+
+def test_the_in_memory_twins_stay_in_the_source_tree_but_out_of_the_layer() -> None:
+    twins = sorted(module_name(p) for p in (CORE / "store" / "memory").glob("*.py"))
+    assert "punctual.store.memory" in twins and "punctual.store.dynamo" in CORE_MODULES
+    assert not set(twins) & set(CORE_MODULES)
+    assert not build_layer.shipped(CORE / "store" / "memory" / "jobs.py")
+    assert build_layer.shipped(CORE / "store" / "memory.py")  # a name that only starts the same
 
 
 def test_the_cli_local_mode_and_chaos_tooling_are_outside_the_layer() -> None:

@@ -120,7 +120,10 @@ class Settings(BaseModel):
 
     @staticmethod
     def variable(field: str) -> str:
-        """The environment variable of a field (``shard_count`` → ``PUNCTUAL_SHARD_COUNT``)."""
+        """The environment variable of a field (``shard_count`` → ``PUNCTUAL_SHARD_COUNT``); a
+        name that is no field is an error (the stack cannot set a variable nothing reads)."""
+        if field not in Settings.model_fields:
+            raise KeyError(f"{field!r} is not a setting of punctual.settings.Settings")
         return _PREFIX + field.upper()
 
     @classmethod

@@ -20,6 +20,23 @@ from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.timers import Lane, Timer
 
 
+def tags_match(tags: object, tag: str | None) -> bool:
+    """Whether stored tags match a listing's filter: ``key`` matches any value of that tag,
+    ``key=value`` matches exactly. ``tags`` as stored: a mapping, or (an unreadable job's
+    document) anything else, which matches only no filter."""
+    if tag is None:
+        return True
+    if not isinstance(tags, dict):
+        return False
+    key, sep, value = tag.partition("=")
+    return key in tags and (not sep or str(tags[key]) == value)
+
+
+def tag_matches(job: Job, tag: str | None) -> bool:
+    """Whether ``job`` matches a listing's tag filter (:func:`tags_match`)."""
+    return tags_match(job.tags, tag)
+
+
 class StoreError(Exception):
     """Base of every storage error."""
 

@@ -3,10 +3,8 @@
 One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: jobs
 (:mod:`.jobs`), timers, watermarks and progress (:mod:`.timers`), executions and turns
 (:mod:`.executions`), dependencies (:mod:`.dependencies`), calendars and backfills
-(:mod:`.calendars`); keys, attribute values and shared
-helpers in :mod:`.keys`. This package is the only code that builds DynamoDB keys and expressions.
-
-The items (keys, attributes) are listed in :mod:`.keys`.
+(:mod:`.calendars`). Every item's key and every
+expression is built in :mod:`.schema` (which lists the items); shared helpers in :mod:`.keys`.
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
 """

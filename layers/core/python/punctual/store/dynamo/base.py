@@ -16,6 +16,7 @@ from punctual.store.dynamo.keys import (
     _n,
     _s,
 )
+from punctual.store.dynamo.schema import CREATE, LAYOUT_KEY
 from punctual.timers import Timer, TimerLayout
 
 
@@ -49,7 +50,7 @@ class DynamoBase:
         """
         if self._layout_checked or self.layout is None:
             return
-        key = {"pk": _s("meta#layout"), "sk": _s("layout")}
+        key = LAYOUT_KEY
         want = {"far": self.layout.shard_count, "near": self.layout.near_shard_count}
         item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         if item is None:
@@ -57,7 +58,7 @@ class DynamoBase:
                 self.client.put_item(
                     TableName=self.table,
                     Item={**key, "far": _n(want["far"]), "near": _n(want["near"])},
-                    ConditionExpression="attribute_not_exists(pk)",
+                    **CREATE.fields(),
                 )
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":

@@ -1,9 +1,4 @@
-"""Calendars and backfills in DynamoDB.
-
-Items (see :mod:`.keys`)::
-
-    calendar     pk=tenant#<tenant>        sk=cal#<name>        version, doc, users (string set)
-    backfill     pk=job#<tenant>#<job>     sk=backfill#<id>     rev, state, doc
+"""Calendars and backfills in DynamoDB (items, keys and expressions in :mod:`.schema`).
 
 A calendar's ``users`` are the jobs that exclude it: a job adds itself with a write conditional on
 the calendar existing, and a delete is conditional on the set being empty, so a calendar in use is
@@ -27,18 +22,11 @@ from punctual.store.base import (
     CalendarVersionError,
     Page,
 )
+from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
-from punctual.store.dynamo.keys import _n, _s, job_pk, tenant_pk
+from punctual.store.dynamo.schema import _n, _s, backfill_key, calendar_key, tenant_pk
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
-
-
-def _calendar_key(tenant: str, name: str) -> dict[str, Any]:
-    return {"pk": _s(tenant_pk(tenant)), "sk": _s(f"cal#{name}")}
-
-
-def _backfill_key(tenant: str, job_id: str, backfill_id: str) -> dict[str, Any]:
-    return {"pk": _s(job_pk(tenant, job_id)), "sk": _s(f"backfill#{backfill_id}")}
 
 
 def _failed(exc: ClientError) -> bool:
@@ -56,22 +44,14 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
         return calendar.model_copy(update={"version": int(item["version"]["N"])})
 
     def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:
-        key = _calendar_key(calendar.tenant, calendar.name)
-        values: dict[str, Any] = {":v": _n(calendar.version), ":d": _s(calendar.model_dump_json())}
-        if expected_version is None:
-            condition = "attribute_not_exists(pk)"
-        else:
-            condition = "version = :e"
-            values[":e"] = _n(expected_version)
+        expr = schema.put_calendar(calendar.version, calendar.model_dump_json(), expected_version)
         try:
             # An update, not a put: the users set stays as it is.
             self.client.update_item(
                 TableName=self.table,
-                Key=key,
-                UpdateExpression="SET version = :v, doc = :d",
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
+                Key=calendar_key(calendar.tenant, calendar.name),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **expr.fields(),
             )
         except ClientError as exc:
             if not _failed(exc):
@@ -84,7 +64,7 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
 
     def get_calendar(self, tenant: str, name: str, consistent: bool = True) -> Calendar | None:
         item = self.client.get_item(
-            TableName=self.table, Key=_calendar_key(tenant, name), ConsistentRead=consistent
+            TableName=self.table, Key=calendar_key(tenant, name), ConsistentRead=consistent
         ).get("Item")
         return self._calendar_of(item) if item and "doc" in item else None
 
@@ -94,39 +74,31 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
         unique = sorted(set(keys))
         if not unique:
             return {}
-        items = self._batch_get([_calendar_key(t, n) for t, n in unique], consistent)
+        items = self._batch_get([calendar_key(t, n) for t, n in unique], consistent)
         found = (self._calendar_of(item) for item in items if "doc" in item)
         return {(c.tenant, c.name): c for c in found}
 
     def list_calendars(self, tenant: str, limit: int, cursor: str | None = None) -> Page[Calendar]:
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :c)",
-            "ExpressionAttributeValues": {":pk": _s(tenant_pk(tenant)), ":c": _s("cal#")},
             "Limit": limit,
             "ConsistentRead": True,
+            **schema.partition(tenant_pk(tenant), schema.CALENDAR_PREFIX).fields(),
         }
         if cursor:
-            request["ExclusiveStartKey"] = _calendar_key(tenant, cursor)
+            request["ExclusiveStartKey"] = calendar_key(tenant, cursor)
         reply = self.client.query(**request)
         items = [self._calendar_of(item) for item in reply.get("Items", [])]
         more = reply.get("LastEvaluatedKey")
         return Page(items, items[-1].name if more and items else None)
 
     def delete_calendar(self, tenant: str, name: str, expected_version: int | None = None) -> None:
-        condition = "attribute_exists(pk) AND (attribute_not_exists(#u) OR size(#u) = :zero)"
-        values: dict[str, Any] = {":zero": _n(0)}
-        if expected_version is not None:
-            condition += " AND version = :e"
-            values[":e"] = _n(expected_version)
         try:
             self.client.delete_item(
                 TableName=self.table,
-                Key=_calendar_key(tenant, name),
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#u": "users"},
-                ExpressionAttributeValues=values,
+                Key=calendar_key(tenant, name),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **schema.delete_calendar(expected_version).fields(),
             )
         except ClientError as exc:
             if not _failed(exc):
@@ -142,20 +114,12 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
 
     def use_calendars(self, tenant: str, job_id: str, names: Sequence[str], present: bool) -> None:
         for name in names:
-            request: dict[str, Any] = {
-                "TableName": self.table,
-                "Key": _calendar_key(tenant, name),
-                "ExpressionAttributeNames": {"#u": "users"},
-                "ExpressionAttributeValues": {":j": {"SS": [job_id]}},
-            }
-            if present:
-                request["UpdateExpression"] = "ADD #u :j"
-                request["ConditionExpression"] = "attribute_exists(pk)"
-            else:
-                request["UpdateExpression"] = "DELETE #u :j"
-                request["ConditionExpression"] = "attribute_exists(pk)"
             try:
-                self.client.update_item(**request)
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=calendar_key(tenant, name),
+                    **schema.use_calendar(job_id, present).fields(),
+                )
             except ClientError as exc:
                 if not _failed(exc):
                     raise
@@ -165,7 +129,7 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
 
     def calendar_users(self, tenant: str, name: str) -> list[str]:
         item = self.client.get_item(
-            TableName=self.table, Key=_calendar_key(tenant, name), ConsistentRead=True
+            TableName=self.table, Key=calendar_key(tenant, name), ConsistentRead=True
         ).get("Item")
         return sorted(item.get("users", {}).get("SS", [])) if item else []
 
@@ -177,25 +141,21 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
 
     def _backfill_item(self, backfill: Backfill) -> dict[str, Any]:
         return {
-            **_backfill_key(backfill.tenant, backfill.job_id, backfill.id),
+            **backfill_key(backfill.tenant, backfill.job_id, backfill.id),
             "rev": _n(backfill.revision),
             "state": _s(backfill.state.value),
             "doc": _s(backfill.model_dump_json()),
         }
 
     def create_backfill(self, backfill: Backfill, replacing: Backfill | None = None) -> Backfill:
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "Item": self._backfill_item(backfill),
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-        if replacing is None:
-            request["ConditionExpression"] = "attribute_not_exists(pk)"
-        else:
-            request["ConditionExpression"] = "rev = :r"
-            request["ExpressionAttributeValues"] = {":r": _n(replacing.revision)}
+        expr = schema.CREATE if replacing is None else schema.backfill_revision(replacing.revision)
         try:
-            self.client.put_item(**request)
+            self.client.put_item(
+                TableName=self.table,
+                Item=self._backfill_item(backfill),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **expr.fields(),
+            )
         except ClientError as exc:
             if not _failed(exc):
                 raise
@@ -210,7 +170,7 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
 
     def get_backfill(self, tenant: str, job_id: str, backfill_id: str) -> Backfill | None:
         item = self.client.get_item(
-            TableName=self.table, Key=_backfill_key(tenant, job_id, backfill_id), ConsistentRead=True
+            TableName=self.table, Key=backfill_key(tenant, job_id, backfill_id), ConsistentRead=True
         ).get("Item")
         return self._backfill_of(item) if item and "doc" in item else None
 
@@ -219,8 +179,7 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
             self.client.put_item(
                 TableName=self.table,
                 Item=self._backfill_item(backfill),
-                ConditionExpression="rev = :r",
-                ExpressionAttributeValues={":r": _n(expected_revision)},
+                **schema.backfill_revision(expected_revision).fields(),
             )
         except ClientError as exc:
             if not _failed(exc):

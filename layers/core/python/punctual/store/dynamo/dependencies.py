@@ -8,12 +8,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from punctual.store.base import DependencyRepository
+from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
-from punctual.store.dynamo.keys import (
-    _n,
-    _s,
-    job_pk,
-)
+from punctual.store.dynamo.schema import job_pk
 
 
 class DynamoDependencies(DynamoBase, DependencyRepository):
@@ -26,9 +23,8 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
     ) -> frozenset[str]:
         reply = self.client.update_item(
             TableName=self.table,
-            Key={"pk": _s(job_pk(tenant, child_id)), "sk": _s(f"dep#{slot}")},
-            UpdateExpression="ADD parents :p SET expires_at = :ttl",
-            ExpressionAttributeValues={":p": {"SS": [parent_id]}, ":ttl": _n(ttl_epoch_s)},
+            Key=schema.dependency_key(tenant, child_id, slot),
+            **schema.record_parent(parent_id, ttl_epoch_s).fields(),
             ReturnValues="ALL_NEW",
         )
         return frozenset(reply["Attributes"]["parents"]["SS"])
@@ -37,10 +33,8 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"pk": _s(job_pk(tenant, child_id)), "sk": _s(f"dep#{slot}")},
-                UpdateExpression="SET dispatched = :t",
-                ConditionExpression="attribute_not_exists(dispatched)",
-                ExpressionAttributeValues={":t": {"BOOL": True}},
+                Key=schema.dependency_key(tenant, child_id, slot),
+                **schema.claim_child().fields(),
             )
             return True
         except ClientError as exc:
@@ -50,14 +44,14 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
 
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
         for parent in parents:
-            key = {"pk": _s(job_pk(tenant, parent)), "sk": _s(f"child#{child_id}")}
+            key = schema.dependent_key(tenant, parent, child_id)
             # The link and the parent's count change together, and only if the link changes.
             link: dict[str, Any] = (
                 {
                     "Put": {
                         "TableName": self.table,
                         "Item": key,
-                        "ConditionExpression": "attribute_not_exists(pk)",
+                        **schema.CREATE.fields(),
                     }
                 }
                 if present
@@ -65,17 +59,15 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
                     "Delete": {
                         "TableName": self.table,
                         "Key": key,
-                        "ConditionExpression": "attribute_exists(pk)",
+                        **schema.EXISTS.fields(),
                     }
                 }
             )
             count = {
                 "Update": {
                     "TableName": self.table,
-                    "Key": {"pk": _s(job_pk(tenant, parent)), "sk": _s("job")},
-                    "UpdateExpression": "ADD dependents :d",
-                    "ConditionExpression": "attribute_exists(pk)",
-                    "ExpressionAttributeValues": {":d": _n(1 if present else -1)},
+                    "Key": schema.job_key(tenant, parent),
+                    **schema.count_dependent(1 if present else -1).fields(),
                 }
             }
             try:
@@ -96,12 +88,13 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
         children: list[str] = []
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :c)",
-            "ExpressionAttributeValues": {":pk": _s(job_pk(tenant, parent_id)), ":c": _s("child#")},
+            **schema.partition(job_pk(tenant, parent_id), schema.CHILD_PREFIX).fields(),
         }
         while True:
             reply = self.client.query(**request)
-            children.extend(item["sk"]["S"].removeprefix("child#") for item in reply.get("Items", []))
+            children.extend(
+                item["sk"]["S"].removeprefix(schema.CHILD_PREFIX) for item in reply.get("Items", [])
+            )
             last = reply.get("LastEvaluatedKey")
             if not last:
                 return sorted(children)

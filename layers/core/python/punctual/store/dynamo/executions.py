@@ -17,13 +17,10 @@ from punctual.store.base import (
     Page,
     Turn,
 )
+from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
-from punctual.store.dynamo.keys import (
-    _MAX_UNPROCESSED_ROUNDS,
-    _n,
-    _s,
-    job_pk,
-)
+from punctual.store.dynamo.keys import _MAX_UNPROCESSED_ROUNDS
+from punctual.store.dynamo.schema import _n, _s
 
 
 class DynamoExecutions(DynamoBase, ExecutionRepository):
@@ -40,28 +37,14 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
             waiting=tuple(sorted(item.get("waiting", {}).get("SS", []))),
         )
 
-    def _turn_key(self, tenant: str, job_id: str) -> dict[str, Any]:
-        return {"pk": _s(job_pk(tenant, job_id)), "sk": _s("turn")}
-
     def take_turn(
         self, tenant: str, job_id: str, slot: str, now: datetime, replacing: str | None = None
     ) -> Turn:
-        condition = "attribute_not_exists(holder) OR holder = :s"
-        values: dict[str, Any] = {":s": _s(slot), ":ss": {"SS": [slot]}, ":now": _s(now.isoformat())}
-        # ``since`` is when the holder took the turn: kept when it takes it again; restarted
-        # when it takes the turn over from a stale holder.
-        since = "if_not_exists(since, :now)"
-        if replacing is not None:
-            condition += " OR holder = :r"
-            values[":r"] = _s(replacing)
-            since = ":now"
         try:
             reply = self.client.update_item(
                 TableName=self.table,
-                Key=self._turn_key(tenant, job_id),
-                UpdateExpression=f"SET since = {since}, holder = :s DELETE waiting :ss",
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
+                Key=schema.turn_key(tenant, job_id),
+                **schema.take_turn(slot, now, replacing).fields(),
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -74,13 +57,12 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
     def wait_for_turn(self, tenant: str, job_id: str, slot: str) -> None:
         self.client.update_item(
             TableName=self.table,
-            Key=self._turn_key(tenant, job_id),
-            UpdateExpression="ADD waiting :ss",
-            ExpressionAttributeValues={":ss": {"SS": [slot]}},
+            Key=schema.turn_key(tenant, job_id),
+            **schema.wait_for_turn(slot).fields(),
         )
 
     def pass_turn(self, tenant: str, job_id: str, slot: str, now: datetime) -> str | None:
-        key = self._turn_key(tenant, job_id)
+        key = schema.turn_key(tenant, job_id)
         for _ in range(_MAX_UNPROCESSED_ROUNDS):
             item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
             turn = self._turn_of(item)
@@ -92,23 +74,13 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
                     self.client.update_item(
                         TableName=self.table,
                         Key=key,
-                        UpdateExpression="SET holder = :n, since = :now DELETE waiting :ns",
-                        ConditionExpression="holder = :s AND contains(waiting, :n)",
-                        ExpressionAttributeValues={
-                            ":s": _s(slot),
-                            ":n": _s(following),
-                            ":ns": {"SS": [following]},
-                            ":now": _s(now.isoformat()),
-                        },
+                        **schema.hand_turn(slot, following, now).fields(),
                     )
                     return following
                 self.client.update_item(
                     TableName=self.table,
                     Key=key,
-                    UpdateExpression="REMOVE holder, since",
-                    # A slot that started waiting meanwhile gets the turn on the next round.
-                    ConditionExpression="holder = :s AND attribute_not_exists(waiting)",
-                    ExpressionAttributeValues={":s": _s(slot)},
+                    **schema.free_turn(slot).fields(),
                 )
                 return None
             except ClientError as exc:
@@ -124,8 +96,7 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
 
     def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
         item = {
-            "pk": _s(job_pk(execution.tenant, execution.job_id)),
-            "sk": _s(f"exec#{execution.slot}"),
+            **schema.execution_key(execution.tenant, execution.job_id, execution.slot),
             "status": _s(execution.status.value),
             "attempt": _n(execution.attempt),
             "doc": _s(execution.model_dump_json()),
@@ -133,40 +104,19 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
         }
         if execution.owner:
             item["owner"] = _s(execution.owner)
-        names: dict[str, str] = {}
-        values: dict[str, Any] = {}
-        if expect is None:
-            condition = "attribute_not_exists(pk)"
-        else:
-            parts = ["attribute_exists(pk)"]
-            if expect.statuses:
-                names["#st"] = "status"
-                keys = []
-                for i, status in enumerate(sorted(expect.statuses)):
-                    values[f":st{i}"] = _s(status.value)
-                    keys.append(f":st{i}")
-                parts.append(f"#st IN ({', '.join(keys)})")
-            if expect.attempt is not None:
-                parts.append("attempt = :att")
-                values[":att"] = _n(expect.attempt)
-            if expect.owner is not None:
-                names["#ow"] = "owner"
-                parts.append("#ow = :ow")
-                values[":ow"] = _s(expect.owner)
-            elif expect.check_owner:
-                names["#ow"] = "owner"
-                parts.append("attribute_not_exists(#ow)")
-            condition = " AND ".join(parts)
+        condition = schema.save_execution(
+            [status.value for status in expect.statuses] if expect and expect.statuses else None,
+            expect.attempt if expect else None,
+            expect.owner if expect else None,
+            bool(expect and expect.check_owner),
+            new=expect is None,
+        )
         request: dict[str, Any] = {
             "TableName": self.table,
             "Item": item,
-            "ConditionExpression": condition,
+            **condition.fields(),
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
-        if names:
-            request["ExpressionAttributeNames"] = names
-        if values:
-            request["ExpressionAttributeValues"] = values
         try:
             self.client.put_item(**request)
         except ClientError as exc:
@@ -182,7 +132,7 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
     def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None:
         reply = self.client.get_item(
             TableName=self.table,
-            Key={"pk": _s(job_pk(tenant, job_id)), "sk": _s(f"exec#{slot}")},
+            Key=schema.execution_key(tenant, job_id, slot),
             ConsistentRead=True,
         )
         item = reply.get("Item")
@@ -190,7 +140,7 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
 
     def batch_get_executions(self, keys: Iterable[ExecutionKey]) -> dict[ExecutionKey, Execution]:
         unique = sorted(set(keys))
-        items = self._batch_get([{"pk": _s(job_pk(t, j)), "sk": _s(f"exec#{s}")} for t, j, s in unique])
+        items = self._batch_get([schema.execution_key(t, j, s) for t, j, s in unique])
         found = (self._execution_from_item(item) for item in items)
         return {(e.tenant, e.job_id, e.slot): e for e in found}
 
@@ -206,17 +156,12 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
         items: list[Execution] = []
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :ex)",
-            "ExpressionAttributeValues": {":pk": _s(job_pk(tenant, job_id)), ":ex": _s("exec#")},
+            **schema.history(tenant, job_id, status.value if status is not None else None).fields(),
             "ScanIndexForward": not newest_first,
             "ConsistentRead": True,
         }
-        if status is not None:
-            request["FilterExpression"] = "#st = :st"
-            request["ExpressionAttributeNames"] = {"#st": "status"}
-            request["ExpressionAttributeValues"][":st"] = _s(status.value)
         if cursor:
-            request["ExclusiveStartKey"] = {"pk": _s(job_pk(tenant, job_id)), "sk": _s(f"exec#{cursor}")}
+            request["ExclusiveStartKey"] = schema.execution_key(tenant, job_id, cursor)
         while True:
             request["Limit"] = max(limit - len(items), 1) if status is None else 100
             reply = self.client.query(**request)

@@ -21,19 +21,19 @@ from punctual.store.base import (
     UnreadableJob,
     UnreadableJobError,
     VersionConflictError,
+    tag_matches,
+    tags_match,
 )
+from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.keys import (
     _doc_of,
     _first_errors,
     _n,
-    _raw_tag_matches,
     _s,
     _unreadable,
-    job_pk,
     tenant_pk,
 )
-from punctual.store.memory import tag_matches
 from punctual.timers import (
     Timer,
 )
@@ -90,25 +90,13 @@ class DynamoJobs(DynamoBase, JobRepository):
         self, tenant: str, jobs: int, max_jobs: int | None, rate: int, max_rate: int | None
     ) -> dict[str, Any]:
         """The tenant counter's update: ``jobs`` more jobs and ``rate`` more micro-triggers a minute."""
+        counters = schema.tenant_counters(jobs, max_jobs, rate, max_rate)
         update: dict[str, Any] = {
             "TableName": self.table,
-            "Key": {"pk": _s(tenant_pk(tenant)), "sk": _s("#meta")},
-            "UpdateExpression": "ADD #tr :rate" + (", job_count :jobs" if jobs else ""),
-            "ExpressionAttributeNames": {"#tr": "trigger_rate"},
-            "ExpressionAttributeValues": {":rate": _n(rate)},
+            "Key": schema.tenant_meta_key(tenant),
+            **counters.fields(),
         }
-        conditions: list[str] = []
-        if jobs:
-            update["ExpressionAttributeValues"][":jobs"] = _n(jobs)
-        if jobs > 0 and max_jobs is not None:
-            conditions.append("(attribute_not_exists(job_count) OR job_count < :max)")
-            update["ExpressionAttributeValues"][":max"] = _n(max_jobs)
-        if rate > 0 and max_rate is not None:
-            # The total after adding may not pass the quota: total <= max - rate.
-            conditions.append("(attribute_not_exists(#tr) OR #tr <= :room)")
-            update["ExpressionAttributeValues"][":room"] = _n(max_rate - rate)
-        if conditions:
-            update["ConditionExpression"] = " AND ".join(conditions)
+        if counters.condition:
             update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"  # which quota it hit
         return update
 
@@ -135,16 +123,15 @@ class DynamoJobs(DynamoBase, JobRepository):
             {
                 "Put": {
                     "TableName": self.table,
-                    "Item": {"pk": _s(job_pk(job.tenant, job.id)), "sk": _s("job"), **attrs},
-                    "ConditionExpression": "attribute_not_exists(pk)",
+                    "Item": {**schema.job_key(job.tenant, job.id), **attrs},
+                    **schema.CREATE.fields(),
                 }
             },
             {
                 "Put": {
                     "TableName": self.table,
                     "Item": {
-                        "pk": _s(tenant_pk(job.tenant)),
-                        "sk": _s(f"job#{job.id}"),
+                        **schema.listing_key(job.tenant, job.id),
                         "state": attrs["state"],
                         "doc": attrs["doc"],
                     },
@@ -170,7 +157,7 @@ class DynamoJobs(DynamoBase, JobRepository):
     def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
         reply = self.client.get_item(
             TableName=self.table,
-            Key={"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
+            Key=schema.job_key(tenant, job_id),
             ConsistentRead=consistent,
         )
         item = reply.get("Item")
@@ -178,7 +165,7 @@ class DynamoJobs(DynamoBase, JobRepository):
 
     def batch_get_jobs(self, keys: Iterable[JobKey], consistent: bool = True) -> dict[JobKey, Job]:
         unique = sorted(set(keys))
-        items = self._batch_get([{"pk": _s(job_pk(t, j)), "sk": _s("job")} for t, j in unique], consistent)
+        items = self._batch_get([schema.job_key(t, j) for t, j in unique], consistent)
         jobs = (self._job_from_item(item) for item in items)
         return {(job.tenant, job.id): job for job in jobs}
 
@@ -192,14 +179,11 @@ class DynamoJobs(DynamoBase, JobRepository):
     ) -> Page[Job]:
         items: list[Job] = []
         unreadable: list[UnreadableJob] = []
-        start_key: dict[str, Any] | None = (
-            {"pk": _s(tenant_pk(tenant)), "sk": _s(f"job#{cursor}")} if cursor else None
-        )
+        start_key: dict[str, Any] | None = schema.listing_key(tenant, cursor) if cursor else None
         while True:
             request: dict[str, Any] = {
                 "TableName": self.table,
-                "KeyConditionExpression": "pk = :pk AND begins_with(sk, :job)",
-                "ExpressionAttributeValues": {":pk": _s(tenant_pk(tenant)), ":job": _s("job#")},
+                **schema.partition(tenant_pk(tenant), schema.LISTING_PREFIX).fields(),
                 "Limit": max(limit - len(items) - len(unreadable), 1)
                 if state is None and tag is None
                 else 100,
@@ -209,13 +193,14 @@ class DynamoJobs(DynamoBase, JobRepository):
                 request["ExclusiveStartKey"] = start_key
             reply = self.client.query(**request)
             for item in reply.get("Items", []):
-                job_id = item["sk"]["S"].removeprefix("job#")
+                job_id = item["sk"]["S"].removeprefix(schema.LISTING_PREFIX)
                 try:
                     job = Job.model_validate_json(item["doc"]["S"])
                 except ValueError as exc:
                     # One item an older, laxer model wrote must not fail the tenant's whole list.
                     found = _unreadable(item, _doc_of(item), _first_errors(exc), tenant, job_id)
-                    if (state is None or found.state == state.value) and _raw_tag_matches(found.doc, tag):
+                    in_state = state is None or found.state == state.value
+                    if in_state and tags_match(found.doc.get("tags"), tag):
                         unreadable.append(found)
                 else:
                     if (state is None or job.state == state) and tag_matches(job, tag):
@@ -241,34 +226,12 @@ class DynamoJobs(DynamoBase, JobRepository):
         if timers:
             self.check_layout()
         attrs = self._job_attrs(job)
-        names = {"#v": "version", "#st": "state", "#d": "doc"}
-        values = {
-            ":v": attrs["version"],
-            ":st": attrs["state"],
-            ":d": attrs["doc"],
-            ":exp": _n(expected_version),
-        }
-        update = "SET #v = :v, #st = :st, #d = :d"
-        if "tpm" in attrs:
-            update += ", tpm = :tpm"
-            values[":tpm"] = attrs["tpm"]
-        if "secret" in attrs:
-            update += ", secret = :sec"
-            values[":sec"] = attrs["secret"]
-        if "secret_prev" in attrs:
-            update += ", secret_prev = :prev"
-            values[":prev"] = attrs["secret_prev"]
-        else:
-            update += " REMOVE secret_prev"
         items: list[dict[str, Any]] = [
             {
                 "Update": {
                     "TableName": self.table,
-                    "Key": {"pk": _s(job_pk(job.tenant, job.id)), "sk": _s("job")},
-                    "UpdateExpression": update,
-                    "ConditionExpression": "#v = :exp",
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": values,
+                    "Key": schema.job_key(job.tenant, job.id),
+                    **schema.replace_job(attrs, expected_version).fields(),
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
@@ -276,8 +239,7 @@ class DynamoJobs(DynamoBase, JobRepository):
                 "Put": {
                     "TableName": self.table,
                     "Item": {
-                        "pk": _s(tenant_pk(job.tenant)),
-                        "sk": _s(f"job#{job.id}"),
+                        **schema.listing_key(job.tenant, job.id),
                         "state": attrs["state"],
                         "doc": attrs["doc"],
                     },
@@ -298,25 +260,18 @@ class DynamoJobs(DynamoBase, JobRepository):
     def delete_job(
         self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
     ) -> None:
-        condition = "attribute_exists(pk)"
-        values: dict[str, Any] = {}
-        if expected_version is not None:
-            condition += " AND version = :exp"
-            values[":exp"] = _n(expected_version)
         delete: dict[str, Any] = {
             "TableName": self.table,
-            "Key": {"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
-            "ConditionExpression": condition,
+            "Key": schema.job_key(tenant, job_id),
+            **schema.delete_job(expected_version).fields(),
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
-        if values:
-            delete["ExpressionAttributeValues"] = values
         items = [
             {"Delete": delete},
             {
                 "Delete": {
                     "TableName": self.table,
-                    "Key": {"pk": _s(tenant_pk(tenant)), "sk": _s(f"job#{job_id}")},
+                    "Key": schema.listing_key(tenant, job_id),
                 }
             },
             {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
@@ -326,7 +281,7 @@ class DynamoJobs(DynamoBase, JobRepository):
     def tenant_trigger_rate(self, tenant: str) -> int:
         item = self.client.get_item(
             TableName=self.table,
-            Key={"pk": _s(tenant_pk(tenant)), "sk": _s("#meta")},
+            Key=schema.tenant_meta_key(tenant),
             ConsistentRead=True,
         ).get("Item")
         return int(item["trigger_rate"]["N"]) if item and "trigger_rate" in item else 0
@@ -335,10 +290,8 @@ class DynamoJobs(DynamoBase, JobRepository):
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"pk": _s(f"reqs#{tenant}"), "sk": _s(window)},
-                UpdateExpression="ADD n :one SET expires_at = if_not_exists(expires_at, :ttl)",
-                ConditionExpression="attribute_not_exists(n) OR n < :limit",
-                ExpressionAttributeValues={":one": _n(1), ":limit": _n(limit), ":ttl": _n(ttl_epoch_s)},
+                Key=schema.requests_key(tenant, window),
+                **schema.count_request(limit, ttl_epoch_s).fields(),
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
@@ -368,10 +321,8 @@ class DynamoJobs(DynamoBase, JobRepository):
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"pk": _s(job_pk(tenant, job_id)), "sk": _s("job")},
-                UpdateExpression="ADD skipped :n",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":n": _n(count)},
+                Key=schema.job_key(tenant, job_id),
+                **schema.add_skipped(count).fields(),
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":

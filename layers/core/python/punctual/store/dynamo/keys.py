@@ -1,24 +1,6 @@
-"""DynamoDB keys, attribute values and shared helpers: with the mixins beside it, the only code
-that builds DynamoDB keys and expressions.
-
-Items::
-
-
-    job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON)
-    listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
-    job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
-    API requests pk=reqs#<tenant>          sk=<window>       n, expires_at (per-tenant rate limit)
-    execution    pk=job#<tenant>#<id>      sk=exec#<slot>    status, attempt, owner, doc, expires_at
-    dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
-    dependent    pk=job#<tenant>#<parent>  sk=child#<child>
-    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
-    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
-    watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
-    calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (job ids)
-    backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
-
-A job's history is one query on its partition (``exec#`` prefix, newest first).
-"""
+"""Shared helpers of the DynamoDB mixins: batch sizes, the timer pack layout, reading stored
+documents leniently, retry backoff, the table definition. Every key and expression is in
+:mod:`.schema` (re-exported here: ``_s``, ``_n``, ``job_pk``, ``tenant_pk``)."""
 
 from __future__ import annotations
 
@@ -34,6 +16,10 @@ from pydantic import ValidationError
 from punctual.store.base import (
     UnreadableJob,
 )
+from punctual.store.dynamo.schema import _n as _n
+from punctual.store.dynamo.schema import _s as _s
+from punctual.store.dynamo.schema import job_pk as job_pk
+from punctual.store.dynamo.schema import tenant_pk as tenant_pk
 from punctual.timers import (
     Lane,
     TimerKind,
@@ -60,14 +46,6 @@ _KIND_CODE = {
     TimerKind.BACKFILL: "b",
 }
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
-
-
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def _n(value: int | float) -> dict[str, str]:
-    return {"N": str(value)}
 
 
 def _slot_of_second(second: int) -> str:
@@ -120,24 +98,6 @@ def _unreadable(
         found.reason,
     )
     return found
-
-
-def _raw_tag_matches(doc: dict[str, Any], tag: str | None) -> bool:
-    if tag is None:
-        return True
-    tags = doc.get("tags")
-    if not isinstance(tags, dict):
-        return False
-    key, sep, value = tag.partition("=")
-    return key in tags and (not sep or str(tags[key]) == value)
-
-
-def job_pk(tenant: str, job_id: str) -> str:
-    return f"job#{tenant}#{job_id}"
-
-
-def tenant_pk(tenant: str) -> str:
-    return f"tenant#{tenant}"
 
 
 def _backoff(round_no: int) -> None:

@@ -14,6 +14,7 @@ from punctual.store.base import (
     ProgressMark,
     TimerRepository,
 )
+from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.keys import (
     _BATCH_WRITE_MAX,
@@ -89,8 +90,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
         body = json.dumps([list(tenants), entries], separators=(",", ":"))
         digest = hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
         return {
-            "pk": _s(pk),
-            "sk": _s(f"{due_bound(window_ms)}#~{digest}"),
+            **schema.pack_key(pk, due_bound(window_ms), digest),
             "tm": _s(body),
             "n": _n(len(entries)),
             "expires_at": _n(max(t.expires_at for t in timers)),
@@ -171,25 +171,17 @@ class DynamoTimers(DynamoBase, TimerRepository):
         consistent one). Every other read is strongly consistent.
         """
         self.check_layout()
-        values: dict[str, Any] = {":pk": _s(bucket_pk(lane, minute, shard))}
-        condition = "pk = :pk"
         # A pack's sort key is its window's start: look one window further back.
         low = None if from_ms is None else max(0, from_ms - _PACK_SPAN_MS[lane] + 1)
-        if low is not None and to_ms is not None:
-            condition += " AND sk BETWEEN :lo AND :hi"
-            values[":lo"] = _s(due_bound(low))
-            values[":hi"] = _s(due_bound(to_ms) + "$")  # '$' sorts after '#': includes due == to_ms
-        elif low is not None:
-            condition += " AND sk >= :lo"
-            values[":lo"] = _s(due_bound(low))
-        elif to_ms is not None:
-            condition += " AND sk <= :hi"
-            values[":hi"] = _s(due_bound(to_ms) + "$")
+        expr = schema.timer_range(
+            bucket_pk(lane, minute, shard),
+            None if low is None else due_bound(low),
+            None if to_ms is None else due_bound(to_ms) + "$",  # '$' sorts after '#': due == to_ms too
+        )
         found: dict[str, Timer] = {}
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
+            **expr.fields(),
             "ConsistentRead": from_ms is None,
         }
         lo, hi = from_ms if from_ms is not None else -1, to_ms if to_ms is not None else 1 << 62
@@ -209,9 +201,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
         self.check_layout()
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": _s(bucket_pk(lane, minute, shard))},
-            "ProjectionExpression": "n",
+            **schema.timer_counts(bucket_pk(lane, minute, shard)).fields(),
         }
         total = 0
         while True:
@@ -231,7 +221,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
 
     def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
         chunks = self._chunks(shards)
-        keys = [{"pk": _s(f"wm#{lane.value}#{chunk}"), "sk": _s("wm")} for chunk in chunks]
+        keys = [schema.watermark_key(lane.value, chunk) for chunk in chunks]
         wanted = set(shards)
         marks: dict[int, datetime] = {}
         for item in self._batch_get(keys):
@@ -243,27 +233,18 @@ class DynamoTimers(DynamoBase, TimerRepository):
     def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
         target = minute_key(minute)
         for chunk, members in self._chunks(shards).items():
-            self._advance_chunk(f"wm#{lane.value}#{chunk}", members, target)
+            self._advance_chunk(schema.watermark_key(lane.value, chunk), members, target)
 
-    def _advance_chunk(self, pk: str, shards: list[int], target: str) -> None:
-        key = {"pk": _s(pk), "sk": _s("wm")}
+    def _advance_chunk(self, key: schema.Key, shards: list[int], target: str) -> None:
         pending = list(shards)
         for _ in range(_MAX_UNPROCESSED_ROUNDS):
             if not pending:
                 return
-            names = {f"#s{i}": str(shard) for i, shard in enumerate(pending)}
-            sets = ", ".join(f"m.#s{i} = :m" for i in range(len(pending)))
-            checks = " AND ".join(
-                f"(attribute_not_exists(m.#s{i}) OR m.#s{i} < :m)" for i in range(len(pending))
-            )
             try:
                 self.client.update_item(
                     TableName=self.table,
                     Key=key,
-                    UpdateExpression=f"SET {sets}",
-                    ConditionExpression=checks,
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues={":m": _s(target)},
+                    **schema.advance_watermarks(pending, target).fields(),
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
                 return
@@ -278,14 +259,14 @@ class DynamoTimers(DynamoBase, TimerRepository):
                 old = exc.response.get("Item", {}).get("m", {}).get("M", {})
                 # Never move a shard backward: keep only those still behind the target.
                 pending = [s for s in pending if str(s) not in old or old[str(s)]["S"] < target]
-        raise RuntimeError(f"could not advance watermark {pk}")
+        raise RuntimeError(f"could not advance watermark {key['pk']['S']}")
 
-    def _create_watermark_item(self, key: dict[str, Any]) -> None:
+    def _create_watermark_item(self, key: schema.Key) -> None:
         try:
             self.client.put_item(
                 TableName=self.table,
                 Item={**key, "m": {"M": {}}},
-                ConditionExpression="attribute_not_exists(pk)",
+                **schema.CREATE.fields(),
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
@@ -300,10 +281,8 @@ class DynamoTimers(DynamoBase, TimerRepository):
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"pk": _s(f"progress#{minute_key(minute)}"), "sk": _s(f"{group}/{group_count}")},
-                UpdateExpression="SET through_ms = :t, expires_at = :e",
-                ConditionExpression="attribute_not_exists(through_ms) OR through_ms < :t",
-                ExpressionAttributeValues={":t": _n(through_ms), ":e": _n(expires)},
+                Key=schema.progress_key(minute, group, group_count),
+                **schema.advance_progress(through_ms, expires).fields(),
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
@@ -312,8 +291,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
     def get_progress(self, minute: datetime) -> list[ProgressMark]:
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": _s(f"progress#{minute_key(minute)}")},
+            **schema.partition(schema.progress_pk(minute)).fields(),
             "ConsistentRead": True,
         }
         marks: list[ProgressMark] = []

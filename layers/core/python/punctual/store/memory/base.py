@@ -17,18 +17,8 @@ from punctual.store.base import (
     JobKey,
     Turn,
 )
+from punctual.store.base import tag_matches as tag_matches  # re-exported: the in-memory twins filter with it
 from punctual.timers import Lane, Timer, minute_key
-
-
-def tag_matches(job: Job, tag: str | None) -> bool:
-    """``key`` matches any value of that tag; ``key=value`` matches exactly."""
-    if tag is None:
-        return True
-    key, sep, value = tag.partition("=")
-    if key not in job.tags:
-        return False
-    return not sep or job.tags[key] == value
-
 
 Item = TypeVar("Item", Job, Execution)
 

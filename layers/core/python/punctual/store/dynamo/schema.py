@@ -1,0 +1,456 @@
+"""The DynamoDB table's schema: every item's key and every condition, update and key-condition
+expression the store sends, in one module. The mixins beside it (:mod:`.jobs`, :mod:`.timers`,
+:mod:`.executions`, :mod:`.dependencies`) only put these together into requests and read the
+answers; a reviewer checks the store's invariants here.
+
+Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
+
+    job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON), tpm,
+                                                             secret, secret_prev, skipped, dependents
+    listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
+    job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
+    API requests pk=reqs#<tenant>          sk=<window>       n, expires_at (per-tenant rate limit)
+    execution    pk=job#<tenant>#<id>      sk=exec#<slot>    status, attempt, owner, doc, expires_at
+    turn         pk=job#<tenant>#<id>      sk=turn           holder, since, waiting (string set)
+    dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
+    dependent    pk=job#<tenant>#<parent>  sk=child#<child>
+    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
+    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
+    watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
+    progress     pk=progress#<minute>      sk=<group>/<count> through_ms, expires_at
+    layout       pk=meta#layout            sk=layout         far, near (shard counts)
+    calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
+    backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
+
+A job's history is one query on its partition (``exec#`` prefix, newest first).
+
+An :class:`Expression` is the expression part of a request (``UpdateExpression``,
+``ConditionExpression``, ``KeyConditionExpression``, ``FilterExpression``,
+``ProjectionExpression`` and their names and values); ``**expr.fields()`` spreads it into a
+boto3 call or a transaction item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from punctual.timers import minute_key
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int | float) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+# ---------------------------------------------------------------------------- keys
+
+EXEC_PREFIX = "exec#"
+CHILD_PREFIX = "child#"
+LISTING_PREFIX = "job#"
+
+
+def job_pk(tenant: str, job_id: str) -> str:
+    return f"job#{tenant}#{job_id}"
+
+
+def tenant_pk(tenant: str) -> str:
+    return f"tenant#{tenant}"
+
+
+Key = dict[str, dict[str, str]]
+
+
+def _key(pk: str, sk: str) -> Key:
+    return {"pk": _s(pk), "sk": _s(sk)}
+
+
+def job_key(tenant: str, job_id: str) -> Key:
+    return _key(job_pk(tenant, job_id), "job")
+
+
+def listing_key(tenant: str, job_id: str) -> Key:
+    return _key(tenant_pk(tenant), f"{LISTING_PREFIX}{job_id}")
+
+
+def tenant_meta_key(tenant: str) -> Key:
+    return _key(tenant_pk(tenant), "#meta")
+
+
+def requests_key(tenant: str, window: str) -> Key:
+    return _key(f"reqs#{tenant}", window)
+
+
+def execution_key(tenant: str, job_id: str, slot: str) -> Key:
+    return _key(job_pk(tenant, job_id), f"{EXEC_PREFIX}{slot}")
+
+
+def turn_key(tenant: str, job_id: str) -> Key:
+    return _key(job_pk(tenant, job_id), "turn")
+
+
+def dependency_key(tenant: str, child_id: str, slot: str) -> Key:
+    return _key(job_pk(tenant, child_id), f"dep#{slot}")
+
+
+def dependent_key(tenant: str, parent_id: str, child_id: str) -> Key:
+    return _key(job_pk(tenant, parent_id), f"{CHILD_PREFIX}{child_id}")
+
+
+def pack_key(bucket: str, window_start: str, digest: str) -> Key:
+    """A timer pack's key: its bucket, its window's first instant (as a timer's sort key
+    starts) and a digest of its entries, so rewriting the same set writes the same item."""
+    return _key(bucket, f"{window_start}#~{digest}")
+
+
+def watermark_key(lane: str, chunk: int) -> Key:
+    return _key(f"wm#{lane}#{chunk}", "wm")
+
+
+def progress_pk(minute: datetime) -> str:
+    return f"progress#{minute_key(minute)}"
+
+
+def progress_key(minute: datetime, group: int, group_count: int) -> Key:
+    return _key(progress_pk(minute), f"{group}/{group_count}")
+
+
+LAYOUT_KEY: Key = _key("meta#layout", "layout")
+
+
+# ---------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Expression:
+    """The expression part of one DynamoDB request; empty parts are left out of :meth:`fields`."""
+
+    update: str | None = None
+    condition: str | None = None
+    key_condition: str | None = None
+    filter: str | None = None
+    projection: str | None = None
+    names: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        parts = {
+            "UpdateExpression": self.update,
+            "ConditionExpression": self.condition,
+            "KeyConditionExpression": self.key_condition,
+            "FilterExpression": self.filter,
+            "ProjectionExpression": self.projection,
+            "ExpressionAttributeNames": dict(self.names) or None,
+            "ExpressionAttributeValues": dict(self.values) or None,
+        }
+        return {name: value for name, value in parts.items() if value is not None}
+
+
+# A put that must create its item (never overwrites one), and a write that must find it.
+CREATE = Expression(condition="attribute_not_exists(pk)")
+EXISTS = Expression(condition="attribute_exists(pk)")
+
+
+def partition(pk: str, prefix: str | None = None) -> Expression:
+    """A query of one partition, optionally only the sort keys starting with ``prefix``."""
+    if prefix is None:
+        return Expression(key_condition="pk = :pk", values={":pk": _s(pk)})
+    return Expression(
+        key_condition="pk = :pk AND begins_with(sk, :pre)", values={":pk": _s(pk), ":pre": _s(prefix)}
+    )
+
+
+# ------------------------------------------------------------- jobs and tenant counters
+
+
+def tenant_counters(jobs: int, max_jobs: int | None, rate: int, max_rate: int | None) -> Expression:
+    """``jobs`` more jobs and ``rate`` more micro-triggers a minute on the tenant's counter item.
+
+    Adding is refused (conditional) when the job count has reached ``max_jobs`` or when the
+    total rate after adding would pass ``max_rate``; removing is never refused.
+    """
+    update = "ADD #tr :rate" + (", job_count :jobs" if jobs else "")
+    values: dict[str, Any] = {":rate": _n(rate)}
+    conditions: list[str] = []
+    if jobs:
+        values[":jobs"] = _n(jobs)
+    if jobs > 0 and max_jobs is not None:
+        conditions.append("(attribute_not_exists(job_count) OR job_count < :max)")
+        values[":max"] = _n(max_jobs)
+    if rate > 0 and max_rate is not None:
+        # The total after adding may not pass the quota: total <= max - rate.
+        conditions.append("(attribute_not_exists(#tr) OR #tr <= :room)")
+        values[":room"] = _n(max_rate - rate)
+    return Expression(
+        update=update,
+        condition=" AND ".join(conditions) or None,
+        names={"#tr": "trigger_rate"},
+        values=values,
+    )
+
+
+def replace_job(attrs: dict[str, Any], expected_version: int) -> Expression:
+    """Replace the job item's attributes only if it is still at ``expected_version``."""
+    values = {
+        ":v": attrs["version"],
+        ":st": attrs["state"],
+        ":d": attrs["doc"],
+        ":exp": _n(expected_version),
+    }
+    update = "SET #v = :v, #st = :st, #d = :d"
+    if "tpm" in attrs:
+        update += ", tpm = :tpm"
+        values[":tpm"] = attrs["tpm"]
+    if "secret" in attrs:
+        update += ", secret = :sec"
+        values[":sec"] = attrs["secret"]
+    if "secret_prev" in attrs:
+        update += ", secret_prev = :prev"
+        values[":prev"] = attrs["secret_prev"]
+    else:
+        update += " REMOVE secret_prev"
+    return Expression(
+        update=update,
+        condition="#v = :exp",
+        names={"#v": "version", "#st": "state", "#d": "doc"},
+        values=values,
+    )
+
+
+def delete_job(expected_version: int | None) -> Expression:
+    """Delete the job item if it exists (and, when given, is still at ``expected_version``)."""
+    if expected_version is None:
+        return EXISTS
+    return Expression(
+        condition="attribute_exists(pk) AND version = :exp", values={":exp": _n(expected_version)}
+    )
+
+
+def count_request(limit: int, ttl_epoch_s: int) -> Expression:
+    """One more API request in the window, refused once the window holds ``limit``."""
+    return Expression(
+        update="ADD n :one SET expires_at = if_not_exists(expires_at, :ttl)",
+        condition="attribute_not_exists(n) OR n < :limit",
+        values={":one": _n(1), ":limit": _n(limit), ":ttl": _n(ttl_epoch_s)},
+    )
+
+
+def add_skipped(count: int) -> Expression:
+    """Count skipped slots on a job that still exists (never recreates a deleted one)."""
+    return Expression(update="ADD skipped :n", condition="attribute_exists(pk)", values={":n": _n(count)})
+
+
+# ------------------------------------------------------------- timers, watermarks, progress
+
+
+def timer_range(pk: str, low: str | None, high: str | None) -> Expression:
+    """A bucket's timers with sort keys in [low, high] (either bound may be open)."""
+    values: dict[str, Any] = {":pk": _s(pk)}
+    condition = "pk = :pk"
+    if low is not None and high is not None:
+        condition += " AND sk BETWEEN :lo AND :hi"
+        values[":lo"], values[":hi"] = _s(low), _s(high)
+    elif low is not None:
+        condition += " AND sk >= :lo"
+        values[":lo"] = _s(low)
+    elif high is not None:
+        condition += " AND sk <= :hi"
+        values[":hi"] = _s(high)
+    return Expression(key_condition=condition, values=values)
+
+
+def timer_counts(pk: str) -> Expression:
+    """A bucket's items, only their timer count (``n``; a lone timer row has none: it is one)."""
+    return Expression(key_condition="pk = :pk", projection="n", values={":pk": _s(pk)})
+
+
+def advance_watermarks(shards: Sequence[int], target: str) -> Expression:
+    """Move each shard's watermark to ``target``: conditional on every one being behind it,
+    so a watermark never moves backward (the caller retries with the shards still behind)."""
+    names = {f"#s{i}": str(shard) for i, shard in enumerate(shards)}
+    sets = ", ".join(f"m.#s{i} = :m" for i in range(len(shards)))
+    checks = " AND ".join(f"(attribute_not_exists(m.#s{i}) OR m.#s{i} < :m)" for i in range(len(shards)))
+    return Expression(update=f"SET {sets}", condition=checks, names=names, values={":m": _s(target)})
+
+
+def advance_progress(through_ms: int, expires_at: int) -> Expression:
+    """Move a progress mark forward to ``through_ms``; never back."""
+    return Expression(
+        update="SET through_ms = :t, expires_at = :e",
+        condition="attribute_not_exists(through_ms) OR through_ms < :t",
+        values={":t": _n(through_ms), ":e": _n(expires_at)},
+    )
+
+
+# ------------------------------------------------------------- executions and turns
+
+
+def save_execution(
+    statuses: Iterable[str] | None,
+    attempt: int | None,
+    owner: str | None,
+    check_owner: bool,
+    *,
+    new: bool,
+) -> Expression:
+    """The condition of an execution record's write: every status transition is one of these.
+
+    ``new``: the record must not exist yet (the first claim of a slot). Otherwise it must
+    exist, and, each when given, be in one of ``statuses``, at ``attempt``, and held by
+    ``owner`` (or, with ``check_owner`` and no owner, held by nobody).
+    """
+    if new:
+        return CREATE
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    parts = ["attribute_exists(pk)"]
+    keys = []
+    for i, status in enumerate(sorted(statuses or ())):
+        values[f":st{i}"] = _s(status)
+        keys.append(f":st{i}")
+    if keys:
+        names["#st"] = "status"
+        parts.append(f"#st IN ({', '.join(keys)})")
+    if attempt is not None:
+        parts.append("attempt = :att")
+        values[":att"] = _n(attempt)
+    if owner is not None:
+        names["#ow"] = "owner"
+        parts.append("#ow = :ow")
+        values[":ow"] = _s(owner)
+    elif check_owner:
+        names["#ow"] = "owner"
+        parts.append("attribute_not_exists(#ow)")
+    return Expression(condition=" AND ".join(parts), names=names, values=values)
+
+
+def history(tenant: str, job_id: str, status: str | None) -> Expression:
+    """A job's execution records (optionally only those in ``status``)."""
+    base = partition(job_pk(tenant, job_id), EXEC_PREFIX)
+    if status is None:
+        return base
+    return Expression(
+        key_condition=base.key_condition,
+        filter="#st = :st",
+        names={"#st": "status"},
+        values={**base.values, ":st": _s(status)},
+    )
+
+
+def take_turn(slot: str, now: datetime, replacing: str | None) -> Expression:
+    """``slot`` takes the job's turn if nobody holds it, it holds it already, or (when given)
+    ``replacing`` holds it; leaves the waiting set. ``since`` is kept when the holder takes
+    the turn again and restarted when it takes the turn over from a stale holder."""
+    condition = "attribute_not_exists(holder) OR holder = :s"
+    values: dict[str, Any] = {":s": _s(slot), ":ss": {"SS": [slot]}, ":now": _s(now.isoformat())}
+    since = "if_not_exists(since, :now)"
+    if replacing is not None:
+        condition += " OR holder = :r"
+        values[":r"] = _s(replacing)
+        since = ":now"
+    return Expression(
+        update=f"SET since = {since}, holder = :s DELETE waiting :ss", condition=condition, values=values
+    )
+
+
+def wait_for_turn(slot: str) -> Expression:
+    """Join the job's waiting set (a set: joining twice is joining once)."""
+    return Expression(update="ADD waiting :ss", values={":ss": {"SS": [slot]}})
+
+
+def hand_turn(slot: str, following: str, now: datetime) -> Expression:
+    """The holder ``slot`` hands the turn to ``following``, which must still be waiting."""
+    return Expression(
+        update="SET holder = :n, since = :now DELETE waiting :ns",
+        condition="holder = :s AND contains(waiting, :n)",
+        values={":s": _s(slot), ":n": _s(following), ":ns": {"SS": [following]}, ":now": _s(now.isoformat())},
+    )
+
+
+def free_turn(slot: str) -> Expression:
+    """The holder ``slot`` lets the turn go; a slot that started waiting meanwhile makes this
+    fail, and gets the turn on the caller's next round."""
+    return Expression(
+        update="REMOVE holder, since",
+        condition="holder = :s AND attribute_not_exists(waiting)",
+        values={":s": _s(slot)},
+    )
+
+
+# ------------------------------------------------------------- dependencies
+
+
+def record_parent(parent_id: str, ttl_epoch_s: int) -> Expression:
+    """Add a parent's success to a child slot's set (a set: recording twice is once)."""
+    return Expression(
+        update="ADD parents :p SET expires_at = :ttl",
+        values={":p": {"SS": [parent_id]}, ":ttl": _n(ttl_epoch_s)},
+    )
+
+
+def claim_child() -> Expression:
+    """The one claim of a child slot's dispatch: the first writer wins, every later one fails."""
+    return Expression(
+        update="SET dispatched = :t",
+        condition="attribute_not_exists(dispatched)",
+        values={":t": {"BOOL": True}},
+    )
+
+
+def count_dependent(delta: int) -> Expression:
+    """Change the parent job's dependant count, on a job that still exists."""
+    return Expression(update="ADD dependents :d", condition="attribute_exists(pk)", values={":d": _n(delta)})
+
+
+# ------------------------------------------------------------- calendars and backfills
+
+CALENDAR_PREFIX = "cal#"
+
+
+def calendar_key(tenant: str, name: str) -> Key:
+    return _key(tenant_pk(tenant), f"{CALENDAR_PREFIX}{name}")
+
+
+def backfill_key(tenant: str, job_id: str, backfill_id: str) -> Key:
+    return _key(job_pk(tenant, job_id), f"backfill#{backfill_id}")
+
+
+def put_calendar(version: int, doc: str, expected_version: int | None) -> Expression:
+    """Write a calendar's version and document, keeping its users: a create must find no item,
+    a replace the item at ``expected_version``."""
+    values: dict[str, Any] = {":v": _n(version), ":d": _s(doc)}
+    condition = "attribute_not_exists(pk)"
+    if expected_version is not None:
+        condition = "version = :e"
+        values[":e"] = _n(expected_version)
+    return Expression(update="SET version = :v, doc = :d", condition=condition, values=values)
+
+
+def delete_calendar(expected_version: int | None) -> Expression:
+    """Delete a calendar only while no job is recorded as its user (and at ``expected_version``)."""
+    condition = "attribute_exists(pk) AND (attribute_not_exists(#u) OR size(#u) = :zero)"
+    values: dict[str, Any] = {":zero": _n(0)}
+    if expected_version is not None:
+        condition += " AND version = :e"
+        values[":e"] = _n(expected_version)
+    return Expression(condition=condition, names={"#u": "users"}, values=values)
+
+
+def use_calendar(job_id: str, present: bool) -> Expression:
+    """Add (``present``) or remove a job as a user of a calendar that exists."""
+    return Expression(
+        update=("ADD #u :j" if present else "DELETE #u :j"),
+        condition="attribute_exists(pk)",
+        names={"#u": "users"},
+        values={":j": {"SS": [job_id]}},
+    )
+
+
+def backfill_revision(revision: int) -> Expression:
+    """Write a backfill record only over the one at ``revision``."""
+    return Expression(condition="rev = :r", values={":r": _n(revision)})
