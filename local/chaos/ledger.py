@@ -43,6 +43,7 @@ from punctual.schedules import Schedule, parse_schedule
 GUARD_S = 60.0  # a slot due this long before a pause/update may be released after it (see above)
 SLACK_S = 1.0  # whole-second slots against float request times
 MAX_SLOTS_PER_EPOCH = 100_000
+BACKFILLED = "backfilled"  # the reason of a slot a backfill owes
 
 
 def instant(text: str) -> datetime:
@@ -129,6 +130,9 @@ class JobRecord:
     registered_sent: float
     registered_answered: float
     epochs: list[Epoch] = field(default_factory=list)
+    # Backfill requests answered 202: (start, end, backfill id); every slot of the job's schedule
+    # in [start, end) is owed exactly once (none had run: they are before the registration).
+    backfills: list[tuple[datetime, datetime, str]] = field(default_factory=list)
 
     @property
     def max_attempts(self) -> int:
@@ -195,6 +199,11 @@ def load(path: Path) -> Run:
             )
             job.epochs.append(_epoch_from(body, job.registered_sent, job.registered_answered, "register"))
             jobs[job.key] = job
+        elif kind == "backfill" and event.get("key") in jobs and int(event.get("status", 0)) == 202:
+            body, asked = event["job"], event["spec"]
+            jobs[event["key"]].backfills.append(
+                (instant(asked["start"]), instant(asked["end"]), str(body["id"]))
+            )
         elif kind in ("pause", "resume", "update") and event.get("key") in jobs:
             job = jobs[event["key"]]
             sent, answered = float(event["sent"]), float(event["answered"])
@@ -247,6 +256,19 @@ def _grid(schedule: Schedule, anchor: datetime | None, start: datetime, end: dat
         yield nxt
         after = nxt
         count += 1
+
+
+def backfilled_slots(job: JobRecord) -> dict[str, SlotExpectation]:
+    """The slots a job's backfills owe: each slot of its schedule in a backfilled range."""
+    out: dict[str, SlotExpectation] = {}
+    if not job.backfills or not job.epochs:
+        return out
+    schedule = parse_schedule(job.epochs[0].schedule, job.epochs[0].timezone)
+    for start, end, _ in job.backfills:
+        for moment in _grid(schedule, None, start, end):
+            if moment < end:
+                out[slot_key(moment)] = SlotExpectation(slot_key(moment), moment, True, BACKFILLED, 1)
+    return out
 
 
 def time_slots(

@@ -92,11 +92,13 @@ from pathlib import Path
 from typing import Any
 
 from local.chaos.ledger import (
+    BACKFILLED,
     GUARD_S,
     JobRecord,
     Run,
     SlotExpectation,
     at_epoch,
+    backfilled_slots,
     instant,
     load,
     read_jsonl,
@@ -113,7 +115,7 @@ LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-chaos")
 # between, is a delivery lost with that worker (the worker-crash path), not fire delay.
 LOST_DELIVERY_S = 5.0
 ECS_WORKERS = ("ecs-worker", "ecs-chaos")
-TIME_KINDS = ("rate", "slow", "cron", "pair", "at", "flaky", "doomed", "ecs")
+TIME_KINDS = ("rate", "slow", "cron", "pair", "at", "flaky", "doomed", "ecs", "backfill")
 SUPERSEDED_MARK = "(superseded)"
 MAX_P99_DELAY_S = 10.0
 LATENESS = "lateness"
@@ -431,7 +433,8 @@ class Judge:
         cut = self.run.cut
         mine = self.records.get(job.job_id, {})
         if job.kind in TIME_KINDS:
-            return time_slots(job, cut, self.data.collected_at, self.bounds.skew_s, self.bounds.guard_s)
+            slots = time_slots(job, cut, self.data.collected_at, self.bounds.skew_s, self.bounds.guard_s)
+            return {**slots, **backfilled_slots(job)}
         if job.kind == "delay":
             return delay_slots(job, mine, cut)
         if job.kind == "after":
@@ -464,6 +467,8 @@ class Judge:
             self.check_retries(job, slot, record, seen)
             if job.kind == "after" and (seen or record is not None):
                 self.check_parents(job, slot, record, seen)
+            if exp.reason == BACKFILLED:
+                self.check_backfilled(job, slot, record)
             ended = self.ended_as_expected(job, slot, record, seen)
             if exp.owed and not ended and self.skipped_by_pause(job, exp, record, seen):
                 exp = SlotExpectation(slot, exp.instant, False, "not started before a pause", exp.version)
@@ -480,6 +485,17 @@ class Judge:
             elif seen:
                 self.optional_ran += 1
 
+    def check_backfilled(self, job: JobRecord, slot: str, record: Execution | None) -> None:
+        """A backfilled slot ran through its backfill (the record names it), and every request for
+        the same range named the same backfill (a repeated request started nothing new)."""
+        ids = {backfill_id for _, _, backfill_id in job.backfills}
+        if len(ids) > 1:
+            self.violate("backfill", job, slot, f"one range, several backfills: {sorted(ids)}")
+        if record is not None and record.backfill not in ids:
+            self.violate(
+                "backfill", job, slot, f"ran outside its backfill (record names {record.backfill!r})"
+            )
+
     def release_instant(self, job: JobRecord, exp: SlotExpectation) -> float:
         """The slot's instant plus the jitter of the spec version it belongs to."""
         jitter = next((e.jitter_s for e in job.epochs if e.version == exp.version), 0)
@@ -493,6 +509,9 @@ class Judge:
         """The fire (and claim) delay of one owed slot, if it counts (see the module docstring)."""
         if job.kind not in TIME_KINDS:
             self.excluded[f"{job.kind}(...) slots"] += 1
+            return
+        if exp.reason == BACKFILLED:
+            self.excluded["backfilled (past slots: late by design)"] += 1
             return
         if not seen:
             self.excluded["never reached the receiver"] += 1

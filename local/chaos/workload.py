@@ -21,6 +21,9 @@ Kinds (the ``kind`` the verdict judges by):
               alert rule on ``failed`` (the receiver's ``/alert/<key>``: the alert ledger)
 ``delay``     ``delay(N seconds)``: each run N after the previous one ended
 ``ecs``       ``runtime=ecs``, each run held by the receiver for tens of seconds
+``backfill``  every minute, and backfilled over a few minutes before it was registered (the same
+              request sent twice, a moment apart, while the faults run): each of those past
+              slots must run exactly once, marked as backfilled
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class JobPlan:
     meant_to_fail: bool = False
     mutable: bool = False
     alerts: bool = False  # a rule on ``failed`` to the receiver's /alert/<key> (the alert ledger)
+    backfill: tuple[str, str] | None = None  # the range [start, end) to backfill during the run
 
     def hook(self, receiver_url: str) -> str:
         query = {k: v for k, v in (("fail", self.fail), ("delay", self.hold_s)) if v}
@@ -104,6 +108,7 @@ class Scale:
     delay: int
     ecs: int
     ecs_hold_s: tuple[float, float]
+    backfill: int = 1
 
     @classmethod
     def for_duration(cls, seconds: float) -> Scale:
@@ -208,6 +213,11 @@ def plan_jobs(rng: random.Random, scale: Scale, now: datetime, faults_s: float) 
                 timeout_s=ECS_TIMEOUT_S,
             )
         )
+    # A range that ends before the job is registered: its slots are owed by the backfill alone.
+    backfill_end = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
+    backfill_range = (_iso(backfill_end - timedelta(minutes=4)), _iso(backfill_end))
+    for index in range(scale.backfill):
+        jobs.append(JobPlan(f"backfill-{index:02d}", "backfill", "* * * * *", backfill=backfill_range))
     return jobs
 
 
@@ -217,8 +227,9 @@ class Mutation:
 
     at_s: float
     key: str
-    op: str  # pause | resume | update
+    op: str  # pause | resume | update | backfill
     schedule: str | None = None  # update: the new schedule (None: the payload changes)
+    backfill: tuple[str, str] | None = None  # backfill: the range [start, end)
 
 
 def plan_mutations(rng: random.Random, jobs: list[JobPlan], faults_s: float) -> list[Mutation]:
@@ -238,6 +249,11 @@ def plan_mutations(rng: random.Random, jobs: list[JobPlan], faults_s: float) -> 
                 out.append(Mutation(begin, job.key, "update", f"rate({period} seconds)"))
             else:
                 out.append(Mutation(begin, job.key, "update"))
+    for job in (job for job in jobs if job.backfill):
+        # The same request twice, a moment apart: the second must start nothing new.
+        begin = rng.uniform(2, max(3.0, min(10.0, faults_s / 4)))
+        out.append(Mutation(begin, job.key, "backfill", backfill=job.backfill))
+        out.append(Mutation(begin + rng.uniform(0.2, 1.5), job.key, "backfill", backfill=job.backfill))
     return sorted(out, key=lambda m: m.at_s)
 
 
@@ -280,7 +296,11 @@ class Workload:
     def apply(self, mutation: Mutation) -> tuple[int, Any]:
         job_id = self.ids[mutation.key]
         body: Any = None
-        if mutation.op == "update":
+        if mutation.op == "backfill":
+            assert mutation.backfill is not None
+            body = {"start": mutation.backfill[0], "end": mutation.backfill[1], "max_parallel": 2}
+            method, path = "POST", f"/v1/jobs/{job_id}/backfill"
+        elif mutation.op == "update":
             spec = dict(self.specs[mutation.key])
             if mutation.schedule:
                 spec["schedule"] = mutation.schedule
@@ -303,6 +323,6 @@ class Workload:
             job=reply,
             spec=body,
         )
-        if status == 200 and body is not None:
+        if status == 200 and body is not None and mutation.op == "update":
             self.specs[mutation.key] = body
         return status, reply

@@ -710,3 +710,55 @@ def test_a_second_delivery_after_a_killed_worker_is_not_a_duplicate(run: RunBuil
     verdict = run.judge(cut=50)
     assert verdict.ok, verdict.violations
     assert any("re-sent after a lost worker 1" in note for note in verdict.notes)
+
+
+# --------------------------------------------------------------------------- backfill
+
+
+def _backfilled(run: RunBuilder, ids: tuple[str, str] = ("b1", "b1")) -> str:
+    job = run.job("backfill-00", "backfill", "* * * * *", first=60)
+    for backfill_id, when in zip(ids, (5.0, 5.5), strict=True):
+        run.ledger.write(
+            "backfill",
+            key="backfill-00",
+            job_id=job,
+            sent=ts(when),
+            answered=ts(when + 0.1),
+            status=202,
+            job={"id": backfill_id, "slots": 3},
+            spec={"start": key(-240), "end": key(-60)},
+        )
+    return job
+
+
+def _mark(run: RunBuilder, job: str, backfill_id: str | None = "b1") -> None:
+    run.executions[job] = [  # the slots before the registration ran through the backfill
+        e.model_copy(update={"backfill": backfill_id}) if e.scheduled_at < T0 else e
+        for e in run.executions[job]
+    ]
+
+
+def test_backfilled_slots_are_owed_once_and_not_counted_as_fire_delay(run: RunBuilder) -> None:
+    job = _backfilled(run)
+    for slot in (-240, -180, -120):  # run by the backfill, minutes after their instants
+        run.ran(job, slot, attempts=[(S.SUCCEEDED, 10 + slot / 100, 11 + slot / 100, None)])
+    run.ran(job, 60)  # the job's own scheduled slot
+    _mark(run, job)
+    verdict = run.judge(cut=70)
+    assert kinds(verdict) == [] and verdict.slots == 4 and verdict.executed_once == 4
+    assert any("backfilled (past slots: late by design) 3" in note for note in verdict.notes)
+
+
+def test_a_backfilled_slot_run_twice_missing_or_outside_its_backfill_is_named(run: RunBuilder) -> None:
+    job = _backfilled(run, ids=("b1", "b2"))
+    run.ran(
+        job, -240, attempts=[(S.SUCCEEDED, 8, 9, None)], requests=[(1, 8.1, 8.2, 200), (1, 8.3, 8.4, 200)]
+    )
+    run.ran(job, -180, attempts=[(S.SUCCEEDED, 9, 10, None)])
+    run.ran(job, 60)
+    _mark(run, job, None)
+    verdict = run.judge(cut=70)
+    assert set(kinds(verdict)) == {"backfill", "duplicate", "missed"}
+    assert any("several backfills" in str(v) for v in verdict.violations)
+    assert any("ran outside its backfill" in str(v) for v in verdict.violations)
+    assert [v.slot for v in verdict.violations if v.kind == "missed"] == [key(-120)]

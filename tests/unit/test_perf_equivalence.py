@@ -72,6 +72,7 @@ def test_message_body_is_what_asdict_gave() -> None:
         DispatchMessage("t", "j\n", "s\\", "2026", 2**40, -1, "child", "now", True),
         DispatchMessage("t", "j", "s", "", 1, 1, sig='a"b\\c'),
         DispatchMessage("t", "j", "s", "", 1, 1, not_before="2026-11-30T10:00:03.000Z", sig="x"),
+        DispatchMessage("t", "j", "s", "", 1, 1, "backfill", backfill="0123+", sig="x"),
     ]
     for message in messages:
         fields = asdict(message)
@@ -79,6 +80,8 @@ def test_message_body_is_what_asdict_gave() -> None:
             del fields["sig"]  # an unsigned body carries no signature field
         if not message.not_before:
             del fields["not_before"]  # nor an unsmoothed one an instant to wait for
+        if not message.backfill:
+            del fields["backfill"]  # nor a message of no backfill a backfill field
         assert message.to_body() == json.dumps(fields, separators=(",", ":"))
         assert DispatchMessage.from_body(message.to_body()) == message
 

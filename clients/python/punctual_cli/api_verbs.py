@@ -233,6 +233,8 @@ def _spec_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = N
         spec["retry"] = {**(spec.get("retry") or {}), "max_attempts": args.max_attempts}
     if args.runtime is not None:
         spec["runtime"] = args.runtime
+    if args.exclude_calendar:
+        spec["exclude_calendars"] = list(dict.fromkeys(args.exclude_calendar))
     return spec
 
 
@@ -406,6 +408,12 @@ def _spec_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=int, metavar="SECONDS", help="timeout_seconds")
     parser.add_argument("--max-attempts", type=int, metavar="N", help="retry.max_attempts")
     parser.add_argument("--runtime", choices=("lambda", "ecs"))
+    parser.add_argument(
+        "--exclude-calendar",
+        action="append",
+        metavar="NAME",
+        help="a calendar whose days it skips (repeatable)",
+    )
 
 
 def _job_id(text: str) -> str:
@@ -502,6 +510,9 @@ def add_jobs(verbs: Any) -> None:
     alerts.add_argument("job_id", metavar="JOB", type=_job_id)
     alerts.add_argument("--limit", type=_limit, default=50, metavar="N", help="at most N, 1-100 (default 50)")
     alerts.set_defaults(handler=_guarded(_cmd_jobs_alerts))
+    from punctual_cli.calendar_verbs import add_backfill_action  # it builds on this module's helpers
+
+    add_backfill_action(sub, common)
 
 
 def add_runs(verbs: Any) -> None:
@@ -526,4 +537,10 @@ def add_runs(verbs: Any) -> None:
     get.set_defaults(handler=_guarded(_cmd_runs_get))
 
 
-API_VERBS: list[Callable[[Any], None]] = [add_jobs, add_runs]
+def _more_verbs() -> list[Callable[[Any], None]]:
+    from punctual_cli.calendar_verbs import add_backfills, add_calendars
+
+    return [add_calendars, add_backfills]
+
+
+API_VERBS: list[Callable[[Any], None]] = [add_jobs, add_runs, *_more_verbs()]

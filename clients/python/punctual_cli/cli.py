@@ -13,11 +13,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
+from pydantic import ValidationError
+
+from punctual.calendars import Calendar, included_slots
 from punctual.clock import SystemClock
 from punctual.schedules import ScheduleError, format_instant, parse_instant, parse_schedule
 from punctual_cli.api_verbs import API_VERBS
+from punctual_cli.ics import IcsError, parse_ics
 
 PROG = "punctual"
 MAX_COUNT = 1000
@@ -81,6 +85,18 @@ def _add_next(verbs: argparse._SubParsersAction[_Parser]) -> None:
     parser.add_argument(
         "--count", type=_count, default=5, metavar="N", help=f"how many slots, 1-{MAX_COUNT} (default: 5)"
     )
+    parser.add_argument(
+        "--exclude-ics", metavar="PATH", help="skip slots on the all-day events of this iCalendar file"
+    )
+    parser.add_argument(
+        "--exclude-date", action="append", metavar="YYYY-MM-DD", help="skip slots on this day (repeatable)"
+    )
+    parser.add_argument(
+        "--exclude-tz", metavar="ZONE", help="the zone of the excluded days (default: the file's, else --tz)"
+    )
+    parser.add_argument(
+        "--show-excluded", action="store_true", help="also print the slots skipped, marked 'excluded'"
+    )
     parser.set_defaults(handler=_cmd_next)
 
 
@@ -97,9 +113,41 @@ def _cmd_next(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(
             f"{schedule.expression} has no time slots: after(...) jobs fire when their parents succeed"
         )
-    slots = schedule.slots(after, anchor, args.count)
-    out.write("".join(f"{format_instant(slot)}\n" for slot in slots))
+    if not (args.exclude_ics or args.exclude_date):
+        slots = schedule.slots(after, anchor, args.count)
+        out.write("".join(f"{format_instant(slot)}\n" for slot in slots))
+        return 0
+    calendar = _exclusions(args)
+    passed: list[datetime] = []
+    slots = included_slots(lambda t: schedule.next_after(t, anchor), after, [calendar], args.count, passed)
+    shown = [(slot, "") for slot in slots]
+    if args.show_excluded:
+        last = slots[-1] if slots else None
+        shown += [(slot, "  excluded") for slot in passed if last is None or slot < last]
+    out.write("".join(f"{format_instant(slot)}{mark}\n" for slot, mark in sorted(shown)))
     return 0
+
+
+def _exclusions(args: argparse.Namespace) -> Calendar:
+    """The days ``punctual next`` skips, as one calendar (from --exclude-ics and --exclude-date),
+    in --exclude-tz, else the file's X-WR-TIMEZONE, else the schedule's --tz."""
+    body: dict[str, Any] = {"dates": list(args.exclude_date or []), "ranges": []}
+    file_zone = None
+    if args.exclude_ics:
+        try:
+            with open(args.exclude_ics, encoding="utf-8") as handle:
+                found = parse_ics(handle.read())
+        except (OSError, UnicodeDecodeError, IcsError) as exc:
+            raise UsageError(f"{args.exclude_ics}: {exc}") from None
+        file_zone = found.timezone
+        body["dates"] += found.dates
+        body["ranges"] += found.ranges
+    body["timezone"] = args.exclude_tz or file_zone or args.tz
+    now = SystemClock().now()
+    try:
+        return Calendar.model_validate({**body, "name": "next", "created_at": now, "updated_at": now})
+    except ValidationError as exc:
+        raise UsageError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
 
 
 # -- the command ----------------------------------------------------------------------------

@@ -229,6 +229,52 @@ class PunctualClient:
         ).body
         return alerts
 
+    # ------------------------------------------------------------------ calendars and backfills
+
+    def put_calendar(self, name: str, spec: Mapping[str, Any], if_match: int | None = None) -> dict[str, Any]:
+        calendar: dict[str, Any] = self.request(
+            "PUT", f"/v1/calendars/{_seg(name)}", dict(spec), headers=_if(if_match)
+        ).body
+        return calendar
+
+    def get_calendar(self, name: str) -> dict[str, Any]:
+        calendar: dict[str, Any] = self.request("GET", f"/v1/calendars/{_seg(name)}").body
+        return calendar
+
+    def list_calendars(self, limit: int = 50, next_token: str | None = None) -> dict[str, Any]:
+        query = {"limit": limit, "next_token": next_token}
+        page: dict[str, Any] = self.request("GET", "/v1/calendars", query=query).body
+        return page
+
+    def delete_calendar(self, name: str, if_match: int | None = None) -> None:
+        self.request("DELETE", f"/v1/calendars/{_seg(name)}", headers=_if(if_match))
+
+    def backfill_job(
+        self,
+        job_id: str,
+        start: str,
+        end: str,
+        include_dependants: bool = False,
+        max_parallel: int | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"start": start, "end": end, "include_dependants": include_dependants}
+        if max_parallel is not None:
+            body["max_parallel"] = max_parallel
+        backfill: dict[str, Any] = self.request("POST", f"/v1/jobs/{_seg(job_id)}/backfill", body).body
+        return backfill
+
+    def get_backfill(self, job_id: str, backfill_id: str) -> dict[str, Any]:
+        backfill: dict[str, Any] = self.request(
+            "GET", f"/v1/jobs/{_seg(job_id)}/backfills/{_seg(backfill_id)}"
+        ).body
+        return backfill
+
+    def cancel_backfill(self, job_id: str, backfill_id: str) -> dict[str, Any]:
+        backfill: dict[str, Any] = self.request(
+            "DELETE", f"/v1/jobs/{_seg(job_id)}/backfills/{_seg(backfill_id)}"
+        ).body
+        return backfill
+
     def preview(self, expression: str, timezone: str = "UTC", count: int = 5) -> dict[str, Any]:
         query = {"expression": expression, "timezone": timezone, "count": count}
         preview: dict[str, Any] = self.request("GET", "/v1/schedules/preview", query=query).body

@@ -324,7 +324,8 @@ class FaultDriver:
             assert fault.mutation is not None
             status, body = self.workload.apply(fault.mutation)
             version = body.get("version") if isinstance(body, dict) else None
-            self.note(fault, "done" if status == 200 else "refused", status=status, version=version)
+            done = status == (202 if fault.mutation.op == "backfill" else 200)
+            self.note(fault, "done" if done else "refused", status=status, version=version)
 
     # ------------------------------------------------------------------ kill -9
 

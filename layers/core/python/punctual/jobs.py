@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from punctual.calendars import Calendar, included_slots
 from punctual.clock import Clock
 from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
 from punctual.ownership import OwnResources
@@ -21,7 +22,14 @@ from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.quotas import MICRO, micro_rate
 from punctual.schedules import ScheduleError, cached_schedule
 from punctual.slots import ceil_second, dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
-from punctual.store.base import JobStore, Page, UnreadableJob, UnreadableJobError, VersionConflictError
+from punctual.store.base import (
+    CalendarNotFoundError,
+    JobStore,
+    Page,
+    UnreadableJob,
+    UnreadableJobError,
+    VersionConflictError,
+)
 from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.timers import Timer, TimerLayout, slot_key
 
@@ -207,13 +215,34 @@ class JobService:
         tag: str | None = None,
     ) -> Page[Job]:
         page = self.store.list_jobs(tenant, limit, cursor, state, tag)
-        return Page([self.with_next_fire(job) for job in page.items], page.cursor, page.unreadable)
+        calendars = self.calendars_of(page.items)
+        return Page([self.with_next_fire(job, calendars) for job in page.items], page.cursor, page.unreadable)
 
-    def with_next_fire(self, job: Job) -> Job:
-        """``next_fire_at`` is derived from the schedule when read, never written on every fire."""
+    def calendars_of(self, jobs: list[Job]) -> dict[tuple[str, str], Calendar]:
+        """The calendars ``jobs`` exclude, read once each."""
+        keys = {(job.tenant, name) for job in jobs for name in job.exclude_calendars}
+        return self.store.batch_get_calendars(keys) if keys else {}
+
+    def excluded_by(
+        self, job: Job, calendars: dict[tuple[str, str], Calendar] | None = None
+    ) -> list[Calendar]:
+        """The calendars ``job`` excludes, as they are now (one missing is left out)."""
+        if not job.exclude_calendars:
+            return []
+        found = calendars if calendars is not None else self.calendars_of([job])
+        return [found[key] for key in ((job.tenant, n) for n in job.exclude_calendars) if key in found]
+
+    def with_next_fire(self, job: Job, calendars: dict[tuple[str, str], Calendar] | None = None) -> Job:
+        """``next_fire_at`` is derived from the schedule when read, never written on every fire;
+        slots on a day of a calendar the job excludes are passed over."""
         nxt: datetime | None = None
         if job.state is JobState.ENABLED and schedule_of(job).kind not in ("after", "delay"):
-            slot = next_slot(job, self.clock.now())
+            excluding = self.excluded_by(job, calendars)
+            if excluding:
+                found = included_slots(lambda t: next_slot(job, t), self.clock.now(), excluding, 1)
+                slot = found[0] if found else None
+            else:
+                slot = next_slot(job, self.clock.now())
             nxt = dispatch_instant(job, slot) if slot else None
         return job.model_copy(update={"next_fire_at": nxt})
 
@@ -250,6 +279,9 @@ class JobService:
             raise InvalidJobError(
                 "schedule has no future slot (a one-time instant in the past, or end_at passed)"
             )
+        # Before the job exists: a calendar cannot be deleted once a job is recorded as its user
+        # (a user left behind by a failed create is pruned when the calendar is deleted).
+        self._use_calendars(tenant, job_id, spec.exclude_calendars)
         if paused:
             job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
             timer = None
@@ -297,7 +329,12 @@ class JobService:
                     "schedule has no future slot (a one-time instant in the past, or end_at passed)"
                 )
             timers = [timer] if timer else []
+        self._use_calendars(tenant, job_id, spec.exclude_calendars)
         self._write(job, current.version, timers, previous_trigger_rate=current.trigger_rate)
+        old_calendars = current.exclude_calendars if isinstance(found, Job) else []
+        dropped = [name for name in old_calendars if name not in spec.exclude_calendars]
+        if dropped:
+            self.store.use_calendars(tenant, job_id, dropped, present=False)
         removed = tuple(p for p in old_parents if p not in parents)
         if removed:
             self.store.set_dependents(tenant, job_id, removed, present=False)
@@ -361,6 +398,8 @@ class JobService:
         parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
         if parents:
             self.store.set_dependents(tenant, job_id, parents, present=False)
+        if isinstance(current, Job) and current.exclude_calendars:
+            self.store.use_calendars(tenant, job_id, current.exclude_calendars, present=False)
 
     def rotate_secret(
         self, tenant: str, job_id: str, drop_previous: bool = False, expected_version: int | None = None
@@ -500,6 +539,19 @@ class JobService:
         if slot is None:
             return None
         return fire_timer(self.layout, job, slot, now)
+
+    def _use_calendars(self, tenant: str, job_id: str, names: list[str]) -> None:
+        """Record the job as a user of each calendar it excludes; 422 naming one that is missing."""
+        if not names:
+            return
+        try:
+            self.store.use_calendars(tenant, job_id, names, present=True)
+        except CalendarNotFoundError as exc:
+            raise InvalidJobError(
+                f"exclude_calendars: calendar {exc.name!r} does not exist"
+                f" (PUT /v1/calendars/{exc.name} first)",
+                field="exclude_calendars",
+            ) from None
 
     def _trigger_rate(self, tenant: str, spec: JobSpec) -> int:
         """Micro-triggers per minute the job adds to its tenant's total (:mod:`punctual.quotas`)."""

@@ -65,6 +65,9 @@ RESERVED_HEADERS = frozenset(
 )
 MAX_ATTEMPTS = 186  # EventBridge Scheduler's MaximumRetryAttempts (185) plus the first attempt
 MAX_JITTER_S = 24 * 3600  # EventBridge Scheduler's widest flexible time window (1440 minutes)
+MAX_JOB_CALENDARS = 10
+CALENDAR_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+CALENDAR_NAME_RULE = "1-64 characters of letters, digits, '-', '_' and '.'"
 MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on an execution record
 
 _COMPACT_JSON = json.JSONEncoder(
@@ -814,6 +817,26 @@ class JobSpec(_Strict):
             " Each alert is sent once per slot and condition (recovered: once per failure streak)."
         ),
     )
+    exclude_calendars: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_JOB_CALENDARS,
+        description=(
+            "Names of the tenant's calendars (PUT /v1/calendars/{name}) whose days this job does not"
+            " fire on: such a slot is recorded EXCLUDED instead of run. Checked at each slot's release,"
+            " so a calendar change applies from the next slot on."
+        ),
+        examples=[["public-holidays"]],
+    )
+
+    @field_validator("exclude_calendars")
+    @classmethod
+    def _calendars(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not CALENDAR_NAME_RE.fullmatch(name):
+                raise ValueError(f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
+        if len(set(value)) != len(value):
+            raise ValueError("a calendar is named twice")
+        return value
 
     @field_validator("timezone")
     @classmethod
@@ -939,7 +962,8 @@ class Job(JobSpec):
 
 class ExecutionStatus(StrEnum):
     """An execution's status: QUEUED, RUNNING, then SUCCEEDED, FAILED, TIMED_OUT, RETRY_WAIT (a retry
-    is due), SKIPPED (overlap) or MISSED (catch-up policy, window, or a paused or deleted job)."""
+    is due), SKIPPED (overlap), MISSED (catch-up policy, window, or a paused or deleted job) or
+    EXCLUDED (the day is in a calendar the job excludes)."""
 
     QUEUED = "QUEUED"
     RUNNING = "RUNNING"
@@ -949,6 +973,7 @@ class ExecutionStatus(StrEnum):
     RETRY_WAIT = "RETRY_WAIT"
     SKIPPED = "SKIPPED"
     MISSED = "MISSED"  # never run: the catch-up policy, its window, or a paused/deleted job (see error)
+    EXCLUDED = "EXCLUDED"  # never run: the day is in a calendar the job excludes (error names it)
 
     @property
     def terminal(self) -> bool:
@@ -958,6 +983,7 @@ class ExecutionStatus(StrEnum):
             ExecutionStatus.TIMED_OUT,
             ExecutionStatus.SKIPPED,
             ExecutionStatus.MISSED,
+            ExecutionStatus.EXCLUDED,
         )
 
 
@@ -976,7 +1002,8 @@ _S = ExecutionStatus
 TRANSITIONS: dict[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
     # MISSED is born as it is: the poller (catch-up policy, paused job) or the claim (a slot
     # released for an older version) records a slot that did not run.
-    None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.MISSED}),
+    # EXCLUDED is born as it is too: the poller found the slot's day in an excluded calendar.
+    None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.MISSED, _S.EXCLUDED}),
     _S.QUEUED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
     _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
     # RUNNING -> RUNNING: a heartbeat, or a takeover by a new owner as the next attempt.
@@ -985,6 +1012,7 @@ TRANSITIONS: dict[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
     _S.FAILED: frozenset(),
     _S.TIMED_OUT: frozenset(),
     _S.SKIPPED: frozenset(),
+    _S.EXCLUDED: frozenset(),
     # A slot the poller recorded as missed (the job was paused, say) that a later release runs
     # after all: resuming with catch-up ``all`` releases the slots missed while paused.
     _S.MISSED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
@@ -1052,6 +1080,19 @@ class Execution(_ShallowCopy):
     # Overlap: the slot that was still running when this one was SKIPPED or QUEUED. The next
     # slot follows this pointer, so the overlap check reads O(1) items, not the job's history.
     blocked_by: str | None = None
+    # Backfill (punctual.backfill): the id of the backfill that ran this slot, and whether its
+    # after() dependants run too when it succeeds.
+    backfill: str | None = None
+    backfill_dependants: bool = False
+
+    @property
+    def retry_origin(self) -> datetime:
+        """Where ``retry.max_age_seconds`` counts from: the slot's instant, or for a backfilled
+        slot (whose instant is long past by design) the start of its first attempt."""
+        if self.backfill:
+            first = self.attempts[0].started_at if self.attempts else self.started_at
+            return first or self.scheduled_at
+        return self.scheduled_at
 
     def closed_attempt(self, status: ExecutionStatus, now: datetime, error: str | None) -> AttemptRecord:
         """The entry of the attempt list that says how this record's current attempt ended:

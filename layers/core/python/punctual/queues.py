@@ -54,6 +54,7 @@ class MessageKind:
     # A slot the poller recorded MISSED whose job has a ``missed`` alert rule: the worker, which
     # may call targets (the poller may not assume the target role), raises and delivers it.
     ALERT = "alert"
+    BACKFILL = "backfill"  # a past slot run by a backfill (punctual.backfill_runner)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,10 @@ class DispatchMessage:
     # Burst smoothing: the worker holds the message until this instant (its target's rate budget);
     # "" (the usual case): at once. Signed with the rest, and absent from the body when empty.
     not_before: str = ""
+    # The backfill that sent this slot (punctual.backfills.backfill_ref), carried on to its
+    # record and its dependants' messages; empty for every other message (and then not in the
+    # body, so other messages read and sign as before).
+    backfill: str = ""
     sig: str = ""  # HMAC of every other field (punctual.message_auth); empty when unsigned
 
     @property
@@ -87,6 +92,8 @@ class DispatchMessage:
             raw += f"\x1f{self.kind}\x1f{self.released_at}"
         elif self.kind == MessageKind.ALERT:  # not the slot's own fire message
             raw += f"\x1f{self.kind}"
+        if self.backfill:  # a backfill started again after a cancel sends its slots afresh
+            raw += f"\x1f{self.backfill}"
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @property
@@ -123,6 +130,8 @@ class DispatchMessage:
         }
         if self.not_before:
             fields["not_before"] = self.not_before
+        if self.backfill:
+            fields["backfill"] = self.backfill
         return _COMPACT_JSON.encode(fields)
 
     def to_body(self) -> str:
@@ -137,13 +146,15 @@ class DispatchMessage:
         data = json.loads(body)
         if not isinstance(data, dict):
             raise ValueError("message body is not a JSON object")
-        if data.keys() == _MESSAGE_FIELDS or data.keys() == _UNSIGNED_FIELDS:  # what to_body writes
+        if data.keys() == _PLAIN_SIGNED or data.keys() == _PLAIN_UNSIGNED:  # what to_body writes
             return cls(**data)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
-_MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__) - {"not_before"}
-_UNSIGNED_FIELDS = _MESSAGE_FIELDS - {"sig"}
+_MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
+# What to_body writes for a message neither smoothed nor of a backfill, signed and not.
+_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill"}
+_PLAIN_UNSIGNED = _PLAIN_SIGNED - {"sig"}
 
 
 class MessageSigner(Protocol):
@@ -158,7 +169,7 @@ _message_instant = lru_cache(maxsize=1024)(format_instant_ms)
 
 
 def message_for(
-    job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime
+    job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime, backfill: str = ""
 ) -> DispatchMessage:
     """The message for one attempt of one slot of ``job``: the one way messages are made."""
     return DispatchMessage(
@@ -171,6 +182,7 @@ def message_for(
         kind=kind,
         released_at=_message_instant(now),
         ordered=job.overlap is Overlap.QUEUE,
+        backfill=backfill,
     )
 
 

@@ -152,6 +152,11 @@ class Settings(BaseModel):
 
         parse_budgets(value)
         return value
+    # Backfill (punctual.backfill_runner): slots of one backfill in flight at once unless a
+    # request asks otherwise, the most slots one backfill's range may hold, seconds between steps.
+    backfill_max_parallel: int = Field(default=4, ge=1, le=100)
+    backfill_max_slots: int = Field(default=1000, ge=1, le=10_000)
+    backfill_step_s: float = Field(default=2.0, ge=0.1, le=60)
 
     def layout(self) -> TimerLayout:
         """The timer layout these settings describe (the one way it is built from them)."""

@@ -50,6 +50,7 @@ class TimerKind(StrEnum):
     # release before it had to cut short. Released like FIRE, but at catch-up's bounded rate.
     CATCHUP = "catchup"
     QUEUED = "queued"  # a slot queued behind another (overlap queue): check that it still waits
+    BACKFILL = "backfill"  # a backfill's next step (slot = the backfill id, attempt = the step)
 
 
 CHAIN_KINDS = frozenset({TimerKind.FIRE, TimerKind.CATCHUP})  # the timers of a job's chain of slots

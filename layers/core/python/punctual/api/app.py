@@ -27,6 +27,11 @@ from punctual.api.problems import ApiProblem, Problem
 from punctual.api.schemas import (
     AlertList,
     AlertOut,
+    BackfillOut,
+    BackfillRequest,
+    CalendarInput,
+    CalendarOut,
+    CalendarPage,
     ExecutionOut,
     ExecutionPage,
     JobCreated,
@@ -40,8 +45,17 @@ from punctual.api.schemas import (
 )
 from punctual.api.tenancy import tenant_of
 from punctual.api.wiring import services
+from punctual.calendars import MAX_SKIPPED_IN_A_ROW, included_slots
 from punctual.jobs import JobNotFoundError
-from punctual.models import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, ExecutionStatus, JobState
+from punctual.models import (
+    CALENDAR_NAME_RE,
+    CALENDAR_NAME_RULE,
+    MAX_JOB_CALENDARS,
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    ExecutionStatus,
+    JobState,
+)
 from punctual.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
 from punctual.store.base import UnreadableJobError
 
@@ -52,6 +66,7 @@ MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 MAX_PAGE = 100
 MAX_PREVIEW = 100
 _JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_BACKFILL_ID_RE = re.compile(r"^[0-9a-f]{20}$")
 _SLOT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?$")
 
 IdempotencyKey = Annotated[
@@ -603,6 +618,17 @@ def preview_schedule(
     ] = "UTC",
     count: Annotated[int, Query(ge=1, le=MAX_PREVIEW, description="How many slots, 1-100.")] = 5,
     after: Annotated[str | None, Query(max_length=64, description="RFC 3339; default: now")] = None,
+    calendars: Annotated[
+        str | None,
+        Query(
+            max_length=700,
+            description="Comma-separated names of the caller's calendars: slots on their days are skipped.",
+            examples=["public-holidays"],
+        ),
+    ] = None,
+    show_excluded: Annotated[
+        bool, Query(description="With calendars: also list the slots passed over, as `excluded`.")
+    ] = False,
 ) -> SchedulePreview:
     try:
         validate_timezone(timezone)
@@ -620,7 +646,211 @@ def preview_schedule(
         raise problems.invalid(
             "query.expression", "after(...) has no time slots: it fires when its parents succeed"
         )
-    return SchedulePreview(expression=expression, timezone=timezone, slots=schedule.slots(start, None, count))
+    if not calendars:
+        return SchedulePreview(
+            expression=expression, timezone=timezone, slots=schedule.slots(start, None, count)
+        )
+    excluding = _preview_calendars(calendars)
+    passed: list[Any] = []
+    slots = included_slots(lambda t: schedule.next_after(t, None), start, excluding, count, passed)
+    if len(passed) >= MAX_SKIPPED_IN_A_ROW and len(slots) < count:
+        raise problems.invalid(
+            "query.calendars", f"the calendars exclude more than {MAX_SKIPPED_IN_A_ROW} slots in a row"
+        )
+    if slots:
+        passed = [slot for slot in passed if slot < slots[-1]]
+    return SchedulePreview(
+        expression=expression,
+        timezone=timezone,
+        slots=slots,
+        excluded=passed if show_excluded else None,
+    )
+
+
+def _preview_calendars(text: str) -> list[Any]:
+    """The caller's calendars named in ``text`` (comma-separated); 422 naming one missing or malformed."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if len(names) > MAX_JOB_CALENDARS:
+        raise problems.invalid("query.calendars", f"at most {MAX_JOB_CALENDARS} calendars")
+    for name in names:
+        if not CALENDAR_NAME_RE.fullmatch(name):
+            raise problems.invalid("query.calendars", f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
+    tenant = _tenant()
+    found = services().store.batch_get_calendars(((tenant, name) for name in names), consistent=True)
+    missing = [name for name in names if (tenant, name) not in found]
+    if missing:
+        raise problems.invalid("query.calendars", f"calendar {missing[0]!r} does not exist")
+    return [found[(tenant, name)] for name in names]
+
+
+# --------------------------------------------------------------------------- calendars
+
+CalendarName = Annotated[
+    str,
+    Path(description="The calendar's name: " + CALENDAR_NAME_RULE + ".", examples=["public-holidays"]),
+]
+
+
+def _calendar_name(raw: str) -> str:
+    name = unquote(raw)
+    if not CALENDAR_NAME_RE.fullmatch(name):
+        raise problems.invalid("path.name", f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
+    return name
+
+
+def _calendar_reply(
+    calendar: CalendarOut, status: int = 200, headers: dict[str, str] | None = None
+) -> Response[Any]:
+    return Response(
+        status_code=status,
+        content_type="application/json",
+        body=calendar,
+        headers={"ETag": f'"{calendar.version}"', **(headers or {})},
+    )
+
+
+@app.put(
+    "/v1/calendars/<name>",
+    summary="Create or replace a calendar",
+    description=(
+        "Whole days, in the calendar's time zone, on which the jobs that exclude this calendar do not fire."
+        " 201 when created, 200 when replaced (its version is one more); with If-Match, the calendar must"
+        " still be at that version (else 412). A change applies to every job that uses it from the next slot."
+    ),
+    responses={
+        **_ok(200, "The calendar, replaced", CalendarOut, 400, 401, 409, 412, 413, 415, 422),
+        201: {
+            "description": "The calendar, created",
+            "content": {"application/json": {"model": CalendarOut}},
+        },
+    },
+    tags=["calendars"],
+    operation_id="putCalendar",
+)
+def put_calendar(name: CalendarName, body: CalendarInput, if_match: IfMatch = None) -> Response[CalendarOut]:
+    tenant = _tenant()
+    calendar_name = _calendar_name(name)
+    expected = _expected_version(if_match)
+    calendar, created = services().calendar_service().put(tenant, calendar_name, body.spec(), expected)
+    headers = {"Location": _location("calendars", calendar_name)} if created else None
+    return _calendar_reply(CalendarOut.of(calendar), 201 if created else 200, headers)
+
+
+@app.get(
+    "/v1/calendars",
+    summary="List calendars",
+    description="The caller's calendars ordered by name.",
+    responses=_ok(200, "A page of calendars", CalendarPage, 400, 401, 422),
+    tags=["calendars"],
+    operation_id="listCalendars",
+)
+def list_calendars(limit: Limit = 50, next_token: NextToken = None) -> CalendarPage:
+    tenant = _tenant()
+    svc = services()
+    scope = svc.tokens.scope(tenant, "calendars", {})
+    cursor = svc.tokens.decode(next_token, scope)
+    page = svc.calendar_service().list_calendars(tenant, limit, cursor)
+    return CalendarPage(
+        items=[CalendarOut.of(c) for c in page.items], next_token=svc.tokens.encode(page.cursor, scope)
+    )
+
+
+@app.get(
+    "/v1/calendars/<name>",
+    summary="Get a calendar",
+    description="The calendar with its version in ETag.",
+    responses=_ok(200, "The calendar", CalendarOut, 401, 404, 422),
+    tags=["calendars"],
+    operation_id="getCalendar",
+)
+def get_calendar(name: CalendarName) -> Response[CalendarOut]:
+    tenant = _tenant()
+    return _calendar_reply(CalendarOut.of(services().calendar_service().get(tenant, _calendar_name(name))))
+
+
+@app.delete(
+    "/v1/calendars/<name>",
+    summary="Delete a calendar",
+    description="409 naming the jobs while jobs exclude it. With If-Match, it must still be at that version.",
+    responses={204: {"description": "Deleted"}, **_problem(400, 401, 404, 409, 412, 422)},
+    tags=["calendars"],
+    operation_id="deleteCalendar",
+)
+def delete_calendar(name: CalendarName, if_match: IfMatch = None) -> Response[None]:
+    tenant = _tenant()
+    services().calendar_service().delete(tenant, _calendar_name(name), _expected_version(if_match))
+    return Response(status_code=204, content_type=None, body=None)
+
+
+# --------------------------------------------------------------------------- backfills
+
+BackfillId = Annotated[str, Path(description="The backfill's id, as POST .../backfill answered it.")]
+
+
+def _backfill_id(raw: str) -> str:
+    backfill = unquote(raw)
+    if not _BACKFILL_ID_RE.match(backfill):
+        raise problems.not_found(f"backfill {backfill[:80]!r} not found")
+    return backfill
+
+
+@app.post(
+    "/v1/jobs/<job_id>/backfill",
+    summary="Backfill a past range",
+    description=(
+        "Runs every slot of the job's schedule in [start, end) that has no execution yet, exactly once,"
+        " a few at a time (max_parallel), through the same ledger as scheduled slots. The same request"
+        " again (or at the same time) answers the same backfill and runs nothing new. Slots on a day of a"
+        " calendar the job excludes are not run. A range of more slots than the deployment allows is 422."
+    ),
+    responses=_ok(202, "The backfill was started (or already exists)", BackfillOut, 400, 401, 404, 409, 422),
+    tags=["backfills"],
+    operation_id="backfillJob",
+)
+def backfill_job(job_id: JobId, body: BackfillRequest) -> Response[BackfillOut]:
+    tenant = _tenant()
+    job = _job_id(job_id)
+    runner = services().backfill_runner()
+    backfill = runner.start(tenant, job, body.start, body.end, body.include_dependants, body.max_parallel)
+    return Response(
+        status_code=202,
+        content_type="application/json",
+        body=BackfillOut.of(backfill, runner.progress(backfill)),
+        headers={"Location": _location("jobs", job, "backfills", backfill.id)},
+    )
+
+
+@app.get(
+    "/v1/jobs/<job_id>/backfills/<backfill_id>",
+    summary="A backfill's progress",
+    description="Its state and its slots counted by status.",
+    responses=_ok(200, "The backfill", BackfillOut, 401, 404),
+    tags=["backfills"],
+    operation_id="getBackfill",
+)
+def get_backfill(job_id: JobId, backfill_id: BackfillId) -> BackfillOut:
+    tenant = _tenant()
+    runner = services().backfill_runner()
+    backfill = runner.get(tenant, _job_id(job_id), _backfill_id(backfill_id))
+    return BackfillOut.of(backfill, runner.progress(backfill))
+
+
+@app.delete(
+    "/v1/jobs/<job_id>/backfills/<backfill_id>",
+    summary="Cancel a backfill",
+    description=(
+        "No more of its slots are sent, and those sent but not started are dropped; slots that started"
+        " run to their end. 409 when it is done already."
+    ),
+    responses=_ok(200, "The cancelled backfill", BackfillOut, 401, 404, 409),
+    tags=["backfills"],
+    operation_id="cancelBackfill",
+)
+def cancel_backfill(job_id: JobId, backfill_id: BackfillId) -> BackfillOut:
+    tenant = _tenant()
+    runner = services().backfill_runner()
+    backfill = runner.cancel(tenant, _job_id(job_id), _backfill_id(backfill_id))
+    return BackfillOut.of(backfill, runner.progress(backfill))
 
 
 # --------------------------------------------------------------------------- the document
@@ -687,6 +917,7 @@ _JOB_LINKS = {
     "TriggerJob": "triggerJob",
     "RotateSigningSecret": "rotateSigningSecret",
     "ListExecutions": "listExecutions",
+    "BackfillJob": "backfillJob",
 }
 
 
@@ -707,6 +938,21 @@ def _add_links(document: dict[str, Any]) -> None:
     }
     for source, status in (("createJob", "201"), ("getJob", "200"), ("replaceJob", "200")):
         operations[source]["responses"][status]["links"] = job_links
+    operations["backfillJob"]["responses"]["202"]["links"] = {
+        name: {
+            "operationId": target,
+            "parameters": {"job_id": "$response.body#/job_id", "backfill_id": "$response.body#/id"},
+            "description": f"{target} on the backfill this answer shows",
+        }
+        for name, target in (("GetBackfill", "getBackfill"), ("CancelBackfill", "cancelBackfill"))
+    }
+    operations["putCalendar"]["responses"]["200"]["links"] = {
+        "GetCalendar": {
+            "operationId": "getCalendar",
+            "parameters": {"name": "$response.body#/name"},
+            "description": "The calendar this answer shows",
+        }
+    }
     operations["triggerJob"]["responses"]["202"]["links"] = {
         "GetExecution": {
             "operationId": "getExecution",

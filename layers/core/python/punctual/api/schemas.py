@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, model_validator
 
+from punctual.backfills import Backfill, BackfillState
+from punctual.calendars import Calendar, CalendarSpec
 from punctual.instants import format_instant_adaptive
 from punctual.models import (
     SPEC_EXAMPLE,
@@ -217,6 +219,9 @@ class ExecutionOut(BaseModel):
         default=None, description="RUNNING only: when the worker's lease lapses unless extended."
     )
     attempts: list[AttemptOut] = Field(description="Every attempt, oldest first.")
+    backfill: str | None = Field(
+        default=None, description="The backfill that ran this slot (POST /v1/jobs/{id}/backfill), if one did."
+    )
     job_deleted: bool = Field(
         default=False, description="True when the job was deleted: its history is kept until it expires."
     )
@@ -224,7 +229,15 @@ class ExecutionOut(BaseModel):
     @classmethod
     def of(cls, execution: Execution, job_deleted: bool = False) -> ExecutionOut:
         data: dict[str, Any] = execution.model_dump(
-            exclude={"tenant", "owner", "releases", "blocked_by", "job_version", "attempts"}
+            exclude={
+                "tenant",
+                "owner",
+                "releases",
+                "blocked_by",
+                "job_version",
+                "attempts",
+                "backfill_dependants",
+            }
         )
         # Ended attempts are kept on the record; a live one is the record itself.
         history = [AttemptOut.model_validate(a.model_dump(exclude={"owner"})) for a in execution.attempts]
@@ -267,7 +280,13 @@ class SchedulePreview(BaseModel):
     expression: str = Field(description="The expression, as sent.", examples=["cron(0 9 ? * MON-FRI *)"])
     timezone: str = Field(description="The time zone it was read in.", examples=["Europe/Berlin"])
     slots: list[Instant] = Field(description="The next slots, as UTC instants.")
-
+    excluded: list[Instant] | None = Field(
+        default=None,
+        description=(
+            "With calendars and show_excluded: the slots passed over (on an excluded day) before the last one"
+            " shown, as UTC instants."
+        ),
+    )
 
 class AlertDeliveryOut(BaseModel):
     """What became of one rule's copy of an alert."""
@@ -326,3 +345,108 @@ class AlertList(BaseModel):
     """A job's last alerts, newest slot first."""
 
     items: list[AlertOut] = Field(description="The alerts.")
+
+
+
+# --------------------------------------------------------------------------- calendars
+
+
+class CalendarOut(CalendarSpec):
+    """A calendar as the API shows it: its days, zone, name and version."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(description="The calendar's name (unique per tenant).", json_schema_extra=_READ_ONLY)
+    version: int = Field(
+        description="One more on every change; send it back in If-Match.", json_schema_extra=_READ_ONLY
+    )
+    created_at: Instant = Field(description="When the calendar was created.", json_schema_extra=_READ_ONLY)
+    updated_at: Instant = Field(description="When the calendar last changed.", json_schema_extra=_READ_ONLY)
+
+    @classmethod
+    def of(cls, calendar: Calendar) -> CalendarOut:
+        return cls.model_validate(calendar.model_dump(exclude={"tenant"}))
+
+
+class CalendarInput(CalendarSpec):
+    """A calendar's days, as PUT takes them; a calendar as GET returns it may be sent back (its
+    output-only fields are ignored)."""
+
+    name: str | None = _output_only("Output only; ignored (the name is in the path).")
+    version: int | None = _output_only("Output only; ignored (send If-Match to require a version).")
+    created_at: str | None = _output_only()
+    updated_at: str | None = _output_only()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ignore_output_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in ("name", "version", "created_at", "updated_at")}
+        return data
+
+    def spec(self) -> CalendarSpec:
+        return CalendarSpec.model_validate(self.model_dump(include=set(CalendarSpec.model_fields)))
+
+
+class CalendarPage(BaseModel):
+    """One page of the caller's calendars, by name."""
+
+    items: list[CalendarOut] = Field(description="The calendars.")
+    next_token: str | None = Field(description="Pass as next_token for the next page; null on the last.")
+
+
+# --------------------------------------------------------------------------- backfills
+
+
+class BackfillRequest(BaseModel):
+    """Run the job's past slots in [start, end) that have no execution yet."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"start": "2026-11-01T00:00:00Z", "end": "2026-11-08T00:00:00Z"}]},
+    )
+
+    start: AwareDatetime = Field(description="First instant of the range (RFC 3339 with offset), included.")
+    end: AwareDatetime = Field(description="End of the range, excluded; not in the future.")
+    include_dependants: bool = Field(
+        default=False,
+        strict=True,
+        description="Also run the after() jobs of each backfilled slot that succeeds.",
+    )
+    max_parallel: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        le=100,
+        description="Slots in flight at once (default: the deployment's; 1 for overlap skip and queue).",
+    )
+
+
+class BackfillOut(BaseModel):
+    """A backfill and its progress."""
+
+    id: str = Field(description="The backfill's id: the same for the same job and range.")
+    job_id: str = Field(description="The job backfilled.")
+    start: Instant = Field(description="The range's start (included).")
+    end: Instant = Field(description="The range's end (excluded).")
+    state: BackfillState = Field(description="RUNNING, DONE (every slot ended) or CANCELLED.")
+    reason: str | None = Field(default=None, description="Why it was cancelled, when not by a user.")
+    slots: int = Field(description="Slots this backfill runs (those of the range without an execution).")
+    already_run: int = Field(description="Slots of the range that had an execution: left alone.")
+    excluded: int = Field(description="Slots of the range on a day of a calendar the job excludes.")
+    include_dependants: bool = Field(description="Whether after() jobs run for its slots.")
+    max_parallel: int = Field(description="Slots in flight at once.")
+    progress: dict[str, int] = Field(
+        description=(
+            "Its slots by status: PENDING (not sent yet), SENT (sent, not yet started), and execution"
+            " statuses (RUNNING, SUCCEEDED, FAILED, ...)."
+        ),
+        examples=[{"PENDING": 3, "RUNNING": 2, "SUCCEEDED": 19}],
+    )
+    created_at: Instant = Field(description="When it was created.")
+    updated_at: Instant = Field(description="When it last moved.")
+
+    @classmethod
+    def of(cls, backfill: Backfill, progress: dict[str, int]) -> BackfillOut:
+        data = backfill.model_dump(exclude={"slots", "tenant"})
+        return cls.model_validate({**data, "slots": len(backfill.slots), "progress": progress})

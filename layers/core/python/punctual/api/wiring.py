@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.api.paging import TokenCodec
+from punctual.backfill_runner import BackfillRunner
+from punctual.calendar_service import CalendarService
 from punctual.clock import Clock, SystemClock
 from punctual.jobs import InvalidJobError, JobService, SecretBox
 from punctual.message_auth import signer_from
@@ -56,6 +58,30 @@ class Services:
     dynamodb: Any
     reply_box: Any | None = None
     allow_cidrs: tuple[str, ...] = field(default_factory=tuple)
+    calendars: CalendarService | None = None
+    backfills: BackfillRunner | None = None
+
+    def calendar_service(self) -> CalendarService:
+        """The calendar use cases (built from the job service's store and clock when not given)."""
+        if self.calendars is None:
+            self.calendars = CalendarService(self.store, self.jobs.clock)
+        return self.calendars
+
+    def backfill_runner(self) -> BackfillRunner:
+        """The backfill use cases (built from the job service's parts when not given)."""
+        if self.backfills is None:
+            jobs = self.jobs
+            self.backfills = BackfillRunner(
+                self.store,
+                jobs.queues,
+                jobs.clock,
+                jobs.layout,
+                jobs.routing,
+                max_parallel=self.settings.backfill_max_parallel,
+                max_slots=self.settings.backfill_max_slots,
+                step_s=self.settings.backfill_step_s,
+            )
+        return self.backfills
 
     def admit(self, tenant: str) -> None:
         """Count one request of ``tenant`` against its per-minute API quota.

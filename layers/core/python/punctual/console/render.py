@@ -31,6 +31,7 @@ STATUS_STYLE: dict[ExecutionStatus, tuple[str, str, str]] = {
     ExecutionStatus.QUEUED: ("QUEUE", "#5f6b7a", "#ffffff"),
     ExecutionStatus.SKIPPED: ("SKIP", "#d5dbdb", "#000000"),
     ExecutionStatus.MISSED: ("MISS", "#ff9900", "#000000"),
+    ExecutionStatus.EXCLUDED: ("EXCL", "#d5dbdb", "#000000"),
 }
 
 _CSS = """

@@ -9,11 +9,14 @@ these again (REPAIR).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from punctual.backfills import backfill_ref
+from punctual.calendars import excluding, exclusion_note
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
@@ -24,6 +27,7 @@ from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at
 from punctual.slots import fire_timer, schedule_of
+from punctual.store.base import ExecutionConflictError
 from punctual.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
@@ -128,7 +132,7 @@ class AfterEffects:
             job.retry,
             failed_attempt=execution.attempt - execution.releases,
             failed_at=execution.finished_at,
-            scheduled_at=execution.scheduled_at,
+            scheduled_at=execution.retry_origin,
             rng=self.rng(job.id, execution.slot, execution.attempt),
         )
         return due or execution.finished_at
@@ -197,6 +201,8 @@ class AfterEffects:
         """
         if job.dependents <= 0:
             return  # the common case: no job waits on this one, and no query is made
+        if execution.backfill and not execution.backfill_dependants:
+            return  # a backfill run without include_dependants: its children are not run
         children = self.store.list_dependents(job.tenant, job.id)
         if not children:
             return
@@ -210,10 +216,39 @@ class AfterEffects:
             parents = schedule_of(child).parents
             if not parents or not set(parents) <= done:
                 continue
-            message = message_for(child, execution.slot, now, 1, MessageKind.CHILD, now)
+            if child.exclude_calendars and self._excluded(child, execution.slot, now):
+                self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
+                continue
+            # A backfilled parent's children are backfilled too (their records say so).
+            ref = backfill_ref(execution.backfill, True) if execution.backfill else ""
+            message = message_for(child, execution.slot, now, 1, MessageKind.CHILD, now, backfill=ref)
             self.queues.send(self.route(child), [message])
             self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
             self.metrics.add("ChildrenDispatched", 1)
+
+    def _excluded(self, child: Job, slot: str, now: datetime) -> bool:
+        """An ``after()`` child whose slot falls on a day of a calendar it excludes: recorded
+        EXCLUDED (once) instead of sent. A run-now slot of the parent is not excluded."""
+        if "~" in slot:
+            return False
+        keys = [(child.tenant, name) for name in child.exclude_calendars]
+        found = self.store.batch_get_calendars(keys, consistent=False)
+        calendar = excluding((found[k] for k in keys if k in found), slot_instant(slot))
+        if calendar is None:
+            return False
+        record = Execution(
+            job_id=child.id,
+            tenant=child.tenant,
+            slot=slot,
+            scheduled_at=slot_instant(slot),
+            status=ExecutionStatus.EXCLUDED,
+            finished_at=now,
+            error=exclusion_note(calendar),
+            job_version=child.version,
+        )
+        with contextlib.suppress(ExecutionConflictError):  # recorded before: a repeat of these after-effects
+            self.ledger.save(record, None, None)
+        return True
 
 
 def failure_report(execution: Execution) -> dict[str, Any]:

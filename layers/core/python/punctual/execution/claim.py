@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from punctual.backfills import BackfillState, parse_backfill_ref
 from punctual.clock import Clock
 from punctual.execution.after import AfterEffects
 from punctual.execution.decisions import ClaimAction, ClaimDecision, decide_claim
@@ -49,7 +50,8 @@ ERROR_BACKOFF_S = 10  # an unexpected error returns the message after this long 
 ERROR_BACKOFF_MAX_S = 900
 FINISH_MARGIN_S = 30  # time a Lambda keeps after a run's timeout to record its result
 CLAIM_ROUNDS = 5
-_PARKABLE = (MessageKind.FIRE, MessageKind.TURN, MessageKind.CHECK)
+_PARKABLE = (MessageKind.FIRE, MessageKind.TURN, MessageKind.CHECK, MessageKind.BACKFILL)
+_ASKED_FOR = (MessageKind.MANUAL, MessageKind.BACKFILL)  # runs a user asked for: they run while paused
 
 
 def error_backoff_s(receive_count: int) -> int:
@@ -136,6 +138,10 @@ class Claimer:
             superseded = self._supersede(job, message, delivery)
             if superseded is not None:
                 return superseded
+        if message.kind == MessageKind.BACKFILL and message.attempt == 1:
+            dropped = self._backfill_cancelled(job, message, delivery)
+            if dropped is not None:
+                return dropped
         fresh = message.attempt == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)
         # A first attempt creates the record; on conflict the store returns the record as it
         # is, so the common path costs no read.
@@ -188,6 +194,20 @@ class Claimer:
             message.kind,
         )
         return Claim(ClaimOutcome.FORGED, message, delivery, reason="not signed with the dispatch key")
+
+    def _backfill_cancelled(
+        self, job: Job, message: DispatchMessage, delivery: Delivery | None
+    ) -> Claim | None:
+        """A backfill's slot whose backfill was cancelled before the slot started: dropped, no
+        record written (the slot stays free for a later backfill). None: claim it as usual."""
+        backfill_id, _ = parse_backfill_ref(message.backfill)
+        backfill = self.store.get_backfill(job.tenant, job.id, backfill_id)
+        if backfill is not None and backfill.state is not BackfillState.CANCELLED:
+            return None
+        if self.store.get_execution(message.tenant, message.job_id, message.slot) is not None:
+            return None  # it started before the cancel: the usual claim decides
+        self.metrics.add("StaleMessages", 1)
+        return Claim(ClaimOutcome.STALE, message, delivery, job, reason="backfill cancelled")
 
     def _supersede(self, job: Job, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
         """A slot released for an older version of the job: never run against the new spec.
@@ -276,8 +296,9 @@ class Claimer:
         if current is not None and current.status is ExecutionStatus.MISSED:
             current = None  # the record only said why the slot had not run: start it afresh
         base = current or new_record(message, ExecutionStatus.QUEUED)
-        if job.state is JobState.PAUSED and message.kind != MessageKind.MANUAL:
-            # Pausing stops scheduled starts and retries; a run the user triggers by hand still runs.
+        if job.state is JobState.PAUSED and message.kind not in _ASKED_FOR:
+            # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or a
+            # backfill) still runs.
             skipped = base.model_copy(
                 update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": "job is paused"}
             )
@@ -324,7 +345,7 @@ class Claimer:
             base, message, now, self.leases.lease_s(job), attempt=message.attempt, blocked_by=None
         )
         self.ledger.save(started, current, expect)
-        if first_attempt:
+        if first_attempt and message.kind != MessageKind.BACKFILL:  # a backfilled slot is late by design
             delay_ms = (now - started.scheduled_at).total_seconds() * 1000
             self.metrics.add("StartDelayMs", max(delay_ms, 0.0), "Milliseconds")
         # The started event (sent with the attempt's end, or at once by a heartbeat worker) and,

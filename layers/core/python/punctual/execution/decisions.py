@@ -121,7 +121,7 @@ def decide_claim(
             wait = (current.lease_until - now).total_seconds()
             return ClaimDecision(ClaimAction.WAIT, "lease is live", wait_s=wait)
         used = current.attempt - current.releases
-        too_old = now > current.scheduled_at + timedelta(seconds=max_age_s)
+        too_old = now > current.retry_origin + timedelta(seconds=max_age_s)
         if used >= max_attempts or too_old:
             return ClaimDecision(ClaimAction.EXHAUSTED, "lease lapsed and no attempt is left")
         return ClaimDecision(ClaimAction.TAKEOVER, "lease lapsed")

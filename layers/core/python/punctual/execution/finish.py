@@ -87,7 +87,7 @@ class Finisher:
                 job.retry,
                 failed_attempt=current.attempt - current.releases,
                 failed_at=now,
-                scheduled_at=current.scheduled_at,
+                scheduled_at=current.retry_origin,
                 rng=self.rng(job.id, current.slot, current.attempt),
                 retry_after_s=result.retry_after_s,
             )

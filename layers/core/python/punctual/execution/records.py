@@ -14,6 +14,7 @@ import os
 from datetime import datetime, timedelta
 from typing import Any
 
+from punctual.backfills import parse_backfill_ref
 from punctual.clock import Clock
 from punctual.execution.ports import WorkerConfig
 from punctual.models import Execution, ExecutionStatus, Job, check_transition
@@ -52,7 +53,11 @@ def owner_of(raw: bytes) -> str:
 
 
 def new_record(message: DispatchMessage, status: ExecutionStatus, **fields: Any) -> Execution:
-    """The record of a slot that has no record yet, as ``message`` names it."""
+    """The record of a slot that has no record yet, as ``message`` names it (a backfilled slot's
+    record names its backfill)."""
+    if message.backfill:
+        backfill, dependants = parse_backfill_ref(message.backfill)
+        fields = {"backfill": backfill, "backfill_dependants": dependants, **fields}
     return Execution(
         job_id=message.job_id,
         tenant=message.tenant,

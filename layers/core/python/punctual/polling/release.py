@@ -19,6 +19,15 @@ never later than the slot's instant plus the job's ``max_lateness_seconds``; the
 until then. A slot the budget cannot take within that bound is sent on time and reported
 (``RateBudgetOverruns``, and the overrun sink). The message is sent at once either way, so a
 crash after the send loses nothing.
+
+A slot on a day of a calendar its job excludes (:mod:`punctual.calendars`) is not sent: it
+gets a record EXCLUDED naming the calendar and the version it was decided on, and the chain
+goes on to the next slot. The calendars are read here, at release (one batched, eventually
+consistent read per chunk, only for jobs that exclude any), so a calendar change applies from
+the next released slot on without touching the jobs that use it.
+
+BACKFILL timers are the steps of backfills (:mod:`punctual.backfill_runner`): each is handed to
+the backfill runner, which sends the backfill's next slots and arms its next step.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from punctual.backfill_runner import BackfillRunner
+from punctual.calendars import Calendar, excluding, exclusion_note
 from punctual.clock import Clock
 from punctual.instants import format_instant_ms
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
@@ -54,6 +65,7 @@ class ReleaseReport:
     stale: int = 0  # timers of a job gone, changed or paused, and follow-ups no longer wanted
     superseded: int = 0  # timers and slots an earlier release already handled (not sent again)
     skipped: int = 0  # slots newly recorded MISSED
+    excluded: int = 0  # slots newly recorded EXCLUDED (a calendar the job excludes)
     completed: int = 0  # one-time jobs and jobs past their end, marked COMPLETED
     fire_delays_ms: list[float] = field(default_factory=list)  # one per slot sent for the first time
 
@@ -62,6 +74,7 @@ class ReleaseReport:
         self.stale += other.stale
         self.superseded += other.superseded
         self.skipped += other.skipped
+        self.excluded += other.excluded
         self.completed += other.completed
         self.fire_delays_ms.extend(other.fire_delays_ms)
 
@@ -75,6 +88,7 @@ class _Outgoing:
     next_timers: list[Timer] = field(default_factory=list)
     completions: list[Job] = field(default_factory=list)
     missed: list[Execution] = field(default_factory=list)
+    excluded: list[Execution] = field(default_factory=list)
 
 
 class SlotReleaser:
@@ -118,6 +132,7 @@ class SlotReleaser:
         self.routing = config.routing
         self.ledger = BudgetLedger(config.rate_budgets)
         self.overruns: OverrunSink = overruns or LoggedOverruns()
+        self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing)
 
     def queue_for(self, job: Job) -> str:
         return self.routing.queue_for(job)
@@ -160,10 +175,15 @@ class SlotReleaser:
                     out.missed.append(self._missed(job, slot_instant(timer.slot), MISSED_PAUSED, now))
                 continue
             plans.append((job, plan_release(job, slot_instant(timer.slot), now)))
+        self._exclude(plans, now, out)
         started = self._started_slots(plans) if uncertain else set()
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
-        self._followups([t for t in timers if t.kind not in CHAIN_KINDS], jobs, now, out, report)
+        followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind is not TimerKind.BACKFILL]
+        self._followups(followups, jobs, now, out, report)
+        for timer in timers:
+            if timer.kind is TimerKind.BACKFILL:
+                report.released += self.backfills.step(timer, jobs.get((timer.tenant, timer.job_id)))
 
         # Send first, next timers second: see the module docstring.
         for queue, messages in out.messages.items():
@@ -174,9 +194,45 @@ class SlotReleaser:
         if out.next_timers:
             self.store.put_timers(out.next_timers)
         report.skipped += self._record_missed(out.missed, jobs)
+        report.excluded += self._record_excluded(out.excluded)
         for job in out.completions:
             report.completed += self._complete(job, now)
         return report
+
+    def _exclude(self, plans: list[tuple[Job, ReleasePlan]], now: datetime, out: _Outgoing) -> None:
+        """Take the slots on an excluded calendar day out of the plans; record them EXCLUDED."""
+        keys = {(job.tenant, name) for job, _ in plans for name in job.exclude_calendars}
+        if not keys:
+            return
+        calendars = self.store.batch_get_calendars(keys, consistent=False)
+        for job, plan in plans:
+            if not job.exclude_calendars:
+                continue
+            mine: list[Calendar] = [
+                calendars[(job.tenant, n)] for n in job.exclude_calendars if (job.tenant, n) in calendars
+            ]
+            kept: list[datetime] = []
+            for slot in plan.release:
+                calendar = excluding(mine, slot)
+                if calendar is None:
+                    kept.append(slot)
+                else:
+                    out.excluded.append(
+                        self._missed(job, slot, exclusion_note(calendar), now, ExecutionStatus.EXCLUDED)
+                    )
+            plan.release = kept
+
+    def _record_excluded(self, records: list[Execution]) -> int:
+        """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing)."""
+        ttl = int((self.clock.now() + timedelta(days=self.config.retention_days)).timestamp())
+        written = 0
+        for record in records:
+            try:
+                self.store.save_execution(record, None, ttl)
+            except ExecutionConflictError:
+                continue
+            written += 1
+        return written
 
     def _started_slots(self, plans: list[tuple[Job, ReleasePlan]]) -> set[ExecutionKey]:
         """Of the slots these plans would send, those a worker already started (or ran)."""
@@ -278,13 +334,20 @@ class SlotReleaser:
             return message_for(job, timer.slot, execution.scheduled_at, attempt, MessageKind.CHECK, now)
         return None
 
-    def _missed(self, job: Job, slot: datetime, reason: str, now: datetime) -> Execution:
+    def _missed(
+        self,
+        job: Job,
+        slot: datetime,
+        reason: str,
+        now: datetime,
+        status: ExecutionStatus = ExecutionStatus.MISSED,
+    ) -> Execution:
         return Execution(
             job_id=job.id,
             tenant=job.tenant,
             slot=slot_key(slot),
             scheduled_at=dispatch_instant(job, slot),
-            status=ExecutionStatus.MISSED,
+            status=status,
             finished_at=now,
             error=reason,
             job_version=job.version,
@@ -354,5 +417,7 @@ class SlotReleaser:
             self.metrics.add("ResendsAvoided", report.superseded)
         if report.skipped:
             self.metrics.add("SlotsMissed", report.skipped)
+        if report.excluded:
+            self.metrics.add("SlotsExcluded", report.excluded)
         for delay in report.fire_delays_ms:
             self.metrics.add("FireDelayMs", delay, "Milliseconds")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from punctual.backfills import Backfill
+from punctual.calendars import Calendar
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.timers import Lane, Timer
 
@@ -130,6 +132,32 @@ class ExecutionConflictError(ConflictError):
     def __init__(self, message: str, current: Execution | None) -> None:
         super().__init__(message)
         self.current = current
+
+
+class CalendarVersionError(ConflictError):
+    """The calendar is not at the version the caller expected (``current_version``: None when absent)."""
+
+    def __init__(self, message: str, current_version: int | None = None) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
+class CalendarInUseError(ConflictError):
+    """A calendar that jobs exclude cannot be deleted: ``jobs`` names them."""
+
+    def __init__(self, name: str, jobs: Sequence[str]) -> None:
+        shown = ", ".join(jobs[:20]) + (f" and {len(jobs) - 20} more" if len(jobs) > 20 else "")
+        super().__init__(f"calendar {name!r} is excluded by jobs {shown}: remove it from them first")
+        self.name = name
+        self.jobs = list(jobs)
+
+
+class CalendarNotFoundError(StoreError):
+    """A job names a calendar the tenant does not have."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"calendar {name!r} does not exist")
+        self.name = name
 
 
 @dataclass(frozen=True)
@@ -510,6 +538,71 @@ class AlertRepository(ABC):
         those held back since its last alert is returned (and reset)."""
 
 
+class CalendarRepository(ABC):
+    """Exclusion calendars (:mod:`punctual.calendars`) and the jobs that use each one."""
+
+    @abstractmethod
+    def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:
+        """Create (``expected_version`` None: it must not exist) or replace (it must be at
+        ``expected_version``) ``calendar``, already at its new version.
+
+        Raises :class:`CalendarVersionError` with the stored version otherwise.
+        """
+
+    @abstractmethod
+    def get_calendar(self, tenant: str, name: str, consistent: bool = True) -> Calendar | None: ...
+
+    @abstractmethod
+    def batch_get_calendars(
+        self, keys: Iterable[tuple[str, str]], consistent: bool = False
+    ) -> dict[tuple[str, str], Calendar]:
+        """Many calendars at once, keyed (tenant, name); missing ones are absent."""
+
+    @abstractmethod
+    def list_calendars(self, tenant: str, limit: int, cursor: str | None = None) -> Page[Calendar]:
+        """A page of the tenant's calendars ordered by name."""
+
+    @abstractmethod
+    def delete_calendar(self, tenant: str, name: str, expected_version: int | None = None) -> None:
+        """Delete the calendar if no job uses it (and it is at ``expected_version`` when given).
+
+        Raises
+        ------
+        CalendarInUseError
+            Jobs use it (it names them).
+        CalendarVersionError
+            It does not exist (``current_version`` None) or is at another version.
+        """
+
+    @abstractmethod
+    def use_calendars(self, tenant: str, job_id: str, names: Sequence[str], present: bool) -> None:
+        """Record (``present``) or remove ``job_id`` as a user of each calendar.
+
+        Recording is conditional on the calendar existing (:class:`CalendarNotFoundError`
+        otherwise), so a calendar cannot be deleted between a job's check and its use of it.
+        """
+
+    @abstractmethod
+    def calendar_users(self, tenant: str, name: str) -> list[str]:
+        """The ids of the jobs recorded as users of the calendar."""
+
+
+class BackfillRepository(ABC):
+    """Backfill records (:mod:`punctual.backfills`), one per (job, range)."""
+
+    @abstractmethod
+    def create_backfill(self, backfill: Backfill, replacing: Backfill | None = None) -> Backfill:
+        """Store ``backfill`` if no record of its id exists (or, with ``replacing``, if the stored
+        one is still ``replacing``); return the stored record, whichever request wrote it."""
+
+    @abstractmethod
+    def get_backfill(self, tenant: str, job_id: str, backfill_id: str) -> Backfill | None: ...
+
+    @abstractmethod
+    def update_backfill(self, backfill: Backfill, expected_revision: int) -> bool:
+        """Write ``backfill`` if the stored one is at ``expected_revision``; False when it is not."""
+
+
 class JobStore(
     JobRepository,
     TimerRepository,
@@ -517,6 +610,8 @@ class JobStore(
     DependencyRepository,
     ScheduleGroupRepository,
     AlertRepository,
+    CalendarRepository,
+    BackfillRepository,
 ):
     """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
 

@@ -3,7 +3,8 @@
 One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: jobs
 (:mod:`.jobs`), timers, watermarks and progress (:mod:`.timers`), executions and turns
 (:mod:`.executions`), dependencies (:mod:`.dependencies`),
-schedule groups (:mod:`.groups`), alerts (:mod:`.alerts`). Every item's key and every
+schedule groups (:mod:`.groups`), alerts (:mod:`.alerts`), calendars and backfills
+(:mod:`.calendars`). Every item's key and every
 expression is built in :mod:`.schema` (which lists the items); shared helpers in :mod:`.keys`.
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
@@ -14,6 +15,7 @@ from __future__ import annotations
 from punctual.store.base import JobStore
 from punctual.store.dynamo.alerts import DynamoAlerts
 from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.calendars import DynamoCalendars
 from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
 from punctual.store.dynamo.groups import DynamoGroups
@@ -23,7 +25,14 @@ from punctual.store.dynamo.timers import DynamoTimers
 
 
 class DynamoStore(
-    DynamoJobs, DynamoTimers, DynamoExecutions, DynamoDependencies, DynamoGroups, DynamoAlerts, JobStore
+    DynamoJobs,
+    DynamoTimers,
+    DynamoExecutions,
+    DynamoDependencies,
+    DynamoGroups,
+    DynamoAlerts,
+    DynamoCalendars,
+    JobStore,
 ):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""
 
@@ -32,6 +41,7 @@ __all__ = [
     "WATERMARK_CHUNK",
     "DynamoAlerts",
     "DynamoBase",
+    "DynamoCalendars",
     "DynamoDependencies",
     "DynamoExecutions",
     "DynamoGroups",

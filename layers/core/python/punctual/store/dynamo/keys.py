@@ -43,6 +43,7 @@ _KIND_CODE = {
     TimerKind.CHILD: "c",
     TimerKind.CATCHUP: "k",
     TimerKind.QUEUED: "q",
+    TimerKind.BACKFILL: "b",
 }
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 

@@ -23,6 +23,8 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
     progress     pk=progress#<minute>      sk=<group>/<count> through_ms, expires_at
     layout       pk=meta#layout            sk=layout         far, near (shard counts)
+    calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
+    backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
 
@@ -491,3 +493,52 @@ def send_throttled(now_ms: int, interval_s: int) -> Expression:
 def hold_throttled() -> Expression:
     """Count one alert of a rule held back by its interval."""
     return Expression(update="ADD held :one", values={":one": _n(1)})
+
+
+# ------------------------------------------------------------- calendars and backfills
+
+CALENDAR_PREFIX = "cal#"
+
+
+def calendar_key(tenant: str, name: str) -> Key:
+    return _key(tenant_pk(tenant), f"{CALENDAR_PREFIX}{name}")
+
+
+def backfill_key(tenant: str, job_id: str, backfill_id: str) -> Key:
+    return _key(job_pk(tenant, job_id), f"backfill#{backfill_id}")
+
+
+def put_calendar(version: int, doc: str, expected_version: int | None) -> Expression:
+    """Write a calendar's version and document, keeping its users: a create must find no item,
+    a replace the item at ``expected_version``."""
+    values: dict[str, Any] = {":v": _n(version), ":d": _s(doc)}
+    condition = "attribute_not_exists(pk)"
+    if expected_version is not None:
+        condition = "version = :e"
+        values[":e"] = _n(expected_version)
+    return Expression(update="SET version = :v, doc = :d", condition=condition, values=values)
+
+
+def delete_calendar(expected_version: int | None) -> Expression:
+    """Delete a calendar only while no job is recorded as its user (and at ``expected_version``)."""
+    condition = "attribute_exists(pk) AND (attribute_not_exists(#u) OR size(#u) = :zero)"
+    values: dict[str, Any] = {":zero": _n(0)}
+    if expected_version is not None:
+        condition += " AND version = :e"
+        values[":e"] = _n(expected_version)
+    return Expression(condition=condition, names={"#u": "users"}, values=values)
+
+
+def use_calendar(job_id: str, present: bool) -> Expression:
+    """Add (``present``) or remove a job as a user of a calendar that exists."""
+    return Expression(
+        update=("ADD #u :j" if present else "DELETE #u :j"),
+        condition="attribute_exists(pk)",
+        names={"#u": "users"},
+        values={":j": {"SS": [job_id]}},
+    )
+
+
+def backfill_revision(revision: int) -> Expression:
+    """Write a backfill record only over the one at ``revision``."""
+    return Expression(condition="rev = :r", values={":r": _n(revision)})

@@ -1,6 +1,6 @@
 """An in-memory JobStore with the same semantics as the DynamoDB one, one mixin per aggregate
 (:mod:`.jobs`, :mod:`.timers`, :mod:`.executions`, :mod:`.dependencies`, :mod:`.groups`,
-:mod:`.alerts`) over
+:mod:`.alerts`, :mod:`.calendars`) over
 :class:`~.base.MemoryBase`.
 
 Used by logic tests and the CPU benchmark. One lock makes every operation atomic, the
@@ -12,6 +12,7 @@ from __future__ import annotations
 from punctual.store.base import JobStore
 from punctual.store.memory.alerts import MemoryAlerts
 from punctual.store.memory.base import MemoryBase, tag_matches
+from punctual.store.memory.calendars import MemoryCalendars
 from punctual.store.memory.dependencies import MemoryDependencies
 from punctual.store.memory.executions import MemoryExecutions
 from punctual.store.memory.groups import MemoryGroups
@@ -20,7 +21,14 @@ from punctual.store.memory.timers import MemoryTimers
 
 
 class MemoryStore(
-    MemoryJobs, MemoryTimers, MemoryExecutions, MemoryDependencies, MemoryGroups, MemoryAlerts, JobStore
+    MemoryJobs,
+    MemoryTimers,
+    MemoryExecutions,
+    MemoryDependencies,
+    MemoryGroups,
+    MemoryAlerts,
+    MemoryCalendars,
+    JobStore,
 ):
     """JobStore in memory: every aggregate's implementation, on one lock."""
 

@@ -9,6 +9,8 @@ from collections import defaultdict
 from datetime import datetime
 from typing import TypeVar
 
+from punctual.backfills import Backfill
+from punctual.calendars import Calendar
 from punctual.models import Alert, Execution, Job
 from punctual.store.base import (
     ExecutionKey,
@@ -53,6 +55,9 @@ class MemoryBase:
         self._alert_items: dict[tuple[str, str, str, str], Alert] = {}  # (tenant, job, key slot, condition)
         self._streaks: dict[JobKey, str] = {}  # a failing job's first failed slot
         self._throttles: dict[tuple[str, str, int], tuple[datetime, int]] = {}  # (last sent, held back)
+        self._calendars: dict[tuple[str, str], Calendar] = {}
+        self._calendar_users: dict[tuple[str, str], set[str]] = {}
+        self._backfills: dict[tuple[str, str, str], Backfill] = {}
         self.timer_writes = 0  # counted for tests and benchmarks
 
     def _put_timer(self, timer: Timer) -> None:

@@ -1,0 +1,256 @@
+"""The calendar and backfill verbs of the ``punctual`` command.
+
+``punctual calendars put|get|list|delete`` (``put --ics FILE`` imports the all-day events of an
+iCalendar file, :mod:`punctual_cli.ics`), ``punctual jobs backfill JOB --from ... --to ...``, and
+``punctual backfills get|cancel JOB BACKFILL``. Errors follow :mod:`punctual_cli.api_verbs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from punctual.schedules import ScheduleError, format_instant, parse_instant
+from punctual_cli.api_verbs import (
+    CliInputError,
+    _client,
+    _common,
+    _emit,
+    _guarded,
+    _job_id,
+    _limit,
+    _table,
+    _version,
+)
+from punctual_cli.ics import IcsError, parse_ics
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_RANGE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})$")
+
+
+def _name(text: str) -> str:
+    if not _NAME_RE.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"a calendar name is 1-64 letters, digits, '-', '_' or '.', got {text[:80]!r}"
+        )
+    return text
+
+
+def _instant_text(text: str) -> str:
+    try:
+        return format_instant(parse_instant(text))
+    except ScheduleError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _day_range(text: str) -> dict[str, str]:
+    match = _RANGE_RE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"a range is FIRST..LAST (YYYY-MM-DD..YYYY-MM-DD), got {text[:80]!r}"
+        )
+    return {"start": match[1], "end": match[2]}
+
+
+def read_ics(path: str) -> dict[str, Any]:
+    """The calendar body of an iCalendar file ('-': stdin); CliInputError naming the problem."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliInputError(f"cannot read {path}: {exc}") from None
+    try:
+        found = parse_ics(text)
+    except IcsError as exc:
+        raise CliInputError(f"{path}: {exc}") from None
+    if found.skipped_timed:
+        sys.stderr.write(
+            f"punctual: note: {found.skipped_timed} timed event(s) in {path} skipped (not whole days)\n"
+        )
+    return found.spec()
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _calendar_detail(calendar: Mapping[str, Any]) -> str:
+    ranges = ", ".join(f"{r['start']}..{r['end']}" for r in calendar.get("ranges") or [])
+    return (
+        f"{calendar['name']}  version {calendar['version']}  [{calendar.get('timezone', 'UTC')}]\n"
+        f"dates:  {', '.join(calendar.get('dates') or []) or '-'}\n"
+        f"ranges: {ranges or '-'}\n"
+    )
+
+
+def _backfill_detail(backfill: Mapping[str, Any]) -> str:
+    progress = ", ".join(f"{status} {count}" for status, count in (backfill.get("progress") or {}).items())
+    return (
+        f"backfill {backfill['id']} of job {backfill['job_id']}: {backfill['state']}"
+        + (f" ({backfill['reason']})" if backfill.get("reason") else "")
+        + "\n"
+        f"range:    {backfill['start']} .. {backfill['end']} (end excluded)\n"
+        f"slots:    {backfill['slots']} to run, {backfill['already_run']} already run,"
+        f" {backfill['excluded']} excluded by calendars\n"
+        f"progress: {progress or '-'}\n"
+        f"follow:   punctual backfills get {backfill['job_id']} {backfill['id']}\n"
+    )
+
+
+# --------------------------------------------------------------------------- verbs
+
+
+def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
+    body: dict[str, Any] = {"timezone": "UTC", "dates": [], "ranges": []}
+    if args.file:
+        try:
+            loaded = json.loads(Path(args.file).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CliInputError(f"cannot read {args.file} as JSON: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise CliInputError(f"{args.file}: a calendar is a JSON object")
+        body.update(loaded)
+    if args.ics:
+        imported = read_ics(args.ics)
+        body["timezone"] = imported["timezone"]
+        body["dates"] = [*body["dates"], *imported["dates"]]
+        body["ranges"] = [*body["ranges"], *imported["ranges"]]
+    body["dates"] = [*body["dates"], *(args.date or [])]
+    body["ranges"] = [*body["ranges"], *(args.range or [])]
+    if args.tz:
+        body["timezone"] = args.tz
+    calendar = _client(args).put_calendar(args.name, body, args.if_match)
+    return _emit(args, out, calendar, _calendar_detail)
+
+
+def _cmd_calendars_get(args: argparse.Namespace, out: TextIO) -> int:
+    return _emit(args, out, _client(args).get_calendar(args.name), _calendar_detail)
+
+
+def _cmd_calendars_list(args: argparse.Namespace, out: TextIO) -> int:
+    page = _client(args).list_calendars(args.limit, args.next_token)
+
+    def human(p: Mapping[str, Any]) -> str:
+        rows = [
+            [
+                c["name"],
+                c.get("timezone", ""),
+                str(len(c.get("dates") or [])),
+                str(len(c.get("ranges") or [])),
+                str(c["version"]),
+            ]
+            for c in p["items"]
+        ]
+        text = _table(rows, ["NAME", "TZ", "DATES", "RANGES", "VERSION"])
+        return text + (f"\nmore: --next-token {p['next_token']}\n" if p.get("next_token") else "")
+
+    return _emit(args, out, page, human)
+
+
+def _cmd_calendars_delete(args: argparse.Namespace, out: TextIO) -> int:
+    _client(args).delete_calendar(args.name, args.if_match)
+    return _emit(args, out, {"name": args.name, "deleted": True}, lambda d: f"deleted calendar {d['name']}\n")
+
+
+def _cmd_jobs_backfill(args: argparse.Namespace, out: TextIO) -> int:
+    backfill = _client(args).backfill_job(
+        args.job_id, args.start, args.end, args.include_dependants, args.max_parallel
+    )
+    return _emit(args, out, backfill, _backfill_detail)
+
+
+def _cmd_backfills_get(args: argparse.Namespace, out: TextIO) -> int:
+    return _emit(args, out, _client(args).get_backfill(args.job_id, args.backfill_id), _backfill_detail)
+
+
+def _cmd_backfills_cancel(args: argparse.Namespace, out: TextIO) -> int:
+    return _emit(args, out, _client(args).cancel_backfill(args.job_id, args.backfill_id), _backfill_detail)
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+def _parallel(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 100, got {text!r}")
+    return int(text)
+
+
+def add_backfill_action(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``punctual jobs backfill JOB --from INSTANT --to INSTANT``."""
+    backfill = sub.add_parser(
+        "backfill",
+        parents=[common],
+        help="run a job's past slots in [--from, --to) that have no execution yet",
+    )
+    backfill.add_argument("job_id", metavar="JOB", type=_job_id)
+    backfill.add_argument("--from", dest="start", required=True, type=_instant_text, metavar="INSTANT")
+    backfill.add_argument(
+        "--to", dest="end", required=True, type=_instant_text, metavar="INSTANT", help="excluded"
+    )
+    backfill.add_argument("--include-dependants", action="store_true", help="also run its after() jobs")
+    backfill.add_argument(
+        "--max-parallel", type=_parallel, metavar="N", help="slots in flight at once, 1-100"
+    )
+    backfill.set_defaults(handler=_guarded(_cmd_jobs_backfill))
+
+
+def add_backfills(verbs: Any) -> None:
+    """``punctual backfills get|cancel JOB BACKFILL``."""
+    common = _common()
+    group = verbs.add_parser(
+        "backfills", help="follow or cancel a backfill (punctual jobs backfill starts one)"
+    )
+    sub = group.add_subparsers(dest="backfills_command", metavar="ACTION", parser_class=type(group))
+    sub.required = True
+    for action, text, run in (
+        ("get", "a backfill's progress", _cmd_backfills_get),
+        ("cancel", "cancel what has not started", _cmd_backfills_cancel),
+    ):
+        parser = sub.add_parser(action, parents=[common], help=text)
+        parser.add_argument("job_id", metavar="JOB", type=_job_id)
+        parser.add_argument("backfill_id", metavar="BACKFILL")
+        parser.set_defaults(handler=_guarded(run))
+
+
+def add_calendars(verbs: Any) -> None:
+    """``punctual calendars put|get|list|delete``."""
+    common = _common()
+    group = verbs.add_parser("calendars", help="exclusion calendars: days jobs do not fire on")
+    sub = group.add_subparsers(dest="calendars_command", metavar="ACTION", parser_class=type(group))
+    sub.required = True
+
+    put = sub.add_parser(
+        "put", parents=[common], help="create or replace a calendar from --ics, --file, --date and --range"
+    )
+    put.add_argument("name", metavar="NAME", type=_name)
+    put.add_argument(
+        "--ics", metavar="PATH", help="import the all-day events of an iCalendar file ('-': stdin)"
+    )
+    put.add_argument("--file", "-f", metavar="PATH", help="a calendar as JSON (timezone, dates, ranges)")
+    put.add_argument("--date", action="append", metavar="YYYY-MM-DD", help="a day to exclude (repeatable)")
+    put.add_argument(
+        "--range", action="append", type=_day_range, metavar="FIRST..LAST", help="days to exclude"
+    )
+    put.add_argument("--tz", metavar="ZONE", help="the calendar's time zone (default: the file's, else UTC)")
+    put.add_argument("--if-match", type=_version, metavar="VERSION")
+    put.set_defaults(handler=_guarded(_cmd_calendars_put))
+
+    get = sub.add_parser("get", parents=[common], help="show a calendar")
+    get.add_argument("name", metavar="NAME", type=_name)
+    get.set_defaults(handler=_guarded(_cmd_calendars_get))
+
+    listing = sub.add_parser("list", parents=[common], help="list calendars")
+    listing.add_argument(
+        "--limit", type=_limit, default=50, metavar="N", help="page size, 1-100 (default 50)"
+    )
+    listing.add_argument("--next-token", metavar="TOKEN")
+    listing.set_defaults(handler=_guarded(_cmd_calendars_list))
+
+    delete = sub.add_parser("delete", parents=[common], help="delete a calendar no job uses")
+    delete.add_argument("name", metavar="NAME", type=_name)
+    delete.add_argument("--if-match", type=_version, metavar="VERSION")
+    delete.set_defaults(handler=_guarded(_cmd_calendars_delete))

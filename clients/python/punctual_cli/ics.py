@@ -1,0 +1,135 @@
+"""A small reader of iCalendar files (RFC 5545) for exclusion calendars: all-day events only.
+
+What it reads: every ``VEVENT`` whose ``DTSTART`` is a date (``DTSTART;VALUE=DATE:20261225``, or
+an 8-digit value), ending at ``DTEND`` (exclusive, as RFC 5545 says; absent: one day) or after a
+``DURATION`` of whole days (``P3D``, ``P1W``). Folded lines are unfolded. The calendar's time zone
+is ``X-WR-TIMEZONE`` when the file names one.
+
+What it refuses, with the line: an all-day event with ``RRULE`` or ``RDATE`` (recurring events are
+out of scope: expand them first, or list the dates), an end before the start, a malformed date.
+Timed events (``DTSTART`` with a time) are not whole days: they are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from typing import Any
+
+_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
+_DURATION = re.compile(r"^P(?:(\d+)W|(\d+)D)$")
+
+
+class IcsError(ValueError):
+    """The file cannot be read as a calendar of all-day events (the message names the line)."""
+
+
+@dataclass
+class IcsCalendar:
+    """What a file holds: its zone (if named), the single days and the inclusive ranges."""
+
+    timezone: str | None = None
+    dates: list[str] = field(default_factory=list)
+    ranges: list[dict[str, str]] = field(default_factory=list)
+    skipped_timed: int = 0
+
+    def spec(self, timezone: str | None = None) -> dict[str, Any]:
+        """A calendar body for ``PUT /v1/calendars/{name}`` (``timezone`` overrides the file's)."""
+        return {
+            "timezone": timezone or self.timezone or "UTC",
+            "dates": sorted(set(self.dates)),
+            "ranges": sorted(self.ranges, key=lambda r: (r["start"], r["end"])),
+        }
+
+
+def _unfold(text: str) -> list[tuple[int, str]]:
+    """Content lines with their first line number; a line starting with space or tab continues."""
+    lines: list[tuple[int, str]] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if raw[:1] in (" ", "\t") and lines:
+            first, previous = lines[-1]
+            lines[-1] = (first, previous + raw[1:])
+        elif raw.strip():
+            lines.append((number, raw))
+    return lines
+
+
+def _split(line: str) -> tuple[str, dict[str, str], str]:
+    """``NAME;P=V;Q=W:value`` -> (NAME, {P: V, Q: W}, value)."""
+    head, _, value = line.partition(":")
+    name, *params = head.split(";")
+    parsed = {}
+    for param in params:
+        key, _, val = param.partition("=")
+        parsed[key.upper()] = val.strip('"')
+    return name.upper(), parsed, value.strip()
+
+
+def _day(value: str, number: int, what: str) -> date:
+    match = _DATE.match(value)
+    if not match:
+        raise IcsError(f"line {number}: {what} {value[:40]!r} is not a date (YYYYMMDD)")
+    try:
+        return date(int(match[1]), int(match[2]), int(match[3]))
+    except ValueError as exc:
+        raise IcsError(f"line {number}: {what} {value!r} is not a valid date ({exc})") from None
+
+
+def parse_ics(text: str) -> IcsCalendar:
+    """Read the all-day events of an iCalendar document (see the module docstring)."""
+    lines = _unfold(text.lstrip("\ufeff"))
+    if not lines or _split(lines[0][1])[::2] != ("BEGIN", "VCALENDAR"):
+        raise IcsError("not an iCalendar file: it does not begin with BEGIN:VCALENDAR")
+    found = IcsCalendar()
+    event: dict[str, tuple[int, dict[str, str], str]] | None = None
+    event_line = 0
+    for number, line in lines:
+        name, params, value = _split(line)
+        if name == "X-WR-TIMEZONE" and event is None:
+            found.timezone = value or None
+        elif name == "BEGIN" and value.upper() == "VEVENT":
+            event, event_line = {}, number
+        elif name == "END" and value.upper() == "VEVENT":
+            if event is None:
+                raise IcsError(f"line {number}: END:VEVENT without BEGIN:VEVENT")
+            _add_event(found, event, event_line)
+            event = None
+        elif event is not None and name not in event:
+            event[name] = (number, params, value)
+    if event is not None:
+        raise IcsError(f"line {event_line}: VEVENT has no END:VEVENT")
+    return found
+
+
+def _add_event(found: IcsCalendar, event: dict[str, tuple[int, dict[str, str], str]], line: int) -> None:
+    if "DTSTART" not in event:
+        raise IcsError(f"line {line}: VEVENT has no DTSTART")
+    number, params, value = event["DTSTART"]
+    if params.get("VALUE", "").upper() != "DATE" and not _DATE.match(value):
+        found.skipped_timed += 1  # a timed event is not a whole day
+        return
+    for recurring in ("RRULE", "RDATE"):
+        if recurring in event:
+            raise IcsError(
+                f"line {event[recurring][0]}: recurring events ({recurring}) are not supported;"
+                " list each day (or expand the file) instead"
+            )
+    first = _day(value, number, "DTSTART")
+    end = first + timedelta(days=1)
+    if "DTEND" in event:
+        end_number, _, end_value = event["DTEND"]
+        end = _day(end_value, end_number, "DTEND")
+    elif "DURATION" in event:
+        dur_number, _, dur_value = event["DURATION"]
+        match = _DURATION.match(dur_value)
+        if not match:
+            raise IcsError(f"line {dur_number}: DURATION {dur_value!r} is not whole days or weeks")
+        end = first + timedelta(days=int(match[1]) * 7 if match[1] else int(match[2]))
+    if end <= first:
+        raise IcsError(f"line {line}: the event ends ({end}) before it starts ({first})")
+    last = end - timedelta(days=1)  # DTEND of a date event is exclusive
+    if last == first:
+        found.dates.append(first.isoformat())
+    else:
+        found.ranges.append({"start": first.isoformat(), "end": last.isoformat()})

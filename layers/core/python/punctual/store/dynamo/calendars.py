@@ -1,0 +1,188 @@
+"""Calendars and backfills in DynamoDB (items, keys and expressions in :mod:`.schema`).
+
+A calendar's ``users`` are the jobs that exclude it: a job adds itself with a write conditional on
+the calendar existing, and a delete is conditional on the set being empty, so a calendar in use is
+never deleted, whatever the interleaving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.backfills import Backfill
+from punctual.calendars import Calendar
+from punctual.store.base import (
+    BackfillRepository,
+    CalendarInUseError,
+    CalendarNotFoundError,
+    CalendarRepository,
+    CalendarVersionError,
+    Page,
+)
+from punctual.store.dynamo import schema
+from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.schema import _n, _s, backfill_key, calendar_key, tenant_pk
+
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+def _failed(exc: ClientError) -> bool:
+    return bool(exc.response["Error"]["Code"] == _CONDITION_FAILED)
+
+
+class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
+    """Calendars (with their users) and backfill records in DynamoDB."""
+
+    # ---------------------------------------------------------------- calendars
+
+    @staticmethod
+    def _calendar_of(item: dict[str, Any]) -> Calendar:
+        calendar = Calendar.model_validate_json(item["doc"]["S"])
+        return calendar.model_copy(update={"version": int(item["version"]["N"])})
+
+    def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:
+        expr = schema.put_calendar(calendar.version, calendar.model_dump_json(), expected_version)
+        try:
+            # An update, not a put: the users set stays as it is.
+            self.client.update_item(
+                TableName=self.table,
+                Key=calendar_key(calendar.tenant, calendar.name),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **expr.fields(),
+            )
+        except ClientError as exc:
+            if not _failed(exc):
+                raise
+            old = exc.response.get("Item")
+            have = int(old["version"]["N"]) if old and "version" in old else None
+            raise CalendarVersionError(
+                f"calendar {calendar.name!r} is at version {have}, not {expected_version}", have
+            ) from None
+
+    def get_calendar(self, tenant: str, name: str, consistent: bool = True) -> Calendar | None:
+        item = self.client.get_item(
+            TableName=self.table, Key=calendar_key(tenant, name), ConsistentRead=consistent
+        ).get("Item")
+        return self._calendar_of(item) if item and "doc" in item else None
+
+    def batch_get_calendars(
+        self, keys: Iterable[tuple[str, str]], consistent: bool = False
+    ) -> dict[tuple[str, str], Calendar]:
+        unique = sorted(set(keys))
+        if not unique:
+            return {}
+        items = self._batch_get([calendar_key(t, n) for t, n in unique], consistent)
+        found = (self._calendar_of(item) for item in items if "doc" in item)
+        return {(c.tenant, c.name): c for c in found}
+
+    def list_calendars(self, tenant: str, limit: int, cursor: str | None = None) -> Page[Calendar]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Limit": limit,
+            "ConsistentRead": True,
+            **schema.partition(tenant_pk(tenant), schema.CALENDAR_PREFIX).fields(),
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = calendar_key(tenant, cursor)
+        reply = self.client.query(**request)
+        items = [self._calendar_of(item) for item in reply.get("Items", [])]
+        more = reply.get("LastEvaluatedKey")
+        return Page(items, items[-1].name if more and items else None)
+
+    def delete_calendar(self, tenant: str, name: str, expected_version: int | None = None) -> None:
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=calendar_key(tenant, name),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **schema.delete_calendar(expected_version).fields(),
+            )
+        except ClientError as exc:
+            if not _failed(exc):
+                raise
+            old = exc.response.get("Item")
+            users = sorted(old.get("users", {}).get("SS", [])) if old else []
+            have = int(old["version"]["N"]) if old and "version" in old else None
+            if users and (expected_version is None or have == expected_version):
+                raise CalendarInUseError(name, users) from None
+            raise CalendarVersionError(
+                f"calendar {name!r} is at version {have}, not {expected_version}", have
+            ) from None
+
+    def use_calendars(self, tenant: str, job_id: str, names: Sequence[str], present: bool) -> None:
+        for name in names:
+            try:
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=calendar_key(tenant, name),
+                    **schema.use_calendar(job_id, present).fields(),
+                )
+            except ClientError as exc:
+                if not _failed(exc):
+                    raise
+                if present:
+                    raise CalendarNotFoundError(name) from None
+                # removing a user of a calendar that is gone: nothing to do
+
+    def calendar_users(self, tenant: str, name: str) -> list[str]:
+        item = self.client.get_item(
+            TableName=self.table, Key=calendar_key(tenant, name), ConsistentRead=True
+        ).get("Item")
+        return sorted(item.get("users", {}).get("SS", [])) if item else []
+
+    # ---------------------------------------------------------------- backfills
+
+    @staticmethod
+    def _backfill_of(item: dict[str, Any]) -> Backfill:
+        return Backfill.model_validate_json(item["doc"]["S"])
+
+    def _backfill_item(self, backfill: Backfill) -> dict[str, Any]:
+        return {
+            **backfill_key(backfill.tenant, backfill.job_id, backfill.id),
+            "rev": _n(backfill.revision),
+            "state": _s(backfill.state.value),
+            "doc": _s(backfill.model_dump_json()),
+        }
+
+    def create_backfill(self, backfill: Backfill, replacing: Backfill | None = None) -> Backfill:
+        expr = schema.CREATE if replacing is None else schema.backfill_revision(replacing.revision)
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=self._backfill_item(backfill),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **expr.fields(),
+            )
+        except ClientError as exc:
+            if not _failed(exc):
+                raise
+            old = exc.response.get("Item")
+            if old and "doc" in old:
+                return self._backfill_of(old)
+            found = self.get_backfill(backfill.tenant, backfill.job_id, backfill.id)
+            if found is None:
+                raise
+            return found
+        return backfill
+
+    def get_backfill(self, tenant: str, job_id: str, backfill_id: str) -> Backfill | None:
+        item = self.client.get_item(
+            TableName=self.table, Key=backfill_key(tenant, job_id, backfill_id), ConsistentRead=True
+        ).get("Item")
+        return self._backfill_of(item) if item and "doc" in item else None
+
+    def update_backfill(self, backfill: Backfill, expected_revision: int) -> bool:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=self._backfill_item(backfill),
+                **schema.backfill_revision(expected_revision).fields(),
+            )
+        except ClientError as exc:
+            if not _failed(exc):
+                raise
+            return False
+        return True

@@ -1,0 +1,127 @@
+"""The iCalendar import of the CLI (all-day events) and ``punctual next`` with excluded days."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from punctual_cli.cli import main
+from punctual_cli.ics import IcsError, parse_ics
+
+HOLIDAYS = """BEGIN:VCALENDAR\r
+VERSION:2.0\r
+PRODID:-//test//EN\r
+X-WR-TIMEZONE:Europe/Berlin\r
+BEGIN:VEVENT\r
+SUMMARY:Christmas\r
+DTSTART;VALUE=DATE:20261225\r
+DTEND;VALUE=DATE:20261227\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+SUMMARY:New Year's\r
+  Day\r
+DTSTART;VALUE=DATE:20270101\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+SUMMARY:Carnival week\r
+DTSTART:20270208\r
+DURATION:P1W\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+SUMMARY:A meeting\r
+DTSTART:20261224T100000Z\r
+DTEND:20261224T110000Z\r
+END:VEVENT\r
+END:VCALENDAR\r
+"""
+
+
+def test_all_day_events_become_dates_and_inclusive_ranges() -> None:
+    found = parse_ics(HOLIDAYS)
+    assert found.timezone == "Europe/Berlin" and found.skipped_timed == 1
+    assert found.spec() == {
+        "timezone": "Europe/Berlin",
+        "dates": ["2027-01-01"],
+        "ranges": [
+            {"start": "2026-12-25", "end": "2026-12-26"},  # DTEND is exclusive
+            {"start": "2027-02-08", "end": "2027-02-14"},
+        ],
+    }
+    assert found.spec("UTC")["timezone"] == "UTC"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("BEGIN:VEVENT\nEND:VEVENT\n", "BEGIN:VCALENDAR"),
+        ("BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:20261301\nEND:VEVENT\nEND:VCALENDAR\n", "line 3"),
+        (
+            "BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:20261225\nRRULE:FREQ=YEARLY\nEND:VEVENT\n",
+            "line 4: recurring events (RRULE)",
+        ),
+        (
+            "BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:20261225\nDTEND;VALUE=DATE:20261224\nEND:VEVENT\n",
+            "ends (2026-12-24) before it starts",
+        ),
+        ("BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:20261225\n", "no END:VEVENT"),
+        ("BEGIN:VCALENDAR\nBEGIN:VEVENT\nSUMMARY:x\nEND:VEVENT\n", "no DTSTART"),
+        ("BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART:20261225\nDURATION:PT5H\nEND:VEVENT\n", "whole days"),
+    ],
+)
+def test_what_cannot_be_read_is_named_with_its_line(text: str, words: str) -> None:
+    with pytest.raises(IcsError) as refused:
+        parse_ics(text)
+    assert words in str(refused.value)
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    import sys
+
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = main(list(argv))
+    finally:
+        sys.stdout, sys.stderr = saved
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_next_skips_excluded_days_and_can_show_them(tmp_path: Path) -> None:
+    ics = tmp_path / "holidays.ics"
+    ics.write_text(HOLIDAYS, encoding="utf-8")
+    base = ("next", "cron(0 9 * * ? *)", "--tz", "Europe/Berlin", "--after", "2026-12-24T12:00:00Z")
+    code, out, err = run(*base, "--count", "3", "--exclude-ics", str(ics))
+    assert (code, err) == (0, "")
+    assert out.split() == ["2026-12-27T08:00:00Z", "2026-12-28T08:00:00Z", "2026-12-29T08:00:00Z"]
+    code, out, _ = run(*base, "--count", "2", "--exclude-date", "2026-12-25", "--show-excluded")
+    assert out.splitlines() == [
+        "2026-12-25T08:00:00Z  excluded",
+        "2026-12-26T08:00:00Z",
+        "2026-12-27T08:00:00Z",
+    ]
+    # the day is a day of the exclusion's zone: 23:30Z on the 24th is already the 25th in Berlin
+    late = ("next", "cron(30 23 * * ? *)", "--after", "2026-12-24T12:00:00Z", "--count", "1")
+    assert run(*late, "--exclude-date", "2026-12-25")[1].split() == ["2026-12-24T23:30:00Z"]
+    in_berlin = run(*late, "--exclude-date", "2026-12-25", "--exclude-tz", "Europe/Berlin")
+    assert in_berlin[1].split() == ["2026-12-25T23:30:00Z"]
+
+
+def test_next_refuses_bad_exclusions_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.ics"
+    bad.write_text(
+        "BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:20261225\nRRULE:FREQ=YEARLY\nEND:VEVENT\n"
+    )
+    for extra in (
+        ("--exclude-date", "2026-02-30"),
+        ("--exclude-ics", str(bad)),
+        ("--exclude-ics", str(tmp_path / "missing.ics")),
+        ("--exclude-date", "2026-12-25", "--exclude-tz", "Mars/Olympus"),
+    ):
+        code, out, err = run("next", "rate(1 day)", *extra)
+        assert code == 2 and out == "" and err.startswith("punctual: error: ") and err.count("\n") == 1, (
+            extra,
+            err,
+        )
