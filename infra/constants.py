@@ -184,9 +184,11 @@ _HOT_PATH_TABLE_ACTIONS = (
 )
 TABLE_ACTIONS_BY_COMPONENT: Final = {
     # Jobs (transactions: put, update, delete items), history, the Idempotency-Key records
-    # (Powertools: get, put, update, delete) and the per-tenant request counter.
+    # (Powertools: get, put, update, delete), the per-tenant request counter, and a job's
+    # exclusion calendars read together for its next slots (BatchGetItem).
     "api": (
         "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
         "dynamodb:Query",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",

@@ -152,6 +152,7 @@ class Settings(BaseModel):
 
         parse_budgets(value)
         return value
+
     # Backfill (punctual.backfill_runner): slots of one backfill in flight at once unless a
     # request asks otherwise, the most slots one backfill's range may hold, seconds between steps.
     backfill_max_parallel: int = Field(default=4, ge=1, le=100)

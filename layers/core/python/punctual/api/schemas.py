@@ -288,6 +288,7 @@ class SchedulePreview(BaseModel):
         ),
     )
 
+
 class AlertDeliveryOut(BaseModel):
     """What became of one rule's copy of an alert."""
 
@@ -345,7 +346,6 @@ class AlertList(BaseModel):
     """A job's last alerts, newest slot first."""
 
     items: list[AlertOut] = Field(description="The alerts.")
-
 
 
 # --------------------------------------------------------------------------- calendars
