@@ -3,11 +3,14 @@ slot's allowed lateness; what cannot hold fires on time and is reported."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +20,7 @@ from factories import job as make_job
 from punctual.clock import ManualClock
 from punctual.execution import ClaimOutcome
 from punctual.models import ExecutionStatus, HttpTarget
+from punctual.notifications import EventPublisher, MemoryEventSink, Notifier
 from punctual.observability import RecordingMetrics
 from punctual.polling import PollerConfig
 from punctual.polling.release import SlotReleaser
@@ -142,6 +146,9 @@ def test_the_ledger_picks_the_targets_own_budget_then_the_tenants_then_everyones
 # --------------------------------------------------------------------------- in the poller's release
 
 
+EVENT_SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "events.schema.json").read_text())
+
+
 class _Overruns:
     def __init__(self) -> None:
         self.seen: list[Overrun] = []
@@ -151,7 +158,7 @@ class _Overruns:
 
 
 def _release_burst(
-    jobs: int, budget: float | None, lateness: int | None
+    jobs: int, budget: float | None, lateness: int | None, events: MemoryEventSink | None = None
 ) -> tuple[list[DispatchMessage], RecordingMetrics, _Overruns]:
     # Given `jobs` jobs calling one host, each with a slot at T, and a poller at T
     clock = ManualClock(T)
@@ -178,7 +185,8 @@ def _release_burst(
         store.create_job(job, None, max_jobs=10_000)
         timers.append(fire_timer(layout, job, T, T - timedelta(hours=1)))
     with ThreadPoolExecutor(4) as pool:
-        releaser = SlotReleaser(store, queues, clock, config, metrics, pool, overruns=overruns)
+        notifier = Notifier(EventPublisher(events)) if events is not None else None
+        releaser = SlotReleaser(store, queues, clock, config, metrics, pool, notifier, overruns=overruns)
         # When the burst is released
         report = releaser.release(timers)
     assert report.released == jobs  # every slot is sent at once: nothing waits in the poller
@@ -194,6 +202,23 @@ def test_the_release_spreads_a_burst_over_the_budget_and_reports_what_cannot_wai
     assert metrics.total("RateBudgetOverruns") == 20
     assert len(overruns.seen) == 20 and overruns.seen[0].record()["event"] == "rate_budget_overrun"
     assert {o.target for o in overruns.seen} == {"hooks.example.com"}
+
+
+def test_each_overrun_is_an_event_on_the_bus_in_the_documented_schema() -> None:
+    events = MemoryEventSink()
+    messages, _, overruns = _release_burst(100, 20, 3, events)
+    published = [e for e in events.events if e.detail_type == "Rate Budget Overrun"]
+    # One event per overrun, naming the slot, the target and the bounds, sent with the release
+    assert sorted(e.detail["slot"] for e in published) == sorted(o.slot for o in overruns.seen)
+    assert len(published) == 20 == len(events.events)
+    for event in published:
+        jsonschema.validate(event.detail, EVENT_SCHEMA)
+        assert event.detail["status"] == "OVER_BUDGET" and event.detail["target"] == "hooks.example.com"
+        assert event.detail["rate_budget_per_second"] == 20 and event.detail["max_lateness_seconds"] == 3
+        assert "over the rate budget of hooks.example.com" in event.detail["error"]
+    # and the over-budget slots were sent on time
+    on_time = {m.slot for m in messages if not m.not_before}
+    assert {e.detail["slot"] for e in published} <= on_time
 
 
 def test_the_deployment_default_lateness_applies_and_no_budget_changes_nothing() -> None:

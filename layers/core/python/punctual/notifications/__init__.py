@@ -19,6 +19,8 @@ from datetime import datetime
 from punctual.models import Execution, ExecutionStatus, Job
 from punctual.notifications.alerts import Alerter, late_bound_s
 from punctual.notifications.events import (
+    OVER_BUDGET,
+    RATE_BUDGET_OVERRUN,
     SLOT_LATE,
     SLOT_MISSED,
     Event,
@@ -28,6 +30,7 @@ from punctual.notifications.events import (
     MemoryEventSink,
     execution_event,
 )
+from punctual.smoothing import Overrun
 
 __all__ = [
     "Alerter",
@@ -120,6 +123,37 @@ class Notifier:
         except Exception:
             log.exception("notifying missed slots failed")
         self.flush()
+
+    def overrun(self, job: Job, overrun: Overrun, now: datetime) -> None:
+        """A slot the poller released on time over its target's rate budget: one event (sent
+        with the release's others, :meth:`flush`)."""
+        if not self.events.enabled:
+            return
+        try:
+            slot = Execution(
+                tenant=job.tenant,
+                job_id=job.id,
+                slot=overrun.slot,
+                scheduled_at=overrun.due,
+                status=ExecutionStatus.QUEUED,  # a carrier: the event's status is OVER_BUDGET
+                attempt=1,
+                error=(
+                    f"released on time over the rate budget of {overrun.target}"
+                    f" ({overrun.rate_per_s:g}/s): holding it back would pass max_lateness_seconds"
+                    f" ({overrun.max_lateness_s:g} s)"
+                ),
+            )
+            extra = {
+                "target": overrun.target,
+                "rate_budget_per_second": overrun.rate_per_s,
+                "max_lateness_seconds": overrun.max_lateness_s,
+            }
+            event = execution_event(
+                job, slot, now, detail_type=RATE_BUDGET_OVERRUN, status=OVER_BUDGET, extra=extra
+            )
+            self.events.add(event)
+        except Exception:
+            log.exception("notifying the rate budget overrun of %s %s failed", job.id, overrun.slot)
 
     def flush(self) -> None:
         self.events.flush()

@@ -34,7 +34,11 @@ SOURCE = "punctual"
 STATUS_CHANGE = "Execution Status Change"
 SLOT_MISSED = "Slot Missed"
 SLOT_LATE = "Slot Late"
-DETAIL_TYPES = (STATUS_CHANGE, SLOT_MISSED, SLOT_LATE)
+# A slot released on time although its target's rate budget was spent (punctual.smoothing): the
+# budget and the job's max_lateness_seconds could not both hold, and lateness won.
+RATE_BUDGET_OVERRUN = "Rate Budget Overrun"
+DETAIL_TYPES = (STATUS_CHANGE, SLOT_MISSED, SLOT_LATE, RATE_BUDGET_OVERRUN)
+OVER_BUDGET = "OVER_BUDGET"  # the status a Rate Budget Overrun event carries
 SCHEMA_VERSION = "1"
 MAX_ENTRIES_PER_CALL = 10  # PutEvents' limit
 LATE = "LATE"  # the status a Slot Late event carries
@@ -75,6 +79,7 @@ def execution_event(
     status: str | None = None,
     fire_delay_ms: float | None = None,
     late_after_seconds: int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Event:
     """The event of ``execution``'s current status (or ``status``), with the job's name and tags."""
     status = status or execution.status.value
@@ -99,6 +104,7 @@ def execution_event(
     }
     if late_after_seconds is not None:
         detail["late_after_seconds"] = late_after_seconds
+    detail.update(extra or {})
     return Event(detail_type, detail, now)
 
 

@@ -17,8 +17,8 @@ records are conditional puts, so a slot is counted missed once however often it 
 (:mod:`punctual.smoothing`): its message carries ``not_before``, the instant the budget gives it,
 never later than the slot's instant plus the job's ``max_lateness_seconds``; the worker holds it
 until then. A slot the budget cannot take within that bound is sent on time and reported
-(``RateBudgetOverruns``, and the overrun sink). The message is sent at once either way, so a
-crash after the send loses nothing.
+(``RateBudgetOverruns``, the overrun sink, and a ``Rate Budget Overrun`` event). The message is
+sent at once either way, so a crash after the send loses nothing.
 
 A slot on a day of a calendar its job excludes (:mod:`punctual.calendars`) is not sent: it
 gets a record EXCLUDED naming the calendar and the version it was decided on, and the chain
@@ -153,6 +153,7 @@ class SlotReleaser:
             futures = [self.pool.submit(self._release_chunk, chunk, uncertain) for chunk in chunks]
             for future in futures:
                 report.merge(future.result())
+        self.notifier.flush()  # the rate budget overruns' events
         self._record(report)
         return report
 
@@ -282,6 +283,7 @@ class SlotReleaser:
             self.metrics.add("RateBudgetOverruns", 1)
             overrun = Overrun(job.tenant, job.id, message.slot, key, rate, lateness_s, scheduled)
             self.overruns.overrun(overrun)
+            self.notifier.overrun(job, overrun, self.clock.now())  # the event (sent with the release)
         if placement.release_at <= scheduled:
             return message
         return replace(message, not_before=format_instant_ms(placement.release_at))
