@@ -44,30 +44,18 @@ class DynamoAlerts(DynamoBase, AlertRepository):
         }
 
     def claim_alert(self, alert: Alert, stale_before: datetime, ttl_epoch_s: int) -> bool:
-        try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=self._alert_item(alert, ttl_epoch_s),
-                **schema.claim_alert(AlertStatus.SENDING.value, _ms(stale_before)).fields(),
-            )
-            return True
-        except ClientError as exc:
-            if _conditional_failed(exc):
-                return False
-            raise
+        return self._write_if(
+            "put_item",
+            Item=self._alert_item(alert, ttl_epoch_s),
+            **schema.claim_alert(AlertStatus.SENDING.value, _ms(stale_before)).fields(),
+        )
 
     def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
-        try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=self._alert_item(alert, ttl_epoch_s),
-                **schema.owned_alert(alert.owner).fields(),
-            )
-            return True
-        except ClientError as exc:
-            if _conditional_failed(exc):
-                return False
-            raise
+        return self._write_if(
+            "put_item",
+            Item=self._alert_item(alert, ttl_epoch_s),
+            **schema.owned_alert(alert.owner).fields(),
+        )
 
     def get_alert(self, tenant: str, job_id: str, key_slot: str, condition: AlertCondition) -> Alert | None:
         item = self.client.get_item(
@@ -102,17 +90,11 @@ class DynamoAlerts(DynamoBase, AlertRepository):
         return str(item["first"]["S"]) if item and "first" in item else None
 
     def close_streak(self, tenant: str, job_id: str, first_slot: str) -> bool:
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=schema.streak_key(tenant, job_id),
-                **schema.close_streak(first_slot).fields(),
-            )
-            return True
-        except ClientError as exc:
-            if _conditional_failed(exc):
-                return False
-            raise
+        return self._write_if(
+            "update_item",
+            Key=schema.streak_key(tenant, job_id),
+            **schema.close_streak(first_slot).fields(),
+        )
 
     def throttle_alert(
         self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int

@@ -76,6 +76,17 @@ class DynamoBase:
                 )
         self._layout_checked = True
 
+    def _write_if(self, operation: str, **request: Any) -> bool:
+        """One conditional write (``put_item``, ``update_item``, ...) on the table: False when
+        its condition failed, True when it was written; any other error is raised."""
+        try:
+            getattr(self.client, operation)(TableName=self.table, **request)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
     def _batch_get(self, keys: list[dict[str, Any]], consistent: bool = True) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for start in range(0, len(keys), _BATCH_GET_MAX):
