@@ -20,20 +20,6 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 
 TABLE = "punctual-test"
 
-# ``make test`` runs the suite in two processes (pytest-xdist, ``--dist loadgroup``). Each test
-# file is one unit of work, so a module's fixtures are built once; the real-process suites are
-# one unit each, run in order: tests/e2e shares one local mode and its last test stops it, and
-# tests/infra shares its synthesised templates.
-_SERIAL_DIRECTORIES = ("e2e", "infra")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        parts = path.split("/")
-        serial = len(parts) > 2 and parts[0] == "tests" and parts[1] in _SERIAL_DIRECTORIES
-        item.add_marker(pytest.mark.xdist_group(parts[1] if serial else path))
-
 
 @pytest.fixture
 def aws() -> Iterator[None]:

@@ -493,12 +493,13 @@ def test_every_slot_ran_once_and_history_agrees(local_mode: LocalMode, kinds: di
     for key, job in kinds.items():
         answered = succeeded_slots(local, job.id)
 
-        def recorded(job: Registered = job, answered: list[str] = answered) -> dict[str, Any] | None:
-            # the receiver answers a moment before the worker records the success
+        def recorded(job: Registered = job, answered: list[str] = answered) -> tuple[dict[str, Any]] | None:
+            # the receiver answers a moment before the worker records the success (a job that
+            # has not fired yet has an empty history: still a result, hence the tuple)
             runs = {run["slot"]: run for run in history(local, job.id)}
-            return runs if all(runs.get(s, {}).get("status") == "SUCCEEDED" for s in answered) else None
+            return (runs,) if all(runs.get(s, {}).get("status") == "SUCCEEDED" for s in answered) else None
 
-        runs = local.wait(recorded, 30, f"the {key} history to record every answered run")
+        (runs,) = local.wait(recorded, 30, f"the {key} history to record every answered run")
         seen = assert_each_attempt_once(local, job.id)
         for slot in answered:
             assert runs[slot]["attempt"] == max(r["attempt"] for r in seen[slot]), (key, slot)
