@@ -29,13 +29,17 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# e2e files that start their own processes and take no part in the shared local mode.
+E2E_ELSEWHERE := $(sort $(wildcard tests/e2e/test_motopatch*.py))
+
 test: install lint browser
 	@# Two pytest processes side by side: tests/e2e (real processes that mostly wait on the
 	@# clock; one shared local mode, in file order, stopped by its last test) and everything
-	@# else. The e2e report is printed after the other's; the target fails if either does.
+	@# else, with the moto-server comparisons of tests/e2e (their own servers; they even the two
+	@# out). The e2e report is printed after the other's; the target fails if either does.
 	@set -u; log=$$(mktemp); \
-	$(BIN)/pytest -q -p no:cacheprovider tests/e2e > "$$log" 2>&1 & e2e=$$!; \
-	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/integration tests/infra; rest=$$?; \
+	$(BIN)/pytest -q -p no:cacheprovider tests/e2e $(E2E_ELSEWHERE:%=--ignore=%) > "$$log" 2>&1 & e2e=$$!; \
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/integration tests/infra $(E2E_ELSEWHERE); rest=$$?; \
 	wait $$e2e; e2e_rc=$$?; echo "--- tests/e2e (pytest exit $$e2e_rc)"; cat "$$log"; rm -f "$$log"; \
 	test $$rest -eq 0 -a $$e2e_rc -eq 0
 
