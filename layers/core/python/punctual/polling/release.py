@@ -272,8 +272,11 @@ class SlotReleaser:
 
     def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
         """``message`` with the instant its target's rate budget gives it (see the module docstring)."""
+        own = getattr(job.target, "rate_budget_per_second", None)
+        if own is None and not self.ledger.budgets:
+            return message  # no budget can apply (the usual case): no target key to work out
         key = target_key(job.target)
-        rate = self.ledger.rate_for(job.tenant, key, getattr(job.target, "rate_budget_per_second", None))
+        rate = self.ledger.rate_for(job.tenant, key, own)
         if rate is None:
             return message
         lateness = job.max_lateness_seconds
