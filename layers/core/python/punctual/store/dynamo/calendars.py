@@ -175,14 +175,8 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
         return self._backfill_of(item) if item and "doc" in item else None
 
     def update_backfill(self, backfill: Backfill, expected_revision: int) -> bool:
-        try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=self._backfill_item(backfill),
-                **schema.backfill_revision(expected_revision).fields(),
-            )
-        except ClientError as exc:
-            if not _failed(exc):
-                raise
-            return False
-        return True
+        return self._write_if(
+            "put_item",
+            Item=self._backfill_item(backfill),
+            **schema.backfill_revision(expected_revision).fields(),
+        )

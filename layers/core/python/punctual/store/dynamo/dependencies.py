@@ -30,17 +30,9 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
         return frozenset(reply["Attributes"]["parents"]["SS"])
 
     def claim_child_dispatch(self, tenant: str, child_id: str, slot: str) -> bool:
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=schema.dependency_key(tenant, child_id, slot),
-                **schema.claim_child().fields(),
-            )
-            return True
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
+        return self._write_if(
+            "update_item", Key=schema.dependency_key(tenant, child_id, slot), **schema.claim_child().fields()
+        )
 
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
         for parent in parents:

@@ -287,17 +287,11 @@ class DynamoJobs(DynamoBase, JobRepository):
         return int(item["trigger_rate"]["N"]) if item and "trigger_rate" in item else 0
 
     def count_request(self, tenant: str, window: str, limit: int, ttl_epoch_s: int) -> bool:
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=schema.requests_key(tenant, window),
-                **schema.count_request(limit, ttl_epoch_s).fields(),
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return self._write_if(
+            "update_item",
+            Key=schema.requests_key(tenant, window),
+            **schema.count_request(limit, ttl_epoch_s).fields(),
+        )
 
     def _versioned_transaction(
         self, items: list[dict[str, Any]], job_id: str, expected_version: int | None
