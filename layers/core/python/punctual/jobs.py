@@ -285,9 +285,8 @@ class JobService:
         if paused:
             job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
             timer = None
-        self.store.create_job(job, timer, self.max_jobs, self.max_trigger_rate)
-        if parents:
-            self.store.set_dependents(tenant, job_id, parents, present=True)
+        # The job and its links as a dependent of its parents: one transaction, never half of it.
+        self.store.create_job(job, timer, self.max_jobs, self.max_trigger_rate, parents=parents)
         return self.with_next_fire(job), secret_plain
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
@@ -330,16 +329,20 @@ class JobService:
                 )
             timers = [timer] if timer else []
         self._use_calendars(tenant, job_id, spec.exclude_calendars)
-        self._write(job, current.version, timers, previous_trigger_rate=current.trigger_rate)
+        # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.
+        removed = tuple(p for p in old_parents if p not in parents)
+        self._write(
+            job,
+            current.version,
+            timers,
+            previous_trigger_rate=current.trigger_rate,
+            parents_added=parents,
+            parents_removed=removed,
+        )
         old_calendars = current.exclude_calendars if isinstance(found, Job) else []
         dropped = [name for name in old_calendars if name not in spec.exclude_calendars]
         if dropped:
             self.store.use_calendars(tenant, job_id, dropped, present=False)
-        removed = tuple(p for p in old_parents if p not in parents)
-        if removed:
-            self.store.set_dependents(tenant, job_id, removed, present=False)
-        if parents:
-            self.store.set_dependents(tenant, job_id, parents, present=True)
         return self.with_next_fire(job)
 
     def pause(
@@ -391,13 +394,11 @@ class JobService:
     def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
         """Delete the job (one the model cannot read included); its history stays until its TTL."""
         current = self._found(tenant, job_id, expected_version)
+        parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
         try:
-            self.store.delete_job(tenant, job_id, current.version, current.trigger_rate)
+            self.store.delete_job(tenant, job_id, current.version, current.trigger_rate, parents=parents)
         except VersionConflictError as exc:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
-        parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
-        if parents:
-            self.store.set_dependents(tenant, job_id, parents, present=False)
         if isinstance(current, Job) and current.exclude_calendars:
             self.store.use_calendars(tenant, job_id, current.exclude_calendars, present=False)
 
@@ -516,7 +517,13 @@ class JobService:
         return found
 
     def _write(
-        self, job: Job, expected_version: int, timers: list[Timer], previous_trigger_rate: int | None = None
+        self,
+        job: Job,
+        expected_version: int,
+        timers: list[Timer],
+        previous_trigger_rate: int | None = None,
+        parents_added: tuple[str, ...] = (),
+        parents_removed: tuple[str, ...] = (),
     ) -> None:
         try:
             self.store.replace_job(
@@ -525,6 +532,8 @@ class JobService:
                 timers,
                 previous_trigger_rate=previous_trigger_rate,
                 max_trigger_rate=self.max_trigger_rate,
+                parents_added=parents_added,
+                parents_removed=parents_removed,
             )
         except VersionConflictError as exc:
             if exc.current_version is None:

@@ -8,9 +8,12 @@ from datetime import datetime
 from punctual.schedules.base import Schedule, ScheduleError, shorten
 from punctual.schedules.dst import DstOptions
 
-__all__ = ["AfterSchedule", "parse_after"]
+__all__ = ["MAX_PARENTS", "AfterSchedule", "parse_after"]
 
 _JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A job and its links to its parents are one DynamoDB transaction (at most 100 items): the job,
+# its listing, the tenant counter and two items per parent, twice over when a replace moves them.
+MAX_PARENTS = 20
 
 
 class AfterSchedule(Schedule):
@@ -42,6 +45,8 @@ def parse_after(expression: str, body: str, timezone: str, dst: DstOptions | Non
     parents = tuple(p.strip() for p in body.split(","))
     if parents == ("",):
         raise ScheduleError("after: expected at least one parent job id, e.g. after(extract)")
+    if len(parents) > MAX_PARENTS:
+        raise ScheduleError(f"after: at most {MAX_PARENTS} parent jobs ({len(parents)} given)")
     seen: set[str] = set()
     for parent in parents:
         if not _JOB_ID.fullmatch(parent):

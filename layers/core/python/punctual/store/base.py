@@ -115,6 +115,20 @@ class UnreadableJobError(StoreError, ValueError):
         self.job = job
 
 
+class TransactionConflictError(StoreError):
+    """A write kept meeting another transaction on one of its items, through every retry.
+
+    DynamoDB cancels a transaction that touches an item another transaction holds
+    (``TransactionCanceledException``, reason ``TransactionConflict``) and refuses a plain write
+    to such an item (``TransactionConflictException``); both stores retry that with backoff
+    (:mod:`punctual.store.conflicts`) and raise this only when the conflict outlived the retries.
+    Nothing of the write happened; the same request a moment later can succeed (the API answers
+    503 with ``Retry-After``). It is not a :class:`ConflictError`: no condition failed.
+    """
+
+    retry_after_s = 1
+
+
 class LayoutMismatchError(StoreError):
     """This process's shard counts differ from the ones the table's timers were written with.
 
@@ -237,12 +251,19 @@ class JobRepository(ABC):
 
     @abstractmethod
     def create_job(
-        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+        self,
+        job: Job,
+        timer: Timer | None,
+        max_jobs: int,
+        max_trigger_rate: int | None = None,
+        parents: Sequence[str] = (),
     ) -> None:
-        """Store a new job and its first timer atomically.
+        """Store a new job, its first timer and its dependency links atomically.
 
         ``job.trigger_rate`` is added to the tenant's total, which may not pass
-        ``max_trigger_rate`` (None: no limit).
+        ``max_trigger_rate`` (None: no limit). ``parents`` (an ``after(...)`` job's) get the job
+        as a dependent in the same transaction (see :meth:`set_dependents`): a job is never
+        stored without its links.
 
         Raises
         ------
@@ -291,12 +312,15 @@ class JobRepository(ABC):
         *,
         previous_trigger_rate: int | None = None,
         max_trigger_rate: int | None = None,
+        parents_added: Sequence[str] = (),
+        parents_removed: Sequence[str] = (),
     ) -> None:
         """Write ``job`` (already at its new version) if the stored version is ``expected_version``.
 
         With ``previous_trigger_rate`` (the stored job's ``trigger_rate``), the tenant's total
         moves by ``job.trigger_rate - previous_trigger_rate`` in the same write, and may not
-        pass ``max_trigger_rate`` when it grows.
+        pass ``max_trigger_rate`` when it grows. The job becomes a dependent of
+        ``parents_added`` and stops being one of ``parents_removed`` in the same transaction.
 
         Raises
         ------
@@ -308,9 +332,16 @@ class JobRepository(ABC):
 
     @abstractmethod
     def delete_job(
-        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+        self,
+        tenant: str,
+        job_id: str,
+        expected_version: int | None = None,
+        trigger_rate: int = 0,
+        parents: Sequence[str] = (),
     ) -> None:
         """Remove the job (and ``trigger_rate`` from its tenant's total); its timers become stale.
+
+        Its links as a dependent of ``parents`` go in the same transaction.
 
         Raises VersionConflictError on a mismatch.
         """
@@ -333,7 +364,11 @@ class TimerRepository(ABC):
 
     @abstractmethod
     def put_timers(self, timers: Sequence[Timer]) -> None:
-        """Write timer rows. Rows are immutable and keyed by identity: a repeat is a no-op."""
+        """Write timer rows, keyed by identity: a repeat writes the same row again (a no-op).
+
+        A row with the key of an existing one replaces it (DynamoDB's put), which is how a
+        replaced job's first timer takes the place of the old version's timer for the same slot.
+        """
 
     @abstractmethod
     def query_timers(
@@ -428,7 +463,9 @@ class DependencyRepository(ABC):
         """Record (``present``) or remove ``child_id`` as a dependent of each parent.
 
         Also keeps each parent job's ``dependents`` count, so a worker finishing a job with
-        none skips the dependents query.
+        none skips the dependents query. The count moves only with the link: a link already as
+        wanted, or whose parent job is gone, changes nothing. Job writes carry their links
+        themselves (``create_job(parents=...)`` and the like); this is for repairs.
         """
 
     @abstractmethod

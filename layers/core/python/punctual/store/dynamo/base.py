@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 from punctual.store.base import (
     LayoutMismatchError,
 )
+from punctual.store.dynamo.conflicts import ConflictRetryingClient
 from punctual.store.dynamo.keys import (
     _BATCH_GET_MAX,
     _MAX_UNPROCESSED_ROUNDS,
@@ -26,7 +27,8 @@ class DynamoBase:
     Parameters
     ----------
     client
-        A boto3 DynamoDB client (low level: attribute values are built here).
+        A boto3 DynamoDB client (low level: attribute values are built here). Its writes are
+        retried on transaction conflicts (:mod:`.conflicts`), in this one place.
     table_name
         The table, with string keys ``pk`` and ``sk``.
     layout
@@ -34,7 +36,7 @@ class DynamoBase:
     """
 
     def __init__(self, client: Any, table_name: str, layout: TimerLayout | None = None) -> None:
-        self.client = client
+        self.client = client if isinstance(client, ConflictRetryingClient) else ConflictRetryingClient(client)
         self.table = table_name
         self.layout = layout
         self._layout_checked = layout is None

@@ -26,6 +26,7 @@ from punctual.store.base import (
 )
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.dependencies import link_items, transact_with_links
 from punctual.store.dynamo.keys import (
     _doc_of,
     _first_errors,
@@ -112,7 +113,12 @@ class DynamoJobs(DynamoBase, JobRepository):
         return TriggerRateLimitError(max_rate or 0, current, rate)
 
     def create_job(
-        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+        self,
+        job: Job,
+        timer: Timer | None,
+        max_jobs: int,
+        max_trigger_rate: int | None = None,
+        parents: Sequence[str] = (),
     ) -> None:
         if max_trigger_rate is not None and job.trigger_rate > max_trigger_rate:
             raise TriggerRateLimitError(max_trigger_rate, None, job.trigger_rate)
@@ -142,7 +148,7 @@ class DynamoJobs(DynamoBase, JobRepository):
         if timer is not None:
             items.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact_with_links(self.client, items, self._links(job.tenant, job.id, parents, present=True))
         except ClientError as exc:
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
@@ -219,6 +225,8 @@ class DynamoJobs(DynamoBase, JobRepository):
         *,
         previous_trigger_rate: int | None = None,
         max_trigger_rate: int | None = None,
+        parents_added: Sequence[str] = (),
+        parents_removed: Sequence[str] = (),
     ) -> None:
         delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
         if delta > 0 and max_trigger_rate is not None and delta > max_trigger_rate:
@@ -249,8 +257,12 @@ class DynamoJobs(DynamoBase, JobRepository):
         if delta:
             items.append({"Update": self._meta_update(job.tenant, 0, None, delta, max_trigger_rate)})
         items.extend({"Put": {"TableName": self.table, "Item": self._timer_item(t)}} for t in timers)
+        links = {
+            **self._links(job.tenant, job.id, parents_removed, present=False),
+            **self._links(job.tenant, job.id, parents_added, present=True),
+        }
         try:
-            self._versioned_transaction(items, job.id, expected_version)
+            self._versioned_transaction(items, job.id, expected_version, links)
         except ClientError as exc:
             reasons = exc.response.get("CancellationReasons", [])
             if delta and len(reasons) > 2 and reasons[2].get("Code") == "ConditionalCheckFailed":
@@ -258,7 +270,12 @@ class DynamoJobs(DynamoBase, JobRepository):
             raise
 
     def delete_job(
-        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+        self,
+        tenant: str,
+        job_id: str,
+        expected_version: int | None = None,
+        trigger_rate: int = 0,
+        parents: Sequence[str] = (),
     ) -> None:
         delete: dict[str, Any] = {
             "TableName": self.table,
@@ -276,7 +293,7 @@ class DynamoJobs(DynamoBase, JobRepository):
             },
             {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
         ]
-        self._versioned_transaction(items, job_id, expected_version)
+        self._versioned_transaction(items, job_id, expected_version, self._links(tenant, job_id, parents, False))
 
     def tenant_trigger_rate(self, tenant: str) -> int:
         item = self.client.get_item(
@@ -293,12 +310,21 @@ class DynamoJobs(DynamoBase, JobRepository):
             **schema.count_request(limit, ttl_epoch_s).fields(),
         )
 
+    def _links(
+        self, tenant: str, child_id: str, parents: Sequence[str], present: bool
+    ) -> dict[str, list[dict[str, Any]]]:
+        return {parent: link_items(self.table, tenant, parent, child_id, present) for parent in parents}
+
     def _versioned_transaction(
-        self, items: list[dict[str, Any]], job_id: str, expected_version: int | None
+        self,
+        items: list[dict[str, Any]],
+        job_id: str,
+        expected_version: int | None,
+        links: dict[str, list[dict[str, Any]]] | None = None,
     ) -> None:
-        """Run a transaction whose first item is conditional on the job's version."""
+        """Run a transaction whose first item is conditional on the job's version (with its links)."""
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact_with_links(self.client, items, links or {})
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise

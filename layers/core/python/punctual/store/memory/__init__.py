@@ -4,7 +4,9 @@
 :class:`~.base.MemoryBase`.
 
 Used by logic tests and the CPU benchmark. One lock makes every operation atomic, the
-way a conditional write is atomic in DynamoDB.
+way a conditional write is atomic in DynamoDB. With a :class:`~.fidelity.Fidelity` it also
+answers eventually consistent reads from behind and cancels writes for transaction conflicts,
+as DynamoDB does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from punctual.store.memory.base import MemoryBase, tag_matches
 from punctual.store.memory.calendars import MemoryCalendars
 from punctual.store.memory.dependencies import MemoryDependencies
 from punctual.store.memory.executions import MemoryExecutions
+from punctual.store.memory.fidelity import Fidelity
 from punctual.store.memory.groups import MemoryGroups
 from punctual.store.memory.jobs import MemoryJobs
 from punctual.store.memory.timers import MemoryTimers
@@ -30,7 +33,21 @@ class MemoryStore(
     MemoryCalendars,
     JobStore,
 ):
-    """JobStore in memory: every aggregate's implementation, on one lock."""
+    """JobStore in memory: every aggregate's implementation, on one lock.
+
+    Parameters
+    ----------
+    copy_items
+        See :class:`~.base.MemoryBase`.
+    fidelity
+        Stale reads and transaction conflicts as DynamoDB has them (None: neither).
+    """
+
+    def __init__(self, *, copy_items: bool = True, fidelity: Fidelity | None = None) -> None:
+        super().__init__(copy_items=copy_items)
+        self.fidelity = fidelity
+        if fidelity is not None:
+            fidelity.attach(self)
 
 
-__all__ = ["MemoryBase", "MemoryStore", "tag_matches"]
+__all__ = ["Fidelity", "MemoryBase", "MemoryStore", "tag_matches"]

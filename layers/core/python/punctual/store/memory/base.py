@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -66,8 +67,34 @@ class MemoryBase:
         index = bisect.bisect_left(bucket, entry[0], key=lambda item: item[0])
         self.timer_writes += 1
         if index < len(bucket) and bucket[index][0] == timer.sk:
-            return  # immutable row already there: a repeat is a no-op
+            # A put of an existing key replaces the row, as DynamoDB's PutItem does: a replace
+            # whose next slot is unchanged writes the same key at the new version.
+            bucket[index] = entry
+            return
         bucket.insert(index, entry)
+
+    def _timer_row(self, lane: Lane, minute: str, shard: int, sk: str) -> Timer | None:
+        """The timer row with sort key ``sk`` in one bucket (None: there is none)."""
+        bucket = self._buckets.get((lane, minute, shard), [])
+        index = bisect.bisect_left(bucket, sk, key=lambda item: item[0])
+        return bucket[index][1] if index < len(bucket) and bucket[index][0] == sk else None
+
+    def _link(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
+        """Record or remove ``child_id`` as a dependent of each parent, as DynamoDB's transaction
+        does: the link and the parent's count change together, only when the link changes and
+        the parent job exists."""
+        for parent in parents:
+            job = self._jobs.get((tenant, parent))
+            children = self._dependents[(tenant, parent)]
+            if job is None or (child_id in children) == present:
+                continue
+            if present:
+                children.add(child_id)
+            else:
+                children.discard(child_id)
+            self._jobs[(tenant, parent)] = job.model_copy(
+                update={"dependents": job.dependents + (1 if present else -1)}
+            )
 
     def _copy(self, item: Item) -> Item:
         return item.model_copy(deep=True) if self._copy_items else item

@@ -33,16 +33,7 @@ class MemoryDependencies(MemoryBase, DependencyRepository):
 
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
         with self._lock:
-            for parent in parents:
-                children = self._dependents[(tenant, parent)]
-                had = child_id in children
-                if present:
-                    children.add(child_id)
-                else:
-                    children.discard(child_id)
-                job = self._jobs.get((tenant, parent))
-                if job is not None and had != present:
-                    job.dependents += 1 if present else -1
+            self._link(tenant, child_id, parents, present)
 
     def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
         with self._lock:

@@ -25,7 +25,12 @@ class MemoryJobs(MemoryBase, JobRepository):
     # ---------------------------------------------------------------- jobs
 
     def create_job(
-        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+        self,
+        job: Job,
+        timer: Timer | None,
+        max_jobs: int,
+        max_trigger_rate: int | None = None,
+        parents: Sequence[str] = (),
     ) -> None:
         with self._lock:
             key = (job.tenant, job.id)
@@ -38,6 +43,7 @@ class MemoryJobs(MemoryBase, JobRepository):
             self._job_counts[job.tenant] = self._job_counts.get(job.tenant, 0) + 1
             if timer is not None:
                 self._put_timer(timer)
+            self._link(job.tenant, job.id, parents, present=True)
 
     def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
         with self._lock:
@@ -97,6 +103,8 @@ class MemoryJobs(MemoryBase, JobRepository):
         *,
         previous_trigger_rate: int | None = None,
         max_trigger_rate: int | None = None,
+        parents_added: Sequence[str] = (),
+        parents_removed: Sequence[str] = (),
     ) -> None:
         with self._lock:
             current = self._jobs.get((job.tenant, job.id))
@@ -112,9 +120,16 @@ class MemoryJobs(MemoryBase, JobRepository):
             self._jobs[(job.tenant, job.id)] = job.model_copy(deep=self._copy_items, update=kept)
             for timer in timers:
                 self._put_timer(timer)
+            self._link(job.tenant, job.id, parents_removed, present=False)
+            self._link(job.tenant, job.id, parents_added, present=True)
 
     def delete_job(
-        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+        self,
+        tenant: str,
+        job_id: str,
+        expected_version: int | None = None,
+        trigger_rate: int = 0,
+        parents: Sequence[str] = (),
     ) -> None:
         with self._lock:
             current = self._jobs.get((tenant, job_id))
@@ -126,6 +141,7 @@ class MemoryJobs(MemoryBase, JobRepository):
             del self._jobs[(tenant, job_id)]
             self._job_counts[tenant] -= 1
             self._trigger_rates[tenant] = self._trigger_rates.get(tenant, 0) - trigger_rate
+            self._link(tenant, job_id, parents, present=False)
 
     def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
         with self._lock:

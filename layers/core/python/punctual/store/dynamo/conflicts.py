@@ -1,0 +1,99 @@
+"""The DynamoDB store's client: every write retried on a transaction conflict (and only then).
+
+:class:`ConflictRetryingClient` wraps the boto3 client the store is given. Reads pass through;
+``PutItem``, ``UpdateItem``, ``DeleteItem`` and ``TransactWriteItems`` go through
+:func:`punctual.store.conflicts.retry_conflicts`, which tries them again while DynamoDB answers
+a transaction conflict (:func:`is_conflict`) and raises
+:class:`~punctual.store.base.TransactionConflictError` when the conflict outlives the retries.
+Everything else (a failed condition above all) reaches the mixin that made the request, as before.
+
+``BatchWriteItem`` is not wrapped: DynamoDB documents conflicts for the three single-item writes
+and for transactions; the store already retries a batch's unprocessed items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.store.conflicts import CONFLICT_RETRY, ConflictRetry, retry_conflicts
+
+WRITES = frozenset({"put_item", "update_item", "delete_item", "transact_write_items"})
+CONFLICT_REASON = "TransactionConflict"
+CONDITION_REASON = "ConditionalCheckFailed"
+
+
+def cancellation_reasons(exc: ClientError) -> list[str]:
+    """The ``Code`` of each item of a cancelled transaction, in request order (``None``: no error)."""
+    return [str(reason.get("Code")) for reason in exc.response.get("CancellationReasons", [])]
+
+
+def is_conflict(exc: Exception) -> bool:
+    """Whether ``exc`` is DynamoDB refusing a write because another transaction holds an item.
+
+    A cancelled transaction counts only when a reason is ``TransactionConflict`` and none is a
+    failed condition: a condition that failed is an answer for the caller, not a race to retry.
+    """
+    if not isinstance(exc, ClientError):
+        return False
+    code = exc.response.get("Error", {}).get("Code")
+    if code == "TransactionConflictException":
+        return True
+    if code != "TransactionCanceledException":
+        return False
+    reasons = cancellation_reasons(exc)
+    return CONFLICT_REASON in reasons and CONDITION_REASON not in reasons
+
+
+class ConflictRetryingClient:
+    """A boto3 DynamoDB client whose writes are retried on transaction conflicts.
+
+    Parameters
+    ----------
+    client
+        The boto3 client (attribute access other than the writes passes through to it).
+    policy, sleep
+        The retry policy and how to wait (tests pass a recorder).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        policy: ConflictRetry = CONFLICT_RETRY,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self._client = client
+        self._policy = policy
+        self._sleep = sleep
+
+    @property
+    def wrapped(self) -> Any:
+        """The boto3 client underneath."""
+        return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if name not in WRITES:
+            return attr
+
+        def write(**request: Any) -> Any:
+            kwargs: dict[str, Any] = {"policy": self._policy}
+            if self._sleep is not None:
+                kwargs["sleep"] = self._sleep
+            return retry_conflicts(lambda: attr(**request), is_conflict, _what(name, request), **kwargs)
+
+        return write
+
+
+def _what(operation: str, request: dict[str, Any]) -> str:
+    """A short name of the write for logs and the error: the operation and its first key."""
+    key = request.get("Key") or request.get("Item")
+    if key is None and request.get("TransactItems"):
+        first = request["TransactItems"][0]
+        body = next(iter(first.values()), {})
+        key = body.get("Key") or body.get("Item")
+    if isinstance(key, dict) and "pk" in key:
+        return f"{operation} {key['pk'].get('S', '')}/{key.get('sk', {}).get('S', '')}"
+    return operation
