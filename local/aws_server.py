@@ -25,6 +25,14 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         from local import motopatch
 
         motopatch.apply()
+    fidelity = None
+    if config.stale_reads_s > 0 or config.transaction_conflicts > 0:
+        from local import moto_fidelity
+
+        fidelity = moto_fidelity.install(
+            moto_fidelity.MotoFidelity(config.stale_reads_s, config.transaction_conflicts)
+        )
+        moto_fidelity.report_to(config.run_dir / "fidelity.json", fidelity, stop)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     if port_in_use(config.aws_port):
         raise LocalModeError(f"port {config.aws_port} is taken: choose another with --aws-port")
@@ -49,6 +57,14 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
             ", ".join(url.rsplit("/", 1)[-1] for url in deployment.queue_arns),
             " (patched: local/motopatch.py, local/keepalive.py)" if config.moto_patch else "",
         )
+        if fidelity is not None:
+            log.info(
+                "DynamoDB as DynamoDB behaves: eventually consistent reads up to %.1fs behind,"
+                " %.0f%% of writes on items a transaction holds cancelled for a conflict"
+                " (local/moto_fidelity.py)",
+                config.stale_reads_s,
+                config.transaction_conflicts * 100,
+            )
         stop.wait()
     finally:
         try:

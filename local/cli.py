@@ -32,12 +32,50 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument(
+        "--stale-reads",
+        type=_seconds_behind,
+        dest="stale_reads_s",
+        metavar="SECONDS",
+        help="answer DynamoDB's eventually consistent reads up to SECONDS behind, as DynamoDB"
+        " may (default 0)",
+    )
+    parser.add_argument(
+        "--transaction-conflicts",
+        type=_share,
+        dest="transaction_conflicts",
+        metavar="SHARE",
+        help="cancel this share (0-1) of the writes on items a transaction holds with DynamoDB's"
+        " transaction conflict errors (default 0)",
+    )
+    parser.add_argument(
         "--no-moto-patch",
         dest="moto_patch",
         action="store_const",
         const=False,
         help="run moto unpatched (see local/motopatch.py)",
     )
+
+
+def _seconds_behind(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError("stale reads are 0 to 60 seconds behind")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a share between 0 and 1: {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(
+            "a share from 0 to below 1 (at 1 no contended write would ever succeed)"
+        )
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,6 +134,8 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             "template",
             "log_level",
             "moto_patch",
+            "stale_reads_s",
+            "transaction_conflicts",
             "workers",
             "api_processes",
         )

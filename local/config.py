@@ -61,6 +61,10 @@ class LocalConfig:
         run is taken over within seconds, not minutes.
     moto_patch
         Apply :mod:`local.motopatch` inside the moto server process.
+    stale_reads_s, transaction_conflicts
+        DynamoDB's behaviours moto lacks (:mod:`local.moto_fidelity`): eventually consistent
+        reads answered up to this many seconds behind, and this share of the writes on items
+        a transaction holds cancelled for a transaction conflict (0: off, the default).
     burst_workers_max, burst_worker_messages_per_s
         Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
         are started ahead of a planned burst, each counted as draining this many messages a
@@ -82,6 +86,8 @@ class LocalConfig:
     log_level: str = "INFO"
     json_logs: bool = False
     moto_patch: bool = True
+    stale_reads_s: float = 0.0
+    transaction_conflicts: float = 0.0
     burst_workers_max: int = 2
     burst_worker_messages_per_s: int = 3
     template: str = ""  # a template file to use instead of synthesising infra/
@@ -150,6 +156,8 @@ class LocalConfig:
                 values[item.name] = raw.strip().lower() in ("1", "true", "yes", "on")
             elif isinstance(default, int):
                 values[item.name] = int(raw)
+            elif isinstance(default, float):
+                values[item.name] = float(raw)
             elif isinstance(default, Path):
                 values[item.name] = Path(raw)
             elif isinstance(default, dict):

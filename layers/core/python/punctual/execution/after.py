@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from punctual.backfills import backfill_ref
-from punctual.calendars import excluding, exclusion_note
+from punctual.calendars import Calendar, excluding, exclusion_note
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
@@ -28,6 +28,7 @@ from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at
 from punctual.slots import fire_timer, schedule_of
 from punctual.store.base import ExecutionConflictError
+from punctual.store.reads import read_calendars
 from punctual.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
@@ -232,8 +233,13 @@ class AfterEffects:
         if "~" in slot:
             return False
         keys = [(child.tenant, name) for name in child.exclude_calendars]
-        found = self.store.batch_get_calendars(keys, consistent=False)
-        calendar = excluding((found[k] for k in keys if k in found), slot_instant(slot))
+        instant = slot_instant(slot)
+
+        def excludes(calendars: dict[tuple[str, str], Calendar]) -> bool:
+            return excluding((calendars[k] for k in keys if k in calendars), instant) is not None
+
+        found = read_calendars(self.store, keys, excludes)  # strongly consistent before excluding
+        calendar = excluding((found[k] for k in keys if k in found), instant)
         if calendar is None:
             return False
         record = Execution(

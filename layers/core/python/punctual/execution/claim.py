@@ -173,6 +173,8 @@ class Claimer:
         """A missed slot's alert, handed over by the poller: raised once (the alert's conditional
         put), delivered here, the message deleted whatever happens to the delivery."""
         job = self.store.get_job(message.tenant, message.job_id, consistent=False)
+        if job is None or job.version < message.job_version:  # maybe behind: ask again before dropping
+            job = self.store.get_job(message.tenant, message.job_id)
         record = self.store.get_execution(message.tenant, message.job_id, message.slot)
         if job is None or job.state is JobState.DELETED or record is None:
             return Claim(ClaimOutcome.STALE, message, delivery, reason="job or slot is gone")

@@ -23,8 +23,13 @@ sent at once either way, so a crash after the send loses nothing.
 A slot on a day of a calendar its job excludes (:mod:`punctual.calendars`) is not sent: it
 gets a record EXCLUDED naming the calendar and the version it was decided on, and the chain
 goes on to the next slot. The calendars are read here, at release (one batched, eventually
-consistent read per chunk, only for jobs that exclude any), so a calendar change applies from
-the next released slot on without touching the jobs that use it.
+consistent read per chunk, only for jobs that exclude any; read again strongly consistently
+before a slot is excluded, or when a calendar a job names is missing), so a calendar change
+applies from the next released slot on without touching the jobs that use it.
+
+**Nothing is dropped on a read that may be behind.** Jobs and calendars are read eventually
+consistently (half the cost); a timer that read would drop (job missing, paused, at another
+version) or a slot it would exclude is decided only after a strongly consistent read.
 
 BACKFILL timers are the steps of backfills (:mod:`punctual.backfill_runner`): each is handed to
 the backfill runner, which sends the backfill's next slots and arms its next step.
@@ -51,6 +56,7 @@ from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
+from punctual.store.reads import read_calendars
 from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 
 log = logging.getLogger("punctual.polling")
@@ -161,9 +167,7 @@ class SlotReleaser:
         now = self.clock.now()
         report = ReleaseReport()
         out = _Outgoing()
-        # Eventually consistent (half the read cost): a job paused or replaced a moment ago may
-        # release one more slot of the old version, which the worker's claim re-checks.
-        jobs = self.store.batch_get_jobs({(t.tenant, t.job_id) for t in timers}, consistent=False)
+        jobs = self._read_jobs(timers)
         fire = [t for t in timers if t.kind in CHAIN_KINDS]
         plans: list[tuple[Job, ReleasePlan]] = []
         for timer in fire:
@@ -200,12 +204,46 @@ class SlotReleaser:
             report.completed += self._complete(job, now)
         return report
 
+    def _read_jobs(self, timers: Sequence[Timer]) -> dict[tuple[str, str], Job]:
+        """The timers' jobs: read eventually consistently, and again strongly for every timer the
+        first read would call stale.
+
+        An eventually consistent read (half the cost) may answer a job as it was a moment ago:
+        missing when it was just created, at its previous version when it was just resumed or
+        replaced. Nothing is dropped on that answer alone: a job missing, not ENABLED, or at
+        another version than its fire timer is read again strongly consistently, and only that
+        answer decides. A job paused or replaced a moment ago may still release one more slot of
+        the old version (the read is never ahead), which the worker's claim checks again.
+        """
+        keys = {(t.tenant, t.job_id) for t in timers}
+        jobs = self.store.batch_get_jobs(keys, consistent=False)
+        doubtful = {
+            (t.tenant, t.job_id) for t in timers if not self._current_for(t, jobs.get((t.tenant, t.job_id)))
+        }
+        if doubtful:
+            fresh = self.store.batch_get_jobs(doubtful, consistent=True)
+            for key in doubtful:
+                if key in fresh:
+                    jobs[key] = fresh[key]
+                else:
+                    jobs.pop(key, None)
+        return jobs
+
+    @staticmethod
+    def _current_for(timer: Timer, job: Job | None) -> bool:
+        """Whether ``job``, as read, lets ``timer`` go ahead (False: the timer would be dropped)."""
+        if job is None:
+            return False
+        if timer.kind in CHAIN_KINDS:
+            return job.state is JobState.ENABLED and job.version == timer.job_version
+        return job.state is not JobState.DELETED
+
     def _exclude(self, plans: list[tuple[Job, ReleasePlan]], now: datetime, out: _Outgoing) -> None:
         """Take the slots on an excluded calendar day out of the plans; record them EXCLUDED."""
         keys = {(job.tenant, name) for job, _ in plans for name in job.exclude_calendars}
         if not keys:
             return
-        calendars = self.store.batch_get_calendars(keys, consistent=False)
+        calendars = read_calendars(self.store, keys, lambda found: self._excludes_any(plans, found))
         for job, plan in plans:
             if not job.exclude_calendars:
                 continue
@@ -222,6 +260,17 @@ class SlotReleaser:
                         self._missed(job, slot, exclusion_note(calendar), now, ExecutionStatus.EXCLUDED)
                     )
             plan.release = kept
+
+    @staticmethod
+    def _excludes_any(
+        plans: list[tuple[Job, ReleasePlan]], calendars: dict[tuple[str, str], Calendar]
+    ) -> bool:
+        """Whether ``calendars`` (as read) would keep any slot of ``plans`` from running."""
+        for job, plan in plans:
+            mine = [calendars[(job.tenant, n)] for n in job.exclude_calendars if (job.tenant, n) in calendars]
+            if mine and any(excluding(mine, slot) is not None for slot in plan.release):
+                return True
+        return False
 
     def _record_excluded(self, records: list[Execution]) -> int:
         """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing)."""

@@ -92,7 +92,7 @@ def _what(operation: str, request: dict[str, Any]) -> str:
     key = request.get("Key") or request.get("Item")
     if key is None and request.get("TransactItems"):
         first = request["TransactItems"][0]
-        body = next(iter(first.values()), {})
+        body: dict[str, Any] = next(iter(first.values()), {})
         key = body.get("Key") or body.get("Item")
     if isinstance(key, dict) and "pk" in key:
         return f"{operation} {key['pk'].get('S', '')}/{key.get('sk', {}).get('S', '')}"

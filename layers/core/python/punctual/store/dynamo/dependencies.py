@@ -33,7 +33,9 @@ def link_items(table: str, tenant: str, parent: str, child_id: str, present: boo
     return [link, count]
 
 
-def transact_with_links(client: Any, items: list[dict[str, Any]], links: dict[str, list[dict[str, Any]]]) -> None:
+def transact_with_links(
+    client: Any, items: list[dict[str, Any]], links: dict[str, list[dict[str, Any]]]
+) -> None:
     """Write ``items`` and the link pairs of ``links`` (parent -> :func:`link_items`) in one transaction.
 
     A pair whose condition fails (the link already as wanted, or the parent gone) is left out and
@@ -90,7 +92,9 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
         # One transaction per parent: a parent gone or a link already as wanted leaves the others.
         for parent in parents:
-            transact_with_links(self.client, [], {parent: link_items(self.table, tenant, parent, child_id, present)})
+            transact_with_links(
+                self.client, [], {parent: link_items(self.table, tenant, parent, child_id, present)}
+            )
 
     def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
         children: list[str] = []

@@ -293,7 +293,9 @@ class DynamoJobs(DynamoBase, JobRepository):
             },
             {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
         ]
-        self._versioned_transaction(items, job_id, expected_version, self._links(tenant, job_id, parents, False))
+        self._versioned_transaction(
+            items, job_id, expected_version, self._links(tenant, job_id, parents, False)
+        )
 
     def tenant_trigger_rate(self, tenant: str) -> int:
         item = self.client.get_item(

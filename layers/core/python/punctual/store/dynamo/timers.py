@@ -191,7 +191,11 @@ class DynamoTimers(DynamoBase, TimerRepository):
                 batch = self._timers_from_pack(item) if "tm" in item else [self._timer_from_item(item)]
                 for timer in batch:
                     if lo <= timer.due_ms <= hi:
-                        found.setdefault(timer.sk, timer)
+                        # One timer in two items (a pack and a row, or two packs): the newer job
+                        # version wins, as the in-memory store's overwrite does.
+                        seen = found.get(timer.sk)
+                        if seen is None or timer.job_version > seen.job_version:
+                            found[timer.sk] = timer
             last = reply.get("LastEvaluatedKey")
             if not last:
                 return [found[sk] for sk in sorted(found)]

@@ -430,7 +430,8 @@ class Fidelity:
     # ------------------------------------------------------------------ stale answers
 
     def _when(self) -> float:
-        return self.clock() - self.rng.uniform(0.0, self.stale_read_s)
+        lag: float = self.rng.uniform(0.0, self.stale_read_s)
+        return self.clock() - lag
 
     def _older(self, key: ItemKey, current: Any) -> Any:
         value, behind = self.history.as_of(key, self._when(), current)
