@@ -43,6 +43,7 @@ from punctual.store.base import (
     JobExistsError,
     LayoutMismatchError,
     TenantLimitError,
+    TransactionConflictError,
     TriggerRateLimitError,
     UnreadableJobError,
     VersionConflictError,
@@ -402,6 +403,19 @@ def _aws_error(exc: ClientError) -> Response[Any]:
     return _internal()
 
 
+def _contended(exc: TransactionConflictError) -> Response[Any]:
+    # Another transaction held an item this request writes, through every retry: nothing was
+    # written, and the same request a moment later goes through.
+    logger.warning("answering 503: %s", exc)
+    return problem_response(
+        503,
+        "busy",
+        "Service busy",
+        "another request was changing the same items; nothing was changed, retry shortly",
+        headers={"Retry-After": str(exc.retry_after_s)},
+    )
+
+
 def _misconfigured(exc: LayoutMismatchError) -> Response[Any]:
     # The deployment's shard counts differ from the table's: nothing is written until fixed.
     logger.error("refusing to write timers: %s", exc)
@@ -446,6 +460,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler(ResponseValidationError)(_bad_response)
     app.exception_handler(ClientError)(_aws_error)
     app.exception_handler(LayoutMismatchError)(_misconfigured)
+    app.exception_handler(TransactionConflictError)(_contended)
     app.exception_handler(Exception)(_unexpected)
 
 

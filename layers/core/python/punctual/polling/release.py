@@ -55,7 +55,7 @@ from punctual.polling.config import PollerConfig
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
-from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
+from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore, VersionConflictError
 from punctual.store.reads import read_calendars
 from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 
@@ -458,9 +458,11 @@ class SlotReleaser:
         done = job.model_copy(update={"state": JobState.COMPLETED, "updated_at": now})
         try:
             self.store.replace_job(done, expected_version=job.version)
-        except Exception:  # someone changed the job meanwhile: their write stands
+        except VersionConflictError:  # someone changed the job meanwhile: their write stands
             log.info("job %s changed before it could be completed", job.id)
             return 0
+        # Anything else (a transaction conflict that outlived the store's retries included) fails
+        # the release, which is tried again: a job is never left ENABLED with no timer.
         return 1
 
     def _record(self, report: ReleaseReport) -> None:

@@ -50,6 +50,7 @@ from punctual.store.base import (
     ConflictError,
     JobExistsError,
     TenantLimitError,
+    TransactionConflictError,
     UnreadableJobError,
 )
 
@@ -81,6 +82,13 @@ def _domain(exc: Exception) -> SchedulerError | None:
         return conflict(str(exc))
     if isinstance(exc, UnreadableJobError):
         return conflict(f"the stored job cannot be read ({exc}); replace it with UpdateSchedule")
+    if isinstance(exc, TransactionConflictError):
+        # The service model's retryable error: boto3 retries it, after Retry-After.
+        return SchedulerError(
+            "ThrottlingException",
+            "another request was changing the same items; nothing was changed, retry shortly",
+            {"Retry-After": str(exc.retry_after_s)},
+        )
     if isinstance(exc, RateLimitedError):
         return SchedulerError("ThrottlingException", str(exc), {"Retry-After": str(exc.retry_after_s)})
     if isinstance(exc, ApiProblem):
