@@ -81,8 +81,8 @@ class MotoFidelity:
         L: an eventually consistent read answers each item as it was up to L seconds earlier.
     conflict_share
         The share of writes, on items a transaction has written, that meet a conflict.
-    seed
-        The randomness of both (None: unseeded).
+    seed, rng
+        The randomness of both (``rng`` wins; None and no seed: unseeded).
     clock
         Seconds (monotonic by default).
     """
@@ -91,13 +91,14 @@ class MotoFidelity:
     conflict_share: float = 0.0
     seed: int | None = None
     clock: Callable[[], float] = time.monotonic
+    rng: Any = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.conflict_share < 1:
             raise ValueError("the conflict share must be in [0, 1)")
         if self.stale_read_s < 0:
             raise ValueError("stale reads cannot be a negative number of seconds behind")
-        self.rng = random.Random(self.seed)
+        self.rng = self.rng or random.Random(self.seed)
         self.history = History(self.stale_read_s)
         self.contention = Contention(self.conflict_share, self.rng)
         self.lock = threading.RLock()
