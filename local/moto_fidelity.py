@@ -18,6 +18,10 @@ wraps moto's DynamoDB request handlers (in the local ``aws`` process, or in-proc
   item and ``None`` for the others. A ``PutItem``, ``UpdateItem`` or ``DeleteItem`` on such an
   item is refused the same way with ``TransactionConflictException``. Nothing is written
   either way. Tests script exact conflicts with :meth:`MotoFidelity.inject_conflict`.
+* **Item sizes.** A put of an item over 400 KB, counted as DynamoDB counts
+  (:mod:`punctual.store.sizes`), is refused with ``ValidationException`` ("Item size has
+  exceeded the maximum allowed size"; in a transaction, a ``ValidationError`` cancellation
+  reason), which moto checks only for updates.
 
 ``punctual-local up --stale-reads SECONDS --transaction-conflicts SHARE`` turns both on in local
 mode; the chaos run in ``make test`` runs with both on. The ``aws`` process writes what it
@@ -179,6 +183,7 @@ class MotoFidelity:
             targets = [(body["TableName"], attrs or {})]
             kind = WRITE
             operation = _SINGLE_WRITES[method]
+        _check_sizes(method, body, targets)
         with self.lock:
             refs = [self._ref(handler, table, attrs) for table, attrs in targets]
             keys = [self._key_of(handler, table, attrs) for table, attrs in targets]
@@ -244,6 +249,38 @@ class MotoFidelity:
                 answer["Items"] = rows
                 answer["Count"] = len(rows)
         return result
+
+
+def _check_sizes(method: str, body: dict[str, Any], targets: list[tuple[str, dict[str, Any]]]) -> None:
+    """Refuse a put of an item over 400 KB, as DynamoDB does (moto checks only updates)."""
+    from moto.dynamodb.exceptions import ItemSizeTooLarge, TransactionCanceledException
+
+    from punctual.store.sizes import ITEM_LIMIT_BYTES, item_bytes
+
+    if method in ("update_item", "delete_item"):
+        return
+    if method == _TRANSACTION:
+        puts = ["Put" in entry for entry in body.get("TransactItems", [])]
+    elif method == _BATCH_WRITE:
+        puts = ["PutRequest" in r for requests in body.get("RequestItems", {}).values() for r in requests]
+    else:
+        puts = [True]
+    oversized = {
+        n
+        for n, (is_put, (_, attrs)) in enumerate(zip(puts, targets, strict=True))
+        if is_put and item_bytes(attrs) > ITEM_LIMIT_BYTES
+    }
+    if not oversized:
+        return
+    if method != _TRANSACTION:
+        raise ItemSizeTooLarge()
+    message = ItemSizeTooLarge.item_size_too_large_msg
+    raise TransactionCanceledException(
+        [
+            ("ValidationError", message, None) if n in oversized else (None, None, None)
+            for n in range(len(targets))
+        ]
+    )
 
 
 def _eventual(request: dict[str, Any]) -> bool:

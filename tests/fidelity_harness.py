@@ -93,6 +93,7 @@ def scene(
     from local import moto_fidelity
     from punctual import composition
     from punctual.store.dynamo import DynamoStore, table_definition
+    from punctual.store.dynamo.conflicts import ConflictRetryingClient
 
     composition.reset()
     with mock_aws():
@@ -102,7 +103,7 @@ def scene(
             stale_read_s, conflict_share, clock=seconds, rng=rng or MaxLag(1)
         )
         with moto_fidelity.installed(simulated):
-            store = DynamoStore(client, TABLE)
+            store = DynamoStore(ConflictRetryingClient(client, sleep=lambda _: None), TABLE)
             rig = Rig(store, clock)
             yield Scene(kind, store, clock, rig, service_for(store, rig), simulated)
     composition.reset()

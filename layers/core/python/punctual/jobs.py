@@ -30,6 +30,7 @@ from punctual.store.base import (
     UnreadableJobError,
     VersionConflictError,
 )
+from punctual.store.sizes import check_job_size
 from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.timers import Timer, TimerLayout, slot_key
 
@@ -274,6 +275,7 @@ class JobService:
             signing_secret_enc=secret_stored,
             trigger_rate=self._trigger_rate(tenant, spec),
         )
+        check_job_size(job)  # 413 naming the largest parts, before anything is written
         timer = self._first_timer(job, now, after=now)
         if timer is None and schedule_of(job).kind != "after":
             raise InvalidJobError(
@@ -320,6 +322,7 @@ class JobService:
         )
         if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
             job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
+        check_job_size(job)
         timers: list[Timer] = []
         if job.state is JobState.ENABLED:
             timer = self._first_timer(job, now, after=now)

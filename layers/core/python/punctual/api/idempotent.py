@@ -26,6 +26,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 
 from punctual.api.wiring import IDEMPOTENCY_TTL_S, Services
 from punctual.models import Job, JobSpec
+from punctual.store.sizes import check_reply_size
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ def create_job(
     """Register ``spec``; with a ``key``, a retry returns the job the first request made."""
     if key is None:
         return services.jobs.register(tenant, spec)
+    check_reply_size(spec)  # the record of this reply must fit too: refused before the job is stored
     fresh: dict[str, str | None] = {}
 
     def run() -> dict[str, Any]:

@@ -40,6 +40,7 @@ from punctual.models import PAYLOAD_TOO_LARGE, JobSpec
 from punctual.queues import THROTTLE_CODES
 from punctual.schedules import ScheduleError
 from punctual.store.base import (
+    ItemTooLargeError,
     JobExistsError,
     LayoutMismatchError,
     TenantLimitError,
@@ -403,6 +404,13 @@ def _aws_error(exc: ClientError) -> Response[Any]:
     return _internal()
 
 
+def _too_large(exc: ItemTooLargeError) -> Response[Any]:
+    # The job fits every field's limit but not DynamoDB's item limit, counted in bytes.
+    return problem_response(
+        413, "job-too-large", "Job too large", str(exc), [(exc.field or "body", str(exc))]
+    )
+
+
 def _contended(exc: TransactionConflictError) -> Response[Any]:
     # Another transaction held an item this request writes, through every retry: nothing was
     # written, and the same request a moment later goes through.
@@ -461,6 +469,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler(ClientError)(_aws_error)
     app.exception_handler(LayoutMismatchError)(_misconfigured)
     app.exception_handler(TransactionConflictError)(_contended)
+    app.exception_handler(ItemTooLargeError)(_too_large)
     app.exception_handler(Exception)(_unexpected)
 
 

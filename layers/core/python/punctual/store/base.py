@@ -129,6 +129,19 @@ class TransactionConflictError(StoreError):
     retry_after_s = 1
 
 
+class ItemTooLargeError(StoreError, ValueError):
+    """A job would be stored in an item over DynamoDB's 400 KB (:mod:`punctual.store.sizes`).
+
+    ``field`` names the job's largest part, ``size`` and ``limit`` are bytes. Nothing was stored.
+    """
+
+    def __init__(self, message: str, field: str = "", size: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.field = field
+        self.size = size
+        self.limit = limit
+
+
 class LayoutMismatchError(StoreError):
     """This process's shard counts differ from the ones the table's timers were written with.
 

@@ -48,6 +48,7 @@ from punctual.jobs import InvalidJobError, JobConflictError, JobNotFoundError, P
 from punctual.schedules import ScheduleError
 from punctual.store.base import (
     ConflictError,
+    ItemTooLargeError,
     JobExistsError,
     TenantLimitError,
     TransactionConflictError,
@@ -72,7 +73,7 @@ def _domain(exc: Exception) -> SchedulerError | None:
         return exc
     if isinstance(exc, TenantLimitError):
         return quota(str(exc))
-    if isinstance(exc, InvalidJobError | ScheduleError):
+    if isinstance(exc, InvalidJobError | ScheduleError | ItemTooLargeError):
         return invalid(str(exc))
     if isinstance(exc, JobNotFoundError):
         return not_found(str(exc))

@@ -101,6 +101,9 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
         request: dict[str, Any] = {
             "TableName": self.table,
             **schema.partition(job_pk(tenant, parent_id), schema.CHILD_PREFIX).fields(),
+            # Strongly consistent: a child linked a moment before its parent's slot ended must
+            # not be left out of that slot (only parents with dependents make this read).
+            "ConsistentRead": True,
         }
         while True:
             reply = self.client.query(**request)

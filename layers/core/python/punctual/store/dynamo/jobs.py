@@ -35,9 +35,31 @@ from punctual.store.dynamo.keys import (
     _unreadable,
     tenant_pk,
 )
+from punctual.store.sizes import check_job_size
 from punctual.timers import (
     Timer,
 )
+
+
+def job_doc(job: Job) -> str:
+    """The job's stored document (its secrets are attributes of their own)."""
+    return job.model_dump_json(exclude={"signing_secret_enc", "signing_secret_prev_enc"})
+
+
+def job_attributes(job: Job) -> dict[str, Any]:
+    """The job item's attributes besides its key (what :mod:`punctual.store.sizes` measures too)."""
+    attrs = {
+        "version": _n(job.version),
+        "state": _s(job.state.value),
+        "doc": _s(job_doc(job)),
+    }
+    if job.trigger_rate:
+        attrs["tpm"] = _n(job.trigger_rate)
+    if job.signing_secret_enc:
+        attrs["secret"] = _s(job.signing_secret_enc)
+    if job.signing_secret_prev_enc:
+        attrs["secret_prev"] = _s(job.signing_secret_prev_enc)
+    return attrs
 
 
 class DynamoJobs(DynamoBase, JobRepository):
@@ -45,23 +67,9 @@ class DynamoJobs(DynamoBase, JobRepository):
 
     # ---------------------------------------------------------------- jobs
 
-    @staticmethod
-    def _job_doc(job: Job) -> str:
-        return job.model_dump_json(exclude={"signing_secret_enc", "signing_secret_prev_enc"})
-
     def _job_attrs(self, job: Job) -> dict[str, Any]:
-        attrs = {
-            "version": _n(job.version),
-            "state": _s(job.state.value),
-            "doc": _s(self._job_doc(job)),
-        }
-        if job.trigger_rate:
-            attrs["tpm"] = _n(job.trigger_rate)
-        if job.signing_secret_enc:
-            attrs["secret"] = _s(job.signing_secret_enc)
-        if job.signing_secret_prev_enc:
-            attrs["secret_prev"] = _s(job.signing_secret_prev_enc)
-        return attrs
+        check_job_size(job)  # refused here, not by DynamoDB's ValidationException (a 500)
+        return job_attributes(job)
 
     def _job_from_item(self, item: dict[str, Any]) -> Job:
         try:

@@ -16,6 +16,7 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.store.memory.base import MemoryBase, tag_matches
+from punctual.store.sizes import check_job_size
 from punctual.timers import Timer
 
 
@@ -32,6 +33,7 @@ class MemoryJobs(MemoryBase, JobRepository):
         max_trigger_rate: int | None = None,
         parents: Sequence[str] = (),
     ) -> None:
+        check_job_size(job)  # what DynamoDB would refuse, refused here too
         with self._lock:
             key = (job.tenant, job.id)
             if key in self._jobs:
@@ -106,6 +108,7 @@ class MemoryJobs(MemoryBase, JobRepository):
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
     ) -> None:
+        check_job_size(job)
         with self._lock:
             current = self._jobs.get((job.tenant, job.id))
             if current is None or current.version != expected_version:
