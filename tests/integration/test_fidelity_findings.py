@@ -219,7 +219,7 @@ def test_registrations_that_meet_each_other_on_the_tenant_counter_all_succeed(
 
 
 def _post(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
-    event = rest_event("POST", "/v1/jobs", json.dumps(body))
+    event = rest_event("POST", "/v1/jobs", json.dumps(body, ensure_ascii=False))  # UTF-8 on the wire
     out: dict[str, Any] = api.handler.handler(event, LambdaContext())
     return out
 
@@ -243,3 +243,43 @@ def test_a_conflict_that_outlives_the_retries_answers_503_with_retry_after(api: 
         assert [job["name"] for job in api.call("GET", "/v1/jobs").body["items"]] == ["nightly report"]
         # And the same request a moment later is stored
         assert _post(api, job_spec(name="second"))["statusCode"] == 201
+
+
+# ---------------------------------------------------------------- finding 9: sizes in bytes
+
+
+def test_a_job_inside_every_character_limit_but_over_400_kb_is_413_naming_what(api: ApiClient) -> None:
+    from local import moto_fidelity
+
+    with moto_fidelity.installed(moto_fidelity.MotoFidelity()):  # DynamoDB's item size check
+        # Given 30 header values of 8,192 "é": every limit counts characters, the item bytes
+        headers = {f"x-header-{n}": "é" * 8192 for n in range(30)}
+        body = job_spec(target={"type": "http", "url": "https://hooks.example.com/run", "headers": headers})
+        out = _post(api, body)
+        # Then the API answers 413 naming the headers (it used to be DynamoDB's ValidationException: 500)
+        assert out["statusCode"] == 413, out["statusCode"]
+        problem = json.loads(out["body"])
+        assert problem["type"].endswith(":job-too-large")
+        assert problem["errors"][0]["field"] == "target.headers"
+        assert "target.headers 492," in problem["detail"] and "409,600" in problem["detail"]
+        # And nothing was stored
+        assert api.call("GET", "/v1/jobs").body["items"] == []
+
+
+def test_a_creation_whose_idempotency_record_would_not_fit_is_413_before_anything_is_stored(
+    api: ApiClient,
+) -> None:
+    from local import moto_fidelity
+
+    with moto_fidelity.installed(moto_fidelity.MotoFidelity()):
+        # Given header values of 80,000 "é" in all (160,000 bytes in the job item), which the
+        # record of an idempotent creation holds escaped, six bytes each (480,000)
+        headers = {f"x-header-{n}": "é" * 8000 for n in range(10)}
+        body = job_spec(target={"type": "http", "url": "https://hooks.example.com/run", "headers": headers})
+        event = rest_event("POST", "/v1/jobs", json.dumps(body, ensure_ascii=False), {"Idempotency-Key": "k-1"})
+        out = api.handler.handler(event, LambdaContext())
+        assert out["statusCode"] == 413, out["statusCode"]
+        assert "idempotency record" in json.loads(out["body"])["detail"]
+        assert api.call("GET", "/v1/jobs").body["items"] == []
+        # Without the key there is no such record: the job is stored
+        assert _post(api, body)["statusCode"] == 201
