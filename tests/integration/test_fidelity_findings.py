@@ -276,7 +276,9 @@ def test_a_creation_whose_idempotency_record_would_not_fit_is_413_before_anythin
         # record of an idempotent creation holds escaped, six bytes each (480,000)
         headers = {f"x-header-{n}": "é" * 8000 for n in range(10)}
         body = job_spec(target={"type": "http", "url": "https://hooks.example.com/run", "headers": headers})
-        event = rest_event("POST", "/v1/jobs", json.dumps(body, ensure_ascii=False), {"Idempotency-Key": "k-1"})
+        event = rest_event(
+            "POST", "/v1/jobs", json.dumps(body, ensure_ascii=False), {"Idempotency-Key": "k-1"}
+        )
         out = api.handler.handler(event, LambdaContext())
         assert out["statusCode"] == 413, out["statusCode"]
         assert "idempotency record" in json.loads(out["body"])["detail"]
