@@ -47,6 +47,18 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
         sub.add_argument("--skew-every", type=float, metavar="S", help="... between clock offsets (120)")
         sub.add_argument("--max-skew", type=float, metavar="S", help="largest clock offset (5)")
         sub.add_argument("--throttle", type=float, metavar="RATE", help="share of AWS calls throttled (0.05)")
+        sub.add_argument(
+            "--stale-reads",
+            type=float,
+            metavar="S",
+            help="DynamoDB's eventually consistent reads up to S behind (1)",
+        )
+        sub.add_argument(
+            "--transaction-conflicts",
+            type=float,
+            metavar="SHARE",
+            help="share of writes on items a transaction holds cancelled for a conflict (0.1)",
+        )
         if name == "run":
             sub.add_argument(
                 "--dir", type=Path, help="run directory (default .local/chaos/<time>-seed<seed>)"
@@ -83,6 +95,8 @@ def _options(args: argparse.Namespace) -> FaultOptions:
         "skew_every_s": args.skew_every,
         "max_skew_s": args.max_skew,
         "throttle_rate": args.throttle,
+        "stale_reads_s": args.stale_reads,
+        "transaction_conflicts": args.transaction_conflicts,
     }
     return FaultOptions(**{k: v for k, v in given.items() if v is not None})
 

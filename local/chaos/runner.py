@@ -144,7 +144,18 @@ class ChaosRun:
         rng = random.Random(config.seed)
         template = chaos_template(self.run_dir, config.visibility_s)
         self.echo(f"chaos: seed {config.seed}, {config.seconds:.0f}s of faults, state in {self.run_dir}")
-        self.local = harness.start(self.local_state, "--no-demo", "--template", str(template), tenant=TENANT)
+        faults = config.faults
+        self.local = harness.start(
+            self.local_state,
+            "--no-demo",
+            "--template",
+            str(template),
+            "--stale-reads",
+            str(faults.stale_reads_s),
+            "--transaction-conflicts",
+            str(faults.transaction_conflicts),
+            tenant=TENANT,
+        )
         follower = ReceiverFollower(self.local.receiver_url)
         try:
             self.local.wait_ready()
@@ -216,7 +227,9 @@ class ChaosRun:
                 skewed.stop(timeout_s=5)
             self.echo("chaos: faults stopped; settling")
             self.settle(follower, dynamodb, deployment.table_name, bounds)
+            time.sleep(config.faults.stale_reads_s)  # what was written last is seen by every read
             self.collect(follower, dynamodb, sqs, deployment)
+            self.report_fidelity()
         finally:
             follower.stop()
             for process in self.processes.values():
@@ -225,6 +238,22 @@ class ChaosRun:
         return judge_dir(self.run_dir)
 
     # ------------------------------------------------------------------ settle and collect
+
+    def report_fidelity(self) -> None:
+        """What the moto server's DynamoDB simulation did (local/moto_fidelity.py), to the ledger."""
+        path = self.local_state / "run" / "fidelity.json"
+        deadline = time.monotonic() + 10
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)  # written every 2 s
+        if not path.exists():
+            return
+        found = json.loads(path.read_text())
+        self.ledger.write("fidelity", **found)
+        self.echo(
+            f"chaos: DynamoDB as it behaves: reads up to {found['stale_read_s']:g} s behind"
+            f" ({found['stale_answers']} items answered behind), {found['conflict_share']:.0%} of the"
+            f" writes on items a transaction holds cancelled ({found['conflicts']} conflicts)"
+        )
 
     def executions(self, dynamodb: Any, table: str) -> dict[str, list[Any]]:
         from punctual.store.dynamo import DynamoStore

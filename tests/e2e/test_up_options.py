@@ -1,4 +1,5 @@
-"""``punctual-local up --duration --json-logs``, and components run alone."""
+"""``punctual-local up --duration --json-logs --stale-reads --transaction-conflicts``, and components
+run alone."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def short_run(tmp_path: Path) -> Iterator[LocalMode]:
-    with harness.running(tmp_path, "--duration", "20", "--json-logs", tenant="e2e") as local:
+    options = ["--duration", "20", "--json-logs", "--stale-reads", "1", "--transaction-conflicts", "0.2"]
+    with harness.running(tmp_path, *options, tenant="e2e") as local:
         yield local
 
 
@@ -35,7 +37,11 @@ def test_duration_stops_by_itself_with_one_summary_line_after_json_logs(short_ru
     }
     assert all({"time", "component", "level"} <= set(e) for e in entries)
     assert any(e["component"] == "local" and e["message"].startswith("stopped aws") for e in entries)
-    # ... and the last is the summary: the demo fired within its 20 s, each slot once
+    # moto answered as DynamoDB does: reads a second behind, a fifth of contended writes cancelled
+    assert any(e["component"] == "aws" and "reads up to 1.0s behind" in e["message"] for e in entries)
+    fidelity = json.loads((local.state / "run" / "fidelity.json").read_text())
+    assert fidelity["stale_read_s"] == 1.0 and fidelity["conflict_share"] == 0.2
+    # ... and the last is the summary: the demo fired within its 20 s, each slot once, on that DynamoDB
     match = re.fullmatch(
         r"punctual-local: (\d+)s demo, slots due (\d+), executed (\d+), duplicates (\d+), missed (\d+), "
         r"fire delay p50 (\d+) ms p99 (\d+) ms",

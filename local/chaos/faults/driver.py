@@ -121,6 +121,10 @@ class FaultOptions:
     skew_every_s: float = 120.0
     max_skew_s: float = 5.0
     throttle_rate: float = 0.05
+    # DynamoDB as it behaves (local/moto_fidelity.py): reads up to this far behind, and this
+    # share of the writes on items a transaction holds cancelled for a conflict.
+    stale_reads_s: float = 1.0
+    transaction_conflicts: float = 0.1
 
 
 def plan_faults(
