@@ -114,6 +114,40 @@ def test_a_resume_with_catch_up_sends_every_owed_slot(kind: str, t0: datetime) -
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_release_a_moment_behind_a_resume_cannot_put_the_old_chain_back(kind: str, t0: datetime) -> None:
+    with scene(kind, t0, stale_read_s=1.0) as s:
+        # Given a job every 10 s whose :20 timer (version 1) the poller already holds
+        job, _ = s.service.register(TENANT, spec("rate(10 seconds)"))
+        poll_at(s, t0 + timedelta(seconds=10))
+        [held] = [t for t in s.rig.timers(t0, t0 + timedelta(seconds=25)) if t.slot == "2026-11-30T10:00:20Z"]
+        # And the job is paused and resumed just before :20 (version 3: its first timer is :20 too)
+        s.clock.set(t0 + timedelta(seconds=19.2))
+        s.service.pause(TENANT, job.id)
+        s.clock.set(t0 + timedelta(seconds=19.4))
+        s.service.resume(TENANT, job.id)
+        [resumed] = [
+            t for t in s.rig.timers(t0, t0 + timedelta(seconds=25)) if t.slot == "2026-11-30T10:00:20Z"
+        ]
+        assert resumed.job_version == 3
+        # When at :20 the poller releases version 3's timer, then the version 1 timer it held, its
+        # read of the job still a second behind (version 1: so that timer goes through too)
+        s.clock.set(t0 + timedelta(seconds=20))
+        dispatcher = s.rig.dispatcher()
+        dispatcher.release([resumed])
+        dispatcher.release([held])
+        # Then the chain goes on at version 3 (the old chain's next timer used to replace the new
+        # one: at :30 the only timer was version 1's, stale, and the job never fired again)
+        [nxt] = [t for t in s.rig.timers(t0 + timedelta(seconds=25), t0 + timedelta(seconds=35))]
+        assert nxt.job_version == 3
+        poll_at(s, t0 + timedelta(seconds=30))
+        poll_at(s, t0 + timedelta(seconds=40))
+        assert [slot for slot, version in fired(s, job.id) if version == 3][-2:] == [
+            "2026-11-30T10:00:30Z",
+            "2026-11-30T10:00:40Z",
+        ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_missed_alert_of_a_job_just_registered_is_not_dropped(kind: str, t0: datetime) -> None:
     from punctual.queues import MessageKind, message_for
 

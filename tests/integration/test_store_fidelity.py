@@ -107,6 +107,17 @@ def test_a_timer_put_again_at_a_new_version_replaces_the_row(faithful: Faithful,
     assert [(t.job_id, t.job_version) for t in _bucket(store, _timer(t0, "a", 1))] == [("a", 2)]
 
 
+def test_a_timer_put_again_at_an_older_version_leaves_the_newer_one(faithful: Faithful, t0: datetime) -> None:
+    store = faithful.store
+    original = job("a", now=t0)
+    store.create_job(original, None, max_jobs=10)
+    store.replace_job(original.model_copy(update={"version": 3}), 1, [_timer(t0, "a", 3)])  # a row
+    store.put_timers([_timer(t0, "a", 1)])  # a poller that read the job at version 1, a moment late
+    store.put_timers([_timer(t0, "a", 1), _timer(t0, "b", 1)])  # ...and in a pack with another
+    found = {t.job_id: t.job_version for t in _bucket(store, _timer(t0, "a", 1))}
+    assert found["a"] == 3
+
+
 def test_a_replace_whose_next_slot_is_unchanged_leaves_the_new_version_timer(
     faithful: Faithful, t0: datetime
 ) -> None:

@@ -379,8 +379,9 @@ class TimerRepository(ABC):
     def put_timers(self, timers: Sequence[Timer]) -> None:
         """Write timer rows, keyed by identity: a repeat writes the same row again (a no-op).
 
-        A row with the key of an existing one replaces it (DynamoDB's put), which is how a
-        replaced job's first timer takes the place of the old version's timer for the same slot.
+        Of two timers with one key, the one of the newer job version stands, whichever was
+        written last: a replaced job's first timer takes the place of the old version's timer
+        for the same slot, and never the other way round.
         """
 
     @abstractmethod

@@ -47,13 +47,18 @@ class DynamoTimers(DynamoBase, TimerRepository):
 
     # ---------------------------------------------------------------- timers
     #
-    # A timer is one row when it is written alone (registration, a retry, a lease). The
-    # poller writes the next timers of a whole release at once: those that share a bucket
+    # A timer is one row when it is written with its job (registration, replace, resume, in
+    # the job's transaction). Every other timer is written in a pack (``put_timers``): the
+    # poller writes the next timers of a whole release at once, and those that share a bucket
     # and a due window are packed into one item (``tm``: a compact JSON list), because a
     # write costs one unit per started kilobyte and a row is ~180 bytes, a packed entry
     # ~65. A pack's sort key is its window's first instant plus a digest of its entries,
     # so rewriting the same set writes the same item, and a reader that finds one timer in
-    # two items (two pollers packed it differently) returns it once.
+    # two items (two pollers packed it differently) returns it once, at its newest job
+    # version. A lone timer is a pack of one, never a row: a poller whose read of the job was
+    # a moment behind writes its chain's next timer at the old version, and as a row it would
+    # replace the row a resume or replace had just written for the same slot at the new
+    # version (the job's chain would end); as a pack it sits beside it and loses to it.
 
     @staticmethod
     def _timer_from_item(item: dict[str, Any]) -> Timer:
@@ -126,7 +131,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
         return due_ms - due_ms % span
 
     def _timer_rows(self, timers: Sequence[Timer]) -> list[dict[str, Any]]:
-        """The items to write for ``timers``: a row for a lone timer, packs for the rest."""
+        """The items to write for ``timers``: packs (of one, for a lone timer)."""
         groups: dict[tuple[str, int], dict[str, Timer]] = {}
         for t in timers:
             groups.setdefault((t.pk, self._pack_window(t.lane, t.due_ms)), {})[t.sk] = t
@@ -134,9 +139,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
         for (pk, window), members in groups.items():
             ordered = [members[sk] for sk in sorted(members)]
             for start in range(0, len(ordered), _PACK_MAX):
-                part = ordered[start : start + _PACK_MAX]
-                single = len(part) == 1
-                rows.append(self._timer_item(part[0]) if single else self._pack_item(pk, window, part))
+                rows.append(self._pack_item(pk, window, ordered[start : start + _PACK_MAX]))
         return rows
 
     def put_timers(self, timers: Sequence[Timer]) -> None:

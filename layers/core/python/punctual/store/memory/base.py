@@ -67,9 +67,13 @@ class MemoryBase:
         index = bisect.bisect_left(bucket, entry[0], key=lambda item: item[0])
         self.timer_writes += 1
         if index < len(bucket) and bucket[index][0] == timer.sk:
-            # A put of an existing key replaces the row, as DynamoDB's PutItem does: a replace
-            # whose next slot is unchanged writes the same key at the new version.
-            bucket[index] = entry
+            # The same key again: the newer job version stands, as it does in DynamoDB (a row
+            # put replaces the row, and a reader of a timer found in a row and in packs keeps
+            # its newest version): a replace whose next slot is unchanged takes the old
+            # version's timer's place, and a poller that read the job a moment behind cannot
+            # put the old version back.
+            if timer.job_version >= bucket[index][1].job_version:
+                bucket[index] = entry
             return
         bucket.insert(index, entry)
 
