@@ -23,7 +23,7 @@ refuses what DynamoDB would.
 from __future__ import annotations
 
 import json
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from punctual.models import Job, JobSpec
@@ -46,7 +46,7 @@ def value_bytes(value: dict[str, Any]) -> int:
     if kind == "S":
         return len(str(inner).encode())
     if kind == "N":
-        return _number_bytes(str(inner))
+        return number_bytes(str(inner))
     if kind == "B":
         return len(inner) if isinstance(inner, bytes | bytearray) else len(str(inner).encode()) * 3 // 4
     if kind in ("BOOL", "NULL"):
@@ -54,7 +54,7 @@ def value_bytes(value: dict[str, Any]) -> int:
     if kind == "SS":
         return sum(len(member.encode()) for member in inner)
     if kind == "NS":
-        return sum(_number_bytes(member) for member in inner)
+        return sum(number_bytes(member) for member in inner)
     if kind == "BS":
         return sum(len(member) for member in inner)
     if kind == "L":
@@ -69,8 +69,13 @@ def item_bytes(item: dict[str, dict[str, Any]]) -> int:
     return sum(len(name.encode()) + value_bytes(value) for name, value in item.items())
 
 
-def _number_bytes(text: str) -> int:
-    digits = Decimal(text).normalize().as_tuple().digits
+def number_bytes(text: str) -> int:
+    """A number's bytes: about one per two significant digits (leading and trailing zeros are
+    trimmed), plus one; text that is not a number counts its characters."""
+    try:
+        digits = Decimal(text).normalize().as_tuple().digits
+    except InvalidOperation:
+        return len(text)
     significant = len(digits) if any(digits) else 1
     return (significant + 1) // 2 + 1
 
