@@ -118,6 +118,25 @@ def test_a_timer_put_again_at_an_older_version_leaves_the_newer_one(faithful: Fa
     assert found["a"] == 3
 
 
+def test_a_lone_timer_whose_slot_is_not_an_instant_is_written_and_read(
+    faithful: Faithful, t0: datetime
+) -> None:
+    store = faithful.store
+    due = t0 + timedelta(seconds=600)
+    step = LAYOUT.make(
+        now=t0,
+        due=due,
+        job_id="a",
+        tenant=T,
+        slot="45caa1a5e6062bd22268",
+        attempt=3,
+        kind=TimerKind.BACKFILL,
+        job_version=1,
+    )
+    store.put_timers([step])  # a backfill's step names its backfill, not a slot
+    assert _bucket(store, step) == [step]
+
+
 def test_a_replace_whose_next_slot_is_unchanged_leaves_the_new_version_timer(
     faithful: Faithful, t0: datetime
 ) -> None:

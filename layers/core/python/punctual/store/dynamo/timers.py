@@ -84,8 +84,11 @@ class DynamoTimers(DynamoBase, TimerRepository):
         for t in sorted(timers, key=lambda t: t.sk):
             slot: str | int = t.slot
             if "~" not in t.slot:
-                second = int(slot_instant(t.slot).timestamp())
-                if _slot_of_second(second) == t.slot:
+                try:
+                    second = int(slot_instant(t.slot).timestamp())
+                except ValueError:  # not a slot's instant (a BACKFILL timer names its backfill)
+                    second = -1
+                if second >= 0 and _slot_of_second(second) == t.slot:
                     slot = second  # a plain slot key: its epoch second (10 bytes, not 22)
             entry: list[Any] = [t.due_ms, t.job_id, tenants.setdefault(t.tenant, len(tenants)), slot]
             entry += [t.attempt, _KIND_CODE[t.kind], t.job_version]
