@@ -53,7 +53,8 @@ def _plugin(synth: Synth) -> dict[str, Any]:
 def _suppressed(synth: Synth) -> set[tuple[str, str]]:
     stack = synth.stack.stack_name
     return {
-        (v["acknowledgedAt"].removeprefix(f"{stack}/"), v["ruleName"])
+        # The scheduler is the stack's construct "Default" (punctual_cdk.Punctual).
+        (v["acknowledgedAt"].removeprefix(f"{stack}/").removeprefix("Default/"), v["ruleName"])
         for v in _plugin(synth)["suppressedViolations"]
     }
 
