@@ -10,8 +10,35 @@
 from __future__ import annotations
 
 from punctual_cdk.config import ConfigError, PunctualConfig
+from punctual_cdk.jobs import Alert, Job, JobProvider, JobSpecError, SchedulerRef
 from punctual_cdk.scheduler import Punctual
+from punctual_cdk.targets import (
+    EventBusTarget,
+    HttpTarget,
+    JobTarget,
+    LambdaTarget,
+    SnsTarget,
+    SqsTarget,
+    StateMachineTarget,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "Punctual", "PunctualConfig", "__version__"]
+__all__ = [
+    "Alert",
+    "ConfigError",
+    "EventBusTarget",
+    "HttpTarget",
+    "Job",
+    "JobProvider",
+    "JobSpecError",
+    "JobTarget",
+    "LambdaTarget",
+    "Punctual",
+    "PunctualConfig",
+    "SchedulerRef",
+    "SnsTarget",
+    "SqsTarget",
+    "StateMachineTarget",
+    "__version__",
+]
