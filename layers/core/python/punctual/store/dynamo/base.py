@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 from punctual.store.base import (
     LayoutMismatchError,
 )
+from punctual.store.dynamo import schema
 from punctual.store.dynamo.conflicts import ConflictRetryingClient
 from punctual.store.dynamo.keys import (
     _BATCH_GET_MAX,
@@ -88,6 +89,70 @@ class DynamoBase:
                 return False
             raise
         return True
+
+    def _add_link(self, tenant: str, parent: str, child_id: str) -> list[dict[str, Any]]:
+        """The transaction items that record ``child_id`` as a dependent of ``parent``: the link
+        (only if it is not there) and the parent's count (only on a parent that exists)."""
+        key = schema.dependent_key(tenant, parent, child_id)
+        return [
+            {"Put": {"TableName": self.table, "Item": key, **schema.CREATE.fields()}},
+            self._dependent_count(tenant, parent, 1),
+        ]
+
+    def _remove_link(self, tenant: str, parent: str, child_id: str) -> list[dict[str, Any]]:
+        """The transaction items that remove ``child_id`` as a dependent of ``parent`` (only if
+        the link is there), and count it off the parent."""
+        key = schema.dependent_key(tenant, parent, child_id)
+        return [
+            {"Delete": {"TableName": self.table, "Key": key, **schema.EXISTS.fields()}},
+            self._dependent_count(tenant, parent, -1),
+        ]
+
+    def _dependent_count(self, tenant: str, parent: str, delta: int) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": schema.job_key(tenant, parent),
+                **schema.count_dependent(delta).fields(),
+            }
+        }
+
+    def _transact_with_links(
+        self, items: list[dict[str, Any]], links: dict[str, list[dict[str, Any]]]
+    ) -> None:
+        """Write ``items`` and the link pairs of ``links`` (parent -> :meth:`_add_link` or
+        :meth:`_remove_link`) in one transaction.
+
+        A pair whose condition fails (the link already as wanted, or the parent gone) is left out
+        and the rest is tried again; a failure among ``items`` is raised for the caller to read (its
+        ``CancellationReasons`` index ``items`` as given).
+        """
+        pending = dict(links)
+        while True:
+            parents = list(pending)
+            try:
+                self.client.transact_write_items(
+                    TransactItems=items + [i for p in parents for i in pending[p]]
+                )
+                return
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                failed = "ConditionalCheckFailed"
+                if failed in reasons[: len(items)]:
+                    raise
+                done = [
+                    parent
+                    for n, parent in enumerate(parents)
+                    if failed in reasons[len(items) + 2 * n : len(items) + 2 * n + 2]
+                ]
+                if not done:
+                    raise
+                for parent in done:
+                    del pending[parent]
+                if not items and not pending:
+                    return
 
     def _batch_get(self, keys: list[dict[str, Any]], consistent: bool = True) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []

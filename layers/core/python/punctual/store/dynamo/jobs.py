@@ -26,7 +26,6 @@ from punctual.store.base import (
 )
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
-from punctual.store.dynamo.dependencies import link_items, transact_with_links
 from punctual.store.dynamo.keys import (
     _doc_of,
     _first_errors,
@@ -156,7 +155,8 @@ class DynamoJobs(DynamoBase, JobRepository):
         if timer is not None:
             items.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
         try:
-            transact_with_links(self.client, items, self._links(job.tenant, job.id, parents, present=True))
+            links = {parent: self._add_link(job.tenant, parent, job.id) for parent in parents}
+            self._transact_with_links(items, links)
         except ClientError as exc:
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
@@ -266,8 +266,8 @@ class DynamoJobs(DynamoBase, JobRepository):
             items.append({"Update": self._meta_update(job.tenant, 0, None, delta, max_trigger_rate)})
         items.extend({"Put": {"TableName": self.table, "Item": self._timer_item(t)}} for t in timers)
         links = {
-            **self._links(job.tenant, job.id, parents_removed, present=False),
-            **self._links(job.tenant, job.id, parents_added, present=True),
+            **{parent: self._remove_link(job.tenant, parent, job.id) for parent in parents_removed},
+            **{parent: self._add_link(job.tenant, parent, job.id) for parent in parents_added},
         }
         try:
             self._versioned_transaction(items, job.id, expected_version, links)
@@ -301,9 +301,8 @@ class DynamoJobs(DynamoBase, JobRepository):
             },
             {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
         ]
-        self._versioned_transaction(
-            items, job_id, expected_version, self._links(tenant, job_id, parents, False)
-        )
+        links = {parent: self._remove_link(tenant, parent, job_id) for parent in parents}
+        self._versioned_transaction(items, job_id, expected_version, links)
 
     def tenant_trigger_rate(self, tenant: str) -> int:
         item = self.client.get_item(
@@ -320,11 +319,6 @@ class DynamoJobs(DynamoBase, JobRepository):
             **schema.count_request(limit, ttl_epoch_s).fields(),
         )
 
-    def _links(
-        self, tenant: str, child_id: str, parents: Sequence[str], present: bool
-    ) -> dict[str, list[dict[str, Any]]]:
-        return {parent: link_items(self.table, tenant, parent, child_id, present) for parent in parents}
-
     def _versioned_transaction(
         self,
         items: list[dict[str, Any]],
@@ -334,7 +328,7 @@ class DynamoJobs(DynamoBase, JobRepository):
     ) -> None:
         """Run a transaction whose first item is conditional on the job's version (with its links)."""
         try:
-            transact_with_links(self.client, items, links or {})
+            self._transact_with_links(items, links or {})
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
