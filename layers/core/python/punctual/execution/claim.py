@@ -3,8 +3,8 @@ conditional writes on the slot's record.
 
 A first attempt creates the record; on conflict the store returns the record as it is, and the
 decision is made again (a few rounds). Overlap ``skip`` / ``queue`` goes through the job's turn
-(:mod:`punctual.execution.turns`). A slot released for an older version of its job is recorded
-MISSED (superseded), never run against the new spec. A first attempt that keeps coming back
+(:mod:`punctual.execution.turns`). An attempt runs the spec of the version its slot was released
+for, or is recorded SUPERSEDED (:mod:`punctual.execution.versions`). A first attempt that keeps coming back
 (no time left in a Lambda invocation, a claim that keeps racing, or errors) is *parked* before
 the queue's dead-letter threshold: recorded QUEUED with the reason and a timer that brings it
 back, so no first attempt reaches a dead-letter queue without a record saying why.
@@ -23,7 +23,6 @@ from punctual.execution.lease import Leases
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
 from punctual.execution.records import (
     LEASE_LOST_NOTE,
-    SUPERSEDED_NOTE,
     Ledger,
     new_record,
     owned_by,
@@ -32,6 +31,7 @@ from punctual.execution.records import (
     visibility,
 )
 from punctual.execution.turns import Turns
+from punctual.execution.versions import released_version, superseded_record
 from punctual.message_auth import DispatchSigner
 from punctual.models import Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.notifications.alerts import fire_delay_of
@@ -129,15 +129,6 @@ class Claimer:
             reason = "not enough time left in this invocation"
             parked = self.park(job.version, message, delivery, reason)
             return parked or self._wait(message, delivery, job, 0, reason, None)
-        if (
-            message.kind == MessageKind.FIRE
-            and message.attempt == 1
-            and job.state is JobState.ENABLED
-            and job.version > message.job_version
-        ):
-            superseded = self._supersede(job, message, delivery)
-            if superseded is not None:
-                return superseded
         if message.kind == MessageKind.BACKFILL and message.attempt == 1:
             dropped = self._backfill_cancelled(job, message, delivery)
             if dropped is not None:
@@ -209,26 +200,28 @@ class Claimer:
         self.metrics.add("StaleMessages", 1)
         return Claim(ClaimOutcome.STALE, message, delivery, job, reason="backfill cancelled")
 
-    def _supersede(self, job: Job, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
-        """A slot released for an older version of the job: never run against the new spec.
+    def _supersede(
+        self,
+        job: Job,
+        message: DispatchMessage,
+        delivery: Delivery | None,
+        current: Execution | None,
+        released_for: int,
+        now: datetime,
+    ) -> Claim:
+        """The slot (or its next attempt) was released for a spec the job no longer has: record
+        it SUPERSEDED, never run it against the new spec (:func:`superseded_record`).
 
-        Recorded MISSED (so a release of the same slot for the current version still runs
-        it); None when the slot already has a record (the usual claim decides).
+        A conditional write like every claim: a conflict goes back to the claim's loop.
         """
-        record = new_record(
-            message,
-            ExecutionStatus.MISSED,
-            finished_at=self.clock.now(),
-            error=f"{SUPERSEDED_NOTE} (released for version {message.job_version}, now {job.version})",
-        )
-        try:
-            self.ledger.save(record, None, None)
-        except ExecutionConflictError:
-            return None
+        if current is not None and current.status is ExecutionStatus.SUPERSEDED:
+            self.metrics.add("StaleMessages", 1)
+            return Claim(ClaimOutcome.STALE, message, delivery, job, current, reason="superseded")
+        record, expect = superseded_record(job, message, current, released_for, now)
+        self.ledger.save(record, current, expect)
         self.metrics.add("SupersededSlots", 1)
-        log.info(
-            "slot %s of %s was released for version %d: superseded", message.slot, job.id, message.job_version
-        )
+        log.info("slot %s of %s was released for version %d: superseded", message.slot, job.id, released_for)
+        self.after.apply(job, record, now)  # the turn goes on; the event says why
         return Claim(
             ClaimOutcome.STALE, message, delivery, job, record, reason="superseded by a newer version"
         )
@@ -262,6 +255,10 @@ class Claimer:
             self.ledger.save(ended, current, owned_by(current))
             self.after.apply(job, ended, now)
             return Claim(ClaimOutcome.EXHAUSTED, message, delivery, job, ended, reason=decision.reason)
+        if action in (ClaimAction.START, ClaimAction.TAKEOVER):
+            released_for = released_version(current, message)
+            if released_for < job.spec_since:
+                return self._supersede(job, message, delivery, current, released_for, now)
         if action is ClaimAction.TAKEOVER:
             assert current is not None
             lost = current.closed_attempt(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE)
@@ -293,7 +290,7 @@ class Claimer:
         now: datetime,
     ) -> Claim:
         expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
-        if current is not None and current.status is ExecutionStatus.MISSED:
+        if current is not None and current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED):
             current = None  # the record only said why the slot had not run: start it afresh
         base = current or new_record(message, ExecutionStatus.QUEUED)
         if job.state is JobState.PAUSED and message.kind not in _ASKED_FOR:

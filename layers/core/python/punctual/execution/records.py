@@ -24,7 +24,7 @@ from punctual.timers import TimerKind
 
 RELEASED_NOTE = "released: the worker shut down before the run ended"
 LEASE_LOST_NOTE = "lease expired: the worker was lost"
-SUPERSEDED_NOTE = "superseded: the job changed before this slot started"
+SUPERSEDED_NOTE = "superseded: the job's spec changed"
 MAX_SUMMARY_CHARS = 500
 MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
 LIVE = frozenset({ExecutionStatus.RUNNING})
@@ -71,7 +71,11 @@ def new_record(message: DispatchMessage, status: ExecutionStatus, **fields: Any)
 
 
 def running(base: Execution, message: DispatchMessage, now: datetime, lease_s: int, **more: Any) -> Execution:
-    """``base`` as a RUNNING attempt of ``message``, owned by a fresh owner (``more``: further fields)."""
+    """``base`` as a RUNNING attempt of ``message``, owned by a fresh owner (``more``: further fields).
+
+    The record keeps ``base.job_version``: the version its slot was released for, whose spec
+    every attempt of the slot runs (:mod:`punctual.execution.versions`).
+    """
     return base.model_copy(
         update={
             "status": ExecutionStatus.RUNNING,
@@ -81,7 +85,6 @@ def running(base: Execution, message: DispatchMessage, now: datetime, lease_s: i
             "result": None,
             "owner": new_owner(),
             "lease_until": now + timedelta(seconds=lease_s),
-            "job_version": message.job_version,
             **more,
         }
     )
