@@ -12,6 +12,7 @@ back, so no first attempt reaches a dead-letter queue without a record saying wh
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime, timedelta
 
@@ -26,6 +27,7 @@ from punctual.execution.records import (
     Ledger,
     new_record,
     owned_by,
+    rest_of_range,
     running,
     summary,
     visibility,
@@ -290,6 +292,7 @@ class Claimer:
         now: datetime,
     ) -> Claim:
         expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
+        replaced = current
         if current is not None and current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED):
             current = None  # the record only said why the slot had not run: start it afresh
         base = current or new_record(message, ExecutionStatus.QUEUED)
@@ -299,7 +302,7 @@ class Claimer:
             skipped = base.model_copy(
                 update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": "job is paused"}
             )
-            self.ledger.save(skipped, current, expect)
+            self._save_start(job, skipped, replaced, expect)
             self.turns.pass_on(job, skipped, now)  # had it been handed the turn, the next slot gets it
             self.metrics.add("PausedSkipped", 1)
             self.after.notifier.changed(job, skipped, now)
@@ -317,7 +320,7 @@ class Claimer:
                     "error": f"overlap: slot {holder} was still running",
                 }
             )
-            self.ledger.save(skipped, current, expect)
+            self._save_start(job, skipped, replaced, expect)
             self.store.add_skipped(job.tenant, job.id, 1)
             self.metrics.add("OverlapSkipped", 1)
             self.after.notifier.changed(job, skipped, now)
@@ -332,7 +335,7 @@ class Claimer:
                         "blocked_by": holder,
                     }
                 )
-                self.ledger.save(queued, current, expect)
+                self._save_start(job, queued, replaced, expect)
             self.put_queued_timer(job.version, queued, now)
             self.metrics.add("OverlapQueued", 1)
             return Claim(
@@ -341,7 +344,7 @@ class Claimer:
         started = running(
             base, message, now, self.leases.lease_s(job), attempt=message.attempt, blocked_by=None
         )
-        self.ledger.save(started, current, expect)
+        self._save_start(job, started, replaced, expect)
         if first_attempt and message.kind != MessageKind.BACKFILL:  # a backfilled slot is late by design
             delay_ms = (now - started.scheduled_at).total_seconds() * 1000
             self.metrics.add("StartDelayMs", max(delay_ms, 0.0), "Milliseconds")
@@ -352,6 +355,15 @@ class Claimer:
         if self.config.lease_timers:
             self.after.notifier.flush()
         return self._claimed(job, message, delivery, started, now)
+
+    def _save_start(self, job: Job, new: Execution, old: Execution | None, expect: Expect | None) -> None:
+        """The write of a first attempt's record. Over a MISSED range record (a backfill started its
+        first slot), the rest of the range keeps a record of its own, from the next slot on."""
+        self.ledger.save(new, old, expect)
+        rest = rest_of_range(job, old) if old is not None and old.slot_count > 1 else None
+        if rest is not None:
+            with contextlib.suppress(ExecutionConflictError):  # that slot has a record already
+                self.ledger.save(rest, None, None)
 
     def _claimed(
         self, job: Job, message: DispatchMessage, delivery: Delivery | None, started: Execution, now: datetime
@@ -429,6 +441,10 @@ class Claimer:
                 return None  # someone else wrote it meanwhile: the usual claim decides next time
         elif current.status is not ExecutionStatus.QUEUED:
             return None
+        if message.ordered:
+            # Overlap queue: the parked slot keeps its place, holding the turn if it is free or
+            # waiting for it in slot order, so that no later slot runs before it.
+            self.turns.take_slot(message.tenant, message.job_id, message.slot, now, queue=True)
         self.put_queued_timer(version, current, now)
         self.metrics.add("ParkedSlots", 1)
         return Claim(ClaimOutcome.QUEUED, message, delivery, None, current, reason=f"parked: {reason}")
