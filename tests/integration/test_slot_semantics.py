@@ -1,6 +1,7 @@
 """Issue 28, findings 3-7: what happens to a slot around a replace, a pause, a park, a MISSED
-record and a job deleted after completion. The real JobService, Poller and Worker on the
-in-memory store, with a manual clock (tests/execution_harness.py)."""
+record and a job deleted after completion. The real JobService, Poller and Worker with a manual
+clock (tests/execution_harness.py), on the in-memory store and on DynamoDB (moto): the conditions
+that make these rules hold are DynamoDB's conditional writes."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from punctual.notifications.events import EventPublisher, MemoryEventSink
 from punctual.observability import RecordingMetrics
 from punctual.polling import Poller, PollerConfig
 from punctual.queues import QueueRouting
-from punctual.store.memory import MemoryStore
+from punctual.store.base import JobStore
 from punctual.targets.base import SlotContext, TargetResult
 from punctual.timers import slot_key
 
@@ -34,8 +35,8 @@ HOOK = {"type": "http", "url": "https://alerts.example.com/hook"}
 
 
 @pytest.fixture
-def rig(t0: datetime) -> Rig:
-    return Rig(MemoryStore(), ManualClock(t0))
+def rig(store: JobStore, t0: datetime) -> Rig:
+    return Rig(store, ManualClock(t0))
 
 
 def service(rig: Rig) -> JobService:
@@ -73,10 +74,12 @@ def history(rig: Rig, job: Job) -> dict[str, Any]:
 # --------------------------------------------------------------------------- finding 3
 
 
-def test_delete_after_completion_waits_for_a_slot_that_waits_for_its_retry(t0: datetime) -> None:
+def test_delete_after_completion_waits_for_a_slot_that_waits_for_its_retry(
+    store: JobStore, t0: datetime
+) -> None:
     # Given a job of two slots that asked to be deleted once complete, with a dead-letter queue
     # and a failed alert; its first slot fails and waits two minutes for its retry
-    store, clock, hooks = MemoryStore(), ManualClock(t0), FakeTarget()
+    clock, hooks = ManualClock(t0), FakeTarget()
     events = MemoryEventSink()
     alerter = Alerter(store, hooks, clock, signing_secrets=lambda job: ())
     rig = Rig(store, clock, notifier=Notifier(EventPublisher(events), alerter))
