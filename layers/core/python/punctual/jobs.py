@@ -176,10 +176,11 @@ def resumed(current: Job, now: datetime, layout: TimerLayout) -> tuple[Job, list
     kind = schedule_of(job).kind
     if kind == "after":
         return job, []
-    start = first_slot(job, now) if kind == "delay" else resume_start(job)
+    fresh = kind == "delay" or current.paused_at is None  # no pause instant to start from
+    start = first_slot(job, now) if fresh else resume_start(job)
     if start is None:
         return job.model_copy(update={"state": JobState.COMPLETED, "state_reason": "no slot left"}), []
-    if kind == "delay" or dispatch_instant(job, start) > now:
+    if fresh or dispatch_instant(job, start) > now:
         return job, [fire_timer(layout, job, start, now)]
     timer = layout.make(
         now=now,

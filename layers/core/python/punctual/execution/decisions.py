@@ -31,7 +31,8 @@ from enum import StrEnum
 from punctual.models import Execution, ExecutionStatus
 from punctual.queues import DispatchMessage, MessageKind
 
-_FRESH_KINDS = (MessageKind.MANUAL, MessageKind.CHILD)  # slots whose first attempt starts a record
+# The messages that release a slot (its first attempt): only these start a SUPERSEDED slot again.
+_RELEASES = (MessageKind.FIRE, MessageKind.MANUAL, MessageKind.CHILD, MessageKind.BACKFILL)
 
 
 class ClaimAction(StrEnum):
@@ -109,8 +110,13 @@ def decide_claim(
         if message.kind == MessageKind.BACKFILL and n == 1:
             return ClaimDecision(ClaimAction.START, "slot recorded missed is backfilled")
         return ClaimDecision(ClaimAction.DROP, "slot is recorded missed")
-    newer = message.job_version > current.job_version
-    if status is ExecutionStatus.SUPERSEDED and newer and (n == 1 or message.kind in _FRESH_KINDS):
+    if (
+        status is ExecutionStatus.SUPERSEDED
+        and message.job_version > current.job_version
+        and n == 1
+        and message.kind in _RELEASES
+    ):
+        # A release of the slot for the job's new spec (not a wake-up such as a turn or a check).
         return ClaimDecision(ClaimAction.START, "slot released again for the job's new spec")
     if status is ExecutionStatus.QUEUED:
         if current.attempt == n:
