@@ -39,7 +39,7 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
-from punctual.timers import Timer, TimerKind, TimerLayout, slot_key
+from punctual.timers import Timer, TimerLayout, slot_key
 
 RESUME_TRIES = 3  # a resume that meets a concurrent write (a poller parking an owed slot) reads again
 
@@ -180,19 +180,7 @@ def resumed(current: Job, now: datetime, layout: TimerLayout) -> tuple[Job, list
     start = first_slot(job, now) if fresh else resume_start(job)
     if start is None:
         return job.model_copy(update={"state": JobState.COMPLETED, "state_reason": "no slot left"}), []
-    if fresh or dispatch_instant(job, start) > now:
-        return job, [fire_timer(layout, job, start, now)]
-    timer = layout.make(
-        now=now,
-        due=now,
-        job_id=job.id,
-        tenant=job.tenant,
-        slot=slot_key(start),
-        attempt=1,
-        kind=TimerKind.RESUME,
-        job_version=job.version,
-    )
-    return job, [timer]
+    return job, [fire_timer(layout, job, start, now, resumed=not fresh)]
 
 
 class JobService:

@@ -98,12 +98,23 @@ def dispatch_instant(job: Job, slot: datetime) -> datetime:
 
 
 def fire_timer(
-    layout: TimerLayout, job: Job, slot: datetime, now: datetime, *, chained: bool = False
+    layout: TimerLayout,
+    job: Job,
+    slot: datetime,
+    now: datetime,
+    *,
+    chained: bool = False,
+    resumed: bool = False,
 ) -> Timer:
     """The timer that releases ``slot`` of ``job`` at its dispatch instant. ``chained``: written
     by a release, when an instant already passed makes it a CATCHUP timer, which waits its turn
-    behind on-time slots."""
+    behind on-time slots. ``resumed``: the first of a resumed job's chain, whose past slot makes
+    it a RESUME timer due now (the slots before it were owed by the pause)."""
     due = dispatch_instant(job, slot)
+    if resumed and due <= now:
+        kind = TimerKind.RESUME
+    else:
+        kind = TimerKind.CATCHUP if chained and due <= now else TimerKind.FIRE
     return layout.make(
         now=now,
         due=due,
@@ -111,7 +122,7 @@ def fire_timer(
         tenant=job.tenant,
         slot=slot_key(slot),
         attempt=1,
-        kind=TimerKind.CATCHUP if chained and due <= now else TimerKind.FIRE,
+        kind=kind,
         job_version=job.version,
     )
 
