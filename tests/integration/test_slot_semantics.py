@@ -22,10 +22,11 @@ from punctual.notifications.alerts import Alerter
 from punctual.notifications.events import EventPublisher, MemoryEventSink
 from punctual.observability import RecordingMetrics
 from punctual.polling import Poller, PollerConfig
-from punctual.queues import QueueRouting
+from punctual.queues import MemoryQueues, QueueRouting
 from punctual.store.base import JobStore
+from punctual.store.memory import MemoryStore
 from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import slot_key
+from punctual.timers import Lane, Timer, TimerKind, slot_key
 
 S = ExecutionStatus
 MINUTE = timedelta(minutes=1)
@@ -372,6 +373,52 @@ def test_a_slot_due_before_a_pause_met_only_after_the_resume_still_runs(rig: Rig
         rig.work_until_idle(worker)
     # Then t0 ran, and so did t0+1m, each once
     assert rig.target.calls_for("o") == [(slot_key(t0), 1), (slot_key(t0 + MINUTE), 1)]
+
+
+def test_a_resume_before_the_next_slot_keeps_the_chain_when_its_pending_timer_is_packed(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given two hourly jobs of one shard (slots at :00:30), released together at t0+30s: their
+    # next timers share an item (a pack) in DynamoDB
+    jobs = service(rig)
+    rig.advance_to(t0)
+    first = t0 + timedelta(seconds=30)
+    for job_id in ("hourly-0", "hourly-4"):  # the same far shard of the test layout
+        jobs.register("default", spec("rate(1 hour)", start_at=first.isoformat()), job_id=job_id)
+    worker = rig.worker()
+    rig.advance_to(first)
+    poll(rig)
+    rig.work_until_idle(worker)
+    # When one is paused and resumed before its next slot: the resume writes that slot's timer
+    # anew, for its own version, where the packed one of the old version is still stored
+    rig.advance_to(first + 10 * MINUTE)
+    jobs.pause("default", "hourly-0")
+    rig.advance_to(first + 11 * MINUTE)
+    jobs.resume("default", "hourly-0")
+    rig.advance_to(first + timedelta(hours=1, seconds=1))
+    poll(rig)
+    rig.work_until_idle(worker)
+    # Then both fire at the next slot, once each: the resumed chain is not lost to the old timer
+    for job_id in ("hourly-0", "hourly-4"):
+        assert rig.target.calls_for(job_id) == [
+            (slot_key(first), 1),
+            (slot_key(first + timedelta(hours=1)), 1),
+        ]
+
+
+def test_a_poller_holds_a_newer_versions_timer_of_a_slot_it_holds_already(t0: datetime) -> None:
+    # A near timer comes back in every poll of its look-back; the first timer of a resumed (or
+    # replaced) job can name the same slot, due at the same instant, as the old chain's
+    clock = ManualClock(t0)
+    poller = Poller(MemoryStore(), MemoryQueues(now=clock.now), clock, PollerConfig(layout=LAYOUT))
+    run = poller.minute_poll(t0)
+    due_ms = round((t0 + 30 * SECOND).timestamp() * 1000)
+    base = {"lane": Lane.NEAR, "shard": 1, "due_ms": due_ms, "job_id": "j", "tenant": "t", "slot": "s"}
+    run.drain.hold([Timer(**base, attempt=1, kind=TimerKind.FIRE, job_version=1)])  # type: ignore[arg-type]
+    run.drain.hold([Timer(**base, attempt=1, kind=TimerKind.FIRE, job_version=1)])  # type: ignore[arg-type]
+    run.drain.hold([Timer(**base, attempt=1, kind=TimerKind.FIRE, job_version=3)])  # type: ignore[arg-type]
+    # Then the repeat is held once, and the newer version's timer is held too (not taken for it)
+    assert sorted(entry[-1].job_version for entry in run.drain.heap) == [1, 3]
 
 
 # --------------------------------------------------------------------------- finding 7

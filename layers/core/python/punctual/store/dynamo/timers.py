@@ -191,7 +191,12 @@ class DynamoTimers(DynamoBase, TimerRepository):
                 batch = self._timers_from_pack(item) if "tm" in item else [self._timer_from_item(item)]
                 for timer in batch:
                     if lo <= timer.due_ms <= hi:
-                        found.setdefault(timer.sk, timer)
+                        # One timer in two items: the same, or a chain's pending timer (in a pack)
+                        # and the first timer of the version that replaced it (a resume's or a
+                        # replace's own row, for the very slot). The newer version is the live one.
+                        held = found.get(timer.sk)
+                        if held is None or timer.job_version > held.job_version:
+                            found[timer.sk] = timer
             last = reply.get("LastEvaluatedKey")
             if not last:
                 return [found[sk] for sk in sorted(found)]

@@ -66,7 +66,8 @@ class MemoryBase:
         index = bisect.bisect_left(bucket, entry[0], key=lambda item: item[0])
         self.timer_writes += 1
         if index < len(bucket) and bucket[index][0] == timer.sk:
-            return  # immutable row already there: a repeat is a no-op
+            bucket[index] = entry  # a put overwrites, as DynamoDB's does (a repeat writes the same)
+            return
         bucket.insert(index, entry)
 
     def _copy(self, item: Item) -> Item:
