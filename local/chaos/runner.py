@@ -309,6 +309,9 @@ class ChaosRun:
         follower.stop()  # the receiver's records first, then the table: every request has its record
         follower.refresh()
         receiver = follower.snapshot()
+        # The alert ledger before the records too: an alert is made after its slot's record, so
+        # every alert read first has its record read after (the verdict's "did not fail" check).
+        alerts_before = self.alerts(dynamodb, deployment.table_name)
         executions = self.executions(dynamodb, deployment.table_name)
         dead: list[dict[str, Any]] = []
         for url in deployment.dead_letter_urls:
@@ -320,6 +323,9 @@ class ChaosRun:
             "receiver": receiver,
             "alerts": {
                 job_id: [a.model_dump(mode="json") for a in items] for job_id, items in alerts.items()
+            },
+            "alerts_before": {
+                job_id: [a.model_dump(mode="json") for a in items] for job_id, items in alerts_before.items()
             },
             "alert_arrivals": _alert_arrivals(follower.url),
             "executions": {

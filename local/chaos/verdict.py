@@ -257,6 +257,9 @@ class RunData:
     bounds: Bounds
     alerts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # the alert ledger, by job id
     alert_arrivals: list[dict[str, Any]] = field(default_factory=list)  # the receiver's /alerts
+    # The ledger read before the records: an alert made after (its slot ended while the table was
+    # read, its record read before) is not one for a slot that did not fail. None: not read.
+    alerts_before: dict[str, list[dict[str, Any]]] | None = None
 
     @classmethod
     def read(cls, run_dir: Path) -> RunData:
@@ -283,10 +286,16 @@ class RunData:
             bounds=Bounds(**run.meta.get("bounds", {})),
             alerts=dict(collected.get("alerts", {})),
             alert_arrivals=list(collected.get("alert_arrivals", [])),
+            alerts_before=collected.get("alerts_before"),
         )
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _failed(alerts: list[dict[str, Any]]) -> list[str]:
+    """The slots of the ``failed`` alerts in one job's alert ledger."""
+    return [str(a.get("key_slot")) for a in alerts if a.get("condition") == "failed"]
 
 
 def _ts(moment: datetime | None) -> float | None:
@@ -895,16 +904,16 @@ class Judge:
             return
         records = self.records.get(job.job_id, {})
         failed = {slot for slot, e in records.items() if e.status in (S.FAILED, S.TIMED_OUT)}
-        ledger = Counter(
-            str(a.get("key_slot"))
-            for a in self.data.alerts.get(job.job_id, [])
-            if a.get("condition") == "failed"
-        )
+        ledger = Counter(_failed(self.data.alerts.get(job.job_id, [])))
         self.alert_figures["failed slots"] += len(failed)
         self.alert_figures["failed alerts"] += sum(ledger.values())
         for slot in sorted(failed - set(ledger)):
             self.violate("alert", job, slot, "ended FAILED but has no failed alert")
+        before = self.data.alerts_before
+        early = set(ledger) if before is None else set(_failed(before.get(job.job_id, [])))
         for slot in sorted(set(ledger) - failed):
+            if slot not in early and not (slot in records and records[slot].status.terminal):
+                continue  # it failed while the table was read, after its record was read
             status = records[slot].status.value if slot in records else "no record"
             self.violate("alert", job, slot, f"a failed alert for a slot that did not fail ({status})")
         for slot, count in sorted(ledger.items()):

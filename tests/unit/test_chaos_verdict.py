@@ -52,6 +52,7 @@ class RunBuilder:
         self.faults: list[dict[str, Any]] = []
         self.alerts: dict[str, list[dict[str, Any]]] = {}  # the alert ledger, by job id
         self.alert_arrivals: list[dict[str, Any]] = []
+        self.alerts_before: dict[str, list[dict[str, Any]]] | None = None  # read before the records
 
     def job(
         self,
@@ -196,6 +197,7 @@ class RunBuilder:
                 bounds=Bounds(skew_s=skew_s, max_p99_delay_s=max_p99_delay_s),
                 alerts=self.alerts,
                 alert_arrivals=self.alert_arrivals,
+                alerts_before=self.alerts_before,
             )
         )
 
@@ -699,6 +701,22 @@ def test_a_missing_alert_a_stray_one_and_a_second_delivery_are_violations(run: R
         ("alert", key(40), "ended FAILED but has no failed alert"),
         ("alert", key(60), "a failed alert for a slot that did not fail (no record)"),
     ]
+
+
+def test_an_alert_made_while_the_records_were_read_is_not_a_stray_one(run: RunBuilder) -> None:
+    # Given a slot still waiting for its retry when its record was read, which then failed for good
+    # (its alert made) before the alert ledger was read: the collection's own race, not a stray alert
+    job = _doomed_with_alerts(run)
+    for slot in (0, 20, 40):
+        _alerted(run, job, slot)
+    run.alerts_before = {job: [dict(a) for a in run.alerts[job]]}
+    run.ran(job, 60, requests=[(1, 60.11, 60.19, 500)], final=S.RETRY_WAIT)
+    _alerted(run, job, 60)
+    assert run.judge(cut=50).ok
+    # But one already in the ledger read before the records, for a slot that had not failed, is
+    run.alerts_before[job].append({"key_slot": key(60), "condition": "failed", "status": "SENT"})
+    details = [(v.kind, v.slot, v.detail) for v in run.judge(cut=50).violations]
+    assert details == [("alert", key(60), "a failed alert for a slot that did not fail (RETRY_WAIT)")]
 
 
 def test_a_second_delivery_after_a_killed_worker_is_not_a_duplicate(run: RunBuilder) -> None:

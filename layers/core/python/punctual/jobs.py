@@ -11,17 +11,25 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
 from punctual.calendars import Calendar, included_slots
 from punctual.clock import Clock
-from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
+from punctual.models import EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
 from punctual.ownership import OwnResources
 from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.quotas import MICRO, micro_rate
 from punctual.schedules import ScheduleError, cached_schedule
-from punctual.slots import ceil_second, dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
+from punctual.slots import (
+    ceil_second,
+    dispatch_instant,
+    fire_timer,
+    first_slot,
+    next_slot,
+    resume_start,
+    schedule_of,
+)
 from punctual.store.base import (
     CalendarNotFoundError,
     JobStore,
@@ -33,6 +41,8 @@ from punctual.store.base import (
 from punctual.store.sizes import check_job_size
 from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.timers import Timer, TimerLayout, slot_key
+
+RESUME_TRIES = 3  # a resume that meets a concurrent write (a poller parking an owed slot) reads again
 
 
 class JobError(Exception):
@@ -143,6 +153,35 @@ def find_cycle(
 def signs_webhooks(spec: JobSpec) -> bool:
     """Whether the job calls a webhook (its target, or an alert rule's): then it has a signing secret."""
     return spec.target.type == "http" or any(rule.target.type == "http" for rule in spec.alerts)
+
+
+def resumed(current: Job, now: datetime, layout: TimerLayout) -> tuple[Job, list[Timer]]:
+    """A paused job enabled again at ``now``, and the first timer of its chain.
+
+    The chain starts at the first slot the pause owes (:func:`punctual.polling.chains.resume_start`):
+    the first slot at or after the pause, or an earlier one due before it that was not released.
+    When that slot is past, a RESUME timer due now releases it and the poller's catch-up decides
+    every slot up to now by the catch-up policy and its window (``all`` runs them, ``latest`` the
+    newest, ``none`` records them MISSED, long runs as one range record). delay(...) jobs start
+    afresh from now; after(...) jobs have no chain. A job with no slot left is COMPLETED.
+    """
+    job = current.model_copy(
+        update={
+            "state": JobState.ENABLED,
+            "version": current.version + 1,
+            "spec_version": current.spec_since,
+            "updated_at": now,
+            "state_reason": None,
+        }
+    )
+    kind = schedule_of(job).kind
+    if kind == "after":
+        return job, []
+    fresh = kind == "delay" or current.paused_at is None  # no pause instant to start from
+    start = first_slot(job, now) if fresh else resume_start(job)
+    if start is None:
+        return job.model_copy(update={"state": JobState.COMPLETED, "state_reason": "no slot left"}), []
+    return job, [fire_timer(layout, job, start, now, resumed=not fresh)]
 
 
 class JobService:
@@ -274,6 +313,7 @@ class JobService:
             anchor=_whole_second(spec.start_at or now),
             signing_secret_enc=secret_stored,
             trigger_rate=self._trigger_rate(tenant, spec),
+            spec_version=1,
         )
         check_job_size(job)  # 413 naming the largest parts, before anything is written
         timer = self._first_timer(job, now, after=now)
@@ -305,12 +345,17 @@ class JobService:
         anchor = current.anchor
         if spec.start_at != current.start_at or spec.schedule != current.schedule:
             anchor = _whole_second(spec.start_at or now)
+        # A new spec supersedes what was released for the old one (punctual.execution.versions);
+        # the same spec sent again (an UpdateSchedule that changes nothing) supersedes nothing.
+        same_spec = isinstance(found, Job) and found.spec() == JobSpec.model_validate(spec.model_dump())
         job = Job(
             **spec.model_dump(),
             id=job_id,
             tenant=tenant,
             state=JobState.ENABLED if current.state is JobState.COMPLETED else current.state,
             version=current.version + 1,
+            spec_version=current.spec_since if same_spec else current.version + 1,
+            owed_from=current.owed_from if same_spec else None,
             created_at=current.created_at,
             updated_at=now,
             anchor=anchor,
@@ -361,8 +406,10 @@ class JobService:
             update={
                 "state": JobState.PAUSED,
                 "version": current.version + 1,
+                "spec_version": current.spec_since,  # the spec does not change
                 "updated_at": now,
                 "paused_at": now,
+                "owed_from": None,
                 "state_reason": reason,
             }
         )
@@ -370,29 +417,22 @@ class JobService:
         return self.with_next_fire(job)
 
     def resume(self, tenant: str, job_id: str, expected_version: int | None = None) -> Job:
-        """Enable again; slots missed while paused follow the catch-up policy."""
-        current = self._current(tenant, job_id, expected_version)
-        if current.state is JobState.ENABLED:
-            return self.with_next_fire(current)
-        if current.state is JobState.COMPLETED:
-            raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
-        now = self.clock.now()
-        job = current.model_copy(
-            update={
-                "state": JobState.ENABLED,
-                "version": current.version + 1,
-                "updated_at": now,
-                "state_reason": None,
-            }
-        )
-        after = now
-        if job.catchup.policy is not CatchupKind.NONE and current.paused_at is not None:
-            # Start from the first slot missed while paused, inside the window: the poller's
-            # catch-up then releases all of them (``all``) or only the newest (``latest``).
-            after = max(current.paused_at, now - timedelta(seconds=job.catchup.window_seconds))
-        timer = self._first_timer(job, now, after=after)
-        self._write(job, current.version, [timer] if timer else [])
-        return self.with_next_fire(job)
+        """Enable again; the slots the pause owes follow the catch-up policy (:func:`resumed`)."""
+        for attempt in range(RESUME_TRIES):
+            current = self._current(tenant, job_id, expected_version)
+            if current.state is JobState.ENABLED:
+                return self.with_next_fire(current)
+            if current.state is JobState.COMPLETED:
+                raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
+            job, timers = resumed(current, self.clock.now(), self.layout)
+            try:
+                self._write(job, current.version, timers)
+            except JobConflictError:
+                if expected_version is not None or attempt + 1 == RESUME_TRIES:
+                    raise
+                continue  # a poller recorded a slot the pause owes (a version bump): read it again
+            return self.with_next_fire(job)
+        raise AssertionError("unreachable")
 
     def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
         """Delete the job (one the model cannot read included); its history stays until its TTL."""

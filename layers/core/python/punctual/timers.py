@@ -49,11 +49,16 @@ class TimerKind(StrEnum):
     # A fire timer whose slot is already due when it is written: the rest of a catch-up the
     # release before it had to cut short. Released like FIRE, but at catch-up's bounded rate.
     CATCHUP = "catchup"
+    # The first timer of a resumed job's chain, due at the resume: its slots due before that were
+    # owed by the pause, and the catch-up policy decides each (punctual.polling.chains).
+    RESUME = "resume"
     QUEUED = "queued"  # a slot queued behind another (overlap queue): check that it still waits
     BACKFILL = "backfill"  # a backfill's next step (slot = the backfill id, attempt = the step)
 
 
-CHAIN_KINDS = frozenset({TimerKind.FIRE, TimerKind.CATCHUP})  # the timers of a job's chain of slots
+CHAIN_KINDS = frozenset(
+    {TimerKind.FIRE, TimerKind.CATCHUP, TimerKind.RESUME}
+)  # the timers of a job's chain of slots
 
 
 def stable_hash(text: str) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 
 from punctual.backfills import backfill_ref
 from punctual.calendars import Calendar, excluding, exclusion_note
+from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
@@ -83,6 +84,7 @@ class AfterEffects:
         self.rng = rng
         self.pauser = pauser
         self.notifier = notifier or Notifier()
+        self.completion = Completion(self.store, metrics)
 
     def apply(
         self,
@@ -119,7 +121,7 @@ class AfterEffects:
             self._chain_delay(job, execution, now)
             self.turns.pass_on(job, execution, now)
             if job.delete_after_completion:
-                self._delete_if_complete(job, execution)
+                self.completion.delete_if_done(job, execution, now)
             # Last: the event and the alerts come after everything the slot's progress needs.
             self.notifier.changed(job, execution, now)
 
@@ -151,28 +153,6 @@ class AfterEffects:
             except Exception as exc:  # a conflicting update: read again and retry
                 log.info("pausing %s: %s; trying again", job.id, exc)
         log.error("could not pause job %s after the target asked to stop", job.id)
-
-    def _delete_if_complete(self, job: Job, execution: Execution) -> None:
-        """``delete_after_completion`` (ActionAfterCompletion DELETE): the slot that ended was the
-        job's last (a one-time ``at()``, or none left before ``end_at``): delete the job.
-
-        Conditional on the version this slot ran for (the poller's COMPLETED mark keeps it), so
-        a job changed meanwhile is left alone; a repeat finds it gone and does nothing.
-        """
-        if "~" in execution.slot or schedule_of(job).kind in ("after", "delay"):
-            return  # a manual run is not the last slot; these kinds have no computed end
-        current = self.store.get_job(job.tenant, job.id)
-        if current is None or current.version != execution.job_version:
-            return
-        nxt = schedule_of(current).next_after(slot_instant(execution.slot))
-        if nxt is not None and (current.end_at is None or nxt <= current.end_at):
-            return
-        try:
-            self.store.delete_job(job.tenant, job.id, current.version, current.trigger_rate)
-        except Exception as exc:  # changed or deleted meanwhile: that write stands
-            log.info("job %s not deleted after completion: %s", job.id, exc)
-            return
-        self.metrics.add("JobsDeletedAfterCompletion", 1)
 
     def _chain_delay(self, job: Job, execution: Execution, now: datetime) -> None:
         """``delay(...)`` jobs: the next slot counts from this finish, for the same job version."""

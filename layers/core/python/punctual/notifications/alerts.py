@@ -87,7 +87,10 @@ def _summary(condition: AlertCondition, job: Job, execution: Execution, fire_del
         late_s = (fire_delay_ms or 0.0) / 1000
         return f"job {name}: slot {execution.slot} was released {late_s:.1f} s after its instant"
     if condition is C.MISSED:
-        return f"job {name}: slot {execution.slot} was missed ({execution.error or 'not run'})"
+        what = f"slot {execution.slot}"
+        if execution.slot_count > 1:  # a range record
+            what = f"{execution.slot_count} slots, {execution.slot} to {execution.last_slot},"
+        return f"job {name}: {what} was missed ({execution.error or 'not run'})"
     return f"job {name} recovered: slot {execution.slot} succeeded after failed slots"
 
 
@@ -124,6 +127,8 @@ def alert_body(
     }
     if since_slot is not None:
         body["failing_since"] = since_slot
+    if execution.slot_count > 1:  # a MISSED range record: the slots it stands for
+        body["last_slot"], body["slot_count"] = execution.last_slot, execution.slot_count
     return body
 
 

@@ -104,6 +104,9 @@ def execution_event(
     }
     if late_after_seconds is not None:
         detail["late_after_seconds"] = late_after_seconds
+    if execution.slot_count > 1:  # a MISSED range record: the slots it stands for
+        detail["last_slot"] = execution.last_slot
+        detail["slot_count"] = execution.slot_count
     detail.update(extra or {})
     return Event(detail_type, detail, now)
 

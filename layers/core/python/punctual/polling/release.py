@@ -10,8 +10,10 @@ again (the next timer is still written: it may be what the crash lost). Fire del
 counted once per slot, when it is sent for the first time as far as the poller can tell.
 
 A slot that is not run gets an execution record that says why (status MISSED): dropped by
-the catch-up policy or its window, or due while its job was paused. Those
-records are conditional puts, so a slot is counted missed once however often it is read.
+the catch-up policy or its window, after an outage or while its job was paused. Those records
+are conditional puts, so a slot is counted missed once however often it is read; a long run of
+them is one range record (:mod:`punctual.missed_ranges`). A pause ends the job's chain and the
+resume starts it again from the slots the pause owes (:mod:`punctual.polling.chains`).
 
 **Burst smoothing.** A first attempt whose target has a rate budget is placed in the budget
 (:mod:`punctual.smoothing`): its message carries ``not_before``, the instant the budget gives it,
@@ -48,21 +50,23 @@ from punctual.backfill_runner import BackfillRunner
 from punctual.calendars import Calendar, excluding, exclusion_note
 from punctual.clock import Clock
 from punctual.instants import format_instant_ms
+from punctual.missed_ranges import MissedRange
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
+from punctual.polling.chains import Verdict, verdict
 from punctual.polling.config import PollerConfig
+from punctual.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
-from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore, VersionConflictError
+from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore, VersionConflictError
 from punctual.store.reads import read_calendars
 from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 
 log = logging.getLogger("punctual.polling")
 
 CHUNK = 100  # BatchGetItem's limit: timers are released in chunks of this many, concurrently
-MISSED_PAUSED = "job paused"
 
 
 @dataclass
@@ -139,6 +143,7 @@ class SlotReleaser:
         self.ledger = BudgetLedger(config.rate_budgets)
         self.overruns: OverrunSink = overruns or LoggedOverruns()
         self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing)
+        self.pauses = Pauses(store)
 
     def queue_for(self, job: Job) -> str:
         return self.routing.queue_for(job)
@@ -172,14 +177,19 @@ class SlotReleaser:
         plans: list[tuple[Job, ReleasePlan]] = []
         for timer in fire:
             job = jobs.get((timer.tenant, timer.job_id))
-            if job is None or job.state is not JobState.ENABLED or job.version != timer.job_version:
+            found = verdict(timer, job)
+            if found is Verdict.PARK and job is not None:
+                job, found = self.pauses.park(job, timer)
+                if job is not None:
+                    jobs[(job.tenant, job.id)] = job
+            if found is Verdict.RELEASE and job is not None:
+                plans.append((job, self._plan(job, timer, now)))
+            elif found is Verdict.ORPHAN and job is not None:
+                # Released as the chain it is (its version): the job's current chain stays apart.
+                chain = job.model_copy(update={"version": timer.job_version})
+                plans.append((chain, self.pauses.orphan_plan(chain, timer, now)))
+            else:
                 report.stale += 1
-                if job is not None and job.state is JobState.PAUSED and job.version == timer.job_version + 1:
-                    # Due while its job was paused (the pause bumped the version once). A deleted
-                    # job's history goes with it; a replaced job's new chain decides its slots.
-                    out.missed.append(self._missed(job, slot_instant(timer.slot), MISSED_PAUSED, now))
-                continue
-            plans.append((job, plan_release(job, slot_instant(timer.slot), now)))
         self._exclude(plans, now, out)
         started = self._started_slots(plans) if uncertain else set()
         for job, plan in plans:
@@ -290,7 +300,8 @@ class SlotReleaser:
         if not keys:
             return set()
         records = self.store.batch_get_executions(keys)
-        return {key for key, record in records.items() if record.status is not ExecutionStatus.MISSED}
+        # A MISSED record is final (the claim drops the slot); only a superseded one may run.
+        return {key for key, record in records.items() if record.status is not ExecutionStatus.SUPERSEDED}
 
     def _plan_outgoing(
         self,
@@ -314,10 +325,20 @@ class SlotReleaser:
             out.messages[queue].append(message)
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
+        out.missed.extend(self._missed_range(job, missed, now) for missed in plan.ranges)
         if plan.next_slot is not None:
             out.next_timers.append(fire_timer(self.config.layout, job, plan.next_slot, now, chained=True))
         elif plan.chain:
             out.completions.append(job)
+
+    @staticmethod
+    def _plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
+        """The release plan of a timer of the job's chain; a RESUME timer's slots due before it
+        were owed by a pause (the catch-up policy decides them, whatever their lateness)."""
+        slot, due = slot_instant(timer.slot), timer.due
+        if timer.kind is TimerKind.RESUME:
+            return plan_release(job, slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE)
+        return plan_release(job, slot, now, due=due)
 
     def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
         """``message`` with the instant its target's rate budget gives it (see the module docstring)."""
@@ -407,6 +428,11 @@ class SlotReleaser:
             job_version=job.version,
         )
 
+    def _missed_range(self, job: Job, missed: MissedRange, now: datetime) -> Execution:
+        """The one MISSED record of a long run of dropped slots (:mod:`punctual.missed_ranges`)."""
+        record = self._missed(job, missed.first, missed.reason, now)
+        return record.model_copy(update={"last_slot": slot_key(missed.last), "slot_count": missed.count})
+
     def _record_missed(self, records: list[Execution], jobs: dict[tuple[str, str], Job]) -> int:
         """Write MISSED records where the slot has none yet; count each slot once per job.
 
@@ -427,10 +453,14 @@ class SlotReleaser:
                 # The slot ran, or was recorded missed before: nothing new to count. A record
                 # missed before is notified again (its alert is made once however often).
                 earlier = exc.current
-                if job is not None and job.alerts and earlier and earlier.status is ExecutionStatus.MISSED:
-                    notify.append((job, earlier))
+                if earlier is not None and earlier.status is ExecutionStatus.MISSED:
+                    added = self._extend_range(record, earlier, ttl)
+                    if added:
+                        per_job[(record.tenant, record.job_id)] += added
+                    if job is not None and job.alerts:
+                        notify.append((job, earlier))
                 continue
-            per_job[(record.tenant, record.job_id)] += 1
+            per_job[(record.tenant, record.job_id)] += record.slot_count
             if job is not None:
                 notify.append((job, record))
         if notify:
@@ -439,6 +469,20 @@ class SlotReleaser:
         for (tenant, job_id), count in per_job.items():
             self.store.add_skipped(tenant, job_id, count)
         return sum(per_job.values())
+
+    def _extend_range(self, record: Execution, earlier: Execution, ttl: int) -> int:
+        """A repeated release (after a crash) may find a longer run than the first one recorded:
+        the range record grows to cover it. Returns how many slots it gained."""
+        gained = record.slot_count - earlier.slot_count
+        if gained <= 0 or (earlier.last_slot or earlier.slot) >= (record.last_slot or record.slot):
+            return 0
+        try:
+            self.store.save_execution(
+                record, Expect(frozenset({ExecutionStatus.MISSED}), earlier.attempt), ttl
+            )
+        except ExecutionConflictError:
+            return 0
+        return gained
 
     def _send_alerts(self, missed: list[tuple[Job, Execution]]) -> None:
         """Hand each missed slot of a job with a ``missed`` rule to a worker, which raises its
