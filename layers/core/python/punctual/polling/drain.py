@@ -55,7 +55,7 @@ class MinuteDrain:
         self._arrivals = itertools.count()
         # Every timer taken, by what its (pk, sk) is made of: a near timer comes back in every
         # poll of its look-back, and the key is built without formatting the row's key strings.
-        self.held: set[tuple[Lane, int, int, str, str, int]] = set()
+        self.held: set[tuple[Lane, int, int, str, str, str, int]] = set()
         self.newest_seen: dict[ChainKey, str] = {}  # per chain, the newest fire slot held
         self.newest_released: dict[ChainKey, str] = {}  # per chain, the newest fire slot released
         # Everything held that was due at or before this was released (None: nothing yet).
@@ -67,7 +67,7 @@ class MinuteDrain:
     def hold(self, timers: Iterable[Timer]) -> None:
         held, heap, newest = self.held, self.heap, self.newest_seen
         for timer in timers:
-            key = (timer.lane, timer.shard, timer.due_ms, timer.job_id, timer.slot, timer.attempt)
+            key = (timer.lane, timer.shard, timer.due_ms, timer.tenant, timer.job_id, timer.slot, timer.attempt)
             if key in held:
                 continue
             held.add(key)

@@ -18,7 +18,7 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     alert        pk=job#<tenant>#<id>      sk=alert#<slot>#<condition>  st, owner, claimed, doc, expires_at
     streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then
     throttle     pk=job#<tenant>#<id>      sk=throttle#<rule>  last (ms), held (alert min_interval)
-    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
+    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<tenant>#<job>#<slot>#<attempt>
     timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
     progress     pk=progress#<minute>      sk=<group>/<count> through_ms, expires_at
