@@ -67,7 +67,8 @@ class MinuteDrain:
     def hold(self, timers: Iterable[Timer]) -> None:
         held, heap, newest = self.held, self.heap, self.newest_seen
         for timer in timers:
-            key = (timer.lane, timer.shard, timer.due_ms, timer.tenant, timer.job_id, timer.slot, timer.attempt)
+            t = timer
+            key = (t.lane, t.shard, t.due_ms, t.tenant, t.job_id, t.slot, t.attempt)
             if key in held:
                 continue
             held.add(key)
