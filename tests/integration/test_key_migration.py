@@ -21,6 +21,7 @@ import pytest
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, UpperBound
 from factories import spec
 from punctual.admin import main as admin_main
+from punctual.admin.key_migration import TimerKeyMigration
 from punctual.clock import ManualClock
 from punctual.execution import Delivery, JobServicePauser, MemoryFailureSink, Worker, WorkerConfig
 from punctual.jobs import JobService, QueueRouting
@@ -28,7 +29,6 @@ from punctual.models import ExecutionStatus
 from punctual.observability import RecordingMetrics
 from punctual.polling import Poller, PollerConfig
 from punctual.store.dynamo import DynamoStore
-from punctual.store.dynamo.key_migration import TimerKeyMigration
 from punctual.targets.base import SlotContext, TargetResult
 from punctual.timers import Lane, Timer, TimerKind, TimerLayout, shard_of, slot_key, stable_hash, to_ms
 from simulation import Node, Simulation

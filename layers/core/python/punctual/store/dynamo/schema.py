@@ -24,7 +24,7 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     progress     pk=progress#<minute>      sk=<group>/<count> through_ms, expires_at
     layout       pk=meta#layout            sk=layout         far, near (shard counts)
     key moves    pk=meta#migrate-keys      sk=<segment>/<segments>  last (JSON), done, counts
-                                                             (punctual.store.dynamo.key_migration)
+                                                             (punctual.admin.key_migration)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
     backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
 

@@ -42,6 +42,7 @@ from punctual.targets.webhooks.guard import (
 from punctual.targets.webhooks.signing import (
     FENCING_SIGNATURE_HEADER,
     FENCING_TOKEN_HEADER,
+    TENANT_HEADER,
     sign_fencing_token,
     sign_webhook,
 )
@@ -63,9 +64,6 @@ USER_AGENT = "Punctual-Webhooks/1"
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Headers a job may not set (refused at registration; dropped here from jobs stored before).
-# The tenant's header is set by the worker too. Not refused at registration (a job stored with
-# such a header must stay readable): the worker's value replaces the job's.
-TENANT_HEADER = "Punctual-Tenant"
 _RESERVED_HEADERS = RESERVED_HEADERS | {TENANT_HEADER.lower()}
 # Dropped from the job's headers when a redirect leaves the original origin.
 _CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})

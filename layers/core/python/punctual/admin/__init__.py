@@ -1,11 +1,12 @@
 """``punctual-admin``: an operator's commands on a deployment's table (``python -m punctual.admin``).
 
-``punctual-admin migrate-keys`` moves timers written before the tenant was part of their key
-(:mod:`punctual.store.dynamo.key_migration`). It runs with the operator's AWS credentials and
-the deployment's settings (``PUNCTUAL_TABLE_NAME``, or ``--table``; ``AWS_REGION``;
-``AWS_ENDPOINT_URL`` for local mode's moto server), while the stack runs; it is safe to stop and
-to run again (it resumes). Exit status 0 when every segment was scanned to its end, 1 when it
-was cut short, 2 for bad input (one line on stderr).
+Run from a clone (``make install``), never by the stack: the package stays out of the Lambda
+layer (``infra/build_layer.py``). ``punctual-admin migrate-keys`` moves timers written before
+the tenant was part of their key (:mod:`punctual.admin.key_migration`). It runs with the
+operator's AWS credentials and the deployment's settings (``PUNCTUAL_TABLE_NAME``, or
+``--table``; ``AWS_REGION``; ``AWS_ENDPOINT_URL`` for local mode's moto server), while the stack
+runs; it is safe to stop and to run again (it resumes). Exit status 0 when every segment was
+scanned to its end, 1 when it was cut short, 2 for bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import NoReturn
 from botocore.exceptions import BotoCoreError, ClientError
 
 from punctual import aws
+from punctual.admin.key_migration import TimerKeyMigration, table_layout
 from punctual.clock import SystemClock
 from punctual.settings import Settings, SettingsError
 from punctual.store.dynamo import DynamoStore
-from punctual.store.dynamo.key_migration import TimerKeyMigration, table_layout
 
 READ_UNIT_BYTES = 4096  # an eventually consistent read of up to 4 KB is half a read unit (DynamoDB docs)
 
@@ -89,7 +90,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ClientError, BotoCoreError) as exc:
         sys.stderr.write(f"punctual-admin: AWS error: {' '.join(str(exc).split())}\n")
         return 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
