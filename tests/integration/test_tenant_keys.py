@@ -10,7 +10,7 @@ registration, minute pollers (read ahead, drain, release, next timers in packs) 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -105,10 +105,11 @@ def test_retries_and_one_time_jobs_of_alike_ids_stay_apart(store: JobStore, t0: 
 # --------------------------------------------------------------------------- EventBridge Scheduler API
 
 
-def _nightly(client: Any, queue: str) -> str:
+def _nightly(client: Any, queue: str, start: datetime) -> str:
     arn: str = client.create_schedule(
         Name="nightly",
         ScheduleExpression="rate(1 minute)",
+        StartDate=start,
         FlexibleTimeWindow={"Mode": "OFF"},
         Target={"Arn": queue, "RoleArn": "arn:aws:iam::123456789012:role/scheduler-role"},
     )["ScheduleArn"]
@@ -117,27 +118,24 @@ def _nightly(client: Any, queue: str) -> str:
 
 def test_two_tenants_create_the_same_schedule_through_the_scheduler_api(api: ApiClient) -> None:
     # Given Alice and Bob, two IAM principals with unmodified boto3 scheduler clients, each
-    # creating default/nightly with the same expression (their queues differ)
+    # creating default/nightly with the same expression and start (their queues differ)
+    now = datetime.now(UTC)
+    start = minute_of(now) + timedelta(minutes=2)
     alice, bob = scheduler_client(api), scheduler_client(api, user=BOB)
-    alice_arn = _nightly(alice, "arn:aws:sqs:us-east-1:123456789012:alice-reports")
-    bob_arn = _nightly(bob, "arn:aws:sqs:us-east-1:123456789012:bob-reports")
+    alice_arn = _nightly(alice, "arn:aws:sqs:us-east-1:123456789012:alice-reports", start)
+    bob_arn = _nightly(bob, "arn:aws:sqs:us-east-1:123456789012:bob-reports", start)
     # (ARNs keep the service's format, which has no room for a tenant: they are equal)
     assert alice_arn == bob_arn
-    registered = {t: api.store.get_job(t, NIGHTLY) for t in (ALICE_ID, BOB_ID)}
-    anchor = max(job.created_at for job in registered.values() if job is not None)
-    start = minute_of(anchor) + timedelta(minutes=1)
-    world = TwoTenants(api.store, anchor)
-    # When pollers and a worker run three minutes, and Bob deletes his schedule in the third
+    world = TwoTenants(api.store, now)
+    # When pollers and a worker run four minutes, and Bob deletes his schedule in the third
     world.run(
         start,
         minutes=4,
         events=[(start + timedelta(minutes=2, seconds=30), lambda: bob.delete_schedule(Name="nightly"))],
     )
-    # Then both ran once a minute until then, and Alice's runs on
-    alice_runs, bob_runs = world.calls(ALICE_ID), world.calls(BOB_ID)
-    assert len(alice_runs) >= 4 and world.once_each(ALICE_ID), alice_runs
-    assert 2 <= len(bob_runs) < len(alice_runs) and world.once_each(BOB_ID), bob_runs
-    assert bob_runs == alice_runs[: len(bob_runs)]
+    # Then both ran every slot once until then, and Alice's runs on
+    assert world.calls(ALICE_ID) == minutely(start, 0, 4)
+    assert world.calls(BOB_ID) == minutely(start, 0, 3)
     # And each tenant's schedule (and only it) is what its own client sees
     assert alice.get_schedule(Name="nightly")["Target"]["Arn"].endswith(":alice-reports")
     with pytest.raises(Exception, match="ResourceNotFoundException"):
