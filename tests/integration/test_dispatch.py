@@ -356,7 +356,9 @@ def test_a_thousand_jobs_in_one_minute_on_moto(t0: datetime) -> None:
         # Then every job was released once, and each shard's jobs in due order
         assert Counter(m.job_id for m in received) == Counter(due.keys())
         for shard in range(LAYOUT.shard_count):
-            order = [due[m.job_id] for m in received if shard_of(m.job_id, LAYOUT.shard_count) == shard]
+            order = [
+                due[m.job_id] for m in received if shard_of(m.tenant, m.job_id, LAYOUT.shard_count) == shard
+            ]
             assert order == sorted(order)
 
 

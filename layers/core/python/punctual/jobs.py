@@ -40,6 +40,7 @@ from punctual.store.base import (
 )
 from punctual.store.sizes import check_job_size
 from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
+from punctual.targets.webhooks.signing import TENANT_HEADER
 from punctual.timers import Timer, TimerLayout, slot_key
 
 RESUME_TRIES = 3  # a resume that meets a concurrent write (a poller parking an owed slot) reads again
@@ -641,6 +642,12 @@ class JobService:
                 field=f"{where}.role_arn",
             )
         if isinstance(target, HttpTarget):
+            taken = [name for name in target.headers if name.lower() == TENANT_HEADER.lower()]
+            if taken:
+                raise InvalidJobError(
+                    f"{where}.headers: header {taken[0]!r} is reserved: Punctual sets it on every request",
+                    field=f"{where}.headers",
+                )
             try:
                 # No DNS here: literal addresses, every spelling of them, and localhost names.
                 guard_url(target.url, self.allow_cidrs, resolve=False)

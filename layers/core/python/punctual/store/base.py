@@ -145,8 +145,8 @@ class ItemTooLargeError(StoreError, ValueError):
 class LayoutMismatchError(StoreError):
     """This process's shard counts differ from the ones the table's timers were written with.
 
-    A job's shard is a hash of its id modulo the shard count, so a process with other counts
-    would write timers where no poller reads them and never read the existing ones.
+    A job's shard is a hash of its tenant and id modulo the shard count, so a process with other
+    counts would write timers where no poller reads them and never read the existing ones.
     """
 
 

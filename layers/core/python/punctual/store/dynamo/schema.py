@@ -18,11 +18,13 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     alert        pk=job#<tenant>#<id>      sk=alert#<slot>#<condition>  st, owner, claimed, doc, expires_at
     streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then
     throttle     pk=job#<tenant>#<id>      sk=throttle#<rule>  last (ms), held (alert min_interval)
-    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
+    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<tenant>#<job>#<slot>#<attempt>
     timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
     progress     pk=progress#<minute>      sk=<group>/<count> through_ms, expires_at
     layout       pk=meta#layout            sk=layout         far, near (shard counts)
+    key moves    pk=meta#migrate-keys      sk=<segment>/<segments>  last (JSON), done, counts
+                                                             (punctual.admin.key_migration)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
     backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
 
@@ -151,6 +153,12 @@ def progress_key(minute: datetime, group: int, group_count: int) -> Key:
 
 
 LAYOUT_KEY: Key = _key("meta#layout", "layout")
+MIGRATION_PK = "meta#migrate-keys"
+
+
+def migration_key(segment: int, segments: int) -> Key:
+    """The progress of one segment of a timer key migration's parallel scan."""
+    return _key(MIGRATION_PK, f"{segment}/{segments}")
 
 
 # ---------------------------------------------------------------------------- expressions
@@ -292,6 +300,33 @@ def timer_range(pk: str, low: str | None, high: str | None) -> Expression:
         condition += " AND sk <= :hi"
         values[":hi"] = _s(high)
     return Expression(key_condition=condition, values=values)
+
+
+def timer_items() -> Expression:
+    """A scan's filter: timer rows and packs only (both lanes), whatever their bucket."""
+    return Expression(
+        filter="begins_with(pk, :far) OR begins_with(pk, :near)",
+        values={":far": _s("timer#"), ":near": _s("near#")},
+    )
+
+
+def migration_progress(last: str | None, done: bool, counts: dict[str, int]) -> Expression:
+    """Record how far a segment of the key migration got: its scan's last key (``None``: from the
+    start) and its counts so far."""
+    names = {"#dn": "done", "#last": "last"}
+    values: dict[str, Any] = {":done": {"BOOL": done}}
+    sets = ["#dn = :done"]
+    for i, (name, count) in enumerate(counts.items()):
+        names[f"#c{i}"] = name
+        values[f":c{i}"] = _n(count)
+        sets.append(f"#c{i} = :c{i}")
+    update = "SET " + ", ".join(sets)
+    if last is None:
+        update += " REMOVE #last"
+    else:
+        update += ", #last = :last"
+        values[":last"] = _s(last)
+    return Expression(update=update, names=names, values=values)
 
 
 def timer_counts(pk: str) -> Expression:
