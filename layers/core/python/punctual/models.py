@@ -1084,6 +1084,9 @@ class Execution(_ShallowCopy):
     # after() dependants run too when it succeeds.
     backfill: str | None = None
     backfill_dependants: bool = False
+    # A range record (MISSED): it stands for ``slot_count`` slots, ``slot`` to ``last_slot``.
+    last_slot: str | None = None
+    slot_count: int = 1
 
     @property
     def retry_origin(self) -> datetime:

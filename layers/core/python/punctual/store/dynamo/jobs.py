@@ -54,6 +54,7 @@ class DynamoJobs(DynamoBase, JobRepository):
             "state": _s(job.state.value),
             "doc": _s(self._job_doc(job)),
         }
+        attrs.update(schema.audit_attrs(self.audit_segment_of(job.tenant, job.id)))
         if job.trigger_rate:
             attrs["tpm"] = _n(job.trigger_rate)
         if job.signing_secret_enc:
