@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from execution_harness import FakeTarget, UpperBound
-from simulation import LAYOUT, LONG, SHORT, Simulation
 from punctual.auditing import AuditConfig, AuditReport, ChainAuditor, Repair, Repairer
 from punctual.clock import ManualClock
 from punctual.execution import Delivery, JobServicePauser, MemoryFailureSink, Worker, WorkerConfig
@@ -20,7 +19,8 @@ from punctual.notifications import EventPublisher, MemoryEventSink, Notifier
 from punctual.observability import RecordingMetrics
 from punctual.queues import QueueRouting
 from punctual.store.base import JobStore
-from punctual.timers import CHAIN_KINDS, Lane, Timer, TimerKind, minute_of, minutes_between
+from punctual.timers import CHAIN_KINDS, Timer, TimerKind, minute_of, minutes_between
+from simulation import LAYOUT, LONG, SHORT, Simulation
 
 GRACE_S = 120
 INFLIGHT_GRACE_S = 600
@@ -40,8 +40,12 @@ class AuditRig:
     events: MemoryEventSink = field(default_factory=MemoryEventSink)
     reports: list[AuditReport] = field(default_factory=list)
 
+    poll_interval_s: float = 1.0  # the pollers' near-lane reads (moto tests read less often)
+    work_every_s: float = 1.0  # how often the worker takes what is visible
+
     def __post_init__(self) -> None:
         self.sim = Simulation(self.store, self.clock, metrics=self.metrics)
+        self.sim.config.poll_interval_s = self.poll_interval_s
         self.queues = self.sim.queues
         self.jobs = JobService(self.store, self.queues, self.clock, LAYOUT, ROUTING)
         config = WorkerConfig(layout=LAYOUT, short_queue_urls=(SHORT,), long_queue_urls=(LONG,), lease_s=60)
@@ -71,7 +75,12 @@ class AuditRig:
         settings.update(overrides)
         repairer = Repairer(self.store, LAYOUT, 30, self.queues, ROUTING)
         return ChainAuditor(
-            self.store, self.clock, AuditConfig(**settings), repairer, self.metrics, EventPublisher(self.events)
+            self.store,
+            self.clock,
+            AuditConfig(**settings),
+            repairer,
+            self.metrics,
+            EventPublisher(self.events),
         )
 
     # ------------------------------------------------------------------ driving
@@ -95,22 +104,22 @@ class AuditRig:
         minutes: int,
         events: Sequence[tuple[datetime, Callable[[], object]]] = (),
         kills: Sequence[datetime] = (),
-        audit_at_s: float = 30.0,
-        work_every_s: float = 1.0,
+        audit_at_s: float | None = 30.0,
         pollers: int = 1,
         skew_s: Sequence[float] = (),
     ) -> None:
         """Run ``minutes`` whole minutes from the next one: pollers for each minute, the worker
-        every ``work_every_s``, the auditor at ``audit_at_s`` into each minute."""
+        every ``self.work_every_s``, the auditor at ``audit_at_s`` into each minute (None: not at all)."""
         start = minute_of(self.clock.now()) + timedelta(minutes=1)
         until = start + timedelta(minutes=minutes)
         timeline: list[tuple[datetime, Callable[[], object]]] = list(events)
         at = self.clock.now()
         while at < until:
-            at += timedelta(seconds=work_every_s)
+            at += timedelta(seconds=self.work_every_s)
             timeline.append((at, self.work))
-        for minute in minutes_between(start, until - timedelta(minutes=1)):
-            timeline.append((minute + timedelta(seconds=audit_at_s), self.audit))
+        if audit_at_s is not None:
+            for minute in minutes_between(start, until - timedelta(minutes=1)):
+                timeline.append((minute + timedelta(seconds=audit_at_s), self.audit))
         nodes = [self.sim.poller(offset) for offset in ([*skew_s] or [0.0] * pollers)]
         runs = minutes_between(start, until)
         self.sim.run(runs, until, pollers=nodes, events=timeline, kills=list(kills))
@@ -128,21 +137,36 @@ class AuditRig:
         """The slots of ``job`` the pollers released (repeats included), in send order."""
         return self.sim.slots(job.id)
 
-    def chain_timers(self, job: Job, start: datetime, end: datetime) -> list[Timer]:
-        found: list[Timer] = []
-        for minute in minutes_between(start, end):
-            for lane, count in ((Lane.FAR, LAYOUT.shard_count), (Lane.NEAR, LAYOUT.near_shard_count)):
-                for shard in range(count):
-                    found.extend(
-                        t
-                        for t in self.store.query_timers(lane, minute, shard)
-                        if t.job_id == job.id and t.kind in CHAIN_KINDS
-                    )
+    def chain_timers(self, job: Job) -> list[Timer]:
+        """Every chain timer row of ``job`` in the store (a scan: tests only), in due order."""
+        found = [t for t in all_timers(self.store) if t.job_id == job.id and t.kind in CHAIN_KINDS]
         return sorted(found, key=lambda t: (t.due_ms, t.slot))
 
     def future_chain_timers(self, job: Job) -> list[Timer]:
         now = self.clock.now()
-        return [t for t in self.chain_timers(job, now, now + timedelta(days=2)) if t.due >= now]
+        return [t for t in self.chain_timers(job) if t.due >= now]
+
+
+def all_timers(store: JobStore) -> list[Timer]:
+    """Every timer row of ``store``: the in-memory buckets, or a scan of the DynamoDB table."""
+    buckets = getattr(store, "_buckets", None)
+    if buckets is not None:
+        return [timer for bucket in buckets.values() for _, timer in bucket]
+    client, table = store.client, store.table  # type: ignore[attr-defined]
+    out: list[Timer] = []
+    request: dict[str, Any] = {"TableName": table}
+    while True:
+        reply = client.scan(**request)
+        for item in reply["Items"]:
+            if not item["pk"]["S"].startswith(("timer#", "near#")):
+                continue
+            if "tm" in item:
+                out.extend(store._timers_from_pack(item))  # type: ignore[attr-defined]
+            else:
+                out.append(store._timer_from_item(item))  # type: ignore[attr-defined]
+        if "LastEvaluatedKey" not in reply:
+            return out
+        request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
 
 
 # --------------------------------------------------------------------------- breaking chains
@@ -195,7 +219,9 @@ class Breaker:
         )
         others: list[Timer] = []
         for item in reply["Items"]:
-            members = self.store._timers_from_pack(item) if "tm" in item else [self.store._timer_from_item(item)]  # type: ignore[attr-defined]
+            members = (
+                self.store._timers_from_pack(item) if "tm" in item else [self.store._timer_from_item(item)]
+            )  # type: ignore[attr-defined]
             if any(m.sk == timer.sk for m in members):
                 self.client.delete_item(TableName=self.table, Key={"pk": item["pk"], "sk": item["sk"]})
                 others.extend(m for m in members if m.sk != timer.sk)

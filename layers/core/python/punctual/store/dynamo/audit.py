@@ -11,6 +11,7 @@ strongly consistently before it calls anything broken.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 from typing import Any
@@ -59,7 +60,8 @@ class DynamoAudit(DynamoJobs, AuditRepository):
             try:
                 found = self._audit_item(item)
             except UnreadableJobError as exc:
-                unreadable.append(exc.job)
+                tenant, job_id = schema.job_of_pk(item["pk"]["S"])
+                unreadable.append(dataclasses.replace(exc.job, tenant=tenant, id=job_id))
                 continue
             if found is not None:
                 items.append(found)
