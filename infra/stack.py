@@ -1,7 +1,7 @@
 """The Punctual stack: one construct per concern, wired together.
 
 storage (table, keys) → queues → dispatch (tick, state machine, poller) → workers (Lambda, ECS)
-→ api → observability → console (the dashboard's jobs-and-runs widget). The runtime reads its
+→ api → chain audit (the auditor) → observability → console (the dashboard's jobs-and-runs widget). The runtime reads its
 configuration from ``PUNCTUAL_*`` variables that this stack sets identically on every function
 and on the ECS task.
 """
@@ -16,6 +16,7 @@ from constructs import Construct
 
 from infra import constants as c
 from infra.components.api import Api
+from infra.components.auditing import ChainAuditor
 from infra.components.console import Console
 from infra.components.dispatch import Dispatch
 from infra.components.events import ExecutionEvents
@@ -89,6 +90,16 @@ class PunctualStack(cdk.Stack):
         for container in self.workers.containers:
             container.add_environment("PUNCTUAL_TARGET_ROLE_ARN", self.target_role.role.role_arn)
         self._predictive_scaling()
+        self.auditor = ChainAuditor(
+            self,
+            "ChainAudit",
+            config=config,
+            runtime=self.runtime,
+            storage=self.storage,
+            queues=self.queues,
+            events_bus=self.events,
+            environment=environment,
+        )
 
         self.observability = Observability(
             self,
@@ -105,6 +116,7 @@ class PunctualStack(cdk.Stack):
             burst_service=self.workers.burst_service,
             burst_state_machine=self.dispatch.burst_state_machine,
         )
+        self.auditor.notify(self.observability.topic)
         self.console = Console(
             self,
             "Console",
@@ -172,6 +184,7 @@ class PunctualStack(cdk.Stack):
             self.dispatch.tick,
             self.workers.worker,
             self.console.handler,  # it renders any tenant's jobs: never a tenant's target
+            self.auditor.handler,
         ]
         return [
             *(q.queue_arn for q in [*self.queues.work_queues, *self.queues.dead_letter, self.queues.failed]),

@@ -61,6 +61,10 @@ class LocalConfig:
         run is taken over within seconds, not minutes.
     moto_patch
         Apply :mod:`local.motopatch` inside the moto server process.
+    audit_interval_s, audit_grace_s
+        The chain auditor (:mod:`local.auditor`): how often it checks every job's chain, and
+        how long nothing of a chain must happen before it is judged (shorter than the cloud's
+        300 s: local mode's pollers run on this machine).
     burst_workers_max, burst_worker_messages_per_s
         Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
         are started ahead of a planned burst, each counted as draining this many messages a
@@ -84,6 +88,8 @@ class LocalConfig:
     moto_patch: bool = True
     burst_workers_max: int = 2
     burst_worker_messages_per_s: int = 3
+    audit_interval_s: int = 20
+    audit_grace_s: int = 60
     template: str = ""  # a template file to use instead of synthesising infra/
     extra: dict[str, str] = field(default_factory=dict)  # further PUNCTUAL_* overrides
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.composition import AuditEvent, run_auditor
+from punctual.composition import AuditEvent, container, run_auditor
 from punctual.lambda_support import logger, metrics, tracer
 
 STOP_BEFORE_TIMEOUT_MS = 20_000
@@ -26,6 +26,12 @@ STOP_BEFORE_TIMEOUT_MS = 20_000
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = AuditEvent.model_validate(event)
-    report = run_auditor(request, stop=lambda: context.get_remaining_time_in_millis() < STOP_BEFORE_TIMEOUT_MS)
+    if request.enrol_segment is not None:
+        store = container().store
+        enrolled = store.enrol_for_audit(request.enrol_segment, request.enrol_segments)
+        return {"enrolled": enrolled, "segment": request.enrol_segment, "of": request.enrol_segments}
+    report = run_auditor(
+        request, stop=lambda: context.get_remaining_time_in_millis() < STOP_BEFORE_TIMEOUT_MS
+    )
     logger.info("chain audit", extra=report)
     return report

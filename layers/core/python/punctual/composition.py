@@ -266,7 +266,8 @@ def run_poller(
 class AuditEvent(BaseModel):
     """The auditor's event: EventBridge's scheduled event (its ``time`` names the minute, so a
     retried invocation audits the same segments), or an enrolment of jobs stored before the audit
-    index (``enrol_segment`` of ``enrol_segments``: one scan segment per invocation)."""
+    index (``enrol_segment`` of ``enrol_segments``: one scan segment per invocation, by the
+    auditor's handler)."""
 
     model_config = {"extra": "ignore"}
     time: AwareDatetime | None = None
@@ -281,11 +282,8 @@ def run_auditor(
     clock: Clock | None = None,
     metrics: MetricsSink | None = None,
 ) -> dict[str, Any]:
-    """Audit the event's minute's share of the chains (or enrol a scan segment); the figures."""
+    """Audit the event's minute's share of the chains; the figures."""
     built = container() if settings is None else Container(settings, clock)
-    if event.enrol_segment is not None:
-        enrolled = built.store.enrol_for_audit(event.enrol_segment, event.enrol_segments)
-        return {"enrolled": enrolled, "segment": event.enrol_segment, "of": event.enrol_segments}
     if metrics is None:
         from punctual.lambda_support import PowertoolsMetrics
 
