@@ -1,9 +1,9 @@
 """The Punctual stack: one construct per concern, wired together.
 
 storage (table, keys) → queues → dispatch (tick, state machine, poller) → workers (Lambda, ECS)
-→ api → chain audit (the auditor) → observability → console (the dashboard's jobs-and-runs widget). The runtime reads its
-configuration from ``PUNCTUAL_*`` variables that this stack sets identically on every function
-and on the ECS task.
+→ api → chain audit (the auditor) → observability → console (the dashboard's jobs-and-runs
+widget). The runtime reads its configuration from ``PUNCTUAL_*`` variables that this stack sets
+identically on every function and on the ECS task.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from local.template import Blueprint, QueueDef
 class Deployment:
     """The resources local mode created, and the settings each function gets.
 
-    ``poller_timeout_s``, ``worker_timeout_s`` and ``auditor_timeout_s`` are the functions' Lambda timeouts (the
-    stand-in Lambda contexts count down from them); ``worker_batch_size`` is the event
+    ``poller_timeout_s``, ``worker_timeout_s`` and ``auditor_timeout_s`` are the functions' Lambda
+    timeouts (the stand-in Lambda contexts count down from them); ``worker_batch_size`` is the event
     source mapping's; ``environment`` holds the template's literal ``PUNCTUAL_*`` values;
     ``poller_retry`` the minute state machine's Retry of the poller task (local/retriers.py).
     """

@@ -4,8 +4,9 @@ The table has a partition key ``pk`` and a sort key ``sk``. Timers are base-tabl
 trigger costs one write unit and never waits on index back-pressure: its one index, ``audit``
 (the chain auditor's, :mod:`punctual.auditing`), is sparse: only job items and running backfills
 carry its key (``aseg``, the job's far shard), never a timer or an execution record, and it
-projects ``version``, ``state``, ``doc`` and ``rev``. Items carry an ``expires_at`` TTL. On-demand by default; provisioned with auto scaling, and warm throughput (so
-a top-of-minute burst meets partitions that are already split), come from context.
+projects ``version``, ``state``, ``doc`` and ``rev``. Items carry an ``expires_at`` TTL.
+On-demand by default; provisioned with auto scaling, and warm throughput (so a top-of-minute
+burst meets partitions that are already split), come from context.
 """
 
 from __future__ import annotations
