@@ -52,7 +52,7 @@ def _repairs(local: LocalMode, job_id: str) -> list[dict[str, Any]]:
 
 def test_the_auditor_repairs_a_chain_whose_timer_was_deleted(local_mode: LocalMode) -> None:
     local = local_mode
-    # Given a job whose first slot is two minutes away, and its timer deleted from the table
+    # Given a job every two minutes, its chain's timers deleted from the table
     status, job = local.api(
         "POST",
         "/v1/jobs",
@@ -64,7 +64,7 @@ def test_the_auditor_repairs_a_chain_whose_timer_was_deleted(local_mode: LocalMo
         },
     )
     assert status == 201, job
-    assert _delete_timers(local, job["id"]) == 1
+    assert _delete_timers(local, job["id"]) >= 1
     # When the auditor runs (it leaves a just registered job alone for its grace)
     events = local.wait(lambda: _repairs(local, job["id"]), REPAIR_DEADLINE_S, "the chain's repair")
     # Then it repaired the chain, once, and said so with an event the schema describes
@@ -75,10 +75,12 @@ def test_the_auditor_repairs_a_chain_whose_timer_was_deleted(local_mode: LocalMo
     next_slot = event["detail"]["next_slot"]
 
     def fired() -> list[dict[str, Any]]:
-        return [r for r in local.records() if r.get("name") == "chain-audit-e2e" and r.get("slot")]
+        return [
+            r for r in local.records() if r.get("name") == "chain-audit-e2e" and r.get("slot") == next_slot
+        ]
 
-    hits = local.wait(fired, 180 + REPAIR_DEADLINE_S, "the repaired job to fire")
-    assert hits[0]["slot"] == next_slot  # the first slot it ran is the one it was repaired from
+    local.wait(fired, 180 + REPAIR_DEADLINE_S, "the repaired job to fire its next slot")
+    assert len(_repairs(local, job["id"])) == 1  # repaired once: the chain is live again
     if event["detail"]["missed_count"]:  # the repair came after the first slot's instant: recorded
         status, history = local.api("GET", f"/v1/jobs/{job['id']}/executions?status=MISSED")
         assert status == 200
