@@ -308,9 +308,10 @@ def main() -> None:
     args = parser.parse_args()
     prices = benchlib.load_prices()
     benchlib.heading(
-        f"Chain audit of {args.jobs:,} jobs on moto (256 far / 8 near shards), every request counted"
+        f"Chain audit of {args.jobs:,} jobs on moto ({args.segments} segments, 8 near shards)"
     )
-    measured = measure(args.jobs, args.seed)
+    measured = measure(args.jobs, args.seed, args.segments)
+    measured["segments"] = args.segments
     print(
         benchlib.table(
             ["jobs", "suspects", "repairs", "RRU/job", "requests/job", "CPU µs/job", "index item B"],
