@@ -300,6 +300,17 @@ def at_scale(measured: dict[str, Any], prices: dict[str, Any]) -> dict[str, Any]
     }
 
 
+def idle_month_usd() -> float:
+    """The auditor's share of an idle month (read by ``bench/cost_per_million.py``): 0 until this
+    benchmark has written its result."""
+    path = benchlib.ROOT / "bench" / "results" / "audit_cost.json"
+    if not path.exists():
+        return 0.0
+    import json
+
+    return float(json.loads(path.read_text())["at_scale"]["idle_usd_per_month"]["total"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=4000)
@@ -307,9 +318,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=28)
     args = parser.parse_args()
     prices = benchlib.load_prices()
-    benchlib.heading(
-        f"Chain audit of {args.jobs:,} jobs on moto ({args.segments} segments, 8 near shards)"
-    )
+    benchlib.heading(f"Chain audit of {args.jobs:,} jobs on moto ({args.segments} segments, 8 near shards)")
     measured = measure(args.jobs, args.seed, args.segments)
     measured["segments"] = args.segments
     print(
