@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements
 
-from infra import constants as c
+from punctual_cdk import constants as c
 from punctual.store.dynamo import schema, table_definition
 
 

@@ -23,13 +23,13 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra import constants as c
-from infra.components.events import ExecutionEvents
-from infra.components.functions import LambdaRuntime, PunctualFunction
-from infra.components.observability import app_metric
-from infra.components.queues import SEND_ACTIONS, Queues
-from infra.components.storage import Storage
-from infra.config import PunctualConfig
+from punctual_cdk import constants as c
+from punctual_cdk.components.events import ExecutionEvents
+from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction
+from punctual_cdk.components.observability import app_metric
+from punctual_cdk.components.queues import SEND_ACTIONS, Queues
+from punctual_cdk.components.storage import Storage
+from punctual_cdk.config import PunctualConfig
 
 _FIVE_MINUTES = cdk.Duration.minutes(5)
 
