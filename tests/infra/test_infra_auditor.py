@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements
 
-from punctual_cdk import constants as c
 from punctual.store.dynamo import schema, table_definition
+from punctual_cdk import constants as c
 
 
 def _table(synth: Synth) -> dict:
