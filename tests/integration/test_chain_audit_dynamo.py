@@ -180,13 +180,18 @@ def test_a_timer_row_of_another_version_is_repaired(rig: AuditRig, dynamo_client
     assert max(runs(rig, job).values()) == 1
 
 
-def test_a_lost_next_timer_is_repaired(rig: AuditRig, dynamo_client: Any) -> None:
-    job = register(rig, "job", "rate(1 minute)")
-    rig.run(1)
+def lose_next_timers(rig: AuditRig, dynamo_client: Any, job: Job) -> None:
+    """A minute in which every chain timer ``job``'s releases (or its runs' ends) write is lost."""
     cut = breaker(rig, dynamo_client)
     cut.drop_next_timers(job)
     rig.run(1, audit_at_s=None)  # (no audit while the fault lasts: it would be dropped too)
     cut.stop_dropping()
+
+
+def test_a_lost_next_timer_is_repaired(rig: AuditRig, dynamo_client: Any) -> None:
+    job = register(rig, "job", "rate(1 minute)")
+    rig.run(1)
+    lose_next_timers(rig, dynamo_client, job)
     sent = rig.sent_slots(job)[-1]
     rig.run(3)
     [repair] = rig.repairs
@@ -197,10 +202,7 @@ def test_a_lost_next_timer_is_repaired(rig: AuditRig, dynamo_client: Any) -> Non
 def test_a_dead_delay_chain_is_armed_again(rig: AuditRig, dynamo_client: Any) -> None:
     job = register(rig, "job", "delay(20 seconds)")
     rig.run(1)
-    cut = breaker(rig, dynamo_client)
-    cut.drop_next_timers(job)
-    rig.run(1, audit_at_s=None)  # (no audit while the fault lasts: it would be dropped too)
-    cut.stop_dropping()
+    lose_next_timers(rig, dynamo_client, job)
     before = len(runs(rig, job))
     rig.run(3)
     [repair] = rig.repairs

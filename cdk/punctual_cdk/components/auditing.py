@@ -18,14 +18,12 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
-from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from punctual_cdk import constants as c
 from punctual_cdk.components.events import ExecutionEvents
-from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction
+from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, on_schedule
 from punctual_cdk.components.observability import app_metric
 from punctual_cdk.components.queues import SEND_ACTIONS, Queues
 from punctual_cdk.components.storage import Storage
@@ -65,22 +63,14 @@ class ChainAuditor(Construct):
         storage.grant_dispatch_key(role)  # the missed alerts it hands to workers are signed
         Queues.grant(role, queues.work_queues, SEND_ACTIONS)
         events_bus.grant_put(role)
-        self.handler.function.configure_async_invoke(
-            max_event_age=cdk.Duration.seconds(c.AUDITOR_MAX_EVENT_AGE_S),
-            retry_attempts=c.AUDITOR_RETRY_ATTEMPTS,
-        )
-        self.rule = events.Rule(
+        self.rule = on_schedule(
             self,
             "EveryMinute",
+            self.handler.function,
             description="Punctual: audit this minute's share of the jobs' chains",
-            schedule=events.Schedule.expression(c.AUDITOR_SCHEDULE),
-            targets=[
-                targets.LambdaFunction(
-                    self.handler.function,
-                    max_event_age=cdk.Duration.seconds(c.AUDITOR_MAX_EVENT_AGE_S),
-                    retry_attempts=c.AUDITOR_RETRY_ATTEMPTS,
-                )
-            ],
+            schedule=c.AUDITOR_SCHEDULE,
+            max_event_age_s=c.AUDITOR_MAX_EVENT_AGE_S,
+            retry_attempts=c.AUDITOR_RETRY_ATTEMPTS,
         )
         self.alarms: list[cloudwatch.Alarm] = [
             cloudwatch.Alarm(

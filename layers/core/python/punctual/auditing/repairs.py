@@ -197,18 +197,7 @@ class Repairer:
 
     def follow_up(self, job: Job, follow: FollowUp, now: datetime) -> Repair:
         """The follow-up timer of a slot in flight, due now."""
-        timer = self.layout.make(
-            now=now,
-            due=now,
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=follow.slot,
-            attempt=follow.attempt,
-            kind=follow.kind,
-            job_version=job.version,
-            owner=follow.owner,
-        )
-        self.store.put_timers([timer])
+        self._due_now(job, follow.slot, follow.attempt, follow.kind, now, follow.owner)
         return Repair(
             follow.kind.value, job.tenant, job.id, follow.reason, next_slot=follow.slot, version=job.version
         )
@@ -220,18 +209,24 @@ class Repairer:
 
     def backfill(self, job: Job, backfill: Backfill, reason: str, now: datetime) -> Repair:
         """The timer of a stalled backfill's current step, due now."""
+        self._due_now(job, backfill.id, backfill.tick, TimerKind.BACKFILL, now)
+        return Repair("backfill", job.tenant, job.id, reason, version=job.version)
+
+    def _due_now(
+        self, job: Job, slot: str, attempt: int, kind: TimerKind, now: datetime, owner: str | None = None
+    ) -> None:
         timer = self.layout.make(
             now=now,
             due=now,
             job_id=job.id,
             tenant=job.tenant,
-            slot=backfill.id,
-            attempt=backfill.tick,
-            kind=TimerKind.BACKFILL,
+            slot=slot,
+            attempt=attempt,
+            kind=kind,
             job_version=job.version,
+            owner=owner,
         )
         self.store.put_timers([timer])
-        return Repair("backfill", job.tenant, job.id, reason, version=job.version)
 
 
 def repair_event(job: Job, repair: Repair, now: datetime) -> Event:
