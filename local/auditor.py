@@ -41,8 +41,19 @@ def scheduled_event(now: datetime) -> dict[str, Any]:
 def run(config: LocalConfig, stop: threading.Event) -> None:
     deployment = prepare(config)
     handler = load_handler("auditor").handler
+    running: list[LambdaContext] = []
+
+    def cut_on_stop() -> None:  # a stop cuts the invocation short: it ends between two segments
+        stop.wait()
+        for context in running:
+            context.cut()
+
+    threading.Thread(target=cut_on_stop, name="auditor-stop", daemon=True).start()
     while not stop.is_set():
         context = LambdaContext("punctual-auditor-local", timeout_s=deployment.auditor_timeout_s)
+        running[:] = [context]
+        if stop.is_set():
+            context.cut()
         try:
             report = handler(scheduled_event(datetime.now(UTC)), context)
             if report.get("broken"):
