@@ -431,3 +431,24 @@ def test_the_head_is_the_first_slot_released_after_the_instant_even_with_jitter(
         while slot is not None and slot < head:  # every earlier slot was released by then
             assert dispatch_instant(job, slot) <= instant
             slot = next_slot(job, slot)
+
+
+@pytest.mark.parametrize("schedule", ["rate(1 minute)", "rate(5 minutes)"])
+def test_a_repair_of_a_chain_that_was_live_after_all_doubles_no_slot_and_leaves_one_chain(
+    rig: AuditRig, schedule: str
+) -> None:
+    # Given a live chain, and a repair written anyway (what a wrong verdict would do), two
+    # minutes before its next slot: a near-lane timer beside the chain's own (far for 5 minutes)
+    job = register(rig, "job", schedule)
+    rig.run(6)
+    now = rig.clock.now()
+    head = head_after(job, now)
+    assert head is not None
+    rig.clock.set(head - timedelta(seconds=120))
+    rig.auditor.repairer.clock(job, head, now, "forced", rig.clock.now())
+    # When the cluster goes on
+    rig.run(16, audit_at_s=None)
+    # Then every slot ran once, and a single chain is left: one timer ahead, no more
+    ran = runs(rig, job)
+    assert head.strftime("%Y-%m-%dT%H:%M:%SZ") in ran and max(ran.values()) == 1
+    assert len(head_timers(rig, job)) == 1
