@@ -65,6 +65,10 @@ class LocalConfig:
         DynamoDB's behaviours moto lacks (:mod:`local.moto_fidelity`): eventually consistent
         reads answered up to this many seconds behind, and this share of the writes on items
         a transaction holds cancelled for a transaction conflict (0: off, the default).
+    audit_interval_s, audit_grace_s
+        The chain auditor (:mod:`local.auditor`): how often it checks every job's chain, and
+        how long nothing of a chain must happen before it is judged (shorter than the cloud's
+        300 s: local mode's pollers run on this machine).
     burst_workers_max, burst_worker_messages_per_s
         Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
         are started ahead of a planned burst, each counted as draining this many messages a
@@ -90,6 +94,8 @@ class LocalConfig:
     transaction_conflicts: float = 0.0
     burst_workers_max: int = 2
     burst_worker_messages_per_s: int = 3
+    audit_interval_s: int = 20
+    audit_grace_s: int = 60
     template: str = ""  # a template file to use instead of synthesising infra/
     extra: dict[str, str] = field(default_factory=dict)  # further PUNCTUAL_* overrides
 

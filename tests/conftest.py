@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 

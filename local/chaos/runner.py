@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from local import harness
+from local.chaos import repairs
 from local.chaos.faults.driver import FaultDriver, FaultOptions, ReceiverFollower, plan_faults
 from local.chaos.faults.procs import ChaosProcess, procs_argv
 from local.chaos.ledger import LedgerWriter, load, read_jsonl
@@ -328,6 +329,7 @@ class ChaosRun:
                 job_id: [a.model_dump(mode="json") for a in items] for job_id, items in alerts_before.items()
             },
             "alert_arrivals": _alert_arrivals(follower.url),
+            "chain_repairs": repairs.fetch(follower.url),  # the chain auditor's: expected none
             "executions": {
                 job_id: [e.model_dump(mode="json") for e in items] for job_id, items in executions.items()
             },

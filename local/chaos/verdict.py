@@ -91,6 +91,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from local.chaos import repairs
 from local.chaos.ledger import (
     BACKFILLED,
     GUARD_S,
@@ -235,9 +236,10 @@ class Verdict:
     def line(self) -> str:
         text = (
             f"slots {self.slots}, executed once {self.executed_once}, duplicates {self.duplicates}, "
-            f"missed {self.missed}, early {self.early}, faults {self.fault_total}, {self.delay_text()}"
+            f"missed {self.missed}, early {self.early}, {repairs.count_text(self.violations)}, "
+            f"faults {self.fault_total}, {self.delay_text()}"
         )
-        counted = {"duplicate", "missed", "early", LATENESS}
+        counted = {"duplicate", "missed", "early", LATENESS, repairs.KIND}
         others = sum(1 for v in self.violations if v.kind not in counted)
         return text + (f", other violations {others}" if others else "")
 
@@ -260,6 +262,9 @@ class RunData:
     # The ledger read before the records: an alert made after (its slot ended while the table was
     # read, its record read before) is not one for a slot that did not fail. None: not read.
     alerts_before: dict[str, list[dict[str, Any]]] | None = None
+    chain_repairs: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # the auditor's (local/chaos/repairs.py)
 
     @classmethod
     def read(cls, run_dir: Path) -> RunData:
@@ -287,6 +292,7 @@ class RunData:
             alerts=dict(collected.get("alerts", {})),
             alert_arrivals=list(collected.get("alert_arrivals", [])),
             alerts_before=collected.get("alerts_before"),
+            chain_repairs=list(collected.get("chain_repairs", [])),
         )
 
 
@@ -942,6 +948,7 @@ class Judge:
             self.judge_job(job)
             self.check_alerts(job)
         self.judge_delays()
+        self.verdict.violations += [Violation(*v) for v in repairs.violations(self.data.chain_repairs)]
         faults: Counter[str] = Counter()
         for fault in self.data.faults:
             kind = str(fault.get("event"))

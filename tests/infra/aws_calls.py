@@ -99,6 +99,15 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
     ),
     # its store: Container.reader; its scaling: the capacity actuator of punctual.scaling_aws
     "tick": ("functions/tick/handler.py", "tick.py", "scaling.py", "scaling_aws.py"),
+    # The chain auditor: its reads and repairs (punctual.auditing), the events it publishes, and the
+    # composition root (its queues sign a lost range's alert message: the dispatch key).
+    "auditor": (
+        "functions/auditor/handler.py",
+        "composition.py",
+        "auditing/*.py",
+        "notifications/__init__.py",
+        "notifications/events.py",
+    ),
 }
 
 

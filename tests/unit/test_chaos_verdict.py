@@ -53,6 +53,7 @@ class RunBuilder:
         self.alerts: dict[str, list[dict[str, Any]]] = {}  # the alert ledger, by job id
         self.alert_arrivals: list[dict[str, Any]] = []
         self.alerts_before: dict[str, list[dict[str, Any]]] | None = None  # read before the records
+        self.chain_repairs: list[dict[str, Any]] = []  # the auditor's Chain Repaired events
 
     def job(
         self,
@@ -198,6 +199,7 @@ class RunBuilder:
                 alerts=self.alerts,
                 alert_arrivals=self.alert_arrivals,
                 alerts_before=self.alerts_before,
+                chain_repairs=self.chain_repairs,
             )
         )
 
@@ -219,6 +221,7 @@ class RunBuilder:
             },
             "dead_letters": [],
             "failure_reports": [],
+            "chain_repairs": self.chain_repairs,
         }
         (run_dir / "collected.json").write_text(json.dumps(collected))
         return run_dir
@@ -247,7 +250,7 @@ def test_every_owed_slot_once_is_a_clean_verdict(run: RunBuilder) -> None:
         0,
     )
     assert verdict.ok and verdict.line() == (
-        "slots 5, executed once 5, duplicates 0, missed 0, early 0, faults 3, "
+        "slots 5, executed once 5, duplicates 0, missed 0, early 0, chain repairs 0, faults 3, "
         "fire delay p50 0.11 s p99 0.11 s max 0.11 s (5 slots)"
     )
 
@@ -780,3 +783,30 @@ def test_a_backfilled_slot_run_twice_missing_or_outside_its_backfill_is_named(ru
     assert any("several backfills" in str(v) for v in verdict.violations)
     assert any("ran outside its backfill" in str(v) for v in verdict.violations)
     assert [v.slot for v in verdict.violations if v.kind == "missed"] == [key(-120)]
+
+
+def test_a_chain_the_auditor_repaired_fails_the_run_and_is_named(run: RunBuilder) -> None:
+    # Given every owed slot ran once, but the chain auditor repaired a chain during the run
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    for slot in range(0, 25, 5):
+        run.ran(job, slot)
+    run.chain_repairs.append(
+        {
+            "job_id": job,
+            "repair": "clock",
+            "error": "chain repaired (clock): no timer of slot 2026-11-30T10:00:10Z",
+            "next_slot": "2026-11-30T10:00:20Z",
+            "missed_from": "2026-11-30T10:00:10Z",
+            "missed_count": 2,
+        }
+    )
+    verdict = run.judge(cut=20)
+    # Then the verdict fails with a violation naming the repair, and its line counts it
+    assert not verdict.ok and kinds(verdict) == ["chain repaired"]
+    (violation,) = verdict.violations
+    assert violation.job == job and violation.slot == "2026-11-30T10:00:10Z"
+    assert "2 slot(s) lost" in violation.detail
+    assert ", early 0, chain repairs 1, faults 3, " in verdict.line()
+    # And the run's files alone judge it the same
+    again = judge_dir(run.save(20, Bounds()))
+    assert kinds(again) == ["chain repaired"] and ", chain repairs 1, " in again.line()

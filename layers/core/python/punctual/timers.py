@@ -193,11 +193,14 @@ class TimerLayout:
         """
         now_ms = to_ms(now)
         due_ms = max(to_ms(due), now_ms)
-        if due_ms - now_ms > self.far_threshold_s * 1000:
-            lane, shard = Lane.FAR, shard_of(tenant, job_id, self.shard_count)
-        else:
-            lane, shard = Lane.NEAR, shard_of(tenant, job_id, self.near_shard_count)
+        lane = Lane.FAR if due_ms - now_ms > self.far_threshold_s * 1000 else Lane.NEAR
+        shard = self.shard_for(lane, tenant, job_id)
         return Timer(lane, shard, due_ms, job_id, tenant, slot, attempt, kind, job_version, owner)
+
+    def shard_for(self, lane: Lane, tenant: str, job_id: str) -> int:
+        """The shard of ``lane`` a job's timers go to (the one place it is computed: the chain
+        auditor's segments are the far shards, :mod:`punctual.auditing`)."""
+        return shard_of(tenant, job_id, self.shard_count if lane is Lane.FAR else self.near_shard_count)
 
     def shards_of_group(self, lane: Lane, group: int, group_count: int) -> list[int]:
         count = self.shard_count if lane is Lane.FAR else self.near_shard_count

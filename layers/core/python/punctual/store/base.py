@@ -657,6 +657,26 @@ class BackfillRepository(ABC):
         """Write ``backfill`` if the stored one is at ``expected_revision``; False when it is not."""
 
 
+class AuditRepository(ABC):
+    """What the chain auditor reads (:mod:`punctual.auditing`): a segment's jobs and running
+    backfills, and a job's turn. A job's segment is its far timer shard
+    (:meth:`punctual.timers.TimerLayout.shard_for`), so a segment's far timers are its own."""
+
+    @abstractmethod
+    def audit_page(
+        self, segment: int, segments: int, limit: int, cursor: str | None = None
+    ) -> Page[Job | Backfill]:
+        """A page of the jobs (every state) and RUNNING backfills of audit segment ``segment`` of
+        ``segments``, in key order, eventually consistent; ``cursor`` continues a page.
+
+        A job the model cannot read goes to ``Page.unreadable``, never fails the page.
+        """
+
+    @abstractmethod
+    def get_turn(self, tenant: str, job_id: str) -> Turn | None:
+        """The job's overlap turn (None: it has none), strongly consistent."""
+
+
 class JobStore(
     JobRepository,
     TimerRepository,
@@ -666,6 +686,7 @@ class JobStore(
     AlertRepository,
     CalendarRepository,
     BackfillRepository,
+    AuditRepository,
 ):
     """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
 

@@ -19,7 +19,7 @@ from punctual.store.dynamo.keys import (
     _s,
 )
 from punctual.store.dynamo.schema import CREATE, LAYOUT_KEY
-from punctual.timers import Timer, TimerLayout
+from punctual.timers import Lane, Timer, TimerLayout
 
 
 class DynamoBase:
@@ -78,6 +78,13 @@ class DynamoBase:
                     f" shardCount={have['far']} and nearShardCount={have['near']}"
                 )
         self._layout_checked = True
+
+    def audit_segment_of(self, tenant: str, job_id: str) -> int | None:
+        """The audit segment a job's items are enrolled under (its far shard); None for a store
+        built without a layout, which enrols nothing (``enrol_for_audit`` adds them later)."""
+        if self.layout is None:
+            return None
+        return self.layout.shard_for(Lane.FAR, tenant, job_id)
 
     def _write_if(self, operation: str, **request: Any) -> bool:
         """One conditional write (``put_item``, ``update_item``, ...) on the table: False when

@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.backfills import Backfill
+from punctual.backfills import Backfill, BackfillState
 from punctual.calendars import Calendar
 from punctual.store.base import (
     BackfillRepository,
@@ -145,6 +145,12 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
             "rev": _n(backfill.revision),
             "state": _s(backfill.state.value),
             "doc": _s(backfill.model_dump_json()),
+            # A running backfill is in the audit index (its steps are a chain); a finished one leaves it.
+            **schema.audit_attrs(
+                self.audit_segment_of(backfill.tenant, backfill.job_id)
+                if backfill.state is BackfillState.RUNNING
+                else None
+            ),
         }
 
     def create_backfill(self, backfill: Backfill, replacing: Backfill | None = None) -> Backfill:

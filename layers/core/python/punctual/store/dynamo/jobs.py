@@ -68,7 +68,9 @@ class DynamoJobs(DynamoBase, JobRepository):
 
     def _job_attrs(self, job: Job) -> dict[str, Any]:
         check_job_size(job)  # refused here, not by DynamoDB's ValidationException (a 500)
-        return job_attributes(job)
+        attrs = job_attributes(job)
+        attrs.update(schema.audit_attrs(self.audit_segment_of(job.tenant, job.id)))
+        return attrs
 
     def _job_from_item(self, item: dict[str, Any]) -> Job:
         try:

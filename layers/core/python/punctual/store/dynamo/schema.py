@@ -6,7 +6,8 @@ answers; a reviewer checks the store's invariants here.
 Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
 
     job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON), tpm,
-                                                             secret, secret_prev, skipped, dependents
+                                                             secret, secret_prev, skipped, dependents,
+                                                             aseg (its audit segment)
     listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
     sched. group pk=tenant#<tenant>        sk=group#<name>   name, state, created_at, updated_at, tags, token
     job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
@@ -26,7 +27,11 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     key moves    pk=meta#migrate-keys      sk=<segment>/<segments>  last (JSON), done, counts
                                                              (punctual.admin.key_migration)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
-    backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
+    backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc, aseg (while RUNNING)
+
+The one index, ``audit`` (sparse: only job items and running backfills carry ``aseg``, so no timer
+or execution write ever touches it): partition ``aseg`` (N, the job's far shard: the chain
+auditor's segment), sort ``pk``, projecting ``version``, ``state``, ``doc`` and ``rev``.
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
 
@@ -203,6 +208,55 @@ def partition(pk: str, prefix: str | None = None) -> Expression:
     )
 
 
+# ------------------------------------------------------------- the audit index
+
+AUDIT_INDEX = "audit"
+AUDIT_SEGMENT = "aseg"  # the attribute that puts an item in the index: its audit segment (N)
+AUDIT_PROJECTION = ("version", "state", "doc", "rev")
+
+
+def audit_index_definition() -> dict[str, Any]:
+    """The audit index as CreateTable declares it (the CDK app declares the same)."""
+    return {
+        "IndexName": AUDIT_INDEX,
+        "KeySchema": [
+            {"AttributeName": AUDIT_SEGMENT, "KeyType": "HASH"},
+            {"AttributeName": "pk", "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(AUDIT_PROJECTION)},
+    }
+
+
+def audit_segment(segment: int) -> Expression:
+    """The audit index's items of one segment (a query of one index partition)."""
+    return Expression(key_condition="aseg = :seg", values={":seg": _n(segment)})
+
+
+def audit_attrs(segment: int | None) -> dict[str, Any]:
+    """The attribute that enrols an item in the audit index (none when the segment is unknown)."""
+    return {} if segment is None else {AUDIT_SEGMENT: _n(segment)}
+
+
+def unenrolled_jobs() -> Expression:
+    """A scan's filter: job items without an audit segment (only their key is read back)."""
+    return Expression(
+        filter="sk = :job AND attribute_not_exists(aseg)", projection="pk", values={":job": _s("job")}
+    )
+
+
+def job_of_pk(pk: str) -> tuple[str, str]:
+    """(tenant, job id) of a job partition's key (a job id holds no ``#``)."""
+    tenant, _, job_id = pk.removeprefix("job#").rpartition("#")
+    return tenant, job_id
+
+
+def enrol_for_audit(segment: int) -> Expression:
+    """Give a job item that predates the index its segment (it must still exist)."""
+    return Expression(
+        update="SET aseg = :seg", condition="attribute_exists(pk)", values={":seg": _n(segment)}
+    )
+
+
 # ------------------------------------------------------------- jobs and tenant counters
 
 
@@ -247,6 +301,9 @@ def replace_job(attrs: dict[str, Any], expected_version: int) -> Expression:
     if "secret" in attrs:
         update += ", secret = :sec"
         values[":sec"] = attrs["secret"]
+    if AUDIT_SEGMENT in attrs:
+        update += ", aseg = :seg"
+        values[":seg"] = attrs[AUDIT_SEGMENT]
     if "secret_prev" in attrs:
         update += ", secret_prev = :prev"
         values[":prev"] = attrs["secret_prev"]
