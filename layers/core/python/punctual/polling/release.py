@@ -26,6 +26,8 @@ goes on to the next slot. The calendars are read here, at release (one batched, 
 consistent read per chunk, only for jobs that exclude any), so a calendar change applies from
 the next released slot on without touching the jobs that use it.
 
+ALERT timers are alerts' sweeps (:mod:`punctual.notifications.sweep`): each is handed to a worker.
+
 BACKFILL timers are the steps of backfills (:mod:`punctual.backfill_runner`): each is handed to
 the backfill runner, which sends the backfill's next slots and arms its next step.
 """
@@ -45,6 +47,7 @@ from punctual.clock import Clock
 from punctual.instants import format_instant_ms
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
+from punctual.notifications.sweep import sweep_message
 from punctual.observability import MetricsSink
 from punctual.polling.config import PollerConfig
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
@@ -57,6 +60,7 @@ log = logging.getLogger("punctual.polling")
 
 CHUNK = 100  # BatchGetItem's limit: timers are released in chunks of this many, concurrently
 MISSED_PAUSED = "job paused"
+_OWN_PATH_KINDS = frozenset({TimerKind.BACKFILL, TimerKind.ALERT})  # not followups of a record
 
 
 @dataclass
@@ -180,8 +184,9 @@ class SlotReleaser:
         started = self._started_slots(plans) if uncertain else set()
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
-        followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind is not TimerKind.BACKFILL]
+        followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind not in _OWN_PATH_KINDS]
         self._followups(followups, jobs, now, out, report)
+        self._sweeps([t for t in timers if t.kind is TimerKind.ALERT], jobs, now, out, report)
         for timer in timers:
             if timer.kind is TimerKind.BACKFILL:
                 report.released += self.backfills.step(timer, jobs.get((timer.tenant, timer.job_id)))
@@ -313,6 +318,24 @@ class SlotReleaser:
                 report.stale += 1
                 continue
             out.messages[self.queue_for(job)].append(message)  # type: ignore[arg-type]
+
+    def _sweeps(
+        self,
+        timers: list[Timer],
+        jobs: dict[tuple[str, str], Job],
+        now: datetime,
+        out: _Outgoing,
+        report: ReleaseReport,
+    ) -> None:
+        """ALERT timers: each alert's sweep goes to a worker (:mod:`punctual.notifications.sweep`),
+        which reads the alert and finishes it if its worker died; the poller reads nothing."""
+        for timer in timers:
+            job = jobs.get((timer.tenant, timer.job_id))
+            message = sweep_message(job, timer, now)
+            if job is None or message is None:
+                report.stale += 1
+                continue
+            out.messages[self.queue_for(job)].append(message)
 
     @staticmethod
     def _followup(timer: Timer, job: Job, execution: Execution, now: datetime) -> DispatchMessage | None:

@@ -492,6 +492,16 @@ class ScheduleGroupRepository(ABC):
         """Remove the group (no error if it is gone already)."""
 
 
+@dataclass(frozen=True)
+class Streak:
+    """A job's failure streak as read: its first failed slot, how many failures joined it, and
+    the latest of them (a close is conditional on ``first`` and ``failures`` as read)."""
+
+    first: str
+    failures: int
+    last: str
+
+
 class AlertRepository(ABC):
     """Alerts: one record per (job, slot, condition), a job's failure streak, rule throttles.
 
@@ -500,13 +510,21 @@ class AlertRepository(ABC):
     """
 
     @abstractmethod
-    def claim_alert(self, alert: Alert, stale_before: datetime, ttl_epoch_s: int) -> bool:
-        """Create ``alert`` if (job, key_slot, condition) has none, or take over one left SENDING
-        with ``claimed_at`` before ``stale_before`` (its worker died). True: the caller delivers it."""
+    def create_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
+        """Create ``alert`` if (job, key_slot, condition) has none. True: the caller delivers it."""
+
+    @abstractmethod
+    def take_over_alert(
+        self, alert: Alert, previous_owner: str, stale_before: datetime, ttl_epoch_s: int
+    ) -> bool:
+        """Write ``alert`` (a new owner's copy of a stored one) if the stored alert is still
+        SENDING, held by ``previous_owner``, claimed before ``stale_before`` (its worker died).
+        True: the caller delivers what is left of it."""
 
     @abstractmethod
     def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
-        """Write the alert's delivery result if ``alert.owner`` still owns it (False: taken over)."""
+        """Write the alert's progress or result if ``alert.owner`` still owns it (False: taken
+        over). A SENDING save with a later ``claimed_at`` also renews the owner's claim."""
 
     @abstractmethod
     def get_alert(
@@ -519,15 +537,17 @@ class AlertRepository(ABC):
 
     @abstractmethod
     def open_streak(self, tenant: str, job_id: str, slot: str, ttl_epoch_s: int) -> str:
-        """Mark the job failing since ``slot`` unless it already is; returns the streak's first slot."""
+        """Count a failure of ``slot`` in the job's streak (opening one at ``slot`` unless the job
+        is failing already); returns the streak's first slot."""
 
     @abstractmethod
-    def get_streak(self, tenant: str, job_id: str) -> str | None:
-        """The first failed slot of the job's current failure streak (None: not failing)."""
+    def get_streak(self, tenant: str, job_id: str) -> Streak | None:
+        """The job's current failure streak (None: not failing)."""
 
     @abstractmethod
-    def close_streak(self, tenant: str, job_id: str, first_slot: str) -> bool:
-        """End the streak that began at ``first_slot`` (False: it was ended already, or is another)."""
+    def replace_streak(self, tenant: str, job_id: str, expected: Streak, new: Streak | None) -> bool:
+        """End the streak (``new`` None) or replace it with ``new``, only if it is still as
+        ``expected`` was read (same first slot, no failure joined since). False otherwise."""
 
     @abstractmethod
     def throttle_alert(

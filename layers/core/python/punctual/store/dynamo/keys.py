@@ -44,6 +44,7 @@ _KIND_CODE = {
     TimerKind.CATCHUP: "k",
     TimerKind.QUEUED: "q",
     TimerKind.BACKFILL: "b",
+    TimerKind.ALERT: "a",
 }
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 

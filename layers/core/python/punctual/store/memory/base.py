@@ -16,6 +16,7 @@ from punctual.store.base import (
     ExecutionKey,
     JobKey,
     ScheduleGroup,
+    Streak,
     Turn,
 )
 from punctual.store.base import tag_matches as tag_matches  # re-exported: the in-memory twins filter with it
@@ -53,7 +54,7 @@ class MemoryBase:
         self._dependents: dict[JobKey, set[str]] = defaultdict(set)
         self._groups: dict[tuple[str, str], ScheduleGroup] = {}  # (tenant, name) -> schedule group
         self._alert_items: dict[tuple[str, str, str, str], Alert] = {}  # (tenant, job, key slot, condition)
-        self._streaks: dict[JobKey, str] = {}  # a failing job's first failed slot
+        self._streaks: dict[JobKey, Streak] = {}  # a failing job's streak
         self._throttles: dict[tuple[str, str, int], tuple[datetime, int]] = {}  # (last sent, held back)
         self._calendars: dict[tuple[str, str], Calendar] = {}
         self._calendar_users: dict[tuple[str, str], set[str]] = {}
