@@ -118,6 +118,8 @@ class DispatchMessage:
             if self.ordered
             else f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}"
         )
+        if self.alert:  # a sweep waits behind no message in flight (its slot's, an earlier sweep's)
+            key += f"\x1falert-{self.alert}\x1f{self.released_at}"
         return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
     def payload(self) -> str:
