@@ -27,7 +27,7 @@ from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at
 from punctual.slots import fire_timer, schedule_of
-from punctual.store.base import ExecutionConflictError
+from punctual.store.base import CalendarUses, ExecutionConflictError
 from punctual.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
@@ -167,7 +167,8 @@ class AfterEffects:
         if nxt is not None and (current.end_at is None or nxt <= current.end_at):
             return
         try:
-            self.store.delete_job(job.tenant, job.id, current.version, current.trigger_rate)
+            uses = CalendarUses(drop=tuple(current.exclude_calendars))
+            self.store.delete_job(job.tenant, job.id, current.version, current.trigger_rate, calendars=uses)
         except Exception as exc:  # changed or deleted meanwhile: that write stands
             log.info("job %s not deleted after completion: %s", job.id, exc)
             return

@@ -232,14 +232,40 @@ class Page(Generic[T]):
     unreadable: list[UnreadableJob] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class CalendarUses:
+    """The calendar-use records a job write changes in its own transaction: the job is recorded
+    as a user of each calendar in ``add`` (each must exist, else :class:`CalendarNotFoundError`
+    and nothing is written) and no longer of each in ``drop``. So a job that excludes a calendar
+    and the record that keeps the calendar from being deleted are written, or not, together."""
+
+    add: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+
+    @classmethod
+    def between(cls, old: Iterable[str], new: Iterable[str]) -> CalendarUses:
+        """From a job that excluded ``old`` to one that excludes ``new``."""
+        kept = set(new)
+        return cls(tuple(sorted(kept)), tuple(sorted(set(old) - kept)))
+
+
+NO_CALENDAR_USES = CalendarUses()
+
+
 class JobRepository(ABC):
     """Jobs: the job, its tenant's listing and counters (job count, trigger rate, API requests)."""
 
     @abstractmethod
     def create_job(
-        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+        self,
+        job: Job,
+        timer: Timer | None,
+        max_jobs: int,
+        max_trigger_rate: int | None = None,
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
-        """Store a new job and its first timer atomically.
+        """Store a new job, its first timer and its calendar uses atomically.
 
         ``job.trigger_rate`` is added to the tenant's total, which may not pass
         ``max_trigger_rate`` (None: no limit).
@@ -252,6 +278,8 @@ class JobRepository(ABC):
             The tenant already has ``max_jobs`` jobs.
         TriggerRateLimitError
             The tenant's total would pass ``max_trigger_rate``.
+        CalendarNotFoundError
+            A calendar in ``calendars.add`` does not exist.
         """
 
     @abstractmethod
@@ -291,8 +319,10 @@ class JobRepository(ABC):
         *,
         previous_trigger_rate: int | None = None,
         max_trigger_rate: int | None = None,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
-        """Write ``job`` (already at its new version) if the stored version is ``expected_version``.
+        """Write ``job`` (already at its new version) if the stored version is ``expected_version``,
+        with its calendar uses in the same transaction.
 
         With ``previous_trigger_rate`` (the stored job's ``trigger_rate``), the tenant's total
         moves by ``job.trigger_rate - previous_trigger_rate`` in the same write, and may not
@@ -304,13 +334,22 @@ class JobRepository(ABC):
             The stored version differs, or the job does not exist.
         TriggerRateLimitError
             The tenant's total would pass ``max_trigger_rate``.
+        CalendarNotFoundError
+            A calendar in ``calendars.add`` does not exist.
         """
 
     @abstractmethod
     def delete_job(
-        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+        self,
+        tenant: str,
+        job_id: str,
+        expected_version: int | None = None,
+        trigger_rate: int = 0,
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
-        """Remove the job (and ``trigger_rate`` from its tenant's total); its timers become stale.
+        """Remove the job (and ``trigger_rate`` from its tenant's total, and its calendar uses
+        ``calendars.drop``, in the same transaction); its timers become stale.
 
         Raises VersionConflictError on a mismatch.
         """
@@ -596,15 +635,21 @@ class CalendarRepository(ABC):
 
     @abstractmethod
     def use_calendars(self, tenant: str, job_id: str, names: Sequence[str], present: bool) -> None:
-        """Record (``present``) or remove ``job_id`` as a user of each calendar.
+        """Record (``present``) or remove ``job_id`` as a user of each calendar, on its own (a
+        repair; a job write carries its uses in its own transaction, :class:`CalendarUses`).
 
-        Recording is conditional on the calendar existing (:class:`CalendarNotFoundError`
-        otherwise), so a calendar cannot be deleted between a job's check and its use of it.
+        Recording is conditional on the calendar existing (:class:`CalendarNotFoundError`).
         """
 
     @abstractmethod
     def calendar_users(self, tenant: str, name: str) -> list[str]:
         """The ids of the jobs recorded as users of the calendar."""
+
+    @abstractmethod
+    def drop_calendar_user(self, tenant: str, name: str, job_id: str, job_version: int | None) -> bool:
+        """Remove ``job_id`` as a user of the calendar, only while that job is still as it was
+        read: absent (``job_version`` None) or at ``job_version`` (one that does not name the
+        calendar). One transaction, so a job written meanwhile keeps its use. False otherwise."""
 
 
 class BackfillRepository(ABC):

@@ -1,8 +1,9 @@
 """Calendars and backfills in DynamoDB (items, keys and expressions in :mod:`.schema`).
 
-A calendar's ``users`` are the jobs that exclude it: a job adds itself with a write conditional on
-the calendar existing, and a delete is conditional on the set being empty, so a calendar in use is
-never deleted, whatever the interleaving.
+A calendar's ``users`` are the jobs that exclude it: every job write adds or removes its uses in
+its own transaction, each add conditional on the calendar existing (:mod:`.calendar_uses`), and a
+delete is conditional on the set being empty, so a calendar in use is never deleted, whatever the
+interleaving.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from punctual.store.base import (
 )
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.calendar_uses import drop_user_if_unchanged
 from punctual.store.dynamo.schema import _n, _s, backfill_key, calendar_key, tenant_pk
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
@@ -126,6 +128,9 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
                 if present:
                     raise CalendarNotFoundError(name) from None
                 # removing a user of a calendar that is gone: nothing to do
+
+    def drop_calendar_user(self, tenant: str, name: str, job_id: str, job_version: int | None) -> bool:
+        return drop_user_if_unchanged(self.client, self.table, tenant, name, job_id, job_version)
 
     def calendar_users(self, tenant: str, name: str) -> list[str]:
         item = self.client.get_item(

@@ -12,6 +12,8 @@ from pydantic import ValidationError
 
 from punctual.models import Job, JobState
 from punctual.store.base import (
+    NO_CALENDAR_USES,
+    CalendarUses,
     JobExistsError,
     JobKey,
     JobRepository,
@@ -26,6 +28,7 @@ from punctual.store.base import (
 )
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.calendar_uses import transact_job_write
 from punctual.store.dynamo.keys import (
     _doc_of,
     _first_errors,
@@ -112,7 +115,13 @@ class DynamoJobs(DynamoBase, JobRepository):
         return TriggerRateLimitError(max_rate or 0, current, rate)
 
     def create_job(
-        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+        self,
+        job: Job,
+        timer: Timer | None,
+        max_jobs: int,
+        max_trigger_rate: int | None = None,
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         if max_trigger_rate is not None and job.trigger_rate > max_trigger_rate:
             raise TriggerRateLimitError(max_trigger_rate, None, job.trigger_rate)
@@ -142,7 +151,7 @@ class DynamoJobs(DynamoBase, JobRepository):
         if timer is not None:
             items.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact_job_write(self.client, self.table, items, job.tenant, job.id, calendars)
         except ClientError as exc:
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
@@ -219,6 +228,7 @@ class DynamoJobs(DynamoBase, JobRepository):
         *,
         previous_trigger_rate: int | None = None,
         max_trigger_rate: int | None = None,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
         if delta > 0 and max_trigger_rate is not None and delta > max_trigger_rate:
@@ -250,7 +260,7 @@ class DynamoJobs(DynamoBase, JobRepository):
             items.append({"Update": self._meta_update(job.tenant, 0, None, delta, max_trigger_rate)})
         items.extend({"Put": {"TableName": self.table, "Item": self._timer_item(t)}} for t in timers)
         try:
-            self._versioned_transaction(items, job.id, expected_version)
+            self._versioned_transaction(items, job.tenant, job.id, expected_version, calendars)
         except ClientError as exc:
             reasons = exc.response.get("CancellationReasons", [])
             if delta and len(reasons) > 2 and reasons[2].get("Code") == "ConditionalCheckFailed":
@@ -258,7 +268,13 @@ class DynamoJobs(DynamoBase, JobRepository):
             raise
 
     def delete_job(
-        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+        self,
+        tenant: str,
+        job_id: str,
+        expected_version: int | None = None,
+        trigger_rate: int = 0,
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         delete: dict[str, Any] = {
             "TableName": self.table,
@@ -276,7 +292,7 @@ class DynamoJobs(DynamoBase, JobRepository):
             },
             {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
         ]
-        self._versioned_transaction(items, job_id, expected_version)
+        self._versioned_transaction(items, tenant, job_id, expected_version, calendars)
 
     def tenant_trigger_rate(self, tenant: str) -> int:
         item = self.client.get_item(
@@ -294,11 +310,17 @@ class DynamoJobs(DynamoBase, JobRepository):
         )
 
     def _versioned_transaction(
-        self, items: list[dict[str, Any]], job_id: str, expected_version: int | None
+        self,
+        items: list[dict[str, Any]],
+        tenant: str,
+        job_id: str,
+        expected_version: int | None,
+        calendars: CalendarUses,
     ) -> None:
-        """Run a transaction whose first item is conditional on the job's version."""
+        """Run a transaction whose first item is conditional on the job's version (with the
+        job's calendar uses, :mod:`.calendar_uses`)."""
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact_job_write(self.client, self.table, items, tenant, job_id, calendars)
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise

@@ -549,13 +549,21 @@ def delete_calendar(expected_version: int | None) -> Expression:
 
 
 def use_calendar(job_id: str, present: bool) -> Expression:
-    """Add (``present``) or remove a job as a user of a calendar that exists."""
+    """Add (``present``) or remove a job as a user of a calendar that exists (a job write's
+    transaction carries these, so that the job and its uses are written together)."""
     return Expression(
         update=("ADD #u :j" if present else "DELETE #u :j"),
         condition="attribute_exists(pk)",
         names={"#u": "users"},
         values={":j": {"SS": [job_id]}},
     )
+
+
+def job_as_read(version: int | None) -> Expression:
+    """A job item still as it was read: absent (``version`` None) or at ``version``."""
+    if version is None:
+        return CREATE
+    return Expression(condition="version = :v", values={":v": _n(version)})
 
 
 def backfill_revision(revision: int) -> Expression:

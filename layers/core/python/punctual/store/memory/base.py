@@ -13,6 +13,8 @@ from punctual.backfills import Backfill
 from punctual.calendars import Calendar
 from punctual.models import Alert, Execution, Job
 from punctual.store.base import (
+    CalendarNotFoundError,
+    CalendarUses,
     ExecutionKey,
     JobKey,
     ScheduleGroup,
@@ -69,6 +71,18 @@ class MemoryBase:
         if index < len(bucket) and bucket[index][0] == timer.sk:
             return  # immutable row already there: a repeat is a no-op
         bucket.insert(index, entry)
+
+    def _check_uses(self, tenant: str, uses: CalendarUses) -> None:
+        """A job write's calendar uses: each calendar to add must exist (as the transaction's check)."""
+        for name in uses.add:
+            if (tenant, name) not in self._calendars:
+                raise CalendarNotFoundError(name)
+
+    def _apply_uses(self, tenant: str, job_id: str, uses: CalendarUses) -> None:
+        for name in uses.add:
+            self._calendar_users.setdefault((tenant, name), set()).add(job_id)
+        for name in uses.drop:
+            self._calendar_users.get((tenant, name), set()).discard(job_id)
 
     def _copy(self, item: Item) -> Item:
         return item.model_copy(deep=True) if self._copy_items else item

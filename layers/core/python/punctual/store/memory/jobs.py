@@ -7,6 +7,9 @@ from collections.abc import Iterable, Sequence
 
 from punctual.models import Job, JobState
 from punctual.store.base import (
+    NO_CALENDAR_USES,
+    CalendarNotFoundError,
+    CalendarUses,
     JobExistsError,
     JobKey,
     JobRepository,
@@ -25,7 +28,13 @@ class MemoryJobs(MemoryBase, JobRepository):
     # ---------------------------------------------------------------- jobs
 
     def create_job(
-        self, job: Job, timer: Timer | None, max_jobs: int, max_trigger_rate: int | None = None
+        self,
+        job: Job,
+        timer: Timer | None,
+        max_jobs: int,
+        max_trigger_rate: int | None = None,
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         with self._lock:
             key = (job.tenant, job.id)
@@ -34,6 +43,12 @@ class MemoryJobs(MemoryBase, JobRepository):
             if self._job_counts.get(job.tenant, 0) >= max_jobs:
                 raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have", max_jobs)
             self._add_rate(job.tenant, job.trigger_rate, max_trigger_rate)
+            try:
+                self._check_uses(job.tenant, calendars)
+            except CalendarNotFoundError:
+                self._trigger_rates[job.tenant] -= job.trigger_rate  # one transaction: nothing written
+                raise
+            self._apply_uses(job.tenant, job.id, calendars)
             self._jobs[key] = self._copy(job)
             self._job_counts[job.tenant] = self._job_counts.get(job.tenant, 0) + 1
             if timer is not None:
@@ -97,6 +112,7 @@ class MemoryJobs(MemoryBase, JobRepository):
         *,
         previous_trigger_rate: int | None = None,
         max_trigger_rate: int | None = None,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         with self._lock:
             current = self._jobs.get((job.tenant, job.id))
@@ -105,8 +121,15 @@ class MemoryJobs(MemoryBase, JobRepository):
                     f"job {job.id!r} is not at version {expected_version}",
                     current.version if current else None,
                 )
+            delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
             if previous_trigger_rate is not None:
-                self._add_rate(job.tenant, job.trigger_rate - previous_trigger_rate, max_trigger_rate)
+                self._add_rate(job.tenant, delta, max_trigger_rate)
+            try:
+                self._check_uses(job.tenant, calendars)
+            except CalendarNotFoundError:
+                self._trigger_rates[job.tenant] = self._trigger_rates.get(job.tenant, 0) - delta
+                raise
+            self._apply_uses(job.tenant, job.id, calendars)
             # ``dependents`` and ``skipped_slots`` are kept by the store, not by the writer.
             kept = {"dependents": current.dependents, "skipped_slots": current.skipped_slots}
             self._jobs[(job.tenant, job.id)] = job.model_copy(deep=self._copy_items, update=kept)
@@ -114,7 +137,13 @@ class MemoryJobs(MemoryBase, JobRepository):
                 self._put_timer(timer)
 
     def delete_job(
-        self, tenant: str, job_id: str, expected_version: int | None = None, trigger_rate: int = 0
+        self,
+        tenant: str,
+        job_id: str,
+        expected_version: int | None = None,
+        trigger_rate: int = 0,
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         with self._lock:
             current = self._jobs.get((tenant, job_id))
@@ -123,6 +152,7 @@ class MemoryJobs(MemoryBase, JobRepository):
                     f"job {job_id!r} is not at version {expected_version}",
                     current.version if current else None,
                 )
+            self._apply_uses(tenant, job_id, CalendarUses(drop=calendars.drop))
             del self._jobs[(tenant, job_id)]
             self._job_counts[tenant] -= 1
             self._trigger_rates[tenant] = self._trigger_rates.get(tenant, 0) - trigger_rate

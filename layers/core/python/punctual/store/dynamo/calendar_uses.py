@@ -1,0 +1,111 @@
+"""A job write and its calendar uses in one DynamoDB transaction.
+
+A calendar's ``users`` set keeps it from being deleted (:mod:`.calendars`: a delete is
+conditional on the set being empty). Written apart from the job, that record could be lost in
+a race: two replaces of one job (one dropping the calendar, one keeping it) could remove the
+other's record after it was written, and a calendar delete could prune the record of a job
+whose create had not landed yet. So every job write (create, replace, delete) carries its
+uses in its own transaction: an ``ADD`` of the job to each calendar it excludes, conditional on
+the calendar existing, and a ``DELETE`` from each it no longer excludes. The job's own condition
+(absent, or at the version read) and the calendars' are checked together; DynamoDB runs
+transactions on one item one at a time, so no interleaving of creates, replaces, deletes and
+calendar deletes ends with a job excluding a calendar that is gone.
+
+DynamoDB cancels a transaction that meets another on one of its items (``TransactionConflict``)
+rather than waiting: jobs written at once that share a calendar conflict on its item, so a
+cancellation for a conflict alone is tried again, a few times, after a short backoff.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.store.base import CalendarNotFoundError, CalendarUses
+from punctual.store.dynamo import schema
+from punctual.store.dynamo.schema import calendar_key
+
+CONFLICT_ROUNDS = 5
+_CHECK_FAILED = "ConditionalCheckFailed"
+_CONFLICT = "TransactionConflict"
+
+
+def use_items(
+    table: str, tenant: str, job_id: str, uses: CalendarUses, drop: list[str]
+) -> list[dict[str, Any]]:
+    """The transaction items of ``uses`` (adds, then the drops in ``drop``)."""
+    items = []
+    for name, present in [*((n, True) for n in uses.add), *((n, False) for n in drop)]:
+        update = {
+            "TableName": table,
+            "Key": calendar_key(tenant, name),
+            **schema.use_calendar(job_id, present).fields(),
+        }
+        items.append({"Update": update})
+    return items
+
+
+def transact_job_write(
+    client: Any, table: str, items: list[dict[str, Any]], tenant: str, job_id: str, uses: CalendarUses
+) -> None:
+    """Run a job write (``items``, the job's own first) with its calendar uses, in one transaction.
+
+    Raises
+    ------
+    CalendarNotFoundError
+        A calendar to add does not exist (nothing was written).
+    ClientError
+        Any other cancellation (the caller reads the reasons of its own items) or error.
+    """
+    drop = list(uses.drop)
+    for round_no in range(CONFLICT_ROUNDS):
+        try:
+            client.transact_write_items(TransactItems=items + use_items(table, tenant, job_id, uses, drop))
+            return
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            codes = [reason.get("Code") for reason in exc.response.get("CancellationReasons", [])]
+            own, adds, drops = (
+                codes[: len(items)],
+                codes[len(items) : len(items) + len(uses.add)],
+                codes[len(items) + len(uses.add) :],
+            )
+            if _CHECK_FAILED in own:
+                raise  # the job's own condition: the caller says which
+            for name, code in zip(uses.add, adds, strict=False):
+                if code == _CHECK_FAILED:
+                    raise CalendarNotFoundError(name) from None
+            missing = {name for name, code in zip(drop, drops, strict=False) if code == _CHECK_FAILED}
+            if missing:  # a calendar that is gone has no use to remove: write without it
+                drop = [name for name in drop if name not in missing]
+                continue
+            if _CONFLICT not in codes or round_no == CONFLICT_ROUNDS - 1:
+                raise
+            time.sleep(random.uniform(0, 0.05 * 2**round_no))
+    raise RuntimeError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def drop_user_if_unchanged(
+    client: Any, table: str, tenant: str, name: str, job_id: str, job_version: int | None
+) -> bool:
+    """Remove ``job_id`` from the calendar's users in a transaction with a check that the job is
+    still as it was read (absent, or at ``job_version``). False: the job changed meanwhile."""
+    check = {
+        "TableName": table,
+        "Key": schema.job_key(tenant, job_id),
+        **schema.job_as_read(job_version).fields(),
+    }
+    try:
+        transact_job_write(
+            client, table, [{"ConditionCheck": check}], tenant, job_id, CalendarUses(drop=(name,))
+        )
+    except ClientError as exc:
+        reasons = exc.response.get("CancellationReasons", [])
+        if reasons and reasons[0].get("Code") == _CHECK_FAILED:
+            return False
+        raise
+    return True
