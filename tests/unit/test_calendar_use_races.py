@@ -158,7 +158,7 @@ def test_no_interleaving_leaves_a_job_excluding_a_calendar_that_is_gone(
             outcomes[index] = "ok"
         except (JobError, JobExistsError) as exc:  # refused or lost a race: an answer, not a failure
             outcomes[index] = type(exc).__name__
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:
             turns.failure = exc
         finally:
             turns.finish(index)
