@@ -23,8 +23,11 @@ sent at once either way, so a crash after the send loses nothing.
 A slot on a day of a calendar its job excludes (:mod:`punctual.calendars`) is not sent: it
 gets a record EXCLUDED naming the calendar and the version it was decided on, and the chain
 goes on to the next slot. The calendars are read here, at release (one batched, eventually
-consistent read per chunk, only for jobs that exclude any), so a calendar change applies from
-the next released slot on without touching the jobs that use it.
+consistent read per chunk, only for jobs that exclude any, and a consistent one of any it
+missed), so a calendar change applies from the next released slot on without touching the jobs
+that use it. A calendar that is gone (a job write checks that each exists and a delete refuses
+one in use: a fault) runs nothing: the job's slots are recorded MISSED, ``calendar missing``,
+with the missed event and alert.
 
 ALERT timers are alerts' sweeps (:mod:`punctual.notifications.sweep`): each is handed to a worker.
 
@@ -42,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.backfill_runner import BackfillRunner
-from punctual.calendars import Calendar, excluding, exclusion_note
+from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note, present_calendars
 from punctual.clock import Clock
 from punctual.instants import format_instant_ms
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
@@ -210,13 +213,15 @@ class SlotReleaser:
         keys = {(job.tenant, name) for job, _ in plans for name in job.exclude_calendars}
         if not keys:
             return
-        calendars = self.store.batch_get_calendars(keys, consistent=False)
+        calendars = present_calendars(self.store.batch_get_calendars, keys)
         for job, plan in plans:
             if not job.exclude_calendars:
                 continue
-            mine: list[Calendar] = [
-                calendars[(job.tenant, n)] for n in job.exclude_calendars if (job.tenant, n) in calendars
-            ]
+            gone = [n for n in job.exclude_calendars if (job.tenant, n) not in calendars]
+            if gone:
+                self._calendar_missing(job, plan, gone, now, out)
+                continue
+            mine: list[Calendar] = [calendars[(job.tenant, n)] for n in job.exclude_calendars]
             kept: list[datetime] = []
             for slot in plan.release:
                 calendar = excluding(mine, slot)
@@ -227,6 +232,20 @@ class SlotReleaser:
                         self._missed(job, slot, exclusion_note(calendar), now, ExecutionStatus.EXCLUDED)
                     )
             plan.release = kept
+
+    def _calendar_missing(
+        self, job: Job, plan: ReleasePlan, gone: list[str], now: datetime, out: _Outgoing
+    ) -> None:
+        """A job whose excluded calendar is gone: its slots are not run (any may fall on one of
+        the calendar's days) but recorded MISSED, ``calendar missing``, with the event and the
+        ``missed`` alert of any missed slot; the chain goes on."""
+        if not plan.release:
+            return
+        note = calendar_missing_note(gone)
+        log.error("job %s: %s; %d slot(s) recorded MISSED", job.id, note, len(plan.release))
+        self.metrics.add("SlotsCalendarMissing", len(plan.release))
+        out.missed.extend(self._missed(job, slot, note, now) for slot in plan.release)
+        plan.release = []
 
     def _record_excluded(self, records: list[Execution]) -> int:
         """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing)."""
