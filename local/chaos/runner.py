@@ -11,7 +11,8 @@
 3. Inject the planned faults for ``seconds`` (:mod:`local.chaos.faults.driver`); that
    instant is the *cut*: slots due by then are owed.
 4. Settle, fault-free (the skewed poller stops; nothing is killed or re-sent): until every
-   owed slot has ended as expected, or ``settle_max_s`` passes. Its default is the longest
+   owed slot has ended as expected and no alert is SENDING (a killed deliverer's alert is
+   finished by its sweep), or ``settle_max_s`` passes. Its default is the longest
    legitimate recovery, with margin: a message lost with its worker returns after the
    visibility timeout (45 s), a killed run is taken over once its lease lapses (job timeout
    10 s + lease 10 s), a killed process restarts after at most 10 s of back-off, an ECS run
@@ -244,6 +245,15 @@ class ChaosRun:
         run = load(self.run_dir / "ledger.jsonl")
         return {job.job_id: store.list_alerts(TENANT, job.job_id, 1000) for job in run.jobs.values()}
 
+    def sending_alerts(self, dynamodb: Any, table: str) -> list[str]:
+        """The alerts still SENDING (a deliverer at work, or a dead one's waiting for its sweep)."""
+        return [
+            f"{alert.job_id} {alert.key_slot} {alert.condition.value}"
+            for alerts in self.alerts(dynamodb, table).values()
+            for alert in alerts
+            if alert.status.value == "SENDING"
+        ]
+
     def snapshot(self, follower: ReceiverFollower, dynamodb: Any, table: str, bounds: Bounds) -> RunData:
         follower.refresh()
         return RunData(
@@ -265,14 +275,25 @@ class ChaosRun:
         while True:
             verdict = judge(self.snapshot(follower, dynamodb, table, bounds))
             waited = time.monotonic() - started
-            if not verdict.pending:
-                self.echo(f"chaos: every owed slot has ended ({waited:.0f}s after the faults)")
+            # An alert whose deliverer was killed is finished by its sweep, about a minute on.
+            sending = [] if verdict.pending else self.sending_alerts(dynamodb, table)
+            if not verdict.pending and not sending:
+                self.echo(
+                    f"chaos: every owed slot and every alert has ended ({waited:.0f}s after the faults)"
+                )
                 break
             if time.monotonic() >= deadline:
                 self.echo(f"chaos: settle bound of {self.config.settle_bound_s:.0f}s reached")
                 break
-            shown = ", ".join(verdict.pending[:4])
-            self.echo(f"chaos: {len(verdict.pending)} owed slot(s) not ended yet ({shown}); {waited:.0f}s")
+            if verdict.pending:
+                shown = ", ".join(verdict.pending[:4])
+                self.echo(
+                    f"chaos: {len(verdict.pending)} owed slot(s) not ended yet ({shown}); {waited:.0f}s"
+                )
+            else:
+                self.echo(
+                    f"chaos: {len(sending)} alert(s) still SENDING ({', '.join(sending[:4])}); {waited:.0f}s"
+                )
             time.sleep(5.0)
         self.ledger.write("phase", name="settled")
 
