@@ -193,7 +193,7 @@ class Alerter:
         if execution.status in FAILED_STATUSES:
             if rules_on(job, C.RECOVERED):
                 self.store.open_streak(job.tenant, job.id, execution.slot, self._ttl())
-            self.raise_alert(C.FAILED, job, execution)
+            self.make(C.FAILED, job, execution, deliver=True)
         elif execution.status is ExecutionStatus.SUCCEEDED and rules_on(job, C.RECOVERED):
             streak = self.store.get_streak(job.tenant, job.id)
             if streak is None or streak.first >= execution.slot:
@@ -201,7 +201,7 @@ class Alerter:
             made = self.make(C.RECOVERED, job, execution, key_slot=streak.first, since_slot=streak.first)
             self._end_streak(job, streak, execution.slot)
             if made is not None:
-                self.later(lambda: self.deliver(job, made))
+                self._deliver_later(job, made)
 
     def _end_streak(self, job: Job, read: Streak, slot: str) -> None:
         """End the streak ``read`` that the success of ``slot`` recovered, conditionally on it
@@ -233,38 +233,12 @@ class Alerter:
         def passed(rule: AlertRule) -> bool:
             return fire_delay_ms > (rule.late_after_seconds or 0) * 1000
 
-        self.raise_alert(C.LATE, job, execution, fire_delay_ms=fire_delay_ms, only=passed)
+        self.make(C.LATE, job, execution, fire_delay_ms=fire_delay_ms, only=passed, deliver=True)
 
     def missed(self, job: Job, execution: Execution) -> None:
-        self.raise_alert(C.MISSED, job, execution)
+        self.make(C.MISSED, job, execution, deliver=True)
 
     # ------------------------------------------------------------------ one alert
-
-    def raise_alert(
-        self,
-        condition: AlertCondition,
-        job: Job,
-        execution: Execution,
-        *,
-        key_slot: str | None = None,
-        since_slot: str | None = None,
-        fire_delay_ms: float | None = None,
-        only: Callable[[AlertRule], bool] | None = None,
-    ) -> Alert | None:
-        """Make the alert (:meth:`make`) and hand its delivery to ``later``; None when it was
-        made before (and is not stale), or no rule applies. Never raises."""
-        made = self.make(
-            condition,
-            job,
-            execution,
-            key_slot=key_slot,
-            since_slot=since_slot,
-            fire_delay_ms=fire_delay_ms,
-            only=only,
-        )
-        if made is not None:
-            self.later(lambda: self.deliver(job, made))
-        return made
 
     def make(
         self,
@@ -276,11 +250,12 @@ class Alerter:
         since_slot: str | None = None,
         fire_delay_ms: float | None = None,
         only: Callable[[AlertRule], bool] | None = None,
+        deliver: bool = False,
     ) -> Alert | None:
         """The alert (job, key slot, condition), made by a conditional write with its sweep timer,
-        or taken over when an earlier owner died while it was SENDING: the caller then delivers
-        it (:meth:`deliver`). None: made before (and alive or done), or no rule applies. No
-        target is called here. Never raises."""
+        or taken over when an earlier owner died while it was SENDING; with ``deliver`` its
+        delivery (:meth:`deliver`) is handed to ``later``, else the caller hands it. None: made
+        before (and alive or done), or no rule applies. No target is called here. Never raises."""
         rules = [(i, rule) for i, rule in rules_on(job, condition) if only is None or only(rule)]
         if not rules:
             return None
@@ -297,11 +272,15 @@ class Alerter:
                 body=alert_body(condition, job, execution, fire_delay_ms, since_slot),
                 rules=[index for index, _ in rules],
             )
+            made: Alert | None = alert
             if self.store.create_alert(alert, self._ttl()):
                 self._arm(job, alert)
-                return alert
-            current = self.store.get_alert(job.tenant, job.id, alert.key_slot, condition)
-            return self.take_over(job, current) if current is not None else None
+            else:
+                current = self.store.get_alert(job.tenant, job.id, alert.key_slot, condition)
+                made = self.take_over(job, current) if current is not None else None
+            if deliver and made is not None:
+                self._deliver_later(job, made)
+            return made
         except Exception:
             log.exception("alert %s of %s %s could not be raised", condition.value, job.id, execution.slot)
             return None
@@ -339,7 +318,7 @@ class Alerter:
             return wait_s
         taken = self.take_over(job, current)
         if taken is not None:
-            self.later(lambda: self.deliver(job, taken))
+            self._deliver_later(job, taken)
         return None
 
     def deliver(self, job: Job, alert: Alert) -> Alert:
@@ -376,6 +355,9 @@ class Alerter:
                 "alert %s of %s %s could not be delivered", alert.condition.value, job.id, alert.key_slot
             )
         return alert
+
+    def _deliver_later(self, job: Job, alert: Alert) -> None:
+        self.later(lambda: self.deliver(job, alert))
 
     def _arm(self, job: Job, alert: Alert) -> None:
         if self.sweeps is not None:

@@ -63,7 +63,6 @@ log = logging.getLogger("punctual.polling")
 
 CHUNK = 100  # BatchGetItem's limit: timers are released in chunks of this many, concurrently
 MISSED_PAUSED = "job paused"
-_OWN_PATH_KINDS = frozenset({TimerKind.BACKFILL, TimerKind.ALERT})  # not followups of a record
 
 
 @dataclass
@@ -187,9 +186,8 @@ class SlotReleaser:
         started = self._started_slots(plans) if uncertain else set()
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
-        followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind not in _OWN_PATH_KINDS]
+        followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind is not TimerKind.BACKFILL]
         self._followups(followups, jobs, now, out, report)
-        self._sweeps([t for t in timers if t.kind is TimerKind.ALERT], jobs, now, out, report)
         for timer in timers:
             if timer.kind is TimerKind.BACKFILL:
                 report.released += self.backfills.step(timer, jobs.get((timer.tenant, timer.job_id)))
@@ -323,38 +321,25 @@ class SlotReleaser:
         out: _Outgoing,
         report: ReleaseReport,
     ) -> None:
-        """Retry, lease, child and queued timers: send a message if the record still waits for it."""
+        """Retry, lease, child and queued timers: send a message if the record still waits for it.
+        ALERT timers: each alert's sweep goes to a worker (:mod:`punctual.notifications.sweep`),
+        which reads the alert; no record is read for it here."""
         if not timers:
             return
-        executions = self.store.batch_get_executions({(t.tenant, t.job_id, t.slot) for t in timers})
+        keys = {(t.tenant, t.job_id, t.slot) for t in timers if t.kind is not TimerKind.ALERT}
+        executions = self.store.batch_get_executions(keys) if keys else {}
         for timer in timers:
             job = jobs.get((timer.tenant, timer.job_id))
             execution = executions.get((timer.tenant, timer.job_id, timer.slot))
             message = None
-            if job is not None and job.state is not JobState.DELETED and execution is not None:
+            if timer.kind is TimerKind.ALERT:
+                message = sweep_message(job, timer, now)
+            elif job is not None and job.state is not JobState.DELETED and execution is not None:
                 message = self._followup(timer, job, execution, now)
             if message is None:
                 report.stale += 1
                 continue
             out.messages[self.queue_for(job)].append(message)  # type: ignore[arg-type]
-
-    def _sweeps(
-        self,
-        timers: list[Timer],
-        jobs: dict[tuple[str, str], Job],
-        now: datetime,
-        out: _Outgoing,
-        report: ReleaseReport,
-    ) -> None:
-        """ALERT timers: each alert's sweep goes to a worker (:mod:`punctual.notifications.sweep`),
-        which reads the alert and finishes it if its worker died; the poller reads nothing."""
-        for timer in timers:
-            job = jobs.get((timer.tenant, timer.job_id))
-            message = sweep_message(job, timer, now)
-            if job is None or message is None:
-                report.stale += 1
-                continue
-            out.messages[self.queue_for(job)].append(message)
 
     @staticmethod
     def _followup(timer: Timer, job: Job, execution: Execution, now: datetime) -> DispatchMessage | None:
