@@ -258,6 +258,7 @@ class RunData:
     bounds: Bounds
     alerts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # the alert ledger, by job id
     alert_arrivals: list[dict[str, Any]] = field(default_factory=list)  # the receiver's /alerts
+    receiver_at: float | None = None  # when the receiver's records were taken (None: collected_at)
 
     @classmethod
     def read(cls, run_dir: Path) -> RunData:
@@ -284,6 +285,7 @@ class RunData:
             bounds=Bounds(**run.meta.get("bounds", {})),
             alerts=dict(collected.get("alerts", {})),
             alert_arrivals=list(collected.get("alert_arrivals", [])),
+            receiver_at=collected.get("receiver_at"),
         )
 
 
@@ -420,8 +422,8 @@ class Judge:
         self.reruns_after_loss = 0
         self.takeovers = 0
         self.owed_by_kind: Counter[str] = Counter()
-        self.calls = TargetCalls()
-        self.alert_counts = AlertCounts(data.alert_arrivals)
+        self.calls = TargetCalls(data.receiver_at or data.collected_at)
+        self.alert_counts = AlertCounts(data.alert_arrivals, data.collected_at)
 
     def violate(self, kind: str, job: JobRecord, slot: str, detail: str) -> None:
         self.verdict.violations.append(Violation(kind, job.key, slot, detail))

@@ -12,7 +12,8 @@ alerts
     per (job, key slot, condition) of the alert ledger (every alert record of the run's jobs, read
     from the table; one record per key by construction): it ended delivered (SENT), visibly
     given up (FAILED, with its tries and last error) or held back (HELD); one still SENDING
-    after the settle is a violation. Each rule's copy reached its endpoint (the receiver's
+    under a claim older than :data:`STUCK_AFTER_S` when the ledger is read is a violation (a
+    younger one is counted as still being delivered). Each rule's copy reached its endpoint (the receiver's
     ``/alert/<name>``) no more often than the tries it records, unless a worker of the job's lane
     was killed between two arrivals (delivery is at least once after a lost worker, as a target's
     call is), and a copy recorded SENT reached it at least once. ``failed`` alerts are complete:
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +38,17 @@ ALERT = "alert"
 FINISHED = ("SENT", "FAILED", "HELD")
 
 Violate = Callable[[str, JobRecord, str, str], None]
+# An alert still SENDING under a claim this old when the ledger is read is stuck: a live owner
+# renews its claim after each rule (a rule takes at most 35 s), and a dead one's sweep takes it
+# over 55 s after its last claim (punctual.notifications.sweep).
+STUCK_AFTER_S = 120.0
+
+
+def _age_s(alert: dict[str, Any], now: float) -> float:
+    claimed = alert.get("claimed_at")
+    if not claimed:
+        return float("inf")
+    return now - datetime.fromisoformat(str(claimed).replace("Z", "+00:00")).timestamp()
 
 
 def _answered(attempt: AttemptRecord | Execution) -> bool:
@@ -54,10 +67,15 @@ def _attempts(record: Execution) -> list[AttemptRecord | Execution]:
 
 
 class TargetCalls:
-    """Counts the target's calls per attempt (see the module docstring)."""
+    """Counts the target's calls per attempt (see the module docstring).
 
-    def __init__(self) -> None:
+    ``receiver_at``: when the receiver's records were taken; an attempt that ended after it may
+    have called the target after it too, so it is not held to a call.
+    """
+
+    def __init__(self, receiver_at: float) -> None:
         self.figures: Counter[str] = Counter()
+        self.receiver_at = receiver_at
 
     def count(
         self,
@@ -74,6 +92,9 @@ class TargetCalls:
             if record is None:
                 continue
             for attempt in _attempts(record):
+                ended = attempt.finished_at.timestamp() if attempt.finished_at else None
+                if ended is None or ended >= self.receiver_at:
+                    continue  # not ended before the receiver's records were taken
                 if _answered(attempt) and calls.get(attempt.attempt, 0) == 0:
                     self.figures["answered attempts never called"] += 1
                     violate(
@@ -105,10 +126,16 @@ def _key_of(arrival: dict[str, Any]) -> str:
 
 
 class AlertCounts:
-    """Counts alerts per (slot, condition) and their arrivals (see the module docstring)."""
+    """Counts alerts per (slot, condition) and their arrivals (see the module docstring).
 
-    def __init__(self, arrivals: list[dict[str, Any]]) -> None:
+    ``collected_at``: when the ledger was read. An alert SENDING then under a claim (or a renewal)
+    younger than :data:`STUCK_AFTER_S` is still being delivered by a live owner, or its sweep is
+    not due yet: counted, not judged.
+    """
+
+    def __init__(self, arrivals: list[dict[str, Any]], collected_at: float) -> None:
         self.figures: Counter[str] = Counter()
+        self.collected_at = collected_at
         self.arrivals: dict[tuple[str, str], list[float]] = defaultdict(list)
         for arrival in arrivals:
             name = str(arrival.get("name") or "")
@@ -143,8 +170,9 @@ class AlertCounts:
             str(alert.get("condition")),
             str(alert.get("status")),
         )
-        self.figures[f"{condition} {status}"] += 1
-        if status not in FINISHED:
+        in_flight = status not in FINISHED and _age_s(alert, self.collected_at) < STUCK_AFTER_S
+        self.figures[f"{condition} {'still being delivered' if in_flight else status}"] += 1
+        if status not in FINISHED and not in_flight:
             violate(ALERT, job, slot, f"the {condition} alert was left {status}")
         key = f"{job.job_id}:{slot}#alert-{condition}"
         tries: Counter[str] = Counter()
@@ -167,6 +195,8 @@ class AlertCounts:
                     ALERT, job, slot, f"the {condition} alert is recorded SENT to {name} but never reached it"
                 )
             allowed = tries.get(name, 1)
+            if in_flight and name not in tries:
+                continue  # its tries are recorded once the rule's delivery ends
             if len(times) > allowed:
                 if times and any(times[0] <= t <= times[-1] for t in kills):
                     self.figures["re-sent after a lost worker"] += len(times) - allowed

@@ -734,6 +734,19 @@ def test_an_alert_left_sending_or_sent_without_arriving_is_a_violation_and_faile
     assert any("failed FAILED 1" in note and "tries recorded 5" in note for note in verdict.notes)
 
 
+def test_an_alert_still_being_delivered_when_the_ledger_is_read_is_counted_not_judged(
+    run: RunBuilder,
+) -> None:
+    job = _doomed_with_alerts(run)
+    _alerted(run, job, 0)
+    _alerted(run, job, 20)
+    _alerted(run, job, 40, arrivals=(0.5, 11.0), status="SENDING")  # its first rule on its second try
+    run.alerts[job][-1].update(deliveries=[], claimed_at=at(80).isoformat())  # collected at 80: fresh
+    verdict = run.judge(cut=50)
+    assert verdict.ok, verdict.violations
+    assert any("failed still being delivered 1" in note for note in verdict.notes)
+
+
 def test_a_second_delivery_after_a_killed_worker_is_not_a_duplicate(run: RunBuilder) -> None:
     job = _doomed_with_alerts(run)
     _alerted(run, job, 0, arrivals=(0.5, 3.0))

@@ -11,6 +11,7 @@ pausing) and :class:`~punctual.execution.sqs.SqsBatch` (the Lambda SQS adapter).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -197,7 +198,18 @@ class Worker:
     def settle(self, timeout_s: float | None = None) -> int:
         """Wait for the deliveries still in flight (at most ``timeout_s``); returns how many are
         left (their alerts stay SENDING, and their sweeps finish them)."""
-        return self.deliveries.settle(timeout_s)
+        pending = self.deliveries.pending
+        if not pending:
+            return 0
+        started = time.monotonic()
+        left = self.deliveries.settle(timeout_s)
+        log.info(
+            "waited %.1f s for %d deliveries beside the runs (%d left)",
+            time.monotonic() - started,
+            pending,
+            left,
+        )
+        return left
 
     def process_sqs_record(self, record: Mapping[str, Any], time_left_s: float | None = None) -> HandleResult:
         """One record of a Lambda SQS event (:meth:`punctual.execution.sqs.SqsBatch.process_record`)."""
