@@ -37,7 +37,7 @@ from punctual.execution.sqs import SqsBatch
 from punctual.execution.turns import Turns
 from punctual.message_auth import DispatchSigner
 from punctual.models import ExecutionStatus, Job
-from punctual.notifications import DeliveryThreads, Notifier
+from punctual.notifications import Notifier
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import DispatchMessage, QueuePort
 from punctual.retries import RandomSource, seeded_random
@@ -138,8 +138,7 @@ class Worker:
         self.notifier = self.after.notifier
         # Deliveries (alerts, a heartbeat worker's started event) run beside the runs: a claim
         # only records them (punctual.notifications.background).
-        self.deliveries = DeliveryThreads()
-        self.notifier.deliver_with(self.deliveries.submit)
+        self.deliveries = self.notifier.deliver_beside()
         self.leases = Leases(self.ledger, queues, route, clock, config, self.metrics)
         self.finisher = Finisher(self.ledger, self.leases, self.after, clock, config, self.metrics, self._rng)
         self.claimer = Claimer(
@@ -199,16 +198,15 @@ class Worker:
         """Wait for the deliveries still in flight (at most ``timeout_s``); returns how many are
         left (their alerts stay SENDING, and their sweeps finish them)."""
         pending = self.deliveries.pending
-        if not pending:
-            return 0
         started = time.monotonic()
         left = self.deliveries.settle(timeout_s)
-        log.info(
-            "waited %.1f s for %d deliveries beside the runs (%d left)",
-            time.monotonic() - started,
-            pending,
-            left,
-        )
+        if pending:
+            log.info(
+                "waited %.1f s for %d deliveries beside the runs (%d left)",
+                time.monotonic() - started,
+                pending,
+                left,
+            )
         return left
 
     def process_sqs_record(self, record: Mapping[str, Any], time_left_s: float | None = None) -> HandleResult:

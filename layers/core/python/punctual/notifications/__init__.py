@@ -64,14 +64,19 @@ class Notifier:
         self.events = events or EventPublisher(None)
         self.alerter = alerter
         self.later: Later = run_now
+        self.deliveries: DeliveryThreads | None = None
         self._held = 0
 
-    def deliver_with(self, later: Later) -> None:
-        """Run deliveries (alerts, :meth:`flush_soon`) through ``later`` from now on: a worker
-        hands its :class:`~punctual.notifications.background.DeliveryThreads` here."""
-        self.later = later
-        if self.alerter is not None:
-            self.alerter.later = later
+    def deliver_beside(self) -> DeliveryThreads:
+        """From now on, run deliveries (alerts, :meth:`flush_soon`) on threads beside the caller's
+        work; returns those threads (made on the first call, shared by every worker that uses
+        this notifier), whose :meth:`~DeliveryThreads.settle` waits for them."""
+        if self.deliveries is None:
+            self.deliveries = DeliveryThreads()
+            self.later = self.deliveries.submit
+            if self.alerter is not None:
+                self.alerter.later = self.later
+        return self.deliveries
 
     @contextmanager
     def batched(self) -> Iterator[None]:
