@@ -35,7 +35,7 @@ from punctual.store.memory import MemoryStore
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 CALENDARS = ("h1", "h2")
 JOBS = ("a", "b")
-WAIT_S = 10.0  # a generous bound on a thread reaching its next store call (reached in microseconds)
+WAIT_S = 60.0  # a generous bound on a thread reaching its next store call (reached in microseconds)
 
 
 class Turns:
@@ -167,6 +167,7 @@ def test_no_interleaving_leaves_a_job_excluding_a_calendar_that_is_gone(
         threading.Thread(target=run, args=(i, _use_case(op, TurnStore(store, turns, i), clock)), daemon=True)
         for i, op in enumerate(concurrent)
     ]
+    turns.state.update({i: "running" for i in range(len(threads))})  # until each reaches its first call
     for thread in threads:
         thread.start()
     while waiting := turns.settled():

@@ -26,6 +26,7 @@ from botocore.exceptions import ClientError
 
 from punctual.store.base import CalendarNotFoundError, CalendarUses
 from punctual.store.dynamo import schema
+from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.schema import calendar_key
 
 CONFLICT_ROUNDS = 5
@@ -33,79 +34,56 @@ _CHECK_FAILED = "ConditionalCheckFailed"
 _CONFLICT = "TransactionConflict"
 
 
-def use_items(
-    table: str, tenant: str, job_id: str, uses: CalendarUses, drop: list[str]
-) -> list[dict[str, Any]]:
-    """The transaction items of ``uses`` (adds, then the drops in ``drop``)."""
-    items = []
-    for name, present in [*((n, True) for n in uses.add), *((n, False) for n in drop)]:
-        update = {
-            "TableName": table,
-            "Key": calendar_key(tenant, name),
-            **schema.use_calendar(job_id, present).fields(),
-        }
-        items.append({"Update": update})
-    return items
+class DynamoCalendarUses(DynamoBase):
+    """The transaction of a job write with its calendar uses (a mixin of the job and calendar stores)."""
 
-
-def transact_job_write(
-    client: Any, table: str, items: list[dict[str, Any]], tenant: str, job_id: str, uses: CalendarUses
-) -> None:
-    """Run a job write (``items``, the job's own first) with its calendar uses, in one transaction.
-
-    Raises
-    ------
-    CalendarNotFoundError
-        A calendar to add does not exist (nothing was written).
-    ClientError
-        Any other cancellation (the caller reads the reasons of its own items) or error.
-    """
-    drop = list(uses.drop)
-    for round_no in range(CONFLICT_ROUNDS):
-        try:
-            client.transact_write_items(TransactItems=items + use_items(table, tenant, job_id, uses, drop))
-            return
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "TransactionCanceledException":
-                raise
-            codes = [reason.get("Code") for reason in exc.response.get("CancellationReasons", [])]
-            own, adds, drops = (
-                codes[: len(items)],
-                codes[len(items) : len(items) + len(uses.add)],
-                codes[len(items) + len(uses.add) :],
+    def _use_items(
+        self, tenant: str, job_id: str, uses: CalendarUses, drop: list[str]
+    ) -> list[dict[str, Any]]:
+        """The transaction items of ``uses`` (adds, then the drops in ``drop``)."""
+        items = []
+        for name, present in [*((n, True) for n in uses.add), *((n, False) for n in drop)]:
+            expr = schema.use_calendar(job_id, present)
+            items.append(
+                {"Update": {"TableName": self.table, "Key": calendar_key(tenant, name), **expr.fields()}}
             )
-            if _CHECK_FAILED in own:
-                raise  # the job's own condition: the caller says which
-            for name, code in zip(uses.add, adds, strict=False):
-                if code == _CHECK_FAILED:
-                    raise CalendarNotFoundError(name) from None
-            missing = {name for name, code in zip(drop, drops, strict=False) if code == _CHECK_FAILED}
-            if missing:  # a calendar that is gone has no use to remove: write without it
-                drop = [name for name in drop if name not in missing]
-                continue
-            if _CONFLICT not in codes or round_no == CONFLICT_ROUNDS - 1:
-                raise
-            time.sleep(random.uniform(0, 0.05 * 2**round_no))
-    raise RuntimeError("unreachable")  # pragma: no cover - the loop returns or raises
+        return items
 
+    def _transact_job_write(
+        self, items: list[dict[str, Any]], tenant: str, job_id: str, uses: CalendarUses
+    ) -> None:
+        """Run a job write (``items``, the job's own first) with its calendar uses, in one transaction.
 
-def drop_user_if_unchanged(
-    client: Any, table: str, tenant: str, name: str, job_id: str, job_version: int | None
-) -> bool:
-    """Remove ``job_id`` from the calendar's users in a transaction with a check that the job is
-    still as it was read (absent, or at ``job_version``). False: the job changed meanwhile."""
-    check = {
-        "TableName": table,
-        "Key": schema.job_key(tenant, job_id),
-        **schema.job_as_read(job_version).fields(),
-    }
-    try:
-        transact_job_write(
-            client, table, [{"ConditionCheck": check}], tenant, job_id, CalendarUses(drop=(name,))
-        )
-    except ClientError as exc:
-        reasons = exc.response.get("CancellationReasons", [])
-        if reasons and reasons[0].get("Code") == _CHECK_FAILED:
-            return False
-        raise
-    return True
+        Raises
+        ------
+        CalendarNotFoundError
+            A calendar to add does not exist (nothing was written).
+        ClientError
+            Any other cancellation (the caller reads the reasons of its own items) or error.
+        """
+        drop = list(uses.drop)
+        for round_no in range(CONFLICT_ROUNDS):
+            try:
+                self.client.transact_write_items(
+                    TransactItems=items + self._use_items(tenant, job_id, uses, drop)
+                )
+                return
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                codes = [reason.get("Code") for reason in exc.response.get("CancellationReasons", [])]
+                own, rest = codes[: len(items)], codes[len(items) :]
+                adds, drops = rest[: len(uses.add)], rest[len(uses.add) :]
+                if _CHECK_FAILED in own:
+                    raise  # the job's own condition: the caller says which
+                for name, code in zip(uses.add, adds, strict=False):
+                    if code == _CHECK_FAILED:
+                        raise CalendarNotFoundError(name) from None
+                missing = {name for name, code in zip(drop, drops, strict=False) if code == _CHECK_FAILED}
+                if missing:  # a calendar that is gone has no use to remove: write without it
+                    drop = [name for name in drop if name not in missing]
+                    continue
+                if _CONFLICT not in codes or round_no == CONFLICT_ROUNDS - 1:
+                    raise
+                time.sleep(random.uniform(0, 0.05 * 2**round_no))
+        raise RuntimeError("unreachable")  # pragma: no cover - the loop returns or raises

@@ -27,8 +27,7 @@ from punctual.store.base import (
     tags_match,
 )
 from punctual.store.dynamo import schema
-from punctual.store.dynamo.base import DynamoBase
-from punctual.store.dynamo.calendar_uses import transact_job_write
+from punctual.store.dynamo.calendar_uses import DynamoCalendarUses
 from punctual.store.dynamo.keys import (
     _doc_of,
     _first_errors,
@@ -42,7 +41,7 @@ from punctual.timers import (
 )
 
 
-class DynamoJobs(DynamoBase, JobRepository):
+class DynamoJobs(DynamoCalendarUses, JobRepository):
     """Jobs in DynamoDB: the job item, its tenant listing, the tenant counters (job count, trigger rate,"""
 
     # ---------------------------------------------------------------- jobs
@@ -151,7 +150,7 @@ class DynamoJobs(DynamoBase, JobRepository):
         if timer is not None:
             items.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
         try:
-            transact_job_write(self.client, self.table, items, job.tenant, job.id, calendars)
+            self._transact_job_write(items, job.tenant, job.id, calendars)
         except ClientError as exc:
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
@@ -320,7 +319,7 @@ class DynamoJobs(DynamoBase, JobRepository):
         """Run a transaction whose first item is conditional on the job's version (with the
         job's calendar uses, :mod:`.calendar_uses`)."""
         try:
-            transact_job_write(self.client, self.table, items, tenant, job_id, calendars)
+            self._transact_job_write(items, tenant, job_id, calendars)
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
