@@ -30,7 +30,7 @@ from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.schema import calendar_key
 
 CONFLICT_ROUNDS = 5
-_CHECK_FAILED = "ConditionalCheckFailed"
+CHECK_FAILED = "ConditionalCheckFailed"  # a transaction item's cancellation reason
 _CONFLICT = "TransactionConflict"
 
 
@@ -74,12 +74,12 @@ class DynamoCalendarUses(DynamoBase):
                 codes = [reason.get("Code") for reason in exc.response.get("CancellationReasons", [])]
                 own, rest = codes[: len(items)], codes[len(items) :]
                 adds, drops = rest[: len(uses.add)], rest[len(uses.add) :]
-                if _CHECK_FAILED in own:
+                if CHECK_FAILED in own:
                     raise  # the job's own condition: the caller says which
                 for name, code in zip(uses.add, adds, strict=False):
-                    if code == _CHECK_FAILED:
+                    if code == CHECK_FAILED:
                         raise CalendarNotFoundError(name) from None
-                missing = {name for name, code in zip(drop, drops, strict=False) if code == _CHECK_FAILED}
+                missing = {name for name, code in zip(drop, drops, strict=False) if code == CHECK_FAILED}
                 if missing:  # a calendar that is gone has no use to remove: write without it
                     drop = [name for name in drop if name not in missing]
                     continue

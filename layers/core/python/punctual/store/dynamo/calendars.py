@@ -25,7 +25,7 @@ from punctual.store.base import (
     Page,
 )
 from punctual.store.dynamo import schema
-from punctual.store.dynamo.calendar_uses import DynamoCalendarUses
+from punctual.store.dynamo.calendar_uses import CHECK_FAILED, DynamoCalendarUses
 from punctual.store.dynamo.schema import _n, _s, backfill_key, calendar_key, job_key, tenant_pk
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
@@ -140,7 +140,7 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
             self._transact_job_write([{"ConditionCheck": check}], tenant, job_id, CalendarUses(drop=(name,)))
         except ClientError as exc:
             reasons = exc.response.get("CancellationReasons", [])
-            if reasons and reasons[0].get("Code") == _CONDITION_FAILED:
+            if reasons and reasons[0].get("Code") == CHECK_FAILED:
                 return False
             raise
         return True
