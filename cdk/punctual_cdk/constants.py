@@ -194,7 +194,8 @@ _HOT_PATH_TABLE_ACTIONS = (
 TABLE_ACTIONS_BY_COMPONENT: Final = {
     # Jobs (transactions: put, update, delete items), history, the Idempotency-Key records
     # (Powertools: get, put, update, delete), the per-tenant request counter, and a job's
-    # exclusion calendars read together for its next slots (BatchGetItem).
+    # exclusion calendars read together for its next slots (BatchGetItem); a calendar delete
+    # removes a stale use in a transaction that checks its job is unchanged (ConditionCheck).
     "api": (
         "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
@@ -202,6 +203,7 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
     ),
     # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
     # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes.

@@ -80,6 +80,18 @@ def test_short_chaos_run_executes_every_owed_slot_exactly_once(
     # And every owed slot was executed once and nothing else, and no chain needed the auditor
     assert (duplicates, missed, early) == (0, 0, 0), f"{line}\n{details}"
     assert repairs == 0, f"the chain auditor repaired a chain (a bug to chase): {line}\n{details}"
+
+    # And the verdict counted the target's calls per attempt and the alerts per (slot, condition):
+    # alert endpoints that fail a first try delivered (SENT), ones that hang gave up visibly
+    # (FAILED), none left SENDING, each attempt called once
+    notes = captured.err.splitlines()
+    [calls] = [row for row in notes if "target calls per attempt: " in row]
+    [alerts] = [row for row in notes if "alerts per (slot, condition): " in row]
+    with capsys.disabled():
+        print(f"  {calls.removeprefix('chaos: ')}\n  {alerts.removeprefix('chaos: ')}")
+    assert "attempts called once" in calls and "more than once" not in calls and "never called" not in calls
+    assert re.search(r"failed SENT [1-9]", alerts) and re.search(r"failed FAILED [1-9]", alerts), alerts
+    assert "SENDING" not in alerts and "over the tries" not in alerts, alerts
     assert once == slots > 40, line
     # And the slots fired on time: p99 of the fire delay within the bound (the exit code says so too)
     assert counted > 40 and p50 <= p99 <= longest, line

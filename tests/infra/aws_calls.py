@@ -80,7 +80,7 @@ TRANSACTION_ITEMS = {
 # What each component runs: its handler and the core modules of its work (not the target
 # adapters: targets are called with the deployment's target role, never the component's own).
 COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
-    "api": ("functions/api/handler.py", "api/*.py", "jobs.py"),
+    "api": ("functions/api/handler.py", "api/*.py", "jobs.py", "calendar_service.py"),
     # The poller publishes events; alerts are raised by workers (notifications/alerts.py).
     "poller": (
         "functions/poller/handler.py",

@@ -73,6 +73,7 @@ def test_message_body_is_what_asdict_gave() -> None:
         DispatchMessage("t", "j", "s", "", 1, 1, sig='a"b\\c'),
         DispatchMessage("t", "j", "s", "", 1, 1, not_before="2026-11-30T10:00:03.000Z", sig="x"),
         DispatchMessage("t", "j", "s", "", 1, 1, "backfill", backfill="0123+", sig="x"),
+        DispatchMessage("t", "j", "s", "", 1, 1, "alert", "now", alert="late", sig="x"),
     ]
     for message in messages:
         fields = asdict(message)
@@ -82,6 +83,8 @@ def test_message_body_is_what_asdict_gave() -> None:
             del fields["not_before"]  # nor an unsmoothed one an instant to wait for
         if not message.backfill:
             del fields["backfill"]  # nor a message of no backfill a backfill field
+        if not message.alert:
+            del fields["alert"]  # nor any but an alert's sweep a condition
         assert message.to_body() == json.dumps(fields, separators=(",", ":"))
         assert DispatchMessage.from_body(message.to_body()) == message
 

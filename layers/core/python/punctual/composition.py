@@ -109,6 +109,7 @@ class Container:
         """Execution events (unless turned off) and the jobs' alerts, delivered with ``invoker``."""
         from punctual.execution import worker as defaults
         from punctual.notifications import Alerter
+        from punctual.notifications.sweep import AlertSweeps
 
         settings = self.settings
         alerter = Alerter(
@@ -118,6 +119,7 @@ class Container:
             retention_days=settings.retention_days,
             signing_secrets=signing_secrets or defaults.default_signing_secrets(settings),
             metrics=metrics,
+            sweeps=AlertSweeps(self.store, settings.layout()),
         )
         return Notifier(self.event_publisher(metrics), alerter)
 

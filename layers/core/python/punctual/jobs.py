@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -31,7 +32,9 @@ from punctual.slots import (
     schedule_of,
 )
 from punctual.store.base import (
+    NO_CALENDAR_USES,
     CalendarNotFoundError,
+    CalendarUses,
     JobStore,
     Page,
     UnreadableJob,
@@ -128,6 +131,24 @@ def _raw_parents(found: UnreadableJob) -> tuple[str, ...]:
         ).parents
     except (ScheduleError, ValueError):
         return ()
+
+
+def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
+    """The calendars a job that cannot be read excludes, as far as its document says."""
+    names = found.doc.get("exclude_calendars")
+    return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
+
+
+@contextmanager
+def _calendars_checked() -> Iterator[None]:
+    """A job write whose calendar check failed: 422 naming the calendar that does not exist."""
+    try:
+        yield
+    except CalendarNotFoundError as exc:
+        raise InvalidJobError(
+            f"exclude_calendars: calendar {exc.name!r} does not exist (PUT /v1/calendars/{exc.name} first)",
+            field="exclude_calendars",
+        ) from None
 
 
 def find_cycle(
@@ -322,14 +343,17 @@ class JobService:
             raise InvalidJobError(
                 "schedule has no future slot (a one-time instant in the past, or end_at passed)"
             )
-        # Before the job exists: a calendar cannot be deleted once a job is recorded as its user
-        # (a user left behind by a failed create is pruned when the calendar is deleted).
-        self._use_calendars(tenant, job_id, spec.exclude_calendars)
         if paused:
             job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
             timer = None
-        # The job and its links as a dependent of its parents: one transaction, never half of it.
-        self.store.create_job(job, timer, self.max_jobs, self.max_trigger_rate, parents=parents)
+        # The job, its links as a dependent of its parents and its calendar uses: one transaction,
+        # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
+        # a job excludes it, nor a job made to exclude one that is gone.
+        uses = CalendarUses.between((), spec.exclude_calendars)
+        with _calendars_checked():
+            self.store.create_job(
+                job, timer, self.max_jobs, self.max_trigger_rate, parents=parents, calendars=uses
+            )
         return self.with_next_fire(job), secret_plain
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
@@ -377,21 +401,20 @@ class JobService:
                     "schedule has no future slot (a one-time instant in the past, or end_at passed)"
                 )
             timers = [timer] if timer else []
-        self._use_calendars(tenant, job_id, spec.exclude_calendars)
+        old_calendars = current.exclude_calendars if isinstance(found, Job) else _raw_calendars(found)
+        uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
         # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.
         removed = tuple(p for p in old_parents if p not in parents)
-        self._write(
-            job,
-            current.version,
-            timers,
-            previous_trigger_rate=current.trigger_rate,
-            parents_added=parents,
-            parents_removed=removed,
-        )
-        old_calendars = current.exclude_calendars if isinstance(found, Job) else []
-        dropped = [name for name in old_calendars if name not in spec.exclude_calendars]
-        if dropped:
-            self.store.use_calendars(tenant, job_id, dropped, present=False)
+        with _calendars_checked():
+            self._write(
+                job,
+                current.version,
+                timers,
+                previous_trigger_rate=current.trigger_rate,
+                parents_added=parents,
+                parents_removed=removed,
+                calendars=uses,
+            )
         return self.with_next_fire(job)
 
     def pause(
@@ -439,12 +462,18 @@ class JobService:
         """Delete the job (one the model cannot read included); its history stays until its TTL."""
         current = self._found(tenant, job_id, expected_version)
         parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
+        calendars = current.exclude_calendars if isinstance(current, Job) else _raw_calendars(current)
         try:
-            self.store.delete_job(tenant, job_id, current.version, current.trigger_rate, parents=parents)
+            self.store.delete_job(
+                tenant,
+                job_id,
+                current.version,
+                current.trigger_rate,
+                parents=parents,
+                calendars=CalendarUses(drop=tuple(calendars)),
+            )
         except VersionConflictError as exc:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
-        if isinstance(current, Job) and current.exclude_calendars:
-            self.store.use_calendars(tenant, job_id, current.exclude_calendars, present=False)
 
     def rotate_secret(
         self, tenant: str, job_id: str, drop_previous: bool = False, expected_version: int | None = None
@@ -568,6 +597,7 @@ class JobService:
         previous_trigger_rate: int | None = None,
         parents_added: tuple[str, ...] = (),
         parents_removed: tuple[str, ...] = (),
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         try:
             self.store.replace_job(
@@ -578,6 +608,7 @@ class JobService:
                 max_trigger_rate=self.max_trigger_rate,
                 parents_added=parents_added,
                 parents_removed=parents_removed,
+                calendars=calendars,
             )
         except VersionConflictError as exc:
             if exc.current_version is None:
@@ -592,19 +623,6 @@ class JobService:
         if slot is None:
             return None
         return fire_timer(self.layout, job, slot, now)
-
-    def _use_calendars(self, tenant: str, job_id: str, names: list[str]) -> None:
-        """Record the job as a user of each calendar it excludes; 422 naming one that is missing."""
-        if not names:
-            return
-        try:
-            self.store.use_calendars(tenant, job_id, names, present=True)
-        except CalendarNotFoundError as exc:
-            raise InvalidJobError(
-                f"exclude_calendars: calendar {exc.name!r} does not exist"
-                f" (PUT /v1/calendars/{exc.name} first)",
-                field="exclude_calendars",
-            ) from None
 
     def _trigger_rate(self, tenant: str, spec: JobSpec) -> int:
         """Micro-triggers per minute the job adds to its tenant's total (:mod:`punctual.quotas`)."""

@@ -1201,3 +1201,4 @@ class Alert(BaseModel):
     owner: str
     body: dict[str, Any] = Field(default_factory=dict)
     deliveries: list[AlertDelivery] = Field(default_factory=list)
+    rules: list[int] = Field(default_factory=list)  # the rules it goes to (a takeover delivers the rest)

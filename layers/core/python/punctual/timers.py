@@ -62,6 +62,7 @@ class TimerKind(StrEnum):
     RESUME = "resume"
     QUEUED = "queued"  # a slot queued behind another (overlap queue): check that it still waits
     BACKFILL = "backfill"  # a backfill's next step (slot = the backfill id, attempt = the step)
+    ALERT = "alert"  # an alert's sweep (slot = its key slot, attempt = its condition's code)
 
 
 CHAIN_KINDS = frozenset(

@@ -9,14 +9,13 @@ these again (REPAIR).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from punctual.backfills import backfill_ref
-from punctual.calendars import Calendar, excluding, exclusion_note
+from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
@@ -209,7 +208,9 @@ class AfterEffects:
 
     def _excluded(self, child: Job, slot: str, now: datetime) -> bool:
         """An ``after()`` child whose slot falls on a day of a calendar it excludes: recorded
-        EXCLUDED (once) instead of sent. A run-now slot of the parent is not excluded."""
+        EXCLUDED (once) instead of sent; one whose excluded calendar is gone: recorded MISSED,
+        ``calendar missing``, with its event and missed alert, instead of run. A run-now slot of
+        the parent is not excluded."""
         if "~" in slot:
             return False
         keys = [(child.tenant, name) for name in child.exclude_calendars]
@@ -219,21 +220,30 @@ class AfterEffects:
             return excluding((calendars[k] for k in keys if k in calendars), instant) is not None
 
         found = read_calendars(self.store, keys, excludes)  # strongly consistent before excluding
-        calendar = excluding((found[k] for k in keys if k in found), instant)
-        if calendar is None:
+        gone = [name for (_, name) in keys if (child.tenant, name) not in found]
+        calendar = None if gone else excluding((found[k] for k in keys), instant)
+        if calendar is None and not gone:
             return False
         record = Execution(
             job_id=child.id,
             tenant=child.tenant,
             slot=slot,
             scheduled_at=slot_instant(slot),
-            status=ExecutionStatus.EXCLUDED,
+            status=ExecutionStatus.MISSED if gone else ExecutionStatus.EXCLUDED,
             finished_at=now,
-            error=exclusion_note(calendar),
+            error=calendar_missing_note(gone) if calendar is None else exclusion_note(calendar),
             job_version=child.version,
         )
-        with contextlib.suppress(ExecutionConflictError):  # recorded before: a repeat of these after-effects
+        try:
             self.ledger.save(record, None, None)
+        except ExecutionConflictError:
+            return True  # recorded before: a repeat of these after-effects
+        if gone:
+            log.error("job %s: %s", child.id, record.error)
+            self.metrics.add("SlotsCalendarMissing", 1)
+            self.notifier.missed([(child, record)], now)
+            if self.notifier.alerter is not None:
+                self.notifier.alerter.missed(child, record)
         return True
 
 

@@ -35,7 +35,7 @@ from punctual.execution.records import (
 from punctual.execution.turns import Turns
 from punctual.execution.versions import released_version, superseded_record
 from punctual.message_auth import DispatchSigner
-from punctual.models import Execution, ExecutionStatus, Job, JobState, Overlap
+from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.notifications.alerts import fire_delay_of
 from punctual.observability import MetricsSink
 from punctual.queues import DispatchMessage, MessageKind, QueuePort
@@ -163,16 +163,30 @@ class Claimer:
         return parked or self._wait(message, delivery, job, ERROR_BACKOFF_S, reason, current)
 
     def _alert(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
-        """A missed slot's alert, handed over by the poller: raised once (the alert's conditional
-        put), delivered here, the message deleted whatever happens to the delivery."""
+        """An ``alert`` message: a missed slot's alert handed over by the poller (raised once by
+        the alert's conditional put), or an alert's sweep (``message.alert``: taken over if its
+        worker died while it was SENDING; returned until then while its owner is alive). The
+        delivery runs beside, through the notifier's ``later``; the message is deleted."""
+        alerter = self.after.notifier.alerter
         job = self.store.get_job(message.tenant, message.job_id, consistent=False)
         if job is None or job.version < message.job_version:  # maybe behind: ask again before dropping
             job = self.store.get_job(message.tenant, message.job_id)
+        if job is None or job.state is JobState.DELETED:
+            return Claim(ClaimOutcome.STALE, message, delivery, reason="job is gone")
+        if message.alert:
+            try:
+                condition = AlertCondition(message.alert)
+            except ValueError:
+                return Claim(ClaimOutcome.STALE, message, delivery, job, reason="unknown alert condition")
+            wait_s = alerter.sweep(job, message.slot, condition) if alerter is not None else None
+            if wait_s is not None:
+                return self._wait(message, delivery, job, wait_s + 1, "its alert is still being sent", None)
+            return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, reason="alert swept")
         record = self.store.get_execution(message.tenant, message.job_id, message.slot)
-        if job is None or job.state is JobState.DELETED or record is None:
+        if record is None:
             return Claim(ClaimOutcome.STALE, message, delivery, reason="job or slot is gone")
-        if record.status is ExecutionStatus.MISSED and self.after.notifier.alerter is not None:
-            self.after.notifier.alerter.missed(job, record)
+        if record.status is ExecutionStatus.MISSED and alerter is not None:
+            alerter.missed(job, record)
         return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, record, reason="missed alert")
 
     def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
@@ -346,16 +360,21 @@ class Claimer:
         started = running(
             base, message, now, self.leases.lease_s(job), attempt=message.attempt, blocked_by=None
         )
+        notifier = self.after.notifier
+        # A first attempt released after the job's late bound: its alert is made before the start
+        # is recorded (a conditional write and its sweep timer, no call out: a worker that dies
+        # in between leaves it to the sweep); it is delivered beside the run, never on this path.
+        release_delay = fire_delay_of(started.scheduled_at, message.released_at) if first_attempt else None
+        notifier.late(job, started, release_delay)
         self._save_start(job, started, replaced, expect)
         if first_attempt and message.kind != MessageKind.BACKFILL:  # a backfilled slot is late by design
             delay_ms = (now - started.scheduled_at).total_seconds() * 1000
             self.metrics.add("StartDelayMs", max(delay_ms, 0.0), "Milliseconds")
-        # The started event (sent with the attempt's end, or at once by a heartbeat worker) and,
-        # for a first attempt released after the job's bound, the late alert.
-        release_delay = fire_delay_of(started.scheduled_at, message.released_at) if first_attempt else None
-        self.after.notifier.started(job, started, now, release_delay)
+        # The started event: buffered, sent with the attempt's end (a Lambda batch), or at once
+        # beside the run by a heartbeat worker.
+        notifier.started(job, started, now, release_delay)
         if self.config.lease_timers:
-            self.after.notifier.flush()
+            notifier.flush_soon()
         return self._claimed(job, message, delivery, started, now)
 
     def _save_start(self, job: Job, new: Execution, old: Execution | None, expect: Expect | None) -> None:

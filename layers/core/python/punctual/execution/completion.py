@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from punctual.models import Execution, Job
 from punctual.observability import MetricsSink
 from punctual.slots import next_slot, schedule_of
-from punctual.store.base import JobStore
+from punctual.store.base import CalendarUses, JobStore
 from punctual.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
@@ -59,7 +59,13 @@ class Completion:
         if not self._done(current, now):
             return False
         try:
-            self.store.delete_job(job.tenant, job.id, current.version, current.trigger_rate)
+            self.store.delete_job(
+                job.tenant,
+                job.id,
+                current.version,
+                current.trigger_rate,
+                calendars=CalendarUses(drop=tuple(current.exclude_calendars)),
+            )
         except Exception as exc:  # changed or deleted meanwhile: that write stands
             log.info("job %s not deleted after completion: %s", job.id, exc)
             return False

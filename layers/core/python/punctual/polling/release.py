@@ -27,11 +27,16 @@ gets a record EXCLUDED naming the calendar and the version it was decided on, an
 goes on to the next slot. The calendars are read here, at release (one batched, eventually
 consistent read per chunk, only for jobs that exclude any; read again strongly consistently
 before a slot is excluded, or when a calendar a job names is missing), so a calendar change
-applies from the next released slot on without touching the jobs that use it.
+applies from the next released slot on without touching the jobs that use it. A calendar that
+is gone (a job write checks that each exists and a delete refuses one in use: a fault) runs
+nothing: the job's slots are recorded MISSED, ``calendar missing``, with the missed event and
+alert.
 
 **Nothing is dropped on a read that may be behind.** Jobs and calendars are read eventually
 consistently (half the cost); a timer that read would drop (job missing, paused, at another
 version) or a slot it would exclude is decided only after a strongly consistent read.
+
+ALERT timers are alerts' sweeps (:mod:`punctual.notifications.sweep`): each is handed to a worker.
 
 BACKFILL timers are the steps of backfills (:mod:`punctual.backfill_runner`): each is handed to
 the backfill runner, which sends the backfill's next slots and arms its next step.
@@ -47,12 +52,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.backfill_runner import BackfillRunner
-from punctual.calendars import Calendar, excluding, exclusion_note
+from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 from punctual.clock import Clock
 from punctual.instants import format_instant_ms
 from punctual.missed_ranges import MissedRange
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
+from punctual.notifications.sweep import sweep_message
 from punctual.observability import MetricsSink
 from punctual.polling.chains import Verdict, verdict
 from punctual.polling.config import PollerConfig
@@ -257,9 +263,11 @@ class SlotReleaser:
         for job, plan in plans:
             if not job.exclude_calendars:
                 continue
-            mine: list[Calendar] = [
-                calendars[(job.tenant, n)] for n in job.exclude_calendars if (job.tenant, n) in calendars
-            ]
+            gone = [n for n in job.exclude_calendars if (job.tenant, n) not in calendars]
+            if gone:
+                self._calendar_missing(job, plan, gone, now, out)
+                continue
+            mine: list[Calendar] = [calendars[(job.tenant, n)] for n in job.exclude_calendars]
             kept: list[datetime] = []
             for slot in plan.release:
                 calendar = excluding(mine, slot)
@@ -281,6 +289,20 @@ class SlotReleaser:
             if mine and any(excluding(mine, slot) is not None for slot in plan.release):
                 return True
         return False
+
+    def _calendar_missing(
+        self, job: Job, plan: ReleasePlan, gone: list[str], now: datetime, out: _Outgoing
+    ) -> None:
+        """A job whose excluded calendar is gone: its slots are not run (any may fall on one of
+        the calendar's days) but recorded MISSED, ``calendar missing``, with the event and the
+        ``missed`` alert of any missed slot; the chain goes on."""
+        if not plan.release:
+            return
+        note = calendar_missing_note(gone)
+        log.error("job %s: %s; %d slot(s) recorded MISSED", job.id, note, len(plan.release))
+        self.metrics.add("SlotsCalendarMissing", len(plan.release))
+        out.missed.extend(self._missed(job, slot, note, now) for slot in plan.release)
+        plan.release = []
 
     def _record_excluded(self, records: list[Execution]) -> int:
         """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing)."""
@@ -369,15 +391,20 @@ class SlotReleaser:
         out: _Outgoing,
         report: ReleaseReport,
     ) -> None:
-        """Retry, lease, child and queued timers: send a message if the record still waits for it."""
+        """Retry, lease, child and queued timers: send a message if the record still waits for it.
+        ALERT timers: each alert's sweep goes to a worker (:mod:`punctual.notifications.sweep`),
+        which reads the alert; no record is read for it here."""
         if not timers:
             return
-        executions = self.store.batch_get_executions({(t.tenant, t.job_id, t.slot) for t in timers})
+        keys = {(t.tenant, t.job_id, t.slot) for t in timers if t.kind is not TimerKind.ALERT}
+        executions = self.store.batch_get_executions(keys) if keys else {}
         for timer in timers:
             job = jobs.get((timer.tenant, timer.job_id))
             execution = executions.get((timer.tenant, timer.job_id, timer.slot))
             message = None
-            if job is not None and job.state is not JobState.DELETED and execution is not None:
+            if timer.kind is TimerKind.ALERT:
+                message = sweep_message(job, timer, now)
+            elif job is not None and job.state is not JobState.DELETED and execution is not None:
                 message = self._followup(timer, job, execution, now)
             if message is None:
                 report.stale += 1

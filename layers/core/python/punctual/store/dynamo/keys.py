@@ -46,6 +46,7 @@ _KIND_CODE = {
     TimerKind.QUEUED: "q",
     TimerKind.BACKFILL: "b",
     TimerKind.RESUME: "u",
+    TimerKind.ALERT: "a",
 }
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 

@@ -17,7 +17,8 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
     dependent    pk=job#<tenant>#<parent>  sk=child#<child>
     alert        pk=job#<tenant>#<id>      sk=alert#<slot>#<condition>  st, owner, claimed, doc, expires_at
-    streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then
+    streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then,
+                                                             n (failures in it), last (the latest)
     throttle     pk=job#<tenant>#<id>      sk=throttle#<rule>  last (ms), held (alert min_interval)
     timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<tenant>#<job>#<slot>#<attempt>
     timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
@@ -540,34 +541,52 @@ def unchanged_group(expected_updated_at: str) -> Expression:
 # ------------------------------------------------------------- alerts
 
 
-def claim_alert(sending: str, stale_before_ms: int) -> Expression:
-    """Create an alert if its (job, slot, condition) has none, or take over one left ``sending``
-    by a worker that claimed it before ``stale_before_ms`` (it died): one alert per key."""
+def take_over_alert(sending: str, previous_owner: str, stale_before_ms: int) -> Expression:
+    """Take over an alert still ``sending`` by ``previous_owner``, who claimed (or last renewed)
+    it before ``stale_before_ms``: its worker died. One deliverer at a time per alert."""
     return Expression(
-        condition="attribute_not_exists(pk) OR (st = :sending AND claimed < :stale)",
-        values={":sending": _s(sending), ":stale": _n(stale_before_ms)},
+        condition="st = :sending AND #o = :prev AND claimed < :stale",
+        names={"#o": "owner"},
+        values={":sending": _s(sending), ":prev": _s(previous_owner), ":stale": _n(stale_before_ms)},
     )
 
 
 def owned_alert(owner: str) -> Expression:
-    """Write an alert's delivery result only while ``owner`` still holds it."""
+    """Write an alert's progress or result only while ``owner`` still holds it."""
     return Expression(condition="#o = :o", names={"#o": "owner"}, values={":o": _s(owner)})
 
 
 def open_streak(slot: str, ttl_epoch_s: int) -> Expression:
-    """Mark the job failing since ``slot`` unless it already is (the first failed slot stays)."""
+    """Count a failure in the job's streak: the first failed slot stays, ``last`` is this one. A
+    repeat of the latest failure (its after-effects run again after a lost worker) fails the
+    condition and counts nothing."""
     return Expression(
-        update="SET #f = if_not_exists(#f, :s), expires_at = :ttl",
-        names={"#f": "first"},
-        values={":s": _s(slot), ":ttl": _n(ttl_epoch_s)},
+        update="SET #f = if_not_exists(#f, :s), #l = :s, expires_at = :ttl ADD #n :one",
+        condition="attribute_not_exists(#l) OR #l <> :s",
+        names={"#f": "first", "#l": "last", "#n": "n"},
+        values={":s": _s(slot), ":ttl": _n(ttl_epoch_s), ":one": _n(1)},
     )
 
 
-def close_streak(first_slot: str) -> Expression:
-    """End the streak that began at ``first_slot`` (an update, not a delete: the workers' role
-    deletes nothing); it fails when that streak was ended already, so ``recovered`` is sent once."""
+def replace_streak(
+    expected_first: str, expected_failures: int, new: tuple[str, int, str] | None
+) -> Expression:
+    """End the streak (``new`` None), or make it ``(first, failures, last)``, only while it is as
+    it was read: the same first slot and no failure joined since (an update, not a delete: the
+    workers' role deletes nothing). So a failure that joins while ``recovered`` is raised is
+    never closed with the streak it did not belong to."""
+    names = {"#f": "first", "#n": "n", "#l": "last"}
+    values: dict[str, Any] = {":f": _s(expected_first)}
+    if expected_failures:
+        condition = "#f = :f AND #n = :n"
+        values[":n"] = _n(expected_failures)
+    else:  # a streak written before failures were counted
+        condition = "#f = :f AND attribute_not_exists(#n)"
+    if new is None:
+        return Expression(update="REMOVE #f, #n, #l", condition=condition, names=names, values=values)
+    values.update({":nf": _s(new[0]), ":nn": _n(new[1]), ":nl": _s(new[2])})
     return Expression(
-        update="REMOVE #f", condition="#f = :s", names={"#f": "first"}, values={":s": _s(first_slot)}
+        update="SET #f = :nf, #n = :nn, #l = :nl", condition=condition, names=names, values=values
     )
 
 
@@ -622,13 +641,21 @@ def delete_calendar(expected_version: int | None) -> Expression:
 
 
 def use_calendar(job_id: str, present: bool) -> Expression:
-    """Add (``present``) or remove a job as a user of a calendar that exists."""
+    """Add (``present``) or remove a job as a user of a calendar that exists (a job write's
+    transaction carries these, so that the job and its uses are written together)."""
     return Expression(
         update=("ADD #u :j" if present else "DELETE #u :j"),
         condition="attribute_exists(pk)",
         names={"#u": "users"},
         values={":j": {"SS": [job_id]}},
     )
+
+
+def job_as_read(version: int | None) -> Expression:
+    """A job item still as it was read: absent (``version`` None) or at ``version``."""
+    if version is None:
+        return CREATE
+    return Expression(condition="version = :v", values={":v": _n(version)})
 
 
 def backfill_revision(revision: int) -> Expression:
