@@ -143,6 +143,7 @@ class Container:
             concurrency=settings.queue_send_concurrency,
             rate_budgets=parse_budgets(settings.target_rate_budgets),
             max_lateness_s=float(settings.max_lateness_seconds),
+            resend_after_s=settings.unclaimed_resend_s,
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))

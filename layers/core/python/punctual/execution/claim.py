@@ -360,8 +360,7 @@ class Claimer:
         self, job: Job, message: DispatchMessage, delivery: Delivery | None, started: Execution, now: datetime
     ) -> Claim:
         claim = Claim(ClaimOutcome.CLAIMED, message, delivery, job, started, last_heartbeat=now)
-        if self.config.lease_timers:
-            self.ledger.put_lease_timer(job, started, now)
+        self.leases.keep_backstop(claim, job, started, now)  # the ECS lanes' backstop LEASE timer
         return claim
 
     def _wait(
