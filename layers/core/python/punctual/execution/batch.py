@@ -7,7 +7,9 @@ message is leased for seconds instead, by the worker itself:
 
 1. **Hold.** As soon as the batch arrives, every message's visibility is set to a lease
    (``lease_s``, one ChangeMessageVisibilityBatch request per ten messages) and renewed by the
-   process's :class:`~punctual.execution.keeper.LeaseKeeper` until the batch is done with it. A
+   process's :class:`~punctual.execution.keeper.LeaseKeeper` until the invocation returns (the
+   mapping deletes the records that succeeded only then), or until a record that failed sets a
+   visibility of its own. A
    worker that dies anywhere after this (mid-batch, mid-run, out of memory, a timeout) lets its
    messages come back within a lease, started or not; FIFO holds a message group only while one
    of its messages is in flight, so the group is free again as soon.
@@ -84,8 +86,13 @@ class LambdaBatch:
             groups.setdefault(_group_of(record), []).append((url, record))
         futures = [self._pool.submit(self._work_group, items, time_left_s) for items in groups.values()]
         failed: list[str] = []
-        for future in futures:
-            failed.extend(future.result())
+        try:
+            for future in futures:
+                failed.extend(future.result())
+        finally:
+            # The mapping deletes the records that succeeded once this returns: held until then.
+            for url, record in located:
+                self.keeper.release(url, str(record["receiptHandle"]))
         ids = set(failed)
         self.worker.return_blocked_records(event, ids)
         # In the batch's order, as the mapping lists them back.
@@ -109,15 +116,17 @@ class LambdaBatch:
         """One message group's records in order; the ids of those that failed (or were skipped)."""
         failed: list[str] = []
         for url, record in items:
-            message_id, receipt = str(record["messageId"]), str(record["receiptHandle"])
-            try:
-                if failed:
-                    failed.append(message_id)  # a record of its group failed: it waits behind it
-                    continue
-                self.worker.process_sqs_record(record, time_left_s())
-            except Exception as exc:  # MessageReturned included: the message stays in the queue
-                log.info("record %s stays in the queue: %s", message_id, exc)
-                failed.append(message_id)
-            finally:
-                self.keeper.release(url, receipt)  # done with it: deleted, or with a visibility of its own
+            message_id = str(record["messageId"])
+            if failed:
+                failed.append(message_id)  # a record of its group failed: it waits behind it
+            else:
+                try:
+                    self.worker.process_sqs_record(record, time_left_s())
+                    continue  # done: held (renewed) until the mapping deletes it after the batch
+                except Exception as exc:  # MessageReturned included: the message stays in the queue
+                    log.info("record %s stays in the queue: %s", message_id, exc)
+                    failed.append(message_id)
+            # Returned with a visibility of its own (or made visible behind its group's first
+            # failure): no longer renewed.
+            self.keeper.release(url, str(record["receiptHandle"]))
         return failed
