@@ -185,23 +185,34 @@ class Dispatch(Construct):
         )
         for machine in self.state_machines:
             machine.grant_start_execution(self.tick.role)
-        if self.burst_state_machine is not None:
-            # A minute starts on one machine only: the tick looks for it on the other one first.
-            self.tick.role.add_to_principal_policy(
+        # A tick looks for each minute before it plans it (a minute that exists costs no reads),
+        # and a minute starts on one machine only: the tick looks on both.
+        self.tick.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(c.TICK_EXECUTION_ACTIONS),
+                resources=[_executions_of(m) for m in self.state_machines],
+            )
+        )
+        self._acknowledge_executions(self.tick.role, "the tick")
+        # The second path to a minute: group 0's pollers start the next minute when no tick did
+        # (punctual.composition.relay_next). A policy of its own, not the roles' default policy:
+        # the functions do not wait for it, so the machines (which invoke them) can refer to it.
+        relay = iam.Policy(
+            self,
+            "PollerRelayPolicy",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["states:StartExecution"],
+                    resources=[m.state_machine_arn for m in self.state_machines],
+                ),
                 iam.PolicyStatement(
                     actions=list(c.TICK_EXECUTION_ACTIONS),
                     resources=[_executions_of(m) for m in self.state_machines],
-                )
-            )
-            for machine in self.state_machines:
-                acknowledge(
-                    self.tick.role,
-                    "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
-                    f"<{self._logical_id_of_machine(machine)}.Name>:*]",
-                    "states:DescribeExecution on the executions of this stack's minute state machines "
-                    "(an execution's ARN carries its minute's name, unknown at deploy): the tick checks "
-                    "that a minute was not started on the other machine before it starts it on one.",
-                )
+                ),
+            ],
+            roles=[p.role for p in self.pollers],
+        )
+        self._acknowledge_executions(relay, "a minute's pollers")
         # Sizing the shard groups from the coming minute's timers: reads only.
         storage.grant_items(self.tick.role, c.TABLE_ACTIONS_BY_COMPONENT["tick"])
         self.tick.function.configure_async_invoke(
@@ -234,7 +245,7 @@ class Dispatch(Construct):
             time=sfn.WaitTime.timestamp_path("$.start_at"),
         )
         if not sliced:
-            groups: sfn.IChainable = self._poll_groups("", "$.groups", config.poller_max_concurrency)
+            groups: sfn.IChainable = self._poll_groups("", "$.pollers", config.poller_max_concurrency)
         else:
             parallel = sfn.Parallel(
                 self,
@@ -341,6 +352,17 @@ class Dispatch(Construct):
         )
         groups.item_processor(invoke)
         return groups
+
+    def _acknowledge_executions(self, scope: Construct, who: str) -> None:
+        for machine in self.state_machines:
+            acknowledge(
+                scope,
+                "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                f"<{self._logical_id_of_machine(machine)}.Name>:*]",
+                "states:DescribeExecution on the executions of this stack's minute state machines "
+                f"(an execution's ARN carries its minute's name, unknown at deploy): {who} look(s) for a "
+                "minute before starting it, on every machine, so that it starts once.",
+            )
 
     def _logical_id_of_machine(self, machine: sfn.StateMachine) -> str:
         cfn_machine = machine.node.default_child

@@ -39,7 +39,7 @@ def test_waits_for_start_at_then_maps_groups_to_the_poller(any_synth: Synth) -> 
     assert wait["TimestampPath"] == "$.start_at"
     groups = definition["States"][wait["Next"]]
     assert groups["Type"] == "Map"
-    assert groups["ItemsPath"] == "$.groups"
+    assert groups["ItemsPath"] == "$.pollers"  # each group once per replica (punctual.tick.replicas_for)
     assert groups.get("MaxConcurrency", 0) == any_synth.stack.config.poller_max_concurrency
     assert groups["End"] is True
 

@@ -90,6 +90,10 @@ class Settings(BaseModel):
     # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
+    # Pollers per shard group of a minute planned on the standard poller (punctual.tick.replicas_for):
+    # 2 release every slot side by side, so one that dies (and its restart) delays nothing; an idle
+    # (lean) minute keeps one. 1: one poller per group.
+    poller_replicas: int = Field(default=2, ge=1, le=2)
     max_shard_groups: int = Field(default=40, ge=1, le=1024)  # 40: what one inline Map runs at once
     # What the tick plans one poller to release in a minute: a minute whose planned load is N
     # triggers gets ceil(N / this) groups (within the bounds). 30,000 = 500/s: a 1,024 MB poller
@@ -218,6 +222,7 @@ DEPLOYED: tuple[str, ...] = (
     "require_target_role",
     "target_allow_cidrs",
     "shard_groups",
+    "poller_replicas",
     "max_shard_groups",
     "triggers_per_poller_minute",
     "events_enabled",
