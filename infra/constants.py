@@ -72,17 +72,18 @@ POLLER_GRACE_S: Final = 10
 POLLER_WINDOW_S: Final = POLLER_LEAD_S + 60 + POLLER_GRACE_S
 # The poller task is retried on EVERY failure (the handler raised, the Lambda timed out or ran out
 # of memory, Lambda.Unknown, States.TaskFailed, States.Timeout, a Lambda service error), quickly,
-# for the whole window: delays of 1, 1.5, 2.25, 3.4, then 4 s (retry n waits
-# INTERVAL x RATE^(n-1), at most MAX_DELAY). A crashed poller is back within 4 s plus a cold start,
-# well inside the 10 s fire-delay budget. A retry invoked after its minute is over drains what is
-# left and returns at once, so extra attempts are cheap. Local mode reads these fields from the
-# template and retries (and restarts) its poller with the same delays.
+# for the whole window: delays of 1, 1.5, then 2 s (retry n waits INTERVAL x RATE^(n-1), at most
+# MAX_DELAY). A crashed poller is back within 2 s plus a cold start, however often it died in its
+# minute (a poller killed every few seconds spends most of its time down with longer delays; its
+# group's other poller covers each death, issue 30). A retry invoked after its minute is over
+# drains what is left and returns at once, so extra attempts are cheap. Local mode reads these
+# fields from the template and retries (and restarts) its pollers with the same delays.
 POLLER_RETRY_INTERVAL_S: Final = 1
 POLLER_RETRY_BACKOFF_RATE: Final = 1.5
-POLLER_RETRY_MAX_DELAY_S: Final = 4
-# The catch-all retrier (States.ALL, no jitter): 25 retries wait 1 + 1.5 + 2.25 + 3.375 + 21 x 4
-# = 92 s in all, more than POLLER_WINDOW_S even if every attempt failed at once.
-POLLER_RETRY_MAX_ATTEMPTS: Final = 25
+POLLER_RETRY_MAX_DELAY_S: Final = 2
+# The catch-all retrier (States.ALL, no jitter): 47 retries wait 1 + 1.5 + 45 x 2 = 92.5 s in all,
+# more than POLLER_WINDOW_S even if every attempt failed at once.
+POLLER_RETRY_MAX_ATTEMPTS: Final = 47
 # Lambda service errors and throttling: the same delays with full jitter (a throttled Map's
 # pollers should not retry in step). Full jitter waits half the delay on average, so twice the
 # attempts cover the same window. ASL counts each retrier's attempts apart, and the first retrier

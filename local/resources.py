@@ -187,7 +187,6 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_DISPATCH_KEY": config.dispatch_key(),
             "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": "",
             "PUNCTUAL_KMS_KEY_ID": "",
-            "PUNCTUAL_LEASE_S": str(config.lease_s),
             # The own resources are listed here, not read from SSM (moto holds no parameter).
             "PUNCTUAL_OWN_ARNS": ",".join([*deployment.queue_arns.values(), table_arn(deployment)]),
             "PUNCTUAL_OWN_ARNS_PARAMETER": "",
@@ -199,5 +198,7 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "POWERTOOLS_SERVICE_NAME": env.get("POWERTOOLS_SERVICE_NAME", "punctual"),
         }
     )
+    if config.lease_s:  # else the deployment's lease (Settings' default, as the template leaves it)
+        env["PUNCTUAL_LEASE_S"] = str(config.lease_s)
     env.update(config.extra)
     return env

@@ -6,11 +6,15 @@ them in order with SIGTERM: pollers and API first, workers next, AWS last, so no
 loses its table half-way through a drain), and they exit by themselves if the
 supervisor is killed. A child that exits while the supervisor runs is restarted after
 a back-off (0.5 s, doubling to 10 s; back to the first delay once it ran a minute), except
-the poller: the deployed state machine retries a poller that died (``Runtime.ExitError``)
-at once, with the delays of its poller task's retriers (1 s, then x1.5 up to 4 s by
-default), and local mode restarts its poller process with the same delays, read from the
-deployment (``poller_retry``, from the template); beyond the retriers' attempts it keeps
-to their longest delay (the next minute's execution would start afresh).
+where the cloud's figure differs: the deployed state machine retries a poller that died
+(``Runtime.ExitError``) at once, with the delays of its poller task's retriers (1 s, then x1.5
+up to 2 s by default), and local mode restarts its poller processes (``poller``, ``poller-2``:
+each runs one of every shard group's two pollers) with the same delays, read from the
+deployment (``poller_retry``, from the template), beyond the retriers' attempts keeping to
+their longest delay (the next minute's execution would start afresh); a worker Lambda process
+is restarted at once (the event source mapping invokes another environment as soon as it has
+messages). The ECS worker keeps the back-off: a service replaces a stopped task in about a
+minute, but it runs several, and local mode has one.
 
 Burst workers: the supervisor also obeys the predictive-scaling planner (:mod:`local.scaling`,
 run in the poller process): it starts ``burst-1``, ``burst-2``, ... worker processes when the
@@ -50,6 +54,13 @@ RestartDelay = Callable[[int], float]
 def supervisor_backoff_s(restart: int) -> float:
     """The default: 0.5 s, doubling, at most 10 s."""
     return float(min(RESTART_MIN_S * 2 ** (restart - 1), RESTART_MAX_S))
+
+
+def lambda_restart_s(restart: int) -> float:
+    """A worker Lambda "container" that died is replaced at once: the event source mapping
+    invokes another execution environment as soon as it has messages (its cold start is the
+    process's start here)."""
+    return 0.0
 
 
 def state_machine_backoff(config: LocalConfig) -> RestartDelay:
@@ -94,10 +105,15 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
         ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config)),
         ComponentSpec("ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0),
     ]
+    for replica in range(1, config.pollers):  # each shard group's other pollers, in processes of their own
+        name = f"poller-{replica + 1}"
+        args = ("poller", "--name", name, "--replica", str(replica))
+        specs.append(ComponentSpec(name, args, 0, restart_delay=state_machine_backoff(config)))
     for index in range(2, config.api_processes + 1):
         specs.append(ComponentSpec(f"api-{index}", ("api", "--name", f"api-{index}"), 0))
     for index in range(1, config.workers + 1):
-        specs.append(ComponentSpec(f"worker-{index}", ("worker", "--name", f"worker-{index}"), 1))
+        name = f"worker-{index}"
+        specs.append(ComponentSpec(name, ("worker", "--name", name), 1, restart_delay=lambda_restart_s))
     return specs
 
 

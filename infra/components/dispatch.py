@@ -41,8 +41,8 @@ far timers plus the near lane's last minute) is at most ``leanPollerMaxTriggersP
 A failed poller is retried at once, whatever the failure: a handler that raised, a Lambda timeout
 or out-of-memory (``Lambda.Unknown``, ``Sandbox.Timedout``), ``States.TaskFailed``,
 ``States.Timeout``, a Lambda service error or throttling. Two retriers with the same short
-backoff (1 s, x1.5, at most 4 s): the Lambda service errors with full jitter, then a catch-all
-(``States.ALL``, last) with enough attempts (25: 92 s of delays) to cover the poller's whole
+backoff (1 s, x1.5, at most 2 s): the Lambda service errors with full jitter, then a catch-all
+(``States.ALL``, last) with enough attempts (47: 92.5 s of delays) to cover the poller's whole
 window (``POLLER_LEAD_S`` before the minute to the grace after it). So a crashed poller is back
 within seconds and releases the rest of its minute; a retry invoked after the window drains what
 is left and returns at once. Only a poller that still fails after them all is caught (the

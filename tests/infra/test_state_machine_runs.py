@@ -300,7 +300,7 @@ def test_a_poller_that_always_fails_is_caught_after_its_retries_and_the_other_gr
     # When the minute's execution runs
     run = rig.run_minute(minute, groups=2)
 
-    # Then group 0 was retried with the catch-all's schedule (1, 1.5, 2.25, 3.375, then at most
+    # Then group 0 was retried with the catch-all's schedule (1, 1.5, then at most
     # MaxDelaySeconds), then caught: GroupFailed, while group 1's poller released its slot
     # (local mode's reading of the same retrier: local/retriers.py computes what moto waited)
     definition = json.loads(state_machine_definition(default_synth))
@@ -308,7 +308,7 @@ def test_a_poller_that_always_fails_is_caught_after_its_retries_and_the_other_gr
     retrier = retrier_for(retriers_from(processor["States"][processor["StartAt"]]["Retry"]), "RuntimeError")
     assert retrier is not None and retrier.errors == ("States.ALL",)
     schedule = retrier.delays_s()
-    assert schedule[:5] == [1, 1.5, 2.25, 3.375, 4]
+    assert schedule[:5] == [1, 1.5, 2, 2, 2]
     assert fake.attempts == {0: 1 + len(schedule), 1: 1}
     assert rig.waits_s == schedule
     assert set(fake.outcomes) == {(0, "RuntimeError"), (1, "ok")}
