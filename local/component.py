@@ -27,6 +27,9 @@ from local.resources import Deployment, function_environment, resources_exist
 
 SUPERVISED_ENV = "PUNCTUAL_LOCAL_SUPERVISED"
 COMPONENT_ENV = "PUNCTUAL_LOCAL_COMPONENT"
+# A warm spare (the Lambda service's idle execution environment): started, imported and prepared,
+# it waits for SIGUSR1 from the supervisor before it takes its component's place (activated()).
+SPARE_ENV = "PUNCTUAL_LOCAL_SPARE"
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 DEPLOYMENT_WAIT_S = 180.0  # the first start may synthesise the template (~10 s) on a busy machine
 
@@ -175,6 +178,26 @@ class LambdaContext:
         self._cut.set()
 
 
+def spare() -> bool:
+    return os.environ.get(SPARE_ENV) == "1"
+
+
+def activated(config: LocalConfig, name: str, stop: threading.Event) -> bool:
+    """Where a component's start-up ends and its work begins. A warm spare waits here (imports
+    done, deployment read, handler loaded) until the supervisor activates it, then writes its pid
+    file as ``name``; False if it is stopped first. Anything else goes straight on."""
+    if not spare():
+        return True
+    go = threading.Event()
+    signal.signal(signal.SIGUSR1, lambda signum, frame: go.set())
+    while not go.wait(0.2):
+        if stop.is_set():
+            return False
+    write_pid(config, name)
+    log.info("warm spare of %s activated", name)
+    return True
+
+
 def run_component(name: str, body: Any, config: LocalConfig) -> int:
     """Run ``body(config, stop)`` as component ``name``: logging, pid file, errors as one line."""
     configure_logging(config)
@@ -182,7 +205,8 @@ def run_component(name: str, body: Any, config: LocalConfig) -> int:
     from local.chaos.faults.throttle import install_from_env
 
     install_from_env()  # PUNCTUAL_FAULT_THROTTLE_RATE: chaos by hand; a no-op unless asked for
-    write_pid(config, name)
+    if not spare():  # a warm spare writes its pid file once it is activated
+        write_pid(config, name)
     stop = stop_event()
     try:
         body(config, stop)

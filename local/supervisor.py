@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from queue import Empty, Queue
 
-from local.component import SUPERVISED_ENV, read_deployment
+from local.component import SPARE_ENV, SUPERVISED_ENV, read_deployment
 from local.config import LocalConfig
 from local.logs import Entry, LogSink, parse_line
 from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
@@ -94,6 +94,10 @@ class ComponentSpec:
     stop_stage: int  # lower stops first
     stop_timeout_s: float = 10.0
     restart_delay: RestartDelay = supervisor_backoff_s
+    # Keep a warm spare (started and waiting, :func:`local.component.activated`) that takes the
+    # component's place when it dies: the Lambda service's idle execution environment, so that a
+    # restart costs the restart delay, not a cold start (seconds of imports on a busy machine).
+    warm: bool = False
 
 
 def default_components(config: LocalConfig) -> list[ComponentSpec]:
@@ -102,18 +106,20 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
         ComponentSpec("aws", ("aws",), 4),
         ComponentSpec("receiver", ("receiver",), 3),
         ComponentSpec("api", ("api",), 0),
-        ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config)),
+        ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config), warm=True),
         ComponentSpec("ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0),
     ]
     for replica in range(1, config.pollers):  # each shard group's other pollers, in processes of their own
         name = f"poller-{replica + 1}"
         args = ("poller", "--name", name, "--replica", str(replica))
-        specs.append(ComponentSpec(name, args, 0, restart_delay=state_machine_backoff(config)))
+        specs.append(ComponentSpec(name, args, 0, restart_delay=state_machine_backoff(config), warm=True))
     for index in range(2, config.api_processes + 1):
         specs.append(ComponentSpec(f"api-{index}", ("api", "--name", f"api-{index}"), 0))
     for index in range(1, config.workers + 1):
         name = f"worker-{index}"
-        specs.append(ComponentSpec(name, ("worker", "--name", name), 1, restart_delay=lambda_restart_s))
+        specs.append(
+            ComponentSpec(name, ("worker", "--name", name), 1, restart_delay=lambda_restart_s, warm=True)
+        )
     return specs
 
 
@@ -128,6 +134,7 @@ class Child:
     reader: threading.Thread | None = None
     exits: list[str] = field(default_factory=list)
     retiring_until: float | None = None  # a burst worker scaled back: SIGTERM sent, gone by then
+    spare: subprocess.Popen[bytes] | None = None  # a warm spare, waiting (ComponentSpec.warm)
 
     @property
     def pid(self) -> int | None:
@@ -184,25 +191,50 @@ class Supervisor:
         env.pop("AWS_ENDPOINT_URL", None)  # each child sets its own, to this run's moto
         return env
 
-    def _spawn(self, child: Child) -> None:
+    def _popen(self, child: Child, spare: bool = False) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "local", *child.spec.args]
-        child.process = subprocess.Popen(
+        env = self._env()
+        if spare:
+            env[SPARE_ENV] = "1"
+        process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=self._env(),
+            env=env,
             close_fds=True,
         )
+        reader = threading.Thread(
+            target=self._read, args=(child.spec.name, process), name=f"log-{child.spec.name}", daemon=True
+        )
+        reader.start()
+        if not spare:
+            child.reader = reader
+        return process
+
+    def _spawn(self, child: Child) -> None:
+        child.process = self._popen(child)
         child.started_at = self.clock()
         child.restart_at = None
-        child.reader = threading.Thread(
-            target=self._read,
-            args=(child.spec.name, child.process),
-            name=f"log-{child.spec.name}",
-            daemon=True,
-        )
-        child.reader.start()
+        self._keep_spare(child)
+
+    def _keep_spare(self, child: Child) -> None:
+        """A warm component has a spare waiting from each (re)start on (a spare that died is
+        replaced by a cold start at the next restart)."""
+        if child.spec.warm and not self.stopping and (child.spare is None or child.spare.poll() is not None):
+            child.spare = self._popen(child, spare=True)
+
+    def _activate_spare(self, child: Child) -> bool:
+        """Put the waiting spare in the dead process's place (True), if there is one."""
+        spare = child.spare
+        if spare is None or spare.poll() is not None:
+            return False
+        spare.send_signal(signal.SIGUSR1)
+        child.process, child.spare = spare, None
+        child.started_at = self.clock()
+        child.restart_at = None
+        self._keep_spare(child)
+        return True
 
     def _read(self, name: str, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
@@ -286,9 +318,14 @@ class Supervisor:
                 exited = f"{child.spec.name} (pid {child.pid}) {describe_exit(code)}"
                 self.sink.warning(f"{exited}; restarting in {delay_s:.1f}s")
             elif now >= child.restart_at:
-                self._spawn(child)
+                warm = self._activate_spare(child)
+                if not warm:
+                    self._spawn(child)
                 child.restarts += 1
-                self.sink.info(f"restarted {child.spec.name} (pid {child.pid}, restart {child.restarts})")
+                how = ", warm" if warm else ""
+                self.sink.info(
+                    f"restarted {child.spec.name} (pid {child.pid}, restart {child.restarts}{how})"
+                )
                 for callback in self.on_restart:
                     callback(child.spec.name)
 
@@ -308,6 +345,10 @@ class Supervisor:
     def stop(self) -> None:
         """Stop every child in stages (SIGTERM, then SIGKILL after its timeout)."""
         self.stopping = True
+        for child in self.children.values():  # spares first: they hold nothing
+            if child.spare is not None and child.spare.poll() is None:
+                child.spare.kill()
+                child.spare.wait()
         for stage in sorted({c.spec.stop_stage for c in self.children.values()}):
             group = [c for c in self.children.values() if c.spec.stop_stage == stage and c.running]
             for child in group:

@@ -186,9 +186,13 @@ class FakeProcess:
 
     def __init__(self, dead: bool) -> None:
         self.returncode = -9 if dead else None
+        self.signals: list[int] = []
 
     def poll(self) -> int | None:
         return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        self.signals.append(signum)
 
 
 class Clock:
@@ -239,6 +243,8 @@ def supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Supervisor:
         child.restart_at = None
 
     monkeypatch.setattr(made, "_spawn", spawn)
+    # Warm spares (ComponentSpec.warm) die at once too here: every restart is a cold one.
+    monkeypatch.setattr(made, "_popen", lambda child, spare=False: FakeProcess(dead=True))
     for child in made.children.values():
         spawn(child)
     return made
@@ -291,3 +297,39 @@ def test_components_restart_with_the_supervisors_back_off_by_default() -> None:
     spec = ComponentSpec("worker-1", ("worker",), 1)
     assert [spec.restart_delay(n) for n in range(1, 8)] == [0.5, 1, 2, 4, 8, 10, 10]
     assert supervisor_backoff_s(1) == 0.5
+
+
+def test_a_warm_component_is_replaced_by_its_spare_after_the_restart_delay(
+    supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the poller with a warm spare waiting (the Lambda service's idle environment)
+    import signal as signals
+
+    write_deployment(supervisor.config, CLOUD_RETRY)
+    spares: list[FakeProcess] = []
+
+    def popen(child: Any, spare: bool = False) -> FakeProcess:
+        spares.append(FakeProcess(dead=False))
+        return spares[-1]
+
+    monkeypatch.setattr(supervisor, "_popen", popen)
+    child = supervisor.children["poller"]
+    assert child.spec.warm
+    child.process = FakeProcess(dead=False)
+    supervisor._keep_spare(child)  # as every (re)start does
+    waiting = child.spare
+    assert waiting is spares[0] and waiting.signals == []
+    # When the poller dies, Then the spare waits out the state machine's retry delay ...
+    child.process = FakeProcess(dead=True)
+    supervisor.check()
+    assert child.restart_at == supervisor.clock() + 1 and child.process is not waiting
+    # ... and then takes its place (activated by SIGUSR1), and a new spare is started
+    supervisor.clock.now = child.restart_at  # type: ignore[attr-defined]
+    supervisor.check()
+    assert child.process is waiting and waiting.signals == [signals.SIGUSR1]
+    assert child.spare is spares[1] and child.restarts == 1
+    assert "restarted poller (pid 4242, restart 1, warm)" in supervisor.sink.lines  # type: ignore[attr-defined]
+    # And the Lambda workers are warm too, replaced at once; the ECS worker and the API are not
+    specs = {s.name: s for s in default_components(supervisor.config)}
+    assert specs["worker-1"].warm and specs["worker-1"].restart_delay(1) == 0.0 and specs["poller-2"].warm
+    assert not specs["ecs-worker"].warm and not specs["api"].warm

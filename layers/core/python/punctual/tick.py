@@ -106,9 +106,18 @@ def count_near_load(store: JobStore, minute: datetime, settings: Settings) -> in
 
 
 def count_recent_near_load(store: JobStore, now: datetime, settings: Settings) -> int:
-    """Near timers due in the last whole minute before ``now``, across every near shard."""
-    last = minute_of(now) - timedelta(minutes=1)
-    return sum(store.count_timers(Lane.NEAR, last, shard) for shard in range(settings.near_shard_count))
+    """Near timers due in the last whole minute before ``now``, across every near shard; or, when
+    there were few (at most the lean poller's bound), in the current minute if it holds more: a
+    workload registered a moment ago is load already (its first minutes would otherwise be planned
+    idle, on one small poller per group)."""
+    current = minute_of(now)
+    last = sum(
+        store.count_timers(Lane.NEAR, current - timedelta(minutes=1), shard)
+        for shard in range(settings.near_shard_count)
+    )
+    if last > settings.lean_max_triggers_per_minute:
+        return last
+    return max(last, sum(store.count_timers(Lane.NEAR, current, shard) for shard in range(settings.near_shard_count)))
 
 
 def drained_behind(store: JobStore, now: datetime, settings: Settings) -> bool:
