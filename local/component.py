@@ -188,8 +188,11 @@ def activated(config: LocalConfig, name: str, stop: threading.Event) -> bool:
     file as ``name``; False if it is stopped first. Anything else goes straight on."""
     if not spare():
         return True
-    go = threading.Event()
-    signal.signal(signal.SIGUSR1, lambda signum, frame: go.set())
+    main = sys.modules.get("__main__")
+    go = getattr(main, "ACTIVATED", None)  # set up by local/__main__.py before the imports
+    if not isinstance(go, threading.Event):
+        go = threading.Event()
+        signal.signal(signal.SIGUSR1, lambda signum, frame: go.set())
     while not go.wait(0.2):
         if stop.is_set():
             return False

@@ -46,5 +46,5 @@ def choose_victim(
     it is not running), a busy one when there is one; None when none is up."""
     candidates = [name for name in PHASES[phase] if (up := up_s(name)) is not None and up >= UP_S]
     rng.shuffle(candidates)
-    working = [name for name in candidates if busy(name)]
-    return (working or candidates or [None])[0]
+    pool = [name for name in candidates if busy(name)] or candidates
+    return pool[0] if pool else None
