@@ -115,14 +115,18 @@ TABLE_THROTTLE_ALARM_EVENTS: Final = 1  # any throttled request in a minute is w
 QUEUE_COUNT: Final = 1
 MAX_QUEUE_COUNT: Final = 10
 MAX_RECEIVE_COUNT: Final = 5
-# The message's visibility IS the Lambda worker's lease: the worker writes no lease timer (that
-# saves a write per trigger), so a crashed invocation's slot comes back when its message turns
-# visible again. The function timeout plus a minute keeps that recovery under 16 minutes. AWS's
-# usual advice of 6x the function timeout guards against a second delivery while the event
-# source retries a throttled invocation; here a second delivery is harmless, because the
-# worker's conditional claim drops it (or waits while the first attempt's lease is live).
+# The event source mapping requires the queue's visibility timeout to be at least the function's
+# timeout: the function timeout plus a minute. It is not the lease: the worker sets each message's
+# visibility to its lease of seconds as its batch arrives, and renews it while the run lasts
+# (punctual.execution.batch), so a crashed invocation's messages come back within seconds. Only a
+# batch whose worker died before its handler ran waits for this timeout (the pollers re-send its
+# slots meanwhile: punctual.polling.resend). AWS's usual advice of 6x the function timeout guards
+# against a second delivery while the event source retries a throttled invocation; here a second
+# delivery is harmless, because the worker's conditional claim drops it (or waits while the first
+# attempt's lease is live).
 SHORT_QUEUE_VISIBILITY_TIMEOUT_S: Final = WORKER_TIMEOUT_S + 60
-# The ECS worker extends visibility with its heartbeats; this is the first slice of a long job.
+# The ECS worker's receive asks for its lease of visibility and its heartbeats renew it: this
+# only applies to a message received by something else.
 LONG_QUEUE_VISIBILITY_TIMEOUT_S: Final = 900
 QUEUE_RETENTION_DAYS: Final = 4
 DLQ_RETENTION_DAYS: Final = 14
@@ -152,8 +156,6 @@ ECS_BURST_TASKS_MAX: Final = 0
 # What one burst task drains a second per vCPU (bench/capacity.py: 644 messages/s for 1 vCPU with
 # 32 threads, CPU-bound with the LEASE write): the tick's planner sizes the burst with it.
 ECS_BURST_MESSAGES_PER_S_PER_VCPU: Final = 644
-# The burst tasks' lease: the far threshold plus this, so their LEASE timers are far timers.
-ECS_BURST_LEASE_MARGIN_S: Final = 60
 # Alarm when fewer burst tasks run than asked for, this many minutes in a row (a replaced task
 # takes a minute or two to start).
 ECS_BURST_SHORT_ALARM_PERIODS: Final = 5

@@ -168,7 +168,7 @@ class MinuteScheduler:
 
         def sized() -> dict[str, Any]:
             try:
-                return plan_minute(minute, self.settings, self.store)
+                return plan_minute(minute, self.settings, self.store, previous=self.previous_plan(minute))
             except Exception:  # as the tick does: never block a minute on its sizing
                 log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
                 return plan_minute(minute, self.settings)
@@ -192,6 +192,17 @@ class MinuteScheduler:
             self.replica,
             len(plan["groups"]),
         )
+
+    def previous_plan(self, minute: datetime) -> dict[str, Any] | None:
+        """The plan of the minute before (what the tick reads from its execution's input)."""
+        if self.plans is None:
+            return None
+        from punctual.tick import execution_name
+
+        try:
+            return dict(json.loads((self.plans / f"{execution_name(minute - MINUTE)}.json").read_text()))
+        except (OSError, ValueError):
+            return None
 
     def _context(self) -> LambdaContext:
         """A fresh invocation's context, cut at once if local mode is stopping."""
@@ -295,7 +306,7 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "poller", replic
         return
     retried = ", ".join(f"{'|'.join(r.errors)} up to {r.max_attempts}x" for r in retriers)
     log.info(
-        "%s (replica %d): %d far + %d near shards, lead %ss, grace %ss, retried as the state machine does: %s",
+        "%s (replica %d): %d far + %d near shards, lead %ss, grace %ss, retried as the state machine: %s",
         name,
         replica,
         scheduler.settings.shard_count,

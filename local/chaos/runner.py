@@ -45,6 +45,7 @@ from local.chaos.workload import Scale, Workload, plan_jobs, plan_mutations
 from local.config import DEFAULT_STATE_DIR
 
 TENANT = "chaos"
+WARM_UP_S = 150.0  # the longest a sustained-fault phase waits for a minute planned on its load
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,8 @@ class ChaosRun:
             for name, component in (("worker-chaos", "worker"), ("ecs-chaos", "ecs-worker")):
                 self.processes[name] = self.own_process(component, name, rng.randrange(1 << 30))
                 self.processes[name].start()
+            if config.phase:
+                self.warm_up()
             skew_seed = rng.randrange(1 << 30)
 
             def make_skewed(offset: float) -> ChaosProcess:
@@ -227,6 +230,26 @@ class ChaosRun:
                 process.stop(timeout_s=10)
             self.local.stop()
         return judge_dir(self.run_dir)
+
+    def warm_up(self, bound_s: float = WARM_UP_S) -> None:
+        """A sustained-fault phase starts on a deployment that is running its load: once a minute
+        is planned with it (two pollers per group; a minute after a fresh registration or an idle
+        one is planned idle, with one), at most ``bound_s``."""
+        plans = self.local_state / "run" / "minutes"
+        started = time.monotonic()
+        while time.monotonic() - started < bound_s:
+            now = datetime.now(UTC).strftime("m-%Y%m%dT%H%M")
+            for path in sorted(plans.glob("m-*.json")):
+                try:
+                    plan = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    continue
+                if path.stem >= now and len(plan.get("pollers", [])) > len(plan.get("groups", [])):
+                    self.echo(f"chaos: {path.stem} runs two pollers per group: the faults start")
+                    self.ledger.write("phase", name="warm")
+                    return
+            time.sleep(1.0)
+        self.echo(f"chaos: no minute with two pollers per group after {bound_s:.0f}s: starting anyway")
 
     # ------------------------------------------------------------------ settle and collect
 

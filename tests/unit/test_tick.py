@@ -118,6 +118,26 @@ def test_a_workload_registered_this_minute_is_load_already() -> None:
     assert plan["poller"] == "standard" and len(plan["pollers"]) == 2
 
 
+def test_an_idle_reading_after_a_loaded_one_keeps_the_standard_poller() -> None:
+    # Given a minute whose last readings are idle (the pollers were down: the rate chains stalled)
+    settings = Settings(shard_count=16, near_shard_count=4, load_sample_shards=16)
+    store = MemoryStore()
+    minute = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
+    now = minute - timedelta(seconds=10)
+    alone = plan_minute(minute, settings, store, random.Random(1), now=now)
+    assert alone["poller"] == "lean" and len(alone["pollers"]) == 1
+    # When the minute before was planned on a load (its plan read 500 near timers)
+    before = {"poller": "standard", "estimated_far_timers": 0, "recent_near_timers": 500}
+    plan = plan_minute(minute, settings, store, random.Random(1), now=now, previous=before)
+    # Then this one is not idle yet: standard, two pollers per group; two idle readings make it lean
+    assert plan["poller"] == "standard" and len(plan["pollers"]) == 2
+    idle_before = {"poller": "standard", "estimated_far_timers": 0, "recent_near_timers": 3}
+    assert (
+        plan_minute(minute, settings, store, random.Random(1), now=now, previous=idle_before)["poller"]
+        == "lean"
+    )
+
+
 def test_the_lean_poller_only_for_a_known_small_single_group_load() -> None:
     settings = Settings(lean_max_triggers_per_minute=60)
     assert poller_for(0, 1, settings) == "lean"

@@ -35,6 +35,7 @@ import json
 import logging
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -117,7 +118,9 @@ def count_recent_near_load(store: JobStore, now: datetime, settings: Settings) -
     )
     if last > settings.lean_max_triggers_per_minute:
         return last
-    return max(last, sum(store.count_timers(Lane.NEAR, current, shard) for shard in range(settings.near_shard_count)))
+    return max(
+        last, sum(store.count_timers(Lane.NEAR, current, shard) for shard in range(settings.near_shard_count))
+    )
 
 
 def drained_behind(store: JobStore, now: datetime, settings: Settings) -> bool:
@@ -168,11 +171,16 @@ def plan_minute(
     rng: random.Random | None = None,
     now: datetime | None = None,
     recent: RecentLoad | None = None,
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Step Functions input for ``minute``: when the pollers start, which poller, one item per group.
 
     ``now`` (default: the current time) names the last whole minute whose near timers are counted;
     ``recent``, when given, is that reading already made (for an earlier minute of the same tick).
+    ``previous``: the plan of the minute before, when known. An idle (lean) minute takes two idle
+    readings in a row: one minute's reading can be low because the pollers were down (the rate
+    chains stall with them), and a minute so planned would run on one small poller per group
+    just when the group needs its two.
     """
     settings = settings or Settings.from_env()
     minute = minute_of(minute)
@@ -182,7 +190,11 @@ def plan_minute(
     near = recent.near if recent else None
     behind = recent.behind if recent else False
     groups = group_count_for(load + (near or 0), settings)
-    poller = STANDARD if behind else poller_for(None if near is None else load + near, groups, settings)
+    observed = None if near is None else load + near
+    if observed is not None and previous is not None and previous.get("recent_near_timers") is not None:
+        earlier = int(previous.get("estimated_far_timers") or 0) + int(previous["recent_near_timers"])
+        observed = max(observed, earlier)  # idle only if the minute before read idle too
+    poller = STANDARD if behind else poller_for(observed, groups, settings)
     items = [
         {
             "minute": format_instant(minute),
@@ -308,11 +320,16 @@ class Tick:
             return None
 
     def plan(
-        self, minute: datetime, now: datetime | None = None, recent: RecentLoad | None = None
+        self,
+        minute: datetime,
+        now: datetime | None = None,
+        recent: RecentLoad | None = None,
+        previous: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The execution input of ``minute``: sized from its load when the store can tell."""
+        """The execution input of ``minute``: sized from its load when the store can tell
+        (``previous``: the plan of the minute before, when known)."""
         try:
-            chosen = plan_minute(minute, self.settings, self.store, now=now, recent=recent)
+            chosen = plan_minute(minute, self.settings, self.store, now=now, recent=recent, previous=previous)
         except Exception:
             log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
             chosen = plan_minute(minute, self.settings)  # no store: unknown load, the standard poller
@@ -357,13 +374,18 @@ class Tick:
         errors: list[Exception] = []
         recent: RecentLoad | None = None
         plans: dict[datetime, dict[str, Any]] = {}
-        for minute in wanted:
-            if self.exists(execution_name(minute)):
+        known: dict[datetime, dict[str, Any]] = {}  # the plans of the minutes that run already
+        for minute in sorted(wanted):
+            found = self.exists(execution_name(minute))
+            if found is not None:
+                known[minute] = found
                 continue
             try:
                 if recent is None:
                     recent = self.recent_load(now)
-                plans[minute] = self.plan(minute, now, recent)
+                before = minute - timedelta(minutes=1)
+                previous = plans.get(before) or known.get(before)
+                plans[minute] = self.plan(minute, now, recent, previous)
             except Exception as exc:  # plan() falls back by itself: this is a bug, still isolated
                 log.exception("planning %s failed", minute)
                 errors.append(exc)
@@ -405,11 +427,16 @@ class Tick:
             return False  # this minute is already running: the no-op that makes ticks idempotent
         return True
 
-    def exists(self, name: str) -> bool:
-        """Whether an execution ``name`` is known on a machine (a failed look is a no: the
-        minute is then planned, and its start is a no-op if it did exist)."""
-        machines = [m for m in (self.settings.state_machine_arn, self.settings.burst_state_machine_arn) if m]
-        return any(self.started_on(machine, name, quiet=True) for machine in machines)
+    def exists(self, name: str) -> dict[str, Any] | None:
+        """The plan of execution ``name`` when it is known on a machine (its input), else None (a
+        failed look is a no: the minute is then planned, and its start is a no-op if it did exist)."""
+        for machine in [
+            m for m in (self.settings.state_machine_arn, self.settings.burst_state_machine_arn) if m
+        ]:
+            found = self.described(machine, name, quiet=True)
+            if found is not None:
+                return found
+        return None
 
     def machines_for(self, plan: dict[str, Any]) -> tuple[str, str]:
         """The state machine a minute's plan runs on, and the other one ("" when there is one).
@@ -427,18 +454,27 @@ class Tick:
 
     def started_on(self, machine: str, name: str, quiet: bool = False) -> bool:
         """Whether ``machine`` already has the execution ``name`` (a failed look is a no)."""
+        return self.described(machine, name, quiet) is not None
+
+    def described(self, machine: str, name: str, quiet: bool = False) -> dict[str, Any] | None:
+        """The input of ``machine``'s execution ``name`` ({} when unreadable); None when there is
+        none (or the look failed)."""
         execution = machine.replace(":stateMachine:", ":execution:", 1) + ":" + name
         try:
-            self.sfn.describe_execution(executionArn=execution)
+            described = self.sfn.describe_execution(executionArn=execution)
         except self.sfn.exceptions.ExecutionDoesNotExist:
-            return False
+            return None
         except Exception as exc:
             if quiet:
                 log.info("looking for %s failed (%s): planning it", name, type(exc).__name__)
             else:
                 log.exception("looking for %s failed: starting it where its plan says", name)
-            return False
-        return True
+            return None
+        try:
+            plan = json.loads(described.get("input") or "{}")
+        except (TypeError, ValueError):
+            return {}
+        return plan if isinstance(plan, dict) else {}
 
     def size_for_burst(self, plan: dict[str, Any], burst: int) -> None:
         """More pollers for a minute whose burst (slots due at once) needs them to be released
