@@ -142,9 +142,7 @@ def _rig(lane: str, counted: Counted) -> tuple[ManualClock, CountingStore, Count
     return clock, store, queues, job
 
 
-def _worker(
-    lane: str, store: MemoryStore, queues: MemoryQueues, target: Any, clock: ManualClock
-) -> Worker:
+def _worker(lane: str, store: MemoryStore, queues: MemoryQueues, target: Any, clock: ManualClock) -> Worker:
     settings = Settings()
     config = WorkerConfig(
         layout=LAYOUT,
@@ -369,8 +367,8 @@ def main() -> None:
             "reads, sends, next-timer writes and Lambda time)"
         )
         print(
-            f"idle month: ${extra['idle_month_total']:.2f} unchanged (idle minutes keep one poller); a second "
-            f"poller on them too would add ${extra['lean_second_poller_month']:.2f}: "
+            f"idle month: ${extra['idle_month_total']:.2f} unchanged (idle minutes keep one poller); "
+            f"a second poller on them too would add ${extra['lean_second_poller_month']:.2f}: "
             f"${extra['idle_month_if_lean_minutes_had_two']:.2f}"
         )
     else:

@@ -8,6 +8,7 @@ The retriers are the template's (``Retry`` of the poller task, carried by the de
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,37 @@ def test_a_warm_component_is_replaced_by_its_spare_after_the_restart_delay(
     specs = {s.name: s for s in default_components(supervisor.config)}
     assert specs["worker-1"].warm and specs["worker-1"].restart_delay(1) == 0.0 and specs["poller-2"].warm
     assert not specs["ecs-worker"].warm and not specs["api"].warm
+
+
+# --------------------------------------------------------------------------- two poller processes
+
+
+def test_poller_processes_share_each_minutes_plan_and_run_their_own_replica(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from local.poller import start_minute
+
+    monkeypatch.setattr("punctual.composition.Container.store", None)  # no table: unknown load
+    minute = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    # Given two processes that start the same minute, each with its own sizing (the second's
+    # differs, as a table read a moment later can)
+    plans = tmp_path / "minutes"
+    first = start_minute(plans, minute, lambda: {"groups": [{"group": 0}], "pollers": [{"group": 0}]})
+    second = start_minute(plans, minute, lambda: {"groups": [], "pollers": []})
+    # Then the first plan written stands for both (a minute is planned once, as an execution is named)
+    assert first == second == {"groups": [{"group": 0}], "pollers": [{"group": 0}]}
+    # And each process runs its own replica of each group of the plan (a minute with load: two)
+    started: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+    for replica in (0, 1):
+        scheduler = MinuteScheduler(
+            lambda event, context, r=replica: started[r].append(event) or {},
+            120,
+            replica=replica,
+            plans=plans,
+        )
+        scheduler.start(minute + timedelta(minutes=1))
+        for thread in scheduler.threads:
+            thread.join(timeout=10)
+    assert [(e["group"], e.get("replica", 0)) for e in started[0]] == [(0, 0)]
+    assert [(e["group"], e.get("replica", 0)) for e in started[1]] == [(0, 1)]
+    assert (plans / "m-20261130T1001.json").exists()
