@@ -308,7 +308,10 @@ def test_an_idle_minute_runs_on_the_lean_poller_and_nothing_else_does(
     assert len(plan["groups"]) == 1
     if isinstance(store, _NearStore):  # the last whole minute (and, few there, the current one)
         assert datetime(2026, 3, 1, 11, 59, tzinfo=UTC) in store.near_minutes
-        assert store.near_minutes <= {datetime(2026, 3, 1, 11, 59, tzinfo=UTC), datetime(2026, 3, 1, 12, 0, tzinfo=UTC)}
+        assert store.near_minutes <= {
+            datetime(2026, 3, 1, 11, 59, tzinfo=UTC),
+            datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
+        }
 
 
 def test_without_a_lean_poller_every_minute_runs_on_the_standard_one(

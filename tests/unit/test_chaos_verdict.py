@@ -17,8 +17,8 @@ import pytest
 from pytest import approx
 
 from local.chaos import cli
-from local.chaos.ledger import LedgerWriter, load, time_slots
 from local.chaos.lateness import CUT_MID_WAY, DIED_BEFORE_TARGET, UNTOUCHED
+from local.chaos.ledger import LedgerWriter, load, time_slots
 from local.chaos.verdict import MAX_P99_DELAY_S, Bounds, Delays, RunData, Verdict, judge, judge_dir
 from punctual.execution import LEASE_LOST_NOTE
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPolicy
@@ -622,7 +622,9 @@ def test_every_slot_counts_whatever_a_kill_did_to_it_in_its_category(run: RunBui
     assert verdict.reruns is not None and verdict.reruns.count == 2
     assert 7.9 < verdict.reruns.p50 < 8.2 and 8.0 < verdict.reruns.max < 8.2
     assert any(n.startswith("fire delay by category: untouched") for n in verdict.notes)
-    assert any(n.startswith("runs cut mid-way, from the death to the re-run's start: p50 8.") for n in verdict.notes)
+    assert any(
+        n.startswith("runs cut mid-way, from the death to the re-run's start: p50 8.") for n in verdict.notes
+    )
 
 
 def test_slots_a_pause_or_an_update_may_delay_do_not_count(run: RunBuilder) -> None:

@@ -8,8 +8,8 @@ The retriers are the template's (``Retry`` of the poller task, carried by the de
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
