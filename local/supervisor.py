@@ -13,8 +13,10 @@ each runs one of every shard group's two pollers) with the same delays, read fro
 deployment (``poller_retry``, from the template), beyond the retriers' attempts keeping to
 their longest delay (the next minute's execution would start afresh); a worker Lambda process
 is restarted at once (the event source mapping invokes another environment as soon as it has
-messages). The ECS worker keeps the back-off: a service replaces a stopped task in about a
-minute, but it runs several, and local mode has one.
+messages). The ECS worker is replaced after a second: a service replaces a stopped task in
+about a minute, but it runs several, and local mode has one, standing for the others. Each is
+replaced from a warm spare kept waiting (ComponentSpec.warm), as the Lambda service keeps idle
+environments: a restart costs its delay, not a cold start.
 
 Burst workers: the supervisor also obeys the predictive-scaling planner (:mod:`local.scaling`,
 run in the poller process): it starts ``burst-1``, ``burst-2``, ... worker processes when the
@@ -63,6 +65,13 @@ def lambda_restart_s(restart: int) -> float:
     return 0.0
 
 
+def ecs_restart_s(restart: int) -> float:
+    """The ECS worker: a service runs several tasks, and another takes a dead one's messages as
+    they come back (within their lease); local mode has one, replaced from a warm spare after a
+    second (a replacement Fargate task takes about a minute to start)."""
+    return 1.0
+
+
 def state_machine_backoff(config: LocalConfig) -> RestartDelay:
     """Restart delays of the poller: the state machine's retrier for a poller that died.
 
@@ -107,7 +116,9 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
         ComponentSpec("receiver", ("receiver",), 3),
         ComponentSpec("api", ("api",), 0),
         ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config), warm=True),
-        ComponentSpec("ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0),
+        ComponentSpec(
+            "ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0, restart_delay=ecs_restart_s, warm=True
+        ),
     ]
     for replica in range(1, config.pollers):  # each shard group's other pollers, in processes of their own
         name = f"poller-{replica + 1}"

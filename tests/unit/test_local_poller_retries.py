@@ -330,10 +330,12 @@ def test_a_warm_component_is_replaced_by_its_spare_after_the_restart_delay(
     assert child.process is waiting and waiting.signals == [signals.SIGUSR1]
     assert child.spare is spares[1] and child.restarts == 1
     assert "restarted poller (pid 4242, restart 1, warm)" in supervisor.sink.lines  # type: ignore[attr-defined]
-    # And the Lambda workers are warm too, replaced at once; the ECS worker and the API are not
+    # And the Lambda workers are warm too, replaced at once, the ECS worker after a second (standing
+    # for a service's other tasks); the API is not
     specs = {s.name: s for s in default_components(supervisor.config)}
     assert specs["worker-1"].warm and specs["worker-1"].restart_delay(1) == 0.0 and specs["poller-2"].warm
-    assert not specs["ecs-worker"].warm and not specs["api"].warm
+    assert specs["ecs-worker"].warm and specs["ecs-worker"].restart_delay(5) == 1.0
+    assert not specs["api"].warm
 
 
 # --------------------------------------------------------------------------- two poller processes
