@@ -1,16 +1,18 @@
-"""``python -m local ...`` is ``punctual-local ...`` (the supervisor starts components this way)."""
+"""``python -m local ...`` is ``punctual-local ...`` (the supervisor starts components this way).
+
+With ``PUNCTUAL_LOCAL_ZYGOTE=1`` the process is a component's zygote instead (:mod:`local.zygote`):
+prepared once, it forks a fresh child running the component for each start the supervisor asks for.
+"""
 
 import os
-import signal
 import sys
-import threading
 
-# A warm spare may be activated (SIGUSR1) while it is still importing: remember it from the start,
-# rather than die of the signal's default action (local.component.activated waits on this).
-ACTIVATED = threading.Event()
-if os.environ.get("PUNCTUAL_LOCAL_SPARE") == "1":
-    signal.signal(signal.SIGUSR1, lambda signum, frame: ACTIVATED.set())
+if os.environ.get("PUNCTUAL_LOCAL_ZYGOTE") == "1":
+    from local.cli import main
+    from local.zygote import serve
 
-from local.cli import main  # noqa: E402  (after the handler: the imports take seconds)
+    sys.exit(serve(sys.argv[1:], main))
+
+from local.cli import main
 
 sys.exit(main())

@@ -27,9 +27,7 @@ from local.resources import Deployment, function_environment, resources_exist
 
 SUPERVISED_ENV = "PUNCTUAL_LOCAL_SUPERVISED"
 COMPONENT_ENV = "PUNCTUAL_LOCAL_COMPONENT"
-# A warm spare (the Lambda service's idle execution environment): started, imported and prepared,
-# it waits for SIGUSR1 from the supervisor before it takes its component's place (activated()).
-SPARE_ENV = "PUNCTUAL_LOCAL_SPARE"
+
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 DEPLOYMENT_WAIT_S = 180.0  # the first start may synthesise the template (~10 s) on a busy machine
 
@@ -110,6 +108,8 @@ def wait_for_deployment(config: LocalConfig, timeout_s: float = DEPLOYMENT_WAIT_
         deployment = read_deployment(config)
         current = deployment is not None and deployment.endpoint == config.aws_endpoint
         if deployment is not None and current and resources_exist(deployment, dynamodb, sqs):
+            dynamodb.close()  # no connection left open (a zygote forks after this: local.zygote)
+            sqs.close()
             return deployment
         if time.monotonic() >= deadline:
             raise LocalModeError(
@@ -178,29 +178,6 @@ class LambdaContext:
         self._cut.set()
 
 
-def spare() -> bool:
-    return os.environ.get(SPARE_ENV) == "1"
-
-
-def activated(config: LocalConfig, name: str, stop: threading.Event) -> bool:
-    """Where a component's start-up ends and its work begins. A warm spare waits here (imports
-    done, deployment read, handler loaded) until the supervisor activates it, then writes its pid
-    file as ``name``; False if it is stopped first. Anything else goes straight on."""
-    if not spare():
-        return True
-    main = sys.modules.get("__main__")
-    go = getattr(main, "ACTIVATED", None)  # set up by local/__main__.py before the imports
-    if not isinstance(go, threading.Event):
-        go = threading.Event()
-        signal.signal(signal.SIGUSR1, lambda signum, frame: go.set())
-    while not go.wait(0.2):
-        if stop.is_set():
-            return False
-    write_pid(config, name)
-    log.info("warm spare of %s activated", name)
-    return True
-
-
 def run_component(name: str, body: Any, config: LocalConfig) -> int:
     """Run ``body(config, stop)`` as component ``name``: logging, pid file, errors as one line."""
     configure_logging(config)
@@ -208,8 +185,7 @@ def run_component(name: str, body: Any, config: LocalConfig) -> int:
     from local.chaos.faults.throttle import install_from_env
 
     install_from_env()  # PUNCTUAL_FAULT_THROTTLE_RATE: chaos by hand; a no-op unless asked for
-    if not spare():  # a warm spare writes its pid file once it is activated
-        write_pid(config, name)
+    write_pid(config, name)
     stop = stop_event()
     try:
         body(config, stop)

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 
-from local.component import activated, prepare, wait_for_deployment
+from local.component import prepare, wait_for_deployment
 from local.config import LocalConfig
 
 log = logging.getLogger("local.ecs")
@@ -26,9 +26,6 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
     os.environ["PUNCTUAL_WORKER_GRACE_S"] = LOCAL_GRACE_S
     os.environ.setdefault("PUNCTUAL_WORKER_WAIT_S", LOCAL_WAIT_S)
     from punctual import worker_service
-
-    if not activated(config, "ecs-worker", stop):  # a warm spare waits here, imported
-        return
 
     # worker_service installs its own SIGTERM/SIGINT handlers (drain, then exit 0).
     # Ours stays reachable through `stop` only when the supervisor disappears.

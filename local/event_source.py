@@ -31,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from local.component import LambdaContext, activated, load_handler, prepare
+from local.component import LambdaContext, load_handler, prepare
 from local.config import REGION, LocalConfig
 
 log = logging.getLogger("local.event_source")
@@ -170,11 +170,6 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "worker") -> Non
     deployment = prepare(config)
     handler = load_handler("worker")
     sqs = boto3.client("sqs")
-    warm = getattr(handler, "batch", None)
-    if callable(warm):
-        warm()  # the worker, its clients and lease keeper: what a warm execution environment holds
-    if not activated(config, name, stop):  # a warm spare waits here, ready
-        return
     inflight = config.inflight_file(name)
     inflight.unlink(missing_ok=True)  # a killed predecessor's batch comes back within its lease
     queues = [(url, deployment.queue_arns[url]) for url in deployment.short_queue_urls]

@@ -40,7 +40,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from local.component import LambdaContext, activated, load_handler, prepare
+from local.component import LambdaContext, load_handler, prepare
 from local.config import LocalConfig
 from local.retriers import Attempts, Retrier, error_name, retriers_from
 from local.scaling import LocalScaler
@@ -302,8 +302,6 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "poller", replic
         replica=replica,
         plans=config.run_dir / "minutes",
     )
-    if not activated(config, name, stop):  # a warm spare waits here, ready
-        return
     retried = ", ".join(f"{'|'.join(r.errors)} up to {r.max_attempts}x" for r in retriers)
     log.info(
         "%s (replica %d): %d far + %d near shards, lead %ss, grace %ss, retried as the state machine: %s",

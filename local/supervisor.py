@@ -15,8 +15,9 @@ their longest delay (the next minute's execution would start afresh); a worker L
 is restarted at once (the event source mapping invokes another environment as soon as it has
 messages). The ECS worker is replaced after a second: a service replaces a stopped task in
 about a minute, but it runs several, and local mode has one, standing for the others. Each is
-replaced from a warm spare kept waiting (ComponentSpec.warm), as the Lambda service keeps idle
-environments: a restart costs its delay, not a cold start.
+started by forking its zygote (ComponentSpec.warm, local.zygote: a process kept imported and
+prepared), as the Lambda service keeps idle environments: a restart costs its delay, not a cold
+start.
 
 Burst workers: the supervisor also obeys the predictive-scaling planner (:mod:`local.scaling`,
 run in the poller process): it starts ``burst-1``, ``burst-2``, ... worker processes when the
@@ -38,11 +39,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from queue import Empty, Queue
 
-from local.component import SPARE_ENV, SUPERVISED_ENV, read_deployment
+from local.component import SUPERVISED_ENV, read_deployment
 from local.config import LocalConfig
 from local.logs import Entry, LogSink, parse_line
 from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
 from local.scaling import BURST_PREFIX, desired_burst_workers
+from local.zygote import FORK, ZYGOTE_ENV, Forked
+from local.zygote import PREFIX as ZYGOTE_PREFIX
 
 SCALE_CHECK_S = 0.5  # how often the desired burst workers are read
 RESTART_MIN_S = 0.5
@@ -67,7 +70,7 @@ def lambda_restart_s(restart: int) -> float:
 
 def ecs_restart_s(restart: int) -> float:
     """The ECS worker: a service runs several tasks, and another takes a dead one's messages as
-    they come back (within their lease); local mode has one, replaced from a warm spare after a
+    they come back (within their lease); local mode has one, forked again from its zygote after a
     second (a replacement Fargate task takes about a minute to start)."""
     return 1.0
 
@@ -103,9 +106,8 @@ class ComponentSpec:
     stop_stage: int  # lower stops first
     stop_timeout_s: float = 10.0
     restart_delay: RestartDelay = supervisor_backoff_s
-    # Keep a warm spare (started and waiting, :func:`local.component.activated`) that takes the
-    # component's place when it dies: the Lambda service's idle execution environment, so that a
-    # restart costs the restart delay, not a cold start (seconds of imports on a busy machine).
+    # Started by forking a zygote kept prepared (local.zygote): the Lambda service's idle execution
+    # environment, so that a restart costs its delay, not a cold start (seconds of imports).
     warm: bool = False
 
 
@@ -137,7 +139,7 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
 @dataclass
 class Child:
     spec: ComponentSpec
-    process: subprocess.Popen[bytes] | None = None
+    process: subprocess.Popen[bytes] | Forked | None = None
     started_at: float = 0.0
     restarts: int = 0
     failures_in_a_row: int = 0  # exits since it last ran HEALTHY_AFTER_S
@@ -145,7 +147,8 @@ class Child:
     reader: threading.Thread | None = None
     exits: list[str] = field(default_factory=list)
     retiring_until: float | None = None  # a burst worker scaled back: SIGTERM sent, gone by then
-    spare: subprocess.Popen[bytes] | None = None  # a warm spare, waiting (ComponentSpec.warm)
+    zygote: subprocess.Popen[bytes] | None = None  # a warm component's (ComponentSpec.warm)
+    forks: dict[int, Forked] = field(default_factory=dict)  # its children the zygote reported
 
     @property
     def pid(self) -> int | None:
@@ -154,6 +157,16 @@ class Child:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _burst_index(name: str) -> int:
@@ -191,6 +204,7 @@ class Supervisor:
         self.on_restart: list[Callable[[str], None]] = []
         self.clock: Callable[[], float] = time.monotonic
         self._next_scale_at = 0.0
+        self._forks_lock = threading.Lock()
 
     # ------------------------------------------------------------------ processes
 
@@ -202,56 +216,81 @@ class Supervisor:
         env.pop("AWS_ENDPOINT_URL", None)  # each child sets its own, to this run's moto
         return env
 
-    def _popen(self, child: Child, spare: bool = False) -> subprocess.Popen[bytes]:
+    def _popen(self, child: Child, zygote: bool = False) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "local", *child.spec.args]
         env = self._env()
-        if spare:
-            env[SPARE_ENV] = "1"
+        if zygote:
+            env[ZYGOTE_ENV] = "1"
         process = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if zygote else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=env,
             close_fds=True,
         )
         reader = threading.Thread(
-            target=self._read, args=(child.spec.name, process), name=f"log-{child.spec.name}", daemon=True
+            target=self._read,
+            args=(child.spec.name, process, child if zygote else None),
+            name=f"log-{child.spec.name}",
+            daemon=True,
         )
         reader.start()
-        if not spare:
+        if not zygote:
             child.reader = reader
         return process
 
     def _spawn(self, child: Child) -> None:
-        child.process = self._popen(child)
+        child.process = self._fork(child) if child.spec.warm else self._popen(child)
         child.started_at = self.clock()
         child.restart_at = None
-        self._keep_spare(child)
 
-    def _keep_spare(self, child: Child) -> None:
-        """A warm component has a spare waiting from each (re)start on (a spare that died is
-        replaced by a cold start at the next restart)."""
-        if child.spec.warm and not self.stopping and (child.spare is None or child.spare.poll() is not None):
-            child.spare = self._popen(child, spare=True)
+    def _fork(self, child: Child) -> Forked | subprocess.Popen[bytes]:
+        """A warm start: ask the component's zygote for a child (the zygote started first when it
+        is not running); a cold start when it cannot be asked."""
+        zygote = child.zygote
+        if zygote is None or zygote.poll() is not None:
+            zygote = child.zygote = self._popen(child, zygote=True)
+        forked = Forked(zygote.pid)
+        with self._forks_lock:
+            child.forks[-1] = forked  # the zygote's next "forked" line names it
+        try:
+            assert zygote.stdin is not None
+            zygote.stdin.write(FORK.encode())
+            zygote.stdin.flush()
+        except (OSError, AssertionError):
+            with self._forks_lock:
+                child.forks.pop(-1, None)
+            return self._popen(child)
+        return forked
 
-    def _activate_spare(self, child: Child) -> bool:
-        """Put the waiting spare in the dead process's place (True), if there is one."""
-        spare = child.spare
-        if spare is None or spare.poll() is not None:
-            return False
-        spare.send_signal(signal.SIGUSR1)
-        child.process, child.spare = spare, None
-        child.started_at = self.clock()
-        child.restart_at = None
-        self._keep_spare(child)
-        return True
+    def _zygote_said(self, child: Child, words: list[str]) -> None:
+        """``forked PID`` or ``exited PID CODE``, from a component's zygote."""
+        with self._forks_lock:
+            if words[0] == "forked":
+                forked = child.forks.pop(-1, None)
+                if forked is not None:
+                    forked.forked(int(words[1]))
+                    child.forks[int(words[1])] = forked
+            elif words[0] == "exited":
+                exited = child.forks.pop(int(words[1]), None)
+                if exited is not None:
+                    exited.exited(int(words[2]))
 
-    def _read(self, name: str, process: subprocess.Popen[bytes]) -> None:
+    def _read(self, name: str, process: subprocess.Popen[bytes], zygote_of: Child | None = None) -> None:
         assert process.stdout is not None
         for raw in iter(process.stdout.readline, b""):
-            self.lines.put(parse_line(name, raw.decode("utf-8", "replace")))
+            text = raw.decode("utf-8", "replace")
+            if zygote_of is not None and text.startswith(ZYGOTE_PREFIX):
+                self._zygote_said(zygote_of, text[len(ZYGOTE_PREFIX) :].split())
+                continue
+            self.lines.put(parse_line(name, text))
         process.stdout.close()
+        if zygote_of is not None:  # the zygote is gone: its children it never reported are too
+            with self._forks_lock:
+                for forked in zygote_of.forks.values():
+                    if forked.returncode is None and (forked.pid is None or not _alive(forked.pid)):
+                        forked.exited(-signal.SIGKILL)
 
     def start(self) -> None:
         self.config.run_dir.mkdir(parents=True, exist_ok=True)
@@ -329,14 +368,10 @@ class Supervisor:
                 exited = f"{child.spec.name} (pid {child.pid}) {describe_exit(code)}"
                 self.sink.warning(f"{exited}; restarting in {delay_s:.1f}s")
             elif now >= child.restart_at:
-                warm = self._activate_spare(child)
-                if not warm:
-                    self._spawn(child)
+                self._spawn(child)
                 child.restarts += 1
-                how = ", warm" if warm else ""
-                self.sink.info(
-                    f"restarted {child.spec.name} (pid {child.pid}, restart {child.restarts}{how})"
-                )
+                how = ", forked from its zygote" if child.spec.warm else f", pid {child.pid}"
+                self.sink.info(f"restarted {child.spec.name} (restart {child.restarts}{how})")
                 for callback in self.on_restart:
                     callback(child.spec.name)
 
@@ -356,10 +391,6 @@ class Supervisor:
     def stop(self) -> None:
         """Stop every child in stages (SIGTERM, then SIGKILL after its timeout)."""
         self.stopping = True
-        for child in self.children.values():  # spares first: they hold nothing
-            if child.spare is not None and child.spare.poll() is None:
-                child.spare.kill()
-                child.spare.wait()
         for stage in sorted({c.spec.stop_stage for c in self.children.values()}):
             group = [c for c in self.children.values() if c.spec.stop_stage == stage and c.running]
             for child in group:
@@ -375,8 +406,16 @@ class Supervisor:
                         f"{child.spec.name} did not stop in {child.spec.stop_timeout_s:.0f}s: killing it"
                     )
                     child.process.kill()
-                    child.process.wait()
-                self.sink.info(f"stopped {child.spec.name} ({describe_exit(child.process.returncode)})")
+                    child.process.wait(timeout=10)
+                code = child.process.returncode
+                self.sink.info(f"stopped {child.spec.name} ({describe_exit(code if code is not None else -9)})")
+        for child in self.children.values():  # the zygotes last: they reaped the components
+            if child.zygote is not None and child.zygote.poll() is None:
+                child.zygote.terminate()
+                try:
+                    child.zygote.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    child.zygote.kill()
         for child in self.children.values():
             if child.reader is not None:
                 child.reader.join(timeout=2)

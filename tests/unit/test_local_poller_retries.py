@@ -244,8 +244,6 @@ def supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Supervisor:
         child.restart_at = None
 
     monkeypatch.setattr(made, "_spawn", spawn)
-    # Warm spares (ComponentSpec.warm) die at once too here: every restart is a cold one.
-    monkeypatch.setattr(made, "_popen", lambda child, spare=False: FakeProcess(dead=True))
     for child in made.children.values():
         spawn(child)
     return made
@@ -300,37 +298,51 @@ def test_components_restart_with_the_supervisors_back_off_by_default() -> None:
     assert supervisor_backoff_s(1) == 0.5
 
 
-def test_a_warm_component_is_replaced_by_its_spare_after_the_restart_delay(
+def test_a_warm_component_is_started_by_forking_its_zygote_and_restarted_after_the_delay(
     supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given the poller with a warm spare waiting (the Lambda service's idle environment)
-    import signal as signals
+    # Given the poller, a warm component: its zygote (a process kept imported and prepared) forks it
+    import io
+
+    from local.zygote import Forked
 
     write_deployment(supervisor.config, CLOUD_RETRY)
-    spares: list[FakeProcess] = []
 
-    def popen(child: Any, spare: bool = False) -> FakeProcess:
-        spares.append(FakeProcess(dead=False))
-        return spares[-1]
+    class Zygote(FakeProcess):
+        def __init__(self) -> None:
+            super().__init__(dead=False)
+            self.stdin = io.BytesIO()
+
+    zygotes: list[Zygote] = []
+
+    def popen(child: Any, zygote: bool = False) -> Any:
+        if not zygote:  # a cold start (the API here)
+            assert not child.spec.warm, "a warm component is never started cold while its zygote runs"
+            return FakeProcess(dead=False)
+        zygotes.append(Zygote())
+        return zygotes[-1]
 
     monkeypatch.setattr(supervisor, "_popen", popen)
     child = supervisor.children["poller"]
     assert child.spec.warm
-    child.process = FakeProcess(dead=False)
-    supervisor._keep_spare(child)  # as every (re)start does
-    waiting = child.spare
-    assert waiting is spares[0] and waiting.signals == []
-    # When the poller dies, Then the spare waits out the state machine's retry delay ...
-    child.process = FakeProcess(dead=True)
+    Supervisor._spawn(supervisor, child)  # (the fixture's _spawn stands in for cold starts)
+    forked = child.process
+    assert isinstance(forked, Forked) and zygotes[0].stdin.getvalue() == b"fork\n"
+    supervisor._zygote_said(child, ["forked", "4242"])
+    assert forked.pid == 4242 and forked.poll() is None
+    # When it is killed (its zygote reaps it and says so)
+    supervisor._zygote_said(child, ["exited", "4242", "-9"])
+    assert forked.poll() == -9
     supervisor.check()
-    assert child.restart_at == supervisor.clock() + 1 and child.process is not waiting
-    # ... and then takes its place (activated by SIGUSR1), and a new spare is started
+    # Then it is restarted after the state machine's retry delay, by another fork of the same zygote
+    assert child.restart_at == supervisor.clock() + 1
     supervisor.clock.now = child.restart_at  # type: ignore[attr-defined]
+    monkeypatch.setattr(supervisor, "_spawn", lambda c: Supervisor._spawn(supervisor, c))
     supervisor.check()
-    assert child.process is waiting and waiting.signals == [signals.SIGUSR1]
-    assert child.spare is spares[1] and child.restarts == 1
-    assert "restarted poller (pid 4242, restart 1, warm)" in supervisor.sink.lines  # type: ignore[attr-defined]
-    # And the Lambda workers are warm too, replaced at once, the ECS worker after a second (standing
+    assert len(zygotes) == 1 and zygotes[0].stdin.getvalue() == b"fork\nfork\n"
+    assert isinstance(child.process, Forked) and child.process is not forked and child.restarts == 1
+    assert "restarted poller (restart 1, forked from its zygote)" in supervisor.sink.lines  # type: ignore[attr-defined]
+    # And the Lambda workers are warm too, restarted at once, the ECS worker after a second (standing
     # for a service's other tasks); the API is not
     specs = {s.name: s for s in default_components(supervisor.config)}
     assert specs["worker-1"].warm and specs["worker-1"].restart_delay(1) == 0.0 and specs["poller-2"].warm
