@@ -297,7 +297,8 @@ class Supervisor:
         self.config.pid_file("supervisor").write_text(f"{os.getpid()}\n")
         for child in self.children.values():
             self._spawn(child)
-            self.sink.info(f"started {child.spec.name} (pid {child.pid})")
+            how = "forked from its zygote" if child.spec.warm else f"pid {child.pid}"
+            self.sink.info(f"started {child.spec.name} ({how})")
 
     # ------------------------------------------------------------------ burst workers
 
