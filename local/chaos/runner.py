@@ -46,6 +46,7 @@ from local.config import DEFAULT_STATE_DIR
 
 TENANT = "chaos"
 WARM_UP_S = 150.0  # the longest a sustained-fault phase waits for a minute planned on its load
+PHASE_WORKERS = 3  # worker Lambda processes in a sustained-fault phase (the mixed run has 2 + its own)
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,13 @@ class ChaosRun:
         rng = random.Random(config.seed)
         template = chaos_template(self.run_dir, config.visibility_s)
         self.echo(f"chaos: seed {config.seed}, {config.seconds:.0f}s of faults, state in {self.run_dir}")
-        self.local = harness.start(self.local_state, "--no-demo", "--template", str(template), tenant=TENANT)
+        # A sustained-fault phase injects no throttling, so the driver's own (throttled) processes
+        # are not needed: local mode runs one more worker Lambda process instead, and every worker
+        # the phase kills is restarted as the cloud would (supervised, forked from its zygote).
+        extra = ("--workers", str(PHASE_WORKERS)) if config.phase else ()
+        self.local = harness.start(
+            self.local_state, "--no-demo", "--template", str(template), *extra, tenant=TENANT
+        )
         follower = ReceiverFollower(self.local.receiver_url)
         try:
             self.local.wait_ready()
@@ -185,8 +192,10 @@ class ChaosRun:
             workload.register(jobs)
             self.ledger.write("phase", name="registered")
             for name, component in (("worker-chaos", "worker"), ("ecs-chaos", "ecs-worker")):
-                self.processes[name] = self.own_process(component, name, rng.randrange(1 << 30))
-                self.processes[name].start()
+                seed = rng.randrange(1 << 30)  # (drawn either way: a seed gives the same plan)
+                if not config.phase:
+                    self.processes[name] = self.own_process(component, name, seed)
+                    self.processes[name].start()
             if config.phase:
                 self.warm_up()
             skew_seed = rng.randrange(1 << 30)

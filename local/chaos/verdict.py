@@ -107,7 +107,7 @@ from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPoli
 from punctual.retries import next_retry_at, seeded_random
 from punctual.schedules import jitter_offset_s, parse_schedule
 
-LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-chaos")
+LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-3", "worker-chaos")
 ECS_WORKERS = ("ecs-worker", "ecs-chaos")
 TIME_KINDS = ("rate", "slow", "cron", "pair", "at", "flaky", "doomed", "ecs", "backfill")
 SUPERSEDED_MARK = "(superseded)"

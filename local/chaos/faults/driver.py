@@ -64,8 +64,8 @@ from local.chaos.faults.procs import ChaosProcess
 from local.chaos.ledger import LedgerWriter
 from local.chaos.workload import Mutation, Workload
 
-SUPERVISED = ("poller", "poller-2", "worker-1", "worker-2", "ecs-worker")
-LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-chaos")
+SUPERVISED = ("poller", "poller-2", "worker-1", "worker-2", "worker-3", "ecs-worker")
+LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-3", "worker-chaos")
 LAMBDA_TARGET = "a Lambda worker"
 OWN = ("poller-skewed", "worker-chaos", "ecs-chaos")
 KILL_WEIGHTS = {
@@ -421,7 +421,7 @@ class FaultDriver:
         from local.chaos.faults.sustained import SUSTAINED, choose_victim
 
         if fault.mode == SUSTAINED:  # a sustained-fault phase: the victim is chosen now
-            name = choose_victim(fault.target, self.rng, self.up_s, lambda n: bool(self.busy(n, "mid-batch")))
+            name = choose_victim(fault.target, self.rng, self.up_s)
             if name is None:
                 self.note(fault, "skipped", reason="none of its processes is up")
                 return

@@ -156,7 +156,7 @@ class Claimer:
                 job.retry.max_attempts,
                 job.retry.max_age_seconds,
                 redelivered,
-                message_is_lease=not self.config.lease_timers,
+                message_is_lease=True,
             )
             try:
                 return self._apply(decision, current, job, message, delivery, now)
