@@ -190,8 +190,8 @@ ASSUMPTIONS: dict[str, tuple[float, str]] = {
     ),
     "ecs_lease_wru": (
         1.0,
-        "an ECS (heartbeat-mode) worker writes a LEASE timer per execution: one more write, due in"
-        " lease_s = 60 s, so into a near shard",
+        "an ECS worker writes a backstop LEASE timer per execution: one more write, due past the far"
+        " threshold (its lease itself is 8 s, renewed on the record and the message), so into a far shard",
     ),
     "burst_margin": (
         0.9,
@@ -261,9 +261,9 @@ class Deployment:
     ecs_task_gb: float = 2.0
     ecs_threads: int = 32
     poller_billed_s: float = 80.0  # what a poller is billed a minute (cost bench: lead and grace included)
-    # Where the ECS burst tasks' LEASE timers go: "near" (lease 60 s) or "far" (a lease longer than
-    # the far threshold, as the stack now gives the burst service: ecs_lease_far)
-    lease_lane: str = "near"
+    # Where the ECS workers' LEASE timers go: "far" (a backstop due past the far threshold, as the
+    # workers write it since issue 30) or "near" (a LEASE timer at the lease's end: the old design)
+    lease_lane: str = "far"
 
 
 CDK_CONTEXT_KEYS = {

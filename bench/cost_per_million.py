@@ -226,7 +226,8 @@ def run(
 
     from punctual.clock import ManualClock
     from punctual.composition import Container
-    from punctual.execution import MessageReturned
+    from punctual.execution.batch import LambdaBatch
+    from punctual.execution.keeper import LeaseKeeper
     from punctual.jobs import JobService, QueueRouting
     from punctual.models import JobSpec
     from punctual.observability import NullMetrics
@@ -296,20 +297,26 @@ def run(
                         ],
                     )
 
+        # The worker handler's batch (the lease on arrival, groups side by side), its keeper stepped
+        # by nothing here: runs take no time, so no lease is ever renewed.
+        batch = LambdaBatch(worker, type("Still", (LeaseKeeper,), {"start": lambda self: self})(worker))
+
         def handle_batch(messages: list[dict[str, Any]], done: list[dict[str, Any]]) -> None:
-            for message in messages:
-                record = {
+            records = [
+                {
                     "messageId": message["MessageId"],
                     "receiptHandle": message["ReceiptHandle"],
                     "body": message["Body"],
                     "attributes": message.get("Attributes", {}),
                     "eventSourceARN": rig["arn"],
                 }
-                try:
-                    worker.process_sqs_record(record)
-                    done.append(message)
-                except MessageReturned:
-                    pass
+                for message in messages
+            ]
+            failed = {
+                f["itemIdentifier"]
+                for f in batch.handle({"Records": records}, lambda: 900.0)["batchItemFailures"]
+            }
+            done.extend(m for m in messages if m["MessageId"] not in failed)
 
         window: list[dict[tuple[str, str, str], Tally]] = []
         started_runs = 0

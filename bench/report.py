@@ -177,6 +177,7 @@ def rows() -> list[tuple[str, str, str, str]]:
                 verdict(crash["worst_p99_after_kill_ms"] <= 10_000 and crash["all_released"]),
             )
         )
+    out.extend(lease_rows(load("lease_cost")))
     cap = load("capacity")
     if cap:
         checks = cap["checks_defaults"]
@@ -234,6 +235,45 @@ def rows() -> list[tuple[str, str, str, str]]:
                 f"{ratio.get('croniter', 0):.1f}x / {ratio.get('cronsim', 0):.1f}x",
                 "-",
                 "measured",
+            )
+        )
+    return out
+
+
+def lease_rows(lease: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
+    """bench/lease_cost.py: what leases of seconds add per run length, how fast a dead worker is
+    replaced, what the poller redundancy costs."""
+    if not lease:
+        return []
+    runs = {(r["lane"], r["run"]): r for r in lease["runs"]}
+    added = "; ".join(f"{lane} {run} +${r['usd_per_million_added']:,.2f}" for (lane, run), r in runs.items())
+    rec = lease["recovery_s"]
+    out = [
+        (
+            f"leases of {lease['lease_s']} s: $ per million triggers added by run length"
+            " (bench/lease_cost.py)",
+            added,
+            "runs < 5 s ≤ +$0.05",
+            verdict(lease["verdicts"]["runs_under_5_s_within_5_cents"]),
+        ),
+        (
+            "a dead worker replaced: run cut mid-way → next attempt; received, not started → visible;"
+            " dead before its handler → run (virtual time, the real code)",
+            " / ".join(f"{value:.1f} s" for value in rec.values()),
+            "≤ 10 s / ≤ 8 s / bounded",
+            verdict(max(rec.values()) <= 10),
+        ),
+    ]
+    redundancy = lease.get("redundancy") or {}
+    if redundancy:
+        out.append(
+            (
+                "two pollers per shard group (minutes on the standard poller): $ per million at 10,000/s;"
+                " idle month (idle minutes keep one; with two)",
+                f"+${redundancy['per_million_at_10k']:.3f}; ${redundancy['idle_month_total']:.2f}"
+                f" (${redundancy['idle_month_if_lean_minutes_had_two']:.2f})",
+                "idle ≤ $15",
+                verdict(redundancy["idle_month_total"] <= 15),
             )
         )
     return out

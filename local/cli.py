@@ -26,7 +26,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--receiver-port", type=int, help="demo webhook receiver port (default 8081)")
     parser.add_argument("--shards", type=int, dest="shard_count", help="far shards (default 4)")
     parser.add_argument("--near-shards", type=int, dest="near_shard_count", help="near shards (default 2)")
-    parser.add_argument("--lease-s", type=int, dest="lease_s", help="PUNCTUAL_LEASE_S (default 10)")
+    parser.add_argument(
+        "--lease-s", type=int, dest="lease_s", help="PUNCTUAL_LEASE_S (default: the deployment's, 8)"
+    )
     parser.add_argument(
         "--template", help="deploy this CloudFormation template instead of synthesising infra/"
     )
@@ -114,8 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMPONENTS:
         sub = verbs.add_parser(name, help=helps[name])
         _common(sub)
-        if name in ("worker", "api"):
+        if name in ("worker", "api", "poller"):
             sub.add_argument("--name", default=name, help="process name (pid and in-flight files)")
+        if name == "poller":
+            sub.add_argument(
+                "--replica", type=int, default=0, help="which of each shard group's pollers it runs (0, 1)"
+            )
     __import__("local.chaos.cli").chaos.cli.register(verbs)  # `punctual-local chaos ...`: local/chaos/cli.py
     return parser
 
@@ -185,6 +191,9 @@ def run_component(args: argparse.Namespace) -> int:
     if args.command in ("worker", "api"):
         name = args.name
         return run(name, lambda cfg, stop: body(cfg, stop, name=name), config)
+    if args.command == "poller":
+        name, replica = args.name, args.replica
+        return run(name, lambda cfg, stop: body(cfg, stop, name=name, replica=replica), config)
     return run(args.command, body, config)
 
 

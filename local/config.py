@@ -56,9 +56,11 @@ class LocalConfig:
         Lambda container does, all on ``api_port`` (``SO_REUSEPORT``: the kernel spreads
         connections over them).
     lease_s
-        ``PUNCTUAL_LEASE_S``: the ECS worker's lease slice, and the margin the Lambda worker
-        adds to a job's timeout. Shorter than the cloud's default so that a killed worker's
-        run is taken over within seconds, not minutes.
+        ``PUNCTUAL_LEASE_S`` when not 0; 0 (the default): the deployment's own (8 s, both lanes),
+        so that what chaos measures is what a deployment does.
+    pollers
+        Poller processes, each running one of every shard group's pollers (the deployment's
+        ``pollerReplicas``: 2): ``poller`` runs the first, ``poller-2`` the second.
     moto_patch
         Apply :mod:`local.motopatch` inside the moto server process.
     stale_reads_s, transaction_conflicts
@@ -84,7 +86,8 @@ class LocalConfig:
     near_shard_count: int = 2
     workers: int = 2
     api_processes: int = 1
-    lease_s: int = 10
+    lease_s: int = 0
+    pollers: int = 2
     table_name: str = "punctual"
     name_prefix: str = "punctual"
     log_level: str = "INFO"

@@ -55,6 +55,15 @@ or the whole queue, or with nothing useful at all:
 7. Every ``Item`` and ``Message`` moto ever creates (copies included) is appended to a
    class-wide list for moto's debug dashboard (``/moto-api/``), so the process only grows.
    **Patch:** those two lists keep nothing (the dashboard no longer lists items and messages).
+8. A DynamoDB write is not atomic in moto: ``update_item`` reads the item, checks its condition,
+   then writes (an item created by an update is put whole), with nothing held in between, and
+   the server answers each request on its own thread. Two concurrent updates of one item then
+   lose one of them (two parents of an ``after(...)`` child recording their success at once each
+   saw only its own, and the child was never sent: found by the chaos phases), and two
+   conditional claims can both pass. DynamoDB applies each write to an item atomically.
+   **Patch:** the backend's writes (put, update, delete, batch and transactional writes) hold one
+   lock (reentrant: a batch write puts through ``put_item``), so each is applied whole before the
+   next starts; reads are untouched.
 
 Everything else (conditions, cancellation reasons, ordering, paging, projections) is
 moto's own code. ``tests/e2e/test_motopatch.py`` runs the queries and transactions
@@ -204,6 +213,7 @@ def apply() -> bool:
     _patch_serializer()
     _patch_module_list()
     _untrack()
+    _patch_atomic_writes()
     return True
 
 
@@ -577,6 +587,23 @@ def _untrack() -> None:
         _swap(cls, "instances_tracked", _Untracked())
 
 
+_WRITES = threading.RLock()  # every DynamoDB write of this process (patch 8)
+
+
+def _patch_atomic_writes() -> None:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    def atomic(original: Any) -> Any:
+        def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _WRITES:
+                return original(self, *args, **kwargs)
+
+        return write
+
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        _swap(DynamoDBBackend, name, atomic(DynamoDBBackend.__dict__[name]))
+
+
 def _patch_module_list() -> None:
     from moto import backends
 
@@ -593,6 +620,8 @@ def revert() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
+    for owner, name, value in reversed(_originals.get("swapped", [])):
+        setattr(owner, name, value)  # first: patch 8 wraps the patched transact_write_items
     Table.all_items = _originals["all_items"]  # type: ignore[method-assign]
     Table.query = _originals["query"]  # type: ignore[method-assign]
     DynamoDBBackend.transact_write_items = _originals["transact_write_items"]  # type: ignore[method-assign]
@@ -604,8 +633,6 @@ def revert() -> None:
     Queue.approximate_number_of_messages_not_visible = _originals["sqs_not_visible"]  # type: ignore[method-assign]
     Queue.approximate_number_of_messages_delayed = _originals["sqs_delayed"]  # type: ignore[method-assign]
     backends.list_of_moto_modules = _originals["list_of_moto_modules"]
-    for owner, name, value in reversed(_originals.get("swapped", [])):
-        setattr(owner, name, value)
     _originals.clear()
 
 

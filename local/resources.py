@@ -204,5 +204,7 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "POWERTOOLS_SERVICE_NAME": env.get("POWERTOOLS_SERVICE_NAME", "punctual"),
         }
     )
+    if config.lease_s:  # else the deployment's lease (Settings' default, as the template leaves it)
+        env["PUNCTUAL_LEASE_S"] = str(config.lease_s)
     env.update(config.extra)
     return env

@@ -145,6 +145,7 @@ class PunctualConfig:
     target_allow_cidrs: tuple[str, ...]
     target_arn_patterns: tuple[str, ...]
     shard_groups: int
+    poller_replicas: int
     max_shard_groups: int
     triggers_per_poller_minute: int
     burst_lateness_target_s: int
@@ -219,6 +220,7 @@ class PunctualConfig:
             target_allow_cidrs=reader.strings("targetAllowCidrs"),
             target_arn_patterns=reader.strings("targetArnPatterns"),
             shard_groups=reader.integer("shardGroups", 1, c.MAX_SHARD_GROUPS),
+            poller_replicas=reader.integer("pollerReplicas", 1, 2),
             max_shard_groups=reader.integer("maxShardGroups", 1, c.MAX_SHARD_GROUPS),
             triggers_per_poller_minute=reader.integer("triggersPerPollerMinute", 100, 10**7),
             burst_lateness_target_s=reader.integer("burstLatenessTargetS", 1, 600),

@@ -59,6 +59,12 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
             metavar="SHARE",
             help="share of writes on items a transaction holds cancelled for a conflict (0.1)",
         )
+        sub.add_argument(
+            "--phase",
+            choices=("pollers", "workers", "both"),
+            help="a sustained-fault phase instead of the mixed faults: a kill every 2-4 s of its "
+            "processes, nothing else (default length 60 s)",
+        )
         if name == "run":
             sub.add_argument(
                 "--dir", type=Path, help="run directory (default .local/chaos/<time>-seed<seed>)"
@@ -83,6 +89,8 @@ def _delay_bound(sub: argparse.ArgumentParser) -> None:
 def _seconds(args: argparse.Namespace) -> float:
     if args.seconds is not None:
         return float(args.seconds)
+    if args.minutes is None and args.phase:
+        return 60.0
     return float(args.minutes if args.minutes is not None else 10.0) * 60.0
 
 
@@ -94,7 +102,8 @@ def _options(args: argparse.Namespace) -> FaultOptions:
         "duplicate_every_s": args.duplicate_every,
         "skew_every_s": args.skew_every,
         "max_skew_s": args.max_skew,
-        "throttle_rate": args.throttle,
+        # A sustained-fault phase throttles nothing unless asked: only its kills.
+        "throttle_rate": args.throttle if args.throttle is not None or not args.phase else 0.0,
         "stale_reads_s": args.stale_reads,
         "transaction_conflicts": args.transaction_conflicts,
     }
@@ -139,14 +148,21 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
 
         rng = random.Random(seed)
         jobs = plan_jobs(rng, Scale.for_duration(seconds), datetime.now(UTC), seconds)
-        plan = plan_faults(rng, seconds, _options(args), plan_mutations(rng, jobs, seconds))
+        if args.phase:
+            from local.chaos.faults.sustained import plan_sustained
+
+            plan = plan_sustained(rng, seconds, args.phase)
+        else:
+            plan = plan_faults(rng, seconds, _options(args), plan_mutations(rng, jobs, seconds))
         print(f"seed {seed}: {len(jobs)} jobs, {len(plan)} faults")
         for fault in plan:
             print(f"+{fault.at_s:7.2f}s {fault.describe()}")
         return 0
     from local.chaos.runner import ChaosConfig, ChaosRun
 
-    config = ChaosConfig(seconds=seconds, seed=seed, run_dir=args.dir, settle_max_s=args.settle)
+    config = ChaosConfig(
+        seconds=seconds, seed=seed, run_dir=args.dir, settle_max_s=args.settle, phase=args.phase or ""
+    )
     config = replace(config, faults=_options(args))
     if args.max_p99_delay_s is not None:
         config = replace(config, max_p99_delay_s=args.max_p99_delay_s)
@@ -156,6 +172,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
     except Exception as exc:
         _err(f"chaos: the run failed: {type(exc).__name__}: {exc}")
         return 2
+    if args.phase:
+        _err(f"chaos: sustained-fault phase '{args.phase}' (a kill every 2-4 s for {seconds:.0f} s):")
     report(verdict, chaos_run.run_dir)
     return 0 if verdict.ok else 1
 

@@ -62,9 +62,9 @@ UNREACHED: dict[str, frozenset[str]] = {"tick": frozenset({"check_layout"})}
 BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
     "tick": frozenset({"ecs:DescribeServices", "ecs:UpdateService"}),
 }
-# ... and looks for a minute on the other minute state machine only when there are two (a burst
-# machine: maxShardGroups > 40).
-BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {"tick": frozenset({"states:DescribeExecution"})}
+# (The tick and group 0's pollers look for a minute on every minute state machine before they
+# start it: DescribeExecution in every deployment shape.)
+BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {}
 # boto3 operations authorised as another action.
 AUTHORISED_AS = {
     "sqs:SendMessageBatch": "sqs:SendMessage",
@@ -85,6 +85,7 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
     "poller": (
         "functions/poller/handler.py",
         "composition.py",
+        "tick.py",  # group 0's pollers start the next minute when no tick did (relay_next)
         "polling/*.py",
         "notifications/__init__.py",
         "notifications/events.py",

@@ -39,7 +39,7 @@ def test_waits_for_start_at_then_maps_groups_to_the_poller(any_synth: Synth) -> 
     assert wait["TimestampPath"] == "$.start_at"
     groups = definition["States"][wait["Next"]]
     assert groups["Type"] == "Map"
-    assert groups["ItemsPath"] == "$.groups"
+    assert groups["ItemsPath"] == "$.pollers"  # each group once per replica (punctual.tick.replicas_for)
     assert groups.get("MaxConcurrency", 0) == any_synth.stack.config.poller_max_concurrency
     assert groups["End"] is True
 
@@ -103,9 +103,9 @@ def test_poller_is_retried_on_every_failure_and_isolated_when_it_still_fails(def
 
     assert_retried_on_every_failure_then_isolated(task, processor["States"])
     service, catch_all = task["Retry"]
-    # The schedule chosen: 1, 1.5, 2.25, 3.375, then 4 s; 25 catch-all retries (92 s)
-    assert retry_delays_s(catch_all)[:6] == [1, 1.5, 2.25, 3.375, 4, 4]
-    assert (catch_all["MaxAttempts"], service["MaxAttempts"]) == (25, 50)
+    # The schedule chosen: 1, 1.5, then 2 s; 47 catch-all retries (92.5 s)
+    assert retry_delays_s(catch_all)[:6] == [1, 1.5, 2, 2, 2, 2]
+    assert (catch_all["MaxAttempts"], service["MaxAttempts"]) == (47, 94)
 
 
 def test_the_execution_outlasts_a_poller_that_is_retried_through_its_window(default_synth: Synth) -> None:

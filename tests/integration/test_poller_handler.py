@@ -42,6 +42,7 @@ def deployment(aws_env, monkeypatch):  # type: ignore[no-untyped-def]
         "PUNCTUAL_SHARD_COUNT": "4",
         "PUNCTUAL_NEAR_SHARD_COUNT": "2",
         "PUNCTUAL_POLLER_GRACE_S": "1",
+        "PUNCTUAL_UNCLAIMED_RESEND_S": "0",  # no workers here: nothing would ever be claimed
     }.items():
         monkeypatch.setenv(name, value)
     return ddb, sqs, url

@@ -13,8 +13,10 @@ The API's services (:mod:`punctual.api.wiring`) are assembled from the same cont
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -41,14 +43,30 @@ if TYPE_CHECKING:
     from punctual.targets.base import TargetInvoker
 
 
+class Relay(BaseModel):
+    """What group 0's pollers need to start the next minute when it is missing (the tick's ARNs)."""
+
+    state_machine_arn: str
+    burst_state_machine_arn: str = ""
+    poller_function: str = ""
+    lean_poller_function: str = ""
+
+
 class PollerItem(BaseModel):
-    """One Map item of the tick's state machine: the minute and the shard group a poller owns."""
+    """One Map item of the tick's state machine: the minute and the shard group a poller owns.
+
+    ``replica``: which of the group's pollers this is (they all release the group's slots);
+    ``relay``: set on group 0's, which also start the next minute if no tick did
+    (:func:`punctual.tick.relay_next`).
+    """
 
     minute: AwareDatetime
     group: int = Field(ge=0)
     group_count: int = Field(ge=1)
     shard_count: int | None = Field(default=None, ge=1)
     near_shard_count: int | None = Field(default=None, ge=1)
+    replica: int = Field(default=0, ge=0)
+    relay: Relay | None = None
 
 
 class Container:
@@ -146,6 +164,7 @@ class Container:
             concurrency=settings.queue_send_concurrency,
             rate_budgets=parse_budgets(settings.target_rate_budgets),
             max_lateness_s=float(settings.max_lateness_seconds),
+            resend_after_s=settings.unclaimed_resend_s,
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))
@@ -252,6 +271,8 @@ def run_poller(
         from punctual.lambda_support import PowertoolsMetrics
 
         metrics = PowertoolsMetrics()
+    if item.relay is not None:  # the second path to the next minute: off the poller's own path
+        threading.Thread(target=relay_next, args=(base, item), name="relay", daemon=True).start()
     poller = built.poller(metrics)
     report = poller.run_minute(item.minute, item.group, item.group_count, stop=stop)
     delays = sorted(report.fire_delays_ms)
@@ -300,6 +321,22 @@ def run_auditor(
         "repaired": report.repaired,
         "complete": report.complete,
     }
+
+
+def relay_next(base: Container, item: PollerItem) -> list[str]:
+    """Start the minute after ``item``'s if no tick has (idempotent by name: one DescribeExecution
+    when it exists, which is the usual case); never raises (the tick is the first path)."""
+    assert item.relay is not None
+    settings = base.settings.model_copy(update=item.relay.model_dump())
+    try:
+        tick = Tick(settings, base.client("stepfunctions"), base.store)
+        started = tick.start_minutes(base.clock.now(), minutes=[item.minute + timedelta(minutes=1)])
+    except Exception:
+        logging.getLogger("punctual.tick").exception("relaying the minute after %s failed", item.minute)
+        return []
+    if started:
+        logging.getLogger("punctual.tick").warning("no tick had started %s: its pollers did", started)
+    return started
 
 
 def minute_item(minute: datetime, group: int = 0, group_count: int = 1) -> PollerItem:

@@ -82,6 +82,10 @@ class DispatchMessage:
     # An ALERT message's condition when it sweeps an alert (the slot is the alert's key slot);
     # empty for every other message (and then not in the body).
     alert: str = ""
+    # A poller's re-send of a message no worker claimed (punctual.polling.resend): n > 0 puts it
+    # in a message group and under a deduplication id of its own, past a group held in flight by
+    # a worker that died before its handler ran. 0 (every other message): not in the body.
+    resend: int = 0
     sig: str = ""  # HMAC of every other field (punctual.message_auth); empty when unsigned
 
     @property
@@ -101,6 +105,8 @@ class DispatchMessage:
                 raw += f"\x1f{self.alert}\x1f{self.released_at}"
         if self.backfill:  # a backfill started again after a cancel sends its slots afresh
             raw += f"\x1f{self.backfill}"
+        if self.resend:
+            raw += f"\x1fresend {self.resend}"
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @property
@@ -120,6 +126,8 @@ class DispatchMessage:
         )
         if self.alert:  # a sweep waits behind no message in flight (its slot's, an earlier sweep's)
             key += f"\x1falert-{self.alert}\x1f{self.released_at}"
+        if self.resend:  # a group of its own: the slot's usual one may be held by a dead worker
+            key += f"\x1f{self.slot}\x1fresend {self.resend}"
         return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
     def payload(self) -> str:
@@ -143,6 +151,8 @@ class DispatchMessage:
             fields["backfill"] = self.backfill
         if self.alert:
             fields["alert"] = self.alert
+        if self.resend:
+            fields["resend"] = self.resend
         return _COMPACT_JSON.encode(fields)
 
     def to_body(self) -> str:
@@ -163,8 +173,8 @@ class DispatchMessage:
 
 
 _MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
-# What to_body writes for a message neither smoothed, of a backfill nor a sweep, signed and not.
-_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill", "alert"}
+# What to_body writes for a message neither smoothed, of a backfill, a sweep nor a re-send.
+_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill", "alert", "resend"}
 _PLAIN_UNSIGNED = _PLAIN_SIGNED - {"sig"}
 
 
@@ -240,6 +250,13 @@ class QueuePort(Protocol):
     def delete(self, queue_url: str, receipt: str) -> None: ...
 
     def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None: ...
+
+    def change_visibility_batch(
+        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+    ) -> list[str]:
+        """Set the visibility of several received messages (one request per ten); returns the
+        receipts that could not be changed (deleted meanwhile, or stale)."""
+        ...
 
 
 def _sleep_backoff(round_no: int) -> None:
@@ -329,6 +346,20 @@ class SqsQueues:
             QueueUrl=queue_url, ReceiptHandle=receipt, VisibilityTimeout=visibility_s
         )
 
+    def change_visibility_batch(
+        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+    ) -> list[str]:
+        failed: list[str] = []
+        for start in range(0, len(receipts), SQS_BATCH_MAX):
+            chunk = receipts[start : start + SQS_BATCH_MAX]
+            entries = [
+                {"Id": str(i), "ReceiptHandle": receipt, "VisibilityTimeout": visibility_s}
+                for i, receipt in enumerate(chunk)
+            ]
+            reply = self.client.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
+            failed.extend(chunk[int(f["Id"])] for f in reply.get("Failed", []))
+        return failed
+
 
 @dataclass
 class _Stored:
@@ -352,6 +383,7 @@ class MemoryQueues:
     sent_ids: dict[str, dict[str, datetime]] = field(default_factory=dict)
     sends: int = 0
     signer: MessageSigner | None = None  # signs what is sent, as SqsQueues does
+    visibility_calls: int = 0  # change_visibility_batch requests (each one of SQS's, up to ten)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
 
@@ -406,6 +438,18 @@ class MemoryQueues:
             for stored in self.queues.get(queue_url, []):
                 if stored.receipt == receipt:
                     stored.visible_at = self.now() + timedelta(seconds=visibility_s)
+
+    def change_visibility_batch(
+        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+    ) -> list[str]:
+        with self._lock:
+            wanted = set(receipts)
+            for stored in self.queues.get(queue_url, []):
+                if stored.receipt in wanted:
+                    stored.visible_at = self.now() + timedelta(seconds=visibility_s)
+                    wanted.discard(stored.receipt)
+            self.visibility_calls += -(-len(receipts) // SQS_BATCH_MAX)
+            return [r for r in receipts if r in wanted]
 
     def all_messages(self, queue_url: str | None = None) -> list[DispatchMessage]:
         with self._lock:

@@ -50,7 +50,15 @@ class Settings(BaseModel):
     retention_days: int = Field(default=30, ge=1, le=3650)
     target_allow_cidrs: list[str] = Field(default_factory=list)
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
-    lease_s: int = Field(default=60, ge=5, le=3600)
+    # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the
+    # record's lease_until and the message's visibility this far ahead, heartbeats renew both while
+    # the run lasts (first 5 s after the claim). A worker that dies is noticed within it: a message
+    # it held returns, and its run is taken over, at most 8 s after the death.
+    lease_s: int = Field(default=8, ge=5, le=3600)
+    # A message the poller sent to the Lambda lane that no worker has claimed this long after is
+    # sent again under another message group (punctual.polling.resend): a worker that died before
+    # its handler ran holds its batch for the queue's visibility timeout. 0: never.
+    unclaimed_resend_s: float = Field(default=4.0, ge=0, le=60)
     clock_offset_s: float = 0.0  # chaos and tests: simulate a skewed node clock
     kms_key_id: str = ""
     secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
@@ -82,6 +90,10 @@ class Settings(BaseModel):
     # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
+    # Pollers per shard group of a minute planned on the standard poller (punctual.tick.replicas_for):
+    # 2 release every slot side by side, so one that dies (and its restart) delays nothing; an idle
+    # (lean) minute keeps one. 1: one poller per group.
+    poller_replicas: int = Field(default=2, ge=1, le=2)
     max_shard_groups: int = Field(default=40, ge=1, le=1024)  # 40: what one inline Map runs at once
     # What the tick plans one poller to release in a minute: a minute whose planned load is N
     # triggers gets ceil(N / this) groups (within the bounds). 30,000 = 500/s: a 1,024 MB poller
@@ -219,6 +231,7 @@ DEPLOYED: tuple[str, ...] = (
     "require_target_role",
     "target_allow_cidrs",
     "shard_groups",
+    "poller_replicas",
     "max_shard_groups",
     "triggers_per_poller_minute",
     "events_enabled",

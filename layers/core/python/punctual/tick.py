@@ -35,8 +35,9 @@ import json
 import logging
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from punctual.clock import SystemClock
@@ -106,9 +107,20 @@ def count_near_load(store: JobStore, minute: datetime, settings: Settings) -> in
 
 
 def count_recent_near_load(store: JobStore, now: datetime, settings: Settings) -> int:
-    """Near timers due in the last whole minute before ``now``, across every near shard."""
-    last = minute_of(now) - timedelta(minutes=1)
-    return sum(store.count_timers(Lane.NEAR, last, shard) for shard in range(settings.near_shard_count))
+    """Near timers due in the last whole minute before ``now``, across every near shard; or, when
+    there were few (at most the lean poller's bound), in the current minute if it holds more: a
+    workload registered a moment ago is load already (its first minutes would otherwise be planned
+    idle, on one small poller per group)."""
+    current = minute_of(now)
+    last = sum(
+        store.count_timers(Lane.NEAR, current - timedelta(minutes=1), shard)
+        for shard in range(settings.near_shard_count)
+    )
+    if last > settings.lean_max_triggers_per_minute:
+        return last
+    return max(
+        last, sum(store.count_timers(Lane.NEAR, current, shard) for shard in range(settings.near_shard_count))
+    )
 
 
 def drained_behind(store: JobStore, now: datetime, settings: Settings) -> bool:
@@ -159,11 +171,16 @@ def plan_minute(
     rng: random.Random | None = None,
     now: datetime | None = None,
     recent: RecentLoad | None = None,
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Step Functions input for ``minute``: when the pollers start, which poller, one item per group.
 
     ``now`` (default: the current time) names the last whole minute whose near timers are counted;
     ``recent``, when given, is that reading already made (for an earlier minute of the same tick).
+    ``previous``: the plan of the minute before, when known. An idle (lean) minute takes two idle
+    readings in a row: one minute's reading can be low because the pollers were down (the rate
+    chains stall with them), and a minute so planned would run on one small poller per group
+    just when the group needs its two.
     """
     settings = settings or Settings.from_env()
     minute = minute_of(minute)
@@ -173,7 +190,21 @@ def plan_minute(
     near = recent.near if recent else None
     behind = recent.behind if recent else False
     groups = group_count_for(load + (near or 0), settings)
-    poller = STANDARD if behind else poller_for(None if near is None else load + near, groups, settings)
+    observed = None if near is None else load + near
+    if observed is not None and previous is not None and previous.get("recent_near_timers") is not None:
+        earlier = int(previous.get("estimated_far_timers") or 0) + int(previous["recent_near_timers"])
+        observed = max(observed, earlier)  # idle only if the minute before read idle too
+    poller = STANDARD if behind else poller_for(observed, groups, settings)
+    items = [
+        {
+            "minute": format_instant(minute),
+            "group": index,
+            "group_count": groups,
+            "shard_count": settings.shard_count,
+            "near_shard_count": settings.near_shard_count,
+        }
+        for index in range(groups)
+    ]
     return {
         "minute": format_instant(minute),
         "start_at": format_instant(minute - timedelta(seconds=settings.poller_lead_s)),
@@ -181,17 +212,34 @@ def plan_minute(
         "estimated_far_timers": load,
         "recent_near_timers": near,
         "drained_behind": behind,
-        "groups": [
-            {
-                "minute": format_instant(minute),
-                "group": index,
-                "group_count": groups,
-                "shard_count": settings.shard_count,
-                "near_shard_count": settings.near_shard_count,
-            }
-            for index in range(groups)
-        ],
+        "groups": items,
+        "pollers": pollers_for(items, replicas_for(groups, poller, settings)),
     }
+
+
+def replicas_for(groups: int, poller: str, settings: Settings) -> int:
+    """How many pollers each shard group of a minute gets (both release every slot: SQS
+    deduplication and the claim keep one run per slot; :mod:`punctual.polling.replicas`).
+
+    ``poller_replicas`` (2) for a minute planned on the standard poller, as long as the Maps run
+    them all at once (40 at a time each: 20 groups on the single Map, more on the burst machine's
+    slices); one for an idle (lean) minute, whose second poller would cost as much as the first
+    (an always-on Lambda) for at most 60 slots a minute; one when the Maps cannot run them all.
+    """
+    if poller == LEAN or settings.poller_replicas <= 1:
+        return 1
+    capacity = INLINE_MAP_GROUPS * max(1, settings.group_slices)
+    return settings.poller_replicas if groups * settings.poller_replicas <= capacity else 1
+
+
+def pollers_for(groups: list[dict[str, Any]], replicas: int) -> list[dict[str, Any]]:
+    """The Map's items: each group's item once per replica (``replica`` 1, 2, ... on the extra
+    ones; the first is the group's item as it is), replica by replica."""
+    return [
+        item if replica == 0 else {**item, "replica": replica}
+        for replica in range(replicas)
+        for item in groups
+    ]
 
 
 # --------------------------------------------------------------------------- the tick itself
@@ -272,47 +320,123 @@ class Tick:
             return None
 
     def plan(
-        self, minute: datetime, now: datetime | None = None, recent: RecentLoad | None = None
+        self,
+        minute: datetime,
+        now: datetime | None = None,
+        recent: RecentLoad | None = None,
+        previous: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The execution input of ``minute``: sized from its load when the store can tell."""
+        """The execution input of ``minute``: sized from its load when the store can tell
+        (``previous``: the plan of the minute before, when known)."""
         try:
-            chosen = plan_minute(minute, self.settings, self.store, now=now, recent=recent)
+            chosen = plan_minute(minute, self.settings, self.store, now=now, recent=recent, previous=previous)
         except Exception:
             log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
             chosen = plan_minute(minute, self.settings)  # no store: unknown load, the standard poller
         chosen["poller_function"] = self.poller_function(chosen.get("poller"))
+        self._with_relay(chosen)
         slices = self.settings.group_slices
         if slices > 1:  # the state machine's Parallel of inline Maps reads one slice per Map
-            chosen["group_slices"] = group_slices(chosen["groups"], slices)
+            chosen["group_slices"] = group_slices(chosen["pollers"], slices)
         return chosen
 
-    def start_minutes(self, now: datetime) -> list[str]:
-        """Start the coming minutes' executions; return the names of those this call started."""
-        first = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        started = []
-        recent = self.recent_load(now)
+    def _with_relay(self, plan: dict[str, Any]) -> None:
+        """Group 0's pollers carry what they need to start the next minute if it is missing
+        (:func:`punctual.polling.relay.relay_next`): the tick is not the only path to a minute."""
+        settings = self.settings
+        if not settings.state_machine_arn:
+            return
+        relay = {
+            "state_machine_arn": settings.state_machine_arn,
+            "burst_state_machine_arn": settings.burst_state_machine_arn,
+            "poller_function": settings.poller_function,
+            "lean_poller_function": settings.lean_poller_function,
+        }
+        plan["pollers"] = [{**p, "relay": relay} if p["group"] == 0 else p for p in plan["pollers"]]
+
+    def minutes_due(self, now: datetime) -> list[datetime]:
+        """The minutes a tick at ``now`` makes sure of: the current one (its pollers' window is
+        open all minute: a tick late by more than the lookahead, or whose predecessors were lost
+        or skewed, starts it late rather than never) and the ``tick_lookahead_minutes`` coming."""
+        current = minute_of(now)
+        return [current + timedelta(minutes=k) for k in range(self.settings.tick_lookahead_minutes + 1)]
+
+    def start_minutes(self, now: datetime, minutes: list[datetime] | None = None) -> list[str]:
+        """Start every minute due (:meth:`minutes_due`, or ``minutes``) that has no execution yet;
+        return the names of those this call started.
+
+        Each minute on its own: a minute whose start fails (a throttle, say) does not keep the
+        others from starting, nor the scaling from running; the first error is raised at the end
+        (the tick's error alarm counts it, and EventBridge retries the tick).
+        """
+        wanted = self.minutes_due(now) if minutes is None else minutes
+        started: list[str] = []
+        errors: list[Exception] = []
+        recent: RecentLoad | None = None
         plans: dict[datetime, dict[str, Any]] = {}
-        for offset in range(self.settings.tick_lookahead_minutes):
-            minute = first + timedelta(minutes=offset)
-            plans[minute] = self.plan(minute, now, recent)
-        far = {m: p.get("estimated_far_timers") if self.store is not None else None for m, p in plans.items()}
-        sighted = self.sight(now, far)
+        known: dict[datetime, dict[str, Any]] = {}  # the plans of the minutes that run already
+        for minute in sorted(wanted):
+            found = self.exists(execution_name(minute))
+            if found is not None:
+                known[minute] = found
+                continue
+            try:
+                if recent is None:
+                    recent = self.recent_load(now)
+                before = minute - timedelta(minutes=1)
+                previous = plans.get(before) or known.get(before)
+                plans[minute] = self.plan(minute, now, recent, previous)
+            except Exception as exc:  # plan() falls back by itself: this is a bug, still isolated
+                log.exception("planning %s failed", minute)
+                errors.append(exc)
+        coming = [m for m in wanted if m > minute_of(now)]
+        far = {
+            m: (plans[m].get("estimated_far_timers") if m in plans else None)
+            if self.store is not None
+            else None
+            for m in coming
+        }
+        sighted = self.sight(now, far) if coming else None
         if sighted is not None and self.settings.burst_triggers_per_poller:
             for minute, plan in plans.items():
                 self.size_for_burst(plan, sighted[0].get(minute, 0))
         for minute, plan in plans.items():
-            name = execution_name(minute)
-            machine, other = self.machines_for(plan)
-            if other and self.started_on(other, name):
-                continue  # started on the other machine by an earlier tick: a minute runs once
             try:
-                self.sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(plan))
-                started.append(name)
-            except self.sfn.exceptions.ExecutionAlreadyExists:
-                pass  # this minute is already running: the no-op that makes ticks idempotent
+                if self.start(minute, plan, looked=True):
+                    started.append(execution_name(minute))
+            except Exception as exc:
+                log.exception("starting the pollers of %s failed: the other minutes go on", minute)
+                self.metrics.add("MinuteStartFailures", 1)
+                errors.append(exc)
         if sighted is not None:
             self.scale(now, *sighted)
+        if errors:
+            raise errors[0]
         return started
+
+    def start(self, minute: datetime, plan: dict[str, Any], looked: bool = False) -> bool:
+        """Start ``minute``'s execution with ``plan``; False when it already runs (idempotent by
+        name, on either machine; ``looked``: :meth:`exists` just looked on both)."""
+        name = execution_name(minute)
+        machine, other = self.machines_for(plan)
+        if other and not looked and self.started_on(other, name):
+            return False  # started on the other machine by an earlier tick: a minute runs once
+        try:
+            self.sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(plan))
+        except self.sfn.exceptions.ExecutionAlreadyExists:
+            return False  # this minute is already running: the no-op that makes ticks idempotent
+        return True
+
+    def exists(self, name: str) -> dict[str, Any] | None:
+        """The plan of execution ``name`` when it is known on a machine (its input), else None (a
+        failed look is a no: the minute is then planned, and its start is a no-op if it did exist)."""
+        for machine in [
+            m for m in (self.settings.state_machine_arn, self.settings.burst_state_machine_arn) if m
+        ]:
+            found = self.described(machine, name, quiet=True)
+            if found is not None:
+                return found
+        return None
 
     def machines_for(self, plan: dict[str, Any]) -> tuple[str, str]:
         """The state machine a minute's plan runs on, and the other one ("" when there is one).
@@ -324,21 +448,33 @@ class Tick:
         standard, burst = self.settings.state_machine_arn, self.settings.burst_state_machine_arn
         if not burst:
             return standard, ""
-        if len(plan["groups"]) > INLINE_MAP_GROUPS:
+        if len(plan["pollers"]) > INLINE_MAP_GROUPS:
             return burst, standard
         return standard, burst
 
-    def started_on(self, machine: str, name: str) -> bool:
+    def started_on(self, machine: str, name: str, quiet: bool = False) -> bool:
         """Whether ``machine`` already has the execution ``name`` (a failed look is a no)."""
+        return self.described(machine, name, quiet) is not None
+
+    def described(self, machine: str, name: str, quiet: bool = False) -> dict[str, Any] | None:
+        """The input of ``machine``'s execution ``name`` ({} when unreadable); None when there is
+        none (or the look failed)."""
         execution = machine.replace(":stateMachine:", ":execution:", 1) + ":" + name
         try:
-            self.sfn.describe_execution(executionArn=execution)
+            described = self.sfn.describe_execution(executionArn=execution)
         except self.sfn.exceptions.ExecutionDoesNotExist:
-            return False
-        except Exception:
-            log.exception("looking for %s failed: starting it where its plan says", name)
-            return False
-        return True
+            return None
+        except Exception as exc:
+            if quiet:
+                log.info("looking for %s failed (%s): planning it", name, type(exc).__name__)
+            else:
+                log.exception("looking for %s failed: starting it where its plan says", name)
+            return None
+        try:
+            plan = json.loads(described.get("input") or "{}")
+        except (TypeError, ValueError):
+            return {}
+        return plan if isinstance(plan, dict) else {}
 
     def size_for_burst(self, plan: dict[str, Any], burst: int) -> None:
         """More pollers for a minute whose burst (slots due at once) needs them to be released
@@ -351,11 +487,13 @@ class Tick:
             return
         item = plan["groups"][0]
         plan["groups"] = [{**item, "group": index, "group_count": groups} for index in range(groups)]
+        plan["pollers"] = pollers_for(plan["groups"], replicas_for(groups, STANDARD, settings))
         plan["poller"] = STANDARD
         plan["poller_function"] = self.poller_function(STANDARD)
         plan["burst_slots"] = burst
+        self._with_relay(plan)
         if settings.group_slices > 1:
-            plan["group_slices"] = group_slices(plan["groups"], settings.group_slices)
+            plan["group_slices"] = group_slices(plan["pollers"], settings.group_slices)
 
     # ------------------------------------------------------------------ predictive scaling
 

@@ -149,7 +149,7 @@ class Claimer:
                 job.retry.max_attempts,
                 job.retry.max_age_seconds,
                 redelivered,
-                message_is_lease=not self.config.lease_timers,
+                message_is_lease=True,
             )
             try:
                 return self._apply(decision, current, job, message, delivery, now)
@@ -390,8 +390,7 @@ class Claimer:
         self, job: Job, message: DispatchMessage, delivery: Delivery | None, started: Execution, now: datetime
     ) -> Claim:
         claim = Claim(ClaimOutcome.CLAIMED, message, delivery, job, started, last_heartbeat=now)
-        if self.config.lease_timers:
-            self.ledger.put_lease_timer(job, started, now)
+        self.leases.keep_backstop(claim, job, started, now)  # the ECS lanes' backstop LEASE timer
         return claim
 
     def _wait(

@@ -20,6 +20,7 @@ from punctual.clock import Clock
 from punctual.execution.after import AfterEffects
 from punctual.execution.claim import Claimer
 from punctual.execution.finish import Finisher
+from punctual.execution.keeper import LiveClaims
 from punctual.execution.lease import Leases, owned
 from punctual.execution.ports import (
     Claim,
@@ -145,6 +146,8 @@ class Worker:
             self.ledger, queues, self.turns, self.leases, self.after, clock, config, self.metrics, signer
         )
         self.sqs = SqsBatch(self)
+        # The claims this worker runs now: a lease keeper (punctual.execution.keeper) heartbeats them.
+        self.live = LiveClaims()
 
     def _rng(self, job_id: str, slot: str, attempt: int) -> RandomSource:
         return self.rng(job_id, slot, attempt)  # late-bound: ``worker.rng`` may be replaced
@@ -185,8 +188,9 @@ class Worker:
             claim = self.claim(message, delivery, time_left_s)
             if not claim.claimed:
                 return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
-            result = self.run(claim)
-            finished = self.finish(claim, result)
+            with self.live.running(claim):  # heartbeated while it runs (punctual.execution.keeper)
+                result = self.run(claim)
+                finished = self.finish(claim, result)
         finally:
             self.notifier.flush_unless_held()  # the slot's events, in as few calls as possible
             if settle:
@@ -252,9 +256,9 @@ class Worker:
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
 
-    def heartbeat(self, claim: Claim) -> bool:
+    def heartbeat(self, claim: Claim, message: bool = True) -> bool:
         """See :meth:`punctual.execution.lease.Leases.heartbeat`."""
-        return self.leases.heartbeat(claim)
+        return self.leases.heartbeat(claim, message)
 
     def heartbeat_if_due(self, claim: Claim) -> bool:
         """See :meth:`punctual.execution.lease.Leases.heartbeat_if_due`."""

@@ -32,6 +32,10 @@ class PollerConfig:
     # and the default of a job's max_lateness_seconds.
     rate_budgets: dict[tuple[str, str], float] = field(default_factory=dict)
     max_lateness_s: float = 10.0
+    # A message sent to the Lambda lane that no worker claimed this long after is re-sent (its
+    # worker may have died before its handler ran: punctual.polling.resend); 0: never (pollers
+    # without workers: tests, benchmarks). The composition root sets Settings.unclaimed_resend_s.
+    resend_after_s: float = 0.0
 
     @property
     def routing(self) -> QueueRouting:

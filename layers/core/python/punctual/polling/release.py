@@ -63,6 +63,7 @@ from punctual.observability import MetricsSink
 from punctual.polling.chains import Verdict, verdict
 from punctual.polling.config import PollerConfig
 from punctual.polling.pauses import OWED_BY_PAUSE, Pauses
+from punctual.polling.resend import ResendWatch
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
@@ -150,6 +151,8 @@ class SlotReleaser:
         self.overruns: OverrunSink = overruns or LoggedOverruns()
         self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing)
         self.pauses = Pauses(store)
+        # What it sends to the Lambda lane, re-sent if no worker claims it (polling.resend).
+        self.watch = ResendWatch(store, queues, config.short_queue_urls, metrics, config.resend_after_s)
 
     def queue_for(self, job: Job) -> str:
         return self.routing.queue_for(job)
@@ -210,6 +213,7 @@ class SlotReleaser:
         for queue, messages in out.messages.items():
             if messages:
                 self.queues.send(queue, messages)
+                self.watch.sent(queue, messages, now)
                 report.released += len(messages)
         report.fire_delays_ms.extend(out.delays_ms)
         if out.next_timers:

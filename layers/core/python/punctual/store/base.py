@@ -482,7 +482,9 @@ class ExecutionRepository(ABC):
     def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None: ...
 
     @abstractmethod
-    def batch_get_executions(self, keys: Iterable[ExecutionKey]) -> dict[ExecutionKey, Execution]: ...
+    def batch_get_executions(
+        self, keys: Iterable[ExecutionKey], consistent: bool = True
+    ) -> dict[ExecutionKey, Execution]: ...
 
     @abstractmethod
     def list_executions(
