@@ -103,7 +103,9 @@ SlotKey = Annotated[
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size, 1-100.")]
 NextToken = Annotated[
-    str | None, Query(max_length=2048, description="The next_token of the previous page (opaque).")
+    # No max_length here: a token that is too long is a 400 like any other token it did not issue
+    # (api/paging.py), not the validator's 422.
+    str | None, Query(description="The next_token of the previous page (opaque; at most 2,048 characters).")
 ]
 
 
