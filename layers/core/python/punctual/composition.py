@@ -193,7 +193,7 @@ class Container:
             signing_secrets=signing_secrets,
             pauser=JobServicePauser(self.store, self.queues, self.clock, config),
             signer=self.signer,
-            dead_letters=defaults.default_dead_letters(settings),
+            dead_letters=defaults.default_dead_letters(settings, metrics),
             notifier=self.notifier(invoker, signing_secrets, metrics),
         )
 

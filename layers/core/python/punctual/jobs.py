@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from punctual.boundary import Boundary
 from punctual.calendars import Calendar, included_slots
 from punctual.clock import Clock
 from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
@@ -168,6 +169,9 @@ class JobService:
         the list is loaded once, on first use).
     require_target_role
         Refuse AWS targets that name no ``role_arn``.
+    boundary
+        The tenant boundary every ARN a job names passes (:mod:`punctual.boundary`); default: one
+        made of ``own_resources`` and ``require_target_role``.
     max_triggers_per_minute
         The tenant's quota of scheduled triggers per minute (None: no quota).
     """
@@ -185,6 +189,7 @@ class JobService:
         own_resources: Callable[[], OwnResources] | None = None,
         require_target_role: bool = False,
         max_triggers_per_minute: int | None = None,
+        boundary: Boundary | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -196,6 +201,7 @@ class JobService:
         self.allow_cidrs = allow_cidrs
         self.own_resources = own_resources or OwnResources
         self.require_target_role = require_target_role
+        self.boundary = boundary or Boundary(self.own_resources, require_target_role=require_target_role)
         self.max_trigger_rate = None if max_triggers_per_minute is None else max_triggers_per_minute * MICRO
 
     # ------------------------------------------------------------------ reading
@@ -563,8 +569,12 @@ class JobService:
         return micro_rate(schedule_of(spec), parent_rate)
 
     def _check_target(self, spec: JobSpec) -> None:
-        """Refuse, before anything is stored, what the worker would refuse to call anyway:
-        the job's target, and each alert rule's target under the same guards."""
+        """Refuse, before anything is stored, what the worker would refuse to call anyway: every
+        ARN the job names (target, alert targets, dead-letter queue, events bus) under the tenant
+        boundary (:mod:`punctual.boundary`), and every webhook URL under the SSRF guard."""
+        refusal = self.boundary.first_refusal(spec)
+        if refusal is not None:
+            raise InvalidJobError(str(refusal), field=refusal.field)
         self._check_one_target(spec.target, "target")
         for index, rule in enumerate(spec.alerts):
             self._check_one_target(rule.target, f"alerts[{index}].target")
@@ -579,15 +589,6 @@ class JobService:
             )
 
     def _check_one_target(self, target: Target, where: str) -> None:
-        refusal = self.own_resources().refusal(target)
-        if refusal:
-            raise InvalidJobError(f"{where} refused: {refusal}", field=where)
-        if self.require_target_role and not isinstance(target, HttpTarget) and not target.role_arn:
-            raise InvalidJobError(
-                f"this deployment requires an execution role on every AWS target: set {where}.role_arn "
-                "(a role in your account that trusts the scheduler; see the README)",
-                field=f"{where}.role_arn",
-            )
         if isinstance(target, HttpTarget):
             try:
                 # No DNS here: literal addresses, every spelling of them, and localhost names.

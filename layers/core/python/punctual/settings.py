@@ -75,6 +75,11 @@ class Settings(BaseModel):
     # worker's own credentials, as in local mode); require_target_role refuses such jobs.
     target_role_arn: str = ""
     require_target_role: bool = False
+    # Execution roles (role_arn) must have opted in (punctual.boundary): IAM lets the workers assume
+    # only roles carrying this tag (value "true"), and, when a prefix is set, whose ARN after
+    # "role/" starts with it (a path such as "punctual/" or a name prefix), checked at registration too.
+    execution_role_tag: str = Field(default="punctual:execution-role", pattern=r"^[\w.:/=+@-]{1,128}$")
+    execution_role_prefix: str = Field(default="", pattern=r"^[\w+=,.@/-]{0,64}$")
     # Per-tenant quotas: scheduled triggers per minute (the sum over a tenant's schedules) and
     # API requests per minute (0: no limit).
     max_triggers_per_minute_per_tenant: int = Field(default=60_000, ge=1)
@@ -208,6 +213,8 @@ DEPLOYED: tuple[str, ...] = (
     "max_triggers_per_minute_per_tenant",
     "api_requests_per_minute_per_tenant",
     "require_target_role",
+    "execution_role_tag",
+    "execution_role_prefix",
     "target_allow_cidrs",
     "shard_groups",
     "max_shard_groups",

@@ -52,7 +52,7 @@ def principal_id(user: str) -> str | None:
     assumed role) becomes the role's id; ``123456789012:name`` (a federated user) is None:
     see :func:`is_federated`.
     """
-    head, sep, rest = user.strip().partition(":")
+    head, sep, _ = user.strip().partition(":")
     if _UNIQUE_ID_RE.match(head):
         return head
     if _ACCOUNT_RE.match(head) and not sep:
