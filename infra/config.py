@@ -142,6 +142,8 @@ class PunctualConfig:
     max_triggers_per_minute_per_tenant: int
     api_requests_per_minute_per_tenant: int
     require_target_role: bool
+    execution_role_tag: str
+    execution_role_prefix: str
     target_allow_cidrs: tuple[str, ...]
     target_arn_patterns: tuple[str, ...]
     shard_groups: int
@@ -214,6 +216,8 @@ class PunctualConfig:
             max_triggers_per_minute_per_tenant=reader.integer("maxTriggersPerMinutePerTenant", 1, 10**9),
             api_requests_per_minute_per_tenant=reader.integer("apiRequestsPerMinutePerTenant", 0, 10**9),
             require_target_role=reader.boolean("requireTargetRole"),
+            execution_role_tag=reader.text("executionRoleTag"),
+            execution_role_prefix=reader.text("executionRolePrefix", required=False),
             target_allow_cidrs=reader.strings("targetAllowCidrs"),
             target_arn_patterns=reader.strings("targetArnPatterns"),
             shard_groups=reader.integer("shardGroups", 1, c.MAX_SHARD_GROUPS),

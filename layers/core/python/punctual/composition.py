@@ -118,7 +118,12 @@ class Container:
             signing_secrets=signing_secrets or defaults.default_signing_secrets(settings),
             metrics=metrics,
         )
-        return Notifier(self.event_publisher(metrics), alerter)
+        from punctual.boundary import Boundary
+        from punctual.notifications import EventCopies
+        from punctual.targets import DefaultTargetInvoker
+
+        copies = EventCopies(DefaultTargetInvoker.client_factory(settings), Boundary.of(settings), metrics)
+        return Notifier(self.event_publisher(metrics), alerter, copies)
 
     def event_publisher(self, metrics: MetricsSink | None = None) -> EventPublisher:
         """Execution events to the settings' bus; a disabled publisher when they are turned off."""

@@ -378,7 +378,8 @@ class SlotReleaser:
                 # The slot ran, or was recorded missed before: nothing new to count. A record
                 # missed before is notified again (its alert is made once however often).
                 earlier = exc.current
-                if job is not None and job.alerts and earlier and earlier.status is ExecutionStatus.MISSED:
+                handed = job is not None and (bool(job.alerts) or job.events_bus is not None)
+                if job is not None and handed and earlier and earlier.status is ExecutionStatus.MISSED:
                     notify.append((job, earlier))
                 continue
             per_job[(record.tenant, record.job_id)] += 1
@@ -397,7 +398,8 @@ class SlotReleaser:
         now = self.clock.now()
         outgoing: dict[str, list[DispatchMessage]] = defaultdict(list)
         for job, record in missed:
-            if any(AlertCondition.MISSED in rule.on for rule in job.alerts):
+            # A missed rule's alert, and the copy of the Slot Missed event on the job's own bus.
+            if job.events_bus is not None or any(AlertCondition.MISSED in rule.on for rule in job.alerts):
                 message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
                 outgoing[self.queue_for(job)].append(replace(message, ordered=False))
         for queue, messages in outgoing.items():
