@@ -88,6 +88,20 @@ def test_a_tenant_over_its_request_rate_gets_429_and_others_do_not(
     assert api.call("GET", "/v1/jobs", user=BOB).status == 200
 
 
+def test_schedule_previews_are_metered_and_need_a_caller(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31, point 3: /v1/schedules/preview computed up to 100 slots a call, unmetered."""
+    _reconfigure(monkeypatch, PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT="3")
+    preview = "/v1/schedules/preview?expression=rate(1%20minute)&count=100"
+    replies = [api.call("GET", preview, user=ALICE) for _ in range(4)]
+
+    assert [r.status for r in replies] == [200, 200, 200, 429]
+    assert replies[-1].problem["quota"] == "apiRequestsPerMinutePerTenant"
+    assert api.call("GET", "/v1/jobs", user=ALICE).status == 429  # the same quota as every route
+    assert api.call("GET", preview, user=None).status == 401  # no caller, no preview
+
+
 def test_outside_local_mode_the_paging_key_comes_from_the_deploy_time_secret(aws: None) -> None:
     secrets = boto3.client("secretsmanager", region_name=REGION)
     arn = secrets.create_secret(Name="punctual-token-key", SecretString="k" * 64)["ARN"]

@@ -632,6 +632,7 @@ def preview_schedule(
         bool, Query(description="With calendars: also list the slots passed over, as `excluded`.")
     ] = False,
 ) -> SchedulePreview:
+    tenant = _tenant()  # metered like every request (it computes up to 100 slots)
     try:
         validate_timezone(timezone)
     except ScheduleError as exc:
@@ -652,7 +653,7 @@ def preview_schedule(
         return SchedulePreview(
             expression=expression, timezone=timezone, slots=schedule.slots(start, None, count)
         )
-    excluding = _preview_calendars(calendars)
+    excluding = _preview_calendars(tenant, calendars)
     passed: list[Any] = []
     slots = included_slots(lambda t: schedule.next_after(t, None), start, excluding, count, passed)
     if len(passed) >= MAX_SKIPPED_IN_A_ROW and len(slots) < count:
@@ -669,7 +670,7 @@ def preview_schedule(
     )
 
 
-def _preview_calendars(text: str) -> list[Any]:
+def _preview_calendars(tenant: str, text: str) -> list[Any]:
     """The caller's calendars named in ``text`` (comma-separated); 422 naming one missing or malformed."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     if len(names) > MAX_JOB_CALENDARS:
@@ -677,7 +678,6 @@ def _preview_calendars(text: str) -> list[Any]:
     for name in names:
         if not CALENDAR_NAME_RE.fullmatch(name):
             raise problems.invalid("query.calendars", f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
-    tenant = _tenant()
     found = services().store.batch_get_calendars(((tenant, name) for name in names), consistent=True)
     missing = [name for name in names if (tenant, name) not in found]
     if missing:

@@ -47,6 +47,7 @@ from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, Job
 from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling.config import PollerConfig
+from punctual.polling.fairness import interleave_tenants
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
@@ -146,6 +147,7 @@ class SlotReleaser:
         report = ReleaseReport()
         if not timers:
             return report
+        timers = interleave_tenants(timers)  # one tenant's burst cannot push another's slots back
         chunks = [timers[i : i + CHUNK] for i in range(0, len(timers), CHUNK)]
         if len(chunks) == 1:
             report.merge(self._release_chunk(chunks[0], uncertain))
