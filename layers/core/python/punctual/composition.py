@@ -148,6 +148,8 @@ class Container:
             concurrency=settings.queue_send_concurrency,
             rate_budgets=parse_budgets(settings.target_rate_budgets),
             max_lateness_s=float(settings.max_lateness_seconds),
+            max_backfills_per_tenant=settings.max_backfills_per_tenant,
+            backfill_slots_per_minute_per_tenant=settings.backfill_slots_per_minute_per_tenant,
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))

@@ -19,6 +19,7 @@ from punctual.calendars import Calendar, included_slots
 from punctual.clock import Clock
 from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
 from punctual.ownership import OwnResources
+from punctual.peaks import Profile, job_profile
 from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.quotas import MICRO, micro_rate
 from punctual.schedules import ScheduleError, cached_schedule
@@ -32,6 +33,7 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
+from punctual.tenant_quotas import PeakQuota
 from punctual.timers import Timer, TimerLayout, slot_key
 
 
@@ -172,6 +174,8 @@ class JobService:
     boundary
         The tenant boundary every ARN a job names passes (:mod:`punctual.boundary`); default: one
         made of ``own_resources`` and ``require_target_role``.
+    peaks
+        The tenant's peak quotas (:mod:`punctual.tenant_quotas`); None: not counted.
     max_triggers_per_minute
         The tenant's quota of scheduled triggers per minute (None: no quota).
     """
@@ -190,6 +194,7 @@ class JobService:
         require_target_role: bool = False,
         max_triggers_per_minute: int | None = None,
         boundary: Boundary | None = None,
+        peaks: PeakQuota | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -202,6 +207,7 @@ class JobService:
         self.own_resources = own_resources or OwnResources
         self.require_target_role = require_target_role
         self.boundary = boundary or Boundary(self.own_resources, require_target_role=require_target_role)
+        self.peaks = peaks
         self.max_trigger_rate = None if max_triggers_per_minute is None else max_triggers_per_minute * MICRO
 
     # ------------------------------------------------------------------ reading
@@ -291,7 +297,12 @@ class JobService:
         if paused:
             job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
             timer = None
-        self.store.create_job(job, timer, self.max_jobs, self.max_trigger_rate)
+        added = self._count_peaks(tenant, job, None)
+        try:
+            self.store.create_job(job, timer, self.max_jobs, self.max_trigger_rate)
+        except Exception:
+            self._uncount_peaks(tenant, *added)
+            raise
         if parents:
             self.store.set_dependents(tenant, job_id, parents, present=True)
         return self.with_next_fire(job), secret_plain
@@ -336,7 +347,12 @@ class JobService:
                 )
             timers = [timer] if timer else []
         self._use_calendars(tenant, job_id, spec.exclude_calendars)
-        self._write(job, current.version, timers, previous_trigger_rate=current.trigger_rate)
+        changed = self._count_peaks(tenant, job, found)
+        try:
+            self._write(job, current.version, timers, previous_trigger_rate=current.trigger_rate)
+        except Exception:
+            self._uncount_peaks(tenant, *changed)
+            raise
         old_calendars = current.exclude_calendars if isinstance(found, Job) else []
         dropped = [name for name in old_calendars if name not in spec.exclude_calendars]
         if dropped:
@@ -401,6 +417,8 @@ class JobService:
             self.store.delete_job(tenant, job_id, current.version, current.trigger_rate)
         except VersionConflictError as exc:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
+        if self.peaks is not None and isinstance(current, Job):
+            self.peaks.undo(tenant, add=job_profile(current))  # its slots are no longer due
         parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
         if parents:
             self.store.set_dependents(tenant, job_id, parents, present=False)
@@ -558,6 +576,37 @@ class JobService:
                 f" (PUT /v1/calendars/{exc.name} first)",
                 field="exclude_calendars",
             ) from None
+
+    def _count_peaks(
+        self, tenant: str, job: Job, replaced: Job | UnreadableJob | None
+    ) -> tuple[Profile | None, Profile | None]:
+        """Move the tenant's peak profile by ``job``'s (less ``replaced``'s); 409 past a limit."""
+        if self.peaks is None:
+            return None, None
+        added = job_profile(job)
+        removed = job_profile(replaced) if isinstance(replaced, Job) else None
+        self.peaks.change(tenant, add=added, remove=removed)
+        return added, removed
+
+    def _uncount_peaks(self, tenant: str, added: Profile | None, removed: Profile | None) -> None:
+        """Take back :meth:`_count_peaks` when the job's own write failed."""
+        if self.peaks is not None and added is not None:
+            self.peaks.undo(tenant, add=added, remove=removed)
+
+    def recount_peaks(self, tenant: str) -> Profile:
+        """Rebuild ``tenant``'s peak profile from its jobs (after a crash between a profile's
+        change and the job's write, or for jobs registered before peaks were counted)."""
+        if self.peaks is None:
+            return Profile()
+        jobs: list[Job] = []
+        cursor: str | None = None
+        while True:
+            page = self.store.list_jobs(tenant, 100, cursor)
+            jobs.extend(page.items)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        return self.peaks.recount(tenant, list(jobs))
 
     def _trigger_rate(self, tenant: str, spec: JobSpec) -> int:
         """Micro-triggers per minute the job adds to its tenant's total (:mod:`punctual.quotas`)."""

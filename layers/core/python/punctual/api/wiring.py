@@ -27,6 +27,7 @@ from punctual.queues import SqsQueues
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore
+from punctual.tenant_quotas import PeakQuota, backfill_quota, peak_limits
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class Services:
                 max_parallel=self.settings.backfill_max_parallel,
                 max_slots=self.settings.backfill_max_slots,
                 step_s=self.settings.backfill_step_s,
+                quota=backfill_quota(self.store, self.settings),
             )
         return self.backfills
 
@@ -215,6 +217,7 @@ def build_services(
         require_target_role=settings.require_target_role,
         max_triggers_per_minute=settings.max_triggers_per_minute_per_tenant,
         boundary=Boundary.of(settings, own_loader),
+        peaks=PeakQuota(store, peak_limits(settings)),
     )
     return Services(
         settings=settings,

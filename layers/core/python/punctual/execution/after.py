@@ -24,10 +24,12 @@ from punctual.instants import format_instant_ms
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
 from punctual.observability import MetricsSink, NullMetrics
+from punctual.peaks import PeakLimits, job_profile
 from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.retries import RandomSource, next_retry_at
 from punctual.slots import fire_timer, schedule_of
 from punctual.store.base import ExecutionConflictError
+from punctual.tenant_quotas import PeakQuota
 from punctual.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
@@ -172,6 +174,7 @@ class AfterEffects:
             log.info("job %s not deleted after completion: %s", job.id, exc)
             return
         self.metrics.add("JobsDeletedAfterCompletion", 1)
+        PeakQuota(self.store, PeakLimits()).undo(job.tenant, add=job_profile(current))  # its peak goes
 
     def _chain_delay(self, job: Job, execution: Execution, now: datetime) -> None:
         """``delay(...)`` jobs: the next slot counts from this finish, for the same job version."""

@@ -32,6 +32,10 @@ class PollerConfig:
     # and the default of a job's max_lateness_seconds.
     rate_budgets: dict[tuple[str, str], float] = field(default_factory=dict)
     max_lateness_s: float = 10.0
+    # A tenant's backfills (punctual.tenant_quotas): at most this many running, this many
+    # backfilled slots sent a minute by all of them (0: no limit).
+    max_backfills_per_tenant: int = 10
+    backfill_slots_per_minute_per_tenant: int = 600
 
     @property
     def routing(self) -> QueueRouting:

@@ -52,6 +52,7 @@ from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
+from punctual.tenant_quotas import BackfillQuota
 from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 
 log = logging.getLogger("punctual.polling")
@@ -133,7 +134,10 @@ class SlotReleaser:
         self.routing = config.routing
         self.ledger = BudgetLedger(config.rate_budgets)
         self.overruns: OverrunSink = overruns or LoggedOverruns()
-        self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing)
+        quota = BackfillQuota(
+            store, config.max_backfills_per_tenant, config.backfill_slots_per_minute_per_tenant
+        )
+        self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing, quota=quota)
 
     def queue_for(self, job: Job) -> str:
         return self.routing.queue_for(job)
