@@ -19,7 +19,7 @@ Usage: ``python bench/fairness.py [--big 5000] [--small 20] [--workers 3]``
 from __future__ import annotations
 
 import argparse
-import tempfile
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -150,15 +150,16 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=5000, help="the big tenant's slots at the instant")
     parser.add_argument("--small", type=int, default=20, help="the small tenant's slots at the instant")
     parser.add_argument("--workers", type=int, default=3, help="worker processes (punctual-local --workers)")
+    parser.add_argument("--state-dir", default="", help="local mode's state (default .local/bench-fairness)")
     parser.add_argument("--no-json", action="store_true")
     args = parser.parse_args()
     began = time.perf_counter()
     flags = ("--no-demo", "--workers", str(args.workers))
     benchlib.heading(f"Fairness: {args.big:,} slots of one tenant and {args.small} of another at one instant")
-    with (
-        tempfile.TemporaryDirectory(prefix="punctual-fairness-") as tmp,
-        harness.running(Path(tmp) / "fairness", *flags, tenant="small") as local,
-    ):
+    # Local mode's state (its logs among it) stays in .local/bench-fairness for a look afterwards.
+    state = Path(args.state_dir) if args.state_dir else benchlib.ROOT / ".local" / "bench-fairness"
+    shutil.rmtree(state, ignore_errors=True)
+    with harness.running(state, *flags, tenant="small") as local:
         result = run(local, args.big, args.small)
     result["workers"] = args.workers
     result["wall_s"] = time.perf_counter() - began
