@@ -69,6 +69,8 @@ def test_frequent_jobs_at_a_few_seconds_of_the_minute_keep_them(
 def test_a_zone_with_dst_counts_both_utc_minutes_and_jitter_moves_the_instant() -> None:
     berlin = job_profile(job("j", "cron(0 9 * * ? *)", timezone="Europe/Berlin"))
     assert set(berlin.minutes) == {7 * 60, 8 * 60}  # 09:00 in summer and in winter
+    repeated = job_profile(job("j", "cron(30 2 * * ? *)", timezone="Europe/Berlin", dst={"repeat": "both"}))
+    assert {0 * 60 + 30, 1 * 60 + 30} <= set(repeated.minutes)  # 02:30 in summer and in winter
     spread = job_profile(job("j", "cron(0 9 * * ? *)", jitter_seconds=3600))
     assert spread.peak_per_minute() >= 1 and len(spread.minutes) > 1
 

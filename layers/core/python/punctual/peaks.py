@@ -9,10 +9,11 @@ make more than ``maxSlotsPerSecondPerTenant`` slots due in any one second, nor m
 **A job's profile.** Its slots projected onto the UTC day: for each minute of the day, how many
 slots it can have in that minute and in that minute's busiest second (the most over the days
 sampled). The slots are those the poller releases (dispatch instants: jitter included), sampled
-from the job's anchor (stable for the life of a version, so the profile a job added is the one
-its replacement or deletion takes away) over its next :data:`SAMPLE_SLOTS` slots or
-:data:`SAMPLE_DAYS` days. A job whose slots fall on more than :data:`SPARSE_MINUTES` minutes of
-the day (anything more frequent than every quarter hour: ``rate(1 minute)``, ``*/5``) counts
+in :data:`WINDOWS` windows a season apart from the job's anchor (stable for the life of a
+version, so the profile a job added is the one its replacement or deletion takes away), each from
+its first slot for eight days (a cron: one day, which shows all its minutes
+of the day) or 50 slots. A job with more than 50 slots a day, or whose slots
+fall on more than :data:`SPARSE_MINUTES` minutes of the day (``rate(1 minute)``, ``*/5``), counts
 *everywhere*: its busiest minute is added to every minute, and its busiest second to the few
 seconds of the minute it fires at (``rate(1 minute)``: one) or else to every second. The busiest
 second of a minute of the day is counted per job, so jobs at different seconds of one minute
@@ -29,17 +30,21 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from punctual.models import Job
+from punctual.schedules import CronSchedule
 from punctual.slots import dispatch_instant, next_slot, schedule_of
 
 MINUTES_PER_DAY = 1440
-SAMPLE_SLOTS = 200  # slots sampled per job (a daily job: 200 days; an hourly one: 8)
-SAMPLE_DAYS = 400  # ... or this long, whichever ends first (a yearly job, a DST change)
+WINDOWS = 4  # sampled windows, a season apart: at least one on each side of any DST change
+SEASON = timedelta(days=91)
+WINDOW = timedelta(days=8)  # each from its first slot: a weekly job shows its week
+WINDOW_SLOTS = 50  # ... or this many slots (a job with more a day counts in every minute)
 SPARSE_MINUTES = 96  # more minutes of the day than this: the job counts in every minute
 _DAY = timedelta(days=1)
 MAX_PHASES = 6  # a job that counts everywhere at this many seconds of the minute or fewer keeps them
@@ -127,31 +132,65 @@ class Profile:
 
 
 def job_profile(job: Job) -> Profile:
-    """The profile of one job (see the module notes)."""
+    """The profile of one job (see the module notes); the same job version always gets the same."""
     schedule = schedule_of(job)
     if schedule.kind == "delay":
         period_s = max(schedule.period.total_seconds() if schedule.period else 60.0, 1.0)
         return Profile(every_minute=math.ceil(60 / period_s), every_second=1)
     if schedule.kind == "after":
         return Profile(every_minute=1, every_second=1)
+    if job.jitter_seconds:  # each slot's offset is its own: nothing to share
+        return _sampled(job)
+    # Without jitter the profile depends on the schedule and the windows sampled only: jobs
+    # registered in bulk with one expression (the usual burst) are sampled once.
+    anchor = job.anchor if schedule.period is not None else job.anchor.date()
+    dst = (job.dst.gap, job.dst.repeat) if job.dst else None
+    key = (job.schedule, job.timezone, dst, job.start_at, job.end_at, anchor)
+    return _cached(key, job)
+
+
+_profiles: OrderedDict[tuple[object, ...], Profile] = OrderedDict()
+_profiles_lock = threading.Lock()
+MAX_CACHED_PROFILES = 4096
+
+
+def _cached(key: tuple[object, ...], job: Job) -> Profile:
+    with _profiles_lock:
+        found = _profiles.get(key)
+        if found is not None:
+            _profiles.move_to_end(key)
+            return found
+    profile = _sampled(job)
+    with _profiles_lock:
+        _profiles[key] = profile
+        while len(_profiles) > MAX_CACHED_PROFILES:
+            _profiles.popitem(last=False)
+    return profile
+
+
+def _sampled(job: Job) -> Profile:
+    """Sample the job's dispatch instants in a few windows a season apart (both sides of a DST
+    change), each from its first slot for :data:`WINDOW` or :data:`WINDOW_SLOTS` slots."""
     per_minute: Counter[tuple[int, int]] = Counter()  # (day, minute of day) -> slots
     per_second: Counter[tuple[int, int, int]] = Counter()  # (day, minute, second) -> slots
-    start = job.anchor - timedelta(seconds=1)
-    horizon = start + timedelta(days=SAMPLE_DAYS)
-    slot: datetime | None = next_slot(job, start)
-    first: datetime | None = None
-    sampled = 0
-    for sampled in range(1, SAMPLE_SLOTS + 1):
-        if slot is None or slot > horizon:
-            sampled -= 1
+    crowded = False
+    # A cron's minutes of the day are the same on every day it fires (its hour and minute fields
+    # do not depend on the day): a day of it shows them all.
+    span = _DAY + timedelta(seconds=1) if isinstance(schedule_of(job), CronSchedule) else WINDOW
+    for window in range(WINDOWS):
+        slot: datetime | None = next_slot(job, job.anchor - timedelta(seconds=1) + window * SEASON)
+        first = slot
+        taken = 0
+        while slot is not None and first is not None and slot - first < span and taken < WINDOW_SLOTS:
+            at = dispatch_instant(job, slot)
+            minute = at.hour * 60 + at.minute
+            per_minute[(at.toordinal(), minute)] += 1
+            per_second[(at.toordinal(), minute, at.second)] += 1
+            taken += 1
+            slot = next_slot(job, slot)
+        if taken == WINDOW_SLOTS and slot is not None and first is not None and slot - first < _DAY:
+            crowded = True  # more than WINDOW_SLOTS a day: no need to look further
             break
-        first = first or slot
-        at = dispatch_instant(job, slot)
-        day = at.toordinal()
-        minute = at.hour * 60 + at.minute
-        per_minute[(day, minute)] += 1
-        per_second[(day, minute, at.second)] += 1
-        slot = next_slot(job, slot)
     if not per_minute:
         return Profile()
     minutes: dict[int, int] = {}
@@ -160,15 +199,16 @@ def job_profile(job: Job) -> Profile:
     seconds: dict[int, int] = {}
     for (_, minute, _), count in per_second.items():
         seconds[minute] = max(seconds.get(minute, 0), count)
-    # The sample ran out of slots inside a day (more than SAMPLE_SLOTS a day), or they fall on too
-    # many minutes of the day: the job counts in every minute, with its busiest minute and second.
-    crowded = sampled == SAMPLE_SLOTS and first is not None and slot is not None and slot - first < _DAY
+    # Too many slots a day, or on too many minutes of the day: the job counts in every minute,
+    # with its busiest minute and second.
     if crowded or len(minutes) > SPARSE_MINUTES:
+        period = schedule_of(job).period  # a sample of 50 may cover less than a whole minute
+        busiest_minute = max(max(minutes.values()), math.ceil(60 / period.total_seconds()) if period else 0)
         busiest_second = max(seconds.values())
         phases = {second for (_, _, second) in per_second}
         if len(phases) <= MAX_PHASES:
-            return Profile(every_minute=max(minutes.values()), phases=dict.fromkeys(phases, busiest_second))
-        return Profile(every_minute=max(minutes.values()), every_second=busiest_second)
+            return Profile(every_minute=busiest_minute, phases=dict.fromkeys(phases, busiest_second))
+        return Profile(every_minute=busiest_minute, every_second=busiest_second)
     return Profile(minutes, seconds)
 
 
