@@ -66,6 +66,8 @@ bench: install
 	$(BIN)/python bench/crash_cost.py; \
 	rm -f bench/results/local_mode.json; \
 	$(BIN)/python bench/local_mode.py || echo "make bench: local mode benchmarks failed (reported as not run)"; \
+	rm -f bench/results/fairness.json; \
+	$(BIN)/python bench/fairness.py || echo "make bench: the fairness benchmark failed (reported as not run)"; \
 	$(BIN)/python bench/report.py --elapsed-s $$(( $$(date +%s) - start )); \
 	echo "make bench: $$(( $$(date +%s) - start )) s"
 

@@ -100,6 +100,7 @@ def rows() -> list[tuple[str, str, str, str]]:
             )
     else:
         out.append(("1, 2, 5. local mode", "not run", "-", "not run"))
+    out.append(_fairness_row())
     cpu = load("cpu_per_trigger")
     if cpu:
         u = cpu["us_per_trigger"]
@@ -279,6 +280,26 @@ def lease_rows(lease: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def _fairness_row() -> tuple[str, str, str, str]:
+    """Fairness (issue 31): the small tenant's fire delay beside another tenant's burst."""
+    name = "7. fairness, local mode: 20 slots of one tenant beside 5,000 of another at one instant:"
+    fair = load("fairness")
+    if not fair:
+        return (f"{name} slot→receipt p99 of the 20", "not run", "p99 ≤ 1 s", "not run")
+    small, big = fair["small_slot_to_receipt_s"], fair["big_slot_to_receipt_s"]
+    after = fair.get("small_after_first_slot_s", {})
+    return (
+        f"7. fairness, local mode: {fair['small_jobs']} slots of one tenant beside {fair['big_jobs']:,} of"
+        " another at one instant: the small tenant's slot→receipt p50 / p99 (the burst's p50 / last;"
+        " when the first slot of either arrived; the small tenant's p99 after it; burst slots before its"
+        " last)",
+        f"{ms(small['p50'])} / {ms(small['p99'])} ({ms(big['p50'])} / {fair['big_last_ran_s']:.1f} s;"
+        f" {ms(fair.get('first_slot_s'))}; {ms(after.get('p99'))}; {fair.get('big_before_small_last', '-')})",
+        "p99 ≤ 1 s",
+        verdict(small["p99"] is not None and small["p99"] <= 1.0),
+    )
+
+
 def section(elapsed_s: float | None) -> str:
     cpu = load("cpu_per_trigger") or load("cost_per_million") or {}
     date = str(cpu.get("date", benchlib.now_iso()))[:10]
@@ -289,7 +310,7 @@ def section(elapsed_s: float | None) -> str:
         "",
         f"`make bench` on {date}, {where}"
         + (f"; the whole run took {elapsed_s / 60:.1f} minutes." if elapsed_s else "."),
-        "Local-mode figures (1, 2, 5) run on moto, much slower than AWS: they are set beside what",
+        "Local-mode figures (1, 2, 5, 7) run on moto, much slower than AWS: they are set beside what",
         "moto itself does in the same run, and vary between runs when other work shares the two",
         "cores. Cloud figures (4, capacity) come from counted requests,",
         "published prices and limits (`bench/prices.json`, [docs/capacity.md](docs/capacity.md)).",

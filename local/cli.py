@@ -211,10 +211,19 @@ def _ports(config: LocalConfig) -> LocalConfig:
     return replace(config, aws_port=aws_port, api_port=api_port, receiver_port=receiver_port)
 
 
+def with_demo_console(config: LocalConfig, demo: bool) -> LocalConfig:
+    """With the demo on, a bare ``/console`` shows the demo's tenant (it showed the empty ``default``)."""
+    if not demo or "PUNCTUAL_CONSOLE_TENANT" in config.extra:
+        return config
+    from local.demo import DEMO_TENANT
+
+    return replace(config, extra={**config.extra, "PUNCTUAL_CONSOLE_TENANT": DEMO_TENANT})
+
+
 def up(args: argparse.Namespace) -> int:
     from local.demo import run_up
 
-    config = _ports(config_from(args))
+    config = with_demo_console(_ports(config_from(args)), args.demo)
     existing = config.pid_file("supervisor")
     if existing.exists():
         try:

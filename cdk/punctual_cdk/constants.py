@@ -323,5 +323,6 @@ ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
 IDEMPOTENT_REPLY_PURPOSE: Final = "punctual-idempotent-reply"
 DISPATCH_KEY_CHARS: Final = 64  # the generated dispatch-message key (letters and digits)
 
-# Execution events (punctual.notifications.events): the account's default bus, or one the stack creates.
-EVENTS_BUSES: Final = ("default", "stack")
+# Execution events (punctual.notifications.events): a bus the stack creates (the default), or the
+# account's default bus (stacks made before issue 31, while they move their rules).
+EVENTS_BUSES: Final = ("stack", "default")

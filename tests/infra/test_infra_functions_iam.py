@@ -194,7 +194,7 @@ def test_worker_lambda_consumes_only_the_short_queues(default_synth: Synth) -> N
     # No target permissions without targetArnPatterns: HTTP targets need none. (Its own execution
     # events go to the one events bus: not a target.)
     assert granted["events:PutEvents"] == {
-        "arn:<AWS::Partition>:events:<AWS::Region>:<AWS::AccountId>:event-bus/default"
+        f"<{default_synth.logical_id(default_synth.stack.events.bus)}.Arn>"
     }
     assert not any(
         a.startswith(("lambda:", "sns:", "events:", "states:", "ecs:", "iam:")) and a != "events:PutEvents"

@@ -364,6 +364,21 @@ def test_turns_are_taken_waited_for_and_passed(faithful: Faithful, t0: datetime)
     assert store.get_turn(T, "nobody") is None
 
 
+def test_a_tenants_burst_quotas(faithful: Faithful) -> None:
+    store = faithful.store
+    assert store.get_peaks(T) == (None, 0)
+    assert store.put_peaks(T, '{"p": 1}', 0) and not store.put_peaks(T, '{"p": 2}', 0)
+    assert store.get_peaks(T) == ('{"p": 1}', 1)
+    assert store.join_backfills(T, "a/1", 2) and store.join_backfills(T, "a/2", 2)
+    assert not store.join_backfills(T, "a/3", 2) and store.join_backfills(T, "a/1", 2)  # a repeat
+    store.leave_backfills(T, "a/1")
+    store.leave_backfills(T, "a/1")  # idempotent
+    assert store.running_backfills(T) == ["a/2"]
+    assert store.take_backfill_slots(T, "w1", 7, 10, 2_000_000_000) == 7
+    assert store.take_backfill_slots(T, "w1", 7, 10, 2_000_000_000) == 3
+    assert store.take_backfill_slots(T, "w2", 1, 10, 2_000_000_000) == 1
+
+
 def test_the_audit_scan_may_be_behind_a_moment_then_lists_every_job(t0: datetime) -> None:
     # Given the in-memory store with DynamoDB's stale reads (the audit index is eventually consistent)
     clock = ManualClock(t0)

@@ -333,7 +333,7 @@ class Workers(Construct):
                 },
             )
         )
-        grant_execution_roles(role)
+        grant_execution_roles(role, self._config)
 
     def _vpc(self) -> ec2.IVpc:
         if self._config.vpc_id:

@@ -139,7 +139,12 @@ class Container:
             metrics=metrics,
             sweeps=AlertSweeps(self.store, settings.layout()),
         )
-        return Notifier(self.event_publisher(metrics), alerter)
+        from punctual.boundary import Boundary
+        from punctual.notifications import EventCopies
+        from punctual.targets import DefaultTargetInvoker
+
+        copies = EventCopies(DefaultTargetInvoker.client_factory(settings), Boundary.of(settings), metrics)
+        return Notifier(self.event_publisher(metrics), alerter, copies)
 
     def event_publisher(self, metrics: MetricsSink | None = None) -> EventPublisher:
         """Execution events to the settings' bus; a disabled publisher when they are turned off."""
@@ -165,6 +170,8 @@ class Container:
             rate_budgets=parse_budgets(settings.target_rate_budgets),
             max_lateness_s=float(settings.max_lateness_seconds),
             resend_after_s=settings.unclaimed_resend_s,
+            max_backfills_per_tenant=settings.max_backfills_per_tenant,
+            backfill_slots_per_minute_per_tenant=settings.backfill_slots_per_minute_per_tenant,
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))
@@ -233,7 +240,7 @@ class Container:
             signing_secrets=signing_secrets,
             pauser=JobServicePauser(self.store, self.queues, self.clock, config),
             signer=self.signer,
-            dead_letters=defaults.default_dead_letters(settings),
+            dead_letters=defaults.default_dead_letters(settings, metrics),
             notifier=self.notifier(invoker, signing_secrets, metrics),
         )
 

@@ -382,7 +382,12 @@ class EventBridgeTarget(_AwsTarget):
     detail_type: str = Field(
         default="Punctual Scheduled Job", min_length=1, max_length=128, description="The event's detail-type."
     )
-    source: str = Field(default="punctual", min_length=1, max_length=256, description="The event's source.")
+    source: str = Field(
+        default="scheduled-job",
+        min_length=1,
+        max_length=256,
+        description="The event's source (not punctual*).",
+    )
 
     @field_validator("event_bus_arn")
     @classmethod
@@ -575,6 +580,11 @@ class DeadLetterQueue(_Strict):
         ),
         examples=["arn:aws:sqs:eu-west-1:123456789012:report-dlq"],
     )
+
+    role_arn: str | None = Field(
+        default=None, max_length=2048, description="Sent as this role (else the target's)."
+    )
+    _role = field_validator("role_arn")(_AwsTarget._role.__func__)  # type: ignore[attr-defined]
 
     @field_validator("queue_arn")
     @classmethod
@@ -801,6 +811,10 @@ class JobSpec(_Strict):
     )
     dead_letter: DeadLetterQueue | None = Field(
         default=None, description="Where a slot's event goes after its last attempt failed (SQS)."
+    )
+    events_bus: EventBridgeTarget | None = Field(
+        default=None,
+        description="A bus of yours that gets a copy of this job's execution events (as its role).",
     )
     delete_after_completion: bool = _flag(
         False, "Delete the job once it is COMPLETED (a one-time at(), or end_at passed) and its slot ended."

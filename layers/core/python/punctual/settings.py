@@ -83,10 +83,22 @@ class Settings(BaseModel):
     # worker's own credentials, as in local mode); require_target_role refuses such jobs.
     target_role_arn: str = ""
     require_target_role: bool = False
+    # Execution roles (role_arn) must have opted in (punctual.boundary): IAM lets the workers assume
+    # only roles carrying this tag (value "true"), and, when a prefix is set, whose ARN after
+    # "role/" starts with it (a path such as "punctual/" or a name prefix), checked at registration too.
+    execution_role_tag: str = Field(default="punctual:execution-role", pattern=r"^[\w.:/=+@-]{1,128}$")
+    execution_role_prefix: str = Field(default="", pattern=r"^[\w+=,.@/-]{0,64}$")
     # Per-tenant quotas: scheduled triggers per minute (the sum over a tenant's schedules) and
     # API requests per minute (0: no limit).
     max_triggers_per_minute_per_tenant: int = Field(default=60_000, ge=1)
     api_requests_per_minute_per_tenant: int = Field(default=1_200, ge=0)
+    # Burst quotas (punctual.tenant_quotas): a tenant's slots due in one second and in one minute
+    # (its jobs' peak profile, punctual.peaks), its backfills running at once and its backfilled
+    # slots a minute (0: no limit).
+    max_slots_per_second_per_tenant: int = Field(default=10_000, ge=0)
+    max_slots_per_minute_per_tenant: int = Field(default=60_000, ge=0)
+    max_backfills_per_tenant: int = Field(default=10, ge=0)
+    backfill_slots_per_minute_per_tenant: int = Field(default=600, ge=0)
     # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
@@ -228,7 +240,13 @@ DEPLOYED: tuple[str, ...] = (
     "max_jobs_per_tenant",
     "max_triggers_per_minute_per_tenant",
     "api_requests_per_minute_per_tenant",
+    "max_slots_per_second_per_tenant",
+    "max_slots_per_minute_per_tenant",
+    "max_backfills_per_tenant",
+    "backfill_slots_per_minute_per_tenant",
     "require_target_role",
+    "execution_role_tag",
+    "execution_role_prefix",
     "target_allow_cidrs",
     "shard_groups",
     "poller_replicas",

@@ -108,7 +108,9 @@ SlotKey = Annotated[
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size, 1-100.")]
 NextToken = Annotated[
-    str | None, Query(max_length=2048, description="The next_token of the previous page (opaque).")
+    # No max_length here: a token that is too long is a 400 like any other token it did not issue
+    # (api/paging.py), not the validator's 422.
+    str | None, Query(description="The next_token of the previous page (opaque; at most 2,048 characters).")
 ]
 
 
@@ -645,6 +647,7 @@ def preview_schedule(
         bool, Query(description="With calendars: also list the slots passed over, as `excluded`.")
     ] = False,
 ) -> SchedulePreview:
+    tenant = _tenant()  # metered like every request (it computes up to 100 slots)
     try:
         validate_timezone(timezone)
     except ScheduleError as exc:
@@ -665,7 +668,7 @@ def preview_schedule(
         return SchedulePreview(
             expression=expression, timezone=timezone, slots=schedule.slots(start, None, count)
         )
-    excluding = _preview_calendars(calendars)
+    excluding = _preview_calendars(tenant, calendars)
     passed: list[Any] = []
     slots = included_slots(lambda t: schedule.next_after(t, None), start, excluding, count, passed)
     if len(passed) >= MAX_SKIPPED_IN_A_ROW and len(slots) < count:
@@ -682,7 +685,7 @@ def preview_schedule(
     )
 
 
-def _preview_calendars(text: str) -> list[Any]:
+def _preview_calendars(tenant: str, text: str) -> list[Any]:
     """The caller's calendars named in ``text`` (comma-separated); 422 naming one missing or malformed."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     if len(names) > MAX_JOB_CALENDARS:
@@ -690,7 +693,6 @@ def _preview_calendars(text: str) -> list[Any]:
     for name in names:
         if not CALENDAR_NAME_RE.fullmatch(name):
             raise problems.invalid("query.calendars", f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
-    tenant = _tenant()
     found = services().store.batch_get_calendars(((tenant, name) for name in names), consistent=True)
     missing = [name for name in names if (tenant, name) not in found]
     if missing:

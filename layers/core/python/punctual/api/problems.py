@@ -49,6 +49,7 @@ from punctual.store.base import (
     UnreadableJobError,
     VersionConflictError,
 )
+from punctual.tenant_quotas import BurstQuotaError
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:punctual:problem:"
@@ -320,6 +321,9 @@ def _unreadable(exc: UnreadableJobError) -> Response[Any]:
 
 def _job_limit(exc: TenantLimitError) -> Response[Any]:
     # 409, not 429: waiting does not help, deleting jobs (or raising the limit) does.
+    if isinstance(exc, BurstQuotaError):  # peaks and backfills (punctual.tenant_quotas)
+        detail = f"{exc}; {exc.hint} ({exc.quota}, cdk.json)"
+        return problem_response(409, exc.problem_type, exc.title, detail, quota=exc.quota)
     if isinstance(exc, TriggerRateLimitError):
         return problem_response(
             409,

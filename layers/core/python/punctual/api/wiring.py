@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.api.paging import TokenCodec
 from punctual.backfill_runner import BackfillRunner
+from punctual.boundary import Boundary
 from punctual.calendar_service import CalendarService
 from punctual.clock import Clock, SystemClock
 from punctual.jobs import InvalidJobError, JobService, SecretBox
@@ -25,6 +27,7 @@ from punctual.queues import SqsQueues
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore
+from punctual.tenant_quotas import PeakQuota, backfill_quota, peak_limits
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +83,7 @@ class Services:
                 max_parallel=self.settings.backfill_max_parallel,
                 max_slots=self.settings.backfill_max_slots,
                 step_s=self.settings.backfill_step_s,
+                quota=backfill_quota(self.store, self.settings),
             )
         return self.backfills
 
@@ -197,6 +201,9 @@ def build_services(
     layout = settings.layout()
     store = DynamoStore(dynamodb, settings.table_name, layout)
     jobs_box, reply_box = _secret_boxes(settings)
+    own_loader: Callable[[], OwnResources] = (
+        (lambda: own) if own is not None else (lambda: own_resources(settings))
+    )
     jobs = JobService(
         store=store,
         queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer_from(settings)),
@@ -206,9 +213,11 @@ def build_services(
         max_jobs_per_tenant=settings.max_jobs_per_tenant,
         secrets=jobs_box,
         allow_cidrs=tuple(settings.target_allow_cidrs),
-        own_resources=(lambda: own) if own is not None else (lambda: own_resources(settings)),
+        own_resources=own_loader,
         require_target_role=settings.require_target_role,
         max_triggers_per_minute=settings.max_triggers_per_minute_per_tenant,
+        boundary=Boundary.of(settings, own_loader),
+        peaks=PeakQuota(store, peak_limits(settings)),
     )
     return Services(
         settings=settings,

@@ -284,12 +284,14 @@ def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
     return DefaultTargetInvoker(None, settings, clock=clock)
 
 
-def default_dead_letters(settings: Settings) -> DeadLetterSink:
-    """Jobs' dead-letter queues, sent to as each job's target role (imported late, like the invoker)."""
+def default_dead_letters(settings: Settings, metrics: MetricsSink | None = None) -> DeadLetterSink:
+    """Jobs' dead-letter queues, sent to as each job's target role under the tenant boundary
+    (imported late, like the invoker)."""
+    from punctual.boundary import Boundary
     from punctual.execution.dead_letters import SqsDeadLetters
     from punctual.targets import DefaultTargetInvoker
 
-    return SqsDeadLetters(DefaultTargetInvoker.client_factory(settings))
+    return SqsDeadLetters(DefaultTargetInvoker.client_factory(settings), Boundary.of(settings), metrics)
 
 
 def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ...]]:

@@ -36,6 +36,10 @@ class PollerConfig:
     # worker may have died before its handler ran: punctual.polling.resend); 0: never (pollers
     # without workers: tests, benchmarks). The composition root sets Settings.unclaimed_resend_s.
     resend_after_s: float = 0.0
+    # A tenant's backfills (punctual.tenant_quotas): at most this many running, this many
+    # backfilled slots sent a minute by all of them (0: no limit).
+    max_backfills_per_tenant: int = 10
+    backfill_slots_per_minute_per_tenant: int = 600
 
     @property
     def routing(self) -> QueueRouting:

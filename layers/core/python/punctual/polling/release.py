@@ -62,6 +62,7 @@ from punctual.notifications.sweep import sweep_message
 from punctual.observability import MetricsSink
 from punctual.polling.chains import Verdict, verdict
 from punctual.polling.config import PollerConfig
+from punctual.polling.fairness import interleave_tenants
 from punctual.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.polling.resend import ResendWatch
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
@@ -69,6 +70,7 @@ from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_relea
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore, VersionConflictError
 from punctual.store.reads import read_calendars
+from punctual.tenant_quotas import BackfillQuota
 from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 
 log = logging.getLogger("punctual.polling")
@@ -149,7 +151,10 @@ class SlotReleaser:
         self.routing = config.routing
         self.ledger = BudgetLedger(config.rate_budgets)
         self.overruns: OverrunSink = overruns or LoggedOverruns()
-        self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing)
+        quota = BackfillQuota(
+            store, config.max_backfills_per_tenant, config.backfill_slots_per_minute_per_tenant
+        )
+        self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing, quota=quota)
         self.pauses = Pauses(store)
         # What it sends to the Lambda lane, re-sent if no worker claims it (polling.resend).
         self.watch = ResendWatch(store, queues, config.short_queue_urls, metrics, config.resend_after_s)
@@ -166,13 +171,15 @@ class SlotReleaser:
         report = ReleaseReport()
         if not timers:
             return report
+        timers = interleave_tenants(timers)  # one tenant's burst cannot push another's slots back
         chunks = [timers[i : i + CHUNK] for i in range(0, len(timers), CHUNK)]
-        if len(chunks) == 1:
-            report.merge(self._release_chunk(chunks[0], uncertain))
-        else:
-            futures = [self.pool.submit(self._release_chunk, chunk, uncertain) for chunk in chunks]
-            for future in futures:
-                report.merge(future.result())
+        # The first chunk alone, before the others start: it holds every tenant's first slots,
+        # which so enter the queues ahead of the rest of a burst (run side by side, a later chunk
+        # could be sent first).
+        report.merge(self._release_chunk(chunks[0], uncertain))
+        futures = [self.pool.submit(self._release_chunk, chunk, uncertain) for chunk in chunks[1:]]
+        for future in futures:
+            report.merge(future.result())
         self.notifier.flush()  # the rate budget overruns' events
         self._record(report)
         return report
@@ -490,6 +497,9 @@ class SlotReleaser:
                         per_job[(record.tenant, record.job_id)] += added
                     if job is not None and job.alerts:
                         notify.append((job, earlier))
+                handed = job is not None and (bool(job.alerts) or job.events_bus is not None)
+                if job is not None and handed and earlier and earlier.status is ExecutionStatus.MISSED:
+                    notify.append((job, earlier))
                 continue
             per_job[(record.tenant, record.job_id)] += record.slot_count
             if job is not None:
@@ -521,7 +531,8 @@ class SlotReleaser:
         now = self.clock.now()
         outgoing: dict[str, list[DispatchMessage]] = defaultdict(list)
         for job, record in missed:
-            if any(AlertCondition.MISSED in rule.on for rule in job.alerts):
+            # A missed rule's alert, and the copy of the Slot Missed event on the job's own bus.
+            if job.events_bus is not None or any(AlertCondition.MISSED in rule.on for rule in job.alerts):
                 message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
                 outgoing[self.queue_for(job)].append(replace(message, ordered=False))
         for queue, messages in outgoing.items():

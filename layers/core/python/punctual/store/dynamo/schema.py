@@ -29,6 +29,9 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
                                                              (punctual.admin.key_migration)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
     backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc, aseg (while RUNNING)
+    peaks        pk=tenant#<tenant>        sk=#peaks         version, doc (punctual.peaks profile)
+    backfills    pk=tenant#<tenant>        sk=#backfills     running (string set: <job>/<bid>)
+    bf. slots    pk=reqs#<tenant>          sk=backfill#<window>  n, expires_at (slots sent a minute)
 
 The one index, ``audit`` (sparse: only job items and running backfills carry ``aseg``, so no timer
 or execution write ever touches it): partition ``aseg`` (N, the job's far shard: the chain
@@ -661,3 +664,49 @@ def job_as_read(version: int | None) -> Expression:
 def backfill_revision(revision: int) -> Expression:
     """Write a backfill record only over the one at ``revision``."""
     return Expression(condition="rev = :r", values={":r": _n(revision)})
+
+
+# ------------------------------------------------------------- tenant quotas (issue 31)
+
+
+def peaks_key(tenant: str) -> Key:
+    return _key(tenant_pk(tenant), "#peaks")
+
+
+def running_backfills_key(tenant: str) -> Key:
+    return _key(tenant_pk(tenant), "#backfills")
+
+
+def backfill_slots_key(tenant: str, window: str) -> Key:
+    return _key(f"reqs#{tenant}", f"backfill#{window}")
+
+
+def put_peaks(doc: str, expected_version: int) -> Expression:
+    """Write a tenant's peak profile over the one at ``expected_version`` (0: none yet)."""
+    condition = "attribute_not_exists(pk)" if expected_version == 0 else "version = :e"
+    values: dict[str, Any] = {":v": _n(expected_version + 1), ":d": _s(doc)}
+    if expected_version:
+        values[":e"] = _n(expected_version)
+    return Expression(update="SET version = :v, doc = :d", condition=condition, values=values)
+
+
+def join_backfills(member: str, limit: int) -> Expression:
+    """Add ``member`` to the running set while it holds fewer than ``limit`` (or already holds it)."""
+    return Expression(
+        update="ADD running :m",
+        condition="attribute_not_exists(running) OR size(running) < :limit OR contains(running, :s)",
+        values={":m": {"SS": [member]}, ":s": _s(member), ":limit": _n(limit)},
+    )
+
+
+def leave_backfills(member: str) -> Expression:
+    return Expression(update="DELETE running :m", values={":m": {"SS": [member]}})
+
+
+def take_slots(want: int, limit: int, ttl_epoch_s: int) -> Expression:
+    """Count ``want`` more slots in the window, refused unless they all fit under ``limit``."""
+    return Expression(
+        update="ADD n :want SET expires_at = if_not_exists(expires_at, :ttl)",
+        condition="attribute_not_exists(n) OR n <= :room",
+        values={":want": _n(want), ":room": _n(limit - want), ":ttl": _n(ttl_epoch_s)},
+    )

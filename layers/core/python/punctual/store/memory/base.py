@@ -62,6 +62,9 @@ class MemoryBase:
         self._calendars: dict[tuple[str, str], Calendar] = {}
         self._calendar_users: dict[tuple[str, str], set[str]] = {}
         self._backfills: dict[tuple[str, str, str], Backfill] = {}
+        self._peaks: dict[str, tuple[str, int]] = {}  # tenant -> (profile document, version)
+        self._running_backfills: dict[str, set[str]] = {}
+        self._backfill_slots: dict[tuple[str, str], int] = {}  # (tenant, window) -> slots sent
         self.timer_writes = 0  # counted for tests and benchmarks
 
     def _put_timer(self, timer: Timer) -> None:

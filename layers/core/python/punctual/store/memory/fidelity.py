@@ -204,6 +204,13 @@ OTHER_OPERATIONS = frozenset(
         "wait_for_turn",
         "pass_turn",
         "get_turn",
+        # A tenant's burst quotas (punctual.tenant_quotas): items of their own, no transaction.
+        "get_peaks",
+        "put_peaks",
+        "join_backfills",
+        "leave_backfills",
+        "running_backfills",
+        "take_backfill_slots",
         "save_execution",
         "get_execution",
         "batch_get_executions",
