@@ -313,6 +313,18 @@ class SqsQueues:
     def delete(self, queue_url: str, receipt: str) -> None:
         self.client.delete_message(QueueUrl=queue_url, ReceiptHandle=receipt)
 
+    def delete_batch(self, queue_url: str, receipts: Sequence[str]) -> list[str]:
+        """One ``DeleteMessageBatch`` of up to ten receipts; returns those worth trying again (a
+        receipt SQS refuses as the sender's fault, such as an expired one, is not)."""
+        entries = [{"Id": str(i), "ReceiptHandle": receipt} for i, receipt in enumerate(receipts)]
+        reply = self.client.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+        retry = []
+        for failed in reply.get("Failed", []):
+            if failed.get("SenderFault") and failed.get("Code") not in THROTTLE_CODES:
+                continue  # delivered again meanwhile: its claim drops the repeat
+            retry.append(receipts[int(failed["Id"])])
+        return retry
+
     def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
         self.client.change_message_visibility(
             QueueUrl=queue_url, ReceiptHandle=receipt, VisibilityTimeout=visibility_s
@@ -340,6 +352,7 @@ class MemoryQueues:
     queues: dict[str, list[_Stored]] = field(default_factory=dict)
     sent_ids: dict[str, dict[str, datetime]] = field(default_factory=dict)
     sends: int = 0
+    delete_requests: int = 0  # DeleteMessage and DeleteMessageBatch calls
     signer: MessageSigner | None = None  # signs what is sent, as SqsQueues does
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
@@ -386,9 +399,15 @@ class MemoryQueues:
             return out
 
     def delete(self, queue_url: str, receipt: str) -> None:
+        self.delete_batch(queue_url, [receipt])
+
+    def delete_batch(self, queue_url: str, receipts: Sequence[str]) -> list[str]:
         with self._lock:
+            self.delete_requests += 1
+            gone = set(receipts)
             items = self.queues.get(queue_url, [])
-            self.queues[queue_url] = [s for s in items if s.receipt != receipt]
+            self.queues[queue_url] = [s for s in items if s.receipt not in gone]
+        return []
 
     def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
         with self._lock:

@@ -33,6 +33,10 @@ dependent run is still sent to the lane its job names. A short-lane message is r
 way as a long one, in heartbeat mode: the receive sets its visibility to the lease (not the
 short queue's default of the Lambda timeout plus a minute), heartbeats extend it and write
 LEASE timers, so a task that dies mid-run loses its messages within a lease.
+
+Every delete the task makes (a run ended, a duplicate dropped) goes out in a
+``DeleteMessageBatch`` of up to ten (:class:`punctual.queue_acks.BatchedDeletes`, at most 0.1 s
+after the first of its batch): one SQS request per ten triggers, not one per trigger.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from pydantic import BaseModel, Field
 from punctual.clock import Clock, SystemClock
 from punctual.composition import container
 from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
+from punctual.queue_acks import BatchedDeletes
 from punctual.queues import Received
 from punctual.settings import Settings, read_env
 from punctual.targets.base import TargetInvoker
@@ -237,6 +242,9 @@ class WorkerService:
                 else:
                     self._start(url, items)
         self._drain()
+        close = getattr(self.queues, "close", None)
+        if callable(close):  # the deletes still waiting for their batch
+            close()
         self._flush_metrics()
 
     def _start(self, url: str, items: list[Received]) -> None:
@@ -276,7 +284,7 @@ class WorkerService:
             claim = self.worker.claim(item.message, delivery)
             if not claim.claimed:
                 if claim.ack:
-                    self.queues.delete(url, item.receipt)
+                    self.queues.delete(url, item.receipt)  # batched (BatchedDeletes)
                 return claim.ack  # a WAITING message had its visibility set by the core
             with self._cond:
                 self._claims[me] = claim
@@ -379,7 +387,9 @@ def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = N
     knobs = ServiceSettings.from_env()
     urls = queue_urls_for(settings, knobs.lane)
     metrics = EmfMetrics(os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"))
-    worker = built.worker(lease_timers=True, invoker=invoker, metrics=metrics)
+    # Every delete of the task (runs ended, messages dropped) goes out ten at a time.
+    queues = BatchedDeletes(built.queues)
+    worker = built.worker(lease_timers=True, invoker=invoker, metrics=metrics, queues=queues)
     service = WorkerService(
         worker,
         urls,
