@@ -221,6 +221,9 @@ ASSUME_ROLE_ACTIONS: Final = ("sts:AssumeRole", "sts:TagSession")
 # The KMS encryption-context purpose of a job's webhook signing secret (punctual.signing_secrets).
 WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
 WEBHOOK_SECRET_CONTEXT_KEYS: Final = ("purpose", "tenant", "job")  # punctual.signing_secrets.job_binding
+# Tenants' data keys (punctual.tenant_keys): webhook secrets are sealed under them (envelope).
+TENANT_KEY_PURPOSE: Final = "punctual-tenant-data-key"
+TENANT_KEY_CONTEXT_KEYS: Final = ("purpose", "tenant")  # punctual.tenant_keys.key_context
 # Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
 OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
 

@@ -53,6 +53,10 @@ class Settings(BaseModel):
     lease_s: int = Field(default=60, ge=5, le=3600)
     clock_offset_s: float = 0.0  # chaos and tests: simulate a skewed node clock
     kms_key_id: str = ""
+    # Envelope encryption of webhook secrets (punctual.tenant_keys): a tenant's secrets are sealed
+    # under one data key per key epoch of this length; a process unwraps a tenant's key (one KMS
+    # Decrypt) at most once per epoch.
+    tenant_key_lifetime_s: int = Field(default=30 * 24 * 3600, ge=60, le=366 * 24 * 3600)
     secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
     state_machine_arn: str = ""
     # The minute state machine for minutes of more than 40 pollers (a Parallel of inline Maps;

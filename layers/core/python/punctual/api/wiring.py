@@ -25,6 +25,7 @@ from punctual.queues import SqsQueues
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore
+from punctual.store.keyring import TenantKeyRepository
 
 logger = logging.getLogger(__name__)
 
@@ -125,12 +126,24 @@ class Services:
             raise
 
 
-def _secret_boxes(settings: Settings) -> tuple[SecretBox | None, Any | None]:
-    """The signing-secret box for jobs, and a second one (other context) for idempotent replies."""
+def _secret_boxes(
+    settings: Settings, keys: TenantKeyRepository, clock: Clock | None
+) -> tuple[SecretBox | None, Any | None]:
+    """The signing-secret box for jobs (sealing under the tenants' data keys, kept in ``keys``),
+    and a second one (other context) for idempotent replies."""
+    from punctual import aws
     from punctual.signing_secrets import SecretCipher, SecretsError
+    from punctual.tenant_keys import TenantKeyring
 
+    keyring = TenantKeyring(
+        lambda: aws.client("kms"),
+        settings.kms_key_id,
+        keys,
+        clock,
+        lifetime_s=settings.tenant_key_lifetime_s,
+    )
     try:
-        jobs_box = SecretCipher(settings)
+        jobs_box = SecretCipher(settings, keyring=keyring)
         reply_box = SecretCipher(settings, context={"purpose": "punctual-idempotent-reply"})
     except SecretsError as exc:
         logger.warning("webhook signing secrets are off: %s", exc)
@@ -196,7 +209,7 @@ def build_services(
     """
     layout = settings.layout()
     store = DynamoStore(dynamodb, settings.table_name, layout)
-    jobs_box, reply_box = _secret_boxes(settings)
+    jobs_box, reply_box = _secret_boxes(settings, store, clock)
     jobs = JobService(
         store=store,
         queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer_from(settings)),

@@ -20,6 +20,7 @@ from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
 from punctual.store.dynamo.groups import DynamoGroups
 from punctual.store.dynamo.jobs import DynamoJobs
+from punctual.store.dynamo.keyring import DynamoKeyring
 from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition, tenant_pk
 from punctual.store.dynamo.timers import DynamoTimers
 
@@ -32,6 +33,7 @@ class DynamoStore(
     DynamoGroups,
     DynamoAlerts,
     DynamoCalendars,
+    DynamoKeyring,
     JobStore,
 ):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""

@@ -25,6 +25,7 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     layout       pk=meta#layout            sk=layout         far, near (shard counts)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
     backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
+    tenant key   pk=tkey#<tenant>          sk=epoch#<n>      wrapped (the KMS-wrapped data key), created_at
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
 
@@ -151,6 +152,11 @@ def progress_key(minute: datetime, group: int, group_count: int) -> Key:
 
 
 LAYOUT_KEY: Key = _key("meta#layout", "layout")
+
+
+def tenant_key_key(tenant: str, epoch: int) -> Key:
+    """A tenant's wrapped data key of one key epoch (:mod:`punctual.tenant_keys`)."""
+    return _key(f"tkey#{tenant}", f"epoch#{epoch:08d}")
 
 
 # ---------------------------------------------------------------------------- expressions

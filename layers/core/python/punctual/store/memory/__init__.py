@@ -17,6 +17,7 @@ from punctual.store.memory.dependencies import MemoryDependencies
 from punctual.store.memory.executions import MemoryExecutions
 from punctual.store.memory.groups import MemoryGroups
 from punctual.store.memory.jobs import MemoryJobs
+from punctual.store.memory.keyring import MemoryKeyring
 from punctual.store.memory.timers import MemoryTimers
 
 
@@ -28,6 +29,7 @@ class MemoryStore(
     MemoryGroups,
     MemoryAlerts,
     MemoryCalendars,
+    MemoryKeyring,
     JobStore,
 ):
     """JobStore in memory: every aggregate's implementation, on one lock."""

@@ -19,6 +19,7 @@ from punctual.store.base import (
     Turn,
 )
 from punctual.store.base import tag_matches as tag_matches  # re-exported: the in-memory twins filter with it
+from punctual.store.keyring import TenantKeyRecord
 from punctual.timers import Lane, Timer, minute_key
 
 Item = TypeVar("Item", Job, Execution)
@@ -58,6 +59,7 @@ class MemoryBase:
         self._calendars: dict[tuple[str, str], Calendar] = {}
         self._calendar_users: dict[tuple[str, str], set[str]] = {}
         self._backfills: dict[tuple[str, str, str], Backfill] = {}
+        self._tenant_keys: dict[tuple[str, int], TenantKeyRecord] = {}  # (tenant, epoch)
         self.timer_writes = 0  # counted for tests and benchmarks
 
     def _put_timer(self, timer: Timer) -> None:
