@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -45,6 +46,10 @@ from punctual.store.base import JobStore
 from punctual.targets.base import SlotContext, TargetInvoker, TargetResult
 
 log = logging.getLogger("punctual.execution")
+
+# The longest a claimed, smoothed slot waits in the worker for its instant (the claim returned it
+# to the queue when it had a whole second or more to wait).
+BUDGET_WAIT_MAX_S = 2.0
 
 
 class JobServicePauser:
@@ -213,6 +218,7 @@ class Worker:
             heartbeat=lambda: self.heartbeat_if_due(claim),
             cancel=claim.cancel,
         )
+        self._wait_for_budget(claim.message.not_before)
         started = self.clock.now()
         try:
             result = self.invoker.invoke(job.target, job.payload, ctx)
@@ -221,6 +227,20 @@ class Worker:
             result = TargetResult.retryable(summary(f"worker error: {type(exc).__name__}: {exc}"))
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
+
+    def _wait_for_budget(self, not_before: str) -> None:
+        """A smoothed slot claimed before its instant (the claim returns a message to the queue
+        only for whole seconds, so it comes back up to a second early): wait for the instant its
+        target's rate budget gave it, so the call is never early (:mod:`punctual.smoothing`)."""
+        if not not_before:
+            return
+        try:
+            instant = datetime.fromisoformat(not_before.replace("Z", "+00:00"))
+        except ValueError:
+            return  # signed but unreadable: the claim ran it at once too
+        wait_s = (instant - self.clock.now()).total_seconds()
+        if wait_s > 0:
+            self.clock.sleep(min(wait_s, BUDGET_WAIT_MAX_S))
 
     def heartbeat(self, claim: Claim) -> bool:
         """See :meth:`punctual.execution.lease.Leases.heartbeat`."""
