@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml clients/python/pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt pyproject.toml clients/python/pyproject.toml cdk/pyproject.toml | sha1sum | cut -c1-12)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
@@ -11,12 +11,13 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml clients/python/pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml clients/python/pyproject.toml cdk/pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e clients/python  # the punctual command
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e cdk  # punctual-cdk, the construct library
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

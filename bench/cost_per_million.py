@@ -596,8 +596,8 @@ def default_idle_layout() -> IdleLayout:
 
     if str(benchlib.ROOT) not in sys.path:
         sys.path.insert(0, str(benchlib.ROOT))
-    from infra import constants
-    from infra.config import PunctualConfig
+    from punctual_cdk import constants
+    from punctual_cdk.config import PunctualConfig
 
     context = json.loads((benchlib.ROOT / "cdk.json").read_text())["context"]
     cfg = PunctualConfig.from_context(context.get)

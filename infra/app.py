@@ -1,5 +1,8 @@
 """The CDK app: ``python infra/app.py`` (what cdk.json runs) synthesises the Punctual stack.
 
+A thin app over the construct library (``cdk/punctual_cdk``): one stack holding
+:class:`~punctual_cdk.Punctual`, configured from the CDK context (``cdk.json``, ``-c key=value``).
+
 cdk-nag's AwsSolutions pack runs as a validation plugin on every synth, so a finding that is
 not acknowledged (with its reason, on the construct it concerns) fails the synth.
 """
@@ -19,13 +22,33 @@ if sys.path and Path(sys.path[0]).resolve() == REPO_ROOT / "infra":
 
 import aws_cdk as cdk  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
+from constructs import Construct  # noqa: E402
 
-from infra import constants as c  # noqa: E402
-from infra.config import PunctualConfig  # noqa: E402
-from infra.stack import PunctualStack  # noqa: E402
+from punctual_cdk import constants as c  # noqa: E402
+from punctual_cdk.config import PunctualConfig  # noqa: E402
+from punctual_cdk.scheduler import Punctual  # noqa: E402
 
 # CloudFormation's default rules (schema, misconfigurations) fail the synth when this is true.
 VALIDATE_DEFAULT_RULES_FLAG = "@aws-cdk/core:validateAgainstDefaultRules"
+
+
+class PunctualStack(cdk.Stack):
+    """The stack of this app: the scheduler alone.
+
+    The construct's id is ``Default``, which CDK leaves out of logical ids and construct
+    addresses: the resources are named as when the stack held the constructs itself.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: PunctualConfig, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.scheduler = Punctual(self, "Default", config=config)
+        self.config = config
+
+    def __getattr__(self, name: str) -> Any:
+        # The scheduler's parts (storage, workers, api, ...) as the stack's, for its readers.
+        if name.startswith("_") or name == "scheduler":
+            raise AttributeError(name)
+        return getattr(self.scheduler, name)
 
 
 def cdk_json_context() -> dict[str, Any]:

@@ -29,7 +29,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if sys.path and Path(sys.path[0]).resolve() == REPO_ROOT / "infra":
     sys.path[0] = str(REPO_ROOT)  # run as a script: import `infra` as a package, not its modules
 
-from infra import constants as c  # noqa: E402
+from punctual_cdk import constants as c  # noqa: E402
 
 REQUIREMENTS = REPO_ROOT / "requirements.txt"
 CORE_DIR = REPO_ROOT / c.CORE_PACKAGE_DIR

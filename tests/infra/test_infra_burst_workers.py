@@ -6,7 +6,7 @@ from typing import Any
 
 from cdk_helpers import Synth, actions_on, join_parts, role_statements
 
-from infra.constants import WORKER_CONSUME_ACTIONS as CONSUME_ACTIONS
+from punctual_cdk.constants import WORKER_CONSUME_ACTIONS as CONSUME_ACTIONS
 
 
 def _environment(synth: Synth, task_definition: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infra import build_layer
-from infra.config import DEFAULTS, ConfigError, PunctualConfig, fargate_memory_fits, target_actions
+from punctual_cdk.config import DEFAULTS, ConfigError, PunctualConfig, fargate_memory_fits, target_actions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

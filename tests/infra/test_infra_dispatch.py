@@ -73,7 +73,7 @@ def retry_delays_s(retrier: dict[str, Any]) -> list[float]:
 
 
 def assert_retried_on_every_failure_then_isolated(task: dict[str, Any], states: dict[str, Any]) -> None:
-    from infra import constants as c
+    from punctual_cdk import constants as c
 
     service, catch_all = task["Retry"]
     # Lambda service errors and throttling first, jittered so a throttled Map does not retry in step
@@ -109,7 +109,7 @@ def test_poller_is_retried_on_every_failure_and_isolated_when_it_still_fails(def
 
 
 def test_the_execution_outlasts_a_poller_that_is_retried_through_its_window(default_synth: Synth) -> None:
-    from infra import constants as c
+    from punctual_cdk import constants as c
 
     props, definition = _machine(default_synth)
     processor = definition["States"]["PollGroups"]["ItemProcessor"]

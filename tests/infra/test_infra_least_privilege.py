@@ -20,7 +20,7 @@ from aws_calls import BURST_MACHINE_ACTIONS, BURST_SERVICE_ACTIONS
 from aws_calls import component_actions as _all_component_actions
 from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements
 
-from infra import constants as c
+from punctual_cdk import constants as c
 
 PLUMBING = ("logs:", "xray:")
 # What the Lambda service calls as the worker function's role: CDK's SqsEventSource grants the
@@ -275,8 +275,8 @@ def test_the_api_makes_and_unwraps_only_tenant_data_keys(default_synth: Synth) -
 
 
 def test_the_decrypt_condition_names_the_keys_the_code_binds() -> None:
-    from infra import constants as c
     from punctual.signing_secrets import DEFAULT_CONTEXT, job_binding
+    from punctual_cdk import constants as c
 
     assert set(c.WEBHOOK_SECRET_CONTEXT_KEYS) == {*DEFAULT_CONTEXT, *job_binding("t", "j")}
     from punctual.tenant_keys import TENANT_KEY_PURPOSE, key_context

@@ -6,7 +6,7 @@ from typing import Any
 
 from cdk_helpers import Synth, actions_on, join_parts, role_statements
 
-from infra import constants as c
+from punctual_cdk import constants as c
 
 
 def _tick_environment(synth: Synth) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from cdk_helpers import Synth
 
-from infra.config import DEFAULTS
 from punctual.console.widget import ConsoleSettings
 from punctual.settings import DEPLOYED, Settings, context_key, env_value
 from punctual.worker_service import ServiceSettings
+from punctual_cdk.config import DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]

@@ -50,7 +50,7 @@ def test_local_mode_reads_the_poller_tasks_retry_from_the_template(
 def test_local_mode_retries_a_crash_and_restarts_a_dead_process_with_the_catch_all(
     default_synth: Synth,
 ) -> None:
-    from infra import constants as c
+    from punctual_cdk import constants as c
 
     retriers = retriers_from(read_blueprint(default_synth.json).poller_retry)
 

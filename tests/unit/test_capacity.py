@@ -386,7 +386,7 @@ def test_the_burst_ready_changes_are_context_keys_now() -> None:
 
 def test_the_burst_ready_context_is_accepted_by_the_cdk_app() -> None:
     sys.path.insert(0, str(BENCH.parent))  # the CDK app's package, `infra`, is not installed
-    from infra.config import DEFAULTS, PunctualConfig
+    from punctual_cdk.config import DEFAULTS, PunctualConfig
 
     defaults = capacity.deployed_defaults()  # cdk.json, as the bench reads it
     found = capacity.burst_ready_settings(600_000, capacity.scale_settings(10_000, defaults, P), P, "ecs")

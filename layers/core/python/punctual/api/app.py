@@ -23,6 +23,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.api import idempotent, problems, scheduler
+from punctual.api.conditional import create_at
 from punctual.api.problems import ApiProblem, Problem
 from punctual.api.schemas import (
     AlertList,
@@ -86,6 +87,10 @@ IfMatch = Annotated[
         description='The job version the change expects, as ETag gives it: "3" (or 3, W/"3"; * for any).',
         examples=['"3"'],
     ),
+]
+IfNoneMatch = Annotated[
+    str | None,
+    Header(alias="If-None-Match", max_length=8, description='"*": create the job at this id (412 if any).'),
 ]
 JobId = Annotated[
     str,
@@ -388,17 +393,27 @@ def get_job(job_id: JobId) -> Response[JobOut | UnreadableJobOut]:
     description=(
         "The body is a whole spec; a job as GET returns it may be sent back edited (its output-only "
         "fields are ignored). With If-Match, the job must still be at that version (else 412). A "
-        "stored job that cannot be read is fixed this way."
+        "stored job that cannot be read is fixed this way. With If-None-Match: *, the job is created "
+        "at this id (201) unless one exists (412)."
     ),
-    responses=_ok(200, "The job, at its new version", JobOut, 400, 401, 404, 409, 412, 413, 415, 422),
+    responses={
+        **_ok(200, "The job, at its new version", JobOut, 400, 401, 404, 409, 412, 413, 415, 422),
+        **_ok(201, "The job was created at this id (If-None-Match: *)", JobCreated),
+    },
     tags=["jobs"],
     operation_id="replaceJob",
 )
-def replace_job(job_id: JobId, body: JobInput, if_match: IfMatch = None) -> Response[JobOut]:
+def replace_job(
+    job_id: JobId, body: JobInput, if_match: IfMatch = None, if_none_match: IfNoneMatch = None
+) -> Response[JobOut]:
     tenant = _tenant()
     svc = services()
     spec = body.spec()
     svc.check_spec(spec)
+    if if_none_match is not None:
+        job, secret = create_at(svc, tenant, _job_id(job_id), spec, if_none_match)
+        created = JobCreated.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret})
+        return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
     expected = _expected_version(if_match)
     return _job_reply(JobOut.of(svc.jobs.replace(tenant, _job_id(job_id), spec, expected)))
 

@@ -279,6 +279,9 @@ class JobRepository(ABC):
     ) -> Page[Job]:
         """A page of the tenant's jobs ordered by id; ``tag`` is ``key`` or ``key=value``.
 
+        ``cursor`` resumes the listing after that job id (the page's own cursor, or the id of
+        any job a caller stopped at).
+
         A job the model cannot read goes to ``Page.unreadable`` (logged), never fails the page.
         """
 

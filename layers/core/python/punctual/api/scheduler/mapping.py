@@ -38,7 +38,7 @@ import hashlib
 import json
 import math
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -69,6 +69,8 @@ DEFAULT_RETRIES = 185  # the service's default MaximumRetryAttempts
 DEFAULT_EVENT_AGE_S = 86400  # ... and MaximumEventAgeInSeconds
 DEFAULT_CATCHUP_S = 3600  # the job model's default catch-up window
 SCHEDULE_ARN_ATTRIBUTE = "<aws.scheduler.schedule-arn>"
+# The service refuses a StartDate further in the past than this (CreateSchedule and UpdateSchedule).
+START_DATE_MAX_AGE = timedelta(minutes=5)
 _JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 SUPPORTED_TARGETS = "Lambda, SQS, SNS, EventBridge (event bus), Step Functions, ECS (RunTask)"
 _TARGET_PARAMETERS = {
@@ -121,8 +123,11 @@ def could_be_job_id(name: str) -> bool:
 # --------------------------------------------------------------------------- input → spec
 
 
-def spec_of(values: dict[str, Any], group: str, arn: str) -> JobSpec:
+def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobSpec:
     """The job spec of a CreateSchedule/UpdateSchedule input (validated against the model already).
+
+    As the service does, ``StartDate`` and ``EndDate`` keep whole seconds (the fraction is cut),
+    and a ``StartDate`` more than five minutes before ``now`` is refused.
 
     Raises
     ------
@@ -143,6 +148,9 @@ def spec_of(values: dict[str, Any], group: str, arn: str) -> JobSpec:
         raise invalid("FlexibleTimeWindow.MaximumWindowInMinutes is only allowed when Mode is FLEXIBLE")
     target, payload = _target(target_in, arn)
     jitter = (minutes or 0) * 60 if window["Mode"] == "FLEXIBLE" else 0
+    start = _instant(values, "StartDate")
+    if start is not None and start < now - START_DATE_MAX_AGE:
+        raise invalid("The StartDate you specify cannot be earlier than 5 minutes ago.")
     try:
         return JobSpec(**_fields(values, group, arn, target, payload, jitter))
     except ValidationError as exc:
@@ -164,10 +172,8 @@ def _fields(
         "description": values.get("Description") or "",
         "schedule": values["ScheduleExpression"],
         "timezone": values.get("ScheduleExpressionTimezone") or "UTC",
-        "start_at": to_datetime(values["StartDate"], "StartDate")
-        if values.get("StartDate") is not None
-        else None,
-        "end_at": to_datetime(values["EndDate"], "EndDate") if values.get("EndDate") is not None else None,
+        "start_at": _instant(values, "StartDate"),
+        "end_at": _instant(values, "EndDate"),
         "target": target,
         "payload": payload,
         "retry": RetryPolicy(
@@ -190,6 +196,12 @@ def _fields(
             client_token=values.get("ClientToken"),
         ),
     }
+
+
+def _instant(values: dict[str, Any], member: str) -> datetime | None:
+    """``StartDate``/``EndDate`` as the service keeps them: whole seconds (the fraction cut)."""
+    value = values.get(member)
+    return None if value is None else to_datetime(value, member).replace(microsecond=0)
 
 
 _SPEC_NAMES = {
@@ -391,7 +403,6 @@ def schedule_out(job: Job, arn: str) -> dict[str, Any]:
         "Name": name_of(job),
         "ScheduleExpression": job.schedule,
         "ScheduleExpressionTimezone": job.timezone,
-        "Description": job.description,
         "State": state_of(job),
         "CreationDate": epoch(job.created_at),
         "LastModificationDate": epoch(job.updated_at),
@@ -399,10 +410,12 @@ def schedule_out(job: Job, arn: str) -> dict[str, Any]:
         "FlexibleTimeWindow": window,
         "ActionAfterCompletion": "DELETE" if job.delete_after_completion else "NONE",
     }
+    if job.description:  # the service leaves the member out when a schedule has none
+        out["Description"] = job.description
     if job.start_at is not None:
-        out["StartDate"] = epoch(job.start_at)
+        out["StartDate"] = epoch(job.start_at.replace(microsecond=0))
     if job.end_at is not None:
-        out["EndDate"] = epoch(job.end_at)
+        out["EndDate"] = epoch(job.end_at.replace(microsecond=0))
     return out
 
 

@@ -39,6 +39,8 @@ from punctual.store.base import GroupConflictError, GroupExistsError, JobExistsE
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
 MAX_TAGS_PER_GROUP = 200
 DEFAULT_MAX_RESULTS = 100
+LIST_READ_PAGE = 100  # jobs read from the store per query while filling a ListSchedules page
+LIST_SCAN_BUDGET = 2000  # jobs examined for one page at most (the rest follows NextToken)
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def create_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     name = values["Name"]
     _active_group(req, group)
     arn = req.place.schedule_arn(group, name)
-    spec = spec_of(values, group, arn)
+    spec = spec_of(values, group, arn, req.services.jobs.clock.now())
     job_id = job_id_of(group, name)
     jobs = req.services.jobs
     try:
@@ -152,7 +154,7 @@ def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     _active_group(req, group)
     job = _find(req, group, name)
     arn = req.place.schedule_arn(group, name)
-    spec = spec_of(values, group, arn)
+    spec = spec_of(values, group, arn, req.services.jobs.clock.now())
     jobs = req.services.jobs
     updated = jobs.replace(req.tenant, job.id, spec)
     disabled = values.get("State") == "DISABLED"
@@ -173,6 +175,13 @@ def delete_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_schedules(req: Request, values: dict[str, Any]) -> dict[str, Any]:
+    """A full page of the schedules that pass the filters, as the service answers.
+
+    The store filters by group (a tag) only; name prefix, state and deleted jobs are filtered
+    here, so the store is read until the page is full. A page stops short (with a NextToken)
+    only when :data:`LIST_SCAN_BUDGET` jobs were examined for it: a prefix no name has never
+    turns one request into a read of every job of the tenant.
+    """
     group: str | None = values.get("GroupName")
     prefix: str = values.get("NamePrefix") or ""
     state: str | None = values.get("State")
@@ -183,17 +192,33 @@ def list_schedules(req: Request, values: dict[str, Any]) -> dict[str, Any]:
         req, "schedules", {"group": group, "prefix": prefix or None, "state": state}, values.get("NextToken")
     )
     tag = f"{GROUP_TAG}={group}" if group is not None and group != DEFAULT_GROUP else None
-    page = req.services.store.list_jobs(req.tenant, limit, cursor, None, tag)
-    listed = [
-        summary_out(job, req.place.schedule_arn(group_of(job), name_of(job)))
-        for job in page.items
-        if job.state is not JobState.DELETED
-        and (group is None or group_of(job) == group)
-        and name_of(job).startswith(prefix)
-        and (state is None or state_of(job) == state)
-    ]
+
+    def wanted(job: Job) -> bool:
+        return (
+            job.state is not JobState.DELETED
+            and (group is None or group_of(job) == group)
+            and name_of(job).startswith(prefix)
+            and (state is None or state_of(job) == state)
+        )
+
+    listed: list[dict[str, Any]] = []
+    examined = 0
+    while True:
+        page = req.services.store.list_jobs(req.tenant, LIST_READ_PAGE, cursor, None, tag)
+        examined += len(page.items)
+        matches = [job for job in page.items if wanted(job)]
+        taken = matches[: limit - len(listed)]
+        listed += [summary_out(job, req.place.schedule_arn(group_of(job), name_of(job))) for job in taken]
+        if len(listed) == limit:
+            # Full: resume after the last job listed (the listing is ordered by id), if any follows.
+            more = len(taken) < len(matches) or page.cursor is not None
+            cursor = taken[-1].id if more else None
+            break
+        cursor = page.cursor
+        if cursor is None or examined >= LIST_SCAN_BUDGET:
+            break
     out: dict[str, Any] = {"Schedules": listed}
-    token = req.services.tokens.encode(page.cursor, scope)
+    token = req.services.tokens.encode(cursor, scope)
     if token:
         out["NextToken"] = token
     return out

@@ -16,9 +16,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra import constants as c
-from infra.config import PunctualConfig
-from infra.nag import acknowledge
+from punctual_cdk import constants as c
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.nag import acknowledge
 
 SEND_ACTIONS = ("sqs:SendMessage",)  # SendMessageBatch is authorised as SendMessage
 

@@ -43,10 +43,10 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra import constants as c
-from infra.components.functions import PunctualFunction
-from infra.components.queues import Queues
-from infra.config import PunctualConfig
+from punctual_cdk import constants as c
+from punctual_cdk.components.functions import PunctualFunction
+from punctual_cdk.components.queues import Queues
+from punctual_cdk.config import PunctualConfig
 
 _MINUTE = cdk.Duration.seconds(c.DASHBOARD_PERIOD_S)
 

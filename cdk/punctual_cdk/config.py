@@ -11,12 +11,12 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from infra import constants as c
 from punctual.settings import DEPLOYED, context_key, default_of
 from punctual.smoothing import SmoothingConfigError, parse_budgets
+from punctual_cdk import constants as c
 
 
 class ConfigError(ValueError):
@@ -271,6 +271,18 @@ class PunctualConfig:
         cfg._check()
         return cfg
 
+    @classmethod
+    def from_settings(cls, **settings: Any) -> PunctualConfig:
+        """Build from settings by field name (``shard_count=512``), the rest at their defaults,
+        with the same validation as :meth:`from_context` (what ``Punctual(scope, id, **settings)``
+        takes)."""
+        keys = setting_keys()
+        unknown = sorted(set(settings) - set(keys))
+        if unknown:
+            raise ConfigError(f"{unknown[0]}: not a Punctual setting (settings: {', '.join(sorted(keys))})")
+        context = {keys[name]: value for name, value in settings.items()}
+        return cls.from_context(context.get)
+
     @property
     def group_slices(self) -> int:
         """Inline Maps the minute state machine runs side by side: 1 up to 40 groups, then one per 40."""
@@ -345,6 +357,12 @@ def target_actions(pattern: str) -> tuple[str, ...]:
             if resource.startswith(prefix):
                 return actions
     return c.TARGET_ACTIONS_BY_SERVICE[service]
+
+
+def setting_keys() -> dict[str, str]:
+    """Each field of :class:`PunctualConfig` → its context key (``shard_count`` → ``shardCount``)."""
+    by_letters = {key.lower(): key for key in DEFAULTS}
+    return {field.name: by_letters[field.name.replace("_", "")] for field in fields(PunctualConfig)}
 
 
 class _Reader:

@@ -56,13 +56,14 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra import constants as c
-from infra.components.functions import LambdaRuntime, PunctualFunction, retention
-from infra.components.queues import SEND_ACTIONS, Queues
-from infra.components.security import grant_execution_roles
-from infra.components.storage import Storage
-from infra.config import PunctualConfig
-from infra.nag import acknowledge
+from punctual_cdk import constants as c
+from punctual_cdk.assets import source_path
+from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, retention
+from punctual_cdk.components.queues import SEND_ACTIONS, Queues
+from punctual_cdk.components.security import grant_execution_roles
+from punctual_cdk.components.storage import Storage
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.nag import acknowledge
 
 # What the ECS image's build context may contain: the Dockerfile, the core and the pins.
 ECS_CONTEXT_EXCLUDES = (
@@ -272,7 +273,7 @@ class Workers(Construct):
         container = task_definition.add_container(
             "worker",
             image=ecs.ContainerImage.from_asset(
-                ".",
+                source_path(".", c.ECS_DOCKERFILE),
                 file=c.ECS_DOCKERFILE,
                 exclude=list(ECS_CONTEXT_EXCLUDES),
                 ignore_mode=cdk.IgnoreMode.DOCKER,
@@ -305,7 +306,7 @@ class Workers(Construct):
         """The same rights for both lanes: table, own queues, sending, secrets, roles for targets.
 
         No target permission: AWS targets are called as the deployment's target role (assumed,
-        see infra/components/security.py) or as the job's execution role.
+        see punctual_cdk/components/security.py) or as the job's execution role.
         """
         storage.grant_items(role, c.TABLE_ACTIONS_BY_COMPONENT["worker"])
         storage.grant_dispatch_key(role)  # verifies what it receives, signs what it sends

@@ -14,7 +14,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.config import PunctualConfig
+from punctual_cdk.config import PunctualConfig
 
 
 class ExecutionEvents(Construct):

@@ -1,4 +1,8 @@
-"""The Punctual stack: one construct per concern, wired together.
+"""The whole scheduler as one construct, :class:`Punctual`: one construct per concern, wired together.
+
+``Punctual(stack, "Scheduler", shard_count=512, alarm_emails=["ops@example.com"])`` adds it to a
+user's own stack; ``infra/app.py`` is this repository's app around it (the construct's id there
+is ``Default``, which CDK leaves out of logical ids, so the template is the one the stack had).
 
 storage (table, keys) → queues → dispatch (tick, state machine, poller) → workers (Lambda, ECS)
 → api → observability → console (the dashboard's jobs-and-runs widget). The runtime reads its
@@ -14,26 +18,44 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra import constants as c
-from infra.components.api import Api
-from infra.components.console import Console
-from infra.components.dispatch import Dispatch
-from infra.components.events import ExecutionEvents
-from infra.components.functions import LambdaRuntime
-from infra.components.observability import Observability
-from infra.components.queues import Queues
-from infra.components.security import OwnArns, TargetRole, TokenKey, own_arns_parameter_name
-from infra.components.storage import Storage
-from infra.components.workers import Workers
-from infra.config import PunctualConfig
 from punctual.settings import DEPLOYED, Settings, env_value
+from punctual_cdk import constants as c
+from punctual_cdk.components.api import Api
+from punctual_cdk.components.console import Console
+from punctual_cdk.components.dispatch import Dispatch
+from punctual_cdk.components.events import ExecutionEvents
+from punctual_cdk.components.functions import LambdaRuntime
+from punctual_cdk.components.observability import Observability
+from punctual_cdk.components.queues import Queues
+from punctual_cdk.components.security import OwnArns, TargetRole, TokenKey, own_arns_parameter_name
+from punctual_cdk.components.storage import Storage
+from punctual_cdk.components.workers import Workers
+from punctual_cdk.config import ConfigError, PunctualConfig
 
 
-class PunctualStack(cdk.Stack):
-    """Everything Punctual runs on, in one stack."""
+class Punctual(Construct):
+    """Everything Punctual runs on, in the stack it is added to (one per stack).
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: PunctualConfig, **kwargs: Any) -> None:
-        super().__init__(scope, construct_id, **kwargs)
+    Parameters
+    ----------
+    config
+        The settings, validated (:class:`~punctual_cdk.config.PunctualConfig`); or
+    **settings
+        any of its fields by name (``shard_count=512``), the rest at their defaults, validated
+        with the same rules as the app's context (a bad value raises ``ConfigError`` naming it).
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: PunctualConfig | None = None, **settings: Any
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if config is not None and settings:
+            raise ConfigError("Punctual: pass config or settings by name, not both")
+        config = config or PunctualConfig.from_settings(**settings)
+        stack = cdk.Stack.of(self)
+        if any(isinstance(child, Punctual) for child in stack.node.find_all() if child is not self):
+            raise ConfigError(f"Punctual: stack {stack.node.path} has one already (one per stack)")
+        self.stack_name = stack.stack_name
         self.config = config
         self.storage = Storage(self, "Storage", config=config)
         self.queues = Queues(self, "Queues", config=config)

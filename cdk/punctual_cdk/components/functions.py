@@ -16,9 +16,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra import constants as c
-from infra.config import LOG_RETENTION_DAYS, PunctualConfig
-from infra.nag import XRAY_REASON, acknowledge
+from punctual_cdk import constants as c
+from punctual_cdk.assets import source_path
+from punctual_cdk.config import LOG_RETENTION_DAYS, PunctualConfig
+from punctual_cdk.nag import XRAY_REASON, acknowledge
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -87,7 +88,7 @@ class LambdaRuntime(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: PunctualConfig) -> None:
         super().__init__(scope, construct_id)
         self._config = config
-        layer_dir = Path(config.layer_asset_dir)
+        layer_dir = Path(source_path(config.layer_asset_dir, "python"))
         if not (layer_dir / "python").is_dir():
             raise FileNotFoundError(
                 f"the Lambda layer is not built: {layer_dir}/python is missing (run `make layer`)"
@@ -114,7 +115,7 @@ class LambdaRuntime(Construct):
         reserved_concurrency: int | None = None,
     ) -> PunctualFunction:
         """A function whose code is ``functions/<name>/`` and entry point ``handler.handler``."""
-        code_dir = Path(self._config.functions_dir) / name
+        code_dir = Path(source_path(self._config.functions_dir, name)) / name
         if not (code_dir / "handler.py").is_file():
             raise FileNotFoundError(f"the {name} function has no handler: {code_dir}/handler.py is missing")
         return PunctualFunction(

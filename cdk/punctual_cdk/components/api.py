@@ -16,12 +16,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
-from infra import constants as c
-from infra.components.functions import LambdaRuntime, PunctualFunction, retention
-from infra.components.queues import SEND_ACTIONS, Queues
-from infra.components.storage import Storage
-from infra.config import PunctualConfig
-from infra.nag import acknowledge
+from punctual_cdk import constants as c
+from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, retention
+from punctual_cdk.components.queues import SEND_ACTIONS, Queues
+from punctual_cdk.components.storage import Storage
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.nag import acknowledge
 
 
 class Api(Construct):

@@ -22,9 +22,9 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.components.functions import LambdaRuntime, PunctualFunction
-from infra.components.storage import Storage
-from infra.config import PunctualConfig
+from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction
+from punctual_cdk.components.storage import Storage
+from punctual_cdk.config import PunctualConfig
 
 CONSOLE_TIMEOUT_S = 30
 CONSOLE_MEMORY_MB = 256

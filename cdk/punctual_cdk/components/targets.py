@@ -17,8 +17,8 @@ from collections import defaultdict
 from aws_cdk import aws_iam as iam
 from constructs import IConstruct
 
-from infra.config import target_actions
-from infra.nag import acknowledge
+from punctual_cdk.config import target_actions
+from punctual_cdk.nag import acknowledge
 
 
 def grant_targets(role: iam.IRole, patterns: tuple[str, ...], *, policy_scope: IConstruct) -> None:

@@ -91,12 +91,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra import constants as c
-from infra.components.functions import LambdaRuntime, PunctualFunction, retention
-from infra.components.queues import SEND_ACTIONS, Queues
-from infra.components.storage import Storage
-from infra.config import PunctualConfig
-from infra.nag import XRAY_REASON, acknowledge
+from punctual_cdk import constants as c
+from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, retention
+from punctual_cdk.components.queues import SEND_ACTIONS, Queues
+from punctual_cdk.components.storage import Storage
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.nag import XRAY_REASON, acknowledge
 
 
 class Dispatch(Construct):

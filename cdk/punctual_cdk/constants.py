@@ -1,8 +1,8 @@
 """Names, limits and defaults of the Punctual CDK app, with units in the names.
 
 Every context setting the app reads has its default here; ``cdk.json`` repeats the
-defaults so that a user sees (and edits) them in one place. ``infra/config.py``
-turns context into a validated :class:`~infra.config.PunctualConfig`.
+defaults so that a user sees (and edits) them in one place. ``punctual_cdk/config.py``
+turns context into a validated :class:`~punctual_cdk.config.PunctualConfig`.
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ WORKER_MEMORY_MB: Final = 512
 # --- Scheduler settings handed to the runtime (PUNCTUAL_* environment) --------------------------
 # The deployed settings (shard counts, poll interval, quotas, shard groups, ...) are defined once,
 # with their defaults and the reasons for them, in punctual.settings.Settings (DEPLOYED); the app's
-# context defaults (infra/config.py) are derived from it, and a test holds cdk.json equal.
+# context defaults (punctual_cdk/config.py) are derived from it, and a test holds cdk.json equal.
 _RUNTIME = Settings()
 POLLER_LEAD_S: Final = _RUNTIME.poller_lead_s
 # An inline Map runs at most 40 iterations at once; a poller lasts its whole minute, so more
 # groups than one Map runs would start late. Up to 40 groups the state machine has one inline
 # Map over $.groups; beyond, a Parallel state of ceil(maxShardGroups / 40) inline Maps, each over
-# a slice of at most 40 groups that the tick puts in $.group_slices (infra/components/dispatch.py
+# a slice of at most 40 groups that the tick puts in $.group_slices (punctual_cdk/components/dispatch.py
 # says why not a Distributed Map).
 INLINE_MAP_MAX_CONCURRENCY: Final = 40
 MAX_SHARD_GROUPS: Final = 256  # the most maxShardGroups may be (7 slices); groups never exceed shards

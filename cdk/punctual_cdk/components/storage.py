@@ -15,9 +15,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra import constants as c
-from infra.config import PunctualConfig
-from infra.nag import acknowledge
+from punctual_cdk import constants as c
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.nag import acknowledge
 
 # Reads; transactions are authorised per item action, and there is no index, so the table ARN is
 # the only resource. Each component's list is c.TABLE_ACTIONS_BY_COMPONENT.

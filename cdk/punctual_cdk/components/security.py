@@ -31,10 +31,10 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra import constants as c
-from infra.components.targets import grant_targets
-from infra.config import PunctualConfig
-from infra.nag import acknowledge
+from punctual_cdk import constants as c
+from punctual_cdk.components.targets import grant_targets
+from punctual_cdk.config import PunctualConfig
+from punctual_cdk.nag import acknowledge
 
 # Actions denied to the target role on every own resource: whatever a target of each service
 # could be made to do to it.

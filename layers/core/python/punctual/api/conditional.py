@@ -1,0 +1,41 @@
+"""``PUT /v1/jobs/{id}`` with ``If-None-Match: *``: create the job at an id the caller chose.
+
+HTTP's conditional create: the job is registered at that id when the tenant has none there,
+else the answer is 412 and nothing changes. A caller that derives the id from its own request
+(a declared job's CloudFormation provider: stack, logical id and request id) creates exactly one
+job however often the request is repeated or retried, crash or not.
+"""
+
+from __future__ import annotations
+
+from punctual.api.problems import ApiProblem
+from punctual.api.wiring import Services
+from punctual.jobs import PreconditionFailedError
+from punctual.models import Job, JobSpec
+from punctual.store.base import JobExistsError
+
+
+def create_at(
+    services: Services, tenant: str, job_id: str, spec: JobSpec, if_none_match: str
+) -> tuple[Job, str | None]:
+    """Register ``spec`` as ``job_id``; return the job and its signing secret (shown once).
+
+    Raises
+    ------
+    ApiProblem
+        400 when ``If-None-Match`` is anything but ``*``.
+    PreconditionFailedError
+        412 when the tenant has a job at ``job_id`` (a deleted one's record included).
+    """
+    if if_none_match.strip() != "*":
+        raise ApiProblem(
+            400,
+            "invalid-if-none-match",
+            "Invalid If-None-Match",
+            'If-None-Match takes "*" only: create the job at this id unless one exists',
+            [("header.If-None-Match", 'not "*"')],
+        )
+    try:
+        return services.jobs.register(tenant, spec, job_id)
+    except JobExistsError:
+        raise PreconditionFailedError(f"job {job_id!r} exists (If-None-Match: *)", None) from None

@@ -1,0 +1,31 @@
+"""``PUT /v1/jobs/{id}`` with ``If-None-Match: *``: a job created at an id the caller chose, once."""
+
+from __future__ import annotations
+
+from api_harness import BOB, ApiClient, job_spec
+from api_harness import api as api  # the fixture
+
+CREATE = {"If-None-Match": "*"}
+
+
+def test_a_conditional_put_creates_the_job_once(api: ApiClient) -> None:
+    # When a job is put at a chosen id, If-None-Match: *
+    first = api.call("PUT", "/v1/jobs/cfn-0123abcd", job_spec(), headers=CREATE)
+    # Then it is created there, as POST would create it
+    assert first.status == 201 and first.body["id"] == "cfn-0123abcd" and first.body["version"] == 1
+    assert first.headers["Location"].endswith("/v1/jobs/cfn-0123abcd")
+    # And the same request again changes nothing: 412, the job as it was
+    again = api.call("PUT", "/v1/jobs/cfn-0123abcd", job_spec(name="other"), headers=CREATE)
+    assert again.status == 412
+    got = api.call("GET", "/v1/jobs/cfn-0123abcd").body
+    assert got["name"] == "nightly report" and got["version"] == 1
+    assert len(api.call("GET", "/v1/jobs").body["items"]) == 1
+    # And another tenant has ids of its own
+    assert api.call("PUT", "/v1/jobs/cfn-0123abcd", job_spec(), headers=CREATE, user=BOB).status == 201
+
+
+def test_a_put_without_the_header_still_only_replaces(api: ApiClient) -> None:
+    assert api.call("PUT", "/v1/jobs/cfn-missing", job_spec()).status == 404
+    reply = api.call("PUT", "/v1/jobs/cfn-missing", job_spec(), headers={"If-None-Match": '"3"'})
+    assert reply.status == 400 and reply.body["type"].endswith("invalid-if-none-match")
+    assert api.call("GET", "/v1/jobs/cfn-missing").status == 404
