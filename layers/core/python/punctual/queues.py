@@ -77,6 +77,13 @@ class DispatchMessage:
     # record and its dependants' messages; empty for every other message (and then not in the
     # body, so other messages read and sign as before).
     backfill: str = ""
+    # The job as the sender read it (:func:`spec_of`, its version is ``job_version``): a worker
+    # that receives the message soon after it was sent claims and runs it without reading the
+    # job (punctual.execution.claim). Empty for a job too large to carry (then not in the body).
+    spec: str = ""
+    # The slot after which the job's chain ends (a one-time job's slot, the last before its
+    # end): the worker that takes it marks the job COMPLETED (punctual.execution.chain_ends).
+    last: bool = False
     sig: str = ""  # HMAC of every other field (punctual.message_auth); empty when unsigned
 
     @property
@@ -132,6 +139,10 @@ class DispatchMessage:
             fields["not_before"] = self.not_before
         if self.backfill:
             fields["backfill"] = self.backfill
+        if self.spec:
+            fields["spec"] = self.spec
+        if self.last:
+            fields["last"] = True
         return _COMPACT_JSON.encode(fields)
 
     def to_body(self) -> str:
@@ -146,15 +157,40 @@ class DispatchMessage:
         data = json.loads(body)
         if not isinstance(data, dict):
             raise ValueError("message body is not a JSON object")
-        if data.keys() == _PLAIN_SIGNED or data.keys() == _PLAIN_UNSIGNED:  # what to_body writes
+        keys = data.keys()
+        if keys in (_PLAIN_SIGNED, _CARRYING_SIGNED, _PLAIN_UNSIGNED):  # what to_body writes
             return cls(**data)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 _MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
-# What to_body writes for a message neither smoothed nor of a backfill, signed and not.
-_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill"}
+# What to_body writes for a message neither smoothed nor of a backfill nor a chain's last, signed
+# and not; and the usual case, signed and carrying its job.
+_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill", "last", "spec"}
 _PLAIN_UNSIGNED = _PLAIN_SIGNED - {"sig"}
+_CARRYING_SIGNED = _PLAIN_SIGNED | {"spec"}
+
+# A job whose spec is larger than this is not carried (the worker reads it): SQS bills a message
+# per 64 KB and accepts 256 KB, and a job's payload alone may be 256 KB.
+SPEC_MAX_CHARS = 16 * 1024
+
+
+def spec_of(job: Job) -> str:
+    """What a message carries of its job (empty when too large: the worker then reads it): its
+    document and the fields the store keeps beside it (counters, sealed signing secrets)."""
+    text = job.model_dump_json()
+    extra = f',"dependents":{job.dependents},"trigger_rate":{job.trigger_rate}'
+    if job.signing_secret_enc:
+        extra += ',"signing_secret_enc":' + _COMPACT_JSON.encode(job.signing_secret_enc)
+    if job.signing_secret_prev_enc:
+        extra += ',"signing_secret_prev_enc":' + _COMPACT_JSON.encode(job.signing_secret_prev_enc)
+    text = text[:-1] + extra + "}"
+    return text if len(text) <= SPEC_MAX_CHARS else ""
+
+
+def job_from_spec(spec: str) -> Job:
+    """The job a message carries (:func:`spec_of`); raises ValueError when it does not read."""
+    return Job.model_validate_json(spec)
 
 
 class MessageSigner(Protocol):
@@ -169,9 +205,22 @@ _message_instant = lru_cache(maxsize=1024)(format_instant_ms)
 
 
 def message_for(
-    job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime, backfill: str = ""
+    job: Job,
+    slot: str,
+    scheduled: datetime,
+    attempt: int,
+    kind: str,
+    now: datetime,
+    backfill: str = "",
+    *,
+    spec: str | None = None,
+    last: bool = False,
 ) -> DispatchMessage:
-    """The message for one attempt of one slot of ``job``: the one way messages are made."""
+    """The message for one attempt of one slot of ``job``: the one way messages are made.
+
+    It carries the job (``spec``: :func:`spec_of`, given when the caller made it already for
+    another slot of the same job) and, for the slot that ends the job's chain, ``last``.
+    """
     return DispatchMessage(
         tenant=job.tenant,
         job_id=job.id,
@@ -183,6 +232,8 @@ def message_for(
         released_at=_message_instant(now),
         ordered=job.overlap is Overlap.QUEUE,
         backfill=backfill,
+        spec=spec_of(job) if spec is None else spec,
+        last=last,
     )
 
 

@@ -18,11 +18,13 @@ from typing import Any
 
 from punctual.clock import Clock
 from punctual.execution.after import AfterEffects
+from punctual.execution.chain_ends import ChainEnds
 from punctual.execution.claim import Claimer
 from punctual.execution.finish import Finisher
 from punctual.execution.lease import Leases, owned
 from punctual.execution.ports import (
     Claim,
+    ClaimOutcome,
     DeadLetterSink,
     Delivery,
     FailureSink,
@@ -145,6 +147,7 @@ class Worker:
         self.claimer = Claimer(
             self.ledger, queues, self.turns, self.leases, self.after, clock, config, self.metrics, signer
         )
+        self.chain_ends = ChainEnds(store, clock, self.metrics)
         self.sqs = SqsBatch(self)
 
     def _rng(self, job_id: str, slot: str, attempt: int) -> RandomSource:
@@ -201,8 +204,12 @@ class Worker:
     def claim(
         self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
     ) -> Claim:
-        """See :meth:`punctual.execution.claim.Claimer.claim`."""
-        return self.claimer.claim(message, delivery, time_left_s)
+        """See :meth:`punctual.execution.claim.Claimer.claim`; the slot that ends its job's chain
+        also marks the job COMPLETED (:mod:`punctual.execution.chain_ends`)."""
+        claim = self.claimer.claim(message, delivery, time_left_s)
+        if message.last and claim.outcome is not ClaimOutcome.FORGED:
+            self.chain_ends.handled(message, claim.job)
+        return claim
 
     def run(self, claim: Claim) -> TargetResult:
         """Invoke the job's target for a claimed attempt (never raises for a target's failure)."""

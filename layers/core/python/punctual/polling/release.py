@@ -42,12 +42,13 @@ from datetime import datetime, timedelta
 from punctual.backfill_runner import BackfillRunner
 from punctual.calendars import Calendar, excluding, exclusion_note
 from punctual.clock import Clock
+from punctual.execution.chain_ends import complete_job
 from punctual.instants import format_instant_ms
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling.config import PollerConfig
-from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
+from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, spec_of
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
@@ -253,21 +254,26 @@ class SlotReleaser:
         report: ReleaseReport,
     ) -> None:
         queue = self.queue_for(job)
+        spec = spec_of(job)  # once per job, whatever number of its slots go
+        ends = plan.chain and plan.next_slot is None  # no next timer: the job completes
+        handed_over = False
         for slot in plan.release:
             key = slot_key(slot)
             if (job.tenant, job.id, key) in started:
                 report.superseded += 1
                 continue
             scheduled = dispatch_instant(job, slot)
-            message = self._smoothed(
-                job, message_for(job, key, scheduled, 1, MessageKind.FIRE, now), scheduled
-            )
-            out.messages[queue].append(message)
+            last = ends and slot == plan.release[-1]
+            message = message_for(job, key, scheduled, 1, MessageKind.FIRE, now, spec=spec, last=last)
+            out.messages[queue].append(self._smoothed(job, message, scheduled))
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
+            handed_over = handed_over or last
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
         if plan.next_slot is not None:
             out.next_timers.append(fire_timer(self.config.layout, job, plan.next_slot, now, chained=True))
-        elif plan.chain:
+        elif ends and not handed_over:
+            # No message ends the chain (its last slot was missed, excluded or already started):
+            # the poller marks the job itself, on this rare path only (punctual.execution.chain_ends).
             out.completions.append(job)
 
     def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
@@ -405,14 +411,9 @@ class SlotReleaser:
             self.metrics.add("AlertsHandedOver", len(messages))
 
     def _complete(self, job: Job, now: datetime) -> int:
-        """A one-time job after its slot, or a job past ``end_at``: mark it COMPLETED."""
-        done = job.model_copy(update={"state": JobState.COMPLETED, "updated_at": now})
-        try:
-            self.store.replace_job(done, expected_version=job.version)
-        except Exception:  # someone changed the job meanwhile: their write stands
-            log.info("job %s changed before it could be completed", job.id)
-            return 0
-        return 1
+        """A one-time job, or a job past ``end_at``, whose last slot no message carries: mark it
+        COMPLETED here (the usual case is the worker's: :mod:`punctual.execution.chain_ends`)."""
+        return int(complete_job(self.store, job, self.clock))
 
     def _record(self, report: ReleaseReport) -> None:
         self.metrics.add("SlotsReleased", report.released)
