@@ -261,9 +261,10 @@ METRIC_RATE_BUDGET_OVERRUNS: Final = "RateBudgetOverruns"
 TICK_EVENT_SOURCE_ACTIONS: Final = ("lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping")
 TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService")
 TICK_QUEUE_ACTIONS: Final = ("sqs:GetQueueAttributes",)
-# With two minute state machines (more than 40 pollers allowed), the tick looks for a minute on
-# the other machine before it starts it on one.
-TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution",)
+# The tick looks at a minute's execution (on the other machine, with two: more than 40 pollers
+# allowed) before it starts it, and re-plans a waiting minute whose burst grew since (stops it,
+# starts it again with more pollers: punctual.burst_sight).
+TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution", "states:StopExecution")
 # With the lookahead, one failed tick is covered by the next: alarm on two in a row.
 TICK_ERROR_ALARM_PERIODS: Final = 2
 # No minute execution started for this long means no poller is running.

@@ -100,8 +100,9 @@ class Punctual(Construct):
         )
         for role in (self.api.handler.role, *self.workers.roles):
             self.own_arns.grant_read(role)
-        # Execution events: the pollers and the workers publish them, on the chosen bus only.
-        for role in (*(p.role for p in self.dispatch.pollers), *self.workers.roles):
+        # Execution events: the pollers and the workers publish them, on the chosen bus only; the
+        # tick its Burst Shortfall events.
+        for role in (*(p.role for p in self.dispatch.pollers), *self.workers.roles, self.dispatch.tick.role):
             self.events.grant_put(role)
         # AWS targets are called as this role (or a job's execution role), never as a worker's own.
         self.target_role = TargetRole(self, "TargetRole", config=config, workers=self.workers.roles)

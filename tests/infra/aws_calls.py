@@ -68,7 +68,8 @@ BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
 }
 # ... and looks for a minute on the other minute state machine only when there are two (a burst
 # machine: maxShardGroups > 40).
-BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {"tick": frozenset({"states:DescribeExecution"})}
+# (None now: the tick also looks at a minute's execution to re-plan it, punctual.burst_sight.)
+BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {}
 # boto3 operations authorised as another action.
 AUTHORISED_AS = {
     "sqs:SendMessageBatch": "sqs:SendMessage",
@@ -102,7 +103,15 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
         "targets/__init__.py",
     ),
     # its store: Container.reader; its scaling: the capacity actuator of punctual.scaling_aws
-    "tick": ("functions/tick/handler.py", "tick.py", "scaling.py", "scaling_aws.py"),
+    # and its Burst Shortfall events and re-plans (burst_sight.py)
+    "tick": (
+        "functions/tick/handler.py",
+        "tick.py",
+        "scaling.py",
+        "scaling_aws.py",
+        "burst_sight.py",
+        "notifications/events.py",
+    ),
 }
 
 
@@ -282,5 +291,6 @@ def _service_of(path: Path, op: str) -> str | None:
         "describe_services": "ecs",  # the tick: the burst service's desired count
         "update_service": "ecs",
         "describe_execution": "states",  # the tick: a minute on the other state machine
+        "stop_execution": "states",  # the tick: a waiting minute re-planned
     }
     return direct.get(op)

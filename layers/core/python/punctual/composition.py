@@ -143,6 +143,7 @@ class Container:
             concurrency=settings.queue_send_concurrency,
             rate_budgets=parse_budgets(settings.target_rate_budgets),
             max_lateness_s=float(settings.max_lateness_seconds),
+            burst_head_s=float(settings.burst_lateness_target_s),
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))
@@ -152,7 +153,8 @@ class Container:
         """The tick: it plans each coming minute from the read-only store and, when the stack
         names what to scale, sizes the workers for them (:mod:`punctual.scaling`)."""
         sfn = self.client("stepfunctions")
-        return Tick(self.settings, sfn, self.reader, self.actuator(), metrics, self.tick_loads)
+        events = self.event_publisher(metrics)  # Burst Shortfall events
+        return Tick(self.settings, sfn, self.reader, self.actuator(), metrics, self.tick_loads, events)
 
     @cached_property
     def tick_loads(self) -> dict[datetime, tuple[int, int]]:

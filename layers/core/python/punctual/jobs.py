@@ -16,6 +16,7 @@ from typing import Protocol
 
 from punctual.calendars import Calendar, included_slots
 from punctual.clock import Clock
+from punctual.load_forecast import LoadForecast
 from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
 from punctual.ownership import OwnResources
 from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
@@ -185,6 +186,7 @@ class JobService:
         own_resources: Callable[[], OwnResources] | None = None,
         require_target_role: bool = False,
         max_triggers_per_minute: int | None = None,
+        forecast: LoadForecast | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -197,6 +199,12 @@ class JobService:
         self.own_resources = own_resources or OwnResources
         self.require_target_role = require_target_role
         self.max_trigger_rate = None if max_triggers_per_minute is None else max_triggers_per_minute * MICRO
+        self.forecast = forecast  # the minute-load ledger the tick reads (punctual.load_forecast)
+
+    def _forecast(self, old: Job | None, new: Job | None) -> None:
+        """A job's near slots in the minute-load ledger: ``old``'s taken back, ``new``'s added."""
+        if self.forecast is not None:
+            self.forecast.changed(old, new, self.clock.now())
 
     # ------------------------------------------------------------------ reading
 
@@ -286,6 +294,7 @@ class JobService:
             job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
             timer = None
         self.store.create_job(job, timer, self.max_jobs, self.max_trigger_rate)
+        self._forecast(None, job)
         if parents:
             self.store.set_dependents(tenant, job_id, parents, present=True)
         return self.with_next_fire(job), secret_plain
@@ -331,6 +340,7 @@ class JobService:
             timers = [timer] if timer else []
         self._use_calendars(tenant, job_id, spec.exclude_calendars)
         self._write(job, current.version, timers, previous_trigger_rate=current.trigger_rate)
+        self._forecast(current, job)
         old_calendars = current.exclude_calendars if isinstance(found, Job) else []
         dropped = [name for name in old_calendars if name not in spec.exclude_calendars]
         if dropped:
@@ -361,6 +371,7 @@ class JobService:
             }
         )
         self._write(job, current.version, [])
+        self._forecast(current, job)
         return self.with_next_fire(job)
 
     def resume(self, tenant: str, job_id: str, expected_version: int | None = None) -> Job:
@@ -386,6 +397,7 @@ class JobService:
             after = max(current.paused_at, now - timedelta(seconds=job.catchup.window_seconds))
         timer = self._first_timer(job, now, after=after)
         self._write(job, current.version, [timer] if timer else [])
+        self._forecast(current, job)
         return self.with_next_fire(job)
 
     def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
@@ -395,6 +407,8 @@ class JobService:
             self.store.delete_job(tenant, job_id, current.version, current.trigger_rate)
         except VersionConflictError as exc:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
+        if isinstance(current, Job):
+            self._forecast(current, None)
         parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
         if parents:
             self.store.set_dependents(tenant, job_id, parents, present=False)

@@ -18,6 +18,7 @@ from punctual.backfill_runner import BackfillRunner
 from punctual.calendar_service import CalendarService
 from punctual.clock import Clock, SystemClock
 from punctual.jobs import InvalidJobError, JobService, SecretBox
+from punctual.load_forecast import LoadForecast
 from punctual.message_auth import signer_from
 from punctual.models import HttpTarget, JobSpec
 from punctual.ownership import OwnResources, own_resources
@@ -222,6 +223,7 @@ def build_services(
         own_resources=(lambda: own) if own is not None else (lambda: own_resources(settings)),
         require_target_role=settings.require_target_role,
         max_triggers_per_minute=settings.max_triggers_per_minute_per_tenant,
+        forecast=LoadForecast(store, layout, head_s=float(settings.burst_lateness_target_s)),
     )
     return Services(
         settings=settings,

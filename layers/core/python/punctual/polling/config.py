@@ -32,6 +32,10 @@ class PollerConfig:
     # and the default of a job's max_lateness_seconds.
     rate_budgets: dict[tuple[str, str], float] = field(default_factory=dict)
     max_lateness_s: float = 10.0
+    # The minute-load ledger (punctual.load_forecast): a released slot of a near chain forecasts
+    # the one a horizon on; a minute's head is its first burst_head_s seconds.
+    burst_head_s: float = 10.0
+    forecast_horizon_s: float = 240.0
 
     @property
     def routing(self) -> QueueRouting:

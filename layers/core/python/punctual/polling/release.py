@@ -33,6 +33,7 @@ the backfill runner, which sends the backfill's next slots and arms its next ste
 from __future__ import annotations
 
 import logging
+import random
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,7 @@ from punctual.calendars import Calendar, excluding, exclusion_note
 from punctual.clock import Clock
 from punctual.execution.chain_ends import complete_job
 from punctual.instants import format_instant_ms
+from punctual.load_forecast import add_slot, chain_forecast
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
@@ -52,7 +54,8 @@ from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore
-from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
+from punctual.store.loads import MinuteLoad
+from punctual.timers import CHAIN_KINDS, Lane, Timer, TimerKind, from_ms, slot_instant, slot_key
 
 log = logging.getLogger("punctual.polling")
 
@@ -88,6 +91,7 @@ class _Outgoing:
     delays_ms: list[float] = field(default_factory=list)
     next_timers: list[Timer] = field(default_factory=list)
     completions: list[Job] = field(default_factory=list)
+    forecast: dict[datetime, MinuteLoad] = field(default_factory=dict)  # near chains' slots, ahead
     missed: list[Execution] = field(default_factory=list)
     excluded: list[Execution] = field(default_factory=list)
 
@@ -195,6 +199,8 @@ class SlotReleaser:
         report.fire_delays_ms.extend(out.delays_ms)
         if out.next_timers:
             self.store.put_timers(out.next_timers)
+        if out.forecast:
+            self._forecast(out.forecast)
         report.skipped += self._record_missed(out.missed, jobs)
         report.excluded += self._record_excluded(out.excluded)
         for job in out.completions:
@@ -270,11 +276,24 @@ class SlotReleaser:
             handed_over = handed_over or last
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
         if plan.next_slot is not None:
-            out.next_timers.append(fire_timer(self.config.layout, job, plan.next_slot, now, chained=True))
+            timer = fire_timer(self.config.layout, job, plan.next_slot, now, chained=True)
+            out.next_timers.append(timer)
+            if timer.lane is Lane.NEAR and plan.release:
+                # A near chain: this release forecasts its slot a horizon on (punctual.load_forecast).
+                ahead = chain_forecast(plan.release[-1], plan.next_slot, self.config.forecast_horizon_s)
+                add_slot(out.forecast, dispatch_instant(job, ahead), self.config.burst_head_s)
         elif ends and not handed_over:
             # No message ends the chain (its last slot was missed, excluded or already started):
             # the poller marks the job itself, on this rare path only (punctual.execution.chain_ends).
             out.completions.append(job)
+
+    def _forecast(self, loads: dict[datetime, MinuteLoad]) -> None:
+        """Add a chunk's forecast to the minute-load ledger: one write per minute, best effort (a
+        failure costs the forecast, never the release)."""
+        try:
+            self.store.add_minute_loads(loads, shard=random.randrange(1 << 16))
+        except Exception:
+            log.warning("could not add a release's forecast to the load ledger", exc_info=True)
 
     def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
         """``message`` with the instant its target's rate budget gives it (see the module docstring)."""

@@ -22,6 +22,7 @@ from punctual.store.dynamo.groups import DynamoGroups
 from punctual.store.dynamo.jobs import DynamoJobs
 from punctual.store.dynamo.keyring import DynamoKeyring
 from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition, tenant_pk
+from punctual.store.dynamo.loads import DynamoLoads
 from punctual.store.dynamo.timers import DynamoTimers
 
 
@@ -34,6 +35,7 @@ class DynamoStore(
     DynamoAlerts,
     DynamoCalendars,
     DynamoKeyring,
+    DynamoLoads,
     JobStore,
 ):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""

@@ -19,12 +19,13 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then
     throttle     pk=job#<tenant>#<id>      sk=throttle#<rule>  last (ms), held (alert min_interval)
     timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
-    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
+    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n, nf (load: LOAD_KINDS)
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
     progress     pk=progress#<minute>      sk=<group>/<count> through_ms, expires_at
     layout       pk=meta#layout            sk=layout         far, near (shard counts)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
     backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
+    minute load  pk=load#<minute>#<shard>  sk=load            t, h (slots due, in its head), expires_at
     tenant key   pk=tkey#<tenant>          sk=epoch#<n>      wrapped (the KMS-wrapped data key), created_at
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
@@ -152,6 +153,19 @@ def progress_key(minute: datetime, group: int, group_count: int) -> Key:
 
 
 LAYOUT_KEY: Key = _key("meta#layout", "layout")
+
+
+def minute_load_key(minute: datetime, shard: int) -> Key:
+    """One of a minute's load counters (:mod:`punctual.load_forecast`)."""
+    return _key(f"load#{minute_key(minute)}#{shard}", "load")
+
+
+def add_minute_load(total: int, head: int, expires_at: int) -> Expression:
+    """Add to a minute's load counter (negative: take back); it expires a day after its minute."""
+    return Expression(
+        update="ADD t :t, h :h SET expires_at = :exp",
+        values={":t": _n(total), ":h": _n(head), ":exp": _n(expires_at)},
+    )
 
 
 def tenant_key_key(tenant: str, epoch: int) -> Key:
@@ -301,8 +315,12 @@ def timer_range(pk: str, low: str | None, high: str | None) -> Expression:
 
 
 def timer_counts(pk: str) -> Expression:
-    """A bucket's items, only their timer count (``n``; a lone timer row has none: it is one)."""
-    return Expression(key_condition="pk = :pk", projection="n", values={":pk": _s(pk)})
+    """A bucket's items, only what counts its load: a pack's timer count (``n``) and load count
+    (``nf``, :data:`punctual.timers.LOAD_KINDS`; packs written before it have only ``n``), a lone
+    timer row's kind."""
+    return Expression(
+        key_condition="pk = :pk", projection="n, nf, #k", names={"#k": "kind"}, values={":pk": _s(pk)}
+    )
 
 
 def advance_watermarks(shards: Sequence[int], target: str) -> Expression:

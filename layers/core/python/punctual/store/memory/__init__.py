@@ -18,6 +18,7 @@ from punctual.store.memory.executions import MemoryExecutions
 from punctual.store.memory.groups import MemoryGroups
 from punctual.store.memory.jobs import MemoryJobs
 from punctual.store.memory.keyring import MemoryKeyring
+from punctual.store.memory.loads import MemoryLoads
 from punctual.store.memory.timers import MemoryTimers
 
 
@@ -30,6 +31,7 @@ class MemoryStore(
     MemoryAlerts,
     MemoryCalendars,
     MemoryKeyring,
+    MemoryLoads,
     JobStore,
 ):
     """JobStore in memory: every aggregate's implementation, on one lock."""

@@ -20,6 +20,7 @@ from punctual.store.base import (
 )
 from punctual.store.base import tag_matches as tag_matches  # re-exported: the in-memory twins filter with it
 from punctual.store.keyring import TenantKeyRecord
+from punctual.store.loads import MinuteLoad
 from punctual.timers import Lane, Timer, minute_key
 
 Item = TypeVar("Item", Job, Execution)
@@ -60,6 +61,7 @@ class MemoryBase:
         self._calendar_users: dict[tuple[str, str], set[str]] = {}
         self._backfills: dict[tuple[str, str, str], Backfill] = {}
         self._tenant_keys: dict[tuple[str, int], TenantKeyRecord] = {}  # (tenant, epoch)
+        self._minute_loads: dict[str, MinuteLoad] = {}  # minute key -> the load ledger's counters
         self.timer_writes = 0  # counted for tests and benchmarks
 
     def _put_timer(self, timer: Timer) -> None:
