@@ -83,6 +83,9 @@ class Settings(BaseModel):
     # API requests per minute (0: no limit).
     max_triggers_per_minute_per_tenant: int = Field(default=60_000, ge=1)
     api_requests_per_minute_per_tenant: int = Field(default=1_200, ge=0)
+    # POST /v1/job-batches: jobs of one batch registered at once (each one DynamoDB transaction).
+    # Local mode and in-process tests use 1: moto's transactions are not safe side by side.
+    api_batch_concurrency: int = Field(default=16, ge=1, le=64)
     # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
