@@ -62,7 +62,9 @@ class BatchInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    jobs: list[BatchJob] = Field(min_length=1, max_length=BATCH_MAX_JOBS)
+    jobs: list[BatchJob] = Field(
+        min_length=1, max_length=BATCH_MAX_JOBS, description="1 to 500 jobs, each at an id of its own."
+    )
 
     @field_validator("jobs")
     @classmethod
@@ -78,8 +80,10 @@ class BatchInput(BaseModel):
 class BatchResult(BaseModel):
     """What became of one job of the batch."""
 
-    id: str
-    status: Literal["created", "exists", "failed"]
+    id: str = Field(description="The job's id, as the batch named it.")
+    status: Literal["created", "exists", "failed"] = Field(
+        description="created: registered now; exists: registered before with this spec; failed: see problem."
+    )
     code: int = Field(description="The HTTP status a single request would have answered: 201, 200 or a 4xx.")
     job: JobCreated | None = Field(
         default=None, description="created: the job, its secret once; exists: the job."
@@ -90,10 +94,10 @@ class BatchResult(BaseModel):
 class BatchOutput(BaseModel):
     """A result per job, in request order, and the counts."""
 
-    results: list[BatchResult]
-    created: int
-    exists: int
-    failed: int
+    results: list[BatchResult] = Field(description="One per job, in request order.")
+    created: int = Field(description="Jobs registered by this request.")
+    exists: int = Field(description="Jobs registered before, with the same spec (a repeated batch).")
+    failed: int = Field(description="Jobs not registered: each result's problem says why.")
 
 
 def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], str]) -> None:
