@@ -917,8 +917,8 @@ def print_breakdown(summary: dict[str, Any]) -> None:
     kms = summary["kms_at_10k"]
     table_rows.append(
         (
-            f"KMS Decrypt: a tenant's data key once per worker environment ({kms['requests_per_s_at_10k']:.0f}/s;"
-            f" one per trigger: ${kms['usd_per_million_one_per_trigger']:.2f})",
+            f"KMS Decrypt: each tenant's data key once per worker environment"
+            f" ({kms['requests_per_s_at_10k']:.0f}/s; one a trigger: ${kms['usd_per_million_one_per_trigger']:.2f})",
             kms["requests_per_trigger"],
             None,
             None,
