@@ -918,7 +918,8 @@ def print_breakdown(summary: dict[str, Any]) -> None:
     table_rows.append(
         (
             f"KMS Decrypt: each tenant's data key once per worker environment"
-            f" ({kms['requests_per_s_at_10k']:.0f}/s; one a trigger: ${kms['usd_per_million_one_per_trigger']:.2f})",
+            f" ({kms['requests_per_s_at_10k']:.0f}/s;"
+            f" one a trigger: ${kms['usd_per_million_one_per_trigger']:.2f})",
             kms["requests_per_trigger"],
             None,
             None,
