@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from punctual.instants import format_instant_ms
-from punctual.models import Job, Overlap, Runtime
+from punctual.models import CARRIED, Job, Overlap, Runtime
 from punctual.timers import stable_hash
 
 SQS_BATCH_MAX = 10
@@ -121,7 +121,18 @@ class DispatchMessage:
         return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
     def payload(self) -> str:
-        """Every field but the signature, in declaration order: what is signed."""
+        """Every field but the signature, in declaration order: what is signed.
+
+        Computed once per message (a send signs it and writes it; a worker verifies it): a
+        message is immutable, and :func:`dataclasses.replace` makes a new one.
+        """
+        cached: str | None = self.__dict__.get("_payload")
+        if cached is None:
+            cached = self._encode_payload()
+            object.__setattr__(self, "_payload", cached)
+        return cached
+
+    def _encode_payload(self) -> str:
         # What ``dataclasses.asdict`` gives, without its recursive deep copy of what are only
         # strings, ints and a bool.
         fields: dict[str, object] = {
@@ -173,6 +184,7 @@ _CARRYING_SIGNED = _PLAIN_SIGNED | {"spec"}
 # A job whose spec is larger than this is not carried (the worker reads it): SQS bills a message
 # per 64 KB and accepts 256 KB, and a job's payload alone may be 256 KB.
 SPEC_MAX_CHARS = 16 * 1024
+_CARRIED_CONTEXT = {CARRIED: True}
 
 
 def spec_of(job: Job) -> str:
@@ -189,8 +201,13 @@ def spec_of(job: Job) -> str:
 
 
 def job_from_spec(spec: str) -> Job:
-    """The job a message carries (:func:`spec_of`); raises ValueError when it does not read."""
-    return Job.model_validate_json(spec)
+    """The job a message carries (:func:`spec_of`); raises ValueError when it does not read.
+
+    Its types are validated; the whole-spec checks it passed when it was stored (payload size
+    and depth, schedule and bounds) are not made again (``models.CARRIED``): the message is
+    signed by the scheduler, which read the job a moment before.
+    """
+    return Job.model_validate_json(spec, context=_CARRIED_CONTEXT)
 
 
 class MessageSigner(Protocol):
