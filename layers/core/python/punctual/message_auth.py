@@ -55,7 +55,7 @@ class DispatchSigner:
     def sign(self, message: DispatchMessage) -> DispatchMessage:
         """``message`` with its signature set."""
         signed = replace(message, sig=self.signature(message))
-        object.__setattr__(signed, "_payload", message.payload())  # every field but the signature: the same
+        object.__setattr__(signed, "_payload_text", message.payload())  # all but the signature: the same
         return signed
 
     def verify(self, message: DispatchMessage) -> bool:

@@ -61,6 +61,9 @@ class MessageKind:
 class DispatchMessage:
     """One attempt of one slot, handed to a worker."""
 
+    # The encoded payload, kept in a slot of its own (not in ``__dict__``: the fields are).
+    __slots__ = ("_payload_text", "__dict__")
+
     tenant: str
     job_id: str
     slot: str
@@ -126,11 +129,20 @@ class DispatchMessage:
         Computed once per message (a send signs it and writes it; a worker verifies it): a
         message is immutable, and :func:`dataclasses.replace` makes a new one.
         """
-        cached: str | None = self.__dict__.get("_payload")
-        if cached is None:
-            cached = self._encode_payload()
-            object.__setattr__(self, "_payload", cached)
-        return cached
+        try:
+            text: str = self._payload_text  # type: ignore[attr-defined]
+            return text
+        except AttributeError:
+            text = self._encode_payload()
+            object.__setattr__(self, "_payload_text", text)
+            return text
+
+    def __getstate__(self) -> dict[str, object]:  # copies and pickles carry the fields, not the cache
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
 
     def _encode_payload(self) -> str:
         # What ``dataclasses.asdict`` gives, without its recursive deep copy of what are only
