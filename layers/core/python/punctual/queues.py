@@ -62,7 +62,7 @@ class DispatchMessage:
     """One attempt of one slot, handed to a worker."""
 
     # The encoded payload, kept in a slot of its own (not in ``__dict__``: the fields are).
-    __slots__ = ("_payload_text", "__dict__")
+    __slots__ = ("__dict__", "_payload_text")
 
     tenant: str
     job_id: str
