@@ -32,6 +32,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from local.cloud_tick import CloudTick
 from local.component import LambdaContext, load_handler, prepare
 from local.config import LocalConfig
 from local.retriers import Attempts, Retrier, error_name, retriers_from
@@ -77,6 +78,7 @@ class MinuteScheduler:
         retriers: list[Retrier] | None = None,
         wait: Callable[[float], bool] | None = None,
         scaler: LocalScaler | None = None,
+        cloud: CloudTick | None = None,
     ) -> None:
         from punctual.composition import Container
         from punctual.settings import Settings
@@ -95,6 +97,7 @@ class MinuteScheduler:
         self.stopping = threading.Event()
         self.wait = wait or self.stopping.wait
         self.scaler = scaler
+        self.cloud = cloud  # the cloud's tick plans the minutes (local.cloud_tick)
 
     def window(self, minute: datetime) -> tuple[datetime, datetime]:
         lead = timedelta(seconds=self.settings.poller_lead_s)
@@ -116,6 +119,8 @@ class MinuteScheduler:
         coming = [
             self.window(m)[0] for m in (current + MINUTE, current + 2 * MINUTE) if m not in self.started
         ]
+        if self.cloud is not None and self.cloud.next_at is not None:
+            coming.append(self.cloud.next_at)
         opens = min(coming, default=now + timedelta(seconds=1))
         return max(0.05, min(1.0, (opens - now).total_seconds()))
 
@@ -125,7 +130,8 @@ class MinuteScheduler:
         self.started.add(minute)
         self.started = {m for m in self.started if m >= minute - 3 * MINUTE}
         try:
-            plan = plan_minute(minute, self.settings, self.store)
+            planned = self.cloud.plan(minute) if self.cloud is not None else None
+            plan = planned or plan_minute(minute, self.settings, self.store)
         except Exception:  # as the tick does: never block a minute on its sizing
             log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
             plan = plan_minute(minute, self.settings)
@@ -208,6 +214,11 @@ class MinuteScheduler:
                     self.scaler.step(now)
                 except Exception:  # as the tick: scaling never stops a minute
                     log.exception("predictive scaling failed: deciding again shortly")
+            if self.cloud is not None:
+                try:
+                    self.cloud.step(now)
+                except Exception:  # as the cloud: a failed tick is covered by the next
+                    log.exception("the tick failed: the next one plans again")
             stop.wait(self.next_wake(self.clock.now()))
         self.stopping.set()  # no retry waits or starts after this
         with self._lock:
@@ -229,8 +240,15 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
     from punctual.settings import Settings
 
     built = Container(Settings.from_env())
-    scaler = LocalScaler(config, built.settings, built.store, built.client("sqs"))
-    scheduler = MinuteScheduler(handler.handler, deployment.poller_timeout_s, retriers, scaler=scaler)
+    cloud: CloudTick | None = None
+    scaler: LocalScaler | None = None
+    if config.tick_cadence_s:
+        cloud = CloudTick(config, built.settings, built.store, built.client("sqs"))
+    else:
+        scaler = LocalScaler(config, built.settings, built.store, built.client("sqs"))
+    scheduler = MinuteScheduler(
+        handler.handler, deployment.poller_timeout_s, retriers, scaler=scaler, cloud=cloud
+    )
     retried = ", ".join(f"{'|'.join(r.errors)} up to {r.max_attempts}x" for r in retriers)
     log.info(
         "poller: %d far + %d near shards, lead %ss, grace %ss, retried as the state machine does: %s",
