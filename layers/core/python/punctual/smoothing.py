@@ -16,7 +16,8 @@ The rule (:func:`place_slot`, pure; a virtual-scheduling / GCRA step on a shared
   of all of a minute's pollers together are never closer than ``spacing`` — in every one-second
   window, the first second of a burst included, at most ``ceil(rate)`` (``rate`` for a whole
   number) calls;
-* a slot goes to the first instant of its lane at or after ``max(due, next_free)``; if that is
+* a slot goes to the first instant of its lane at or after ``max(due, next_free, release +
+  HEAD_START_S)`` (2 s: the time for its message to reach a worker before its instant); if that is
   within ``max_lateness_s`` (the job's ``max_lateness_seconds``, else the deployment's
   ``PUNCTUAL_MAX_LATENESS_SECONDS``) of ``due``, it is released there and ``next_free`` moves
   past it;
@@ -66,6 +67,10 @@ class SmoothingConfigError(ValueError):
 
 
 SPACING_MARGIN = 0.1  # a budget's calls are 1.1 / rate apart: 100 ms of slack in every second
+# A budgeted call is placed at least this long after its release: its message reaches a worker
+# before its instant, and the worker calls at the instant (a call whose message arrives late goes
+# at once, and late calls bunch: the receiver would see them closer than the budget allows).
+HEAD_START_S = 2.0
 _US = 1_000_000
 _MINUTE_US = 60 * _US
 
@@ -115,9 +120,11 @@ def place_slot(
     rate_per_s: float,
     max_lateness_s: float,
     lane: tuple[int, int] = (0, 1),
+    not_before: datetime | None = None,
 ) -> Placement:
     """The release instant of a slot due at ``due`` under a budget of ``rate_per_s`` calls a second,
-    placed by the poller of shard group ``lane[0]`` of ``lane[1]``.
+    placed by the poller of shard group ``lane[0]`` of ``lane[1]``, no earlier than ``not_before``
+    (the poller's release plus :data:`HEAD_START_S`).
 
     ``next_free`` is this poller's state of the budget (None: nothing placed yet). See the
     module docstring.
@@ -126,7 +133,8 @@ def place_slot(
         raise ValueError("a rate budget must be positive")
     group, groups = lane
     step = spacing_us(rate_per_s)
-    earliest = _epoch_us(due if next_free is None or next_free <= due else next_free)
+    start = due if next_free is None or next_free <= due else next_free
+    earliest = _epoch_us(start if not_before is None or not_before <= start else not_before)
     release = _EPOCH + timedelta(microseconds=_lane_instant(earliest, step, group, groups))
     if release - due > timedelta(seconds=max_lateness_s):
         return Placement(due, next_free, True)  # on time, reported
@@ -240,9 +248,19 @@ class BudgetLedger:
         """The budget that applies: the target's own, else the tenant's for that host, else everyone's."""
         return own or self.budgets.get((tenant, key)) or self.budgets.get(("*", key))
 
-    def place(self, tenant: str, key: str, rate: float, due: datetime, max_lateness_s: float) -> Placement:
+    def place(
+        self,
+        tenant: str,
+        key: str,
+        rate: float,
+        due: datetime,
+        max_lateness_s: float,
+        not_before: datetime | None = None,
+    ) -> Placement:
         with self._lock:
             state = (tenant, key)
-            placement = place_slot(self._next_free.get(state), due, rate, max_lateness_s, self.lane)
+            placement = place_slot(
+                self._next_free.get(state), due, rate, max_lateness_s, self.lane, not_before
+            )
             self._next_free[state] = placement.next_free
             return placement
