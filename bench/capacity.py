@@ -1232,6 +1232,9 @@ def print_profile(title: str, summary: dict[str, Any], checks: list[Check]) -> N
     print("$ a month: " + ", ".join(f"{k} {'?' if v is None else f'{v:,.0f}'}" for k, v in cost.items()))
 
 
+PRED = "predictive: burst tasks started ahead by the tick"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rate", type=float, default=10_000)
@@ -1327,7 +1330,7 @@ def main() -> None:
             pred_checks,
         )
         b = predicted["burst"]
-        bursts["predictive: burst tasks started ahead by the tick"] = simulate_burst(
+        bursts[PRED] = simulate_burst(
             args.burst,
             replace(pred, ecs_burst_tasks=predicted["burst_tasks"]),
             per,
@@ -1406,6 +1409,14 @@ def main() -> None:
                     f" ({c['headroom']:.2f}x)"
                 )
 
+    import quotas  # it reads this module's limits and model: imported once both exist
+
+    quota_ledger = quotas.report(  # every quota with its source; each burst under all of them
+        rate,
+        defaults,
+        per,
+        {"defaults": (burst_default, defaults), **({"predictive": (bursts[PRED], pred)} if found else {})},
+    )
     verdicts = {
         "headroom_2x_defaults": summary_default["headroom_2x"],
         "headroom_2x_tuned": summary_scale["headroom_2x"],
@@ -1457,6 +1468,7 @@ def main() -> None:
                 "burst_settings": asdict(found[0]) if found else None,
                 "profiles": profiles,
                 "predictive_burst": predicted,
+                "quotas": quota_ledger,
                 "verdicts": verdicts,
             },
         )

@@ -86,6 +86,27 @@ def rows() -> list[tuple[str, str, str, str]]:
                     verdict(bool(s["kept_up"]) and (s["efficiency"] or 0) >= 0.5),
                 )
             )
+        for k in local.get("kinds", []):
+            out.append(
+                (
+                    f"1b. burst of {k['jobs']:,}"
+                    f" {'at() one-time' if k['kind'] == 'at' else 'rate(1 day)'} jobs, {k['lane']} lane"
+                    f" (registered {k['registered_ahead_s']:.0f} s ahead): slot→receipt p50 / p99 / last",
+                    f"{k['p50_s']:.1f} s / {k['p99_s']:.1f} s / {k['last_s']:.1f} s",
+                    "at() as fast as recurring",
+                    "measured",
+                )
+            )
+        b = local.get("batch_registration")
+        if b:
+            out.append(
+                (
+                    f"6. registration, job batches of {b['batch_size']} (local mode, moto): jobs a second",
+                    f"{b['jobs_per_s']:.0f}/s ({b['jobs']:,} in {b['seconds']:.0f} s)",
+                    "-",
+                    "measured",
+                )
+            )
         m = local.get("many_jobs")
         if m:
             running = m["memory_mb"]["running"]

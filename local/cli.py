@@ -100,6 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--json-logs", action="store_true", help="one JSON object per log line")
     up.add_argument("--workers", type=int, help="worker Lambda processes (default 2)")
+    up.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        metavar="PUNCTUAL_NAME=VALUE",
+        help="a setting of every function (repeatable), e.g. PUNCTUAL_BURST_TRIGGERS_PER_POLLER=40",
+    )
+    up.add_argument(
+        "--cloud-cadence",
+        dest="tick_cadence_s",
+        action="store_const",
+        const=60,
+        help="plan and scale as the cloud's tick: every minute, two ahead, with its 75 s start lead",
+    )
     up.add_argument("--api-processes", type=int, help="API Lambda processes sharing the API port (default 1)")
     up.add_argument(
         "--no-table", dest="table", action="store_false", help="no live table, even on a terminal"
@@ -145,10 +159,20 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             "transaction_conflicts",
             "workers",
             "api_processes",
+            "tick_cadence_s",
         )
     }
     if getattr(args, "json_logs", False):
         overrides["json_logs"] = True
+    settings = getattr(args, "settings", None) or []
+    if settings:
+        extra = dict(LocalConfig.from_env().extra)
+        for item in settings:
+            name, sep, value = item.partition("=")
+            if not sep or not name.startswith("PUNCTUAL_"):
+                raise LocalModeError(f"--set {item!r}: expected PUNCTUAL_NAME=VALUE")
+            extra[name] = value
+        overrides["extra"] = extra
     # A private --state-dir still shares the default template cache (tests rely on it).
     return LocalConfig.from_env(**overrides)
 

@@ -75,6 +75,8 @@ class LocalConfig:
         Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
         are started ahead of a planned burst, each counted as draining this many messages a
         second (low on purpose: a burst of a few dozen slots asks for one).
+    tick_cadence_s
+        ``--cloud-cadence``: plan and scale as the cloud's tick does (:mod:`local.cloud_tick`).
     """
 
     state_dir: Path = DEFAULT_STATE_DIR
@@ -99,6 +101,10 @@ class LocalConfig:
     burst_worker_messages_per_s: int = 3
     audit_interval_s: int = 20
     audit_grace_s: int = 60
+    # 0: plan each minute as its pollers start and scale every few seconds (local mode's pace);
+    # 60: the cloud's tick (local.cloud_tick): every minute, two minutes ahead, re-planned, with
+    # the deployment's burst start lead (75 s).
+    tick_cadence_s: int = 0
     template: str = ""  # a template file to use instead of synthesising infra/
     extra: dict[str, str] = field(default_factory=dict)  # further PUNCTUAL_* overrides
 

@@ -96,6 +96,7 @@ class EventSourceMapping:
         timeout_s: int,
         inflight: Path,
         name: str,
+        tally: Path | None = None,
     ) -> None:
         self.handler = handler
         self.sqs = sqs
@@ -104,6 +105,12 @@ class EventSourceMapping:
         self.timeout_s = timeout_s
         self.inflight = inflight
         self.name = name
+        # Messages this process handled, kept in a file (tests tell the burst workers' share).
+        self.tally = tally
+        try:
+            self.handled = int(tally.read_text()) if tally is not None else 0  # a restart goes on
+        except (OSError, ValueError):
+            self.handled = 0
 
     def poll_once(self, url: str, arn: str) -> int:
         reply = self.sqs.receive_message(
@@ -139,6 +146,9 @@ class EventSourceMapping:
             for error in reply.get("Failed", []):
                 log.warning("could not delete a finished message: %s", error.get("Message"))
         self.inflight.unlink(missing_ok=True)
+        self.handled += len(done)
+        if self.tally is not None:
+            self.tally.write_text(str(self.handled))
         return len(messages)
 
     def run(self, stop: threading.Event) -> None:
@@ -181,6 +191,7 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "worker") -> Non
         deployment.worker_timeout_s,
         inflight,
         name,
+        config.run_dir / f"{name}.handled",
     )
     log.info(
         "%s: batches of up to %d from %s", name, deployment.worker_batch_size, ", ".join(u for u, _ in queues)

@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from local.cloud_tick import CloudTick
 from local.component import LambdaContext, load_handler, prepare
 from local.config import LocalConfig
 from local.retriers import Attempts, Retrier, error_name, retriers_from
@@ -116,6 +117,7 @@ class MinuteScheduler:
         scaler: LocalScaler | None = None,
         replica: int = 0,
         plans: Path | None = None,
+        cloud: CloudTick | None = None,
     ) -> None:
         from punctual.composition import Container
         from punctual.settings import Settings
@@ -136,6 +138,7 @@ class MinuteScheduler:
         self.scaler = scaler
         self.replica = replica
         self.plans = plans
+        self.cloud = cloud  # the cloud's tick plans the minutes (local.cloud_tick)
 
     def window(self, minute: datetime) -> tuple[datetime, datetime]:
         lead = timedelta(seconds=self.settings.poller_lead_s)
@@ -157,6 +160,8 @@ class MinuteScheduler:
         coming = [
             self.window(m)[0] for m in (current + MINUTE, current + 2 * MINUTE) if m not in self.started
         ]
+        if self.cloud is not None and self.replica == 0 and self.cloud.next_at is not None:
+            coming.append(self.cloud.next_at)
         opens = min(coming, default=now + timedelta(seconds=1))
         return max(0.05, min(1.0, (opens - now).total_seconds()))
 
@@ -168,6 +173,10 @@ class MinuteScheduler:
 
         def sized() -> dict[str, Any]:
             try:
+                # At the cloud's cadence, the plan the tick made (local.cloud_tick); else sized here.
+                planned = self.cloud.plan(minute) if self.cloud is not None else None
+                if planned:
+                    return planned
                 return plan_minute(minute, self.settings, self.store, previous=self.previous_plan(minute))
             except Exception:  # as the tick does: never block a minute on its sizing
                 log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
@@ -271,6 +280,11 @@ class MinuteScheduler:
                     self.scaler.step(now)
                 except Exception:  # as the tick: scaling never stops a minute
                     log.exception("predictive scaling failed: deciding again shortly")
+            if self.cloud is not None and self.replica == 0:  # one tick, beside the first replica
+                try:
+                    self.cloud.step(now)
+                except Exception:  # as the cloud: a failed tick is covered by the next
+                    log.exception("the tick failed: the next one plans again")
             stop.wait(self.next_wake(self.clock.now()))
         self.stopping.set()  # no retry waits or starts after this
         with self._lock:
@@ -292,13 +306,21 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "poller", replic
     from punctual.settings import Settings
 
     built = Container(Settings.from_env())
-    # The tick's scaling runs beside the first replica only (one decision, as one tick makes).
-    scaler = LocalScaler(config, built.settings, built.store, built.client("sqs")) if replica == 0 else None
+    # The tick runs beside the first replica only (one decision, as one tick makes): at the
+    # cloud's cadence (local.cloud_tick; every replica reads the minutes it planned), else local
+    # mode's scaling.
+    cloud: CloudTick | None = None
+    scaler: LocalScaler | None = None
+    if config.tick_cadence_s:
+        cloud = CloudTick(config, built.settings, built.store, built.client("sqs"))
+    elif replica == 0:
+        scaler = LocalScaler(config, built.settings, built.store, built.client("sqs"))
     scheduler = MinuteScheduler(
         handler.handler,
         deployment.poller_timeout_s,
         retriers,
         scaler=scaler,
+        cloud=cloud,
         replica=replica,
         plans=config.run_dir / "minutes",
     )

@@ -197,6 +197,8 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_OWN_ARNS": ",".join([*deployment.queue_arns.values(), table_arn(deployment)]),
             "PUNCTUAL_OWN_ARNS_PARAMETER": "",
             "PUNCTUAL_TOKEN_KEY": config.token_key(),
+            # A job batch one transaction at a time: moto's transactions are not safe side by side.
+            "PUNCTUAL_API_BATCH_CONCURRENCY": "1",
             # Execution events go to the local receiver (GET /events there), not to moto's bus.
             "PUNCTUAL_EVENTS_URL": f"{config.receiver_url}/events",
             "LOG_LEVEL": config.log_level,

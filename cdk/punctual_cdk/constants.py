@@ -246,6 +246,9 @@ ASSUME_ROLE_ACTIONS: Final = ("sts:AssumeRole", "sts:TagSession")
 # The KMS encryption-context purpose of a job's webhook signing secret (punctual.signing_secrets).
 WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
 WEBHOOK_SECRET_CONTEXT_KEYS: Final = ("purpose", "tenant", "job")  # punctual.signing_secrets.job_binding
+# Tenants' data keys (punctual.tenant_keys): webhook secrets are sealed under them (envelope).
+TENANT_KEY_PURPOSE: Final = "punctual-tenant-data-key"
+TENANT_KEY_CONTEXT_KEYS: Final = ("purpose", "tenant")  # punctual.tenant_keys.key_context
 # Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
 OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
 
@@ -289,9 +292,10 @@ METRIC_CHAIN_AUDIT_DEFERRED: Final = "ChainAuditDeferred"
 TICK_EVENT_SOURCE_ACTIONS: Final = ("lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping")
 TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService")
 TICK_QUEUE_ACTIONS: Final = ("sqs:GetQueueAttributes",)
-# With two minute state machines (more than 40 pollers allowed), the tick looks for a minute on
-# the other machine before it starts it on one.
-TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution",)
+# The tick looks at a minute's execution (on the other machine, with two: more than 40 pollers
+# allowed) before it starts it, and re-plans a waiting minute whose burst grew since (stops it,
+# starts it again with more pollers: punctual.burst_sight).
+TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution", "states:StopExecution")
 # With the lookahead, one failed tick is covered by the next: alarm on two in a row.
 TICK_ERROR_ALARM_PERIODS: Final = 2
 # No minute execution started for this long means no poller is running.

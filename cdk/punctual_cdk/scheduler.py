@@ -102,8 +102,8 @@ class Punctual(Construct):
         for role in (self.api.handler.role, *self.workers.roles):
             self.own_arns.grant_read(role)
         # Execution events: the pollers and the workers publish them, on the chosen bus only; the
-        # stack's bus refuses everyone else.
-        publishers = [*(p.role for p in self.dispatch.pollers), *self.workers.roles]
+        # stack's bus refuses everyone else; the tick its Burst Shortfall events.
+        publishers = [*(p.role for p in self.dispatch.pollers), *self.workers.roles, self.dispatch.tick.role]
         for role in publishers:
             self.events.grant_put(role)
         self.events.only_publishers(publishers)

@@ -276,7 +276,7 @@ def test_the_parallel_needs_no_new_permission(burst_synth: Synth, default_synth:
     assert not any(action.startswith("states:") for action in granted(burst_synth, burst_machine))
 
 
-def test_the_tick_looks_for_a_minute_on_the_other_machine_only_when_there_are_two(
+def test_the_tick_looks_at_and_may_stop_only_its_own_minutes_executions(
     burst_synth: Synth, default_synth: Synth
 ) -> None:
     from cdk_helpers import actions_on, role_statements
@@ -289,8 +289,12 @@ def test_the_tick_looks_for_a_minute_on_the_other_machine_only_when_there_are_tw
     executions = {
         f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}:*" for name in names
     }
-    assert granted["states:DescribeExecution"] == executions
+    assert granted["states:DescribeExecution"] == granted["states:StopExecution"] == executions
+    # One machine: its executions only (the tick re-plans a waiting minute whose burst grew)
     assert default_synth.stack.dispatch.burst_state_machine is None
-    assert "states:DescribeExecution" not in actions_on(
-        role_statements(default_synth, default_synth.stack.dispatch.tick.role)
-    )
+    default = actions_on(role_statements(default_synth, default_synth.stack.dispatch.tick.role))
+    (machine,) = default_synth.stack.dispatch.state_machines
+    only = {
+        f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<{default_synth.logical_id(machine)}.Name>:*"
+    }
+    assert default["states:DescribeExecution"] == default["states:StopExecution"] == only

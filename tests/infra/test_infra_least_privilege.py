@@ -299,15 +299,32 @@ def test_the_paging_token_key_is_generated_at_deploy_and_read_by_the_api_only(de
         assert "PUNCTUAL_TOKEN_KEY" not in _env(default_synth, function)
 
 
-def test_workers_decrypt_only_webhook_secrets(default_synth: Synth) -> None:
+def test_workers_decrypt_only_webhook_secrets_and_the_tenant_keys_they_are_sealed_under(
+    default_synth: Synth,
+) -> None:
     for role in default_synth.stack.workers.roles:
-        (decrypt,) = [
-            s for s in role_statements(default_synth, role) if "kms:Decrypt" in as_list(s["Action"])
+        decrypts = [s for s in role_statements(default_synth, role) if "kms:Decrypt" in as_list(s["Action"])]
+        assert all(as_list(s["Action"]) == ["kms:Decrypt"] for s in decrypts)
+        assert [s["Condition"] for s in decrypts] == [
+            {
+                "StringEquals": {"kms:EncryptionContext:purpose": "punctual-webhook-signing-secret"},
+                "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["purpose", "tenant", "job"]},
+            },
+            {
+                "StringEquals": {"kms:EncryptionContext:purpose": "punctual-tenant-data-key"},
+                "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["purpose", "tenant"]},
+            },
         ]
-        assert decrypt["Condition"] == {
-            "StringEquals": {"kms:EncryptionContext:purpose": "punctual-webhook-signing-secret"},
-            "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["purpose", "tenant", "job"]},
-        }
+
+
+def test_the_api_makes_and_unwraps_only_tenant_data_keys(default_synth: Synth) -> None:
+    statements = role_statements(default_synth, default_synth.stack.api.handler.role)
+    (data_keys,) = [s for s in statements if "kms:GenerateDataKey" in as_list(s["Action"])]
+    assert sorted(as_list(data_keys["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert data_keys["Condition"] == {
+        "StringEquals": {"kms:EncryptionContext:purpose": "punctual-tenant-data-key"},
+        "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["purpose", "tenant"]},
+    }
 
 
 def test_the_decrypt_condition_names_the_keys_the_code_binds() -> None:
@@ -315,6 +332,12 @@ def test_the_decrypt_condition_names_the_keys_the_code_binds() -> None:
     from punctual_cdk import constants as c
 
     assert set(c.WEBHOOK_SECRET_CONTEXT_KEYS) == {*DEFAULT_CONTEXT, *job_binding("t", "j")}
+    from punctual.tenant_keys import TENANT_KEY_PURPOSE, key_context
+
+    assert (c.TENANT_KEY_PURPOSE, set(c.TENANT_KEY_CONTEXT_KEYS)) == (
+        TENANT_KEY_PURPOSE,
+        set(key_context("t")),
+    )
 
 
 def test_quota_defaults_reach_every_function(default_synth: Synth) -> None:

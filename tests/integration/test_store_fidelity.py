@@ -379,6 +379,23 @@ def test_a_tenants_burst_quotas(faithful: Faithful) -> None:
     assert store.take_backfill_slots(T, "w2", 1, 10, 2_000_000_000) == 1
 
 
+def test_the_minute_load_ledger_and_the_tenant_data_keys(faithful: Faithful, t0: datetime) -> None:
+    from punctual.store.keyring import TenantKeyRecord
+    from punctual.store.loads import MinuteLoad
+
+    store = faithful.store
+    minute = minute_of(t0 + timedelta(minutes=3))
+    store.add_minute_loads({minute: MinuteLoad(5, 2)}, shard=1)
+    store.add_minute_loads({minute: MinuteLoad(3, 0)}, shard=2)
+    store.add_minute_loads({minute: MinuteLoad(-1, -1)}, shard=1)  # taken back
+    assert store.get_minute_load(minute) == MinuteLoad(7, 1)
+    assert store.get_tenant_key(T, 1) is None
+    first = TenantKeyRecord(T, 1, b"wrapped-1", t0)
+    assert store.put_tenant_key(first) == first
+    assert store.put_tenant_key(TenantKeyRecord(T, 1, b"wrapped-2", t0)) == first  # first writer wins
+    assert store.get_tenant_key(T, 1) == first
+
+
 def test_the_audit_scan_may_be_behind_a_moment_then_lists_every_job(t0: datetime) -> None:
     # Given the in-memory store with DynamoDB's stale reads (the audit index is eventually consistent)
     clock = ManualClock(t0)

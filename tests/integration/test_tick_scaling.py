@@ -19,6 +19,7 @@ from punctual.observability import RecordingMetrics
 from punctual.scaling import CapacityProfile, MemoryActuator, need_for, plan_capacity
 from punctual.scaling_aws import AwsActuator
 from punctual.settings import Settings
+from punctual.store.loads import MinuteLoad
 from punctual.tick import Tick
 from punctual.timers import Lane
 
@@ -46,6 +47,10 @@ class _Store:
         self.settings = settings
         self.loads = loads
         self.spread_s = spread_s
+        self.ledger: dict[datetime, MinuteLoad] = {}
+
+    def get_minute_load(self, minute: datetime) -> MinuteLoad:
+        return self.ledger.get(minute, MinuteLoad())
 
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
         shards = self.settings.shard_count if lane is Lane.FAR else self.settings.near_shard_count
@@ -248,9 +253,10 @@ def test_a_minute_started_on_one_machine_is_never_started_on_the_other() -> None
     assert sfn.machine_of == {"m-20261201T1159": STANDARD_MACHINE, "m-20261201T1201": STANDARD_MACHINE}
 
 
-def test_near_timers_already_written_for_a_coming_minute_count() -> None:
+def test_near_slots_the_ledger_forecasts_for_a_coming_minute_count() -> None:
     actuator = MemoryActuator()
-    tick, _, _ = _tick({(Lane.NEAR, M): 100_000}, actuator)
+    tick, _, _ = _tick({}, actuator)
+    tick.store.ledger[M] = MinuteLoad(100_000, 100_000)  # type: ignore[union-attr]
     tick.start_minutes(M - timedelta(seconds=50))
     assert (
         actuator.burst_workers == need_for(100_000, CapacityProfile.from_settings(SETTINGS), M).burst_workers

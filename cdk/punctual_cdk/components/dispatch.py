@@ -184,7 +184,8 @@ class Dispatch(Construct):
         for machine in self.state_machines:
             machine.grant_start_execution(self.tick.role)
         # A tick looks for each minute before it plans it (a minute that exists costs no reads),
-        # and a minute starts on one machine only: the tick looks on both.
+        # and a minute starts on one machine only: the tick looks on both; a minute whose burst
+        # grew after it was planned is stopped while it waits and re-planned.
         self.tick.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=list(c.TICK_EXECUTION_ACTIONS),
@@ -211,6 +212,16 @@ class Dispatch(Construct):
             roles=[p.role for p in self.pollers],
         )
         self._acknowledge_executions(relay, "a minute's pollers")
+        for machine in self.state_machines:
+            acknowledge(
+                self.tick.role,
+                "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                f"<{self._logical_id_of_machine(machine)}.Name>:*]",
+                "states:DescribeExecution and StopExecution on the executions of this stack's minute "
+                "state machines (an execution's ARN carries its minute's name, unknown at deploy): the "
+                "tick checks that a minute was not started on the other machine before it starts it on "
+                "one, and re-plans a minute whose pollers have not started yet.",
+            )
         # Sizing the shard groups from the coming minute's timers: reads only.
         storage.grant_items(self.tick.role, c.TABLE_ACTIONS_BY_COMPONENT["tick"])
         self.rule = on_schedule(

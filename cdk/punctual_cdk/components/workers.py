@@ -333,6 +333,20 @@ class Workers(Construct):
                 },
             )
         )
+        # ...and, since envelope encryption, the tenants' data keys they are sealed under (one
+        # Decrypt per tenant per process per key epoch): purpose and tenant, nothing else.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[storage.secrets_key.key_arn],
+                conditions={
+                    "StringEquals": {"kms:EncryptionContext:purpose": c.TENANT_KEY_PURPOSE},
+                    "ForAllValues:StringEquals": {
+                        "kms:EncryptionContextKeys": list(c.TENANT_KEY_CONTEXT_KEYS)
+                    },
+                },
+            )
+        )
         grant_execution_roles(role, self._config)
 
     def _vpc(self) -> ec2.IVpc:

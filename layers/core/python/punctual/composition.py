@@ -28,7 +28,7 @@ from punctual.message_auth import DispatchSigner, signer_from
 from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling import Poller, PollerConfig
-from punctual.queues import SqsQueues
+from punctual.queues import QueuePort, SqsQueues
 from punctual.scaling_aws import AwsActuator
 from punctual.settings import Settings
 from punctual.smoothing import parse_budgets
@@ -172,6 +172,7 @@ class Container:
             resend_after_s=settings.unclaimed_resend_s,
             max_backfills_per_tenant=settings.max_backfills_per_tenant,
             backfill_slots_per_minute_per_tenant=settings.backfill_slots_per_minute_per_tenant,
+            burst_head_s=float(settings.burst_lateness_target_s),
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))
@@ -199,7 +200,8 @@ class Container:
         """The tick: it plans each coming minute from the read-only store and, when the stack
         names what to scale, sizes the workers for them (:mod:`punctual.scaling`)."""
         sfn = self.client("stepfunctions")
-        return Tick(self.settings, sfn, self.reader, self.actuator(), metrics, self.tick_loads)
+        events = self.event_publisher(metrics)  # Burst Shortfall events
+        return Tick(self.settings, sfn, self.reader, self.actuator(), metrics, self.tick_loads, events)
 
     @cached_property
     def tick_loads(self) -> dict[datetime, tuple[int, int]]:
@@ -219,9 +221,11 @@ class Container:
         lease_timers: bool,
         invoker: TargetInvoker | None = None,
         metrics: MetricsSink | None = None,
+        queues: QueuePort | None = None,
     ) -> Worker:
         """The execution core: heartbeat mode (``lease_timers``, the ECS worker) or message
-        mode (the Lambda worker)."""
+        mode (the Lambda worker). ``queues`` replaces the signed SQS port (the ECS worker wraps
+        it to batch its deletes: :class:`punctual.queue_acks.BatchedDeletes`)."""
         from punctual.execution import JobServicePauser, SqsFailureSink, Worker, WorkerConfig
         from punctual.execution import worker as defaults  # looked up at call time (tests replace them)
 
@@ -229,16 +233,17 @@ class Container:
         config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
         invoker = invoker or defaults.default_invoker(settings, self.clock)
         signing_secrets = defaults.default_signing_secrets(settings)
+        queues = queues or self.queues
         return Worker(
             self.store,
-            self.queues,
+            queues,
             invoker,
             self.clock,
             config,
             metrics=metrics,
             failures=SqsFailureSink(self.client("sqs"), settings.failed_queue_url),
             signing_secrets=signing_secrets,
-            pauser=JobServicePauser(self.store, self.queues, self.clock, config),
+            pauser=JobServicePauser(self.store, queues, self.clock, config),
             signer=self.signer,
             dead_letters=defaults.default_dead_letters(settings, metrics),
             notifier=self.notifier(invoker, signing_secrets, metrics),

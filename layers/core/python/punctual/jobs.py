@@ -18,6 +18,7 @@ from typing import Protocol
 from punctual.boundary import Boundary
 from punctual.calendars import Calendar, included_slots
 from punctual.clock import Clock
+from punctual.load_forecast import LoadForecast
 from punctual.models import EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
 from punctual.ownership import OwnResources
 from punctual.peaks import Profile, job_profile
@@ -257,6 +258,7 @@ class JobService:
         max_triggers_per_minute: int | None = None,
         boundary: Boundary | None = None,
         peaks: PeakQuota | None = None,
+        forecast: LoadForecast | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -271,6 +273,12 @@ class JobService:
         self.boundary = boundary or Boundary(self.own_resources, require_target_role=require_target_role)
         self.peaks = peaks
         self.max_trigger_rate = None if max_triggers_per_minute is None else max_triggers_per_minute * MICRO
+        self.forecast = forecast  # the minute-load ledger the tick reads (punctual.load_forecast)
+
+    def _forecast(self, old: Job | None, new: Job | None) -> None:
+        """A job's near slots in the minute-load ledger: ``old``'s taken back, ``new``'s added."""
+        if self.forecast is not None:
+            self.forecast.changed(old, new, self.clock.now())
 
     # ------------------------------------------------------------------ reading
 
@@ -371,6 +379,7 @@ class JobService:
         except Exception:
             self._uncount_peaks(tenant, *added)
             raise
+        self._forecast(None, job)
         return self.with_next_fire(job), secret_plain
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
@@ -437,6 +446,7 @@ class JobService:
         except Exception:
             self._uncount_peaks(tenant, *changed)
             raise
+        self._forecast(current, job)
         return self.with_next_fire(job)
 
     def pause(
@@ -460,6 +470,7 @@ class JobService:
             }
         )
         self._write(job, current.version, [])
+        self._forecast(current, job)
         return self.with_next_fire(job)
 
     def resume(self, tenant: str, job_id: str, expected_version: int | None = None) -> Job:
@@ -477,6 +488,7 @@ class JobService:
                 if expected_version is not None or attempt + 1 == RESUME_TRIES:
                     raise
                 continue  # a poller recorded a slot the pause owes (a version bump): read it again
+            self._forecast(current, job)
             return self.with_next_fire(job)
         raise AssertionError("unreachable")
 
@@ -498,6 +510,8 @@ class JobService:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
         if self.peaks is not None and isinstance(current, Job):
             self.peaks.undo(tenant, add=job_profile(current))  # its slots are no longer due
+        if isinstance(current, Job):
+            self._forecast(current, None)
 
     def rotate_secret(
         self, tenant: str, job_id: str, drop_previous: bool = False, expected_version: int | None = None

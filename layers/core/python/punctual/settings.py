@@ -61,6 +61,10 @@ class Settings(BaseModel):
     unclaimed_resend_s: float = Field(default=4.0, ge=0, le=60)
     clock_offset_s: float = 0.0  # chaos and tests: simulate a skewed node clock
     kms_key_id: str = ""
+    # Envelope encryption of webhook secrets (punctual.tenant_keys): a tenant's secrets are sealed
+    # under one data key per key epoch of this length; a process unwraps a tenant's key (one KMS
+    # Decrypt) at most once per epoch.
+    tenant_key_lifetime_s: int = Field(default=30 * 24 * 3600, ge=60, le=366 * 24 * 3600)
     secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
     state_machine_arn: str = ""
     # The minute state machine for minutes of more than 40 pollers (a Parallel of inline Maps;
@@ -99,6 +103,9 @@ class Settings(BaseModel):
     max_slots_per_minute_per_tenant: int = Field(default=60_000, ge=0)
     max_backfills_per_tenant: int = Field(default=10, ge=0)
     backfill_slots_per_minute_per_tenant: int = Field(default=600, ge=0)
+    # POST /v1/job-batches: jobs of one batch registered at once (each one DynamoDB transaction).
+    # Local mode and in-process tests use 1: moto's transactions are not safe side by side.
+    api_batch_concurrency: int = Field(default=16, ge=1, le=64)
     # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets

@@ -10,9 +10,10 @@ ahead the sample is complete.
 Which poller: a minute with one group whose planned load is at most
 ``lean_max_triggers_per_minute`` runs on the *lean* poller (the same code at the smallest
 Lambda memory: most of an idle deployment's bill is a poller's memory for ~80 s of every
-minute). The planned load is the far estimate plus the near timers of the last whole minute
-(the near lane is written shortly before it is due, so the recent past is the forecast: rate
-jobs, retries and leases recur). A minute whose load is unknown (no store, or the count
+minute). The planned load is the far estimate plus the near lane: the larger of the load timers
+of the last whole minute (chains and retries recur) and the minute-load ledger's forecast of the
+minute (near slots recorded where they are made: :mod:`punctual.load_forecast`). Load is what
+workers run: lease expiries are not counted. A minute whose load is unknown (no store, or the count
 failed) gets the standard poller: the lean one is only ever chosen on evidence of idleness.
 Nor does a minute that follows a poller that did not finish (a watermark more than two
 minutes behind): whatever stopped it (a lean poller out of memory, say) must not stop the
@@ -20,13 +21,15 @@ poller that drains what it left.
 
 Predictive scaling: with an actuator (the stack names the worker event-source mappings and the
 burst service), each tick also sizes the workers for the minutes it sees — the current one and
-the ones it starts — from their planned load (the far estimate plus, for the next minute, the
-near timers already written for it) and, around a burst only, the short queues' backlog (an idle
-tick reads no queue), with :func:`punctual.scaling.plan_capacity`,
-logs the decision as one structured record (``scaling_decision``) and counts it
-(``BurstWorkersDesired``, ``WorkerConcurrencyDesired``, ``BurstPlannedSlots``,
-``BurstShortfall``). Scaling never delays or stops a minute's start: it runs after the starts,
-and a failure is logged and left to the next tick.
+the ones it starts — from their planned load (the far estimate plus the ledger's near forecast)
+and, around a burst only, the short queues' backlog and the burst workers running (an idle tick
+reads neither), with :func:`punctual.scaling.plan_capacity`, logs the decision as one structured
+record (``scaling_decision``) and counts it (``BurstWorkersDesired``, ``WorkerConcurrencyDesired``,
+``BurstPlannedSlots``, ``BurstShortfall``); a minute served late (capacity asked for too late for
+its lead, or beyond the bounds) is a ``Burst Shortfall`` event too. A minute planned again at the
+next tick whose burst grew meanwhile is re-planned while its pollers wait
+(:mod:`punctual.burst_sight`). Scaling never delays or stops a minute's start: it runs after the
+starts, and a failure is logged and left to the next tick.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from punctual.burst_sight import REPLAN_SUFFIX, Replanner, ledger_load, shortfall_events
 from punctual.clock import SystemClock
 from punctual.instants import format_instant
+from punctual.notifications.events import EventPublisher
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.scaling import (
     CapacityActuator,
@@ -52,6 +57,7 @@ from punctual.scaling import (
 )
 from punctual.settings import Settings
 from punctual.store.base import JobStore
+from punctual.store.loads import MinuteLoad
 from punctual.timers import Lane, minute_of
 
 log = logging.getLogger("punctual.tick")
@@ -88,22 +94,6 @@ def estimate_far_head(
     for shard in rng.sample(range(count), sample_size):
         seen += sum(1 for timer in store.query_timers(Lane.FAR, minute, shard) if timer.due_ms < until_ms)
     return math.ceil(seen * count / sample_size)
-
-
-def count_near_head(store: JobStore, minute: datetime, settings: Settings, window_s: float) -> int:
-    """Near timers due in the first ``window_s`` of ``minute``, across every near shard (read)."""
-    until_ms = int(minute.timestamp() * 1000 + window_s * 1000)
-    return sum(
-        1
-        for shard in range(settings.near_shard_count)
-        for timer in store.query_timers(Lane.NEAR, minute, shard)
-        if timer.due_ms < until_ms
-    )
-
-
-def count_near_load(store: JobStore, minute: datetime, settings: Settings) -> int:
-    """Near timers already written for ``minute`` (fresh registrations, retries, rate chains)."""
-    return sum(store.count_timers(Lane.NEAR, minute, shard) for shard in range(settings.near_shard_count))
 
 
 def count_recent_near_load(store: JobStore, now: datetime, settings: Settings) -> int:
@@ -187,7 +177,10 @@ def plan_minute(
     load = estimate_far_load(store, minute, settings, rng or random.Random()) if store else 0
     if recent is None and store is not None:
         recent = observe_recent(store, now or SystemClock(settings.clock_offset_s).now(), settings)
-    near = recent.near if recent else None
+    forecast = ledger_load(store, minute)
+    # The near lane: the last whole minute's (chains recur, retries follow failures), or the
+    # ledger's forecast of this one (a burst registered inside the far threshold), the larger.
+    near = None if recent is None else max(recent.near, forecast.total)
     behind = recent.behind if recent else False
     groups = group_count_for(load + (near or 0), settings)
     observed = None if near is None else load + near
@@ -211,6 +204,8 @@ def plan_minute(
         "poller": poller,
         "estimated_far_timers": load,
         "recent_near_timers": near,
+        "forecast_near_slots": forecast.total,
+        "forecast_near_head": forecast.head,
         "drained_behind": behind,
         "groups": items,
         "pollers": pollers_for(items, replicas_for(groups, poller, settings)),
@@ -287,6 +282,7 @@ class Tick:
         actuator: CapacityActuator | None = None,
         metrics: MetricsSink | None = None,
         loads: dict[datetime, tuple[int, int]] | None = None,
+        events: EventPublisher | None = None,
     ) -> None:
         self.settings = settings
         self.sfn = sfn
@@ -299,6 +295,9 @@ class Tick:
         # The tick logs every decision (one a minute); local mode, deciding every few seconds,
         # only those that scale or change something.
         self.log_every_decision = True
+        self.replanner = Replanner(settings, sfn)
+        # Burst Shortfall events (punctual.burst_sight); None: counted and logged only.
+        self.events = events
 
     def poller_function(self, poller: str | None) -> str:
         """The function a minute's pollers run on: the lean one when planned and deployed."""
@@ -400,6 +399,8 @@ class Tick:
         if sighted is not None and self.settings.burst_triggers_per_poller:
             for minute, plan in plans.items():
                 self.size_for_burst(plan, sighted[0].get(minute, 0))
+            for minute, plan in known.items():  # planned by an earlier tick: a burst seen since
+                self._replan_if_short(minute, plan, sighted[0].get(minute, 0), now, started)
         for minute, plan in plans.items():
             try:
                 if self.start(minute, plan, looked=True):
@@ -413,6 +414,26 @@ class Tick:
         if errors:
             raise errors[0]
         return started
+
+    def _replan_if_short(
+        self, minute: datetime, running: dict[str, Any], burst: int, now: datetime, started: list[str]
+    ) -> None:
+        """A minute already planned whose burst, seen since, needs more pollers than it waits
+        with: stopped and started again with them while its pollers still wait
+        (:class:`~punctual.burst_sight.Replanner`); never raises (the minute runs as planned)."""
+        if not burst or not running.get("groups"):
+            return
+        plan = json.loads(json.dumps(running))
+        self.size_for_burst(plan, burst)
+        if len(plan["groups"]) <= len(running["groups"]):
+            return
+        try:
+            target, _ = self.machines_for(plan)
+            was, _ = self.machines_for(running)
+            if self.replanner.replan(minute, plan, was, target, now):
+                started.append(execution_name(minute) + REPLAN_SUFFIX)
+        except Exception:
+            log.exception("re-planning %s failed: it runs as planned", minute)
 
     def start(self, minute: datetime, plan: dict[str, Any], looked: bool = False) -> bool:
         """Start ``minute``'s execution with ``plan``; False when it already runs (idempotent by
@@ -517,20 +538,19 @@ class Tick:
         rng = random.Random()
         bursts: dict[datetime, int] = {}
         totals: dict[datetime, int] = {}
-        coming = sorted(far)
-        for minute in coming:
+        for minute in sorted(far):
             estimate = far[minute]
             if estimate is None:
                 estimate = estimate_far_load(self.store, minute, self.settings, rng)
-            near = count_near_load(self.store, minute, self.settings) if minute == coming[0] else 0
-            totals[minute] = estimate + near
+            near = ledger_load(self.store, minute)  # near slots come from the ledger, ahead
+            totals[minute] = estimate + near.total
             bursts[minute] = self._burst(minute, (estimate, near), standing, window, rng)
-        if current in self.loads:
+        if current in self.loads and not self._grew(current):
             bursts[current], totals[current] = self.loads[current]
         else:
             estimate = estimate_far_load(self.store, current, self.settings, rng)
-            near = count_near_load(self.store, current, self.settings)
-            totals[current] = estimate + near
+            near = ledger_load(self.store, current)
+            totals[current] = estimate + near.total
             bursts[current] = self._burst(current, (estimate, near), standing, window, rng)
         for minute in bursts:
             self.loads[minute] = (bursts[minute], totals[minute])
@@ -543,18 +563,28 @@ class Tick:
         totals[before] = self.loads[before][1]
         return bursts, totals
 
+    def _grew(self, minute: datetime) -> bool:
+        """Whether the ledger holds more for ``minute`` than this process counted (a burst
+        registered inside the far threshold since): then it is counted again."""
+        counted = self.loads.get(minute)
+        return counted is not None and ledger_load(self.store, minute).head > counted[0]
+
     def _burst(
-        self, minute: datetime, counts: tuple[int, int], standing: int, window_s: float, rng: random.Random
+        self,
+        minute: datetime,
+        counts: tuple[int, MinuteLoad],
+        standing: int,
+        window_s: float,
+        rng: random.Random,
     ) -> int:
-        """Slots due at once in ``minute`` from its (far, near) totals (see :meth:`planned_loads`):
-        a total the standing capacity starts in time is taken as it is; a larger one is read."""
+        """Slots due at once in ``minute`` from its far total and near forecast (see
+        :meth:`planned_loads`): a total the standing capacity starts in time is taken as it is;
+        a larger one has its far head read (a sample) and its near head from the ledger."""
         far, near = counts
-        if far + near <= standing or self.store is None:
-            return far + near
+        if far + near.total <= standing or self.store is None:
+            return far + near.total
         head = min(far, estimate_far_head(self.store, minute, self.settings, rng, window_s)) if far else 0
-        if near:
-            head += count_near_head(self.store, minute, self.settings, window_s)
-        return head
+        return head + near.head
 
     def sight(
         self, now: datetime, far: dict[datetime, int | None]
@@ -581,7 +611,8 @@ class Tick:
             standing = standing_drain(profile, profile.lateness_target_s)
             busy = any(burst > standing for burst, _ in self.loads.values())
             backlog = self.actuator.backlog() if busy else 0
-            decision = plan_capacity(now, bursts, backlog, profile, totals)
+            running = self.actuator.running() if busy else None
+            decision = plan_capacity(now, bursts, backlog, profile, totals, running)
             changed = self.actuator.apply(decision)
         except Exception:
             log.exception("predictive scaling failed: the next tick decides again")
@@ -593,4 +624,15 @@ class Tick:
         self.metrics.add("WorkerConcurrencyDesired", decision.max_concurrency)
         self.metrics.add("BurstPlannedSlots", max((n.load for n in decision.upcoming), default=0))
         self.metrics.add("BurstShortfall", decision.shortfall)
+        self.report_shortfall(decision, now)
         return decision
+
+    def report_shortfall(self, decision: ScalingDecision, now: datetime) -> None:
+        """A ``Burst Shortfall`` event (and a log record) for each minute served late."""
+        events = shortfall_events(decision, now)
+        for event in events:
+            log.warning(
+                "burst shortfall: %s", json.dumps(event.detail), extra={"burst_shortfall": event.detail}
+            )
+        if events and self.events is not None:
+            self.events.publish(events)

@@ -22,7 +22,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.api import idempotent, problems, scheduler
+from punctual.api import batch, idempotent, problems, scheduler
+from punctual.api.batch import BATCH_MAX_BODY_BYTES, BATCH_PATH
 from punctual.api.conditional import create_at
 from punctual.api.problems import ApiProblem, Problem
 from punctual.api.schemas import (
@@ -202,14 +203,14 @@ class PunctualResolver(APIGatewayRestResolver):
             reply = self.resolve({**event, "httpMethod": "GET"}, context)
             return {**reply, "body": "", "isBase64Encoded": False}
         body = event.get("body")
-        if isinstance(body, str) and len(body) > MAX_BODY_BYTES:
+        limit = BATCH_MAX_BODY_BYTES if event.get("path") == BATCH_PATH else MAX_BODY_BYTES
+        if isinstance(body, str) and len(body) > limit:
             # Length in characters is a lower bound of the bytes; base64 bodies are larger still.
             return problems.proxy_problem(
                 413,
                 "payload-too-large",
                 "Payload too large",
-                f"the request body has more than {MAX_BODY_BYTES} bytes "
-                f"(a job payload may have {MAX_PAYLOAD_BYTES})",
+                f"the request body has more than {limit} bytes (a job payload may have {MAX_PAYLOAD_BYTES})",
             )
         if event.get("isBase64Encoded") and isinstance(body, str):
             # API Gateway base64-encodes a body that is not text; JSON is always UTF-8 text.
@@ -322,6 +323,8 @@ def _job_reply(
 
 
 # --------------------------------------------------------------------------- jobs
+
+batch.register(app, _ok, _tenant)  # POST /v1/job-batches (punctual.api.batch)
 
 
 @app.post(

@@ -446,6 +446,25 @@ def _unexpected(exc: Exception) -> Response[Any]:
     return _internal()
 
 
+def item_problem(exc: Exception) -> dict[str, Any]:
+    """The problem document ``exc`` answers as (one job of a batch: :mod:`punctual.api.batch`)."""
+    handlers: tuple[tuple[type[Exception] | tuple[type[Exception], ...], Any], ...] = (
+        (ApiProblem, _api_problem),
+        (InvalidJobError, _invalid_job),
+        (ScheduleError, _invalid_schedule),
+        (JobNotFoundError, _not_found),
+        (PreconditionFailedError, _precondition),
+        ((JobConflictError, VersionConflictError, JobExistsError), _conflict),
+        (TenantLimitError, _job_limit),
+        (UnreadableJobError, _unreadable),
+    )
+    for kinds, handler in handlers:
+        if isinstance(exc, kinds):
+            body: dict[str, Any] = json.loads(handler(exc).body)
+            return body
+    raise exc  # anything else fails the request as it would a single create (logged, 5xx)
+
+
 def install(app: APIGatewayRestResolver) -> None:
     """Register every exception handler of the API on ``app``."""
 

@@ -20,6 +20,7 @@ from punctual.boundary import Boundary
 from punctual.calendar_service import CalendarService
 from punctual.clock import Clock, SystemClock
 from punctual.jobs import InvalidJobError, JobService, SecretBox
+from punctual.load_forecast import LoadForecast
 from punctual.message_auth import signer_from
 from punctual.models import HttpTarget, JobSpec
 from punctual.ownership import OwnResources, own_resources
@@ -27,6 +28,7 @@ from punctual.queues import SqsQueues
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore
+from punctual.store.keyring import TenantKeyRepository
 from punctual.tenant_quotas import PeakQuota, backfill_quota, peak_limits
 
 logger = logging.getLogger(__name__)
@@ -129,12 +131,24 @@ class Services:
             raise
 
 
-def _secret_boxes(settings: Settings) -> tuple[SecretBox | None, Any | None]:
-    """The signing-secret box for jobs, and a second one (other context) for idempotent replies."""
+def _secret_boxes(
+    settings: Settings, keys: TenantKeyRepository, clock: Clock | None
+) -> tuple[SecretBox | None, Any | None]:
+    """The signing-secret box for jobs (sealing under the tenants' data keys, kept in ``keys``),
+    and a second one (other context) for idempotent replies."""
+    from punctual import aws
     from punctual.signing_secrets import SecretCipher, SecretsError
+    from punctual.tenant_keys import TenantKeyring
 
+    keyring = TenantKeyring(
+        lambda: aws.client("kms"),
+        settings.kms_key_id,
+        keys,
+        clock,
+        lifetime_s=settings.tenant_key_lifetime_s,
+    )
     try:
-        jobs_box = SecretCipher(settings)
+        jobs_box = SecretCipher(settings, keyring=keyring)
         reply_box = SecretCipher(settings, context={"purpose": "punctual-idempotent-reply"})
     except SecretsError as exc:
         logger.warning("webhook signing secrets are off: %s", exc)
@@ -200,7 +214,7 @@ def build_services(
     """
     layout = settings.layout()
     store = DynamoStore(dynamodb, settings.table_name, layout)
-    jobs_box, reply_box = _secret_boxes(settings)
+    jobs_box, reply_box = _secret_boxes(settings, store, clock)
     own_loader: Callable[[], OwnResources] = (
         (lambda: own) if own is not None else (lambda: own_resources(settings))
     )
@@ -218,6 +232,7 @@ def build_services(
         max_triggers_per_minute=settings.max_triggers_per_minute_per_tenant,
         boundary=Boundary.of(settings, own_loader),
         peaks=PeakQuota(store, peak_limits(settings)),
+        forecast=LoadForecast(store, layout, head_s=float(settings.burst_lateness_target_s)),
     )
     return Services(
         settings=settings,

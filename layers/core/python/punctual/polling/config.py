@@ -40,6 +40,10 @@ class PollerConfig:
     # backfilled slots sent a minute by all of them (0: no limit).
     max_backfills_per_tenant: int = 10
     backfill_slots_per_minute_per_tenant: int = 600
+    # The minute-load ledger (punctual.load_forecast): a released slot of a near chain forecasts
+    # the one a horizon on; a minute's head is its first burst_head_s seconds.
+    burst_head_s: float = 10.0
+    forecast_horizon_s: float = 240.0
 
     @property
     def routing(self) -> QueueRouting:

@@ -45,6 +45,7 @@ the backfill runner, which sends the backfill's next slots and arms its next ste
 from __future__ import annotations
 
 import logging
+import random
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +55,9 @@ from datetime import datetime, timedelta
 from punctual.backfill_runner import BackfillRunner
 from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 from punctual.clock import Clock
+from punctual.execution.chain_ends import complete_job
 from punctual.instants import format_instant_ms
+from punctual.load_forecast import add_slot, chain_forecast
 from punctual.missed_ranges import MissedRange
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
@@ -65,13 +68,14 @@ from punctual.polling.config import PollerConfig
 from punctual.polling.fairness import interleave_tenants
 from punctual.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.polling.resend import ResendWatch
-from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
+from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, spec_of
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
-from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
-from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore, VersionConflictError
+from punctual.smoothing import HEAD_START_S, BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
+from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore
+from punctual.store.loads import MinuteLoad
 from punctual.store.reads import read_calendars
 from punctual.tenant_quotas import BackfillQuota
-from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
+from punctual.timers import CHAIN_KINDS, Lane, Timer, TimerKind, from_ms, slot_instant, slot_key
 
 log = logging.getLogger("punctual.polling")
 
@@ -106,6 +110,7 @@ class _Outgoing:
     delays_ms: list[float] = field(default_factory=list)
     next_timers: list[Timer] = field(default_factory=list)
     completions: list[Job] = field(default_factory=list)
+    forecast: dict[datetime, MinuteLoad] = field(default_factory=dict)  # near chains' slots, ahead
     missed: list[Execution] = field(default_factory=list)
     excluded: list[Execution] = field(default_factory=list)
 
@@ -225,6 +230,8 @@ class SlotReleaser:
         report.fire_delays_ms.extend(out.delays_ms)
         if out.next_timers:
             self.store.put_timers(out.next_timers)
+        if out.forecast:
+            self._forecast(out.forecast)
         report.skipped += self._record_missed(out.missed, jobs)
         report.excluded += self._record_excluded(out.excluded)
         for job in out.completions:
@@ -346,22 +353,32 @@ class SlotReleaser:
         report: ReleaseReport,
     ) -> None:
         queue = self.queue_for(job)
+        spec = spec_of(job)  # once per job, whatever number of its slots go
+        ends = plan.chain and plan.next_slot is None  # no next timer: the job completes
+        handed_over = False
         for slot in plan.release:
             key = slot_key(slot)
             if (job.tenant, job.id, key) in started:
                 report.superseded += 1
                 continue
             scheduled = dispatch_instant(job, slot)
-            message = self._smoothed(
-                job, message_for(job, key, scheduled, 1, MessageKind.FIRE, now), scheduled
-            )
-            out.messages[queue].append(message)
+            last = ends and slot == plan.release[-1]
+            message = message_for(job, key, scheduled, 1, MessageKind.FIRE, now, spec=spec, last=last)
+            out.messages[queue].append(self._smoothed(job, message, scheduled))
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
+            handed_over = handed_over or last
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
         out.missed.extend(self._missed_range(job, missed, now) for missed in plan.ranges)
         if plan.next_slot is not None:
-            out.next_timers.append(fire_timer(self.config.layout, job, plan.next_slot, now, chained=True))
-        elif plan.chain:
+            timer = fire_timer(self.config.layout, job, plan.next_slot, now, chained=True)
+            out.next_timers.append(timer)
+            if timer.lane is Lane.NEAR and plan.release:
+                # A near chain: this release forecasts its slot a horizon on (punctual.load_forecast).
+                ahead = chain_forecast(plan.release[-1], plan.next_slot, self.config.forecast_horizon_s)
+                add_slot(out.forecast, dispatch_instant(job, ahead), self.config.burst_head_s)
+        elif ends and not handed_over:
+            # No message ends the chain (its last slot was missed, excluded or already started):
+            # the poller marks the job itself, on this rare path only (punctual.execution.chain_ends).
             out.completions.append(job)
 
     @staticmethod
@@ -372,6 +389,14 @@ class SlotReleaser:
         if timer.kind is TimerKind.RESUME:
             return plan_release(job, slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE)
         return plan_release(job, slot, now, due=due)
+
+    def _forecast(self, loads: dict[datetime, MinuteLoad]) -> None:
+        """Add a chunk's forecast to the minute-load ledger: one write per minute, best effort (a
+        failure costs the forecast, never the release)."""
+        try:
+            self.store.add_minute_loads(loads, shard=random.randrange(1 << 16))
+        except Exception:
+            log.warning("could not add a release's forecast to the load ledger", exc_info=True)
 
     def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
         """``message`` with the instant its target's rate budget gives it (see the module docstring)."""
@@ -384,7 +409,8 @@ class SlotReleaser:
             return message
         lateness = job.max_lateness_seconds
         lateness_s = self.config.max_lateness_s if lateness is None else float(lateness)
-        placement = self.ledger.place(job.tenant, key, rate, scheduled, lateness_s)
+        head = self.clock.now() + timedelta(seconds=HEAD_START_S)  # its message reaches a worker first
+        placement = self.ledger.place(job.tenant, key, rate, scheduled, lateness_s, head)
         if placement.overrun:
             self.metrics.add("RateBudgetOverruns", 1)
             overrun = Overrun(job.tenant, job.id, message.slot, key, rate, lateness_s, scheduled)
@@ -540,16 +566,9 @@ class SlotReleaser:
             self.metrics.add("AlertsHandedOver", len(messages))
 
     def _complete(self, job: Job, now: datetime) -> int:
-        """A one-time job after its slot, or a job past ``end_at``: mark it COMPLETED."""
-        done = job.model_copy(update={"state": JobState.COMPLETED, "updated_at": now})
-        try:
-            self.store.replace_job(done, expected_version=job.version)
-        except VersionConflictError:  # someone changed the job meanwhile: their write stands
-            log.info("job %s changed before it could be completed", job.id)
-            return 0
-        # Anything else (a transaction conflict that outlived the store's retries included) fails
-        # the release, which is tried again: a job is never left ENABLED with no timer.
-        return 1
+        """A one-time job, or a job past ``end_at``, whose last slot no message carries: mark it
+        COMPLETED here (the usual case is the worker's: :mod:`punctual.execution.chain_ends`)."""
+        return int(complete_job(self.store, job, self.clock))
 
     def _record(self, report: ReleaseReport) -> None:
         self.metrics.add("SlotsReleased", report.released)

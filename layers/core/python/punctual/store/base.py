@@ -17,6 +17,8 @@ from typing import Any, Generic, TypeVar
 from punctual.backfills import Backfill
 from punctual.calendars import Calendar
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
+from punctual.store.keyring import TenantKeyRepository
+from punctual.store.loads import MinuteLoadRepository
 from punctual.timers import Lane, Timer
 
 
@@ -431,7 +433,8 @@ class TimerRepository(ABC):
 
     @abstractmethod
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
-        """How many timers one bucket holds (sizing the pollers of a coming minute)."""
+        """How many load timers one bucket holds (:data:`punctual.timers.LOAD_KINDS`: the slots it
+        hands to workers; a lease expiry is none), sizing a coming minute's pollers and workers."""
 
     @abstractmethod
     def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
@@ -778,6 +781,8 @@ class JobStore(
     BackfillRepository,
     AuditRepository,
     TenantQuotaRepository,
+    MinuteLoadRepository,
+    TenantKeyRepository,
 ):
     """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
 

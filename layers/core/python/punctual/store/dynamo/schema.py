@@ -21,7 +21,7 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
                                                              n (failures in it), last (the latest)
     throttle     pk=job#<tenant>#<id>      sk=throttle#<rule>  last (ms), held (alert min_interval)
     timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<tenant>#<job>#<slot>#<attempt>
-    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
+    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n, nf (load: LOAD_KINDS)
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
     progress     pk=progress#<minute>      sk=<group>/<count> through_ms, expires_at
     layout       pk=meta#layout            sk=layout         far, near (shard counts)
@@ -32,6 +32,8 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     peaks        pk=tenant#<tenant>        sk=#peaks         version, doc (punctual.peaks profile)
     backfills    pk=tenant#<tenant>        sk=#backfills     running (string set: <job>/<bid>)
     bf. slots    pk=reqs#<tenant>          sk=backfill#<window>  n, expires_at (slots sent a minute)
+    minute load  pk=load#<minute>#<shard>  sk=load            t, h (slots due, in its head), expires_at
+    tenant key   pk=tkey#<tenant>          sk=epoch#<n>      wrapped (the KMS-wrapped data key), created_at
 
 The one index, ``audit`` (sparse: only job items and running backfills carry ``aseg``, so no timer
 or execution write ever touches it): partition ``aseg`` (N, the job's far shard: the chain
@@ -168,6 +170,24 @@ MIGRATION_PK = "meta#migrate-keys"
 def migration_key(segment: int, segments: int) -> Key:
     """The progress of one segment of a timer key migration's parallel scan."""
     return _key(MIGRATION_PK, f"{segment}/{segments}")
+
+
+def minute_load_key(minute: datetime, shard: int) -> Key:
+    """One of a minute's load counters (:mod:`punctual.load_forecast`)."""
+    return _key(f"load#{minute_key(minute)}#{shard}", "load")
+
+
+def add_minute_load(total: int, head: int, expires_at: int) -> Expression:
+    """Add to a minute's load counter (negative: take back); it expires a day after its minute."""
+    return Expression(
+        update="ADD t :t, h :h SET expires_at = :exp",
+        values={":t": _n(total), ":h": _n(head), ":exp": _n(expires_at)},
+    )
+
+
+def tenant_key_key(tenant: str, epoch: int) -> Key:
+    """A tenant's wrapped data key of one key epoch (:mod:`punctual.tenant_keys`)."""
+    return _key(f"tkey#{tenant}", f"epoch#{epoch:08d}")
 
 
 # ---------------------------------------------------------------------------- expressions
@@ -391,8 +411,12 @@ def migration_progress(last: str | None, done: bool, counts: dict[str, int]) -> 
 
 
 def timer_counts(pk: str) -> Expression:
-    """A bucket's items, only their timer count (``n``; a lone timer row has none: it is one)."""
-    return Expression(key_condition="pk = :pk", projection="n", values={":pk": _s(pk)})
+    """A bucket's items, only what counts its load: a pack's timer count (``n``) and load count
+    (``nf``, :data:`punctual.timers.LOAD_KINDS`; packs written before it have only ``n``), a lone
+    timer row's kind."""
+    return Expression(
+        key_condition="pk = :pk", projection="n, nf, #k", names={"#k": "kind"}, values={":pk": _s(pk)}
+    )
 
 
 def advance_watermarks(shards: Sequence[int], target: str) -> Expression:

@@ -211,6 +211,12 @@ OTHER_OPERATIONS = frozenset(
         "leave_backfills",
         "running_backfills",
         "take_backfill_slots",
+        # The minute-load ledger (punctual.load_forecast) and the tenants' data keys: items of their
+        # own, no transaction; the ledger read is strongly consistent (a query of its shards).
+        "add_minute_loads",
+        "get_minute_load",
+        "get_tenant_key",
+        "put_tenant_key",
         "save_execution",
         "get_execution",
         "batch_get_executions",
