@@ -388,6 +388,7 @@ def test_the_minute_load_ledger_and_the_tenant_data_keys(faithful: Faithful, t0:
     store.add_minute_loads({minute: MinuteLoad(5, 2)}, shard=1)
     store.add_minute_loads({minute: MinuteLoad(3, 0)}, shard=2)
     store.add_minute_loads({minute: MinuteLoad(-1, -1)}, shard=1)  # taken back
+    faithful.later(1.1)  # an eventually consistent read: a moment on, it has every write
     assert store.get_minute_load(minute) == MinuteLoad(7, 1)
     assert store.get_tenant_key(T, 1) is None
     first = TenantKeyRecord(T, 1, b"wrapped-1", t0)
