@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from audit_harness import AuditRig, Breaker
-from conftest import TABLE
 
 from factories import spec
 from punctual.backfills import Backfill, BackfillState
@@ -19,6 +18,9 @@ from punctual.models import ExecutionStatus, Job
 from punctual.store.dynamo import DynamoStore, schema
 from punctual.timers import Lane
 from simulation import LAYOUT
+
+TABLE = "punctual-test"  # the table tests/conftest.py's dynamo_client fixture creates ("from conftest
+# import" finds whichever conftest loaded first: tests/e2e's when make test collects test_motopatch*)
 
 GRACE_S = 50
 
