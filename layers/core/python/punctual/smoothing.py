@@ -16,8 +16,8 @@ The rule (:func:`place_slot`, pure; a virtual-scheduling / GCRA step on a shared
   of all of a minute's pollers together are never closer than ``spacing`` — in every one-second
   window, the first second of a burst included, at most ``ceil(rate)`` (``rate`` for a whole
   number) calls;
-* a slot goes to the first instant of its lane at or after ``max(due, next_free, release +
-  HEAD_START_S)`` (2 s: the time for its message to reach a worker before its instant); if that is
+* a slot goes to the first instant of its lane at or after ``max(due, next_free)`` (and after
+  ``not_before`` when the caller gives one, e.g. its release plus :data:`HEAD_START_S`); if that is
   within ``max_lateness_s`` (the job's ``max_lateness_seconds``, else the deployment's
   ``PUNCTUAL_MAX_LATENESS_SECONDS``) of ``due``, it is released there and ``next_free`` moves
   past it;

@@ -22,7 +22,7 @@ from punctual.clock import Clock
 from punctual.models import Job, JobState
 from punctual.observability import MetricsSink
 from punctual.queues import DispatchMessage
-from punctual.store.base import JobStore
+from punctual.store.base import JobStore, VersionConflictError
 
 log = logging.getLogger("punctual.execution")
 
@@ -32,9 +32,12 @@ def complete_job(store: JobStore, job: Job, clock: Clock) -> bool:
     done = job.model_copy(update={"state": JobState.COMPLETED, "updated_at": clock.now()})
     try:
         store.replace_job(done, expected_version=job.version)
-    except Exception:  # someone changed the job meanwhile: their write stands
+    except VersionConflictError:  # someone changed the job meanwhile: their write stands
         log.info("job %s changed before it could be completed", job.id)
         return False
+    # Anything else (a transaction conflict that outlived the store's retries included) is
+    # raised: the message (or the release) is tried again, so a job is never left ENABLED with
+    # no timer.
     return True
 
 

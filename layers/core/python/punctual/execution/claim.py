@@ -55,6 +55,9 @@ CLAIM_ROUNDS = 5
 # A message sent less than this long ago is claimed with the job it carries, without a read.
 SPEC_TRUST_S = 5.0
 _PARKABLE = (MessageKind.FIRE, MessageKind.TURN, MessageKind.CHECK, MessageKind.BACKFILL)
+# A queued slot's turn or check comes long after its release: what it runs is decided on the job
+# as it is now (a slot still QUEUED when its job's spec changed is SUPERSEDED), never on a copy.
+_TURN_KINDS = (MessageKind.TURN, MessageKind.CHECK)
 _ASKED_FOR = (MessageKind.MANUAL, MessageKind.BACKFILL)  # runs a user asked for: they run while paused
 
 
@@ -66,10 +69,10 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
     the spec of the version its slot was released for). What it cannot see is a pause, replace
     or delete written in the ``SPEC_TRUST_S`` since the send: such a change applies from the
     next slot on, as if it had been written a moment after this one started. An older message
-    (a backlog, a smoothed slot held longer, a retry) reads the job.
+    (a backlog, a smoothed slot held longer, a retry) and a queued slot's turn read the job.
     """
-    if not message.spec or not message.released_at:
-        return None
+    if not message.spec or not message.released_at or message.kind in _TURN_KINDS:
+        return None  # a queued slot's turn: its job may have changed since it was queued
     try:
         sent = datetime.fromisoformat(message.released_at.replace("Z", "+00:00"))
     except ValueError:

@@ -70,7 +70,7 @@ from punctual.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.polling.resend import ResendWatch
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, spec_of
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
-from punctual.smoothing import HEAD_START_S, BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
+from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore
 from punctual.store.loads import MinuteLoad
 from punctual.store.reads import read_calendars
@@ -409,8 +409,7 @@ class SlotReleaser:
             return message
         lateness = job.max_lateness_seconds
         lateness_s = self.config.max_lateness_s if lateness is None else float(lateness)
-        head = self.clock.now() + timedelta(seconds=HEAD_START_S)  # its message reaches a worker first
-        placement = self.ledger.place(job.tenant, key, rate, scheduled, lateness_s, head)
+        placement = self.ledger.place(job.tenant, key, rate, scheduled, lateness_s)
         if placement.overrun:
             self.metrics.add("RateBudgetOverruns", 1)
             overrun = Overrun(job.tenant, job.id, message.slot, key, rate, lateness_s, scheduled)
