@@ -19,9 +19,6 @@ from punctual.store.dynamo import DynamoStore, schema
 from punctual.timers import Lane
 from simulation import LAYOUT
 
-TABLE = "punctual-test"  # the table tests/conftest.py's dynamo_client fixture creates ("from conftest
-# import" finds whichever conftest loaded first: tests/e2e's when make test collects test_motopatch*)
-
 GRACE_S = 50
 
 
