@@ -233,10 +233,19 @@ class Punctual(Construct):
 
 
 def _role_arns_of(scope: Construct) -> list[str]:
-    """The ARN of every IAM role in ``scope``, custom resource providers' included."""
+    """The ARN of every IAM role in ``scope``, custom resource providers' included: those CDK makes
+    once per stack for constructs of ``scope`` (a VPC's default security group restriction, say)
+    sit at the stack's top level, outside ``scope``, and are included too."""
+    stack = cdk.Stack.of(scope)
+    providers = [
+        child
+        for child in stack.node.children
+        if child.node.id.startswith("Custom::") and child.node.id.endswith("CustomResourceProvider")
+    ]
+    nodes = [*scope.node.find_all(), *(n for p in providers for n in p.node.find_all())]
     return [
         cdk.Token.as_string(node.get_att("Arn"))
-        for node in scope.node.find_all()
+        for node in nodes
         if isinstance(node, cdk.CfnResource) and node.cfn_resource_type == "AWS::IAM::Role"
     ]
 

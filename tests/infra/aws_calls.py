@@ -60,7 +60,13 @@ LIBRARY_ACTIONS: dict[str, dict[str, str]] = {
 }
 # Adapter helpers a component's configuration never reaches: the tick's store is built
 # without a timer layout (Container.reader), so check_layout returns before writing.
-UNREACHED: dict[str, frozenset[str]] = {"tick": frozenset({"check_layout"})}
+# The poller's job replaces (a paused job's owed slot parked, a one-time job completed) never
+# name a parent to unlink, so the transaction's link Delete is never in them (the poller never
+# deletes: no DeleteItem).
+UNREACHED: dict[str, frozenset[str]] = {
+    "tick": frozenset({"check_layout"}),
+    "poller": frozenset({"_remove_link"}),
+}
 # Actions a component's code calls only in some deployment shapes: the tick scales the burst ECS
 # service only when the stack has one (ecsBurstTasks or ecsBurstTasksMax), and is granted them then.
 BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
@@ -91,6 +97,7 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
         "functions/poller/handler.py",
         "composition.py",
         "tick.py",  # group 0's pollers start the next minute when no tick did (relay_next)
+        "burst_sight.py",  # ... and re-plan it as the tick would, when a burst seen since needs it
         "polling/*.py",
         "notifications/__init__.py",
         "notifications/events.py",
@@ -105,7 +112,14 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
     ),
     # its store: Container.reader; its scaling: the capacity actuator of punctual.scaling_aws
     # and its Burst Shortfall events and re-plans (burst_sight.py)
-    "tick": ("functions/tick/handler.py", "tick.py", "scaling.py", "scaling_aws.py", "burst_sight.py"),
+    "tick": (
+        "functions/tick/handler.py",
+        "tick.py",
+        "scaling.py",
+        "scaling_aws.py",
+        "burst_sight.py",
+        "notifications/events.py",
+    ),
     # The chain auditor: its reads and repairs (punctual.auditing), the events it publishes, and the
     # composition root (its queues sign a lost range's alert message: the dispatch key).
     "auditor": (

@@ -81,6 +81,8 @@ def _expected_input(minute: str, start_at: str) -> str:
             "poller": "standard",  # no store: the load is unknown, never the lean poller
             "estimated_far_timers": 0,
             "recent_near_timers": None,
+            "forecast_near_slots": 0,  # the minute-load ledger's forecast (none: no store)
+            "forecast_near_head": 0,
             "drained_behind": False,
             "groups": groups,
             "pollers": pollers,

@@ -212,16 +212,6 @@ class Dispatch(Construct):
             roles=[p.role for p in self.pollers],
         )
         self._acknowledge_executions(relay, "a minute's pollers")
-        for machine in self.state_machines:
-            acknowledge(
-                self.tick.role,
-                "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
-                f"<{self._logical_id_of_machine(machine)}.Name>:*]",
-                "states:DescribeExecution and StopExecution on the executions of this stack's minute "
-                "state machines (an execution's ARN carries its minute's name, unknown at deploy): the "
-                "tick checks that a minute was not started on the other machine before it starts it on "
-                "one, and re-plans a minute whose pollers have not started yet.",
-            )
         # Sizing the shard groups from the coming minute's timers: reads only.
         storage.grant_items(self.tick.role, c.TABLE_ACTIONS_BY_COMPONENT["tick"])
         self.rule = on_schedule(
@@ -360,9 +350,10 @@ class Dispatch(Construct):
                 scope,
                 "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
                 f"<{self._logical_id_of_machine(machine)}.Name>:*]",
-                "states:DescribeExecution on the executions of this stack's minute state machines "
-                f"(an execution's ARN carries its minute's name, unknown at deploy): {who} look(s) for a "
-                "minute before starting it, on every machine, so that it starts once.",
+                "states:DescribeExecution and StopExecution on the executions of this stack's minute "
+                f"state machines (an execution's ARN carries its minute's name, unknown at deploy): {who} "
+                "look(s) for a minute before starting it, on every machine, so that it starts once, and "
+                "re-plan(s) a minute whose pollers have not started yet when a burst seen since needs more.",
             )
 
     def _logical_id_of_machine(self, machine: sfn.StateMachine) -> str:
