@@ -5,7 +5,7 @@ EventBridge rule invokes the ``auditor`` function every minute, and each invocat
 segments of its minute (the scheduled event's ``time``), so no process is the only checker and a
 failed run is retried by Lambda's asynchronous retries (twice, within an hour), its segments
 coming round again next period anyway. No Step Functions: a state transition a minute would cost
-an idle deployment more than the whole auditor (README, *Chain auditor*).
+an idle deployment more than the whole auditor (docs/operations.md, *Chain auditor*).
 
 Its role (least privilege): the table's item actions of ``TABLE_ACTIONS_BY_COMPONENT["auditor"]``
 and Query on the audit index only; sending to the work queues (a lost range's ``missed`` alert is

@@ -135,7 +135,7 @@ class Storage(Construct):
             "SMG4",
             "Not rotated automatically: messages in flight are signed with the current key, and a "
             "rotation must let workers accept both keys for the queues' retention; rotate by "
-            "redeploying (README, Security).",
+            "redeploying (docs/delivery.md: the scheduler's own messages are authenticated).",
         )
 
     def grant_dispatch_key(self, role: iam.IRole) -> None:

@@ -168,7 +168,7 @@ class Boundary:
                 f"{callee.where}.role_arn",
                 "this deployment requires an execution role on every AWS target: set "
                 f"{callee.where}.role_arn (a role in your account that trusts the scheduler and carries "
-                "the opt-in tag; see the README)",
+                "the opt-in tag; see docs/tenants.md)",
             )
         source = getattr(callee.target, "source", None)
         if not callee.punctual_events and isinstance(source, str) and reserved_source(source):

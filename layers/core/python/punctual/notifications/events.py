@@ -4,7 +4,7 @@ Every state change of an execution (started, succeeded, failed after its last at
 out, retry scheduled, skipped, missed, late beyond the job's bound) becomes one event with
 ``source`` :data:`SOURCE` and a detail-type of :data:`DETAIL_TYPES`; its detail is documented by
 ``docs/events.schema.json`` (version ``"1"``: fields are only ever added). Users route events
-with ordinary EventBridge rules (README: *Execution events*).
+with ordinary EventBridge rules (docs/alerts.md: *Execution events*).
 
 Publishing is at least once and never fails the job: events are buffered and sent in
 PutEvents calls of at most :data:`MAX_ENTRIES_PER_CALL` entries; entries a call reports failed
