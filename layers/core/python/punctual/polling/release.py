@@ -409,7 +409,13 @@ class SlotReleaser:
             return message
         lateness = job.max_lateness_seconds
         lateness_s = self.config.max_lateness_s if lateness is None else float(lateness)
-        head = self.clock.now() + timedelta(seconds=HEAD_START_S)  # its message reaches a worker first
+        # Its message reaches a worker before its call: a slot released less than HEAD_START_S
+        # before its instant goes no earlier than HEAD_START_S after the instant. Anchored on the
+        # instant, not the release, so that the pollers of a group (each releases every slot of
+        # it, SQS keeping one message per slot) place each slot at the same instant.
+        head = None
+        if self.clock.now() + timedelta(seconds=HEAD_START_S) > scheduled:
+            head = scheduled + timedelta(seconds=HEAD_START_S)
         placement = self.ledger.place(job.tenant, key, rate, scheduled, lateness_s, head)
         if placement.overrun:
             self.metrics.add("RateBudgetOverruns", 1)
