@@ -11,10 +11,9 @@ pausing) and :class:`~punctual.execution.sqs.SqsBatch` (the Lambda SQS adapter).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -47,7 +46,7 @@ from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import DispatchMessage, QueuePort
 from punctual.retries import RandomSource, seeded_random
 from punctual.settings import Settings
-from punctual.smoothing import spacing_us, target_key
+from punctual.smoothing import PACER, target_key
 from punctual.store.base import JobStore
 from punctual.targets.base import SlotContext, TargetInvoker, TargetResult
 
@@ -57,26 +56,6 @@ log = logging.getLogger("punctual.execution")
 # to the queue when it had a whole second or more to wait).
 BUDGET_WAIT_MAX_S = 2.0
 BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its turn in this process
-
-
-class Pacer:
-    """Per target key, the earliest instant this process may make its next budgeted call."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._next: dict[str, datetime] = {}
-
-    def next_call(self, key: str, instant: datetime, now: datetime, rate_per_s: float) -> datetime:
-        """When to call a slot placed at ``instant``: then, or after this process's last call of
-        the budget plus its spacing, whichever is later (and the slot after it waits for this)."""
-        step = timedelta(microseconds=spacing_us(rate_per_s))
-        with self._lock:
-            at = max(instant, now, self._next.get(key, instant))
-            self._next[key] = at + step
-            return at
-
-
-PACER = Pacer()
 
 
 class JobServicePauser:
@@ -292,23 +271,23 @@ class Worker:
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
 
-    def _wait_for_budget(self, not_before: str, job: Job | None = None) -> None:
+    def _wait_for_budget(self, not_before: str, job: Job) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
         only for whole seconds, so it comes back up to a second early): wait for the instant its
         target's rate budget gave it, so the call is never early (:mod:`punctual.smoothing`).
 
         A smoothed slot claimed after its instant (its message reached this worker late) is not
         called at once either when its target has a budget of its own: this process keeps the
-        budget's spacing between its calls (:data:`PACER`), so late messages that arrive together
-        (a batch's groups run side by side) do not reach the target together."""
+        budget's spacing between its calls (:data:`punctual.smoothing.PACER`), so late messages that
+        arrive together (a batch's groups run side by side) do not reach the target together."""
         if not not_before:
             return
         try:
             instant = datetime.fromisoformat(not_before.replace("Z", "+00:00"))
         except ValueError:
             return  # signed but unreadable: the claim ran it at once too
-        rate = getattr(job.target, "rate_budget_per_second", None) if job is not None else None
-        if rate and job is not None:
+        rate = getattr(job.target, "rate_budget_per_second", None)
+        if rate:
             instant = PACER.next_call(target_key(job.target), instant, self.clock.now(), rate)
         wait_s = (instant - self.clock.now()).total_seconds()
         if wait_s > 0:
