@@ -47,6 +47,7 @@ from typing import Any
 import audit_cost
 import benchlib
 from awsmeter import Meter, Tally, subtract
+from cost_scale import per_full_chunk
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 TABLE = "punctual-bench"
@@ -454,7 +455,8 @@ def cpu_us_per_trigger() -> float:
         return DEFAULT_CPU_US
 
 
-BATCHED = ("sqs.SendMessageBatch", "sqs.ReceiveMessage", "sqs.DeleteMessageBatch")
+# One call per ten messages at 10,000/s (the worker's lease on arrival: one per batch, punctual.execution.batch).
+BATCHED = ("sqs.SendMessageBatch", "sqs.ReceiveMessage", "sqs.DeleteMessageBatch", "sqs.ChangeMessageVisibilityBatch")
 
 
 def packing_wru_per_timer() -> float | None:
@@ -475,9 +477,11 @@ def per_trigger_rows(
     source receives and deletes ten at a time, so those calls cost a tenth of a request each.
     The poller's next timers pack as they do for a poller at that rate (``packing`` write
     units per timer, measured by bench/timer_packing.py; this run's few triggers a second
-    pack poorly). Everything else is per item and does not change with the rate.
+    pack poorly). The poller's minute-load ledger writes are one per release chunk, full at that
+    rate (``cost_scale``). Everything else is per item and does not change with the rate.
     """
     rows = []
+    per_chunk = per_full_chunk(added, triggers)
     for key, tally in sorted(added.items()):
         phase, operation, kind = key
         if phase in ("setup", "registration", "done") or (tally.calls == 0 and tally.rru == 0):
@@ -488,6 +492,8 @@ def per_trigger_rows(
         calls = tally.calls / triggers
         at_scale = usd * min(1.0, 0.1 / calls) if operation in BATCHED and calls > 0 else usd
         wru_at_scale = tally.wru / triggers
+        if (phase, kind) == ("poller", "load"):  # one ledger write per release chunk (and minute)
+            wru_at_scale, at_scale = wru_at_scale * per_chunk, at_scale * per_chunk
         if packing and tally.timers and operation == "dynamodb.BatchWriteItem":
             # The poller's next timers, packed as a poller at 10,000/s packs them.
             wru_at_scale = min(wru_at_scale, tally.timers / triggers * packing)
