@@ -47,7 +47,7 @@ from typing import Any
 import audit_cost
 import benchlib
 from awsmeter import Meter, Tally, subtract
-from cost_scale import per_full_chunk
+from cost_scale import LEASE_CALL, per_full_chunk, side_by_side_ms
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 TABLE = "punctual-bench"
@@ -455,8 +455,8 @@ def cpu_us_per_trigger() -> float:
         return DEFAULT_CPU_US
 
 
-# One call per ten messages at 10,000/s (the worker's lease on arrival: one per batch, punctual.execution.batch).
-BATCHED = ("sqs.SendMessageBatch", "sqs.ReceiveMessage", "sqs.DeleteMessageBatch", "sqs.ChangeMessageVisibilityBatch")
+# One call per ten messages at 10,000/s (LEASE_CALL: the worker's lease on arrival, one per batch).
+BATCHED = ("sqs.SendMessageBatch", "sqs.ReceiveMessage", "sqs.DeleteMessageBatch", LEASE_CALL)
 
 
 def packing_wru_per_timer() -> float | None:
@@ -545,13 +545,17 @@ def storage_per_million(rows: list[dict[str, Any]], prices: Prices) -> dict[str,
 def lambda_per_trigger(load: RunResult, prices: Prices, batch: float | None = None) -> dict[str, float]:
     """Worker Lambda requests and GB-seconds per trigger, from the counted requests.
 
-    ``batch``: records per invocation (default: as measured; 10 at scale).
+    ``batch``: records per invocation (default: as measured; 10 at scale). The batch's records run
+    side by side (``cost_scale.side_by_side_ms``).
     """
     triggers = max(load.triggers, 1)
     io_ms = latency_ms(load.tallies, "worker") / triggers
+    lease = latency_ms({k: t for k, t in load.tallies.items() if k[1] == LEASE_CALL}, "worker")
     cpu_ms = cpu_us_per_trigger() / 1000 * LAMBDA_CPU_SLOWDOWN_512 * (512 / prices.worker_mb)
     batch = batch or sum(load.batch_sizes) / max(len(load.batch_sizes), 1)
-    per_trigger_ms = io_ms + cpu_ms + INVOCATION_OVERHEAD_MS / batch
+    record_io_ms = io_ms - lease / triggers
+    lease_ms = lease / max(load.invocations, 1)
+    per_trigger_ms = side_by_side_ms(record_io_ms, cpu_ms, batch, INVOCATION_OVERHEAD_MS, lease_ms)
     gb_s = per_trigger_ms / 1000 * prices.worker_mb / 1024
     return {
         "invocations_per_trigger": 1 / batch,
