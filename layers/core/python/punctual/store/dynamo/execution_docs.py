@@ -1,25 +1,45 @@
-"""The stored document of an execution record: the fields that differ from the model's defaults.
+"""An execution record's item attributes: its document, without what the item holds already.
 
 Every trigger leaves a record behind for the retention period (30 days by default), written twice
-(claim and finish) and read by history pages. Most of a record's fields hold their defaults on the
-common path (no error, no result, no backfill, one slot, no releases, ...): written out they made
-about a third of the item (a RUNNING record's document was 436 characters, 240 without them),
-stored for a month per trigger. So the document leaves them out, and reading fills them in again
-from the model: the same record either way (``tests/unit/test_execution_docs.py`` checks the
-round trip over generated records). Documents written in full, by earlier versions, read as before.
+(claim and finish) and read by history pages. Written in full, most of its document was fields at
+their defaults on the common path (no error, no result, no backfill, one slot, no releases, ...)
+and two fields the item holds anyway: the slot (the sort key, ``exec#<slot>``) and the owner (an
+attribute of its own, which the write conditions compare). A RUNNING record's document was 431
+characters; without them it is about 170, stored for a month per trigger.
+
+So the document leaves them out, and reading puts them back: defaults from the model, the slot
+from the sort key, the owner from its attribute. The same record either way
+(``tests/unit/test_execution_docs.py`` checks the round trip over generated records); documents
+written in full, by earlier versions, read as before (their fields win over the item's).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic_core import from_json
+
 from punctual.models import Execution
+from punctual.store.dynamo.schema import EXEC_PREFIX
 
 
-def execution_doc(execution: Execution) -> str:
-    """The record's document: JSON of every field that differs from its default (nested attempt
-    records alike)."""
-    return execution.model_dump_json(exclude_defaults=True)
+def record_attributes(execution: Execution) -> dict[str, dict[str, str]]:
+    """The record's ``doc`` (every field that differs from its default, nested attempt records
+    alike, less the slot and the owner) and ``owner`` attributes."""
+    if execution.owner:
+        doc = execution.model_dump_json(exclude_defaults=True, exclude={"slot", "owner"})
+        return {"doc": {"S": doc}, "owner": {"S": execution.owner}}
+    # No owner attribute: an empty owner stays in the document (exclude_defaults keeps "").
+    return {"doc": {"S": execution.model_dump_json(exclude_defaults=True, exclude={"slot"})}}
 
 
-def execution_from_doc(doc: str) -> Execution:
-    """The record a document holds, written by :func:`execution_doc` or in full."""
-    return Execution.model_validate_json(doc)
+def execution_from_item(item: dict[str, Any]) -> Execution:
+    """The record an item holds, written by :func:`record_attributes` or in full."""
+    data = from_json(item["doc"]["S"])
+    if not isinstance(data, dict):
+        raise ValueError("execution document is not a JSON object")
+    if "slot" not in data:
+        data["slot"] = item["sk"]["S"].removeprefix(EXEC_PREFIX)
+    if "owner" not in data and "owner" in item:
+        data["owner"] = item["owner"]["S"]
+    return Execution.model_validate(data)
