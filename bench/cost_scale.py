@@ -22,7 +22,7 @@ def per_full_chunk(added: Mapping[tuple[str, str, str], Tally], triggers: int) -
     reads = added.get(("poller", "dynamodb.BatchGetItem", "job"))
     if reads is None or reads.calls <= 0 or triggers <= 0:
         return 1.0
-    return min(1.0, triggers / CHUNK / reads.calls)
+    return float(min(1.0, triggers / CHUNK / reads.calls))
 
 
 LEASE_CALL = "sqs.ChangeMessageVisibilityBatch"  # the worker's lease on arrival: one per ten records

@@ -3,12 +3,12 @@ API requests) and the skipped counter."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
-from pydantic_core import from_json
 
 from punctual.models import Job, JobState
 from punctual.store.base import (
@@ -76,7 +76,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
 
     def _job_from_item(self, item: dict[str, Any]) -> Job:
         try:
-            data = from_json(item["doc"]["S"])  # pydantic's parser: about three times json.loads's speed
+            data = json.loads(item["doc"]["S"])
         except ValueError as exc:
             raise UnreadableJobError(_unreadable(item, None, f"stored document is not JSON: {exc}")) from None
         if not isinstance(data, dict):
