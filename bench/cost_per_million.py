@@ -47,6 +47,7 @@ from typing import Any
 import audit_cost
 import benchlib
 from awsmeter import Meter, Tally, subtract
+from cost_scale import LEASE_CALL, per_full_chunk, side_by_side_ms
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 TABLE = "punctual-bench"
@@ -454,7 +455,8 @@ def cpu_us_per_trigger() -> float:
         return DEFAULT_CPU_US
 
 
-BATCHED = ("sqs.SendMessageBatch", "sqs.ReceiveMessage", "sqs.DeleteMessageBatch")
+# One call per ten messages at 10,000/s (LEASE_CALL: the worker's lease on arrival, one per batch).
+BATCHED = ("sqs.SendMessageBatch", "sqs.ReceiveMessage", "sqs.DeleteMessageBatch", LEASE_CALL)
 
 
 def packing_wru_per_timer() -> float | None:
@@ -475,9 +477,11 @@ def per_trigger_rows(
     source receives and deletes ten at a time, so those calls cost a tenth of a request each.
     The poller's next timers pack as they do for a poller at that rate (``packing`` write
     units per timer, measured by bench/timer_packing.py; this run's few triggers a second
-    pack poorly). Everything else is per item and does not change with the rate.
+    pack poorly). The poller's minute-load ledger writes are one per release chunk, full at that
+    rate (``cost_scale``). Everything else is per item and does not change with the rate.
     """
     rows = []
+    per_chunk = per_full_chunk(added, triggers)
     for key, tally in sorted(added.items()):
         phase, operation, kind = key
         if phase in ("setup", "registration", "done") or (tally.calls == 0 and tally.rru == 0):
@@ -488,6 +492,8 @@ def per_trigger_rows(
         calls = tally.calls / triggers
         at_scale = usd * min(1.0, 0.1 / calls) if operation in BATCHED and calls > 0 else usd
         wru_at_scale = tally.wru / triggers
+        if (phase, kind) == ("poller", "load"):  # one ledger write per release chunk (and minute)
+            wru_at_scale, at_scale = wru_at_scale * per_chunk, at_scale * per_chunk
         if packing and tally.timers and operation == "dynamodb.BatchWriteItem":
             # The poller's next timers, packed as a poller at 10,000/s packs them.
             wru_at_scale = min(wru_at_scale, tally.timers / triggers * packing)
@@ -539,13 +545,17 @@ def storage_per_million(rows: list[dict[str, Any]], prices: Prices) -> dict[str,
 def lambda_per_trigger(load: RunResult, prices: Prices, batch: float | None = None) -> dict[str, float]:
     """Worker Lambda requests and GB-seconds per trigger, from the counted requests.
 
-    ``batch``: records per invocation (default: as measured; 10 at scale).
+    ``batch``: records per invocation (default: as measured; 10 at scale). The batch's records run
+    side by side (``cost_scale.side_by_side_ms``).
     """
     triggers = max(load.triggers, 1)
     io_ms = latency_ms(load.tallies, "worker") / triggers
+    lease = latency_ms({k: t for k, t in load.tallies.items() if k[1] == LEASE_CALL}, "worker")
     cpu_ms = cpu_us_per_trigger() / 1000 * LAMBDA_CPU_SLOWDOWN_512 * (512 / prices.worker_mb)
     batch = batch or sum(load.batch_sizes) / max(len(load.batch_sizes), 1)
-    per_trigger_ms = io_ms + cpu_ms + INVOCATION_OVERHEAD_MS / batch
+    record_io_ms = io_ms - lease / triggers
+    lease_ms = lease / max(load.invocations, 1)
+    per_trigger_ms = side_by_side_ms(record_io_ms, cpu_ms, batch, INVOCATION_OVERHEAD_MS, lease_ms)
     gb_s = per_trigger_ms / 1000 * prices.worker_mb / 1024
     return {
         "invocations_per_trigger": 1 / batch,

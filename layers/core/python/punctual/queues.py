@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
+from pydantic_core import from_json
 
 from punctual.instants import format_instant_ms
 from punctual.models import CARRIED, Job, Overlap, Runtime
@@ -198,7 +199,9 @@ class DispatchMessage:
 
     @classmethod
     def from_body(cls, body: str) -> DispatchMessage:
-        data = json.loads(body)
+        """The message a body holds; ValueError when it is not JSON (pydantic's parser, about three
+        times as fast as ``json.loads`` on a body that carries its job)."""
+        data = from_json(body)
         if not isinstance(data, dict):
             raise ValueError("message body is not a JSON object")
         keys = data.keys()
