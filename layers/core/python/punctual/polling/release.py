@@ -16,7 +16,9 @@ them is one range record (:mod:`punctual.missed_ranges`). A pause ends the job's
 resume starts it again from the slots the pause owes (:mod:`punctual.polling.chains`).
 
 **Burst smoothing.** A first attempt whose target has a rate budget is placed in the budget
-(:mod:`punctual.smoothing`): its message carries ``not_before``, the instant the budget gives it,
+(:mod:`punctual.smoothing`), on an instant reserved in the table so that every poller of the
+deployment shares the budget (:mod:`punctual.budget_reservations`): its message carries
+``not_before``, the instant the budget gives it,
 never later than the slot's instant plus the job's ``max_lateness_seconds``; the worker holds it
 until then. A slot the budget cannot take within that bound is sent on time and reported
 (``RateBudgetOverruns``, the overrun sink, and a ``Rate Budget Overrun`` event). The message is
@@ -53,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.backfill_runner import BackfillRunner
+from punctual.budget_reservations import SharedBudgetLedger
 from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 from punctual.clock import Clock
 from punctual.execution.chain_ends import complete_job
@@ -70,7 +73,7 @@ from punctual.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.polling.resend import ResendWatch
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, spec_of
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
-from punctual.smoothing import HEAD_START_S, BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
+from punctual.smoothing import HEAD_START_S, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore
 from punctual.store.loads import MinuteLoad
 from punctual.store.reads import read_calendars
@@ -154,7 +157,7 @@ class SlotReleaser:
         self.metrics = metrics
         self.pool = pool
         self.routing = config.routing
-        self.ledger = BudgetLedger(config.rate_budgets)
+        self.ledger = SharedBudgetLedger(store, config.rate_budgets, metrics=metrics)
         self.overruns: OverrunSink = overruns or LoggedOverruns()
         quota = BackfillQuota(
             store, config.max_backfills_per_tenant, config.backfill_slots_per_minute_per_tenant
@@ -191,6 +194,7 @@ class SlotReleaser:
 
     def _release_chunk(self, timers: Sequence[Timer], uncertain: bool) -> ReleaseReport:
         now = self.clock.now()
+        self.ledger.fresh_reads()  # a budget's first slot in this chunk reads its reservations again
         report = ReleaseReport()
         out = _Outgoing()
         jobs = self._read_jobs(timers)
@@ -416,7 +420,8 @@ class SlotReleaser:
         head = None
         if self.clock.now() + timedelta(seconds=HEAD_START_S) > scheduled:
             head = scheduled + timedelta(seconds=HEAD_START_S)
-        placement = self.ledger.place(job.tenant, key, rate, scheduled, lateness_s, head)
+        owner = f"{job.id}/{message.slot}"  # every poller of the deployment shares the placement
+        placement = self.ledger.place_shared(job.tenant, key, owner, rate, scheduled, lateness_s, head)
         if placement.overrun:
             self.metrics.add("RateBudgetOverruns", 1)
             overrun = Overrun(job.tenant, job.id, message.slot, key, rate, lateness_s, scheduled)
