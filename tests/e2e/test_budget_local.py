@@ -2,9 +2,11 @@
 its target spread over the budget from its first second on, never early, none over the bound.
 
 Runs on the shared local mode (before ``test_local_mode.py``, whose last test stops it). In local
-mode one poller releases a minute, and the worker that claims a smoothed slot waits for its instant
-before the call: the spacing of the budget's grid (1.1 / rate) is what the receiver sees, give or
-take the time from a message's instant to its call.
+mode, as deployed, each shard group has two pollers that each release every slot of the group (the
+FIFO queue keeps one message per slot): they share the budget through its reservations in the table
+(:mod:`punctual.budget_reservations`), and the worker that claims a smoothed slot waits for its
+instant before the call: the spacing of the budget's grid (1.1 / rate) is what the receiver sees,
+give or take the time from a message's instant to its call.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from __future__ import annotations
 import math
 import time
 from datetime import UTC, datetime
-
-import pytest
 
 from local.harness import LocalMode
 
@@ -32,14 +32,6 @@ def _most_within(instants: list[float], window_s: float) -> int:
     return most
 
 
-@pytest.mark.xfail(
-    reason=(
-        "issue 32 (open): with two pollers per shard group (issue 30) each poller keeps its own "
-        "budget ledger, and the two can give two slots of a burst the same instant (seen: pairs of "
-        "calls at one instant, 7 in 0.9 s against a budget of 5)"
-    ),
-    strict=False,
-)
 def test_a_burst_reaches_its_target_within_its_rate_budget_from_the_first_second(
     local_mode: LocalMode,
 ) -> None:

@@ -29,7 +29,9 @@ from punctual.timers import Timer, TimerLayout
 
 T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 LAYOUT = TimerLayout(4, 2, 180)
-CONFIG = PollerConfig(layout=LAYOUT, short_queue_urls=("short",), long_queue_urls=("long",), max_lateness_s=10)
+CONFIG = PollerConfig(
+    layout=LAYOUT, short_queue_urls=("short",), long_queue_urls=("long",), max_lateness_s=10
+)
 
 
 class _Overruns:
@@ -73,7 +75,9 @@ def _jobs(store: MemoryStore, dues: list[datetime], rate: float, lateness: int) 
 class _Poller:
     """One poller of a shard group: its own process state (ledger, clock, queue, overruns)."""
 
-    def __init__(self, store: MemoryStore, lane: tuple[int, int], now: datetime, pool: ThreadPoolExecutor) -> None:
+    def __init__(
+        self, store: MemoryStore, lane: tuple[int, int], now: datetime, pool: ThreadPoolExecutor
+    ) -> None:
         self.clock = ManualClock(now)
         self.queues = MemoryQueues(now=self.clock.now)
         self.overruns = _Overruns()
@@ -94,7 +98,9 @@ class _BehindViews(MemoryStore):
         super().__init__()
         self.rng = rng
 
-    def budget_reservations(self, tenant: str, key: str, low: datetime, high: datetime) -> dict[datetime, str]:
+    def budget_reservations(
+        self, tenant: str, key: str, low: datetime, high: datetime
+    ) -> dict[datetime, str]:
         found = super().budget_reservations(tenant, key, low, high)
         return {at: owner for at, owner in found.items() if self.rng.random() < 0.5}
 
@@ -117,7 +123,9 @@ def _release_everywhere(
             for _ in range(2):
                 # released a little before the burst or up to a second into it (the head start
                 # differs), in its own order and polls of its own sizes
-                poller = _Poller(store, (group, groups), T + timedelta(milliseconds=rng.randint(-4000, 1000)), pool)
+                poller = _Poller(
+                    store, (group, groups), T + timedelta(milliseconds=rng.randint(-4000, 1000)), pool
+                )
                 pollers.append(poller)
                 mine = timers[:]
                 rng.shuffle(mine)
@@ -221,7 +229,10 @@ def test_a_store_error_while_reserving_never_loses_or_delays_a_slot() -> None:
     messages = poller.messages()
     assert len(messages) == 20
     assert all(T <= _instant(m) <= T + timedelta(seconds=3) for m in messages)
-    assert _most_in_a_second([_instant(m) for m in messages if (m.job_id, m.slot) not in poller.overruns.slots]) <= 5
+    assert (
+        _most_in_a_second([_instant(m) for m in messages if (m.job_id, m.slot) not in poller.overruns.slots])
+        <= 5
+    )
     assert metrics.total("RateBudgetStoreErrors") == 20  # type: ignore[attr-defined]
 
 
