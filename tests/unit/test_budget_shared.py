@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,7 +22,8 @@ from punctual.models import Job
 from punctual.observability import RecordingMetrics
 from punctual.polling import PollerConfig
 from punctual.polling.release import SlotReleaser
-from punctual.queues import DispatchMessage, MemoryQueues
+from punctual.polling.resend import ResendWatch
+from punctual.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
 from punctual.slots import fire_timer
 from punctual.smoothing import Overrun, spacing_us
 from punctual.store.memory import MemoryStore
@@ -257,3 +259,20 @@ def test_only_budgeted_slots_touch_the_reservations() -> None:
         assert isinstance(poller.releaser.ledger, SharedBudgetLedger)
         poller.releaser.release([_timer_of(job)])
     assert len(poller.messages()) == 1 and calls == []
+
+
+def test_a_smoothed_message_waiting_for_its_instant_is_not_re_sent_as_unclaimed() -> None:
+    # Given a slot placed 6 s after its instant, sent at its instant (no worker claims it before then)
+    store = MemoryStore()
+    (job,) = _jobs(store, [T], 0.2, 10)
+    queues, metrics = MemoryQueues(now=lambda: T), RecordingMetrics()
+    watch = ResendWatch(store, queues, ["short"], metrics, after_s=4.0)
+    message = replace(
+        message_for(job, "2026-12-01T12:00:00Z", T, 1, MessageKind.FIRE, T),
+        not_before="2026-12-01T12:00:06.000Z",
+    )
+    watch.sent("short", [message], T)
+    # Then the poller's watch does not take it for a message a dead worker holds before its instant
+    assert watch.check(T + timedelta(seconds=5)) == 0
+    # but does once it is still unclaimed the usual time after its instant
+    assert watch.check(T + timedelta(seconds=10, milliseconds=100)) == 1

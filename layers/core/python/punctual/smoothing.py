@@ -33,11 +33,13 @@ within its budget in every one-second window.
 
 Where it applies: the poller's release (:mod:`punctual.polling.release`) places every first
 attempt of a scheduled slot whose target has a budget, and stamps the message with
-``not_before``; the worker (:mod:`punctual.execution.claim`) returns a message received a
-second or more before its ``not_before`` to the queue for the whole seconds left (its
-visibility, so it comes back a little early), and otherwise claims it and waits for the
-instant before calling the target (:meth:`punctual.execution.worker.Worker.run`). Retries,
-takeovers and hand triggers are not smoothed (their own backoff spreads them).
+``not_before``; the worker (:mod:`punctual.execution.claim`) returns a message received two
+seconds or more before its ``not_before`` to the queue so that it comes back one to two seconds
+early (the time to receive it again), and otherwise claims it and waits for the instant before
+calling the target (:meth:`punctual.execution.worker.Worker.run`). Which slot goes on which
+instant is a reservation every poller of the deployment shares (:mod:`punctual.budget_reservations`:
+the two pollers of a group both release each slot of it). Retries, takeovers and hand triggers
+are not smoothed (their own backoff spreads them).
 
 The overrun hook: :class:`OverrunSink` receives each :class:`Overrun` (the poller counts it as
 ``RateBudgetOverruns`` and logs one structured record ``rate_budget_overrun``); the alerting
