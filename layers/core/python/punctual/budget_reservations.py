@@ -14,9 +14,13 @@ conditional writes only (no leader):
   that its view shows free, with a conditional write that succeeds when the instant is free or
   already the slot's. A slot that already owns an instant (the other poller of its group placed
   it first) keeps it: both pollers' messages carry that instant, whichever SQS keeps;
+* a chunk's budgeted slots are placed together (:meth:`SharedBudgetLedger.place_all`): each is
+  given the next instant its view shows free, and their conditional writes go out side by side
+  (:data:`WRITERS` at a time), so a chunk waits for a few round trips, not one per slot; those
+  whose write failed are placed again after a re-read;
 * the view is one strongly consistent query of the key's reservations over the range the
   placement looks at, read again at each chunk of a release (:meth:`SharedBudgetLedger.fresh_reads`)
-  and after every failed condition (an instant another poller took since: move on). It only
+  and after a round with a failed condition (an instant another poller took since: move on). It only
   saves writes: the conditional write alone decides, so a view that is behind costs a failed
   write, never a shared instant. At worst a slot holds two instants (both pollers placed it at
   the same moment, on different ones): one goes unused, no other slot is on either;
@@ -43,7 +47,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -56,6 +61,7 @@ log = logging.getLogger("punctual.smoothing")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RESERVATION_TTL_S = 24 * 3600  # a reservation is kept a day after its instant
 VIEW_INSTANTS = 256  # a view reads this many of the lane's instants ahead at a time
+WRITERS = 16  # conditional writes of one chunk's placements in flight at once
 
 
 def _us(instant: datetime) -> int:
@@ -64,6 +70,24 @@ def _us(instant: datetime) -> int:
 
 def _at(epoch_us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=epoch_us)
+
+
+@dataclass(frozen=True)
+class BudgetRequest:
+    """One slot to place: its budget (tenant, target key, rate), its owner name (``<job>/<slot>``),
+    its instant, how late it may go, and no earlier than ``not_before`` (the head start)."""
+
+    tenant: str
+    key: str
+    owner: str
+    rate: float
+    due: datetime
+    max_lateness_s: float
+    not_before: datetime | None = None
+
+    @property
+    def state(self) -> tuple[str, str]:
+        return (self.tenant, self.key)
 
 
 @dataclass
@@ -113,6 +137,7 @@ class SharedBudgetLedger(BudgetLedger):
         self._views: dict[tuple[str, str], _View] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._guard = threading.Lock()
+        self._writers: ThreadPoolExecutor | None = None
 
     def fresh_reads(self) -> None:
         """The next placement of each budget reads its reservations again (a release's chunk)."""
@@ -130,84 +155,127 @@ class SharedBudgetLedger(BudgetLedger):
         not_before: datetime | None = None,
     ) -> Placement:
         """The instant of slot ``owner`` (``<job>/<slot>``) due at ``due``, reserved for it."""
-        if rate <= 0:
-            raise ValueError("a rate budget must be positive")
-        state = (tenant, key)
-        with self._guard:
-            lock = self._locks.setdefault(state, threading.Lock())
-        try:
-            with lock:
-                return self._reserve(state, owner, rate, due, max_lateness_s, not_before)
-        except Exception:
-            # Never lose or hold back the slot: this process's own placement (within its bound).
-            log.warning("could not reserve a rate budget instant for %s on %s", owner, key, exc_info=True)
-            if self.metrics is not None:
-                self.metrics.add("RateBudgetStoreErrors", 1)
-            return self.place(tenant, key, rate, due, max_lateness_s, not_before)
+        return self.place_all([BudgetRequest(tenant, key, owner, rate, due, max_lateness_s, not_before)])[0]
+
+    def place_all(self, requests: Sequence[BudgetRequest]) -> list[Placement]:
+        """Each request's placement, in the order given (earlier requests get earlier instants)."""
+        for request in requests:
+            if request.rate <= 0:
+                raise ValueError("a rate budget must be positive")
+        out: list[Placement | None] = [None] * len(requests)
+        by_state: dict[tuple[str, str], list[int]] = {}
+        for index, request in enumerate(requests):
+            by_state.setdefault(request.state, []).append(index)
+        for state, indexes in by_state.items():
+            with self._guard:
+                lock = self._locks.setdefault(state, threading.Lock())
+            try:
+                with lock:
+                    self._reserve(state, [(i, requests[i]) for i in indexes], out)
+            except Exception:
+                # Never lose or hold back a slot: this process's own placement (within its bound).
+                left = [i for i in indexes if out[i] is None]
+                log.warning("could not reserve rate budget instants on %s", state[1], exc_info=True)
+                if self.metrics is not None:
+                    self.metrics.add("RateBudgetStoreErrors", len(left))
+                for i in left:
+                    r = requests[i]
+                    out[i] = self.place(r.tenant, r.key, r.rate, r.due, r.max_lateness_s, r.not_before)
+        return [placement for placement in out if placement is not None]
 
     def _reserve(
-        self,
-        state: tuple[str, str],
-        owner: str,
-        rate: float,
-        due: datetime,
-        max_lateness_s: float,
-        not_before: datetime | None,
-    ) -> Placement:
+        self, state: tuple[str, str], pending: list[tuple[int, BudgetRequest]], out: list[Placement | None]
+    ) -> None:
         group, groups = self.lane
-        step = spacing_us(rate)
-        due_us = _us(due)
-        limit = due_us + round(max_lateness_s * 1_000_000)
-        start = max(due_us, _us(not_before) if not_before is not None else due_us)
-        ahead = step * max(1, groups) * VIEW_INSTANTS
-        view = self._view(state, due_us, min(limit, start + ahead))
-        expires = int(due.timestamp()) + RESERVATION_TTL_S
-        scan = (start, group, groups, step)
-        candidate = _lane_instant(view.resume.get(scan, start), step, group, groups)
-        while candidate <= limit:
-            held = view.owned.get(owner)
-            if held is not None and due_us <= held <= limit:
-                return Placement(_at(held), None, False)  # placed before (the other poller)
-            if candidate > view.high:
-                view = self._view(state, due_us, min(limit, candidate + ahead))
-                continue
-            holder = view.holders.get(candidate)
-            if holder is None:
-                if self.store.reserve_budget_instant(*state, _at(candidate), owner, expires):
-                    view.holders[candidate] = owner
-                    view.owned.setdefault(owner, candidate)
-                    return Placement(_at(candidate), None, False)
-                # Taken since the view was read: read again (it shows who) and move on.
-                view = self._view(state, due_us, view.high, reread=True)
-                view.holders.setdefault(candidate, "")
-                continue
-            if holder == owner:
-                return Placement(_at(candidate), None, False)
-            candidate = _lane_instant(candidate + 1, step, group, groups)
-            view.resume[scan] = candidate
-        held = view.owned.get(owner)
-        if held is not None and due_us <= held <= limit:
-            return Placement(_at(held), None, False)
-        return Placement(due, None, True)  # on time, reported
+        low = min(_us(r.due) for _, r in pending)
+        high = max(self._bounds(r)[2] for _, r in pending)
+        view = self._view(state, low, high)
+        lost: set[int] = set()  # instants a write found taken (a re-read may not show them yet)
+        while pending:
+            tries: list[tuple[int, BudgetRequest, int]] = []
+            chosen: set[int] = set()
+            for index, request in pending:
+                due_us, start, _, limit = self._bounds(request)
+                held = view.owned.get(request.owner)
+                if held is not None and due_us <= held <= limit:
+                    out[index] = Placement(_at(held), None, False)  # placed before (the other poller)
+                    continue
+                step = spacing_us(request.rate)
+                scan = (start, group, groups, step)
+                candidate = _lane_instant(view.resume.get(scan, start), step, group, groups)
+                advancing = True
+                while candidate <= limit:
+                    if candidate > view.high:
+                        self._extend(
+                            state, view, view.low, min(limit, candidate + step * groups * VIEW_INSTANTS)
+                        )
+                    taken = candidate in view.holders or candidate in lost
+                    if not taken and candidate not in chosen:
+                        break
+                    candidate = _lane_instant(candidate + 1, step, group, groups)
+                    advancing = advancing and taken
+                    if advancing:
+                        view.resume[scan] = candidate
+                if candidate > limit:
+                    out[index] = Placement(request.due, None, True)  # on time, reported
+                    continue
+                chosen.add(candidate)
+                tries.append((index, request, candidate))
+            written = self._write(state, tries)
+            pending = []
+            for (index, request, candidate), ok in zip(tries, written, strict=True):
+                if ok:
+                    view.holders[candidate] = request.owner
+                    view.owned.setdefault(request.owner, candidate)
+                    out[index] = Placement(_at(candidate), None, False)
+                else:  # taken since the view was read: read again (it shows who) and move on
+                    lost.add(candidate)
+                    pending.append((index, request))
+            if pending:
+                view.add(self.store.budget_reservations(*state, _at(view.low), _at(view.high)))
 
-    def _view(self, state: tuple[str, str], low: int, high: int, reread: bool = False) -> _View:
-        """The budget's view, read where it does not yet cover ``[low, high]`` (all of it again
-        when ``reread`` or when a new chunk has started since it was read)."""
+    def _bounds(self, request: BudgetRequest) -> tuple[int, int, int, int]:
+        """(due, start, the end of its first read, limit) of a request, in epoch microseconds."""
+        due_us = _us(request.due)
+        limit = due_us + round(request.max_lateness_s * 1_000_000)
+        start = max(due_us, _us(request.not_before) if request.not_before is not None else due_us)
+        ahead = spacing_us(request.rate) * max(1, self.lane[1]) * VIEW_INSTANTS
+        return due_us, start, max(due_us, min(limit, start + ahead)), limit
+
+    def _write(self, state: tuple[str, str], tries: list[tuple[int, BudgetRequest, int]]) -> list[bool]:
+        """The conditional writes of a round, side by side; whether each took its instant."""
+
+        def take(attempt: tuple[int, BudgetRequest, int]) -> bool:
+            _, request, candidate = attempt
+            expires = int(request.due.timestamp()) + RESERVATION_TTL_S
+            return self.store.reserve_budget_instant(*state, _at(candidate), request.owner, expires)
+
+        if len(tries) <= 1:
+            return [take(attempt) for attempt in tries]
+        with self._guard:
+            if self._writers is None:
+                self._writers = ThreadPoolExecutor(WRITERS, thread_name_prefix="budget")
+            writers = self._writers
+        return list(writers.map(take, tries))
+
+    def _view(self, state: tuple[str, str], low: int, high: int) -> _View:
+        """The budget's view covering ``[low, high]``: read anew when a chunk has started since it
+        was read, else extended where it does not cover it yet."""
         with self._guard:
             generation = self._generation
         view = self._views.get(state)
-        if view is None or view.generation != generation or reread:
-            fresh = _View(generation, low, high)
-            if view is not None and view.generation == generation:
-                fresh.low, fresh.high = min(low, view.low), max(high, view.high)
-                fresh.resume = view.resume
-            fresh.add(self.store.budget_reservations(*state, _at(fresh.low), _at(fresh.high)))
-            self._views[state] = fresh
-            return fresh
+        if view is None or view.generation != generation:
+            view = _View(generation, low, high)
+            view.add(self.store.budget_reservations(*state, _at(low), _at(high)))
+            self._views[state] = view
+            return view
+        self._extend(state, view, low, high)
+        return view
+
+    def _extend(self, state: tuple[str, str], view: _View, low: int, high: int) -> None:
         if low < view.low:
             view.add(self.store.budget_reservations(*state, _at(low), _at(view.low - 1)))
             view.low = low
         if high > view.high:
             view.add(self.store.budget_reservations(*state, _at(view.high + 1), _at(high)))
             view.high = high
-        return view

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.backfill_runner import BackfillRunner
-from punctual.budget_reservations import SharedBudgetLedger
+from punctual.budget_reservations import BudgetRequest, SharedBudgetLedger
 from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 from punctual.clock import Clock
 from punctual.execution.chain_ends import complete_job
@@ -116,6 +116,7 @@ class _Outgoing:
     forecast: dict[datetime, MinuteLoad] = field(default_factory=dict)  # near chains' slots, ahead
     missed: list[Execution] = field(default_factory=list)
     excluded: list[Execution] = field(default_factory=list)
+    budgeted: list[tuple[str, int, Job, BudgetRequest]] = field(default_factory=list)  # (queue, index)
 
 
 class SlotReleaser:
@@ -219,6 +220,7 @@ class SlotReleaser:
         started = self._started_slots(plans) if uncertain else set()
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
+        self._smooth(out)
         followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind is not TimerKind.BACKFILL]
         self._followups(followups, jobs, now, out, report)
         for timer in timers:
@@ -368,7 +370,10 @@ class SlotReleaser:
             scheduled = dispatch_instant(job, slot)
             last = ends and slot == plan.release[-1]
             message = message_for(job, key, scheduled, 1, MessageKind.FIRE, now, spec=spec, last=last)
-            out.messages[queue].append(self._smoothed(job, message, scheduled))
+            request = self._budget_request(job, message.slot, scheduled)
+            if request is not None:  # placed with the chunk's other budgeted slots (_smooth)
+                out.budgeted.append((queue, len(out.messages[queue]), job, request))
+            out.messages[queue].append(message)
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
             handed_over = handed_over or last
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
@@ -402,15 +407,15 @@ class SlotReleaser:
         except Exception:
             log.warning("could not add a release's forecast to the load ledger", exc_info=True)
 
-    def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
-        """``message`` with the instant its target's rate budget gives it (see the module docstring)."""
+    def _budget_request(self, job: Job, slot: str, scheduled: datetime) -> BudgetRequest | None:
+        """The placement a slot's target's rate budget asks for (None: no budget applies)."""
         own = getattr(job.target, "rate_budget_per_second", None)
         if own is None and not self.ledger.budgets:
-            return message  # no budget can apply (the usual case): no target key to work out
+            return None  # no budget can apply (the usual case): no target key to work out
         key = target_key(job.target)
         rate = self.ledger.rate_for(job.tenant, key, own)
         if rate is None:
-            return message
+            return None
         lateness = job.max_lateness_seconds
         lateness_s = self.config.max_lateness_s if lateness is None else float(lateness)
         # Its message reaches a worker before its call: a slot released less than HEAD_START_S
@@ -420,16 +425,34 @@ class SlotReleaser:
         head = None
         if self.clock.now() + timedelta(seconds=HEAD_START_S) > scheduled:
             head = scheduled + timedelta(seconds=HEAD_START_S)
-        owner = f"{job.id}/{message.slot}"  # every poller of the deployment shares the placement
-        placement = self.ledger.place_shared(job.tenant, key, owner, rate, scheduled, lateness_s, head)
-        if placement.overrun:
-            self.metrics.add("RateBudgetOverruns", 1)
-            overrun = Overrun(job.tenant, job.id, message.slot, key, rate, lateness_s, scheduled)
-            self.overruns.overrun(overrun)
-            self.notifier.overrun(job, overrun, self.clock.now())  # the event (sent with the release)
-        if placement.release_at <= scheduled:
-            return message
-        return replace(message, not_before=format_instant_ms(placement.release_at))
+        # The owner names the slot: every poller of the deployment shares the placement.
+        return BudgetRequest(job.tenant, key, f"{job.id}/{slot}", rate, scheduled, lateness_s, head)
+
+    def _smooth(self, out: _Outgoing) -> None:
+        """Give the chunk's budgeted messages the instants their budgets give them, placed together
+        (see the module docstring); report those the budget cannot take within their lateness."""
+        if not out.budgeted:
+            return
+        placements = self.ledger.place_all([request for *_, request in out.budgeted])
+        for (queue, index, job, request), placement in zip(out.budgeted, placements, strict=True):
+            message = out.messages[queue][index]
+            if placement.overrun:
+                self.metrics.add("RateBudgetOverruns", 1)
+                overrun = Overrun(
+                    job.tenant,
+                    job.id,
+                    message.slot,
+                    request.key,
+                    request.rate,
+                    request.max_lateness_s,
+                    request.due,
+                )
+                self.overruns.overrun(overrun)
+                self.notifier.overrun(job, overrun, self.clock.now())  # the event (sent with the release)
+            if placement.release_at > request.due:
+                out.messages[queue][index] = replace(
+                    message, not_before=format_instant_ms(placement.release_at)
+                )
 
     def _followups(
         self,
