@@ -5,6 +5,7 @@ bound (punctual.budget_reservations)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factories import job as make_job
-from punctual.budget_reservations import SharedBudgetLedger
+from punctual.budget_reservations import BudgetRequest, SharedBudgetLedger, late_instant
 from punctual.clock import ManualClock
 from punctual.models import Job
 from punctual.observability import RecordingMetrics
@@ -276,3 +277,23 @@ def test_a_smoothed_message_waiting_for_its_instant_is_not_re_sent_as_unclaimed(
     assert watch.check(T + timedelta(seconds=5)) == 0
     # but does once it is still unclaimed the usual time after its instant
     assert watch.check(T + timedelta(seconds=10, milliseconds=100)) == 1
+
+
+def test_late_calls_of_several_workers_take_instants_of_the_budget_not_the_moment_they_arrive() -> None:
+    # Given five slots placed 220 ms apart (5 a second) whose messages all reach workers 1 s late,
+    # at the same moment, in different worker processes
+    store = MemoryStore()
+    now = T + timedelta(seconds=3)
+    step = timedelta(microseconds=spacing_us(5))
+    calls = []
+    for index in range(5):
+        request = BudgetRequest("acme", "hooks.example.com", f"job-{index}/s", 5, T, 10)
+        calls.append(late_instant(store, request, T + timedelta(seconds=2) + index * step, now))
+    # Then each call goes on an instant of its own, none closer than the budget's spacing, and
+    # none before the moment it arrived nor past its lateness
+    ordered = sorted(calls)
+    assert all(b - a >= step for a, b in itertools.pairwise(ordered))
+    assert all(now <= c <= T + timedelta(seconds=10) for c in calls)
+    # and a call on time keeps its instant (no reservation read or written)
+    on_time = BudgetRequest("acme", "hooks.example.com", "job-9/s", 5, T, 10)
+    assert late_instant(store, on_time, now, now) == now

@@ -279,3 +279,40 @@ class SharedBudgetLedger(BudgetLedger):
         if high > view.high:
             view.add(self.store.budget_reservations(*state, _at(view.high + 1), _at(high)))
             view.high = high
+
+
+LATE_TOLERANCE_S = 0.05  # a call this late keeps its instant: the grid's margin (10 %) covers it
+LATE_LEAD_S = 0.05  # a late call's new instant is at least this far ahead (the reservation's time)
+
+
+def late_instant(
+    store: BudgetReservationRepository,
+    request: BudgetRequest,
+    instant: datetime,
+    now: datetime,
+) -> datetime:
+    """When a worker calls a smoothed slot whose message reached it after its ``instant``.
+
+    A message that comes back late (a busy queue, a worker that was busy) would be called at once,
+    and late calls of several workers bunch: the receiver would see them closer than the budget
+    allows. So a late call takes a new instant of the budget's grid, reserved like the poller's
+    (owner ``<job>/<slot>#late``), at or after ``now``, within the slot's lateness; none left:
+    it goes now (it is late already). A store error: it goes now as well.
+    """
+    if now <= instant + timedelta(seconds=LATE_TOLERANCE_S):
+        return instant
+    late = BudgetRequest(
+        request.tenant,
+        request.key,
+        f"{request.owner}#late",
+        request.rate,
+        request.due,
+        request.max_lateness_s,
+        now + timedelta(seconds=LATE_LEAD_S),
+    )
+    try:
+        placed = SharedBudgetLedger(store).place_all([late])[0]
+    except Exception:
+        log.warning("could not reserve a late call's instant for %s", request.owner, exc_info=True)
+        return now
+    return now if placed.overrun else placed.release_at

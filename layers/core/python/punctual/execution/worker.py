@@ -17,6 +17,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from punctual.budget_reservations import BudgetRequest, late_instant
 from punctual.clock import Clock
 from punctual.execution.after import AfterEffects
 from punctual.execution.chain_ends import ChainEnds
@@ -55,6 +56,7 @@ log = logging.getLogger("punctual.execution")
 # The longest a claimed, smoothed slot waits in the worker for its instant (the claim returned it
 # to the queue when it had a whole second or more to wait).
 BUDGET_WAIT_MAX_S = 2.0
+DEFAULT_LATENESS_S = 10  # a job without max_lateness_seconds: the deployment's default (settings)
 BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its turn in this process
 
 
@@ -261,7 +263,7 @@ class Worker:
             heartbeat=lambda: self.heartbeat_if_due(claim),
             cancel=claim.cancel,
         )
-        self._wait_for_budget(claim.message.not_before, job)
+        self._wait_for_budget(claim.message.not_before, job, (execution.slot, execution.scheduled_at))
         started = self.clock.now()
         try:
             result = self.invoker.invoke(job.target, job.payload, ctx)
@@ -271,7 +273,17 @@ class Worker:
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
 
-    def _wait_for_budget(self, not_before: str, job: Job) -> None:
+    def _late_instant(self, job: Job, slot: tuple[str, datetime], instant: datetime, rate: float) -> datetime:
+        """A slot reached after its instant takes a new one of its budget, shared by every worker
+        (:func:`punctual.budget_reservations.late_instant`)."""
+        lateness = float(
+            job.max_lateness_seconds if job.max_lateness_seconds is not None else DEFAULT_LATENESS_S
+        )
+        owner = f"{job.id}/{slot[0]}"
+        request = BudgetRequest(job.tenant, target_key(job.target), owner, rate, slot[1], lateness)
+        return late_instant(self.store, request, instant, self.clock.now())
+
+    def _wait_for_budget(self, not_before: str, job: Job, slot: tuple[str, datetime]) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
         only for whole seconds, so it comes back up to a second early): wait for the instant its
         target's rate budget gave it, so the call is never early (:mod:`punctual.smoothing`).
@@ -288,6 +300,7 @@ class Worker:
             return  # signed but unreadable: the claim ran it at once too
         rate = getattr(job.target, "rate_budget_per_second", None)
         if rate:
+            instant = self._late_instant(job, slot, instant, rate)
             instant = PACER.next_call(target_key(job.target), instant, self.clock.now(), rate)
         wait_s = (instant - self.clock.now()).total_seconds()
         if wait_s > 0:
