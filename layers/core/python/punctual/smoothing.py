@@ -266,23 +266,3 @@ class BudgetLedger:
             )
             self._next_free[state] = placement.next_free
             return placement
-
-
-class Pacer:
-    """Per target key, the earliest instant this process may make its next budgeted call."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._next: dict[str, datetime] = {}
-
-    def next_call(self, key: str, instant: datetime, now: datetime, rate_per_s: float) -> datetime:
-        """When to call a slot placed at ``instant``: then, or after this process's last call of
-        the budget plus its spacing, whichever is later (and the slot after it waits for this)."""
-        step = timedelta(microseconds=spacing_us(rate_per_s))
-        with self._lock:
-            at = max(instant, now, self._next.get(key, instant))
-            self._next[key] = at + step
-            return at
-
-
-PACER = Pacer()

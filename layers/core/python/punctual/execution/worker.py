@@ -47,7 +47,7 @@ from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import DispatchMessage, QueuePort
 from punctual.retries import RandomSource, seeded_random
 from punctual.settings import Settings
-from punctual.smoothing import PACER, target_key
+from punctual.smoothing import target_key
 from punctual.store.base import JobStore
 from punctual.targets.base import SlotContext, TargetInvoker, TargetResult
 
@@ -57,7 +57,7 @@ log = logging.getLogger("punctual.execution")
 # to the queue when it had a whole second or more to wait).
 BUDGET_WAIT_MAX_S = 2.0
 DEFAULT_LATENESS_S = 10  # a job without max_lateness_seconds: the deployment's default (settings)
-BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its turn in this process
+BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its new instant
 
 
 class JobServicePauser:
@@ -285,13 +285,13 @@ class Worker:
 
     def _wait_for_budget(self, not_before: str, job: Job, slot: tuple[str, datetime]) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
-        only for whole seconds, so it comes back up to a second early): wait for the instant its
-        target's rate budget gave it, so the call is never early (:mod:`punctual.smoothing`).
+        to come back one to two seconds early): wait for the instant its target's rate budget
+        gave it, so the call is never early (:mod:`punctual.smoothing`).
 
         A smoothed slot claimed after its instant (its message reached this worker late) is not
-        called at once either when its target has a budget of its own: this process keeps the
-        budget's spacing between its calls (:data:`punctual.smoothing.PACER`), so late messages that
-        arrive together (a batch's groups run side by side) do not reach the target together."""
+        called at once either when its target has a budget of its own: it takes a new instant of
+        the budget, reserved like the poller's (:func:`punctual.budget_reservations.late_instant`),
+        so late messages of several workers do not reach the target together."""
         if not not_before:
             return
         try:
@@ -301,7 +301,6 @@ class Worker:
         rate = getattr(job.target, "rate_budget_per_second", None)
         if rate:
             instant = self._late_instant(job, slot, instant, rate)
-            instant = PACER.next_call(target_key(job.target), instant, self.clock.now(), rate)
         wait_s = (instant - self.clock.now()).total_seconds()
         if wait_s > 0:
             self.clock.sleep(min(wait_s, BUDGET_PACE_MAX_S if rate else BUDGET_WAIT_MAX_S))
