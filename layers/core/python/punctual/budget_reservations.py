@@ -34,7 +34,9 @@ Cost, per budgeted slot (only budgeted slots pay anything): one conditional writ
 that places it first (the other finds it in its view: nothing, or a repeat write that succeeds
 when both place it at once), one failed write and one query for each instant lost to a race, and
 the view's query — one per chunk of 100 timers per target key and poller, each reading the
-reservations it covers (a strongly consistent read: 1 RCU per 4 KB, about 40 instants).
+reservations it covers (a strongly consistent read: 1 RCU per 4 KB, about 40 instants) — and,
+for a call that reaches its worker after its instant, one query and one write more
+(:func:`late_instant`).
 The items expire a day after their instant (``expires_at``).
 
 Quota: a budget's instants of one minute are one partition key; DynamoDB allows 1,000 write
