@@ -2,9 +2,11 @@
 its target spread over the budget from its first second on, never early, none over the bound.
 
 Runs on the shared local mode (before ``test_local_mode.py``, whose last test stops it). In local
-mode one poller releases a minute, and the worker that claims a smoothed slot waits for its instant
-before the call: the spacing of the budget's grid (1.1 / rate) is what the receiver sees, give or
-take the time from a message's instant to its call.
+mode, as deployed, each shard group has two pollers that each release every slot of the group (the
+FIFO queue keeps one message per slot): they share the budget through its reservations in the table
+(:mod:`punctual.budget_reservations`), and the worker that claims a smoothed slot waits for its
+instant before the call: the spacing of the budget's grid (1.1 / rate) is what the receiver sees,
+give or take the time from a message's instant to its call.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ def _most_within(instants: list[float], window_s: float) -> int:
 
 @pytest.mark.xfail(
     reason=(
-        "issue 32 (open): with two pollers per shard group (issue 30) each poller keeps its own "
-        "budget ledger, and the two can give two slots of a burst the same instant (seen: pairs of "
-        "calls at one instant, 7 in 0.9 s against a budget of 5)"
+        "issue 32 (partly fixed): placements are now shared by every poller and every late call "
+        "(reservations), but local mode's two worker processes still deliver some held messages "
+        "seconds late when the machine is overloaded; a late call past its lateness goes at once "
+        "(seen: 17 calls in 0.9 s, all after 7.7 s of an 8 s bound, with the unit suite running "
+        "beside it; passed alone)"
     ),
     strict=False,
 )

@@ -99,6 +99,7 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
         "tick.py",  # group 0's pollers start the next minute when no tick did (relay_next)
         "burst_sight.py",  # ... and re-plan it as the tick would, when a burst seen since needs it
         "polling/*.py",
+        "budget_reservations.py",  # rate budgets' reservations (conditional writes, a query)
         "notifications/__init__.py",
         "notifications/events.py",
     ),
@@ -106,6 +107,7 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
         "functions/worker/handler.py",
         "composition.py",  # builds the worker: its queues sign, so it reads the dispatch key
         "execution/*.py",
+        "budget_reservations.py",  # a late smoothed call reserves a new instant of its budget
         "notifications/*.py",
         "worker_service.py",
         "targets/__init__.py",

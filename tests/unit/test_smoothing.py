@@ -356,17 +356,20 @@ def test_the_worker_holds_a_smoothed_message_until_its_instant_then_runs_it() ->
     message = rig.message(job, T)
     rig.send(DispatchMessage(**{**message.__dict__, "not_before": "2026-12-01T12:00:03.000Z"}))
     worker = rig.worker()
-    # When the worker receives it: back to the queue for the 3 s left, nothing recorded
+    # When the worker receives it: back to the queue until a second before its instant (the time
+    # to receive it again), nothing recorded
     (held,) = rig.work(worker)
-    assert (held.outcome, held.ack, held.return_after_s) == (ClaimOutcome.WAITING.value, False, 3)
+    assert (held.outcome, held.ack, held.return_after_s) == (ClaimOutcome.WAITING.value, False, 2)
     assert rig.history(job) == [] and rig.work(worker) == []  # invisible meanwhile
     assert rig.metrics.total("SmoothedMessagesHeld") == 1
-    # When its instant comes (within the last second: a fraction is not held), it runs
-    rig.advance_to(T + timedelta(seconds=2, milliseconds=300))
-    assert rig.work(worker) == []  # still invisible (3 s visibility)
-    rig.advance_to(T + timedelta(seconds=3))
+    rig.advance_to(T + timedelta(seconds=1, milliseconds=900))
+    assert rig.work(worker) == []  # still invisible (2 s visibility)
+    # When it comes back (less than two seconds before its instant), it is claimed and runs at
+    # its instant, not before
+    rig.advance_to(T + timedelta(seconds=2))
     (ran,) = rig.work(worker)
     assert ran.outcome == ExecutionStatus.SUCCEEDED.value and ran.ack
+    assert rig.clock.now() >= T + timedelta(seconds=3)
 
 
 def test_a_slot_claimed_less_than_a_second_before_its_instant_waits_for_it_in_the_worker() -> None:

@@ -33,11 +33,13 @@ within its budget in every one-second window.
 
 Where it applies: the poller's release (:mod:`punctual.polling.release`) places every first
 attempt of a scheduled slot whose target has a budget, and stamps the message with
-``not_before``; the worker (:mod:`punctual.execution.claim`) returns a message received a
-second or more before its ``not_before`` to the queue for the whole seconds left (its
-visibility, so it comes back a little early), and otherwise claims it and waits for the
-instant before calling the target (:meth:`punctual.execution.worker.Worker.run`). Retries,
-takeovers and hand triggers are not smoothed (their own backoff spreads them).
+``not_before``; the worker (:mod:`punctual.execution.claim`) returns a message received two
+seconds or more before its ``not_before`` to the queue so that it comes back one to two seconds
+early (the time to receive it again), and otherwise claims it and waits for the instant before
+calling the target (:meth:`punctual.execution.worker.Worker.run`). Which slot goes on which
+instant is a reservation every poller of the deployment shares (:mod:`punctual.budget_reservations`:
+the two pollers of a group both release each slot of it). Retries, takeovers and hand triggers
+are not smoothed (their own backoff spreads them).
 
 The overrun hook: :class:`OverrunSink` receives each :class:`Overrun` (the poller counts it as
 ``RateBudgetOverruns`` and logs one structured record ``rate_budget_overrun``); the alerting
@@ -264,23 +266,3 @@ class BudgetLedger:
             )
             self._next_free[state] = placement.next_free
             return placement
-
-
-class Pacer:
-    """Per target key, the earliest instant this process may make its next budgeted call."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._next: dict[str, datetime] = {}
-
-    def next_call(self, key: str, instant: datetime, now: datetime, rate_per_s: float) -> datetime:
-        """When to call a slot placed at ``instant``: then, or after this process's last call of
-        the budget plus its spacing, whichever is later (and the slot after it waits for this)."""
-        step = timedelta(microseconds=spacing_us(rate_per_s))
-        with self._lock:
-            at = max(instant, now, self._next.get(key, instant))
-            self._next[key] = at + step
-            return at
-
-
-PACER = Pacer()

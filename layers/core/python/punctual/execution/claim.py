@@ -54,6 +54,9 @@ FINISH_MARGIN_S = 30  # time a Lambda keeps after a run's timeout to record its 
 CLAIM_ROUNDS = 5
 # A message sent less than this long ago is claimed with the job it carries, without a read.
 SPEC_TRUST_S = 5.0
+# A smoothed message held back comes back this much (and up to a second more) before its instant:
+# the time to receive it again, and the worker waits the rest (punctual.smoothing).
+HOLD_EARLY_S = 1
 _PARKABLE = (MessageKind.FIRE, MessageKind.TURN, MessageKind.CHECK, MessageKind.BACKFILL)
 # A queued slot's turn or check comes long after its release: what it runs is decided on the job
 # as it is now (a slot still QUEUED when its job's spec changed is SUPERSEDED), never on a copy.
@@ -452,14 +455,17 @@ class Claimer:
         )
 
     def _hold(self, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
-        """A smoothed message received before its ``not_before``: back to the queue for the whole
-        seconds left (visibility counts whole seconds; a fraction is not worth a round trip, so
-        the slot never starts later than the instant its budget gave it)."""
+        """A smoothed message received before its ``not_before``: back to the queue so that it
+        comes back between one and two seconds before its instant (visibility counts whole
+        seconds: the whole seconds left less :data:`HOLD_EARLY_S`), and claimed then, the worker
+        waiting for the instant. The second of slack covers the time a message takes to be
+        received again once visible: a message that came back late would be called late, and
+        late calls bunch (the receiver would see them closer than the budget allows)."""
         try:
             not_before = datetime.fromisoformat(message.not_before.replace("Z", "+00:00"))
         except ValueError:
             return None  # signed but unreadable: run it now rather than never
-        seconds = int((not_before - self.clock.now()).total_seconds())
+        seconds = int((not_before - self.clock.now()).total_seconds()) - HOLD_EARLY_S
         if seconds < 1:
             return None
         self.return_later(delivery, seconds)

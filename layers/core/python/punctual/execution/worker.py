@@ -17,6 +17,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from punctual.budget_reservations import BudgetRequest, late_instant
 from punctual.clock import Clock
 from punctual.execution.after import AfterEffects
 from punctual.execution.chain_ends import ChainEnds
@@ -46,7 +47,7 @@ from punctual.observability import MetricsSink, NullMetrics
 from punctual.queues import DispatchMessage, QueuePort
 from punctual.retries import RandomSource, seeded_random
 from punctual.settings import Settings
-from punctual.smoothing import PACER, target_key
+from punctual.smoothing import target_key
 from punctual.store.base import JobStore
 from punctual.targets.base import SlotContext, TargetInvoker, TargetResult
 
@@ -55,7 +56,8 @@ log = logging.getLogger("punctual.execution")
 # The longest a claimed, smoothed slot waits in the worker for its instant (the claim returned it
 # to the queue when it had a whole second or more to wait).
 BUDGET_WAIT_MAX_S = 2.0
-BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its turn in this process
+DEFAULT_LATENESS_S = 10  # a job without max_lateness_seconds: the deployment's default (settings)
+BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its new instant
 
 
 class JobServicePauser:
@@ -261,7 +263,7 @@ class Worker:
             heartbeat=lambda: self.heartbeat_if_due(claim),
             cancel=claim.cancel,
         )
-        self._wait_for_budget(claim.message.not_before, job)
+        self._wait_for_budget(claim.message.not_before, job, (execution.slot, execution.scheduled_at))
         started = self.clock.now()
         try:
             result = self.invoker.invoke(job.target, job.payload, ctx)
@@ -271,15 +273,25 @@ class Worker:
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
 
-    def _wait_for_budget(self, not_before: str, job: Job) -> None:
+    def _late_instant(self, job: Job, slot: tuple[str, datetime], instant: datetime, rate: float) -> datetime:
+        """A slot reached after its instant takes a new one of its budget, shared by every worker
+        (:func:`punctual.budget_reservations.late_instant`)."""
+        lateness = float(
+            job.max_lateness_seconds if job.max_lateness_seconds is not None else DEFAULT_LATENESS_S
+        )
+        owner = f"{job.id}/{slot[0]}"
+        request = BudgetRequest(job.tenant, target_key(job.target), owner, rate, slot[1], lateness)
+        return late_instant(self.store, request, instant, self.clock.now())
+
+    def _wait_for_budget(self, not_before: str, job: Job, slot: tuple[str, datetime]) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
-        only for whole seconds, so it comes back up to a second early): wait for the instant its
-        target's rate budget gave it, so the call is never early (:mod:`punctual.smoothing`).
+        to come back one to two seconds early): wait for the instant its target's rate budget
+        gave it, so the call is never early (:mod:`punctual.smoothing`).
 
         A smoothed slot claimed after its instant (its message reached this worker late) is not
-        called at once either when its target has a budget of its own: this process keeps the
-        budget's spacing between its calls (:data:`punctual.smoothing.PACER`), so late messages that
-        arrive together (a batch's groups run side by side) do not reach the target together."""
+        called at once either when its target has a budget of its own: it takes a new instant of
+        the budget, reserved like the poller's (:func:`punctual.budget_reservations.late_instant`),
+        so late messages of several workers do not reach the target together."""
         if not not_before:
             return
         try:
@@ -288,7 +300,7 @@ class Worker:
             return  # signed but unreadable: the claim ran it at once too
         rate = getattr(job.target, "rate_budget_per_second", None)
         if rate:
-            instant = PACER.next_call(target_key(job.target), instant, self.clock.now(), rate)
+            instant = self._late_instant(job, slot, instant, rate)
         wait_s = (instant - self.clock.now()).total_seconds()
         if wait_s > 0:
             self.clock.sleep(min(wait_s, BUDGET_PACE_MAX_S if rate else BUDGET_WAIT_MAX_S))

@@ -16,7 +16,9 @@ them is one range record (:mod:`punctual.missed_ranges`). A pause ends the job's
 resume starts it again from the slots the pause owes (:mod:`punctual.polling.chains`).
 
 **Burst smoothing.** A first attempt whose target has a rate budget is placed in the budget
-(:mod:`punctual.smoothing`): its message carries ``not_before``, the instant the budget gives it,
+(:mod:`punctual.smoothing`), on an instant reserved in the table so that every poller of the
+deployment shares the budget (:mod:`punctual.budget_reservations`): its message carries
+``not_before``, the instant the budget gives it,
 never later than the slot's instant plus the job's ``max_lateness_seconds``; the worker holds it
 until then. A slot the budget cannot take within that bound is sent on time and reported
 (``RateBudgetOverruns``, the overrun sink, and a ``Rate Budget Overrun`` event). The message is
@@ -53,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.backfill_runner import BackfillRunner
+from punctual.budget_reservations import BudgetRequest, SharedBudgetLedger
 from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 from punctual.clock import Clock
 from punctual.execution.chain_ends import complete_job
@@ -70,7 +73,7 @@ from punctual.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.polling.resend import ResendWatch
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, spec_of
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
-from punctual.smoothing import HEAD_START_S, BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
+from punctual.smoothing import HEAD_START_S, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore
 from punctual.store.loads import MinuteLoad
 from punctual.store.reads import read_calendars
@@ -113,6 +116,7 @@ class _Outgoing:
     forecast: dict[datetime, MinuteLoad] = field(default_factory=dict)  # near chains' slots, ahead
     missed: list[Execution] = field(default_factory=list)
     excluded: list[Execution] = field(default_factory=list)
+    budgeted: list[tuple[str, int, Job, BudgetRequest]] = field(default_factory=list)  # (queue, index)
 
 
 class SlotReleaser:
@@ -154,7 +158,7 @@ class SlotReleaser:
         self.metrics = metrics
         self.pool = pool
         self.routing = config.routing
-        self.ledger = BudgetLedger(config.rate_budgets)
+        self.ledger = SharedBudgetLedger(store, config.rate_budgets, metrics=metrics)
         self.overruns: OverrunSink = overruns or LoggedOverruns()
         quota = BackfillQuota(
             store, config.max_backfills_per_tenant, config.backfill_slots_per_minute_per_tenant
@@ -191,6 +195,7 @@ class SlotReleaser:
 
     def _release_chunk(self, timers: Sequence[Timer], uncertain: bool) -> ReleaseReport:
         now = self.clock.now()
+        self.ledger.fresh_reads()  # a budget's first slot in this chunk reads its reservations again
         report = ReleaseReport()
         out = _Outgoing()
         jobs = self._read_jobs(timers)
@@ -215,6 +220,7 @@ class SlotReleaser:
         started = self._started_slots(plans) if uncertain else set()
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
+        self._smooth(out)
         followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind is not TimerKind.BACKFILL]
         self._followups(followups, jobs, now, out, report)
         for timer in timers:
@@ -364,7 +370,10 @@ class SlotReleaser:
             scheduled = dispatch_instant(job, slot)
             last = ends and slot == plan.release[-1]
             message = message_for(job, key, scheduled, 1, MessageKind.FIRE, now, spec=spec, last=last)
-            out.messages[queue].append(self._smoothed(job, message, scheduled))
+            request = self._budget_request(job, message.slot, scheduled)
+            if request is not None:  # placed with the chunk's other budgeted slots (_smooth)
+                out.budgeted.append((queue, len(out.messages[queue]), job, request))
+            out.messages[queue].append(message)
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
             handed_over = handed_over or last
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
@@ -398,15 +407,15 @@ class SlotReleaser:
         except Exception:
             log.warning("could not add a release's forecast to the load ledger", exc_info=True)
 
-    def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
-        """``message`` with the instant its target's rate budget gives it (see the module docstring)."""
+    def _budget_request(self, job: Job, slot: str, scheduled: datetime) -> BudgetRequest | None:
+        """The placement a slot's target's rate budget asks for (None: no budget applies)."""
         own = getattr(job.target, "rate_budget_per_second", None)
         if own is None and not self.ledger.budgets:
-            return message  # no budget can apply (the usual case): no target key to work out
+            return None  # no budget can apply (the usual case): no target key to work out
         key = target_key(job.target)
         rate = self.ledger.rate_for(job.tenant, key, own)
         if rate is None:
-            return message
+            return None
         lateness = job.max_lateness_seconds
         lateness_s = self.config.max_lateness_s if lateness is None else float(lateness)
         # Its message reaches a worker before its call: a slot released less than HEAD_START_S
@@ -416,15 +425,34 @@ class SlotReleaser:
         head = None
         if self.clock.now() + timedelta(seconds=HEAD_START_S) > scheduled:
             head = scheduled + timedelta(seconds=HEAD_START_S)
-        placement = self.ledger.place(job.tenant, key, rate, scheduled, lateness_s, head)
-        if placement.overrun:
-            self.metrics.add("RateBudgetOverruns", 1)
-            overrun = Overrun(job.tenant, job.id, message.slot, key, rate, lateness_s, scheduled)
-            self.overruns.overrun(overrun)
-            self.notifier.overrun(job, overrun, self.clock.now())  # the event (sent with the release)
-        if placement.release_at <= scheduled:
-            return message
-        return replace(message, not_before=format_instant_ms(placement.release_at))
+        # The owner names the slot: every poller of the deployment shares the placement.
+        return BudgetRequest(job.tenant, key, f"{job.id}/{slot}", rate, scheduled, lateness_s, head)
+
+    def _smooth(self, out: _Outgoing) -> None:
+        """Give the chunk's budgeted messages the instants their budgets give them, placed together
+        (see the module docstring); report those the budget cannot take within their lateness."""
+        if not out.budgeted:
+            return
+        placements = self.ledger.place_all([request for *_, request in out.budgeted])
+        for (queue, index, job, request), placement in zip(out.budgeted, placements, strict=True):
+            message = out.messages[queue][index]
+            if placement.overrun:
+                self.metrics.add("RateBudgetOverruns", 1)
+                overrun = Overrun(
+                    job.tenant,
+                    job.id,
+                    message.slot,
+                    request.key,
+                    request.rate,
+                    request.max_lateness_s,
+                    request.due,
+                )
+                self.overruns.overrun(overrun)
+                self.notifier.overrun(job, overrun, self.clock.now())  # the event (sent with the release)
+            if placement.release_at > request.due:
+                out.messages[queue][index] = replace(
+                    message, not_before=format_instant_ms(placement.release_at)
+                )
 
     def _followups(
         self,

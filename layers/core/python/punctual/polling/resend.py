@@ -13,7 +13,9 @@ A message whose attempt no worker has recorded yet is sent again with ``resend``
 message group and deduplication id (:attr:`punctual.queues.DispatchMessage.group_id`), so it
 passes a group held by a dead worker, and the claim keeps the slot to one run whichever copy
 comes first (the held original is dropped, or repairs, when it comes back). Each message is
-re-sent at most :data:`MAX_RESENDS` times, checked again twice as late each time.
+re-sent at most :data:`MAX_RESENDS` times, checked again twice as late each time. A smoothed
+message (``not_before``, :mod:`punctual.smoothing`) is held in the queue until its instant by
+design: it is checked that long after its instant, not after its send.
 
 **A claimed slot whose lease lapsed.** A check that finds the slot claimed but still RUNNING
 watches on: at its lease's end (plus :data:`LAPSED_AFTER_S`) it reads the record again, and when
@@ -41,7 +43,7 @@ import logging
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from punctual.models import Execution, ExecutionStatus
 from punctual.observability import MetricsSink
@@ -70,6 +72,17 @@ class _Watched:
     message: DispatchMessage = field(compare=False)
     wait_s: float = field(compare=False)
     takeovers: int = field(default=0, compare=False)  # copies sent for a lapsed lease
+
+
+def _held_until(message: DispatchMessage) -> datetime:
+    """When a worker may claim ``message``: a smoothed one waits in the queue for its instant
+    (``not_before``, :mod:`punctual.smoothing`), so it is not unclaimed before then."""
+    if message.not_before:
+        try:
+            return datetime.fromisoformat(message.not_before.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+    return datetime.min.replace(tzinfo=UTC)
 
 
 def claimed(message: DispatchMessage, attempt: int | None) -> bool:
@@ -120,7 +133,8 @@ class ResendWatch:
         with self._lock:
             for message in messages:
                 if message.kind in WATCHED and message.resend < MAX_RESENDS:
-                    self._push(_Watched(check_at, next(self._seq), queue, message, self.after_s))
+                    at = max(check_at, _held_until(message) + timedelta(seconds=self.after_s))
+                    self._push(_Watched(at, next(self._seq), queue, message, self.after_s))
 
     def _push(self, entry: _Watched) -> None:
         heapq.heappush(self._heap, entry)

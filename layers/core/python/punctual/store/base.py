@@ -19,6 +19,7 @@ from punctual.calendars import Calendar
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.store.keyring import TenantKeyRepository
 from punctual.store.loads import MinuteLoadRepository
+from punctual.store.reservations import BudgetReservationRepository
 from punctual.timers import Lane, Timer
 
 
@@ -783,6 +784,7 @@ class JobStore(
     TenantQuotaRepository,
     MinuteLoadRepository,
     TenantKeyRepository,
+    BudgetReservationRepository,
 ):
     """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
 

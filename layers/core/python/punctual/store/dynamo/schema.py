@@ -34,6 +34,9 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     bf. slots    pk=reqs#<tenant>          sk=backfill#<window>  n, expires_at (slots sent a minute)
     minute load  pk=load#<minute>#<shard>  sk=load            t, h (slots due, in its head), expires_at
     tenant key   pk=tkey#<tenant>          sk=epoch#<n>      wrapped (the KMS-wrapped data key), created_at
+    budget inst. pk=rate#<tenant>#<target>#<minute>  sk=<epoch us, 17 digits>  owner (the slot that
+                                                             holds it: <job>/<slot>), expires_at
+                                                             (punctual.budget_reservations)
 
 The one index, ``audit`` (sparse: only job items and running backfills carry ``aseg``, so no timer
 or execution write ever touches it): partition ``aseg`` (N, the job's far shard: the chain
@@ -182,6 +185,40 @@ def add_minute_load(total: int, head: int, expires_at: int) -> Expression:
     return Expression(
         update="ADD t :t, h :h SET expires_at = :exp",
         values={":t": _n(total), ":h": _n(head), ":exp": _n(expires_at)},
+    )
+
+
+def budget_pk(tenant: str, key: str, minute: datetime) -> str:
+    """The partition of a rate budget's reserved instants in one minute (a query reads a range)."""
+    return f"rate#{tenant}#{key}#{minute_key(minute)}"
+
+
+def budget_sk(epoch_us: int) -> str:
+    """An instant's sort key: microseconds since the epoch, zero-padded (sorts as it counts)."""
+    return f"{epoch_us:017d}"
+
+
+def budget_instant_key(tenant: str, key: str, minute: datetime, epoch_us: int) -> Key:
+    return _key(budget_pk(tenant, key, minute), budget_sk(epoch_us))
+
+
+def reserve_budget_instant(owner: str, expires_at: int) -> Expression:
+    """Take a budget's instant for ``owner``: only when it is free or already ``owner``'s."""
+    return Expression(
+        update="SET #o = :o, expires_at = :exp",
+        condition="attribute_not_exists(pk) OR #o = :o",
+        names={"#o": "owner"},
+        values={":o": _s(owner), ":exp": _n(expires_at)},
+    )
+
+
+def budget_range(pk: str, low_us: int, high_us: int) -> Expression:
+    """A query of a budget's reserved instants from ``low_us`` to ``high_us`` in one partition."""
+    return Expression(
+        key_condition="pk = :pk AND sk BETWEEN :lo AND :hi",
+        projection="sk, #o",
+        names={"#o": "owner"},
+        values={":pk": _s(pk), ":lo": _s(budget_sk(low_us)), ":hi": _s(budget_sk(high_us))},
     )
 
 

@@ -219,6 +219,10 @@ OTHER_OPERATIONS = frozenset(
         "add_minute_loads",
         "get_tenant_key",
         "put_tenant_key",
+        # The rate budgets' reservations (punctual.budget_reservations): items of their own, no
+        # transaction; a conditional write each, and a strongly consistent query.
+        "reserve_budget_instant",
+        "budget_reservations",
         "save_execution",
         "get_execution",
         "batch_get_executions",
