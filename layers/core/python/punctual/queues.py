@@ -100,6 +100,17 @@ class DispatchMessage:
     sig: str = ""  # HMAC of every other field (punctual.message_auth); empty when unsigned
 
     @property
+    def held_until(self) -> datetime | None:
+        """``not_before`` as an instant; None when the message is not smoothed, or when the signed
+        value does not read (it then runs at once rather than never)."""
+        if not self.not_before:
+            return None
+        try:
+            return datetime.fromisoformat(self.not_before.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+
+    @property
     def dedup_id(self) -> str:
         """Stable per (tenant, job, slot, attempt, job version): a resend is the same message.
 

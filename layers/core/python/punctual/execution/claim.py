@@ -461,9 +461,8 @@ class Claimer:
         waiting for the instant. The second of slack covers the time a message takes to be
         received again once visible: a message that came back late would be called late, and
         late calls bunch (the receiver would see them closer than the budget allows)."""
-        try:
-            not_before = datetime.fromisoformat(message.not_before.replace("Z", "+00:00"))
-        except ValueError:
+        not_before = message.held_until
+        if not_before is None:
             return None  # signed but unreadable: run it now rather than never
         seconds = int((not_before - self.clock.now()).total_seconds()) - HOLD_EARLY_S
         if seconds < 1:

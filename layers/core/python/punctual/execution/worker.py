@@ -263,7 +263,7 @@ class Worker:
             heartbeat=lambda: self.heartbeat_if_due(claim),
             cancel=claim.cancel,
         )
-        self._wait_for_budget(claim.message.not_before, job, (execution.slot, execution.scheduled_at))
+        self._wait_for_budget(claim.message.held_until, job, (execution.slot, execution.scheduled_at))
         started = self.clock.now()
         try:
             result = self.invoker.invoke(job.target, job.payload, ctx)
@@ -283,7 +283,7 @@ class Worker:
         request = BudgetRequest(job.tenant, target_key(job.target), owner, rate, slot[1], lateness)
         return late_instant(self.store, request, instant, self.clock.now())
 
-    def _wait_for_budget(self, not_before: str, job: Job, slot: tuple[str, datetime]) -> None:
+    def _wait_for_budget(self, instant: datetime | None, job: Job, slot: tuple[str, datetime]) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
         to come back one to two seconds early): wait for the instant its target's rate budget
         gave it, so the call is never early (:mod:`punctual.smoothing`).
@@ -292,12 +292,8 @@ class Worker:
         called at once either when its target has a budget of its own: it takes a new instant of
         the budget, reserved like the poller's (:func:`punctual.budget_reservations.late_instant`),
         so late messages of several workers do not reach the target together."""
-        if not not_before:
-            return
-        try:
-            instant = datetime.fromisoformat(not_before.replace("Z", "+00:00"))
-        except ValueError:
-            return  # signed but unreadable: the claim ran it at once too
+        if instant is None:
+            return  # not smoothed, or signed but unreadable: the claim ran it at once too
         rate = getattr(job.target, "rate_budget_per_second", None)
         if rate:
             instant = self._late_instant(job, slot, instant, rate)

@@ -13,7 +13,7 @@ A message whose attempt no worker has recorded yet is sent again with ``resend``
 message group and deduplication id (:attr:`punctual.queues.DispatchMessage.group_id`), so it
 passes a group held by a dead worker, and the claim keeps the slot to one run whichever copy
 comes first (the held original is dropped, or repairs, when it comes back). Each message is
-re-sent at most :data:`MAX_RESENDS` times, checked again twice as late each time. A smoothed
+re-sent at most :data:`MAX_RESENDS` times, each copy checked as long after its send. A smoothed
 message (``not_before``, :mod:`punctual.smoothing`) is held in the queue until its instant by
 design: it is checked that long after its instant, not after its send.
 
@@ -77,12 +77,15 @@ class _Watched:
 def _held_until(message: DispatchMessage) -> datetime:
     """When a worker may claim ``message``: a smoothed one waits in the queue for its instant
     (``not_before``, :mod:`punctual.smoothing`), so it is not unclaimed before then."""
-    if message.not_before:
-        try:
-            return datetime.fromisoformat(message.not_before.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-    return datetime.min.replace(tzinfo=UTC)
+    return message.held_until or datetime.min.replace(tzinfo=UTC)
+
+
+def _lapsed_at(record: Execution) -> datetime | None:
+    """When a RUNNING record's lease counts as lost (:data:`LAPSED_AFTER_S` past its end); None
+    when the record is not running on a lease."""
+    if record.status is not ExecutionStatus.RUNNING or record.lease_until is None:
+        return None
+    return record.lease_until + timedelta(seconds=LAPSED_AFTER_S)
 
 
 def claimed(message: DispatchMessage, attempt: int | None) -> bool:
@@ -212,22 +215,20 @@ class ResendWatch:
         """For a claimed slot: None when it needs no more watching; the entry checked again at its
         lease's end while it runs; a takeover to send once its lease lapsed (confirmed by a
         strongly consistent read)."""
-        if record.status is not ExecutionStatus.RUNNING or record.lease_until is None:
+        lapsed_at = _lapsed_at(record)
+        if lapsed_at is None or entry.takeovers >= MAX_TAKEOVERS:
             return None
-        if entry.takeovers >= MAX_TAKEOVERS:
-            return None
-        lapsed_at = record.lease_until + timedelta(seconds=LAPSED_AFTER_S)
         if lapsed_at > now:
             return replace(entry, check_at=lapsed_at, seq=next(self._seq))
         message = entry.message
-        fresh = self.store.batch_get_executions([(message.tenant, message.job_id, message.slot)])
-        current = fresh.get((message.tenant, message.job_id, message.slot))
-        if current is None or current.status is not ExecutionStatus.RUNNING or current.lease_until is None:
+        key = (message.tenant, message.job_id, message.slot)
+        current = self.store.batch_get_executions([key]).get(key)
+        lapsed_at = _lapsed_at(current) if current is not None else None
+        if lapsed_at is None:
             return None
-        if current.lease_until + timedelta(seconds=LAPSED_AFTER_S) > now:
-            return replace(
-                entry, check_at=current.lease_until + timedelta(seconds=LAPSED_AFTER_S), seq=next(self._seq)
-            )
+        if lapsed_at > now:
+            return replace(entry, check_at=lapsed_at, seq=next(self._seq))
+        assert current is not None and current.lease_until is not None
         log.warning(
             "slot %s of %s is RUNNING as attempt %d with its lease lapsed since %s: sending a takeover",
             message.slot,
