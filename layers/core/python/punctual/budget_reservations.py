@@ -52,26 +52,18 @@ import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+from punctual.instants import from_epoch_us, to_epoch_us
 from punctual.observability import MetricsSink
 from punctual.smoothing import BudgetLedger, Placement, _lane_instant, spacing_us
 from punctual.store.reservations import BudgetReservationRepository
 
 log = logging.getLogger("punctual.smoothing")
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RESERVATION_TTL_S = 24 * 3600  # a reservation is kept a day after its instant
 VIEW_INSTANTS = 256  # a view reads this many of the lane's instants ahead at a time
 WRITERS = 16  # conditional writes of one chunk's placements in flight at once
-
-
-def _us(instant: datetime) -> int:
-    return (instant - _EPOCH) // timedelta(microseconds=1)
-
-
-def _at(epoch_us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=epoch_us)
 
 
 @dataclass(frozen=True)
@@ -107,7 +99,7 @@ class _View:
 
     def add(self, found: Mapping[datetime, str]) -> None:
         for at, owner in found.items():
-            instant = _us(at)
+            instant = to_epoch_us(at)
             self.holders[instant] = owner
             self.owned.setdefault(owner, instant)
 
@@ -189,7 +181,7 @@ class SharedBudgetLedger(BudgetLedger):
         self, state: tuple[str, str], pending: list[tuple[int, BudgetRequest]], out: list[Placement | None]
     ) -> None:
         group, groups = self.lane
-        low = min(_us(r.due) for _, r in pending)
+        low = min(to_epoch_us(r.due) for _, r in pending)
         high = max(self._bounds(r)[2] for _, r in pending)
         view = self._view(state, low, high)
         lost: set[int] = set()  # instants a write found taken (a re-read may not show them yet)
@@ -200,7 +192,9 @@ class SharedBudgetLedger(BudgetLedger):
                 due_us, start, _, limit = self._bounds(request)
                 held = view.owned.get(request.owner)
                 if held is not None and due_us <= held <= limit:
-                    out[index] = Placement(_at(held), None, False)  # placed before (the other poller)
+                    out[index] = Placement(
+                        from_epoch_us(held), None, False
+                    )  # placed before (the other poller)
                     continue
                 step = spacing_us(request.rate)
                 scan = (start, group, groups, step)
@@ -229,18 +223,20 @@ class SharedBudgetLedger(BudgetLedger):
                 if ok:
                     view.holders[candidate] = request.owner
                     view.owned.setdefault(request.owner, candidate)
-                    out[index] = Placement(_at(candidate), None, False)
+                    out[index] = Placement(from_epoch_us(candidate), None, False)
                 else:  # taken since the view was read: read again (it shows who) and move on
                     lost.add(candidate)
                     pending.append((index, request))
             if pending:
-                view.add(self.store.budget_reservations(*state, _at(view.low), _at(view.high)))
+                view.add(
+                    self.store.budget_reservations(*state, from_epoch_us(view.low), from_epoch_us(view.high))
+                )
 
     def _bounds(self, request: BudgetRequest) -> tuple[int, int, int, int]:
         """(due, start, the end of its first read, limit) of a request, in epoch microseconds."""
-        due_us = _us(request.due)
+        due_us = to_epoch_us(request.due)
         limit = due_us + round(request.max_lateness_s * 1_000_000)
-        start = max(due_us, _us(request.not_before) if request.not_before is not None else due_us)
+        start = max(due_us, to_epoch_us(request.not_before) if request.not_before is not None else due_us)
         ahead = spacing_us(request.rate) * max(1, self.lane[1]) * VIEW_INSTANTS
         return due_us, start, max(due_us, min(limit, start + ahead)), limit
 
@@ -250,7 +246,7 @@ class SharedBudgetLedger(BudgetLedger):
         def take(attempt: tuple[int, BudgetRequest, int]) -> bool:
             _, request, candidate = attempt
             expires = int(request.due.timestamp()) + RESERVATION_TTL_S
-            return self.store.reserve_budget_instant(*state, _at(candidate), request.owner, expires)
+            return self.store.reserve_budget_instant(*state, from_epoch_us(candidate), request.owner, expires)
 
         if len(tries) <= 1:
             return [take(attempt) for attempt in tries]
@@ -268,7 +264,7 @@ class SharedBudgetLedger(BudgetLedger):
         view = self._views.get(state)
         if view is None or view.generation != generation:
             view = _View(generation, low, high)
-            view.add(self.store.budget_reservations(*state, _at(low), _at(high)))
+            view.add(self.store.budget_reservations(*state, from_epoch_us(low), from_epoch_us(high)))
             self._views[state] = view
             return view
         self._extend(state, view, low, high)
@@ -276,10 +272,12 @@ class SharedBudgetLedger(BudgetLedger):
 
     def _extend(self, state: tuple[str, str], view: _View, low: int, high: int) -> None:
         if low < view.low:
-            view.add(self.store.budget_reservations(*state, _at(low), _at(view.low - 1)))
+            view.add(self.store.budget_reservations(*state, from_epoch_us(low), from_epoch_us(view.low - 1)))
             view.low = low
         if high > view.high:
-            view.add(self.store.budget_reservations(*state, _at(view.high + 1), _at(high)))
+            view.add(
+                self.store.budget_reservations(*state, from_epoch_us(view.high + 1), from_epoch_us(high))
+            )
             view.high = high
 
 

@@ -21,16 +21,21 @@ A naive datetime is read as UTC; an aware one in any zone is converted.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 __all__ = [
     "InstantError",
     "format_instant",
     "format_instant_adaptive",
     "format_instant_ms",
+    "from_epoch_us",
     "parse_rfc3339",
+    "to_epoch_us",
     "to_utc",
 ]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 _MAX_TEXT_CHARS = 64
 _EXPECTED = "expected RFC 3339 such as 2026-01-01T09:00:00Z"
@@ -38,6 +43,16 @@ _EXPECTED = "expected RFC 3339 such as 2026-01-01T09:00:00Z"
 
 class InstantError(ValueError):
     """Text that is not an instant; the message is one line and quotes the text."""
+
+
+def to_epoch_us(instant: datetime) -> int:
+    """Whole microseconds since the epoch, exactly (no float on the way)."""
+    return (instant - _EPOCH) // _MICROSECOND
+
+
+def from_epoch_us(epoch_us: int) -> datetime:
+    """The aware UTC instant ``epoch_us`` microseconds after the epoch (:func:`to_epoch_us` back)."""
+    return _EPOCH + epoch_us * _MICROSECOND
 
 
 def to_utc(instant: datetime) -> datetime:

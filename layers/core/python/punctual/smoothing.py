@@ -53,13 +53,11 @@ import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from punctual.instants import format_instant
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+from punctual.instants import format_instant, from_epoch_us, to_epoch_us
 
 log = logging.getLogger("punctual.smoothing")
 
@@ -112,10 +110,6 @@ def _lane_instant(earliest_us: int, step_us: int, group: int, groups: int) -> in
         earliest_us = start + _MINUTE_US  # none left in this minute: the next minute's grid
 
 
-def _epoch_us(instant: datetime) -> int:
-    return (instant - _EPOCH) // timedelta(microseconds=1)
-
-
 def place_slot(
     next_free: datetime | None,
     due: datetime,
@@ -136,8 +130,8 @@ def place_slot(
     group, groups = lane
     step = spacing_us(rate_per_s)
     start = due if next_free is None or next_free <= due else next_free
-    earliest = _epoch_us(start if not_before is None or not_before <= start else not_before)
-    release = _EPOCH + timedelta(microseconds=_lane_instant(earliest, step, group, groups))
+    earliest = to_epoch_us(start if not_before is None or not_before <= start else not_before)
+    release = from_epoch_us(_lane_instant(earliest, step, group, groups))
     if release - due > timedelta(seconds=max_lateness_s):
         return Placement(due, next_free, True)  # on time, reported
     return Placement(release, release + timedelta(microseconds=1), False)

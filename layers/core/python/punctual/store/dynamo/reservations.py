@@ -3,23 +3,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from punctual.instants import from_epoch_us, to_epoch_us
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.reservations import BudgetReservationRepository
+from punctual.timers import minute_of
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MINUTE = timedelta(minutes=1)
-
-
-def _epoch_us(instant: datetime) -> int:
-    return (instant - _EPOCH) // timedelta(microseconds=1)
-
-
-def _minute_of(instant: datetime) -> datetime:
-    return instant.replace(second=0, microsecond=0)
 
 
 class DynamoBudgetReservations(DynamoBase, BudgetReservationRepository):
@@ -28,7 +21,7 @@ class DynamoBudgetReservations(DynamoBase, BudgetReservationRepository):
     def reserve_budget_instant(
         self, tenant: str, key: str, instant: datetime, owner: str, expires_at: int
     ) -> bool:
-        item_key = schema.budget_instant_key(tenant, key, _minute_of(instant), _epoch_us(instant))
+        item_key = schema.budget_instant_key(tenant, key, minute_of(instant), to_epoch_us(instant))
         return self._write_if(
             "update_item", Key=item_key, **schema.reserve_budget_instant(owner, expires_at).fields()
         )
@@ -37,10 +30,10 @@ class DynamoBudgetReservations(DynamoBase, BudgetReservationRepository):
         self, tenant: str, key: str, low: datetime, high: datetime
     ) -> dict[datetime, str]:
         found: dict[datetime, str] = {}
-        minute = _minute_of(low)
+        minute = minute_of(low)
         while minute <= high:  # one query per minute partition the range touches (one or two)
             pk = schema.budget_pk(tenant, key, minute)
-            expression = schema.budget_range(pk, _epoch_us(max(low, minute)), _epoch_us(high))
+            expression = schema.budget_range(pk, to_epoch_us(max(low, minute)), to_epoch_us(high))
             last: dict[str, Any] | None = None
             while True:
                 request: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
@@ -48,7 +41,7 @@ class DynamoBudgetReservations(DynamoBase, BudgetReservationRepository):
                     request["ExclusiveStartKey"] = last
                 reply = self.client.query(**request, **expression.fields())
                 for item in reply.get("Items", []):
-                    at = _EPOCH + timedelta(microseconds=int(item["sk"]["S"]))
+                    at = from_epoch_us(int(item["sk"]["S"]))
                     found[at] = item["owner"]["S"]
                 last = reply.get("LastEvaluatedKey")
                 if not last:
