@@ -74,7 +74,7 @@ BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
 }
 # (The tick and group 0's pollers look for a minute on every minute state machine before they
 # start it: DescribeExecution in every deployment shape.)
-# (The tick also looks at a minute's execution to re-plan it, punctual.burst_sight.)
+# (The tick also looks at a minute's execution to re-plan it, punctual.dispatch.burst_sight.)
 BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {}
 # boto3 operations authorised as another action.
 AUTHORISED_AS = {
@@ -110,7 +110,7 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
         "worker_service.py",
         "targets/__init__.py",
     ),
-    # its store: Container.reader; its scaling: the capacity actuator of punctual.scaling_aws
+    # its store: Container.reader; its scaling: the capacity actuator of punctual.dispatch.scaling_aws
     # and its Burst Shortfall events and re-plans (burst_sight.py)
     "tick": (
         "functions/tick/handler.py",

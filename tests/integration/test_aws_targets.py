@@ -23,18 +23,8 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 from moto.moto_api import state_manager
 
-from punctual.clock import ManualClock
-from punctual.models import (
-    EcsTarget,
-    EventBridgeTarget,
-    LambdaTarget,
-    SnsTarget,
-    SqsTarget,
-    StepFunctionsTarget,
-)
-from punctual.settings import Settings
-from punctual.targets import DefaultTargetInvoker
-from punctual.targets.aws_services import (
+from punctual.delivery.targets import DefaultTargetInvoker
+from punctual.delivery.targets.aws_services import (
     CallTimeouts,
     EcsTargetAdapter,
     EventBridgeTargetAdapter,
@@ -48,7 +38,17 @@ from punctual.targets.aws_services import (
     execution_name,
     lambda_wait_timeouts,
 )
-from punctual.targets.base import Outcome, SlotContext
+from punctual.delivery.targets.base import Outcome, SlotContext
+from punctual.models import (
+    EcsTarget,
+    EventBridgeTarget,
+    LambdaTarget,
+    SnsTarget,
+    SqsTarget,
+    StepFunctionsTarget,
+)
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -3,6 +3,6 @@
 Not part of the Lambda layer: the runtime never imports it. :mod:`.cli` is the command,
 :mod:`.api_verbs` its ``jobs`` and ``runs`` verbs, :mod:`.client` the HTTP client they use,
 :mod:`.scheduler` the boto3 ``scheduler`` client for Punctual's EventBridge Scheduler API.
-``punctual next`` evaluates schedules with the core package (:mod:`punctual.schedules`), so the
+``punctual next`` evaluates schedules with the core package (:mod:`punctual.timing.schedules`), so the
 core is a dependency.
 """

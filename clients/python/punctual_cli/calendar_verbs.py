@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from punctual.schedules import ScheduleError, format_instant, parse_instant
+from punctual.timing.schedules import ScheduleError, format_instant, parse_instant
 from punctual_cli.api_verbs import (
     CliInputError,
     _client,

@@ -1,6 +1,6 @@
 """The REST API: Powertools' resolver with one function per route.
 
-Routes read the caller's tenant, call a job use case (:class:`~punctual.jobs.JobService`)
+Routes read the caller's tenant, call a job use case (:class:`~punctual.usecases.jobs.JobService`)
 or the store (execution history), and shape the reply. Errors are raised, never
 answered here: :mod:`punctual.api.problems` maps them. Request and response bodies are
 validated against the models (``enable_validation``), which also produce the OpenAPI
@@ -47,8 +47,6 @@ from punctual.api.schemas import (
 )
 from punctual.api.tenancy import tenant_of
 from punctual.api.wiring import services
-from punctual.calendars import MAX_SKIPPED_IN_A_ROW, included_slots
-from punctual.jobs import JobNotFoundError
 from punctual.models import (
     CALENDAR_NAME_RE,
     CALENDAR_NAME_RULE,
@@ -58,8 +56,10 @@ from punctual.models import (
     ExecutionStatus,
     JobState,
 )
-from punctual.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
 from punctual.store.base import UnreadableJobError
+from punctual.timing.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
+from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots
+from punctual.usecases.jobs import JobNotFoundError
 
 API_TITLE = "Punctual"
 API_VERSION = "1.0.0"

@@ -8,7 +8,7 @@ records and timers), :mod:`.sqs` (the Lambda batch adapter), :mod:`.ports` (valu
 :mod:`.worker` (the facade). Record transitions live on the model (:data:`punctual.models.TRANSITIONS`).
 
 Shared by the worker Lambda (``functions/worker``) and the ECS worker
-(:mod:`punctual.worker_service`). Delivery from SQS is at least once; this module makes the
+(:mod:`punctual.execution.worker_service`). Delivery from SQS is at least once; this module makes the
 *start* of each attempt of a slot exactly once, and every status change a fenced,
 conditional write on the execution record ``(job, slot)``.
 

@@ -16,8 +16,8 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
-from punctual.backfills import BackfillState, parse_backfill_ref
-from punctual.clock import Clock
+from punctual.delivery.notifications.alerts import fire_delay_of
+from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
 from punctual.execution.after import AfterEffects
 from punctual.execution.decisions import ClaimAction, ClaimDecision, decide_claim
 from punctual.execution.lease import Leases
@@ -34,13 +34,13 @@ from punctual.execution.records import (
 )
 from punctual.execution.turns import Turns
 from punctual.execution.versions import released_version, superseded_record
-from punctual.message_auth import DispatchSigner
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
-from punctual.notifications.alerts import fire_delay_of
-from punctual.observability import MetricsSink
-from punctual.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
+from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import ExecutionConflictError, Expect
-from punctual.timers import TimerKind
+from punctual.timing.timers import TimerKind
+from punctual.usecases.backfills import BackfillState, parse_backfill_ref
 
 log = logging.getLogger("punctual.execution")
 

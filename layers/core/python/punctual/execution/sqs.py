@@ -13,8 +13,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from punctual.dispatch.queues import DispatchMessage
 from punctual.execution.ports import Delivery, HandleResult, MessageReturned
-from punctual.queues import DispatchMessage
 
 if TYPE_CHECKING:
     from punctual.execution.worker import Worker

@@ -17,7 +17,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from punctual.clock import Clock
+from punctual.delivery.notifications import Notifier
+from punctual.delivery.targets.base import SlotContext, TargetInvoker, TargetResult
+from punctual.dispatch.queues import DispatchMessage, QueuePort
+from punctual.dispatch.smoothing import PACER, target_key
 from punctual.execution.after import AfterEffects
 from punctual.execution.chain_ends import ChainEnds
 from punctual.execution.claim import Claimer
@@ -39,16 +42,13 @@ from punctual.execution.ports import (
 from punctual.execution.records import Ledger, summary
 from punctual.execution.sqs import SqsBatch
 from punctual.execution.turns import Turns
-from punctual.message_auth import DispatchSigner
 from punctual.models import ExecutionStatus, Job
-from punctual.notifications import Notifier
-from punctual.observability import MetricsSink, NullMetrics
-from punctual.queues import DispatchMessage, QueuePort
-from punctual.retries import RandomSource, seeded_random
-from punctual.settings import Settings
-from punctual.smoothing import PACER, target_key
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink, NullMetrics
+from punctual.runtime.settings import Settings
+from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import JobStore
-from punctual.targets.base import SlotContext, TargetInvoker, TargetResult
+from punctual.timing.retries import RandomSource, seeded_random
 
 log = logging.getLogger("punctual.execution")
 
@@ -62,7 +62,7 @@ class JobServicePauser:
     """:class:`JobPauser` through the job service (the same path as ``POST /jobs/{id}/pause``)."""
 
     def __init__(self, store: JobStore, queues: QueuePort, clock: Clock, config: WorkerConfig) -> None:
-        from punctual.jobs import JobService
+        from punctual.usecases.jobs import JobService
 
         self.service = JobService(store, queues, clock, config.layout, config.routing)
 
@@ -147,7 +147,7 @@ class Worker:
         )
         self.notifier = self.after.notifier
         # Deliveries (alerts, a heartbeat worker's started event) run beside the runs: a claim
-        # only records them (punctual.notifications.background).
+        # only records them (punctual.delivery.notifications.background).
         self.deliveries = self.notifier.deliver_beside()
         self.leases = Leases(self.ledger, queues, route, clock, config, self.metrics)
         self.finisher = Finisher(self.ledger, self.leases, self.after, clock, config, self.metrics, self._rng)
@@ -274,11 +274,11 @@ class Worker:
     def _wait_for_budget(self, not_before: str, job: Job) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
         only for whole seconds, so it comes back up to a second early): wait for the instant its
-        target's rate budget gave it, so the call is never early (:mod:`punctual.smoothing`).
+        target's rate budget gave it, so the call is never early (:mod:`punctual.dispatch.smoothing`).
 
         A smoothed slot claimed after its instant (its message reached this worker late) is not
         called at once either when its target has a budget of its own: this process keeps the
-        budget's spacing between its calls (:data:`punctual.smoothing.PACER`), so late messages that
+        budget's spacing between its calls (:data:`punctual.dispatch.smoothing.PACER`), so late messages that
         arrive together (a batch's groups run side by side) do not reach the target together."""
         if not not_before:
             return
@@ -316,7 +316,7 @@ class Worker:
 
 def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
     """The production target invoker (imported late: adapters pull in their own modules)."""
-    from punctual.targets import DefaultTargetInvoker
+    from punctual.delivery.targets import DefaultTargetInvoker
 
     return DefaultTargetInvoker(None, settings, clock=clock)
 
@@ -324,16 +324,16 @@ def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
 def default_dead_letters(settings: Settings, metrics: MetricsSink | None = None) -> DeadLetterSink:
     """Jobs' dead-letter queues, sent to as each job's target role under the tenant boundary
     (imported late, like the invoker)."""
-    from punctual.boundary import Boundary
+    from punctual.delivery.targets import DefaultTargetInvoker
     from punctual.execution.dead_letters import SqsDeadLetters
-    from punctual.targets import DefaultTargetInvoker
+    from punctual.security.boundary import Boundary
 
     return SqsDeadLetters(DefaultTargetInvoker.client_factory(settings), Boundary.of(settings), metrics)
 
 
 def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ...]]:
     """Decrypts a job's webhook signing secret (cached: a stored form decrypts the same forever)."""
-    from punctual.signing_secrets import SecretCipher, SecretsError, job_binding
+    from punctual.security.signing_secrets import SecretCipher, SecretsError, job_binding
 
     try:
         cipher = SecretCipher(settings)

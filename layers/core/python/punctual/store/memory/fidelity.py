@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from punctual.models import Job
 from punctual.store.base import Page
 from punctual.store.conflicts import CONFLICT_RETRY, ConflictRetry, retry_conflicts
-from punctual.timers import Timer, minute_key
+from punctual.timing.timers import Timer, minute_key
 
 if TYPE_CHECKING:
     from punctual.store.memory import MemoryStore
@@ -207,14 +207,14 @@ OTHER_OPERATIONS = frozenset(
         "wait_for_turn",
         "pass_turn",
         "get_turn",
-        # A tenant's burst quotas (punctual.tenant_quotas): items of their own, no transaction.
+        # A tenant's burst quotas (punctual.security.tenant_quotas): items of their own, no transaction.
         "get_peaks",
         "put_peaks",
         "join_backfills",
         "leave_backfills",
         "running_backfills",
         "take_backfill_slots",
-        # The minute-load ledger (punctual.load_forecast) and the tenants' data keys: items of their
+        # The minute-load ledger (punctual.dispatch.load_forecast) and the tenants' data keys: items of their
         # own, no transaction (the ledger's read is eventually consistent: STALE_READS).
         "add_minute_loads",
         "get_tenant_key",
