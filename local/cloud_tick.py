@@ -132,6 +132,6 @@ class CloudTick:
         return base
 
     def plan(self, minute: datetime) -> dict[str, Any] | None:
-        from punctual.dispatch.tick import execution_name
+        from punctual.dispatch.burst_sight import execution_name
 
         return self.executions.plan_for(execution_name(minute))

@@ -75,7 +75,7 @@ def start_minute(plans: Path, minute: datetime, plan: Callable[[], dict[str, Any
     """The plan of ``minute``'s execution: the one written first (by any process), else ``plan()``
     written now. Exclusive creation (a link of a complete file) makes a minute's plan one, as a
     Standard execution's name does."""
-    from punctual.dispatch.tick import execution_name
+    from punctual.dispatch.burst_sight import execution_name
 
     plans.mkdir(parents=True, exist_ok=True)
     path = plans / f"{execution_name(minute)}.json"
@@ -206,7 +206,7 @@ class MinuteScheduler:
         """The plan of the minute before (what the tick reads from its execution's input)."""
         if self.plans is None:
             return None
-        from punctual.dispatch.tick import execution_name
+        from punctual.dispatch.burst_sight import execution_name
 
         try:
             return dict(json.loads((self.plans / f"{execution_name(minute - MINUTE)}.json").read_text()))

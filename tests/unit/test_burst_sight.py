@@ -15,12 +15,12 @@ import pytest
 
 from factories import spec
 from punctual.delivery.notifications import EventPublisher, MemoryEventSink
-from punctual.dispatch.burst_sight import BURST_SHORTFALL
+from punctual.dispatch.burst_sight import BURST_SHORTFALL, execution_name
 from punctual.dispatch.load_forecast import HORIZON_S, LoadForecast, seeded_slots
 from punctual.dispatch.polling import Poller, PollerConfig
 from punctual.dispatch.queues import MemoryQueues
 from punctual.dispatch.scaling import MemoryActuator
-from punctual.dispatch.tick import Tick, execution_name
+from punctual.dispatch.tick import Tick
 from punctual.runtime.clock import ManualClock
 from punctual.runtime.settings import Settings
 from punctual.store.loads import MinuteLoad

@@ -17,8 +17,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from punctual.dispatch.burst_sight import execution_name
 from punctual.dispatch.scaling import MemoryActuator
-from punctual.dispatch.tick import Tick, execution_name
+from punctual.dispatch.tick import Tick
 from punctual.runtime.observability import RecordingMetrics
 from punctual.runtime.settings import Settings
 

@@ -39,6 +39,12 @@ REPLAN_SUFFIX = "-r"
 REPLAN_MARGIN_S = 5.0  # a minute is re-planned only while its pollers start at least this much later
 
 
+def execution_name(minute: datetime) -> str:
+    """A minute's Step Functions execution name (colons are illegal in names); a re-plan's adds
+    :data:`REPLAN_SUFFIX`."""
+    return minute.strftime("m-%Y%m%dT%H%M")
+
+
 def ledger_load(store: JobStore | None, minute: datetime) -> MinuteLoad:
     """The ledger's forecast of ``minute``'s near slots (nothing when it cannot be read)."""
     if store is None:
@@ -100,8 +106,6 @@ class Replanner:
         starts = minute - timedelta(seconds=self.settings.poller_lead_s)
         if now >= starts - timedelta(seconds=REPLAN_MARGIN_S):
             return False  # its pollers start (or started): too late to change them
-        from punctual.dispatch.tick import execution_name
-
         name = execution_name(minute)
         arn = running_on.replace(":stateMachine:", ":execution:", 1) + ":" + name
         try:

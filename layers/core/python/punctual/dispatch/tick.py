@@ -44,7 +44,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from punctual.delivery.notifications.events import EventPublisher
-from punctual.dispatch.burst_sight import REPLAN_SUFFIX, Replanner, ledger_load, shortfall_events
+from punctual.dispatch.burst_sight import (
+    REPLAN_SUFFIX,
+    Replanner,
+    execution_name,
+    ledger_load,
+    shortfall_events,
+)
 from punctual.dispatch.scaling import (
     CapacityActuator,
     CapacityProfile,
@@ -244,11 +250,6 @@ def group_slices(groups: list[dict[str, Any]], slices: int) -> list[list[dict[st
     """``groups`` split in order into ``slices`` runs whose sizes differ by at most one."""
     count = len(groups)
     return [groups[index * count // slices : (index + 1) * count // slices] for index in range(slices)]
-
-
-def execution_name(minute: datetime) -> str:
-    """A minute's Step Functions execution name (colons are illegal in names)."""
-    return minute.strftime("m-%Y%m%dT%H%M")
 
 
 class Tick:

@@ -22,24 +22,45 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from punctual.dispatch.polling.catchup import CatchUp
+from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.drain import MinuteDrain
-from punctual.dispatch.polling.release import ReleaseReport
-from punctual.store.base import progress_of
+from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
+from punctual.store.base import JobStore, progress_of
 from punctual.timing.timers import Lane, from_ms, to_ms
 
-if TYPE_CHECKING:  # the poller builds minute polls: a cycle at run time
-    from punctual.dispatch.polling.poller import Poller
-
 log = logging.getLogger("punctual.dispatch.polling")
+
+
+class MinutePoller(Protocol):
+    """What a minute poll needs of its poller (:class:`punctual.dispatch.polling.poller.Poller` is
+    one). Declared here, where it is used: the poller builds minute polls, so this module never
+    imports it."""
+
+    @property
+    def store(self) -> JobStore: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def config(self) -> PollerConfig: ...
+
+    @property
+    def metrics(self) -> MetricsSink: ...
+
+    @property
+    def releaser(self) -> SlotReleaser: ...
 
 
 class MinutePoll:
     """The state of one poller for one minute: its drain, near-lane cursor, catch-up, marks."""
 
-    def __init__(self, poller: Poller, minute: datetime, group: int, group_count: int) -> None:
+    def __init__(self, poller: MinutePoller, minute: datetime, group: int, group_count: int) -> None:
         self.poller = poller
         self.store = poller.store
         self.clock = poller.clock

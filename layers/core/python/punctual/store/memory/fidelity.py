@@ -44,15 +44,13 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from punctual.models import Job
 from punctual.store.base import Page
 from punctual.store.conflicts import CONFLICT_RETRY, ConflictRetry, retry_conflicts
+from punctual.store.memory.base import MemoryBase
 from punctual.timing.timers import Timer, minute_key
-
-if TYPE_CHECKING:
-    from punctual.store.memory import MemoryStore
 
 ItemKey = tuple[Hashable, ...]
 Kind = Literal["transaction", "write"]
@@ -393,7 +391,7 @@ class Fidelity:
 
     # ------------------------------------------------------------------ wiring
 
-    def attach(self, store: MemoryStore) -> None:
+    def attach(self, store: MemoryBase) -> None:
         """Route ``store``'s operations through the simulation (instance attributes shadow the
         class's methods, so subclasses that override them are covered too)."""
         self._store = store
