@@ -31,7 +31,8 @@ from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobExistsError
 from punctual.store.dynamo import DynamoStore, table_definition
 from punctual.timing.timers import TimerLayout
-from punctual.usecases.jobs import JobError, JobService, QueueRouting
+from punctual.usecases.job_errors import JobError
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import LAYOUT, Simulation
 
 PLAIN = "plain"

@@ -24,21 +24,19 @@ from moto import mock_aws
 from moto.moto_api import state_manager
 
 from punctual.delivery.targets import DefaultTargetInvoker
+from punctual.delivery.targets.aws_clients import CallTimeouts, api_call_timeouts, lambda_wait_timeouts
 from punctual.delivery.targets.aws_services import (
-    CallTimeouts,
-    EcsTargetAdapter,
     EventBridgeTargetAdapter,
     LambdaTargetAdapter,
     SnsTargetAdapter,
     SqsTargetAdapter,
     StepFunctionsTargetAdapter,
-    api_call_timeouts,
     classify_aws_error,
     dedup_id,
     execution_name,
-    lambda_wait_timeouts,
 )
 from punctual.delivery.targets.base import Outcome, SlotContext
+from punctual.delivery.targets.ecs import EcsTargetAdapter
 from punctual.models import (
     EcsTarget,
     EventBridgeTarget,

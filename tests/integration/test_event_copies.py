@@ -12,7 +12,7 @@ import pytest
 
 from factories import job
 from punctual.delivery.notifications import EventCopies, EventPublisher, MemoryEventSink, Notifier
-from punctual.delivery.targets.aws_services import Boto3ClientFactory
+from punctual.delivery.targets.aws_clients import Boto3ClientFactory
 from punctual.dispatch.queues import MessageKind
 from punctual.models import Execution, ExecutionStatus, Job
 from punctual.runtime.observability import RecordingMetrics

@@ -12,7 +12,8 @@ import pytest
 from moto import mock_aws
 
 from punctual.delivery.targets import DefaultTargetInvoker, SlotContext
-from punctual.delivery.targets.aws_services import AssumedRole, Boto3ClientFactory, SqsTargetAdapter
+from punctual.delivery.targets.aws_clients import AssumedRole, Boto3ClientFactory
+from punctual.delivery.targets.aws_services import SqsTargetAdapter
 from punctual.delivery.targets.base import Outcome
 from punctual.models import SqsTarget
 from punctual.runtime.settings import Settings

@@ -581,7 +581,7 @@ def test_a_dead_letter_event_reaches_a_real_queue_as_the_target_role(aws: None, 
     import boto3
 
     from factories import job as make_job
-    from punctual.delivery.targets.aws_services import Boto3ClientFactory
+    from punctual.delivery.targets.aws_clients import Boto3ClientFactory
     from punctual.execution.dead_letters import SqsDeadLetters
     from punctual.models import DeadLetterQueue, Execution, ExecutionStatus, RetryPolicy
     from punctual.security.boundary import Boundary

@@ -20,8 +20,8 @@ from typing import Any
 import boto3
 import pytest
 
+from punctual.delivery.targets.aws_clients import Boto3ClientFactory
 from punctual.delivery.targets.aws_services import (
-    Boto3ClientFactory,
     LambdaTargetAdapter,
     SqsTargetAdapter,
     StepFunctionsTargetAdapter,

@@ -19,7 +19,7 @@ from punctual.timing.timers import TimerKind, slot_key
 from punctual.usecases.backfill_runner import PENDING, SENT, BackfillRunner
 from punctual.usecases.backfills import Backfill, BackfillState
 from punctual.usecases.calendars import Calendar
-from punctual.usecases.jobs import InvalidJobError, JobConflictError
+from punctual.usecases.job_errors import InvalidJobError, JobConflictError
 
 S = ExecutionStatus
 HOURLY = "cron(0 * * * ? *)"

@@ -30,7 +30,8 @@ from punctual.store.base import JobExistsError
 from punctual.store.memory import MemoryStore
 from punctual.usecases.calendar_service import CalendarService
 from punctual.usecases.calendars import CalendarSpec
-from punctual.usecases.jobs import JobError, JobService
+from punctual.usecases.job_errors import JobError
+from punctual.usecases.jobs import JobService
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 CALENDARS = ("h1", "h2")

@@ -21,7 +21,8 @@ from punctual.timing.schedules import parse_schedule
 from punctual.timing.timers import Lane, minutes_between, slot_key
 from punctual.usecases.calendar_service import CalendarInUse, CalendarNotFound, CalendarService
 from punctual.usecases.calendars import Calendar, CalendarSpec, days_of, excluding, included_slots
-from punctual.usecases.jobs import InvalidJobError, JobService, PreconditionFailedError
+from punctual.usecases.job_errors import InvalidJobError, PreconditionFailedError
+from punctual.usecases.jobs import JobService
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

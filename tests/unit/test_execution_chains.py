@@ -14,7 +14,9 @@ from punctual.models import Job
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import TimerKind, slot_key
-from punctual.usecases.jobs import InvalidJobError, JobService, QueueRouting, find_cycle
+from punctual.usecases.job_admission import find_cycle
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, QueueRouting
 
 MINUTE = timedelta(minutes=1)
 

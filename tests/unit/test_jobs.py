@@ -12,14 +12,13 @@ from punctual.models import JobState
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import Lane, TimerLayout
-from punctual.usecases.jobs import (
+from punctual.usecases.job_errors import (
     InvalidJobError,
     JobConflictError,
     JobNotFoundError,
-    JobService,
     PreconditionFailedError,
-    QueueRouting,
 )
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

@@ -16,7 +16,8 @@ from punctual.runtime.settings import Settings
 from punctual.security.ownership import OwnResources, own_resources, parse_arn_list, resource_key
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import TimerLayout
-from punctual.usecases.jobs import InvalidJobError, JobService, QueueRouting
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"

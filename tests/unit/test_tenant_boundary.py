@@ -22,7 +22,8 @@ from punctual.security.boundary import Boundary, Callee, callees, reserved_sourc
 from punctual.security.ownership import OwnResources
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import TimerLayout
-from punctual.usecases.jobs import InvalidJobError, JobService, QueueRouting
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"

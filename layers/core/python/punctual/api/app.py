@@ -59,7 +59,7 @@ from punctual.models import (
 from punctual.store.base import UnreadableJobError
 from punctual.timing.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
 from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots
-from punctual.usecases.jobs import JobNotFoundError
+from punctual.usecases.job_errors import JobNotFoundError
 
 API_TITLE = "Punctual"
 API_VERSION = "1.0.0"

@@ -12,7 +12,7 @@ from punctual.api.problems import ApiProblem
 from punctual.api.wiring import Services
 from punctual.models import Job, JobSpec
 from punctual.store.base import JobExistsError
-from punctual.usecases.jobs import PreconditionFailedError
+from punctual.usecases.job_errors import PreconditionFailedError
 
 
 def create_at(

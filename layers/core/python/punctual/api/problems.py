@@ -44,7 +44,7 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.timing.schedules import ScheduleError
-from punctual.usecases.jobs import (
+from punctual.usecases.job_errors import (
     InvalidJobError,
     JobConflictError,
     JobNotFoundError,

@@ -29,7 +29,8 @@ from punctual.store.dynamo import DynamoStore
 from punctual.store.keyring import TenantKeyRepository
 from punctual.usecases.backfill_runner import BackfillRunner
 from punctual.usecases.calendar_service import CalendarService
-from punctual.usecases.jobs import InvalidJobError, JobService, SecretBox
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, SecretBox
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ import logging
 import re
 from datetime import datetime
 
-from punctual.delivery.targets.aws_services import ClientFactory, SqsTargetAdapter, message_body
+from punctual.delivery.targets.aws_clients import ClientFactory
+from punctual.delivery.targets.aws_services import SqsTargetAdapter, message_body
 from punctual.delivery.targets.base import Outcome, SlotContext
 from punctual.delivery.targets.payload import execution_id, render_payload
 from punctual.models import Execution, ExecutionStatus, Job, target_arn

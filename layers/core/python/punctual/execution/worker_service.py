@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -65,7 +64,7 @@ from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
 from punctual.execution.keeper import LeaseKeeper
 from punctual.runtime.clock import Clock, SystemClock
 from punctual.runtime.composition import container
-from punctual.runtime.settings import Settings, read_env
+from punctual.runtime.settings import Platform, Settings, read_env
 
 log = logging.getLogger("punctual.execution.worker_service")
 
@@ -394,7 +393,7 @@ def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = N
     settings = built.settings
     knobs = ServiceSettings.from_env()
     urls = queue_urls_for(settings, knobs.lane)
-    metrics = EmfMetrics(os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"))
+    metrics = EmfMetrics(Platform.from_env().metrics_namespace)
     # Every delete of the task (runs ended, messages dropped) goes out ten at a time.
     queues = BatchedDeletes(built.queues)
     worker = built.worker(lease_timers=True, invoker=invoker, metrics=metrics, queues=queues)

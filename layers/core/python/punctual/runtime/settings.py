@@ -236,6 +236,23 @@ class Settings(BaseModel):
         return read_env(cls, _PREFIX, environ)
 
 
+class Platform(BaseModel):
+    """What the platform sets, not Punctual: the region (the AWS SDK's variables) and the metrics
+    namespace (Powertools'). Read here like every other variable, when it is asked for (tests and
+    local mode change them between calls)."""
+
+    region: str = "us-east-1"
+    metrics_namespace: str = "Punctual"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Platform:
+        env = os.environ if environ is None else environ
+        return cls(
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            metrics_namespace=env.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"),
+        )
+
+
 # The settings a deployment chooses in its CDK context, under the field's camelCase name.
 DEPLOYED: tuple[str, ...] = (
     "shard_count",

@@ -61,7 +61,7 @@ from punctual.timing.slots import dispatch_instant, next_slot, schedule_of
 from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
 from punctual.usecases.backfills import Backfill, BackfillState, backfill_id, backfill_ref, range_texts
 from punctual.usecases.calendars import excluding
-from punctual.usecases.jobs import InvalidJobError, JobConflictError, JobNotFoundError
+from punctual.usecases.job_errors import InvalidJobError, JobConflictError, JobNotFoundError
 
 log = logging.getLogger("punctual.backfill")
 

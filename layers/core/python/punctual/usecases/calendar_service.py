@@ -21,7 +21,7 @@ from punctual.store.base import (
     UnreadableJobError,
 )
 from punctual.usecases.calendars import Calendar, CalendarSpec
-from punctual.usecases.jobs import JobConflictError, JobNotFoundError, PreconditionFailedError
+from punctual.usecases.job_errors import JobConflictError, JobNotFoundError, PreconditionFailedError
 
 
 class CalendarNotFound(JobNotFoundError):

@@ -11,20 +11,17 @@ import hashlib
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from punctual.delivery.targets.webhooks.guard import BlockedTargetError, guard_url
-from punctual.delivery.targets.webhooks.signing import TENANT_HEADER
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
-from punctual.models import EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
+from punctual.models import Job, JobSpec, JobState
 from punctual.runtime.clock import Clock
 from punctual.security.boundary import Boundary
 from punctual.security.ownership import OwnResources
 from punctual.security.peaks import Profile, job_profile
-from punctual.security.quotas import MICRO, micro_rate
+from punctual.security.quotas import MICRO
 from punctual.security.tenant_quotas import PeakQuota
 from punctual.store.base import (
     NO_CALENDAR_USES,
@@ -40,7 +37,6 @@ from punctual.store.dynamo.sizes import check_job_size
 from punctual.timing.schedules import ScheduleError, cached_schedule
 from punctual.timing.slots import (
     ceil_second,
-    dispatch_instant,
     fire_timer,
     first_slot,
     next_slot,
@@ -48,52 +44,22 @@ from punctual.timing.slots import (
     schedule_of,
 )
 from punctual.timing.timers import Timer, TimerLayout, slot_key
-from punctual.usecases.calendars import Calendar, included_slots
+from punctual.usecases.job_admission import JobAdmission
+from punctual.usecases.job_errors import (
+    InvalidJobError,
+    JobConflictError,
+    JobNotFoundError,
+    PreconditionFailedError,
+)
+from punctual.usecases.next_fire import NextFire
 
 RESUME_TRIES = 3  # a resume that meets a concurrent write (a poller parking an owed slot) reads again
-
-
-class JobError(Exception):
-    """Base of the errors the API turns into 4xx answers."""
-
-
-class JobNotFoundError(JobError):
-    pass
-
-
-class JobConflictError(JobError):
-    """The job changed meanwhile (409), or is in a state that forbids the request."""
-
-
-class PreconditionFailedError(JobError):
-    """``If-Match`` named a version that is not the current one (412)."""
-
-    def __init__(self, message: str, current_version: int | None) -> None:
-        super().__init__(message)
-        self.current_version = current_version
-
-
-class InvalidJobError(JobError):
-    """The spec is well-formed but cannot be accepted (422): no future slot, a cycle, ..."""
-
-    def __init__(self, message: str, field: str = "schedule") -> None:
-        super().__init__(message)
-        self.field = field
 
 
 class SecretBox(Protocol):
     def new_secret(self, tenant: str, job_id: str) -> tuple[str, str]:
         """A fresh webhook signing secret of one job: (plain text, stored form bound to the job)."""
         ...
-
-
-@dataclass
-class MoveReport:
-    """What :meth:`JobService.move_jobs` did: moved ids, new webhook secrets, jobs kept and why."""
-
-    moved: list[str] = field(default_factory=list)
-    secrets: dict[str, str] = field(default_factory=dict)
-    kept: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _whole_second(instant: datetime) -> datetime:
@@ -153,27 +119,6 @@ def _calendars_checked() -> Iterator[None]:
             f"exclude_calendars: calendar {exc.name!r} does not exist (PUT /v1/calendars/{exc.name} first)",
             field="exclude_calendars",
         ) from None
-
-
-def find_cycle(
-    job_id: str, parents: tuple[str, ...], lookup: Callable[[str], tuple[str, ...] | None]
-) -> list[str] | None:
-    """The dependency path that leads from ``parents`` back to ``job_id``, or None.
-
-    ``lookup(id)`` gives a job's own parents (None when the job does not exist).
-    """
-    stack: list[tuple[str, list[str]]] = [(p, [job_id, p]) for p in parents]
-    seen: set[str] = set()
-    while stack:
-        current, path = stack.pop()
-        if current == job_id:
-            return path
-        if current in seen:
-            continue
-        seen.add(current)
-        for parent in lookup(current) or ():
-            stack.append((parent, [*path, parent]))
-    return None
 
 
 def signs_webhooks(spec: JobSpec) -> bool:
@@ -267,13 +212,27 @@ class JobService:
         self.routing = routing
         self.max_jobs = max_jobs_per_tenant
         self.secrets = secrets
-        self.allow_cidrs = allow_cidrs
         self.own_resources = own_resources or OwnResources
         self.require_target_role = require_target_role
         self.boundary = boundary or Boundary(self.own_resources, require_target_role=require_target_role)
         self.peaks = peaks
         self.max_trigger_rate = None if max_triggers_per_minute is None else max_triggers_per_minute * MICRO
         self.forecast = forecast  # the minute-load ledger the tick reads (punctual.dispatch.load_forecast)
+        self.admission = JobAdmission(store, self.boundary, allow_cidrs, peaks)
+        self.next_fire = NextFire(store, lambda: self.clock.now())  # the clock may be replaced (tests)
+
+    @property
+    def allow_cidrs(self) -> tuple[str, ...]:
+        """Addresses the webhook SSRF guard lets through (:attr:`JobAdmission.allow_cidrs`)."""
+        return self.admission.allow_cidrs
+
+    @allow_cidrs.setter
+    def allow_cidrs(self, cidrs: tuple[str, ...]) -> None:
+        self.admission.allow_cidrs = cidrs
+
+    def recount_peaks(self, tenant: str) -> Profile:
+        """Rebuild ``tenant``'s peak profile from its jobs (:meth:`JobAdmission.recount_peaks`)."""
+        return self.admission.recount_peaks(tenant)
 
     def _forecast(self, old: Job | None, new: Job | None) -> None:
         """A job's near slots in the minute-load ledger: ``old``'s taken back, ``new``'s added."""
@@ -286,7 +245,7 @@ class JobService:
         job = self.store.get_job(tenant, job_id)
         if job is None:
             raise JobNotFoundError(f"job {job_id!r} not found")
-        return self.with_next_fire(job)
+        return self.next_fire.of(job)
 
     def list_jobs(
         self,
@@ -297,36 +256,8 @@ class JobService:
         tag: str | None = None,
     ) -> Page[Job]:
         page = self.store.list_jobs(tenant, limit, cursor, state, tag)
-        calendars = self.calendars_of(page.items)
-        return Page([self.with_next_fire(job, calendars) for job in page.items], page.cursor, page.unreadable)
-
-    def calendars_of(self, jobs: list[Job]) -> dict[tuple[str, str], Calendar]:
-        """The calendars ``jobs`` exclude, read once each."""
-        keys = {(job.tenant, name) for job in jobs for name in job.exclude_calendars}
-        return self.store.batch_get_calendars(keys) if keys else {}
-
-    def excluded_by(
-        self, job: Job, calendars: dict[tuple[str, str], Calendar] | None = None
-    ) -> list[Calendar]:
-        """The calendars ``job`` excludes, as they are now (one missing is left out)."""
-        if not job.exclude_calendars:
-            return []
-        found = calendars if calendars is not None else self.calendars_of([job])
-        return [found[key] for key in ((job.tenant, n) for n in job.exclude_calendars) if key in found]
-
-    def with_next_fire(self, job: Job, calendars: dict[tuple[str, str], Calendar] | None = None) -> Job:
-        """``next_fire_at`` is derived from the schedule when read, never written on every fire;
-        slots on a day of a calendar the job excludes are passed over."""
-        nxt: datetime | None = None
-        if job.state is JobState.ENABLED and schedule_of(job).kind not in ("after", "delay"):
-            excluding = self.excluded_by(job, calendars)
-            if excluding:
-                found = included_slots(lambda t: next_slot(job, t), self.clock.now(), excluding, 1)
-                slot = found[0] if found else None
-            else:
-                slot = next_slot(job, self.clock.now())
-            nxt = dispatch_instant(job, slot) if slot else None
-        return job.model_copy(update={"next_fire_at": nxt})
+        calendars = self.next_fire.calendars_of(page.items)
+        return Page([self.next_fire.of(job, calendars) for job in page.items], page.cursor, page.unreadable)
 
     # ------------------------------------------------------------------ writing
 
@@ -340,8 +271,8 @@ class JobService:
         """
         now = self.clock.now()
         job_id = job_id or uuid.uuid4().hex
-        self._check_target(spec)
-        parents = self._check_dependencies(tenant, job_id, spec)
+        self.admission.check_target(spec)
+        parents = self.admission.check_dependencies(tenant, job_id, spec)
         secret_plain: str | None = None
         secret_stored: str | None = None
         if signs_webhooks(spec) and self.secrets is not None:
@@ -354,7 +285,7 @@ class JobService:
             updated_at=now,
             anchor=_whole_second(spec.start_at or now),
             signing_secret_enc=secret_stored,
-            trigger_rate=self._trigger_rate(tenant, spec),
+            trigger_rate=self.admission.trigger_rate(tenant, spec),
             spec_version=1,
         )
         check_job_size(job)  # 413 naming the largest parts, before anything is written
@@ -370,17 +301,17 @@ class JobService:
         # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
         # a job excludes it, nor a job made to exclude one that is gone.
         uses = CalendarUses.between((), spec.exclude_calendars)
-        added = self._count_peaks(tenant, job, None)
+        added = self.admission.count_peaks(tenant, job, None)
         try:
             with _calendars_checked():
                 self.store.create_job(
                     job, timer, self.max_jobs, self.max_trigger_rate, parents=parents, calendars=uses
                 )
         except Exception:
-            self._uncount_peaks(tenant, *added)
+            self.admission.uncount_peaks(tenant, *added)
             raise
         self._forecast(None, job)
-        return self.with_next_fire(job), secret_plain
+        return self.next_fire.of(job), secret_plain
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
         """Replace the spec. The next slot is computed afresh (no catch-up for a replacement).
@@ -390,8 +321,8 @@ class JobService:
         found = self._found(tenant, job_id, expected_version)
         now = self.clock.now()
         current = found if isinstance(found, Job) else _stand_in(found, spec, now)
-        self._check_target(spec)
-        parents = self._check_dependencies(tenant, job_id, spec)
+        self.admission.check_target(spec)
+        parents = self.admission.check_dependencies(tenant, job_id, spec)
         old_parents = schedule_of(current).parents if isinstance(found, Job) else _raw_parents(found)
         anchor = current.anchor
         if spec.start_at != current.start_at or spec.schedule != current.schedule:
@@ -414,7 +345,7 @@ class JobService:
             skipped_slots=current.skipped_slots,
             signing_secret_enc=current.signing_secret_enc,
             signing_secret_prev_enc=current.signing_secret_prev_enc,
-            trigger_rate=self._trigger_rate(tenant, spec),
+            trigger_rate=self.admission.trigger_rate(tenant, spec),
         )
         if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
             job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
@@ -431,7 +362,7 @@ class JobService:
         uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
         # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.
         removed = tuple(p for p in old_parents if p not in parents)
-        changed = self._count_peaks(tenant, job, found)
+        changed = self.admission.count_peaks(tenant, job, found)
         try:
             with _calendars_checked():
                 self._write(
@@ -444,17 +375,17 @@ class JobService:
                     calendars=uses,
                 )
         except Exception:
-            self._uncount_peaks(tenant, *changed)
+            self.admission.uncount_peaks(tenant, *changed)
             raise
         self._forecast(current, job)
-        return self.with_next_fire(job)
+        return self.next_fire.of(job)
 
     def pause(
         self, tenant: str, job_id: str, expected_version: int | None = None, reason: str | None = None
     ) -> Job:
         current = self._current(tenant, job_id, expected_version)
         if current.state is JobState.PAUSED:
-            return self.with_next_fire(current)
+            return self.next_fire.of(current)
         if current.state is JobState.COMPLETED:
             raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
         now = self.clock.now()
@@ -471,14 +402,14 @@ class JobService:
         )
         self._write(job, current.version, [])
         self._forecast(current, job)
-        return self.with_next_fire(job)
+        return self.next_fire.of(job)
 
     def resume(self, tenant: str, job_id: str, expected_version: int | None = None) -> Job:
         """Enable again; the slots the pause owes follow the catch-up policy (:func:`resumed`)."""
         for attempt in range(RESUME_TRIES):
             current = self._current(tenant, job_id, expected_version)
             if current.state is JobState.ENABLED:
-                return self.with_next_fire(current)
+                return self.next_fire.of(current)
             if current.state is JobState.COMPLETED:
                 raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
             job, timers = resumed(current, self.clock.now(), self.layout)
@@ -489,7 +420,7 @@ class JobService:
                     raise
                 continue  # a poller recorded a slot the pause owes (a version bump): read it again
             self._forecast(current, job)
-            return self.with_next_fire(job)
+            return self.next_fire.of(job)
         raise AssertionError("unreachable")
 
     def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
@@ -532,7 +463,7 @@ class JobService:
         if drop_previous:
             job = current.model_copy(update={"signing_secret_prev_enc": None, "updated_at": now})
             self._write(job, current.version, [])
-            return self.with_next_fire(job), None
+            return self.next_fire.of(job), None
         plain, stored = self.secrets.new_secret(tenant, job_id)
         job = current.model_copy(
             update={
@@ -542,50 +473,7 @@ class JobService:
             }
         )
         self._write(job, current.version, [])
-        return self.with_next_fire(job), plain
-
-    def move_jobs(self, from_tenant: str, to_tenant: str) -> MoveReport:
-        """Move every job of ``from_tenant`` to ``to_tenant``, keeping each job's id and spec.
-
-        For the change of tenant identity (issue 16: principal ARN → unique id), run once per
-        tenant by an operator. Each job is registered under the new tenant (its next slot
-        computed afresh; a paused job stays paused) and only then deleted under the old one, so
-        a crash half-way leaves a job in both places, never in neither, and running it again
-        finishes the move. Webhook jobs get a new signing secret, bound to the new tenant
-        (:attr:`MoveReport.secrets`, to hand to the tenant). A job that cannot be registered
-        again (a completed one-time job, one with no future slot) stays where it is, with the
-        reason in :attr:`MoveReport.kept`. History (executions) stays under the old identity.
-        """
-        report = MoveReport()
-        pending = True
-        while pending:  # again while progress is made: an after() child may precede its parent
-            pending = False
-            report.kept.clear()
-            for job in self._all_jobs(from_tenant):
-                if self.store.get_job(to_tenant, job.id) is None:
-                    try:
-                        _, secret = self.register(to_tenant, job.spec(), job.id)
-                    except InvalidJobError as exc:
-                        report.kept.append((job.id, str(exc)))
-                        continue
-                    if secret is not None:
-                        report.secrets[job.id] = secret
-                    if job.state is JobState.PAUSED:
-                        self.pause(to_tenant, job.id, reason=job.state_reason)
-                self.delete(from_tenant, job.id)
-                report.moved.append(job.id)
-                pending = True
-        return report
-
-    def _all_jobs(self, tenant: str) -> list[Job]:
-        jobs: list[Job] = []
-        cursor: str | None = None
-        while True:
-            page = self.store.list_jobs(tenant, 100, cursor)
-            jobs.extend(page.items)
-            if page.cursor is None:
-                return jobs
-            cursor = page.cursor
+        return self.next_fire.of(job), plain
 
     def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:
         """Run the job now as an extra slot; the same ``request_key`` always names the same slot.
@@ -661,96 +549,3 @@ class JobService:
         if slot is None:
             return None
         return fire_timer(self.layout, job, slot, now)
-
-    def _count_peaks(
-        self, tenant: str, job: Job, replaced: Job | UnreadableJob | None
-    ) -> tuple[Profile | None, Profile | None]:
-        """Move the tenant's peak profile by ``job``'s (less ``replaced``'s); 409 past a limit."""
-        if self.peaks is None:
-            return None, None
-        added = job_profile(job)
-        removed = job_profile(replaced) if isinstance(replaced, Job) else None
-        self.peaks.change(tenant, add=added, remove=removed)
-        return added, removed
-
-    def _uncount_peaks(self, tenant: str, added: Profile | None, removed: Profile | None) -> None:
-        """Take back :meth:`_count_peaks` when the job's own write failed."""
-        if self.peaks is not None and added is not None:
-            self.peaks.undo(tenant, add=added, remove=removed)
-
-    def recount_peaks(self, tenant: str) -> Profile:
-        """Rebuild ``tenant``'s peak profile from its jobs (after a crash between a profile's
-        change and the job's write, or for jobs registered before peaks were counted)."""
-        if self.peaks is None:
-            return Profile()
-        jobs: list[Job] = []
-        cursor: str | None = None
-        while True:
-            page = self.store.list_jobs(tenant, 100, cursor)
-            jobs.extend(page.items)
-            cursor = page.cursor
-            if cursor is None:
-                break
-        return self.peaks.recount(tenant, list(jobs))
-
-    def _trigger_rate(self, tenant: str, spec: JobSpec) -> int:
-        """Micro-triggers per minute the job adds to its tenant's total (:mod:`punctual.security.quotas`)."""
-
-        def parent_rate(parent: str) -> int:
-            found = self.store.get_job(tenant, parent)
-            return found.trigger_rate if found else 0
-
-        return micro_rate(schedule_of(spec), parent_rate)
-
-    def _check_target(self, spec: JobSpec) -> None:
-        """Refuse, before anything is stored, what the worker would refuse to call anyway: every
-        ARN the job names (target, alert targets, dead-letter queue, events bus) under the tenant
-        boundary (:mod:`punctual.security.boundary`), and every webhook URL under the SSRF guard."""
-        refusal = self.boundary.first_refusal(spec)
-        if refusal is not None:
-            raise InvalidJobError(str(refusal), field=refusal.field)
-        self._check_one_target(spec.target, "target")
-        for index, rule in enumerate(spec.alerts):
-            self._check_one_target(rule.target, f"alerts[{index}].target")
-        target = spec.target
-        if (
-            isinstance(target, EventBridgeTarget)
-            and spec.payload is not None
-            and not isinstance(spec.payload, dict)
-        ):
-            raise InvalidJobError(
-                "an eventbridge target's payload must be a JSON object (the event detail)", field="payload"
-            )
-
-    def _check_one_target(self, target: Target, where: str) -> None:
-        if isinstance(target, HttpTarget):
-            taken = [name for name in target.headers if name.lower() == TENANT_HEADER.lower()]
-            if taken:
-                raise InvalidJobError(
-                    f"{where}.headers: header {taken[0]!r} is reserved: Punctual sets it on every request",
-                    field=f"{where}.headers",
-                )
-            try:
-                # No DNS here: literal addresses, every spelling of them, and localhost names.
-                guard_url(target.url, self.allow_cidrs, resolve=False)
-            except BlockedTargetError as exc:
-                raise InvalidJobError(f"{where} url refused: {exc.reason}", field=f"{where}.url") from None
-
-    def _check_dependencies(self, tenant: str, job_id: str, spec: JobSpec) -> tuple[str, ...]:
-        parents = schedule_of(spec).parents
-        if not parents:
-            return ()
-        for parent in parents:
-            if parent == job_id:
-                raise InvalidJobError("a job cannot depend on itself")
-            if self.store.get_job(tenant, parent) is None:
-                raise InvalidJobError(f"after(): parent job {parent!r} does not exist")
-
-        def lookup(other: str) -> tuple[str, ...] | None:
-            found = self.store.get_job(tenant, other)
-            return schedule_of(found).parents if found else None
-
-        cycle = find_cycle(job_id, parents, lookup)
-        if cycle:
-            raise InvalidJobError("dependency cycle: " + " -> ".join(cycle))
-        return parents

@@ -25,7 +25,7 @@ from collections import defaultdict
 from typing import Any
 
 from punctual.delivery.notifications.events import MAX_ENTRIES_PER_CALL, SOURCE, Event
-from punctual.delivery.targets.aws_services import ClientFactory, api_call_timeouts, role_for
+from punctual.delivery.targets.aws_clients import ClientFactory, api_call_timeouts, role_for
 from punctual.delivery.targets.base import SlotContext
 from punctual.models import Job
 from punctual.runtime.observability import MetricsSink, NullMetrics

@@ -13,11 +13,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from punctual.delivery.targets.aws_clients import Boto3ClientFactory, ClientFactory
 from punctual.delivery.targets.aws_services import (
-    ECS_POLL_INTERVAL_S,
-    Boto3ClientFactory,
-    ClientFactory,
-    EcsTargetAdapter,
     EventBridgeTargetAdapter,
     LambdaTargetAdapter,
     SnsTargetAdapter,
@@ -25,6 +22,7 @@ from punctual.delivery.targets.aws_services import (
     StepFunctionsTargetAdapter,
 )
 from punctual.delivery.targets.base import Outcome, SlotContext, TargetAdapter, TargetInvoker, TargetResult
+from punctual.delivery.targets.ecs import ECS_POLL_INTERVAL_S, EcsTargetAdapter
 from punctual.delivery.targets.payload import PLACEHOLDERS, render_payload
 from punctual.delivery.targets.webhooks import (
     BlockedTargetError,
@@ -78,7 +76,7 @@ class DefaultTargetInvoker:
     ----------
     clients : ClientFactory or None
         ``clients(service)`` returns a boto3 client (see :mod:`punctual.delivery.targets.aws_services`);
-        None builds :class:`~punctual.delivery.targets.aws_services.Boto3ClientFactory` on first use.
+        None builds :class:`~punctual.delivery.targets.aws_clients.Boto3ClientFactory` on first use.
     settings : Settings
         ``target_allow_cidrs`` opens addresses the SSRF guard would refuse;
         ``target_role_arn`` is the role AWS targets without ``role_arn`` are called as
