@@ -9,8 +9,8 @@ import pytest
 from api_harness import ACCOUNT, ALICE, ALICE_ID, BOB, ApiClient, Reply, job_spec
 from api_harness import api as api  # the fixture
 
+from punctual.admin.tenant_moves import move_jobs
 from punctual.models import Execution, ExecutionStatus
-from punctual.usecases.tenant_moves import move_jobs
 
 SLOT = "2026-11-30T09:32:00Z"
 

@@ -2,9 +2,9 @@
 
 * :mod:`~punctual.usecases.jobs`: register, replace, pause, resume, delete, trigger a job
   (:class:`~punctual.usecases.jobs.JobService`); what a spec must pass before it is written is
-  :mod:`~punctual.usecases.job_admission`, its errors :mod:`~punctual.usecases.job_errors`, a job
-  as read (its next fire) :mod:`~punctual.usecases.next_fire`, and moving a tenant's jobs to a new
-  tenant id :mod:`~punctual.usecases.tenant_moves`.
+  :mod:`~punctual.usecases.job_admission`, its errors :mod:`~punctual.usecases.job_errors`, and a
+  job as read (its next fire) :mod:`~punctual.usecases.next_fire`. (An operator moves a tenant's
+  jobs to a new tenant id with :mod:`punctual.admin.tenant_moves`, outside the Lambda layer.)
 * :mod:`~punctual.usecases.calendars` (the exclusion calendar and its rules) and
   :mod:`~punctual.usecases.calendar_service` (``/v1/calendars``).
 * :mod:`~punctual.usecases.backfills` (the backfill record, what is pure about it) and

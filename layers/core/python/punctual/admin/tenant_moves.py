@@ -1,4 +1,5 @@
-"""Moving a tenant's jobs to another tenant id (issue 16: principal ARN → unique id), by an operator.
+"""Moving a tenant's jobs to another tenant id (issue 16: principal ARN → unique id), by an operator
+(like every operator command, outside the Lambda layer).
 
 Built on the job use cases (:class:`punctual.usecases.jobs.JobService`): each job is registered
 under the new tenant before it is deleted under the old one.
