@@ -58,15 +58,15 @@ the two, the message is redelivered, finds the attempt ended and re-applies them
 from __future__ import annotations
 
 from punctual.execution.after import failure_report
-from punctual.execution.claim import (
+from punctual.execution.claim import FINISH_MARGIN_S
+from punctual.execution.decisions import ClaimAction, ClaimDecision, decide_claim, lease_live
+from punctual.execution.lease import SHUTDOWN
+from punctual.execution.parking import (
     ERROR_BACKOFF_S,
-    FINISH_MARGIN_S,
     PARK_AFTER_RECEIVES,
     QUEUE_RECHECK_MIN_S,
     error_backoff_s,
 )
-from punctual.execution.decisions import ClaimAction, ClaimDecision, decide_claim, lease_live
-from punctual.execution.lease import SHUTDOWN
 from punctual.execution.ports import (
     Claim,
     ClaimOutcome,

@@ -233,7 +233,7 @@ class Worker:
 
     def after_error(self, message: DispatchMessage, delivery: Delivery | None, error: BaseException) -> bool:
         """See :meth:`punctual.execution.claim.Claimer.after_error` (True: delete the message)."""
-        return self.claimer.after_error(message, delivery, error)
+        return self.claimer.parking.after_error(message, delivery, error)
 
     # ------------------------------------------------------------------ the steps
 
