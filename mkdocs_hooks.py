@@ -7,7 +7,7 @@ they describe, so that they cannot drift from them:
   sections and its subsections) in the page, its headings moved to ``level=N`` and its links to
   ``docs/...`` made relative to the site (``README.md`` is the home page this way, and
   ``infra/README.md`` the deployment and context-settings pages).
-* ``<!-- generated: settings -->``: every ``PUNCTUAL_*`` variable of ``punctual.settings.Settings``
+* ``<!-- generated: settings -->``: every ``PUNCTUAL_*`` variable of ``punctual.runtime.settings.Settings``
   with its type, default, bounds, CDK context key and the comment the model gives it.
 * ``<!-- generated: cli -->``: ``--help`` of the ``punctual`` command and of each of its verbs.
 * ``<!-- generated: schema PATH -->``: the fields of a JSON Schema (the events' details).
@@ -131,7 +131,7 @@ def cell(text: object) -> str:
 
 def setting_comments() -> dict[str, str]:
     """The comment above each field of ``Settings`` (and any on its line), from the source."""
-    source = (ROOT / "layers/core/python/punctual/settings.py").read_text(encoding="utf-8")
+    source = (ROOT / "layers/core/python/punctual/runtime/settings.py").read_text(encoding="utf-8")
     body = source.split("class Settings(BaseModel):", 1)[1]
     comments: dict[str, str] = {}
     pending: list[str] = []
@@ -152,7 +152,7 @@ def setting_comments() -> dict[str, str]:
 
 
 def settings_table() -> str:
-    from punctual.settings import DEPLOYED, Settings, context_key, default_of, env_value
+    from punctual.runtime.settings import DEPLOYED, Settings, context_key, default_of, env_value
 
     comments = setting_comments()
     rows = [

@@ -232,7 +232,7 @@ DEPLOYABLE_MAX_GROUPS = 256  # infra/constants.py MAX_SHARD_GROUPS (a Parallel o
 
 @dataclass(frozen=True)
 class Deployment:
-    """The settings that decide capacity (defaults: infra/constants.py, cdk.json, punctual.settings)."""
+    """Settings that decide capacity (defaults: infra/constants.py, cdk.json, punctual.runtime.settings)."""
 
     shard_count: int = 512
     near_shard_count: int = 32
@@ -243,7 +243,9 @@ class Deployment:
     max_shard_groups: int = 40
     triggers_per_poller_minute: int = 60_000
     batch_size: int = 10
-    send_concurrency: int = 8  # the poller's release threads (punctual.settings.queue_send_concurrency)
+    send_concurrency: int = (
+        8  # the poller's release threads (punctual.runtime.settings.queue_send_concurrency)
+    )
     poller_memory_mb: int = 1024
     worker_memory_mb: int = 512
     poller_minute_s: float = 75.0  # lead 10 s + minute + grace 5 s
@@ -444,7 +446,7 @@ def ecs_share(rate: float, d: Deployment, p: PerTrigger) -> float:
 
 
 def groups_for(rate_per_s: float, d: Deployment) -> int:
-    """Shard groups the tick plans for a minute of this load (punctual.tick.group_count_for)."""
+    """Shard groups the tick plans for a minute of this load (punctual.dispatch.tick.group_count_for)."""
     needed = math.ceil(rate_per_s * 60 / d.triggers_per_poller_minute) if rate_per_s else 0
     return min(max(1, needed), d.max_shard_groups, d.shard_count)
 
@@ -898,7 +900,7 @@ def burst_ready_settings(
 
 def predictive_settings(ready: Deployment, groups: int, defaults: Deployment) -> Deployment:
     """The burst-ready settings without standing capacity: the burst tasks are started ahead of
-    a planned burst by the tick (punctual.scaling) and stopped after it; pollers stay at the
+    a planned burst by the tick (punctual.dispatch.scaling) and stopped after it; pollers stay at the
     default memory and count for sustained load (a burst minute gets its own, sized from its
     burst: ``burstTriggersPerPoller``); the near shards stay at the defaults (the burst tasks'
     LEASE timers go to far buckets: their lease is longer than the far threshold)."""
@@ -922,11 +924,11 @@ def predictive_burst(
     target_s: int = 4,
 ) -> dict[str, Any]:
     """A planned burst under predictive scaling: what the tick decides (the real planner,
-    :func:`punctual.scaling.plan_capacity`), when each part is ready, the burst itself, what one
+    :func:`punctual.dispatch.scaling.plan_capacity`), when each part is ready, the burst itself, what one
     burst costs, and what the deployment costs a month while idle."""
     from datetime import UTC, datetime, timedelta
 
-    from punctual.scaling import CapacityProfile, need_for, plan_capacity
+    from punctual.dispatch.scaling import CapacityProfile, need_for, plan_capacity
 
     message_s = worker_seconds(pred, p)
     task_rate = ecs_task_rate(pred, p)

@@ -88,7 +88,7 @@ class InstantTarget:
     """Answers at once: a job ``fail-*`` fails in even minutes (alerts are always delivered)."""
 
     def invoke(self, target: Any, payload: Any, ctx: Any) -> Any:
-        from punctual.targets.base import TargetResult
+        from punctual.delivery.targets.base import TargetResult
 
         failing = ctx.job_id.startswith("fail-") and "#alert-" not in ctx.slot
         if failing and int(ctx.slot[14:16]) % 2 == 0:
@@ -121,7 +121,7 @@ def embedded_aws(
     import boto3
     from moto import mock_aws
 
-    from punctual import aws
+    from punctual.runtime import aws
     from punctual.store.dynamo import table_definition
 
     benchlib.fast_moto_queries()
@@ -184,8 +184,8 @@ def moto_item(table: str, key: dict[str, Any]) -> dict[str, Any] | None:
 
 def load_tick() -> Any:
     """The tick as its Lambda builds it (the composition root), from the environment."""
-    from punctual.composition import Container
-    from punctual.settings import Settings
+    from punctual.runtime.composition import Container
+    from punctual.runtime.settings import Settings
 
     return Container(Settings.from_env()).tick()
 
@@ -225,15 +225,15 @@ def run(
     """
     import boto3
 
-    from punctual.clock import ManualClock
-    from punctual.composition import Container
+    from punctual.dispatch.queues import SqsQueues
     from punctual.execution.batch import LambdaBatch
     from punctual.execution.keeper import LeaseKeeper
-    from punctual.jobs import JobService, QueueRouting
     from punctual.models import JobSpec
-    from punctual.observability import NullMetrics
-    from punctual.queues import SqsQueues
-    from punctual.settings import Settings
+    from punctual.runtime.clock import ManualClock
+    from punctual.runtime.composition import Container
+    from punctual.runtime.observability import NullMetrics
+    from punctual.runtime.settings import Settings
+    from punctual.usecases.jobs import JobService, QueueRouting
 
     meter.reset()
     with embedded_aws(meter, shard_count, near_shard_count, events) as rig:
@@ -520,7 +520,7 @@ def per_trigger_rows(
 def storage_per_million(rows: list[dict[str, Any]], prices: Prices) -> dict[str, float]:
     """Storage of what each trigger leaves behind: its execution record for the retention
     period and its timer for a day (TTL), plus DynamoDB's 100 bytes of overhead per item."""
-    from punctual.settings import Settings
+    from punctual.runtime.settings import Settings
 
     gb_month = benchlib.price(benchlib.load_prices(), "dynamodb.storage_gb_month")
     month_days = HOURS_PER_MONTH / 24
@@ -568,7 +568,7 @@ def lambda_per_trigger(load: RunResult, prices: Prices, batch: float | None = No
     }
 
 
-# Envelope encryption (punctual.tenant_keys): a worker process unwraps each tenant's data key once
+# Envelope encryption (punctual.security.tenant_keys): a worker process unwraps each tenant's data key once
 # per key lifetime, so KMS is billed per worker environment and tenant, not per trigger.
 KMS_TENANTS = 1000  # tenants whose jobs one worker environment runs in its life (assumed)
 KMS_ENVIRONMENT_LIFE_S = 3600.0  # a worker environment's life (Lambda recycles them; unpublished)
@@ -591,15 +591,15 @@ def kms_per_million(worker_ms_per_trigger: float, prices: Prices) -> dict[str, f
 
 
 def groups_at(rate_per_s: float) -> int:
-    from punctual.settings import Settings
-    from punctual.tick import group_count_for
+    from punctual.dispatch.tick import group_count_for
+    from punctual.runtime.settings import Settings
 
     return group_count_for(int(rate_per_s * 60), Settings())
 
 
 def poller_minute_usd(groups: int, prices: Prices, memory_mb: int | None = None) -> dict[str, float]:
     """One minute of pollers and its Step Functions execution."""
-    from punctual.settings import Settings
+    from punctual.runtime.settings import Settings
 
     s = Settings()
     seconds = s.poller_lead_s + 60 + s.poller_grace_s  # each poller runs its whole minute
@@ -629,12 +629,12 @@ class IdleLayout:
 
 def default_idle_layout() -> IdleLayout:
     """The deployed defaults: cdk.json's context through infra/config.py, and the tick's own plan
-    of an idle minute (which poller it chooses) from punctual.tick."""
+    of an idle minute (which poller it chooses) from punctual.dispatch.tick."""
     import sys
 
-    from punctual.settings import Settings
+    from punctual.dispatch.tick import LEAN, plan_minute
+    from punctual.runtime.settings import Settings
     from punctual.store.memory import MemoryStore
-    from punctual.tick import LEAN, plan_minute
 
     if str(benchlib.ROOT) not in sys.path:
         sys.path.insert(0, str(benchlib.ROOT))

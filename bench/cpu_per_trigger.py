@@ -31,19 +31,19 @@ from typing import Any
 
 import benchlib
 
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.polling import MinutePoll, Poller, PollerConfig
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, message_for
 from punctual.execution import MemoryFailureSink, Worker, WorkerConfig
-from punctual.jobs import JobService, QueueRouting
 from punctual.models import Execution, ExecutionStatus, JobSpec
-from punctual.observability import NullMetrics
-from punctual.polling import MinutePoll, Poller, PollerConfig
-from punctual.queues import DispatchMessage, MemoryQueues, message_for
-from punctual.schedules import parse_schedule
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import NullMetrics
 from punctual.store.dynamo import DynamoStore
 from punctual.store.dynamo.execution_docs import record_attributes
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import TimerKind, TimerLayout, slot_key
+from punctual.timing.schedules import parse_schedule
+from punctual.timing.timers import TimerKind, TimerLayout, slot_key
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)  # a Monday
 QUEUE = "queue://short"

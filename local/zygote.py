@@ -97,13 +97,13 @@ def _warm_imports(verb: str) -> None:
     """What the component imports before its work: imported once here, shared by every fork."""
     import boto3  # noqa: F401
 
-    import punctual.composition
+    import punctual.runtime.composition
     from local.component import load_handler
 
     if verb == "poller":
         import local.poller
-        import punctual.polling
-        import punctual.tick
+        import punctual.dispatch.polling
+        import punctual.dispatch.tick
 
         load_handler("poller")
     elif verb == "worker":
@@ -113,7 +113,7 @@ def _warm_imports(verb: str) -> None:
         load_handler("worker")
     elif verb == "ecs-worker":
         import local.ecs_worker  # noqa: F401
-        import punctual.worker_service  # noqa: F401
+        import punctual.execution.worker_service  # noqa: F401
     sys.modules.pop("handler", None)  # each child loads its handler afresh (as the runtime does)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from punctual.settings import Settings
+from punctual.runtime.settings import Settings
 
 APP_NAME: Final = "punctual"
 DEFAULT_STACK_NAME: Final = "Punctual"
@@ -57,7 +57,7 @@ WORKER_MEMORY_MB: Final = 512
 
 # --- Scheduler settings handed to the runtime (PUNCTUAL_* environment) --------------------------
 # The deployed settings (shard counts, poll interval, quotas, shard groups, ...) are defined once,
-# with their defaults and the reasons for them, in punctual.settings.Settings (DEPLOYED); the app's
+# with their defaults and the reasons for them, in punctual.runtime.settings.Settings (DEPLOYED); the app's
 # context defaults (punctual_cdk/config.py) are derived from it, and a test holds cdk.json equal.
 _RUNTIME = Settings()
 POLLER_LEAD_S: Final = _RUNTIME.poller_lead_s
@@ -129,7 +129,7 @@ MAX_RECEIVE_COUNT: Final = 10  # attempts are bounded by claims; receives also c
 # visibility to its lease of seconds as its batch arrives, and renews it while the run lasts
 # (punctual.execution.batch), so a crashed invocation's messages come back within seconds. Only a
 # batch whose worker died before its handler ran waits for this timeout (the pollers re-send its
-# slots meanwhile: punctual.polling.resend). AWS's usual advice of 6x the function timeout guards
+# slots meanwhile: punctual.dispatch.polling.resend). AWS's usual advice of 6x the function timeout guards
 # against a second delivery while the event source retries a throttled invocation; here a second
 # delivery is harmless, because the worker's conditional claim drops it (or waits while the first
 # attempt's lease is live).
@@ -243,13 +243,17 @@ EVENT_SOURCE_ACTIONS: Final = (
 # The worker assumes roles to call targets: the deployment's target role, and a job's execution
 # role (role_arn), tagging the session with the tenant.
 ASSUME_ROLE_ACTIONS: Final = ("sts:AssumeRole", "sts:TagSession")
-# The KMS encryption-context purpose of a job's webhook signing secret (punctual.signing_secrets).
+# The KMS encryption-context purpose of a job's webhook signing secret (punctual.security.signing_secrets).
 WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
-WEBHOOK_SECRET_CONTEXT_KEYS: Final = ("purpose", "tenant", "job")  # punctual.signing_secrets.job_binding
-# Tenants' data keys (punctual.tenant_keys): webhook secrets are sealed under them (envelope).
+WEBHOOK_SECRET_CONTEXT_KEYS: Final = (
+    "purpose",
+    "tenant",
+    "job",
+)  # punctual.security.signing_secrets.job_binding
+# Tenants' data keys (punctual.security.tenant_keys): webhook secrets are sealed under them (envelope).
 TENANT_KEY_PURPOSE: Final = "punctual-tenant-data-key"
-TENANT_KEY_CONTEXT_KEYS: Final = ("purpose", "tenant")  # punctual.tenant_keys.key_context
-# Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
+TENANT_KEY_CONTEXT_KEYS: Final = ("purpose", "tenant")  # punctual.security.tenant_keys.key_context
+# Where the stack publishes its own resources' ARNs (punctual.security.ownership), under the stack name.
 OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
 
 # --- API -----------------------------------------------------------------------------------------
@@ -275,12 +279,12 @@ METRIC_EXECUTIONS_SUCCEEDED: Final = "ExecutionsSucceeded"
 METRIC_EXECUTIONS_FAILED: Final = "ExecutionsFailed"
 METRIC_RETRIES: Final = "Retries"
 METRIC_FORGED_MESSAGES: Final = "ForgedMessages"  # dispatch messages without a valid signature
-# Predictive scaling (the tick, punctual.scaling): what it asked for, what drove it, what it could not.
+# Predictive scaling (the tick, punctual.dispatch.scaling): what it asked, what drove it, what it could not.
 METRIC_BURST_WORKERS_DESIRED: Final = "BurstWorkersDesired"
 METRIC_WORKER_CONCURRENCY_DESIRED: Final = "WorkerConcurrencyDesired"
 METRIC_BURST_PLANNED_SLOTS: Final = "BurstPlannedSlots"
 METRIC_BURST_SHORTFALL: Final = "BurstShortfall"
-# Burst smoothing (punctual.smoothing): slots that fired on time past their target's rate budget.
+# Burst smoothing (punctual.dispatch.smoothing): slots that fired on time past their target's rate budget.
 METRIC_RATE_BUDGET_OVERRUNS: Final = "RateBudgetOverruns"
 # The chain auditor (punctual.auditing): jobs checked, chains found broken (every one is a bug),
 # chains repaired, jobs not judged because their shards' pollers were behind.
@@ -294,7 +298,7 @@ TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService"
 TICK_QUEUE_ACTIONS: Final = ("sqs:GetQueueAttributes",)
 # The tick looks at a minute's execution (on the other machine, with two: more than 40 pollers
 # allowed) before it starts it, and re-plans a waiting minute whose burst grew since (stops it,
-# starts it again with more pollers: punctual.burst_sight).
+# starts it again with more pollers: punctual.dispatch.burst_sight).
 TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution", "states:StopExecution")
 # With the lookahead, one failed tick is covered by the next: alarm on two in a row.
 TICK_ERROR_ALARM_PERIODS: Final = 2
@@ -327,6 +331,6 @@ ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
 IDEMPOTENT_REPLY_PURPOSE: Final = "punctual-idempotent-reply"
 DISPATCH_KEY_CHARS: Final = 64  # the generated dispatch-message key (letters and digits)
 
-# Execution events (punctual.notifications.events): a bus the stack creates (the default), or the
+# Execution events (punctual.delivery.notifications.events): a bus the stack creates (the default), or the
 # account's default bus (stacks made before issue 31, while they move their rules).
 EVENTS_BUSES: Final = ("stack", "default")

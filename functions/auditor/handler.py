@@ -15,8 +15,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.composition import AuditEvent, container, run_auditor
-from punctual.lambda_support import logger, metrics, tracer
+from punctual.runtime.composition import AuditEvent, container, run_auditor
+from punctual.runtime.lambda_support import logger, metrics, tracer
 
 STOP_BEFORE_TIMEOUT_MS = 20_000
 

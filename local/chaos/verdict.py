@@ -47,7 +47,7 @@ the run is held to its **fire delay**:
 
 fire delay
     measured once per owed slot: from the slot's release instant (its instant plus the
-    job's ``jitter_seconds`` offset, :func:`punctual.schedules.jitter_offset_s`, as the
+    job's ``jitter_seconds`` offset, :func:`punctual.timing.schedules.jitter_offset_s`, as the
     ledger recorded the spec) to the first request that reached the receiver for it; beside
     it the *claim delay*, to the moment the worker claimed the slot's first attempt (the
     record's ``started_at`` of attempt 1). The one-line verdict gives p50, p99 and max
@@ -106,8 +106,8 @@ from local.chaos.ledger import (
 from local.chaos.verdict_counts import AlertCounts, TargetCalls
 from punctual.execution import LEASE_LOST_NOTE
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPolicy
-from punctual.retries import next_retry_at, seeded_random
-from punctual.schedules import jitter_offset_s, parse_schedule
+from punctual.timing.retries import next_retry_at, seeded_random
+from punctual.timing.schedules import jitter_offset_s, parse_schedule
 
 LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-3", "worker-chaos")
 ECS_WORKERS = ("ecs-worker", "ecs-chaos")

@@ -4,7 +4,7 @@ its target spread over the budget from its first second on, never early, none ov
 Runs on the shared local mode (before ``test_local_mode.py``, whose last test stops it). In local
 mode, as deployed, each shard group has two pollers that each release every slot of the group (the
 FIFO queue keeps one message per slot): they share the budget through its reservations in the table
-(:mod:`punctual.budget_reservations`), and the worker that claims a smoothed slot waits for its
+(:mod:`punctual.dispatch.budget_reservations`), and the worker that claims a smoothed slot waits for its
 instant before the call: the spacing of the budget's grid (1.1 / rate) is what the receiver sees,
 give or take the time from a message's instant to its call.
 """

@@ -24,11 +24,11 @@ FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 # an instance where it calls a method (a call counts only on such a receiver).
 ADAPTERS: tuple[tuple[str, str, str, str], ...] = (
     ("store/dynamo/*.py", "Dynamo*", "dynamodb", r"store"),  # one mixin per aggregate
-    ("queues.py", "SqsQueues", "sqs", r"queues"),
-    ("signing_secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
-    ("tenant_keys.py", "TenantKeyring", "kms", r"keyring"),
+    ("dispatch/queues.py", "SqsQueues", "sqs", r"queues"),
+    ("security/signing_secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
+    ("security/tenant_keys.py", "TenantKeyring", "kms", r"keyring"),
     ("execution/ports.py", "SqsFailureSink", "sqs", r"failures"),
-    ("notifications/events.py", "EventBridgeSink", "events", r"sink"),
+    ("delivery/notifications/events.py", "EventBridgeSink", "events", r"sink"),
 )
 # An adapter that holds another: its methods' calls ``self.<attribute>.<method>(`` need what
 # that adapter's method needs (the secret box seals under the tenant keyring's data keys).
@@ -36,15 +36,15 @@ DELEGATES: dict[str, dict[str, str]] = {"SecretCipher": {"keyring": "TenantKeyri
 # Functions and classes (called by name) that make AWS calls: module, name, service, and the
 # name the components call it by when that is another function of the module (a wrapper).
 AWS_FUNCTIONS: tuple[tuple[str, str, str, str], ...] = (
-    ("ownership.py", "own_resources", "ssm", "own_resources"),
+    ("security/ownership.py", "own_resources", "ssm", "own_resources"),
     ("api/wiring.py", "token_key", "secretsmanager", "token_key"),
     (
-        "targets/aws_services.py",
+        "delivery/targets/aws_clients.py",
         "Boto3ClientFactory",
         "sts",
         "Boto3ClientFactory",
     ),  # execution and target roles
-    ("message_auth.py", "_read_secret", "secretsmanager", "signer_from"),  # the dispatch key
+    ("security/message_auth.py", "_read_secret", "secretsmanager", "signer_from"),  # the dispatch key
 )
 # Permissions a call needs besides its own action: AssumeRole with session tags.
 IMPLIED = {"sts:AssumeRole": {"sts:TagSession"}}
@@ -74,7 +74,7 @@ BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
 }
 # (The tick and group 0's pollers look for a minute on every minute state machine before they
 # start it: DescribeExecution in every deployment shape.)
-# (The tick also looks at a minute's execution to re-plan it, punctual.burst_sight.)
+# (The tick also looks at a minute's execution to re-plan it, punctual.dispatch.burst_sight.)
 BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {}
 # boto3 operations authorised as another action.
 AUTHORISED_AS = {
@@ -91,45 +91,45 @@ TRANSACTION_ITEMS = {
 # What each component runs: its handler and the core modules of its work (not the target
 # adapters: targets are called with the deployment's target role, never the component's own).
 COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
-    "api": ("functions/api/handler.py", "api/*.py", "jobs.py", "calendar_service.py"),
+    "api": ("functions/api/handler.py", "api/*.py", "usecases/jobs.py", "usecases/calendar_service.py"),
     # The poller publishes events; alerts are raised by workers (notifications/alerts.py).
     "poller": (
         "functions/poller/handler.py",
-        "composition.py",
-        "tick.py",  # group 0's pollers start the next minute when no tick did (relay_next)
-        "burst_sight.py",  # ... and re-plan it as the tick would, when a burst seen since needs it
-        "polling/*.py",
-        "budget_reservations.py",  # rate budgets' reservations (conditional writes, a query)
-        "notifications/__init__.py",
-        "notifications/events.py",
+        "runtime/composition.py",
+        "dispatch/tick.py",  # group 0's pollers start the next minute when no tick did (relay_next)
+        "dispatch/burst_sight.py",  # ... and re-plan it as the tick would, when a burst seen since needs it
+        "dispatch/polling/*.py",
+        "dispatch/budget_reservations.py",  # rate budgets' reservations (conditional writes, a query)
+        "delivery/notifications/__init__.py",
+        "delivery/notifications/events.py",
     ),
     "worker": (
         "functions/worker/handler.py",
-        "composition.py",  # builds the worker: its queues sign, so it reads the dispatch key
+        "runtime/composition.py",  # builds the worker: its queues sign, so it reads the dispatch key
         "execution/*.py",
-        "budget_reservations.py",  # a late smoothed call reserves a new instant of its budget
-        "notifications/*.py",
-        "worker_service.py",
-        "targets/__init__.py",
+        "dispatch/budget_reservations.py",  # a late smoothed call reserves a new instant of its budget
+        "delivery/notifications/*.py",
+        "execution/worker_service.py",
+        "delivery/targets/__init__.py",
     ),
-    # its store: Container.reader; its scaling: the capacity actuator of punctual.scaling_aws
+    # its store: Container.reader; its scaling: the capacity actuator of punctual.dispatch.scaling_aws
     # and its Burst Shortfall events and re-plans (burst_sight.py)
     "tick": (
         "functions/tick/handler.py",
-        "tick.py",
-        "scaling.py",
-        "scaling_aws.py",
-        "burst_sight.py",
-        "notifications/events.py",
+        "dispatch/tick.py",
+        "dispatch/scaling.py",
+        "dispatch/scaling_aws.py",
+        "dispatch/burst_sight.py",
+        "delivery/notifications/events.py",
     ),
     # The chain auditor: its reads and repairs (punctual.auditing), the events it publishes, and the
     # composition root (its queues sign a lost range's alert message: the dispatch key).
     "auditor": (
         "functions/auditor/handler.py",
-        "composition.py",
+        "runtime/composition.py",
         "auditing/*.py",
-        "notifications/__init__.py",
-        "notifications/events.py",
+        "delivery/notifications/__init__.py",
+        "delivery/notifications/events.py",
     ),
 }
 

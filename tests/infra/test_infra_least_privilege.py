@@ -328,11 +328,11 @@ def test_the_api_makes_and_unwraps_only_tenant_data_keys(default_synth: Synth) -
 
 
 def test_the_decrypt_condition_names_the_keys_the_code_binds() -> None:
-    from punctual.signing_secrets import DEFAULT_CONTEXT, job_binding
+    from punctual.security.signing_secrets import DEFAULT_CONTEXT, job_binding
     from punctual_cdk import constants as c
 
     assert set(c.WEBHOOK_SECRET_CONTEXT_KEYS) == {*DEFAULT_CONTEXT, *job_binding("t", "j")}
-    from punctual.tenant_keys import TENANT_KEY_PURPOSE, key_context
+    from punctual.security.tenant_keys import TENANT_KEY_PURPOSE, key_context
 
     assert (c.TENANT_KEY_PURPOSE, set(c.TENANT_KEY_CONTEXT_KEYS)) == (
         TENANT_KEY_PURPOSE,
@@ -366,9 +366,9 @@ def test_the_api_encrypts_only_under_its_two_purposes(default_synth: Synth) -> N
 
 def test_the_ticks_store_records_no_layout(monkeypatch: pytest.MonkeyPatch) -> None:
     """What lets the tick go without GetItem/PutItem (aws_calls.UNREACHED): its store has no layout."""
-    from punctual import aws
-    from punctual.composition import Container
-    from punctual.settings import Settings
+    from punctual.runtime import aws
+    from punctual.runtime.composition import Container
+    from punctual.runtime.settings import Settings
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     aws.reset()

@@ -11,9 +11,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from punctual.clock import ManualClock
-from punctual.settings import Settings
-from punctual.tick import Tick, group_slices
+from punctual.dispatch.tick import Tick, group_slices
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 
 HANDLER = Path(__file__).resolve().parents[2] / "functions" / "tick" / "handler.py"
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:punctual-minutes"

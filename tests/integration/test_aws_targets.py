@@ -23,7 +23,20 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 from moto.moto_api import state_manager
 
-from punctual.clock import ManualClock
+from punctual.delivery.targets import DefaultTargetInvoker
+from punctual.delivery.targets.aws_clients import CallTimeouts, api_call_timeouts, lambda_wait_timeouts
+from punctual.delivery.targets.aws_services import (
+    EventBridgeTargetAdapter,
+    LambdaTargetAdapter,
+    SnsTargetAdapter,
+    SqsTargetAdapter,
+    StepFunctionsTargetAdapter,
+    classify_aws_error,
+    dedup_id,
+    execution_name,
+)
+from punctual.delivery.targets.base import Outcome, SlotContext
+from punctual.delivery.targets.ecs import EcsTargetAdapter
 from punctual.models import (
     EcsTarget,
     EventBridgeTarget,
@@ -32,23 +45,8 @@ from punctual.models import (
     SqsTarget,
     StepFunctionsTarget,
 )
-from punctual.settings import Settings
-from punctual.targets import DefaultTargetInvoker
-from punctual.targets.aws_services import (
-    CallTimeouts,
-    EcsTargetAdapter,
-    EventBridgeTargetAdapter,
-    LambdaTargetAdapter,
-    SnsTargetAdapter,
-    SqsTargetAdapter,
-    StepFunctionsTargetAdapter,
-    api_call_timeouts,
-    classify_aws_error,
-    dedup_id,
-    execution_name,
-    lambda_wait_timeouts,
-)
-from punctual.targets.base import Outcome, SlotContext
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -11,9 +11,9 @@ from pathlib import Path
 import boto3
 
 from factories import job
+from punctual.delivery.notifications import EventBridgeSink, EventPublisher
+from punctual.delivery.notifications.events import execution_event
 from punctual.models import Execution, ExecutionStatus
-from punctual.notifications import EventBridgeSink, EventPublisher
-from punctual.notifications.events import execution_event
 
 ALERTS_PAGE = (Path(__file__).resolve().parents[2] / "docs" / "alerts.md").read_text(encoding="utf-8")
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

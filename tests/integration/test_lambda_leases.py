@@ -23,16 +23,16 @@ import boto3
 import pytest
 
 from factories import job as make_job
-from punctual.clock import SystemClock
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.polling.resend import ResendWatch
+from punctual.dispatch.queues import DispatchMessage, MessageKind, SqsQueues, message_for
 from punctual.execution import Worker, WorkerConfig
 from punctual.execution.batch import LambdaBatch
 from punctual.models import ExecutionStatus, Job
-from punctual.observability import RecordingMetrics
-from punctual.polling.resend import ResendWatch
-from punctual.queues import DispatchMessage, MessageKind, SqsQueues, message_for
+from punctual.runtime.clock import SystemClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.dynamo import DynamoStore, table_definition
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import slot_key
+from punctual.timing.timers import slot_key
 
 TABLE = "punctual-lease-test"
 REGION = "us-east-1"

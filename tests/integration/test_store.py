@@ -15,7 +15,7 @@ from punctual.store.base import (
     TenantLimitError,
     VersionConflictError,
 )
-from punctual.timers import Lane, TimerKind, TimerLayout, slot_key
+from punctual.timing.timers import Lane, TimerKind, TimerLayout, slot_key
 
 LAYOUT = TimerLayout(shard_count=4, near_shard_count=2, far_threshold_s=180)
 

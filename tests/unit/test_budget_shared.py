@@ -1,7 +1,7 @@
 """A rate budget shared by every poller of the deployment (issue 32, point 9): each shard group has
 two pollers that each release every slot of the group, SQS FIFO keeping one message per slot;
 whichever message wins, the budget holds in every one-second window and no slot is late past its
-bound (punctual.budget_reservations)."""
+bound (punctual.dispatch.budget_reservations)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factories import job as make_job
-from punctual.budget_reservations import BudgetRequest, SharedBudgetLedger, late_instant
-from punctual.clock import ManualClock
+from punctual.dispatch.budget_reservations import BudgetRequest, SharedBudgetLedger, late_instant
+from punctual.dispatch.polling import PollerConfig
+from punctual.dispatch.polling.release import SlotReleaser
+from punctual.dispatch.polling.resend import ResendWatch
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
+from punctual.dispatch.smoothing import Overrun, spacing_us
 from punctual.models import Job
-from punctual.observability import RecordingMetrics
-from punctual.polling import PollerConfig
-from punctual.polling.release import SlotReleaser
-from punctual.polling.resend import ResendWatch
-from punctual.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
-from punctual.slots import fire_timer
-from punctual.smoothing import Overrun, spacing_us
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.memory import MemoryStore
-from punctual.timers import Timer, TimerLayout
+from punctual.timing.slots import fire_timer
+from punctual.timing.timers import Timer, TimerLayout
 
 T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 LAYOUT = TimerLayout(4, 2, 180)

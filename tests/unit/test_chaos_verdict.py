@@ -22,8 +22,8 @@ from local.chaos.ledger import LedgerWriter, load, time_slots
 from local.chaos.verdict import MAX_P99_DELAY_S, Bounds, Delays, RunData, Verdict, judge, judge_dir
 from punctual.execution import LEASE_LOST_NOTE
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPolicy
-from punctual.retries import next_retry_at, seeded_random
-from punctual.schedules import jitter_offset_s
+from punctual.timing.retries import next_retry_at, seeded_random
+from punctual.timing.schedules import jitter_offset_s
 
 S = ExecutionStatus
 T0 = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)

@@ -68,7 +68,7 @@ def test_an_unknown_section_fails_the_build(source: str) -> None:
 
 
 def test_the_settings_table_has_a_row_per_variable_with_its_context_key() -> None:
-    from punctual.settings import DEPLOYED, Settings, context_key
+    from punctual.runtime.settings import DEPLOYED, Settings, context_key
 
     rows = hooks.settings_table().splitlines()[2:]
     assert len(rows) == len(Settings.model_fields)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from punctual.models import AttemptRecord, Execution, ExecutionStatus
 from punctual.store.dynamo import DynamoStore
-from punctual.timers import slot_key
+from punctual.timing.timers import slot_key
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 _texts = st.text(min_size=0, max_size=12)

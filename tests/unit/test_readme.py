@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from local.config import LocalConfig
+from punctual.delivery.targets.payload import PLACEHOLDERS
 from punctual.models import CatchupPolicy, JobSpec, RetryPolicy
-from punctual.targets.payload import PLACEHOLDERS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four"}
@@ -82,7 +82,7 @@ def test_the_put_example_says_where_job_json_comes_from() -> None:
 
 
 def test_the_python_receiver_example_verifies_what_punctual_signs() -> None:
-    from punctual.targets.webhooks.signing import sign_webhook
+    from punctual.delivery.targets.webhooks.signing import sign_webhook
 
     text = section("delivery.md", "## Receiving a webhook")
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
@@ -105,7 +105,7 @@ def test_the_python_receiver_example_verifies_what_punctual_signs() -> None:
 
 def test_the_chain_auditor_section_states_the_defaults_the_code_has() -> None:
     from local.config import LocalConfig
-    from punctual.settings import Settings
+    from punctual.runtime.settings import Settings
 
     text = section("operations.md", "## Chain auditor")
     defaults = Settings()

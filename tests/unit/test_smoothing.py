@@ -1,4 +1,4 @@
-"""Burst smoothing (punctual.smoothing): a target's rate budget spreads a burst, never past a
+"""Burst smoothing (punctual.dispatch.smoothing): a target's rate budget spreads a burst, never past a
 slot's allowed lateness; what cannot hold fires on time and is reported."""
 
 from __future__ import annotations
@@ -17,17 +17,11 @@ from hypothesis import strategies as st
 
 from execution_harness import Rig
 from factories import job as make_job
-from punctual.clock import ManualClock
-from punctual.execution import ClaimOutcome
-from punctual.models import ExecutionStatus, HttpTarget
-from punctual.notifications import EventPublisher, MemoryEventSink, Notifier
-from punctual.observability import RecordingMetrics
-from punctual.polling import PollerConfig
-from punctual.polling.release import SlotReleaser
-from punctual.queues import DispatchMessage, MemoryQueues
-from punctual.settings import Settings, SettingsError
-from punctual.slots import fire_timer
-from punctual.smoothing import (
+from punctual.delivery.notifications import EventPublisher, MemoryEventSink, Notifier
+from punctual.dispatch.polling import PollerConfig
+from punctual.dispatch.polling.release import SlotReleaser
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues
+from punctual.dispatch.smoothing import (
     BudgetLedger,
     Overrun,
     SmoothingConfigError,
@@ -36,8 +30,14 @@ from punctual.smoothing import (
     spacing_us,
     target_key,
 )
+from punctual.execution import ClaimOutcome
+from punctual.models import ExecutionStatus, HttpTarget
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
+from punctual.runtime.settings import Settings, SettingsError
 from punctual.store.memory import MemoryStore
-from punctual.timers import TimerLayout
+from punctual.timing.slots import fire_timer
+from punctual.timing.timers import TimerLayout
 
 T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -383,7 +383,7 @@ def test_a_slot_claimed_less_than_a_second_before_its_instant_waits_for_it_in_th
 
     class Target:
         def invoke(self, target: object, payload: object, ctx: object) -> object:
-            from punctual.targets.base import TargetResult
+            from punctual.delivery.targets.base import TargetResult
 
             called_at.append(clock.now())
             return TargetResult.ok()

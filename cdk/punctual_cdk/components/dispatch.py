@@ -194,7 +194,7 @@ class Dispatch(Construct):
         )
         self._acknowledge_executions(self.tick.role, "the tick")
         # The second path to a minute: group 0's pollers start the next minute when no tick did
-        # (punctual.composition.relay_next). A policy of its own, not the roles' default policy:
+        # (punctual.runtime.composition.relay_next). A policy of its own, not the roles' default policy:
         # the functions do not wait for it, so the machines (which invoke them) can refer to it.
         relay = iam.Policy(
             self,

@@ -120,7 +120,7 @@ class Storage(Construct):
         )
 
         # Dispatch messages are signed with this key (PUNCTUAL_DISPATCH_KEY_SECRET_ARN,
-        # punctual.message_auth): generated at deploy, read by the senders (pollers, workers, the
+        # punctual.security.message_auth): generated at deploy, read by the senders (pollers, workers, the
         # API) and the workers that verify; no other principal of the stack can read it.
         self.dispatch_key = secretsmanager.Secret(
             self,

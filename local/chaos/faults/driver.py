@@ -543,7 +543,7 @@ class FaultDriver:
     # ------------------------------------------------------------------ duplicated deliveries
 
     def duplicate(self, fault: PlannedFault) -> None:
-        from punctual.queues import DispatchMessage, MessageKind, pick_queue
+        from punctual.dispatch.queues import DispatchMessage, MessageKind, pick_queue
 
         now = time.time()
         delivered = [

@@ -1,7 +1,7 @@
 """The rate budgets' reservations port: which slot owns each instant of a budget's grid.
 
 Every poller of the deployment places a budgeted slot by reserving an instant of its budget's grid
-(:mod:`punctual.budget_reservations`): one item per (tenant, target key, instant), owned by one
+(:mod:`punctual.dispatch.budget_reservations`): one item per (tenant, target key, instant), owned by one
 slot. The pollers coordinate only through these conditional writes, so two slots never share an
 instant whichever poller placed them.
 """

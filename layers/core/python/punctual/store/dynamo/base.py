@@ -19,7 +19,7 @@ from punctual.store.dynamo.keys import (
     _s,
 )
 from punctual.store.dynamo.schema import CREATE, LAYOUT_KEY
-from punctual.timers import Lane, Timer, TimerLayout
+from punctual.timing.timers import Lane, Timer, TimerLayout
 
 
 class DynamoBase:

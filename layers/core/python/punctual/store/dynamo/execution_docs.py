@@ -23,7 +23,7 @@ from pydantic_core import from_json
 
 from punctual.models import Execution
 from punctual.store.dynamo.schema import EXEC_PREFIX
-from punctual.timers import slot_instant, slot_key
+from punctual.timing.timers import slot_instant, slot_key
 
 
 def record_attributes(execution: Execution) -> dict[str, dict[str, str]]:

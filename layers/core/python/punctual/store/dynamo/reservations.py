@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from punctual.instants import from_epoch_us, to_epoch_us
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.reservations import BudgetReservationRepository
-from punctual.timers import minute_of
+from punctual.timing.instants import from_epoch_us, to_epoch_us
+from punctual.timing.timers import minute_of
 
 _MINUTE = timedelta(minutes=1)
 

@@ -29,14 +29,14 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
                                                              (punctual.admin.key_migration)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
     backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc, aseg (while RUNNING)
-    peaks        pk=tenant#<tenant>        sk=#peaks         version, doc (punctual.peaks profile)
+    peaks        pk=tenant#<tenant>        sk=#peaks         version, doc (punctual.security.peaks profile)
     backfills    pk=tenant#<tenant>        sk=#backfills     running (string set: <job>/<bid>)
     bf. slots    pk=reqs#<tenant>          sk=backfill#<window>  n, expires_at (slots sent a minute)
     minute load  pk=load#<minute>#<shard>  sk=load            t, h (slots due, in its head), expires_at
     tenant key   pk=tkey#<tenant>          sk=epoch#<n>      wrapped (the KMS-wrapped data key), created_at
     budget inst. pk=rate#<tenant>#<target>#<minute>  sk=<epoch us, 17 digits>  owner (the slot that
                                                              holds it: <job>/<slot>), expires_at
-                                                             (punctual.budget_reservations)
+                                                             (punctual.dispatch.budget_reservations)
 
 The one index, ``audit`` (sparse: only job items and running backfills carry ``aseg``, so no timer
 or execution write ever touches it): partition ``aseg`` (N, the job's far shard: the chain
@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from punctual.timers import minute_key
+from punctual.models import Job
+from punctual.timing.timers import minute_key
 
 
 def _s(value: str) -> dict[str, str]:
@@ -176,7 +177,7 @@ def migration_key(segment: int, segments: int) -> Key:
 
 
 def minute_load_key(minute: datetime, shard: int) -> Key:
-    """One of a minute's load counters (:mod:`punctual.load_forecast`)."""
+    """One of a minute's load counters (:mod:`punctual.dispatch.load_forecast`)."""
     return _key(f"load#{minute_key(minute)}#{shard}", "load")
 
 
@@ -223,7 +224,7 @@ def budget_range(pk: str, low_us: int, high_us: int) -> Expression:
 
 
 def tenant_key_key(tenant: str, epoch: int) -> Key:
-    """A tenant's wrapped data key of one key epoch (:mod:`punctual.tenant_keys`)."""
+    """A tenant's wrapped data key of one key epoch (:mod:`punctual.security.tenant_keys`)."""
     return _key(f"tkey#{tenant}", f"epoch#{epoch:08d}")
 
 
@@ -449,7 +450,7 @@ def migration_progress(last: str | None, done: bool, counts: dict[str, int]) -> 
 
 def timer_counts(pk: str) -> Expression:
     """A bucket's items, only what counts its load: a pack's timer count (``n``) and load count
-    (``nf``, :data:`punctual.timers.LOAD_KINDS`; packs written before it have only ``n``), a lone
+    (``nf``, :data:`punctual.timing.timers.LOAD_KINDS`; packs written before it have only ``n``), a lone
     timer row's kind."""
     return Expression(
         key_condition="pk = :pk", projection="n, nf, #k", names={"#k": "kind"}, values={":pk": _s(pk)}
@@ -771,3 +772,27 @@ def take_slots(want: int, limit: int, ttl_epoch_s: int) -> Expression:
         condition="attribute_not_exists(n) OR n <= :room",
         values={":want": _n(want), ":room": _n(limit - want), ":ttl": _n(ttl_epoch_s)},
     )
+
+
+# --------------------------------------------------------------------------- the job item
+
+
+def job_doc(job: Job) -> str:
+    """The job's stored document (its secrets are attributes of their own)."""
+    return job.model_dump_json(exclude={"signing_secret_enc", "signing_secret_prev_enc"})
+
+
+def job_attributes(job: Job) -> dict[str, Any]:
+    """The job item's attributes besides its key (what :mod:`punctual.store.dynamo.sizes` measures too)."""
+    attrs = {
+        "version": _n(job.version),
+        "state": _s(job.state.value),
+        "doc": _s(job_doc(job)),
+    }
+    if job.trigger_rate:
+        attrs["tpm"] = _n(job.trigger_rate)
+    if job.signing_secret_enc:
+        attrs["secret"] = _s(job.signing_secret_enc)
+    if job.signing_secret_prev_enc:
+        attrs["secret_prev"] = _s(job.signing_secret_prev_enc)
+    return attrs
