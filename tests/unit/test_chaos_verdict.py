@@ -17,9 +17,10 @@ import pytest
 from pytest import approx
 
 from local.chaos import cli
-from local.chaos.lateness import CUT_MID_WAY, DIED_BEFORE_TARGET, UNTOUCHED
+from local.chaos.lateness import CUT_MID_WAY, DIED_BEFORE_TARGET, UNTOUCHED, Delays
 from local.chaos.ledger import LedgerWriter, load, time_slots
-from local.chaos.verdict import MAX_P99_DELAY_S, Bounds, Delays, RunData, Verdict, judge, judge_dir
+from local.chaos.verdict import judge, judge_dir
+from local.chaos.verdict_data import MAX_P99_DELAY_S, Bounds, RunData, Verdict
 from punctual.execution import LEASE_LOST_NOTE
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPolicy
 from punctual.retries import next_retry_at, seeded_random
