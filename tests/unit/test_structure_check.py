@@ -27,6 +27,12 @@ def load_check() -> ModuleType:
 
 check = load_check()
 CORE = "layers/core/python/punctual"
+CLIENT_HOME = check.CLIENT_HOMES[0].module  # the one factory's module (punctual.aws)
+ENV_HOME = check.ENVIRONMENT_HOMES[0].module  # the settings model's (punctual.settings)
+
+
+def home_file(module: str) -> str:
+    return "layers/core/python/" + module.replace(".", "/") + ".py"
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -43,7 +49,7 @@ def run(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]
 
 def package(*modules: str) -> dict[str, str]:
     """A clean core package holding the named modules (empty), with its homes."""
-    files = {f"{CORE}/__init__.py": '"""The core."""\n', f"{CORE}/aws.py": "", f"{CORE}/settings.py": ""}
+    files = {f"{CORE}/__init__.py": '"""The core."""\n', home_file(CLIENT_HOME): "", home_file(ENV_HOME): ""}
     files.update({f"{CORE}/{name}.py": "" for name in modules})
     return files
 
@@ -53,8 +59,8 @@ def test_a_clean_tree_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     write(tmp_path, package())
     write(tmp_path, {f"{CORE}/long.py": "x = 1\n" * 800})
     write(tmp_path, {"local/__init__.py": "", "local/shape.py": "class Shape:\n" + "    x = 1\n" * 399})
-    write(tmp_path, {f"{CORE}/aws.py": "import boto3\n\nCLIENT = boto3.client('sqs')\n"})
-    write(tmp_path, {f"{CORE}/settings.py": "import os\n\nREGION = os.environ.get('AWS_REGION')\n"})
+    write(tmp_path, {home_file(CLIENT_HOME): "import boto3\n\nCLIENT = boto3.client('sqs')\n"})
+    write(tmp_path, {home_file(ENV_HOME): "import os\n\nREGION = os.environ.get('AWS_REGION')\n"})
     # When the check runs / Then it passes and says so
     code, out = run(tmp_path, capsys)
     assert code == 0
@@ -89,16 +95,16 @@ def test_a_class_over_400_lines_is_named_with_its_line_and_size(
 def test_a_cycle_closed_by_a_function_level_import_is_found(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given poller imports minute at the top, and minute imports poller inside a function
+    # Given wheel imports spin at the top, and spin imports wheel inside a function
     write(tmp_path, package())
     write(
         tmp_path,
         {
-            f"{CORE}/polling/__init__.py": "",
-            f"{CORE}/polling/poller.py": "from punctual.polling.minute import MinutePoll\n",
-            f"{CORE}/polling/minute.py": (
-                "class MinutePoll:\n    def run(self) -> None:\n"
-                "        from punctual.polling import poller\n\n        poller.go()\n"
+            f"{CORE}/gears/__init__.py": "",
+            f"{CORE}/gears/wheel.py": "from punctual.gears.spin import Spin\n",
+            f"{CORE}/gears/spin.py": (
+                "class Spin:\n    def run(self) -> None:\n"
+                "        from punctual.gears import wheel\n\n        wheel.go()\n"
             ),
         },
     )
@@ -106,27 +112,27 @@ def test_a_cycle_closed_by_a_function_level_import_is_found(
     assert code == 1
     assert len(out) == 1
     assert "import cycle of 2 modules, over the limit of none" in out[0]
-    assert f"{CORE}/polling/minute.py:3" in out[0] and f"{CORE}/polling/poller.py:1" in out[0]
+    assert f"{CORE}/gears/spin.py:3" in out[0] and f"{CORE}/gears/wheel.py:1" in out[0]
 
 
 def test_type_only_and_relative_imports_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Given base imports dst for its annotations only, and dst imports base relatively
+    # Given face imports hands for its annotations only, and hands imports face relatively
     write(tmp_path, package())
     write(
         tmp_path,
         {
-            f"{CORE}/schedules/__init__.py": "",
-            f"{CORE}/schedules/base.py": (
-                "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .dst import DstOptions\n"
+            f"{CORE}/clocks/__init__.py": "",
+            f"{CORE}/clocks/face.py": (
+                "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .hands import HandsOptions\n"
             ),
-            f"{CORE}/schedules/dst.py": "from . import base\n",
+            f"{CORE}/clocks/hands.py": "from . import face\n",
         },
     )
     code, out = run(tmp_path, capsys)
     assert code == 1
     assert out == [
-        f"{CORE}/schedules/base.py: import cycle of 2 modules, over the limit of none: "
-        f"{CORE}/schedules/base.py:4 -> {CORE}/schedules/dst.py:1 -> {CORE}/schedules/base.py"
+        f"{CORE}/clocks/face.py: import cycle of 2 modules, over the limit of none: "
+        f"{CORE}/clocks/face.py:4 -> {CORE}/clocks/hands.py:1 -> {CORE}/clocks/face.py"
     ]
 
 
@@ -156,19 +162,29 @@ def test_a_package_importing_its_children_and_sibling_scripts_are_no_cycle(
 ) -> None:
     # Given a package re-exporting its child, the child importing a sibling module by full path,
     # and two function directories that each have a module named `handler` importing the core
-    write(tmp_path, package("jobs"))
+    write(tmp_path, package("widgets"))
     write(
         tmp_path,
         {
-            f"{CORE}/polling/__init__.py": "from punctual.polling.poller import Poller\n",
-            f"{CORE}/polling/poller.py": "from punctual.polling.minute import MinutePoll\nimport punctual.jobs\n",
-            f"{CORE}/polling/minute.py": "import json\n",
-            "functions/api/handler.py": "from punctual.polling import Poller\n",
-            "functions/worker/handler.py": "import handler\nfrom punctual import jobs\n",
+            f"{CORE}/gears/__init__.py": "from punctual.gears.wheel import Wheel\n",
+            f"{CORE}/gears/wheel.py": "from punctual.gears.spin import Spin\nimport punctual.widgets\n",
+            f"{CORE}/gears/spin.py": "import json\n",
+            "functions/api/handler.py": "from punctual.gears import Wheel\n",
+            "functions/worker/handler.py": "import handler\nfrom punctual import widgets\n",
         },
     )
     code, out = run(tmp_path, capsys)
     assert (code, out[1:]) == (0, [])
+    # ... and the imports were resolved (no cycle for want of seeing them): each to its own file
+    modules = check.load(tmp_path)
+    linked = {
+        m.relative: [target for target, _ in m.imports]
+        for m in check.link_imports(tmp_path, modules).values()
+    }
+    assert linked[f"{CORE}/gears/__init__.py"] == [f"{CORE}/gears/wheel.py"]
+    assert linked[f"{CORE}/gears/wheel.py"] == [f"{CORE}/gears/spin.py", f"{CORE}/widgets.py"]
+    assert linked["functions/api/handler.py"] == [f"{CORE}/gears/__init__.py"]
+    assert linked["functions/worker/handler.py"] == [f"{CORE}/widgets.py"]  # itself is no import
 
 
 def test_aws_clients_are_created_only_in_their_home(
@@ -193,9 +209,9 @@ def test_aws_clients_are_created_only_in_their_home(
     code, out = run(tmp_path, capsys)
     assert code == 1
     assert out == [
-        "functions/worker/handler.py:3: boto3.resource() creates an AWS client outside its one home, punctual.aws",
-        f"{CORE}/targets.py:5: boto3.client() creates an AWS client outside its one home, punctual.aws",
-        f"{CORE}/targets.py:6: boto3.session.Session() creates an AWS client outside its one home, punctual.aws",
+        f"functions/worker/handler.py:3: boto3.resource() creates an AWS client outside its one home, {CLIENT_HOME}",
+        f"{CORE}/targets.py:5: boto3.client() creates an AWS client outside its one home, {CLIENT_HOME}",
+        f"{CORE}/targets.py:6: boto3.session.Session() creates an AWS client outside its one home, {CLIENT_HOME}",
     ]
 
 
@@ -215,9 +231,9 @@ def test_the_environment_is_read_only_in_the_settings_model(
     code, out = run(tmp_path, capsys)
     assert code == 1
     assert out == [
-        f"{CORE}/arns.py:3: os.environ reads the environment outside its one home, punctual.settings",
-        f"{CORE}/arns.py:3: os.getenv reads the environment outside its one home, punctual.settings",
-        f"{CORE}/service.py:4: os.environ reads the environment outside its one home, punctual.settings",
+        f"{CORE}/arns.py:3: os.environ reads the environment outside its one home, {ENV_HOME}",
+        f"{CORE}/arns.py:3: os.getenv reads the environment outside its one home, {ENV_HOME}",
+        f"{CORE}/service.py:4: os.environ reads the environment outside its one home, {ENV_HOME}",
     ]
 
 
