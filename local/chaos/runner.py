@@ -323,8 +323,9 @@ class ChaosRun:
         ]
 
     def snapshot(self, follower: ReceiverFollower, dynamodb: Any, table: str, bounds: Bounds) -> RunData:
+        receiver_at = time.time()  # before the read: see collect
         follower.refresh()
-        receiver, receiver_at = follower.snapshot(), time.time()
+        receiver = follower.snapshot()
         return RunData(
             run=load(self.run_dir / "ledger.jsonl"),
             faults=read_jsonl(self.run_dir / "faults.jsonl"),
@@ -370,12 +371,15 @@ class ChaosRun:
 
     def collect(self, follower: ReceiverFollower, dynamodb: Any, sqs: Any, deployment: Any) -> None:
         follower.stop()  # the receiver's records first, then the table: every request has its record
+        # Taken before the receiver is read: the receiver journals a request before answering it,
+        # so an attempt that ended before this instant has its request in what is read next; one
+        # that ended after may not (it was taken while the alert ledger below was read).
+        receiver_at = time.time()
         follower.refresh()
         receiver = follower.snapshot()
         # The alert ledger before the records too: an alert is made after its slot's record, so
         # every alert read first has its record read after (the verdict's "did not fail" check).
         alerts_before = self.alerts(dynamodb, deployment.table_name)
-        receiver_at = time.time()  # an attempt that ended after this may have no request in it
         executions = self.executions(dynamodb, deployment.table_name)
         dead: list[dict[str, Any]] = []
         for url in deployment.dead_letter_urls:

@@ -15,9 +15,22 @@ passes a group held by a dead worker, and the claim keeps the slot to one run wh
 comes first (the held original is dropped, or repairs, when it comes back). Each message is
 re-sent at most :data:`MAX_RESENDS` times, checked again twice as late each time.
 
-What it costs: one read unit per two watched messages, and at most :data:`MAX_PER_ROUND`
-re-sends a check round (one a second), so a queue that is merely busy (a burst being drained)
-gets a trickle of duplicates the claims drop, not a second burst.
+**A claimed slot whose lease lapsed.** A check that finds the slot claimed but still RUNNING
+watches on: at its lease's end (plus :data:`LAPSED_AFTER_S`) it reads the record again, and when
+the lease has lapsed (confirmed by a strongly consistent read) it sends a takeover of the next
+attempt, again in a group and with a deduplication id of its own. That bounds a double fault the
+lease alone does not: the worker of a run dies, its message comes back when its visibility
+lapses, and the worker that receives it dies *before its handler holds it* — the message is then
+in flight for the queue's whole timeout, no LEASE timer is written on the Lambda lane, and the
+slot would stay RUNNING for a quarter of an hour. The claim keeps it to one run: a lease still
+live (a heartbeat the eventually consistent read missed) makes the takeover wait, never run.
+The watch lasts while the poller does (its minute and grace); runs that outlive it keep the
+message's own lease.
+
+What it costs: one read unit per two watched messages, one more per lease period for a run that
+outlives its first check, and at most :data:`MAX_PER_ROUND` re-sends a check round (one a
+second), so a queue that is merely busy (a burst being drained) gets a trickle of duplicates the
+claims drop, not a second burst.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from punctual.models import Execution, ExecutionStatus
 from punctual.observability import MetricsSink
 from punctual.queues import DispatchMessage, MessageKind, QueuePort
 from punctual.store.base import ExecutionKey, JobStore
@@ -37,7 +51,11 @@ from punctual.store.base import ExecutionKey, JobStore
 log = logging.getLogger("punctual.polling")
 
 RESEND_AFTER_S = 4.0  # longer than a healthy worker takes to claim (claims are sub-second)
-MAX_RESENDS = 2
+MAX_RESENDS = 3
+# A claimed slot's record is read again this long after its lease's end: a live worker renews its
+# lease well before it ends (at half the lease), so a lease lapsed this long means a lost worker.
+LAPSED_AFTER_S = 1.0
+MAX_TAKEOVERS = 3  # takeover copies the watch sends for one message, at most
 MAX_PER_ROUND = 50
 MAX_READ_PER_ROUND = 1000
 # What a worker records when it claims: the kinds whose claim writes (or advances) the record.
@@ -51,6 +69,7 @@ class _Watched:
     queue: str = field(compare=False)
     message: DispatchMessage = field(compare=False)
     wait_s: float = field(compare=False)
+    takeovers: int = field(default=0, compare=False)  # copies sent for a lapsed lease
 
 
 def claimed(message: DispatchMessage, attempt: int | None) -> bool:
@@ -134,6 +153,16 @@ class ResendWatch:
             message = entry.message
             record = records.get((message.tenant, message.job_id, message.slot))
             if claimed(message, record.attempt if record is not None else None):
+                assert record is not None
+                follow = self._running(entry, record, now)
+                if isinstance(follow, _Watched):
+                    later.append(follow)
+                elif follow is not None and count < MAX_PER_ROUND:
+                    again.setdefault(entry.queue, []).append(follow)
+                    count += 1
+                    later.append(self._after_takeover(entry, follow, now))
+                elif follow is not None:
+                    later.append(replace(entry, check_at=now + timedelta(seconds=1), seq=next(self._seq)))
                 continue
             if count >= MAX_PER_ROUND:  # a busy queue, more likely than that many dead workers
                 later.append(replace(entry, check_at=now + timedelta(seconds=1), seq=next(self._seq)))
@@ -142,7 +171,9 @@ class ResendWatch:
             again.setdefault(entry.queue, []).append(copy)
             count += 1
             if copy.resend < MAX_RESENDS:
-                wait_s = 2 * entry.wait_s
+                # Checked again as soon as the first time: a copy's worker dying too (a sustained
+                # fault) costs one more period, not a doubling one.
+                wait_s = entry.wait_s
                 later.append(
                     _Watched(now + timedelta(seconds=wait_s), next(self._seq), entry.queue, copy, wait_s)
                 )
@@ -160,3 +191,52 @@ class ResendWatch:
         if count:
             self.metrics.add("UnclaimedResent", count)
         return count
+
+    def _running(
+        self, entry: _Watched, record: Execution, now: datetime
+    ) -> _Watched | DispatchMessage | None:
+        """For a claimed slot: None when it needs no more watching; the entry checked again at its
+        lease's end while it runs; a takeover to send once its lease lapsed (confirmed by a
+        strongly consistent read)."""
+        if record.status is not ExecutionStatus.RUNNING or record.lease_until is None:
+            return None
+        if entry.takeovers >= MAX_TAKEOVERS:
+            return None
+        lapsed_at = record.lease_until + timedelta(seconds=LAPSED_AFTER_S)
+        if lapsed_at > now:
+            return replace(entry, check_at=lapsed_at, seq=next(self._seq))
+        message = entry.message
+        fresh = self.store.batch_get_executions([(message.tenant, message.job_id, message.slot)])
+        current = fresh.get((message.tenant, message.job_id, message.slot))
+        if current is None or current.status is not ExecutionStatus.RUNNING or current.lease_until is None:
+            return None
+        if current.lease_until + timedelta(seconds=LAPSED_AFTER_S) > now:
+            return replace(
+                entry, check_at=current.lease_until + timedelta(seconds=LAPSED_AFTER_S), seq=next(self._seq)
+            )
+        log.warning(
+            "slot %s of %s is RUNNING as attempt %d with its lease lapsed since %s: sending a takeover",
+            message.slot,
+            message.job_id,
+            current.attempt,
+            current.lease_until.isoformat(),
+        )
+        self.metrics.add("LapsedLeasesTakenOver", 1)
+        return replace(
+            message,
+            attempt=current.attempt + 1,
+            kind=MessageKind.TAKEOVER,
+            resend=message.resend + 1,
+            sig="",
+        )
+
+    def _after_takeover(self, entry: _Watched, sent: DispatchMessage, now: datetime) -> _Watched:
+        """Watch the takeover just sent as the original was: claimed, or sent again."""
+        return _Watched(
+            now + timedelta(seconds=self.after_s),
+            next(self._seq),
+            entry.queue,
+            sent,
+            entry.wait_s,
+            entry.takeovers + 1,
+        )
