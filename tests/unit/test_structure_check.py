@@ -35,6 +35,12 @@ def home_file(module: str) -> str:
     return "layers/core/python/" + module.replace(".", "/") + ".py"
 
 
+def packages_of(module: str) -> dict[str, str]:
+    """An empty ``__init__.py`` for each package above ``module`` (the home may sit in a sub-package)."""
+    parts = module.split(".")[:-1]
+    return {"layers/core/python/" + "/".join(parts[: i + 1]) + "/__init__.py": "" for i in range(len(parts))}
+
+
 def write(root: Path, files: dict[str, str]) -> None:
     for relative, text in files.items():
         path = root / relative
@@ -49,7 +55,12 @@ def run(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]
 
 def package(*modules: str) -> dict[str, str]:
     """A clean core package holding the named modules (empty), with its homes."""
-    files = {f"{CORE}/__init__.py": '"""The core."""\n', home_file(CLIENT_HOME): "", home_file(ENV_HOME): ""}
+    files = {
+        **packages_of(CLIENT_HOME),
+        **packages_of(ENV_HOME),
+        home_file(CLIENT_HOME): "",
+        home_file(ENV_HOME): "",
+    }
     files.update({f"{CORE}/{name}.py": "" for name in modules})
     return files
 
