@@ -42,7 +42,8 @@ from local.chaos.faults.driver import FaultDriver, FaultOptions, ReceiverFollowe
 from local.chaos.faults.procs import ChaosProcess, procs_argv
 from local.chaos.faults.sustained import plan_sustained
 from local.chaos.ledger import LedgerWriter, load, read_jsonl
-from local.chaos.verdict import MAX_P99_DELAY_S, Bounds, RunData, Verdict, judge, judge_dir
+from local.chaos.verdict import judge, judge_dir
+from local.chaos.verdict_data import MAX_P99_DELAY_S, Bounds, RunData, Verdict
 from local.chaos.workload import Scale, Workload, plan_jobs, plan_mutations
 from local.config import DEFAULT_STATE_DIR
 

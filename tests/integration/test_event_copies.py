@@ -153,7 +153,7 @@ def test_a_missed_slot_of_a_job_with_a_bus_is_handed_to_a_worker_and_copied(
     )
     with ThreadPoolExecutor(1) as pool:
         releaser = SlotReleaser(MemoryStore(), queues, clock, config, RecordingMetrics(), pool)
-        releaser._send_alerts([(mine, missed)])
+        releaser.unrun.send_alerts([(mine, missed)])
     (message,) = queues.all_messages("short")
     assert message.kind == MessageKind.ALERT and message.job_id == "nightly"
 

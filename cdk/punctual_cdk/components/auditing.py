@@ -24,7 +24,7 @@ from constructs import Construct
 from punctual_cdk import constants as c
 from punctual_cdk.components.events import ExecutionEvents
 from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, on_schedule
-from punctual_cdk.components.observability import app_metric
+from punctual_cdk.components.metrics import app_metric
 from punctual_cdk.components.queues import SEND_ACTIONS, Queues
 from punctual_cdk.components.storage import Storage
 from punctual_cdk.config import PunctualConfig

@@ -12,7 +12,7 @@ counted once per slot, when it is sent for the first time as far as the poller c
 A slot that is not run gets an execution record that says why (status MISSED): dropped by
 the catch-up policy or its window, after an outage or while its job was paused. Those records
 are conditional puts, so a slot is counted missed once however often it is read; a long run of
-them is one range record (:mod:`punctual.timing.missed_ranges`). A pause ends the job's chain and the
+them is one range record (:mod:`punctual.dispatch.polling.unrun`). A pause ends the job's chain and the
 resume starts it again from the slots the pause owes (:mod:`punctual.dispatch.polling.chains`).
 
 **Burst smoothing.** A first attempt whose target has a rate budget is placed in the budget
@@ -63,22 +63,20 @@ from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
 from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.dispatch.polling.resend import ResendWatch
+from punctual.dispatch.polling.unrun import CalendarExclusions, UnrunSlots, range_record, unrun_record
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for, spec_of
 from punctual.dispatch.smoothing import HEAD_START_S, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.execution.chain_ends import complete_job
-from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
+from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.tenant_quotas import BackfillQuota
-from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore
+from punctual.store.base import ExecutionKey, JobStore
 from punctual.store.loads import MinuteLoad
-from punctual.store.reads import read_calendars
 from punctual.timing.instants import format_instant_ms
-from punctual.timing.missed_ranges import MissedRange
 from punctual.timing.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, from_ms, slot_instant, slot_key
 from punctual.usecases.backfill_runner import BackfillRunner
-from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 
 log = logging.getLogger("punctual.dispatch.polling")
 
@@ -165,6 +163,10 @@ class SlotReleaser:
         )
         self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing, quota=quota)
         self.pauses = Pauses(store)
+        self.exclusions = CalendarExclusions(store, metrics)
+        self.unrun = UnrunSlots(
+            store, queues, clock, config.retention_days, metrics, self.notifier, self.queue_for
+        )
         # What it sends to the Lambda lane, re-sent if no worker claims it (polling.resend).
         self.watch = ResendWatch(store, queues, config.short_queue_urls, metrics, config.resend_after_s)
 
@@ -216,7 +218,9 @@ class SlotReleaser:
                 plans.append((chain, self.pauses.orphan_plan(chain, timer, now)))
             else:
                 report.stale += 1
-        self._exclude(plans, now, out)
+        excluded, missed = self.exclusions.exclude(plans, now)
+        out.excluded.extend(excluded)
+        out.missed.extend(missed)
         started = self._started_slots(plans) if uncertain else set()
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
@@ -238,8 +242,8 @@ class SlotReleaser:
             self.store.put_timers(out.next_timers)
         if out.forecast:
             self._forecast(out.forecast)
-        report.skipped += self._record_missed(out.missed, jobs)
-        report.excluded += self._record_excluded(out.excluded)
+        report.skipped += self.unrun.record_missed(out.missed, jobs)
+        report.excluded += self.unrun.record_excluded(out.excluded)
         for job in out.completions:
             report.completed += self._complete(job, now)
         return report
@@ -278,68 +282,6 @@ class SlotReleaser:
             return job.state is JobState.ENABLED and job.version == timer.job_version
         return job.state is not JobState.DELETED
 
-    def _exclude(self, plans: list[tuple[Job, ReleasePlan]], now: datetime, out: _Outgoing) -> None:
-        """Take the slots on an excluded calendar day out of the plans; record them EXCLUDED."""
-        keys = {(job.tenant, name) for job, _ in plans for name in job.exclude_calendars}
-        if not keys:
-            return
-        calendars = read_calendars(self.store, keys, lambda found: self._excludes_any(plans, found))
-        for job, plan in plans:
-            if not job.exclude_calendars:
-                continue
-            gone = [n for n in job.exclude_calendars if (job.tenant, n) not in calendars]
-            if gone:
-                self._calendar_missing(job, plan, gone, now, out)
-                continue
-            mine: list[Calendar] = [calendars[(job.tenant, n)] for n in job.exclude_calendars]
-            kept: list[datetime] = []
-            for slot in plan.release:
-                calendar = excluding(mine, slot)
-                if calendar is None:
-                    kept.append(slot)
-                else:
-                    out.excluded.append(
-                        self._missed(job, slot, exclusion_note(calendar), now, ExecutionStatus.EXCLUDED)
-                    )
-            plan.release = kept
-
-    @staticmethod
-    def _excludes_any(
-        plans: list[tuple[Job, ReleasePlan]], calendars: dict[tuple[str, str], Calendar]
-    ) -> bool:
-        """Whether ``calendars`` (as read) would keep any slot of ``plans`` from running."""
-        for job, plan in plans:
-            mine = [calendars[(job.tenant, n)] for n in job.exclude_calendars if (job.tenant, n) in calendars]
-            if mine and any(excluding(mine, slot) is not None for slot in plan.release):
-                return True
-        return False
-
-    def _calendar_missing(
-        self, job: Job, plan: ReleasePlan, gone: list[str], now: datetime, out: _Outgoing
-    ) -> None:
-        """A job whose excluded calendar is gone: its slots are not run (any may fall on one of
-        the calendar's days) but recorded MISSED, ``calendar missing``, with the event and the
-        ``missed`` alert of any missed slot; the chain goes on."""
-        if not plan.release:
-            return
-        note = calendar_missing_note(gone)
-        log.error("job %s: %s; %d slot(s) recorded MISSED", job.id, note, len(plan.release))
-        self.metrics.add("SlotsCalendarMissing", len(plan.release))
-        out.missed.extend(self._missed(job, slot, note, now) for slot in plan.release)
-        plan.release = []
-
-    def _record_excluded(self, records: list[Execution]) -> int:
-        """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing)."""
-        ttl = int((self.clock.now() + timedelta(days=self.config.retention_days)).timestamp())
-        written = 0
-        for record in records:
-            try:
-                self.store.save_execution(record, None, ttl)
-            except ExecutionConflictError:
-                continue
-            written += 1
-        return written
-
     def _started_slots(self, plans: list[tuple[Job, ReleasePlan]]) -> set[ExecutionKey]:
         """Of the slots these plans would send, those a worker already started (or ran)."""
         keys = {(job.tenant, job.id, slot_key(slot)) for job, plan in plans for slot in plan.release}
@@ -376,8 +318,8 @@ class SlotReleaser:
             out.messages[queue].append(message)
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
             handed_over = handed_over or last
-        out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
-        out.missed.extend(self._missed_range(job, missed, now) for missed in plan.ranges)
+        out.missed.extend(unrun_record(job, slot, reason, now) for slot, reason in plan.missed)
+        out.missed.extend(range_record(job, missed, now) for missed in plan.ranges)
         if plan.next_slot is not None:
             timer = fire_timer(self.config.layout, job, plan.next_slot, now, chained=True)
             out.next_timers.append(timer)
@@ -506,98 +448,6 @@ class SlotReleaser:
             # A slot queued behind another (overlap queue): its claim checks it still waits.
             return message_for(job, timer.slot, execution.scheduled_at, attempt, MessageKind.CHECK, now)
         return None
-
-    def _missed(
-        self,
-        job: Job,
-        slot: datetime,
-        reason: str,
-        now: datetime,
-        status: ExecutionStatus = ExecutionStatus.MISSED,
-    ) -> Execution:
-        return Execution(
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=slot_key(slot),
-            scheduled_at=dispatch_instant(job, slot),
-            status=status,
-            finished_at=now,
-            error=reason,
-            job_version=job.version,
-        )
-
-    def _missed_range(self, job: Job, missed: MissedRange, now: datetime) -> Execution:
-        """The one MISSED record of a long run of dropped slots (:mod:`punctual.timing.missed_ranges`)."""
-        record = self._missed(job, missed.first, missed.reason, now)
-        return record.model_copy(update={"last_slot": slot_key(missed.last), "slot_count": missed.count})
-
-    def _record_missed(self, records: list[Execution], jobs: dict[tuple[str, str], Job]) -> int:
-        """Write MISSED records where the slot has none yet; count each slot once per job.
-
-        Each slot recorded MISSED (now, or by a release that died before it could tell) is
-        notified: its event, and an ``alert`` message when its job has a ``missed`` rule (the
-        worker makes the alert once per slot, however often the message comes).
-        """
-        if not records:
-            return 0
-        ttl = int((self.clock.now() + timedelta(days=self.config.retention_days)).timestamp())
-        per_job: dict[tuple[str, str], int] = defaultdict(int)
-        notify: list[tuple[Job, Execution]] = []
-        for record in records:
-            job = jobs.get((record.tenant, record.job_id))
-            try:
-                self.store.save_execution(record, None, ttl)
-            except ExecutionConflictError as exc:
-                # The slot ran, or was recorded missed before: nothing new to count. A record
-                # missed before is notified again (its alert is made once however often).
-                earlier = exc.current
-                if earlier is not None and earlier.status is ExecutionStatus.MISSED:
-                    added = self._extend_range(record, earlier, ttl)
-                    if added:
-                        per_job[(record.tenant, record.job_id)] += added
-                    if job is not None and job.alerts:
-                        notify.append((job, earlier))
-                handed = job is not None and (bool(job.alerts) or job.events_bus is not None)
-                if job is not None and handed and earlier and earlier.status is ExecutionStatus.MISSED:
-                    notify.append((job, earlier))
-                continue
-            per_job[(record.tenant, record.job_id)] += record.slot_count
-            if job is not None:
-                notify.append((job, record))
-        if notify:
-            self.notifier.missed(notify, self.clock.now())  # the events
-            self._send_alerts(notify)
-        for (tenant, job_id), count in per_job.items():
-            self.store.add_skipped(tenant, job_id, count)
-        return sum(per_job.values())
-
-    def _extend_range(self, record: Execution, earlier: Execution, ttl: int) -> int:
-        """A repeated release (after a crash) may find a longer run than the first one recorded:
-        the range record grows to cover it. Returns how many slots it gained."""
-        gained = record.slot_count - earlier.slot_count
-        if gained <= 0 or (earlier.last_slot or earlier.slot) >= (record.last_slot or record.slot):
-            return 0
-        try:
-            self.store.save_execution(
-                record, Expect(frozenset({ExecutionStatus.MISSED}), earlier.attempt), ttl
-            )
-        except ExecutionConflictError:
-            return 0
-        return gained
-
-    def _send_alerts(self, missed: list[tuple[Job, Execution]]) -> None:
-        """Hand each missed slot of a job with a ``missed`` rule to a worker, which raises its
-        alert (once per slot, by a conditional write) and delivers it with the target role."""
-        now = self.clock.now()
-        outgoing: dict[str, list[DispatchMessage]] = defaultdict(list)
-        for job, record in missed:
-            # A missed rule's alert, and the copy of the Slot Missed event on the job's own bus.
-            if job.events_bus is not None or any(AlertCondition.MISSED in rule.on for rule in job.alerts):
-                message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
-                outgoing[self.queue_for(job)].append(replace(message, ordered=False))
-        for queue, messages in outgoing.items():
-            self.queues.send(queue, messages)
-            self.metrics.add("AlertsHandedOver", len(messages))
 
     def _complete(self, job: Job, now: datetime) -> int:
         """A one-time job, or a job past ``end_at``, whose last slot no message carries: mark it
