@@ -118,6 +118,16 @@ def expected_slots(first: str, period_s: int, until: float) -> list[str]:
     return out
 
 
+def first_slot(local: LocalMode, job: Registered) -> str:
+    """A recurring job's first slot: its registration's ``next_fire_at``, or a slot between the
+    job's creation and that instant which ran. ``next_fire_at`` is the next slot as of the answer:
+    when registration takes longer than the schedule's period (a loaded machine: 1.7 s, seen), the
+    first slot fires before the answer is made, and the answer names the one after it."""
+    created, answered = seconds(job.body["created_at"]), seconds(job.body["next_fire_at"])
+    early = [slot for slot in succeeded_slots(local, job.id) if created <= seconds(slot) < answered]
+    return min(early) if early else job.body["next_fire_at"]
+
+
 # ------------------------------------------------------------------------------- the kinds
 
 
@@ -458,7 +468,7 @@ def test_kill_9_the_poller_mid_minute(local_mode: LocalMode, kinds: dict[str, Re
 
     # Then the supervisor restarts it and the rate(5 seconds) job goes on, every slot once
     local.wait(lambda: local.pid("poller") not in (None, victim), 60, "the poller to be restarted")
-    expected = expected_slots(kinds["rate"].body["next_fire_at"], 5, killed_at + 10)
+    expected = expected_slots(first_slot(local, kinds["rate"]), 5, killed_at + 10)
     local.wait(
         lambda: set(expected) <= set(succeeded_slots(local, rate)),
         90,
@@ -497,7 +507,7 @@ def test_every_slot_ran_once_and_history_agrees(local_mode: LocalMode, kinds: di
     for key in ("rate", "ecs"):
         period = 5 if key == "rate" else 10
         job = kinds[key]
-        expected = expected_slots(job.body["next_fire_at"], period, cutoff)
+        expected = expected_slots(first_slot(local, job), period, cutoff)
         local.wait(
             lambda job=job, expected=expected: set(expected) <= set(succeeded_slots(local, job.id)),
             60,
