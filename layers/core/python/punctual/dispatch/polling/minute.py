@@ -91,6 +91,7 @@ class MinutePoll:
         self.last_near_ms: int | None = None
         self.next_catchup = minute
         self.marked_ms: int | None = None  # the progress mark last written
+        self.marked_work = 0  # timers handled when that mark was written (see _mark)
         self.next_mark = minute
 
     # ------------------------------------------------------------------ the loop
@@ -267,10 +268,20 @@ class MinutePoll:
             log.exception("catch-up slice failed; will retry")
             self.next_catchup = self.clock.now() + timedelta(seconds=self.config.poll_interval_s)
 
+    def _handled(self) -> int:
+        r = self.report
+        return r.released + r.stale + r.skipped + r.excluded + r.completed
+
     def _mark(self, force: bool = False) -> None:
-        """Record how far this minute is released, every ``progress_interval_s`` (or now)."""
+        """Record how far this minute is released, every ``progress_interval_s`` in which it
+        handled a timer (or now, when ``force``).
+
+        An interval that handled nothing leaves the mark where it was: a restart from the older
+        mark re-reads a stretch in which nothing was due and sends nothing again. Idle, the marks
+        were most of a poller's writes (36 a minute, $0.99 of the idle month).
+        """
         now = self.clock.now()
-        if not force and now < self.next_mark:
+        if not force and (now < self.next_mark or self._handled() == self.marked_work):
             return
         through = self.drain.released_through_ms
         if through is None or self.unread:
@@ -282,6 +293,7 @@ class MinutePoll:
         try:
             self.store.put_progress(self.minute, self.group, self.group_count, through)
             self.marked_ms = through
+            self.marked_work = self._handled()
         except Exception:
             log.exception("writing the progress mark of %s failed", self.minute)
         self.next_mark = now + timedelta(seconds=self.config.progress_interval_s)
