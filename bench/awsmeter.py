@@ -103,7 +103,7 @@ def _kind_of_key(pk: str, sk: str = "") -> str:
         if sk.startswith("dep#") or sk.startswith("child#"):
             return "dependency"
         return "job"
-    for prefix in ("timer#", "near#", "wm#", "tenant#", "load#"):
+    for prefix in ("timer#", "near#", "wm#", "tenant#", "load#", "progress#"):
         if pk.startswith(prefix):
             return prefix[:-1]
     return "other"

@@ -127,7 +127,11 @@ def packing_wru_per_timer() -> float | None:
 
 
 def per_trigger_rows(
-    added: Mapping[tuple[str, str, str], Tally], triggers: int, prices: Prices, packing: float | None = None
+    added: Mapping[tuple[str, str, str], Tally],
+    triggers: int,
+    prices: Prices,
+    packing: float | None = None,
+    group_minutes: int = 0,
 ) -> list[dict[str, Any]]:
     """One row per (phase, request, item kind): what each trigger adds, measured and at scale.
 
@@ -136,7 +140,10 @@ def per_trigger_rows(
     The poller's next timers pack as they do for a poller at that rate (``packing`` write
     units per timer, measured by bench/timer_packing.py; this run's few triggers a second
     pack poorly). The poller's minute-load ledger writes are one per release chunk, full at that
-    rate (``cost_scale``). Everything else is per item and does not change with the rate.
+    rate (``cost_scale``). A poller's progress marks are one per (minute, shard group) and
+    progress interval, whatever the rate: this run's marks per group-minute (``group_minutes``
+    of them) times the groups at 10,000/s, over a minute's triggers at that rate. Everything
+    else is per item and does not change with the rate.
     """
     rows = []
     per_chunk = per_full_chunk(added, triggers)
@@ -152,6 +159,9 @@ def per_trigger_rows(
         wru_at_scale = tally.wru / triggers
         if (phase, kind) == ("poller", "load"):  # one ledger write per release chunk (and minute)
             wru_at_scale, at_scale = wru_at_scale * per_chunk, at_scale * per_chunk
+        if (phase, kind) == ("poller", "progress") and group_minutes:
+            share = groups_at(SUSTAINED_PER_S) / group_minutes / (SUSTAINED_PER_S * 60) * triggers
+            wru_at_scale, at_scale = wru_at_scale * share, at_scale * share
         if packing and tally.timers and operation == "dynamodb.BatchWriteItem":
             # The poller's next timers, packed as a poller at 10,000/s packs them.
             wru_at_scale = min(wru_at_scale, tally.timers / triggers * packing)
@@ -369,7 +379,7 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
     added = subtract(load.tallies, base.tallies)
     triggers = max(load.triggers, 1)
     packing = packing_wru_per_timer()
-    rows = per_trigger_rows(added, triggers, prices, packing)
+    rows = per_trigger_rows(added, triggers, prices, packing, load.minutes * load.groups)
     storage = storage_per_million(rows, prices)
     measured_lambda = lambda_per_trigger(load, prices)
     scale_lambda = lambda_per_trigger(load, prices, batch=10)

@@ -521,3 +521,21 @@ def test_the_load_minus_idle_difference_is_per_key() -> None:
     idle = {("poller", "dynamodb.Query", "near"): awsmeter.Tally(calls=10, billed=10, rru=10.0)}
     diff = awsmeter.subtract(load, idle)[("poller", "dynamodb.Query", "near")]
     assert (diff.calls, diff.rru, diff.items) == (0, 2.0, 30)
+
+
+def test_progress_marks_cost_per_shard_group_minute_not_per_trigger() -> None:
+    # Given a run of one shard group for 5 minutes that wrote 30 progress marks over 1,000 triggers
+    cost_money = importlib.import_module("cost_money")
+    assert awsmeter._kind_of_key("progress#2026-12-04T03:00", "0/1") == "progress"
+    prices = cost_money.Prices.load()
+    marks = awsmeter.Tally(calls=30, billed=30, wru=30.0, items=30)
+    added = {("poller", "dynamodb.UpdateItem", "progress"): marks}
+    # When the rows are scaled to 10,000 triggers a second
+    (row,) = cost_money.per_trigger_rows(added, 1_000, prices, group_minutes=5)
+    # Then the run's figure is per trigger, and at scale the marks are those of the groups
+    # 10,000/s needs, each marking as often as this run's group did, over a minute's triggers
+    assert row["wru_per_trigger"] == pytest.approx(0.03)
+    groups = cost_money.groups_at(cost_money.SUSTAINED_PER_S)
+    expected = 30 / 5 * groups / (cost_money.SUSTAINED_PER_S * 60)
+    assert row["wru_per_trigger_at_scale"] == pytest.approx(expected)
+    assert row["usd_per_million_at_scale"] == pytest.approx(expected * prices.wru * 1e6)
