@@ -18,6 +18,9 @@ log = logging.getLogger("local.aws")
 
 
 def run(config: LocalConfig, stop: threading.Event) -> None:
+    if config.attach_aws:
+        attach(config, stop)
+        return
     import boto3
     from moto.server import ThreadedMotoServer
 
@@ -73,3 +76,28 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         except OSError:
             pass
         server.stop()
+
+
+def attach(config: LocalConfig, stop: threading.Event) -> None:
+    """Another Region (``--attach-aws``): the moto server and its table are the first Region's;
+    create this Region's queues there (``name_prefix``), describe them, and wait."""
+    import boto3
+
+    from local.config import wait_for
+
+    wait_for(lambda: port_in_use(config.aws_port), 60, what=f"moto server on port {config.aws_port}")
+    template = str(template_path(config.cache_dir, config.template))
+    blueprint = read_blueprint(load_template(config.cache_dir, template), config.name_prefix)
+    apply_env(config.aws_env())
+    deployment = deploy(config, blueprint, boto3.client("dynamodb"), boto3.client("sqs"), template)
+    deployment.write(config.deployment_file)
+    log.info(
+        "attached to moto server on %s: table %s (shared), this Region's queues %s",
+        config.aws_endpoint,
+        deployment.table_name,
+        ", ".join(url.rsplit("/", 1)[-1] for url in deployment.queue_arns),
+    )
+    try:
+        stop.wait()
+    finally:
+        config.deployment_file.unlink(missing_ok=True)

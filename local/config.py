@@ -65,6 +65,11 @@ class LocalConfig:
         DynamoDB's behaviours moto lacks (:mod:`local.moto_fidelity`): eventually consistent
         reads answered up to this many seconds behind, and this share of the writes on items
         a transaction holds cancelled for a transaction conflict (0: off, the default).
+    attach_aws, name_prefix
+        Another Region of a multi-Region local mode (docs/multi-region.md, section 7): use the
+        moto server already on ``aws_port`` and its table (moto is strongly consistent, as an MRSC
+        global table is) instead of starting one, and create this Region's own queues, named
+        ``<name_prefix>-...``; the webhook receiver on ``receiver_port`` is the first Region's.
     burst_workers_max, burst_worker_messages_per_s
         Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
         are started ahead of a planned burst, each counted as draining this many messages a
@@ -90,6 +95,7 @@ class LocalConfig:
     transaction_conflicts: float = 0.0
     burst_workers_max: int = 2
     burst_worker_messages_per_s: int = 3
+    attach_aws: bool = False
     template: str = ""  # a template file to use instead of synthesising infra/
     extra: dict[str, str] = field(default_factory=dict)  # further PUNCTUAL_* overrides
 

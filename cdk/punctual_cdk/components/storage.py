@@ -36,6 +36,14 @@ class Storage(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: PunctualConfig) -> None:
         super().__init__(scope, construct_id)
         self.table_key: kms.Key | None = None
+        self.table: dynamodb.ITable = self._make_table(config)
+        # Webhook signing secrets are stored encrypted under this key (PUNCTUAL_KMS_KEY_ID):
+        # the API encrypts, the workers decrypt, nothing else may.
+        self.secrets_key: kms.IKey = self._make_secrets_key()
+        self._make_dispatch_key()
+
+    def _make_table(self, config: PunctualConfig) -> dynamodb.ITable:
+        """The one table of a single-Region deployment (the multi-Region profile makes its own)."""
         if config.table_encryption == "cmk":
             self.table_key = kms.Key(
                 self,
@@ -51,7 +59,7 @@ class Storage(Construct):
                 read_units_per_second=config.table_warm_read_units_per_second or None,
                 write_units_per_second=config.table_warm_write_units_per_second or None,
             )
-        self.table = dynamodb.Table(
+        table = dynamodb.Table(
             self,
             "Table",
             partition_key=dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
@@ -77,16 +85,16 @@ class Storage(Construct):
         )
         if provisioned:
             target = c.TABLE_AUTOSCALING_TARGET_PERCENT
-            self.table.auto_scale_read_capacity(
+            table.auto_scale_read_capacity(
                 min_capacity=config.table_read_capacity_min, max_capacity=config.table_read_capacity_max
             ).scale_on_utilization(target_utilization_percent=target)
-            self.table.auto_scale_write_capacity(
+            table.auto_scale_write_capacity(
                 min_capacity=config.table_write_capacity_min, max_capacity=config.table_write_capacity_max
             ).scale_on_utilization(target_utilization_percent=target)
+        return table
 
-        # Webhook signing secrets are stored encrypted under this key (PUNCTUAL_KMS_KEY_ID):
-        # the API encrypts, the workers decrypt, nothing else may.
-        self.secrets_key = kms.Key(
+    def _make_secrets_key(self) -> kms.IKey:
+        return kms.Key(
             self,
             "SecretsKey",
             description="Punctual: encrypts the webhook secrets stored with jobs",
@@ -94,6 +102,7 @@ class Storage(Construct):
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
 
+    def _make_dispatch_key(self) -> None:
         # Dispatch messages are signed with this key (PUNCTUAL_DISPATCH_KEY_SECRET_ARN,
         # punctual.message_auth): generated at deploy, read by the senders (pollers, workers, the
         # API) and the workers that verify; no other principal of the stack can read it.
