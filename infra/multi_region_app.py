@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,13 @@ from punctual_cdk.config import ConfigError, PunctualConfig  # noqa: E402
 from punctual_cdk.multi_region import MultiRegionPunctual, RegionPlan  # noqa: E402
 
 
-def plan_from(context: Mapping[str, Any]) -> RegionPlan:
+def plan_from(context: Callable[[str], Any]) -> RegionPlan:
     """The Region plan of the context (``regions``, ``witnessRegion``)."""
-    raw = context.get("regions")
+    raw = context("regions")
     if not raw:
         raise ConfigError("multi-Region: set -c regions=<home>,<region>[,<region>]")
     regions = tuple(r.strip() for r in (raw.split(",") if isinstance(raw, str) else raw) if r.strip())
-    witness = context.get("witnessRegion") or None
+    witness = context("witnessRegion") or None
     return RegionPlan(regions=regions, witness=str(witness) if witness else None)
 
 
@@ -50,12 +50,13 @@ def build_multi_region_app(
     merged = {**cdk_json_context(), **(context or {})}
     app = cdk.App(outdir=outdir or os.environ.get("CDK_OUTDIR", c.CDK_OUTDIR), context=merged)
     config = PunctualConfig.from_context(app.node.try_get_context)
-    account = str(merged.get("account") or os.environ.get("CDK_DEFAULT_ACCOUNT") or "")
+    context_of = app.node.try_get_context  # the CLI's -c values too (CDK_CONTEXT_JSON)
+    account = str(context_of("account") or os.environ.get("CDK_DEFAULT_ACCOUNT") or "")
     if not account:
         raise ConfigError(
             "multi-Region: set -c account=<id> (or CDK_DEFAULT_ACCOUNT): stacks name their Region"
         )
-    profile = MultiRegionPunctual(app, plan=plan_from(merged), account=account, config=config)
+    profile = MultiRegionPunctual(app, plan=plan_from(context_of), account=account, config=config)
     cdk.Tags.of(app).add("app", c.APP_NAME)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, profile
