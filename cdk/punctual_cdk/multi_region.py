@@ -16,6 +16,8 @@ What differs from the single-Region stack, and why (the facts are numbered as in
 * webhook secrets are encrypted under a **multi-Region KMS key**: the primary in the home
   Region, a replica (same key material) in each other Region, so a worker decrypts a secret the
   API of any Region stored, with its own Region's key, whatever other Region is lost;
+* every function and ECS task writes the store's transactions one item at a time
+  (``PUNCTUAL_TABLE_TRANSACTIONS=false``, F9: MRSC refuses ``TransactWriteItems``);
 * every role is granted its actions on **its own Region's replica only** (the table ARN in the
   stack's Region) and its own Region's key, queues and functions: nothing calls across Regions
   (F13);
@@ -36,6 +38,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from punctual.settings import Settings
 from punctual_cdk import constants as c
 from punctual_cdk.components.storage import Storage
 from punctual_cdk.config import ConfigError, PunctualConfig
@@ -48,6 +51,7 @@ REGION_SETS: dict[str, tuple[str, ...]] = {
     "AP": ("ap-northeast-1", "ap-northeast-2", "ap-northeast-3"),
 }
 MRSC_REGIONS = 3  # three replicas, or two replicas and a witness (F3)
+TRANSACTIONS_VARIABLE = Settings.variable("table_transactions")
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,19 @@ class RegionStack(cdk.Stack):
                 owner, "Storage", config=config, plan=plan, primary_secrets_key=primary_secrets_key
             ),
         )
+        # MRSC refuses transactions (F9): every process writes a transaction's items one by one.
+        scheduler = self.scheduler
+        functions = [
+            scheduler.api.handler,
+            *scheduler.dispatch.pollers,
+            scheduler.dispatch.tick,
+            scheduler.workers.worker,
+            scheduler.console.handler,
+        ]
+        for handler in functions:
+            handler.function.add_environment(TRANSACTIONS_VARIABLE, "false")
+        for container in scheduler.workers.containers:
+            container.add_environment(TRANSACTIONS_VARIABLE, "false")
 
 
 class MultiRegionPunctual:

@@ -166,3 +166,23 @@ def test_options_the_profile_does_not_offer_are_refused(repo_root: Path, tmp_pat
         _synth(tmp_path / "cmk", context)
     with pytest.raises(ConfigError, match="on-demand"):
         _synth(tmp_path / "prov", {"regions": ",".join(REGIONS), "tableBillingMode": "provisioned"})
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "us-east-2"])
+def test_every_process_writes_without_transactions(
+    witness_plan: dict[str, dict[str, Any]], region: str
+) -> None:
+    template = witness_plan[region]
+    functions = [
+        f
+        for f in _of_type(template, "AWS::Lambda::Function")
+        if "PUNCTUAL_TABLE_NAME" in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    assert len(functions) >= 5  # api, pollers, tick, worker, console
+    for function in functions:
+        assert function["Properties"]["Environment"]["Variables"]["PUNCTUAL_TABLE_TRANSACTIONS"] == "false"
+    for task in _of_type(template, "AWS::ECS::TaskDefinition"):
+        for container in task["Properties"]["ContainerDefinitions"]:
+            names = {e["Name"]: e["Value"] for e in container.get("Environment", [])}
+            if "PUNCTUAL_TABLE_NAME" in names:
+                assert names["PUNCTUAL_TABLE_TRANSACTIONS"] == "false", container["Name"]

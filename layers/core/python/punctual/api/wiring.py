@@ -195,7 +195,7 @@ def build_services(
         The deployment's own resources (default: loaded from settings on first use).
     """
     layout = settings.layout()
-    store = DynamoStore(dynamodb, settings.table_name, layout)
+    store = DynamoStore(dynamodb, settings.table_name, layout, settings.table_transactions)
     jobs_box, reply_box = _secret_boxes(settings)
     jobs = JobService(
         store=store,

@@ -19,6 +19,7 @@ from punctual.store.dynamo.keys import (
     _s,
 )
 from punctual.store.dynamo.schema import CREATE, LAYOUT_KEY
+from punctual.store.dynamo.sequenced import write_in_order
 from punctual.timers import Timer, TimerLayout
 
 
@@ -34,12 +35,18 @@ class DynamoBase:
         The table, with string keys ``pk`` and ``sk``.
     layout
         The timer layout this process uses (None: no layout is recorded or checked).
+    transactions
+        False on a table that refuses ``TransactWriteItems`` (an MRSC global table): the store's
+        transactions are then written one item at a time (:mod:`.sequenced`).
     """
 
-    def __init__(self, client: Any, table_name: str, layout: TimerLayout | None = None) -> None:
+    def __init__(
+        self, client: Any, table_name: str, layout: TimerLayout | None = None, transactions: bool = True
+    ) -> None:
         self.client = client if isinstance(client, ConflictRetryingClient) else ConflictRetryingClient(client)
         self.table = table_name
         self.layout = layout
+        self.transactions = transactions
         self._layout_checked = layout is None
 
     # ---------------------------------------------------------------- layout
@@ -131,9 +138,11 @@ class DynamoBase:
         while True:
             parents = list(pending)
             try:
-                self.client.transact_write_items(
-                    TransactItems=items + [i for p in parents for i in pending[p]]
-                )
+                batch = items + [i for p in parents for i in pending[p]]
+                if self.transactions:
+                    self.client.transact_write_items(TransactItems=batch)
+                else:
+                    write_in_order(self.client, batch)
                 return
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":

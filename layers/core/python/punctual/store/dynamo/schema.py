@@ -75,6 +75,14 @@ def _key(pk: str, sk: str) -> Key:
     return {"pk": _s(pk), "sk": _s(sk)}
 
 
+KEY_ATTRIBUTES = ("pk", "sk")
+
+
+def key_of(item: dict[str, Any]) -> dict[str, Any]:
+    """The primary key of a whole item (its ``pk`` and ``sk``)."""
+    return {name: item[name] for name in KEY_ATTRIBUTES}
+
+
 def group_sk(name: str) -> str:
     """A schedule group's sort key in its tenant's listing partition (names sort as they are)."""
     return f"{GROUP_PREFIX}{name}"
