@@ -54,6 +54,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="another Region: use the moto server already on --aws-port (its table) and the"
         " receiver on --receiver-port; create only this Region's queues (--name-prefix)",
     )
+    parser.add_argument(
+        "--no-transactions",
+        dest="table_transactions",
+        action="store_const",
+        const=False,
+        help="write the store's transactions one item at a time, as on an MRSC global table",
+    )
     parser.add_argument("--name-prefix", help="queue name prefix (default punctual; one per Region)")
     parser.add_argument(
         "--no-moto-patch",
@@ -148,6 +155,7 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             "api_processes",
             "attach_aws",
             "name_prefix",
+            "table_transactions",
         )
     }
     if getattr(args, "json_logs", False):

@@ -96,6 +96,7 @@ class LocalConfig:
     burst_workers_max: int = 2
     burst_worker_messages_per_s: int = 3
     attach_aws: bool = False
+    table_transactions: bool = True  # False: PUNCTUAL_TABLE_TRANSACTIONS=false (as on an MRSC table)
     template: str = ""  # a template file to use instead of synthesising infra/
     extra: dict[str, str] = field(default_factory=dict)  # further PUNCTUAL_* overrides
 

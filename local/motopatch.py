@@ -56,6 +56,16 @@ or the whole queue, or with nothing useful at all:
    class-wide list for moto's debug dashboard (``/moto-api/``), so the process only grows.
    **Patch:** those two lists keep nothing (the dashboard no longer lists items and messages).
 
+8. moto server answers requests on several threads, and moto applies a DynamoDB write as read,
+   check, then store, with no lock: two ``UpdateItem`` calls that ``ADD`` to one set at the
+   same moment can lose one of them (13 of 200 pairs, measured), and two conditional puts of
+   one key can both pass their condition. DynamoDB applies each write to an item atomically;
+   Punctual's claim and an ``after(...)`` child's parent set rely on it, all the more with
+   several "Regions" of local mode claiming every slot at once (local/regions.py).
+   **Patch:** ``PutItem``, ``UpdateItem``, ``DeleteItem`` and ``TransactWriteItems`` (and so
+   ``BatchWriteItem``, which puts item by item) run one at a time under one lock; reads do not
+   take it.
+
 Everything else (conditions, cancellation reasons, ordering, paging, projections) is
 moto's own code. ``tests/e2e/test_motopatch.py`` runs the queries and transactions
 Punctual makes against a patched and an unpatched backend and compares every answer.
@@ -77,6 +87,7 @@ PATCHED_FOR = "5.2.5"
 
 _scope = threading.local()
 _originals: dict[str, Any] = {}  # what apply() replaced, for revert()
+_WRITE_LOCK = threading.RLock()  # patch 8: DynamoDB writes one at a time, as each item's are
 
 
 class _CopyShim:
@@ -177,17 +188,18 @@ def apply() -> bool:
             _scope.partition = None
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        snapshots = _snapshot(self, transact_items) if len(transact_items) <= 100 else None
-        if snapshots is None:
-            return original_transact(self, transact_items)
-        _scope.keep_tables = True
-        try:
-            return original_transact(self, transact_items)
-        except Exception:
-            _restore(snapshots)
-            raise
-        finally:
-            _scope.keep_tables = False
+        with _WRITE_LOCK:  # patch 8: one write at a time
+            snapshots = _snapshot(self, transact_items) if len(transact_items) <= 100 else None
+            if snapshots is None:
+                return original_transact(self, transact_items)
+            _scope.keep_tables = True
+            try:
+                return original_transact(self, transact_items)
+            except Exception:
+                _restore(snapshots)
+                raise
+            finally:
+                _scope.keep_tables = False
 
     _originals.update(
         all_items=original_all_items,
@@ -204,7 +216,23 @@ def apply() -> bool:
     _patch_serializer()
     _patch_module_list()
     _untrack()
+    _patch_write_atomicity()
     return True
+
+
+def _patch_write_atomicity() -> None:
+    """Patch 8: ``PutItem``, ``UpdateItem`` and ``DeleteItem`` hold the one write lock (the
+    patched ``TransactWriteItems`` holds it too)."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in ("put_item", "update_item", "delete_item"):
+        original = DynamoDBBackend.__dict__[name]
+
+        def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with _WRITE_LOCK:
+                return _original(self, *args, **kwargs)
+
+        _swap(DynamoDBBackend, name, locked)
 
 
 def _patch_sqs() -> None:

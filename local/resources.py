@@ -188,6 +188,7 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": "",
             "PUNCTUAL_KMS_KEY_ID": "",
             "PUNCTUAL_LEASE_S": str(config.lease_s),
+            "PUNCTUAL_TABLE_TRANSACTIONS": "true" if config.table_transactions else "false",
             # The own resources are listed here, not read from SSM (moto holds no parameter).
             "PUNCTUAL_OWN_ARNS": ",".join([*deployment.queue_arns.values(), table_arn(deployment)]),
             "PUNCTUAL_OWN_ARNS_PARAMETER": "",

@@ -87,7 +87,14 @@ class RegionLossRun(ChaosRun):
         config = self.config
         rng = random.Random(config.seed)
         template = chaos_template(self.run_dir, config.visibility_s)
-        self.regions.extra = ("--template", str(template), "--workers", str(config.workers))
+        # As on an MRSC table, which refuses transactions: the store writes them one item at a time.
+        self.regions.extra = (
+            "--template",
+            str(template),
+            "--workers",
+            str(config.workers),
+            "--no-transactions",
+        )
         self.echo(
             f"region-loss: seed {config.seed}, {config.regions} Regions, {config.seconds:.0f}s; Region"
             f" {config.lost} down from +{config.down_at_s:.0f}s for {config.down_for_s:.0f}s;"
