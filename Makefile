@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python bench/cpu_per_trigger.py; \
 	$(BIN)/python bench/timer_packing.py; \
 	$(BIN)/python bench/console_widget.py; \
+	$(BIN)/python bench/audit_cost.py; \
 	$(BIN)/python bench/cost_per_million.py; \
 	$(BIN)/python bench/capacity.py; \
 	$(BIN)/python bench/crash_cost.py; \

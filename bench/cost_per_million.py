@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import audit_cost
 import benchlib
 from awsmeter import Meter, Tally, subtract
 
@@ -658,6 +659,7 @@ def idle_month(idle: RunResult, prices: Prices, poller_mb: int, tick_mb: int | N
         "tick_lambda": tick_usd * MINUTES_PER_MONTH,
         "event_source_idle_polling": esm_receives * prices.sqs_fifo * MINUTES_PER_MONTH,
         "console_widget_dashboard_open": console_widget_month(),
+        "chain_auditor": audit_cost.idle_month_usd(),  # its Lambda, reads and alarms: bench/audit_cost.py
     }
     month["total"] = sum(month.values())
     lines.sort(key=lambda line: -line[-1])

@@ -80,14 +80,19 @@ def deployment() -> dict[str, int]:
     }
 
 
+def tenant_of(index: int) -> str:
+    return f"arn:aws:iam::123456789012:role/team-{index % TENANTS:03d}"
+
+
 def group_jobs(count: int, far: int, groups: int) -> list[str]:
-    """``count`` job ids whose far shard falls in group 0 of ``groups``."""
+    """``count`` job ids whose far shard (with the tenant each is registered under) falls in
+    group 0 of ``groups``."""
     out: list[str] = []
     n = 0
     while len(out) < count:
         job_id = f"job-{n:08d}"
         n += 1
-        if shard_of(job_id, far) % groups == 0:
+        if shard_of(tenant_of(len(out)), job_id, far) % groups == 0:
             out.append(job_id)
     return out
 
@@ -116,7 +121,7 @@ def run(rate: float, minutes: int) -> dict[str, Any]:
                 "target": {"type": "http", "url": "https://example.com/hook"},
             }
         )
-        service.register(f"arn:aws:iam::123456789012:role/team-{index % TENANTS:03d}", spec, job_id=job_id)
+        service.register(tenant_of(index), spec, job_id=job_id)
     registered_s = time.perf_counter() - started
     dispatcher = Poller(store, queues, clock, PollerConfig(layout=layout, short_queue_urls=(QUEUE,)))
     store.armed = True

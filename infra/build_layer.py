@@ -7,8 +7,9 @@ else, the core package holds only modules a handler or the ECS worker reaches (b
 ``tests/unit/test_layer_contents.py``); the ``punctual`` command is ``clients/python``, local
 mode's code ``local/``; the in-memory twins of the store's ports (``store/memory/``, used by
 tests and benchmarks; no shipped module imports them) stay in the source tree beside their
-ports but out of the layer (:data:`NOT_SHIPPED`). boto3 is left out: the runtime ships it (with botocore's own
-python-dateutil, which nothing in the layer needs). The build is skipped when a stamp, keyed on
+ports but out of the layer (:data:`NOT_SHIPPED`), as do the operator's commands (``admin/``).
+boto3 is left out: the runtime ships it (with botocore's own python-dateutil, which nothing in
+the layer needs). The build is skipped when a stamp, keyed on
 a hash of its inputs (requirements.txt, the core sources, the pip arguments), matches; it is
 rebuilt in a temporary folder and swapped in, so an interrupted build never leaves a half
 layer behind.
@@ -48,8 +49,9 @@ PIP_ARGS = (
     "cp",
 )
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-# Folders of the core package left out of the layer, relative to it: test twins only.
-NOT_SHIPPED = ("store/memory",)
+# Folders of the core package left out of the layer, relative to it: the store's test twins, and
+# the operator's commands (run from a clone, never by the stack).
+NOT_SHIPPED = ("store/memory", "admin")
 
 
 def shipped(path: Path) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from local.config import LocalConfig, LocalModeError, free_port, port_in_use
 
-COMPONENTS = ("aws", "api", "poller", "worker", "ecs-worker", "receiver")
+COMPONENTS = ("aws", "api", "poller", "worker", "ecs-worker", "receiver", "auditor")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -124,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "worker": "one worker Lambda container fed by the SQS event source mapping",
         "ecs-worker": "the ECS worker service on the long queue",
         "receiver": "the demo's webhook receiver",
+        "auditor": "the chain auditor: every job's chain checked, broken ones repaired",
     }
     for name in COMPONENTS:
         sub = verbs.add_parser(name, help=helps[name])
@@ -185,6 +186,10 @@ def _component(name: str) -> Callable[..., None]:
         from local import ecs_worker
 
         return ecs_worker.run
+    if name == "auditor":
+        from local import auditor
+
+        return auditor.run
     from local import receiver
 
     return receiver.run

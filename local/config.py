@@ -70,6 +70,10 @@ class LocalConfig:
         moto server already on ``aws_port`` and its table (moto is strongly consistent, as an MRSC
         global table is) instead of starting one, and create this Region's own queues, named
         ``<name_prefix>-...``; the webhook receiver on ``receiver_port`` is the first Region's.
+    audit_interval_s, audit_grace_s
+        The chain auditor (:mod:`local.auditor`): how often it checks every job's chain, and
+        how long nothing of a chain must happen before it is judged (shorter than the cloud's
+        300 s: local mode's pollers run on this machine).
     burst_workers_max, burst_worker_messages_per_s
         Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
         are started ahead of a planned burst, each counted as draining this many messages a
@@ -97,6 +101,8 @@ class LocalConfig:
     burst_worker_messages_per_s: int = 3
     attach_aws: bool = False
     table_transactions: bool = True  # False: PUNCTUAL_TABLE_TRANSACTIONS=false (as on an MRSC table)
+    audit_interval_s: int = 20
+    audit_grace_s: int = 60
     template: str = ""  # a template file to use instead of synthesising infra/
     extra: dict[str, str] = field(default_factory=dict)  # further PUNCTUAL_* overrides
 

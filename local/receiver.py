@@ -13,8 +13,12 @@ shape the answer, so a job says in its own URL how its receiver behaves:
 
 Alerts (``/alert/<name>``: a job's alert rule pointing here) and execution events (``POST
 /events``: local mode's stand-in for the EventBridge bus, ``PUNCTUAL_EVENTS_URL``) are recorded
-apart from the hooks' requests, answered 200, and listed by ``GET /alerts`` and ``GET /events``
-(each also journalled, ``alerts.jsonl`` and ``events.jsonl``).
+apart from the hooks' requests, and listed by ``GET /alerts`` and ``GET /events`` (each also
+journalled, ``alerts.jsonl`` and ``events.jsonl``). Events are answered 200; an alert endpoint's
+URL says how it answers, as a hook's does: ``fail=N`` (500 to the first N requests of each
+``Idempotency-Key`` at that endpoint), ``hang=S`` (hold every answer S seconds: longer than the
+sender's timeout, it never answers in time). Each alert is recorded when it arrives, with the
+answer it will get.
 
 Each request is recorded with its ``Idempotency-Key``, the attempt and slot from the
 payload (jobs send ``{"attempt": "<attempt>", "slot": "<slot>", ...}``), when it arrived
@@ -25,6 +29,7 @@ restarted receiver reads back.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -50,6 +55,7 @@ class Recorder:
         self.records: list[dict[str, Any]] = []
         self.seen: dict[str, int] = {}  # requests per Idempotency-Key
         self.first_seen: dict[str, float] = {}  # per hook name: its first request's arrival
+        self.alert_seen: dict[tuple[str, str], int] = {}  # alert requests per (endpoint, Idempotency-Key)
         self.kept: dict[str, list[dict[str, Any]]] = {"alerts": [], "events": []}
         self._lock = threading.Lock()
         for kind, items in self.kept.items():
@@ -92,6 +98,13 @@ class Recorder:
             if side is not None:
                 with side.open("a") as handle:
                     handle.writelines(json.dumps(item) + "\n" for item in items)
+
+    def alert_arrival(self, name: str, key: str) -> int:
+        """Count an alert's arrival at endpoint ``name``; how many of its key came before."""
+        with self._lock:
+            before = self.alert_seen.get((name, key), 0)
+            self.alert_seen[(name, key)] = before + 1
+            return before
 
     def kept_since(self, kind: str, since: int = 0) -> list[dict[str, Any]]:
         with self._lock:
@@ -185,19 +198,31 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
 
         def _alert(self) -> None:
             body = self._body()
+            split = urlsplit(self.path)
+            query = parse_qs(split.query)
+            name = split.path.removeprefix("/alert/").strip("/")
+            key = self.headers.get("Idempotency-Key") or ""
+            before = recorder.alert_arrival(name, key)
+            status = 500 if before < int(_number(query, "fail")) else 200
+            hang = min(_number(query, "hang"), MAX_DELAY_S)
             recorder.keep(
                 "alerts",
                 [
                     {
-                        "name": urlsplit(self.path).path.removeprefix("/alert/").strip("/"),
-                        "key": self.headers.get("Idempotency-Key"),
+                        "name": name,
+                        "key": key,
                         "signed": bool(self.headers.get("webhook-signature")),
                         "arrived": time.time(),
+                        "status": status,
+                        "hang_s": hang,
                         "body": body,
                     }
                 ],
             )
-            self._reply(200, {"ok": True})
+            if hang > 0:
+                time.sleep(hang)
+            with contextlib.suppress(OSError):  # the sender gave up waiting
+                self._reply(status, {"ok": status == 200})
 
         def _events(self) -> None:
             body = self._body()

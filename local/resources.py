@@ -23,8 +23,8 @@ from local.template import Blueprint, QueueDef
 class Deployment:
     """The resources local mode created, and the settings each function gets.
 
-    ``poller_timeout_s`` and ``worker_timeout_s`` are the functions' Lambda timeouts (the
-    stand-in Lambda contexts count down from them); ``worker_batch_size`` is the event
+    ``poller_timeout_s``, ``worker_timeout_s`` and ``auditor_timeout_s`` are the functions' Lambda
+    timeouts (the stand-in Lambda contexts count down from them); ``worker_batch_size`` is the event
     source mapping's; ``environment`` holds the template's literal ``PUNCTUAL_*`` values;
     ``poller_retry`` the minute state machine's Retry of the poller task (local/retriers.py).
     """
@@ -42,6 +42,7 @@ class Deployment:
     worker_batch_size: int
     ecs_stop_timeout_s: int
     environment: dict[str, str] = field(default_factory=dict)
+    auditor_timeout_s: int = 900
     ecs_environment: dict[str, str] = field(default_factory=dict)
     template: str = ""
     poller_retry: list[dict[str, Any]] = field(default_factory=list)
@@ -139,6 +140,7 @@ def deploy(
         api_timeout_s=blueprint.api.timeout_s,
         worker_batch_size=blueprint.worker_batch_size,
         ecs_stop_timeout_s=blueprint.ecs_stop_timeout_s,
+        auditor_timeout_s=blueprint.auditor.timeout_s if blueprint.auditor else 900,
         environment=blueprint.worker.environment,
         ecs_environment=blueprint.ecs_environment,
         template=template,
@@ -189,6 +191,9 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_KMS_KEY_ID": "",
             "PUNCTUAL_LEASE_S": str(config.lease_s),
             "PUNCTUAL_TABLE_TRANSACTIONS": "true" if config.table_transactions else "false",
+            # The chain auditor checks every job at each invocation (local/auditor.py).
+            "PUNCTUAL_AUDIT_PERIOD_MINUTES": "1",
+            "PUNCTUAL_AUDIT_GRACE_S": str(config.audit_grace_s),
             # The own resources are listed here, not read from SSM (moto holds no parameter).
             "PUNCTUAL_OWN_ARNS": ",".join([*deployment.queue_arns.values(), table_arn(deployment)]),
             "PUNCTUAL_OWN_ARNS_PARAMETER": "",

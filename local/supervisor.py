@@ -93,6 +93,7 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
         ComponentSpec("api", ("api",), 0),
         ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config)),
         ComponentSpec("ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0),
+        ComponentSpec("auditor", ("auditor",), 0),
     ]
     for index in range(2, config.api_processes + 1):
         specs.append(ComponentSpec(f"api-{index}", ("api", "--name", f"api-{index}"), 0))

@@ -32,6 +32,7 @@ from local.config import REPO_ROOT, LocalModeError
 log = logging.getLogger("local.template")
 
 SYNTH_TIMEOUT_S = 300
+AUDITOR_DESCRIPTION = "Punctual chain auditor"  # how the auditor's function is found in the template
 _SYNTH_SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
@@ -170,6 +171,7 @@ class Blueprint:
     # The minute state machine's poller task: its Retry field, as the template has it (the
     # retriers local mode follows when a poller fails, local/retriers.py).
     poller_retry: list[dict[str, Any]] = field(default_factory=list)
+    auditor: FunctionDef | None = None  # the chain auditor's function (none in an older template)
 
     def queues_of(self, role: str) -> list[QueueDef]:
         return [q for q in self.queues if q.role == role]
@@ -391,7 +393,13 @@ def read_blueprint(template: Mapping[str, Any], prefix: str = "punctual") -> Blu
             if "PUNCTUAL_TABLE_NAME" in env:
                 ecs_env = _literal_env(env)
                 stop_timeout = int(container.get("StopTimeout", stop_timeout))
+    auditor_ids = [
+        logical_id
+        for logical_id, props in functions.items()
+        if str(props.get("Description", "")).startswith(AUDITOR_DESCRIPTION)
+    ]
     return Blueprint(
+        auditor=function(auditor_ids[0]) if auditor_ids else None,
         table=table,
         queues=queues,
         poller=function(poller_ids[0]),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,10 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "PunctualTest")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "punctual")
 os.environ.pop("AWS_ENDPOINT_URL", None)
+
+# The repository root on the path (infra/, local/, bench/): any one suite or file runs on its own.
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TABLE = "punctual-test"
 

@@ -195,6 +195,8 @@ class PunctualConfig:
     fire_delay_alarm_ms: int
     events_enabled: bool
     events_bus: str
+    audit_period_minutes: int
+    audit_grace_s: int
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> PunctualConfig:
@@ -267,6 +269,8 @@ class PunctualConfig:
             fire_delay_alarm_ms=reader.integer("fireDelayAlarmMs", 100, 600_000),
             events_enabled=reader.boolean("eventsEnabled"),
             events_bus=reader.choice("eventsBus", c.EVENTS_BUSES),
+            audit_period_minutes=reader.integer("auditPeriodMinutes", 1, 1440),
+            audit_grace_s=reader.integer("auditGraceS", 5, 86_400),
         )
         cfg._check()
         return cfg

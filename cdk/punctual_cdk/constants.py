@@ -35,6 +35,15 @@ TICK_LOOKAHEAD_MINUTES: Final = 2  # each tick starts the next N minutes (idempo
 TICK_SCHEDULE: Final = "rate(1 minute)"
 TICK_MAX_EVENT_AGE_S: Final = 120  # an older tick is useless: a newer one covers its minutes
 TICK_RETRY_ATTEMPTS: Final = 2
+# The chain auditor (punctual.auditing): a run a minute, each its share of the segments (every job
+# once per auditPeriodMinutes). A run stops 20 s before its timeout and its segments come round
+# again next period; a failed run is retried by Lambda's asynchronous invocation (twice), for as
+# long as its minute's segments are worth checking (an hour).
+AUDITOR_TIMEOUT_S: Final = 900
+AUDITOR_MEMORY_MB: Final = 1024
+AUDITOR_SCHEDULE: Final = "rate(1 minute)"
+AUDITOR_MAX_EVENT_AGE_S: Final = 3600
+AUDITOR_RETRY_ATTEMPTS: Final = 2
 POLLER_TIMEOUT_S: Final = 120  # a poller starts POLLER_LEAD_S before its minute and runs ~70-80 s
 POLLER_MEMORY_MB: Final = 1024
 # The lean poller: the same code at the smallest memory, for minutes whose planned load is at most
@@ -185,7 +194,8 @@ _HOT_PATH_TABLE_ACTIONS = (
 TABLE_ACTIONS_BY_COMPONENT: Final = {
     # Jobs (transactions: put, update, delete items), history, the Idempotency-Key records
     # (Powertools: get, put, update, delete), the per-tenant request counter, and a job's
-    # exclusion calendars read together for its next slots (BatchGetItem).
+    # exclusion calendars read together for its next slots (BatchGetItem); a calendar delete
+    # removes a stale use in a transaction that checks its job is unchanged (ConditionCheck).
     "api": (
         "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
@@ -193,6 +203,7 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
     ),
     # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
     # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes.
@@ -203,7 +214,18 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
     "worker": (*_HOT_PATH_TABLE_ACTIONS, "dynamodb:DeleteItem"),
     # Counting the coming minute's timers and reading the watermarks: reads only.
     "tick": ("dynamodb:BatchGetItem", "dynamodb:Query"),
+    # The chain auditor: the audit index (Query, granted on the index too), jobs, timers, records,
+    # turns, watermarks; its repairs: a conditional record (PutItem), timers (BatchWriteItem), a
+    # completion (a transaction: UpdateItem, PutItem), the skipped count (UpdateItem), a dependant's
+    # links (the store's one call that makes and removes them: DeleteItem with it, though the
+    # auditor only makes them); enrolling jobs stored before the index (Scan, once, on demand).
+    "auditor": (*_HOT_PATH_TABLE_ACTIONS, "dynamodb:DeleteItem", "dynamodb:Scan"),
 }
+# What the auditor queries on the audit index (punctual.store.dynamo.schema.AUDIT_INDEX).
+AUDIT_INDEX_ACTIONS: Final = ("dynamodb:Query",)
+AUDIT_INDEX_NAME: Final = "audit"
+AUDIT_SEGMENT_ATTRIBUTE: Final = "aseg"
+AUDIT_INDEX_PROJECTION: Final = ("version", "state", "doc", "rev")
 # The worker's queue calls: receive (ECS), delete and extend visibility (both lanes).
 WORKER_CONSUME_ACTIONS: Final = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility")
 # What CDK's SqsEventSource grants the worker function's role for its event source mapping
@@ -254,6 +276,12 @@ METRIC_BURST_PLANNED_SLOTS: Final = "BurstPlannedSlots"
 METRIC_BURST_SHORTFALL: Final = "BurstShortfall"
 # Burst smoothing (punctual.smoothing): slots that fired on time past their target's rate budget.
 METRIC_RATE_BUDGET_OVERRUNS: Final = "RateBudgetOverruns"
+# The chain auditor (punctual.auditing): jobs checked, chains found broken (every one is a bug),
+# chains repaired, jobs not judged because their shards' pollers were behind.
+METRIC_CHAINS_AUDITED: Final = "ChainsAudited"
+METRIC_CHAINS_BROKEN: Final = "ChainsBroken"
+METRIC_CHAINS_REPAIRED: Final = "ChainsRepaired"
+METRIC_CHAIN_AUDIT_DEFERRED: Final = "ChainAuditDeferred"
 # The tick's scaling calls: the worker event-source mappings, the burst service, the short queues' depth.
 TICK_EVENT_SOURCE_ACTIONS: Final = ("lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping")
 TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService")

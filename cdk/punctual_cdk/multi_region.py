@@ -36,6 +36,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from punctual.settings import Settings
@@ -130,6 +131,18 @@ class GlobalStorage(Storage):
             partition_key=dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name=c.SORT_KEY, type=dynamodb.AttributeType.STRING),
             billing=dynamodb.Billing.on_demand(),
+            # The chain auditor's index, as the single-Region table has it (MRSC has GSIs, F9).
+            global_secondary_indexes=[
+                dynamodb.GlobalSecondaryIndexPropsV2(
+                    index_name=c.AUDIT_INDEX_NAME,
+                    partition_key=dynamodb.Attribute(
+                        name=c.AUDIT_SEGMENT_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER
+                    ),
+                    sort_key=dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+                    projection_type=dynamodb.ProjectionType.INCLUDE,
+                    non_key_attributes=list(c.AUDIT_INDEX_PROJECTION),
+                )
+            ],
             multi_region_consistency=dynamodb.MultiRegionConsistency.STRONG,
             replicas=[dynamodb.ReplicaTableProps(region=r) for r in self.plan.replica_regions],
             witness_region=self.plan.witness,
@@ -197,18 +210,12 @@ class RegionStack(cdk.Stack):
                 owner, "Storage", config=config, plan=plan, primary_secrets_key=primary_secrets_key
             ),
         )
-        # MRSC refuses transactions (F9): every process writes a transaction's items one by one.
-        scheduler = self.scheduler
-        functions = [
-            scheduler.api.handler,
-            *scheduler.dispatch.pollers,
-            scheduler.dispatch.tick,
-            scheduler.workers.worker,
-            scheduler.console.handler,
-        ]
-        for handler in functions:
-            handler.function.add_environment(TRANSACTIONS_VARIABLE, "false")
-        for container in scheduler.workers.containers:
+        # MRSC refuses transactions (F9): every function and task of the scheduler writes a
+        # transaction's items one by one.
+        for node in self.scheduler.node.find_all():
+            if isinstance(node, lambda_.Function):
+                node.add_environment(TRANSACTIONS_VARIABLE, "false")
+        for container in self.scheduler.workers.containers:
             container.add_environment(TRANSACTIONS_VARIABLE, "false")
 
 

@@ -5,9 +5,9 @@ user's own stack; ``infra/app.py`` is this repository's app around it (the const
 is ``Default``, which CDK leaves out of logical ids, so the template is the one the stack had).
 
 storage (table, keys) → queues → dispatch (tick, state machine, poller) → workers (Lambda, ECS)
-→ api → observability → console (the dashboard's jobs-and-runs widget). The runtime reads its
-configuration from ``PUNCTUAL_*`` variables that this stack sets identically on every function
-and on the ECS task.
+→ api → chain audit (the auditor) → observability → console (the dashboard's jobs-and-runs
+widget). The runtime reads its configuration from ``PUNCTUAL_*`` variables that this stack sets
+identically on every function and on the ECS task.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from constructs import Construct
 from punctual.settings import DEPLOYED, Settings, env_value
 from punctual_cdk import constants as c
 from punctual_cdk.components.api import Api
+from punctual_cdk.components.auditing import ChainAuditor
 from punctual_cdk.components.console import Console
 from punctual_cdk.components.dispatch import Dispatch
 from punctual_cdk.components.events import ExecutionEvents
@@ -122,6 +123,16 @@ class Punctual(Construct):
         for container in self.workers.containers:
             container.add_environment("PUNCTUAL_TARGET_ROLE_ARN", self.target_role.role.role_arn)
         self._predictive_scaling()
+        self.auditor = ChainAuditor(
+            self,
+            "ChainAudit",
+            config=config,
+            runtime=self.runtime,
+            storage=self.storage,
+            queues=self.queues,
+            events_bus=self.events,
+            environment=environment,
+        )
 
         self.observability = Observability(
             self,
@@ -138,6 +149,7 @@ class Punctual(Construct):
             burst_service=self.workers.burst_service,
             burst_state_machine=self.dispatch.burst_state_machine,
         )
+        self.auditor.notify(self.observability.topic)
         self.console = Console(
             self,
             "Console",
@@ -205,6 +217,7 @@ class Punctual(Construct):
             self.dispatch.tick,
             self.workers.worker,
             self.console.handler,  # it renders any tenant's jobs: never a tenant's target
+            self.auditor.handler,
         ]
         return [
             *(q.queue_arn for q in [*self.queues.work_queues, *self.queues.dead_letter, self.queues.failed]),

@@ -19,6 +19,7 @@ from punctual.composition import container
 from punctual.execution import Worker
 from punctual.lambda_support import PowertoolsMetrics, logger, metrics, tracer
 
+SETTLE_MARGIN_S = 5.0  # of the invocation, left after waiting for the batch's alert deliveries
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
 processor.raise_on_entire_batch_failure = False  # a batch whose records all wait is not an error
 
@@ -40,6 +41,9 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext) -> None:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     with worker().notifier.batched():  # the batch's execution events in as few PutEvents as possible
         response = process_partial_response(event, record_handler, processor, context)
+        # The batch's alerts were delivered beside its runs: wait for them before the invocation
+        # ends (one left over stays SENDING, and its sweep finishes it).
+        worker().settle(context.get_remaining_time_in_millis() / 1000 - SETTLE_MARGIN_S)
     # An SQS batch's item identifiers are its message ids (Powertools types them for Kafka too).
     worker().return_blocked_records(
         event, {str(item["itemIdentifier"]) for item in response["batchItemFailures"]}

@@ -11,7 +11,8 @@
 3. Inject the planned faults for ``seconds`` (:mod:`local.chaos.faults.driver`); that
    instant is the *cut*: slots due by then are owed.
 4. Settle, fault-free (the skewed poller stops; nothing is killed or re-sent): until every
-   owed slot has ended as expected, or ``settle_max_s`` passes. Its default is the longest
+   owed slot has ended as expected and no alert claimed during the faults is SENDING (a killed
+   deliverer's alert is finished by its sweep), or ``settle_max_s`` passes. Its default is the longest
    legitimate recovery, with margin: a message lost with its worker returns after the
    visibility timeout (45 s), a killed run is taken over once its lease lapses (job timeout
    10 s + lease 10 s), a killed process restarts after at most 10 s of back-off, an ECS run
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from local import harness
+from local.chaos import repairs
 from local.chaos.faults.driver import FaultDriver, FaultOptions, ReceiverFollower, plan_faults
 from local.chaos.faults.procs import ChaosProcess, procs_argv
 from local.chaos.ledger import LedgerWriter, load, read_jsonl
@@ -273,35 +275,60 @@ class ChaosRun:
         run = load(self.run_dir / "ledger.jsonl")
         return {job.job_id: store.list_alerts(TENANT, job.job_id, 1000) for job in run.jobs.values()}
 
+    def sending_alerts(self, dynamodb: Any, table: str, before: float) -> list[str]:
+        """The alerts still SENDING under a claim made (or renewed) before ``before``, the end of
+        the faults: their deliverer may have been killed, and their sweep is due. (The jobs go on
+        failing and alerting while the run settles; those alerts are fault-free.)"""
+        return [
+            f"{alert.job_id} {alert.key_slot} {alert.condition.value}"
+            for alerts in self.alerts(dynamodb, table).values()
+            for alert in alerts
+            if alert.status.value == "SENDING" and alert.claimed_at.timestamp() < before
+        ]
+
     def snapshot(self, follower: ReceiverFollower, dynamodb: Any, table: str, bounds: Bounds) -> RunData:
         follower.refresh()
+        receiver, receiver_at = follower.snapshot(), time.time()
         return RunData(
             run=load(self.run_dir / "ledger.jsonl"),
             faults=read_jsonl(self.run_dir / "faults.jsonl"),
             throttles=Counter(),
-            receiver=follower.snapshot(),
+            receiver=receiver,
             executions=self.executions(dynamodb, table),
             dead_letters=[],
             failure_reports=[],
             collected_at=time.time(),
             bounds=bounds,
+            receiver_at=receiver_at,
         )
 
     def settle(self, follower: ReceiverFollower, dynamodb: Any, table: str, bounds: Bounds) -> None:
         """Wait until every owed slot ended as expected, at most the settle bound."""
         started = time.monotonic()
+        faults_end = time.time()
         deadline = started + self.config.settle_bound_s
         while True:
             verdict = judge(self.snapshot(follower, dynamodb, table, bounds))
             waited = time.monotonic() - started
-            if not verdict.pending:
-                self.echo(f"chaos: every owed slot has ended ({waited:.0f}s after the faults)")
+            # An alert whose deliverer was killed is finished by its sweep, about a minute on.
+            sending = [] if verdict.pending else self.sending_alerts(dynamodb, table, faults_end)
+            if not verdict.pending and not sending:
+                self.echo(
+                    f"chaos: every owed slot and every alert has ended ({waited:.0f}s after the faults)"
+                )
                 break
             if time.monotonic() >= deadline:
                 self.echo(f"chaos: settle bound of {self.config.settle_bound_s:.0f}s reached")
                 break
-            shown = ", ".join(verdict.pending[:4])
-            self.echo(f"chaos: {len(verdict.pending)} owed slot(s) not ended yet ({shown}); {waited:.0f}s")
+            if verdict.pending:
+                shown = ", ".join(verdict.pending[:4])
+                self.echo(
+                    f"chaos: {len(verdict.pending)} owed slot(s) not ended yet ({shown}); {waited:.0f}s"
+                )
+            else:
+                self.echo(
+                    f"chaos: {len(sending)} alert(s) still SENDING ({', '.join(sending[:4])}); {waited:.0f}s"
+                )
             time.sleep(5.0)
         self.ledger.write("phase", name="settled")
 
@@ -309,6 +336,10 @@ class ChaosRun:
         follower.stop()  # the receiver's records first, then the table: every request has its record
         follower.refresh()
         receiver = follower.snapshot()
+        # The alert ledger before the records too: an alert is made after its slot's record, so
+        # every alert read first has its record read after (the verdict's "did not fail" check).
+        alerts_before = self.alerts(dynamodb, deployment.table_name)
+        receiver_at = time.time()  # an attempt that ended after this may have no request in it
         executions = self.executions(dynamodb, deployment.table_name)
         dead: list[dict[str, Any]] = []
         for url in deployment.dead_letter_urls:
@@ -317,11 +348,16 @@ class ChaosRun:
         alerts = self.alerts(dynamodb, deployment.table_name)
         collected = {
             "collected_at": time.time(),
+            "receiver_at": receiver_at,
             "receiver": receiver,
             "alerts": {
                 job_id: [a.model_dump(mode="json") for a in items] for job_id, items in alerts.items()
             },
+            "alerts_before": {
+                job_id: [a.model_dump(mode="json") for a in items] for job_id, items in alerts_before.items()
+            },
             "alert_arrivals": _alert_arrivals(follower.url),
+            "chain_repairs": repairs.fetch(follower.url),  # the chain auditor's: expected none
             "executions": {
                 job_id: [e.model_dump(mode="json") for e in items] for job_id, items in executions.items()
             },

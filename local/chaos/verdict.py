@@ -34,13 +34,13 @@ outcome
     (jobs meant to fail: FAILED or TIMED_OUT after ``max_attempts``, never a 2xx);
     anything else is *missed*, with a diagnosis.
 
-alerts
-    the alert ledger (every alert record of the run's jobs, read from the table, and what the
-    receiver's ``/alert/<key>`` got): a job with a rule on ``failed`` has exactly one ``failed``
-    alert per slot that ended FAILED or TIMED_OUT, none for any other slot, and the receiver got
-    each at most once, unless a worker of the job's runtime was killed between two arrivals (a
-    delivery is at least once after a lost worker, like a target's call). Violations of kind
-    ``alert``; the notes give the counts.
+target calls, alerts
+    counted in :mod:`local.chaos.verdict_counts`: each attempt calls the target at most once,
+    and exactly once when its record holds the target's answer; each (slot, condition) has one
+    alert, ended SENT, FAILED or HELD (never left SENDING), whose copies reached their endpoints
+    no more often than their recorded tries (unless a worker was lost in between), and every
+    failed slot has its ``failed`` alert. Violations of kinds ``target calls`` and ``alert``; the
+    notes give the counts.
 
 A late slot is not a violation by itself (the run waits for it up to the settle bound), but
 the run is held to its **fire delay**:
@@ -91,6 +91,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from local.chaos import repairs
 from local.chaos.ledger import (
     BACKFILLED,
     GUARD_S,
@@ -105,6 +106,7 @@ from local.chaos.ledger import (
     slot_key,
     time_slots,
 )
+from local.chaos.verdict_counts import AlertCounts, TargetCalls
 from punctual.execution import LEASE_LOST_NOTE
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPolicy
 from punctual.retries import next_retry_at, seeded_random
@@ -235,9 +237,10 @@ class Verdict:
     def line(self) -> str:
         text = (
             f"slots {self.slots}, executed once {self.executed_once}, duplicates {self.duplicates}, "
-            f"missed {self.missed}, early {self.early}, faults {self.fault_total}, {self.delay_text()}"
+            f"missed {self.missed}, early {self.early}, {repairs.count_text(self.violations)}, "
+            f"faults {self.fault_total}, {self.delay_text()}"
         )
-        counted = {"duplicate", "missed", "early", LATENESS}
+        counted = {"duplicate", "missed", "early", LATENESS, repairs.KIND}
         others = sum(1 for v in self.violations if v.kind not in counted)
         return text + (f", other violations {others}" if others else "")
 
@@ -257,6 +260,13 @@ class RunData:
     bounds: Bounds
     alerts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # the alert ledger, by job id
     alert_arrivals: list[dict[str, Any]] = field(default_factory=list)  # the receiver's /alerts
+    # The ledger read before the records: an alert made after (its slot ended while the table was
+    # read, its record read before) is not one for a slot that did not fail. None: not read.
+    alerts_before: dict[str, list[dict[str, Any]]] | None = None
+    chain_repairs: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # the auditor's (local/chaos/repairs.py)
+    receiver_at: float | None = None  # when the receiver's records were taken (None: collected_at)
 
     @classmethod
     def read(cls, run_dir: Path) -> RunData:
@@ -283,6 +293,9 @@ class RunData:
             bounds=Bounds(**run.meta.get("bounds", {})),
             alerts=dict(collected.get("alerts", {})),
             alert_arrivals=list(collected.get("alert_arrivals", [])),
+            alerts_before=collected.get("alerts_before"),
+            chain_repairs=list(collected.get("chain_repairs", [])),
+            receiver_at=collected.get("receiver_at"),
         )
 
 
@@ -419,7 +432,8 @@ class Judge:
         self.reruns_after_loss = 0
         self.takeovers = 0
         self.owed_by_kind: Counter[str] = Counter()
-        self.alert_figures: Counter[str] = Counter()
+        self.calls = TargetCalls(data.receiver_at or data.collected_at)
+        self.alert_counts = AlertCounts(data.alert_arrivals, data.collected_at, data.alerts_before)
 
     def violate(self, kind: str, job: JobRecord, slot: str, detail: str) -> None:
         self.verdict.violations.append(Violation(kind, job.key, slot, detail))
@@ -886,53 +900,17 @@ class Judge:
             parts.append("kills: " + ", ".join(kills))
         return "; ".join(parts)
 
-    # ------------------------------------------------------------------ alerts
-
-    def check_alerts(self, job: JobRecord) -> None:
-        """One ``failed`` alert per failed slot in the ledger, none else; each delivered once."""
-        rules = job.spec.get("alerts") or []
-        if not any("failed" in (rule.get("on") or []) for rule in rules):
-            return
-        records = self.records.get(job.job_id, {})
-        failed = {slot for slot, e in records.items() if e.status in (S.FAILED, S.TIMED_OUT)}
-        ledger = Counter(
-            str(a.get("key_slot"))
-            for a in self.data.alerts.get(job.job_id, [])
-            if a.get("condition") == "failed"
-        )
-        self.alert_figures["failed slots"] += len(failed)
-        self.alert_figures["failed alerts"] += sum(ledger.values())
-        for slot in sorted(failed - set(ledger)):
-            self.violate("alert", job, slot, "ended FAILED but has no failed alert")
-        for slot in sorted(set(ledger) - failed):
-            status = records[slot].status.value if slot in records else "no record"
-            self.violate("alert", job, slot, f"a failed alert for a slot that did not fail ({status})")
-        for slot, count in sorted(ledger.items()):
-            if count > 1:
-                self.violate("alert", job, slot, f"{count} failed alerts in the ledger")
-        arrivals: dict[str, list[float]] = defaultdict(list)
-        for arrival in self.data.alert_arrivals:
-            body = arrival.get("body") or {}
-            if body.get("job_id") == job.job_id and body.get("condition") == "failed":
-                arrivals[str(body.get("slot"))].append(float(arrival.get("arrived") or 0.0))
-        kills = self.kills_for(job)
-        for slot, times in sorted(arrivals.items()):
-            times.sort()
-            self.alert_figures["failed alerts received"] += len(times)
-            for first, second in itertools.pairwise(times):
-                if _killed_between(kills, first, second):
-                    self.alert_figures["re-sent after a lost worker"] += 1
-                else:
-                    self.alert_figures["duplicate deliveries"] += 1
-                    self.violate("alert", job, slot, "the failed alert reached the receiver twice")
-
     # ------------------------------------------------------------------ all of it
 
     def judge(self) -> Verdict:
         for job in self.run.jobs.values():
             self.judge_job(job)
-            self.check_alerts(job)
+            records = self.records.get(job.job_id, {})
+            self.calls.count(job, records, self.by_job.get(job.job_id, {}), self.violate)
+            alerts = self.data.alerts.get(job.job_id, [])
+            self.alert_counts.count(job, records, alerts, self.kills_for(job), self.violate)
         self.judge_delays()
+        self.verdict.violations += [Violation(*v) for v in repairs.violations(self.data.chain_repairs)]
         faults: Counter[str] = Counter()
         for fault in self.data.faults:
             kind = str(fault.get("event"))
@@ -980,7 +958,8 @@ class Judge:
             f"{self.takeovers}; 2xx re-runs after a lost worker: {self.reruns_after_loss}; "
             f"dead-lettered messages: {len(self.data.dead_letters)} ({self.own_dead_letters()} of them the "
             "system's own, not re-sent by the driver)",
-            "alert ledger: " + (", ".join(f"{k} {v}" for k, v in sorted(self.alert_figures.items())) or "-"),
+            self.calls.note(),
+            self.alert_counts.note(),
         ]
 
 

@@ -10,7 +10,8 @@ Kinds (the ``kind`` the verdict judges by):
 ``rate``      ``rate(N seconds)``, N in 1..10; some are *mutable* (paused and resumed, or
               replaced with another period or payload while they fire)
 ``slow``      ``rate(N seconds)`` whose receiver holds each request a few seconds (so that
-              a ``kill -9`` lands mid-run)
+              a ``kill -9`` lands mid-run); a ``late`` rule (2 s) to an endpoint that fails its
+              first try
 ``cron``      every minute, Unix and AWS syntax (also parents of an ``after``)
 ``pair``      ``rate(10 seconds)`` with one shared ``start_at``, so two of them share slots
               and can be parents of an ``after``
@@ -18,7 +19,10 @@ Kinds (the ``kind`` the verdict judges by):
 ``at``        one-time ``at(...)`` inside the run
 ``flaky``     fails N times per slot (500), then succeeds; fixed or jittered backoff
 ``doomed``    always fails: must end FAILED (or TIMED_OUT) after ``max_attempts``; carries an
-              alert rule on ``failed`` (the receiver's ``/alert/<key>``: the alert ledger)
+              alert rule on ``failed`` to an endpoint that fails its first try (the receiver's
+              ``/alert/<name>?fail=1``: the alert ledger); an ECS one (``doomed-ecs``) also has
+              ``failed`` and ``late`` rules to endpoints that hang past the sender's timeout
+              (``?hang=12``: every try times out, the alert ends FAILED)
 ``delay``     ``delay(N seconds)``: each run N after the previous one ended
 ``ecs``       ``runtime=ecs``, each run held by the receiver for tens of seconds
 ``backfill``  every minute, and backfilled over a few minutes before it was registered (the same
@@ -42,6 +46,8 @@ PAYLOAD = {"job": "<job_id>", "slot": "<slot>", "attempt": "<attempt>", "schedul
 LAMBDA_TIMEOUT_S = 10  # local lease = this + PUNCTUAL_LEASE_S (10 s)
 ECS_TIMEOUT_S = 120
 # Jobs that should succeed keep trying: a run lost to a kill -9 is an attempt too.
+# An alert endpoint that holds every answer longer than the sender's 10 s timeout: it hangs.
+HANGS = "?hang=12"
 STEADY_RETRY = {"max_attempts": 10, "backoff": "fixed", "base_seconds": 1, "max_seconds": 1, "jitter": False}
 
 Api = Callable[[str, str, Any], tuple[int, Any]]
@@ -63,7 +69,9 @@ class JobPlan:
     start_at: str | None = None
     meant_to_fail: bool = False
     mutable: bool = False
-    alerts: bool = False  # a rule on ``failed`` to the receiver's /alert/<key> (the alert ledger)
+    # Alert rules, each (conditions, endpoint query, late_after_seconds): to the receiver's
+    # /alert/<key>-<i><query>, whose query says how it answers (fail=N, hang=S).
+    alerts: tuple[tuple[tuple[str, ...], str, int], ...] = ()
     backfill: tuple[str, str] | None = None  # the range [start, end) to backfill during the run
 
     def hook(self, receiver_url: str) -> str:
@@ -87,9 +95,13 @@ class JobPlan:
         if self.start_at:
             spec["start_at"] = self.start_at
         if self.alerts:
-            spec["alerts"] = [
-                {"on": ["failed"], "target": {"type": "http", "url": f"{receiver_url}/alert/{self.key}"}}
-            ]
+            spec["alerts"] = []
+            for index, (on, query, late_after) in enumerate(self.alerts):
+                target = {"type": "http", "url": f"{receiver_url}/alert/{self.key}-{index}{query}"}
+                rule: dict[str, Any] = {"on": list(on), "target": target}
+                if late_after:
+                    rule["late_after_seconds"] = late_after
+                spec["alerts"].append(rule)
         return spec
 
 
@@ -109,6 +121,7 @@ class Scale:
     ecs: int
     ecs_hold_s: tuple[float, float]
     backfill: int = 1
+    doomed_ecs: int = 1  # a doomed ECS job whose alert endpoints hang
 
     @classmethod
     def for_duration(cls, seconds: float) -> Scale:
@@ -138,7 +151,8 @@ def plan_jobs(rng: random.Random, scale: Scale, now: datetime, faults_s: float) 
         job.mutable = True
     for index in range(scale.slow):
         period = rng.choice((8, 10, 12))
-        jobs.append(JobPlan(f"slow-{index:02d}", "slow", f"rate({period} seconds)", hold_s=3.0))
+        late = ((("late",), "?fail=1", 2),)
+        jobs.append(JobPlan(f"slow-{index:02d}", "slow", f"rate({period} seconds)", hold_s=3.0, alerts=late))
     for index in range(scale.cron_pairs):
         a, b = f"cron-{index:02d}a", f"cron-{index:02d}b"
         jobs.append(JobPlan(a, "cron", "* * * * *"))
@@ -196,7 +210,27 @@ def plan_jobs(rng: random.Random, scale: Scale, now: datetime, faults_s: float) 
                     "jitter": False,
                 },
                 meant_to_fail=True,
-                alerts=True,
+                alerts=((("failed",), "?fail=1", 0),),
+            )
+        )
+    for index in range(scale.doomed_ecs):
+        jobs.append(
+            JobPlan(
+                f"doomed-ecs-{index:02d}",
+                "doomed",
+                "rate(20 seconds)",
+                fail=1000,
+                retry={
+                    "max_attempts": 2,
+                    "backoff": "fixed",
+                    "base_seconds": 2,
+                    "max_seconds": 2,
+                    "jitter": False,
+                },
+                runtime="ecs",
+                timeout_s=ECS_TIMEOUT_S,
+                meant_to_fail=True,
+                alerts=((("failed",), HANGS, 0), (("failed",), "?fail=1", 0), (("late",), HANGS, 1)),
             )
         )
     for index in range(scale.delay):

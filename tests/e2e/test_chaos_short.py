@@ -25,7 +25,8 @@ pytestmark = pytest.mark.e2e
 
 SEED = "20261130"  # the plan is a function of the seed: the same faults at the same offsets, every run
 LINE = re.compile(
-    r"slots (\d+), executed once (\d+), duplicates (\d+), missed (\d+), early (\d+), faults (\d+), "
+    r"slots (\d+), executed once (\d+), duplicates (\d+), missed (\d+), early (\d+), "
+    r"chain repairs (\d+), faults (\d+), "
     r"fire delay p50 (-?[\d.]+) s p99 (-?[\d.]+) s max (-?[\d.]+) s \((\d+) slots(?:; [^)]*)?\)"
 )
 
@@ -49,9 +50,9 @@ def test_short_chaos_run_executes_every_owed_slot_exactly_once(
         print(f"\nchaos short run: {line}")
         for row in delays:
             print(f"  {row}")
-    slots, once, duplicates, missed, early, faults = (int(g) for g in match.groups()[:6])
-    p50, p99, longest = (float(g) for g in match.groups()[6:9])
-    counted = int(match.group(10))
+    slots, once, duplicates, missed, early, repairs, faults = (int(g) for g in match.groups()[:7])
+    p50, p99, longest = (float(g) for g in match.groups()[7:10])
+    counted = int(match.group(11))
 
     # And the faults were really injected: kills of pollers and workers (the poller at least once
     # mid-minute), a skewed poller, re-sent deliveries, throttling in the driver's processes, and
@@ -76,8 +77,21 @@ def test_short_chaos_run_executes_every_owed_slot_exactly_once(
     ledger = [json.loads(line)["event"] for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
     assert {"pause", "resume", "update"} & set(ledger)
 
-    # And every owed slot was executed once and nothing else
+    # And every owed slot was executed once and nothing else, and no chain needed the auditor
     assert (duplicates, missed, early) == (0, 0, 0), f"{line}\n{details}"
+    assert repairs == 0, f"the chain auditor repaired a chain (a bug to chase): {line}\n{details}"
+
+    # And the verdict counted the target's calls per attempt and the alerts per (slot, condition):
+    # alert endpoints that fail a first try delivered (SENT), ones that hang gave up visibly
+    # (FAILED), none left SENDING, each attempt called once
+    notes = captured.err.splitlines()
+    [calls] = [row for row in notes if "target calls per attempt: " in row]
+    [alerts] = [row for row in notes if "alerts per (slot, condition): " in row]
+    with capsys.disabled():
+        print(f"  {calls.removeprefix('chaos: ')}\n  {alerts.removeprefix('chaos: ')}")
+    assert "attempts called once" in calls and "more than once" not in calls and "never called" not in calls
+    assert re.search(r"failed SENT [1-9]", alerts) and re.search(r"failed FAILED [1-9]", alerts), alerts
+    assert "SENDING" not in alerts and "over the tries" not in alerts, alerts
     assert once == slots > 40, line
     # And the slots fired on time: p99 of the fire delay within the bound (the exit code says so too)
     assert counted > 40 and p50 <= p99 <= longest, line

@@ -568,7 +568,7 @@ def test_skip_and_queue_jobs_against_slow_targets_never_overlap_lose_nothing_kee
 
 def test_stop_is_clean_and_prints_one_summary_line(local_mode: LocalMode) -> None:
     local = local_mode
-    names = ["aws", "api", "poller", "receiver", "ecs-worker", "worker-1", "worker-2"]
+    names = ["aws", "api", "poller", "receiver", "ecs-worker", "worker-1", "worker-2", "auditor"]
     pids = {name: local.pid(name) for name in names}
     assert all(pids.values()), pids
 

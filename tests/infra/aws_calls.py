@@ -80,7 +80,7 @@ TRANSACTION_ITEMS = {
 # What each component runs: its handler and the core modules of its work (not the target
 # adapters: targets are called with the deployment's target role, never the component's own).
 COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
-    "api": ("functions/api/handler.py", "api/*.py", "jobs.py"),
+    "api": ("functions/api/handler.py", "api/*.py", "jobs.py", "calendar_service.py"),
     # The poller publishes events; alerts are raised by workers (notifications/alerts.py).
     "poller": (
         "functions/poller/handler.py",
@@ -99,6 +99,15 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
     ),
     # its store: Container.reader; its scaling: the capacity actuator of punctual.scaling_aws
     "tick": ("functions/tick/handler.py", "tick.py", "scaling.py", "scaling_aws.py"),
+    # The chain auditor: its reads and repairs (punctual.auditing), the events it publishes, and the
+    # composition root (its queues sign a lost range's alert message: the dispatch key).
+    "auditor": (
+        "functions/auditor/handler.py",
+        "composition.py",
+        "auditing/*.py",
+        "notifications/__init__.py",
+        "notifications/events.py",
+    ),
 }
 
 

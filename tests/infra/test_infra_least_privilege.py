@@ -48,6 +48,7 @@ def _roles(synth: Synth) -> dict[str, tuple[str, Any]]:
         "api": ("api", stack.api.handler.role),
         "poller": ("poller", stack.dispatch.poller.role),
         "tick": ("tick", stack.dispatch.tick.role),
+        "auditor": ("auditor", stack.auditor.handler.role),
         "worker-lambda": ("worker", stack.workers.worker.role),
         "worker-task": ("worker", stack.workers.task_definition.task_role),
     }
@@ -69,7 +70,7 @@ def _granted(synth: Synth, role: Any) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("component", ["api", "poller", "worker", "tick"])
+@pytest.mark.parametrize("component", ["api", "poller", "worker", "tick", "auditor"])
 def test_every_declared_action_is_called_by_the_components_code(default_synth: Synth, component: str) -> None:
     from_code = set(component_actions(component, default_synth))
     for name, (owner, role) in _roles(default_synth).items():
@@ -127,6 +128,7 @@ def _own_arns(synth: Synth) -> set[str]:
         stack.dispatch.tick.function,
         stack.workers.worker.function,
         stack.console.handler.function,
+        stack.auditor.handler.function,
         *stack.dispatch.state_machines,
         stack.observability.topic,
         stack.workers.cluster,

@@ -92,6 +92,7 @@ def test_one_stack_per_region_the_home_one_holding_the_mrsc_table(
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert "TimeToLiveSpecification" not in props  # MRSC has no TTL (F9)
     assert "LocalSecondaryIndexes" not in props  # nor LSIs
+    assert [i["IndexName"] for i in props["GlobalSecondaryIndexes"]] == ["audit"]  # the chain auditor's
     for replica in props["Replicas"]:
         assert replica["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
         assert replica["DeletionProtectionEnabled"] is True
@@ -136,7 +137,8 @@ def test_every_role_reaches_only_its_own_regions_table_and_key(
         if region == "us-east-1":  # the global table's own ARN: its replica in this Region
             assert resource.startswith("<") and "Table" in resource, (action, resource)
         else:
-            assert resource == f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/punctual", (action, resource)
+            own = f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/punctual"
+            assert resource in (own, f"{own}/index/audit"), (action, resource)
     for action, resource in statements:
         assert not any(other in resource for other in others), (action, resource)
     kms = [r for a, r in _policy_resources(template, "Allow") if a in ("kms:Encrypt", "kms:Decrypt")]
@@ -178,7 +180,7 @@ def test_every_process_writes_without_transactions(
         for f in _of_type(template, "AWS::Lambda::Function")
         if "PUNCTUAL_TABLE_NAME" in f["Properties"].get("Environment", {}).get("Variables", {})
     ]
-    assert len(functions) >= 5  # api, pollers, tick, worker, console
+    assert len(functions) >= 6  # api, pollers, tick, worker, console, auditor
     for function in functions:
         assert function["Properties"]["Environment"]["Variables"]["PUNCTUAL_TABLE_TRANSACTIONS"] == "false"
     for task in _of_type(template, "AWS::ECS::TaskDefinition"):

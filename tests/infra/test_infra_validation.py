@@ -42,6 +42,7 @@ EXPECTED_ACKNOWLEDGMENTS = {
     ("Workers/Worker/Role", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::*:role/*]"),
     ("Workers/WorkerTask/TaskRole", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::*:role/*]"),
     ("Console/Function/Role", "AwsSolutions-IAM5[Resource::*]"),  # X-Ray, as every function
+    ("ChainAudit/Auditor/Role", "AwsSolutions-IAM5[Resource::*]"),  # X-Ray, as every function
 }
 
 

@@ -277,7 +277,7 @@ def test_a_poller_that_always_fails_is_caught_after_its_retries_and_the_other_gr
         group: next(
             f"job-{n}"
             for n in range(100)
-            if shard_of(f"job-{n}", 4) in layout.shards_of_group(Lane.FAR, group, 2)
+            if shard_of("default", f"job-{n}", 4) in layout.shards_of_group(Lane.FAR, group, 2)
         )
         for group in (0, 1)
     }

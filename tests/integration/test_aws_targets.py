@@ -150,6 +150,7 @@ def test_lambda_request_response_waits_for_the_result_and_passes_the_key(
         "idempotency_key": "nightly-export:2026-11-30T10:00:00Z",
         "fencing_token": "nightly-export:2026-11-30T10:00:00Z:1",
         "job_id": "nightly-export",
+        "tenant": "acme",
         "slot": "2026-11-30T10:00:00Z",
         "attempt": "1",
     }
@@ -255,6 +256,7 @@ def test_sqs_sends_the_payload_with_the_slot_attributes(clients: Clients) -> Non
         "punctual-idempotency-key": "nightly-export:2026-11-30T10:00:00Z",
         "punctual-fencing-token": "nightly-export:2026-11-30T10:00:00Z:2",
         "punctual-job-id": "nightly-export",
+        "punctual-tenant": "acme",
         "punctual-slot": "2026-11-30T10:00:00Z",
         "punctual-attempt": "2",
     }
@@ -274,14 +276,24 @@ def test_sqs_fifo_dedupes_a_re_run_of_the_same_slot(clients: Clients) -> None:
     first = adapter.invoke(SqsTarget(queue_arn=arn), {"n": 1}, ctx(attempt=1))
     second = adapter.invoke(SqsTarget(queue_arn=arn), {"n": 1}, ctx(attempt=2))
     other = adapter.invoke(SqsTarget(queue_arn=arn), {"n": 1}, ctx(slot="2026-11-30T10:05:00Z"))
-    # Then SQS keeps one message per slot, grouped by job
-    assert {first.outcome, second.outcome, other.outcome} == {Outcome.SUCCEEDED}
+    # And another tenant's job of the same id sends the same slot
+    theirs = adapter.invoke(SqsTarget(queue_arn=arn), {"n": 1}, ctx(tenant="globex"))
+    # Then SQS keeps one message per slot and tenant, grouped by job and tenant
+    assert {first.outcome, second.outcome, other.outcome, theirs.outcome} == {Outcome.SUCCEEDED}
     messages = _drain(clients, url)
-    assert len(messages) == 2
-    assert {m["Attributes"]["MessageGroupId"] for m in messages} == {"nightly-export"}
+    assert len(messages) == 3
+    ours, other_tenant = ctx().message_group, ctx(tenant="globex").message_group
+    assert ours.startswith("nightly-export.") and ours != other_tenant
+    groups = {m["MessageAttributes"]["punctual-tenant"]["StringValue"]: set() for m in messages}
+    for m in messages:
+        groups[m["MessageAttributes"]["punctual-tenant"]["StringValue"]].add(
+            m["Attributes"]["MessageGroupId"]
+        )
+    assert groups == {"acme": {ours}, "globex": {other_tenant}}
     assert {m["Attributes"]["MessageDeduplicationId"] for m in messages} == {
         dedup_id(ctx()),
         dedup_id(ctx(slot="2026-11-30T10:05:00Z")),
+        dedup_id(ctx(tenant="globex")),
     }
 
 
@@ -342,7 +354,10 @@ def test_sns_fifo_topics_get_a_group_and_the_slot_dedup_id(clients: Clients) -> 
     result = SnsTargetAdapter(clients).invoke(SnsTarget(topic_arn=topic), {"rows": 3}, ctx())
     assert result.outcome is Outcome.SUCCEEDED, result.summary
     [params] = sent
-    assert (params["MessageGroupId"], params["MessageDeduplicationId"]) == ("nightly-export", dedup_id(ctx()))
+    assert (params["MessageGroupId"], params["MessageDeduplicationId"]) == (
+        ctx().message_group,
+        dedup_id(ctx()),
+    )
 
 
 def test_sns_missing_topic_is_permanent(clients: Clients) -> None:
@@ -543,6 +558,7 @@ def test_ecs_runs_the_task_heartbeats_while_it_runs_and_succeeds_on_exit_0(
     environment = {e["name"]: e["value"] for e in override["environment"]}
     assert environment == {
         "PUNCTUAL_JOB_ID": "nightly-export",
+        "PUNCTUAL_TENANT": "acme",
         "PUNCTUAL_SLOT": "2026-11-30T10:00:00Z",
         "PUNCTUAL_ATTEMPT": "1",
         "PUNCTUAL_SCHEDULED_AT": "2026-11-30T10:00:00Z",

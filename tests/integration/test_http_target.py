@@ -8,6 +8,7 @@ that leaves a request hanging releases it first. Signatures are verified with th
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -192,6 +193,19 @@ def test_the_job_cannot_override_routing_or_signature_headers(receiver: Receiver
     assert seen.headers["Host"] == f"127.0.0.1:{receiver.port}"
     assert "forged" not in seen.headers["webhook-signature"]
     assert Webhook(SECRET).verify(seen.body, seen.headers) == {"n": 1}
+
+
+def test_the_tenant_header_tells_two_tenants_alike_job_ids_apart(receiver: Receiver) -> None:
+    """Job ids repeat across tenants (one schedule name): the receiver keys on tenant and key."""
+    theirs = dataclasses.replace(ctx(), tenant="globex")
+    call(receiver.url(), {"n": 1})
+    call(receiver.url(), {"n": 1}, context=theirs)
+    # And a job's own header of that name (stored before it was the worker's) cannot claim another
+    adapter().invoke(stored_before(receiver.url(), {"punctual-tenant": "globex"}), {"n": 1}, ctx())
+    seen = [(r.headers["Punctual-Tenant"], r.headers["Idempotency-Key"]) for r in receiver.requests]
+    key = "billing-sync:2026-11-30T10:00:00Z"
+    assert seen == [("acme", key), ("globex", key), ("acme", key)]
+    assert [list(r.headers).count("Punctual-Tenant") for r in receiver.requests] == [1, 1, 1]
 
 
 def _fencing_signatures(secret: str, seen: Seen) -> set[str]:

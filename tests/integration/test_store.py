@@ -323,32 +323,40 @@ def _alert(t0: datetime, slot: str, condition: str = "failed", owner: str = "w1"
 
 
 def test_an_alert_is_made_once_per_slot_and_condition_and_taken_over_only_when_stale(store, t0):  # type: ignore[no-untyped-def]
-    from punctual.models import AlertCondition, AlertStatus
+    from punctual.models import AlertCondition, AlertDelivery, AlertStatus
 
     ttl = int(t0.timestamp()) + 86400
     first = _alert(t0, "2026-11-30T10:00:00Z")
-    assert store.claim_alert(first, t0 - timedelta(seconds=50), ttl)
-    # A second claim of the same key loses, while the first is fresh or finished
-    assert not store.claim_alert(
-        _alert(t0, "2026-11-30T10:00:00Z", owner="w2"), t0 - timedelta(seconds=50), ttl
-    )
+    assert store.create_alert(first, ttl)
+    # A second create of the same key loses, whoever makes it
+    assert not store.create_alert(_alert(t0, "2026-11-30T10:00:00Z", owner="w2"), ttl)
     # Another condition or slot is another alert
-    assert store.claim_alert(_alert(t0, "2026-11-30T10:00:00Z", "late"), t0, ttl)
-    assert store.claim_alert(_alert(t0, "2026-11-30T10:01:00Z"), t0, ttl)
-    # A SENDING alert older than the stale bound is taken over, and then only the new owner saves
-    later = t0 + timedelta(seconds=60)
-    assert store.claim_alert(
-        _alert(t0, "2026-11-30T10:00:00Z", owner="w2", at=later), later - timedelta(seconds=50), ttl
+    assert store.create_alert(_alert(t0, "2026-11-30T10:00:00Z", "late"), ttl)
+    assert store.create_alert(_alert(t0, "2026-11-30T10:01:00Z"), ttl)
+    # The owner records its progress, which renews its claim
+    renewed = first.model_copy(
+        update={
+            "claimed_at": t0 + timedelta(seconds=30),
+            "deliveries": [AlertDelivery(rule=0, status=AlertStatus.SENT, tries=1)],
+        }
     )
+    assert store.save_alert(renewed, ttl)
+    # A takeover needs the owner it read, and a claim older than the stale bound
+    later = t0 + timedelta(seconds=60)
+    taken = renewed.model_copy(update={"owner": "w2", "claimed_at": later})
+    assert not store.take_over_alert(taken, "w1", t0 + timedelta(seconds=30), ttl)  # renewed since
+    assert not store.take_over_alert(taken, "w9", later, ttl)  # not the owner it read
+    assert store.take_over_alert(taken, "w1", later, ttl)
+    assert not store.take_over_alert(taken.model_copy(update={"owner": "w3"}), "w1", later, ttl)
+    # Then only the new owner saves, and what the first owner delivered is kept
     assert not store.save_alert(first.model_copy(update={"status": AlertStatus.SENT}), ttl)
-    taken = _alert(t0, "2026-11-30T10:00:00Z", owner="w2", at=later)
     assert store.save_alert(taken.model_copy(update={"status": AlertStatus.SENT}), ttl)
     # A finished alert is never taken over, however old
-    assert not store.claim_alert(
-        _alert(t0, "2026-11-30T10:00:00Z", owner="w3", at=later), later + timedelta(days=1), ttl
-    )
+    done = taken.model_copy(update={"owner": "w3"})
+    assert not store.take_over_alert(done, "w2", later + timedelta(days=1), ttl)
     got = store.get_alert("default", "job-1", "2026-11-30T10:00:00Z", AlertCondition.FAILED)
     assert got is not None and got.owner == "w2" and got.status is AlertStatus.SENT
+    assert [d.rule for d in got.deliveries] == [0]
     listed = [(a.key_slot, a.condition.value) for a in store.list_alerts("default", "job-1", 10)]
     assert listed == [
         ("2026-11-30T10:01:00Z", "failed"),
@@ -361,16 +369,32 @@ def test_an_alert_is_made_once_per_slot_and_condition_and_taken_over_only_when_s
     assert store.list_executions("default", "job-1", 10).items == []
 
 
-def test_a_failure_streak_opens_once_and_closes_once(store, t0):  # type: ignore[no-untyped-def]
+def test_a_failure_streak_counts_its_failures_and_ends_only_as_it_was_read(store, t0):  # type: ignore[no-untyped-def]
+    from punctual.store.base import Streak
+
     ttl = int(t0.timestamp()) + 86400
+    s0, s1, s2 = "2026-11-30T10:00:00Z", "2026-11-30T10:01:00Z", "2026-11-30T10:02:00Z"
     assert store.get_streak("default", "job-1") is None
-    assert store.open_streak("default", "job-1", "2026-11-30T10:00:00Z", ttl) == "2026-11-30T10:00:00Z"
-    assert store.open_streak("default", "job-1", "2026-11-30T10:01:00Z", ttl) == "2026-11-30T10:00:00Z"
-    assert store.get_streak("default", "job-1") == "2026-11-30T10:00:00Z"
-    assert not store.close_streak("default", "job-1", "2026-11-30T10:01:00Z")
-    assert store.close_streak("default", "job-1", "2026-11-30T10:00:00Z")
-    assert not store.close_streak("default", "job-1", "2026-11-30T10:00:00Z")
+    assert store.open_streak("default", "job-1", s0, ttl) == s0
+    assert store.open_streak("default", "job-1", s1, ttl) == s0
+    # A repeat of the latest failure (its after-effects run again) counts nothing
+    assert store.open_streak("default", "job-1", s1, ttl) == s0
+    read = store.get_streak("default", "job-1")
+    assert read == Streak(s0, 2, s1)
+    # A failure joins after the read: the streak as read cannot be ended any more
+    assert store.open_streak("default", "job-1", s2, ttl) == s0
+    assert not store.replace_streak("default", "job-1", read, None)
+    now = store.get_streak("default", "job-1")
+    assert now == Streak(s0, 3, s2)
+    # What joined is kept as a streak of its own; then that one ends as read
+    assert store.replace_streak("default", "job-1", now, Streak(s2, 1, s2))
+    assert not store.replace_streak("default", "job-1", now, None)
+    assert store.get_streak("default", "job-1") == Streak(s2, 1, s2)
+    assert store.replace_streak("default", "job-1", Streak(s2, 1, s2), None)
     assert store.get_streak("default", "job-1") is None
+    assert not store.replace_streak("default", "job-1", Streak(s2, 1, s2), None)
+    # A new failure opens a new streak
+    assert store.open_streak("default", "job-1", s2, ttl) == s2
 
 
 def test_an_alert_throttle_sends_one_per_interval_and_counts_the_rest(store, t0):  # type: ignore[no-untyped-def]

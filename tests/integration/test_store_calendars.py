@@ -103,3 +103,58 @@ def test_a_backfill_is_created_once_and_advanced_by_revision(store, t0):  # type
     assert store.create_backfill(again, replacing=cancelled) == again  # a cancelled one is replaced
     assert store.create_backfill(_backfill(t0, revision=5), replacing=cancelled) == again
     assert store.get_backfill("default", "job-1", "ffffffffffffffffffff") is None
+
+
+def test_a_job_write_and_its_calendar_uses_are_one_transaction(store, t0):  # type: ignore[no-untyped-def]
+    from factories import job as make_job
+    from punctual.store.base import CalendarUses, VersionConflictError
+
+    store.put_calendar(_calendar(t0, "h1"), None)
+    store.put_calendar(_calendar(t0, "h2"), None)
+    job = make_job("job-a", exclude_calendars=["h1", "h2"])
+    # A create naming a calendar that does not exist writes nothing at all
+    with pytest.raises(CalendarNotFoundError) as missing:
+        store.create_job(job, None, 10, calendars=CalendarUses(add=("h1", "nope")))
+    assert missing.value.name == "nope"
+    assert store.get_job("default", "job-a") is None and store.calendar_users("default", "h1") == []
+    assert store.tenant_trigger_rate("default") == 0
+    # A create records the job as a user of each calendar it excludes
+    store.create_job(job, None, 10, calendars=CalendarUses.between((), ["h1", "h2"]))
+    assert store.calendar_users("default", "h1") == ["job-a"] == store.calendar_users("default", "h2")
+    # A replace from a stale version changes no use; one at the version drops what it no longer names
+    later = job.model_copy(update={"version": 2, "exclude_calendars": ["h2"]})
+    with pytest.raises(VersionConflictError):
+        store.replace_job(later, 7, calendars=CalendarUses.between(["h1", "h2"], ["h2"]))
+    assert store.calendar_users("default", "h1") == ["job-a"]
+    store.replace_job(later, 1, calendars=CalendarUses.between(["h1", "h2"], ["h2"]))
+    assert store.calendar_users("default", "h1") == [] and store.calendar_users("default", "h2") == ["job-a"]
+    store.delete_calendar("default", "h1")
+    # A replace naming a calendar deleted meanwhile is refused, and the job stays as it was
+    with pytest.raises(CalendarNotFoundError):
+        store.replace_job(
+            later.model_copy(update={"version": 3}), 2, calendars=CalendarUses.between(["h2"], ["h1", "h2"])
+        )
+    assert store.get_job("default", "job-a").version == 2  # type: ignore[union-attr]
+    # A delete drops its uses (a calendar already gone has none to drop)
+    store.delete_job("default", "job-a", 2, calendars=CalendarUses(drop=("h1", "h2")))
+    assert store.calendar_users("default", "h2") == []
+    store.delete_calendar("default", "h2")
+
+
+def test_a_stale_use_is_dropped_only_while_its_job_is_unchanged(store, t0):  # type: ignore[no-untyped-def]
+    from factories import job as make_job
+    from punctual.store.base import CalendarUses
+
+    store.put_calendar(_calendar(t0), None)
+    store.use_calendars("default", "ghost", ["holidays"], present=True)  # a use with no job
+    store.create_job(make_job("job-a"), None, 10)  # a job that does not name the calendar
+    store.use_calendars("default", "job-a", ["holidays"], present=True)
+    # A job that appeared, or changed, since it was read keeps its use
+    assert not store.drop_calendar_user("default", "holidays", "job-a", None)
+    assert not store.drop_calendar_user("default", "holidays", "job-a", 5)
+    assert store.calendar_users("default", "holidays") == ["ghost", "job-a"]
+    # As read, the uses go
+    assert store.drop_calendar_user("default", "holidays", "ghost", None)
+    assert store.drop_calendar_user("default", "holidays", "job-a", 1)
+    assert store.calendar_users("default", "holidays") == []
+    store.delete_job("default", "job-a", 1, calendars=CalendarUses())

@@ -23,6 +23,11 @@ from test_store import (  # the shared store suite, collected here again on this
     test_replace_is_version_checked,
     test_tenant_limit,
 )
+from test_store_calendars import (
+    test_a_calendar_in_use_is_not_deleted_and_names_its_jobs,
+    test_a_job_write_and_its_calendar_uses_are_one_transaction,
+    test_a_stale_use_is_dropped_only_while_its_job_is_unchanged,
+)
 from test_tenant_quotas import (
     test_a_replacement_is_checked_on_its_difference_and_a_deletion_frees_the_rate,
     test_a_single_job_above_the_whole_quota_is_refused,
@@ -46,6 +51,9 @@ SUITE = (
     test_a_single_job_above_the_whole_quota_is_refused,
     test_registration_beyond_the_trigger_quota_is_refused_naming_it,
     test_the_job_quota_names_itself,
+    test_a_calendar_in_use_is_not_deleted_and_names_its_jobs,
+    test_a_job_write_and_its_calendar_uses_are_one_transaction,
+    test_a_stale_use_is_dropped_only_while_its_job_is_unchanged,
 )
 
 

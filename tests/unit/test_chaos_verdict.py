@@ -52,6 +52,8 @@ class RunBuilder:
         self.faults: list[dict[str, Any]] = []
         self.alerts: dict[str, list[dict[str, Any]]] = {}  # the alert ledger, by job id
         self.alert_arrivals: list[dict[str, Any]] = []
+        self.alerts_before: dict[str, list[dict[str, Any]]] | None = None  # read before the records
+        self.chain_repairs: list[dict[str, Any]] = []  # the auditor's Chain Repaired events
 
     def job(
         self,
@@ -196,6 +198,8 @@ class RunBuilder:
                 bounds=Bounds(skew_s=skew_s, max_p99_delay_s=max_p99_delay_s),
                 alerts=self.alerts,
                 alert_arrivals=self.alert_arrivals,
+                alerts_before=self.alerts_before,
+                chain_repairs=self.chain_repairs,
             )
         )
 
@@ -217,6 +221,7 @@ class RunBuilder:
             },
             "dead_letters": [],
             "failure_reports": [],
+            "chain_repairs": self.chain_repairs,
         }
         (run_dir / "collected.json").write_text(json.dumps(collected))
         return run_dir
@@ -245,7 +250,7 @@ def test_every_owed_slot_once_is_a_clean_verdict(run: RunBuilder) -> None:
         0,
     )
     assert verdict.ok and verdict.line() == (
-        "slots 5, executed once 5, duplicates 0, missed 0, early 0, faults 3, "
+        "slots 5, executed once 5, duplicates 0, missed 0, early 0, chain repairs 0, faults 3, "
         "fire delay p50 0.11 s p99 0.11 s max 0.11 s (5 slots)"
     )
 
@@ -671,11 +676,24 @@ def _doomed_with_alerts(run: RunBuilder) -> str:
     return job
 
 
-def _alerted(run: RunBuilder, job: str, slot: float, arrivals: tuple[float, ...] = (0.5,)) -> None:
-    run.alerts.setdefault(job, []).append({"key_slot": key(slot), "condition": "failed", "status": "SENT"})
+def _alerted(
+    run: RunBuilder,
+    job: str,
+    slot: float,
+    arrivals: tuple[float, ...] = (0.5,),
+    tries: int = 1,
+    status: str = "SENT",
+) -> None:
+    delivery = {"rule": 0, "status": status, "tries": tries}
+    run.alerts.setdefault(job, []).append(
+        {"key_slot": key(slot), "condition": "failed", "status": status, "deliveries": [delivery]}
+    )
     for offset in arrivals:
         body = {"job_id": job, "slot": key(slot), "condition": "failed"}
-        run.alert_arrivals.append({"arrived": ts(slot + offset), "body": body})
+        alert_key = f"{job}:{key(slot)}#alert-failed"
+        run.alert_arrivals.append(
+            {"name": "doomed-00", "key": alert_key, "arrived": ts(slot + offset), "body": body}
+        )
 
 
 def test_the_alert_ledger_holds_one_failed_alert_per_failed_slot(run: RunBuilder) -> None:
@@ -684,21 +702,70 @@ def test_the_alert_ledger_holds_one_failed_alert_per_failed_slot(run: RunBuilder
         _alerted(run, job, slot)
     verdict = run.judge(cut=50)
     assert verdict.ok, verdict.violations
-    assert "alert ledger: failed alerts 3, failed alerts received 3, failed slots 3" in verdict.notes
+    assert (
+        "alerts per (slot, condition): arrivals 3, failed SENT 3, failed slots 3, tries recorded 3"
+        in verdict.notes
+    )
+    assert "target calls per attempt: attempts called once 3" in verdict.notes
 
 
 def test_a_missing_alert_a_stray_one_and_a_second_delivery_are_violations(run: RunBuilder) -> None:
     job = _doomed_with_alerts(run)
-    _alerted(run, job, 0, arrivals=(0.5, 3.0))  # delivered twice, no worker killed in between
+    _alerted(run, job, 0, arrivals=(0.5, 3.0))  # delivered twice for one try, no worker killed in between
     _alerted(run, job, 20)
     run.alerts[job].append({"key_slot": key(60), "condition": "failed", "status": "SENT"})  # never failed
     verdict = run.judge(cut=50)
     details = sorted((v.kind, v.slot, v.detail) for v in verdict.violations)
     assert details == [
-        ("alert", key(0), "the failed alert reached the receiver twice"),
+        ("alert", key(0), "the failed alert reached doomed-00 2 times for 1 recorded tries"),
         ("alert", key(40), "ended FAILED but has no failed alert"),
         ("alert", key(60), "a failed alert for a slot that did not fail (no record)"),
     ]
+
+
+def test_an_alert_made_while_the_records_were_read_is_not_a_stray_one(run: RunBuilder) -> None:
+    # Given a slot still waiting for its retry when its record was read, which then failed for good
+    # (its alert made) before the alert ledger was read: the collection's own race, not a stray alert
+    job = _doomed_with_alerts(run)
+    for slot in (0, 20, 40):
+        _alerted(run, job, slot)
+    run.alerts_before = {job: [dict(a) for a in run.alerts[job]]}
+    run.ran(job, 60, requests=[(1, 60.11, 60.19, 500)], final=S.RETRY_WAIT)
+    _alerted(run, job, 60)
+    assert run.judge(cut=50).ok
+    # But one already in the ledger read before the records, for a slot that had not failed, is
+    run.alerts_before[job].append({"key_slot": key(60), "condition": "failed", "status": "SENT"})
+    details = [(v.kind, v.slot, v.detail) for v in run.judge(cut=50).violations]
+    assert details == [("alert", key(60), "a failed alert for a slot that did not fail (RETRY_WAIT)")]
+
+
+def test_an_alert_left_sending_or_sent_without_arriving_is_a_violation_and_failed_tries_are_counted(
+    run: RunBuilder,
+) -> None:
+    job = _doomed_with_alerts(run)
+    _alerted(run, job, 0, arrivals=(0.5, 2.0, 7.0), tries=3, status="FAILED")  # an endpoint that fails
+    _alerted(run, job, 20, arrivals=(), status="SENDING")
+    _alerted(run, job, 40, arrivals=())
+    verdict = run.judge(cut=50)
+    details = sorted((v.kind, v.slot, v.detail) for v in verdict.violations)
+    assert details == [
+        ("alert", key(20), "the failed alert was left SENDING"),
+        ("alert", key(40), "the failed alert is recorded SENT to doomed-00 but never reached it"),
+    ]
+    assert any("failed FAILED 1" in note and "tries recorded 5" in note for note in verdict.notes)
+
+
+def test_an_alert_still_being_delivered_when_the_ledger_is_read_is_counted_not_judged(
+    run: RunBuilder,
+) -> None:
+    job = _doomed_with_alerts(run)
+    _alerted(run, job, 0)
+    _alerted(run, job, 20)
+    _alerted(run, job, 40, arrivals=(0.5, 11.0), status="SENDING")  # its first rule on its second try
+    run.alerts[job][-1].update(deliveries=[], claimed_at=at(80).isoformat())  # collected at 80: fresh
+    verdict = run.judge(cut=50)
+    assert verdict.ok, verdict.violations
+    assert any("failed still being delivered 1" in note for note in verdict.notes)
 
 
 def test_a_second_delivery_after_a_killed_worker_is_not_a_duplicate(run: RunBuilder) -> None:
@@ -710,6 +777,17 @@ def test_a_second_delivery_after_a_killed_worker_is_not_a_duplicate(run: RunBuil
     verdict = run.judge(cut=50)
     assert verdict.ok, verdict.violations
     assert any("re-sent after a lost worker 1" in note for note in verdict.notes)
+
+
+def test_an_attempt_answered_by_the_target_that_the_receiver_never_saw_is_named(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run.ran(job, 0, requests=[])  # recorded SUCCEEDED, but no request reached the target
+    run.ran(job, 5)
+    verdict = run.judge(cut=8)
+    assert ("target calls", key(0)) in [(v.kind, v.slot) for v in verdict.violations]
+    assert (
+        "target calls per attempt: answered attempts never called 1, attempts called once 1" in verdict.notes
+    )
 
 
 # --------------------------------------------------------------------------- backfill
@@ -762,3 +840,30 @@ def test_a_backfilled_slot_run_twice_missing_or_outside_its_backfill_is_named(ru
     assert any("several backfills" in str(v) for v in verdict.violations)
     assert any("ran outside its backfill" in str(v) for v in verdict.violations)
     assert [v.slot for v in verdict.violations if v.kind == "missed"] == [key(-120)]
+
+
+def test_a_chain_the_auditor_repaired_fails_the_run_and_is_named(run: RunBuilder) -> None:
+    # Given every owed slot ran once, but the chain auditor repaired a chain during the run
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    for slot in range(0, 25, 5):
+        run.ran(job, slot)
+    run.chain_repairs.append(
+        {
+            "job_id": job,
+            "repair": "clock",
+            "error": "chain repaired (clock): no timer of slot 2026-11-30T10:00:10Z",
+            "next_slot": "2026-11-30T10:00:20Z",
+            "missed_from": "2026-11-30T10:00:10Z",
+            "missed_count": 2,
+        }
+    )
+    verdict = run.judge(cut=20)
+    # Then the verdict fails with a violation naming the repair, and its line counts it
+    assert not verdict.ok and kinds(verdict) == ["chain repaired"]
+    (violation,) = verdict.violations
+    assert violation.job == job and violation.slot == "2026-11-30T10:00:10Z"
+    assert "2 slot(s) lost" in violation.detail
+    assert ", early 0, chain repairs 1, faults 3, " in verdict.line()
+    # And the run's files alone judge it the same
+    again = judge_dir(run.save(20, Bounds()))
+    assert kinds(again) == ["chain repaired"] and ", chain repairs 1, " in again.line()

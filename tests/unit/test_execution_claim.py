@@ -56,10 +56,12 @@ def test_terminal_states_are_final_and_nothing_is_born_finished() -> None:
         check_transition(None, S.SUCCEEDED)
     with pytest.raises(IllegalTransition):
         check_transition(S.QUEUED, S.FAILED)  # a run cannot fail before it started
-    # A MISSED record only says why a slot did not run: a later release may still run it
-    assert TRANSITIONS[S.MISSED] == frozenset({S.RUNNING, S.QUEUED, S.SKIPPED})
+    # MISSED is final for the scheduler; only a backfill (a user's request) starts such a slot
+    assert TRANSITIONS[S.MISSED] == frozenset({S.RUNNING, S.QUEUED, S.SKIPPED, S.SUPERSEDED})
     with pytest.raises(IllegalTransition):
         check_transition(S.MISSED, S.SUCCEEDED)
+    # A SUPERSEDED slot may be released again for the job's new spec
+    assert TRANSITIONS[S.SUPERSEDED] == frozenset({S.RUNNING, S.QUEUED, S.SKIPPED})
 
 
 def test_finishing_twice_is_an_illegal_transition(rig: Rig, t0: datetime) -> None:
@@ -420,11 +422,11 @@ def test_a_slot_released_for_a_replaced_version_is_superseded_not_run_with_the_n
     rig.send(stale)
     # When a worker takes it
     results = rig.work_until_idle(worker)
-    # Then nothing ran: the slot is recorded MISSED, superseded, and the message is deleted
+    # Then nothing ran: the slot is recorded SUPERSEDED, and the message is deleted
     assert [(r.outcome, r.ack) for r in results] == [("stale", True)]
     assert rig.target.calls_for(old.id) == []
     record = rig.store.get_execution(old.tenant, old.id, slot_key(t0))
-    assert record is not None and record.status is ExecutionStatus.MISSED
+    assert record is not None and record.status is ExecutionStatus.SUPERSEDED
     assert "superseded" in (record.error or "") and record.job_version == 1
     assert rig.metrics.total("SupersededSlots") == 1
     # And when the new version releases the same slot (a replacement a moment before it), it

@@ -142,3 +142,18 @@ def test_trigger_sends_an_extra_slot_with_its_own_identity(env) -> None:  # type
     assert [m.kind for m in sent] == ["manual", "manual"]  # the repeat was deduplicated
     with pytest.raises(JobNotFoundError):
         service.trigger("other-tenant", job.id)
+
+
+@pytest.mark.parametrize("name", ["Punctual-Tenant", "punctual-tenant"])
+def test_the_tenant_header_is_refused_at_registration_and_replace(
+    env: tuple[JobService, MemoryStore, MemoryQueues, ManualClock], name: str
+) -> None:
+    service, store, _, _ = env
+    target = {"type": "http", "url": "https://example.com/hook", "headers": {name: "someone-else"}}
+    with pytest.raises(InvalidJobError, match="is reserved") as caught:
+        service.register("acme", spec(target=target))
+    assert caught.value.field == "target.headers"
+    job, _ = service.register("acme", spec())
+    with pytest.raises(InvalidJobError, match="is reserved"):
+        service.replace("acme", job.id, spec(alerts=[{"on": ["failed"], "target": target}]))
+    assert store.get_job("acme", job.id).version == job.version  # type: ignore[union-attr]

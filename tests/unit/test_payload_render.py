@@ -67,7 +67,7 @@ def test_values_without_placeholders_are_unchanged(value: Any) -> None:
         "<job_id",
         "job_id>",
         "< job_id >",
-        "<tenant>",
+        "<tenant_id>",
         "<aws.scheduler.unknown>",
         "<aws.scheduler.schedule-arn>",
         "<<>>",

@@ -73,6 +73,7 @@ def test_message_body_is_what_asdict_gave() -> None:
         DispatchMessage("t", "j", "s", "", 1, 1, sig='a"b\\c'),
         DispatchMessage("t", "j", "s", "", 1, 1, not_before="2026-11-30T10:00:03.000Z", sig="x"),
         DispatchMessage("t", "j", "s", "", 1, 1, "backfill", backfill="0123+", sig="x"),
+        DispatchMessage("t", "j", "s", "", 1, 1, "alert", "now", alert="late", sig="x"),
     ]
     for message in messages:
         fields = asdict(message)
@@ -82,6 +83,8 @@ def test_message_body_is_what_asdict_gave() -> None:
             del fields["not_before"]  # nor an unsmoothed one an instant to wait for
         if not message.backfill:
             del fields["backfill"]  # nor a message of no backfill a backfill field
+        if not message.alert:
+            del fields["alert"]  # nor any but an alert's sweep a condition
         assert message.to_body() == json.dumps(fields, separators=(",", ":"))
         assert DispatchMessage.from_body(message.to_body()) == message
 
@@ -246,7 +249,29 @@ def test_release_plan_is_what_it_was(schedule: str) -> None:
         slot = next_slot(j, T - timedelta(seconds=rng.randint(0, 7200))) or T
         now = slot + timedelta(seconds=rng.choice([-5, 0, 1, 30, 59, 61, 300, 4000, 20000]))
         plan = plan_release(j, slot, now)
+        if plan.ranges:  # a long run dropped in bulk (punctual.missed_ranges): every slot accounted once
+            _assert_accounted(j, slot, plan)
+            continue
         assert (plan.release, plan.skipped, plan.next_slot, plan.chain) == _plan_reference(j, slot, now)
+
+
+def _assert_accounted(j: Job, slot: datetime, plan: Any) -> None:
+    """Every slot from ``slot`` up to the plan's next one is released, missed, or in one range."""
+    covered = [s for r in plan.ranges for s in _slots_between(j, r.first, r.last)]
+    assert sum(r.count for r in plan.ranges) == len(covered)
+    dropped = covered + [s for s, _ in plan.missed]
+    assert len(set(dropped) | set(plan.release)) == len(dropped) + len(plan.release)
+    end = plan.next_slot or datetime.max.replace(tzinfo=T.tzinfo)
+    assert sorted(dropped + plan.release) == [s for s in _slots_between(j, slot, end) if s < end]
+
+
+def _slots_between(j: Job, first: datetime, last: datetime) -> list[datetime]:
+    out: list[datetime] = []
+    current: datetime | None = first
+    while current is not None and current <= last:
+        out.append(current)
+        current = next_slot(j, current)
+    return out
 
 
 def test_cached_schedule_is_parse_schedule_and_errors_every_time() -> None:

@@ -93,3 +93,19 @@ def test_the_python_receiver_example_verifies_what_punctual_signs() -> None:
     assert scope["receive"](body, headers) == 200 and acted == [{"report": "daily"}]
     assert scope["receive"](body, headers) == 200 and len(acted) == 1  # a repeat is not acted on
     assert scope["receive"](body + b" ", headers) == 401
+
+
+def test_the_chain_auditor_section_states_the_defaults_the_code_has() -> None:
+    from local.config import LocalConfig
+    from punctual.settings import Settings
+
+    text = section("## Chain auditor")
+    defaults = Settings()
+    assert f"`auditPeriodMinutes` ({defaults.audit_period_minutes}; context)" in text
+    assert f"`auditGraceS` ({defaults.audit_grace_s} s)" in text
+    assert f"`PUNCTUAL_AUDIT_INFLIGHT_GRACE_S` ({defaults.audit_inflight_grace_s:,} s" in text
+    local = section("## Local mode")
+    assert (
+        f"every {LocalConfig().audit_interval_s} s" in local
+        and f"a {LocalConfig().audit_grace_s} s grace" in local
+    )

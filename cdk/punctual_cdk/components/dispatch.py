@@ -84,15 +84,13 @@ Why not a Distributed Map (``sfn.DistributedMap``, up to 10,000 children):
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from punctual_cdk import constants as c
-from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, retention
+from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, on_schedule, retention
 from punctual_cdk.components.queues import SEND_ACTIONS, Queues
 from punctual_cdk.components.storage import Storage
 from punctual_cdk.config import PunctualConfig
@@ -204,22 +202,14 @@ class Dispatch(Construct):
                 )
         # Sizing the shard groups from the coming minute's timers: reads only.
         storage.grant_items(self.tick.role, c.TABLE_ACTIONS_BY_COMPONENT["tick"])
-        self.tick.function.configure_async_invoke(
-            max_event_age=cdk.Duration.seconds(c.TICK_MAX_EVENT_AGE_S),
-            retry_attempts=c.TICK_RETRY_ATTEMPTS,
-        )
-        self.rule = events.Rule(
+        self.rule = on_schedule(
             self,
             "EveryMinute",
+            self.tick.function,
             description="Punctual: start the coming minutes' poller runs",
-            schedule=events.Schedule.expression(c.TICK_SCHEDULE),
-            targets=[
-                targets.LambdaFunction(
-                    self.tick.function,
-                    max_event_age=cdk.Duration.seconds(c.TICK_MAX_EVENT_AGE_S),
-                    retry_attempts=c.TICK_RETRY_ATTEMPTS,
-                )
-            ],
+            schedule=c.TICK_SCHEDULE,
+            max_event_age_s=c.TICK_MAX_EVENT_AGE_S,
+            retry_attempts=c.TICK_RETRY_ATTEMPTS,
         )
 
     def _state_machine(self, config: PunctualConfig, sliced: bool = False) -> sfn.StateMachine:

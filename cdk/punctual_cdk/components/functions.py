@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -130,6 +132,29 @@ class LambdaRuntime(Construct):
             environment=environment,
             reserved_concurrency=reserved_concurrency,
         )
+
+
+def on_schedule(
+    scope: Construct,
+    construct_id: str,
+    function: lambda_.IFunction,
+    *,
+    description: str,
+    schedule: str,
+    max_event_age_s: int,
+    retry_attempts: int,
+) -> events.Rule:
+    """An EventBridge rule that invokes ``function`` on ``schedule``, asynchronously: a failed
+    invocation is retried ``retry_attempts`` times while the event is younger than ``max_event_age_s``."""
+    age = cdk.Duration.seconds(max_event_age_s)
+    function.configure_async_invoke(max_event_age=age, retry_attempts=retry_attempts)
+    return events.Rule(
+        scope,
+        construct_id,
+        description=description,
+        schedule=events.Schedule.expression(schedule),
+        targets=[targets.LambdaFunction(function, max_event_age=age, retry_attempts=retry_attempts)],
+    )
 
 
 _RETENTION_BY_DAYS = dict(

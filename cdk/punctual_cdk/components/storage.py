@@ -1,9 +1,12 @@
 """Storage: the one DynamoDB table (jobs, executions and timer rows) and the secrets key.
 
-The table has only a partition key ``pk`` and a sort key ``sk``, no index: timers are base-table
-rows, so a trigger costs one write unit and never waits on index back-pressure. Items carry an
-``expires_at`` TTL. On-demand by default; provisioned with auto scaling, and warm throughput (so
-a top-of-minute burst meets partitions that are already split), come from context.
+The table has a partition key ``pk`` and a sort key ``sk``. Timers are base-table rows, so a
+trigger costs one write unit and never waits on index back-pressure: its one index, ``audit``
+(the chain auditor's, :mod:`punctual.auditing`), is sparse: only job items and running backfills
+carry its key (``aseg``, the job's far shard), never a timer or an execution record, and it
+projects ``version``, ``state``, ``doc`` and ``rev``. Items carry an ``expires_at`` TTL.
+On-demand by default; provisioned with auto scaling, and warm throughput (so a top-of-minute
+burst meets partitions that are already split), come from context.
 """
 
 from __future__ import annotations
@@ -83,6 +86,18 @@ class Storage(Construct):
             ),
             encryption_key=self.table_key,
         )
+        # The chain auditor's index: each segment is one index partition, read once per period.
+        table.add_global_secondary_index(
+            index_name=c.AUDIT_INDEX_NAME,
+            partition_key=dynamodb.Attribute(
+                name=c.AUDIT_SEGMENT_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER
+            ),
+            sort_key=dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.INCLUDE,
+            non_key_attributes=list(c.AUDIT_INDEX_PROJECTION),
+            read_capacity=config.table_read_capacity_min if provisioned else None,
+            write_capacity=config.table_write_capacity_min if provisioned else None,
+        )
         if provisioned:
             target = c.TABLE_AUTOSCALING_TARGET_PERCENT
             table.auto_scale_read_capacity(
@@ -90,6 +105,16 @@ class Storage(Construct):
             ).scale_on_utilization(target_utilization_percent=target)
             table.auto_scale_write_capacity(
                 min_capacity=config.table_write_capacity_min, max_capacity=config.table_write_capacity_max
+            ).scale_on_utilization(target_utilization_percent=target)
+            table.auto_scale_global_secondary_index_read_capacity(
+                c.AUDIT_INDEX_NAME,
+                min_capacity=config.table_read_capacity_min,
+                max_capacity=config.table_read_capacity_max,
+            ).scale_on_utilization(target_utilization_percent=target)
+            table.auto_scale_global_secondary_index_write_capacity(
+                c.AUDIT_INDEX_NAME,
+                min_capacity=config.table_write_capacity_min,
+                max_capacity=config.table_write_capacity_max,
             ).scale_on_utilization(target_utilization_percent=target)
         return table
 
@@ -142,6 +167,19 @@ class Storage(Construct):
             ("kms:Encrypt", "kms:GenerateDataKey") if writes else ()
         )
         self._grant(role, actions, key_actions)
+
+    def grant_audit_index(self, role: iam.IRole) -> None:
+        """Query the audit index (the chain auditor only): that index's ARN, no wildcard."""
+        index_arn = f"{self.table.table_arn}/index/{c.AUDIT_INDEX_NAME}"
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(c.AUDIT_INDEX_ACTIONS), resources=[index_arn])
+        )
+        if self.table_key:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt", "kms:DescribeKey"], resources=[self.table_key.key_arn]
+                )
+            )
 
     def _grant(self, role: iam.IRole, actions: tuple[str, ...], key_actions: tuple[str, ...]) -> None:
         role.add_to_principal_policy(

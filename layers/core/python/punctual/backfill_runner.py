@@ -4,7 +4,8 @@
 ``start_at``/``end_at``), less those on a day of a calendar the job excludes, less those that
 already have an execution record when the backfill is created ("left alone": they ran, are
 running, or were recorded SKIPPED or EXCLUDED). A slot recorded MISSED (the scheduler was down,
-or the catch-up policy dropped it) has not run, so it is backfilled. The slot keys are the
+the catch-up policy dropped it, or it is inside a MISSED range record) or SUPERSEDED (its job's
+spec changed before it started) has not run, so it is backfilled. The slot keys are the
 scheduled slots' own keys: a backfilled slot *is* the scheduled slot, in the same ledger.
 
 **Exactly once.** A backfill's slot is sent as an ordinary dispatch message (kind
@@ -180,7 +181,8 @@ class BackfillRunner:
         included = [s for s in candidates if excluding(calendars, s) is None]
         keys = [slot_key(s) for s in included]
         records = self.store.batch_get_executions((job.tenant, job.id, k) for k in keys)
-        run = {key for (_, _, key), record in records.items() if record.status is not ExecutionStatus.MISSED}
+        not_run = (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED)
+        run = {key for (_, _, key), record in records.items() if record.status not in not_run}
         todo = [k for k in keys if k not in run]
         parallel = max_parallel or self.max_parallel
         if job.overlap is not Overlap.ALLOW:

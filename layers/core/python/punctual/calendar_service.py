@@ -2,9 +2,10 @@
 
 Every change is a version-checked conditional write, and the version grows by one per change
 (the release path names the version an EXCLUDED slot was decided on). A calendar that jobs
-exclude is not deleted: the store refuses it while a job is recorded as its user, and the
-answer names the jobs. A user recorded by a job create that failed afterwards (so no such job
-exists, or it no longer names the calendar) is pruned here, then the delete is tried again.
+exclude is not deleted: the store refuses it while a job is recorded as its user (every job
+write records its uses in its own transaction), and the answer names the jobs. A recorded user
+whose job is gone or no longer names the calendar (written before job writes carried their uses)
+is removed here, conditionally on that job being unchanged, then the delete is tried again.
 """
 
 from __future__ import annotations
@@ -110,7 +111,10 @@ class CalendarService:
         raise JobConflictError(f"calendar {name!r} changed meanwhile; try again")
 
     def _real_users(self, tenant: str, name: str, recorded: list[str]) -> list[str]:
-        """Of the recorded users, the jobs that exist and name the calendar; prune the others."""
+        """Of the recorded users, the jobs that exist and name the calendar. A record whose job is
+        gone or no longer names it (left by a write from before job writes carried their uses)
+        is removed, conditionally on the job being still as read: a job written meanwhile keeps
+        its use (and the delete is refused)."""
         real: list[str] = []
         for job_id in recorded:
             try:
@@ -120,6 +124,6 @@ class CalendarService:
                 continue
             if job is not None and name in job.exclude_calendars:
                 real.append(job_id)
-            else:
-                self.store.use_calendars(tenant, job_id, [name], present=False)
+            elif not self.store.drop_calendar_user(tenant, name, job_id, job.version if job else None):
+                real.append(job_id)  # changed meanwhile: it may use the calendar now
         return real

@@ -184,6 +184,30 @@ def exclusion_note(calendar: Calendar) -> str:
     return f"excluded by calendar {calendar.name!r} (version {calendar.version})"
 
 
+CALENDAR_MISSING = "calendar missing"
+
+
+def calendar_missing_note(names: Iterable[str]) -> str:
+    """The error of a slot recorded MISSED because a calendar its job excludes is gone (a job
+    write checks that each exists and a delete refuses one in use, so this is a fault to look
+    into): the slot is not run, since it may fall on one of the calendar's days."""
+    named = ", ".join(repr(name) for name in names)
+    return f"{CALENDAR_MISSING}: {named} (excluded by the job, not found; the slot was not run)"
+
+
+def present_calendars(
+    read: Callable[[set[tuple[str, str]], bool], dict[tuple[str, str], Calendar]], keys: set[tuple[str, str]]
+) -> dict[tuple[str, str], Calendar]:
+    """The calendars of ``keys`` through ``read(keys, consistent)``: an eventually consistent read
+    first, then a consistent one of those it missed (a read that is behind never makes a
+    calendar missing)."""
+    found = read(keys, False)
+    absent = keys - set(found)
+    if absent:
+        found.update(read(absent, True))
+    return found
+
+
 def included_slots(
     next_after: Callable[[datetime], datetime | None],
     after: datetime,

@@ -34,6 +34,7 @@ from punctual.store.dynamo import DynamoStore
 from punctual.tick import Tick
 
 if TYPE_CHECKING:
+    from punctual.auditing import ChainAuditor
     from punctual.execution import Worker
     from punctual.models import Job
     from punctual.notifications import EventPublisher
@@ -113,6 +114,7 @@ class Container:
         """Execution events (unless turned off) and the jobs' alerts, delivered with ``invoker``."""
         from punctual.execution import worker as defaults
         from punctual.notifications import Alerter
+        from punctual.notifications.sweep import AlertSweeps
 
         settings = self.settings
         alerter = Alerter(
@@ -122,6 +124,7 @@ class Container:
             retention_days=settings.retention_days,
             signing_secrets=signing_secrets or defaults.default_signing_secrets(settings),
             metrics=metrics,
+            sweeps=AlertSweeps(self.store, settings.layout()),
         )
         return Notifier(self.event_publisher(metrics), alerter)
 
@@ -152,6 +155,24 @@ class Container:
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))
         return Poller(self.store, self.queues, self.clock, config, metrics, notifier)
+
+    def auditor(self, metrics: MetricsSink | None = None) -> ChainAuditor:
+        """The chain auditor (:mod:`punctual.auditing`): it repairs through the store, hands a lost
+        range's ``missed`` alert to a worker through the (signing) queues, and publishes its events."""
+        from punctual.auditing import AuditConfig, ChainAuditor, Repairer
+
+        settings = self.settings
+        config = AuditConfig(
+            layout=settings.layout(),
+            period_minutes=settings.audit_period_minutes,
+            grace_s=float(settings.audit_grace_s),
+            inflight_grace_s=float(settings.audit_inflight_grace_s),
+            repair=settings.audit_repair,
+        )
+        repairer = Repairer(
+            self.store, settings.layout(), settings.retention_days, self.queues, settings.routing()
+        )
+        return ChainAuditor(self.store, self.clock, config, repairer, metrics, self.event_publisher(metrics))
 
     def tick(self, metrics: MetricsSink | None = None) -> Tick:
         """The tick: it plans each coming minute from the read-only store and, when the stack
@@ -246,6 +267,43 @@ def run_poller(
         "superseded": report.superseded,
         "completed": report.completed,
         "fire_delay_p99_ms": delays[int(0.99 * (len(delays) - 1))] if delays else None,
+    }
+
+
+class AuditEvent(BaseModel):
+    """The auditor's event: EventBridge's scheduled event (its ``time`` names the minute, so a
+    retried invocation audits the same segments), or an enrolment of jobs stored before the audit
+    index (``enrol_segment`` of ``enrol_segments``: one scan segment per invocation, by the
+    auditor's handler)."""
+
+    model_config = {"extra": "ignore"}
+    time: AwareDatetime | None = None
+    enrol_segment: int | None = Field(default=None, ge=0)
+    enrol_segments: int = Field(default=1, ge=1, le=1_000_000)
+
+
+def run_auditor(
+    event: AuditEvent,
+    stop: Callable[[], bool],
+    settings: Settings | None = None,
+    clock: Clock | None = None,
+    metrics: MetricsSink | None = None,
+) -> dict[str, Any]:
+    """Audit the event's minute's share of the chains; the figures."""
+    built = container() if settings is None else Container(settings, clock)
+    if metrics is None:
+        from punctual.lambda_support import PowertoolsMetrics
+
+        metrics = PowertoolsMetrics()
+    report = built.auditor(metrics).run(event.time or built.clock.now(), stop)
+    return {
+        "segments": report.segments,
+        "jobs": report.jobs,
+        "suspects": report.suspects,
+        "deferred": report.deferred,
+        "broken": report.broken,
+        "repaired": report.repaired,
+        "complete": report.complete,
     }
 
 

@@ -9,21 +9,32 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
 from punctual.calendars import Calendar, included_slots
 from punctual.clock import Clock
-from punctual.models import CatchupKind, EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
+from punctual.models import EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
 from punctual.ownership import OwnResources
 from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.quotas import MICRO, micro_rate
 from punctual.schedules import ScheduleError, cached_schedule
-from punctual.slots import ceil_second, dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
+from punctual.slots import (
+    ceil_second,
+    dispatch_instant,
+    fire_timer,
+    first_slot,
+    next_slot,
+    resume_start,
+    schedule_of,
+)
 from punctual.store.base import (
+    NO_CALENDAR_USES,
     CalendarNotFoundError,
+    CalendarUses,
     JobStore,
     Page,
     UnreadableJob,
@@ -32,7 +43,10 @@ from punctual.store.base import (
 )
 from punctual.store.sizes import check_job_size
 from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
+from punctual.targets.webhooks.signing import TENANT_HEADER
 from punctual.timers import Timer, TimerLayout, slot_key
+
+RESUME_TRIES = 3  # a resume that meets a concurrent write (a poller parking an owed slot) reads again
 
 
 class JobError(Exception):
@@ -119,6 +133,24 @@ def _raw_parents(found: UnreadableJob) -> tuple[str, ...]:
         return ()
 
 
+def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
+    """The calendars a job that cannot be read excludes, as far as its document says."""
+    names = found.doc.get("exclude_calendars")
+    return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
+
+
+@contextmanager
+def _calendars_checked() -> Iterator[None]:
+    """A job write whose calendar check failed: 422 naming the calendar that does not exist."""
+    try:
+        yield
+    except CalendarNotFoundError as exc:
+        raise InvalidJobError(
+            f"exclude_calendars: calendar {exc.name!r} does not exist (PUT /v1/calendars/{exc.name} first)",
+            field="exclude_calendars",
+        ) from None
+
+
 def find_cycle(
     job_id: str, parents: tuple[str, ...], lookup: Callable[[str], tuple[str, ...] | None]
 ) -> list[str] | None:
@@ -143,6 +175,35 @@ def find_cycle(
 def signs_webhooks(spec: JobSpec) -> bool:
     """Whether the job calls a webhook (its target, or an alert rule's): then it has a signing secret."""
     return spec.target.type == "http" or any(rule.target.type == "http" for rule in spec.alerts)
+
+
+def resumed(current: Job, now: datetime, layout: TimerLayout) -> tuple[Job, list[Timer]]:
+    """A paused job enabled again at ``now``, and the first timer of its chain.
+
+    The chain starts at the first slot the pause owes (:func:`punctual.polling.chains.resume_start`):
+    the first slot at or after the pause, or an earlier one due before it that was not released.
+    When that slot is past, a RESUME timer due now releases it and the poller's catch-up decides
+    every slot up to now by the catch-up policy and its window (``all`` runs them, ``latest`` the
+    newest, ``none`` records them MISSED, long runs as one range record). delay(...) jobs start
+    afresh from now; after(...) jobs have no chain. A job with no slot left is COMPLETED.
+    """
+    job = current.model_copy(
+        update={
+            "state": JobState.ENABLED,
+            "version": current.version + 1,
+            "spec_version": current.spec_since,
+            "updated_at": now,
+            "state_reason": None,
+        }
+    )
+    kind = schedule_of(job).kind
+    if kind == "after":
+        return job, []
+    fresh = kind == "delay" or current.paused_at is None  # no pause instant to start from
+    start = first_slot(job, now) if fresh else resume_start(job)
+    if start is None:
+        return job.model_copy(update={"state": JobState.COMPLETED, "state_reason": "no slot left"}), []
+    return job, [fire_timer(layout, job, start, now, resumed=not fresh)]
 
 
 class JobService:
@@ -274,6 +335,7 @@ class JobService:
             anchor=_whole_second(spec.start_at or now),
             signing_secret_enc=secret_stored,
             trigger_rate=self._trigger_rate(tenant, spec),
+            spec_version=1,
         )
         check_job_size(job)  # 413 naming the largest parts, before anything is written
         timer = self._first_timer(job, now, after=now)
@@ -281,14 +343,17 @@ class JobService:
             raise InvalidJobError(
                 "schedule has no future slot (a one-time instant in the past, or end_at passed)"
             )
-        # Before the job exists: a calendar cannot be deleted once a job is recorded as its user
-        # (a user left behind by a failed create is pruned when the calendar is deleted).
-        self._use_calendars(tenant, job_id, spec.exclude_calendars)
         if paused:
             job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
             timer = None
-        # The job and its links as a dependent of its parents: one transaction, never half of it.
-        self.store.create_job(job, timer, self.max_jobs, self.max_trigger_rate, parents=parents)
+        # The job, its links as a dependent of its parents and its calendar uses: one transaction,
+        # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
+        # a job excludes it, nor a job made to exclude one that is gone.
+        uses = CalendarUses.between((), spec.exclude_calendars)
+        with _calendars_checked():
+            self.store.create_job(
+                job, timer, self.max_jobs, self.max_trigger_rate, parents=parents, calendars=uses
+            )
         return self.with_next_fire(job), secret_plain
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
@@ -305,12 +370,17 @@ class JobService:
         anchor = current.anchor
         if spec.start_at != current.start_at or spec.schedule != current.schedule:
             anchor = _whole_second(spec.start_at or now)
+        # A new spec supersedes what was released for the old one (punctual.execution.versions);
+        # the same spec sent again (an UpdateSchedule that changes nothing) supersedes nothing.
+        same_spec = isinstance(found, Job) and found.spec() == JobSpec.model_validate(spec.model_dump())
         job = Job(
             **spec.model_dump(),
             id=job_id,
             tenant=tenant,
             state=JobState.ENABLED if current.state is JobState.COMPLETED else current.state,
             version=current.version + 1,
+            spec_version=current.spec_since if same_spec else current.version + 1,
+            owed_from=current.owed_from if same_spec else None,
             created_at=current.created_at,
             updated_at=now,
             anchor=anchor,
@@ -331,21 +401,20 @@ class JobService:
                     "schedule has no future slot (a one-time instant in the past, or end_at passed)"
                 )
             timers = [timer] if timer else []
-        self._use_calendars(tenant, job_id, spec.exclude_calendars)
+        old_calendars = current.exclude_calendars if isinstance(found, Job) else _raw_calendars(found)
+        uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
         # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.
         removed = tuple(p for p in old_parents if p not in parents)
-        self._write(
-            job,
-            current.version,
-            timers,
-            previous_trigger_rate=current.trigger_rate,
-            parents_added=parents,
-            parents_removed=removed,
-        )
-        old_calendars = current.exclude_calendars if isinstance(found, Job) else []
-        dropped = [name for name in old_calendars if name not in spec.exclude_calendars]
-        if dropped:
-            self.store.use_calendars(tenant, job_id, dropped, present=False)
+        with _calendars_checked():
+            self._write(
+                job,
+                current.version,
+                timers,
+                previous_trigger_rate=current.trigger_rate,
+                parents_added=parents,
+                parents_removed=removed,
+                calendars=uses,
+            )
         return self.with_next_fire(job)
 
     def pause(
@@ -361,8 +430,10 @@ class JobService:
             update={
                 "state": JobState.PAUSED,
                 "version": current.version + 1,
+                "spec_version": current.spec_since,  # the spec does not change
                 "updated_at": now,
                 "paused_at": now,
+                "owed_from": None,
                 "state_reason": reason,
             }
         )
@@ -370,40 +441,39 @@ class JobService:
         return self.with_next_fire(job)
 
     def resume(self, tenant: str, job_id: str, expected_version: int | None = None) -> Job:
-        """Enable again; slots missed while paused follow the catch-up policy."""
-        current = self._current(tenant, job_id, expected_version)
-        if current.state is JobState.ENABLED:
-            return self.with_next_fire(current)
-        if current.state is JobState.COMPLETED:
-            raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
-        now = self.clock.now()
-        job = current.model_copy(
-            update={
-                "state": JobState.ENABLED,
-                "version": current.version + 1,
-                "updated_at": now,
-                "state_reason": None,
-            }
-        )
-        after = now
-        if job.catchup.policy is not CatchupKind.NONE and current.paused_at is not None:
-            # Start from the first slot missed while paused, inside the window: the poller's
-            # catch-up then releases all of them (``all``) or only the newest (``latest``).
-            after = max(current.paused_at, now - timedelta(seconds=job.catchup.window_seconds))
-        timer = self._first_timer(job, now, after=after)
-        self._write(job, current.version, [timer] if timer else [])
-        return self.with_next_fire(job)
+        """Enable again; the slots the pause owes follow the catch-up policy (:func:`resumed`)."""
+        for attempt in range(RESUME_TRIES):
+            current = self._current(tenant, job_id, expected_version)
+            if current.state is JobState.ENABLED:
+                return self.with_next_fire(current)
+            if current.state is JobState.COMPLETED:
+                raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
+            job, timers = resumed(current, self.clock.now(), self.layout)
+            try:
+                self._write(job, current.version, timers)
+            except JobConflictError:
+                if expected_version is not None or attempt + 1 == RESUME_TRIES:
+                    raise
+                continue  # a poller recorded a slot the pause owes (a version bump): read it again
+            return self.with_next_fire(job)
+        raise AssertionError("unreachable")
 
     def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
         """Delete the job (one the model cannot read included); its history stays until its TTL."""
         current = self._found(tenant, job_id, expected_version)
         parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
+        calendars = current.exclude_calendars if isinstance(current, Job) else _raw_calendars(current)
         try:
-            self.store.delete_job(tenant, job_id, current.version, current.trigger_rate, parents=parents)
+            self.store.delete_job(
+                tenant,
+                job_id,
+                current.version,
+                current.trigger_rate,
+                parents=parents,
+                calendars=CalendarUses(drop=tuple(calendars)),
+            )
         except VersionConflictError as exc:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
-        if isinstance(current, Job) and current.exclude_calendars:
-            self.store.use_calendars(tenant, job_id, current.exclude_calendars, present=False)
 
     def rotate_secret(
         self, tenant: str, job_id: str, drop_previous: bool = False, expected_version: int | None = None
@@ -527,6 +597,7 @@ class JobService:
         previous_trigger_rate: int | None = None,
         parents_added: tuple[str, ...] = (),
         parents_removed: tuple[str, ...] = (),
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         try:
             self.store.replace_job(
@@ -537,6 +608,7 @@ class JobService:
                 max_trigger_rate=self.max_trigger_rate,
                 parents_added=parents_added,
                 parents_removed=parents_removed,
+                calendars=calendars,
             )
         except VersionConflictError as exc:
             if exc.current_version is None:
@@ -551,19 +623,6 @@ class JobService:
         if slot is None:
             return None
         return fire_timer(self.layout, job, slot, now)
-
-    def _use_calendars(self, tenant: str, job_id: str, names: list[str]) -> None:
-        """Record the job as a user of each calendar it excludes; 422 naming one that is missing."""
-        if not names:
-            return
-        try:
-            self.store.use_calendars(tenant, job_id, names, present=True)
-        except CalendarNotFoundError as exc:
-            raise InvalidJobError(
-                f"exclude_calendars: calendar {exc.name!r} does not exist"
-                f" (PUT /v1/calendars/{exc.name} first)",
-                field="exclude_calendars",
-            ) from None
 
     def _trigger_rate(self, tenant: str, spec: JobSpec) -> int:
         """Micro-triggers per minute the job adds to its tenant's total (:mod:`punctual.quotas`)."""
@@ -601,6 +660,12 @@ class JobService:
                 field=f"{where}.role_arn",
             )
         if isinstance(target, HttpTarget):
+            taken = [name for name in target.headers if name.lower() == TENANT_HEADER.lower()]
+            if taken:
+                raise InvalidJobError(
+                    f"{where}.headers: header {taken[0]!r} is reserved: Punctual sets it on every request",
+                    field=f"{where}.headers",
+                )
             try:
                 # No DNS here: literal addresses, every spelling of them, and localhost names.
                 guard_url(target.url, self.allow_cidrs, resolve=False)

@@ -942,6 +942,11 @@ class Job(JobSpec):
     # stored before the quota existed, which were never added.
     trigger_rate: int = Field(default=0, exclude=True)
     state_reason: str | None = None  # why the job was paused or completed, when not by a user
+    # The version whose spec this is: a replace sets it, pause and resume keep it (0: stored
+    # before it was kept, read as ``version``). Slots released for an older spec are superseded.
+    spec_version: int = 0
+    # A paused job: the first slot due before the pause that was not released (the resume owes it).
+    owed_from: str | None = None
     signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
     # While a secret is rotated, the previous one still signs (Standard Webhooks sends both).
     signing_secret_prev_enc: str | None = Field(default=None, exclude=True, repr=False)
@@ -956,14 +961,19 @@ class Job(JobSpec):
     def spec(self) -> JobSpec:
         return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)))
 
+    @property
+    def spec_since(self) -> int:
+        """The version from which the job's spec is the one it has now."""
+        return self.spec_version or self.version
+
 
 # --------------------------------------------------------------------------- executions
 
 
 class ExecutionStatus(StrEnum):
     """An execution's status: QUEUED, RUNNING, then SUCCEEDED, FAILED, TIMED_OUT, RETRY_WAIT (a retry
-    is due), SKIPPED (overlap), MISSED (catch-up policy, window, or a paused or deleted job) or
-    EXCLUDED (the day is in a calendar the job excludes)."""
+    is due), SKIPPED (overlap, or the job was paused), MISSED (catch-up policy or window), EXCLUDED
+    (the day is in a calendar the job excludes) or SUPERSEDED (the job's spec changed first)."""
 
     QUEUED = "QUEUED"
     RUNNING = "RUNNING"
@@ -974,6 +984,9 @@ class ExecutionStatus(StrEnum):
     SKIPPED = "SKIPPED"
     MISSED = "MISSED"  # never run: the catch-up policy, its window, or a paused/deleted job (see error)
     EXCLUDED = "EXCLUDED"  # never run: the day is in a calendar the job excludes (error names it)
+    # Not run (or not retried) because the job's spec changed first; a release of the slot for
+    # the new spec may still run it.
+    SUPERSEDED = "SUPERSEDED"
 
     @property
     def terminal(self) -> bool:
@@ -984,6 +997,7 @@ class ExecutionStatus(StrEnum):
             ExecutionStatus.SKIPPED,
             ExecutionStatus.MISSED,
             ExecutionStatus.EXCLUDED,
+            ExecutionStatus.SUPERSEDED,
         )
 
 
@@ -1000,22 +1014,25 @@ _S = ExecutionStatus
 # The execution record's state machine: every status a stored status (None: no record yet)
 # may be written as next. Every write of a record is checked against it (check_transition).
 TRANSITIONS: dict[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
-    # MISSED is born as it is: the poller (catch-up policy, paused job) or the claim (a slot
-    # released for an older version) records a slot that did not run.
+    # MISSED is born as it is: the poller records a slot the catch-up policy or its window drops.
     # EXCLUDED is born as it is too: the poller found the slot's day in an excluded calendar.
-    None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.MISSED, _S.EXCLUDED}),
-    _S.QUEUED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
-    _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+    None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.MISSED, _S.EXCLUDED, _S.SUPERSEDED}),
+    # A slot waiting for its turn or its retry is superseded when the job's spec changes first.
+    _S.QUEUED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.SUPERSEDED}),
+    _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.SUPERSEDED}),
     # RUNNING -> RUNNING: a heartbeat, or a takeover by a new owner as the next attempt.
-    _S.RUNNING: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.TIMED_OUT, _S.RETRY_WAIT}),
+    # RUNNING -> SUPERSEDED: a lost run's takeover after the job's spec changed.
+    _S.RUNNING: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.TIMED_OUT, _S.RETRY_WAIT, _S.SUPERSEDED}),
     _S.SUCCEEDED: frozenset(),
     _S.FAILED: frozenset(),
     _S.TIMED_OUT: frozenset(),
     _S.SKIPPED: frozenset(),
     _S.EXCLUDED: frozenset(),
-    # A slot the poller recorded as missed (the job was paused, say) that a later release runs
-    # after all: resuming with catch-up ``all`` releases the slots missed while paused.
-    _S.MISSED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+    # MISSED is final for the scheduler (the claim drops any message of the slot); only a
+    # backfill, which a user asks for, runs such a slot after all.
+    _S.MISSED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.SUPERSEDED}),
+    # A release of the slot for the job's new spec runs it.
+    _S.SUPERSEDED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
 }
 
 
@@ -1084,6 +1101,9 @@ class Execution(_ShallowCopy):
     # after() dependants run too when it succeeds.
     backfill: str | None = None
     backfill_dependants: bool = False
+    # A range record (MISSED): it stands for ``slot_count`` slots, ``slot`` to ``last_slot``.
+    last_slot: str | None = None
+    slot_count: int = 1
 
     @property
     def retry_origin(self) -> datetime:
@@ -1181,3 +1201,4 @@ class Alert(BaseModel):
     owner: str
     body: dict[str, Any] = Field(default_factory=dict)
     deliveries: list[AlertDelivery] = Field(default_factory=list)
+    rules: list[int] = Field(default_factory=list)  # the rules it goes to (a takeover delivers the rest)

@@ -51,8 +51,10 @@ class MessageKind:
     CHILD = "child"  # a dependent job's slot whose parents all succeeded
     TURN = "turn"  # a queued slot's turn came: the slot before it ended (overlap queue)
     CHECK = "check"  # a queued slot checks that it still waits (its safety-net timer)
-    # A slot the poller recorded MISSED whose job has a ``missed`` alert rule: the worker, which
-    # may call targets (the poller may not assume the target role), raises and delivers it.
+    # An alert for a worker to raise or finish: a slot the poller recorded MISSED whose job has a
+    # ``missed`` rule (the worker, which may call targets, raises and delivers it), or, with
+    # ``alert`` set, an alert's sweep (punctual.notifications.sweep): take it over if its
+    # worker died while it was SENDING.
     ALERT = "alert"
     BACKFILL = "backfill"  # a past slot run by a backfill (punctual.backfill_runner)
 
@@ -77,6 +79,9 @@ class DispatchMessage:
     # record and its dependants' messages; empty for every other message (and then not in the
     # body, so other messages read and sign as before).
     backfill: str = ""
+    # An ALERT message's condition when it sweeps an alert (the slot is the alert's key slot);
+    # empty for every other message (and then not in the body).
+    alert: str = ""
     sig: str = ""  # HMAC of every other field (punctual.message_auth); empty when unsigned
 
     @property
@@ -92,6 +97,8 @@ class DispatchMessage:
             raw += f"\x1f{self.kind}\x1f{self.released_at}"
         elif self.kind == MessageKind.ALERT:  # not the slot's own fire message
             raw += f"\x1f{self.kind}"
+            if self.alert:  # a sweep: each one a message of its own
+                raw += f"\x1f{self.alert}\x1f{self.released_at}"
         if self.backfill:  # a backfill started again after a cancel sends its slots afresh
             raw += f"\x1f{self.backfill}"
         return hashlib.sha256(raw.encode()).hexdigest()
@@ -111,6 +118,8 @@ class DispatchMessage:
             if self.ordered
             else f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}"
         )
+        if self.alert:  # a sweep waits behind no message in flight (its slot's, an earlier sweep's)
+            key += f"\x1falert-{self.alert}\x1f{self.released_at}"
         return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
     def payload(self) -> str:
@@ -132,6 +141,8 @@ class DispatchMessage:
             fields["not_before"] = self.not_before
         if self.backfill:
             fields["backfill"] = self.backfill
+        if self.alert:
+            fields["alert"] = self.alert
         return _COMPACT_JSON.encode(fields)
 
     def to_body(self) -> str:
@@ -152,8 +163,8 @@ class DispatchMessage:
 
 
 _MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
-# What to_body writes for a message neither smoothed nor of a backfill, signed and not.
-_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill"}
+# What to_body writes for a message neither smoothed, of a backfill nor a sweep, signed and not.
+_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill", "alert"}
 _PLAIN_UNSIGNED = _PLAIN_SIGNED - {"sig"}
 
 

@@ -161,6 +161,15 @@ class Settings(BaseModel):
     backfill_max_parallel: int = Field(default=4, ge=1, le=100)
     backfill_max_slots: int = Field(default=1000, ge=1, le=10_000)
     backfill_step_s: float = Field(default=2.0, ge=0.1, le=60)
+    # The chain auditor (punctual.auditing): every ENABLED job is checked once per
+    # audit_period_minutes (one run a minute, each taking its share of the segments). A chain is
+    # judged broken only when nothing of it happened for audit_grace_s (and its shards' pollers
+    # are not behind), an execution in flight only after audit_inflight_grace_s; audit_repair
+    # False finds and reports without repairing.
+    audit_period_minutes: int = Field(default=60, ge=1, le=1440)
+    audit_grace_s: int = Field(default=300, ge=5, le=86_400)
+    audit_inflight_grace_s: int = Field(default=1800, ge=5, le=7 * 86_400)
+    audit_repair: bool = True
 
     def layout(self) -> TimerLayout:
         """The timer layout these settings describe (the one way it is built from them)."""
@@ -222,6 +231,8 @@ DEPLOYED: tuple[str, ...] = (
     "max_lateness_seconds",
     "burst_triggers_per_poller",
     "target_rate_budgets",
+    "audit_period_minutes",
+    "audit_grace_s",
 )
 
 

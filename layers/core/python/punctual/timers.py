@@ -6,8 +6,16 @@ pollers that race to write the next timer of a chain write the same row.
 
 Layout (see DESIGN.md)::
 
-    far:  pk = timer#<YYYYMMDDTHHMM>#<shard>   sk = <due ms, 13 digits>#<job>#<slot>#<attempt>
+    far:  pk = timer#<YYYYMMDDTHHMM>#<shard>   sk = <due ms, 13 digits>#<tenant>#<job>#<slot>#<attempt>
     near: pk = near#<YYYYMMDDTHHMM>#<k>         sk = (same)
+
+The tenant is in the sort key and in the shard's hash: job ids are unique per tenant only (an
+EventBridge Scheduler schedule ``default/nightly`` is job ``sch-<digest of group/name>`` in every
+tenant), so two tenants' timers of one job id, slot and attempt are two rows. Neither a tenant
+(``api.tenancy``) nor a job id holds ``#``. Rows written before the tenant was in the key
+(``<due>#<job>#<slot>#<attempt>``, shard = hash of the job id alone) are read alike (a reader
+takes a timer's fields from its attributes, never from its key);
+:mod:`punctual.store.dynamo.migrate_keys` moves them.
 
 A far timer is due more than ``far_threshold_s`` after it is written: its bucket is read
 once, a little before its minute. A near timer is due sooner (retries, rate(n seconds),
@@ -49,11 +57,17 @@ class TimerKind(StrEnum):
     # A fire timer whose slot is already due when it is written: the rest of a catch-up the
     # release before it had to cut short. Released like FIRE, but at catch-up's bounded rate.
     CATCHUP = "catchup"
+    # The first timer of a resumed job's chain, due at the resume: its slots due before that were
+    # owed by the pause, and the catch-up policy decides each (punctual.polling.chains).
+    RESUME = "resume"
     QUEUED = "queued"  # a slot queued behind another (overlap queue): check that it still waits
     BACKFILL = "backfill"  # a backfill's next step (slot = the backfill id, attempt = the step)
+    ALERT = "alert"  # an alert's sweep (slot = its key slot, attempt = its condition's code)
 
 
-CHAIN_KINDS = frozenset({TimerKind.FIRE, TimerKind.CATCHUP})  # the timers of a job's chain of slots
+CHAIN_KINDS = frozenset(
+    {TimerKind.FIRE, TimerKind.CATCHUP, TimerKind.RESUME}
+)  # the timers of a job's chain of slots
 
 
 def stable_hash(text: str) -> int:
@@ -61,8 +75,10 @@ def stable_hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
-def shard_of(job_id: str, shard_count: int) -> int:
-    return stable_hash(job_id) % shard_count
+def shard_of(tenant: str, job_id: str, shard_count: int) -> int:
+    """The shard of a job's timers: a hash of tenant and job id, so alike ids of many tenants
+    (a popular schedule name) spread over the shards instead of filling one partition."""
+    return stable_hash(f"{tenant}\x1f{job_id}") % shard_count
 
 
 def minute_of(instant: datetime) -> datetime:
@@ -103,8 +119,8 @@ def bucket_pk_of_ms(lane: Lane, due_ms: int, shard: int) -> str:
     return f"{lane.value}#{_epoch_minute_key(due_ms // _MINUTE_MS)}#{shard}"
 
 
-def sort_key(due_ms: int, job_id: str, slot: str, attempt: int) -> str:
-    return f"{due_ms:0{_DUE_DIGITS}d}#{job_id}#{slot}#{attempt}"
+def sort_key(due_ms: int, tenant: str, job_id: str, slot: str, attempt: int) -> str:
+    return f"{due_ms:0{_DUE_DIGITS}d}#{tenant}#{job_id}#{slot}#{attempt}"
 
 
 def due_bound(ms: int) -> str:
@@ -137,7 +153,7 @@ class Timer:
 
     @property
     def sk(self) -> str:
-        return sort_key(self.due_ms, self.job_id, self.slot, self.attempt)
+        return sort_key(self.due_ms, self.tenant, self.job_id, self.slot, self.attempt)
 
     @property
     def expires_at(self) -> int:
@@ -178,11 +194,14 @@ class TimerLayout:
         """
         now_ms = to_ms(now)
         due_ms = max(to_ms(due), now_ms)
-        if due_ms - now_ms > self.far_threshold_s * 1000:
-            lane, shard = Lane.FAR, shard_of(job_id, self.shard_count)
-        else:
-            lane, shard = Lane.NEAR, shard_of(job_id, self.near_shard_count)
+        lane = Lane.FAR if due_ms - now_ms > self.far_threshold_s * 1000 else Lane.NEAR
+        shard = self.shard_for(lane, tenant, job_id)
         return Timer(lane, shard, due_ms, job_id, tenant, slot, attempt, kind, job_version, owner)
+
+    def shard_for(self, lane: Lane, tenant: str, job_id: str) -> int:
+        """The shard of ``lane`` a job's timers go to (the one place it is computed: the chain
+        auditor's segments are the far shards, :mod:`punctual.auditing`)."""
+        return shard_of(tenant, job_id, self.shard_count if lane is Lane.FAR else self.near_shard_count)
 
     def shards_of_group(self, lane: Lane, group: int, group_count: int) -> list[int]:
         count = self.shard_count if lane is Lane.FAR else self.near_shard_count

@@ -19,7 +19,8 @@ On SIGTERM (ECS stops a task: scale-in, deploy) it
    synchronous Lambda invoke in flight) is handed back all the same and counted
    (``RunsAbandoned``): its late result is fenced, and its receiver sees the next attempt's
    higher fencing token;
-5. exits 0, well inside ECS's stop timeout (grace + stop below it).
+5. waits for the alert deliveries still in flight (they run beside the runs, never on a claim's
+   path) while grace + stop lasts, and exits 0, well inside ECS's stop timeout.
 
 Settings: the usual ``PUNCTUAL_*`` (:class:`punctual.settings.Settings`) plus
 ``PUNCTUAL_WORKER_CONCURRENCY``, ``PUNCTUAL_WORKER_WAIT_S``, ``PUNCTUAL_WORKER_GRACE_S``,
@@ -350,7 +351,12 @@ class WorkerService:
                 log.exception("release of %s %s failed", claim.message.job_id, claim.message.slot)
         if abandoned:
             self.worker.metrics.add("RunsAbandoned", abandoned)
-        log.info("drained: %d stopped, %d handed back still running", stopped, abandoned)
+        # Alerts delivered beside the runs: given what is left of grace + stop (the bound the task's
+        # stopTimeout allows for); one cut short stays SENDING, and its sweep finishes it.
+        left = self.worker.settle(max(deadline + self.stop_s - time.monotonic(), 0.0))
+        log.info(
+            "drained: %d stopped, %d handed back still running, %d deliveries left", stopped, abandoned, left
+        )
 
     def _wait_for_runs(self, deadline: float) -> None:
         with self._cond:

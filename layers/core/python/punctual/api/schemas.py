@@ -222,6 +222,20 @@ class ExecutionOut(BaseModel):
     backfill: str | None = Field(
         default=None, description="The backfill that ran this slot (POST /v1/jobs/{id}/backfill), if one did."
     )
+    job_version: int = Field(
+        default=1,
+        description=(
+            "The job version the slot was released for: every attempt ran that version's spec"
+            " (SUPERSEDED: the spec changed before the slot, or its next attempt, started)."
+        ),
+    )
+    last_slot: str | None = Field(
+        default=None,
+        description="A MISSED range record: the last of the consecutive slots it stands for (from `slot`).",
+    )
+    slot_count: int = Field(
+        default=1, description="How many slots the record stands for (more than 1: a MISSED range record)."
+    )
     job_deleted: bool = Field(
         default=False, description="True when the job was deleted: its history is kept until it expires."
     )
@@ -234,7 +248,6 @@ class ExecutionOut(BaseModel):
                 "owner",
                 "releases",
                 "blocked_by",
-                "job_version",
                 "attempts",
                 "backfill_dependants",
             }

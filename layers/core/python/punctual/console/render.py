@@ -32,6 +32,7 @@ STATUS_STYLE: dict[ExecutionStatus, tuple[str, str, str]] = {
     ExecutionStatus.SKIPPED: ("SKIP", "#d5dbdb", "#000000"),
     ExecutionStatus.MISSED: ("MISS", "#ff9900", "#000000"),
     ExecutionStatus.EXCLUDED: ("EXCL", "#d5dbdb", "#000000"),
+    ExecutionStatus.SUPERSEDED: ("SUPER", "#d5dbdb", "#000000"),
 }
 
 _CSS = """

@@ -1,6 +1,7 @@
 """The worker's core: claim, overlap, run, heartbeat, finish, retry, dependencies.
 
 The parts: :mod:`.decisions` (the pure claim decision), :mod:`.claim` (applying it),
+:mod:`.versions` (which spec an attempt runs), :mod:`.completion` (delete after completion),
 :mod:`.turns` (overlap skip/queue), :mod:`.lease` (heartbeat, stop, hand back), :mod:`.finish`
 (the result, fenced), :mod:`.after` (what follows an end), :mod:`.records` (building and saving
 records and timers), :mod:`.sqs` (the Lambda batch adapter), :mod:`.ports` (values and ports) and
@@ -15,6 +16,8 @@ Claiming a message for attempt ``n`` (:func:`decide_claim`)::
 
     record                             message                 action
     none                               n == 1, manual, child   START (create RUNNING n)
+    MISSED                             a backfill's            START (any other: DROP, MISSED is final)
+    SUPERSEDED (older version)         a newer release         START (released for the new spec)
     QUEUED at n                        n                       START (overlap checked again)
     RETRY_WAIT at n-1                  n                       START (the next attempt)
     RUNNING at n-1 or n, lease live    -                       WAIT (come back when it lapses)
@@ -22,6 +25,9 @@ Claiming a message for attempt ``n`` (:func:`decide_claim`)::
                                                                (TIMED_OUT when none is left)
     the same attempt, already ended    redelivered             REPAIR (re-apply after-effects)
     anything else                      -                       DROP (whatever its age)
+
+A START or TAKEOVER runs only while the job's spec is the one the slot was released for; else
+the slot is recorded SUPERSEDED (:mod:`.versions`).
 
 ``lease_until`` is always compared with this worker's injected clock. The Lambda worker's
 lease is its SQS message: it writes no lease timer, and a crashed invocation's message comes

@@ -9,14 +9,14 @@ these again (REPAIR).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from punctual.backfills import backfill_ref
-from punctual.calendars import Calendar, excluding, exclusion_note
+from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
+from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
@@ -83,6 +83,7 @@ class AfterEffects:
         self.rng = rng
         self.pauser = pauser
         self.notifier = notifier or Notifier()
+        self.completion = Completion(self.store, metrics)
 
     def apply(
         self,
@@ -119,7 +120,7 @@ class AfterEffects:
             self._chain_delay(job, execution, now)
             self.turns.pass_on(job, execution, now)
             if job.delete_after_completion:
-                self._delete_if_complete(job, execution)
+                self.completion.delete_if_done(job, execution, now)
             # Last: the event and the alerts come after everything the slot's progress needs.
             self.notifier.changed(job, execution, now)
 
@@ -151,28 +152,6 @@ class AfterEffects:
             except Exception as exc:  # a conflicting update: read again and retry
                 log.info("pausing %s: %s; trying again", job.id, exc)
         log.error("could not pause job %s after the target asked to stop", job.id)
-
-    def _delete_if_complete(self, job: Job, execution: Execution) -> None:
-        """``delete_after_completion`` (ActionAfterCompletion DELETE): the slot that ended was the
-        job's last (a one-time ``at()``, or none left before ``end_at``): delete the job.
-
-        Conditional on the version this slot ran for (the poller's COMPLETED mark keeps it), so
-        a job changed meanwhile is left alone; a repeat finds it gone and does nothing.
-        """
-        if "~" in execution.slot or schedule_of(job).kind in ("after", "delay"):
-            return  # a manual run is not the last slot; these kinds have no computed end
-        current = self.store.get_job(job.tenant, job.id)
-        if current is None or current.version != execution.job_version:
-            return
-        nxt = schedule_of(current).next_after(slot_instant(execution.slot))
-        if nxt is not None and (current.end_at is None or nxt <= current.end_at):
-            return
-        try:
-            self.store.delete_job(job.tenant, job.id, current.version, current.trigger_rate)
-        except Exception as exc:  # changed or deleted meanwhile: that write stands
-            log.info("job %s not deleted after completion: %s", job.id, exc)
-            return
-        self.metrics.add("JobsDeletedAfterCompletion", 1)
 
     def _chain_delay(self, job: Job, execution: Execution, now: datetime) -> None:
         """``delay(...)`` jobs: the next slot counts from this finish, for the same job version."""
@@ -229,7 +208,9 @@ class AfterEffects:
 
     def _excluded(self, child: Job, slot: str, now: datetime) -> bool:
         """An ``after()`` child whose slot falls on a day of a calendar it excludes: recorded
-        EXCLUDED (once) instead of sent. A run-now slot of the parent is not excluded."""
+        EXCLUDED (once) instead of sent; one whose excluded calendar is gone: recorded MISSED,
+        ``calendar missing``, with its event and missed alert, instead of run. A run-now slot of
+        the parent is not excluded."""
         if "~" in slot:
             return False
         keys = [(child.tenant, name) for name in child.exclude_calendars]
@@ -239,21 +220,30 @@ class AfterEffects:
             return excluding((calendars[k] for k in keys if k in calendars), instant) is not None
 
         found = read_calendars(self.store, keys, excludes)  # strongly consistent before excluding
-        calendar = excluding((found[k] for k in keys if k in found), instant)
-        if calendar is None:
+        gone = [name for (_, name) in keys if (child.tenant, name) not in found]
+        calendar = None if gone else excluding((found[k] for k in keys), instant)
+        if calendar is None and not gone:
             return False
         record = Execution(
             job_id=child.id,
             tenant=child.tenant,
             slot=slot,
             scheduled_at=slot_instant(slot),
-            status=ExecutionStatus.EXCLUDED,
+            status=ExecutionStatus.MISSED if gone else ExecutionStatus.EXCLUDED,
             finished_at=now,
-            error=exclusion_note(calendar),
+            error=calendar_missing_note(gone) if calendar is None else exclusion_note(calendar),
             job_version=child.version,
         )
-        with contextlib.suppress(ExecutionConflictError):  # recorded before: a repeat of these after-effects
+        try:
             self.ledger.save(record, None, None)
+        except ExecutionConflictError:
+            return True  # recorded before: a repeat of these after-effects
+        if gone:
+            log.error("job %s: %s", child.id, record.error)
+            self.metrics.add("SlotsCalendarMissing", 1)
+            self.notifier.missed([(child, record)], now)
+            if self.notifier.alerter is not None:
+                self.notifier.alerter.missed(child, record)
         return True
 
 

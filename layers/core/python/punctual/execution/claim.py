@@ -3,8 +3,8 @@ conditional writes on the slot's record.
 
 A first attempt creates the record; on conflict the store returns the record as it is, and the
 decision is made again (a few rounds). Overlap ``skip`` / ``queue`` goes through the job's turn
-(:mod:`punctual.execution.turns`). A slot released for an older version of its job is recorded
-MISSED (superseded), never run against the new spec. A first attempt that keeps coming back
+(:mod:`punctual.execution.turns`). An attempt runs the spec of the version its slot was released
+for, or is recorded SUPERSEDED (:mod:`punctual.execution.versions`). A first attempt that keeps coming back
 (no time left in a Lambda invocation, a claim that keeps racing, or errors) is *parked* before
 the queue's dead-letter threshold: recorded QUEUED with the reason and a timer that brings it
 back, so no first attempt reaches a dead-letter queue without a record saying why.
@@ -12,6 +12,7 @@ back, so no first attempt reaches a dead-letter queue without a record saying wh
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime, timedelta
 
@@ -23,17 +24,18 @@ from punctual.execution.lease import Leases
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
 from punctual.execution.records import (
     LEASE_LOST_NOTE,
-    SUPERSEDED_NOTE,
     Ledger,
     new_record,
     owned_by,
+    rest_of_range,
     running,
     summary,
     visibility,
 )
 from punctual.execution.turns import Turns
+from punctual.execution.versions import released_version, superseded_record
 from punctual.message_auth import DispatchSigner
-from punctual.models import Execution, ExecutionStatus, Job, JobState, Overlap
+from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.notifications.alerts import fire_delay_of
 from punctual.observability import MetricsSink
 from punctual.queues import DispatchMessage, MessageKind, QueuePort
@@ -129,15 +131,6 @@ class Claimer:
             reason = "not enough time left in this invocation"
             parked = self.park(job.version, message, delivery, reason)
             return parked or self._wait(message, delivery, job, 0, reason, None)
-        if (
-            message.kind == MessageKind.FIRE
-            and message.attempt == 1
-            and job.state is JobState.ENABLED
-            and job.version > message.job_version
-        ):
-            superseded = self._supersede(job, message, delivery)
-            if superseded is not None:
-                return superseded
         if message.kind == MessageKind.BACKFILL and message.attempt == 1:
             dropped = self._backfill_cancelled(job, message, delivery)
             if dropped is not None:
@@ -170,16 +163,30 @@ class Claimer:
         return parked or self._wait(message, delivery, job, ERROR_BACKOFF_S, reason, current)
 
     def _alert(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
-        """A missed slot's alert, handed over by the poller: raised once (the alert's conditional
-        put), delivered here, the message deleted whatever happens to the delivery."""
+        """An ``alert`` message: a missed slot's alert handed over by the poller (raised once by
+        the alert's conditional put), or an alert's sweep (``message.alert``: taken over if its
+        worker died while it was SENDING; returned until then while its owner is alive). The
+        delivery runs beside, through the notifier's ``later``; the message is deleted."""
+        alerter = self.after.notifier.alerter
         job = self.store.get_job(message.tenant, message.job_id, consistent=False)
         if job is None or job.version < message.job_version:  # maybe behind: ask again before dropping
             job = self.store.get_job(message.tenant, message.job_id)
+        if job is None or job.state is JobState.DELETED:
+            return Claim(ClaimOutcome.STALE, message, delivery, reason="job is gone")
+        if message.alert:
+            try:
+                condition = AlertCondition(message.alert)
+            except ValueError:
+                return Claim(ClaimOutcome.STALE, message, delivery, job, reason="unknown alert condition")
+            wait_s = alerter.sweep(job, message.slot, condition) if alerter is not None else None
+            if wait_s is not None:
+                return self._wait(message, delivery, job, wait_s + 1, "its alert is still being sent", None)
+            return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, reason="alert swept")
         record = self.store.get_execution(message.tenant, message.job_id, message.slot)
-        if job is None or job.state is JobState.DELETED or record is None:
+        if record is None:
             return Claim(ClaimOutcome.STALE, message, delivery, reason="job or slot is gone")
-        if record.status is ExecutionStatus.MISSED and self.after.notifier.alerter is not None:
-            self.after.notifier.alerter.missed(job, record)
+        if record.status is ExecutionStatus.MISSED and alerter is not None:
+            alerter.missed(job, record)
         return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, record, reason="missed alert")
 
     def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
@@ -211,26 +218,28 @@ class Claimer:
         self.metrics.add("StaleMessages", 1)
         return Claim(ClaimOutcome.STALE, message, delivery, job, reason="backfill cancelled")
 
-    def _supersede(self, job: Job, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
-        """A slot released for an older version of the job: never run against the new spec.
+    def _supersede(
+        self,
+        job: Job,
+        message: DispatchMessage,
+        delivery: Delivery | None,
+        current: Execution | None,
+        released_for: int,
+        now: datetime,
+    ) -> Claim:
+        """The slot (or its next attempt) was released for a spec the job no longer has: record
+        it SUPERSEDED, never run it against the new spec (:func:`superseded_record`).
 
-        Recorded MISSED (so a release of the same slot for the current version still runs
-        it); None when the slot already has a record (the usual claim decides).
+        A conditional write like every claim: a conflict goes back to the claim's loop.
         """
-        record = new_record(
-            message,
-            ExecutionStatus.MISSED,
-            finished_at=self.clock.now(),
-            error=f"{SUPERSEDED_NOTE} (released for version {message.job_version}, now {job.version})",
-        )
-        try:
-            self.ledger.save(record, None, None)
-        except ExecutionConflictError:
-            return None
+        if current is not None and current.status is ExecutionStatus.SUPERSEDED:
+            self.metrics.add("StaleMessages", 1)
+            return Claim(ClaimOutcome.STALE, message, delivery, job, current, reason="superseded")
+        record, expect = superseded_record(job, message, current, released_for, now)
+        self.ledger.save(record, current, expect)
         self.metrics.add("SupersededSlots", 1)
-        log.info(
-            "slot %s of %s was released for version %d: superseded", message.slot, job.id, message.job_version
-        )
+        log.info("slot %s of %s was released for version %d: superseded", message.slot, job.id, released_for)
+        self.after.apply(job, record, now)  # the turn goes on; the event says why
         return Claim(
             ClaimOutcome.STALE, message, delivery, job, record, reason="superseded by a newer version"
         )
@@ -264,6 +273,10 @@ class Claimer:
             self.ledger.save(ended, current, owned_by(current))
             self.after.apply(job, ended, now)
             return Claim(ClaimOutcome.EXHAUSTED, message, delivery, job, ended, reason=decision.reason)
+        if action in (ClaimAction.START, ClaimAction.TAKEOVER):
+            released_for = released_version(current, message)
+            if released_for < job.spec_since:
+                return self._supersede(job, message, delivery, current, released_for, now)
         if action is ClaimAction.TAKEOVER:
             assert current is not None
             lost = current.closed_attempt(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE)
@@ -295,7 +308,8 @@ class Claimer:
         now: datetime,
     ) -> Claim:
         expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
-        if current is not None and current.status is ExecutionStatus.MISSED:
+        replaced = current
+        if current is not None and current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED):
             current = None  # the record only said why the slot had not run: start it afresh
         base = current or new_record(message, ExecutionStatus.QUEUED)
         if job.state is JobState.PAUSED and message.kind not in _ASKED_FOR:
@@ -304,7 +318,7 @@ class Claimer:
             skipped = base.model_copy(
                 update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": "job is paused"}
             )
-            self.ledger.save(skipped, current, expect)
+            self._save_start(job, skipped, replaced, expect)
             self.turns.pass_on(job, skipped, now)  # had it been handed the turn, the next slot gets it
             self.metrics.add("PausedSkipped", 1)
             self.after.notifier.changed(job, skipped, now)
@@ -322,7 +336,7 @@ class Claimer:
                     "error": f"overlap: slot {holder} was still running",
                 }
             )
-            self.ledger.save(skipped, current, expect)
+            self._save_start(job, skipped, replaced, expect)
             self.store.add_skipped(job.tenant, job.id, 1)
             self.metrics.add("OverlapSkipped", 1)
             self.after.notifier.changed(job, skipped, now)
@@ -337,7 +351,7 @@ class Claimer:
                         "blocked_by": holder,
                     }
                 )
-                self.ledger.save(queued, current, expect)
+                self._save_start(job, queued, replaced, expect)
             self.put_queued_timer(job.version, queued, now)
             self.metrics.add("OverlapQueued", 1)
             return Claim(
@@ -346,17 +360,31 @@ class Claimer:
         started = running(
             base, message, now, self.leases.lease_s(job), attempt=message.attempt, blocked_by=None
         )
-        self.ledger.save(started, current, expect)
+        notifier = self.after.notifier
+        # A first attempt released after the job's late bound: its alert is made before the start
+        # is recorded (a conditional write and its sweep timer, no call out: a worker that dies
+        # in between leaves it to the sweep); it is delivered beside the run, never on this path.
+        release_delay = fire_delay_of(started.scheduled_at, message.released_at) if first_attempt else None
+        notifier.late(job, started, release_delay)
+        self._save_start(job, started, replaced, expect)
         if first_attempt and message.kind != MessageKind.BACKFILL:  # a backfilled slot is late by design
             delay_ms = (now - started.scheduled_at).total_seconds() * 1000
             self.metrics.add("StartDelayMs", max(delay_ms, 0.0), "Milliseconds")
-        # The started event (sent with the attempt's end, or at once by a heartbeat worker) and,
-        # for a first attempt released after the job's bound, the late alert.
-        release_delay = fire_delay_of(started.scheduled_at, message.released_at) if first_attempt else None
-        self.after.notifier.started(job, started, now, release_delay)
+        # The started event: buffered, sent with the attempt's end (a Lambda batch), or at once
+        # beside the run by a heartbeat worker.
+        notifier.started(job, started, now, release_delay)
         if self.config.lease_timers:
-            self.after.notifier.flush()
+            notifier.flush_soon()
         return self._claimed(job, message, delivery, started, now)
+
+    def _save_start(self, job: Job, new: Execution, old: Execution | None, expect: Expect | None) -> None:
+        """The write of a first attempt's record. Over a MISSED range record (a backfill started its
+        first slot), the rest of the range keeps a record of its own, from the next slot on."""
+        self.ledger.save(new, old, expect)
+        rest = rest_of_range(job, old) if old is not None and old.slot_count > 1 else None
+        if rest is not None:
+            with contextlib.suppress(ExecutionConflictError):  # that slot has a record already
+                self.ledger.save(rest, None, None)
 
     def _claimed(
         self, job: Job, message: DispatchMessage, delivery: Delivery | None, started: Execution, now: datetime
@@ -434,6 +462,10 @@ class Claimer:
                 return None  # someone else wrote it meanwhile: the usual claim decides next time
         elif current.status is not ExecutionStatus.QUEUED:
             return None
+        if message.ordered:
+            # Overlap queue: the parked slot keeps its place, holding the turn if it is free or
+            # waiting for it in slot order, so that no later slot runs before it.
+            self.turns.take_slot(message.tenant, message.job_id, message.slot, now, queue=True)
         self.put_queued_timer(version, current, now)
         self.metrics.add("ParkedSlots", 1)
         return Claim(ClaimOutcome.QUEUED, message, delivery, None, current, reason=f"parked: {reason}")

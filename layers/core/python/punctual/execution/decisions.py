@@ -5,7 +5,9 @@ policy; :mod:`punctual.execution.claim` applies it with conditional writes. The 
 
     record                             message                 action
     none                               n == 1, manual, child   START (create RUNNING n)
-    MISSED                             n == 1, manual, child   START (released after all)
+    MISSED                             a backfill's            START (a user asked to run it)
+    MISSED                             any other               DROP (MISSED is final)
+    SUPERSEDED (older version)         n == 1, newer version   START (released for the new spec)
     QUEUED at n                        n                       START (overlap checked again)
     RETRY_WAIT at n-1                  n                       START (the next attempt)
     RUNNING at n-1 or n, lease live    -                       WAIT (come back when it lapses)
@@ -28,6 +30,9 @@ from enum import StrEnum
 
 from punctual.models import Execution, ExecutionStatus
 from punctual.queues import DispatchMessage, MessageKind
+
+# The messages that release a slot (its first attempt): only these start a SUPERSEDED slot again.
+_RELEASES = (MessageKind.FIRE, MessageKind.MANUAL, MessageKind.CHILD, MessageKind.BACKFILL)
 
 
 class ClaimAction(StrEnum):
@@ -97,10 +102,22 @@ def decide_claim(
             return ClaimDecision(ClaimAction.START, "new slot")
         return ClaimDecision(ClaimAction.DROP, f"no record for attempt {n} (expired or never started)")
     status = current.status
-    if status is ExecutionStatus.MISSED and (
-        n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)
+    if status is ExecutionStatus.MISSED:
+        # Final: the slot was accounted for as not run (and alerted so). Only a backfill, an
+        # explicit request to run past slots, runs it; any other message (its original one
+        # arriving late, a repeat) is dropped. The create of a fresh claim is conditional on no
+        # record, so a MISSED record written first makes the claim end here.
+        if message.kind == MessageKind.BACKFILL and n == 1:
+            return ClaimDecision(ClaimAction.START, "slot recorded missed is backfilled")
+        return ClaimDecision(ClaimAction.DROP, "slot is recorded missed")
+    if (
+        status is ExecutionStatus.SUPERSEDED
+        and message.job_version > current.job_version
+        and n == 1
+        and message.kind in _RELEASES
     ):
-        return ClaimDecision(ClaimAction.START, "slot recorded missed is released after all")
+        # A release of the slot for the job's new spec (not a wake-up such as a turn or a check).
+        return ClaimDecision(ClaimAction.START, "slot released again for the job's new spec")
     if status is ExecutionStatus.QUEUED:
         if current.attempt == n:
             return ClaimDecision(ClaimAction.START, "queued slot")

@@ -19,12 +19,13 @@ from punctual.clock import Clock
 from punctual.execution.ports import WorkerConfig
 from punctual.models import Execution, ExecutionStatus, Job, check_transition
 from punctual.queues import DispatchMessage
+from punctual.slots import dispatch_instant, next_slot
 from punctual.store.base import Expect, JobStore
-from punctual.timers import TimerKind
+from punctual.timers import TimerKind, slot_instant, slot_key
 
 RELEASED_NOTE = "released: the worker shut down before the run ended"
 LEASE_LOST_NOTE = "lease expired: the worker was lost"
-SUPERSEDED_NOTE = "superseded: the job changed before this slot started"
+SUPERSEDED_NOTE = "superseded: the job's spec changed"
 MAX_SUMMARY_CHARS = 500
 MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
 LIVE = frozenset({ExecutionStatus.RUNNING})
@@ -71,7 +72,11 @@ def new_record(message: DispatchMessage, status: ExecutionStatus, **fields: Any)
 
 
 def running(base: Execution, message: DispatchMessage, now: datetime, lease_s: int, **more: Any) -> Execution:
-    """``base`` as a RUNNING attempt of ``message``, owned by a fresh owner (``more``: further fields)."""
+    """``base`` as a RUNNING attempt of ``message``, owned by a fresh owner (``more``: further fields).
+
+    The record keeps ``base.job_version``: the version its slot was released for, whose spec
+    every attempt of the slot runs (:mod:`punctual.execution.versions`).
+    """
     return base.model_copy(
         update={
             "status": ExecutionStatus.RUNNING,
@@ -81,8 +86,23 @@ def running(base: Execution, message: DispatchMessage, now: datetime, lease_s: i
             "result": None,
             "owner": new_owner(),
             "lease_until": now + timedelta(seconds=lease_s),
-            "job_version": message.job_version,
             **more,
+        }
+    )
+
+
+def rest_of_range(job: Job, missed: Execution) -> Execution | None:
+    """A MISSED range record (:mod:`punctual.missed_ranges`) less its first slot: the record of
+    the rest of the range, from the next slot on (None when the range had one slot left)."""
+    following = next_slot(job, slot_instant(missed.slot))
+    if following is None or missed.last_slot is None or slot_key(following) > missed.last_slot:
+        return None
+    return missed.model_copy(
+        update={
+            "slot": slot_key(following),
+            "scheduled_at": dispatch_instant(job, following),
+            "slot_count": missed.slot_count - 1,
+            "last_slot": None if missed.slot_count == 2 else missed.last_slot,
         }
     )
 

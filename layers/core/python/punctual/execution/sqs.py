@@ -55,6 +55,8 @@ class SqsBatch:
 
     def process_record(self, record: Mapping[str, Any], time_left_s: float | None = None) -> HandleResult:
         """Process one record (its raw dict); see :meth:`punctual.execution.worker.Worker.process`.
+        Its deliveries run on: the batch's shell waits for them once, at the batch's end
+        (:meth:`punctual.execution.worker.Worker.settle`).
 
         Raises
         ------
@@ -73,7 +75,7 @@ class SqsBatch:
             self.worker.metrics.add("MalformedMessages", 1)
             return HandleResult("malformed", True)
         try:
-            handled = self.worker.process(message, delivery, time_left_s)
+            handled = self.worker.process(message, delivery, time_left_s, settle=False)
         except Exception as exc:
             if self.worker.after_error(message, delivery, exc):
                 return HandleResult("parked", True)

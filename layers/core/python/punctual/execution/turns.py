@@ -47,23 +47,27 @@ class Turns:
         A holder whose slot has ended (its worker died before passing the turn on) or never
         started is replaced. A ``queue`` slot that cannot have the turn waits for it in slot order.
         """
+        return self.take_slot(job.tenant, job.id, slot, now, queue=job.overlap is Overlap.QUEUE)
+
+    def take_slot(self, tenant: str, job_id: str, slot: str, now: datetime, *, queue: bool) -> str | None:
+        """:meth:`take` by the job's key (a parked slot's claim may not have read its job)."""
         store = self.store
-        turn = store.take_turn(job.tenant, job.id, slot, now)
+        turn = store.take_turn(tenant, job_id, slot, now)
         if turn.holder == slot or turn.holder is None:
             return None
-        if self._is_stale(job, turn.holder, turn.since, now):
-            turn = store.take_turn(job.tenant, job.id, slot, now, replacing=turn.holder)
+        if self._is_stale(tenant, job_id, turn.holder, turn.since, now):
+            turn = store.take_turn(tenant, job_id, slot, now, replacing=turn.holder)
             if turn.holder == slot:
                 return None
-        if job.overlap is Overlap.QUEUE:
-            store.wait_for_turn(job.tenant, job.id, slot)
-            turn = store.take_turn(job.tenant, job.id, slot, now)  # freed meanwhile?
+        if queue:
+            store.wait_for_turn(tenant, job_id, slot)
+            turn = store.take_turn(tenant, job_id, slot, now)  # freed meanwhile?
             if turn.holder == slot:
                 return None
         return turn.holder
 
-    def _is_stale(self, job: Job, holder: str, since: datetime | None, now: datetime) -> bool:
-        record = self.store.get_execution(job.tenant, job.id, holder)
+    def _is_stale(self, tenant: str, job_id: str, holder: str, since: datetime | None, now: datetime) -> bool:
+        record = self.store.get_execution(tenant, job_id, holder)
         if record is None:
             return since is None or (now - since).total_seconds() > STALE_TURN_S
         return record.status.terminal

@@ -11,6 +11,7 @@ pausing) and :class:`~punctual.execution.sqs.SqsBatch` (the Lambda SQS adapter).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -135,6 +136,9 @@ class Worker:
             notifier,
         )
         self.notifier = self.after.notifier
+        # Deliveries (alerts, a heartbeat worker's started event) run beside the runs: a claim
+        # only records them (punctual.notifications.background).
+        self.deliveries = self.notifier.deliver_beside()
         self.leases = Leases(self.ledger, queues, route, clock, config, self.metrics)
         self.finisher = Finisher(self.ledger, self.leases, self.after, clock, config, self.metrics, self._rng)
         self.claimer = Claimer(
@@ -148,7 +152,12 @@ class Worker:
     # ------------------------------------------------------------------ the whole path
 
     def process(
-        self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
+        self,
+        message: DispatchMessage,
+        delivery: Delivery | None = None,
+        time_left_s: float | None = None,
+        *,
+        settle: bool = True,
     ) -> HandleResult:
         """Claim, run and finish one message.
 
@@ -162,6 +171,10 @@ class Worker:
         time_left_s
             What remains of a Lambda invocation: a run that could outlast it is not started
             (the message goes back at once for the next invocation).
+        settle
+            Wait for the message's deliveries (its alerts) before returning. A batch passes
+            False and calls :meth:`settle` once at its end, so that no message of the batch
+            waits for another's alert targets.
 
         Returns
         -------
@@ -176,8 +189,25 @@ class Worker:
             finished = self.finish(claim, result)
         finally:
             self.notifier.flush_unless_held()  # the slot's events, in as few calls as possible
+            if settle:
+                self.settle()
         outcome = "superseded" if finished.superseded else (finished.status or ExecutionStatus.RUNNING).value
         return HandleResult(outcome, not (claim.released or claim.detached), None, finished.execution)
+
+    def settle(self, timeout_s: float | None = None) -> int:
+        """Wait for the deliveries still in flight (at most ``timeout_s``); returns how many are
+        left (their alerts stay SENDING, and their sweeps finish them)."""
+        pending = self.deliveries.pending
+        started = time.monotonic()
+        left = self.deliveries.settle(timeout_s)
+        if pending:
+            log.info(
+                "waited %.1f s for %d deliveries beside the runs (%d left)",
+                time.monotonic() - started,
+                pending,
+                left,
+            )
+        return left
 
     def process_sqs_record(self, record: Mapping[str, Any], time_left_s: float | None = None) -> HandleResult:
         """One record of a Lambda SQS event (:meth:`punctual.execution.sqs.SqsBatch.process_record`)."""

@@ -3,10 +3,12 @@
 :class:`Notifier` is the one port the worker (:mod:`punctual.execution`) and the poller
 (:mod:`punctual.polling.release`) call at each state change of an execution; it publishes the
 event (:mod:`.events`) and, in the worker, raises the alerts the job's rules ask for
-(:mod:`.alerts`). The poller only publishes: it hands a missed slot's alert to a worker (an
-``alert`` message), since only workers may call targets. It never
-raises: a failure to notify is logged and counted, never a failure of the slot. A job without
-alert rules costs no store operation here, and with events turned off nothing is built.
+(:mod:`.alerts`): made where they are decided, delivered through ``later``
+(:mod:`.background`), never on a claim's path. The poller only publishes: it hands a missed
+slot's alert, and each alert's sweep (:mod:`.sweep`), to a worker (an ``alert`` message), since
+only workers may call targets. It never raises: a failure to notify is logged and counted,
+never a failure of the slot. A job without alert rules costs no store operation here, and with
+events turned off nothing is built.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from datetime import datetime
 
 from punctual.models import Execution, ExecutionStatus, Job
 from punctual.notifications.alerts import Alerter, late_bound_s
+from punctual.notifications.background import DeliveryThreads, Later, run_now
 from punctual.notifications.events import (
     OVER_BUDGET,
     RATE_BUDGET_OVERRUN,
@@ -34,6 +37,7 @@ from punctual.smoothing import Overrun
 
 __all__ = [
     "Alerter",
+    "DeliveryThreads",
     "Event",
     "EventBridgeSink",
     "EventPublisher",
@@ -59,7 +63,20 @@ class Notifier:
     def __init__(self, events: EventPublisher | None = None, alerter: Alerter | None = None) -> None:
         self.events = events or EventPublisher(None)
         self.alerter = alerter
+        self.later: Later = run_now
+        self.deliveries: DeliveryThreads | None = None
         self._held = 0
+
+    def deliver_beside(self) -> DeliveryThreads:
+        """From now on, run deliveries (alerts, :meth:`flush_soon`) on threads beside the caller's
+        work; returns those threads (made on the first call, shared by every worker that uses
+        this notifier), whose :meth:`~DeliveryThreads.settle` waits for them."""
+        if self.deliveries is None:
+            self.deliveries = DeliveryThreads()
+            self.later = self.deliveries.submit
+            if self.alerter is not None:
+                self.alerter.later = self.later
+        return self.deliveries
 
     @contextmanager
     def batched(self) -> Iterator[None]:
@@ -76,29 +93,46 @@ class Notifier:
         if not self._held:
             self.flush()
 
-    def started(self, job: Job, execution: Execution, now: datetime, fire_delay_ms: float | None) -> None:
-        """An attempt started (``fire_delay_ms``: the first attempt's release delay, else None);
-        a first release later than the job's smallest ``late_after_seconds`` is late."""
+    def flush_soon(self) -> None:
+        """Send the buffered events through ``later`` (a heartbeat worker's started event: sent at
+        once, but not on the claim's path)."""
+        self.later(self.flush)
+
+    def late(self, job: Job, execution: Execution, fire_delay_ms: float | None) -> None:
+        """A first attempt about to start whose release came later than one of the job's ``late``
+        rules allows: the ``late`` alert is made now (a conditional write and its sweep timer; no
+        target is called) and delivered through ``later``."""
         try:
-            if self.events.enabled:
-                self.events.add(execution_event(job, execution, now, fire_delay_ms=fire_delay_ms))
             bound = late_bound_s(job) if job.alerts else None
             if bound is None or fire_delay_ms is None or fire_delay_ms <= bound * 1000:
                 return
-            if self.events.enabled:
-                self.events.add(
-                    execution_event(
-                        job,
-                        execution,
-                        now,
-                        detail_type=SLOT_LATE,
-                        status="LATE",
-                        fire_delay_ms=fire_delay_ms,
-                        late_after_seconds=bound,
-                    )
-                )
             if self.alerter is not None:
                 self.alerter.late(job, execution, fire_delay_ms)
+        except Exception:
+            log.exception("raising the late alert of %s %s failed", job.id, execution.slot)
+
+    def started(self, job: Job, execution: Execution, now: datetime, fire_delay_ms: float | None) -> None:
+        """An attempt started (``fire_delay_ms``: the first attempt's release delay, else None):
+        its event, and a ``Slot Late`` event when the release passed the job's smallest
+        ``late_after_seconds``. Buffered: they are sent with the batch, or by :meth:`flush_soon`."""
+        try:
+            if not self.events.enabled:
+                return
+            self.events.add(execution_event(job, execution, now, fire_delay_ms=fire_delay_ms))
+            bound = late_bound_s(job) if job.alerts else None
+            if bound is None or fire_delay_ms is None or fire_delay_ms <= bound * 1000:
+                return
+            self.events.add(
+                execution_event(
+                    job,
+                    execution,
+                    now,
+                    detail_type=SLOT_LATE,
+                    status="LATE",
+                    fire_delay_ms=fire_delay_ms,
+                    late_after_seconds=bound,
+                )
+            )
         except Exception:
             log.exception("notifying the start of %s %s failed", job.id, execution.slot)
 

@@ -37,7 +37,10 @@ SLOT_LATE = "Slot Late"
 # A slot released on time although its target's rate budget was spent (punctual.smoothing): the
 # budget and the job's max_lateness_seconds could not both hold, and lateness won.
 RATE_BUDGET_OVERRUN = "Rate Budget Overrun"
-DETAIL_TYPES = (STATUS_CHANGE, SLOT_MISSED, SLOT_LATE, RATE_BUDGET_OVERRUN)
+# A job's chain the auditor found broken and repaired (punctual.auditing): every one is a bug.
+CHAIN_REPAIRED = "Chain Repaired"
+DETAIL_TYPES = (STATUS_CHANGE, SLOT_MISSED, SLOT_LATE, RATE_BUDGET_OVERRUN, CHAIN_REPAIRED)
+REPAIRED = "REPAIRED"  # the status a Chain Repaired event carries
 OVER_BUDGET = "OVER_BUDGET"  # the status a Rate Budget Overrun event carries
 SCHEMA_VERSION = "1"
 MAX_ENTRIES_PER_CALL = 10  # PutEvents' limit
@@ -104,6 +107,9 @@ def execution_event(
     }
     if late_after_seconds is not None:
         detail["late_after_seconds"] = late_after_seconds
+    if execution.slot_count > 1:  # a MISSED range record: the slots it stands for
+        detail["last_slot"] = execution.last_slot
+        detail["slot_count"] = execution.slot_count
     detail.update(extra or {})
     return Event(detail_type, detail, now)
 

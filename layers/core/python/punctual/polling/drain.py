@@ -57,8 +57,9 @@ class MinuteDrain:
         # comes back in every poll of its look-back, and the key is built without formatting the
         # row's key strings. The version is part of it: a row rewritten for a job's next version
         # (a replace whose next slot is unchanged) is another timer, even when a read that was
-        # behind handed this drain the old version first.
-        self.held: set[tuple[Lane, int, int, str, str, int, int]] = set()
+        # behind handed this drain the old version first. The tenant is part of it: two tenants'
+        # jobs may share an id.
+        self.held: set[tuple[Lane, int, int, str, str, str, int, int]] = set()
         self.newest_seen: dict[ChainKey, str] = {}  # per chain, the newest fire slot held
         self.newest_released: dict[ChainKey, str] = {}  # per chain, the newest fire slot released
         # Everything held that was due at or before this was released (None: nothing yet).
@@ -70,15 +71,8 @@ class MinuteDrain:
     def hold(self, timers: Iterable[Timer]) -> None:
         held, heap, newest = self.held, self.heap, self.newest_seen
         for timer in timers:
-            key = (
-                timer.lane,
-                timer.shard,
-                timer.due_ms,
-                timer.job_id,
-                timer.slot,
-                timer.attempt,
-                timer.job_version,
-            )
+            t = timer
+            key = (t.lane, t.shard, t.due_ms, t.tenant, t.job_id, t.slot, t.attempt, t.job_version)
             if key in held:
                 continue
             held.add(key)

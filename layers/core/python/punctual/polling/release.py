@@ -10,8 +10,10 @@ again (the next timer is still written: it may be what the crash lost). Fire del
 counted once per slot, when it is sent for the first time as far as the poller can tell.
 
 A slot that is not run gets an execution record that says why (status MISSED): dropped by
-the catch-up policy or its window, or due while its job was paused. Those
-records are conditional puts, so a slot is counted missed once however often it is read.
+the catch-up policy or its window, after an outage or while its job was paused. Those records
+are conditional puts, so a slot is counted missed once however often it is read; a long run of
+them is one range record (:mod:`punctual.missed_ranges`). A pause ends the job's chain and the
+resume starts it again from the slots the pause owes (:mod:`punctual.polling.chains`).
 
 **Burst smoothing.** A first attempt whose target has a rate budget is placed in the budget
 (:mod:`punctual.smoothing`): its message carries ``not_before``, the instant the budget gives it,
@@ -25,11 +27,16 @@ gets a record EXCLUDED naming the calendar and the version it was decided on, an
 goes on to the next slot. The calendars are read here, at release (one batched, eventually
 consistent read per chunk, only for jobs that exclude any; read again strongly consistently
 before a slot is excluded, or when a calendar a job names is missing), so a calendar change
-applies from the next released slot on without touching the jobs that use it.
+applies from the next released slot on without touching the jobs that use it. A calendar that
+is gone (a job write checks that each exists and a delete refuses one in use: a fault) runs
+nothing: the job's slots are recorded MISSED, ``calendar missing``, with the missed event and
+alert.
 
 **Nothing is dropped on a read that may be behind.** Jobs and calendars are read eventually
 consistently (half the cost); a timer that read would drop (job missing, paused, at another
 version) or a slot it would exclude is decided only after a strongly consistent read.
+
+ALERT timers are alerts' sweeps (:mod:`punctual.notifications.sweep`): each is handed to a worker.
 
 BACKFILL timers are the steps of backfills (:mod:`punctual.backfill_runner`): each is handed to
 the backfill runner, which sends the backfill's next slots and arms its next step.
@@ -45,24 +52,27 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.backfill_runner import BackfillRunner
-from punctual.calendars import Calendar, excluding, exclusion_note
+from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 from punctual.clock import Clock
 from punctual.instants import format_instant_ms
+from punctual.missed_ranges import MissedRange
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
+from punctual.notifications.sweep import sweep_message
 from punctual.observability import MetricsSink
+from punctual.polling.chains import Verdict, verdict
 from punctual.polling.config import PollerConfig
+from punctual.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
-from punctual.store.base import ExecutionConflictError, ExecutionKey, JobStore, VersionConflictError
+from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore, VersionConflictError
 from punctual.store.reads import read_calendars
 from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
 
 log = logging.getLogger("punctual.polling")
 
 CHUNK = 100  # BatchGetItem's limit: timers are released in chunks of this many, concurrently
-MISSED_PAUSED = "job paused"
 
 
 @dataclass
@@ -139,6 +149,7 @@ class SlotReleaser:
         self.ledger = BudgetLedger(config.rate_budgets)
         self.overruns: OverrunSink = overruns or LoggedOverruns()
         self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing)
+        self.pauses = Pauses(store)
 
     def queue_for(self, job: Job) -> str:
         return self.routing.queue_for(job)
@@ -172,14 +183,19 @@ class SlotReleaser:
         plans: list[tuple[Job, ReleasePlan]] = []
         for timer in fire:
             job = jobs.get((timer.tenant, timer.job_id))
-            if job is None or job.state is not JobState.ENABLED or job.version != timer.job_version:
+            found = verdict(timer, job)
+            if found is Verdict.PARK and job is not None:
+                job, found = self.pauses.park(job, timer)
+                if job is not None:
+                    jobs[(job.tenant, job.id)] = job
+            if found is Verdict.RELEASE and job is not None:
+                plans.append((job, self._plan(job, timer, now)))
+            elif found is Verdict.ORPHAN and job is not None:
+                # Released as the chain it is (its version): the job's current chain stays apart.
+                chain = job.model_copy(update={"version": timer.job_version})
+                plans.append((chain, self.pauses.orphan_plan(chain, timer, now)))
+            else:
                 report.stale += 1
-                if job is not None and job.state is JobState.PAUSED and job.version == timer.job_version + 1:
-                    # Due while its job was paused (the pause bumped the version once). A deleted
-                    # job's history goes with it; a replaced job's new chain decides its slots.
-                    out.missed.append(self._missed(job, slot_instant(timer.slot), MISSED_PAUSED, now))
-                continue
-            plans.append((job, plan_release(job, slot_instant(timer.slot), now)))
         self._exclude(plans, now, out)
         started = self._started_slots(plans) if uncertain else set()
         for job, plan in plans:
@@ -247,9 +263,11 @@ class SlotReleaser:
         for job, plan in plans:
             if not job.exclude_calendars:
                 continue
-            mine: list[Calendar] = [
-                calendars[(job.tenant, n)] for n in job.exclude_calendars if (job.tenant, n) in calendars
-            ]
+            gone = [n for n in job.exclude_calendars if (job.tenant, n) not in calendars]
+            if gone:
+                self._calendar_missing(job, plan, gone, now, out)
+                continue
+            mine: list[Calendar] = [calendars[(job.tenant, n)] for n in job.exclude_calendars]
             kept: list[datetime] = []
             for slot in plan.release:
                 calendar = excluding(mine, slot)
@@ -272,6 +290,20 @@ class SlotReleaser:
                 return True
         return False
 
+    def _calendar_missing(
+        self, job: Job, plan: ReleasePlan, gone: list[str], now: datetime, out: _Outgoing
+    ) -> None:
+        """A job whose excluded calendar is gone: its slots are not run (any may fall on one of
+        the calendar's days) but recorded MISSED, ``calendar missing``, with the event and the
+        ``missed`` alert of any missed slot; the chain goes on."""
+        if not plan.release:
+            return
+        note = calendar_missing_note(gone)
+        log.error("job %s: %s; %d slot(s) recorded MISSED", job.id, note, len(plan.release))
+        self.metrics.add("SlotsCalendarMissing", len(plan.release))
+        out.missed.extend(self._missed(job, slot, note, now) for slot in plan.release)
+        plan.release = []
+
     def _record_excluded(self, records: list[Execution]) -> int:
         """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing)."""
         ttl = int((self.clock.now() + timedelta(days=self.config.retention_days)).timestamp())
@@ -290,7 +322,8 @@ class SlotReleaser:
         if not keys:
             return set()
         records = self.store.batch_get_executions(keys)
-        return {key for key, record in records.items() if record.status is not ExecutionStatus.MISSED}
+        # A MISSED record is final (the claim drops the slot); only a superseded one may run.
+        return {key for key, record in records.items() if record.status is not ExecutionStatus.SUPERSEDED}
 
     def _plan_outgoing(
         self,
@@ -314,10 +347,20 @@ class SlotReleaser:
             out.messages[queue].append(message)
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
+        out.missed.extend(self._missed_range(job, missed, now) for missed in plan.ranges)
         if plan.next_slot is not None:
             out.next_timers.append(fire_timer(self.config.layout, job, plan.next_slot, now, chained=True))
         elif plan.chain:
             out.completions.append(job)
+
+    @staticmethod
+    def _plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
+        """The release plan of a timer of the job's chain; a RESUME timer's slots due before it
+        were owed by a pause (the catch-up policy decides them, whatever their lateness)."""
+        slot, due = slot_instant(timer.slot), timer.due
+        if timer.kind is TimerKind.RESUME:
+            return plan_release(job, slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE)
+        return plan_release(job, slot, now, due=due)
 
     def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
         """``message`` with the instant its target's rate budget gives it (see the module docstring)."""
@@ -348,15 +391,20 @@ class SlotReleaser:
         out: _Outgoing,
         report: ReleaseReport,
     ) -> None:
-        """Retry, lease, child and queued timers: send a message if the record still waits for it."""
+        """Retry, lease, child and queued timers: send a message if the record still waits for it.
+        ALERT timers: each alert's sweep goes to a worker (:mod:`punctual.notifications.sweep`),
+        which reads the alert; no record is read for it here."""
         if not timers:
             return
-        executions = self.store.batch_get_executions({(t.tenant, t.job_id, t.slot) for t in timers})
+        keys = {(t.tenant, t.job_id, t.slot) for t in timers if t.kind is not TimerKind.ALERT}
+        executions = self.store.batch_get_executions(keys) if keys else {}
         for timer in timers:
             job = jobs.get((timer.tenant, timer.job_id))
             execution = executions.get((timer.tenant, timer.job_id, timer.slot))
             message = None
-            if job is not None and job.state is not JobState.DELETED and execution is not None:
+            if timer.kind is TimerKind.ALERT:
+                message = sweep_message(job, timer, now)
+            elif job is not None and job.state is not JobState.DELETED and execution is not None:
                 message = self._followup(timer, job, execution, now)
             if message is None:
                 report.stale += 1
@@ -407,6 +455,11 @@ class SlotReleaser:
             job_version=job.version,
         )
 
+    def _missed_range(self, job: Job, missed: MissedRange, now: datetime) -> Execution:
+        """The one MISSED record of a long run of dropped slots (:mod:`punctual.missed_ranges`)."""
+        record = self._missed(job, missed.first, missed.reason, now)
+        return record.model_copy(update={"last_slot": slot_key(missed.last), "slot_count": missed.count})
+
     def _record_missed(self, records: list[Execution], jobs: dict[tuple[str, str], Job]) -> int:
         """Write MISSED records where the slot has none yet; count each slot once per job.
 
@@ -427,10 +480,14 @@ class SlotReleaser:
                 # The slot ran, or was recorded missed before: nothing new to count. A record
                 # missed before is notified again (its alert is made once however often).
                 earlier = exc.current
-                if job is not None and job.alerts and earlier and earlier.status is ExecutionStatus.MISSED:
-                    notify.append((job, earlier))
+                if earlier is not None and earlier.status is ExecutionStatus.MISSED:
+                    added = self._extend_range(record, earlier, ttl)
+                    if added:
+                        per_job[(record.tenant, record.job_id)] += added
+                    if job is not None and job.alerts:
+                        notify.append((job, earlier))
                 continue
-            per_job[(record.tenant, record.job_id)] += 1
+            per_job[(record.tenant, record.job_id)] += record.slot_count
             if job is not None:
                 notify.append((job, record))
         if notify:
@@ -439,6 +496,20 @@ class SlotReleaser:
         for (tenant, job_id), count in per_job.items():
             self.store.add_skipped(tenant, job_id, count)
         return sum(per_job.values())
+
+    def _extend_range(self, record: Execution, earlier: Execution, ttl: int) -> int:
+        """A repeated release (after a crash) may find a longer run than the first one recorded:
+        the range record grows to cover it. Returns how many slots it gained."""
+        gained = record.slot_count - earlier.slot_count
+        if gained <= 0 or (earlier.last_slot or earlier.slot) >= (record.last_slot or record.slot):
+            return 0
+        try:
+            self.store.save_execution(
+                record, Expect(frozenset({ExecutionStatus.MISSED}), earlier.attempt), ttl
+            )
+        except ExecutionConflictError:
+            return 0
+        return gained
 
     def _send_alerts(self, missed: list[tuple[Job, Execution]]) -> None:
         """Hand each missed slot of a job with a ``missed`` rule to a worker, which raises its

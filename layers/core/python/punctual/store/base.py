@@ -145,8 +145,8 @@ class ItemTooLargeError(StoreError, ValueError):
 class LayoutMismatchError(StoreError):
     """This process's shard counts differ from the ones the table's timers were written with.
 
-    A job's shard is a hash of its id modulo the shard count, so a process with other counts
-    would write timers where no poller reads them and never read the existing ones.
+    A job's shard is a hash of its tenant and id modulo the shard count, so a process with other
+    counts would write timers where no poller reads them and never read the existing ones.
     """
 
 
@@ -259,6 +259,26 @@ class Page(Generic[T]):
     unreadable: list[UnreadableJob] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class CalendarUses:
+    """The calendar-use records a job write changes in its own transaction: the job is recorded
+    as a user of each calendar in ``add`` (each must exist, else :class:`CalendarNotFoundError`
+    and nothing is written) and no longer of each in ``drop``. So a job that excludes a calendar
+    and the record that keeps the calendar from being deleted are written, or not, together."""
+
+    add: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+
+    @classmethod
+    def between(cls, old: Iterable[str], new: Iterable[str]) -> CalendarUses:
+        """From a job that excluded ``old`` to one that excludes ``new``."""
+        kept = set(new)
+        return cls(tuple(sorted(kept)), tuple(sorted(set(old) - kept)))
+
+
+NO_CALENDAR_USES = CalendarUses()
+
+
 class JobRepository(ABC):
     """Jobs: the job, its tenant's listing and counters (job count, trigger rate, API requests)."""
 
@@ -270,8 +290,10 @@ class JobRepository(ABC):
         max_jobs: int,
         max_trigger_rate: int | None = None,
         parents: Sequence[str] = (),
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
-        """Store a new job, its first timer and its dependency links atomically.
+        """Store a new job, its first timer, its dependency links and its calendar uses atomically.
 
         ``job.trigger_rate`` is added to the tenant's total, which may not pass
         ``max_trigger_rate`` (None: no limit). ``parents`` (an ``after(...)`` job's) get the job
@@ -286,6 +308,8 @@ class JobRepository(ABC):
             The tenant already has ``max_jobs`` jobs.
         TriggerRateLimitError
             The tenant's total would pass ``max_trigger_rate``.
+        CalendarNotFoundError
+            A calendar in ``calendars.add`` does not exist.
         """
 
     @abstractmethod
@@ -330,8 +354,10 @@ class JobRepository(ABC):
         max_trigger_rate: int | None = None,
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
-        """Write ``job`` (already at its new version) if the stored version is ``expected_version``.
+        """Write ``job`` (already at its new version) if the stored version is ``expected_version``,
+        with its calendar uses in the same transaction.
 
         With ``previous_trigger_rate`` (the stored job's ``trigger_rate``), the tenant's total
         moves by ``job.trigger_rate - previous_trigger_rate`` in the same write, and may not
@@ -344,6 +370,8 @@ class JobRepository(ABC):
             The stored version differs, or the job does not exist.
         TriggerRateLimitError
             The tenant's total would pass ``max_trigger_rate``.
+        CalendarNotFoundError
+            A calendar in ``calendars.add`` does not exist.
         """
 
     @abstractmethod
@@ -354,8 +382,11 @@ class JobRepository(ABC):
         expected_version: int | None = None,
         trigger_rate: int = 0,
         parents: Sequence[str] = (),
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
-        """Remove the job (and ``trigger_rate`` from its tenant's total); its timers become stale.
+        """Remove the job (and ``trigger_rate`` from its tenant's total, and its calendar uses
+        ``calendars.drop``, in the same transaction); its timers become stale.
 
         Its links as a dependent of ``parents`` go in the same transaction.
 
@@ -546,6 +577,16 @@ class ScheduleGroupRepository(ABC):
         """Remove the group (no error if it is gone already)."""
 
 
+@dataclass(frozen=True)
+class Streak:
+    """A job's failure streak as read: its first failed slot, how many failures joined it, and
+    the latest of them (a close is conditional on ``first`` and ``failures`` as read)."""
+
+    first: str
+    failures: int
+    last: str
+
+
 class AlertRepository(ABC):
     """Alerts: one record per (job, slot, condition), a job's failure streak, rule throttles.
 
@@ -554,13 +595,21 @@ class AlertRepository(ABC):
     """
 
     @abstractmethod
-    def claim_alert(self, alert: Alert, stale_before: datetime, ttl_epoch_s: int) -> bool:
-        """Create ``alert`` if (job, key_slot, condition) has none, or take over one left SENDING
-        with ``claimed_at`` before ``stale_before`` (its worker died). True: the caller delivers it."""
+    def create_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
+        """Create ``alert`` if (job, key_slot, condition) has none. True: the caller delivers it."""
+
+    @abstractmethod
+    def take_over_alert(
+        self, alert: Alert, previous_owner: str, stale_before: datetime, ttl_epoch_s: int
+    ) -> bool:
+        """Write ``alert`` (a new owner's copy of a stored one) if the stored alert is still
+        SENDING, held by ``previous_owner``, claimed before ``stale_before`` (its worker died).
+        True: the caller delivers what is left of it."""
 
     @abstractmethod
     def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
-        """Write the alert's delivery result if ``alert.owner`` still owns it (False: taken over)."""
+        """Write the alert's progress or result if ``alert.owner`` still owns it (False: taken
+        over). A SENDING save with a later ``claimed_at`` also renews the owner's claim."""
 
     @abstractmethod
     def get_alert(
@@ -573,15 +622,17 @@ class AlertRepository(ABC):
 
     @abstractmethod
     def open_streak(self, tenant: str, job_id: str, slot: str, ttl_epoch_s: int) -> str:
-        """Mark the job failing since ``slot`` unless it already is; returns the streak's first slot."""
+        """Count a failure of ``slot`` in the job's streak (opening one at ``slot`` unless the job
+        is failing already); returns the streak's first slot."""
 
     @abstractmethod
-    def get_streak(self, tenant: str, job_id: str) -> str | None:
-        """The first failed slot of the job's current failure streak (None: not failing)."""
+    def get_streak(self, tenant: str, job_id: str) -> Streak | None:
+        """The job's current failure streak (None: not failing)."""
 
     @abstractmethod
-    def close_streak(self, tenant: str, job_id: str, first_slot: str) -> bool:
-        """End the streak that began at ``first_slot`` (False: it was ended already, or is another)."""
+    def replace_streak(self, tenant: str, job_id: str, expected: Streak, new: Streak | None) -> bool:
+        """End the streak (``new`` None) or replace it with ``new``, only if it is still as
+        ``expected`` was read (same first slot, no failure joined since). False otherwise."""
 
     @abstractmethod
     def throttle_alert(
@@ -630,15 +681,21 @@ class CalendarRepository(ABC):
 
     @abstractmethod
     def use_calendars(self, tenant: str, job_id: str, names: Sequence[str], present: bool) -> None:
-        """Record (``present``) or remove ``job_id`` as a user of each calendar.
+        """Record (``present``) or remove ``job_id`` as a user of each calendar, on its own (a
+        repair; a job write carries its uses in its own transaction, :class:`CalendarUses`).
 
-        Recording is conditional on the calendar existing (:class:`CalendarNotFoundError`
-        otherwise), so a calendar cannot be deleted between a job's check and its use of it.
+        Recording is conditional on the calendar existing (:class:`CalendarNotFoundError`).
         """
 
     @abstractmethod
     def calendar_users(self, tenant: str, name: str) -> list[str]:
         """The ids of the jobs recorded as users of the calendar."""
+
+    @abstractmethod
+    def drop_calendar_user(self, tenant: str, name: str, job_id: str, job_version: int | None) -> bool:
+        """Remove ``job_id`` as a user of the calendar, only while that job is still as it was
+        read: absent (``job_version`` None) or at ``job_version`` (one that does not name the
+        calendar). One transaction, so a job written meanwhile keeps its use. False otherwise."""
 
 
 class BackfillRepository(ABC):
@@ -657,6 +714,26 @@ class BackfillRepository(ABC):
         """Write ``backfill`` if the stored one is at ``expected_revision``; False when it is not."""
 
 
+class AuditRepository(ABC):
+    """What the chain auditor reads (:mod:`punctual.auditing`): a segment's jobs and running
+    backfills, and a job's turn. A job's segment is its far timer shard
+    (:meth:`punctual.timers.TimerLayout.shard_for`), so a segment's far timers are its own."""
+
+    @abstractmethod
+    def audit_page(
+        self, segment: int, segments: int, limit: int, cursor: str | None = None
+    ) -> Page[Job | Backfill]:
+        """A page of the jobs (every state) and RUNNING backfills of audit segment ``segment`` of
+        ``segments``, in key order, eventually consistent; ``cursor`` continues a page.
+
+        A job the model cannot read goes to ``Page.unreadable``, never fails the page.
+        """
+
+    @abstractmethod
+    def get_turn(self, tenant: str, job_id: str) -> Turn | None:
+        """The job's overlap turn (None: it has none), strongly consistent."""
+
+
 class JobStore(
     JobRepository,
     TimerRepository,
@@ -666,6 +743,7 @@ class JobStore(
     AlertRepository,
     CalendarRepository,
     BackfillRepository,
+    AuditRepository,
 ):
     """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
 

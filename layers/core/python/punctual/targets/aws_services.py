@@ -21,8 +21,8 @@ What each target does about duplicates (a slot re-run after a worker crash):
 * **SQS / SNS standard**: every message carries the message attributes
   ``punctual-idempotency-key`` (``<job_id>:<slot>``), ``punctual-fencing-token``
   (``<job_id>:<slot>:<attempt>``, see :attr:`SlotContext.fencing_token`),
-  ``punctual-job-id``, ``punctual-slot`` and ``punctual-attempt``; consumers dedupe
-  on the key.
+  ``punctual-job-id``, ``punctual-tenant``, ``punctual-slot`` and ``punctual-attempt``;
+  consumers dedupe on the key (with the tenant when they serve several).
 * **Step Functions**: the execution name is derived from the slot, so the service
   refuses a second start of the same slot (standard workflows, while the first
   execution's history is kept: 90 days). Express workflows do not check names.
@@ -488,6 +488,7 @@ def _slot_attributes(ctx: SlotContext) -> dict[str, dict[str, str]]:
         "punctual-idempotency-key": {"DataType": "String", "StringValue": ctx.idempotency_key},
         "punctual-fencing-token": {"DataType": "String", "StringValue": ctx.fencing_token},
         "punctual-job-id": {"DataType": "String", "StringValue": ctx.job_id},
+        "punctual-tenant": {"DataType": "String", "StringValue": ctx.tenant},
         "punctual-slot": {"DataType": "String", "StringValue": ctx.slot},
         "punctual-attempt": {"DataType": "Number", "StringValue": str(ctx.attempt)},
     }
@@ -579,6 +580,7 @@ class LambdaTargetAdapter:
                 "idempotency_key": ctx.idempotency_key,
                 "fencing_token": ctx.fencing_token,
                 "job_id": ctx.job_id,
+                "tenant": ctx.tenant,
                 "slot": ctx.slot,
                 "attempt": str(ctx.attempt),
             }
@@ -674,7 +676,7 @@ class SqsTargetAdapter:
             return TargetResult.permanent(f"sqs target: {exc}")
         request: dict[str, Any] = {"MessageBody": body, "MessageAttributes": attributes}
         if name.endswith(".fifo"):
-            request["MessageGroupId"] = getattr(target, "message_group_id", None) or ctx.job_id
+            request["MessageGroupId"] = getattr(target, "message_group_id", None) or ctx.message_group
             request["MessageDeduplicationId"] = dedup_id(ctx)
         try:
             client = _api_client(self.clients, "sqs", region, target, ctx)
@@ -717,7 +719,7 @@ class SnsTargetAdapter:
             "MessageAttributes": _slot_attributes(ctx),
         }
         if name.endswith(".fifo"):
-            request["MessageGroupId"] = ctx.job_id
+            request["MessageGroupId"] = ctx.message_group
             request["MessageDeduplicationId"] = dedup_id(ctx)
         try:
             client = _api_client(self.clients, "sns", region, target, ctx)
@@ -931,6 +933,7 @@ class EcsTargetAdapter:
             raise _EcsFailure(TargetResult.permanent(f"ecs target: payload is not JSON: {exc}")) from None
         environment: list[dict[str, str]] = [
             {"name": "PUNCTUAL_JOB_ID", "value": ctx.job_id},
+            {"name": "PUNCTUAL_TENANT", "value": ctx.tenant},
             {"name": "PUNCTUAL_SLOT", "value": ctx.slot},
             {"name": "PUNCTUAL_ATTEMPT", "value": str(ctx.attempt)},
             {"name": "PUNCTUAL_SCHEDULED_AT", "value": format_instant_adaptive(ctx.scheduled_at)},

@@ -6,6 +6,7 @@ Adapters (HTTP, Lambda, SQS, SNS, EventBridge, Step Functions, ECS) implement
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,6 +53,13 @@ class SlotContext:
     def idempotency_key(self) -> str:
         """``<job_id>:<slot>``: the same for every attempt of one slot."""
         return f"{self.job_id}:{self.slot}"
+
+    @property
+    def message_group(self) -> str:
+        """The FIFO message group of the job's messages to a queue or topic whose target names
+        none: the job id and 12 hex digits of a digest of the tenant, so two tenants' alike job
+        ids (one schedule name) sending to one FIFO queue are two groups, never one."""
+        return f"{self.job_id}.{hashlib.sha256(self.tenant.encode()).hexdigest()[:12]}"
 
     @property
     def fencing_token(self) -> str:

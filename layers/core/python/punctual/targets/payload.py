@@ -20,14 +20,14 @@ SCHEDULER_ATTRIBUTES = (
     "<aws.scheduler.execution-id>",
     "<aws.scheduler.attempt-number>",
 )
-PLACEHOLDERS = ("<job_id>", "<slot>", "<attempt>", "<scheduled_at>", *SCHEDULER_ATTRIBUTES)
+PLACEHOLDERS = ("<job_id>", "<tenant>", "<slot>", "<attempt>", "<scheduled_at>", *SCHEDULER_ATTRIBUTES)
 _PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
 
 
 def render_payload(payload: Any, ctx: SlotContext) -> Any:
     """Fill the slot placeholders in every string of a JSON payload.
 
-    Like EventBridge Scheduler's context attributes: ``<job_id>``, ``<slot>``,
+    Like EventBridge Scheduler's context attributes: ``<job_id>``, ``<tenant>``, ``<slot>``,
     ``<attempt>`` and ``<scheduled_at>`` (ISO 8601 UTC, ``Z``), and the service's own
     ``<aws.scheduler.scheduled-time>``, ``<aws.scheduler.execution-id>`` (:func:`execution_id`)
     and ``<aws.scheduler.attempt-number>``, are replaced
@@ -51,6 +51,7 @@ def render_payload(payload: Any, ctx: SlotContext) -> Any:
     scheduled = format_instant_adaptive(ctx.scheduled_at)
     values = {
         "<job_id>": ctx.job_id,
+        "<tenant>": ctx.tenant,
         "<slot>": ctx.slot,
         "<attempt>": str(ctx.attempt),
         "<scheduled_at>": scheduled,

@@ -2,7 +2,7 @@
 
 One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: jobs
 (:mod:`.jobs`), timers, watermarks and progress (:mod:`.timers`), executions and turns
-(:mod:`.executions`), dependencies (:mod:`.dependencies`),
+(:mod:`.executions`), dependencies (:mod:`.dependencies`), the chain auditor's reads (:mod:`.audit`),
 schedule groups (:mod:`.groups`), alerts (:mod:`.alerts`), calendars and backfills
 (:mod:`.calendars`). Every item's key and every
 expression is built in :mod:`.schema` (which lists the items); shared helpers in :mod:`.keys`.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from punctual.store.base import JobStore
 from punctual.store.dynamo.alerts import DynamoAlerts
+from punctual.store.dynamo.audit import DynamoAudit
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.calendars import DynamoCalendars
 from punctual.store.dynamo.dependencies import DynamoDependencies
@@ -25,6 +26,7 @@ from punctual.store.dynamo.timers import DynamoTimers
 
 
 class DynamoStore(
+    DynamoAudit,
     DynamoJobs,
     DynamoTimers,
     DynamoExecutions,
@@ -40,6 +42,7 @@ class DynamoStore(
 __all__ = [
     "WATERMARK_CHUNK",
     "DynamoAlerts",
+    "DynamoAudit",
     "DynamoBase",
     "DynamoCalendars",
     "DynamoDependencies",

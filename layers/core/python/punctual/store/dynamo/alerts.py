@@ -3,8 +3,9 @@
 The items (on the job's partition, beside its executions) and their expressions are in
 :mod:`.schema`.
 
-An alert is created by a conditional put (none yet for its key, or one left SENDING by a worker
-that died), and its result is written only by its owner: one alert per (job, slot, condition).
+An alert is created by a conditional put (none yet for its key), taken over only from a worker
+that died (still SENDING under the same owner, claimed before the stale bound), and its progress
+and result are written only by its owner: one deliverer per (job, slot, condition) at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from punctual.models import Alert, AlertCondition, AlertStatus
-from punctual.store.base import AlertRepository
+from punctual.store.base import AlertRepository, Streak
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.schema import _n, _s, job_pk
@@ -43,11 +44,16 @@ class DynamoAlerts(DynamoBase, AlertRepository):
             "expires_at": _n(ttl_epoch_s),
         }
 
-    def claim_alert(self, alert: Alert, stale_before: datetime, ttl_epoch_s: int) -> bool:
+    def create_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
+        return self._write_if("put_item", Item=self._alert_item(alert, ttl_epoch_s), **schema.CREATE.fields())
+
+    def take_over_alert(
+        self, alert: Alert, previous_owner: str, stale_before: datetime, ttl_epoch_s: int
+    ) -> bool:
         return self._write_if(
             "put_item",
             Item=self._alert_item(alert, ttl_epoch_s),
-            **schema.claim_alert(AlertStatus.SENDING.value, _ms(stale_before)).fields(),
+            **schema.take_over_alert(AlertStatus.SENDING.value, previous_owner, _ms(stale_before)).fields(),
         )
 
     def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
@@ -75,25 +81,36 @@ class DynamoAlerts(DynamoBase, AlertRepository):
         return [Alert.model_validate(json.loads(item["doc"]["S"])) for item in reply.get("Items", [])]
 
     def open_streak(self, tenant: str, job_id: str, slot: str, ttl_epoch_s: int) -> str:
-        reply = self.client.update_item(
-            TableName=self.table,
-            Key=schema.streak_key(tenant, job_id),
-            **schema.open_streak(slot, ttl_epoch_s).fields(),
-            ReturnValues="ALL_NEW",
-        )
+        try:
+            reply = self.client.update_item(
+                TableName=self.table,
+                Key=schema.streak_key(tenant, job_id),
+                **schema.open_streak(slot, ttl_epoch_s).fields(),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
+            return str(exc.response["Item"]["first"]["S"])  # a repeat of the latest failure
         return str(reply["Attributes"]["first"]["S"])
 
-    def get_streak(self, tenant: str, job_id: str) -> str | None:
+    def get_streak(self, tenant: str, job_id: str) -> Streak | None:
         item = self.client.get_item(
             TableName=self.table, Key=schema.streak_key(tenant, job_id), ConsistentRead=True
         ).get("Item")
-        return str(item["first"]["S"]) if item and "first" in item else None
+        if not item or "first" not in item:
+            return None
+        first = str(item["first"]["S"])
+        failures = int(item["n"]["N"]) if "n" in item else 0
+        return Streak(first, failures, str(item["last"]["S"]) if "last" in item else first)
 
-    def close_streak(self, tenant: str, job_id: str, first_slot: str) -> bool:
+    def replace_streak(self, tenant: str, job_id: str, expected: Streak, new: Streak | None) -> bool:
+        shape = None if new is None else (new.first, new.failures, new.last)
         return self._write_if(
             "update_item",
             Key=schema.streak_key(tenant, job_id),
-            **schema.close_streak(first_slot).fields(),
+            **schema.replace_streak(expected.first, expected.failures, shape).fields(),
         )
 
     def throttle_alert(

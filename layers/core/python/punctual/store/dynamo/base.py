@@ -20,7 +20,7 @@ from punctual.store.dynamo.keys import (
 )
 from punctual.store.dynamo.schema import CREATE, LAYOUT_KEY
 from punctual.store.dynamo.sequenced import write_in_order
-from punctual.timers import Timer, TimerLayout
+from punctual.timers import Lane, Timer, TimerLayout
 
 
 class DynamoBase:
@@ -86,6 +86,13 @@ class DynamoBase:
                 )
         self._layout_checked = True
 
+    def audit_segment_of(self, tenant: str, job_id: str) -> int | None:
+        """The audit segment a job's items are enrolled under (its far shard); None for a store
+        built without a layout, which enrols nothing (``enrol_for_audit`` adds them later)."""
+        if self.layout is None:
+            return None
+        return self.layout.shard_for(Lane.FAR, tenant, job_id)
+
     def _write_if(self, operation: str, **request: Any) -> bool:
         """One conditional write (``put_item``, ``update_item``, ...) on the table: False when
         its condition failed, True when it was written; any other error is raised."""
@@ -124,6 +131,14 @@ class DynamoBase:
             }
         }
 
+    def _transact(self, items: list[dict[str, Any]]) -> None:
+        """One ``TransactWriteItems``; on a table without transactions (MRSC) the same items one
+        at a time, with the same cancellation reasons on a failed condition (:mod:`.sequenced`)."""
+        if self.transactions:
+            self.client.transact_write_items(TransactItems=items)
+        else:
+            write_in_order(self.client, items)
+
     def _transact_with_links(
         self, items: list[dict[str, Any]], links: dict[str, list[dict[str, Any]]]
     ) -> None:
@@ -138,11 +153,7 @@ class DynamoBase:
         while True:
             parents = list(pending)
             try:
-                batch = items + [i for p in parents for i in pending[p]]
-                if self.transactions:
-                    self.client.transact_write_items(TransactItems=batch)
-                else:
-                    write_in_order(self.client, batch)
+                self._transact(items + [i for p in parents for i in pending[p]])
                 return
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":

@@ -1,8 +1,9 @@
 """Calendars and backfills in DynamoDB (items, keys and expressions in :mod:`.schema`).
 
-A calendar's ``users`` are the jobs that exclude it: a job adds itself with a write conditional on
-the calendar existing, and a delete is conditional on the set being empty, so a calendar in use is
-never deleted, whatever the interleaving.
+A calendar's ``users`` are the jobs that exclude it: every job write adds or removes its uses in
+its own transaction, each add conditional on the calendar existing (:mod:`.calendar_uses`), and a
+delete is conditional on the set being empty, so a calendar in use is never deleted, whatever the
+interleaving.
 """
 
 from __future__ import annotations
@@ -12,19 +13,20 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.backfills import Backfill
+from punctual.backfills import Backfill, BackfillState
 from punctual.calendars import Calendar
 from punctual.store.base import (
     BackfillRepository,
     CalendarInUseError,
     CalendarNotFoundError,
     CalendarRepository,
+    CalendarUses,
     CalendarVersionError,
     Page,
 )
 from punctual.store.dynamo import schema
-from punctual.store.dynamo.base import DynamoBase
-from punctual.store.dynamo.schema import _n, _s, backfill_key, calendar_key, tenant_pk
+from punctual.store.dynamo.calendar_uses import CHECK_FAILED, DynamoCalendarUses
+from punctual.store.dynamo.schema import _n, _s, backfill_key, calendar_key, job_key, tenant_pk
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 
@@ -33,7 +35,7 @@ def _failed(exc: ClientError) -> bool:
     return bool(exc.response["Error"]["Code"] == _CONDITION_FAILED)
 
 
-class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
+class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository):
     """Calendars (with their users) and backfill records in DynamoDB."""
 
     # ---------------------------------------------------------------- calendars
@@ -127,6 +129,22 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
                     raise CalendarNotFoundError(name) from None
                 # removing a user of a calendar that is gone: nothing to do
 
+    def drop_calendar_user(self, tenant: str, name: str, job_id: str, job_version: int | None) -> bool:
+        # The use goes in a transaction with a check that the job is still as it was read.
+        check = {
+            "TableName": self.table,
+            "Key": job_key(tenant, job_id),
+            **schema.job_as_read(job_version).fields(),
+        }
+        try:
+            self._transact_job_write([{"ConditionCheck": check}], tenant, job_id, CalendarUses(drop=(name,)))
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons", [])
+            if reasons and reasons[0].get("Code") == CHECK_FAILED:
+                return False
+            raise
+        return True
+
     def calendar_users(self, tenant: str, name: str) -> list[str]:
         item = self.client.get_item(
             TableName=self.table, Key=calendar_key(tenant, name), ConsistentRead=True
@@ -145,6 +163,12 @@ class DynamoCalendars(DynamoBase, CalendarRepository, BackfillRepository):
             "rev": _n(backfill.revision),
             "state": _s(backfill.state.value),
             "doc": _s(backfill.model_dump_json()),
+            # A running backfill is in the audit index (its steps are a chain); a finished one leaves it.
+            **schema.audit_attrs(
+                self.audit_segment_of(backfill.tenant, backfill.job_id)
+                if backfill.state is BackfillState.RUNNING
+                else None
+            ),
         }
 
     def create_backfill(self, backfill: Backfill, replacing: Backfill | None = None) -> Backfill:

@@ -12,6 +12,8 @@ from pydantic import ValidationError
 
 from punctual.models import Job, JobState
 from punctual.store.base import (
+    NO_CALENDAR_USES,
+    CalendarUses,
     JobExistsError,
     JobKey,
     JobRepository,
@@ -25,7 +27,7 @@ from punctual.store.base import (
     tags_match,
 )
 from punctual.store.dynamo import schema
-from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.calendar_uses import DynamoCalendarUses
 from punctual.store.dynamo.keys import (
     _doc_of,
     _first_errors,
@@ -61,14 +63,16 @@ def job_attributes(job: Job) -> dict[str, Any]:
     return attrs
 
 
-class DynamoJobs(DynamoBase, JobRepository):
+class DynamoJobs(DynamoCalendarUses, JobRepository):
     """Jobs in DynamoDB: the job item, its tenant listing, the tenant counters (job count, trigger rate,"""
 
     # ---------------------------------------------------------------- jobs
 
     def _job_attrs(self, job: Job) -> dict[str, Any]:
         check_job_size(job)  # refused here, not by DynamoDB's ValidationException (a 500)
-        return job_attributes(job)
+        attrs = job_attributes(job)
+        attrs.update(schema.audit_attrs(self.audit_segment_of(job.tenant, job.id)))
+        return attrs
 
     def _job_from_item(self, item: dict[str, Any]) -> Job:
         try:
@@ -126,6 +130,8 @@ class DynamoJobs(DynamoBase, JobRepository):
         max_jobs: int,
         max_trigger_rate: int | None = None,
         parents: Sequence[str] = (),
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         if max_trigger_rate is not None and job.trigger_rate > max_trigger_rate:
             raise TriggerRateLimitError(max_trigger_rate, None, job.trigger_rate)
@@ -156,7 +162,7 @@ class DynamoJobs(DynamoBase, JobRepository):
             items.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
         try:
             links = {parent: self._add_link(job.tenant, parent, job.id) for parent in parents}
-            self._transact_with_links(items, links)
+            self._transact_job_write(items, job.tenant, job.id, calendars, links)
         except ClientError as exc:
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
@@ -235,6 +241,7 @@ class DynamoJobs(DynamoBase, JobRepository):
         max_trigger_rate: int | None = None,
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
         if delta > 0 and max_trigger_rate is not None and delta > max_trigger_rate:
@@ -270,7 +277,7 @@ class DynamoJobs(DynamoBase, JobRepository):
             **{parent: self._add_link(job.tenant, parent, job.id) for parent in parents_added},
         }
         try:
-            self._versioned_transaction(items, job.id, expected_version, links)
+            self._versioned_transaction(items, job.tenant, job.id, expected_version, calendars, links)
         except ClientError as exc:
             reasons = exc.response.get("CancellationReasons", [])
             if delta and len(reasons) > 2 and reasons[2].get("Code") == "ConditionalCheckFailed":
@@ -284,6 +291,8 @@ class DynamoJobs(DynamoBase, JobRepository):
         expected_version: int | None = None,
         trigger_rate: int = 0,
         parents: Sequence[str] = (),
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         delete: dict[str, Any] = {
             "TableName": self.table,
@@ -302,7 +311,7 @@ class DynamoJobs(DynamoBase, JobRepository):
             {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
         ]
         links = {parent: self._remove_link(tenant, parent, job_id) for parent in parents}
-        self._versioned_transaction(items, job_id, expected_version, links)
+        self._versioned_transaction(items, tenant, job_id, expected_version, calendars, links)
 
     def tenant_trigger_rate(self, tenant: str) -> int:
         item = self.client.get_item(
@@ -322,13 +331,16 @@ class DynamoJobs(DynamoBase, JobRepository):
     def _versioned_transaction(
         self,
         items: list[dict[str, Any]],
+        tenant: str,
         job_id: str,
         expected_version: int | None,
+        calendars: CalendarUses,
         links: dict[str, list[dict[str, Any]]] | None = None,
     ) -> None:
-        """Run a transaction whose first item is conditional on the job's version (with its links)."""
+        """Run a transaction whose first item is conditional on the job's version (with the
+        job's calendar uses and its links as a dependent, :mod:`.calendar_uses`)."""
         try:
-            self._transact_with_links(items, links or {})
+            self._transact_job_write(items, tenant, job_id, calendars, links)
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from punctual.store.base import (
     UnreadableJob,
 )
+from punctual.store.dynamo.schema import AUDIT_SEGMENT, audit_index_definition
 from punctual.store.dynamo.schema import _n as _n
 from punctual.store.dynamo.schema import _s as _s
 from punctual.store.dynamo.schema import job_pk as job_pk
@@ -44,6 +45,8 @@ _KIND_CODE = {
     TimerKind.CATCHUP: "k",
     TimerKind.QUEUED: "q",
     TimerKind.BACKFILL: "b",
+    TimerKind.RESUME: "u",
+    TimerKind.ALERT: "a",
 }
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
@@ -116,6 +119,8 @@ def table_definition(table_name: str) -> dict[str, Any]:
         "AttributeDefinitions": [
             {"AttributeName": "pk", "AttributeType": "S"},
             {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": AUDIT_SEGMENT, "AttributeType": "N"},
         ],
+        "GlobalSecondaryIndexes": [audit_index_definition()],
         "BillingMode": "PAY_PER_REQUEST",
     }

@@ -6,7 +6,8 @@ answers; a reviewer checks the store's invariants here.
 Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
 
     job          pk=job#<tenant>#<id>      sk=job            version, state, doc (JSON), tpm,
-                                                             secret, secret_prev, skipped, dependents
+                                                             secret, secret_prev, skipped, dependents,
+                                                             aseg (its audit segment)
     listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
     sched. group pk=tenant#<tenant>        sk=group#<name>   name, state, created_at, updated_at, tags, token
     job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
@@ -16,15 +17,22 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
     dependent    pk=job#<tenant>#<parent>  sk=child#<child>
     alert        pk=job#<tenant>#<id>      sk=alert#<slot>#<condition>  st, owner, claimed, doc, expires_at
-    streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then
+    streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then,
+                                                             n (failures in it), last (the latest)
     throttle     pk=job#<tenant>#<id>      sk=throttle#<rule>  last (ms), held (alert min_interval)
-    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<job>#<slot>#<attempt>
+    timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<tenant>#<job>#<slot>#<attempt>
     timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
     progress     pk=progress#<minute>      sk=<group>/<count> through_ms, expires_at
     layout       pk=meta#layout            sk=layout         far, near (shard counts)
+    key moves    pk=meta#migrate-keys      sk=<segment>/<segments>  last (JSON), done, counts
+                                                             (punctual.admin.key_migration)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
-    backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc
+    backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc, aseg (while RUNNING)
+
+The one index, ``audit`` (sparse: only job items and running backfills carry ``aseg``, so no timer
+or execution write ever touches it): partition ``aseg`` (N, the job's far shard: the chain
+auditor's segment), sort ``pk``, projecting ``version``, ``state``, ``doc`` and ``rev``.
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
 
@@ -159,6 +167,12 @@ def progress_key(minute: datetime, group: int, group_count: int) -> Key:
 
 
 LAYOUT_KEY: Key = _key("meta#layout", "layout")
+MIGRATION_PK = "meta#migrate-keys"
+
+
+def migration_key(segment: int, segments: int) -> Key:
+    """The progress of one segment of a timer key migration's parallel scan."""
+    return _key(MIGRATION_PK, f"{segment}/{segments}")
 
 
 # ---------------------------------------------------------------------------- expressions
@@ -200,6 +214,55 @@ def partition(pk: str, prefix: str | None = None) -> Expression:
         return Expression(key_condition="pk = :pk", values={":pk": _s(pk)})
     return Expression(
         key_condition="pk = :pk AND begins_with(sk, :pre)", values={":pk": _s(pk), ":pre": _s(prefix)}
+    )
+
+
+# ------------------------------------------------------------- the audit index
+
+AUDIT_INDEX = "audit"
+AUDIT_SEGMENT = "aseg"  # the attribute that puts an item in the index: its audit segment (N)
+AUDIT_PROJECTION = ("version", "state", "doc", "rev")
+
+
+def audit_index_definition() -> dict[str, Any]:
+    """The audit index as CreateTable declares it (the CDK app declares the same)."""
+    return {
+        "IndexName": AUDIT_INDEX,
+        "KeySchema": [
+            {"AttributeName": AUDIT_SEGMENT, "KeyType": "HASH"},
+            {"AttributeName": "pk", "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(AUDIT_PROJECTION)},
+    }
+
+
+def audit_segment(segment: int) -> Expression:
+    """The audit index's items of one segment (a query of one index partition)."""
+    return Expression(key_condition="aseg = :seg", values={":seg": _n(segment)})
+
+
+def audit_attrs(segment: int | None) -> dict[str, Any]:
+    """The attribute that enrols an item in the audit index (none when the segment is unknown)."""
+    return {} if segment is None else {AUDIT_SEGMENT: _n(segment)}
+
+
+def unenrolled_jobs() -> Expression:
+    """A scan's filter: job items without an audit segment (only their key is read back)."""
+    return Expression(
+        filter="sk = :job AND attribute_not_exists(aseg)", projection="pk", values={":job": _s("job")}
+    )
+
+
+def job_of_pk(pk: str) -> tuple[str, str]:
+    """(tenant, job id) of a job partition's key (a job id holds no ``#``)."""
+    tenant, _, job_id = pk.removeprefix("job#").rpartition("#")
+    return tenant, job_id
+
+
+def enrol_for_audit(segment: int) -> Expression:
+    """Give a job item that predates the index its segment (it must still exist)."""
+    return Expression(
+        update="SET aseg = :seg", condition="attribute_exists(pk)", values={":seg": _n(segment)}
     )
 
 
@@ -247,6 +310,9 @@ def replace_job(attrs: dict[str, Any], expected_version: int) -> Expression:
     if "secret" in attrs:
         update += ", secret = :sec"
         values[":sec"] = attrs["secret"]
+    if AUDIT_SEGMENT in attrs:
+        update += ", aseg = :seg"
+        values[":seg"] = attrs[AUDIT_SEGMENT]
     if "secret_prev" in attrs:
         update += ", secret_prev = :prev"
         values[":prev"] = attrs["secret_prev"]
@@ -300,6 +366,33 @@ def timer_range(pk: str, low: str | None, high: str | None) -> Expression:
         condition += " AND sk <= :hi"
         values[":hi"] = _s(high)
     return Expression(key_condition=condition, values=values)
+
+
+def timer_items() -> Expression:
+    """A scan's filter: timer rows and packs only (both lanes), whatever their bucket."""
+    return Expression(
+        filter="begins_with(pk, :far) OR begins_with(pk, :near)",
+        values={":far": _s("timer#"), ":near": _s("near#")},
+    )
+
+
+def migration_progress(last: str | None, done: bool, counts: dict[str, int]) -> Expression:
+    """Record how far a segment of the key migration got: its scan's last key (``None``: from the
+    start) and its counts so far."""
+    names = {"#dn": "done", "#last": "last"}
+    values: dict[str, Any] = {":done": {"BOOL": done}}
+    sets = ["#dn = :done"]
+    for i, (name, count) in enumerate(counts.items()):
+        names[f"#c{i}"] = name
+        values[f":c{i}"] = _n(count)
+        sets.append(f"#c{i} = :c{i}")
+    update = "SET " + ", ".join(sets)
+    if last is None:
+        update += " REMOVE #last"
+    else:
+        update += ", #last = :last"
+        values[":last"] = _s(last)
+    return Expression(update=update, names=names, values=values)
 
 
 def timer_counts(pk: str) -> Expression:
@@ -456,34 +549,52 @@ def unchanged_group(expected_updated_at: str) -> Expression:
 # ------------------------------------------------------------- alerts
 
 
-def claim_alert(sending: str, stale_before_ms: int) -> Expression:
-    """Create an alert if its (job, slot, condition) has none, or take over one left ``sending``
-    by a worker that claimed it before ``stale_before_ms`` (it died): one alert per key."""
+def take_over_alert(sending: str, previous_owner: str, stale_before_ms: int) -> Expression:
+    """Take over an alert still ``sending`` by ``previous_owner``, who claimed (or last renewed)
+    it before ``stale_before_ms``: its worker died. One deliverer at a time per alert."""
     return Expression(
-        condition="attribute_not_exists(pk) OR (st = :sending AND claimed < :stale)",
-        values={":sending": _s(sending), ":stale": _n(stale_before_ms)},
+        condition="st = :sending AND #o = :prev AND claimed < :stale",
+        names={"#o": "owner"},
+        values={":sending": _s(sending), ":prev": _s(previous_owner), ":stale": _n(stale_before_ms)},
     )
 
 
 def owned_alert(owner: str) -> Expression:
-    """Write an alert's delivery result only while ``owner`` still holds it."""
+    """Write an alert's progress or result only while ``owner`` still holds it."""
     return Expression(condition="#o = :o", names={"#o": "owner"}, values={":o": _s(owner)})
 
 
 def open_streak(slot: str, ttl_epoch_s: int) -> Expression:
-    """Mark the job failing since ``slot`` unless it already is (the first failed slot stays)."""
+    """Count a failure in the job's streak: the first failed slot stays, ``last`` is this one. A
+    repeat of the latest failure (its after-effects run again after a lost worker) fails the
+    condition and counts nothing."""
     return Expression(
-        update="SET #f = if_not_exists(#f, :s), expires_at = :ttl",
-        names={"#f": "first"},
-        values={":s": _s(slot), ":ttl": _n(ttl_epoch_s)},
+        update="SET #f = if_not_exists(#f, :s), #l = :s, expires_at = :ttl ADD #n :one",
+        condition="attribute_not_exists(#l) OR #l <> :s",
+        names={"#f": "first", "#l": "last", "#n": "n"},
+        values={":s": _s(slot), ":ttl": _n(ttl_epoch_s), ":one": _n(1)},
     )
 
 
-def close_streak(first_slot: str) -> Expression:
-    """End the streak that began at ``first_slot`` (an update, not a delete: the workers' role
-    deletes nothing); it fails when that streak was ended already, so ``recovered`` is sent once."""
+def replace_streak(
+    expected_first: str, expected_failures: int, new: tuple[str, int, str] | None
+) -> Expression:
+    """End the streak (``new`` None), or make it ``(first, failures, last)``, only while it is as
+    it was read: the same first slot and no failure joined since (an update, not a delete: the
+    workers' role deletes nothing). So a failure that joins while ``recovered`` is raised is
+    never closed with the streak it did not belong to."""
+    names = {"#f": "first", "#n": "n", "#l": "last"}
+    values: dict[str, Any] = {":f": _s(expected_first)}
+    if expected_failures:
+        condition = "#f = :f AND #n = :n"
+        values[":n"] = _n(expected_failures)
+    else:  # a streak written before failures were counted
+        condition = "#f = :f AND attribute_not_exists(#n)"
+    if new is None:
+        return Expression(update="REMOVE #f, #n, #l", condition=condition, names=names, values=values)
+    values.update({":nf": _s(new[0]), ":nn": _n(new[1]), ":nl": _s(new[2])})
     return Expression(
-        update="REMOVE #f", condition="#f = :s", names={"#f": "first"}, values={":s": _s(first_slot)}
+        update="SET #f = :nf, #n = :nn, #l = :nl", condition=condition, names=names, values=values
     )
 
 
@@ -538,13 +649,21 @@ def delete_calendar(expected_version: int | None) -> Expression:
 
 
 def use_calendar(job_id: str, present: bool) -> Expression:
-    """Add (``present``) or remove a job as a user of a calendar that exists."""
+    """Add (``present``) or remove a job as a user of a calendar that exists (a job write's
+    transaction carries these, so that the job and its uses are written together)."""
     return Expression(
         update=("ADD #u :j" if present else "DELETE #u :j"),
         condition="attribute_exists(pk)",
         names={"#u": "users"},
         values={":j": {"SS": [job_id]}},
     )
+
+
+def job_as_read(version: int | None) -> Expression:
+    """A job item still as it was read: absent (``version`` None) or at ``version``."""
+    if version is None:
+        return CREATE
+    return Expression(condition="version = :v", values={":v": _n(version)})
 
 
 def backfill_revision(revision: int) -> Expression:

@@ -31,11 +31,20 @@ from punctual.store.dynamo.schema import key_of
 log = logging.getLogger("punctual.store")
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
-_OPERATIONS = {"Put": "put_item", "Update": "update_item", "Delete": "delete_item"}
+_OPERATIONS = {
+    "Put": "put_item",
+    "Update": "update_item",
+    "Delete": "delete_item",
+    "ConditionCheck": "update_item",
+}
+# A ConditionCheck becomes an update whose condition is the check's and that removes an attribute
+# no item has: it changes nothing (an item it had to create for that is deleted at once).
+CHECK_ATTRIBUTE = "__condition_check__"
 
 
 def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
-    """Write ``items`` (``TransactItems`` entries: ``Put``, ``Update``, ``Delete``) one by one.
+    """Write ``items`` (``TransactItems`` entries: ``Put``, ``Update``, ``Delete``,
+    ``ConditionCheck``) one by one.
 
     Raises
     ------
@@ -49,6 +58,9 @@ def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
         ((kind, body),) = entry.items()
         if kind not in _OPERATIONS:
             raise ValueError(f"{kind} has no single-item write (transaction item {index})")
+        if kind == "ConditionCheck":
+            names = {**body.get("ExpressionAttributeNames", {}), "#check": CHECK_ATTRIBUTE}
+            body = {**body, "UpdateExpression": "REMOVE #check", "ExpressionAttributeNames": names}
         key = key_of(body["Item"]) if kind == "Put" else body["Key"]
         try:
             reply = getattr(client, _OPERATIONS[kind])(**body, ReturnValues="ALL_OLD")
@@ -57,6 +69,10 @@ def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
             if exc.response.get("Error", {}).get("Code") != CONDITION_FAILED:
                 raise
             raise _cancelled(len(items), index, exc.response.get("Item")) from exc
+        if kind == "ConditionCheck":
+            if reply.get("Attributes") is None:  # the check passed on no item: make none
+                client.delete_item(TableName=body["TableName"], Key=key)
+            continue
         done.append((body["TableName"], key, reply.get("Attributes")))
 
 

@@ -1,6 +1,6 @@
 """An in-memory JobStore with the same semantics as the DynamoDB one, one mixin per aggregate
 (:mod:`.jobs`, :mod:`.timers`, :mod:`.executions`, :mod:`.dependencies`, :mod:`.groups`,
-:mod:`.alerts`, :mod:`.calendars`) over
+:mod:`.alerts`, :mod:`.calendars`, :mod:`.audit`) over
 :class:`~.base.MemoryBase`.
 
 Used by logic tests and the CPU benchmark. One lock makes every operation atomic, the
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from punctual.store.base import JobStore
 from punctual.store.memory.alerts import MemoryAlerts
+from punctual.store.memory.audit import MemoryAudit
 from punctual.store.memory.base import MemoryBase, tag_matches
 from punctual.store.memory.calendars import MemoryCalendars
 from punctual.store.memory.dependencies import MemoryDependencies
@@ -24,6 +25,7 @@ from punctual.store.memory.timers import MemoryTimers
 
 
 class MemoryStore(
+    MemoryAudit,
     MemoryJobs,
     MemoryTimers,
     MemoryExecutions,

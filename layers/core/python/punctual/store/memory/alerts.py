@@ -5,48 +5,60 @@ from __future__ import annotations
 from datetime import datetime
 
 from punctual.models import Alert, AlertCondition, AlertStatus
-from punctual.store.base import AlertRepository
+from punctual.store.base import AlertRepository, Streak
 from punctual.store.memory.base import MemoryBase
+
+
+def _ms(instant: datetime) -> int:
+    return int(instant.timestamp() * 1000)
 
 
 class MemoryAlerts(MemoryBase, AlertRepository):
     """Alerts in memory."""
 
-    def _alerts(self) -> dict[tuple[str, str, str, str], Alert]:
-        return self._alert_items
-
-    def claim_alert(self, alert: Alert, stale_before: datetime, ttl_epoch_s: int) -> bool:
+    def create_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
         key = (alert.tenant, alert.job_id, alert.key_slot, alert.condition.value)
         with self._lock:
-            items = self._alerts()
-            current = items.get(key)
-            if current is not None and not (
-                current.status is AlertStatus.SENDING and current.claimed_at < stale_before
+            if key in self._alert_items:
+                return False
+            self._alert_items[key] = alert.model_copy(deep=True)
+            return True
+
+    def take_over_alert(
+        self, alert: Alert, previous_owner: str, stale_before: datetime, ttl_epoch_s: int
+    ) -> bool:
+        key = (alert.tenant, alert.job_id, alert.key_slot, alert.condition.value)
+        with self._lock:
+            current = self._alert_items.get(key)
+            if (
+                current is None
+                or current.status is not AlertStatus.SENDING
+                or current.owner != previous_owner
+                or not _ms(current.claimed_at) < _ms(stale_before)  # the table compares milliseconds
             ):
                 return False
-            items[key] = alert.model_copy(deep=True)
+            self._alert_items[key] = alert.model_copy(deep=True)
             return True
 
     def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
         key = (alert.tenant, alert.job_id, alert.key_slot, alert.condition.value)
         with self._lock:
-            items = self._alerts()
-            current = items.get(key)
+            current = self._alert_items.get(key)
             if current is None or current.owner != alert.owner:
                 return False
-            items[key] = alert.model_copy(deep=True)
+            self._alert_items[key] = alert.model_copy(deep=True)
             return True
 
     def get_alert(self, tenant: str, job_id: str, key_slot: str, condition: AlertCondition) -> Alert | None:
         with self._lock:
-            found = self._alerts().get((tenant, job_id, key_slot, condition.value))
+            found = self._alert_items.get((tenant, job_id, key_slot, condition.value))
             return found.model_copy(deep=True) if found else None
 
     def list_alerts(self, tenant: str, job_id: str, limit: int) -> list[Alert]:
         with self._lock:
             mine = [
                 (key[2], key[3], alert)
-                for key, alert in self._alerts().items()
+                for key, alert in self._alert_items.items()
                 if key[0] == tenant and key[1] == job_id
             ]
         mine.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)  # the table's sort key order
@@ -54,17 +66,29 @@ class MemoryAlerts(MemoryBase, AlertRepository):
 
     def open_streak(self, tenant: str, job_id: str, slot: str, ttl_epoch_s: int) -> str:
         with self._lock:
-            return self._streaks.setdefault((tenant, job_id), slot)
+            current = self._streaks.get((tenant, job_id))
+            if current is None:
+                current = Streak(slot, 1, slot)
+            elif current.last == slot:
+                return current.first  # a repeat of the latest failure counts nothing
+            else:
+                current = Streak(current.first, current.failures + 1, slot)
+            self._streaks[(tenant, job_id)] = current
+            return current.first
 
-    def get_streak(self, tenant: str, job_id: str) -> str | None:
+    def get_streak(self, tenant: str, job_id: str) -> Streak | None:
         with self._lock:
             return self._streaks.get((tenant, job_id))
 
-    def close_streak(self, tenant: str, job_id: str, first_slot: str) -> bool:
+    def replace_streak(self, tenant: str, job_id: str, expected: Streak, new: Streak | None) -> bool:
         with self._lock:
-            if self._streaks.get((tenant, job_id)) != first_slot:
+            current = self._streaks.get((tenant, job_id))
+            if current is None or (current.first, current.failures) != (expected.first, expected.failures):
                 return False
-            del self._streaks[(tenant, job_id)]
+            if new is None:
+                del self._streaks[(tenant, job_id)]
+            else:
+                self._streaks[(tenant, job_id)] = new
             return True
 
     def throttle_alert(

@@ -14,9 +14,12 @@ from punctual.backfills import Backfill
 from punctual.calendars import Calendar
 from punctual.models import Alert, Execution, Job
 from punctual.store.base import (
+    CalendarNotFoundError,
+    CalendarUses,
     ExecutionKey,
     JobKey,
     ScheduleGroup,
+    Streak,
     Turn,
 )
 from punctual.store.base import tag_matches as tag_matches  # re-exported: the in-memory twins filter with it
@@ -54,7 +57,7 @@ class MemoryBase:
         self._dependents: dict[JobKey, set[str]] = defaultdict(set)
         self._groups: dict[tuple[str, str], ScheduleGroup] = {}  # (tenant, name) -> schedule group
         self._alert_items: dict[tuple[str, str, str, str], Alert] = {}  # (tenant, job, key slot, condition)
-        self._streaks: dict[JobKey, str] = {}  # a failing job's first failed slot
+        self._streaks: dict[JobKey, Streak] = {}  # a failing job's streak
         self._throttles: dict[tuple[str, str, int], tuple[datetime, int]] = {}  # (last sent, held back)
         self._calendars: dict[tuple[str, str], Calendar] = {}
         self._calendar_users: dict[tuple[str, str], set[str]] = {}
@@ -99,6 +102,18 @@ class MemoryBase:
             self._jobs[(tenant, parent)] = job.model_copy(
                 update={"dependents": job.dependents + (1 if present else -1)}
             )
+
+    def _check_uses(self, tenant: str, uses: CalendarUses) -> None:
+        """A job write's calendar uses: each calendar to add must exist (as the transaction's check)."""
+        for name in uses.add:
+            if (tenant, name) not in self._calendars:
+                raise CalendarNotFoundError(name)
+
+    def _apply_uses(self, tenant: str, job_id: str, uses: CalendarUses) -> None:
+        for name in uses.add:
+            self._calendar_users.setdefault((tenant, name), set()).add(job_id)
+        for name in uses.drop:
+            self._calendar_users.get((tenant, name), set()).discard(job_id)
 
     def _copy(self, item: Item) -> Item:
         return item.model_copy(deep=True) if self._copy_items else item

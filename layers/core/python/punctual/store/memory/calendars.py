@@ -79,6 +79,14 @@ class MemoryCalendars(MemoryBase, CalendarRepository, BackfillRepository):
                 else:
                     users.get((tenant, name), set()).discard(job_id)
 
+    def drop_calendar_user(self, tenant: str, name: str, job_id: str, job_version: int | None) -> bool:
+        with self._lock:
+            job = self._jobs.get((tenant, job_id))
+            if (job.version if job is not None else None) != job_version:
+                return False
+            self._calendar_users.get((tenant, name), set()).discard(job_id)
+            return True
+
     def calendar_users(self, tenant: str, name: str) -> list[str]:
         with self._lock:
             return sorted(self._calendar_users.get((tenant, name), set()))

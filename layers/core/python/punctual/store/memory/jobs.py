@@ -7,6 +7,9 @@ from collections.abc import Iterable, Sequence
 
 from punctual.models import Job, JobState
 from punctual.store.base import (
+    NO_CALENDAR_USES,
+    CalendarNotFoundError,
+    CalendarUses,
     JobExistsError,
     JobKey,
     JobRepository,
@@ -32,6 +35,8 @@ class MemoryJobs(MemoryBase, JobRepository):
         max_jobs: int,
         max_trigger_rate: int | None = None,
         parents: Sequence[str] = (),
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         check_job_size(job)  # what DynamoDB would refuse, refused here too
         with self._lock:
@@ -41,6 +46,12 @@ class MemoryJobs(MemoryBase, JobRepository):
             if self._job_counts.get(job.tenant, 0) >= max_jobs:
                 raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have", max_jobs)
             self._add_rate(job.tenant, job.trigger_rate, max_trigger_rate)
+            try:
+                self._check_uses(job.tenant, calendars)
+            except CalendarNotFoundError:
+                self._trigger_rates[job.tenant] -= job.trigger_rate  # one transaction: nothing written
+                raise
+            self._apply_uses(job.tenant, job.id, calendars)
             self._jobs[key] = self._copy(job)
             self._job_counts[job.tenant] = self._job_counts.get(job.tenant, 0) + 1
             if timer is not None:
@@ -107,6 +118,7 @@ class MemoryJobs(MemoryBase, JobRepository):
         max_trigger_rate: int | None = None,
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         check_job_size(job)
         with self._lock:
@@ -116,8 +128,15 @@ class MemoryJobs(MemoryBase, JobRepository):
                     f"job {job.id!r} is not at version {expected_version}",
                     current.version if current else None,
                 )
+            delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
             if previous_trigger_rate is not None:
-                self._add_rate(job.tenant, job.trigger_rate - previous_trigger_rate, max_trigger_rate)
+                self._add_rate(job.tenant, delta, max_trigger_rate)
+            try:
+                self._check_uses(job.tenant, calendars)
+            except CalendarNotFoundError:
+                self._trigger_rates[job.tenant] = self._trigger_rates.get(job.tenant, 0) - delta
+                raise
+            self._apply_uses(job.tenant, job.id, calendars)
             # ``dependents`` and ``skipped_slots`` are kept by the store, not by the writer.
             kept = {"dependents": current.dependents, "skipped_slots": current.skipped_slots}
             self._jobs[(job.tenant, job.id)] = job.model_copy(deep=self._copy_items, update=kept)
@@ -133,6 +152,8 @@ class MemoryJobs(MemoryBase, JobRepository):
         expected_version: int | None = None,
         trigger_rate: int = 0,
         parents: Sequence[str] = (),
+        *,
+        calendars: CalendarUses = NO_CALENDAR_USES,
     ) -> None:
         with self._lock:
             current = self._jobs.get((tenant, job_id))
@@ -141,6 +162,7 @@ class MemoryJobs(MemoryBase, JobRepository):
                     f"job {job_id!r} is not at version {expected_version}",
                     current.version if current else None,
                 )
+            self._apply_uses(tenant, job_id, CalendarUses(drop=calendars.drop))
             del self._jobs[(tenant, job_id)]
             self._job_counts[tenant] -= 1
             self._trigger_rates[tenant] = self._trigger_rates.get(tenant, 0) - trigger_rate

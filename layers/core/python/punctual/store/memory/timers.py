@@ -11,7 +11,7 @@ from punctual.store.base import (
     TimerRepository,
 )
 from punctual.store.memory.base import MemoryBase
-from punctual.timers import Lane, Timer, minute_key, sort_key
+from punctual.timers import Lane, Timer, due_bound, minute_key
 
 
 class MemoryTimers(MemoryBase, TimerRepository):
@@ -34,7 +34,7 @@ class MemoryTimers(MemoryBase, TimerRepository):
     ) -> list[Timer]:
         with self._lock:
             bucket = self._buckets.get((lane, minute_key(minute), shard), [])
-            low = sort_key(from_ms, "", "", 0)[:13] if from_ms is not None else ""
+            low = due_bound(from_ms) if from_ms is not None else ""
             start = bisect.bisect_left(bucket, low, key=lambda item: item[0]) if low else 0
             out = []
             for _, timer in bucket[start:]:

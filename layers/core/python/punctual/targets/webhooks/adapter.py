@@ -42,6 +42,7 @@ from punctual.targets.webhooks.guard import (
 from punctual.targets.webhooks.signing import (
     FENCING_SIGNATURE_HEADER,
     FENCING_TOKEN_HEADER,
+    TENANT_HEADER,
     sign_fencing_token,
     sign_webhook,
 )
@@ -63,7 +64,7 @@ USER_AGENT = "Punctual-Webhooks/1"
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Headers a job may not set (refused at registration; dropped here from jobs stored before).
-_RESERVED_HEADERS = RESERVED_HEADERS
+_RESERVED_HEADERS = RESERVED_HEADERS | {TENANT_HEADER.lower()}
 # Dropped from the job's headers when a redirect leaves the original origin.
 _CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 
@@ -282,6 +283,7 @@ class HttpTargetAdapter:
         headers["webhook-id"] = key
         headers["webhook-timestamp"] = str(timestamp)
         headers[FENCING_TOKEN_HEADER] = token
+        headers[TENANT_HEADER] = ctx.tenant  # job ids repeat across tenants: (tenant, key) is unique
         if ctx.signing_secrets:
             headers["webhook-signature"] = sign_webhook(key, timestamp, body or b"", ctx.signing_secrets)
             headers[FENCING_SIGNATURE_HEADER] = sign_fencing_token(

@@ -18,12 +18,17 @@ __all__ = [
     "FENCING_KEY_LABEL",
     "FENCING_SIGNATURE_HEADER",
     "FENCING_TOKEN_HEADER",
+    "TENANT_HEADER",
     "sign_fencing_token",
     "sign_webhook",
 ]
 
 FENCING_TOKEN_HEADER = "Punctual-Fencing-Token"
 FENCING_SIGNATURE_HEADER = "Punctual-Fencing-Signature"
+# The tenant that owns the job (job ids repeat across tenants). Set by the worker, refused at
+# registration (punctual.jobs), but not by the model: a job stored with it stays readable, and
+# the worker's value replaces its own.
+TENANT_HEADER = "Punctual-Tenant"
 # The fencing signature's key is derived from the signing secret's, so it can never
 # double as a Standard Webhooks signature of some other request.
 FENCING_KEY_LABEL = b"punctual-fencing-token"

@@ -1,0 +1,107 @@
+"""The chain auditor: a Lambda a minute checks its share of the jobs' chains and repairs the broken.
+
+Every ENABLED job is checked once per ``auditPeriodMinutes`` (:mod:`punctual.auditing`): an
+EventBridge rule invokes the ``auditor`` function every minute, and each invocation audits the
+segments of its minute (the scheduled event's ``time``), so no process is the only checker and a
+failed run is retried by Lambda's asynchronous retries (twice, within an hour), its segments
+coming round again next period anyway. No Step Functions: a state transition a minute would cost
+an idle deployment more than the whole auditor (README, *Chain auditor*).
+
+Its role (least privilege): the table's item actions of ``TABLE_ACTIONS_BY_COMPONENT["auditor"]``
+and Query on the audit index only; sending to the work queues (a lost range's ``missed`` alert is
+handed to a worker, signed: it reads the dispatch key); PutEvents on the events bus. Its alarm:
+``ChainsBroken`` ≥ 1 in a five-minute window, and the function's errors.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from punctual_cdk import constants as c
+from punctual_cdk.components.events import ExecutionEvents
+from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, on_schedule
+from punctual_cdk.components.observability import app_metric
+from punctual_cdk.components.queues import SEND_ACTIONS, Queues
+from punctual_cdk.components.storage import Storage
+from punctual_cdk.config import PunctualConfig
+
+_FIVE_MINUTES = cdk.Duration.minutes(5)
+
+
+class ChainAuditor(Construct):
+    """The auditor function, its rule, its grants and its alarms."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PunctualConfig,
+        runtime: LambdaRuntime,
+        storage: Storage,
+        queues: Queues,
+        events_bus: ExecutionEvents,
+        environment: dict[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.handler: PunctualFunction = runtime.function(
+            self,
+            "Auditor",
+            name="auditor",
+            description="Punctual chain auditor: checks that every enabled job has a live chain, repairs",
+            timeout_s=c.AUDITOR_TIMEOUT_S,
+            memory_mb=c.AUDITOR_MEMORY_MB,
+            environment=environment,
+        )
+        role = self.handler.role
+        storage.grant_items(role, c.TABLE_ACTIONS_BY_COMPONENT["auditor"])
+        storage.grant_audit_index(role)
+        storage.grant_dispatch_key(role)  # the missed alerts it hands to workers are signed
+        Queues.grant(role, queues.work_queues, SEND_ACTIONS)
+        events_bus.grant_put(role)
+        self.rule = on_schedule(
+            self,
+            "EveryMinute",
+            self.handler.function,
+            description="Punctual: audit this minute's share of the jobs' chains",
+            schedule=c.AUDITOR_SCHEDULE,
+            max_event_age_s=c.AUDITOR_MAX_EVENT_AGE_S,
+            retry_attempts=c.AUDITOR_RETRY_ATTEMPTS,
+        )
+        self.alarms: list[cloudwatch.Alarm] = [
+            cloudwatch.Alarm(
+                self,
+                "ChainsBroken",
+                metric=app_metric(c.METRIC_CHAINS_BROKEN, "Sum").with_(period=_FIVE_MINUTES),
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description="The chain auditor found a job whose chain was broken (it stopped firing "
+                "while ENABLED) and repaired it from its next slot, its lost slots recorded MISSED "
+                "('chain repaired'). Every one is a bug: see the Chain Repaired event and the auditor's log.",
+            ),
+            cloudwatch.Alarm(
+                self,
+                "AuditorErrors",
+                metric=self.handler.function.metric_errors(period=_FIVE_MINUTES, statistic="Sum"),
+                threshold=1,
+                evaluation_periods=3,
+                datapoints_to_alarm=3,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description="The chain auditor failed in three five-minute windows in a row: "
+                "broken chains are not being looked for.",
+            ),
+        ]
+
+    def notify(self, topic: sns.ITopic) -> None:
+        """Send the alarms (and their recoveries) to the alarm topic."""
+        action = cw_actions.SnsAction(topic)
+        for alarm in self.alarms:
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)

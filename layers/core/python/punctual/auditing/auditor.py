@@ -1,0 +1,532 @@
+"""The chain auditor: checks that every ENABLED job has a live chain, and repairs the broken ones.
+
+**Segments, no leader.** Jobs are read from the audit index a segment at a time; a job's segment
+is its far timer shard, so the far buckets the auditor reads for a segment hold that segment's
+timers only. A run takes the segments of its minute (:func:`segments_for`: segment ``s`` in the
+minute ``m`` with ``m % period == s % period``), so every job is checked once per
+``period_minutes``, by whichever invocation runs that minute; a run that fails or is cut short is
+retried by its invocation, and the segment comes round again next period anyway.
+
+**Three steps per job.** (1) *Cheap*: from the index's copy of the job (eventually consistent)
+compute the chain's head (:mod:`.liveness`) and look for its timer in the bucket(s) it is in,
+reading each bucket once per page for every job of the page (eventually consistent, bounded to
+the dues looked for). Almost every job ends here. (2) *Confirm*, for a job whose head was not
+found: read the job strongly consistently (changed since: not judged); skip it while its shards'
+pollers are behind (their watermarks have not passed ``now - grace``: its chain may wait in an
+undrained bucket); read, strongly consistently, the head's buckets in both lanes, the next slot's,
+and the job's near buckets of the last ``grace`` (a catch-up, or a timer written after its
+instant, is due when it was written). Any timer of the chain there means it is live. (3) *Repair*
+(:mod:`.repairs`) what is still broken, and report it: a ``Chain Repaired`` event, the metrics
+``ChainsBroken`` (found) and ``ChainsRepaired`` (written), a warning in the log.
+
+A decision to repair rests only on strongly consistent reads, made after ``grace`` has passed
+since anything of the chain happened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from punctual.auditing import liveness as live
+from punctual.auditing.repairs import Repair, Repairer, repair_event
+from punctual.backfills import Backfill
+from punctual.clock import Clock
+from punctual.execution.turns import STALE_TURN_S
+from punctual.models import Execution, Job, JobState, Overlap
+from punctual.notifications.events import EventPublisher
+from punctual.observability import MetricsSink, NullMetrics
+from punctual.slots import dispatch_instant, next_slot, schedule_of
+from punctual.store.base import JobStore, UnreadableJobError
+from punctual.timers import (
+    Lane,
+    Timer,
+    TimerLayout,
+    from_ms,
+    minute_of,
+    minutes_between,
+    slot_instant,
+    slot_key,
+    to_ms,
+)
+
+log = logging.getLogger("punctual.auditing")
+
+NEAR_GAP_MS = 2_000  # near-lane dues closer than this are read in one range
+HISTORY_PAGE = 20  # records read to find a job's newest scheduled slot
+
+
+def segments_for(minute: datetime, segments: int, period_minutes: int) -> list[int]:
+    """The segments the run of ``minute`` audits: every ``period_minutes``-th one."""
+    index = int(minute.timestamp() // 60) % period_minutes
+    return [segment for segment in range(segments) if segment % period_minutes == index]
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """The auditor's settings (built from :class:`punctual.settings.Settings`)."""
+
+    layout: TimerLayout
+    period_minutes: int = 60
+    grace_s: float = 300.0
+    inflight_grace_s: float = 1800.0
+    repair: bool = True
+    page_size: int = 500
+
+
+@dataclass
+class AuditReport:
+    """What one run did; ``repairs`` lists every broken chain found (applied or not)."""
+
+    segments: list[int] = field(default_factory=list)
+    jobs: int = 0  # ENABLED jobs read
+    live: int = 0  # found live at the first look
+    recent: int = 0  # changed within the grace: not judged
+    skipped: int = 0  # no head found within the step bound (a jitter far above the period)
+    suspects: int = 0  # looked at again
+    confirmed_live: int = 0  # live after all (a lane guessed wrong, a read behind, a chain in motion)
+    changed: int = 0  # changed between the two looks: not judged
+    deferred: int = 0  # its shards' pollers behind: judged on a later run
+    unreadable: int = 0
+    timer_reads: int = 0
+    complete: bool = True  # every segment read before the run had to stop
+    repairs: list[Repair] = field(default_factory=list)
+
+    @property
+    def broken(self) -> int:
+        return len(self.repairs)
+
+    @property
+    def repaired(self) -> int:
+        return sum(1 for r in self.repairs if r.applied)
+
+
+@dataclass
+class _Lookup:
+    """A job whose head timer is looked for in the first step."""
+
+    job: Job
+    kind: live.ChainKind
+    head: datetime
+    timers: list[Timer]  # where the head's timer can be
+    slots: frozenset[str] = frozenset()  # delay: the head slots that count
+
+
+@dataclass
+class _Suspect:
+    job: Job
+    why: str
+    backfill: Backfill | None = None
+
+
+class ChainAuditor:
+    """Checks and repairs chains (see the module docstring).
+
+    Parameters
+    ----------
+    store
+        The job store (its audit index, timers, records).
+    clock
+        Every ``now``.
+    config
+        Layout, period, graces, whether to repair.
+    repairer
+        Writes the repairs.
+    metrics, events
+        ``ChainsAudited``, ``ChainsBroken``, ``ChainsRepaired``, ``ChainAuditDeferred``; the
+        ``Chain Repaired`` events (None: not published).
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        clock: Clock,
+        config: AuditConfig,
+        repairer: Repairer,
+        metrics: MetricsSink | None = None,
+        events: EventPublisher | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.config = config
+        self.layout = config.layout
+        self.repairer = repairer
+        self.metrics = metrics or NullMetrics()
+        self.events = events or EventPublisher(None)
+        self._watermarks: dict[Lane, dict[int, datetime]] | None = None
+        self._links: dict[tuple[str, str], frozenset[str]] = {}
+
+    # ------------------------------------------------------------------ runs
+
+    def run(self, minute: datetime, stop: Callable[[], bool] | None = None) -> AuditReport:
+        """The run of ``minute``: its share of the segments (:func:`segments_for`)."""
+        segments = segments_for(minute, self.layout.shard_count, self.config.period_minutes)
+        return self.audit(segments, stop)
+
+    def audit(self, segments: Iterable[int], stop: Callable[[], bool] | None = None) -> AuditReport:
+        """Audit ``segments`` (all of a segment's jobs), until done or ``stop()``."""
+        report = AuditReport(segments=list(segments))
+        self._watermarks = None
+        self._links = {}
+        for segment in report.segments:
+            if stop is not None and stop():
+                report.complete = False
+                break
+            self._segment(segment, report, stop)
+        self._publish(report)
+        return report
+
+    def _segment(self, segment: int, report: AuditReport, stop: Callable[[], bool] | None) -> None:
+        cursor: str | None = None
+        while True:
+            page = self.store.audit_page(segment, self.layout.shard_count, self.config.page_size, cursor)
+            report.unreadable += len(page.unreadable)
+            self._page(page.items, report)
+            cursor = page.cursor
+            if cursor is None:
+                return
+            if stop is not None and stop():
+                report.complete = False
+                return
+
+    # ------------------------------------------------------------------ the first look
+
+    def _page(self, items: list[Job | Backfill], report: AuditReport) -> None:
+        now = self.clock.now()
+        since = now - timedelta(seconds=self.config.grace_s)
+        suspects: list[_Suspect] = []
+        lookups: list[_Lookup] = []
+        jobs = {(i.tenant, i.id): i for i in items if isinstance(i, Job)}
+        for item in items:
+            if isinstance(item, Backfill):
+                if live.stalled(item, now, self.config.grace_s):
+                    owner = jobs.get((item.tenant, item.job_id))
+                    found = owner or self._job(item.tenant, item.job_id)
+                    if found is not None:
+                        suspects.append(_Suspect(found, "backfill steps stopped", item))
+                continue
+            if item.state is not JobState.ENABLED:
+                continue
+            report.jobs += 1
+            if item.updated_at > since:
+                report.recent += 1
+                continue
+            try:
+                self._first_look(item, now, since, lookups, suspects, report)
+            except live.HeadTooFar:
+                report.skipped += 1
+        heads = self._read_heads(lookups, report)
+        for lookup in lookups:
+            timers = heads.get((lookup.job.tenant, lookup.job.id), [])
+            if self._head_found(lookup, timers, since):
+                report.live += 1
+            else:
+                suspects.append(_Suspect(lookup.job, f"no timer of slot {lookup.head:%Y-%m-%dT%H:%M:%SZ}"))
+        for suspect in suspects:
+            report.suspects += 1
+            self._confirm(suspect, report)
+
+    def _first_look(
+        self,
+        job: Job,
+        now: datetime,
+        since: datetime,
+        lookups: list[_Lookup],
+        suspects: list[_Suspect],
+        report: AuditReport,
+    ) -> None:
+        kind = live.chain_kind(job)
+        if job.overlap is not Overlap.ALLOW:
+            follow = self._stuck_turn(job, now)
+            if follow is not None:
+                suspects.append(_Suspect(job, follow.reason))
+                return
+        if kind is live.ChainKind.AFTER:
+            missing = self._missing_links(job)
+            if missing:
+                suspects.append(_Suspect(job, f"not linked from {', '.join(missing)}"))
+            else:
+                report.live += 1
+            return
+        if kind is live.ChainKind.DELAY:
+            newest = self._newest(job)
+            if newest is not None and newest.job_version == job.version and newest.status in live.IN_FLIGHT:
+                if live.stuck(job, newest, now, self.config.inflight_grace_s) is not None:
+                    suspects.append(_Suspect(job, f"slot {newest.slot} stuck {newest.status.value}"))
+                else:
+                    report.live += 1
+                return
+            heads = live.delay_heads(job, newest)
+            if not heads:
+                report.live += 1  # past end_at: nothing is owed
+                return
+            timers = live.delay_placements(self.layout, job, heads)
+            slots = frozenset(slot_key(h) for h, _ in heads)
+            lookups.append(_Lookup(job, kind, heads[0][0], timers, slots))
+            return
+        head = live.head_after(job, since)
+        if head is None:
+            suspects.append(_Suspect(job, "still ENABLED with no slot left"))
+            return
+        timers = live.placements(self.layout, job, head, live.clock_writes(self.layout, job, head))
+        lookups.append(_Lookup(job, kind, head, timers))
+
+    def _head_found(self, lookup: _Lookup, timers: list[Timer], since: datetime) -> bool:
+        job = lookup.job
+        if lookup.kind is live.ChainKind.CLOCK:
+            return live.holds_head(timers, job, lookup.head)
+        # delay: the next run's timer, not yet released long ago (then its run would have a record)
+        since_ms = to_ms(since)
+        return any(
+            live.is_chain_timer(t, job) and t.slot in lookup.slots and t.due_ms > since_ms for t in timers
+        )
+
+    def _read_heads(self, lookups: list[_Lookup], report: AuditReport) -> dict[tuple[str, str], list[Timer]]:
+        """Every bucket the page's heads are in, read once each over the dues looked for."""
+        dues: dict[tuple[Lane, int, int], list[int]] = defaultdict(list)
+        for lookup in lookups:
+            for timer in lookup.timers:
+                dues[(timer.lane, timer.due_ms // 60_000, timer.shard)].append(timer.due_ms)
+        found: dict[tuple[str, str], list[Timer]] = defaultdict(list)
+        for (lane, minute_no, shard), values in dues.items():
+            minute = minute_of(from_ms(minute_no * 60_000))
+            for low, high in _ranges(sorted(values), lane):
+                report.timer_reads += 1
+                for timer in self.store.query_timers(lane, minute, shard, low, high):
+                    found[(timer.tenant, timer.job_id)].append(timer)
+        return found
+
+    # ------------------------------------------------------------------ confirm and repair
+
+    def _confirm(self, suspect: _Suspect, report: AuditReport) -> None:
+        stale = suspect.job
+        job = self._job(stale.tenant, stale.id)
+        now = self.clock.now()
+        since = now - timedelta(seconds=self.config.grace_s)
+        if (
+            job is None
+            or job.state is not JobState.ENABLED
+            or job.version != stale.version
+            or job.updated_at > since
+        ):
+            report.changed += 1
+            return
+        if suspect.backfill is not None:
+            self._confirm_backfill(job, suspect.backfill, now, report)
+            return
+        if job.overlap is not Overlap.ALLOW:
+            follow = self._stuck_turn(job, now)
+            if follow is not None:
+                self._repair(report, job, lambda: self.repairer.follow_up(job, follow, now), follow.reason)
+                return
+        kind = live.chain_kind(job)
+        if kind is live.ChainKind.AFTER:
+            missing = self._missing_links(job, fresh=True)
+            if missing:
+                why = f"not linked from {', '.join(missing)}"
+                self._repair(report, job, lambda: self.repairer.links(job, missing, why), why)
+            else:
+                report.confirmed_live += 1
+            return
+        if self._behind(job, since):
+            report.deferred += 1
+            return
+        if kind is live.ChainKind.DELAY:
+            self._confirm_delay(job, now, since, suspect.why, report)
+            return
+        try:
+            head = live.head_after(job, since)
+            restart = live.head_after(job, now)
+        except live.HeadTooFar:
+            report.skipped += 1
+            return
+        timers = self._sweep(job, now, since, [head] if head is not None else [])
+        if (head is not None and live.holds_head(timers, job, head)) or live.in_motion(timers, job, since):
+            report.confirmed_live += 1
+            return
+        newest = self._newest(job)
+        floor = job.updated_at
+        if newest is not None:
+            floor = max(floor, slot_instant(newest.last_slot or newest.slot))
+        why = suspect.why
+        self._repair(report, job, lambda: self.repairer.clock(job, restart, floor, why, now), why)
+
+    def _confirm_delay(self, job: Job, now: datetime, since: datetime, why: str, report: AuditReport) -> None:
+        newest = self._newest(job)
+        if newest is not None and newest.job_version == job.version and newest.status in live.IN_FLIGHT:
+            follow = live.stuck(job, newest, now, self.config.inflight_grace_s)
+            if follow is None:
+                report.confirmed_live += 1
+                return
+            self._repair(report, job, lambda: self.repairer.follow_up(job, follow, now), follow.reason)
+            return
+        heads = live.delay_heads(job, newest)
+        if not heads:
+            report.confirmed_live += 1
+            return
+        timers = self._sweep(
+            job, now, since, [h for h, _ in heads], live.delay_placements(self.layout, job, heads)
+        )
+        slots = {slot_key(h) for h, _ in heads}
+        since_ms = to_ms(since)
+        if any(live.is_chain_timer(t, job) and t.slot in slots and t.due_ms > since_ms for t in timers) or (
+            live.in_motion(timers, job, since)
+        ):
+            report.confirmed_live += 1
+            return
+        head = heads[0][0]
+        self._repair(report, job, lambda: self.repairer.delay(job, head, why, now), why)
+
+    def _confirm_backfill(self, job: Job, seen: Backfill, now: datetime, report: AuditReport) -> None:
+        backfill = self.store.get_backfill(seen.tenant, seen.job_id, seen.id)
+        if backfill is None or not live.stalled(backfill, now, self.config.grace_s):
+            report.confirmed_live += 1
+            return
+        why = f"backfill {backfill.id} made no step since {backfill.updated_at:%Y-%m-%dT%H:%M:%SZ}"
+        self._repair(report, job, lambda: self.repairer.backfill(job, backfill, why, now), why)
+
+    def _repair(self, report: AuditReport, job: Job, apply: Callable[[], Repair], why: str) -> None:
+        if not self.config.repair:
+            report.repairs.append(
+                Repair("found", job.tenant, job.id, why, applied=False, version=job.version)
+            )
+            log.warning("broken chain of %s/%s (not repaired: repairs are off): %s", job.tenant, job.id, why)
+            return
+        repair = apply()
+        report.repairs.append(repair)
+        log.warning(
+            "chain of %s/%s repaired (%s): %s; next %s, missed %d%s",
+            job.tenant,
+            job.id,
+            repair.kind,
+            why,
+            repair.next_slot,
+            repair.missed_count,
+            "" if repair.applied else " (another writer got there first: nothing written)",
+        )
+        if repair.applied:
+            self.events.add(repair_event(job, repair, self.clock.now()))
+
+    # ------------------------------------------------------------------ reads
+
+    def _job(self, tenant: str, job_id: str) -> Job | None:
+        try:
+            return self.store.get_job(tenant, job_id, consistent=True)
+        except UnreadableJobError:
+            return None
+
+    def _newest(self, job: Job) -> Execution | None:
+        """The job's newest record of a scheduled slot (run-now slots left out)."""
+        cursor: str | None = None
+        for _ in range(3):
+            page = self.store.list_executions(job.tenant, job.id, HISTORY_PAGE, cursor)
+            for record in page.items:
+                if live.scheduled(record):
+                    return record
+            cursor = page.cursor
+            if cursor is None:
+                return None
+        return None
+
+    def _stuck_turn(self, job: Job, now: datetime) -> live.FollowUp | None:
+        turn = self.store.get_turn(job.tenant, job.id)
+        if turn is None:
+            return None
+        wanted = [slot for slot in (turn.holder, turn.waiting[0] if turn.waiting else None) if slot]
+        records = (
+            self.store.batch_get_executions((job.tenant, job.id, slot) for slot in wanted) if wanted else {}
+        )
+        holder = records.get((job.tenant, job.id, turn.holder)) if turn.holder else None
+        waiting = records.get((job.tenant, job.id, turn.waiting[0])) if turn.waiting else None
+        return live.stuck_turn(job, turn, holder, waiting, now, self.config.inflight_grace_s, STALE_TURN_S)
+
+    def _missing_links(self, job: Job, fresh: bool = False) -> list[str]:
+        """The parents of an ``after(...)`` job that exist and do not list it as a dependant."""
+        missing: list[str] = []
+        for parent in schedule_of(job).parents:
+            key = (job.tenant, parent)
+            if fresh or key not in self._links:
+                self._links[key] = frozenset(self.store.list_dependents(job.tenant, parent))
+            if job.id in self._links[key]:
+                continue
+            if self.store.get_job(job.tenant, parent) is not None:  # a parent deleted is no link to mend
+                missing.append(parent)
+        return missing
+
+    def _behind(self, job: Job, since: datetime) -> bool:
+        """Whether the pollers of the job's shards have not drained the minute of ``since``."""
+        if self._watermarks is None:
+            far = range(self.layout.shard_count)
+            near = range(self.layout.near_shard_count)
+            self._watermarks = {
+                Lane.FAR: self.store.get_watermarks(Lane.FAR, list(far)),
+                Lane.NEAR: self.store.get_watermarks(Lane.NEAR, list(near)),
+            }
+        needed = minute_of(since)
+        for lane in (Lane.FAR, Lane.NEAR):
+            mark = self._watermarks[lane].get(self.layout.shard_for(lane, job.tenant, job.id))
+            if mark is None or mark <= needed:
+                return True
+        return False
+
+    def _sweep(
+        self,
+        job: Job,
+        now: datetime,
+        since: datetime,
+        heads: list[datetime],
+        extra: list[Timer] | None = None,
+    ) -> list[Timer]:
+        """Strongly consistent reads of every bucket the chain can be in: the heads' (and the
+        slot after each) in both lanes, and the job's near buckets from ``since`` to the lane
+        threshold ahead of now."""
+        buckets: set[tuple[Lane, datetime, int]] = set()
+        threshold = timedelta(seconds=self.layout.far_threshold_s)
+        for head in heads:
+            following = next_slot(job, head)
+            for slot in [head] if following is None else [head, following]:
+                due = dispatch_instant(job, slot)
+                for lane in (Lane.FAR, Lane.NEAR):
+                    buckets.add((lane, minute_of(due), self.layout.shard_for(lane, job.tenant, job.id)))
+        for timer in extra or []:
+            buckets.add((timer.lane, minute_of(timer.due), timer.shard))
+        near = self.layout.shard_for(Lane.NEAR, job.tenant, job.id)
+        for minute in minutes_between(minute_of(since), minute_of(now + threshold)):
+            buckets.add((Lane.NEAR, minute, near))
+        timers: list[Timer] = []
+        for lane, minute, shard in sorted(buckets):
+            timers.extend(t for t in self.store.query_timers(lane, minute, shard) if t.job_id == job.id)
+        return timers
+
+    # ------------------------------------------------------------------ report
+
+    def _publish(self, report: AuditReport) -> None:
+        if report.jobs:
+            self.metrics.add("ChainsAudited", report.jobs)
+        if report.deferred:
+            self.metrics.add("ChainAuditDeferred", report.deferred)
+        if report.broken:
+            self.metrics.add("ChainsBroken", report.broken)
+        if report.repaired:
+            self.metrics.add("ChainsRepaired", report.repaired)
+            self.metrics.add("SlotsMissed", sum(r.missed_count for r in report.repairs if r.applied))
+        self.events.flush()
+
+
+def _ranges(dues: list[int], lane: Lane) -> list[tuple[int, int]]:
+    """Sorted dues as read ranges: a far bucket is one segment's, read once from the first due
+    to the last; near dues (every segment's timers share a near bucket) in clusters."""
+    if lane is Lane.FAR:
+        return [(dues[0], dues[-1])]
+    out: list[tuple[int, int]] = []
+    low = high = dues[0]
+    for due in dues[1:]:
+        if due - high > NEAR_GAP_MS:
+            out.append((low, high))
+            low = due
+        high = due
+    out.append((low, high))
+    return out

@@ -1,0 +1,253 @@
+"""Repairing a chain the auditor found broken: from the job's next slot, the lost slots recorded.
+
+Every repair is a write a live chain would also make, or one guarded by a condition, so a
+repair repeated, racing another auditor or racing the chain itself never doubles a slot:
+
+clock (``cron``, ``rate``, ``at``)
+    The slots the chain lost, from the first one after the job's newest record (or its last
+    change) up to the first slot released after now, become **one** MISSED record, reason
+    ``chain repaired``, on the first of them (``last_slot`` and ``slot_count`` say how far it
+    goes). It is created only if that slot has no record: the conditional put is the repair's
+    lock, so a second auditor, or a chain that moved meanwhile, repairs nothing. Then the timer
+    of that next slot is written, the very row a live chain would write (same key), and the
+    chain goes on from there. A job with no slot left is marked COMPLETED, as its last release
+    would have (conditional on its version).
+delay
+    The next run's FIRE timer is written again, due at once if its instant passed: the poller
+    releases it with its deduplication id and the worker's claim starts it once; its end
+    chains the next one as usual. A fixed-delay chain loses no slot, it runs late.
+in flight
+    The follow-up timer (retry, lease expiry, queued check) of a slot that waits for it, due
+    now: the poller sends its message only if the record still waits for that very step.
+after
+    The missing links from its parents (``set_dependents``), so their next success dispatches it.
+backfill
+    The timer of its current step (a step repeated is dropped by the record's ``tick``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from punctual.auditing.liveness import FollowUp
+from punctual.backfills import Backfill
+from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
+from punctual.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
+from punctual.notifications.events import REPAIRED, Event, execution_event
+from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
+from punctual.schedules.periods import RateSchedule
+from punctual.slots import dispatch_instant, fire_timer, next_slot, schedule_of
+from punctual.store.base import ExecutionConflictError, JobStore, VersionConflictError
+from punctual.timers import TimerKind, TimerLayout, slot_instant, slot_key
+
+CHAIN_REPAIRED = "chain repaired"
+MAX_COUNTED = 1_000_000  # lost slots of a non-rate schedule counted one by one, at most
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One repair: what was broken and what was done about it.
+
+    ``applied`` is False when the repair was only found (repairs turned off) or another writer
+    got there first (the lost slots' record existed: nothing was written).
+    """
+
+    kind: str  # clock, completion, delay, retry, lease, queued, dependency, backfill
+    tenant: str
+    job_id: str
+    reason: str
+    next_slot: str | None = None
+    missed_from: str | None = None
+    missed_through: str | None = None
+    missed_count: int = 0
+    applied: bool = True
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class LostSlots:
+    first: datetime
+    last: datetime
+    count: int
+    complete: bool  # False: counted up to MAX_COUNTED only
+
+
+def count_lost(job: Job, first: datetime, before: datetime | None) -> LostSlots | None:
+    """The job's slots from ``first`` (a slot) up to, not including, ``before`` (None: to the
+    schedule's end). ``rate(...)`` is counted by arithmetic, other schedules step by step."""
+    if before is not None and first >= before:
+        return None
+    schedule = schedule_of(job)
+    period = schedule.period if isinstance(schedule, RateSchedule) else None
+    if period is not None and before is not None:
+        bound = before if job.end_at is None or job.end_at >= before else job.end_at + timedelta(seconds=1)
+        count = max(1, -(-(bound - first) // period))
+        return LostSlots(first, first + (count - 1) * period, count, True)
+    count, last = 0, first
+    current: datetime | None = first
+    while current is not None and (before is None or current < before):
+        if count == MAX_COUNTED:
+            return LostSlots(first, last, count, False)
+        count, last = count + 1, current
+        current = next_slot(job, current)
+    return LostSlots(first, last, count, True)
+
+
+class Repairer:
+    """Applies repairs. Parameters: the store; the timer layout; how long records are kept;
+    the queues and routing that hand a lost range's ``missed`` alert to a worker (None: no alerts)."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        layout: TimerLayout,
+        retention_days: int,
+        queues: QueuePort | None = None,
+        routing: QueueRouting | None = None,
+    ) -> None:
+        self.store = store
+        self.layout = layout
+        self.retention_days = retention_days
+        self.queues = queues
+        self.routing = routing
+
+    # ------------------------------------------------------------------ clock chains
+
+    def clock(self, job: Job, head: datetime | None, floor: datetime, reason: str, now: datetime) -> Repair:
+        """Record the slots lost from ``floor`` on (the first slot after it) up to ``head``, the
+        first slot released after now, and restart the chain at ``head`` (None: complete the job)."""
+        first = next_slot(job, floor)
+        lost = count_lost(job, first, head) if first is not None else None
+        base = Repair(
+            kind="clock" if head is not None else "completion",
+            tenant=job.tenant,
+            job_id=job.id,
+            reason=reason,
+            next_slot=slot_key(head) if head is not None else None,
+            version=job.version,
+        )
+        if lost is not None:
+            base = replace(
+                base,
+                missed_from=slot_key(lost.first),
+                missed_through=slot_key(lost.last),
+                missed_count=lost.count,
+            )
+            if not self._record_lost(job, lost, reason, now):
+                return replace(base, applied=False)
+        if head is not None:
+            self.store.put_timers([fire_timer(self.layout, job, head, now)])
+            return base
+        done = job.model_copy(
+            update={
+                "state": JobState.COMPLETED,
+                "updated_at": now,
+                "state_reason": f"{CHAIN_REPAIRED}: no slot left ({reason})",
+            }
+        )
+        try:
+            self.store.replace_job(done, expected_version=job.version)
+        except VersionConflictError:
+            return replace(base, applied=False)
+        return base
+
+    def _record_lost(self, job: Job, lost: LostSlots, reason: str, now: datetime) -> bool:
+        """The lost slots' one MISSED record, created only if its first slot has none (the lock)."""
+        more = "" if lost.complete else " or more"
+        record = Execution(
+            job_id=job.id,
+            tenant=job.tenant,
+            slot=slot_key(lost.first),
+            scheduled_at=dispatch_instant(job, lost.first),
+            status=ExecutionStatus.MISSED,
+            finished_at=now,
+            error=(
+                f"{CHAIN_REPAIRED}: {lost.count}{more} slot(s) from {slot_key(lost.first)} to"
+                f" {slot_key(lost.last)} were not run ({reason})"
+            ),
+            job_version=job.version,
+            last_slot=slot_key(lost.last),
+            slot_count=lost.count,
+        )
+        ttl = int((now + timedelta(days=self.retention_days)).timestamp())
+        try:
+            self.store.save_execution(record, None, ttl)
+        except ExecutionConflictError:
+            return False
+        self.store.add_skipped(job.tenant, job.id, lost.count)
+        self._alert(job, record, now)
+        return True
+
+    def _alert(self, job: Job, record: Execution, now: datetime) -> None:
+        """A job with a ``missed`` alert rule: a worker raises it for the range (once per slot)."""
+        if self.queues is None or self.routing is None:
+            return
+        if not any(AlertCondition.MISSED in rule.on for rule in job.alerts):
+            return
+        message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
+        self.queues.send(self.routing.queue_for(job), [replace(message, ordered=False)])
+
+    # ------------------------------------------------------------------ the others
+
+    def delay(self, job: Job, head: datetime, reason: str, now: datetime) -> Repair:
+        """Arm a delay chain's next run again (due at once if its instant passed)."""
+        self.store.put_timers([fire_timer(self.layout, job, head, now)])
+        return Repair("delay", job.tenant, job.id, reason, next_slot=slot_key(head), version=job.version)
+
+    def follow_up(self, job: Job, follow: FollowUp, now: datetime) -> Repair:
+        """The follow-up timer of a slot in flight, due now."""
+        self._due_now(job, follow.slot, follow.attempt, follow.kind, now, follow.owner)
+        return Repair(
+            follow.kind.value, job.tenant, job.id, follow.reason, next_slot=follow.slot, version=job.version
+        )
+
+    def links(self, job: Job, parents: list[str], reason: str) -> Repair:
+        """Link ``job`` to the parents that lost their link to it."""
+        self.store.set_dependents(job.tenant, job.id, parents, present=True)
+        return Repair("dependency", job.tenant, job.id, reason, version=job.version)
+
+    def backfill(self, job: Job, backfill: Backfill, reason: str, now: datetime) -> Repair:
+        """The timer of a stalled backfill's current step, due now."""
+        self._due_now(job, backfill.id, backfill.tick, TimerKind.BACKFILL, now)
+        return Repair("backfill", job.tenant, job.id, reason, version=job.version)
+
+    def _due_now(
+        self, job: Job, slot: str, attempt: int, kind: TimerKind, now: datetime, owner: str | None = None
+    ) -> None:
+        timer = self.layout.make(
+            now=now,
+            due=now,
+            job_id=job.id,
+            tenant=job.tenant,
+            slot=slot,
+            attempt=attempt,
+            kind=kind,
+            job_version=job.version,
+            owner=owner,
+        )
+        self.store.put_timers([timer])
+
+
+def repair_event(job: Job, repair: Repair, now: datetime) -> Event:
+    """The ``Chain Repaired`` event of ``repair``: on the first lost slot (its MISSED record) when
+    slots were lost, else on the slot the chain goes on from."""
+    slot = repair.missed_from or repair.next_slot or slot_key(now)  # else: the repair's instant
+    carrier = Execution(
+        tenant=job.tenant,
+        job_id=job.id,
+        slot=slot,
+        scheduled_at=slot_instant(slot),
+        status=ExecutionStatus.MISSED,
+        attempt=1,
+        error=f"{CHAIN_REPAIRED} ({repair.kind}): {repair.reason}",
+        job_version=repair.version,
+    )
+    extra = {
+        "repair": repair.kind,
+        "next_slot": repair.next_slot,
+        "missed_from": repair.missed_from,
+        "missed_through": repair.missed_through,
+        "missed_count": repair.missed_count,
+    }
+    return execution_event(job, carrier, now, detail_type=CHAIN_REPAIRED_EVENT, status=REPAIRED, extra=extra)

@@ -1,0 +1,99 @@
+"""``delete_after_completion`` (EventBridge Scheduler's ActionAfterCompletion DELETE): the job is
+deleted once it is *done*, and not before.
+
+Done means: the schedule has no slot after now, its last slot has a record (it was released
+and claimed, or recorded MISSED or EXCLUDED), and no slot of the job is still RUNNING, QUEUED or
+waiting for a retry (RETRY_WAIT). A job deleted earlier would strand such a slot: its retry
+timer, lease timer or turn would find the job gone, and the slot would never end (no final
+record, failure report, dead-letter message or ``failed`` alert).
+
+Every slot that ends runs the check after writing its own record, and the job's history is read
+strongly consistently, so of two slots ending together at least the later reader sees both
+ended: the job is deleted by whichever slot ends last. The history is read newest first, only as
+far back as a slot can still be live (its retries' ``max_age_seconds``, its timeout and an hour
+for a lost worker's lease to be noticed). The delete is conditional on the version read, and is
+skipped when the job's spec changed since the slot was released (the new spec decides).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from punctual.models import Execution, Job
+from punctual.observability import MetricsSink
+from punctual.slots import next_slot, schedule_of
+from punctual.store.base import CalendarUses, JobStore
+from punctual.timers import slot_instant
+
+log = logging.getLogger("punctual.execution")
+
+LEASE_NOTICE_S = 3600  # a lost worker's RUNNING record is taken over (or timed out) well within this
+HISTORY_PAGE = 100
+
+
+class Completion:
+    """Deletes jobs that asked for it once they are done (see the module docstring).
+
+    Parameters
+    ----------
+    store
+        The job store.
+    metrics
+        Where ``JobsDeletedAfterCompletion`` is counted.
+    """
+
+    def __init__(self, store: JobStore, metrics: MetricsSink) -> None:
+        self.store = store
+        self.metrics = metrics
+
+    def delete_if_done(self, job: Job, execution: Execution, now: datetime) -> bool:
+        """After ``execution`` ended: delete its job if it asked to be and is done. True: deleted."""
+        if not job.delete_after_completion or schedule_of(job).kind in ("after", "delay"):
+            return False  # these kinds have no computed last slot
+        if next_slot(job, now) is not None:
+            return False  # the schedule goes on: the common case, decided without a read
+        current = self.store.get_job(job.tenant, job.id)
+        if current is None or current.spec_since > execution.job_version:
+            return False  # gone already, or re-specified since this slot was released
+        if not self._done(current, now):
+            return False
+        try:
+            self.store.delete_job(
+                job.tenant,
+                job.id,
+                current.version,
+                current.trigger_rate,
+                calendars=CalendarUses(drop=tuple(current.exclude_calendars)),
+            )
+        except Exception as exc:  # changed or deleted meanwhile: that write stands
+            log.info("job %s not deleted after completion: %s", job.id, exc)
+            return False
+        self.metrics.add("JobsDeletedAfterCompletion", 1)
+        return True
+
+    def _done(self, job: Job, now: datetime) -> bool:
+        """No slot of ``job`` is live, and the newest scheduled slot with a record is its last."""
+        horizon = now - timedelta(seconds=job.retry.max_age_seconds + job.timeout_seconds + LEASE_NOTICE_S)
+        newest: Execution | None = None  # the newest record of a scheduled (not manual) slot
+        cursor: str | None = None
+        while True:
+            page = self.store.list_executions(job.tenant, job.id, HISTORY_PAGE, cursor)
+            for record in page.items:
+                if not record.status.terminal:
+                    log.info(
+                        "job %s not deleted yet: slot %s is %s", job.id, record.slot, record.status.value
+                    )
+                    return False
+                if newest is None and "~" not in record.slot:
+                    newest = record
+                if newest is not None and slot_instant(record.slot) < horizon:
+                    return self._is_last(job, newest)
+            if page.cursor is None:
+                return newest is not None and self._is_last(job, newest)
+            cursor = page.cursor
+
+    @staticmethod
+    def _is_last(job: Job, newest: Execution) -> bool:
+        """Whether ``newest`` (a range record: through its last slot) is the schedule's last slot."""
+        return next_slot(job, slot_instant(newest.last_slot or newest.slot)) is None

@@ -1,0 +1,81 @@
+"""Which spec an attempt runs: the one its slot was released for, or none (SUPERSEDED).
+
+A slot is *released for* the job version in the message that first reached a worker: the fire
+message of a scheduled slot (or a backfill's, a manual trigger's, a dependant's). That version
+is written on the slot's record when it is first claimed (QUEUED or RUNNING) and every later
+attempt of the slot (a retry, a takeover after a lost worker, a queued slot whose turn came, a
+parked slot brought back) is judged by the record's version, never by its own message.
+
+The store keeps one spec per job, the current one. So an attempt may start only while the
+job's spec is still the one its slot was released for (``job.spec_since <= released_for``);
+otherwise the slot is recorded SUPERSEDED, naming both versions, and nothing runs: never a mix
+of an old slot with a new spec (attempt 1 against the old target, attempt 2 against the new).
+Pausing and resuming do not change the spec, so they supersede nothing; a replace does. A
+release of the same slot for the new spec (a replacement a moment before the slot) is a new
+message with a newer version, which the claim starts over the SUPERSEDED record.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from punctual.execution.records import LEASE_LOST_NOTE, SUPERSEDED_NOTE, new_record, owned_by, summary
+from punctual.models import Execution, ExecutionStatus, Job
+from punctual.queues import DispatchMessage
+from punctual.store.base import Expect
+
+# The records whose version says nothing about the attempt the message would start: they only
+# say why the slot has not run (a new release, or a backfill, starts it afresh).
+_NOT_RUN = (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED)
+
+
+def released_version(current: Execution | None, message: DispatchMessage) -> int:
+    """The job version the slot of ``message`` was released for (see the module docstring)."""
+    if current is None or current.status in _NOT_RUN:
+        return message.job_version
+    return current.job_version
+
+
+def superseded_note(released_for: int, job: Job, attempt: int) -> str:
+    what = "this slot" if attempt == 1 else f"attempt {attempt} of this slot"
+    return summary(
+        f"{SUPERSEDED_NOTE} (released for version {released_for}; the spec is version"
+        f" {job.spec_since} since, and {what} had not started)"
+    )
+
+
+def superseded_record(
+    job: Job, message: DispatchMessage, current: Execution | None, released_for: int, now: datetime
+) -> tuple[Execution, Expect | None]:
+    """The SUPERSEDED record of the slot of ``message``, and the condition of its write.
+
+    A slot with no record (or one that only said why it had not run) gets a new one; a queued
+    slot or one waiting for its retry ends SUPERSEDED; a running one whose worker was lost (the
+    takeover would have been its next attempt) ends SUPERSEDED with the lost attempt listed.
+    """
+    if current is None or current.status in _NOT_RUN:
+        note = superseded_note(released_for, job, message.attempt)
+        record = new_record(message, ExecutionStatus.SUPERSEDED, finished_at=now, error=note)
+        record = record.model_copy(update={"job_version": released_for})
+        expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
+        return record, expect
+    if current.status is ExecutionStatus.RUNNING:
+        lost = current.closed_attempt(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE)
+        note = superseded_note(released_for, job, current.attempt + 1)
+        record = current.model_copy(
+            update={
+                "status": ExecutionStatus.SUPERSEDED,
+                "finished_at": now,
+                "lease_until": None,
+                "error": note,
+                "attempts": Execution.bounded([*current.attempts, lost]),
+            }
+        )
+        return record, owned_by(current)
+    # QUEUED (its turn came) or RETRY_WAIT (its retry is due): the next attempt does not start.
+    following = current.attempt if current.status is ExecutionStatus.QUEUED else current.attempt + 1
+    note = superseded_note(released_for, job, following)
+    record = current.model_copy(
+        update={"status": ExecutionStatus.SUPERSEDED, "finished_at": now, "error": note, "blocked_by": None}
+    )
+    return record, Expect(frozenset({current.status}), current.attempt)
