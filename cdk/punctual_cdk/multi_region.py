@@ -41,7 +41,7 @@ from constructs import Construct
 
 from punctual.settings import Settings
 from punctual_cdk import constants as c
-from punctual_cdk.components.storage import Storage
+from punctual_cdk.components.storage import Storage, audit_index
 from punctual_cdk.config import ConfigError, PunctualConfig
 from punctual_cdk.scheduler import Punctual
 
@@ -132,17 +132,7 @@ class GlobalStorage(Storage):
             sort_key=dynamodb.Attribute(name=c.SORT_KEY, type=dynamodb.AttributeType.STRING),
             billing=dynamodb.Billing.on_demand(),
             # The chain auditor's index, as the single-Region table has it (MRSC has GSIs, F9).
-            global_secondary_indexes=[
-                dynamodb.GlobalSecondaryIndexPropsV2(
-                    index_name=c.AUDIT_INDEX_NAME,
-                    partition_key=dynamodb.Attribute(
-                        name=c.AUDIT_SEGMENT_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER
-                    ),
-                    sort_key=dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
-                    projection_type=dynamodb.ProjectionType.INCLUDE,
-                    non_key_attributes=list(c.AUDIT_INDEX_PROJECTION),
-                )
-            ],
+            global_secondary_indexes=[dynamodb.GlobalSecondaryIndexPropsV2(**audit_index())],
             multi_region_consistency=dynamodb.MultiRegionConsistency.STRONG,
             replicas=[dynamodb.ReplicaTableProps(region=r) for r in self.plan.replica_regions],
             witness_region=self.plan.witness,

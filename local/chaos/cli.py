@@ -168,12 +168,20 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
     config = replace(config, faults=_options(args))
     if args.max_p99_delay_s is not None:
         config = replace(config, max_p99_delay_s=args.max_p99_delay_s)
+    return _run_and_report(lambda: ChaosRun(config, _err), "chaos")
+
+
+def _run_and_report(make: Any, name: str, after: Any = None) -> int:
+    """Run ``make()``'s run and report its verdict: 0 when it holds, 1 on a violation, 2 when the
+    run itself failed; ``after(run, verdict)`` adds its lines before the verdict's."""
     try:
-        chaos_run = ChaosRun(config, _err)
+        chaos_run = make()
         verdict = chaos_run.run()
     except Exception as exc:
-        _err(f"chaos: the run failed: {type(exc).__name__}: {exc}")
+        _err(f"{name}: the run failed: {type(exc).__name__}: {exc}")
         return 2
+    if after is not None:
+        after(chaos_run, verdict)
     report(verdict, chaos_run.run_dir)
     return 0 if verdict.ok else 1
 
@@ -200,15 +208,11 @@ def region_loss(args: argparse.Namespace, seed: int) -> int:
     except ValueError as exc:
         _err(f"region-loss: {exc}")
         return 2
-    try:
-        run = RegionLossRun(config, _err)
-        verdict = run.run()
-    except Exception as exc:
-        _err(f"region-loss: the run failed: {type(exc).__name__}: {exc}")
-        return 2
-    _err(outage_line(run.run_dir, verdict))
-    report(verdict, run.run_dir)
-    return 0 if verdict.ok else 1
+    return _run_and_report(
+        lambda: RegionLossRun(config, _err),
+        "region-loss",
+        lambda run, verdict: _err(outage_line(run.run_dir, verdict)),
+    )
 
 
 class _RunChaos(argparse.Action):

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_chaos_short import LINE  # the verdict's one line
 
 from local.chaos import cli as chaos
 from local.chaos.verdict import MAX_P99_DELAY_S
@@ -23,10 +24,6 @@ from local.chaos.verdict import MAX_P99_DELAY_S
 pytestmark = pytest.mark.e2e
 
 SEED = "35"
-LINE = re.compile(
-    r"slots (\d+), executed once (\d+), duplicates (\d+), missed (\d+), early (\d+), faults (\d+), "
-    r"fire delay p50 (-?[\d.]+) s p99 (-?[\d.]+) s max (-?[\d.]+) s \((\d+) slots(?:; [^)]*)?\)"
-)
 OUTAGE = re.compile(
     r"region-loss: Region b down (\d+) s; fire delay while down p50 [\d.]+ s p99 ([\d.]+) s max [\d.]+ s"
     r" \((\d+) slots\); after it came back .*"

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from test_store import (  # the shared store suite, collected here again on this store
+
+# The shared store suite's tests, collected here again on this store (imported: pytest runs them).
+from test_store import (  # noqa: F401
     test_create_get_and_duplicate,
     test_delete_with_version,
     test_dependencies,
@@ -23,12 +25,12 @@ from test_store import (  # the shared store suite, collected here again on this
     test_replace_is_version_checked,
     test_tenant_limit,
 )
-from test_store_calendars import (
+from test_store_calendars import (  # noqa: F401
     test_a_calendar_in_use_is_not_deleted_and_names_its_jobs,
     test_a_job_write_and_its_calendar_uses_are_one_transaction,
     test_a_stale_use_is_dropped_only_while_its_job_is_unchanged,
 )
-from test_tenant_quotas import (
+from test_tenant_quotas import (  # noqa: F401
     test_a_replacement_is_checked_on_its_difference_and_a_deletion_frees_the_rate,
     test_a_single_job_above_the_whole_quota_is_refused,
     test_registration_beyond_the_trigger_quota_is_refused_naming_it,
@@ -40,21 +42,6 @@ from punctual.store.base import TenantLimitError
 from punctual.store.dynamo import DynamoStore
 
 TABLE = "punctual-test"
-SUITE = (
-    test_create_get_and_duplicate,
-    test_delete_with_version,
-    test_dependencies,
-    test_list_pages_filters_and_tenants,
-    test_replace_is_version_checked,
-    test_tenant_limit,
-    test_a_replacement_is_checked_on_its_difference_and_a_deletion_frees_the_rate,
-    test_a_single_job_above_the_whole_quota_is_refused,
-    test_registration_beyond_the_trigger_quota_is_refused_naming_it,
-    test_the_job_quota_names_itself,
-    test_a_calendar_in_use_is_not_deleted_and_names_its_jobs,
-    test_a_job_write_and_its_calendar_uses_are_one_transaction,
-    test_a_stale_use_is_dropped_only_while_its_job_is_unchanged,
-)
 
 
 class RefusesTransactions:
@@ -85,10 +72,6 @@ def refusing(dynamo_client: Any) -> RefusesTransactions:
 def store(refusing: RefusesTransactions) -> DynamoStore:
     """Overrides the shared suite's store: DynamoDB without transactions."""
     return DynamoStore(refusing, TABLE, transactions=False)
-
-
-def test_the_suite_is_collected_here() -> None:
-    assert all(callable(test) for test in SUITE)
 
 
 def test_the_table_here_refuses_transactions(refusing: RefusesTransactions, t0: datetime) -> None:

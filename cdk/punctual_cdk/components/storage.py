@@ -11,6 +11,8 @@ burst meets partitions that are already split), come from context.
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -31,6 +33,19 @@ _REMOVAL = {
     "snapshot": cdk.RemovalPolicy.SNAPSHOT,
     "destroy": cdk.RemovalPolicy.DESTROY,
 }
+
+
+def audit_index() -> dict[str, Any]:
+    """The chain auditor's index (each segment one index partition), as both tables declare it."""
+    return {
+        "index_name": c.AUDIT_INDEX_NAME,
+        "partition_key": dynamodb.Attribute(
+            name=c.AUDIT_SEGMENT_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER
+        ),
+        "sort_key": dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+        "projection_type": dynamodb.ProjectionType.INCLUDE,
+        "non_key_attributes": list(c.AUDIT_INDEX_PROJECTION),
+    }
 
 
 class Storage(Construct):
@@ -88,13 +103,7 @@ class Storage(Construct):
         )
         # The chain auditor's index: each segment is one index partition, read once per period.
         table.add_global_secondary_index(
-            index_name=c.AUDIT_INDEX_NAME,
-            partition_key=dynamodb.Attribute(
-                name=c.AUDIT_SEGMENT_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER
-            ),
-            sort_key=dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.INCLUDE,
-            non_key_attributes=list(c.AUDIT_INDEX_PROJECTION),
+            **audit_index(),
             read_capacity=config.table_read_capacity_min if provisioned else None,
             write_capacity=config.table_write_capacity_min if provisioned else None,
         )
