@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from audit_harness import AuditRig, Breaker
-from conftest import TABLE
 
 from factories import spec
 from punctual.backfills import Backfill, BackfillState
@@ -23,9 +22,16 @@ from simulation import LAYOUT
 GRACE_S = 50
 
 
+def _table(dynamo_client: Any) -> str:
+    """The table the ``dynamo_client`` fixture made ("from conftest import TABLE" finds whichever
+    conftest loaded first: tests/e2e's when `make test` collects e2e files beside this suite)."""
+    (table,) = dynamo_client.list_tables()["TableNames"]
+    return str(table)
+
+
 @pytest.fixture
 def store(dynamo_client: Any) -> DynamoStore:
-    return DynamoStore(dynamo_client, TABLE, LAYOUT)
+    return DynamoStore(dynamo_client, _table(dynamo_client), LAYOUT)
 
 
 @pytest.fixture
@@ -44,7 +50,7 @@ def runs(rig: AuditRig, job: Job) -> Counter[str]:
 
 
 def breaker(rig: AuditRig, dynamo_client: Any) -> Breaker:
-    return Breaker(rig.store, dynamo_client, TABLE)
+    return Breaker(rig.store, dynamo_client, _table(dynamo_client))
 
 
 # --------------------------------------------------------------------------- the index
@@ -96,11 +102,11 @@ def test_jobs_and_running_backfills_are_in_their_segment_of_the_index(
 
 def test_jobs_stored_before_the_index_are_enrolled_by_the_scan(dynamo_client: Any, t0: datetime) -> None:
     # Given jobs written by a store without a layout (as before the index: no segment)
-    old = DynamoStore(dynamo_client, TABLE)
+    old = DynamoStore(dynamo_client, _table(dynamo_client))
     rig = AuditRig(old, ManualClock(t0))
     for i in range(12):
         register(rig, f"old-{i}", "rate(1 hour)")
-    current = DynamoStore(dynamo_client, TABLE, LAYOUT)
+    current = DynamoStore(dynamo_client, _table(dynamo_client), LAYOUT)
 
     def indexed() -> int:
         pages = [current.audit_page(s, LAYOUT.shard_count, 100) for s in range(LAYOUT.shard_count)]
@@ -120,7 +126,7 @@ def test_a_job_the_model_cannot_read_does_not_fail_its_segment(
     good = register(rig, "good", "rate(1 hour)")
     bad = register(rig, "bad", "rate(1 hour)")
     dynamo_client.update_item(
-        TableName=TABLE,
+        TableName=_table(dynamo_client),
         Key=schema.job_key("default", bad.id),
         UpdateExpression="SET #d = :d",
         ExpressionAttributeNames={"#d": "doc"},
