@@ -206,8 +206,9 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
         "dynamodb:ConditionCheckItem",
     ),
     # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
-    # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes.
-    "poller": _HOT_PATH_TABLE_ACTIONS,
+    # batches, completed one-time jobs. DeleteItem only to undo a job write on a table without
+    # transactions (an MRSC global table, punctual.store.dynamo.sequenced): nothing else deletes.
+    "poller": (*_HOT_PATH_TABLE_ACTIONS, "dynamodb:DeleteItem"),
     # Executions, turns, dependency records, retry and lease timers: the same kinds of calls; and
     # deleting a job whose last slot ended when it asked for that (delete_after_completion, the
     # EventBridge Scheduler API's ActionAfterCompletion DELETE: one conditional transaction).

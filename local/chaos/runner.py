@@ -287,8 +287,9 @@ class ChaosRun:
         ]
 
     def snapshot(self, follower: ReceiverFollower, dynamodb: Any, table: str, bounds: Bounds) -> RunData:
+        receiver_at = time.time()  # before the read: what ended earlier has its request in it
         follower.refresh()
-        receiver, receiver_at = follower.snapshot(), time.time()
+        receiver = follower.snapshot()
         return RunData(
             run=load(self.run_dir / "ledger.jsonl"),
             faults=read_jsonl(self.run_dir / "faults.jsonl"),
@@ -334,12 +335,15 @@ class ChaosRun:
 
     def collect(self, follower: ReceiverFollower, dynamodb: Any, sqs: Any, deployment: Any) -> None:
         follower.stop()  # the receiver's records first, then the table: every request has its record
+        # An attempt that ended after this may have no request in what is read next; one that
+        # ended before it has (its request came first). Taken before the read, not after the
+        # alert ledger's (which takes seconds with several Regions, and attempts end meanwhile).
+        receiver_at = time.time()
         follower.refresh()
         receiver = follower.snapshot()
         # The alert ledger before the records too: an alert is made after its slot's record, so
         # every alert read first has its record read after (the verdict's "did not fail" check).
         alerts_before = self.alerts(dynamodb, deployment.table_name)
-        receiver_at = time.time()  # an attempt that ended after this may have no request in it
         executions = self.executions(dynamodb, deployment.table_name)
         dead: list[dict[str, Any]] = []
         for url in deployment.dead_letter_urls:

@@ -84,6 +84,15 @@ def _key(pk: str, sk: str) -> Key:
 
 
 KEY_ATTRIBUTES = ("pk", "sk")
+# A ConditionCheck written alone (punctual.store.dynamo.sequenced): an update with the check's
+# condition that removes an attribute no item has, so it changes nothing.
+CHECK_ATTRIBUTE = "__condition_check__"
+
+
+def check_as_update(check: dict[str, Any]) -> dict[str, Any]:
+    """A transaction's ``ConditionCheck`` request as an ``UpdateItem`` request that writes nothing."""
+    names = {**check.get("ExpressionAttributeNames", {}), "#check": CHECK_ATTRIBUTE}
+    return {**check, "UpdateExpression": "REMOVE #check", "ExpressionAttributeNames": names}
 
 
 def key_of(item: dict[str, Any]) -> dict[str, Any]:

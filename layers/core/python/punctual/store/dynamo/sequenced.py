@@ -26,7 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.store.dynamo.schema import key_of
+from punctual.store.dynamo.schema import check_as_update, key_of
 
 log = logging.getLogger("punctual.store")
 
@@ -37,9 +37,8 @@ _OPERATIONS = {
     "Delete": "delete_item",
     "ConditionCheck": "update_item",
 }
-# A ConditionCheck becomes an update whose condition is the check's and that removes an attribute
-# no item has: it changes nothing (an item it had to create for that is deleted at once).
-CHECK_ATTRIBUTE = "__condition_check__"
+# A ConditionCheck becomes an update with the check's condition that changes nothing
+# (schema.check_as_update); an item it had to create for that is deleted at once.
 
 
 def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
@@ -59,8 +58,7 @@ def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
         if kind not in _OPERATIONS:
             raise ValueError(f"{kind} has no single-item write (transaction item {index})")
         if kind == "ConditionCheck":
-            names = {**body.get("ExpressionAttributeNames", {}), "#check": CHECK_ATTRIBUTE}
-            body = {**body, "UpdateExpression": "REMOVE #check", "ExpressionAttributeNames": names}
+            body = check_as_update(body)
         key = key_of(body["Item"]) if kind == "Put" else body["Key"]
         try:
             reply = getattr(client, _OPERATIONS[kind])(**body, ReturnValues="ALL_OLD")
