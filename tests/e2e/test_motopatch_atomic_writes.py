@@ -9,6 +9,7 @@ several Regions of local mode claiming every slot at once (local/regions.py).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from botocore.exceptions import ClientError
 from local import motopatch
 from local.config import LOOPBACK, free_port
 
+TABLE = "atomic-writes"
 ROUNDS = 150
 CLAIMANTS = 3
 
@@ -35,6 +37,9 @@ def endpoint() -> Iterator[str]:
     try:
         yield f"http://{LOOPBACK}:{port}"
     finally:
+        # moto's state is the process's: leave no table behind for the next test's server
+        with contextlib.suppress(ClientError):
+            _client(f"http://{LOOPBACK}:{port}").delete_table(TableName=TABLE)
         server.stop()
         motopatch.revert()
 
@@ -67,7 +72,7 @@ def _race(count: int, body: Any) -> None:
 def test_concurrent_writes_to_one_item_are_each_applied_whole(endpoint: str) -> None:
     table = _client(endpoint)
     table.create_table(
-        TableName="t",
+        TableName=TABLE,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
@@ -79,14 +84,14 @@ def test_concurrent_writes_to_one_item_are_each_applied_whole(endpoint: str) -> 
         # Given two parents recording their success in one child's set at the same moment
         def add(i: int, n: int = n) -> None:
             clients[i].update_item(
-                TableName="t",
+                TableName=TABLE,
                 Key={"pk": {"S": f"set-{n}"}},
                 UpdateExpression="ADD parents :p",
                 ExpressionAttributeValues={":p": {"SS": [f"parent-{i}"]}},
             )
 
         _race(2, add)
-        got = table.get_item(TableName="t", Key={"pk": {"S": f"set-{n}"}}, ConsistentRead=True)["Item"]
+        got = table.get_item(TableName=TABLE, Key={"pk": {"S": f"set-{n}"}}, ConsistentRead=True)["Item"]
         lost_adds += len(got["parents"]["SS"]) != 2
 
         # And three Regions' workers claiming one slot at the same moment
@@ -95,7 +100,7 @@ def test_concurrent_writes_to_one_item_are_each_applied_whole(endpoint: str) -> 
         def claim(i: int, n: int = n, wins: list[int] = wins) -> None:
             try:
                 clients[i].put_item(
-                    TableName="t",
+                    TableName=TABLE,
                     Item={"pk": {"S": f"claim-{n}"}, "owner": {"S": str(i)}},
                     ConditionExpression="attribute_not_exists(pk)",
                 )
