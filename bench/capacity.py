@@ -190,8 +190,8 @@ ASSUMPTIONS: dict[str, tuple[float, str]] = {
     ),
     "ecs_lease_wru": (
         1.0,
-        "an ECS (heartbeat-mode) worker writes a LEASE timer per execution: one more write, due in"
-        " lease_s = 60 s, so into a near shard",
+        "an ECS worker writes a backstop LEASE timer per execution: one more write, due past the far"
+        " threshold (its lease itself is 8 s, renewed on the record and the message), so into a far shard",
     ),
     "burst_margin": (
         0.9,
@@ -261,9 +261,9 @@ class Deployment:
     ecs_task_gb: float = 2.0
     ecs_threads: int = 32
     poller_billed_s: float = 80.0  # what a poller is billed a minute (cost bench: lead and grace included)
-    # Where the ECS burst tasks' LEASE timers go: "near" (lease 60 s) or "far" (a lease longer than
-    # the far threshold, as the stack now gives the burst service: ecs_lease_far)
-    lease_lane: str = "near"
+    # Where the ECS workers' LEASE timers go: "far" (a backstop due past the far threshold, as the
+    # workers write it since issue 30) or "near" (a LEASE timer at the lease's end: the old design)
+    lease_lane: str = "far"
 
 
 CDK_CONTEXT_KEYS = {
@@ -1232,6 +1232,9 @@ def print_profile(title: str, summary: dict[str, Any], checks: list[Check]) -> N
     print("$ a month: " + ", ".join(f"{k} {'?' if v is None else f'{v:,.0f}'}" for k, v in cost.items()))
 
 
+PRED = "predictive: burst tasks started ahead by the tick"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rate", type=float, default=10_000)
@@ -1327,7 +1330,7 @@ def main() -> None:
             pred_checks,
         )
         b = predicted["burst"]
-        bursts["predictive: burst tasks started ahead by the tick"] = simulate_burst(
+        bursts[PRED] = simulate_burst(
             args.burst,
             replace(pred, ecs_burst_tasks=predicted["burst_tasks"]),
             per,
@@ -1406,6 +1409,14 @@ def main() -> None:
                     f" ({c['headroom']:.2f}x)"
                 )
 
+    import quotas  # it reads this module's limits and model: imported once both exist
+
+    quota_ledger = quotas.report(  # every quota with its source; each burst under all of them
+        rate,
+        defaults,
+        per,
+        {"defaults": (burst_default, defaults), **({"predictive": (bursts[PRED], pred)} if found else {})},
+    )
     verdicts = {
         "headroom_2x_defaults": summary_default["headroom_2x"],
         "headroom_2x_tuned": summary_scale["headroom_2x"],
@@ -1457,6 +1468,7 @@ def main() -> None:
                 "burst_settings": asdict(found[0]) if found else None,
                 "profiles": profiles,
                 "predictive_burst": predicted,
+                "quotas": quota_ledger,
                 "verdicts": verdicts,
             },
         )

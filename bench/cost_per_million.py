@@ -226,7 +226,8 @@ def run(
 
     from punctual.clock import ManualClock
     from punctual.composition import Container
-    from punctual.execution import MessageReturned
+    from punctual.execution.batch import LambdaBatch
+    from punctual.execution.keeper import LeaseKeeper
     from punctual.jobs import JobService, QueueRouting
     from punctual.models import JobSpec
     from punctual.observability import NullMetrics
@@ -296,20 +297,26 @@ def run(
                         ],
                     )
 
+        # The worker handler's batch (the lease on arrival, groups side by side), its keeper stepped
+        # by nothing here: runs take no time, so no lease is ever renewed.
+        batch = LambdaBatch(worker, type("Still", (LeaseKeeper,), {"start": lambda self: self})(worker))
+
         def handle_batch(messages: list[dict[str, Any]], done: list[dict[str, Any]]) -> None:
-            for message in messages:
-                record = {
+            records = [
+                {
                     "messageId": message["MessageId"],
                     "receiptHandle": message["ReceiptHandle"],
                     "body": message["Body"],
                     "attributes": message.get("Attributes", {}),
                     "eventSourceARN": rig["arn"],
                 }
-                try:
-                    worker.process_sqs_record(record)
-                    done.append(message)
-                except MessageReturned:
-                    pass
+                for message in messages
+            ]
+            failed = {
+                f["itemIdentifier"]
+                for f in batch.handle({"Records": records}, lambda: 900.0)["batchItemFailures"]
+            }
+            done.extend(m for m in messages if m["MessageId"] not in failed)
 
         window: list[dict[tuple[str, str, str], Tally]] = []
         started_runs = 0
@@ -386,6 +393,7 @@ class Prices:
     sfn_transition: float
     scheduler: float
     events: float
+    kms_request: float
     worker_mb: int
     poller_mb: int
     tick_mb: int
@@ -406,6 +414,7 @@ class Prices:
             sfn_transition=get(p, "stepfunctions.standard_per_thousand_transitions") / 1e3,
             scheduler=get(p, "eventbridge.scheduler_per_million") / 1e6,
             events=get(p, "eventbridge.custom_events_per_million") / 1e6,
+            kms_request=get(p, "kms.requests_per_ten_thousand") / 1e4,
             worker_mb=int(p["deployment"]["worker_memory_mb"]),
             poller_mb=int(p["deployment"]["poller_memory_mb"]),
             tick_mb=int(p["deployment"]["tick_memory_mb"]),
@@ -549,6 +558,28 @@ def lambda_per_trigger(load: RunResult, prices: Prices, batch: float | None = No
     }
 
 
+# Envelope encryption (punctual.tenant_keys): a worker process unwraps each tenant's data key once
+# per key lifetime, so KMS is billed per worker environment and tenant, not per trigger.
+KMS_TENANTS = 1000  # tenants whose jobs one worker environment runs in its life (assumed)
+KMS_ENVIRONMENT_LIFE_S = 3600.0  # a worker environment's life (Lambda recycles them; unpublished)
+
+
+def kms_per_million(worker_ms_per_trigger: float, prices: Prices) -> dict[str, float]:
+    """KMS requests and $ per million triggers at 10,000/s: the environments the rate keeps busy,
+    each unwrapping every tenant's key once in its life (a call per trigger before the envelope)."""
+    environments = SUSTAINED_PER_S * worker_ms_per_trigger / 1000
+    per_s = environments * KMS_TENANTS / KMS_ENVIRONMENT_LIFE_S
+    per_trigger = per_s / SUSTAINED_PER_S
+    usd = prices.kms_request
+    return {
+        "environments_at_10k": environments,
+        "requests_per_s_at_10k": per_s,
+        "requests_per_trigger": per_trigger,
+        "usd_per_million": per_trigger * usd * 1e6,
+        "usd_per_million_one_per_trigger": usd * 1e6,  # what a Decrypt per trigger cost
+    }
+
+
 def groups_at(rate_per_s: float) -> int:
     from punctual.settings import Settings
     from punctual.tick import group_count_for
@@ -685,11 +716,13 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
         + measured_lambda["usd_per_million"]
         + storage["usd_per_million"]
     )
+    kms = kms_per_million(scale_lambda["ms_per_trigger"], prices)
     at_scale = (
         sum(r["usd_per_million_at_scale"] for r in rows)
         + scale_lambda["usd_per_million"]
         + storage["usd_per_million"]
         + fixed_share
+        + kms["usd_per_million"]
     )
 
     measured_wru = sum(r["wru_per_trigger"] for r in rows)
@@ -726,6 +759,7 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
         "worker_lambda_measured": measured_lambda,
         "worker_lambda_at_scale": scale_lambda,
         "groups_at_10k": groups,
+        "kms_at_10k": kms,
         "poller_lambda_usd_per_million_at_10k": poller_usd,
         "stepfunctions_usd_per_million_at_10k": sfn_usd,
         "measured_usd_per_million": measured,
@@ -887,6 +921,20 @@ def print_breakdown(summary: dict[str, Any]) -> None:
             None,
             None,
             summary["poller_lambda_usd_per_million_at_10k"],
+        )
+    )
+    kms = summary["kms_at_10k"]
+    table_rows.append(
+        (
+            f"KMS Decrypt: each tenant's data key once per worker environment"
+            f" ({kms['requests_per_s_at_10k']:.0f}/s;"
+            f" one a trigger: ${kms['usd_per_million_one_per_trigger']:.2f})",
+            kms["requests_per_trigger"],
+            None,
+            None,
+            None,
+            None,
+            kms["usd_per_million"],
         )
     )
     table_rows.append(

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import benchlib
+import local_scale
 
 from local import harness
 from local.harness import LocalMode
@@ -650,6 +651,8 @@ def main() -> None:
                 )
             )
             largest = results["bursts"][-1]
+            benchlib.heading("1b. One-time and recurring bursts of 1,000, near lane and far lane")
+            results["kinds"] = local_scale.burst_matrix(local, 1000)
             results["section_s"] = {"bursts": time.perf_counter() - began}
 
             benchlib.heading("2. Sustained rate(1 second) load (local mode): the highest rate that keeps up")
@@ -671,6 +674,11 @@ def main() -> None:
         with harness.running(Path(tmp) / "many", *flags, tenant=TENANT) as local:
             m = many_jobs(local, args.jobs, args.observe_s)
             results["many_jobs"] = m
+            results["batch_registration"] = b = local_scale.batch_registration(local, args.jobs)
+            print(
+                f"  through job batches of {b['batch_size']}: {b['jobs']:,} in {b['seconds']:.0f} s"
+                f" ({b['jobs_per_s']:.0f}/s)"
+            )
             print(
                 f"  registered {m['jobs']:,} in {m['registered_s']:.0f} s ({m['registration_per_s']:.0f}/s,"
                 f" {REGISTER_THREADS} clients); {m['executed']} slots ran in the next {args.observe_s:.0f} s,"

@@ -26,7 +26,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--receiver-port", type=int, help="demo webhook receiver port (default 8081)")
     parser.add_argument("--shards", type=int, dest="shard_count", help="far shards (default 4)")
     parser.add_argument("--near-shards", type=int, dest="near_shard_count", help="near shards (default 2)")
-    parser.add_argument("--lease-s", type=int, dest="lease_s", help="PUNCTUAL_LEASE_S (default 10)")
+    parser.add_argument(
+        "--lease-s", type=int, dest="lease_s", help="PUNCTUAL_LEASE_S (default: the deployment's, 8)"
+    )
     parser.add_argument(
         "--template", help="deploy this CloudFormation template instead of synthesising infra/"
     )
@@ -113,6 +115,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--json-logs", action="store_true", help="one JSON object per log line")
     up.add_argument("--workers", type=int, help="worker Lambda processes (default 2)")
+    up.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        metavar="PUNCTUAL_NAME=VALUE",
+        help="a setting of every function (repeatable), e.g. PUNCTUAL_BURST_TRIGGERS_PER_POLLER=40",
+    )
+    up.add_argument(
+        "--cloud-cadence",
+        dest="tick_cadence_s",
+        action="store_const",
+        const=60,
+        help="plan and scale as the cloud's tick: every minute, two ahead, with its 75 s start lead",
+    )
     up.add_argument("--api-processes", type=int, help="API Lambda processes sharing the API port (default 1)")
     up.add_argument(
         "--no-table", dest="table", action="store_false", help="no live table, even on a terminal"
@@ -129,8 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMPONENTS:
         sub = verbs.add_parser(name, help=helps[name])
         _common(sub)
-        if name in ("worker", "api"):
+        if name in ("worker", "api", "poller"):
             sub.add_argument("--name", default=name, help="process name (pid and in-flight files)")
+        if name == "poller":
+            sub.add_argument(
+                "--replica", type=int, default=0, help="which of each shard group's pollers it runs (0, 1)"
+            )
     __import__("local.chaos.cli").chaos.cli.register(verbs)  # `punctual-local chaos ...`: local/chaos/cli.py
     return parser
 
@@ -157,10 +177,20 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             "attach_aws",
             "name_prefix",
             "table_transactions",
+            "tick_cadence_s",
         )
     }
     if getattr(args, "json_logs", False):
         overrides["json_logs"] = True
+    settings = getattr(args, "settings", None) or []
+    if settings:
+        extra = dict(LocalConfig.from_env().extra)
+        for item in settings:
+            name, sep, value = item.partition("=")
+            if not sep or not name.startswith("PUNCTUAL_"):
+                raise LocalModeError(f"--set {item!r}: expected PUNCTUAL_NAME=VALUE")
+            extra[name] = value
+        overrides["extra"] = extra
     # A private --state-dir still shares the default template cache (tests rely on it).
     return LocalConfig.from_env(**overrides)
 
@@ -203,6 +233,9 @@ def run_component(args: argparse.Namespace) -> int:
     if args.command in ("worker", "api"):
         name = args.name
         return run(name, lambda cfg, stop: body(cfg, stop, name=name), config)
+    if args.command == "poller":
+        name, replica = args.name, args.replica
+        return run(name, lambda cfg, stop: body(cfg, stop, name=name, replica=replica), config)
     return run(args.command, body, config)
 
 
@@ -224,10 +257,19 @@ def _ports(config: LocalConfig) -> LocalConfig:
     return replace(config, aws_port=aws_port, api_port=api_port, receiver_port=receiver_port)
 
 
+def with_demo_console(config: LocalConfig, demo: bool) -> LocalConfig:
+    """With the demo on, a bare ``/console`` shows the demo's tenant (it showed the empty ``default``)."""
+    if not demo or "PUNCTUAL_CONSOLE_TENANT" in config.extra:
+        return config
+    from local.demo import DEMO_TENANT
+
+    return replace(config, extra={**config.extra, "PUNCTUAL_CONSOLE_TENANT": DEMO_TENANT})
+
+
 def up(args: argparse.Namespace) -> int:
     from local.demo import run_up
 
-    config = _ports(config_from(args))
+    config = with_demo_console(_ports(config_from(args)), args.demo)
     existing = config.pid_file("supervisor")
     if existing.exists():
         try:

@@ -27,6 +27,7 @@ from local.resources import Deployment, function_environment, resources_exist
 
 SUPERVISED_ENV = "PUNCTUAL_LOCAL_SUPERVISED"
 COMPONENT_ENV = "PUNCTUAL_LOCAL_COMPONENT"
+
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 DEPLOYMENT_WAIT_S = 180.0  # the first start may synthesise the template (~10 s) on a busy machine
 
@@ -107,6 +108,8 @@ def wait_for_deployment(config: LocalConfig, timeout_s: float = DEPLOYMENT_WAIT_
         deployment = read_deployment(config)
         current = deployment is not None and deployment.endpoint == config.aws_endpoint
         if deployment is not None and current and resources_exist(deployment, dynamodb, sqs):
+            dynamodb.close()  # no connection left open (a zygote forks after this: local.zygote)
+            sqs.close()
             return deployment
         if time.monotonic() >= deadline:
             raise LocalModeError(

@@ -56,9 +56,11 @@ class LocalConfig:
         Lambda container does, all on ``api_port`` (``SO_REUSEPORT``: the kernel spreads
         connections over them).
     lease_s
-        ``PUNCTUAL_LEASE_S``: the ECS worker's lease slice, and the margin the Lambda worker
-        adds to a job's timeout. Shorter than the cloud's default so that a killed worker's
-        run is taken over within seconds, not minutes.
+        ``PUNCTUAL_LEASE_S`` when not 0; 0 (the default): the deployment's own (8 s, both lanes),
+        so that what chaos measures is what a deployment does.
+    pollers
+        Poller processes, each running one of every shard group's pollers (the deployment's
+        ``pollerReplicas``: 2): ``poller`` runs the first, ``poller-2`` the second.
     moto_patch
         Apply :mod:`local.motopatch` inside the moto server process.
     stale_reads_s, transaction_conflicts
@@ -78,6 +80,8 @@ class LocalConfig:
         Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
         are started ahead of a planned burst, each counted as draining this many messages a
         second (low on purpose: a burst of a few dozen slots asks for one).
+    tick_cadence_s
+        ``--cloud-cadence``: plan and scale as the cloud's tick does (:mod:`local.cloud_tick`).
     """
 
     state_dir: Path = DEFAULT_STATE_DIR
@@ -89,7 +93,8 @@ class LocalConfig:
     near_shard_count: int = 2
     workers: int = 2
     api_processes: int = 1
-    lease_s: int = 10
+    lease_s: int = 0
+    pollers: int = 2
     table_name: str = "punctual"
     name_prefix: str = "punctual"
     log_level: str = "INFO"
@@ -103,6 +108,10 @@ class LocalConfig:
     table_transactions: bool = True  # False: PUNCTUAL_TABLE_TRANSACTIONS=false (as on an MRSC table)
     audit_interval_s: int = 20
     audit_grace_s: int = 60
+    # 0: plan each minute as its pollers start and scale every few seconds (local mode's pace);
+    # 60: the cloud's tick (local.cloud_tick): every minute, two minutes ahead, re-planned, with
+    # the deployment's burst start lead (75 s).
+    tick_cadence_s: int = 0
     template: str = ""  # a template file to use instead of synthesising infra/
     extra: dict[str, str] = field(default_factory=dict)  # further PUNCTUAL_* overrides
 

@@ -13,12 +13,14 @@ event source mapping does for a FIFO queue with ``ReportBatchItemFailures``:
    queue (the handler already set their visibility). If the handler raises, nothing is
    deleted, as on AWS.
 
-One local liberty: a container killed mid-batch (``kill -9``) leaves its batch in flight,
-and on AWS the messages would come back only after the queue's visibility timeout (90
-minutes in the template). The process records the batch in
-``<state>/run/<component>.inflight.json`` and the next process in the same slot makes
-those messages visible at once. The execution core still decides what happens to them:
-a run whose lease is live waits for it to lapse, then is taken over as the next attempt.
+A container killed mid-batch (``kill -9``) lets its batch come back as it would on AWS: the
+handler leased every message of the batch for seconds as it arrived
+(:mod:`punctual.execution.batch`), so they are visible again within a lease of the death, and
+the claim takes a run whose lease lapsed over as the next attempt. One killed between its
+receive and its handler leaves the batch in flight for the queue's visibility timeout (960 s,
+the template's): the pollers re-send those slots (:mod:`punctual.polling.resend`). The process
+records each batch in ``<state>/run/<component>.inflight.json`` while it works it, for people
+and for the chaos run (which reads what a killed worker held); nothing returns it early.
 """
 
 from __future__ import annotations
@@ -82,25 +84,6 @@ def _inflight_entry(url: str, message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def return_inflight(sqs: Any, path: Path) -> int:
-    """Make the batch a killed predecessor left in flight visible again; returns how many."""
-    try:
-        left = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return 0
-    returned = 0
-    for entry in left.get("messages", []):
-        try:
-            sqs.change_message_visibility(
-                QueueUrl=entry["queue_url"], ReceiptHandle=entry["receipt"], VisibilityTimeout=0
-            )
-            returned += 1
-        except Exception:  # already deleted, or its receipt expired: nothing to return
-            pass
-    path.unlink(missing_ok=True)
-    return returned
-
-
 class EventSourceMapping:
     """Receives batches and invokes the handler, one batch at a time."""
 
@@ -113,6 +96,7 @@ class EventSourceMapping:
         timeout_s: int,
         inflight: Path,
         name: str,
+        tally: Path | None = None,
     ) -> None:
         self.handler = handler
         self.sqs = sqs
@@ -121,6 +105,12 @@ class EventSourceMapping:
         self.timeout_s = timeout_s
         self.inflight = inflight
         self.name = name
+        # Messages this process handled, kept in a file (tests tell the burst workers' share).
+        self.tally = tally
+        try:
+            self.handled = int(tally.read_text()) if tally is not None else 0  # a restart goes on
+        except (OSError, ValueError):
+            self.handled = 0
 
     def poll_once(self, url: str, arn: str) -> int:
         reply = self.sqs.receive_message(
@@ -156,6 +146,9 @@ class EventSourceMapping:
             for error in reply.get("Failed", []):
                 log.warning("could not delete a finished message: %s", error.get("Message"))
         self.inflight.unlink(missing_ok=True)
+        self.handled += len(done)
+        if self.tally is not None:
+            self.tally.write_text(str(self.handled))
         return len(messages)
 
     def run(self, stop: threading.Event) -> None:
@@ -188,9 +181,7 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "worker") -> Non
     handler = load_handler("worker")
     sqs = boto3.client("sqs")
     inflight = config.inflight_file(name)
-    returned = return_inflight(sqs, inflight)
-    if returned:
-        log.warning("returned %d message(s) a killed predecessor left in flight", returned)
+    inflight.unlink(missing_ok=True)  # a killed predecessor's batch comes back within its lease
     queues = [(url, deployment.queue_arns[url]) for url in deployment.short_queue_urls]
     mapping = EventSourceMapping(
         handler.handler,
@@ -200,6 +191,7 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "worker") -> Non
         deployment.worker_timeout_s,
         inflight,
         name,
+        config.run_dir / f"{name}.handled",
     )
     log.info(
         "%s: batches of up to %d from %s", name, deployment.worker_batch_size, ", ".join(u for u, _ in queues)

@@ -55,16 +55,15 @@ or the whole queue, or with nothing useful at all:
 7. Every ``Item`` and ``Message`` moto ever creates (copies included) is appended to a
    class-wide list for moto's debug dashboard (``/moto-api/``), so the process only grows.
    **Patch:** those two lists keep nothing (the dashboard no longer lists items and messages).
-
-8. moto server answers requests on several threads, and moto applies a DynamoDB write as read,
-   check, then store, with no lock: two ``UpdateItem`` calls that ``ADD`` to one set at the
-   same moment can lose one of them (13 of 200 pairs, measured), and two conditional puts of
-   one key can both pass their condition. DynamoDB applies each write to an item atomically;
-   Punctual's claim and an ``after(...)`` child's parent set rely on it, all the more with
-   several "Regions" of local mode claiming every slot at once (local/regions.py).
-   **Patch:** ``PutItem``, ``UpdateItem``, ``DeleteItem`` and ``TransactWriteItems`` (and so
-   ``BatchWriteItem``, which puts item by item) run one at a time under one lock; reads do not
-   take it.
+8. A DynamoDB write is not atomic in moto: ``update_item`` reads the item, checks its condition,
+   then writes (an item created by an update is put whole), with nothing held in between, and
+   the server answers each request on its own thread. Two concurrent updates of one item then
+   lose one of them (two parents of an ``after(...)`` child recording their success at once each
+   saw only its own, and the child was never sent: found by the chaos phases), and two
+   conditional claims can both pass. DynamoDB applies each write to an item atomically.
+   **Patch:** the backend's writes (put, update, delete, batch and transactional writes) hold one
+   lock (reentrant: a batch write puts through ``put_item``), so each is applied whole before the
+   next starts; reads are untouched.
 
 Everything else (conditions, cancellation reasons, ordering, paging, projections) is
 moto's own code. ``tests/e2e/test_motopatch.py`` runs the queries and transactions
@@ -87,7 +86,6 @@ PATCHED_FOR = "5.2.5"
 
 _scope = threading.local()
 _originals: dict[str, Any] = {}  # what apply() replaced, for revert()
-_WRITE_LOCK = threading.RLock()  # patch 8: DynamoDB writes one at a time, as each item's are
 
 
 class _CopyShim:
@@ -188,18 +186,17 @@ def apply() -> bool:
             _scope.partition = None
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        with _WRITE_LOCK:  # patch 8: one write at a time
-            snapshots = _snapshot(self, transact_items) if len(transact_items) <= 100 else None
-            if snapshots is None:
-                return original_transact(self, transact_items)
-            _scope.keep_tables = True
-            try:
-                return original_transact(self, transact_items)
-            except Exception:
-                _restore(snapshots)
-                raise
-            finally:
-                _scope.keep_tables = False
+        snapshots = _snapshot(self, transact_items) if len(transact_items) <= 100 else None
+        if snapshots is None:
+            return original_transact(self, transact_items)
+        _scope.keep_tables = True
+        try:
+            return original_transact(self, transact_items)
+        except Exception:
+            _restore(snapshots)
+            raise
+        finally:
+            _scope.keep_tables = False
 
     _originals.update(
         all_items=original_all_items,
@@ -216,23 +213,8 @@ def apply() -> bool:
     _patch_serializer()
     _patch_module_list()
     _untrack()
-    _patch_write_atomicity()
+    _patch_atomic_writes()
     return True
-
-
-def _patch_write_atomicity() -> None:
-    """Patch 8: ``PutItem``, ``UpdateItem`` and ``DeleteItem`` hold the one write lock (the
-    patched ``TransactWriteItems`` holds it too)."""
-    from moto.dynamodb.models import DynamoDBBackend
-
-    for name in ("put_item", "update_item", "delete_item"):
-        original = DynamoDBBackend.__dict__[name]
-
-        def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            with _WRITE_LOCK:
-                return _original(self, *args, **kwargs)
-
-        _swap(DynamoDBBackend, name, locked)
 
 
 def _patch_sqs() -> None:
@@ -605,6 +587,23 @@ def _untrack() -> None:
         _swap(cls, "instances_tracked", _Untracked())
 
 
+_WRITES = threading.RLock()  # every DynamoDB write of this process (patch 8)
+
+
+def _patch_atomic_writes() -> None:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    def atomic(original: Any) -> Any:
+        def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _WRITES:
+                return original(self, *args, **kwargs)
+
+        return write
+
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        _swap(DynamoDBBackend, name, atomic(DynamoDBBackend.__dict__[name]))
+
+
 def _patch_module_list() -> None:
     from moto import backends
 
@@ -621,6 +620,8 @@ def revert() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
+    for owner, name, value in reversed(_originals.get("swapped", [])):
+        setattr(owner, name, value)  # first: patch 8 wraps the patched transact_write_items
     Table.all_items = _originals["all_items"]  # type: ignore[method-assign]
     Table.query = _originals["query"]  # type: ignore[method-assign]
     DynamoDBBackend.transact_write_items = _originals["transact_write_items"]  # type: ignore[method-assign]
@@ -632,8 +633,6 @@ def revert() -> None:
     Queue.approximate_number_of_messages_not_visible = _originals["sqs_not_visible"]  # type: ignore[method-assign]
     Queue.approximate_number_of_messages_delayed = _originals["sqs_delayed"]  # type: ignore[method-assign]
     backends.list_of_moto_modules = _originals["list_of_moto_modules"]
-    for owner, name, value in reversed(_originals.get("swapped", [])):
-        setattr(owner, name, value)
     _originals.clear()
 
 

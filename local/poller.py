@@ -1,17 +1,21 @@
-"""The ``poller`` component: the tick and its state machine, on one machine.
+"""The ``poller`` components: the tick and its state machine, on one machine.
 
 In the cloud, EventBridge starts one Step Functions execution per coming minute M; it
-waits until ``M - lead`` and invokes one poller Lambda per shard group, each of which
-runs until ``M + 60 s + grace``. Consecutive minutes therefore overlap by ``lead + grace``.
-Here one process does the same with threads: at ``M - lead`` it plans the minute with
-the core (:func:`punctual.tick.plan_minute`, as the tick Lambda does) and calls
-``functions/poller/handler.py`` once per group, in its own thread, with the Map item as
-the event and a stand-in Lambda context that counts down from the poller's timeout in
-the template.
+waits until ``M - lead`` and invokes the poller Lambdas of its plan (two per shard group on a
+minute the tick plans on the standard poller), each of which runs until ``M + 60 s + grace``.
+Consecutive minutes therefore overlap by ``lead + grace``. Here each poller process does the
+same with threads for one replica: at ``M - lead`` it *starts* the minute (:func:`start_minute`:
+the first process to plan it with the core, :func:`punctual.tick.plan_minute`, writes the plan
+to ``<state>/run/minutes/m-YYYYMMDDTHHMM.json``, created exclusively as Step Functions names an
+execution once; the others read it) and calls ``functions/poller/handler.py`` once per item of
+its replica (``poller`` the first of each group, ``poller-2`` the second), in its own thread,
+with the Map item as the event and a stand-in Lambda context that counts down from the poller's
+timeout in the template. So either process starts every minute (the tick, and its second path),
+and a group keeps a poller while one process is dead.
 
 A poller whose handler raises is retried as the deployed state machine retries its task:
 with the retriers of the template's ``Retry`` (``local/retriers.py``; by default 1 s, then
-x1.5 up to 4 s, 25 times, which covers the poller's window), the same (minute, group) item
+x1.5 up to 2 s, 47 times, which covers the poller's window), the same (minute, group) item
 each time, in a fresh invocation; only when they are used up is the failure logged and left,
 as the state machine's Catch (``GroupFailed``) leaves it. A killed poller *process* is
 restarted by the supervisor with the same delays, and a (re)started process starts every
@@ -26,12 +30,17 @@ a minute whose planned load the standing workers would not start in time, and st
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import tempfile
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from local.cloud_tick import CloudTick
 from local.component import LambdaContext, load_handler, prepare
 from local.config import LocalConfig
 from local.retriers import Attempts, Retrier, error_name, retriers_from
@@ -62,12 +71,41 @@ def serialise_metrics(metrics: Any) -> None:
         setattr(provider, name, locked)
 
 
+def start_minute(plans: Path, minute: datetime, plan: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The plan of ``minute``'s execution: the one written first (by any process), else ``plan()``
+    written now. Exclusive creation (a link of a complete file) makes a minute's plan one, as a
+    Standard execution's name does."""
+    from punctual.tick import execution_name
+
+    plans.mkdir(parents=True, exist_ok=True)
+    path = plans / f"{execution_name(minute)}.json"
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=plans)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(plan(), handle)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass  # another process started it first: its plan stands
+    finally:
+        os.unlink(tmp)
+    for old in plans.glob("m-*.json"):  # a few minutes of plans are enough
+        if old.name < f"{execution_name(minute - 5 * MINUTE)}.json":
+            old.unlink(missing_ok=True)
+    return dict(json.loads(path.read_text()))
+
+
 class MinuteScheduler:
-    """Starts each minute's pollers at ``minute - lead``; one thread per (minute, group).
+    """Starts each minute's pollers at ``minute - lead``; one thread per (minute, group) of its
+    ``replica``.
 
     ``retriers`` are the state machine's retriers of the poller task (none: a failure is
     only logged); ``wait(seconds)`` sleeps before a retry and returns True if local mode is
-    stopping meanwhile (tests pass their own).
+    stopping meanwhile (tests pass their own). ``plans``: where minutes' plans are shared with
+    the other poller processes (None: this process plans alone).
     """
 
     def __init__(
@@ -77,6 +115,9 @@ class MinuteScheduler:
         retriers: list[Retrier] | None = None,
         wait: Callable[[float], bool] | None = None,
         scaler: LocalScaler | None = None,
+        replica: int = 0,
+        plans: Path | None = None,
+        cloud: CloudTick | None = None,
     ) -> None:
         from punctual.composition import Container
         from punctual.settings import Settings
@@ -95,6 +136,9 @@ class MinuteScheduler:
         self.stopping = threading.Event()
         self.wait = wait or self.stopping.wait
         self.scaler = scaler
+        self.replica = replica
+        self.plans = plans
+        self.cloud = cloud  # the cloud's tick plans the minutes (local.cloud_tick)
 
     def window(self, minute: datetime) -> tuple[datetime, datetime]:
         lead = timedelta(seconds=self.settings.poller_lead_s)
@@ -116,6 +160,8 @@ class MinuteScheduler:
         coming = [
             self.window(m)[0] for m in (current + MINUTE, current + 2 * MINUTE) if m not in self.started
         ]
+        if self.cloud is not None and self.replica == 0 and self.cloud.next_at is not None:
+            coming.append(self.cloud.next_at)
         opens = min(coming, default=now + timedelta(seconds=1))
         return max(0.05, min(1.0, (opens - now).total_seconds()))
 
@@ -124,12 +170,21 @@ class MinuteScheduler:
 
         self.started.add(minute)
         self.started = {m for m in self.started if m >= minute - 3 * MINUTE}
-        try:
-            plan = plan_minute(minute, self.settings, self.store)
-        except Exception:  # as the tick does: never block a minute on its sizing
-            log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
-            plan = plan_minute(minute, self.settings)
-        for item in plan["groups"]:
+
+        def sized() -> dict[str, Any]:
+            try:
+                # At the cloud's cadence, the plan the tick made (local.cloud_tick); else sized here.
+                planned = self.cloud.plan(minute) if self.cloud is not None else None
+                if planned:
+                    return planned
+                return plan_minute(minute, self.settings, self.store, previous=self.previous_plan(minute))
+            except Exception:  # as the tick does: never block a minute on its sizing
+                log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
+                return plan_minute(minute, self.settings)
+
+        plan = start_minute(self.plans, minute, sized) if self.plans is not None else sized()
+        mine = [item for item in plan["pollers"] if item.get("replica", 0) == self.replica]
+        for item in mine:
             thread = threading.Thread(
                 target=self._invoke,
                 args=(item,),
@@ -139,7 +194,24 @@ class MinuteScheduler:
             with self._lock:
                 self.threads = [t for t in self.threads if t.is_alive()] + [thread]
             thread.start()
-        log.info("minute %s: %d poller(s) started", f"{minute:%H:%M}", len(plan["groups"]))
+        log.info(
+            "minute %s: %d poller(s) started (replica %d of %d group(s))",
+            f"{minute:%H:%M}",
+            len(mine),
+            self.replica,
+            len(plan["groups"]),
+        )
+
+    def previous_plan(self, minute: datetime) -> dict[str, Any] | None:
+        """The plan of the minute before (what the tick reads from its execution's input)."""
+        if self.plans is None:
+            return None
+        from punctual.tick import execution_name
+
+        try:
+            return dict(json.loads((self.plans / f"{execution_name(minute - MINUTE)}.json").read_text()))
+        except (OSError, ValueError):
+            return None
 
     def _context(self) -> LambdaContext:
         """A fresh invocation's context, cut at once if local mode is stopping."""
@@ -208,6 +280,11 @@ class MinuteScheduler:
                     self.scaler.step(now)
                 except Exception:  # as the tick: scaling never stops a minute
                     log.exception("predictive scaling failed: deciding again shortly")
+            if self.cloud is not None and self.replica == 0:  # one tick, beside the first replica
+                try:
+                    self.cloud.step(now)
+                except Exception:  # as the cloud: a failed tick is covered by the next
+                    log.exception("the tick failed: the next one plans again")
             stop.wait(self.next_wake(self.clock.now()))
         self.stopping.set()  # no retry waits or starts after this
         with self._lock:
@@ -218,7 +295,7 @@ class MinuteScheduler:
             thread.join(timeout=15)
 
 
-def run(config: LocalConfig, stop: threading.Event) -> None:
+def run(config: LocalConfig, stop: threading.Event, name: str = "poller", replica: int = 0) -> None:
     deployment = prepare(config)
     handler = load_handler("poller")
     from punctual.lambda_support import metrics
@@ -229,11 +306,29 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
     from punctual.settings import Settings
 
     built = Container(Settings.from_env())
-    scaler = LocalScaler(config, built.settings, built.store, built.client("sqs"))
-    scheduler = MinuteScheduler(handler.handler, deployment.poller_timeout_s, retriers, scaler=scaler)
+    # The tick runs beside the first replica only (one decision, as one tick makes): at the
+    # cloud's cadence (local.cloud_tick; every replica reads the minutes it planned), else local
+    # mode's scaling.
+    cloud: CloudTick | None = None
+    scaler: LocalScaler | None = None
+    if config.tick_cadence_s:
+        cloud = CloudTick(config, built.settings, built.store, built.client("sqs"))
+    elif replica == 0:
+        scaler = LocalScaler(config, built.settings, built.store, built.client("sqs"))
+    scheduler = MinuteScheduler(
+        handler.handler,
+        deployment.poller_timeout_s,
+        retriers,
+        scaler=scaler,
+        cloud=cloud,
+        replica=replica,
+        plans=config.run_dir / "minutes",
+    )
     retried = ", ".join(f"{'|'.join(r.errors)} up to {r.max_attempts}x" for r in retriers)
     log.info(
-        "poller: %d far + %d near shards, lead %ss, grace %ss, retried as the state machine does: %s",
+        "%s (replica %d): %d far + %d near shards, lead %ss, grace %ss, retried as the state machine: %s",
+        name,
+        replica,
         scheduler.settings.shard_count,
         scheduler.settings.near_shard_count,
         scheduler.settings.poller_lead_s,

@@ -189,7 +189,6 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_DISPATCH_KEY": config.dispatch_key(),
             "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": "",
             "PUNCTUAL_KMS_KEY_ID": "",
-            "PUNCTUAL_LEASE_S": str(config.lease_s),
             "PUNCTUAL_TABLE_TRANSACTIONS": "true" if config.table_transactions else "false",
             # The chain auditor checks every job at each invocation (local/auditor.py).
             "PUNCTUAL_AUDIT_PERIOD_MINUTES": "1",
@@ -198,6 +197,8 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_OWN_ARNS": ",".join([*deployment.queue_arns.values(), table_arn(deployment)]),
             "PUNCTUAL_OWN_ARNS_PARAMETER": "",
             "PUNCTUAL_TOKEN_KEY": config.token_key(),
+            # A job batch one transaction at a time: moto's transactions are not safe side by side.
+            "PUNCTUAL_API_BATCH_CONCURRENCY": "1",
             # Execution events go to the local receiver (GET /events there), not to moto's bus.
             "PUNCTUAL_EVENTS_URL": f"{config.receiver_url}/events",
             "LOG_LEVEL": config.log_level,
@@ -205,5 +206,7 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "POWERTOOLS_SERVICE_NAME": env.get("POWERTOOLS_SERVICE_NAME", "punctual"),
         }
     )
+    if config.lease_s:  # else the deployment's lease (Settings' default, as the template leaves it)
+        env["PUNCTUAL_LEASE_S"] = str(config.lease_s)
     env.update(config.extra)
     return env

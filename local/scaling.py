@@ -97,6 +97,10 @@ class FileActuator:
             total += sum(int(value) for value in attributes.values())
         return total
 
+    def running(self) -> int | None:
+        """What it last asked for: the supervisor starts a burst worker within the start lead."""
+        return self.current
+
     def apply(self, decision: ScalingDecision) -> list[str]:
         with self._lock:
             wanted = decision.burst_workers

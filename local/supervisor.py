@@ -6,11 +6,18 @@ them in order with SIGTERM: pollers and API first, workers next, AWS last, so no
 loses its table half-way through a drain), and they exit by themselves if the
 supervisor is killed. A child that exits while the supervisor runs is restarted after
 a back-off (0.5 s, doubling to 10 s; back to the first delay once it ran a minute), except
-the poller: the deployed state machine retries a poller that died (``Runtime.ExitError``)
-at once, with the delays of its poller task's retriers (1 s, then x1.5 up to 4 s by
-default), and local mode restarts its poller process with the same delays, read from the
-deployment (``poller_retry``, from the template); beyond the retriers' attempts it keeps
-to their longest delay (the next minute's execution would start afresh).
+where the cloud's figure differs: the deployed state machine retries a poller that died
+(``Runtime.ExitError``) at once, with the delays of its poller task's retriers (1 s, then x1.5
+up to 2 s by default), and local mode restarts its poller processes (``poller``, ``poller-2``:
+each runs one of every shard group's two pollers) with the same delays, read from the
+deployment (``poller_retry``, from the template), beyond the retriers' attempts keeping to
+their longest delay (the next minute's execution would start afresh); a worker Lambda process
+is restarted at once (the event source mapping invokes another environment as soon as it has
+messages). The ECS worker is replaced after a second: a service replaces a stopped task in
+about a minute, but it runs several, and local mode has one, standing for the others. Each is
+started by forking its zygote (ComponentSpec.warm, local.zygote: a process kept imported and
+prepared), as the Lambda service keeps idle environments: a restart costs its delay, not a cold
+start.
 
 Burst workers: the supervisor also obeys the predictive-scaling planner (:mod:`local.scaling`,
 run in the poller process): it starts ``burst-1``, ``burst-2``, ... worker processes when the
@@ -37,6 +44,8 @@ from local.config import LocalConfig
 from local.logs import Entry, LogSink, parse_line
 from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
 from local.scaling import BURST_PREFIX, desired_burst_workers
+from local.zygote import FORK, ZYGOTE_ENV, Forked
+from local.zygote import PREFIX as ZYGOTE_PREFIX
 
 SCALE_CHECK_S = 0.5  # how often the desired burst workers are read
 RESTART_MIN_S = 0.5
@@ -50,6 +59,20 @@ RestartDelay = Callable[[int], float]
 def supervisor_backoff_s(restart: int) -> float:
     """The default: 0.5 s, doubling, at most 10 s."""
     return float(min(RESTART_MIN_S * 2 ** (restart - 1), RESTART_MAX_S))
+
+
+def lambda_restart_s(restart: int) -> float:
+    """A worker Lambda "container" that died is replaced at once: the event source mapping
+    invokes another execution environment as soon as it has messages (its cold start is the
+    process's start here)."""
+    return 0.0
+
+
+def ecs_restart_s(restart: int) -> float:
+    """The ECS worker: a service runs several tasks, and another takes a dead one's messages as
+    they come back (within their lease); local mode has one, forked again from its zygote after a
+    second (a replacement Fargate task takes about a minute to start)."""
+    return 1.0
 
 
 def state_machine_backoff(config: LocalConfig) -> RestartDelay:
@@ -83,6 +106,9 @@ class ComponentSpec:
     stop_stage: int  # lower stops first
     stop_timeout_s: float = 10.0
     restart_delay: RestartDelay = supervisor_backoff_s
+    # Started by forking a zygote kept prepared (local.zygote): the Lambda service's idle execution
+    # environment, so that a restart costs its delay, not a cold start (seconds of imports).
+    warm: bool = False
 
 
 def default_components(config: LocalConfig) -> list[ComponentSpec]:
@@ -91,21 +117,30 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
         ComponentSpec("aws", ("aws",), 4),
         *([] if config.attach_aws else [ComponentSpec("receiver", ("receiver",), 3)]),
         ComponentSpec("api", ("api",), 0),
-        ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config)),
-        ComponentSpec("ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0),
+        ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config), warm=True),
+        ComponentSpec(
+            "ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0, restart_delay=ecs_restart_s, warm=True
+        ),
         ComponentSpec("auditor", ("auditor",), 0),
     ]
+    for replica in range(1, config.pollers):  # each shard group's other pollers, in processes of their own
+        name = f"poller-{replica + 1}"
+        args = ("poller", "--name", name, "--replica", str(replica))
+        specs.append(ComponentSpec(name, args, 0, restart_delay=state_machine_backoff(config), warm=True))
     for index in range(2, config.api_processes + 1):
         specs.append(ComponentSpec(f"api-{index}", ("api", "--name", f"api-{index}"), 0))
     for index in range(1, config.workers + 1):
-        specs.append(ComponentSpec(f"worker-{index}", ("worker", "--name", f"worker-{index}"), 1))
+        name = f"worker-{index}"
+        specs.append(
+            ComponentSpec(name, ("worker", "--name", name), 1, restart_delay=lambda_restart_s, warm=True)
+        )
     return specs
 
 
 @dataclass
 class Child:
     spec: ComponentSpec
-    process: subprocess.Popen[bytes] | None = None
+    process: subprocess.Popen[bytes] | Forked | None = None
     started_at: float = 0.0
     restarts: int = 0
     failures_in_a_row: int = 0  # exits since it last ran HEALTHY_AFTER_S
@@ -113,6 +148,8 @@ class Child:
     reader: threading.Thread | None = None
     exits: list[str] = field(default_factory=list)
     retiring_until: float | None = None  # a burst worker scaled back: SIGTERM sent, gone by then
+    zygote: subprocess.Popen[bytes] | None = None  # a warm component's (ComponentSpec.warm)
+    forks: dict[int, Forked] = field(default_factory=dict)  # its children the zygote reported
 
     @property
     def pid(self) -> int | None:
@@ -121,6 +158,16 @@ class Child:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _burst_index(name: str) -> int:
@@ -158,6 +205,7 @@ class Supervisor:
         self.on_restart: list[Callable[[str], None]] = []
         self.clock: Callable[[], float] = time.monotonic
         self._next_scale_at = 0.0
+        self._forks_lock = threading.Lock()
 
     # ------------------------------------------------------------------ processes
 
@@ -169,38 +217,89 @@ class Supervisor:
         env.pop("AWS_ENDPOINT_URL", None)  # each child sets its own, to this run's moto
         return env
 
-    def _spawn(self, child: Child) -> None:
+    def _popen(self, child: Child, zygote: bool = False) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "local", *child.spec.args]
-        child.process = subprocess.Popen(
+        env = self._env()
+        if zygote:
+            env[ZYGOTE_ENV] = "1"
+        process = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if zygote else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=self._env(),
+            env=env,
             close_fds=True,
         )
-        child.started_at = self.clock()
-        child.restart_at = None
-        child.reader = threading.Thread(
+        reader = threading.Thread(
             target=self._read,
-            args=(child.spec.name, child.process),
+            args=(child.spec.name, process, child if zygote else None),
             name=f"log-{child.spec.name}",
             daemon=True,
         )
-        child.reader.start()
+        reader.start()
+        if not zygote:
+            child.reader = reader
+        return process
 
-    def _read(self, name: str, process: subprocess.Popen[bytes]) -> None:
+    def _spawn(self, child: Child) -> None:
+        child.process = self._fork(child) if child.spec.warm else self._popen(child)
+        child.started_at = self.clock()
+        child.restart_at = None
+
+    def _fork(self, child: Child) -> Forked | subprocess.Popen[bytes]:
+        """A warm start: ask the component's zygote for a child (the zygote started first when it
+        is not running); a cold start when it cannot be asked."""
+        zygote = child.zygote
+        if zygote is None or zygote.poll() is not None:
+            zygote = child.zygote = self._popen(child, zygote=True)
+        forked = Forked(zygote.pid)
+        with self._forks_lock:
+            child.forks[-1] = forked  # the zygote's next "forked" line names it
+        try:
+            assert zygote.stdin is not None
+            zygote.stdin.write(FORK.encode())
+            zygote.stdin.flush()
+        except (OSError, AssertionError):
+            with self._forks_lock:
+                child.forks.pop(-1, None)
+            return self._popen(child)
+        return forked
+
+    def _zygote_said(self, child: Child, words: list[str]) -> None:
+        """``forked PID`` or ``exited PID CODE``, from a component's zygote."""
+        with self._forks_lock:
+            if words[0] == "forked":
+                forked = child.forks.pop(-1, None)
+                if forked is not None:
+                    forked.forked(int(words[1]))
+                    child.forks[int(words[1])] = forked
+            elif words[0] == "exited":
+                exited = child.forks.pop(int(words[1]), None)
+                if exited is not None:
+                    exited.exited(int(words[2]))
+
+    def _read(self, name: str, process: subprocess.Popen[bytes], zygote_of: Child | None = None) -> None:
         assert process.stdout is not None
         for raw in iter(process.stdout.readline, b""):
-            self.lines.put(parse_line(name, raw.decode("utf-8", "replace")))
+            text = raw.decode("utf-8", "replace")
+            if zygote_of is not None and text.startswith(ZYGOTE_PREFIX):
+                self._zygote_said(zygote_of, text[len(ZYGOTE_PREFIX) :].split())
+                continue
+            self.lines.put(parse_line(name, text))
         process.stdout.close()
+        if zygote_of is not None:  # the zygote is gone: its children it never reported are too
+            with self._forks_lock:
+                for forked in zygote_of.forks.values():
+                    if forked.returncode is None and (forked.pid is None or not _alive(forked.pid)):
+                        forked.exited(-signal.SIGKILL)
 
     def start(self) -> None:
         self.config.run_dir.mkdir(parents=True, exist_ok=True)
         self.config.pid_file("supervisor").write_text(f"{os.getpid()}\n")
         for child in self.children.values():
             self._spawn(child)
-            self.sink.info(f"started {child.spec.name} (pid {child.pid})")
+            how = "forked from its zygote" if child.spec.warm else f"pid {child.pid}"
+            self.sink.info(f"started {child.spec.name} ({how})")
 
     # ------------------------------------------------------------------ burst workers
 
@@ -273,7 +372,8 @@ class Supervisor:
             elif now >= child.restart_at:
                 self._spawn(child)
                 child.restarts += 1
-                self.sink.info(f"restarted {child.spec.name} (pid {child.pid}, restart {child.restarts})")
+                how = ", forked from its zygote" if child.spec.warm else f", pid {child.pid}"
+                self.sink.info(f"restarted {child.spec.name} (restart {child.restarts}{how})")
                 for callback in self.on_restart:
                     callback(child.spec.name)
 
@@ -308,8 +408,18 @@ class Supervisor:
                         f"{child.spec.name} did not stop in {child.spec.stop_timeout_s:.0f}s: killing it"
                     )
                     child.process.kill()
-                    child.process.wait()
-                self.sink.info(f"stopped {child.spec.name} ({describe_exit(child.process.returncode)})")
+                    child.process.wait(timeout=10)
+                code = child.process.returncode
+                self.sink.info(
+                    f"stopped {child.spec.name} ({describe_exit(code if code is not None else -9)})"
+                )
+        for child in self.children.values():  # the zygotes last: they reaped the components
+            if child.zygote is not None and child.zygote.poll() is None:
+                child.zygote.terminate()
+                try:
+                    child.zygote.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    child.zygote.kill()
         for child in self.children.values():
             if child.reader is not None:
                 child.reader.join(timeout=2)

@@ -46,10 +46,10 @@ class CountingStore(MemoryStore):
         self.timer_rows_read += len(rows)
         return rows
 
-    def batch_get_executions(self, keys: Iterable[ExecutionKey]):  # type: ignore[no-untyped-def]
+    def batch_get_executions(self, keys: Iterable[ExecutionKey], consistent: bool = True):  # type: ignore[no-untyped-def]
         wanted = list(keys)
         self.execution_keys_read += len(wanted)
-        return super().batch_get_executions(wanted)
+        return super().batch_get_executions(wanted, consistent)
 
 
 @dataclass

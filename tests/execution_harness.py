@@ -96,6 +96,7 @@ class Rig:
         clock: Any = None,
         signer: Any = None,
         dead_letters: Any = None,
+        queues: Any = None,
         **config: Any,
     ) -> Worker:
         settings = WorkerConfig(
@@ -108,7 +109,7 @@ class Rig:
         )
         return Worker(
             self.store,
-            self.queues,
+            queues or self.queues,
             target or self.target,
             clock or self.clock,
             settings,

@@ -101,13 +101,15 @@ class Simulation:
         events: list[tuple[datetime, Callable[[], object]]] | None = None,
         kills: list[datetime] | None = None,
         restart_s: float = 1.0,
+        node_kills: list[tuple[datetime, Node]] | None = None,
     ) -> None:
         """Run, for every minute, one minute-run per poller, each started ``lead_s`` early
         by its own clock, until the base clock reaches ``until``.
 
         At each instant of ``kills`` every running poller dies (its memory is lost) and a
         new one of the same (minute, group) starts ``restart_s`` later, as the state
-        machine's retry does. With ``claim_latency_s`` set, a worker claims each accepted
+        machine's retry does; at each of ``node_kills`` only that node's running pollers die,
+        restarted the same way. With ``claim_latency_s`` set, a worker claims each accepted
         message that long after it was sent (it writes the RUNNING record).
         """
         pollers = pollers or [self.poller()]
@@ -118,21 +120,24 @@ class Simulation:
         ]
         active: list[_Active] = []
         todo = sorted(events or [], key=lambda e: e[0])
-        deaths = sorted(kills or [])
+        deaths: list[tuple[datetime, Node | None]] = sorted(
+            [(at, None) for at in kills or []] + list(node_kills or []), key=lambda d: d[0]
+        )
         while True:
             now = self.base.now()
             if now >= until:
                 break
             while todo and todo[0][0] <= now:
                 todo.pop(0)[1]()
-            while deaths and deaths[0] <= now:
-                deaths.pop(0)
-                for item in active:
+            while deaths and deaths[0][0] <= now:
+                victim = deaths.pop(0)[1]
+                dying = [item for item in active if victim is None or item.node is victim]
+                for item in dying:
                     run = item.run
                     again = item.node.poller.minute_poll(run.minute, run.group, run.group_count)
                     pending.append(_Active(again, item.node, now + timedelta(seconds=restart_s)))
-                self.restarts += len(active)
-                active = []
+                self.restarts += len(dying)
+                active = [item for item in active if item not in dying]
             self._claim(now)
             for item in [a for a in pending if a.wake <= now]:
                 pending.remove(item)
@@ -149,7 +154,8 @@ class Simulation:
                         item.wake = wake - timedelta(seconds=item.node.offset_s)
             if not active and not pending:
                 break
-            upcoming = [a.wake for a in active + pending] + [until] + [e[0] for e in todo[:1]] + deaths[:1]
+            upcoming = [a.wake for a in active + pending] + [until] + [e[0] for e in todo[:1]]
+            upcoming += [d[0] for d in deaths[:1]]
             claim_at = self._next_claim()
             if claim_at is not None:
                 upcoming.append(claim_at)

@@ -141,10 +141,17 @@ class PunctualConfig:
     max_jobs_per_tenant: int
     max_triggers_per_minute_per_tenant: int
     api_requests_per_minute_per_tenant: int
+    max_slots_per_second_per_tenant: int
+    max_slots_per_minute_per_tenant: int
+    max_backfills_per_tenant: int
+    backfill_slots_per_minute_per_tenant: int
     require_target_role: bool
+    execution_role_tag: str
+    execution_role_prefix: str
     target_allow_cidrs: tuple[str, ...]
     target_arn_patterns: tuple[str, ...]
     shard_groups: int
+    poller_replicas: int
     max_shard_groups: int
     triggers_per_poller_minute: int
     burst_lateness_target_s: int
@@ -215,10 +222,17 @@ class PunctualConfig:
             max_jobs_per_tenant=reader.integer("maxJobsPerTenant", 1, 10**9),
             max_triggers_per_minute_per_tenant=reader.integer("maxTriggersPerMinutePerTenant", 1, 10**9),
             api_requests_per_minute_per_tenant=reader.integer("apiRequestsPerMinutePerTenant", 0, 10**9),
+            max_slots_per_second_per_tenant=reader.integer("maxSlotsPerSecondPerTenant", 0, 10**9),
+            max_slots_per_minute_per_tenant=reader.integer("maxSlotsPerMinutePerTenant", 0, 10**9),
+            max_backfills_per_tenant=reader.integer("maxBackfillsPerTenant", 0, 10**6),
+            backfill_slots_per_minute_per_tenant=reader.integer("backfillSlotsPerMinutePerTenant", 0, 10**9),
             require_target_role=reader.boolean("requireTargetRole"),
+            execution_role_tag=reader.text("executionRoleTag"),
+            execution_role_prefix=reader.text("executionRolePrefix", required=False),
             target_allow_cidrs=reader.strings("targetAllowCidrs"),
             target_arn_patterns=reader.strings("targetArnPatterns"),
             shard_groups=reader.integer("shardGroups", 1, c.MAX_SHARD_GROUPS),
+            poller_replicas=reader.integer("pollerReplicas", 1, 2),
             max_shard_groups=reader.integer("maxShardGroups", 1, c.MAX_SHARD_GROUPS),
             triggers_per_poller_minute=reader.integer("triggersPerPollerMinute", 100, 10**7),
             burst_lateness_target_s=reader.integer("burstLatenessTargetS", 1, 600),

@@ -81,17 +81,18 @@ POLLER_GRACE_S: Final = 10
 POLLER_WINDOW_S: Final = POLLER_LEAD_S + 60 + POLLER_GRACE_S
 # The poller task is retried on EVERY failure (the handler raised, the Lambda timed out or ran out
 # of memory, Lambda.Unknown, States.TaskFailed, States.Timeout, a Lambda service error), quickly,
-# for the whole window: delays of 1, 1.5, 2.25, 3.4, then 4 s (retry n waits
-# INTERVAL x RATE^(n-1), at most MAX_DELAY). A crashed poller is back within 4 s plus a cold start,
-# well inside the 10 s fire-delay budget. A retry invoked after its minute is over drains what is
-# left and returns at once, so extra attempts are cheap. Local mode reads these fields from the
-# template and retries (and restarts) its poller with the same delays.
+# for the whole window: delays of 1, 1.5, then 2 s (retry n waits INTERVAL x RATE^(n-1), at most
+# MAX_DELAY). A crashed poller is back within 2 s plus a cold start, however often it died in its
+# minute (a poller killed every few seconds spends most of its time down with longer delays; its
+# group's other poller covers each death, issue 30). A retry invoked after its minute is over
+# drains what is left and returns at once, so extra attempts are cheap. Local mode reads these
+# fields from the template and retries (and restarts) its pollers with the same delays.
 POLLER_RETRY_INTERVAL_S: Final = 1
 POLLER_RETRY_BACKOFF_RATE: Final = 1.5
-POLLER_RETRY_MAX_DELAY_S: Final = 4
-# The catch-all retrier (States.ALL, no jitter): 25 retries wait 1 + 1.5 + 2.25 + 3.375 + 21 x 4
-# = 92 s in all, more than POLLER_WINDOW_S even if every attempt failed at once.
-POLLER_RETRY_MAX_ATTEMPTS: Final = 25
+POLLER_RETRY_MAX_DELAY_S: Final = 2
+# The catch-all retrier (States.ALL, no jitter): 47 retries wait 1 + 1.5 + 45 x 2 = 92.5 s in all,
+# more than POLLER_WINDOW_S even if every attempt failed at once.
+POLLER_RETRY_MAX_ATTEMPTS: Final = 47
 # Lambda service errors and throttling: the same delays with full jitter (a throttled Map's
 # pollers should not retry in step). Full jitter waits half the delay on average, so twice the
 # attempts cover the same window. ASL counts each retrier's attempts apart, and the first retrier
@@ -123,14 +124,18 @@ TABLE_THROTTLE_ALARM_EVENTS: Final = 1  # any throttled request in a minute is w
 QUEUE_COUNT: Final = 1
 MAX_QUEUE_COUNT: Final = 10
 MAX_RECEIVE_COUNT: Final = 5
-# The message's visibility IS the Lambda worker's lease: the worker writes no lease timer (that
-# saves a write per trigger), so a crashed invocation's slot comes back when its message turns
-# visible again. The function timeout plus a minute keeps that recovery under 16 minutes. AWS's
-# usual advice of 6x the function timeout guards against a second delivery while the event
-# source retries a throttled invocation; here a second delivery is harmless, because the
-# worker's conditional claim drops it (or waits while the first attempt's lease is live).
+# The event source mapping requires the queue's visibility timeout to be at least the function's
+# timeout: the function timeout plus a minute. It is not the lease: the worker sets each message's
+# visibility to its lease of seconds as its batch arrives, and renews it while the run lasts
+# (punctual.execution.batch), so a crashed invocation's messages come back within seconds. Only a
+# batch whose worker died before its handler ran waits for this timeout (the pollers re-send its
+# slots meanwhile: punctual.polling.resend). AWS's usual advice of 6x the function timeout guards
+# against a second delivery while the event source retries a throttled invocation; here a second
+# delivery is harmless, because the worker's conditional claim drops it (or waits while the first
+# attempt's lease is live).
 SHORT_QUEUE_VISIBILITY_TIMEOUT_S: Final = WORKER_TIMEOUT_S + 60
-# The ECS worker extends visibility with its heartbeats; this is the first slice of a long job.
+# The ECS worker's receive asks for its lease of visibility and its heartbeats renew it: this
+# only applies to a message received by something else.
 LONG_QUEUE_VISIBILITY_TIMEOUT_S: Final = 900
 QUEUE_RETENTION_DAYS: Final = 4
 DLQ_RETENTION_DAYS: Final = 14
@@ -160,8 +165,6 @@ ECS_BURST_TASKS_MAX: Final = 0
 # What one burst task drains a second per vCPU (bench/capacity.py: 644 messages/s for 1 vCPU with
 # 32 threads, CPU-bound with the LEASE write): the tick's planner sizes the burst with it.
 ECS_BURST_MESSAGES_PER_S_PER_VCPU: Final = 644
-# The burst tasks' lease: the far threshold plus this, so their LEASE timers are far timers.
-ECS_BURST_LEASE_MARGIN_S: Final = 60
 # Alarm when fewer burst tasks run than asked for, this many minutes in a row (a replaced task
 # takes a minute or two to start).
 ECS_BURST_SHORT_ALARM_PERIODS: Final = 5
@@ -244,6 +247,9 @@ ASSUME_ROLE_ACTIONS: Final = ("sts:AssumeRole", "sts:TagSession")
 # The KMS encryption-context purpose of a job's webhook signing secret (punctual.signing_secrets).
 WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
 WEBHOOK_SECRET_CONTEXT_KEYS: Final = ("purpose", "tenant", "job")  # punctual.signing_secrets.job_binding
+# Tenants' data keys (punctual.tenant_keys): webhook secrets are sealed under them (envelope).
+TENANT_KEY_PURPOSE: Final = "punctual-tenant-data-key"
+TENANT_KEY_CONTEXT_KEYS: Final = ("purpose", "tenant")  # punctual.tenant_keys.key_context
 # Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
 OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
 
@@ -287,9 +293,10 @@ METRIC_CHAIN_AUDIT_DEFERRED: Final = "ChainAuditDeferred"
 TICK_EVENT_SOURCE_ACTIONS: Final = ("lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping")
 TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService")
 TICK_QUEUE_ACTIONS: Final = ("sqs:GetQueueAttributes",)
-# With two minute state machines (more than 40 pollers allowed), the tick looks for a minute on
-# the other machine before it starts it on one.
-TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution",)
+# The tick looks at a minute's execution (on the other machine, with two: more than 40 pollers
+# allowed) before it starts it, and re-plans a waiting minute whose burst grew since (stops it,
+# starts it again with more pollers: punctual.burst_sight).
+TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution", "states:StopExecution")
 # With the lookahead, one failed tick is covered by the next: alarm on two in a row.
 TICK_ERROR_ALARM_PERIODS: Final = 2
 # No minute execution started for this long means no poller is running.
@@ -321,5 +328,6 @@ ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
 IDEMPOTENT_REPLY_PURPOSE: Final = "punctual-idempotent-reply"
 DISPATCH_KEY_CHARS: Final = 64  # the generated dispatch-message key (letters and digits)
 
-# Execution events (punctual.notifications.events): the account's default bus, or one the stack creates.
-EVENTS_BUSES: Final = ("default", "stack")
+# Execution events (punctual.notifications.events): a bus the stack creates (the default), or the
+# account's default bus (stacks made before issue 31, while they move their rules).
+EVENTS_BUSES: Final = ("stack", "default")

@@ -9,8 +9,9 @@ target=LambdaTarget(report_fn), retry=RetryPolicy(max_attempts=5), overlap="skip
   (SigV4). That role's unique id is the tenant of every job the stack declares: the identity of
   the declaring stack, never a name the template chooses.
 * An AWS target is called as an execution role the job makes (or ``role=`` gives): trusted by
-  the scheduler's worker roles with the provider role's id as ``sts:ExternalId``, and granted
-  that one target only.
+  the scheduler's worker roles with the provider role's id as ``sts:ExternalId`` (and the
+  session tag the workers send), opted in to the scheduler (its ``executionRoleTag`` = ``true``,
+  under its ``executionRolePrefix`` when it has one), and granted that one target only.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class SchedulerRef:
     execute_api_arn: str
     worker_role_arns: tuple[str, ...]
     allow_cidrs: tuple[str, ...] = ()
+    execution_role_tag: str = "punctual:execution-role"  # the opt-in (issue 31)
+    execution_role_prefix: str = ""
 
     @classmethod
     def of(cls, scheduler: Punctual | SchedulerRef) -> SchedulerRef:
@@ -63,6 +66,8 @@ class SchedulerRef:
             ),
             worker_role_arns=tuple(role.role_arn for role in scheduler.workers.roles),
             allow_cidrs=scheduler.config.target_allow_cidrs,
+            execution_role_tag=scheduler.config.execution_role_tag,
+            execution_role_prefix=scheduler.config.execution_role_prefix,
         )
 
 
@@ -215,13 +220,7 @@ class Job(Construct):
         check(document(False, sample_role["role_arn"] if needs_role else None), ref, self.node.path)
         self.role: iam.IRole | None = None
         if needs_role:
-            self.role = role or iam.Role(
-                self,
-                "ExecutionRole",
-                assumed_by=iam.CompositePrincipal(*(iam.ArnPrincipal(arn) for arn in ref.worker_role_arns)),
-                external_ids=[self.provider.tenant],
-                description=f"Punctual job {self.node.path}: what its workers may call",
-            )
+            self.role = role or self._execution_role(ref)
             for each in (target, *(alert.target for alert in alerts)):
                 each.grant(self.role)
         self.resource = cdk.CustomResource(
@@ -238,6 +237,28 @@ class Job(Construct):
         )
         self.job_id = self.resource.get_att_string("JobId")
         self.arn = self.resource.get_att_string("Arn")
+
+    def _execution_role(self, ref: SchedulerRef) -> iam.Role:
+        """The job's execution role: trusted by the workers (the tenant's id as external id, the
+        session tag they send) and opted in to the scheduler (its tag; its path or name prefix)."""
+        prefix = ref.execution_role_prefix
+        placement: dict[str, str] = {}
+        if prefix.endswith("/"):
+            placement["path"] = "/" + prefix
+        elif prefix:
+            placement["role_name"] = (prefix + cdk.Names.unique_id(self))[:64]
+        role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.CompositePrincipal(
+                *(iam.ArnPrincipal(arn).with_session_tags() for arn in ref.worker_role_arns)
+            ),
+            external_ids=[self.provider.tenant],
+            description=f"Punctual job {self.node.path}: what its workers may call",
+            **placement,  # type: ignore[arg-type]
+        )
+        cdk.Tags.of(role).add(ref.execution_role_tag, "true")
+        return role
 
 
 def check(document: dict[str, Any], ref: SchedulerRef, where: str) -> None:

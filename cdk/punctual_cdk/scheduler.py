@@ -112,9 +112,12 @@ class Punctual(Construct):
         )
         for role in (self.api.handler.role, *self.workers.roles):
             self.own_arns.grant_read(role)
-        # Execution events: the pollers and the workers publish them, on the chosen bus only.
-        for role in (*(p.role for p in self.dispatch.pollers), *self.workers.roles):
+        # Execution events: the pollers and the workers publish them, on the chosen bus only; the
+        # stack's bus refuses everyone else; the tick its Burst Shortfall events.
+        publishers = [*(p.role for p in self.dispatch.pollers), *self.workers.roles, self.dispatch.tick.role]
+        for role in publishers:
             self.events.grant_put(role)
+        self.events.only_publishers(publishers)
         # AWS targets are called as this role (or a job's execution role), never as a worker's own.
         self.target_role = TargetRole(self, "TargetRole", config=config, workers=self.workers.roles)
         self.workers.worker.function.add_environment(
@@ -161,7 +164,8 @@ class Punctual(Construct):
         )
 
         own = self.own_resource_arns()
-        self.own_arns.publish(own)
+        # The list the runtime reads also names every role of the stack: none is a job's role_arn.
+        self.own_arns.publish([*own, *self.own_role_arns()])
         self.target_role.deny(own)
 
         cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL (SigV4, service execute-api)")
@@ -208,6 +212,10 @@ class Punctual(Construct):
             )
             role.add_to_principal_policy(statement)
 
+    def own_role_arns(self) -> list[str]:
+        """Every IAM role of this stack (the target role above all): never a job's execution role."""
+        return _role_arns_of(self)
+
     def own_resource_arns(self) -> list[str]:
         """Every resource of this stack a target could name: queues (DLQs too), table, functions,
         state machine, alarm topic, the events bus it made, cluster, task definitions."""
@@ -225,7 +233,7 @@ class Punctual(Construct):
             *(f.function.function_arn for f in functions),
             *(machine.state_machine_arn for machine in self.dispatch.state_machines),
             self.observability.topic.topic_arn,
-            *([self.events.bus.event_bus_arn] if self.events.bus is not None else []),
+            self.events.bus.event_bus_arn,
             self.workers.cluster.cluster_arn,
             # The family, not one revision: the target role's Deny then covers every revision.
             *(
@@ -233,6 +241,15 @@ class Punctual(Construct):
                 for t in self.workers.task_definitions
             ),
         ]
+
+
+def _role_arns_of(scope: Construct) -> list[str]:
+    """The ARN of every IAM role in ``scope``, custom resource providers' included."""
+    return [
+        cdk.Token.as_string(node.get_att("Arn"))
+        for node in scope.node.find_all()
+        if isinstance(node, cdk.CfnResource) and node.cfn_resource_type == "AWS::IAM::Role"
+    ]
 
 
 def runtime_environment(

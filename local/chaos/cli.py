@@ -62,6 +62,12 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
             metavar="SHARE",
             help="share of writes on items a transaction holds cancelled for a conflict (0.1)",
         )
+        sub.add_argument(
+            "--phase",
+            choices=("pollers", "workers", "both"),
+            help="a sustained-fault phase instead of the mixed faults: a kill every 2-4 s of its "
+            "processes, nothing else (default length 60 s)",
+        )
         if name == "run":
             sub.add_argument(
                 "--dir", type=Path, help="run directory (default .local/chaos/<time>-seed<seed>)"
@@ -99,6 +105,8 @@ def _delay_bound(sub: argparse.ArgumentParser) -> None:
 def _seconds(args: argparse.Namespace) -> float:
     if args.seconds is not None:
         return float(args.seconds)
+    if args.minutes is None and args.phase:
+        return 60.0
     return float(args.minutes if args.minutes is not None else 10.0) * 60.0
 
 
@@ -110,7 +118,8 @@ def _options(args: argparse.Namespace) -> FaultOptions:
         "duplicate_every_s": args.duplicate_every,
         "skew_every_s": args.skew_every,
         "max_skew_s": args.max_skew,
-        "throttle_rate": args.throttle,
+        # A sustained-fault phase throttles nothing unless asked: only its kills.
+        "throttle_rate": args.throttle if args.throttle is not None or not args.phase else 0.0,
         "stale_reads_s": args.stale_reads,
         "transaction_conflicts": args.transaction_conflicts,
     }
@@ -157,18 +166,34 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
 
         rng = random.Random(seed)
         jobs = plan_jobs(rng, Scale.for_duration(seconds), datetime.now(UTC), seconds)
-        plan = plan_faults(rng, seconds, _options(args), plan_mutations(rng, jobs, seconds))
+        if args.phase:
+            from local.chaos.faults.sustained import plan_sustained
+
+            plan = plan_sustained(rng, seconds, args.phase)
+        else:
+            plan = plan_faults(rng, seconds, _options(args), plan_mutations(rng, jobs, seconds))
         print(f"seed {seed}: {len(jobs)} jobs, {len(plan)} faults")
         for fault in plan:
             print(f"+{fault.at_s:7.2f}s {fault.describe()}")
         return 0
     from local.chaos.runner import ChaosConfig, ChaosRun
 
-    config = ChaosConfig(seconds=seconds, seed=seed, run_dir=args.dir, settle_max_s=args.settle)
+    config = ChaosConfig(
+        seconds=seconds, seed=seed, run_dir=args.dir, settle_max_s=args.settle, phase=args.phase or ""
+    )
     config = replace(config, faults=_options(args))
     if args.max_p99_delay_s is not None:
         config = replace(config, max_p99_delay_s=args.max_p99_delay_s)
-    return _run_and_report(lambda: ChaosRun(config, _err), "chaos")
+    phase = (
+        (
+            lambda run, verdict: _err(
+                f"chaos: sustained-fault phase '{args.phase}' (a kill every 2-4 s for {seconds:.0f} s):"
+            )
+        )
+        if args.phase
+        else None
+    )
+    return _run_and_report(lambda: ChaosRun(config, _err), "chaos", phase)
 
 
 def _run_and_report(make: Any, name: str, after: Any = None) -> int:

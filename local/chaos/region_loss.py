@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from local.chaos.faults.driver import ReceiverFollower
+from local.chaos.lateness import Delays
 from local.chaos.ledger import load
 from local.chaos.runner import TENANT, ChaosConfig, ChaosRun, chaos_template
-from local.chaos.verdict import Bounds, Delays, Verdict, judge_dir
+from local.chaos.verdict import Bounds, Verdict, judge_dir
 from local.chaos.workload import Scale, Workload, plan_jobs
 from local.harness import LocalMode
 from local.regions import REGION_NAMES, Regions

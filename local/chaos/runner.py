@@ -1,22 +1,22 @@
 """One chaos run, start to verdict.
 
 1. Start ``punctual-local up --no-demo`` with :mod:`local.harness` (free loopback ports,
-   its own process group, a private state directory), deploying the synthesised
-   template with one change: the short queue's visibility timeout is ``visibility_s``
-   (45 s) instead of the template's 960 s. The Lambda worker's lease is its message; a
-   message a killed worker received but had not yet recorded as in flight comes back only
-   after that timeout, which the settle phase must be able to wait for.
+   its own process group, a private state directory), deploying the synthesised template as
+   it is: the deployment's lease (8 s), heartbeats, queues and restart figures, so that what
+   the run measures is what a deployment does (``visibility_s`` may still lower the short
+   queue's visibility timeout, for experiments).
 2. Register the workload (:mod:`local.chaos.workload`), start the driver's own processes (a
    throttled Lambda worker and ECS worker; the skewed poller comes with the first fault).
-3. Inject the planned faults for ``seconds`` (:mod:`local.chaos.faults.driver`); that
-   instant is the *cut*: slots due by then are owed.
+3. Inject the planned faults for ``seconds`` (:mod:`local.chaos.faults.driver`; with ``phase``,
+   only a kill every 2-4 s of that phase's processes, :mod:`local.chaos.faults.sustained`);
+   that instant is the *cut*: slots due by then are owed.
 4. Settle, fault-free (the skewed poller stops; nothing is killed or re-sent): until every
    owed slot has ended as expected and no alert claimed during the faults is SENDING (a killed
-   deliverer's alert is finished by its sweep), or ``settle_max_s`` passes. Its default is the longest
-   legitimate recovery, with margin: a message lost with its worker returns after the
-   visibility timeout (45 s), a killed run is taken over once its lease lapses (job timeout
-   10 s + lease 10 s), a killed process restarts after at most 10 s of back-off, an ECS run
-   lasts up to 30 s, and retries back off.
+   deliverer's alert is finished by its sweep), or ``settle_max_s`` passes. Its default is the
+   longest legitimate recovery, with margin: a message a killed worker held returns within its
+   lease (8 s), one it had received but not leased is re-sent by the pollers (4 s), a killed run
+   is taken over once its lease lapses, a killed process restarts after at most 10 s of
+   back-off, an ECS run lasts up to 30 s, and retries back off.
 5. Collect the receiver's records, every execution (DynamoDB on the local moto server), the
    dead-letter and failed-executions queues, then stop everything (process groups killed)
    and judge (:mod:`local.chaos.verdict`).
@@ -40,14 +40,15 @@ from local import harness
 from local.chaos import repairs
 from local.chaos.faults.driver import FaultDriver, FaultOptions, ReceiverFollower, plan_faults
 from local.chaos.faults.procs import ChaosProcess, procs_argv
+from local.chaos.faults.sustained import plan_sustained
 from local.chaos.ledger import LedgerWriter, load, read_jsonl
 from local.chaos.verdict import MAX_P99_DELAY_S, Bounds, RunData, Verdict, judge, judge_dir
 from local.chaos.workload import Scale, Workload, plan_jobs, plan_mutations
 from local.config import DEFAULT_STATE_DIR
 
 TENANT = "chaos"
-CHAOS_VISIBILITY_S = 45
-LEASE_S = 10  # local mode's default PUNCTUAL_LEASE_S
+WARM_UP_S = 150.0  # the longest a sustained-fault phase waits for a minute planned on its load
+PHASE_WORKERS = 3  # worker Lambda processes in a sustained-fault phase (the mixed run has 2 + its own)
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,10 @@ class ChaosConfig:
     seed: int = 0
     run_dir: Path | None = None
     settle_max_s: float | None = None
-    visibility_s: int = CHAOS_VISIBILITY_S
+    visibility_s: int | None = None  # None: the template's short-queue visibility timeout
     faults: FaultOptions = field(default_factory=FaultOptions)
     max_p99_delay_s: float = MAX_P99_DELAY_S  # the verdict's bound on the p99 fire delay
+    phase: str = ""  # a sustained-fault phase (pollers, workers, both): only its kills
 
     @property
     def settle_bound_s(self) -> float:
@@ -67,12 +69,13 @@ class ChaosConfig:
         return 150.0 if self.seconds <= 150 else 240.0
 
 
-def chaos_template(run_dir: Path, visibility_s: int) -> Path:
-    """The template local mode deploys, with the short queue's visibility timeout lowered."""
+def chaos_template(run_dir: Path, visibility_s: int | None) -> Path:
+    """The template local mode deploys (a copy, kept with the run), with the short queue's
+    visibility timeout lowered when ``visibility_s`` asks."""
     from local.template import load_template, read_blueprint
 
     template = load_template(DEFAULT_STATE_DIR / "cache")
-    for queue in read_blueprint(template).queues_of("short"):
+    for queue in read_blueprint(template).queues_of("short") if visibility_s is not None else []:
         template["Resources"][queue.logical_id]["Properties"]["VisibilityTimeout"] = visibility_s
     path = run_dir / "template.json"
     path.write_text(json.dumps(template))
@@ -126,7 +129,6 @@ class ChaosRun:
             "aws_port": _port(self.local.aws_url),
             "api_port": _port(self.local.api_url),
             "receiver_port": _port(self.local.receiver_url),
-            "lease_s": LEASE_S,
             "throttle_rate": self.config.faults.throttle_rate,
             "throttle_seed": seed,
             "fault_log_dir": self.fault_logs,
@@ -146,6 +148,10 @@ class ChaosRun:
         rng = random.Random(config.seed)
         template = chaos_template(self.run_dir, config.visibility_s)
         self.echo(f"chaos: seed {config.seed}, {config.seconds:.0f}s of faults, state in {self.run_dir}")
+        # A sustained-fault phase injects no throttling, so the driver's own (throttled) processes
+        # are not needed: local mode runs one more worker Lambda process instead, and every worker
+        # the phase kills is restarted as the cloud would (supervised, forked from its zygote).
+        extra = ("--workers", str(PHASE_WORKERS)) if config.phase else ()
         faults = config.faults
         self.local = harness.start(
             self.local_state,
@@ -156,6 +162,7 @@ class ChaosRun:
             str(faults.stale_reads_s),
             "--transaction-conflicts",
             str(faults.transaction_conflicts),
+            *extra,
             tenant=TENANT,
         )
         follower = ReceiverFollower(self.local.receiver_url)
@@ -166,8 +173,11 @@ class ChaosRun:
             deployment = Deployment.read(self.local_state / "run" / "deployment.json")
             dynamodb, sqs = self.clients()
             jobs = plan_jobs(rng, Scale.for_duration(config.seconds), datetime.now(UTC), config.seconds)
-            mutations = plan_mutations(rng, jobs, config.seconds)
-            plan = plan_faults(rng, config.seconds, config.faults, mutations)
+            if config.phase:  # only kills: no mutation, skew, re-send (nor throttling: see the CLI)
+                plan = plan_sustained(rng, config.seconds, config.phase)
+            else:
+                mutations = plan_mutations(rng, jobs, config.seconds)
+                plan = plan_faults(rng, config.seconds, config.faults, mutations)
             skew = max([0.0, *(f.offset_s for f in plan if f.kind == "skew")])
             bounds = Bounds(skew_s=skew, max_p99_delay_s=config.max_p99_delay_s)
             (self.run_dir / "plan.txt").write_text("".join(f"+{f.at_s:7.2f}s {f.describe()}\n" for f in plan))
@@ -175,6 +185,7 @@ class ChaosRun:
                 "run",
                 seed=config.seed,
                 seconds=config.seconds,
+                phase=config.phase,
                 faults=asdict(config.faults),
                 visibility_s=config.visibility_s,
                 bounds=asdict(bounds),
@@ -193,8 +204,12 @@ class ChaosRun:
             workload.register(jobs)
             self.ledger.write("phase", name="registered")
             for name, component in (("worker-chaos", "worker"), ("ecs-chaos", "ecs-worker")):
-                self.processes[name] = self.own_process(component, name, rng.randrange(1 << 30))
-                self.processes[name].start()
+                seed = rng.randrange(1 << 30)  # (drawn either way: a seed gives the same plan)
+                if not config.phase:
+                    self.processes[name] = self.own_process(component, name, seed)
+                    self.processes[name].start()
+            if config.phase:
+                self.warm_up()
             skew_seed = rng.randrange(1 << 30)
 
             def make_skewed(offset: float) -> ChaosProcess:
@@ -238,6 +253,26 @@ class ChaosRun:
                 process.stop(timeout_s=10)
             self.local.stop()
         return judge_dir(self.run_dir)
+
+    def warm_up(self, bound_s: float = WARM_UP_S) -> None:
+        """A sustained-fault phase starts on a deployment that is running its load: once a minute
+        is planned with it (two pollers per group; a minute after a fresh registration or an idle
+        one is planned idle, with one), at most ``bound_s``."""
+        plans = self.local_state / "run" / "minutes"
+        started = time.monotonic()
+        while time.monotonic() - started < bound_s:
+            now = datetime.now(UTC).strftime("m-%Y%m%dT%H%M")
+            for path in sorted(plans.glob("m-*.json")):
+                try:
+                    plan = json.loads(path.read_text())
+                except (OSError, ValueError):
+                    continue
+                if path.stem >= now and len(plan.get("pollers", [])) > len(plan.get("groups", [])):
+                    self.echo(f"chaos: {path.stem} runs two pollers per group: the faults start")
+                    self.ledger.write("phase", name="warm")
+                    return
+            time.sleep(1.0)
+        self.echo(f"chaos: no minute with two pollers per group after {bound_s:.0f}s: starting anyway")
 
     # ------------------------------------------------------------------ settle and collect
 

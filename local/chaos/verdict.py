@@ -54,23 +54,18 @@ fire delay
     (nearest rank) and how many slots they are over; a p99 above ``Bounds.max_p99_delay_s``
     (10 s) is a violation of kind ``lateness``, and the run fails.
 
-    Which slots count: only owed slots of the time-scheduled kinds (:data:`TIME_KINDS`:
-    rate, cron, at and their variants), and of those only the ones whose *first attempt*
-    fired: the first request the receiver saw is attempt 1, and no worker holding that
-    slot's delivery (a killed Lambda worker's in-flight batch, logged with the kill) was
-    killed before it arrived. Left out, each counted in the notes, are slots whose lateness
-    is large by design:
+    Which slots count: every owed slot of the time-scheduled kinds (:data:`TIME_KINDS`: rate,
+    cron, at and their variants) that reached the receiver, whatever a kill did to it: each is
+    put in one of three categories (:mod:`local.chaos.lateness`: untouched, its worker died
+    before calling the target, its run was cut mid-way, with the re-run's delay from the death),
+    and the p99 over all of them is what the run is held to. Left out, each counted in the notes,
+    are slots whose lateness is large by design:
 
     * ``delay(...)`` slots (each due after the previous run ended) and ``after(...)``
       slots (due when both parents succeeded): their instant is another run's end;
     * retries: an attempt after a failure waits for its backoff instant (judged by
-      ``retries`` instead), so only the first attempt is measured;
-    * a first attempt lost with its worker: the slot is recovered by a restart that returns
-      the batch, or by a takeover once the lease lapses (then a later attempt arrives
-      first), a recovery bound rather than a fire delay; a first request more than
-      ``LOST_DELIVERY_S`` late with a worker of the slot's lane killed between its release
-      and that request counts as such a loss too (the kill's snapshot of the batch it held
-      can miss one received that very moment);
+      ``retries`` instead), so a slot's delay is its first request's;
+    * backfilled slots (past slots, late by design);
     * slots that are only optional: before a pause, update or the end of the run (within
       the ledger's guard), during a pause, released by a resume's catch-up, skipped because
       a pause came before they started, before the first slot a registration reported;
@@ -92,6 +87,8 @@ from pathlib import Path
 from typing import Any
 
 from local.chaos import repairs
+from local.chaos.lateness import Delays, SlotDelay, by_category, categorize
+from local.chaos.lateness import notes as lateness_notes
 from local.chaos.ledger import (
     BACKFILLED,
     GUARD_S,
@@ -112,10 +109,7 @@ from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPoli
 from punctual.retries import next_retry_at, seeded_random
 from punctual.schedules import jitter_offset_s, parse_schedule
 
-LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-chaos")
-# A first request this late after its release, with a worker of the slot's lane killed in
-# between, is a delivery lost with that worker (the worker-crash path), not fire delay.
-LOST_DELIVERY_S = 5.0
+LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-3", "worker-chaos")
 ECS_WORKERS = ("ecs-worker", "ecs-chaos")
 TIME_KINDS = ("rate", "slow", "cron", "pair", "at", "flaky", "doomed", "ecs", "backfill")
 SUPERSEDED_MARK = "(superseded)"
@@ -163,41 +157,6 @@ class Violation:
         return f"{self.kind}: {self.job} slot {self.slot}: {self.detail}"
 
 
-def nearest_rank(ordered: list[float], q: float) -> float:
-    """The q-th percentile (0 < q <= 100) of sorted values by nearest rank: a value that was seen."""
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-@dataclass(frozen=True)
-class Delays:
-    """p50, p99 and max of one delay over the slots that count, in seconds."""
-
-    count: int
-    p50: float
-    p99: float
-    max: float
-
-    @classmethod
-    def of(cls, values: Iterable[float]) -> Delays | None:
-        ordered = sorted(values)
-        if not ordered:
-            return None
-        return cls(len(ordered), nearest_rank(ordered, 50), nearest_rank(ordered, 99), ordered[-1])
-
-    def text(self) -> str:
-        return f"p50 {self.p50:.2f} s p99 {self.p99:.2f} s max {self.max:.2f} s"
-
-
-@dataclass(frozen=True)
-class SlotDelay:
-    """One counted slot: fire delay (to the receiver) and claim delay (to attempt 1's claim)."""
-
-    job: str
-    slot: str
-    fire_s: float
-    claim_s: float | None
-
-
 @dataclass
 class Verdict:
     slots: int = 0
@@ -211,6 +170,8 @@ class Verdict:
     pending: list[str] = field(default_factory=list)  # owed slots not (yet) ended as expected
     fire_delay: Delays | None = None  # over the slots that count (module docstring)
     claim_delay: Delays | None = None
+    categories: dict[str, Delays] = field(default_factory=dict)  # the fire delay by category (lateness)
+    reruns: Delays | None = None  # death to the re-run's start, runs whose worker died
     delays: list[SlotDelay] = field(default_factory=list)
     delay_excluded: dict[str, int] = field(default_factory=dict)  # owed slots left out, by reason
     max_p99_delay_s: float = MAX_P99_DELAY_S
@@ -433,7 +394,9 @@ class Judge:
         self.takeovers = 0
         self.owed_by_kind: Counter[str] = Counter()
         self.calls = TargetCalls(data.receiver_at or data.collected_at)
-        self.alert_counts = AlertCounts(data.alert_arrivals, data.collected_at, data.alerts_before)
+        self.alert_counts = AlertCounts(
+            data.alert_arrivals, data.collected_at, data.alerts_before, data.run.cut
+        )
 
     def violate(self, kind: str, job: JobRecord, slot: str, detail: str) -> None:
         self.verdict.violations.append(Violation(kind, job.key, slot, detail))
@@ -530,22 +493,10 @@ class Judge:
         if not seen:
             self.excluded["never reached the receiver"] += 1
             return
-        first = seen[0]
-        arrived = float(first["arrived"])
-        if int(first.get("attempt") or 0) != 1:
-            self.excluded["first attempt lost, a later one arrived first"] += 1
-            return
-        if any(t < arrived for t in self.held.get((job.job_id, exp.slot), [])):
-            self.excluded["held by a worker killed before it fired"] += 1
-            return
         release = self.release_instant(job, exp)
-        kills = self.ecs_kills if job.runtime == "ecs" else self.lambda_kills
-        if arrived - release > LOST_DELIVERY_S and _killed_between(kills, release - 1.0, arrived):
-            # A worker of its lane died between the slot's release and its first request: the
-            # kill's snapshot of what it held can miss a batch received that very moment, and
-            # such a delivery comes back only after the queue's visibility timeout.
-            self.excluded["late after a worker of its lane was killed"] += 1
-            return
+        arrived = float(seen[0]["arrived"])
+        held_at = self.held.get((job.job_id, exp.slot), [])
+        category, rerun = categorize(release, record, seen, self.kills_for(job), held_at)
         claimed: float | None = None
         if record is not None:
             one = next((a for a in record.attempts if a.attempt == 1), None)
@@ -553,15 +504,16 @@ class Judge:
                 claimed = _ts(one.started_at)
             elif record.attempt == 1:
                 claimed = _ts(record.started_at)
-        self.delays.append(
-            SlotDelay(job.key, exp.slot, arrived - release, None if claimed is None else claimed - release)
-        )
+        claim_s = None if claimed is None else claimed - release
+        self.delays.append(SlotDelay(job.key, exp.slot, arrived - release, claim_s, category, rerun))
 
     def judge_delays(self) -> None:
         verdict = self.verdict
         verdict.delays = sorted(self.delays, key=lambda d: d.fire_s)
         verdict.fire_delay = Delays.of(d.fire_s for d in self.delays)
         verdict.claim_delay = Delays.of(d.claim_s for d in self.delays if d.claim_s is not None)
+        verdict.categories = by_category(self.delays)
+        verdict.reruns = Delays.of(d.rerun_s for d in self.delays if d.rerun_s is not None)
         verdict.delay_excluded = dict(sorted(self.excluded.items()))
         verdict.max_p99_delay_s = self.bounds.max_p99_delay_s
         fire = verdict.fire_delay
@@ -949,6 +901,7 @@ class Judge:
             f"bound: p99 at most {self.bounds.max_p99_delay_s:g} s",
             "claim delay (to attempt 1's claim) "
             + (f"{claim.text()} ({claim.count} slots)" if claim else "- (0 slots)"),
+            *lateness_notes(verdict.categories, verdict.reruns),
             f"owed slots left out of the fire delay: {left_out}",
             "latest fire delays: "
             + (", ".join(f"{d.job} {d.slot} {d.fire_s:.1f} s" for d in reversed(verdict.delays[-5:])) or "-"),

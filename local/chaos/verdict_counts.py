@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from local.chaos.ledger import JobRecord
+from local.chaos.ledger import JobRecord, instant
 from punctual.models import AttemptRecord, Execution, ExecutionStatus
 
 S = ExecutionStatus
@@ -130,8 +130,11 @@ class AlertCounts:
 
     ``collected_at``: when the ledger was read. An alert SENDING then under a claim (or a renewal)
     younger than :data:`STUCK_AFTER_S` is still being delivered by a live owner, or its sweep is
-    not due yet: counted, not judged. ``alerts_before``: the ledger as read before the records
-    (None: not read), which tells an alert made while the records were read from a stray one.
+    not due yet: counted, not judged. ``cut``: only the failures of slots due by then (owed,
+    settled before the collection) are compared with the ledger; later slots may still be running
+    while the records and the alerts are read, one after the other. ``alerts_before``: the ledger
+    as read before the records (None: not read), which tells an alert made while the records were
+    read from a stray one.
     """
 
     def __init__(
@@ -139,8 +142,10 @@ class AlertCounts:
         arrivals: list[dict[str, Any]],
         collected_at: float,
         alerts_before: dict[str, list[dict[str, Any]]] | None = None,
+        cut: float | None = None,
     ) -> None:
         self.figures: Counter[str] = Counter()
+        self.cut = cut
         self.collected_at = collected_at
         self.alerts_before = alerts_before
         self.arrivals: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -220,8 +225,17 @@ class AlertCounts:
     def _failed_complete(
         self, job: JobRecord, records: dict[str, Execution], alerts: list[dict[str, Any]], violate: Violate
     ) -> None:
-        failed = {slot for slot, e in records.items() if e.status in (S.FAILED, S.TIMED_OUT)}
-        ledger = Counter(str(a.get("key_slot")) for a in alerts if a.get("condition") == "failed")
+        cut = self.cut
+
+        def owed(slot: str) -> bool:
+            return cut is None or instant(slot).timestamp() <= cut
+
+        failed = {s for s, e in records.items() if e.status in (S.FAILED, S.TIMED_OUT) and owed(s)}
+        ledger = Counter(
+            str(a.get("key_slot"))
+            for a in alerts
+            if a.get("condition") == "failed" and owed(str(a.get("key_slot")))
+        )
         self.figures["failed slots"] += len(failed)
         for slot in sorted(failed - set(ledger)):
             violate(ALERT, job, slot, "ended FAILED but has no failed alert")

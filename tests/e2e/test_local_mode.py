@@ -467,7 +467,7 @@ def test_kill_9_the_poller_mid_minute(local_mode: LocalMode, kinds: dict[str, Re
     # ... after the state machine's first retry delay (its catch-all retrier, read from the
     # template), not the supervisor's back-off
     assert re.search(rf"poller \(pid {victim}\) killed by SIGKILL; restarting in 1\.0s", local.log())
-    assert re.search(r"retried as the state machine does: .*States\.ALL up to 25x", local.log())
+    assert re.search(r"retried as the state machine: .*States\.ALL up to 47x", local.log())
     # ... and the new poller resumed the killed minute from its progress mark, not from its start
     killed_minute = datetime.fromtimestamp(killed_at, UTC).strftime("%H:%M")
     assert re.search(rf"minute {killed_minute} group \d+/\d+ resumes from its progress mark", local.log())

@@ -373,3 +373,63 @@ def test_queues_count_and_deliver_the_same(aws: None) -> None:
     assert both(counts(standard))["ApproximateNumberOfMessagesDelayed"] == "3"
     assert len(both(receive(standard, 10))) == 3
     both(counts(standard))
+
+
+def _concurrent_parent_successes(client: Any, table: str, children: int, parents: int) -> list[int]:
+    """For each child, ``parents`` threads record their success at once (as Punctual's workers do,
+    an ``ADD`` to a new item's string set, ``ALL_NEW``); how many parents each child's last answer and
+    its item name."""
+    import sys
+    import threading
+
+    from punctual.store.dynamo import schema
+
+    widest: list[int] = []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows at once
+    try:
+        for child in range(children):
+            key = schema.dependency_key("t", f"child-{child}", "2026-01-01T00:00:00Z")
+            replies: list[int] = []
+            start = threading.Barrier(parents)
+
+            def record(
+                parent: str,
+                key: dict[str, Any] = key,
+                replies: list[int] = replies,
+                start: threading.Barrier = start,
+            ) -> None:
+                start.wait()
+                reply = client.update_item(
+                    TableName=table,
+                    Key=key,
+                    **schema.record_parent(parent, 2_000_000_000).fields(),
+                    ReturnValues="ALL_NEW",
+                )
+                replies.append(len(reply["Attributes"]["parents"]["SS"]))
+
+            threads = [threading.Thread(target=record, args=(f"p{p}",)) for p in range(parents)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            stored = client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]["parents"]["SS"]
+            widest.append(min(max(replies), len(stored)))
+    finally:
+        sys.setswitchinterval(switch)
+    return widest
+
+
+def test_concurrent_writes_of_one_item_are_each_applied_whole(aws: None) -> None:
+    # Given patched moto, and the parents of each of 20 after(...) children recording their success
+    # at the same instant on different threads (moto server answers each request on its own thread)
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(**table_definition(PATCHED))
+    motopatch.apply()
+    try:
+        widest = _concurrent_parent_successes(client, PATCHED, children=20, parents=4)
+    finally:
+        motopatch.revert()
+    # Then no update is lost: each child's item names its 4 parents, and one answer says so (the
+    # one that sends the child; unpatched, two updates of a new item could each see only its own)
+    assert widest == [4] * 20

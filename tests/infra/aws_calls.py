@@ -26,9 +26,13 @@ ADAPTERS: tuple[tuple[str, str, str, str], ...] = (
     ("store/dynamo/*.py", "Dynamo*", "dynamodb", r"store"),  # one mixin per aggregate
     ("queues.py", "SqsQueues", "sqs", r"queues"),
     ("signing_secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
+    ("tenant_keys.py", "TenantKeyring", "kms", r"keyring"),
     ("execution/ports.py", "SqsFailureSink", "sqs", r"failures"),
     ("notifications/events.py", "EventBridgeSink", "events", r"sink"),
 )
+# An adapter that holds another: its methods' calls ``self.<attribute>.<method>(`` need what
+# that adapter's method needs (the secret box seals under the tenant keyring's data keys).
+DELEGATES: dict[str, dict[str, str]] = {"SecretCipher": {"keyring": "TenantKeyring"}}
 # Functions and classes (called by name) that make AWS calls: module, name, service, and the
 # name the components call it by when that is another function of the module (a wrapper).
 AWS_FUNCTIONS: tuple[tuple[str, str, str, str], ...] = (
@@ -62,9 +66,10 @@ UNREACHED: dict[str, frozenset[str]] = {"tick": frozenset({"check_layout"})}
 BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
     "tick": frozenset({"ecs:DescribeServices", "ecs:UpdateService"}),
 }
-# ... and looks for a minute on the other minute state machine only when there are two (a burst
-# machine: maxShardGroups > 40).
-BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {"tick": frozenset({"states:DescribeExecution"})}
+# (The tick and group 0's pollers look for a minute on every minute state machine before they
+# start it: DescribeExecution in every deployment shape.)
+# (The tick also looks at a minute's execution to re-plan it, punctual.burst_sight.)
+BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {}
 # boto3 operations authorised as another action.
 AUTHORISED_AS = {
     "sqs:SendMessageBatch": "sqs:SendMessage",
@@ -85,6 +90,7 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
     "poller": (
         "functions/poller/handler.py",
         "composition.py",
+        "tick.py",  # group 0's pollers start the next minute when no tick did (relay_next)
         "polling/*.py",
         "notifications/__init__.py",
         "notifications/events.py",
@@ -98,7 +104,8 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
         "targets/__init__.py",
     ),
     # its store: Container.reader; its scaling: the capacity actuator of punctual.scaling_aws
-    "tick": ("functions/tick/handler.py", "tick.py", "scaling.py", "scaling_aws.py"),
+    # and its Burst Shortfall events and re-plans (burst_sight.py)
+    "tick": ("functions/tick/handler.py", "tick.py", "scaling.py", "scaling_aws.py", "burst_sight.py"),
     # The chain auditor: its reads and repairs (punctual.auditing), the events it publishes, and the
     # composition root (its queues sign a lost range's alert message: the dispatch key).
     "auditor": (
@@ -138,6 +145,19 @@ def _self_calls(node: ast.AST) -> set[str]:
     }
 
 
+def _attribute_calls(node: ast.AST) -> set[tuple[str, str]]:
+    """``self.<attribute>.<method>(`` calls, as (attribute, method)."""
+    return {
+        (call.func.value.attr, call.func.attr)
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Attribute)
+        and isinstance(call.func.value.value, ast.Name)
+        and call.func.value.value.id == "self"
+    }
+
+
 def _transaction_kinds(node: ast.AST) -> set[str]:
     return {
         key.value
@@ -166,6 +186,8 @@ def _parse(relative: str) -> ast.Module:
 def adapter_methods(unreached: frozenset[str] = frozenset()) -> dict[str, tuple[str, set[str]]]:
     """Public adapter method name → (receiver pattern, the IAM actions it and its helpers need)."""
     result: dict[str, tuple[str, set[str]]] = {}
+    by_class: dict[str, dict[str, set[str]]] = {}  # adapter class -> method -> actions (delegates)
+    delegated: list[tuple[str, str, set[tuple[str, str]]]] = []  # (receiver, method, {(class, callee)})
     for module, class_name, service, receiver in ADAPTERS:
         # A module glob and a class-name pattern: an adapter's methods may sit in several mixins
         # (self-calls then resolve across them, as the composed class does).
@@ -193,8 +215,23 @@ def adapter_methods(unreached: frozenset[str] = frozenset()) -> dict[str, tuple[
             ops = set().union(*(_client_ops(b) for b in body))
             kinds = set().union(*(_transaction_kinds(b) for b in body))
             actions = _actions(service, ops, kinds)
+            by_class.setdefault(class_name, {}).setdefault(name, set()).update(actions)
+            for owner in (c.name for c in classes):
+                calls = {
+                    (DELEGATES[owner][attribute], callee)
+                    for b in body
+                    for attribute, callee in _attribute_calls(b)
+                    if attribute in DELEGATES.get(owner, {})
+                }
+                if calls:
+                    delegated.append((receiver, name, calls))
             if actions:
                 result.setdefault(name, (receiver, set()))[1].update(actions)
+    for receiver, name, calls in delegated:
+        for target_class, callee in calls:
+            needed = by_class.get(target_class, {}).get(callee, set())
+            if needed:
+                result.setdefault(name, (receiver, set()))[1].update(needed)
     for module, function, service, called_as in AWS_FUNCTIONS:
         node = next(
             n
@@ -257,5 +294,6 @@ def _service_of(path: Path, op: str) -> str | None:
         "describe_services": "ecs",  # the tick: the burst service's desired count
         "update_service": "ecs",
         "describe_execution": "states",  # the tick: a minute on the other state machine
+        "stop_execution": "states",  # the tick: a waiting minute re-planned
     }
     return direct.get(op)

@@ -51,7 +51,9 @@ CUSTOM_CONTEXT: dict[str, Any] = {
         "arn:aws:iam::123456789012:role/report-task-*",
     ],
     "vpcInterfaceEndpoints": "false",
-    "eventsBus": "stack",  # execution events on a bus of the stack's own
+    "eventsBus": "default",  # execution events on the account's default bus (before issue 31)
+    "executionRoleTag": "acme:scheduler-role",
+    "executionRolePrefix": "punctual/",
 }
 
 

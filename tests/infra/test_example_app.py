@@ -74,6 +74,9 @@ def test_three_jobs_served_by_one_provider_whose_role_is_the_tenant(example: dic
                 "StringEquals": {"sts:ExternalId": {"Fn::GetAtt": [provider_role, "RoleId"]}}
             }
             assert statement["Principal"]["AWS"]["Fn::GetAtt"][0].startswith("SchedulerWorkers")
+            assert set(statement["Action"]) == {"sts:AssumeRole", "sts:TagSession"}  # the session tag
+        # Opted in to the scheduler (issue 31): the workers may assume only roles with the tag.
+        assert {"Key": "punctual:execution-role", "Value": "true"} in role["Properties"]["Tags"]
     # And the specs carry the tokens the stack resolves (the function's ARN, the role's)
     specs = [json.dumps(job["Properties"]["Spec"]) for job in jobs.values()]
     assert sum("NightlyReport" in spec and "ExecutionRole" in spec for spec in specs) == 1

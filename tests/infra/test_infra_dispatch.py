@@ -39,7 +39,7 @@ def test_waits_for_start_at_then_maps_groups_to_the_poller(any_synth: Synth) -> 
     assert wait["TimestampPath"] == "$.start_at"
     groups = definition["States"][wait["Next"]]
     assert groups["Type"] == "Map"
-    assert groups["ItemsPath"] == "$.groups"
+    assert groups["ItemsPath"] == "$.pollers"  # each group once per replica (punctual.tick.replicas_for)
     assert groups.get("MaxConcurrency", 0) == any_synth.stack.config.poller_max_concurrency
     assert groups["End"] is True
 
@@ -103,9 +103,9 @@ def test_poller_is_retried_on_every_failure_and_isolated_when_it_still_fails(def
 
     assert_retried_on_every_failure_then_isolated(task, processor["States"])
     service, catch_all = task["Retry"]
-    # The schedule chosen: 1, 1.5, 2.25, 3.375, then 4 s; 25 catch-all retries (92 s)
-    assert retry_delays_s(catch_all)[:6] == [1, 1.5, 2.25, 3.375, 4, 4]
-    assert (catch_all["MaxAttempts"], service["MaxAttempts"]) == (25, 50)
+    # The schedule chosen: 1, 1.5, then 2 s; 47 catch-all retries (92.5 s)
+    assert retry_delays_s(catch_all)[:6] == [1, 1.5, 2, 2, 2, 2]
+    assert (catch_all["MaxAttempts"], service["MaxAttempts"]) == (47, 94)
 
 
 def test_the_execution_outlasts_a_poller_that_is_retried_through_its_window(default_synth: Synth) -> None:
@@ -276,7 +276,7 @@ def test_the_parallel_needs_no_new_permission(burst_synth: Synth, default_synth:
     assert not any(action.startswith("states:") for action in granted(burst_synth, burst_machine))
 
 
-def test_the_tick_looks_for_a_minute_on_the_other_machine_only_when_there_are_two(
+def test_the_tick_looks_at_and_may_stop_only_its_own_minutes_executions(
     burst_synth: Synth, default_synth: Synth
 ) -> None:
     from cdk_helpers import actions_on, role_statements
@@ -289,8 +289,12 @@ def test_the_tick_looks_for_a_minute_on_the_other_machine_only_when_there_are_tw
     executions = {
         f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}:*" for name in names
     }
-    assert granted["states:DescribeExecution"] == executions
+    assert granted["states:DescribeExecution"] == granted["states:StopExecution"] == executions
+    # One machine: its executions only (the tick re-plans a waiting minute whose burst grew)
     assert default_synth.stack.dispatch.burst_state_machine is None
-    assert "states:DescribeExecution" not in actions_on(
-        role_statements(default_synth, default_synth.stack.dispatch.tick.role)
-    )
+    default = actions_on(role_statements(default_synth, default_synth.stack.dispatch.tick.role))
+    (machine,) = default_synth.stack.dispatch.state_machines
+    only = {
+        f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<{default_synth.logical_id(machine)}.Name>:*"
+    }
+    assert default["states:DescribeExecution"] == default["states:StopExecution"] == only

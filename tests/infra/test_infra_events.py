@@ -1,34 +1,63 @@
-"""Issue 19: execution events go to the chosen bus; only the pollers and workers may put them there."""
+"""Issues 19, 31 and 32: execution events go to the chosen bus, by default the stack's own; only the
+pollers and workers (and the tick, its Burst Shortfall events) may put events there, and the
+stack's bus refuses everyone else by policy."""
 
 from __future__ import annotations
 
-from cdk_helpers import Synth, actions_on, join_parts, role_statements
+from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements
 
 
 def _put_events(synth: Synth, role: object) -> set[str]:
     return actions_on(role_statements(synth, role)).get("events:PutEvents", set())
 
 
-def test_the_default_bus_is_the_only_one_pollers_and_workers_may_put_to(default_synth: Synth) -> None:
+def _bus(synth: Synth) -> tuple[str, str]:
+    (bus_id,) = synth.of_type("AWS::Events::EventBus")
+    return bus_id, f"<{bus_id}.Arn>"
+
+
+def test_by_default_events_go_to_a_bus_of_the_stacks_own(default_synth: Synth) -> None:
+    """Issue 31, point 4: not the account's default bus, where anyone who may create rules reads
+    every tenant's events."""
     stack = default_synth.stack
-    assert stack.events.bus is None and not default_synth.of_type("AWS::Events::EventBus")
-    default_bus = "arn:<AWS::Partition>:events:<AWS::Region>:<AWS::AccountId>:event-bus/default"
-    for role in (*(p.role for p in stack.dispatch.pollers), *stack.workers.roles):
-        assert _put_events(default_synth, role) == {default_bus}
-    for role in (stack.api.handler.role, stack.dispatch.tick.role):
-        assert not _put_events(default_synth, role)
+    bus_id, own_bus = _bus(default_synth)
+    assert default_synth.resources[bus_id]["Properties"]["Name"] == f"{stack.stack_name}-events"
+    for role in (*(p.role for p in stack.dispatch.pollers), *stack.workers.roles, stack.dispatch.tick.role):
+        assert _put_events(default_synth, role) == {own_bus}
+    assert not _put_events(default_synth, stack.api.handler.role)
     env = default_synth.resources[default_synth.logical_id(stack.workers.worker.function)]["Properties"]
     variables = env["Environment"]["Variables"]
-    assert join_parts(variables["PUNCTUAL_EVENTS_BUS"]) == default_bus
+    assert join_parts(variables["PUNCTUAL_EVENTS_BUS"]) == own_bus
     assert variables["PUNCTUAL_EVENTS_ENABLED"] == "true"
+    (parameter,) = default_synth.of_type("AWS::SSM::Parameter").values()
+    assert own_bus in join_parts(parameter["Properties"]["Value"]).split(",")  # never a target
 
 
-def test_a_stack_bus_is_made_granted_alone_and_never_a_target(custom_synth: Synth) -> None:
+def test_the_stacks_bus_denies_put_events_to_all_but_the_pollers_and_workers(any_synth: Synth) -> None:
+    stack = any_synth.stack
+    bus_id, own_bus = _bus(any_synth)
+    policies = [
+        p["Properties"]
+        for p in any_synth.of_type("AWS::Events::EventBusPolicy").values()
+        if join_parts(p["Properties"]["EventBusName"]) == f"<{bus_id}>"
+    ]
+    statements = [s for p in policies for s in as_list(p["Statement"])]
+    (deny,) = [s for s in statements if s.get("Effect") == "Deny"]
+    assert deny["Principal"] == {"AWS": "*"} or deny["Principal"] == "*"
+    assert as_list(deny["Action"]) == ["events:PutEvents"]
+    assert join_parts(deny["Resource"]) == own_bus
+    allowed = {join_parts(a) for a in as_list(deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])}
+    publishers = [*(p.role for p in stack.dispatch.pollers), *stack.workers.roles]
+    assert allowed == {f"<{any_synth.logical_id(r)}.Arn>" for r in publishers}
+    assert not [s for s in statements if s.get("Effect", "Allow") == "Allow"]  # the policy grants nothing
+
+
+def test_the_accounts_default_bus_is_still_a_choice_while_rules_move(custom_synth: Synth) -> None:
     stack = custom_synth.stack
-    (bus_id,) = custom_synth.of_type("AWS::Events::EventBus")
-    assert custom_synth.resources[bus_id]["Properties"]["Name"] == "PunctualCustom-events"
-    own_bus = f"<{bus_id}.Arn>"
+    default_bus = "arn:<AWS::Partition>:events:<AWS::Region>:<AWS::AccountId>:event-bus/default"
     for role in (*(p.role for p in stack.dispatch.pollers), *stack.workers.roles):
-        assert _put_events(custom_synth, role) == {own_bus}
+        assert _put_events(custom_synth, role) == {default_bus}
+    # The stack's bus is made all the same, so its rules can be written before the switch.
+    _, own_bus = _bus(custom_synth)
     (parameter,) = custom_synth.of_type("AWS::SSM::Parameter").values()
     assert own_bus in join_parts(parameter["Properties"]["Value"]).split(",")

@@ -194,7 +194,7 @@ def test_worker_lambda_consumes_only_the_short_queues(default_synth: Synth) -> N
     # No target permissions without targetArnPatterns: HTTP targets need none. (Its own execution
     # events go to the one events bus: not a target.)
     assert granted["events:PutEvents"] == {
-        "arn:<AWS::Partition>:events:<AWS::Region>:<AWS::AccountId>:event-bus/default"
+        f"<{default_synth.logical_id(default_synth.stack.events.bus)}.Arn>"
     }
     assert not any(
         a.startswith(("lambda:", "sns:", "events:", "states:", "ecs:", "iam:")) and a != "events:PutEvents"
@@ -217,16 +217,17 @@ def test_api_encrypts_secrets_and_sends_run_now_slots_only(default_synth: Synth)
     secrets = f"<{default_synth.logical_id(default_synth.stack.storage.secrets_key)}.Arn>"
 
     assert granted["kms:Encrypt"] == {secrets}
-    # It decrypts only its own idempotent replies: never a job's webhook secret.
+    # It decrypts only its own idempotent replies and the tenants' data keys (to seal new
+    # secrets under them): never a job's webhook secret.
     decrypts = [
         s
         for s in role_statements(default_synth, default_synth.stack.api.handler.role)
         if "kms:Decrypt" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     ]
-    assert len(decrypts) == 1
-    assert decrypts[0]["Condition"] == {
-        "StringEquals": {"kms:EncryptionContext:purpose": "punctual-idempotent-reply"}
-    }
+    assert [s["Condition"]["StringEquals"] for s in decrypts] == [
+        {"kms:EncryptionContext:purpose": "punctual-tenant-data-key"},
+        {"kms:EncryptionContext:purpose": "punctual-idempotent-reply"},
+    ]
     assert granted["sqs:SendMessage"] == _queue_arns(default_synth, default_synth.stack.queues.work_queues)
     assert {a for a in granted if a.startswith("sqs:")} == {"sqs:SendMessage"}
 

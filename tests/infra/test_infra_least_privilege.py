@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aws_calls import BURST_MACHINE_ACTIONS, BURST_SERVICE_ACTIONS
 from aws_calls import component_actions as _all_component_actions
-from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements
+from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements, statements_by_role
 
 from punctual_cdk import constants as c
 
@@ -138,7 +138,7 @@ def _own_arns(synth: Synth) -> set[str]:
         *stack.dispatch.state_machines,
         stack.observability.topic,
         stack.workers.cluster,
-        *([stack.events.bus] if stack.events.bus is not None else []),
+        stack.events.bus,
     ]
     rendered = {
         f"arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:task-definition/{t.family}"
@@ -165,7 +165,10 @@ def test_the_own_resource_list_names_every_queue_function_machine_table_topic_an
     assert props["Name"] == f"/punctual/{any_synth.stack.stack_name}/own-arns"
     listed = set(join_parts(props["Value"]).split(","))
 
-    assert listed == _own_arns(any_synth)
+    # The resources, and every role of the stack (issue 31: none may be a job's execution role).
+    roles = {f"<{logical}.Arn>" for logical in any_synth.of_type("AWS::IAM::Role")}
+    assert f"<{any_synth.logical_id(any_synth.stack.target_role.role)}.Arn>" in roles
+    assert listed == _own_arns(any_synth) | roles
 
 
 def test_the_target_role_is_denied_every_own_resource(any_synth: Synth) -> None:
@@ -199,6 +202,54 @@ def test_only_the_worker_roles_may_assume_the_target_role(any_synth: Synth) -> N
         assert target in actions_on(role_statements(any_synth, role))["sts:AssumeRole"]
     for role in (stack.api.handler.role, stack.dispatch.poller.role, stack.dispatch.tick.role):
         assert "sts:AssumeRole" not in actions_on(role_statements(any_synth, role))
+
+
+# --------------------------------------------------------------------------- execution roles (issue 31)
+
+ASSUME = {"sts:AssumeRole", "sts:TagSession"}
+
+
+def _assume_statements(synth: Synth, role: Any) -> list[dict[str, Any]]:
+    return [s for s in role_statements(synth, role) if ASSUME & set(as_list(s["Action"]))]
+
+
+def test_workers_assume_only_execution_roles_that_opted_in_and_only_with_an_external_id(
+    any_synth: Synth,
+) -> None:
+    stack, config = any_synth.stack, any_synth.stack.config
+    target_role = f"<{any_synth.logical_id(stack.target_role.role)}.Arn>"
+    tagged = {f"iam:ResourceTag/{config.execution_role_tag}": "true"}
+    opted_in = f"arn:<AWS::Partition>:iam::*:role/{config.execution_role_prefix}*"
+    for role in stack.workers.roles:
+        statements = _assume_statements(any_synth, role)
+        to_target_role = [s for s in statements if join_parts(s["Resource"]) == target_role]
+        execution = [s for s in statements if s not in to_target_role]
+        assert {a for s in to_target_role for a in as_list(s["Action"])} == ASSUME
+        # Exactly two statements for execution roles, each on the opted-in roles and tagged ones only.
+        by_action = {as_list(s["Action"])[0]: s for s in execution}
+        assert len(execution) == 2 and set(by_action) == ASSUME
+        for statement in execution:
+            assert len(as_list(statement["Action"])) == 1
+            assert join_parts(statement["Resource"]) == opted_in
+        assert by_action["sts:AssumeRole"]["Condition"] == {
+            "StringEquals": tagged,
+            "Null": {"sts:ExternalId": "false"},
+        }
+        assert by_action["sts:TagSession"]["Condition"] == {"StringEquals": tagged}
+    # No other role of the stack may assume anything.
+    workers = {any_synth.logical_id(r) for r in stack.workers.roles}
+    for logical, statements in statements_by_role(any_synth).items():
+        if logical not in workers:
+            assert not [s for s in statements if ASSUME & set(as_list(s["Action"]))], logical
+
+
+def test_the_target_role_cannot_be_assumed_as_an_execution_role(any_synth: Synth) -> None:
+    """A job naming the target role as its role_arn makes the worker send an external id: refused."""
+    trust = any_synth.resources[any_synth.logical_id(any_synth.stack.target_role.role)]["Properties"]
+    statements = trust["AssumeRolePolicyDocument"]["Statement"]
+    assert statements
+    for statement in statements:
+        assert statement["Condition"] == {"Null": {"sts:ExternalId": "true"}}, statement
 
 
 def _env(synth: Synth, function: Any) -> dict[str, Any]:
@@ -254,15 +305,32 @@ def test_the_paging_token_key_is_generated_at_deploy_and_read_by_the_api_only(de
         assert "PUNCTUAL_TOKEN_KEY" not in _env(default_synth, function)
 
 
-def test_workers_decrypt_only_webhook_secrets(default_synth: Synth) -> None:
+def test_workers_decrypt_only_webhook_secrets_and_the_tenant_keys_they_are_sealed_under(
+    default_synth: Synth,
+) -> None:
     for role in default_synth.stack.workers.roles:
-        (decrypt,) = [
-            s for s in role_statements(default_synth, role) if "kms:Decrypt" in as_list(s["Action"])
+        decrypts = [s for s in role_statements(default_synth, role) if "kms:Decrypt" in as_list(s["Action"])]
+        assert all(as_list(s["Action"]) == ["kms:Decrypt"] for s in decrypts)
+        assert [s["Condition"] for s in decrypts] == [
+            {
+                "StringEquals": {"kms:EncryptionContext:purpose": "punctual-webhook-signing-secret"},
+                "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["purpose", "tenant", "job"]},
+            },
+            {
+                "StringEquals": {"kms:EncryptionContext:purpose": "punctual-tenant-data-key"},
+                "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["purpose", "tenant"]},
+            },
         ]
-        assert decrypt["Condition"] == {
-            "StringEquals": {"kms:EncryptionContext:purpose": "punctual-webhook-signing-secret"},
-            "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["purpose", "tenant", "job"]},
-        }
+
+
+def test_the_api_makes_and_unwraps_only_tenant_data_keys(default_synth: Synth) -> None:
+    statements = role_statements(default_synth, default_synth.stack.api.handler.role)
+    (data_keys,) = [s for s in statements if "kms:GenerateDataKey" in as_list(s["Action"])]
+    assert sorted(as_list(data_keys["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert data_keys["Condition"] == {
+        "StringEquals": {"kms:EncryptionContext:purpose": "punctual-tenant-data-key"},
+        "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["purpose", "tenant"]},
+    }
 
 
 def test_the_decrypt_condition_names_the_keys_the_code_binds() -> None:
@@ -270,6 +338,12 @@ def test_the_decrypt_condition_names_the_keys_the_code_binds() -> None:
     from punctual_cdk import constants as c
 
     assert set(c.WEBHOOK_SECRET_CONTEXT_KEYS) == {*DEFAULT_CONTEXT, *job_binding("t", "j")}
+    from punctual.tenant_keys import TENANT_KEY_PURPOSE, key_context
+
+    assert (c.TENANT_KEY_PURPOSE, set(c.TENANT_KEY_CONTEXT_KEYS)) == (
+        TENANT_KEY_PURPOSE,
+        set(key_context("t")),
+    )
 
 
 def test_quota_defaults_reach_every_function(default_synth: Synth) -> None:

@@ -54,7 +54,26 @@ def tick(monkeypatch: pytest.MonkeyPatch) -> TickRig:
     return TickRig()
 
 
+RELAY = {
+    "state_machine_arn": MACHINE,
+    "burst_state_machine_arn": "",
+    "poller_function": STANDARD_FN,
+    "lean_poller_function": LEAN_FN,
+}
+
+
 def _expected_input(minute: str, start_at: str) -> str:
+    groups = [
+        {"minute": minute, "group": i, "group_count": 3, "shard_count": 512, "near_shard_count": 32}
+        for i in range(3)
+    ]
+    # Each group twice (two pollers release it), and group 0's carry the second path to the next
+    # minute (what starts it when no tick did)
+    pollers = [
+        {**g, **({"replica": r} if r else {}), **({"relay": RELAY} if g["group"] == 0 else {})}
+        for r in (0, 1)
+        for g in groups
+    ]
     return json.dumps(
         {
             "minute": minute,
@@ -63,13 +82,34 @@ def _expected_input(minute: str, start_at: str) -> str:
             "estimated_far_timers": 0,
             "recent_near_timers": None,
             "drained_behind": False,
-            "groups": [
-                {"minute": minute, "group": i, "group_count": 3, "shard_count": 512, "near_shard_count": 32}
-                for i in range(3)
-            ],
+            "groups": groups,
+            "pollers": pollers,
             "poller_function": STANDARD_FN,
         }
     )
+
+
+def _execution(name: str) -> dict[str, str]:
+    return {"executionArn": MACHINE.replace(":stateMachine:", ":execution:") + ":" + name}
+
+
+def _look(stub: Stubber, name: str, exists: bool) -> None:
+    """The tick looks for a minute before it plans it (DescribeExecution)."""
+    if exists:
+        stub.add_response(
+            "describe_execution",
+            {
+                **_execution(name),
+                "stateMachineArn": MACHINE,
+                "status": "RUNNING",
+                "startDate": datetime(2026, 1, 1, tzinfo=UTC),
+            },
+            _execution(name),
+        )
+    else:
+        stub.add_client_error(
+            "describe_execution", service_error_code="ExecutionDoesNotExist", http_status_code=400
+        )
 
 
 def test_the_handler_is_the_composition_roots_tick(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,6 +144,9 @@ def test_starts_the_next_minutes_named_after_them(tick: TickRig) -> None:
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     now = datetime(2026, 12, 31, 23, 59, 7, 500_000, tzinfo=UTC)
     with Stubber(sfn) as stub:
+        _look(stub, "m-20261231T2359", exists=True)  # its own minute: started by the tick before
+        _look(stub, "m-20270101T0000", exists=False)
+        _look(stub, "m-20270101T0001", exists=False)
         stub.add_response(
             "start_execution",
             {"executionArn": f"{MACHINE}:m-20270101T0000", "startDate": now},
@@ -135,7 +178,11 @@ def test_a_minute_that_already_exists_is_a_no_op(tick: TickRig) -> None:
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     now = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
     with Stubber(sfn) as stub:
-        # The previous tick already started 12:01 (with its own plan)...
+        # The previous tick already started 12:00 (with its own plan): looked for, not planned...
+        _look(stub, "m-20260301T1200", exists=True)
+        # ...and another tick (a doubled delivery) starts 12:01 between this one's look and start
+        _look(stub, "m-20260301T1201", exists=False)
+        _look(stub, "m-20260301T1202", exists=False)
         stub.add_client_error(
             "start_execution", service_error_code="ExecutionAlreadyExists", http_status_code=400
         )
@@ -163,12 +210,18 @@ class _RecordingSfn:
 
     exceptions = boto3.client("stepfunctions", region_name="us-east-1").exceptions
 
-    def __init__(self) -> None:
+    def __init__(self, existing: tuple[str, ...] = ("m-20260301T1200",)) -> None:
         self.calls: list[dict] = []
+        self.existing = set(existing)  # the tick's own minute: started by the tick before
 
     def start_execution(self, **params: str) -> dict:
         self.calls.append(params)
         return {"executionArn": f"{MACHINE}:{params['name']}"}
+
+    def describe_execution(self, executionArn: str) -> dict:
+        if executionArn.rsplit(":", 1)[-1] not in self.existing:
+            raise self.exceptions.ExecutionDoesNotExist({"Error": {"Code": "ExecutionDoesNotExist"}}, "x")
+        return {"executionArn": executionArn}
 
 
 class _CountingStore:
@@ -253,8 +306,12 @@ def test_an_idle_minute_runs_on_the_lean_poller_and_nothing_else_does(
     # Then the function follows the planned load, and the near lane was read for the last whole minute
     assert plan["poller_function"] == expected
     assert len(plan["groups"]) == 1
-    if isinstance(store, _NearStore):
-        assert store.near_minutes == {datetime(2026, 3, 1, 11, 59, tzinfo=UTC)}
+    if isinstance(store, _NearStore):  # the last whole minute (and, few there, the current one)
+        assert datetime(2026, 3, 1, 11, 59, tzinfo=UTC) in store.near_minutes
+        assert store.near_minutes <= {
+            datetime(2026, 3, 1, 11, 59, tzinfo=UTC),
+            datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
+        }
 
 
 def test_without_a_lean_poller_every_minute_runs_on_the_standard_one(
@@ -307,12 +364,14 @@ def test_more_than_40_groups_are_planned_into_the_state_machines_slices(
 
     plan = tick.plan(datetime(2026, 3, 1, 12, 1, tzinfo=UTC), lead_s=10)
 
-    # Then it gets all 62 pollers, 31 in each Map's slice, every group exactly once
+    # Then it gets all 62 pollers, 31 in each Map's slice, every group exactly once (one poller
+    # each: 124 would not run at once in two Maps of 40)
     assert len(plan["groups"]) == 62 == plan["groups"][0]["group_count"]
     assert [len(part) for part in plan["group_slices"]] == [31, 31]
-    assert [g for part in plan["group_slices"] for g in part] == plan["groups"]
+    assert [g for part in plan["group_slices"] for g in part] == plan["pollers"]
+    assert [p["group"] for p in plan["pollers"]] == list(range(62))
     # and the input stays far under Step Functions' 256 KB, even at 256 groups in 7 slices
-    assert len(json.dumps(plan)) < 20_000
+    assert len(json.dumps(plan)) < 25_000  # groups, the Map's items and their slices: three copies
     monkeypatch.setenv("PUNCTUAL_MAX_SHARD_GROUPS", "256")
     monkeypatch.setenv("PUNCTUAL_GROUP_SLICES", "7")
     monkeypatch.setenv("PUNCTUAL_TRIGGERS_PER_POLLER_MINUTE", "100")

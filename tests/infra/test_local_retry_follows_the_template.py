@@ -55,7 +55,7 @@ def test_local_mode_retries_a_crash_and_restarts_a_dead_process_with_the_catch_a
     retriers = retriers_from(read_blueprint(default_synth.json).poller_retry)
 
     # A handler that raised (local: the exception's type) and a dead process both meet the
-    # catch-all, whose delays are the constants' schedule: 1, 1.5, 2.25, 3.375, then 4 s
+    # catch-all, whose delays are the constants' schedule: 1, 1.5, then 2 s
     for error in (error_name(RuntimeError("boom")), PROCESS_EXITED):
         retrier = retrier_for(retriers, error)
         assert retrier is not None and retrier.errors == ("States.ALL",)
@@ -63,4 +63,4 @@ def test_local_mode_retries_a_crash_and_restarts_a_dead_process_with_the_catch_a
             min(c.POLLER_RETRY_INTERVAL_S * c.POLLER_RETRY_BACKOFF_RATE**n, c.POLLER_RETRY_MAX_DELAY_S)
             for n in range(c.POLLER_RETRY_MAX_ATTEMPTS)
         ]
-        assert retrier.delays_s()[:5] == [1, 1.5, 2.25, 3.375, 4]
+        assert retrier.delays_s()[:5] == [1, 1.5, 2, 2, 2]

@@ -80,7 +80,8 @@ class FakeLambda:
     """Moto's Lambda service with the real poller behind it.
 
     ``crash(event, attempt)`` may raise, standing in for a poller that fails on its
-    ``attempt``-th invocation (1-based) for that group.
+    ``attempt``-th invocation (1-based) for that group. A group's second poller (``replica`` 1)
+    counts as group ``100 + group``.
     """
 
     handler: Callable[[dict[str, Any], Any], Any]
@@ -92,7 +93,7 @@ class FakeLambda:
 
     def invoke(self, function_name: str, body: Any, response_headers: dict[str, str]) -> bytes:
         event = json.loads(body)
-        group = int(event["group"])
+        group = int(event["group"]) + 100 * int(event.get("replica", 0))
         with self.lock:
             attempt = self.current[group] = self.attempts[group] = self.attempts.get(group, 0) + 1
         context = LambdaContext(function_name.rsplit(":", 1)[-1], timeout_s=120, memory_limit_in_mb=1024)
@@ -137,9 +138,11 @@ class Rig:
         self.jobs.register("default", spec(f"at({slot.strftime('%Y-%m-%dT%H:%M:%S')})"), job_id=job_id)
         return slot_key(slot)
 
-    def run_minute(self, minute: datetime, groups: int) -> dict[str, Any]:
+    def run_minute(self, minute: datetime, groups: int, replicas: int = 1) -> dict[str, Any]:
         """Start the minute's execution as the tick does, with ``start_at`` = now; wait for its end."""
-        settings = Settings.from_env().model_copy(update={"shard_groups": groups})
+        settings = Settings.from_env().model_copy(
+            update={"shard_groups": groups, "poller_replicas": replicas}
+        )
         plan = plan_minute(minute, settings)
         plan["start_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         plan["poller_function"] = self.function_arn
@@ -192,6 +195,7 @@ def rig(default_synth: Synth, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
             "PUNCTUAL_NEAR_SHARD_COUNT": "2",
             "PUNCTUAL_POLLER_GRACE_S": "1",
             "PUNCTUAL_POLL_INTERVAL_MS": "250",
+            "PUNCTUAL_UNCLAIMED_RESEND_S": "0",  # no workers here: nothing would ever be claimed
         }.items():
             monkeypatch.setenv(name, value)
         iam = boto3.client("iam")
@@ -296,7 +300,7 @@ def test_a_poller_that_always_fails_is_caught_after_its_retries_and_the_other_gr
     # When the minute's execution runs
     run = rig.run_minute(minute, groups=2)
 
-    # Then group 0 was retried with the catch-all's schedule (1, 1.5, 2.25, 3.375, then at most
+    # Then group 0 was retried with the catch-all's schedule (1, 1.5, then at most
     # MaxDelaySeconds), then caught: GroupFailed, while group 1's poller released its slot
     # (local mode's reading of the same retrier: local/retriers.py computes what moto waited)
     definition = json.loads(state_machine_definition(default_synth))
@@ -304,10 +308,43 @@ def test_a_poller_that_always_fails_is_caught_after_its_retries_and_the_other_gr
     retrier = retrier_for(retriers_from(processor["States"][processor["StartAt"]]["Retry"]), "RuntimeError")
     assert retrier is not None and retrier.errors == ("States.ALL",)
     schedule = retrier.delays_s()
-    assert schedule[:5] == [1, 1.5, 2.25, 3.375, 4]
+    assert schedule[:5] == [1, 1.5, 2, 2, 2]
     assert fake.attempts == {0: 1 + len(schedule), 1: 1}
     assert rig.waits_s == schedule
     assert set(fake.outcomes) == {(0, "RuntimeError"), (1, "ok")}
     assert run["status"] == "SUCCEEDED"
     assert run["entered"].count("GroupFailed") == 1
     assert rig.released() == {by_group[1]: {slot}}  # group 0's slot waits for a later poller
+
+
+def test_a_group_whose_first_poller_never_runs_is_released_by_its_second(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given three minutely jobs due near the end of the minute, one group, which the tick's plan
+    # gives two pollers (a minute on the standard poller)
+    minute = minute_of(datetime.now(UTC))
+    slots = {}
+    for n, second in enumerate((55, 56, 58)):
+        start = minute + timedelta(seconds=second)
+        rig.jobs.register("default", spec("rate(1 minute)", start_at=start.isoformat()), job_id=f"job-{n}")
+        slots[slot_key(start)] = f"job-{n}"
+
+    # ... and the first poller's process dies as soon as it starts, on every invocation (a bad
+    # host, a crash loop: mid-minute kills are tests/unit/test_poller_replicas.py's, in virtual time)
+    def first_always_dies(event: dict[str, Any], attempt: int) -> None:
+        if not event.get("replica"):
+            raise ProcessDied(f"the first poller died (attempt {attempt})")
+
+    fake = FakeLambda(load_handler("poller").handler, crash=first_always_dies)
+    rig.serve(fake)
+    poller_clock_at(monkeypatch, minute + timedelta(seconds=53))
+
+    # When the minute's execution runs with the tick's plan
+    run = rig.run_minute(minute, groups=1, replicas=2)
+
+    # Then the first poller was retried and finally caught, while the second ran the minute to its
+    # end: every slot reached the queue, and the minute succeeded
+    assert {outcome for group, outcome in fake.outcomes if group == 0} == {"Runtime.ExitError"}
+    assert fake.outcomes.count((100, "ok")) == 1 and fake.attempts[100] == 1
+    assert run["status"] == "SUCCEEDED" and run["entered"].count("GroupFailed") == 1
+    assert rig.released() == {job: {slot} for slot, job in slots.items()}

@@ -237,6 +237,7 @@ def api(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiClient]:
         "PUNCTUAL_MAX_JOBS_PER_TENANT": "1000",
         "PUNCTUAL_SECRET_KEY": "local-test-secret-key-0123456789",
         "PUNCTUAL_TOKEN_KEY": "paging-token-test-key",
+        "PUNCTUAL_API_BATCH_CONCURRENCY": "1",  # moto's transactions are not thread-safe
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("PUNCTUAL_LOCAL_MODE", raising=False)

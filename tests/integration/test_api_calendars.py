@@ -39,6 +39,17 @@ def test_calendar_put_get_list_replace_and_delete(api: ApiClient) -> None:
     assert api.call("DELETE", "/v1/calendars/holidays").status == 404
 
 
+def test_if_match_on_a_calendar_that_does_not_exist_says_so_without_none(api: ApiClient) -> None:
+    """Issue 31: the 412 printed Python's ``None`` as the calendar's version."""
+    reply = api.call("PUT", "/v1/calendars/missing", HOLIDAYS, headers={"If-Match": '"3"'})
+
+    assert reply.status == 412
+    assert "None" not in reply.problem["detail"]
+    assert "does not exist" in reply.problem["detail"]
+    assert "ETag" not in reply.headers and reply.problem.get("current_version") is None
+    assert api.call("GET", "/v1/calendars/missing").status == 404  # nothing was created
+
+
 def test_bad_calendars_are_422_naming_the_problem(api: ApiClient) -> None:
     for body, field, words in [
         ({"timezone": "Mars/Olympus"}, "timezone", "unknown time zone"),

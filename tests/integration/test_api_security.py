@@ -65,6 +65,44 @@ def test_the_trigger_quota_answers_409_naming_it(api: ApiClient, monkeypatch: py
     assert api.create(job_spec(schedule="rate(1 second)"), user=BOB)["id"]  # Bob has his own quota
 
 
+def test_the_peak_quota_answers_409_naming_it(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: hourly jobs at one instant pass the average quota and hit the peak one."""
+    _reconfigure(monkeypatch, PUNCTUAL_MAX_SLOTS_PER_MINUTE_PER_TENANT="2")
+    for _ in range(2):
+        api.create(job_spec(schedule="cron(0 * * * ? *)"))
+
+    reply = api.call("POST", "/v1/jobs", job_spec(schedule="cron(0 * * * ? *)"))
+
+    assert reply.status == 409
+    assert reply.problem["type"].endswith("peak-quota-reached")
+    assert reply.problem["quota"] == "maxSlotsPerMinutePerTenant"
+    assert "2 slots due in one minute" in reply.problem["detail"]
+    assert api.create(job_spec(schedule="cron(30 * * * ? *)"))["id"]  # another minute is free
+    assert api.create(job_spec(schedule="cron(0 * * * ? *)"), user=BOB)["id"]  # Bob has his own
+
+
+def test_the_backfill_quota_answers_409_naming_it(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    _reconfigure(monkeypatch, PUNCTUAL_MAX_BACKFILLS_PER_TENANT="1")
+    job = api.create(job_spec(schedule="cron(0 * * * ? *)", timezone="UTC"))
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=10)
+
+    def backfill(hours: int) -> tuple[int, dict[str, object]]:
+        body = {"start": start.isoformat(), "end": (start + timedelta(hours=hours)).isoformat()}
+        reply = api.call("POST", f"/v1/jobs/{job['id']}/backfill", body)
+        return reply.status, reply.body
+
+    first_status, first = backfill(3)
+    assert first_status == 202
+    second_status, refused = backfill(4)
+    assert second_status == 409 and refused["quota"] == "maxBackfillsPerTenant"
+    assert str(refused["type"]).endswith("backfill-quota-reached")
+    assert backfill(3)[0] == 202  # the same request again: the one running, not a new one
+    api.call("DELETE", f"/v1/jobs/{job['id']}/backfills/{first['id']}")
+    assert backfill(4)[0] == 202  # the cancelled one no longer counts
+
+
 def test_the_job_quota_answers_409_naming_it(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
     _reconfigure(monkeypatch, PUNCTUAL_MAX_JOBS_PER_TENANT="1")
     api.create()
@@ -86,6 +124,20 @@ def test_a_tenant_over_its_request_rate_gets_429_and_others_do_not(
     assert "apiRequestsPerMinutePerTenant is 3 requests per minute" in limited.problem["detail"]
     assert 1 <= int(limited.headers["Retry-After"]) <= 60
     assert api.call("GET", "/v1/jobs", user=BOB).status == 200
+
+
+def test_schedule_previews_are_metered_and_need_a_caller(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31, point 3: /v1/schedules/preview computed up to 100 slots a call, unmetered."""
+    _reconfigure(monkeypatch, PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT="3")
+    preview = "/v1/schedules/preview?expression=rate(1%20minute)&count=100"
+    replies = [api.call("GET", preview, user=ALICE) for _ in range(4)]
+
+    assert [r.status for r in replies] == [200, 200, 200, 429]
+    assert replies[-1].problem["quota"] == "apiRequestsPerMinutePerTenant"
+    assert api.call("GET", "/v1/jobs", user=ALICE).status == 429  # the same quota as every route
+    assert api.call("GET", preview, user=None).status == 401  # no caller, no preview
 
 
 def test_outside_local_mode_the_paging_key_comes_from_the_deploy_time_secret(aws: None) -> None:

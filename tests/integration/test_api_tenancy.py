@@ -170,7 +170,6 @@ def test_the_tenant_is_the_principals_unique_id_not_its_arn(api: ApiClient) -> N
         ("AIDAJQABLZS4A3QDU576Q", "AIDAJQABLZS4A3QDU576Q"),  # an IAM user
         ("AROA3XFRBF535PLBIFPI4:lambda-xyz", "AROA3XFRBF535PLBIFPI4"),  # a session of a role
         ("123456789012", "123456789012"),  # the root
-        ("123456789012:bob", "123456789012:bob"),  # a federated user
     ],
 )
 def test_each_kind_of_principal_maps_to_its_id(user: str, tenant: str) -> None:
@@ -178,6 +177,40 @@ def test_each_kind_of_principal_maps_to_its_id(user: str, tenant: str) -> None:
 
     event = {"requestContext": {"identity": {"user": user, "caller": user, "userArn": "arn:aws:iam::1:x"}}}
     assert tenant_of(event, local_mode=False) == tenant
+
+
+@pytest.mark.parametrize(
+    ("user", "caller"),
+    [
+        ("123456789012:bob", "123456789012:bob"),
+        ("123456789012:AROA3XFRBF535PLBIFPI4", None),  # a chosen name that looks like a role id
+        (None, "123456789012:alice"),
+    ],
+)
+def test_a_federated_user_is_refused_not_given_the_name_it_chose(
+    user: str | None, caller: str | None
+) -> None:
+    """Issue 31, point 5: GetFederationToken's caller chooses its name; it is no tenant (403)."""
+    from punctual.api.problems import ApiProblem
+    from punctual.api.tenancy import tenant_of
+
+    arn = "arn:aws:sts::123456789012:federated-user/bob"
+    event = {"requestContext": {"identity": {"user": user, "caller": caller, "userArn": arn}}}
+    with pytest.raises(ApiProblem) as refused:
+        tenant_of(event, local_mode=False)
+    assert refused.value.status == 403
+    assert "GetFederationToken" in refused.value.detail
+
+
+def test_a_federated_user_gets_a_403_problem_from_the_api(api: ApiClient) -> None:
+    reply = api.call(
+        "GET", "/v1/jobs", user="arn:aws:sts::123456789012:federated-user/bob", caller="123456789012:bob"
+    )
+
+    assert reply.status == 403
+    assert reply.problem["type"].endswith("federated-caller")
+    scheduler = api.call("GET", "/schedules", user=None, caller="123456789012:bob")
+    assert scheduler.status == 403
 
 
 @pytest.mark.parametrize("user", ["arn:aws:iam::123456789012:user/alice", "alice", "", "AIDA!nope"])

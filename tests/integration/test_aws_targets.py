@@ -371,11 +371,11 @@ def test_sns_missing_topic_is_permanent(clients: Clients) -> None:
 
 
 def test_eventbridge_puts_the_payload_as_detail_at_the_scheduled_time(clients: Clients) -> None:
-    # Given a bus whose rule forwards punctual events to a queue
+    # Given a bus whose rule forwards the jobs' events (their default source) to a queue
     events = clients("events")
     bus = events.create_event_bus(Name="jobs")["EventBusArn"]
     url, queue_arn = _queue(clients, "bus-sink")
-    events.put_rule(Name="all", EventBusName="jobs", EventPattern=json.dumps({"source": ["punctual"]}))
+    events.put_rule(Name="all", EventBusName="jobs", EventPattern=json.dumps({"source": ["scheduled-job"]}))
     events.put_targets(Rule="all", EventBusName="jobs", Targets=[{"Id": "q", "Arn": queue_arn}])
     # When the target fires
     result = EventBridgeTargetAdapter(clients).invoke(
@@ -386,7 +386,7 @@ def test_eventbridge_puts_the_payload_as_detail_at_the_scheduled_time(clients: C
     [message] = _drain(clients, url)
     event = json.loads(message["Body"])
     assert event["detail"] == {"rows": 3}
-    assert (event["source"], event["detail-type"]) == ("punctual", "Export Due")
+    assert (event["source"], event["detail-type"]) == ("scheduled-job", "Export Due")
     assert event["time"] == "2026-11-30T10:00:00Z"
 
 
@@ -421,7 +421,7 @@ def test_eventbridge_a_failed_entry_is_a_failure(code: str, outcome: Outcome) ->
             "Entries": [
                 {
                     "Time": T0,
-                    "Source": "punctual",
+                    "Source": "scheduled-job",
                     "DetailType": ANY,
                     "Detail": '{"n":1}',
                     "EventBusName": BUS.event_bus_arn,

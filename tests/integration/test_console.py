@@ -453,6 +453,29 @@ def test_local_mode_serves_the_console_beside_the_api(t0: datetime) -> None:
     assert passed == {"statusCode": 200, "body": "{}"} and calls == ["/v1/jobs"]
 
 
+def test_the_empty_page_describes_a_tenant_as_the_principals_unique_id(store: JobStore, t0: datetime) -> None:
+    """Issue 31: the tenant is the principal's unique id since issue 16, not its role ARN."""
+    text = " ".join(render(store, t0, tenant="nobody").split())
+
+    assert "arn:aws:iam" not in text and "role/NAME" not in text
+    assert "unique id" in text and "AROA" in text
+
+
+def test_local_mode_with_the_demo_opens_the_bare_console_on_the_demo_tenant(tmp_path: Any) -> None:
+    """Issue 31: ``make run``'s bare /console showed the empty ``default`` tenant, the demo ran as ``demo``."""
+    from local.cli import with_demo_console
+    from local.config import LocalConfig
+    from local.demo import DEMO_TENANT
+
+    config = LocalConfig(state_dir=tmp_path)
+    settings = ConsoleSettings.from_env(with_demo_console(config, demo=True).extra)
+
+    assert settings.tenant == DEMO_TENANT
+    assert ConsoleSettings.from_env(with_demo_console(config, demo=False).extra).tenant == "default"
+    chosen = LocalConfig(state_dir=tmp_path, extra={"PUNCTUAL_CONSOLE_TENANT": "ops"})
+    assert with_demo_console(chosen, demo=True).extra["PUNCTUAL_CONSOLE_TENANT"] == "ops"
+
+
 def test_no_failure_among_the_runs_read_says_how_many_were_read(t0: datetime) -> None:
     store = MemoryStore()
     store.create_job(job("steady", "rate(1 second)"), None, 100)

@@ -581,6 +581,7 @@ def test_a_dead_letter_event_reaches_a_real_queue_as_the_target_role(aws: None, 
     import boto3
 
     from factories import job as make_job
+    from punctual.boundary import Boundary
     from punctual.execution.dead_letters import SqsDeadLetters
     from punctual.models import DeadLetterQueue, Execution, ExecutionStatus, RetryPolicy
     from punctual.targets.aws_services import Boto3ClientFactory
@@ -607,7 +608,7 @@ def test_a_dead_letter_event_reaches_a_real_queue_as_the_target_role(aws: None, 
         error="sqs SendMessage: AWS.SimpleQueueService.NonExistentQueue: gone",
     )
     # When it is dead-lettered
-    SqsDeadLetters(Boto3ClientFactory()).send(job, failed, t0 + timedelta(minutes=5))
+    SqsDeadLetters(Boto3ClientFactory(), Boundary()).send(job, failed, t0 + timedelta(minutes=5))
     # Then the queue holds the event with the service's attributes
     got = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"][0]
     assert got["Body"] == "attempt 3"

@@ -364,6 +364,39 @@ def test_turns_are_taken_waited_for_and_passed(faithful: Faithful, t0: datetime)
     assert store.get_turn(T, "nobody") is None
 
 
+def test_a_tenants_burst_quotas(faithful: Faithful) -> None:
+    store = faithful.store
+    assert store.get_peaks(T) == (None, 0)
+    assert store.put_peaks(T, '{"p": 1}', 0) and not store.put_peaks(T, '{"p": 2}', 0)
+    assert store.get_peaks(T) == ('{"p": 1}', 1)
+    assert store.join_backfills(T, "a/1", 2) and store.join_backfills(T, "a/2", 2)
+    assert not store.join_backfills(T, "a/3", 2) and store.join_backfills(T, "a/1", 2)  # a repeat
+    store.leave_backfills(T, "a/1")
+    store.leave_backfills(T, "a/1")  # idempotent
+    assert store.running_backfills(T) == ["a/2"]
+    assert store.take_backfill_slots(T, "w1", 7, 10, 2_000_000_000) == 7
+    assert store.take_backfill_slots(T, "w1", 7, 10, 2_000_000_000) == 3
+    assert store.take_backfill_slots(T, "w2", 1, 10, 2_000_000_000) == 1
+
+
+def test_the_minute_load_ledger_and_the_tenant_data_keys(faithful: Faithful, t0: datetime) -> None:
+    from punctual.store.keyring import TenantKeyRecord
+    from punctual.store.loads import MinuteLoad
+
+    store = faithful.store
+    minute = minute_of(t0 + timedelta(minutes=3))
+    store.add_minute_loads({minute: MinuteLoad(5, 2)}, shard=1)
+    store.add_minute_loads({minute: MinuteLoad(3, 0)}, shard=2)
+    store.add_minute_loads({minute: MinuteLoad(-1, -1)}, shard=1)  # taken back
+    faithful.later(1.1)  # an eventually consistent read: a moment on, it has every write
+    assert store.get_minute_load(minute) == MinuteLoad(7, 1)
+    assert store.get_tenant_key(T, 1) is None
+    first = TenantKeyRecord(T, 1, b"wrapped-1", t0)
+    assert store.put_tenant_key(first) == first
+    assert store.put_tenant_key(TenantKeyRecord(T, 1, b"wrapped-2", t0)) == first  # first writer wins
+    assert store.get_tenant_key(T, 1) == first
+
+
 def test_the_audit_scan_may_be_behind_a_moment_then_lists_every_job(t0: datetime) -> None:
     # Given the in-memory store with DynamoDB's stale reads (the audit index is eventually consistent)
     clock = ManualClock(t0)

@@ -19,6 +19,7 @@ from punctual.observability import RecordingMetrics
 from punctual.scaling import CapacityProfile, MemoryActuator, need_for, plan_capacity
 from punctual.scaling_aws import AwsActuator
 from punctual.settings import Settings
+from punctual.store.loads import MinuteLoad
 from punctual.tick import Tick
 from punctual.timers import Lane
 
@@ -46,6 +47,10 @@ class _Store:
         self.settings = settings
         self.loads = loads
         self.spread_s = spread_s
+        self.ledger: dict[datetime, MinuteLoad] = {}
+
+    def get_minute_load(self, minute: datetime) -> MinuteLoad:
+        return self.ledger.get(minute, MinuteLoad())
 
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
         shards = self.settings.shard_count if lane is Lane.FAR else self.settings.near_shard_count
@@ -102,8 +107,9 @@ def test_the_tick_scales_for_a_far_burst_two_minutes_ahead_and_back_after_it(
     with caplog.at_level(logging.INFO, logger="punctual.tick"):
         started = tick.start_minutes(M - timedelta(minutes=2) + timedelta(seconds=2))
 
-    # Then the minutes start as before, and the burst workers are asked for
-    assert started == sfn.names == ["m-20261201T1159", "m-20261201T1200"]
+    # Then the minutes start as before (its own too: no earlier tick started it here), and the
+    # burst workers are asked for
+    assert started == sfn.names == ["m-20261201T1158", "m-20261201T1159", "m-20261201T1200"]
     assert actuator.burst_workers == wanted > 0
     assert metrics.values["BurstWorkersDesired"] == [wanted]
     assert metrics.values["BurstPlannedSlots"] == [600_000]
@@ -225,11 +231,16 @@ def _two_machine_tick(sfn: _TwoMachines) -> Tick:
 def test_a_burst_minute_runs_on_the_burst_machine_and_the_others_on_the_single_map() -> None:
     sfn = _TwoMachines()
     _two_machine_tick(sfn).start_minutes(M - timedelta(minutes=2) + timedelta(seconds=2))
-    assert sfn.machine_of == {"m-20261201T1159": STANDARD_MACHINE, "m-20261201T1200": BURST_MACHINE}
-    # Each minute was looked for on the other machine first
+    assert sfn.machine_of == {
+        "m-20261201T1158": STANDARD_MACHINE,
+        "m-20261201T1159": STANDARD_MACHINE,
+        "m-20261201T1200": BURST_MACHINE,
+    }
+    # Each minute was looked for on both machines first
     assert sfn.described == [
-        "arn:aws:states:us-east-1:123456789012:execution:burst-minutes:m-20261201T1159",
-        "arn:aws:states:us-east-1:123456789012:execution:minutes:m-20261201T1200",
+        f"arn:aws:states:us-east-1:123456789012:execution:{machine}:m-20261201T{minute}"
+        for minute in ("1158", "1159", "1200")
+        for machine in ("minutes", "burst-minutes")
     ]
 
 
@@ -237,13 +248,15 @@ def test_a_minute_started_on_one_machine_is_never_started_on_the_other() -> None
     # Given the burst minute already started on the single Map (an earlier tick saw fewer groups)
     sfn = _TwoMachines({"arn:aws:states:us-east-1:123456789012:execution:minutes:m-20261201T1200"})
     started = _two_machine_tick(sfn).start_minutes(M - timedelta(minutes=1) + timedelta(seconds=2))
-    # Then this tick does not start it again on the burst machine (only the next, idle minute)
-    assert started == ["m-20261201T1201"] and sfn.machine_of == {"m-20261201T1201": STANDARD_MACHINE}
+    # Then this tick does not start it again on the burst machine (only its own and the next)
+    assert started == ["m-20261201T1159", "m-20261201T1201"]
+    assert sfn.machine_of == {"m-20261201T1159": STANDARD_MACHINE, "m-20261201T1201": STANDARD_MACHINE}
 
 
-def test_near_timers_already_written_for_a_coming_minute_count() -> None:
+def test_near_slots_the_ledger_forecasts_for_a_coming_minute_count() -> None:
     actuator = MemoryActuator()
-    tick, _, _ = _tick({(Lane.NEAR, M): 100_000}, actuator)
+    tick, _, _ = _tick({}, actuator)
+    tick.store.ledger[M] = MinuteLoad(100_000, 100_000)  # type: ignore[union-attr]
     tick.start_minutes(M - timedelta(seconds=50))
     assert (
         actuator.burst_workers == need_for(100_000, CapacityProfile.from_settings(SETTINGS), M).burst_workers
@@ -286,7 +299,11 @@ def test_a_failing_actuator_never_stops_the_minutes() -> None:
             raise RuntimeError("ECS is unavailable")
 
     tick, _, metrics = _tick({(Lane.FAR, M): 600_000}, Broken())
-    assert tick.start_minutes(M - timedelta(minutes=2)) == ["m-20261201T1159", "m-20261201T1200"]
+    assert tick.start_minutes(M - timedelta(minutes=2)) == [
+        "m-20261201T1158",
+        "m-20261201T1159",
+        "m-20261201T1200",
+    ]
     assert "BurstWorkersDesired" not in metrics.values
 
 

@@ -253,8 +253,9 @@ def test_burst_write_pressure_counts_every_write_of_a_start_and_the_timers_per_k
     rate = 4 * capacity.release_rate(d, P)
     # workers keep pace: each start writes claim + finish + a LEASE timer, each release a timer
     assert burst.peak_wru == pytest.approx(rate * (2 + 1) + rate * 1, rel=0.01)
-    assert burst.far_key_wru == pytest.approx(60_000 * 0.5 / 512 / burst.release_s)
-    assert burst.near_key_wru == pytest.approx(60_000 * (0.5 + 1) / 32 / burst.release_s, rel=0.01)
+    # (the LEASE timer is a backstop past the far threshold: a far key's write)
+    assert burst.far_key_wru == pytest.approx(60_000 * (0.5 + 1) / 512 / burst.release_s, rel=0.01)
+    assert burst.near_key_wru == pytest.approx(60_000 * 0.5 / 32 / burst.release_s, rel=0.01)
 
 
 def test_the_burst_ready_settings_meet_both_targets_with_the_margin() -> None:

@@ -62,6 +62,27 @@ def test_a_lambda_slot_whose_takeover_crashes_too_is_taken_over_again(rig: Rig, 
     assert rig.target.calls_for(job.id) == [(slot_key(t0), 1), (slot_key(t0), 2), (slot_key(t0), 3)]
 
 
+def test_an_ecs_slot_whose_takeover_crashes_too_is_taken_over_again(rig: Rig, t0: datetime) -> None:
+    # Given an ECS-lane job (LEASE timers, a lease of seconds, the message kept as the lease) whose
+    # worker dies mid-run twice in a row: the sustained-fault phase left such a slot RUNNING, its
+    # message dropped as "an older attempt" and its LEASE timer a far backstop
+    job = rig.add_job(timeout_seconds=10)
+    rig.target = FakeTarget(Crash(), Crash(), TargetResult.ok("third time"))
+    worker = rig.worker(lease_timers=True, lease_s=8)
+    rig.send(rig.message(job, t0))
+    for attempt in (1, 2):
+        claim, _ = deliver(rig, worker)
+        assert claim.claimed and claim.execution.attempt == attempt  # type: ignore[attr-defined]
+        with pytest.raises(Crash):
+            worker.run(claim)  # type: ignore[arg-type]
+        rig.clock.advance(VISIBILITY_S + 1)
+    # When the message comes back a third time
+    results = rig.work_until_idle(worker)
+    # Then it takes the slot over as attempt 3, which succeeds
+    assert [r.outcome for r in results] == ["SUCCEEDED"]
+    assert statuses(rig.history(job)[0].attempts) == [(1, "TIMED_OUT"), (2, "TIMED_OUT"), (3, "SUCCEEDED")]
+
+
 def test_a_takeover_that_dies_after_recording_its_failure_is_repaired(rig: Rig, t0: datetime) -> None:
     # Given attempt 1 lost with its worker, and attempt 2 (taken over by the same message) failing
     # with the worker dying between the RETRY_WAIT record and the retry timer
@@ -114,7 +135,7 @@ def _running(t0: datetime, attempt: int, lease_s: float) -> Execution:
 
 def test_only_a_message_that_is_the_lease_carries_an_older_attempt(t0: datetime) -> None:
     old = DispatchMessage("default", "j", slot_key(t0), t0.isoformat(), 1, 1, MessageKind.FIRE)
-    # message mode (the Lambda worker): the message that took over is the running attempt's lease
+    # the message that took over (both lanes) is the running attempt's lease, when received again
     assert decide_claim(_running(t0, 2, -1), old, t0, 5, 3600, True, message_is_lease=True).action is (
         ClaimAction.TAKEOVER
     )
@@ -124,7 +145,10 @@ def test_only_a_message_that_is_the_lease_carries_an_older_attempt(t0: datetime)
     ended = _running(t0, 2, -1).model_copy(update={"status": S.SUCCEEDED, "lease_until": None})
     assert decide_claim(ended, old, t0, 5, 3600, True, message_is_lease=True).action is ClaimAction.REPAIR
     assert decide_claim(ended, old, t0, 5, 3600, False, message_is_lease=True).action is ClaimAction.DROP
-    # heartbeat mode (the ECS worker): LEASE timers recover a lost run; an older message is dropped
+    # a fresh copy of an older attempt (a duplicate, a re-send) carries nothing: it drops
+    fresh = decide_claim(_running(t0, 2, -1), old, t0, 5, 3600, False, message_is_lease=True)
+    assert fresh.action is ClaimAction.DROP
+    # without message leases (message_is_lease=False), an older message always drops
     assert decide_claim(_running(t0, 2, -1), old, t0, 5, 3600, True).action is ClaimAction.DROP
     assert decide_claim(ended, old, t0, 5, 3600, True).action is ClaimAction.DROP
     assert LEASE_LOST_NOTE  # the lost attempts above are recorded with it (see the tests before)

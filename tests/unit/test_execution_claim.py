@@ -27,7 +27,7 @@ from punctual.models import Execution, ExecutionStatus
 from punctual.queues import DispatchMessage, MessageKind
 from punctual.store.memory import MemoryStore
 from punctual.targets.base import TargetResult
-from punctual.timers import TimerKind, slot_key
+from punctual.timers import Lane, TimerKind, slot_key
 
 S = ExecutionStatus
 
@@ -160,9 +160,9 @@ def test_same_message_twice_and_after_the_dedup_window_runs_once(rig: Rig, t0: d
 
 
 def test_duplicate_while_the_first_still_runs_waits_and_is_then_dropped(rig: Rig, t0: datetime) -> None:
-    # Given attempt 1 running on worker A (a Lambda: its lease is the job's timeout + 60 s)
+    # Given attempt 1 running on worker A (its lease: 60 s here, renewed while it runs)
     job = rig.add_job(timeout_seconds=120)
-    worker = rig.worker()
+    worker = rig.worker(lease_s=60)
     first = worker.claim(rig.message(job, t0))
     assert first.claimed
     # When a duplicate of the same message is delivered to worker B
@@ -171,11 +171,11 @@ def test_duplicate_while_the_first_still_runs_waits_and_is_then_dropped(rig: Rig
     second = worker.claim(received.message, Delivery("queue://short", received.receipt, 1))
     # Then B does not run it: it comes back once A's lease would have lapsed
     assert second.outcome is ClaimOutcome.WAITING
-    assert second.return_after_s == 181  # the lease (120 + 60 s) plus one second
+    assert second.return_after_s == 61  # the lease plus one second
     assert rig.queues.receive("queue://short", 1, 0, 900) == []  # invisible meanwhile
     # And when A finishes first, the returned duplicate is dropped
     worker.finish(first, TargetResult.ok())
-    rig.clock.advance(181)
+    rig.clock.advance(61)
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
     assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
 
@@ -217,24 +217,44 @@ def test_lambda_worker_crash_is_taken_over_on_redelivery(rig: Rig, t0: datetime,
 def test_ecs_worker_crash_is_recovered_by_its_lease_timer(rig: Rig, t0: datetime) -> None:
     # Given an ECS job whose worker claims it, heartbeats once, then dies and its message is lost
     job = rig.add_job(runtime="ecs", timeout_seconds=3600)
-    worker = rig.worker(lease_timers=True, lease_s=30)
+    worker = rig.worker(lease_timers=True, lease_s=30, backstop_s=240)
     claim = worker.claim(rig.message(job, t0))
-    rig.clock.advance(10)
+    rig.clock.advance(27)
     assert worker.heartbeat(claim)
-    lease_until = t0 + timedelta(seconds=40)
+    lease_until = t0 + timedelta(seconds=57)
     assert claim.execution.lease_until == lease_until  # type: ignore[union-attr]
-    leases = rig.timers(t0, t0 + timedelta(minutes=5), TimerKind.LEASE)
-    assert [t.due for t in leases] == [t0 + timedelta(seconds=30), lease_until]
-    # When the poller reaches the lease timers
-    rig.clock.set(t0 + timedelta(seconds=30))
-    assert rig.poll() and rig.queues.all_messages() == []  # the first lease was extended: stale
-    rig.clock.set(lease_until)
+    # Then its one LEASE timer is the backstop, written at the claim and due past the far threshold
+    # (a far timer: a burst's do not crowd the near buckets); the heartbeat did not write another
+    [backstop] = rig.timers(t0, t0 + timedelta(minutes=10), TimerKind.LEASE)
+    assert backstop.due == t0 + timedelta(seconds=240) and backstop.lane is Lane.FAR
+    # When the poller reaches it (the lease lapsed long before, the message never came back)
+    rig.clock.set(backstop.due)
     rig.poll()
     # Then it sends the takeover, and attempt 2 runs exactly once
     [takeover] = rig.queues.all_messages("queue://long")
     assert (takeover.kind, takeover.attempt) == (MessageKind.TAKEOVER, 2)
     assert [r.outcome for r in rig.work_until_idle(worker, "queue://long")] == ["SUCCEEDED"]
     assert statuses(rig.history(job)[0].attempts) == [(1, "TIMED_OUT"), (2, "SUCCEEDED")]
+
+
+def test_a_long_run_rewrites_its_backstop_before_it_is_due(rig: Rig, t0: datetime) -> None:
+    # Given an ECS run that lasts ten minutes, heartbeating as its 8 s lease asks
+    job = rig.add_job(runtime="ecs", timeout_seconds=3600)
+    worker = rig.worker(lease_timers=True, lease_s=8, backstop_s=240)
+    claim = worker.claim(rig.message(job, t0))
+    for _ in range(120):
+        rig.clock.advance(5)
+        assert worker.heartbeat_if_due(claim)
+    # Then it heartbeated every 5 s, and wrote a backstop at the claim and every 2 minutes after:
+    # one LEASE timer per 24 heartbeats, each due four minutes after it was written
+    assert rig.metrics.total("Heartbeats") == 120
+    backstops = rig.timers(t0, t0 + timedelta(minutes=20), TimerKind.LEASE)
+    assert [b.due - t0 for b in backstops] == [timedelta(seconds=240 + 120 * k) for k in range(6)]
+    # And the poller finds each stale while the run lives (its lease is live)
+    rig.clock.set(t0 + timedelta(seconds=240))
+    assert worker.heartbeat_if_due(claim)
+    rig.poll()
+    assert rig.queues.all_messages() == []
 
 
 def test_crash_between_the_record_and_its_retry_timer_is_repaired(rig: Rig, t0: datetime) -> None:

@@ -72,7 +72,7 @@ def test_a_run_whose_lease_is_taken_over_is_stopped_and_its_result_discarded(rig
         assert stored is not None
         taken = stored.model_copy(update={"owner": "someone-else", "attempt": 2})
         rig.store.save_execution(taken, Expect(frozenset({ExecutionStatus.RUNNING}), 1), 0)
-        rig.clock.advance(20)
+        rig.clock.advance(27)  # its next heartbeat is due (a 30 s lease, renewed 3 s before it lapses)
         beat = ctx.heartbeat()
         saw.append(ctx.cancelled)
         return TargetResult.stopped_early("stopped") if ctx.cancelled and not beat else TargetResult.ok()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -186,9 +187,13 @@ class FakeProcess:
 
     def __init__(self, dead: bool) -> None:
         self.returncode = -9 if dead else None
+        self.signals: list[int] = []
 
     def poll(self) -> int | None:
         return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        self.signals.append(signum)
 
 
 class Clock:
@@ -291,3 +296,89 @@ def test_components_restart_with_the_supervisors_back_off_by_default() -> None:
     spec = ComponentSpec("worker-1", ("worker",), 1)
     assert [spec.restart_delay(n) for n in range(1, 8)] == [0.5, 1, 2, 4, 8, 10, 10]
     assert supervisor_backoff_s(1) == 0.5
+
+
+def test_a_warm_component_is_started_by_forking_its_zygote_and_restarted_after_the_delay(
+    supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the poller, a warm component: its zygote (a process kept imported and prepared) forks it
+    import io
+
+    from local.zygote import Forked
+
+    write_deployment(supervisor.config, CLOUD_RETRY)
+
+    class Zygote(FakeProcess):
+        def __init__(self) -> None:
+            super().__init__(dead=False)
+            self.stdin = io.BytesIO()
+
+    zygotes: list[Zygote] = []
+
+    def popen(child: Any, zygote: bool = False) -> Any:
+        if not zygote:  # a cold start (the API here)
+            assert not child.spec.warm, "a warm component is never started cold while its zygote runs"
+            return FakeProcess(dead=False)
+        zygotes.append(Zygote())
+        return zygotes[-1]
+
+    monkeypatch.setattr(supervisor, "_popen", popen)
+    child = supervisor.children["poller"]
+    assert child.spec.warm
+    Supervisor._spawn(supervisor, child)  # (the fixture's _spawn stands in for cold starts)
+    forked = child.process
+    assert isinstance(forked, Forked) and zygotes[0].stdin.getvalue() == b"fork\n"
+    supervisor._zygote_said(child, ["forked", "4242"])
+    assert forked.pid == 4242 and forked.poll() is None
+    # When it is killed (its zygote reaps it and says so)
+    supervisor._zygote_said(child, ["exited", "4242", "-9"])
+    assert forked.poll() == -9
+    supervisor.check()
+    # Then it is restarted after the state machine's retry delay, by another fork of the same zygote
+    assert child.restart_at == supervisor.clock() + 1
+    supervisor.clock.now = child.restart_at  # type: ignore[attr-defined]
+    monkeypatch.setattr(supervisor, "_spawn", lambda c: Supervisor._spawn(supervisor, c))
+    supervisor.check()
+    assert len(zygotes) == 1 and zygotes[0].stdin.getvalue() == b"fork\nfork\n"
+    assert isinstance(child.process, Forked) and child.process is not forked and child.restarts == 1
+    assert "restarted poller (restart 1, forked from its zygote)" in supervisor.sink.lines  # type: ignore[attr-defined]
+    # And the Lambda workers are warm too, restarted at once, the ECS worker after a second (standing
+    # for a service's other tasks); the API is not
+    specs = {s.name: s for s in default_components(supervisor.config)}
+    assert specs["worker-1"].warm and specs["worker-1"].restart_delay(1) == 0.0 and specs["poller-2"].warm
+    assert specs["ecs-worker"].warm and specs["ecs-worker"].restart_delay(5) == 1.0
+    assert not specs["api"].warm
+
+
+# --------------------------------------------------------------------------- two poller processes
+
+
+def test_poller_processes_share_each_minutes_plan_and_run_their_own_replica(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from local.poller import start_minute
+
+    monkeypatch.setattr("punctual.composition.Container.store", None)  # no table: unknown load
+    minute = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    # Given two processes that start the same minute, each with its own sizing (the second's
+    # differs, as a table read a moment later can)
+    plans = tmp_path / "minutes"
+    first = start_minute(plans, minute, lambda: {"groups": [{"group": 0}], "pollers": [{"group": 0}]})
+    second = start_minute(plans, minute, lambda: {"groups": [], "pollers": []})
+    # Then the first plan written stands for both (a minute is planned once, as an execution is named)
+    assert first == second == {"groups": [{"group": 0}], "pollers": [{"group": 0}]}
+    # And each process runs its own replica of each group of the plan (a minute with load: two)
+    started: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+    for replica in (0, 1):
+        scheduler = MinuteScheduler(
+            lambda event, context, r=replica: started[r].append(event) or {},
+            120,
+            replica=replica,
+            plans=plans,
+        )
+        scheduler.start(minute + timedelta(minutes=1))
+        for thread in scheduler.threads:
+            thread.join(timeout=10)
+    assert [(e["group"], e.get("replica", 0)) for e in started[0]] == [(0, 0)]
+    assert [(e["group"], e.get("replica", 0)) for e in started[1]] == [(0, 1)]
+    assert (plans / "m-20261130T1001.json").exists()

@@ -74,6 +74,8 @@ def test_message_body_is_what_asdict_gave() -> None:
         DispatchMessage("t", "j", "s", "", 1, 1, not_before="2026-11-30T10:00:03.000Z", sig="x"),
         DispatchMessage("t", "j", "s", "", 1, 1, "backfill", backfill="0123+", sig="x"),
         DispatchMessage("t", "j", "s", "", 1, 1, "alert", "now", alert="late", sig="x"),
+        message_for(job("c"), "2026-11-30T10:00:00Z", T, 1, MessageKind.FIRE, T, last=True),
+        DispatchMessage("t", "j", "s", "", 1, 1, spec="", last=True, sig="x"),
     ]
     for message in messages:
         fields = asdict(message)
@@ -85,6 +87,12 @@ def test_message_body_is_what_asdict_gave() -> None:
             del fields["backfill"]  # nor a message of no backfill a backfill field
         if not message.alert:
             del fields["alert"]  # nor any but an alert's sweep a condition
+        if not message.resend:
+            del fields["resend"]  # nor any but a poller's re-send its count
+        if not message.spec:
+            del fields["spec"]  # nor a message whose job is too large to carry its spec
+        if not message.last:
+            del fields["last"]  # nor a slot that does not end its chain a last mark
         assert message.to_body() == json.dumps(fields, separators=(",", ":"))
         assert DispatchMessage.from_body(message.to_body()) == message
 

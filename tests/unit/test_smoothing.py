@@ -33,6 +33,7 @@ from punctual.smoothing import (
     SmoothingConfigError,
     parse_budgets,
     place_slot,
+    spacing_us,
     target_key,
 )
 from punctual.store.memory import MemoryStore
@@ -41,14 +42,27 @@ from punctual.timers import TimerLayout
 T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-def _place_all(dues: list[datetime], rate: float, lateness: float) -> list[tuple[datetime, datetime, bool]]:
+def _place_all(
+    dues: list[datetime], rate: float, lateness: float, lane: tuple[int, int] = (0, 1)
+) -> list[tuple[datetime, datetime, bool]]:
     state = None
     out = []
     for due in dues:
-        placed = place_slot(state, due, rate, lateness)
+        placed = place_slot(state, due, rate, lateness, lane)
         state = placed.next_free
         out.append((due, placed.release_at, placed.overrun))
     return out
+
+
+def _most_in_a_second(instants: list[datetime]) -> int:
+    """The most instants in any one-second window [t, t + 1 s) (t anywhere: a sliding window)."""
+    ordered = sorted(instants)
+    most, low = 0, 0
+    for high, instant in enumerate(ordered):
+        while instant - ordered[low] >= timedelta(seconds=1):
+            low += 1
+        most = max(most, high - low + 1)
+    return most
 
 
 @settings(max_examples=300, deadline=None)
@@ -57,57 +71,125 @@ def _place_all(dues: list[datetime], rate: float, lateness: float) -> list[tuple
     rate=st.floats(min_value=0.05, max_value=5_000, allow_nan=False, allow_infinity=False),
     lateness=st.integers(min_value=0, max_value=600),
     ordered=st.booleans(),
+    groups=st.integers(min_value=1, max_value=64),
+    data=st.data(),
 )
 def test_a_slot_is_never_released_before_its_instant_nor_past_its_lateness(
-    offsets: list[int], rate: float, lateness: int, ordered: bool
+    offsets: list[int], rate: float, lateness: int, ordered: bool, groups: int, data: st.DataObject
 ) -> None:
+    group = data.draw(st.integers(min_value=0, max_value=groups - 1))
     dues = [T + timedelta(milliseconds=ms) for ms in (sorted(offsets) if ordered else offsets)]
-    for due, release_at, overrun in _place_all(dues, rate, lateness):
+    for due, release_at, overrun in _place_all(dues, rate, lateness, (group, groups)):
         assert due <= release_at <= due + timedelta(seconds=lateness)
         if overrun:
             assert release_at == due  # on time, reported
-        # Held back by whole seconds only (the worker's visibility counts whole seconds)
-        assert (release_at - due).total_seconds() == int((release_at - due).total_seconds())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    bursts=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=90_000), st.integers(min_value=1, max_value=300)),
+        min_size=1,
+        max_size=4,
+    ),
+    rate=st.one_of(
+        st.integers(min_value=1, max_value=200).map(float),
+        st.floats(min_value=0.05, max_value=200, allow_nan=False, allow_infinity=False),
+    ),
+    lateness=st.integers(min_value=0, max_value=30),
+    groups=st.integers(min_value=1, max_value=80),
+    data=st.data(),
+)
+def test_a_budget_holds_in_every_one_second_window_across_all_of_a_minutes_pollers(
+    bursts: list[tuple[int, int]], rate: float, lateness: int, groups: int, data: st.DataObject
+) -> None:
+    # Given bursts of slots (an offset from T in ms, how many at once), hash-split over the
+    # minute's pollers in any way, each poller placing its own slots on its own ledger
+    dues = [T + timedelta(milliseconds=offset) for offset, count in bursts for _ in range(count)]
+    owners = data.draw(st.lists(st.integers(0, groups - 1), min_size=len(dues), max_size=len(dues)))
+    placed: list[tuple[datetime, datetime, bool]] = []
+    for group in range(groups):
+        mine = sorted(due for due, owner in zip(dues, owners, strict=True) if owner == group)
+        placed += _place_all(mine, rate, lateness, (group, groups))
+    # Then in every one-second window, wherever it starts (the burst's first second included),
+    # the smoothed calls of all pollers together keep to the budget
+    smoothed = [release for _, release, overrun in placed if not overrun]
+    assert _most_in_a_second(smoothed) <= math.ceil(rate)
+    if rate == int(rate):
+        assert _most_in_a_second(smoothed) <= rate
+    # and a slot the budget could not take is on time (and reported), never late
+    for due, release, overrun in placed:
+        assert release == due if overrun else due <= release <= due + timedelta(seconds=lateness)
 
 
 @settings(max_examples=200, deadline=None)
 @given(
     size=st.integers(min_value=1, max_value=3_000),
     rate=st.integers(min_value=1, max_value=500),
-    lateness=st.integers(min_value=0, max_value=60),
+    lateness=st.integers(min_value=0, max_value=30),
 )
-def test_a_top_of_minute_burst_keeps_to_its_budget_each_second_and_overruns_only_past_the_lateness(
+def test_one_poller_takes_every_grid_instant_within_the_lateness_and_overruns_only_the_rest(
     size: int, rate: int, lateness: int
 ) -> None:
     placed = _place_all([T] * size, rate, lateness)
-    smoothed = [release for _, release, overrun in placed if not overrun]
-    per_second = Counter(int((release - T).total_seconds()) for release in smoothed)
-    assert max(per_second.values()) <= rate  # the budget holds for every smoothed call
-    # The budget takes rate x (lateness + 1) calls within the lateness; the rest overrun, on time.
-    fits = min(size, rate * (lateness + 1))
-    assert len(smoothed) == fits
-    assert sum(1 for _, _, overrun in placed if overrun) == size - fits
+    step_us = spacing_us(rate)
+    fits = min(size, lateness * 1_000_000 // step_us + 1)  # T is a minute's first grid instant
+    assert sum(1 for *_, overrun in placed if not overrun) == fits
+    assert [release for _, release, _ in placed[:fits]] == [
+        T + timedelta(microseconds=j * step_us) for j in range(fits)
+    ]
 
 
 def test_slots_spread_in_order_within_the_lateness() -> None:
-    # 10 calls at once, 4 a second, 2 s allowed: 4 now, 4 at +1 s, 2 at +2 s
+    # 10 calls at once, 4 a second (1.1 / 4 = 275 ms apart), 2 s allowed: 8 fit, 2 fire on time
     placed = _place_all([T] * 10, 4, 2)
-    assert [int((r - T).total_seconds()) for _, r, _ in placed] == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
-    # 2 s allowed but 14 calls: the last two fire on time, reported
-    placed = _place_all([T] * 14, 4, 2)
-    assert [o for *_, o in placed] == [False] * 12 + [True] * 2
+    assert [round((r - T).total_seconds() * 1000) for _, r, _ in placed[:8]] == [
+        0,
+        275,
+        550,
+        825,
+        1100,
+        1375,
+        1650,
+        1925,
+    ]
+    assert [o for *_, o in placed] == [False] * 8 + [True] * 2
     assert [r for _, r, o in placed if o] == [T, T]
 
 
 def test_a_budget_frees_up_as_time_passes() -> None:
     placed = _place_all([T, T, T + timedelta(seconds=5)], 1, 10)
-    assert [r for _, r, _ in placed] == [T, T + timedelta(seconds=1), T + timedelta(seconds=5)]
+    assert [r for _, r, _ in placed] == [
+        T,
+        T + timedelta(seconds=1.1),
+        T + timedelta(seconds=5.5),  # the grid's first instant at or after its own
+    ]
 
 
 def test_zero_lateness_never_delays() -> None:
     placed = _place_all([T] * 5, 2, 0)
     assert all(release == T for _, release, _ in placed)
-    assert [o for *_, o in placed] == [False, False, True, True, True]
+    assert [o for *_, o in placed] == [False, True, True, True, True]
+
+
+def test_the_pollers_of_a_minute_take_turns_on_the_grid() -> None:
+    # Two pollers, 10 a second: poller 0 at 0, 220, 440 ms...; poller 1 at 110, 330, 550 ms...
+    first = _place_all([T] * 3, 10, 5, (0, 2))
+    second = _place_all([T] * 3, 10, 5, (1, 2))
+    assert [round((r - T).total_seconds() * 1000) for _, r, _ in first + second] == [
+        0,
+        220,
+        440,
+        110,
+        330,
+        550,
+    ]
+
+
+def test_a_budget_too_small_for_its_pollers_minute_uses_one_grid_and_still_holds() -> None:
+    # 1 call a second over 80 pollers: a minute has no turn for every poller; the grid goes on
+    placed = [r for g in (0, 41, 79) for _, r, o in _place_all([T], 1, 120, (g, 80)) if not o]
+    assert len(placed) == 3 and _most_in_a_second(placed) == 1
 
 
 def test_target_keys() -> None:
@@ -135,12 +217,14 @@ def test_deployment_budgets_parse_and_bad_ones_are_refused_by_name() -> None:
         Settings.from_env({"PUNCTUAL_TARGET_RATE_BUDGETS": "hooks.example.com=fast"})
 
 
-def test_the_ledger_picks_the_targets_own_budget_then_the_tenants_then_everyones_and_shares_it() -> None:
-    ledger = BudgetLedger({("acme", "h"): 10.0, ("*", "h"): 20.0}, share=0.5)
-    assert ledger.rate_for("acme", "h", 4.0) == 2.0
-    assert ledger.rate_for("acme", "h", None) == 5.0
-    assert ledger.rate_for("other", "h", None) == 10.0
+def test_the_ledger_picks_the_targets_own_budget_then_the_tenants_then_everyones() -> None:
+    ledger = BudgetLedger({("acme", "h"): 10.0, ("*", "h"): 20.0}, lane=(1, 2))
+    assert ledger.rate_for("acme", "h", 4.0) == 4.0
+    assert ledger.rate_for("acme", "h", None) == 10.0
+    assert ledger.rate_for("other", "h", None) == 20.0
     assert ledger.rate_for("other", "elsewhere", None) is None
+    # the poller's lane decides where on the budget's grid its slots go
+    assert ledger.place("acme", "h", 10.0, T, 5).release_at == T + timedelta(milliseconds=110)
 
 
 # --------------------------------------------------------------------------- in the poller's release
@@ -158,7 +242,11 @@ class _Overruns:
 
 
 def _release_burst(
-    jobs: int, budget: float | None, lateness: int | None, events: MemoryEventSink | None = None
+    jobs: int,
+    budget: float | None,
+    lateness: int | None,
+    events: MemoryEventSink | None = None,
+    lanes: tuple[int, int] = (0, 1),
 ) -> tuple[list[DispatchMessage], RecordingMetrics, _Overruns]:
     # Given `jobs` jobs calling one host, each with a slot at T, and a poller at T
     clock = ManualClock(T)
@@ -174,7 +262,7 @@ def _release_burst(
     )
     target = {"type": "http", "url": "https://hooks.example.com/x", "rate_budget_per_second": budget}
     timers = []
-    for index in range(jobs):
+    for index in range(lanes[0], jobs, lanes[1]):  # this poller's share of the jobs
         job = make_job(
             f"job-{index:04d}",
             "cron(0 * * * ? *)",
@@ -187,21 +275,39 @@ def _release_burst(
     with ThreadPoolExecutor(4) as pool:
         notifier = Notifier(EventPublisher(events)) if events is not None else None
         releaser = SlotReleaser(store, queues, clock, config, metrics, pool, notifier, overruns=overruns)
+        releaser.ledger.lane = lanes
         # When the burst is released
         report = releaser.release(timers)
-    assert report.released == jobs  # every slot is sent at once: nothing waits in the poller
+    assert report.released == len(timers)  # every slot is sent at once: nothing waits in the poller
     return [stored.message for stored in queues.queues["short"]], metrics, overruns
+
+
+def _instant(message: DispatchMessage) -> datetime:
+    return datetime.fromisoformat((message.not_before or message.scheduled_at).replace("Z", "+00:00"))
 
 
 def test_the_release_spreads_a_burst_over_the_budget_and_reports_what_cannot_wait() -> None:
     messages, metrics, overruns = _release_burst(100, 20, 3)
-    held = Counter(m.not_before for m in messages)
-    # 20 at once, 20 for each of the next 3 seconds, the last 20 on time and reported
-    assert held[""] == 40
-    assert [held[f"2026-12-01T12:00:0{s}.000Z"] for s in (1, 2, 3)] == [20, 20, 20]
-    assert metrics.total("RateBudgetOverruns") == 20
-    assert len(overruns.seen) == 20 and overruns.seen[0].record()["event"] == "rate_budget_overrun"
+    # 20 a second is one call every 55 ms: 55 fit in the 3 s allowed, the other 45 go on time,
+    # reported
+    spread = sorted(_instant(m) for m in messages if m.not_before)
+    assert len(spread) == 54 and spread[-1] == T + timedelta(milliseconds=54 * 55)
+    assert metrics.total("RateBudgetOverruns") == 45
+    assert len(overruns.seen) == 45 and overruns.seen[0].record()["event"] == "rate_budget_overrun"
     assert {o.target for o in overruns.seen} == {"hooks.example.com"}
+    over = {o.job_id for o in overruns.seen}
+    assert _most_in_a_second([_instant(m) for m in messages if m.job_id not in over]) == 19
+
+
+def test_two_pollers_of_a_burst_keep_to_one_budget_from_its_first_second() -> None:
+    # The issue's case: 40 slots at one instant, 10 a second, 8 s allowed, over two pollers
+    # (it reached 20, 10, 10 in the first three seconds). Each poller releases its half.
+    halves = [_release_burst(40, 10, 8, lanes=(g, 2)) for g in (0, 1)]
+    messages = [m for batch, _, _ in halves for m in batch]
+    assert sum(metrics.total("RateBudgetOverruns") for _, metrics, _ in halves) == 0
+    instants = [_instant(m) for m in messages]
+    assert _most_in_a_second(instants) <= 10
+    assert Counter(int((i - T).total_seconds()) for i in instants)[0] <= 10
 
 
 def test_each_overrun_is_an_event_on_the_bus_in_the_documented_schema() -> None:
@@ -210,7 +316,7 @@ def test_each_overrun_is_an_event_on_the_bus_in_the_documented_schema() -> None:
     published = [e for e in events.events if e.detail_type == "Rate Budget Overrun"]
     # One event per overrun, naming the slot, the target and the bounds, sent with the release
     assert sorted(e.detail["slot"] for e in published) == sorted(o.slot for o in overruns.seen)
-    assert len(published) == 20 == len(events.events)
+    assert len(published) == 45 == len(events.events)
     for event in published:
         jsonschema.validate(event.detail, EVENT_SCHEMA)
         assert event.detail["status"] == "OVER_BUDGET" and event.detail["target"] == "hooks.example.com"
@@ -222,8 +328,8 @@ def test_each_overrun_is_an_event_on_the_bus_in_the_documented_schema() -> None:
 
 
 def test_the_deployment_default_lateness_applies_and_no_budget_changes_nothing() -> None:
-    messages, _, _ = _release_burst(30, 2, None)  # 10 s by default: 2 x 11 = 22 fit
-    assert max(m.not_before for m in messages) == "2026-12-01T12:00:10.000Z"
+    messages, _, _ = _release_burst(30, 2, None)  # 10 s by default: 550 ms apart, 19 fit
+    assert max(m.not_before for m in messages) == "2026-12-01T12:00:09.900Z"
     messages, metrics, _ = _release_burst(30, None, None)
     assert {m.not_before for m in messages} == {""} and not metrics.total("RateBudgetOverruns")
 
@@ -259,3 +365,25 @@ def test_the_worker_holds_a_smoothed_message_until_its_instant_then_runs_it() ->
     rig.advance_to(T + timedelta(seconds=3))
     (ran,) = rig.work(worker)
     assert ran.outcome == ExecutionStatus.SUCCEEDED.value and ran.ack
+
+
+def test_a_slot_claimed_less_than_a_second_before_its_instant_waits_for_it_in_the_worker() -> None:
+    # Given a slot its budget placed at T + 400 ms, received at T (not worth a trip to the queue)
+    clock = ManualClock(T)
+    rig = Rig(MemoryStore(), clock)
+    job = rig.add_job()
+    message = rig.message(job, T)
+    rig.send(DispatchMessage(**{**message.__dict__, "not_before": "2026-12-01T12:00:00.400Z"}))
+    called_at: list[datetime] = []
+
+    class Target:
+        def invoke(self, target: object, payload: object, ctx: object) -> object:
+            from punctual.targets.base import TargetResult
+
+            called_at.append(clock.now())
+            return TargetResult.ok()
+
+    # When the worker takes it, Then it claims it and calls the target at its instant, not before
+    (ran,) = rig.work(rig.worker(target=Target()))  # type: ignore[arg-type]
+    assert ran.outcome == ExecutionStatus.SUCCEEDED.value
+    assert called_at == [T + timedelta(milliseconds=400)]

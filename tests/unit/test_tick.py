@@ -98,6 +98,46 @@ def test_the_near_lane_of_the_last_whole_minute_counts_as_load() -> None:
     assert plan["poller"] == "standard"
 
 
+def test_a_workload_registered_this_minute_is_load_already() -> None:
+    # Given a minute whose predecessor was idle, and near timers of a workload registered a few
+    # seconds ago in the current minute (rate chains of a few seconds: 200 of them due in it)
+    settings = Settings(
+        shard_count=16, near_shard_count=4, load_sample_shards=16, lean_max_triggers_per_minute=60
+    )
+    layout = TimerLayout(16, 4, 180)
+    store = MemoryStore()
+    now = datetime(2026, 11, 30, 10, 2, 50, tzinfo=UTC)  # the poller's lead before 10:03
+    current = datetime(2026, 11, 30, 10, 2, tzinfo=UTC)
+    store.put_timers(_timers(layout, current + timedelta(seconds=40), current, 200, step_ms=300, prefix="n"))
+
+    # When the next minute is planned
+    plan = plan_minute(datetime(2026, 11, 30, 10, 3, tzinfo=UTC), settings, store, random.Random(1), now=now)
+
+    # Then it is planned as loaded, not idle: the standard poller, two pollers per group
+    assert plan["recent_near_timers"] == 200
+    assert plan["poller"] == "standard" and len(plan["pollers"]) == 2
+
+
+def test_an_idle_reading_after_a_loaded_one_keeps_the_standard_poller() -> None:
+    # Given a minute whose last readings are idle (the pollers were down: the rate chains stalled)
+    settings = Settings(shard_count=16, near_shard_count=4, load_sample_shards=16)
+    store = MemoryStore()
+    minute = datetime(2026, 11, 30, 10, 5, tzinfo=UTC)
+    now = minute - timedelta(seconds=10)
+    alone = plan_minute(minute, settings, store, random.Random(1), now=now)
+    assert alone["poller"] == "lean" and len(alone["pollers"]) == 1
+    # When the minute before was planned on a load (its plan read 500 near timers)
+    before = {"poller": "standard", "estimated_far_timers": 0, "recent_near_timers": 500}
+    plan = plan_minute(minute, settings, store, random.Random(1), now=now, previous=before)
+    # Then this one is not idle yet: standard, two pollers per group; two idle readings make it lean
+    assert plan["poller"] == "standard" and len(plan["pollers"]) == 2
+    idle_before = {"poller": "standard", "estimated_far_timers": 0, "recent_near_timers": 3}
+    assert (
+        plan_minute(minute, settings, store, random.Random(1), now=now, previous=idle_before)["poller"]
+        == "lean"
+    )
+
+
 def test_the_lean_poller_only_for_a_known_small_single_group_load() -> None:
     settings = Settings(lean_max_triggers_per_minute=60)
     assert poller_for(0, 1, settings) == "lean"

@@ -76,3 +76,38 @@ def test_main_receives_from_the_short_queues_in_the_short_lane(monkeypatch: pyte
     assert worker_service.main([]) == 0
     composition.reset()
     assert polled == [SHORT.split(",")]
+
+
+def test_main_batches_the_tasks_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from punctual import worker_service
+    from punctual.queue_acks import BatchedDeletes
+
+    built: list[object] = []
+
+    class FakeService:
+        def __init__(self, worker: object, urls: list[str], **knobs: object) -> None:
+            pass
+
+        def install_signal_handlers(self) -> None:
+            pass
+
+        def run(self) -> None:
+            pass
+
+    def worker(self: object, **knobs: object) -> object:
+        built.append(knobs.get("queues"))
+        return object()
+
+    monkeypatch.setattr(worker_service, "WorkerService", FakeService)
+    monkeypatch.setattr("punctual.composition.Container.worker", worker)
+    from punctual import composition
+
+    composition.reset()
+    monkeypatch.setenv("PUNCTUAL_SHORT_QUEUE_URLS", SHORT)
+    monkeypatch.setenv("PUNCTUAL_WORKER_LANE", "short")
+
+    assert worker_service.main([]) == 0
+    composition.reset()
+    # The worker core's every delete (runs ended, duplicates dropped) goes through the batcher.
+    assert len(built) == 1 and isinstance(built[0], BatchedDeletes)
+    built[0].close()

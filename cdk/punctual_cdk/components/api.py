@@ -67,6 +67,20 @@ class Api(Construct):
                 },
             )
         )
+        # Envelope encryption (punctual.tenant_keys): the first API process to seal a tenant's
+        # secret in a key epoch makes the tenant's data key; the others unwrap the stored one.
+        self.handler.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                resources=[storage.secrets_key.key_arn],
+                conditions={
+                    "StringEquals": {"kms:EncryptionContext:purpose": c.TENANT_KEY_PURPOSE},
+                    "ForAllValues:StringEquals": {
+                        "kms:EncryptionContextKeys": list(c.TENANT_KEY_CONTEXT_KEYS)
+                    },
+                },
+            )
+        )
         # ...except its own stored idempotent replies (a retried create returns the secret it
         # showed the first time): Decrypt only under that purpose's encryption context, which
         # a job's webhook secret is never encrypted with.

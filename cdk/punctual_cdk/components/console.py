@@ -9,7 +9,8 @@ them), so only loads and refreshes invoke it: nothing runs while nobody looks.
 Whoever views the dashboard needs ``lambda:InvokeFunction`` on the function (CloudWatch calls
 it with the viewer's credentials); the function itself can read every tenant's jobs, so
 grant that to operators only. Context ``consoleTenant`` names the tenant the widget shows
-first (an IAM principal ARN, as the API's tenancy has it); the widget's form chooses another.
+first (an IAM principal's unique id, as the API's tenancy has it: ``AROA...`` for a role); the
+widget's form chooses another.
 """
 
 from __future__ import annotations

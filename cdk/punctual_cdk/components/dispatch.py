@@ -41,8 +41,8 @@ far timers plus the near lane's last minute) is at most ``leanPollerMaxTriggersP
 A failed poller is retried at once, whatever the failure: a handler that raised, a Lambda timeout
 or out-of-memory (``Lambda.Unknown``, ``Sandbox.Timedout``), ``States.TaskFailed``,
 ``States.Timeout``, a Lambda service error or throttling. Two retriers with the same short
-backoff (1 s, x1.5, at most 4 s): the Lambda service errors with full jitter, then a catch-all
-(``States.ALL``, last) with enough attempts (25: 92 s of delays) to cover the poller's whole
+backoff (1 s, x1.5, at most 2 s): the Lambda service errors with full jitter, then a catch-all
+(``States.ALL``, last) with enough attempts (47: 92.5 s of delays) to cover the poller's whole
 window (``POLLER_LEAD_S`` before the minute to the grace after it). So a crashed poller is back
 within seconds and releases the rest of its minute; a retry invoked after the window drains what
 is left and returns at once. Only a poller that still fails after them all is caught (the
@@ -183,23 +183,45 @@ class Dispatch(Construct):
         )
         for machine in self.state_machines:
             machine.grant_start_execution(self.tick.role)
-        if self.burst_state_machine is not None:
-            # A minute starts on one machine only: the tick looks for it on the other one first.
-            self.tick.role.add_to_principal_policy(
+        # A tick looks for each minute before it plans it (a minute that exists costs no reads),
+        # and a minute starts on one machine only: the tick looks on both; a minute whose burst
+        # grew after it was planned is stopped while it waits and re-planned.
+        self.tick.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(c.TICK_EXECUTION_ACTIONS),
+                resources=[_executions_of(m) for m in self.state_machines],
+            )
+        )
+        self._acknowledge_executions(self.tick.role, "the tick")
+        # The second path to a minute: group 0's pollers start the next minute when no tick did
+        # (punctual.composition.relay_next). A policy of its own, not the roles' default policy:
+        # the functions do not wait for it, so the machines (which invoke them) can refer to it.
+        relay = iam.Policy(
+            self,
+            "PollerRelayPolicy",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["states:StartExecution"],
+                    resources=[m.state_machine_arn for m in self.state_machines],
+                ),
                 iam.PolicyStatement(
                     actions=list(c.TICK_EXECUTION_ACTIONS),
                     resources=[_executions_of(m) for m in self.state_machines],
-                )
+                ),
+            ],
+            roles=[p.role for p in self.pollers],
+        )
+        self._acknowledge_executions(relay, "a minute's pollers")
+        for machine in self.state_machines:
+            acknowledge(
+                self.tick.role,
+                "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                f"<{self._logical_id_of_machine(machine)}.Name>:*]",
+                "states:DescribeExecution and StopExecution on the executions of this stack's minute "
+                "state machines (an execution's ARN carries its minute's name, unknown at deploy): the "
+                "tick checks that a minute was not started on the other machine before it starts it on "
+                "one, and re-plans a minute whose pollers have not started yet.",
             )
-            for machine in self.state_machines:
-                acknowledge(
-                    self.tick.role,
-                    "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
-                    f"<{self._logical_id_of_machine(machine)}.Name>:*]",
-                    "states:DescribeExecution on the executions of this stack's minute state machines "
-                    "(an execution's ARN carries its minute's name, unknown at deploy): the tick checks "
-                    "that a minute was not started on the other machine before it starts it on one.",
-                )
         # Sizing the shard groups from the coming minute's timers: reads only.
         storage.grant_items(self.tick.role, c.TABLE_ACTIONS_BY_COMPONENT["tick"])
         self.rule = on_schedule(
@@ -224,7 +246,7 @@ class Dispatch(Construct):
             time=sfn.WaitTime.timestamp_path("$.start_at"),
         )
         if not sliced:
-            groups: sfn.IChainable = self._poll_groups("", "$.groups", config.poller_max_concurrency)
+            groups: sfn.IChainable = self._poll_groups("", "$.pollers", config.poller_max_concurrency)
         else:
             parallel = sfn.Parallel(
                 self,
@@ -331,6 +353,17 @@ class Dispatch(Construct):
         )
         groups.item_processor(invoke)
         return groups
+
+    def _acknowledge_executions(self, scope: Construct, who: str) -> None:
+        for machine in self.state_machines:
+            acknowledge(
+                scope,
+                "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                f"<{self._logical_id_of_machine(machine)}.Name>:*]",
+                "states:DescribeExecution on the executions of this stack's minute state machines "
+                f"(an execution's ARN carries its minute's name, unknown at deploy): {who} look(s) for a "
+                "minute before starting it, on every machine, so that it starts once.",
+            )
 
     def _logical_id_of_machine(self, machine: sfn.StateMachine) -> str:
         cfn_machine = machine.node.default_child

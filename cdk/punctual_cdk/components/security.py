@@ -7,7 +7,8 @@ Target role
     service) and explicit Deny statements on every own resource, so no pattern, however wide,
     reaches the queues, functions, state machine, table, topic, cluster or task definitions. A
     job's own execution role (``role_arn``) is the tenant's: the worker assumes it with the
-    tenant's id as external id.
+    tenant's id as external id. The target role's trust refuses any request that carries an
+    external id, so it can never be assumed as a job's execution role.
 
 Own resources
     The ARNs of those resources, in an SSM parameter (``/punctual/<stack>/own-arns``) that the
@@ -76,11 +77,17 @@ class TargetRole(Construct):
         self, scope: Construct, construct_id: str, *, config: PunctualConfig, workers: Sequence[iam.IRole]
     ) -> None:
         super().__init__(scope, construct_id)
+        # The workers assume it without an external id; they send one for every execution role.
+        # A request with one is a job naming this role as its role_arn: refused by the trust.
+        no_external_id = {"Null": {"sts:ExternalId": "true"}}
         self.role = iam.Role(
             self,
             "Role",
             assumed_by=iam.CompositePrincipal(
-                *(iam.ArnPrincipal(role.role_arn).with_session_tags() for role in workers)
+                *(
+                    iam.ArnPrincipal(role.role_arn).with_session_tags().with_conditions(no_external_id)
+                    for role in workers
+                )
             ),
             description="Punctual: calls AWS targets (targetArnPatterns only; own resources denied)",
             max_session_duration=cdk.Duration.hours(1),
@@ -111,26 +118,57 @@ class TargetRole(Construct):
         )
 
 
-def grant_execution_roles(role: iam.IRole) -> None:
-    """A worker may assume any role a tenant names as ``role_arn``; the tenant's trust policy decides.
+def execution_role_resource(prefix: str) -> str:
+    """The roles a worker may assume as execution roles: any account's, after ``role/`` the prefix."""
+    return f"arn:{cdk.Aws.PARTITION}:iam::*:role/{prefix}*"
 
-    The trust policy the tenant writes names this deployment's worker roles and requires
-    ``sts:ExternalId`` equal to the tenant's id, which the worker always sends; a role that does
-    not trust the worker cannot be assumed, whatever this grant says.
+
+def execution_role_conditions(tag: str, *, assume: bool) -> dict[str, dict[str, str]]:
+    """The conditions of the workers' execution-role grant (see :func:`grant_execution_roles`).
+
+    ``iam:ResourceTag/<tag>`` is a condition key of the ``role`` resource for both ``sts:AssumeRole``
+    and ``sts:TagSession``; ``sts:ExternalId`` only of AssumeRole (Service Authorization Reference,
+    "Actions, resources, and condition keys for AWS Security Token Service").
     """
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            sid="AssumeJobExecutionRoles",
-            actions=list(c.ASSUME_ROLE_ACTIONS),
-            resources=[f"arn:{cdk.Aws.PARTITION}:iam::*:role/*"],
+    conditions: dict[str, dict[str, str]] = {"StringEquals": {f"iam:ResourceTag/{tag}": "true"}}
+    if assume:
+        conditions["Null"] = {"sts:ExternalId": "false"}  # always sent: the tenant's id
+    return conditions
+
+
+def grant_execution_roles(role: iam.IRole, config: PunctualConfig) -> None:
+    """A worker may assume only the execution roles that opted in to this deployment.
+
+    A role opted in when it carries the tag ``executionRoleTag`` (default
+    ``punctual:execution-role``) with the value ``true`` and, when the deployment sets
+    ``executionRolePrefix``, its path and name start with it. IAM enforces both here, whatever a
+    role's trust policy says: a role that trusts the deployment's account without an external id
+    (the IAM console's "this account" default, or another account's role that trusts this one)
+    cannot be assumed for anyone's job unless its owner tagged it. The tenant's trust policy must
+    still name the worker roles and require ``sts:ExternalId`` equal to the tenant's id, which the
+    worker always sends (the AssumeRole statement requires one).
+    """
+    resource = execution_role_resource(config.execution_role_prefix)
+    for action, sid, assume in (
+        ("sts:AssumeRole", "AssumeJobExecutionRoles", True),
+        ("sts:TagSession", "TagJobExecutionRoleSessions", False),
+    ):
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid=sid,
+                actions=[action],
+                resources=[resource],
+                conditions=execution_role_conditions(config.execution_role_tag, assume=assume),
+            )
         )
-    )
+    rendered = resource.replace(cdk.Aws.PARTITION, "<AWS::Partition>")
     acknowledge(
         role,
-        "IAM5[Resource::arn:<AWS::Partition>:iam::*:role/*]",
+        f"IAM5[Resource::{rendered}]",
         "Per-job execution roles (EventBridge Scheduler's model): a tenant names a role in its own "
-        "account; the role's trust policy, which must name this worker and require the tenant's id "
-        "as sts:ExternalId, is what grants the assumption.",
+        "account. IAM lets the worker assume only roles that opted in (the executionRoleTag tag, and "
+        "executionRolePrefix when set), and only with an external id; the role's trust policy, which "
+        "must name this worker and require the tenant's id as sts:ExternalId, grants the rest.",
     )
 
 

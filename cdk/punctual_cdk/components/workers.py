@@ -5,10 +5,14 @@ Short lane
     responses (a failed message is retried alone, its group's later messages wait), and at most
     ``workerMaxConcurrency`` concurrent invocations per queue. The function timeout is the
     longest job the Lambda lane runs (900 s, Lambda's maximum); the queue's visibility timeout
-    is that plus a minute. The message's visibility is the Lambda worker's lease (it writes no
-    lease timer, saving a write per trigger): a crashed invocation's slot is delivered again
-    within 16 minutes and taken over by the claim. A redelivery while the first invocation
-    still runs (which AWS's 6x advice guards against) is harmless: the claim waits or drops it.
+    is that plus a minute, as the mapping requires (at least the function's timeout). The
+    worker leases each message for seconds itself (``PUNCTUAL_LEASE_S``, 8 s): it sets a
+    batch's visibility to the lease as it arrives and renews it, and the record's lease with
+    it, while a run lasts (``punctual.execution.batch``), so a crashed invocation's messages come
+    back within a lease and its runs are taken over by the claim. One that dies before its
+    handler runs leaves its batch for the queue's timeout: the pollers re-send those slots
+    (``punctual.polling.resend``). A redelivery while the first invocation still runs is
+    harmless: the claim waits or drops it.
 
 Long lane
     A Fargate service runs ``python -m punctual.worker_service`` (image built from
@@ -29,12 +33,11 @@ Burst workers (``ecsBurstTasks`` or ``ecsBurstTasksMax`` > 0; none by default)
     share the short queues with the worker Lambda (FIFO hands a message group to one consumer
     at a time) and take sustained traffic too. They run in heartbeat mode: a receive sets the
     message's visibility to the lease (the short queue's default, the Lambda timeout plus a
-    minute, does not apply), heartbeats extend it and write LEASE timers, so a task that dies
-    mid-run hands its executions back within a lease, to either consumer. Their lease is the far
-    threshold plus a minute (240 s by default, not 60 s), so the LEASE timer of each execution of
-    a burst goes to a far bucket (256 keys) and not to a near one (8 keys, which 600,000 LEASE
-    writes in five seconds would overrun 17 times); a task that dies hands its runs back within
-    four minutes instead of one. No scaling on metrics
+    minute, does not apply), heartbeats renew it, so a task that dies mid-run hands its
+    executions back within a lease (8 s), to either consumer. Their backstop LEASE timer (for a
+    message lost outright) is due past the far threshold, so the LEASE timer of each execution
+    of a burst goes to a far bucket (256 keys) and not to a near one (8 keys, which 600,000
+    LEASE writes in five seconds would overrun 17 times). No scaling on metrics
     (it would come after the burst): the tick sets the desired count ahead of a planned burst, up
     to ``ecsBurstTasksMax``, and back to ``ecsBurstTasks`` after it (predictive scaling,
     ``punctual.scaling``); an alarm fires when fewer than ``ecsBurstTasks`` run. The same grants
@@ -196,9 +199,9 @@ class Workers(Construct):
                     "PUNCTUAL_WORKER_STOP_S": str(c.ECS_DRAIN_STOP_S),
                     "PUNCTUAL_WORKER_LANE": "short",  # worker_service receives from the short queues
                     "PUNCTUAL_WORKER_CONCURRENCY": str(config.ecs_burst_concurrency),
-                    # A lease longer than the far threshold: a burst's LEASE timers go to the far
+                    # The same 8 s lease as every worker: their backstop LEASE timers are far
+                    # timers all the same (far threshold + a minute), so a burst's go to the far
                     # buckets (shardCount keys), not the few near ones (docs/capacity.md).
-                    "PUNCTUAL_LEASE_S": str(config.far_threshold_s + c.ECS_BURST_LEASE_MARGIN_S),
                 },
                 storage=storage,
                 queues=queues,
@@ -330,7 +333,21 @@ class Workers(Construct):
                 },
             )
         )
-        grant_execution_roles(role)
+        # ...and, since envelope encryption, the tenants' data keys they are sealed under (one
+        # Decrypt per tenant per process per key epoch): purpose and tenant, nothing else.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[storage.secrets_key.key_arn],
+                conditions={
+                    "StringEquals": {"kms:EncryptionContext:purpose": c.TENANT_KEY_PURPOSE},
+                    "ForAllValues:StringEquals": {
+                        "kms:EncryptionContextKeys": list(c.TENANT_KEY_CONTEXT_KEYS)
+                    },
+                },
+            )
+        )
+        grant_execution_roles(role, self._config)
 
     def _vpc(self) -> ec2.IVpc:
         if self._config.vpc_id:

@@ -64,14 +64,15 @@ from local.chaos.faults.procs import ChaosProcess
 from local.chaos.ledger import LedgerWriter
 from local.chaos.workload import Mutation, Workload
 
-SUPERVISED = ("poller", "worker-1", "worker-2", "ecs-worker")
-LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-chaos")
+SUPERVISED = ("poller", "poller-2", "worker-1", "worker-2", "worker-3", "ecs-worker")
+LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-3", "worker-chaos")
 LAMBDA_TARGET = "a Lambda worker"
 OWN = ("poller-skewed", "worker-chaos", "ecs-chaos")
 KILL_WEIGHTS = {
     "worker-1": 2.0,
     "worker-2": 2.0,
     "poller": 1.5,
+    "poller-2": 1.5,  # each shard group's second poller (its own process)
     "ecs-worker": 1.0,
     "worker-chaos": 1.0,
     "poller-skewed": 0.5,
@@ -343,6 +344,11 @@ class FaultDriver:
             return None
         return pid if _alive(pid) and _is_component(pid, name) else None
 
+    def up_s(self, name: str) -> float | None:
+        """How long the process has been running (None: it is not)."""
+        pid = self.pid_of(name)
+        return None if pid is None else _age_s(pid)
+
     def inflight(self, name: str) -> list[dict[str, Any]]:
         try:
             messages = json.loads((self.state_dir / "run" / f"{name}.inflight.json").read_text())["messages"]
@@ -416,6 +422,15 @@ class FaultDriver:
             self.waiting.discard(fault.target)
 
     def kill(self, fault: PlannedFault) -> None:
+        from local.chaos.faults.sustained import SUSTAINED, choose_victim
+
+        if fault.mode == SUSTAINED:  # a sustained-fault phase: the victim is chosen now
+            name = choose_victim(fault.target, self.rng, self.up_s)
+            if name is None:
+                self.note(fault, "skipped", reason="none of its processes is up")
+                return
+            self.kill_now(fault, name, self.busy(name, "mid-batch"))
+            return
         if fault.target in self.waiting:
             self.note(fault, "skipped", reason="a mid-minute kill of it is pending")
             return

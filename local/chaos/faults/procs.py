@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--aws-port", type=int, required=True)
     parser.add_argument("--api-port", type=int, required=True)
     parser.add_argument("--receiver-port", type=int, required=True)
-    parser.add_argument("--lease-s", type=int, default=10)
+    parser.add_argument("--lease-s", type=int, default=0, help="0: the deployment's lease")
     parser.add_argument("--clock-offset", type=float, default=0.0)
     parser.add_argument("--throttle-rate", type=float, default=0.0)
     parser.add_argument("--throttle-seed", type=int, default=0)

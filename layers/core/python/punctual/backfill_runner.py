@@ -37,6 +37,12 @@ message lost) is sent again, so no lost message holds a backfill RUNNING for eve
 ends when every slot has settled (DONE) or the backfill is cancelled: ``DELETE`` stops the
 steps, and a worker drops a cancelled backfill's slot that had been sent but not started (no
 record is written: a later backfill may run it).
+
+**Bounded per tenant** (:mod:`punctual.tenant_quotas`): a tenant runs at most
+``maxBackfillsPerTenant`` backfills at once (a new one is refused, 409), and each step takes
+the slots it sends from the tenant's count of the current minute
+(``backfillSlotsPerMinutePerTenant``, all its backfills together); slots that do not fit wait
+for the next steps.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from punctual.models import ExecutionStatus, Job, JobState, Overlap
 from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.slots import dispatch_instant, next_slot, schedule_of
 from punctual.store.base import JobStore
+from punctual.tenant_quotas import BackfillQuota
 from punctual.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
 
 log = logging.getLogger("punctual.backfill")
@@ -85,6 +92,8 @@ class BackfillRunner:
         The most slots one range may hold (a larger range is refused, 422).
     step_s
         Seconds between a backfill's steps.
+    quota
+        The tenant's running backfills and backfilled slots a minute (None: unbounded).
     """
 
     def __init__(
@@ -97,6 +106,7 @@ class BackfillRunner:
         max_parallel: int = 4,
         max_slots: int = 1000,
         step_s: float = 2.0,
+        quota: BackfillQuota | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -106,6 +116,7 @@ class BackfillRunner:
         self.max_parallel = max_parallel
         self.max_slots = max_slots
         self.step_s = step_s
+        self.quota = quota
 
     # ------------------------------------------------------------------ the API's side
 
@@ -147,11 +158,36 @@ class BackfillRunner:
                 self._arm(existing, job, now)  # in case the request that created it died before
             return existing
         backfill = self._plan(job, bid, start, end, include_dependants, max_parallel, now, existing)
-        stored = self.store.create_backfill(backfill, replacing=existing)
+        counted = backfill.state is BackfillState.RUNNING and self.quota is not None
+        if counted and self.quota is not None:
+            self.quota.join(tenant, job_id, bid, lambda member: self._still_running(tenant, member))
+        try:
+            stored = self.store.create_backfill(backfill, replacing=existing)
+        except Exception:
+            if counted:
+                self._leave(backfill)
+            raise
         log.info("backfill %s of %s: %d slots", bid, job_id, len(stored.slots))
         if stored.state is BackfillState.RUNNING:
             self._arm(stored, job, now)
+        elif counted:
+            self._leave(stored)
         return stored
+
+    def _still_running(self, tenant: str, member: str) -> bool:
+        """Whether a member of the tenant's running set (``<job>/<bid>``) is still RUNNING."""
+        job_id, _, bid = member.partition("/")
+        found = self.store.get_backfill(tenant, job_id, bid)
+        return found is not None and found.state is BackfillState.RUNNING
+
+    def _leave(self, backfill: Backfill) -> None:
+        """The backfill ended: it no longer counts among its tenant's running ones."""
+        if self.quota is None:
+            return
+        try:
+            self.quota.leave(backfill.tenant, backfill.job_id, backfill.id)
+        except Exception:  # found and dropped when the set is next full
+            log.warning("backfill %s ended but still counts as running", backfill.id)
 
     def _plan(
         self,
@@ -242,6 +278,7 @@ class BackfillRunner:
                 }
             )
             if self.store.update_backfill(cancelled, current.revision):
+                self._leave(cancelled)
                 return cancelled
         raise JobConflictError(f"backfill {bid!r} kept changing; try again")
 
@@ -278,7 +315,8 @@ class BackfillRunner:
                     "updated_at": now,
                 }
             )
-            self.store.update_backfill(gone, backfill.revision)
+            if self.store.update_backfill(gone, backfill.revision):
+                self._leave(gone)
             return 0
         window = backfill.slots[backfill.settled : backfill.released]
         records = self.store.batch_get_executions((job.tenant, job.id, k) for k in window)
@@ -302,6 +340,10 @@ class BackfillRunner:
             if timer.attempt > 0 and timer.attempt % resend_every == 0
             else []
         )
+        if self.quota is not None and (again or to_send):
+            # The tenant's backfilled slots a minute, all its backfills together: the rest waits.
+            granted = self.quota.take(job.tenant, len(again) + len(to_send), now)
+            again, to_send = again[:granted], to_send[: max(0, granted - len(again))]
         ref = backfill_ref(backfill.id, backfill.include_dependants, backfill.generation)
         messages = [
             message_for(
@@ -326,4 +368,6 @@ class BackfillRunner:
         )
         if not self.store.update_backfill(advanced, backfill.revision):
             log.info("backfill %s step %d raced another; its write stands", backfill.id, timer.attempt)
+        elif finished:
+            self._leave(advanced)
         return len(messages)

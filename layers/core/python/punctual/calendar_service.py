@@ -60,10 +60,15 @@ class CalendarService:
         """
         now = self.clock.now()
         current = self.store.get_calendar(tenant, name)
-        if expected_version is not None and (current is None or current.version != expected_version):
-            have = current.version if current else None
+        if expected_version is not None and current is None:
             raise PreconditionFailedError(
-                f"calendar {name!r} is at version {have}, not {expected_version}", have
+                f"calendar {name!r} does not exist, so it is not at version {expected_version}"
+                " (leave If-Match out to create it)",
+                None,
+            )
+        if expected_version is not None and current is not None and current.version != expected_version:
+            raise PreconditionFailedError(
+                f"calendar {name!r} is at version {current.version}, not {expected_version}", current.version
             )
         calendar = Calendar(
             **spec.model_dump(),
@@ -76,9 +81,9 @@ class CalendarService:
         try:
             self.store.put_calendar(calendar, current.version if current else None)
         except CalendarVersionError as exc:
+            now_at = "deleted" if exc.current_version is None else f"now version {exc.current_version}"
             raise JobConflictError(
-                f"calendar {name!r} changed meanwhile (now version {exc.current_version});"
-                " read it and try again"
+                f"calendar {name!r} changed meanwhile ({now_at}); read it and try again"
             ) from exc
         return calendar, current is None
 

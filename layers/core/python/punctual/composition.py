@@ -13,8 +13,10 @@ The API's services (:mod:`punctual.api.wiring`) are assembled from the same cont
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +28,7 @@ from punctual.message_auth import DispatchSigner, signer_from
 from punctual.notifications import Notifier
 from punctual.observability import MetricsSink
 from punctual.polling import Poller, PollerConfig
-from punctual.queues import SqsQueues
+from punctual.queues import QueuePort, SqsQueues
 from punctual.scaling_aws import AwsActuator
 from punctual.settings import Settings
 from punctual.smoothing import parse_budgets
@@ -41,14 +43,30 @@ if TYPE_CHECKING:
     from punctual.targets.base import TargetInvoker
 
 
+class Relay(BaseModel):
+    """What group 0's pollers need to start the next minute when it is missing (the tick's ARNs)."""
+
+    state_machine_arn: str
+    burst_state_machine_arn: str = ""
+    poller_function: str = ""
+    lean_poller_function: str = ""
+
+
 class PollerItem(BaseModel):
-    """One Map item of the tick's state machine: the minute and the shard group a poller owns."""
+    """One Map item of the tick's state machine: the minute and the shard group a poller owns.
+
+    ``replica``: which of the group's pollers this is (they all release the group's slots);
+    ``relay``: set on group 0's, which also start the next minute if no tick did
+    (:func:`punctual.tick.relay_next`).
+    """
 
     minute: AwareDatetime
     group: int = Field(ge=0)
     group_count: int = Field(ge=1)
     shard_count: int | None = Field(default=None, ge=1)
     near_shard_count: int | None = Field(default=None, ge=1)
+    replica: int = Field(default=0, ge=0)
+    relay: Relay | None = None
 
 
 class Container:
@@ -126,7 +144,12 @@ class Container:
             metrics=metrics,
             sweeps=AlertSweeps(self.store, settings.layout()),
         )
-        return Notifier(self.event_publisher(metrics), alerter)
+        from punctual.boundary import Boundary
+        from punctual.notifications import EventCopies
+        from punctual.targets import DefaultTargetInvoker
+
+        copies = EventCopies(DefaultTargetInvoker.client_factory(settings), Boundary.of(settings), metrics)
+        return Notifier(self.event_publisher(metrics), alerter, copies)
 
     def event_publisher(self, metrics: MetricsSink | None = None) -> EventPublisher:
         """Execution events to the settings' bus; a disabled publisher when they are turned off."""
@@ -151,6 +174,10 @@ class Container:
             concurrency=settings.queue_send_concurrency,
             rate_budgets=parse_budgets(settings.target_rate_budgets),
             max_lateness_s=float(settings.max_lateness_seconds),
+            resend_after_s=settings.unclaimed_resend_s,
+            max_backfills_per_tenant=settings.max_backfills_per_tenant,
+            backfill_slots_per_minute_per_tenant=settings.backfill_slots_per_minute_per_tenant,
+            burst_head_s=float(settings.burst_lateness_target_s),
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))
@@ -178,7 +205,8 @@ class Container:
         """The tick: it plans each coming minute from the read-only store and, when the stack
         names what to scale, sizes the workers for them (:mod:`punctual.scaling`)."""
         sfn = self.client("stepfunctions")
-        return Tick(self.settings, sfn, self.reader, self.actuator(), metrics, self.tick_loads)
+        events = self.event_publisher(metrics)  # Burst Shortfall events
+        return Tick(self.settings, sfn, self.reader, self.actuator(), metrics, self.tick_loads, events)
 
     @cached_property
     def tick_loads(self) -> dict[datetime, tuple[int, int]]:
@@ -198,9 +226,11 @@ class Container:
         lease_timers: bool,
         invoker: TargetInvoker | None = None,
         metrics: MetricsSink | None = None,
+        queues: QueuePort | None = None,
     ) -> Worker:
         """The execution core: heartbeat mode (``lease_timers``, the ECS worker) or message
-        mode (the Lambda worker)."""
+        mode (the Lambda worker). ``queues`` replaces the signed SQS port (the ECS worker wraps
+        it to batch its deletes: :class:`punctual.queue_acks.BatchedDeletes`)."""
         from punctual.execution import JobServicePauser, SqsFailureSink, Worker, WorkerConfig
         from punctual.execution import worker as defaults  # looked up at call time (tests replace them)
 
@@ -208,18 +238,19 @@ class Container:
         config = WorkerConfig.from_settings(settings, lease_timers=lease_timers)
         invoker = invoker or defaults.default_invoker(settings, self.clock)
         signing_secrets = defaults.default_signing_secrets(settings)
+        queues = queues or self.queues
         return Worker(
             self.store,
-            self.queues,
+            queues,
             invoker,
             self.clock,
             config,
             metrics=metrics,
             failures=SqsFailureSink(self.client("sqs"), settings.failed_queue_url),
             signing_secrets=signing_secrets,
-            pauser=JobServicePauser(self.store, self.queues, self.clock, config),
+            pauser=JobServicePauser(self.store, queues, self.clock, config),
             signer=self.signer,
-            dead_letters=defaults.default_dead_letters(settings),
+            dead_letters=defaults.default_dead_letters(settings, metrics),
             notifier=self.notifier(invoker, signing_secrets, metrics),
         )
 
@@ -257,6 +288,8 @@ def run_poller(
         from punctual.lambda_support import PowertoolsMetrics
 
         metrics = PowertoolsMetrics()
+    if item.relay is not None:  # the second path to the next minute: off the poller's own path
+        threading.Thread(target=relay_next, args=(base, item), name="relay", daemon=True).start()
     poller = built.poller(metrics)
     report = poller.run_minute(item.minute, item.group, item.group_count, stop=stop)
     delays = sorted(report.fire_delays_ms)
@@ -305,6 +338,22 @@ def run_auditor(
         "repaired": report.repaired,
         "complete": report.complete,
     }
+
+
+def relay_next(base: Container, item: PollerItem) -> list[str]:
+    """Start the minute after ``item``'s if no tick has (idempotent by name: one DescribeExecution
+    when it exists, which is the usual case); never raises (the tick is the first path)."""
+    assert item.relay is not None
+    settings = base.settings.model_copy(update=item.relay.model_dump())
+    try:
+        tick = Tick(settings, base.client("stepfunctions"), base.store)
+        started = tick.start_minutes(base.clock.now(), minutes=[item.minute + timedelta(minutes=1)])
+    except Exception:
+        logging.getLogger("punctual.tick").exception("relaying the minute after %s failed", item.minute)
+        return []
+    if started:
+        logging.getLogger("punctual.tick").warning("no tick had started %s: its pollers did", started)
+    return started
 
 
 def minute_item(minute: datetime, group: int = 0, group_count: int = 1) -> PollerItem:

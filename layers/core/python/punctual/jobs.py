@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from punctual.boundary import Boundary
 from punctual.calendars import Calendar, included_slots
 from punctual.clock import Clock
+from punctual.load_forecast import LoadForecast
 from punctual.models import EventBridgeTarget, HttpTarget, Job, JobSpec, JobState, Target
 from punctual.ownership import OwnResources
+from punctual.peaks import Profile, job_profile
 from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.quotas import MICRO, micro_rate
 from punctual.schedules import ScheduleError, cached_schedule
@@ -44,6 +47,7 @@ from punctual.store.base import (
 from punctual.store.sizes import check_job_size
 from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.targets.webhooks.signing import TENANT_HEADER
+from punctual.tenant_quotas import PeakQuota
 from punctual.timers import Timer, TimerLayout, slot_key
 
 RESUME_TRIES = 3  # a resume that meets a concurrent write (a poller parking an owed slot) reads again
@@ -230,6 +234,11 @@ class JobService:
         the list is loaded once, on first use).
     require_target_role
         Refuse AWS targets that name no ``role_arn``.
+    boundary
+        The tenant boundary every ARN a job names passes (:mod:`punctual.boundary`); default: one
+        made of ``own_resources`` and ``require_target_role``.
+    peaks
+        The tenant's peak quotas (:mod:`punctual.tenant_quotas`); None: not counted.
     max_triggers_per_minute
         The tenant's quota of scheduled triggers per minute (None: no quota).
     """
@@ -247,6 +256,9 @@ class JobService:
         own_resources: Callable[[], OwnResources] | None = None,
         require_target_role: bool = False,
         max_triggers_per_minute: int | None = None,
+        boundary: Boundary | None = None,
+        peaks: PeakQuota | None = None,
+        forecast: LoadForecast | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -258,7 +270,15 @@ class JobService:
         self.allow_cidrs = allow_cidrs
         self.own_resources = own_resources or OwnResources
         self.require_target_role = require_target_role
+        self.boundary = boundary or Boundary(self.own_resources, require_target_role=require_target_role)
+        self.peaks = peaks
         self.max_trigger_rate = None if max_triggers_per_minute is None else max_triggers_per_minute * MICRO
+        self.forecast = forecast  # the minute-load ledger the tick reads (punctual.load_forecast)
+
+    def _forecast(self, old: Job | None, new: Job | None) -> None:
+        """A job's near slots in the minute-load ledger: ``old``'s taken back, ``new``'s added."""
+        if self.forecast is not None:
+            self.forecast.changed(old, new, self.clock.now())
 
     # ------------------------------------------------------------------ reading
 
@@ -350,10 +370,16 @@ class JobService:
         # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
         # a job excludes it, nor a job made to exclude one that is gone.
         uses = CalendarUses.between((), spec.exclude_calendars)
-        with _calendars_checked():
-            self.store.create_job(
-                job, timer, self.max_jobs, self.max_trigger_rate, parents=parents, calendars=uses
-            )
+        added = self._count_peaks(tenant, job, None)
+        try:
+            with _calendars_checked():
+                self.store.create_job(
+                    job, timer, self.max_jobs, self.max_trigger_rate, parents=parents, calendars=uses
+                )
+        except Exception:
+            self._uncount_peaks(tenant, *added)
+            raise
+        self._forecast(None, job)
         return self.with_next_fire(job), secret_plain
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
@@ -405,16 +431,22 @@ class JobService:
         uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
         # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.
         removed = tuple(p for p in old_parents if p not in parents)
-        with _calendars_checked():
-            self._write(
-                job,
-                current.version,
-                timers,
-                previous_trigger_rate=current.trigger_rate,
-                parents_added=parents,
-                parents_removed=removed,
-                calendars=uses,
-            )
+        changed = self._count_peaks(tenant, job, found)
+        try:
+            with _calendars_checked():
+                self._write(
+                    job,
+                    current.version,
+                    timers,
+                    previous_trigger_rate=current.trigger_rate,
+                    parents_added=parents,
+                    parents_removed=removed,
+                    calendars=uses,
+                )
+        except Exception:
+            self._uncount_peaks(tenant, *changed)
+            raise
+        self._forecast(current, job)
         return self.with_next_fire(job)
 
     def pause(
@@ -438,6 +470,7 @@ class JobService:
             }
         )
         self._write(job, current.version, [])
+        self._forecast(current, job)
         return self.with_next_fire(job)
 
     def resume(self, tenant: str, job_id: str, expected_version: int | None = None) -> Job:
@@ -455,6 +488,7 @@ class JobService:
                 if expected_version is not None or attempt + 1 == RESUME_TRIES:
                     raise
                 continue  # a poller recorded a slot the pause owes (a version bump): read it again
+            self._forecast(current, job)
             return self.with_next_fire(job)
         raise AssertionError("unreachable")
 
@@ -474,6 +508,10 @@ class JobService:
             )
         except VersionConflictError as exc:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
+        if self.peaks is not None and isinstance(current, Job):
+            self.peaks.undo(tenant, add=job_profile(current))  # its slots are no longer due
+        if isinstance(current, Job):
+            self._forecast(current, None)
 
     def rotate_secret(
         self, tenant: str, job_id: str, drop_previous: bool = False, expected_version: int | None = None
@@ -624,6 +662,37 @@ class JobService:
             return None
         return fire_timer(self.layout, job, slot, now)
 
+    def _count_peaks(
+        self, tenant: str, job: Job, replaced: Job | UnreadableJob | None
+    ) -> tuple[Profile | None, Profile | None]:
+        """Move the tenant's peak profile by ``job``'s (less ``replaced``'s); 409 past a limit."""
+        if self.peaks is None:
+            return None, None
+        added = job_profile(job)
+        removed = job_profile(replaced) if isinstance(replaced, Job) else None
+        self.peaks.change(tenant, add=added, remove=removed)
+        return added, removed
+
+    def _uncount_peaks(self, tenant: str, added: Profile | None, removed: Profile | None) -> None:
+        """Take back :meth:`_count_peaks` when the job's own write failed."""
+        if self.peaks is not None and added is not None:
+            self.peaks.undo(tenant, add=added, remove=removed)
+
+    def recount_peaks(self, tenant: str) -> Profile:
+        """Rebuild ``tenant``'s peak profile from its jobs (after a crash between a profile's
+        change and the job's write, or for jobs registered before peaks were counted)."""
+        if self.peaks is None:
+            return Profile()
+        jobs: list[Job] = []
+        cursor: str | None = None
+        while True:
+            page = self.store.list_jobs(tenant, 100, cursor)
+            jobs.extend(page.items)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        return self.peaks.recount(tenant, list(jobs))
+
     def _trigger_rate(self, tenant: str, spec: JobSpec) -> int:
         """Micro-triggers per minute the job adds to its tenant's total (:mod:`punctual.quotas`)."""
 
@@ -634,8 +703,12 @@ class JobService:
         return micro_rate(schedule_of(spec), parent_rate)
 
     def _check_target(self, spec: JobSpec) -> None:
-        """Refuse, before anything is stored, what the worker would refuse to call anyway:
-        the job's target, and each alert rule's target under the same guards."""
+        """Refuse, before anything is stored, what the worker would refuse to call anyway: every
+        ARN the job names (target, alert targets, dead-letter queue, events bus) under the tenant
+        boundary (:mod:`punctual.boundary`), and every webhook URL under the SSRF guard."""
+        refusal = self.boundary.first_refusal(spec)
+        if refusal is not None:
+            raise InvalidJobError(str(refusal), field=refusal.field)
         self._check_one_target(spec.target, "target")
         for index, rule in enumerate(spec.alerts):
             self._check_one_target(rule.target, f"alerts[{index}].target")
@@ -650,15 +723,6 @@ class JobService:
             )
 
     def _check_one_target(self, target: Target, where: str) -> None:
-        refusal = self.own_resources().refusal(target)
-        if refusal:
-            raise InvalidJobError(f"{where} refused: {refusal}", field=where)
-        if self.require_target_role and not isinstance(target, HttpTarget) and not target.role_arn:
-            raise InvalidJobError(
-                f"this deployment requires an execution role on every AWS target: set {where}.role_arn "
-                "(a role in your account that trusts the scheduler; see the README)",
-                field=f"{where}.role_arn",
-            )
         if isinstance(target, HttpTarget):
             taken = [name for name in target.headers if name.lower() == TENANT_HEADER.lower()]
             if taken:

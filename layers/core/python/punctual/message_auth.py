@@ -54,7 +54,9 @@ class DispatchSigner:
 
     def sign(self, message: DispatchMessage) -> DispatchMessage:
         """``message`` with its signature set."""
-        return replace(message, sig=self.signature(message))
+        signed = replace(message, sig=self.signature(message))
+        object.__setattr__(signed, "_payload_text", message.payload())  # all but the signature: the same
+        return signed
 
     def verify(self, message: DispatchMessage) -> bool:
         """True when ``message`` carries this key's signature of its fields."""

@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -26,6 +27,9 @@ from pydantic_core import PydanticUndefined
 
 from punctual import schedules
 
+# Validation context key: a job a dispatch message carries (signed by the scheduler, validated when
+# it was stored), whose whole-spec checks are not made again on the hot path.
+CARRIED = "carried"
 MAX_PAYLOAD_BYTES = 256 * 1024
 PAYLOAD_TOO_LARGE = "more than the"  # how the size error reads: the API answers it 413, not 422
 MAX_NAME_CHARS = 128
@@ -382,7 +386,12 @@ class EventBridgeTarget(_AwsTarget):
     detail_type: str = Field(
         default="Punctual Scheduled Job", min_length=1, max_length=128, description="The event's detail-type."
     )
-    source: str = Field(default="punctual", min_length=1, max_length=256, description="The event's source.")
+    source: str = Field(
+        default="scheduled-job",
+        min_length=1,
+        max_length=256,
+        description="The event's source (not punctual*).",
+    )
 
     @field_validator("event_bus_arn")
     @classmethod
@@ -575,6 +584,11 @@ class DeadLetterQueue(_Strict):
         ),
         examples=["arn:aws:sqs:eu-west-1:123456789012:report-dlq"],
     )
+
+    role_arn: str | None = Field(
+        default=None, max_length=2048, description="Sent as this role (else the target's)."
+    )
+    _role = field_validator("role_arn")(_AwsTarget._role.__func__)  # type: ignore[attr-defined]
 
     @field_validator("queue_arn")
     @classmethod
@@ -802,6 +816,10 @@ class JobSpec(_Strict):
     dead_letter: DeadLetterQueue | None = Field(
         default=None, description="Where a slot's event goes after its last attempt failed (SQS)."
     )
+    events_bus: EventBridgeTarget | None = Field(
+        default=None,
+        description="A bus of yours that gets a copy of this job's execution events (as its role).",
+    )
     delete_after_completion: bool = _flag(
         False, "Delete the job once it is COMPLETED (a one-time at(), or end_at passed) and its slot ended."
     )
@@ -868,7 +886,9 @@ class JobSpec(_Strict):
 
     @field_validator("payload")
     @classmethod
-    def _payload_size(cls, value: Any) -> Any:
+    def _payload_size(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.context and info.context.get(CARRIED):  # checked when stored: punctual.queues.job_from_spec
+            return value
         check_json_value(value)
         size = len(_COMPACT_JSON.encode(value).encode())
         if size > MAX_PAYLOAD_BYTES:
@@ -876,7 +896,9 @@ class JobSpec(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> JobSpec:
+    def _consistent(self, info: ValidationInfo) -> JobSpec:
+        if info.context and info.context.get(CARRIED):  # checked when stored (see _payload_size)
+            return self
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise ValueError("end_at must be after start_at")
         if isinstance(self.target, HttpTarget):

@@ -12,7 +12,11 @@ comma-separated list, read once per process); local mode lists them in
 
 An ARN is compared by what it names, not by its spelling: a Lambda function or a state
 machine with a qualifier (``:prod``, ``:3``) is the function or machine itself, a task
-definition with a revision is its family.
+definition with a revision is its family, an IAM role is its account and name (whatever path
+the ARN spells: a role's name is unique in its account).
+
+The list also holds the stack's IAM roles: none of them may be a job's execution role
+(:mod:`punctual.boundary`).
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ def resource_key(arn: str) -> str:
         resource = resource.split(":")[0]
     elif service == "dynamodb" and resource.startswith("table/"):
         resource = "/".join(resource.split("/")[:2])
+    elif service == "iam" and resource.startswith("role/"):
+        resource = "role/" + resource.rsplit("/", 1)[-1]
     return f"{head}:{resource}"
 
 
@@ -77,6 +83,10 @@ class OwnResources:
 
     def __bool__(self) -> bool:
         return bool(self.keys)
+
+    def owns(self, arn: str) -> bool:
+        """Whether ``arn`` names one of the own resources or roles."""
+        return resource_key(arn) in self.keys
 
     def owned_arn(self, target: Any) -> str | None:
         """The first ARN of ``target`` that names an own resource, else None."""

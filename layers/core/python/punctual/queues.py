@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from punctual.instants import format_instant_ms
-from punctual.models import Job, Overlap, Runtime
+from punctual.models import CARRIED, Job, Overlap, Runtime
 from punctual.timers import stable_hash
 
 SQS_BATCH_MAX = 10
@@ -63,6 +63,9 @@ class MessageKind:
 class DispatchMessage:
     """One attempt of one slot, handed to a worker."""
 
+    # The encoded payload, kept in a slot of its own (not in ``__dict__``: the fields are).
+    __slots__ = ("__dict__", "_payload_text")
+
     tenant: str
     job_id: str
     slot: str
@@ -82,6 +85,17 @@ class DispatchMessage:
     # An ALERT message's condition when it sweeps an alert (the slot is the alert's key slot);
     # empty for every other message (and then not in the body).
     alert: str = ""
+    # A poller's re-send of a message no worker claimed (punctual.polling.resend): n > 0 puts it
+    # in a message group and under a deduplication id of its own, past a group held in flight by
+    # a worker that died before its handler ran. 0 (every other message): not in the body.
+    resend: int = 0
+    # The job as the sender read it (:func:`spec_of`, its version is ``job_version``): a worker
+    # that receives the message soon after it was sent claims and runs it without reading the
+    # job (punctual.execution.claim). Empty for a job too large to carry (then not in the body).
+    spec: str = ""
+    # The slot after which the job's chain ends (a one-time job's slot, the last before its
+    # end): the worker that takes it marks the job COMPLETED (punctual.execution.chain_ends).
+    last: bool = False
     sig: str = ""  # HMAC of every other field (punctual.message_auth); empty when unsigned
 
     @property
@@ -101,6 +115,8 @@ class DispatchMessage:
                 raw += f"\x1f{self.alert}\x1f{self.released_at}"
         if self.backfill:  # a backfill started again after a cancel sends its slots afresh
             raw += f"\x1f{self.backfill}"
+        if self.resend:
+            raw += f"\x1fresend {self.resend}"
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @property
@@ -120,10 +136,32 @@ class DispatchMessage:
         )
         if self.alert:  # a sweep waits behind no message in flight (its slot's, an earlier sweep's)
             key += f"\x1falert-{self.alert}\x1f{self.released_at}"
+        if self.resend:  # a group of its own: the slot's usual one may be held by a dead worker
+            key += f"\x1f{self.slot}\x1fresend {self.resend}"
         return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
     def payload(self) -> str:
-        """Every field but the signature, in declaration order: what is signed."""
+        """Every field but the signature, in declaration order: what is signed.
+
+        Computed once per message (a send signs it and writes it; a worker verifies it): a
+        message is immutable, and :func:`dataclasses.replace` makes a new one.
+        """
+        try:
+            text: str = self._payload_text  # type: ignore[attr-defined]
+            return text
+        except AttributeError:
+            text = self._encode_payload()
+            object.__setattr__(self, "_payload_text", text)
+            return text
+
+    def __getstate__(self) -> dict[str, object]:  # copies and pickles carry the fields, not the cache
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+    def _encode_payload(self) -> str:
         # What ``dataclasses.asdict`` gives, without its recursive deep copy of what are only
         # strings, ints and a bool.
         fields: dict[str, object] = {
@@ -143,6 +181,12 @@ class DispatchMessage:
             fields["backfill"] = self.backfill
         if self.alert:
             fields["alert"] = self.alert
+        if self.resend:
+            fields["resend"] = self.resend
+        if self.spec:
+            fields["spec"] = self.spec
+        if self.last:
+            fields["last"] = True
         return _COMPACT_JSON.encode(fields)
 
     def to_body(self) -> str:
@@ -157,15 +201,46 @@ class DispatchMessage:
         data = json.loads(body)
         if not isinstance(data, dict):
             raise ValueError("message body is not a JSON object")
-        if data.keys() == _PLAIN_SIGNED or data.keys() == _PLAIN_UNSIGNED:  # what to_body writes
+        keys = data.keys()
+        if keys in (_PLAIN_SIGNED, _CARRYING_SIGNED, _PLAIN_UNSIGNED):  # what to_body writes
             return cls(**data)
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 _MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
-# What to_body writes for a message neither smoothed, of a backfill nor a sweep, signed and not.
-_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill", "alert"}
+# What to_body writes for a message neither smoothed, of a backfill, a sweep, a re-send nor a
+# chain's last, signed and not; and the usual case, signed and carrying its job.
+_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill", "alert", "resend", "last", "spec"}
 _PLAIN_UNSIGNED = _PLAIN_SIGNED - {"sig"}
+_CARRYING_SIGNED = _PLAIN_SIGNED | {"spec"}
+
+# A job whose spec is larger than this is not carried (the worker reads it): SQS bills a message
+# per 64 KB and accepts 256 KB, and a job's payload alone may be 256 KB.
+SPEC_MAX_CHARS = 16 * 1024
+_CARRIED_CONTEXT = {CARRIED: True}
+
+
+def spec_of(job: Job) -> str:
+    """What a message carries of its job (empty when too large: the worker then reads it): its
+    document and the fields the store keeps beside it (counters, sealed signing secrets)."""
+    text = job.model_dump_json()
+    extra = f',"dependents":{job.dependents},"trigger_rate":{job.trigger_rate}'
+    if job.signing_secret_enc:
+        extra += ',"signing_secret_enc":' + _COMPACT_JSON.encode(job.signing_secret_enc)
+    if job.signing_secret_prev_enc:
+        extra += ',"signing_secret_prev_enc":' + _COMPACT_JSON.encode(job.signing_secret_prev_enc)
+    text = text[:-1] + extra + "}"
+    return text if len(text) <= SPEC_MAX_CHARS else ""
+
+
+def job_from_spec(spec: str) -> Job:
+    """The job a message carries (:func:`spec_of`); raises ValueError when it does not read.
+
+    Its types are validated; the whole-spec checks it passed when it was stored (payload size
+    and depth, schedule and bounds) are not made again (``models.CARRIED``): the message is
+    signed by the scheduler, which read the job a moment before.
+    """
+    return Job.model_validate_json(spec, context=_CARRIED_CONTEXT)
 
 
 class MessageSigner(Protocol):
@@ -180,9 +255,22 @@ _message_instant = lru_cache(maxsize=1024)(format_instant_ms)
 
 
 def message_for(
-    job: Job, slot: str, scheduled: datetime, attempt: int, kind: str, now: datetime, backfill: str = ""
+    job: Job,
+    slot: str,
+    scheduled: datetime,
+    attempt: int,
+    kind: str,
+    now: datetime,
+    backfill: str = "",
+    *,
+    spec: str | None = None,
+    last: bool = False,
 ) -> DispatchMessage:
-    """The message for one attempt of one slot of ``job``: the one way messages are made."""
+    """The message for one attempt of one slot of ``job``: the one way messages are made.
+
+    It carries the job (``spec``: :func:`spec_of`, given when the caller made it already for
+    another slot of the same job) and, for the slot that ends the job's chain, ``last``.
+    """
     return DispatchMessage(
         tenant=job.tenant,
         job_id=job.id,
@@ -194,6 +282,8 @@ def message_for(
         released_at=_message_instant(now),
         ordered=job.overlap is Overlap.QUEUE,
         backfill=backfill,
+        spec=spec_of(job) if spec is None else spec,
+        last=last,
     )
 
 
@@ -240,6 +330,13 @@ class QueuePort(Protocol):
     def delete(self, queue_url: str, receipt: str) -> None: ...
 
     def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None: ...
+
+    def change_visibility_batch(
+        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+    ) -> list[str]:
+        """Set the visibility of several received messages (one request per ten); returns the
+        receipts that could not be changed (deleted meanwhile, or stale)."""
+        ...
 
 
 def _sleep_backoff(round_no: int) -> None:
@@ -324,10 +421,36 @@ class SqsQueues:
     def delete(self, queue_url: str, receipt: str) -> None:
         self.client.delete_message(QueueUrl=queue_url, ReceiptHandle=receipt)
 
+    def delete_batch(self, queue_url: str, receipts: Sequence[str]) -> list[str]:
+        """One ``DeleteMessageBatch`` of up to ten receipts; returns those worth trying again (a
+        receipt SQS refuses as the sender's fault, such as an expired one, is not)."""
+        entries = [{"Id": str(i), "ReceiptHandle": receipt} for i, receipt in enumerate(receipts)]
+        reply = self.client.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+        retry = []
+        for failed in reply.get("Failed", []):
+            if failed.get("SenderFault") and failed.get("Code") not in THROTTLE_CODES:
+                continue  # delivered again meanwhile: its claim drops the repeat
+            retry.append(receipts[int(failed["Id"])])
+        return retry
+
     def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
         self.client.change_message_visibility(
             QueueUrl=queue_url, ReceiptHandle=receipt, VisibilityTimeout=visibility_s
         )
+
+    def change_visibility_batch(
+        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+    ) -> list[str]:
+        failed: list[str] = []
+        for start in range(0, len(receipts), SQS_BATCH_MAX):
+            chunk = receipts[start : start + SQS_BATCH_MAX]
+            entries = [
+                {"Id": str(i), "ReceiptHandle": receipt, "VisibilityTimeout": visibility_s}
+                for i, receipt in enumerate(chunk)
+            ]
+            reply = self.client.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
+            failed.extend(chunk[int(f["Id"])] for f in reply.get("Failed", []))
+        return failed
 
 
 @dataclass
@@ -351,7 +474,9 @@ class MemoryQueues:
     queues: dict[str, list[_Stored]] = field(default_factory=dict)
     sent_ids: dict[str, dict[str, datetime]] = field(default_factory=dict)
     sends: int = 0
+    delete_requests: int = 0  # DeleteMessage and DeleteMessageBatch calls
     signer: MessageSigner | None = None  # signs what is sent, as SqsQueues does
+    visibility_calls: int = 0  # change_visibility_batch requests (each one of SQS's, up to ten)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
 
@@ -397,15 +522,33 @@ class MemoryQueues:
             return out
 
     def delete(self, queue_url: str, receipt: str) -> None:
+        self.delete_batch(queue_url, [receipt])
+
+    def delete_batch(self, queue_url: str, receipts: Sequence[str]) -> list[str]:
         with self._lock:
+            self.delete_requests += 1
+            gone = set(receipts)
             items = self.queues.get(queue_url, [])
-            self.queues[queue_url] = [s for s in items if s.receipt != receipt]
+            self.queues[queue_url] = [s for s in items if s.receipt not in gone]
+        return []
 
     def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
         with self._lock:
             for stored in self.queues.get(queue_url, []):
                 if stored.receipt == receipt:
                     stored.visible_at = self.now() + timedelta(seconds=visibility_s)
+
+    def change_visibility_batch(
+        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+    ) -> list[str]:
+        with self._lock:
+            wanted = set(receipts)
+            for stored in self.queues.get(queue_url, []):
+                if stored.receipt in wanted:
+                    stored.visible_at = self.now() + timedelta(seconds=visibility_s)
+                    wanted.discard(stored.receipt)
+            self.visibility_calls += -(-len(receipts) // SQS_BATCH_MAX)
+            return [r for r in receipts if r in wanted]
 
     def all_messages(self, queue_url: str | None = None) -> list[DispatchMessage]:
         with self._lock:

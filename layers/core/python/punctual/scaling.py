@@ -46,7 +46,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -151,10 +151,14 @@ class MinuteNeed:
     burst_workers: int  # total burst workers (standing included) that start it within the target
     max_concurrency: int
     shortfall: int  # slots expected to start later than the target even at the bounds
+    # Slots expected to start later than the target because the burst workers were asked for too
+    # late for their start lead (a burst seen less than ``start_lead_s`` before its minute).
+    late: int = 0
+    ready_at: datetime | None = None  # when the workers asked for now are ready (late: after the minute)
 
     @property
     def met(self) -> bool:
-        return self.shortfall == 0
+        return self.shortfall == 0 and self.late == 0
 
 
 def warm_concurrency(profile: CapacityProfile, total: int) -> int:
@@ -187,6 +191,31 @@ def need_for(
     return MinuteNeed(minute, load, workers, concurrency, shortfall)
 
 
+def too_late(
+    need: MinuteNeed, profile: CapacityProfile, now: datetime, running: int, warm: int = 0
+) -> MinuteNeed:
+    """``need`` with the slots it starts late because its burst workers are asked for at ``now``:
+    ``running`` burst workers run already; the others start ``start_lead_s`` from now and take
+    part only in what is left of the minute's target window after that."""
+    standing_workers = profile.burst_workers_standing
+    have = max(running, standing_workers)
+    if need.burst_workers <= have:
+        return need
+    ready_at = now + timedelta(seconds=profile.start_lead_s)
+    if ready_at <= need.minute:
+        return need
+    target = profile.lateness_target_s
+    rate = profile.burst_worker_messages_per_s
+    window = max(0.0, (need.minute - ready_at).total_seconds() + target)
+    started = (
+        standing_drain(profile, target, warm)
+        + (have - standing_workers) * rate * target
+        + (need.burst_workers - have) * rate * window
+    )
+    late = max(0, need.load - math.floor(started) - need.shortfall)
+    return replace(need, late=late, ready_at=ready_at)
+
+
 @dataclass(frozen=True)
 class ScalingDecision:
     """What should run now, and why (logged as it is, one structured record per decision)."""
@@ -200,6 +229,7 @@ class ScalingDecision:
     driven_by: tuple[MinuteNeed, ...] = ()  # the minutes (and backlog) that hold capacity now
     upcoming: tuple[MinuteNeed, ...] = ()  # every minute considered
     shortfall: int = 0  # slots of the active minutes expected to start after the target
+    running: int | None = None  # burst workers running when it was decided (None: not known)
 
     @property
     def scaled(self) -> bool:
@@ -221,6 +251,7 @@ class ScalingDecision:
             "scaled": self.scaled,
             "backlog": self.backlog,
             "shortfall": self.shortfall,
+            "running": self.running,
             "minutes": [
                 {
                     "minute": format_instant(need.minute),
@@ -228,6 +259,7 @@ class ScalingDecision:
                     "burst_workers": need.burst_workers,
                     "max_concurrency": need.max_concurrency,
                     "shortfall": need.shortfall,
+                    "late": need.late,
                     "driving": need in self.driven_by,
                 }
                 for need in self.upcoming
@@ -249,6 +281,7 @@ def plan_capacity(
     backlog: int,
     profile: CapacityProfile,
     totals: Mapping[datetime, int] | None = None,
+    running: int | None = None,
 ) -> ScalingDecision:
     """The capacity to run at ``now``.
 
@@ -270,18 +303,24 @@ def plan_capacity(
         sized to drain them within the minute. A minute of sustained load (10,000/s spread over
         it) has a small burst and a large total: it raises no burst worker. A minute's total
         also says how warm it leaves the event sources for the next one (cold: none known).
+    running
+        Burst workers running now (None: unknown, taken as the standing ones). A minute whose
+        burst workers are asked for less than ``start_lead_s`` before it counts the slots that
+        start late for it (``MinuteNeed.late``): capacity asked for too late for its lead.
     """
     totals = totals or {}
     minute_s = timedelta(minutes=1)
+    have = profile.burst_workers_standing if running is None else running
     needs = tuple(
-        need_for(
-            load,
+        too_late(
+            need_for(load, profile, minute, totals.get(minute), warm),
             profile,
-            minute,
-            totals.get(minute),
-            warm_concurrency(profile, totals.get(minute - minute_s, 0)),
+            now,
+            have,
+            warm,
         )
         for minute, load in sorted(planned.items())
+        for warm in [warm_concurrency(profile, totals.get(minute - minute_s, 0))]
     )
     driving = [need for need in needs if _active(need.minute, now, profile) and need.load > 0]
     if backlog > standing_drain(profile, profile.lateness_target_s):
@@ -303,7 +342,8 @@ def plan_capacity(
         backlog=backlog,
         driven_by=held,
         upcoming=needs,
-        shortfall=max((n.shortfall for n in driving), default=0),
+        shortfall=max((n.shortfall + n.late for n in driving), default=0),
+        running=running,
     )
 
 
@@ -315,6 +355,10 @@ class CapacityActuator(Protocol):
 
     def backlog(self) -> int:
         """Messages in the short queues now (waiting and in flight); 0 when unknown."""
+        ...
+
+    def running(self) -> int | None:
+        """Burst workers running now (None: unknown)."""
         ...
 
     def apply(self, decision: ScalingDecision) -> list[str]:
@@ -333,6 +377,9 @@ class MemoryActuator:
 
     def backlog(self) -> int:
         return self.queued
+
+    def running(self) -> int | None:
+        return self.burst_workers  # the twin's workers start at once
 
     def apply(self, decision: ScalingDecision) -> list[str]:
         changed = []

@@ -56,6 +56,20 @@ class AwsActuator:
             total += sum(int(attributes.get(name, 0)) for name in BACKLOG_ATTRIBUTES)
         return total
 
+    def running(self) -> int | None:
+        """The burst service's running tasks (None: no burst service, or it cannot be read)."""
+        if not self.settings.burst_service:
+            return None
+        try:
+            described = self.ecs_client.describe_services(
+                cluster=self.settings.burst_cluster, services=[self.settings.burst_service]
+            )
+        except Exception:
+            log.exception("reading the burst service's running tasks failed")
+            return None
+        services = described.get("services") or []
+        return int(services[0].get("runningCount", 0)) if services else None
+
     def apply(self, decision: ScalingDecision) -> list[str]:
         changed: list[str] = []
         for uuid in self.settings.worker_event_source_mappings:

@@ -53,9 +53,21 @@ class Settings(BaseModel):
     table_transactions: bool = True
     target_allow_cidrs: list[str] = Field(default_factory=list)
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
-    lease_s: int = Field(default=60, ge=5, le=3600)
+    # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the
+    # record's lease_until and the message's visibility this far ahead, heartbeats renew both while
+    # the run lasts (first 5 s after the claim). A worker that dies is noticed within it: a message
+    # it held returns, and its run is taken over, at most 8 s after the death.
+    lease_s: int = Field(default=8, ge=5, le=3600)
+    # A message the poller sent to the Lambda lane that no worker has claimed this long after is
+    # sent again under another message group (punctual.polling.resend): a worker that died before
+    # its handler ran holds its batch for the queue's visibility timeout. 0: never.
+    unclaimed_resend_s: float = Field(default=4.0, ge=0, le=60)
     clock_offset_s: float = 0.0  # chaos and tests: simulate a skewed node clock
     kms_key_id: str = ""
+    # Envelope encryption of webhook secrets (punctual.tenant_keys): a tenant's secrets are sealed
+    # under one data key per key epoch of this length; a process unwraps a tenant's key (one KMS
+    # Decrypt) at most once per epoch.
+    tenant_key_lifetime_s: int = Field(default=30 * 24 * 3600, ge=60, le=366 * 24 * 3600)
     secret_key: str = ""  # local mode: key for encrypting webhook secrets when there is no KMS
     state_machine_arn: str = ""
     # The minute state machine for minutes of more than 40 pollers (a Parallel of inline Maps;
@@ -78,13 +90,32 @@ class Settings(BaseModel):
     # worker's own credentials, as in local mode); require_target_role refuses such jobs.
     target_role_arn: str = ""
     require_target_role: bool = False
+    # Execution roles (role_arn) must have opted in (punctual.boundary): IAM lets the workers assume
+    # only roles carrying this tag (value "true"), and, when a prefix is set, whose ARN after
+    # "role/" starts with it (a path such as "punctual/" or a name prefix), checked at registration too.
+    execution_role_tag: str = Field(default="punctual:execution-role", pattern=r"^[\w.:/=+@-]{1,128}$")
+    execution_role_prefix: str = Field(default="", pattern=r"^[\w+=,.@/-]{0,64}$")
     # Per-tenant quotas: scheduled triggers per minute (the sum over a tenant's schedules) and
     # API requests per minute (0: no limit).
     max_triggers_per_minute_per_tenant: int = Field(default=60_000, ge=1)
     api_requests_per_minute_per_tenant: int = Field(default=1_200, ge=0)
+    # Burst quotas (punctual.tenant_quotas): a tenant's slots due in one second and in one minute
+    # (its jobs' peak profile, punctual.peaks), its backfills running at once and its backfilled
+    # slots a minute (0: no limit).
+    max_slots_per_second_per_tenant: int = Field(default=10_000, ge=0)
+    max_slots_per_minute_per_tenant: int = Field(default=60_000, ge=0)
+    max_backfills_per_tenant: int = Field(default=10, ge=0)
+    backfill_slots_per_minute_per_tenant: int = Field(default=600, ge=0)
+    # POST /v1/job-batches: jobs of one batch registered at once (each one DynamoDB transaction).
+    # Local mode and in-process tests use 1: moto's transactions are not safe side by side.
+    api_batch_concurrency: int = Field(default=16, ge=1, le=64)
     # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.
     local_mode: bool = False
     shard_groups: int = Field(default=1, ge=1, le=1024)  # the fewest pollers a minute gets
+    # Pollers per shard group of a minute planned on the standard poller (punctual.tick.replicas_for):
+    # 2 release every slot side by side, so one that dies (and its restart) delays nothing; an idle
+    # (lean) minute keeps one. 1: one poller per group.
+    poller_replicas: int = Field(default=2, ge=1, le=2)
     max_shard_groups: int = Field(default=40, ge=1, le=1024)  # 40: what one inline Map runs at once
     # What the tick plans one poller to release in a minute: a minute whose planned load is N
     # triggers gets ceil(N / this) groups (within the bounds). 30,000 = 500/s: a 1,024 MB poller
@@ -219,9 +250,16 @@ DEPLOYED: tuple[str, ...] = (
     "max_jobs_per_tenant",
     "max_triggers_per_minute_per_tenant",
     "api_requests_per_minute_per_tenant",
+    "max_slots_per_second_per_tenant",
+    "max_slots_per_minute_per_tenant",
+    "max_backfills_per_tenant",
+    "backfill_slots_per_minute_per_tenant",
     "require_target_role",
+    "execution_role_tag",
+    "execution_role_prefix",
     "target_allow_cidrs",
     "shard_groups",
+    "poller_replicas",
     "max_shard_groups",
     "triggers_per_poller_minute",
     "events_enabled",

@@ -4,12 +4,18 @@ A secret is ``whsec_`` followed by the base64 of 32 random bytes, the form
 Standard Webhooks libraries accept. It is shown to the user once (the
 ``signing_secret`` of the creation response) and stored only encrypted:
 
-* **KMS** when ``settings.kms_key_id`` is set (the cloud): ``Encrypt`` /
-  ``Decrypt`` with an encryption context naming the purpose, and, for a job's
-  signing secret, the tenant and the job id (``{"purpose": ..., "tenant": ...,
-  "job": ...}``): a ciphertext made for something else, or copied onto another
-  job's item by someone who can write the table, does not decrypt. The workers'
-  IAM policy allows ``kms:Decrypt`` only under that purpose.
+* **KMS envelope** when ``settings.kms_key_id`` is set (the cloud) and a job's
+  secret is sealed by a process that can reach the tenant keyring (the API): the
+  secret is sealed with its tenant's data key (:mod:`punctual.tenant_keys`) and the
+  binding ``{"purpose": ..., "tenant": ..., "job": ...}`` as authenticated data, and
+  stored with the KMS-wrapped data key beside it (``kms:v3:``). Opening it costs a
+  KMS ``Decrypt`` once per tenant per process per key lifetime, not once per secret.
+* **KMS** directly (``kms:v2:`` / ``kms:v1:``): ``Encrypt`` / ``Decrypt`` with an
+  encryption context naming the purpose, and, for a job's signing secret, the tenant
+  and the job id: what secrets stored before the envelope use, and what an idempotent
+  reply (no tenant key) still uses. Either way a ciphertext made for something else, or
+  copied onto another job's item by someone who can write the table, does not open. The
+  workers' IAM policy allows ``kms:Decrypt`` only under the two purposes.
 * **Local fallback** otherwise: an authenticated construction from the standard
   library keyed by ``settings.secret_key`` (``PUNCTUAL_SECRET_KEY``).
   Encrypt-then-MAC: an HMAC-SHA256 keystream (counter mode over a random
@@ -17,8 +23,9 @@ Standard Webhooks libraries accept. It is shown to the user once (the
   context, nonce and ciphertext; the two keys are derived from the root key with
   distinct labels. **Only local mode uses it**: deployed stacks set a KMS key.
 
-Stored forms carry a versioned prefix, so either can be decrypted whatever the
-current settings prefer, and the format can move on: ``kms:v2:`` / ``local:v2:``
+Stored forms carry a versioned prefix, so each can be decrypted whatever the
+current settings prefer, and the format can move on: ``kms:v3:`` is the envelope
+(``kms:v3:<epoch>:<wrapped data key>:<sealed secret>``); ``kms:v2:`` / ``local:v2:``
 are bound to a tenant and a job (the context above); ``kms:v1:`` / ``local:v1:``
 carry the purpose only. v1 is what idempotent replies use, and what job secrets
 used before they were bound: those still decrypt (nothing breaks at upgrade), and
@@ -30,14 +37,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
-import json
 import secrets as _random
 from collections.abc import Mapping
 from typing import Any
 
 from punctual.settings import Settings
+from punctual.tenant_keys import Sealer, SealError, TenantKeyring
 
 __all__ = [
     "SECRET_BYTES",
@@ -61,8 +66,8 @@ _KMS_PREFIX = "kms:v1:"
 _LOCAL_PREFIX = "local:v1:"
 _KMS_BOUND_PREFIX = "kms:v2:"
 _LOCAL_BOUND_PREFIX = "local:v2:"
-_NONCE_BYTES = 16
-_TAG_BYTES = 32
+_ENVELOPE_PREFIX = "kms:v3:"
+_ENVELOPE_LABEL = b"punctual/tenant-seal/v3"
 
 
 class SecretsError(Exception):
@@ -143,6 +148,10 @@ class SecretCipher:
     context : mapping of str to str, optional
         Encryption context bound into every ciphertext (KMS encryption context,
         or authenticated data for the fallback); decryption needs the same one.
+    keyring : TenantKeyring, optional
+        The tenant data keys (envelope encryption). With a store, job secrets are sealed
+        under their tenant's key (``kms:v3:``); without one (or none given: one is made with
+        no store), envelope forms can be opened, not made.
 
     Raises
     ------
@@ -156,6 +165,7 @@ class SecretCipher:
         kms_client: Any | None = None,
         *,
         context: Mapping[str, str] | None = None,
+        keyring: TenantKeyring | None = None,
     ) -> None:
         self.kms_key_id = settings.kms_key_id
         self._kms = kms_client
@@ -166,11 +176,9 @@ class SecretCipher:
                 "webhook secrets need PUNCTUAL_KMS_KEY_ID, or PUNCTUAL_SECRET_KEY of at least "
                 f"{MIN_LOCAL_KEY_CHARS} characters (local mode)"
             )
-        self._enc_key = (
-            hmac.new(root, b"punctual/secret-box/v1/encrypt", hashlib.sha256).digest() if root else b""
-        )
-        self._mac_key = (
-            hmac.new(root, b"punctual/secret-box/v1/mac", hashlib.sha256).digest() if root else b""
+        self._local = Sealer(root, b"punctual/secret-box/v1") if root else None
+        self.keyring = keyring or TenantKeyring(
+            self._kms_client, self.kms_key_id, lifetime_s=settings.tenant_key_lifetime_s
         )
 
     # -- the SecretBox protocol
@@ -189,6 +197,8 @@ class SecretCipher:
         form then decrypts only with the same binding.
         """
         context = {**self.context, **(binding or {})}
+        if self.kms_key_id and binding and "tenant" in binding and self.keyring.store is not None:
+            return self._envelope_seal(plaintext, context, binding["tenant"])
         if self.kms_key_id:
             response = self._kms_client().encrypt(
                 KeyId=self.kms_key_id, Plaintext=plaintext.encode(), EncryptionContext=context
@@ -211,10 +221,12 @@ class SecretCipher:
             altered (or made with another key or context), or a bound form was read
             without its binding or with another one.
         """
-        bound = stored.startswith((_KMS_BOUND_PREFIX, _LOCAL_BOUND_PREFIX))
+        bound = stored.startswith((_KMS_BOUND_PREFIX, _LOCAL_BOUND_PREFIX, _ENVELOPE_PREFIX))
         if bound and not binding:
             raise SecretsError("stored secret is bound to a job: decrypting it needs the tenant and job id")
         context = {**self.context, **(binding or {})} if bound else dict(self.context)
+        if stored.startswith(_ENVELOPE_PREFIX):
+            return self._envelope_open(stored, context, (binding or {}).get("tenant", ""))
         for prefix in (_KMS_PREFIX, _KMS_BOUND_PREFIX):
             if stored.startswith(prefix):
                 return self._kms_decrypt(stored[len(prefix) :], context)
@@ -238,6 +250,32 @@ class SecretCipher:
             raise
         return bytes(response["Plaintext"]).decode()
 
+    def _envelope_seal(self, plaintext: str, context: Mapping[str, str], tenant: str) -> str:
+        key = self.keyring.current(tenant)
+        sealed = Sealer(key.plaintext, _ENVELOPE_LABEL).seal(plaintext.encode(), context, _ENVELOPE_PREFIX)
+        wrapped = base64.urlsafe_b64encode(key.wrapped).decode("ascii")
+        return f"{_ENVELOPE_PREFIX}{key.epoch}:{wrapped}:{base64.urlsafe_b64encode(sealed).decode('ascii')}"
+
+    def _envelope_open(self, stored: str, context: Mapping[str, str], tenant: str) -> str:
+        try:
+            _epoch, wrapped_text, sealed_text = stored[len(_ENVELOPE_PREFIX) :].split(":")
+            wrapped = base64.urlsafe_b64decode(wrapped_text.encode("ascii"))
+            sealed = base64.urlsafe_b64decode(sealed_text.encode("ascii"))
+        except (ValueError, binascii.Error):
+            raise SecretsError("stored secret is not an envelope") from None
+        if not self.kms_key_id and self._kms is None:
+            raise SecretsError("stored secret was sealed under a KMS data key, and no KMS is configured")
+        try:
+            data_key = self.keyring.unwrap(tenant, wrapped)
+        except Exception as exc:
+            if type(exc).__name__ in ("InvalidCiphertextException", "ClientError"):
+                raise SecretsError(f"KMS refused to unwrap the tenant's data key: {exc}") from None
+            raise
+        try:
+            return Sealer(data_key, _ENVELOPE_LABEL).open(sealed, context, _ENVELOPE_PREFIX).decode()
+        except SealError as exc:
+            raise SecretsError(f"stored secret {exc}") from None
+
     # -- internals
 
     def _kms_client(self) -> Any:
@@ -247,45 +285,22 @@ class SecretCipher:
             self._kms = aws.client("kms")
         return self._kms
 
-    @staticmethod
-    def _aad(context: Mapping[str, str]) -> bytes:
-        return json.dumps(dict(context), sort_keys=True, separators=(",", ":")).encode()
-
-    def _keystream(self, nonce: bytes, length: int) -> bytes:
-        blocks = (length + 31) // 32
-        stream = b"".join(
-            hmac.new(self._enc_key, nonce + counter.to_bytes(8, "big"), hashlib.sha256).digest()
-            for counter in range(blocks)
-        )
-        return stream[:length]
-
-    def _tag(self, nonce: bytes, ciphertext: bytes, context: Mapping[str, str], prefix: str) -> bytes:
-        aad = self._aad(context)
-        message = prefix.encode() + len(aad).to_bytes(4, "big") + aad + nonce + ciphertext
-        return hmac.new(self._mac_key, message, hashlib.sha256).digest()
-
-    def _require_local_key(self) -> None:
-        if not self._enc_key:
+    def _require_local_key(self) -> Sealer:
+        if self._local is None:
             raise SecretsError("stored secret uses the local format, and PUNCTUAL_SECRET_KEY is not set")
+        return self._local
 
     def _local_encrypt(self, plaintext: bytes, context: Mapping[str, str], prefix: str) -> str:
-        self._require_local_key()
-        nonce = _random.token_bytes(_NONCE_BYTES)
-        ciphertext = bytes(
-            a ^ b for a, b in zip(plaintext, self._keystream(nonce, len(plaintext)), strict=True)
-        )
-        blob = nonce + ciphertext + self._tag(nonce, ciphertext, context, prefix)
+        blob = self._require_local_key().seal(plaintext, context, prefix)
         return prefix + base64.urlsafe_b64encode(blob).decode("ascii")
 
     def _local_decrypt(self, stored: str, prefix: str, context: Mapping[str, str]) -> bytes:
-        self._require_local_key()
+        sealer = self._require_local_key()
         try:
             blob = base64.urlsafe_b64decode(stored[len(prefix) :].encode("ascii"))
         except (binascii.Error, ValueError):
             raise SecretsError("stored secret is not base64") from None
-        if len(blob) < _NONCE_BYTES + _TAG_BYTES:
-            raise SecretsError("stored secret is truncated")
-        nonce, ciphertext, tag = blob[:_NONCE_BYTES], blob[_NONCE_BYTES:-_TAG_BYTES], blob[-_TAG_BYTES:]
-        if not hmac.compare_digest(tag, self._tag(nonce, ciphertext, context, prefix)):
-            raise SecretsError("stored secret failed its integrity check (altered, or another key)")
-        return bytes(a ^ b for a, b in zip(ciphertext, self._keystream(nonce, len(ciphertext)), strict=True))
+        try:
+            return sealer.open(blob, context, prefix)
+        except SealError as exc:
+            raise SecretsError(f"stored secret {exc}") from None

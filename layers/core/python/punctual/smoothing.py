@@ -6,29 +6,38 @@ or deployment-wide per host and tenant in ``PUNCTUAL_TARGET_RATE_BUDGETS``) lets
 spread them: each slot is given a release instant no earlier than its own instant and no
 earlier than the budget allows after the slots placed before it.
 
-The rule (:func:`place_slot`, pure; a virtual-scheduling / GCRA step):
+The rule (:func:`place_slot`, pure; a virtual-scheduling / GCRA step on a shared grid):
 
-* ``earliest = max(due, next_free)``, rounded down to a whole second after ``due`` (the worker
-  defers a message by its visibility, which counts whole seconds: the slots of one second of
-  the budget go together, so the budget holds per second);
-* if ``earliest - due <= max_lateness_s`` (the job's ``max_lateness_seconds``, else the
-  deployment's ``PUNCTUAL_MAX_LATENESS_SECONDS``): release at ``earliest`` and move
-  ``next_free`` one interval (``1 / rate``) on;
+* a budget of ``rate`` calls a second is a grid of instants ``spacing = (1 + SPACING_MARGIN) /
+  rate`` apart, counted from the start of each minute (a top-of-minute slot is on it) and
+  stopping a spacing before the next minute's, so every poller of the deployment sees the same
+  grid. The shard groups of a minute take turns on it: group ``g`` of ``G`` places its slots
+  only on the grid's instants ``j x spacing`` with ``j mod G == g`` (its *lane*), so the calls
+  of all of a minute's pollers together are never closer than ``spacing`` — in every one-second
+  window, the first second of a burst included, at most ``ceil(rate)`` (``rate`` for a whole
+  number) calls;
+* a slot goes to the first instant of its lane at or after ``max(due, next_free)`` (and after
+  ``not_before`` when the caller gives one, e.g. its release plus :data:`HEAD_START_S`); if that is
+  within ``max_lateness_s`` (the job's ``max_lateness_seconds``, else the deployment's
+  ``PUNCTUAL_MAX_LATENESS_SECONDS``) of ``due``, it is released there and ``next_free`` moves
+  past it;
 * otherwise the budget and the lateness cannot both hold: the slot is released **on time**
   (at ``due``) and an :class:`Overrun` is reported — never silently late. It does not move
   ``next_free``: the slots after it keep their place in the budget.
 
 So a slot is never released later than ``due + max_lateness_s``, whatever the budget (the
-unit tests prove it over generated bursts), and within that bound the target never gets more
-than its budget a second from one poller. Pollers of one minute share a budget by dividing
-it: each of ``group_count`` shard groups gets ``rate / group_count`` (the groups' slots are a
-hash split of the jobs, so each sees about its share of a target's burst).
+unit tests prove it, and the budget across any number of pollers, over generated bursts). The
+spacing keeps a margin (``SPACING_MARGIN``, 10 %): a call that reaches its target up to a
+tenth of a second after its instant (a claim's write, a connection) still keeps the receiver
+within its budget in every one-second window.
 
 Where it applies: the poller's release (:mod:`punctual.polling.release`) places every first
 attempt of a scheduled slot whose target has a budget, and stamps the message with
-``not_before``; the worker (:mod:`punctual.execution.claim`) returns a message received before
-its ``not_before`` to the queue for the whole seconds left (its visibility), and claims it
-then. Retries, takeovers and hand triggers are not smoothed (their own backoff spreads them).
+``not_before``; the worker (:mod:`punctual.execution.claim`) returns a message received a
+second or more before its ``not_before`` to the queue for the whole seconds left (its
+visibility, so it comes back a little early), and otherwise claims it and waits for the
+instant before calling the target (:meth:`punctual.execution.worker.Worker.run`). Retries,
+takeovers and hand triggers are not smoothed (their own backoff spreads them).
 
 The overrun hook: :class:`OverrunSink` receives each :class:`Overrun` (the poller counts it as
 ``RateBudgetOverruns`` and logs one structured record ``rate_budget_overrun``); the alerting
@@ -42,17 +51,28 @@ import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from punctual.instants import format_instant
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 log = logging.getLogger("punctual.smoothing")
 
 
 class SmoothingConfigError(ValueError):
     """A rate budget that cannot be read."""
+
+
+SPACING_MARGIN = 0.1  # a budget's calls are 1.1 / rate apart: 100 ms of slack in every second
+# A budgeted call is placed at least this long after its release: its message reaches a worker
+# before its instant, and the worker calls at the instant (a call whose message arrives late goes
+# at once, and late calls bunch: the receiver would see them closer than the budget allows).
+HEAD_START_S = 2.0
+_US = 1_000_000
+_MINUTE_US = 60 * _US
 
 
 @dataclass(frozen=True)
@@ -64,25 +84,61 @@ class Placement:
     overrun: bool
 
 
-def place_slot(
-    next_free: datetime | None, due: datetime, rate_per_s: float, max_lateness_s: float
-) -> Placement:
-    """The release instant of a slot due at ``due`` under a budget of ``rate_per_s`` calls a second.
+def spacing_us(rate_per_s: float) -> int:
+    """Microseconds between two calls of a budget of ``rate_per_s`` (rounded up: never closer)."""
+    return math.ceil(_US * (1 + SPACING_MARGIN) / rate_per_s)
 
-    ``next_free`` is the budget's state (None: nothing placed yet). See the module docstring.
+
+def _lane_instant(earliest_us: int, step_us: int, group: int, groups: int) -> int:
+    """The first grid instant at or after ``earliest_us`` in the lane of ``group`` of ``groups``.
+
+    The grid restarts at each minute and ends a step before the next minute's start, so that
+    instants of two minutes are never closer than a step either. When a minute cannot hold a
+    turn of every lane (a budget smaller than its pollers take turns in a minute), one grid
+    from the epoch serves instead.
+    """
+    if (groups + 1) * step_us > _MINUTE_US:
+        j = -(-earliest_us // step_us)
+        return (j + (group - j) % groups) * step_us
+    while True:
+        start = earliest_us - earliest_us % _MINUTE_US
+        j = -(-(earliest_us - start) // step_us)
+        j += (group - j) % groups
+        instant = start + j * step_us
+        if instant + step_us <= start + _MINUTE_US:
+            return instant
+        earliest_us = start + _MINUTE_US  # none left in this minute: the next minute's grid
+
+
+def _epoch_us(instant: datetime) -> int:
+    return (instant - _EPOCH) // timedelta(microseconds=1)
+
+
+def place_slot(
+    next_free: datetime | None,
+    due: datetime,
+    rate_per_s: float,
+    max_lateness_s: float,
+    lane: tuple[int, int] = (0, 1),
+    not_before: datetime | None = None,
+) -> Placement:
+    """The release instant of a slot due at ``due`` under a budget of ``rate_per_s`` calls a second,
+    placed by the poller of shard group ``lane[0]`` of ``lane[1]``, no earlier than ``not_before``
+    (the poller's release plus :data:`HEAD_START_S`).
+
+    ``next_free`` is this poller's state of the budget (None: nothing placed yet). See the
+    module docstring.
     """
     if rate_per_s <= 0:
         raise ValueError("a rate budget must be positive")
-    # Whole microseconds, rounded up: n intervals never sum to less than n / rate seconds.
-    interval = timedelta(microseconds=math.ceil(1_000_000 / rate_per_s))
-    if next_free is None or next_free <= due:
-        return Placement(due, due + interval, False)
-    # Whole seconds (the worker holds a message by its visibility): the budget's second, so the
-    # slots that share a second of the budget go together, never after the budget's instant.
-    wait_s = (next_free - due) // timedelta(seconds=1)
-    if wait_s > max_lateness_s:
+    group, groups = lane
+    step = spacing_us(rate_per_s)
+    start = due if next_free is None or next_free <= due else next_free
+    earliest = _epoch_us(start if not_before is None or not_before <= start else not_before)
+    release = _EPOCH + timedelta(microseconds=_lane_instant(earliest, step, group, groups))
+    if release - due > timedelta(seconds=max_lateness_s):
         return Placement(due, next_free, True)  # on time, reported
-    return Placement(due + timedelta(seconds=wait_s), next_free + interval, False)
+    return Placement(release, release + timedelta(microseconds=1), False)
 
 
 @dataclass(frozen=True)
@@ -174,22 +230,37 @@ def parse_budgets(entries: list[str]) -> dict[tuple[str, str], float]:
 
 class BudgetLedger:
     """The budgets' state in one poller: per (tenant, target), the next free instant. Thread-safe
-    (a poller releases chunks concurrently); a slot is placed in the order it is released."""
+    (a poller releases chunks concurrently); a slot is placed in the order it is released.
 
-    def __init__(self, budgets: Mapping[tuple[str, str], float] | None = None, share: float = 1.0) -> None:
+    ``lane`` is this poller's (shard group, group count) of its minute: the groups take turns on
+    each budget's grid (:func:`place_slot`), so together they keep to it.
+    """
+
+    def __init__(
+        self, budgets: Mapping[tuple[str, str], float] | None = None, lane: tuple[int, int] = (0, 1)
+    ) -> None:
         self.budgets = dict(budgets or {})
-        self.share = share  # this poller's share of each budget (1 / the minute's groups)
+        self.lane = lane
         self._next_free: dict[tuple[str, str], datetime | None] = {}
         self._lock = threading.Lock()
 
     def rate_for(self, tenant: str, key: str, own: float | None) -> float | None:
         """The budget that applies: the target's own, else the tenant's for that host, else everyone's."""
-        rate = own or self.budgets.get((tenant, key)) or self.budgets.get(("*", key))
-        return rate * self.share if rate else None
+        return own or self.budgets.get((tenant, key)) or self.budgets.get(("*", key))
 
-    def place(self, tenant: str, key: str, rate: float, due: datetime, max_lateness_s: float) -> Placement:
+    def place(
+        self,
+        tenant: str,
+        key: str,
+        rate: float,
+        due: datetime,
+        max_lateness_s: float,
+        not_before: datetime | None = None,
+    ) -> Placement:
         with self._lock:
             state = (tenant, key)
-            placement = place_slot(self._next_free.get(state), due, rate, max_lateness_s)
+            placement = place_slot(
+                self._next_free.get(state), due, rate, max_lateness_s, self.lane, not_before
+            )
             self._next_free[state] = placement.next_free
             return placement

@@ -10,9 +10,10 @@ ahead the sample is complete.
 Which poller: a minute with one group whose planned load is at most
 ``lean_max_triggers_per_minute`` runs on the *lean* poller (the same code at the smallest
 Lambda memory: most of an idle deployment's bill is a poller's memory for ~80 s of every
-minute). The planned load is the far estimate plus the near timers of the last whole minute
-(the near lane is written shortly before it is due, so the recent past is the forecast: rate
-jobs, retries and leases recur). A minute whose load is unknown (no store, or the count
+minute). The planned load is the far estimate plus the near lane: the larger of the load timers
+of the last whole minute (chains and retries recur) and the minute-load ledger's forecast of the
+minute (near slots recorded where they are made: :mod:`punctual.load_forecast`). Load is what
+workers run: lease expiries are not counted. A minute whose load is unknown (no store, or the count
 failed) gets the standard poller: the lean one is only ever chosen on evidence of idleness.
 Nor does a minute that follows a poller that did not finish (a watermark more than two
 minutes behind): whatever stopped it (a lean poller out of memory, say) must not stop the
@@ -20,13 +21,15 @@ poller that drains what it left.
 
 Predictive scaling: with an actuator (the stack names the worker event-source mappings and the
 burst service), each tick also sizes the workers for the minutes it sees — the current one and
-the ones it starts — from their planned load (the far estimate plus, for the next minute, the
-near timers already written for it) and, around a burst only, the short queues' backlog (an idle
-tick reads no queue), with :func:`punctual.scaling.plan_capacity`,
-logs the decision as one structured record (``scaling_decision``) and counts it
-(``BurstWorkersDesired``, ``WorkerConcurrencyDesired``, ``BurstPlannedSlots``,
-``BurstShortfall``). Scaling never delays or stops a minute's start: it runs after the starts,
-and a failure is logged and left to the next tick.
+the ones it starts — from their planned load (the far estimate plus the ledger's near forecast)
+and, around a burst only, the short queues' backlog and the burst workers running (an idle tick
+reads neither), with :func:`punctual.scaling.plan_capacity`, logs the decision as one structured
+record (``scaling_decision``) and counts it (``BurstWorkersDesired``, ``WorkerConcurrencyDesired``,
+``BurstPlannedSlots``, ``BurstShortfall``); a minute served late (capacity asked for too late for
+its lead, or beyond the bounds) is a ``Burst Shortfall`` event too. A minute planned again at the
+next tick whose burst grew meanwhile is re-planned while its pollers wait
+(:mod:`punctual.burst_sight`). Scaling never delays or stops a minute's start: it runs after the
+starts, and a failure is logged and left to the next tick.
 """
 
 from __future__ import annotations
@@ -35,12 +38,15 @@ import json
 import logging
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from punctual.burst_sight import REPLAN_SUFFIX, Replanner, ledger_load, shortfall_events
 from punctual.clock import SystemClock
 from punctual.instants import format_instant
+from punctual.notifications.events import EventPublisher
 from punctual.observability import MetricsSink, NullMetrics
 from punctual.scaling import (
     CapacityActuator,
@@ -51,6 +57,7 @@ from punctual.scaling import (
 )
 from punctual.settings import Settings
 from punctual.store.base import JobStore
+from punctual.store.loads import MinuteLoad
 from punctual.timers import Lane, minute_of
 
 log = logging.getLogger("punctual.tick")
@@ -89,26 +96,21 @@ def estimate_far_head(
     return math.ceil(seen * count / sample_size)
 
 
-def count_near_head(store: JobStore, minute: datetime, settings: Settings, window_s: float) -> int:
-    """Near timers due in the first ``window_s`` of ``minute``, across every near shard (read)."""
-    until_ms = int(minute.timestamp() * 1000 + window_s * 1000)
-    return sum(
-        1
-        for shard in range(settings.near_shard_count)
-        for timer in store.query_timers(Lane.NEAR, minute, shard)
-        if timer.due_ms < until_ms
-    )
-
-
-def count_near_load(store: JobStore, minute: datetime, settings: Settings) -> int:
-    """Near timers already written for ``minute`` (fresh registrations, retries, rate chains)."""
-    return sum(store.count_timers(Lane.NEAR, minute, shard) for shard in range(settings.near_shard_count))
-
-
 def count_recent_near_load(store: JobStore, now: datetime, settings: Settings) -> int:
-    """Near timers due in the last whole minute before ``now``, across every near shard."""
-    last = minute_of(now) - timedelta(minutes=1)
-    return sum(store.count_timers(Lane.NEAR, last, shard) for shard in range(settings.near_shard_count))
+    """Near timers due in the last whole minute before ``now``, across every near shard; or, when
+    there were few (at most the lean poller's bound), in the current minute if it holds more: a
+    workload registered a moment ago is load already (its first minutes would otherwise be planned
+    idle, on one small poller per group)."""
+    current = minute_of(now)
+    last = sum(
+        store.count_timers(Lane.NEAR, current - timedelta(minutes=1), shard)
+        for shard in range(settings.near_shard_count)
+    )
+    if last > settings.lean_max_triggers_per_minute:
+        return last
+    return max(
+        last, sum(store.count_timers(Lane.NEAR, current, shard) for shard in range(settings.near_shard_count))
+    )
 
 
 def drained_behind(store: JobStore, now: datetime, settings: Settings) -> bool:
@@ -159,39 +161,80 @@ def plan_minute(
     rng: random.Random | None = None,
     now: datetime | None = None,
     recent: RecentLoad | None = None,
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Step Functions input for ``minute``: when the pollers start, which poller, one item per group.
 
     ``now`` (default: the current time) names the last whole minute whose near timers are counted;
     ``recent``, when given, is that reading already made (for an earlier minute of the same tick).
+    ``previous``: the plan of the minute before, when known. An idle (lean) minute takes two idle
+    readings in a row: one minute's reading can be low because the pollers were down (the rate
+    chains stall with them), and a minute so planned would run on one small poller per group
+    just when the group needs its two.
     """
     settings = settings or Settings.from_env()
     minute = minute_of(minute)
     load = estimate_far_load(store, minute, settings, rng or random.Random()) if store else 0
     if recent is None and store is not None:
         recent = observe_recent(store, now or SystemClock(settings.clock_offset_s).now(), settings)
-    near = recent.near if recent else None
+    forecast = ledger_load(store, minute)
+    # The near lane: the last whole minute's (chains recur, retries follow failures), or the
+    # ledger's forecast of this one (a burst registered inside the far threshold), the larger.
+    near = None if recent is None else max(recent.near, forecast.total)
     behind = recent.behind if recent else False
     groups = group_count_for(load + (near or 0), settings)
-    poller = STANDARD if behind else poller_for(None if near is None else load + near, groups, settings)
+    observed = None if near is None else load + near
+    if observed is not None and previous is not None and previous.get("recent_near_timers") is not None:
+        earlier = int(previous.get("estimated_far_timers") or 0) + int(previous["recent_near_timers"])
+        observed = max(observed, earlier)  # idle only if the minute before read idle too
+    poller = STANDARD if behind else poller_for(observed, groups, settings)
+    items = [
+        {
+            "minute": format_instant(minute),
+            "group": index,
+            "group_count": groups,
+            "shard_count": settings.shard_count,
+            "near_shard_count": settings.near_shard_count,
+        }
+        for index in range(groups)
+    ]
     return {
         "minute": format_instant(minute),
         "start_at": format_instant(minute - timedelta(seconds=settings.poller_lead_s)),
         "poller": poller,
         "estimated_far_timers": load,
         "recent_near_timers": near,
+        "forecast_near_slots": forecast.total,
+        "forecast_near_head": forecast.head,
         "drained_behind": behind,
-        "groups": [
-            {
-                "minute": format_instant(minute),
-                "group": index,
-                "group_count": groups,
-                "shard_count": settings.shard_count,
-                "near_shard_count": settings.near_shard_count,
-            }
-            for index in range(groups)
-        ],
+        "groups": items,
+        "pollers": pollers_for(items, replicas_for(groups, poller, settings)),
     }
+
+
+def replicas_for(groups: int, poller: str, settings: Settings) -> int:
+    """How many pollers each shard group of a minute gets (both release every slot: SQS
+    deduplication and the claim keep one run per slot; :mod:`punctual.polling.replicas`).
+
+    ``poller_replicas`` (2) for a minute planned on the standard poller, as long as the Maps run
+    them all at once (40 at a time each: 20 groups on the single Map, more on the burst machine's
+    slices); one for an idle (lean) minute, whose second poller would cost as much as the first
+    (an always-on Lambda) for at most 60 slots a minute; one when the Maps cannot run them all.
+    """
+    if poller == LEAN or settings.poller_replicas <= 1:
+        return 1
+    capacity = INLINE_MAP_GROUPS * max(1, settings.group_slices)
+    return settings.poller_replicas if groups * settings.poller_replicas <= capacity else 1
+
+
+def pollers_for(groups: list[dict[str, Any]], replicas: int) -> list[dict[str, Any]]:
+    """The Map's items: each group's item once per replica (``replica`` 1, 2, ... on the extra
+    ones; the first is the group's item as it is), replica by replica."""
+    return [
+        item if replica == 0 else {**item, "replica": replica}
+        for replica in range(replicas)
+        for item in groups
+    ]
 
 
 # --------------------------------------------------------------------------- the tick itself
@@ -239,6 +282,7 @@ class Tick:
         actuator: CapacityActuator | None = None,
         metrics: MetricsSink | None = None,
         loads: dict[datetime, tuple[int, int]] | None = None,
+        events: EventPublisher | None = None,
     ) -> None:
         self.settings = settings
         self.sfn = sfn
@@ -251,6 +295,9 @@ class Tick:
         # The tick logs every decision (one a minute); local mode, deciding every few seconds,
         # only those that scale or change something.
         self.log_every_decision = True
+        self.replanner = Replanner(settings, sfn)
+        # Burst Shortfall events (punctual.burst_sight); None: counted and logged only.
+        self.events = events
 
     def poller_function(self, poller: str | None) -> str:
         """The function a minute's pollers run on: the lean one when planned and deployed."""
@@ -272,47 +319,145 @@ class Tick:
             return None
 
     def plan(
-        self, minute: datetime, now: datetime | None = None, recent: RecentLoad | None = None
+        self,
+        minute: datetime,
+        now: datetime | None = None,
+        recent: RecentLoad | None = None,
+        previous: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The execution input of ``minute``: sized from its load when the store can tell."""
+        """The execution input of ``minute``: sized from its load when the store can tell
+        (``previous``: the plan of the minute before, when known)."""
         try:
-            chosen = plan_minute(minute, self.settings, self.store, now=now, recent=recent)
+            chosen = plan_minute(minute, self.settings, self.store, now=now, recent=recent, previous=previous)
         except Exception:
             log.exception("sizing %s failed: starting it with the minimum shard groups", minute)
             chosen = plan_minute(minute, self.settings)  # no store: unknown load, the standard poller
         chosen["poller_function"] = self.poller_function(chosen.get("poller"))
+        self._with_relay(chosen)
         slices = self.settings.group_slices
         if slices > 1:  # the state machine's Parallel of inline Maps reads one slice per Map
-            chosen["group_slices"] = group_slices(chosen["groups"], slices)
+            chosen["group_slices"] = group_slices(chosen["pollers"], slices)
         return chosen
 
-    def start_minutes(self, now: datetime) -> list[str]:
-        """Start the coming minutes' executions; return the names of those this call started."""
-        first = now.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        started = []
-        recent = self.recent_load(now)
+    def _with_relay(self, plan: dict[str, Any]) -> None:
+        """Group 0's pollers carry what they need to start the next minute if it is missing
+        (:func:`punctual.polling.relay.relay_next`): the tick is not the only path to a minute."""
+        settings = self.settings
+        if not settings.state_machine_arn:
+            return
+        relay = {
+            "state_machine_arn": settings.state_machine_arn,
+            "burst_state_machine_arn": settings.burst_state_machine_arn,
+            "poller_function": settings.poller_function,
+            "lean_poller_function": settings.lean_poller_function,
+        }
+        plan["pollers"] = [{**p, "relay": relay} if p["group"] == 0 else p for p in plan["pollers"]]
+
+    def minutes_due(self, now: datetime) -> list[datetime]:
+        """The minutes a tick at ``now`` makes sure of: the current one (its pollers' window is
+        open all minute: a tick late by more than the lookahead, or whose predecessors were lost
+        or skewed, starts it late rather than never) and the ``tick_lookahead_minutes`` coming."""
+        current = minute_of(now)
+        return [current + timedelta(minutes=k) for k in range(self.settings.tick_lookahead_minutes + 1)]
+
+    def start_minutes(self, now: datetime, minutes: list[datetime] | None = None) -> list[str]:
+        """Start every minute due (:meth:`minutes_due`, or ``minutes``) that has no execution yet;
+        return the names of those this call started.
+
+        Each minute on its own: a minute whose start fails (a throttle, say) does not keep the
+        others from starting, nor the scaling from running; the first error is raised at the end
+        (the tick's error alarm counts it, and EventBridge retries the tick).
+        """
+        wanted = self.minutes_due(now) if minutes is None else minutes
+        started: list[str] = []
+        errors: list[Exception] = []
+        recent: RecentLoad | None = None
         plans: dict[datetime, dict[str, Any]] = {}
-        for offset in range(self.settings.tick_lookahead_minutes):
-            minute = first + timedelta(minutes=offset)
-            plans[minute] = self.plan(minute, now, recent)
-        far = {m: p.get("estimated_far_timers") if self.store is not None else None for m, p in plans.items()}
-        sighted = self.sight(now, far)
+        known: dict[datetime, dict[str, Any]] = {}  # the plans of the minutes that run already
+        for minute in sorted(wanted):
+            found = self.exists(execution_name(minute))
+            if found is not None:
+                known[minute] = found
+                continue
+            try:
+                if recent is None:
+                    recent = self.recent_load(now)
+                before = minute - timedelta(minutes=1)
+                previous = plans.get(before) or known.get(before)
+                plans[minute] = self.plan(minute, now, recent, previous)
+            except Exception as exc:  # plan() falls back by itself: this is a bug, still isolated
+                log.exception("planning %s failed", minute)
+                errors.append(exc)
+        coming = [m for m in wanted if m > minute_of(now)]
+        far = {
+            m: (plans[m].get("estimated_far_timers") if m in plans else None)
+            if self.store is not None
+            else None
+            for m in coming
+        }
+        sighted = self.sight(now, far) if coming else None
         if sighted is not None and self.settings.burst_triggers_per_poller:
             for minute, plan in plans.items():
                 self.size_for_burst(plan, sighted[0].get(minute, 0))
+            for minute, plan in known.items():  # planned by an earlier tick: a burst seen since
+                self._replan_if_short(minute, plan, sighted[0].get(minute, 0), now, started)
         for minute, plan in plans.items():
-            name = execution_name(minute)
-            machine, other = self.machines_for(plan)
-            if other and self.started_on(other, name):
-                continue  # started on the other machine by an earlier tick: a minute runs once
             try:
-                self.sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(plan))
-                started.append(name)
-            except self.sfn.exceptions.ExecutionAlreadyExists:
-                pass  # this minute is already running: the no-op that makes ticks idempotent
+                if self.start(minute, plan, looked=True):
+                    started.append(execution_name(minute))
+            except Exception as exc:
+                log.exception("starting the pollers of %s failed: the other minutes go on", minute)
+                self.metrics.add("MinuteStartFailures", 1)
+                errors.append(exc)
         if sighted is not None:
             self.scale(now, *sighted)
+        if errors:
+            raise errors[0]
         return started
+
+    def _replan_if_short(
+        self, minute: datetime, running: dict[str, Any], burst: int, now: datetime, started: list[str]
+    ) -> None:
+        """A minute already planned whose burst, seen since, needs more pollers than it waits
+        with: stopped and started again with them while its pollers still wait
+        (:class:`~punctual.burst_sight.Replanner`); never raises (the minute runs as planned)."""
+        if not burst or not running.get("groups"):
+            return
+        plan = json.loads(json.dumps(running))
+        self.size_for_burst(plan, burst)
+        if len(plan["groups"]) <= len(running["groups"]):
+            return
+        try:
+            target, _ = self.machines_for(plan)
+            was, _ = self.machines_for(running)
+            if self.replanner.replan(minute, plan, was, target, now):
+                started.append(execution_name(minute) + REPLAN_SUFFIX)
+        except Exception:
+            log.exception("re-planning %s failed: it runs as planned", minute)
+
+    def start(self, minute: datetime, plan: dict[str, Any], looked: bool = False) -> bool:
+        """Start ``minute``'s execution with ``plan``; False when it already runs (idempotent by
+        name, on either machine; ``looked``: :meth:`exists` just looked on both)."""
+        name = execution_name(minute)
+        machine, other = self.machines_for(plan)
+        if other and not looked and self.started_on(other, name):
+            return False  # started on the other machine by an earlier tick: a minute runs once
+        try:
+            self.sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(plan))
+        except self.sfn.exceptions.ExecutionAlreadyExists:
+            return False  # this minute is already running: the no-op that makes ticks idempotent
+        return True
+
+    def exists(self, name: str) -> dict[str, Any] | None:
+        """The plan of execution ``name`` when it is known on a machine (its input), else None (a
+        failed look is a no: the minute is then planned, and its start is a no-op if it did exist)."""
+        for machine in [
+            m for m in (self.settings.state_machine_arn, self.settings.burst_state_machine_arn) if m
+        ]:
+            found = self.described(machine, name, quiet=True)
+            if found is not None:
+                return found
+        return None
 
     def machines_for(self, plan: dict[str, Any]) -> tuple[str, str]:
         """The state machine a minute's plan runs on, and the other one ("" when there is one).
@@ -324,21 +469,33 @@ class Tick:
         standard, burst = self.settings.state_machine_arn, self.settings.burst_state_machine_arn
         if not burst:
             return standard, ""
-        if len(plan["groups"]) > INLINE_MAP_GROUPS:
+        if len(plan["pollers"]) > INLINE_MAP_GROUPS:
             return burst, standard
         return standard, burst
 
-    def started_on(self, machine: str, name: str) -> bool:
+    def started_on(self, machine: str, name: str, quiet: bool = False) -> bool:
         """Whether ``machine`` already has the execution ``name`` (a failed look is a no)."""
+        return self.described(machine, name, quiet) is not None
+
+    def described(self, machine: str, name: str, quiet: bool = False) -> dict[str, Any] | None:
+        """The input of ``machine``'s execution ``name`` ({} when unreadable); None when there is
+        none (or the look failed)."""
         execution = machine.replace(":stateMachine:", ":execution:", 1) + ":" + name
         try:
-            self.sfn.describe_execution(executionArn=execution)
+            described = self.sfn.describe_execution(executionArn=execution)
         except self.sfn.exceptions.ExecutionDoesNotExist:
-            return False
-        except Exception:
-            log.exception("looking for %s failed: starting it where its plan says", name)
-            return False
-        return True
+            return None
+        except Exception as exc:
+            if quiet:
+                log.info("looking for %s failed (%s): planning it", name, type(exc).__name__)
+            else:
+                log.exception("looking for %s failed: starting it where its plan says", name)
+            return None
+        try:
+            plan = json.loads(described.get("input") or "{}")
+        except (TypeError, ValueError):
+            return {}
+        return plan if isinstance(plan, dict) else {}
 
     def size_for_burst(self, plan: dict[str, Any], burst: int) -> None:
         """More pollers for a minute whose burst (slots due at once) needs them to be released
@@ -351,11 +508,13 @@ class Tick:
             return
         item = plan["groups"][0]
         plan["groups"] = [{**item, "group": index, "group_count": groups} for index in range(groups)]
+        plan["pollers"] = pollers_for(plan["groups"], replicas_for(groups, STANDARD, settings))
         plan["poller"] = STANDARD
         plan["poller_function"] = self.poller_function(STANDARD)
         plan["burst_slots"] = burst
+        self._with_relay(plan)
         if settings.group_slices > 1:
-            plan["group_slices"] = group_slices(plan["groups"], settings.group_slices)
+            plan["group_slices"] = group_slices(plan["pollers"], settings.group_slices)
 
     # ------------------------------------------------------------------ predictive scaling
 
@@ -379,20 +538,19 @@ class Tick:
         rng = random.Random()
         bursts: dict[datetime, int] = {}
         totals: dict[datetime, int] = {}
-        coming = sorted(far)
-        for minute in coming:
+        for minute in sorted(far):
             estimate = far[minute]
             if estimate is None:
                 estimate = estimate_far_load(self.store, minute, self.settings, rng)
-            near = count_near_load(self.store, minute, self.settings) if minute == coming[0] else 0
-            totals[minute] = estimate + near
+            near = ledger_load(self.store, minute)  # near slots come from the ledger, ahead
+            totals[minute] = estimate + near.total
             bursts[minute] = self._burst(minute, (estimate, near), standing, window, rng)
-        if current in self.loads:
+        if current in self.loads and not self._grew(current):
             bursts[current], totals[current] = self.loads[current]
         else:
             estimate = estimate_far_load(self.store, current, self.settings, rng)
-            near = count_near_load(self.store, current, self.settings)
-            totals[current] = estimate + near
+            near = ledger_load(self.store, current)
+            totals[current] = estimate + near.total
             bursts[current] = self._burst(current, (estimate, near), standing, window, rng)
         for minute in bursts:
             self.loads[minute] = (bursts[minute], totals[minute])
@@ -405,18 +563,28 @@ class Tick:
         totals[before] = self.loads[before][1]
         return bursts, totals
 
+    def _grew(self, minute: datetime) -> bool:
+        """Whether the ledger holds more for ``minute`` than this process counted (a burst
+        registered inside the far threshold since): then it is counted again."""
+        counted = self.loads.get(minute)
+        return counted is not None and ledger_load(self.store, minute).head > counted[0]
+
     def _burst(
-        self, minute: datetime, counts: tuple[int, int], standing: int, window_s: float, rng: random.Random
+        self,
+        minute: datetime,
+        counts: tuple[int, MinuteLoad],
+        standing: int,
+        window_s: float,
+        rng: random.Random,
     ) -> int:
-        """Slots due at once in ``minute`` from its (far, near) totals (see :meth:`planned_loads`):
-        a total the standing capacity starts in time is taken as it is; a larger one is read."""
+        """Slots due at once in ``minute`` from its far total and near forecast (see
+        :meth:`planned_loads`): a total the standing capacity starts in time is taken as it is;
+        a larger one has its far head read (a sample) and its near head from the ledger."""
         far, near = counts
-        if far + near <= standing or self.store is None:
-            return far + near
+        if far + near.total <= standing or self.store is None:
+            return far + near.total
         head = min(far, estimate_far_head(self.store, minute, self.settings, rng, window_s)) if far else 0
-        if near:
-            head += count_near_head(self.store, minute, self.settings, window_s)
-        return head
+        return head + near.head
 
     def sight(
         self, now: datetime, far: dict[datetime, int | None]
@@ -443,7 +611,8 @@ class Tick:
             standing = standing_drain(profile, profile.lateness_target_s)
             busy = any(burst > standing for burst, _ in self.loads.values())
             backlog = self.actuator.backlog() if busy else 0
-            decision = plan_capacity(now, bursts, backlog, profile, totals)
+            running = self.actuator.running() if busy else None
+            decision = plan_capacity(now, bursts, backlog, profile, totals, running)
             changed = self.actuator.apply(decision)
         except Exception:
             log.exception("predictive scaling failed: the next tick decides again")
@@ -455,4 +624,15 @@ class Tick:
         self.metrics.add("WorkerConcurrencyDesired", decision.max_concurrency)
         self.metrics.add("BurstPlannedSlots", max((n.load for n in decision.upcoming), default=0))
         self.metrics.add("BurstShortfall", decision.shortfall)
+        self.report_shortfall(decision, now)
         return decision
+
+    def report_shortfall(self, decision: ScalingDecision, now: datetime) -> None:
+        """A ``Burst Shortfall`` event (and a log record) for each minute served late."""
+        events = shortfall_events(decision, now)
+        for event in events:
+            log.warning(
+                "burst shortfall: %s", json.dumps(event.detail), extra={"burst_shortfall": event.detail}
+            )
+        if events and self.events is not None:
+            self.events.publish(events)

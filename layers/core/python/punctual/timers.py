@@ -68,6 +68,12 @@ class TimerKind(StrEnum):
 CHAIN_KINDS = frozenset(
     {TimerKind.FIRE, TimerKind.CATCHUP, TimerKind.RESUME}
 )  # the timers of a job's chain of slots
+# The timers whose release hands a slot to a worker: what a minute's load counts. A LEASE timer
+# (a running execution's expiry: usually extended or ended before it is due), a QUEUED slot's
+# check and a backfill's step are not load (a burst's lease timers are no second burst).
+LOAD_KINDS = frozenset(
+    {TimerKind.FIRE, TimerKind.CATCHUP, TimerKind.RESUME, TimerKind.RETRY, TimerKind.CHILD}
+)
 
 
 def stable_hash(text: str) -> int:

@@ -2,9 +2,11 @@
 
 It long-polls the long queue(s) (or, with ``PUNCTUAL_WORKER_LANE=short``, the short ones: the
 standing burst workers beside the worker Lambda) and runs up to ``concurrency`` executions at once, one thread
-each, through the same core as the Lambda worker (:mod:`punctual.execution`) in heartbeat mode:
-a heartbeat thread extends every running execution's lease (``lease_until``, a LEASE timer,
-and the message's visibility) every third of a lease.
+each, through the same core as the Lambda worker (:mod:`punctual.execution`): its receive sets
+each message's visibility to a lease (seconds, ``PUNCTUAL_LEASE_S``), and a heartbeat thread
+(:class:`punctual.execution.keeper.LeaseKeeper`) renews the lease of every run that outlives its
+first one (``lease_until`` and the message's visibility), with a backstop LEASE timer, a far
+timer, re-written every two minutes or so.
 
 On SIGTERM (ECS stops a task: scale-in, deploy) it
 
@@ -31,9 +33,14 @@ Which queues (:func:`queue_urls_for`): ``long`` (the default) polls the long que
 short ones when none is configured (local mode); ``short`` polls the short queues. The lane
 only picks what to receive: every queue URL stays in the settings, so a takeover or a
 dependent run is still sent to the lane its job names. A short-lane message is run the same
-way as a long one, in heartbeat mode: the receive sets its visibility to the lease (not the
-short queue's default of the Lambda timeout plus a minute), heartbeats extend it and write
-LEASE timers, so a task that dies mid-run loses its messages within a lease.
+way as a long one: the receive sets its visibility to the lease (not the short queue's default
+of the Lambda timeout plus a minute) and heartbeats renew it, so a task that dies mid-run loses
+its messages within a lease; its backstop LEASE timers are far timers, so a burst's do not crowd
+the few near buckets.
+
+Every delete the task makes (a run ended, a duplicate dropped) goes out in a
+``DeleteMessageBatch`` of up to ten (:class:`punctual.queue_acks.BatchedDeletes`, at most 0.1 s
+after the first of its batch): one SQS request per ten triggers, not one per trigger.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ from pydantic import BaseModel, Field
 from punctual.clock import Clock, SystemClock
 from punctual.composition import container
 from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
+from punctual.execution.keeper import LeaseKeeper
+from punctual.queue_acks import BatchedDeletes
 from punctual.queues import Received
 from punctual.settings import Settings, read_env
 from punctual.targets.base import TargetInvoker
@@ -71,7 +80,7 @@ class ServiceSettings(BaseModel):
     wait_s: int = Field(default=10, ge=0, le=20)  # SQS long poll
     grace_s: float = Field(default=90.0, ge=0, le=3600)  # keep it under the task's stopTimeout
     stop_s: float = Field(default=10.0, ge=0, le=600)  # after the grace: stopped runs return
-    heartbeat_s: float | None = Field(default=None, gt=0, le=3600)  # default: a third of the lease
+    heartbeat_s: float | None = Field(default=None, gt=0, le=3600)  # default: when the lease asks
     lane: Literal["long", "short"] = "long"  # the queues to receive from (queue_urls_for)
 
     @classmethod
@@ -143,7 +152,7 @@ class WorkerService:
         After the grace period, how long stopped runs may take to return before they are
         handed back still running.
     heartbeat_s
-        Seconds between heartbeats (default: a third of the lease).
+        Seconds between heartbeats (default: when each lease asks, its length minus a margin).
     """
 
     def __init__(
@@ -167,7 +176,7 @@ class WorkerService:
         self.wait_s = wait_s
         self.grace_s = grace_s
         self.stop_s = stop_s
-        self.heartbeat_s = heartbeat_s or max(worker.config.lease_s / 3, 1.0)
+        self.keeper = LeaseKeeper(worker, beat_s=heartbeat_s, tick_s=min(1.0, heartbeat_s or 1.0))
         self.metrics_flush_s = metrics_flush_s
         self._stop = threading.Event()
         self._stopped_at: float | None = None
@@ -238,6 +247,9 @@ class WorkerService:
                 else:
                     self._start(url, items)
         self._drain()
+        close = getattr(self.queues, "close", None)
+        if callable(close):  # the deletes still waiting for their batch
+            close()
         self._flush_metrics()
 
     def _start(self, url: str, items: list[Received]) -> None:
@@ -277,7 +289,7 @@ class WorkerService:
             claim = self.worker.claim(item.message, delivery)
             if not claim.claimed:
                 if claim.ack:
-                    self.queues.delete(url, item.receipt)
+                    self.queues.delete(url, item.receipt)  # batched (BatchedDeletes)
                 return claim.ack  # a WAITING message had its visibility set by the core
             with self._cond:
                 self._claims[me] = claim
@@ -285,7 +297,8 @@ class WorkerService:
             if late:  # claimed after the drain released everything: hand it back too
                 self.worker.release(claim)
                 return False
-            self.worker.finish(claim, self.worker.run(claim))
+            with self.worker.live.running(claim):  # heartbeated while it runs
+                self.worker.finish(claim, self.worker.run(claim))
             if claim.released or claim.detached:
                 return False
             self.queues.delete(url, item.receipt)
@@ -312,14 +325,11 @@ class WorkerService:
     def _heartbeats(self) -> None:
         last_flush = time.monotonic()
         while True:
-            time.sleep(self.heartbeat_s)
-            with self._cond:
-                claims = [claim for claim in self._claims.values() if claim.live]
-            for claim in claims:
-                try:
-                    self.worker.heartbeat(claim)
-                except Exception:
-                    log.exception("heartbeat of %s %s failed", claim.message.job_id, claim.message.slot)
+            time.sleep(self.keeper.tick_s)
+            try:
+                self.keeper.step()  # every run whose heartbeat is due
+            except Exception:
+                log.exception("heartbeats failed")
             if time.monotonic() - last_flush >= self.metrics_flush_s:
                 self._flush_metrics()
                 last_flush = time.monotonic()
@@ -385,7 +395,9 @@ def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = N
     knobs = ServiceSettings.from_env()
     urls = queue_urls_for(settings, knobs.lane)
     metrics = EmfMetrics(os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"))
-    worker = built.worker(lease_timers=True, invoker=invoker, metrics=metrics)
+    # Every delete of the task (runs ended, messages dropped) goes out ten at a time.
+    queues = BatchedDeletes(built.queues)
+    worker = built.worker(lease_timers=True, invoker=invoker, metrics=metrics, queues=queues)
     service = WorkerService(
         worker,
         urls,

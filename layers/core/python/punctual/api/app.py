@@ -22,7 +22,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.api import idempotent, problems, scheduler
+from punctual.api import batch, idempotent, problems, scheduler
+from punctual.api.batch import BATCH_MAX_BODY_BYTES, BATCH_PATH
 from punctual.api.conditional import create_at
 from punctual.api.problems import ApiProblem, Problem
 from punctual.api.schemas import (
@@ -108,7 +109,9 @@ SlotKey = Annotated[
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size, 1-100.")]
 NextToken = Annotated[
-    str | None, Query(max_length=2048, description="The next_token of the previous page (opaque).")
+    # No max_length here: a token that is too long is a 400 like any other token it did not issue
+    # (api/paging.py), not the validator's 422.
+    str | None, Query(description="The next_token of the previous page (opaque; at most 2,048 characters).")
 ]
 
 
@@ -200,14 +203,14 @@ class PunctualResolver(APIGatewayRestResolver):
             reply = self.resolve({**event, "httpMethod": "GET"}, context)
             return {**reply, "body": "", "isBase64Encoded": False}
         body = event.get("body")
-        if isinstance(body, str) and len(body) > MAX_BODY_BYTES:
+        limit = BATCH_MAX_BODY_BYTES if event.get("path") == BATCH_PATH else MAX_BODY_BYTES
+        if isinstance(body, str) and len(body) > limit:
             # Length in characters is a lower bound of the bytes; base64 bodies are larger still.
             return problems.proxy_problem(
                 413,
                 "payload-too-large",
                 "Payload too large",
-                f"the request body has more than {MAX_BODY_BYTES} bytes "
-                f"(a job payload may have {MAX_PAYLOAD_BYTES})",
+                f"the request body has more than {limit} bytes (a job payload may have {MAX_PAYLOAD_BYTES})",
             )
         if event.get("isBase64Encoded") and isinstance(body, str):
             # API Gateway base64-encodes a body that is not text; JSON is always UTF-8 text.
@@ -320,6 +323,8 @@ def _job_reply(
 
 
 # --------------------------------------------------------------------------- jobs
+
+batch.register(app, _ok, _tenant)  # POST /v1/job-batches (punctual.api.batch)
 
 
 @app.post(
@@ -645,6 +650,7 @@ def preview_schedule(
         bool, Query(description="With calendars: also list the slots passed over, as `excluded`.")
     ] = False,
 ) -> SchedulePreview:
+    tenant = _tenant()  # metered like every request (it computes up to 100 slots)
     try:
         validate_timezone(timezone)
     except ScheduleError as exc:
@@ -665,7 +671,7 @@ def preview_schedule(
         return SchedulePreview(
             expression=expression, timezone=timezone, slots=schedule.slots(start, None, count)
         )
-    excluding = _preview_calendars(calendars)
+    excluding = _preview_calendars(tenant, calendars)
     passed: list[Any] = []
     slots = included_slots(lambda t: schedule.next_after(t, None), start, excluding, count, passed)
     if len(passed) >= MAX_SKIPPED_IN_A_ROW and len(slots) < count:
@@ -682,7 +688,7 @@ def preview_schedule(
     )
 
 
-def _preview_calendars(text: str) -> list[Any]:
+def _preview_calendars(tenant: str, text: str) -> list[Any]:
     """The caller's calendars named in ``text`` (comma-separated); 422 naming one missing or malformed."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     if len(names) > MAX_JOB_CALENDARS:
@@ -690,7 +696,6 @@ def _preview_calendars(text: str) -> list[Any]:
     for name in names:
         if not CALENDAR_NAME_RE.fullmatch(name):
             raise problems.invalid("query.calendars", f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
-    tenant = _tenant()
     found = services().store.batch_get_calendars(((tenant, name) for name in names), consistent=True)
     missing = [name for name in names if (tenant, name) not in found]
     if missing:

@@ -75,15 +75,14 @@ class TokenCodec:
         """
         if token is None or token == "":
             return None
+        # Tokens this API issues are ASCII (base64url and one dot). Anything else is refused here,
+        # before the comparison: hmac.compare_digest raises TypeError on a non-ASCII str.
+        if not isinstance(token, str) or not token.isascii():
+            raise _invalid("next_token is not a token this API issued")
         if len(token) > MAX_TOKEN_CHARS or token.count(".") != 1:
             raise _invalid("next_token is not a token this API issued")
         payload, mac = token.split(".")
-        try:
-            ascii_payload = payload.encode("ascii")
-            valid_mac = hmac.compare_digest(self._mac(ascii_payload.decode()), mac)
-        except (UnicodeEncodeError, ValueError):
-            valid_mac = False
-        if not valid_mac:
+        if not hmac.compare_digest(self._mac(payload).encode("ascii"), mac.encode("ascii")):
             raise _invalid("next_token is not a token this API issued (or it was altered)")
         try:
             data = json.loads(_unb64(payload))

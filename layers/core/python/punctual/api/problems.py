@@ -49,6 +49,7 @@ from punctual.store.base import (
     UnreadableJobError,
     VersionConflictError,
 )
+from punctual.tenant_quotas import BurstQuotaError
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:punctual:problem:"
@@ -320,6 +321,9 @@ def _unreadable(exc: UnreadableJobError) -> Response[Any]:
 
 def _job_limit(exc: TenantLimitError) -> Response[Any]:
     # 409, not 429: waiting does not help, deleting jobs (or raising the limit) does.
+    if isinstance(exc, BurstQuotaError):  # peaks and backfills (punctual.tenant_quotas)
+        detail = f"{exc}; {exc.hint} ({exc.quota}, cdk.json)"
+        return problem_response(409, exc.problem_type, exc.title, detail, quota=exc.quota)
     if isinstance(exc, TriggerRateLimitError):
         return problem_response(
             409,
@@ -440,6 +444,25 @@ def _unexpected(exc: Exception) -> Response[Any]:
     # A bug or an outage: logged with its traceback, answered without one.
     logger.exception("unhandled error in the API")
     return _internal()
+
+
+def item_problem(exc: Exception) -> dict[str, Any]:
+    """The problem document ``exc`` answers as (one job of a batch: :mod:`punctual.api.batch`)."""
+    handlers: tuple[tuple[type[Exception] | tuple[type[Exception], ...], Any], ...] = (
+        (ApiProblem, _api_problem),
+        (InvalidJobError, _invalid_job),
+        (ScheduleError, _invalid_schedule),
+        (JobNotFoundError, _not_found),
+        (PreconditionFailedError, _precondition),
+        ((JobConflictError, VersionConflictError, JobExistsError), _conflict),
+        (TenantLimitError, _job_limit),
+        (UnreadableJobError, _unreadable),
+    )
+    for kinds, handler in handlers:
+        if isinstance(exc, kinds):
+            body: dict[str, Any] = json.loads(handler(exc).body)
+            return body
+    raise exc  # anything else fails the request as it would a single create (logged, 5xx)
 
 
 def install(app: APIGatewayRestResolver) -> None:

@@ -8,8 +8,14 @@ IAM gives it at creation and never reuses (``identity.user``, else ``identity.ca
 * an assumed role: the *role's* id, not the session's (``AROA3XFRBF535PLBIFPI4:s-1`` becomes
   ``AROA3XFRBF535PLBIFPI4``), so every session of a role, e.g. each Lambda invocation or each
   SSO login, sees the same jobs;
-* the account root: the account id (``123456789012``);
-* a federated user (``GetFederationToken``): ``<account id>:<name>``, all IAM gives.
+* the account root: the account id (``123456789012``).
+
+A **federated user** (credentials from ``GetFederationToken``) is refused (403
+``federated-caller``): all IAM gives for it is ``<account id>:<name>``, and the caller chooses
+the name in the request, so any principal allowed to call ``GetFederationToken`` could name
+itself into another federated tenant. Nothing the caller cannot choose is in the request (the
+IAM user that asked for the token is not), so there is no identity to map it to. SSO, SAML and
+web-identity logins are role sessions (``AROA...:session``) and are not affected.
 
 Not the ARN or the name: a role deleted and recreated under the same name gets a new id, and
 so does not inherit the old role's jobs (issue 16). Jobs registered while the tenant was the
@@ -43,14 +49,28 @@ def principal_id(user: str) -> str | None:
     """The tenant of an ``identity.user`` / ``identity.caller`` value, or None if it is not one.
 
     ``AIDA...`` (a user) and ``123456789012`` (the root) are kept; ``AROA...:session`` (an
-    assumed role) becomes the role's id; ``123456789012:name`` (a federated user) is kept.
+    assumed role) becomes the role's id; ``123456789012:name`` (a federated user) is None:
+    see :func:`is_federated`.
     """
-    head, sep, rest = user.strip().partition(":")
+    head, sep, _ = user.strip().partition(":")
     if _UNIQUE_ID_RE.match(head):
         return head
-    if _ACCOUNT_RE.match(head):
-        return f"{head}:{rest}" if sep and rest else head
+    if _ACCOUNT_RE.match(head) and not sep:
+        return head
     return None
+
+
+def is_federated(user: str) -> bool:
+    """Whether ``user`` is a federated user's ``<account id>:<name>`` (a name the caller chose)."""
+    head, sep, rest = user.strip().partition(":")
+    return bool(_ACCOUNT_RE.match(head) and sep and rest)
+
+
+FEDERATED_REFUSED = (
+    "calls signed with GetFederationToken credentials are refused: IAM names such a caller only "
+    "<account>:<name>, a name the caller chooses, so it cannot be a tenant. Sign with an IAM "
+    "user's or a role's credentials (SSO, SAML and web-identity logins are role sessions and work)"
+)
 
 
 def _header(headers: Mapping[str, Any] | None, name: str) -> str | None:
@@ -89,7 +109,8 @@ def tenant_of(event: Mapping[str, Any], local_mode: bool) -> str:
     Raises
     ------
     ApiProblem
-        401 when no caller identity is present; 400 when the local tenant header is invalid.
+        401 when no caller identity is present; 403 for a federated user (see the module notes);
+        400 when the local tenant header is invalid.
     """
     if local_mode:
         claimed = _header(event.get("headers"), TENANT_HEADER)
@@ -104,6 +125,9 @@ def tenant_of(event: Mapping[str, Any], local_mode: bool) -> str:
             )
         return tenant
     identity = (event.get("requestContext") or {}).get("identity") or {}
+    for candidate in (identity.get("user"), identity.get("caller")):
+        if isinstance(candidate, str) and is_federated(candidate):
+            raise ApiProblem(403, "federated-caller", "Federated callers are not tenants", FEDERATED_REFUSED)
     for candidate in (identity.get("user"), identity.get("caller")):
         if isinstance(candidate, str) and candidate.strip():
             found = principal_id(candidate)

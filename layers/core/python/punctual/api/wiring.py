@@ -10,14 +10,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.api.paging import TokenCodec
 from punctual.backfill_runner import BackfillRunner
+from punctual.boundary import Boundary
 from punctual.calendar_service import CalendarService
 from punctual.clock import Clock, SystemClock
 from punctual.jobs import InvalidJobError, JobService, SecretBox
+from punctual.load_forecast import LoadForecast
 from punctual.message_auth import signer_from
 from punctual.models import HttpTarget, JobSpec
 from punctual.ownership import OwnResources, own_resources
@@ -25,6 +28,8 @@ from punctual.queues import SqsQueues
 from punctual.settings import Settings
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore
+from punctual.store.keyring import TenantKeyRepository
+from punctual.tenant_quotas import PeakQuota, backfill_quota, peak_limits
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +85,7 @@ class Services:
                 max_parallel=self.settings.backfill_max_parallel,
                 max_slots=self.settings.backfill_max_slots,
                 step_s=self.settings.backfill_step_s,
+                quota=backfill_quota(self.store, self.settings),
             )
         return self.backfills
 
@@ -125,12 +131,24 @@ class Services:
             raise
 
 
-def _secret_boxes(settings: Settings) -> tuple[SecretBox | None, Any | None]:
-    """The signing-secret box for jobs, and a second one (other context) for idempotent replies."""
+def _secret_boxes(
+    settings: Settings, keys: TenantKeyRepository, clock: Clock | None
+) -> tuple[SecretBox | None, Any | None]:
+    """The signing-secret box for jobs (sealing under the tenants' data keys, kept in ``keys``),
+    and a second one (other context) for idempotent replies."""
+    from punctual import aws
     from punctual.signing_secrets import SecretCipher, SecretsError
+    from punctual.tenant_keys import TenantKeyring
 
+    keyring = TenantKeyring(
+        lambda: aws.client("kms"),
+        settings.kms_key_id,
+        keys,
+        clock,
+        lifetime_s=settings.tenant_key_lifetime_s,
+    )
     try:
-        jobs_box = SecretCipher(settings)
+        jobs_box = SecretCipher(settings, keyring=keyring)
         reply_box = SecretCipher(settings, context={"purpose": "punctual-idempotent-reply"})
     except SecretsError as exc:
         logger.warning("webhook signing secrets are off: %s", exc)
@@ -196,7 +214,10 @@ def build_services(
     """
     layout = settings.layout()
     store = DynamoStore(dynamodb, settings.table_name, layout, settings.table_transactions)
-    jobs_box, reply_box = _secret_boxes(settings)
+    jobs_box, reply_box = _secret_boxes(settings, store, clock)
+    own_loader: Callable[[], OwnResources] = (
+        (lambda: own) if own is not None else (lambda: own_resources(settings))
+    )
     jobs = JobService(
         store=store,
         queues=SqsQueues(sqs, concurrency=settings.queue_send_concurrency, signer=signer_from(settings)),
@@ -206,9 +227,12 @@ def build_services(
         max_jobs_per_tenant=settings.max_jobs_per_tenant,
         secrets=jobs_box,
         allow_cidrs=tuple(settings.target_allow_cidrs),
-        own_resources=(lambda: own) if own is not None else (lambda: own_resources(settings)),
+        own_resources=own_loader,
         require_target_role=settings.require_target_role,
         max_triggers_per_minute=settings.max_triggers_per_minute_per_tenant,
+        boundary=Boundary.of(settings, own_loader),
+        peaks=PeakQuota(store, peak_limits(settings)),
+        forecast=LoadForecast(store, layout, head_s=float(settings.burst_lateness_target_s)),
     )
     return Services(
         settings=settings,

@@ -229,8 +229,10 @@ def _jobs_table(view: ConsoleView) -> str:
         f"Runs, oldest → newest (last {view.strip_cells})",
     )
     empty = (
-        "No jobs for this tenant and tag. A tenant is the IAM principal that registered the jobs"
-        " (arn:aws:iam::ACCOUNT:role/NAME; in local mode the X-Punctual-Tenant header): enter it above."
+        "No jobs for this tenant and tag. A tenant is the unique id of the IAM principal that"
+        " registered the jobs: a role's id (AROA..., aws iam get-role --query Role.RoleId), a user's"
+        " (AIDA...) or the account id for the root; in local mode the X-Punctual-Tenant header."
+        " Enter it above."
     )
     return _table("pc-jobs", "Jobs", columns, [_job_row(row, view.now) for row in view.rows], empty)
 

@@ -34,8 +34,9 @@ _PREFIX = "PUNCTUAL_CONSOLE_"
 class ConsoleSettings(BaseModel):
     """The console function's configuration (``PUNCTUAL_CONSOLE_*``), validated at cold start.
 
-    ``tenant`` is shown when the widget names none: in the cloud a tenant is an IAM principal
-    ARN (see :mod:`punctual.api.tenancy`), in local mode ``default``.
+    ``tenant`` is shown when the widget names none: in the cloud a tenant is an IAM principal's
+    unique id (``AROA...``, ``AIDA...``; see :mod:`punctual.api.tenancy`), in local mode
+    ``default``, or ``demo`` while the demo runs.
     """
 
     tenant: str = "default"

@@ -38,7 +38,7 @@ from punctual.message_auth import DispatchSigner
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.notifications.alerts import fire_delay_of
 from punctual.observability import MetricsSink
-from punctual.queues import DispatchMessage, MessageKind, QueuePort
+from punctual.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
 from punctual.store.base import ExecutionConflictError, Expect
 from punctual.timers import TimerKind
 
@@ -52,8 +52,40 @@ ERROR_BACKOFF_S = 10  # an unexpected error returns the message after this long 
 ERROR_BACKOFF_MAX_S = 900
 FINISH_MARGIN_S = 30  # time a Lambda keeps after a run's timeout to record its result
 CLAIM_ROUNDS = 5
+# A message sent less than this long ago is claimed with the job it carries, without a read.
+SPEC_TRUST_S = 5.0
 _PARKABLE = (MessageKind.FIRE, MessageKind.TURN, MessageKind.CHECK, MessageKind.BACKFILL)
+# A queued slot's turn or check comes long after its release: what it runs is decided on the job
+# as it is now (a slot still QUEUED when its job's spec changed is SUPERSEDED), never on a copy.
+_TURN_KINDS = (MessageKind.TURN, MessageKind.CHECK)
 _ASKED_FOR = (MessageKind.MANUAL, MessageKind.BACKFILL)  # runs a user asked for: they run while paused
+
+
+def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
+    """The job a fresh message carries (signed with it: verified before this), or None.
+
+    Why the claim may trust it: the poller read the job (eventually consistent) when it released
+    the slot, a moment ago; the job of that version is what the attempt runs (an attempt runs
+    the spec of the version its slot was released for). What it cannot see is a pause, replace
+    or delete written in the ``SPEC_TRUST_S`` since the send: such a change applies from the
+    next slot on, as if it had been written a moment after this one started. An older message
+    (a backlog, a smoothed slot held longer, a retry) and a queued slot's turn read the job.
+    """
+    if not message.spec or not message.released_at or message.kind in _TURN_KINDS:
+        return None  # a queued slot's turn: its job may have changed since it was queued
+    try:
+        sent = datetime.fromisoformat(message.released_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if (now - sent).total_seconds() > SPEC_TRUST_S:
+        return None
+    try:
+        job = job_from_spec(message.spec)
+    except ValueError:
+        return None
+    if (job.tenant, job.id, job.version) != (message.tenant, message.job_id, message.job_version):
+        return None
+    return job
 
 
 def error_backoff_s(receive_count: int) -> int:
@@ -118,10 +150,7 @@ class Claimer:
             held = self._hold(message, delivery)
             if held is not None:
                 return held
-        # Half-cost read first; a consistent one only when it may be behind the message.
-        job = self.store.get_job(message.tenant, message.job_id, consistent=False)
-        if job is None or job.version < message.job_version:
-            job = self.store.get_job(message.tenant, message.job_id)
+        job = self.job_of(message)
         if job is None or job.state is JobState.DELETED:
             log.info("job %s is gone; dropping slot %s", message.job_id, message.slot)
             self.metrics.add("StaleMessages", 1)
@@ -149,7 +178,7 @@ class Claimer:
                 job.retry.max_attempts,
                 job.retry.max_age_seconds,
                 redelivered,
-                message_is_lease=not self.config.lease_timers,
+                message_is_lease=True,
             )
             try:
                 return self._apply(decision, current, job, message, delivery, now)
@@ -161,6 +190,19 @@ class Claimer:
         reason = "claim kept racing"
         parked = self.park(job.version, message, delivery, reason)
         return parked or self._wait(message, delivery, job, ERROR_BACKOFF_S, reason, current)
+
+    def job_of(self, message: DispatchMessage) -> Job | None:
+        """The job the message is for: the one it carries when it was sent less than
+        ``SPEC_TRUST_S`` ago (no read: the sender read it, and the claim of a fresh message
+        needs nothing newer), else read (half cost first; a consistent read only when the
+        first may be behind the message)."""
+        carried = carried_job(message, self.clock.now())
+        if carried is not None:
+            return carried
+        job = self.store.get_job(message.tenant, message.job_id, consistent=False)
+        if job is None or job.version < message.job_version:
+            job = self.store.get_job(message.tenant, message.job_id)
+        return job
 
     def _alert(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
         """An ``alert`` message: a missed slot's alert handed over by the poller (raised once by
@@ -187,6 +229,7 @@ class Claimer:
             return Claim(ClaimOutcome.STALE, message, delivery, reason="job or slot is gone")
         if record.status is ExecutionStatus.MISSED and alerter is not None:
             alerter.missed(job, record)
+        self.after.notifier.missed_copy(job, record, self.clock.now())  # the job's own bus, if any
         return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, record, reason="missed alert")
 
     def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
@@ -390,8 +433,7 @@ class Claimer:
         self, job: Job, message: DispatchMessage, delivery: Delivery | None, started: Execution, now: datetime
     ) -> Claim:
         claim = Claim(ClaimOutcome.CLAIMED, message, delivery, job, started, last_heartbeat=now)
-        if self.config.lease_timers:
-            self.ledger.put_lease_timer(job, started, now)
+        self.leases.keep_backstop(claim, job, started, now)  # the ECS lanes' backstop LEASE timer
         return claim
 
     def _wait(

@@ -22,8 +22,10 @@ from datetime import datetime, timedelta
 
 from punctual.models import Execution, Job
 from punctual.observability import MetricsSink
+from punctual.peaks import PeakLimits, job_profile
 from punctual.slots import next_slot, schedule_of
 from punctual.store.base import CalendarUses, JobStore
+from punctual.tenant_quotas import PeakQuota
 from punctual.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
@@ -69,6 +71,7 @@ class Completion:
         except Exception as exc:  # changed or deleted meanwhile: that write stands
             log.info("job %s not deleted after completion: %s", job.id, exc)
             return False
+        PeakQuota(self.store, PeakLimits()).undo(job.tenant, add=job_profile(current))  # its peak goes
         self.metrics.add("JobsDeletedAfterCompletion", 1)
         return True
 

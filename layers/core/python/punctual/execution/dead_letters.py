@@ -8,9 +8,12 @@ ones the service documents for a dead-letter event — ``ERROR_CODE``, ``ERROR_M
 ``NonRetryableError`` for a failure no retry would change), ``RETRY_ATTEMPTS``, ``SCHEDULE_ARN``
 (a ``/v1`` job: its job id), ``TARGET_ARN`` — and ``SCHEDULED_TIME`` and ``EXECUTION_ID``.
 
-It is sent as the target's execution role (as the service does), by the worker that recorded
-the failure, after the record's write: at least once (a worker that dies after sending sends
-again when its message comes back), like the failed-executions report beside it.
+It is sent as the dead-letter queue's own ``role_arn``, else the target's execution role (as the
+service does), by the worker that recorded the failure, after the record's write: at least once
+(a worker that dies after sending sends again when its message comes back), like the
+failed-executions report beside it. The queue passes the tenant boundary first
+(:mod:`punctual.boundary`: never one of the scheduler's own queues, the same role rules as a
+target); a refused one is logged and counted (``DeadLettersRefused``), and nothing is sent.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ import logging
 import re
 from datetime import datetime
 
+from punctual.boundary import Boundary, dead_letter_callee
 from punctual.instants import format_instant_adaptive
-from punctual.models import Execution, ExecutionStatus, Job, SqsTarget, target_arn
+from punctual.models import Execution, ExecutionStatus, Job, target_arn
+from punctual.observability import MetricsSink, NullMetrics
 from punctual.targets.aws_services import ClientFactory, SqsTargetAdapter, message_body
 from punctual.targets.base import Outcome, SlotContext
 from punctual.targets.payload import execution_id, render_payload
@@ -80,24 +85,37 @@ def _context(job: Job, execution: Execution) -> SlotContext:
 
 
 class SqsDeadLetters:
-    """Sends dead-letter events with SQS SendMessage, as the job's target role.
+    """Sends dead-letter events with SQS SendMessage, as the queue's (else the target's) role.
 
     Parameters
     ----------
     clients
         The targets' boto3 client factory (roles assumed as for the target itself).
+    boundary
+        The tenant boundary the queue passes before anything is sent.
+    metrics
+        ``DeadLettersRefused``.
     """
 
-    def __init__(self, clients: ClientFactory) -> None:
+    def __init__(
+        self, clients: ClientFactory, boundary: Boundary, metrics: MetricsSink | None = None
+    ) -> None:
         self.sender = SqsTargetAdapter(clients)
+        self.boundary = boundary
+        self.metrics = metrics or NullMetrics()
 
     def send(self, job: Job, execution: Execution, now: datetime) -> None:
-        if job.dead_letter is None:
+        callee = dead_letter_callee(job)
+        if callee is None:
+            return
+        refusal = self.boundary.refusal(callee)
+        if refusal is not None:
+            self.metrics.add("DeadLettersRefused", 1)
+            log.error("dead-letter queue of job %s slot %s: %s", job.id, execution.slot, refusal)
             return
         ctx = _context(job, execution)
         body = message_body(render_payload(job.payload, ctx))
-        queue = SqsTarget(queue_arn=job.dead_letter.queue_arn, role_arn=getattr(job.target, "role_arn", None))
-        result = self.sender.send(queue, body, dead_letter_attributes(job, execution, now), ctx)
+        result = self.sender.send(callee.target, body, dead_letter_attributes(job, execution, now), ctx)
         if result.outcome is not Outcome.SUCCEEDED:
             # Not retried here: the failure stays on the execution record and in the report queue.
             log.error("dead-letter queue of job %s slot %s: %s", job.id, execution.slot, result.summary)

@@ -16,10 +16,11 @@ policy; :mod:`punctual.execution.claim` applies it with conditional writes. The 
     the same attempt, already ended    redelivered             REPAIR (re-apply after-effects)
     anything else                      -                       DROP (whatever its age)
 
-``lease_until`` is always compared with this worker's injected clock. In message mode (the
-Lambda worker) the message is the lease of the attempt it started or took over, so a message
-older than the record's attempt is read as one for the record's own attempt (found by the chaos
-run: after two crashes on one slot the message was dropped and the slot stayed RUNNING).
+``lease_until`` is always compared with this worker's injected clock. The message is the lease
+of the attempt it started or took over (both lanes), so a message older than the record's
+attempt, received again, is read as one for the record's own attempt (found by the chaos run:
+after two crashes on one slot the message was dropped and the slot stayed RUNNING; on the ECS
+lane again by the sustained-fault phases, once its LEASE timers became far backstops).
 """
 
 from __future__ import annotations
@@ -87,16 +88,17 @@ def decide_claim(
         The same SQS message was received before (its worker may have died after writing
         the record but before its after-effects).
     message_is_lease
-        The Lambda worker (no lease timers): the message is the lease of the attempt it
-        started or took over, so a message older than the record's attempt still carries it.
-        False for the ECS worker, whose LEASE timers recover a lost run: older messages drop.
+        The message is the lease of the attempt it started or took over (both lanes: a short
+        visibility renewed while the run lasts), so a message older than the record's attempt,
+        received again, still carries it; a fresh copy of an older attempt (a duplicate, a
+        re-send) does not, and drops.
 
     Returns
     -------
     ClaimDecision
     """
     n = message.attempt
-    carried = message_is_lease and current is not None and current.attempt > n
+    carried = message_is_lease and redelivered and current is not None and current.attempt > n
     if current is None:
         if n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD):
             return ClaimDecision(ClaimAction.START, "new slot")

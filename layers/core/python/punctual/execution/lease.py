@@ -1,9 +1,19 @@
 """The lease of a running attempt: heartbeat, stop, and hand back on shutdown.
 
-Heartbeat mode (the ECS worker): every heartbeat extends ``lease_until`` (a conditional write
-on owner and attempt), writes a LEASE timer at the new instant and extends the message's
-visibility. Message mode (the Lambda worker): the lease covers the whole run and the SQS
-message is the lease; no heartbeats.
+A lease is seconds on both lanes (``lease_s``, 8 by default): the claim writes ``lease_until``
+that far ahead and the message's visibility is kept no longer (the Lambda lane sets it when its
+batch arrives, :mod:`punctual.execution.batch`; the ECS worker's receive asks for it). A run that
+outlives :func:`beat_interval_s` (the lease minus a margin: 5 s) is heartbeated: each heartbeat
+extends ``lease_until`` (a conditional write on owner and attempt) and the message's visibility
+to a fresh lease, so a worker that dies is noticed within a lease and its run is taken over by
+the next claim of the returning message. Runs shorter than the first lease write nothing more.
+
+The ECS lanes (``lease_timers``) also keep a *backstop*: a LEASE timer due ``backstop_s`` ahead
+(the far threshold plus a minute, so it lands in a far bucket, never in the few near ones a
+burst would crowd), re-written every half of that while the run lasts. It recovers a run whose
+message was lost (visibility past SQS's 12 hours, a stale receipt); the message recovers every
+other death in seconds. The Lambda lane's message always comes back (at worst after the queue's
+visibility timeout): it writes no backstop.
 
 A run is *stopped* (:meth:`Leases.stop`) when its lease is lost, or when the worker shuts down:
 ``claim.cancel`` is set, the target adapter cuts its call short, and the run is handed back
@@ -27,6 +37,15 @@ from punctual.store.base import ExecutionConflictError
 log = logging.getLogger("punctual.execution")
 
 SHUTDOWN = "shutdown"  # Claim.stop_reason of a run stopped because its worker shuts down
+# A heartbeat comes this long before the lease it renews would lapse (a slow write, a throttled
+# retry): with the 8 s lease, a run is first heartbeated 5 s after its claim, then every 5 s.
+HEARTBEAT_MARGIN_S = 3.0
+
+
+def beat_interval_s(lease_s: float) -> float:
+    """Seconds between heartbeats of a lease of ``lease_s``: the lease minus a margin (at most
+    half the lease), so runs shorter than this never heartbeat."""
+    return max(1.0, lease_s - min(HEARTBEAT_MARGIN_S, lease_s / 2))
 
 
 def owned(claim: Claim) -> tuple[Job, Execution]:
@@ -66,15 +85,20 @@ class Leases:
         self.metrics = metrics
 
     def lease_s(self, job: Job) -> int:
-        """Heartbeat mode: one lease slice, extended while the run lasts. Message mode: the whole
-        run plus a margin (the SQS visibility timeout is longer still)."""
-        return self.config.lease_s if self.config.lease_timers else job.timeout_seconds + self.config.lease_s
+        """One lease slice (both lanes), extended by heartbeats while the run lasts."""
+        return self.config.lease_s
 
-    def heartbeat(self, claim: Claim) -> bool:
-        """Extend the lease (and the message's visibility); False when the lease was lost.
+    @property
+    def beat_s(self) -> float:
+        return beat_interval_s(self.config.lease_s)
+
+    def heartbeat(self, claim: Claim, message: bool = True) -> bool:
+        """Extend the lease (and, with ``message``, the message's visibility); False when the
+        lease was lost.
 
         Conditional on owner and attempt: a worker whose execution was taken over learns it
-        here, and its run is stopped (``claim.cancel``).
+        here, and its run is stopped (``claim.cancel``). ``message=False``: the caller renews the
+        message itself (a Lambda batch renews its messages together, :mod:`.keeper`).
         """
         with claim.lock:
             if not claim.live:
@@ -98,10 +122,10 @@ class Leases:
                 raise
             claim.execution = extended
             claim.last_heartbeat = now
-            if self.config.lease_timers:
-                self.ledger.put_lease_timer(job, extended, now)
+            self.metrics.add("Heartbeats", 1)
+            self.keep_backstop(claim, job, extended, now)
             delivery = claim.delivery
-            if delivery is not None and not claim.detached:
+            if message and delivery is not None and not claim.detached:
                 try:
                     self.queues.change_visibility(delivery.queue_url, delivery.receipt, self.lease_s(job))
                 except Exception:
@@ -112,15 +136,30 @@ class Leases:
         return True
 
     def heartbeat_if_due(self, claim: Claim) -> bool:
-        """The adapter's heartbeat: beat when a third of the lease has passed; report the lease."""
+        """Beat when :attr:`beat_s` has passed since the claim or the last beat; report the lease.
+
+        Called by the adapters while they wait and by the lease keeper's thread
+        (:mod:`punctual.execution.keeper`) for every live claim, about once a second.
+        """
         if not claim.live:
             return False
-        if not self.config.lease_timers:
-            return True  # message mode: the lease covers the whole run
         last = claim.last_heartbeat
-        if last is None or (self.clock.now() - last).total_seconds() >= self.config.lease_s / 3:
+        if last is None or (self.clock.now() - last).total_seconds() >= self.beat_s:
             return self.heartbeat(claim)
         return True
+
+    def keep_backstop(self, claim: Claim, job: Job, execution: Execution, now: datetime) -> None:
+        """ECS lanes: (re)write the backstop LEASE timer when the last one is due within half of
+        ``backstop_s`` (at the claim, then about every ``backstop_s / 2`` of the run)."""
+        if not self.config.lease_timers:
+            return
+        backstop = self.config.backstop_s
+        due = claim.backstop_due
+        if due is not None and (due - now).total_seconds() > backstop / 2:
+            return
+        due = now + timedelta(seconds=backstop)
+        self.ledger.put_lease_timer(job, execution, now, due)
+        claim.backstop_due = due
 
     def stop(self, claim: Claim, reason: str) -> bool:
         """Ask a running attempt to stop now (``claim.cancel``); False when it is no longer live.

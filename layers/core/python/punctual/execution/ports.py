@@ -23,6 +23,8 @@ from punctual.timers import TimerLayout
 
 log = logging.getLogger("punctual.execution")
 
+BACKSTOP_MARGIN_S = 60  # the backstop LEASE timer is due this long past the far threshold
+
 
 class FailureSink(Protocol):
     """Where finally failed executions are reported (the failed-executions queue)."""
@@ -83,11 +85,14 @@ class WorkerConfig:
     retention_days
         The execution record's TTL.
     lease_s
-        Heartbeat mode: the lease each heartbeat grants. Message mode: the margin added to
-        the job's timeout.
+        The lease of a running attempt on both lanes: ``lease_until`` and the message's
+        visibility are set this far ahead at the claim and by each heartbeat.
     lease_timers
-        True for the ECS worker: heartbeats, LEASE timers. False for the Lambda worker,
-        whose SQS message is its lease.
+        True for the ECS workers: a backstop LEASE timer (``backstop_s`` ahead) recovers a run
+        whose message was lost. False for the Lambda worker, whose message always returns.
+    backstop_s
+        How far ahead the backstop LEASE timer is due: past the far threshold, so it is a far
+        timer (``Settings.far_threshold_s`` plus a minute).
     queue_recheck_s
         Overlap ``queue``: the longest a queued slot goes without checking that it still
         waits (a safety net: the slot before it hands it the turn when it ends).
@@ -100,8 +105,9 @@ class WorkerConfig:
     short_queue_urls: tuple[str, ...] = ()
     long_queue_urls: tuple[str, ...] = ()
     retention_days: int = 30
-    lease_s: int = 60
+    lease_s: int = 8
     lease_timers: bool = False
+    backstop_s: int = 240
     queue_recheck_s: int = 300
     finish_retry_s: float = 20.0
 
@@ -118,6 +124,7 @@ class WorkerConfig:
             retention_days=settings.retention_days,
             lease_s=settings.lease_s,
             lease_timers=lease_timers,
+            backstop_s=settings.far_threshold_s + BACKSTOP_MARGIN_S,
         )
 
 
@@ -148,6 +155,7 @@ class Claim:
     finished: bool = False
     detached: bool = False  # the message was deleted early: LEASE timers alone recover it
     last_heartbeat: datetime | None = None
+    backstop_due: datetime | None = None  # the ECS lanes' backstop LEASE timer (execution.lease)
     # Set when the run must stop now (lease lost, or shutdown: stop_reason says which); the
     # target adapter sees it as SlotContext.cancel.
     cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)

@@ -176,8 +176,16 @@ class Ledger:
             execution, now, due, TimerKind.RETRY, version=job.version, attempt=execution.attempt + 1
         )
 
-    def put_lease_timer(self, job: Job, execution: Execution, now: datetime) -> None:
+    def put_lease_timer(
+        self, job: Job, execution: Execution, now: datetime, due: datetime | None = None
+    ) -> None:
+        """A LEASE timer of the attempt's owner, due at ``due`` (default: when the lease lapses)."""
         assert execution.lease_until is not None
         self.put_timer(
-            execution, now, execution.lease_until, TimerKind.LEASE, version=job.version, owner=execution.owner
+            execution,
+            now,
+            due or execution.lease_until,
+            TimerKind.LEASE,
+            version=job.version,
+            owner=execution.owner,
         )

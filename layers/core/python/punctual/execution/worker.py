@@ -13,16 +13,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 from punctual.clock import Clock
 from punctual.execution.after import AfterEffects
+from punctual.execution.chain_ends import ChainEnds
 from punctual.execution.claim import Claimer
 from punctual.execution.finish import Finisher
+from punctual.execution.keeper import LiveClaims
 from punctual.execution.lease import Leases, owned
 from punctual.execution.ports import (
     Claim,
+    ClaimOutcome,
     DeadLetterSink,
     Delivery,
     FailureSink,
@@ -46,6 +50,10 @@ from punctual.store.base import JobStore
 from punctual.targets.base import SlotContext, TargetInvoker, TargetResult
 
 log = logging.getLogger("punctual.execution")
+
+# The longest a claimed, smoothed slot waits in the worker for its instant (the claim returned it
+# to the queue when it had a whole second or more to wait).
+BUDGET_WAIT_MAX_S = 2.0
 
 
 class JobServicePauser:
@@ -144,7 +152,10 @@ class Worker:
         self.claimer = Claimer(
             self.ledger, queues, self.turns, self.leases, self.after, clock, config, self.metrics, signer
         )
+        self.chain_ends = ChainEnds(store, clock, self.metrics)
         self.sqs = SqsBatch(self)
+        # The claims this worker runs now: a lease keeper (punctual.execution.keeper) heartbeats them.
+        self.live = LiveClaims()
 
     def _rng(self, job_id: str, slot: str, attempt: int) -> RandomSource:
         return self.rng(job_id, slot, attempt)  # late-bound: ``worker.rng`` may be replaced
@@ -185,8 +196,9 @@ class Worker:
             claim = self.claim(message, delivery, time_left_s)
             if not claim.claimed:
                 return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
-            result = self.run(claim)
-            finished = self.finish(claim, result)
+            with self.live.running(claim):  # heartbeated while it runs (punctual.execution.keeper)
+                result = self.run(claim)
+                finished = self.finish(claim, result)
         finally:
             self.notifier.flush_unless_held()  # the slot's events, in as few calls as possible
             if settle:
@@ -226,8 +238,12 @@ class Worker:
     def claim(
         self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
     ) -> Claim:
-        """See :meth:`punctual.execution.claim.Claimer.claim`."""
-        return self.claimer.claim(message, delivery, time_left_s)
+        """See :meth:`punctual.execution.claim.Claimer.claim`; the slot that ends its job's chain
+        also marks the job COMPLETED (:mod:`punctual.execution.chain_ends`)."""
+        claim = self.claimer.claim(message, delivery, time_left_s)
+        if message.last and claim.outcome is not ClaimOutcome.FORGED:
+            self.chain_ends.handled(message, claim.job)
+        return claim
 
     def run(self, claim: Claim) -> TargetResult:
         """Invoke the job's target for a claimed attempt (never raises for a target's failure)."""
@@ -243,6 +259,7 @@ class Worker:
             heartbeat=lambda: self.heartbeat_if_due(claim),
             cancel=claim.cancel,
         )
+        self._wait_for_budget(claim.message.not_before)
         started = self.clock.now()
         try:
             result = self.invoker.invoke(job.target, job.payload, ctx)
@@ -252,9 +269,23 @@ class Worker:
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
 
-    def heartbeat(self, claim: Claim) -> bool:
+    def _wait_for_budget(self, not_before: str) -> None:
+        """A smoothed slot claimed before its instant (the claim returns a message to the queue
+        only for whole seconds, so it comes back up to a second early): wait for the instant its
+        target's rate budget gave it, so the call is never early (:mod:`punctual.smoothing`)."""
+        if not not_before:
+            return
+        try:
+            instant = datetime.fromisoformat(not_before.replace("Z", "+00:00"))
+        except ValueError:
+            return  # signed but unreadable: the claim ran it at once too
+        wait_s = (instant - self.clock.now()).total_seconds()
+        if wait_s > 0:
+            self.clock.sleep(min(wait_s, BUDGET_WAIT_MAX_S))
+
+    def heartbeat(self, claim: Claim, message: bool = True) -> bool:
         """See :meth:`punctual.execution.lease.Leases.heartbeat`."""
-        return self.leases.heartbeat(claim)
+        return self.leases.heartbeat(claim, message)
 
     def heartbeat_if_due(self, claim: Claim) -> bool:
         """See :meth:`punctual.execution.lease.Leases.heartbeat_if_due`."""
@@ -280,12 +311,14 @@ def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
     return DefaultTargetInvoker(None, settings, clock=clock)
 
 
-def default_dead_letters(settings: Settings) -> DeadLetterSink:
-    """Jobs' dead-letter queues, sent to as each job's target role (imported late, like the invoker)."""
+def default_dead_letters(settings: Settings, metrics: MetricsSink | None = None) -> DeadLetterSink:
+    """Jobs' dead-letter queues, sent to as each job's target role under the tenant boundary
+    (imported late, like the invoker)."""
+    from punctual.boundary import Boundary
     from punctual.execution.dead_letters import SqsDeadLetters
     from punctual.targets import DefaultTargetInvoker
 
-    return SqsDeadLetters(DefaultTargetInvoker.client_factory(settings))
+    return SqsDeadLetters(DefaultTargetInvoker.client_factory(settings), Boundary.of(settings), metrics)
 
 
 def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ...]]:

@@ -21,6 +21,7 @@ from datetime import datetime
 from punctual.models import Execution, ExecutionStatus, Job
 from punctual.notifications.alerts import Alerter, late_bound_s
 from punctual.notifications.background import DeliveryThreads, Later, run_now
+from punctual.notifications.copies import EventCopies
 from punctual.notifications.events import (
     OVER_BUDGET,
     RATE_BUDGET_OVERRUN,
@@ -40,6 +41,7 @@ __all__ = [
     "DeliveryThreads",
     "Event",
     "EventBridgeSink",
+    "EventCopies",
     "EventPublisher",
     "EventSink",
     "MemoryEventSink",
@@ -58,13 +60,22 @@ class Notifier:
         The event publisher (a disabled one when events are turned off).
     alerter
         Raises alerts (None: alert rules are not acted on, e.g. a process that cannot call targets).
+    copies
+        Copies a job's events to the bus it named (``events_bus``; :mod:`.copies`); None: not
+        copied (a process that cannot call targets: the poller hands those to a worker).
     """
 
-    def __init__(self, events: EventPublisher | None = None, alerter: Alerter | None = None) -> None:
+    def __init__(
+        self,
+        events: EventPublisher | None = None,
+        alerter: Alerter | None = None,
+        copies: EventCopies | None = None,
+    ) -> None:
         self.events = events or EventPublisher(None)
         self.alerter = alerter
         self.later: Later = run_now
         self.deliveries: DeliveryThreads | None = None
+        self.copies = copies
         self._held = 0
 
     def deliver_beside(self) -> DeliveryThreads:
@@ -77,6 +88,16 @@ class Notifier:
             if self.alerter is not None:
                 self.alerter.later = self.later
         return self.deliveries
+
+    def _wanted(self, job: Job) -> bool:
+        """Whether an event of ``job`` goes anywhere (the bus, or the job's own copy)."""
+        return self.events.enabled or (self.copies is not None and job.events_bus is not None)
+
+    def _emit(self, job: Job, event: Event) -> None:
+        if self.events.enabled:
+            self.events.add(event)
+        if self.copies is not None:
+            self.copies.add(job, event)
 
     @contextmanager
     def batched(self) -> Iterator[None]:
@@ -116,13 +137,14 @@ class Notifier:
         its event, and a ``Slot Late`` event when the release passed the job's smallest
         ``late_after_seconds``. Buffered: they are sent with the batch, or by :meth:`flush_soon`."""
         try:
-            if not self.events.enabled:
+            if not self._wanted(job):
                 return
-            self.events.add(execution_event(job, execution, now, fire_delay_ms=fire_delay_ms))
+            self._emit(job, execution_event(job, execution, now, fire_delay_ms=fire_delay_ms))
             bound = late_bound_s(job) if job.alerts else None
             if bound is None or fire_delay_ms is None or fire_delay_ms <= bound * 1000:
                 return
-            self.events.add(
+            self._emit(
+                job,
                 execution_event(
                     job,
                     execution,
@@ -131,7 +153,7 @@ class Notifier:
                     status="LATE",
                     fire_delay_ms=fire_delay_ms,
                     late_after_seconds=bound,
-                )
+                ),
             )
         except Exception:
             log.exception("notifying the start of %s %s failed", job.id, execution.slot)
@@ -139,8 +161,8 @@ class Notifier:
     def changed(self, job: Job, execution: Execution, now: datetime) -> None:
         """A recorded status change (ended, retry scheduled, skipped): event, then alerts."""
         try:
-            if self.events.enabled:
-                self.events.add(execution_event(job, execution, now))
+            if self._wanted(job):
+                self._emit(job, execution_event(job, execution, now))
             if self.alerter is not None and job.alerts and execution.status.terminal:
                 self.alerter.ended(job, execution)
         except Exception:
@@ -157,6 +179,16 @@ class Notifier:
         except Exception:
             log.exception("notifying missed slots failed")
         self.flush()
+
+    def missed_copy(self, job: Job, execution: Execution, now: datetime) -> None:
+        """A missed slot handed to a worker: the copy of its event on the job's own bus."""
+        if self.copies is None or job.events_bus is None or execution.status is not ExecutionStatus.MISSED:
+            return
+        try:
+            self.copies.add(job, execution_event(job, execution, now, detail_type=SLOT_MISSED))
+        except Exception:
+            log.exception("copying the missed slot %s %s failed", job.id, execution.slot)
+        self.flush_unless_held()
 
     def overrun(self, job: Job, overrun: Overrun, now: datetime) -> None:
         """A slot the poller released on time over its target's rate budget: one event (sent
@@ -191,3 +223,5 @@ class Notifier:
 
     def flush(self) -> None:
         self.events.flush()
+        if self.copies is not None:
+            self.copies.flush()

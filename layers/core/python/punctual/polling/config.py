@@ -32,6 +32,18 @@ class PollerConfig:
     # and the default of a job's max_lateness_seconds.
     rate_budgets: dict[tuple[str, str], float] = field(default_factory=dict)
     max_lateness_s: float = 10.0
+    # A message sent to the Lambda lane that no worker claimed this long after is re-sent (its
+    # worker may have died before its handler ran: punctual.polling.resend); 0: never (pollers
+    # without workers: tests, benchmarks). The composition root sets Settings.unclaimed_resend_s.
+    resend_after_s: float = 0.0
+    # A tenant's backfills (punctual.tenant_quotas): at most this many running, this many
+    # backfilled slots sent a minute by all of them (0: no limit).
+    max_backfills_per_tenant: int = 10
+    backfill_slots_per_minute_per_tenant: int = 600
+    # The minute-load ledger (punctual.load_forecast): a released slot of a near chain forecasts
+    # the one a horizon on; a minute's head is its first burst_head_s seconds.
+    burst_head_s: float = 10.0
+    forecast_horizon_s: float = 240.0
 
     @property
     def routing(self) -> QueueRouting:

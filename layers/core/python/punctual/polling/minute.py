@@ -114,6 +114,7 @@ class MinutePoll:
             self._poll(now)
         self._release_due()
         self._mark()
+        self._check_unclaimed()
         if self._catching_up() and self.clock.now() >= self.next_catchup:
             self._catch_up_slice()
         wake = self.next_poll
@@ -122,6 +123,9 @@ class MinutePoll:
             wake = min(wake, from_ms(due))
         if self._catching_up():
             wake = min(wake, self.next_catchup)
+        check = self.poller.releaser.watch.next_check()
+        if check is not None:
+            wake = min(wake, check)
         return min(wake, self.final)
 
     def finish(self) -> ReleaseReport:
@@ -140,6 +144,7 @@ class MinutePoll:
         self.failed_shards.update((t.lane, t.shard) for t in self.drain.lagging)
         self._mark(force=True)
         self._advance()
+        self._finish_checks()
         return self.report
 
     def backlog(self, now: datetime) -> int:
@@ -205,6 +210,26 @@ class MinutePoll:
         except Exception:
             log.exception("releasing due timers failed; will retry")
             self.clock.sleep(0.2)
+
+    def _check_unclaimed(self) -> None:
+        """Re-send what the Lambda lane was sent and no worker claimed (:mod:`.resend`)."""
+        watch = self.poller.releaser.watch
+        check = watch.next_check()
+        if check is None or check > self.clock.now():
+            return
+        try:
+            watch.check(self.clock.now())
+        except Exception:
+            log.exception("checking for unclaimed messages failed; will retry")
+
+    def _finish_checks(self) -> None:
+        """The first check of what was sent in the minute's last seconds (at most ``resend_after_s``
+        more): a worker that died before its handler ran is not left to the queue's timeout."""
+        watch = self.poller.releaser.watch
+        deadline = self.clock.now() + timedelta(seconds=self.config.resend_after_s + 1)
+        while (check := watch.next_check()) is not None and check <= deadline:
+            self.clock.sleep(max(0.0, (check - self.clock.now()).total_seconds()))
+            self._check_unclaimed()
 
     def _catching_up(self) -> bool:
         return bool(self.drain.lagging) or self.catchup.pending

@@ -63,9 +63,9 @@ class Poller:
         stop: Callable[[], bool] | None = None,
     ) -> ReleaseReport:
         """Own (``minute``, ``group`` of ``group_count``) until the minute and its grace are over."""
-        self.releaser.ledger.share = 1 / max(1, group_count)  # the groups split each rate budget
         return self.minute_poll(minute, group, group_count).run(stop or (lambda: False))
 
     def minute_poll(self, minute: datetime, group: int = 0, group_count: int = 1) -> MinutePoll:
         """The poll of one (minute, group), to drive step by step (tests, local mode)."""
+        self.releaser.ledger.lane = (group, max(1, group_count))  # the groups take turns on each budget
         return MinutePoll(self, minute_of(minute), group, group_count)

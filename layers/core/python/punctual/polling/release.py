@@ -45,6 +45,7 @@ the backfill runner, which sends the backfill's next slots and arms its next ste
 from __future__ import annotations
 
 import logging
+import random
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +55,9 @@ from datetime import datetime, timedelta
 from punctual.backfill_runner import BackfillRunner
 from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 from punctual.clock import Clock
+from punctual.execution.chain_ends import complete_job
 from punctual.instants import format_instant_ms
+from punctual.load_forecast import add_slot, chain_forecast
 from punctual.missed_ranges import MissedRange
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.notifications import Notifier
@@ -62,13 +65,17 @@ from punctual.notifications.sweep import sweep_message
 from punctual.observability import MetricsSink
 from punctual.polling.chains import Verdict, verdict
 from punctual.polling.config import PollerConfig
+from punctual.polling.fairness import interleave_tenants
 from punctual.polling.pauses import OWED_BY_PAUSE, Pauses
-from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for
+from punctual.polling.resend import ResendWatch
+from punctual.queues import DispatchMessage, MessageKind, QueuePort, message_for, spec_of
 from punctual.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
 from punctual.smoothing import BudgetLedger, LoggedOverruns, Overrun, OverrunSink, target_key
-from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore, VersionConflictError
+from punctual.store.base import ExecutionConflictError, ExecutionKey, Expect, JobStore
+from punctual.store.loads import MinuteLoad
 from punctual.store.reads import read_calendars
-from punctual.timers import CHAIN_KINDS, Timer, TimerKind, from_ms, slot_instant, slot_key
+from punctual.tenant_quotas import BackfillQuota
+from punctual.timers import CHAIN_KINDS, Lane, Timer, TimerKind, from_ms, slot_instant, slot_key
 
 log = logging.getLogger("punctual.polling")
 
@@ -103,6 +110,7 @@ class _Outgoing:
     delays_ms: list[float] = field(default_factory=list)
     next_timers: list[Timer] = field(default_factory=list)
     completions: list[Job] = field(default_factory=list)
+    forecast: dict[datetime, MinuteLoad] = field(default_factory=dict)  # near chains' slots, ahead
     missed: list[Execution] = field(default_factory=list)
     excluded: list[Execution] = field(default_factory=list)
 
@@ -148,8 +156,13 @@ class SlotReleaser:
         self.routing = config.routing
         self.ledger = BudgetLedger(config.rate_budgets)
         self.overruns: OverrunSink = overruns or LoggedOverruns()
-        self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing)
+        quota = BackfillQuota(
+            store, config.max_backfills_per_tenant, config.backfill_slots_per_minute_per_tenant
+        )
+        self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing, quota=quota)
         self.pauses = Pauses(store)
+        # What it sends to the Lambda lane, re-sent if no worker claims it (polling.resend).
+        self.watch = ResendWatch(store, queues, config.short_queue_urls, metrics, config.resend_after_s)
 
     def queue_for(self, job: Job) -> str:
         return self.routing.queue_for(job)
@@ -163,13 +176,15 @@ class SlotReleaser:
         report = ReleaseReport()
         if not timers:
             return report
+        timers = interleave_tenants(timers)  # one tenant's burst cannot push another's slots back
         chunks = [timers[i : i + CHUNK] for i in range(0, len(timers), CHUNK)]
-        if len(chunks) == 1:
-            report.merge(self._release_chunk(chunks[0], uncertain))
-        else:
-            futures = [self.pool.submit(self._release_chunk, chunk, uncertain) for chunk in chunks]
-            for future in futures:
-                report.merge(future.result())
+        # The first chunk alone, before the others start: it holds every tenant's first slots,
+        # which so enter the queues ahead of the rest of a burst (run side by side, a later chunk
+        # could be sent first).
+        report.merge(self._release_chunk(chunks[0], uncertain))
+        futures = [self.pool.submit(self._release_chunk, chunk, uncertain) for chunk in chunks[1:]]
+        for future in futures:
+            report.merge(future.result())
         self.notifier.flush()  # the rate budget overruns' events
         self._record(report)
         return report
@@ -210,10 +225,13 @@ class SlotReleaser:
         for queue, messages in out.messages.items():
             if messages:
                 self.queues.send(queue, messages)
+                self.watch.sent(queue, messages, now)
                 report.released += len(messages)
         report.fire_delays_ms.extend(out.delays_ms)
         if out.next_timers:
             self.store.put_timers(out.next_timers)
+        if out.forecast:
+            self._forecast(out.forecast)
         report.skipped += self._record_missed(out.missed, jobs)
         report.excluded += self._record_excluded(out.excluded)
         for job in out.completions:
@@ -335,22 +353,32 @@ class SlotReleaser:
         report: ReleaseReport,
     ) -> None:
         queue = self.queue_for(job)
+        spec = spec_of(job)  # once per job, whatever number of its slots go
+        ends = plan.chain and plan.next_slot is None  # no next timer: the job completes
+        handed_over = False
         for slot in plan.release:
             key = slot_key(slot)
             if (job.tenant, job.id, key) in started:
                 report.superseded += 1
                 continue
             scheduled = dispatch_instant(job, slot)
-            message = self._smoothed(
-                job, message_for(job, key, scheduled, 1, MessageKind.FIRE, now), scheduled
-            )
-            out.messages[queue].append(message)
+            last = ends and slot == plan.release[-1]
+            message = message_for(job, key, scheduled, 1, MessageKind.FIRE, now, spec=spec, last=last)
+            out.messages[queue].append(self._smoothed(job, message, scheduled))
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
+            handed_over = handed_over or last
         out.missed.extend(self._missed(job, slot, reason, now) for slot, reason in plan.missed)
         out.missed.extend(self._missed_range(job, missed, now) for missed in plan.ranges)
         if plan.next_slot is not None:
-            out.next_timers.append(fire_timer(self.config.layout, job, plan.next_slot, now, chained=True))
-        elif plan.chain:
+            timer = fire_timer(self.config.layout, job, plan.next_slot, now, chained=True)
+            out.next_timers.append(timer)
+            if timer.lane is Lane.NEAR and plan.release:
+                # A near chain: this release forecasts its slot a horizon on (punctual.load_forecast).
+                ahead = chain_forecast(plan.release[-1], plan.next_slot, self.config.forecast_horizon_s)
+                add_slot(out.forecast, dispatch_instant(job, ahead), self.config.burst_head_s)
+        elif ends and not handed_over:
+            # No message ends the chain (its last slot was missed, excluded or already started):
+            # the poller marks the job itself, on this rare path only (punctual.execution.chain_ends).
             out.completions.append(job)
 
     @staticmethod
@@ -361,6 +389,14 @@ class SlotReleaser:
         if timer.kind is TimerKind.RESUME:
             return plan_release(job, slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE)
         return plan_release(job, slot, now, due=due)
+
+    def _forecast(self, loads: dict[datetime, MinuteLoad]) -> None:
+        """Add a chunk's forecast to the minute-load ledger: one write per minute, best effort (a
+        failure costs the forecast, never the release)."""
+        try:
+            self.store.add_minute_loads(loads, shard=random.randrange(1 << 16))
+        except Exception:
+            log.warning("could not add a release's forecast to the load ledger", exc_info=True)
 
     def _smoothed(self, job: Job, message: DispatchMessage, scheduled: datetime) -> DispatchMessage:
         """``message`` with the instant its target's rate budget gives it (see the module docstring)."""
@@ -486,6 +522,9 @@ class SlotReleaser:
                         per_job[(record.tenant, record.job_id)] += added
                     if job is not None and job.alerts:
                         notify.append((job, earlier))
+                handed = job is not None and (bool(job.alerts) or job.events_bus is not None)
+                if job is not None and handed and earlier and earlier.status is ExecutionStatus.MISSED:
+                    notify.append((job, earlier))
                 continue
             per_job[(record.tenant, record.job_id)] += record.slot_count
             if job is not None:
@@ -517,7 +556,8 @@ class SlotReleaser:
         now = self.clock.now()
         outgoing: dict[str, list[DispatchMessage]] = defaultdict(list)
         for job, record in missed:
-            if any(AlertCondition.MISSED in rule.on for rule in job.alerts):
+            # A missed rule's alert, and the copy of the Slot Missed event on the job's own bus.
+            if job.events_bus is not None or any(AlertCondition.MISSED in rule.on for rule in job.alerts):
                 message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
                 outgoing[self.queue_for(job)].append(replace(message, ordered=False))
         for queue, messages in outgoing.items():
@@ -525,16 +565,9 @@ class SlotReleaser:
             self.metrics.add("AlertsHandedOver", len(messages))
 
     def _complete(self, job: Job, now: datetime) -> int:
-        """A one-time job after its slot, or a job past ``end_at``: mark it COMPLETED."""
-        done = job.model_copy(update={"state": JobState.COMPLETED, "updated_at": now})
-        try:
-            self.store.replace_job(done, expected_version=job.version)
-        except VersionConflictError:  # someone changed the job meanwhile: their write stands
-            log.info("job %s changed before it could be completed", job.id)
-            return 0
-        # Anything else (a transaction conflict that outlived the store's retries included) fails
-        # the release, which is tried again: a job is never left ENABLED with no timer.
-        return 1
+        """A one-time job, or a job past ``end_at``, whose last slot no message carries: mark it
+        COMPLETED here (the usual case is the worker's: :mod:`punctual.execution.chain_ends`)."""
+        return int(complete_job(self.store, job, self.clock))
 
     def _record(self, report: ReleaseReport) -> None:
         self.metrics.add("SlotsReleased", report.released)

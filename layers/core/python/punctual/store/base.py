@@ -17,6 +17,8 @@ from typing import Any, Generic, TypeVar
 from punctual.backfills import Backfill
 from punctual.calendars import Calendar
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
+from punctual.store.keyring import TenantKeyRepository
+from punctual.store.loads import MinuteLoadRepository
 from punctual.timers import Lane, Timer
 
 
@@ -431,7 +433,8 @@ class TimerRepository(ABC):
 
     @abstractmethod
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
-        """How many timers one bucket holds (sizing the pollers of a coming minute)."""
+        """How many load timers one bucket holds (:data:`punctual.timers.LOAD_KINDS`: the slots it
+        hands to workers; a lease expiry is none), sizing a coming minute's pollers and workers."""
 
     @abstractmethod
     def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
@@ -482,7 +485,9 @@ class ExecutionRepository(ABC):
     def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None: ...
 
     @abstractmethod
-    def batch_get_executions(self, keys: Iterable[ExecutionKey]) -> dict[ExecutionKey, Execution]: ...
+    def batch_get_executions(
+        self, keys: Iterable[ExecutionKey], consistent: bool = True
+    ) -> dict[ExecutionKey, Execution]: ...
 
     @abstractmethod
     def list_executions(
@@ -734,6 +739,37 @@ class AuditRepository(ABC):
         """The job's overlap turn (None: it has none), strongly consistent."""
 
 
+class TenantQuotaRepository(ABC):
+    """A tenant's burst quotas (issue 31): its peak profile, its running backfills, and the
+    backfilled slots it sent per minute."""
+
+    @abstractmethod
+    def get_peaks(self, tenant: str) -> tuple[str | None, int]:
+        """The tenant's peak profile document (:mod:`punctual.peaks`) and its version (0: none)."""
+
+    @abstractmethod
+    def put_peaks(self, tenant: str, doc: str, expected_version: int) -> bool:
+        """Write the profile if it is still at ``expected_version`` (0: none yet); False if not."""
+
+    @abstractmethod
+    def join_backfills(self, tenant: str, member: str, limit: int) -> bool:
+        """Count ``member`` among the tenant's running backfills unless ``limit`` already run
+        (a member already counted is accepted again: a repeated request)."""
+
+    @abstractmethod
+    def leave_backfills(self, tenant: str, member: str) -> None:
+        """``member`` runs no more (idempotent)."""
+
+    @abstractmethod
+    def running_backfills(self, tenant: str) -> list[str]:
+        """The members counted as running."""
+
+    @abstractmethod
+    def take_backfill_slots(self, tenant: str, window: str, want: int, limit: int, ttl_epoch_s: int) -> int:
+        """Take up to ``want`` of the ``limit`` backfilled slots the tenant may send in ``window``
+        (one conditional write, a second when fewer are left); returns how many were taken."""
+
+
 class JobStore(
     JobRepository,
     TimerRepository,
@@ -744,6 +780,9 @@ class JobStore(
     CalendarRepository,
     BackfillRepository,
     AuditRepository,
+    TenantQuotaRepository,
+    MinuteLoadRepository,
+    TenantKeyRepository,
 ):
     """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
 

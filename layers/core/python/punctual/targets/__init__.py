@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from punctual.boundary import Boundary, Callee
 from punctual.clock import Clock
 from punctual.ownership import OwnResources, own_resources
 from punctual.settings import Settings
@@ -77,7 +78,8 @@ class DefaultTargetInvoker:
         ``target_allow_cidrs`` opens addresses the SSRF guard would refuse;
         ``target_role_arn`` is the role AWS targets without ``role_arn`` are called as
         (default factory only); ``require_target_role`` refuses those targets; the own
-        resources (:mod:`punctual.ownership`) are never called.
+        resources (:mod:`punctual.ownership`) are never called, nor any callee the tenant boundary
+        refuses (:mod:`punctual.boundary`: own roles, roles that did not opt in, Punctual's source).
     clock : Clock, optional
         Webhook timestamps, ``Retry-After`` dates, ECS timeouts and poll sleeps.
     resolver : callable, optional
@@ -109,7 +111,7 @@ class DefaultTargetInvoker:
     ) -> None:
         factory: ClientFactory = clients if clients is not None else _LazyClients(settings.target_role_arn)
         self.own: Callable[[], OwnResources] = own or (lambda: own_resources(settings))
-        self.require_target_role = settings.require_target_role
+        self.boundary = Boundary.of(settings, self.own)
         self.adapters: dict[str, TargetAdapter] = {
             "http": HttpTargetAdapter(
                 settings.target_allow_cidrs,
@@ -155,13 +157,10 @@ class DefaultTargetInvoker:
         try:
             if isinstance(target, Mapping):
                 target = _validate_target(target)
-            if kind != "http":
-                # Registration refuses these too; a job stored before, or a list that changed, stops here.
-                refusal = self.own().refusal(target)
-                if refusal:
-                    return TargetResult.permanent(f"target refused: {refusal}"[:500])
-                if self.require_target_role and not getattr(target, "role_arn", None):
-                    return TargetResult.permanent("this deployment requires target.role_arn on AWS targets")
+            # Registration refuses these too; a job stored before, or a list that changed, stops here.
+            refusal = self.boundary.refusal(Callee("target", target))
+            if refusal is not None:
+                return TargetResult.permanent(str(refusal)[:500])
             rendered = render_payload(payload, ctx)
             return adapter.invoke(target, rendered, ctx)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError

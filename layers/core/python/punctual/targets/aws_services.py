@@ -767,7 +767,7 @@ class EventBridgeTargetAdapter:
             return TargetResult.permanent(f"eventbridge target: {exc}")
         entry = {
             "Time": ctx.scheduled_at,
-            "Source": str(getattr(target, "source", "punctual")),
+            "Source": str(target.source),
             "DetailType": str(getattr(target, "detail_type", "Punctual Scheduled Job")),
             "Detail": detail,
             "EventBusName": arn,

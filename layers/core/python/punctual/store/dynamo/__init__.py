@@ -21,7 +21,10 @@ from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
 from punctual.store.dynamo.groups import DynamoGroups
 from punctual.store.dynamo.jobs import DynamoJobs
+from punctual.store.dynamo.keyring import DynamoKeyring
 from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition, tenant_pk
+from punctual.store.dynamo.loads import DynamoLoads
+from punctual.store.dynamo.quotas import DynamoTenantQuotas
 from punctual.store.dynamo.timers import DynamoTimers
 
 
@@ -34,6 +37,9 @@ class DynamoStore(
     DynamoGroups,
     DynamoAlerts,
     DynamoCalendars,
+    DynamoTenantQuotas,
+    DynamoKeyring,
+    DynamoLoads,
     JobStore,
 ):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""

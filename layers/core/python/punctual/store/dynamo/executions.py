@@ -138,9 +138,11 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
         item = reply.get("Item")
         return self._execution_from_item(item) if item else None
 
-    def batch_get_executions(self, keys: Iterable[ExecutionKey]) -> dict[ExecutionKey, Execution]:
+    def batch_get_executions(
+        self, keys: Iterable[ExecutionKey], consistent: bool = True
+    ) -> dict[ExecutionKey, Execution]:
         unique = sorted(set(keys))
-        items = self._batch_get([schema.execution_key(t, j, s) for t, j, s in unique])
+        items = self._batch_get([schema.execution_key(t, j, s) for t, j, s in unique], consistent)
         found = (self._execution_from_item(item) for item in items)
         return {(e.tenant, e.job_id, e.slot): e for e in found}
 

@@ -21,7 +21,7 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
                                                              n (failures in it), last (the latest)
     throttle     pk=job#<tenant>#<id>      sk=throttle#<rule>  last (ms), held (alert min_interval)
     timer        pk=timer|near#<minute>#<shard>  sk=<due ms>#<tenant>#<job>#<slot>#<attempt>
-    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n
+    timer pack   pk=timer|near#<minute>#<shard>  sk=<window ms>#~<digest>  tm (JSON), n, nf (load: LOAD_KINDS)
     watermark    pk=wm#<lane>#<chunk>      sk=wm             m: {shard: minute}
     progress     pk=progress#<minute>      sk=<group>/<count> through_ms, expires_at
     layout       pk=meta#layout            sk=layout         far, near (shard counts)
@@ -29,6 +29,11 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
                                                              (punctual.admin.key_migration)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
     backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc, aseg (while RUNNING)
+    peaks        pk=tenant#<tenant>        sk=#peaks         version, doc (punctual.peaks profile)
+    backfills    pk=tenant#<tenant>        sk=#backfills     running (string set: <job>/<bid>)
+    bf. slots    pk=reqs#<tenant>          sk=backfill#<window>  n, expires_at (slots sent a minute)
+    minute load  pk=load#<minute>#<shard>  sk=load            t, h (slots due, in its head), expires_at
+    tenant key   pk=tkey#<tenant>          sk=epoch#<n>      wrapped (the KMS-wrapped data key), created_at
 
 The one index, ``audit`` (sparse: only job items and running backfills carry ``aseg``, so no timer
 or execution write ever touches it): partition ``aseg`` (N, the job's far shard: the chain
@@ -182,6 +187,24 @@ MIGRATION_PK = "meta#migrate-keys"
 def migration_key(segment: int, segments: int) -> Key:
     """The progress of one segment of a timer key migration's parallel scan."""
     return _key(MIGRATION_PK, f"{segment}/{segments}")
+
+
+def minute_load_key(minute: datetime, shard: int) -> Key:
+    """One of a minute's load counters (:mod:`punctual.load_forecast`)."""
+    return _key(f"load#{minute_key(minute)}#{shard}", "load")
+
+
+def add_minute_load(total: int, head: int, expires_at: int) -> Expression:
+    """Add to a minute's load counter (negative: take back); it expires a day after its minute."""
+    return Expression(
+        update="ADD t :t, h :h SET expires_at = :exp",
+        values={":t": _n(total), ":h": _n(head), ":exp": _n(expires_at)},
+    )
+
+
+def tenant_key_key(tenant: str, epoch: int) -> Key:
+    """A tenant's wrapped data key of one key epoch (:mod:`punctual.tenant_keys`)."""
+    return _key(f"tkey#{tenant}", f"epoch#{epoch:08d}")
 
 
 # ---------------------------------------------------------------------------- expressions
@@ -405,8 +428,12 @@ def migration_progress(last: str | None, done: bool, counts: dict[str, int]) -> 
 
 
 def timer_counts(pk: str) -> Expression:
-    """A bucket's items, only their timer count (``n``; a lone timer row has none: it is one)."""
-    return Expression(key_condition="pk = :pk", projection="n", values={":pk": _s(pk)})
+    """A bucket's items, only what counts its load: a pack's timer count (``n``) and load count
+    (``nf``, :data:`punctual.timers.LOAD_KINDS`; packs written before it have only ``n``), a lone
+    timer row's kind."""
+    return Expression(
+        key_condition="pk = :pk", projection="n, nf, #k", names={"#k": "kind"}, values={":pk": _s(pk)}
+    )
 
 
 def advance_watermarks(shards: Sequence[int], target: str) -> Expression:
@@ -678,3 +705,49 @@ def job_as_read(version: int | None) -> Expression:
 def backfill_revision(revision: int) -> Expression:
     """Write a backfill record only over the one at ``revision``."""
     return Expression(condition="rev = :r", values={":r": _n(revision)})
+
+
+# ------------------------------------------------------------- tenant quotas (issue 31)
+
+
+def peaks_key(tenant: str) -> Key:
+    return _key(tenant_pk(tenant), "#peaks")
+
+
+def running_backfills_key(tenant: str) -> Key:
+    return _key(tenant_pk(tenant), "#backfills")
+
+
+def backfill_slots_key(tenant: str, window: str) -> Key:
+    return _key(f"reqs#{tenant}", f"backfill#{window}")
+
+
+def put_peaks(doc: str, expected_version: int) -> Expression:
+    """Write a tenant's peak profile over the one at ``expected_version`` (0: none yet)."""
+    condition = "attribute_not_exists(pk)" if expected_version == 0 else "version = :e"
+    values: dict[str, Any] = {":v": _n(expected_version + 1), ":d": _s(doc)}
+    if expected_version:
+        values[":e"] = _n(expected_version)
+    return Expression(update="SET version = :v, doc = :d", condition=condition, values=values)
+
+
+def join_backfills(member: str, limit: int) -> Expression:
+    """Add ``member`` to the running set while it holds fewer than ``limit`` (or already holds it)."""
+    return Expression(
+        update="ADD running :m",
+        condition="attribute_not_exists(running) OR size(running) < :limit OR contains(running, :s)",
+        values={":m": {"SS": [member]}, ":s": _s(member), ":limit": _n(limit)},
+    )
+
+
+def leave_backfills(member: str) -> Expression:
+    return Expression(update="DELETE running :m", values={":m": {"SS": [member]}})
+
+
+def take_slots(want: int, limit: int, ttl_epoch_s: int) -> Expression:
+    """Count ``want`` more slots in the window, refused unless they all fit under ``limit``."""
+    return Expression(
+        update="ADD n :want SET expires_at = if_not_exists(expires_at, :ttl)",
+        condition="attribute_not_exists(n) OR n <= :room",
+        values={":want": _n(want), ":room": _n(limit - want), ":ttl": _n(ttl_epoch_s)},
+    )

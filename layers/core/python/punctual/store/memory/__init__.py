@@ -21,6 +21,9 @@ from punctual.store.memory.executions import MemoryExecutions
 from punctual.store.memory.fidelity import Fidelity
 from punctual.store.memory.groups import MemoryGroups
 from punctual.store.memory.jobs import MemoryJobs
+from punctual.store.memory.keyring import MemoryKeyring
+from punctual.store.memory.loads import MemoryLoads
+from punctual.store.memory.quotas import MemoryTenantQuotas
 from punctual.store.memory.timers import MemoryTimers
 
 
@@ -33,6 +36,9 @@ class MemoryStore(
     MemoryGroups,
     MemoryAlerts,
     MemoryCalendars,
+    MemoryTenantQuotas,
+    MemoryKeyring,
+    MemoryLoads,
     JobStore,
 ):
     """JobStore in memory: every aggregate's implementation, on one lock.

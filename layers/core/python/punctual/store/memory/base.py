@@ -23,6 +23,8 @@ from punctual.store.base import (
     Turn,
 )
 from punctual.store.base import tag_matches as tag_matches  # re-exported: the in-memory twins filter with it
+from punctual.store.keyring import TenantKeyRecord
+from punctual.store.loads import MinuteLoad
 from punctual.timers import Lane, Timer, minute_key
 
 Item = TypeVar("Item", Job, Execution)
@@ -62,6 +64,11 @@ class MemoryBase:
         self._calendars: dict[tuple[str, str], Calendar] = {}
         self._calendar_users: dict[tuple[str, str], set[str]] = {}
         self._backfills: dict[tuple[str, str, str], Backfill] = {}
+        self._peaks: dict[str, tuple[str, int]] = {}  # tenant -> (profile document, version)
+        self._running_backfills: dict[str, set[str]] = {}
+        self._backfill_slots: dict[tuple[str, str], int] = {}  # (tenant, window) -> slots sent
+        self._tenant_keys: dict[tuple[str, int], TenantKeyRecord] = {}  # (tenant, epoch)
+        self._minute_loads: dict[str, MinuteLoad] = {}  # minute key -> the load ledger's counters
         self.timer_writes = 0  # counted for tests and benchmarks
 
     def _put_timer(self, timer: Timer) -> None:

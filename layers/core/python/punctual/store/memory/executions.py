@@ -73,7 +73,9 @@ class MemoryExecutions(MemoryBase, ExecutionRepository):
             execution = self._executions.get((tenant, job_id, slot))
             return self._copy(execution) if execution else None
 
-    def batch_get_executions(self, keys: Iterable[ExecutionKey]) -> dict[ExecutionKey, Execution]:
+    def batch_get_executions(
+        self, keys: Iterable[ExecutionKey], consistent: bool = True
+    ) -> dict[ExecutionKey, Execution]:
         with self._lock:
             return {key: self._copy(self._executions[key]) for key in set(keys) if key in self._executions}
 

@@ -184,7 +184,10 @@ STALE_READS: dict[str, Callable[[Args], bool]] = {
     "get_calendar": lambda a: not a.get("consistent", True),
     "batch_get_calendars": lambda a: not a.get("consistent", False),
     "query_timers": lambda a: a.get("from_ms") is not None,
-    "audit_page": lambda a: True,  # the chain auditor's scan of an index: always eventually consistent
+    # Always eventually consistent: the chain auditor's scan of an index, and the load ledger
+    # (a forecast, read a minute or two ahead of its minute).
+    "audit_page": lambda a: True,
+    "get_minute_load": lambda a: True,
 }
 
 # Everything else the store port does: strongly consistent reads, and writes of items that no
@@ -204,6 +207,18 @@ OTHER_OPERATIONS = frozenset(
         "wait_for_turn",
         "pass_turn",
         "get_turn",
+        # A tenant's burst quotas (punctual.tenant_quotas): items of their own, no transaction.
+        "get_peaks",
+        "put_peaks",
+        "join_backfills",
+        "leave_backfills",
+        "running_backfills",
+        "take_backfill_slots",
+        # The minute-load ledger (punctual.load_forecast) and the tenants' data keys: items of their
+        # own, no transaction (the ledger's read is eventually consistent: STALE_READS).
+        "add_minute_loads",
+        "get_tenant_key",
+        "put_tenant_key",
         "save_execution",
         "get_execution",
         "batch_get_executions",
@@ -480,6 +495,8 @@ class Fidelity:
                 if found is not None:
                     out[key] = found.model_copy(deep=True)
             return out
+        if name == "get_minute_load":
+            return current  # counters added to without a read: no history kept of them here
         if name == "audit_page":  # an index scan: a job written a moment ago may be missing or older
             page: Page[Any] = current
             kept = []

@@ -11,7 +11,7 @@ from punctual.store.base import (
     TimerRepository,
 )
 from punctual.store.memory.base import MemoryBase
-from punctual.timers import Lane, Timer, due_bound, minute_key
+from punctual.timers import LOAD_KINDS, Lane, Timer, due_bound, minute_key
 
 
 class MemoryTimers(MemoryBase, TimerRepository):
@@ -45,7 +45,8 @@ class MemoryTimers(MemoryBase, TimerRepository):
 
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
         with self._lock:
-            return len(self._buckets.get((lane, minute_key(minute), shard), []))
+            bucket = self._buckets.get((lane, minute_key(minute), shard), [])
+            return sum(1 for _, timer in bucket if timer.kind in LOAD_KINDS)
 
     def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
         with self._lock:

@@ -1,0 +1,392 @@
+"""What leases of seconds cost per run length, how fast a dead worker is replaced, and what the
+poller redundancy costs (issue 30).
+
+1. **Cost per million triggers by run length** (1 s, 1 minute, and 1 hour on the ECS lane: the
+   Lambda lane stops at 15 minutes). The real worker (claim, lease keeper, Lambda batch or ECS
+   heartbeats) on the in-memory store and queues, in virtual time: each run lasts its length
+   while the lease keeper steps once a (virtual) second, and every request is counted: records
+   written, backstop LEASE timers, visibility requests, and the pollers' re-send check (one
+   eventually consistent read per Lambda-lane message). Priced with ``bench/prices.json``;
+   batched visibility requests are shared by a batch's ten messages (the event source's batches
+   at 10,000/s; the cost benchmark's own small batches would pay more). "Before" is the previous
+   design, from its code: no heartbeat on the Lambda lane (its message was its lease, the queue's
+   960 s), and on the ECS lane a heartbeat every 20 s (a third of its 60 s lease), each a record
+   write, a LEASE timer and a visibility change. Only what the leases add is counted (the claim
+   and finish writes, and the run's own compute, are the same before and after).
+2. **How fast a dead worker is replaced**, in virtual time through the real code: a worker dying
+   mid-run (the run's next attempt starts), one dying with a message received but not started
+   (the message is visible again), one dying before its handler ran (an init failure: the
+   pollers' re-send runs the slot).
+3. **The poller redundancy**: two pollers per shard group on minutes planned on the standard
+   poller double the pollers' per-trigger costs (job reads, SQS sends, next-timer writes, poller
+   Lambda time: ``bench/results/cost_per_million.json``'s rows at 10,000/s); idle (lean) minutes
+   keep one poller, so the idle month is unchanged; what a second poller on those too would add
+   to it (a 128 MB poller, its reads, one more state transition a minute) is printed beside.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import benchlib
+
+sys.path.insert(0, str(benchlib.ROOT / "tests"))
+
+from factories import job as make_job  # (tests/ is put on the path just above)
+from punctual.clock import ManualClock
+from punctual.execution import Delivery, Worker, WorkerConfig
+from punctual.execution.batch import LambdaBatch
+from punctual.execution.keeper import LeaseKeeper
+from punctual.execution.lease import beat_interval_s
+from punctual.polling.resend import RESEND_AFTER_S, ResendWatch
+from punctual.queues import MemoryQueues, MessageKind, message_for
+from punctual.settings import Settings
+from punctual.store.memory import MemoryStore
+from punctual.targets.base import SlotContext, TargetResult
+from punctual.timers import TimerLayout, slot_key
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+SHORT, LONG = "queue://short", "queue://long"
+LAYOUT = TimerLayout(shard_count=16, near_shard_count=4, far_threshold_s=180)
+BATCH = 10  # messages sharing a batched request (a full event source batch)
+MINUTES_PER_MONTH = 43_800
+RUNS = {"lambda": [("1 s", 1), ("1 min", 60)], "ecs": [("1 s", 1), ("1 min", 60), ("1 h", 3600)]}
+OLD_ECS_LEASE_S = 60  # the previous design: heartbeats every third of it
+
+
+class Counted:
+    """What the lease machinery asked of DynamoDB and SQS."""
+
+    def __init__(self) -> None:
+        self.record_writes = 0
+        self.lease_timers = 0
+        self.visibility_requests = 0.0  # SQS requests (batched ones shared by BATCH messages)
+        self.reads = 0.0  # read units
+
+
+class CountingStore(MemoryStore):
+    def __init__(self, counted: Counted) -> None:
+        super().__init__()
+        self.counted = counted
+
+    def save_execution(self, execution: Any, expect: Any, ttl_epoch_s: int) -> None:
+        self.counted.record_writes += 1
+        super().save_execution(execution, expect, ttl_epoch_s)
+
+    def put_timers(self, timers: Any) -> None:
+        self.counted.lease_timers += len(timers)
+        super().put_timers(timers)
+
+    def batch_get_executions(self, keys: Any, consistent: bool = True) -> Any:
+        wanted = list(keys)
+        self.counted.reads += len(wanted) * (1.0 if consistent else 0.5)
+        return super().batch_get_executions(wanted, consistent)
+
+
+class CountingQueues(MemoryQueues):
+    counted: Counted
+
+    def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
+        self.counted.visibility_requests += 1
+        super().change_visibility(queue_url, receipt, visibility_s)
+
+    def change_visibility_batch(self, queue_url: str, receipts: Any, visibility_s: int) -> list[str]:
+        self.counted.visibility_requests += len(receipts) / BATCH  # shared by a batch's messages
+        return super().change_visibility_batch(queue_url, receipts, visibility_s)
+
+
+class Still(LeaseKeeper):
+    """A lease keeper stepped by the simulation (no thread)."""
+
+    def start(self) -> LeaseKeeper:
+        return self
+
+
+@dataclass
+class Runs:
+    """A target whose run lasts ``seconds`` of virtual time, the keeper stepping every second."""
+
+    clock: ManualClock
+    seconds: int
+    keeper: LeaseKeeper | None = None
+    dies_at_s: float | None = None  # the worker dies (stops stepping) this far into the run
+    calls: list[tuple[int, datetime]] = field(default_factory=list)
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        self.calls.append((ctx.attempt, self.clock.now()))
+        for second in range(self.seconds):
+            if self.dies_at_s is not None and second >= self.dies_at_s:
+                raise _Died()
+            self.clock.advance(1)
+            if self.keeper is not None:
+                self.keeper.step()
+        return TargetResult.ok()
+
+
+class _Died(BaseException):
+    """The worker's process died (nothing catches it)."""
+
+
+def _rig(lane: str, counted: Counted) -> tuple[ManualClock, CountingStore, CountingQueues, Any]:
+    clock = ManualClock(T0)
+    store = CountingStore(counted)
+    queues = CountingQueues(now=clock.now)
+    queues.counted = counted
+    timeout_s = 3600 if lane == "ecs" else 840
+    job = make_job("job-1", "rate(1 hour)", now=T0, runtime=lane, timeout_seconds=timeout_s)
+    store.create_job(job, None, max_jobs=10)
+    return clock, store, queues, job
+
+
+def _worker(lane: str, store: MemoryStore, queues: MemoryQueues, target: Any, clock: ManualClock) -> Worker:
+    settings = Settings()
+    config = WorkerConfig(
+        layout=LAYOUT,
+        short_queue_urls=(SHORT,),
+        long_queue_urls=(LONG,),
+        lease_s=settings.lease_s,
+        lease_timers=lane == "ecs",
+        backstop_s=settings.far_threshold_s + 60,
+    )
+    return Worker(store, queues, target, clock, config)
+
+
+def lease_requests(lane: str, seconds: int) -> Counted:
+    """One run of ``seconds`` on ``lane``: what its lease cost beyond its claim and finish."""
+    counted = Counted()
+    clock, store, queues, job = _rig(lane, counted)
+    target = Runs(clock, seconds)
+    worker = _worker(lane, store, queues, target, clock)
+    keeper = Still(worker)
+    target.keeper = keeper
+    message = message_for(job, slot_key(T0), T0, 1, MessageKind.FIRE, T0)
+    queue = LONG if lane == "ecs" else SHORT
+    queues.send(queue, [message])
+    if lane == "ecs":  # its receive asks for a lease of visibility: no request of its own
+        [received] = queues.receive(queue, 1, 0, worker.config.lease_s)
+        worker.process(received.message, Delivery(queue, received.receipt, 1))
+    else:  # the event source receives with the queue's 960 s; the batch leases it for seconds
+        [received] = queues.receive(queue, 1, 0, 960)
+        record = {
+            "messageId": received.message_id,
+            "receiptHandle": received.receipt,
+            "body": received.message.to_body(),
+            "attributes": {"MessageGroupId": received.message.group_id, "ApproximateReceiveCount": "1"},
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:short",
+        }
+        LambdaBatch(worker, keeper).handle({"Records": [record]}, lambda: 900.0)
+        watch = ResendWatch(store, queues, [SHORT], worker.metrics, after_s=RESEND_AFTER_S)
+        watch.sent(SHORT, [message], T0)  # the poller's check of what it sent
+        watch.check(T0 + timedelta(seconds=RESEND_AFTER_S))
+    counted.record_writes -= 2  # the claim and the finish: the same before and after
+    return counted
+
+
+def before(lane: str, seconds: int) -> Counted:
+    """The previous design's lease costs for the same run (from its code, see the docstring)."""
+    counted = Counted()
+    if lane == "ecs":
+        beats = max(0, (seconds - 1) // (OLD_ECS_LEASE_S // 3))
+        counted.record_writes = beats
+        counted.lease_timers = 1 + beats  # one at the claim, one per heartbeat
+        counted.visibility_requests = beats
+    return counted
+
+
+def usd_per_million(counted: Counted, prices: dict[str, Any]) -> float:
+    wru = prices["dynamodb"]["on_demand_write_per_million"]["usd"]
+    rru = prices["dynamodb"]["on_demand_read_per_million"]["usd"]
+    sqs = prices["sqs"]["fifo_per_million"]["usd"]
+    return (
+        (counted.record_writes + counted.lease_timers) * wru
+        + counted.reads * rru
+        + counted.visibility_requests * sqs
+    )
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def recovery_s() -> dict[str, float]:
+    """Virtual seconds from a worker's death to the slot's recovery, through the real code."""
+    out: dict[str, float] = {}
+    # A worker dies mid-run, 2 s after its claim: its run's next attempt starts when?
+    clock, store, queues, job = _rig("lambda", Counted())
+    queues.counted = Counted()
+    dying = Runs(clock, 30, dies_at_s=2)
+    worker = _worker("lambda", store, queues, dying, clock)
+    message = message_for(job, slot_key(T0), T0, 1, MessageKind.FIRE, T0)
+    queues.send(SHORT, [message])
+    [received] = queues.receive(SHORT, 1, 0, 960)
+    keeper = Still(worker)
+    keeper.hold(SHORT, [received.receipt], clock.now())
+    dying.keeper = keeper
+    try:
+        worker.process(received.message, Delivery(SHORT, received.receipt, 1))
+    except _Died:
+        died = clock.now()
+    healthy = Runs(clock, 1)
+    other = _worker("lambda", store, queues, healthy, clock)
+    while not healthy.calls and clock.now() < died + timedelta(seconds=60):
+        clock.advance(0.1)
+        for item in queues.receive(SHORT, 10, 0, 960):
+            other.process(item.message, Delivery(SHORT, item.receipt, item.receive_count))
+    out["run cut mid-way: death to the next attempt's start"] = (healthy.calls[0][1] - died).total_seconds()
+    # A message received and leased, not started: when is it visible again?
+    clock, store, queues, job = _rig("lambda", Counted())
+    queues.counted = Counted()
+    worker = _worker("lambda", store, queues, Runs(clock, 1), clock)
+    queues.send(SHORT, [message_for(job, slot_key(T0), T0, 1, MessageKind.FIRE, T0)])
+    [received] = queues.receive(SHORT, 1, 0, 960)
+    Still(worker).hold(SHORT, [received.receipt], clock.now())
+    died = clock.now()
+    while not queues.receive(SHORT, 1, 0, 960):
+        clock.advance(0.1)
+    out["received, not started: death to visible again"] = (clock.now() - died).total_seconds()
+    # A worker that dies before its handler ran: the pollers' re-send
+    clock, store, queues, job = _rig("lambda", Counted())
+    queues.counted = Counted()
+    healthy = Runs(clock, 1)
+    worker = _worker("lambda", store, queues, healthy, clock)
+    watch = ResendWatch(store, queues, [SHORT], worker.metrics, after_s=RESEND_AFTER_S)
+    sent = message_for(job, slot_key(T0), T0, 1, MessageKind.FIRE, T0)
+    queues.send(SHORT, [sent])
+    watch.sent(SHORT, [sent], clock.now())
+    queues.receive(SHORT, 1, 0, 960)  # received with the queue's timeout; the handler never ran
+    died = clock.now()
+    while not healthy.calls and clock.now() < died + timedelta(seconds=60):
+        clock.advance(0.1)
+        if (due := watch.next_check()) is not None and due <= clock.now():  # the poller, every step
+            watch.check(clock.now())
+        for item in queues.receive(SHORT, 10, 0, 960):
+            worker.process(item.message, Delivery(SHORT, item.receipt, item.receive_count))
+    out["died before its handler: death to the run's start"] = (healthy.calls[0][1] - died).total_seconds()
+    return out
+
+
+# --------------------------------------------------------------------------- redundancy
+
+
+def redundancy(prices: dict[str, Any]) -> dict[str, Any]:
+    """The second poller of each group: per million at 10,000/s, and per idle month."""
+    path = benchlib.RESULTS_DIR / "cost_per_million.json"
+    if not path.exists():
+        return {}
+    cost = json.loads(path.read_text())
+    summary = cost["summary"]
+    poller_rows = [r for r in summary["rows"] if r["phase"] == "poller"]
+    per_million = sum(r["usd_per_million_at_scale"] for r in poller_rows)
+    per_million += summary["poller_lambda_usd_per_million_at_10k"]
+    idle = next(iter(cost["idle"].values()))
+    month = idle["usd_per_month"]
+    poller_reads = sum(
+        line[5] * MINUTES_PER_MONTH for line in idle["requests_per_minute"] if line[0] == "poller"
+    )
+    transition = prices["stepfunctions"]["standard_per_thousand_transitions"]["usd"] / 1000
+    lean_second = month["poller_lambda"] + poller_reads + transition * MINUTES_PER_MONTH
+    return {
+        "per_million_at_10k": per_million,
+        "idle_month_total": month["total"],
+        "idle_month_if_lean_minutes_had_two": month["total"] + lean_second,
+        "lean_second_poller_month": lean_second,
+    }
+
+
+def main() -> None:
+    prices = json.loads(benchlib.PRICES_PATH.read_text())
+    settings = Settings()
+    benchlib.heading(
+        f"Leases of seconds ({settings.lease_s} s, heartbeat every {beat_interval_s(settings.lease_s):g} s "
+        f"past the first): $ per million triggers of what they add, by run length"
+    )
+    rows = []
+    results: dict[str, Any] = {"runs": []}
+    for lane, lengths in RUNS.items():
+        for label, seconds in lengths:
+            now, then = lease_requests(lane, seconds), before(lane, seconds)
+            cost_now, cost_then = usd_per_million(now, prices), usd_per_million(then, prices)
+            rows.append(
+                (
+                    lane,
+                    label,
+                    now.record_writes,
+                    now.lease_timers,
+                    round(now.visibility_requests, 2),
+                    now.reads,
+                    cost_then,
+                    cost_now,
+                    cost_now - cost_then,
+                )
+            )
+            results["runs"].append(
+                {
+                    "lane": lane,
+                    "run": label,
+                    "seconds": seconds,
+                    "heartbeat_writes": now.record_writes,
+                    "lease_timers": now.lease_timers,
+                    "visibility_requests": now.visibility_requests,
+                    "read_units": now.reads,
+                    "usd_per_million_before": cost_then,
+                    "usd_per_million_now": cost_now,
+                    "usd_per_million_added": cost_now - cost_then,
+                }
+            )
+    print(
+        benchlib.table(
+            [
+                "lane",
+                "run",
+                "heartbeat writes",
+                "LEASE timers",
+                "visibility req.",
+                "read units",
+                "$/M before",
+                "$/M now",
+                "$/M added",
+            ],
+            rows,
+            align="llrrrrrrr",
+        )
+    )
+    short = [r for r in results["runs"] if r["seconds"] < 5]
+    worst_short = max(r["usd_per_million_added"] for r in short)
+    print(f"runs under 5 s: at most ${worst_short:.3f} per million more than before (target <= $0.05)")
+    benchlib.heading("A dead worker replaced (virtual seconds, the real code)")
+    recovered = recovery_s()
+    print(benchlib.table(["death", "seconds"], list(recovered.items())))
+    benchlib.heading("The poller redundancy: two pollers per group on minutes planned on the standard poller")
+    extra = redundancy(prices)
+    if extra:
+        print(
+            f"per million triggers at 10,000/s: +${extra['per_million_at_10k']:.3f} (the second poller's job "
+            "reads, sends, next-timer writes and Lambda time)"
+        )
+        print(
+            f"idle month: ${extra['idle_month_total']:.2f} unchanged (idle minutes keep one poller); "
+            f"a second poller on them too would add ${extra['lean_second_poller_month']:.2f}: "
+            f"${extra['idle_month_if_lean_minutes_had_two']:.2f}"
+        )
+    else:
+        print("(bench/results/cost_per_million.json is missing: run bench/cost_per_million.py first)")
+    benchlib.write_result(
+        "lease_cost",
+        {
+            **results,
+            "lease_s": settings.lease_s,
+            "beat_interval_s": beat_interval_s(settings.lease_s),
+            "batch": BATCH,
+            "runs_under_5_s_added_usd_per_million": worst_short,
+            "recovery_s": recovered,
+            "redundancy": extra,
+            "verdicts": {"runs_under_5_s_within_5_cents": worst_short <= 0.05},
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

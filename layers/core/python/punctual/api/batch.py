@@ -1,0 +1,181 @@
+"""``POST /v1/job-batches``: register up to 500 jobs in one request (registration at scale).
+
+Ten million jobs through ``POST /v1/jobs`` is ten million requests: at the stage's default
+throttle (100 requests a second) more than a day, at a tenant's default request quota (1,200 a
+minute) a week. A batch is one request for up to :data:`BATCH_MAX_JOBS` jobs, registered
+concurrently (``PUNCTUAL_API_BATCH_CONCURRENCY``, 16, at once; each job its own transaction as
+``POST /v1/jobs`` makes it), so 10,000,000 jobs are 20,000 requests: within an hour at 6 a second.
+
+* **Validated per job.** Each job is checked on its own (the same model, SSRF guard, target,
+  schedule and quota checks as a single create); a bad one fails alone, with its problem document
+  in its result, and the others are registered.
+* **Idempotent.** Each job names its id (as ``PUT /v1/jobs/{id}`` with ``If-None-Match: *``):
+  repeating a batch, after a timeout or a crash, registers only what is missing. A job that
+  exists with the same spec answers ``exists`` (its signing secret is not shown again: rotate it
+  if the first reply was lost); with another spec, ``failed`` with a 409 ``conflict``.
+* **One reply for all.** 200 with a result per job in request order: ``created`` (201, with the
+  job and its signing secret, shown once), ``exists`` (200) or ``failed`` (the job's 4xx problem);
+  a request that is no batch at all (not an object with 1 to 500 ``jobs``, ids repeated) is a 422.
+
+Throughput beyond one tenant's: every create updates its tenant's counter item in the same
+transaction (exact quotas), and DynamoDB takes about 500 transactional writes a second on one
+item — a single tenant registers at most ~1.8 million jobs an hour; 10 million an hour is several
+tenants (at the defaults a tenant holds at most 100,000 jobs: ``maxJobsPerTenant``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from punctual.api import problems
+from punctual.api.problems import Problem
+from punctual.api.schemas import JobCreated, JobInput, JobOut
+from punctual.api.wiring import Services
+from punctual.models import JobSpec
+from punctual.store.base import JobExistsError
+
+BATCH_PATH = "/v1/job-batches"
+BATCH_MAX_JOBS = 500
+BATCH_MAX_BODY_BYTES = 5 * 1024 * 1024  # under Lambda's 6 MB synchronous payload
+_JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class BatchJob(BaseModel):
+    """One job of a batch: the id it is registered at, and its spec (as ``POST /v1/jobs`` takes it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(
+        pattern=_JOB_ID.pattern,
+        description="The job's id, chosen by the caller: a repeated batch registers each id once.",
+    )
+    job: dict[str, Any] = Field(description="The job spec (validated on its own: a bad one fails alone).")
+
+
+class BatchInput(BaseModel):
+    """Up to 500 jobs to register."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[BatchJob] = Field(
+        min_length=1, max_length=BATCH_MAX_JOBS, description="1 to 500 jobs, each at an id of its own."
+    )
+
+    @field_validator("jobs")
+    @classmethod
+    def _unique(cls, jobs: list[BatchJob]) -> list[BatchJob]:
+        seen: set[str] = set()
+        for job in jobs:
+            if job.id in seen:
+                raise ValueError(f"job id {job.id!r} appears twice in the batch")
+            seen.add(job.id)
+        return jobs
+
+
+class BatchResult(BaseModel):
+    """What became of one job of the batch."""
+
+    id: str = Field(description="The job's id, as the batch named it.")
+    status: Literal["created", "exists", "failed"] = Field(
+        description="created: registered now; exists: registered before with this spec; failed: see problem."
+    )
+    code: int = Field(description="The HTTP status a single request would have answered: 201, 200 or a 4xx.")
+    job: JobCreated | None = Field(
+        default=None, description="created: the job, its secret once; exists: the job."
+    )
+    problem: Problem | None = Field(default=None, description="failed: why, as a problem document.")
+
+
+class BatchOutput(BaseModel):
+    """A result per job, in request order, and the counts."""
+
+    results: list[BatchResult] = Field(description="One per job, in request order.")
+    created: int = Field(description="Jobs registered by this request.")
+    exists: int = Field(description="Jobs registered before, with the same spec (a repeated batch).")
+    failed: int = Field(description="Jobs not registered: each result's problem says why.")
+
+
+def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], str]) -> None:
+    """Add ``POST /v1/job-batches`` to the API (``ok`` builds its documented responses,
+    ``tenant_of_request`` admits the caller as every route does)."""
+
+    @app.post(  # type: ignore[untyped-decorator]
+        BATCH_PATH,
+        summary="Register up to 500 jobs",
+        description=(
+            "Each job at the id it names, validated on its own; 200 with a result per job (created, "
+            "exists: a repeat of the same spec, or failed with its problem). Repeating a batch "
+            "registers only what is missing."
+        ),
+        responses=ok(200, "A result per job, in request order", BatchOutput, 400, 401, 413, 415, 422),
+        tags=["jobs"],
+        operation_id="createJobBatch",
+    )
+    def create_job_batch(body: BatchInput) -> BatchOutput:
+        from punctual.api.wiring import services
+
+        return create_batch(services(), tenant_of_request(), body)
+
+
+def create_batch(services: Services, tenant: str, batch: BatchInput) -> BatchOutput:
+    """Register every job of ``batch`` (see the module docstring)."""
+    jobs = batch.jobs
+    workers = min(services.settings.api_batch_concurrency, len(jobs))
+    with ThreadPoolExecutor(workers, thread_name_prefix="batch") as pool:
+        results = list(pool.map(lambda item: _one(services, tenant, *item), enumerate(jobs)))
+    counts = {
+        status: sum(1 for r in results if r.status == status) for status in ("created", "exists", "failed")
+    }
+    return BatchOutput(results=results, **counts)
+
+
+def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchResult:
+    try:
+        spec = JobInput.model_validate(item.job).spec()
+        services.check_spec(spec)
+        job, secret = services.jobs.register(tenant, spec, item.id)
+    except ValidationError as exc:
+        prefix = f"jobs[{index}].job."
+        errors = [(prefix + field, message) for field, message in problems.field_errors(exc.errors())]
+        body = problems.problem_body(
+            422, "validation", "Invalid job", f"jobs[{index}] is not a valid job", errors
+        )
+        return BatchResult(id=item.id, status="failed", code=422, problem=Problem.model_validate(body))
+    except JobExistsError:
+        return _existing(services, tenant, item, spec)
+    except Exception as exc:
+        body = problems.item_problem(exc)
+        return BatchResult(
+            id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body)
+        )
+    created = JobCreated.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret})
+    return BatchResult(id=item.id, status="created", code=201, job=created)
+
+
+def _existing(services: Services, tenant: str, item: BatchJob, spec: JobSpec) -> BatchResult:
+    """A job at the item's id exists: the same spec is a repeat (``exists``), another a conflict."""
+    try:
+        current = services.jobs.get(tenant, item.id)
+    except Exception as exc:  # deleted meanwhile, or unreadable
+        body = problems.item_problem(exc)
+        return BatchResult(
+            id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body)
+        )
+    fields = set(JobSpec.model_fields)
+    if current.model_dump(include=fields) == JobSpec.model_validate(spec.model_dump()).model_dump(
+        include=fields
+    ):
+        shown = JobCreated.model_validate(JobOut.of(current).model_dump())
+        return BatchResult(id=item.id, status="exists", code=200, job=shown)
+    body = problems.problem_body(
+        409,
+        "conflict",
+        "Conflict",
+        f"job {item.id!r} exists with another spec (this batch's is not registered)",
+    )
+    return BatchResult(id=item.id, status="failed", code=409, problem=Problem.model_validate(body))

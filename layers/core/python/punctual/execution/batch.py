@@ -1,0 +1,136 @@
+"""The Lambda lane's batch: an SQS event worked as the event source mapping expects, with leases
+of seconds.
+
+The event source mapping receives a batch with the queue's visibility timeout, which must be at
+least the function's timeout (AWS refuses a mapping otherwise; 960 s for the 900 s worker). A
+message is leased for seconds instead, by the worker itself:
+
+1. **Hold.** As soon as the batch arrives, every message's visibility is set to a lease
+   (``lease_s``, one ChangeMessageVisibilityBatch request per ten messages) and renewed by the
+   process's :class:`~punctual.execution.keeper.LeaseKeeper` until the invocation returns (the
+   mapping deletes the records that succeeded only then), or until a record that failed sets a
+   visibility of its own. A
+   worker that dies anywhere after this (mid-batch, mid-run, out of memory, a timeout) lets its
+   messages come back within a lease, started or not; FIFO holds a message group only while one
+   of its messages is in flight, so the group is free again as soon.
+2. **Groups side by side.** Records of different message groups run at once (one thread each,
+   at most ten); a group's records run in order, and after one fails the rest of its group are
+   failed unrun (``skip_group_on_error``, as Powertools' FIFO processor does) and made visible
+   behind it (:meth:`~punctual.execution.sqs.SqsBatch.return_blocked_records`). Most groups are
+   one slot (:attr:`~punctual.queues.DispatchMessage.group_id`), so a batch lasts about as long
+   as its longest run, not the sum of its runs: a batch of short runs is done before its lease
+   needs renewing, and a worker's death leaves few messages unstarted.
+3. **Partial batch response.** The failed records' ids are returned in ``batchItemFailures``;
+   the mapping deletes the others.
+
+A worker that dies *before* step 1 (an init failure, a crash while the runtime starts) leaves its
+messages in flight for the queue's visibility timeout: the pollers re-send such slots under a new
+group and deduplication id once no worker has claimed them for a few seconds
+(:mod:`punctual.polling.resend`), and the claim keeps it to one run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from punctual.execution.keeper import LeaseKeeper
+from punctual.execution.sqs import queue_url_for_arn
+
+if TYPE_CHECKING:
+    from punctual.execution.worker import Worker
+
+log = logging.getLogger("punctual.execution")
+
+MAX_GROUPS_AT_ONCE = 10  # an SQS batch holds at most ten messages
+SETTLE_MARGIN_S = 5.0  # of the invocation, left after waiting for the batch's alert deliveries
+
+
+def _group_of(record: Mapping[str, Any]) -> str:
+    return str(record.get("attributes", {}).get("MessageGroupId", ""))
+
+
+class LambdaBatch:
+    """Works one Lambda SQS event at a time for a worker (see the module docstring).
+
+    Parameters
+    ----------
+    worker
+        The execution core (its queues, clock, live claims).
+    keeper
+        Renews the batch's messages and heartbeats its runs (started here if not yet running).
+    """
+
+    def __init__(self, worker: Worker, keeper: LeaseKeeper | None = None) -> None:
+        self.worker = worker
+        self.keeper = (keeper or LeaseKeeper(worker)).start()
+        self._pool = ThreadPoolExecutor(max_workers=MAX_GROUPS_AT_ONCE, thread_name_prefix="record")
+
+    def handle(self, event: Mapping[str, Any], time_left_s: Callable[[], float]) -> dict[str, Any]:
+        """Work the event's records; return the partial batch response.
+
+        Parameters
+        ----------
+        event
+            Lambda's SQS event (``Records``).
+        time_left_s
+            Seconds left in the invocation (a run that could outlast it is not started).
+        """
+        records: Sequence[Mapping[str, Any]] = event.get("Records", [])
+        urls = [*self.worker.config.short_queue_urls, *self.worker.config.long_queue_urls]
+        located = [(queue_url_for_arn(str(r["eventSourceARN"]), urls), r) for r in records]
+        self._hold(located)
+        groups: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        for url, record in located:
+            groups.setdefault(_group_of(record), []).append((url, record))
+        futures = [self._pool.submit(self._work_group, items, time_left_s) for items in groups.values()]
+        failed: list[str] = []
+        try:
+            for future in futures:
+                failed.extend(future.result())
+            # The batch's alerts were delivered beside its runs: wait for them before the
+            # invocation ends (one left over stays SENDING, and its sweep finishes it).
+            self.worker.settle(max(0.0, time_left_s() - SETTLE_MARGIN_S))
+        finally:
+            # The mapping deletes the records that succeeded once this returns: held until then.
+            for url, record in located:
+                self.keeper.release(url, str(record["receiptHandle"]))
+        ids = set(failed)
+        self.worker.return_blocked_records(event, ids)
+        # In the batch's order, as the mapping lists them back.
+        return {
+            "batchItemFailures": [
+                {"itemIdentifier": str(r["messageId"])} for r in records if str(r["messageId"]) in ids
+            ]
+        }
+
+    def _hold(self, located: list[tuple[str, Mapping[str, Any]]]) -> None:
+        by_queue: dict[str, list[str]] = {}
+        for url, record in located:
+            by_queue.setdefault(url, []).append(str(record["receiptHandle"]))
+        now = self.worker.clock.now()
+        for url, receipts in by_queue.items():
+            self.keeper.hold(url, receipts, now)
+
+    def _work_group(
+        self, items: list[tuple[str, Mapping[str, Any]]], time_left_s: Callable[[], float]
+    ) -> list[str]:
+        """One message group's records in order; the ids of those that failed (or were skipped)."""
+        failed: list[str] = []
+        for url, record in items:
+            message_id = str(record["messageId"])
+            if failed:
+                failed.append(message_id)  # a record of its group failed: it waits behind it
+            else:
+                try:
+                    self.worker.process_sqs_record(record, time_left_s())
+                    continue  # done: held (renewed) until the mapping deletes it after the batch
+                except Exception as exc:  # MessageReturned included: the message stays in the queue
+                    log.info("record %s stays in the queue: %s", message_id, exc)
+                    failed.append(message_id)
+            # Returned with a visibility of its own (or made visible behind its group's first
+            # failure): no longer renewed.
+            self.keeper.release(url, str(record["receiptHandle"]))
+        return failed

@@ -1,0 +1,216 @@
+"""Keeping a worker process's leases alive: one thread, about once a second, for every lane.
+
+A lease is seconds (:mod:`punctual.execution.lease`), so whatever runs an attempt must renew it
+while the attempt lasts, from outside the target's call (which may block for minutes). The
+:class:`LeaseKeeper` does that for one process:
+
+* **live claims** (:class:`LiveClaims`, registered by whoever runs them: :meth:`Worker.process
+  <punctual.execution.worker.Worker.process>` and the ECS worker service) are heartbeated when
+  their heartbeat is due (:meth:`Leases.heartbeat_if_due
+  <punctual.execution.lease.Leases.heartbeat_if_due>`): the record's ``lease_until`` and the
+  message's visibility, a fresh lease each;
+* **held messages** (the Lambda lane, :mod:`punctual.execution.batch`): a batch's messages have
+  their visibility set to a lease as soon as the batch arrives, and keep it renewed until the
+  batch is done with each, whether it has started yet or not. A message whose visibility lapses
+  within the margin is renewed with the others of its queue in one request of up to ten; the
+  record of the claim it carries, if any, is heartbeated in the same step, so the two lapse
+  together.
+
+Nothing is written for a run (or a batch) shorter than the first heartbeat interval: the claim's
+own lease and the batch's first visibility cover it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from punctual.execution.lease import beat_interval_s
+from punctual.execution.ports import Claim
+
+if TYPE_CHECKING:
+    from punctual.execution.worker import Worker
+
+log = logging.getLogger("punctual.execution")
+
+TICK_S = 1.0  # how often the keeper looks
+
+
+class LiveClaims:
+    """The claims a process is running now (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claims: dict[int, Claim] = {}
+
+    @contextmanager
+    def running(self, claim: Claim) -> Iterator[Claim]:
+        """Registered while the block runs: the run, its finish, its hand-back."""
+        with self._lock:
+            self._claims[id(claim)] = claim
+        try:
+            yield claim
+        finally:
+            with self._lock:
+                self._claims.pop(id(claim), None)
+
+    def snapshot(self) -> list[Claim]:
+        with self._lock:
+            return [claim for claim in self._claims.values() if claim.live]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._claims)
+
+
+@dataclass
+class _Held:
+    queue_url: str
+    receipt: str
+    horizon: datetime  # when its visibility lapses, as last set
+
+
+class LeaseKeeper:
+    """Heartbeats a worker's live claims and renews the messages its batches hold.
+
+    Parameters
+    ----------
+    worker
+        Its :attr:`~punctual.execution.worker.Worker.live` claims and its leases.
+    beat_s
+        Heartbeat live claims this often instead of when their lease asks for it (tests).
+    tick_s
+        How often the thread looks.
+    """
+
+    def __init__(self, worker: Worker, beat_s: float | None = None, tick_s: float = TICK_S) -> None:
+        self.worker = worker
+        self.beat_s = beat_s
+        self.tick_s = tick_s
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], _Held] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def lease_s(self) -> int:
+        return self.worker.config.lease_s
+
+    # ------------------------------------------------------------------ held messages
+
+    def hold(self, queue_url: str, receipts: list[str], now: datetime) -> None:
+        """Give a batch's messages a lease of visibility now (one request per ten) and keep it
+        renewed until :meth:`release`. A message whose visibility could not be set keeps the
+        queue's: the poller's re-send recovers its slot if the worker dies (polling.resend)."""
+        if not receipts:
+            return
+        try:
+            failed = set(self.worker.queues.change_visibility_batch(queue_url, receipts, self.lease_s))
+        except Exception:
+            log.warning("could not set the visibility of a batch of %d", len(receipts), exc_info=True)
+            return
+        horizon = now + timedelta(seconds=self.lease_s)
+        with self._lock:
+            for receipt in receipts:
+                if receipt not in failed:
+                    self._held[(queue_url, receipt)] = _Held(queue_url, receipt, horizon)
+
+    def release(self, queue_url: str, receipt: str) -> None:
+        """The batch is done with this message (deleted, returned, or failed with a visibility of
+        its own): stop renewing it."""
+        with self._lock:
+            self._held.pop((queue_url, receipt), None)
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    # ------------------------------------------------------------------ one step
+
+    def step(self) -> None:
+        """Renew what is due: held messages lapsing within the heartbeat margin (and the records
+        of the claims they carry), then every other live claim whose heartbeat is due."""
+        now = self.worker.clock.now()
+        margin = timedelta(seconds=self.lease_s - beat_interval_s(self.lease_s))
+        with self._lock:
+            due = [h for h in self._held.values() if h.horizon - now <= margin]
+        claims = self.worker.live.snapshot()
+        by_message = {(c.delivery.queue_url, c.delivery.receipt): c for c in claims if c.delivery is not None}
+        held_keys = {(h.queue_url, h.receipt) for h in due}
+        for key in held_keys:
+            held_claim = by_message.get(key)
+            if held_claim is not None:
+                self._beat(held_claim, message=False)  # the message is renewed below, with its batch
+        self._renew(due, now)
+        with self._lock:
+            holding = set(self._held)
+        for claim in claims:
+            delivery = claim.delivery
+            if delivery is not None and (delivery.queue_url, delivery.receipt) in holding:
+                continue  # its message (and so its record) is renewed with its batch
+            if self.beat_s is not None:
+                last = claim.last_heartbeat
+                if last is None or (now - last).total_seconds() >= self.beat_s:
+                    self._beat(claim, message=True)
+            else:
+                self._beat_if_due(claim)
+
+    def _renew(self, due: list[_Held], now: datetime) -> None:
+        by_queue: dict[str, list[_Held]] = {}
+        for held in due:
+            by_queue.setdefault(held.queue_url, []).append(held)
+        horizon = now + timedelta(seconds=self.lease_s)
+        for queue_url, items in by_queue.items():
+            try:
+                failed = set(
+                    self.worker.queues.change_visibility_batch(
+                        queue_url, [h.receipt for h in items], self.lease_s
+                    )
+                )
+            except Exception:
+                log.warning("renewing the visibility of %d messages failed", len(items), exc_info=True)
+                continue
+            self.worker.metrics.add("VisibilityRenewals", len(items))
+            with self._lock:
+                for held in items:
+                    if held.receipt in failed:
+                        self._held.pop((queue_url, held.receipt), None)
+                    elif (queue_url, held.receipt) in self._held:
+                        held.horizon = horizon
+
+    def _beat(self, claim: Claim, message: bool) -> None:
+        try:
+            self.worker.leases.heartbeat(claim, message=message)
+        except Exception:
+            log.exception("heartbeat of %s %s failed", claim.message.job_id, claim.message.slot)
+
+    def _beat_if_due(self, claim: Claim) -> None:
+        try:
+            self.worker.leases.heartbeat_if_due(claim)
+        except Exception:
+            log.exception("heartbeat of %s %s failed", claim.message.job_id, claim.message.slot)
+
+    # ------------------------------------------------------------------ the thread
+
+    def start(self) -> LeaseKeeper:
+        """Run :meth:`step` every ``tick_s`` in a daemon thread (once; later calls do nothing)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            try:
+                self.step()
+            except Exception:  # never let the keeper die: every lease of the process rests on it
+                log.exception("lease keeper step failed")

@@ -1,0 +1,151 @@
+"""A warm start for local mode's components: one process imported and prepared once, forking a
+fresh child for each start of its component.
+
+In the cloud a poller, or a worker Lambda, that dies is replaced in about a second: the state
+machine retries the task (or the event source invokes again) on one of the Lambda service's
+idle execution environments, with no cold start. A local component's cold start is a new Python
+process importing boto3, Powertools and the core: two seconds on an idle machine, thirty on a
+busy one. So the supervisor runs a *zygote* per warm component (``ComponentSpec.warm``): a
+process started with ``PUNCTUAL_LOCAL_ZYGOTE=1`` that prepares (waits for the deployment, sets the
+environment), imports what the component needs, and then waits, with no thread and no open
+connection, for ``fork`` lines on its stdin. Each forks a child that runs the component as usual
+(``python -m local <verb> ...``, from the same arguments); the zygote reports ``@@zygote forked
+PID`` and, when it reaps one, ``@@zygote exited PID CODE`` on its stdout, which the supervisor
+reads (:class:`Forked`). A ``kill -9`` of the child kills that child only: the next start is a
+fork, not a cold start. The zygote exits when its supervisor does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+ZYGOTE_ENV = "PUNCTUAL_LOCAL_ZYGOTE"
+PREFIX = "@@zygote "
+FORK = "fork\n"
+
+
+def serve(argv: Sequence[str], child_main: Callable[[Sequence[str]], int]) -> int:
+    """The zygote's life: prepare, then fork a child running ``child_main(argv)`` per ``fork``."""
+    from local.cli import build_parser, config_from
+    from local.component import configure_logging, prepare
+
+    args = build_parser().parse_args(argv)
+    config = config_from(args)
+    configure_logging(config)
+    prepare(config)  # the deployment and the environment, as the component's own start does
+    _warm_imports(args.command)
+    parent = os.getppid()
+    out = sys.stdout
+    while True:
+        if os.getppid() != parent:
+            return 0  # the supervisor is gone: so are we (the children notice it too)
+        _reap(out)
+        ready, _, _ = select.select([sys.stdin], [], [], 0.2)
+        if not ready:
+            continue
+        line = sys.stdin.readline()
+        if not line:
+            return 0  # the supervisor closed the pipe
+        if line != FORK:
+            continue
+        pid = os.fork()
+        if pid == 0:  # the child: the component, as ``python -m local <verb> ...`` runs it
+            os.environ.pop(ZYGOTE_ENV, None)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os._exit(_run_child(child_main, argv))
+        out.write(f"{PREFIX}forked {pid}\n")
+        out.flush()
+
+
+def _run_child(child_main: Callable[[Sequence[str]], int], argv: Sequence[str]) -> int:
+    try:
+        code = child_main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
+def _reap(out: object) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        out.write(f"{PREFIX}exited {pid} {os.waitstatus_to_exitcode(status)}\n")  # type: ignore[attr-defined]
+        out.flush()  # type: ignore[attr-defined]
+
+
+def _warm_imports(verb: str) -> None:
+    """What the component imports before its work: imported once here, shared by every fork."""
+    import boto3  # noqa: F401
+
+    import punctual.composition
+    from local.component import load_handler
+
+    if verb == "poller":
+        import local.poller
+        import punctual.polling
+        import punctual.tick
+
+        load_handler("poller")
+    elif verb == "worker":
+        import local.event_source
+        import punctual.execution
+
+        load_handler("worker")
+    elif verb == "ecs-worker":
+        import local.ecs_worker  # noqa: F401
+        import punctual.worker_service  # noqa: F401
+    sys.modules.pop("handler", None)  # each child loads its handler afresh (as the runtime does)
+
+
+class Forked:
+    """A component's child forked by its zygote, as the supervisor sees it (Popen's interface)."""
+
+    def __init__(self, zygote_pid: int) -> None:
+        self.zygote_pid = zygote_pid
+        self.pid: int | None = None  # until the zygote says which
+        self.returncode: int | None = None
+        self._known = threading.Event()
+
+    def forked(self, pid: int) -> None:
+        self.pid = pid
+        self._known.set()
+
+    def exited(self, code: int) -> None:
+        self.returncode = code
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.pid is not None and self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.05)
+        return self.returncode

@@ -1,0 +1,310 @@
+"""The Lambda lane's leases of seconds, against moto's SQS and DynamoDB (issue 30, point 3 and 4).
+
+The event source mapping receives a batch with the queue's visibility timeout, which AWS requires
+to be at least the function's timeout; the worker then leases each message for seconds and
+renews it while the batch holds it (punctual.execution.batch, punctual.execution.keeper). These
+tests take what the mapping does (ReceiveMessage with the queue's timeout, DeleteMessage of what
+the partial batch response does not name) and kill the worker in the ways a Lambda dies: mid-run,
+with messages received but not started, in a FIFO group, and before its handler ran at all.
+
+Time is real here (moto's visibility timeouts are), with the shortest lease Settings allows (5 s).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from factories import job as make_job
+from punctual.clock import SystemClock
+from punctual.execution import Worker, WorkerConfig
+from punctual.execution.batch import LambdaBatch
+from punctual.models import ExecutionStatus, Job
+from punctual.observability import RecordingMetrics
+from punctual.polling.resend import ResendWatch
+from punctual.queues import DispatchMessage, MessageKind, SqsQueues, message_for
+from punctual.store.dynamo import DynamoStore, table_definition
+from punctual.targets.base import SlotContext, TargetResult
+from punctual.timers import slot_key
+
+TABLE = "punctual-lease-test"
+REGION = "us-east-1"
+LEASE_S = 5  # the shortest Settings allows; heartbeats come 2.5 s apart
+QUEUE_VISIBILITY_S = 600  # what the mapping receives with (at least the function's timeout)
+
+
+class HeldTarget:
+    """A target whose first call of each listed job blocks until released (a run in flight)."""
+
+    def __init__(self, hold: set[str]) -> None:
+        self.hold = set(hold)
+        self.calls: list[tuple[str, str, int, float]] = []  # job, slot, attempt, when
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        with self._lock:
+            self.calls.append((ctx.job_id, ctx.slot, ctx.attempt, time.monotonic()))
+            held = ctx.job_id in self.hold
+            self.hold.discard(ctx.job_id)
+        if held:
+            self.started.set()
+            self.release.wait(60)
+        return TargetResult.ok()
+
+    def attempts(self, job_id: str) -> list[int]:
+        return [attempt for job, _, attempt, _ in self.calls if job == job_id]
+
+
+@dataclass
+class Lane:
+    sqs: Any
+    store: DynamoStore
+    url: str
+    arn: str
+
+    def worker(self, target: Any, metrics: RecordingMetrics | None = None) -> Worker:
+        config = WorkerConfig(short_queue_urls=(self.url,), lease_s=LEASE_S)
+        return Worker(self.store, SqsQueues(self.sqs), target, SystemClock(), config, metrics=metrics)
+
+    def receive(self, wait_s: int = 0) -> list[dict[str, Any]]:
+        """What the event source mapping receives: up to ten, with the queue's visibility timeout."""
+        reply = self.sqs.receive_message(
+            QueueUrl=self.url,
+            MaxNumberOfMessages=10,
+            MessageSystemAttributeNames=["All"],
+            WaitTimeSeconds=wait_s,
+        )
+        return list(reply.get("Messages", []))
+
+    def receive_within(self, seconds: float) -> tuple[list[dict[str, Any]], float]:
+        """Poll as the mapping does until something comes; what came and when (monotonic)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            got = self.receive(wait_s=1)
+            if got:
+                return got, time.monotonic()
+        return [], time.monotonic()
+
+    def event(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "Records": [
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": m["Attributes"],
+                    "messageAttributes": {},
+                    "md5OfBody": m["MD5OfBody"],
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": self.arn,
+                    "awsRegion": REGION,
+                }
+                for m in messages
+            ]
+        }
+
+    def invoke(self, batch: LambdaBatch, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """One invocation, and what the mapping does with its partial batch response."""
+        event = self.event(messages)
+        response = batch.handle(event, lambda: 900.0)
+        failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+        for record in event["Records"]:
+            if record["messageId"] not in failed:
+                self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=record["receiptHandle"])
+        return response
+
+    def add_job(self, job_id: str, **overrides: Any) -> Job:
+        created = make_job(job_id, now=datetime.now(UTC), **overrides)
+        self.store.create_job(created, None, max_jobs=100)
+        return created
+
+    def send(self, *messages: DispatchMessage) -> None:
+        SqsQueues(self.sqs).send(self.url, list(messages))
+
+
+@pytest.fixture
+def lane(aws: None) -> Iterator[Lane]:
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    dynamodb.create_table(**table_definition(TABLE))
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(
+        QueueName="punctual-short-0.fifo",
+        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)},
+    )["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    yield Lane(sqs, DynamoStore(dynamodb, TABLE), url, arn)
+
+
+def fire(job: Job, slot: datetime) -> DispatchMessage:
+    return message_for(job, slot_key(slot), slot, 1, MessageKind.FIRE, slot)
+
+
+def record_of(lane: Lane, job: Job, slot: datetime) -> Any:
+    return lane.store.get_execution(job.tenant, job.id, slot_key(slot))
+
+
+def test_a_run_whose_worker_dies_is_taken_over_within_a_lease(lane: Lane) -> None:
+    # Given a slot whose run is in flight on worker A, and a batch mate that ran at once
+    now = datetime.now(UTC).replace(microsecond=0)
+    job, mate = lane.add_job("job-a"), lane.add_job("job-b")
+    lane.send(fire(job, now), fire(mate, now))
+    target = HeldTarget({job.id})
+    batch_a = LambdaBatch(lane.worker(target))
+    received = lane.receive()
+    assert len(received) == 2
+    runner = threading.Thread(target=batch_a.handle, args=(lane.event(received), lambda: 900.0), daemon=True)
+    runner.start()
+    assert target.started.wait(20)
+    # The whole batch was leased on arrival: nothing is visible although the queue's timeout is 600 s
+    assert lane.receive() == []
+    # ... and the run outlives its first lease: A's heartbeats keep it (record and message)
+    time.sleep(LEASE_S + 1)
+    assert lane.receive() == []
+    leased = record_of(lane, job, now)
+    assert leased.status is ExecutionStatus.RUNNING and leased.lease_until > datetime.now(UTC)
+    # When worker A dies (nothing renews its lease any more; its call is left hanging)
+    batch_a.keeper.stop()
+    died = time.monotonic()
+    # Then the batch is back within a lease (the mate's message too: the mapping deletes a batch's
+    # successes only when the invocation returns), and worker B takes the run over as attempt 2
+    back, returned = lane.receive_within(LEASE_S + 5)
+    assert sorted(m["MessageId"] for m in back) == sorted(m["MessageId"] for m in received)
+    assert returned - died <= LEASE_S + 2
+    target_b = HeldTarget(set())
+    response = lane.invoke(LambdaBatch(lane.worker(target_b)), back)
+    assert response == {"batchItemFailures": []}
+    assert target_b.attempts(job.id) == [2]
+    assert target_b.calls[0][3] - died <= LEASE_S + 3  # started again within 10 s of the death
+    record = record_of(lane, job, now)
+    assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)
+    # And A's late result, when its call returns, is fenced off: the slot keeps B's success
+    target.release.set()
+    runner.join(timeout=20)
+    assert (record_of(lane, job, now).status, record_of(lane, job, now).attempt) == (
+        ExecutionStatus.SUCCEEDED,
+        2,
+    )
+    # And the mate ran once: its returned message was dropped by the claim
+    assert target.attempts(mate.id) == [1] and target_b.attempts(mate.id) == []
+
+
+def test_messages_received_but_not_started_return_within_a_lease_of_the_death(lane: Lane) -> None:
+    # Given an overlap-queue job (one FIFO group) whose two slots a worker received in one batch
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = lane.add_job("job-q", overlap="queue", timeout_seconds=120)
+    first, second = now - timedelta(seconds=10), now
+    lane.send(fire(job, first), fire(job, second))
+    target = HeldTarget({job.id})
+    batch = LambdaBatch(lane.worker(target))
+    received = lane.receive()
+    assert [m["Body"].count(slot_key(first)) for m in received] == [1, 0]
+    runner = threading.Thread(target=batch.handle, args=(lane.event(received), lambda: 900.0), daemon=True)
+    runner.start()
+    assert target.started.wait(20)  # the first slot runs; the second waits behind it, unstarted
+    # When the worker dies while the group's second message was held but not started
+    batch.keeper.stop()
+    died = time.monotonic()
+    # Then the group is not held past a lease: its messages come back within it
+    back, returned = lane.receive_within(LEASE_S + 5)
+    assert back and returned - died <= LEASE_S + 2
+    # And new workers finish both, in the job's order (moto hands a group's returned messages back
+    # last first, unlike SQS: the claim's overlap turn keeps the order all the same): the first
+    # taken over as attempt 2, the second run once after it
+    target_b = HeldTarget(set())
+    batch_b = LambdaBatch(lane.worker(target_b))
+    deadline = time.monotonic() + 4 * LEASE_S
+    while back and time.monotonic() < deadline:
+        lane.invoke(batch_b, back)
+        back, _ = lane.receive_within(LEASE_S + 2)
+    assert [(s, a) for _, s, a, _ in target_b.calls] == [(slot_key(first), 2), (slot_key(second), 1)]
+    for slot, attempt in ((first, 2), (second, 1)):
+        record = record_of(lane, job, slot)
+        assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, attempt)
+    target.release.set()
+    runner.join(timeout=20)
+
+
+def test_a_batch_of_short_runs_is_leased_once_and_never_renewed(lane: Lane) -> None:
+    # Given ten slots of ten jobs whose runs are short
+    now = datetime.now(UTC).replace(microsecond=0)
+    jobs = [lane.add_job(f"job-{i}") for i in range(10)]
+    lane.send(*(fire(job, now) for job in jobs))
+    metrics = RecordingMetrics()
+    calls: list[str] = []
+    sqs = lane.sqs
+    original = sqs.change_message_visibility_batch
+
+    def counted(**kwargs: Any) -> Any:
+        calls.append(kwargs["QueueUrl"])
+        return original(**kwargs)
+
+    sqs.change_message_visibility_batch = counted
+    batch = LambdaBatch(lane.worker(HeldTarget(set()), metrics))
+    # When one invocation works them (its groups side by side)
+    received = lane.receive()
+    assert len(received) == 10
+    assert lane.invoke(batch, received) == {"batchItemFailures": []}
+    # Then the batch cost one visibility request (its lease on arrival) and no heartbeat at all
+    assert calls == [lane.url]
+    assert metrics.total("Heartbeats") == 0 and metrics.total("VisibilityRenewals") == 0
+    assert all(record_of(lane, job, now).status is ExecutionStatus.SUCCEEDED for job in jobs)
+
+
+def test_a_worker_dead_before_its_handler_is_covered_by_the_pollers_resend(lane: Lane) -> None:
+    # Given a slot the poller sent, received by a worker that died before its handler ran (an init
+    # failure): the message stays in flight for the queue's whole visibility timeout
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = lane.add_job("job-init")
+    metrics = RecordingMetrics()
+    watch = ResendWatch(lane.store, SqsQueues(lane.sqs), [lane.url], metrics, after_s=1.0)
+    sent = fire(job, now)
+    lane.send(sent)
+    watch.sent(lane.url, [sent], datetime.now(UTC))
+    [stuck] = lane.receive()
+    assert lane.receive() == []
+    # When the poller checks it after a second and finds no claim
+    time.sleep(1.1)
+    assert watch.check(datetime.now(UTC)) == 1
+    # Then a copy in a message group of its own is deliverable at once, and a worker runs it
+    [copy] = lane.receive()
+    assert DispatchMessage.from_body(copy["Body"]).resend == 1
+    target = HeldTarget(set())
+    lane.invoke(LambdaBatch(lane.worker(target)), [copy])
+    assert target.attempts(job.id) == [1]
+    # And a check later finds the slot claimed: nothing more is sent
+    assert watch.check(datetime.now(UTC) + timedelta(seconds=10)) == 0
+    # And when the stuck original finally comes back (the queue's timeout), the claim drops it
+    lane.sqs.change_message_visibility(
+        QueueUrl=lane.url, ReceiptHandle=stuck["ReceiptHandle"], VisibilityTimeout=0
+    )
+    [original] = lane.receive()
+    assert lane.invoke(LambdaBatch(lane.worker(target)), [original]) == {"batchItemFailures": []}
+    assert target.attempts(job.id) == [1]
+    record = record_of(lane, job, now)
+    assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+    assert metrics.total("UnclaimedResent") == 1
+
+
+def test_the_resend_leaves_a_claimed_slot_alone(lane: Lane) -> None:
+    # Given two slots sent: one a worker claimed, one nobody took yet
+    now = datetime.now(UTC).replace(microsecond=0)
+    taken, left = lane.add_job("job-taken"), lane.add_job("job-left")
+    watch = ResendWatch(lane.store, SqsQueues(lane.sqs), [lane.url], RecordingMetrics(), after_s=1.0)
+    messages = [fire(taken, now), fire(left, now)]
+    lane.send(*messages)
+    watch.sent(lane.url, messages, datetime.now(UTC))
+    assert lane.worker(HeldTarget(set())).claim(messages[0]).claimed
+    # When the poller checks them
+    assert watch.check(datetime.now(UTC) + timedelta(seconds=2)) == 1
+    # Then only the unclaimed one was sent again
+    queued = [DispatchMessage.from_body(m["Body"]) for m in lane.receive()]
+    assert [(m.job_id, m.resend) for m in queued if m.resend] == [("job-left", 1)]

@@ -1,0 +1,75 @@
+"""Issue 31, point 3: a release goes out one tenant's slot at a time, so one tenant's burst cannot
+push another tenant's slots back (the rule itself, and the poller's send order)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from factories import spec
+from punctual.clock import ManualClock
+from punctual.jobs import JobService, QueueRouting
+from punctual.polling.fairness import interleave_tenants
+from punctual.polling.release import CHUNK
+from punctual.store.memory import MemoryStore
+from punctual.timers import Lane, Timer, TimerKind, minute_of
+from simulation import LAYOUT, SHORT, Simulation
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+
+def timer(tenant: str, job_id: str, due_ms: int = 0) -> Timer:
+    return Timer(Lane.FAR, 0, due_ms, job_id, tenant, "2026-11-30T10:00:00Z", 1, TimerKind.FIRE, 1, "")
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 3)), max_size=60))
+def test_interleaving_is_a_permutation_that_keeps_each_tenants_order_and_takes_turns(
+    drawn: list[tuple[str, int]],
+) -> None:
+    timers = [timer(tenant, f"{tenant}-{i}", due) for i, (tenant, due) in enumerate(drawn)]
+
+    out = interleave_tenants(timers)
+
+    assert sorted(map(id, out)) == sorted(map(id, timers))
+    for tenant in {t.tenant for t in timers}:
+        assert [t for t in out if t.tenant == tenant] == [t for t in timers if t.tenant == tenant]
+    # Turns: in the first k * (number of tenants) positions, every tenant with at least k
+    # timers has exactly k of them.
+    tenants = list(dict.fromkeys(t.tenant for t in timers))
+    counts = {tenant: sum(t.tenant == tenant for t in timers) for tenant in tenants}
+    for k in range(1, max(counts.values(), default=0) + 1):
+        head = out[: sum(min(k, c) for c in counts.values())]
+        for tenant, count in counts.items():
+            assert sum(t.tenant == tenant for t in head) == min(k, count)
+
+
+def test_one_tenant_is_left_as_it_is() -> None:
+    timers = [timer("a", f"j{i}", i) for i in range(5)]
+    assert interleave_tenants(timers) == timers
+
+
+def test_a_small_tenants_slots_go_out_first_beside_a_big_tenants_burst() -> None:
+    """The poller's own send order: 500 slots of one tenant and 5 of another at one instant."""
+    # Given a big tenant's 500 one-time jobs and a small tenant's 5, all due at T0, the small
+    # tenant's job ids sorting after every one of the big tenant's (the timers' key order)
+    store = MemoryStore()
+    clock = ManualClock(T0 - timedelta(minutes=5))
+    sim = Simulation(store, clock)
+    jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
+    at = "at(2026-11-30T10:00:00)"
+    for i in range(500):
+        jobs.register("big", spec(at), job_id=f"a{i:04d}")
+    for i in range(5):
+        jobs.register("small", spec(at), job_id=f"z{i}")
+
+    # When the poller of that minute releases them
+    sim.run([minute_of(T0)], until=T0 + timedelta(seconds=5))
+
+    # Then the small tenant's five went out in the first chunk, sent before any other, among the
+    # first ten messages: not as the last five
+    order = [message.tenant for _, message in sim.queues.log]
+    assert len(order) == 505
+    assert order[:10].count("small") == 5, [i for i, t in enumerate(order) if t == "small"]
+    assert CHUNK >= 10
