@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt py
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test lint format unit integration infra-test e2e bench synth layer deploy destroy chaos clean browser
+.PHONY: install run test lint format unit integration infra-test e2e bench synth layer deploy destroy chaos clean browser docs
 
 install: $(STAMP)
 
@@ -21,10 +21,13 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml clients/python/py
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
+# The structure check (.ci/structure_check.py): no module over 800 lines, no class over 400, no
+# import cycle, AWS clients and environment reads only in their one home; one line per violation.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python .ci/structure_check.py
 
 format: install
 	$(BIN)/ruff format .
@@ -33,7 +36,7 @@ format: install
 # e2e files that start their own processes and take no part in the shared local mode.
 E2E_ELSEWHERE := $(sort $(wildcard tests/e2e/test_motopatch*.py))
 
-test: install lint browser
+test: install lint docs browser
 	@# Two pytest processes side by side: tests/e2e (real processes that mostly wait on the
 	@# clock; one shared local mode, in file order, stopped by its last test) and everything
 	@# else, with the moto-server comparisons of tests/e2e (their own servers; they even the two
@@ -43,6 +46,12 @@ test: install lint browser
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/integration tests/infra $(E2E_ELSEWHERE); rest=$$?; \
 	wait $$e2e; e2e_rc=$$?; echo "--- tests/e2e (pytest exit $$e2e_rc)"; cat "$$log"; rm -f "$$log"; \
 	test $$rest -eq 0 -a $$e2e_rc -eq 0
+
+# The documentation site (mkdocs.yml, docs/, README.md as its home page) into site/. Strict: a
+# broken link or anchor, a page missing from the nav or a marker mkdocs_hooks.py cannot expand
+# fails the build. Offline (no plugin or theme feature that reaches the network).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The console's browser test drives headless Chromium (Debian package): installed when missing.
 browser:
@@ -72,7 +81,7 @@ bench: install
 	echo "make bench: $$(( $$(date +%s) - start )) s"
 
 clean:
-	rm -rf $(VENV) cdk.out build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) cdk.out build site .pytest_cache .mypy_cache .ruff_cache
 
 # --- Infrastructure: the Lambda layer, the CDK app, deployment (infra/, cdk.json) ---------------
 # CDK drives the npm CLI for deploy/destroy (node required; fetched by npx on first use).

@@ -106,8 +106,8 @@ def _live_chains(store: Any, layout: Any, made: list[Any], audit_at: datetime, g
     and the watermarks the pollers would have moved."""
     from punctual.auditing.liveness import ChainKind, chain_kind, head_after
     from punctual.models import Execution, ExecutionStatus
-    from punctual.slots import dispatch_instant, fire_timer, next_slot, schedule_of
-    from punctual.timers import Lane, minute_of, slot_key
+    from punctual.timing.slots import dispatch_instant, fire_timer, next_slot, schedule_of
+    from punctual.timing.timers import Lane, minute_of, slot_key
 
     since = audit_at - timedelta(seconds=grace_s)
     timers = []
@@ -150,9 +150,9 @@ def _live_chains(store: Any, layout: Any, made: list[Any], audit_at: datetime, g
 def _populated(store: Any, count: int, seed: int, layout: Any, audit_at: datetime, grace_s: float) -> Any:
     """``store`` with the bench's jobs and their live chains; the auditor over it at ``audit_at``."""
     from punctual.auditing import AuditConfig, ChainAuditor, Repairer
-    from punctual.clock import ManualClock
-    from punctual.jobs import JobService
-    from punctual.queues import MemoryQueues, QueueRouting
+    from punctual.dispatch.queues import MemoryQueues, QueueRouting
+    from punctual.runtime.clock import ManualClock
+    from punctual.usecases.jobs import JobService
 
     clock = ManualClock(T0)
     queues = MemoryQueues(now=clock.now)
@@ -173,10 +173,10 @@ def measure(count: int, seed: int, segments: int) -> dict[str, Any]:
     benchlib.fast_moto_transactions()
     from punctual.auditing import AuditConfig, ChainAuditor, Repairer
     from punctual.models import Job
-    from punctual.settings import Settings
+    from punctual.runtime.settings import Settings
     from punctual.store.dynamo import DynamoStore, table_definition
     from punctual.store.memory import MemoryStore
-    from punctual.timers import TimerLayout
+    from punctual.timing.timers import TimerLayout
 
     # Few far shards (segments), so that a segment holds as many jobs as a bench can register: the
     # per-job figures are then an upper bound of those of 10 M jobs in 256 segments (39,000 each),

@@ -2,7 +2,7 @@
 
 :class:`Meter` hooks boto3's default session (``before-parameter-build`` and ``after-call``),
 so every client made after :meth:`Meter.install` is counted: the core's shared clients
-(``punctual.aws``), the ones ``Worker.from_settings`` makes, the tick's. Each request is
+(``punctual.runtime.aws``), the ones ``Worker.from_settings`` makes, the tick's. Each request is
 filed under the current *phase* (poller, worker, event source, history, ...), its service
 and operation, and the kind of item it touched (job, timer, near, exec, wm, tenant).
 
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from punctual.store.sizes import item_bytes, number_bytes, value_bytes
+from punctual.store.dynamo.sizes import item_bytes, number_bytes, value_bytes
 
 WRITE_UNIT_BYTES = 1024
 READ_UNIT_BYTES = 4096
@@ -39,7 +39,7 @@ SQS_CHUNK_BYTES = 64 * 1024
 # --------------------------------------------------------------------------- item sizes
 
 
-# DynamoDB's count of an item's bytes is the core's (punctual.store.sizes: the stores refuse a job
+# DynamoDB's count of an item's bytes is the core's (punctual.store.dynamo.sizes: the stores refuse a job
 # whose items would pass 400 KB by the same count); the meter bills by it.
 number_size = number_bytes
 value_size = value_bytes
@@ -103,7 +103,7 @@ def _kind_of_key(pk: str, sk: str = "") -> str:
         if sk.startswith("dep#") or sk.startswith("child#"):
             return "dependency"
         return "job"
-    for prefix in ("timer#", "near#", "wm#", "tenant#"):
+    for prefix in ("timer#", "near#", "wm#", "tenant#", "load#"):
         if pk.startswith(prefix):
             return prefix[:-1]
     return "other"

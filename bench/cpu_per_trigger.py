@@ -31,18 +31,19 @@ from typing import Any
 
 import benchlib
 
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.polling import MinutePoll, Poller, PollerConfig
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, message_for
 from punctual.execution import MemoryFailureSink, Worker, WorkerConfig
-from punctual.jobs import JobService, QueueRouting
 from punctual.models import Execution, ExecutionStatus, JobSpec
-from punctual.observability import NullMetrics
-from punctual.polling import MinutePoll, Poller, PollerConfig
-from punctual.queues import DispatchMessage, MemoryQueues, message_for
-from punctual.schedules import parse_schedule
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import NullMetrics
 from punctual.store.dynamo import DynamoStore
+from punctual.store.dynamo.execution_docs import record_attributes
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import TimerKind, TimerLayout, slot_key
+from punctual.timing.schedules import parse_schedule
+from punctual.timing.timers import TimerKind, TimerLayout, slot_key
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)  # a Monday
 QUEUE = "queue://short"
@@ -257,6 +258,7 @@ def marshalling_ns(samples: int) -> int:
         owner="0" * 32,
         lease_until=T0 + timedelta(minutes=6),
     )
+    finished = running.ended(ExecutionStatus.SUCCEEDED, T0, None)
     gc.collect()
     t = time.process_time_ns()
     for _ in range(samples):
@@ -264,8 +266,8 @@ def marshalling_ns(samples: int) -> int:
         item = DynamoStore._timer_item(timer)  # poller: BatchWriteItem of the next timer
         DynamoStore._timer_from_item(item)  # poller: Query of the bucket
         # (the worker reads no job: the message carries it, parsed in the worker's own phase)
-        running.model_dump_json()  # worker: claim PutItem
-        running.model_dump_json()  # worker: finish PutItem
+        record_attributes(running)  # worker: claim PutItem
+        record_attributes(finished)  # worker: finish PutItem
     return (time.process_time_ns() - t) // samples
 
 
@@ -318,7 +320,7 @@ def sdk_cpu_us(reps: int = 300) -> dict[str, float]:
         "sk": {"S": f"exec#{message.slot}"},
         "status": {"S": "RUNNING"},
         "attempt": {"N": "1"},
-        "doc": {"S": running.model_dump_json()},
+        **record_attributes(running),
         "expires_at": {"N": "1767225600"},
     }
     bodies = {

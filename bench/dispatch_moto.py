@@ -31,14 +31,14 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 import boto3
 from moto import mock_aws
 
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
+from punctual.dispatch.polling import Poller, PollerConfig
+from punctual.dispatch.queues import MemoryQueues, SqsQueues
 from punctual.models import JobSpec
-from punctual.polling import Poller, PollerConfig
-from punctual.queues import MemoryQueues, SqsQueues
+from punctual.runtime.clock import ManualClock
 from punctual.store.dynamo import DynamoStore, job_pk, table_definition
 from punctual.store.memory import MemoryStore
-from punctual.timers import TimerLayout
+from punctual.timing.timers import TimerLayout
+from punctual.usecases.jobs import JobService, QueueRouting
 
 LAYOUT = TimerLayout(shard_count=16, near_shard_count=1, far_threshold_s=180)
 MINUTE = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

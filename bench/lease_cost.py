@@ -37,17 +37,17 @@ import benchlib
 sys.path.insert(0, str(benchlib.ROOT / "tests"))
 
 from factories import job as make_job  # (tests/ is put on the path just above)
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.polling.resend import RESEND_AFTER_S, ResendWatch
+from punctual.dispatch.queues import MemoryQueues, MessageKind, message_for
 from punctual.execution import Delivery, Worker, WorkerConfig
 from punctual.execution.batch import LambdaBatch
 from punctual.execution.keeper import LeaseKeeper
 from punctual.execution.lease import beat_interval_s
-from punctual.polling.resend import RESEND_AFTER_S, ResendWatch
-from punctual.queues import MemoryQueues, MessageKind, message_for
-from punctual.settings import Settings
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import TimerLayout, slot_key
+from punctual.timing.timers import TimerLayout, slot_key
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SHORT, LONG = "queue://short", "queue://long"

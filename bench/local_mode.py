@@ -172,13 +172,13 @@ def bare_loop(local: LocalMode, n: int) -> float:
     (100 a call), send (10 a call), write the next timers (25 a call); then receive (10 a
     call), claim and finish each (two conditional puts), delete (10 a call).
     """
-    from punctual.clock import ManualClock
-    from punctual.jobs import JobService, QueueRouting
+    from punctual.dispatch.queues import MemoryQueues, message_for
     from punctual.models import Execution, ExecutionStatus, JobSpec
-    from punctual.queues import MemoryQueues, message_for
+    from punctual.runtime.clock import ManualClock
     from punctual.store.dynamo import DynamoStore
     from punctual.store.memory import MemoryStore
-    from punctual.timers import TimerKind, TimerLayout, slot_key
+    from punctual.timing.timers import TimerKind, TimerLayout, slot_key
+    from punctual.usecases.jobs import JobService, QueueRouting
 
     ddb, sqs = aws_clients(local)
     table = deployment(local)["table_name"]

@@ -3,10 +3,10 @@ sustained rate for a given target duration — and a burst's start under all of 
 
 ``bench/capacity.py`` sizes the profiles; this module is the quota ledger it prints beside them:
 
-* :data:`QUOTAS`: the limits :mod:`capacity` did not carry (KMS, SQS per action, Fargate vCPU and
+* :data:`QUOTAS`: the limits :mod:`capacity_limits` did not carry (KMS, SQS per action, Fargate vCPU and
   per-service launch rate, Step Functions state transitions), each with its source page. Where
   the stored copy of the official page did not show the figure, it says so ("unverified here").
-* :func:`headroom_checks`: the sustained checks of :func:`capacity.sustained_checks` with the
+* :func:`headroom_checks`: the sustained checks of :func:`capacity_model.sustained_checks` with the
   job's own run time (``target_ms``) in the worker's time per message, plus one row per quota
   above. The table is printed for targets of 0 ms, 100 ms and 1 s (:data:`TARGETS_MS`).
 * :func:`quota_ask_for`: what a deployment needs to reach 2x at a target: ``cdk.json`` keys
@@ -22,8 +22,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-import capacity
-from capacity import LIMITS, Burst, Check, Deployment, Limit, PerTrigger
+import capacity_limits
+import capacity_model
+from capacity_burst import Burst
+from capacity_limits import LIMITS, Limit
+from capacity_model import Check, Deployment, PerTrigger
 
 READ = "2026-12-03"
 TARGETS_MS = (0.0, 100.0, 1000.0)
@@ -80,7 +83,7 @@ class Assumed:
 
 
 def worker_environments(rate: float, d: Deployment, p: PerTrigger) -> float:
-    return rate * capacity.worker_seconds(d, p)
+    return rate * capacity_model.worker_seconds(d, p)
 
 
 def headroom_checks(
@@ -90,7 +93,7 @@ def headroom_checks(
     p = replace(p, target_ms=target_ms)
     checks = [
         c
-        for c in capacity.sustained_checks(rate, d, p)
+        for c in capacity_model.sustained_checks(rate, d, p)
         if not c.name.startswith("SQS FIFO SendMessageBatch")
         and not c.name.startswith("SQS FIFO ReceiveMessage")
     ]
@@ -99,7 +102,7 @@ def headroom_checks(
     environments = worker_environments(rate, d, p)
     q = QUOTAS
     sqs = q["sqs_fifo_tps_per_action"]
-    ecs_share = capacity.ecs_share(rate, d, p)
+    ecs_share = capacity_model.ecs_share(rate, d, p)
     # KMS: one Decrypt per tenant per worker process per key lifetime (envelope encryption): the
     # environments the rate keeps busy, each meeting every tenant once in its life.
     kms = environments * a.tenants / a.environment_life_s
@@ -137,7 +140,7 @@ def headroom_checks(
         ),
         Check(
             "Step Functions state transitions (pollers' Map items, each minute)",
-            (3 + capacity.groups_for(rate, d)) / 60,
+            (3 + capacity_model.groups_for(rate, d)) / 60,
             q["sfn_transitions_per_s"].value,
             "transitions/s",
             q["sfn_transitions_per_s"].source,
@@ -164,7 +167,7 @@ def quota_ask_for(
     ``rate`` with jobs of ``target_ms``: more short queues (each event source takes 1,000 at
     most), their concurrency, and the account's Lambda concurrency (a Service Quotas request)."""
     environments = worker_environments(rate, d, replace(p, target_ms=target_ms)) * target
-    pollers = math.ceil(capacity.groups_for(rate, d) * d.poller_minute_s / 60)
+    pollers = math.ceil(capacity_model.groups_for(rate, d) * d.poller_minute_s / 60)
     queues = max(d.queue_count, math.ceil(environments / QUOTAS["lambda_esm_max"].value))
     per_queue = min(QUOTAS["lambda_esm_max"].value, math.ceil(environments / queues))
     account = max(d.account_concurrency, int(math.ceil((environments + pollers * target) / 100) * 100))
@@ -180,7 +183,7 @@ def quota_ask_for(
         "quota_requests": (
             {"Lambda concurrent executions (L-B99A9384)": account} if account > d.account_concurrency else {}
         ),
-        "deployable_by_cdk_json": queues <= capacity.DEPLOYABLE_MAX_QUEUES,
+        "deployable_by_cdk_json": queues <= capacity_limits.DEPLOYABLE_MAX_QUEUES,
     }
 
 

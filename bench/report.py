@@ -1,8 +1,8 @@
-"""Write the README's "Benchmarks" section from ``bench/results/*.json``.
+"""Write the documentation's "Benchmarks" page from ``bench/results/*.json``.
 
-The section is the last one of README.md: everything from its heading to the end of the
-file is replaced (or it is appended). Each figure sits beside its target and a met/missed
-verdict; the date and machine are those of the results.
+The page is ``docs/benchmarks.md`` (the docs site's *Benchmarks*), rewritten whole. Each
+figure sits beside its target and a met/missed verdict; the date and machine are those of the
+results.
 
 Usage: ``python bench/report.py [--elapsed-s S] [--dry-run]``
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import benchlib
 
-HEADING = "## Benchmarks"
-README = benchlib.ROOT / "README.md"
+HEADING = "# Benchmarks"
+PAGE = benchlib.ROOT / "docs" / "benchmarks.md"
 
 
 def load(name: str) -> dict[str, Any] | None:
@@ -334,7 +334,7 @@ def section(elapsed_s: float | None) -> str:
         "Local-mode figures (1, 2, 5, 7) run on moto, much slower than AWS: they are set beside what",
         "moto itself does in the same run, and vary between runs when other work shares the two",
         "cores. Cloud figures (4, capacity) come from counted requests,",
-        "published prices and limits (`bench/prices.json`, [docs/capacity.md](docs/capacity.md)).",
+        "published prices and limits (`bench/prices.json`, [docs/capacity.md](capacity.md)).",
         "Raw results: `bench/results/*.json`.",
         "",
         "| benchmark | figure | target | verdict |",
@@ -354,12 +354,9 @@ def main() -> None:
     if args.dry_run:
         print(text)
         return
-    readme = README.read_text()
-    index = readme.find("\n" + HEADING + "\n")
-    head = readme[: index + 1] if index >= 0 else readme.rstrip("\n") + "\n\n"
-    README.write_text(head + text)
+    PAGE.write_text(text)
     print(text)
-    print(f"updated the Benchmarks section of {README.relative_to(benchlib.ROOT)}")
+    print(f"updated the Benchmarks page, {PAGE.relative_to(benchlib.ROOT)}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from zoneinfo import ZoneInfo
 import croniter
 import cronsim
 
-from punctual.schedules import parse_schedule
+from punctual.timing.schedules import parse_schedule
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 CHUNK = 200

@@ -28,14 +28,14 @@ from typing import Any
 import awsmeter
 import benchlib
 
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
+from punctual.dispatch.polling import MinutePoll, Poller, PollerConfig
+from punctual.dispatch.queues import MemoryQueues
 from punctual.models import JobSpec
-from punctual.polling import MinutePoll, Poller, PollerConfig
-from punctual.queues import MemoryQueues
+from punctual.runtime.clock import ManualClock
 from punctual.store.dynamo import DynamoStore
 from punctual.store.memory import MemoryStore
-from punctual.timers import TimerLayout, shard_of
+from punctual.timing.timers import TimerLayout, shard_of
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 QUEUE = "queue://short"

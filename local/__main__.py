@@ -8,10 +8,10 @@ import os
 import sys
 
 if os.environ.get("PUNCTUAL_LOCAL_ZYGOTE") == "1":
-    from local.cli import main
+    from local.cli import main, prepare_zygote
     from local.zygote import serve
 
-    sys.exit(serve(sys.argv[1:], main))
+    sys.exit(serve(sys.argv[1:], main, prepare_zygote))
 
 from local.cli import main
 

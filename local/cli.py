@@ -257,6 +257,18 @@ def _ports(config: LocalConfig) -> LocalConfig:
     return replace(config, aws_port=aws_port, api_port=api_port, receiver_port=receiver_port)
 
 
+def prepare_zygote(argv: Sequence[str]) -> str:
+    """A zygote's preparation (:mod:`local.zygote`): what the component's own start does before it
+    runs (logging, the deployment, the environment); answers the component's verb."""
+    from local.component import configure_logging, prepare
+
+    args = build_parser().parse_args(argv)
+    config = config_from(args)
+    configure_logging(config)
+    prepare(config)
+    return str(args.command)
+
+
 def with_demo_console(config: LocalConfig, demo: bool) -> LocalConfig:
     """With the demo on, a bare ``/console`` shows the demo's tenant (it showed the empty ``default``)."""
     if not demo or "PUNCTUAL_CONSOLE_TENANT" in config.extra:

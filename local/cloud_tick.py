@@ -5,7 +5,7 @@ scaler every ``PERIOD_S`` seconds with a start lead of a few seconds: fast, but 
 that decides whether a burst is prepared in time. With ``tick_cadence_s`` set (``--cloud-cadence``:
 60), the poller process runs what the cloud runs instead:
 
-* the real :class:`punctual.tick.Tick`, at ``TICK_S`` into every ``tick_cadence_s``, which plans
+* the real :class:`punctual.dispatch.tick.Tick`, at ``TICK_S`` into every ``tick_cadence_s``, which plans
   the coming minutes (``tick_lookahead_minutes``: two) and starts each one's "execution" here
   (:class:`LocalExecutions`: named, idempotent, re-planned ``<name>-r`` as Step Functions does),
   sizes the burst workers with the deployment's ``burstStartLeadS`` (75 s) and hold, and applies
@@ -24,7 +24,7 @@ from typing import Any
 
 from local.config import LocalConfig
 from local.scaling import FileActuator, local_settings
-from punctual.settings import Settings
+from punctual.runtime.settings import Settings
 
 log = logging.getLogger("local.cloud_tick")
 
@@ -102,10 +102,10 @@ def cloud_settings(settings: Settings, config: LocalConfig) -> Settings:
 
 
 class CloudTick:
-    """Runs :class:`punctual.tick.Tick` at the cloud's cadence in the poller process."""
+    """Runs :class:`punctual.dispatch.tick.Tick` at the cloud's cadence in the poller process."""
 
     def __init__(self, config: LocalConfig, settings: Settings, store: Any, sqs: Any) -> None:
-        from punctual.tick import Tick
+        from punctual.dispatch.tick import Tick
 
         self.config = config
         self.executions = LocalExecutions(config.run_dir / "executions.jsonl")
@@ -132,6 +132,6 @@ class CloudTick:
         return base
 
     def plan(self, minute: datetime) -> dict[str, Any] | None:
-        from punctual.tick import execution_name
+        from punctual.dispatch.burst_sight import execution_name
 
         return self.executions.plan_for(execution_name(minute))

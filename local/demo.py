@@ -293,7 +293,7 @@ class Demo:
 
     def due_slots(self, job: DemoJob, until: datetime, succeeded: set[str]) -> list[str]:
         """The slots of ``job`` scheduled at or before ``until``."""
-        from punctual.schedules import format_instant, parse_schedule
+        from punctual.timing.schedules import format_instant, parse_schedule
 
         until = min(until, job.ended or until)
         if job.parents:

@@ -1,4 +1,4 @@
-"""The ``ecs-worker`` component: :mod:`punctual.worker_service` as it is, on the long queue.
+"""The ``ecs-worker`` component: :mod:`punctual.execution.worker_service` as it is, on the long queue.
 
 Its environment is the ECS task definition's in the template, pointed at the local
 resources; the drain grace is shortened (a terminal's Ctrl-C should not wait 90 s) and
@@ -25,7 +25,7 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
     prepare(config, deployment.ecs_environment or deployment.environment)
     os.environ["PUNCTUAL_WORKER_GRACE_S"] = LOCAL_GRACE_S
     os.environ.setdefault("PUNCTUAL_WORKER_WAIT_S", LOCAL_WAIT_S)
-    from punctual import worker_service
+    from punctual.execution import worker_service
 
     # worker_service installs its own SIGTERM/SIGINT handlers (drain, then exit 0).
     # Ours stays reachable through `stop` only when the supervisor disappears.

@@ -18,7 +18,7 @@ handler leased every message of the batch for seconds as it arrived
 (:mod:`punctual.execution.batch`), so they are visible again within a lease of the death, and
 the claim takes a run whose lease lapsed over as the next attempt. One killed between its
 receive and its handler leaves the batch in flight for the queue's visibility timeout (960 s,
-the template's): the pollers re-send those slots (:mod:`punctual.polling.resend`). The process
+the template's): the pollers re-send those slots (:mod:`punctual.dispatch.polling.resend`). The process
 records each batch in ``<state>/run/<component>.inflight.json`` while it works it, for people
 and for the chaos run (which reads what a killed worker held); nothing returns it early.
 """

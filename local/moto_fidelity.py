@@ -19,7 +19,7 @@ wraps moto's DynamoDB request handlers (in the local ``aws`` process, or in-proc
   item is refused the same way with ``TransactionConflictException``. Nothing is written
   either way. Tests script exact conflicts with :meth:`MotoFidelity.inject_conflict`.
 * **Item sizes.** A put of an item over 400 KB, counted as DynamoDB counts
-  (:mod:`punctual.store.sizes`), is refused with ``ValidationException`` ("Item size has
+  (:mod:`punctual.store.dynamo.sizes`), is refused with ``ValidationException`` ("Item size has
   exceeded the maximum allowed size"; in a transaction, a ``ValidationError`` cancellation
   reason), which moto checks only for updates.
 
@@ -255,7 +255,7 @@ def _check_sizes(method: str, body: dict[str, Any], targets: list[tuple[str, dic
     """Refuse a put of an item over 400 KB, as DynamoDB does (moto checks only updates)."""
     from moto.dynamodb.exceptions import ItemSizeTooLarge, TransactionCanceledException
 
-    from punctual.store.sizes import ITEM_LIMIT_BYTES, item_bytes
+    from punctual.store.dynamo.sizes import ITEM_LIMIT_BYTES, item_bytes
 
     if method in ("update_item", "delete_item"):
         return

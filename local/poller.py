@@ -5,7 +5,7 @@ waits until ``M - lead`` and invokes the poller Lambdas of its plan (two per sha
 minute the tick plans on the standard poller), each of which runs until ``M + 60 s + grace``.
 Consecutive minutes therefore overlap by ``lead + grace``. Here each poller process does the
 same with threads for one replica: at ``M - lead`` it *starts* the minute (:func:`start_minute`:
-the first process to plan it with the core, :func:`punctual.tick.plan_minute`, writes the plan
+the first process to plan it with the core, :func:`punctual.dispatch.tick.plan_minute`, writes the plan
 to ``<state>/run/minutes/m-YYYYMMDDTHHMM.json``, created exclusively as Step Functions names an
 execution once; the others read it) and calls ``functions/poller/handler.py`` once per item of
 its replica (``poller`` the first of each group, ``poller-2`` the second), in its own thread,
@@ -75,7 +75,7 @@ def start_minute(plans: Path, minute: datetime, plan: Callable[[], dict[str, Any
     """The plan of ``minute``'s execution: the one written first (by any process), else ``plan()``
     written now. Exclusive creation (a link of a complete file) makes a minute's plan one, as a
     Standard execution's name does."""
-    from punctual.tick import execution_name
+    from punctual.dispatch.burst_sight import execution_name
 
     plans.mkdir(parents=True, exist_ok=True)
     path = plans / f"{execution_name(minute)}.json"
@@ -119,8 +119,8 @@ class MinuteScheduler:
         plans: Path | None = None,
         cloud: CloudTick | None = None,
     ) -> None:
-        from punctual.composition import Container
-        from punctual.settings import Settings
+        from punctual.runtime.composition import Container
+        from punctual.runtime.settings import Settings
 
         self.handler = handler
         self.timeout_s = timeout_s
@@ -166,7 +166,7 @@ class MinuteScheduler:
         return max(0.05, min(1.0, (opens - now).total_seconds()))
 
     def start(self, minute: datetime) -> None:
-        from punctual.tick import plan_minute
+        from punctual.dispatch.tick import plan_minute
 
         self.started.add(minute)
         self.started = {m for m in self.started if m >= minute - 3 * MINUTE}
@@ -206,7 +206,7 @@ class MinuteScheduler:
         """The plan of the minute before (what the tick reads from its execution's input)."""
         if self.plans is None:
             return None
-        from punctual.tick import execution_name
+        from punctual.dispatch.burst_sight import execution_name
 
         try:
             return dict(json.loads((self.plans / f"{execution_name(minute - MINUTE)}.json").read_text()))
@@ -298,12 +298,12 @@ class MinuteScheduler:
 def run(config: LocalConfig, stop: threading.Event, name: str = "poller", replica: int = 0) -> None:
     deployment = prepare(config)
     handler = load_handler("poller")
-    from punctual.lambda_support import metrics
+    from punctual.runtime.lambda_support import metrics
 
     serialise_metrics(metrics)
     retriers = retriers_from(deployment.poller_retry)
-    from punctual.composition import Container
-    from punctual.settings import Settings
+    from punctual.runtime.composition import Container
+    from punctual.runtime.settings import Settings
 
     built = Container(Settings.from_env())
     # The tick runs beside the first replica only (one decision, as one tick makes): at the

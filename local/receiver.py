@@ -184,10 +184,10 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
             failfor = _number(query, "failfor")
             if failfor > 0 and arrived - recorder.first_arrival(record["name"], arrived) < failfor:
                 status = 500
-            try:
-                self._reply(status, {"ok": status == 200, "request": record["seq"]})
-            finally:
-                recorder.answer(record, status)
+            # Journalled before the reply goes out: a receiver stopped right after answering
+            # (local mode's end) has the request on record whenever its caller saw the answer.
+            recorder.answer(record, status)
+            self._reply(status, {"ok": status == 200, "request": record["seq"]})
 
         def _body(self) -> Any:
             length = min(int(self.headers.get("Content-Length") or 0), MAX_BODY_BYTES)

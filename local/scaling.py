@@ -1,7 +1,7 @@
 """Predictive scaling on one machine: the cloud's planner sizes local mode's worker processes.
 
-The ``poller`` component runs what the tick Lambda runs for scaling (:meth:`punctual.tick.Tick.sight`
-and :meth:`punctual.tick.Tick.scale`, the same :func:`punctual.scaling.plan_capacity`) every
+The ``poller`` component runs what the tick Lambda runs for scaling (:meth:`punctual.dispatch.tick.Tick.sight`
+and :meth:`punctual.dispatch.tick.Tick.scale`, the same :func:`punctual.dispatch.scaling.plan_capacity`) every
 ``PERIOD_S`` seconds, with a capacity profile that describes local mode: the standing capacity is
 the ``workers`` worker processes (no event-source ramp: each polls from the start), a *burst
 worker* is one more worker process (``burst-1``, ``burst-2``, ...) that drains
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from local.config import LocalConfig
-from punctual.instants import format_instant
-from punctual.scaling import ScalingDecision
-from punctual.settings import Settings
+from punctual.dispatch.scaling import ScalingDecision
+from punctual.runtime.settings import Settings
+from punctual.timing.instants import format_instant
 
 log = logging.getLogger("local.scaling")
 
@@ -131,7 +131,7 @@ class LocalScaler:
     """Runs the tick's scaling every ``PERIOD_S`` in the poller process (see the module docstring)."""
 
     def __init__(self, config: LocalConfig, settings: Settings, store: Any, sqs: Any) -> None:
-        from punctual.tick import Tick
+        from punctual.dispatch.tick import Tick
 
         scaled = local_settings(settings, config)
         actuator = FileActuator(config, sqs, list(settings.short_queue_urls))

@@ -31,16 +31,16 @@ PREFIX = "@@zygote "
 FORK = "fork\n"
 
 
-def serve(argv: Sequence[str], child_main: Callable[[Sequence[str]], int]) -> int:
-    """The zygote's life: prepare, then fork a child running ``child_main(argv)`` per ``fork``."""
-    from local.cli import build_parser, config_from
-    from local.component import configure_logging, prepare
-
-    args = build_parser().parse_args(argv)
-    config = config_from(args)
-    configure_logging(config)
-    prepare(config)  # the deployment and the environment, as the component's own start does
-    _warm_imports(args.command)
+def serve(
+    argv: Sequence[str],
+    child_main: Callable[[Sequence[str]], int],
+    prepare: Callable[[Sequence[str]], str],
+) -> int:
+    """The zygote's life: ``prepare(argv)`` (it answers the component's verb), then fork a child
+    running ``child_main(argv)`` per ``fork``. Both come from the command line's module
+    (``local.cli``), which this module does not import: the supervisor imports this one.
+    """
+    _warm_imports(prepare(argv))
     parent = os.getppid()
     out = sys.stdout
     while True:
@@ -97,13 +97,13 @@ def _warm_imports(verb: str) -> None:
     """What the component imports before its work: imported once here, shared by every fork."""
     import boto3  # noqa: F401
 
-    import punctual.composition
+    import punctual.runtime.composition
     from local.component import load_handler
 
     if verb == "poller":
         import local.poller
-        import punctual.polling
-        import punctual.tick
+        import punctual.dispatch.polling
+        import punctual.dispatch.tick
 
         load_handler("poller")
     elif verb == "worker":
@@ -113,7 +113,7 @@ def _warm_imports(verb: str) -> None:
         load_handler("worker")
     elif verb == "ecs-worker":
         import local.ecs_worker  # noqa: F401
-        import punctual.worker_service  # noqa: F401
+        import punctual.execution.worker_service  # noqa: F401
     sys.modules.pop("handler", None)  # each child loads its handler afresh (as the runtime does)
 
 

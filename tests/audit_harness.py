@@ -11,15 +11,15 @@ from typing import Any
 
 from execution_harness import FakeTarget, UpperBound
 from punctual.auditing import AuditConfig, AuditReport, ChainAuditor, Repair, Repairer
-from punctual.clock import ManualClock
+from punctual.delivery.notifications import EventPublisher, MemoryEventSink, Notifier
+from punctual.dispatch.queues import QueueRouting
 from punctual.execution import Delivery, JobServicePauser, MemoryFailureSink, Worker, WorkerConfig
-from punctual.jobs import JobService
 from punctual.models import Execution, Job
-from punctual.notifications import EventPublisher, MemoryEventSink, Notifier
-from punctual.observability import RecordingMetrics
-from punctual.queues import QueueRouting
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.base import JobStore
-from punctual.timers import CHAIN_KINDS, Timer, TimerKind, minute_of, minutes_between
+from punctual.timing.timers import CHAIN_KINDS, Timer, TimerKind, minute_of, minutes_between
+from punctual.usecases.jobs import JobService
 from simulation import LAYOUT, LONG, SHORT, Simulation
 
 GRACE_S = 120
@@ -237,6 +237,6 @@ class Breaker:
 
 
 def _minute_key(timer: Timer) -> str:
-    from punctual.timers import minute_key
+    from punctual.timing.timers import minute_key
 
     return minute_key(timer.due)

@@ -32,7 +32,7 @@ def aws() -> Iterator[None]:
     """An in-process moto AWS for the duration of one test."""
     from moto import mock_aws
 
-    from punctual import composition
+    from punctual.runtime import composition
 
     composition.reset()  # a container and clients cached by an earlier test belong to its mock
     with mock_aws():

@@ -19,13 +19,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
 from punctual.models import JobSpec
-from punctual.observability import RecordingMetrics
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.base import ExecutionKey
 from punctual.store.memory import MemoryStore
-from punctual.timers import Lane, Timer
+from punctual.timing.timers import Lane, Timer
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import LAYOUT, SHORT, Simulation
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)  # the measured minute

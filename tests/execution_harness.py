@@ -12,7 +12,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from factories import job as make_job
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.polling import Poller, PollerConfig
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind
 from punctual.execution import (
     Delivery,
     HandleResult,
@@ -22,12 +24,10 @@ from punctual.execution import (
     WorkerConfig,
 )
 from punctual.models import Job, Overlap
-from punctual.observability import RecordingMetrics
-from punctual.polling import Poller, PollerConfig
-from punctual.queues import DispatchMessage, MemoryQueues, MessageKind
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.base import JobStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import Lane, Timer, TimerLayout, minutes_between, slot_key
+from punctual.timing.timers import Lane, Timer, TimerLayout, minutes_between, slot_key
 
 SHORT = "queue://short"
 LONG = "queue://long"
@@ -80,7 +80,7 @@ class Rig:
     failures: MemoryFailureSink = field(default_factory=MemoryFailureSink)
     queues: MemoryQueues = field(init=False)
     released_timers: set[tuple[str, str]] = field(default_factory=set)
-    notifier: Any = None  # events and alerts (punctual.notifications.Notifier); None: neither
+    notifier: Any = None  # events and alerts (punctual.delivery.notifications.Notifier); None: neither
 
     def __post_init__(self) -> None:
         self.queues = MemoryQueues(now=self.clock.now)

@@ -24,18 +24,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
-from punctual.backfill_runner import BackfillRunner
-from punctual.clock import ManualClock
+from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.polling import Poller, PollerConfig
 from punctual.execution import Delivery
-from punctual.jobs import JobService, QueueRouting
 from punctual.models import ExecutionStatus, Job
-from punctual.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
-from punctual.polling import Poller, PollerConfig
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import TransactionConflictError
 from punctual.store.memory import MemoryStore
 from punctual.store.memory.fidelity import Fidelity
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import minute_of
+from punctual.timing.timers import minute_of
+from punctual.usecases.backfill_runner import BackfillRunner
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import Node, Simulation
 
 log = logging.getLogger("tests.fidelity_cluster")

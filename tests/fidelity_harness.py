@@ -21,11 +21,11 @@ from datetime import datetime
 from typing import Any
 
 from execution_harness import LAYOUT, LONG, SHORT, Rig
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
 from punctual.store.memory import MemoryStore
 from punctual.store.memory.fidelity import Fidelity
+from punctual.usecases.jobs import JobService, QueueRouting
 
 TABLE = "punctual-fidelity"
 
@@ -91,7 +91,7 @@ def scene(
     from moto import mock_aws
 
     from local import moto_fidelity
-    from punctual import composition
+    from punctual.runtime import composition
     from punctual.store.dynamo import DynamoStore, table_definition
     from punctual.store.dynamo.conflicts import ConflictRetryingClient
 

@@ -9,13 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from punctual.clock import ManualClock, OffsetClock
+from punctual.dispatch.polling import MinutePoll, Poller, PollerConfig
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, QueuePort
 from punctual.models import Execution, ExecutionStatus
-from punctual.observability import MetricsSink
-from punctual.polling import MinutePoll, Poller, PollerConfig
-from punctual.queues import DispatchMessage, MemoryQueues, QueuePort
+from punctual.runtime.clock import ManualClock, OffsetClock
+from punctual.runtime.observability import MetricsSink
 from punctual.store.base import ExecutionConflictError, JobStore
-from punctual.timers import TimerLayout
+from punctual.timing.timers import TimerLayout
 
 SHORT = "queue://short"
 LONG = "queue://long"

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from punctual.settings import DEPLOYED, context_key, default_of
-from punctual.smoothing import SmoothingConfigError, parse_budgets
+from punctual.dispatch.smoothing import SmoothingConfigError, parse_budgets
+from punctual.runtime.settings import DEPLOYED, context_key, default_of
 from punctual_cdk import constants as c
 
 
@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 
 # Context key → default. cdk.json carries the same keys; a test keeps the two in step. The
-# settings the runtime reads too (punctual.settings.DEPLOYED) take their defaults from it.
+# settings the runtime reads too (punctual.runtime.settings.DEPLOYED) take their defaults from it.
 DEFAULTS: dict[str, Any] = {
     **{context_key(field): default_of(field) for field in DEPLOYED},
     "stackName": c.DEFAULT_STACK_NAME,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from punctual.settings import Settings
+from punctual.runtime.settings import Settings
 
 APP_NAME: Final = "punctual"
 DEFAULT_STACK_NAME: Final = "Punctual"
@@ -57,7 +57,7 @@ WORKER_MEMORY_MB: Final = 512
 
 # --- Scheduler settings handed to the runtime (PUNCTUAL_* environment) --------------------------
 # The deployed settings (shard counts, poll interval, quotas, shard groups, ...) are defined once,
-# with their defaults and the reasons for them, in punctual.settings.Settings (DEPLOYED); the app's
+# with their defaults and the reasons for them, in punctual.runtime.settings.Settings (DEPLOYED); the app's
 # context defaults (punctual_cdk/config.py) are derived from it, and a test holds cdk.json equal.
 _RUNTIME = Settings()
 POLLER_LEAD_S: Final = _RUNTIME.poller_lead_s
@@ -123,13 +123,13 @@ TABLE_THROTTLE_ALARM_EVENTS: Final = 1  # any throttled request in a minute is w
 # --- Queues --------------------------------------------------------------------------------------
 QUEUE_COUNT: Final = 1
 MAX_QUEUE_COUNT: Final = 10
-MAX_RECEIVE_COUNT: Final = 5
+MAX_RECEIVE_COUNT: Final = 10  # attempts are bounded by claims; receives also count deaths and waits
 # The event source mapping requires the queue's visibility timeout to be at least the function's
 # timeout: the function timeout plus a minute. It is not the lease: the worker sets each message's
 # visibility to its lease of seconds as its batch arrives, and renews it while the run lasts
 # (punctual.execution.batch), so a crashed invocation's messages come back within seconds. Only a
 # batch whose worker died before its handler ran waits for this timeout (the pollers re-send its
-# slots meanwhile: punctual.polling.resend). AWS's usual advice of 6x the function timeout guards
+# slots meanwhile: punctual.dispatch.polling.resend). AWS's usual advice of 6x the function timeout guards
 # against a second delivery while the event source retries a throttled invocation; here a second
 # delivery is harmless, because the worker's conditional claim drops it (or waits while the first
 # attempt's lease is live).
@@ -209,9 +209,9 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
         "dynamodb:ConditionCheckItem",
     ),
     # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
-    # batches, completed one-time jobs. DeleteItem only to undo a job write on a table without
-    # transactions (an MRSC global table, punctual.store.dynamo.sequenced): nothing else deletes.
-    "poller": (*_HOT_PATH_TABLE_ACTIONS, "dynamodb:DeleteItem"),
+    # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes (on a
+    # table without transactions it may undo a job write: see without_transactions).
+    "poller": _HOT_PATH_TABLE_ACTIONS,
     # Executions, turns, dependency records, retry and lease timers: the same kinds of calls; and
     # deleting a job whose last slot ended when it asked for that (delete_after_completion, the
     # EventBridge Scheduler API's ActionAfterCompletion DELETE: one conditional transaction).
@@ -225,6 +225,28 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
     # auditor only makes them); enrolling jobs stored before the index (Scan, once, on demand).
     "auditor": (*_HOT_PATH_TABLE_ACTIONS, "dynamodb:DeleteItem", "dynamodb:Scan"),
 }
+# On a table without transactions (an MRSC global table, PUNCTUAL_TABLE_TRANSACTIONS=false) the
+# store writes a transaction's items one at a time (punctual.store.dynamo.sequenced): a
+# ConditionCheck becomes an UpdateItem, and a sequence that fails part way is undone (PutItem of
+# what a write replaced, DeleteItem of what it created). Every component that writes the table
+# writes transactions (job replaces and deletes, calendar uses, the auditor's completion).
+SEQUENCED_WRITE_ACTIONS: Final = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+TABLE_WRITE_ACTIONS: Final = (
+    *SEQUENCED_WRITE_ACTIONS,
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+)
+
+
+def without_transactions(actions: tuple[str, ...]) -> tuple[str, ...]:
+    """A component's table actions on a table without transactions: no ConditionCheckItem, and
+    the sequenced writer's writes and undo for a component that writes at all."""
+    if not any(a in TABLE_WRITE_ACTIONS for a in actions):
+        return actions
+    kept = tuple(a for a in actions if a != "dynamodb:ConditionCheckItem")
+    return kept + tuple(a for a in SEQUENCED_WRITE_ACTIONS if a not in kept)
+
+
 # What the auditor queries on the audit index (punctual.store.dynamo.schema.AUDIT_INDEX).
 AUDIT_INDEX_ACTIONS: Final = ("dynamodb:Query",)
 AUDIT_INDEX_NAME: Final = "audit"
@@ -244,13 +266,17 @@ EVENT_SOURCE_ACTIONS: Final = (
 # The worker assumes roles to call targets: the deployment's target role, and a job's execution
 # role (role_arn), tagging the session with the tenant.
 ASSUME_ROLE_ACTIONS: Final = ("sts:AssumeRole", "sts:TagSession")
-# The KMS encryption-context purpose of a job's webhook signing secret (punctual.signing_secrets).
+# The KMS encryption-context purpose of a job's webhook signing secret (punctual.security.signing_secrets).
 WEBHOOK_SECRET_PURPOSE: Final = "punctual-webhook-signing-secret"
-WEBHOOK_SECRET_CONTEXT_KEYS: Final = ("purpose", "tenant", "job")  # punctual.signing_secrets.job_binding
-# Tenants' data keys (punctual.tenant_keys): webhook secrets are sealed under them (envelope).
+WEBHOOK_SECRET_CONTEXT_KEYS: Final = (
+    "purpose",
+    "tenant",
+    "job",
+)  # punctual.security.signing_secrets.job_binding
+# Tenants' data keys (punctual.security.tenant_keys): webhook secrets are sealed under them (envelope).
 TENANT_KEY_PURPOSE: Final = "punctual-tenant-data-key"
-TENANT_KEY_CONTEXT_KEYS: Final = ("purpose", "tenant")  # punctual.tenant_keys.key_context
-# Where the stack publishes its own resources' ARNs (punctual.ownership), under the stack name.
+TENANT_KEY_CONTEXT_KEYS: Final = ("purpose", "tenant")  # punctual.security.tenant_keys.key_context
+# Where the stack publishes its own resources' ARNs (punctual.security.ownership), under the stack name.
 OWN_ARNS_PARAMETER: Final = "/punctual/{stack}/own-arns"
 
 # --- API -----------------------------------------------------------------------------------------
@@ -276,12 +302,12 @@ METRIC_EXECUTIONS_SUCCEEDED: Final = "ExecutionsSucceeded"
 METRIC_EXECUTIONS_FAILED: Final = "ExecutionsFailed"
 METRIC_RETRIES: Final = "Retries"
 METRIC_FORGED_MESSAGES: Final = "ForgedMessages"  # dispatch messages without a valid signature
-# Predictive scaling (the tick, punctual.scaling): what it asked for, what drove it, what it could not.
+# Predictive scaling (the tick, punctual.dispatch.scaling): what it asked, what drove it, what it could not.
 METRIC_BURST_WORKERS_DESIRED: Final = "BurstWorkersDesired"
 METRIC_WORKER_CONCURRENCY_DESIRED: Final = "WorkerConcurrencyDesired"
 METRIC_BURST_PLANNED_SLOTS: Final = "BurstPlannedSlots"
 METRIC_BURST_SHORTFALL: Final = "BurstShortfall"
-# Burst smoothing (punctual.smoothing): slots that fired on time past their target's rate budget.
+# Burst smoothing (punctual.dispatch.smoothing): slots that fired on time past their target's rate budget.
 METRIC_RATE_BUDGET_OVERRUNS: Final = "RateBudgetOverruns"
 # The chain auditor (punctual.auditing): jobs checked, chains found broken (every one is a bug),
 # chains repaired, jobs not judged because their shards' pollers were behind.
@@ -295,7 +321,7 @@ TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService"
 TICK_QUEUE_ACTIONS: Final = ("sqs:GetQueueAttributes",)
 # The tick looks at a minute's execution (on the other machine, with two: more than 40 pollers
 # allowed) before it starts it, and re-plans a waiting minute whose burst grew since (stops it,
-# starts it again with more pollers: punctual.burst_sight).
+# starts it again with more pollers: punctual.dispatch.burst_sight).
 TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution", "states:StopExecution")
 # With the lookahead, one failed tick is covered by the next: alarm on two in a row.
 TICK_ERROR_ALARM_PERIODS: Final = 2
@@ -328,6 +354,6 @@ ECS_TARGET_ACTIONS_BY_RESOURCE: Final = {
 IDEMPOTENT_REPLY_PURPOSE: Final = "punctual-idempotent-reply"
 DISPATCH_KEY_CHARS: Final = 64  # the generated dispatch-message key (letters and digits)
 
-# Execution events (punctual.notifications.events): a bus the stack creates (the default), or the
+# Execution events (punctual.delivery.notifications.events): a bus the stack creates (the default), or the
 # account's default bus (stacks made before issue 31, while they move their rules).
 EVENTS_BUSES: Final = ("stack", "default")

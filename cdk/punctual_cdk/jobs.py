@@ -264,8 +264,8 @@ class Job(Construct):
 def check(document: dict[str, Any], ref: SchedulerRef, where: str) -> None:
     """Validate a job as the API would (model, schedule, webhook guard); raise :class:`JobSpecError`."""
     from punctual.api.schemas import JobInput
+    from punctual.delivery.targets.webhooks.guard import BlockedTargetError, guard_url
     from punctual.models import HttpTarget as HttpTargetModel
-    from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
 
     try:
         spec = JobInput.model_validate_json(json.dumps(document)).spec()

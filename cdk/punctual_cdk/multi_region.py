@@ -39,7 +39,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from punctual.settings import Settings
+from punctual.runtime.settings import Settings
 from punctual_cdk import constants as c
 from punctual_cdk.components.storage import Storage, audit_index
 from punctual_cdk.config import ConfigError, PunctualConfig
@@ -119,6 +119,11 @@ class GlobalStorage(Storage):
                 " use the AWS managed key"
             )
         super().__init__(scope, construct_id, config=config)
+
+    def grant_items(self, role: iam.IRole, actions: tuple[str, ...]) -> None:
+        """The component's actions as the store uses them on MRSC (no transactions, F9): each
+        transaction's items written one by one and undone on a failed condition (DeleteItem)."""
+        super().grant_items(role, c.without_transactions(actions))
 
     def _make_table(self, config: PunctualConfig) -> dynamodb.ITable:
         if self.region != self.plan.home:

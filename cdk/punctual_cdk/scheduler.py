@@ -19,7 +19,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from punctual.settings import DEPLOYED, Settings, env_value
+from punctual.runtime.settings import DEPLOYED, Settings, env_value
 from punctual_cdk import constants as c
 from punctual_cdk.components.api import Api
 from punctual_cdk.components.auditing import ChainAuditor
@@ -181,7 +181,7 @@ class Punctual(Construct):
         )
 
     def _predictive_scaling(self) -> None:
-        """The tick sizes the workers ahead of each planned burst (``punctual.scaling``): it is
+        """The tick sizes the workers ahead of each planned burst (``punctual.dispatch.scaling``): it is
         told what to scale and the capacity figures, and may change those resources only."""
         config, tick, workers = self.config, self.dispatch.tick, self.workers
         function, role = tick.function, tick.role
@@ -244,10 +244,19 @@ class Punctual(Construct):
 
 
 def _role_arns_of(scope: Construct) -> list[str]:
-    """The ARN of every IAM role in ``scope``, custom resource providers' included."""
+    """The ARN of every IAM role in ``scope``, custom resource providers' included: those CDK makes
+    once per stack for constructs of ``scope`` (a VPC's default security group restriction, say)
+    sit at the stack's top level, outside ``scope``, and are included too."""
+    stack = cdk.Stack.of(scope)
+    providers = [
+        child
+        for child in stack.node.children
+        if child.node.id.startswith("Custom::") and child.node.id.endswith("CustomResourceProvider")
+    ]
+    nodes = [*scope.node.find_all(), *(n for p in providers for n in p.node.find_all())]
     return [
         cdk.Token.as_string(node.get_att("Arn"))
-        for node in scope.node.find_all()
+        for node in nodes
         if isinstance(node, cdk.CfnResource) and node.cfn_resource_type == "AWS::IAM::Role"
     ]
 
@@ -256,7 +265,7 @@ def runtime_environment(
     config: PunctualConfig, storage: Storage, queues: Queues, stack_name: str
 ) -> dict[str, str]:
     """The ``PUNCTUAL_*`` and Powertools variables every function and the ECS task read: the
-    deployed settings (:data:`punctual.settings.DEPLOYED`, from the context) and the resources."""
+    deployed settings (:data:`punctual.runtime.settings.DEPLOYED`, from the context) and the resources."""
     # The settings the stack's resources give (names from the one definition, like the rest).
     resources = {
         "table_name": storage.table.table_name,

@@ -6,7 +6,7 @@ lost recorded as one MISSED record, and reported (``Chain Repaired`` event, ``Ch
 ``ChainsRepaired`` metrics, the alarm on them). This parses the event, wires the core from the
 ``PUNCTUAL_*`` settings and stops before the invocation runs out of time (the segments left come
 round again next period). ``{"enrol_segment": i, "enrol_segments": n}`` instead enrols the jobs of
-one scan segment stored before the audit index (README, *Chain auditor*).
+one scan segment stored before the audit index (docs/operations.md, *Chain auditor*).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.composition import AuditEvent, container, run_auditor
-from punctual.lambda_support import logger, metrics, tracer
+from punctual.runtime.composition import AuditEvent, container, run_auditor
+from punctual.runtime.lambda_support import logger, metrics, tracer
 
 STOP_BEFORE_TIMEOUT_MS = 20_000
 

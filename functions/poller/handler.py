@@ -1,6 +1,6 @@
 """Poller Lambda: owns one (minute, shard group) given by the Step Functions Map, for the minute.
 
-Every decision lives in :mod:`punctual.polling`; this parses the item, wires the core from
+Every decision lives in :mod:`punctual.dispatch.polling`; this parses the item, wires the core from
 ``PUNCTUAL_*`` settings and stops early when the invocation is about to run out of time
 (the next minute's poller then drains what is left from the watermark).
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.composition import PollerItem, run_poller
-from punctual.lambda_support import logger, metrics, tracer
+from punctual.runtime.composition import PollerItem, run_poller
+from punctual.runtime.lambda_support import logger, metrics, tracer
 
 STOP_BEFORE_TIMEOUT_MS = 8_000
 

@@ -1,15 +1,15 @@
 """Tick Lambda (EventBridge, every minute): start the coming minutes' Step Functions executions.
 
 Every decision (naming, planning, the lean poller, slices, predictive scaling) lives in
-:class:`punctual.tick.Tick`; the composition root builds it from the ``PUNCTUAL_*`` settings.
+:class:`punctual.dispatch.tick.Tick`; the composition root builds it from the ``PUNCTUAL_*`` settings.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from punctual.composition import container
-from punctual.lambda_support import PowertoolsMetrics, logger, metrics
+from punctual.runtime.composition import container
+from punctual.runtime.lambda_support import PowertoolsMetrics, logger, metrics
 
 
 @metrics.log_metrics

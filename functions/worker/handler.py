@@ -4,7 +4,7 @@ Every message of the batch is leased for seconds as soon as the batch arrives, a
 the batch holds it; records of different message groups run side by side, a group's in order,
 and a record that fails (or must come back later) fails its group's later records behind it
 (:mod:`punctual.execution.batch`). Every decision lives in :mod:`punctual.execution`; the worker
-is built by the composition root (:func:`punctual.composition.container`).
+is built by the composition root (:func:`punctual.runtime.composition.container`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.composition import container
 from punctual.execution.batch import LambdaBatch
-from punctual.lambda_support import PowertoolsMetrics, logger, metrics, tracer
+from punctual.runtime.composition import container
+from punctual.runtime.lambda_support import PowertoolsMetrics, logger, metrics, tracer
 
 
 @cache

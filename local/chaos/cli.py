@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported when a command runs: `punctual-local` builds this parser on every start
     from local.chaos.faults.driver import FaultOptions
-    from local.chaos.verdict import Verdict
+    from local.chaos.verdict_data import Verdict
 
 
 def _err(line: str) -> None:

@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from punctual.schedules import Schedule, parse_schedule
+from punctual.timing.schedules import Schedule, parse_schedule
 
 GUARD_S = 60.0  # a slot due this long before a pause/update may be released after it (see above)
 SLACK_S = 1.0  # whole-second slots against float request times

@@ -32,7 +32,8 @@ from local.chaos.faults.driver import ReceiverFollower
 from local.chaos.lateness import Delays
 from local.chaos.ledger import load
 from local.chaos.runner import TENANT, ChaosConfig, ChaosRun, chaos_template
-from local.chaos.verdict import Bounds, Verdict, judge_dir
+from local.chaos.verdict import judge_dir
+from local.chaos.verdict_data import Bounds, Verdict
 from local.chaos.workload import Scale, Workload, plan_jobs
 from local.harness import LocalMode
 from local.regions import REGION_NAMES, Regions
@@ -222,7 +223,7 @@ def outage_window(run_dir: Path) -> tuple[float, float] | None:
 
 def outage_line(run_dir: Path, verdict: Verdict) -> str:
     """The fire delay of the counted slots due while the Region was down, and after it came back."""
-    from punctual.timers import slot_instant
+    from punctual.timing.timers import slot_instant
 
     window = outage_window(run_dir)
     if window is None:

@@ -42,7 +42,8 @@ from local.chaos.faults.driver import FaultDriver, FaultOptions, ReceiverFollowe
 from local.chaos.faults.procs import ChaosProcess, procs_argv
 from local.chaos.faults.sustained import plan_sustained
 from local.chaos.ledger import LedgerWriter, load, read_jsonl
-from local.chaos.verdict import MAX_P99_DELAY_S, Bounds, RunData, Verdict, judge, judge_dir
+from local.chaos.verdict import judge, judge_dir
+from local.chaos.verdict_data import MAX_P99_DELAY_S, Bounds, RunData, Verdict
 from local.chaos.workload import Scale, Workload, plan_jobs, plan_mutations
 from local.config import DEFAULT_STATE_DIR
 
@@ -322,7 +323,7 @@ class ChaosRun:
         ]
 
     def snapshot(self, follower: ReceiverFollower, dynamodb: Any, table: str, bounds: Bounds) -> RunData:
-        receiver_at = time.time()  # before the read: what ended earlier has its request in it
+        receiver_at = time.time()  # before the read: see collect
         follower.refresh()
         receiver = follower.snapshot()
         return RunData(
@@ -370,9 +371,9 @@ class ChaosRun:
 
     def collect(self, follower: ReceiverFollower, dynamodb: Any, sqs: Any, deployment: Any) -> None:
         follower.stop()  # the receiver's records first, then the table: every request has its record
-        # An attempt that ended after this may have no request in what is read next; one that
-        # ended before it has (its request came first). Taken before the read, not after the
-        # alert ledger's (which takes seconds with several Regions, and attempts end meanwhile).
+        # Taken before the receiver is read: the receiver journals a request before answering it,
+        # so an attempt that ended before this instant has its request in what is read next; one
+        # that ended after may not (it was taken while the alert ledger below was read).
         receiver_at = time.time()
         follower.refresh()
         receiver = follower.snapshot()

@@ -42,12 +42,17 @@ target calls, alerts
     failed slot has its ``failed`` alert. Violations of kinds ``target calls`` and ``alert``; the
     notes give the counts.
 
+The run's inputs, the verdict's shape and the evidence index live in
+:mod:`local.chaos.verdict_data`; the per-slot checks below (duplicates to outcome) in
+:mod:`local.chaos.verdict_checks`; this module derives each job's expected slots, walks them, and
+measures the fire delay.
+
 A late slot is not a violation by itself (the run waits for it up to the settle bound), but
 the run is held to its **fire delay**:
 
 fire delay
     measured once per owed slot: from the slot's release instant (its instant plus the
-    job's ``jitter_seconds`` offset, :func:`punctual.schedules.jitter_offset_s`, as the
+    job's ``jitter_seconds`` offset, :func:`punctual.timing.schedules.jitter_offset_s`, as the
     ledger recorded the spec) to the first request that reached the receiver for it; beside
     it the *claim delay*, to the moment the worker claimed the slot's first attempt (the
     record's ``started_at`` of attempt 1). The one-line verdict gives p50, p99 and max
@@ -76,12 +81,9 @@ fire delay
 
 from __future__ import annotations
 
-import itertools
-import json
 import math
-from collections import Counter, defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections import Counter
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -91,212 +93,32 @@ from local.chaos.lateness import Delays, SlotDelay, by_category, categorize
 from local.chaos.lateness import notes as lateness_notes
 from local.chaos.ledger import (
     BACKFILLED,
-    GUARD_S,
     JobRecord,
-    Run,
     SlotExpectation,
     at_epoch,
     backfilled_slots,
     instant,
-    load,
-    read_jsonl,
     slot_key,
     time_slots,
 )
+from local.chaos.verdict_checks import SlotChecks
 from local.chaos.verdict_counts import AlertCounts, TargetCalls
-from punctual.execution import LEASE_LOST_NOTE
-from punctual.models import AttemptRecord, Execution, ExecutionStatus, RetryPolicy
-from punctual.retries import next_retry_at, seeded_random
-from punctual.schedules import jitter_offset_s, parse_schedule
+from local.chaos.verdict_data import (
+    LATENESS,
+    Evidence,
+    RunData,
+    S,
+    Verdict,
+    Violation,
+    epoch_s,
+)
+from punctual.models import Execution
+from punctual.timing.schedules import jitter_offset_s, parse_schedule
 
-LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-3", "worker-chaos")
-ECS_WORKERS = ("ecs-worker", "ecs-chaos")
 TIME_KINDS = ("rate", "slow", "cron", "pair", "at", "flaky", "doomed", "ecs", "backfill")
-SUPERSEDED_MARK = "(superseded)"
-MAX_P99_DELAY_S = 10.0
-LATENESS = "lateness"
-S = ExecutionStatus
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """The verdict's tolerances: correctness bounds of the design, not performance targets.
-
-    Attributes
-    ----------
-    skew_s
-        The largest positive clock offset any poller had: a poller whose clock runs ahead
-        releases a slot that much before its instant (the design allows it; it never
-        releases it twice). Early is anything earlier still.
-    slack_s
-        Timestamps come from different processes' reads of the same host clock, and slots
-        are whole seconds; a quarter second absorbs rounding, not lateness.
-    guard_s
-        See :mod:`local.chaos.ledger`.
-    max_p99_delay_s
-        The largest p99 fire delay a run may have (see the module docstring): a target, under
-        the fault mix, for how soon a slot fires after its instant.
-    """
-
-    skew_s: float = 0.0
-    slack_s: float = 0.25
-    guard_s: float = GUARD_S
-    max_p99_delay_s: float = MAX_P99_DELAY_S
-
-
-@dataclass(frozen=True)
-class Violation:
-    kind: str
-    job: str
-    slot: str
-    detail: str
-
-    def __str__(self) -> str:
-        if not self.job:  # about the whole run (lateness)
-            return f"{self.kind}: {self.detail}"
-        return f"{self.kind}: {self.job} slot {self.slot}: {self.detail}"
-
-
-@dataclass
-class Verdict:
-    slots: int = 0
-    executed_once: int = 0
-    duplicates: int = 0
-    missed: int = 0
-    early: int = 0
-    faults: dict[str, int] = field(default_factory=dict)
-    violations: list[Violation] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)  # owed slots not (yet) ended as expected
-    fire_delay: Delays | None = None  # over the slots that count (module docstring)
-    claim_delay: Delays | None = None
-    categories: dict[str, Delays] = field(default_factory=dict)  # the fire delay by category (lateness)
-    reruns: Delays | None = None  # death to the re-run's start, runs whose worker died
-    delays: list[SlotDelay] = field(default_factory=list)
-    delay_excluded: dict[str, int] = field(default_factory=dict)  # owed slots left out, by reason
-    max_p99_delay_s: float = MAX_P99_DELAY_S
-
-    @property
-    def fault_total(self) -> int:
-        return sum(self.faults.values())
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    @property
-    def too_late(self) -> bool:
-        return self.fire_delay is not None and self.fire_delay.p99 > self.max_p99_delay_s
-
-    def delay_text(self) -> str:
-        """``fire delay p50 X s p99 Y s max Z s (N slots)``, saying so when p99 is over the bound."""
-        if self.fire_delay is None:
-            return "fire delay - (0 slots)"
-        over = f"; p99 over the {self.max_p99_delay_s:g} s bound" if self.too_late else ""
-        return f"fire delay {self.fire_delay.text()} ({self.fire_delay.count} slots{over})"
-
-    def line(self) -> str:
-        text = (
-            f"slots {self.slots}, executed once {self.executed_once}, duplicates {self.duplicates}, "
-            f"missed {self.missed}, early {self.early}, {repairs.count_text(self.violations)}, "
-            f"faults {self.fault_total}, {self.delay_text()}"
-        )
-        counted = {"duplicate", "missed", "early", LATENESS, repairs.KIND}
-        others = sum(1 for v in self.violations if v.kind not in counted)
-        return text + (f", other violations {others}" if others else "")
-
-
-@dataclass
-class RunData:
-    """Everything the verdict reads."""
-
-    run: Run
-    faults: list[dict[str, Any]]
-    throttles: Counter[str]
-    receiver: list[dict[str, Any]]
-    executions: dict[str, list[Execution]]  # by job id
-    dead_letters: list[dict[str, Any]]
-    failure_reports: list[dict[str, Any]]
-    collected_at: float
-    bounds: Bounds
-    alerts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # the alert ledger, by job id
-    alert_arrivals: list[dict[str, Any]] = field(default_factory=list)  # the receiver's /alerts
-    # The ledger read before the records: an alert made after (its slot ended while the table was
-    # read, its record read before) is not one for a slot that did not fail. None: not read.
-    alerts_before: dict[str, list[dict[str, Any]]] | None = None
-    chain_repairs: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # the auditor's (local/chaos/repairs.py)
-    receiver_at: float | None = None  # when the receiver's records were taken (None: collected_at)
-
-    @classmethod
-    def read(cls, run_dir: Path) -> RunData:
-        run = load(run_dir / "ledger.jsonl")
-        faults = read_jsonl(run_dir / "faults.jsonl")
-        throttles: Counter[str] = Counter()
-        for path in sorted((run_dir / "fault-logs").glob("faults-*.jsonl")):
-            for item in read_jsonl(path):
-                throttles[f"throttle {item.get('service', '?')}"] += 1
-        collected = json.loads((run_dir / "collected.json").read_text())
-        executions = {
-            job_id: [Execution.model_validate(item) for item in items]
-            for job_id, items in collected["executions"].items()
-        }
-        return cls(
-            run=run,
-            faults=faults,
-            throttles=throttles,
-            receiver=list(collected["receiver"]),
-            executions=executions,
-            dead_letters=list(collected.get("dead_letters", [])),
-            failure_reports=list(collected.get("failure_reports", [])),
-            collected_at=float(collected["collected_at"]),
-            bounds=Bounds(**run.meta.get("bounds", {})),
-            alerts=dict(collected.get("alerts", {})),
-            alert_arrivals=list(collected.get("alert_arrivals", [])),
-            alerts_before=collected.get("alerts_before"),
-            chain_repairs=list(collected.get("chain_repairs", [])),
-            receiver_at=collected.get("receiver_at"),
-        )
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _ts(moment: datetime | None) -> float | None:
-    return moment.timestamp() if moment is not None else None
-
-
-def _ok(record: dict[str, Any]) -> bool:
-    return 200 <= int(record.get("status") or 0) < 300
-
-
-def _kills(faults: Iterable[dict[str, Any]], names: tuple[str, ...]) -> list[float]:
-    return sorted(float(f["t"]) for f in faults if f.get("event") == "kill" and f.get("target") in names)
-
-
-def _held_by_killed(faults: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
-    """(job id, slot) -> when a worker holding a delivery of it was killed (the kill's ``held``)."""
-    out: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for fault in faults:
-        if fault.get("event") != "kill":
-            continue
-        for item in fault.get("held") or []:
-            if isinstance(item, dict) and item.get("job_id") and item.get("slot"):
-                out[(str(item["job_id"]), str(item["slot"]))].append(float(fault["t"]))
-    return out
-
-
-def _killed_between(kills: list[float], start: float, end: float) -> bool:
-    return any(start <= t <= end for t in kills)
-
-
-def _lease_lost(attempt: AttemptRecord) -> bool:
-    return attempt.status is S.TIMED_OUT and (attempt.error or "").startswith(LEASE_LOST_NOTE)
-
-
-def _rel(t: float | None, base: float) -> str:
-    return "-" if t is None else f"{t - base:+.1f}s"
+# --------------------------------------------------------------------------- expectations helpers
 
 
 def _delay_seconds(schedule: str) -> int:
@@ -360,7 +182,7 @@ def after_slots(
         records = [p[slot] for p in parents]
         if not all(r.status is S.SUCCEEDED for r in records):
             continue
-        last = max((_ts(r.finished_at) or math.inf) for r in records)
+        last = max((epoch_s(r.finished_at) or math.inf) for r in records)
         out[slot] = SlotExpectation(slot, instant(slot), last <= cut, "both parents succeeded", 1)
     return out
 
@@ -374,24 +196,14 @@ class Judge:
         self.run = data.run
         self.bounds = data.bounds
         self.verdict = Verdict()
-        self.lambda_kills = _kills(data.faults, LAMBDA_WORKERS)
-        self.ecs_kills = _kills(data.faults, ECS_WORKERS)
-        self.by_job: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-        for record in data.receiver:
-            if record.get("job") and record.get("slot"):
-                self.by_job[str(record["job"])][str(record["slot"])].append(record)
-        self.records: dict[str, dict[str, Execution]] = {
-            job_id: {e.slot: e for e in items} for job_id, items in data.executions.items()
-        }
-        self.dead = {(str(m.get("job_id")), str(m.get("slot"))) for m in data.dead_letters}
-        self.reported = {(str(m.get("job_id")), str(m.get("slot"))) for m in data.failure_reports}
-        self.held = _held_by_killed(data.faults)
+        self.evidence = Evidence(data)
+        self.checks = SlotChecks(self.evidence, self.verdict)
+        self.by_job = self.evidence.by_job
+        self.records = self.evidence.records
+        self.held = self.evidence.held
         self.delays: list[SlotDelay] = []
         self.excluded: Counter[str] = Counter()
-        self.retry_lateness: list[float] = []
         self.optional_ran = 0
-        self.reruns_after_loss = 0
-        self.takeovers = 0
         self.owed_by_kind: Counter[str] = Counter()
         self.calls = TargetCalls(data.receiver_at or data.collected_at)
         self.alert_counts = AlertCounts(
@@ -399,10 +211,10 @@ class Judge:
         )
 
     def violate(self, kind: str, job: JobRecord, slot: str, detail: str) -> None:
-        self.verdict.violations.append(Violation(kind, job.key, slot, detail))
+        self.checks.violate(kind, job, slot, detail)
 
     def kills_for(self, job: JobRecord) -> list[float]:
-        return self.ecs_kills if job.runtime == "ecs" else self.lambda_kills
+        return self.evidence.kills_for(job)
 
     # ------------------------------------------------------------------ per job
 
@@ -438,15 +250,15 @@ class Judge:
                         f"{len(seen)} request(s))",
                     )
                 continue
-            duplicate = self.check_duplicates(job, slot, record, seen)
-            self.check_early(job, exp, record, seen)
-            self.check_owners(job, slot, record, seen)
-            self.check_retries(job, slot, record, seen)
+            duplicate = self.checks.check_duplicates(job, slot, record, seen)
+            self.checks.check_early(job, exp, record, seen)
+            self.checks.check_owners(job, slot, record, seen)
+            self.checks.check_retries(job, slot, record, seen)
             if job.kind == "after" and (seen or record is not None):
-                self.check_parents(job, slot, record, seen)
+                self.checks.check_parents(job, slot, record, seen)
             if exp.reason == BACKFILLED:
                 self.check_backfilled(job, slot, record)
-            ended = self.ended_as_expected(job, slot, record, seen)
+            ended = self.checks.ended_as_expected(job, slot, record, seen)
             if exp.owed and not ended and self.skipped_by_pause(job, exp, record, seen):
                 exp = SlotExpectation(slot, exp.instant, False, "not started before a pause", exp.version)
             if exp.owed:
@@ -457,7 +269,7 @@ class Judge:
                 elif not ended:
                     self.verdict.missed += 1
                     self.verdict.pending.append(f"{job.key} {slot}")
-                    self.violate("missed", job, slot, self.diagnose(job, slot, exp, record, seen))
+                    self.violate("missed", job, slot, self.checks.diagnose(job, slot, exp, record, seen))
                 self.measure_delay(job, exp, record, seen)
             elif seen:
                 self.optional_ran += 1
@@ -501,9 +313,9 @@ class Judge:
         if record is not None:
             one = next((a for a in record.attempts if a.attempt == 1), None)
             if one is not None:
-                claimed = _ts(one.started_at)
+                claimed = epoch_s(one.started_at)
             elif record.attempt == 1:
-                claimed = _ts(record.started_at)
+                claimed = epoch_s(record.started_at)
         claim_s = None if claimed is None else claimed - release
         self.delays.append(SlotDelay(job.key, exp.slot, arrived - release, claim_s, category, rerun))
 
@@ -547,310 +359,6 @@ class Judge:
             and exp.instant.timestamp() < e.ends_sent <= done
             for e in job.epochs
         )
-
-    # ------------------------------------------------------------------ checks
-
-    def check_duplicates(
-        self, job: JobRecord, slot: str, record: Execution | None, seen: list[dict[str, Any]]
-    ) -> bool:
-        """Count every request that should not have happened once, name each reason."""
-        extra: set[int] = set()  # indexes into seen
-        first_of: dict[Any, int] = {}
-        for index, request in enumerate(seen):
-            attempt = request.get("attempt")
-            if attempt in first_of:
-                extra.add(index)
-                self.violate(
-                    "duplicate",
-                    job,
-                    slot,
-                    f"attempt {attempt} reached the receiver again at "
-                    f"{_rel(float(request['arrived']), float(seen[first_of[attempt]]['arrived']))} "
-                    "after its first request",
-                )
-            else:
-                first_of[attempt] = index
-        keys = {r.get("key") for r in seen}
-        if keys and keys != {f"{job.job_id}:{slot}"}:
-            self.violate("duplicate", job, slot, f"requests carried Idempotency-Key {sorted(map(str, keys))}")
-        if seen and record is None:
-            self.violate(
-                "unrecorded",
-                job,
-                slot,
-                f"{len(seen)} request(s) reached the receiver with no execution record",
-            )
-            return True
-        if record is not None:
-            done = (
-                record.finished_at.timestamp()
-                if record.status is S.SUCCEEDED and record.finished_at is not None
-                else math.inf
-            )
-            final = record.attempt if record.status is S.SUCCEEDED else None
-            by_attempt = {a.attempt: a for a in record.attempts}
-            for index, request in enumerate(seen):
-                attempt = int(request.get("attempt") or 0)
-                reason = ""
-                if attempt > record.attempt:
-                    reason = (
-                        f"attempt {attempt} reached the receiver; the record ends at attempt "
-                        f"{record.attempt} ({record.status.value})"
-                    )
-                elif float(request["arrived"]) > done:
-                    reason = f"attempt {attempt} arrived after the slot had SUCCEEDED"
-                elif _ok(request) and attempt != final and attempt != record.attempt:
-                    # (a 2xx for the record's own attempt is that attempt: ended, or never recorded)
-                    past = by_attempt.get(attempt)
-                    if past is not None and _lease_lost(past):
-                        self.reruns_after_loss += 1  # its worker died after the side effect (see owners)
-                        continue
-                    state = f"{past.status.value} {past.error or ''}".strip() if past else "not on the record"
-                    reason = (
-                        f"attempt {attempt} was answered {request.get('status')} but the record says "
-                        f"{state}; "
-                        "the slot ran again"
-                    )
-                if reason:
-                    if index not in extra:
-                        self.violate("duplicate", job, slot, reason)
-                    extra.add(index)
-        self.verdict.duplicates += len(extra)
-        return bool(extra)
-
-    def check_early(
-        self, job: JobRecord, exp: SlotExpectation, record: Execution | None, seen: list[dict[str, Any]]
-    ) -> None:
-        if job.kind == "after" or exp.instant is None:
-            return
-        floor = exp.instant.timestamp() - self.bounds.skew_s - self.bounds.slack_s
-        starts = [float(r["arrived"]) for r in seen]
-        if record is not None:
-            starts += [t for a in record.attempts if (t := _ts(a.started_at)) is not None]
-            if record.started_at is not None:
-                starts.append(record.started_at.timestamp())
-        if starts and min(starts) < floor:
-            self.verdict.early += 1
-            self.violate(
-                "early",
-                job,
-                exp.slot,
-                f"started {exp.instant.timestamp() - min(starts):.2f}s before its instant "
-                f"(allowed: {self.bounds.skew_s:.2f}s of clock skew + {self.bounds.slack_s:.2f}s)",
-            )
-
-    def check_owners(
-        self, job: JobRecord, slot: str, record: Execution | None, seen: list[dict[str, Any]]
-    ) -> None:
-        kills = self.kills_for(job)
-        if record is not None:
-            ordered = sorted(record.attempts, key=lambda a: a.attempt)
-            owners = [a.owner for a in ordered if a.owner]
-            for a in ordered:
-                if SUPERSEDED_MARK in (a.error or ""):
-                    self.violate(
-                        "owners",
-                        job,
-                        slot,
-                        f"attempt {a.attempt} was still running after its lease was taken over: {a.error}",
-                    )
-                if _lease_lost(a):
-                    self.takeovers += 1
-                    base = instant(slot).timestamp()
-                    start, end = _ts(a.started_at), _ts(a.finished_at)
-                    if start is not None and end is not None and not _killed_between(kills, start - 1, end):
-                        self.violate(
-                            "owners",
-                            job,
-                            slot,
-                            f"attempt {a.attempt}'s lease lapsed ({_rel(start, base)} to {_rel(end, base)}) "
-                            f"though no {job.runtime} worker was killed",
-                        )
-            for a, b in itertools.pairwise(ordered):
-                a_end, b_start = _ts(a.finished_at), _ts(b.started_at)
-                if a_end is not None and b_start is not None and b_start < a_end - 0.001:
-                    self.violate(
-                        "owners",
-                        job,
-                        slot,
-                        f"attempt {b.attempt} started {a_end - b_start:.3f}s before attempt "
-                        f"{a.attempt} ended",
-                    )
-            if len(owners) != len(set(owners)):
-                self.violate("owners", job, slot, "one owner token held two attempts")
-        for i, first in enumerate(seen):
-            first_end = float(first["answered"]) if first.get("answered") is not None else math.inf
-            for second in seen[i + 1 :]:
-                if second.get("attempt") == first.get("attempt"):
-                    continue  # a duplicate, judged there
-                arrived = float(second["arrived"])
-                if arrived >= first_end:
-                    continue
-                if _killed_between(kills, float(first["arrived"]), arrived):
-                    continue  # the first one's worker died: a takeover, its request orphaned
-                self.violate(
-                    "owners",
-                    job,
-                    slot,
-                    f"attempts {first.get('attempt')} and {second.get('attempt')} were in flight at the "
-                    "receiver "
-                    f"at once and no {job.runtime} worker was killed in between",
-                )
-
-    def check_retries(
-        self, job: JobRecord, slot: str, record: Execution | None, seen: list[dict[str, Any]]
-    ) -> None:
-        if record is None:
-            return
-        policy = RetryPolicy.model_validate(job.spec.get("retry") or {})
-        ordered = sorted(record.attempts, key=lambda a: a.attempt)
-        starts = {a.attempt: a.started_at for a in ordered}
-        if record.started_at is not None:
-            starts.setdefault(record.attempt, record.started_at)
-        arrivals: dict[int, float] = {}
-        for request in seen:
-            attempt = int(request.get("attempt") or 0)
-            arrivals.setdefault(attempt, float(request["arrived"]))
-        tolerance = self.bounds.skew_s + self.bounds.slack_s
-        for a in ordered:
-            if a.status not in (S.FAILED, S.TIMED_OUT) or _lease_lost(a) or a.finished_at is None:
-                continue
-            nxt = a.attempt + 1
-            if nxt not in starts and nxt not in arrivals:
-                continue
-            due = next_retry_at(
-                policy,
-                failed_attempt=a.attempt - record.releases,
-                failed_at=a.finished_at,
-                scheduled_at=record.scheduled_at,
-                rng=seeded_random(job.job_id, slot, a.attempt),
-            )
-            if due is None:
-                self.violate("retries", job, slot, f"attempt {nxt} ran although the policy allowed no retry")
-                continue
-            began = [t for t in (_ts(starts.get(nxt)), arrivals.get(nxt)) if t is not None]
-            if min(began) < due.timestamp() - tolerance:
-                self.violate(
-                    "retries",
-                    job,
-                    slot,
-                    f"attempt {nxt} started {due.timestamp() - min(began):.2f}s before its backoff instant",
-                )
-            else:
-                self.retry_lateness.append(min(began) - due.timestamp())
-
-    def check_parents(
-        self, job: JobRecord, slot: str, record: Execution | None, seen: list[dict[str, Any]]
-    ) -> None:
-        finishes: list[float] = []
-        answers: list[float] = []
-        for key in job.parents:
-            parent = self.run.jobs[key]
-            done = self.records.get(parent.job_id, {}).get(slot)
-            if done is None or done.status is not S.SUCCEEDED or done.finished_at is None:
-                self.violate(
-                    "dependency", job, slot, f"ran though parent {key} did not succeed for this slot"
-                )
-                return
-            finishes.append(done.finished_at.timestamp())
-            ok = [float(r["answered"]) for r in self.by_job.get(parent.job_id, {}).get(slot, []) if _ok(r)]
-            if ok:
-                answers.append(min(ok))
-        starts = [float(r["arrived"]) for r in seen]
-        if record is not None:
-            starts += [t for a in record.attempts if (t := _ts(a.started_at)) is not None]
-            if record.started_at is not None:
-                starts.append(record.started_at.timestamp())
-        if starts and min(starts) < max(finishes) - self.bounds.slack_s:
-            self.violate(
-                "dependency",
-                job,
-                slot,
-                f"started {max(finishes) - min(starts):.2f}s before its parents ended",
-            )
-        if seen and answers and float(seen[0]["arrived"]) < max(answers):
-            self.violate(
-                "dependency", job, slot, "reached the receiver before both parents' successful answers"
-            )
-
-    def ended_as_expected(
-        self, job: JobRecord, slot: str, record: Execution | None, seen: list[dict[str, Any]]
-    ) -> bool:
-        if record is None:
-            return False
-        if job.meant_to_fail:
-            if record.status not in (S.FAILED, S.TIMED_OUT):
-                if record.status.terminal:
-                    self.violate("terminal", job, slot, f"meant to fail, ended {record.status.value}")
-                return False
-            if any(_ok(r) for r in seen):
-                self.violate("terminal", job, slot, "meant to fail, yet the receiver answered 2xx")
-            if record.attempt - record.releases < job.max_attempts:
-                self.violate(
-                    "terminal",
-                    job,
-                    slot,
-                    f"ended {record.status.value} after {record.attempt} of {job.max_attempts} attempts",
-                )
-            if self.data.failure_reports and (job.job_id, slot) not in self.reported:
-                self.violate(
-                    "terminal", job, slot, "ended failed but no report reached the failed-executions queue"
-                )
-            return True
-        if record.status is not S.SUCCEEDED:
-            return False
-        return any(_ok(r) and r.get("attempt") == record.attempt for r in seen)
-
-    def diagnose(
-        self,
-        job: JobRecord,
-        slot: str,
-        exp: SlotExpectation,
-        record: Execution | None,
-        seen: list[dict[str, Any]],
-    ) -> str:
-        base = exp.instant.timestamp() if exp.instant is not None else self.run.cut
-        parts = [f"owed ({exp.reason})"]
-        if record is None:
-            parts.append("no execution record")
-        else:
-            lease = ""
-            if record.lease_until is not None:
-                lapsed = self.data.collected_at - record.lease_until.timestamp()
-                lease = f", lease {'lapsed ' + format(lapsed, '.0f') + 's ago' if lapsed > 0 else 'live'}"
-            parts.append(
-                f"record {record.status.value} attempt {record.attempt}{lease}"
-                + (f" ({record.error})" if record.error else "")
-            )
-            if record.attempts:
-                history = "; ".join(
-                    f"{a.attempt} {a.status.value} "
-                    f"{_rel(_ts(a.started_at), base)}..{_rel(_ts(a.finished_at), base)}"
-                    + (f" {a.error}" if a.error else "")
-                    for a in record.attempts
-                )
-                parts.append(f"attempts [{history}]")
-        if seen:
-            parts.append(
-                "receiver: "
-                + ", ".join(
-                    f"attempt {r.get('attempt')} at {_rel(float(r['arrived']), base)} -> "
-                    f"{r.get('status') or 'no answer'}"
-                    for r in seen
-                )
-            )
-        else:
-            parts.append("receiver saw nothing")
-        if (job.job_id, slot) in self.dead:
-            parts.append("its message is in the dead-letter queue")
-        kills = [
-            f"{f['target']} {_rel(float(f['t']), base)}"
-            for f in self.data.faults
-            if f.get("event") == "kill" and -10 <= float(f["t"]) - base <= 120
-        ]
-        if kills:
-            parts.append("kills: " + ", ".join(kills))
-        return "; ".join(parts)
 
     # ------------------------------------------------------------------ all of it
 
@@ -906,9 +414,9 @@ class Judge:
             "latest fire delays: "
             + (", ".join(f"{d.job} {d.slot} {d.fire_s:.1f} s" for d in reversed(verdict.delays[-5:])) or "-"),
             "retry lateness after the backoff instant: max "
-            + (f"{max(self.retry_lateness):.1f} s" if self.retry_lateness else "-"),
+            + (f"{max(self.checks.retry_lateness):.1f} s" if self.checks.retry_lateness else "-"),
             f"optional slots that ran: {self.optional_ran}; attempts taken over after a lost worker: "
-            f"{self.takeovers}; 2xx re-runs after a lost worker: {self.reruns_after_loss}; "
+            f"{self.checks.takeovers}; 2xx re-runs after a lost worker: {self.checks.reruns_after_loss}; "
             f"dead-lettered messages: {len(self.data.dead_letters)} ({self.own_dead_letters()} of them the "
             "system's own, not re-sent by the driver)",
             self.calls.note(),

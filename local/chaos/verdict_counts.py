@@ -40,7 +40,7 @@ FINISHED = ("SENT", "FAILED", "HELD")
 Violate = Callable[[str, JobRecord, str, str], None]
 # An alert still SENDING under a claim this old when the ledger is read is stuck: a live owner
 # renews its claim after each rule (a rule takes at most 35 s), and a dead one's sweep takes it
-# over 55 s after its last claim (punctual.notifications.sweep).
+# over 55 s after its last claim (punctual.delivery.notifications.sweep).
 STUCK_AFTER_S = 120.0
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from local.chaos import cli as chaos
-from local.chaos.faults.driver import MID_MINUTE
-from local.chaos.verdict import MAX_P99_DELAY_S
+from local.chaos.faults.planned import MID_MINUTE
+from local.chaos.verdict_data import MAX_P99_DELAY_S
 
 pytestmark = pytest.mark.e2e
 

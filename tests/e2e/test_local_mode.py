@@ -471,8 +471,21 @@ def test_kill_9_the_poller_mid_minute(local_mode: LocalMode, kinds: dict[str, Re
     # ... and the new poller resumed the killed minute from its progress mark, not from its start
     killed_minute = datetime.fromtimestamp(killed_at, UTC).strftime("%H:%M")
     assert re.search(rf"minute {killed_minute} group \d+/\d+ resumes from its progress mark", local.log())
-    assert succeeded_slots(local, rate)[: len(expected)] == expected  # and no slot off the schedule
+    ran = succeeded_slots(local, rate)[: len(expected)]
+    assert ran == expected, _off_schedule(local, kinds["rate"], ran, expected)  # no slot off the schedule
     assert_each_attempt_once(local, rate)
+
+
+def _off_schedule(local: LocalMode, job: Registered, ran: list[str], expected: list[str]) -> str:
+    """What to look at when a slot ran off the schedule: its requests, the job, its log lines."""
+    off = sorted(set(ran) ^ set(expected))
+    requests = {slot: by_key(local, job.id).get(slot) for slot in off}
+    _, stored = local.api("GET", f"/v1/jobs/{job.id}")
+    lines = [line for line in local.log().splitlines() if job.id in line][:20]
+    return (
+        f"slots off the schedule {off}; registered {job.sent_at:.3f}-{job.answered_at:.3f} as {job.body}; "
+        f"their requests {requests}; now {stored}; log {lines}"
+    )
 
 
 # ------------------------------------------------------------------------------- after the crashes

@@ -25,13 +25,14 @@ from hypothesis import strategies as st
 
 from execution_harness import FakeTarget, Rig
 from local import motopatch
-from punctual.clock import ManualClock
-from punctual.jobs import JobError, JobService, QueueRouting
+from punctual.delivery.targets.base import TargetResult
 from punctual.models import JobSpec
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobExistsError
 from punctual.store.dynamo import DynamoStore, table_definition
-from punctual.targets.base import TargetResult
-from punctual.timers import TimerLayout
+from punctual.timing.timers import TimerLayout
+from punctual.usecases.job_errors import JobError
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import LAYOUT, Simulation
 
 PLAIN = "plain"

@@ -24,11 +24,11 @@ FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 # an instance where it calls a method (a call counts only on such a receiver).
 ADAPTERS: tuple[tuple[str, str, str, str], ...] = (
     ("store/dynamo/*.py", "Dynamo*", "dynamodb", r"store"),  # one mixin per aggregate
-    ("queues.py", "SqsQueues", "sqs", r"queues"),
-    ("signing_secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
-    ("tenant_keys.py", "TenantKeyring", "kms", r"keyring"),
+    ("dispatch/queues.py", "SqsQueues", "sqs", r"queues"),
+    ("security/signing_secrets.py", "SecretCipher", "kms", r"cipher|box|secrets"),
+    ("security/tenant_keys.py", "TenantKeyring", "kms", r"keyring"),
     ("execution/ports.py", "SqsFailureSink", "sqs", r"failures"),
-    ("notifications/events.py", "EventBridgeSink", "events", r"sink"),
+    ("delivery/notifications/events.py", "EventBridgeSink", "events", r"sink"),
 )
 # An adapter that holds another: its methods' calls ``self.<attribute>.<method>(`` need what
 # that adapter's method needs (the secret box seals under the tenant keyring's data keys).
@@ -36,15 +36,15 @@ DELEGATES: dict[str, dict[str, str]] = {"SecretCipher": {"keyring": "TenantKeyri
 # Functions and classes (called by name) that make AWS calls: module, name, service, and the
 # name the components call it by when that is another function of the module (a wrapper).
 AWS_FUNCTIONS: tuple[tuple[str, str, str, str], ...] = (
-    ("ownership.py", "own_resources", "ssm", "own_resources"),
+    ("security/ownership.py", "own_resources", "ssm", "own_resources"),
     ("api/wiring.py", "token_key", "secretsmanager", "token_key"),
     (
-        "targets/aws_services.py",
+        "delivery/targets/aws_clients.py",
         "Boto3ClientFactory",
         "sts",
         "Boto3ClientFactory",
     ),  # execution and target roles
-    ("message_auth.py", "_read_secret", "secretsmanager", "signer_from"),  # the dispatch key
+    ("security/message_auth.py", "_read_secret", "secretsmanager", "signer_from"),  # the dispatch key
 )
 # Permissions a call needs besides its own action: AssumeRole with session tags.
 IMPLIED = {"sts:AssumeRole": {"sts:TagSession"}}
@@ -60,7 +60,13 @@ LIBRARY_ACTIONS: dict[str, dict[str, str]] = {
 }
 # Adapter helpers a component's configuration never reaches: the tick's store is built
 # without a timer layout (Container.reader), so check_layout returns before writing.
-UNREACHED: dict[str, frozenset[str]] = {"tick": frozenset({"check_layout"})}
+# The poller's job replaces (a paused job's owed slot parked, a one-time job completed) never
+# name a parent to unlink, so the transaction's link Delete is never in them (the poller never
+# deletes: no DeleteItem).
+UNREACHED: dict[str, frozenset[str]] = {
+    "tick": frozenset({"check_layout"}),
+    "poller": frozenset({"_remove_link"}),
+}
 # Actions a component's code calls only in some deployment shapes: the tick scales the burst ECS
 # service only when the stack has one (ecsBurstTasks or ecsBurstTasksMax), and is granted them then.
 BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
@@ -68,7 +74,7 @@ BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
 }
 # (The tick and group 0's pollers look for a minute on every minute state machine before they
 # start it: DescribeExecution in every deployment shape.)
-# (The tick also looks at a minute's execution to re-plan it, punctual.burst_sight.)
+# (The tick also looks at a minute's execution to re-plan it, punctual.dispatch.burst_sight.)
 BURST_MACHINE_ACTIONS: dict[str, frozenset[str]] = {}
 # boto3 operations authorised as another action.
 AUTHORISED_AS = {
@@ -76,6 +82,8 @@ AUTHORISED_AS = {
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
+# The store's writer of a transaction's items one at a time, on a table without transactions.
+SEQUENCED_WRITER = "store/dynamo/sequenced.py"
 TRANSACTION_ITEMS = {
     "Put": "dynamodb:PutItem",
     "Update": "dynamodb:UpdateItem",
@@ -85,35 +93,45 @@ TRANSACTION_ITEMS = {
 # What each component runs: its handler and the core modules of its work (not the target
 # adapters: targets are called with the deployment's target role, never the component's own).
 COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
-    "api": ("functions/api/handler.py", "api/*.py", "jobs.py", "calendar_service.py"),
+    "api": ("functions/api/handler.py", "api/*.py", "usecases/jobs.py", "usecases/calendar_service.py"),
     # The poller publishes events; alerts are raised by workers (notifications/alerts.py).
     "poller": (
         "functions/poller/handler.py",
-        "composition.py",
-        "tick.py",  # group 0's pollers start the next minute when no tick did (relay_next)
-        "polling/*.py",
-        "notifications/__init__.py",
-        "notifications/events.py",
+        "runtime/composition.py",
+        "dispatch/tick.py",  # group 0's pollers start the next minute when no tick did (relay_next)
+        "dispatch/burst_sight.py",  # ... and re-plan it as the tick would, when a burst seen since needs it
+        "dispatch/polling/*.py",
+        "dispatch/budget_reservations.py",  # rate budgets' reservations (conditional writes, a query)
+        "delivery/notifications/__init__.py",
+        "delivery/notifications/events.py",
     ),
     "worker": (
         "functions/worker/handler.py",
-        "composition.py",  # builds the worker: its queues sign, so it reads the dispatch key
+        "runtime/composition.py",  # builds the worker: its queues sign, so it reads the dispatch key
         "execution/*.py",
-        "notifications/*.py",
-        "worker_service.py",
-        "targets/__init__.py",
+        "dispatch/budget_reservations.py",  # a late smoothed call reserves a new instant of its budget
+        "delivery/notifications/*.py",
+        "execution/worker_service.py",
+        "delivery/targets/__init__.py",
     ),
-    # its store: Container.reader; its scaling: the capacity actuator of punctual.scaling_aws
+    # its store: Container.reader; its scaling: the capacity actuator of punctual.dispatch.scaling_aws
     # and its Burst Shortfall events and re-plans (burst_sight.py)
-    "tick": ("functions/tick/handler.py", "tick.py", "scaling.py", "scaling_aws.py", "burst_sight.py"),
+    "tick": (
+        "functions/tick/handler.py",
+        "dispatch/tick.py",
+        "dispatch/scaling.py",
+        "dispatch/scaling_aws.py",
+        "dispatch/burst_sight.py",
+        "delivery/notifications/events.py",
+    ),
     # The chain auditor: its reads and repairs (punctual.auditing), the events it publishes, and the
     # composition root (its queues sign a lost range's alert message: the dispatch key).
     "auditor": (
         "functions/auditor/handler.py",
-        "composition.py",
+        "runtime/composition.py",
         "auditing/*.py",
-        "notifications/__init__.py",
-        "notifications/events.py",
+        "delivery/notifications/__init__.py",
+        "delivery/notifications/events.py",
     ),
 }
 
@@ -168,11 +186,13 @@ def _transaction_kinds(node: ast.AST) -> set[str]:
     }
 
 
-def _actions(service: str, ops: Iterable[str], kinds: Iterable[str]) -> set[str]:
+def _actions(service: str, ops: Iterable[str], kinds: Iterable[str], transactions: bool = True) -> set[str]:
     actions: set[str] = set()
     for op in ops:
         if op == "transact_write_items":
-            actions |= {TRANSACTION_ITEMS[k] for k in kinds}
+            # Without transactions (an MRSC table) the store writes the items one by one and
+            # undoes them on a failed condition: the calls the sequenced writer makes.
+            actions |= {TRANSACTION_ITEMS[k] for k in kinds} if transactions else sequenced_actions()
             continue
         action = f"{service}:{_pascal(op)}"
         actions.add(AUTHORISED_AS.get(action, action))
@@ -183,8 +203,17 @@ def _parse(relative: str) -> ast.Module:
     return ast.parse((CORE / relative).read_text())
 
 
-def adapter_methods(unreached: frozenset[str] = frozenset()) -> dict[str, tuple[str, set[str]]]:
-    """Public adapter method name → (receiver pattern, the IAM actions it and its helpers need)."""
+def sequenced_actions() -> set[str]:
+    """What a transaction written one item at a time may call: every client call of the
+    sequenced writer's module (its writes, the ConditionCheck's update, the undo)."""
+    return _actions("dynamodb", _client_ops(_parse(SEQUENCED_WRITER)), ())
+
+
+def adapter_methods(
+    unreached: frozenset[str] = frozenset(), transactions: bool = True
+) -> dict[str, tuple[str, set[str]]]:
+    """Public adapter method name → (receiver pattern, the IAM actions it and its helpers need);
+    ``transactions=False``: as the store calls on a table without transactions."""
     result: dict[str, tuple[str, set[str]]] = {}
     by_class: dict[str, dict[str, set[str]]] = {}  # adapter class -> method -> actions (delegates)
     delegated: list[tuple[str, str, set[tuple[str, str]]]] = []  # (receiver, method, {(class, callee)})
@@ -214,7 +243,7 @@ def adapter_methods(unreached: frozenset[str] = frozenset()) -> dict[str, tuple[
             body = [methods[n] for n in closure(name, set())]
             ops = set().union(*(_client_ops(b) for b in body))
             kinds = set().union(*(_transaction_kinds(b) for b in body))
-            actions = _actions(service, ops, kinds)
+            actions = _actions(service, ops, kinds, transactions)
             by_class.setdefault(class_name, {}).setdefault(name, set()).update(actions)
             for owner in (c.name for c in classes):
                 calls = {
@@ -252,9 +281,10 @@ def _component_files(component: str) -> list[Path]:
     return files
 
 
-def component_actions(component: str) -> dict[str, set[str]]:
-    """IAM action → where the component's code needs it (``module:method``)."""
-    methods = adapter_methods(UNREACHED.get(component, frozenset()))
+def component_actions(component: str, transactions: bool = True) -> dict[str, set[str]]:
+    """IAM action → where the component's code needs it (``module:method``); ``transactions=False``:
+    on a table without transactions (the multi-Region profile's)."""
+    methods = adapter_methods(UNREACHED.get(component, frozenset()), transactions)
     needs: dict[str, set[str]] = {a: {w} for a, w in LIBRARY_ACTIONS.get(component, {}).items()}
     for path in _component_files(component):
         tree = ast.parse(path.read_text())

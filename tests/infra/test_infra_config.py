@@ -30,7 +30,7 @@ def test_defaults_match_the_runtime_contract() -> None:
 
     assert (cfg.shard_count, cfg.near_shard_count, cfg.far_threshold_s) == (256, 8, 180)
     assert (cfg.poll_interval_ms, cfg.retention_days, cfg.max_jobs_per_tenant) == (1000, 30, 100_000)
-    assert (cfg.shard_groups, cfg.queue_count, cfg.max_receive_count) == (1, 1, 5)
+    assert (cfg.shard_groups, cfg.queue_count, cfg.max_receive_count) == (1, 1, 10)
     assert cfg.target_arn_patterns == () and cfg.target_allow_cidrs == ()
 
 

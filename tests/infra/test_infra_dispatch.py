@@ -39,7 +39,9 @@ def test_waits_for_start_at_then_maps_groups_to_the_poller(any_synth: Synth) -> 
     assert wait["TimestampPath"] == "$.start_at"
     groups = definition["States"][wait["Next"]]
     assert groups["Type"] == "Map"
-    assert groups["ItemsPath"] == "$.pollers"  # each group once per replica (punctual.tick.replicas_for)
+    assert (
+        groups["ItemsPath"] == "$.pollers"
+    )  # each group once per replica (punctual.dispatch.tick.replicas_for)
     assert groups.get("MaxConcurrency", 0) == any_synth.stack.config.poller_max_concurrency
     assert groups["End"] is True
 
@@ -202,7 +204,7 @@ def test_shard_groups_from_context_reach_the_tick(custom_synth: Synth) -> None:
 
 
 def test_the_tick_plans_with_the_default_triggers_per_poller_minute(default_synth: Synth) -> None:
-    from punctual.settings import Settings
+    from punctual.runtime.settings import Settings
 
     tick = default_synth.resources[default_synth.logical_id(default_synth.stack.dispatch.tick.function)]
     variables = tick["Properties"]["Environment"]["Variables"]

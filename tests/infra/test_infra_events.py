@@ -33,7 +33,7 @@ def test_by_default_events_go_to_a_bus_of_the_stacks_own(default_synth: Synth) -
     assert own_bus in join_parts(parameter["Properties"]["Value"]).split(",")  # never a target
 
 
-def test_the_stacks_bus_denies_put_events_to_all_but_the_pollers_and_workers(any_synth: Synth) -> None:
+def test_the_stacks_bus_denies_put_events_to_all_but_the_pollers_workers_and_tick(any_synth: Synth) -> None:
     stack = any_synth.stack
     bus_id, own_bus = _bus(any_synth)
     policies = [
@@ -47,7 +47,7 @@ def test_the_stacks_bus_denies_put_events_to_all_but_the_pollers_and_workers(any
     assert as_list(deny["Action"]) == ["events:PutEvents"]
     assert join_parts(deny["Resource"]) == own_bus
     allowed = {join_parts(a) for a in as_list(deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])}
-    publishers = [*(p.role for p in stack.dispatch.pollers), *stack.workers.roles]
+    publishers = [*(p.role for p in stack.dispatch.pollers), *stack.workers.roles, stack.dispatch.tick.role]
     assert allowed == {f"<{any_synth.logical_id(r)}.Arn>" for r in publishers}
     assert not [s for s in statements if s.get("Effect", "Allow") == "Allow"]  # the policy grants nothing
 

@@ -178,7 +178,14 @@ def test_poller_sends_to_the_lanes_and_writes_the_table(default_synth: Synth) ->
     assert "dynamodb:DeleteItem" not in granted  # the poller never deletes
     for action in POLLER_TABLE_ACTIONS:
         assert granted[action] == {_table(default_synth)}  # no index ARN, no wildcard
-    assert not any(a.startswith(("states:", "kms:", "lambda:")) for a in granted)
+    assert not any(a.startswith(("kms:", "lambda:")) for a in granted)
+    # Step Functions: only the relay's (group 0's pollers start the next minute when no tick did,
+    # and re-plan it as the tick would): the minute machine and its executions, nothing else
+    machines = {f"<{default_synth.logical_id(m)}>" for m in default_synth.stack.dispatch.state_machines}
+    states = {a: r for a, r in granted.items() if a.startswith("states:")}
+    assert set(states) == {"states:StartExecution", "states:DescribeExecution", "states:StopExecution"}
+    assert states["states:StartExecution"] == machines
+    assert all(r.endswith(":*") and ":execution:" in r for r in states["states:StopExecution"])
 
 
 def test_worker_lambda_consumes_only_the_short_queues(default_synth: Synth) -> None:

@@ -18,7 +18,15 @@ from typing import Any
 import pytest
 from aws_calls import BURST_MACHINE_ACTIONS, BURST_SERVICE_ACTIONS
 from aws_calls import component_actions as _all_component_actions
-from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements, statements_by_role
+from cdk_helpers import (
+    Synth,
+    actions_on,
+    as_list,
+    component_roles,
+    join_parts,
+    role_statements,
+    statements_by_role,
+)
 
 from punctual_cdk import constants as c
 
@@ -43,20 +51,7 @@ def component_actions(component: str, synth: Synth | None = None) -> dict[str, s
 
 def _roles(synth: Synth) -> dict[str, tuple[str, Any]]:
     """Role name → (component, role)."""
-    stack = synth.stack
-    roles: dict[str, tuple[str, Any]] = {
-        "api": ("api", stack.api.handler.role),
-        "poller": ("poller", stack.dispatch.poller.role),
-        "tick": ("tick", stack.dispatch.tick.role),
-        "auditor": ("auditor", stack.auditor.handler.role),
-        "worker-lambda": ("worker", stack.workers.worker.role),
-        "worker-task": ("worker", stack.workers.task_definition.task_role),
-    }
-    if stack.dispatch.lean_poller is not None:
-        roles["lean-poller"] = ("poller", stack.dispatch.lean_poller.role)
-    if stack.workers.burst_task_definition is not None:
-        roles["burst-task"] = ("worker", stack.workers.burst_task_definition.task_role)
-    return roles
+    return component_roles(synth.stack)
 
 
 def _granted(synth: Synth, role: Any) -> set[str]:
@@ -95,10 +90,8 @@ def test_table_actions_are_the_declared_lists(default_synth: Synth) -> None:
     for name, (component, role) in _roles(default_synth).items():
         table = {a for a in _granted(default_synth, role) if a.startswith("dynamodb:")}
         assert table == set(c.TABLE_ACTIONS_BY_COMPONENT[component]), name
-    # The poller deletes only to undo a job write on a table without transactions (MRSC): it is
-    # granted DeleteItem for that, and its code reaches it only there (the reading below).
     poller = actions_on(role_statements(default_synth, default_synth.stack.dispatch.poller.role))
-    assert "dynamodb:DeleteItem" in poller
+    assert "dynamodb:DeleteItem" not in poller
 
 
 def test_the_code_reading_finds_what_each_adapter_method_needs() -> None:
@@ -111,11 +104,7 @@ def test_the_code_reading_finds_what_each_adapter_method_needs() -> None:
     assert methods["token_key"] == {"secretsmanager:GetSecretValue"}
     assert "sts:AssumeRole" in methods["Boto3ClientFactory"]
     assert set(component_actions("poller")) >= {"dynamodb:BatchWriteItem", "sqs:SendMessage"}
-    # (reached through replace_job, a one-time job marked COMPLETED, or a stale calendar use's drop)
-    deleting = component_actions("poller")["dynamodb:DeleteItem"]
-    assert deleting and {site.split(":")[1] for site in deleting} <= {"replace_job", "drop_calendar_user"}, (
-        deleting
-    )
+    assert "dynamodb:DeleteItem" not in component_actions("poller")
 
 
 # --------------------------------------------------------------------------- own resources
@@ -334,11 +323,11 @@ def test_the_api_makes_and_unwraps_only_tenant_data_keys(default_synth: Synth) -
 
 
 def test_the_decrypt_condition_names_the_keys_the_code_binds() -> None:
-    from punctual.signing_secrets import DEFAULT_CONTEXT, job_binding
+    from punctual.security.signing_secrets import DEFAULT_CONTEXT, job_binding
     from punctual_cdk import constants as c
 
     assert set(c.WEBHOOK_SECRET_CONTEXT_KEYS) == {*DEFAULT_CONTEXT, *job_binding("t", "j")}
-    from punctual.tenant_keys import TENANT_KEY_PURPOSE, key_context
+    from punctual.security.tenant_keys import TENANT_KEY_PURPOSE, key_context
 
     assert (c.TENANT_KEY_PURPOSE, set(c.TENANT_KEY_CONTEXT_KEYS)) == (
         TENANT_KEY_PURPOSE,
@@ -372,9 +361,9 @@ def test_the_api_encrypts_only_under_its_two_purposes(default_synth: Synth) -> N
 
 def test_the_ticks_store_records_no_layout(monkeypatch: pytest.MonkeyPatch) -> None:
     """What lets the tick go without GetItem/PutItem (aws_calls.UNREACHED): its store has no layout."""
-    from punctual import aws
-    from punctual.composition import Container
-    from punctual.settings import Settings
+    from punctual.runtime import aws
+    from punctual.runtime.composition import Container
+    from punctual.runtime.settings import Settings
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     aws.reset()

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdk_helpers import CLI_CONTEXT, functions_dir, join_parts
+from aws_calls import component_actions
+from cdk_helpers import (
+    CLI_CONTEXT,
+    Synth,
+    actions_on,
+    component_roles,
+    functions_dir,
+    join_parts,
+    role_statements,
+)
 
 from punctual_cdk.config import ConfigError
 from punctual_cdk.multi_region import RegionPlan
@@ -26,6 +35,11 @@ REGIONS = ("us-east-1", "us-east-2", "us-west-2")
 
 def _synth(outdir: Path, context: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Synthesise the multi-Region app; the template of each Region's stack, by Region."""
+    return {region: synth.json for region, synth in _synths(outdir, context).items()}
+
+
+def _synths(outdir: Path, context: dict[str, Any]) -> dict[str, Synth]:
+    """Synthesise the multi-Region app; each Region's scheduler and template, by Region."""
     from infra.multi_region_app import build_multi_region_app
 
     defaults = {
@@ -39,16 +53,28 @@ def _synth(outdir: Path, context: dict[str, Any]) -> dict[str, dict[str, Any]]:
     report = json.loads((outdir / "validation-report.json").read_text())
     assert all(plugin["conclusion"] == "success" for plugin in report["pluginReports"]), report
     return {
-        region: assembly.get_stack_artifact(stack.artifact_id).template
+        region: Synth(
+            stack=stack.scheduler,
+            template=None,
+            json=assembly.get_stack_artifact(stack.artifact_id).template,
+            report=report,
+            outdir=outdir,
+            acknowledged={},
+        )
         for region, stack in profile.stacks.items()
     }
 
 
 @pytest.fixture(scope="module")
-def witness_plan(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def witness_synths(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synth]:
     """Two Regions running the scheduler and a witness."""
     context = {"regions": "us-east-1,us-east-2", "witnessRegion": "us-west-2"}
-    return _synth(tmp_path_factory.mktemp("cdk-mr-witness"), context)
+    return _synths(tmp_path_factory.mktemp("cdk-mr-witness"), context)
+
+
+@pytest.fixture(scope="module")
+def witness_plan(witness_synths: dict[str, Synth]) -> dict[str, dict[str, Any]]:
+    return {region: synth.json for region, synth in witness_synths.items()}
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +214,20 @@ def test_every_process_writes_without_transactions(
             names = {e["Name"]: e["Value"] for e in container.get("Environment", [])}
             if "PUNCTUAL_TABLE_NAME" in names:
                 assert names["PUNCTUAL_TABLE_TRANSACTIONS"] == "false", container["Name"]
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "us-east-2"])
+def test_each_role_holds_the_table_actions_its_code_calls_without_transactions(
+    witness_synths: dict[str, Synth], region: str
+) -> None:
+    """Least privilege per Region on a table without transactions: exactly what the code calls
+    when the store writes each transaction item by item (the poller's DeleteItem, which the
+    single-Region poller never holds, undoes a job write whose later condition failed)."""
+    synth = witness_synths[region]
+    for name, (component, role) in component_roles(synth.stack).items():
+        granted = {a for a in actions_on(role_statements(synth, role)) if a.startswith("dynamodb:")}
+        called = {a for a in component_actions(component, transactions=False) if a.startswith("dynamodb:")}
+        assert granted == called, (name, sorted(granted - called), sorted(called - granted))
+        assert "dynamodb:ConditionCheckItem" not in granted, name
+    poller = actions_on(role_statements(synth, synth.stack.dispatch.poller.role))
+    assert "dynamodb:DeleteItem" in poller

@@ -1,4 +1,4 @@
-"""One settings schema (issue 18, point 2): ``punctual.settings.Settings`` defines every variable;
+"""One settings schema (issue 18, point 2): ``punctual.runtime.settings.Settings`` defines every variable;
 the stack derives the deployed ones from the CDK context; cdk.json, the app's defaults and the
 runtime's defaults agree; every variable the stack sets is one the runtime reads."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from cdk_helpers import Synth
 
 from punctual.console.widget import ConsoleSettings
-from punctual.settings import DEPLOYED, Settings, context_key, env_value
-from punctual.worker_service import ServiceSettings
+from punctual.execution.worker_service import ServiceSettings
+from punctual.runtime.settings import DEPLOYED, Settings, context_key, env_value
 from punctual_cdk.config import DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[2]

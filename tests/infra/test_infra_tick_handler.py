@@ -11,9 +11,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from punctual.clock import ManualClock
-from punctual.settings import Settings
-from punctual.tick import Tick, group_slices
+from punctual.dispatch.tick import Tick, group_slices
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 
 HANDLER = Path(__file__).resolve().parents[2] / "functions" / "tick" / "handler.py"
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:punctual-minutes"
@@ -81,6 +81,8 @@ def _expected_input(minute: str, start_at: str) -> str:
             "poller": "standard",  # no store: the load is unknown, never the lean poller
             "estimated_far_timers": 0,
             "recent_near_timers": None,
+            "forecast_near_slots": 0,  # the minute-load ledger's forecast (none: no store)
+            "forecast_near_head": 0,
             "drained_behind": False,
             "groups": groups,
             "pollers": pollers,

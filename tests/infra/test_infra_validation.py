@@ -43,6 +43,18 @@ EXPECTED_ACKNOWLEDGMENTS = {
     ("Workers/WorkerTask/TaskRole", "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::*:role/*]"),
     ("Console/Function/Role", "AwsSolutions-IAM5[Resource::*]"),  # X-Ray, as every function
     ("ChainAudit/Auditor/Role", "AwsSolutions-IAM5[Resource::*]"),  # X-Ray, as every function
+    # Issues 30 and 32: the tick and group 0's pollers (the relay) look for, start and re-plan a
+    # minute's execution, whose ARN carries its minute's name (unknown at deploy).
+    (
+        "Dispatch/Tick/Role",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+        "execution:<DispatchMinuteStateMachineE8DA134E.Name>:*]",
+    ),
+    (
+        "Dispatch/PollerRelayPolicy",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+        "execution:<DispatchMinuteStateMachineE8DA134E.Name>:*]",
+    ),
 }
 
 

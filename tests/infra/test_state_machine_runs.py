@@ -33,14 +33,14 @@ from cdk_helpers import Synth
 from factories import load_handler, spec
 from local.component import LambdaContext
 from local.retriers import retrier_for, retriers_from
-from punctual import aws
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
-from punctual.queues import SqsQueues
-from punctual.settings import Settings
+from punctual.dispatch.queues import SqsQueues
+from punctual.dispatch.tick import plan_minute
+from punctual.runtime import aws
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 from punctual.store.dynamo import DynamoStore, table_definition
-from punctual.tick import plan_minute
-from punctual.timers import Lane, minute_of, shard_of, slot_key
+from punctual.timing.timers import Lane, minute_of, shard_of, slot_key
+from punctual.usecases.jobs import JobService, QueueRouting
 
 MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 TABLE = "punctual"

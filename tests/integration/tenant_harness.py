@@ -14,11 +14,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from execution_harness import LAYOUT, LONG, SHORT, Rig
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
-from punctual.polling import PollerConfig
+from punctual.dispatch.polling import PollerConfig
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
-from punctual.timers import Lane, TimerLayout, shard_of
+from punctual.timing.timers import Lane, TimerLayout, shard_of
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import Simulation
 
 WORK_EVERY_S = 5

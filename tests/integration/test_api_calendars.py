@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from api_harness import ALICE, BOB, ApiClient, job_spec
 from api_harness import api as api  # the fixture
 
-from punctual.instants import format_instant_ms
+from punctual.timing.instants import format_instant_ms
 
 HOLIDAYS = {
     "timezone": "Europe/Berlin",

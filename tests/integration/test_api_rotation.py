@@ -8,9 +8,9 @@ from api_harness import ALICE_ID, http_spec, job_spec
 from api_harness import api as api  # the fixture
 from standardwebhooks.webhooks import Webhook
 
+from punctual.delivery.targets.webhooks.signing import sign_webhook
 from punctual.execution import default_signing_secrets
-from punctual.settings import Settings
-from punctual.targets.webhooks.signing import sign_webhook
+from punctual.runtime.settings import Settings
 
 
 def test_rotation_keeps_the_previous_secret_signing_until_dropped(api) -> None:  # type: ignore[no-untyped-def]

@@ -8,8 +8,8 @@ from api_harness import ALICE, BOB, REGION, ApiClient, job_spec
 from api_harness import api as api  # the fixture
 
 from punctual.api import wiring
-from punctual.ownership import forget
-from punctual.settings import Settings
+from punctual.runtime.settings import Settings
+from punctual.security.ownership import forget
 
 
 def _reconfigure(monkeypatch: pytest.MonkeyPatch, **variables: str) -> None:

@@ -9,6 +9,7 @@ import pytest
 from api_harness import ACCOUNT, ALICE, ALICE_ID, BOB, ApiClient, Reply, job_spec
 from api_harness import api as api  # the fixture
 
+from punctual.admin.tenant_moves import move_jobs
 from punctual.models import Execution, ExecutionStatus
 
 SLOT = "2026-11-30T09:32:00Z"
@@ -240,7 +241,7 @@ def test_jobs_registered_under_the_old_arn_identity_move_to_the_unique_id(api: A
     jobs.register(ALICE, job_spec_model(schedule="after(z-parent)"), "c-child")
 
     # When the operator moves them to her unique id
-    report = jobs.move_jobs(ALICE, ALICE_ID)
+    report = move_jobs(jobs, ALICE, ALICE_ID)
 
     # Then she sees them all, in their states; nothing is left under the ARN
     assert sorted(report.moved) == ["a-paused", "b-hook", "c-child", "z-parent"]

@@ -11,14 +11,14 @@ import pytest
 
 from factories import load_handler, spec
 from local.auditor import scheduled_event
-from punctual import aws, composition
 from punctual.auditing import segments_for
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
-from punctual.queues import SqsQueues
-from punctual.settings import Settings
+from punctual.dispatch.queues import SqsQueues
+from punctual.runtime import aws, composition
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 from punctual.store.dynamo import DynamoStore, table_definition
-from punctual.timers import CHAIN_KINDS, Lane
+from punctual.timing.timers import CHAIN_KINDS, Lane
+from punctual.usecases.jobs import JobService, QueueRouting
 
 
 @dataclass

@@ -3,6 +3,8 @@
 Stubber is used (and says so in the test) only for answers moto never gives: a Lambda
 function error or throttle, a failed PutEvents entry, and ECS tasks that stop with a
 non-zero exit code, fail to start, or cannot be placed.
+
+The ECS target: test_aws_target_ecs.py; the shared moto rig: aws_targets_harness.py.
 """
 
 from __future__ import annotations
@@ -11,110 +13,36 @@ import base64
 import io
 import json
 import zipfile
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
-import boto3
 import pytest
+from aws_targets_harness import ACCOUNT, REGION, T0, Clients, ctx, stubbed
+from aws_targets_harness import clients as clients  # the fixture
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
 from botocore.response import StreamingBody
-from botocore.stub import ANY, Stubber
-from moto import mock_aws
-from moto.moto_api import state_manager
+from botocore.stub import ANY
 
-from punctual.clock import ManualClock
+from punctual.delivery.targets import DefaultTargetInvoker
+from punctual.delivery.targets.aws_clients import api_call_timeouts, lambda_wait_timeouts
+from punctual.delivery.targets.aws_services import (
+    EventBridgeTargetAdapter,
+    LambdaTargetAdapter,
+    SnsTargetAdapter,
+    SqsTargetAdapter,
+    StepFunctionsTargetAdapter,
+    classify_aws_error,
+    dedup_id,
+    execution_name,
+)
+from punctual.delivery.targets.base import Outcome
 from punctual.models import (
-    EcsTarget,
     EventBridgeTarget,
     LambdaTarget,
     SnsTarget,
     SqsTarget,
     StepFunctionsTarget,
 )
-from punctual.settings import Settings
-from punctual.targets import DefaultTargetInvoker
-from punctual.targets.aws_services import (
-    CallTimeouts,
-    EcsTargetAdapter,
-    EventBridgeTargetAdapter,
-    LambdaTargetAdapter,
-    SnsTargetAdapter,
-    SqsTargetAdapter,
-    StepFunctionsTargetAdapter,
-    api_call_timeouts,
-    classify_aws_error,
-    dedup_id,
-    execution_name,
-    lambda_wait_timeouts,
-)
-from punctual.targets.base import Outcome, SlotContext
-
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
-T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
-
-
-class Clients:
-    """A client factory like the one local mode passes: cached clients, calls recorded."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str | None]] = []
-        self.timeouts: list[CallTimeouts | None] = []  # what each call asked for (moto ignores them)
-        self._cache: dict[tuple[str, str], Any] = {}
-
-    def __call__(
-        self, service: str, region: str | None = None, *, timeouts: CallTimeouts | None = None
-    ) -> Any:
-        self.calls.append((service, region))
-        self.timeouts.append(timeouts)
-        key = (service, region or REGION)
-        if key not in self._cache:
-            self._cache[key] = boto3.client(service, region_name=key[1])
-        return self._cache[key]
-
-    def capture(self, service: str, operation: str) -> list[dict[str, Any]]:
-        """Record the parameters of every ``operation`` call made through this factory's client."""
-        seen: list[dict[str, Any]] = []
-        self(service).meta.events.register(
-            f"provide-client-params.{self(service).meta.service_model.endpoint_prefix}.{operation}",
-            lambda params, **_: seen.append(dict(params)),
-        )
-        self.calls.clear()
-        return seen
-
-
-@pytest.fixture
-def clients() -> Iterator[Clients]:
-    with mock_aws(config={"lambda": {"use_docker": False}}):
-        yield Clients()
-
-
-def ctx(
-    *,
-    job_id: str = "nightly-export",
-    slot: str = "2026-11-30T10:00:00Z",
-    attempt: int = 1,
-    tenant: str = "acme",
-    timeout_s: float = 300,
-    heartbeat: Callable[[], bool] = lambda: True,
-) -> SlotContext:
-    return SlotContext(
-        job_id=job_id,
-        tenant=tenant,
-        slot=slot,
-        scheduled_at=T0,
-        attempt=attempt,
-        timeout_s=timeout_s,
-        heartbeat=heartbeat,
-    )
-
-
-def stubbed(service: str) -> tuple[Any, Stubber, Callable[..., Any]]:
-    """A real client with a Stubber on it, and a factory that always returns it."""
-    client = boto3.client(service, region_name=REGION)
-    return client, Stubber(client), lambda *_args, **_kwargs: client
-
+from punctual.runtime.settings import Settings
 
 # --------------------------------------------------------------------------- Lambda
 
@@ -485,341 +413,6 @@ def test_execution_names_fit_the_allowed_charset_and_length() -> None:
     assert long_a != long_b  # cut to the same readable prefix, kept apart by the digest
     assert execution_name(ctx(tenant="a")) != execution_name(ctx(tenant="b"))
     assert execution_name(ctx(attempt=1)) == execution_name(ctx(attempt=2))
-
-
-# --------------------------------------------------------------------------- ECS
-
-
-@pytest.fixture
-def ecs_setup(clients: Clients) -> dict[str, Any]:
-    ecs = clients("ecs")
-    cluster = ecs.create_cluster(clusterName="jobs")["cluster"]["clusterArn"]
-    # moto 5.2.5 fails to create the ENI of an awsvpc (Fargate-compatible) task
-    # ('NetworkInterface' has no 'private_dns_name'), so the definition is registered in
-    # bridge mode; the adapter's RunTask call (awsvpc configuration, FARGATE) is unchanged.
-    # moto also models only the first container of a task. Bridge-mode tasks never look
-    # at the subnet or security group, so they need no EC2 set-up.
-    definition = ecs.register_task_definition(
-        family="export",
-        networkMode="bridge",
-        containerDefinitions=[
-            {"name": "main", "image": "busybox", "essential": True, "memory": 256},
-            {"name": "log-router", "image": "fluent-bit", "essential": False, "memory": 64},
-        ],
-    )["taskDefinition"]["taskDefinitionArn"]
-    return {
-        "cluster": cluster,
-        "definition": definition,
-        "subnet": "subnet-0123456789abcdef0",
-        "group": "sg-0123456789abcdef0",
-    }
-
-
-def _ecs_target(setup: dict[str, Any], **extra: Any) -> EcsTarget:
-    return EcsTarget(
-        cluster_arn=setup["cluster"],
-        task_definition_arn=setup["definition"],
-        subnets=[setup["subnet"]],
-        security_groups=[setup["group"]],
-        **extra,
-    )
-
-
-class Beats:
-    def __init__(self, answers: list[bool] | None = None) -> None:
-        self.count = 0
-        self.answers = answers or []
-
-    def __call__(self) -> bool:
-        self.count += 1
-        return self.answers.pop(0) if self.answers else True
-
-
-def test_ecs_runs_the_task_heartbeats_while_it_runs_and_succeeds_on_exit_0(
-    clients: Clients, ecs_setup: dict[str, Any]
-) -> None:
-    # Given moto's default task life cycle (one state further per DescribeTasks)
-    beats = Beats()
-    clock = ManualClock(T0)
-    adapter = EcsTargetAdapter(clients, clock=clock, poll_interval_s=10)
-    # When the target runs
-    result = adapter.invoke(_ecs_target(ecs_setup), {"rows": 3}, ctx(heartbeat=beats))
-    # Then it waited for STOPPED, heartbeating between polls, and the exit code decided
-    assert result.outcome is Outcome.SUCCEEDED, result.summary
-    assert beats.count == 3  # RUNNING -> DEACTIVATING -> STOPPING -> DEPROVISIONING -> STOPPED
-    assert clock.now() == T0.replace(second=30)
-    assert result.detail["exit_codes"] == {"main": 0}
-    assert result.detail["adopted"] is False
-    task = clients("ecs").describe_tasks(cluster=ecs_setup["cluster"], tasks=[result.detail["task_arn"]])[
-        "tasks"
-    ][0]
-    [override] = task["overrides"]["containerOverrides"]
-    assert override["name"] == "main"
-    environment = {e["name"]: e["value"] for e in override["environment"]}
-    assert environment == {
-        "PUNCTUAL_JOB_ID": "nightly-export",
-        "PUNCTUAL_TENANT": "acme",
-        "PUNCTUAL_SLOT": "2026-11-30T10:00:00Z",
-        "PUNCTUAL_ATTEMPT": "1",
-        "PUNCTUAL_SCHEDULED_AT": "2026-11-30T10:00:00Z",
-        "PUNCTUAL_IDEMPOTENCY_KEY": "nightly-export:2026-11-30T10:00:00Z",
-        "PUNCTUAL_FENCING_TOKEN": "nightly-export:2026-11-30T10:00:00Z:1",
-        "PUNCTUAL_PAYLOAD": '{"rows":3}',
-    }
-    assert task["startedBy"].startswith("punctual-") and len(task["startedBy"]) <= 36
-
-
-def test_ecs_a_new_owner_adopts_the_running_task_instead_of_starting_another(
-    clients: Clients, ecs_setup: dict[str, Any]
-) -> None:
-    # Given a worker that started the slot's task and then lost its lease
-    adapter = EcsTargetAdapter(clients, clock=ManualClock(T0), poll_interval_s=10)
-    target = _ecs_target(ecs_setup, container_name="main")
-    lost = adapter.invoke(target, {}, ctx(attempt=1, heartbeat=Beats([False])))
-    assert lost.outcome is Outcome.RETRYABLE and "lease lost" in lost.summary
-    # When the worker that took over runs attempt 2 of the same slot
-    taken_over = adapter.invoke(target, {}, ctx(attempt=2))
-    # Then it tracked the same task to its end; no second task was started
-    assert taken_over.outcome is Outcome.SUCCEEDED, taken_over.summary
-    assert taken_over.detail["adopted"] is True
-    assert taken_over.detail["task_arn"] == lost.detail["task_arn"]
-    assert len(clients("ecs").list_tasks(cluster=ecs_setup["cluster"])["taskArns"]) == 1
-
-
-def test_ecs_a_task_past_the_timeout_is_stopped(clients: Clients, ecs_setup: dict[str, Any]) -> None:
-    state_manager.set_transition(
-        model_name="ecs::task", transition={"progression": "manual", "times": 10_000}
-    )
-    try:
-        adapter = EcsTargetAdapter(clients, clock=ManualClock(T0), poll_interval_s=10)
-        result = adapter.invoke(_ecs_target(ecs_setup), {}, ctx(timeout_s=45))
-    finally:
-        state_manager.unset_transition(model_name="ecs::task")
-    assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)
-    task = clients("ecs").describe_tasks(cluster=ecs_setup["cluster"], tasks=[result.detail["task_arn"]])[
-        "tasks"
-    ][0]
-    assert task["lastStatus"] == "STOPPED"
-    assert "timeout" in task["stoppedReason"]
-
-
-def test_ecs_no_poll_sleeps_past_the_job_timeout(clients: Clients, ecs_setup: dict[str, Any]) -> None:
-    # Before: the last sleep was a whole poll interval, so a 15 s job was stopped at 20 s.
-    state_manager.set_transition(
-        model_name="ecs::task", transition={"progression": "manual", "times": 10_000}
-    )
-    clock = ManualClock(T0)
-    try:
-        adapter = EcsTargetAdapter(clients, clock=clock, poll_interval_s=10)
-        result = adapter.invoke(_ecs_target(ecs_setup), {}, ctx(timeout_s=15))
-    finally:
-        state_manager.unset_transition(model_name="ecs::task")
-    assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)
-    assert clock.now() == T0.replace(second=15)
-
-
-def test_ecs_payload_too_large_for_overrides_is_permanent_and_starts_nothing(
-    clients: Clients, ecs_setup: dict[str, Any]
-) -> None:
-    result = EcsTargetAdapter(clients, clock=ManualClock(T0)).invoke(
-        _ecs_target(ecs_setup), {"blob": "x" * 9000}, ctx()
-    )
-    assert result.outcome is Outcome.PERMANENT and "too large" in result.summary
-    assert clients("ecs").list_tasks(cluster=ecs_setup["cluster"])["taskArns"] == []
-
-
-ECS = EcsTarget(
-    cluster_arn=f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/jobs",
-    task_definition_arn=f"arn:aws:ecs:{REGION}:{ACCOUNT}:task-definition/export:1",
-    subnets=["subnet-0123456789abcdef0"],
-    container_name="main",
-)
-TASK_ARN = f"arn:aws:ecs:{REGION}:{ACCOUNT}:task/jobs/0123456789abcdef"
-
-
-def _stub_start(stub: Stubber) -> None:
-    stub.add_response("list_tasks", {"taskArns": []})
-    stub.add_response(
-        "run_task",
-        {"tasks": [{"taskArn": TASK_ARN, "lastStatus": "PROVISIONING"}], "failures": []},
-        {
-            "cluster": ECS.cluster_arn,
-            "taskDefinition": ECS.task_definition_arn,
-            "count": 1,
-            "launchType": "FARGATE",
-            "networkConfiguration": {
-                "awsvpcConfiguration": {"subnets": ECS.subnets, "assignPublicIp": "DISABLED"}
-            },
-            "overrides": ANY,
-            "startedBy": ANY,
-            "clientToken": ANY,
-        },
-    )
-
-
-def test_ecs_a_non_zero_exit_code_is_a_retryable_failure() -> None:
-    # Stubber: moto's containers always report exit code 0.
-    _, stub, factory = stubbed("ecs")
-    _stub_start(stub)
-    stub.add_response("describe_tasks", {"tasks": [{"taskArn": TASK_ARN, "lastStatus": "RUNNING"}]})
-    stub.add_response(
-        "describe_tasks",
-        {
-            "tasks": [
-                {
-                    "taskArn": TASK_ARN,
-                    "lastStatus": "STOPPED",
-                    "stopCode": "EssentialContainerExited",
-                    "stoppedReason": "Essential container in task exited",
-                    "containers": [
-                        {"name": "log-router", "exitCode": 0},
-                        {"name": "main", "exitCode": 3, "reason": "OutOfMemoryError: Container killed"},
-                    ],
-                }
-            ]
-        },
-    )
-    with stub:
-        result = EcsTargetAdapter(factory, clock=ManualClock(T0), poll_interval_s=5).invoke(ECS, {}, ctx())
-    stub.assert_no_pending_responses()
-    assert result.outcome is Outcome.RETRYABLE
-    assert "container main exited with code 3" in result.summary
-    assert "OutOfMemoryError" in result.summary
-    assert result.detail["exit_codes"] == {"main": 3}
-
-
-def test_ecs_without_a_container_name_the_essential_containers_get_the_slot_and_decide() -> None:
-    # Stubber: moto models only a task's first container.
-    _, stub, factory = stubbed("ecs")
-    stub.add_response(
-        "describe_task_definition",
-        {
-            "taskDefinition": {
-                "containerDefinitions": [
-                    {"name": "log-router", "essential": False},
-                    {"name": "main", "essential": True},
-                ]
-            }
-        },
-        {"taskDefinition": ECS.task_definition_arn},
-    )
-    stub.add_response("list_tasks", {"taskArns": []})
-    stub.add_response("run_task", {"tasks": [{"taskArn": TASK_ARN}]})
-    stub.add_response(
-        "describe_tasks",
-        {
-            "tasks": [
-                {
-                    "taskArn": TASK_ARN,
-                    "lastStatus": "STOPPED",
-                    "stopCode": "EssentialContainerExited",
-                    "containers": [{"name": "log-router", "exitCode": 137}, {"name": "main", "exitCode": 0}],
-                }
-            ]
-        },
-    )
-    sent: list[dict[str, Any]] = []
-    factory().meta.events.register(
-        "provide-client-params.ecs.RunTask", lambda params, **_: sent.append(params)
-    )
-    target = ECS.model_copy(update={"container_name": None})
-    with stub:
-        result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(target, {}, ctx())
-    stub.assert_no_pending_responses()
-    # The sidecar killed on the way out (137) does not fail the job; main's 0 decides.
-    assert result.outcome is Outcome.SUCCEEDED, result.summary
-    assert result.detail["exit_codes"] == {"main": 0}
-    assert [o["name"] for o in sent[0]["overrides"]["containerOverrides"]] == ["main"]
-
-
-def test_ecs_a_task_that_failed_to_start_is_retryable_with_the_reason() -> None:
-    # Stubber: moto never fails to pull an image.
-    _, stub, factory = stubbed("ecs")
-    _stub_start(stub)
-    stub.add_response(
-        "describe_tasks",
-        {
-            "tasks": [
-                {
-                    "taskArn": TASK_ARN,
-                    "lastStatus": "STOPPED",
-                    "stopCode": "TaskFailedToStart",
-                    "stoppedReason": "CannotPullContainerError: pull access denied",
-                    "containers": [{"name": "main"}],
-                }
-            ]
-        },
-    )
-    with stub:
-        result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(ECS, {}, ctx())
-    assert result.outcome is Outcome.RETRYABLE
-    assert "failed to start" in result.summary and "CannotPullContainerError" in result.summary
-
-
-def test_ecs_a_task_that_cannot_be_placed_is_retryable() -> None:
-    # Stubber: moto places every Fargate task.
-    _, stub, factory = stubbed("ecs")
-    stub.add_response("list_tasks", {"taskArns": []})
-    stub.add_response("run_task", {"tasks": [], "failures": [{"reason": "RESOURCE:ENI", "detail": "no ENI"}]})
-    with stub:
-        result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(ECS, {}, ctx())
-    assert result.outcome is Outcome.RETRYABLE
-    assert "RESOURCE:ENI" in result.summary
-
-
-def _stopped(exit_code: int, name: str = "main") -> dict[str, Any]:
-    return {
-        "tasks": [
-            {
-                "taskArn": TASK_ARN,
-                "lastStatus": "STOPPED",
-                "containers": [{"name": name, "exitCode": exit_code}],
-            }
-        ]
-    }
-
-
-def test_ecs_without_list_tasks_permission_it_still_runs_the_task() -> None:
-    # Stubber: moto does not evaluate IAM by default.
-    _, stub, factory = stubbed("ecs")
-    stub.add_client_error("list_tasks", "AccessDeniedException", "not authorized", http_status_code=400)
-    stub.add_response("run_task", {"tasks": [{"taskArn": TASK_ARN}]})
-    stub.add_response("describe_tasks", _stopped(0))
-    with stub:
-        result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(ECS, {}, ctx())
-    stub.assert_no_pending_responses()
-    assert result.outcome is Outcome.SUCCEEDED, result.summary
-    assert result.detail["adopted"] is False
-
-
-def test_ecs_without_describe_task_definition_permission_it_runs_without_overrides() -> None:
-    # Stubber: moto does not evaluate IAM by default.
-    _, stub, factory = stubbed("ecs")
-    stub.add_client_error("describe_task_definition", "AccessDeniedException", "no", http_status_code=400)
-    stub.add_response("list_tasks", {"taskArns": []})
-    stub.add_response("run_task", {"tasks": [{"taskArn": TASK_ARN}]})
-    stub.add_response("describe_tasks", _stopped(1, name="sidecar"))
-    sent: list[dict[str, Any]] = []
-    factory().meta.events.register(
-        "provide-client-params.ecs.RunTask", lambda params, **_: sent.append(params)
-    )
-    with stub:
-        result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(
-            ECS.model_copy(update={"container_name": None}), {}, ctx()
-        )
-    assert "overrides" not in sent[0]
-    assert result.outcome is Outcome.RETRYABLE  # every container's exit code decides
-    assert "sidecar exited with code 1" in result.summary
-
-
-def test_ecs_access_denied_is_permanent() -> None:
-    # Stubber: moto does not evaluate IAM by default.
-    _, stub, factory = stubbed("ecs")
-    stub.add_response("list_tasks", {"taskArns": []})
-    stub.add_client_error("run_task", "AccessDeniedException", "not authorized", http_status_code=400)
-    with stub:
-        result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(ECS, {}, ctx())
-    assert result.outcome is Outcome.PERMANENT
 
 
 # --------------------------------------------------------------------------- errors and the invoker

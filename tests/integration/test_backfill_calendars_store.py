@@ -10,15 +10,15 @@ import pytest
 
 from execution_harness import LAYOUT, LONG, SHORT, Rig
 from factories import spec
-from punctual.backfill_runner import BackfillRunner
-from punctual.backfills import BackfillState
-from punctual.calendar_service import CalendarService
-from punctual.calendars import CalendarSpec
-from punctual.clock import ManualClock
-from punctual.jobs import JobService
+from punctual.dispatch.queues import QueueRouting
 from punctual.models import ExecutionStatus
-from punctual.queues import QueueRouting
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
+from punctual.usecases.backfill_runner import BackfillRunner
+from punctual.usecases.backfills import BackfillState
+from punctual.usecases.calendar_service import CalendarService
+from punctual.usecases.calendars import CalendarSpec
+from punctual.usecases.jobs import JobService
 
 ROUTING = QueueRouting((SHORT,), (LONG,))
 

@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from factories import job, spec
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
-from punctual.peaks import PeakLimits, Profile, job_profile
-from punctual.queues import MemoryQueues
+from punctual.dispatch.queues import MemoryQueues
+from punctual.runtime.clock import ManualClock
+from punctual.security.peaks import PeakLimits, Profile, job_profile
+from punctual.security.tenant_quotas import BackfillQuota, BackfillQuotaError, PeakQuota, PeakQuotaError
 from punctual.store.base import JobStore, TenantLimitError
-from punctual.tenant_quotas import BackfillQuota, BackfillQuotaError, PeakQuota, PeakQuotaError
-from punctual.timers import TimerLayout
+from punctual.timing.timers import TimerLayout
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 HOURLY = "cron(0 * * * ? *)"

@@ -12,11 +12,11 @@ import pytest
 from audit_harness import AuditRig, Breaker
 
 from factories import spec
-from punctual.backfills import Backfill, BackfillState
-from punctual.clock import ManualClock
 from punctual.models import ExecutionStatus, Job
+from punctual.runtime.clock import ManualClock
 from punctual.store.dynamo import DynamoStore, schema
-from punctual.timers import Lane
+from punctual.timing.timers import Lane
+from punctual.usecases.backfills import Backfill, BackfillState
 from simulation import LAYOUT
 
 GRACE_S = 50

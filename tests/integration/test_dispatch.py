@@ -11,12 +11,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from factories import spec
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
+from punctual.dispatch.polling import Poller
 from punctual.models import Execution, ExecutionStatus
-from punctual.polling import Poller
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
-from punctual.timers import Lane, TimerKind, minute_of, slot_key
+from punctual.timing.timers import Lane, TimerKind, minute_of, slot_key
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import LAYOUT, SHORT, Simulation
 
 
@@ -260,7 +260,7 @@ def test_throttling_and_partial_failures(store, clock, sim, t0):  # type: ignore
 
 
 def test_backlog_counts_due_timers_left_unreleased(store, clock, sim, t0):  # type: ignore[no-untyped-def]
-    from punctual.observability import RecordingMetrics
+    from punctual.runtime.observability import RecordingMetrics
 
     jobs = service(store, clock, sim)
     for _ in range(3):
@@ -277,7 +277,7 @@ def test_backlog_counts_due_timers_left_unreleased(store, clock, sim, t0):  # ty
 
 
 def test_sqs_partial_batch_failures_are_retried() -> None:
-    from punctual.queues import DispatchMessage, SqsQueues
+    from punctual.dispatch.queues import DispatchMessage, SqsQueues
 
     class FakeSqs:
         def __init__(self) -> None:
@@ -311,11 +311,11 @@ def test_a_thousand_jobs_in_one_minute_on_moto(t0: datetime) -> None:
     import boto3
     from moto import mock_aws
 
-    from punctual.polling import Poller, PollerConfig
-    from punctual.queues import DispatchMessage, SqsQueues
+    from punctual.dispatch.polling import Poller, PollerConfig
+    from punctual.dispatch.queues import DispatchMessage, SqsQueues
     from punctual.store.dynamo import DynamoStore, job_pk, table_definition
     from punctual.store.memory import MemoryStore
-    from punctual.timers import shard_of
+    from punctual.timing.timers import shard_of
 
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name="us-east-1")

@@ -11,13 +11,13 @@ import boto3
 import pytest
 
 from factories import job
-from punctual.boundary import Boundary
+from punctual.delivery.notifications import EventCopies, EventPublisher, MemoryEventSink, Notifier
+from punctual.delivery.targets.aws_clients import Boto3ClientFactory
+from punctual.dispatch.queues import MessageKind
 from punctual.models import Execution, ExecutionStatus, Job
-from punctual.notifications import EventCopies, EventPublisher, MemoryEventSink, Notifier
-from punctual.observability import RecordingMetrics
-from punctual.ownership import OwnResources
-from punctual.queues import MessageKind
-from punctual.targets.aws_services import Boto3ClientFactory
+from punctual.runtime.observability import RecordingMetrics
+from punctual.security.boundary import Boundary
+from punctual.security.ownership import OwnResources
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -137,12 +137,12 @@ def test_a_missed_slot_of_a_job_with_a_bus_is_handed_to_a_worker_and_copied(
     message, and the worker copies its Slot Missed event (no alert rule needed)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from punctual.clock import ManualClock
-    from punctual.polling.config import PollerConfig
-    from punctual.polling.release import SlotReleaser
-    from punctual.queues import MemoryQueues
+    from punctual.dispatch.polling.config import PollerConfig
+    from punctual.dispatch.polling.release import SlotReleaser
+    from punctual.dispatch.queues import MemoryQueues
+    from punctual.runtime.clock import ManualClock
     from punctual.store.memory import MemoryStore
-    from punctual.timers import TimerLayout
+    from punctual.timing.timers import TimerLayout
 
     mine = _job(tenant_bus["bus"], tenant_bus["role"])
     missed = _execution(ExecutionStatus.MISSED).model_copy(update={"started_at": None, "error": "job paused"})
@@ -153,7 +153,7 @@ def test_a_missed_slot_of_a_job_with_a_bus_is_handed_to_a_worker_and_copied(
     )
     with ThreadPoolExecutor(1) as pool:
         releaser = SlotReleaser(MemoryStore(), queues, clock, config, RecordingMetrics(), pool)
-        releaser._send_alerts([(mine, missed)])
+        releaser.unrun.send_alerts([(mine, missed)])
     (message,) = queues.all_messages("short")
     assert message.kind == MessageKind.ALERT and message.job_id == "nightly"
 

@@ -1,4 +1,5 @@
-"""Issue 19: execution events reach an EventBridge bus (moto), and the README's rule routes them."""
+"""Issue 19: execution events reach an EventBridge bus (moto), and the documented rule
+(docs/alerts.md, *Execution events*) routes them."""
 
 from __future__ import annotations
 
@@ -10,23 +11,23 @@ from pathlib import Path
 import boto3
 
 from factories import job
+from punctual.delivery.notifications import EventBridgeSink, EventPublisher
+from punctual.delivery.notifications.events import execution_event
 from punctual.models import Execution, ExecutionStatus
-from punctual.notifications import EventBridgeSink, EventPublisher
-from punctual.notifications.events import execution_event
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+ALERTS_PAGE = (Path(__file__).resolve().parents[2] / "docs" / "alerts.md").read_text(encoding="utf-8")
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
 
 def _readme_rule() -> str:
-    section = README[README.index("### Execution events") :]
+    section = ALERTS_PAGE[ALERTS_PAGE.index("## Execution events") :]
     block = re.search(r"```json\n(.*?)```", section, re.S)
     assert block is not None
     return block.group(1)
 
 
 def test_the_readme_rule_routes_final_failures_of_one_teams_jobs(aws: None) -> None:
-    # Given the README's rule on the default bus, sending to a queue
+    # Given the documented rule on the default bus, sending to a queue
     sqs = boto3.client("sqs", region_name="us-east-1")
     events = boto3.client("events", region_name="us-east-1")
     queue = sqs.create_queue(QueueName="data-failures")["QueueUrl"]

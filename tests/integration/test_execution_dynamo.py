@@ -8,15 +8,15 @@ import pytest
 
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig, statuses
 from factories import spec
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import TargetResult
+from punctual.dispatch.queues import MessageKind
 from punctual.execution import ClaimOutcome
-from punctual.jobs import JobService, QueueRouting
 from punctual.models import ExecutionStatus
-from punctual.queues import MessageKind
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore, job_pk
-from punctual.targets.base import TargetResult
-from punctual.timers import TimerKind, slot_key
+from punctual.timing.timers import TimerKind, slot_key
+from punctual.usecases.jobs import JobService, QueueRouting
 
 S = ExecutionStatus
 MINUTE = timedelta(minutes=1)

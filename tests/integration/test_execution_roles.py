@@ -11,11 +11,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from punctual.delivery.targets import DefaultTargetInvoker, SlotContext
+from punctual.delivery.targets.aws_clients import AssumedRole, Boto3ClientFactory
+from punctual.delivery.targets.aws_services import SqsTargetAdapter
+from punctual.delivery.targets.base import Outcome
 from punctual.models import SqsTarget
-from punctual.settings import Settings
-from punctual.targets import DefaultTargetInvoker, SlotContext
-from punctual.targets.aws_services import AssumedRole, Boto3ClientFactory, SqsTargetAdapter
-from punctual.targets.base import Outcome
+from punctual.runtime.settings import Settings
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

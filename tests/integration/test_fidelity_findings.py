@@ -150,7 +150,7 @@ def test_a_release_a_moment_behind_a_resume_cannot_put_the_old_chain_back(kind: 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_missed_alert_of_a_job_just_registered_is_not_dropped(kind: str, t0: datetime) -> None:
-    from punctual.queues import MessageKind, message_for
+    from punctual.dispatch.queues import MessageKind, message_for
 
     with scene(kind, t0, stale_read_s=1.0) as s:
         # Given a job registered a moment ago and a slot of it recorded MISSED

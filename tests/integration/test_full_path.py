@@ -13,16 +13,16 @@ import boto3
 
 from execution_harness import FakeTarget
 from factories import spec
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import TargetResult
+from punctual.dispatch.polling import Poller, PollerConfig
+from punctual.dispatch.queues import DispatchMessage, MessageKind, SqsQueues
 from punctual.execution import Delivery, MemoryFailureSink, Worker, WorkerConfig
-from punctual.jobs import JobService, QueueRouting
 from punctual.models import ExecutionStatus
-from punctual.observability import RecordingMetrics
-from punctual.polling import Poller, PollerConfig
-from punctual.queues import DispatchMessage, MessageKind, SqsQueues
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.dynamo import DynamoStore
-from punctual.targets.base import TargetResult
-from punctual.timers import Lane, Timer, TimerKind, TimerLayout, minutes_between, slot_key
+from punctual.timing.timers import Lane, Timer, TimerKind, TimerLayout, minutes_between, slot_key
+from punctual.usecases.jobs import JobService, QueueRouting
 
 LAYOUT = TimerLayout(shard_count=4, near_shard_count=2, far_threshold_s=180)
 

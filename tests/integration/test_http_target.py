@@ -26,14 +26,14 @@ from typing import Any
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from punctual.clock import ManualClock
+from punctual.delivery.targets import DefaultTargetInvoker
+from punctual.delivery.targets.base import Outcome, SlotContext, TargetResult
+from punctual.delivery.targets.webhooks.adapter import MAX_RESPONSE_BYTES, HttpTargetAdapter
+from punctual.delivery.targets.webhooks.transport import PinnedConnectionFactory
 from punctual.models import HttpTarget
-from punctual.settings import Settings
-from punctual.signing_secrets import generate_signing_secret
-from punctual.targets import DefaultTargetInvoker
-from punctual.targets.base import Outcome, SlotContext, TargetResult
-from punctual.targets.webhooks.adapter import MAX_RESPONSE_BYTES, HttpTargetAdapter
-from punctual.targets.webhooks.transport import PinnedConnectionFactory
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
+from punctual.security.signing_secrets import generate_signing_secret
 
 LOOPBACK = ("127.0.0.0/8",)
 SECRET = generate_signing_secret()

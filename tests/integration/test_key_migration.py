@@ -22,15 +22,15 @@ from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, UpperBound
 from factories import spec
 from punctual.admin import main as admin_main
 from punctual.admin.key_migration import TimerKeyMigration
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.polling import Poller, PollerConfig
 from punctual.execution import Delivery, JobServicePauser, MemoryFailureSink, Worker, WorkerConfig
-from punctual.jobs import JobService, QueueRouting
 from punctual.models import ExecutionStatus
-from punctual.observability import RecordingMetrics
-from punctual.polling import Poller, PollerConfig
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.dynamo import DynamoStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import Lane, Timer, TimerKind, TimerLayout, shard_of, slot_key, stable_hash, to_ms
+from punctual.timing.timers import Lane, Timer, TimerKind, TimerLayout, shard_of, slot_key, stable_hash, to_ms
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import Node, Simulation
 
 TABLE = "punctual-test"  # the table tests/conftest.py's dynamo_client fixture creates
@@ -310,7 +310,7 @@ def test_a_dry_run_counts_and_writes_nothing(dynamo_client: Any, t0: datetime) -
 def test_the_command_resumes_reports_and_refuses_bad_input(
     dynamo_client: Any, t0: datetime, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from punctual import aws
+    from punctual.runtime import aws
 
     aws.reset()
     monkeypatch.setenv("PUNCTUAL_TABLE_NAME", TABLE)

@@ -23,16 +23,16 @@ import boto3
 import pytest
 
 from factories import job as make_job
-from punctual.clock import SystemClock
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.polling.resend import ResendWatch
+from punctual.dispatch.queues import DispatchMessage, MessageKind, SqsQueues, message_for
 from punctual.execution import Worker, WorkerConfig
 from punctual.execution.batch import LambdaBatch
 from punctual.models import ExecutionStatus, Job
-from punctual.observability import RecordingMetrics
-from punctual.polling.resend import ResendWatch
-from punctual.queues import DispatchMessage, MessageKind, SqsQueues, message_for
+from punctual.runtime.clock import SystemClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.dynamo import DynamoStore, table_definition
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import slot_key
+from punctual.timing.timers import slot_key
 
 TABLE = "punctual-lease-test"
 REGION = "us-east-1"
@@ -308,3 +308,51 @@ def test_the_resend_leaves_a_claimed_slot_alone(lane: Lane) -> None:
     # Then only the unclaimed one was sent again
     queued = [DispatchMessage.from_body(m["Body"]) for m in lane.receive()]
     assert [(m.job_id, m.resend) for m in queued if m.resend] == [("job-left", 1)]
+
+
+def test_a_claimed_slot_whose_lease_lapsed_with_its_message_stuck_is_taken_over_by_the_resend(
+    lane: Lane,
+) -> None:
+    # Given a slot a worker claimed and then died on (its record RUNNING, no heartbeat), whose
+    # message came back and was received by a worker that died before its handler held it: the
+    # message is in flight for the queue's whole visibility timeout, and the Lambda lane writes
+    # no LEASE timer
+    now = datetime.now(UTC).replace(microsecond=0)
+    job, alive = lane.add_job("job-lost"), lane.add_job("job-alive")
+    metrics = RecordingMetrics()
+    watch = ResendWatch(lane.store, SqsQueues(lane.sqs), [lane.url], metrics, after_s=1.0)
+    lost, running = fire(job, now), fire(alive, now)
+    lane.send(lost, running)
+    watch.sent(lane.url, [lost, running], datetime.now(UTC))
+    stuck = lane.receive()
+    assert len(stuck) == 2 and lane.receive() == []
+    target = HeldTarget(set())
+    dead = lane.worker(target)
+    assert dead.claim(lost).claimed
+    # ... beside a slot whose worker lives and renews its lease
+    living = lane.worker(target)
+    claim = living.claim(running)
+    assert claim.claimed
+    # When the poller checks them while the leases are live, nothing is sent
+    assert watch.check(datetime.now(UTC) + timedelta(seconds=1.5)) == 0
+    assert lane.receive() == []
+    # When the first lease has lapsed (and the other was renewed)
+    deadline = time.monotonic() + LEASE_S + 10
+    while time.monotonic() < deadline:
+        living.leases.heartbeat(claim, message=False)
+        if record_of(lane, job, now).lease_until + timedelta(seconds=1.1) < datetime.now(UTC):
+            break
+        time.sleep(0.5)
+    living.leases.heartbeat(claim, message=False)
+    # Then the check sends a takeover of the lost slot's next attempt, in a group of its own
+    assert watch.check(datetime.now(UTC)) == 1
+    [copy] = lane.receive()
+    sent = DispatchMessage.from_body(copy["Body"])
+    assert (sent.job_id, sent.kind, sent.attempt) == (job.id, MessageKind.TAKEOVER, 2)
+    # And a worker runs it once, as attempt 2
+    lane.invoke(LambdaBatch(lane.worker(target)), [copy])
+    assert target.attempts(job.id) == [2]
+    record = record_of(lane, job, now)
+    assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)
+    assert target.attempts(alive.id) == []  # the living run was never taken over
+    assert metrics.total("LapsedLeasesTakenOver") == 1

@@ -19,7 +19,7 @@ from api_harness import api as api  # the fixture
 from factories import job
 from punctual.store.base import LayoutMismatchError
 from punctual.store.dynamo import DynamoStore
-from punctual.timers import Lane, TimerKind, TimerLayout, slot_key
+from punctual.timing.timers import Lane, TimerKind, TimerLayout, slot_key
 
 OLD = TimerLayout(shard_count=512, near_shard_count=32)
 NEW = TimerLayout(shard_count=256, near_shard_count=8)

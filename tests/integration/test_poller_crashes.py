@@ -15,13 +15,13 @@ import pytest
 from crash_harness import T0, crash_cost
 
 from factories import spec
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
 from punctual.models import ExecutionStatus
-from punctual.slots import MISSED_BY_LATEST, MISSED_BY_NONE, MISSED_OUTSIDE_WINDOW
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
 from punctual.store.memory import MemoryStore
-from punctual.timers import Lane, slot_key
+from punctual.timing.slots import MISSED_BY_LATEST, MISSED_BY_NONE, MISSED_OUTSIDE_WINDOW
+from punctual.timing.timers import Lane, slot_key
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import LAYOUT, SHORT, Simulation
 
 

@@ -10,12 +10,12 @@ import boto3
 import pytest
 
 from factories import load_handler, spec
-from punctual import aws
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
-from punctual.queues import SqsQueues
-from punctual.settings import Settings
+from punctual.dispatch.queues import SqsQueues
+from punctual.runtime import aws
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 from punctual.store.dynamo import DynamoStore, table_definition
+from punctual.usecases.jobs import JobService, QueueRouting
 
 
 @dataclass

@@ -526,7 +526,7 @@ def test_quota_throttling_internal_and_unauthenticated_errors(
     monkeypatch.setenv("PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT", "6")
     from punctual.api import wiring
     from punctual.api.scheduler import operations
-    from punctual.clock import ManualClock
+    from punctual.runtime.clock import ManualClock
 
     monkeypatch.setattr(operations, "MAX_GROUPS_PER_TENANT", 2)  # default and one more
     # Every request in one quota minute, whatever the wall clock does meanwhile
@@ -581,10 +581,10 @@ def test_a_dead_letter_event_reaches_a_real_queue_as_the_target_role(aws: None, 
     import boto3
 
     from factories import job as make_job
-    from punctual.boundary import Boundary
+    from punctual.delivery.targets.aws_clients import Boto3ClientFactory
     from punctual.execution.dead_letters import SqsDeadLetters
     from punctual.models import DeadLetterQueue, Execution, ExecutionStatus, RetryPolicy
-    from punctual.targets.aws_services import Boto3ClientFactory
+    from punctual.security.boundary import Boundary
 
     # Given a DLQ, a role the workers may assume, and a finally failed slot
     sqs = boto3.client("sqs", region_name=REGION)

@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from punctual.settings import Settings
-from punctual.signing_secrets import SecretCipher, SecretsError, generate_signing_secret, job_binding
+from punctual.runtime.settings import Settings
+from punctual.security.signing_secrets import SecretCipher, SecretsError, generate_signing_secret, job_binding
 
 
 @pytest.fixture

@@ -12,21 +12,21 @@ import pytest
 
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig, statuses
 from factories import spec
-from punctual.clock import ManualClock
+from punctual.delivery.notifications import Notifier
+from punctual.delivery.notifications.alerts import Alerter
+from punctual.delivery.notifications.events import EventPublisher, MemoryEventSink
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.polling import Poller, PollerConfig
+from punctual.dispatch.queues import MemoryQueues, QueueRouting
 from punctual.execution import Delivery
 from punctual.execution.dead_letters import MemoryDeadLetters
-from punctual.jobs import JobService
 from punctual.models import AlertStatus, ExecutionStatus, Job
-from punctual.notifications import Notifier
-from punctual.notifications.alerts import Alerter
-from punctual.notifications.events import EventPublisher, MemoryEventSink
-from punctual.observability import RecordingMetrics
-from punctual.polling import Poller, PollerConfig
-from punctual.queues import MemoryQueues, QueueRouting
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.base import JobStore
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import Lane, Timer, TimerKind, slot_key
+from punctual.timing.timers import Lane, Timer, TimerKind, slot_key
+from punctual.usecases.jobs import JobService
 
 S = ExecutionStatus
 MINUTE = timedelta(minutes=1)

@@ -15,7 +15,7 @@ from punctual.store.base import (
     TenantLimitError,
     VersionConflictError,
 )
-from punctual.timers import Lane, TimerKind, TimerLayout, slot_key
+from punctual.timing.timers import Lane, TimerKind, TimerLayout, slot_key
 
 LAYOUT = TimerLayout(shard_count=4, near_shard_count=2, far_threshold_s=180)
 
@@ -404,3 +404,28 @@ def test_an_alert_throttle_sends_one_per_interval_and_counts_the_rest(store, t0)
     assert store.throttle_alert("default", "job-1", 1, t0 + timedelta(seconds=20), 600) == 0  # another rule
     assert store.throttle_alert("default", "job-1", 0, t0 + timedelta(seconds=600), 600) == 2
     assert store.throttle_alert("default", "job-1", 0, t0 + timedelta(seconds=601), 600) is None
+
+
+def test_a_rate_budget_instant_is_held_by_one_slot_and_read_back_strongly(store, t0):  # type: ignore[no-untyped-def]
+    # Given a budget's instants around a minute's end (its reservations span two partitions)
+    end = t0.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    first, second = end - timedelta(microseconds=220_000), end + timedelta(microseconds=330_000)
+    expires = int(end.timestamp()) + 86_400
+    # When slots take them: free, so taken; again by the same slot, still its (a repeat)
+    assert store.reserve_budget_instant("acme", "hooks.example.com", first, "job-a/s1", expires)
+    assert store.reserve_budget_instant("acme", "hooks.example.com", first, "job-a/s1", expires)
+    assert store.reserve_budget_instant("acme", "hooks.example.com", second, "job-b/s1", expires)
+    # Then another slot cannot take a held instant; another tenant's or target's budget is apart
+    assert not store.reserve_budget_instant("acme", "hooks.example.com", first, "job-c/s1", expires)
+    assert store.reserve_budget_instant("other", "hooks.example.com", first, "job-c/s1", expires)
+    assert store.reserve_budget_instant("acme", "api.example.com", first, "job-c/s1", expires)
+    # and a read of a range answers its instants and their owners, both ends included
+    held = store.budget_reservations("acme", "hooks.example.com", first, second)
+    assert held == {first: "job-a/s1", second: "job-b/s1"}
+    assert store.budget_reservations(
+        "acme", "hooks.example.com", first + timedelta(microseconds=1), second
+    ) == {second: "job-b/s1"}
+    assert store.budget_reservations("acme", "hooks.example.com", end, end + timedelta(seconds=5)) == {
+        second: "job-b/s1"
+    }
+    assert store.budget_reservations("nobody", "hooks.example.com", first, second) == {}

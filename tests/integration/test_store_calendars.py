@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from punctual.backfills import Backfill, BackfillState
-from punctual.calendars import Calendar
 from punctual.store.base import CalendarInUseError, CalendarNotFoundError, CalendarVersionError
+from punctual.usecases.backfills import Backfill, BackfillState
+from punctual.usecases.calendars import Calendar
 
 
 def _calendar(t0: datetime, name: str = "holidays", version: int = 1, tenant: str = "default") -> Calendar:

@@ -22,9 +22,8 @@ import pytest
 
 from factories import job
 from fidelity_harness import MaxLag
-from punctual.calendars import Calendar
-from punctual.clock import ManualClock
 from punctual.models import JobState
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import (
     ItemTooLargeError,
     JobStore,
@@ -32,10 +31,11 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.store.conflicts import CONFLICT_RETRY
+from punctual.store.dynamo.sizes import ITEM_LIMIT_BYTES, JOB_ITEM_LIMIT_BYTES, item_bytes, job_item_sizes
 from punctual.store.memory import MemoryStore
 from punctual.store.memory.fidelity import OTHER_OPERATIONS, STALE_READS, WRITES, Fidelity
-from punctual.store.sizes import ITEM_LIMIT_BYTES, JOB_ITEM_LIMIT_BYTES, item_bytes, job_item_sizes
-from punctual.timers import Lane, TimerKind, TimerLayout, minute_of, slot_key
+from punctual.timing.timers import Lane, TimerKind, TimerLayout, minute_of, slot_key
+from punctual.usecases.calendars import Calendar
 
 TABLE = "punctual-test"  # tests/conftest.py's table
 LAYOUT = TimerLayout(shard_count=4, near_shard_count=2, far_threshold_s=180)
@@ -327,8 +327,7 @@ def test_sizes_count_as_dynamodb_counts(dynamo_client: Any, t0: datetime) -> Non
     from moto.backends import get_backend
 
     from punctual.store.dynamo import DynamoStore
-    from punctual.store.dynamo.jobs import job_attributes
-    from punctual.store.dynamo.schema import job_key
+    from punctual.store.dynamo.schema import job_attributes, job_key
 
     store = DynamoStore(dynamo_client, TABLE)
     big = _big(t0, 5000, headers=20)

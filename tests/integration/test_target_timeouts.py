@@ -20,14 +20,14 @@ from typing import Any
 import boto3
 import pytest
 
-from punctual.models import LambdaTarget, SqsTarget, StepFunctionsTarget
-from punctual.targets.aws_services import (
-    Boto3ClientFactory,
+from punctual.delivery.targets.aws_clients import Boto3ClientFactory
+from punctual.delivery.targets.aws_services import (
     LambdaTargetAdapter,
     SqsTargetAdapter,
     StepFunctionsTargetAdapter,
 )
-from punctual.targets.base import Outcome, SlotContext
+from punctual.delivery.targets.base import Outcome, SlotContext
+from punctual.models import LambdaTarget, SqsTarget, StepFunctionsTarget
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -1,5 +1,5 @@
 """Envelope encryption of webhook secrets: a data key per tenant, at most one KMS call per tenant
-per process per key lifetime (punctual.tenant_keys), against moto's KMS and both stores."""
+per process per key lifetime (punctual.security.tenant_keys), against moto's KMS and both stores."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from punctual.clock import ManualClock
 from punctual.models import Job
-from punctual.settings import Settings
-from punctual.signing_secrets import SecretCipher, SecretsError, job_binding
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
+from punctual.security.signing_secrets import SecretCipher, SecretsError, job_binding
+from punctual.security.tenant_keys import TenantKeyring
 from punctual.store.dynamo import DynamoStore, table_definition
 from punctual.store.memory import MemoryStore
-from punctual.tenant_keys import TenantKeyring
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 LIFETIME_S = 3600
@@ -93,8 +93,8 @@ def test_the_workers_signing_secrets_need_no_kms_call_per_job(
     aws: tuple[CountingKms, str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from factories import job as make_job
-    from punctual import aws as factory
     from punctual.execution.worker import default_signing_secrets
+    from punctual.runtime import aws as factory
 
     kms, key_id, _ = aws
     clock = ManualClock(T0)

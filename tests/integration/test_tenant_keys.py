@@ -23,7 +23,7 @@ from factories import spec
 from punctual.api.scheduler.mapping import job_id_of
 from punctual.models import ExecutionStatus, JobState
 from punctual.store.base import JobStore
-from punctual.timers import Lane, minute_of, slot_key
+from punctual.timing.timers import Lane, minute_of, slot_key
 
 NIGHTLY = job_id_of("default", "nightly")  # the same in every tenant
 ALICE = "AROAALICE0000000000001"
@@ -77,7 +77,7 @@ def test_deleting_one_tenants_job_leaves_the_others_chain_alive(store: JobStore,
 
 def test_retries_and_one_time_jobs_of_alike_ids_stay_apart(store: JobStore, t0: datetime) -> None:
     """The other timer kinds (a retry's, an `at()` job's) are keyed alike."""
-    from punctual.targets.base import SlotContext, TargetResult
+    from punctual.delivery.targets.base import SlotContext, TargetResult
 
     bob = same_shards("report", ALICE)
     world = TwoTenants(store, t0 - timedelta(seconds=30))
@@ -145,7 +145,7 @@ def test_two_tenants_create_the_same_schedule_through_the_scheduler_api(api: Api
 
 
 def test_timer_keys_differ_by_tenant_and_every_lane_spreads_alike_ids(t0: datetime) -> None:
-    from punctual.timers import TimerKind, TimerLayout
+    from punctual.timing.timers import TimerKind, TimerLayout
 
     layout = TimerLayout(shard_count=512, near_shard_count=32)
 

@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 import pytest
 
 from factories import spec
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
-from punctual.queues import MemoryQueues
-from punctual.quotas import MICRO, micro_rate, per_minute
-from punctual.schedules import parse_schedule
+from punctual.dispatch.queues import MemoryQueues
+from punctual.runtime.clock import ManualClock
+from punctual.security.quotas import MICRO, micro_rate, per_minute
 from punctual.store.base import JobStore, TenantLimitError, TriggerRateLimitError
-from punctual.timers import TimerLayout
+from punctual.timing.schedules import parse_schedule
+from punctual.timing.timers import TimerLayout
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

@@ -15,13 +15,13 @@ from typing import Any
 import boto3
 import pytest
 
-from punctual.observability import RecordingMetrics
-from punctual.scaling import CapacityProfile, MemoryActuator, need_for, plan_capacity
-from punctual.scaling_aws import AwsActuator
-from punctual.settings import Settings
+from punctual.dispatch.scaling import CapacityProfile, MemoryActuator, need_for, plan_capacity
+from punctual.dispatch.scaling_aws import AwsActuator
+from punctual.dispatch.tick import Tick
+from punctual.runtime.observability import RecordingMetrics
+from punctual.runtime.settings import Settings
 from punctual.store.loads import MinuteLoad
-from punctual.tick import Tick
-from punctual.timers import Lane
+from punctual.timing.timers import Lane
 
 M = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # the burst minute
 
@@ -104,7 +104,7 @@ def test_the_tick_scales_for_a_far_burst_two_minutes_ahead_and_back_after_it(
 
     # When the tick of two minutes before runs
     tick, sfn, metrics = _tick(loads, actuator)
-    with caplog.at_level(logging.INFO, logger="punctual.tick"):
+    with caplog.at_level(logging.INFO, logger="punctual.dispatch.tick"):
         started = tick.start_minutes(M - timedelta(minutes=2) + timedelta(seconds=2))
 
     # Then the minutes start as before (its own too: no earlier tick started it here), and the

@@ -16,7 +16,7 @@ import pytest
 
 from punctual.store.dynamo import DynamoStore
 from punctual.store.memory import MemoryStore
-from punctual.timers import LOAD_KINDS, Lane, Timer, TimerKind, minute_of, slot_key, to_ms
+from punctual.timing.timers import LOAD_KINDS, Lane, Timer, TimerKind, minute_of, slot_key, to_ms
 
 KINDS = list(TimerKind)
 

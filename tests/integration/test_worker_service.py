@@ -1,7 +1,7 @@
 """The ECS worker: concurrency, heartbeats, and SIGTERM mid-run (a real process against moto server).
 
 Run as a script (``python test_worker_service.py <gate dir>``) this file is the worker process
-under test: ``punctual.worker_service.main`` with a target whose runs are gated by files.
+under test: ``punctual.execution.worker_service.main`` with a target whose runs are gated by files.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from punctual.targets.base import SlotContext, TargetResult
+from punctual.delivery.targets.base import SlotContext, TargetResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = "punctual-ecs-test"
@@ -127,10 +127,10 @@ def test_sigterm_mid_run_finishes_or_releases_and_nothing_is_lost_or_doubled(
     cloud: Cloud, tmp_path: Path
 ) -> None:
     from factories import job as make_job
+    from punctual.dispatch.queues import DispatchMessage, SqsQueues
     from punctual.models import ExecutionStatus
-    from punctual.queues import DispatchMessage, SqsQueues
     from punctual.store.dynamo import DynamoStore
-    from punctual.timers import slot_key
+    from punctual.timing.timers import slot_key
 
     store = DynamoStore(cloud.dynamodb, TABLE)
     now = datetime.now(UTC).replace(microsecond=0)
@@ -191,11 +191,11 @@ def test_sigterm_mid_run_finishes_or_releases_and_nothing_is_lost_or_doubled(
 
 def test_runs_several_at_once_heartbeats_and_never_exceeds_its_concurrency(tmp_path: Path) -> None:
     from execution_harness import LONG, Rig
-    from punctual.clock import SystemClock
+    from punctual.execution.worker_service import WorkerService
     from punctual.models import ExecutionStatus
+    from punctual.runtime.clock import SystemClock
     from punctual.store.memory import MemoryStore
-    from punctual.timers import slot_key
-    from punctual.worker_service import WorkerService
+    from punctual.timing.timers import slot_key
 
     # Given five held ECS runs and a service with three slots and a short heartbeat
     clock = SystemClock()
@@ -266,12 +266,12 @@ class CancellableTarget:
 @pytest.mark.parametrize("stubborn", [False, True], ids=["stoppable", "stubborn"])
 def test_the_drain_stops_runs_before_handing_them_back(stubborn: bool) -> None:
     from execution_harness import LONG, Rig
-    from punctual.clock import SystemClock
+    from punctual.dispatch.queues import MessageKind
+    from punctual.execution.worker_service import WorkerService
     from punctual.models import ExecutionStatus
-    from punctual.queues import MessageKind
+    from punctual.runtime.clock import SystemClock
     from punctual.store.memory import MemoryStore
-    from punctual.timers import slot_key
-    from punctual.worker_service import WorkerService
+    from punctual.timing.timers import slot_key
 
     # Given a long ECS run that outlasts the grace period
     clock = SystemClock()
@@ -313,19 +313,19 @@ def test_the_drain_stops_runs_before_handing_them_back(stubborn: bool) -> None:
 
 
 if __name__ == "__main__":  # the worker process of the SIGTERM test
-    from punctual.worker_service import main
+    from punctual.execution.worker_service import main
 
     sys.exit(main(invoker=GatedTarget(Path(sys.argv[1]))))
 
 
 def test_a_burst_task_deletes_its_messages_ten_at_a_time() -> None:
     from execution_harness import SHORT, FakeTarget, Rig
-    from punctual.clock import SystemClock
+    from punctual.dispatch.queue_acks import BatchedDeletes
+    from punctual.execution.worker_service import WorkerService
     from punctual.models import ExecutionStatus
-    from punctual.queue_acks import BatchedDeletes
+    from punctual.runtime.clock import SystemClock
     from punctual.store.memory import MemoryStore
-    from punctual.timers import slot_key
-    from punctual.worker_service import WorkerService
+    from punctual.timing.timers import slot_key
 
     # Given 30 slots on the short queue and a burst task (short lane) whose deletes are batched
     # (a linger longer than the test: only full batches, and what the drain flushes, go out)

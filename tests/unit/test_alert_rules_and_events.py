@@ -9,18 +9,19 @@ import pytest
 from pydantic import ValidationError
 
 from factories import job, spec
-from punctual.clock import ManualClock
-from punctual.composition import Container
-from punctual.jobs import InvalidJobError, JobService, QueueRouting
+from punctual.delivery.notifications import EventBridgeSink, EventPublisher, MemoryEventSink, Notifier
+from punctual.delivery.notifications.events import MAX_ENTRIES_PER_CALL, SOURCE, execution_event
+from punctual.dispatch.queues import MemoryQueues
 from punctual.models import Execution, ExecutionStatus, JobSpec
-from punctual.notifications import EventBridgeSink, EventPublisher, MemoryEventSink, Notifier
-from punctual.notifications.events import MAX_ENTRIES_PER_CALL, SOURCE, execution_event
-from punctual.observability import RecordingMetrics
-from punctual.ownership import OwnResources
-from punctual.queues import MemoryQueues
-from punctual.settings import Settings
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.composition import Container
+from punctual.runtime.observability import RecordingMetrics
+from punctual.runtime.settings import Settings
+from punctual.security.ownership import OwnResources
 from punctual.store.memory import MemoryStore
-from punctual.timers import TimerLayout
+from punctual.timing.timers import TimerLayout
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 OWN_QUEUE = "arn:aws:sqs:eu-west-1:123456789012:Punctual-QueuesShort0-AbC123.fifo"

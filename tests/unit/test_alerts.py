@@ -16,16 +16,16 @@ import jsonschema
 import pytest
 
 from execution_harness import Crash, FakeTarget, Rig
-from punctual.clock import ManualClock
+from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
+from punctual.delivery.notifications.alerts import ALERT_STALE_S, DELIVERY_TRIES
+from punctual.delivery.notifications.events import SLOT_LATE, SLOT_MISSED, STATUS_CHANGE
+from punctual.delivery.targets.base import TargetResult
+from punctual.dispatch.queues import MessageKind, message_for
 from punctual.models import AlertStatus, ExecutionStatus, Job
-from punctual.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
-from punctual.notifications.alerts import ALERT_STALE_S, DELIVERY_TRIES
-from punctual.notifications.events import SLOT_LATE, SLOT_MISSED, STATUS_CHANGE
-from punctual.queues import MessageKind, message_for
-from punctual.slots import fire_timer
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import TargetResult
-from punctual.timers import slot_key
+from punctual.timing.slots import fire_timer
+from punctual.timing.timers import slot_key
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 HOOK = {"type": "http", "url": "https://alerts.example.com/hook"}

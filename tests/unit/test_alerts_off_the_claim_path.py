@@ -16,16 +16,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from execution_harness import LAYOUT, Crash, FakeTarget, Rig
-from punctual.clock import ManualClock
+from punctual.delivery.notifications import Alerter, Notifier
+from punctual.delivery.notifications.alerts import DELIVERY_TIMEOUT_S, DELIVERY_TRIES
+from punctual.delivery.notifications.sweep import SWEEP_AFTER_S, AlertSweeps
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.queues import MessageKind, message_for
 from punctual.execution import ClaimOutcome, Worker
 from punctual.models import AlertCondition, AlertStatus, ExecutionStatus, Job
-from punctual.notifications import Alerter, Notifier
-from punctual.notifications.alerts import DELIVERY_TIMEOUT_S, DELIVERY_TRIES
-from punctual.notifications.sweep import SWEEP_AFTER_S, AlertSweeps
-from punctual.queues import MessageKind, message_for
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import TimerKind, slot_key
+from punctual.timing.timers import TimerKind, slot_key
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 LATE_S = 30  # every slot here is released this late

@@ -10,16 +10,16 @@ from datetime import datetime, timedelta
 import pytest
 
 from execution_harness import LAYOUT, LONG, SHORT, Crash, FakeTarget, Rig
-from punctual.backfill_runner import PENDING, SENT, BackfillRunner
-from punctual.backfills import Backfill, BackfillState
-from punctual.calendars import Calendar
-from punctual.clock import ManualClock
-from punctual.jobs import InvalidJobError, JobConflictError
+from punctual.delivery.targets.base import TargetResult
+from punctual.dispatch.queues import QueueRouting
 from punctual.models import Execution, ExecutionStatus, Job, JobState, Overlap
-from punctual.queues import QueueRouting
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import TargetResult
-from punctual.timers import TimerKind, slot_key
+from punctual.timing.timers import TimerKind, slot_key
+from punctual.usecases.backfill_runner import PENDING, SENT, BackfillRunner
+from punctual.usecases.backfills import Backfill, BackfillState
+from punctual.usecases.calendars import Calendar
+from punctual.usecases.job_errors import InvalidJobError, JobConflictError
 
 S = ExecutionStatus
 HOURLY = "cron(0 * * * ? *)"

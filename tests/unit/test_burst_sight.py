@@ -1,7 +1,7 @@
 """Bursts seen at any lead time (issue 32): the planner at every lead a burst can be registered
 with, its re-plan before the minute, the Burst Shortfall it reports when capacity comes too late,
 no phantom load from lease timers, and the ledger kept current by registration, replace and the
-release of near chains (punctual.load_forecast, punctual.burst_sight)."""
+release of near chains (punctual.dispatch.load_forecast, punctual.dispatch.burst_sight)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,19 @@ import jsonschema
 import pytest
 
 from factories import spec
-from punctual.burst_sight import BURST_SHORTFALL
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
-from punctual.load_forecast import HORIZON_S, LoadForecast, seeded_slots
-from punctual.notifications import EventPublisher, MemoryEventSink
-from punctual.polling import Poller, PollerConfig
-from punctual.queues import MemoryQueues
-from punctual.scaling import MemoryActuator
-from punctual.settings import Settings
+from punctual.delivery.notifications import EventPublisher, MemoryEventSink
+from punctual.dispatch.burst_sight import BURST_SHORTFALL, execution_name
+from punctual.dispatch.load_forecast import HORIZON_S, LoadForecast, seeded_slots
+from punctual.dispatch.polling import Poller, PollerConfig
+from punctual.dispatch.queues import MemoryQueues
+from punctual.dispatch.scaling import MemoryActuator
+from punctual.dispatch.tick import Tick
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 from punctual.store.loads import MinuteLoad
 from punctual.store.memory import MemoryStore
-from punctual.tick import Tick, execution_name
-from punctual.timers import Lane, TimerKind, minute_of
+from punctual.timing.timers import Lane, TimerKind, minute_of
+from punctual.usecases.jobs import JobService, QueueRouting
 
 M = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # the burst's minute
 QUEUE = "queue://short"

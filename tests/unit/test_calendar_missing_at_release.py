@@ -15,16 +15,16 @@ from datetime import UTC, datetime, timedelta
 
 from execution_harness import LAYOUT, SHORT, FakeTarget, Rig
 from factories import spec
-from punctual.calendar_service import CalendarService
-from punctual.calendars import Calendar, CalendarSpec
-from punctual.clock import ManualClock
-from punctual.jobs import JobService
+from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
+from punctual.delivery.notifications.events import SLOT_MISSED
+from punctual.dispatch.queues import MessageKind, QueueRouting
 from punctual.models import AlertStatus, ExecutionStatus
-from punctual.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
-from punctual.notifications.events import SLOT_MISSED
-from punctual.queues import MessageKind, QueueRouting
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.timers import TimerKind, slot_key
+from punctual.timing.timers import TimerKind, slot_key
+from punctual.usecases.calendar_service import CalendarService
+from punctual.usecases.calendars import Calendar, CalendarSpec
+from punctual.usecases.jobs import JobService
 
 T0 = datetime(2026, 12, 24, 8, 0, tzinfo=UTC)  # a Thursday: the 24th is in the calendar
 HOOK = {"type": "http", "url": "https://alerts.example.com/hook"}

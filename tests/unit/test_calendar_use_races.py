@@ -24,13 +24,14 @@ from hypothesis import strategies as st
 
 from execution_harness import LAYOUT, LONG, SHORT
 from factories import spec
-from punctual.calendar_service import CalendarService
-from punctual.calendars import CalendarSpec
-from punctual.clock import ManualClock
-from punctual.jobs import JobError, JobService
-from punctual.queues import MemoryQueues, QueueRouting
+from punctual.dispatch.queues import MemoryQueues, QueueRouting
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobExistsError
 from punctual.store.memory import MemoryStore
+from punctual.usecases.calendar_service import CalendarService
+from punctual.usecases.calendars import CalendarSpec
+from punctual.usecases.job_errors import JobError
+from punctual.usecases.jobs import JobService
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 CALENDARS = ("h1", "h2")

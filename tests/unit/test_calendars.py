@@ -12,16 +12,17 @@ from hypothesis import strategies as st
 
 from execution_harness import LAYOUT, LONG, SHORT
 from factories import spec
-from punctual.calendar_service import CalendarInUse, CalendarNotFound, CalendarService
-from punctual.calendars import Calendar, CalendarSpec, days_of, excluding, included_slots
-from punctual.clock import ManualClock
-from punctual.jobs import InvalidJobError, JobService, PreconditionFailedError
+from punctual.dispatch.polling import Poller, PollerConfig
+from punctual.dispatch.queues import MemoryQueues, QueueRouting
 from punctual.models import ExecutionStatus
-from punctual.polling import Poller, PollerConfig
-from punctual.queues import MemoryQueues, QueueRouting
-from punctual.schedules import parse_schedule
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.timers import Lane, minutes_between, slot_key
+from punctual.timing.schedules import parse_schedule
+from punctual.timing.timers import Lane, minutes_between, slot_key
+from punctual.usecases.calendar_service import CalendarInUse, CalendarNotFound, CalendarService
+from punctual.usecases.calendars import Calendar, CalendarSpec, days_of, excluding, included_slots
+from punctual.usecases.job_errors import InvalidJobError, PreconditionFailedError
+from punctual.usecases.jobs import JobService
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

@@ -31,9 +31,14 @@ def _load(name: str) -> ModuleType:
 
 capacity = _load("capacity")
 awsmeter = _load("awsmeter")
+# The model's parts, as capacity itself imports them (one module object each: one Deployment class).
+capacity_limits = importlib.import_module("capacity_limits")
+capacity_model = importlib.import_module("capacity_model")
+capacity_burst = importlib.import_module("capacity_burst")
+capacity_deploy = importlib.import_module("capacity_deploy")
 
-D = capacity.Deployment()
-P = capacity.PerTrigger(
+D = capacity_model.Deployment()
+P = capacity_model.PerTrigger(
     timer_wru=1.0,
     exec_wru=2.0,
     rru=1.0,
@@ -53,65 +58,67 @@ P = capacity.PerTrigger(
 
 
 def test_a_lambda_gets_one_vcpu_per_1769_mb_and_a_python_process_uses_at_most_one() -> None:
-    assert capacity.vcpu(1769) == pytest.approx(1.0)
-    assert capacity.vcpu(512) == pytest.approx(512 / 1769)
-    assert capacity.python_vcpu(3538) == pytest.approx(1.0)
+    assert capacity_model.vcpu(1769) == pytest.approx(1.0)
+    assert capacity_model.vcpu(512) == pytest.approx(512 / 1769)
+    assert capacity_model.python_vcpu(3538) == pytest.approx(1.0)
 
 
 def test_a_pollers_rate_is_its_cpu_share_over_the_cpu_a_trigger_takes() -> None:
     # 1,769 MB (one vCPU) at 500 µs a trigger (the mixed lane: half near, half far) releases 2,000/s.
     one_vcpu = replace(D, poller_memory_mb=1769)
     assert P.poller_cpu_us == pytest.approx(500.0)
-    assert capacity.poller_rate(one_vcpu, P) == pytest.approx(2000.0)
-    assert capacity.poller_rate(one_vcpu, P, "far") == pytest.approx(2500.0)
-    assert capacity.poller_rate(one_vcpu, P, "near") == pytest.approx(1e6 / 600)
+    assert capacity_model.poller_rate(one_vcpu, P) == pytest.approx(2000.0)
+    assert capacity_model.poller_rate(one_vcpu, P, "far") == pytest.approx(2500.0)
+    assert capacity_model.poller_rate(one_vcpu, P, "near") == pytest.approx(1e6 / 600)
     # at a burst's instant the far Query was done a minute ahead: (600 + 360) / 2 = 480 µs
-    assert capacity.poller_rate(one_vcpu, P, "release") == pytest.approx(1e6 / 480)
+    assert capacity_model.poller_rate(one_vcpu, P, "release") == pytest.approx(1e6 / 480)
     # twice the memory buys no more: one Python process
-    assert capacity.poller_rate(replace(D, poller_memory_mb=3538), P) == pytest.approx(2000.0)
+    assert capacity_model.poller_rate(replace(D, poller_memory_mb=3538), P) == pytest.approx(2000.0)
 
 
 def test_a_pollers_io_bound_is_its_threads_over_a_chunks_serial_calls() -> None:
     # a chunk of 100: BatchGetItem 8 ms + 10 sends x 10 ms + 4 writes x 10 ms = 148 ms
-    assert capacity.poller_io_rate(D) == pytest.approx(8 * 100 / 0.148)
+    assert capacity_model.poller_io_rate(D) == pytest.approx(8 * 100 / 0.148)
     slow = replace(D, send_concurrency=1, poller_memory_mb=1769)
-    assert capacity.release_rate(slow, P) == pytest.approx(100 / 0.148)
+    assert capacity_model.release_rate(slow, P) == pytest.approx(100 / 0.148)
 
 
 def test_a_worker_message_takes_its_io_its_cpu_at_its_share_and_the_target() -> None:
     d = replace(D, worker_memory_mb=1769)
-    assert capacity.worker_seconds(d, replace(P, target_ms=100.0)) == pytest.approx(0.016 + 0.001 + 0.1)
+    assert capacity_model.worker_seconds(d, replace(P, target_ms=100.0)) == pytest.approx(0.016 + 0.001 + 0.1)
 
 
 def test_an_ecs_task_starts_what_its_cpu_or_its_threads_allow() -> None:
     # CPU: 0.8 of a vCPU over 1,250 µs (worker + LEASE timer put) = 640/s; I/O: 32 / 16 ms = 2,000/s
-    assert capacity.ecs_task_rate(D, P) == pytest.approx(0.8 / 0.00125)
-    assert capacity.ecs_task_rate(replace(D, ecs_threads=4), P) == pytest.approx(4 / 0.016)
+    assert capacity_model.ecs_task_rate(D, P) == pytest.approx(0.8 / 0.00125)
+    assert capacity_model.ecs_task_rate(replace(D, ecs_threads=4), P) == pytest.approx(4 / 0.016)
 
 
 def test_the_tick_plans_one_group_per_triggers_per_poller_minute_within_the_bounds() -> None:
-    assert capacity.groups_for(0, D) == 1
-    assert capacity.groups_for(10_000, D) == 10  # 600,000 a minute / 60,000
-    assert capacity.groups_for(10_001, D) == 11
-    assert capacity.groups_for(1e9, D) == D.max_shard_groups
+    assert capacity_model.groups_for(0, D) == 1
+    assert capacity_model.groups_for(10_000, D) == 10  # 600,000 a minute / 60,000
+    assert capacity_model.groups_for(10_001, D) == 11
+    assert capacity_model.groups_for(1e9, D) == D.max_shard_groups
 
 
 def test_worker_concurrency_is_queues_times_event_source_concurrency_within_the_account() -> None:
-    assert capacity.worker_concurrency_cap(D) == 200
-    assert capacity.worker_concurrency_cap(replace(D, queue_count=10, worker_max_concurrency=1000)) == 1000
+    assert capacity_model.worker_concurrency_cap(D) == 200
+    assert (
+        capacity_model.worker_concurrency_cap(replace(D, queue_count=10, worker_max_concurrency=1000)) == 1000
+    )
 
 
 # --------------------------------------------------------------------------- DynamoDB
 
 
 def test_a_query_costs_its_items_in_started_4_kb_units_and_never_less_than_one() -> None:
-    assert capacity.query_read_units(0, 200) == 1
-    assert capacity.query_read_units(20, 200) == 1  # 4,000 bytes
-    assert capacity.query_read_units(21, 200) == 2  # 4,200 bytes
+    assert capacity_model.query_read_units(0, 200) == 1
+    assert capacity_model.query_read_units(20, 200) == 1  # 4,000 bytes
+    assert capacity_model.query_read_units(21, 200) == 2  # 4,200 bytes
 
 
 def test_sustained_checks_carry_the_demand_each_limit_sees() -> None:
-    checks = {c.name.split(" (")[0]: c for c in capacity.sustained_checks(10_000, D, P)}
+    checks = {c.name.split(" (")[0]: c for c in capacity_model.sustained_checks(10_000, D, P)}
     assert checks["DynamoDB table writes"].demand == pytest.approx(30_000)
     assert checks["DynamoDB table writes"].headroom == pytest.approx(40_000 / 30_000)
     # next timers of a minute spread over 512 far shards
@@ -121,26 +128,26 @@ def test_sustained_checks_carry_the_demand_each_limit_sees() -> None:
     # one send per ten messages, on one queue
     assert checks["SQS FIFO SendMessageBatch per queue"].demand == pytest.approx(1000)
     # every worker of a queue holds a batch of ten in flight
-    workers = 10_000 * capacity.worker_seconds(D, P)
+    workers = 10_000 * capacity_model.worker_seconds(D, P)
     assert checks["SQS FIFO in-flight messages per queue"].demand == pytest.approx(min(workers, 200) * 10)
 
 
 def test_packed_timers_lower_the_per_key_writes_by_their_write_units() -> None:
     packed = replace(P, timer_wru=0.2)
-    checks = {c.name.split(" (")[0]: c for c in capacity.sustained_checks(10_000, D, packed)}
+    checks = {c.name.split(" (")[0]: c for c in capacity_model.sustained_checks(10_000, D, packed)}
     assert checks["DynamoDB table writes"].demand == pytest.approx(22_000)
     assert checks["near bucket partition writes"].demand == pytest.approx(5000 * 0.2 / 32)
 
 
 def test_standing_ecs_tasks_add_a_lease_write_for_the_share_they_take() -> None:
     d = replace(D, ecs_burst_tasks=10)  # 10 x 640/s = 6,400/s of 10,000/s
-    assert capacity.ecs_share(10_000, d, P) == pytest.approx(0.64)
-    checks = {c.name.split(" (")[0]: c for c in capacity.sustained_checks(10_000, d, P)}
+    assert capacity_model.ecs_share(10_000, d, P) == pytest.approx(0.64)
+    checks = {c.name.split(" (")[0]: c for c in capacity_model.sustained_checks(10_000, d, P)}
     assert checks["DynamoDB table writes"].demand == pytest.approx(10_000 * (3 + 0.64))
 
 
 def test_near_reads_count_the_look_back_re_reads_and_overlapping_pollers() -> None:
-    checks = {c.name.split(" (")[0]: c for c in capacity.sustained_checks(10_000, D, P)}
+    checks = {c.name.split(" (")[0]: c for c in capacity_model.sustained_checks(10_000, D, P)}
     per_shard = 5000 / 32  # near-lane timers per second per near shard
     items = per_shard * (7 + 1)  # what one poll's look-back window holds
     units = math.ceil(items * 200 / 4096)
@@ -148,31 +155,31 @@ def test_near_reads_count_the_look_back_re_reads_and_overlapping_pollers() -> No
 
 
 def test_headroom_is_limit_over_demand_and_a_limit_breaks_at_rate_times_headroom() -> None:
-    check = capacity.Check("x", demand=250.0, limit=1000.0, unit="u", source="s")
+    check = capacity_model.Check("x", demand=250.0, limit=1000.0, unit="u", source="s")
     assert check.headroom == pytest.approx(4.0)
     assert check.breaks_at(10_000) == pytest.approx(40_000)
-    fixed = capacity.Check("y", demand=10.0, limit=40.0, unit="u", source="s", scales_with_rate=False)
+    fixed = capacity_model.Check("y", demand=10.0, limit=40.0, unit="u", source="s", scales_with_rate=False)
     assert fixed.breaks_at(10_000) is None
-    assert capacity.Check("z", demand=0.0, limit=1.0, unit="u", source="s").headroom == math.inf
+    assert capacity_model.Check("z", demand=0.0, limit=1.0, unit="u", source="s").headroom == math.inf
 
 
 def test_the_first_limit_to_break_is_the_one_with_least_headroom_among_those_that_scale() -> None:
     checks = [
-        capacity.Check("wide", demand=1.0, limit=10.0, unit="u", source="s"),
-        capacity.Check("tight", demand=1.0, limit=1.5, unit="u", source="s"),
-        capacity.Check("fixed", demand=1.0, limit=1.1, unit="u", source="s", scales_with_rate=False),
+        capacity_model.Check("wide", demand=1.0, limit=10.0, unit="u", source="s"),
+        capacity_model.Check("tight", demand=1.0, limit=1.5, unit="u", source="s"),
+        capacity_model.Check("fixed", demand=1.0, limit=1.1, unit="u", source="s", scales_with_rate=False),
     ]
-    found = capacity.first_break(checks, 1000)
+    found = capacity_model.first_break(checks, 1000)
     assert found is not None
     assert found[0].name == "tight"
     assert found[1] == pytest.approx(1500)
 
 
 def test_the_scale_settings_give_twice_the_demand_at_every_limit() -> None:
-    tuned = capacity.scale_settings(10_000, D, P)
-    checks = capacity.sustained_checks(10_000, tuned, P)
+    tuned = capacity_model.scale_settings(10_000, D, P)
+    checks = capacity_model.sustained_checks(10_000, tuned, P)
     assert all(c.headroom >= 2 - 1e-9 for c in checks), [(c.name, c.headroom) for c in checks]
-    assert tuned.worker_max_concurrency == math.ceil(2 * 10_000 * capacity.worker_seconds(D, P))
+    assert tuned.worker_max_concurrency == math.ceil(2 * 10_000 * capacity_model.worker_seconds(D, P))
     assert tuned.table_wru == 60_000  # 2 x 30,000, a quota request
     # one vCPU per poller is enough here, so the tick's planning is untouched
     assert tuned.poller_memory_mb == 1769
@@ -181,9 +188,9 @@ def test_the_scale_settings_give_twice_the_demand_at_every_limit() -> None:
 
 def test_the_scale_settings_lower_triggers_per_poller_minute_when_memory_is_not_enough() -> None:
     heavy = replace(P, poller_cpu_us_near=1200.0, poller_cpu_us_far=1000.0)  # 1,100 µs: 909/s
-    tuned = capacity.scale_settings(10_000, D, heavy)
+    tuned = capacity_model.scale_settings(10_000, D, heavy)
     assert tuned.triggers_per_poller_minute == int(1e6 / 1100 * 60 / 2)
-    checks = {c.name.split(" (")[0]: c for c in capacity.sustained_checks(10_000, tuned, heavy)}
+    checks = {c.name.split(" (")[0]: c for c in capacity_model.sustained_checks(10_000, tuned, heavy)}
     assert checks["poller release rate"].headroom >= 2
 
 
@@ -192,45 +199,47 @@ def test_the_scale_settings_lower_triggers_per_poller_minute_when_memory_is_not_
 
 def test_the_drain_estimate_is_messages_times_time_each_over_concurrency() -> None:
     # 600,000 messages at 20 ms each with 200 workers: 60 s (batches of ten: 10 x 20 ms per batch).
-    assert capacity.drain_seconds(600_000, 0.02, 200) == pytest.approx(60.0)
-    assert capacity.drain_seconds(600_000, 0.02, 200) == pytest.approx(600_000 * 10 * 0.02 / (200 * 10))
+    assert capacity_burst.drain_seconds(600_000, 0.02, 200) == pytest.approx(60.0)
+    assert capacity_burst.drain_seconds(600_000, 0.02, 200) == pytest.approx(600_000 * 10 * 0.02 / (200 * 10))
 
 
 def test_a_standard_event_source_starts_at_five_and_adds_300_invokes_a_minute() -> None:
     d = replace(D, queue_count=2, worker_max_concurrency=100)
-    assert capacity.esm_concurrency(d, 0.0) == pytest.approx(2 * 5)
-    assert capacity.esm_concurrency(d, 6.0) == pytest.approx(2 * (5 + 30))
-    assert capacity.esm_concurrency(d, 600.0) == pytest.approx(2 * 100)  # its MaximumConcurrency
+    assert capacity_burst.esm_concurrency(d, 0.0) == pytest.approx(2 * 5)
+    assert capacity_burst.esm_concurrency(d, 6.0) == pytest.approx(2 * (5 + 30))
+    assert capacity_burst.esm_concurrency(d, 600.0) == pytest.approx(2 * 100)  # its MaximumConcurrency
 
 
 def test_a_provisioned_event_source_starts_at_its_pollers_and_adds_1000_a_minute() -> None:
     d = replace(D, esm_mode="provisioned", esm_min_pollers=20, worker_max_concurrency=1000)
-    assert capacity.esm_concurrency(d, 0.0) == pytest.approx(200)
-    assert capacity.esm_concurrency(d, 6.0) == pytest.approx(300)
+    assert capacity_burst.esm_concurrency(d, 0.0) == pytest.approx(200)
+    assert capacity_burst.esm_concurrency(d, 6.0) == pytest.approx(300)
 
 
 def test_each_function_adds_100_environments_a_second_after_a_cold_start() -> None:
-    assert capacity.lambda_environments(D, 0.5) == pytest.approx(5)  # what the idle event source keeps
-    assert capacity.lambda_environments(D, 3.0) == pytest.approx(5 + 100 * 2)
+    assert capacity_burst.lambda_environments(D, 0.5) == pytest.approx(5)  # what the idle event source keeps
+    assert capacity_burst.lambda_environments(D, 3.0) == pytest.approx(5 + 100 * 2)
     four = replace(D, queue_count=4, worker_functions=4, prewarmed_workers=400)
-    assert capacity.lambda_environments(four, 3.0) == pytest.approx(400 + 400 * 2)
+    assert capacity_burst.lambda_environments(four, 3.0) == pytest.approx(400 + 400 * 2)
 
 
 def test_a_burst_limited_by_warm_workers_drains_in_the_estimate() -> None:
     # Given 200 workers driven from the start and pollers far faster than they are
     d = replace(D, esm_mode="provisioned", esm_min_pollers=20, prewarmed_workers=200)
     quick_release = replace(P, poller_cpu_us_near=1.0, poller_cpu_us_far=1.0, far_query_cpu_us=0.0)
-    burst = capacity.simulate_burst(60_000, replace(d, send_concurrency=256), quick_release, groups=40)
-    per_message = capacity.worker_seconds(d, P)
+    burst = capacity_burst.simulate_burst(60_000, replace(d, send_concurrency=256), quick_release, groups=40)
+    per_message = capacity_model.worker_seconds(d, P)
     # Then the last start comes when 200 workers have worked through every message
     assert burst.start_concurrency == 200
-    assert burst.started_by_s == pytest.approx(capacity.drain_seconds(60_000, per_message, 200), rel=0.02)
+    assert burst.started_by_s == pytest.approx(
+        capacity_burst.drain_seconds(60_000, per_message, 200), rel=0.02
+    )
     assert burst.p50_s == pytest.approx(burst.started_by_s / 2, rel=0.03)
 
 
 def test_pre_warmed_workers_do_not_help_while_the_event_source_ramps() -> None:
-    cold = capacity.simulate_burst(100_000, replace(D, worker_max_concurrency=400), P, groups=40)
-    warm = capacity.simulate_burst(
+    cold = capacity_burst.simulate_burst(100_000, replace(D, worker_max_concurrency=400), P, groups=40)
+    warm = capacity_burst.simulate_burst(
         100_000, replace(D, worker_max_concurrency=400, prewarmed_workers=400), P, groups=40
     )
     assert warm.start_concurrency == cold.start_concurrency == 5
@@ -240,17 +249,17 @@ def test_pre_warmed_workers_do_not_help_while_the_event_source_ramps() -> None:
 def test_a_burst_limited_by_pollers_starts_each_slot_as_it_is_released() -> None:
     # Given standing ECS workers far faster than the release
     d = replace(D, ecs_burst_tasks=1000)
-    burst = capacity.simulate_burst(60_000, d, P, groups=1, dt=0.01)
+    burst = capacity_burst.simulate_burst(60_000, d, P, groups=1, dt=0.01)
     # Then the starts follow the release: 60,000 at one poller's release rate
-    assert burst.release_s == pytest.approx(60_000 / capacity.release_rate(d, P))
+    assert burst.release_s == pytest.approx(60_000 / capacity_model.release_rate(d, P))
     assert burst.started_by_s == pytest.approx(burst.release_s, rel=0.01)
     assert burst.p99_s == pytest.approx(burst.release_s * 0.99, rel=0.01)
 
 
 def test_burst_write_pressure_counts_every_write_of_a_start_and_the_timers_per_key() -> None:
     d = replace(D, ecs_burst_tasks=1000)
-    burst = capacity.simulate_burst(60_000, d, P, groups=4)
-    rate = 4 * capacity.release_rate(d, P)
+    burst = capacity_burst.simulate_burst(60_000, d, P, groups=4)
+    rate = 4 * capacity_model.release_rate(d, P)
     # workers keep pace: each start writes claim + finish + a LEASE timer, each release a timer
     assert burst.peak_wru == pytest.approx(rate * (2 + 1) + rate * 1, rel=0.01)
     # (the LEASE timer is a backstop past the far threshold: a far key's write)
@@ -259,14 +268,14 @@ def test_burst_write_pressure_counts_every_write_of_a_start_and_the_timers_per_k
 
 
 def test_the_burst_ready_settings_meet_both_targets_with_the_margin() -> None:
-    found = capacity.burst_ready_settings(120_000, D, P, "ecs")
+    found = capacity_burst.burst_ready_settings(120_000, D, P, "ecs")
     assert found is not None
     ready, groups = found
-    burst = capacity.simulate_burst(120_000, ready, P, groups, dt=0.02)
+    burst = capacity_burst.simulate_burst(120_000, ready, P, groups, dt=0.02)
     assert burst.p99_s <= 4.5 and burst.started_by_s <= 9.0
-    assert capacity.groups_for(120_000 / 60, ready) == groups  # the tick plans them
-    assert all(c.headroom >= 1 for c in capacity.burst_checks(burst, ready))
-    fewer = capacity.simulate_burst(
+    assert capacity_model.groups_for(120_000 / 60, ready) == groups  # the tick plans them
+    assert all(c.headroom >= 1 for c in capacity_burst.burst_checks(burst, ready))
+    fewer = capacity_burst.simulate_burst(
         120_000, replace(ready, ecs_burst_tasks=ready.ecs_burst_tasks - 1), P, groups
     )
     assert not (fewer.p99_s <= 4.5 and fewer.started_by_s <= 9.0)  # the fewest that do
@@ -274,9 +283,9 @@ def test_the_burst_ready_settings_meet_both_targets_with_the_margin() -> None:
 
 def test_a_predictive_burst_is_scaled_ahead_started_in_time_then_scaled_back_and_priced() -> None:
     # Given the burst-ready settings, with nothing standing (predictive scaling)
-    found = capacity.burst_ready_settings(120_000, D, P, "ecs")
+    found = capacity_burst.burst_ready_settings(120_000, D, P, "ecs")
     assert found is not None
-    pred = capacity.predictive_settings(*found, D)
+    pred = capacity_burst.predictive_settings(*found, D)
     assert pred.ecs_burst_tasks == 0 and pred.lease_lane == "far"
     prices = {
         "lambda": {"arm64_gb_second": {"usd": 0.0000133334}},
@@ -284,7 +293,7 @@ def test_a_predictive_burst_is_scaled_ahead_started_in_time_then_scaled_back_and
         "dynamodb": {"on_demand_read_per_million": {"usd": 0.125}},
     }
     cost = {"idle": {"defaults (256 far / 8 near, lean poller 128 MB)": {"usd_per_month": {"total": 14.0}}}}
-    burst = capacity.predictive_burst(120_000, pred, P, cost, prices)
+    burst = capacity_burst.predictive_burst(120_000, pred, P, cost, prices)
 
     def at(prefix: str) -> float:
         return next(when for what, when in burst["timeline"] if what.startswith(prefix))
@@ -306,7 +315,7 @@ def test_a_predictive_burst_is_scaled_ahead_started_in_time_then_scaled_back_and
     )
     # Idle: the defaults' month plus the tick's scaling reads (the Parallel is the burst machine's)
     idle = burst["idle_usd_per_month"]
-    reads = pred.near_shard_count * 0.5 * 0.125e-6 * capacity.MINUTES_A_MONTH
+    reads = pred.near_shard_count * 0.5 * 0.125e-6 * capacity_limits.MINUTES_A_MONTH
     assert idle["tick: the next minute's near buckets read for scaling"] == pytest.approx(reads)
     assert idle["total"] == pytest.approx(14.0 + reads)
 
@@ -324,35 +333,44 @@ def test_a_profile_costs_its_pollers_standing_workers_and_near_polling() -> None
         },
     }
     d = replace(D, prewarmed_workers=100, near_shard_count=1, poller_memory_mb=1024)
-    cost = capacity.monthly_cost(d, P, 1000.0, 2, {}, prices)
-    minutes = capacity.MINUTES_A_MONTH
+    cost = capacity_deploy.monthly_cost(d, P, 1000.0, 2, {}, prices)
+    minutes = capacity_limits.MINUTES_A_MONTH
     assert cost["triggers (on-demand, all in, as counted)"] is None  # no cost results
     assert cost["pollers"] == pytest.approx(2 * 80 * 1.0 * 1e-5 * minutes)
     assert cost["Step Functions"] == pytest.approx(8 * 0.025 / 1000 * minutes)
     assert cost["near-shard polling (one read unit each, even empty)"] == pytest.approx(
         81 * 0.125e-6 * minutes
     )
-    provisioned = capacity.EXTRA_PRICES["lambda_provisioned_gb_s"][0]
+    provisioned = capacity_limits.EXTRA_PRICES["lambda_provisioned_gb_s"][0]
     assert cost["provisioned worker environments"] == pytest.approx(
-        100 * 0.5 * provisioned * capacity.SECONDS_A_MONTH
+        100 * 0.5 * provisioned * capacity_limits.SECONDS_A_MONTH
     )
-    ecs = capacity.monthly_cost(replace(D, ecs_burst_tasks=3), P, 1e9, 1, {}, prices)
+    ecs = capacity_deploy.monthly_cost(replace(D, ecs_burst_tasks=3), P, 1e9, 1, {}, prices)
     task_hour = (
-        1.0 * capacity.EXTRA_PRICES["fargate_vcpu_hour"][0]
-        + 2.0 * capacity.EXTRA_PRICES["fargate_gb_hour"][0]
+        1.0 * capacity_limits.EXTRA_PRICES["fargate_vcpu_hour"][0]
+        + 2.0 * capacity_limits.EXTRA_PRICES["fargate_gb_hour"][0]
     )
-    assert ecs["standing ECS burst tasks"] == pytest.approx(3 * task_hour * capacity.SECONDS_A_MONTH / 3600)
+    assert ecs["standing ECS burst tasks"] == pytest.approx(
+        3 * task_hour * capacity_limits.SECONDS_A_MONTH / 3600
+    )
 
 
 def test_deployability_names_context_keys_quotas_and_what_the_app_lacks() -> None:
-    assert capacity.deployability(D) == {"context": {}, "quotas": [], "notes": [], "not_deployable": []}
+    assert capacity_deploy.deployability(D) == {
+        "context": {},
+        "quotas": [],
+        "notes": [],
+        "not_deployable": [],
+    }
     tuned = replace(D, worker_max_concurrency=400, table_wru=60_000, warm_wru=60_000)
-    found = capacity.deployability(tuned)
+    found = capacity_deploy.deployability(tuned)
     assert found["context"] == {"workerMaxConcurrency": 400, "tableWarmWriteUnitsPerSecond": 60_000}
     assert len(found["quotas"]) == 1 and not found["not_deployable"]
-    lacking = capacity.deployability(replace(D, prewarmed_workers=10, worker_functions=2), groups=60)
+    lacking = capacity_deploy.deployability(replace(D, prewarmed_workers=10, worker_functions=2), groups=60)
     assert len(lacking["not_deployable"]) == 2  # 60 pollers are deployable now (a Parallel of Maps)
-    assert len(capacity.deployability(D, groups=300)["not_deployable"]) == 1  # beyond maxShardGroups 256
+    assert (
+        len(capacity_deploy.deployability(D, groups=300)["not_deployable"]) == 1
+    )  # beyond maxShardGroups 256
 
 
 def test_the_burst_ready_changes_are_context_keys_now() -> None:
@@ -364,7 +382,7 @@ def test_the_burst_ready_changes_are_context_keys_now() -> None:
         shard_count=576,
         near_shard_count=576,
     )
-    found = capacity.deployability(ready, groups=62)
+    found = capacity_deploy.deployability(ready, groups=62)
 
     assert found["not_deployable"] == []
     assert found["context"] == {
@@ -375,49 +393,63 @@ def test_the_burst_ready_changes_are_context_keys_now() -> None:
         "ecsBurstTasks": 214,
     }  # threads, vCPU and memory are the cdk.json defaults (32, 1024, 2048)
     assert "first deploy" in found["notes"][0]
-    bigger = capacity.deployability(replace(ready, ecs_threads=64, ecs_task_vcpu=2.0, ecs_task_gb=4.0))
+    bigger = capacity_deploy.deployability(replace(ready, ecs_threads=64, ecs_task_vcpu=2.0, ecs_task_gb=4.0))
     assert {k: bigger["context"][k] for k in ("ecsBurstConcurrency", "ecsBurstCpu", "ecsBurstMemoryMb")} == {
         "ecsBurstConcurrency": 64,
         "ecsBurstCpu": 2048,
         "ecsBurstMemoryMb": 4096,
     }
     # No burst service: its thread count is not worth a key.
-    assert "ecsBurstConcurrency" not in capacity.deployability(replace(D, ecs_threads=64))["context"]
+    assert "ecsBurstConcurrency" not in capacity_deploy.deployability(replace(D, ecs_threads=64))["context"]
 
 
 def test_the_burst_ready_context_is_accepted_by_the_cdk_app() -> None:
     sys.path.insert(0, str(BENCH.parent))  # the CDK app's package, `infra`, is not installed
     from punctual_cdk.config import DEFAULTS, PunctualConfig
 
-    defaults = capacity.deployed_defaults()  # cdk.json, as the bench reads it
-    found = capacity.burst_ready_settings(600_000, capacity.scale_settings(10_000, defaults, P), P, "ecs")
+    defaults = capacity_model.deployed_defaults()  # cdk.json, as the bench reads it
+    found = capacity_burst.burst_ready_settings(
+        600_000, capacity_model.scale_settings(10_000, defaults, P), P, "ecs"
+    )
     assert found is not None
     ready, groups = found
-    context = capacity.deployability(ready, groups, defaults)["context"]
+    context = capacity_deploy.deployability(ready, groups, defaults)["context"]
     config = PunctualConfig.from_context(lambda key: context.get(key))  # raises on any bad key or value
     assert set(context) <= set(DEFAULTS)
-    assert config.max_shard_groups >= groups and config.group_slices == capacity.map_slices(groups)
+    assert config.max_shard_groups >= groups and config.group_slices == capacity_model.map_slices(groups)
     assert config.near_shard_count <= config.shard_count
 
 
 def test_more_than_40_pollers_run_in_a_parallel_of_inline_maps() -> None:
-    assert capacity.map_slices(40) == 1 and capacity.map_slices(41) == 2 and capacity.map_slices(256) == 7
-    assert capacity.map_limit_for(40).value == 40
-    assert capacity.map_limit_for(62).value == capacity.DEPLOYABLE_MAX_GROUPS == 256
+    assert (
+        capacity_model.map_slices(40) == 1
+        and capacity_model.map_slices(41) == 2
+        and capacity_model.map_slices(256) == 7
+    )
+    assert capacity_model.map_limit_for(40).value == 40
+    assert capacity_model.map_limit_for(62).value == capacity_limits.DEPLOYABLE_MAX_GROUPS == 256
     prices = {"stepfunctions": {"standard_per_thousand_transitions": {"usd": 0.025}}}
     prices |= {"lambda": {"arm64_gb_second": {"usd": 0.0}}}
     prices |= {
         "dynamodb": {"on_demand_read_per_million": {"usd": 0.0}, "on_demand_write_per_million": {"usd": 0}}
     }
-    one_map = capacity.monthly_cost(replace(D, max_shard_groups=40), P, 1.0, 1, {}, prices)["Step Functions"]
-    allowed = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 1, {}, prices)["Step Functions"]
+    one_map = capacity_deploy.monthly_cost(replace(D, max_shard_groups=40), P, 1.0, 1, {}, prices)[
+        "Step Functions"
+    ]
+    allowed = capacity_deploy.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 1, {}, prices)[
+        "Step Functions"
+    ]
     # A minute of one group runs on the single Map even where 62 are allowed (the burst machine,
     # the Parallel, runs only minutes of more than 40) ...
     assert allowed == pytest.approx(one_map)
     # ... and a minute of 46 pays the Parallel and two Maps instead of one Map: two more transitions.
-    many = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 46, {}, prices)["Step Functions"]
-    forty = capacity.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 40, {}, prices)["Step Functions"]
-    assert many - forty == pytest.approx((6 * 2 + 2) * 0.025 / 1000 * capacity.MINUTES_A_MONTH)
+    many = capacity_deploy.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 46, {}, prices)[
+        "Step Functions"
+    ]
+    forty = capacity_deploy.monthly_cost(replace(D, max_shard_groups=62), P, 1.0, 40, {}, prices)[
+        "Step Functions"
+    ]
+    assert many - forty == pytest.approx((6 * 2 + 2) * 0.025 / 1000 * capacity_limits.MINUTES_A_MONTH)
 
 
 def test_measured_figures_split_timer_writes_from_execution_writes(tmp_path: Path, monkeypatch) -> None:
@@ -433,7 +465,7 @@ def test_measured_figures_split_timer_writes_from_execution_writes(tmp_path: Pat
     }
     (tmp_path / "cost_per_million.json").write_text(__import__("json").dumps(cost))
     monkeypatch.setattr(capacity.benchlib, "RESULTS_DIR", tmp_path)
-    per = capacity.load_measured()
+    per = capacity_model.load_measured()
     assert (per.timer_wru, per.exec_wru, per.rru, per.worker_io_ms) == pytest.approx((0.2, 2.0, 1.1, 12.0))
 
 

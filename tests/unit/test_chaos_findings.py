@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from execution_harness import Crash, FakeTarget, Rig, statuses
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import TargetResult
+from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.execution import LEASE_LOST_NOTE, ClaimAction, Delivery, Worker, decide_claim
 from punctual.models import Execution, ExecutionStatus
-from punctual.queues import DispatchMessage, MessageKind
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import TargetResult
-from punctual.timers import TimerKind, slot_key
+from punctual.timing.timers import TimerKind, slot_key
 
 S = ExecutionStatus
 SHORT = "queue://short"

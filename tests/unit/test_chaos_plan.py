@@ -16,15 +16,13 @@ import pytest
 
 from local.chaos.faults import driver as chaos_driver
 from local.chaos.faults.driver import (
-    MID_MINUTE,
     MID_MINUTE_EVERY_S,
     MID_MINUTE_LEAD_S,
-    MID_MINUTE_S,
     FaultDriver,
     FaultOptions,
-    PlannedFault,
     plan_faults,
 )
+from local.chaos.faults.planned import MID_MINUTE, MID_MINUTE_S, PlannedFault
 from local.chaos.faults.procs import ChaosProcess
 from local.chaos.ledger import LedgerWriter, read_jsonl
 

@@ -42,7 +42,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from punctual.schedules import ScheduleError, parse_schedule
+from punctual.timing.schedules import ScheduleError, parse_schedule
 
 ORACLE = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOTS = 6  # compared per example

@@ -8,13 +8,15 @@ import pytest
 
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig, statuses
 from factories import spec
-from punctual.clock import ManualClock
-from punctual.jobs import InvalidJobError, JobService, QueueRouting, find_cycle
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.queues import MessageKind
 from punctual.models import Job
-from punctual.queues import MessageKind
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import TimerKind, slot_key
+from punctual.timing.timers import TimerKind, slot_key
+from punctual.usecases.job_admission import find_cycle
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, QueueRouting
 
 MINUTE = timedelta(minutes=1)
 

@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from execution_harness import SHORT, Crash, FakeTarget, Rig, statuses
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import TargetResult
+from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.execution import (
     LEASE_LOST_NOTE,
     TRANSITIONS,
@@ -24,10 +25,9 @@ from punctual.execution import (
     decide_claim,
 )
 from punctual.models import Execution, ExecutionStatus
-from punctual.queues import DispatchMessage, MessageKind
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import TargetResult
-from punctual.timers import Lane, TimerKind, slot_key
+from punctual.timing.timers import Lane, TimerKind, slot_key
 
 S = ExecutionStatus
 
@@ -415,8 +415,8 @@ def test_queue_url_of_an_event_source_arn() -> None:
 
 def test_the_worker_hands_the_target_its_decrypted_signing_secret(rig: Rig, t0: datetime) -> None:
     from punctual.execution import default_signing_secrets
-    from punctual.settings import Settings
-    from punctual.signing_secrets import SecretCipher
+    from punctual.runtime.settings import Settings
+    from punctual.security.signing_secrets import SecretCipher
 
     settings = Settings(secret_key="a-local-key-of-enough-length")
     plain, stored = SecretCipher(settings).new_secret("default", "job-1")  # bound to this job

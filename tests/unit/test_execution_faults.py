@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from execution_harness import SHORT, FakeTarget, Rig, statuses
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.execution import PARK_AFTER_RECEIVES, Delivery, MessageReturned, error_backoff_s
 from punctual.models import Execution, ExecutionStatus, Job
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import Expect
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import TimerKind, slot_key
+from punctual.timing.timers import TimerKind, slot_key
 
 
 class StoreDown(Exception):

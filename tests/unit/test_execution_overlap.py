@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 import pytest
 
 from execution_harness import LONG, Rig, statuses
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import TargetResult
 from punctual.models import ExecutionStatus
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import TargetResult
-from punctual.timers import slot_key
+from punctual.timing.timers import slot_key
 
 S = ExecutionStatus
 MINUTE = timedelta(minutes=1)

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from execution_harness import FakeTarget, Rig, statuses
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import Outcome, TargetResult
+from punctual.dispatch.queues import MessageKind
 from punctual.models import ExecutionStatus, JobState
-from punctual.queues import MessageKind
-from punctual.retries import seeded_random
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import Outcome, TargetResult
-from punctual.timers import TimerKind, slot_key
+from punctual.timing.retries import seeded_random
+from punctual.timing.timers import TimerKind, slot_key
 
 S = ExecutionStatus
 RETRYABLE = TargetResult.retryable("HTTP 503")

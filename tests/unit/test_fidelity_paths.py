@@ -20,8 +20,8 @@ import pytest
 
 from factories import spec
 from fidelity_cluster import TENANT, Cluster
-from punctual.calendars import Calendar
-from punctual.targets.base import SlotContext, TargetResult
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.usecases.calendars import Calendar
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 SEEDS = [11, 12]

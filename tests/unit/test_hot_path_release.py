@@ -11,13 +11,13 @@ import pytest
 
 from execution_harness import LAYOUT, SHORT, Rig
 from factories import spec
-from punctual.clock import ManualClock
+from punctual.dispatch.queues import SPEC_MAX_CHARS, DispatchMessage, job_from_spec, spec_of
 from punctual.execution.claim import SPEC_TRUST_S
-from punctual.jobs import JobService, QueueRouting
-from punctual.message_auth import DispatchSigner
 from punctual.models import ExecutionStatus, JobState
-from punctual.queues import SPEC_MAX_CHARS, DispatchMessage, job_from_spec, spec_of
+from punctual.runtime.clock import ManualClock
+from punctual.security.message_auth import DispatchSigner
 from punctual.store.memory import MemoryStore
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 TENANT = "default"

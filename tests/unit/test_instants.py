@@ -1,4 +1,4 @@
-"""punctual.instants writes exactly the text the seven formatters it replaced wrote.
+"""punctual.timing.instants writes exactly the text the seven formatters it replaced wrote.
 
 The reference expressions below are the bodies those functions had (schedules, the
 tick, queue messages, execution history, API fields, payload placeholders); every
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from punctual.instants import (
+from punctual.timing.instants import (
     InstantError,
     format_instant,
     format_instant_adaptive,

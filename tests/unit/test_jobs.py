@@ -7,19 +7,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from factories import spec
-from punctual.clock import ManualClock
-from punctual.jobs import (
+from punctual.dispatch.queues import MemoryQueues
+from punctual.models import JobState
+from punctual.runtime.clock import ManualClock
+from punctual.store.memory import MemoryStore
+from punctual.timing.timers import Lane, TimerLayout
+from punctual.usecases.job_errors import (
     InvalidJobError,
     JobConflictError,
     JobNotFoundError,
-    JobService,
     PreconditionFailedError,
-    QueueRouting,
 )
-from punctual.models import JobState
-from punctual.queues import MemoryQueues
-from punctual.store.memory import MemoryStore
-from punctual.timers import Lane, TimerLayout
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

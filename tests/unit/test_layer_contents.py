@@ -21,7 +21,7 @@ CORE_ROOT = REPO / "layers" / "core" / "python"
 CORE = CORE_ROOT / "punctual"
 # What runs the layer: each Lambda handler, and the ECS worker's image (its Dockerfile's CMD).
 ENTRY_FILES = sorted((REPO / "functions").glob("*/handler.py"))
-ENTRY_MODULES = ("punctual.worker_service",)
+ENTRY_MODULES = ("punctual.execution.worker_service",)
 # The Lambda runtime provides these (and the ECS image installs boto3 itself).
 RUNTIME_PROVIDED = {"boto3", "botocore"}
 

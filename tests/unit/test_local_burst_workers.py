@@ -14,8 +14,8 @@ from test_local_poller_retries import Clock, QuietSink
 from local.config import LocalConfig
 from local.scaling import FileActuator, desired_burst_workers, history_file, local_settings, scaling_file
 from local.supervisor import Supervisor, default_components
-from punctual.scaling import CapacityProfile, need_for, plan_capacity
-from punctual.settings import Settings
+from punctual.dispatch.scaling import CapacityProfile, need_for, plan_capacity
+from punctual.runtime.settings import Settings
 
 
 class Process:

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from local.config import LocalConfig
 from local.resources import Deployment, function_environment
-from punctual.settings import Settings
+from punctual.runtime.settings import Settings
 
 
 def deployment() -> Deployment:

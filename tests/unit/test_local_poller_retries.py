@@ -120,7 +120,7 @@ class FlakyHandler:
 
 @pytest.fixture
 def scheduler_for(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr("punctual.composition.Container.store", None)  # no table needed
+    monkeypatch.setattr("punctual.runtime.composition.Container.store", None)  # no table needed
 
     def make(handler: Any, retry: list[dict[str, Any]], stop_after_waits: int | None = None) -> Any:
         waits: list[float] = []
@@ -358,7 +358,7 @@ def test_poller_processes_share_each_minutes_plan_and_run_their_own_replica(
 ) -> None:
     from local.poller import start_minute
 
-    monkeypatch.setattr("punctual.composition.Container.store", None)  # no table: unknown load
+    monkeypatch.setattr("punctual.runtime.composition.Container.store", None)  # no table: unknown load
     minute = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
     # Given two processes that start the same minute, each with its own sizing (the second's
     # differs, as a table read a moment later can)

@@ -9,14 +9,14 @@ from datetime import datetime
 import pytest
 
 from execution_harness import FakeTarget, Rig, statuses
-from punctual.clock import ManualClock
-from punctual.message_auth import DispatchKeyError, DispatchSigner, signer_from
+from punctual.delivery.targets.base import TargetResult
+from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.models import ExecutionStatus, JobState
-from punctual.queues import DispatchMessage, MessageKind
-from punctual.settings import Settings
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
+from punctual.security.message_auth import DispatchKeyError, DispatchSigner, signer_from
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import TargetResult
-from punctual.timers import slot_key
+from punctual.timing.timers import slot_key
 
 KEY = "k" * 40
 SIGNER = DispatchSigner(KEY)

@@ -8,15 +8,16 @@ from typing import Any
 import pytest
 
 from factories import spec
-from punctual.clock import ManualClock
-from punctual.jobs import InvalidJobError, JobService, QueueRouting
-from punctual.ownership import OwnResources, own_resources, parse_arn_list, resource_key
-from punctual.queues import MemoryQueues
-from punctual.settings import Settings
+from punctual.delivery.targets import DefaultTargetInvoker, SlotContext
+from punctual.delivery.targets.base import Outcome
+from punctual.dispatch.queues import MemoryQueues
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
+from punctual.security.ownership import OwnResources, own_resources, parse_arn_list, resource_key
 from punctual.store.memory import MemoryStore
-from punctual.targets import DefaultTargetInvoker, SlotContext
-from punctual.targets.base import Outcome
-from punctual.timers import TimerLayout
+from punctual.timing.timers import TimerLayout
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"
@@ -133,7 +134,7 @@ class _Recording:
         self.calls: list[Any] = []
 
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> Any:
-        from punctual.targets.base import TargetResult
+        from punctual.delivery.targets.base import TargetResult
 
         self.calls.append(target)
         return TargetResult.ok()

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from punctual.instants import format_instant_adaptive
+from punctual.delivery.targets import DefaultTargetInvoker, render_payload
+from punctual.delivery.targets.base import Outcome, SlotContext, TargetResult
 from punctual.models import SqsTarget
-from punctual.settings import Settings
-from punctual.targets import DefaultTargetInvoker, render_payload
-from punctual.targets.base import Outcome, SlotContext, TargetResult
+from punctual.runtime.settings import Settings
+from punctual.timing.instants import format_instant_adaptive
 
 
 def _ctx(**overrides: Any) -> SlotContext:

@@ -20,15 +20,21 @@ import pytest
 from pydantic import BaseModel
 
 from factories import job
-from punctual.clock import ManualClock
+from punctual.dispatch.polling import Poller, PollerConfig
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
 from punctual.execution import new_owner, owner_of
 from punctual.models import AttemptRecord, CatchupKind, Execution, ExecutionStatus, Job
-from punctual.polling import Poller, PollerConfig
-from punctual.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
-from punctual.schedules import ScheduleError, cached_schedule, parse_schedule
-from punctual.slots import MAX_RELEASE_PER_TIMER, MISSED_AFTER_S, dispatch_instant, next_slot, plan_release
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.timers import (
+from punctual.timing.schedules import ScheduleError, cached_schedule, parse_schedule
+from punctual.timing.slots import (
+    MAX_RELEASE_PER_TIMER,
+    MISSED_AFTER_S,
+    dispatch_instant,
+    next_slot,
+    plan_release,
+)
+from punctual.timing.timers import (
     MINUTE_FMT,
     Lane,
     Timer,
@@ -257,7 +263,9 @@ def test_release_plan_is_what_it_was(schedule: str) -> None:
         slot = next_slot(j, T - timedelta(seconds=rng.randint(0, 7200))) or T
         now = slot + timedelta(seconds=rng.choice([-5, 0, 1, 30, 59, 61, 300, 4000, 20000]))
         plan = plan_release(j, slot, now)
-        if plan.ranges:  # a long run dropped in bulk (punctual.missed_ranges): every slot accounted once
+        if (
+            plan.ranges
+        ):  # a long run dropped in bulk (punctual.timing.missed_ranges): every slot accounted once
             _assert_accounted(j, slot, plan)
             continue
         assert (plan.release, plan.skipped, plan.next_slot, plan.chain) == _plan_reference(j, slot, now)

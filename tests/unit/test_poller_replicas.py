@@ -9,11 +9,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from factories import spec
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
-from punctual.settings import Settings
+from punctual.dispatch.tick import LEAN, STANDARD, plan_minute, replicas_for
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
 from punctual.store.memory import MemoryStore
-from punctual.tick import LEAN, STANDARD, plan_minute, replicas_for
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import LAYOUT, SHORT, Node, Simulation
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)  # the measured minute

@@ -1,4 +1,4 @@
-"""Deletes go out as DeleteMessageBatch calls of up to ten (punctual.queue_acks)."""
+"""Deletes go out as DeleteMessageBatch calls of up to ten (punctual.dispatch.queue_acks)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from punctual.queue_acks import BatchedDeletes
-from punctual.queues import DispatchMessage, MemoryQueues, Received, SqsQueues
+from punctual.dispatch.queue_acks import BatchedDeletes
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, Received, SqsQueues
 
 URL = "queue://short"
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

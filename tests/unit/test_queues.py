@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from factories import job
-from punctual.queues import DispatchMessage, MemoryQueues, MessageKind, message_for, pick_queue
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind, message_for, pick_queue
 
 T = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

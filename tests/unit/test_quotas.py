@@ -13,11 +13,12 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))  # the bench modules import each other by name, as the scripts do
 
-import capacity  # noqa: E402
+import capacity_burst  # noqa: E402
+import capacity_model  # noqa: E402
 import quotas  # noqa: E402
 
-D = capacity.Deployment(queue_count=1, worker_max_concurrency=400, account_concurrency=1000)
-P = capacity.PerTrigger(
+D = capacity_model.Deployment(queue_count=1, worker_max_concurrency=400, account_concurrency=1000)
+P = capacity_model.PerTrigger(
     timer_wru=0.08,
     exec_wru=2.0,
     rru=0.57,
@@ -28,7 +29,7 @@ P = capacity.PerTrigger(
 )
 
 
-def _by_name(checks: list[capacity.Check], start: str) -> capacity.Check:
+def _by_name(checks: list[capacity_model.Check], start: str) -> capacity_model.Check:
     (found,) = [c for c in checks if c.name.startswith(start)]
     return found
 
@@ -87,13 +88,13 @@ def test_the_ask_for_2x_at_100_ms_gets_2x_on_every_worker_limit() -> None:
 def test_kms_is_one_decrypt_per_tenant_per_worker_process_not_per_trigger() -> None:
     kms = _by_name(quotas.headroom_checks(10_000, 0.0, D, P), "KMS Decrypt")
     assert kms.demand < 10_000 / 100  # a call per trigger would be 10,000 a second
-    environments = 10_000 * capacity.worker_seconds(D, P)
+    environments = 10_000 * capacity_model.worker_seconds(D, P)
     assert kms.demand == pytest.approx(environments * 1000 / 3600, rel=0.01)
 
 
 def test_a_burst_is_held_to_the_tables_read_quota_until_its_profile_asks_for_reads() -> None:
     d = replace(D, table_wru=420_000, warm_wru=420_000, ecs_burst_tasks=232)
-    burst = capacity.simulate_burst(600_000, d, P, groups=80)
+    burst = capacity_burst.simulate_burst(600_000, d, P, groups=80)
     under = quotas.burst_under_quotas(burst, d, P)
     # 600,000 job reads at half a unit against 40,000 units a second: 7.5 s at least
     assert under["binding_quota"] == "DynamoDB table reads"

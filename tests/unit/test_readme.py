@@ -1,4 +1,5 @@
-"""The README documents what a user relies on, and says it as the code does (issue 17, finding 10)."""
+"""The documentation documents what a user relies on, and says it as the code does (issue 17,
+finding 10). The guides were the README's sections; since issue 34 they are pages under docs/."""
 
 from __future__ import annotations
 
@@ -7,27 +8,34 @@ import time
 from pathlib import Path
 
 from local.config import LocalConfig
+from punctual.delivery.targets.payload import PLACEHOLDERS
 from punctual.models import CatchupPolicy, JobSpec, RetryPolicy
-from punctual.targets.payload import PLACEHOLDERS
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four"}
 
 
-def section(title: str) -> str:
-    start = README.index(title)
-    following = re.search(r"\n#{2,3} ", README[start + len(title) :])
-    return README[start : start + len(title) + (following.start() if following else len(README))]
+def page(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def section(name: str, title: str) -> str:
+    """A heading of a page and its text, up to the next heading of level 1 to 3."""
+    text = page(name)
+    start = text.index(title)
+    following = re.search(r"\n#{1,3} ", text[start + len(title) :])
+    return text[start : start + len(title) + (following.start() if following else len(text))]
 
 
 def test_the_local_worker_count_is_the_configured_default() -> None:
     workers = LocalConfig().workers
-    assert f"{NUMBERS[workers]} worker processes" in README
-    assert not any(f"{word} worker processes" in README for n, word in NUMBERS.items() if n != workers)
+    local_mode = page("local-mode.md")
+    assert f"{NUMBERS[workers]} worker processes" in local_mode
+    assert not any(f"{word} worker processes" in local_mode for n, word in NUMBERS.items() if n != workers)
 
 
 def test_every_payload_placeholder_is_documented() -> None:
-    text = section("### Payload placeholders")
+    text = section("schedules.md", "### Payload placeholders")
     for placeholder in PLACEHOLDERS:
         assert f"| `{placeholder}` |" in text, placeholder
     assert "~m" in text  # the suffix of a slot triggered by hand
@@ -36,7 +44,7 @@ def test_every_payload_placeholder_is_documented() -> None:
 def test_the_policy_table_lists_every_field_with_its_default() -> None:
     rows = {
         cells[0]: cells[1]
-        for line in section("## Job policies").splitlines()
+        for line in section("schedules.md", "## Job policies").splitlines()
         if line.startswith("| `") and (cells := [c.strip() for c in line.strip("|").split("|")])
     }
     documented = " ".join(rows)
@@ -56,7 +64,7 @@ def test_the_policy_table_lists_every_field_with_its_default() -> None:
 
 
 def test_receiving_a_webhook_shows_verification_in_python_and_node() -> None:
-    text = section("### Receiving a webhook")
+    text = section("delivery.md", "## Receiving a webhook")
     assert "from standardwebhooks.webhooks import Webhook" in text
     assert 'import { Webhook } from "standardwebhooks";' in text
     for header in ("webhook-id", "webhook-timestamp", "webhook-signature", "Idempotency-Key", "Retry-After"):
@@ -64,7 +72,7 @@ def test_receiving_a_webhook_shows_verification_in_python_and_node() -> None:
 
 
 def test_the_put_example_says_where_job_json_comes_from() -> None:
-    lines = README.splitlines()
+    lines = page("api.md").splitlines()
     put = next(
         i
         for i, line in enumerate(lines)
@@ -74,9 +82,9 @@ def test_the_put_example_says_where_job_json_comes_from() -> None:
 
 
 def test_the_python_receiver_example_verifies_what_punctual_signs() -> None:
-    from punctual.targets.webhooks.signing import sign_webhook
+    from punctual.delivery.targets.webhooks.signing import sign_webhook
 
-    text = section("### Receiving a webhook")
+    text = section("delivery.md", "## Receiving a webhook")
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     secret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
     done: set[str] = set()
@@ -97,14 +105,14 @@ def test_the_python_receiver_example_verifies_what_punctual_signs() -> None:
 
 def test_the_chain_auditor_section_states_the_defaults_the_code_has() -> None:
     from local.config import LocalConfig
-    from punctual.settings import Settings
+    from punctual.runtime.settings import Settings
 
-    text = section("## Chain auditor")
+    text = section("operations.md", "## Chain auditor")
     defaults = Settings()
     assert f"`auditPeriodMinutes` ({defaults.audit_period_minutes}; context)" in text
     assert f"`auditGraceS` ({defaults.audit_grace_s} s)" in text
     assert f"`PUNCTUAL_AUDIT_INFLIGHT_GRACE_S` ({defaults.audit_inflight_grace_s:,} s" in text
-    local = section("## Local mode")
+    local = section("local-mode.md", "# Local mode")
     assert (
         f"every {LocalConfig().audit_interval_s} s" in local
         and f"a {LocalConfig().audit_grace_s} s grace" in local

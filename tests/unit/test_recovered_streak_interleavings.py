@@ -20,13 +20,13 @@ import pytest
 
 from execution_harness import FakeTarget
 from factories import job as make_job
-from punctual.clock import ManualClock
+from punctual.delivery.notifications import Alerter
+from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job
-from punctual.notifications import Alerter
+from punctual.runtime.clock import ManualClock
 from punctual.store.base import Streak
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.timers import slot_key
+from punctual.timing.timers import slot_key
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 HOOK = {"type": "http", "url": "https://alerts.example.com/hook"}

@@ -9,12 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from factories import spec
-from punctual.clock import ManualClock
-from punctual.jobs import JobService, QueueRouting
-from punctual.polling.fairness import interleave_tenants
-from punctual.polling.release import CHUNK
+from punctual.dispatch.polling.fairness import interleave_tenants
+from punctual.dispatch.polling.release import CHUNK
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.timers import Lane, Timer, TimerKind, minute_of
+from punctual.timing.timers import Lane, Timer, TimerKind, minute_of
+from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import LAYOUT, SHORT, Simulation
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from punctual.models import Backoff, RetryPolicy
-from punctual.retries import backoff_ceiling_s, next_retry_at, retry_delay_s, seeded_random
+from punctual.timing.retries import backoff_ceiling_s, next_retry_at, retry_delay_s, seeded_random
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

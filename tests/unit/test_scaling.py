@@ -1,4 +1,4 @@
-"""The predictive scaling planner (punctual.scaling): decisions from planned loads, no I/O."""
+"""The predictive scaling planner (punctual.dispatch.scaling): decisions from planned loads, no I/O."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from punctual.scaling import (
+from punctual.dispatch.scaling import (
     CapacityProfile,
     MemoryActuator,
     need_for,
     plan_capacity,
     standing_drain,
 )
-from punctual.settings import Settings
+from punctual.runtime.settings import Settings
 
 M = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # the burst minute
 CLOUD = CapacityProfile(burst_workers_max=300)  # the defaults: 400 Lambda, 644 msgs/s a task, 75 s lead

@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 import pytest
 
 from execution_harness import FakeTarget, Rig
-from punctual.clock import ManualClock
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.delivery.targets.payload import execution_id, render_payload
 from punctual.execution.dead_letters import MemoryDeadLetters, error_code
 from punctual.models import DeadLetterQueue, Execution, ExecutionStatus, RetryPolicy, SchedulerIdentity
+from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
-from punctual.targets.base import SlotContext, TargetResult
-from punctual.targets.payload import execution_id, render_payload
 
 DLQ = "arn:aws:sqs:us-east-1:123456789012:reports-dlq"
 ARN = "arn:aws:scheduler:us-east-1:123456789012:schedule/default/nightly"

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from punctual.schedules import (
+from punctual.timing.schedules import (
     AfterSchedule,
     AtSchedule,
     CronSchedule,

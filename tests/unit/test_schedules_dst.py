@@ -15,7 +15,13 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from punctual.schedules import DstOptions, format_instant, parse_instant, parse_schedule, validate_timezone
+from punctual.timing.schedules import (
+    DstOptions,
+    format_instant,
+    parse_instant,
+    parse_schedule,
+    validate_timezone,
+)
 
 
 def run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from punctual.schedules import DstOptions, ScheduleError, parse_instant, parse_schedule
+from punctual.timing.schedules import DstOptions, ScheduleError, parse_instant, parse_schedule
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from punctual.schedules import CronSchedule, DstOptions, format_instant, parse_schedule
+from punctual.timing.schedules import CronSchedule, DstOptions, format_instant, parse_schedule
 
 PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from punctual.settings import Settings
+from punctual.runtime.settings import Settings
 
 
 def test_a_fields_variable_is_its_name_under_the_prefix() -> None:

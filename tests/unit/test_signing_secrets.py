@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from punctual.settings import Settings
-from punctual.signing_secrets import (
+from punctual.runtime.settings import Settings
+from punctual.security.signing_secrets import (
     SecretCipher,
     SecretsError,
     generate_signing_secret,

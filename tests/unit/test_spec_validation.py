@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from punctual.delivery.targets.webhooks import adapter, signing
 from punctual.models import (
     MAX_PAYLOAD_DEPTH,
     MAX_PAYLOAD_MEMBERS,
     RESERVED_HEADERS,
     JobSpec,
 )
-from punctual.targets.webhooks import adapter, signing
 
 SQS = {"type": "sqs", "queue_arn": "arn:aws:sqs:us-east-1:123456789012:reports"}
 HTTP = {"type": "http", "url": "https://hooks.example.com/run"}

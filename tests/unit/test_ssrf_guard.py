@@ -17,16 +17,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from punctual.models import HttpTarget
-from punctual.targets.base import Outcome, SlotContext
-from punctual.targets.webhooks.adapter import HttpTargetAdapter
-from punctual.targets.webhooks.guard import (
+from punctual.delivery.targets.base import Outcome, SlotContext
+from punctual.delivery.targets.webhooks.adapter import HttpTargetAdapter
+from punctual.delivery.targets.webhooks.guard import (
     BlockedTargetError,
     UnresolvedTargetError,
     address_block_reason,
     guard_url,
     parse_allow_cidrs,
 )
+from punctual.models import HttpTarget
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"

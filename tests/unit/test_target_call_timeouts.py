@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from punctual.targets.aws_services import (
+from punctual.delivery.targets.aws_clients import (
     API_CALL_BUDGET_S,
     Boto3ClientFactory,
     CallTimeouts,

@@ -10,19 +10,20 @@ from typing import Any
 import pytest
 
 from factories import spec
-from punctual.boundary import Boundary, Callee, callees, reserved_source, role_name_part
-from punctual.clock import ManualClock
+from punctual.delivery.targets import DefaultTargetInvoker, SlotContext
+from punctual.delivery.targets.base import Outcome
+from punctual.dispatch.queues import MemoryQueues
 from punctual.execution.dead_letters import SqsDeadLetters
-from punctual.jobs import InvalidJobError, JobService, QueueRouting
 from punctual.models import DeadLetterQueue, Execution, ExecutionStatus, Job
-from punctual.observability import RecordingMetrics
-from punctual.ownership import OwnResources
-from punctual.queues import MemoryQueues
-from punctual.settings import Settings
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
+from punctual.runtime.settings import Settings
+from punctual.security.boundary import Boundary, Callee, callees, reserved_source, role_name_part
+from punctual.security.ownership import OwnResources
 from punctual.store.memory import MemoryStore
-from punctual.targets import DefaultTargetInvoker, SlotContext
-from punctual.targets.base import Outcome
-from punctual.timers import TimerLayout
+from punctual.timing.timers import TimerLayout
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"
@@ -153,7 +154,9 @@ def test_a_role_outside_the_opt_in_prefix_is_refused_and_one_inside_is_accepted(
 # --------------------------------------------------------------------------- point 4: the source
 
 
-@pytest.mark.parametrize("source", ["punctual", "Punctual", " punctual ", "punctual.jobs", "PUNCTUAL.x"])
+@pytest.mark.parametrize(
+    "source", ["punctual", "Punctual", " punctual ", "punctual.usecases.jobs", "PUNCTUAL.x"]
+)
 def test_punctuals_event_source_is_refused_on_a_tenants_eventbridge_target(source: str) -> None:
     target = {"type": "eventbridge", "event_bus_arn": TENANT_BUS, "source": source}
     error = refused(service(), target=target, payload={})

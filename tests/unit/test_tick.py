@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from punctual.settings import Settings
+from punctual.dispatch.tick import group_count_for, plan_minute, poller_for
+from punctual.runtime.settings import Settings
 from punctual.store.memory import MemoryStore
-from punctual.tick import group_count_for, plan_minute, poller_for
-from punctual.timers import Lane, TimerKind, TimerLayout
+from punctual.timing.timers import Lane, TimerKind, TimerLayout
 
 
 def _timers(

@@ -3,7 +3,7 @@
 A fake Step Functions keeps executions by name (Standard: unique per state machine), so a minute
 "has pollers" exactly when its execution exists. Ticks throttled, late, lost and with skewed
 clocks are played over simulated time, with and without the second path (group 0's pollers
-starting the next minute, :func:`punctual.composition.relay_next`, here through
+starting the next minute, :func:`punctual.runtime.composition.relay_next`, here through
 :meth:`Tick.start_minutes` with the next minute, as it does).
 """
 
@@ -17,10 +17,11 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from punctual.observability import RecordingMetrics
-from punctual.scaling import MemoryActuator
-from punctual.settings import Settings
-from punctual.tick import Tick, execution_name
+from punctual.dispatch.burst_sight import execution_name
+from punctual.dispatch.scaling import MemoryActuator
+from punctual.dispatch.tick import Tick
+from punctual.runtime.observability import RecordingMetrics
+from punctual.runtime.settings import Settings
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:minutes"
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

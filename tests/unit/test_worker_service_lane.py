@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from punctual.settings import Settings, SettingsError
-from punctual.worker_service import ServiceSettings, queue_urls_for
+from punctual.execution.worker_service import ServiceSettings, queue_urls_for
+from punctual.runtime.settings import Settings, SettingsError
 
 SHORT = "https://sqs.example/short-0.fifo,https://sqs.example/short-1.fifo"
 LONG = "https://sqs.example/long-0.fifo"
@@ -47,7 +47,7 @@ def test_an_unknown_lane_is_refused_with_its_variable() -> None:
 
 
 def test_main_receives_from_the_short_queues_in_the_short_lane(monkeypatch: pytest.MonkeyPatch) -> None:
-    from punctual import worker_service
+    from punctual.execution import worker_service
 
     polled: list[list[str]] = []
 
@@ -62,8 +62,8 @@ def test_main_receives_from_the_short_queues_in_the_short_lane(monkeypatch: pyte
             pass
 
     monkeypatch.setattr(worker_service, "WorkerService", FakeService)
-    monkeypatch.setattr("punctual.composition.Container.worker", lambda self, **knobs: object())
-    from punctual import composition
+    monkeypatch.setattr("punctual.runtime.composition.Container.worker", lambda self, **knobs: object())
+    from punctual.runtime import composition
 
     composition.reset()  # the container reads the variables below
     for key, value in {
@@ -79,8 +79,8 @@ def test_main_receives_from_the_short_queues_in_the_short_lane(monkeypatch: pyte
 
 
 def test_main_batches_the_tasks_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from punctual import worker_service
-    from punctual.queue_acks import BatchedDeletes
+    from punctual.dispatch.queue_acks import BatchedDeletes
+    from punctual.execution import worker_service
 
     built: list[object] = []
 
@@ -99,8 +99,8 @@ def test_main_batches_the_tasks_deletes(monkeypatch: pytest.MonkeyPatch) -> None
         return object()
 
     monkeypatch.setattr(worker_service, "WorkerService", FakeService)
-    monkeypatch.setattr("punctual.composition.Container.worker", worker)
-    from punctual import composition
+    monkeypatch.setattr("punctual.runtime.composition.Container.worker", worker)
+    from punctual.runtime import composition
 
     composition.reset()
     monkeypatch.setenv("PUNCTUAL_SHORT_QUEUE_URLS", SHORT)

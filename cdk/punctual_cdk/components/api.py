@@ -67,7 +67,7 @@ class Api(Construct):
                 },
             )
         )
-        # Envelope encryption (punctual.tenant_keys): the first API process to seal a tenant's
+        # Envelope encryption (punctual.security.tenant_keys): the first API process to seal a tenant's
         # secret in a key epoch makes the tenant's data key; the others unwrap the stored one.
         self.handler.role.add_to_principal_policy(
             iam.PolicyStatement(

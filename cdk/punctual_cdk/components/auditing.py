@@ -5,7 +5,7 @@ EventBridge rule invokes the ``auditor`` function every minute, and each invocat
 segments of its minute (the scheduled event's ``time``), so no process is the only checker and a
 failed run is retried by Lambda's asynchronous retries (twice, within an hour), its segments
 coming round again next period anyway. No Step Functions: a state transition a minute would cost
-an idle deployment more than the whole auditor (README, *Chain auditor*).
+an idle deployment more than the whole auditor (docs/operations.md, *Chain auditor*).
 
 Its role (least privilege): the table's item actions of ``TABLE_ACTIONS_BY_COMPONENT["auditor"]``
 and Query on the audit index only; sending to the work queues (a lost range's ``missed`` alert is
@@ -24,7 +24,7 @@ from constructs import Construct
 from punctual_cdk import constants as c
 from punctual_cdk.components.events import ExecutionEvents
 from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, on_schedule
-from punctual_cdk.components.observability import app_metric
+from punctual_cdk.components.metrics import app_metric
 from punctual_cdk.components.queues import SEND_ACTIONS, Queues
 from punctual_cdk.components.storage import Storage
 from punctual_cdk.config import PunctualConfig

@@ -194,7 +194,7 @@ class Dispatch(Construct):
         )
         self._acknowledge_executions(self.tick.role, "the tick")
         # The second path to a minute: group 0's pollers start the next minute when no tick did
-        # (punctual.composition.relay_next). A policy of its own, not the roles' default policy:
+        # (punctual.runtime.composition.relay_next). A policy of its own, not the roles' default policy:
         # the functions do not wait for it, so the machines (which invoke them) can refer to it.
         relay = iam.Policy(
             self,
@@ -212,16 +212,6 @@ class Dispatch(Construct):
             roles=[p.role for p in self.pollers],
         )
         self._acknowledge_executions(relay, "a minute's pollers")
-        for machine in self.state_machines:
-            acknowledge(
-                self.tick.role,
-                "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
-                f"<{self._logical_id_of_machine(machine)}.Name>:*]",
-                "states:DescribeExecution and StopExecution on the executions of this stack's minute "
-                "state machines (an execution's ARN carries its minute's name, unknown at deploy): the "
-                "tick checks that a minute was not started on the other machine before it starts it on "
-                "one, and re-plans a minute whose pollers have not started yet.",
-            )
         # Sizing the shard groups from the coming minute's timers: reads only.
         storage.grant_items(self.tick.role, c.TABLE_ACTIONS_BY_COMPONENT["tick"])
         self.rule = on_schedule(
@@ -360,9 +350,10 @@ class Dispatch(Construct):
                 scope,
                 "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
                 f"<{self._logical_id_of_machine(machine)}.Name>:*]",
-                "states:DescribeExecution on the executions of this stack's minute state machines "
-                f"(an execution's ARN carries its minute's name, unknown at deploy): {who} look(s) for a "
-                "minute before starting it, on every machine, so that it starts once.",
+                "states:DescribeExecution and StopExecution on the executions of this stack's minute "
+                f"state machines (an execution's ARN carries its minute's name, unknown at deploy): {who} "
+                "look(s) for a minute before starting it, on every machine, so that it starts once, and "
+                "re-plan(s) a minute whose pollers have not started yet when a burst seen since needs more.",
             )
 
     def _logical_id_of_machine(self, machine: sfn.StateMachine) -> str:

@@ -28,8 +28,6 @@ service's running tasks) and burst smoothing's ``RateBudgetOverruns``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -39,44 +37,15 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
-from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from punctual_cdk import constants as c
+from punctual_cdk.components.dashboard import DashboardBuilder
 from punctual_cdk.components.functions import PunctualFunction
+from punctual_cdk.components.metrics import MINUTE, app_metric, both_lanes_sum
 from punctual_cdk.components.queues import Queues
 from punctual_cdk.config import PunctualConfig
-
-_MINUTE = cdk.Duration.seconds(c.DASHBOARD_PERIOD_S)
-
-
-def app_metric(
-    name: str, statistic: str, label: str | None = None, service: str = c.POWERTOOLS_SERVICE_NAME
-) -> cloudwatch.Metric:
-    """An EMF metric the runtime writes, per minute."""
-    return cloudwatch.Metric(
-        namespace=c.METRICS_NAMESPACE,
-        metric_name=name,
-        dimensions_map={**c.METRIC_DIMENSIONS, "service": service},
-        statistic=statistic,
-        period=_MINUTE,
-        label=label or name,
-    )
-
-
-def both_lanes_sum(name: str, label: str) -> cloudwatch.MathExpression:
-    """A count both workers write: the Lambda worker (Powertools) and the ECS worker."""
-    lambda_id, ecs_id = f"{name.lower()}_lambda", f"{name.lower()}_ecs"  # unique within a graph
-    return cloudwatch.MathExpression(
-        expression=f"FILL({lambda_id}, 0) + FILL({ecs_id}, 0)",
-        using_metrics={
-            lambda_id: app_metric(name, "Sum"),
-            ecs_id: app_metric(name, "Sum", service=c.ECS_METRICS_SERVICE),
-        },
-        label=label,
-        period=_MINUTE,
-    )
 
 
 class Observability(Construct):
@@ -102,7 +71,6 @@ class Observability(Construct):
         super().__init__(scope, construct_id)
         self._config = config
         self._lean_poller = lean_poller
-        self._burst_service = burst_service
         self._burst_state_machine = burst_state_machine
         self.alarms: list[cloudwatch.Alarm] = []
 
@@ -137,7 +105,9 @@ class Observability(Construct):
         self._alarms(table, queues, poller, tick, state_machine)
         if burst_service is not None and config.ecs_burst_tasks > 0:  # standing ones to miss
             self._burst_alarm(burst_service)
-        self.dashboard = self._dashboard(table, queues, poller, tick, worker, api, state_machine)
+        self.dashboard = DashboardBuilder(self, config, lean_poller, burst_service).build(
+            table, queues, poller, tick, worker, api, state_machine, self.alarms
+        )
 
     # --- alarms ------------------------------------------------------------------------------------
     def _alarm(
@@ -182,7 +152,7 @@ class Observability(Construct):
         for dlq in queues.dead_letter:
             self._alarm(
                 f"{dlq.node.id}Depth",
-                metric=dlq.metric_approximate_number_of_messages_visible(period=_MINUTE, statistic="Maximum"),
+                metric=dlq.metric_approximate_number_of_messages_visible(period=MINUTE, statistic="Maximum"),
                 threshold=1,
                 description=f"A message reached dead-letter queue {dlq.node.id}: it failed "
                 f"{self._config.max_receive_count} deliveries. Inspect it, fix, then redrive.",
@@ -205,16 +175,16 @@ class Observability(Construct):
             description=f"Fire delay p99 above {self._config.fire_delay_alarm_ms} ms in 2 of 3 minutes: "
             "slots are released late (poller overloaded, throttled, or too few shard groups).",
         )
-        poller_errors: cloudwatch.IMetric = poller.function.metric_errors(period=_MINUTE, statistic="Sum")
+        poller_errors: cloudwatch.IMetric = poller.function.metric_errors(period=MINUTE, statistic="Sum")
         if self._lean_poller is not None:  # one alarm for both poller functions
             poller_errors = cloudwatch.MathExpression(
                 expression="FILL(standard, 0) + FILL(lean, 0)",  # a function idle all minute has no data
                 using_metrics={
                     "standard": poller_errors,
-                    "lean": self._lean_poller.function.metric_errors(period=_MINUTE, statistic="Sum"),
+                    "lean": self._lean_poller.function.metric_errors(period=MINUTE, statistic="Sum"),
                 },
                 label="poller errors (standard + lean)",
-                period=_MINUTE,
+                period=MINUTE,
             )
         self._alarm(
             "PollerErrors",
@@ -224,7 +194,7 @@ class Observability(Construct):
         )
         self._alarm(
             "TickErrors",
-            metric=tick.function.metric_errors(period=_MINUTE, statistic="Sum"),
+            metric=tick.function.metric_errors(period=MINUTE, statistic="Sum"),
             threshold=1,
             evaluation_periods=c.TICK_ERROR_ALARM_PERIODS,
             description="The tick failed two minutes in a row: the coming minutes may have no poller.",
@@ -252,7 +222,7 @@ class Observability(Construct):
         ]:
             self._alarm(
                 f"{queue.node.id}OldestMessageAge",
-                metric=queue.metric_approximate_age_of_oldest_message(period=_MINUTE, statistic="Maximum"),
+                metric=queue.metric_approximate_age_of_oldest_message(period=MINUTE, statistic="Maximum"),
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 threshold=age_s,
                 evaluation_periods=3,
@@ -280,15 +250,15 @@ class Observability(Construct):
 
     def _minutes_failed(self, state_machine: sfn.StateMachine) -> cloudwatch.IMetric:
         """Failed minute executions, on the burst machine too when there is one."""
-        failed = state_machine.metric_failed(period=_MINUTE, statistic="Sum")
+        failed = state_machine.metric_failed(period=MINUTE, statistic="Sum")
         if self._burst_state_machine is None:
             return failed
-        burst = self._burst_state_machine.metric_failed(period=_MINUTE, statistic="Sum")
+        burst = self._burst_state_machine.metric_failed(period=MINUTE, statistic="Sum")
         return cloudwatch.MathExpression(
             expression="FILL(m, 0) + FILL(b, 0)",
             using_metrics={"m": failed, "b": burst},
             label="Minute executions failed (both machines)",
-            period=_MINUTE,
+            period=MINUTE,
         )
 
     def _burst_alarm(self, service: ecs.FargateService) -> None:
@@ -298,7 +268,7 @@ class Observability(Construct):
             metric_name="RunningTaskCount",
             dimensions_map={"ClusterName": service.cluster.cluster_name, "ServiceName": service.service_name},
             statistic="Minimum",
-            period=_MINUTE,
+            period=MINUTE,
         )
         self._alarm(
             "BurstWorkersShort",
@@ -318,189 +288,12 @@ class Observability(Construct):
         table: dynamodb.ITable, names: tuple[str, ...], prefix: str
     ) -> cloudwatch.MathExpression:
         using = {
-            f"{prefix}{i}": table.metric(name, period=_MINUTE, statistic="Sum")
-            for i, name in enumerate(names)
+            f"{prefix}{i}": table.metric(name, period=MINUTE, statistic="Sum") for i, name in enumerate(names)
         }
         # FILL(…, 0): a throttle metric only exists while throttling happens.
         return cloudwatch.MathExpression(
             expression=" + ".join(f"FILL({key}, 0)" for key in using),
             using_metrics=using,
             label=" + ".join(names),
-            period=_MINUTE,
+            period=MINUTE,
         )
-
-    # --- dashboard ---------------------------------------------------------------------------------
-    def _dashboard(
-        self,
-        table: dynamodb.ITable,
-        queues: Queues,
-        poller: PunctualFunction,
-        tick: PunctualFunction,
-        worker: PunctualFunction,
-        api: PunctualFunction,
-        state_machine: sfn.StateMachine,
-    ) -> cloudwatch.Dashboard:
-        def graph(title: str, left: list[cloudwatch.IMetric], **kwargs: object) -> cloudwatch.GraphWidget:
-            return cloudwatch.GraphWidget(title=title, left=left, width=8, height=6, **kwargs)  # type: ignore[arg-type]
-
-        def per_queue(queue_list: list[sqs.Queue], metric: str) -> list[cloudwatch.IMetric]:
-            return [
-                q.metric(metric, period=_MINUTE, statistic="Maximum", label=q.node.id) for q in queue_list
-            ]
-
-        dashboard = cloudwatch.Dashboard(self, "Dashboard", default_interval=cdk.Duration.hours(3))
-        dashboard.add_widgets(
-            graph(
-                "Fire delay (ms)",
-                [
-                    app_metric(c.METRIC_FIRE_DELAY_MS, "p50", "p50"),
-                    app_metric(c.METRIC_FIRE_DELAY_MS, "p99", "p99"),
-                ],
-                left_annotations=[
-                    cloudwatch.HorizontalAnnotation(value=self._config.fire_delay_alarm_ms, label="alarm")
-                ],
-            ),
-            graph(
-                "Slots and executions per minute",
-                [
-                    app_metric(c.METRIC_SLOTS_RELEASED, "Sum", "slots released"),
-                    both_lanes_sum(c.METRIC_EXECUTIONS_SUCCEEDED, "succeeded"),
-                    both_lanes_sum(c.METRIC_EXECUTIONS_FAILED, "failed"),
-                ],
-            ),
-            graph(
-                "Retries and missed slots per minute",
-                [
-                    both_lanes_sum(c.METRIC_RETRIES, "retries"),
-                    app_metric(c.METRIC_SLOTS_MISSED, "Sum", "missed"),
-                ],
-            ),
-        )
-        dashboard.add_widgets(
-            graph(
-                "Dead-letter queue depth", per_queue(queues.dead_letter, "ApproximateNumberOfMessagesVisible")
-            ),
-            graph(
-                "Oldest message age (s)",
-                per_queue([*queues.work_queues, queues.failed], "ApproximateAgeOfOldestMessage"),
-            ),
-            graph(
-                "Messages waiting",
-                per_queue(queues.work_queues, "ApproximateNumberOfMessagesVisible"),
-            ),
-        )
-        dashboard.add_widgets(
-            graph(
-                "Poller errors and throttles",
-                [
-                    poller.function.metric_errors(period=_MINUTE, statistic="Sum", label="errors"),
-                    poller.function.metric_throttles(period=_MINUTE, statistic="Sum", label="throttles"),
-                    *(
-                        [
-                            self._lean_poller.function.metric_errors(
-                                period=_MINUTE, statistic="Sum", label="lean errors"
-                            ),
-                            self._lean_poller.function.metric_throttles(
-                                period=_MINUTE, statistic="Sum", label="lean throttles"
-                            ),
-                        ]
-                        if self._lean_poller
-                        else []
-                    ),
-                    tick.function.metric_errors(period=_MINUTE, statistic="Sum", label="tick errors"),
-                ],
-            ),
-            graph(
-                "Poller duration (ms)",
-                [
-                    poller.function.metric_duration(period=_MINUTE, statistic="Maximum", label="max"),
-                    poller.function.metric_duration(period=_MINUTE, statistic="p50", label="p50"),
-                    *(
-                        [
-                            self._lean_poller.function.metric_duration(
-                                period=_MINUTE, statistic="Maximum", label="lean max"
-                            )
-                        ]
-                        if self._lean_poller
-                        else []
-                    ),
-                ],
-            ),
-            graph(
-                "Minute executions",
-                [
-                    state_machine.metric_started(period=_MINUTE, statistic="Sum", label="started"),
-                    state_machine.metric_failed(period=_MINUTE, statistic="Sum", label="failed"),
-                ],
-            ),
-        )
-        dashboard.add_widgets(
-            graph(
-                "DynamoDB throttles",
-                [
-                    table.metric(name, period=_MINUTE, statistic="Sum", label=name)
-                    for name in (
-                        "ReadThrottleEvents",
-                        "WriteThrottleEvents",
-                        "ReadKeyRangeThroughputThrottleEvents",
-                        "WriteKeyRangeThroughputThrottleEvents",
-                    )
-                ],
-            ),
-            graph(
-                "Workers and API",
-                [
-                    worker.function.metric_invocations(
-                        period=_MINUTE, statistic="Sum", label="worker invocations"
-                    ),
-                    worker.function.metric_errors(period=_MINUTE, statistic="Sum", label="worker errors"),
-                    worker.function.metric_throttles(
-                        period=_MINUTE, statistic="Sum", label="worker throttles"
-                    ),
-                    api.function.metric_errors(period=_MINUTE, statistic="Sum", label="api errors"),
-                ],
-            ),
-            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=8, height=6),
-        )
-        dashboard.add_widgets(*self._scaling_widgets(graph))
-        return dashboard
-
-    def _scaling_widgets(self, graph: Any) -> list[cloudwatch.IWidget]:
-        """Predictive scaling: what the tick asked for and why, what ran, what was smoothed."""
-        running: list[cloudwatch.IMetric] = []
-        if self._burst_service is not None:
-            service = self._burst_service
-            running.append(
-                cloudwatch.Metric(
-                    namespace="ECS/ContainerInsights",
-                    metric_name="RunningTaskCount",
-                    dimensions_map={
-                        "ClusterName": service.cluster.cluster_name,
-                        "ServiceName": service.service_name,
-                    },
-                    statistic="Maximum",
-                    period=_MINUTE,
-                    label="burst tasks running",
-                )
-            )
-        return [
-            graph(
-                "Predictive scaling: burst workers and event-source concurrency",
-                [
-                    app_metric(c.METRIC_BURST_WORKERS_DESIRED, "Maximum", "burst workers asked for"),
-                    *running,
-                ],
-                right=[app_metric(c.METRIC_WORKER_CONCURRENCY_DESIRED, "Maximum", "MaximumConcurrency")],
-            ),
-            graph(
-                "Predictive scaling: planned slots and shortfall",
-                [
-                    app_metric(c.METRIC_BURST_PLANNED_SLOTS, "Maximum", "largest minute in sight"),
-                    app_metric(c.METRIC_BURST_SHORTFALL, "Maximum", "slots beyond the bounds"),
-                ],
-            ),
-            graph(
-                "Burst smoothing: rate-budget overruns (fired on time past the budget)",
-                [app_metric(c.METRIC_RATE_BUDGET_OVERRUNS, "Sum", "overruns")],
-            ),
-        ]

@@ -138,7 +138,7 @@ class Storage(Construct):
 
     def _make_dispatch_key(self) -> None:
         # Dispatch messages are signed with this key (PUNCTUAL_DISPATCH_KEY_SECRET_ARN,
-        # punctual.message_auth): generated at deploy, read by the senders (pollers, workers, the
+        # punctual.security.message_auth): generated at deploy, read by the senders (pollers, workers, the
         # API) and the workers that verify; no other principal of the stack can read it.
         self.dispatch_key = secretsmanager.Secret(
             self,
@@ -153,7 +153,7 @@ class Storage(Construct):
             "SMG4",
             "Not rotated automatically: messages in flight are signed with the current key, and a "
             "rotation must let workers accept both keys for the queues' retention; rotate by "
-            "redeploying (README, Security).",
+            "redeploying (docs/delivery.md: the scheduler's own messages are authenticated).",
         )
 
     def grant_dispatch_key(self, role: iam.IRole) -> None:

@@ -11,11 +11,11 @@ Short lane
     it, while a run lasts (``punctual.execution.batch``), so a crashed invocation's messages come
     back within a lease and its runs are taken over by the claim. One that dies before its
     handler runs leaves its batch for the queue's timeout: the pollers re-send those slots
-    (``punctual.polling.resend``). A redelivery while the first invocation still runs is
+    (``punctual.dispatch.polling.resend``). A redelivery while the first invocation still runs is
     harmless: the claim waits or drops it.
 
 Long lane
-    A Fargate service runs ``python -m punctual.worker_service`` (image built from
+    A Fargate service runs ``python -m punctual.execution.worker_service`` (image built from
     ``functions/ecs_worker/Dockerfile`` at deploy time; synth only stages it). It scales out on
     the long queues' waiting messages and scales in to the minimum only when nothing is waiting
     *or in flight*, so scale-in never stops a task in the middle of a job; stopTimeout gives a
@@ -40,7 +40,7 @@ Burst workers (``ecsBurstTasks`` or ``ecsBurstTasksMax`` > 0; none by default)
     LEASE writes in five seconds would overrun 17 times). No scaling on metrics
     (it would come after the burst): the tick sets the desired count ahead of a planned burst, up
     to ``ecsBurstTasksMax``, and back to ``ecsBurstTasks`` after it (predictive scaling,
-    ``punctual.scaling``); an alarm fires when fewer than ``ecsBurstTasks`` run. The same grants
+    ``punctual.dispatch.scaling``); an alarm fires when fewer than ``ecsBurstTasks`` run. The same grants
     as the long-lane service, with consume rights on the short queues instead of the long ones; the queues use
     SQS-managed encryption, so no KMS grant is needed to read them.
 """

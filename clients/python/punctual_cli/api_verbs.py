@@ -12,34 +12,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from punctual.models import ExecutionStatus, JobSpec
-from punctual_cli.client import DEFAULT_ENDPOINT, ApiError, PunctualClient
-
-INPUT_STATUSES = frozenset({400, 413, 415, 422})
-_JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-class CliInputError(Exception):
-    """Bad input found by a verb (a file that does not parse, missing flags): exit 2."""
-
+from punctual_cli.calendar_verbs import add_backfill_action, add_backfills, add_calendars
+from punctual_cli.client import ApiError, PunctualClient
+from punctual_cli.verb_kit import (
+    CliInputError,
+    api_client,
+    common_options,
+    emit,
+    guarded,
+    job_id_arg,
+    limit_arg,
+    table,
+    version_arg,
+)
 
 # --------------------------------------------------------------------------- output
-
-
-def _table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
-    lines = [
-        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
-        for row in [headers, *rows]
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def _cut(text: Any, width: int) -> str:
@@ -60,7 +53,7 @@ def _job_rows(jobs: Sequence[Mapping[str, Any]]) -> str:
         ]
         for j in jobs
     ]
-    return _table(rows, ["ID", "NAME", "STATE", "SCHEDULE", "TZ", "NEXT FIRE", "VERSION"])
+    return table(rows, ["ID", "NAME", "STATE", "SCHEDULE", "TZ", "NEXT FIRE", "VERSION"])
 
 
 def _job_detail(job: Mapping[str, Any]) -> str:
@@ -103,7 +96,7 @@ def _alert_rows(alerts: Sequence[Mapping[str, Any]]) -> str:
         ]
         for a in alerts
     ]
-    return _table(rows, ["SLOT", "CONDITION", "STATUS", "RAISED", "SUMMARY"])
+    return table(rows, ["SLOT", "CONDITION", "STATUS", "RAISED", "SUMMARY"])
 
 
 def _run_rows(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -118,7 +111,7 @@ def _run_rows(runs: Sequence[Mapping[str, Any]]) -> str:
         ]
         for r in runs
     ]
-    return _table(rows, ["SLOT", "STATUS", "ATTEMPT", "STARTED", "FINISHED", "ERROR"])
+    return table(rows, ["SLOT", "STATUS", "ATTEMPT", "STARTED", "FINISHED", "ERROR"])
 
 
 def _run_detail(run: Mapping[str, Any]) -> str:
@@ -138,15 +131,7 @@ def _run_detail(run: Mapping[str, Any]) -> str:
         ]
         for a in run.get("attempts", [])
     ]
-    return head + "\n" + _table(attempts, ["ATTEMPT", "STATUS", "STARTED", "FINISHED", "ERROR"])
-
-
-def _emit(args: argparse.Namespace, out: TextIO, data: Any, human: Callable[[Any], str]) -> int:
-    if args.output == "json":
-        out.write(json.dumps(data, indent=2) + "\n")
-    else:
-        out.write(human(data))
-    return 0
+    return head + "\n" + table(attempts, ["ATTEMPT", "STATUS", "STARTED", "FINISHED", "ERROR"])
 
 
 # --------------------------------------------------------------------------- input
@@ -241,23 +226,11 @@ def _spec_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = N
 # --------------------------------------------------------------------------- verbs
 
 
-def _client(args: argparse.Namespace) -> PunctualClient:
-    try:
-        return PunctualClient(
-            endpoint=args.endpoint or os.environ.get("PUNCTUAL_ENDPOINT") or DEFAULT_ENDPOINT,
-            sign=True if args.sign else None,
-            region=args.region,
-            tenant=args.tenant or os.environ.get("PUNCTUAL_TENANT") or None,
-        )
-    except ValueError as exc:
-        raise CliInputError(str(exc)) from None
-
-
 def _cmd_jobs_create(args: argparse.Namespace, out: TextIO) -> int:
     spec = _spec_from_args(args)
     if "schedule" not in spec or "target" not in spec:
         raise CliInputError("a job needs a schedule and a target: --file, or --schedule with --http-url/...")
-    client = _client(args)
+    client = api_client(args)
     job = client.create_job(spec, args.idempotency_key)
     _warn_duplicate_name(client, job)
 
@@ -267,7 +240,7 @@ def _cmd_jobs_create(args: argparse.Namespace, out: TextIO) -> int:
             text += f"\nwebhook signing secret (shown once, store it now):\n  {created['signing_secret']}\n"
         return text
 
-    return _emit(args, out, job, human)
+    return emit(args, out, job, human)
 
 
 DUPLICATE_SCAN_JOBS = 1000  # a name check reads at most this many jobs (10 pages)
@@ -295,52 +268,52 @@ def _warn_duplicate_name(client: PunctualClient, job: Mapping[str, Any]) -> None
 
 
 def _cmd_jobs_list(args: argparse.Namespace, out: TextIO) -> int:
-    client = _client(args)
+    client = api_client(args)
     if args.all:
         jobs = list(client.iter_jobs(args.state, args.tag))
-        return _emit(args, out, {"items": jobs, "next_token": None}, lambda p: _job_rows(p["items"]))
+        return emit(args, out, {"items": jobs, "next_token": None}, lambda p: _job_rows(p["items"]))
     page = client.list_jobs(args.state, args.tag, args.limit, args.next_token)
 
     def human(p: Mapping[str, Any]) -> str:
         text = _job_rows(p["items"])
         return text + (f"\nmore: --next-token {p['next_token']}\n" if p.get("next_token") else "")
 
-    return _emit(args, out, page, human)
+    return emit(args, out, page, human)
 
 
 def _cmd_jobs_get(args: argparse.Namespace, out: TextIO) -> int:
-    return _emit(args, out, _client(args).get_job(args.job_id), _job_detail)
+    return emit(args, out, api_client(args).get_job(args.job_id), _job_detail)
 
 
 def _cmd_jobs_update(args: argparse.Namespace, out: TextIO) -> int:
-    client = _client(args)
+    client = api_client(args)
     current = client.get_job(args.job_id)
     base = {} if args.file and args.replace else {k: current[k] for k in JobSpec.model_fields if k in current}
     spec = _spec_from_args(args, base)
     # Read-modify-write: the version read is the precondition, so a concurrent change is a 412.
     version = args.if_match if args.if_match is not None else current["version"]
     job = client.replace_job(args.job_id, spec, version)
-    return _emit(args, out, job, lambda j: f"updated job {j['id']} to version {j['version']}\n")
+    return emit(args, out, job, lambda j: f"updated job {j['id']} to version {j['version']}\n")
 
 
 def _state_verb(action: str) -> Callable[[argparse.Namespace, TextIO], int]:
     def run(args: argparse.Namespace, out: TextIO) -> int:
-        client = _client(args)
+        client = api_client(args)
         call = client.pause_job if action == "pause" else client.resume_job
         job = call(args.job_id, args.if_match)
-        return _emit(args, out, job, lambda j: f"job {j['id']} is {j['state']} (version {j['version']})\n")
+        return emit(args, out, job, lambda j: f"job {j['id']} is {j['state']} (version {j['version']})\n")
 
     return run
 
 
 def _cmd_jobs_delete(args: argparse.Namespace, out: TextIO) -> int:
-    _client(args).delete_job(args.job_id, args.if_match)
-    return _emit(args, out, {"id": args.job_id, "deleted": True}, lambda d: f"deleted job {d['id']}\n")
+    api_client(args).delete_job(args.job_id, args.if_match)
+    return emit(args, out, {"id": args.job_id, "deleted": True}, lambda d: f"deleted job {d['id']}\n")
 
 
 def _cmd_jobs_trigger(args: argparse.Namespace, out: TextIO) -> int:
-    accepted = _client(args).trigger_job(args.job_id, args.idempotency_key)
-    return _emit(
+    accepted = api_client(args).trigger_job(args.job_id, args.idempotency_key)
+    return emit(
         args,
         out,
         accepted,
@@ -352,39 +325,25 @@ def _cmd_jobs_trigger(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_runs_list(args: argparse.Namespace, out: TextIO) -> int:
-    page = _client(args).list_executions(args.job_id, args.status, args.limit, args.next_token)
+    page = api_client(args).list_executions(args.job_id, args.status, args.limit, args.next_token)
 
     def human(p: Mapping[str, Any]) -> str:
         text = _run_rows(p["items"])
         return text + (f"\nmore: --next-token {p['next_token']}\n" if p.get("next_token") else "")
 
-    return _emit(args, out, page, human)
+    return emit(args, out, page, human)
 
 
 def _cmd_runs_get(args: argparse.Namespace, out: TextIO) -> int:
-    return _emit(args, out, _client(args).get_execution(args.job_id, args.slot), _run_detail)
+    return emit(args, out, api_client(args).get_execution(args.job_id, args.slot), _run_detail)
 
 
 def _cmd_jobs_alerts(args: argparse.Namespace, out: TextIO) -> int:
-    reply = _client(args).list_alerts(args.job_id, args.limit)
-    return _emit(args, out, reply, lambda r: _alert_rows(r["items"]))
+    reply = api_client(args).list_alerts(args.job_id, args.limit)
+    return emit(args, out, reply, lambda r: _alert_rows(r["items"]))
 
 
 # --------------------------------------------------------------------------- parsers
-
-
-def _common() -> argparse.ArgumentParser:
-    parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument(
-        "--endpoint", metavar="URL", help=f"API base URL (env PUNCTUAL_ENDPOINT; default {DEFAULT_ENDPOINT})"
-    )
-    parent.add_argument("--output", "-o", choices=("table", "json"), default="table", help="output format")
-    parent.add_argument(
-        "--sign", action="store_true", help="sign with SigV4 even if the host is not execute-api"
-    )
-    parent.add_argument("--region", metavar="REGION", help="SigV4 region (default: from the endpoint host)")
-    parent.add_argument("--tenant", metavar="NAME", help="local mode only: the tenant (env PUNCTUAL_TENANT)")
-    return parent
 
 
 def _spec_flags(parser: argparse.ArgumentParser) -> None:
@@ -416,48 +375,9 @@ def _spec_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _job_id(text: str) -> str:
-    if not _JOB_ID_RE.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"a job id is 1-64 letters, digits, '-' or '_', got {text[:80]!r}")
-    return text
-
-
-def _version(text: str) -> int:
-    if not text.strip('"').isdigit():
-        raise argparse.ArgumentTypeError(f"a job version is a whole number, got {text!r}")
-    return int(text.strip('"'))
-
-
-def _limit(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 100:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 100, got {text!r}")
-    return int(text)
-
-
-def _guarded(run: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argparse.Namespace, TextIO], int]:
-    """API errors become one or two lines on stderr and an exit status; never a traceback."""
-
-    def handler(args: argparse.Namespace, out: TextIO) -> int:
-        err = sys.stderr
-        try:
-            return run(args, out)
-        except CliInputError as exc:
-            err.write(f"punctual: error: {exc}\n")
-            return 2
-        except ApiError as exc:
-            err.write(f"punctual: error: {exc.summary()}\n")
-            if exc.errors:  # every one of them: fixing five at a time is no way to work
-                err.write(
-                    "  " + "; ".join(f"{e.get('field')}: {e.get('message')}" for e in exc.errors) + "\n"
-                )
-            return 2 if exc.status in INPUT_STATUSES else 1
-
-    return handler
-
-
 def add_jobs(verbs: Any) -> None:
     """``punctual jobs create|list|get|update|pause|resume|delete|trigger|alerts``."""
-    common = _common()
+    common = common_options()
     jobs = verbs.add_parser("jobs", help="register, inspect and change jobs through the API")
     sub = jobs.add_subparsers(dest="jobs_command", metavar="ACTION", parser_class=type(jobs))
     sub.required = True
@@ -465,82 +385,78 @@ def add_jobs(verbs: Any) -> None:
     create = sub.add_parser("create", parents=[common], help="register a job (from --file or flags)")
     _spec_flags(create)
     create.add_argument("--idempotency-key", metavar="KEY", help="makes a retried create return the same job")
-    create.set_defaults(handler=_guarded(_cmd_jobs_create))
+    create.set_defaults(handler=guarded(_cmd_jobs_create))
 
     listing = sub.add_parser("list", parents=[common], help="list jobs")
     listing.add_argument("--state", choices=("ENABLED", "PAUSED", "COMPLETED"))
     listing.add_argument("--tag", metavar="KEY[=VALUE]")
     listing.add_argument(
-        "--limit", type=_limit, default=50, metavar="N", help="page size, 1-100 (default 50)"
+        "--limit", type=limit_arg, default=50, metavar="N", help="page size, 1-100 (default 50)"
     )
     listing.add_argument("--next-token", metavar="TOKEN")
     listing.add_argument("--all", action="store_true", help="follow every page")
-    listing.set_defaults(handler=_guarded(_cmd_jobs_list))
+    listing.set_defaults(handler=guarded(_cmd_jobs_list))
 
     get = sub.add_parser("get", parents=[common], help="show a job")
-    get.add_argument("job_id", metavar="JOB", type=_job_id)
-    get.set_defaults(handler=_guarded(_cmd_jobs_get))
+    get.add_argument("job_id", metavar="JOB", type=job_id_arg)
+    get.set_defaults(handler=guarded(_cmd_jobs_get))
 
     update = sub.add_parser(
         "update", parents=[common], help="change a job: flags (and --file fields) over its current spec"
     )
-    update.add_argument("job_id", metavar="JOB", type=_job_id)
+    update.add_argument("job_id", metavar="JOB", type=job_id_arg)
     _spec_flags(update)
     update.add_argument("--replace", action="store_true", help="with --file: the file is the whole new spec")
-    update.add_argument("--if-match", type=_version, metavar="VERSION", help="default: the version just read")
-    update.set_defaults(handler=_guarded(_cmd_jobs_update))
+    update.add_argument(
+        "--if-match", type=version_arg, metavar="VERSION", help="default: the version just read"
+    )
+    update.set_defaults(handler=guarded(_cmd_jobs_update))
 
     for action, text in (("pause", "pause a job"), ("resume", "resume a paused job")):
         parser = sub.add_parser(action, parents=[common], help=text)
-        parser.add_argument("job_id", metavar="JOB", type=_job_id)
-        parser.add_argument("--if-match", type=_version, metavar="VERSION")
-        parser.set_defaults(handler=_guarded(_state_verb(action)))
+        parser.add_argument("job_id", metavar="JOB", type=job_id_arg)
+        parser.add_argument("--if-match", type=version_arg, metavar="VERSION")
+        parser.set_defaults(handler=guarded(_state_verb(action)))
 
     delete = sub.add_parser("delete", parents=[common], help="delete a job")
-    delete.add_argument("job_id", metavar="JOB", type=_job_id)
-    delete.add_argument("--if-match", type=_version, metavar="VERSION")
-    delete.set_defaults(handler=_guarded(_cmd_jobs_delete))
+    delete.add_argument("job_id", metavar="JOB", type=job_id_arg)
+    delete.add_argument("--if-match", type=version_arg, metavar="VERSION")
+    delete.set_defaults(handler=guarded(_cmd_jobs_delete))
 
     trigger = sub.add_parser("trigger", parents=[common], help="run a job now")
-    trigger.add_argument("job_id", metavar="JOB", type=_job_id)
+    trigger.add_argument("job_id", metavar="JOB", type=job_id_arg)
     trigger.add_argument("--idempotency-key", metavar="KEY", help="a retried trigger names the same slot")
-    trigger.set_defaults(handler=_guarded(_cmd_jobs_trigger))
+    trigger.set_defaults(handler=guarded(_cmd_jobs_trigger))
 
     alerts = sub.add_parser("alerts", parents=[common], help="a job's last alerts, newest slot first")
-    alerts.add_argument("job_id", metavar="JOB", type=_job_id)
-    alerts.add_argument("--limit", type=_limit, default=50, metavar="N", help="at most N, 1-100 (default 50)")
-    alerts.set_defaults(handler=_guarded(_cmd_jobs_alerts))
-    from punctual_cli.calendar_verbs import add_backfill_action  # it builds on this module's helpers
-
+    alerts.add_argument("job_id", metavar="JOB", type=job_id_arg)
+    alerts.add_argument(
+        "--limit", type=limit_arg, default=50, metavar="N", help="at most N, 1-100 (default 50)"
+    )
+    alerts.set_defaults(handler=guarded(_cmd_jobs_alerts))
     add_backfill_action(sub, common)
 
 
 def add_runs(verbs: Any) -> None:
     """``punctual runs list JOB`` and ``punctual runs get JOB SLOT``."""
-    common = _common()
+    common = common_options()
     runs = verbs.add_parser("runs", help="a job's execution history through the API")
     sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=type(runs))
     sub.required = True
 
     listing = sub.add_parser("list", parents=[common], help="a job's executions, newest first")
-    listing.add_argument("job_id", metavar="JOB", type=_job_id)
+    listing.add_argument("job_id", metavar="JOB", type=job_id_arg)
     listing.add_argument("--status", choices=[status.value for status in ExecutionStatus])
     listing.add_argument(
-        "--limit", type=_limit, default=20, metavar="N", help="page size, 1-100 (default 20)"
+        "--limit", type=limit_arg, default=20, metavar="N", help="page size, 1-100 (default 20)"
     )
     listing.add_argument("--next-token", metavar="TOKEN")
-    listing.set_defaults(handler=_guarded(_cmd_runs_list))
+    listing.set_defaults(handler=guarded(_cmd_runs_list))
 
     get = sub.add_parser("get", parents=[common], help="one execution with every attempt")
-    get.add_argument("job_id", metavar="JOB", type=_job_id)
+    get.add_argument("job_id", metavar="JOB", type=job_id_arg)
     get.add_argument("slot", metavar="SLOT", help="e.g. 2026-11-30T09:32:00Z")
-    get.set_defaults(handler=_guarded(_cmd_runs_get))
+    get.set_defaults(handler=guarded(_cmd_runs_get))
 
 
-def _more_verbs() -> list[Callable[[Any], None]]:
-    from punctual_cli.calendar_verbs import add_backfills, add_calendars
-
-    return [add_calendars, add_backfills]
-
-
-API_VERBS: list[Callable[[Any], None]] = [add_jobs, add_runs, *_more_verbs()]
+API_VERBS: list[Callable[[Any], None]] = [add_jobs, add_runs, add_calendars, add_backfills]

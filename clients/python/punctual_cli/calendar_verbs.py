@@ -2,7 +2,7 @@
 
 ``punctual calendars put|get|list|delete`` (``put --ics FILE`` imports the all-day events of an
 iCalendar file, :mod:`punctual_cli.ics`), ``punctual jobs backfill JOB --from ... --to ...``, and
-``punctual backfills get|cancel JOB BACKFILL``. Errors follow :mod:`punctual_cli.api_verbs`.
+``punctual backfills get|cancel JOB BACKFILL``. Errors follow :mod:`punctual_cli.verb_kit`.
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from punctual.schedules import ScheduleError, format_instant, parse_instant
-from punctual_cli.api_verbs import (
-    CliInputError,
-    _client,
-    _common,
-    _emit,
-    _guarded,
-    _job_id,
-    _limit,
-    _table,
-    _version,
-)
+from punctual.timing.schedules import ScheduleError, format_instant, parse_instant
 from punctual_cli.ics import IcsError, parse_ics
+from punctual_cli.verb_kit import (
+    CliInputError,
+    api_client,
+    common_options,
+    emit,
+    guarded,
+    job_id_arg,
+    limit_arg,
+    table,
+    version_arg,
+)
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _RANGE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})$")
@@ -122,16 +122,16 @@ def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
     body["ranges"] = [*body["ranges"], *(args.range or [])]
     if args.tz:
         body["timezone"] = args.tz
-    calendar = _client(args).put_calendar(args.name, body, args.if_match)
-    return _emit(args, out, calendar, _calendar_detail)
+    calendar = api_client(args).put_calendar(args.name, body, args.if_match)
+    return emit(args, out, calendar, _calendar_detail)
 
 
 def _cmd_calendars_get(args: argparse.Namespace, out: TextIO) -> int:
-    return _emit(args, out, _client(args).get_calendar(args.name), _calendar_detail)
+    return emit(args, out, api_client(args).get_calendar(args.name), _calendar_detail)
 
 
 def _cmd_calendars_list(args: argparse.Namespace, out: TextIO) -> int:
-    page = _client(args).list_calendars(args.limit, args.next_token)
+    page = api_client(args).list_calendars(args.limit, args.next_token)
 
     def human(p: Mapping[str, Any]) -> str:
         rows = [
@@ -144,30 +144,30 @@ def _cmd_calendars_list(args: argparse.Namespace, out: TextIO) -> int:
             ]
             for c in p["items"]
         ]
-        text = _table(rows, ["NAME", "TZ", "DATES", "RANGES", "VERSION"])
+        text = table(rows, ["NAME", "TZ", "DATES", "RANGES", "VERSION"])
         return text + (f"\nmore: --next-token {p['next_token']}\n" if p.get("next_token") else "")
 
-    return _emit(args, out, page, human)
+    return emit(args, out, page, human)
 
 
 def _cmd_calendars_delete(args: argparse.Namespace, out: TextIO) -> int:
-    _client(args).delete_calendar(args.name, args.if_match)
-    return _emit(args, out, {"name": args.name, "deleted": True}, lambda d: f"deleted calendar {d['name']}\n")
+    api_client(args).delete_calendar(args.name, args.if_match)
+    return emit(args, out, {"name": args.name, "deleted": True}, lambda d: f"deleted calendar {d['name']}\n")
 
 
 def _cmd_jobs_backfill(args: argparse.Namespace, out: TextIO) -> int:
-    backfill = _client(args).backfill_job(
+    backfill = api_client(args).backfill_job(
         args.job_id, args.start, args.end, args.include_dependants, args.max_parallel
     )
-    return _emit(args, out, backfill, _backfill_detail)
+    return emit(args, out, backfill, _backfill_detail)
 
 
 def _cmd_backfills_get(args: argparse.Namespace, out: TextIO) -> int:
-    return _emit(args, out, _client(args).get_backfill(args.job_id, args.backfill_id), _backfill_detail)
+    return emit(args, out, api_client(args).get_backfill(args.job_id, args.backfill_id), _backfill_detail)
 
 
 def _cmd_backfills_cancel(args: argparse.Namespace, out: TextIO) -> int:
-    return _emit(args, out, _client(args).cancel_backfill(args.job_id, args.backfill_id), _backfill_detail)
+    return emit(args, out, api_client(args).cancel_backfill(args.job_id, args.backfill_id), _backfill_detail)
 
 
 # --------------------------------------------------------------------------- parsers
@@ -186,7 +186,7 @@ def add_backfill_action(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="run a job's past slots in [--from, --to) that have no execution yet",
     )
-    backfill.add_argument("job_id", metavar="JOB", type=_job_id)
+    backfill.add_argument("job_id", metavar="JOB", type=job_id_arg)
     backfill.add_argument("--from", dest="start", required=True, type=_instant_text, metavar="INSTANT")
     backfill.add_argument(
         "--to", dest="end", required=True, type=_instant_text, metavar="INSTANT", help="excluded"
@@ -195,12 +195,12 @@ def add_backfill_action(sub: Any, common: argparse.ArgumentParser) -> None:
     backfill.add_argument(
         "--max-parallel", type=_parallel, metavar="N", help="slots in flight at once, 1-100"
     )
-    backfill.set_defaults(handler=_guarded(_cmd_jobs_backfill))
+    backfill.set_defaults(handler=guarded(_cmd_jobs_backfill))
 
 
 def add_backfills(verbs: Any) -> None:
     """``punctual backfills get|cancel JOB BACKFILL``."""
-    common = _common()
+    common = common_options()
     group = verbs.add_parser(
         "backfills", help="follow or cancel a backfill (punctual jobs backfill starts one)"
     )
@@ -211,14 +211,14 @@ def add_backfills(verbs: Any) -> None:
         ("cancel", "cancel what has not started", _cmd_backfills_cancel),
     ):
         parser = sub.add_parser(action, parents=[common], help=text)
-        parser.add_argument("job_id", metavar="JOB", type=_job_id)
+        parser.add_argument("job_id", metavar="JOB", type=job_id_arg)
         parser.add_argument("backfill_id", metavar="BACKFILL")
-        parser.set_defaults(handler=_guarded(run))
+        parser.set_defaults(handler=guarded(run))
 
 
 def add_calendars(verbs: Any) -> None:
     """``punctual calendars put|get|list|delete``."""
-    common = _common()
+    common = common_options()
     group = verbs.add_parser("calendars", help="exclusion calendars: days jobs do not fire on")
     sub = group.add_subparsers(dest="calendars_command", metavar="ACTION", parser_class=type(group))
     sub.required = True
@@ -236,21 +236,21 @@ def add_calendars(verbs: Any) -> None:
         "--range", action="append", type=_day_range, metavar="FIRST..LAST", help="days to exclude"
     )
     put.add_argument("--tz", metavar="ZONE", help="the calendar's time zone (default: the file's, else UTC)")
-    put.add_argument("--if-match", type=_version, metavar="VERSION")
-    put.set_defaults(handler=_guarded(_cmd_calendars_put))
+    put.add_argument("--if-match", type=version_arg, metavar="VERSION")
+    put.set_defaults(handler=guarded(_cmd_calendars_put))
 
     get = sub.add_parser("get", parents=[common], help="show a calendar")
     get.add_argument("name", metavar="NAME", type=_name)
-    get.set_defaults(handler=_guarded(_cmd_calendars_get))
+    get.set_defaults(handler=guarded(_cmd_calendars_get))
 
     listing = sub.add_parser("list", parents=[common], help="list calendars")
     listing.add_argument(
-        "--limit", type=_limit, default=50, metavar="N", help="page size, 1-100 (default 50)"
+        "--limit", type=limit_arg, default=50, metavar="N", help="page size, 1-100 (default 50)"
     )
     listing.add_argument("--next-token", metavar="TOKEN")
-    listing.set_defaults(handler=_guarded(_cmd_calendars_list))
+    listing.set_defaults(handler=guarded(_cmd_calendars_list))
 
     delete = sub.add_parser("delete", parents=[common], help="delete a calendar no job uses")
     delete.add_argument("name", metavar="NAME", type=_name)
-    delete.add_argument("--if-match", type=_version, metavar="VERSION")
-    delete.set_defaults(handler=_guarded(_cmd_calendars_delete))
+    delete.add_argument("--if-match", type=version_arg, metavar="VERSION")
+    delete.set_defaults(handler=guarded(_cmd_calendars_delete))

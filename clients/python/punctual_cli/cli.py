@@ -17,9 +17,9 @@ from typing import Any, NoReturn, TextIO
 
 from pydantic import ValidationError
 
-from punctual.calendars import Calendar, included_slots
-from punctual.clock import SystemClock
-from punctual.schedules import ScheduleError, format_instant, parse_instant, parse_schedule
+from punctual.runtime.clock import SystemClock
+from punctual.timing.schedules import ScheduleError, format_instant, parse_instant, parse_schedule
+from punctual.usecases.calendars import Calendar, included_slots
 from punctual_cli.api_verbs import API_VERBS
 from punctual_cli.ics import IcsError, parse_ics
 

@@ -60,7 +60,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from local.chaos.faults.planned import MID_MINUTE, MID_MINUTE_S, PlannedFault
 from local.chaos.faults.procs import ChaosProcess
+from local.chaos.faults.sustained import SUSTAINED, choose_victim
 from local.chaos.ledger import LedgerWriter
 from local.chaos.workload import Mutation, Workload
 
@@ -81,38 +83,11 @@ KILL_WEIGHTS = {
 RESPITE_S = {"ecs-worker": 30.0, "ecs-chaos": 30.0}  # long runs need time to finish between deaths
 DEFAULT_RESPITE_S = 12.0
 MODE_WAIT_S = 6.0  # how long a mid-batch/mid-run kill waits for its moment before killing anyway
-MID_MINUTE = "mid-minute"
-MID_MINUTE_S = (18.0, 42.0)  # the seconds of a UTC minute the mid-minute kill lands between
 MID_MINUTE_EVERY_S = 120  # one mid-minute poller kill in every such stretch of the run
 MID_MINUTE_LEAD_S = 40.0  # ... planned at least this long before the end (see the docstring)
 MID_MINUTE_UP_S = 2.0  # the poller has run this long when it is killed mid-minute
 OLD_S = 300.0  # SQS FIFO's deduplication window
 TENANT = "chaos"
-
-
-@dataclass(frozen=True)
-class PlannedFault:
-    at_s: float
-    kind: str  # kill | skew | duplicate | mutation
-    target: str = ""
-    mode: str = ""
-    count: int = 0
-    offset_s: float = 0.0
-    mutation: Mutation | None = None
-
-    def describe(self) -> str:
-        if self.kind == "kill" and self.mode == MID_MINUTE:
-            low, high = MID_MINUTE_S
-            return f"kill -9 {self.target} ({self.mode}: next second {low:.0f}-{high:.0f} of a minute)"
-        if self.kind == "kill":
-            return f"kill -9 {self.target} ({self.mode})"
-        if self.kind == "skew":
-            return f"second poller with clock offset {self.offset_s:+.2f}s"
-        if self.kind == "duplicate":
-            return f"re-send {self.count} delivered message(s) ({self.mode})"
-        assert self.mutation is not None
-        extra = f" -> {self.mutation.schedule}" if self.mutation.schedule else ""
-        return f"{self.mutation.op} {self.mutation.key}{extra}"
 
 
 @dataclass(frozen=True)
@@ -422,8 +397,6 @@ class FaultDriver:
             self.waiting.discard(fault.target)
 
     def kill(self, fault: PlannedFault) -> None:
-        from local.chaos.faults.sustained import SUSTAINED, choose_victim
-
         if fault.mode == SUSTAINED:  # a sustained-fault phase: the victim is chosen now
             name = choose_victim(fault.target, self.rng, self.up_s)
             if name is None:
@@ -543,7 +516,7 @@ class FaultDriver:
     # ------------------------------------------------------------------ duplicated deliveries
 
     def duplicate(self, fault: PlannedFault) -> None:
-        from punctual.queues import DispatchMessage, MessageKind, pick_queue
+        from punctual.dispatch.queues import DispatchMessage, MessageKind, pick_queue
 
         now = time.time()
         delivered = [

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from local.chaos.faults.driver import PlannedFault
+from local.chaos.faults.planned import PlannedFault
 
 SUSTAINED = "sustained"
 EVERY_S = (2.0, 4.0)

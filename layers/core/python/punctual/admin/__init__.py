@@ -18,10 +18,10 @@ from typing import NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from punctual import aws
 from punctual.admin.key_migration import TimerKeyMigration, table_layout
-from punctual.clock import SystemClock
-from punctual.settings import Settings, SettingsError
+from punctual.runtime import aws
+from punctual.runtime.clock import SystemClock
+from punctual.runtime.settings import Settings, SettingsError
 from punctual.store.dynamo import DynamoStore
 
 READ_UNIT_BYTES = 4096  # an eventually consistent read of up to 4 KB is half a read unit (DynamoDB docs)

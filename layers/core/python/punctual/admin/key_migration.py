@@ -3,7 +3,7 @@
 Before, a timer row was keyed ``<due>#<job>#<slot>#<attempt>`` in the shard ``hash(job id)``,
 so two tenants' alike job ids (one EventBridge Scheduler schedule name) wrote one row. Now the
 key is ``<due>#<tenant>#<job>#<slot>#<attempt>`` in the shard ``hash(tenant, job id)``
-(:mod:`punctual.timers`). Packs keep their key (window and digest of their entries, which
+(:mod:`punctual.timing.timers`). Packs keep their key (window and digest of their entries, which
 name their tenants), but their entries may sit in an old shard.
 
 Why it is safe to run while pollers and workers run:
@@ -34,10 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from punctual.clock import Clock
+from punctual.runtime.clock import Clock
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.timers import DynamoTimers
-from punctual.timers import Lane, Timer, TimerLayout, shard_of, to_ms
+from punctual.timing.timers import Lane, Timer, TimerLayout, shard_of, to_ms
 
 log = logging.getLogger("punctual.migrate_keys")
 

@@ -1,14 +1,12 @@
 """The REST API: Powertools' resolver with one function per route.
 
-Routes read the caller's tenant, call a job use case (:class:`~punctual.jobs.JobService`)
+Routes read the caller's tenant, call a job use case (:class:`~punctual.usecases.jobs.JobService`)
 or the store (execution history), and shape the reply. Errors are raised, never
 answered here: :mod:`punctual.api.problems` maps them. Request and response bodies are
 validated against the models (``enable_validation``), which also produce the OpenAPI
 document served at ``/v1/openapi.json`` and committed as ``openapi.json``.
 """
 
-import base64
-import binascii
 import json
 import re
 from functools import cache
@@ -16,16 +14,16 @@ from http import HTTPStatus
 from typing import Annotated, Any
 from urllib.parse import quote, unquote
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn, Server
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from punctual.api import batch, idempotent, problems, scheduler
-from punctual.api.batch import BATCH_MAX_BODY_BYTES, BATCH_PATH
+from punctual.api import batch, idempotent, problems
 from punctual.api.conditional import create_at
+from punctual.api.openapi_doc import SIGV4, finished_document
 from punctual.api.problems import ApiProblem, Problem
+from punctual.api.resolver import PunctualResolver, base_url
 from punctual.api.schemas import (
     AlertList,
     AlertOut,
@@ -47,24 +45,20 @@ from punctual.api.schemas import (
 )
 from punctual.api.tenancy import tenant_of
 from punctual.api.wiring import services
-from punctual.calendars import MAX_SKIPPED_IN_A_ROW, included_slots
-from punctual.jobs import JobNotFoundError
 from punctual.models import (
     CALENDAR_NAME_RE,
     CALENDAR_NAME_RULE,
     MAX_JOB_CALENDARS,
-    MAX_PAYLOAD_BYTES,
-    MAX_PAYLOAD_DEPTH,
     ExecutionStatus,
     JobState,
 )
-from punctual.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
 from punctual.store.base import UnreadableJobError
+from punctual.timing.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
+from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots
+from punctual.usecases.job_errors import JobNotFoundError
 
 API_TITLE = "Punctual"
 API_VERSION = "1.0.0"
-# The job payload may be 256 KB; the rest of a spec (name, tags, headers) gets 64 KB more.
-MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 MAX_PAGE = 100
 MAX_PREVIEW = 100
 _JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -113,143 +107,6 @@ NextToken = Annotated[
     # (api/paging.py), not the validator's 422.
     str | None, Query(description="The next_token of the previous page (opaque; at most 2,048 characters).")
 ]
-
-
-def _header(event: dict[str, Any], name: str) -> str | None:
-    for key, value in (event.get("headers") or {}).items():
-        if key.lower() == name:
-            return str(value)
-    return None
-
-
-_HOST_RE = re.compile(r"^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$|^\[[0-9A-Fa-f:.]{2,45}\](:\d{1,5})?$")
-_PREFIX_RE = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
-
-
-def base_url(event: dict[str, Any]) -> str:
-    """The URL the caller reached this API at, up to (not including) ``/v1``.
-
-    Behind API Gateway's own domain that includes the stage (``/prod``), behind a custom
-    domain its base path: whatever ``requestContext.path`` has in front of the route's
-    path. Scheme and host are the ones the caller used (``X-Forwarded-Proto``, ``Host``).
-    """
-    context = event.get("requestContext") or {}
-    host = _header(event, "host") or ""
-    if not _HOST_RE.match(host):
-        host = str(context.get("domainName") or "localhost")
-    proto = (_header(event, "x-forwarded-proto") or "").split(",", 1)[0].strip().lower()
-    if proto not in ("http", "https"):
-        proto = "https" if host.endswith(".amazonaws.com") else "http"
-    path, full = str(event.get("path") or ""), str(context.get("path") or "")
-    prefix = full[: -len(path)] if path and full.endswith(path) else ""
-    return f"{proto}://{host}{prefix if _PREFIX_RE.match(prefix) else ''}"
-
-
-def _is_json(content_type: str) -> bool:
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media in ("", "application/json") or (media.startswith("application/") and media.endswith("+json"))
-
-
-def _too_deep(body: str) -> bool:
-    """Whether the JSON parser gives up on ``body``'s nesting (so it never raises mid-route)."""
-    try:
-        json.loads(body)
-    except RecursionError:
-        return True
-    except ValueError:
-        return False  # malformed: the resolver answers 400 with the parser's message
-    return False
-
-
-class PunctualResolver(APIGatewayRestResolver):
-    """The resolver, answering what no route should see: wrong methods, bad or oversized bodies.
-
-    * a method a path does not take: 405 with ``Allow`` (``OPTIONS``: 204 with ``Allow``);
-    * ``HEAD``: the ``GET`` answer without its body;
-    * a body that is not UTF-8 text: 400; larger than the limit: 413; not JSON: 415;
-    * ``/schedules``, ``/schedule-groups``, ``/tags/``: EventBridge Scheduler's API
-      (:mod:`punctual.api.scheduler`), with that service's error format.
-    """
-
-    def allowed_methods(self, path: str) -> list[str]:
-        """The methods the routes take on ``path`` (HEAD with GET); empty for an unknown path."""
-        methods = {
-            route.method for route in self._static_routes + self._dynamic_routes if route.rule.match(path)
-        }
-        if "GET" in methods:
-            methods.add("HEAD")
-        return sorted(methods)
-
-    def resolve(self, event: Any, context: LambdaContext) -> dict[str, Any]:
-        if not isinstance(event, dict):
-            return super().resolve(event, context)
-        if scheduler.serves(str(event.get("path") or "")):
-            # EventBridge Scheduler's API: its own routes, shapes and error format.
-            return scheduler.handle(event, context)
-        method = str(event.get("httpMethod") or "").upper()
-        allowed = self.allowed_methods(str(event.get("path") or ""))
-        if allowed and method not in allowed:
-            allow = ", ".join([*allowed, "OPTIONS"])
-            if method == "OPTIONS":
-                return {"statusCode": 204, "headers": {"Allow": allow}, "multiValueHeaders": {}, "body": ""}
-            return problems.proxy_problem(
-                405,
-                "method-not-allowed",
-                "Method not allowed",
-                f"{method[:20]} is not allowed here; use {', '.join(allowed)}",
-                headers={"Allow": allow},
-            )
-        if method == "HEAD" and allowed:
-            reply = self.resolve({**event, "httpMethod": "GET"}, context)
-            return {**reply, "body": "", "isBase64Encoded": False}
-        body = event.get("body")
-        limit = BATCH_MAX_BODY_BYTES if event.get("path") == BATCH_PATH else MAX_BODY_BYTES
-        if isinstance(body, str) and len(body) > limit:
-            # Length in characters is a lower bound of the bytes; base64 bodies are larger still.
-            return problems.proxy_problem(
-                413,
-                "payload-too-large",
-                "Payload too large",
-                f"the request body has more than {limit} bytes (a job payload may have {MAX_PAYLOAD_BYTES})",
-            )
-        if event.get("isBase64Encoded") and isinstance(body, str):
-            # API Gateway base64-encodes a body that is not text; JSON is always UTF-8 text.
-            try:
-                body = base64.b64decode(body, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
-                return problems.proxy_problem(
-                    400, "malformed-body", "Malformed body", "the request body is not UTF-8 text (send JSON)"
-                )
-            event = {**event, "body": body, "isBase64Encoded": False}
-        content_type = _header(event, "content-type")
-        if content_type is not None and not body:
-            # An empty body has no media type: never let a form or multipart parser near it.
-            event = {
-                **event,
-                "headers": {
-                    k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"
-                },
-                "multiValueHeaders": {
-                    k: v
-                    for k, v in (event.get("multiValueHeaders") or {}).items()
-                    if k.lower() != "content-type"
-                },
-            }
-        elif content_type is not None and not _is_json(content_type):
-            return problems.proxy_problem(
-                415,
-                "unsupported-media-type",
-                "Unsupported media type",
-                f"send the body as application/json, not {content_type[:80]!r}",
-            )
-        if isinstance(body, str) and body and _too_deep(body):
-            return problems.proxy_problem(
-                422,
-                "validation",
-                "Invalid request",
-                f"the request body is nested too deeply (a payload may have {MAX_PAYLOAD_DEPTH} levels)",
-            )
-        return super().resolve(event, context)
 
 
 app = PunctualResolver(
@@ -889,13 +746,6 @@ def openapi_json() -> dict[str, Any]:
     return {**openapi_document(), "servers": [server]}
 
 
-SIGV4 = APIKey(
-    name="Authorization",
-    in_=APIKeyIn.header,
-    description="AWS Signature Version 4 (service execute-api); callers are IAM principals.",
-)
-
-
 @cache
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document of :data:`app` (the committed ``openapi.json`` is this, pretty-printed)."""
@@ -911,75 +761,7 @@ def openapi_document() -> dict[str, Any]:
         security_schemes={"sigv4": SIGV4},
         security=[{"sigv4": []}],
     )
-    document: dict[str, Any] = json.loads(text)
-    # Powertools documents its own 422/500 shapes; this API answers every error as a problem.
-    problem = {"content": {problems.PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
-    for operation in (op for item in document["paths"].values() for op in item.values()):
-        responses = operation["responses"]
-        responses["422"] = {"description": "Unprocessable Content: invalid input", **problem}
-        if operation.get("tags") not in (["meta"], ["schedules"]):  # the routes that know the caller
-            responses["429"] = {"description": "Too Many Requests: the tenant's API quota", **problem}
-        responses["500"] = {"description": "Internal error (a bug: never expected)", **problem}
-        responses.get("204", {}).pop("content", None)  # 204 has no body
-    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
-        document["components"]["schemas"].pop(name, None)
-    _add_links(document)
-    return document
-
-
-# What a client can do next with what an answer names (OpenAPI links; schemathesis follows them).
-_JOB_LINKS = {
-    "GetJob": "getJob",
-    "ReplaceJob": "replaceJob",
-    "DeleteJob": "deleteJob",
-    "PauseJob": "pauseJob",
-    "ResumeJob": "resumeJob",
-    "TriggerJob": "triggerJob",
-    "RotateSigningSecret": "rotateSigningSecret",
-    "ListExecutions": "listExecutions",
-    "BackfillJob": "backfillJob",
-}
-
-
-def _add_links(document: dict[str, Any]) -> None:
-    operations = {
-        op["operationId"]: op
-        for item in document["paths"].values()
-        for op in item.values()
-        if "operationId" in op
-    }
-    job_links = {
-        name: {
-            "operationId": target,
-            "parameters": {"job_id": "$response.body#/id"},
-            "description": f"{target} on the job this answer shows",
-        }
-        for name, target in _JOB_LINKS.items()
-    }
-    for source, status in (("createJob", "201"), ("getJob", "200"), ("replaceJob", "200")):
-        operations[source]["responses"][status]["links"] = job_links
-    operations["backfillJob"]["responses"]["202"]["links"] = {
-        name: {
-            "operationId": target,
-            "parameters": {"job_id": "$response.body#/job_id", "backfill_id": "$response.body#/id"},
-            "description": f"{target} on the backfill this answer shows",
-        }
-        for name, target in (("GetBackfill", "getBackfill"), ("CancelBackfill", "cancelBackfill"))
-    }
-    operations["putCalendar"]["responses"]["200"]["links"] = {
-        "GetCalendar": {
-            "operationId": "getCalendar",
-            "parameters": {"name": "$response.body#/name"},
-            "description": "The calendar this answer shows",
-        }
-    }
-    operations["triggerJob"]["responses"]["202"]["links"] = {
-        "GetExecution": {
-            "operationId": "getExecution",
-            "parameters": {"job_id": "$response.body#/job_id", "slot": "$response.body#/slot"},
-            "description": "The execution of the slot just queued (404 until a worker starts it)",
-        }
-    }
+    return finished_document(text)
 
 
 def openapi_text() -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from punctual.api.problems import ApiProblem
 from punctual.api.wiring import Services
-from punctual.jobs import PreconditionFailedError
 from punctual.models import Job, JobSpec
 from punctual.store.base import JobExistsError
+from punctual.usecases.job_errors import PreconditionFailedError
 
 
 def create_at(

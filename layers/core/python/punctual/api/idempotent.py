@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 
 from punctual.api.wiring import IDEMPOTENCY_TTL_S, Services
 from punctual.models import Job, JobSpec
-from punctual.store.sizes import check_reply_size
+from punctual.store.dynamo.sizes import check_reply_size
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Every error the API sends is ``application/problem+json`` with ``type``, ``title``,
 ``status`` and ``detail``; validation problems add ``errors``, a list of
 ``{"field": "target.url", "message": "..."}``. Routes raise domain errors
-(:mod:`punctual.jobs`, :mod:`punctual.store.base`) or :class:`ApiProblem`; the handlers
+(:mod:`punctual.usecases.jobs`, :mod:`punctual.store.base`) or :class:`ApiProblem`; the handlers
 registered by :func:`install` map them. Nothing else in the API builds an error reply,
 and no reply ever carries a traceback.
 """
@@ -30,15 +30,9 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from punctual.jobs import (
-    InvalidJobError,
-    JobConflictError,
-    JobNotFoundError,
-    PreconditionFailedError,
-)
+from punctual.dispatch.queues import THROTTLE_CODES
 from punctual.models import PAYLOAD_TOO_LARGE, JobSpec
-from punctual.queues import THROTTLE_CODES
-from punctual.schedules import ScheduleError
+from punctual.security.tenant_quotas import BurstQuotaError
 from punctual.store.base import (
     ItemTooLargeError,
     JobExistsError,
@@ -49,7 +43,13 @@ from punctual.store.base import (
     UnreadableJobError,
     VersionConflictError,
 )
-from punctual.tenant_quotas import BurstQuotaError
+from punctual.timing.schedules import ScheduleError
+from punctual.usecases.job_errors import (
+    InvalidJobError,
+    JobConflictError,
+    JobNotFoundError,
+    PreconditionFailedError,
+)
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:punctual:problem:"
@@ -321,7 +321,7 @@ def _unreadable(exc: UnreadableJobError) -> Response[Any]:
 
 def _job_limit(exc: TenantLimitError) -> Response[Any]:
     # 409, not 429: waiting does not help, deleting jobs (or raising the limit) does.
-    if isinstance(exc, BurstQuotaError):  # peaks and backfills (punctual.tenant_quotas)
+    if isinstance(exc, BurstQuotaError):  # peaks and backfills (punctual.security.tenant_quotas)
         detail = f"{exc}; {exc.hint} ({exc.quota}, cdk.json)"
         return problem_response(409, exc.problem_type, exc.title, detail, quota=exc.quota)
     if isinstance(exc, TriggerRateLimitError):

@@ -13,9 +13,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, model_validator
 
-from punctual.backfills import Backfill, BackfillState
-from punctual.calendars import Calendar, CalendarSpec
-from punctual.instants import format_instant_adaptive
 from punctual.models import (
     SPEC_EXAMPLE,
     Alert,
@@ -28,6 +25,9 @@ from punctual.models import (
     JobState,
 )
 from punctual.store.base import UnreadableJob
+from punctual.timing.instants import format_instant_adaptive
+from punctual.usecases.backfills import Backfill, BackfillState
+from punctual.usecases.calendars import Calendar, CalendarSpec
 
 Instant = Annotated[
     AwareDatetime, PlainSerializer(format_instant_adaptive, return_type=str, when_used="json")

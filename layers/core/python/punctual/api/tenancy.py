@@ -19,7 +19,7 @@ web-identity logins are role sessions (``AROA...:session``) and are not affected
 
 Not the ARN or the name: a role deleted and recreated under the same name gets a new id, and
 so does not inherit the old role's jobs (issue 16). Jobs registered while the tenant was the
-ARN move with :meth:`punctual.jobs.JobService.move_jobs` (see the README).
+ARN move with :func:`punctual.admin.tenant_moves.move_jobs` (see docs/tenants.md).
 
 In local mode only (``PUNCTUAL_LOCAL_MODE=1``; there is no SigV4 on loopback) the header
 ``X-Punctual-Tenant`` names the tenant; without it, a request signed with SigV4 (an unmodified

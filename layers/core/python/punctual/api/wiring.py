@@ -1,4 +1,4 @@
-"""Builds what the API's routes call, from :class:`~punctual.settings.Settings`, once per container.
+"""Builds what the API's routes call, from :class:`~punctual.runtime.settings.Settings`, once per container.
 
 :func:`services` is cached: a warm Lambda container (or the local server) reuses the boto3
 clients, the store and the job service. Tests build their own with :func:`build_services`
@@ -15,21 +15,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.api.paging import TokenCodec
-from punctual.backfill_runner import BackfillRunner
-from punctual.boundary import Boundary
-from punctual.calendar_service import CalendarService
-from punctual.clock import Clock, SystemClock
-from punctual.jobs import InvalidJobError, JobService, SecretBox
-from punctual.load_forecast import LoadForecast
-from punctual.message_auth import signer_from
+from punctual.dispatch.load_forecast import LoadForecast
+from punctual.dispatch.queues import SqsQueues
 from punctual.models import HttpTarget, JobSpec
-from punctual.ownership import OwnResources, own_resources
-from punctual.queues import SqsQueues
-from punctual.settings import Settings
+from punctual.runtime.clock import Clock, SystemClock
+from punctual.runtime.settings import Settings
+from punctual.security.boundary import Boundary
+from punctual.security.message_auth import signer_from
+from punctual.security.ownership import OwnResources, own_resources
+from punctual.security.tenant_quotas import PeakQuota, backfill_quota, peak_limits
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore
 from punctual.store.keyring import TenantKeyRepository
-from punctual.tenant_quotas import PeakQuota, backfill_quota, peak_limits
+from punctual.usecases.backfill_runner import BackfillRunner
+from punctual.usecases.calendar_service import CalendarService
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, SecretBox
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class Services:
         """
         if not isinstance(spec.target, HttpTarget):
             return
-        from punctual.targets.webhooks.guard import BlockedTargetError, guard_url
+        from punctual.delivery.targets.webhooks.guard import BlockedTargetError, guard_url
 
         try:
             guard_url(spec.target.url, self.allow_cidrs, resolve=False)
@@ -136,9 +137,9 @@ def _secret_boxes(
 ) -> tuple[SecretBox | None, Any | None]:
     """The signing-secret box for jobs (sealing under the tenants' data keys, kept in ``keys``),
     and a second one (other context) for idempotent replies."""
-    from punctual import aws
-    from punctual.signing_secrets import SecretCipher, SecretsError
-    from punctual.tenant_keys import TenantKeyring
+    from punctual.runtime import aws
+    from punctual.security.signing_secrets import SecretCipher, SecretsError
+    from punctual.security.tenant_keys import TenantKeyring
 
     keyring = TenantKeyring(
         lambda: aws.client("kms"),
@@ -177,7 +178,7 @@ def token_key(settings: Settings, secrets_manager: Any | None = None) -> bytes:
         return settings.token_key.encode()
     if settings.token_key_secret:
         if secrets_manager is None:
-            from punctual import aws
+            from punctual.runtime import aws
 
             secrets_manager = aws.client("secretsmanager")
         value = secrets_manager.get_secret_value(SecretId=settings.token_key_secret)["SecretString"]
@@ -254,7 +255,7 @@ def services() -> Services:
     global _services
     with _lock:
         if _services is None:
-            from punctual.composition import container
+            from punctual.runtime.composition import container
 
             built = container()
             _services = build_services(
@@ -267,7 +268,7 @@ def use_services(built: Services | None) -> None:
     """Install ``built`` as the container's services (None: rebuild from the environment)."""
     global _services
     if built is None:
-        from punctual import composition
+        from punctual.runtime import composition
 
         composition.reset()  # the environment may have changed: read it again
     with _lock:

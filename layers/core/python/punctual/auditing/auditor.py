@@ -33,15 +33,14 @@ from datetime import datetime, timedelta
 
 from punctual.auditing import liveness as live
 from punctual.auditing.repairs import Repair, Repairer, repair_event
-from punctual.backfills import Backfill
-from punctual.clock import Clock
+from punctual.delivery.notifications.events import EventPublisher
 from punctual.execution.turns import STALE_TURN_S
 from punctual.models import Execution, Job, JobState, Overlap
-from punctual.notifications.events import EventPublisher
-from punctual.observability import MetricsSink, NullMetrics
-from punctual.slots import dispatch_instant, next_slot, schedule_of
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.store.base import JobStore, UnreadableJobError
-from punctual.timers import (
+from punctual.timing.slots import dispatch_instant, next_slot, schedule_of
+from punctual.timing.timers import (
     Lane,
     Timer,
     TimerLayout,
@@ -52,6 +51,7 @@ from punctual.timers import (
     slot_key,
     to_ms,
 )
+from punctual.usecases.backfills import Backfill
 
 log = logging.getLogger("punctual.auditing")
 
@@ -67,7 +67,7 @@ def segments_for(minute: datetime, segments: int, period_minutes: int) -> list[i
 
 @dataclass(frozen=True)
 class AuditConfig:
-    """The auditor's settings (built from :class:`punctual.settings.Settings`)."""
+    """The auditor's settings (built from :class:`punctual.runtime.settings.Settings`)."""
 
     layout: TimerLayout
     period_minutes: int = 60

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from punctual.backfills import Backfill, BackfillState
 from punctual.models import CatchupKind, Execution, ExecutionStatus, Job, Overlap
-from punctual.slots import dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
 from punctual.store.base import Turn
-from punctual.timers import CHAIN_KINDS, Lane, Timer, TimerKind, TimerLayout, slot_instant
+from punctual.timing.slots import dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
+from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, TimerLayout, slot_instant
+from punctual.usecases.backfills import Backfill, BackfillState
 
 # With jitter, a slot's release can come after a later slot's: the head is the first slot in
 # slot order released after the instant, found by stepping; a job that needs more steps than this

@@ -31,15 +31,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from punctual.auditing.liveness import FollowUp
-from punctual.backfills import Backfill
+from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
+from punctual.delivery.notifications.events import REPAIRED, Event, execution_event
+from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
-from punctual.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
-from punctual.notifications.events import REPAIRED, Event, execution_event
-from punctual.queues import MessageKind, QueuePort, QueueRouting, message_for
-from punctual.schedules.periods import RateSchedule
-from punctual.slots import dispatch_instant, fire_timer, next_slot, schedule_of
 from punctual.store.base import ExecutionConflictError, JobStore, VersionConflictError
-from punctual.timers import TimerKind, TimerLayout, slot_instant, slot_key
+from punctual.timing.schedules.periods import RateSchedule
+from punctual.timing.slots import dispatch_instant, fire_timer, next_slot, schedule_of
+from punctual.timing.timers import TimerKind, TimerLayout, slot_instant, slot_key
+from punctual.usecases.backfills import Backfill
 
 CHAIN_REPAIRED = "chain repaired"
 MAX_COUNTED = 1_000_000  # lost slots of a non-rate schedule counted one by one, at most

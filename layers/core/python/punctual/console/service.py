@@ -2,7 +2,7 @@
 
 :func:`widget_html` answers a CloudWatch custom widget invocation (``functions/console``);
 :func:`local_page` answers local mode's ``GET /console``. Both read through the same store
-(:attr:`punctual.composition.Container.store`) and render with the same code; only navigation differs.
+(:attr:`punctual.runtime.composition.Container.store`) and render with the same code; only navigation differs.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from punctual.clock import SystemClock
 from punctual.console.render import LocalLinks, WidgetLinks, render_console, render_document, render_error
 from punctual.console.view import ConsoleQueryError, ConsoleView, build_view
 from punctual.console.widget import ConsoleSettings, merged_params, query_from
+from punctual.runtime.clock import SystemClock
 from punctual.store.base import JobStore
 
 
@@ -35,7 +35,7 @@ def services() -> ConsoleServices:
     global _services
     with _lock:
         if _services is None:
-            from punctual.composition import container
+            from punctual.runtime.composition import container
 
             _services = ConsoleServices(container().store, ConsoleSettings.from_env())
         return _services
@@ -45,7 +45,7 @@ def use_services(built: ConsoleServices | None) -> None:
     """Install ``built`` (tests); None rebuilds from the environment on next use."""
     global _services
     if built is None:
-        from punctual import composition
+        from punctual.runtime import composition
 
         composition.reset()  # the environment may have changed: read it again
     with _lock:

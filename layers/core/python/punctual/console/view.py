@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
-from punctual.slots import dispatch_instant, next_slot, schedule_of
 from punctual.store.base import JobStore
+from punctual.timing.slots import dispatch_instant, next_slot, schedule_of
 
 FAILURE_WINDOW = timedelta(hours=24)
 FAILED_STATUSES = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT})

@@ -26,7 +26,7 @@ from punctual.console.view import (
     ConsoleQuery,
     ConsoleQueryError,
 )
-from punctual.settings import read_env
+from punctual.runtime.settings import read_env
 
 _PREFIX = "PUNCTUAL_CONSOLE_"
 

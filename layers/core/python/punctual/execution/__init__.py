@@ -8,7 +8,7 @@ records and timers), :mod:`.sqs` (the Lambda batch adapter), :mod:`.ports` (valu
 :mod:`.worker` (the facade). Record transitions live on the model (:data:`punctual.models.TRANSITIONS`).
 
 Shared by the worker Lambda (``functions/worker``) and the ECS worker
-(:mod:`punctual.worker_service`). Delivery from SQS is at least once; this module makes the
+(:mod:`punctual.execution.worker_service`). Delivery from SQS is at least once; this module makes the
 *start* of each attempt of a slot exactly once, and every status change a fenced,
 conditional write on the execution record ``(job, slot)``.
 
@@ -58,15 +58,15 @@ the two, the message is redelivered, finds the attempt ended and re-applies them
 from __future__ import annotations
 
 from punctual.execution.after import failure_report
-from punctual.execution.claim import (
+from punctual.execution.claim import FINISH_MARGIN_S
+from punctual.execution.decisions import ClaimAction, ClaimDecision, decide_claim, lease_live
+from punctual.execution.lease import SHUTDOWN
+from punctual.execution.parking import (
     ERROR_BACKOFF_S,
-    FINISH_MARGIN_S,
     PARK_AFTER_RECEIVES,
     QUEUE_RECHECK_MIN_S,
     error_backoff_s,
 )
-from punctual.execution.decisions import ClaimAction, ClaimDecision, decide_claim, lease_live
-from punctual.execution.lease import SHUTDOWN
 from punctual.execution.ports import (
     Claim,
     ClaimOutcome,

@@ -14,22 +14,22 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from punctual.backfills import backfill_ref
-from punctual.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
+from punctual.delivery.notifications import Notifier
+from punctual.dispatch.queues import MessageKind, QueuePort, message_for
 from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
-from punctual.instants import format_instant_ms
 from punctual.models import Execution, ExecutionStatus, Job, JobState
-from punctual.notifications import Notifier
-from punctual.observability import MetricsSink, NullMetrics
-from punctual.queues import MessageKind, QueuePort, message_for
-from punctual.retries import RandomSource, next_retry_at
-from punctual.slots import fire_timer, schedule_of
+from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.store.base import ExecutionConflictError
 from punctual.store.reads import read_calendars
-from punctual.timers import slot_instant
+from punctual.timing.instants import format_instant_ms
+from punctual.timing.retries import RandomSource, next_retry_at
+from punctual.timing.slots import fire_timer, schedule_of
+from punctual.timing.timers import slot_instant
+from punctual.usecases.backfills import backfill_ref
+from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 
 log = logging.getLogger("punctual.execution")
 

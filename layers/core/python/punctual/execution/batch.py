@@ -17,7 +17,7 @@ message is leased for seconds instead, by the worker itself:
    at most ten); a group's records run in order, and after one fails the rest of its group are
    failed unrun (``skip_group_on_error``, as Powertools' FIFO processor does) and made visible
    behind it (:meth:`~punctual.execution.sqs.SqsBatch.return_blocked_records`). Most groups are
-   one slot (:attr:`~punctual.queues.DispatchMessage.group_id`), so a batch lasts about as long
+   one slot (:attr:`~punctual.dispatch.queues.DispatchMessage.group_id`), so a batch lasts about as long
    as its longest run, not the sum of its runs: a batch of short runs is done before its lease
    needs renewing, and a worker's death leaves few messages unstarted.
 3. **Partial batch response.** The failed records' ids are returned in ``batchItemFailures``;
@@ -26,7 +26,7 @@ message is leased for seconds instead, by the worker itself:
 A worker that dies *before* step 1 (an init failure, a crash while the runtime starts) leaves its
 messages in flight for the queue's visibility timeout: the pollers re-send such slots under a new
 group and deduplication id once no worker has claimed them for a few seconds
-(:mod:`punctual.polling.resend`), and the claim keeps it to one run.
+(:mod:`punctual.dispatch.polling.resend`), and the claim keeps it to one run.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import logging
 
-from punctual.clock import Clock
+from punctual.dispatch.queues import DispatchMessage
 from punctual.models import Job, JobState
-from punctual.observability import MetricsSink
-from punctual.queues import DispatchMessage
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
 from punctual.store.base import JobStore, VersionConflictError
 
 log = logging.getLogger("punctual.execution")

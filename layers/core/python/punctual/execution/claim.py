@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from punctual.backfills import BackfillState, parse_backfill_ref
-from punctual.clock import Clock
+from punctual.delivery.notifications.alerts import fire_delay_of
+from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
 from punctual.execution.after import AfterEffects
 from punctual.execution.decisions import ClaimAction, ClaimDecision, decide_claim
 from punctual.execution.lease import Leases
+from punctual.execution.parking import ERROR_BACKOFF_S, Parking
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
 from punctual.execution.records import (
     LEASE_LOST_NOTE,
@@ -29,32 +30,26 @@ from punctual.execution.records import (
     owned_by,
     rest_of_range,
     running,
-    summary,
     visibility,
 )
 from punctual.execution.turns import Turns
 from punctual.execution.versions import released_version, superseded_record
-from punctual.message_auth import DispatchSigner
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
-from punctual.notifications.alerts import fire_delay_of
-from punctual.observability import MetricsSink
-from punctual.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
+from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import ExecutionConflictError, Expect
-from punctual.timers import TimerKind
+from punctual.usecases.backfills import BackfillState, parse_backfill_ref
 
 log = logging.getLogger("punctual.execution")
 
-QUEUE_RECHECK_MIN_S = 30  # a queued slot checks that it still waits, at least this far apart
-# A first attempt returned this many times is parked (recorded QUEUED, brought back by a timer)
-# rather than returned again: the work queues dead-letter at their 5th receive.
-PARK_AFTER_RECEIVES = 3
-ERROR_BACKOFF_S = 10  # an unexpected error returns the message after this long (then 3x per receive)
-ERROR_BACKOFF_MAX_S = 900
 FINISH_MARGIN_S = 30  # time a Lambda keeps after a run's timeout to record its result
 CLAIM_ROUNDS = 5
 # A message sent less than this long ago is claimed with the job it carries, without a read.
 SPEC_TRUST_S = 5.0
-_PARKABLE = (MessageKind.FIRE, MessageKind.TURN, MessageKind.CHECK, MessageKind.BACKFILL)
+# A smoothed message held back comes back this much (and up to a second more) before its instant:
+# the time to receive it again, and the worker waits the rest (punctual.dispatch.smoothing).
+HOLD_EARLY_S = 1
 # A queued slot's turn or check comes long after its release: what it runs is decided on the job
 # as it is now (a slot still QUEUED when its job's spec changed is SUPERSEDED), never on a copy.
 _TURN_KINDS = (MessageKind.TURN, MessageKind.CHECK)
@@ -86,11 +81,6 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
     if (job.tenant, job.id, job.version) != (message.tenant, message.job_id, message.job_version):
         return None
     return job
-
-
-def error_backoff_s(receive_count: int) -> int:
-    """How long a message that met an unexpected error stays away: 10 s, 30 s, 90 s, ... 15 min."""
-    return int(min(ERROR_BACKOFF_MAX_S, ERROR_BACKOFF_S * 3 ** max(receive_count - 1, 0)))
 
 
 class Claimer:
@@ -130,6 +120,7 @@ class Claimer:
         self.clock = clock
         self.config = config
         self.metrics = metrics
+        self.parking = Parking(ledger, queues, turns, clock, config, metrics)
 
     def claim(
         self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
@@ -158,7 +149,7 @@ class Claimer:
         if time_left_s is not None and job.timeout_seconds + FINISH_MARGIN_S > time_left_s:
             self.metrics.add("DeferredForTime", 1)
             reason = "not enough time left in this invocation"
-            parked = self.park(job.version, message, delivery, reason)
+            parked = self.parking.park(job.version, message, delivery, reason)
             return parked or self._wait(message, delivery, job, 0, reason, None)
         if message.kind == MessageKind.BACKFILL and message.attempt == 1:
             dropped = self._backfill_cancelled(job, message, delivery)
@@ -188,7 +179,7 @@ class Claimer:
                 )
         log.warning("claim of %s %s kept racing; trying again later", message.job_id, message.slot)
         reason = "claim kept racing"
-        parked = self.park(job.version, message, delivery, reason)
+        parked = self.parking.park(job.version, message, delivery, reason)
         return parked or self._wait(message, delivery, job, ERROR_BACKOFF_S, reason, current)
 
     def job_of(self, message: DispatchMessage) -> Job | None:
@@ -395,7 +386,7 @@ class Claimer:
                     }
                 )
                 self._save_start(job, queued, replaced, expect)
-            self.put_queued_timer(job.version, queued, now)
+            self.parking.put_queued_timer(job.version, queued, now)
             self.metrics.add("OverlapQueued", 1)
             return Claim(
                 ClaimOutcome.QUEUED, message, delivery, job, queued, reason=f"waits for slot {holder}"
@@ -446,90 +437,25 @@ class Claimer:
         current: Execution | None,
     ) -> Claim:
         after_s = visibility(seconds)
-        self.return_later(delivery, after_s)
+        self.parking.return_later(delivery, after_s)
         return Claim(
             ClaimOutcome.WAITING, message, delivery, job, current, return_after_s=after_s, reason=reason
         )
 
     def _hold(self, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
-        """A smoothed message received before its ``not_before``: back to the queue for the whole
-        seconds left (visibility counts whole seconds; a fraction is not worth a round trip, so
-        the slot never starts later than the instant its budget gave it)."""
-        try:
-            not_before = datetime.fromisoformat(message.not_before.replace("Z", "+00:00"))
-        except ValueError:
+        """A smoothed message received before its ``not_before``: back to the queue so that it
+        comes back between one and two seconds before its instant (visibility counts whole
+        seconds: the whole seconds left less :data:`HOLD_EARLY_S`), and claimed then, the worker
+        waiting for the instant. The second of slack covers the time a message takes to be
+        received again once visible: a message that came back late would be called late, and
+        late calls bunch (the receiver would see them closer than the budget allows)."""
+        not_before = message.held_until
+        if not_before is None:
             return None  # signed but unreadable: run it now rather than never
-        seconds = int((not_before - self.clock.now()).total_seconds())
+        seconds = int((not_before - self.clock.now()).total_seconds()) - HOLD_EARLY_S
         if seconds < 1:
             return None
-        self.return_later(delivery, seconds)
+        self.parking.return_later(delivery, seconds)
         self.metrics.add("SmoothedMessagesHeld", 1)
         reason = f"held by its target's rate budget until {message.not_before}"
         return Claim(ClaimOutcome.WAITING, message, delivery, return_after_s=seconds, reason=reason)
-
-    def return_later(self, delivery: Delivery | None, seconds: int) -> None:
-        if delivery is None:
-            return
-        try:
-            self.queues.change_visibility(delivery.queue_url, delivery.receipt, seconds)
-        except Exception:  # the queue's own visibility timeout brings it back anyway
-            log.warning("could not set the visibility of a returned message", exc_info=True)
-
-    # ------------------------------------------------------------------ parking
-
-    def park(
-        self, version: int, message: DispatchMessage, delivery: Delivery | None, reason: str
-    ) -> Claim | None:
-        """A first attempt returned to its queue again and again: before its receive count
-        reaches the dead-letter queue, record it QUEUED with the reason and a timer that brings
-        it back, and let its message be deleted. None: keep returning it.
-
-        ``version`` is the job's version (the message's when the job could not be read).
-        """
-        if (
-            delivery is None
-            or delivery.receive_count < PARK_AFTER_RECEIVES
-            or message.attempt != 1
-            or message.kind not in _PARKABLE
-        ):
-            return None
-        now = self.clock.now()
-        current = self.store.get_execution(message.tenant, message.job_id, message.slot)
-        error = summary(f"parked after {delivery.receive_count} deliveries: {reason}")
-        if current is None:
-            current = new_record(message, ExecutionStatus.QUEUED, error=error)
-            try:
-                self.ledger.save(current, None, None)
-            except ExecutionConflictError:
-                return None  # someone else wrote it meanwhile: the usual claim decides next time
-        elif current.status is not ExecutionStatus.QUEUED:
-            return None
-        if message.ordered:
-            # Overlap queue: the parked slot keeps its place, holding the turn if it is free or
-            # waiting for it in slot order, so that no later slot runs before it.
-            self.turns.take_slot(message.tenant, message.job_id, message.slot, now, queue=True)
-        self.put_queued_timer(version, current, now)
-        self.metrics.add("ParkedSlots", 1)
-        return Claim(ClaimOutcome.QUEUED, message, delivery, None, current, reason=f"parked: {reason}")
-
-    def put_queued_timer(self, version: int, execution: Execution, now: datetime) -> None:
-        """The safety net of a queued slot: a check that it still waits, sooner while it is new."""
-        waited_s = max(0.0, (now - execution.scheduled_at).total_seconds())
-        after_s = min(float(self.config.queue_recheck_s), max(QUEUE_RECHECK_MIN_S, waited_s / 2))
-        self.ledger.put_timer(
-            execution, now, now + timedelta(seconds=after_s), TimerKind.QUEUED, version=version
-        )
-
-    def after_error(self, message: DispatchMessage, delivery: Delivery | None, error: BaseException) -> bool:
-        """A message met an unexpected error: park it (True: delete the message) or return it
-        with a backoff that grows with its receives (10 s, 30 s, 90 s, ...), so that a first
-        attempt is parked with a record saying why before the dead-letter queue takes it."""
-        reason = summary(f"claim failed: {type(error).__name__}: {error}")
-        try:
-            if self.park(message.job_version, message, delivery, reason) is not None:
-                log.warning("parked %s %s after repeated errors", message.job_id, message.slot)
-                return True
-        except Exception:
-            log.warning("could not park %s %s", message.job_id, message.slot, exc_info=True)
-        self.return_later(delivery, error_backoff_s(delivery.receive_count if delivery else 1))
-        return False

@@ -21,12 +21,12 @@ import logging
 from datetime import datetime, timedelta
 
 from punctual.models import Execution, Job
-from punctual.observability import MetricsSink
-from punctual.peaks import PeakLimits, job_profile
-from punctual.slots import next_slot, schedule_of
+from punctual.runtime.observability import MetricsSink
+from punctual.security.peaks import PeakLimits, job_profile
+from punctual.security.tenant_quotas import PeakQuota
 from punctual.store.base import CalendarUses, JobStore
-from punctual.tenant_quotas import PeakQuota
-from punctual.timers import slot_instant
+from punctual.timing.slots import next_slot, schedule_of
+from punctual.timing.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
 

@@ -12,7 +12,7 @@ It is sent as the dead-letter queue's own ``role_arn``, else the target's execut
 service does), by the worker that recorded the failure, after the record's write: at least once
 (a worker that dies after sending sends again when its message comes back), like the
 failed-executions report beside it. The queue passes the tenant boundary first
-(:mod:`punctual.boundary`: never one of the scheduler's own queues, the same role rules as a
+(:mod:`punctual.security.boundary`: never one of the scheduler's own queues, the same role rules as a
 target); a refused one is logged and counted (``DeadLettersRefused``), and nothing is sent.
 """
 
@@ -22,13 +22,14 @@ import logging
 import re
 from datetime import datetime
 
-from punctual.boundary import Boundary, dead_letter_callee
-from punctual.instants import format_instant_adaptive
+from punctual.delivery.targets.aws_clients import ClientFactory
+from punctual.delivery.targets.aws_services import SqsTargetAdapter, message_body
+from punctual.delivery.targets.base import Outcome, SlotContext
+from punctual.delivery.targets.payload import execution_id, render_payload
 from punctual.models import Execution, ExecutionStatus, Job, target_arn
-from punctual.observability import MetricsSink, NullMetrics
-from punctual.targets.aws_services import ClientFactory, SqsTargetAdapter, message_body
-from punctual.targets.base import Outcome, SlotContext
-from punctual.targets.payload import execution_id, render_payload
+from punctual.runtime.observability import MetricsSink, NullMetrics
+from punctual.security.boundary import Boundary, dead_letter_callee
+from punctual.timing.instants import format_instant_adaptive
 
 log = logging.getLogger("punctual.execution")
 

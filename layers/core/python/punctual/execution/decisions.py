@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.models import Execution, ExecutionStatus
-from punctual.queues import DispatchMessage, MessageKind
 
 # The messages that release a slot (its first attempt): only these start a SUPERSEDED slot again.
 _RELEASES = (MessageKind.FIRE, MessageKind.MANUAL, MessageKind.CHILD, MessageKind.BACKFILL)

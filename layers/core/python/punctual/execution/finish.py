@@ -14,16 +14,16 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from punctual.clock import Clock
+from punctual.delivery.targets.base import Outcome, TargetResult
 from punctual.execution.after import AfterEffects
 from punctual.execution.lease import SHUTDOWN, Leases, owned
 from punctual.execution.ports import Claim, FinishResult, WorkerConfig
 from punctual.execution.records import Ledger, owned_by, summary
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, IllegalTransition
-from punctual.observability import MetricsSink
-from punctual.retries import RandomSource, next_retry_at
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
 from punctual.store.base import ExecutionConflictError, Expect
-from punctual.targets.base import Outcome, TargetResult
+from punctual.timing.retries import RandomSource, next_retry_at
 
 log = logging.getLogger("punctual.execution")
 

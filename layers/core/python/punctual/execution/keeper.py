@@ -28,13 +28,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from punctual.execution.lease import beat_interval_s
-from punctual.execution.ports import Claim
-
-if TYPE_CHECKING:
-    from punctual.execution.worker import Worker
+from punctual.dispatch.queues import QueuePort
+from punctual.execution.lease import Leases, beat_interval_s
+from punctual.execution.ports import Claim, WorkerConfig
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
 
 log = logging.getLogger("punctual.execution")
 
@@ -68,6 +68,31 @@ class LiveClaims:
             return len(self._claims)
 
 
+class KeptWorker(Protocol):
+    """What the keeper needs of a worker (:class:`punctual.execution.worker.Worker` is one).
+
+    Declared here, where it is used, so that this module never imports the worker that uses it.
+    """
+
+    @property
+    def config(self) -> WorkerConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def queues(self) -> QueuePort: ...
+
+    @property
+    def metrics(self) -> MetricsSink: ...
+
+    @property
+    def leases(self) -> Leases: ...
+
+    @property
+    def live(self) -> LiveClaims: ...
+
+
 @dataclass
 class _Held:
     queue_url: str
@@ -88,7 +113,7 @@ class LeaseKeeper:
         How often the thread looks.
     """
 
-    def __init__(self, worker: Worker, beat_s: float | None = None, tick_s: float = TICK_S) -> None:
+    def __init__(self, worker: KeptWorker, beat_s: float | None = None, tick_s: float = TICK_S) -> None:
         self.worker = worker
         self.beat_s = beat_s
         self.tick_s = tick_s

@@ -26,12 +26,12 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from punctual.clock import Clock
+from punctual.dispatch.queues import MessageKind, QueuePort, message_for
 from punctual.execution.ports import Claim, WorkerConfig
 from punctual.execution.records import RELEASED_NOTE, Ledger, owned_by
 from punctual.models import Execution, ExecutionStatus, IllegalTransition, Job
-from punctual.observability import MetricsSink
-from punctual.queues import MessageKind, QueuePort, message_for
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
 from punctual.store.base import ExecutionConflictError
 
 log = logging.getLogger("punctual.execution")

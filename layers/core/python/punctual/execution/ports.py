@@ -16,10 +16,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from punctual.dispatch.queues import DispatchMessage, QueueRouting
 from punctual.models import Execution, ExecutionStatus, Job
-from punctual.queues import DispatchMessage, QueueRouting
-from punctual.settings import Settings
-from punctual.timers import TimerLayout
+from punctual.runtime.settings import Settings
+from punctual.timing.timers import TimerLayout
 
 log = logging.getLogger("punctual.execution")
 

@@ -14,14 +14,14 @@ import os
 from datetime import datetime, timedelta
 from typing import Any
 
-from punctual.backfills import parse_backfill_ref
-from punctual.clock import Clock
+from punctual.dispatch.queues import DispatchMessage
 from punctual.execution.ports import WorkerConfig
 from punctual.models import Execution, ExecutionStatus, Job, check_transition
-from punctual.queues import DispatchMessage
-from punctual.slots import dispatch_instant, next_slot
+from punctual.runtime.clock import Clock
 from punctual.store.base import Expect, JobStore
-from punctual.timers import TimerKind, slot_instant, slot_key
+from punctual.timing.slots import dispatch_instant, next_slot
+from punctual.timing.timers import TimerKind, slot_instant, slot_key
+from punctual.usecases.backfills import parse_backfill_ref
 
 RELEASED_NOTE = "released: the worker shut down before the run ended"
 LEASE_LOST_NOTE = "lease expired: the worker was lost"
@@ -92,7 +92,7 @@ def running(base: Execution, message: DispatchMessage, now: datetime, lease_s: i
 
 
 def rest_of_range(job: Job, missed: Execution) -> Execution | None:
-    """A MISSED range record (:mod:`punctual.missed_ranges`) less its first slot: the record of
+    """A MISSED range record (:mod:`punctual.timing.missed_ranges`) less its first slot: the record of
     the rest of the range, from the next slot on (None when the range had one slot left)."""
     following = next_slot(job, slot_instant(missed.slot))
     if following is None or missed.last_slot is None or slot_key(following) > missed.last_slot:

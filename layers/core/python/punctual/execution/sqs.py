@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from punctual.execution.ports import Delivery, HandleResult, MessageReturned
-from punctual.queues import DispatchMessage
-
-if TYPE_CHECKING:
-    from punctual.execution.worker import Worker
+from punctual.dispatch.queues import DispatchMessage, QueuePort
+from punctual.execution.ports import Delivery, HandleResult, MessageReturned, WorkerConfig
+from punctual.runtime.observability import MetricsSink
 
 log = logging.getLogger("punctual.execution")
 
@@ -42,10 +40,39 @@ def queue_url_for_arn(arn: str, urls: Sequence[str]) -> str:
     return f"https://sqs.{region}.amazonaws.com/{account}/{name}"
 
 
+class BatchWorker(Protocol):
+    """What the batch adapter needs of a worker (:class:`punctual.execution.worker.Worker` is one).
+
+    Declared here, where it is used, so that this module never imports the worker that builds it.
+    """
+
+    @property
+    def config(self) -> WorkerConfig: ...
+
+    @property
+    def metrics(self) -> MetricsSink: ...
+
+    @property
+    def queues(self) -> QueuePort: ...
+
+    def process(
+        self,
+        message: DispatchMessage,
+        delivery: Delivery | None = None,
+        time_left_s: float | None = None,
+        *,
+        settle: bool = True,
+    ) -> HandleResult: ...
+
+    def after_error(
+        self, message: DispatchMessage, delivery: Delivery | None, error: BaseException
+    ) -> bool: ...
+
+
 class SqsBatch:
     """Feeds the records of a Lambda SQS event to a worker."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: BatchWorker) -> None:
         self.worker = worker
 
     @property

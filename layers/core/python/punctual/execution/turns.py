@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from punctual.dispatch.queues import MessageKind, QueuePort, message_for
 from punctual.models import Execution, Job, Overlap
-from punctual.queues import MessageKind, QueuePort, message_for
 from punctual.store.base import JobStore
-from punctual.timers import slot_instant
+from punctual.timing.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from punctual.dispatch.queues import DispatchMessage
 from punctual.execution.records import LEASE_LOST_NOTE, SUPERSEDED_NOTE, new_record, owned_by, summary
 from punctual.models import Execution, ExecutionStatus, Job
-from punctual.queues import DispatchMessage
 from punctual.store.base import Expect
 
 # The records whose version says nothing about the attempt the message would start: they only

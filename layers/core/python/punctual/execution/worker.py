@@ -17,7 +17,11 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from punctual.clock import Clock
+from punctual.delivery.notifications import Notifier
+from punctual.delivery.targets.base import SlotContext, TargetInvoker, TargetResult
+from punctual.dispatch.budget_reservations import BudgetRequest, late_instant
+from punctual.dispatch.queues import DispatchMessage, QueuePort
+from punctual.dispatch.smoothing import target_key
 from punctual.execution.after import AfterEffects
 from punctual.execution.chain_ends import ChainEnds
 from punctual.execution.claim import Claimer
@@ -39,28 +43,28 @@ from punctual.execution.ports import (
 from punctual.execution.records import Ledger, summary
 from punctual.execution.sqs import SqsBatch
 from punctual.execution.turns import Turns
-from punctual.message_auth import DispatchSigner
 from punctual.models import ExecutionStatus, Job
-from punctual.notifications import Notifier
-from punctual.observability import MetricsSink, NullMetrics
-from punctual.queues import DispatchMessage, QueuePort
-from punctual.retries import RandomSource, seeded_random
-from punctual.settings import Settings
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink, NullMetrics
+from punctual.runtime.settings import Settings
+from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import JobStore
-from punctual.targets.base import SlotContext, TargetInvoker, TargetResult
+from punctual.timing.retries import RandomSource, seeded_random
 
 log = logging.getLogger("punctual.execution")
 
 # The longest a claimed, smoothed slot waits in the worker for its instant (the claim returned it
 # to the queue when it had a whole second or more to wait).
 BUDGET_WAIT_MAX_S = 2.0
+DEFAULT_LATENESS_S = 10  # a job without max_lateness_seconds: the deployment's default (settings)
+BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its new instant
 
 
 class JobServicePauser:
     """:class:`JobPauser` through the job service (the same path as ``POST /jobs/{id}/pause``)."""
 
     def __init__(self, store: JobStore, queues: QueuePort, clock: Clock, config: WorkerConfig) -> None:
-        from punctual.jobs import JobService
+        from punctual.usecases.jobs import JobService
 
         self.service = JobService(store, queues, clock, config.layout, config.routing)
 
@@ -145,7 +149,7 @@ class Worker:
         )
         self.notifier = self.after.notifier
         # Deliveries (alerts, a heartbeat worker's started event) run beside the runs: a claim
-        # only records them (punctual.notifications.background).
+        # only records them (punctual.delivery.notifications.background).
         self.deliveries = self.notifier.deliver_beside()
         self.leases = Leases(self.ledger, queues, route, clock, config, self.metrics)
         self.finisher = Finisher(self.ledger, self.leases, self.after, clock, config, self.metrics, self._rng)
@@ -231,7 +235,7 @@ class Worker:
 
     def after_error(self, message: DispatchMessage, delivery: Delivery | None, error: BaseException) -> bool:
         """See :meth:`punctual.execution.claim.Claimer.after_error` (True: delete the message)."""
-        return self.claimer.after_error(message, delivery, error)
+        return self.claimer.parking.after_error(message, delivery, error)
 
     # ------------------------------------------------------------------ the steps
 
@@ -259,7 +263,7 @@ class Worker:
             heartbeat=lambda: self.heartbeat_if_due(claim),
             cancel=claim.cancel,
         )
-        self._wait_for_budget(claim.message.not_before)
+        self._wait_for_budget(claim.message.held_until, job, (execution.slot, execution.scheduled_at))
         started = self.clock.now()
         try:
             result = self.invoker.invoke(job.target, job.payload, ctx)
@@ -269,19 +273,33 @@ class Worker:
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
 
-    def _wait_for_budget(self, not_before: str) -> None:
+    def _late_instant(self, job: Job, slot: tuple[str, datetime], instant: datetime, rate: float) -> datetime:
+        """A slot reached after its instant takes a new one of its budget, shared by every worker
+        (:func:`punctual.dispatch.budget_reservations.late_instant`)."""
+        lateness = float(
+            job.max_lateness_seconds if job.max_lateness_seconds is not None else DEFAULT_LATENESS_S
+        )
+        owner = f"{job.id}/{slot[0]}"
+        request = BudgetRequest(job.tenant, target_key(job.target), owner, rate, slot[1], lateness)
+        return late_instant(self.store, request, instant, self.clock.now())
+
+    def _wait_for_budget(self, instant: datetime | None, job: Job, slot: tuple[str, datetime]) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
-        only for whole seconds, so it comes back up to a second early): wait for the instant its
-        target's rate budget gave it, so the call is never early (:mod:`punctual.smoothing`)."""
-        if not not_before:
-            return
-        try:
-            instant = datetime.fromisoformat(not_before.replace("Z", "+00:00"))
-        except ValueError:
-            return  # signed but unreadable: the claim ran it at once too
+        to come back one to two seconds early): wait for the instant its target's rate budget
+        gave it, so the call is never early (:mod:`punctual.dispatch.smoothing`).
+
+        A smoothed slot claimed after its instant (its message reached this worker late) is not
+        called at once either when its target has a budget of its own: it takes a new instant of
+        the budget, reserved like the poller's (:func:`punctual.dispatch.budget_reservations.late_instant`),
+        so late messages of several workers do not reach the target together."""
+        if instant is None:
+            return  # not smoothed, or signed but unreadable: the claim ran it at once too
+        rate = getattr(job.target, "rate_budget_per_second", None)
+        if rate:
+            instant = self._late_instant(job, slot, instant, rate)
         wait_s = (instant - self.clock.now()).total_seconds()
         if wait_s > 0:
-            self.clock.sleep(min(wait_s, BUDGET_WAIT_MAX_S))
+            self.clock.sleep(min(wait_s, BUDGET_PACE_MAX_S if rate else BUDGET_WAIT_MAX_S))
 
     def heartbeat(self, claim: Claim, message: bool = True) -> bool:
         """See :meth:`punctual.execution.lease.Leases.heartbeat`."""
@@ -306,7 +324,7 @@ class Worker:
 
 def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
     """The production target invoker (imported late: adapters pull in their own modules)."""
-    from punctual.targets import DefaultTargetInvoker
+    from punctual.delivery.targets import DefaultTargetInvoker
 
     return DefaultTargetInvoker(None, settings, clock=clock)
 
@@ -314,16 +332,16 @@ def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
 def default_dead_letters(settings: Settings, metrics: MetricsSink | None = None) -> DeadLetterSink:
     """Jobs' dead-letter queues, sent to as each job's target role under the tenant boundary
     (imported late, like the invoker)."""
-    from punctual.boundary import Boundary
+    from punctual.delivery.targets import DefaultTargetInvoker
     from punctual.execution.dead_letters import SqsDeadLetters
-    from punctual.targets import DefaultTargetInvoker
+    from punctual.security.boundary import Boundary
 
     return SqsDeadLetters(DefaultTargetInvoker.client_factory(settings), Boundary.of(settings), metrics)
 
 
 def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ...]]:
     """Decrypts a job's webhook signing secret (cached: a stored form decrypts the same forever)."""
-    from punctual.signing_secrets import SecretCipher, SecretsError, job_binding
+    from punctual.security.signing_secrets import SecretCipher, SecretsError, job_binding
 
     try:
         cipher = SecretCipher(settings)

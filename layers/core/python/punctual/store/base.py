@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from punctual.backfills import Backfill
-from punctual.calendars import Calendar
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.store.keyring import TenantKeyRepository
 from punctual.store.loads import MinuteLoadRepository
-from punctual.timers import Lane, Timer
+from punctual.store.reservations import BudgetReservationRepository
+from punctual.timing.timers import Lane, Timer
+from punctual.usecases.backfills import Backfill
+from punctual.usecases.calendars import Calendar
 
 
 def tags_match(tags: object, tag: str | None) -> bool:
@@ -72,13 +73,13 @@ class TenantLimitError(StoreError):
 class TriggerRateLimitError(TenantLimitError):
     """The job would take the tenant's scheduled triggers per minute past its quota.
 
-    ``limit``, ``current`` and ``added`` are micro-triggers per minute (:mod:`punctual.quotas`).
+    ``limit``, ``current`` and ``added`` are micro-triggers per minute (:mod:`punctual.security.quotas`).
     """
 
     quota = "maxTriggersPerMinutePerTenant"
 
     def __init__(self, limit: int, current: int | None, added: int) -> None:
-        from punctual.quotas import per_minute
+        from punctual.security.quotas import per_minute
 
         have = f"{per_minute(current)} already registered" if current is not None else "what is registered"
         super().__init__(
@@ -132,7 +133,7 @@ class TransactionConflictError(StoreError):
 
 
 class ItemTooLargeError(StoreError, ValueError):
-    """A job would be stored in an item over DynamoDB's 400 KB (:mod:`punctual.store.sizes`).
+    """A job would be stored in an item over DynamoDB's 400 KB (:mod:`punctual.store.dynamo.sizes`).
 
     ``field`` names the job's largest part, ``size`` and ``limit`` are bytes. Nothing was stored.
     """
@@ -433,7 +434,7 @@ class TimerRepository(ABC):
 
     @abstractmethod
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
-        """How many load timers one bucket holds (:data:`punctual.timers.LOAD_KINDS`: the slots it
+        """How many load timers one bucket holds (:data:`punctual.timing.timers.LOAD_KINDS`: the slots it
         hands to workers; a lease expiry is none), sizing a coming minute's pollers and workers."""
 
     @abstractmethod
@@ -649,7 +650,7 @@ class AlertRepository(ABC):
 
 
 class CalendarRepository(ABC):
-    """Exclusion calendars (:mod:`punctual.calendars`) and the jobs that use each one."""
+    """Exclusion calendars (:mod:`punctual.usecases.calendars`) and the jobs that use each one."""
 
     @abstractmethod
     def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:
@@ -704,7 +705,7 @@ class CalendarRepository(ABC):
 
 
 class BackfillRepository(ABC):
-    """Backfill records (:mod:`punctual.backfills`), one per (job, range)."""
+    """Backfill records (:mod:`punctual.usecases.backfills`), one per (job, range)."""
 
     @abstractmethod
     def create_backfill(self, backfill: Backfill, replacing: Backfill | None = None) -> Backfill:
@@ -722,7 +723,7 @@ class BackfillRepository(ABC):
 class AuditRepository(ABC):
     """What the chain auditor reads (:mod:`punctual.auditing`): a segment's jobs and running
     backfills, and a job's turn. A job's segment is its far timer shard
-    (:meth:`punctual.timers.TimerLayout.shard_for`), so a segment's far timers are its own."""
+    (:meth:`punctual.timing.timers.TimerLayout.shard_for`), so a segment's far timers are its own."""
 
     @abstractmethod
     def audit_page(
@@ -745,7 +746,7 @@ class TenantQuotaRepository(ABC):
 
     @abstractmethod
     def get_peaks(self, tenant: str) -> tuple[str | None, int]:
-        """The tenant's peak profile document (:mod:`punctual.peaks`) and its version (0: none)."""
+        """The tenant's peak profile document (:mod:`punctual.security.peaks`) and its version (0: none)."""
 
     @abstractmethod
     def put_peaks(self, tenant: str, doc: str, expected_version: int) -> bool:
@@ -783,6 +784,7 @@ class JobStore(
     TenantQuotaRepository,
     MinuteLoadRepository,
     TenantKeyRepository,
+    BudgetReservationRepository,
 ):
     """Everything Punctual persists, every aggregate on one table. Instants are aware UTC datetimes.
 

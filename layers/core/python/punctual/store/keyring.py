@@ -1,7 +1,7 @@
 """The tenant keyring's port: one wrapped data key per tenant and key epoch.
 
 Webhook signing secrets are sealed with a data key of their tenant (envelope encryption,
-:mod:`punctual.tenant_keys`); the data key itself is stored only wrapped by KMS. The first
+:mod:`punctual.security.tenant_keys`); the data key itself is stored only wrapped by KMS. The first
 process that needs a tenant's key for an epoch generates it and stores it here with a
 conditional put, so every process of the deployment seals that tenant's secrets of that
 epoch under the same key (and a worker unwraps it once per process).

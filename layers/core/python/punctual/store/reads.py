@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from punctual.calendars import Calendar
 from punctual.store.base import CalendarRepository
+from punctual.usecases.calendars import Calendar
 
 CalendarKey = tuple[str, str]
 

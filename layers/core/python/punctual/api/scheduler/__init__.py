@@ -44,8 +44,6 @@ from punctual.api.scheduler.model import serves
 from punctual.api.scheduler.operations import OPERATIONS, Request
 from punctual.api.tenancy import tenant_of
 from punctual.api.wiring import services
-from punctual.jobs import InvalidJobError, JobConflictError, JobNotFoundError, PreconditionFailedError
-from punctual.schedules import ScheduleError
 from punctual.store.base import (
     ConflictError,
     ItemTooLargeError,
@@ -53,6 +51,13 @@ from punctual.store.base import (
     TenantLimitError,
     TransactionConflictError,
     UnreadableJobError,
+)
+from punctual.timing.schedules import ScheduleError
+from punctual.usecases.job_errors import (
+    InvalidJobError,
+    JobConflictError,
+    JobNotFoundError,
+    PreconditionFailedError,
 )
 
 logger = logging.getLogger(__name__)

@@ -8,11 +8,12 @@ mode's ``000000000000``), the region the function's (``AWS_REGION``).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from punctual.runtime.settings import Platform
 
 _ACCOUNT_RE = re.compile(r"^\d{12}$")
 _GROUP_ARN_RE = re.compile(
@@ -40,7 +41,7 @@ class Place:
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> Place:
         account = str((event.get("requestContext") or {}).get("accountId") or "")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        region = Platform.from_env().region
         return cls(account if _ACCOUNT_RE.match(account) else LOCAL_ACCOUNT, region)
 
     @property

@@ -19,7 +19,7 @@ What maps to what
     default 185 + 1) and ``retry.max_age_seconds`` (default 86400); ``Target.DeadLetterConfig``
     → ``dead_letter``; ``Target.Input`` → ``payload`` (the text as it is for SQS and SNS, parsed
     JSON for the others when it is JSON), ``<aws.scheduler.schedule-arn>`` filled in here, the
-    other context attributes per run (:mod:`punctual.targets.payload`); ``Target.RoleArn`` →
+    other context attributes per run (:mod:`punctual.delivery.targets.payload`); ``Target.RoleArn`` →
     ``target.role_arn``; the target by the service of ``Target.Arn`` with its parameters.
 
     Refused with a ValidationException naming the member: ``KmsKeyArn`` (the table is encrypted

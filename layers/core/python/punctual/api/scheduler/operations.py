@@ -32,9 +32,9 @@ from punctual.api.scheduler.mapping import (
 )
 from punctual.api.scheduler.model import epoch
 from punctual.api.wiring import Services
-from punctual.jobs import JobNotFoundError
 from punctual.models import Job, JobState
 from punctual.store.base import GroupConflictError, GroupExistsError, JobExistsError, ScheduleGroup
+from punctual.usecases.job_errors import JobNotFoundError
 
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
 MAX_TAGS_PER_GROUP = 200

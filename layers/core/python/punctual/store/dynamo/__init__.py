@@ -25,6 +25,7 @@ from punctual.store.dynamo.keyring import DynamoKeyring
 from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition, tenant_pk
 from punctual.store.dynamo.loads import DynamoLoads
 from punctual.store.dynamo.quotas import DynamoTenantQuotas
+from punctual.store.dynamo.reservations import DynamoBudgetReservations
 from punctual.store.dynamo.timers import DynamoTimers
 
 
@@ -40,6 +41,7 @@ class DynamoStore(
     DynamoTenantQuotas,
     DynamoKeyring,
     DynamoLoads,
+    DynamoBudgetReservations,
     JobStore,
 ):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""

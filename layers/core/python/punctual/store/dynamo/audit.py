@@ -16,13 +16,13 @@ import json
 import logging
 from typing import Any
 
-from punctual.backfills import Backfill
 from punctual.models import Job
 from punctual.store.base import AuditRepository, Page, Turn, UnreadableJob, UnreadableJobError
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.executions import DynamoExecutions
 from punctual.store.dynamo.jobs import DynamoJobs
-from punctual.timers import Lane
+from punctual.timing.timers import Lane
+from punctual.usecases.backfills import Backfill
 
 log = logging.getLogger("punctual.store")
 

@@ -20,7 +20,7 @@ from punctual.store.dynamo.keys import (
 )
 from punctual.store.dynamo.schema import CREATE, LAYOUT_KEY
 from punctual.store.dynamo.sequenced import write_in_order
-from punctual.timers import Lane, Timer, TimerLayout
+from punctual.timing.timers import Lane, Timer, TimerLayout
 
 
 class DynamoBase:

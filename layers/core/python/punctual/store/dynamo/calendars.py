@@ -13,8 +13,6 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.backfills import Backfill, BackfillState
-from punctual.calendars import Calendar
 from punctual.store.base import (
     BackfillRepository,
     CalendarInUseError,
@@ -27,6 +25,8 @@ from punctual.store.base import (
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.calendar_uses import CHECK_FAILED, DynamoCalendarUses
 from punctual.store.dynamo.schema import _n, _s, backfill_key, calendar_key, job_key, tenant_pk
+from punctual.usecases.backfills import Backfill, BackfillState
+from punctual.usecases.calendars import Calendar
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 

@@ -19,6 +19,7 @@ from punctual.store.base import (
 )
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
+from punctual.store.dynamo.execution_docs import execution_from_item, record_attributes
 from punctual.store.dynamo.keys import _MAX_UNPROCESSED_ROUNDS
 from punctual.store.dynamo.schema import _n, _s
 
@@ -92,18 +93,16 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
 
     @staticmethod
     def _execution_from_item(item: dict[str, Any]) -> Execution:
-        return Execution.model_validate_json(item["doc"]["S"])
+        return execution_from_item(item)
 
     def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
         item = {
             **schema.execution_key(execution.tenant, execution.job_id, execution.slot),
             "status": _s(execution.status.value),
             "attempt": _n(execution.attempt),
-            "doc": _s(execution.model_dump_json()),
+            **record_attributes(execution),
             "expires_at": _n(ttl_epoch_s),
         }
-        if execution.owner:
-            item["owner"] = _s(execution.owner)
         condition = schema.save_execution(
             [status.value for status in expect.statuses] if expect and expect.statuses else None,
             expect.attempt if expect else None,

@@ -12,7 +12,6 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.instants import format_instant_ms
 from punctual.store.base import (
     GroupConflictError,
     GroupExistsError,
@@ -23,6 +22,7 @@ from punctual.store.base import (
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.schema import _s, tenant_pk
+from punctual.timing.instants import format_instant_ms
 
 
 def _item(group: ScheduleGroup) -> dict[str, Any]:

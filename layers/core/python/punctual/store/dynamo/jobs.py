@@ -31,36 +31,13 @@ from punctual.store.dynamo.calendar_uses import DynamoCalendarUses
 from punctual.store.dynamo.keys import (
     _doc_of,
     _first_errors,
-    _n,
-    _s,
     _unreadable,
     tenant_pk,
 )
-from punctual.store.sizes import check_job_size
-from punctual.timers import (
+from punctual.store.dynamo.sizes import check_job_size
+from punctual.timing.timers import (
     Timer,
 )
-
-
-def job_doc(job: Job) -> str:
-    """The job's stored document (its secrets are attributes of their own)."""
-    return job.model_dump_json(exclude={"signing_secret_enc", "signing_secret_prev_enc"})
-
-
-def job_attributes(job: Job) -> dict[str, Any]:
-    """The job item's attributes besides its key (what :mod:`punctual.store.sizes` measures too)."""
-    attrs = {
-        "version": _n(job.version),
-        "state": _s(job.state.value),
-        "doc": _s(job_doc(job)),
-    }
-    if job.trigger_rate:
-        attrs["tpm"] = _n(job.trigger_rate)
-    if job.signing_secret_enc:
-        attrs["secret"] = _s(job.signing_secret_enc)
-    if job.signing_secret_prev_enc:
-        attrs["secret_prev"] = _s(job.signing_secret_prev_enc)
-    return attrs
 
 
 class DynamoJobs(DynamoCalendarUses, JobRepository):
@@ -70,7 +47,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
 
     def _job_attrs(self, job: Job) -> dict[str, Any]:
         check_job_size(job)  # refused here, not by DynamoDB's ValidationException (a 500)
-        attrs = job_attributes(job)
+        attrs = schema.job_attributes(job)
         attrs.update(schema.audit_attrs(self.audit_segment_of(job.tenant, job.id)))
         return attrs
 

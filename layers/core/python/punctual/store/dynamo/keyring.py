@@ -6,11 +6,11 @@ import base64
 from datetime import datetime
 from typing import Any
 
-from punctual.instants import format_instant
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.keys import _s
 from punctual.store.keyring import TenantKeyRecord, TenantKeyRepository
+from punctual.timing.instants import format_instant
 
 
 class DynamoKeyring(DynamoBase, TenantKeyRepository):

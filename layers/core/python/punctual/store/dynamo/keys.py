@@ -21,7 +21,7 @@ from punctual.store.dynamo.schema import _n as _n
 from punctual.store.dynamo.schema import _s as _s
 from punctual.store.dynamo.schema import job_pk as job_pk
 from punctual.store.dynamo.schema import tenant_pk as tenant_pk
-from punctual.timers import (
+from punctual.timing.timers import (
     Lane,
     TimerKind,
     slot_key,

@@ -1,7 +1,8 @@
 """The DynamoDB table's schema: every item's key and every condition, update and key-condition
 expression the store sends, in one module. The mixins beside it (:mod:`.jobs`, :mod:`.timers`,
 :mod:`.executions`, :mod:`.dependencies`) only put these together into requests and read the
-answers; a reviewer checks the store's invariants here.
+answers; a reviewer checks the store's invariants here (and in :mod:`.schema_sequenced`: the
+two request shapes of the writer for a table without transactions).
 
 Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
 
@@ -29,11 +30,14 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
                                                              (punctual.admin.key_migration)
     calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
     backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc, aseg (while RUNNING)
-    peaks        pk=tenant#<tenant>        sk=#peaks         version, doc (punctual.peaks profile)
+    peaks        pk=tenant#<tenant>        sk=#peaks         version, doc (punctual.security.peaks profile)
     backfills    pk=tenant#<tenant>        sk=#backfills     running (string set: <job>/<bid>)
     bf. slots    pk=reqs#<tenant>          sk=backfill#<window>  n, expires_at (slots sent a minute)
     minute load  pk=load#<minute>#<shard>  sk=load            t, h (slots due, in its head), expires_at
     tenant key   pk=tkey#<tenant>          sk=epoch#<n>      wrapped (the KMS-wrapped data key), created_at
+    budget inst. pk=rate#<tenant>#<target>#<minute>  sk=<epoch us, 17 digits>  owner (the slot that
+                                                             holds it: <job>/<slot>), expires_at
+                                                             (punctual.dispatch.budget_reservations)
 
 The one index, ``audit`` (sparse: only job items and running backfills carry ``aseg``, so no timer
 or execution write ever touches it): partition ``aseg`` (N, the job's far shard: the chain
@@ -54,7 +58,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from punctual.timers import minute_key
+from punctual.models import Job
+from punctual.timing.timers import minute_key
 
 
 def _s(value: str) -> dict[str, str]:
@@ -86,23 +91,6 @@ Key = dict[str, dict[str, str]]
 
 def _key(pk: str, sk: str) -> Key:
     return {"pk": _s(pk), "sk": _s(sk)}
-
-
-KEY_ATTRIBUTES = ("pk", "sk")
-# A ConditionCheck written alone (punctual.store.dynamo.sequenced): an update with the check's
-# condition that removes an attribute no item has, so it changes nothing.
-CHECK_ATTRIBUTE = "__condition_check__"
-
-
-def check_as_update(check: dict[str, Any]) -> dict[str, Any]:
-    """A transaction's ``ConditionCheck`` request as an ``UpdateItem`` request that writes nothing."""
-    names = {**check.get("ExpressionAttributeNames", {}), "#check": CHECK_ATTRIBUTE}
-    return {**check, "UpdateExpression": "REMOVE #check", "ExpressionAttributeNames": names}
-
-
-def key_of(item: dict[str, Any]) -> dict[str, Any]:
-    """The primary key of a whole item (its ``pk`` and ``sk``)."""
-    return {name: item[name] for name in KEY_ATTRIBUTES}
 
 
 def group_sk(name: str) -> str:
@@ -190,7 +178,7 @@ def migration_key(segment: int, segments: int) -> Key:
 
 
 def minute_load_key(minute: datetime, shard: int) -> Key:
-    """One of a minute's load counters (:mod:`punctual.load_forecast`)."""
+    """One of a minute's load counters (:mod:`punctual.dispatch.load_forecast`)."""
     return _key(f"load#{minute_key(minute)}#{shard}", "load")
 
 
@@ -202,8 +190,42 @@ def add_minute_load(total: int, head: int, expires_at: int) -> Expression:
     )
 
 
+def budget_pk(tenant: str, key: str, minute: datetime) -> str:
+    """The partition of a rate budget's reserved instants in one minute (a query reads a range)."""
+    return f"rate#{tenant}#{key}#{minute_key(minute)}"
+
+
+def budget_sk(epoch_us: int) -> str:
+    """An instant's sort key: microseconds since the epoch, zero-padded (sorts as it counts)."""
+    return f"{epoch_us:017d}"
+
+
+def budget_instant_key(tenant: str, key: str, minute: datetime, epoch_us: int) -> Key:
+    return _key(budget_pk(tenant, key, minute), budget_sk(epoch_us))
+
+
+def reserve_budget_instant(owner: str, expires_at: int) -> Expression:
+    """Take a budget's instant for ``owner``: only when it is free or already ``owner``'s."""
+    return Expression(
+        update="SET #o = :o, expires_at = :exp",
+        condition="attribute_not_exists(pk) OR #o = :o",
+        names={"#o": "owner"},
+        values={":o": _s(owner), ":exp": _n(expires_at)},
+    )
+
+
+def budget_range(pk: str, low_us: int, high_us: int) -> Expression:
+    """A query of a budget's reserved instants from ``low_us`` to ``high_us`` in one partition."""
+    return Expression(
+        key_condition="pk = :pk AND sk BETWEEN :lo AND :hi",
+        projection="sk, #o",
+        names={"#o": "owner"},
+        values={":pk": _s(pk), ":lo": _s(budget_sk(low_us)), ":hi": _s(budget_sk(high_us))},
+    )
+
+
 def tenant_key_key(tenant: str, epoch: int) -> Key:
-    """A tenant's wrapped data key of one key epoch (:mod:`punctual.tenant_keys`)."""
+    """A tenant's wrapped data key of one key epoch (:mod:`punctual.security.tenant_keys`)."""
     return _key(f"tkey#{tenant}", f"epoch#{epoch:08d}")
 
 
@@ -429,7 +451,7 @@ def migration_progress(last: str | None, done: bool, counts: dict[str, int]) -> 
 
 def timer_counts(pk: str) -> Expression:
     """A bucket's items, only what counts its load: a pack's timer count (``n``) and load count
-    (``nf``, :data:`punctual.timers.LOAD_KINDS`; packs written before it have only ``n``), a lone
+    (``nf``, :data:`punctual.timing.timers.LOAD_KINDS`; packs written before it have only ``n``), a lone
     timer row's kind."""
     return Expression(
         key_condition="pk = :pk", projection="n, nf, #k", names={"#k": "kind"}, values={":pk": _s(pk)}
@@ -751,3 +773,27 @@ def take_slots(want: int, limit: int, ttl_epoch_s: int) -> Expression:
         condition="attribute_not_exists(n) OR n <= :room",
         values={":want": _n(want), ":room": _n(limit - want), ":ttl": _n(ttl_epoch_s)},
     )
+
+
+# --------------------------------------------------------------------------- the job item
+
+
+def job_doc(job: Job) -> str:
+    """The job's stored document (its secrets are attributes of their own)."""
+    return job.model_dump_json(exclude={"signing_secret_enc", "signing_secret_prev_enc"})
+
+
+def job_attributes(job: Job) -> dict[str, Any]:
+    """The job item's attributes besides its key (what :mod:`punctual.store.dynamo.sizes` measures too)."""
+    attrs = {
+        "version": _n(job.version),
+        "state": _s(job.state.value),
+        "doc": _s(job_doc(job)),
+    }
+    if job.trigger_rate:
+        attrs["tpm"] = _n(job.trigger_rate)
+    if job.signing_secret_enc:
+        attrs["secret"] = _s(job.signing_secret_enc)
+    if job.signing_secret_prev_enc:
+        attrs["secret_prev"] = _s(job.signing_secret_prev_enc)
+    return attrs

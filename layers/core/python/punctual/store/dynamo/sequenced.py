@@ -26,7 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.store.dynamo.schema import check_as_update, key_of
+from punctual.store.dynamo.schema_sequenced import check_as_update, key_of
 
 log = logging.getLogger("punctual.store")
 
@@ -38,7 +38,7 @@ _OPERATIONS = {
     "ConditionCheck": "update_item",
 }
 # A ConditionCheck becomes an update with the check's condition that changes nothing
-# (schema.check_as_update); an item it had to create for that is deleted at once.
+# (schema_sequenced.check_as_update); an item it had to create for that is deleted at once.
 
 
 def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:

@@ -29,7 +29,7 @@ from punctual.store.dynamo.keys import (
     _s,
     _slot_of_second,
 )
-from punctual.timers import (
+from punctual.timing.timers import (
     LOAD_KINDS,
     TTL_AFTER_DUE_S,
     Lane,
@@ -210,7 +210,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
             request["ExclusiveStartKey"] = last
 
     def count_timers(self, lane: Lane, minute: datetime, shard: int) -> int:
-        """The load timers of one bucket (:data:`punctual.timers.LOAD_KINDS`), from their counts."""
+        """The load timers of one bucket (:data:`punctual.timing.timers.LOAD_KINDS`), from their counts."""
         self.check_layout()
         request: dict[str, Any] = {
             "TableName": self.table,

@@ -24,6 +24,7 @@ from punctual.store.memory.jobs import MemoryJobs
 from punctual.store.memory.keyring import MemoryKeyring
 from punctual.store.memory.loads import MemoryLoads
 from punctual.store.memory.quotas import MemoryTenantQuotas
+from punctual.store.memory.reservations import MemoryBudgetReservations
 from punctual.store.memory.timers import MemoryTimers
 
 
@@ -39,6 +40,7 @@ class MemoryStore(
     MemoryTenantQuotas,
     MemoryKeyring,
     MemoryLoads,
+    MemoryBudgetReservations,
     JobStore,
 ):
     """JobStore in memory: every aggregate's implementation, on one lock.

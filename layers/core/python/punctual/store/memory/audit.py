@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from punctual.backfills import Backfill, BackfillState
 from punctual.models import Job
 from punctual.store.base import AuditRepository, Page, Turn
 from punctual.store.memory.base import MemoryBase
-from punctual.timers import Lane, TimerLayout
+from punctual.timing.timers import Lane, TimerLayout
+from punctual.usecases.backfills import Backfill, BackfillState
 
 
 class MemoryAudit(MemoryBase, AuditRepository):

@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TypeVar
 
-from punctual.backfills import Backfill
-from punctual.calendars import Calendar
 from punctual.models import Alert, Execution, Job
 from punctual.store.base import (
     CalendarNotFoundError,
@@ -25,7 +23,9 @@ from punctual.store.base import (
 from punctual.store.base import tag_matches as tag_matches  # re-exported: the in-memory twins filter with it
 from punctual.store.keyring import TenantKeyRecord
 from punctual.store.loads import MinuteLoad
-from punctual.timers import Lane, Timer, minute_key
+from punctual.timing.timers import Lane, Timer, minute_key
+from punctual.usecases.backfills import Backfill
+from punctual.usecases.calendars import Calendar
 
 Item = TypeVar("Item", Job, Execution)
 

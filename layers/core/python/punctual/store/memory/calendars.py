@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from punctual.backfills import Backfill
-from punctual.calendars import Calendar
 from punctual.store.base import (
     BackfillRepository,
     CalendarInUseError,
@@ -15,6 +13,8 @@ from punctual.store.base import (
     Page,
 )
 from punctual.store.memory.base import MemoryBase
+from punctual.usecases.backfills import Backfill
+from punctual.usecases.calendars import Calendar
 
 
 class MemoryCalendars(MemoryBase, CalendarRepository, BackfillRepository):

@@ -44,15 +44,13 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from punctual.models import Job
 from punctual.store.base import Page
 from punctual.store.conflicts import CONFLICT_RETRY, ConflictRetry, retry_conflicts
-from punctual.timers import Timer, minute_key
-
-if TYPE_CHECKING:
-    from punctual.store.memory import MemoryStore
+from punctual.store.memory.base import MemoryBase
+from punctual.timing.timers import Timer, minute_key
 
 ItemKey = tuple[Hashable, ...]
 Kind = Literal["transaction", "write"]
@@ -207,18 +205,22 @@ OTHER_OPERATIONS = frozenset(
         "wait_for_turn",
         "pass_turn",
         "get_turn",
-        # A tenant's burst quotas (punctual.tenant_quotas): items of their own, no transaction.
+        # A tenant's burst quotas (punctual.security.tenant_quotas): items of their own, no transaction.
         "get_peaks",
         "put_peaks",
         "join_backfills",
         "leave_backfills",
         "running_backfills",
         "take_backfill_slots",
-        # The minute-load ledger (punctual.load_forecast) and the tenants' data keys: items of their
+        # The minute-load ledger (punctual.dispatch.load_forecast) and the tenants' data keys: items of their
         # own, no transaction (the ledger's read is eventually consistent: STALE_READS).
         "add_minute_loads",
         "get_tenant_key",
         "put_tenant_key",
+        # The rate budgets' reservations (punctual.dispatch.budget_reservations): items of their own, no
+        # transaction; a conditional write each, and a strongly consistent query.
+        "reserve_budget_instant",
+        "budget_reservations",
         "save_execution",
         "get_execution",
         "batch_get_executions",
@@ -393,7 +395,7 @@ class Fidelity:
 
     # ------------------------------------------------------------------ wiring
 
-    def attach(self, store: MemoryStore) -> None:
+    def attach(self, store: MemoryBase) -> None:
         """Route ``store``'s operations through the simulation (instance attributes shadow the
         class's methods, so subclasses that override them are covered too)."""
         self._store = store

@@ -18,9 +18,9 @@ from punctual.store.base import (
     TriggerRateLimitError,
     VersionConflictError,
 )
+from punctual.store.dynamo.sizes import check_job_size
 from punctual.store.memory.base import MemoryBase, tag_matches
-from punctual.store.sizes import check_job_size
-from punctual.timers import Timer
+from punctual.timing.timers import Timer
 
 
 class MemoryJobs(MemoryBase, JobRepository):

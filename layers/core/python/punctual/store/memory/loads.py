@@ -7,7 +7,7 @@ from datetime import datetime
 
 from punctual.store.loads import MinuteLoad, MinuteLoadRepository
 from punctual.store.memory.base import MemoryBase
-from punctual.timers import minute_key
+from punctual.timing.timers import minute_key
 
 
 class MemoryLoads(MemoryBase, MinuteLoadRepository):

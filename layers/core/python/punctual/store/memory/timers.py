@@ -11,7 +11,7 @@ from punctual.store.base import (
     TimerRepository,
 )
 from punctual.store.memory.base import MemoryBase
-from punctual.timers import LOAD_KINDS, Lane, Timer, due_bound, minute_key
+from punctual.timing.timers import LOAD_KINDS, Lane, Timer, due_bound, minute_key
 
 
 class MemoryTimers(MemoryBase, TimerRepository):

@@ -1,0 +1,107 @@
+"""What every API verb of the ``punctual`` command shares: the common options, the API client they
+build, argument types, output (a table or JSON) and the guard that turns errors into exit statuses.
+
+Both verb modules (:mod:`punctual_cli.api_verbs`, :mod:`punctual_cli.calendar_verbs`) build on
+it; neither imports the other's helpers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from punctual_cli.client import DEFAULT_ENDPOINT, ApiError, PunctualClient
+
+INPUT_STATUSES = frozenset({400, 413, 415, 422})
+_JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class CliInputError(Exception):
+    """Bad input found by a verb (a file that does not parse, missing flags): exit 2."""
+
+
+def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
+        for row in [headers, *rows]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def emit(args: argparse.Namespace, out: TextIO, data: Any, human: Callable[[Any], str]) -> int:
+    if args.output == "json":
+        out.write(json.dumps(data, indent=2) + "\n")
+    else:
+        out.write(human(data))
+    return 0
+
+
+def api_client(args: argparse.Namespace) -> PunctualClient:
+    try:
+        return PunctualClient(
+            endpoint=args.endpoint or os.environ.get("PUNCTUAL_ENDPOINT") or DEFAULT_ENDPOINT,
+            sign=True if args.sign else None,
+            region=args.region,
+            tenant=args.tenant or os.environ.get("PUNCTUAL_TENANT") or None,
+        )
+    except ValueError as exc:
+        raise CliInputError(str(exc)) from None
+
+
+def common_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--endpoint", metavar="URL", help=f"API base URL (env PUNCTUAL_ENDPOINT; default {DEFAULT_ENDPOINT})"
+    )
+    parent.add_argument("--output", "-o", choices=("table", "json"), default="table", help="output format")
+    parent.add_argument(
+        "--sign", action="store_true", help="sign with SigV4 even if the host is not execute-api"
+    )
+    parent.add_argument("--region", metavar="REGION", help="SigV4 region (default: from the endpoint host)")
+    parent.add_argument("--tenant", metavar="NAME", help="local mode only: the tenant (env PUNCTUAL_TENANT)")
+    return parent
+
+
+def job_id_arg(text: str) -> str:
+    if not _JOB_ID_RE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"a job id is 1-64 letters, digits, '-' or '_', got {text[:80]!r}")
+    return text
+
+
+def version_arg(text: str) -> int:
+    if not text.strip('"').isdigit():
+        raise argparse.ArgumentTypeError(f"a job version is a whole number, got {text!r}")
+    return int(text.strip('"'))
+
+
+def limit_arg(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 100, got {text!r}")
+    return int(text)
+
+
+def guarded(run: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argparse.Namespace, TextIO], int]:
+    """API errors become one or two lines on stderr and an exit status; never a traceback."""
+
+    def handler(args: argparse.Namespace, out: TextIO) -> int:
+        err = sys.stderr
+        try:
+            return run(args, out)
+        except CliInputError as exc:
+            err.write(f"punctual: error: {exc}\n")
+            return 2
+        except ApiError as exc:
+            err.write(f"punctual: error: {exc.summary()}\n")
+            if exc.errors:  # every one of them: fixing five at a time is no way to work
+                err.write(
+                    "  " + "; ".join(f"{e.get('field')}: {e.get('message')}" for e in exc.errors) + "\n"
+                )
+            return 2 if exc.status in INPUT_STATUSES else 1
+
+    return handler

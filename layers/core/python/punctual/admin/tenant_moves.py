@@ -1,0 +1,58 @@
+"""Moving a tenant's jobs to another tenant id (issue 16: principal ARN → unique id), by an operator
+(like every operator command, outside the Lambda layer).
+
+Built on the job use cases (:class:`punctual.usecases.jobs.JobService`): each job is registered
+under the new tenant before it is deleted under the old one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from punctual.models import JobState
+from punctual.usecases.job_admission import all_jobs
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService
+
+
+@dataclass
+class MoveReport:
+    """What :func:`move_jobs` did: moved ids, new webhook secrets, jobs kept and why."""
+
+    moved: list[str] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)
+    kept: list[tuple[str, str]] = field(default_factory=list)
+
+
+def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
+    """Move every job of ``from_tenant`` to ``to_tenant``, keeping each job's id and spec.
+
+    For the change of tenant identity (issue 16: principal ARN → unique id), run once per
+    tenant by an operator. Each job is registered under the new tenant (its next slot
+    computed afresh; a paused job stays paused) and only then deleted under the old one, so
+    a crash half-way leaves a job in both places, never in neither, and running it again
+    finishes the move. Webhook jobs get a new signing secret, bound to the new tenant
+    (:attr:`MoveReport.secrets`, to hand to the tenant). A job that cannot be registered
+    again (a completed one-time job, one with no future slot) stays where it is, with the
+    reason in :attr:`MoveReport.kept`. History (executions) stays under the old identity.
+    """
+    report = MoveReport()
+    pending = True
+    while pending:  # again while progress is made: an after() child may precede its parent
+        pending = False
+        report.kept.clear()
+        for job in all_jobs(jobs.store, from_tenant):
+            if jobs.store.get_job(to_tenant, job.id) is None:
+                try:
+                    _, secret = jobs.register(to_tenant, job.spec(), job.id)
+                except InvalidJobError as exc:
+                    report.kept.append((job.id, str(exc)))
+                    continue
+                if secret is not None:
+                    report.secrets[job.id] = secret
+                if job.state is JobState.PAUSED:
+                    jobs.pause(to_tenant, job.id, reason=job.state_reason)
+            jobs.delete(from_tenant, job.id)
+            report.moved.append(job.id)
+            pending = True
+    return report

@@ -1,0 +1,162 @@
+"""The API's resolver: what no route should see is answered before routing.
+
+Wrong methods (405 with ``Allow``), ``HEAD`` and ``OPTIONS``, bodies that are not UTF-8 text,
+too large, not JSON or nested too deeply, and EventBridge Scheduler's paths (handed to
+:mod:`punctual.api.scheduler`); and the URL the caller reached the API at.
+"""
+
+import base64
+import binascii
+import json
+import re
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from punctual.api import problems, scheduler
+from punctual.api.batch import BATCH_MAX_BODY_BYTES, BATCH_PATH
+from punctual.models import (
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+)
+
+# The job payload may be 256 KB; the rest of a spec (name, tags, headers) gets 64 KB more.
+MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
+
+
+def header_of(event: dict[str, Any], name: str) -> str | None:
+    for key, value in (event.get("headers") or {}).items():
+        if key.lower() == name:
+            return str(value)
+    return None
+
+
+_HOST_RE = re.compile(r"^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$|^\[[0-9A-Fa-f:.]{2,45}\](:\d{1,5})?$")
+_PREFIX_RE = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
+
+
+def base_url(event: dict[str, Any]) -> str:
+    """The URL the caller reached this API at, up to (not including) ``/v1``.
+
+    Behind API Gateway's own domain that includes the stage (``/prod``), behind a custom
+    domain its base path: whatever ``requestContext.path`` has in front of the route's
+    path. Scheme and host are the ones the caller used (``X-Forwarded-Proto``, ``Host``).
+    """
+    context = event.get("requestContext") or {}
+    host = header_of(event, "host") or ""
+    if not _HOST_RE.match(host):
+        host = str(context.get("domainName") or "localhost")
+    proto = (header_of(event, "x-forwarded-proto") or "").split(",", 1)[0].strip().lower()
+    if proto not in ("http", "https"):
+        proto = "https" if host.endswith(".amazonaws.com") else "http"
+    path, full = str(event.get("path") or ""), str(context.get("path") or "")
+    prefix = full[: -len(path)] if path and full.endswith(path) else ""
+    return f"{proto}://{host}{prefix if _PREFIX_RE.match(prefix) else ''}"
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in ("", "application/json") or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _too_deep(body: str) -> bool:
+    """Whether the JSON parser gives up on ``body``'s nesting (so it never raises mid-route)."""
+    try:
+        json.loads(body)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False  # malformed: the resolver answers 400 with the parser's message
+    return False
+
+
+class PunctualResolver(APIGatewayRestResolver):
+    """The resolver, answering what no route should see: wrong methods, bad or oversized bodies.
+
+    * a method a path does not take: 405 with ``Allow`` (``OPTIONS``: 204 with ``Allow``);
+    * ``HEAD``: the ``GET`` answer without its body;
+    * a body that is not UTF-8 text: 400; larger than the limit: 413; not JSON: 415;
+    * ``/schedules``, ``/schedule-groups``, ``/tags/``: EventBridge Scheduler's API
+      (:mod:`punctual.api.scheduler`), with that service's error format.
+    """
+
+    def allowed_methods(self, path: str) -> list[str]:
+        """The methods the routes take on ``path`` (HEAD with GET); empty for an unknown path."""
+        methods = {
+            route.method for route in self._static_routes + self._dynamic_routes if route.rule.match(path)
+        }
+        if "GET" in methods:
+            methods.add("HEAD")
+        return sorted(methods)
+
+    def resolve(self, event: Any, context: LambdaContext) -> dict[str, Any]:
+        if not isinstance(event, dict):
+            return super().resolve(event, context)
+        if scheduler.serves(str(event.get("path") or "")):
+            # EventBridge Scheduler's API: its own routes, shapes and error format.
+            return scheduler.handle(event, context)
+        method = str(event.get("httpMethod") or "").upper()
+        allowed = self.allowed_methods(str(event.get("path") or ""))
+        if allowed and method not in allowed:
+            allow = ", ".join([*allowed, "OPTIONS"])
+            if method == "OPTIONS":
+                return {"statusCode": 204, "headers": {"Allow": allow}, "multiValueHeaders": {}, "body": ""}
+            return problems.proxy_problem(
+                405,
+                "method-not-allowed",
+                "Method not allowed",
+                f"{method[:20]} is not allowed here; use {', '.join(allowed)}",
+                headers={"Allow": allow},
+            )
+        if method == "HEAD" and allowed:
+            reply = self.resolve({**event, "httpMethod": "GET"}, context)
+            return {**reply, "body": "", "isBase64Encoded": False}
+        body = event.get("body")
+        limit = BATCH_MAX_BODY_BYTES if event.get("path") == BATCH_PATH else MAX_BODY_BYTES
+        if isinstance(body, str) and len(body) > limit:
+            # Length in characters is a lower bound of the bytes; base64 bodies are larger still.
+            return problems.proxy_problem(
+                413,
+                "payload-too-large",
+                "Payload too large",
+                f"the request body has more than {limit} bytes (a job payload may have {MAX_PAYLOAD_BYTES})",
+            )
+        if event.get("isBase64Encoded") and isinstance(body, str):
+            # API Gateway base64-encodes a body that is not text; JSON is always UTF-8 text.
+            try:
+                body = base64.b64decode(body, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return problems.proxy_problem(
+                    400, "malformed-body", "Malformed body", "the request body is not UTF-8 text (send JSON)"
+                )
+            event = {**event, "body": body, "isBase64Encoded": False}
+        content_type = header_of(event, "content-type")
+        if content_type is not None and not body:
+            # An empty body has no media type: never let a form or multipart parser near it.
+            event = {
+                **event,
+                "headers": {
+                    k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"
+                },
+                "multiValueHeaders": {
+                    k: v
+                    for k, v in (event.get("multiValueHeaders") or {}).items()
+                    if k.lower() != "content-type"
+                },
+            }
+        elif content_type is not None and not _is_json(content_type):
+            return problems.proxy_problem(
+                415,
+                "unsupported-media-type",
+                "Unsupported media type",
+                f"send the body as application/json, not {content_type[:80]!r}",
+            )
+        if isinstance(body, str) and body and _too_deep(body):
+            return problems.proxy_problem(
+                422,
+                "validation",
+                "Invalid request",
+                f"the request body is nested too deeply (a payload may have {MAX_PAYLOAD_DEPTH} levels)",
+            )
+        return super().resolve(event, context)

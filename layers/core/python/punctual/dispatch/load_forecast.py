@@ -1,0 +1,137 @@
+"""Bursts seen at any lead time: the minute-load ledger, kept current where near slots are made.
+
+The tick sizes a coming minute's pollers and workers two minutes ahead from a sample of its far
+timers. Far timers are written at least ``far_threshold_s`` (180 s) before they are due, so the
+sample sees them all; **near** timers are not there yet: a job registered 150 s (or 40 s) before
+its slot, and the slots of a chain that goes through the near lane (``rate(1 minute)``: each
+slot's timer is written by the release of the one before, 60 s ahead). A 600,000-slot minute of
+those was invisible to the tick until too late.
+
+So whoever makes a near slot records it, ahead, in the minute-load ledger
+(:class:`punctual.store.loads.MinuteLoadRepository`: per minute, slots due and slots due in its
+first ``head_s`` seconds, its burst), and the tick adds the ledger to its far sample:
+
+* **registration and replace** (:meth:`LoadForecast.changed`, also on pause, resume and delete):
+  a job's near slots that no release will forecast — its first slot when it is near, and the
+  first ``n`` slots of a near chain (``n`` periods cover ``horizon_s``) — are added; the job's
+  version before the change has its own taken back;
+* **a release** (:func:`chain_forecast`): a near chain's slot just released forecasts the slot
+  ``n`` periods on (it will be written by a release ``n - 1`` periods from now, too late for the
+  tick), so every slot of a near chain is in the ledger ``horizon_s`` before it is due. One
+  counter write per release chunk and minute, not per slot.
+
+Only load is counted (the slots workers run): lease expiries, queued-slot checks and backfill
+steps are not. It is a forecast: a crash between a write and its ledger entry misses a slot, a
+repeated release counts one twice; neither moves what the tick decides by much, and the
+counters expire a day after their minute.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from punctual.models import Job, JobState
+from punctual.store.loads import MinuteLoad, MinuteLoadRepository
+from punctual.timing.slots import dispatch_instant, first_slot, next_slot, schedule_of
+from punctual.timing.timers import TimerLayout, minute_of
+
+HORIZON_S = 240.0  # a slot is in the ledger this long before it is due: the tick looks 118 s ahead
+MAX_SEEDED = 600  # slots a registration enumerates at most (rate(1 second): 240 in the horizon)
+
+log = logging.getLogger("punctual.dispatch.load_forecast")
+
+
+def add_slot(loads: dict[datetime, MinuteLoad], instant: datetime, head_s: float, count: int = 1) -> None:
+    """Count one slot due at ``instant`` (negative ``count``: take it back)."""
+    minute = minute_of(instant)
+    head = count if (instant - minute).total_seconds() < head_s else 0
+    loads[minute] = loads.get(minute, MinuteLoad()) + MinuteLoad(count, head)
+
+
+def seeded_slots(
+    job: Job, now: datetime, layout: TimerLayout, horizon_s: float = HORIZON_S
+) -> list[datetime]:
+    """The due instants of ``job``'s slots (from ``now``) that its registration forecasts: near
+    ones no release will forecast (see the module docstring). None for a job not ENABLED."""
+    if job.state is not JobState.ENABLED:
+        return []
+    schedule = schedule_of(job)
+    if schedule.kind == "after":
+        return []
+    first = first_slot(job, now)
+    if first is None:
+        return []
+    threshold = timedelta(seconds=layout.far_threshold_s)
+    due = dispatch_instant(job, first)
+    out = [due] if due - now <= threshold else []
+    if schedule.kind == "delay":
+        return out  # later slots chain from finish times: not forecast
+    following = next_slot(job, first)
+    if following is None or following - first > threshold:
+        return out  # a far chain: the tick's sample sees its later slots
+    # A near chain: its first n slots (n periods cover the horizon) have no release to forecast them.
+    period_s = max((following - first).total_seconds(), 1.0)
+    count = min(math.ceil(horizon_s / period_s), MAX_SEEDED)
+    current: datetime | None = following
+    out = [due]
+    while current is not None and len(out) < count:
+        out.append(dispatch_instant(job, current))
+        current = next_slot(job, current)
+    return out
+
+
+def chain_forecast(slot: datetime, following: datetime, horizon_s: float = HORIZON_S) -> datetime:
+    """The slot a release of ``slot`` forecasts, ``following`` being its near chain's next: ``n``
+    periods on, ``n`` periods covering the horizon (exact for rates; a cron's, near enough)."""
+    period = max(following - slot, timedelta(seconds=1))
+    return slot + period * math.ceil(horizon_s / period.total_seconds())
+
+
+@dataclass
+class LoadForecast:
+    """Keeps the ledger current as jobs change (the API's side of it).
+
+    Parameters
+    ----------
+    ledger
+        The minute-load ledger (the store).
+    layout
+        Which slots are near (its far threshold).
+    head_s
+        A minute's head: the slots due in its first seconds (``burst_lateness_target_s``).
+    horizon_s
+        How long before its instant a slot is in the ledger.
+    """
+
+    ledger: MinuteLoadRepository
+    layout: TimerLayout
+    head_s: float
+    horizon_s: float = HORIZON_S
+    rng: random.Random = field(default_factory=random.Random)
+
+    def changed(self, old: Job | None, new: Job | None, now: datetime) -> None:
+        """``old`` became ``new`` (None: created, or deleted): take back what ``old`` forecast and
+        add what ``new`` does. Best effort: a failure is the forecast's loss, never the change's."""
+        loads: dict[datetime, MinuteLoad] = defaultdict(MinuteLoad)
+        if old is not None:
+            for instant in seeded_slots(old, now, self.layout, self.horizon_s):
+                add_slot(loads, instant, self.head_s, -1)
+        if new is not None:
+            for instant in seeded_slots(new, now, self.layout, self.horizon_s):
+                add_slot(loads, instant, self.head_s)
+        self.add(loads)
+
+    def add(self, loads: Mapping[datetime, MinuteLoad]) -> None:
+        changed = {minute: load for minute, load in loads.items() if load.total or load.head}
+        if not changed:
+            return
+        try:
+            self.ledger.add_minute_loads(changed, shard=self.rng.randrange(1 << 16))
+        except Exception:
+            log.warning("could not update the load ledger", exc_info=True)

@@ -1,0 +1,140 @@
+"""Catch-up: drain the past minutes a shard group's watermarks say were not finished.
+
+A poller that died (and was not restarted in its window), or an outage of every poller,
+leaves buckets behind its shards' watermarks. The next poller of those shards drains them
+oldest minute first, **a bounded slice at a time** between its own minute's steps, so that
+no backlog can stall the minute it owns or outlast its deadline without progress:
+
+* each past minute is read from its progress marks on (what an earlier poller released is
+  not read again) and released as an uncertain drain (slots already started are not sent);
+* after each slice the minute's progress mark moves; when the minute is empty the
+  watermarks of its shards move past it, so the next poller resumes where this one stopped;
+* the per-timer slot count of a long outage is bounded by the planner
+  (:data:`punctual.timing.slots.MAX_RELEASE_PER_TIMER`), the rest chains on through near timers.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from punctual.dispatch.polling.config import PollerConfig
+from punctual.dispatch.polling.drain import MinuteDrain
+from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
+from punctual.store.base import JobStore, progress_of
+from punctual.timing.timers import Lane, to_ms
+
+log = logging.getLogger("punctual.dispatch.polling")
+
+_MINUTE = timedelta(minutes=1)
+
+
+@dataclass
+class _Open:
+    """The past minute being drained, and which shards of each lane it covers."""
+
+    minute: datetime
+    shards: dict[Lane, list[int]]
+    drain: MinuteDrain
+
+
+class CatchUp:
+    """The past minutes of one shard group that still hold unreleased timers.
+
+    Parameters
+    ----------
+    store, releaser, config
+        Where timers, watermarks and progress marks are; how slots are released.
+    group, group_count
+        The shard group whose marks this writes.
+    shards
+        The group's shards, per lane.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        releaser: SlotReleaser,
+        config: PollerConfig,
+        group: int,
+        group_count: int,
+        shards: dict[Lane, list[int]],
+    ) -> None:
+        self.store = store
+        self.releaser = releaser
+        self.config = config
+        self.group = group
+        self.group_count = group_count
+        self.shards = shards
+        self.starts: dict[Lane, dict[int, datetime]] = {lane: {} for lane in shards}
+        self.cursor: datetime | None = None  # the next minute to open
+        self.before: datetime | None = None  # minutes up to (not including) this are owed
+        self.open: _Open | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.open is not None or (
+            self.cursor is not None and self.before is not None and self.cursor < self.before
+        )
+
+    def plan(self, before: datetime) -> None:
+        """Owe every bucket from each shard's watermark up to (not including) ``before``.
+
+        A shard with no watermark yet starts at the minute before ``before``.
+        """
+        oldest_allowed = before - timedelta(minutes=self.config.max_catchup_minutes)
+        for lane, shards in self.shards.items():
+            marks = self.store.get_watermarks(lane, shards)
+            for shard in shards:
+                start = max(marks.get(shard, before - _MINUTE), oldest_allowed)
+                self.starts[lane][shard] = max(start, self.starts[lane].get(shard, start))
+        first = min((s for starts in self.starts.values() for s in starts.values()), default=before)
+        # Minutes before the cursor were opened already (drained, or being drained).
+        self.cursor = first if self.cursor is None else max(first, self.cursor)
+        self.before = before if self.before is None else max(self.before, before)
+
+    def slice(self, now: datetime) -> ReleaseReport:
+        """Release at most one slice of the oldest owed minute; move its marks."""
+        if self.open is None and not self._open_next(now):
+            return ReleaseReport()
+        current = self.open
+        assert current is not None
+        report = current.drain.release_due(
+            to_ms(now), limit=self.config.catchup_timers_per_slice, everything=True
+        )
+        if len(current.drain):
+            through = current.drain.released_through_ms
+            if through is not None:
+                self.store.put_progress(current.minute, self.group, self.group_count, through)
+            return report
+        for lane, shards in current.shards.items():
+            if shards:
+                self.store.advance_watermarks(lane, shards, current.minute + _MINUTE)
+        self.open = None
+        return report
+
+    def _open_next(self, now: datetime) -> bool:
+        """Read the next owed minute's buckets (from their progress marks on)."""
+        while self.cursor is not None and self.before is not None and self.cursor < self.before:
+            minute = self.cursor
+            owed = {
+                lane: [s for s, start in starts.items() if start <= minute]
+                for lane, starts in self.starts.items()
+            }
+            if not any(owed.values()):
+                self.cursor = minute + _MINUTE
+                continue
+            marks = self.store.get_progress(minute)
+            drain = MinuteDrain(self.releaser, uncertain_through_ms=to_ms(now))
+            lookback = self.config.near_lookback_ms
+            for lane, shards in owed.items():
+                for shard in shards:
+                    mark = progress_of(marks, shard)
+                    start = None if mark is None else (mark + 1 if lane is Lane.FAR else mark - lookback)
+                    drain.hold(self.store.query_timers(lane, minute, shard, from_ms=start))
+            self.open = _Open(minute, owed, drain)
+            self.cursor = minute + _MINUTE
+            log.info("catching up minute %s: %d timers", f"{minute:%H:%M}", len(drain))
+            return True
+        return False

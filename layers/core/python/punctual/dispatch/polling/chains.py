@@ -1,0 +1,52 @@
+"""What a fire timer means once its job is read: release it, drop it, or account for a pause.
+
+A job's *chain* is its one pending fire timer: each release writes the next. A replace starts a
+new chain for the new spec (``spec_version``), so the old chain's timers are stale. A pause ends
+the chain without changing the spec, and the resume starts it again
+(:meth:`punctual.usecases.jobs.JobService.resume`) from the first slot the pause owes:
+
+* the first slot at or after the pause (``paused_at``): every slot due while paused is the
+  resume's, caught up under the catch-up policy like slots missed in an outage;
+* or earlier, ``owed_from``: a slot due *before* the pause whose timer a poller met only after
+  it (a late release). The poller that meets it while the job is paused records it on the job
+  (:data:`Verdict.PARK`), so the resume starts there;
+* a timer due before the pause that a poller meets only after the resume (a pause and a resume
+  within the poller's lag) found the resume gone past it: the poller catches up those slots
+  itself, up to where the resumed chain starts (:data:`Verdict.ORPHAN`).
+
+So no slot around a pause is dropped silently: it runs, or the catch-up policy records it MISSED.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from punctual.models import Job, JobState
+from punctual.timing.slots import resume_start, schedule_of
+from punctual.timing.timers import Timer, slot_instant
+
+
+class Verdict(Enum):
+    RELEASE = "release"  # the job's current chain: release it
+    STALE = "stale"  # a chain the job no longer has (deleted, new spec, or the resume owns its slots)
+    PARK = "park"  # the job is paused and this slot was due before the pause: the resume owes it
+    ORPHAN = "orphan"  # due before a pause and met after the resume: catch it up here
+
+
+def verdict(timer: Timer, job: Job | None) -> Verdict:
+    """What to do with the chain timer ``timer`` of ``job`` (as read; None when gone)."""
+    if job is None or job.state not in (JobState.ENABLED, JobState.PAUSED):
+        return Verdict.STALE
+    if timer.job_version < job.spec_since or timer.job_version > job.version:
+        return Verdict.STALE  # a replaced spec's chain (or a job read behind its timer)
+    if job.state is JobState.ENABLED and timer.job_version == job.version:
+        return Verdict.RELEASE
+    if schedule_of(job).kind == "delay" or job.paused_at is None:
+        return Verdict.STALE  # delay(...) chains from finish times: its resume starts afresh
+    slot = slot_instant(timer.slot)
+    if slot >= job.paused_at:
+        return Verdict.STALE  # due while paused: the resume's chain starts at or before it
+    if job.state is JobState.PAUSED:
+        return Verdict.PARK
+    start = resume_start(job)
+    return Verdict.ORPHAN if start is not None and slot < start else Verdict.STALE

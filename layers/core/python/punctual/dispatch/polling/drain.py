@@ -1,0 +1,180 @@
+"""The timers of one minute of one shard group, held in due order and released once.
+
+Used for the poller's own minute (filled ahead of time and by near-lane polls) and for
+each past minute that catch-up drains. Two rules keep a restart from re-doing work:
+
+* **A later timer proves the earlier slots of its chain.** The next fire timer of a job is
+  written only after the slots before it were sent (or recorded missed), so a fire timer
+  older than another one held for the same (job, version) is not released again.
+* **Catch-up waits its turn.** With ``defer_catchup`` (the poller's own minute), CATCHUP
+  timers (the rest of a cut-short catch-up) that fall due wait in ``lagging`` and are
+  released by :meth:`release_lagging` in bounded slices, so on-time slots go first.
+* **Uncertain timers are checked.** Timers due before this drain began (a restart, a late
+  start, a dead poller's minute) may have been released already: the releaser reads
+  their slots' execution records and does not send one a worker already started.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Iterable
+
+from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
+from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind
+
+ChainKey = tuple[str, str, int]  # (tenant, job, version)
+
+
+class MinuteDrain:
+    """Held timers of one minute, released in due order.
+
+    Parameters
+    ----------
+    releaser
+        Sends slots and writes next timers.
+    uncertain_through_ms
+        Timers due at or before this instant may have been released by an earlier poller.
+    """
+
+    def __init__(
+        self,
+        releaser: SlotReleaser,
+        uncertain_through_ms: int | None,
+        defer_catchup: bool = False,
+    ) -> None:
+        self.releaser = releaser
+        self.defer_catchup = defer_catchup
+        self.lagging: deque[Timer] = deque()  # CATCHUP timers due, in due order, waiting their turn
+        self.uncertain_through_ms = uncertain_through_ms
+        # (due, sk, arrival, timer): the arrival number breaks ties, so two rows with the same
+        # due and sort key in different lanes (two skewed pollers wrote one next timer into
+        # both) never make the heap compare Timer objects.
+        self.heap: list[tuple[int, str, int, Timer]] = []
+        self._arrivals = itertools.count()
+        # Every timer taken, by what its (pk, sk) is made of, and its job version: a near timer
+        # comes back in every poll of its look-back, and the key is built without formatting the
+        # row's key strings. The version is part of it: a row rewritten for a job's next version
+        # (a replace whose next slot is unchanged) is another timer, even when a read that was
+        # behind handed this drain the old version first. The tenant is part of it: two tenants'
+        # jobs may share an id.
+        self.held: set[tuple[Lane, int, int, str, str, str, int, int]] = set()
+        self.newest_seen: dict[ChainKey, str] = {}  # per chain, the newest fire slot held
+        self.newest_released: dict[ChainKey, str] = {}  # per chain, the newest fire slot released
+        # Everything held that was due at or before this was released (None: nothing yet).
+        self.released_through_ms: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.heap) + len(self.lagging)
+
+    def hold(self, timers: Iterable[Timer]) -> None:
+        held, heap, newest = self.held, self.heap, self.newest_seen
+        for timer in timers:
+            t = timer
+            key = (t.lane, t.shard, t.due_ms, t.tenant, t.job_id, t.slot, t.attempt, t.job_version)
+            if key in held:
+                continue
+            held.add(key)
+            if timer.kind in CHAIN_KINDS:
+                chain = (timer.tenant, timer.job_id, timer.job_version)
+                if newest.get(chain, "") < timer.slot:
+                    newest[chain] = timer.slot
+            heapq.heappush(heap, (timer.due_ms, timer.sk, next(self._arrivals), timer))
+
+    def next_due_ms(self) -> int | None:
+        return self.heap[0][0] if self.heap else None
+
+    def release_due(self, now_ms: int, limit: int | None = None, everything: bool = False) -> ReleaseReport:
+        """Release held timers due by ``now_ms`` (all of them with ``everything``), oldest first,
+        at most ``limit``. On failure the timers go back to the heap and the error propagates."""
+        due: list[Timer] = []
+        heap = self.heap
+        while heap and (everything or heap[0][0] <= now_ms) and (limit is None or len(due) < limit):
+            timer = heapq.heappop(heap)[3]
+            if self.defer_catchup and timer.kind is TimerKind.CATCHUP:
+                self.lagging.append(timer)
+            else:
+                due.append(timer)
+        complete = not heap or heap[0][0] > now_ms  # every timer due by now_ms was taken
+        report = self._release(due)
+        if complete:
+            self._released_through(max(now_ms, due[-1].due_ms) if due else now_ms)
+        elif due:  # cut short by the limit: released up to just before the next one due
+            self._released_through(due[-1].due_ms - 1)
+        return report
+
+    def release_lagging(self, limit: int) -> ReleaseReport:
+        """Release at most ``limit`` of the CATCHUP timers waiting their turn, oldest first."""
+        batch = [self.lagging.popleft() for _ in range(min(limit, len(self.lagging)))]
+        try:
+            return self._release(batch)
+        except Exception:
+            self.lagging.extendleft(reversed(batch))
+            raise
+
+    def _release(self, due: list[Timer]) -> ReleaseReport:
+        if not due:
+            return ReleaseReport()
+        wanted, superseded = self._without_superseded(due)
+        uncertain_ms = self.uncertain_through_ms if self.uncertain_through_ms is not None else -1
+        report = ReleaseReport(superseded=superseded)
+        try:
+            report.merge(self.releaser.release([t for t in wanted if t.due_ms > uncertain_ms]))
+            report.merge(
+                self.releaser.release([t for t in wanted if t.due_ms <= uncertain_ms], uncertain=True)
+            )
+        except Exception:
+            for timer in due:
+                if timer.kind is TimerKind.CATCHUP and self.defer_catchup:
+                    continue  # a lagging batch: the caller puts it back
+                heapq.heappush(self.heap, (timer.due_ms, timer.sk, next(self._arrivals), timer))
+            raise
+        for timer in wanted:
+            if timer.kind in CHAIN_KINDS:
+                chain = (timer.tenant, timer.job_id, timer.job_version)
+                if self.newest_released.get(chain, "") < timer.slot:
+                    self.newest_released[chain] = timer.slot
+        return report
+
+    def _released_through(self, ms: int) -> None:
+        if self.lagging:  # a restart must read the oldest timer still waiting its turn
+            ms = min(ms, self.lagging[0].due_ms - 1)
+        unreleased_before = bool(self.heap) and self.heap[0][0] <= ms
+        if not unreleased_before and (self.released_through_ms is None or ms > self.released_through_ms):
+            self.released_through_ms = ms
+
+    def _without_superseded(self, due: list[Timer]) -> tuple[list[Timer], int]:
+        """Drop fire timers whose chain has moved on, or whose slot this drain released already."""
+        wanted: list[Timer] = []
+        seen, released = self.newest_seen, self.newest_released
+        batch: dict[ChainKey, str] = {}  # one timer per slot in this batch (two lanes may hold it)
+        for timer in due:
+            if timer.kind in CHAIN_KINDS:
+                chain = (timer.tenant, timer.job_id, timer.job_version)
+                slot = timer.slot
+                if (
+                    seen.get(chain, "") > slot
+                    or released.get(chain, "") >= slot
+                    or batch.get(chain, "") >= slot
+                ):
+                    continue
+                batch[chain] = slot
+            wanted.append(timer)
+        return wanted, len(due) - len(wanted)
+
+    def backlog(self, now_ms: int) -> int:
+        """Held timers already due and not yet released (0 unless releases are failing)."""
+        heap = self.heap
+        if not heap or heap[0][0] > now_ms:
+            return 0
+        # Walk the heap from its root, only below due entries: a child is never due before
+        # its parent, so this counts the due ones without reading the (far lane's) rest.
+        count, size, stack = 0, len(heap), [0]
+        while stack:
+            index = stack.pop()
+            if heap[index][0] <= now_ms:
+                count += 1
+                child = 2 * index + 1
+                stack.extend(range(child, min(child + 2, size)))
+        return count

@@ -1,0 +1,307 @@
+"""One poller for one (minute, shard group): read ahead, release at each instant, resume after a crash.
+
+It starts a little before its minute M, and:
+
+1. reads its minute's progress marks: a restarted poller resumes from where the one before
+   it got (far buckets from the mark on; near buckets from the mark minus the look-back),
+   and treats what was due before it started as *uncertain* (see :mod:`.drain`);
+2. reads the far bucket of M for each of its shards once and holds the timers;
+3. until M + 60 s + grace, reads the near buckets of M every poll interval (with a
+   look-back that covers clock skew), releases every held timer at its instant, and every
+   ``progress_interval_s`` in which it released something records how far it got;
+4. between those steps, in bounded slices at most every ``catchup_pause_s``: the rest of
+   catch-ups that were cut short (CATCHUP timers), and the past minutes its shards'
+   watermarks say are owed (:mod:`.catchup`) — the previous minute's only once that
+   minute's own poller (and its retries) should have finished;
+5. at the end, advances the watermark of each shard whose buckets were all released
+   (never past a minute catch-up still owes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from punctual.dispatch.polling.catchup import CatchUp
+from punctual.dispatch.polling.config import PollerConfig
+from punctual.dispatch.polling.drain import MinuteDrain
+from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
+from punctual.store.base import JobStore, progress_of
+from punctual.timing.timers import Lane, from_ms, to_ms
+
+log = logging.getLogger("punctual.dispatch.polling")
+
+
+class MinutePoller(Protocol):
+    """What a minute poll needs of its poller (:class:`punctual.dispatch.polling.poller.Poller` is
+    one). Declared here, where it is used: the poller builds minute polls, so this module never
+    imports it."""
+
+    @property
+    def store(self) -> JobStore: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def config(self) -> PollerConfig: ...
+
+    @property
+    def metrics(self) -> MetricsSink: ...
+
+    @property
+    def releaser(self) -> SlotReleaser: ...
+
+
+class MinutePoll:
+    """The state of one poller for one minute: its drain, near-lane cursor, catch-up, marks."""
+
+    def __init__(self, poller: MinutePoller, minute: datetime, group: int, group_count: int) -> None:
+        self.poller = poller
+        self.store = poller.store
+        self.clock = poller.clock
+        self.config = poller.config
+        layout = self.config.layout
+        self.minute = minute
+        self.group = group
+        self.group_count = group_count
+        self.far = layout.shards_of_group(Lane.FAR, group, group_count)
+        self.near = layout.shards_of_group(Lane.NEAR, group, group_count)
+        self.end = minute + timedelta(minutes=1)
+        self.final = self.end + timedelta(seconds=self.config.grace_s)
+        self.drain = MinuteDrain(poller.releaser, uncertain_through_ms=None, defer_catchup=True)
+        self.catchup = CatchUp(
+            self.store,
+            poller.releaser,
+            self.config,
+            group,
+            group_count,
+            {Lane.FAR: self.far, Lane.NEAR: self.near},
+        )
+        self.report = ReleaseReport()
+        self.failed_shards: set[tuple[Lane, int]] = set()
+        self.previous_checked = False
+        self.unread: set[int] = set()
+        self.far_from: dict[int, int] = {}  # far shard -> first due to read (resuming after a mark)
+        self.next_poll = minute
+        self.last_near_ms: int | None = None
+        self.next_catchup = minute
+        self.marked_ms: int | None = None  # the progress mark last written
+        self.next_mark = minute
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, stop: Callable[[], bool]) -> ReleaseReport:
+        """Start, step until the minute and its grace are over, finish."""
+        self.start()
+        while not stop():
+            wake = self.step()
+            if wake is None:
+                break
+            self.clock.sleep(max(0.0, (wake - self.clock.now()).total_seconds()))
+        if stop():
+            self._mark(force=True)  # cut short (the Lambda is out of time): the next poller resumes
+            return self.report
+        return self.finish()
+
+    def start(self) -> None:
+        """Resume from the minute's progress marks, owe the past, read the far buckets ahead."""
+        now = self.clock.now()
+        self._resume_from_marks(now)
+        self._guarded(lambda: self.catchup.plan(self.minute - timedelta(minutes=1)))
+        self.unread = {shard for shard in self.far if not self._read_far(shard)}
+        self.next_poll = now
+        self.next_catchup = now
+
+    def step(self) -> datetime | None:
+        """One turn of the loop: poll if it is time, release what is due, a slice of catch-up.
+
+        Returns when to wake next, or None when the minute and its grace are over.
+        """
+        cfg = self.config
+        now = self.clock.now()
+        if now >= self.final:
+            return None
+        if not self.previous_checked and now >= self.minute + timedelta(seconds=2 * cfg.grace_s):
+            # The previous minute's poller ran until minute + grace, and is retried at once if
+            # it died: past that, owe what it left (if anything). One more grace avoids racing it.
+            self.previous_checked = True
+            self._guarded(lambda: self.catchup.plan(self.minute))
+        if now >= self.next_poll:
+            self._poll(now)
+        self._release_due()
+        self._mark()
+        self._check_unclaimed()
+        if self._catching_up() and self.clock.now() >= self.next_catchup:
+            self._catch_up_slice()
+        wake = self.next_poll
+        due = self.drain.next_due_ms()
+        if due is not None:
+            wake = min(wake, from_ms(due))
+        if self._catching_up():
+            wake = min(wake, self.next_catchup)
+        check = self.poller.releaser.watch.next_check()
+        if check is not None:
+            wake = min(wake, check)
+        return min(wake, self.final)
+
+    def finish(self) -> ReleaseReport:
+        """Final read of the near buckets, release what is left, advance the watermarks."""
+        for shard in self.near:
+            if not self._read(Lane.NEAR, shard):
+                self.failed_shards.add((Lane.NEAR, shard))
+        self.failed_shards.update((Lane.FAR, shard) for shard in self.unread)
+        for _ in range(5):
+            if not len(self.drain):
+                break
+            self._release_due(everything=True)
+        self.failed_shards.update((t.lane, t.shard) for *_, t in self.drain.heap)
+        # Catch-up still waiting its turn is not dropped: those shards' watermarks stay, and the
+        # next poller drains this minute from its progress mark.
+        self.failed_shards.update((t.lane, t.shard) for t in self.drain.lagging)
+        self._mark(force=True)
+        self._advance()
+        self._finish_checks()
+        return self.report
+
+    def backlog(self, now: datetime) -> int:
+        """Held timers already due and not yet released (releases failing, or catch-up waiting)."""
+        return self.drain.backlog(to_ms(now)) + len(self.drain.lagging)
+
+    # ------------------------------------------------------------------ parts
+
+    def _resume_from_marks(self, now: datetime) -> None:
+        """A poller (re)started after its minute began: what was due may have been released."""
+        if now > self.minute:
+            self.drain.uncertain_through_ms = to_ms(now)
+        try:
+            marks = self.store.get_progress(self.minute)
+        except Exception:
+            log.exception("reading the progress of %s failed: reading it whole", self.minute)
+            return
+        if not marks:
+            return
+        for shard in self.far:
+            mark = progress_of(marks, shard)
+            if mark is not None:
+                self.far_from[shard] = mark + 1
+        near_marks = [progress_of(marks, shard) for shard in self.near]
+        if near_marks and all(m is not None for m in near_marks):
+            self.last_near_ms = min(m for m in near_marks if m is not None)
+        log.info(
+            "minute %s group %d/%d resumes from its progress mark",
+            f"{self.minute:%H:%M}",
+            self.group,
+            self.group_count,
+        )
+
+    def _poll(self, now: datetime) -> None:
+        """Retry far reads that failed, read the near buckets' due range (with the look-back)."""
+        cfg = self.config
+        self.unread = {shard for shard in self.unread if not self._read_far(shard)}
+        now_ms = to_ms(now)
+        horizon = now_ms + int(cfg.poll_interval_s * 1000)
+        base = self.last_near_ms if self.last_near_ms is not None else to_ms(self.minute)
+        start = base - cfg.near_lookback_ms
+        ok = [self._read(Lane.NEAR, shard, start, horizon) for shard in self.near]
+        if all(ok):  # on a failed read, look back again from the same place next time
+            self.last_near_ms = now_ms
+        self.next_poll = now + timedelta(seconds=cfg.poll_interval_s)
+        self.poller.metrics.add("Backlog", self.backlog(now))
+
+    def _read_far(self, shard: int) -> bool:
+        return self._read(Lane.FAR, shard, self.far_from.get(shard))
+
+    def _read(self, lane: Lane, shard: int, from_ms: int | None = None, to_ms: int | None = None) -> bool:
+        """Hold the timers of one bucket (or a due range of it); False if the read failed."""
+        try:
+            self.drain.hold(self.store.query_timers(lane, self.minute, shard, from_ms, to_ms))
+            return True
+        except Exception:
+            log.exception("reading %s bucket %s/%s failed; will retry", lane.value, self.minute, shard)
+            return False
+
+    def _release_due(self, everything: bool = False) -> None:
+        try:
+            self.report.merge(self.drain.release_due(to_ms(self.clock.now()), everything=everything))
+        except Exception:
+            log.exception("releasing due timers failed; will retry")
+            self.clock.sleep(0.2)
+
+    def _check_unclaimed(self) -> None:
+        """Re-send what the Lambda lane was sent and no worker claimed (:mod:`.resend`)."""
+        watch = self.poller.releaser.watch
+        check = watch.next_check()
+        if check is None or check > self.clock.now():
+            return
+        try:
+            watch.check(self.clock.now())
+        except Exception:
+            log.exception("checking for unclaimed messages failed; will retry")
+
+    def _finish_checks(self) -> None:
+        """The first check of what was sent in the minute's last seconds (at most ``resend_after_s``
+        more): a worker that died before its handler ran is not left to the queue's timeout."""
+        watch = self.poller.releaser.watch
+        deadline = self.clock.now() + timedelta(seconds=self.config.resend_after_s + 1)
+        while (check := watch.next_check()) is not None and check <= deadline:
+            self.clock.sleep(max(0.0, (check - self.clock.now()).total_seconds()))
+            self._check_unclaimed()
+
+    def _catching_up(self) -> bool:
+        return bool(self.drain.lagging) or self.catchup.pending
+
+    def _catch_up_slice(self) -> None:
+        """One bounded turn of catch-up work: chains cut short in this minute, then past minutes."""
+        try:
+            if self.drain.lagging:
+                self.report.merge(self.drain.release_lagging(self.config.catchup_timers_per_slice))
+            if self.catchup.pending:
+                self.report.merge(self.catchup.slice(self.clock.now()))
+            self.next_catchup = self.clock.now() + timedelta(seconds=self.config.catchup_pause_s)
+        except Exception:
+            log.exception("catch-up slice failed; will retry")
+            self.next_catchup = self.clock.now() + timedelta(seconds=self.config.poll_interval_s)
+
+    def _mark(self, force: bool = False) -> None:
+        """Record how far this minute is released, every ``progress_interval_s`` (or now)."""
+        now = self.clock.now()
+        if not force and now < self.next_mark:
+            return
+        through = self.drain.released_through_ms
+        if through is None or self.unread:
+            return  # a far bucket not read yet: a restart must read it whole
+        if self.last_near_ms is not None:
+            through = min(through, self.last_near_ms)
+        if self.marked_ms is not None and through <= self.marked_ms:
+            return
+        try:
+            self.store.put_progress(self.minute, self.group, self.group_count, through)
+            self.marked_ms = through
+        except Exception:
+            log.exception("writing the progress mark of %s failed", self.minute)
+        self.next_mark = now + timedelta(seconds=self.config.progress_interval_s)
+
+    def _guarded(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except Exception:
+            log.exception("poller step failed (minute %s)", self.minute)
+            self.failed_shards.update((Lane.FAR, s) for s in self.far)
+            self.failed_shards.update((Lane.NEAR, s) for s in self.near)
+
+    def _advance(self) -> None:
+        if self.catchup.pending:
+            return  # never past a minute catch-up still owes: the next poller drains from there
+        for lane, shards in ((Lane.FAR, self.far), (Lane.NEAR, self.near)):
+            done = [s for s in shards if (lane, s) not in self.failed_shards]
+            if not done:
+                continue
+            try:
+                self.store.advance_watermarks(lane, done, self.end)
+            except Exception:
+                log.exception("advancing the %s watermarks failed: the next poller drains again", lane.value)

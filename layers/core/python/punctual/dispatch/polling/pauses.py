@@ -1,0 +1,75 @@
+"""The two pause cases a poller acts on (see :mod:`punctual.dispatch.polling.chains`).
+
+* **Park.** A paused job's chain timer whose slot was due before the pause: the slot was never
+  released, so the resume owes it. The job records it as ``owed_from`` (the earliest such slot)
+  by a version-checked write, so that a resume racing this write either sees it or fails its own
+  version check and reads the job again: the owed slot is never lost between the two.
+* **Orphan.** The same timer met only after the resume, which started the chain at the pause:
+  the slots from the timer's up to that start are caught up here, under the catch-up policy.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from punctual.dispatch.polling.chains import Verdict, verdict
+from punctual.models import Job
+from punctual.store.base import JobStore, VersionConflictError
+from punctual.timing.slots import ReleasePlan, plan_release, resume_start
+from punctual.timing.timers import Timer, slot_instant
+
+log = logging.getLogger("punctual.dispatch.polling")
+
+PARK_TRIES = 3
+OWED_BY_PAUSE = "job paused"  # the cause put before the reason of a slot a pause made missed
+
+
+class Pauses:
+    """Parks owed slots on paused jobs and plans orphaned chains.
+
+    Parameters
+    ----------
+    store
+        The job store.
+    """
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+
+    def park(self, job: Job, timer: Timer) -> tuple[Job | None, Verdict]:
+        """Record the timer's slot as owed by the pause of ``job``; returns the job as it is then
+        and what to do with the timer now (STALE once parked; the job changed: decided again)."""
+        for _ in range(PARK_TRIES):
+            if job.owed_from is not None and job.owed_from <= timer.slot:
+                return job, Verdict.STALE  # an earlier slot is owed already: the resume starts there
+            parked = job.model_copy(
+                update={"owed_from": timer.slot, "version": job.version + 1, "spec_version": job.spec_since}
+            )
+            try:
+                self.store.replace_job(parked, expected_version=job.version)
+            except VersionConflictError:
+                found = self.store.get_job(job.tenant, job.id)  # consistent: what the write met
+                again = verdict(timer, found)
+                if again is not Verdict.PARK or found is None:
+                    return found, again
+                job = found
+                continue
+            log.info("job %s: slot %s owed by its pause", job.id, timer.slot)
+            return parked, Verdict.STALE
+        log.warning("job %s kept changing; slot %s left to the chain auditor", job.id, timer.slot)
+        return job, Verdict.STALE
+
+    @staticmethod
+    def orphan_plan(chain: Job, timer: Timer, now: datetime) -> ReleasePlan:
+        """The slots of a chain a pause cut, from the timer's up to where the resumed chain
+        starts: every one late (due before the pause), decided by the catch-up policy."""
+        return plan_release(
+            chain,
+            slot_instant(timer.slot),
+            now,
+            due=timer.due,
+            owed_before=now,
+            stop_before=resume_start(chain),
+            cause=OWED_BY_PAUSE,
+        )

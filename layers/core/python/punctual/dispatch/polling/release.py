@@ -1,0 +1,468 @@
+"""Releasing due timers: send each slot to its FIFO queue, then write the job's next timer.
+
+**Send first, next timer second.** A crash between the two re-sends the same dedup id and
+re-writes the same next timer row, so nothing is lost or doubled.
+
+A release is *uncertain* when an earlier poller may already have made it (a restarted
+poller's first seconds, a dead poller's minute drained by another): then the slots'
+execution records are read first, and a slot a worker has already started is not sent
+again (the next timer is still written: it may be what the crash lost). Fire delay is
+counted once per slot, when it is sent for the first time as far as the poller can tell.
+
+A slot that is not run gets an execution record that says why (status MISSED): dropped by
+the catch-up policy or its window, after an outage or while its job was paused. Those records
+are conditional puts, so a slot is counted missed once however often it is read; a long run of
+them is one range record (:mod:`punctual.dispatch.polling.unrun`). A pause ends the job's chain and the
+resume starts it again from the slots the pause owes (:mod:`punctual.dispatch.polling.chains`).
+
+**Burst smoothing.** A first attempt whose target has a rate budget is placed in the budget
+(:mod:`punctual.dispatch.smoothing`), on an instant reserved in the table so that every poller of the
+deployment shares the budget (:mod:`punctual.dispatch.budget_reservations`): its message carries
+``not_before``, the instant the budget gives it,
+never later than the slot's instant plus the job's ``max_lateness_seconds``; the worker holds it
+until then. A slot the budget cannot take within that bound is sent on time and reported
+(``RateBudgetOverruns``, the overrun sink, and a ``Rate Budget Overrun`` event). The message is
+sent at once either way, so a crash after the send loses nothing.
+
+A slot on a day of a calendar its job excludes (:mod:`punctual.usecases.calendars`) is not sent: it
+gets a record EXCLUDED naming the calendar and the version it was decided on, and the chain
+goes on to the next slot. The calendars are read here, at release (one batched, eventually
+consistent read per chunk, only for jobs that exclude any; read again strongly consistently
+before a slot is excluded, or when a calendar a job names is missing), so a calendar change
+applies from the next released slot on without touching the jobs that use it. A calendar that
+is gone (a job write checks that each exists and a delete refuses one in use: a fault) runs
+nothing: the job's slots are recorded MISSED, ``calendar missing``, with the missed event and
+alert.
+
+**Nothing is dropped on a read that may be behind.** Jobs and calendars are read eventually
+consistently (half the cost); a timer that read would drop (job missing, paused, at another
+version) or a slot it would exclude is decided only after a strongly consistent read.
+
+ALERT timers are alerts' sweeps (:mod:`punctual.delivery.notifications.sweep`): each is handed to a worker.
+
+BACKFILL timers are the steps of backfills (:mod:`punctual.usecases.backfill_runner`): each is handed to
+the backfill runner, which sends the backfill's next slots and arms its next step.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from punctual.delivery.notifications import Notifier
+from punctual.delivery.notifications.sweep import sweep_message
+from punctual.dispatch.budget_reservations import BudgetRequest, SharedBudgetLedger
+from punctual.dispatch.load_forecast import add_slot, chain_forecast
+from punctual.dispatch.polling.chains import Verdict, verdict
+from punctual.dispatch.polling.config import PollerConfig
+from punctual.dispatch.polling.fairness import interleave_tenants
+from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, Pauses
+from punctual.dispatch.polling.resend import ResendWatch
+from punctual.dispatch.polling.unrun import CalendarExclusions, UnrunSlots, range_record, unrun_record
+from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for, spec_of
+from punctual.dispatch.smoothing import HEAD_START_S, LoggedOverruns, Overrun, OverrunSink, target_key
+from punctual.execution.chain_ends import complete_job
+from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
+from punctual.security.tenant_quotas import BackfillQuota
+from punctual.store.base import ExecutionKey, JobStore
+from punctual.store.loads import MinuteLoad
+from punctual.timing.instants import format_instant_ms
+from punctual.timing.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
+from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, from_ms, slot_instant, slot_key
+from punctual.usecases.backfill_runner import BackfillRunner
+
+log = logging.getLogger("punctual.dispatch.polling")
+
+CHUNK = 100  # BatchGetItem's limit: timers are released in chunks of this many, concurrently
+
+
+@dataclass
+class ReleaseReport:
+    released: int = 0  # messages sent
+    stale: int = 0  # timers of a job gone, changed or paused, and follow-ups no longer wanted
+    superseded: int = 0  # timers and slots an earlier release already handled (not sent again)
+    skipped: int = 0  # slots newly recorded MISSED
+    excluded: int = 0  # slots newly recorded EXCLUDED (a calendar the job excludes)
+    completed: int = 0  # one-time jobs and jobs past their end, marked COMPLETED
+    fire_delays_ms: list[float] = field(default_factory=list)  # one per slot sent for the first time
+
+    def merge(self, other: ReleaseReport) -> None:
+        self.released += other.released
+        self.stale += other.stale
+        self.superseded += other.superseded
+        self.skipped += other.skipped
+        self.excluded += other.excluded
+        self.completed += other.completed
+        self.fire_delays_ms.extend(other.fire_delays_ms)
+
+
+@dataclass
+class _Outgoing:
+    """What one chunk sends and writes, gathered before anything is sent."""
+
+    messages: dict[str, list[DispatchMessage]] = field(default_factory=lambda: defaultdict(list))
+    delays_ms: list[float] = field(default_factory=list)
+    next_timers: list[Timer] = field(default_factory=list)
+    completions: list[Job] = field(default_factory=list)
+    forecast: dict[datetime, MinuteLoad] = field(default_factory=dict)  # near chains' slots, ahead
+    missed: list[Execution] = field(default_factory=list)
+    excluded: list[Execution] = field(default_factory=list)
+    budgeted: list[tuple[str, int, Job, BudgetRequest]] = field(default_factory=list)  # (queue, index)
+
+
+class SlotReleaser:
+    """Turns due timers into messages, next timers, MISSED records and completions.
+
+    Parameters
+    ----------
+    store, queues
+        The storage and FIFO queue ports.
+    clock
+        Every clock read goes through it.
+    config
+        Queues, layout and retention.
+    metrics
+        Where SlotsReleased, FireDelayMs, SlotsMissed and StaleTimersIgnored go.
+    pool
+        Runs chunks of a large release concurrently.
+    notifier
+        Publishes the events of the slots recorded MISSED (default: none). Their ``missed`` alerts
+        go to a worker as ``alert`` messages.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        queues: QueuePort,
+        clock: Clock,
+        config: PollerConfig,
+        metrics: MetricsSink,
+        pool: ThreadPoolExecutor,
+        notifier: Notifier | None = None,
+        overruns: OverrunSink | None = None,
+    ) -> None:
+        self.notifier = notifier or Notifier()
+        self.store = store
+        self.queues = queues
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics
+        self.pool = pool
+        self.routing = config.routing
+        self.ledger = SharedBudgetLedger(store, config.rate_budgets, metrics=metrics)
+        self.overruns: OverrunSink = overruns or LoggedOverruns()
+        quota = BackfillQuota(
+            store, config.max_backfills_per_tenant, config.backfill_slots_per_minute_per_tenant
+        )
+        self.backfills = BackfillRunner(store, queues, clock, config.layout, config.routing, quota=quota)
+        self.pauses = Pauses(store)
+        self.exclusions = CalendarExclusions(store, metrics)
+        self.unrun = UnrunSlots(
+            store, queues, clock, config.retention_days, metrics, self.notifier, self.queue_for
+        )
+        # What it sends to the Lambda lane, re-sent if no worker claims it (polling.resend).
+        self.watch = ResendWatch(store, queues, config.short_queue_urls, metrics, config.resend_after_s)
+
+    def queue_for(self, job: Job) -> str:
+        return self.routing.queue_for(job)
+
+    def release(self, timers: Sequence[Timer], uncertain: bool = False) -> ReleaseReport:
+        """Release due timers now. ``uncertain``: they may have been released before.
+
+        Raises if a send or a write fails after retries; the caller keeps the timers and
+        tries again (a repeat is harmless: same dedup ids, same timer rows).
+        """
+        report = ReleaseReport()
+        if not timers:
+            return report
+        timers = interleave_tenants(timers)  # one tenant's burst cannot push another's slots back
+        chunks = [timers[i : i + CHUNK] for i in range(0, len(timers), CHUNK)]
+        # The first chunk alone, before the others start: it holds every tenant's first slots,
+        # which so enter the queues ahead of the rest of a burst (run side by side, a later chunk
+        # could be sent first).
+        report.merge(self._release_chunk(chunks[0], uncertain))
+        futures = [self.pool.submit(self._release_chunk, chunk, uncertain) for chunk in chunks[1:]]
+        for future in futures:
+            report.merge(future.result())
+        self.notifier.flush()  # the rate budget overruns' events
+        self._record(report)
+        return report
+
+    def _release_chunk(self, timers: Sequence[Timer], uncertain: bool) -> ReleaseReport:
+        now = self.clock.now()
+        self.ledger.fresh_reads()  # a budget's first slot in this chunk reads its reservations again
+        report = ReleaseReport()
+        out = _Outgoing()
+        jobs = self._read_jobs(timers)
+        fire = [t for t in timers if t.kind in CHAIN_KINDS]
+        plans: list[tuple[Job, ReleasePlan]] = []
+        for timer in fire:
+            job = jobs.get((timer.tenant, timer.job_id))
+            found = verdict(timer, job)
+            if found is Verdict.PARK and job is not None:
+                job, found = self.pauses.park(job, timer)
+                if job is not None:
+                    jobs[(job.tenant, job.id)] = job
+            if found is Verdict.RELEASE and job is not None:
+                plans.append((job, self._plan(job, timer, now)))
+            elif found is Verdict.ORPHAN and job is not None:
+                # Released as the chain it is (its version): the job's current chain stays apart.
+                chain = job.model_copy(update={"version": timer.job_version})
+                plans.append((chain, self.pauses.orphan_plan(chain, timer, now)))
+            else:
+                report.stale += 1
+        excluded, missed = self.exclusions.exclude(plans, now)
+        out.excluded.extend(excluded)
+        out.missed.extend(missed)
+        started = self._started_slots(plans) if uncertain else set()
+        for job, plan in plans:
+            self._plan_outgoing(job, plan, started, now, out, report)
+        self._smooth(out)
+        followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind is not TimerKind.BACKFILL]
+        self._followups(followups, jobs, now, out, report)
+        for timer in timers:
+            if timer.kind is TimerKind.BACKFILL:
+                report.released += self.backfills.step(timer, jobs.get((timer.tenant, timer.job_id)))
+
+        # Send first, next timers second: see the module docstring.
+        for queue, messages in out.messages.items():
+            if messages:
+                self.queues.send(queue, messages)
+                self.watch.sent(queue, messages, now)
+                report.released += len(messages)
+        report.fire_delays_ms.extend(out.delays_ms)
+        if out.next_timers:
+            self.store.put_timers(out.next_timers)
+        if out.forecast:
+            self._forecast(out.forecast)
+        report.skipped += self.unrun.record_missed(out.missed, jobs)
+        report.excluded += self.unrun.record_excluded(out.excluded)
+        for job in out.completions:
+            report.completed += self._complete(job, now)
+        return report
+
+    def _read_jobs(self, timers: Sequence[Timer]) -> dict[tuple[str, str], Job]:
+        """The timers' jobs: read eventually consistently, and again strongly for every timer the
+        first read would call stale.
+
+        An eventually consistent read (half the cost) may answer a job as it was a moment ago:
+        missing when it was just created, at its previous version when it was just resumed or
+        replaced. Nothing is dropped on that answer alone: a job missing, not ENABLED, or at
+        another version than its fire timer is read again strongly consistently, and only that
+        answer decides. A job paused or replaced a moment ago may still release one more slot of
+        the old version (the read is never ahead), which the worker's claim checks again.
+        """
+        keys = {(t.tenant, t.job_id) for t in timers}
+        jobs = self.store.batch_get_jobs(keys, consistent=False)
+        doubtful = {
+            (t.tenant, t.job_id) for t in timers if not self._current_for(t, jobs.get((t.tenant, t.job_id)))
+        }
+        if doubtful:
+            fresh = self.store.batch_get_jobs(doubtful, consistent=True)
+            for key in doubtful:
+                if key in fresh:
+                    jobs[key] = fresh[key]
+                else:
+                    jobs.pop(key, None)
+        return jobs
+
+    @staticmethod
+    def _current_for(timer: Timer, job: Job | None) -> bool:
+        """Whether ``job``, as read, lets ``timer`` go ahead (False: the timer would be dropped)."""
+        if job is None:
+            return False
+        if timer.kind in CHAIN_KINDS:
+            return job.state is JobState.ENABLED and job.version == timer.job_version
+        return job.state is not JobState.DELETED
+
+    def _started_slots(self, plans: list[tuple[Job, ReleasePlan]]) -> set[ExecutionKey]:
+        """Of the slots these plans would send, those a worker already started (or ran)."""
+        keys = {(job.tenant, job.id, slot_key(slot)) for job, plan in plans for slot in plan.release}
+        if not keys:
+            return set()
+        records = self.store.batch_get_executions(keys)
+        # A MISSED record is final (the claim drops the slot); only a superseded one may run.
+        return {key for key, record in records.items() if record.status is not ExecutionStatus.SUPERSEDED}
+
+    def _plan_outgoing(
+        self,
+        job: Job,
+        plan: ReleasePlan,
+        started: set[ExecutionKey],
+        now: datetime,
+        out: _Outgoing,
+        report: ReleaseReport,
+    ) -> None:
+        queue = self.queue_for(job)
+        spec = spec_of(job)  # once per job, whatever number of its slots go
+        ends = plan.chain and plan.next_slot is None  # no next timer: the job completes
+        handed_over = False
+        for slot in plan.release:
+            key = slot_key(slot)
+            if (job.tenant, job.id, key) in started:
+                report.superseded += 1
+                continue
+            scheduled = dispatch_instant(job, slot)
+            last = ends and slot == plan.release[-1]
+            message = message_for(job, key, scheduled, 1, MessageKind.FIRE, now, spec=spec, last=last)
+            request = self._budget_request(job, message.slot, scheduled)
+            if request is not None:  # placed with the chunk's other budgeted slots (_smooth)
+                out.budgeted.append((queue, len(out.messages[queue]), job, request))
+            out.messages[queue].append(message)
+            out.delays_ms.append((now - scheduled).total_seconds() * 1000)
+            handed_over = handed_over or last
+        out.missed.extend(unrun_record(job, slot, reason, now) for slot, reason in plan.missed)
+        out.missed.extend(range_record(job, missed, now) for missed in plan.ranges)
+        if plan.next_slot is not None:
+            timer = fire_timer(self.config.layout, job, plan.next_slot, now, chained=True)
+            out.next_timers.append(timer)
+            if timer.lane is Lane.NEAR and plan.release:
+                # A near chain: this release forecasts a slot a horizon on (punctual.dispatch.load_forecast).
+                ahead = chain_forecast(plan.release[-1], plan.next_slot, self.config.forecast_horizon_s)
+                add_slot(out.forecast, dispatch_instant(job, ahead), self.config.burst_head_s)
+        elif ends and not handed_over:
+            # No message ends the chain (its last slot was missed, excluded or already started):
+            # the poller marks the job itself, on this rare path only (punctual.execution.chain_ends).
+            out.completions.append(job)
+
+    @staticmethod
+    def _plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
+        """The release plan of a timer of the job's chain; a RESUME timer's slots due before it
+        were owed by a pause (the catch-up policy decides them, whatever their lateness)."""
+        slot, due = slot_instant(timer.slot), timer.due
+        if timer.kind is TimerKind.RESUME:
+            return plan_release(job, slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE)
+        return plan_release(job, slot, now, due=due)
+
+    def _forecast(self, loads: dict[datetime, MinuteLoad]) -> None:
+        """Add a chunk's forecast to the minute-load ledger: one write per minute, best effort (a
+        failure costs the forecast, never the release)."""
+        try:
+            self.store.add_minute_loads(loads, shard=random.randrange(1 << 16))
+        except Exception:
+            log.warning("could not add a release's forecast to the load ledger", exc_info=True)
+
+    def _budget_request(self, job: Job, slot: str, scheduled: datetime) -> BudgetRequest | None:
+        """The placement a slot's target's rate budget asks for (None: no budget applies)."""
+        own = getattr(job.target, "rate_budget_per_second", None)
+        if own is None and not self.ledger.budgets:
+            return None  # no budget can apply (the usual case): no target key to work out
+        key = target_key(job.target)
+        rate = self.ledger.rate_for(job.tenant, key, own)
+        if rate is None:
+            return None
+        lateness = job.max_lateness_seconds
+        lateness_s = self.config.max_lateness_s if lateness is None else float(lateness)
+        # Its message reaches a worker before its call: a slot released less than HEAD_START_S
+        # before its instant goes no earlier than HEAD_START_S after the instant. Anchored on the
+        # instant, not the release, so that the pollers of a group (each releases every slot of
+        # it, SQS keeping one message per slot) place each slot at the same instant.
+        head = None
+        if self.clock.now() + timedelta(seconds=HEAD_START_S) > scheduled:
+            head = scheduled + timedelta(seconds=HEAD_START_S)
+        # The owner names the slot: every poller of the deployment shares the placement.
+        return BudgetRequest(job.tenant, key, f"{job.id}/{slot}", rate, scheduled, lateness_s, head)
+
+    def _smooth(self, out: _Outgoing) -> None:
+        """Give the chunk's budgeted messages the instants their budgets give them, placed together
+        (see the module docstring); report those the budget cannot take within their lateness."""
+        if not out.budgeted:
+            return
+        placements = self.ledger.place_all([request for *_, request in out.budgeted])
+        for (queue, index, job, request), placement in zip(out.budgeted, placements, strict=True):
+            message = out.messages[queue][index]
+            if placement.overrun:
+                self.metrics.add("RateBudgetOverruns", 1)
+                overrun = Overrun(
+                    job.tenant,
+                    job.id,
+                    message.slot,
+                    request.key,
+                    request.rate,
+                    request.max_lateness_s,
+                    request.due,
+                )
+                self.overruns.overrun(overrun)
+                self.notifier.overrun(job, overrun, self.clock.now())  # the event (sent with the release)
+            if placement.release_at > request.due:
+                out.messages[queue][index] = replace(
+                    message, not_before=format_instant_ms(placement.release_at)
+                )
+
+    def _followups(
+        self,
+        timers: list[Timer],
+        jobs: dict[tuple[str, str], Job],
+        now: datetime,
+        out: _Outgoing,
+        report: ReleaseReport,
+    ) -> None:
+        """Retry, lease, child and queued timers: send a message if the record still waits for it.
+        ALERT timers: each alert's sweep goes to a worker (:mod:`punctual.delivery.notifications.sweep`),
+        which reads the alert; no record is read for it here."""
+        if not timers:
+            return
+        keys = {(t.tenant, t.job_id, t.slot) for t in timers if t.kind is not TimerKind.ALERT}
+        executions = self.store.batch_get_executions(keys) if keys else {}
+        for timer in timers:
+            job = jobs.get((timer.tenant, timer.job_id))
+            execution = executions.get((timer.tenant, timer.job_id, timer.slot))
+            message = None
+            if timer.kind is TimerKind.ALERT:
+                message = sweep_message(job, timer, now)
+            elif job is not None and job.state is not JobState.DELETED and execution is not None:
+                message = self._followup(timer, job, execution, now)
+            if message is None:
+                report.stale += 1
+                continue
+            out.messages[self.queue_for(job)].append(message)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _followup(timer: Timer, job: Job, execution: Execution, now: datetime) -> DispatchMessage | None:
+        status, attempt = execution.status, execution.attempt
+        if timer.kind is TimerKind.RETRY:
+            if status is ExecutionStatus.RETRY_WAIT and attempt == timer.attempt - 1:
+                return message_for(
+                    job, timer.slot, from_ms(timer.due_ms), timer.attempt, MessageKind.RETRY, now
+                )
+            return None
+        if timer.kind is TimerKind.LEASE:
+            lease = execution.lease_until
+            lease_lapsed = lease is not None and lease <= now
+            if status is ExecutionStatus.RUNNING and execution.owner == timer.owner and lease_lapsed:
+                # The worker is gone: the next attempt takes over (the claim fences the old owner).
+                return message_for(
+                    job, timer.slot, execution.scheduled_at, attempt + 1, MessageKind.TAKEOVER, now
+                )
+            return None
+        if timer.kind is TimerKind.CHILD:
+            return message_for(job, timer.slot, from_ms(timer.due_ms), 1, MessageKind.CHILD, now)
+        if timer.kind is TimerKind.QUEUED and status is ExecutionStatus.QUEUED:
+            # A slot queued behind another (overlap queue): its claim checks it still waits.
+            return message_for(job, timer.slot, execution.scheduled_at, attempt, MessageKind.CHECK, now)
+        return None
+
+    def _complete(self, job: Job, now: datetime) -> int:
+        """A one-time job, or a job past ``end_at``, whose last slot no message carries: mark it
+        COMPLETED here (the usual case is the worker's: :mod:`punctual.execution.chain_ends`)."""
+        return int(complete_job(self.store, job, self.clock))
+
+    def _record(self, report: ReleaseReport) -> None:
+        self.metrics.add("SlotsReleased", report.released)
+        if report.stale:
+            self.metrics.add("StaleTimersIgnored", report.stale)
+        if report.superseded:
+            self.metrics.add("ResendsAvoided", report.superseded)
+        if report.skipped:
+            self.metrics.add("SlotsMissed", report.skipped)
+        if report.excluded:
+            self.metrics.add("SlotsExcluded", report.excluded)
+        for delay in report.fire_delays_ms:
+            self.metrics.add("FireDelayMs", delay, "Milliseconds")

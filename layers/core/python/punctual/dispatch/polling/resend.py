@@ -1,0 +1,257 @@
+"""Re-sending what no worker claimed: the bound on a worker that dies before its handler runs.
+
+A Lambda worker leases its batch's messages for seconds as soon as its handler starts
+(:mod:`punctual.execution.batch`). One that dies *before* that (an init failure, a crash while
+the runtime starts) leaves the batch in flight for the short queue's visibility timeout, which
+the event source mapping requires to be at least the function's (960 s), and FIFO keeps the
+message's group behind it for as long.
+
+The poller is alive all its minute, so it watches what it sends to the Lambda lane: a few
+seconds after a message (a slot's first attempt, a retry, a takeover, a dependant's slot) was
+sent, it reads the slot's record (one eventually consistent read per message, batched by 100).
+A message whose attempt no worker has recorded yet is sent again with ``resend`` n + 1: another
+message group and deduplication id (:attr:`punctual.dispatch.queues.DispatchMessage.group_id`), so it
+passes a group held by a dead worker, and the claim keeps the slot to one run whichever copy
+comes first (the held original is dropped, or repairs, when it comes back). Each message is
+re-sent at most :data:`MAX_RESENDS` times, each copy checked as long after its send. A smoothed
+message (``not_before``, :mod:`punctual.dispatch.smoothing`) is held in the queue until its instant by
+design: it is checked that long after its instant, not after its send.
+
+**A claimed slot whose lease lapsed.** A check that finds the slot claimed but still RUNNING
+watches on: at its lease's end (plus :data:`LAPSED_AFTER_S`) it reads the record again, and when
+the lease has lapsed (confirmed by a strongly consistent read) it sends a takeover of the next
+attempt, again in a group and with a deduplication id of its own. That bounds a double fault the
+lease alone does not: the worker of a run dies, its message comes back when its visibility
+lapses, and the worker that receives it dies *before its handler holds it* — the message is then
+in flight for the queue's whole timeout, no LEASE timer is written on the Lambda lane, and the
+slot would stay RUNNING for a quarter of an hour. The claim keeps it to one run: a lease still
+live (a heartbeat the eventually consistent read missed) makes the takeover wait, never run.
+The watch lasts while the poller does (its minute and grace); runs that outlive it keep the
+message's own lease.
+
+What it costs: one read unit per two watched messages, one more per lease period for a run that
+outlives its first check, and at most :data:`MAX_PER_ROUND` re-sends a check round (one a
+second), so a queue that is merely busy (a burst being drained) gets a trickle of duplicates the
+claims drop, not a second burst.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort
+from punctual.models import Execution, ExecutionStatus
+from punctual.runtime.observability import MetricsSink
+from punctual.store.base import ExecutionKey, JobStore
+
+log = logging.getLogger("punctual.dispatch.polling")
+
+RESEND_AFTER_S = 4.0  # longer than a healthy worker takes to claim (claims are sub-second)
+MAX_RESENDS = 3
+# A claimed slot's record is read again this long after its lease's end: a live worker renews its
+# lease well before it ends (at half the lease), so a lease lapsed this long means a lost worker.
+LAPSED_AFTER_S = 1.0
+MAX_TAKEOVERS = 3  # takeover copies the watch sends for one message, at most
+MAX_PER_ROUND = 50
+MAX_READ_PER_ROUND = 1000
+# What a worker records when it claims: the kinds whose claim writes (or advances) the record.
+WATCHED = frozenset({MessageKind.FIRE, MessageKind.RETRY, MessageKind.TAKEOVER, MessageKind.CHILD})
+
+
+@dataclass(order=True)
+class _Watched:
+    check_at: datetime
+    seq: int
+    queue: str = field(compare=False)
+    message: DispatchMessage = field(compare=False)
+    wait_s: float = field(compare=False)
+    takeovers: int = field(default=0, compare=False)  # copies sent for a lapsed lease
+
+
+def _held_until(message: DispatchMessage) -> datetime:
+    """When a worker may claim ``message``: a smoothed one waits in the queue for its instant
+    (``not_before``, :mod:`punctual.dispatch.smoothing`), so it is not unclaimed before then."""
+    return message.held_until or datetime.min.replace(tzinfo=UTC)
+
+
+def _lapsed_at(record: Execution) -> datetime | None:
+    """When a RUNNING record's lease counts as lost (:data:`LAPSED_AFTER_S` past its end); None
+    when the record is not running on a lease."""
+    if record.status is not ExecutionStatus.RUNNING or record.lease_until is None:
+        return None
+    return record.lease_until + timedelta(seconds=LAPSED_AFTER_S)
+
+
+def claimed(message: DispatchMessage, attempt: int | None) -> bool:
+    """Whether a record at ``attempt`` (None: no record) shows the message's attempt claimed: the
+    record reached it (running, ended, queued behind the slot before it, or parked)."""
+    return attempt is not None and attempt >= message.attempt
+
+
+class ResendWatch:
+    """Watches one poller's sends to the Lambda lane and re-sends what no worker claimed.
+
+    Parameters
+    ----------
+    store, queues
+        Reads the records; re-sends.
+    watched_queues
+        The queues whose consumer takes its batch before its handler runs (the short lane).
+    after_s
+        How long a message may go unclaimed before it is re-sent.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        queues: QueuePort,
+        watched_queues: Collection[str],
+        metrics: MetricsSink,
+        after_s: float = RESEND_AFTER_S,
+    ) -> None:
+        self.store = store
+        self.queues = queues
+        self.watched_queues = frozenset(watched_queues)
+        self.metrics = metrics
+        self.after_s = after_s
+        self._heap: list[_Watched] = []
+        self._seq = itertools.count()
+        self._lock = threading.Lock()  # a large release sends its chunks from several threads
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._heap)
+
+    def sent(self, queue: str, messages: Sequence[DispatchMessage], now: datetime) -> None:
+        """Note messages just sent (the ones of watched kinds to watched queues)."""
+        if queue not in self.watched_queues or self.after_s <= 0:
+            return
+        check_at = now + timedelta(seconds=self.after_s)
+        with self._lock:
+            for message in messages:
+                if message.kind in WATCHED and message.resend < MAX_RESENDS:
+                    at = max(check_at, _held_until(message) + timedelta(seconds=self.after_s))
+                    self._push(_Watched(at, next(self._seq), queue, message, self.after_s))
+
+    def _push(self, entry: _Watched) -> None:
+        heapq.heappush(self._heap, entry)
+
+    def next_check(self) -> datetime | None:
+        with self._lock:
+            return self._heap[0].check_at if self._heap else None
+
+    def check(self, now: datetime) -> int:
+        """Read the records of the messages due a check; re-send the unclaimed. Returns how many
+        were re-sent. Raises if the read or a send fails (what was due is checked again)."""
+        with self._lock:
+            due: list[_Watched] = []
+            while self._heap and self._heap[0].check_at <= now and len(due) < MAX_READ_PER_ROUND:
+                due.append(heapq.heappop(self._heap))
+        if not due:
+            return 0
+        try:
+            keys: set[ExecutionKey] = {(w.message.tenant, w.message.job_id, w.message.slot) for w in due}
+            records = self.store.batch_get_executions(keys, consistent=False)
+        except Exception:
+            with self._lock:
+                for entry in due:
+                    self._push(entry)
+            raise
+        again: dict[str, list[DispatchMessage]] = {}
+        later: list[_Watched] = []
+        count = 0
+        for entry in due:
+            message = entry.message
+            record = records.get((message.tenant, message.job_id, message.slot))
+            if claimed(message, record.attempt if record is not None else None):
+                assert record is not None
+                follow = self._running(entry, record, now)
+                if isinstance(follow, _Watched):
+                    later.append(follow)
+                elif follow is not None and count < MAX_PER_ROUND:
+                    again.setdefault(entry.queue, []).append(follow)
+                    count += 1
+                    later.append(self._after_takeover(entry, follow, now))
+                elif follow is not None:
+                    later.append(replace(entry, check_at=now + timedelta(seconds=1), seq=next(self._seq)))
+                continue
+            if count >= MAX_PER_ROUND:  # a busy queue, more likely than that many dead workers
+                later.append(replace(entry, check_at=now + timedelta(seconds=1), seq=next(self._seq)))
+                continue
+            copy = replace(message, resend=message.resend + 1, sig="")
+            again.setdefault(entry.queue, []).append(copy)
+            count += 1
+            if copy.resend < MAX_RESENDS:
+                # Checked again as soon as the first time: a copy's worker dying too (a sustained
+                # fault) costs one more period, not a doubling one.
+                wait_s = entry.wait_s
+                later.append(
+                    _Watched(now + timedelta(seconds=wait_s), next(self._seq), entry.queue, copy, wait_s)
+                )
+        with self._lock:
+            for entry in later:
+                self._push(entry)
+        for queue, messages in again.items():
+            self.queues.send(queue, messages)
+            log.warning(
+                "re-sent %d message(s) no worker claimed within %.0f s (a worker may have died before "
+                "its handler ran)",
+                len(messages),
+                self.after_s,
+            )
+        if count:
+            self.metrics.add("UnclaimedResent", count)
+        return count
+
+    def _running(
+        self, entry: _Watched, record: Execution, now: datetime
+    ) -> _Watched | DispatchMessage | None:
+        """For a claimed slot: None when it needs no more watching; the entry checked again at its
+        lease's end while it runs; a takeover to send once its lease lapsed (confirmed by a
+        strongly consistent read)."""
+        lapsed_at = _lapsed_at(record)
+        if lapsed_at is None or entry.takeovers >= MAX_TAKEOVERS:
+            return None
+        if lapsed_at > now:
+            return replace(entry, check_at=lapsed_at, seq=next(self._seq))
+        message = entry.message
+        key = (message.tenant, message.job_id, message.slot)
+        current = self.store.batch_get_executions([key]).get(key)
+        lapsed_at = _lapsed_at(current) if current is not None else None
+        if lapsed_at is None:
+            return None
+        if lapsed_at > now:
+            return replace(entry, check_at=lapsed_at, seq=next(self._seq))
+        assert current is not None and current.lease_until is not None
+        log.warning(
+            "slot %s of %s is RUNNING as attempt %d with its lease lapsed since %s: sending a takeover",
+            message.slot,
+            message.job_id,
+            current.attempt,
+            current.lease_until.isoformat(),
+        )
+        self.metrics.add("LapsedLeasesTakenOver", 1)
+        return replace(
+            message,
+            attempt=current.attempt + 1,
+            kind=MessageKind.TAKEOVER,
+            resend=message.resend + 1,
+            sig="",
+        )
+
+    def _after_takeover(self, entry: _Watched, sent: DispatchMessage, now: datetime) -> _Watched:
+        """Watch the takeover just sent as the original was: claimed, or sent again."""
+        return _Watched(
+            now + timedelta(seconds=self.after_s),
+            next(self._seq),
+            entry.queue,
+            sent,
+            entry.wait_s,
+            entry.takeovers + 1,
+        )

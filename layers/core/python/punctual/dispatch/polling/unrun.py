@@ -1,0 +1,231 @@
+"""The slots a release does not run, and the records that say why.
+
+A slot dropped by the catch-up policy or its window, owed by a pause, or whose excluded calendar
+is gone gets a record MISSED; a slot on a day of a calendar its job excludes, a record EXCLUDED.
+Both are conditional puts, so a slot is counted once however often it is released; a long run of
+dropped slots is one range record (:mod:`punctual.timing.missed_ranges`), which a repeated release
+that finds a longer run grows. Each slot recorded MISSED is notified: its event, and an ``alert``
+message to a worker when its job has a ``missed`` rule or a bus of its own (the worker makes the
+alert once per slot, however often the message comes).
+
+Which slots a calendar excludes is decided here too (:class:`CalendarExclusions`): calendars are
+read eventually consistently, and again strongly before anything is excluded on that read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from punctual.delivery.notifications import Notifier
+from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
+from punctual.models import AlertCondition, Execution, ExecutionStatus, Job
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
+from punctual.store.base import ExecutionConflictError, Expect, JobStore
+from punctual.store.reads import read_calendars
+from punctual.timing.missed_ranges import MissedRange
+from punctual.timing.slots import ReleasePlan, dispatch_instant
+from punctual.timing.timers import slot_key
+from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
+
+log = logging.getLogger("punctual.dispatch.polling")
+
+
+def unrun_record(
+    job: Job, slot: datetime, reason: str, now: datetime, status: ExecutionStatus = ExecutionStatus.MISSED
+) -> Execution:
+    """The record of a slot that is not run (MISSED, or EXCLUDED), decided at ``now``."""
+    return Execution(
+        job_id=job.id,
+        tenant=job.tenant,
+        slot=slot_key(slot),
+        scheduled_at=dispatch_instant(job, slot),
+        status=status,
+        finished_at=now,
+        error=reason,
+        job_version=job.version,
+    )
+
+
+def range_record(job: Job, missed: MissedRange, now: datetime) -> Execution:
+    """The one MISSED record of a long run of dropped slots (:mod:`punctual.timing.missed_ranges`)."""
+    record = unrun_record(job, missed.first, missed.reason, now)
+    return record.model_copy(update={"last_slot": slot_key(missed.last), "slot_count": missed.count})
+
+
+class UnrunSlots:
+    """Writes the MISSED and EXCLUDED records of a release, counts them, and notifies the missed.
+
+    ``queue_for`` routes a job's ``alert`` messages (the release's queue routing)."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        queues: QueuePort,
+        clock: Clock,
+        retention_days: int,
+        metrics: MetricsSink,
+        notifier: Notifier,
+        queue_for: Callable[[Job], str],
+    ) -> None:
+        self.store = store
+        self.queues = queues
+        self.clock = clock
+        self.retention_days = retention_days
+        self.metrics = metrics
+        self.notifier = notifier
+        self.queue_for = queue_for
+
+    def _ttl(self) -> int:
+        return int((self.clock.now() + timedelta(days=self.retention_days)).timestamp())
+
+    def record_excluded(self, records: list[Execution]) -> int:
+        """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing)."""
+        ttl = self._ttl()
+        written = 0
+        for record in records:
+            try:
+                self.store.save_execution(record, None, ttl)
+            except ExecutionConflictError:
+                continue
+            written += 1
+        return written
+
+    def record_missed(self, records: list[Execution], jobs: dict[tuple[str, str], Job]) -> int:
+        """Write MISSED records where the slot has none yet; count each slot once per job.
+
+        Each slot recorded MISSED (now, or by a release that died before it could tell) is
+        notified: its event, and an ``alert`` message when its job has a ``missed`` rule (the
+        worker makes the alert once per slot, however often the message comes).
+        """
+        if not records:
+            return 0
+        ttl = self._ttl()
+        per_job: dict[tuple[str, str], int] = defaultdict(int)
+        notify: list[tuple[Job, Execution]] = []
+        for record in records:
+            job = jobs.get((record.tenant, record.job_id))
+            try:
+                self.store.save_execution(record, None, ttl)
+            except ExecutionConflictError as exc:
+                # The slot ran, or was recorded missed before: nothing new to count. A record
+                # missed before is notified again (its alert is made once however often).
+                earlier = exc.current
+                if earlier is not None and earlier.status is ExecutionStatus.MISSED:
+                    added = self._extend_range(record, earlier, ttl)
+                    if added:
+                        per_job[(record.tenant, record.job_id)] += added
+                    if job is not None and job.alerts:
+                        notify.append((job, earlier))
+                handed = job is not None and (bool(job.alerts) or job.events_bus is not None)
+                if job is not None and handed and earlier and earlier.status is ExecutionStatus.MISSED:
+                    notify.append((job, earlier))
+                continue
+            per_job[(record.tenant, record.job_id)] += record.slot_count
+            if job is not None:
+                notify.append((job, record))
+        if notify:
+            self.notifier.missed(notify, self.clock.now())  # the events
+            self.send_alerts(notify)
+        for (tenant, job_id), count in per_job.items():
+            self.store.add_skipped(tenant, job_id, count)
+        return sum(per_job.values())
+
+    def _extend_range(self, record: Execution, earlier: Execution, ttl: int) -> int:
+        """A repeated release (after a crash) may find a longer run than the first one recorded:
+        the range record grows to cover it. Returns how many slots it gained."""
+        gained = record.slot_count - earlier.slot_count
+        if gained <= 0 or (earlier.last_slot or earlier.slot) >= (record.last_slot or record.slot):
+            return 0
+        try:
+            self.store.save_execution(
+                record, Expect(frozenset({ExecutionStatus.MISSED}), earlier.attempt), ttl
+            )
+        except ExecutionConflictError:
+            return 0
+        return gained
+
+    def send_alerts(self, missed: list[tuple[Job, Execution]]) -> None:
+        """Hand each missed slot of a job with a ``missed`` rule to a worker, which raises its
+        alert (once per slot, by a conditional write) and delivers it with the target role."""
+        now = self.clock.now()
+        outgoing: dict[str, list[DispatchMessage]] = defaultdict(list)
+        for job, record in missed:
+            # A missed rule's alert, and the copy of the Slot Missed event on the job's own bus.
+            if job.events_bus is not None or any(AlertCondition.MISSED in rule.on for rule in job.alerts):
+                message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
+                outgoing[self.queue_for(job)].append(replace(message, ordered=False))
+        for queue, messages in outgoing.items():
+            self.queues.send(queue, messages)
+            self.metrics.add("AlertsHandedOver", len(messages))
+
+
+class CalendarExclusions:
+    """Takes the slots on an excluded calendar day out of a chunk's release plans."""
+
+    def __init__(self, store: JobStore, metrics: MetricsSink) -> None:
+        self.store = store
+        self.metrics = metrics
+
+    def exclude(
+        self, plans: list[tuple[Job, ReleasePlan]], now: datetime
+    ) -> tuple[list[Execution], list[Execution]]:
+        """Remove excluded slots from ``plans``; returns their records: (EXCLUDED, MISSED).
+
+        A slot on a day of a calendar its job excludes is EXCLUDED; the slots of a job whose
+        excluded calendar is gone are MISSED (``calendar missing``)."""
+        excluded: list[Execution] = []
+        missed: list[Execution] = []
+        keys = {(job.tenant, name) for job, _ in plans for name in job.exclude_calendars}
+        if not keys:
+            return excluded, missed
+        calendars = read_calendars(self.store, keys, lambda found: self._excludes_any(plans, found))
+        for job, plan in plans:
+            if not job.exclude_calendars:
+                continue
+            gone = [n for n in job.exclude_calendars if (job.tenant, n) not in calendars]
+            if gone:
+                missed.extend(self._calendar_missing(job, plan, gone, now))
+                continue
+            mine: list[Calendar] = [calendars[(job.tenant, n)] for n in job.exclude_calendars]
+            kept: list[datetime] = []
+            for slot in plan.release:
+                calendar = excluding(mine, slot)
+                if calendar is None:
+                    kept.append(slot)
+                else:
+                    excluded.append(
+                        unrun_record(job, slot, exclusion_note(calendar), now, ExecutionStatus.EXCLUDED)
+                    )
+            plan.release = kept
+        return excluded, missed
+
+    @staticmethod
+    def _excludes_any(
+        plans: list[tuple[Job, ReleasePlan]], calendars: dict[tuple[str, str], Calendar]
+    ) -> bool:
+        """Whether ``calendars`` (as read) would keep any slot of ``plans`` from running."""
+        for job, plan in plans:
+            mine = [calendars[(job.tenant, n)] for n in job.exclude_calendars if (job.tenant, n) in calendars]
+            if mine and any(excluding(mine, slot) is not None for slot in plan.release):
+                return True
+        return False
+
+    def _calendar_missing(
+        self, job: Job, plan: ReleasePlan, gone: list[str], now: datetime
+    ) -> list[Execution]:
+        """A job whose excluded calendar is gone: its slots are not run (any may fall on one of
+        the calendar's days) but recorded MISSED, ``calendar missing``, with the event and the
+        ``missed`` alert of any missed slot; the chain goes on."""
+        if not plan.release:
+            return []
+        note = calendar_missing_note(gone)
+        log.error("job %s: %s; %d slot(s) recorded MISSED", job.id, note, len(plan.release))
+        self.metrics.add("SlotsCalendarMissing", len(plan.release))
+        records = [unrun_record(job, slot, note, now) for slot in plan.release]
+        plan.release = []
+        return records

@@ -1,0 +1,136 @@
+"""What every model of the vocabulary shares: the strict base, field helpers, JSON checks, limits.
+
+Limits are named with their unit and, where they mirror a service quota, that quota's source.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+)
+
+# Validation context key: a job a dispatch message carries (signed by the scheduler, validated when
+# it was stored), whose whole-spec checks are not made again on the hot path.
+CARRIED = "carried"
+MAX_PAYLOAD_BYTES = 256 * 1024
+PAYLOAD_TOO_LARGE = "more than the"  # how the size error reads: the API answers it 413, not 422
+MAX_NAME_CHARS = 128
+MAX_DESCRIPTION_CHARS = 1024
+MAX_TAGS = 50
+MAX_TAG_KEY_CHARS = 128
+MAX_TAG_VALUE_CHARS = 256
+MAX_LAMBDA_TIMEOUT_S = 840  # leaves the worker Lambda a minute of its 15 to record the result
+MAX_ECS_TIMEOUT_S = 7 * 24 * 3600
+MAX_HEADERS = 50
+MAX_HEADER_VALUE_CHARS = 8192
+# A payload is a JSON document bounded in size, depth and members: a deeper document breaks
+# JSON parsers (pydantic's stops at 200 levels) and every reader of the stored job with it.
+MAX_PAYLOAD_DEPTH = 32
+MAX_PAYLOAD_MEMBERS = 10_000
+MAX_PAYLOAD_KEY_CHARS = 1024
+MAX_TIMEZONE_CHARS = 64
+# Headers an HTTP target may not set: the worker owns framing, routing, and the signature.
+RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+        "idempotency-key",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "punctual-fencing-token",
+        "punctual-fencing-signature",
+    }
+)
+MAX_ATTEMPTS = 186  # EventBridge Scheduler's MaximumRetryAttempts (185) plus the first attempt
+MAX_JITTER_S = 24 * 3600  # EventBridge Scheduler's widest flexible time window (1440 minutes)
+MAX_JOB_CALENDARS = 10
+CALENDAR_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+CALENDAR_NAME_RULE = "1-64 characters of letters, digits, '-', '_' and '.'"
+MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on an execution record
+
+
+class StrictModel(BaseModel):
+    """Base for user input: unknown fields are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+def int_field(default: int, description: str, **limits: Any) -> Any:
+    """An integer field: ``true`` is not 1 and ``2.5`` is not 2 (strict), within ``limits``."""
+    return Field(default=default, strict=True, description=description, **limits)
+
+
+def seconds_field(default: float, description: str, **limits: Any) -> Any:
+    """A number of seconds: no booleans, no NaN or Infinity."""
+    return Field(default=default, strict=True, allow_inf_nan=False, description=description, **limits)
+
+
+def flag_field(default: bool, description: str) -> Any:
+    """A boolean field: only ``true`` or ``false`` (not ``1``, ``"yes"``)."""
+    return Field(default=default, strict=True, description=description)
+
+
+def _check_text(text: str, path: str) -> None:
+    """JSON text is Unicode: a lone surrogate (``"\\ud800"``) has no UTF-8 form to store or send."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{path}: a string holds a lone surrogate, which is not Unicode text") from None
+
+
+def check_json_value(value: Any, what: str = "payload") -> None:
+    """Refuse what is not plain, bounded JSON: NaN/Infinity, depth, member count, long keys.
+
+    Walks the document without recursion, so a hostile depth cannot exhaust the stack.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, what, 0)]
+    members = 0
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, path)
+            continue
+        if isinstance(item, bool) or item is None or isinstance(item, int):
+            continue
+        if isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                raise ValueError(f"{path}: NaN and Infinity are not JSON numbers")
+            continue
+        if isinstance(item, dict | list):
+            if depth >= MAX_PAYLOAD_DEPTH:
+                raise ValueError(f"{what} is nested more than {MAX_PAYLOAD_DEPTH} levels deep (at {path})")
+            members += len(item)
+            if members > MAX_PAYLOAD_MEMBERS:
+                raise ValueError(f"{what} has more than {MAX_PAYLOAD_MEMBERS} object members and array items")
+            if isinstance(item, dict):
+                for key, member in item.items():
+                    if not isinstance(key, str):
+                        raise ValueError(f"{path}: object keys must be strings")
+                    _check_text(key, path)
+                    if len(key) > MAX_PAYLOAD_KEY_CHARS:
+                        raise ValueError(f"{path}: a key is longer than {MAX_PAYLOAD_KEY_CHARS} characters")
+                    stack.append((member, f"{path}.{key[:40]}", depth + 1))
+            else:
+                stack.extend((member, f"{path}[{i}]", depth + 1) for i, member in enumerate(item))
+            continue
+        raise ValueError(f"{path}: {type(item).__name__} is not a JSON value")
+
+
+def is_json_media_type(content_type: str) -> bool:
+    """``application/json``, ``application/*+json`` (parameters ignored)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))

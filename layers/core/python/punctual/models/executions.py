@@ -1,0 +1,209 @@
+"""Executions: one run of one slot, its attempts, and the status transitions allowed between them.
+
+Every transition is a conditional write; :data:`TRANSITIONS` is the one table of which are legal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Self
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    Field,
+)
+from pydantic_core import PydanticUndefined
+
+from punctual.models.base import MAX_ATTEMPT_RECORDS
+
+_object_setattr = object.__setattr__
+
+
+class ExecutionStatus(StrEnum):
+    """An execution's status: QUEUED, RUNNING, then SUCCEEDED, FAILED, TIMED_OUT, RETRY_WAIT (a retry
+    is due), SKIPPED (overlap, or the job was paused), MISSED (catch-up policy or window), EXCLUDED
+    (the day is in a calendar the job excludes) or SUPERSEDED (the job's spec changed first)."""
+
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    RETRY_WAIT = "RETRY_WAIT"
+    SKIPPED = "SKIPPED"
+    MISSED = "MISSED"  # never run: the catch-up policy, its window, or a paused/deleted job (see error)
+    EXCLUDED = "EXCLUDED"  # never run: the day is in a calendar the job excludes (error names it)
+    # Not run (or not retried) because the job's spec changed first; a release of the slot for
+    # the new spec may still run it.
+    SUPERSEDED = "SUPERSEDED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (
+            ExecutionStatus.SUCCEEDED,
+            ExecutionStatus.FAILED,
+            ExecutionStatus.TIMED_OUT,
+            ExecutionStatus.SKIPPED,
+            ExecutionStatus.MISSED,
+            ExecutionStatus.EXCLUDED,
+            ExecutionStatus.SUPERSEDED,
+        )
+
+
+class IllegalTransition(Exception):
+    """A status change the execution state machine does not allow (a bug, never a race)."""
+
+    def __init__(self, old: ExecutionStatus | None, new: ExecutionStatus) -> None:
+        super().__init__(f"illegal execution transition {old.value if old else 'none'} -> {new.value}")
+        self.old = old
+        self.new = new
+
+
+_S = ExecutionStatus
+# The execution record's state machine: every status a stored status (None: no record yet)
+# may be written as next. Every write of a record is checked against it (check_transition).
+TRANSITIONS: dict[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
+    # MISSED is born as it is: the poller records a slot the catch-up policy or its window drops.
+    # EXCLUDED is born as it is too: the poller found the slot's day in an excluded calendar.
+    None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.MISSED, _S.EXCLUDED, _S.SUPERSEDED}),
+    # A slot waiting for its turn or its retry is superseded when the job's spec changes first.
+    _S.QUEUED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.SUPERSEDED}),
+    _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.SUPERSEDED}),
+    # RUNNING -> RUNNING: a heartbeat, or a takeover by a new owner as the next attempt.
+    # RUNNING -> SUPERSEDED: a lost run's takeover after the job's spec changed.
+    _S.RUNNING: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.TIMED_OUT, _S.RETRY_WAIT, _S.SUPERSEDED}),
+    _S.SUCCEEDED: frozenset(),
+    _S.FAILED: frozenset(),
+    _S.TIMED_OUT: frozenset(),
+    _S.SKIPPED: frozenset(),
+    _S.EXCLUDED: frozenset(),
+    # MISSED is final for the scheduler (the claim drops any message of the slot); only a
+    # backfill, which a user asks for, runs such a slot after all.
+    _S.MISSED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.SUPERSEDED}),
+    # A release of the slot for the job's new spec runs it.
+    _S.SUPERSEDED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
+}
+
+
+def check_transition(old: ExecutionStatus | None, new: ExecutionStatus) -> None:
+    """Raise :class:`IllegalTransition` unless ``old -> new`` is an edge of :data:`TRANSITIONS`."""
+    if new not in TRANSITIONS[old]:
+        raise IllegalTransition(old, new)
+
+
+class _ShallowCopy(BaseModel):
+    """``copy.copy`` (and so ``model_copy``) as pydantic's ``__copy__`` does it, faster.
+
+    The worker copies an execution record three times a trigger. Pydantic's ``__copy__``
+    goes through ``copy.copy`` for each of the three dicts and sets; these models have no
+    private attributes, so the copy is the same made directly.
+    """
+
+    def __copy__(self) -> Self:
+        cls = type(self)
+        m = cls.__new__(cls)
+        _object_setattr(m, "__dict__", self.__dict__.copy())
+        extra = self.__pydantic_extra__
+        _object_setattr(m, "__pydantic_extra__", None if extra is None else extra.copy())
+        _object_setattr(m, "__pydantic_fields_set__", self.__pydantic_fields_set__.copy())
+        private = getattr(self, "__pydantic_private__", None)
+        if private is not None:
+            private = {k: v for k, v in private.items() if v is not PydanticUndefined}
+        _object_setattr(m, "__pydantic_private__", private)
+        return m
+
+
+class AttemptRecord(_ShallowCopy):
+    """One past attempt of an execution, kept in a bounded list on the record."""
+
+    attempt: int
+    status: ExecutionStatus
+    started_at: AwareDatetime | None = None
+    finished_at: AwareDatetime | None = None
+    error: str | None = None
+    owner: str | None = None
+
+
+class Execution(_ShallowCopy):
+    """One slot of one job: the record every attempt of that slot writes to."""
+
+    job_id: str
+    tenant: str = "default"
+    slot: str  # the slot key, e.g. 2026-11-30T09:32:00Z (manual triggers add ~<id>)
+    scheduled_at: AwareDatetime
+    attempt: int = 1
+    status: ExecutionStatus
+    started_at: AwareDatetime | None = None
+    finished_at: AwareDatetime | None = None
+    error: str | None = None
+    lease_until: AwareDatetime | None = None
+    owner: str | None = None
+    job_version: int = 1
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    result: str | None = None
+    # Attempts a worker handed back on shutdown: they do not count against max_attempts.
+    releases: int = 0
+    # Overlap: the slot that was still running when this one was SKIPPED or QUEUED. The next
+    # slot follows this pointer, so the overlap check reads O(1) items, not the job's history.
+    blocked_by: str | None = None
+    # Backfill (punctual.backfill): the id of the backfill that ran this slot, and whether its
+    # after() dependants run too when it succeeds.
+    backfill: str | None = None
+    backfill_dependants: bool = False
+    # A range record (MISSED): it stands for ``slot_count`` slots, ``slot`` to ``last_slot``.
+    last_slot: str | None = None
+    slot_count: int = 1
+
+    @property
+    def retry_origin(self) -> datetime:
+        """Where ``retry.max_age_seconds`` counts from: the slot's instant, or for a backfilled
+        slot (whose instant is long past by design) the start of its first attempt."""
+        if self.backfill:
+            first = self.attempts[0].started_at if self.attempts else self.started_at
+            return first or self.scheduled_at
+        return self.scheduled_at
+
+    def closed_attempt(self, status: ExecutionStatus, now: datetime, error: str | None) -> AttemptRecord:
+        """The entry of the attempt list that says how this record's current attempt ended:
+        the one place an attempt record is made from a running attempt."""
+        return AttemptRecord(
+            attempt=self.attempt,
+            status=status,
+            started_at=self.started_at,
+            finished_at=now,
+            error=error,
+            owner=self.owner,
+        )
+
+    @staticmethod
+    def bounded(attempts: list[AttemptRecord]) -> list[AttemptRecord]:
+        """``attempts`` bounded as the record keeps them: the first and the latest."""
+        if len(attempts) <= MAX_ATTEMPT_RECORDS:
+            return attempts
+        return [attempts[0], *attempts[-(MAX_ATTEMPT_RECORDS - 1) :]]
+
+    def ended(
+        self,
+        status: ExecutionStatus,
+        now: datetime,
+        error: str | None,
+        *,
+        attempt_status: ExecutionStatus | None = None,
+        **more: Any,
+    ) -> Execution:
+        """This record with its current attempt ended as ``status`` (the slot's status) and
+        listed as ``attempt_status`` (default: the same); ``more`` sets further fields. Built, not
+        checked: the write (which may be fenced off) checks the transition."""
+        closed = self.closed_attempt(attempt_status or status, now, error)
+        return self.model_copy(
+            update={
+                "status": status,
+                "finished_at": now,
+                "lease_until": None,
+                "error": error,
+                "attempts": self.bounded([*self.attempts, closed]),
+                **more,
+            }
+        )

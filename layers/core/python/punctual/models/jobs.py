@@ -1,0 +1,368 @@
+"""The job: what a user registers (:class:`JobSpec`) and what is stored (:class:`Job`).
+
+Validation errors name the field and the problem; the API turns them into 422 problem
+details. The schedule string is checked by :mod:`punctual.timing.schedules` so that an
+expression that can never fire is refused at registration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, timedelta
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any
+
+from pydantic import (
+    AwareDatetime,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from punctual.models.alerts import MAX_ALERT_RULES, AlertRule
+from punctual.models.base import (
+    CALENDAR_NAME_RE,
+    CALENDAR_NAME_RULE,
+    CARRIED,
+    MAX_DESCRIPTION_CHARS,
+    MAX_ECS_TIMEOUT_S,
+    MAX_JITTER_S,
+    MAX_JOB_CALENDARS,
+    MAX_LAMBDA_TIMEOUT_S,
+    MAX_NAME_CHARS,
+    MAX_PAYLOAD_BYTES,
+    MAX_TAG_KEY_CHARS,
+    MAX_TAG_VALUE_CHARS,
+    MAX_TAGS,
+    MAX_TIMEZONE_CHARS,
+    PAYLOAD_TOO_LARGE,
+    StrictModel,
+    check_json_value,
+    flag_field,
+    int_field,
+    is_json_media_type,
+)
+from punctual.models.policies import (
+    CatchupPolicy,
+    DeadLetterQueue,
+    DstPolicy,
+    Overlap,
+    RetryPolicy,
+    Runtime,
+    SchedulerIdentity,
+)
+from punctual.models.targets import EventBridgeTarget, HttpTarget, Target
+from punctual.timing import schedules
+
+_COMPACT_JSON = json.JSONEncoder(
+    separators=(",", ":")
+)  # json.dumps(..., separators=...) without a new encoder a call
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@lru_cache(maxsize=1024)
+def _check_zone(name: str) -> None:
+    """``validate_timezone`` once per known zone name (every stored job is validated on read)."""
+    schedules.validate_timezone(name)
+
+
+SPEC_EXAMPLE: dict[str, Any] = {
+    "name": "nightly-report",
+    "schedule": "cron(0 2 * * ? *)",
+    "timezone": "Europe/Berlin",
+    "target": {"type": "http", "url": "https://hooks.example.com/report"},
+    "payload": {"report": "daily", "slot": "<slot>"},
+    "retry": {"max_attempts": 5, "backoff": "exponential", "base_seconds": 2, "max_seconds": 300},
+    "timeout_seconds": 60,
+    "overlap": "skip",
+    "tags": {"team": "data"},
+}
+
+
+class JobSpec(StrictModel):
+    """What a user registers. Everything a job does comes from here."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [SPEC_EXAMPLE]})
+
+    name: str = Field(
+        default="",
+        max_length=MAX_NAME_CHARS,
+        description="A label for people; need not be unique (the id is).",
+        examples=["nightly-report"],
+    )
+    description: str = Field(
+        default="", max_length=MAX_DESCRIPTION_CHARS, description="Free text for people."
+    )
+    schedule: str = Field(
+        min_length=1,
+        max_length=256,
+        description=(
+            "When the job runs: cron(...) (AWS 6 fields), 5-field Unix cron, rate(n unit), at(local time), "
+            "delay(n unit) (after the previous run ends) or after(job-id, ...) (when the parents succeed)."
+        ),
+        examples=["cron(0 2 * * ? *)", "*/15 * * * *", "rate(5 minutes)", "at(2027-01-01T09:00:00)"],
+    )
+    timezone: str = Field(
+        default="UTC",
+        min_length=1,
+        max_length=MAX_TIMEZONE_CHARS,
+        description="IANA time zone the schedule is read in.",
+        examples=["Europe/Berlin"],
+    )
+    start_at: AwareDatetime | None = Field(
+        default=None,
+        description="No slot before this instant; rate(...) counts from it (RFC 3339 with offset).",
+        examples=["2027-01-01T00:00:00Z"],
+    )
+    end_at: AwareDatetime | None = Field(
+        default=None,
+        description="No slot after this instant; the job is then COMPLETED.",
+        examples=["2027-12-31T23:59:59Z"],
+    )
+    target: Target = Field(description="What each slot calls, selected by `type`.")
+    payload: Any = Field(
+        default=None,
+        description=(
+            "Any JSON value (at most 256 KB, 32 levels deep, 10,000 members; no NaN or Infinity) sent to "
+            "the target. Strings anywhere in it may hold the placeholders <job_id>, <slot>, <attempt> and "
+            "<scheduled_at>, filled per run. HTTP: sent as JSON, or a string as it is when the target's "
+            "Content-Type header is not JSON."
+        ),
+        examples=[{"report": "daily", "key": "<job_id>:<slot>"}],
+    )
+    retry: RetryPolicy = Field(default_factory=RetryPolicy, description="How a failed attempt is retried.")
+    timeout_seconds: int = int_field(
+        300,
+        "Each attempt's time limit; at most 840 for runtime lambda, 604800 for ecs.",
+        ge=1,
+        le=MAX_ECS_TIMEOUT_S,
+    )
+    runtime: Runtime = Field(
+        default=Runtime.LAMBDA,
+        description="Which workers run the slot: lambda (attempts up to 14 minutes) or ecs (long jobs).",
+    )
+    overlap: Overlap = Field(
+        default=Overlap.ALLOW,
+        description=(
+            "A slot due while the previous one still runs: allow (run both), skip (record it SKIPPED) or "
+            "queue (run it when the previous one ends)."
+        ),
+    )
+    catchup: CatchupPolicy = Field(
+        default_factory=CatchupPolicy,
+        description="What happens to slots missed while the job was paused or the scheduler was down.",
+    )
+    jitter_seconds: int = int_field(
+        0,
+        "Delay each slot by a stable pseudo-random 0..n seconds (spreads load; at most a day).",
+        ge=0,
+        le=MAX_JITTER_S,
+    )
+    max_lateness_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=3600,
+        strict=True,
+        description=(
+            "Burst smoothing: how long after its instant a slot may be held back to keep its target"
+            " within its rate budget (None: the deployment's default, 10 s). Never exceeded: past it"
+            " the slot fires on time and an overrun is reported."
+        ),
+    )
+    dst: DstPolicy | None = Field(
+        default=None,
+        description=(
+            "Daylight-saving behaviour of fixed-time expressions; default: a skipped time fires right after"
+            " the gap, a repeated time fires once."
+        ),
+    )
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=MAX_TAGS,
+        description="Up to 50 key/value labels; GET /v1/jobs filters by them.",
+        examples=[{"team": "data"}],
+    )
+    dead_letter: DeadLetterQueue | None = Field(
+        default=None, description="Where a slot's event goes after its last attempt failed (SQS)."
+    )
+    events_bus: EventBridgeTarget | None = Field(
+        default=None,
+        description="A bus of yours that gets a copy of this job's execution events (as its role).",
+    )
+    delete_after_completion: bool = flag_field(
+        False, "Delete the job once it is COMPLETED (a one-time at(), or end_at passed) and its slot ended."
+    )
+    scheduler: SchedulerIdentity | None = Field(
+        default=None,
+        description="Set by the EventBridge Scheduler API (/schedules): the schedule's group, name and ARN.",
+    )
+    alerts: list[AlertRule] = Field(
+        default_factory=list,
+        max_length=MAX_ALERT_RULES,
+        description=(
+            "Up to 10 alert rules: who is told when a slot fails, runs late, is missed, or the job recovers."
+            " Each alert is sent once per slot and condition (recovered: once per failure streak)."
+        ),
+    )
+    exclude_calendars: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_JOB_CALENDARS,
+        description=(
+            "Names of the tenant's calendars (PUT /v1/calendars/{name}) whose days this job does not"
+            " fire on: such a slot is recorded EXCLUDED instead of run. Checked at each slot's release,"
+            " so a calendar change applies from the next slot on."
+        ),
+        examples=[["public-holidays"]],
+    )
+
+    @field_validator("exclude_calendars")
+    @classmethod
+    def _calendars(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not CALENDAR_NAME_RE.fullmatch(name):
+                raise ValueError(f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
+        if len(set(value)) != len(value):
+            raise ValueError("a calendar is named twice")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            _check_zone(value)
+        except schedules.ScheduleError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if any(ord(ch) < 32 for ch in value):
+            raise ValueError("name must not contain control characters")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_TAGS:
+            raise ValueError(f"at most {MAX_TAGS} tags")
+        for key, tag_value in value.items():
+            if not 1 <= len(key) <= MAX_TAG_KEY_CHARS:
+                raise ValueError(f"tag keys must be 1-{MAX_TAG_KEY_CHARS} characters")
+            if len(tag_value) > MAX_TAG_VALUE_CHARS:
+                raise ValueError(f"tag {key!r}: value longer than {MAX_TAG_VALUE_CHARS} characters")
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_size(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.context and info.context.get(
+            CARRIED
+        ):  # checked when stored: punctual.dispatch.queues.job_from_spec
+            return value
+        check_json_value(value)
+        size = len(_COMPACT_JSON.encode(value).encode())
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes, {PAYLOAD_TOO_LARGE} {MAX_PAYLOAD_BYTES} allowed")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> JobSpec:
+        if info.context and info.context.get(CARRIED):  # checked when stored (see _payload_size)
+            return self
+        if self.start_at and self.end_at and self.end_at <= self.start_at:
+            raise ValueError("end_at must be after start_at")
+        if isinstance(self.target, HttpTarget):
+            content_type = self.target.content_type()
+            if (
+                content_type
+                and not is_json_media_type(content_type)
+                and not (self.payload is None or isinstance(self.payload, str))
+            ):
+                raise ValueError(
+                    f"payload must be a string when target.headers Content-Type is {content_type[:80]!r}"
+                    " (only JSON media types carry a JSON payload)"
+                )
+        if self.runtime is Runtime.LAMBDA and self.timeout_seconds > MAX_LAMBDA_TIMEOUT_S:
+            raise ValueError(
+                f"timeout_seconds {self.timeout_seconds} exceeds {MAX_LAMBDA_TIMEOUT_S} for runtime 'lambda';"
+                " use runtime 'ecs' for long jobs"
+            )
+        try:
+            parsed = self.parsed_schedule()
+        except schedules.ScheduleError as exc:
+            raise ValueError(f"schedule: {exc}") from None
+        if self.start_at and self.end_at and parsed.kind not in ("after", "delay"):
+            start = self.start_at.astimezone(UTC)
+            first = parsed.next_after(start - timedelta(seconds=1), anchor=start)
+            if first is None or first > self.end_at:
+                raise ValueError("schedule has no slot between start_at and end_at")
+        return self
+
+    def parsed_schedule(self) -> schedules.Schedule:
+        """The parsed schedule (cached parsing lives in :mod:`punctual.timing.schedules`)."""
+        return schedules.cached_schedule(
+            self.schedule, self.timezone, self.dst.options() if self.dst else None
+        )
+
+
+class JobState(StrEnum):
+    """A job's state: ENABLED, PAUSED, COMPLETED (one-time done or end_at passed), DELETED."""
+
+    ENABLED = "ENABLED"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    DELETED = "DELETED"
+
+
+class Job(JobSpec):
+    """A registered job: the spec plus identity, state and bookkeeping."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    tenant: str = "default"
+    state: JobState = JobState.ENABLED
+    version: int = 1
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    anchor: AwareDatetime  # registration instant (or start_at): rate/delay count from here
+    next_fire_at: AwareDatetime | None = None
+    skipped_slots: int = 0
+    paused_at: AwareDatetime | None = None
+    dependents: int = Field(default=0, exclude=True)  # store-maintained: jobs whose schedule is after(this)
+    # Micro-triggers per minute this job adds to its tenant's total (punctual.security.quotas); 0 for jobs
+    # stored before the quota existed, which were never added.
+    trigger_rate: int = Field(default=0, exclude=True)
+    state_reason: str | None = None  # why the job was paused or completed, when not by a user
+    # The version whose spec this is: a replace sets it, pause and resume keep it (0: stored
+    # before it was kept, read as ``version``). Slots released for an older spec are superseded.
+    spec_version: int = 0
+    # A paused job: the first slot due before the pause that was not released (the resume owes it).
+    owed_from: str | None = None
+    signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
+    # While a secret is rotated, the previous one still signs (Standard Webhooks sends both).
+    signing_secret_prev_enc: str | None = Field(default=None, exclude=True, repr=False)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not _ID_RE.match(value):
+            raise ValueError("job id must be 1-64 characters of letters, digits, '-' and '_'")
+        return value
+
+    def spec(self) -> JobSpec:
+        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)))
+
+    @property
+    def spec_since(self) -> int:
+        """The version from which the job's spec is the one it has now."""
+        return self.spec_version or self.version
+
+
+# --------------------------------------------------------------------------- executions

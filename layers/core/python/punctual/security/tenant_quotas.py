@@ -1,0 +1,199 @@
+"""A tenant's burst quotas (issue 31): peaks of due slots, running backfills, backfilled slots a minute.
+
+* **Peaks** (:mod:`punctual.security.peaks`): registration, replacement and deletion move the tenant's
+  profile by the job's; a change that would raise its busiest second past
+  ``maxSlotsPerSecondPerTenant`` or its busiest minute past ``maxSlotsPerMinutePerTenant`` is
+  refused (409 ``peak-quota-reached``). The profile is one item per tenant, written with a
+  condition on its version (re-read and retried on a race). It is moved before the job is
+  written and moved back if that write fails; a process that dies in between leaves the
+  profile counting a job it does not have (a count too high, never too low), which
+  :meth:`PeakQuota.recount` rebuilds from the tenant's jobs.
+* **Running backfills**: at most ``maxBackfillsPerTenant`` at once (409
+  ``backfill-quota-reached``). A backfill joins the tenant's running set by a conditional write
+  when it starts and leaves it when it ends (done, cancelled, its job deleted); one whose leave
+  was lost to a crash is found and dropped the next time the set is full.
+* **Backfilled slots a minute**: each backfill step takes its slots from the tenant's count of
+  the current minute (at most ``backfillSlotsPerMinutePerTenant``, one conditional write); what
+  does not fit waits for the next steps. However many backfills run, a tenant's backfilled
+  slots enter the shared queues at that rate at most.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from punctual.runtime.settings import Settings
+from punctual.security.peaks import PeakLimits, Profile, job_profile
+from punctual.store.base import ConflictError, TenantLimitError, TenantQuotaRepository
+
+log = logging.getLogger("punctual.security.quotas")
+
+PEAK_TRIES = 8
+SLOT_WINDOW_TTL_S = 86_400
+
+
+class BurstQuotaError(TenantLimitError):
+    """A burst quota reached: ``quota`` names it, ``problem_type`` and ``hint`` shape the 409."""
+
+    problem_type = "peak-quota-reached"
+    title = "Peak quota reached"
+    hint = "spread the jobs' times (jitter_seconds, other minutes), or ask the operator to raise it"
+
+    def __init__(self, quota: str, limit: int, message: str) -> None:
+        super().__init__(message, limit)
+        self.quota = quota
+
+
+class PeakQuotaError(BurstQuotaError):
+    def __init__(self, quota: str, limit: int, peak: int) -> None:
+        unit = "second" if "Second" in quota else "minute"
+        super().__init__(
+            quota,
+            limit,
+            f"tenant quota {quota} is {limit:,} slots due in one {unit}; with this job up to {peak:,} "
+            f"of your slots could be due in one {unit}",
+        )
+
+
+class BackfillQuotaError(BurstQuotaError):
+    problem_type = "backfill-quota-reached"
+    title = "Backfill quota reached"
+    hint = "wait for a running backfill to end (or cancel one), or ask the operator to raise it"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            "maxBackfillsPerTenant", limit, f"tenant quota maxBackfillsPerTenant is {limit} running backfills"
+        )
+
+
+class PeakQuota:
+    """Moves a tenant's peak profile by jobs' profiles, within its limits."""
+
+    def __init__(self, store: TenantQuotaRepository, limits: PeakLimits) -> None:
+        self.store = store
+        self.limits = limits
+
+    def change(self, tenant: str, add: Profile | None = None, remove: Profile | None = None) -> None:
+        """Add ``add`` and take ``remove`` away, in one conditional write.
+
+        Raises
+        ------
+        PeakQuotaError
+            The change would raise a peak past its limit (only a change that adds is refused).
+        ConflictError
+            The profile kept changing under concurrent writes.
+        """
+        for _ in range(PEAK_TRIES):
+            doc, version = self.store.get_peaks(tenant)
+            before = Profile.from_doc(doc)
+            after = before
+            if remove is not None:
+                after = after.combined(remove, -1)
+            if add is not None:
+                after = after.combined(add)
+                breach = self.limits.breach(before, after)
+                if breach is not None:
+                    raise PeakQuotaError(*breach)
+            if self.store.put_peaks(tenant, after.to_doc(), version):
+                return
+        raise ConflictError(f"the peak profile of tenant {tenant!r} kept changing; try again")
+
+    def undo(self, tenant: str, add: Profile | None = None, remove: Profile | None = None) -> None:
+        """Take back a :meth:`change` whose job write failed (best effort: logged, never raised)."""
+        try:
+            self.change(tenant, add=remove, remove=add)
+        except Exception:
+            log.warning("could not take back a peak change of tenant %s (its count stays high)", tenant)
+
+    def recount(self, tenant: str, jobs: list[object]) -> Profile:
+        """Rebuild the tenant's profile from its jobs (``JobService.recount_peaks``)."""
+        total = Profile()
+        for job in jobs:
+            total = total.combined(job_profile(job))  # type: ignore[arg-type]
+        for _ in range(PEAK_TRIES):
+            _, version = self.store.get_peaks(tenant)
+            if self.store.put_peaks(tenant, total.to_doc(), version):
+                return total
+        raise ConflictError(f"the peak profile of tenant {tenant!r} kept changing; try again")
+
+
+@dataclass(frozen=True)
+class BackfillQuota:
+    """A tenant's running backfills and backfilled slots a minute.
+
+    Attributes
+    ----------
+    store
+        Where the running set and the per-minute counts are.
+    max_running
+        Backfills of one tenant running at once (0: no limit).
+    slots_per_minute
+        Backfilled slots one tenant may send a minute (0: no limit).
+    """
+
+    store: TenantQuotaRepository
+    max_running: int = 10
+    slots_per_minute: int = 600
+
+    @staticmethod
+    def member(job_id: str, backfill_id: str) -> str:
+        return f"{job_id}/{backfill_id}"
+
+    def join(self, tenant: str, job_id: str, backfill_id: str, running: Callable[[str], bool]) -> None:
+        """Count a starting backfill; ``running(member)`` tells whether a counted one still runs
+        (a full set is checked once for members whose end was lost).
+
+        Raises
+        ------
+        BackfillQuotaError
+            ``max_running`` backfills of the tenant run.
+        """
+        if self.max_running <= 0:
+            return
+        member = self.member(job_id, backfill_id)
+        if self.store.join_backfills(tenant, member, self.max_running):
+            return
+        for stale in [m for m in self.store.running_backfills(tenant) if not running(m)]:
+            self.store.leave_backfills(tenant, stale)
+        if not self.store.join_backfills(tenant, member, self.max_running):
+            raise BackfillQuotaError(self.max_running)
+
+    def leave(self, tenant: str, job_id: str, backfill_id: str) -> None:
+        if self.max_running > 0:
+            self.store.leave_backfills(tenant, self.member(job_id, backfill_id))
+
+    def take(self, tenant: str, want: int, now: datetime) -> int:
+        """How many of ``want`` backfilled slots the tenant may send now (taken from its minute)."""
+        if self.slots_per_minute <= 0 or want <= 0:
+            return max(want, 0)
+        window = now.strftime("%Y-%m-%dT%H:%MZ")
+        ttl = int((now + timedelta(seconds=SLOT_WINDOW_TTL_S)).timestamp())
+        return self.store.take_backfill_slots(tenant, window, want, self.slots_per_minute, ttl)
+
+
+def peak_limits(settings: Settings) -> PeakLimits:
+    """The deployment's peak quotas (0: none)."""
+    return PeakLimits(
+        settings.max_slots_per_second_per_tenant or None, settings.max_slots_per_minute_per_tenant or None
+    )
+
+
+def backfill_quota(store: TenantQuotaRepository, settings: Settings) -> BackfillQuota:
+    """The deployment's backfill quotas over ``store``."""
+    return BackfillQuota(
+        store, settings.max_backfills_per_tenant, settings.backfill_slots_per_minute_per_tenant
+    )
+
+
+__all__ = [
+    "BackfillQuota",
+    "BackfillQuotaError",
+    "BurstQuotaError",
+    "PeakQuota",
+    "PeakQuotaError",
+    "backfill_quota",
+    "peak_limits",
+]

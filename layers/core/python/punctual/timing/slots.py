@@ -1,0 +1,291 @@
+"""When a job's slots are, and which of them to release: pure functions of the job and ``now``.
+
+Slots are computed from the previous slot and the schedule, never from the clock, so clock
+skew moves *when* a slot is released, never *whether* or *how often*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+
+from punctual.models import CatchupKind, Job, JobSpec
+from punctual.timing import schedules
+from punctual.timing.missed_ranges import SPAN_CAP, MissedRange, drop_in_bulk, span
+from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
+
+MISSED_AFTER_S = 60  # a slot released later than this is "missed": the catch-up policy decides
+# Catch-up releases at most this many slots per timer, then chains on through a near timer due
+# now: a long outage drains a job a poll interval at a time, never in one unbounded release.
+MAX_RELEASE_PER_TIMER = 30
+_ONE_SECOND = timedelta(seconds=1)
+_INSTANT = timedelta(microseconds=1)
+
+
+def ceil_second(instant: datetime) -> datetime:
+    """Slots are whole seconds: the first whole second at or after ``instant``."""
+    whole = instant.astimezone(UTC).replace(microsecond=0)
+    return whole if whole == instant else whole + _ONE_SECOND
+
+
+@lru_cache(maxsize=4096)
+def _parse(expression: str, timezone: str, gap: str | None, repeat: str | None) -> schedules.Schedule:
+    dst = schedules.DstOptions(gap=gap, repeat=repeat) if (gap or repeat) else None  # type: ignore[arg-type]
+    return schedules.cached_schedule(expression, timezone, dst)
+
+
+def schedule_of(spec: JobSpec) -> schedules.Schedule:
+    """The parsed schedule of a job, cached: a poller evaluates the same jobs every minute."""
+    dst = spec.dst
+    return _parse(spec.schedule, spec.timezone, dst.gap if dst else None, dst.repeat if dst else None)
+
+
+def next_slot(job: Job, after: datetime) -> datetime | None:
+    """The job's first slot strictly after ``after``, inside ``start_at``/``end_at``; None if none.
+
+    ``delay(...)`` and ``after(...)`` jobs are not chained by the poller: the first is
+    anchored here, later ones come from finish times and parents' successes.
+    """
+    return _next_slot(job, schedule_of(job), after)
+
+
+def _next_slot(job: Job, schedule: schedules.Schedule, after: datetime) -> datetime | None:
+    """:func:`next_slot` with the job's schedule already looked up."""
+    if schedule.kind == "after":
+        return None
+    lower = after
+    if job.start_at is not None:
+        lower = max(lower, ceil_second(job.start_at) - _ONE_SECOND)
+    slot = schedule.next_after(lower, anchor=job.anchor)
+    if slot is None or (job.end_at is not None and slot > job.end_at):
+        return None
+    return slot
+
+
+def first_slot(job: Job, now: datetime) -> datetime | None:
+    """The slot a freshly registered (or resumed) job fires first."""
+    schedule = schedule_of(job)
+    if schedule.kind == "delay":
+        # The first run of a fixed-delay job is the anchor plus the delay.
+        slot = schedule.next_after(job.anchor, anchor=job.anchor)
+        if slot is not None and slot <= now:
+            slot = schedule.next_after(now, anchor=None)
+        return slot
+    return next_slot(job, now)
+
+
+def resume_start(job: Job) -> datetime | None:
+    """Where a paused job's chain starts again when it is resumed: the first slot the pause owes.
+
+    That is the first slot at or after the pause (``paused_at``), or ``owed_from`` when earlier:
+    a slot due before the pause whose release a poller found only after it
+    (:mod:`punctual.dispatch.polling.chains`). None: the schedule has no slot left.
+    """
+    paused_at = job.paused_at
+    first = next_slot(job, paused_at - _INSTANT) if paused_at is not None else None
+    owed = slot_instant(job.owed_from) if job.owed_from else None
+    if first is None or owed is None:
+        return first or owed
+    return min(first, owed)
+
+
+def dispatch_instant(job: Job, slot: datetime) -> datetime:
+    """When a slot is released: its nominal instant plus the job's deterministic jitter."""
+    if job.jitter_seconds <= 0:
+        return slot
+    return slot + timedelta(seconds=schedules.jitter_offset_s(job.id, slot, job.jitter_seconds))
+
+
+def fire_timer(
+    layout: TimerLayout,
+    job: Job,
+    slot: datetime,
+    now: datetime,
+    *,
+    chained: bool = False,
+    resumed: bool = False,
+) -> Timer:
+    """The timer that releases ``slot`` of ``job`` at its dispatch instant. ``chained``: written
+    by a release, when an instant already passed makes it a CATCHUP timer, which waits its turn
+    behind on-time slots. ``resumed``: the first of a resumed job's chain, whose past slot makes
+    it a RESUME timer due now (the slots before it were owed by the pause)."""
+    due = dispatch_instant(job, slot)
+    if resumed and due <= now:
+        kind = TimerKind.RESUME
+    else:
+        kind = TimerKind.CATCHUP if chained and due <= now else TimerKind.FIRE
+    return layout.make(
+        now=now,
+        due=due,
+        job_id=job.id,
+        tenant=job.tenant,
+        slot=slot_key(slot),
+        attempt=1,
+        kind=kind,
+        job_version=job.version,
+    )
+
+
+MISSED_BY_LATEST = "catch-up policy latest: a newer slot ran instead"
+MISSED_BY_NONE = "catch-up policy none: missed slots are not run"
+MISSED_OUTSIDE_WINDOW = "older than the catch-up window"
+
+
+@dataclass
+class ReleasePlan:
+    """What one fire timer leads to."""
+
+    release: list[datetime] = field(default_factory=list)  # slots to send, oldest first
+    missed: list[tuple[datetime, str]] = field(default_factory=list)  # slots dropped, and why
+    ranges: list[MissedRange] = field(default_factory=list)  # long runs of dropped slots, one record each
+    next_slot: datetime | None = None  # the slot of the timer to write next (None: the job completes)
+    chain: bool = True  # False for delay(...) jobs, which chain from finish times
+
+    @property
+    def skipped(self) -> int:
+        """How many slots the catch-up policy drops."""
+        return len(self.missed) + sum(r.count for r in self.ranges)
+
+
+def plan_release(
+    job: Job,
+    slot: datetime,
+    now: datetime,
+    *,
+    due: datetime | None = None,
+    owed_before: datetime | None = None,
+    stop_before: datetime | None = None,
+    cause: str = "",
+) -> ReleasePlan:
+    """Decide which slots to release for a due fire timer of ``slot``.
+
+    Normally that is just ``slot``, and the next timer is the following slot. After an
+    outage the slots between ``slot`` and ``now`` are enumerated and the catch-up
+    policy applied to those released more than :data:`MISSED_AFTER_S` late: ``all``
+    releases every one inside the window, ``latest`` only the newest (and none if a
+    slot is on time anyway), ``none`` skips them all. Long runs of slots the policy drops
+    are skipped in bulk, one range each (:mod:`punctual.timing.missed_ranges`).
+
+    Parameters
+    ----------
+    due
+        The timer's due instant. Runs are skipped in bulk as of ``min(now, due)``: an earlier
+        release of the same timer (lost in a crash) may have sent slots that are late now.
+    owed_before
+        Slots due before this are late whatever their lateness: a resumed job's, due while it
+        was paused (the catch-up policy decides them like slots missed in an outage).
+    stop_before
+        Plan no slot at or after this (the rest of a chain cut by a pause, whose later slots
+        the job's current chain owns); then the plan never completes the job.
+    cause
+        Put before each reason a slot is dropped for (``"job paused"``).
+    """
+    schedule = schedule_of(job)
+    if schedule.kind == "delay":
+        return ReleasePlan(release=[slot], next_slot=None, chain=False)
+    late_before = now - timedelta(seconds=MISSED_AFTER_S)
+    if owed_before is not None:
+        late_before = max(late_before, min(owed_before, now))
+    plan = ReleasePlan(chain=stop_before is None)
+    current: datetime | None = slot
+    if dispatch_instant(job, slot) < late_before:
+        current, complete = _drop_in_bulk(job, schedule, slot, plan, min(now, due or now), owed_before)
+        if current is not None and stop_before is not None and current >= stop_before:
+            current = None
+        if not complete or current is None or dispatch_instant(job, current) > now:
+            plan.next_slot = current  # cut at the bulk's cap, the end, or nothing due after it yet
+            return _with_cause(plan, cause)
+    return _with_cause(_plan_due(job, schedule, current or slot, now, late_before, stop_before, plan), cause)
+
+
+def _plan_due(
+    job: Job,
+    schedule: schedules.Schedule,
+    slot: datetime,
+    now: datetime,
+    late_before: datetime,
+    stop_before: datetime | None,
+    plan: ReleasePlan,
+) -> ReleasePlan:
+    """The slot-by-slot pass of :func:`plan_release`: at most :data:`MAX_RELEASE_PER_TIMER` due slots."""
+    due: list[datetime] = []
+    instants: list[datetime] = []  # dispatch_instant of each slot in ``due`` (jitter hashes once)
+    current: datetime | None = slot
+    while current is not None and len(due) < MAX_RELEASE_PER_TIMER:
+        if stop_before is not None and current >= stop_before:
+            current = None
+            break
+        instant = dispatch_instant(job, current)
+        if instant > now:
+            break
+        due.append(current)
+        instants.append(instant)
+        current = _next_slot(job, schedule, current)
+    if not due:  # released early (clock skew): release it anyway, it is this timer's slot
+        plan.release, plan.next_slot = [slot], _next_slot(job, schedule, slot)
+        return plan
+    plan.next_slot = current
+    if len(due) == 1 and instants[0] >= late_before:
+        # The common case, one slot on time: every policy releases just it.
+        plan.release = due
+        return plan
+    on_time = [s for s, at in zip(due, instants, strict=True) if at >= late_before]
+    late = [(s, at) for s, at in zip(due, instants, strict=True) if at < late_before]
+    window_start = now - timedelta(seconds=job.catchup.window_seconds)
+    in_window = [s for s, at in late if at >= window_start]
+    policy = job.catchup.policy
+    if policy is CatchupKind.ALL:
+        chosen, reason = in_window, MISSED_OUTSIDE_WINDOW  # only slots outside the window are dropped
+    elif policy is CatchupKind.LATEST:
+        chosen, reason = (in_window[-1:] if not on_time else []), MISSED_BY_LATEST
+    else:
+        chosen, reason = [], MISSED_BY_NONE
+    kept, window = set(chosen), set(in_window)
+    plan.missed = [(s, reason if s in window else MISSED_OUTSIDE_WINDOW) for s, _ in late if s not in kept]
+    plan.release = chosen + on_time
+    return plan
+
+
+def _drop_in_bulk(
+    job: Job,
+    schedule: schedules.Schedule,
+    slot: datetime,
+    plan: ReleasePlan,
+    as_of: datetime,
+    owed_before: datetime | None,
+) -> tuple[datetime | None, bool]:
+    """Skip the long runs of slots from ``slot`` on that the catch-up policy drops as of
+    ``as_of`` (ranges into ``plan``). Returns the slot the plan goes on from, and False when a
+    run was cut at the cap (the plan goes on from there in the next release)."""
+    late_before = as_of - timedelta(seconds=MISSED_AFTER_S)
+    if owed_before is not None:
+        late_before = max(late_before, min(owed_before, as_of))
+    window_start = as_of - timedelta(seconds=job.catchup.window_seconds)
+    # Jitter only delays a slot: a slot before ``x - jitter`` is surely dispatched before ``x``.
+    jitter = timedelta(seconds=job.jitter_seconds)
+    period = schedule.period if schedule.kind == "rate" else None
+
+    def step(after: datetime) -> datetime | None:
+        return _next_slot(job, schedule, after)
+
+    segments = [(min(window_start, late_before) - jitter, MISSED_OUTSIDE_WINDOW)]
+    if job.catchup.policy is CatchupKind.NONE:
+        segments.append((late_before - jitter, MISSED_BY_NONE))
+    bulk = drop_in_bulk(slot, step, period, job.end_at, segments)
+    if bulk.complete and bulk.following is not None and job.catchup.policy is CatchupKind.LATEST:
+        # Every late slot in the window but the newest (which the slot-by-slot pass decides).
+        late = span(bulk.following, late_before - jitter, step, period, job.end_at, SPAN_CAP)
+        if late.complete and late.last is not None:
+            more = drop_in_bulk(bulk.following, step, period, job.end_at, [(late.last, MISSED_BY_LATEST)])
+            bulk.ranges.extend(more.ranges)
+            bulk.following, bulk.complete = more.following, more.complete
+    plan.ranges.extend(bulk.ranges)
+    return bulk.following, bulk.complete
+
+
+def _with_cause(plan: ReleasePlan, cause: str) -> ReleasePlan:
+    if cause:
+        plan.missed = [(s, f"{cause}: {reason}") for s, reason in plan.missed]
+        plan.ranges = [replace(r, reason=f"{cause}: {r.reason}") for r in plan.ranges]
+    return plan

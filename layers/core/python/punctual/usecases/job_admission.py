@@ -1,0 +1,164 @@
+"""What a job passes before it is stored: the tenant boundary and the webhook guard on every
+target, its dependencies (no missing parent, no cycle), its trigger rate, and its tenant's peak
+quotas (counted, and taken back when the write fails).
+
+:class:`JobAdmission` is the part of :class:`punctual.usecases.jobs.JobService` that decides
+whether a spec may be written; the service does the writing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from punctual.delivery.targets.webhooks.guard import BlockedTargetError, guard_url
+from punctual.delivery.targets.webhooks.signing import TENANT_HEADER
+from punctual.models import EventBridgeTarget, HttpTarget, Job, JobSpec, Target
+from punctual.security.boundary import Boundary
+from punctual.security.peaks import Profile, job_profile
+from punctual.security.quotas import micro_rate
+from punctual.security.tenant_quotas import PeakQuota
+from punctual.store.base import JobStore, UnreadableJob
+from punctual.timing.slots import schedule_of
+from punctual.usecases.job_errors import InvalidJobError
+
+
+def find_cycle(
+    job_id: str, parents: tuple[str, ...], lookup: Callable[[str], tuple[str, ...] | None]
+) -> list[str] | None:
+    """The dependency path that leads from ``parents`` back to ``job_id``, or None.
+
+    ``lookup(id)`` gives a job's own parents (None when the job does not exist).
+    """
+    stack: list[tuple[str, list[str]]] = [(p, [job_id, p]) for p in parents]
+    seen: set[str] = set()
+    while stack:
+        current, path = stack.pop()
+        if current == job_id:
+            return path
+        if current in seen:
+            continue
+        seen.add(current)
+        for parent in lookup(current) or ():
+            stack.append((parent, [*path, parent]))
+    return None
+
+
+def all_jobs(store: JobStore, tenant: str) -> list[Job]:
+    """Every job of ``tenant``, page after page."""
+    jobs: list[Job] = []
+    cursor: str | None = None
+    while True:
+        page = store.list_jobs(tenant, 100, cursor)
+        jobs.extend(page.items)
+        if page.cursor is None:
+            return jobs
+        cursor = page.cursor
+
+
+class JobAdmission:
+    """Decides whether a job spec may be written, and counts what its write adds to its tenant.
+
+    Parameters
+    ----------
+    store
+        Read for parents and the tenant's jobs.
+    boundary
+        The tenant boundary every ARN a job names passes (:mod:`punctual.security.boundary`).
+    allow_cidrs
+        Addresses the webhook SSRF guard lets through.
+    peaks
+        The tenant's peak quotas (:mod:`punctual.security.tenant_quotas`); None: not counted.
+    """
+
+    def __init__(
+        self, store: JobStore, boundary: Boundary, allow_cidrs: tuple[str, ...], peaks: PeakQuota | None
+    ) -> None:
+        self.store = store
+        self.boundary = boundary
+        self.allow_cidrs = allow_cidrs
+        self.peaks = peaks
+
+    def count_peaks(
+        self, tenant: str, job: Job, replaced: Job | UnreadableJob | None
+    ) -> tuple[Profile | None, Profile | None]:
+        """Move the tenant's peak profile by ``job``'s (less ``replaced``'s); 409 past a limit."""
+        if self.peaks is None:
+            return None, None
+        added = job_profile(job)
+        removed = job_profile(replaced) if isinstance(replaced, Job) else None
+        self.peaks.change(tenant, add=added, remove=removed)
+        return added, removed
+
+    def uncount_peaks(self, tenant: str, added: Profile | None, removed: Profile | None) -> None:
+        """Take back :meth:`count_peaks` when the job's own write failed."""
+        if self.peaks is not None and added is not None:
+            self.peaks.undo(tenant, add=added, remove=removed)
+
+    def recount_peaks(self, tenant: str) -> Profile:
+        """Rebuild ``tenant``'s peak profile from its jobs (after a crash between a profile's
+        change and the job's write, or for jobs registered before peaks were counted)."""
+        if self.peaks is None:
+            return Profile()
+        return self.peaks.recount(tenant, list(all_jobs(self.store, tenant)))
+
+    def trigger_rate(self, tenant: str, spec: JobSpec) -> int:
+        """Micro-triggers per minute the job adds to its tenant's total (:mod:`punctual.security.quotas`)."""
+
+        def parent_rate(parent: str) -> int:
+            found = self.store.get_job(tenant, parent)
+            return found.trigger_rate if found else 0
+
+        return micro_rate(schedule_of(spec), parent_rate)
+
+    def check_target(self, spec: JobSpec) -> None:
+        """Refuse, before anything is stored, what the worker would refuse to call anyway: every
+        ARN the job names (target, alert targets, dead-letter queue, events bus) under the tenant
+        boundary (:mod:`punctual.security.boundary`), and every webhook URL under the SSRF guard."""
+        refusal = self.boundary.first_refusal(spec)
+        if refusal is not None:
+            raise InvalidJobError(str(refusal), field=refusal.field)
+        self._check_one_target(spec.target, "target")
+        for index, rule in enumerate(spec.alerts):
+            self._check_one_target(rule.target, f"alerts[{index}].target")
+        target = spec.target
+        if (
+            isinstance(target, EventBridgeTarget)
+            and spec.payload is not None
+            and not isinstance(spec.payload, dict)
+        ):
+            raise InvalidJobError(
+                "an eventbridge target's payload must be a JSON object (the event detail)", field="payload"
+            )
+
+    def _check_one_target(self, target: Target, where: str) -> None:
+        if isinstance(target, HttpTarget):
+            taken = [name for name in target.headers if name.lower() == TENANT_HEADER.lower()]
+            if taken:
+                raise InvalidJobError(
+                    f"{where}.headers: header {taken[0]!r} is reserved: Punctual sets it on every request",
+                    field=f"{where}.headers",
+                )
+            try:
+                # No DNS here: literal addresses, every spelling of them, and localhost names.
+                guard_url(target.url, self.allow_cidrs, resolve=False)
+            except BlockedTargetError as exc:
+                raise InvalidJobError(f"{where} url refused: {exc.reason}", field=f"{where}.url") from None
+
+    def check_dependencies(self, tenant: str, job_id: str, spec: JobSpec) -> tuple[str, ...]:
+        parents = schedule_of(spec).parents
+        if not parents:
+            return ()
+        for parent in parents:
+            if parent == job_id:
+                raise InvalidJobError("a job cannot depend on itself")
+            if self.store.get_job(tenant, parent) is None:
+                raise InvalidJobError(f"after(): parent job {parent!r} does not exist")
+
+        def lookup(other: str) -> tuple[str, ...] | None:
+            found = self.store.get_job(tenant, other)
+            return schedule_of(found).parents if found else None
+
+        cycle = find_cycle(job_id, parents, lookup)
+        if cycle:
+            raise InvalidJobError("dependency cycle: " + " -> ".join(cycle))
+        return parents

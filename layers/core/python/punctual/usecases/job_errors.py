@@ -1,0 +1,31 @@
+"""The errors of the job use cases: the API answers each with its own 4xx (a leaf module)."""
+
+from __future__ import annotations
+
+
+class JobError(Exception):
+    """Base of the errors the API turns into 4xx answers."""
+
+
+class JobNotFoundError(JobError):
+    pass
+
+
+class JobConflictError(JobError):
+    """The job changed meanwhile (409), or is in a state that forbids the request."""
+
+
+class PreconditionFailedError(JobError):
+    """``If-Match`` named a version that is not the current one (412)."""
+
+    def __init__(self, message: str, current_version: int | None) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
+class InvalidJobError(JobError):
+    """The spec is well-formed but cannot be accepted (422): no future slot, a cycle, ..."""
+
+    def __init__(self, message: str, field: str = "schedule") -> None:
+        super().__init__(message)
+        self.field = field

@@ -1,0 +1,551 @@
+"""Use cases behind the API: register, replace, pause, resume, delete, trigger a job.
+
+Each one is a version-checked write. Pause, delete and replace bump the version, so
+timers written for the old version become stale and the poller ignores them; resume
+and replace write a fresh timer (resume under the job's catch-up policy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Protocol
+
+from punctual.dispatch.load_forecast import LoadForecast
+from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
+from punctual.models import Job, JobSpec, JobState
+from punctual.runtime.clock import Clock
+from punctual.security.boundary import Boundary
+from punctual.security.ownership import OwnResources
+from punctual.security.peaks import Profile, job_profile
+from punctual.security.quotas import MICRO
+from punctual.security.tenant_quotas import PeakQuota
+from punctual.store.base import (
+    NO_CALENDAR_USES,
+    CalendarNotFoundError,
+    CalendarUses,
+    JobStore,
+    Page,
+    UnreadableJob,
+    UnreadableJobError,
+    VersionConflictError,
+)
+from punctual.store.dynamo.sizes import check_job_size
+from punctual.timing.schedules import ScheduleError, cached_schedule
+from punctual.timing.slots import (
+    ceil_second,
+    fire_timer,
+    first_slot,
+    next_slot,
+    resume_start,
+    schedule_of,
+)
+from punctual.timing.timers import Timer, TimerLayout, slot_key
+from punctual.usecases.job_admission import JobAdmission
+from punctual.usecases.job_errors import (
+    InvalidJobError,
+    JobConflictError,
+    JobNotFoundError,
+    PreconditionFailedError,
+)
+from punctual.usecases.next_fire import NextFire
+
+RESUME_TRIES = 3  # a resume that meets a concurrent write (a poller parking an owed slot) reads again
+
+
+class SecretBox(Protocol):
+    def new_secret(self, tenant: str, job_id: str) -> tuple[str, str]:
+        """A fresh webhook signing secret of one job: (plain text, stored form bound to the job)."""
+        ...
+
+
+def _whole_second(instant: datetime) -> datetime:
+    return ceil_second(instant)
+
+
+def _stand_in(found: UnreadableJob, spec: JobSpec, now: datetime) -> Job:
+    """What ``replace`` needs of a job it cannot read: its version, state and secrets.
+
+    The rest comes from the new spec; its creation instant from the stored document when
+    that part still parses.
+    """
+    try:
+        created = datetime.fromisoformat(str(found.doc.get("created_at")))
+    except ValueError:
+        created = now
+    state = JobState.PAUSED if found.state == JobState.PAUSED.value else JobState.ENABLED
+    return Job(
+        **spec.model_dump(),
+        id=found.id,
+        tenant=found.tenant,
+        state=state,
+        version=found.version,
+        created_at=created if created.tzinfo else now,
+        updated_at=now,
+        anchor=_whole_second(spec.start_at or now),
+        paused_at=now if state is JobState.PAUSED else None,
+        signing_secret_enc=found.signing_secret_enc,
+        signing_secret_prev_enc=found.signing_secret_prev_enc,
+        trigger_rate=found.trigger_rate,
+    )
+
+
+def _raw_parents(found: UnreadableJob) -> tuple[str, ...]:
+    """The after(...) parents of a job that cannot be read, as far as its schedule parses."""
+    try:
+        return cached_schedule(
+            str(found.doc.get("schedule")), str(found.doc.get("timezone") or "UTC")
+        ).parents
+    except (ScheduleError, ValueError):
+        return ()
+
+
+def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
+    """The calendars a job that cannot be read excludes, as far as its document says."""
+    names = found.doc.get("exclude_calendars")
+    return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
+
+
+@contextmanager
+def _calendars_checked() -> Iterator[None]:
+    """A job write whose calendar check failed: 422 naming the calendar that does not exist."""
+    try:
+        yield
+    except CalendarNotFoundError as exc:
+        raise InvalidJobError(
+            f"exclude_calendars: calendar {exc.name!r} does not exist (PUT /v1/calendars/{exc.name} first)",
+            field="exclude_calendars",
+        ) from None
+
+
+def signs_webhooks(spec: JobSpec) -> bool:
+    """Whether the job calls a webhook (its target, or an alert rule's): then it has a signing secret."""
+    return spec.target.type == "http" or any(rule.target.type == "http" for rule in spec.alerts)
+
+
+def resumed(current: Job, now: datetime, layout: TimerLayout) -> tuple[Job, list[Timer]]:
+    """A paused job enabled again at ``now``, and the first timer of its chain.
+
+    The chain starts at the first slot the pause owes (:func:`punctual.dispatch.polling.chains.resume_start`):
+    the first slot at or after the pause, or an earlier one due before it that was not released.
+    When that slot is past, a RESUME timer due now releases it and the poller's catch-up decides
+    every slot up to now by the catch-up policy and its window (``all`` runs them, ``latest`` the
+    newest, ``none`` records them MISSED, long runs as one range record). delay(...) jobs start
+    afresh from now; after(...) jobs have no chain. A job with no slot left is COMPLETED.
+    """
+    job = current.model_copy(
+        update={
+            "state": JobState.ENABLED,
+            "version": current.version + 1,
+            "spec_version": current.spec_since,
+            "updated_at": now,
+            "state_reason": None,
+        }
+    )
+    kind = schedule_of(job).kind
+    if kind == "after":
+        return job, []
+    fresh = kind == "delay" or current.paused_at is None  # no pause instant to start from
+    start = first_slot(job, now) if fresh else resume_start(job)
+    if start is None:
+        return job.model_copy(update={"state": JobState.COMPLETED, "state_reason": "no slot left"}), []
+    return job, [fire_timer(layout, job, start, now, resumed=not fresh)]
+
+
+class JobService:
+    """The job use cases for one deployment.
+
+    Parameters
+    ----------
+    store, queues
+        Storage and queue ports.
+    clock
+        The only source of ``now``.
+    layout
+        Where timers go.
+    routing
+        Which queue a job's messages go to.
+    max_jobs_per_tenant
+        Registration beyond this is refused.
+    secrets
+        Makes a webhook signing secret for HTTP targets (None: jobs get none).
+    allow_cidrs
+        Addresses the webhook SSRF guard lets through.
+    own_resources
+        Returns the deployment's own resources, which no target may name (called per check:
+        the list is loaded once, on first use).
+    require_target_role
+        Refuse AWS targets that name no ``role_arn``.
+    boundary
+        The tenant boundary every ARN a job names passes (:mod:`punctual.security.boundary`); default: one
+        made of ``own_resources`` and ``require_target_role``.
+    peaks
+        The tenant's peak quotas (:mod:`punctual.security.tenant_quotas`); None: not counted.
+    max_triggers_per_minute
+        The tenant's quota of scheduled triggers per minute (None: no quota).
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        queues: QueuePort,
+        clock: Clock,
+        layout: TimerLayout,
+        routing: QueueRouting,
+        max_jobs_per_tenant: int = 100_000,
+        secrets: SecretBox | None = None,
+        allow_cidrs: tuple[str, ...] = (),
+        own_resources: Callable[[], OwnResources] | None = None,
+        require_target_role: bool = False,
+        max_triggers_per_minute: int | None = None,
+        boundary: Boundary | None = None,
+        peaks: PeakQuota | None = None,
+        forecast: LoadForecast | None = None,
+    ) -> None:
+        self.store = store
+        self.queues = queues
+        self.clock = clock
+        self.layout = layout
+        self.routing = routing
+        self.max_jobs = max_jobs_per_tenant
+        self.secrets = secrets
+        self.own_resources = own_resources or OwnResources
+        self.require_target_role = require_target_role
+        self.boundary = boundary or Boundary(self.own_resources, require_target_role=require_target_role)
+        self.peaks = peaks
+        self.max_trigger_rate = None if max_triggers_per_minute is None else max_triggers_per_minute * MICRO
+        self.forecast = forecast  # the minute-load ledger the tick reads (punctual.dispatch.load_forecast)
+        self.admission = JobAdmission(store, self.boundary, allow_cidrs, peaks)
+        self.next_fire = NextFire(store, lambda: self.clock.now())  # the clock may be replaced (tests)
+
+    @property
+    def allow_cidrs(self) -> tuple[str, ...]:
+        """Addresses the webhook SSRF guard lets through (:attr:`JobAdmission.allow_cidrs`)."""
+        return self.admission.allow_cidrs
+
+    @allow_cidrs.setter
+    def allow_cidrs(self, cidrs: tuple[str, ...]) -> None:
+        self.admission.allow_cidrs = cidrs
+
+    def recount_peaks(self, tenant: str) -> Profile:
+        """Rebuild ``tenant``'s peak profile from its jobs (:meth:`JobAdmission.recount_peaks`)."""
+        return self.admission.recount_peaks(tenant)
+
+    def _forecast(self, old: Job | None, new: Job | None) -> None:
+        """A job's near slots in the minute-load ledger: ``old``'s taken back, ``new``'s added."""
+        if self.forecast is not None:
+            self.forecast.changed(old, new, self.clock.now())
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, tenant: str, job_id: str) -> Job:
+        job = self.store.get_job(tenant, job_id)
+        if job is None:
+            raise JobNotFoundError(f"job {job_id!r} not found")
+        return self.next_fire.of(job)
+
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None = None,
+        state: JobState | None = None,
+        tag: str | None = None,
+    ) -> Page[Job]:
+        page = self.store.list_jobs(tenant, limit, cursor, state, tag)
+        calendars = self.next_fire.calendars_of(page.items)
+        return Page([self.next_fire.of(job, calendars) for job in page.items], page.cursor, page.unreadable)
+
+    # ------------------------------------------------------------------ writing
+
+    def register(
+        self, tenant: str, spec: JobSpec, job_id: str | None = None, paused: bool = False
+    ) -> tuple[Job, str | None]:
+        """Store a new job and its first timer; return it and its signing secret (shown once).
+
+        ``paused`` stores it PAUSED in the same write, with no timer (a schedule created
+        DISABLED): no slot can fire before a separate pause would land.
+        """
+        now = self.clock.now()
+        job_id = job_id or uuid.uuid4().hex
+        self.admission.check_target(spec)
+        parents = self.admission.check_dependencies(tenant, job_id, spec)
+        secret_plain: str | None = None
+        secret_stored: str | None = None
+        if signs_webhooks(spec) and self.secrets is not None:
+            secret_plain, secret_stored = self.secrets.new_secret(tenant, job_id)
+        job = Job(
+            **spec.model_dump(),
+            id=job_id,
+            tenant=tenant,
+            created_at=now,
+            updated_at=now,
+            anchor=_whole_second(spec.start_at or now),
+            signing_secret_enc=secret_stored,
+            trigger_rate=self.admission.trigger_rate(tenant, spec),
+            spec_version=1,
+        )
+        check_job_size(job)  # 413 naming the largest parts, before anything is written
+        timer = self._first_timer(job, now, after=now)
+        if timer is None and schedule_of(job).kind != "after":
+            raise InvalidJobError(
+                "schedule has no future slot (a one-time instant in the past, or end_at passed)"
+            )
+        if paused:
+            job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
+            timer = None
+        # The job, its links as a dependent of its parents and its calendar uses: one transaction,
+        # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
+        # a job excludes it, nor a job made to exclude one that is gone.
+        uses = CalendarUses.between((), spec.exclude_calendars)
+        added = self.admission.count_peaks(tenant, job, None)
+        try:
+            with _calendars_checked():
+                self.store.create_job(
+                    job, timer, self.max_jobs, self.max_trigger_rate, parents=parents, calendars=uses
+                )
+        except Exception:
+            self.admission.uncount_peaks(tenant, *added)
+            raise
+        self._forecast(None, job)
+        return self.next_fire.of(job), secret_plain
+
+    def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
+        """Replace the spec. The next slot is computed afresh (no catch-up for a replacement).
+
+        A stored job the model cannot read is replaced too: that is how it is fixed.
+        """
+        found = self._found(tenant, job_id, expected_version)
+        now = self.clock.now()
+        current = found if isinstance(found, Job) else _stand_in(found, spec, now)
+        self.admission.check_target(spec)
+        parents = self.admission.check_dependencies(tenant, job_id, spec)
+        old_parents = schedule_of(current).parents if isinstance(found, Job) else _raw_parents(found)
+        anchor = current.anchor
+        if spec.start_at != current.start_at or spec.schedule != current.schedule:
+            anchor = _whole_second(spec.start_at or now)
+        # A new spec supersedes what was released for the old one (punctual.execution.versions);
+        # the same spec sent again (an UpdateSchedule that changes nothing) supersedes nothing.
+        same_spec = isinstance(found, Job) and found.spec() == JobSpec.model_validate(spec.model_dump())
+        job = Job(
+            **spec.model_dump(),
+            id=job_id,
+            tenant=tenant,
+            state=JobState.ENABLED if current.state is JobState.COMPLETED else current.state,
+            version=current.version + 1,
+            spec_version=current.spec_since if same_spec else current.version + 1,
+            owed_from=current.owed_from if same_spec else None,
+            created_at=current.created_at,
+            updated_at=now,
+            anchor=anchor,
+            paused_at=current.paused_at,
+            skipped_slots=current.skipped_slots,
+            signing_secret_enc=current.signing_secret_enc,
+            signing_secret_prev_enc=current.signing_secret_prev_enc,
+            trigger_rate=self.admission.trigger_rate(tenant, spec),
+        )
+        if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
+            job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
+        check_job_size(job)
+        timers: list[Timer] = []
+        if job.state is JobState.ENABLED:
+            timer = self._first_timer(job, now, after=now)
+            if timer is None and schedule_of(job).kind != "after":
+                raise InvalidJobError(
+                    "schedule has no future slot (a one-time instant in the past, or end_at passed)"
+                )
+            timers = [timer] if timer else []
+        old_calendars = current.exclude_calendars if isinstance(found, Job) else _raw_calendars(found)
+        uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
+        # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.
+        removed = tuple(p for p in old_parents if p not in parents)
+        changed = self.admission.count_peaks(tenant, job, found)
+        try:
+            with _calendars_checked():
+                self._write(
+                    job,
+                    current.version,
+                    timers,
+                    previous_trigger_rate=current.trigger_rate,
+                    parents_added=parents,
+                    parents_removed=removed,
+                    calendars=uses,
+                )
+        except Exception:
+            self.admission.uncount_peaks(tenant, *changed)
+            raise
+        self._forecast(current, job)
+        return self.next_fire.of(job)
+
+    def pause(
+        self, tenant: str, job_id: str, expected_version: int | None = None, reason: str | None = None
+    ) -> Job:
+        current = self._current(tenant, job_id, expected_version)
+        if current.state is JobState.PAUSED:
+            return self.next_fire.of(current)
+        if current.state is JobState.COMPLETED:
+            raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
+        now = self.clock.now()
+        job = current.model_copy(
+            update={
+                "state": JobState.PAUSED,
+                "version": current.version + 1,
+                "spec_version": current.spec_since,  # the spec does not change
+                "updated_at": now,
+                "paused_at": now,
+                "owed_from": None,
+                "state_reason": reason,
+            }
+        )
+        self._write(job, current.version, [])
+        self._forecast(current, job)
+        return self.next_fire.of(job)
+
+    def resume(self, tenant: str, job_id: str, expected_version: int | None = None) -> Job:
+        """Enable again; the slots the pause owes follow the catch-up policy (:func:`resumed`)."""
+        for attempt in range(RESUME_TRIES):
+            current = self._current(tenant, job_id, expected_version)
+            if current.state is JobState.ENABLED:
+                return self.next_fire.of(current)
+            if current.state is JobState.COMPLETED:
+                raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
+            job, timers = resumed(current, self.clock.now(), self.layout)
+            try:
+                self._write(job, current.version, timers)
+            except JobConflictError:
+                if expected_version is not None or attempt + 1 == RESUME_TRIES:
+                    raise
+                continue  # a poller recorded a slot the pause owes (a version bump): read it again
+            self._forecast(current, job)
+            return self.next_fire.of(job)
+        raise AssertionError("unreachable")
+
+    def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
+        """Delete the job (one the model cannot read included); its history stays until its TTL."""
+        current = self._found(tenant, job_id, expected_version)
+        parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
+        calendars = current.exclude_calendars if isinstance(current, Job) else _raw_calendars(current)
+        try:
+            self.store.delete_job(
+                tenant,
+                job_id,
+                current.version,
+                current.trigger_rate,
+                parents=parents,
+                calendars=CalendarUses(drop=tuple(calendars)),
+            )
+        except VersionConflictError as exc:
+            raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
+        if self.peaks is not None and isinstance(current, Job):
+            self.peaks.undo(tenant, add=job_profile(current))  # its slots are no longer due
+        if isinstance(current, Job):
+            self._forecast(current, None)
+
+    def rotate_secret(
+        self, tenant: str, job_id: str, drop_previous: bool = False, expected_version: int | None = None
+    ) -> tuple[Job, str | None]:
+        """Rotate an HTTP job's webhook signing secret; returns the job and the new secret (once).
+
+        The previous secret keeps signing (both signatures are sent, as Standard Webhooks
+        rotation expects) until the next rotation, or until ``drop_previous`` ends it (then no
+        new secret is made). The version is not bumped: the schedule did not change, so no
+        timer becomes stale.
+        """
+        current = self._current(tenant, job_id, expected_version)
+        if not signs_webhooks(current) or self.secrets is None:
+            raise InvalidJobError(
+                "only jobs with an http target or http alerts have a signing secret", field="target"
+            )
+        now = self.clock.now()
+        if drop_previous:
+            job = current.model_copy(update={"signing_secret_prev_enc": None, "updated_at": now})
+            self._write(job, current.version, [])
+            return self.next_fire.of(job), None
+        plain, stored = self.secrets.new_secret(tenant, job_id)
+        job = current.model_copy(
+            update={
+                "signing_secret_enc": stored,
+                "signing_secret_prev_enc": current.signing_secret_enc,
+                "updated_at": now,
+            }
+        )
+        self._write(job, current.version, [])
+        return self.next_fire.of(job), plain
+
+    def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:
+        """Run the job now as an extra slot; the same ``request_key`` always names the same slot.
+
+        Returns the slot key (``<instant>~<id>``), which is the execution's identity.
+        """
+        job = self.get(tenant, job_id)
+        if job.state is JobState.DELETED:
+            raise JobNotFoundError(f"job {job_id!r} not found")
+        now = self.clock.now()
+        # The API's idempotency layer answers a retried request with the first reply, so the
+        # same request key always names the same slot; the key only feeds the slot's id here.
+        token = hashlib.sha256((request_key or uuid.uuid4().hex).encode()).hexdigest()[:12]
+        slot = f"{slot_key(now)}~m{token}"
+        message = message_for(job, slot, now, 1, MessageKind.MANUAL, now)
+        self.queues.send(self.routing.queue_for(job), [message])
+        return slot
+
+    # ------------------------------------------------------------------ helpers
+
+    def _current(self, tenant: str, job_id: str, expected_version: int | None) -> Job:
+        found = self._found(tenant, job_id, expected_version)
+        if isinstance(found, UnreadableJob):
+            raise UnreadableJobError(found)
+        return found
+
+    def _found(self, tenant: str, job_id: str, expected_version: int | None) -> Job | UnreadableJob:
+        """The stored job, readable or not, at ``expected_version`` (when given)."""
+        found: Job | UnreadableJob | None
+        try:
+            found = self.store.get_job(tenant, job_id)
+        except UnreadableJobError as exc:
+            found = exc.job
+        if found is None:
+            raise JobNotFoundError(f"job {job_id!r} not found")
+        if expected_version is not None and found.version != expected_version:
+            raise PreconditionFailedError(
+                f"job {job_id!r} is at version {found.version}, not {expected_version}", found.version
+            )
+        return found
+
+    def _write(
+        self,
+        job: Job,
+        expected_version: int,
+        timers: list[Timer],
+        previous_trigger_rate: int | None = None,
+        parents_added: tuple[str, ...] = (),
+        parents_removed: tuple[str, ...] = (),
+        calendars: CalendarUses = NO_CALENDAR_USES,
+    ) -> None:
+        try:
+            self.store.replace_job(
+                job,
+                expected_version,
+                timers,
+                previous_trigger_rate=previous_trigger_rate,
+                max_trigger_rate=self.max_trigger_rate,
+                parents_added=parents_added,
+                parents_removed=parents_removed,
+                calendars=calendars,
+            )
+        except VersionConflictError as exc:
+            if exc.current_version is None:
+                raise JobNotFoundError(f"job {job.id!r} not found") from exc
+            raise JobConflictError(f"job {job.id!r} changed meanwhile; read it and try again") from exc
+
+    def _first_timer(self, job: Job, now: datetime, after: datetime) -> Timer | None:
+        schedule = schedule_of(job)
+        if schedule.kind == "after":
+            return None
+        slot = first_slot(job, now) if after >= now else next_slot(job, after)
+        if slot is None:
+            return None
+        return fire_timer(self.layout, job, slot, now)

@@ -1,0 +1,47 @@
+"""Local mode's webhook receiver journals a request before its caller sees the answer, so a
+receiver stopped right after answering (local mode's end, a chaos run's) never leaves a run the
+worker recorded as answered without a request on record."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+from local.receiver import Recorder, make_handler
+
+
+def test_a_hook_request_is_journalled_before_its_reply_is_sent(tmp_path: Path) -> None:
+    journal = tmp_path / "receiver.jsonl"
+    handler = make_handler(Recorder(journal))
+    on_file_at_reply: list[list[dict[str, object]]] = []
+    reply = getattr(handler, "_reply")  # noqa: B009 (the handler class is made at run time)
+
+    def spying_reply(self: object, status: int, payload: object) -> None:
+        lines = journal.read_text().splitlines() if journal.exists() else []
+        on_file_at_reply.append([json.loads(line) for line in lines])
+        reply(self, status, payload)
+
+    setattr(handler, "_reply", spying_reply)  # noqa: B010
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        body = json.dumps({"job": "j1", "slot": "2026-12-03T10:00:00Z", "attempt": 1}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{server.server_address[1]}/hook/nightly?fail=1",
+            data=body,
+            headers={"Idempotency-Key": "j1:2026-12-03T10:00:00Z", "Content-Type": "application/json"},
+        )
+        try:
+            urllib.request.urlopen(request, timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 500  # the first request of a key fails (?fail=1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    [seen] = on_file_at_reply
+    assert [(r["job"], r["attempt"], r["status"]) for r in seen] == [("j1", 1, 500)]
+    assert seen[0]["answered"] is not None
