@@ -19,7 +19,7 @@ import pytest
 from test_chaos_short import LINE  # the verdict's one line
 
 from local.chaos import cli as chaos
-from local.chaos.verdict import MAX_P99_DELAY_S
+from local.chaos.verdict_data import MAX_P99_DELAY_S
 
 pytestmark = pytest.mark.e2e
 
