@@ -1,8 +1,7 @@
 """The DynamoDB table's schema: every item's key and every condition, update and key-condition
 expression the store sends, in one module. The mixins beside it (:mod:`.jobs`, :mod:`.timers`,
 :mod:`.executions`, :mod:`.dependencies`) only put these together into requests and read the
-answers; a reviewer checks the store's invariants here (and in :mod:`.schema_sequenced`: the
-two request shapes of the writer for a table without transactions).
+answers; a reviewer checks the store's invariants here.
 
 Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
 
@@ -260,6 +259,8 @@ class Expression:
 # A put that must create its item (never overwrites one), and a write that must find it.
 CREATE = Expression(condition="attribute_not_exists(pk)")
 EXISTS = Expression(condition="attribute_exists(pk)")
+# A transaction's ConditionCheck written alone (.sequenced): an update of an attribute no item has.
+UNCHANGED = Expression(update="REMOVE #check", names={"#check": "__condition_check__"})
 
 
 def partition(pk: str, prefix: str | None = None) -> Expression:

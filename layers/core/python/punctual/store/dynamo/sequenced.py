@@ -26,11 +26,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.store.dynamo.schema_sequenced import check_as_update, key_of
+from punctual.store.dynamo.schema import UNCHANGED
 
 log = logging.getLogger("punctual.store")
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
+KEY_ATTRIBUTES = ("pk", "sk")  # the table's key (store.dynamo.sizes counts the same two)
 _OPERATIONS = {
     "Put": "put_item",
     "Update": "update_item",
@@ -38,7 +39,7 @@ _OPERATIONS = {
     "ConditionCheck": "update_item",
 }
 # A ConditionCheck becomes an update with the check's condition that changes nothing
-# (schema_sequenced.check_as_update); an item it had to create for that is deleted at once.
+# (schema.UNCHANGED); an item it had to create for that is deleted at once.
 
 
 def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
@@ -58,8 +59,8 @@ def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
         if kind not in _OPERATIONS:
             raise ValueError(f"{kind} has no single-item write (transaction item {index})")
         if kind == "ConditionCheck":
-            body = check_as_update(body)
-        key = key_of(body["Item"]) if kind == "Put" else body["Key"]
+            body = _check_as_update(body)
+        key = {name: body["Item"][name] for name in KEY_ATTRIBUTES} if kind == "Put" else body["Key"]
         try:
             reply = getattr(client, _OPERATIONS[kind])(**body, ReturnValues="ALL_OLD")
         except ClientError as exc:
@@ -72,6 +73,15 @@ def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
                 client.delete_item(TableName=body["TableName"], Key=key)
             continue
         done.append((body["TableName"], key, reply.get("Attributes")))
+
+
+def _check_as_update(check: dict[str, Any]) -> dict[str, Any]:
+    """A ``ConditionCheck`` request as an ``UpdateItem`` request with its condition that changes
+    nothing (:data:`~punctual.store.dynamo.schema.UNCHANGED`, its names beside the check's)."""
+    request = dict(check)
+    for part, value in UNCHANGED.fields().items():
+        request[part] = {**check.get(part, {}), **value} if isinstance(value, dict) else value
+    return request
 
 
 def _undo(client: Any, done: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
