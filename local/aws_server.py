@@ -11,14 +11,16 @@ import threading
 from typing import Any
 
 from local.config import LOOPBACK, LocalConfig, LocalModeError, apply_env, port_in_use
-from local.resources import deploy
+from local.resources import Deployment, deploy
 from local.template import load_template, read_blueprint, template_path
 
 log = logging.getLogger("local.aws")
 
 
 def run(config: LocalConfig, stop: threading.Event) -> None:
-    import boto3
+    if config.attach_aws:
+        attach(config, stop)
+        return
     from moto.server import ThreadedMotoServer
 
     if config.moto_patch:
@@ -45,11 +47,7 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         server = ThreadedMotoServer(ip_address=LOOPBACK, port=config.aws_port, verbose=False)
     server.start()
     try:
-        template = str(template_path(config.cache_dir, config.template))
-        blueprint = read_blueprint(load_template(config.cache_dir, template), config.name_prefix)
-        apply_env(config.aws_env())
-        deployment = deploy(config, blueprint, boto3.client("dynamodb"), boto3.client("sqs"), template)
-        deployment.write(config.deployment_file)
+        deployment = deploy_and_describe(config)
         log.info(
             "moto server on %s: table %s, queues %s%s",
             config.aws_endpoint,
@@ -73,3 +71,35 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         except OSError:
             pass
         server.stop()
+
+
+def deploy_and_describe(config: LocalConfig) -> Deployment:
+    """Create the template's table (unless it exists) and queues (``name_prefix``) in the moto
+    server on ``aws_port``, and write the deployment file the other components wait for."""
+    import boto3
+
+    template = str(template_path(config.cache_dir, config.template))
+    blueprint = read_blueprint(load_template(config.cache_dir, template), config.name_prefix)
+    apply_env(config.aws_env())
+    deployment = deploy(config, blueprint, boto3.client("dynamodb"), boto3.client("sqs"), template)
+    deployment.write(config.deployment_file)
+    return deployment
+
+
+def attach(config: LocalConfig, stop: threading.Event) -> None:
+    """Another Region (``--attach-aws``): the moto server and its table are the first Region's;
+    create this Region's queues there (``name_prefix``), describe them, and wait."""
+    from local.config import wait_for
+
+    wait_for(lambda: port_in_use(config.aws_port), 60, what=f"moto server on port {config.aws_port}")
+    deployment = deploy_and_describe(config)
+    log.info(
+        "attached to moto server on %s: table %s (shared), this Region's queues %s",
+        config.aws_endpoint,
+        deployment.table_name,
+        ", ".join(url.rsplit("/", 1)[-1] for url in deployment.queue_arns),
+    )
+    try:
+        stop.wait()
+    finally:
+        config.deployment_file.unlink(missing_ok=True)

@@ -50,6 +50,21 @@ def _common(parser: argparse.ArgumentParser) -> None:
         " transaction conflict errors (default 0)",
     )
     parser.add_argument(
+        "--attach-aws",
+        action="store_const",
+        const=True,
+        help="another Region: use the moto server already on --aws-port (its table) and the"
+        " receiver on --receiver-port; create only this Region's queues (--name-prefix)",
+    )
+    parser.add_argument(
+        "--no-transactions",
+        dest="table_transactions",
+        action="store_const",
+        const=False,
+        help="write the store's transactions one item at a time, as on an MRSC global table",
+    )
+    parser.add_argument("--name-prefix", help="queue name prefix (default punctual; one per Region)")
+    parser.add_argument(
         "--no-moto-patch",
         dest="moto_patch",
         action="store_const",
@@ -159,6 +174,9 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             "transaction_conflicts",
             "workers",
             "api_processes",
+            "attach_aws",
+            "name_prefix",
+            "table_transactions",
             "tick_cadence_s",
         )
     }
@@ -224,11 +242,15 @@ def run_component(args: argparse.Namespace) -> int:
 def _ports(config: LocalConfig) -> LocalConfig:
     """Free ports for 0; the default AWS and receiver ports move aside when taken (the API's does not)."""
     aws_port = config.aws_port
-    if aws_port == 0 or port_in_use(aws_port):
-        aws_port = free_port()
     receiver_port = config.receiver_port
-    if receiver_port == 0 or port_in_use(receiver_port):
-        receiver_port = free_port()
+    if config.attach_aws:  # another Region: AWS and the receiver are the first Region's, running
+        if not (aws_port and port_in_use(aws_port)):
+            raise LocalModeError(f"--attach-aws: nothing listens on --aws-port {aws_port}")
+    else:
+        if aws_port == 0 or port_in_use(aws_port):
+            aws_port = free_port()
+        if receiver_port == 0 or port_in_use(receiver_port):
+            receiver_port = free_port()
     api_port = config.api_port or free_port()
     if port_in_use(api_port):
         raise LocalModeError(f"port {api_port} is taken (is local mode already running?): use --api-port")

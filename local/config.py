@@ -67,6 +67,11 @@ class LocalConfig:
         DynamoDB's behaviours moto lacks (:mod:`local.moto_fidelity`): eventually consistent
         reads answered up to this many seconds behind, and this share of the writes on items
         a transaction holds cancelled for a transaction conflict (0: off, the default).
+    attach_aws, name_prefix
+        Another Region of a multi-Region local mode (docs/multi-region.md, section 7): use the
+        moto server already on ``aws_port`` and its table (moto is strongly consistent, as an MRSC
+        global table is) instead of starting one, and create this Region's own queues, named
+        ``<name_prefix>-...``; the webhook receiver on ``receiver_port`` is the first Region's.
     audit_interval_s, audit_grace_s
         The chain auditor (:mod:`local.auditor`): how often it checks every job's chain, and
         how long nothing of a chain must happen before it is judged (shorter than the cloud's
@@ -99,6 +104,8 @@ class LocalConfig:
     transaction_conflicts: float = 0.0
     burst_workers_max: int = 2
     burst_worker_messages_per_s: int = 3
+    attach_aws: bool = False
+    table_transactions: bool = True  # False: PUNCTUAL_TABLE_TRANSACTIONS=false (as on an MRSC table)
     audit_interval_s: int = 20
     audit_grace_s: int = 60
     # 0: plan each minute as its pollers start and scale every few seconds (local mode's pace);

@@ -189,6 +189,7 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_DISPATCH_KEY": config.dispatch_key(),
             "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": "",
             "PUNCTUAL_KMS_KEY_ID": "",
+            "PUNCTUAL_TABLE_TRANSACTIONS": "true" if config.table_transactions else "false",
             # The chain auditor checks every job at each invocation (local/auditor.py).
             "PUNCTUAL_AUDIT_PERIOD_MINUTES": "1",
             "PUNCTUAL_AUDIT_GRACE_S": str(config.audit_grace_s),

@@ -115,7 +115,7 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
     """The whole system: what ``punctual-local up`` runs."""
     specs = [
         ComponentSpec("aws", ("aws",), 4),
-        ComponentSpec("receiver", ("receiver",), 3),
+        *([] if config.attach_aws else [ComponentSpec("receiver", ("receiver",), 3)]),
         ComponentSpec("api", ("api",), 0),
         ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config), warm=True),
         ComponentSpec(

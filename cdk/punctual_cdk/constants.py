@@ -209,7 +209,8 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
         "dynamodb:ConditionCheckItem",
     ),
     # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
-    # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes.
+    # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes (on a
+    # table without transactions it may undo a job write: see without_transactions).
     "poller": _HOT_PATH_TABLE_ACTIONS,
     # Executions, turns, dependency records, retry and lease timers: the same kinds of calls; and
     # deleting a job whose last slot ended when it asked for that (delete_after_completion, the
@@ -224,6 +225,28 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
     # auditor only makes them); enrolling jobs stored before the index (Scan, once, on demand).
     "auditor": (*_HOT_PATH_TABLE_ACTIONS, "dynamodb:DeleteItem", "dynamodb:Scan"),
 }
+# On a table without transactions (an MRSC global table, PUNCTUAL_TABLE_TRANSACTIONS=false) the
+# store writes a transaction's items one at a time (punctual.store.dynamo.sequenced): a
+# ConditionCheck becomes an UpdateItem, and a sequence that fails part way is undone (PutItem of
+# what a write replaced, DeleteItem of what it created). Every component that writes the table
+# writes transactions (job replaces and deletes, calendar uses, the auditor's completion).
+SEQUENCED_WRITE_ACTIONS: Final = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+TABLE_WRITE_ACTIONS: Final = (
+    *SEQUENCED_WRITE_ACTIONS,
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+)
+
+
+def without_transactions(actions: tuple[str, ...]) -> tuple[str, ...]:
+    """A component's table actions on a table without transactions: no ConditionCheckItem, and
+    the sequenced writer's writes and undo for a component that writes at all."""
+    if not any(a in TABLE_WRITE_ACTIONS for a in actions):
+        return actions
+    kept = tuple(a for a in actions if a != "dynamodb:ConditionCheckItem")
+    return kept + tuple(a for a in SEQUENCED_WRITE_ACTIONS if a not in kept)
+
+
 # What the auditor queries on the audit index (punctual.store.dynamo.schema.AUDIT_INDEX).
 AUDIT_INDEX_ACTIONS: Final = ("dynamodb:Query",)
 AUDIT_INDEX_NAME: Final = "audit"

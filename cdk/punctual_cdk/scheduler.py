@@ -12,6 +12,7 @@ identically on every function and on the ECS task.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import aws_cdk as cdk
@@ -41,13 +42,22 @@ class Punctual(Construct):
     ----------
     config
         The settings, validated (:class:`~punctual_cdk.config.PunctualConfig`); or
+    storage
+        Makes the table and keys (called with this construct) instead of :class:`Storage`: the
+        multi-Region profile's :class:`~punctual_cdk.multi_region.GlobalStorage`.
     **settings
         any of its fields by name (``shard_count=512``), the rest at their defaults, validated
         with the same rules as the app's context (a bad value raises ``ConfigError`` naming it).
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: PunctualConfig | None = None, **settings: Any
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PunctualConfig | None = None,
+        storage: Callable[[Construct], Storage] | None = None,
+        **settings: Any,
     ) -> None:
         super().__init__(scope, construct_id)
         if config is not None and settings:
@@ -58,7 +68,8 @@ class Punctual(Construct):
             raise ConfigError(f"Punctual: stack {stack.node.path} has one already (one per stack)")
         self.stack_name = stack.stack_name
         self.config = config
-        self.storage = Storage(self, "Storage", config=config)
+        # ``storage`` makes the table and keys instead (the multi-Region profile's GlobalStorage).
+        self.storage = storage(self) if storage is not None else Storage(self, "Storage", config=config)
         self.queues = Queues(self, "Queues", config=config)
         self.runtime = LambdaRuntime(self, "Runtime", config=config)
         self.own_arns = OwnArns(self, "OwnArns", stack_name=self.stack_name)

@@ -8,6 +8,9 @@
 ``verdict``  judge a finished run again from its directory (``--max-p99-delay-s`` overrides
              the bound the run recorded)
 ``plan``     print the fault plan a seed gives (the same seed, the same faults)
+``region-loss``  two or three Regions over one table, one of them lost whole for a minute and
+             brought back (:mod:`local.chaos.region_loss`); the same verdict, and the fire
+             delay while the Region was down
 """
 
 from __future__ import annotations
@@ -71,6 +74,19 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
             )
             sub.add_argument("--settle", type=float, metavar="S", help="longest wait for owed slots to end")
             _delay_bound(sub)
+    lose = verbs.add_parser(
+        "region-loss", help="Regions over one table, one lost for a minute (docs/multi-region.md)"
+    )
+    lose.add_argument("--seconds", type=float, default=240.0, help="the run before settling (240)")
+    lose.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
+    lose.add_argument("--regions", type=int, default=3, help="2 or 3 Regions (3)")
+    lose.add_argument("--lose", default="b", help="the Region lost: b or c (a hosts the embedded AWS)")
+    lose.add_argument("--down-at", type=float, default=60.0, metavar="S", help="lost at +S seconds (60)")
+    lose.add_argument("--down-for", type=float, default=60.0, metavar="S", help="for S seconds (60)")
+    lose.add_argument("--workers", type=int, default=2, help="Lambda worker processes per Region (2)")
+    lose.add_argument("--dir", type=Path, help="run directory (default .local/chaos/<time>-seed<seed>)")
+    lose.add_argument("--settle", type=float, metavar="S", help="longest wait for owed slots to end")
+    _delay_bound(lose)
     judge = verbs.add_parser("verdict", help="judge a finished run again")
     judge.add_argument("dir", type=Path)
     _delay_bound(judge)
@@ -141,6 +157,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
         report(verdict, args.dir)
         return 0 if verdict.ok else 1
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    if args.command == "region-loss":
+        return region_loss(args, seed)
     seconds = _seconds(args)
     if args.command == "plan":
         from local.chaos.faults.driver import plan_faults
@@ -166,16 +184,60 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos")
     config = replace(config, faults=_options(args))
     if args.max_p99_delay_s is not None:
         config = replace(config, max_p99_delay_s=args.max_p99_delay_s)
+    phase = (
+        (
+            lambda run, verdict: _err(
+                f"chaos: sustained-fault phase '{args.phase}' (a kill every 2-4 s for {seconds:.0f} s):"
+            )
+        )
+        if args.phase
+        else None
+    )
+    return _run_and_report(lambda: ChaosRun(config, _err), "chaos", phase)
+
+
+def _run_and_report(make: Any, name: str, after: Any = None) -> int:
+    """Run ``make()``'s run and report its verdict: 0 when it holds, 1 on a violation, 2 when the
+    run itself failed; ``after(run, verdict)`` adds its lines before the verdict's."""
     try:
-        chaos_run = ChaosRun(config, _err)
+        chaos_run = make()
         verdict = chaos_run.run()
     except Exception as exc:
-        _err(f"chaos: the run failed: {type(exc).__name__}: {exc}")
+        _err(f"{name}: the run failed: {type(exc).__name__}: {exc}")
         return 2
-    if args.phase:
-        _err(f"chaos: sustained-fault phase '{args.phase}' (a kill every 2-4 s for {seconds:.0f} s):")
+    if after is not None:
+        after(chaos_run, verdict)
     report(verdict, chaos_run.run_dir)
     return 0 if verdict.ok else 1
+
+
+def region_loss(args: argparse.Namespace, seed: int) -> int:
+    """``region-loss``: exit 0 when the verdict holds, 1 on a violation, 2 when the run failed."""
+    from local.chaos.region_loss import RegionLossConfig, RegionLossRun, outage_line
+
+    config = RegionLossConfig(
+        seconds=args.seconds,
+        seed=seed,
+        run_dir=args.dir,
+        settle_max_s=args.settle,
+        regions=args.regions,
+        lost=args.lose,
+        down_at_s=args.down_at,
+        down_for_s=args.down_for,
+        workers=args.workers,
+    )
+    if args.max_p99_delay_s is not None:
+        config = replace(config, max_p99_delay_s=args.max_p99_delay_s)
+    try:
+        config.check()
+    except ValueError as exc:
+        _err(f"region-loss: {exc}")
+        return 2
+    return _run_and_report(
+        lambda: RegionLossRun(config, _err),
+        "region-loss",
+        lambda run, verdict: _err(outage_line(run.run_dir, verdict)),
+    )
 
 
 class _RunChaos(argparse.Action):

@@ -82,6 +82,8 @@ AUTHORISED_AS = {
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
+# The store's writer of a transaction's items one at a time, on a table without transactions.
+SEQUENCED_WRITER = "store/dynamo/sequenced.py"
 TRANSACTION_ITEMS = {
     "Put": "dynamodb:PutItem",
     "Update": "dynamodb:UpdateItem",
@@ -184,11 +186,13 @@ def _transaction_kinds(node: ast.AST) -> set[str]:
     }
 
 
-def _actions(service: str, ops: Iterable[str], kinds: Iterable[str]) -> set[str]:
+def _actions(service: str, ops: Iterable[str], kinds: Iterable[str], transactions: bool = True) -> set[str]:
     actions: set[str] = set()
     for op in ops:
         if op == "transact_write_items":
-            actions |= {TRANSACTION_ITEMS[k] for k in kinds}
+            # Without transactions (an MRSC table) the store writes the items one by one and
+            # undoes them on a failed condition: the calls the sequenced writer makes.
+            actions |= {TRANSACTION_ITEMS[k] for k in kinds} if transactions else sequenced_actions()
             continue
         action = f"{service}:{_pascal(op)}"
         actions.add(AUTHORISED_AS.get(action, action))
@@ -199,8 +203,17 @@ def _parse(relative: str) -> ast.Module:
     return ast.parse((CORE / relative).read_text())
 
 
-def adapter_methods(unreached: frozenset[str] = frozenset()) -> dict[str, tuple[str, set[str]]]:
-    """Public adapter method name → (receiver pattern, the IAM actions it and its helpers need)."""
+def sequenced_actions() -> set[str]:
+    """What a transaction written one item at a time may call: every client call of the
+    sequenced writer's module (its writes, the ConditionCheck's update, the undo)."""
+    return _actions("dynamodb", _client_ops(_parse(SEQUENCED_WRITER)), ())
+
+
+def adapter_methods(
+    unreached: frozenset[str] = frozenset(), transactions: bool = True
+) -> dict[str, tuple[str, set[str]]]:
+    """Public adapter method name → (receiver pattern, the IAM actions it and its helpers need);
+    ``transactions=False``: as the store calls on a table without transactions."""
     result: dict[str, tuple[str, set[str]]] = {}
     by_class: dict[str, dict[str, set[str]]] = {}  # adapter class -> method -> actions (delegates)
     delegated: list[tuple[str, str, set[tuple[str, str]]]] = []  # (receiver, method, {(class, callee)})
@@ -230,7 +243,7 @@ def adapter_methods(unreached: frozenset[str] = frozenset()) -> dict[str, tuple[
             body = [methods[n] for n in closure(name, set())]
             ops = set().union(*(_client_ops(b) for b in body))
             kinds = set().union(*(_transaction_kinds(b) for b in body))
-            actions = _actions(service, ops, kinds)
+            actions = _actions(service, ops, kinds, transactions)
             by_class.setdefault(class_name, {}).setdefault(name, set()).update(actions)
             for owner in (c.name for c in classes):
                 calls = {
@@ -268,9 +281,10 @@ def _component_files(component: str) -> list[Path]:
     return files
 
 
-def component_actions(component: str) -> dict[str, set[str]]:
-    """IAM action → where the component's code needs it (``module:method``)."""
-    methods = adapter_methods(UNREACHED.get(component, frozenset()))
+def component_actions(component: str, transactions: bool = True) -> dict[str, set[str]]:
+    """IAM action → where the component's code needs it (``module:method``); ``transactions=False``:
+    on a table without transactions (the multi-Region profile's)."""
+    methods = adapter_methods(UNREACHED.get(component, frozenset()), transactions)
     needs: dict[str, set[str]] = {a: {w} for a, w in LIBRARY_ACTIONS.get(component, {}).items()}
     for path in _component_files(component):
         tree = ast.parse(path.read_text())

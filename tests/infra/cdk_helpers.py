@@ -210,6 +210,23 @@ def statements_by_role(synth: Synth) -> dict[str, list[dict[str, Any]]]:
     return result
 
 
+def component_roles(stack: Any) -> dict[str, tuple[str, Any]]:
+    """Role name → (component, role)."""
+    roles: dict[str, tuple[str, Any]] = {
+        "api": ("api", stack.api.handler.role),
+        "poller": ("poller", stack.dispatch.poller.role),
+        "tick": ("tick", stack.dispatch.tick.role),
+        "auditor": ("auditor", stack.auditor.handler.role),
+        "worker-lambda": ("worker", stack.workers.worker.role),
+        "worker-task": ("worker", stack.workers.task_definition.task_role),
+    }
+    if stack.dispatch.lean_poller is not None:
+        roles["lean-poller"] = ("poller", stack.dispatch.lean_poller.role)
+    if stack.workers.burst_task_definition is not None:
+        roles["burst-task"] = ("worker", stack.workers.burst_task_definition.task_role)
+    return roles
+
+
 def role_statements(synth: Synth, role: Any) -> list[dict[str, Any]]:
     return statements_by_role(synth)[synth.logical_id(role)]
 

@@ -18,7 +18,15 @@ from typing import Any
 import pytest
 from aws_calls import BURST_MACHINE_ACTIONS, BURST_SERVICE_ACTIONS
 from aws_calls import component_actions as _all_component_actions
-from cdk_helpers import Synth, actions_on, as_list, join_parts, role_statements, statements_by_role
+from cdk_helpers import (
+    Synth,
+    actions_on,
+    as_list,
+    component_roles,
+    join_parts,
+    role_statements,
+    statements_by_role,
+)
 
 from punctual_cdk import constants as c
 
@@ -43,20 +51,7 @@ def component_actions(component: str, synth: Synth | None = None) -> dict[str, s
 
 def _roles(synth: Synth) -> dict[str, tuple[str, Any]]:
     """Role name → (component, role)."""
-    stack = synth.stack
-    roles: dict[str, tuple[str, Any]] = {
-        "api": ("api", stack.api.handler.role),
-        "poller": ("poller", stack.dispatch.poller.role),
-        "tick": ("tick", stack.dispatch.tick.role),
-        "auditor": ("auditor", stack.auditor.handler.role),
-        "worker-lambda": ("worker", stack.workers.worker.role),
-        "worker-task": ("worker", stack.workers.task_definition.task_role),
-    }
-    if stack.dispatch.lean_poller is not None:
-        roles["lean-poller"] = ("poller", stack.dispatch.lean_poller.role)
-    if stack.workers.burst_task_definition is not None:
-        roles["burst-task"] = ("worker", stack.workers.burst_task_definition.task_role)
-    return roles
+    return component_roles(synth.stack)
 
 
 def _granted(synth: Synth, role: Any) -> set[str]:

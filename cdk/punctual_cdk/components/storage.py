@@ -11,6 +11,8 @@ burst meets partitions that are already split), come from context.
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -33,12 +35,33 @@ _REMOVAL = {
 }
 
 
+def audit_index() -> dict[str, Any]:
+    """The chain auditor's index (each segment one index partition), as both tables declare it."""
+    return {
+        "index_name": c.AUDIT_INDEX_NAME,
+        "partition_key": dynamodb.Attribute(
+            name=c.AUDIT_SEGMENT_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER
+        ),
+        "sort_key": dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+        "projection_type": dynamodb.ProjectionType.INCLUDE,
+        "non_key_attributes": list(c.AUDIT_INDEX_PROJECTION),
+    }
+
+
 class Storage(Construct):
     """The table, its optional customer-managed key, and the key for webhook secrets."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: PunctualConfig) -> None:
         super().__init__(scope, construct_id)
         self.table_key: kms.Key | None = None
+        self.table: dynamodb.ITable = self._make_table(config)
+        # Webhook signing secrets are stored encrypted under this key (PUNCTUAL_KMS_KEY_ID):
+        # the API encrypts, the workers decrypt, nothing else may.
+        self.secrets_key: kms.IKey = self._make_secrets_key()
+        self._make_dispatch_key()
+
+    def _make_table(self, config: PunctualConfig) -> dynamodb.ITable:
+        """The one table of a single-Region deployment (the multi-Region profile makes its own)."""
         if config.table_encryption == "cmk":
             self.table_key = kms.Key(
                 self,
@@ -54,7 +77,7 @@ class Storage(Construct):
                 read_units_per_second=config.table_warm_read_units_per_second or None,
                 write_units_per_second=config.table_warm_write_units_per_second or None,
             )
-        self.table = dynamodb.Table(
+        table = dynamodb.Table(
             self,
             "Table",
             partition_key=dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
@@ -79,39 +102,33 @@ class Storage(Construct):
             encryption_key=self.table_key,
         )
         # The chain auditor's index: each segment is one index partition, read once per period.
-        self.table.add_global_secondary_index(
-            index_name=c.AUDIT_INDEX_NAME,
-            partition_key=dynamodb.Attribute(
-                name=c.AUDIT_SEGMENT_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER
-            ),
-            sort_key=dynamodb.Attribute(name=c.PARTITION_KEY, type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.INCLUDE,
-            non_key_attributes=list(c.AUDIT_INDEX_PROJECTION),
+        table.add_global_secondary_index(
+            **audit_index(),
             read_capacity=config.table_read_capacity_min if provisioned else None,
             write_capacity=config.table_write_capacity_min if provisioned else None,
         )
         if provisioned:
             target = c.TABLE_AUTOSCALING_TARGET_PERCENT
-            self.table.auto_scale_read_capacity(
+            table.auto_scale_read_capacity(
                 min_capacity=config.table_read_capacity_min, max_capacity=config.table_read_capacity_max
             ).scale_on_utilization(target_utilization_percent=target)
-            self.table.auto_scale_write_capacity(
+            table.auto_scale_write_capacity(
                 min_capacity=config.table_write_capacity_min, max_capacity=config.table_write_capacity_max
             ).scale_on_utilization(target_utilization_percent=target)
-            self.table.auto_scale_global_secondary_index_read_capacity(
+            table.auto_scale_global_secondary_index_read_capacity(
                 c.AUDIT_INDEX_NAME,
                 min_capacity=config.table_read_capacity_min,
                 max_capacity=config.table_read_capacity_max,
             ).scale_on_utilization(target_utilization_percent=target)
-            self.table.auto_scale_global_secondary_index_write_capacity(
+            table.auto_scale_global_secondary_index_write_capacity(
                 c.AUDIT_INDEX_NAME,
                 min_capacity=config.table_write_capacity_min,
                 max_capacity=config.table_write_capacity_max,
             ).scale_on_utilization(target_utilization_percent=target)
+        return table
 
-        # Webhook signing secrets are stored encrypted under this key (PUNCTUAL_KMS_KEY_ID):
-        # the API encrypts, the workers decrypt, nothing else may.
-        self.secrets_key = kms.Key(
+    def _make_secrets_key(self) -> kms.IKey:
+        return kms.Key(
             self,
             "SecretsKey",
             description="Punctual: encrypts the webhook secrets stored with jobs",
@@ -119,6 +136,7 @@ class Storage(Construct):
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
 
+    def _make_dispatch_key(self) -> None:
         # Dispatch messages are signed with this key (PUNCTUAL_DISPATCH_KEY_SECRET_ARN,
         # punctual.security.message_auth): generated at deploy, read by the senders (pollers, workers, the
         # API) and the workers that verify; no other principal of the stack can read it.

@@ -102,13 +102,18 @@ class Container:
 
     @cached_property
     def store(self) -> DynamoStore:
-        return DynamoStore(self.client("dynamodb"), self.settings.table_name, self.settings.layout())
+        settings = self.settings
+        return DynamoStore(
+            self.client("dynamodb"), settings.table_name, settings.layout(), settings.table_transactions
+        )
 
     @cached_property
     def reader(self) -> DynamoStore:
         """A store for reads only (the tick, the console): no layout, so it never records or
         checks one (the tick's role may only read)."""
-        return DynamoStore(self.client("dynamodb"), self.settings.table_name)
+        return DynamoStore(
+            self.client("dynamodb"), self.settings.table_name, transactions=self.settings.table_transactions
+        )
 
     def with_layout(self, **counts: int) -> Container:
         """This container with other shard counts (a minute's plan names its own), sharing its

@@ -48,6 +48,9 @@ class Settings(BaseModel):
     # clock skew between nodes, so a late writer's near timer is still read (DESIGN: +-5 s).
     poller_grace_s: int = Field(default=10, ge=0, le=50)
     retention_days: int = Field(default=30, ge=1, le=3650)
+    # False on a table that refuses transactions (a multi-Region strongly consistent global table,
+    # docs/multi-region.md): the store writes a transaction's items one by one, decisive item first.
+    table_transactions: bool = True
     target_allow_cidrs: list[str] = Field(default_factory=list)
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
     # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the

@@ -19,6 +19,7 @@ from punctual.store.dynamo.keys import (
     _s,
 )
 from punctual.store.dynamo.schema import CREATE, LAYOUT_KEY
+from punctual.store.dynamo.sequenced import write_in_order
 from punctual.timing.timers import Lane, Timer, TimerLayout
 
 
@@ -34,12 +35,18 @@ class DynamoBase:
         The table, with string keys ``pk`` and ``sk``.
     layout
         The timer layout this process uses (None: no layout is recorded or checked).
+    transactions
+        False on a table that refuses ``TransactWriteItems`` (an MRSC global table): the store's
+        transactions are then written one item at a time (:mod:`.sequenced`).
     """
 
-    def __init__(self, client: Any, table_name: str, layout: TimerLayout | None = None) -> None:
+    def __init__(
+        self, client: Any, table_name: str, layout: TimerLayout | None = None, transactions: bool = True
+    ) -> None:
         self.client = client if isinstance(client, ConflictRetryingClient) else ConflictRetryingClient(client)
         self.table = table_name
         self.layout = layout
+        self.transactions = transactions
         self._layout_checked = layout is None
 
     # ---------------------------------------------------------------- layout
@@ -124,6 +131,14 @@ class DynamoBase:
             }
         }
 
+    def _transact(self, items: list[dict[str, Any]]) -> None:
+        """One ``TransactWriteItems``; on a table without transactions (MRSC) the same items one
+        at a time, with the same cancellation reasons on a failed condition (:mod:`.sequenced`)."""
+        if self.transactions:
+            self.client.transact_write_items(TransactItems=items)
+        else:
+            write_in_order(self.client, items)
+
     def _transact_with_links(
         self, items: list[dict[str, Any]], links: dict[str, list[dict[str, Any]]]
     ) -> None:
@@ -138,9 +153,7 @@ class DynamoBase:
         while True:
             parents = list(pending)
             try:
-                self.client.transact_write_items(
-                    TransactItems=items + [i for p in parents for i in pending[p]]
-                )
+                self._transact(items + [i for p in parents for i in pending[p]])
                 return
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":

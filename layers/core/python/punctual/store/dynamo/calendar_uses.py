@@ -77,9 +77,7 @@ class DynamoCalendarUses(DynamoBase):
             parents = list(pending)
             use_items = self._use_items(tenant, job_id, uses, drop)
             try:
-                self.client.transact_write_items(
-                    TransactItems=items + use_items + [i for p in parents for i in pending[p]]
-                )
+                self._transact(items + use_items + [i for p in parents for i in pending[p]])
                 return
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":
@@ -104,8 +102,6 @@ class DynamoCalendarUses(DynamoBase):
                     raise
                 time.sleep(random.uniform(0, 0.05 * 2**round_no))
         # Rounds spent leaving out settled links and drops: one more, with what is left.
-        self.client.transact_write_items(
-            TransactItems=items
-            + self._use_items(tenant, job_id, uses, drop)
-            + [i for p in pending for i in pending[p]]
+        self._transact(
+            items + self._use_items(tenant, job_id, uses, drop) + [i for p in pending for i in pending[p]]
         )

@@ -23,6 +23,10 @@ from punctual.store.conflicts import CONFLICT_RETRY, ConflictRetry, retry_confli
 WRITES = frozenset({"put_item", "update_item", "delete_item", "transact_write_items"})
 CONFLICT_REASON = "TransactionConflict"
 CONDITION_REASON = "ConditionalCheckFailed"
+# Refused writes that wrote nothing and that botocore does not retry: another transaction holds the
+# item, or (a multi-Region strongly consistent table) another Region is writing it this instant
+# (docs/multi-region.md, F10). After the retry the write's own condition decides.
+RETRIED_CODES = frozenset({"TransactionConflictException", "ReplicatedWriteConflictException"})
 
 
 def cancellation_reasons(exc: ClientError) -> list[str]:
@@ -31,7 +35,8 @@ def cancellation_reasons(exc: ClientError) -> list[str]:
 
 
 def is_conflict(exc: Exception) -> bool:
-    """Whether ``exc`` is DynamoDB refusing a write because another transaction holds an item.
+    """Whether ``exc`` is DynamoDB refusing a write because another transaction holds an item, or
+    because another Region of an MRSC global table is writing it (``ReplicatedWriteConflictException``).
 
     A cancelled transaction counts only when a reason is ``TransactionConflict`` and none is a
     failed condition: a condition that failed is an answer for the caller, not a race to retry.
@@ -39,7 +44,7 @@ def is_conflict(exc: Exception) -> bool:
     if not isinstance(exc, ClientError):
         return False
     code = exc.response.get("Error", {}).get("Code")
-    if code == "TransactionConflictException":
+    if code in RETRIED_CODES:
         return True
     if code != "TransactionCanceledException":
         return False

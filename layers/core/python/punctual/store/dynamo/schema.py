@@ -259,6 +259,8 @@ class Expression:
 # A put that must create its item (never overwrites one), and a write that must find it.
 CREATE = Expression(condition="attribute_not_exists(pk)")
 EXISTS = Expression(condition="attribute_exists(pk)")
+# A transaction's ConditionCheck written alone (.sequenced): an update of an attribute no item has.
+UNCHANGED = Expression(update="REMOVE #check", names={"#check": "__condition_check__"})
 
 
 def partition(pk: str, prefix: str | None = None) -> Expression:

@@ -1,0 +1,71 @@
+"""The multi-Region CDK app: ``python infra/multi_region_app.py`` synthesises one stack per Region.
+
+The same construct library as ``infra/app.py`` (:mod:`punctual_cdk.multi_region`), configured
+from the same context plus:
+
+``regions``        the Regions that run the scheduler, home first (``-c regions=us-east-1,us-east-2``)
+``witnessRegion``  with two Regions, the MRSC witness (``-c witnessRegion=us-west-2``)
+``account``        the account of every stack (default: ``CDK_DEFAULT_ACCOUNT``)
+
+cdk-nag's AwsSolutions pack runs on every synth, as in the single-Region app. Deploy with
+``npx aws-cdk@2 deploy --app "python infra/multi_region_app.py" --all`` (the home Region first;
+the CLI orders the stacks by their dependencies). docs/multi-region.md says what this profile
+promises and costs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if sys.path and Path(sys.path[0]).resolve() == REPO_ROOT / "infra":
+    sys.path[0] = str(REPO_ROOT)
+
+import aws_cdk as cdk  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+from infra.app import cdk_json_context  # noqa: E402
+from punctual_cdk import constants as c  # noqa: E402
+from punctual_cdk.config import ConfigError, PunctualConfig  # noqa: E402
+from punctual_cdk.multi_region import MultiRegionPunctual, RegionPlan  # noqa: E402
+
+
+def plan_from(context: Callable[[str], Any]) -> RegionPlan:
+    """The Region plan of the context (``regions``, ``witnessRegion``)."""
+    raw = context("regions")
+    if not raw:
+        raise ConfigError("multi-Region: set -c regions=<home>,<region>[,<region>]")
+    regions = tuple(r.strip() for r in (raw.split(",") if isinstance(raw, str) else raw) if r.strip())
+    witness = context("witnessRegion") or None
+    return RegionPlan(regions=regions, witness=str(witness) if witness else None)
+
+
+def build_multi_region_app(
+    context: Mapping[str, Any] | None = None, outdir: str | None = None
+) -> tuple[cdk.App, MultiRegionPunctual]:
+    merged = {**cdk_json_context(), **(context or {})}
+    app = cdk.App(outdir=outdir or os.environ.get("CDK_OUTDIR", c.CDK_OUTDIR), context=merged)
+    config = PunctualConfig.from_context(app.node.try_get_context)
+    context_of = app.node.try_get_context  # the CLI's -c values too (CDK_CONTEXT_JSON)
+    account = str(context_of("account") or os.environ.get("CDK_DEFAULT_ACCOUNT") or "")
+    if not account:
+        raise ConfigError(
+            "multi-Region: set -c account=<id> (or CDK_DEFAULT_ACCOUNT): stacks name their Region"
+        )
+    profile = MultiRegionPunctual(app, plan=plan_from(context_of), account=account, config=config)
+    cdk.Tags.of(app).add("app", c.APP_NAME)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app, profile
+
+
+def main() -> None:
+    app, _ = build_multi_region_app()
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""A transaction's writes one item at a time, for a table that refuses transactions.
+
+A DynamoDB global table with multi-Region strong consistency (MRSC) does not support
+``TransactWriteItems`` (docs/multi-region.md, F9 and section 3). The store's transactions are all
+of one shape: the first item carries the condition that decides (a job created only if absent, or
+replaced only at the version read), the later ones are derived items (listing, first timer) and
+counters with conditions of their own (a tenant's quota, a dependency link). :func:`write_in_order`
+runs such a list as single-item writes, in order, each returning the item it replaced. When one
+fails its condition, the writes before it are undone (the item each replaced is put back, or the
+item it created deleted), and a ``TransactionCanceledException`` is raised with the
+``CancellationReasons`` a transaction would have had, so the callers read the outcome as they do
+today.
+
+What this is not: atomic or isolated. A process that dies between two writes leaves the first
+ones in place (a job without its listing or first timer: the chain checker repairs a missing
+chain, the next update rewrites the listing); a reader can see the job before its listing; an
+undo puts back the item as it was before this sequence, over a concurrent writer's change to a
+derived item. The decisive write comes first so that none of this can make two jobs of one id, or
+replace a job that someone else changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.store.dynamo.schema import UNCHANGED
+
+log = logging.getLogger("punctual.store")
+
+CONDITION_FAILED = "ConditionalCheckFailedException"
+KEY_ATTRIBUTES = ("pk", "sk")  # the table's key (store.dynamo.sizes counts the same two)
+_OPERATIONS = {
+    "Put": "put_item",
+    "Update": "update_item",
+    "Delete": "delete_item",
+    "ConditionCheck": "update_item",
+}
+# A ConditionCheck becomes an update with the check's condition that changes nothing
+# (schema.UNCHANGED); an item it had to create for that is deleted at once.
+
+
+def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
+    """Write ``items`` (``TransactItems`` entries: ``Put``, ``Update``, ``Delete``,
+    ``ConditionCheck``) one by one.
+
+    Raises
+    ------
+    ClientError
+        ``TransactionCanceledException`` when an item's condition failed (that item's reason
+        ``ConditionalCheckFailed``, with the old item when it asked for it; the writes before it
+        undone); any other error of a write, unchanged, after the same undo.
+    """
+    done: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+    for index, entry in enumerate(items):
+        ((kind, body),) = entry.items()
+        if kind not in _OPERATIONS:
+            raise ValueError(f"{kind} has no single-item write (transaction item {index})")
+        if kind == "ConditionCheck":
+            body = _check_as_update(body)
+        key = {name: body["Item"][name] for name in KEY_ATTRIBUTES} if kind == "Put" else body["Key"]
+        try:
+            reply = getattr(client, _OPERATIONS[kind])(**body, ReturnValues="ALL_OLD")
+        except ClientError as exc:
+            _undo(client, done)
+            if exc.response.get("Error", {}).get("Code") != CONDITION_FAILED:
+                raise
+            raise _cancelled(len(items), index, exc.response.get("Item")) from exc
+        if kind == "ConditionCheck":
+            if reply.get("Attributes") is None:  # the check passed on no item: make none
+                client.delete_item(TableName=body["TableName"], Key=key)
+            continue
+        done.append((body["TableName"], key, reply.get("Attributes")))
+
+
+def _check_as_update(check: dict[str, Any]) -> dict[str, Any]:
+    """A ``ConditionCheck`` request as an ``UpdateItem`` request with its condition that changes
+    nothing (:data:`~punctual.store.dynamo.schema.UNCHANGED`, its names beside the check's)."""
+    request = dict(check)
+    for part, value in UNCHANGED.fields().items():
+        request[part] = {**check.get(part, {}), **value} if isinstance(value, dict) else value
+    return request
+
+
+def _undo(client: Any, done: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
+    """Put back what each write replaced, newest first; a write that created an item deletes it."""
+    for table, key, old in reversed(done):
+        try:
+            if old is None:
+                client.delete_item(TableName=table, Key=key)
+            else:
+                client.put_item(TableName=table, Item=old)
+        except ClientError:
+            log.exception("undoing a write to %s failed: the item stays as written", key)
+
+
+def _cancelled(count: int, index: int, old: dict[str, Any] | None) -> ClientError:
+    reasons: list[dict[str, Any]] = [{"Code": "None"} for _ in range(count)]
+    reasons[index] = {"Code": "ConditionalCheckFailed", **({"Item": old} if old else {})}
+    return ClientError(
+        {
+            "Error": {
+                "Code": "TransactionCanceledException",
+                "Message": f"item {index} failed its condition (written one item at a time)",
+            },
+            "CancellationReasons": reasons,
+        },
+        "TransactWriteItems",
+    )

@@ -1,0 +1,233 @@
+"""The multi-Region profile synthesises (issue 35; docs/multi-region.md, section 8).
+
+One stack per Region, cdk-nag clean (every synth runs AwsSolutions and fails on a finding); the
+home Region's stack holds the MRSC global table (strong consistency, the other replicas, the
+witness, no TTL); every role reaches only its own Region's replica and key; a plan MRSC refuses
+is refused at synth with a ConfigError that says why. The single-Region app is untouched (its own
+tests still hold every shape of it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_calls import component_actions
+from cdk_helpers import (
+    CLI_CONTEXT,
+    Synth,
+    actions_on,
+    component_roles,
+    functions_dir,
+    join_parts,
+    role_statements,
+)
+
+from punctual_cdk.config import ConfigError
+from punctual_cdk.multi_region import RegionPlan
+
+ACCOUNT = "123456789012"
+REGIONS = ("us-east-1", "us-east-2", "us-west-2")
+
+
+def _synth(outdir: Path, context: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Synthesise the multi-Region app; the template of each Region's stack, by Region."""
+    return {region: synth.json for region, synth in _synths(outdir, context).items()}
+
+
+def _synths(outdir: Path, context: dict[str, Any]) -> dict[str, Synth]:
+    """Synthesise the multi-Region app; each Region's scheduler and template, by Region."""
+    from infra.multi_region_app import build_multi_region_app
+
+    defaults = {
+        **CLI_CONTEXT,
+        "account": ACCOUNT,
+        "layerAssetDir": "layers/core",
+        "functionsDir": functions_dir(outdir.with_name(outdir.name + "-functions")),
+    }
+    app, profile = build_multi_region_app({**defaults, **context}, outdir=str(outdir))
+    assembly = app.synth()  # raises ValidationFailed on any unacknowledged cdk-nag finding
+    report = json.loads((outdir / "validation-report.json").read_text())
+    assert all(plugin["conclusion"] == "success" for plugin in report["pluginReports"]), report
+    return {
+        region: Synth(
+            stack=stack.scheduler,
+            template=None,
+            json=assembly.get_stack_artifact(stack.artifact_id).template,
+            report=report,
+            outdir=outdir,
+            acknowledged={},
+        )
+        for region, stack in profile.stacks.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def witness_synths(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synth]:
+    """Two Regions running the scheduler and a witness."""
+    context = {"regions": "us-east-1,us-east-2", "witnessRegion": "us-west-2"}
+    return _synths(tmp_path_factory.mktemp("cdk-mr-witness"), context)
+
+
+@pytest.fixture(scope="module")
+def witness_plan(witness_synths: dict[str, Synth]) -> dict[str, dict[str, Any]]:
+    return {region: synth.json for region, synth in witness_synths.items()}
+
+
+@pytest.fixture(scope="module")
+def three_regions(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    return _synth(tmp_path_factory.mktemp("cdk-mr-three"), {"regions": ",".join(REGIONS)})
+
+
+def _of_type(template: dict[str, Any], cfn_type: str) -> list[dict[str, Any]]:
+    return [r for r in template["Resources"].values() if r["Type"] == cfn_type]
+
+
+def _policy_resources(template: dict[str, Any], effect: str | None = None) -> list[tuple[str, str]]:
+    """(action, resource text) of every statement (of ``effect``, or all) of every IAM policy and
+    role in the stack."""
+    out: list[tuple[str, str]] = []
+    documents = [p["Properties"]["PolicyDocument"] for p in _of_type(template, "AWS::IAM::Policy")]
+    for role in _of_type(template, "AWS::IAM::Role"):
+        documents += [p["PolicyDocument"] for p in role["Properties"].get("Policies", [])]
+    for document in documents:
+        for statement in document["Statement"]:
+            if effect is not None and statement.get("Effect") != effect:
+                continue
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            resources = (
+                statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            )
+            out += [(a, join_parts(r)) for a in actions for r in resources]
+    return out
+
+
+def test_one_stack_per_region_the_home_one_holding_the_mrsc_table(
+    witness_plan: dict[str, dict[str, Any]],
+) -> None:
+    assert list(witness_plan) == ["us-east-1", "us-east-2"]
+    home, other = witness_plan["us-east-1"], witness_plan["us-east-2"]
+    (table,) = _of_type(home, "AWS::DynamoDB::GlobalTable")
+    props = table["Properties"]
+    assert props["MultiRegionConsistency"] == "STRONG"
+    assert sorted(r["Region"] for r in props["Replicas"]) == ["us-east-1", "us-east-2"]
+    assert props["GlobalTableWitnesses"] == [{"Region": "us-west-2"}]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert "TimeToLiveSpecification" not in props  # MRSC has no TTL (F9)
+    assert "LocalSecondaryIndexes" not in props  # nor LSIs
+    assert [i["IndexName"] for i in props["GlobalSecondaryIndexes"]] == ["audit"]  # the chain auditor's
+    for replica in props["Replicas"]:
+        assert replica["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        assert replica["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain"
+    # The other Region runs the whole scheduler over its replica, and makes no table of its own
+    for template in (home, other):
+        assert _of_type(template, "AWS::DynamoDB::Table") == []
+        assert len(_of_type(template, "AWS::ApiGateway::RestApi")) == 1
+        assert len(_of_type(template, "AWS::StepFunctions::StateMachine")) >= 1
+        assert len(_of_type(template, "AWS::SQS::Queue")) >= 3
+    assert _of_type(other, "AWS::DynamoDB::GlobalTable") == []
+
+
+def test_three_replicas_without_a_witness(three_regions: dict[str, dict[str, Any]]) -> None:
+    assert list(three_regions) == list(REGIONS)
+    (table,) = _of_type(three_regions["us-east-1"], "AWS::DynamoDB::GlobalTable")
+    assert sorted(r["Region"] for r in table["Properties"]["Replicas"]) == sorted(REGIONS)
+    assert "GlobalTableWitnesses" not in table["Properties"]
+
+
+def test_webhook_secrets_key_is_one_multi_region_key(witness_plan: dict[str, dict[str, Any]]) -> None:
+    home, other = witness_plan["us-east-1"], witness_plan["us-east-2"]
+    primaries = [k for k in _of_type(home, "AWS::KMS::Key") if k["Properties"].get("MultiRegion")]
+    assert len(primaries) == 1 and primaries[0]["Properties"]["EnableKeyRotation"] is True
+    (replica,) = _of_type(other, "AWS::KMS::ReplicaKey")
+    # the primary's ARN, read from the home stack's output in the home Region
+    reference = replica["Properties"]["PrimaryKeyArn"]
+    assert reference["Fn::GetStackOutput"]["Region"] == "us-east-1", reference
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "us-east-2"])
+def test_every_role_reaches_only_its_own_regions_table_and_key(
+    witness_plan: dict[str, dict[str, Any]], region: str
+) -> None:
+    template = witness_plan[region]
+    others = [r for r in REGIONS if r != region]
+    statements = _policy_resources(template)
+    # (the target role's Deny of the scheduler's own resources names them too: left out here)
+    table_grants = [(a, r) for a, r in _policy_resources(template, "Allow") if a.startswith("dynamodb:")]
+    assert table_grants, "no role reaches the table"
+    for action, resource in table_grants:
+        if region == "us-east-1":  # the global table's own ARN: its replica in this Region
+            assert resource.startswith("<") and "Table" in resource, (action, resource)
+        else:
+            own = f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/punctual"
+            assert resource in (own, f"{own}/index/audit"), (action, resource)
+    for action, resource in statements:
+        assert not any(other in resource for other in others), (action, resource)
+    kms = [r for a, r in _policy_resources(template, "Allow") if a in ("kms:Encrypt", "kms:Decrypt")]
+    assert kms and all(re.fullmatch(r"<StorageSecretsKey\w+\.Arn>", r) for r in kms), kms
+
+
+@pytest.mark.parametrize(
+    ("regions", "witness", "why"),
+    [
+        (("us-east-1", "us-east-2"), None, "three Regions"),
+        (("us-east-1", "us-east-2", "us-west-2"), "us-east-1", "appears twice"),
+        (("us-east-1", "eu-west-1"), "us-west-2", "one MRSC Region set"),
+        (("us-east-1",), "us-east-2", "three Regions"),
+        (("us-east-1", "us-east-2", "us-west-2"), "eu-west-1", "three Regions"),
+    ],
+)
+def test_a_plan_mrsc_refuses_is_refused_with_the_reason(
+    regions: tuple[str, ...], witness: str | None, why: str
+) -> None:
+    with pytest.raises(ConfigError, match=why):
+        RegionPlan(regions=regions, witness=witness)
+
+
+def test_options_the_profile_does_not_offer_are_refused(repo_root: Path, tmp_path: Path) -> None:
+    context = {"regions": ",".join(REGIONS), "tableEncryption": "cmk"}
+    with pytest.raises(ConfigError, match="cmk"):
+        _synth(tmp_path / "cmk", context)
+    with pytest.raises(ConfigError, match="on-demand"):
+        _synth(tmp_path / "prov", {"regions": ",".join(REGIONS), "tableBillingMode": "provisioned"})
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "us-east-2"])
+def test_every_process_writes_without_transactions(
+    witness_plan: dict[str, dict[str, Any]], region: str
+) -> None:
+    template = witness_plan[region]
+    functions = [
+        f
+        for f in _of_type(template, "AWS::Lambda::Function")
+        if "PUNCTUAL_TABLE_NAME" in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    assert len(functions) >= 6  # api, pollers, tick, worker, console, auditor
+    for function in functions:
+        assert function["Properties"]["Environment"]["Variables"]["PUNCTUAL_TABLE_TRANSACTIONS"] == "false"
+    for task in _of_type(template, "AWS::ECS::TaskDefinition"):
+        for container in task["Properties"]["ContainerDefinitions"]:
+            names = {e["Name"]: e["Value"] for e in container.get("Environment", [])}
+            if "PUNCTUAL_TABLE_NAME" in names:
+                assert names["PUNCTUAL_TABLE_TRANSACTIONS"] == "false", container["Name"]
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "us-east-2"])
+def test_each_role_holds_the_table_actions_its_code_calls_without_transactions(
+    witness_synths: dict[str, Synth], region: str
+) -> None:
+    """Least privilege per Region on a table without transactions: exactly what the code calls
+    when the store writes each transaction item by item (the poller's DeleteItem, which the
+    single-Region poller never holds, undoes a job write whose later condition failed)."""
+    synth = witness_synths[region]
+    for name, (component, role) in component_roles(synth.stack).items():
+        granted = {a for a in actions_on(role_statements(synth, role)) if a.startswith("dynamodb:")}
+        called = {a for a in component_actions(component, transactions=False) if a.startswith("dynamodb:")}
+        assert granted == called, (name, sorted(granted - called), sorted(called - granted))
+        assert "dynamodb:ConditionCheckItem" not in granted, name
+    poller = actions_on(role_statements(synth, synth.stack.dispatch.poller.role))
+    assert "dynamodb:DeleteItem" in poller
