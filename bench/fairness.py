@@ -11,7 +11,7 @@ The big tenant's jobs are written through the job service straight into local mo
 same registration code the API runs): through the API, the tenant's request quota
 (``apiRequestsPerMinutePerTenant``, 1,200 a minute) would spread 5,000 registrations over four
 minutes. The small tenant registers through the API. Both use the recurring ``rate(1 day)``
-schedule from the instant, as a top-of-minute cron burst does.
+schedule from the instant, the first second of a minute, as a top-of-minute cron burst does.
 
 Usage: ``python bench/fairness.py [--big 5000] [--small 20] [--workers 3]``
 """
@@ -117,7 +117,9 @@ def run(local: LocalMode, big: int, small: int, small_only: bool = False) -> dic
     later = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
     sample_s = register_direct(local, "big", _spec(local, "fair-later", later), WARM_UP)
     rate = WARM_UP / sample_s
-    slot = (datetime.now(UTC) + timedelta(seconds=big / rate * 1.4 + MARGIN_S)).replace(microsecond=0)
+    # The instant is a minute's first second, as a cron burst's is (``cron(0 * * * ? *)``).
+    ready = datetime.now(UTC) + timedelta(seconds=big / rate * 1.4 + MARGIN_S)
+    slot = ready.replace(second=0, microsecond=0) + timedelta(minutes=1)
     registered_s = register_direct(local, "big", _spec(local, "fair-big", slot), big)
     register_api(local, "small", _spec(local, "fair-small", slot), small)
     load_before = load_average()

@@ -56,7 +56,9 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
             config.aws_endpoint,
             deployment.table_name,
             ", ".join(url.rsplit("/", 1)[-1] for url in deployment.queue_arns),
-            " (patched: local/motopatch.py, local/keepalive.py, local/bulk_gate.py)" if config.moto_patch else "",
+            " (patched: local/motopatch.py, local/keepalive.py, local/bulk_gate.py)"
+            if config.moto_patch
+            else "",
         )
         if fidelity is not None:
             log.info(

@@ -33,7 +33,10 @@ from punctual.timing.instants import format_instant
 log = logging.getLogger("local.scaling")
 
 PERIOD_S = 2.0  # how often the planner decides (the cloud's tick: every minute)
-START_LEAD_S = 5  # a worker process is polling a few seconds after it is started
+# A burst worker process forked from its warm zygote polls 2 s after its start on an idle
+# machine, 7-13 s on a busy one (measured, load average 5 on two cores): started any later than
+# this before its minute, it starts (it costs CPU) while the burst is being released.
+START_LEAD_S = 20
 HOLD_S = 5
 BURST_PREFIX = "burst-"
 

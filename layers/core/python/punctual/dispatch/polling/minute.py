@@ -222,7 +222,9 @@ class MinutePoll:
             timers = self.store.query_timers(lane, self.minute, shard, from_ms, to_ms)
             self.drain.hold(timers)
             if lane is Lane.FAR:
-                log.debug("minute %s: far bucket %d read, %d timers", f"{self.minute:%H:%M}", shard, len(timers))
+                log.debug(
+                    "minute %s: far bucket %d read, %d timers", f"{self.minute:%H:%M}", shard, len(timers)
+                )
             return True
         except Exception:
             log.exception("reading %s bucket %s/%s failed; will retry", lane.value, self.minute, shard)

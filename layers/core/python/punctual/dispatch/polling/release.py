@@ -242,7 +242,9 @@ class SlotReleaser:
                 self.queues.send(queue, messages)
                 self.watch.sent(queue, messages, now)
                 report.released += len(messages)
-        log.debug("chunk %d: %d messages sent %.0f ms after it began", index, report.released, self._ms_since(now))
+        log.debug(
+            "chunk %d: %d messages sent %.0f ms after it began", index, report.released, self._ms_since(now)
+        )
         report.fire_delays_ms.extend(out.delays_ms)
         if out.next_timers:
             self.store.put_timers(out.next_timers)
