@@ -6,7 +6,8 @@ and :meth:`punctual.dispatch.tick.Tick.scale`, the same :func:`punctual.dispatch
 the ``workers`` worker processes (no event-source ramp: each polls from the start), a *burst
 worker* is one more worker process (``burst-1``, ``burst-2``, ...) that drains
 ``burst_worker_messages_per_s`` (deliberately low, so a burst of a few dozen slots asks for one),
-starts in a few seconds, and is kept a few seconds after its minute.
+is started ``START_LEAD_S`` before its minute, and is kept a few seconds after it (never before the
+minute's burst window is over: :func:`punctual.dispatch.scaling.plan_capacity`).
 
 The decision is applied by :class:`FileActuator`: it writes the desired count to
 ``run/scaling.json`` and appends each change to ``run/scaling.jsonl``; the supervisor
