@@ -13,7 +13,9 @@ same registration code the API runs): through the API, the tenant's request quot
 minutes. The small tenant registers through the API. Both use the recurring ``rate(1 day)``
 schedule from the instant, the first second of a minute, as a top-of-minute cron burst does.
 
-Usage: ``python bench/fairness.py [--big 5000] [--small 20] [--workers 3]``
+Usage: ``python bench/fairness.py [--big 5000] [--small 20] [--workers 3] [--small-only] [--log-level DEBUG]``
+(``--small-only`` stops once the small tenant's slots are in, for iterations; ``DEBUG`` logs the
+release's chunks and the workers' batches, timed, in ``<state>/up.out``).
 """
 
 from __future__ import annotations
