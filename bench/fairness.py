@@ -11,9 +11,11 @@ The big tenant's jobs are written through the job service straight into local mo
 same registration code the API runs): through the API, the tenant's request quota
 (``apiRequestsPerMinutePerTenant``, 1,200 a minute) would spread 5,000 registrations over four
 minutes. The small tenant registers through the API. Both use the recurring ``rate(1 day)``
-schedule from the instant, as a top-of-minute cron burst does.
+schedule from the instant, the first second of a minute, as a top-of-minute cron burst does.
 
-Usage: ``python bench/fairness.py [--big 5000] [--small 20] [--workers 3]``
+Usage: ``python bench/fairness.py [--big 5000] [--small 20] [--workers 3] [--small-only] [--log-level DEBUG]``
+(``--small-only`` stops once the small tenant's slots are in, for iterations; ``DEBUG`` logs the
+release's chunks and the workers' batches, timed, in ``<state>/up.out``).
 """
 
 from __future__ import annotations
@@ -111,21 +113,27 @@ def delays(records: list[dict[str, Any]], hook: str, slot: datetime) -> list[flo
     return [arrived - slot.timestamp() for arrived in first.values()]
 
 
-def run(local: LocalMode, big: int, small: int) -> dict[str, Any]:
+def run(local: LocalMode, big: int, small: int, small_only: bool = False) -> dict[str, Any]:
     since = len(local.records())
     # The registration rate on this machine, from jobs that fire long after the run.
     later = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
     sample_s = register_direct(local, "big", _spec(local, "fair-later", later), WARM_UP)
     rate = WARM_UP / sample_s
-    slot = (datetime.now(UTC) + timedelta(seconds=big / rate * 1.4 + MARGIN_S)).replace(microsecond=0)
+    # The instant is a minute's first second, as a cron burst's is (``cron(0 * * * ? *)``).
+    ready = datetime.now(UTC) + timedelta(seconds=big / rate * 1.4 + MARGIN_S)
+    slot = ready.replace(second=0, microsecond=0) + timedelta(minutes=1)
     registered_s = register_direct(local, "big", _spec(local, "fair-big", slot), big)
     register_api(local, "small", _spec(local, "fair-small", slot), small)
+    load_before = load_average()
     late = (datetime.now(UTC) - slot).total_seconds()
     if late > 0:
         raise RuntimeError(f"registration ended {late:.1f} s after the instant: raise MARGIN_S")
 
     def arrived() -> list[dict[str, Any]] | None:
         records = local.records(since)
+        if small_only:  # an iteration: the small tenant's slots (and the burst's before them) are in
+            done = {r["job"] for r in records if r.get("name") == "fair-small"}
+            return records if len(done) >= small else None
         done = {r["job"] for r in records if r.get("name") in ("fair-big", "fair-small")}
         return records if len(done) >= big + small else None
 
@@ -147,7 +155,14 @@ def run(local: LocalMode, big: int, small: int) -> dict[str, Any]:
         "big_slot_to_receipt_s": benchlib.summary(big_s),
         "big_last_ran_s": max(big_s),
         "small_last_ran_s": max(small_s),
+        # The machine is shared: the 1-minute load average when registration ended (the instant
+        # is minutes later) and once the slots were in.
+        "load_average_1m": {"registered": load_before, "end": load_average()},
     }
+
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def fmt(summary: dict[str, float | None]) -> str:
@@ -162,15 +177,27 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3, help="worker processes (punctual-local --workers)")
     parser.add_argument("--state-dir", default="", help="local mode's state (default .local/bench-fairness)")
     parser.add_argument("--no-json", action="store_true")
+    parser.add_argument(
+        "--small-only",
+        action="store_true",
+        help="stop once the small tenant's slots are in (for iterations: the burst's figures are"
+        " partial, nothing is written)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("DEBUG", "INFO"),
+        default="INFO",
+        help="local mode's log level (DEBUG: the release's chunks and the workers' batches, timed)",
+    )
     args = parser.parse_args()
     began = time.perf_counter()
-    flags = ("--no-demo", "--workers", str(args.workers))
+    flags = ("--no-demo", "--workers", str(args.workers), "--log-level", args.log_level)
     benchlib.heading(f"Fairness: {args.big:,} slots of one tenant and {args.small} of another at one instant")
     # Local mode's state (its logs among it) stays in .local/bench-fairness for a look afterwards.
     state = Path(args.state_dir) if args.state_dir else benchlib.ROOT / ".local" / "bench-fairness"
     shutil.rmtree(state, ignore_errors=True)
     with harness.running(state, *flags, tenant="small") as local:
-        result = run(local, args.big, args.small)
+        result = run(local, args.big, args.small, args.small_only)
     result["workers"] = args.workers
     result["wall_s"] = time.perf_counter() - began
     p99 = result["small_slot_to_receipt_s"]["p99"]
@@ -201,7 +228,9 @@ def main() -> None:
         "MET" if result["verdicts"]["small_tenant_p99_le_1s"] else "MISSED",
     )
     print(f"({result['wall_s']:.0f} s)")
-    if not args.no_json:
+    loads = result["load_average_1m"]
+    print(f"1-minute load average: {loads['registered']:.1f} when registered, {loads['end']:.1f} at the end")
+    if not args.no_json and not args.small_only:
         benchlib.write_result("fairness", result)
 
 

@@ -40,9 +40,10 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         raise LocalModeError(f"port {config.aws_port} is taken: choose another with --aws-port")
     server: Any
     if config.moto_patch:  # and a transport that keeps connections open (local/keepalive.py)
+        from local.bulk_gate import BulkGate
         from local.keepalive import KeepAliveMotoServer
 
-        server = KeepAliveMotoServer(LOOPBACK, config.aws_port)
+        server = KeepAliveMotoServer(LOOPBACK, config.aws_port, BulkGate())
     else:
         server = ThreadedMotoServer(ip_address=LOOPBACK, port=config.aws_port, verbose=False)
     server.start()
@@ -53,7 +54,9 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
             config.aws_endpoint,
             deployment.table_name,
             ", ".join(url.rsplit("/", 1)[-1] for url in deployment.queue_arns),
-            " (patched: local/motopatch.py, local/keepalive.py)" if config.moto_patch else "",
+            " (patched: local/motopatch.py, local/keepalive.py, local/bulk_gate.py)"
+            if config.moto_patch
+            else "",
         )
         if fidelity is not None:
             log.info(

@@ -46,7 +46,7 @@ def configure_logging(config: LocalConfig) -> None:
         stream=sys.stderr,
         force=True,
     )
-    for noisy in ("botocore", "boto3", "urllib3", "werkzeug"):
+    for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "moto"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # A minute in which a poller released nothing has no metrics: not worth a warning here.
     warnings.filterwarnings("ignore", message="No application metrics to publish")

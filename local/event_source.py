@@ -123,6 +123,7 @@ class EventSourceMapping:
         messages = reply.get("Messages", [])
         if not messages:
             return 0
+        log.debug("%s: received %d message(s) from %s", self.name, len(messages), url.rsplit("/", 1)[-1])
         self.inflight.write_text(json.dumps({"messages": [_inflight_entry(url, m) for m in messages]}))
         event = {"Records": [lambda_record(m, arn) for m in messages]}
         context = LambdaContext(f"punctual-worker-local-{self.name}", timeout_s=self.timeout_s)
@@ -146,6 +147,7 @@ class EventSourceMapping:
             for error in reply.get("Failed", []):
                 log.warning("could not delete a finished message: %s", error.get("Message"))
         self.inflight.unlink(missing_ok=True)
+        log.debug("%s: batch of %d done", self.name, len(messages))
         self.handled += len(done)
         if self.tally is not None:
             self.tally.write_text(str(self.handled))

@@ -11,7 +11,8 @@ underscores included); only the transport changes: HTTP/1.1 keep-alive, the requ
 read to its ``Content-Length`` before the app runs (a chunked body, which botocore never
 sends to these APIs, is left to werkzeug's path, which closes the connection), the
 response sent in one write with its length, and ``TCP_NODELAY`` so that a small answer is
-never held back waiting for an acknowledgement. One thread per connection, as before.
+never held back waiting for an acknowledgement. One thread per connection, as before. With a
+:class:`~local.bulk_gate.BulkGate`, bulk requests take turns inside moto (``local/bulk_gate.py``).
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ import io
 import logging
 import socket
 import threading
+from contextlib import nullcontext
 from typing import Any
+
+from local.bulk_gate import BulkGate
 
 log = logging.getLogger("local.aws")
 
 _SKIPPED_HEADERS = frozenset({"content-length", "connection", "transfer-encoding"})
 
 
-def _handler_class() -> type:
+def _handler_class(gate: BulkGate | None = None) -> type:
     from moto.moto_server.werkzeug_app import MotoRequestHandler
 
     class KeepAliveHandler(MotoRequestHandler):
@@ -60,12 +64,13 @@ def _handler_class() -> type:
 
             chunks: list[bytes] = []
             try:
-                result = self.server.app(environ, start_response)
-                try:
-                    chunks.extend(result)
-                finally:
-                    if hasattr(result, "close"):
-                        result.close()
+                with gate.admit(self.headers.get("X-Amz-Target", ""), body) if gate else nullcontext():
+                    result = self.server.app(environ, start_response)
+                    try:
+                        chunks.extend(result)
+                    finally:
+                        if hasattr(result, "close"):
+                            result.close()
                 status, headers = reply
             except Exception:
                 log.exception("moto failed on %s %s", self.command, self.path)
@@ -89,9 +94,10 @@ def _handler_class() -> type:
 class KeepAliveMotoServer:
     """``moto.server.ThreadedMotoServer``'s interface (start, stop, host and port), kept alive."""
 
-    def __init__(self, ip_address: str, port: int) -> None:
+    def __init__(self, ip_address: str, port: int, gate: BulkGate | None = None) -> None:
         self._ip_address = ip_address
         self._port = port
+        self._gate = gate  # bulk requests take turns (local/bulk_gate.py); None: all at once
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -101,7 +107,7 @@ class KeepAliveMotoServer:
 
         app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server(
-            self._ip_address, self._port, app, threaded=True, request_handler=_handler_class()
+            self._ip_address, self._port, app, threaded=True, request_handler=_handler_class(self._gate)
         )
         self._server.daemon_threads = True  # a connection a client left open never blocks the exit
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)

@@ -6,7 +6,8 @@ and :meth:`punctual.dispatch.tick.Tick.scale`, the same :func:`punctual.dispatch
 the ``workers`` worker processes (no event-source ramp: each polls from the start), a *burst
 worker* is one more worker process (``burst-1``, ``burst-2``, ...) that drains
 ``burst_worker_messages_per_s`` (deliberately low, so a burst of a few dozen slots asks for one),
-starts in a few seconds, and is kept a few seconds after its minute.
+is started ``START_LEAD_S`` before its minute, and is kept a few seconds after it (never before the
+minute's burst window is over: :func:`punctual.dispatch.scaling.plan_capacity`).
 
 The decision is applied by :class:`FileActuator`: it writes the desired count to
 ``run/scaling.json`` and appends each change to ``run/scaling.jsonl``; the supervisor
@@ -33,7 +34,10 @@ from punctual.timing.instants import format_instant
 log = logging.getLogger("local.scaling")
 
 PERIOD_S = 2.0  # how often the planner decides (the cloud's tick: every minute)
-START_LEAD_S = 5  # a worker process is polling a few seconds after it is started
+# A burst worker process forked from its warm zygote polls 2 s after its start on an idle
+# machine, 7-13 s on a busy one (measured, load average 5 on two cores): started any later than
+# this before its minute, it starts (it costs CPU) while the burst is being released.
+START_LEAD_S = 20
 HOLD_S = 5
 BURST_PREFIX = "burst-"
 

@@ -28,7 +28,7 @@ from local.harness import BATCH_TIMEOUT_S, LocalMode
 TENANT = "burst-e2e"
 SLOTS = int(os.environ.get("PUNCTUAL_E2E_BURST_SLOTS", "1000"))
 # Registration (job batches: ~20 a second on moto at worst, with room), then the planner's start
-# lead (5 s) and period (2 s).
+# lead (20 s: local.scaling.START_LEAD_S) and period (2 s).
 LEAD_S = 16 + SLOTS // 20
 DRAIN_S = 30 + SLOTS // 5  # moto's FIFO queues drain a burst of this size within it
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
@@ -12,6 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local import motopatch
+from local.bulk_gate import BulkGate
 from local.keepalive import KeepAliveMotoServer
 
 
@@ -75,3 +77,50 @@ def test_aws_calls_work_through_it(server: tuple[str, int]) -> None:
     sqs.send_message(QueueUrl=url, MessageBody="x" * 5000, MessageGroupId="g", MessageDeduplicationId="d")
     messages = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
     assert [m["Body"] for m in messages] == ["x" * 5000]
+
+
+class _RecordingGate(BulkGate):
+    """A gate that notes which requests it held as bulk."""
+
+    def __init__(self) -> None:
+        super().__init__(at_once=1)
+        self.seen: list[bool] = []
+
+    @contextmanager
+    def admit(self, target: str, body: bytes) -> Iterator[bool]:
+        with super().admit(target, body) as bulk:
+            self.seen.append(bulk)
+            yield bulk
+
+
+def test_the_bulk_gate_sees_botocores_batch_requests() -> None:
+    """The gate reads the requests as botocore sends them (the JSON protocol's target header):
+    the pollers' batches take turns, the workers' single requests do not (local/bulk_gate.py)."""
+    motopatch.apply()
+    gate = _RecordingGate()
+    running = KeepAliveMotoServer("127.0.0.1", 0, gate)
+    running.start()
+    try:
+        ddb, sqs = _clients(*running.get_host_and_port())
+        ddb.create_table(
+            TableName="g",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        url = sqs.create_queue(QueueName="g.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        gate.seen.clear()
+        # When a batch of two, a single read and a single-message batch go through the server
+        ddb.batch_get_item(RequestItems={"g": {"Keys": [{"pk": {"S": "a"}}, {"pk": {"S": "b"}}]}})
+        ddb.get_item(TableName="g", Key={"pk": {"S": "a"}})
+        entries = [
+            {"Id": str(i), "MessageBody": "m", "MessageGroupId": str(i), "MessageDeduplicationId": str(i)}
+            for i in range(2)
+        ]
+        sqs.send_message_batch(QueueUrl=url, Entries=entries[:1])
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+        # Then only the two batches of more than one item took turns
+        assert gate.seen == [True, False, False, True]
+    finally:
+        running.stop()
+        motopatch.revert()

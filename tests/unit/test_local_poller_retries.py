@@ -8,6 +8,8 @@ The retriers are the template's (``Retry`` of the poller task, carried by the de
 from __future__ import annotations
 
 import random
+import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -382,3 +384,56 @@ def test_poller_processes_share_each_minutes_plan_and_run_their_own_replica(
     assert [(e["group"], e.get("replica", 0)) for e in started[0]] == [(0, 0)]
     assert [(e["group"], e.get("replica", 0)) for e in started[1]] == [(0, 1)]
     assert (plans / "m-20261130T1001.json").exists()
+
+
+# --------------------------------------------------------------------------- scaling beside the minutes
+
+
+class _StuckScaler:
+    """A scaling decision that does not return until released (moto busy on a loaded machine)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def step(self, now: datetime) -> None:
+        self.entered.set()
+        self.release.wait(timeout=120)
+
+
+class _Clock:
+    def __init__(self, now: datetime) -> None:
+        self.current = now
+
+    def now(self) -> datetime:
+        return self.current
+
+
+def test_a_slow_scaling_decision_never_holds_back_a_minutes_pollers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31 (fairness under bursts): a decision took 14 s while a burst's minute was due, and
+    the minute's pollers started 14 s late. Scaling runs beside the minutes' starts."""
+    monkeypatch.setattr("punctual.runtime.composition.Container.store", None)  # no table needed
+    minute = datetime(2026, 12, 3, 23, 14, tzinfo=UTC)
+    started: list[str] = []
+    scaler = _StuckScaler()
+    scheduler = MinuteScheduler(lambda event, context: started.append(event["minute"]) or {}, 120)
+    scheduler.scaler = scaler  # type: ignore[assignment]
+    clock = _Clock(minute - timedelta(seconds=30))  # the minute before is open, this one not yet
+    scheduler.clock = clock  # type: ignore[assignment]
+    stop = threading.Event()
+    runner = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        # Given a scaling decision that is stuck
+        assert scaler.entered.wait(timeout=60)
+        # When the burst's minute opens (its lead before it)
+        clock.current = minute - timedelta(seconds=scheduler.settings.poller_lead_s)
+        # Then its pollers start all the same
+        deadline = time.monotonic() + 60
+        while "2026-12-03T23:14:00Z" not in started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "2026-12-03T23:14:00Z" in started
+    finally:
+        stop.set()
+        scaler.release.set()
+        runner.join(timeout=60)

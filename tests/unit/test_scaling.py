@@ -99,6 +99,18 @@ def test_capacity_is_held_through_the_hold_and_the_backlog_then_scaled_back() ->
     assert not plan_capacity(at(62), planned, 1_000, CLOUD).scaled
 
 
+def test_a_hold_shorter_than_the_burst_window_still_covers_the_window() -> None:
+    """Issue 31 (fairness under bursts): local mode holds a burst 5 s, its window is 10 s. A burst
+    due at M + 9 s is still in its minute's burst; scaling back at M + 8 s (nothing released yet,
+    no backlog) stopped the burst workers at its instant, and the backlog started them again."""
+    short_hold = CapacityProfile(burst_workers_max=300, hold_s=5, lateness_target_s=10)
+    planned = {M: 600_000}
+    # Past the hold, inside the burst's window, with nothing released yet: still held
+    assert plan_capacity(at(8), planned, 0, short_hold).scaled
+    # Past the window, the queues drained: scaled back
+    assert not plan_capacity(at(11), planned, 0, short_hold).scaled
+
+
 def test_never_below_the_standing_figures() -> None:
     standing = CapacityProfile(burst_workers_standing=3, burst_workers_max=300)
     idle = plan_capacity(at(-600), {}, 0, standing)

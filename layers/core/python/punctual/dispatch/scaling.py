@@ -20,7 +20,8 @@ sources' ``MaximumConcurrency``. Invariants:
 * **Early enough.** Capacity for minute M is asked for at the last decision that still leaves
   ``start_lead_s`` before M (a decision made at ``now`` covers every minute whose start lead
   begins before the *next* decision): a Fargate task is polling when M's slots are released.
-* **Only while needed.** It is held until ``hold_s`` after M and for as long as the short
+* **Only while needed.** It is held until ``hold_s`` after M (never before M's burst window,
+  ``lateness_target_s``, is over) and for as long as the short
   queues hold more than the standing capacity drains within the target; then the next
   decision scales back to the standing figures (never below them: the standing count is what
   the deployment asked for).
@@ -269,9 +270,14 @@ class ScalingDecision:
 
 def _active(minute: datetime, now: datetime, profile: CapacityProfile) -> bool:
     """Whether minute's capacity must be up now: its start lead begins before the next decision
-    (waiting for it would be too late) and its hold has not ended."""
+    (waiting for it would be too late) and its hold has not ended.
+
+    The hold never ends before the burst's own window (``lateness_target_s``): the burst is the
+    slots due in it, so a hold shorter than the window (local mode's was 5 s of a 10 s window)
+    scaled the workers back just before a burst at the window's end was released, and a moment
+    later, its backlog seen, started them again — processes stopped and started at the instant."""
     starts = minute - timedelta(seconds=profile.start_lead_s)
-    ends = minute + timedelta(seconds=profile.hold_s)
+    ends = minute + timedelta(seconds=max(profile.hold_s, profile.lateness_target_s))
     return starts <= now + timedelta(seconds=profile.period_s) and now < ends
 
 

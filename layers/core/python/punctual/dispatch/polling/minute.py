@@ -220,7 +220,12 @@ class MinutePoll:
     def _read(self, lane: Lane, shard: int, from_ms: int | None = None, to_ms: int | None = None) -> bool:
         """Hold the timers of one bucket (or a due range of it); False if the read failed."""
         try:
-            self.drain.hold(self.store.query_timers(lane, self.minute, shard, from_ms, to_ms))
+            timers = self.store.query_timers(lane, self.minute, shard, from_ms, to_ms)
+            self.drain.hold(timers)
+            if lane is Lane.FAR:
+                log.debug(
+                    "minute %s: far bucket %d read, %d timers", f"{self.minute:%H:%M}", shard, len(timers)
+                )
             return True
         except Exception:
             log.exception("reading %s bucket %s/%s failed; will retry", lane.value, self.minute, shard)

@@ -184,23 +184,28 @@ class SlotReleaser:
             return report
         timers = interleave_tenants(timers)  # one tenant's burst cannot push another's slots back
         chunks = [timers[i : i + CHUNK] for i in range(0, len(timers), CHUNK)]
+        log.debug("releasing %d timers in %d chunk(s)", len(timers), len(chunks))
         # The first chunk alone, before the others start: it holds every tenant's first slots,
         # which so enter the queues ahead of the rest of a burst (run side by side, a later chunk
         # could be sent first).
-        report.merge(self._release_chunk(chunks[0], uncertain))
-        futures = [self.pool.submit(self._release_chunk, chunk, uncertain) for chunk in chunks[1:]]
+        report.merge(self._release_chunk(chunks[0], uncertain, 0))
+        futures = [
+            self.pool.submit(self._release_chunk, chunk, uncertain, index)
+            for index, chunk in enumerate(chunks[1:], start=1)
+        ]
         for future in futures:
             report.merge(future.result())
         self.notifier.flush()  # the rate budget overruns' events
         self._record(report)
         return report
 
-    def _release_chunk(self, timers: Sequence[Timer], uncertain: bool) -> ReleaseReport:
+    def _release_chunk(self, timers: Sequence[Timer], uncertain: bool, index: int = 0) -> ReleaseReport:
         now = self.clock.now()
         self.ledger.fresh_reads()  # a budget's first slot in this chunk reads its reservations again
         report = ReleaseReport()
         out = _Outgoing()
         jobs = self._read_jobs(timers)
+        log.debug("chunk %d: %d jobs read in %.0f ms", index, len(jobs), self._ms_since(now))
         fire = [t for t in timers if t.kind in CHAIN_KINDS]
         plans: list[tuple[Job, ReleasePlan]] = []
         for timer in fire:
@@ -237,6 +242,9 @@ class SlotReleaser:
                 self.queues.send(queue, messages)
                 self.watch.sent(queue, messages, now)
                 report.released += len(messages)
+        log.debug(
+            "chunk %d: %d messages sent %.0f ms after it began", index, report.released, self._ms_since(now)
+        )
         report.fire_delays_ms.extend(out.delays_ms)
         if out.next_timers:
             self.store.put_timers(out.next_timers)
@@ -247,6 +255,9 @@ class SlotReleaser:
         for job in out.completions:
             report.completed += self._complete(job, now)
         return report
+
+    def _ms_since(self, began: datetime) -> float:
+        return (self.clock.now() - began).total_seconds() * 1000
 
     def _read_jobs(self, timers: Sequence[Timer]) -> dict[tuple[str, str], Job]:
         """The timers' jobs: read eventually consistently, and again strongly for every timer the
