@@ -8,11 +8,13 @@ figure is CPU microseconds per trigger (``time.process_time_ns``, all threads), 
 the bare minimum measured in the same run over the same triggers: one next-slot
 computation plus encoding and decoding one message.
 
-A separate row measures what the DynamoDB store adds per trigger in item marshalling
-(the poller's job document parse, timer item out and in, execution document twice; the worker
-parses the job its message carries, in its own phase), which the memory store replaces with
-deep copies; botocore's own request building is not ours and
-is not counted. Then cProfile names the top costs with file:line.
+The in-memory store and queues stand in for DynamoDB and SQS: the CPU inside their calls is
+timed apart (``Metered``) and is not ours; in the cloud our side of those calls is the item
+marshalling, a separate row measured alone (the poller's job document parse, the next timer
+packed, each timer unpacked as often as the simulation's bucket queries returned it, the
+execution document written twice; the worker parses the job its message carries, in its own
+phase), and botocore's request building, a table of its own. Then cProfile names the top
+costs with file:line.
 
 Usage: ``python bench/cpu_per_trigger.py [--jobs N] [--minutes M] [--no-json]``
 """
@@ -43,7 +45,7 @@ from punctual.store.dynamo import DynamoStore
 from punctual.store.dynamo.execution_docs import record_attributes
 from punctual.store.memory import MemoryStore
 from punctual.timing.schedules import parse_schedule
-from punctual.timing.timers import TimerKind, TimerLayout, slot_key
+from punctual.timing.timers import Lane, Timer, TimerKind, TimerLayout, slot_key
 from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)  # a Monday
@@ -88,6 +90,7 @@ class Metered:
             self._lock = threading.Lock()
             self.ns = 0
             self.calls = 0
+            self.timers_read = 0
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
@@ -98,12 +101,15 @@ class Metered:
         def metered(*args: Any, **kwargs: Any) -> Any:
             t = clock()
             try:
-                return value(*args, **kwargs)
+                result = value(*args, **kwargs)
             finally:
                 spent = clock() - t
                 with meter._lock:
                     meter.ns += spent
                     meter.calls += 1
+            if name == "query_timers":  # each timer read is one the DynamoDB store unpacks
+                meter.timers_read += len(result)
+            return result
 
         self.__dict__[name] = metered  # later look-ups skip __getattr__
         return metered
@@ -117,6 +123,7 @@ class Phases:
     # CPU inside the in-memory store's and queues' calls during each phase (in the phase's figure)
     dispatch_store_ns: int = 0
     worker_store_ns: int = 0
+    timers_read: int = 0  # timers the poller's bucket queries returned (near ones come back each poll)
     wall_ns: int = 0
     triggers: int = 0
     claimed: int = 0
@@ -242,6 +249,7 @@ def simulate(
             break
         clock.set(max(min(upcoming), clock.now() + timedelta(milliseconds=1)))
     phases.wall_ns = time.perf_counter_ns() - wall0
+    phases.timers_read = meter.timers_read
     if profiler is not None:
         profiler.disable()
     phases.claimed = phases.outcomes.get(ExecutionStatus.SUCCEEDED.value, 0)
@@ -269,8 +277,18 @@ def bare_minimum(messages: list[DispatchMessage], schedules: dict[str, str]) -> 
     return time.process_time_ns() - t
 
 
-def marshalling_ns(samples: int) -> int:
-    """CPU ns per trigger the DynamoDB store adds in item (de)serialization, measured alone."""
+PACK_TIMERS = 40  # timers per pack item at 10,000/s (bench/timer_packing.py measured 41.6)
+
+
+def marshalling_ns(samples: int, reads_per_trigger: float) -> dict[str, float]:
+    """CPU ns per trigger the DynamoDB store adds in item (de)serialization, measured alone.
+
+    The poller reads the job (BatchGetItem), writes the chain's next timer in a pack of
+    :data:`PACK_TIMERS` (BatchWriteItem) and unpacks each timer every time a bucket query
+    returns it (``reads_per_trigger``, counted in the simulation: a near timer comes back in
+    each poll of its look-back); the worker writes the record twice (claim and finish) and
+    reads no job (the message carries it, parsed in the worker's own phase).
+    """
     clock = ManualClock(T0)
     store = MemoryStore()
     layout = TimerLayout()
@@ -289,16 +307,22 @@ def marshalling_ns(samples: int) -> int:
         "sk": {"S": "job"},
         **dynamo._job_attrs(job),
     }
-    timer = layout.make(
-        now=T0,
-        due=T0 + timedelta(minutes=1),
-        job_id=job.id,
-        tenant=job.tenant,
-        slot=slot_key(T0 + timedelta(minutes=1)),
-        attempt=1,
-        kind=TimerKind.FIRE,
-        job_version=1,
-    )
+    due_ms = int((T0 + timedelta(minutes=5)).timestamp() * 1000)
+    timers = [  # one bucket's timers due in one pack window, a few jobs a second
+        Timer(
+            Lane.FAR,
+            7,
+            due_ms + (i // 4) * 1000,
+            f"job-{i:07d}",
+            "default",
+            slot_key(T0 + timedelta(minutes=5, seconds=i // 4)),
+            1,
+            TimerKind.FIRE,
+            1,
+        )
+        for i in range(PACK_TIMERS)
+    ]
+    [pack] = dynamo._timer_rows(timers)
     message = message_for(job, slot_key(T0), T0, 1, "fire", T0)
     running = Execution(
         job_id=job.id,
@@ -311,15 +335,33 @@ def marshalling_ns(samples: int) -> int:
     )
     finished = running.ended(ExecutionStatus.SUCCEEDED, T0, None)
     gc.collect()
-    t = time.process_time_ns()
+    cpu = time.process_time_ns
+    t = cpu()
     for _ in range(samples):
         dynamo._job_from_item(job_item)  # poller: BatchGetItem of the job
-        item = DynamoStore._timer_item(timer)  # poller: BatchWriteItem of the next timer
-        DynamoStore._timer_from_item(item)  # poller: Query of the bucket
-        # (the worker reads no job: the message carries it, parsed in the worker's own phase)
+    job_ns = (cpu() - t) / samples
+    t = cpu()
+    for _ in range(samples):
         record_attributes(running)  # worker: claim PutItem
         record_attributes(finished)  # worker: finish PutItem
-    return (time.process_time_ns() - t) // samples
+    records_ns = (cpu() - t) / samples
+    packs = max(samples // PACK_TIMERS, 1)
+    t = cpu()
+    for _ in range(packs):
+        dynamo._timer_rows(timers)  # poller: BatchWriteItem of the next timers
+    write_ns = (cpu() - t) / packs / PACK_TIMERS
+    t = cpu()
+    for _ in range(packs):
+        DynamoStore._timers_from_pack(pack)  # poller: Query of a bucket
+    read_ns = (cpu() - t) / packs / PACK_TIMERS
+    out = {
+        "job read": job_ns,
+        "timer write (packed)": write_ns,
+        f"timer reads (x{reads_per_trigger:.2f}, packed)": read_ns * reads_per_trigger,
+        "execution record writes (x2)": records_ns,
+    }
+    out["total"] = sum(out.values())
+    return out
 
 
 def sdk_cpu_us(reps: int = 300) -> dict[str, float]:
@@ -525,10 +567,13 @@ def main() -> None:
             "outcomes": phases.outcomes,
             "wall_s": phases.wall_ns / 1e9,
             "release_delay_ms": benchlib.summary(phases.delays_ms),
+            "timers_read_per_trigger": phases.timers_read / n,
         }
     n = counts["no-copy store"]["triggers"]
     bare_us = bare_minimum(messages, job_schedules(args.jobs)) / max(n, 1) / 1000
-    marshal_us = marshalling_ns(3000) / 1000
+    reads = counts["no-copy store"]["timers_read_per_trigger"]
+    marshal_parts = {part: ns / 1000 for part, ns in marshalling_ns(3000, reads).items()}
+    marshal_us = marshal_parts["total"]
     ours = runs["ours"]
     cloud_us = ours["total"] + marshal_us
     columns = ("memory store", "no-copy store", "store calls", "ours")
@@ -547,6 +592,8 @@ def main() -> None:
         ("bare minimum: next slot + encode + decode", bare_us, bare_us, None, bare_us),
     ]
     print(benchlib.table(["CPU µs per trigger", *columns], rows))
+    print()
+    print(benchlib.table(["DynamoDB item marshalling", "µs per trigger"], list(marshal_parts.items())))
     outcomes = counts["no-copy store"]["outcomes"]
     print(
         f"\n{n:,} triggers per run (outcomes {outcomes}); the memory store deep-copies every read and"
@@ -609,6 +656,7 @@ def main() -> None:
                     "store_calls": runs["store calls"],
                     "ours": ours,
                     "dynamo_marshalling": marshal_us,
+                    "dynamo_marshalling_parts": marshal_parts,
                     "core_with_marshalling": cloud_us,
                     "bare_minimum": bare_us,
                 },

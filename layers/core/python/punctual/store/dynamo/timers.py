@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
+from pydantic_core import from_json
 
 from punctual.store.base import (
     ProgressMark,
@@ -26,6 +27,7 @@ from punctual.store.dynamo.keys import (
     WATERMARK_CHUNK,
     _backoff,
     _n,
+    _packed_slot,
     _s,
     _slot_of_second,
 )
@@ -39,7 +41,6 @@ from punctual.timing.timers import (
     due_bound,
     minute_key,
     parse_minute_key,
-    slot_instant,
 )
 
 
@@ -83,14 +84,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
         tenants: dict[str, int] = {}
         entries: list[list[Any]] = []
         for t in sorted(timers, key=lambda t: t.sk):
-            slot: str | int = t.slot
-            if "~" not in t.slot:
-                try:
-                    second = int(slot_instant(t.slot).timestamp())
-                except ValueError:  # not a slot's instant (a BACKFILL timer names its backfill)
-                    second = -1
-                if second >= 0 and _slot_of_second(second) == t.slot:
-                    slot = second  # a plain slot key: its epoch second (10 bytes, not 22)
+            slot = _packed_slot(t.slot)
             entry: list[Any] = [t.due_ms, t.job_id, tenants.setdefault(t.tenant, len(tenants)), slot]
             entry += [t.attempt, _KIND_CODE[t.kind], t.job_version]
             if t.owner:
@@ -110,22 +104,22 @@ class DynamoTimers(DynamoBase, TimerRepository):
     def _timers_from_pack(item: dict[str, Any]) -> list[Timer]:
         lane_name, _, shard_text = item["pk"]["S"].split("#")
         lane, shard = Lane(lane_name), int(shard_text)
-        tenants, entries = json.loads(item["tm"]["S"])
+        tenants, entries = from_json(item["tm"]["S"])  # json.loads' values, faster
         out: list[Timer] = []
         for entry in entries:
             due, job_id, tenant, slot, attempt, kind, version = entry[:7]
             out.append(
                 Timer(
-                    lane=lane,
-                    shard=shard,
-                    due_ms=due,
-                    job_id=job_id,
-                    tenant=tenants[tenant],
-                    slot=_slot_of_second(slot) if isinstance(slot, int) else slot,
-                    attempt=attempt,
-                    kind=_KIND_OF_CODE[kind],
-                    job_version=version,
-                    owner=entry[7] if len(entry) > 7 else None,
+                    lane,
+                    shard,
+                    due,
+                    job_id,
+                    tenants[tenant],
+                    _slot_of_second(slot) if isinstance(slot, int) else slot,
+                    attempt,
+                    _KIND_OF_CODE[kind],
+                    version,
+                    entry[7] if len(entry) > 7 else None,
                 )
             )
         return out
