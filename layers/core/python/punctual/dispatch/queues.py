@@ -217,8 +217,27 @@ class DispatchMessage:
             raise ValueError("message body is not a JSON object")
         keys = data.keys()
         if keys in (_PLAIN_SIGNED, _CARRYING_SIGNED, _PLAIN_UNSIGNED):  # what to_body writes
-            return cls(**data)
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+            message = cls(**data)
+        else:
+            message = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        sig = data.get("sig")
+        if isinstance(sig, str) and sig:
+            # A body to_body wrote is its payload with the signature appended as the last member:
+            # that text is what was signed, so verifying it needs no second encoding of the fields
+            # (the fields were parsed from the same text; a body in any other form is encoded
+            # again, as before).
+            tail = f',"sig":{_COMPACT_JSON.encode(sig)}}}'
+            if body.endswith(tail) and len(body) > len(tail) and body[0] == "{":
+                object.__setattr__(message, "_payload_text", body[: -len(tail)] + "}")
+        return message
+
+    def with_signature(self, sig: str) -> DispatchMessage:
+        """This message with ``sig`` set (what :func:`dataclasses.replace` gives, without running
+        ``__init__`` again), keeping its encoded payload: the payload leaves the signature out."""
+        signed = object.__new__(DispatchMessage)
+        object.__setattr__(signed, "__dict__", {**self.__dict__, "sig": sig})
+        object.__setattr__(signed, "_payload_text", self.payload())
+        return signed
 
 
 _MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
