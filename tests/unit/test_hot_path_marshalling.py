@@ -19,6 +19,7 @@ from punctual.models import Job
 from punctual.store.base import UnreadableJobError
 from punctual.store.dynamo import DynamoStore
 from punctual.store.dynamo.keys import _packed_slot, _slot_of_second
+from punctual.store.dynamo.timers import _unpacked
 from punctual.timing.timers import Lane, Timer, TimerKind, slot_instant, slot_key
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -174,3 +175,24 @@ def test_a_pack_reads_back_the_timers_written(
     assert sorted(DynamoStore._timers_from_pack(pack), key=lambda t: t.sk) == sorted(
         timers, key=lambda t: t.sk
     )
+
+
+def test_a_pack_read_again_is_unpacked_once_and_never_shared_as_a_list() -> None:
+    due_ms = int((T0 + timedelta(minutes=5)).timestamp() * 1000)
+    timers = [
+        Timer(Lane.NEAR, 3, due_ms + n, f"job-{n}", "acme", slot_key(T0), 1, TimerKind.FIRE, 1)
+        for n in range(5)
+    ]
+    store = DynamoStore(None, "t")
+    [pack] = store._timer_rows(timers)
+    _unpacked.cache_clear()
+    first = DynamoStore._timers_from_pack(pack)
+    first.clear()  # a caller's list is its own
+    again = DynamoStore._timers_from_pack(pack)
+    assert again == timers and _unpacked.cache_info().hits == 1
+    # The same body under another bucket's key is that bucket's timers, not the cached ones
+    other = {**pack, "pk": {"S": pack["pk"]["S"].rsplit("#", 1)[0] + "#4"}}
+    assert [t.shard for t in DynamoStore._timers_from_pack(other)] == [4] * 5
+    # and another body under the same key is read afresh
+    [changed] = store._timer_rows(timers[:4])
+    assert DynamoStore._timers_from_pack(changed) == timers[:4]
