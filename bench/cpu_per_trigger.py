@@ -49,6 +49,10 @@ try:  # the pack cache (a store without it unpacks every read: measured the same
     from punctual.store.dynamo.timers import _unpacked
 except ImportError:  # pragma: no cover - older stores
     _unpacked = None
+try:  # the job documents a store notes (without: every message's job is dumped again)
+    from punctual.models.job_documents import note_document
+except ImportError:  # pragma: no cover - older stores
+    note_document = None
 from punctual.store.memory import MemoryStore
 from punctual.timing.schedules import parse_schedule
 from punctual.timing.timers import Lane, Timer, TimerKind, TimerLayout, slot_key
@@ -109,6 +113,8 @@ class Metered:
             t = clock()
             try:
                 result = value(*args, **kwargs)
+                if name in _JOB_READS:
+                    _note_documents(result)
             finally:
                 spent = clock() - t
                 with meter._lock:
@@ -120,6 +126,20 @@ class Metered:
 
         self.__dict__[name] = metered  # later look-ups skip __getattr__
         return metered
+
+
+# DynamoDB answers a job read with the job's stored document, which the store notes beside the
+# job it parses (punctual.models.job_documents; checked and noted in the marshalling row): the
+# in-memory stand-in has no document, so it is made here, inside the store call's time.
+_JOB_READS = frozenset({"get_job", "batch_get_jobs"})
+
+
+def _note_documents(result: Any) -> None:
+    if note_document is None:
+        return
+    for job in result.values() if isinstance(result, dict) else [result]:
+        if job is not None:
+            note_document(job, job.model_dump_json())
 
 
 @dataclass

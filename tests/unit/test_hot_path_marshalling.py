@@ -1,12 +1,15 @@
 """The DynamoDB store's hot-path marshalling, made faster, reads and writes what it did before.
 
 A job document and a timer pack are parsed with pydantic's JSON parser instead of ``json.loads``
-(the same values: the last of a repeated key, NaN as a float), and a pack's slot form is cached
-(a pure function of the slot text). These properties compare each with the reference it replaced.
+(the same values: the last of a repeated key, NaN as a float), a pack's slot form is cached (a
+pure function of the slot text), a pack read again is unpacked once, and a message carries the
+job's stored document when it says what the job read holds. These properties compare each with
+the reference it replaced.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,7 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from punctual.models import Job
+from punctual.dispatch.queues import job_from_spec, spec_of
+from punctual.models import Job, JobState, job_documents
+from punctual.models.job_documents import document_of
 from punctual.store.base import UnreadableJobError
 from punctual.store.dynamo import DynamoStore
 from punctual.store.dynamo.keys import _packed_slot, _slot_of_second
@@ -196,3 +201,59 @@ def test_a_pack_read_again_is_unpacked_once_and_never_shared_as_a_list() -> None
     # and another body under the same key is read afresh
     [changed] = store._timer_rows(timers[:4])
     assert DynamoStore._timers_from_pack(changed) == timers[:4]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    payload=_json,
+    dependents=st.integers(min_value=0, max_value=50),
+    skipped=st.none() | st.integers(min_value=0, max_value=10**6),
+    paused_by_attribute=st.booleans(),
+    secret=st.none() | st.text(min_size=1, max_size=10),
+)
+def test_a_message_carries_the_job_read_whichever_document_it_is_made_of(
+    payload: Any, dependents: int, skipped: int | None, paused_by_attribute: bool, secret: str | None
+) -> None:
+    job = _job(payload, version=3, trigger_rate=7, signing_secret_enc=secret)
+    item = _item(job)
+    item["dependents"] = {"N": str(dependents)}
+    if skipped is not None:  # the counter the store keeps beside the document
+        item["skipped"] = {"N": str(skipped)}
+    if paused_by_attribute:  # an attribute that no longer agrees with the document
+        item["state"] = {"S": "PAUSED"}
+    read = DynamoStore(None, "t")._job_from_item(item)
+    noted = document_of(read)
+    agrees = not paused_by_attribute and skipped in (None, 0)
+    assert (noted == item["doc"]["S"]) if agrees else noted is None
+    # Either way the message carries exactly the job as read
+    assert job_from_spec(spec_of(read)) == read
+    assert spec_of(read) == spec_of(read.model_copy())  # the same content as a fresh dump
+
+
+def test_a_noted_document_is_never_used_for_a_changed_job() -> None:
+    read = DynamoStore(None, "t")._job_from_item(_item(_job({"n": 1})))
+    assert document_of(read) is not None
+    paused = read.model_copy(update={"state": JobState.PAUSED})  # a change is a new object
+    assert document_of(paused) is None
+    assert job_from_spec(spec_of(paused)).state is JobState.PAUSED
+    read.payload = {"n": 2}  # and a field replaced in place (the code never does) is seen
+    assert document_of(read) is None
+    assert job_from_spec(spec_of(read)).payload == {"n": 2}
+
+
+def test_a_document_holding_what_the_store_keeps_beside_it_is_not_noted() -> None:
+    item = _item(_job({"n": 1}))
+    item["doc"]["S"] = item["doc"]["S"][:-1] + ',"dependents":4}'  # written by hand
+    item["dependents"] = {"N": "2"}
+    read = DynamoStore(None, "t")._job_from_item(item)
+    assert document_of(read) is None and read.dependents == 2
+    assert job_from_spec(spec_of(read)).dependents == 2
+
+
+def test_a_note_goes_with_its_job() -> None:
+    read = DynamoStore(None, "t")._job_from_item(_item(_job({"n": 1})))
+    key = id(read)
+    assert key in job_documents._NOTES
+    del read
+    gc.collect()
+    assert key not in job_documents._NOTES
