@@ -22,8 +22,10 @@ Usage: ``python bench/cpu_per_trigger.py [--jobs N] [--minutes M] [--no-json]``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
+import os
 import pstats
 import threading
 import time
@@ -34,13 +36,19 @@ from typing import Any
 
 import benchlib
 
+# The Lambda poller's and worker's metrics sink is Powertools' (its namespace from the stack); the
+# bench runs that sink too, its EMF lines thrown away (the write to the log is not timed).
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "PunctualBench")
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "punctual")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+
 from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.dispatch.polling import MinutePoll, Poller, PollerConfig
 from punctual.dispatch.queues import DispatchMessage, MemoryQueues, message_for
 from punctual.execution import MemoryFailureSink, Worker, WorkerConfig
 from punctual.models import Execution, ExecutionStatus, JobSpec
+from punctual.runtime import lambda_support
 from punctual.runtime.clock import ManualClock
-from punctual.runtime.observability import NullMetrics
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.dynamo import DynamoStore
 from punctual.store.dynamo.execution_docs import record_attributes
@@ -189,14 +197,14 @@ def build(
     config = PollerConfig(layout=layout, short_queue_urls=(QUEUE,), grace_s=5.0, concurrency=8)
     hot_store: Any = store if meter is None else meter
     hot_queues: Any = queues if meter is None else Metered(queues, into=meter)
-    dispatcher = Poller(hot_store, hot_queues, clock, config)
+    dispatcher = Poller(hot_store, hot_queues, clock, config, metrics=lambda_support.PowertoolsMetrics())
     worker = Worker(
         hot_store,
         hot_queues,
         InstantTarget(),
         clock,
         WorkerConfig(layout=layout, short_queue_urls=(QUEUE,)),
-        metrics=NullMetrics(),
+        metrics=lambda_support.PowertoolsMetrics(),  # the Lambda worker's sink
         failures=MemoryFailureSink(),
         signer=SIGNER,  # the claim verifies each message's signature, as in the cloud
     )
@@ -225,6 +233,25 @@ def simulate(
 ) -> tuple[Phases, list[DispatchMessage]]:
     """Run ``minutes`` poller minutes and work every released message; time each phase, and the
     store's and queues' calls inside it."""
+    with contextlib.redirect_stdout(open(os.devnull, "w")):  # the EMF lines of the metrics sink
+        return _simulate(jobs, minutes, layout, store, profiler)
+
+
+def flush_metrics() -> None:
+    """Print the metrics the handler prints when it ends (a store without the buffer: Powertools
+    prints its own as each metric reaches 100 values, and at the end)."""
+    core = getattr(lambda_support, "core_metrics", None)
+    if core is not None:
+        core.flush()
+
+
+def _simulate(
+    jobs: int,
+    minutes: int,
+    layout: TimerLayout,
+    store: MemoryStore,
+    profiler: cProfile.Profile | None,
+) -> tuple[Phases, list[DispatchMessage]]:
     meter = Metered(store)
     queues, clock, dispatcher, worker = build(jobs, layout, store, meter)
     phases = Phases()
@@ -256,6 +283,7 @@ def simulate(
                     active.remove(item)
                 else:
                     item[0] = wake
+        flush_metrics()  # a poller invocation's end (here more often: errs high)
         phases.dispatch_ns += cpu() - t
         phases.dispatch_store_ns += meter.ns - in_store
         released = queues.drain(QUEUE)
@@ -267,6 +295,7 @@ def simulate(
             for message in delivered:
                 handled = worker.process(message)
                 phases.outcomes[handled.outcome] = phases.outcomes.get(handled.outcome, 0) + 1
+            flush_metrics()  # a worker invocation's end
             phases.worker_ns += cpu() - t
             phases.worker_store_ns += meter.ns - in_store
             phases.triggers += len(delivered)

@@ -67,8 +67,10 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
             attributes["skipped_slots"] = int(item["skipped"]["N"])
         # The document says all the job holds (but what the store keeps beside it) when the item's
         # attributes agree with it: then it stands for the job's dump (a message carries it).
-        whole = document.endswith("}") and KEPT_BESIDE.isdisjoint(data) and all(
-            name in data and data[name] == value for name, value in attributes.items()
+        whole = (
+            document.endswith("}")
+            and KEPT_BESIDE.isdisjoint(data)
+            and all(name in data and data[name] == value for name, value in attributes.items())
         )
         data.update(attributes)
         if "dependents" in item:
