@@ -600,6 +600,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=int, default=5)
     parser.add_argument("--profile-jobs", type=int, default=3000)
     parser.add_argument("--no-json", action="store_true")
+    parser.add_argument(
+        "--core-only", action="store_true", help="the CPU table alone (no botocore, cProfile, JSON)"
+    )
     args = parser.parse_args()
     # 512 far / 32 near shards (TimerLayout's defaults; the deployed defaults are 256 / 8): more
     # near buckets to poll per trigger than the deployed defaults, so the figure errs high.
@@ -677,6 +680,8 @@ def main() -> None:
         f" one core: {1e6 / cloud_us:,.0f} triggers/s"
     )
 
+    if args.core_only:
+        return
     benchlib.heading("botocore CPU per request (canned answers: build, sign, parse; no network)")
     sdk = sdk_cpu_us()
     print(benchlib.table(["request", "CPU µs"], list(sdk.items())))

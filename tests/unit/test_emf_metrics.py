@@ -89,7 +89,9 @@ def test_a_value_that_is_not_a_number_is_refused_at_once() -> None:
         EmfBuffer("Punctual", "punctual").add("SlotsReleased", "many")  # type: ignore[arg-type]
 
 
-def test_the_handler_decorator_prints_the_core_metrics_when_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_handler_decorator_prints_the_core_metrics_when_it_ends(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     lines: list[str] = []
     buffer = EmfBuffer("Punctual", "punctual", write=lines.append)
     monkeypatch.setattr(lambda_support, "core_metrics", buffer)
@@ -109,3 +111,14 @@ def test_the_handler_decorator_prints_the_core_metrics_when_it_ends(monkeypatch:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     assert handler({}, None) == "ok"
     assert len(lines) == 2 and buffer.flush() == 0  # disabled: dropped, as Powertools drops its own
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED")
+    monkeypatch.setattr(lambda_support.metrics.provider, "namespace", "Punctual")
+
+    @lambda_support.log_metrics
+    def api(event: dict[str, Any], context: Any) -> str:
+        lambda_support.metrics.add_metric(name="Api2xx", unit="Count", value=1)  # Powertools' own
+        return "ok"
+
+    capsys.readouterr()
+    assert api({}, None) == "ok"
+    assert json.loads(capsys.readouterr().out)["Api2xx"] == [1.0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -21,8 +20,6 @@ copy_config_to_registered_loggers(source_logger=logger, include={"punctual"})
 # The core's metrics: the namespace and service dimension Powertools has, without its cost per
 # value (punctual.runtime.emf); printed when a handler ends (log_metrics).
 core_metrics = EmfBuffer(metrics.namespace, metrics.service)
-# A handler whose metrics all went through core_metrics leaves Powertools' own set empty.
-warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -36,8 +33,9 @@ class PowertoolsMetrics:
 
 
 def log_metrics(handler: Handler) -> Handler:
-    """``metrics.log_metrics``, and the core's metrics printed when the handler ends (returned or
-    raised), unless Powertools' metrics are disabled (``POWERTOOLS_METRICS_DISABLED``)."""
+    """What ``metrics.log_metrics`` does, for the core's metrics too: when the handler ends
+    (returned or raised), the core's metrics are printed, and Powertools' own when it has any
+    (the API's status counts), unless metrics are disabled (``POWERTOOLS_METRICS_DISABLED``)."""
 
     @functools.wraps(handler)
     def flushing(*args: Any, **kwargs: Any) -> Any:
@@ -48,5 +46,7 @@ def log_metrics(handler: Handler) -> Handler:
                 core_metrics.discard()
             else:
                 core_metrics.flush()
+            if metrics.provider.metric_set:
+                metrics.flush_metrics()  # disabled: Powertools drops them itself
 
-    return metrics.log_metrics(flushing)  # type: ignore[return-value]
+    return flushing  # type: ignore[return-value]
