@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from local.harness import LocalMode
+from local.harness import BATCH_TIMEOUT_S, LocalMode
 
 FAR_LEAD_S = 200.0  # more than the 180 s far threshold: the burst's timers are far timers
 BATCH = 500
@@ -35,7 +35,7 @@ def _batched(local: LocalMode, specs: list[dict[str, Any]], prefix: str, threads
         chunk = specs[start : start + BATCH]
         body = {"jobs": [{"id": f"{prefix}-{start + i:07d}", "job": spec} for i, spec in enumerate(chunk)]}
         for attempt in range(5):
-            status, reply = local.api("POST", "/v1/job-batches", body)
+            status, reply = local.api("POST", "/v1/job-batches", body, timeout_s=BATCH_TIMEOUT_S)
             if status == 200 and reply["failed"] == 0:
                 return
             if status == 200:  # some failed for good: a repeat registers what is missing

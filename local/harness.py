@@ -40,6 +40,11 @@ T = TypeVar("T")
 # --------------------------------------------------------------------------- HTTP
 
 
+# A job batch of 500 writes each job and its timer: ~25 s on moto server under load, more on a busy
+# two-core machine; its callers wait this long for the answer.
+BATCH_TIMEOUT_S = 180.0
+
+
 def request(
     url: str,
     method: str = "GET",
@@ -224,9 +229,11 @@ class LocalMode:
 
     # -------------------------------------------------------------- talking
 
-    def api(self, method: str, path: str, body: Any = None, tenant: str | None = None) -> tuple[int, Any]:
+    def api(
+        self, method: str, path: str, body: Any = None, tenant: str | None = None, timeout_s: float = 30.0
+    ) -> tuple[int, Any]:
         """One request to the API as ``tenant`` (by default this local mode's)."""
-        return request(self.api_url + path, method, body, tenant=tenant or self.tenant)
+        return request(self.api_url + path, method, body, tenant=tenant or self.tenant, timeout_s=timeout_s)
 
     def hook(self, name: str) -> str:
         """The receiver's URL for webhooks recorded under ``name``."""

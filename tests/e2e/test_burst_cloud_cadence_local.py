@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from local import harness
-from local.harness import LocalMode
+from local.harness import BATCH_TIMEOUT_S, LocalMode
 
 TENANT = "cadence"
 SLOTS = int(os.environ.get("PUNCTUAL_E2E_CADENCE_SLOTS", "120"))
@@ -65,7 +65,7 @@ def test_a_near_lane_burst_is_prepared_two_minutes_ahead_at_the_clouds_cadence(t
                 for index in range(SLOTS)
             ]
         }
-        status, body = local.api("POST", "/v1/job-batches", batch, tenant=TENANT)
+        status, body = local.api("POST", "/v1/job-batches", batch, tenant=TENANT, timeout_s=BATCH_TIMEOUT_S)
         assert status == 200 and body["created"] == SLOTS, body
         registered = time.time()
         assert registered < instant - 120, (
