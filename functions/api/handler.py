@@ -13,12 +13,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.api.app import app
-from punctual.runtime.lambda_support import logger, metrics, tracer
+from punctual.runtime.lambda_support import log_metrics, logger, metrics, tracer
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @tracer.capture_lambda_handler
-@metrics.log_metrics
+@log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     response = app.resolve(event, context)
     metrics.add_metric(name=f"Api{str(response['statusCode'])[0]}xx", unit=MetricUnit.Count, value=1)

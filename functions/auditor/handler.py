@@ -16,14 +16,14 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.runtime.composition import AuditEvent, container, run_auditor
-from punctual.runtime.lambda_support import logger, metrics, tracer
+from punctual.runtime.lambda_support import log_metrics, logger, tracer
 
 STOP_BEFORE_TIMEOUT_MS = 20_000
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-@metrics.log_metrics
+@log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = AuditEvent.model_validate(event)
     if request.enrol_segment is not None:

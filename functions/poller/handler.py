@@ -12,14 +12,14 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.runtime.composition import PollerItem, run_poller
-from punctual.runtime.lambda_support import logger, metrics, tracer
+from punctual.runtime.lambda_support import log_metrics, logger, tracer
 
 STOP_BEFORE_TIMEOUT_MS = 8_000
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-@metrics.log_metrics
+@log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     item = PollerItem.model_validate(event)
     report = run_poller(item, stop=lambda: context.get_remaining_time_in_millis() < STOP_BEFORE_TIMEOUT_MS)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from punctual.runtime.composition import container
-from punctual.runtime.lambda_support import PowertoolsMetrics, logger, metrics
+from punctual.runtime.lambda_support import PowertoolsMetrics, log_metrics, logger
 
 
-@metrics.log_metrics
+@log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     built = container()
     started = built.tick(PowertoolsMetrics()).start_minutes(built.clock.now())

@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.execution.batch import LambdaBatch
 from punctual.runtime.composition import container
-from punctual.runtime.lambda_support import PowertoolsMetrics, logger, metrics, tracer
+from punctual.runtime.lambda_support import PowertoolsMetrics, log_metrics, logger, tracer
 
 
 @cache
@@ -26,7 +26,7 @@ def batch() -> LambdaBatch:
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-@metrics.log_metrics
+@log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     work = batch()
     with work.worker.notifier.batched():  # the batch's execution events in as few PutEvents as possible

@@ -7,6 +7,8 @@ from dataclasses import replace
 from datetime import datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from execution_harness import FakeTarget, Rig, statuses
 from punctual.delivery.targets.base import TargetResult
@@ -135,3 +137,63 @@ def test_a_worker_with_a_key_refuses_what_an_unkeyed_sender_sent(rig: Rig, t0: d
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["forged"]
     stored = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
     assert stored is None or stored.status is not ExecutionStatus.SUCCEEDED
+
+
+_fields = st.fixed_dictionaries(
+    {
+        "tenant": st.text(min_size=1, max_size=10),
+        "job_id": st.text(min_size=1, max_size=10),
+        "attempt": st.integers(min_value=1, max_value=200),
+        "job_version": st.integers(min_value=1, max_value=10**9),
+        "ordered": st.booleans(),
+        "not_before": st.sampled_from(["", "2026-11-30T10:00:01.500Z"]),
+        "backfill": st.sampled_from(["", "bf-1:1"]),
+        "resend": st.integers(min_value=0, max_value=3),
+        "spec": st.sampled_from(["", '{"id":"j","payload":{"q":"\\"quoted\\" \\u00e9 ünï"}}']),
+        "last": st.booleans(),
+    }
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(fields=_fields)
+def test_a_received_body_verifies_over_the_text_that_was_signed(fields: dict[str, object]) -> None:
+    sent = message(**fields)
+    signed = SIGNER.sign(sent)
+    assert signed == replace(sent, sig=signed.sig)  # what replace() gave
+    body = signed.to_body()
+    back = DispatchMessage.from_body(body)
+    # The payload a worker verifies is the body less its signature, the very text the sender signed
+    assert back == signed and back.payload() == sent.payload() and SIGNER.verify(back)
+    # and a body whose signature is not its last member is encoded again, and verifies the same
+    data = json.loads(body)
+    reordered = json.dumps({"sig": data.pop("sig"), **data})
+    again = DispatchMessage.from_body(reordered)
+    assert again == signed and SIGNER.verify(again)
+
+
+@settings(max_examples=100, deadline=None)
+@given(fields=_fields, at=st.integers(min_value=1, max_value=10_000))
+def test_a_body_changed_in_transit_fails_verification(fields: dict[str, object], at: int) -> None:
+    body = SIGNER.sign(message(**fields)).to_body()
+    sig_at = body.rindex(',"sig":')
+    # Any one character of what was signed changed to another that keeps the JSON readable
+    index = at % sig_at
+    original = body[index]
+    if not original.isalnum():
+        return
+    changed = body[:index] + ("0" if original != "0" else "1") + body[index + 1 :]
+    try:
+        back = DispatchMessage.from_body(changed)
+    except (ValueError, TypeError):
+        return  # no longer a message at all
+    assert not SIGNER.verify(back)
+
+
+def test_a_body_with_a_second_signature_inside_does_not_verify() -> None:
+    signed = SIGNER.sign(message())
+    body = signed.to_body()
+    # A forger appends its own members after a real signature: the tail is no longer the signature
+    forged = body[:-1] + f',"tenant":"other","sig":"{signed.sig}"}}'
+    back = DispatchMessage.from_body(forged)
+    assert back.tenant == "other" and not SIGNER.verify(back)

@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from pydantic_core import from_json
 
 from punctual.models import CARRIED, Job, Overlap, Runtime
+from punctual.models.job_documents import document_of
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.timers import stable_hash
 
@@ -217,8 +218,27 @@ class DispatchMessage:
             raise ValueError("message body is not a JSON object")
         keys = data.keys()
         if keys in (_PLAIN_SIGNED, _CARRYING_SIGNED, _PLAIN_UNSIGNED):  # what to_body writes
-            return cls(**data)
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+            message = cls(**data)
+        else:
+            message = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        sig = data.get("sig")
+        if isinstance(sig, str) and sig:
+            # A body to_body wrote is its payload with the signature appended as the last member:
+            # that text is what was signed, so verifying it needs no second encoding of the fields
+            # (the fields were parsed from the same text; a body in any other form is encoded
+            # again, as before).
+            tail = f',"sig":{_COMPACT_JSON.encode(sig)}}}'
+            if body.endswith(tail) and len(body) > len(tail) and body[0] == "{":
+                object.__setattr__(message, "_payload_text", body[: -len(tail)] + "}")
+        return message
+
+    def with_signature(self, sig: str) -> DispatchMessage:
+        """This message with ``sig`` set (what :func:`dataclasses.replace` gives, without running
+        ``__init__`` again), keeping its encoded payload: the payload leaves the signature out."""
+        signed = object.__new__(DispatchMessage)
+        object.__setattr__(signed, "__dict__", {**self.__dict__, "sig": sig})
+        object.__setattr__(signed, "_payload_text", self.payload())
+        return signed
 
 
 _MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
@@ -236,8 +256,10 @@ _CARRIED_CONTEXT = {CARRIED: True}
 
 def spec_of(job: Job) -> str:
     """What a message carries of its job (empty when too large: the worker then reads it): its
-    document and the fields the store keeps beside it (counters, sealed signing secrets)."""
-    text = job.model_dump_json()
+    document and the fields the store keeps beside it (counters, sealed signing secrets). The
+    document is the one the store read the job from when it noted it (the same fields and values,
+    :mod:`punctual.models.job_documents`), else the job dumped."""
+    text = document_of(job) or job.model_dump_json()
     extra = f',"dependents":{job.dependents},"trigger_rate":{job.trigger_rate}'
     if job.signing_secret_enc:
         extra += ',"signing_secret_enc":' + _COMPACT_JSON.encode(job.signing_secret_enc)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -54,9 +53,7 @@ class DispatchSigner:
 
     def sign(self, message: DispatchMessage) -> DispatchMessage:
         """``message`` with its signature set."""
-        signed = replace(message, sig=self.signature(message))
-        object.__setattr__(signed, "_payload_text", message.payload())  # all but the signature: the same
-        return signed
+        return message.with_signature(self.signature(message))  # its payload is the same
 
     def verify(self, message: DispatchMessage) -> bool:
         """True when ``message`` carries this key's signature of its fields."""

@@ -9,6 +9,7 @@ import logging
 import random
 import time
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,6 +25,7 @@ from punctual.store.dynamo.schema import tenant_pk as tenant_pk
 from punctual.timing.timers import (
     Lane,
     TimerKind,
+    slot_instant,
     slot_key,
 )
 
@@ -51,8 +53,24 @@ _KIND_CODE = {
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
 
+# A poller's packs name the same few slots over and over (every job due in one second shares
+# its slot): both conversions are pure, so a bounded cache answers the repeats.
+@lru_cache(maxsize=4096)
 def _slot_of_second(second: int) -> str:
     return slot_key(datetime.fromtimestamp(second, tz=UTC))
+
+
+@lru_cache(maxsize=4096)
+def _packed_slot(slot: str) -> str | int:
+    """How a pack writes a slot: a plain slot key as its epoch second (10 bytes, not 22), any
+    other slot (a manual trigger's ``~suffix``, a BACKFILL timer's backfill id) as it is."""
+    if "~" in slot:
+        return slot
+    try:
+        second = int(slot_instant(slot).timestamp())
+    except ValueError:  # not a slot's instant (a BACKFILL timer names its backfill)
+        return slot
+    return second if second >= 0 and _slot_of_second(second) == slot else slot
 
 
 def _doc_of(item: dict[str, Any]) -> dict[str, Any]:

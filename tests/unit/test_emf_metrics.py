@@ -1,0 +1,124 @@
+"""The core's Lambda metrics print what Powertools printed, without its cost per value.
+
+:class:`punctual.runtime.emf.EmfBuffer` replaced ``Metrics.add_metric`` for the core's metrics
+(~15 µs a value there). These tests hold it to Powertools' own output for the same values: the
+same namespace, ``service`` dimension, names, units and values, within EMF's bounds per document.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from punctual.runtime import lambda_support
+from punctual.runtime.emf import MAX_METRICS, MAX_VALUES, EmfBuffer
+
+UNITS = {f"Metric{i}": ("Milliseconds" if i % 2 else "Count") for i in range(120)}
+_adds = st.lists(
+    st.tuples(
+        st.sampled_from(sorted(UNITS)[:6]) | st.sampled_from(sorted(UNITS)),
+        st.floats(min_value=-1e9, max_value=1e9, allow_nan=False) | st.integers(min_value=0, max_value=10**6),
+    ),
+    max_size=400,
+)
+
+
+def _emitted(documents: list[dict[str, Any]]) -> tuple[Counter[tuple[str, str, float]], set[tuple[str, str]]]:
+    """Every (name, unit, value) the documents hold, and each document's (namespace, service)."""
+    values: Counter[tuple[str, str, float]] = Counter()
+    where: set[tuple[str, str]] = set()
+    for document in documents:
+        [directive] = document["_aws"]["CloudWatchMetrics"]
+        assert directive["Dimensions"] == [["service"]]
+        where.add((directive["Namespace"], document["service"]))
+        assert len(directive["Metrics"]) <= MAX_METRICS
+        for definition in directive["Metrics"]:
+            emitted = document[definition["Name"]]
+            assert isinstance(emitted, list) and 1 <= len(emitted) <= MAX_VALUES
+            values.update((definition["Name"], definition["Unit"], float(v)) for v in emitted)
+    return values, where
+
+
+def _powertools(adds: list[tuple[str, float]]) -> list[dict[str, Any]]:
+    provider = AmazonCloudWatchEMFProvider(namespace="Punctual", service="punctual")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for name, value in adds:
+            provider.add_metric(name=name, unit=UNITS[name], value=value)
+        if provider.metric_set:
+            provider.flush_metrics()
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(adds=_adds)
+def test_the_buffer_prints_the_values_powertools_printed(adds: list[tuple[str, float]]) -> None:
+    lines: list[str] = []
+    buffer = EmfBuffer("Punctual", "punctual", write=lines.append)
+    for name, value in adds:
+        buffer.add(name, value, UNITS[name])
+    buffer.flush()
+    ours = _emitted([json.loads(line) for line in lines])
+    theirs = _emitted(_powertools(adds))
+    assert ours[0] == theirs[0]
+    if adds:
+        assert ours[1] == theirs[1] == {("Punctual", "punctual")}
+
+
+def test_a_flush_empties_the_buffer_and_a_metric_past_100_values_takes_more_documents() -> None:
+    lines: list[str] = []
+    buffer = EmfBuffer("Punctual", "punctual", write=lines.append)
+    for n in range(250):
+        buffer.add("FireDelayMs", n, "Milliseconds")
+    buffer.add("SlotsReleased", 250)
+    assert buffer.flush() == 3
+    assert [len(json.loads(line)["FireDelayMs"]) for line in lines] == [100, 100, 50]
+    assert buffer.flush() == 0
+
+
+def test_a_value_that_is_not_a_number_is_refused_at_once() -> None:
+    with pytest.raises((TypeError, ValueError)):
+        EmfBuffer("Punctual", "punctual").add("SlotsReleased", "many")  # type: ignore[arg-type]
+
+
+def test_the_handler_decorator_prints_the_core_metrics_when_it_ends(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines: list[str] = []
+    buffer = EmfBuffer("Punctual", "punctual", write=lines.append)
+    monkeypatch.setattr(lambda_support, "core_metrics", buffer)
+
+    @lambda_support.log_metrics
+    def handler(event: dict[str, Any], context: Any) -> str:
+        lambda_support.PowertoolsMetrics().add("SlotsReleased", 3)
+        if event.get("fail"):
+            raise RuntimeError("boom")
+        return "ok"
+
+    assert handler({}, None) == "ok"
+    assert json.loads(lines[-1])["SlotsReleased"] == [3.0]
+    with pytest.raises(RuntimeError):
+        handler({"fail": True}, None)
+    assert len(lines) == 2  # printed although the handler raised
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    assert handler({}, None) == "ok"
+    assert len(lines) == 2 and buffer.flush() == 0  # disabled: dropped, as Powertools drops its own
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED")
+    monkeypatch.setattr(lambda_support.metrics.provider, "namespace", "Punctual")
+
+    @lambda_support.log_metrics
+    def api(event: dict[str, Any], context: Any) -> str:
+        lambda_support.metrics.add_metric(name="Api2xx", unit="Count", value=1)  # Powertools' own
+        return "ok"
+
+    capsys.readouterr()
+    assert api({}, None) == "ok"
+    assert json.loads(capsys.readouterr().out)["Api2xx"] == [1.0]
