@@ -437,3 +437,51 @@ def test_a_slow_scaling_decision_never_holds_back_a_minutes_pollers(monkeypatch:
         stop.set()
         scaler.release.set()
         runner.join(timeout=60)
+
+
+def test_a_minute_is_sized_ahead_and_its_pollers_start_at_their_lead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31 (fairness under bursts): a minute sized at its lead (count queries on its far
+    buckets, 12.5 s with moto busy on a loaded machine) started its pollers 2.5 s after a burst's
+    instant. As the tick does in the cloud, local mode sizes a minute ahead of its start."""
+    monkeypatch.setattr("punctual.runtime.composition.Container.store", None)  # no table needed
+    import punctual.dispatch.tick as tick
+
+    minute = datetime(2026, 12, 4, 3, 17, tzinfo=UTC)
+    sized_at: list[datetime] = []
+    sizing_may_end = threading.Event()
+    real_plan = tick.plan_minute
+
+    def slow_plan(planned: datetime, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if planned == minute:
+            sized_at.append(clock.current)
+            sizing_may_end.wait(timeout=60)  # the count queries, slow
+        return real_plan(planned, *args, **kwargs)
+
+    monkeypatch.setattr(tick, "plan_minute", slow_plan)
+    started: list[str] = []
+    scheduler = MinuteScheduler(lambda event, context: started.append(event["minute"]) or {}, 120)
+    lead = timedelta(seconds=scheduler.settings.poller_lead_s)
+    clock = _Clock(minute - lead - timedelta(seconds=20))  # the minute before runs, this one is 20 s off
+    scheduler.clock = clock  # type: ignore[assignment]
+    stop = threading.Event()
+    runner = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        # Given a minute 20 s before its lead: it is sized then, not at its lead
+        deadline = time.monotonic() + 60
+        while not sized_at and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sized_at == [minute - lead - timedelta(seconds=20)]
+        assert "2026-12-04T03:17:00Z" not in started  # nothing starts before the lead
+        # When the sizing is done and the lead comes, its pollers start with that plan (not sized again)
+        sizing_may_end.set()
+        clock.current = minute - lead
+        deadline = time.monotonic() + 60
+        while "2026-12-04T03:17:00Z" not in started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "2026-12-04T03:17:00Z" in started
+        assert len(sized_at) == 1
+    finally:
+        stop.set()
+        sizing_may_end.set()
+        runner.join(timeout=60)
