@@ -73,3 +73,38 @@ def test_a_small_tenants_slots_go_out_first_beside_a_big_tenants_burst() -> None
     assert len(order) == 505
     assert order[:10].count("small") == 5, [i for i, t in enumerate(order) if t == "small"]
     assert CHUNK >= 10
+
+
+def test_a_bursts_first_chunk_is_sent_in_its_order_one_request_after_another() -> None:
+    """The port sends a list's requests of ten side by side (SqsQueues: eight at once), so they
+    enter the FIFO queue in any order: in local mode the small tenant's slots, among the first 40
+    of the interleaved release, arrived among the first 110 of the burst. A burst's first chunk
+    goes out one request of ten after another, in the interleaved order; the rest as before."""
+    # Given a big tenant's 500 one-time jobs and a small tenant's 20 at one instant
+    store = MemoryStore()
+    clock = ManualClock(T0 - timedelta(minutes=5))
+    sim = Simulation(store, clock)
+    jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
+    at = "at(2026-11-30T10:00:00)"
+    for i in range(500):
+        jobs.register("big", spec(at), job_id=f"a{i:04d}")
+    for i in range(20):
+        jobs.register("small", spec(at), job_id=f"z{i:02d}")
+    calls: list[list[str]] = []
+    send = sim.queues.send
+
+    def recording(queue_url, messages):  # type: ignore[no-untyped-def]
+        calls.append([message.tenant for message in messages])
+        return send(queue_url, messages)
+
+    sim.queues.send = recording  # type: ignore[method-assign]
+
+    # When the poller of that minute releases them
+    sim.run([minute_of(T0)], until=T0 + timedelta(seconds=5))
+
+    # Then the first chunk went out in requests of at most ten, one after another, in the
+    # interleaved order: the small tenant's 20 in the first four requests, taking turns
+    head = calls[: CHUNK // 10]
+    assert [len(call) for call in head] == [10] * (CHUNK // 10), [len(call) for call in calls[:12]]
+    assert [call.count("small") for call in head[:4]] == [5, 5, 5, 5]
+    assert sum(call.count("small") for call in calls) == 20

@@ -64,7 +64,14 @@ from punctual.dispatch.polling.fairness import interleave_tenants
 from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.polling.unrun import CalendarExclusions, UnrunSlots, range_record, unrun_record
-from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for, spec_of
+from punctual.dispatch.queues import (
+    SQS_BATCH_MAX,
+    DispatchMessage,
+    MessageKind,
+    QueuePort,
+    message_for,
+    spec_of,
+)
 from punctual.dispatch.smoothing import HEAD_START_S, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.execution.chain_ends import complete_job
 from punctual.models import Execution, ExecutionStatus, Job, JobState
@@ -187,8 +194,8 @@ class SlotReleaser:
         log.debug("releasing %d timers in %d chunk(s)", len(timers), len(chunks))
         # The first chunk alone, before the others start: it holds every tenant's first slots,
         # which so enter the queues ahead of the rest of a burst (run side by side, a later chunk
-        # could be sent first).
-        report.merge(self._release_chunk(chunks[0], uncertain, 0))
+        # could be sent first). Beside other chunks, its messages go out in their order too.
+        report.merge(self._release_chunk(chunks[0], uncertain, 0, in_order=len(chunks) > 1))
         futures = [
             self.pool.submit(self._release_chunk, chunk, uncertain, index)
             for index, chunk in enumerate(chunks[1:], start=1)
@@ -199,7 +206,9 @@ class SlotReleaser:
         self._record(report)
         return report
 
-    def _release_chunk(self, timers: Sequence[Timer], uncertain: bool, index: int = 0) -> ReleaseReport:
+    def _release_chunk(
+        self, timers: Sequence[Timer], uncertain: bool, index: int = 0, in_order: bool = False
+    ) -> ReleaseReport:
         now = self.clock.now()
         self.ledger.fresh_reads()  # a budget's first slot in this chunk reads its reservations again
         report = ReleaseReport()
@@ -239,7 +248,7 @@ class SlotReleaser:
         # Send first, next timers second: see the module docstring.
         for queue, messages in out.messages.items():
             if messages:
-                self.queues.send(queue, messages)
+                self._send(queue, messages, in_order)
                 self.watch.sent(queue, messages, now)
                 report.released += len(messages)
         log.debug(
@@ -255,6 +264,19 @@ class SlotReleaser:
         for job in out.completions:
             report.completed += self._complete(job, now)
         return report
+
+    def _send(self, queue: str, messages: list[DispatchMessage], in_order: bool) -> None:
+        """Send ``messages`` to ``queue``; ``in_order``: one request of ten after another, so that
+        they enter the FIFO queue in their order (the port sends a larger list's requests side by
+        side, in any order). A burst's first chunk goes so: the slots of every tenant at the
+        head of the interleaved release are the first messages the workers receive, not a
+        random tenth of the chunk's (measured in local mode: the small tenant's last slot of 20
+        arrived after 90 of the burst's, in the third round of the workers' batches). It costs
+        the chunk its requests' latency ten times over (tens of milliseconds in AWS), once per
+        burst."""
+        step = SQS_BATCH_MAX if in_order else len(messages)
+        for start in range(0, len(messages), step):
+            self.queues.send(queue, messages[start : start + step])
 
     def _ms_since(self, began: datetime) -> float:
         return (self.clock.now() - began).total_seconds() * 1000
