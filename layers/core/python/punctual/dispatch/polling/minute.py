@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -34,6 +35,8 @@ from punctual.store.base import JobStore, progress_of
 from punctual.timing.timers import Lane, from_ms, to_ms
 
 log = logging.getLogger("punctual.dispatch.polling")
+
+FAR_READS_AT_ONCE = 8  # a group's far buckets read side by side at the minute's start
 
 
 class MinutePoller(Protocol):
@@ -114,7 +117,7 @@ class MinutePoll:
         now = self.clock.now()
         self._resume_from_marks(now)
         self._guarded(lambda: self.catchup.plan(self.minute - timedelta(minutes=1)))
-        self.unread = {shard for shard in self.far if not self._read_far(shard)}
+        self.unread = self._read_far_buckets(self.far)
         self.next_poll = now
         self.next_catchup = now
 
@@ -216,6 +219,36 @@ class MinutePoll:
 
     def _read_far(self, shard: int) -> bool:
         return self._read(Lane.FAR, shard, self.far_from.get(shard))
+
+    def _read_far_buckets(self, shards: list[int]) -> set[int]:
+        """Read the far buckets side by side (threads of their own: the release pool may still
+        be busy with the minute before); hold their timers in shard order; return the shards
+        whose read failed (retried at each poll).
+
+        One after another, a burst's buckets (5,000 timers in four) took 10 s in local mode on a
+        loaded machine, against a 10 s lead: the release came after the instant. Side by side
+        it takes the longest read, not the sum.
+        """
+        if len(shards) <= 1:
+            return {shard for shard in shards if not self._read_far(shard)}
+        with ThreadPoolExecutor(max_workers=min(len(shards), FAR_READS_AT_ONCE)) as pool:
+            reads = {
+                shard: pool.submit(
+                    self.store.query_timers, Lane.FAR, self.minute, shard, self.far_from.get(shard), None
+                )
+                for shard in shards
+            }
+        failed: set[int] = set()
+        for shard, read in reads.items():
+            try:
+                timers = read.result()
+            except Exception:
+                log.exception("reading far bucket %s/%s failed; will retry", self.minute, shard)
+                failed.add(shard)
+                continue
+            self.drain.hold(timers)
+            log.debug("minute %s: far bucket %d read, %d timers", f"{self.minute:%H:%M}", shard, len(timers))
+        return failed
 
     def _read(self, lane: Lane, shard: int, from_ms: int | None = None, to_ms: int | None = None) -> bool:
         """Hold the timers of one bucket (or a due range of it); False if the read failed."""
