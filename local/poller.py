@@ -163,7 +163,11 @@ class MinuteScheduler:
 
     def minutes_to_plan(self, now: datetime) -> list[datetime]:
         """Minutes whose start is at most ``PLAN_AHEAD_S`` away, not yet sized or started (the
-        other replicas half as far ahead: by then they read the first replica's plan)."""
+        other replicas half as far ahead: by then they read the first replica's plan). None at
+        the cloud's cadence: there the tick planned each minute a minute or two ahead, and its
+        re-plan (a burst grown meanwhile) must stand, so the minute reads it at its start."""
+        if self.cloud is not None:
+            return []
         current = now.replace(second=0, microsecond=0)
         ahead = timedelta(seconds=PLAN_AHEAD_S if self.replica == 0 else PLAN_AHEAD_S / 2)
         return [

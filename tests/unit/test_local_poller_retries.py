@@ -485,3 +485,17 @@ def test_a_minute_is_sized_ahead_and_its_pollers_start_at_their_lead(monkeypatch
         stop.set()
         sizing_may_end.set()
         runner.join(timeout=60)
+
+
+def test_at_the_clouds_cadence_a_minute_is_not_sized_ahead_its_ticks_plan_stands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tick plans each minute two minutes ahead and re-plans it one minute ahead (a burst grown
+    meanwhile): the minute reads that plan at its start, and local mode sizes nothing itself."""
+    monkeypatch.setattr("punctual.runtime.composition.Container.store", None)  # no table needed
+    minute = datetime(2026, 12, 4, 3, 17, tzinfo=UTC)
+    scheduler = MinuteScheduler(lambda event, context: {}, 120)
+    early = minute - timedelta(seconds=scheduler.settings.poller_lead_s + 20)
+    assert scheduler.minutes_to_plan(early) == [minute]
+    scheduler.cloud = object()  # type: ignore[assignment]
+    assert scheduler.minutes_to_plan(early) == []
