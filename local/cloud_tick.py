@@ -1,6 +1,6 @@
 """The cloud's tick in local mode: every minute, two minutes ahead, re-planned, with the cloud's lead.
 
-By default local mode plans a minute when its pollers start (``M - lead``) and runs the predictive
+By default local mode plans a minute 40 s before its pollers start (``M - lead``) and runs the predictive
 scaler every ``PERIOD_S`` seconds with a start lead of a few seconds: fast, but not the cadence
 that decides whether a burst is prepared in time. With ``tick_cadence_s`` set (``--cloud-cadence``:
 60), the poller process runs what the cloud runs instead:

@@ -4,7 +4,8 @@ In the cloud, EventBridge starts one Step Functions execution per coming minute 
 waits until ``M - lead`` and invokes the poller Lambdas of its plan (two per shard group on a
 minute the tick plans on the standard poller), each of which runs until ``M + 60 s + grace``.
 Consecutive minutes therefore overlap by ``lead + grace``. Here each poller process does the
-same with threads for one replica: at ``M - lead`` it *starts* the minute (:func:`start_minute`:
+same with threads for one replica: ``PLAN_AHEAD_S`` before ``M - lead`` it sizes the minute, and
+at ``M - lead`` it *starts* it (:func:`start_minute`:
 the first process to plan it with the core, :func:`punctual.dispatch.tick.plan_minute`, writes the plan
 to ``<state>/run/minutes/m-YYYYMMDDTHHMM.json``, created exclusively as Step Functions names an
 execution once; the others read it) and calls ``functions/poller/handler.py`` once per item of
