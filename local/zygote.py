@@ -27,8 +27,16 @@ import time
 from collections.abc import Callable, Sequence
 
 ZYGOTE_ENV = "PUNCTUAL_LOCAL_ZYGOTE"
+# When the supervisor asked for this start (wall-clock seconds): a component logs how long after it
+# it first did its work (a worker: its first receive), the figure a warm start shortens.
+STARTED_ENV = "PUNCTUAL_LOCAL_START_ASKED_AT"
 PREFIX = "@@zygote "
-FORK = "fork\n"
+FORK = "fork"
+
+
+def fork_line(asked_at: float) -> bytes:
+    """The supervisor's request for one child: ``fork ASKED_AT``."""
+    return f"{FORK} {asked_at:.3f}\n".encode()
 
 
 def serve(
@@ -53,11 +61,14 @@ def serve(
         line = sys.stdin.readline()
         if not line:
             return 0  # the supervisor closed the pipe
-        if line != FORK:
+        words = line.split()
+        if not words or words[0] != FORK:
             continue
         pid = os.fork()
         if pid == 0:  # the child: the component, as ``python -m local <verb> ...`` runs it
             os.environ.pop(ZYGOTE_ENV, None)
+            if len(words) > 1:
+                os.environ[STARTED_ENV] = words[1]
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
