@@ -248,8 +248,10 @@ def region_figures(
 
 
 def two_x(check: Check) -> float:
-    """The limit that gives 2x headroom at this demand (rounded up to a thousand)."""
-    return math.ceil(2 * check.demand / 1000) * 1000
+    """The limit that gives 2x headroom at this demand (rounded up: to a hundred environments, a
+    thousand units)."""
+    step = 100 if check.unit == "environments" else 1000
+    return math.ceil(2 * check.demand / step) * step
 
 
 def load_counts(fallback: PerTrigger) -> RegionCounts:
@@ -287,7 +289,7 @@ def report(rate: float, d: Deployment, p: PerTrigger, rtt_ms: float = MRSC_RTT_M
         print(f"  least headroom: {f.least.name}: {f.least.headroom:.2f}x")
         for c in f.checks:
             if c.headroom < 2:
-                print(f"  for 2x: {c.name} needs {two_x(c):,.0f} {c.unit} (a quota request where adjustable)")
+                print(f"  for 2x: {c.name} needs {two_x(c):,.0f} {c.unit} (cdk.json, or a quota request)")
         out.append(
             {
                 "profile": profile.name,

@@ -8,11 +8,13 @@ process importing boto3, Powertools and the core: two seconds on an idle machine
 busy one. So the supervisor runs a *zygote* per warm component (``ComponentSpec.warm``): a
 process started with ``PUNCTUAL_LOCAL_ZYGOTE=1`` that prepares (waits for the deployment, sets the
 environment), imports what the component needs, and then waits, with no thread and no open
-connection, for ``fork`` lines on its stdin. Each forks a child that runs the component as usual
+connection, for ``fork ASKED_AT`` lines on its stdin (ASKED_AT: when the supervisor asked, which
+the child logs its start-up against). Each forks a child that runs the component as usual
 (``python -m local <verb> ...``, from the same arguments); the zygote reports ``@@zygote forked
 PID`` and, when it reaps one, ``@@zygote exited PID CODE`` on its stdout, which the supervisor
 reads (:class:`Forked`). A ``kill -9`` of the child kills that child only: the next start is a
-fork, not a cold start. The zygote exits when its supervisor does.
+fork, not a cold start. The zygote exits when its supervisor does. Burst workers (``burst-N``)
+have a zygote each too, started with the supervisor before any burst is planned.
 """
 
 from __future__ import annotations
