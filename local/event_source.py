@@ -35,10 +35,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from local.component import LambdaContext, load_handler, prepare
+from local.component import STARTED_ENV, LambdaContext, load_handler, prepare
 from local.config import REGION, LocalConfig
 from local.scaling import BURST_PREFIX, scaling_file
-from local.zygote import STARTED_ENV
 
 log = logging.getLogger("local.event_source")
 

@@ -44,15 +44,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from queue import Empty, Queue
 
-from local.component import SUPERVISED_ENV, read_deployment
+from local.component import STARTED_ENV, SUPERVISED_ENV, read_deployment
 from local.config import LocalConfig
 from local.logs import Entry, LogSink, parse_line
 from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
 from local.scaling import BURST_PREFIX, desired_burst_workers
 from local.zygote import PREFIX as ZYGOTE_PREFIX
-from local.zygote import STARTED_ENV, ZYGOTE_ENV, Forked, fork_line
+from local.zygote import ZYGOTE_ENV, Forked, fork_line
 
 SCALE_CHECK_S = 0.5  # how often the desired burst workers are read
+# A burst worker's zygote that exited is started again (prepared before the next burst) this long
+# after it last started: a zygote that cannot start is not retried in a tight loop.
+ZYGOTE_RETRY_S = 10.0
 RESTART_MIN_S = 0.5
 RESTART_MAX_S = 10.0
 HEALTHY_AFTER_S = 60.0
@@ -150,6 +153,7 @@ class Zygote:
     process: subprocess.Popen[bytes] | None = None
     forks: dict[int, Forked] = field(default_factory=dict)
     pending: list[Forked] = field(default_factory=list)
+    started_at: float = 0.0  # supervisor clock
 
     @property
     def running(self) -> bool:
@@ -340,7 +344,16 @@ class Supervisor:
         zygote = self.burst_zygotes.setdefault(name, Zygote())
         if not zygote.running:
             zygote.process = self._popen(Child(self.burst_spec(name), zygote=zygote), zygote=True)
+            zygote.started_at = self.clock()
         return zygote
+
+    def _keep_burst_zygotes(self, now: float) -> None:
+        """Start again a burst worker's zygote that exited (it crashed, or was killed), so that the
+        next burst forks a prepared process rather than waiting for a cold one."""
+        for name, zygote in self.burst_zygotes.items():
+            if not zygote.running and now - zygote.started_at >= ZYGOTE_RETRY_S:
+                self.sink.warning(f"{name}'s zygote exited: starting it again")
+                self._burst_zygote(name)
 
     def scale(self) -> None:
         """Start or stop ``burst-N`` worker processes to match what the planner asks for
@@ -349,6 +362,7 @@ class Supervisor:
         if self.stopping or now < self._next_scale_at:
             return
         self._next_scale_at = now + SCALE_CHECK_S
+        self._keep_burst_zygotes(now)
         wanted = desired_burst_workers(self.config)
         active = [
             c for c in self.children.values() if c.spec.name.startswith(BURST_PREFIX) and not c.retiring_until

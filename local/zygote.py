@@ -28,10 +28,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from local.component import STARTED_ENV
+
 ZYGOTE_ENV = "PUNCTUAL_LOCAL_ZYGOTE"
-# When the supervisor asked for this start (wall-clock seconds): a component logs how long after it
-# it first did its work (a worker: its first receive), the figure a warm start shortens.
-STARTED_ENV = "PUNCTUAL_LOCAL_START_ASKED_AT"
 PREFIX = "@@zygote "
 FORK = "fork"
 

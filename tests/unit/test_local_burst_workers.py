@@ -231,3 +231,22 @@ def _epoch(text: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(text).timestamp()
+
+
+def test_a_burst_workers_zygote_that_exited_is_started_again_before_the_next_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    supervisor, started = _bare_supervisor(tmp_path, monkeypatch, warm=True)
+    supervisor.start()
+    # Given burst-1's zygote crashed while no burst was planned
+    started[0][2].returncode = 1
+    # When a little time passes, it is not retried in a tight loop
+    supervisor.clock.now += 1  # type: ignore[attr-defined]
+    supervisor.check()
+    assert len(started) == 2
+    # Then, after the retry delay, it is started again (prepared before any burst asks for it)
+    supervisor.clock.now += 10  # type: ignore[attr-defined]
+    supervisor.check()
+    assert [(name, zygote) for name, zygote, _ in started[2:]] == [("burst-1", True)]
+    assert "burst-1's zygote exited: starting it again" in supervisor.sink.lines  # type: ignore[attr-defined]
+    assert not any(n.startswith("burst-") for n in supervisor.children)  # no burst worker itself
