@@ -50,6 +50,8 @@ def supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Supervisor:
         child.restart_at = None
 
     monkeypatch.setattr(made, "_spawn", spawn)
+    # A burst worker's zygote too is a stand-in: no real process from a unit test
+    monkeypatch.setattr(made, "_popen", lambda child, zygote=False: Process(next(pids)))
     for child in made.children.values():
         spawn(child)
     return made
