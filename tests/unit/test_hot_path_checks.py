@@ -1,0 +1,74 @@
+"""The hot path's faster forms check exactly what the forms they replace checked (issue 32, point 7).
+
+Each stored job is validated again on every read (the poller reads each job it releases), and each
+message is signed and verified: the faster forms are pinned here against the slow ones.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from punctual.models import base
+from punctual.models.base import MAX_PAYLOAD_DEPTH, check_json_value
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8)
+    | st.sampled_from(["plain", "é", "\ud800", "x" * 1100])
+)
+_keys = st.text(max_size=6) | st.sampled_from(["k" * 1025, "\udfff", "ü"])
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=4),
+    max_leaves=40,
+)
+
+
+def _outcome(check: Any, value: Any) -> str | None:
+    try:
+        check(value, "payload")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_values)
+def test_the_fast_json_check_refuses_what_the_walk_refuses_with_the_same_message(value: Any) -> None:
+    walked = _outcome(base._walk_json, value)
+    if base._plain_json(value):
+        assert walked is None  # the fast pass never lets through what the walk refuses
+    assert _outcome(check_json_value, value) == walked
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        (_nested(MAX_PAYLOAD_DEPTH), False),
+        (_nested(MAX_PAYLOAD_DEPTH + 1), True),
+        ({"a": [0] * 10_000}, True),  # 10,001 members
+        ({"a": [0] * 9_999}, False),
+        ({"k" * 1025: 1}, True),
+        ({1: "x"}, True),
+        ([math.nan], True),
+        ({"a": (1, 2)}, True),  # a tuple is not a JSON value
+        (True, False),
+    ],
+)
+def test_the_json_check_bounds(value: Any, refused: bool) -> None:
+    assert (_outcome(check_json_value, value) is not None) is refused
