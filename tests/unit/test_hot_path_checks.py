@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from punctual.dispatch import queues
 from punctual.dispatch.queues import DispatchMessage
+from punctual.execution.keeper import LiveClaims
+from punctual.execution.ports import Claim, ClaimOutcome
 from punctual.models import base
 from punctual.models.base import MAX_PAYLOAD_DEPTH, check_json_value
 from punctual.security.message_auth import DispatchSigner
@@ -112,3 +114,16 @@ def test_a_message_built_at_once_is_the_one_its_constructor_makes(fields: dict[s
     # and what a body reads back as, by either path
     assert DispatchMessage.from_body(made.to_body()) == made
     assert DispatchMessage.from_body(SIGNER.sign(made).to_body()) == SIGNER.sign(made)
+
+
+def test_a_claim_is_live_for_the_block_it_runs_in_and_not_after_even_on_error() -> None:
+    live = LiveClaims()
+    message = DispatchMessage("t", "j", "2026-11-30T10:00:00Z", "2026-11-30T10:00:00.000Z", 1, 1)
+    claim = Claim(ClaimOutcome.CLAIMED, message, None)
+    with live.running(claim) as running:
+        assert running is claim and live.snapshot() == [claim] and len(live) == 1
+    assert live.snapshot() == [] and len(live) == 0
+    with pytest.raises(RuntimeError), live.running(claim):
+        assert len(live) == 1
+        raise RuntimeError("the run failed")
+    assert len(live) == 0
