@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from local import harness
 from local.harness import BATCH_TIMEOUT_S, LocalMode
 
@@ -44,6 +46,7 @@ def _handled(local: LocalMode, prefix: str) -> int:
     return total
 
 
+@pytest.mark.timeout(900)  # up to ~3.5 min to the burst's minute, its run, then stopping local mode
 def test_a_near_lane_burst_is_prepared_two_minutes_ahead_at_the_clouds_cadence(tmp_path: Path) -> None:
     flags = ("--no-demo", "--cloud-cadence", "--set", f"PUNCTUAL_BURST_TRIGGERS_PER_POLLER={PER_POLLER}")
     with harness.running(tmp_path / "local", *flags, tenant=TENANT) as local:

@@ -54,3 +54,21 @@ def test_a_busy_minute_marks_its_progress_as_it_goes(store: JobStore, t0: dateti
     through = [args[3] for args in marks]
     assert len(through) >= 20, through
     assert through == sorted(through) and len(set(through)) == len(through), through
+
+
+def test_marks_go_on_past_the_look_back_after_the_last_slot_handled(store: JobStore, t0: datetime) -> None:
+    # Given one one-time job due 10 s into the minute
+    clock = ManualClock(t0 - timedelta(minutes=1))
+    sim = Simulation(store, clock)
+    service = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
+    due = t0 + timedelta(seconds=10)
+    service.register("default", spec(f"at({due:%Y-%m-%dT%H:%M:%S})"))
+    marks = _counting_marks(store)
+    # When the minute's poller runs until 40 s into its minute (it never reaches its end)
+    sim.run([t0], t0 + timedelta(seconds=40))
+    # Then its last mark is a look-back past the slot: a restart from it reads nothing handled again
+    through = [args[3] for args in marks]
+    lookback_ms = sim.config.near_lookback_ms
+    assert through and max(through) >= int(due.timestamp() * 1000) + lookback_ms, through
+    # and it stopped marking once there: a few marks, not one every interval of the minute
+    assert len(through) <= 2 + lookback_ms // int(sim.config.progress_interval_s * 1000), through

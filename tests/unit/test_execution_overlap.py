@@ -188,3 +188,31 @@ def test_many_workers_racing_on_one_job_never_run_two_slots_at_once(overlap: str
     assert set(outcomes) == {"claimed", "skipped" if overlap == "skip" else "queued"}
     running = [r for r in rig.history(job) if r.status is S.RUNNING]
     assert len(running) == 1
+
+
+def test_a_queue_turn_its_holder_ended_without_passing_on_goes_to_the_oldest_waiting_slot(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given a queue job whose slot 1 runs while slots 2 and 3 arrive and wait for it
+    job = rig.add_job(overlap="queue", timeout_seconds=600)
+    worker = rig.worker()
+    first = worker.claim(rig.message(job, t0))
+    for i in (1, 2):
+        rig.clock.set(t0 + i * MINUTE)
+        assert worker.claim(rig.message(job, t0 + i * MINUTE)).outcome.value == "queued"
+    # and slot 1 ends, its worker not (yet) having passed the turn on
+    pass_turn = rig.store.pass_turn
+    rig.store.pass_turn = lambda *a, **k: None  # type: ignore[method-assign]
+    worker.finish(first, TargetResult.ok())
+    rig.store.pass_turn = pass_turn  # type: ignore[method-assign]
+    # When slot 4 arrives before anyone passed the turn on
+    rig.clock.set(t0 + 3 * MINUTE)
+    fourth = worker.claim(rig.message(job, t0 + 3 * MINUTE))
+    # Then it waits behind slots 2 and 3, and slot 2 (the oldest waiting) gets the turn
+    assert fourth.outcome.value == "queued"
+    turn = rig.store.take_turn(job.tenant, job.id, "none", rig.clock.now())
+    assert turn.holder == slot_key(t0 + MINUTE), turn
+    # And the slots run one at a time in slot order
+    rig.work_until_idle(worker)
+    ran = [slot for slot, _ in rig.target.calls_for(job.id)]
+    assert ran == [slot_key(t0 + i * MINUTE) for i in (1, 2, 3)], ran

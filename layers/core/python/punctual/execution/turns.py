@@ -44,18 +44,30 @@ class Turns:
     def take(self, job: Job, slot: str, now: datetime) -> str | None:
         """Take the job's turn for ``slot``; None if it now holds it, else the slot that does.
 
-        A holder whose slot has ended (its worker died before passing the turn on) or never
-        started is replaced. A ``queue`` slot that cannot have the turn waits for it in slot order.
+        A holder whose slot has ended (its worker died before passing the turn on, or has not
+        passed it on yet) or never started is replaced. A ``queue`` slot that cannot have the
+        turn waits for it in slot order, and a ``queue`` holder that ended is replaced in slot
+        order too: the turn goes to the oldest waiting slot, not to whichever slot came next.
         """
-        return self.take_slot(job.tenant, job.id, slot, now, queue=job.overlap is Overlap.QUEUE)
+        return self.take_slot(job.tenant, job.id, slot, now, queue=job.overlap is Overlap.QUEUE, job=job)
 
-    def take_slot(self, tenant: str, job_id: str, slot: str, now: datetime, *, queue: bool) -> str | None:
+    def take_slot(
+        self, tenant: str, job_id: str, slot: str, now: datetime, *, queue: bool, job: Job | None = None
+    ) -> str | None:
         """:meth:`take` by the job's key (a parked slot's claim may not have read its job)."""
         store = self.store
         turn = store.take_turn(tenant, job_id, slot, now)
         if turn.holder == slot or turn.holder is None:
             return None
         if self._is_stale(tenant, job_id, turn.holder, turn.since, now):
+            if queue and any(waiting != slot for waiting in turn.waiting):
+                # Slots wait for this turn: it is theirs in slot order (this one's too).
+                store.wait_for_turn(tenant, job_id, slot)
+                following = self._hand_on(tenant, job_id, turn.holder, now, job, taker=slot)
+                if following == slot:
+                    return None
+                turn = store.take_turn(tenant, job_id, slot, now)  # passed on by its holder meanwhile?
+                return None if turn.holder == slot else turn.holder
             turn = store.take_turn(tenant, job_id, slot, now, replacing=turn.holder)
             if turn.holder == slot:
                 return None
@@ -76,12 +88,25 @@ class Turns:
         """A skip/queue slot ended for good: hand the turn to the oldest queued slot and start it."""
         if job.overlap is Overlap.ALLOW or not execution.status.terminal:
             return
-        following = self.store.pass_turn(job.tenant, job.id, execution.slot, now)
-        if following is None:
-            return
-        record = self.store.get_execution(job.tenant, job.id, following)
+        following = self._hand_on(job.tenant, job.id, execution.slot, now, job)
+        if following is not None:
+            log.info("slot %s of %s ended: the turn goes to %s", execution.slot, job.id, following)
+
+    def _hand_on(
+        self, tenant: str, job_id: str, holder: str, now: datetime, job: Job | None, taker: str | None = None
+    ) -> str | None:
+        """Pass ``holder``'s turn to the oldest waiting slot (if ``holder`` still has it) and send
+        the TURN message that starts it (not to ``taker``, the slot being claimed: it starts now);
+        the slot that got the turn, or None."""
+        following = self.store.pass_turn(tenant, job_id, holder, now)
+        if following is None or following == taker:
+            return following
+        job = job or self.store.get_job(tenant, job_id)
+        if job is None:
+            return following  # the job is gone: its slots will not run
+        record = self.store.get_execution(tenant, job_id, following)
         scheduled = record.scheduled_at if record is not None else slot_instant(following)
         attempt = record.attempt if record is not None else 1
         message = message_for(job, following, scheduled, attempt, MessageKind.TURN, now)
         self.queues.send(self.route(job), [message])
-        log.info("slot %s of %s ended: the turn goes to %s", execution.slot, job.id, following)
+        return following

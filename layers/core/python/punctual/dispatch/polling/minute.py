@@ -92,6 +92,8 @@ class MinutePoll:
         self.next_catchup = minute
         self.marked_ms: int | None = None  # the progress mark last written
         self.marked_work = 0  # timers handled when that mark was written (see _mark)
+        self.seen_work = 0  # timers handled when _mark last looked
+        self.work_ms: int | None = None  # when _mark last saw the count of timers handled change
         self.next_mark = minute
 
     # ------------------------------------------------------------------ the loop
@@ -278,15 +280,20 @@ class MinutePoll:
         return r.released + r.stale + r.skipped + r.excluded + r.completed
 
     def _mark(self, force: bool = False) -> None:
-        """Record how far this minute is released, every ``progress_interval_s`` in which it
-        handled a timer (or now, when ``force``).
+        """Record how far this minute is released, every ``progress_interval_s`` while there is
+        progress to keep (or now, when ``force``).
 
-        An interval that handled nothing leaves the mark where it was: a restart from the older
-        mark re-reads a stretch in which nothing was due and sends nothing again. Idle, the marks
+        There is progress to keep when a timer was handled since the last mark, or the last
+        mark is not yet a look-back past the last timer handled (a restart reads the near
+        buckets from its mark less the look-back: marks go on until that re-reads nothing
+        handled). A minute with nothing due writes no mark while it polls: idle, the marks
         were most of a poller's writes (36 a minute, $0.99 of the idle month).
         """
         now = self.clock.now()
-        if not force and (now < self.next_mark or self._handled() == self.marked_work):
+        handled = self._handled()
+        if handled != self.seen_work:
+            self.seen_work, self.work_ms = handled, to_ms(now)
+        if not force and (now < self.next_mark or not self._progress_to_keep(handled)):
             return
         through = self.drain.released_through_ms
         if through is None or self.unread:
@@ -302,6 +309,13 @@ class MinutePoll:
         except Exception:
             log.exception("writing the progress mark of %s failed", self.minute)
         self.next_mark = now + timedelta(seconds=self.config.progress_interval_s)
+
+    def _progress_to_keep(self, handled: int) -> bool:
+        if handled != self.marked_work:
+            return True
+        if self.work_ms is None:
+            return False
+        return self.marked_ms is None or self.marked_ms < self.work_ms + self.config.near_lookback_ms
 
     def _guarded(self, action: Callable[[], object]) -> None:
         try:
