@@ -7,6 +7,7 @@ message is signed and verified: the faster forms are pinned here against the slo
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from punctual.execution.keeper import LiveClaims
 from punctual.execution.ports import Claim, ClaimOutcome
 from punctual.models import base
 from punctual.models.base import MAX_PAYLOAD_DEPTH, check_json_value
+from punctual.runtime.stop_signal import StopSignal
 from punctual.security.message_auth import DispatchSigner
 
 SIGNER = DispatchSigner("s" * 40)
@@ -127,3 +129,26 @@ def test_a_claim_is_live_for_the_block_it_runs_in_and_not_after_even_on_error() 
         assert len(live) == 1
         raise RuntimeError("the run failed")
     assert len(live) == 0
+
+
+def test_a_stop_signal_does_what_an_event_does() -> None:
+    signal = StopSignal()
+    assert not signal.is_set() and signal.wait(0.01) is False  # a timeout, as Event.wait
+    woken: list[bool] = []
+    waiter = threading.Thread(target=lambda: woken.append(signal.wait(60)))
+    waiter.start()
+    signal.set()
+    waiter.join(60)
+    assert woken == [True] and signal.is_set() and signal.wait(0) is True
+    late = StopSignal()
+    late.set()  # set before anyone waits: a wait returns at once
+    assert late.wait() is True
+
+
+def test_a_claim_and_a_slot_context_carry_a_stop_signal() -> None:
+    message = DispatchMessage("t", "j", "2026-11-30T10:00:00Z", "2026-11-30T10:00:00.000Z", 1, 1)
+    claim = Claim(ClaimOutcome.CLAIMED, message, None)
+    assert (
+        isinstance(claim.cancel, StopSignal)
+        and claim.cancel is not Claim(ClaimOutcome.CLAIMED, message, None).cancel
+    )
