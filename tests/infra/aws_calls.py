@@ -283,7 +283,18 @@ def _component_files(component: str) -> list[Path]:
 
 def component_actions(component: str, transactions: bool = True) -> dict[str, set[str]]:
     """IAM action → where the component's code needs it (``module:method``); ``transactions=False``:
-    on a table without transactions (the multi-Region profile's)."""
+    on a table without transactions (the multi-Region profile's). A fresh copy each call (the
+    code is read once per process: each reading parses every module the component imports)."""
+    key = (component, transactions)
+    if key not in _ACTIONS_READ:
+        _ACTIONS_READ[key] = _read_component_actions(component, transactions)
+    return {action: set(where) for action, where in _ACTIONS_READ[key].items()}
+
+
+_ACTIONS_READ: dict[tuple[str, bool], dict[str, set[str]]] = {}
+
+
+def _read_component_actions(component: str, transactions: bool) -> dict[str, set[str]]:
     methods = adapter_methods(UNREACHED.get(component, frozenset()), transactions)
     needs: dict[str, set[str]] = {a: {w} for a, w in LIBRARY_ACTIONS.get(component, {}).items()}
     for path in _component_files(component):
