@@ -33,6 +33,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 import benchlib
+import capacity_regions
 import quotas
 from capacity_burst import (
     Burst,
@@ -172,6 +173,7 @@ def main() -> None:
     scale = scale_settings(rate, defaults, per)
     summary_scale, scale_checks, burst_scale = evaluate("scale", scale, groups_for(rate, scale))
     print_profile(f"(b) scale profile: >= 2x headroom at {rate:,.0f}/s", summary_scale, scale_checks)
+    regions = capacity_regions.report(rate, scale, per)  # the scale profile in every Region (issue 35)
 
     # (c) burst-ready: standing ECS workers, and the Lambda-only alternative
     bursts: dict[str, Burst] = {
@@ -361,6 +363,7 @@ def main() -> None:
                 "burst_settings": asdict(found[0]) if found else None,
                 "profiles": profiles,
                 "predictive_burst": predicted,
+                "multi_region": regions,
                 "quotas": quota_ledger,
                 "verdicts": verdicts,
             },

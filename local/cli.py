@@ -131,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--api-processes", type=int, help="API Lambda processes sharing the API port (default 1)")
     up.add_argument(
+        "--cold-burst-workers",
+        dest="warm_burst_workers",
+        action="store_const",
+        const=False,
+        help="start each burst worker as a new process, not forked from its prepared zygote",
+    )
+    up.add_argument(
         "--no-table", dest="table", action="store_false", help="no live table, even on a terminal"
     )
     helps = {
@@ -178,6 +185,7 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             "name_prefix",
             "table_transactions",
             "tick_cadence_s",
+            "warm_burst_workers",
         )
     }
     if getattr(args, "json_logs", False):

@@ -27,6 +27,9 @@ from local.resources import Deployment, function_environment, resources_exist
 
 SUPERVISED_ENV = "PUNCTUAL_LOCAL_SUPERVISED"
 COMPONENT_ENV = "PUNCTUAL_LOCAL_COMPONENT"
+# When the supervisor asked for this start (wall-clock seconds; local.zygote passes it to a fork): a
+# component logs how long after it it first did its work (a worker: its first receive).
+STARTED_ENV = "PUNCTUAL_LOCAL_START_ASKED_AT"
 
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 DEPLOYMENT_WAIT_S = 180.0  # the first start may synthesise the template (~10 s) on a busy machine

@@ -80,6 +80,10 @@ class LocalConfig:
         Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
         are started ahead of a planned burst, each counted as draining this many messages a
         second (low on purpose: a burst of a few dozen slots asks for one).
+    warm_burst_workers
+        Fork each ``burst-N`` from a zygote of its own started with the supervisor (the default);
+        off (``PUNCTUAL_LOCAL_WARM_BURST_WORKERS=0``), each starts as a new Python process, as
+        before issue 35 (``bench/local_burst_start.py`` compares the two).
     tick_cadence_s
         ``--cloud-cadence``: plan and scale as the cloud's tick does (:mod:`local.cloud_tick`).
     """
@@ -104,6 +108,7 @@ class LocalConfig:
     transaction_conflicts: float = 0.0
     burst_workers_max: int = 2
     burst_worker_messages_per_s: int = 3
+    warm_burst_workers: bool = True
     attach_aws: bool = False
     table_transactions: bool = True  # False: PUNCTUAL_TABLE_TRANSACTIONS=false (as on an MRSC table)
     audit_interval_s: int = 20

@@ -27,12 +27,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from local.component import LambdaContext, load_handler, prepare
+from local.component import STARTED_ENV, LambdaContext, load_handler, prepare
 from local.config import REGION, LocalConfig
+from local.scaling import BURST_PREFIX, scaling_file
 
 log = logging.getLogger("local.event_source")
 
@@ -153,12 +158,14 @@ class EventSourceMapping:
             self.tally.write_text(str(self.handled))
         return len(messages)
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, on_first_receive: Callable[[], None] | None = None) -> None:
         from botocore.exceptions import EndpointConnectionError
 
         turn = 0
         unreachable = False
         while not stop.is_set():
+            if on_first_receive is not None and turn == 0:
+                on_first_receive()
             url, arn = self.queues[turn % len(self.queues)]
             turn += 1
             try:
@@ -198,4 +205,27 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "worker") -> Non
     log.info(
         "%s: batches of up to %d from %s", name, deployment.worker_batch_size, ", ".join(u for u, _ in queues)
     )
-    mapping.run(stop)
+    asked_at = os.environ.get(STARTED_ENV)
+    mapping.run(stop, lambda: log.info("%s", first_receive_note(config, name, asked_at, time.time())))
+
+
+def first_receive_note(config: LocalConfig, name: str, asked_at: str | None, now: float) -> str:
+    """How long the process took from the supervisor's asking for it (and, for a burst worker,
+    from the scaling decision: ``run/scaling.json``) to its first receive: the start-up a warm
+    start (local.zygote) shortens."""
+    parts: list[str] = []
+    try:
+        asked = float(asked_at) if asked_at else None
+    except ValueError:
+        asked = None
+    if asked is not None:
+        parts.append(f"{now - asked:.2f} s after its start was asked")
+    if name.startswith(BURST_PREFIX):
+        try:
+            record = json.loads(scaling_file(config).read_text())
+            decided = datetime.fromisoformat(str(record["decided_at"]).replace("Z", "+00:00")).timestamp()
+        except (OSError, ValueError, KeyError, TypeError):
+            decided = None
+        if decided is not None and (asked is None or decided <= asked):
+            parts.append(f"{now - decided:.2f} s after the scaling decision")
+    return f"{name}: first receive" + (" " + ", ".join(parts) if parts else "")

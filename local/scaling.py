@@ -34,9 +34,10 @@ from punctual.timing.instants import format_instant
 log = logging.getLogger("local.scaling")
 
 PERIOD_S = 2.0  # how often the planner decides (the cloud's tick: every minute)
-# A burst worker process forked from its warm zygote polls 2 s after its start on an idle
-# machine, 7-13 s on a busy one (measured, load average 5 on two cores): started any later than
-# this before its minute, it starts (it costs CPU) while the burst is being released.
+# A burst worker forked from its zygote (local.supervisor) receives within a second of the
+# decision even at load average 10-12 on two cores (bench/local_burst_start.py; a new process took
+# 4-8 s there, 17-30 s at load 30); the lead also covers a zygote that had to start again, and a
+# worker started any later than this before its minute costs CPU while the burst is released.
 START_LEAD_S = 20
 HOLD_S = 5
 BURST_PREFIX = "burst-"

@@ -23,7 +23,12 @@ Burst workers: the supervisor also obeys the predictive-scaling planner (:mod:`l
 run in the poller process): it starts ``burst-1``, ``burst-2``, ... worker processes when the
 planner asks for them ahead of a burst, and stops the highest-numbered ones (SIGTERM, then
 SIGKILL after their stop timeout) when it scales back. A burst worker that dies while wanted is
-restarted like any component; one scaled back is forgotten once it has exited.
+restarted like any component; one scaled back is forgotten once it has exited. Each ``burst-N`` is
+forked from a zygote of its own, started with the supervisor (``burst_workers_max`` of them,
+kept imported and prepared while no burst is planned): a burst worker polls within a second or
+two of the decision, not after a cold start of imports and clients that a busy machine
+stretches to half a minute (the 3-Region chaos run's late burst minute, issue 35). Its lines are
+named by the zygote that forked it (``burst-N``) like the standing components'.
 """
 
 from __future__ import annotations
@@ -39,15 +44,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from queue import Empty, Queue
 
-from local.component import SUPERVISED_ENV, read_deployment
+from local.component import STARTED_ENV, SUPERVISED_ENV, read_deployment
 from local.config import LocalConfig
 from local.logs import Entry, LogSink, parse_line
 from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
 from local.scaling import BURST_PREFIX, desired_burst_workers
-from local.zygote import FORK, ZYGOTE_ENV, Forked
 from local.zygote import PREFIX as ZYGOTE_PREFIX
+from local.zygote import ZYGOTE_ENV, Forked, fork_line
 
 SCALE_CHECK_S = 0.5  # how often the desired burst workers are read
+# A burst worker's zygote that exited is started again (prepared before the next burst) this long
+# after it last started: a zygote that cannot start is not retried in a tight loop.
+ZYGOTE_RETRY_S = 10.0
 RESTART_MIN_S = 0.5
 RESTART_MAX_S = 10.0
 HEALTHY_AFTER_S = 60.0
@@ -138,6 +146,21 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
 
 
 @dataclass
+class Zygote:
+    """A warm component's zygote (local.zygote) as the supervisor holds it: the process, and the
+    children it forked (by pid once it said which; ``pending`` in the order they were asked for)."""
+
+    process: subprocess.Popen[bytes] | None = None
+    forks: dict[int, Forked] = field(default_factory=dict)
+    pending: list[Forked] = field(default_factory=list)
+    started_at: float = 0.0  # supervisor clock
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
 class Child:
     spec: ComponentSpec
     process: subprocess.Popen[bytes] | Forked | None = None
@@ -148,8 +171,8 @@ class Child:
     reader: threading.Thread | None = None
     exits: list[str] = field(default_factory=list)
     retiring_until: float | None = None  # a burst worker scaled back: SIGTERM sent, gone by then
-    zygote: subprocess.Popen[bytes] | None = None  # a warm component's (ComponentSpec.warm)
-    forks: dict[int, Forked] = field(default_factory=dict)  # its children the zygote reported
+    # A warm component's (ComponentSpec.warm); a burst worker's outlives it (Supervisor.burst_zygotes)
+    zygote: Zygote = field(default_factory=Zygote)
 
     @property
     def pid(self) -> int | None:
@@ -206,6 +229,8 @@ class Supervisor:
         self.clock: Callable[[], float] = time.monotonic
         self._next_scale_at = 0.0
         self._forks_lock = threading.Lock()
+        # burst-N's zygote, started with the supervisor so that a burst worker starts warm
+        self.burst_zygotes: dict[str, Zygote] = {}
 
     # ------------------------------------------------------------------ processes
 
@@ -222,6 +247,8 @@ class Supervisor:
         env = self._env()
         if zygote:
             env[ZYGOTE_ENV] = "1"
+        else:
+            env[STARTED_ENV] = f"{time.time():.3f}"
         process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE if zygote else subprocess.DEVNULL,
@@ -232,7 +259,7 @@ class Supervisor:
         )
         reader = threading.Thread(
             target=self._read,
-            args=(child.spec.name, process, child if zygote else None),
+            args=(child.spec.name, process, child.zygote if zygote else None),
             name=f"log-{child.spec.name}",
             daemon=True,
         )
@@ -250,35 +277,35 @@ class Supervisor:
         """A warm start: ask the component's zygote for a child (the zygote started first when it
         is not running); a cold start when it cannot be asked."""
         zygote = child.zygote
-        if zygote is None or zygote.poll() is not None:
-            zygote = child.zygote = self._popen(child, zygote=True)
-        forked = Forked(zygote.pid)
+        if not zygote.running:
+            zygote.process = self._popen(child, zygote=True)
+        assert zygote.process is not None
+        forked = Forked(zygote.process.pid)
         with self._forks_lock:
-            child.forks[-1] = forked  # the zygote's next "forked" line names it
+            zygote.pending.append(forked)  # the zygote's next "forked" line names it
         try:
-            assert zygote.stdin is not None
-            zygote.stdin.write(FORK.encode())
-            zygote.stdin.flush()
+            assert zygote.process.stdin is not None
+            zygote.process.stdin.write(fork_line(time.time()))
+            zygote.process.stdin.flush()
         except (OSError, AssertionError):
             with self._forks_lock:
-                child.forks.pop(-1, None)
+                zygote.pending.remove(forked)
             return self._popen(child)
         return forked
 
-    def _zygote_said(self, child: Child, words: list[str]) -> None:
+    def _zygote_said(self, zygote: Zygote, words: list[str]) -> None:
         """``forked PID`` or ``exited PID CODE``, from a component's zygote."""
         with self._forks_lock:
-            if words[0] == "forked":
-                forked = child.forks.pop(-1, None)
-                if forked is not None:
-                    forked.forked(int(words[1]))
-                    child.forks[int(words[1])] = forked
+            if words[0] == "forked" and zygote.pending:
+                forked = zygote.pending.pop(0)
+                forked.forked(int(words[1]))
+                zygote.forks[int(words[1])] = forked
             elif words[0] == "exited":
-                exited = child.forks.pop(int(words[1]), None)
+                exited = zygote.forks.pop(int(words[1]), None)
                 if exited is not None:
                     exited.exited(int(words[2]))
 
-    def _read(self, name: str, process: subprocess.Popen[bytes], zygote_of: Child | None = None) -> None:
+    def _read(self, name: str, process: subprocess.Popen[bytes], zygote_of: Zygote | None = None) -> None:
         assert process.stdout is not None
         for raw in iter(process.stdout.readline, b""):
             text = raw.decode("utf-8", "replace")
@@ -289,7 +316,7 @@ class Supervisor:
         process.stdout.close()
         if zygote_of is not None:  # the zygote is gone: its children it never reported are too
             with self._forks_lock:
-                for forked in zygote_of.forks.values():
+                for forked in [*zygote_of.forks.values(), *zygote_of.pending]:
                     if forked.returncode is None and (forked.pid is None or not _alive(forked.pid)):
                         forked.exited(-signal.SIGKILL)
 
@@ -300,8 +327,33 @@ class Supervisor:
             self._spawn(child)
             how = "forked from its zygote" if child.spec.warm else f"pid {child.pid}"
             self.sink.info(f"started {child.spec.name} ({how})")
+        if self.config.warm_burst_workers:
+            for index in range(1, self.config.burst_workers_max + 1):  # warm before any burst
+                self._burst_zygote(f"{BURST_PREFIX}{index}")
 
     # ------------------------------------------------------------------ burst workers
+
+    def burst_spec(self, name: str) -> ComponentSpec:
+        """``burst-N``: one more worker Lambda process, forked from its own zygote (unless
+        ``warm_burst_workers`` is off)."""
+        warm = self.config.warm_burst_workers
+        return ComponentSpec(name, ("worker", "--name", name), 1, restart_delay=lambda_restart_s, warm=warm)
+
+    def _burst_zygote(self, name: str) -> Zygote:
+        """``name``'s zygote, started (prepared and imported, no child yet) when it is not running."""
+        zygote = self.burst_zygotes.setdefault(name, Zygote())
+        if not zygote.running:
+            zygote.process = self._popen(Child(self.burst_spec(name), zygote=zygote), zygote=True)
+            zygote.started_at = self.clock()
+        return zygote
+
+    def _keep_burst_zygotes(self, now: float) -> None:
+        """Start again a burst worker's zygote that exited (it crashed, or was killed), so that the
+        next burst forks a prepared process rather than waiting for a cold one."""
+        for name, zygote in self.burst_zygotes.items():
+            if not zygote.running and now - zygote.started_at >= ZYGOTE_RETRY_S:
+                self.sink.warning(f"{name}'s zygote exited: starting it again")
+                self._burst_zygote(name)
 
     def scale(self) -> None:
         """Start or stop ``burst-N`` worker processes to match what the planner asks for
@@ -310,6 +362,7 @@ class Supervisor:
         if self.stopping or now < self._next_scale_at:
             return
         self._next_scale_at = now + SCALE_CHECK_S
+        self._keep_burst_zygotes(now)
         wanted = desired_burst_workers(self.config)
         active = [
             c for c in self.children.values() if c.spec.name.startswith(BURST_PREFIX) and not c.retiring_until
@@ -320,13 +373,13 @@ class Supervisor:
             index += 1
             if name in self.children:
                 continue
-            child = Child(ComponentSpec(name, ("worker", "--name", name), 1))
+            spec = self.burst_spec(name)
+            child = Child(spec, zygote=self._burst_zygote(name)) if spec.warm else Child(spec)
             self.children[name] = child
             self._spawn(child)
             active.append(child)
-            self.sink.info(
-                f"started {name} (pid {child.pid}): burst workers {len(active) - 1} -> {len(active)}"
-            )
+            how = "forked from its zygote" if spec.warm else f"pid {child.pid}"
+            self.sink.info(f"started {name} ({how}): burst workers {len(active) - 1} -> {len(active)}")
         for child in sorted(active, key=lambda c: _burst_index(c.spec.name))[wanted:]:
             if child.process is not None and child.running:
                 child.process.send_signal(signal.SIGTERM)
@@ -413,13 +466,14 @@ class Supervisor:
                 self.sink.info(
                     f"stopped {child.spec.name} ({describe_exit(code if code is not None else -9)})"
                 )
-        for child in self.children.values():  # the zygotes last: they reaped the components
-            if child.zygote is not None and child.zygote.poll() is None:
-                child.zygote.terminate()
+        zygotes = [c.zygote for c in self.children.values()] + list(self.burst_zygotes.values())
+        for zygote in zygotes:  # the zygotes last: they reaped the components
+            if zygote.process is not None and zygote.process.poll() is None:
+                zygote.process.terminate()
                 try:
-                    child.zygote.wait(timeout=5)
+                    zygote.process.wait(timeout=5)
                 except subprocess.TimeoutExpired:
-                    child.zygote.kill()
+                    zygote.process.kill()
         for child in self.children.values():
             if child.reader is not None:
                 child.reader.join(timeout=2)

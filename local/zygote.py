@@ -8,11 +8,13 @@ process importing boto3, Powertools and the core: two seconds on an idle machine
 busy one. So the supervisor runs a *zygote* per warm component (``ComponentSpec.warm``): a
 process started with ``PUNCTUAL_LOCAL_ZYGOTE=1`` that prepares (waits for the deployment, sets the
 environment), imports what the component needs, and then waits, with no thread and no open
-connection, for ``fork`` lines on its stdin. Each forks a child that runs the component as usual
+connection, for ``fork ASKED_AT`` lines on its stdin (ASKED_AT: when the supervisor asked, which
+the child logs its start-up against). Each forks a child that runs the component as usual
 (``python -m local <verb> ...``, from the same arguments); the zygote reports ``@@zygote forked
 PID`` and, when it reaps one, ``@@zygote exited PID CODE`` on its stdout, which the supervisor
 reads (:class:`Forked`). A ``kill -9`` of the child kills that child only: the next start is a
-fork, not a cold start. The zygote exits when its supervisor does.
+fork, not a cold start. The zygote exits when its supervisor does. Burst workers (``burst-N``)
+have a zygote each too, started with the supervisor before any burst is planned.
 """
 
 from __future__ import annotations
@@ -26,9 +28,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from local.component import STARTED_ENV
+
 ZYGOTE_ENV = "PUNCTUAL_LOCAL_ZYGOTE"
 PREFIX = "@@zygote "
-FORK = "fork\n"
+FORK = "fork"
+
+
+def fork_line(asked_at: float) -> bytes:
+    """The supervisor's request for one child: ``fork ASKED_AT``."""
+    return f"{FORK} {asked_at:.3f}\n".encode()
 
 
 def serve(
@@ -53,11 +62,14 @@ def serve(
         line = sys.stdin.readline()
         if not line:
             return 0  # the supervisor closed the pipe
-        if line != FORK:
+        words = line.split()
+        if not words or words[0] != FORK:
             continue
         pid = os.fork()
         if pid == 0:  # the child: the component, as ``python -m local <verb> ...`` runs it
             os.environ.pop(ZYGOTE_ENV, None)
+            if len(words) > 1:
+                os.environ[STARTED_ENV] = words[1]
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)

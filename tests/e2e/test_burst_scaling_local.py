@@ -76,7 +76,7 @@ def test_burst_workers_start_before_a_burst_minute_and_stop_after_it(local_mode:
     local.wait(lambda: "burst-2" in local.pids(), 30, "the burst workers' processes")
     started_at = time.time()
     assert started_at < instant, "the burst workers must be running before the minute"
-    assert re.search(r"started burst-1 \(pid \d+\): burst workers 0 -> 1", local.log())
+    assert re.search(r"started burst-1 \(forked from its zygote\): burst workers 0 -> 1", local.log())
 
     # And after the minute (its hold over, the queues drained) they are stopped again
     down = local.wait(

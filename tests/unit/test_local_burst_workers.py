@@ -4,6 +4,7 @@ come and go with the desired count; the standing components are never touched.""
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,8 @@ def supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Supervisor:
         child.restart_at = None
 
     monkeypatch.setattr(made, "_spawn", spawn)
+    # A burst worker's zygote too is a stand-in: no real process from a unit test
+    monkeypatch.setattr(made, "_popen", lambda child, zygote=False: Process(next(pids)))
     for child in made.children.values():
         spawn(child)
     return made
@@ -120,3 +123,132 @@ def _minute() -> Any:
     from datetime import UTC, datetime
 
     return datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+# --------------------------------------------------------------------------- warm burst workers
+
+
+class Zygote:
+    """A zygote process as the supervisor sees it: running, with the fork lines it was sent."""
+
+    def __init__(self, pid: int) -> None:
+        import io
+
+        self.pid = pid
+        self.stdin = io.BytesIO()
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def forks(self) -> int:
+        return self.stdin.getvalue().count(b"fork ")
+
+
+def _bare_supervisor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> tuple[Supervisor, list[Any]]:
+    """A supervisor of burst workers alone whose processes are recorded, not started."""
+    config = LocalConfig(state_dir=tmp_path, cache_dir=tmp_path / "cache", warm_burst_workers=warm)
+    made = Supervisor(config, [], QuietSink())
+    made.clock = Clock()
+    started: list[Any] = []
+
+    def popen(child: Any, zygote: bool = False) -> Any:
+        process = Zygote(7000 + len(started)) if zygote else Process(8000 + len(started))
+        started.append((child.spec.name, zygote, process))
+        return process
+
+    monkeypatch.setattr(made, "_popen", popen)
+    return made, started
+
+
+def test_burst_workers_are_forked_from_zygotes_started_before_any_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from local.zygote import Forked
+
+    supervisor, started = _bare_supervisor(tmp_path, monkeypatch, warm=True)
+    # Given a supervisor just started: each burst worker's zygote is started (imported, prepared)
+    supervisor.start()
+    assert [(name, zygote) for name, zygote, _ in started] == [("burst-1", True), ("burst-2", True)]
+    zygotes = {name: process for name, _, process in started}
+    # When the planner asks for two burst workers, each is a fork of its zygote: no new process
+    _want(supervisor, 2)
+    assert len(started) == 2
+    assert [zygotes["burst-1"].forks(), zygotes["burst-2"].forks()] == [1, 1]
+    burst = supervisor.children["burst-1"]
+    assert isinstance(burst.process, Forked) and burst.spec.warm
+    assert "started burst-1 (forked from its zygote): burst workers 0 -> 1" in supervisor.sink.lines  # type: ignore[attr-defined]
+    supervisor._zygote_said(supervisor.burst_zygotes["burst-1"], ["forked", "4343"])
+    assert burst.process.pid == 4343
+    # And once scaled back and gone, the next burst forks the same zygote again
+    supervisor._zygote_said(supervisor.burst_zygotes["burst-1"], ["exited", "4343", "0"])
+    supervisor.children["burst-2"].process.exited(0)  # type: ignore[union-attr]
+    monkeypatch.setattr(os, "kill", lambda pid, signum: None)  # no real process behind the pids
+    _want(supervisor, 0)
+    supervisor.clock.now += 1  # type: ignore[attr-defined]
+    supervisor.check()
+    assert not any(n.startswith("burst-") for n in supervisor.children)
+    _want(supervisor, 1)
+    assert len(started) == 2 and zygotes["burst-1"].forks() == 2
+    # A zygote that died is started again at the next fork (a cold start, once)
+    zygotes["burst-2"].returncode = -9
+    _want(supervisor, 2)
+    assert [(name, zygote) for name, zygote, _ in started[2:]] == [("burst-2", True)]
+    assert started[2][2].forks() == 1
+
+
+def test_burst_workers_start_cold_when_warm_starts_are_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    supervisor, started = _bare_supervisor(tmp_path, monkeypatch, warm=False)
+    supervisor.start()
+    assert started == []  # no zygote
+    _want(supervisor, 1)
+    assert [(name, zygote) for name, zygote, _ in started] == [("burst-1", False)]
+    assert not supervisor.children["burst-1"].spec.warm
+
+
+def test_a_worker_logs_its_first_receive_after_the_ask_and_the_scaling_decision(tmp_path: Path) -> None:
+    from local.event_source import first_receive_note
+
+    config = LocalConfig(state_dir=tmp_path, cache_dir=tmp_path / "cache")
+    decided = 1_800_000_000.0
+    scaling_file(config).parent.mkdir(parents=True)
+    scaling_file(config).write_text(json.dumps({"burst_workers": 1, "decided_at": "2027-01-15T08:00:00Z"}))
+    assert decided == _epoch("2027-01-15T08:00:00+00:00")
+    note = first_receive_note(config, "burst-1", f"{decided + 0.4:.3f}", decided + 1.9)
+    assert (
+        note == "burst-1: first receive 1.50 s after its start was asked, 1.90 s after the scaling decision"
+    )
+    # A standing worker has no scaling decision behind it; an unknown ask is left out
+    assert first_receive_note(config, "worker-1", None, decided) == "worker-1: first receive"
+    # A decision taken after the start was asked is not this start's
+    late = first_receive_note(config, "burst-1", f"{decided - 5:.3f}", decided + 1)
+    assert late == "burst-1: first receive 6.00 s after its start was asked"
+
+
+def _epoch(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text).timestamp()
+
+
+def test_a_burst_workers_zygote_that_exited_is_started_again_before_the_next_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    supervisor, started = _bare_supervisor(tmp_path, monkeypatch, warm=True)
+    supervisor.start()
+    # Given burst-1's zygote crashed while no burst was planned
+    started[0][2].returncode = 1
+    # When a little time passes, it is not retried in a tight loop
+    supervisor.clock.now += 1  # type: ignore[attr-defined]
+    supervisor.check()
+    assert len(started) == 2
+    # Then, after the retry delay, it is started again (prepared before any burst asks for it)
+    supervisor.clock.now += 10  # type: ignore[attr-defined]
+    supervisor.check()
+    assert [(name, zygote) for name, zygote, _ in started[2:]] == [("burst-1", True)]
+    assert "burst-1's zygote exited: starting it again" in supervisor.sink.lines  # type: ignore[attr-defined]
+    assert not any(n.startswith("burst-") for n in supervisor.children)  # no burst worker itself
