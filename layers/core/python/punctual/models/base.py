@@ -92,11 +92,59 @@ def _check_text(text: str, path: str) -> None:
             raise ValueError(f"{path}: a string holds a lone surrogate, which is not Unicode text") from None
 
 
+_INFINITIES = (float("inf"), float("-inf"))
+
+
+def _plain_json(value: Any) -> bool:
+    """True when :func:`check_json_value` finds nothing to refuse in ``value``: the same checks,
+    without the path of each member (every stored job's payload is checked again on each read,
+    and is almost always fine). False says only that the slow walk must name what is wrong."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    members = 0
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if not item.isascii():
+                return False
+        elif kind is int or kind is bool or item is None:
+            continue
+        elif kind is float:
+            if item != item or item in _INFINITIES:
+                return False
+        elif kind is dict:
+            if depth >= MAX_PAYLOAD_DEPTH:
+                return False
+            members += len(item)
+            if members > MAX_PAYLOAD_MEMBERS:
+                return False
+            for key, member in item.items():
+                if type(key) is not str or not key.isascii() or len(key) > MAX_PAYLOAD_KEY_CHARS:
+                    return False
+                stack.append((member, depth + 1))
+        elif kind is list:
+            if depth >= MAX_PAYLOAD_DEPTH:
+                return False
+            members += len(item)
+            if members > MAX_PAYLOAD_MEMBERS:
+                return False
+            stack.extend((member, depth + 1) for member in item)
+        else:
+            return False  # a subclass, or not JSON: the slow walk decides
+    return True
+
+
 def check_json_value(value: Any, what: str = "payload") -> None:
     """Refuse what is not plain, bounded JSON: NaN/Infinity, depth, member count, long keys.
 
     Walks the document without recursion, so a hostile depth cannot exhaust the stack.
     """
+    if not _plain_json(value):
+        _walk_json(value, what)
+
+
+def _walk_json(value: Any, what: str) -> None:
+    """:func:`check_json_value`'s walk, naming the first member it refuses."""
     stack: list[tuple[Any, str, int]] = [(value, what, 0)]
     members = 0
     while stack:

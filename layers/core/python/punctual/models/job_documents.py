@@ -15,6 +15,7 @@ replaced since is not used.
 
 from __future__ import annotations
 
+import operator
 import weakref
 from typing import TYPE_CHECKING
 
@@ -48,7 +49,8 @@ def document_of(job: Job) -> str | None:
     ref, values, document = note
     if ref() is not job:
         return None
-    current = tuple(job.__dict__.values())
-    if len(current) != len(values) or any(a is not b for a, b in zip(current, values, strict=True)):
+    current = job.__dict__.values()
+    # Every field the very object it was noted with (compared in C: map over operator.is_)
+    if len(current) != len(values) or not all(map(operator.is_, current, values)):
         return None
     return document

@@ -7,12 +7,13 @@ Adapters (HTTP, Lambda, SQS, SNS, EventBridge, Step Functions, ECS) implement
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
+
+from punctual.runtime.stop_signal import Cancellation, StopSignal
 
 
 class Outcome(StrEnum):
@@ -42,7 +43,7 @@ class SlotContext:
     timeout_s: float
     signing_secrets: tuple[str, ...] = field(default=(), repr=False)  # current first; two while rotating
     heartbeat: Callable[[], bool] = field(default=lambda: True, compare=False)
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    cancel: Cancellation = field(default_factory=StopSignal, compare=False, repr=False)
 
     @property
     def cancelled(self) -> bool:

@@ -257,7 +257,7 @@ class MinutePoll:
         try:
             timers = self.store.query_timers(lane, self.minute, shard, from_ms, to_ms)
             self.drain.hold(timers)
-            if lane is Lane.FAR:
+            if lane is Lane.FAR and log.isEnabledFor(logging.DEBUG):  # not formatted when off
                 log.debug(
                     "minute %s: far bucket %d read, %d timers", f"{self.minute:%H:%M}", shard, len(timers)
                 )

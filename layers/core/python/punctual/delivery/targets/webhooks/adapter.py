@@ -15,7 +15,6 @@ import http.client
 import json
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from punctual.delivery.targets.webhooks.transport import (
 )
 from punctual.models import RESERVED_HEADERS
 from punctual.runtime.clock import Clock, SystemClock
+from punctual.runtime.stop_signal import Cancellation
 from punctual.security.signing_secrets import SecretsError
 
 __all__ = ["MAX_REDIRECTS", "MAX_RESPONSE_BYTES", "HttpTargetAdapter", "parse_retry_after"]
@@ -299,7 +299,7 @@ class HttpTargetAdapter:
         headers: Mapping[str, str],
         body: bytes,
         deadline: float,
-        cancel: threading.Event | None = None,
+        cancel: Cancellation | None = None,
     ) -> _Response | TargetResult:
         send_body = body if method not in ("GET", "HEAD") else b""
         last_error = ""

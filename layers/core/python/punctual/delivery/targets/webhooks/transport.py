@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from punctual.delivery.targets.webhooks.guard import IPAddress, Resolver
+from punctual.runtime.stop_signal import Cancellation
 
 __all__ = [
     "ConnectionFactory",
@@ -106,7 +107,7 @@ class Watchdog:
     POLL_S = 0.2  # how often a cancellable call looks at its cancel event
 
     def __init__(
-        self, conn: http.client.HTTPConnection, seconds: float, cancel: threading.Event | None = None
+        self, conn: http.client.HTTPConnection, seconds: float, cancel: Cancellation | None = None
     ) -> None:
         self.fired = False
         self.cancelled = False
