@@ -54,15 +54,7 @@ def test_a_small_tenants_slots_go_out_first_beside_a_big_tenants_burst() -> None
     """The poller's own send order: 500 slots of one tenant and 5 of another at one instant."""
     # Given a big tenant's 500 one-time jobs and a small tenant's 5, all due at T0, the small
     # tenant's job ids sorting after every one of the big tenant's (the timers' key order)
-    store = MemoryStore()
-    clock = ManualClock(T0 - timedelta(minutes=5))
-    sim = Simulation(store, clock)
-    jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
-    at = "at(2026-11-30T10:00:00)"
-    for i in range(500):
-        jobs.register("big", spec(at), job_id=f"a{i:04d}")
-    for i in range(5):
-        jobs.register("small", spec(at), job_id=f"z{i}")
+    sim = _burst_beside(small=5, small_id="z{}")
 
     # When the poller of that minute releases them
     sim.run([minute_of(T0)], until=T0 + timedelta(seconds=5))
@@ -81,15 +73,7 @@ def test_a_bursts_first_chunk_is_sent_in_its_order_one_request_after_another() -
     of the interleaved release, arrived among the first 110 of the burst. A burst's first chunk
     goes out one request of ten after another, in the interleaved order; the rest as before."""
     # Given a big tenant's 500 one-time jobs and a small tenant's 20 at one instant
-    store = MemoryStore()
-    clock = ManualClock(T0 - timedelta(minutes=5))
-    sim = Simulation(store, clock)
-    jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
-    at = "at(2026-11-30T10:00:00)"
-    for i in range(500):
-        jobs.register("big", spec(at), job_id=f"a{i:04d}")
-    for i in range(20):
-        jobs.register("small", spec(at), job_id=f"z{i:02d}")
+    sim = _burst_beside(small=20, small_id="z{:02d}")
     calls: list[list[str]] = []
     send = sim.queues.send
 
@@ -108,3 +92,17 @@ def test_a_bursts_first_chunk_is_sent_in_its_order_one_request_after_another() -
     assert [len(call) for call in head] == [10] * (CHUNK // 10), [len(call) for call in calls[:12]]
     assert [call.count("small") for call in head[:4]] == [5, 5, 5, 5]
     assert sum(call.count("small") for call in calls) == 20
+
+
+def _burst_beside(small: int, small_id: str) -> Simulation:
+    """A big tenant's 500 one-time jobs and a small tenant's ``small``, all due at T0."""
+    store = MemoryStore()
+    clock = ManualClock(T0 - timedelta(minutes=5))
+    sim = Simulation(store, clock)
+    jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
+    at = "at(2026-11-30T10:00:00)"
+    for i in range(500):
+        jobs.register("big", spec(at), job_id=f"a{i:04d}")
+    for i in range(small):
+        jobs.register("small", spec(at), job_id=small_id.format(i))
+    return sim

@@ -64,10 +64,9 @@ class Turns:
                 # Slots wait for this turn: it is theirs in slot order (this one's too).
                 store.wait_for_turn(tenant, job_id, slot)
                 following = self._hand_on(tenant, job_id, turn.holder, now, job, taker=slot)
-                if following == slot:
-                    return None
-                turn = store.take_turn(tenant, job_id, slot, now)  # passed on by its holder meanwhile?
-                return None if turn.holder == slot else turn.holder
+                if following is None:  # its holder passed it on meanwhile: to whom?
+                    following = store.take_turn(tenant, job_id, slot, now).holder
+                return None if following == slot else following
             turn = store.take_turn(tenant, job_id, slot, now, replacing=turn.holder)
             if turn.holder == slot:
                 return None

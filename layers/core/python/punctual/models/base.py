@@ -112,23 +112,19 @@ def _plain_json(value: Any) -> bool:
         elif kind is float:
             if item != item or item in _INFINITIES:
                 return False
-        elif kind is dict:
+        elif kind is dict or kind is list:
             if depth >= MAX_PAYLOAD_DEPTH:
                 return False
             members += len(item)
             if members > MAX_PAYLOAD_MEMBERS:
                 return False
+            if kind is list:
+                stack.extend((member, depth + 1) for member in item)
+                continue
             for key, member in item.items():
                 if type(key) is not str or not key.isascii() or len(key) > MAX_PAYLOAD_KEY_CHARS:
                     return False
                 stack.append((member, depth + 1))
-        elif kind is list:
-            if depth >= MAX_PAYLOAD_DEPTH:
-                return False
-            members += len(item)
-            if members > MAX_PAYLOAD_MEMBERS:
-                return False
-            stack.extend((member, depth + 1) for member in item)
         else:
             return False  # a subclass, or not JSON: the slow walk decides
     return True

@@ -338,7 +338,7 @@ class MinutePoll:
         try:
             self.store.put_progress(self.minute, self.group, self.group_count, through)
             self.marked_ms = through
-            self.marked_work = self._handled()
+            self.marked_work = handled
         except Exception:
             log.exception("writing the progress mark of %s failed", self.minute)
         self.next_mark = now + timedelta(seconds=self.config.progress_interval_s)
