@@ -63,7 +63,9 @@ or the whole queue, or with nothing useful at all:
    conditional claims can both pass. DynamoDB applies each write to an item atomically.
    **Patch:** the backend's writes (put, update, delete, batch and transactional writes) hold one
    lock (reentrant: a batch write puts through ``put_item``), so each is applied whole before the
-   next starts; reads are untouched.
+   next starts. The handler's ``UpdateItem`` (it copies the stored item before the write) holds it
+   too, and so does copying or serialising an item, which a read does while another thread may
+   be changing that item in place (it raised "dictionary changed size during iteration").
 
 Everything else (conditions, cancellation reasons, ordering, paging, projections) is
 moto's own code. ``tests/e2e/test_motopatch.py`` runs the queries and transactions
@@ -592,6 +594,8 @@ _WRITES = threading.RLock()  # every DynamoDB write of this process (patch 8)
 
 def _patch_atomic_writes() -> None:
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
     def atomic(original: Any) -> Any:
         def write(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -602,6 +606,14 @@ def _patch_atomic_writes() -> None:
 
     for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
         _swap(DynamoDBBackend, name, atomic(DynamoDBBackend.__dict__[name]))
+    # The handler's UpdateItem copies the stored item (for its ALL_OLD / UPDATED_* answers) before
+    # it calls the backend: held too, so the copy and the write see one version of the item.
+    _swap(DynamoHandler, "update_item", atomic(DynamoHandler.__dict__["update_item"]))
+    # A write changes a stored item in place: copying or serialising one (a read's answer) while
+    # another thread writes it raised "dictionary changed size during iteration" (a 500)
+    for name in ("__deepcopy__", "to_json", "describe_attrs"):
+        _swap(Item, name, atomic(Item.__dict__[name]))
+    _swap(DynamoResult, "__init__", atomic(DynamoResult.__dict__["__init__"]))  # an answer's conversion
 
 
 def _patch_module_list() -> None:

@@ -434,3 +434,59 @@ def test_concurrent_writes_of_one_item_are_each_applied_whole(aws: None) -> None
     # Then no update is lost: each child's item names its 4 parents, and one answer says so (the
     # one that sends the child; unpatched, two updates of a new item could each see only its own)
     assert widest == [4] * 20
+
+
+def test_reads_of_an_item_being_written_answer_whole(aws: None) -> None:
+    # Given patched moto, one item whose string set grows on 4 writer threads while 4 reader
+    # threads read it (a read serialises the stored item that a write changes in place)
+    import sys
+    import threading
+
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(**table_definition(PATCHED))
+    key = {"pk": {"S": "item"}, "sk": {"S": "item"}}
+    client.put_item(TableName=PATCHED, Item={**key, "n": {"N": "0"}})
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def write(writer: int) -> None:
+        try:
+            for step in range(150):
+                client.update_item(
+                    TableName=PATCHED,
+                    Key=key,
+                    UpdateExpression="ADD members :m SET #a = :v",
+                    ExpressionAttributeNames={"#a": f"w{writer}-{step % 7}"},
+                    ExpressionAttributeValues={":m": {"SS": [f"{writer}-{step}"]}, ":v": {"N": "1"}},
+                    ReturnValues="ALL_OLD",
+                )
+        except BaseException as error:  # collected for the assertion
+            errors.append(error)
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                client.get_item(TableName=PATCHED, Key=key, ConsistentRead=True)
+        except BaseException as error:  # collected for the assertion
+            errors.append(error)
+
+    motopatch.apply()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        readers = [threading.Thread(target=read) for _ in range(4)]
+        writers = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+        for thread in readers + writers:
+            thread.start()
+        for thread in writers:
+            thread.join()
+        done.set()
+        for thread in readers:
+            thread.join()
+        stored = client.get_item(TableName=PATCHED, Key=key, ConsistentRead=True)["Item"]
+    finally:
+        sys.setswitchinterval(switch)
+        motopatch.revert()
+    # Then no read or write failed, and every write is in the item
+    assert errors == []
+    assert len(stored["members"]["SS"]) == 4 * 150
