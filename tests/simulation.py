@@ -54,6 +54,8 @@ class Node:
 
     poller: Poller
     offset_s: float = 0.0
+    # A new poller of the same node: a killed one's memory (its resend watch too) is lost.
+    fresh: Callable[[], Poller] | None = None
 
 
 @dataclass
@@ -81,6 +83,9 @@ class Simulation:
     claim_latency_s: float | None = None
     restarts: int = 0
     metrics: MetricsSink | None = None
+    # Messages whose worker dies after receiving them, before its claim (never claimed: the
+    # message stays in flight for the queue's visibility timeout, longer than any run here).
+    lost: Callable[[DispatchMessage], bool] | None = None
 
     def __post_init__(self) -> None:
         self.queues = RecordingQueues(self.base)
@@ -90,8 +95,11 @@ class Simulation:
         self, offset_s: float = 0.0, store: JobStore | None = None, queues: QueuePort | None = None
     ) -> Node:
         clock = OffsetClock(self.base, offset_s) if offset_s else self.base
-        poller = Poller(store or self.store, queues or self.queues, clock, self.config, self.metrics)
-        return Node(poller, offset_s)
+
+        def fresh() -> Poller:
+            return Poller(store or self.store, queues or self.queues, clock, self.config, self.metrics)
+
+        return Node(fresh(), offset_s, fresh)
 
     def run(
         self,
@@ -132,6 +140,9 @@ class Simulation:
             while deaths and deaths[0][0] <= now:
                 victim = deaths.pop(0)[1]
                 dying = [item for item in active if victim is None or item.node is victim]
+                for node in {id(item.node): item.node for item in dying}.values():
+                    if node.fresh is not None:  # the process died: nothing of it is kept
+                        node.poller = node.fresh()
                 for item in dying:
                     run = item.run
                     again = item.node.poller.minute_poll(run.minute, run.group, run.group_count)
@@ -171,6 +182,8 @@ class Simulation:
         while (at := self._next_claim()) is not None and at <= now:
             message = self.queues.log[self._claimed][1]
             self._claimed += 1
+            if self.lost is not None and self.lost(message):
+                continue
             record = Execution(
                 job_id=message.job_id,
                 tenant=message.tenant,

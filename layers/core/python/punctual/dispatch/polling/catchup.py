@@ -5,8 +5,9 @@ leaves buckets behind its shards' watermarks. The next poller of those shards dr
 oldest minute first, **a bounded slice at a time** between its own minute's steps, so that
 no backlog can stall the minute it owns or outlast its deadline without progress:
 
-* each past minute is read from its progress marks on (what an earlier poller released is
-  not read again) and released as an uncertain drain (slots already started are not sent);
+* each past minute is read from its progress marks on (what an earlier poller released is not
+  read again, but for its last seconds: :mod:`.rewatch`) and released as an uncertain drain
+  (slots already started are not sent);
 * after each slice the minute's progress mark moves; when the minute is empty the
   watermarks of its shards move past it, so the next poller resumes where this one stopped;
 * the per-timer slot count of a long outage is bounded by the planner
@@ -127,11 +128,12 @@ class CatchUp:
                 continue
             marks = self.store.get_progress(minute)
             drain = MinuteDrain(self.releaser, uncertain_through_ms=to_ms(now))
-            lookback = self.config.near_lookback_ms
+            near_back, far_back = self.config.near_lookback_ms, self.config.rewatch_lookback_ms
             for lane, shards in owed.items():
                 for shard in shards:
                     mark = progress_of(marks, shard)
-                    start = None if mark is None else (mark + 1 if lane is Lane.FAR else mark - lookback)
+                    back = far_back - 1 if lane is Lane.FAR else near_back  # polling.rewatch
+                    start = None if mark is None else mark - back
                     drain.hold(self.store.query_timers(lane, minute, shard, from_ms=start))
             self.open = _Open(minute, owed, drain)
             self.cursor = minute + _MINUTE

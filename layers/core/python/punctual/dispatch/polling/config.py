@@ -52,3 +52,12 @@ class PollerConfig:
     @property
     def near_lookback_ms(self) -> int:
         return int((self.skew_s + 2 * self.poll_interval_s) * 1000)
+
+    @property
+    def rewatch_lookback_ms(self) -> int:
+        """How far before a progress mark a poller resuming it reads the far lane again: what was
+        sent that recently may still have been under the dead poller's resend watch
+        (:mod:`punctual.dispatch.polling.rewatch`). The near lane's look-back covers it already."""
+        if self.resend_after_s <= 0:
+            return 0
+        return int((self.resend_after_s + 2 * self.poll_interval_s + 1.0) * 1000)

@@ -11,20 +11,27 @@ each past minute that catch-up drains. Two rules keep a restart from re-doing wo
   released by :meth:`release_lagging` in bounded slices, so on-time slots go first.
 * **Uncertain timers are checked.** Timers due before this drain began (a restart, a late
   start, a dead poller's minute) may have been released already: the releaser reads
-  their slots' execution records and does not send one a worker already started.
+  their slots' execution records and does not send one a worker already started. The
+  fire timers among them that a later timer proves sent are put under this poller's resend
+  watch (:mod:`.rewatch`): the poller that sent them, and its watch, may have died before
+  the worker that received them claimed them.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 from collections import deque
 from collections.abc import Iterable
 
 from punctual.dispatch.polling.release import ReleaseReport, SlotReleaser
+from punctual.dispatch.polling.rewatch import watch_earlier_sends
 from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind
 
 ChainKey = tuple[str, str, int]  # (tenant, job, version)
+
+log = logging.getLogger("punctual.dispatch.polling")
 
 
 class MinuteDrain:
@@ -64,6 +71,9 @@ class MinuteDrain:
         self.newest_released: dict[ChainKey, str] = {}  # per chain, the newest fire slot released
         # Everything held that was due at or before this was released (None: nothing yet).
         self.released_through_ms: int | None = None
+        # Uncertain fire timers a later timer proves sent, still to put under the resend watch
+        # (kept when the job read that does it fails, tried again at the next release).
+        self.to_watch: list[Timer] = []
 
     def __len__(self) -> int:
         return len(self.heap) + len(self.lagging)
@@ -116,9 +126,9 @@ class MinuteDrain:
     def _release(self, due: list[Timer]) -> ReleaseReport:
         if not due:
             return ReleaseReport()
-        wanted, superseded = self._without_superseded(due)
         uncertain_ms = self.uncertain_through_ms if self.uncertain_through_ms is not None else -1
-        report = ReleaseReport(superseded=superseded)
+        wanted, sent_before = self._without_superseded(due, uncertain_ms)
+        report = ReleaseReport(superseded=len(due) - len(wanted))
         try:
             report.merge(self.releaser.release([t for t in wanted if t.due_ms > uncertain_ms]))
             report.merge(
@@ -135,7 +145,19 @@ class MinuteDrain:
                 chain = (timer.tenant, timer.job_id, timer.job_version)
                 if self.newest_released.get(chain, "") < timer.slot:
                     self.newest_released[chain] = timer.slot
+        self._watch_earlier(sent_before)
         return report
+
+    def _watch_earlier(self, timers: list[Timer]) -> None:
+        """Put what an earlier poller sent under this one's resend watch (:mod:`.rewatch`)."""
+        self.to_watch.extend(timers)
+        if not self.to_watch:
+            return
+        try:
+            watch_earlier_sends(self.releaser, self.to_watch, self.releaser.clock.now())
+            self.to_watch = []
+        except Exception:
+            log.exception("watching %d slot(s) an earlier poller sent failed; will retry", len(self.to_watch))
 
     def _released_through(self, ms: int) -> None:
         if self.lagging:  # a restart must read the oldest timer still waiting its turn
@@ -144,24 +166,27 @@ class MinuteDrain:
         if not unreleased_before and (self.released_through_ms is None or ms > self.released_through_ms):
             self.released_through_ms = ms
 
-    def _without_superseded(self, due: list[Timer]) -> tuple[list[Timer], int]:
-        """Drop fire timers whose chain has moved on, or whose slot this drain released already."""
+    def _without_superseded(self, due: list[Timer], uncertain_ms: int) -> tuple[list[Timer], list[Timer]]:
+        """Drop fire timers whose chain has moved on, or whose slot this drain released already.
+        Returns the timers to release, and the dropped ones an earlier poller released (due by
+        ``uncertain_ms``, their chain moved on)."""
         wanted: list[Timer] = []
+        sent_before: list[Timer] = []
         seen, released = self.newest_seen, self.newest_released
         batch: dict[ChainKey, str] = {}  # one timer per slot in this batch (two lanes may hold it)
         for timer in due:
             if timer.kind in CHAIN_KINDS:
                 chain = (timer.tenant, timer.job_id, timer.job_version)
                 slot = timer.slot
-                if (
-                    seen.get(chain, "") > slot
-                    or released.get(chain, "") >= slot
-                    or batch.get(chain, "") >= slot
-                ):
+                if released.get(chain, "") >= slot or batch.get(chain, "") >= slot:
+                    continue
+                if seen.get(chain, "") > slot:
+                    if timer.due_ms <= uncertain_ms:
+                        sent_before.append(timer)
                     continue
                 batch[chain] = slot
             wanted.append(timer)
-        return wanted, len(due) - len(wanted)
+        return wanted, sent_before
 
     def backlog(self, now_ms: int) -> int:
         """Held timers already due and not yet released (0 unless releases are failing)."""

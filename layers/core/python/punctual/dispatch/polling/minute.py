@@ -193,8 +193,8 @@ class MinutePoll:
             return
         for shard in self.far:
             mark = progress_of(marks, shard)
-            if mark is not None:
-                self.far_from[shard] = mark + 1
+            if mark is not None:  # and the last seconds before it again (polling.rewatch)
+                self.far_from[shard] = mark + 1 - self.config.rewatch_lookback_ms
         near_marks = [progress_of(marks, shard) for shard in self.near]
         if near_marks and all(m is not None for m in near_marks):
             self.last_near_ms = min(m for m in near_marks if m is not None)

@@ -213,7 +213,7 @@ class SlotReleaser:
         self.ledger.fresh_reads()  # a budget's first slot in this chunk reads its reservations again
         report = ReleaseReport()
         out = _Outgoing()
-        jobs = self._read_jobs(timers)
+        jobs = self.read_jobs(timers)
         log.debug("chunk %d: %d jobs read in %.0f ms", index, len(jobs), self._ms_since(now))
         fire = [t for t in timers if t.kind in CHAIN_KINDS]
         plans: list[tuple[Job, ReleasePlan]] = []
@@ -281,7 +281,7 @@ class SlotReleaser:
     def _ms_since(self, began: datetime) -> float:
         return (self.clock.now() - began).total_seconds() * 1000
 
-    def _read_jobs(self, timers: Sequence[Timer]) -> dict[tuple[str, str], Job]:
+    def read_jobs(self, timers: Sequence[Timer]) -> dict[tuple[str, str], Job]:
         """The timers' jobs: read eventually consistently, and again strongly for every timer the
         first read would call stale.
 
@@ -402,6 +402,11 @@ class SlotReleaser:
             head = scheduled + timedelta(seconds=HEAD_START_S)
         # The owner names the slot: every poller of the deployment shares the placement.
         return BudgetRequest(job.tenant, key, f"{job.id}/{slot}", rate, scheduled, lateness_s, head)
+
+    def lateness_under_budget(self, job: Job, slot: str, scheduled: datetime) -> float | None:
+        """The lateness bound (s) of a slot a rate budget applies to; None when none applies."""
+        request = self._budget_request(job, slot, scheduled)
+        return None if request is None else request.max_lateness_s
 
     def _smooth(self, out: _Outgoing) -> None:
         """Give the chunk's budgeted messages the instants their budgets give them, placed together

@@ -128,9 +128,16 @@ class ResendWatch:
         with self._lock:
             return len(self._heap)
 
+    @property
+    def active(self) -> bool:
+        return self.after_s > 0 and bool(self.watched_queues)
+
+    def watches(self, queue: str) -> bool:
+        return self.after_s > 0 and queue in self.watched_queues
+
     def sent(self, queue: str, messages: Sequence[DispatchMessage], now: datetime) -> None:
-        """Note messages just sent (the ones of watched kinds to watched queues)."""
-        if queue not in self.watched_queues or self.after_s <= 0:
+        """Note messages sent at ``now`` (the ones of watched kinds to watched queues)."""
+        if not self.watches(queue):
             return
         check_at = now + timedelta(seconds=self.after_s)
         with self._lock:
