@@ -188,3 +188,46 @@ def test_delay_does_not_chain_for_a_paused_or_respecified_job(rig: Rig, t0: date
     claim = worker.claim(manual)
     worker.finish(claim, TargetResult.ok())
     assert [v for _, v in fire_timers(rig, job)].count(resumed.version) == 1
+
+
+def test_a_child_whose_worker_died_before_claiming_it_is_sent_again_by_its_check(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given both parents of load succeeded, and the worker that received the child's message
+    # died before its handler ran (the message stays in flight for the queue's whole timeout)
+    a, b, child = dependency_rig(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    worker = rig.worker()
+    rig.send(rig.message(a, slot), rig.message(b, slot))
+    rig.work(worker)
+    [lost] = rig.queues.receive(SHORT, 10, 0, 960)
+    assert lost.message.kind == MessageKind.CHILD
+    # When the poller releases the child's check, 5 s on
+    [check] = rig.timers(slot, slot + MINUTE, TimerKind.CHILD)
+    assert check.due == slot + timedelta(seconds=5)
+    rig.clock.advance(5)
+    rig.poll()
+    # Then the slot is sent again past the held group, and runs once
+    rig.work_until_idle(worker)
+    assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
+    # And the held original, back after its timeout, is dropped by the claim
+    rig.clock.advance(960)
+    rig.work_until_idle(worker)
+    assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
+
+
+def test_a_claimed_child_is_not_sent_again_by_its_check(rig: Rig, t0: datetime) -> None:
+    # Given both parents succeeded and the child ran
+    a, b, child = dependency_rig(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    worker = rig.worker()
+    rig.send(rig.message(a, slot), rig.message(b, slot))
+    rig.work_until_idle(worker)
+    assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
+    # When its check is released
+    rig.clock.advance(5)
+    assert TimerKind.CHILD in [t.kind for t in rig.poll()]
+    # Then nothing is sent for the child
+    assert [m for m in rig.queues.all_messages() if m.job_id == child.id] == []

@@ -455,6 +455,8 @@ class SlotReleaser:
             message = None
             if timer.kind is TimerKind.ALERT:
                 message = sweep_message(job, timer, now)
+            elif timer.kind is TimerKind.CHILD:
+                message = self._unclaimed_child(timer, job, execution, now)
             elif job is not None and job.state is not JobState.DELETED and execution is not None:
                 message = self._followup(timer, job, execution, now)
             if message is None:
@@ -480,12 +482,22 @@ class SlotReleaser:
                     job, timer.slot, execution.scheduled_at, attempt + 1, MessageKind.TAKEOVER, now
                 )
             return None
-        if timer.kind is TimerKind.CHILD:
-            return message_for(job, timer.slot, from_ms(timer.due_ms), 1, MessageKind.CHILD, now)
         if timer.kind is TimerKind.QUEUED and status is ExecutionStatus.QUEUED:
             # A slot queued behind another (overlap queue): its claim checks it still waits.
             return message_for(job, timer.slot, execution.scheduled_at, attempt, MessageKind.CHECK, now)
         return None
+
+    @staticmethod
+    def _unclaimed_child(
+        timer: Timer, job: Job | None, execution: Execution | None, now: datetime
+    ) -> DispatchMessage | None:
+        """A CHILD timer (:meth:`punctual.execution.after.AfterEffects._check_child_later`): the
+        child's slot again, in a group and under a deduplication id of its own, when no worker
+        has claimed it (the one that received it may have died before its handler ran)."""
+        if job is None or job.state is not JobState.ENABLED or execution is not None:
+            return None
+        message = message_for(job, timer.slot, now, 1, MessageKind.CHILD, now)
+        return replace(message, resend=1)
 
     def _complete(self, job: Job, now: datetime) -> int:
         """A one-time job, or a job past ``end_at``, whose last slot no message carries: mark it
