@@ -10,6 +10,7 @@ from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig, statuses
 from factories import spec
 from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.dispatch.queues import MessageKind
+from punctual.execution import Worker
 from punctual.models import Job
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
@@ -190,16 +191,21 @@ def test_delay_does_not_chain_for_a_paused_or_respecified_job(rig: Rig, t0: date
     assert [v for _, v in fire_timers(rig, job)].count(resumed.version) == 1
 
 
+def parents_delivered(rig: Rig, t0: datetime) -> tuple[Job, datetime, Worker]:
+    """Both parents' messages of load's slot an hour on, in the queue; its child, slot, a worker."""
+    a, b, child = dependency_rig(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    rig.send(rig.message(a, slot), rig.message(b, slot))
+    return child, slot, rig.worker()
+
+
 def test_a_child_whose_worker_died_before_claiming_it_is_sent_again_by_its_check(
     rig: Rig, t0: datetime
 ) -> None:
     # Given both parents of load succeeded, and the worker that received the child's message
     # died before its handler ran (the message stays in flight for the queue's whole timeout)
-    a, b, child = dependency_rig(rig)
-    slot = t0 + timedelta(hours=1)
-    rig.clock.set(slot)
-    worker = rig.worker()
-    rig.send(rig.message(a, slot), rig.message(b, slot))
+    child, slot, worker = parents_delivered(rig, t0)
     rig.work(worker)
     [lost] = rig.queues.receive(SHORT, 10, 0, 960)
     assert lost.message.kind == MessageKind.CHILD
@@ -219,11 +225,7 @@ def test_a_child_whose_worker_died_before_claiming_it_is_sent_again_by_its_check
 
 def test_a_claimed_child_is_not_sent_again_by_its_check(rig: Rig, t0: datetime) -> None:
     # Given both parents succeeded and the child ran
-    a, b, child = dependency_rig(rig)
-    slot = t0 + timedelta(hours=1)
-    rig.clock.set(slot)
-    worker = rig.worker()
-    rig.send(rig.message(a, slot), rig.message(b, slot))
+    child, slot, worker = parents_delivered(rig, t0)
     rig.work_until_idle(worker)
     assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
     # When its check is released
