@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from punctual.delivery.notifications import Notifier
@@ -26,17 +26,14 @@ from punctual.store.base import ExecutionConflictError
 from punctual.store.reads import read_calendars
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.retries import RandomSource, next_retry_at
-from punctual.timing.slots import fire_timer, schedule_of
-from punctual.timing.timers import TimerKind, slot_instant
+from punctual.timing.slots import fire_timer, schedule_of, sent_check_timer
+from punctual.timing.timers import slot_instant
 from punctual.usecases.backfills import backfill_ref
 from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 
 log = logging.getLogger("punctual.execution")
 
 PAUSE_TRIES = 3
-# An after(...) child's slot is sent again this long after its send if no worker has claimed it
-# (longer than a healthy claim, which takes well under a second).
-CHILD_CHECK_S = 5.0
 
 
 class AfterEffects:
@@ -205,30 +202,12 @@ class AfterEffects:
             # A backfilled parent's children are backfilled too (their records say so).
             ref = backfill_ref(execution.backfill, True) if execution.backfill else ""
             message = message_for(child, execution.slot, now, 1, MessageKind.CHILD, now, backfill=ref)
-            if not ref:
-                self._check_child_later(child, execution.slot, now)
+            if not ref:  # checked later (a backfilled child is late by design)
+                check = sent_check_timer(self.ledger.config.layout, child, execution.slot, now)
+                self.store.put_timers([check])
             self.queues.send(self.route(child), [message])
             self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
             self.metrics.add("ChildrenDispatched", 1)
-
-    def _check_child_later(self, child: Job, slot: str, now: datetime) -> None:
-        """A CHILD timer, due :data:`CHILD_CHECK_S` after the child's slot is sent: the poller that
-        releases it sends the slot again (another group and deduplication id) if no worker has
-        claimed it by then. The pollers watch what they send themselves (polling.resend); this
-        is that watch for what a worker sends: a worker that dies between receiving the child's
-        message and its handler leaves it in flight for the queue's whole visibility timeout
-        (found by the chaos run: the child of two parents that both succeeded never ran)."""
-        timer = self.ledger.config.layout.make(
-            now=now,
-            due=now + timedelta(seconds=CHILD_CHECK_S),
-            job_id=child.id,
-            tenant=child.tenant,
-            slot=slot,
-            attempt=1,
-            kind=TimerKind.CHILD,
-            job_version=child.version,
-        )
-        self.store.put_timers([timer])
 
     def _excluded(self, child: Job, slot: str, now: datetime) -> bool:
         """An ``after()`` child whose slot falls on a day of a calendar it excludes: recorded

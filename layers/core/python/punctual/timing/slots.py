@@ -97,6 +97,31 @@ def dispatch_instant(job: Job, slot: datetime) -> datetime:
     return slot + timedelta(seconds=schedules.jitter_offset_s(job.id, slot, job.jitter_seconds))
 
 
+# A slot sent outside the pollers (an after(...) child's, a run-now's) is sent again this long
+# after its send if no worker has claimed it (longer than a healthy claim: well under a second).
+SENT_CHECK_S = 5.0
+
+
+def sent_check_timer(layout: TimerLayout, job: Job, slot: str, now: datetime) -> Timer:
+    """The check of a slot a worker or the API sent itself (a CHILD timer, due
+    :data:`SENT_CHECK_S` on): its release sends the slot again, in a group and under a
+    deduplication id of its own, if no worker has claimed it. The pollers watch what they send
+    (:mod:`punctual.dispatch.polling.resend`); this is that watch for what they never sent: a
+    worker that dies between receiving a message and its handler leaves it in flight for the
+    queue's whole visibility timeout (found by the chaos run: the child of two parents that both
+    succeeded never ran)."""
+    return layout.make(
+        now=now,
+        due=now + timedelta(seconds=SENT_CHECK_S),
+        job_id=job.id,
+        tenant=job.tenant,
+        slot=slot,
+        attempt=1,
+        kind=TimerKind.CHILD,
+        job_version=job.version,
+    )
+
+
 def fire_timer(
     layout: TimerLayout,
     job: Job,

@@ -42,6 +42,7 @@ from punctual.timing.slots import (
     next_slot,
     resume_start,
     schedule_of,
+    sent_check_timer,
 )
 from punctual.timing.timers import Timer, TimerLayout, slot_key
 from punctual.usecases.job_admission import JobAdmission
@@ -489,6 +490,7 @@ class JobService:
         token = hashlib.sha256((request_key or uuid.uuid4().hex).encode()).hexdigest()[:12]
         slot = f"{slot_key(now)}~m{token}"
         message = message_for(job, slot, now, 1, MessageKind.MANUAL, now)
+        self.store.put_timers([sent_check_timer(self.layout, job, slot, now)])  # sent again if unclaimed
         self.queues.send(self.routing.queue_for(job), [message])
         return slot
 

@@ -491,13 +491,17 @@ class SlotReleaser:
     def _unclaimed_child(
         timer: Timer, job: Job | None, execution: Execution | None, now: datetime
     ) -> DispatchMessage | None:
-        """A CHILD timer (:meth:`punctual.execution.after.AfterEffects._check_child_later`): the
-        child's slot again, in a group and under a deduplication id of its own, when no worker
-        has claimed it (the one that received it may have died before its handler ran)."""
-        if job is None or job.state is not JobState.ENABLED or execution is not None:
+        """A CHILD timer (:func:`punctual.timing.slots.sent_check_timer`): the slot an after(...)
+        child or a run-now request was sent, again, in a group and under a deduplication id of its
+        own, when no worker has claimed it (the one that received it may have died before its
+        handler ran). A run-now slot (``~m...``) runs while its job is paused; a child's does not."""
+        if job is None or execution is not None:
             return None
-        message = message_for(job, timer.slot, now, 1, MessageKind.CHILD, now)
-        return replace(message, resend=1)
+        manual = "~m" in timer.slot
+        if job.state is not JobState.ENABLED and not (manual and job.state is not JobState.DELETED):
+            return None
+        kind = MessageKind.MANUAL if manual else MessageKind.CHILD
+        return replace(message_for(job, timer.slot, now, 1, kind, now), resend=1)
 
     def _complete(self, job: Job, now: datetime) -> int:
         """A one-time job, or a job past ``end_at``, whose last slot no message carries: mark it
