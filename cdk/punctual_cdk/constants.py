@@ -207,6 +207,7 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
         "dynamodb:ConditionCheckItem",
+        "dynamodb:BatchWriteItem",  # a run-now slot's check timer (timing.slots.sent_check_timer)
     ),
     # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
     # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes (on a
