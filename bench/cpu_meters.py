@@ -29,6 +29,7 @@ class FullCollections:
     def __init__(self) -> None:
         self.ns = 0
         self._started = 0
+        self._by_thread: dict[int, int] = {}
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if info.get("generation") != 2:
@@ -36,7 +37,15 @@ class FullCollections:
         if phase == "start":
             self._started = time.thread_time_ns()
         else:
-            self.ns += time.thread_time_ns() - self._started
+            spent = time.thread_time_ns() - self._started
+            self.ns += spent
+            thread = threading.get_ident()
+            self._by_thread[thread] = self._by_thread.get(thread, 0) + spent
+
+    def of_this_thread(self) -> int:
+        """The full collections' CPU on the calling thread so far: a store call subtracts only
+        its own thread's (a collection another release thread ran meanwhile is not its time)."""
+        return self._by_thread.get(threading.get_ident(), 0)
 
 
 FULL_GC = FullCollections()
@@ -69,13 +78,13 @@ class Metered:
         meter, clock = self._meter, time.thread_time_ns
 
         def metered(*args: Any, **kwargs: Any) -> Any:
-            t, collected = clock(), FULL_GC.ns
+            t, collected = clock(), FULL_GC.of_this_thread()
             try:
                 result = value(*args, **kwargs)
                 if name in _JOB_READS:
                     _note_documents(result)
             finally:
-                spent = clock() - t - (FULL_GC.ns - collected)  # a full collection is counted apart
+                spent = clock() - t - (FULL_GC.of_this_thread() - collected)  # counted apart
                 with meter._lock:
                     meter.ns += spent
                     meter.calls += 1

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from factories import spec
 from punctual.dispatch.polling.fairness import interleave_tenants
-from punctual.dispatch.polling.release import CHUNK
+from punctual.dispatch.polling.release import CHUNK, HEAD_CHUNK, release_chunks
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import Lane, Timer, TimerKind, minute_of
@@ -88,10 +88,24 @@ def test_a_bursts_first_chunk_is_sent_in_its_order_one_request_after_another() -
 
     # Then the first chunk went out in requests of at most ten, one after another, in the
     # interleaved order: the small tenant's 20 in the first four requests, taking turns
-    head = calls[: CHUNK // 10]
-    assert [len(call) for call in head] == [10] * (CHUNK // 10), [len(call) for call in calls[:12]]
+    head = calls[: HEAD_CHUNK // 10]
+    assert [len(call) for call in head] == [10] * (HEAD_CHUNK // 10), [len(call) for call in calls[:12]]
     assert [call.count("small") for call in head[:4]] == [5, 5, 5, 5]
     assert sum(call.count("small") for call in calls) == 20
+
+
+def test_a_release_has_a_head_chunk_of_its_own_then_full_chunks() -> None:
+    """The head goes alone before the rest (every tenant's first slots): it is half a chunk, so
+    that the burst's first messages leave after one smaller job read; every timer is in one
+    chunk, in order."""
+    timers = list(range(HEAD_CHUNK + 2 * CHUNK + 7))
+    chunks = release_chunks(timers)  # type: ignore[arg-type]
+    assert [len(c) for c in chunks] == [HEAD_CHUNK, CHUNK, CHUNK, 7]
+    assert [t for c in chunks for t in c] == timers
+    assert [len(c) for c in release_chunks(list(range(HEAD_CHUNK)))] == [HEAD_CHUNK]  # type: ignore[arg-type]
+    assert [len(c) for c in release_chunks(list(range(3)))] == [3]  # type: ignore[arg-type]
+    assert release_chunks([]) == []
+    assert 20 <= HEAD_CHUNK < CHUNK
 
 
 def _burst_beside(small: int, small_id: str) -> Simulation:

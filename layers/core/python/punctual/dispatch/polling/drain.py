@@ -125,6 +125,8 @@ class MinuteDrain:
 
     def _release(self, due: list[Timer]) -> ReleaseReport:
         if not due:
+            if self.to_watch:  # a failed watch is tried again at every pass, due timers or not
+                self._watch_earlier([])
             return ReleaseReport()
         uncertain_ms = self.uncertain_through_ms if self.uncertain_through_ms is not None else -1
         wanted, sent_before = self._without_superseded(due, uncertain_ms)

@@ -88,6 +88,18 @@ from punctual.usecases.backfill_runner import BackfillRunner
 log = logging.getLogger("punctual.dispatch.polling")
 
 CHUNK = 100  # BatchGetItem's limit: timers are released in chunks of this many, concurrently
+# The first chunk of a release goes alone, before the others start (it holds every tenant's first
+# slots): smaller, so that its job read and its sends are done sooner. Half a chunk halves the
+# time to a burst's first message (in local mode 0.27 s to read 100 jobs at a burst's instant)
+# and still holds the first 25 slots of two tenants, the first of each of 50.
+HEAD_CHUNK = 50
+
+
+def release_chunks(timers: Sequence[Timer]) -> list[Sequence[Timer]]:
+    """``timers`` (interleaved across tenants) in the chunks a release works: a head of
+    ``HEAD_CHUNK``, then chunks of ``CHUNK``."""
+    head, rest = timers[:HEAD_CHUNK], timers[HEAD_CHUNK:]
+    return [head, *(rest[i : i + CHUNK] for i in range(0, len(rest), CHUNK))] if head else []
 
 
 @dataclass
@@ -190,7 +202,7 @@ class SlotReleaser:
         if not timers:
             return report
         timers = interleave_tenants(timers)  # one tenant's burst cannot push another's slots back
-        chunks = [timers[i : i + CHUNK] for i in range(0, len(timers), CHUNK)]
+        chunks = release_chunks(timers)
         log.debug("releasing %d timers in %d chunk(s)", len(timers), len(chunks))
         # The first chunk alone, before the others start: it holds every tenant's first slots,
         # which so enter the queues ahead of the rest of a burst (run side by side, a later chunk
