@@ -7,6 +7,7 @@ created again, empty (jobs registered before are gone).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any
 
@@ -15,6 +16,8 @@ from local.resources import Deployment, deploy
 from local.template import load_template, read_blueprint, template_path
 
 log = logging.getLogger("local.aws")
+
+SWITCH_INTERVAL_S = 0.001
 
 
 def run(config: LocalConfig, stop: threading.Event) -> None:
@@ -43,6 +46,10 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         from local.bulk_gate import BulkGate
         from local.keepalive import KeepAliveMotoServer
 
+        # A small request (a worker's claim) needs a few slices of the interpreter lock; among
+        # bulk requests it waits a switch interval for each (5 ms by default): 1 ms hands the
+        # lock round five times as often (local/bulk_gate.py).
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         server = KeepAliveMotoServer(LOOPBACK, config.aws_port, BulkGate())
     else:
         server = ThreadedMotoServer(ip_address=LOOPBACK, port=config.aws_port, verbose=False)
