@@ -53,6 +53,9 @@ from local.zygote import PREFIX as ZYGOTE_PREFIX
 from local.zygote import ZYGOTE_ENV, Forked, fork_line
 
 SCALE_CHECK_S = 0.5  # how often the desired burst workers are read
+KILLED_WAIT_S = 3.0  # after SIGKILL, for its exit to be seen (its zygote reports it within 0.2 s)
+ZYGOTE_STOP_S = 5.0  # the zygotes, stdin closed, all together
+
 # A burst worker's zygote that exited is started again (prepared before the next burst) this long
 # after it last started: a zygote that cannot start is not retried in a tight loop.
 ZYGOTE_RETRY_S = 10.0
@@ -184,13 +187,19 @@ class Child:
 
 
 def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a component whose zygote is gone is nobody's
+    child: it stays a zombie where nothing reaps orphans, as in some containers)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): alive as far as we can tell
 
 
 def _burst_index(name: str) -> int:
@@ -448,12 +457,13 @@ class Supervisor:
         self.stopping = True
         for stage in sorted({c.spec.stop_stage for c in self.children.values()}):
             group = [c for c in self.children.values() if c.spec.stop_stage == stage and c.running]
+            signalled = time.monotonic()
             for child in group:
                 assert child.process is not None
                 child.process.send_signal(signal.SIGTERM)
-            for child in group:
+            for child in group:  # each one's timeout counts from the signal: they stop side by side
                 assert child.process is not None
-                deadline = time.monotonic() + child.spec.stop_timeout_s
+                deadline = signalled + child.spec.stop_timeout_s
                 while child.process.poll() is None and time.monotonic() < deadline:
                     self.pump(0.05)
                 if child.process.poll() is None:
@@ -461,19 +471,24 @@ class Supervisor:
                         f"{child.spec.name} did not stop in {child.spec.stop_timeout_s:.0f}s: killing it"
                     )
                     child.process.kill()
-                    child.process.wait(timeout=10)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        child.process.wait(timeout=KILLED_WAIT_S)
                 code = child.process.returncode
                 self.sink.info(
                     f"stopped {child.spec.name} ({describe_exit(code if code is not None else -9)})"
                 )
         zygotes = [c.zygote for c in self.children.values()] + list(self.burst_zygotes.values())
-        for zygote in zygotes:  # the zygotes last: they reaped the components
-            if zygote.process is not None and zygote.process.poll() is None:
-                zygote.process.terminate()
-                try:
-                    zygote.process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    zygote.process.kill()
+        live = [z.process for z in zygotes if z.process is not None and z.process.poll() is None]
+        for process in live:  # the zygotes last: they reaped the components. Each ends when its
+            if process.stdin is not None:  # stdin closes (it ignores the group's signals)
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
+        deadline = time.monotonic() + ZYGOTE_STOP_S
+        for process in live:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
         for child in self.children.values():
             if child.reader is not None:
                 child.reader.join(timeout=2)

@@ -13,8 +13,10 @@ the child logs its start-up against). Each forks a child that runs the component
 (``python -m local <verb> ...``, from the same arguments); the zygote reports ``@@zygote forked
 PID`` and, when it reaps one, ``@@zygote exited PID CODE`` on its stdout, which the supervisor
 reads (:class:`Forked`). A ``kill -9`` of the child kills that child only: the next start is a
-fork, not a cold start. The zygote exits when its supervisor does. Burst workers (``burst-N``)
-have a zygote each too, started with the supervisor before any burst is planned.
+fork, not a cold start. The zygote ignores the process group's SIGINT and SIGTERM (it reports its
+children's exits while they stop) and exits when its supervisor closes its stdin or is gone.
+Burst workers (``burst-N``) have a zygote each too, started with the supervisor before any burst
+is planned.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ def serve(
     (``local.cli``), which this module does not import: the supervisor imports this one.
     """
     _warm_imports(prepare(argv))
+    # Ctrl-C (SIGINT) and a harness's SIGTERM reach the whole process group, this zygote too: it
+    # outlives them, since only it can report its children's exits to the supervisor (without
+    # it the supervisor waited each one's stop timeout, then again after SIGKILL: two minutes to
+    # stop local mode). It ends when the supervisor closes its stdin, or is gone.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent = os.getppid()
     out = sys.stdout
     while True:
@@ -73,6 +81,7 @@ def serve(
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the component's own (Ctrl-C stays ignored)
             os._exit(_run_child(child_main, argv))
         out.write(f"{PREFIX}forked {pid}\n")
         out.flush()
