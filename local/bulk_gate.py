@@ -28,9 +28,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-BULK_AT_ONCE = (
-    1  # one interpreter lock runs one of them at a time: a second only takes slices from small requests
-)
+BULK_AT_ONCE = 1  # one interpreter lock runs one at a time: a second only slows small requests
 _BATCHES = {
     "DynamoDB_20120810.BatchGetItem": "RequestItems",
     "DynamoDB_20120810.BatchWriteItem": "RequestItems",

@@ -255,6 +255,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan stays a zombie where nothing reaps
+    orphans, as in some containers). Without /proc (macOS) an existing process counts as alive."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from local.config import LOOPBACK, REPO_ROOT, LocalModeError, free_port, http_ok
+from local.config import LOOPBACK, REPO_ROOT, LocalModeError, alive, free_port, http_ok
 
 REPO = REPO_ROOT
 BIN = Path(sys.executable).parent  # the venv's scripts: the ``punctual`` command
@@ -120,20 +120,6 @@ def stop_group(process: subprocess.Popen[bytes], timeout_s: float = STOP_TIMEOUT
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=10)
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 # --------------------------------------------------------------------------- local mode

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from queue import Empty, Queue
 
 from local.component import STARTED_ENV, SUPERVISED_ENV, read_deployment
-from local.config import LocalConfig
+from local.config import LocalConfig, alive
 from local.logs import Entry, LogSink, parse_line
 from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
 from local.scaling import BURST_PREFIX, desired_burst_workers
@@ -186,22 +186,6 @@ class Child:
         return self.process is not None and self.process.poll() is None
 
 
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie (a component whose zygote is gone is nobody's
-    child: it stays a zombie where nothing reaps orphans, as in some containers)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True  # no /proc (macOS): alive as far as we can tell
-
-
 def _burst_index(name: str) -> int:
     return int(name.removeprefix(BURST_PREFIX))
 
@@ -326,7 +310,7 @@ class Supervisor:
         if zygote_of is not None:  # the zygote is gone: its children it never reported are too
             with self._forks_lock:
                 for forked in [*zygote_of.forks.values(), *zygote_of.pending]:
-                    if forked.returncode is None and (forked.pid is None or not _alive(forked.pid)):
+                    if forked.returncode is None and (forked.pid is None or not alive(forked.pid)):
                         forked.exited(-signal.SIGKILL)
 
     def start(self) -> None:
