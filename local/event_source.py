@@ -188,6 +188,7 @@ def run(config: LocalConfig, stop: threading.Event, name: str = "worker") -> Non
 
     deployment = prepare(config)
     handler = load_handler("worker")
+    handler.init()  # what Lambda's init phase does, after the fork (a zygote holds no client)
     sqs = boto3.client("sqs")
     inflight = config.inflight_file(name)
     inflight.unlink(missing_ok=True)  # a killed predecessor's batch comes back within its lease

@@ -17,11 +17,28 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from punctual.execution.batch import LambdaBatch
 from punctual.runtime.composition import container
 from punctual.runtime.lambda_support import PowertoolsMetrics, log_metrics, logger, tracer
+from punctual.runtime.settings import Platform
 
 
 @cache
 def batch() -> LambdaBatch:
     return LambdaBatch(container().worker(lease_timers=False, metrics=PowertoolsMetrics()))
+
+
+def init() -> None:
+    """Build the worker (its clients, store, queues, signer) before the first batch arrives.
+
+    Built lazily, the first invocation of every execution environment paid for it between the
+    batch's receipt and its first claim: measured in local mode at a burst's instant, 0.1 to
+    0.3 s of every cold worker's first batch. Lambda runs this in its init phase (below),
+    ahead of the invocation (and with provisioned concurrency, ahead of the traffic); local
+    mode calls it in each worker process before its first receive (local.event_source).
+    """
+    batch()
+
+
+if Platform.from_env().lambda_initialization:  # Lambda's init phase (never so in tests or a zygote)
+    init()
 
 
 @logger.inject_lambda_context

@@ -281,3 +281,33 @@ def test_a_dispatch_message_forged_onto_a_work_queue_is_dropped_and_the_real_one
     assert env.store.get_execution("b", "payroll", slot_key(now)) is None
     assert env.target.calls_for("own") == [(slot_key(now), 1)]
     assert sqs_event(env)["Records"] == []
+
+
+def _load_handler() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("worker_handler_init_under_test", HANDLER)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lambdas_init_phase_builds_the_worker_before_the_first_batch(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Imported outside Lambda (tests, a local-mode zygote that forks later), nothing is built
+    assert env.handler.batch.cache_info().currsize == 0
+    # Imported in Lambda's init phase, the worker is built then: the first batch does not pay for
+    # its clients between the batch's receipt and its first claim
+    monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand")
+    handler = _load_handler()
+    assert handler.batch.cache_info().currsize == 1
+    built = handler.batch()
+    # and that worker is the one the invocation uses
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = add_job(env, "job-init")
+    SqsQueues(env.sqs).send(env.queue_url, [message(job, now)])
+    env.handler = handler
+    assert invoke(env, sqs_event(env)) == {"batchItemFailures": []}
+    assert handler.batch() is built
+    assert handler.batch.cache_info().misses == 1
+    assert env.target.calls_for("job-init") == [(slot_key(now), 1)]

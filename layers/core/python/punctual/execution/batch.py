@@ -32,6 +32,7 @@ group and deduplication id once no worker has claimed them for a few seconds
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -81,7 +82,9 @@ class LambdaBatch:
         records: Sequence[Mapping[str, Any]] = event.get("Records", [])
         urls = [*self.worker.config.short_queue_urls, *self.worker.config.long_queue_urls]
         located = [(queue_url_for_arn(str(r["eventSourceARN"]), urls), r) for r in records]
+        began = time.monotonic()
         self._hold(located)
+        log.debug("batch of %d held in %.0f ms", len(located), (time.monotonic() - began) * 1000)
         groups: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
         for url, record in located:
             groups.setdefault(_group_of(record), []).append((url, record))
@@ -125,7 +128,9 @@ class LambdaBatch:
                 failed.append(message_id)  # a record of its group failed: it waits behind it
             else:
                 try:
+                    began = time.monotonic()
                     self.worker.process_sqs_record(record, time_left_s())
+                    log.debug("record %s done in %.0f ms", message_id, (time.monotonic() - began) * 1000)
                     continue  # done: held (renewed) until the mapping deletes it after the batch
                 except Exception as exc:  # MessageReturned included: the message stays in the queue
                     log.info("record %s stays in the queue: %s", message_id, exc)

@@ -196,13 +196,26 @@ class Worker:
         HandleResult
             ``ack`` says whether the shell should delete the message.
         """
+        timed = log.isEnabledFor(logging.DEBUG)
+        began = time.monotonic() if timed else 0.0
         try:
             claim = self.claim(message, delivery, time_left_s)
             if not claim.claimed:
                 return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
+            claimed = time.monotonic() if timed else 0.0
             with self.live.running(claim):  # heartbeated while it runs (punctual.execution.keeper)
                 result = self.run(claim)
+                ran = time.monotonic() if timed else 0.0
                 finished = self.finish(claim, result)
+            if timed:
+                log.debug(
+                    "%s %s: claimed in %.0f ms, ran in %.0f ms, finished in %.0f ms",
+                    message.job_id,
+                    message.slot,
+                    (claimed - began) * 1000,
+                    (ran - claimed) * 1000,
+                    (time.monotonic() - ran) * 1000,
+                )
         finally:
             self.notifier.flush_unless_held()  # the slot's events, in as few calls as possible
             if settle:

@@ -246,6 +246,9 @@ class Platform(BaseModel):
 
     region: str = "us-east-1"
     metrics_namespace: str = "Punctual"
+    # Lambda's AWS_LAMBDA_INITIALIZATION_TYPE ("on-demand", "provisioned-concurrency",
+    # "snap-start"): set only in a Lambda execution environment, so "" outside one (tests, local mode).
+    lambda_initialization: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Platform:
@@ -253,6 +256,7 @@ class Platform(BaseModel):
         return cls(
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             metrics_namespace=env.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"),
+            lambda_initialization=env.get("AWS_LAMBDA_INITIALIZATION_TYPE", ""),
         )
 
 
