@@ -56,8 +56,15 @@ def attached_args(state: Path, home: LocalMode, name: str, api_port: int, extra:
         home.receiver_url.rsplit(":", 1)[1],
         "--api-port",
         str(api_port),
+        *marks_scope(name),
         *extra,
     ]
+
+
+def marks_scope(name: str) -> list[str]:
+    """A Region's own watermarks and progress marks, as each Region's stack sets them in the cloud
+    (``PUNCTUAL_MARKS_SCOPE``: docs/multi-region.md, section 2)."""
+    return ["--set", f"PUNCTUAL_MARKS_SCOPE={name}"]
 
 
 # Keys every Region holds alike: webhook secrets are encrypted under one key (in the cloud a
@@ -99,7 +106,9 @@ class Regions:
         if not 2 <= count <= MAX_REGIONS:
             raise ValueError(f"2 to {MAX_REGIONS} Regions, not {count}")
         first = REGION_NAMES[0]
-        self.regions[first] = harness.start(self.root / first, "--no-demo", *self.extra, tenant=self.tenant)
+        self.regions[first] = harness.start(
+            self.root / first, "--no-demo", *marks_scope(first), *self.extra, tenant=self.tenant
+        )
         self.home.wait_ready()
         for name in REGION_NAMES[1:count]:
             self._api_ports[name] = free_port()

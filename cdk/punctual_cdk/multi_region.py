@@ -53,6 +53,7 @@ REGION_SETS: dict[str, tuple[str, ...]] = {
 }
 MRSC_REGIONS = 3  # three replicas, or two replicas and a witness (F3)
 TRANSACTIONS_VARIABLE = Settings.variable("table_transactions")
+MARKS_SCOPE_VARIABLE = Settings.variable("marks_scope")
 
 
 @dataclass(frozen=True)
@@ -206,12 +207,17 @@ class RegionStack(cdk.Stack):
             ),
         )
         # MRSC refuses transactions (F9): every function and task of the scheduler writes a
-        # transaction's items one by one.
+        # transaction's items one by one. And each Region's pollers keep watermarks and progress
+        # marks of their own (docs/multi-region.md, section 2): another Region's say what its
+        # queues were given, which a lost Region takes with it.
+        scoped = {TRANSACTIONS_VARIABLE: "false", MARKS_SCOPE_VARIABLE: self.region}
         for node in self.scheduler.node.find_all():
             if isinstance(node, lambda_.Function):
-                node.add_environment(TRANSACTIONS_VARIABLE, "false")
+                for name, value in scoped.items():
+                    node.add_environment(name, value)
         for container in self.scheduler.workers.containers:
-            container.add_environment(TRANSACTIONS_VARIABLE, "false")
+            for name, value in scoped.items():
+                container.add_environment(name, value)
 
 
 class MultiRegionPunctual:

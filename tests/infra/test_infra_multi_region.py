@@ -197,7 +197,7 @@ def test_options_the_profile_does_not_offer_are_refused(repo_root: Path, tmp_pat
 
 
 @pytest.mark.parametrize("region", ["us-east-1", "us-east-2"])
-def test_every_process_writes_without_transactions(
+def test_every_process_writes_without_transactions_and_keeps_its_regions_marks(
     witness_plan: dict[str, dict[str, Any]], region: str
 ) -> None:
     template = witness_plan[region]
@@ -208,12 +208,16 @@ def test_every_process_writes_without_transactions(
     ]
     assert len(functions) >= 6  # api, pollers, tick, worker, console, auditor
     for function in functions:
-        assert function["Properties"]["Environment"]["Variables"]["PUNCTUAL_TABLE_TRANSACTIONS"] == "false"
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert variables["PUNCTUAL_TABLE_TRANSACTIONS"] == "false"
+        # and each Region's processes keep watermarks and progress marks of their own Region
+        assert variables["PUNCTUAL_MARKS_SCOPE"] == region
     for task in _of_type(template, "AWS::ECS::TaskDefinition"):
         for container in task["Properties"]["ContainerDefinitions"]:
             names = {e["Name"]: e["Value"] for e in container.get("Environment", [])}
             if "PUNCTUAL_TABLE_NAME" in names:
                 assert names["PUNCTUAL_TABLE_TRANSACTIONS"] == "false", container["Name"]
+                assert names["PUNCTUAL_MARKS_SCOPE"] == region, container["Name"]
 
 
 @pytest.mark.parametrize("region", ["us-east-1", "us-east-2"])

@@ -214,7 +214,9 @@ def build_services(
         The deployment's own resources (default: loaded from settings on first use).
     """
     layout = settings.layout()
-    store = DynamoStore(dynamodb, settings.table_name, layout, settings.table_transactions)
+    store = DynamoStore(
+        dynamodb, settings.table_name, layout, settings.table_transactions, marks_scope=settings.marks_scope
+    )
     jobs_box, reply_box = _secret_boxes(settings, store, clock)
     own_loader: Callable[[], OwnResources] = (
         (lambda: own) if own is not None else (lambda: own_resources(settings))

@@ -104,7 +104,11 @@ class Container:
     def store(self) -> DynamoStore:
         settings = self.settings
         return DynamoStore(
-            self.client("dynamodb"), settings.table_name, settings.layout(), settings.table_transactions
+            self.client("dynamodb"),
+            settings.table_name,
+            settings.layout(),
+            settings.table_transactions,
+            marks_scope=settings.marks_scope,
         )
 
     @cached_property
@@ -112,7 +116,10 @@ class Container:
         """A store for reads only (the tick, the console): no layout, so it never records or
         checks one (the tick's role may only read)."""
         return DynamoStore(
-            self.client("dynamodb"), self.settings.table_name, transactions=self.settings.table_transactions
+            self.client("dynamodb"),
+            self.settings.table_name,
+            transactions=self.settings.table_transactions,
+            marks_scope=self.settings.marks_scope,
         )
 
     def with_layout(self, **counts: int) -> Container:
@@ -178,6 +185,7 @@ class Container:
             max_backfills_per_tenant=settings.max_backfills_per_tenant,
             backfill_slots_per_minute_per_tenant=settings.backfill_slots_per_minute_per_tenant,
             burst_head_s=float(settings.burst_lateness_target_s),
+            every_region_releases=bool(settings.marks_scope),  # a Region of a multi-Region table
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))

@@ -51,6 +51,10 @@ class Settings(BaseModel):
     # False on a table that refuses transactions (a multi-Region strongly consistent global table,
     # docs/multi-region.md): the store writes a transaction's items one by one, decisive item first.
     table_transactions: bool = True
+    # Whose watermarks and progress marks a process reads and writes: "" (one Region), or the
+    # Region's name on a multi-Region table, where a Region's pollers resume only from their own
+    # Region's marks (docs/multi-region.md, section 2: the double fault).
+    marks_scope: str = Field(default="", max_length=32, pattern=r"^[a-z0-9-]*$")
     target_allow_cidrs: list[str] = Field(default_factory=list)
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
     # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the

@@ -44,6 +44,11 @@ class PollerConfig:
     # the one a horizon on; a minute's head is its first burst_head_s seconds.
     burst_head_s: float = 10.0
     forecast_horizon_s: float = 240.0
+    # On a multi-Region table (docs/multi-region.md) every Region's pollers release every slot to
+    # their own Region's queues: a fire timer whose chain's next timer is already written is
+    # released all the same (punctual.dispatch.polling.drain). One Region, False: a later timer
+    # proves the slot was sent to the queues this poller sends to, so it is not sent again.
+    every_region_releases: bool = False
 
     @property
     def routing(self) -> QueueRouting:

@@ -171,10 +171,19 @@ class MinuteDrain:
     def _without_superseded(self, due: list[Timer], uncertain_ms: int) -> tuple[list[Timer], list[Timer]]:
         """Drop fire timers whose chain has moved on, or whose slot this drain released already.
         Returns the timers to release, and the dropped ones an earlier poller released (due by
-        ``uncertain_ms``, their chain moved on)."""
+        ``uncertain_ms``, their chain moved on).
+
+        On a multi-Region table (``every_region_releases``) a chain that moved on says only that
+        *some* Region's poller sent the slot, to its own Region's queues: if that Region is lost,
+        so is its message. There the slot is released here all the same (as an uncertain release
+        when due by ``uncertain_ms``: a slot already started is not sent), and the claim keeps it
+        to one run; only a slot this drain released already is dropped.
+        """
         wanted: list[Timer] = []
         sent_before: list[Timer] = []
         seen, released = self.newest_seen, self.newest_released
+        if self.releaser.config.every_region_releases:
+            seen = {}
         batch: dict[ChainKey, str] = {}  # one timer per slot in this batch (two lanes may hold it)
         for timer in due:
             if timer.kind in CHAIN_KINDS:

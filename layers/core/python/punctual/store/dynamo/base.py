@@ -38,15 +38,26 @@ class DynamoBase:
     transactions
         False on a table that refuses ``TransactWriteItems`` (an MRSC global table): the store's
         transactions are then written one item at a time (:mod:`.sequenced`).
+    marks_scope
+        Whose watermarks and progress marks these are: "" (one Region: the deployment's), or a
+        Region's name on a multi-Region table, where each Region's pollers trust only their own
+        Region's marks: another Region's mark says what *its* queues were given, which a lost
+        Region takes with it (docs/multi-region.md, the double fault).
     """
 
     def __init__(
-        self, client: Any, table_name: str, layout: TimerLayout | None = None, transactions: bool = True
+        self,
+        client: Any,
+        table_name: str,
+        layout: TimerLayout | None = None,
+        transactions: bool = True,
+        marks_scope: str = "",
     ) -> None:
         self.client = client if isinstance(client, ConflictRetryingClient) else ConflictRetryingClient(client)
         self.table = table_name
         self.layout = layout
         self.transactions = transactions
+        self.marks_scope = marks_scope
         self._layout_checked = layout is None
 
     # ---------------------------------------------------------------- layout

@@ -155,16 +155,16 @@ def throttle_key(tenant: str, job_id: str, rule: int) -> Key:
     return _key(job_pk(tenant, job_id), f"throttle#{rule}")
 
 
-def watermark_key(lane: str, chunk: int) -> Key:
-    return _key(f"wm#{lane}#{chunk}", "wm")
+def watermark_key(lane: str, chunk: int, scope: str = "") -> Key:  # a Region's own: wm#<scope>#...
+    return _key(f"wm#{scope}#{lane}#{chunk}" if scope else f"wm#{lane}#{chunk}", "wm")
 
 
-def progress_pk(minute: datetime) -> str:
-    return f"progress#{minute_key(minute)}"
+def progress_pk(minute: datetime, scope: str = "") -> str:
+    return f"progress#{scope}#{minute_key(minute)}" if scope else f"progress#{minute_key(minute)}"
 
 
-def progress_key(minute: datetime, group: int, group_count: int) -> Key:
-    return _key(progress_pk(minute), f"{group}/{group_count}")
+def progress_key(minute: datetime, group: int, group_count: int, scope: str = "") -> Key:
+    return _key(progress_pk(minute, scope), f"{group}/{group_count}")
 
 
 LAYOUT_KEY: Key = _key("meta#layout", "layout")

@@ -220,7 +220,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
 
     def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
         chunks = self._chunks(shards)
-        keys = [schema.watermark_key(lane.value, chunk) for chunk in chunks]
+        keys = [schema.watermark_key(lane.value, chunk, self.marks_scope) for chunk in chunks]
         wanted = set(shards)
         marks: dict[int, datetime] = {}
         for item in self._batch_get(keys):
@@ -232,7 +232,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
     def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
         target = minute_key(minute)
         for chunk, members in self._chunks(shards).items():
-            self._advance_chunk(schema.watermark_key(lane.value, chunk), members, target)
+            self._advance_chunk(schema.watermark_key(lane.value, chunk, self.marks_scope), members, target)
 
     def _advance_chunk(self, key: schema.Key, shards: list[int], target: str) -> None:
         pending = list(shards)
@@ -280,7 +280,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key=schema.progress_key(minute, group, group_count),
+                Key=schema.progress_key(minute, group, group_count, self.marks_scope),
                 **schema.advance_progress(through_ms, expires).fields(),
             )
         except ClientError as exc:
@@ -290,7 +290,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
     def get_progress(self, minute: datetime) -> list[ProgressMark]:
         request: dict[str, Any] = {
             "TableName": self.table,
-            **schema.partition(schema.progress_pk(minute)).fields(),
+            **schema.partition(schema.progress_pk(minute, self.marks_scope)).fields(),
             "ConsistentRead": True,
         }
         marks: list[ProgressMark] = []

@@ -42,16 +42,19 @@ class MemoryBase:
         the core never mutates an item it holds.
     """
 
-    def __init__(self, *, copy_items: bool = True) -> None:
+    def __init__(self, *, copy_items: bool = True, marks_scope: str = "") -> None:
         self._copy_items = copy_items
+        # Whose watermarks and progress marks these are (DynamoBase's ``marks_scope``); a copy
+        # (copy.copy) in another scope shares everything else, as two Regions share one table.
+        self.marks_scope = marks_scope
         self._lock = threading.RLock()
         self._jobs: dict[JobKey, Job] = {}
         self._job_counts: dict[str, int] = {}  # per tenant: the limit check is not a scan
         self._trigger_rates: dict[str, int] = {}  # per tenant: micro-triggers per minute
         self._requests: dict[tuple[str, str], int] = {}  # (tenant, window) -> API requests
         self._buckets: dict[tuple[Lane, str, int], list[tuple[str, Timer]]] = defaultdict(list)
-        self._watermarks: dict[tuple[Lane, int], datetime] = {}
-        self._progress: dict[tuple[str, int, int], int] = {}
+        self._watermarks: dict[tuple[str, Lane, int], datetime] = {}  # (scope, lane, shard)
+        self._progress: dict[tuple[str, str, int, int], int] = {}  # (scope, minute, group, count)
         self._turns: dict[tuple[str, str], Turn] = {}
         self._executions: dict[ExecutionKey, Execution] = {}
         self._parents_ok: dict[ExecutionKey, set[str]] = defaultdict(set)

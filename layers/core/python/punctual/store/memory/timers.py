@@ -49,26 +49,29 @@ class MemoryTimers(MemoryBase, TimerRepository):
             return sum(1 for _, timer in bucket if timer.kind in LOAD_KINDS)
 
     def get_watermarks(self, lane: Lane, shards: Sequence[int]) -> dict[int, datetime]:
+        scope = self.marks_scope
         with self._lock:
-            return {s: self._watermarks[(lane, s)] for s in shards if (lane, s) in self._watermarks}
+            marks = self._watermarks
+            return {s: marks[(scope, lane, s)] for s in shards if (scope, lane, s) in marks}
 
     def advance_watermarks(self, lane: Lane, shards: Sequence[int], minute: datetime) -> None:
         with self._lock:
             for shard in shards:
-                current = self._watermarks.get((lane, shard))
+                key = (self.marks_scope, lane, shard)
+                current = self._watermarks.get(key)
                 if current is None or current < minute:
-                    self._watermarks[(lane, shard)] = minute
+                    self._watermarks[key] = minute
 
     def put_progress(self, minute: datetime, group: int, group_count: int, through_ms: int) -> None:
         with self._lock:
-            key = (minute_key(minute), group, group_count)
+            key = (self.marks_scope, minute_key(minute), group, group_count)
             self._progress[key] = max(self._progress.get(key, through_ms), through_ms)
 
     def get_progress(self, minute: datetime) -> list[ProgressMark]:
-        wanted = minute_key(minute)
+        wanted = (self.marks_scope, minute_key(minute))
         with self._lock:
             return [
                 ProgressMark(group, count, through)
-                for (key, group, count), through in self._progress.items()
-                if key == wanted
+                for (scope, key, group, count), through in self._progress.items()
+                if (scope, key) == wanted
             ]
