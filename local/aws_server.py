@@ -7,39 +7,18 @@ created again, empty (jobs registered before are gone).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from typing import Any
 
 from local.config import LOOPBACK, LocalConfig, LocalModeError, apply_env, port_in_use
+from local.priority import run_ahead
 from local.resources import Deployment, deploy
 from local.template import load_template, read_blueprint, template_path
 
 log = logging.getLogger("local.aws")
 
 SWITCH_INTERVAL_S = 0.001
-# The embedded AWS's scheduling priority (a nice value; the deployment's processes run at 0).
-AWS_PRIORITY = -5
-
-
-def run_ahead() -> None:
-    """Give this thread, and every thread it starts from now on, the embedded AWS's priority.
-
-    In the cloud, DynamoDB and SQS run on AWS's machines: a poller busy releasing a burst does not
-    slow a worker's claim. Here they share this machine's cores with the deployment's processes,
-    and moto answers every request on one interpreter lock: at a burst's instant the two pollers
-    of a group (each releasing every slot) and the workers took the cores, moto got about a third
-    of them, and a claim's one conditional put waited 50 to 400 ms for it (measured in
-    bench/fairness.py with --log-level DEBUG). Ahead of them, moto runs when it has work, as AWS
-    would; it needs about one core at the burst's peak. Linux sets a nice value per thread and a
-    new thread inherits its creator's: called before the server starts, it covers every request.
-    Lowering a nice value needs CAP_SYS_NICE: without it, moto keeps the default (said once).
-    """
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, AWS_PRIORITY)
-    except OSError as exc:
-        log.info("moto runs at the default priority (%s)", exc.strerror or exc)
 
 
 def run(config: LocalConfig, stop: threading.Event) -> None:
@@ -72,7 +51,7 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         # bulk requests it waits a switch interval for each (5 ms by default): 1 ms hands the
         # lock round five times as often (local/bulk_gate.py).
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        run_ahead()
+        run_ahead("moto")
         server = KeepAliveMotoServer(LOOPBACK, config.aws_port, BulkGate())
     else:
         server = ThreadedMotoServer(ip_address=LOOPBACK, port=config.aws_port, verbose=False)

@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from local.config import LOOPBACK, LocalConfig, LocalModeError, port_in_use
+from local.priority import run_ahead
 
 log = logging.getLogger("local.receiver")
 
@@ -271,6 +272,7 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         raise LocalModeError(f"port {config.receiver_port} is taken: choose another with --receiver-port")
     config.run_dir.mkdir(parents=True, exist_ok=True)
     recorder = Recorder(config.receiver_log)
+    run_ahead("the webhook receiver")  # the tenants' endpoints are not on the deployment's cores
     server = ThreadingHTTPServer((LOOPBACK, config.receiver_port), make_handler(recorder))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="receiver", daemon=True)

@@ -1,6 +1,7 @@
 """Worker Lambda: a batch from an SQS FIFO queue in, the execution core per record, a partial batch out.
 
-Every message of the batch is leased for seconds as soon as the batch arrives, and renewed while
+Every message of the batch is leased for seconds as soon as the batch arrives (beside its first
+claims: punctual.execution.hold_gate), and renewed while
 the batch holds it; records of different message groups run side by side, a group's in order,
 and a record that fails (or must come back later) fails its group's later records behind it
 (:mod:`punctual.execution.batch`). Every decision lives in :mod:`punctual.execution`; the worker
@@ -15,6 +16,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.execution.batch import LambdaBatch
+from punctual.execution.hold_gate import HoldGate
 from punctual.runtime.composition import container
 from punctual.runtime.lambda_support import PowertoolsMetrics, log_metrics, logger, tracer
 from punctual.runtime.settings import Platform
@@ -22,7 +24,9 @@ from punctual.runtime.settings import Platform
 
 @cache
 def batch() -> LambdaBatch:
-    return LambdaBatch(container().worker(lease_timers=False, metrics=PowertoolsMetrics()))
+    built = container()
+    gate = HoldGate(built.queues)  # the batch's hold beside its claims (punctual.execution.hold_gate)
+    return LambdaBatch(built.worker(lease_timers=False, metrics=PowertoolsMetrics(), queues=gate), gate=gate)
 
 
 def init() -> None:

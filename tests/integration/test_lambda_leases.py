@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,10 +28,12 @@ from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.queues import DispatchMessage, MessageKind, SqsQueues, message_for
 from punctual.execution import Worker, WorkerConfig
 from punctual.execution.batch import LambdaBatch
+from punctual.execution.hold_gate import HoldGate
 from punctual.models import ExecutionStatus, Job
 from punctual.runtime.clock import SystemClock
 from punctual.runtime.observability import RecordingMetrics
 from punctual.store.dynamo import DynamoStore, table_definition
+from punctual.timing.instants import format_instant_ms
 from punctual.timing.timers import slot_key
 
 TABLE = "punctual-lease-test"
@@ -356,3 +358,91 @@ def test_a_claimed_slot_whose_lease_lapsed_with_its_message_stuck_is_taken_over_
     assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)
     assert target.attempts(alive.id) == []  # the living run was never taken over
     assert metrics.total("LapsedLeasesTakenOver") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The hold beside the claims (punctual.execution.hold_gate): a slot's claim and call do not wait
+# for the batch's ChangeMessageVisibilityBatch, and a record's own visibility (a smoothed message
+# sent back to come again at its instant) is set after the hold, never overwritten by it.
+
+
+class SlowHold(SqsQueues):
+    """SQS whose ChangeMessageVisibilityBatch (the batch's hold) waits for ``go``; every visibility
+    change is logged in the order it reached SQS."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.go = threading.Event()
+        self.order: list[tuple[str, int]] = []
+
+    def change_visibility_batch(
+        self, queue_url: str, receipts: Sequence[str], visibility_s: int
+    ) -> list[str]:
+        self.go.wait(60)
+        self.order.append(("hold", visibility_s))
+        return super().change_visibility_batch(queue_url, receipts, visibility_s)
+
+    def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
+        self.order.append(("own", visibility_s))
+        super().change_visibility(queue_url, receipt, visibility_s)
+
+
+def _gated_batch(lane: Lane, target: Any) -> tuple[LambdaBatch, SlowHold]:
+    slow = SlowHold(lane.sqs)
+    gate = HoldGate(slow)
+    config = WorkerConfig(short_queue_urls=(lane.url,), lease_s=LEASE_S)
+    return LambdaBatch(Worker(lane.store, gate, target, SystemClock(), config), gate=gate), slow
+
+
+def _handle_in_thread(batch: LambdaBatch, event: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: out.update(batch.handle(event, lambda: 900.0)), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_slot_is_claimed_and_called_while_its_batch_hold_is_still_in_flight(lane: Lane) -> None:
+    # Given a due slot, received by a worker whose hold request is slow to land
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = lane.add_job("job-a")
+    lane.send(fire(job, now))
+    target = HeldTarget(set())
+    batch, slow = _gated_batch(lane, target)
+    runner, response = _handle_in_thread(batch, lane.event(lane.receive()))
+    # When the batch is handled, then its target is called before the hold has been made
+    deadline = time.monotonic() + 30
+    while not target.calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert target.attempts(job.id) == [1]
+    assert slow.order == []
+    record = record_of(lane, job, now)
+    assert record.status is ExecutionStatus.SUCCEEDED
+    # And the invocation ends only once the hold has landed (no change of its messages after it)
+    assert runner.is_alive()
+    slow.go.set()
+    runner.join(timeout=30)
+    assert response == {"batchItemFailures": []}
+    assert slow.order == [("hold", LEASE_S)]
+    assert batch.keeper.held == 0
+
+
+def test_a_records_own_visibility_is_set_after_the_hold_not_overwritten_by_it(lane: Lane) -> None:
+    # Given a smoothed slot whose turn is 30 s away (its claim sends it back to come again then),
+    # received by a worker whose hold request is slow to land
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = lane.add_job("job-s")
+    held_until = now + timedelta(seconds=30)
+    lane.send(replace(fire(job, now), not_before=format_instant_ms(held_until)))
+    batch, slow = _gated_batch(lane, HeldTarget(set()))
+    received = lane.receive()
+    runner, response = _handle_in_thread(batch, lane.event(received))
+    # When the hold lands (after the claim decided to send the message back)
+    time.sleep(0.5)
+    slow.go.set()
+    runner.join(timeout=30)
+    # Then SQS got the hold first and the record's own visibility last: the message comes back
+    # for its turn (about 28 s), not after a lease
+    assert [kind for kind, _ in slow.order] == ["hold", "own"], slow.order
+    assert slow.order[0][1] == LEASE_S and slow.order[1][1] > LEASE_S
+    assert response["batchItemFailures"] == [{"itemIdentifier": received[0]["MessageId"]}]
+    assert batch.keeper.held == 0

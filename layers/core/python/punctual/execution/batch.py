@@ -6,7 +6,9 @@ least the function's timeout (AWS refuses a mapping otherwise; 960 s for the 900
 message is leased for seconds instead, by the worker itself:
 
 1. **Hold.** As soon as the batch arrives, every message's visibility is set to a lease
-   (``lease_s``, one ChangeMessageVisibilityBatch request per ten messages) and renewed by the
+   (``lease_s``, one ChangeMessageVisibilityBatch request per ten messages; with a
+   :class:`~punctual.execution.hold_gate.HoldGate`, beside the claims rather than before them,
+   a record's own visibility change waiting for it) and renewed by the
    process's :class:`~punctual.execution.keeper.LeaseKeeper` until the invocation returns (the
    mapping deletes the records that succeeded only then), or until a record that failed sets a
    visibility of its own. A
@@ -34,9 +36,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from punctual.execution.hold_gate import HoldGate
 from punctual.execution.keeper import LeaseKeeper
 from punctual.execution.sqs import queue_url_for_arn
 
@@ -62,12 +65,21 @@ class LambdaBatch:
         The execution core (its queues, clock, live claims).
     keeper
         Renews the batch's messages and heartbeats its runs (started here if not yet running).
+    gate
+        The worker's queue port, when it is a :class:`HoldGate`: the hold is then made beside the
+        claims (None: before them).
     """
 
-    def __init__(self, worker: Worker, keeper: LeaseKeeper | None = None) -> None:
+    def __init__(
+        self, worker: Worker, keeper: LeaseKeeper | None = None, gate: HoldGate | None = None
+    ) -> None:
         self.worker = worker
         self.keeper = (keeper or LeaseKeeper(worker)).start()
+        self.gate = gate
         self._pool = ThreadPoolExecutor(max_workers=MAX_GROUPS_AT_ONCE, thread_name_prefix="record")
+        self._holder = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="hold") if gate is not None else None
+        )
 
     def handle(self, event: Mapping[str, Any], time_left_s: Callable[[], float]) -> dict[str, Any]:
         """Work the event's records; return the partial batch response.
@@ -82,13 +94,16 @@ class LambdaBatch:
         records: Sequence[Mapping[str, Any]] = event.get("Records", [])
         urls = [*self.worker.config.short_queue_urls, *self.worker.config.long_queue_urls]
         located = [(queue_url_for_arn(str(r["eventSourceARN"]), urls), r) for r in records]
-        began = time.monotonic()
-        self._hold(located)
-        log.debug("batch of %d held in %.0f ms", len(located), (time.monotonic() - began) * 1000)
+        released: set[tuple[str, str]] = set()  # let go of by their group before the hold landed
+        hold = self._hold_beside(located, released) if self._holder is not None else None
+        if hold is None:
+            self._hold(located)
         groups: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
         for url, record in located:
             groups.setdefault(_group_of(record), []).append((url, record))
-        futures = [self._pool.submit(self._work_group, items, time_left_s) for items in groups.values()]
+        futures = [
+            self._pool.submit(self._work_group, items, time_left_s, released) for items in groups.values()
+        ]
         failed: list[str] = []
         try:
             for future in futures:
@@ -97,6 +112,8 @@ class LambdaBatch:
             # invocation ends (one left over stays SENDING, and its sweep finishes it).
             self.worker.settle(max(0.0, time_left_s() - SETTLE_MARGIN_S))
         finally:
+            if hold is not None:
+                hold.result()  # never a visibility change of this batch's after the invocation
             # The mapping deletes the records that succeeded once this returns: held until then.
             for url, record in located:
                 self.keeper.release(url, str(record["receiptHandle"]))
@@ -110,15 +127,40 @@ class LambdaBatch:
         }
 
     def _hold(self, located: list[tuple[str, Mapping[str, Any]]]) -> None:
+        began = time.monotonic()
         by_queue: dict[str, list[str]] = {}
         for url, record in located:
             by_queue.setdefault(url, []).append(str(record["receiptHandle"]))
         now = self.worker.clock.now()
         for url, receipts in by_queue.items():
-            self.keeper.hold(url, receipts, now)
+            self.keeper.hold(url, receipts, now)  # never raises: a failed hold keeps the queue's
+        log.debug("batch of %d held in %.0f ms", len(located), (time.monotonic() - began) * 1000)
+
+    def _hold_beside(
+        self, located: list[tuple[str, Mapping[str, Any]]], released: set[tuple[str, str]]
+    ) -> Future[None]:
+        """The hold in a thread of its own, the gate making a record's own visibility change wait
+        for it; a message its group let go of meanwhile is not kept renewed."""
+        gate, holder = self.gate, self._holder
+        assert gate is not None and holder is not None
+        keys = [(url, str(record["receiptHandle"])) for url, record in located]
+        event = gate.holding(keys)
+
+        def hold() -> None:
+            try:
+                self._hold(located)
+            finally:
+                gate.held(keys, event)
+                for url, receipt in list(released):
+                    self.keeper.release(url, receipt)
+
+        return holder.submit(hold)
 
     def _work_group(
-        self, items: list[tuple[str, Mapping[str, Any]]], time_left_s: Callable[[], float]
+        self,
+        items: list[tuple[str, Mapping[str, Any]]],
+        time_left_s: Callable[[], float],
+        released: set[tuple[str, str]] | None = None,
     ) -> list[str]:
         """One message group's records in order; the ids of those that failed (or were skipped)."""
         failed: list[str] = []
@@ -137,5 +179,7 @@ class LambdaBatch:
                     failed.append(message_id)
             # Returned with a visibility of its own (or made visible behind its group's first
             # failure): no longer renewed.
+            if released is not None:
+                released.add((url, str(record["receiptHandle"])))  # before the release: see _hold_beside
             self.keeper.release(url, str(record["receiptHandle"]))
         return failed
