@@ -52,6 +52,15 @@ class Env:
     target: FakeTarget
 
 
+def _load_handler(name: str) -> ModuleType:
+    """``functions/worker/handler.py`` imported afresh as module ``name`` (its import-time code runs)."""
+    spec = importlib.util.spec_from_file_location(name, HANDLER)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def env(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     dynamodb = boto3.client("dynamodb", region_name=REGION)
@@ -70,11 +79,15 @@ def env(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     monkeypatch.setenv("PUNCTUAL_FAILED_QUEUE_URL", failed_url)
     target = FakeTarget()
     monkeypatch.setattr(execution_worker, "default_invoker", lambda settings, clock: target)
-    spec = importlib.util.spec_from_file_location("worker_handler_under_test", HANDLER)
-    assert spec and spec.loader
-    handler = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(handler)
-    yield Env(handler, sqs, DynamoStore(dynamodb, TABLE), queue_url, queue_arn, failed_url, target)
+    yield Env(
+        _load_handler("worker_handler_under_test"),
+        sqs,
+        DynamoStore(dynamodb, TABLE),
+        queue_url,
+        queue_arn,
+        failed_url,
+        target,
+    )
 
 
 def add_job(env: Env, job_id: str, **overrides: Any) -> Job:
@@ -283,14 +296,6 @@ def test_a_dispatch_message_forged_onto_a_work_queue_is_dropped_and_the_real_one
     assert sqs_event(env)["Records"] == []
 
 
-def _load_handler() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("worker_handler_init_under_test", HANDLER)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_lambdas_init_phase_builds_the_worker_before_the_first_batch(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -299,7 +304,7 @@ def test_lambdas_init_phase_builds_the_worker_before_the_first_batch(
     # Imported in Lambda's init phase, the worker is built then: the first batch does not pay for
     # its clients between the batch's receipt and its first claim
     monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand")
-    handler = _load_handler()
+    handler = _load_handler("worker_handler_init_under_test")
     assert handler.batch.cache_info().currsize == 1
     built = handler.batch()
     # and that worker is the one the invocation uses

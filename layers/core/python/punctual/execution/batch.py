@@ -160,7 +160,7 @@ class LambdaBatch:
         self,
         items: list[tuple[str, Mapping[str, Any]]],
         time_left_s: Callable[[], float],
-        released: set[tuple[str, str]] | None = None,
+        released: set[tuple[str, str]],
     ) -> list[str]:
         """One message group's records in order; the ids of those that failed (or were skipped)."""
         failed: list[str] = []
@@ -170,16 +170,13 @@ class LambdaBatch:
                 failed.append(message_id)  # a record of its group failed: it waits behind it
             else:
                 try:
-                    began = time.monotonic()
                     self.worker.process_sqs_record(record, time_left_s())
-                    log.debug("record %s done in %.0f ms", message_id, (time.monotonic() - began) * 1000)
                     continue  # done: held (renewed) until the mapping deletes it after the batch
                 except Exception as exc:  # MessageReturned included: the message stays in the queue
                     log.info("record %s stays in the queue: %s", message_id, exc)
                     failed.append(message_id)
             # Returned with a visibility of its own (or made visible behind its group's first
             # failure): no longer renewed.
-            if released is not None:
-                released.add((url, str(record["receiptHandle"])))  # before the release: see _hold_beside
+            released.add((url, str(record["receiptHandle"])))  # before the release: see _hold_beside
             self.keeper.release(url, str(record["receiptHandle"]))
         return failed
