@@ -41,6 +41,26 @@ def supervised() -> bool:
     return os.environ.get(SUPERVISED_ENV) == "1"
 
 
+class WrittenAbove(logging.Filter):
+    """Keeps off the root's handler a record a logger on its way up already wrote.
+
+    The handlers' Powertools logger (service ``punctual``) writes every ``punctual.*`` record
+    as JSON and passes it on to the root. In Lambda, Powertools puts a filter on the root's
+    handlers when it is created so that the record is not written twice; a component that sets up
+    its logging after importing its handler (a forked worker: its zygote imported it) replaces
+    those handlers, and every handler line came out twice. This filter does the same for every
+    logger, whenever it was set up.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None and logger is not logging.root:
+            if logger.handlers:
+                return False
+            logger = logger.parent if logger.propagate else None
+        return True
+
+
 def configure_logging(config: LocalConfig) -> None:
     """Plain ``LEVEL logger: message`` lines on stderr; the supervisor adds time and component."""
     logging.basicConfig(
@@ -49,6 +69,8 @@ def configure_logging(config: LocalConfig) -> None:
         stream=sys.stderr,
         force=True,
     )
+    for handler in logging.root.handlers:
+        handler.addFilter(WrittenAbove())
     for noisy in ("botocore", "boto3", "urllib3", "werkzeug", "moto"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # A minute in which a poller released nothing has no metrics: not worth a warning here.

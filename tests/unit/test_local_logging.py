@@ -1,0 +1,55 @@
+"""Local mode's log set-up writes each record once (issue found running ``make run``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+
+from local.component import configure_logging
+
+
+class Collected(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def root_restored() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+
+
+def test_a_record_a_logger_above_wrote_is_not_written_again_by_the_root(
+    root_restored: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What a forked worker has: its service logger with a handler of its own (Powertools'),
+    # set up before the component configures the root's.
+    service = logging.getLogger("svc-written-above")
+    own = Collected()
+    service.addHandler(own)
+    service.setLevel(logging.INFO)
+    try:
+        configure_logging(SimpleNamespace(log_level="INFO"))  # type: ignore[arg-type]
+        logging.getLogger("svc-written-above.execution").info("claimed a slot")
+        logging.getLogger("elsewhere.component").info("started")
+    finally:
+        service.removeHandler(own)
+    assert own.messages == ["claimed a slot"]
+    err = capsys.readouterr().err
+    assert "claimed a slot" not in err  # it was written twice before
+    assert "INFO elsewhere.component: started" in err  # a record nobody above wrote still is
