@@ -230,9 +230,12 @@ class Worker:
         started = time.monotonic()
         left = self.deliveries.settle(timeout_s)
         if pending:
-            log.info(
+            waited_s = time.monotonic() - started
+            # Worth a line when it held the invocation up or left some behind (not every batch's).
+            log.log(
+                logging.INFO if left or waited_s >= 1.0 else logging.DEBUG,
                 "waited %.1f s for %d deliveries beside the runs (%d left)",
-                time.monotonic() - started,
+                waited_s,
                 pending,
                 left,
             )
