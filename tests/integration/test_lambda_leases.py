@@ -446,3 +446,48 @@ def test_a_records_own_visibility_is_set_after_the_hold_not_overwritten_by_it(la
     assert slow.order[0][1] == LEASE_S and slow.order[1][1] > LEASE_S
     assert response["batchItemFailures"] == [{"itemIdentifier": received[0]["MessageId"]}]
     assert batch.keeper.held == 0
+
+
+def test_a_run_in_flight_in_a_lost_region_is_taken_over_by_another_regions_message(lane: Lane) -> None:
+    # Given two Regions over one table, each of which sent the slot to its own queue (every Region
+    # releases every slot): Region a's worker runs it (its call in flight)
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = lane.add_job("job-r")
+    url_b = lane.sqs.create_queue(
+        QueueName="punctual-short-b.fifo",
+        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)},
+    )["QueueUrl"]
+    arn_b = lane.sqs.get_queue_attributes(QueueUrl=url_b, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    region_b = replace(lane, url=url_b, arn=arn_b)
+    lane.send(fire(job, now))
+    region_b.send(fire(job, now))
+    target_a = HeldTarget({job.id})
+    batch_a = LambdaBatch(lane.worker(target_a))
+    runner = threading.Thread(
+        target=batch_a.handle, args=(lane.event(lane.receive()), lambda: 900.0), daemon=True
+    )
+    runner.start()
+    assert target_a.started.wait(20)
+    # When Region b's worker gets its own message meanwhile, it leaves the live run alone (the
+    # message goes back until the lease ends), and then Region a is lost with the run in flight
+    target_b = HeldTarget(set())
+    batch_b = LambdaBatch(region_b.worker(target_b))
+    response = region_b.invoke(batch_b, region_b.receive())
+    assert len(response["batchItemFailures"]) == 1 and target_b.calls == []
+    batch_a.keeper.stop()  # nothing renews a's lease any more; a's queue is gone with its Region
+    died = time.monotonic()
+    # Then Region b's message comes back once the lease lapses, and its worker takes the run over
+    # as attempt 2 within about a lease of the loss (not after the job's timeout)
+    deadline = died + 4 * LEASE_S
+    while not target_b.calls and time.monotonic() < deadline:
+        back, _ = region_b.receive_within(1)
+        if back:
+            region_b.invoke(batch_b, back)
+    assert target_b.attempts(job.id) == [2]
+    assert target_b.calls[0][3] - died <= LEASE_S + 3
+    record = record_of(lane, job, now)
+    assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)
+    target_a.release.set()
+    runner.join(timeout=20)
