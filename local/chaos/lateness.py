@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from punctual.dispatch.polling.resend import RESEND_AFTER_S
 from punctual.execution import LEASE_LOST_NOTE
 from punctual.models import AttemptRecord, Execution, ExecutionStatus
 
@@ -38,8 +39,10 @@ DIED_BEFORE_TARGET = "died before the target"
 CUT_MID_WAY = "run cut mid-way"
 CATEGORIES = (UNTOUCHED, DIED_BEFORE_TARGET, CUT_MID_WAY)
 # A first request this late after its release, with a worker of the slot's lane killed in
-# between, is a delivery lost with that worker (the worker-crash path), not fire delay.
-LOST_DELIVERY_S = 5.0
+# between, is a delivery lost with that worker (the worker-crash path), not fire delay. The
+# quickest such recovery is the pollers' re-send of a slot no worker claimed, RESEND_AFTER_S after
+# the send: the bound sits below it (at 5 s, re-sent slots, 4.1 s late, were counted untouched).
+LOST_DELIVERY_S = RESEND_AFTER_S - 0.5
 
 
 def nearest_rank(ordered: list[float], q: float) -> float:

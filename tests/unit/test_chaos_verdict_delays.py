@@ -129,6 +129,10 @@ def test_every_slot_counts_whatever_a_kill_did_to_it_in_its_category(run: RunBui
     fire_at(run, unseen, 0, 7.0)
     fire_at(run, unseen, 60, 0.1)
     run.kill("worker-1", 0.2)
+    # sent again by the pollers' re-send check (4 s on) after a Lambda worker died with it unseen
+    resent = run.job("rate-04", "rate", "rate(60 seconds)", first=0)
+    fire_at(run, resent, 0, 4.1)
+    fire_at(run, resent, 60, 0.1)
     # a run cut mid-way: its request arrived, its worker died at 30.5, attempt 2 started at 38.6
     cut = run.job("ecs-00", "ecs", "rate(60 seconds)", first=0, runtime="ecs")
     run.ran(
@@ -163,15 +167,17 @@ def test_every_slot_counts_whatever_a_kill_did_to_it_in_its_category(run: RunBui
         ("rate-02", key(60)): UNTOUCHED,
         ("rate-03", key(0)): DIED_BEFORE_TARGET,
         ("rate-03", key(60)): UNTOUCHED,
+        ("rate-04", key(0)): DIED_BEFORE_TARGET,
+        ("rate-04", key(60)): UNTOUCHED,
         ("ecs-00", key(0)): CUT_MID_WAY,
         ("ecs-00", key(60)): UNTOUCHED,
         ("pair-00a", key(0)): UNTOUCHED,
         ("pair-00b", key(0)): UNTOUCHED,
     }
-    assert verdict.fire_delay is not None and verdict.fire_delay.count == 12
+    assert verdict.fire_delay is not None and verdict.fire_delay.count == 14
     assert 9.0 < verdict.fire_delay.max < 9.2  # rate-01: the re-run's request, 9.1 s after the slot
     died = verdict.categories[DIED_BEFORE_TARGET]
-    assert died.count == 3 and 8.4 < died.p99 < 9.2
+    assert died.count == 4 and 8.4 < died.p99 < 9.2
     assert verdict.categories[CUT_MID_WAY].count == 1
     # The re-runs, from the death to the next attempt's start: rate-01 (1.0 -> 9.0), ecs-00 (30.5 -> 38.6)
     assert verdict.reruns is not None and verdict.reruns.count == 2
