@@ -49,13 +49,14 @@ class WrittenAbove(logging.Filter):
     handlers when it is created so that the record is not written twice; a component that sets up
     its logging after importing its handler (a forked worker: its zygote imported it) replaces
     those handlers, and every handler line came out twice. This filter does the same for every
-    logger, whenever it was set up.
+    logger, whenever it was set up. A ``NullHandler`` (botocore's, urllib3's) writes nothing and
+    does not count.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
         logger: logging.Logger | None = logging.getLogger(record.name)
         while logger is not None and logger is not logging.root:
-            if logger.handlers:
+            if any(not isinstance(handler, logging.NullHandler) for handler in logger.handlers):
                 return False
             logger = logger.parent if logger.propagate else None
         return True

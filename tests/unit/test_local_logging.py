@@ -47,9 +47,14 @@ def test_a_record_a_logger_above_wrote_is_not_written_again_by_the_root(
         configure_logging(SimpleNamespace(log_level="INFO"))  # type: ignore[arg-type]
         logging.getLogger("svc-written-above.execution").info("claimed a slot")
         logging.getLogger("elsewhere.component").info("started")
+        library = logging.getLogger("lib-with-null-handler")  # as botocore and urllib3 set up
+        library.addHandler(logging.NullHandler())
+        logging.getLogger("lib-with-null-handler.retries").warning("retrying a throttled call")
     finally:
         service.removeHandler(own)
     assert own.messages == ["claimed a slot"]
     err = capsys.readouterr().err
     assert "claimed a slot" not in err  # it was written twice before
     assert "INFO elsewhere.component: started" in err  # a record nobody above wrote still is
+    # and a library's NullHandler writes nothing: its warnings still reach the terminal
+    assert "WARNING lib-with-null-handler.retries: retrying a throttled call" in err
