@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "workerMaxConcurrency": c.WORKER_MAX_CONCURRENCY,
     "workerMemoryMb": c.WORKER_MEMORY_MB,
     "ecsMinTasks": c.ECS_MIN_TASKS,
+    "ecsReadyTasks": c.ECS_READY_TASKS,
     "ecsMaxTasks": c.ECS_MAX_TASKS,
     "ecsCpu": c.ECS_CPU_UNITS,
     "ecsMemoryMiB": c.ECS_MEMORY_MIB,
@@ -171,6 +172,7 @@ class PunctualConfig:
     worker_max_concurrency: int
     worker_memory_mb: int
     ecs_min_tasks: int
+    ecs_ready_tasks: int
     ecs_max_tasks: int
     ecs_cpu: int
     ecs_memory_mib: int
@@ -252,6 +254,7 @@ class PunctualConfig:
             worker_max_concurrency=reader.integer("workerMaxConcurrency", 2, 1000),
             worker_memory_mb=reader.integer("workerMemoryMb", 128, 10_240),
             ecs_min_tasks=reader.integer("ecsMinTasks", 0, 1000),
+            ecs_ready_tasks=reader.integer("ecsReadyTasks", 0, 1000),
             ecs_max_tasks=reader.integer("ecsMaxTasks", 1, 1000),
             ecs_cpu=reader.choice_int("ecsCpu", _FARGATE_CPU_UNITS),
             ecs_memory_mib=reader.integer("ecsMemoryMiB", 512, 122_880),
@@ -323,6 +326,8 @@ class PunctualConfig:
             raise ConfigError("nearShardCount: must not exceed shardCount")
         if self.ecs_min_tasks > self.ecs_max_tasks:
             raise ConfigError("ecsMinTasks: must not exceed ecsMaxTasks")
+        if self.ecs_ready_tasks > self.ecs_max_tasks:
+            raise ConfigError("ecsReadyTasks: must not exceed ecsMaxTasks")
         if not fargate_memory_fits(self.ecs_burst_cpu, self.ecs_burst_memory_mb):
             raise ConfigError(
                 f"ecsBurstMemoryMb: Fargate does not run {self.ecs_burst_memory_mb} MiB with "

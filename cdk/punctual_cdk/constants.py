@@ -147,6 +147,13 @@ WORKER_BATCH_SIZE: Final = 10  # FIFO event sources take at most 10
 # keeps busy at ~20 ms a message (bench/capacity.py); a cap only, it costs nothing idle.
 WORKER_MAX_CONCURRENCY: Final = 400
 ECS_MIN_TASKS: Final = 0
+# Tasks the tick keeps standing while ECS-lane slots are due within ECS_LANE_SIGHT_S (2: one task's
+# death leaves another to take its messages within their lease); 0 = the tick leaves the service alone.
+ECS_READY_TASKS: Final = 2
+ECS_LANE_SIGHT_S: Final = 150  # a Fargate start (~60 s), a tick period (60 s) and a margin
+TICK_ECS_LANE_READ_ACTIONS: Final = ("application-autoscaling:DescribeScalableTargets",)
+TICK_ECS_LANE_WRITE_ACTIONS: Final = ("application-autoscaling:RegisterScalableTarget",)
+TICK_ECS_LANE_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService")
 ECS_MAX_TASKS: Final = 10
 ECS_CPU_UNITS: Final = 512
 ECS_MEMORY_MIB: Final = 1024

@@ -33,6 +33,7 @@ from punctual_cdk.components.security import OwnArns, TargetRole, TokenKey, own_
 from punctual_cdk.components.storage import Storage
 from punctual_cdk.components.workers import Workers
 from punctual_cdk.config import ConfigError, PunctualConfig
+from punctual_cdk.nag import acknowledge, nag_text
 
 
 class Punctual(Construct):
@@ -126,6 +127,7 @@ class Punctual(Construct):
         for container in self.workers.containers:
             container.add_environment("PUNCTUAL_TARGET_ROLE_ARN", self.target_role.role.role_arn)
         self._predictive_scaling()
+        self._ecs_lane_readiness()
         self.auditor = ChainAuditor(
             self,
             "ChainAudit",
@@ -211,6 +213,46 @@ class Punctual(Construct):
                 actions=list(c.TICK_BURST_SERVICE_ACTIONS), resources=[service.service_arn]
             )
             role.add_to_principal_policy(statement)
+
+    def _ecs_lane_readiness(self) -> None:
+        """The tick raises the ECS worker service's minimum while ECS-lane slots are in sight
+        (``punctual.dispatch.ecs_lane``): told the service's scalable target, it may read and
+        register that target's capacity and describe and update that service only."""
+        config, tick, workers = self.config, self.dispatch.tick, self.workers
+        if config.ecs_ready_tasks <= config.ecs_min_tasks:
+            return  # nothing to raise: the tick leaves the service alone
+        function, role = tick.function, tick.role
+        resource_id = f"service/{workers.cluster.cluster_name}/{workers.service.service_name}"
+        for name, value in {
+            "PUNCTUAL_ECS_SERVICE_RESOURCE_ID": resource_id,
+            "PUNCTUAL_ECS_MIN_TASKS": str(config.ecs_min_tasks),
+            "PUNCTUAL_ECS_READY_TASKS": str(config.ecs_ready_tasks),
+            "PUNCTUAL_ECS_LANE_SIGHT_S": str(c.ECS_LANE_SIGHT_S),
+        }.items():
+            function.add_environment(name, value)
+        # A scalable target's ARN ends in an id the service assigns (not in the template): the
+        # targets of this account and Region, of which the tick registers the one it is told.
+        targets = (
+            f"arn:{cdk.Aws.PARTITION}:application-autoscaling:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}"
+            ":scalable-target/*"
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(c.TICK_ECS_LANE_READ_ACTIONS), resources=["*"])
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(c.TICK_ECS_LANE_WRITE_ACTIONS), resources=[targets])
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(c.TICK_ECS_LANE_SERVICE_ACTIONS), resources=[workers.service.service_arn]
+            )
+        )
+        acknowledge(
+            role,
+            f"IAM5[Resource::{nag_text(role, targets)}]",
+            "a scalable target's ARN ends in an id Application Auto Scaling assigns, not known to the "
+            "template: the tick registers only the ECS worker service's target, the one it is told",
+        )
 
     def own_role_arns(self) -> list[str]:
         """Every IAM role of this stack (the target role above all): never a job's execution role."""

@@ -72,6 +72,13 @@ UNREACHED: dict[str, frozenset[str]] = {
 BURST_SERVICE_ACTIONS: dict[str, frozenset[str]] = {
     "tick": frozenset({"ecs:DescribeServices", "ecs:UpdateService"}),
 }
+# What AWS asks of the caller beside the call: RegisterScalableTarget on an ECS service needs
+# ecs:DescribeServices and ecs:UpdateService on it (the ECS developer guide, "IAM permissions required
+# for Amazon ECS service auto scaling"). The tick registers the ECS worker service's minimum
+# (punctual.dispatch.ecs_lane) when the stack keeps tasks ready for the ECS lane.
+ECS_LANE_CALLER_ACTIONS: dict[str, frozenset[str]] = {
+    "tick": frozenset({"ecs:DescribeServices", "ecs:UpdateService"}),
+}
 # (The tick and group 0's pollers look for a minute on every minute state machine before they
 # start it: DescribeExecution in every deployment shape.)
 # (The tick also looks at a minute's execution to re-plan it, punctual.dispatch.burst_sight.)
@@ -122,6 +129,7 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
         "dispatch/scaling.py",
         "dispatch/scaling_aws.py",
         "dispatch/burst_sight.py",
+        "dispatch/ecs_lane.py",
         "delivery/notifications/events.py",
     ),
     # The chain auditor: its reads and repairs (punctual.auditing), the events it publishes, and the
@@ -336,5 +344,7 @@ def _service_of(path: Path, op: str) -> str | None:
         "update_service": "ecs",
         "describe_execution": "states",  # the tick: a minute on the other state machine
         "stop_execution": "states",  # the tick: a waiting minute re-planned
+        "describe_scalable_targets": "application-autoscaling",  # the tick: the ECS lane's minimum
+        "register_scalable_target": "application-autoscaling",
     }
     return direct.get(op)

@@ -48,6 +48,7 @@ STAR_RESOURCE_ALLOWED = {
     "logs:DescribeResourcePolicies": "vended log delivery (Step Functions logging)",
     "logs:DescribeLogGroups": "vended log delivery (Step Functions logging)",
     "ecr:GetAuthorizationToken": "ECR login has no resource-level permissions",
+    "application-autoscaling:DescribeScalableTargets": "Application Auto Scaling reads have no resource-level permissions",
 }
 
 

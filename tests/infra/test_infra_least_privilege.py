@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_calls import BURST_MACHINE_ACTIONS, BURST_SERVICE_ACTIONS
+from aws_calls import BURST_MACHINE_ACTIONS, BURST_SERVICE_ACTIONS, ECS_LANE_CALLER_ACTIONS
 from aws_calls import component_actions as _all_component_actions
 from cdk_helpers import (
     Synth,
@@ -40,8 +40,18 @@ def component_actions(component: str, synth: Synth | None = None) -> dict[str, s
     """What the component's code calls, as this deployment shape lets it (no burst service: the
     tick's scaling never reaches ECS)."""
     actions = _all_component_actions(component)
+    ecs_lane = synth is not None and synth.stack.config.ecs_ready_tasks > synth.stack.config.ecs_min_tasks
     if synth is not None and synth.stack.workers.burst_service is None:
         for action in BURST_SERVICE_ACTIONS.get(component, frozenset()):
+            actions.pop(action, None)
+    if ecs_lane:
+        for action in ECS_LANE_CALLER_ACTIONS.get(component, frozenset()):
+            actions.setdefault(action, {"RegisterScalableTarget: what AWS asks of its caller"})
+    elif synth is not None:
+        for action in (
+            "application-autoscaling:DescribeScalableTargets",
+            "application-autoscaling:RegisterScalableTarget",
+        ):
             actions.pop(action, None)
     if synth is not None and synth.stack.dispatch.burst_state_machine is None:
         for action in BURST_MACHINE_ACTIONS.get(component, frozenset()):

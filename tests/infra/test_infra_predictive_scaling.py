@@ -19,13 +19,24 @@ def _scaling_grants(synth: Synth) -> dict[str, set[str]]:
     return {a: r for a, r in granted.items() if a.startswith(("lambda:", "ecs:", "sqs:GetQueueAttributes"))}
 
 
+def _worker_service(synth: Synth) -> str:
+    return f"<{synth.logical_id(synth.stack.workers.service)}>"  # a service's Ref is its ARN
+
+
 def test_the_tick_may_change_the_worker_event_sources_only(default_synth: Synth) -> None:
     synth = default_synth
     sources = synth.stack.workers.event_sources
     grants = _scaling_grants(synth)
     # Exactly the two event-source calls, on the worker's mappings' ARNs; the backlog read on the
-    # short queues; nothing on ECS (no burst service in this shape).
-    assert set(grants) == {*c.TICK_EVENT_SOURCE_ACTIONS, *c.TICK_QUEUE_ACTIONS}
+    # short queues; on ECS only the worker service, whose minimum the tick registers for the ECS
+    # lane (no burst service in this shape).
+    assert set(grants) == {
+        *c.TICK_EVENT_SOURCE_ACTIONS,
+        *c.TICK_QUEUE_ACTIONS,
+        *c.TICK_ECS_LANE_SERVICE_ACTIONS,
+    }
+    for action in c.TICK_ECS_LANE_SERVICE_ACTIONS:
+        assert grants[action] == {_worker_service(synth)}, action
     for action in c.TICK_EVENT_SOURCE_ACTIONS:
         (resource,) = grants[action]
         assert (
@@ -52,8 +63,8 @@ def test_with_burst_tasks_the_tick_may_scale_that_service_only(burst_synth: Synt
     workers = synth.stack.workers
     grants = _scaling_grants(synth)
     service = f"<{synth.logical_id(workers.burst_service)}>"  # a service's Ref is its ARN
-    for action in c.TICK_BURST_SERVICE_ACTIONS:
-        assert grants[action] == {service}, action
+    for action in c.TICK_BURST_SERVICE_ACTIONS:  # and the worker service's, for the ECS lane
+        assert grants[action] == {service, _worker_service(synth)}, action
     assert not {a for a in grants if a.startswith("ecs:")} - set(c.TICK_BURST_SERVICE_ACTIONS)
     environment = _tick_environment(synth)
     assert join_parts(environment["PUNCTUAL_BURST_SERVICE"]) == service
@@ -105,3 +116,24 @@ def test_a_failed_minute_alarms_on_either_machine(burst_synth: Synth, default_sy
     }
     assert watched == machines and len(machines) == 2
     assert "MetricName" in alarm(default_synth)  # one machine: its own metric, as before
+
+
+def test_the_tick_may_raise_the_ecs_worker_services_minimum_only(any_synth: Synth) -> None:
+    """ECS tasks ahead of the ECS lane's slots (punctual.dispatch.ecs_lane): the tick is told the
+    worker service's scalable target and the two minimums, and may register scalable targets of
+    its own account and Region only (their ARNs end in ids the service assigns)."""
+    synth, workers = any_synth, any_synth.stack.workers
+    environment = _tick_environment(synth)
+    resource_id = join_parts(environment["PUNCTUAL_ECS_SERVICE_RESOURCE_ID"])
+    assert resource_id.startswith("service/") and resource_id.count("/") == 2
+    assert f"<{synth.logical_id(workers.service)}.Name>" in resource_id
+    assert (environment["PUNCTUAL_ECS_MIN_TASKS"], environment["PUNCTUAL_ECS_READY_TASKS"]) == ("0", "2")
+    assert float(environment["PUNCTUAL_ECS_LANE_SIGHT_S"]) == c.ECS_LANE_SIGHT_S
+    granted = actions_on(role_statements(synth, synth.stack.dispatch.tick.role))
+    assert granted["application-autoscaling:DescribeScalableTargets"] == {"*"}  # no resource-level form
+    (targets,) = granted["application-autoscaling:RegisterScalableTarget"]
+    assert targets.endswith(":scalable-target/*") and "<AWS::AccountId>" in targets
+    # And the scaling policies the service had stay as they were: Application Auto Scaling scales
+    # out to a raised minimum at once, and in only by the service's own policy
+    policies = synth.of_type("AWS::ApplicationAutoScaling::ScalingPolicy")
+    assert len(policies) >= 2

@@ -20,6 +20,11 @@ first ``head_s`` seconds, its burst), and the tick adds the ledger to its far sa
   tick), so every slot of a near chain is in the ledger ``horizon_s`` before it is due. One
   counter write per release chunk and minute, not per slot.
 
+**The ECS lane** (``runtime: ecs``) is counted apart, every slot of it near or far
+(:func:`add_ecs_slot`): a registration adds its job's first slot, a release the slot its next timer
+is for. From that count the tick has ECS worker tasks running before an ECS-lane slot is due
+(:mod:`punctual.dispatch.ecs_lane`): a Fargate task takes about a minute to start.
+
 Only load is counted (the slots workers run): lease expiries, queued-slot checks and backfill
 steps are not. It is a forecast: a crash between a write and its ledger entry misses a slot, a
 repeated release counts one twice; neither moves what the tick decides by much, and the
@@ -36,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from punctual.models import Job, JobState
+from punctual.models import Job, JobState, Runtime
 from punctual.store.loads import MinuteLoad, MinuteLoadRepository
 from punctual.timing.slots import dispatch_instant, first_slot, next_slot, schedule_of
 from punctual.timing.timers import TimerLayout, minute_of
@@ -52,6 +57,27 @@ def add_slot(loads: dict[datetime, MinuteLoad], instant: datetime, head_s: float
     minute = minute_of(instant)
     head = count if (instant - minute).total_seconds() < head_s else 0
     loads[minute] = loads.get(minute, MinuteLoad()) + MinuteLoad(count, head)
+
+
+def add_ecs_slot(loads: dict[datetime, MinuteLoad], instant: datetime, count: int = 1) -> None:
+    """Count one ECS-lane slot due at ``instant`` (negative ``count``: take it back)."""
+    minute = minute_of(instant)
+    loads[minute] = loads.get(minute, MinuteLoad()) + MinuteLoad(ecs=count)
+
+
+def on_ecs_lane(job: Job) -> bool:
+    """Whether ``job``'s slots run on the ECS lane (its workers are Fargate tasks)."""
+    return job.runtime is Runtime.ECS
+
+
+def ecs_first_slot(job: Job, now: datetime) -> datetime | None:
+    """The due instant of an ENABLED ECS-lane job's first slot from ``now`` (None: not on the
+    lane, not enabled, or a slot no timer announces: ``after(...)`` children are sent by their
+    last parent's worker)."""
+    if not on_ecs_lane(job) or job.state is not JobState.ENABLED or schedule_of(job).kind == "after":
+        return None
+    first = first_slot(job, now)
+    return None if first is None else dispatch_instant(job, first)
 
 
 def seeded_slots(
@@ -122,13 +148,17 @@ class LoadForecast:
         if old is not None:
             for instant in seeded_slots(old, now, self.layout, self.horizon_s):
                 add_slot(loads, instant, self.head_s, -1)
+            if (ecs := ecs_first_slot(old, now)) is not None:
+                add_ecs_slot(loads, ecs, -1)
         if new is not None:
             for instant in seeded_slots(new, now, self.layout, self.horizon_s):
                 add_slot(loads, instant, self.head_s)
+            if (ecs := ecs_first_slot(new, now)) is not None:
+                add_ecs_slot(loads, ecs)
         self.add(loads)
 
     def add(self, loads: Mapping[datetime, MinuteLoad]) -> None:
-        changed = {minute: load for minute, load in loads.items() if load.total or load.head}
+        changed = {minute: load for minute, load in loads.items() if not load.empty}
         if not changed:
             return
         try:

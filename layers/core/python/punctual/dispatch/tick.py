@@ -51,6 +51,7 @@ from punctual.dispatch.burst_sight import (
     ledger_load,
     shortfall_events,
 )
+from punctual.dispatch.ecs_lane import EcsLaneReadiness
 from punctual.dispatch.scaling import (
     CapacityActuator,
     CapacityProfile,
@@ -284,6 +285,7 @@ class Tick:
         metrics: MetricsSink | None = None,
         loads: dict[datetime, tuple[int, int]] | None = None,
         events: EventPublisher | None = None,
+        ecs_lane: EcsLaneReadiness | None = None,
     ) -> None:
         self.settings = settings
         self.sfn = sfn
@@ -299,6 +301,8 @@ class Tick:
         self.replanner = Replanner(settings, sfn)
         # Burst Shortfall events (punctual.dispatch.burst_sight); None: counted and logged only.
         self.events = events
+        self.ecs_lane = ecs_lane  # ECS tasks ahead of the ECS lane's slots (None: off)
+        self._ledger_read: dict[datetime, MinuteLoad] = {}  # minutes read this tick, for both
 
     def poller_function(self, poller: str | None) -> str:
         """The function a minute's pollers run on: the lean one when planned and deployed."""
@@ -370,6 +374,7 @@ class Tick:
         (the tick's error alarm counts it, and EventBridge retries the tick).
         """
         wanted = self.minutes_due(now) if minutes is None else minutes
+        self._ledger_read = {}
         started: list[str] = []
         errors: list[Exception] = []
         recent: RecentLoad | None = None
@@ -412,9 +417,17 @@ class Tick:
                 errors.append(exc)
         if sighted is not None:
             self.scale(now, *sighted)
+        if self.ecs_lane is not None:  # ECS tasks for the ECS-lane slots in sight
+            self.ecs_lane.on_tick(now, self.ledger if self.store is not None else None)
         if errors:
             raise errors[0]
         return started
+
+    def ledger(self, minute: datetime) -> MinuteLoad:
+        """The ledger's ``minute``, read once a tick (:func:`punctual.dispatch.burst_sight.ledger_load`)."""
+        if minute not in self._ledger_read:
+            self._ledger_read[minute] = ledger_load(self.store, minute)
+        return self._ledger_read[minute]
 
     def _replan_if_short(
         self, minute: datetime, running: dict[str, Any], burst: int, now: datetime, started: list[str]
@@ -543,14 +556,14 @@ class Tick:
             estimate = far[minute]
             if estimate is None:
                 estimate = estimate_far_load(self.store, minute, self.settings, rng)
-            near = ledger_load(self.store, minute)  # near slots come from the ledger, ahead
+            near = self.ledger(minute)  # near slots come from the ledger, ahead
             totals[minute] = estimate + near.total
             bursts[minute] = self._burst(minute, (estimate, near), standing, window, rng)
         if current in self.loads and not self._grew(current):
             bursts[current], totals[current] = self.loads[current]
         else:
             estimate = estimate_far_load(self.store, current, self.settings, rng)
-            near = ledger_load(self.store, current)
+            near = self.ledger(current)
             totals[current] = estimate + near.total
             bursts[current] = self._burst(current, (estimate, near), standing, window, rng)
         for minute in bursts:
@@ -568,7 +581,7 @@ class Tick:
         """Whether the ledger holds more for ``minute`` than this process counted (a burst
         registered inside the far threshold since): then it is counted again."""
         counted = self.loads.get(minute)
-        return counted is not None and ledger_load(self.store, minute).head > counted[0]
+        return counted is not None and self.ledger(minute).head > counted[0]
 
     def _burst(
         self,
@@ -594,6 +607,7 @@ class Tick:
         uses them (no actuator, no burst sizing of pollers) or they cannot be read."""
         if self.store is None or (self.actuator is None and not self.settings.burst_triggers_per_poller):
             return None
+        self._ledger_read = {}  # a decision of its own (local mode's scaler calls it every few seconds)
         try:
             return self.planned_loads(now, far, CapacityProfile.from_settings(self.settings))
         except Exception:

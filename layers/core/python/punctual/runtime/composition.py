@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import AwareDatetime, BaseModel, Field
 
 from punctual.delivery.notifications import Notifier
+from punctual.dispatch.ecs_lane import AwsScalableTarget, EcsLaneReadiness
 from punctual.dispatch.polling import Poller, PollerConfig
 from punctual.dispatch.queues import QueuePort, SqsQueues
 from punctual.dispatch.scaling_aws import AwsActuator
@@ -214,7 +215,32 @@ class Container:
         names what to scale, sizes the workers for them (:mod:`punctual.dispatch.scaling`)."""
         sfn = self.client("stepfunctions")
         events = self.event_publisher(metrics)  # Burst Shortfall events
-        return Tick(self.settings, sfn, self.reader, self.actuator(), metrics, self.tick_loads, events)
+        return Tick(
+            self.settings,
+            sfn,
+            self.reader,
+            self.actuator(),
+            metrics,
+            self.tick_loads,
+            events,
+            self.ecs_lane(metrics),
+        )
+
+    def ecs_lane(self, metrics: MetricsSink | None = None) -> EcsLaneReadiness | None:
+        """ECS worker tasks ahead of the ECS lane's slots, when the stack names the service's
+        scalable target (None: off)."""
+        settings = self.settings
+        if not settings.ecs_service_resource_id or settings.ecs_ready_tasks <= settings.ecs_min_tasks:
+            return None
+        target = AwsScalableTarget(self.client("application-autoscaling"), settings.ecs_service_resource_id)
+        return EcsLaneReadiness(
+            self.reader,
+            target,
+            settings.ecs_min_tasks,
+            settings.ecs_ready_tasks,
+            settings.ecs_lane_sight_s,
+            metrics,
+        )
 
     @cached_property
     def tick_loads(self) -> dict[datetime, tuple[int, int]]:

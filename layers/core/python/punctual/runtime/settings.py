@@ -175,6 +175,14 @@ class Settings(BaseModel):
     worker_event_source_mappings: list[str] = Field(default_factory=list)
     burst_service: str = ""
     burst_cluster: str = ""
+    # The ECS lane (punctual.dispatch.ecs_lane): the ECS worker service's scalable target
+    # ("service/<cluster>/<service>"; "" = the tick leaves it alone), its minimum at rest
+    # (ecsMinTasks) and while ECS-lane slots are in sight (ecsReadyTasks), and how far ahead: a
+    # Fargate start (about 60 s), a tick period (60 s) and a margin.
+    ecs_service_resource_id: str = ""
+    ecs_min_tasks: int = Field(default=0, ge=0, le=1000)
+    ecs_ready_tasks: int = Field(default=2, ge=0, le=1000)
+    ecs_lane_sight_s: float = Field(default=150.0, ge=0, le=3600)
     # Burst smoothing (punctual.dispatch.smoothing): a slot may be released up to this many seconds after
     # its instant to keep a target within its rate budget (a job's max_lateness_seconds
     # overrides it); a slot the budget cannot take within it fires on time and counts an overrun.

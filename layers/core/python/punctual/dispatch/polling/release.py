@@ -57,7 +57,7 @@ from datetime import datetime, timedelta
 from punctual.delivery.notifications import Notifier
 from punctual.delivery.notifications.sweep import sweep_message
 from punctual.dispatch.budget_reservations import BudgetRequest, SharedBudgetLedger
-from punctual.dispatch.load_forecast import add_slot, chain_forecast
+from punctual.dispatch.load_forecast import add_ecs_slot, add_slot, chain_forecast, on_ecs_lane
 from punctual.dispatch.polling.chains import Verdict, verdict
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
@@ -372,6 +372,8 @@ class SlotReleaser:
                 # A near chain: this release forecasts a slot a horizon on (punctual.dispatch.load_forecast).
                 ahead = chain_forecast(plan.release[-1], plan.next_slot, self.config.forecast_horizon_s)
                 add_slot(out.forecast, dispatch_instant(job, ahead), self.config.burst_head_s)
+            if on_ecs_lane(job):  # ECS tasks are started ahead of it (punctual.dispatch.ecs_lane)
+                add_ecs_slot(out.forecast, timer.due)
         elif ends and not handed_over:
             # No message ends the chain (its last slot was missed, excluded or already started):
             # the poller marks the job itself, on this rare path only (punctual.execution.chain_ends).

@@ -181,11 +181,11 @@ def minute_load_key(minute: datetime, shard: int) -> Key:
     return _key(f"load#{minute_key(minute)}#{shard}", "load")
 
 
-def add_minute_load(total: int, head: int, expires_at: int) -> Expression:
-    """Add to a minute's load counter (negative: take back); it expires a day after its minute."""
+def add_minute_load(total: int, head: int, expires_at: int, ecs: int = 0) -> Expression:
+    """Add to a minute's load counters, ECS lane's apart (negative: take back); kept a day on."""
     return Expression(
-        update="ADD t :t, h :h SET expires_at = :exp",
-        values={":t": _n(total), ":h": _n(head), ":exp": _n(expires_at)},
+        update="ADD t :t, h :h, e :e SET expires_at = :exp",
+        values={":t": _n(total), ":h": _n(head), ":e": _n(ecs), ":exp": _n(expires_at)},
     )
 
 

@@ -22,4 +22,4 @@ class MemoryLoads(MemoryBase, MinuteLoadRepository):
     def get_minute_load(self, minute: datetime) -> MinuteLoad:
         with self._lock:
             load = self._minute_loads.get(minute_key(minute), MinuteLoad())
-            return MinuteLoad(max(0, load.total), max(0, load.head))
+            return MinuteLoad(max(0, load.total), max(0, load.head), max(0, load.ecs))
