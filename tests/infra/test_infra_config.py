@@ -77,6 +77,9 @@ def test_command_line_strings_are_coerced() -> None:
         ("burstStartLeadS", 601, "burstStartLeadS"),
         ("maxLatenessSeconds", -1, "maxLatenessSeconds"),
         ("targetRateBudgets", ["hooks.example.com=fast"], "targetRateBudgets"),
+        ("ecsReadyTasks", -1, "ecsReadyTasks"),
+        ("ecsReadyTasks", 11, "ecsReadyTasks"),  # over ecsMaxTasks (10)
+        ("ecsReadyTasks", "two", "ecsReadyTasks"),
     ],
 )
 def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
