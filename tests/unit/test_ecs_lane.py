@@ -165,3 +165,32 @@ def test_the_tick_reads_each_minute_of_the_ledger_once_and_afresh_at_each_decisi
     assert len(reads) > before
     lane.readiness.on_tick(M - timedelta(minutes=2), lane.tick.ledger)
     assert lane.target.min_capacity() == 2
+
+
+def _rig() -> Any:
+    from execution_harness import Rig
+
+    return Rig(MemoryStore(), ManualClock(M))
+
+
+def test_a_retry_of_an_ecs_lane_attempt_is_counted_ahead_too() -> None:
+    from punctual.delivery.targets.base import TargetResult
+
+    rig = _rig()
+    retry = {"max_attempts": 3, "backoff": "fixed", "base_seconds": 300, "jitter": False}
+    ecs = rig.add_job("ecs-job", "rate(1 hour)", runtime="ecs", retry=retry)
+    plain = rig.add_job("lambda-job", "rate(1 hour)", retry=retry)
+    worker = rig.worker(target=type(rig.target)(TargetResult.retryable("HTTP 503")))
+    for job in (ecs, plain):
+        worker.process(rig.message(job, M))
+    # Both retries are due five minutes on; only the ECS lane's is counted: the service may
+    # have scaled in by then, and the tick has tasks running again for it
+    assert rig.store.get_minute_load(M + timedelta(minutes=5)).ecs == 1
+
+
+def test_a_delay_chains_next_slot_on_the_ecs_lane_is_counted_ahead() -> None:
+    rig = _rig()
+    job = rig.add_job("ecs-delay", "delay(10 minutes)", runtime="ecs")
+    rig.worker().process(rig.message(job, M))
+    # The worker writes the chain's next timer when the run ends: ten minutes on
+    assert rig.store.get_minute_load(M + timedelta(minutes=10)).ecs == 1

@@ -70,6 +70,20 @@ def on_ecs_lane(job: Job) -> bool:
     return job.runtime is Runtime.ECS
 
 
+def forecast_ecs_timer(ledger: MinuteLoadRepository, job: Job, due: datetime) -> None:
+    """A timer a worker writes for an ECS-lane job (a retry, a ``delay(...)`` chain's next slot):
+    counted ahead like the pollers' (one counter write). Best effort: a failure costs the
+    forecast (the slot then waits for the service's own scale-out), never the timer."""
+    if not on_ecs_lane(job):
+        return
+    loads: dict[datetime, MinuteLoad] = {}
+    add_ecs_slot(loads, due)
+    try:
+        ledger.add_minute_loads(loads, shard=random.randrange(1 << 16))
+    except Exception:
+        log.warning("could not add an ECS-lane timer to the load ledger", exc_info=True)
+
+
 def ecs_first_slot(job: Job, now: datetime) -> datetime | None:
     """The due instant of an ENABLED ECS-lane job's first slot from ``now`` (None: not on the
     lane, not enabled, or a slot no timer announces: ``after(...)`` children are sent by their

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from punctual.delivery.notifications import Notifier
+from punctual.dispatch.load_forecast import forecast_ecs_timer
 from punctual.dispatch.queues import MessageKind, QueuePort, message_for
 from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
@@ -171,7 +172,9 @@ class AfterEffects:
         nxt = schedule_of(current).next_after(max(finished, slot_instant(execution.slot)))
         if nxt is None or (current.end_at is not None and nxt > current.end_at):
             return
-        self.store.put_timers([fire_timer(self.ledger.config.layout, current, nxt, now)])
+        timer = fire_timer(self.ledger.config.layout, current, nxt, now)
+        self.store.put_timers([timer])
+        forecast_ecs_timer(self.store, current, timer.due)  # ECS tasks ready for it
 
     def _dispatch_dependants(self, job: Job, execution: Execution, now: datetime) -> None:
         """``after(...)`` jobs: record this parent's success; send each child whose parents all succeeded.

@@ -14,6 +14,7 @@ import os
 from datetime import datetime, timedelta
 from typing import Any
 
+from punctual.dispatch.load_forecast import forecast_ecs_timer
 from punctual.dispatch.queues import DispatchMessage
 from punctual.execution.ports import WorkerConfig
 from punctual.models import Execution, ExecutionStatus, Job, check_transition
@@ -176,6 +177,7 @@ class Ledger:
         self.put_timer(
             execution, now, due, TimerKind.RETRY, version=job.version, attempt=execution.attempt + 1
         )
+        forecast_ecs_timer(self.store, job, due)  # ECS tasks ready for it (punctual.dispatch.ecs_lane)
 
     def put_lease_timer(
         self, job: Job, execution: Execution, now: datetime, due: datetime | None = None
