@@ -12,7 +12,10 @@ period and a margin). While an ECS-lane slot is in sight, the service's minimum 
 to ``ecs_ready_tasks`` (2 by default: one task's death leaves another to take its messages within
 their lease). Application Auto Scaling starts those tasks at once. When nothing is in sight, the
 minimum goes back to ``ecs_min_tasks``, and the service's own scale-in policy stops the tasks once
-nothing waits or runs. A raised minimum never stops a run: only that policy scales in.
+nothing waits or runs. CloudWatch invokes an Auto Scaling action again every minute its alarm
+stays in ALARM (CloudWatch user guide, "Alarm actions"), so an idle alarm held back by the raised
+minimum scales in once the minimum is lowered. A raised minimum never stops a run: only that
+policy scales in.
 
 What it leaves out: an ``after(...)`` child on the ECS lane (its last parent's worker sends it,
 and no timer announces it) and a slot registered less than a Fargate start before it is due.
