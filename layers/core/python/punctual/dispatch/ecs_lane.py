@@ -80,7 +80,7 @@ class AwsScalableTarget:
 
 @dataclass
 class MemoryScalableTarget:
-    """The in-memory twin (tests, local mode): the minimum, and every change made."""
+    """The in-memory twin (tests): the minimum, and every change made."""
 
     minimum: int = 0
     changes: list[int] | None = None
@@ -101,15 +101,6 @@ class LaneDecision:
     minimum: int
     previous: int | None
     changed: bool
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "event": "ecs_lane_readiness",
-            "ecs_slots_in_sight": self.in_sight,
-            "min_tasks": self.minimum,
-            "previous_min_tasks": self.previous,
-            "changed": self.changed,
-        }
 
 
 class EcsLaneReadiness:
