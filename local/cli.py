@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--json-logs", action="store_true", help="one JSON object per log line")
     up.add_argument("--workers", type=int, help="worker Lambda processes (default 2)")
     up.add_argument(
+        "--ecs-workers", type=int, help="ECS worker processes (default 2, the deployment's ecsReadyTasks)"
+    )
+    up.add_argument(
         "--set",
         dest="settings",
         action="append",
@@ -152,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMPONENTS:
         sub = verbs.add_parser(name, help=helps[name])
         _common(sub)
-        if name in ("worker", "api", "poller"):
+        if name in ("worker", "api", "poller", "ecs-worker"):
             sub.add_argument("--name", default=name, help="process name (pid and in-flight files)")
         if name == "poller":
             sub.add_argument(
@@ -180,6 +183,7 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             "stale_reads_s",
             "transaction_conflicts",
             "workers",
+            "ecs_workers",
             "api_processes",
             "attach_aws",
             "name_prefix",
@@ -244,6 +248,8 @@ def run_component(args: argparse.Namespace) -> int:
     if args.command == "poller":
         name, replica = args.name, args.replica
         return run(name, lambda cfg, stop: body(cfg, stop, name=name, replica=replica), config)
+    if args.command == "ecs-worker":
+        return run(args.name, body, config)
     return run(args.command, body, config)
 
 

@@ -51,6 +51,10 @@ class LocalConfig:
         Few shards: moto's Query cost grows with the table, and one poller reads them all.
     workers
         Worker Lambda "containers" (processes), each running one batch at a time.
+    ecs_workers
+        ECS worker tasks (processes: ``ecs-worker``, ``ecs-worker-2``, ...): the deployment's
+        ``ecsReadyTasks`` (2), the tasks its ECS service runs while ECS-lane slots are due, so
+        that one task's death leaves another to take its messages within the lease.
     api_processes
         API Lambda "containers" (processes), each answering one request at a time as a
         Lambda container does, all on ``api_port`` (``SO_REUSEPORT``: the kernel spreads
@@ -96,6 +100,7 @@ class LocalConfig:
     shard_count: int = 4
     near_shard_count: int = 2
     workers: int = 2
+    ecs_workers: int = 2  # the deployment's ecsReadyTasks: the ECS service's tasks while slots are due
     api_processes: int = 1
     lease_s: int = 0
     pollers: int = 2

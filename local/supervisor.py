@@ -13,8 +13,10 @@ each runs one of every shard group's two pollers) with the same delays, read fro
 deployment (``poller_retry``, from the template), beyond the retriers' attempts keeping to
 their longest delay (the next minute's execution would start afresh); a worker Lambda process
 is restarted at once (the event source mapping invokes another environment as soon as it has
-messages). The ECS worker is replaced after a second: a service replaces a stopped task in
-about a minute, but it runs several, and local mode has one, standing for the others. Each is
+messages). An ECS worker is replaced after a second: a service replaces a stopped task in
+about a minute, but it runs several (``ecsReadyTasks``, 2, while ECS-lane slots are due), and
+local mode runs as many (``ecs-worker``, ``ecs-worker-2``), the restarted one standing for a task
+that was already running. Each is
 started by forking its zygote (ComponentSpec.warm, local.zygote: a process kept imported and
 prepared), as the Lambda service keeps idle environments: a restart costs its delay, not a cold
 start.
@@ -79,10 +81,15 @@ def lambda_restart_s(restart: int) -> float:
     return 0.0
 
 
+def ecs_worker_name(index: int) -> str:
+    """The ``index``-th ECS worker's process name (from 1): ``ecs-worker``, ``ecs-worker-2``, ..."""
+    return "ecs-worker" if index == 1 else f"ecs-worker-{index}"
+
+
 def ecs_restart_s(restart: int) -> float:
-    """The ECS worker: a service runs several tasks, and another takes a dead one's messages as
-    they come back (within their lease); local mode has one, forked again from its zygote after a
-    second (a replacement Fargate task takes about a minute to start)."""
+    """An ECS worker: a service runs several tasks, and another takes a dead one's messages as
+    they come back (within their lease); local mode runs as many, and forks a dead one again from
+    its zygote after a second (a replacement Fargate task takes about a minute to start)."""
     return 1.0
 
 
@@ -129,9 +136,6 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
         *([] if config.attach_aws else [ComponentSpec("receiver", ("receiver",), 3)]),
         ComponentSpec("api", ("api",), 0),
         ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config), warm=True),
-        ComponentSpec(
-            "ecs-worker", ("ecs-worker",), 1, stop_timeout_s=20.0, restart_delay=ecs_restart_s, warm=True
-        ),
         ComponentSpec("auditor", ("auditor",), 0),
     ]
     for replica in range(1, config.pollers):  # each shard group's other pollers, in processes of their own
@@ -140,6 +144,18 @@ def default_components(config: LocalConfig) -> list[ComponentSpec]:
         specs.append(ComponentSpec(name, args, 0, restart_delay=state_machine_backoff(config), warm=True))
     for index in range(2, config.api_processes + 1):
         specs.append(ComponentSpec(f"api-{index}", ("api", "--name", f"api-{index}"), 0))
+    for index in range(1, config.ecs_workers + 1):
+        name = ecs_worker_name(index)
+        specs.append(
+            ComponentSpec(
+                name,
+                ("ecs-worker", "--name", name),
+                1,
+                stop_timeout_s=20.0,
+                restart_delay=ecs_restart_s,
+                warm=True,
+            )
+        )
     for index in range(1, config.workers + 1):
         name = f"worker-{index}"
         specs.append(

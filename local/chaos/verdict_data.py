@@ -30,7 +30,7 @@ from punctual.execution import LEASE_LOST_NOTE
 from punctual.models import AttemptRecord, Execution, ExecutionStatus
 
 LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-3", "worker-chaos")
-ECS_WORKERS = ("ecs-worker", "ecs-chaos")
+ECS_WORKERS = ("ecs-worker", "ecs-worker-2", "ecs-chaos")
 MAX_P99_DELAY_S = 10.0
 LATENESS = "lateness"  # the kind of the violation a p99 fire delay over its bound is
 S = ExecutionStatus

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -350,6 +350,30 @@ def test_a_warm_component_is_started_by_forking_its_zygote_and_restarted_after_t
     assert specs["worker-1"].warm and specs["worker-1"].restart_delay(1) == 0.0 and specs["poller-2"].warm
     assert specs["ecs-worker"].warm and specs["ecs-worker"].restart_delay(5) == 1.0
     assert not specs["api"].warm
+
+
+def test_local_mode_runs_the_deployments_ready_ecs_tasks(tmp_path: Path) -> None:
+    """The ECS service runs ecsReadyTasks (2) tasks while ECS-lane slots are due: local mode runs as
+    many ECS worker processes, each its own name (pid and in-flight files), so that one's death
+    leaves the other to take its messages within the lease, as in a deployment."""
+    config = LocalConfig(state_dir=tmp_path)
+    specs = {s.name: s for s in default_components(config)}
+    ecs = [name for name in specs if name.startswith("ecs-worker")]
+    assert ecs == ["ecs-worker", "ecs-worker-2"]
+    for name in ecs:
+        assert specs[name].args == ("ecs-worker", "--name", name)
+        assert specs[name].warm and specs[name].restart_delay(3) == 1.0 and specs[name].stop_stage == 1
+    one = [s.name for s in default_components(replace(config, ecs_workers=1)) if s.name.startswith("ecs")]
+    assert one == ["ecs-worker"]
+    # and the chaos runs kill either task
+    from local.chaos.faults.driver import KILL_WEIGHTS, RESPITE_S
+    from local.chaos.faults.sustained import PHASES
+    from local.chaos.verdict_data import ECS_WORKERS
+
+    for name in ecs:
+        assert (
+            name in KILL_WEIGHTS and name in RESPITE_S and name in PHASES["workers"] and name in ECS_WORKERS
+        )
 
 
 # --------------------------------------------------------------------------- two poller processes

@@ -9,7 +9,7 @@ Kinds:
 
 ``kill``
     ``kill -9`` of a process: local mode's own ``poller``, ``worker-1``, ``worker-2``,
-    ``ecs-worker`` (the supervisor restarts them) or the driver's ``poller-skewed``,
+    ``ecs-worker``, ``ecs-worker-2`` (the supervisor restarts them) or the driver's ``poller-skewed``,
     ``worker-chaos``, ``ecs-chaos`` (the driver restarts them). Modes: ``any`` (now),
     ``mid-batch`` (a Lambda worker holding a received batch; the poller just after a whole
     second, when it releases, or at a minute's top when the crons do) and ``mid-run`` (a
@@ -66,7 +66,7 @@ from local.chaos.faults.sustained import SUSTAINED, choose_victim
 from local.chaos.ledger import LedgerWriter
 from local.chaos.workload import Mutation, Workload
 
-SUPERVISED = ("poller", "poller-2", "worker-1", "worker-2", "worker-3", "ecs-worker")
+SUPERVISED = ("poller", "poller-2", "worker-1", "worker-2", "worker-3", "ecs-worker", "ecs-worker-2")
 LAMBDA_WORKERS = ("worker-1", "worker-2", "worker-3", "worker-chaos")
 LAMBDA_TARGET = "a Lambda worker"
 OWN = ("poller-skewed", "worker-chaos", "ecs-chaos")
@@ -75,12 +75,14 @@ KILL_WEIGHTS = {
     "worker-2": 2.0,
     "poller": 1.5,
     "poller-2": 1.5,  # each shard group's second poller (its own process)
-    "ecs-worker": 1.0,
+    "ecs-worker": 0.5,  # the ECS service's two tasks (local mode's ecs_workers): as often as one was
+    "ecs-worker-2": 0.5,
     "worker-chaos": 1.0,
     "poller-skewed": 0.5,
     "ecs-chaos": 0.5,
 }
-RESPITE_S = {"ecs-worker": 30.0, "ecs-chaos": 30.0}  # long runs need time to finish between deaths
+# long runs need time to finish between deaths
+RESPITE_S = {"ecs-worker": 30.0, "ecs-worker-2": 30.0, "ecs-chaos": 30.0}
 DEFAULT_RESPITE_S = 12.0
 MODE_WAIT_S = 6.0  # how long a mid-batch/mid-run kill waits for its moment before killing anyway
 MID_MINUTE_EVERY_S = 120  # one mid-minute poller kill in every such stretch of the run

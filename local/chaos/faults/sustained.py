@@ -6,8 +6,9 @@ re-sent deliveries, no throttling, no pause or update), so that what the verdict
 repeated deaths cost. The plan fixes the instants (a function of the seed); the victim is chosen
 when the moment comes, at random among the phase's processes that are up (restarted ones
 included), never one that started less than :data:`UP_S` ago (it would not have done anything
-yet). The workers are local mode's own (``worker-1`` to ``worker-3``, ``ecs-worker``), restarted
-as the cloud would: the driver's throttled processes are not started in a phase.
+yet). The workers are local mode's own (``worker-1`` to ``worker-3``, ``ecs-worker`` and
+``ecs-worker-2``), restarted as the cloud would: the driver's throttled processes are not started
+in a phase.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ SUSTAINED = "sustained"
 EVERY_S = (2.0, 4.0)
 UP_S = 1.0
 POLLERS = ("poller", "poller-2")
-WORKERS = ("worker-1", "worker-2", "worker-3", "ecs-worker")
+WORKERS = ("worker-1", "worker-2", "worker-3", "ecs-worker", "ecs-worker-2")
 PHASES: dict[str, tuple[str, ...]] = {"pollers": POLLERS, "workers": WORKERS, "both": POLLERS + WORKERS}
 
 
