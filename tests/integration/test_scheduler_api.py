@@ -222,6 +222,43 @@ def test_create_get_update_delete_round_trip(client: Any, api: ApiClient) -> Non
     )
 
 
+def test_a_rate_schedule_without_a_start_date_starts_at_once_as_the_service_does(
+    client: Any, api: ApiClient
+) -> None:
+    """Schedule types, rate-based: "If you don't provide a StartDate for a rate-based schedule, your
+    schedule starts invoking the target immediately". GetSchedule shows no StartDate all the same, so
+    that a read-modify-write of the schedule later is not refused for a StartDate in the past."""
+    before = datetime.now(UTC)
+    _create(client, "at-once", ScheduleExpression="rate(1 hour)")
+    job = api.call("GET", f"/v1/jobs/{job_id_of('default', 'at-once')}").body
+    first = datetime.fromisoformat(job["next_fire_at"])
+    assert before <= first <= datetime.now(UTC) + timedelta(seconds=1)  # now, not an hour on
+    got = client.get_schedule(Name="at-once")
+    assert "StartDate" not in got
+    mutable = ("ScheduleExpression", "ScheduleExpressionTimezone", "FlexibleTimeWindow", "Target", "State")
+    client.update_schedule(Name="at-once", **{k: got[k] for k in mutable})
+    assert "StartDate" not in client.get_schedule(Name="at-once")
+    # a StartDate given is kept and shown; a /v1 rate job's first slot is N after its registration
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    _create(client, "later", ScheduleExpression="rate(1 hour)", StartDate=start)
+    assert client.get_schedule(Name="later")["StartDate"] == start
+    created = api.create(job_spec(schedule="rate(1 hour)"))
+    assert datetime.fromisoformat(created["next_fire_at"]) >= before + timedelta(hours=1)
+
+
+def test_a_cron_schedule_skips_a_time_spring_forward_skips_as_the_service_does(
+    client: Any, api: ApiClient
+) -> None:
+    """Schedule types, daylight saving time: a cron time that does not exist on the spring-forward day
+    is skipped, and a repeated one runs once; a /v1 job keeps its own default (fire after the gap)."""
+    _create(
+        client, "berlin", ScheduleExpression="cron(30 2 * * ? *)", ScheduleExpressionTimezone="Europe/Berlin"
+    )
+    job = api.call("GET", f"/v1/jobs/{job_id_of('default', 'berlin')}").body
+    assert job["dst"] == {"gap": "skip", "repeat": "first"}
+    assert "dst" not in client.get_schedule(Name="berlin")  # no such member in the service's model
+
+
 def test_created_disabled_is_paused_from_the_start(client: Any, api: ApiClient) -> None:
     _create(client, "off", State="DISABLED")
     job = api.call("GET", f"/v1/jobs/{job_id_of('default', 'off')}").body

@@ -11,6 +11,7 @@ from punctual.dispatch.queues import MemoryQueues
 from punctual.models import JobState
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
+from punctual.timing.schedules import parse_schedule
 from punctual.timing.timers import Lane, TimerLayout
 from punctual.usecases.job_errors import (
     InvalidJobError,
@@ -77,6 +78,43 @@ def test_one_time_job_in_the_past_is_refused(env) -> None:  # type: ignore[no-un
         service.register("t", spec("at(2020-01-01T00:00:00)"))
 
 
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"schedule": "cron(0 0 * * ? 1970-1971)"}, "year range ends in 1971"),
+        (
+            {"schedule": "at(2020-01-01T00:00:00)"},
+            "at(2020-01-01T00:00:00) is not after 2026-11-30T10:00:00Z",
+        ),
+        (
+            {"schedule": "cron(30 2 29 3 ? 2026)", "timezone": "Europe/Berlin", "dst": {"gap": "skip"}},
+            "never fires after 2026-11-30T10:00:00Z",
+        ),
+        (
+            {"schedule": "cron(0 0 29 2 ? *)", "end_at": "2027-12-31T00:00:00Z"},
+            "no slot before end_at 2027-12-31T00:00:00Z: its next is 2028-02-29T00:00:00Z",
+        ),
+        (
+            {"schedule": "rate(1 hour)", "end_at": "2026-11-30T10:30:00Z"},
+            "no slot before end_at 2026-11-30T10:30:00Z: its next is 2026-11-30T11:00:00Z",
+        ),
+    ],
+)
+def test_a_schedule_without_a_future_slot_is_refused_saying_why(env, fields, says) -> None:  # type: ignore[no-untyped-def]
+    """Not one message for every case ("a one-time instant in the past, or end_at passed" for a cron
+    whose years are over): the author is told what keeps the job from ever firing."""
+    service, store, _, _ = env
+    with pytest.raises(InvalidJobError, match=r"no (future )?slot") as refused:
+        service.register("t", spec(**fields))
+    assert says in str(refused.value)
+    assert store.list_jobs("t", 10).items == []
+    job, _ = service.register("t", spec("rate(1 hour)"), job_id="kept")
+    with pytest.raises(InvalidJobError) as replaced:
+        service.replace("t", "kept", spec(**fields))
+    kept = store.get_job("t", "kept")  # the job as it was
+    assert says in str(replaced.value) and (kept.version, kept.schedule) == (job.version, job.schedule)
+
+
 def test_registration_writes_the_first_timer_in_the_right_lane(env) -> None:  # type: ignore[no-untyped-def]
     service, store, _, _ = env
     soon, _ = service.register("t", spec("rate(30 seconds)"))
@@ -86,6 +124,28 @@ def test_registration_writes_the_first_timer_in_the_right_lane(env) -> None:  # 
     near = [t for s in range(2) for t in store.query_timers(Lane.NEAR, T0, s)]
     far = [t for s in range(4) for t in store.query_timers(Lane.FAR, T0.replace(hour=12), s)]
     assert [t.job_id for t in near] == [soon.id] and [t.job_id for t in far] == [later.id]
+
+
+@pytest.mark.parametrize("micros", [0, 1, 123_456, 999_999])
+def test_a_rate_jobs_first_slot_is_n_after_its_registration_whatever_the_fraction_of_its_second(
+    env,  # type: ignore[no-untyped-def]
+    micros: int,
+) -> None:
+    """The registration instant is not a slot: the first is N later (rounded up to the second), as
+    the preview shows it, not at once when the job was registered part-way through a second; a
+    schedule change re-anchors the same way."""
+    service, _, _, clock = env
+    clock.set(T0 + timedelta(microseconds=micros))
+    anchor = T0 + timedelta(seconds=1 if micros else 0)
+    job, _ = service.register("t", spec("rate(1 hour)"))
+    assert job.next_fire_at == anchor + timedelta(hours=1)
+    assert job.next_fire_at == parse_schedule("rate(1 hour)", "UTC").slots(clock.now(), None, 1)[0]  # preview
+    clock.set(T0 + timedelta(minutes=1, microseconds=micros))
+    changed = service.replace("t", job.id, spec("rate(2 hours)"))
+    assert changed.next_fire_at == anchor + timedelta(minutes=1, hours=2)
+    # start_at is a slot itself
+    started, _ = service.register("t", spec("rate(1 hour)", start_at=(T0 + timedelta(minutes=5)).isoformat()))
+    assert started.next_fire_at == T0 + timedelta(minutes=5)
 
 
 def test_dependencies_must_exist_and_never_cycle(env) -> None:  # type: ignore[no-untyped-def]

@@ -3,6 +3,9 @@ names the problem."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
+
 import pytest
 
 from punctual.timing.schedules import DstOptions, ScheduleError, parse_instant, parse_schedule
@@ -83,7 +86,7 @@ from punctual.timing.schedules import DstOptions, ScheduleError, parse_instant, 
         ("rate(1.5 hours)", "rate: expected 'rate(N unit)'"),
         ("rate(minutes)", "rate: expected 'rate(N unit)'"),
         ("rate(5)", "rate: expected 'rate(N unit)'"),
-        ("rate(9999999999 days)", "rate: expected 'rate(N unit)'"),
+        ("rate(9999999999 days)", "rate: N '9999999999' is too large (at most 9 digits)"),
         ("delay(0 seconds)", "delay: N must be at least 1"),
         ("delay(5 fortnights)", "delay: unknown unit 'fortnights'"),
         # at
@@ -131,6 +134,12 @@ def test_not_a_string() -> None:
         ("../etc/passwd", "unknown time zone"),
         ("Europe/Berlin ", "invalid time zone name"),
         ("A" * 200, "invalid time zone name"),
+        # names the host's database has that are not places: the host's own zone, build artefacts
+        ("localtime", "'localtime' is not an IANA time zone"),
+        ("Factory", "'Factory' is not an IANA time zone"),
+        ("posixrules", "'posixrules' is not an IANA time zone"),
+        ("posix/Europe/Berlin", "is not an IANA time zone"),
+        ("right/UTC", "is not an IANA time zone"),
     ],
 )
 def test_invalid_timezone(tz: str, message: str) -> None:
@@ -155,3 +164,22 @@ def test_wholly_past_year_range() -> None:
 def test_dst_must_be_options() -> None:
     with pytest.raises(ScheduleError, match="dst must be DstOptions"):
         parse_schedule("0 9 * * *", "UTC", {"gap": "skip"})  # type: ignore[arg-type]
+
+
+def test_every_node_reads_the_pinned_zone_database_not_the_hosts() -> None:
+    """A Lambda image, the ECS image and a laptop each have their own zone database (or none): the
+    schedules read only the tzdata package that requirements.txt pins, so two nodes never compute
+    different slots of one job."""
+    import zoneinfo
+
+    import tzdata
+
+    from punctual.timing.schedules.zones import ZONE_DATABASE
+
+    assert zoneinfo.TZPATH == ()  # the host's directories are not searched
+    assert ZONE_DATABASE == tzdata.IANA_VERSION
+    pinned = Path(__file__).resolve().parents[2].joinpath("requirements.txt").read_text()
+    assert f"tzdata=={tzdata.__version__}" in pinned
+    assert parse_schedule("0 9 * * *", "America/New_York").next_after(
+        datetime(2026, 7, 1, tzinfo=UTC)
+    ) == datetime(2026, 7, 1, 13, 0, tzinfo=UTC)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -142,6 +143,8 @@ def _read_spec_file(path: str) -> dict[str, Any]:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise CliInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise CliInputError(f"cannot read {path}: it is not UTF-8 text") from None
     try:
         data = json.loads(text)
     except ValueError:
@@ -150,12 +153,48 @@ def _read_spec_file(path: str) -> dict[str, Any]:
         except ImportError:  # pragma: no cover - pyyaml ships with the dev tools
             raise CliInputError(f"{path} is not JSON, and YAML needs the pyyaml package") from None
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+            data = yaml.load(text, Loader=_json_like_yaml())
+        except (yaml.YAMLError, ValueError) as exc:
             raise CliInputError(f"{path} is neither JSON nor YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):
         raise CliInputError(f"{path} must hold one job spec (a mapping), not {type(data).__name__}")
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise CliInputError(f"{path} holds a value JSON cannot carry: {exc}") from None
     return data
+
+
+def _json_like_yaml() -> Any:
+    """A YAML SafeLoader that reads plain scalars as JSON would (YAML 1.2's core schema), not as
+    YAML 1.1 does: ``on``/``no``/``yes`` stay text (``alerts: [{on: [failed]}]`` keeps its key,
+    ``country: NO`` its value), ``12:30`` is not 750, a date or a time stamp stays the text the
+    API parses, ``012`` is twelve. Only ``true``/``false``, ``null``, decimal numbers are typed."""
+    import yaml
+
+    class JsonLikeLoader(yaml.SafeLoader):  # type: ignore[misc]  # (no stubs for PyYAML here)
+        pass
+
+    typed = ("bool", "int", "float", "timestamp", "null")
+    dropped = {f"tag:yaml.org,2002:{name}" for name in typed}
+    JsonLikeLoader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in entries if tag not in dropped]
+        for first, entries in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    for name, pattern, first in (
+        ("bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
+        ("null", r"~|null|Null|NULL|", "~nN"),
+        ("int", r"[-+]?[0-9]+", "-+0123456789"),
+        ("float", r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?", "-+0123456789."),
+    ):
+        JsonLikeLoader.add_implicit_resolver(
+            f"tag:yaml.org,2002:{name}", re.compile(f"^(?:{pattern})$"), [*first]
+        )
+    JsonLikeLoader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile("^$"), [""])
+    JsonLikeLoader.add_constructor(
+        "tag:yaml.org,2002:int", lambda loader, node: int(loader.construct_scalar(node).replace("_", ""))
+    )
+    return JsonLikeLoader
 
 
 def _no_constant(name: str) -> Any:

@@ -22,6 +22,10 @@ DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 _EXECUTE_API = re.compile(r"^[a-z0-9]+\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 
 
+class ClientInputError(ValueError):
+    """A request the client cannot make from its arguments (an empty id): the caller's input."""
+
+
 class ApiError(Exception):
     """The API answered an error, or could not be reached (``status`` 0).
 
@@ -284,7 +288,7 @@ class PunctualClient:
 def _seg(value: str) -> str:
     """One path segment, URL-encoded (slot keys carry ':' and '~'); never empty."""
     if not value:
-        raise ValueError("a job id or slot must not be empty")
+        raise ClientInputError("a job id or slot must not be empty")
     return quote(value, safe="")
 
 

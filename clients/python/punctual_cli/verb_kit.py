@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from punctual_cli.client import DEFAULT_ENDPOINT, ApiError, PunctualClient
+from punctual_cli.client import DEFAULT_ENDPOINT, ApiError, ClientInputError, PunctualClient
 
 INPUT_STATUSES = frozenset({400, 413, 415, 422})
 _JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -93,7 +93,7 @@ def guarded(run: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argpa
         err = sys.stderr
         try:
             return run(args, out)
-        except CliInputError as exc:
+        except (CliInputError, ClientInputError) as exc:
             err.write(f"punctual: error: {exc}\n")
             return 2
         except ApiError as exc:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from punctual.models import JobState
 from punctual.usecases.job_admission import all_jobs
-from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.job_errors import InvalidJobError, JobHasDependentsError
 from punctual.usecases.jobs import JobService
 
 
@@ -52,7 +52,11 @@ def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
                     report.secrets[job.id] = secret
                 if job.state is JobState.PAUSED:
                     jobs.pause(to_tenant, job.id, reason=job.state_reason)
-            jobs.delete(from_tenant, job.id)
+            try:
+                jobs.delete(from_tenant, job.id)
+            except JobHasDependentsError as exc:
+                report.kept.append((job.id, str(exc)))  # its after() children move first: a later pass
+                continue
             report.moved.append(job.id)
             pending = True
     return report

@@ -273,6 +273,10 @@ def replace_job(
     spec = body.spec()
     svc.check_spec(spec)
     if if_none_match is not None:
+        if not _JOB_ID_RE.match(unquote(job_id)):  # a job to create here: the id is the input at fault
+            raise problems.invalid(
+                "path.job_id", "job id must be 1-64 characters of letters, digits, '-' and '_'"
+            )
         job, secret = create_at(svc, tenant, _job_id(job_id), spec, if_none_match)
         created = JobCreated.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret})
         return _job_reply(created, 201, {"Location": _location("jobs", job.id)})

@@ -9,6 +9,7 @@ import base64
 import binascii
 import json
 import re
+import sys
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -60,15 +61,24 @@ def _is_json(content_type: str) -> bool:
     return media in ("", "application/json") or (media.startswith("application/") and media.endswith("+json"))
 
 
-def _too_deep(body: str) -> bool:
-    """Whether the JSON parser gives up on ``body``'s nesting (so it never raises mid-route)."""
+def _unreadable(body: str) -> str | None:
+    """Why the JSON parser gives up on well-formed ``body`` (so it never raises mid-route), or None."""
     try:
         json.loads(body)
     except RecursionError:
-        return True
-    except ValueError:
-        return False  # malformed: the resolver answers 400 with the parser's message
-    return False
+        return f"the request body is nested too deeply (a payload may have {MAX_PAYLOAD_DEPTH} levels)"
+    except json.JSONDecodeError:
+        return None  # malformed: the resolver answers 400 with the parser's message
+    except ValueError:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        return f"a number in the request body has more than {sys.get_int_max_str_digits()} digits"
+    return None
+
+
+def _with_header(event: dict[str, Any], name: str, value: str) -> dict[str, Any]:
+    """``event`` with its header ``name`` (any case) set to ``value``, in both header maps."""
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != name}
+    multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if k.lower() != name}
+    return {**event, "headers": {**headers, name: value}, "multiValueHeaders": {**multi, name: [value]}}
 
 
 class PunctualResolver(APIGatewayRestResolver):
@@ -152,11 +162,9 @@ class PunctualResolver(APIGatewayRestResolver):
                 "Unsupported media type",
                 f"send the body as application/json, not {content_type[:80]!r}",
             )
-        if isinstance(body, str) and body and _too_deep(body):
-            return problems.proxy_problem(
-                422,
-                "validation",
-                "Invalid request",
-                f"the request body is nested too deeply (a payload may have {MAX_PAYLOAD_DEPTH} levels)",
-            )
+        if isinstance(body, str) and body and (reason := _unreadable(body)) is not None:
+            return problems.proxy_problem(422, "validation", "Invalid request", reason)
+        if content_type is not None and body and content_type != content_type.lower():
+            # Media types are case-insensitive (RFC 9110 8.3.1); the validation layer compares them as is.
+            event = _with_header(event, "content-type", content_type.lower())
         return super().resolve(event, context)

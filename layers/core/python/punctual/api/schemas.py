@@ -82,7 +82,10 @@ class JobOut(JobSpec):
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
-        return cls.model_validate(job.model_dump(exclude={"tenant", "anchor", "signing_secret_enc"}))
+        shown = job.model_dump(exclude={"tenant", "anchor", "signing_secret_enc"})
+        if job.state is not JobState.PAUSED:  # kept by a resumed job (the owed slots count from it)
+            shown["paused_at"] = None
+        return cls.model_validate(shown)
 
 
 OUTPUT_ONLY_FIELDS = frozenset({*(set(JobOut.model_fields) - set(JobSpec.model_fields)), "signing_secret"})

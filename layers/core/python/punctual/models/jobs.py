@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any
@@ -235,8 +235,40 @@ class JobSpec(StrictModel):
     def _zone(cls, value: str) -> str:
         try:
             _check_zone(value)
-        except schedules.ScheduleError as exc:
-            raise ValueError(str(exc)) from None
+        except schedules.ScheduleError as exc:  # the field is named once, by the error's location
+            raise ValueError(str(exc).removeprefix("timezone: ")) from None
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _expression_text(cls, value: str) -> str:
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):  # stored as sent: a newline would stay
+            raise ValueError("schedule must not contain control characters (a newline, a tab, ...)")
+        return value
+
+    @field_validator("start_at", "end_at", mode="before")
+    @classmethod
+    def _instant_text(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, (bool, int, float)):  # pydantic would read a number as epoch seconds
+            raise ValueError(
+                f"{info.field_name} must be an RFC 3339 date-time string, such as 2027-01-01T00:00:00Z"
+            )
+        return value
+
+    @field_validator("start_at", "end_at")
+    @classmethod
+    def _instant_range(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is None:
+            return value
+        try:
+            year = value.astimezone(UTC).year
+        except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+            year = 0
+        if not schedules.MIN_YEAR <= year <= schedules.MAX_YEAR:
+            raise ValueError(
+                f"{info.field_name} must be between {schedules.MIN_YEAR}-01-01 and"
+                f" {schedules.MAX_YEAR}-12-31 (UTC)"
+            )
         return value
 
     @field_validator("name")

@@ -144,6 +144,13 @@ class SchedulerIdentity(StrictModel):
     flexible_window_minutes: int | None = Field(
         default=None, ge=1, le=1440, description="FlexibleTimeWindow FLEXIBLE: the window (jitter_seconds)."
     )
+    started_at_once: bool = Field(
+        default=False,
+        description=(
+            "A rate schedule given no StartDate: it started invoking at once, as the service does (start_at"
+            " is when it was written; GetSchedule shows no StartDate)."
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- alerts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -25,6 +26,7 @@ _ARN_RE = re.compile(
 )
 
 
+_URL_SAFE = "/?&=#:@!$'()*+,;%~-._"  # what a URL's path and query keep as is
 _PARTITION_REGIONS = {"aws-cn": "cn-", "aws-us-gov": "us-gov-"}
 
 # Resource names as each service allows them (the part after the prefix). The SQS
@@ -125,6 +127,16 @@ class HttpTarget(StrictModel):
         lowered = value.lower()
         if not (lowered.startswith("http://") or lowered.startswith("https://")):
             raise ValueError("url must start with http:// or https://")
+        if not value.isascii() or any(ch <= " " or ch == "\x7f" for ch in value):
+            # a request line carries visible ASCII only: every call would fail
+            scheme, _, rest = value.partition("://")
+            host, slash, path = rest.partition("/")
+            try:
+                ascii_host = host.encode("idna").decode()
+            except UnicodeError:
+                ascii_host = host
+            suggested = f"{scheme}://{ascii_host}{slash}{urllib.parse.quote(path, safe=_URL_SAFE)}"
+            raise ValueError(f"url must be visible ASCII (percent-encode the rest): {suggested[:300]!r}")
         return value
 
     @field_validator("headers")
@@ -143,6 +155,12 @@ class HttpTarget(StrictModel):
             seen.add(name.lower())
             if any(ord(ch) < 32 and ch != "\t" for ch in header_value) or "\x7f" in header_value:
                 raise ValueError(f"header {name!r}: control characters are not allowed in a value")
+            beyond = next((ch for ch in header_value if ord(ch) > 0xFF), None)
+            if beyond is not None:  # HTTP/1.1 sends a field value as ISO-8859-1 bytes: every call would fail
+                raise ValueError(
+                    f"header {name!r}: {beyond!r} cannot be sent in an HTTP header (ISO-8859-1 only);"
+                    " percent- or base64-encode the value"
+                )
             if len(header_value) > MAX_HEADER_VALUE_CHARS:
                 raise ValueError(f"header {name!r}: value longer than {MAX_HEADER_VALUE_CHARS} characters")
         return value

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from punctual.models import CatchupKind, Job, JobSpec
 from punctual.timing import schedules
+from punctual.timing.instants import format_instant
 from punctual.timing.missed_ranges import SPAN_CAP, MissedRange, drop_in_bulk, span
 from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
 
@@ -56,11 +57,35 @@ def _next_slot(job: Job, schedule: schedules.Schedule, after: datetime) -> datet
         return None
     lower = after
     if job.start_at is not None:
-        lower = max(lower, ceil_second(job.start_at) - _ONE_SECOND)
+        lower = max(lower, ceil_second(job.start_at) - _ONE_SECOND)  # start_at itself may be a slot
+    elif schedule.kind == "rate":
+        # Anchored at its registration (or its schedule's last change): that instant is not a slot,
+        # the first is N later, whatever fraction of its second the job was registered at.
+        lower = max(lower, job.anchor)
     slot = schedule.next_after(lower, anchor=job.anchor)
     if slot is None or (job.end_at is not None and slot > job.end_at):
         return None
     return slot
+
+
+def no_slot_reason(job: Job, now: datetime) -> str:
+    """Why ``job`` has no slot after ``now`` (:func:`first_slot` answered None), for its author."""
+    dst = schedules.DstOptions(gap=job.dst.gap, repeat=job.dst.repeat) if job.dst else None
+    try:  # a cron whose years are past, or which never fires after now: the parser says which
+        schedules.parse_schedule(job.schedule, job.timezone, dst, now=now)
+    except schedules.ScheduleError as exc:
+        return f"schedule has no future slot: {exc}"
+    schedule = schedule_of(job)
+    lower = now if job.start_at is None else max(now, ceil_second(job.start_at) - _ONE_SECOND)
+    unbounded = schedule.next_after(lower, anchor=job.anchor)
+    if unbounded is not None and job.end_at is not None and unbounded > job.end_at:
+        return (
+            f"schedule has no slot before end_at {format_instant(job.end_at)}: its next is"
+            f" {format_instant(unbounded)}"
+        )
+    if schedule.kind == "at":
+        return f"schedule has no future slot: {job.schedule} is not after {format_instant(now)}"
+    return f"schedule has no slot after {format_instant(now)}"
 
 
 def first_slot(job: Job, now: datetime) -> datetime | None:

@@ -40,6 +40,7 @@ from punctual.timing.slots import (
     fire_timer,
     first_slot,
     next_slot,
+    no_slot_reason,
     resume_start,
     schedule_of,
     sent_check_timer,
@@ -49,6 +50,7 @@ from punctual.usecases.job_admission import JobAdmission
 from punctual.usecases.job_errors import (
     InvalidJobError,
     JobConflictError,
+    JobHasDependentsError,
     JobNotFoundError,
     PreconditionFailedError,
 )
@@ -154,6 +156,22 @@ def resumed(current: Job, now: datetime, layout: TimerLayout) -> tuple[Job, list
     if start is None:
         return job.model_copy(update={"state": JobState.COMPLETED, "state_reason": "no slot left"}), []
     return job, [fire_timer(layout, job, start, now, resumed=not fresh)]
+
+
+def after_children(store: JobStore, tenant: str, job_id: str) -> list[str]:
+    """The ``after(...)`` jobs that name ``job_id`` as a parent and exist (a link whose child is
+    gone, or no longer names it, does not count)."""
+    children = []
+    for child_id in store.list_dependents(tenant, job_id):
+        try:
+            child = store.get_job(tenant, child_id)
+        except UnreadableJobError as found:
+            if job_id in _raw_parents(found.job):
+                children.append(child_id)
+            continue
+        if child is not None and job_id in schedule_of(child).parents:
+            children.append(child_id)
+    return children
 
 
 class JobService:
@@ -292,9 +310,7 @@ class JobService:
         check_job_size(job)  # 413 naming the largest parts, before anything is written
         timer = self._first_timer(job, now, after=now)
         if timer is None and schedule_of(job).kind != "after":
-            raise InvalidJobError(
-                "schedule has no future slot (a one-time instant in the past, or end_at passed)"
-            )
+            raise InvalidJobError(no_slot_reason(job, now))
         if paused:
             job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
             timer = None
@@ -355,9 +371,7 @@ class JobService:
         if job.state is JobState.ENABLED:
             timer = self._first_timer(job, now, after=now)
             if timer is None and schedule_of(job).kind != "after":
-                raise InvalidJobError(
-                    "schedule has no future slot (a one-time instant in the past, or end_at passed)"
-                )
+                raise InvalidJobError(no_slot_reason(job, now))
             timers = [timer] if timer else []
         old_calendars = current.exclude_calendars if isinstance(found, Job) else _raw_calendars(found)
         uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
@@ -427,6 +441,9 @@ class JobService:
     def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
         """Delete the job (one the model cannot read included); its history stays until its TTL."""
         current = self._found(tenant, job_id, expected_version)
+        children = after_children(self.store, tenant, job_id)
+        if children:  # they would never fire again, silently: refused, as a calendar in use is
+            raise JobHasDependentsError(job_id, children)
         parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
         calendars = current.exclude_calendars if isinstance(current, Job) else _raw_calendars(current)
         try:

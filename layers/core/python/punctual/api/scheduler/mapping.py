@@ -49,6 +49,7 @@ from punctual.models import (
     MAX_ATTEMPTS,
     CatchupPolicy,
     DeadLetterQueue,
+    DstPolicy,
     EcsTarget,
     EventBridgeTarget,
     Job,
@@ -62,6 +63,7 @@ from punctual.models import (
     StepFunctionsTarget,
     target_arn,
 )
+from punctual.timing.slots import ceil_second
 
 DEFAULT_GROUP = "default"
 GROUP_TAG = "punctual:schedule-group"
@@ -152,7 +154,19 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
     if start is not None and start < now - START_DATE_MAX_AGE:
         raise invalid("The StartDate you specify cannot be earlier than 5 minutes ago.")
     try:
-        return JobSpec(**_fields(values, group, arn, target, payload, jitter))
+        fields = _fields(values, group, arn, target, payload, jitter)
+        kind = str(values["ScheduleExpression"]).strip()[:5].lower()
+        if kind == "rate(" and start is None:
+            # The service: "If you don't provide a StartDate for a rate-based schedule, your schedule
+            # starts invoking the target immediately" (Schedule types, rate-based): its first slot is
+            # now (rounded up to the second), where a /v1 rate job's is N after its registration.
+            fields["start_at"] = ceil_second(now)
+            fields["scheduler"] = fields["scheduler"].model_copy(update={"started_at_once": True})
+        if kind == "cron(":
+            # The service skips a cron time a spring-forward change skips, and runs a repeated one
+            # once (Schedule types, daylight saving time); a /v1 job fires it right after the gap.
+            fields["dst"] = DstPolicy(gap="skip", repeat="first")
+        return JobSpec(**fields)
     except ValidationError as exc:
         raise invalid(_explain(exc)) from None
 
@@ -412,7 +426,7 @@ def schedule_out(job: Job, arn: str) -> dict[str, Any]:
     }
     if job.description:  # the service leaves the member out when a schedule has none
         out["Description"] = job.description
-    if job.start_at is not None:
+    if job.start_at is not None and not (job.scheduler and job.scheduler.started_at_once):
         out["StartDate"] = epoch(job.start_at.replace(microsecond=0))
     if job.end_at is not None:
         out["EndDate"] = epoch(job.end_at.replace(microsecond=0))

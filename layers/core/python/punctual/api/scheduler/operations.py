@@ -34,7 +34,7 @@ from punctual.api.scheduler.model import epoch
 from punctual.api.wiring import Services
 from punctual.models import Job, JobState
 from punctual.store.base import GroupConflictError, GroupExistsError, JobExistsError, ScheduleGroup
-from punctual.usecases.job_errors import JobNotFoundError
+from punctual.usecases.job_errors import JobHasDependentsError, JobNotFoundError
 
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
 MAX_TAGS_PER_GROUP = 200
@@ -298,16 +298,28 @@ def delete_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any
             store.update_group(deleting, group.updated_at)
         except GroupConflictError:
             raise conflict(f"Schedule group {name} changed meanwhile; try again.") from None
+    members: list[str] = []
     cursor: str | None = None
     while True:
         page = store.list_jobs(req.tenant, 100, cursor, None, f"{GROUP_TAG}={name}")
-        for job in page.items:
-            if group_of(job) == name:
-                with suppress(JobNotFoundError):
-                    req.services.jobs.delete(req.tenant, job.id)
+        members.extend(job.id for job in page.items if group_of(job) == name)
         if page.cursor is None:
             break
         cursor = page.cursor
+    reason = ""
+    while members:  # an after(...) child goes before its parent: passes while they make progress
+        refused: list[str] = []
+        for job_id in members:
+            try:
+                req.services.jobs.delete(req.tenant, job_id)
+            except JobNotFoundError:
+                pass
+            except JobHasDependentsError as exc:
+                refused.append(job_id)
+                reason = str(exc)
+        if len(refused) == len(members):
+            raise conflict(f"Schedule group {name} cannot be deleted: {reason}")
+        members = refused
     store.delete_group(req.tenant, name)
     return {}
 

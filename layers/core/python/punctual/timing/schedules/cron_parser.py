@@ -65,6 +65,8 @@ class _FieldParser:
         if fd.names is not None and token.upper() in fd.names:
             return fd.names[token.upper()]
         if not _NUMBER.fullmatch(token):
+            if token.isdigit():  # digits, too many of them: say so, not "not a number"
+                raise self.fail(f"{fd.name} '{shorten(token)}' has too many digits: {fd.lo}-{fd.hi}")
             if fd.names is not None:
                 kind = "month" if fd is _MONTH else "day"
                 raise self.fail(f"{fd.name} '{token}' is not a number or {kind} name")
@@ -81,6 +83,8 @@ class _FieldParser:
         step = 1
         if slash:
             if not _NUMBER.fullmatch(step_text):
+                if step_text.isdigit():
+                    raise self.fail(f"{fd.name} step '{step_text}' in '{token}' is too large")
                 raise self.fail(f"{fd.name} step '{step_text}' in '{token}' is not a number")
             step = int(step_text)
             if step < 1:

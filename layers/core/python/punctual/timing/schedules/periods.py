@@ -26,6 +26,9 @@ _PERIOD = re.compile(r"([0-9]{1,9})\s+([A-Za-z]+)")
 def parse_period(kind: str, body: str) -> int:
     match = _PERIOD.fullmatch(body)
     if match is None:
+        too_long = re.fullmatch(r"([0-9]{10,})\s+[A-Za-z]+", body)
+        if too_long:
+            raise ScheduleError(f"{kind}: N '{shorten(too_long.group(1))}' is too large (at most 9 digits)")
         raise ScheduleError(
             f"{kind}: expected '{kind}(N unit)' such as {kind}(5 minutes), got '{shorten(body)}'"
         )

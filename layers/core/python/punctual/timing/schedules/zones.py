@@ -13,10 +13,22 @@ from datetime import date
 from functools import lru_cache
 from typing import Final
 
+import tzdata  # type: ignore[import-untyped]  # (no stubs: one constant read)
+
 from punctual.timing.schedules.base import EPOCH_ORDINAL, from_epoch, shorten
 from punctual.timing.schedules.errors import ScheduleError
 
-__all__ = ["Zone", "validate_timezone", "zone_of"]
+__all__ = ["ZONE_DATABASE", "Zone", "validate_timezone", "zone_of"]
+
+# Every node reads one zone database: the pinned ``tzdata`` package (requirements.txt), never the
+# host's. The Lambda runtime, the ECS image (a slim Debian without /usr/share/zoneinfo) and a
+# laptop each have their own or none, and two nodes whose rules for a zone differ would compute
+# different slots of the same job: a slot run twice, or never.
+zoneinfo.reset_tzpath(to=())
+zoneinfo.ZoneInfo.clear_cache()
+ZONE_DATABASE: Final = tzdata.IANA_VERSION
+# Names in the database that are not places: the host's own zone and build artefacts.
+_NOT_PLACES: Final = frozenset({"localtime", "posixrules", "Factory"})
 
 
 def validate_timezone(name: str) -> zoneinfo.ZoneInfo:
@@ -40,6 +52,8 @@ def validate_timezone(name: str) -> zoneinfo.ZoneInfo:
         raise ScheduleError("timezone: empty time zone name")
     if len(name) > 64 or not name.isascii() or not name.isprintable() or name != name.strip():
         raise ScheduleError(f"timezone: invalid time zone name '{shorten(name)}'")
+    if name in _NOT_PLACES or name.startswith(("posix/", "right/")):
+        raise ScheduleError(f"timezone: '{name}' is not an IANA time zone (a place, such as Europe/Berlin)")
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):

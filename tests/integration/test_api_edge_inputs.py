@@ -1,0 +1,137 @@
+"""Inputs a real client sends that the API once answered with a 500, or accepted and then failed on
+every run, or answered with the wrong 4xx: each now a 4xx naming the problem, nothing stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from api_harness import ApiClient, job_spec
+from api_harness import api as api  # the fixture
+
+HTTP = {"type": "http", "url": "https://hooks.example.com/x"}
+
+
+def _errors(reply: Any) -> str:
+    return str(reply.body)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("start_at", "0001-01-01T00:00:00Z"),
+        ("start_at", "0001-01-01T00:00:00+01:00"),  # before year 1 in UTC
+        ("start_at", "9999-12-31T23:59:59.999Z"),
+        ("end_at", "9999-12-31T23:59:59Z"),
+    ],
+)
+def test_instants_outside_the_schedulable_years_are_refused_by_name(
+    api: ApiClient, field: str, value: str
+) -> None:
+    spec = job_spec(schedule="rate(1 hour)", target=HTTP, **{field: value})
+    created = api.call("POST", "/v1/jobs", spec)
+    assert (
+        created.status == 422
+        and field in _errors(created)
+        and "1970-01-01 and 2199-12-31" in _errors(created)
+    )
+    put = api.call("PUT", "/v1/jobs/edge-1", spec, headers={"If-None-Match": "*"})
+    assert put.status == 422 and api.call("GET", "/v1/jobs/edge-1").status == 404
+    # in a batch the bad job fails alone: the good one is stored and said so, in a 200
+    batch = api.call(
+        "POST",
+        "/v1/job-batches",
+        {"jobs": [{"id": "z-ok", "job": job_spec(target=HTTP)}, {"id": "z-bad", "job": spec}]},
+    )
+    assert batch.status == 200, batch
+    results = {r["id"]: r for r in batch.body["results"]}
+    assert results["z-ok"]["status"] == "created" and results["z-bad"]["code"] == 422
+    assert api.call("GET", "/v1/jobs/z-bad").status == 404
+
+
+def test_instants_must_be_text_not_numbers(api: ApiClient) -> None:
+    for value in (12345, 1.5, True):
+        reply = api.call("POST", "/v1/jobs", job_spec(target=HTTP, start_at=value))
+        assert reply.status == 422 and "RFC 3339" in _errors(reply), reply
+
+
+def test_a_number_with_more_digits_than_python_converts_is_422(api: ApiClient) -> None:
+    raw = (
+        '{"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://e.example/x"}, "payload": 1'
+    )
+    reply = api.call("POST", "/v1/jobs", raw=raw + "0" * 5000 + "}")
+    assert reply.status == 422 and "digits" in reply.body["detail"], reply
+
+
+def test_media_types_are_case_insensitive(api: ApiClient) -> None:
+    reply = api.call("POST", "/v1/jobs", job_spec(target=HTTP), headers={"Content-Type": "APPLICATION/JSON"})
+    assert reply.status == 201, reply
+    form = api.call("POST", "/v1/jobs", job_spec(target=HTTP), headers={"Content-Type": "Text/Plain"})
+    assert form.status == 415
+
+
+@pytest.mark.parametrize(
+    "schedule", ["cron(0 0 * * ? *)\n", "\n0 0 * * *", "rate(5 minutes)\r", "rate(5\tminutes)"]
+)
+def test_control_characters_in_a_schedule_are_refused(api: ApiClient, schedule: str) -> None:
+    reply = api.call("POST", "/v1/jobs", job_spec(schedule=schedule, target=HTTP))
+    assert reply.status == 422 and "control characters" in _errors(reply)
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ({**HTTP, "headers": {"X-A": "€ü"}}, "ISO-8859-1"),
+        ({**HTTP, "url": "https://hooks.example.com/hook/ü?x=ü"}, "/hook/%C3%BC?x=%C3%BC"),
+        ({**HTTP, "url": "https://hooks.example.com/a b"}, "/a%20b"),
+        ({**HTTP, "url": "https://bücher.example/x"}, "xn--bcher-kva.example"),
+    ],
+)
+def test_an_http_target_no_request_can_carry_is_refused_with_what_would_work(
+    api: ApiClient, target: dict[str, Any], says: str
+) -> None:
+    """Once accepted (201), then every run FAILED: an ASCII request line, ISO-8859-1 header values."""
+    reply = api.call("POST", "/v1/jobs", job_spec(target=target))
+    assert reply.status == 422 and says in _errors(reply), reply
+    latin = api.call("POST", "/v1/jobs", job_spec(target={**HTTP, "headers": {"X-A": "café"}}))
+    assert latin.status == 201  # ISO-8859-1 is what HTTP/1.1 sends
+
+
+@pytest.mark.parametrize("zone", ["localtime", "Factory", "posixrules", "right/UTC", "posix/Europe/Berlin"])
+def test_names_that_are_not_places_are_not_time_zones(api: ApiClient, zone: str) -> None:
+    reply = api.call("POST", "/v1/jobs", job_spec(target=HTTP, timezone=zone))
+    assert reply.status == 422 and "is not an IANA time zone" in _errors(reply)
+    assert "timezone: timezone" not in _errors(reply)  # the field named once
+
+
+def test_a_resumed_job_shows_no_paused_at(api: ApiClient) -> None:
+    job = api.create(job_spec(target=HTTP))
+    paused = api.call("POST", f"/v1/jobs/{job['id']}/pause").body
+    assert paused["paused_at"] is not None
+    resumed = api.call("POST", f"/v1/jobs/{job['id']}/resume").body
+    assert resumed["state"] == "ENABLED" and resumed["paused_at"] is None
+    assert api.call("GET", f"/v1/jobs/{job['id']}").body["paused_at"] is None
+
+
+@pytest.mark.parametrize("job_id", ["a.b", "a:b", "a~b", "bad%20id", "x" * 65])
+def test_creating_at_an_id_outside_the_rule_names_the_rule(api: ApiClient, job_id: str) -> None:
+    reply = api.call("PUT", f"/v1/jobs/{job_id}", job_spec(target=HTTP), headers={"If-None-Match": "*"})
+    assert reply.status == 422 and "letters, digits, '-' and '_'" in _errors(reply), reply
+    assert api.call("GET", f"/v1/jobs/{job_id}").status == 404  # reading one: there is none
+
+
+def test_a_parent_of_after_jobs_cannot_be_deleted_while_they_name_it(api: ApiClient) -> None:
+    """Deleting it would leave its children ENABLED and never firing, silently (and no longer
+    editable as they are): refused with 409 naming them, as a calendar in use is."""
+    assert (
+        api.call("PUT", "/v1/jobs/parent", job_spec(target=HTTP), headers={"If-None-Match": "*"}).status
+        == 201
+    )
+    child = job_spec(schedule="after(parent)", target=HTTP)
+    assert api.call("PUT", "/v1/jobs/child", child, headers={"If-None-Match": "*"}).status == 201
+    refused = api.call("DELETE", "/v1/jobs/parent")
+    assert refused.status == 409 and "child" in refused.body["detail"], refused
+    assert api.call("GET", "/v1/jobs/parent").status == 200
+    # a child that no longer names it does not hold it
+    assert api.call("PUT", "/v1/jobs/child", job_spec(schedule="rate(1 hour)", target=HTTP)).status == 200
+    assert api.call("DELETE", "/v1/jobs/parent").status == 204

@@ -1,0 +1,73 @@
+"""``punctual jobs create|update --file``: a YAML file reads as the JSON it stands for, and every
+file or argument the CLI cannot use is one line and exit status 2, never an internal error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from punctual_cli import cli
+from punctual_cli.api_verbs import _read_spec_file
+
+YAML = """\
+schedule: rate(1 hour)
+start_at: 2027-01-01T00:00:00Z
+target: {type: http, url: "https://hooks.example.com/x"}
+payload: {country: NO, answer: yes, t: 12:30, d: 2027-01-01, n: 012, f: 1.5, b: true, z: ~, neg: -3}
+alerts: [{on: [failed], target: {type: http, url: "https://hooks.example.com/alert"}}]
+"""
+
+
+@pytest.fixture(autouse=True)
+def _nowhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PUNCTUAL_ENDPOINT", "http://127.0.0.1:9")  # never reached: the input is refused first
+    monkeypatch.setenv("PUNCTUAL_TENANT", "t")
+
+
+def test_yaml_reads_as_the_json_it_stands_for(tmp_path: Path) -> None:
+    """YAML 1.1 would make ``on`` True (the alert rule loses its key), ``NO`` and ``yes`` booleans,
+    ``12:30`` the number 750, ``012`` ten, and dates datetime objects JSON cannot carry."""
+    path = tmp_path / "job.yaml"
+    path.write_text(YAML)
+    spec = _read_spec_file(str(path))
+    assert spec["start_at"] == "2027-01-01T00:00:00Z"
+    assert spec["payload"] == {
+        "country": "NO",
+        "answer": "yes",
+        "t": "12:30",
+        "d": "2027-01-01",
+        "n": 12,
+        "f": 1.5,
+        "b": True,
+        "z": None,
+        "neg": -3,
+    }
+    assert spec["alerts"] == [
+        {"on": ["failed"], "target": {"type": "http", "url": "https://hooks.example.com/alert"}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"\xff\xfe\x00{", "is not UTF-8 text"),
+        (b"schedule: rate(1 hour)\npayload: !!binary aGVsbG8=\n", "JSON cannot carry"),
+        (b"schedule: [unclosed\n", "neither JSON nor YAML"),
+        (b"- just\n- a list\n", "must hold one job spec"),
+    ],
+)
+def test_a_file_the_cli_cannot_use_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, says: str
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_bytes(content)
+    code = cli.main(["jobs", "create", "--file", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and err.count("\n") == 1 and "internal error" not in err, err
+
+
+def test_an_empty_id_is_bad_input_not_an_internal_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["runs", "get", "job-1", ""])
+    err = capsys.readouterr().err
+    assert code == 2 and "must not be empty" in err and "internal error" not in err, err
