@@ -321,6 +321,7 @@ METRIC_RATE_BUDGET_OVERRUNS: Final = "RateBudgetOverruns"
 # chains repaired, jobs not judged because their shards' pollers were behind.
 METRIC_CHAINS_AUDITED: Final = "ChainsAudited"
 METRIC_CHAINS_BROKEN: Final = "ChainsBroken"
+METRIC_JOBS_ORPHANED: Final = "JobsOrphaned"
 METRIC_CHAINS_REPAIRED: Final = "ChainsRepaired"
 METRIC_CHAIN_AUDIT_DEFERRED: Final = "ChainAuditDeferred"
 # The tick's scaling calls: the worker event-source mappings, the burst service, the short queues' depth.

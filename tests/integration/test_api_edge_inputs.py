@@ -135,3 +135,18 @@ def test_a_parent_of_after_jobs_cannot_be_deleted_while_they_name_it(api: ApiCli
     # a child that no longer names it does not hold it
     assert api.call("PUT", "/v1/jobs/child", job_spec(schedule="rate(1 hour)", target=HTTP)).status == 200
     assert api.call("DELETE", "/v1/jobs/parent").status == 204
+
+
+def test_a_target_without_a_type_is_a_webhook_when_it_has_a_url(api: ApiClient) -> None:
+    created = api.call("POST", "/v1/jobs", job_spec(target={"url": "https://hooks.example.com/x"}))
+    assert created.status == 201 and created.body["target"]["type"] == "http"
+    untyped = api.call(
+        "POST", "/v1/jobs", job_spec(target={"queue_arn": "arn:aws:sqs:us-east-1:123456789012:q"})
+    )
+    assert untyped.status == 422 and "type is required" in _errors(untyped)
+
+
+def test_a_missing_calendar_is_named_once(api: ApiClient) -> None:
+    reply = api.call("POST", "/v1/jobs", job_spec(target=HTTP, exclude_calendars=["nope"]))
+    assert reply.status == 422 and "calendar 'nope' does not exist" in _errors(reply)
+    assert "exclude_calendars: exclude_calendars" not in _errors(reply)

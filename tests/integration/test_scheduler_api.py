@@ -552,6 +552,28 @@ def test_deleting_a_group_deletes_its_schedules(client: Any, api: ApiClient) -> 
     assert client.list_schedules(GroupName="doomed")["Schedules"] == []
 
 
+def test_a_group_whose_schedules_depend_on_each_other_is_deleted_children_first(client: Any) -> None:
+    """A parent of after() jobs is not deleted while they name it (they would never fire again): the
+    group's children go first, whatever order the listing gives; a child outside the group keeps
+    its parent, and the delete says why."""
+    client.create_schedule_group(Name="chain")
+    _create(client, "a-parent", GroupName="chain")
+    parent = job_id_of("chain", "a-parent")
+    for name in ("b-child", "c-child"):
+        _create(client, name, GroupName="chain", ScheduleExpression=f"after({parent})")
+    client.delete_schedule_group(Name="chain")
+    assert _code(client.get_schedule_group, Name="chain")[0] == "ResourceNotFoundException"
+    client.create_schedule_group(Name="held")
+    _create(client, "p", GroupName="held")
+    _create(client, "outside", ScheduleExpression=f"after({job_id_of('held', 'p')})")
+    code, message = _code(client.delete_schedule_group, Name="held")
+    assert code == "ConflictException" and "default/outside" in message, message
+    assert _code(client.delete_schedule, Name="p", GroupName="held")[0] == "ConflictException"
+    client.delete_schedule(Name="outside")
+    client.delete_schedule_group(Name="held")
+    assert _code(client.get_schedule_group, Name="held")[0] == "ResourceNotFoundException"
+
+
 # --------------------------------------------------------------------------- errors
 
 

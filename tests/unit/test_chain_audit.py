@@ -280,6 +280,19 @@ def test_a_dependant_that_lost_its_link_is_linked_again(rig: AuditRig, t0: datet
     assert runs(rig, child)  # the parent's next successes dispatch it again
 
 
+def test_an_after_job_whose_parent_is_gone_is_reported_every_run_never_repaired(rig: AuditRig) -> None:
+    """A delete refuses a parent its children name; one that went anyway (before that rule, or a race
+    with a child's write) leaves a job nothing can dispatch: said each run, loudly, not "live"."""
+    register(rig, "parent", "rate(1 minute)")
+    child = register(rig, "child", "after(parent)")
+    rig.store.delete_job("default", "parent", parents=())  # underneath the refusal
+    rig.run(4)
+    judged = [r for r in rig.reports if r.jobs and not r.recent]  # (the first run: just registered)
+    assert len(judged) >= 2 and all(r.orphans == 1 and r.live == 0 for r in judged), rig.reports
+    assert not rig.repairs and rig.store.get_job("default", child.id).state is JobState.ENABLED
+    assert rig.metrics.total("JobsOrphaned") >= 1
+
+
 def test_a_queued_slot_whose_hand_over_was_lost_gets_the_turn(rig: AuditRig, t0: datetime) -> None:
     job = register(rig, "q", "rate(1 hour)", overlap="queue")
     holder, waiting = slot_key(t0 - timedelta(hours=2)), slot_key(t0 - timedelta(hours=1))

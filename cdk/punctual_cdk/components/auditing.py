@@ -87,6 +87,18 @@ class ChainAuditor(Construct):
             ),
             cloudwatch.Alarm(
                 self,
+                "JobsOrphaned",
+                metric=app_metric(c.METRIC_JOBS_ORPHANED, "Sum").with_(period=_FIVE_MINUTES),
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description="The chain auditor found an ENABLED after(...) job whose parent no longer "
+                "exists: nothing can dispatch it. Its tenant must change its schedule or delete it (the "
+                "auditor's log names it).",
+            ),
+            cloudwatch.Alarm(
+                self,
                 "AuditorErrors",
                 metric=self.handler.function.metric_errors(period=_FIVE_MINUTES, statistic="Sum"),
                 threshold=1,

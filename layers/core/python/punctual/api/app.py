@@ -289,7 +289,8 @@ def replace_job(
     summary="Delete a job",
     description=(
         "No slot fires after this; its history stays readable (marked job_deleted) until it expires. "
-        "With If-Match, the job must still be at that version (else 412)."
+        "With If-Match, the job must still be at that version (else 412). A parent that after(...) jobs "
+        "name is not deleted (409 naming them): delete or change them first."
     ),
     responses={204: {"description": "Deleted"}, **_problem(400, 401, 404, 409, 412)},
     tags=["jobs"],

@@ -91,6 +91,7 @@ class AuditReport:
     changed: int = 0  # changed between the two looks: not judged
     deferred: int = 0  # its shards' pollers behind: judged on a later run
     unreadable: int = 0
+    orphans: int = 0  # after() jobs whose parents were deleted: they can never fire
     timer_reads: int = 0
     complete: bool = True  # every segment read before the run had to stop
     repairs: list[Repair] = field(default_factory=list)
@@ -248,6 +249,9 @@ class ChainAuditor:
             missing = self._missing_links(job)
             if missing:
                 suspects.append(_Suspect(job, f"not linked from {', '.join(missing)}"))
+            elif gone := gone_parents(self.store, job):
+                report.orphans += 1  # nothing can dispatch it: said loudly, a user must act
+                log.warning("after() job %s/%s can never fire: parent(s) %s gone", job.tenant, job.id, gone)
             else:
                 report.live += 1
             return
@@ -510,10 +514,26 @@ class ChainAuditor:
             self.metrics.add("ChainAuditDeferred", report.deferred)
         if report.broken:
             self.metrics.add("ChainsBroken", report.broken)
+        if report.orphans:
+            self.metrics.add("JobsOrphaned", report.orphans)
         if report.repaired:
             self.metrics.add("ChainsRepaired", report.repaired)
             self.metrics.add("SlotsMissed", sum(r.missed_count for r in report.repairs if r.applied))
         self.events.flush()
+
+
+def gone_parents(store: JobStore, job: Job) -> list[str]:
+    """The parents of an ``after(...)`` job that do not exist (a delete refuses a parent its
+    children name; one deleted before that rule, or in a race with a child's write, leaves it
+    with nothing to dispatch it)."""
+    gone = []
+    for parent in schedule_of(job).parents:
+        try:
+            if store.get_job(job.tenant, parent, consistent=False) is None:
+                gone.append(parent)
+        except UnreadableJobError:
+            continue  # it exists
+    return gone
 
 
 def _ranges(dues: list[int], lane: Lane) -> list[tuple[int, int]]:

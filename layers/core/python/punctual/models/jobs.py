@@ -239,6 +239,18 @@ class JobSpec(StrictModel):
             raise ValueError(str(exc).removeprefix("timezone: ")) from None
         return value
 
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target_type(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "type" not in value:
+            if "url" in value:
+                return {**value, "type": "http"}  # the schema's default type: a webhook
+            raise ValueError(
+                "type is required: http, lambda, sqs, sns, eventbridge, stepfunctions or ecs"
+                " (http when the target has a url)"
+            )
+        return value
+
     @field_validator("schedule")
     @classmethod
     def _expression_text(cls, value: str) -> str:

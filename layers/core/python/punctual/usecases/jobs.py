@@ -119,7 +119,7 @@ def _calendars_checked() -> Iterator[None]:
         yield
     except CalendarNotFoundError as exc:
         raise InvalidJobError(
-            f"exclude_calendars: calendar {exc.name!r} does not exist (PUT /v1/calendars/{exc.name} first)",
+            f"calendar {exc.name!r} does not exist (PUT /v1/calendars/{exc.name} first)",
             field="exclude_calendars",
         ) from None
 

@@ -33,7 +33,13 @@ from punctual.api.scheduler.mapping import (
 from punctual.api.scheduler.model import epoch
 from punctual.api.wiring import Services
 from punctual.models import Job, JobState
-from punctual.store.base import GroupConflictError, GroupExistsError, JobExistsError, ScheduleGroup
+from punctual.store.base import (
+    GroupConflictError,
+    GroupExistsError,
+    JobExistsError,
+    ScheduleGroup,
+    UnreadableJobError,
+)
 from punctual.usecases.job_errors import JobHasDependentsError, JobNotFoundError
 
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
@@ -171,7 +177,25 @@ def delete_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
         req.services.jobs.delete(req.tenant, job.id)
     except JobNotFoundError:
         raise not_found(f"Schedule {name} does not exist.") from None
+    except JobHasDependentsError as exc:
+        raise conflict(f"Schedule {name} cannot be deleted: {_dependents(req, exc)}") from None
     return {}
+
+
+def _dependents(req: Request, exc: JobHasDependentsError) -> str:
+    """Which schedules (group/name; a /v1 job by its id) name the refused one in after(...)."""
+    shown = []
+    for child_id in exc.children[:20]:
+        try:
+            child = req.services.store.get_job(req.tenant, child_id)
+        except UnreadableJobError:
+            child = None
+        shown.append(f"{group_of(child)}/{name_of(child)}" if child is not None else child_id)
+    more = f" and {len(exc.children) - 20} more" if len(exc.children) > 20 else ""
+    return (
+        f"schedules {', '.join(shown)}{more} run after it (after(...)):"
+        " delete them or change their expressions first"
+    )
 
 
 def list_schedules(req: Request, values: dict[str, Any]) -> dict[str, Any]:
@@ -316,7 +340,7 @@ def delete_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any
                 pass
             except JobHasDependentsError as exc:
                 refused.append(job_id)
-                reason = str(exc)
+                reason = _dependents(req, exc)
         if len(refused) == len(members):
             raise conflict(f"Schedule group {name} cannot be deleted: {reason}")
         members = refused
