@@ -73,27 +73,17 @@ class ChainAuditor(Construct):
             retry_attempts=c.AUDITOR_RETRY_ATTEMPTS,
         )
         self.alarms: list[cloudwatch.Alarm] = [
-            cloudwatch.Alarm(
-                self,
+            self._any_in_five_minutes(
                 "ChainsBroken",
-                metric=app_metric(c.METRIC_CHAINS_BROKEN, "Sum").with_(period=_FIVE_MINUTES),
-                threshold=1,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description="The chain auditor found a job whose chain was broken (it stopped firing "
+                c.METRIC_CHAINS_BROKEN,
+                "The chain auditor found a job whose chain was broken (it stopped firing "
                 "while ENABLED) and repaired it from its next slot, its lost slots recorded MISSED "
                 "('chain repaired'). Every one is a bug: see the Chain Repaired event and the auditor's log.",
             ),
-            cloudwatch.Alarm(
-                self,
+            self._any_in_five_minutes(
                 "JobsOrphaned",
-                metric=app_metric(c.METRIC_JOBS_ORPHANED, "Sum").with_(period=_FIVE_MINUTES),
-                threshold=1,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description="The chain auditor found an ENABLED after(...) job whose parent no longer "
+                c.METRIC_JOBS_ORPHANED,
+                "The chain auditor found an ENABLED after(...) job whose parent no longer "
                 "exists: nothing can dispatch it. Its tenant must change its schedule or delete it (the "
                 "auditor's log names it).",
             ),
@@ -110,6 +100,19 @@ class ChainAuditor(Construct):
                 "broken chains are not being looked for.",
             ),
         ]
+
+    def _any_in_five_minutes(self, name: str, metric: str, description: str) -> cloudwatch.Alarm:
+        """An alarm on the application metric ``metric``: one or more in a five-minute window."""
+        return cloudwatch.Alarm(
+            self,
+            name,
+            metric=app_metric(metric, "Sum").with_(period=_FIVE_MINUTES),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
 
     def notify(self, topic: sns.ITopic) -> None:
         """Send the alarms (and their recoveries) to the alarm topic."""
