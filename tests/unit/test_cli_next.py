@@ -103,13 +103,13 @@ def test_delay_prints_only_the_first_slot(capsys: pytest.CaptureFixture[str]) ->
     assert (code, out) == (0, ["2026-01-01T00:10:00Z"])
 
 
-def test_at_prints_one_slot_or_none(capsys: pytest.CaptureFixture[str]) -> None:
+def test_at_prints_its_slot_or_says_it_has_none(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(
         capsys, "next", "at(2030-01-01T09:00:00)", "--tz", "Asia/Tokyo", "--after", "2026-01-01"
     )
     assert (code, out) == (0, ["2030-01-01T00:00:00Z"])
     code, out, err = run(capsys, "next", "at(2020-01-01T09:00:00)", "--after", "2026-01-01T00:00:00Z")
-    assert (code, out, err) == (0, [], "")
+    assert (code, out) == (2, []) and "has no slot after 2026-01-01T00:00:00Z" in err  # as a job would be
 
 
 def test_fewer_slots_when_the_schedule_ends(capsys: pytest.CaptureFixture[str]) -> None:

@@ -71,3 +71,13 @@ def test_an_empty_id_is_bad_input_not_an_internal_error(capsys: pytest.CaptureFi
     code = cli.main(["runs", "get", "job-1", ""])
     err = capsys.readouterr().err
     assert code == 2 and "must not be empty" in err and "internal error" not in err, err
+
+
+@pytest.mark.parametrize("expression", ["at(2020-01-01T00:00:00)", "rate(999999999 days)"])
+def test_next_of_a_schedule_with_no_slot_left_says_so(
+    capsys: pytest.CaptureFixture[str], expression: str
+) -> None:
+    """As a job of it would be refused (422): one line and exit 2, not an empty answer and 0."""
+    code = cli.main(["next", expression, "--after", "2026-12-01T00:00:00Z"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "" and "has no slot after 2026-12-01T00:00:00Z" in captured.err
