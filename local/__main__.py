@@ -5,7 +5,14 @@ prepared once, it forks a fresh child running the component for each start the s
 """
 
 import os
+import signal
 import sys
+
+if os.environ.get("PUNCTUAL_LOCAL_ZYGOTE") == "1" or os.environ.get("PUNCTUAL_LOCAL_SUPERVISED") == "1":
+    # The terminal's Ctrl-C reaches the whole process group; the supervisor stops its components in
+    # order. Ignored before the imports: a Ctrl-C during a start-up's seconds of imports killed a
+    # component (or a zygote, which alone reports its children's exits) with a KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 if os.environ.get("PUNCTUAL_LOCAL_ZYGOTE") == "1":
     from local.cli import main, prepare_zygote

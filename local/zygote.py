@@ -51,14 +51,15 @@ def serve(
     running ``child_main(argv)`` per ``fork``. Both come from the command line's module
     (``local.cli``), which this module does not import: the supervisor imports this one.
     """
-    _warm_imports(prepare(argv))
     # Ctrl-C (SIGINT) and a harness's SIGTERM reach the whole process group, this zygote too: it
     # outlives them, since only it can report its children's exits to the supervisor (without
     # it the supervisor waited each one's stop timeout, then again after SIGKILL: two minutes to
-    # stop local mode). It ends when the supervisor closes its stdin, or is gone.
+    # stop local mode). It ends when the supervisor closes its stdin, or is gone. Ignored from
+    # its first instruction: a Ctrl-C during the seconds of its warm-up killed it too.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent = os.getppid()
+    _warm_imports(prepare(argv))
     out = sys.stdout
     while True:
         if os.getppid() != parent:

@@ -159,8 +159,9 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
         if kind == "rate(" and start is None:
             # The service: "If you don't provide a StartDate for a rate-based schedule, your schedule
             # starts invoking the target immediately" (Schedule types, rate-based): its first slot is
-            # now (rounded up to the second), where a /v1 rate job's is N after its registration.
-            fields["start_at"] = ceil_second(now)
+            # the next whole second but one (never the instant its job is written), where a /v1 rate
+            # job's is N after its registration.
+            fields["start_at"] = ceil_second(now) + timedelta(seconds=1)
             fields["scheduler"] = fields["scheduler"].model_copy(update={"started_at_once": True})
         if kind == "cron(":
             # The service skips a cron time a spring-forward change skips, and runs a repeated one
