@@ -49,7 +49,7 @@ JOBS_AT_SCALE = 10_000_000
 MINUTES_PER_MONTH = 43_800
 MEMORY_MB = 1024  # infra/constants.py AUDITOR_MEMORY_MB
 QUERY_LATENCY_MS = 5.0  # a DynamoDB read from Lambda in the same region (assumed, not measured here)
-ALARMS = 2  # ChainsBroken and the auditor's errors (infra/components/auditing.py)
+ALARMS = 3  # ChainsBroken, JobsOrphaned and the auditor's errors (infra/components/auditing.py)
 ALARM_USD_MONTH = 0.10  # a standard-resolution alarm (https://aws.amazon.com/cloudwatch/pricing/)
 PERIODS_MIN = (60, 360, 1440)
 # The mix: (weight, schedule). Clock schedules dominate, as in the capacity model's 10 M jobs.

@@ -81,3 +81,18 @@ def test_next_of_a_schedule_with_no_slot_left_says_so(
     code = cli.main(["next", expression, "--after", "2026-12-01T00:00:00Z"])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == "" and "has no slot after 2026-12-01T00:00:00Z" in captured.err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["jobs", "list", "--tenant", ""],
+        ["jobs", "list", "--endpoint", ""],
+        ["jobs", "trigger", "job-1", "--idempotency-key", ""],
+    ],
+)
+def test_an_empty_option_is_refused_not_replaced(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """``--tenant ''`` once meant PUNCTUAL_TENANT, and ``--idempotency-key ''`` no key at all."""
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and "must not be empty" in err, err

@@ -43,6 +43,9 @@ def emit(args: argparse.Namespace, out: TextIO, data: Any, human: Callable[[Any]
 
 
 def api_client(args: argparse.Namespace) -> PunctualClient:
+    for option in ("tenant", "endpoint", "idempotency_key"):
+        if getattr(args, option, None) == "":  # given, but empty: never silently another value
+            raise CliInputError(f"--{option.replace('_', '-')} must not be empty")
     try:
         return PunctualClient(
             endpoint=args.endpoint or os.environ.get("PUNCTUAL_ENDPOINT") or DEFAULT_ENDPOINT,
