@@ -384,6 +384,21 @@ def test_a_refused_connection_is_retryable() -> None:
     assert result.timed_out is False
 
 
+@pytest.mark.parametrize("interim", [b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n", b""])
+def test_informational_answers_before_the_final_one_are_read_past(receiver: Receiver, interim: bytes) -> None:
+    """A 103 Early Hints (or 102 Processing) then a 200 is a success, not "HTTP 103 (unexpected
+    status)" and a retry of a call the receiver acted on."""
+
+    def hints_then_ok(handler: BaseHTTPRequestHandler) -> None:
+        handler.wfile.write(interim + b"HTTP/1.1 102 Processing\r\n\r\n")
+        handler.wfile.flush()
+        answer(200, b"done")(handler)
+
+    receiver.routes["/hook"] = hints_then_ok
+    result = call(receiver.url(), {})
+    assert result.outcome is Outcome.SUCCEEDED, result.summary
+
+
 def test_a_connection_dropped_without_an_answer_is_retryable(receiver: Receiver) -> None:
     def hang_up(handler: BaseHTTPRequestHandler) -> None:
         handler.close_connection = True

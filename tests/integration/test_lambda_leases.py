@@ -491,3 +491,46 @@ def test_a_run_in_flight_in_a_lost_region_is_taken_over_by_another_regions_messa
     assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)
     target_a.release.set()
     runner.join(timeout=20)
+
+
+class FailsFirstThenHolds(HeldTarget):
+    """``flaky``'s first attempt fails (retryable); ``slow``'s run is held until released."""
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        if ctx.job_id == "flaky" and ctx.attempt == 1:
+            with self._lock:
+                self.calls.append((ctx.job_id, ctx.slot, ctx.attempt, time.monotonic()))
+            return TargetResult.retryable("HTTP 500")
+        return super().invoke(target, payload, ctx)
+
+
+def test_a_retry_is_not_held_back_by_its_batch_mates_long_run(lane: Lane) -> None:
+    """The retry goes out in its slot's message group, which FIFO keeps closed while the failed
+    attempt's message is in flight: a batch mate's long run held it to the batch's end, past its
+    backoff (seconds late, on every retry). The failed attempt's message is deleted at once."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    flaky = lane.add_job(
+        "flaky", retry={"max_attempts": 2, "backoff": "fixed", "base_seconds": 1, "jitter": False}
+    )
+    slow = lane.add_job("slow")
+    lane.send(fire(flaky, now), fire(slow, now))
+    target = FailsFirstThenHolds({"slow"})
+    batch = LambdaBatch(lane.worker(target))
+    received = lane.receive()
+    assert len(received) == 2
+    event = lane.event(received)
+    thread, _ = _handle_in_thread(batch, event)
+    try:
+        assert target.started.wait(20)  # slow's run is in flight
+        deadline = time.monotonic() + 20
+        while record_of(lane, flaky, now).status is not ExecutionStatus.RETRY_WAIT:
+            assert time.monotonic() < deadline, "flaky's first attempt never failed"
+            time.sleep(0.05)
+        # When the retry is sent (the poller releases its timer), while slow still runs
+        lane.send(message_for(flaky, slot_key(now), now, 2, MessageKind.RETRY, datetime.now(UTC)))
+        got, _ = lane.receive_within(5)
+        # Then it is received at once: the group is not held by attempt 1's message
+        assert [DispatchMessage.from_body(m["Body"]).attempt for m in got] == [2]
+    finally:
+        target.release.set()
+        thread.join(30)

@@ -23,7 +23,9 @@ message is leased for seconds instead, by the worker itself:
    as its longest run, not the sum of its runs: a batch of short runs is done before its lease
    needs renewing, and a worker's death leaves few messages unstarted.
 3. **Partial batch response.** The failed records' ids are returned in ``batchItemFailures``;
-   the mapping deletes the others.
+   the mapping deletes the others. A record whose attempt failed with a retry due is deleted
+   as soon as it is recorded: its retry comes in the same message group, which FIFO keeps closed
+   while the message is in flight, and a batch mate's long run would hold it past its backoff.
 
 A worker that dies *before* step 1 (an init failure, a crash while the runtime starts) leaves its
 messages in flight for the queue's visibility timeout: the pollers re-send such slots under a new
@@ -41,7 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 from punctual.execution.hold_gate import HoldGate
 from punctual.execution.keeper import LeaseKeeper
+from punctual.execution.ports import HandleResult
 from punctual.execution.sqs import queue_url_for_arn
+from punctual.models import ExecutionStatus
 
 if TYPE_CHECKING:
     from punctual.execution.worker import Worker
@@ -156,6 +160,24 @@ class LambdaBatch:
 
         return holder.submit(hold)
 
+    def _retry_waits(self, handled: HandleResult, url: str, record: Mapping[str, Any]) -> bool:
+        """Whether ``record``'s attempt failed with a retry due, its message then deleted at once.
+
+        The retry is sent in the slot's message group, which FIFO keeps closed while this message
+        is in flight: held to the batch's end (its longest run), it would hold the retry back past
+        its backoff. One DeleteMessage per retrying attempt (the mapping's own delete of it later
+        finds it gone); a failed delete leaves it to the batch's end, as before.
+        """
+        execution = handled.execution
+        if execution is None or execution.status is not ExecutionStatus.RETRY_WAIT:
+            return False
+        try:
+            self.worker.queues.delete(url, str(record["receiptHandle"]))
+        except Exception:
+            log.warning("could not delete a retrying slot's message early", exc_info=True)
+            return False
+        return True
+
     def _work_group(
         self,
         items: list[tuple[str, Mapping[str, Any]]],
@@ -170,13 +192,14 @@ class LambdaBatch:
                 failed.append(message_id)  # a record of its group failed: it waits behind it
             else:
                 try:
-                    self.worker.process_sqs_record(record, time_left_s())
-                    continue  # done: held (renewed) until the mapping deletes it after the batch
+                    handled = self.worker.process_sqs_record(record, time_left_s())
+                    if not self._retry_waits(handled, url, record):
+                        continue  # done: held (renewed) until the mapping deletes it after the batch
                 except Exception as exc:  # MessageReturned included: the message stays in the queue
                     log.info("record %s stays in the queue: %s", message_id, exc)
                     failed.append(message_id)
-            # Returned with a visibility of its own (or made visible behind its group's first
-            # failure): no longer renewed.
+            # Returned with a visibility of its own (made visible behind its group's first failure,
+            # or deleted before its retry): no longer renewed.
             released.add((url, str(record["receiptHandle"])))  # before the release: see _hold_beside
             self.keeper.release(url, str(record["receiptHandle"]))
         return failed

@@ -34,11 +34,26 @@ __all__ = [
 ]
 
 
+class FinalResponse(http.client.HTTPResponse):
+    """A response whose status is the final one: every 1xx informational answer before it (102
+    Processing, 103 Early Hints) is read past, as RFC 9110 section 15.2 asks of a client;
+    ``http.client`` reads past 100 Continue only, and would take a 103 for the answer."""
+
+    def _read_status(self) -> tuple[str, int, str]:
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]  # (not in the stubs)
+            if not 101 < status < 200:  # 100: read past by the caller; 101: never asked for
+                return version, status, reason
+            http.client.parse_headers(self.fp)  # the interim answer's header section, discarded
+
+
 class PinnedHTTPConnection(http.client.HTTPConnection):
     """An HTTP connection to ``host`` whose socket goes to one checked ``address``.
 
     ``host`` still supplies the ``Host`` header; the name is never resolved again.
     """
+
+    response_class = FinalResponse
 
     def __init__(self, host: str, port: int, address: IPAddress, timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
