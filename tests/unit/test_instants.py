@@ -78,3 +78,8 @@ def test_every_format_parses_back_to_its_instant(instant: datetime) -> None:
 def test_text_that_is_no_instant_is_refused_quoting_it(text: str) -> None:
     with pytest.raises(InstantError, match="invalid instant"):
         parse_rfc3339(text)
+
+
+def test_lower_case_t_and_z_are_rfc_3339_too() -> None:
+    """RFC 3339 section 5.6: "T" and "Z" may be lower case."""
+    assert parse_rfc3339("2026-01-01t09:00:00z") == parse_rfc3339("2026-01-01T09:00:00Z")

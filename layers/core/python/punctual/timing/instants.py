@@ -117,7 +117,7 @@ def parse_rfc3339(text: str) -> datetime:
         raise InstantError(f"invalid instant '{shown}': {_EXPECTED}")
     try:
         # 3.11's fromisoformat takes a trailing Z and most ISO 8601 forms.
-        parsed = datetime.fromisoformat(stripped)
+        parsed = datetime.fromisoformat(stripped.upper())  # RFC 3339 allows a lower-case "t" and "z"
     except ValueError:
         raise InstantError(f"invalid instant '{shown}': {_EXPECTED}") from None
     if parsed.tzinfo is None:
