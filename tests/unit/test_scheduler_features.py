@@ -115,6 +115,20 @@ def test_a_completed_one_time_job_that_asked_is_deleted(rig: Rig, t0: datetime) 
     assert rig.history(job)[0].status is ExecutionStatus.SUCCEEDED  # its history stays
 
 
+def test_a_completed_job_that_after_jobs_name_is_kept_not_deleted(rig: Rig, t0: datetime) -> None:
+    """Deleted, it would leave its children ENABLED with no parent (the auditor reports them as
+    orphans): kept, as a delete through the API is refused while they name it."""
+    at = t0 + timedelta(minutes=1)
+    job = rig.add_job("once", f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})", delete_after_completion=True)
+    rig.add_job("child", "after(once)")
+    rig.store.set_dependents("default", "child", ["once"], present=True)
+    rig.advance_to(at)
+    rig.send(rig.message(job, at))
+    rig.work_until_idle(rig.worker())
+    assert rig.history(job)[0].status is ExecutionStatus.SUCCEEDED
+    assert rig.store.get_job("default", "once") is not None
+
+
 def test_a_recurring_job_is_kept_until_its_last_slot(rig: Rig, t0: datetime) -> None:
     job = rig.add_job(
         "rate", "rate(1 minute)", delete_after_completion=True, end_at=t0 + timedelta(minutes=1)

@@ -27,6 +27,7 @@ from punctual.security.tenant_quotas import PeakQuota
 from punctual.store.base import CalendarUses, JobStore
 from punctual.timing.slots import next_slot, schedule_of
 from punctual.timing.timers import slot_instant
+from punctual.usecases.dependents import after_children
 
 log = logging.getLogger("punctual.execution")
 
@@ -59,6 +60,11 @@ class Completion:
         if current is None or current.spec_since > execution.job_version:
             return False  # gone already, or re-specified since this slot was released
         if not self._done(current, now):
+            return False
+        if children := after_children(self.store, job.tenant, job.id):
+            # Deleted, it would leave them ENABLED with no parent (reported as orphans): kept,
+            # COMPLETED, as a delete through the API is refused while they name it.
+            log.info("job %s kept after completion: after() jobs %s name it", job.id, ", ".join(children))
             return False
         try:
             self.store.delete_job(

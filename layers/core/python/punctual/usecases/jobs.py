@@ -34,7 +34,6 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.store.dynamo.sizes import check_job_size
-from punctual.timing.schedules import ScheduleError, cached_schedule
 from punctual.timing.slots import (
     ceil_second,
     fire_timer,
@@ -46,6 +45,7 @@ from punctual.timing.slots import (
     sent_check_timer,
 )
 from punctual.timing.timers import Timer, TimerLayout, slot_key
+from punctual.usecases.dependents import after_children, raw_parents
 from punctual.usecases.job_admission import JobAdmission
 from punctual.usecases.job_errors import (
     InvalidJobError,
@@ -94,16 +94,6 @@ def _stand_in(found: UnreadableJob, spec: JobSpec, now: datetime) -> Job:
         signing_secret_prev_enc=found.signing_secret_prev_enc,
         trigger_rate=found.trigger_rate,
     )
-
-
-def _raw_parents(found: UnreadableJob) -> tuple[str, ...]:
-    """The after(...) parents of a job that cannot be read, as far as its schedule parses."""
-    try:
-        return cached_schedule(
-            str(found.doc.get("schedule")), str(found.doc.get("timezone") or "UTC")
-        ).parents
-    except (ScheduleError, ValueError):
-        return ()
 
 
 def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
@@ -156,22 +146,6 @@ def resumed(current: Job, now: datetime, layout: TimerLayout) -> tuple[Job, list
     if start is None:
         return job.model_copy(update={"state": JobState.COMPLETED, "state_reason": "no slot left"}), []
     return job, [fire_timer(layout, job, start, now, resumed=not fresh)]
-
-
-def after_children(store: JobStore, tenant: str, job_id: str) -> list[str]:
-    """The ``after(...)`` jobs that name ``job_id`` as a parent and exist (a link whose child is
-    gone, or no longer names it, does not count)."""
-    children = []
-    for child_id in store.list_dependents(tenant, job_id):
-        try:
-            child = store.get_job(tenant, child_id)
-        except UnreadableJobError as found:
-            if job_id in _raw_parents(found.job):
-                children.append(child_id)
-            continue
-        if child is not None and job_id in schedule_of(child).parents:
-            children.append(child_id)
-    return children
 
 
 class JobService:
@@ -340,7 +314,7 @@ class JobService:
         current = found if isinstance(found, Job) else _stand_in(found, spec, now)
         self.admission.check_target(spec)
         parents = self.admission.check_dependencies(tenant, job_id, spec)
-        old_parents = schedule_of(current).parents if isinstance(found, Job) else _raw_parents(found)
+        old_parents = schedule_of(current).parents if isinstance(found, Job) else raw_parents(found)
         anchor = current.anchor
         if spec.start_at != current.start_at or spec.schedule != current.schedule:
             anchor = _whole_second(spec.start_at or now)
@@ -444,7 +418,7 @@ class JobService:
         children = after_children(self.store, tenant, job_id)
         if children:  # they would never fire again, silently: refused, as a calendar in use is
             raise JobHasDependentsError(job_id, children)
-        parents = schedule_of(current).parents if isinstance(current, Job) else _raw_parents(current)
+        parents = schedule_of(current).parents if isinstance(current, Job) else raw_parents(current)
         calendars = current.exclude_calendars if isinstance(current, Job) else _raw_calendars(current)
         try:
             self.store.delete_job(
