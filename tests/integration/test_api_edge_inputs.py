@@ -4,6 +4,7 @@ every run, or answered with the wrong 4xx: each now a 4xx naming the problem, no
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from api_harness import ApiClient, job_spec
@@ -150,3 +151,48 @@ def test_a_missing_calendar_is_named_once(api: ApiClient) -> None:
     reply = api.call("POST", "/v1/jobs", job_spec(target=HTTP, exclude_calendars=["nope"]))
     assert reply.status == 422 and "calendar 'nope' does not exist" in _errors(reply)
     assert "exclude_calendars: exclude_calendars" not in _errors(reply)
+
+
+def test_a_job_re_created_at_a_deleted_jobs_id_does_not_claim_its_history(api: ApiClient) -> None:
+    """As an EventBridge schedule deleted and created again under its name: the old job's records
+    stay readable under the id, marked job_deleted; the new job's own are not."""
+    from datetime import UTC, datetime, timedelta
+
+    from api_harness import ALICE_ID
+
+    from punctual.models import Execution, ExecutionStatus
+
+    def record(slot: datetime, started: datetime | None) -> None:
+        api.store.save_execution(
+            Execution(
+                job_id="reuse",
+                tenant=ALICE_ID,
+                slot=slot.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                scheduled_at=slot,
+                status=ExecutionStatus.SUCCEEDED if started else ExecutionStatus.MISSED,
+                started_at=started,
+            ),
+            None,
+            ttl_epoch_s=2_000_000_000,
+        )
+
+    headers = {"If-None-Match": "*"}
+    assert api.call("PUT", "/v1/jobs/reuse", job_spec(target=HTTP), headers=headers).status == 201
+    past = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
+    record(past, past)  # the first job's run
+    record(past + timedelta(minutes=1), None)  # and a slot it missed
+    assert api.call("DELETE", "/v1/jobs/reuse").status == 204
+    gone = api.call("GET", "/v1/jobs/reuse/executions").body
+    assert gone["job_deleted"] is True and all(e["job_deleted"] for e in gone["items"])
+    assert api.call("PUT", "/v1/jobs/reuse", job_spec(target=HTTP), headers=headers).status == 201
+    later = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=5)
+    record(later, later)  # the new job's own run
+    listed = api.call("GET", "/v1/jobs/reuse/executions").body
+    assert listed["job_deleted"] is False
+    assert {e["slot"]: e["job_deleted"] for e in listed["items"]} == {
+        later.strftime("%Y-%m-%dT%H:%M:%SZ"): False,
+        (past + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ"): True,
+        past.strftime("%Y-%m-%dT%H:%M:%SZ"): True,
+    }
+    one = api.call("GET", f"/v1/jobs/reuse/executions/{quote(past.strftime('%Y-%m-%dT%H:%M:%SZ'), safe='')}")
+    assert one.body["job_deleted"] is True

@@ -9,6 +9,7 @@ document served at ``/v1/openapi.json`` and committed as ``openapi.json``.
 
 import json
 import re
+from datetime import UTC, datetime
 from functools import cache
 from http import HTTPStatus
 from typing import Annotated, Any
@@ -49,6 +50,7 @@ from punctual.models import (
     CALENDAR_NAME_RE,
     CALENDAR_NAME_RULE,
     MAX_JOB_CALENDARS,
+    Execution,
     ExecutionStatus,
     JobState,
 )
@@ -401,28 +403,41 @@ def list_executions(
     tenant = _tenant()
     svc = services()
     job = _job_id(job_id)
-    deleted = _job_deleted(tenant, job)
+    created = _job_created(tenant, job)
+    deleted = created is None
     scope = svc.tokens.scope(tenant, f"executions:{job}", {"status": status})
     cursor = svc.tokens.decode(next_token, scope)
     page = svc.store.list_executions(tenant, job, limit, cursor, status)
     if deleted and not page.items and cursor is None and not _has_history(tenant, job):
         raise problems.not_found(f"job {job!r} not found")
     return ExecutionPage(
-        items=[ExecutionOut.of(execution, deleted) for execution in page.items],
+        items=[ExecutionOut.of(execution, _of_a_deleted_job(execution, created)) for execution in page.items],
         next_token=svc.tokens.encode(page.cursor, scope),
         job_deleted=deleted,
     )
 
 
-def _job_deleted(tenant: str, job_id: str) -> bool:
-    """Whether the job is gone (its history is kept until it expires)."""
+def _job_created(tenant: str, job_id: str) -> datetime | None:
+    """When the job at this id was created; None when there is none (its history is kept until it
+    expires). A job that cannot be read counts as existing since ever."""
     try:
-        services().jobs.get(tenant, job_id)
+        return services().jobs.get(tenant, job_id).created_at
     except JobNotFoundError:
-        return True
+        return None
     except UnreadableJobError:
-        return False
-    return False
+        return datetime.min.replace(tzinfo=UTC)
+
+
+def _of_a_deleted_job(execution: Execution, created: datetime | None) -> bool:
+    """Whether ``execution`` belongs to a job that was deleted: there is no job at its id, or the
+    one there was created after the record's first attempt began (a job re-created at the id of a
+    deleted one, as an EventBridge schedule deleted and created again under its name). A record
+    never started (MISSED, SKIPPED, ...) counts from its slot: a job has no slot before its
+    creation but the ones it backfills, and those start after it."""
+    if created is None:
+        return True
+    first = execution.attempts[0].started_at if execution.attempts else execution.started_at
+    return (first or execution.scheduled_at) < created
 
 
 def _has_history(tenant: str, job_id: str) -> bool:
@@ -447,7 +462,7 @@ def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     execution = services().store.get_execution(tenant, job, slot_key) if _SLOT_RE.match(slot_key) else None
     if execution is None:
         raise problems.not_found(f"no execution of job {job!r} for slot {slot_key[:80]!r}")
-    return ExecutionOut.of(execution, _job_deleted(tenant, job))
+    return ExecutionOut.of(execution, _of_a_deleted_job(execution, _job_created(tenant, job)))
 
 
 # --------------------------------------------------------------------------- alerts
@@ -469,7 +484,7 @@ def list_alerts(job_id: JobId, limit: Limit = 50) -> AlertList:
     tenant = _tenant()
     job = _job_id(job_id)
     alerts = services().store.list_alerts(tenant, job, limit)
-    if not alerts and _job_deleted(tenant, job):
+    if not alerts and _job_created(tenant, job) is None:
         raise problems.not_found(f"job {job!r} not found")
     return AlertList(items=[AlertOut.of(alert) for alert in alerts])
 
