@@ -196,3 +196,34 @@ def test_a_job_re_created_at_a_deleted_jobs_id_does_not_claim_its_history(api: A
     }
     one = api.call("GET", f"/v1/jobs/reuse/executions/{quote(past.strftime('%Y-%m-%dT%H:%M:%SZ'), safe='')}")
     assert one.body["job_deleted"] is True
+
+
+def test_a_job_stored_before_a_tightened_rule_stays_readable_and_keeps_firing(api: ApiClient) -> None:
+    """A job a deployment accepted before these input rules (a far end_at, a host-only zone name, a
+    newline after its expression, a header HTTP cannot carry) is read back as it was: an upgrade
+    never turns a stored job unreadable, which would stop it."""
+    import json
+
+    from api_harness import ALICE_ID
+
+    from punctual.store.dynamo import schema
+
+    created = api.create(job_spec(schedule="cron(0 9 * * ? *)", timezone="UTC", target=HTTP))
+    key = schema.job_key(ALICE_ID, created["id"])
+    item = api.store.client.get_item(TableName=api.store.table, Key=key)["Item"]
+    doc = json.loads(item["doc"]["S"])
+    doc.update(
+        schedule="cron(0 9 * * ? *)\n",
+        timezone="localtime",
+        end_at="9999-12-31T23:59:59Z",
+        target={**doc["target"], "headers": {"X-Name": "€uro"}},
+    )
+    api.store.client.update_item(
+        TableName=api.store.table,
+        Key=key,
+        UpdateExpression="SET doc = :d",
+        ExpressionAttributeValues={":d": {"S": json.dumps(doc)}},
+    )
+    got = api.call("GET", f"/v1/jobs/{created['id']}")
+    assert got.status == 200 and got.body.get("unreadable") is not True, got
+    assert got.body["timezone"] == "localtime" and got.body["next_fire_at"] is not None

@@ -26,6 +26,7 @@ from punctual.api.openapi_doc import SIGV4, finished_document
 from punctual.api.problems import ApiProblem, Problem
 from punctual.api.resolver import PunctualResolver, base_url
 from punctual.api.schemas import (
+    SHOWN,
     AlertList,
     AlertOut,
     BackfillOut,
@@ -200,7 +201,9 @@ def create_job(body: JobInput, idempotency_key: IdempotencyKey = None) -> Respon
     spec = body.spec()
     svc.check_spec(spec)
     job, secret = idempotent.create_job(svc, tenant, spec, idempotency_key, app.lambda_context)
-    created = JobCreated.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret})
+    created = JobCreated.model_validate(
+        {**JobOut.of(job).model_dump(), "signing_secret": secret}, context=SHOWN
+    )
     return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
 
 
@@ -280,7 +283,9 @@ def replace_job(
                 "path.job_id", "job id must be 1-64 characters of letters, digits, '-' and '_'"
             )
         job, secret = create_at(svc, tenant, _job_id(job_id), spec, if_none_match)
-        created = JobCreated.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret})
+        created = JobCreated.model_validate(
+            {**JobOut.of(job).model_dump(), "signing_secret": secret}, context=SHOWN
+        )
         return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
     expected = _expected_version(if_match)
     return _job_reply(JobOut.of(svc.jobs.replace(tenant, _job_id(job_id), spec, expected)))
@@ -354,7 +359,7 @@ def rotate_secret(
     tenant = _tenant()
     expected = _expected_version(if_match)
     job, secret = services().jobs.rotate_secret(tenant, _job_id(job_id), drop_previous, expected)
-    return _job_reply(JobCreated.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret}))
+    return _job_reply(JobCreated.made(job, secret))
 
 
 @app.post(

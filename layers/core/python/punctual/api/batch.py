@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from punctual.api import problems
 from punctual.api.problems import Problem
-from punctual.api.schemas import JobCreated, JobInput, JobOut
+from punctual.api.schemas import SHOWN, JobCreated, JobInput, JobOut
 from punctual.api.wiring import Services
 from punctual.models import JobSpec
 from punctual.store.base import JobExistsError
@@ -153,7 +153,9 @@ def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchRe
         return BatchResult(
             id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body)
         )
-    created = JobCreated.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret})
+    created = JobCreated.model_validate(
+        {**JobOut.of(job).model_dump(), "signing_secret": secret}, context=SHOWN
+    )
     return BatchResult(id=item.id, status="created", code=201, job=created)
 
 
@@ -167,10 +169,10 @@ def _existing(services: Services, tenant: str, item: BatchJob, spec: JobSpec) ->
             id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body)
         )
     fields = set(JobSpec.model_fields)
-    if current.model_dump(include=fields) == JobSpec.model_validate(spec.model_dump()).model_dump(
-        include=fields
-    ):
-        shown = JobCreated.model_validate(JobOut.of(current).model_dump())
+    if current.model_dump(include=fields) == JobSpec.model_validate(
+        spec.model_dump(), context=SHOWN
+    ).model_dump(include=fields):
+        shown = JobCreated.made(current)
         return BatchResult(id=item.id, status="exists", code=200, job=shown)
     body = problems.problem_body(
         409,

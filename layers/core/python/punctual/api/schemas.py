@@ -15,6 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, Pla
 
 from punctual.models import (
     SPEC_EXAMPLE,
+    STORED,
     Alert,
     AlertCondition,
     AlertStatus,
@@ -32,6 +33,9 @@ from punctual.usecases.calendars import Calendar, CalendarSpec
 Instant = Annotated[
     AwareDatetime, PlainSerializer(format_instant_adaptive, return_type=str, when_used="json")
 ]
+
+# What the API shows was accepted when written: output models apply no input-only rule to it.
+SHOWN = {STORED: True}
 
 
 _READ_ONLY: dict[str, JsonValue] = {"readOnly": True}
@@ -85,7 +89,7 @@ class JobOut(JobSpec):
         shown = job.model_dump(exclude={"tenant", "anchor", "signing_secret_enc"})
         if job.state is not JobState.PAUSED:  # kept by a resumed job (the owed slots count from it)
             shown["paused_at"] = None
-        return cls.model_validate(shown)
+        return cls.model_validate(shown, context=SHOWN)
 
 
 OUTPUT_ONLY_FIELDS = frozenset({*(set(JobOut.model_fields) - set(JobSpec.model_fields)), "signing_secret"})
@@ -162,6 +166,11 @@ class JobCreated(JobOut):
         description="HTTP targets only: the Standard Webhooks secret (whsec_...). Shown once; store it.",
         json_schema_extra=_READ_ONLY,
     )
+
+    @classmethod
+    def made(cls, job: Job, secret: str | None = None) -> JobCreated:
+        """``job`` as just registered (or rotated), with its secret when one was made."""
+        return cls.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret}, context=SHOWN)
 
 
 class JobPage(BaseModel):

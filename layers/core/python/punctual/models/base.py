@@ -17,6 +17,18 @@ from pydantic import (
 # Validation context key: a job a dispatch message carries (signed by the scheduler, validated when
 # it was stored), whose whole-spec checks are not made again on the hot path.
 CARRIED = "carried"
+# Validation context key: a job read back from the store (accepted when it was written). Rules added
+# to the input since are not applied to it: a stored job never becomes unreadable (and stops) by an
+# upgrade that tightened what a new job may say.
+STORED = "stored"
+
+
+def accepted_before(context: Any) -> bool:
+    """Whether a validation is of a job accepted earlier (read from the store, or carried by a
+    dispatch message): input-only rules are skipped for it."""
+    return bool(context) and bool(context.get(STORED) or context.get(CARRIED))
+
+
 MAX_PAYLOAD_BYTES = 256 * 1024
 PAYLOAD_TOO_LARGE = "more than the"  # how the size error reads: the API answers it 413, not 422
 MAX_NAME_CHARS = 128

@@ -40,7 +40,9 @@ from punctual.models.base import (
     MAX_TAGS,
     MAX_TIMEZONE_CHARS,
     PAYLOAD_TOO_LARGE,
+    STORED,
     StrictModel,
+    accepted_before,
     check_json_value,
     flag_field,
     int_field,
@@ -63,6 +65,7 @@ _COMPACT_JSON = json.JSONEncoder(
 )  # json.dumps(..., separators=...) without a new encoder a call
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_STORED = {STORED: True}
 
 
 @lru_cache(maxsize=1024)
@@ -232,9 +235,11 @@ class JobSpec(StrictModel):
 
     @field_validator("timezone")
     @classmethod
-    def _zone(cls, value: str) -> str:
+    def _zone(cls, value: str, info: ValidationInfo) -> str:
         try:
             _check_zone(value)
+            if not accepted_before(info.context):
+                schedules.check_place(value)
         except schedules.ScheduleError as exc:  # the field is named once, by the error's location
             raise ValueError(str(exc).removeprefix("timezone: ")) from None
         return value
@@ -253,7 +258,9 @@ class JobSpec(StrictModel):
 
     @field_validator("schedule")
     @classmethod
-    def _expression_text(cls, value: str) -> str:
+    def _expression_text(cls, value: str, info: ValidationInfo) -> str:
+        if accepted_before(info.context):
+            return value
         if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):  # stored as sent: a newline would stay
             raise ValueError("schedule must not contain control characters (a newline, a tab, ...)")
         return value
@@ -270,7 +277,7 @@ class JobSpec(StrictModel):
     @field_validator("start_at", "end_at")
     @classmethod
     def _instant_range(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
-        if value is None:
+        if value is None or accepted_before(info.context):
             return value
         try:
             year = value.astimezone(UTC).year
@@ -401,7 +408,7 @@ class Job(JobSpec):
         return value
 
     def spec(self) -> JobSpec:
-        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)))
+        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)), context=_STORED)
 
     @property
     def spec_since(self) -> int:

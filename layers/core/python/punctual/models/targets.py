@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
 )
 
@@ -17,6 +18,7 @@ from punctual.models.base import (
     MAX_HEADERS,
     RESERVED_HEADERS,
     StrictModel,
+    accepted_before,
     flag_field,
 )
 
@@ -123,10 +125,12 @@ class HttpTarget(StrictModel):
 
     @field_validator("url")
     @classmethod
-    def _url_scheme(cls, value: str) -> str:
+    def _url_scheme(cls, value: str, info: ValidationInfo) -> str:
         lowered = value.lower()
         if not (lowered.startswith("http://") or lowered.startswith("https://")):
             raise ValueError("url must start with http:// or https://")
+        if accepted_before(info.context):
+            return value
         if not value.isascii() or any(ch <= " " or ch == "\x7f" for ch in value):
             # a request line carries visible ASCII only: every call would fail
             scheme, _, rest = value.partition("://")
@@ -141,7 +145,7 @@ class HttpTarget(StrictModel):
 
     @field_validator("headers")
     @classmethod
-    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+    def _headers(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         if len(value) > MAX_HEADERS:
             raise ValueError(f"at most {MAX_HEADERS} headers")
         seen: set[str] = set()
@@ -156,7 +160,8 @@ class HttpTarget(StrictModel):
             if any(ord(ch) < 32 and ch != "\t" for ch in header_value) or "\x7f" in header_value:
                 raise ValueError(f"header {name!r}: control characters are not allowed in a value")
             beyond = next((ch for ch in header_value if ord(ch) > 0xFF), None)
-            if beyond is not None:  # HTTP/1.1 sends a field value as ISO-8859-1 bytes: every call would fail
+            # HTTP/1.1 sends a field value as ISO-8859-1 bytes: every call would fail
+            if beyond is not None and not accepted_before(info.context):
                 raise ValueError(
                     f"header {name!r}: {beyond!r} cannot be sent in an HTTP header (ISO-8859-1 only);"
                     " percent- or base64-encode the value"

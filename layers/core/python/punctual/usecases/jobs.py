@@ -16,7 +16,7 @@ from typing import Protocol
 
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
-from punctual.models import Job, JobSpec, JobState
+from punctual.models import STORED, Job, JobSpec, JobState
 from punctual.runtime.clock import Clock
 from punctual.security.boundary import Boundary
 from punctual.security.ownership import OwnResources
@@ -320,7 +320,9 @@ class JobService:
             anchor = _whole_second(spec.start_at or now)
         # A new spec supersedes what was released for the old one (punctual.execution.versions);
         # the same spec sent again (an UpdateSchedule that changes nothing) supersedes nothing.
-        same_spec = isinstance(found, Job) and found.spec() == JobSpec.model_validate(spec.model_dump())
+        same_spec = isinstance(found, Job) and found.spec() == JobSpec.model_validate(
+            spec.model_dump(), context={STORED: True}
+        )
         job = Job(
             **spec.model_dump(),
             id=job_id,

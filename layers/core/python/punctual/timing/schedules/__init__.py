@@ -58,7 +58,7 @@ from punctual.timing.schedules.parser import (
     parse_schedule,
 )
 from punctual.timing.schedules.periods import DelaySchedule, RateSchedule
-from punctual.timing.schedules.zones import validate_timezone
+from punctual.timing.schedules.zones import check_place, validate_timezone
 
 __all__ = [
     "MAX_EXPRESSION_LENGTH",
@@ -73,6 +73,7 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "cached_schedule",
+    "check_place",
     "format_instant",
     "jitter_offset_s",
     "parse_instant",

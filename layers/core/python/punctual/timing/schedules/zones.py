@@ -18,7 +18,7 @@ import tzdata  # type: ignore[import-untyped]  # (no stubs: one constant read)
 from punctual.timing.schedules.base import EPOCH_ORDINAL, from_epoch, shorten
 from punctual.timing.schedules.errors import ScheduleError
 
-__all__ = ["ZONE_DATABASE", "Zone", "validate_timezone", "zone_of"]
+__all__ = ["ZONE_DATABASE", "Zone", "check_place", "validate_timezone", "zone_of"]
 
 # Every node reads one zone database: the pinned ``tzdata`` package (requirements.txt), never the
 # host's. The Lambda runtime, the ECS image (a slim Debian without /usr/share/zoneinfo) and a
@@ -27,8 +27,11 @@ __all__ = ["ZONE_DATABASE", "Zone", "validate_timezone", "zone_of"]
 zoneinfo.reset_tzpath(to=())
 zoneinfo.ZoneInfo.clear_cache()
 ZONE_DATABASE: Final = tzdata.IANA_VERSION
-# Names in the database that are not places: the host's own zone and build artefacts.
+# Names a host's database has that are not places: the host's own zone and build artefacts. A new
+# job may not name them (check_place); one stored before that rule resolves as it did on AWS, where
+# the host's zone is UTC (Lambda's TZ=:UTC) and posixrules is New York's rules.
 _NOT_PLACES: Final = frozenset({"localtime", "posixrules", "Factory"})
+_LEGACY: Final = {"localtime": "UTC", "posixrules": "America/New_York"}
 
 
 def validate_timezone(name: str) -> zoneinfo.ZoneInfo:
@@ -52,13 +55,26 @@ def validate_timezone(name: str) -> zoneinfo.ZoneInfo:
         raise ScheduleError("timezone: empty time zone name")
     if len(name) > 64 or not name.isascii() or not name.isprintable() or name != name.strip():
         raise ScheduleError(f"timezone: invalid time zone name '{shorten(name)}'")
-    if name in _NOT_PLACES or name.startswith(("posix/", "right/")):
-        raise ScheduleError(f"timezone: '{name}' is not an IANA time zone (a place, such as Europe/Berlin)")
+    key = _LEGACY.get(name) or name.removeprefix("posix/").removeprefix("right/")
     try:
-        return zoneinfo.ZoneInfo(name)
+        return zoneinfo.ZoneInfo(key)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
         # ValueError for malformed keys ("../x"), OSError for directories ("Europe").
         raise ScheduleError(f"timezone: unknown time zone '{name}'") from None
+
+
+def check_place(name: str) -> None:
+    """Refuse a zone name that is not a place (``localtime``, ``Factory``, ``posixrules``,
+    ``posix/...``, ``right/...``): what a new job may name (:func:`validate_timezone` still
+    resolves them, for the jobs stored before this rule).
+
+    Raises
+    ------
+    ScheduleError
+        Naming the zone.
+    """
+    if name in _NOT_PLACES or name.startswith(("posix/", "right/")):
+        raise ScheduleError(f"timezone: '{name}' is not an IANA time zone (a place, such as Europe/Berlin)")
 
 
 _UTC_NAMES: Final = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Zulu", "Zulu", "Universal"})
