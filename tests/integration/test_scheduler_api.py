@@ -42,6 +42,16 @@ def _create(client: Any, name: str, **extra: Any) -> dict[str, Any]:
     return reply
 
 
+def _request(name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "Name": name,
+        "ScheduleExpression": "rate(5 minutes)",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "Target": _target(),
+        **extra,
+    }
+
+
 def _code(call: Any, **kwargs: Any) -> tuple[str, str]:
     with pytest.raises(ClientError) as caught:
         call(**kwargs)
@@ -572,6 +582,66 @@ def test_a_group_whose_schedules_depend_on_each_other_is_deleted_children_first(
     client.delete_schedule(Name="outside")
     client.delete_schedule_group(Name="held")
     assert _code(client.get_schedule_group, Name="held")[0] == "ResourceNotFoundException"
+
+
+def test_a_v1_jobs_id_is_a_taken_name_in_the_default_group(client: Any, api: ApiClient) -> None:
+    """A /v1 job is the default group's schedule named by its id: a schedule of that name would
+    share its ARN, and a second delete removed the /v1 job."""
+    created = api.create(job_spec())
+    code, message = _code(client.create_schedule, **_request(created["id"]))
+    assert code == "ConflictException" and "already exists" in message
+    assert [s["Name"] for s in client.list_schedules()["Schedules"]] == [created["id"]]
+    assert api.call("GET", f"/v1/jobs/{created['id']}").status == 200
+
+
+def test_a_v1_put_on_a_schedules_job_keeps_it_that_schedule(client: Any, api: ApiClient) -> None:
+    client.create_schedule_group(Name="g1")
+    _create(client, "s", GroupName="g1")
+    job_id = job_id_of("g1", "s")
+    assert api.call("PUT", f"/v1/jobs/{job_id}", job_spec(name="renamed")).status == 200
+    got = client.get_schedule(Name="s", GroupName="g1")
+    assert (got["GroupName"], got["Name"]) == ("g1", "s")
+    assert [x["Name"] for x in client.list_schedules(GroupName="g1")["Schedules"]] == ["s"]
+    client.delete_schedule_group(Name="g1")
+    assert api.call("GET", f"/v1/jobs/{job_id}").status == 404  # the group's delete took it
+
+
+def test_what_a_create_refuses_an_update_of_a_disabled_schedule_refuses_too(client: Any) -> None:
+    _create(client, "p", State="DISABLED")
+    past = datetime(2020, 1, 1, tzinfo=UTC)
+    for changed, says in (
+        ({"ScheduleExpression": "at(2001-01-01T00:00:00)"}, "no future slot"),
+        ({"ScheduleExpression": "cron(0 9 * * ? *)", "EndDate": past}, "no slot before"),
+        ({"EndDate": past}, "EndDate is not in the future"),
+    ):
+        code, message = _code(client.update_schedule, **_request("p", State="DISABLED", **changed))
+        assert code == "ValidationException" and says in message, message
+    assert client.get_schedule(Name="p")["ScheduleExpression"] == "rate(5 minutes)"  # unchanged
+
+
+def test_start_and_end_dates_are_ignored_for_a_one_time_schedule_as_the_service_does(client: Any) -> None:
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(days=30)
+    _create(
+        client,
+        "once",
+        ScheduleExpression=f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})",
+        StartDate=at + timedelta(days=1),
+        EndDate=at - timedelta(days=1),
+    )
+    assert client.get_schedule(Name="once")["ScheduleExpression"].startswith("at(")
+
+
+def test_lambda_and_step_functions_inputs_must_be_json_and_errors_name_the_member(client: Any) -> None:
+    for arn in (
+        f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:f",
+        f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:m",
+    ):
+        code, message = _code(client.create_schedule, **_request("t", Target=_target(Arn=arn, Input="hello")))
+        assert code == "ValidationException" and "Target.Input must be well-formed JSON" in message
+    code, message = _code(
+        client.create_schedule, **_request("t", Target=_target(Arn=f"arn:aws:sqs:{REGION}:123:q"))
+    )
+    assert code == "ValidationException" and message.startswith("Target.Arn"), message
 
 
 # --------------------------------------------------------------------------- errors

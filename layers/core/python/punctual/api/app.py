@@ -21,12 +21,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from punctual.api import batch, idempotent, problems
-from punctual.api.conditional import create_at
+from punctual.api.conditional import create_at, keeping_schedule
 from punctual.api.openapi_doc import SIGV4, finished_document
 from punctual.api.problems import ApiProblem, Problem
 from punctual.api.resolver import PunctualResolver, base_url
 from punctual.api.schemas import (
-    SHOWN,
     AlertList,
     AlertOut,
     BackfillOut,
@@ -201,9 +200,7 @@ def create_job(body: JobInput, idempotency_key: IdempotencyKey = None) -> Respon
     spec = body.spec()
     svc.check_spec(spec)
     job, secret = idempotent.create_job(svc, tenant, spec, idempotency_key, app.lambda_context)
-    created = JobCreated.model_validate(
-        {**JobOut.of(job).model_dump(), "signing_secret": secret}, context=SHOWN
-    )
+    created = JobCreated.made(job, secret)
     return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
 
 
@@ -283,11 +280,10 @@ def replace_job(
                 "path.job_id", "job id must be 1-64 characters of letters, digits, '-' and '_'"
             )
         job, secret = create_at(svc, tenant, _job_id(job_id), spec, if_none_match)
-        created = JobCreated.model_validate(
-            {**JobOut.of(job).model_dump(), "signing_secret": secret}, context=SHOWN
-        )
+        created = JobCreated.made(job, secret)
         return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
     expected = _expected_version(if_match)
+    spec = keeping_schedule(svc, tenant, _job_id(job_id), spec)
     return _job_reply(JobOut.of(svc.jobs.replace(tenant, _job_id(job_id), spec, expected)))
 
 

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from punctual.api import problems
 from punctual.api.problems import Problem
-from punctual.api.schemas import SHOWN, JobCreated, JobInput, JobOut
+from punctual.api.schemas import SHOWN, JobCreated, JobInput
 from punctual.api.wiring import Services
 from punctual.models import JobSpec
 from punctual.store.base import JobExistsError
@@ -153,9 +153,7 @@ def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchRe
         return BatchResult(
             id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body)
         )
-    created = JobCreated.model_validate(
-        {**JobOut.of(job).model_dump(), "signing_secret": secret}, context=SHOWN
-    )
+    created = JobCreated.made(job, secret)
     return BatchResult(id=item.id, status="created", code=201, job=created)
 
 

@@ -9,9 +9,10 @@ job however often the request is repeated or retried, crash or not.
 from __future__ import annotations
 
 from punctual.api.problems import ApiProblem
+from punctual.api.scheduler.mapping import GROUP_TAG
 from punctual.api.wiring import Services
 from punctual.models import Job, JobSpec
-from punctual.store.base import JobExistsError
+from punctual.store.base import JobExistsError, UnreadableJobError
 from punctual.usecases.job_errors import PreconditionFailedError
 
 
@@ -39,3 +40,19 @@ def create_at(
         return services.jobs.register(tenant, spec, job_id)
     except JobExistsError:
         raise PreconditionFailedError(f"job {job_id!r} exists (If-None-Match: *)", None) from None
+
+
+def keeping_schedule(services: Services, tenant: str, job_id: str, spec: JobSpec) -> JobSpec:
+    """``spec`` for a ``PUT`` replacing job ``job_id``: a job that is an EventBridge schedule stays
+    that schedule (its group, name and ARN; its group's tag, which lists it in its group), unless
+    the body says which schedule it is itself (a GET's body sent back does)."""
+    if spec.scheduler is not None:
+        return spec
+    try:
+        current = services.store.get_job(tenant, job_id)
+    except UnreadableJobError:
+        return spec
+    if current is None or current.scheduler is None:
+        return spec
+    tags = {**spec.tags, GROUP_TAG: current.scheduler.group}
+    return spec.model_copy(update={"scheduler": current.scheduler, "tags": tags})

@@ -96,6 +96,20 @@ def _stand_in(found: UnreadableJob, spec: JobSpec, now: datetime) -> Job:
     )
 
 
+def _check_fires(current: Job, job: Job, timer: Timer | None, now: datetime) -> None:
+    """Refuse a replacement after which ``job`` would never fire: enabled with no first timer, or
+    paused with a new schedule (its zone, window or DST policy included) that has no slot left
+    (resumed, it would never fire). ``after(...)`` jobs have no slots of their own."""
+    if schedule_of(job).kind == "after":
+        return
+    if job.state is JobState.ENABLED and timer is None:
+        raise InvalidJobError(no_slot_reason(job, now))
+    fields = ("schedule", "timezone", "start_at", "end_at", "dst")
+    changed = any(getattr(current, name) != getattr(job, name) for name in fields)
+    if job.state is JobState.PAUSED and changed and first_slot(job, now) is None:
+        raise InvalidJobError(no_slot_reason(job, now))
+
+
 def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
     """The calendars a job that cannot be read excludes, as far as its document says."""
     names = found.doc.get("exclude_calendars")
@@ -343,12 +357,9 @@ class JobService:
         if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
             job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
         check_job_size(job)
-        timers: list[Timer] = []
-        if job.state is JobState.ENABLED:
-            timer = self._first_timer(job, now, after=now)
-            if timer is None and schedule_of(job).kind != "after":
-                raise InvalidJobError(no_slot_reason(job, now))
-            timers = [timer] if timer else []
+        timer = self._first_timer(job, now, after=now) if job.state is JobState.ENABLED else None
+        _check_fires(current, job, timer, now)
+        timers = [timer] if timer else []
         old_calendars = current.exclude_calendars if isinstance(found, Job) else _raw_calendars(found)
         uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
         # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.

@@ -162,6 +162,8 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
             # the next whole second but one (never the instant its job is written), where a /v1 rate
             # job's is N after its registration.
             fields["start_at"] = ceil_second(now) + timedelta(seconds=1)
+            if fields["end_at"] is not None and fields["end_at"] <= fields["start_at"]:
+                raise invalid("EndDate is not in the future: the schedule would never run")
             fields["scheduler"] = fields["scheduler"].model_copy(update={"started_at_once": True})
         if kind == "cron(":
             # The service skips a cron time a spring-forward change skips, and runs a repeated one
@@ -182,13 +184,15 @@ def _fields(
     retry_in: dict[str, Any] = target_in.get("RetryPolicy") or {}
     retries = retry_in.get("MaximumRetryAttempts", DEFAULT_RETRIES)
     dead_letter = (target_in.get("DeadLetterConfig") or {}).get("Arn")
+    one_time = str(values["ScheduleExpression"]).strip()[:3].lower() == "at("
     return {
         "name": values["Name"],
         "description": values.get("Description") or "",
         "schedule": values["ScheduleExpression"],
         "timezone": values.get("ScheduleExpressionTimezone") or "UTC",
-        "start_at": _instant(values, "StartDate"),
-        "end_at": _instant(values, "EndDate"),
+        # The service ignores StartDate and EndDate for a one-time schedule (CreateSchedule).
+        "start_at": None if one_time else _instant(values, "StartDate"),
+        "end_at": None if one_time else _instant(values, "EndDate"),
         "target": target,
         "payload": payload,
         "retry": RetryPolicy(
@@ -241,14 +245,31 @@ _MESSAGE_NAMES = (
 )
 
 
-def _explain(exc: ValidationError) -> str:
+# A target model's fields, as the service names the members they come from.
+_TARGET_NAMES = {
+    **{name: "Target.Arn" for name in ("queue_arn", "topic_arn", "function_arn", "state_machine_arn")},
+    "event_bus_arn": "Target.Arn",
+    "cluster_arn": "Target.Arn",
+    "role_arn": "Target.RoleArn",
+    "message_group_id": "Target.SqsParameters.MessageGroupId",
+    "detail_type": "Target.EventBridgeParameters.DetailType",
+    "source": "Target.EventBridgeParameters.Source",
+    "task_definition_arn": "Target.EcsParameters.TaskDefinitionArn",
+    "launch_type": "Target.EcsParameters.LaunchType",
+    "subnets": "Target.EcsParameters.NetworkConfiguration.awsvpcConfiguration.Subnets",
+    "security_groups": "Target.EcsParameters.NetworkConfiguration.awsvpcConfiguration.SecurityGroups",
+    "assign_public_ip": "Target.EcsParameters.NetworkConfiguration.awsvpcConfiguration.AssignPublicIp",
+}
+
+
+def _explain(exc: ValidationError, names: dict[str, str] = _SPEC_NAMES) -> str:
     first = exc.errors()[0]
     loc = [str(part) for part in first.get("loc", ())]
     message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
     for ours, theirs in _MESSAGE_NAMES:
         message = message.replace(ours, theirs)
     if loc:
-        return f"{_SPEC_NAMES.get(loc[0], loc[0])}: {message}"[:1000]
+        return f"{names.get(loc[0], loc[0])}: {message}"[:1000]
     if "StartDate" in message or "EndDate" in message:
         return message[:1000]
     return f"ScheduleExpression: {message}"[:1000]
@@ -282,6 +303,11 @@ def _target(target_in: dict[str, Any], schedule_arn: str) -> tuple[Any, Any]:
         if service == "sns":
             return SnsTarget(topic_arn=arn, role_arn=role), text
         payload = _json_or_text(text)
+        if service in ("lambda", "states") and text is not None and payload is text:
+            # The service: "If you are configuring a templated Lambda, Step Functions, or EventBridge
+            # target, the input must be a well-formed JSON" (Target.Input).
+            kind = "Lambda" if service == "lambda" else "Step Functions"
+            raise invalid(f"Target.Input must be well-formed JSON for a {kind} target")
         if service == "lambda":
             # As the service does: an asynchronous invocation (Event); /v1 offers RequestResponse too.
             return LambdaTarget(function_arn=arn, role_arn=role, invocation_type="Event"), payload
@@ -298,7 +324,7 @@ def _target(target_in: dict[str, Any], schedule_arn: str) -> tuple[Any, Any]:
         if service == "ecs" and resource.startswith("cluster/"):
             return _ecs(arn, role, target_in.get("EcsParameters")), payload
     except ValidationError as exc:
-        raise invalid(f"Target: {_explain(exc)}") from None
+        raise invalid(_explain(exc, _TARGET_NAMES)) from None
     if service == "scheduler":
         raise invalid(
             f"Target.Arn {arn[:200]!r}: universal (aws-sdk) targets are not supported by Punctual "

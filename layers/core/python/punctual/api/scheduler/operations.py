@@ -98,6 +98,18 @@ def _find(req: Request, group: str, name: str) -> Job:
     raise not_found(f"Schedule {name} does not exist.")
 
 
+def _v1_job_named(req: Request, name: str) -> bool:
+    """Whether a /v1 job (not a schedule's own) has the id ``name``: the default group's schedule
+    of that name (:func:`_find`)."""
+    if not could_be_job_id(name):
+        return False
+    try:
+        job = req.services.store.get_job(req.tenant, name)
+    except UnreadableJobError:
+        return True
+    return job is not None and job.state is not JobState.DELETED and is_named(job, DEFAULT_GROUP, name)
+
+
 def _token(req: Request, route: str, filters: dict[str, object], token: str | None) -> tuple[str, str | None]:
     scope = req.services.tokens.scope(req.tenant, f"scheduler:{route}", filters)
     try:
@@ -122,6 +134,10 @@ def create_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     spec = spec_of(values, group, arn, req.services.jobs.clock.now())
     job_id = job_id_of(group, name)
     jobs = req.services.jobs
+    if group == DEFAULT_GROUP and _v1_job_named(req, name):
+        # A /v1 job is the default group's schedule named by its id: the name is taken (two
+        # schedules of one ARN, and a delete of one would remove the other).
+        raise conflict(f"Schedule {name} already exists.")
     try:
         jobs.register(req.tenant, spec, job_id, paused=values.get("State") == "DISABLED")
     except JobExistsError:
