@@ -374,7 +374,7 @@ def main() -> None:
     print(
         f"${idle['total']:.3f} a month: reads ${idle['dynamodb_usd']:.3f}, "
         f"Lambda ${idle['lambda_usd']:.3f} ({measured['idle_run']['segments']} segments a run); "
-        f"its two alarms ${idle['alarms_usd_not_in_total']:.2f} beside it (the fixed month counts no alarm)"
+        f"its three alarms ${idle['alarms_usd_not_in_total']:.2f} beside it (the fixed month counts no alarm)"
     )
     benchlib.write_result("audit_cost", {"measured": measured, "at_scale": scale})
 
