@@ -34,9 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from punctual.api import problems
 from punctual.api.problems import Problem
-from punctual.api.schemas import SHOWN, JobCreated, JobInput
+from punctual.api.schemas import JobCreated, JobInput
 from punctual.api.wiring import Services
-from punctual.models import JobSpec
+from punctual.models import ACCEPTED, JobSpec
 from punctual.store.base import JobExistsError
 
 BATCH_PATH = "/v1/job-batches"
@@ -168,7 +168,7 @@ def _existing(services: Services, tenant: str, item: BatchJob, spec: JobSpec) ->
         )
     fields = set(JobSpec.model_fields)
     if current.model_dump(include=fields) == JobSpec.model_validate(
-        spec.model_dump(), context=SHOWN
+        spec.model_dump(), context=ACCEPTED
     ).model_dump(include=fields):
         shown = JobCreated.made(current)
         return BatchResult(id=item.id, status="exists", code=200, job=shown)

@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 
 from punctual.api.wiring import IDEMPOTENCY_TTL_S, Services
-from punctual.models import STORED, Job, JobSpec
+from punctual.models import ACCEPTED, Job, JobSpec
 from punctual.store.dynamo.sizes import check_reply_size
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def create_job(
         run,
         lambda_context,
     )
-    job = Job.model_validate({**reply["job"], "tenant": tenant}, context={STORED: True})  # a reply it made
+    job = Job.model_validate({**reply["job"], "tenant": tenant}, context=ACCEPTED)  # a reply it made
     if "secret" in fresh:
         return job, fresh["secret"]
     return job, _decrypt(services, reply.get("secret_enc"))

@@ -74,11 +74,14 @@ def _unreadable(body: str) -> str | None:
     return None
 
 
-def _with_header(event: dict[str, Any], name: str, value: str) -> dict[str, Any]:
-    """``event`` with its header ``name`` (any case) set to ``value``, in both header maps."""
+def _with_header(event: dict[str, Any], name: str, value: str | None) -> dict[str, Any]:
+    """``event`` with its header ``name`` (any case) set to ``value`` in both header maps (None:
+    without it)."""
     headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != name}
     multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if k.lower() != name}
-    return {**event, "headers": {**headers, name: value}, "multiValueHeaders": {**multi, name: [value]}}
+    if value is not None:
+        headers[name], multi[name] = value, [value]
+    return {**event, "headers": headers, "multiValueHeaders": multi}
 
 
 class PunctualResolver(APIGatewayRestResolver):
@@ -144,17 +147,7 @@ class PunctualResolver(APIGatewayRestResolver):
         content_type = header_of(event, "content-type")
         if content_type is not None and not body:
             # An empty body has no media type: never let a form or multipart parser near it.
-            event = {
-                **event,
-                "headers": {
-                    k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"
-                },
-                "multiValueHeaders": {
-                    k: v
-                    for k, v in (event.get("multiValueHeaders") or {}).items()
-                    if k.lower() != "content-type"
-                },
-            }
+            event = _with_header(event, "content-type", None)
         elif content_type is not None and not _is_json(content_type):
             return problems.proxy_problem(
                 415,

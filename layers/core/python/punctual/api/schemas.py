@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, model_validator
 
 from punctual.models import (
+    ACCEPTED,
     SPEC_EXAMPLE,
-    STORED,
     Alert,
     AlertCondition,
     AlertStatus,
@@ -33,9 +33,6 @@ from punctual.usecases.calendars import Calendar, CalendarSpec
 Instant = Annotated[
     AwareDatetime, PlainSerializer(format_instant_adaptive, return_type=str, when_used="json")
 ]
-
-# What the API shows was accepted when written: output models apply no input-only rule to it.
-SHOWN = {STORED: True}
 
 
 _READ_ONLY: dict[str, JsonValue] = {"readOnly": True}
@@ -89,7 +86,7 @@ class JobOut(JobSpec):
         shown = job.model_dump(exclude={"tenant", "anchor", "signing_secret_enc"})
         if job.state is not JobState.PAUSED:  # kept by a resumed job (the owed slots count from it)
             shown["paused_at"] = None
-        return cls.model_validate(shown, context=SHOWN)
+        return cls.model_validate(shown, context=ACCEPTED)
 
 
 OUTPUT_ONLY_FIELDS = frozenset({*(set(JobOut.model_fields) - set(JobSpec.model_fields)), "signing_secret"})
@@ -170,7 +167,7 @@ class JobCreated(JobOut):
     @classmethod
     def made(cls, job: Job, secret: str | None = None) -> JobCreated:
         """``job`` as just registered (or rotated), with its secret when one was made."""
-        return cls.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret}, context=SHOWN)
+        return cls.model_validate({**JobOut.of(job).model_dump(), "signing_secret": secret}, context=ACCEPTED)
 
 
 class JobPage(BaseModel):

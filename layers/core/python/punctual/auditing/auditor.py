@@ -529,7 +529,12 @@ def gone_parents(store: JobStore, job: Job) -> list[str]:
     gone = []
     for parent in schedule_of(job).parents:
         try:
-            if store.get_job(job.tenant, parent, consistent=False) is None:
+            # Half a read unit each; a parent the read (up to a second behind) says is gone is read
+            # again strongly consistently before it is reported (one written a moment ago).
+            if (
+                store.get_job(job.tenant, parent, consistent=False) is None
+                and store.get_job(job.tenant, parent) is None
+            ):
                 gone.append(parent)
         except UnreadableJobError:
             continue  # it exists

@@ -24,6 +24,7 @@ from punctual.models.alerts import (
     AlertStatus,
 )
 from punctual.models.base import (
+    ACCEPTED,
     CALENDAR_NAME_RE,
     CALENDAR_NAME_RULE,
     CARRIED,
@@ -99,6 +100,7 @@ from punctual.models.targets import (
 )
 
 __all__ = [
+    "ACCEPTED",
     "CALENDAR_NAME_RE",
     "CALENDAR_NAME_RULE",
     "CARRIED",

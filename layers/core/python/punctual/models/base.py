@@ -6,7 +6,7 @@ Limits are named with their unit and, where they mirror a service quota, that qu
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 from pydantic import (
     BaseModel,
@@ -21,6 +21,8 @@ CARRIED = "carried"
 # to the input since are not applied to it: a stored job never becomes unreadable (and stops) by an
 # upgrade that tightened what a new job may say.
 STORED = "stored"
+# The context that says so (a job read back, shown, or compared as it was accepted).
+ACCEPTED: Final = {STORED: True}
 
 
 def accepted_before(context: Any) -> bool:

@@ -25,6 +25,7 @@ from pydantic import (
 
 from punctual.models.alerts import MAX_ALERT_RULES, AlertRule
 from punctual.models.base import (
+    ACCEPTED,
     CALENDAR_NAME_RE,
     CALENDAR_NAME_RULE,
     CARRIED,
@@ -40,7 +41,6 @@ from punctual.models.base import (
     MAX_TAGS,
     MAX_TIMEZONE_CHARS,
     PAYLOAD_TOO_LARGE,
-    STORED,
     StrictModel,
     accepted_before,
     check_json_value,
@@ -65,7 +65,6 @@ _COMPACT_JSON = json.JSONEncoder(
 )  # json.dumps(..., separators=...) without a new encoder a call
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_STORED = {STORED: True}
 
 
 @lru_cache(maxsize=1024)
@@ -408,7 +407,7 @@ class Job(JobSpec):
         return value
 
     def spec(self) -> JobSpec:
-        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)), context=_STORED)
+        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)), context=ACCEPTED)
 
     @property
     def spec_since(self) -> int:

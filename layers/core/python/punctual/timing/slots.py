@@ -53,6 +53,14 @@ def next_slot(job: Job, after: datetime) -> datetime | None:
 
 def _next_slot(job: Job, schedule: schedules.Schedule, after: datetime) -> datetime | None:
     """:func:`next_slot` with the job's schedule already looked up."""
+    slot = _slot_within_start(job, schedule, after)
+    if slot is None or (job.end_at is not None and slot > job.end_at):
+        return None
+    return slot
+
+
+def _slot_within_start(job: Job, schedule: schedules.Schedule, after: datetime) -> datetime | None:
+    """The job's first slot strictly after ``after`` and not before ``start_at`` (``end_at`` aside)."""
     if schedule.kind == "after":
         return None
     lower = after
@@ -62,22 +70,17 @@ def _next_slot(job: Job, schedule: schedules.Schedule, after: datetime) -> datet
         # Anchored at its registration (or its schedule's last change): that instant is not a slot,
         # the first is N later, whatever fraction of its second the job was registered at.
         lower = max(lower, job.anchor)
-    slot = schedule.next_after(lower, anchor=job.anchor)
-    if slot is None or (job.end_at is not None and slot > job.end_at):
-        return None
-    return slot
+    return schedule.next_after(lower, anchor=job.anchor)
 
 
 def no_slot_reason(job: Job, now: datetime) -> str:
     """Why ``job`` has no slot after ``now`` (:func:`first_slot` answered None), for its author."""
-    dst = schedules.DstOptions(gap=job.dst.gap, repeat=job.dst.repeat) if job.dst else None
     try:  # a cron whose years are past, or which never fires after now: the parser says which
-        schedules.parse_schedule(job.schedule, job.timezone, dst, now=now)
+        schedules.parse_schedule(job.schedule, job.timezone, job.dst.options() if job.dst else None, now=now)
     except schedules.ScheduleError as exc:
         return f"schedule has no future slot: {exc}"
     schedule = schedule_of(job)
-    lower = now if job.start_at is None else max(now, ceil_second(job.start_at) - _ONE_SECOND)
-    unbounded = schedule.next_after(lower, anchor=job.anchor)
+    unbounded = _slot_within_start(job, schedule, now)
     if unbounded is not None and job.end_at is not None and unbounded > job.end_at:
         return (
             f"schedule has no slot before end_at {format_instant(job.end_at)}: its next is"

@@ -15,13 +15,19 @@ class JobConflictError(JobError):
     """The job changed meanwhile (409), or is in a state that forbids the request."""
 
 
+def listed(names: list[str], limit: int = 20) -> str:
+    """``names`` for a message: the first ``limit``, then how many more."""
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
 class JobHasDependentsError(JobConflictError):
     """A job that ``after(...)`` jobs name cannot be deleted (409): they would never fire again."""
 
     def __init__(self, job_id: str, children: list[str]) -> None:
-        shown = ", ".join(children[:20]) + (f" and {len(children) - 20} more" if len(children) > 20 else "")
         super().__init__(
-            f"job {job_id!r} is a parent of after() jobs {shown}: delete them or change their schedules first"
+            f"job {job_id!r} is a parent of after() jobs {listed(children)}: delete them or change their"
+            " schedules first"
         )
         self.children = list(children)
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
-from punctual.models import STORED, Job, JobSpec, JobState
+from punctual.models import ACCEPTED, Job, JobSpec, JobState
 from punctual.runtime.clock import Clock
 from punctual.security.boundary import Boundary
 from punctual.security.ownership import OwnResources
@@ -335,7 +335,7 @@ class JobService:
         # A new spec supersedes what was released for the old one (punctual.execution.versions);
         # the same spec sent again (an UpdateSchedule that changes nothing) supersedes nothing.
         same_spec = isinstance(found, Job) and found.spec() == JobSpec.model_validate(
-            spec.model_dump(), context={STORED: True}
+            spec.model_dump(), context=ACCEPTED
         )
         job = Job(
             **spec.model_dump(),

@@ -155,8 +155,8 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
         raise invalid("The StartDate you specify cannot be earlier than 5 minutes ago.")
     try:
         fields = _fields(values, group, arn, target, payload, jitter)
-        kind = str(values["ScheduleExpression"]).strip()[:5].lower()
-        if kind == "rate(" and start is None:
+        kind = _expression_kind(values)
+        if kind == "rate" and start is None:
             # The service: "If you don't provide a StartDate for a rate-based schedule, your schedule
             # starts invoking the target immediately" (Schedule types, rate-based): its first slot is
             # the next whole second but one (never the instant its job is written), where a /v1 rate
@@ -165,13 +165,18 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
             if fields["end_at"] is not None and fields["end_at"] <= fields["start_at"]:
                 raise invalid("EndDate is not in the future: the schedule would never run")
             fields["scheduler"] = fields["scheduler"].model_copy(update={"started_at_once": True})
-        if kind == "cron(":
+        if kind == "cron":
             # The service skips a cron time a spring-forward change skips, and runs a repeated one
             # once (Schedule types, daylight saving time); a /v1 job fires it right after the gap.
             fields["dst"] = DstPolicy(gap="skip", repeat="first")
         return JobSpec(**fields)
     except ValidationError as exc:
         raise invalid(_explain(exc)) from None
+
+
+def _expression_kind(values: dict[str, Any]) -> str:
+    """``rate``, ``cron``, ``at``, ...: the word before the schedule expression's parenthesis."""
+    return str(values["ScheduleExpression"]).strip().partition("(")[0].strip().lower()
 
 
 def _fields(
@@ -184,7 +189,7 @@ def _fields(
     retry_in: dict[str, Any] = target_in.get("RetryPolicy") or {}
     retries = retry_in.get("MaximumRetryAttempts", DEFAULT_RETRIES)
     dead_letter = (target_in.get("DeadLetterConfig") or {}).get("Arn")
-    one_time = str(values["ScheduleExpression"]).strip()[:3].lower() == "at("
+    one_time = _expression_kind(values) == "at"
     return {
         "name": values["Name"],
         "description": values.get("Description") or "",

@@ -40,7 +40,7 @@ from punctual.store.base import (
     ScheduleGroup,
     UnreadableJobError,
 )
-from punctual.usecases.job_errors import JobHasDependentsError, JobNotFoundError
+from punctual.usecases.job_errors import JobHasDependentsError, JobNotFoundError, listed
 
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
 MAX_TAGS_PER_GROUP = 200
@@ -207,10 +207,9 @@ def _dependents(req: Request, exc: JobHasDependentsError) -> str:
         except UnreadableJobError:
             child = None
         shown.append(f"{group_of(child)}/{name_of(child)}" if child is not None else child_id)
-    more = f" and {len(exc.children) - 20} more" if len(exc.children) > 20 else ""
+    names = shown + exc.children[20:]  # (only the first 20 are named: the rest are counted)
     return (
-        f"schedules {', '.join(shown)}{more} run after it (after(...)):"
-        " delete them or change their expressions first"
+        f"schedules {listed(names)} run after it (after(...)): delete them or change their expressions first"
     )
 
 

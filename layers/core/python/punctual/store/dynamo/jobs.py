@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from pydantic import ValidationError
 from pydantic_core import from_json
 
-from punctual.models import STORED, Job, JobState
+from punctual.models import ACCEPTED, Job, JobState
 from punctual.models.job_documents import KEPT_BESIDE, note_document
 from punctual.store.base import (
     NO_CALENDAR_USES,
@@ -40,8 +40,6 @@ from punctual.store.dynamo.sizes import check_job_size
 from punctual.timing.timers import (
     Timer,
 )
-
-_STORED = {STORED: True}
 
 
 class DynamoJobs(DynamoCalendarUses, JobRepository):
@@ -91,7 +89,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         if "secret_prev" in item:
             data["signing_secret_prev_enc"] = item["secret_prev"]["S"]
         try:
-            job = Job.model_validate(data, context=_STORED)  # accepted when written
+            job = Job.model_validate(data, context=ACCEPTED)  # accepted when written
         except ValidationError as exc:
             raise UnreadableJobError(_unreadable(item, data, _first_errors(exc))) from None
         if whole:
@@ -215,7 +213,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
             for item in reply.get("Items", []):
                 job_id = item["sk"]["S"].removeprefix(schema.LISTING_PREFIX)
                 try:
-                    job = Job.model_validate_json(item["doc"]["S"], context=_STORED)
+                    job = Job.model_validate_json(item["doc"]["S"], context=ACCEPTED)
                 except ValueError as exc:
                     # One item an older, laxer model wrote must not fail the tenant's whole list.
                     found = _unreadable(item, _doc_of(item), _first_errors(exc), tenant, job_id)
