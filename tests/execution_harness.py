@@ -23,7 +23,7 @@ from punctual.execution import (
     Worker,
     WorkerConfig,
 )
-from punctual.models import Job, Overlap
+from punctual.models import Execution, ExecutionStatus, Job, Overlap
 from punctual.runtime.clock import ManualClock
 from punctual.runtime.observability import RecordingMetrics
 from punctual.store.base import JobStore
@@ -126,6 +126,21 @@ class Rig:
         created = make_job(job_id, schedule, now=self.clock.now(), **overrides)
         self.store.create_job(created, None, max_jobs=1000)
         return created
+
+    def created_again_after_a_run(self, slot: datetime, job_id: str = "job-1") -> tuple[Execution, Job]:
+        """A job whose ``slot`` ran (a record SUCCEEDED, begun now), deleted, and two minutes later
+        created again at its id (as an EventBridge schedule deleted and created again under its
+        name): the earlier job's record and the new job."""
+        old = self.add_job(job_id)
+        now = self.clock.now()
+        ran = Execution(
+            job_id=old.id, tenant=old.tenant, slot=slot_key(slot), scheduled_at=slot,
+            status=ExecutionStatus.SUCCEEDED, started_at=now, finished_at=now,
+        )  # fmt: skip
+        self.store.save_execution(ran, None, 0)
+        self.store.delete_job(old.tenant, old.id)
+        self.clock.advance(120)
+        return ran, self.add_job(job_id)
 
     def message(
         self, job: Job, slot: datetime | str, attempt: int = 1, kind: str = MessageKind.FIRE

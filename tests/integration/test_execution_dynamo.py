@@ -159,3 +159,35 @@ def test_after_two_parents_on_the_real_store(rig: Rig, t0: datetime) -> None:
     rig.work_until_idle(worker)
     assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
     assert rig.store.claim_child_dispatch("default", child.id, slot_key(slot)) is False  # recorded once
+
+
+def test_a_backfill_replaces_an_earlier_jobs_record_at_the_id_once(rig: Rig, t0: datetime) -> None:
+    """The conditional overwrite of an earlier job's record (a job deleted and created again at its
+    id): of two workers that read it, one replaces it; the other's write is refused, and it then
+    finds the slot taken."""
+    import dataclasses
+
+    from punctual.store.base import ExecutionConflictError, Expect
+    from punctual.usecases.backfills import backfill_ref
+
+    slot = t0 - timedelta(hours=1)
+    ran, job = rig.created_again_after_a_run(slot)
+    # Two writes that both expect the earlier job's record as they read it: the second is refused
+    as_read = Expect(frozenset({S.SUCCEEDED}), 1)
+    mine = ran.model_copy(update={"status": S.RUNNING, "started_at": rig.clock.now(), "finished_at": None})
+    rig.store.save_execution(mine, as_read, 0)
+    with pytest.raises(ExecutionConflictError):
+        rig.store.save_execution(mine.model_copy(update={"owner": "other"}), as_read, 0)
+    # Through the claim: a backfill message twice, one run
+    rig.store.save_execution(
+        ran.model_copy(update={"job_id": job.id, "slot": slot_key(slot - MINUTE)}), None, 0
+    )
+    message = dataclasses.replace(
+        rig.message(job, slot - MINUTE, kind=MessageKind.BACKFILL), backfill=backfill_ref("b1", False, 0)
+    )
+    first, second = rig.worker(), rig.worker()
+    won = first.claim(message)
+    assert (won.outcome, second.claim(message).outcome) == (ClaimOutcome.CLAIMED, ClaimOutcome.WAITING)
+    first.finish(won, TargetResult.ok("ran"))
+    assert second.claim(message).outcome is ClaimOutcome.DUPLICATE
+    assert rig.store.get_execution(job.tenant, job.id, slot_key(slot - MINUTE)).backfill == "b1"

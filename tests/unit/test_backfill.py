@@ -71,9 +71,13 @@ def drive(rig: Rig, backfill: Backfill, rounds: int = 200) -> tuple[Backfill, in
 
 
 def test_each_slot_without_a_record_runs_once_at_a_bounded_rate(rig: Rig) -> None:
-    # Given an hourly job whose 03:00 slot ran and whose 04:00 slot was recorded MISSED
+    # Given an hourly job whose 03:00 slot ran (a backfill of it since its creation) and whose 04:00
+    # slot was recorded MISSED
     job = rig.add_job("job-1", HOURLY)
-    rig.store.save_execution(record(job, DAY + timedelta(hours=3), S.SUCCEEDED), None, 0)
+    ran = record(job, DAY + timedelta(hours=3), S.SUCCEEDED).model_copy(
+        update={"started_at": rig.clock.now()}
+    )
+    rig.store.save_execution(ran, None, 0)
     rig.store.save_execution(record(job, DAY + timedelta(hours=4), S.MISSED), None, 0)
     # When the same backfill of [00:00, 10:00) is asked for twice in a row and eight times at once
     first = runner(rig).start("default", job.id, DAY, DAY + timedelta(hours=10))
@@ -285,3 +289,88 @@ def test_a_sent_slot_whose_message_was_lost_is_sent_again_after_the_dedup_window
     assert current is not None and current.state is BackfillState.DONE
     assert Counter(slot for slot, _ in rig.target.calls_for(job.id)) == {k: 1 for k in backfill.slots}
     assert rig.clock.now() - backfill.created_at >= timedelta(seconds=360)  # not before the window
+
+
+def test_a_job_created_again_at_a_deleted_jobs_id_backfills_the_slots_the_earlier_one_ran(rig: Rig) -> None:
+    """As an EventBridge schedule deleted and created again under its name: the new job's backfill
+    runs the slots the earlier job ran (its records are replaced), but never one of its own."""
+
+    def ran(job: Job, slot: datetime, started: datetime, status: ExecutionStatus = S.SUCCEEDED) -> None:
+        done = record(job, slot, status).model_copy(update={"started_at": started, "finished_at": started})
+        rig.store.save_execution(done, None, 0)
+
+    # Given an hourly job whose 01:00 slot failed and 02:00 slot succeeded (run by hand since its
+    # creation), and a done backfill of [00:00, 03:00) of it (which ran 00:00)
+    old = rig.add_job("job-1", HOURLY)
+    ran(old, DAY + timedelta(hours=1), rig.clock.now(), S.FAILED)
+    ran(old, DAY + timedelta(hours=2), rig.clock.now())
+    first, _ = drive(rig, runner(rig).start("default", old.id, DAY, DAY + timedelta(hours=3)))
+    assert first.state is BackfillState.DONE and first.slots == [slot_key(DAY)]
+    # When the job is deleted and created again at its id two minutes later, and the new job's own
+    # 10:00 slot is recorded as begun 10 s before its creation (the nodes' clocks differ)
+    rig.store.delete_job("default", old.id)
+    rig.clock.advance(120)
+    new = rig.add_job("job-1", HOURLY)
+    ten = DAY + timedelta(hours=10)
+    ran(new, ten, new.created_at - timedelta(seconds=10))
+    # Then the same backfill request is planned anew for the new job: all three slots, none left alone
+    end = DAY + timedelta(hours=3)
+    again = runner(rig).start("default", new.id, DAY, end)
+    assert again.id == first.id and again.created_at > first.created_at
+    assert (again.slots, again.already_run, again.state) == (
+        [slot_key(DAY + timedelta(hours=h)) for h in range(3)],
+        0,
+        BackfillState.RUNNING,
+    )
+    # And until a worker claims them, the earlier job's records are not counted as this backfill's
+    rig.poll()
+    assert runner(rig).progress(rig.store.get_backfill("default", new.id, again.id)) == {SENT: 2, PENDING: 1}
+    done, _ = drive(rig, again)
+    # And each ran once for the new job, recorded as the new backfill's
+    assert done.state is BackfillState.DONE
+    calls = Counter(slot for slot, _ in rig.target.calls_for(new.id))
+    assert calls == {
+        slot_key(DAY): 2,
+        slot_key(DAY + timedelta(hours=1)): 1,
+        slot_key(DAY + timedelta(hours=2)): 1,
+    }
+    history = {r.slot: r for r in rig.history(new)}
+    assert all(history[k].status is S.SUCCEEDED and history[k].backfill == again.id for k in again.slots)
+    assert runner(rig).progress(done) == {"SUCCEEDED": 3}
+    # And a backfill over the new job's own 10:00 run (within a minute of the creation) leaves it alone
+    own = runner(rig).start("default", new.id, ten, ten + timedelta(minutes=1))
+    assert (own.slots, own.already_run, own.state) == ([], 1, BackfillState.DONE)
+
+
+def test_a_running_backfill_of_a_deleted_job_ends_when_a_job_is_created_again_at_its_id(rig: Rig) -> None:
+    job = rig.add_job("job-1", HOURLY)
+    backfill = runner(rig).start("default", job.id, DAY, DAY + timedelta(hours=5))
+    rig.store.delete_job("default", job.id)
+    rig.clock.advance(120)
+    rig.add_job("job-1", HOURLY)  # before the backfill's next step
+    rig.poll()
+    ended = rig.store.get_backfill("default", job.id, backfill.id)
+    assert (
+        ended is not None and ended.state is BackfillState.CANCELLED and ended.reason == "the job was deleted"
+    )
+    assert rig.queues.all_messages() == []
+    assert rig.target.calls_for(job.id) == []
+
+
+def test_a_backfilled_missed_slot_counts_as_sent_until_claimed_and_is_sent_again_if_lost(rig: Rig) -> None:
+    """A MISSED record is the plan's, not the run's: a step must not count its slot ended (it would
+    never be run if its message were lost)."""
+    job = rig.add_job("job-1", HOURLY)
+    rig.store.save_execution(record(job, DAY, S.MISSED), None, 0)
+    backfill = runner(rig).start("default", job.id, DAY, DAY + timedelta(hours=1))
+    rig.poll()  # the first step sends the slot
+    for received in rig.queues.receive(SHORT, 10, 0, 30):
+        rig.queues.delete(SHORT, received.receipt)  # and its message is lost
+    rig.clock.advance(2)
+    rig.poll()
+    current = rig.store.get_backfill("default", job.id, backfill.id)
+    assert current is not None and current.state is BackfillState.RUNNING
+    assert runner(rig).progress(current) == {SENT: 1}
+    done, _ = drive(rig, current, rounds=400)
+    assert done.state is BackfillState.DONE
+    assert [slot for slot, _ in rig.target.calls_for(job.id)] == [slot_key(DAY)]

@@ -486,3 +486,35 @@ def test_a_first_attempt_deferred_again_and_again_is_parked_not_dead_lettered(ri
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
     assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
     assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
+
+
+def test_only_a_backfill_runs_a_slot_an_earlier_job_at_the_id_ran(rig: Rig, t0: datetime) -> None:
+    """A job deleted and created again at its id: the earlier job's record of a slot stops a release
+    of it (exactly once per slot, whichever job), but a backfill, which a user asks for, runs it
+    anew, over that record, once."""
+    import dataclasses
+
+    from punctual.usecases.backfills import backfill_ref
+
+    slot = t0 - timedelta(hours=1)
+    _, job = rig.created_again_after_a_run(slot)
+    worker = rig.worker()
+    # A fresh release of the slot (or a repeat of the earlier job's) is a duplicate
+    rig.send(rig.message(job, slot))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
+    # A backfill's runs it once, over the earlier job's record
+    backfilled = dataclasses.replace(
+        rig.message(job, slot, kind=MessageKind.BACKFILL), backfill=backfill_ref("b1", False, 0)
+    )
+    rig.send(backfilled)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    rig.clock.advance(6 * 60)  # past SQS's deduplication window, the same backfill message again
+    rig.send(backfilled)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
+    assert rig.target.calls_for(job.id) == [(slot_key(slot), 1)]
+    (record,) = rig.history(job)
+    assert (record.status, record.backfill, record.started_at) == (
+        S.SUCCEEDED,
+        "b1",
+        t0 + timedelta(seconds=120),
+    )

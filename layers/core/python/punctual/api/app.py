@@ -435,10 +435,7 @@ def _of_a_deleted_job(execution: Execution, created: datetime | None) -> bool:
     deleted one, as an EventBridge schedule deleted and created again under its name). A record
     never started (MISSED, SKIPPED, ...) counts from its slot: a job has no slot before its
     creation but the ones it backfills, and those start after it."""
-    if created is None:
-        return True
-    first = execution.attempts[0].started_at if execution.attempts else execution.started_at
-    return (first or execution.scheduled_at) < created
+    return created is None or execution.before_job(created)
 
 
 def _has_history(tenant: str, job_id: str) -> bool:

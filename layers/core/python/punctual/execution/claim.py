@@ -162,16 +162,21 @@ class Claimer:
         redelivered = delivery is not None and delivery.receive_count > 1
         for _ in range(CLAIM_ROUNDS):
             now = self.clock.now()
-            decision = decide_claim(
-                current,
-                message,
-                now,
-                job.retry.max_attempts,
-                job.retry.max_age_seconds,
-                redelivered,
-                message_is_lease=True,
-            )
             try:
+                earlier = current is not None and current.of_an_earlier_job(job.created_at)
+                if earlier and message.kind == MessageKind.BACKFILL and fresh:
+                    # A backfill of a job created again at this id runs the slot the earlier job
+                    # ran: its record is replaced (conditionally, as it was read).
+                    return self._start(None, job, message, delivery, now, replacing=current)
+                decision = decide_claim(
+                    current,
+                    message,
+                    now,
+                    job.retry.max_attempts,
+                    job.retry.max_age_seconds,
+                    redelivered,
+                    message_is_lease=True,
+                )
                 return self._apply(decision, current, job, message, delivery, now)
             except ExecutionConflictError as exc:
                 current = exc.current or self.store.get_execution(
@@ -340,8 +345,12 @@ class Claimer:
         message: DispatchMessage,
         delivery: Delivery | None,
         now: datetime,
+        replacing: Execution | None = None,
     ) -> Claim:
-        expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
+        """Start the slot (or record it SKIPPED or QUEUED) over ``current``, or over ``replacing``:
+        an earlier job's record at this id, which the write expects as it was read."""
+        was = current or replacing
+        expect = None if was is None else Expect(frozenset({was.status}), was.attempt)
         replaced = current
         if current is not None and current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED):
             current = None  # the record only said why the slot had not run: start it afresh

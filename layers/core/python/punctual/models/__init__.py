@@ -58,6 +58,7 @@ from punctual.models.base import (
     seconds_field,
 )
 from punctual.models.executions import (
+    EARLIER_JOB_MARGIN,
     TRANSITIONS,
     AttemptRecord,
     Execution,
@@ -104,6 +105,7 @@ __all__ = [
     "CALENDAR_NAME_RE",
     "CALENDAR_NAME_RULE",
     "CARRIED",
+    "EARLIER_JOB_MARGIN",
     "ECS_CLUSTER_RE",
     "ECS_TASK_DEFINITION_RE",
     "EVENT_BUS_RE",

@@ -5,7 +5,7 @@ Every transition is a conditional write; :data:`TRANSITIONS` is the one table of
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Self
 
@@ -19,6 +19,10 @@ from pydantic_core import PydanticUndefined
 from punctual.models.base import MAX_ATTEMPT_RECORDS
 
 _object_setattr = object.__setattr__
+
+# A record counts as an earlier job's at the same id (run anew by a backfill) only when it is older
+# than the job's creation by more than this: the two instants come from different nodes' clocks.
+EARLIER_JOB_MARGIN = timedelta(seconds=60)
 
 
 class ExecutionStatus(StrEnum):
@@ -85,6 +89,9 @@ TRANSITIONS: dict[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
     # A release of the slot for the job's new spec runs it.
     _S.SUPERSEDED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED}),
 }
+
+
+_NOT_RUN = (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED)
 
 
 def check_transition(old: ExecutionStatus | None, new: ExecutionStatus) -> None:
@@ -157,13 +164,35 @@ class Execution(_ShallowCopy):
     slot_count: int = 1
 
     @property
+    def first_instant(self) -> datetime:
+        """When the slot's first attempt began; for a record never started (MISSED, SKIPPED, ...),
+        its slot's instant."""
+        first = self.attempts[0].started_at if self.attempts else self.started_at
+        return first or self.scheduled_at
+
+    def before_job(self, created: datetime) -> bool:
+        """Whether this record is older than the job created at ``created``: an earlier job's at
+        the same id (a job deleted and created again, as an EventBridge schedule under its name).
+        A job has no slot before its creation but the ones it backfills, and those start after it."""
+        return self.first_instant < created
+
+    def of_an_earlier_job(self, created: datetime) -> bool:
+        """Whether this record ended before the job created at ``created`` existed, so that a backfill
+        of that job runs its slot anew: its first attempt began (or its slot came) more than
+        :data:`EARLIER_JOB_MARGIN` before the creation, so no clock skew between the nodes that
+        wrote the two instants makes one of the job's own records look older."""
+        return self.status.terminal and self.first_instant < created - EARLIER_JOB_MARGIN
+
+    def left_to_backfill(self, created: datetime) -> bool:
+        """Whether a backfill of the job created at ``created`` runs this record's slot: it was not
+        run (MISSED, or SUPERSEDED by a spec change first), or it is an earlier job's."""
+        return self.status in _NOT_RUN or self.of_an_earlier_job(created)
+
+    @property
     def retry_origin(self) -> datetime:
         """Where ``retry.max_age_seconds`` counts from: the slot's instant, or for a backfilled
         slot (whose instant is long past by design) the start of its first attempt."""
-        if self.backfill:
-            first = self.attempts[0].started_at if self.attempts else self.started_at
-            return first or self.scheduled_at
-        return self.scheduled_at
+        return self.first_instant if self.backfill else self.scheduled_at
 
     def closed_attempt(self, status: ExecutionStatus, now: datetime, error: str | None) -> AttemptRecord:
         """The entry of the attempt list that says how this record's current attempt ended:

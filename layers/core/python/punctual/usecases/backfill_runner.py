@@ -53,7 +53,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
-from punctual.models import ExecutionStatus, Job, JobState, Overlap
+from punctual.models import EARLIER_JOB_MARGIN, Job, JobState, Overlap
 from punctual.runtime.clock import Clock
 from punctual.security.tenant_quotas import BackfillQuota
 from punctual.store.base import JobStore
@@ -153,7 +153,9 @@ class BackfillRunner:
             )
         bid = backfill_id(tenant, job_id, *range_texts(start, end))
         existing = self.store.get_backfill(tenant, job_id, bid)
-        if existing is not None and existing.state is not BackfillState.CANCELLED:
+        # A backfill of the same range of an earlier job at this id (deleted since) is planned anew.
+        earlier = existing is not None and existing.created_at < job.created_at - EARLIER_JOB_MARGIN
+        if existing is not None and existing.state is not BackfillState.CANCELLED and not earlier:
             if existing.state is BackfillState.RUNNING:
                 self._arm(existing, job, now)  # in case the request that created it died before
             return existing
@@ -217,8 +219,7 @@ class BackfillRunner:
         included = [s for s in candidates if excluding(calendars, s) is None]
         keys = [slot_key(s) for s in included]
         records = self.store.batch_get_executions((job.tenant, job.id, k) for k in keys)
-        not_run = (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED)
-        run = {key for (_, _, key), record in records.items() if record.status not in not_run}
+        run = {key for (_, _, key), record in records.items() if not record.left_to_backfill(job.created_at)}
         todo = [k for k in keys if k not in run]
         parallel = max_parallel or self.max_parallel
         if job.overlap is not Overlap.ALLOW:
@@ -257,7 +258,11 @@ class BackfillRunner:
         records = self.store.batch_get_executions((backfill.tenant, backfill.job_id, k) for k in sent)
         for key in sent:
             record = records.get((backfill.tenant, backfill.job_id, key))
-            counts[record.status.value if record else SENT] += 1
+            # A record the plan found (MISSED, SUPERSEDED, an earlier job's) is not yet this
+            # backfill's: measured from the backfill's creation, after the job's own, an earlier
+            # job's record is older still, and the job's own runs of a planned slot start later.
+            unclaimed = record is None or record.left_to_backfill(backfill.created_at)
+            counts[SENT if unclaimed else record.status.value] += 1
         if len(backfill.slots) > backfill.released:
             counts[PENDING] += len(backfill.slots) - backfill.released
         return dict(sorted(counts.items()))
@@ -306,7 +311,8 @@ class BackfillRunner:
         backfill = self.store.get_backfill(timer.tenant, timer.job_id, timer.slot)
         if backfill is None or backfill.state is not BackfillState.RUNNING or backfill.tick > timer.attempt:
             return 0  # done, cancelled, or a step already taken
-        if job is None or job.state is JobState.DELETED:
+        earlier_job = job is not None and backfill.created_at < job.created_at - EARLIER_JOB_MARGIN
+        if job is None or job.state is JobState.DELETED or earlier_job:  # (a job at this id, deleted since)
             gone = backfill.model_copy(
                 update={
                     "state": BackfillState.CANCELLED,
@@ -319,9 +325,14 @@ class BackfillRunner:
                 self._leave(gone)
             return 0
         window = backfill.slots[backfill.settled : backfill.released]
-        records = self.store.batch_get_executions((job.tenant, job.id, k) for k in window)
+        found = self.store.batch_get_executions((job.tenant, job.id, k) for k in window)
+        # A slot's record counts once it is no longer the one the plan found (MISSED, SUPERSEDED or
+        # an earlier job's): until a worker claims the slot, it has not ended, and may be sent again.
+        records = {
+            key: record for key, record in found.items() if not record.left_to_backfill(job.created_at)
+        }
         ended = [
-            (rec := records.get((job.tenant, job.id, k))) is not None and rec.status.terminal for k in window
+            (r := records.get((job.tenant, job.id, k))) is not None and r.status.terminal for k in window
         ]
         settled = backfill.settled
         for done in ended:
