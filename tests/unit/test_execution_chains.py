@@ -233,3 +233,58 @@ def test_a_claimed_child_is_not_sent_again_by_its_check(rig: Rig, t0: datetime) 
     assert TimerKind.CHILD in [t.kind for t in rig.poll()]
     # Then nothing is sent for the child
     assert [m for m in rig.queues.all_messages() if m.job_id == child.id] == []
+
+
+def test_a_paused_childs_slot_is_recorded_missed_with_its_event_and_alert_not_dropped(t0: datetime) -> None:
+    """The parents of a paused after() job succeed: its slot is recorded MISSED (job paused), its
+    event and missed alert go out; resumed, it runs the next slot its parents complete."""
+    from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
+    from punctual.delivery.notifications.events import SLOT_MISSED
+    from punctual.execution.after import PAUSED_CHILD_NOTE
+    from punctual.models import ExecutionStatus
+
+    store = MemoryStore()
+    clock = ManualClock(t0)
+    rig = Rig(
+        store,
+        clock,
+        notifier=Notifier(EventPublisher(MemoryEventSink()), Alerter(store, FakeTarget(), clock)),
+    )
+    service = jobs(rig)
+    hook = {"type": "http", "url": "https://alerts.example.com/hook"}
+    a, _ = service.register("default", spec("rate(1 hour)"), job_id="extract")
+    child, _ = service.register(
+        "default", spec("after(extract)", alerts=[{"on": ["missed"], "target": hook}]), job_id="load"
+    )
+    service.pause("default", child.id)
+    worker = rig.worker()
+    first, second = t0 + timedelta(hours=1), t0 + timedelta(hours=2)
+    rig.clock.set(first)
+    rig.send(rig.message(a, first))
+    rig.work_until_idle(worker)
+    rig.work_until_idle(worker)  # the missed alert's delivery
+    [missed] = rig.history(child)
+    assert (missed.slot, missed.status, missed.error) == (
+        slot_key(first),
+        ExecutionStatus.MISSED,
+        PAUSED_CHILD_NOTE,
+    )
+    [alert] = store.list_alerts("default", child.id, 10)
+    assert (alert.key_slot, alert.condition.value) == (slot_key(first), "missed")
+    events = rig.notifier.events.sink.events
+    assert [
+        (e.detail_type, e.detail["job_id"], e.detail["slot"]) for e in events if e.detail_type == SLOT_MISSED
+    ] == [(SLOT_MISSED, child.id, slot_key(first))]
+    assert rig.target.calls_for(child.id) == []
+    # A repeat of the parent's after-effects (its message again, past SQS's window) changes nothing
+    rig.clock.advance(600)
+    rig.send(rig.message(a, first))
+    rig.work_until_idle(worker)
+    assert [(r.slot, r.status) for r in rig.history(child)] == [(slot_key(first), ExecutionStatus.MISSED)]
+    # Resumed, the child runs its parents' next slot
+    service.resume("default", child.id)
+    rig.clock.set(second)
+    a = store.get_job("default", a.id)
+    rig.send(rig.message(a, second))
+    rig.work_until_idle(worker)
+    assert rig.target.calls_for(child.id) == [(slot_key(second), 1)]

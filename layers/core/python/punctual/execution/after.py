@@ -34,6 +34,9 @@ from punctual.usecases.calendars import Calendar, calendar_missing_note, excludi
 
 log = logging.getLogger("punctual.execution")
 
+# The error of an after() job's slot whose parents all succeeded while it was paused.
+PAUSED_CHILD_NOTE = "job is paused: its parents' slot completed while it was paused"
+
 PAUSE_TRIES = 3
 
 
@@ -194,10 +197,18 @@ class AfterEffects:
         for child_id in children:
             done = self.store.record_parent_success(job.tenant, child_id, execution.slot, job.id, ttl)
             child = jobs.get((job.tenant, child_id))
-            if child is None or child.state is not JobState.ENABLED:
+            if child is not None and child.state is JobState.PAUSED:  # maybe behind: read it again
+                child = self.store.get_job(job.tenant, child_id)
+            if child is None or child.state not in (JobState.ENABLED, JobState.PAUSED):
                 continue
             parents = schedule_of(child).parents
             if not parents or not set(parents) <= done:
+                continue
+            if child.state is JobState.PAUSED:
+                # Its parents' slot came while it was paused: recorded MISSED with its event and
+                # missed alert (an after() job owes no slot on resume: it has no schedule of its own).
+                self._record_unrun(child, execution.slot, now, ExecutionStatus.MISSED, PAUSED_CHILD_NOTE)
+                self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
                 continue
             if child.exclude_calendars and self._excluded(child, execution.slot, now):
                 self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
@@ -230,23 +241,31 @@ class AfterEffects:
         calendar = None if gone else excluding((found[k] for k in keys), instant)
         if calendar is None and not gone:
             return False
+        if calendar is not None:
+            self._record_unrun(child, slot, now, ExecutionStatus.EXCLUDED, exclusion_note(calendar))
+        elif self._record_unrun(child, slot, now, ExecutionStatus.MISSED, calendar_missing_note(gone)):
+            log.error("job %s: %s", child.id, calendar_missing_note(gone))
+            self.metrics.add("SlotsCalendarMissing", 1)
+        return True
+
+    def _record_unrun(self, child: Job, slot: str, now: datetime, status: ExecutionStatus, note: str) -> bool:
+        """Record a child's slot that is not run (EXCLUDED, or MISSED with its event and missed
+        alert); False when it was recorded before (a repeat of these after-effects)."""
         record = Execution(
             job_id=child.id,
             tenant=child.tenant,
             slot=slot,
             scheduled_at=slot_instant(slot),
-            status=ExecutionStatus.MISSED if gone else ExecutionStatus.EXCLUDED,
+            status=status,
             finished_at=now,
-            error=calendar_missing_note(gone) if calendar is None else exclusion_note(calendar),
+            error=note,
             job_version=child.version,
         )
         try:
             self.ledger.save(record, None, None)
         except ExecutionConflictError:
-            return True  # recorded before: a repeat of these after-effects
-        if gone:
-            log.error("job %s: %s", child.id, record.error)
-            self.metrics.add("SlotsCalendarMissing", 1)
+            return False
+        if status is ExecutionStatus.MISSED:
             self.notifier.missed([(child, record)], now)
             if self.notifier.alerter is not None:
                 self.notifier.alerter.missed(child, record)
