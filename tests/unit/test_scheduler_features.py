@@ -158,3 +158,49 @@ def test_a_job_changed_while_its_last_slot_ran_is_not_deleted(rig: Rig, t0: date
     # Then the slot ran, and the changed job stays
     assert rig.history(job)[0].status is ExecutionStatus.SUCCEEDED
     assert rig.store.get_job("default", "once").version == 2
+
+
+@pytest.mark.parametrize("last", ["excluded", "missed"])
+def test_a_job_whose_last_slot_the_poller_records_unrun_is_deleted_too(
+    rig: Rig, t0: datetime, last: str
+) -> None:
+    """The poller, not a worker, ends such a job (no message carries its last slot): it deletes it
+    as a worker would, else the job lingered COMPLETED and held its calendar forever."""
+    from execution_harness import LAYOUT, SHORT
+    from factories import spec
+    from punctual.usecases.calendar_service import CalendarService
+    from punctual.usecases.calendars import CalendarSpec
+    from punctual.usecases.jobs import JobService, QueueRouting
+
+    service = JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), ()))
+    at = t0 + timedelta(minutes=2)
+    when = f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})"
+    if last == "excluded":  # its slot's day is in a calendar it excludes
+        CalendarService(rig.store, rig.clock).put(
+            "default", "today", CalendarSpec(dates=[at.date().isoformat()])
+        )
+        job, _ = service.register(
+            "default", spec(when, exclude_calendars=["today"], delete_after_completion=True)
+        )
+    else:  # paused over its slot, resumed with catch-up none
+        job, _ = service.register(
+            "default", spec(when, catchup={"policy": "none"}, delete_after_completion=True)
+        )
+        service.pause("default", job.id)
+    kept, _ = service.register(
+        "default", spec(when, exclude_calendars=["today"] if last == "excluded" else [])
+    )
+    if last == "missed":
+        service.pause("default", kept.id)
+    rig.advance_to(at + timedelta(seconds=1))
+    rig.poll()
+    if last == "missed":
+        rig.advance_to(at + timedelta(seconds=30))
+        service.resume("default", job.id)
+        service.resume("default", kept.id)
+        rig.poll()
+    rig.work_until_idle(rig.worker())
+    # Then its last slot is recorded, and it is gone; the job that did not ask is COMPLETED
+    assert [r.status.value for r in rig.history(job)] == [last.upper()]
+    assert rig.store.get_job("default", job.id) is None
+    assert rig.store.get_job("default", kept.id).state.value == "COMPLETED"

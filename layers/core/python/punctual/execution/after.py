@@ -124,7 +124,7 @@ class AfterEffects:
             self._chain_delay(job, execution, now)
             self.turns.pass_on(job, execution, now)
             if job.delete_after_completion:
-                self.completion.delete_if_done(job, execution, now)
+                self.completion.delete_if_done(job, execution.job_version, now)
             # Last: the event and the alerts come after everything the slot's progress needs.
             self.notifier.changed(job, execution, now)
 

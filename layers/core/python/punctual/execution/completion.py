@@ -20,7 +20,9 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from punctual.execution.chain_ends import complete_job
 from punctual.models import Execution, Job
+from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.peaks import PeakLimits, job_profile
 from punctual.security.tenant_quotas import PeakQuota
@@ -50,14 +52,15 @@ class Completion:
         self.store = store
         self.metrics = metrics
 
-    def delete_if_done(self, job: Job, execution: Execution, now: datetime) -> bool:
-        """After ``execution`` ended: delete its job if it asked to be and is done. True: deleted."""
+    def delete_if_done(self, job: Job, released_for: int, now: datetime) -> bool:
+        """After a slot released for job version ``released_for`` ended (or was recorded MISSED or
+        EXCLUDED): delete the job if it asked to be and is done. True: deleted."""
         if not job.delete_after_completion or schedule_of(job).kind in ("after", "delay"):
             return False  # these kinds have no computed last slot
         if next_slot(job, now) is not None:
             return False  # the schedule goes on: the common case, decided without a read
         current = self.store.get_job(job.tenant, job.id)
-        if current is None or current.spec_since > execution.job_version:
+        if current is None or current.spec_since > released_for:
             return False  # gone already, or re-specified since this slot was released
         if not self._done(current, now):
             return False
@@ -106,3 +109,15 @@ class Completion:
     def _is_last(job: Job, newest: Execution) -> bool:
         """Whether ``newest`` (a range record: through its last slot) is the schedule's last slot."""
         return next_slot(job, slot_instant(newest.last_slot or newest.slot)) is None
+
+
+def complete_unsent(store: JobStore, job: Job, clock: Clock, metrics: MetricsSink) -> bool:
+    """A one-time job, or a job past ``end_at``, whose last slot no message carries (the poller
+    recorded it MISSED or EXCLUDED): mark it COMPLETED (the usual case is the worker's:
+    :mod:`punctual.execution.chain_ends`), then delete it if it asked to be and is done, as a
+    worker does after a slot ends. True: it was marked COMPLETED."""
+    if not complete_job(store, job, clock):
+        return False
+    if job.delete_after_completion:
+        Completion(store, metrics).delete_if_done(job, job.version, clock.now())
+    return True

@@ -73,7 +73,7 @@ from punctual.dispatch.queues import (
     spec_of,
 )
 from punctual.dispatch.smoothing import HEAD_START_S, LoggedOverruns, Overrun, OverrunSink, target_key
-from punctual.execution.chain_ends import complete_job
+from punctual.execution.completion import complete_unsent
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
@@ -273,8 +273,8 @@ class SlotReleaser:
             self._forecast(out.forecast)
         report.skipped += self.unrun.record_missed(out.missed, jobs)
         report.excluded += self.unrun.record_excluded(out.excluded)
-        for job in out.completions:
-            report.completed += self._complete(job, now)
+        for job in out.completions:  # last slots no message carries (recorded MISSED or EXCLUDED)
+            report.completed += complete_unsent(self.store, job, self.clock, self.metrics)
         return report
 
     def _send(self, queue: str, messages: list[DispatchMessage], in_order: bool) -> None:
@@ -516,11 +516,6 @@ class SlotReleaser:
             return None
         kind = MessageKind.MANUAL if manual else MessageKind.CHILD
         return replace(message_for(job, timer.slot, now, 1, kind, now), resend=1)
-
-    def _complete(self, job: Job, now: datetime) -> int:
-        """A one-time job, or a job past ``end_at``, whose last slot no message carries: mark it
-        COMPLETED here (the usual case is the worker's: :mod:`punctual.execution.chain_ends`)."""
-        return int(complete_job(self.store, job, self.clock))
 
     def _record(self, report: ReleaseReport) -> None:
         self.metrics.add("SlotsReleased", report.released)
