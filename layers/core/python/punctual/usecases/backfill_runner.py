@@ -262,7 +262,7 @@ class BackfillRunner:
             # backfill's: measured from the backfill's creation, after the job's own, an earlier
             # job's record is older still, and the job's own runs of a planned slot start later.
             unclaimed = record is None or record.left_to_backfill(backfill.created_at)
-            counts[SENT if unclaimed else record.status.value] += 1
+            counts[SENT if unclaimed or record is None else record.status.value] += 1
         if len(backfill.slots) > backfill.released:
             counts[PENDING] += len(backfill.slots) - backfill.released
         return dict(sorted(counts.items()))
