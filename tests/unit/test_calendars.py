@@ -119,6 +119,61 @@ def test_slots_with_a_calendar_are_the_slots_without_it_minus_the_excluded_days(
     zone = ZoneInfo(calendar_zone)
     assert kept == [s for s in without if s.astimezone(zone).date().isoformat() not in days]
     assert sorted(kept + excluded) == without
+    # And passing over each run of excluded days at once (no list asked for) finds the same slots
+    assert (
+        included_slots(lambda t: schedule.next_after(t, start), start, [cal], 5000, None, until=end) == kept
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    expression=st.sampled_from(
+        ["cron(0 * * * ? *)", "cron(30 9 ? * MON-FRI *)", "rate(13 minutes)", "cron(0 0 * * ? *)"]
+    ),
+    job_zone=zones,
+    # and zones whose clocks change at midnight (Santiago, Havana, Beirut): a day may begin at 01:00
+    calendar_zone=st.sampled_from(
+        ["UTC", "Europe/Berlin", "America/Santiago", "America/Havana", "Asia/Beirut"]
+    ),
+    runs=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 20)), max_size=4),
+    singles=st.sets(st.integers(0, 60), max_size=6),
+    start_day=st.integers(min_value=0, max_value=365),
+)
+def test_the_next_included_slots_pass_over_long_runs_of_excluded_days_as_a_walk_would(
+    expression: str,
+    job_zone: str,
+    calendar_zone: str,
+    runs: list[tuple[int, int]],
+    singles: set[int],
+    start_day: int,
+) -> None:
+    """next_fire_at, the preview and ``punctual next`` jump over a run of excluded days (a fortnight
+    of a rate(1 minute) job is 20,160 slots): the same slots as stepping through each one."""
+    start = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=start_day)
+    day = lambda offset: (start + timedelta(days=offset)).date().isoformat()  # noqa: E731
+    cal = calendar(
+        calendar_zone,
+        sorted({day(o) for o in singles}),
+        ranges=[{"start": day(first), "end": day(first + length)} for first, length in runs],
+    )
+    schedule = parse_schedule(expression, job_zone, now=start)
+    walked: list[datetime] = []
+    next_after = lambda t: schedule.next_after(t, start)  # noqa: E731
+    expected = included_slots(next_after, start, [cal], 3, walked)
+    if len(walked) >= 19_999:
+        return  # the walk gave up (the bound the jump does not need)
+    assert included_slots(next_after, start, [cal], 3) == expected
+
+
+def test_a_job_in_a_fortnight_excluded_shows_its_next_slot_after_it() -> None:
+    """A rate(1 minute) job excluded for a fortnight: its next slot is the first after the range (it
+    was null, as for a job that never fires again, past 20,000 excluded slots in a row)."""
+    world = World(T0)
+    world.calendars.put(
+        "default", "freeze", CalendarSpec(ranges=[{"start": "2026-11-30", "end": "2026-12-14"}])
+    )
+    job, _ = world.jobs.register("default", spec("rate(1 minute)", exclude_calendars=["freeze"]))
+    assert world.jobs.get("default", job.id).next_fire_at == datetime(2026, 12, 15, tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- release and next_fire_at

@@ -120,8 +120,9 @@ def _cmd_next(args: argparse.Namespace, out: TextIO) -> int:
         out.write("".join(f"{format_instant(slot)}\n" for slot in slots))
         return 0
     calendar = _exclusions(args)
-    passed: list[datetime] = []
-    slots = included_slots(lambda t: schedule.next_after(t, anchor), after, [calendar], args.count, passed)
+    passed: list[datetime] = []  # listed one by one only when shown: else passed over a day run at once
+    listing = passed if args.show_excluded else None
+    slots = included_slots(lambda t: schedule.next_after(t, anchor), after, [calendar], args.count, listing)
     shown = [(slot, "") for slot in slots]
     if args.show_excluded:
         last = slots[-1] if slots else None

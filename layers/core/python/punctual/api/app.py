@@ -547,8 +547,9 @@ def preview_schedule(
             expression=expression, timezone=timezone, slots=schedule.slots(start, None, count)
         )
     excluding = _preview_calendars(tenant, calendars)
-    passed: list[Any] = []
-    slots = included_slots(lambda t: schedule.next_after(t, None), start, excluding, count, passed)
+    passed: list[Any] = []  # listed one by one only when asked for: else passed over a day run at once
+    listing = passed if show_excluded else None
+    slots = included_slots(lambda t: schedule.next_after(t, None), start, excluding, count, listing)
     if len(passed) >= MAX_SKIPPED_IN_A_ROW and len(slots) < count:
         raise problems.invalid(
             "query.calendars", f"the calendars exclude more than {MAX_SKIPPED_IN_A_ROW} slots in a row"
