@@ -482,3 +482,25 @@ def test_no_failure_among_the_runs_read_says_how_many_were_read(t0: datetime) ->
     for second in range(40):
         run(store, "steady", t0 - timedelta(seconds=40 - second), S.SUCCEEDED)
     assert parse(render(store, t0)).tables["pc-jobs"].rows[0][6].text == "0 (last 30)"
+
+
+def test_a_tag_filter_cut_short_by_the_scan_budget_still_offers_the_next_page(
+    store: JobStore, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store examines LIST_SCAN_BUDGET jobs a page: a filter few match gets a short page, and the
+    console must follow the store's cursor, else the matching jobs after it were never shown."""
+    import punctual.store.dynamo.jobs as dynamo_jobs
+    import punctual.store.memory.jobs as memory_jobs
+
+    for module in (dynamo_jobs, memory_jobs):
+        monkeypatch.setattr(module, "LIST_SCAN_BUDGET", 3)
+    for i in range(7):
+        store.create_job(job(f"j{i}", tags={"team": "data" if i in (0, 6) else "web"}), None, 100)
+    first = build_view(store, ConsoleQuery(tenant="default", tag="team=data"), t0)
+    assert [row.job.id for row in first.rows] == ["j0"] and first.next_cursor is not None
+    shown, cursor = ["j0"], first.next_cursor
+    while cursor is not None:
+        page = build_view(store, ConsoleQuery(tenant="default", tag="team=data", cursor=cursor), t0)
+        shown += [row.job.id for row in page.rows]
+        cursor = page.next_cursor
+    assert shown == ["j0", "j6"]

@@ -42,8 +42,8 @@ DELAY_BUCKETS_MS: tuple[tuple[str, float], ...] = (
     ("≥ 10 s", float("inf")),
 )
 
-_TENANT_RE = re.compile(r"^[A-Za-z0-9._:/@+=,\-]{1,256}$")  # as the API accepts a tenant
-_JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TENANT_RE = re.compile(r"^[A-Za-z0-9._:/@+=,\-]{1,256}\Z")  # as the API accepts a tenant
+_JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 _MAX_TAG_CHARS = 128 + 1 + 256
 
 
@@ -216,6 +216,10 @@ def build_view(
     listed = store.list_jobs(query.tenant, limit=query.page_size + 1, cursor=query.cursor, tag=query.tag)
     shown = listed.items[: query.page_size]
     next_cursor = shown[-1].id if len(listed.items) > query.page_size else None
+    if next_cursor is None and len(listed.items) <= query.page_size:
+        next_cursor = (
+            listed.cursor
+        )  # a tag filter's page cut short (LIST_SCAN_BUDGET jobs read): more may follow
     since = now - FAILURE_WINDOW
     rows: list[JobRow] = []
     failures: list[tuple[Job, Execution]] = []

@@ -22,6 +22,10 @@ from punctual.timing.timers import Lane, Timer
 from punctual.usecases.backfills import Backfill
 from punctual.usecases.calendars import Calendar
 
+# Jobs a listing examines for one page at most: a filter few jobs match answers a short (even empty)
+# page and a cursor, never a read of every job of the tenant (100,000: a thousand queries) at once.
+LIST_SCAN_BUDGET = 2000
+
 
 def tags_match(tags: object, tag: str | None) -> bool:
     """Whether stored tags match a listing's filter: ``key`` matches any value of that tag,
@@ -260,6 +264,7 @@ class Page(Generic[T]):
     cursor: str | None  # opaque to callers above the store; None on the last page
     # Jobs of the page that could not be read, in id order among ``items`` (job lists only).
     unreadable: list[UnreadableJob] = field(default_factory=list)
+    examined: int = 0  # job lists: the jobs read for the page, filtered out ones included
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from punctual.api.scheduler.model import epoch
 from punctual.api.wiring import Services
 from punctual.models import Job, JobState
 from punctual.store.base import (
+    LIST_SCAN_BUDGET,  # jobs examined for one page at most
     GroupConflictError,
     GroupExistsError,
     JobExistsError,
@@ -46,7 +47,6 @@ MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per accoun
 MAX_TAGS_PER_GROUP = 200
 DEFAULT_MAX_RESULTS = 100
 LIST_READ_PAGE = 100  # jobs read from the store per query while filling a ListSchedules page
-LIST_SCAN_BUDGET = 2000  # jobs examined for one page at most (the rest follows NextToken)
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,7 @@ def list_schedules(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     examined = 0
     while True:
         page = req.services.store.list_jobs(req.tenant, LIST_READ_PAGE, cursor, None, tag)
-        examined += len(page.items)
+        examined += page.examined
         matches = [job for job in page.items if wanted(job)]
         taken = matches[: limit - len(listed)]
         listed += [summary_out(job, req.place.schedule_arn(group_of(job), name_of(job))) for job in taken]

@@ -14,6 +14,7 @@ from pydantic_core import from_json
 from punctual.models import ACCEPTED, Job, JobState
 from punctual.models.job_documents import KEPT_BESIDE, note_document
 from punctual.store.base import (
+    LIST_SCAN_BUDGET,
     NO_CALENDAR_USES,
     CalendarUses,
     JobExistsError,
@@ -198,6 +199,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         items: list[Job] = []
         unreadable: list[UnreadableJob] = []
         start_key: dict[str, Any] | None = schema.listing_key(tenant, cursor) if cursor else None
+        examined = 0
         while True:
             request: dict[str, Any] = {
                 "TableName": self.table,
@@ -223,11 +225,12 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
                 else:
                     if (state is None or job.state == state) and tag_matches(job, tag):
                         items.append(job)
-                if len(items) + len(unreadable) == limit:
-                    return Page(items, job_id, unreadable)
+                examined += 1
+                if len(items) + len(unreadable) == limit or examined >= LIST_SCAN_BUDGET:
+                    return Page(items, job_id, unreadable, examined)  # a filter's page may be short
             start_key = reply.get("LastEvaluatedKey")
             if not start_key:
-                return Page(items, None, unreadable)
+                return Page(items, None, unreadable, examined)
 
     def replace_job(
         self,

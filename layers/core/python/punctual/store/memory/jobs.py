@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from punctual.models import Job, JobState
 from punctual.store.base import (
+    LIST_SCAN_BUDGET,
     NO_CALENDAR_USES,
     CalendarNotFoundError,
     CalendarUses,
@@ -80,15 +81,17 @@ class MemoryJobs(MemoryBase, JobRepository):
             start = bisect.bisect_right(ids, cursor) if cursor else 0
             items: list[Job] = []
             last: str | None = None
-            for job_id in ids[start:]:
+            full, examined = False, 0
+            for examined, job_id in enumerate(ids[start:], start=1):
                 job = self._jobs[(tenant, job_id)]
                 last = job_id
                 if (state is None or job.state == state) and tag_matches(job, tag):
                     items.append(self._copy(job))
-                if len(items) == limit:
+                full = len(items) == limit or examined >= LIST_SCAN_BUDGET
+                if full:
                     break
             more = last is not None and bisect.bisect_right(ids, last) < len(ids)
-            return Page(items, last if more and len(items) == limit else None)
+            return Page(items, last if more and full else None, examined=examined)
 
     def _add_rate(self, tenant: str, delta: int, limit: int | None) -> None:
         current = self._trigger_rates.get(tenant, 0)
