@@ -122,8 +122,8 @@ LOG_RETENTION_DAYS = (
     3288,
     3653,
 )
-_ARN_PATTERN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):(?P<service>[a-z0-9-]+):[^\s]*$")
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_ARN_PATTERN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):(?P<service>[a-z0-9-]+):[^\s]*\Z")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+\Z")
 
 
 @dataclass(frozen=True)

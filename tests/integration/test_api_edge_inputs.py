@@ -227,3 +227,25 @@ def test_a_job_stored_before_a_tightened_rule_stays_readable_and_keeps_firing(ap
     got = api.call("GET", f"/v1/jobs/{created['id']}")
     assert got.status == 200 and got.body.get("unreadable") is not True, got
     assert got.body["timezone"] == "localtime" and got.body["next_fire_at"] is not None
+
+
+@pytest.mark.parametrize("suffix", ["%0A", "%0D%0A", "%0a"])
+def test_an_id_with_a_trailing_newline_is_refused_everywhere(api: ApiClient, suffix: str) -> None:
+    """A regex's ``$`` also matches before a final newline: ``nightly\\n`` was stored beside
+    ``nightly`` (a look-alike), and its webhook could never be called (the newline went into the
+    Idempotency-Key header). Every id check ends at the end of the text."""
+    created = api.call(
+        "PUT", f"/v1/jobs/nightly{suffix}", job_spec(target=HTTP), headers={"If-None-Match": "*"}
+    )
+    assert created.status == 422 and "job id" in _errors(created)
+    assert (
+        api.call("PUT", "/v1/jobs/nightly", job_spec(target=HTTP), headers={"If-None-Match": "*"}).status
+        == 201
+    )
+    for method, path in [
+        ("GET", f"/v1/jobs/nightly{suffix}"),
+        ("POST", f"/v1/jobs/nightly{suffix}/trigger"),
+        ("GET", f"/v1/jobs/nightly/executions/2026-11-30T09%3A32%3A00Z{suffix}"),
+    ]:
+        assert api.call(method, path).status in (404, 422), (method, path)
+    assert [job["id"] for job in api.call("GET", "/v1/jobs").body["items"]] == ["nightly"]

@@ -33,7 +33,7 @@ CONSOLE_PAGE_SIZE = 20  # jobs per widget page
 CONSOLE_HISTORY_LIMIT = 30  # slots read per job on the page
 WIDGET_WIDTH = 24  # the whole dashboard row
 WIDGET_HEIGHT = 15
-_TENANT_RE = re.compile(r"^[A-Za-z0-9._:/@+=,\-]{1,256}$")
+_TENANT_RE = re.compile(r"^[A-Za-z0-9._:/@+=,\-]{1,256}\Z")
 
 
 class Console(Construct):

@@ -37,8 +37,8 @@ logger = logging.getLogger()
 logger.setLevel(logging.INFO)
 
 RESOURCE_TYPE = "Custom::PunctualJob"
-_OURS = re.compile(r"^cfn-[0-9a-f]{40}$")
-_REGION_IN_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+_OURS = re.compile(r"^cfn-[0-9a-f]{40}\Z")
+_REGION_IN_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?\Z")
 HTTP_TIMEOUT_S = 20
 
 

@@ -30,7 +30,7 @@ from punctual_cli.verb_kit import (
 )
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_RANGE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})$")
+_RANGE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})\Z")
 
 
 def _name(text: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
-_EXECUTE_API = re.compile(r"^[a-z0-9]+\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+_EXECUTE_API = re.compile(r"^[a-z0-9]+\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?\Z")
 
 
 class ClientInputError(ValueError):

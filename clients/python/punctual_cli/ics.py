@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
-_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
-_DURATION = re.compile(r"^P(?:(\d+)W|(\d+)D)$")
+_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})\Z")
+_DURATION = re.compile(r"^P(?:(\d+)W|(\d+)D)\Z")
 
 
 class IcsError(ValueError):

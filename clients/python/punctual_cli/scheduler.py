@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 EXECUTE_API = "execute-api"
-_EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+_EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?\Z")
 
 
 def _sign_as_execute_api(request: Any, **_: Any) -> None:

@@ -63,9 +63,9 @@ API_TITLE = "Punctual"
 API_VERSION = "1.0.0"
 MAX_PAGE = 100
 MAX_PREVIEW = 100
-_JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_BACKFILL_ID_RE = re.compile(r"^[0-9a-f]{20}$")
-_SLOT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?$")
+_JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+_BACKFILL_ID_RE = re.compile(r"^[0-9a-f]{20}\Z")
+_SLOT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?\Z")
 
 IdempotencyKey = Annotated[
     str | None,

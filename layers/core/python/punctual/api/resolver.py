@@ -33,8 +33,8 @@ def header_of(event: dict[str, Any], name: str) -> str | None:
     return None
 
 
-_HOST_RE = re.compile(r"^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$|^\[[0-9A-Fa-f:.]{2,45}\](:\d{1,5})?$")
-_PREFIX_RE = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9.-]{1,253}(:\d{1,5})?\Z|^\[[0-9A-Fa-f:.]{2,45}\](:\d{1,5})?\Z")
+_PREFIX_RE = re.compile(r"^(/[A-Za-z0-9._~-]+)*\Z")
 
 
 def base_url(event: dict[str, Any]) -> str:

@@ -39,10 +39,10 @@ from punctual.api.problems import ApiProblem
 TENANT_HEADER = "X-Punctual-Tenant"
 DEFAULT_LOCAL_TENANT = "default"
 # '#' separates key parts in the table; control characters have no place in a name.
-_TENANT_RE = re.compile(r"^[A-Za-z0-9._:/@+=,\-]{1,256}$")
+_TENANT_RE = re.compile(r"^[A-Za-z0-9._:/@+=,\-]{1,256}\Z")
 # IAM unique ids: a four-letter prefix (AIDA user, AROA role, ...) and base32-ish characters.
-_UNIQUE_ID_RE = re.compile(r"^A[A-Z0-9]{3}[A-Z0-9]{12,124}$")
-_ACCOUNT_RE = re.compile(r"^\d{12}$")
+_UNIQUE_ID_RE = re.compile(r"^A[A-Z0-9]{3}[A-Z0-9]{12,124}\Z")
+_ACCOUNT_RE = re.compile(r"^\d{12}\Z")
 
 
 def principal_id(user: str) -> str | None:

@@ -64,7 +64,7 @@ _COMPACT_JSON = json.JSONEncoder(
     separators=(",", ":")
 )  # json.dumps(..., separators=...) without a new encoder a call
 
-_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 
 
 @lru_cache(maxsize=1024)

@@ -24,7 +24,7 @@ from punctual.models.base import (
 
 _ARN_RE = re.compile(
     r"^arn:(?P<partition>aws|aws-cn|aws-us-gov):(?P<service>[a-z0-9-]+):(?P<region>[a-z]{2}(-[a-z]+)+-\d)"
-    r":(?P<account>\d{12}):(?P<resource>.+)$"
+    r":(?P<account>\d{12}):(?P<resource>.+)\Z"
 )
 
 
@@ -41,7 +41,7 @@ STATE_MACHINE_RE = r"[^\s<>{}\[\]?*\"#%\\^|~`$&,;:/]{1,80}(:[A-Za-z0-9_-]{1,80})
 ECS_CLUSTER_RE = r"[A-Za-z0-9_-]{1,255}"
 ECS_TASK_DEFINITION_RE = r"[A-Za-z0-9_-]{1,255}(:[0-9]{1,10})?"
 IAM_ROLE_RE = r"([A-Za-z0-9+=,.@_-]{1,512}/)*[A-Za-z0-9+=,.@_-]{1,64}"
-_IAM_ROLE_ARN_RE = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/" + IAM_ROLE_RE + "$")
+_IAM_ROLE_ARN_RE = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/" + IAM_ROLE_RE + r"\Z")
 
 
 def check_arn(

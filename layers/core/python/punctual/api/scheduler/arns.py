@@ -15,10 +15,10 @@ from typing import Any
 
 from punctual.runtime.settings import Platform
 
-_ACCOUNT_RE = re.compile(r"^\d{12}$")
+_ACCOUNT_RE = re.compile(r"^\d{12}\Z")
 _GROUP_ARN_RE = re.compile(
     r"^arn:(?P<partition>aws[a-z-]*):scheduler:(?P<region>[a-z0-9-]+):(?P<account>\d{12})"
-    r":schedule-group/(?P<group>[0-9a-zA-Z_.-]{1,64})$"
+    r":schedule-group/(?P<group>[0-9a-zA-Z_.-]{1,64})\Z"
 )
 LOCAL_ACCOUNT = "000000000000"
 

@@ -73,7 +73,7 @@ DEFAULT_CATCHUP_S = 3600  # the job model's default catch-up window
 SCHEDULE_ARN_ATTRIBUTE = "<aws.scheduler.schedule-arn>"
 # The service refuses a StartDate further in the past than this (CreateSchedule and UpdateSchedule).
 START_DATE_MAX_AGE = timedelta(minutes=5)
-_JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 SUPPORTED_TARGETS = "Lambda, SQS, SNS, EventBridge (event bus), Step Functions, ECS (RunTask)"
 _TARGET_PARAMETERS = {
     "SqsParameters": "sqs",

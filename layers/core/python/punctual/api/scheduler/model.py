@@ -48,7 +48,7 @@ def _routes() -> tuple[tuple[str, re.Pattern[str], str], ...]:
             lambda m: f"(?P<{m.group(1)}>.+)" if m.group(1) == "ResourceArn" else f"(?P<{m.group(1)}>[^/]+)",
             uri,
         )
-        routes.append((operation["http"]["method"], re.compile(f"^{pattern}$"), name))
+        routes.append((operation["http"]["method"], re.compile(f"^{pattern}\\Z"), name))
     return tuple(routes)
 
 
