@@ -158,3 +158,64 @@ def test_a_stale_use_is_dropped_only_while_its_job_is_unchanged(store, t0):  # t
     assert store.drop_calendar_user("default", "holidays", "job-a", 1)
     assert store.calendar_users("default", "holidays") == []
     store.delete_job("default", "job-a", 1, calendars=CalendarUses())
+
+
+def test_a_calendars_item_does_not_grow_with_its_users(dynamo_client, t0):  # type: ignore[no-untyped-def]
+    """Each use is an item of its own and a count on the calendar's item: DynamoDB's 400 KB item
+    limit held a calendar to about 10,000 excluding jobs (a set of their ids on its item), and
+    every release of such a job read (and paid for) the whole set."""
+    from conftest import TABLE
+
+    from factories import job as make_job
+    from punctual.store.base import CalendarUses
+    from punctual.store.dynamo import DynamoStore
+    from punctual.store.dynamo.calendar_schema import calendar_key
+
+    store = DynamoStore(dynamo_client, TABLE)
+    store.put_calendar(_calendar(t0), None)
+    for i in range(30):
+        store.create_job(
+            make_job(f"job-{i:02d}", exclude_calendars=["holidays"]),
+            None,
+            100,
+            calendars=CalendarUses(add=("holidays",)),
+        )
+    store.use_calendars("default", "job-00", ["holidays"], present=True)  # again: counted once
+    item = dynamo_client.get_item(TableName=TABLE, Key=calendar_key("default", "holidays"))["Item"]
+    assert "users" not in item and item["user_count"] == {"N": "30"}
+    assert store.calendar_users("default", "holidays") == [f"job-{i:02d}" for i in range(30)]
+    with pytest.raises(CalendarInUseError) as in_use:
+        store.delete_calendar("default", "holidays")
+    assert len(in_use.value.jobs) == 20 and "and 10 more" in str(in_use.value)  # named: twenty at most
+    for i in range(30):
+        store.delete_job("default", f"job-{i:02d}", 1, calendars=CalendarUses(drop=("holidays",)))
+    item = dynamo_client.get_item(TableName=TABLE, Key=calendar_key("default", "holidays"))["Item"]
+    assert item["user_count"] == {"N": "0"} and store.calendar_users("default", "holidays") == []
+    store.delete_calendar("default", "holidays")
+
+
+def test_uses_an_earlier_version_kept_in_the_calendars_set_still_hold_and_drop(dynamo_client, t0):  # type: ignore[no-untyped-def]
+    from conftest import TABLE
+
+    from punctual.store.dynamo import DynamoStore
+    from punctual.store.dynamo.calendar_schema import calendar_key
+
+    store = DynamoStore(dynamo_client, TABLE)
+    store.put_calendar(_calendar(t0), None)
+    dynamo_client.update_item(  # as an earlier version wrote a use
+        TableName=TABLE,
+        Key=calendar_key("default", "holidays"),
+        UpdateExpression="ADD #u :j",
+        ExpressionAttributeNames={"#u": "users"},
+        ExpressionAttributeValues={":j": {"SS": ["old-job"]}},
+    )
+    store.use_calendars("default", "new-job", ["holidays"], present=True)
+    assert store.calendar_users("default", "holidays") == ["new-job", "old-job"]
+    store.use_calendars("default", "new-job", ["holidays"], present=False)
+    with pytest.raises(CalendarInUseError) as in_use:
+        store.delete_calendar("default", "holidays")  # the set's user still holds it
+    assert in_use.value.jobs == ["old-job"]
+    store.use_calendars("default", "old-job", ["holidays"], present=False)
+    assert store.calendar_users("default", "holidays") == []
+    store.delete_calendar("default", "holidays")
+    store.use_calendars("default", "old-job", ["holidays"], present=False)  # the calendar gone: nothing to do

@@ -22,8 +22,7 @@ from punctual.timing.timers import Lane, Timer
 from punctual.usecases.backfills import Backfill
 from punctual.usecases.calendars import Calendar
 
-# Jobs a listing examines for one page at most: a filter few jobs match answers a short (even empty)
-# page and a cursor, never a read of every job of the tenant (100,000: a thousand queries) at once.
+# Jobs a listing examines a page at most: a rare filter's page is short (even empty), with a cursor.
 LIST_SCAN_BUDGET = 2000
 
 
@@ -179,8 +178,9 @@ class CalendarVersionError(ConflictError):
 class CalendarInUseError(ConflictError):
     """A calendar that jobs exclude cannot be deleted: ``jobs`` names them."""
 
-    def __init__(self, name: str, jobs: Sequence[str]) -> None:
-        shown = ", ".join(jobs[:20]) + (f" and {len(jobs) - 20} more" if len(jobs) > 20 else "")
+    def __init__(self, name: str, jobs: Sequence[str], total: int | None = None) -> None:
+        count = max(total or 0, len(jobs))  # ``total``: when ``jobs`` names only the first ones
+        shown = ", ".join(jobs[:20]) + (f" and {count - 20} more" if count > 20 else "")
         super().__init__(f"calendar {name!r} is excluded by jobs {shown}: remove it from them first")
         self.name = name
         self.jobs = list(jobs)

@@ -25,9 +25,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from punctual.store.base import CalendarNotFoundError, CalendarUses
-from punctual.store.dynamo import schema
+from punctual.store.dynamo import calendar_schema, schema
 from punctual.store.dynamo.base import DynamoBase
-from punctual.store.dynamo.schema import calendar_key
+from punctual.store.dynamo.calendar_schema import calendar_key, calendar_use_key
 
 CONFLICT_ROUNDS = 5
 CHECK_FAILED = "ConditionalCheckFailed"  # a transaction item's cancellation reason
@@ -38,16 +38,35 @@ class DynamoCalendarUses(DynamoBase):
     """The transaction of a job write with its calendar uses (a mixin of the job and calendar stores)."""
 
     def _use_items(
-        self, tenant: str, job_id: str, uses: CalendarUses, drop: list[str]
-    ) -> list[dict[str, Any]]:
-        """The transaction items of ``uses`` (adds, then the drops in ``drop``)."""
-        items = []
-        for name, present in [*((n, True) for n in uses.add), *((n, False) for n in drop)]:
-            expr = schema.use_calendar(job_id, present)
+        self, tenant: str, job_id: str, adds: list[str], drops: dict[str, str]
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+        """The transaction items of the uses (adds, then drops by their mode, see
+        :meth:`_transact_job_write`), and for each item its calendar and role."""
+        items: list[dict[str, Any]] = []
+        roles: list[tuple[str, str]] = []
+
+        def cal(name: str, expr: schema.Expression, role: str) -> None:
             items.append(
                 {"Update": {"TableName": self.table, "Key": calendar_key(tenant, name), **expr.fields()}}
             )
-        return items
+            roles.append((name, role))
+
+        for name in adds:
+            use = {"TableName": self.table, "Item": {**calendar_use_key(tenant, name, job_id)}}
+            items.append({"Put": {**use, **schema.CREATE.fields()}})
+            roles.append((name, "add-use"))
+            cal(name, calendar_schema.count_calendar_use(1), "add-count")
+        for name, mode in drops.items():
+            key = {"TableName": self.table, "Key": calendar_use_key(tenant, name, job_id)}
+            if mode in ("full", "orphan"):
+                condition = {"ConditionExpression": "attribute_exists(pk)"} if mode == "full" else {}
+                items.append({"Delete": {**key, **condition}})
+                roles.append((name, "drop-use"))
+            if mode == "full":
+                cal(name, calendar_schema.count_calendar_use(-1, job_id), "drop-count")
+            elif mode == "legacy":
+                cal(name, calendar_schema.drop_legacy_calendar_use(job_id), "drop-legacy")
+        return items, roles
 
     def _transact_job_write(
         self,
@@ -61,8 +80,13 @@ class DynamoCalendarUses(DynamoBase):
         as a dependent (``links``: parent -> :meth:`_add_link` or :meth:`_remove_link`), in one
         transaction: a job is never stored without its calendar uses or its links.
 
-        A link pair whose condition fails (the link already as wanted, or the parent gone) is left
-        out and the rest tried again, as a drop from a calendar that is gone is.
+        A use is an item of its own (``caluse#<calendar>#<job>``) and a count on the calendar's
+        item, so that the item does not grow with its users (DynamoDB's 400 KB item limit, and the
+        read units every release of an excluding job pays for the calendar's item). A use already
+        there is left out; a drop whose use item is missing takes the job out of the set earlier
+        versions kept on the calendar's item instead ("legacy"), and one whose calendar is gone
+        only deletes the use ("orphan"). A link pair whose condition fails (the link already as
+        wanted, or the parent gone) is left out and the rest tried again.
 
         Raises
         ------
@@ -71,37 +95,66 @@ class DynamoCalendarUses(DynamoBase):
         ClientError
             Any other cancellation (the caller reads the reasons of its own items) or error.
         """
-        drop = list(uses.drop)
+        adds = list(uses.add)
+        drops = dict.fromkeys(uses.drop, "full")
         pending = dict(links or {})
         for round_no in range(CONFLICT_ROUNDS):
             parents = list(pending)
-            use_items = self._use_items(tenant, job_id, uses, drop)
+            use_items, roles = self._use_items(tenant, job_id, adds, drops)
+            everything = items + use_items + [i for p in parents for i in pending[p]]
+            if not everything:
+                return  # uses alone, all there (or gone) already
             try:
-                self._transact(items + use_items + [i for p in parents for i in pending[p]])
+                self._transact(everything)
                 return
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":
                     raise
                 codes = [reason.get("Code") for reason in exc.response.get("CancellationReasons", [])]
                 own, rest = codes[: len(items)], codes[len(items) :]
-                adds, drops = rest[: len(uses.add)], rest[len(uses.add) : len(use_items)]
-                pairs = rest[len(use_items) :]
                 if CHECK_FAILED in own:
                     raise  # the job's own condition: the caller says which
-                for name, code in zip(uses.add, adds, strict=False):
-                    if code == CHECK_FAILED:
+                failed = {role for role, code in zip(roles, rest, strict=False) if code == CHECK_FAILED}
+                for name, role in failed:
+                    if role == "add-count":
                         raise CalendarNotFoundError(name) from None
-                missing = {name for name, code in zip(drop, drops, strict=False) if code == CHECK_FAILED}
+                changed = self._settle_uses(failed, adds, drops)
+                pairs = rest[len(use_items) :]
                 settled = [p for n, p in enumerate(parents) if CHECK_FAILED in pairs[2 * n : 2 * n + 2]]
-                if missing or settled:  # nothing to do there: write without them
-                    drop = [name for name in drop if name not in missing]
+                if changed or settled:  # nothing to do there: write without them
                     for parent in settled:
                         del pending[parent]
                     continue
                 if _CONFLICT not in codes or round_no == CONFLICT_ROUNDS - 1:
                     raise
                 time.sleep(random.uniform(0, 0.05 * 2**round_no))
-        # Rounds spent leaving out settled links and drops: one more, with what is left.
-        self._transact(
-            items + self._use_items(tenant, job_id, uses, drop) + [i for p in pending for i in pending[p]]
+        # Rounds spent leaving out settled links and uses: one more, with what is left.
+        everything = (
+            items + self._use_items(tenant, job_id, adds, drops)[0] + [i for p in pending for i in pending[p]]
         )
+        if everything:
+            self._transact(everything)
+
+    @staticmethod
+    def _settle_uses(failed: set[tuple[str, str]], adds: list[str], drops: dict[str, str]) -> bool:
+        """Adjust the uses to the conditions that failed (``failed``: calendar and role); True when
+        anything changed. An add whose use is there already is left out. A drop whose calendar is
+        gone only deletes its use; one whose use item is missing is a use an earlier version kept
+        in the calendar's set; a drop found in neither is left out."""
+        changed = False
+        for name, role in failed:
+            if role == "add-use" and name in adds:
+                adds.remove(name)
+                changed = True
+            elif role == "drop-count" and drops.get(name) == "full":
+                drops[name] = "orphan"
+                changed = True
+            elif role == "drop-use" and drops.get(name) in ("full", "orphan"):
+                drops[name] = "legacy" if drops[name] == "full" else "gone"
+                changed = True
+            elif role == "drop-legacy":
+                drops.pop(name, None)
+                changed = True
+        for name in [n for n, mode in drops.items() if mode == "gone"]:
+            del drops[name]
+        return changed

@@ -16,15 +16,15 @@ from botocore.exceptions import ClientError
 from punctual.store.base import (
     BackfillRepository,
     CalendarInUseError,
-    CalendarNotFoundError,
     CalendarRepository,
     CalendarUses,
     CalendarVersionError,
     Page,
 )
-from punctual.store.dynamo import schema
+from punctual.store.dynamo import calendar_schema, schema
+from punctual.store.dynamo.calendar_schema import calendar_key
 from punctual.store.dynamo.calendar_uses import CHECK_FAILED, DynamoCalendarUses
-from punctual.store.dynamo.schema import _n, _s, backfill_key, calendar_key, job_key, tenant_pk
+from punctual.store.dynamo.schema import _n, _s, backfill_key, job_key, tenant_pk
 from punctual.usecases.backfills import Backfill, BackfillState
 from punctual.usecases.calendars import Calendar
 
@@ -33,6 +33,9 @@ _CONDITION_FAILED = "ConditionalCheckFailedException"
 
 def _failed(exc: ClientError) -> bool:
     return bool(exc.response["Error"]["Code"] == _CONDITION_FAILED)
+
+
+USERS_NAMED = 20  # the users a refused delete names at most
 
 
 class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository):
@@ -46,7 +49,7 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
         return calendar.model_copy(update={"version": int(item["version"]["N"])})
 
     def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:
-        expr = schema.put_calendar(calendar.version, calendar.model_dump_json(), expected_version)
+        expr = calendar_schema.put_calendar(calendar.version, calendar.model_dump_json(), expected_version)
         try:
             # An update, not a put: the users set stays as it is.
             self.client.update_item(
@@ -85,7 +88,7 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
             "TableName": self.table,
             "Limit": limit,
             "ConsistentRead": True,
-            **schema.partition(tenant_pk(tenant), schema.CALENDAR_PREFIX).fields(),
+            **schema.partition(tenant_pk(tenant), calendar_schema.CALENDAR_PREFIX).fields(),
         }
         if cursor:
             request["ExclusiveStartKey"] = calendar_key(tenant, cursor)
@@ -100,34 +103,26 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
                 TableName=self.table,
                 Key=calendar_key(tenant, name),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **schema.delete_calendar(expected_version).fields(),
+                **calendar_schema.delete_calendar(expected_version).fields(),
             )
         except ClientError as exc:
             if not _failed(exc):
                 raise
             old = exc.response.get("Item")
-            users = sorted(old.get("users", {}).get("SS", [])) if old else []
-            have = int(old["version"]["N"]) if old and "version" in old else None
+            old = old or {}
+            count = len(old.get("users", {}).get("SS", [])) + int(old.get("user_count", {}).get("N", "0"))
+            users = self._users(tenant, name, limit=USERS_NAMED) if count > 0 else []
+            have = int(old["version"]["N"]) if "version" in old else None
             if users and (expected_version is None or have == expected_version):
-                raise CalendarInUseError(name, users) from None
+                raise CalendarInUseError(name, users, count) from None
             raise CalendarVersionError(
                 f"calendar {name!r} is at version {have}, not {expected_version}", have
             ) from None
 
     def use_calendars(self, tenant: str, job_id: str, names: Sequence[str], present: bool) -> None:
-        for name in names:
-            try:
-                self.client.update_item(
-                    TableName=self.table,
-                    Key=calendar_key(tenant, name),
-                    **schema.use_calendar(job_id, present).fields(),
-                )
-            except ClientError as exc:
-                if not _failed(exc):
-                    raise
-                if present:
-                    raise CalendarNotFoundError(name) from None
-                # removing a user of a calendar that is gone: nothing to do
+        for name in names:  # one transaction each (a drop from a calendar that is gone: nothing to do)
+            uses = CalendarUses(add=(name,)) if present else CalendarUses(drop=(name,))
+            self._transact_job_write([], tenant, job_id, uses)
 
     def drop_calendar_user(self, tenant: str, name: str, job_id: str, job_version: int | None) -> bool:
         # The use goes in a transaction with a check that the job is still as it was read.
@@ -146,10 +141,30 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
         return True
 
     def calendar_users(self, tenant: str, name: str) -> list[str]:
+        return self._users(tenant, name, limit=None)
+
+    def _users(self, tenant: str, name: str, limit: int | None) -> list[str]:
+        """The jobs that use a calendar (strongly consistent): its use items, and the set earlier
+        versions kept on its item; the first ``limit`` use items when given (a message's names)."""
         item = self.client.get_item(
             TableName=self.table, Key=calendar_key(tenant, name), ConsistentRead=True
         ).get("Item")
-        return sorted(item.get("users", {}).get("SS", [])) if item else []
+        users = set(item.get("users", {}).get("SS", [])) if item else set()
+        prefix = f"{calendar_schema.CALENDAR_USE_PREFIX}{name}#"
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "ConsistentRead": True,
+            **schema.partition(tenant_pk(tenant), prefix).fields(),
+        }
+        while limit is None or len(users) < limit:
+            if limit is not None:
+                request["Limit"] = limit
+            reply = self.client.query(**request)
+            users.update(i["sk"]["S"].removeprefix(prefix) for i in reply.get("Items", []))
+            if not reply.get("LastEvaluatedKey"):
+                break
+            request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
+        return sorted(users)
 
     # ---------------------------------------------------------------- backfills
 

@@ -27,7 +27,9 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     layout       pk=meta#layout            sk=layout         far, near (shard counts)
     key moves    pk=meta#migrate-keys      sk=<segment>/<segments>  last (JSON), done, counts
                                                              (punctual.admin.key_migration)
-    calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, users (string set: job ids)
+    calendar     pk=tenant#<tenant>        sk=cal#<name>     version, doc, user_count (and users: the
+                                                             string set of job ids earlier versions kept)
+    cal. use     pk=tenant#<tenant>        sk=caluse#<name>#<job>  (one item per job that excludes it)
     backfill     pk=job#<tenant>#<id>      sk=backfill#<bid> rev, state, doc, aseg (while RUNNING)
     peaks        pk=tenant#<tenant>        sk=#peaks         version, doc (punctual.security.peaks profile)
     backfills    pk=tenant#<tenant>        sk=#backfills     running (string set: <job>/<bid>)
@@ -673,49 +675,11 @@ def hold_throttled() -> Expression:
     return Expression(update="ADD held :one", values={":one": _n(1)})
 
 
-# ------------------------------------------------------------- calendars and backfills
-
-CALENDAR_PREFIX = "cal#"
-
-
-def calendar_key(tenant: str, name: str) -> Key:
-    return _key(tenant_pk(tenant), f"{CALENDAR_PREFIX}{name}")
+# ------------------------------------------------------------- backfills (calendars: .calendar_schema)
 
 
 def backfill_key(tenant: str, job_id: str, backfill_id: str) -> Key:
     return _key(job_pk(tenant, job_id), f"backfill#{backfill_id}")
-
-
-def put_calendar(version: int, doc: str, expected_version: int | None) -> Expression:
-    """Write a calendar's version and document, keeping its users: a create must find no item,
-    a replace the item at ``expected_version``."""
-    values: dict[str, Any] = {":v": _n(version), ":d": _s(doc)}
-    condition = "attribute_not_exists(pk)"
-    if expected_version is not None:
-        condition = "version = :e"
-        values[":e"] = _n(expected_version)
-    return Expression(update="SET version = :v, doc = :d", condition=condition, values=values)
-
-
-def delete_calendar(expected_version: int | None) -> Expression:
-    """Delete a calendar only while no job is recorded as its user (and at ``expected_version``)."""
-    condition = "attribute_exists(pk) AND (attribute_not_exists(#u) OR size(#u) = :zero)"
-    values: dict[str, Any] = {":zero": _n(0)}
-    if expected_version is not None:
-        condition += " AND version = :e"
-        values[":e"] = _n(expected_version)
-    return Expression(condition=condition, names={"#u": "users"}, values=values)
-
-
-def use_calendar(job_id: str, present: bool) -> Expression:
-    """Add (``present``) or remove a job as a user of a calendar that exists (a job write's
-    transaction carries these, so that the job and its uses are written together)."""
-    return Expression(
-        update=("ADD #u :j" if present else "DELETE #u :j"),
-        condition="attribute_exists(pk)",
-        names={"#u": "users"},
-        values={":j": {"SS": [job_id]}},
-    )
 
 
 def job_as_read(version: int | None) -> Expression:

@@ -1,0 +1,74 @@
+"""The calendar items' keys and expressions (the table's layout is in :mod:`.schema`): a calendar's
+item (version, doc, ``user_count``) and one item per job that excludes it (``caluse#<name>#<job>``),
+so that the calendar's item never grows with its users."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from punctual.store.dynamo.schema import Expression, Key, _key, _n, _s, tenant_pk
+
+CALENDAR_PREFIX = "cal#"
+CALENDAR_USE_PREFIX = "caluse#"  # caluse#<calendar>#<job id>: one item per use
+
+
+def calendar_key(tenant: str, name: str) -> Key:
+    return _key(tenant_pk(tenant), f"{CALENDAR_PREFIX}{name}")
+
+
+def put_calendar(version: int, doc: str, expected_version: int | None) -> Expression:
+    """Write a calendar's version and document, keeping its users: a create must find no item,
+    a replace the item at ``expected_version``."""
+    values: dict[str, Any] = {":v": _n(version), ":d": _s(doc)}
+    condition = "attribute_not_exists(pk)"
+    if expected_version is not None:
+        condition = "version = :e"
+        values[":e"] = _n(expected_version)
+    return Expression(update="SET version = :v, doc = :d", condition=condition, values=values)
+
+
+def calendar_use_key(tenant: str, name: str, job_id: str) -> Key:
+    """A job's use of a calendar: an item of its own (a calendar's item only counts its users)."""
+    return _key(tenant_pk(tenant), f"{CALENDAR_USE_PREFIX}{name}#{job_id}")
+
+
+def delete_calendar(expected_version: int | None) -> Expression:
+    """Delete a calendar only while no job uses it (its count, and the set an earlier version kept
+    on the item) and at ``expected_version``."""
+    condition = (
+        "attribute_exists(pk) AND (attribute_not_exists(#u) OR size(#u) = :zero)"
+        " AND (attribute_not_exists(#n) OR #n <= :zero)"
+    )
+    values: dict[str, Any] = {":zero": _n(0)}
+    if expected_version is not None:
+        condition += " AND version = :e"
+        values[":e"] = _n(expected_version)
+    return Expression(condition=condition, names={"#u": "users", "#n": "user_count"}, values=values)
+
+
+def count_calendar_use(delta: int, job_id: str | None = None) -> Expression:
+    """Count a use of a calendar that exists in or out (a job write's transaction carries it with
+    the use's own item); ``job_id``: also take the job out of the set an earlier version kept."""
+    if job_id is None:
+        return Expression(
+            update="ADD #n :d",
+            condition="attribute_exists(pk)",
+            names={"#n": "user_count"},
+            values={":d": _n(delta)},
+        )
+    return Expression(
+        update="ADD #n :d DELETE #u :j",
+        condition="attribute_exists(pk)",
+        names={"#n": "user_count", "#u": "users"},
+        values={":d": _n(delta), ":j": {"SS": [job_id]}},
+    )
+
+
+def drop_legacy_calendar_use(job_id: str) -> Expression:
+    """Take a job out of the users set an earlier version kept on a calendar's item."""
+    return Expression(
+        update="DELETE #u :j",
+        condition="attribute_exists(pk)",
+        names={"#u": "users"},
+        values={":j": {"SS": [job_id]}},
+    )
