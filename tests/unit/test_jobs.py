@@ -190,6 +190,22 @@ def test_completed_jobs_cannot_be_resumed_only_replaced(env) -> None:  # type: i
     assert service.replace("t", job.id, spec("rate(5 minutes)")).state is JobState.ENABLED
 
 
+@pytest.mark.parametrize("pause_after_s", [0, 0.001])
+def test_a_job_paused_as_it_is_created_owes_no_slot_at_its_creation_instant(env, pause_after_s) -> None:  # type: ignore[no-untyped-def]
+    """Created on a slot's instant (its first slot is the next one) and paused in the same instant
+    (EventBridge's CreateSchedule with State DISABLED): its resume owed that instant's slot, which
+    was never scheduled, and ran it."""
+    from punctual.timing.slots import resume_start
+
+    service, store, _, clock = env
+    clock.set(datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
+    job, _ = service.register("t", spec("cron(* * * * ? *)"))
+    assert job.next_fire_at == datetime(2026, 11, 30, 10, 1, tzinfo=UTC)
+    clock.advance(pause_after_s)
+    service.pause("t", job.id)
+    assert resume_start(store.get_job("t", job.id)) == datetime(2026, 11, 30, 10, 1, tzinfo=UTC)
+
+
 def test_trigger_sends_an_extra_slot_with_its_own_identity(env) -> None:  # type: ignore[no-untyped-def]
     service, _, queues, _ = env
     job, _ = service.register("t", spec("rate(1 hour)"))

@@ -108,10 +108,12 @@ def resume_start(job: Job) -> datetime | None:
 
     That is the first slot at or after the pause (``paused_at``), or ``owed_from`` when earlier:
     a slot due before the pause whose release a poller found only after it
-    (:mod:`punctual.dispatch.polling.chains`). None: the schedule has no slot left.
+    (:mod:`punctual.dispatch.polling.chains`). None: the schedule has no slot left. Never a slot at
+    the job's creation instant: a job paused as it was created (EventBridge's CreateSchedule with
+    ``State: DISABLED``) owes only the slots after it, as its first slot was.
     """
     paused_at = job.paused_at
-    first = next_slot(job, paused_at - _INSTANT) if paused_at is not None else None
+    first = next_slot(job, max(paused_at - _INSTANT, job.created_at)) if paused_at is not None else None
     owed = slot_instant(job.owed_from) if job.owed_from else None
     if first is None or owed is None:
         return first or owed
