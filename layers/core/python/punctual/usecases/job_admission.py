@@ -9,6 +9,7 @@ whether a spec may be written; the service does the writing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from punctual.delivery.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.delivery.targets.webhooks.signing import TENANT_HEADER
@@ -20,6 +21,7 @@ from punctual.security.tenant_quotas import PeakQuota
 from punctual.store.base import JobStore, UnreadableJob
 from punctual.timing.slots import schedule_of
 from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.shared_slots import no_shared_slot
 
 
 def find_cycle(
@@ -144,15 +146,21 @@ class JobAdmission:
             except BlockedTargetError as exc:
                 raise InvalidJobError(f"{where} url refused: {exc.reason}", field=f"{where}.url") from None
 
-    def check_dependencies(self, tenant: str, job_id: str, spec: JobSpec) -> tuple[str, ...]:
+    def check_dependencies(self, tenant: str, job_id: str, spec: JobSpec, now: datetime) -> tuple[str, ...]:
         parents = schedule_of(spec).parents
         if not parents:
             return ()
+        found: list[Job] = []
         for parent in parents:
             if parent == job_id:
                 raise InvalidJobError("a job cannot depend on itself")
-            if self.store.get_job(tenant, parent) is None:
+            job = self.store.get_job(tenant, parent)
+            if job is None:
                 raise InvalidJobError(f"after(): parent job {parent!r} does not exist")
+            found.append(job)
+        never = no_shared_slot(found, now)
+        if never is not None:
+            raise InvalidJobError(never, field="schedule")
 
         def lookup(other: str) -> tuple[str, ...] | None:
             found = self.store.get_job(tenant, other)

@@ -279,7 +279,7 @@ class JobService:
         now = self.clock.now()
         job_id = job_id or uuid.uuid4().hex
         self.admission.check_target(spec)
-        parents = self.admission.check_dependencies(tenant, job_id, spec)
+        parents = self.admission.check_dependencies(tenant, job_id, spec, self.clock.now())
         secret_plain: str | None = None
         secret_stored: str | None = None
         if signs_webhooks(spec) and self.secrets is not None:
@@ -327,7 +327,7 @@ class JobService:
         now = self.clock.now()
         current = found if isinstance(found, Job) else _stand_in(found, spec, now)
         self.admission.check_target(spec)
-        parents = self.admission.check_dependencies(tenant, job_id, spec)
+        parents = self.admission.check_dependencies(tenant, job_id, spec, self.clock.now())
         old_parents = schedule_of(current).parents if isinstance(found, Job) else raw_parents(found)
         anchor = current.anchor
         if spec.start_at != current.start_at or spec.schedule != current.schedule:
