@@ -56,12 +56,16 @@ def test_parents_without_fixed_slots_are_not_judged() -> None:
     assert no_shared_slot(_parents(("delay(5 minutes)", {}), ("cron(30 * * * ? *)", {})), NOW) is None
 
 
-def test_the_api_refuses_such_a_child_and_stores_nothing() -> None:
+def _service() -> tuple[JobService, MemoryStore]:
     clock = ManualClock(NOW)
     store = MemoryStore()
-    service = JobService(
+    return JobService(
         store, MemoryQueues(now=clock.now), clock, TimerLayout(4, 2, 180), QueueRouting(("s",), ())
-    )
+    ), store
+
+
+def test_the_api_refuses_such_a_child_and_stores_nothing() -> None:
+    service, store = _service()
     service.register("t", spec("cron(0 * * * ? *)"), job_id="a")
     service.register("t", spec("cron(30 * * * ? *)"), job_id="b")
     with pytest.raises(InvalidJobError, match="share no slot") as refused:
@@ -71,3 +75,14 @@ def test_the_api_refuses_such_a_child_and_stores_nothing() -> None:
     service.register("t", spec("after(a)"), job_id="c")
     with pytest.raises(InvalidJobError, match="share no slot"):
         service.replace("t", "c", spec("after(a, b)"))
+
+
+def test_a_parent_replaced_so_that_its_child_would_never_run_again_is_refused() -> None:
+    service, store = _service()
+    service.register("t", spec("cron(0 * * * ? *)"), job_id="a")
+    service.register("t", spec("cron(0 */2 * * ? *)"), job_id="b")
+    service.register("t", spec("after(a, b)"), job_id="c")
+    with pytest.raises(InvalidJobError, match="after\\(\\) job 'c' would never run again"):
+        service.replace("t", "b", spec("cron(30 */2 * * ? *)"))
+    assert store.get_job("t", "b").schedule == "cron(0 */2 * * ? *)"
+    service.replace("t", "b", spec("cron(0 */3 * * ? *)"))  # still shares a's slots

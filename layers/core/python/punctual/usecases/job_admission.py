@@ -18,7 +18,7 @@ from punctual.security.boundary import Boundary
 from punctual.security.peaks import Profile, job_profile
 from punctual.security.quotas import micro_rate
 from punctual.security.tenant_quotas import PeakQuota
-from punctual.store.base import JobStore, UnreadableJob
+from punctual.store.base import JobStore, UnreadableJob, UnreadableJobError
 from punctual.timing.slots import schedule_of
 from punctual.usecases.job_errors import InvalidJobError
 from punctual.usecases.shared_slots import no_shared_slot
@@ -170,3 +170,24 @@ class JobAdmission:
         if cycle:
             raise InvalidJobError("dependency cycle: " + " -> ".join(cycle))
         return parents
+
+    def check_children(self, job: Job, dependents: int, now: datetime) -> None:
+        """Refuse a parent's new spec after which an ``after(...)`` job that names it shares no slot
+        with its other parents any more (it would stay ENABLED and never run again). ``dependents``:
+        the count the store keeps on the parent's item."""
+        if dependents <= 0:
+            return  # the common case: no read
+        for child_id in self.store.list_dependents(job.tenant, job.id):
+            try:
+                child = self.store.get_job(job.tenant, child_id)
+            except UnreadableJobError:
+                continue
+            parents = schedule_of(child).parents if child is not None else ()
+            if job.id not in parents:
+                continue
+            others = [self.store.get_job(job.tenant, p) for p in parents if p != job.id]
+            never = no_shared_slot([job, *(p for p in others if p is not None)], now)
+            if never is not None:
+                raise InvalidJobError(
+                    f"after() job {child_id!r} would never run again: {never}", field="schedule"
+                )

@@ -359,6 +359,7 @@ class JobService:
         check_job_size(job)
         timer = self._first_timer(job, now, after=now) if job.state is JobState.ENABLED else None
         _check_fires(current, job, timer, now)
+        self.admission.check_children(job, current.dependents if isinstance(found, Job) else 1, now)
         timers = [timer] if timer else []
         old_calendars = current.exclude_calendars if isinstance(found, Job) else _raw_calendars(found)
         uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
