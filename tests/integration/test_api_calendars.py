@@ -64,6 +64,10 @@ def test_bad_calendars_are_422_naming_the_problem(api: ApiClient) -> None:
         assert words in reply.problem["detail"] + str(reply.problem["errors"]), (body, reply.problem)
     bad_name = api.call("PUT", "/v1/calendars/no%20spaces", {"dates": []})
     assert bad_name.status == 422 and bad_name.fields() == ["path.name"]
+    for dots in ("%2E", "%2E%2E", "..."):  # a path segment of dots alone: clients normalise it away
+        reply = api.call("PUT", f"/v1/calendars/{dots}", {"dates": []})
+        assert reply.status == 422 and "not dots alone" in reply.problem["detail"], (dots, reply)
+    assert api.call("PUT", "/v1/calendars/.hidden", {"dates": []}).status == 201
 
 
 def test_jobs_exclude_calendars_and_a_calendar_in_use_is_409_naming_them(api: ApiClient) -> None:
@@ -127,6 +131,8 @@ def test_bad_backfills_are_4xx_naming_the_problem(api: ApiClient) -> None:
         ({"start": _range(5, 1)["end"], "end": _range(5, 1)["start"]}, "end", "after start"),
         (future, "end", "in the future"),
         (_range(24 * 30, 24 * 10), "end", "more than 1000 slots"),
+        ({"start": 1, "end": 2}, "start", ""),  # not epoch seconds
+        ({"start": _range(5, 1)["start"], "end": 1.5e9}, "end", ""),
     ]:
         reply = api.call("POST", path, body, user=ALICE)
         assert reply.status == 422, (body, reply)

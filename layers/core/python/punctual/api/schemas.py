@@ -11,7 +11,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainSerializer,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from punctual.models import (
     ACCEPTED,
@@ -25,6 +35,7 @@ from punctual.models import (
     JobSpec,
     JobState,
 )
+from punctual.models.base import instant_text
 from punctual.store.base import UnreadableJob
 from punctual.timing.instants import format_instant_adaptive
 from punctual.usecases.backfills import Backfill, BackfillState
@@ -442,6 +453,11 @@ class BackfillRequest(BaseModel):
         le=100,
         description="Slots in flight at once (default: the deployment's; 1 for overlap skip and queue).",
     )
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _instant_text(cls, value: Any, info: ValidationInfo) -> Any:
+        return instant_text(value, str(info.field_name))
 
 
 class BackfillOut(BaseModel):

@@ -71,8 +71,9 @@ RESERVED_HEADERS = frozenset(
 MAX_ATTEMPTS = 186  # EventBridge Scheduler's MaximumRetryAttempts (185) plus the first attempt
 MAX_JITTER_S = 24 * 3600  # EventBridge Scheduler's widest flexible time window (1440 minutes)
 MAX_JOB_CALENDARS = 10
-CALENDAR_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-CALENDAR_NAME_RULE = "1-64 characters of letters, digits, '-', '_' and '.'"
+# Not dots alone: a path segment '.' or '..' is normalised away by curl and most HTTP clients.
+CALENDAR_NAME_RE = re.compile(r"(?!\.+\Z)[A-Za-z0-9_.-]{1,64}")
+CALENDAR_NAME_RULE = "1-64 characters of letters, digits, '-', '_' and '.', not dots alone"
 MAX_ATTEMPT_RECORDS = 20  # the bounded list of past attempts on an execution record
 
 
@@ -192,3 +193,11 @@ def is_json_media_type(content_type: str) -> bool:
     """``application/json``, ``application/*+json`` (parameters ignored)."""
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def instant_text(value: Any, field: str) -> Any:
+    """A date-time input before pydantic reads it: a number (which it would take as epoch seconds)
+    is refused, naming ``field``."""
+    if isinstance(value, (bool, int, float)):
+        raise ValueError(f"{field} must be an RFC 3339 date-time string, such as 2027-01-01T00:00:00Z")
+    return value

@@ -45,6 +45,7 @@ from punctual.models.base import (
     accepted_before,
     check_json_value,
     flag_field,
+    instant_text,
     int_field,
     is_json_media_type,
 )
@@ -267,11 +268,7 @@ class JobSpec(StrictModel):
     @field_validator("start_at", "end_at", mode="before")
     @classmethod
     def _instant_text(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, (bool, int, float)):  # pydantic would read a number as epoch seconds
-            raise ValueError(
-                f"{info.field_name} must be an RFC 3339 date-time string, such as 2027-01-01T00:00:00Z"
-            )
-        return value
+        return instant_text(value, str(info.field_name))
 
     @field_validator("start_at", "end_at")
     @classmethod
