@@ -293,6 +293,28 @@ def test_an_after_job_whose_parent_is_gone_is_reported_every_run_never_repaired(
     assert rig.metrics.total("JobsOrphaned") >= 1
 
 
+def test_an_after_job_whose_parents_share_no_slot_is_reported_as_never_firing(rig: AuditRig) -> None:
+    """A write refuses such parents; a child written before that rule (or a parent's spec changed
+    underneath) is said each run, as an orphan is: nothing will ever dispatch it."""
+    register(rig, "a", "cron(0 * * * ? *)")
+    register(rig, "b", "cron(0 */2 * * ? *)")
+    child = register(rig, "child", "after(a, b)")
+    rig.store.replace_job(
+        rig.store.get_job("default", "b").model_copy(update={"schedule": "cron(30 * * * ? *)", "version": 2}),
+        1,
+    )
+    rig.run(4)
+    judged = [r for r in rig.reports if r.jobs and not r.recent]
+    assert len(judged) >= 2 and all(r.orphans == 1 for r in judged), rig.reports
+    assert all(r.job_id != child.id for r in rig.repairs)  # (b's chain, written underneath, is mended)
+    assert rig.store.get_job("default", child.id).state is JobState.ENABLED
+    # A parent paused says why by itself: not reported
+    rig.jobs.pause("default", "b")
+    rig.reports.clear()
+    rig.run(2)
+    assert all(r.orphans == 0 for r in rig.reports if r.jobs), rig.reports
+
+
 def test_a_queued_slot_whose_hand_over_was_lost_gets_the_turn(rig: AuditRig, t0: datetime) -> None:
     job = register(rig, "q", "rate(1 hour)", overlap="queue")
     holder, waiting = slot_key(t0 - timedelta(hours=2)), slot_key(t0 - timedelta(hours=1))

@@ -52,6 +52,7 @@ from punctual.timing.timers import (
     to_ms,
 )
 from punctual.usecases.backfills import Backfill
+from punctual.usecases.shared_slots import no_shared_slot
 
 log = logging.getLogger("punctual.auditing")
 
@@ -249,9 +250,9 @@ class ChainAuditor:
             missing = self._missing_links(job)
             if missing:
                 suspects.append(_Suspect(job, f"not linked from {', '.join(missing)}"))
-            elif gone := gone_parents(self.store, job):
+            elif never := never_fires(self.store, job, now):
                 report.orphans += 1  # nothing can dispatch it: said loudly, a user must act
-                log.warning("after() job %s/%s can never fire: parent(s) %s gone", job.tenant, job.id, gone)
+                log.warning("after() job %s/%s can never fire: %s", job.tenant, job.id, never)
             else:
                 report.live += 1
             return
@@ -522,23 +523,29 @@ class ChainAuditor:
         self.events.flush()
 
 
-def gone_parents(store: JobStore, job: Job) -> list[str]:
-    """The parents of an ``after(...)`` job that do not exist (a delete refuses a parent its
-    children name; one deleted before that rule, or in a race with a child's write, leaves it
-    with nothing to dispatch it)."""
-    gone = []
+def never_fires(store: JobStore, job: Job, now: datetime) -> str | None:
+    """Why an ``after(...)`` job can never fire, or None: a parent is gone (a delete refuses a
+    parent its children name; one deleted before that rule, or in a race with a child's write,
+    leaves it with nothing to dispatch it), or its parents share no slot (a write refuses that;
+    jobs written before the rule may)."""
+    gone, found = [], []
     for parent in schedule_of(job).parents:
         try:
             # Half a read unit each; a parent the read (up to a second behind) says is gone is read
             # again strongly consistently before it is reported (one written a moment ago).
-            if (
-                store.get_job(job.tenant, parent, consistent=False) is None
-                and store.get_job(job.tenant, parent) is None
-            ):
-                gone.append(parent)
+            read = store.get_job(job.tenant, parent, consistent=False) or store.get_job(job.tenant, parent)
         except UnreadableJobError:
             continue  # it exists
-    return gone
+        if read is None:
+            gone.append(parent)
+        else:
+            found.append(read)
+    if gone:
+        return f"parent(s) {', '.join(gone)} gone"
+    # Judged while every parent is ENABLED only: a paused or completed parent says why by itself.
+    if len(found) < 2 or any(parent.state is not JobState.ENABLED for parent in found):
+        return None
+    return no_shared_slot(found, now)
 
 
 def _ranges(dues: list[int], lane: Lane) -> list[tuple[int, int]]:
