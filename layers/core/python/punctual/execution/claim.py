@@ -349,8 +349,10 @@ class Claimer:
     ) -> Claim:
         """Start the slot (or record it SKIPPED or QUEUED) over ``current``, or over ``replacing``:
         an earlier job's record at this id, which the write expects as it was read."""
-        was = current or replacing
-        expect = None if was is None else Expect(frozenset({was.status}), was.attempt)
+        expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
+        if replacing is not None:  # that very record: a worker that replaced it first wrote its owner
+            was = replacing
+            expect = Expect(frozenset({was.status}), was.attempt, was.owner, check_owner=True)
         replaced = current
         if current is not None and current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED):
             current = None  # the record only said why the slot had not run: start it afresh

@@ -166,14 +166,15 @@ class Execution(_ShallowCopy):
     @property
     def first_instant(self) -> datetime:
         """When the slot's first attempt began; for a record never started (MISSED, SKIPPED, ...),
-        its slot's instant."""
+        when it was written (``finished_at``), else its slot's instant."""
         first = self.attempts[0].started_at if self.attempts else self.started_at
-        return first or self.scheduled_at
+        return first or self.finished_at or self.scheduled_at
 
     def before_job(self, created: datetime) -> bool:
         """Whether this record is older than the job created at ``created``: an earlier job's at
         the same id (a job deleted and created again, as an EventBridge schedule under its name).
-        A job has no slot before its creation but the ones it backfills, and those start after it."""
+        A job has no slot before its creation but the ones it backfills, and those start (or are
+        recorded) after it."""
         return self.first_instant < created
 
     def of_an_earlier_job(self, created: datetime) -> bool:
