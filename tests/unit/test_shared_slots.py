@@ -34,9 +34,15 @@ def _parents(*schedules: tuple[str, dict[str, Any]]) -> list[Any]:
         (
             ("rate(1 minute)", {"anchor": NOW + timedelta(seconds=4)}),
             ("rate(1 minute)", {"anchor": NOW + timedelta(seconds=16)}),
-            "days from",
+            "ever",
         ),
         (("rate(7 minutes)", {}), ("rate(11 minutes)", {}), None),
+        (
+            ("rate(6 minutes)", {}),
+            ("rate(4 minutes)", {"anchor": NOW + timedelta(minutes=1)}),
+            "ever",
+        ),  # odd/even minutes
+        (("rate(6 minutes)", {}), ("rate(4 minutes)", {"anchor": NOW + timedelta(minutes=2)}), None),
         # 09:00 Berlin and 08:00 UTC are one instant in winter only: shared, so accepted
         (("cron(0 9 * * ? *)", {"timezone": "Europe/Berlin"}), ("cron(0 8 * * ? *)", {}), None),
         (("cron(0 10 L * ? *)", {}), ("cron(0 10 ? * MON *)", {}), None),
@@ -86,3 +92,24 @@ def test_a_parent_replaced_so_that_its_child_would_never_run_again_is_refused() 
         service.replace("t", "b", spec("cron(30 */2 * * ? *)"))
     assert store.get_job("t", "b").schedule == "cron(0 */2 * * ? *)"
     service.replace("t", "b", spec("cron(0 */3 * * ? *)"))  # still shares a's slots
+
+
+def test_twenty_rate_parents_a_second_apart_are_refused_at_once() -> None:
+    parents = [job(f"p{i}", "rate(1 minute)", now=NOW, anchor=NOW + timedelta(seconds=i)) for i in range(20)]
+    assert "share no slot ever" in (no_shared_slot(parents, NOW) or "")
+
+
+def test_edits_that_leave_the_timing_alone_are_never_refused() -> None:
+    """Once a parent's end_at passed the child shares no slot any more: an edit of the other parent
+    or of the child that changes no timing is still accepted (review of c4e34c6)."""
+    service, store = _service()
+    service.register(
+        "t", spec("cron(0 * * * ? *)", end_at=(NOW + timedelta(hours=3)).isoformat()), job_id="a"
+    )
+    service.register("t", spec("cron(0 * * * ? *)"), job_id="b")
+    service.register("t", spec("after(a, b)"), job_id="child")
+    service.clock.set(NOW + timedelta(days=1))  # type: ignore[attr-defined]
+    service.replace("t", "b", spec("cron(0 * * * ? *)", description="rotated"))
+    service.replace("t", "child", spec("after(a, b)", description="x"))
+    service.replace("t", "b", spec("cron(0 */2 * * ? *)"))  # the child shared nothing already: not judged
+    assert store.get_job("t", "b").version == 3  # two replaces of b

@@ -21,7 +21,7 @@ from punctual.security.tenant_quotas import PeakQuota
 from punctual.store.base import JobStore, UnreadableJob, UnreadableJobError
 from punctual.timing.slots import schedule_of
 from punctual.usecases.job_errors import InvalidJobError
-from punctual.usecases.shared_slots import no_shared_slot
+from punctual.usecases.shared_slots import TIMING_FIELDS, no_shared_slot
 
 
 def find_cycle(
@@ -146,7 +146,12 @@ class JobAdmission:
             except BlockedTargetError as exc:
                 raise InvalidJobError(f"{where} url refused: {exc.reason}", field=f"{where}.url") from None
 
-    def check_dependencies(self, tenant: str, job_id: str, spec: JobSpec, now: datetime) -> tuple[str, ...]:
+    def check_dependencies(
+        self, tenant: str, job_id: str, spec: JobSpec, now: datetime, current: tuple[str, ...] | None = None
+    ) -> tuple[str, ...]:
+        """The parents of ``spec`` (a job that is ``after(...)`` them), checked: they exist, make no
+        cycle, and share a slot; ``current``: the parents the job has now (a replace that keeps
+        them is not judged again: an unrelated edit is never refused)."""
         parents = schedule_of(spec).parents
         if not parents:
             return ()
@@ -158,7 +163,7 @@ class JobAdmission:
             if job is None:
                 raise InvalidJobError(f"after(): parent job {parent!r} does not exist")
             found.append(job)
-        never = no_shared_slot(found, now)
+        never = None if current is not None and set(current) == set(parents) else no_shared_slot(found, now)
         if never is not None:
             raise InvalidJobError(never, field="schedule")
 
@@ -171,12 +176,15 @@ class JobAdmission:
             raise InvalidJobError("dependency cycle: " + " -> ".join(cycle))
         return parents
 
-    def check_children(self, job: Job, dependents: int, now: datetime) -> None:
+    def check_children(self, job: Job, before: Job | None, now: datetime) -> None:
         """Refuse a parent's new spec after which an ``after(...)`` job that names it shares no slot
-        with its other parents any more (it would stay ENABLED and never run again). ``dependents``:
-        the count the store keeps on the parent's item."""
-        if dependents <= 0:
+        with its other parents any more, though it did with ``before`` (the parent as it is: it
+        would stay ENABLED and never run again). An edit that leaves its timing as it was is not
+        judged, nor a child that shared no slot already."""
+        if before is None or before.dependents <= 0:
             return  # the common case: no read
+        if all(getattr(job, name) == getattr(before, name) for name in TIMING_FIELDS):
+            return
         for child_id in self.store.list_dependents(job.tenant, job.id):
             try:
                 child = self.store.get_job(job.tenant, child_id)
@@ -185,9 +193,9 @@ class JobAdmission:
             parents = schedule_of(child).parents if child is not None else ()
             if job.id not in parents:
                 continue
-            others = [self.store.get_job(job.tenant, p) for p in parents if p != job.id]
-            never = no_shared_slot([job, *(p for p in others if p is not None)], now)
-            if never is not None:
+            others = [p for p in (self.store.get_job(job.tenant, p) for p in parents if p != job.id) if p]
+            never = no_shared_slot([job, *others], now)
+            if never is not None and no_shared_slot([before, *others], now) is None:
                 raise InvalidJobError(
                     f"after() job {child_id!r} would never run again: {never}", field="schedule"
                 )

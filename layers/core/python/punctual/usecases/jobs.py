@@ -327,8 +327,8 @@ class JobService:
         now = self.clock.now()
         current = found if isinstance(found, Job) else _stand_in(found, spec, now)
         self.admission.check_target(spec)
-        parents = self.admission.check_dependencies(tenant, job_id, spec, self.clock.now())
         old_parents = schedule_of(current).parents if isinstance(found, Job) else raw_parents(found)
+        parents = self.admission.check_dependencies(tenant, job_id, spec, now, old_parents)
         anchor = current.anchor
         if spec.start_at != current.start_at or spec.schedule != current.schedule:
             anchor = _whole_second(spec.start_at or now)
@@ -359,7 +359,7 @@ class JobService:
         check_job_size(job)
         timer = self._first_timer(job, now, after=now) if job.state is JobState.ENABLED else None
         _check_fires(current, job, timer, now)
-        self.admission.check_children(job, current.dependents if isinstance(found, Job) else 1, now)
+        self.admission.check_children(job, found if isinstance(found, Job) else None, now)
         timers = [timer] if timer else []
         old_calendars = current.exclude_calendars if isinstance(found, Job) else _raw_calendars(found)
         uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
