@@ -249,3 +249,57 @@ def test_an_id_with_a_trailing_newline_is_refused_everywhere(api: ApiClient, suf
     ]:
         assert api.call(method, path).status in (404, 422), (method, path)
     assert [job["id"] for job in api.call("GET", "/v1/jobs").body["items"]] == ["nightly"]
+
+
+def test_values_an_older_rule_let_in_stay_readable_and_removable(api: ApiClient) -> None:
+    """Review of the tightened name rules: a calendar named '...', a job excluding it, a job id and
+    an ARN that end in a newline (the old rules' $ let them in) are read back, listed, released and
+    removable after an upgrade; and one job that cannot be read at all never fails the others'
+    batch read (the poller's release chunk)."""
+    import json
+
+    from api_harness import ALICE_ID
+
+    from punctual.models import JobState
+    from punctual.store.dynamo import schema
+    from punctual.store.dynamo.calendar_schema import calendar_key
+
+    client, table = api.store.client, api.store.table
+    # As the old version stored them: a calendar '...', and jobs naming it / with newlines
+    assert api.call("PUT", "/v1/calendars/dots", {"dates": ["2026-12-25"]}).status == 201
+    cal = client.get_item(TableName=table, Key=calendar_key(ALICE_ID, "dots"))["Item"]
+    doc = json.loads(cal["doc"]["S"]) | {"name": "..."}
+    client.put_item(
+        TableName=table, Item={**cal, **calendar_key(ALICE_ID, "..."), "doc": {"S": json.dumps(doc)}}
+    )
+    created = api.create(job_spec(schedule="cron(0 9 * * ? *)", timezone="UTC", target=HTTP))
+    key = schema.job_key(ALICE_ID, created["id"])
+    item = client.get_item(TableName=table, Key=key)["Item"]
+    old = json.loads(item["doc"]["S"]) | {"exclude_calendars": ["..."]}
+    old["dead_letter"] = {"queue_arn": "arn:aws:sqs:eu-west-1:123456789012:dlq\n"}
+    client.update_item(
+        TableName=table,
+        Key=key,
+        UpdateExpression="SET doc = :d",
+        ExpressionAttributeValues={":d": {"S": json.dumps(old)}},
+    )
+    broken = api.create(job_spec(schedule="cron(0 9 * * ? *)", timezone="UTC", target=HTTP))
+    client.update_item(
+        TableName=table,
+        Key=schema.job_key(ALICE_ID, broken["id"]),
+        UpdateExpression="SET doc = :d",
+        ExpressionAttributeValues={":d": {"S": "{not json"}},
+    )
+    # Then they read back, the calendar lists, and a batch read skips only the broken job
+    got = api.call("GET", f"/v1/jobs/{created['id']}")
+    assert got.status == 200 and got.body["exclude_calendars"] == ["..."], got
+    assert "..." in [c["name"] for c in api.call("GET", "/v1/calendars").body["items"]]
+    assert api.call("GET", "/v1/calendars/...").status == 200
+    found = api.store.batch_get_jobs([(ALICE_ID, created["id"]), (ALICE_ID, broken["id"])])
+    assert (
+        list(found) == [(ALICE_ID, created["id"])]
+        and found[(ALICE_ID, created["id"])].state is JobState.ENABLED
+    )
+    # And they can be removed: the job, then the calendar it held
+    assert api.call("DELETE", f"/v1/jobs/{created['id']}").status == 204
+    assert api.call("DELETE", "/v1/calendars/...").status == 204

@@ -23,6 +23,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from punctual.api import batch, idempotent, problems
 from punctual.api.conditional import create_at, keeping_schedule
 from punctual.api.openapi_doc import SIGV4, finished_document
+from punctual.api.path_params import JOB_ID_RE, backfill_id_of, calendar_name_of, job_id_of
 from punctual.api.problems import ApiProblem, Problem
 from punctual.api.resolver import PunctualResolver, base_url
 from punctual.api.schemas import (
@@ -63,8 +64,6 @@ API_TITLE = "Punctual"
 API_VERSION = "1.0.0"
 MAX_PAGE = 100
 MAX_PREVIEW = 100
-_JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
-_BACKFILL_ID_RE = re.compile(r"^[0-9a-f]{20}\Z")
 _SLOT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?\Z")
 
 IdempotencyKey = Annotated[
@@ -140,13 +139,6 @@ def _tenant() -> str:
     tenant = tenant_of(app.current_event.raw_event, svc.settings.local_mode)
     svc.admit(tenant)
     return tenant
-
-
-def _job_id(raw: str) -> str:
-    job_id = unquote(raw)
-    if not _JOB_ID_RE.match(job_id):
-        raise problems.not_found(f"job {job_id[:80]!r} not found")
-    return job_id
 
 
 def _expected_version(if_match: str | None) -> int | None:
@@ -244,7 +236,7 @@ def list_jobs(
     operation_id="getJob",
 )
 def get_job(job_id: JobId) -> Response[JobOut | UnreadableJobOut]:
-    tenant, job = _tenant(), _job_id(job_id)
+    tenant, job = _tenant(), job_id_of(job_id)
     try:
         return _job_reply(JobOut.of(services().jobs.get(tenant, job)))
     except UnreadableJobError as exc:
@@ -275,16 +267,16 @@ def replace_job(
     spec = body.spec()
     svc.check_spec(spec)
     if if_none_match is not None:
-        if not _JOB_ID_RE.match(unquote(job_id)):  # a job to create here: the id is the input at fault
+        if not JOB_ID_RE.match(unquote(job_id)):  # a job to create here: the id is the input at fault
             raise problems.invalid(
                 "path.job_id", "job id must be 1-64 characters of letters, digits, '-' and '_'"
             )
-        job, secret = create_at(svc, tenant, _job_id(job_id), spec, if_none_match)
+        job, secret = create_at(svc, tenant, job_id_of(job_id), spec, if_none_match)
         created = JobCreated.made(job, secret)
         return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
     expected = _expected_version(if_match)
-    spec = keeping_schedule(svc, tenant, _job_id(job_id), spec)
-    return _job_reply(JobOut.of(svc.jobs.replace(tenant, _job_id(job_id), spec, expected)))
+    spec = keeping_schedule(svc, tenant, job_id_of(job_id), spec)
+    return _job_reply(JobOut.of(svc.jobs.replace(tenant, job_id_of(job_id), spec, expected)))
 
 
 @app.delete(
@@ -301,7 +293,7 @@ def replace_job(
 )
 def delete_job(job_id: JobId, if_match: IfMatch = None) -> Response[None]:
     tenant = _tenant()
-    services().jobs.delete(tenant, _job_id(job_id), _expected_version(if_match))
+    services().jobs.delete(tenant, job_id_of(job_id), _expected_version(if_match))
     return Response(status_code=204, content_type=None, body=None)
 
 
@@ -316,7 +308,7 @@ def delete_job(job_id: JobId, if_match: IfMatch = None) -> Response[None]:
 def pause_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
     expected = _expected_version(if_match)
-    return _job_reply(JobOut.of(services().jobs.pause(tenant, _job_id(job_id), expected)))
+    return _job_reply(JobOut.of(services().jobs.pause(tenant, job_id_of(job_id), expected)))
 
 
 @app.post(
@@ -330,7 +322,7 @@ def pause_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
 def resume_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
     expected = _expected_version(if_match)
-    return _job_reply(JobOut.of(services().jobs.resume(tenant, _job_id(job_id), expected)))
+    return _job_reply(JobOut.of(services().jobs.resume(tenant, job_id_of(job_id), expected)))
 
 
 @app.post(
@@ -354,7 +346,7 @@ def rotate_secret(
 ) -> Response[JobCreated]:
     tenant = _tenant()
     expected = _expected_version(if_match)
-    job, secret = services().jobs.rotate_secret(tenant, _job_id(job_id), drop_previous, expected)
+    job, secret = services().jobs.rotate_secret(tenant, job_id_of(job_id), drop_previous, expected)
     return _job_reply(JobCreated.made(job, secret))
 
 
@@ -371,7 +363,7 @@ def rotate_secret(
 )
 def trigger_job(job_id: JobId, idempotency_key: IdempotencyKey = None) -> Response[TriggerAccepted]:
     tenant = _tenant()
-    job = _job_id(job_id)
+    job = job_id_of(job_id)
     slot = idempotent.trigger_job(services(), tenant, job, idempotency_key, app.lambda_context)
     return Response(
         status_code=202,
@@ -403,7 +395,7 @@ def list_executions(
 ) -> ExecutionPage:
     tenant = _tenant()
     svc = services()
-    job = _job_id(job_id)
+    job = job_id_of(job_id)
     created = _job_created(tenant, job)
     deleted = created is None
     scope = svc.tokens.scope(tenant, f"executions:{job}", {"status": status})
@@ -455,7 +447,7 @@ def _has_history(tenant: str, job_id: str) -> bool:
 )
 def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     tenant = _tenant()
-    job = _job_id(job_id)
+    job = job_id_of(job_id)
     slot_key = unquote(slot)
     execution = services().store.get_execution(tenant, job, slot_key) if _SLOT_RE.match(slot_key) else None
     if execution is None:
@@ -480,7 +472,7 @@ def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
 )
 def list_alerts(job_id: JobId, limit: Limit = 50) -> AlertList:
     tenant = _tenant()
-    job = _job_id(job_id)
+    job = job_id_of(job_id)
     alerts = services().store.list_alerts(tenant, job, limit)
     if not alerts and _job_created(tenant, job) is None:
         raise problems.not_found(f"job {job!r} not found")
@@ -587,13 +579,6 @@ CalendarName = Annotated[
 ]
 
 
-def _calendar_name(raw: str) -> str:
-    name = unquote(raw)
-    if not CALENDAR_NAME_RE.fullmatch(name):
-        raise problems.invalid("path.name", f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
-    return name
-
-
 def _calendar_reply(
     calendar: CalendarOut, status: int = 200, headers: dict[str, str] | None = None
 ) -> Response[Any]:
@@ -625,7 +610,7 @@ def _calendar_reply(
 )
 def put_calendar(name: CalendarName, body: CalendarInput, if_match: IfMatch = None) -> Response[CalendarOut]:
     tenant = _tenant()
-    calendar_name = _calendar_name(name)
+    calendar_name = calendar_name_of(name)
     expected = _expected_version(if_match)
     calendar, created = services().calendar_service().put(tenant, calendar_name, body.spec(), expected)
     headers = {"Location": _location("calendars", calendar_name)} if created else None
@@ -661,7 +646,9 @@ def list_calendars(limit: Limit = 50, next_token: NextToken = None) -> CalendarP
 )
 def get_calendar(name: CalendarName) -> Response[CalendarOut]:
     tenant = _tenant()
-    return _calendar_reply(CalendarOut.of(services().calendar_service().get(tenant, _calendar_name(name))))
+    return _calendar_reply(
+        CalendarOut.of(services().calendar_service().get(tenant, calendar_name_of(name, stored=True)))
+    )
 
 
 @app.delete(
@@ -674,20 +661,15 @@ def get_calendar(name: CalendarName) -> Response[CalendarOut]:
 )
 def delete_calendar(name: CalendarName, if_match: IfMatch = None) -> Response[None]:
     tenant = _tenant()
-    services().calendar_service().delete(tenant, _calendar_name(name), _expected_version(if_match))
+    services().calendar_service().delete(
+        tenant, calendar_name_of(name, stored=True), _expected_version(if_match)
+    )
     return Response(status_code=204, content_type=None, body=None)
 
 
 # --------------------------------------------------------------------------- backfills
 
 BackfillId = Annotated[str, Path(description="The backfill's id, as POST .../backfill answered it.")]
-
-
-def _backfill_id(raw: str) -> str:
-    backfill = unquote(raw)
-    if not _BACKFILL_ID_RE.match(backfill):
-        raise problems.not_found(f"backfill {backfill[:80]!r} not found")
-    return backfill
 
 
 @app.post(
@@ -705,7 +687,7 @@ def _backfill_id(raw: str) -> str:
 )
 def backfill_job(job_id: JobId, body: BackfillRequest) -> Response[BackfillOut]:
     tenant = _tenant()
-    job = _job_id(job_id)
+    job = job_id_of(job_id)
     runner = services().backfill_runner()
     backfill = runner.start(tenant, job, body.start, body.end, body.include_dependants, body.max_parallel)
     return Response(
@@ -727,7 +709,7 @@ def backfill_job(job_id: JobId, body: BackfillRequest) -> Response[BackfillOut]:
 def get_backfill(job_id: JobId, backfill_id: BackfillId) -> BackfillOut:
     tenant = _tenant()
     runner = services().backfill_runner()
-    backfill = runner.get(tenant, _job_id(job_id), _backfill_id(backfill_id))
+    backfill = runner.get(tenant, job_id_of(job_id), backfill_id_of(backfill_id))
     return BackfillOut.of(backfill, runner.progress(backfill))
 
 
@@ -745,7 +727,7 @@ def get_backfill(job_id: JobId, backfill_id: BackfillId) -> BackfillOut:
 def cancel_backfill(job_id: JobId, backfill_id: BackfillId) -> BackfillOut:
     tenant = _tenant()
     runner = services().backfill_runner()
-    backfill = runner.cancel(tenant, _job_id(job_id), _backfill_id(backfill_id))
+    backfill = runner.cancel(tenant, job_id_of(job_id), backfill_id_of(backfill_id))
     return BackfillOut.of(backfill, runner.progress(backfill))
 
 

@@ -66,6 +66,7 @@ _COMPACT_JSON = json.JSONEncoder(
 )  # json.dumps(..., separators=...) without a new encoder a call
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+_ID_RE_STORED = re.compile(r"^[A-Za-z0-9_-]{1,64}\n?\Z")
 
 
 @lru_cache(maxsize=1024)
@@ -225,9 +226,9 @@ class JobSpec(StrictModel):
 
     @field_validator("exclude_calendars")
     @classmethod
-    def _calendars(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not CALENDAR_NAME_RE.fullmatch(name):
+    def _calendars(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        for name in value:  # (a stored job's names: checked when it was written, under that rule)
+            if not accepted_before(info.context) and not CALENDAR_NAME_RE.fullmatch(name):
                 raise ValueError(f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
         if len(set(value)) != len(value):
             raise ValueError("a calendar is named twice")
@@ -398,8 +399,9 @@ class Job(JobSpec):
 
     @field_validator("id")
     @classmethod
-    def _id(cls, value: str) -> str:
-        if not _ID_RE.match(value):
+    def _id(cls, value: str, info: ValidationInfo) -> str:
+        # A stored job's id: as the rule was (its $ let a final newline through), so it stays readable.
+        if not (_ID_RE_STORED if accepted_before(info.context) else _ID_RE).match(value):
             raise ValueError("job id must be 1-64 characters of letters, digits, '-' and '_'")
         return value
 

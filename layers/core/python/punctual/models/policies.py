@@ -7,11 +7,18 @@ from typing import Literal
 
 from pydantic import (
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from punctual.models.base import MAX_ATTEMPTS, StrictModel, flag_field, int_field, seconds_field
+from punctual.models.base import (
+    MAX_ATTEMPTS,
+    StrictModel,
+    flag_field,
+    int_field,
+    seconds_field,
+)
 from punctual.models.targets import SQS_QUEUE_RE, AwsTarget, check_arn
 from punctual.timing import schedules
 
@@ -124,8 +131,8 @@ class DeadLetterQueue(StrictModel):
 
     @field_validator("queue_arn")
     @classmethod
-    def _arn(cls, value: str) -> str:
-        return check_arn(value, "sqs", None, SQS_QUEUE_RE)
+    def _arn(cls, value: str, info: ValidationInfo) -> str:
+        return check_arn(value, "sqs", None, SQS_QUEUE_RE, info)
 
 
 class SchedulerIdentity(StrictModel):

@@ -26,6 +26,7 @@ _ARN_RE = re.compile(
     r"^arn:(?P<partition>aws|aws-cn|aws-us-gov):(?P<service>[a-z0-9-]+):(?P<region>[a-z]{2}(-[a-z]+)+-\d)"
     r":(?P<account>\d{12}):(?P<resource>.+)\Z"
 )
+_ARN_RE_STORED = re.compile(_ARN_RE.pattern.removesuffix("\\Z") + "$")
 
 
 _URL_SAFE = "/?&=#:@!$'()*+,;%~-._"  # what a URL's path and query keep as is
@@ -42,19 +43,27 @@ ECS_CLUSTER_RE = r"[A-Za-z0-9_-]{1,255}"
 ECS_TASK_DEFINITION_RE = r"[A-Za-z0-9_-]{1,255}(:[0-9]{1,10})?"
 IAM_ROLE_RE = r"([A-Za-z0-9+=,.@_-]{1,512}/)*[A-Za-z0-9+=,.@_-]{1,64}"
 _IAM_ROLE_ARN_RE = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::\d{12}:role/" + IAM_ROLE_RE + r"\Z")
+_IAM_ROLE_ARN_RE_STORED = re.compile(_IAM_ROLE_ARN_RE.pattern.removesuffix("\\Z") + "$")
 
 
 def check_arn(
-    value: str, service: str, resource_prefix: str | None = None, resource_pattern: str | None = None
+    value: str,
+    service: str,
+    resource_prefix: str | None = None,
+    resource_pattern: str | None = None,
+    info: ValidationInfo | None = None,
 ) -> str:
     """Validate an ARN's shape: partition, service, region, 12-digit account, resource.
 
     ``resource_pattern`` (a regular expression) must match the whole resource after
     ``resource_prefix``; the partition must fit the region (``aws-cn`` with ``cn-*``).
+    ``info``: the validation's, whose context says whether the ARN was stored before (read back, or
+    carried by a message): then it is held to the rule it was written under.
     """
     if len(value) > 2048:
         raise ValueError("ARN is longer than 2048 characters")
-    match = _ARN_RE.match(value)
+    # (a stored ARN: as the rule was, whose $ let a final newline through: it stays readable)
+    match = (_ARN_RE_STORED if info is not None and accepted_before(info.context) else _ARN_RE).match(value)
     if not match:
         raise ValueError(f"not a valid ARN (arn:aws:{service}:<region>:<12-digit account>:...): {value!r}")
     if match.group("service") != service:
@@ -196,8 +205,9 @@ class AwsTarget(StrictModel):
 
     @field_validator("role_arn")
     @classmethod
-    def _role(cls, value: str | None) -> str | None:
-        if value is not None and not _IAM_ROLE_ARN_RE.match(value):
+    def _role(cls, value: str | None, info: ValidationInfo) -> str | None:
+        lax = accepted_before(info.context)  # a stored role: the rule it was written under ($)
+        if value is not None and not (_IAM_ROLE_ARN_RE_STORED if lax else _IAM_ROLE_ARN_RE).match(value):
             raise ValueError(
                 f"role_arn must be an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>): {value!r}"
             )
@@ -220,8 +230,8 @@ class LambdaTarget(AwsTarget):
 
     @field_validator("function_arn")
     @classmethod
-    def _arn(cls, value: str) -> str:
-        return check_arn(value, "lambda", "function:", LAMBDA_FUNCTION_RE)
+    def _arn(cls, value: str, info: ValidationInfo) -> str:
+        return check_arn(value, "lambda", "function:", LAMBDA_FUNCTION_RE, info)
 
 
 class SqsTarget(AwsTarget):
@@ -239,8 +249,8 @@ class SqsTarget(AwsTarget):
 
     @field_validator("queue_arn")
     @classmethod
-    def _arn(cls, value: str) -> str:
-        return check_arn(value, "sqs", None, SQS_QUEUE_RE)
+    def _arn(cls, value: str, info: ValidationInfo) -> str:
+        return check_arn(value, "sqs", None, SQS_QUEUE_RE, info)
 
 
 class SnsTarget(AwsTarget):
@@ -255,8 +265,8 @@ class SnsTarget(AwsTarget):
 
     @field_validator("topic_arn")
     @classmethod
-    def _arn(cls, value: str) -> str:
-        return check_arn(value, "sns", None, SNS_TOPIC_RE)
+    def _arn(cls, value: str, info: ValidationInfo) -> str:
+        return check_arn(value, "sns", None, SNS_TOPIC_RE, info)
 
 
 class EventBridgeTarget(AwsTarget):
@@ -280,8 +290,8 @@ class EventBridgeTarget(AwsTarget):
 
     @field_validator("event_bus_arn")
     @classmethod
-    def _arn(cls, value: str) -> str:
-        return check_arn(value, "events", "event-bus/", EVENT_BUS_RE)
+    def _arn(cls, value: str, info: ValidationInfo) -> str:
+        return check_arn(value, "events", "event-bus/", EVENT_BUS_RE, info)
 
 
 class StepFunctionsTarget(AwsTarget):
@@ -298,8 +308,8 @@ class StepFunctionsTarget(AwsTarget):
 
     @field_validator("state_machine_arn")
     @classmethod
-    def _arn(cls, value: str) -> str:
-        return check_arn(value, "states", "stateMachine:", STATE_MACHINE_RE)
+    def _arn(cls, value: str, info: ValidationInfo) -> str:
+        return check_arn(value, "states", "stateMachine:", STATE_MACHINE_RE, info)
 
 
 _AwsId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
@@ -335,13 +345,13 @@ class EcsTarget(AwsTarget):
 
     @field_validator("cluster_arn")
     @classmethod
-    def _cluster(cls, value: str) -> str:
-        return check_arn(value, "ecs", "cluster/", ECS_CLUSTER_RE)
+    def _cluster(cls, value: str, info: ValidationInfo) -> str:
+        return check_arn(value, "ecs", "cluster/", ECS_CLUSTER_RE, info)
 
     @field_validator("task_definition_arn")
     @classmethod
-    def _task(cls, value: str) -> str:
-        return check_arn(value, "ecs", "task-definition/", ECS_TASK_DEFINITION_RE)
+    def _task(cls, value: str, info: ValidationInfo) -> str:
+        return check_arn(value, "ecs", "task-definition/", ECS_TASK_DEFINITION_RE, info)
 
 
 def target_arn(target: HttpTarget | AwsTarget) -> str:

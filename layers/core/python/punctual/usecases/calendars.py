@@ -25,9 +25,17 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import cached_property
 from zoneinfo import ZoneInfo
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from punctual.models import CALENDAR_NAME_RE, CALENDAR_NAME_RULE, MAX_TIMEZONE_CHARS
+from punctual.models import CALENDAR_NAME_RE, CALENDAR_NAME_RULE, MAX_TIMEZONE_CHARS, accepted_before
 from punctual.timing import schedules
 
 MAX_DATES = 5000
@@ -134,8 +142,9 @@ class Calendar(CalendarSpec):
 
     @field_validator("name")
     @classmethod
-    def _name(cls, value: str) -> str:
-        check_calendar_name(value)
+    def _name(cls, value: str, info: ValidationInfo) -> str:
+        if not accepted_before(info.context):  # a stored calendar's name: checked when it was written
+            check_calendar_name(value)
         return value
 
     @cached_property

@@ -29,7 +29,12 @@ def put_calendar(version: int, doc: str, expected_version: int | None) -> Expres
 
 def calendar_use_key(tenant: str, name: str, job_id: str) -> Key:
     """A job's use of a calendar: an item of its own (a calendar's item only counts its users)."""
-    return _key(tenant_pk(tenant), f"{CALENDAR_USE_PREFIX}{name}#{job_id}")
+    return _key(tenant_pk(tenant), f"{calendar_uses_prefix(name)}{job_id}")
+
+
+def calendar_uses_prefix(name: str) -> str:
+    """The sort-key prefix of a calendar's use items (a query of its users)."""
+    return f"{CALENDAR_USE_PREFIX}{name}#"
 
 
 def delete_calendar(expected_version: int | None) -> Expression:

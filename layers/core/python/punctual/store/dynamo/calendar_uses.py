@@ -59,7 +59,7 @@ class DynamoCalendarUses(DynamoBase):
         for name, mode in drops.items():
             key = {"TableName": self.table, "Key": calendar_use_key(tenant, name, job_id)}
             if mode in ("full", "orphan"):
-                condition = {"ConditionExpression": "attribute_exists(pk)"} if mode == "full" else {}
+                condition = schema.EXISTS.fields() if mode == "full" else {}
                 items.append({"Delete": {**key, **condition}})
                 roles.append((name, "drop-use"))
             if mode == "full":

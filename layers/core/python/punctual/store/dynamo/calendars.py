@@ -13,6 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from punctual.models import ACCEPTED
 from punctual.store.base import (
     BackfillRepository,
     CalendarInUseError,
@@ -45,7 +46,7 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
 
     @staticmethod
     def _calendar_of(item: dict[str, Any]) -> Calendar:
-        calendar = Calendar.model_validate_json(item["doc"]["S"])
+        calendar = Calendar.model_validate_json(item["doc"]["S"], context=ACCEPTED)
         return calendar.model_copy(update={"version": int(item["version"]["N"])})
 
     def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:
@@ -150,7 +151,7 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
             TableName=self.table, Key=calendar_key(tenant, name), ConsistentRead=True
         ).get("Item")
         users = set(item.get("users", {}).get("SS", [])) if item else set()
-        prefix = f"{calendar_schema.CALENDAR_USE_PREFIX}{name}#"
+        prefix = calendar_schema.calendar_uses_prefix(name)
         request: dict[str, Any] = {
             "TableName": self.table,
             "ConsistentRead": True,
