@@ -147,10 +147,20 @@ class Forked:
         self.pid: int | None = None  # until the zygote says which
         self.returncode: int | None = None
         self._known = threading.Event()
+        self._lock = threading.Lock()
+        # A signal sent before the zygote said which pid (it forks once its warm-up is done, which
+        # can outlast a Ctrl-C on a busy machine): delivered as soon as it does. Before, it was
+        # dropped, and the child ran on until its stop timeout's SIGKILL.
+        self._pending: int | None = None
 
     def forked(self, pid: int) -> None:
-        self.pid = pid
+        with self._lock:
+            self.pid = pid
+            pending, self._pending = self._pending, None
         self._known.set()
+        if pending is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, pending)
 
     def exited(self, code: int) -> None:
         self.returncode = code
@@ -159,9 +169,15 @@ class Forked:
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
-        if self.pid is not None and self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signum)
+        with self._lock:
+            if self.returncode is not None:
+                return
+            if self.pid is None:
+                self._pending = signum if self._pending != signal.SIGKILL else self._pending
+                return
+            pid = self.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)

@@ -217,9 +217,10 @@ TABLE_ACTIONS_BY_COMPONENT: Final = {
         "dynamodb:BatchWriteItem",  # a run-now slot's check timer (timing.slots.sent_check_timer)
     ),
     # Timers (read, packed writes), watermarks, progress marks, jobs and executions read in
-    # batches, completed one-time jobs. Never DeleteItem: nothing on the hot path deletes (on a
-    # table without transactions it may undo a job write: see without_transactions).
-    "poller": _HOT_PATH_TABLE_ACTIONS,
+    # batches, completed one-time jobs; and, off the hot path, deleting a job whose last slot the
+    # poller itself recorded (EXCLUDED or MISSED) when it asked for that (delete_after_completion:
+    # one conditional transaction, as a worker's after a slot ends).
+    "poller": (*_HOT_PATH_TABLE_ACTIONS, "dynamodb:DeleteItem"),
     # Executions, turns, dependency records, retry and lease timers: the same kinds of calls; and
     # deleting a job whose last slot ended when it asked for that (delete_after_completion, the
     # EventBridge Scheduler API's ActionAfterCompletion DELETE: one conditional transaction).

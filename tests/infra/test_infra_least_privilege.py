@@ -100,8 +100,8 @@ def test_table_actions_are_the_declared_lists(default_synth: Synth) -> None:
     for name, (component, role) in _roles(default_synth).items():
         table = {a for a in _granted(default_synth, role) if a.startswith("dynamodb:")}
         assert table == set(c.TABLE_ACTIONS_BY_COMPONENT[component]), name
-    poller = actions_on(role_statements(default_synth, default_synth.stack.dispatch.poller.role))
-    assert "dynamodb:DeleteItem" not in poller
+    tick = actions_on(role_statements(default_synth, default_synth.stack.dispatch.tick.role))
+    assert "dynamodb:DeleteItem" not in tick and "dynamodb:PutItem" not in tick  # reads only
 
 
 def test_the_code_reading_finds_what_each_adapter_method_needs() -> None:
@@ -109,12 +109,13 @@ def test_the_code_reading_finds_what_each_adapter_method_needs() -> None:
     from aws_calls import adapter_methods
 
     methods = {name: actions for name, (_, actions) in adapter_methods().items()}
-    assert methods["delete_job"] == {"dynamodb:DeleteItem", "dynamodb:UpdateItem"}  # a transaction
+    # a transaction; its calendar uses are items of their own (put for an add, deleted for a drop)
+    assert methods["delete_job"] == {"dynamodb:DeleteItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}
     assert methods["send"] == {"sqs:SendMessage"}  # SendMessageBatch is authorised as SendMessage
     assert methods["token_key"] == {"secretsmanager:GetSecretValue"}
     assert "sts:AssumeRole" in methods["Boto3ClientFactory"]
     assert set(component_actions("poller")) >= {"dynamodb:BatchWriteItem", "sqs:SendMessage"}
-    assert "dynamodb:DeleteItem" not in component_actions("poller")
+    assert "dynamodb:DeleteItem" not in component_actions("tick")
 
 
 # --------------------------------------------------------------------------- own resources

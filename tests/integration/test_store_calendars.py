@@ -164,14 +164,13 @@ def test_a_calendars_item_does_not_grow_with_its_users(dynamo_client, t0):  # ty
     """Each use is an item of its own and a count on the calendar's item: DynamoDB's 400 KB item
     limit held a calendar to about 10,000 excluding jobs (a set of their ids on its item), and
     every release of such a job read (and paid for) the whole set."""
-    from conftest import TABLE
-
     from factories import job as make_job
     from punctual.store.base import CalendarUses
     from punctual.store.dynamo import DynamoStore
     from punctual.store.dynamo.calendar_schema import calendar_key
 
-    store = DynamoStore(dynamo_client, TABLE)
+    table = dynamo_client.list_tables()["TableNames"][0]
+    store = DynamoStore(dynamo_client, table)
     store.put_calendar(_calendar(t0), None)
     for i in range(30):
         store.create_job(
@@ -181,7 +180,7 @@ def test_a_calendars_item_does_not_grow_with_its_users(dynamo_client, t0):  # ty
             calendars=CalendarUses(add=("holidays",)),
         )
     store.use_calendars("default", "job-00", ["holidays"], present=True)  # again: counted once
-    item = dynamo_client.get_item(TableName=TABLE, Key=calendar_key("default", "holidays"))["Item"]
+    item = dynamo_client.get_item(TableName=table, Key=calendar_key("default", "holidays"))["Item"]
     assert "users" not in item and item["user_count"] == {"N": "30"}
     assert store.calendar_users("default", "holidays") == [f"job-{i:02d}" for i in range(30)]
     with pytest.raises(CalendarInUseError) as in_use:
@@ -189,21 +188,20 @@ def test_a_calendars_item_does_not_grow_with_its_users(dynamo_client, t0):  # ty
     assert len(in_use.value.jobs) == 20 and "and 10 more" in str(in_use.value)  # named: twenty at most
     for i in range(30):
         store.delete_job("default", f"job-{i:02d}", 1, calendars=CalendarUses(drop=("holidays",)))
-    item = dynamo_client.get_item(TableName=TABLE, Key=calendar_key("default", "holidays"))["Item"]
+    item = dynamo_client.get_item(TableName=table, Key=calendar_key("default", "holidays"))["Item"]
     assert item["user_count"] == {"N": "0"} and store.calendar_users("default", "holidays") == []
     store.delete_calendar("default", "holidays")
 
 
 def test_uses_an_earlier_version_kept_in_the_calendars_set_still_hold_and_drop(dynamo_client, t0):  # type: ignore[no-untyped-def]
-    from conftest import TABLE
-
     from punctual.store.dynamo import DynamoStore
     from punctual.store.dynamo.calendar_schema import calendar_key
 
-    store = DynamoStore(dynamo_client, TABLE)
+    table = dynamo_client.list_tables()["TableNames"][0]
+    store = DynamoStore(dynamo_client, table)
     store.put_calendar(_calendar(t0), None)
     dynamo_client.update_item(  # as an earlier version wrote a use
-        TableName=TABLE,
+        TableName=table,
         Key=calendar_key("default", "holidays"),
         UpdateExpression="ADD #u :j",
         ExpressionAttributeNames={"#u": "users"},

@@ -252,3 +252,23 @@ def test_a_burst_workers_zygote_that_exited_is_started_again_before_the_next_bur
     assert [(name, zygote) for name, zygote, _ in started[2:]] == [("burst-1", True)]
     assert "burst-1's zygote exited: starting it again" in supervisor.sink.lines  # type: ignore[attr-defined]
     assert not any(n.startswith("burst-") for n in supervisor.children)  # no burst worker itself
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_sent_before_the_zygote_named_its_child_reaches_it_once_it_does(signum: int) -> None:
+    """A Ctrl-C during a zygote's warm-up: the supervisor's SIGTERM to a child not forked yet was
+    dropped, and the child ran on until its stop timeout's SIGKILL (a flaky e2e stop)."""
+    import subprocess
+    import sys
+
+    from local.zygote import Forked
+
+    child = Forked(zygote_pid=os.getpid())
+    child.send_signal(signum)  # no pid yet: kept
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        child.forked(process.pid)  # the zygote's "forked PID" line: delivered now
+        assert process.wait(timeout=30) == -signum
+    finally:
+        if process.poll() is None:
+            process.kill()
