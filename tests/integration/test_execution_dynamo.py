@@ -16,6 +16,7 @@ from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore, job_pk
 from punctual.timing.timers import TimerKind, slot_key
+from punctual.usecases.job_errors import PreconditionFailedError
 from punctual.usecases.jobs import JobService, QueueRouting
 
 S = ExecutionStatus
@@ -191,3 +192,28 @@ def test_a_backfill_replaces_an_earlier_jobs_record_at_the_id_once(rig: Rig, t0:
     first.finish(won, TargetResult.ok("ran"))
     assert second.claim(message).outcome is ClaimOutcome.DUPLICATE
     assert rig.store.get_execution(job.tenant, job.id, slot_key(slot - MINUTE)).backfill == "b1"
+
+
+def test_a_job_created_again_at_an_id_never_takes_the_earlier_jobs_timers_or_etags(
+    rig: Rig, t0: datetime
+) -> None:
+    """Concurrency QA: a job deleted and created again under its id (EventBridge's DeleteSchedule +
+    CreateSchedule) started at version 1 again, so the earlier job's pending chain timer (also
+    version 1) was released for it: the new job ran at a slot of the earlier one's schedule. A
+    deleted job leaves its last version (a tombstone); the next job at its id starts past it."""
+    jobs = JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    first, _ = jobs.register("default", spec("cron(0 12 * * ? *)"), job_id="report")
+    jobs.replace("default", "report", spec("cron(0 12 * * ? *)", description="v2"))
+    jobs.delete("default", "report")
+    again, _ = jobs.register("default", spec("cron(0 14 * * ? *)"), job_id="report")
+    assert (first.version, again.version) == (1, 3)  # past the deleted job's last version (2)
+    with pytest.raises(PreconditionFailedError):
+        jobs.replace("default", "report", spec("cron(0 15 * * ? *)"), expected_version=1)  # a stale If-Match
+    worker = rig.worker()
+    for at in (12, 14):
+        rig.clock.set(t0.replace(hour=at, minute=0, second=1))
+        rig.poll()
+        rig.work_until_idle(worker)
+    assert [slot for slot, _ in rig.target.calls_for("report")] == [
+        slot_key(t0.replace(hour=14, minute=0, second=0))
+    ]

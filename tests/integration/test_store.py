@@ -126,6 +126,15 @@ def test_a_filtered_listing_examines_a_bounded_number_of_jobs_a_page(store, t0, 
     ]  # unfiltered: as before
 
 
+def test_a_job_created_at_a_deleted_jobs_id_starts_past_its_last_version(store, t0):  # type: ignore[no-untyped-def]
+    assert store.first_version("default", "j") == 1
+    store.create_job(job("j", now=t0), None, max_jobs=10)
+    store.replace_job(store.get_job("default", "j").model_copy(update={"version": 2}), 1)
+    store.delete_job("default", "j", 2)
+    assert store.first_version("default", "j") == 3
+    assert store.first_version("other", "j") == 1  # per tenant
+
+
 def test_batch_get_jobs(store, t0):  # type: ignore[no-untyped-def]
     for i in range(130):  # more than one BatchGetItem call
         store.create_job(job(f"j{i:03d}", now=t0), None, max_jobs=1000)

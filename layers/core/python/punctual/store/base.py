@@ -16,31 +16,14 @@ from typing import Any, Generic, TypeVar
 
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.store.keyring import TenantKeyRepository
+from punctual.store.listing import LIST_SCAN_BUDGET as LIST_SCAN_BUDGET
+from punctual.store.listing import tag_matches as tag_matches
+from punctual.store.listing import tags_match as tags_match
 from punctual.store.loads import MinuteLoadRepository
 from punctual.store.reservations import BudgetReservationRepository
 from punctual.timing.timers import Lane, Timer
 from punctual.usecases.backfills import Backfill
 from punctual.usecases.calendars import Calendar
-
-# Jobs a listing examines a page at most: a rare filter's page is short (even empty), with a cursor.
-LIST_SCAN_BUDGET = 2000
-
-
-def tags_match(tags: object, tag: str | None) -> bool:
-    """Whether stored tags match a listing's filter: ``key`` matches any value of that tag,
-    ``key=value`` matches exactly. ``tags`` as stored: a mapping, or (an unreadable job's
-    document) anything else, which matches only no filter."""
-    if tag is None:
-        return True
-    if not isinstance(tags, dict):
-        return False
-    key, sep, value = tag.partition("=")
-    return key in tags and (not sep or str(tags[key]) == value)
-
-
-def tag_matches(job: Job, tag: str | None) -> bool:
-    """Whether ``job`` matches a listing's tag filter (:func:`tags_match`)."""
-    return tags_match(job.tags, tag)
 
 
 class StoreError(Exception):
@@ -381,6 +364,12 @@ class JobRepository(ABC):
         CalendarNotFoundError
             A calendar in ``calendars.add`` does not exist.
         """
+
+    @abstractmethod
+    def first_version(self, tenant: str, job_id: str) -> int:
+        """The version a job created at ``job_id`` starts at: one past the last version of a job
+        deleted there (its tombstone, kept a while by :meth:`delete_job`), else 1. So versions,
+        ETags and timers never repeat across incarnations of an id."""
 
     @abstractmethod
     def delete_job(

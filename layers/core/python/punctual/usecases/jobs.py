@@ -277,6 +277,9 @@ class JobService:
         DISABLED): no slot can fire before a separate pause would land.
         """
         now = self.clock.now()
+        # A job created at an id a deleted job had starts past its last version (a generated id
+        # is new: no read), so no version, ETag or timer of the two is the same.
+        first = self.store.first_version(tenant, job_id) if job_id else 1
         job_id = job_id or uuid.uuid4().hex
         self.admission.check_target(spec)
         parents = self.admission.check_dependencies(tenant, job_id, spec, self.clock.now())
@@ -293,7 +296,8 @@ class JobService:
             anchor=_whole_second(spec.start_at or now),
             signing_secret_enc=secret_stored,
             trigger_rate=self.admission.trigger_rate(tenant, spec),
-            spec_version=1,
+            version=first,
+            spec_version=first,
         )
         check_job_size(job)  # 413 naming the largest parts, before anything is written
         timer = self._first_timer(job, now, after=now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -44,6 +45,9 @@ from punctual.timing.timers import (
 )
 
 log = logging.getLogger("punctual.store")
+# How long a deleted job's tombstone (its last version) stays: longer than any of its timers or
+# messages could still be acted on in practice (a yearly slot's head timer included).
+TOMBSTONE_TTL_S = 400 * 24 * 3600
 
 
 class DynamoJobs(DynamoCalendarUses, JobRepository):
@@ -324,8 +328,17 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
             },
             {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
         ]
+        if expected_version is not None:  # the version a job created here next starts past
+            tomb = schema.tombstone_item(tenant, job_id, expected_version, int(time.time()) + TOMBSTONE_TTL_S)
+            items.append({"Put": {"TableName": self.table, "Item": tomb}})
         links = {parent: self._remove_link(tenant, parent, job_id) for parent in parents}
         self._versioned_transaction(items, tenant, job_id, expected_version, calendars, links)
+
+    def first_version(self, tenant: str, job_id: str) -> int:
+        item = self.client.get_item(
+            TableName=self.table, Key=schema.tombstone_key(tenant, job_id), ConsistentRead=True
+        ).get("Item")
+        return int(item["version"]["N"]) + 1 if item and "version" in item else 1
 
     def tenant_trigger_rate(self, tenant: str) -> int:
         item = self.client.get_item(

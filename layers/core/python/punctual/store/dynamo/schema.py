@@ -9,6 +9,7 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
                                                              secret, secret_prev, skipped, dependents,
                                                              aseg (its audit segment)
     listing      pk=tenant#<tenant>        sk=job#<id>       state, doc   (a tenant's jobs, one query)
+    tombstone    pk=job#<tenant>#<id>      sk=tomb           version (a deleted job's last), expires_at
     sched. group pk=tenant#<tenant>        sk=group#<name>   name, state, created_at, updated_at, tags, token
     job count    pk=tenant#<tenant>        sk=#meta          job_count, trigger_rate (micro/min)
     API requests pk=reqs#<tenant>          sk=<window>       n, expires_at (per-tenant rate limit)
@@ -105,6 +106,15 @@ def group_key(tenant: str, name: str) -> Key:
 
 def job_key(tenant: str, job_id: str) -> Key:
     return _key(job_pk(tenant, job_id), "job")
+
+
+def tombstone_key(tenant: str, job_id: str) -> Key:
+    """What a deleted job leaves at its id for a while: its last version (``first_version``)."""
+    return _key(job_pk(tenant, job_id), "tomb")
+
+
+def tombstone_item(tenant: str, job_id: str, version: int, expires_at: int) -> dict[str, Any]:
+    return {**tombstone_key(tenant, job_id), "version": _n(version), "expires_at": _n(expires_at)}
 
 
 def listing_key(tenant: str, job_id: str) -> Key:

@@ -49,6 +49,7 @@ class MemoryBase:
         self.marks_scope = marks_scope
         self._lock = threading.RLock()
         self._jobs: dict[JobKey, Job] = {}
+        self._tombstones: dict[JobKey, int] = {}  # the last version of a job deleted at each id
         self._job_counts: dict[str, int] = {}  # per tenant: the limit check is not a scan
         self._trigger_rates: dict[str, int] = {}  # per tenant: micro-triggers per minute
         self._requests: dict[tuple[str, str], int] = {}  # (tenant, window) -> API requests

@@ -194,6 +194,7 @@ OTHER_OPERATIONS = frozenset(
     {
         "list_jobs",
         "tenant_trigger_rate",
+        "first_version",  # a strongly consistent read of a tombstone
         "count_request",
         "put_timers",  # BatchWriteItem: DynamoDB documents no conflict for it
         "count_timers",

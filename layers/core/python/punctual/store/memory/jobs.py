@@ -167,9 +167,14 @@ class MemoryJobs(MemoryBase, JobRepository):
                 )
             self._apply_uses(tenant, job_id, CalendarUses(drop=calendars.drop))
             del self._jobs[(tenant, job_id)]
+            self._tombstones[(tenant, job_id)] = current.version
             self._job_counts[tenant] -= 1
             self._trigger_rates[tenant] = self._trigger_rates.get(tenant, 0) - trigger_rate
             self._link(tenant, job_id, parents, present=False)
+
+    def first_version(self, tenant: str, job_id: str) -> int:
+        with self._lock:
+            return self._tombstones.get((tenant, job_id), 0) + 1
 
     def add_skipped(self, tenant: str, job_id: str, count: int) -> None:
         with self._lock:
