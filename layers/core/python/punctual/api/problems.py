@@ -393,9 +393,16 @@ def _bad_response(exc: ResponseValidationError) -> Response[Any]:
     return _internal()
 
 
+_SHED_REASONS = frozenset({"None", "ThrottlingError", "TransactionConflict", "ProvisionedThroughputExceeded"})
+
+
 def _aws_error(exc: ClientError) -> Response[Any]:
     code = str(exc.response.get("Error", {}).get("Code", ""))
-    if code in THROTTLE_CODES:
+    reasons = {str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])}
+    # A transaction cancelled only for load (throttled, or another transaction on an item): the
+    # same, nothing was written (a failed condition is the caller's to read, never this).
+    shed = code == "TransactionCanceledException" and reasons and reasons <= _SHED_REASONS
+    if code in THROTTLE_CODES or shed:
         # DynamoDB or SQS is shedding load: a retry after a moment will succeed.
         return problem_response(
             503,
@@ -457,6 +464,7 @@ def item_problem(exc: Exception) -> dict[str, Any]:
         ((JobConflictError, VersionConflictError, JobExistsError), _conflict),
         (TenantLimitError, _job_limit),
         (UnreadableJobError, _unreadable),
+        (TransactionConflictError, _contended),
     )
     for kinds, handler in handlers:
         if isinstance(exc, kinds):
