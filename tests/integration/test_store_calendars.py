@@ -217,3 +217,40 @@ def test_uses_an_earlier_version_kept_in_the_calendars_set_still_hold_and_drop(d
     assert store.calendar_users("default", "holidays") == []
     store.delete_calendar("default", "holidays")
     store.use_calendars("default", "old-job", ["holidays"], present=False)  # the calendar gone: nothing to do
+
+
+def test_a_job_write_over_one_transactions_items_is_refused_naming_why(dynamo_client, t0):  # type: ignore[no-untyped-def]
+    """A replace that moves an after() job's 20 parents and swaps 5 of its calendars at once writes
+    over DynamoDB's 100 transaction items (review of the use items): refused, nothing written,
+    not a 500 from the service; moved in two edits it goes through."""
+    from execution_harness import LAYOUT, LONG, SHORT, Rig
+    from factories import spec
+    from punctual.dispatch.queues import QueueRouting
+    from punctual.runtime.clock import ManualClock
+    from punctual.store.base import TransactionTooLargeError
+    from punctual.store.dynamo import DynamoStore
+    from punctual.usecases.jobs import JobService
+
+    store = DynamoStore(dynamo_client, dynamo_client.list_tables()["TableNames"][0])
+    rig = Rig(store, ManualClock(t0))
+    jobs = JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    for i in range(10):
+        store.put_calendar(_calendar(t0, name=f"cal{i}"), None)
+    for i in range(40):
+        jobs.register("default", spec("cron(0 * * * ? *)"), job_id=f"p{i}")
+    old, new = ",".join(f"p{i}" for i in range(20)), ",".join(f"p{i}" for i in range(20, 40))
+    jobs.register(
+        "default", spec(f"after({old})", exclude_calendars=[f"cal{i}" for i in range(5)]), job_id="child"
+    )
+    with pytest.raises(TransactionTooLargeError, match="more than DynamoDB's 100"):
+        jobs.replace(
+            "default", "child", spec(f"after({new})", exclude_calendars=[f"cal{i}" for i in range(5, 10)])
+        )
+    assert store.get_job("default", "child").version == 1
+    jobs.replace("default", "child", spec(f"after({new})", exclude_calendars=[f"cal{i}" for i in range(5)]))
+    jobs.replace(
+        "default", "child", spec(f"after({new})", exclude_calendars=[f"cal{i}" for i in range(5, 10)])
+    )
+    assert (
+        store.calendar_users("default", "cal9") == ["child"] and store.calendar_users("default", "cal0") == []
+    )

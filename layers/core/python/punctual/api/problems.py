@@ -39,6 +39,7 @@ from punctual.store.base import (
     LayoutMismatchError,
     TenantLimitError,
     TransactionConflictError,
+    TransactionTooLargeError,
     TriggerRateLimitError,
     UnreadableJobError,
     VersionConflictError,
@@ -422,6 +423,10 @@ def _too_large(exc: ItemTooLargeError) -> Response[Any]:
     )
 
 
+def _too_many_items(exc: TransactionTooLargeError) -> Response[Any]:
+    return problem_response(422, "validation", "Invalid request", str(exc), [("body", str(exc))])
+
+
 def _contended(exc: TransactionConflictError) -> Response[Any]:
     # Another transaction held an item this request writes, through every retry: nothing was
     # written, and the same request a moment later goes through.
@@ -465,6 +470,7 @@ def item_problem(exc: Exception) -> dict[str, Any]:
         (TenantLimitError, _job_limit),
         (UnreadableJobError, _unreadable),
         (TransactionConflictError, _contended),
+        (TransactionTooLargeError, _too_many_items),
     )
     for kinds, handler in handlers:
         if isinstance(exc, kinds):
@@ -501,6 +507,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler(LayoutMismatchError)(_misconfigured)
     app.exception_handler(TransactionConflictError)(_contended)
     app.exception_handler(ItemTooLargeError)(_too_large)
+    app.exception_handler(TransactionTooLargeError)(_too_many_items)
     app.exception_handler(Exception)(_unexpected)
 
 

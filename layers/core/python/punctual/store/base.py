@@ -131,6 +131,11 @@ class ItemTooLargeError(StoreError, ValueError):
         self.limit = limit
 
 
+class TransactionTooLargeError(StoreError, ValueError):
+    """A job write would touch more items than one DynamoDB transaction takes (100): its links to
+    parents moved and its calendar uses changed at once. Nothing was stored."""
+
+
 class LayoutMismatchError(StoreError):
     """This process's shard counts differ from the ones the table's timers were written with.
 

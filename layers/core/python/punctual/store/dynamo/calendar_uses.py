@@ -24,12 +24,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.store.base import CalendarNotFoundError, CalendarUses
+from punctual.store.base import CalendarNotFoundError, CalendarUses, TransactionTooLargeError
 from punctual.store.dynamo import calendar_schema, schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.calendar_schema import calendar_key, calendar_use_key
 
 CONFLICT_ROUNDS = 5
+MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems' limit
 CHECK_FAILED = "ConditionalCheckFailed"  # a transaction item's cancellation reason
 _CONFLICT = "TransactionConflict"
 
@@ -104,6 +105,11 @@ class DynamoCalendarUses(DynamoBase):
             everything = items + use_items + [i for p in parents for i in pending[p]]
             if not everything:
                 return  # uses alone, all there (or gone) already
+            if len(everything) > MAX_TRANSACTION_ITEMS:
+                raise TransactionTooLargeError(
+                    f"this change writes {len(everything)} items in one transaction, more than DynamoDB's"
+                    f" {MAX_TRANSACTION_ITEMS}: change fewer after() parents or excluded calendars at once"
+                )
             try:
                 self._transact(everything)
                 return

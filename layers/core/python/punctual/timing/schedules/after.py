@@ -13,7 +13,8 @@ __all__ = ["MAX_PARENTS", "AfterSchedule", "parse_after"]
 
 _JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # A job and its links to its parents are one DynamoDB transaction (at most 100 items): the job,
-# its listing, the tenant counter and two items per parent, twice over when a replace moves them.
+# its listing, the tenant counter and two items per parent, twice over when a replace moves them,
+# and two per calendar use changed; a write over 100 is refused, naming why (422).
 MAX_PARENTS = 20
 
 
