@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -217,3 +218,24 @@ def test_a_job_created_again_at_an_id_never_takes_the_earlier_jobs_timers_or_eta
     assert [slot for slot, _ in rig.target.calls_for("report")] == [
         slot_key(t0.replace(hour=14, minute=0, second=0))
     ]
+
+
+def test_a_child_whose_parent_was_deleted_after_its_check_is_not_stored(rig: Rig) -> None:
+    """Concurrency QA: a child's create read its parent, the parent was deleted, then the create
+    committed: a child naming a parent that is gone (it never runs). The write's link to the
+    parent now fails it: 422 naming the parent, nothing stored."""
+    from punctual.usecases.job_errors import InvalidJobError
+
+    jobs = JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    jobs.register("default", spec("rate(1 hour)"), job_id="parent")
+    checked = jobs.admission.check_dependencies
+
+    def then_deleted(*args: Any, **kwargs: Any) -> Any:
+        parents = checked(*args, **kwargs)
+        jobs.delete("default", "parent")  # another client, between the check and the write
+        return parents
+
+    jobs.admission.check_dependencies = then_deleted  # type: ignore[method-assign]
+    with pytest.raises(InvalidJobError, match="parent job 'parent' does not exist"):
+        jobs.register("default", spec("after(parent)"), job_id="child")
+    assert rig.store.get_job("default", "child") is None

@@ -27,6 +27,7 @@ from punctual.runtime.clock import ManualClock
 from punctual.store.base import (
     ItemTooLargeError,
     JobStore,
+    ParentNotFoundError,
     TransactionConflictError,
     VersionConflictError,
 )
@@ -270,11 +271,15 @@ def test_a_job_and_its_links_are_written_together(faithful: Faithful, t0: dateti
     store = faithful.store
     for parent in ("p1", "p2", "p3"):
         store.create_job(job(parent, now=t0), None, max_jobs=10)
-    # A link already there (an older writer's) is kept and counted once; a parent gone is skipped
+    # A link already there (an older writer's) is kept and counted once; a parent gone (deleted
+    # since the write read it) fails the write: nothing is stored
     store.set_dependents(T, "child", ["p1"], present=True)
-    store.create_job(
-        job("child", "after(p1, p2, gone)", now=t0), None, max_jobs=10, parents=["p1", "p2", "gone"]
-    )
+    with pytest.raises(ParentNotFoundError):
+        store.create_job(
+            job("child", "after(p1, p2, gone)", now=t0), None, max_jobs=10, parents=["p1", "p2", "gone"]
+        )
+    assert store.get_job(T, "child") is None and store.list_dependents(T, "p2") == []
+    store.create_job(job("child", "after(p1, p2)", now=t0), None, max_jobs=10, parents=["p1", "p2"])
     assert [store.list_dependents(T, p) for p in ("p1", "p2", "gone")] == [["child"], ["child"], []]
     counts = {p: store.get_job(T, p).dependents for p in ("p1", "p2", "p3")}  # type: ignore[union-attr]
     assert counts == {"p1": 1, "p2": 1, "p3": 0}

@@ -131,9 +131,16 @@ class ItemTooLargeError(StoreError, ValueError):
         self.limit = limit
 
 
+class ParentNotFoundError(StoreError):
+    """A job write links its ``after(...)`` parent ``parent``, which is gone. Nothing was stored."""
+
+    def __init__(self, parent: str) -> None:
+        super().__init__(f"after(): parent job {parent!r} does not exist")
+        self.parent = parent
+
+
 class TransactionTooLargeError(StoreError, ValueError):
-    """A job write would touch more items than one DynamoDB transaction takes (100): its links to
-    parents moved and its calendar uses changed at once. Nothing was stored."""
+    """A job write over one DynamoDB transaction's 100 items (parents and calendars moved at once)."""
 
 
 class LayoutMismatchError(StoreError):
@@ -145,10 +152,8 @@ class LayoutMismatchError(StoreError):
 
 
 class ExecutionConflictError(ConflictError):
-    """An execution record was not in the state the transition expected.
-
-    ``current`` is the record as it is now (None when it does not exist).
-    """
+    """An execution record was not in the state the transition expected (``current``: as it is now,
+    None when it does not exist)."""
 
     def __init__(self, message: str, current: Execution | None) -> None:
         super().__init__(message)

@@ -29,6 +29,7 @@ from punctual.store.base import (
     CalendarUses,
     JobStore,
     Page,
+    ParentNotFoundError,
     UnreadableJob,
     UnreadableJobError,
     VersionConflictError,
@@ -118,9 +119,12 @@ def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
 
 @contextmanager
 def _calendars_checked() -> Iterator[None]:
-    """A job write whose calendar check failed: 422 naming the calendar that does not exist."""
+    """A job write whose calendar check failed: 422 naming the calendar that does not exist; or
+    whose ``after()`` parent was deleted since it was read: 422 naming it."""
     try:
         yield
+    except ParentNotFoundError as exc:
+        raise InvalidJobError(str(exc), field="schedule") from None
     except CalendarNotFoundError as exc:
         raise InvalidJobError(
             f"calendar {exc.name!r} does not exist (PUT /v1/calendars/{exc.name} first)",

@@ -24,7 +24,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.store.base import CalendarNotFoundError, CalendarUses, TransactionTooLargeError
+from punctual.store.base import (
+    CalendarNotFoundError,
+    CalendarUses,
+    ParentNotFoundError,
+    TransactionTooLargeError,
+)
 from punctual.store.dynamo import calendar_schema, schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.calendar_schema import calendar_key, calendar_use_key
@@ -126,6 +131,11 @@ class DynamoCalendarUses(DynamoBase):
                         raise CalendarNotFoundError(name) from None
                 changed = self._settle_uses(failed, adds, drops)
                 pairs = rest[len(use_items) :]
+                for n, parent in enumerate(parents):
+                    # A link to add whose parent's count failed: the parent is gone (deleted since
+                    # the write read it). The job is not stored naming it: nothing would run it.
+                    if "Put" in pending[parent][0] and pairs[2 * n + 1 : 2 * n + 2] == [CHECK_FAILED]:
+                        raise ParentNotFoundError(parent) from None
                 settled = [p for n, p in enumerate(parents) if CHECK_FAILED in pairs[2 * n : 2 * n + 2]]
                 if changed or settled:  # nothing to do there: write without them
                     for parent in settled:

@@ -15,6 +15,7 @@ from punctual.store.base import (
     JobKey,
     JobRepository,
     Page,
+    ParentNotFoundError,
     TenantLimitError,
     TriggerRateLimitError,
     VersionConflictError,
@@ -46,6 +47,7 @@ class MemoryJobs(MemoryBase, JobRepository):
                 raise JobExistsError(f"job {job.id!r} already exists")
             if self._job_counts.get(job.tenant, 0) >= max_jobs:
                 raise TenantLimitError(f"tenant already has {max_jobs} jobs, the most it may have", max_jobs)
+            self._check_parents(job.tenant, parents)
             self._add_rate(job.tenant, job.trigger_rate, max_trigger_rate)
             try:
                 self._check_uses(job.tenant, calendars)
@@ -131,6 +133,7 @@ class MemoryJobs(MemoryBase, JobRepository):
                     f"job {job.id!r} is not at version {expected_version}",
                     current.version if current else None,
                 )
+            self._check_parents(job.tenant, parents_added)
             delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
             if previous_trigger_rate is not None:
                 self._add_rate(job.tenant, delta, max_trigger_rate)
@@ -171,6 +174,12 @@ class MemoryJobs(MemoryBase, JobRepository):
             self._job_counts[tenant] -= 1
             self._trigger_rates[tenant] = self._trigger_rates.get(tenant, 0) - trigger_rate
             self._link(tenant, job_id, parents, present=False)
+
+    def _check_parents(self, tenant: str, parents: Sequence[str]) -> None:
+        """As the transaction's count on each parent: a parent to link that is gone fails it."""
+        for parent in parents:
+            if (tenant, parent) not in self._jobs:
+                raise ParentNotFoundError(parent)
 
     def first_version(self, tenant: str, job_id: str) -> int:
         with self._lock:
