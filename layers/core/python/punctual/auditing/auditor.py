@@ -542,10 +542,19 @@ def never_fires(store: JobStore, job: Job, now: datetime) -> str | None:
             found.append(read)
     if gone:
         return f"parent(s) {', '.join(gone)} gone"
-    # Judged while every parent is ENABLED only: a paused or completed parent says why by itself.
-    if len(found) < 2 or any(parent.state is not JobState.ENABLED for parent in found):
+    if _never_shared(found, now) is None:
         return None
-    return no_shared_slot(found, now)
+    # Said only as the parents are now (a read up to a second behind may miss a schedule's change).
+    fresh = [p for p in (store.get_job(job.tenant, parent.id) for parent in found) if p is not None]
+    return _never_shared(fresh, now) if len(fresh) == len(found) else None
+
+
+def _never_shared(parents: list[Job], now: datetime) -> str | None:
+    """Why ``parents`` share no slot; judged while every one is ENABLED only (a paused or completed
+    parent says why by itself)."""
+    if len(parents) < 2 or any(parent.state is not JobState.ENABLED for parent in parents):
+        return None
+    return no_shared_slot(parents, now)
 
 
 def _ranges(dues: list[int], lane: Lane) -> list[tuple[int, int]]:

@@ -163,8 +163,8 @@ class Claimer:
         for _ in range(CLAIM_ROUNDS):
             now = self.clock.now()
             try:
-                earlier = current is not None and current.of_an_earlier_job(job.created_at)
-                if earlier and message.kind == MessageKind.BACKFILL and fresh:
+                backfill = fresh and message.kind == MessageKind.BACKFILL
+                if backfill and current is not None and current.of_an_earlier_job(job.created_at):
                     # A backfill of a job created again at this id runs the slot the earlier job
                     # ran: its record is replaced (conditionally, as it was read).
                     return self._start(None, job, message, delivery, now, replacing=current)
@@ -349,10 +349,13 @@ class Claimer:
     ) -> Claim:
         """Start the slot (or record it SKIPPED or QUEUED) over ``current``, or over ``replacing``:
         an earlier job's record at this id, which the write expects as it was read."""
-        expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
+        expect: Expect | None
         if replacing is not None:  # that very record: a worker that replaced it first wrote its owner
-            was = replacing
-            expect = Expect(frozenset({was.status}), was.attempt, was.owner, check_owner=True)
+            expect = Expect(
+                frozenset({replacing.status}), replacing.attempt, replacing.owner, check_owner=True
+            )
+        else:
+            expect = None if current is None else Expect(frozenset({current.status}), current.attempt)
         replaced = current
         if current is not None and current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED):
             current = None  # the record only said why the slot had not run: start it afresh

@@ -26,7 +26,7 @@ from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.peaks import PeakLimits, job_profile
 from punctual.security.tenant_quotas import PeakQuota
-from punctual.store.base import CalendarUses, JobStore
+from punctual.store.base import TOMBSTONE_TTL, CalendarUses, JobStore
 from punctual.timing.slots import next_slot, schedule_of
 from punctual.timing.timers import slot_instant
 from punctual.usecases.dependents import after_children
@@ -76,6 +76,7 @@ class Completion:
                 current.version,
                 current.trigger_rate,
                 calendars=CalendarUses(drop=tuple(current.exclude_calendars)),
+                tombstone_until=int((now + TOMBSTONE_TTL).timestamp()),
             )
         except Exception as exc:  # changed or deleted meanwhile: that write stands
             log.info("job %s not deleted after completion: %s", job.id, exc)

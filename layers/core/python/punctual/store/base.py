@@ -11,19 +11,19 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.store.keyring import TenantKeyRepository
-from punctual.store.listing import LIST_SCAN_BUDGET as LIST_SCAN_BUDGET
-from punctual.store.listing import tag_matches as tag_matches
-from punctual.store.listing import tags_match as tags_match
 from punctual.store.loads import MinuteLoadRepository
 from punctual.store.reservations import BudgetReservationRepository
 from punctual.timing.timers import Lane, Timer
 from punctual.usecases.backfills import Backfill
 from punctual.usecases.calendars import Calendar
+
+# A deleted job's last version stays at its id longer than its timers or messages could matter.
+TOMBSTONE_TTL = timedelta(days=400)
 
 
 class StoreError(Exception):
@@ -377,9 +377,8 @@ class JobRepository(ABC):
 
     @abstractmethod
     def first_version(self, tenant: str, job_id: str) -> int:
-        """The version a job created at ``job_id`` starts at: one past the last version of a job
-        deleted there (its tombstone, kept a while by :meth:`delete_job`), else 1. So versions,
-        ETags and timers never repeat across incarnations of an id."""
+        """The version a job created at ``job_id`` starts at: past a deleted one's (its tombstone,
+        :meth:`delete_job`), else 1; versions, ETags and timers never repeat across incarnations."""
 
     @abstractmethod
     def delete_job(
@@ -391,11 +390,12 @@ class JobRepository(ABC):
         parents: Sequence[str] = (),
         *,
         calendars: CalendarUses = NO_CALENDAR_USES,
+        tombstone_until: int | None = None,
     ) -> None:
-        """Remove the job (and ``trigger_rate`` from its tenant's total, and its calendar uses
-        ``calendars.drop``, in the same transaction); its timers become stale.
-
-        Its links as a dependent of ``parents`` go in the same transaction.
+        """Remove the job (and ``trigger_rate`` from its tenant's total, its calendar uses
+        ``calendars.drop`` and its links as a dependent of ``parents``, in one transaction); its
+        timers become stale. With ``tombstone_until`` (epoch seconds: :data:`TOMBSTONE_TTL` on),
+        its ``expected_version`` stays at the id until then (:meth:`first_version`).
 
         Raises VersionConflictError on a mismatch.
         """

@@ -25,6 +25,7 @@ from punctual.security.quotas import MICRO
 from punctual.security.tenant_quotas import PeakQuota
 from punctual.store.base import (
     NO_CALENDAR_USES,
+    TOMBSTONE_TTL,
     CalendarNotFoundError,
     CalendarUses,
     JobStore,
@@ -286,7 +287,7 @@ class JobService:
         first = self.store.first_version(tenant, job_id) if job_id else 1
         job_id = job_id or uuid.uuid4().hex
         self.admission.check_target(spec)
-        parents = self.admission.check_dependencies(tenant, job_id, spec, self.clock.now())
+        parents = self.admission.check_dependencies(tenant, job_id, spec, now)
         secret_plain: str | None = None
         secret_stored: str | None = None
         if signs_webhooks(spec) and self.secrets is not None:
@@ -450,6 +451,7 @@ class JobService:
                 current.trigger_rate,
                 parents=parents,
                 calendars=CalendarUses(drop=tuple(calendars)),
+                tombstone_until=int((self.clock.now() + TOMBSTONE_TTL).timestamp()),
             )
         except VersionConflictError as exc:
             raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc

@@ -2,8 +2,9 @@
 
 Such a job runs slot S once every parent succeeded for slot S: parents whose schedules never
 land on the same instant (``cron(0 * * * ? *)`` and ``cron(30 * * * ? *)``) leave it ENABLED and
-never running, without a sign. A create or replace is refused when a year of the sparsest
-parent's slots holds none that every other parent has too. Parents that are themselves
+never running, without a sign. A create or replace is refused when they share no slot in the
+coming year (or, for frequent parents, the week the walk's bound covers); ``rate(...)`` parents
+are decided by arithmetic. Parents that are themselves
 ``after(...)`` or ``delay(...)`` jobs have no slots to compare (their slots come from finishes):
 nothing is decided for them, as nothing can be known in advance.
 """

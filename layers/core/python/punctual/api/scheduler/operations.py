@@ -34,13 +34,13 @@ from punctual.api.scheduler.model import epoch
 from punctual.api.wiring import Services
 from punctual.models import Job, JobState
 from punctual.store.base import (
-    LIST_SCAN_BUDGET,  # jobs examined for one page at most
     GroupConflictError,
     GroupExistsError,
     JobExistsError,
     ScheduleGroup,
     UnreadableJobError,
 )
+from punctual.store.listing import LIST_SCAN_BUDGET
 from punctual.usecases.job_errors import JobHasDependentsError, JobNotFoundError, listed
 
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region

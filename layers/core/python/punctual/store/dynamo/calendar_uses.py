@@ -165,12 +165,10 @@ class DynamoCalendarUses(DynamoBase):
             elif role == "drop-count" and drops.get(name) == "full":
                 drops[name] = "orphan"
                 changed = True
-            elif role == "drop-use" and drops.get(name) in ("full", "orphan"):
-                drops[name] = "legacy" if drops[name] == "full" else "gone"
+            elif role == "drop-use" and drops.get(name) == "full":
+                drops[name] = "legacy"
                 changed = True
-            elif role == "drop-legacy":
-                drops.pop(name, None)
+            elif (role == "drop-use" and drops.get(name) == "orphan") or role == "drop-legacy":
+                drops.pop(name, None)  # in neither the use items nor the set: nothing to drop
                 changed = True
-        for name in [n for n, mode in drops.items() if mode == "gone"]:
-            del drops[name]
         return changed

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -16,7 +15,6 @@ from pydantic_core import from_json
 from punctual.models import ACCEPTED, Job, JobState
 from punctual.models.job_documents import KEPT_BESIDE, note_document
 from punctual.store.base import (
-    LIST_SCAN_BUDGET,
     NO_CALENDAR_USES,
     CalendarUses,
     JobExistsError,
@@ -28,8 +26,6 @@ from punctual.store.base import (
     UnreadableJob,
     UnreadableJobError,
     VersionConflictError,
-    tag_matches,
-    tags_match,
 )
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.calendar_uses import DynamoCalendarUses
@@ -40,14 +36,12 @@ from punctual.store.dynamo.keys import (
     tenant_pk,
 )
 from punctual.store.dynamo.sizes import check_job_size
+from punctual.store.listing import LIST_SCAN_BUDGET, tag_matches, tags_match
 from punctual.timing.timers import (
     Timer,
 )
 
 log = logging.getLogger("punctual.store")
-# How long a deleted job's tombstone (its last version) stays: longer than any of its timers or
-# messages could still be acted on in practice (a yearly slot's head timer included).
-TOMBSTONE_TTL_S = 400 * 24 * 3600
 
 
 class DynamoJobs(DynamoCalendarUses, JobRepository):
@@ -311,6 +305,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         parents: Sequence[str] = (),
         *,
         calendars: CalendarUses = NO_CALENDAR_USES,
+        tombstone_until: int | None = None,
     ) -> None:
         delete: dict[str, Any] = {
             "TableName": self.table,
@@ -328,8 +323,8 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
             },
             {"Update": self._meta_update(tenant, -1, None, -trigger_rate, None)},
         ]
-        if expected_version is not None:  # the version a job created here next starts past
-            tomb = schema.tombstone_item(tenant, job_id, expected_version, int(time.time()) + TOMBSTONE_TTL_S)
+        if expected_version is not None and tombstone_until is not None:  # a next job here starts past it
+            tomb = schema.tombstone_item(tenant, job_id, expected_version, tombstone_until)
             items.append({"Put": {"TableName": self.table, "Item": tomb}})
         links = {parent: self._remove_link(tenant, parent, job_id) for parent in parents}
         self._versioned_transaction(items, tenant, job_id, expected_version, calendars, links)

@@ -20,8 +20,10 @@ from punctual.store.base import (
     Streak,
     Turn,
 )
-from punctual.store.base import tag_matches as tag_matches  # re-exported: the in-memory twins filter with it
 from punctual.store.keyring import TenantKeyRecord
+from punctual.store.listing import (
+    tag_matches as tag_matches,  # re-exported: the in-memory twins filter with it
+)
 from punctual.store.loads import MinuteLoad
 from punctual.timing.timers import Lane, Timer, minute_key
 from punctual.usecases.backfills import Backfill

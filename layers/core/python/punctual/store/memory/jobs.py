@@ -7,7 +7,6 @@ from collections.abc import Iterable, Sequence
 
 from punctual.models import Job, JobState
 from punctual.store.base import (
-    LIST_SCAN_BUDGET,
     NO_CALENDAR_USES,
     CalendarNotFoundError,
     CalendarUses,
@@ -21,6 +20,7 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.store.dynamo.sizes import check_job_size
+from punctual.store.listing import LIST_SCAN_BUDGET
 from punctual.store.memory.base import MemoryBase, tag_matches
 from punctual.timing.timers import Timer
 
@@ -160,6 +160,7 @@ class MemoryJobs(MemoryBase, JobRepository):
         parents: Sequence[str] = (),
         *,
         calendars: CalendarUses = NO_CALENDAR_USES,
+        tombstone_until: int | None = None,
     ) -> None:
         with self._lock:
             current = self._jobs.get((tenant, job_id))
@@ -170,7 +171,8 @@ class MemoryJobs(MemoryBase, JobRepository):
                 )
             self._apply_uses(tenant, job_id, CalendarUses(drop=calendars.drop))
             del self._jobs[(tenant, job_id)]
-            self._tombstones[(tenant, job_id)] = current.version
+            if tombstone_until is not None:
+                self._tombstones[(tenant, job_id)] = current.version  # (kept: this store has no TTL)
             self._job_counts[tenant] -= 1
             self._trigger_rates[tenant] = self._trigger_rates.get(tenant, 0) - trigger_rate
             self._link(tenant, job_id, parents, present=False)
