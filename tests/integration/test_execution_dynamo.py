@@ -17,6 +17,7 @@ from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
 from punctual.store.dynamo import DynamoStore, job_pk
 from punctual.timing.timers import TimerKind, slot_key
+from punctual.usecases import jobs as jobs_module
 from punctual.usecases.job_errors import PreconditionFailedError
 from punctual.usecases.jobs import JobService, QueueRouting
 
@@ -239,3 +240,41 @@ def test_a_child_whose_parent_was_deleted_after_its_check_is_not_stored(rig: Rig
     with pytest.raises(InvalidJobError, match="parent job 'parent' does not exist"):
         jobs.register("default", spec("after(parent)"), job_id="child")
     assert rig.store.get_job("default", "child") is None
+
+
+def test_a_parent_given_a_child_after_its_delete_checked_is_not_deleted(rig: Rig) -> None:
+    """Concurrency QA, the other race: a delete checked its job had no after() children, a child
+    was created, then the delete committed: the child named a parent that was gone and never ran
+    (only the auditor's JobsOrphaned report saw it). The delete now conditions on the dependents
+    count it read: it fails, checks again, and is refused naming the child; both jobs stay."""
+    from punctual.usecases.job_errors import JobHasDependentsError
+
+    jobs = JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    jobs.register("default", spec("rate(1 hour)"), job_id="parent")
+    jobs.register("default", spec("rate(1 hour)"), job_id="other")
+    jobs.register("default", spec("after(other)"), job_id="stale")  # a link that stops counting:
+    jobs.replace("default", "stale", spec("rate(1 hour)"))  # its child no longer names it
+    rig.store.set_dependents("default", "stale", ["parent"], present=True)  # (as an older writer left)
+    checks = []
+    real = jobs_module.after_children
+
+    def then_created(store: JobStore, tenant: str, job_id: str) -> list[str]:
+        children = real(store, tenant, job_id)
+        checks.append(children)
+        if len(checks) == 1:  # another client, between the delete's check and its write
+            jobs.register("default", spec("after(parent)"), job_id="child")
+        return children
+
+    jobs_module.after_children = then_created  # type: ignore[assignment]
+    try:
+        with pytest.raises(JobHasDependentsError) as refused:
+            jobs.delete("default", "parent")
+    finally:
+        jobs_module.after_children = real  # type: ignore[assignment]
+    assert checks == [[], ["child"]] and refused.value.children == ["child"]
+    assert rig.store.get_job("default", "parent") is not None
+    assert rig.store.get_job("default", "child") is not None
+    # With no race, the stale link does not hold the delete back once the child is gone
+    jobs.delete("default", "child")
+    jobs.delete("default", "parent")
+    assert rig.store.get_job("default", "parent") is None

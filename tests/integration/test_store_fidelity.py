@@ -267,6 +267,22 @@ def test_a_failed_condition_is_not_retried_as_a_conflict(faithful: Faithful, t0:
         store.replace_job(job("a", now=t0).model_copy(update={"version": 3}), 2)
 
 
+def test_a_delete_conditions_on_the_dependents_count_it_was_given(faithful: Faithful, t0: datetime) -> None:
+    store = faithful.store
+    store.create_job(job("p", now=t0), None, max_jobs=10)
+    store.create_job(job("c", "after(p)", now=t0), None, max_jobs=10, parents=["p"])
+    # A count other than the stored one (a child linked since the caller read it) fails the
+    # delete at the same version; the stored count deletes it
+    for stale in (0, 2):
+        with pytest.raises(VersionConflictError) as failed:
+            store.delete_job(T, "p", 1, expected_dependents=stale)
+        assert failed.value.current_version == 1
+    assert store.get_job(T, "p") is not None
+    store.delete_job(T, "c", 1, parents=["p"])
+    store.delete_job(T, "p", 1, expected_dependents=0)  # its count back at 0 (stored, not absent)
+    assert store.get_job(T, "p") is None
+
+
 def test_a_job_and_its_links_are_written_together(faithful: Faithful, t0: datetime) -> None:
     store = faithful.store
     for parent in ("p1", "p2", "p3"):

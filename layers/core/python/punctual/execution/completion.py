@@ -77,8 +77,9 @@ class Completion:
                 current.trigger_rate,
                 calendars=CalendarUses(drop=tuple(current.exclude_calendars)),
                 tombstone_until=int((now + TOMBSTONE_TTL).timestamp()),
+                expected_dependents=current.dependents,  # a child linked since the check keeps it
             )
-        except Exception as exc:  # changed or deleted meanwhile: that write stands
+        except Exception as exc:  # changed, deleted or given a child meanwhile: that write stands
             log.info("job %s not deleted after completion: %s", job.id, exc)
             return False
         PeakQuota(self.store, PeakLimits()).undo(job.tenant, add=job_profile(current))  # its peak goes

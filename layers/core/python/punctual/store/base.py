@@ -94,6 +94,7 @@ class UnreadableJob:
     signing_secret_enc: str | None = field(default=None, repr=False)
     signing_secret_prev_enc: str | None = field(default=None, repr=False)
     trigger_rate: int = 0  # what it counts in its tenant's trigger quota (micro-triggers a minute)
+    dependents: int = 0  # after() children linked to it (a delete conditions on the count)
 
 
 class UnreadableJobError(StoreError, ValueError):
@@ -391,14 +392,14 @@ class JobRepository(ABC):
         *,
         calendars: CalendarUses = NO_CALENDAR_USES,
         tombstone_until: int | None = None,
+        expected_dependents: int | None = None,
     ) -> None:
         """Remove the job (and ``trigger_rate`` from its tenant's total, its calendar uses
         ``calendars.drop`` and its links as a dependent of ``parents``, in one transaction); its
         timers become stale. With ``tombstone_until`` (epoch seconds: :data:`TOMBSTONE_TTL` on),
         its ``expected_version`` stays at the id until then (:meth:`first_version`).
-
-        Raises VersionConflictError on a mismatch.
-        """
+        Raises VersionConflictError on a mismatch, of the version or of ``expected_dependents``
+        (its dependents count as read: a child linked since the caller's check fails the delete)."""
 
     @abstractmethod
     def tenant_trigger_rate(self, tenant: str) -> int:

@@ -58,6 +58,7 @@ from punctual.usecases.job_errors import (
 )
 from punctual.usecases.next_fire import NextFire
 
+DELETE_TRIES = 3  # a delete whose job gained (or lost) an after() link since its check checks again
 RESUME_TRIES = 3  # a resume that meets a concurrent write (a poller parking an owed slot) reads again
 
 
@@ -116,6 +117,23 @@ def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
     """The calendars a job that cannot be read excludes, as far as its document says."""
     names = found.doc.get("exclude_calendars")
     return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
+
+
+def _delete_as_read(store: JobStore, current: Job | UnreadableJob, now: datetime) -> None:
+    """One delete of the job as read: its links to its parents and its calendar uses go with it,
+    a tombstone stays; VersionConflictError when its version or its dependents count moved."""
+    parents = schedule_of(current).parents if isinstance(current, Job) else raw_parents(current)
+    calendars = current.exclude_calendars if isinstance(current, Job) else _raw_calendars(current)
+    store.delete_job(
+        current.tenant,
+        current.id,
+        current.version,
+        current.trigger_rate,
+        parents=parents,
+        calendars=CalendarUses(drop=tuple(calendars)),
+        tombstone_until=int((now + TOMBSTONE_TTL).timestamp()),
+        expected_dependents=current.dependents,
+    )
 
 
 @contextmanager
@@ -436,25 +454,23 @@ class JobService:
         raise AssertionError("unreachable")
 
     def delete(self, tenant: str, job_id: str, expected_version: int | None = None) -> None:
-        """Delete the job (one the model cannot read included); its history stays until its TTL."""
-        current = self._found(tenant, job_id, expected_version)
-        children = after_children(self.store, tenant, job_id)
-        if children:  # they would never fire again, silently: refused, as a calendar in use is
-            raise JobHasDependentsError(job_id, children)
-        parents = schedule_of(current).parents if isinstance(current, Job) else raw_parents(current)
-        calendars = current.exclude_calendars if isinstance(current, Job) else _raw_calendars(current)
-        try:
-            self.store.delete_job(
-                tenant,
-                job_id,
-                current.version,
-                current.trigger_rate,
-                parents=parents,
-                calendars=CalendarUses(drop=tuple(calendars)),
-                tombstone_until=int((self.clock.now() + TOMBSTONE_TTL).timestamp()),
-            )
-        except VersionConflictError as exc:
-            raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
+        """Delete the job (one the model cannot read included); its history stays until its TTL.
+
+        Refused while an ``after()`` job names it. The children are checked before the delete's
+        transaction, which conditions on the dependents count read with the job: a child linked
+        in between fails it, and the check runs again (and names that child)."""
+        for attempt in range(1, DELETE_TRIES + 1):
+            current = self._found(tenant, job_id, expected_version)
+            # Children would never fire again, silently: refused, as a calendar in use is
+            if children := after_children(self.store, tenant, job_id):
+                raise JobHasDependentsError(job_id, children)
+            try:
+                _delete_as_read(self.store, current, self.clock.now())
+                break
+            except VersionConflictError as exc:
+                if exc.current_version == current.version and attempt < DELETE_TRIES:
+                    continue  # only its links moved: a child may have been linked since the check
+                raise JobConflictError(f"job {job_id!r} changed meanwhile; read it and try again") from exc
         if self.peaks is not None and isinstance(current, Job):
             self.peaks.undo(tenant, add=job_profile(current))  # its slots are no longer due
         if isinstance(current, Job):

@@ -306,11 +306,12 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         *,
         calendars: CalendarUses = NO_CALENDAR_USES,
         tombstone_until: int | None = None,
+        expected_dependents: int | None = None,
     ) -> None:
         delete: dict[str, Any] = {
             "TableName": self.table,
             "Key": schema.job_key(tenant, job_id),
-            **schema.delete_job(expected_version).fields(),
+            **schema.delete_job(expected_version, expected_dependents).fields(),
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         items = [

@@ -111,6 +111,7 @@ def _unreadable(
         signing_secret_enc=item.get("secret", {}).get("S"),
         signing_secret_prev_enc=item.get("secret_prev", {}).get("S"),
         trigger_rate=int(item.get("tpm", {}).get("N") or 0),
+        dependents=int(item.get("dependents", {}).get("N") or 0),
     )
     logger.warning(
         "stored job %s of tenant %s cannot be read by this version's model (shown as unreadable): %s",

@@ -393,13 +393,21 @@ def replace_job(attrs: dict[str, Any], expected_version: int) -> Expression:
     )
 
 
-def delete_job(expected_version: int | None) -> Expression:
-    """Delete the job item if it exists (and, when given, is still at ``expected_version``)."""
-    if expected_version is None:
+def delete_job(expected_version: int | None, expected_dependents: int | None = None) -> Expression:
+    """Delete the job item if it exists (and, when given, is still at ``expected_version`` and
+    has ``expected_dependents`` after() children linked: a link added since fails it)."""
+    if expected_version is None and expected_dependents is None:
         return EXISTS
-    return Expression(
-        condition="attribute_exists(pk) AND version = :exp", values={":exp": _n(expected_version)}
-    )
+    condition, values = "attribute_exists(pk)", {}
+    if expected_version is not None:
+        condition += " AND version = :exp"
+        values[":exp"] = _n(expected_version)
+    if expected_dependents is not None:
+        condition += " AND (dependents = :deps" + (
+            " OR attribute_not_exists(dependents))" if expected_dependents == 0 else ")"
+        )
+        values[":deps"] = _n(expected_dependents)
+    return Expression(condition=condition, values=values)
 
 
 def count_request(limit: int, ttl_epoch_s: int) -> Expression:

@@ -161,10 +161,15 @@ class MemoryJobs(MemoryBase, JobRepository):
         *,
         calendars: CalendarUses = NO_CALENDAR_USES,
         tombstone_until: int | None = None,
+        expected_dependents: int | None = None,
     ) -> None:
         with self._lock:
             current = self._jobs.get((tenant, job_id))
-            if current is None or (expected_version is not None and current.version != expected_version):
+            if (
+                current is None
+                or (expected_version is not None and current.version != expected_version)
+                or (expected_dependents is not None and current.dependents != expected_dependents)
+            ):
                 raise VersionConflictError(
                     f"job {job_id!r} is not at version {expected_version}",
                     current.version if current else None,
