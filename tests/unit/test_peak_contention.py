@@ -5,13 +5,15 @@ a transaction DynamoDB cancelled only for load is a 503 too."""
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from botocore.exceptions import ClientError
 
 from punctual.api import problems
 from punctual.security.peaks import PeakLimits, Profile
-from punctual.security.tenant_quotas import PeakQuota
+from punctual.security.tenant_quotas import PeakQuota, PeakQuotaError
 from punctual.store.base import TransactionConflictError
 from punctual.store.memory import MemoryStore
 
@@ -62,3 +64,65 @@ def test_a_transaction_cancelled_only_for_load_is_a_503(reasons: list[str], stat
     )
     reply = problems._aws_error(error)
     assert reply.status_code == status and json.loads(reply.body)["status"] == status
+
+
+class Slow(MemoryStore):
+    """A store whose profile reads take a while (a DynamoDB round trip) and count its writes;
+    with ``fail``, every profile read raises."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.fail = fail
+        self.writes = 0
+
+    def get_peaks(self, tenant: str) -> tuple[str | None, int]:
+        time.sleep(0.005)
+        if self.fail:
+            raise RuntimeError("table unavailable")
+        return super().get_peaks(tenant)
+
+    def put_peaks(self, tenant: str, doc: str, expected_version: int) -> bool:
+        self.writes += 1
+        return super().put_peaks(tenant, doc, expected_version)
+
+
+def _at_once(quota: PeakQuota, changes: int, minutes: int = 3) -> list[Exception | None]:
+    def one(index: int) -> Exception | None:
+        try:
+            quota.change("t", add=Profile(minutes={index % minutes: 1}))
+        except Exception as exc:
+            return exc
+        return None
+
+    with ThreadPoolExecutor(16) as pool:
+        return [f.result(timeout=60) for f in [pool.submit(one, i) for i in range(changes)]]
+
+
+def test_changes_made_at_once_share_profile_writes_and_all_count() -> None:
+    # Given 16 threads making 96 changes to one tenant's profile (a job batch)
+    store = Slow()
+    outcomes = _at_once(PeakQuota(store, PeakLimits()), 96)
+    # Then every change counts, and they took far fewer writes than changes (one item of up to
+    # ~24 KB: DynamoDB takes about 40 such writes a second)
+    assert outcomes == [None] * 96
+    doc, _ = store.get_peaks("t")
+    assert Profile.from_doc(doc) == Profile(minutes={0: 32, 1: 32, 2: 32})
+    assert store.writes < 96 / 3
+
+
+def test_a_change_that_would_breach_is_refused_alone_within_its_round() -> None:
+    # Given a limit of 20 slots in a minute and 48 changes at once, 24 in each of two minutes
+    store = Slow()
+    outcomes = _at_once(PeakQuota(store, PeakLimits(per_minute=20)), 48, minutes=2)
+    # Then exactly those that fit are written; each of the others is refused with the quota named
+    accepted = [o for o in outcomes if o is None]
+    refused = [o for o in outcomes if o is not None]
+    doc, _ = store.get_peaks("t")
+    assert Profile.from_doc(doc) == Profile(minutes={0: 20, 1: 20})
+    assert len(accepted) == 40 and len(refused) == 8
+    assert all(isinstance(o, PeakQuotaError) and o.quota == "maxSlotsPerMinutePerTenant" for o in refused)
+
+
+def test_a_store_failure_reaches_every_waiting_change_and_none_hangs() -> None:
+    outcomes = _at_once(PeakQuota(Slow(fail=True), PeakLimits()), 40)
+    assert all(isinstance(o, RuntimeError) and "unavailable" in str(o) for o in outcomes)
