@@ -119,14 +119,16 @@ def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
     return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
 
 
-def _delete_as_read(store: JobStore, current: Job | UnreadableJob, now: datetime) -> None:
+def _delete_as_read(
+    store: JobStore, tenant: str, job_id: str, current: Job | UnreadableJob, now: datetime
+) -> None:
     """One delete of the job as read: its links to its parents and its calendar uses go with it,
     a tombstone stays; VersionConflictError when its version or its dependents count moved."""
     parents = schedule_of(current).parents if isinstance(current, Job) else raw_parents(current)
     calendars = current.exclude_calendars if isinstance(current, Job) else _raw_calendars(current)
     store.delete_job(
-        current.tenant,
-        current.id,
+        tenant,
+        job_id,
         current.version,
         current.trigger_rate,
         parents=parents,
@@ -465,7 +467,7 @@ class JobService:
             if children := after_children(self.store, tenant, job_id):
                 raise JobHasDependentsError(job_id, children)
             try:
-                _delete_as_read(self.store, current, self.clock.now())
+                _delete_as_read(self.store, tenant, job_id, current, self.clock.now())
                 break
             except VersionConflictError as exc:
                 if exc.current_version == current.version and attempt < DELETE_TRIES:

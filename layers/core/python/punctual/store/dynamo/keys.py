@@ -103,7 +103,7 @@ def _unreadable(
     version = item.get("version", {}).get("N") or doc.get("version") or 0
     found = UnreadableJob(
         tenant=str(tenant or doc.get("tenant") or item["pk"]["S"].split("#", 2)[1]),
-        id=str(job_id or doc.get("id") or ""),
+        id=str(job_id or doc.get("id") or item["pk"]["S"].split("#", 2)[-1]),
         version=int(version) if str(version).isdigit() else 0,
         state=str(item.get("state", {}).get("S") or doc.get("state") or "ENABLED"),
         reason=reason[:1000],
