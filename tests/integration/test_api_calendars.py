@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
-from api_harness import ALICE, BOB, ApiClient, job_spec
+from api_harness import ALICE, ALICE_ID, BOB, TABLE, ApiClient, job_spec
 from api_harness import api as api  # the fixture
 
+from punctual.store.dynamo.calendar_schema import calendar_key
 from punctual.timing.instants import format_instant_ms
 
 HOLIDAYS = {
@@ -139,3 +141,35 @@ def test_bad_backfills_are_4xx_naming_the_problem(api: ApiClient) -> None:
         assert field in reply.fields(), (body, reply.problem)
         assert words in reply.problem["detail"], (body, reply.problem)
     assert api.call("POST", "/v1/jobs/nope/backfill", _range(5, 1)).status == 404
+
+
+def test_a_calendar_zone_that_is_no_place_is_422_and_one_stored_before_still_works(api: ApiClient) -> None:
+    """QA: a calendar took 'posix/Europe/Berlin', 'localtime', 'right/UTC' (refused for a job):
+    its use then failed with a 500 (the job stored anyway), and so did every list of the tenant."""
+    for zone in ("posix/Europe/Berlin", "localtime", "posixrules", "right/UTC"):
+        reply = api.call("PUT", "/v1/calendars/c", {"timezone": zone, "dates": ["2026-12-25"]})
+        assert reply.status == 422 and reply.fields() == ["timezone"], (zone, reply.problem)
+        assert "not an IANA time zone" in str(reply.problem["errors"]), reply.problem
+    # One stored before the rule is read as its place, as a job's legacy zone is
+    api.call("PUT", "/v1/calendars/old", HOLIDAYS)
+    job = api.create(job_spec(exclude_calendars=["old"]))
+    key = calendar_key(ALICE_ID, "old")
+    item = api.dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
+    doc = json.loads(item["doc"]["S"])
+    api.dynamodb.update_item(
+        TableName=TABLE,
+        Key=key,
+        UpdateExpression="SET doc = :d",
+        ExpressionAttributeValues={":d": {"S": json.dumps({**doc, "timezone": "posix/Europe/Berlin"})}},
+    )
+    assert api.call("GET", f"/v1/jobs/{job['id']}").status == 200
+    assert api.call("GET", "/v1/jobs").status == 200
+    assert api.call("GET", "/v1/calendars/old").body["timezone"] == "posix/Europe/Berlin"
+    preview = api.call(
+        "GET",
+        "/v1/schedules/preview?expression=cron(0%209%20*%20*%20%3F%20*)&timezone=Europe/Berlin&count=1"
+        "&after=2026-12-24T12:00:00Z&calendars=old",
+    )
+    assert preview.status == 200 and preview.body["slots"] == ["2026-12-26T08:00:00Z"]
+    second = api.call("POST", "/v1/jobs", job_spec(exclude_calendars=["old"]))
+    assert second.status == 201

@@ -398,7 +398,8 @@ class CalendarOut(CalendarSpec):
 
     @classmethod
     def of(cls, calendar: Calendar) -> CalendarOut:
-        return cls.model_validate(calendar.model_dump(exclude={"tenant"}))
+        # accepted when written (a zone an older rule let in, such as 'posix/...', stays readable)
+        return cls.model_validate(calendar.model_dump(exclude={"tenant"}), context=ACCEPTED)
 
 
 class CalendarInput(CalendarSpec):

@@ -35,7 +35,13 @@ from pydantic import (
     model_validator,
 )
 
-from punctual.models import CALENDAR_NAME_RE, CALENDAR_NAME_RULE, MAX_TIMEZONE_CHARS, accepted_before
+from punctual.models import (
+    ACCEPTED,
+    CALENDAR_NAME_RE,
+    CALENDAR_NAME_RULE,
+    MAX_TIMEZONE_CHARS,
+    accepted_before,
+)
 from punctual.timing import schedules
 
 MAX_DATES = 5000
@@ -114,9 +120,11 @@ class CalendarSpec(BaseModel):
 
     @field_validator("timezone")
     @classmethod
-    def _zone(cls, value: str) -> str:
+    def _zone(cls, value: str, info: ValidationInfo) -> str:
         try:
             schedules.validate_timezone(value)
+            if not accepted_before(info.context):  # a place, as a job's zone ('posix/...' broke its users)
+                schedules.check_place(value)
         except schedules.ScheduleError as exc:
             raise ValueError(str(exc)) from None
         return value
@@ -160,7 +168,8 @@ class Calendar(CalendarSpec):
 
     @cached_property
     def _tz(self) -> ZoneInfo:
-        return ZoneInfo(self.timezone)
+        # Resolved as a job's zone is (a legacy name a calendar stored before the place rule included)
+        return schedules.validate_timezone(self.timezone)
 
     def excludes_day(self, day: date) -> bool:
         """Whether ``day`` (a day of this calendar's zone) is excluded."""
@@ -189,7 +198,9 @@ class Calendar(CalendarSpec):
         return datetime.combine(date.fromordinal(ordinal), time(0), tzinfo=self._tz).astimezone(UTC)
 
     def spec(self) -> CalendarSpec:
-        return CalendarSpec.model_validate(self.model_dump(include=set(CalendarSpec.model_fields)))
+        return CalendarSpec.model_validate(
+            self.model_dump(include=set(CalendarSpec.model_fields)), context=ACCEPTED
+        )
 
 
 def check_calendar_name(name: str) -> None:
