@@ -106,3 +106,43 @@ def test_the_tenants_quota_holds_per_job(api: ApiClient, monkeypatch: pytest.Mon
     refused = [r for r in reply.body["results"] if r["status"] == "failed"]
     assert {r["problem"]["quota"] for r in refused} == {"maxJobsPerTenant"}
     assert api.store.get_job(ALICE_ID, "bulk-0000") is not None
+
+
+def test_a_job_failing_unexpectedly_fails_alone_and_the_others_results_reach_the_caller(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: one job of a batch with a lone surrogate in a tag value failed the whole batch with a
+    500 while the others were stored (their signing secrets, shown once, lost with the reply)."""
+    from punctual.usecases.jobs import JobService
+
+    register = JobService.register
+
+    def failing(self: JobService, tenant: str, spec: object, job_id: str | None = None) -> object:
+        if job_id == "boom":
+            raise RuntimeError("a bug")
+        return register(self, tenant, spec, job_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(JobService, "register", failing)
+    batch = _batch(2)
+    jobs = batch["jobs"]
+    assert isinstance(jobs, list)
+    jobs += [
+        {"id": "tag-value", "job": http_spec(tags={"k": "\udc00"})},
+        {"id": "tag-key", "job": http_spec(tags={"\udc00": "x"})},
+        {"id": "big", "job": http_spec(payload={"k": "x" * (300 * 1024)})},
+        {"id": "boom", "job": http_spec()},
+    ]
+    reply = api.call("POST", PATH, batch)
+    assert reply.status == 200
+    by_id = {r["id"]: r for r in reply.body["results"]}
+    assert [by_id[f"bulk-{i:04d}"]["job"]["signing_secret"][:6] for i in range(2)] == ["whsec_"] * 2
+    for job_id in ("tag-value", "tag-key"):
+        assert by_id[job_id]["code"] == 422, by_id[job_id]
+        assert "lone surrogate" in str(by_id[job_id]["problem"]["errors"]), by_id[job_id]
+    assert by_id["big"]["code"] == 413 and by_id["big"]["problem"]["type"].endswith("payload-too-large")
+    assert by_id["boom"]["code"] == 500 and "a bug" not in str(by_id["boom"]["problem"])
+    assert (reply.body["created"], reply.body["failed"]) == (2, 4)
+    for job_id in ("tag-value", "tag-key", "big", "boom"):
+        assert api.call("GET", f"/v1/jobs/{job_id}").status == 404
+    single = api.call("POST", "/v1/jobs", http_spec(tags={"k": "\udc00"}))
+    assert single.status == 422 and single.fields() == ["tags"], single.problem

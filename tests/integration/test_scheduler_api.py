@@ -745,3 +745,12 @@ def test_a_dead_letter_event_reaches_a_real_queue_as_the_target_role(aws: None, 
     assert attributes["ERROR_CODE"] == "AWS.SimpleQueueService.NonExistentQueue"
     assert attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
     assert attributes["RETRY_ATTEMPTS"] == "2" and attributes["TARGET_ARN"] == QUEUE
+
+
+def test_a_lone_surrogate_in_any_string_member_is_a_validation_exception(client: Any) -> None:
+    """QA: a tag with a lone surrogate (no UTF-8 form) was an InternalServerException."""
+    for tags in ([{"Key": "k", "Value": "\udc00"}], [{"Key": "\udc00", "Value": "v"}]):
+        code, message = _code(client.create_schedule_group, Name="g", Tags=tags)
+        assert code == "ValidationException" and "lone surrogate" in message, message
+    code, message = _code(client.get_schedule_group, Name="g")
+    assert code == "ResourceNotFoundException", message  # nothing was created

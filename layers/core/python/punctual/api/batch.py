@@ -38,7 +38,7 @@ from punctual.api import problems
 from punctual.api.problems import Problem
 from punctual.api.schemas import JobCreated, JobInput
 from punctual.api.wiring import Services
-from punctual.models import ACCEPTED, JobSpec
+from punctual.models import ACCEPTED, PAYLOAD_TOO_LARGE, JobSpec
 from punctual.store.base import JobExistsError
 
 BATCH_PATH = "/v1/job-batches"
@@ -143,11 +143,18 @@ def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchRe
         job, secret = services.jobs.register(tenant, spec, item.id)
     except ValidationError as exc:
         prefix = f"jobs[{index}].job."
-        errors = [(prefix + field, message) for field, message in problems.field_errors(exc.errors())]
-        body = problems.problem_body(
-            422, "validation", "Invalid job", f"jobs[{index}] is not a valid job", errors
+        pairs = problems.field_errors(exc.errors())
+        errors = [(prefix + field, message) for field, message in pairs]
+        too_large = [m for field, m in pairs if field == "payload" and PAYLOAD_TOO_LARGE in m]
+        if too_large:  # the code a single create answers (POST /v1/jobs: 413)
+            body = problems.problem_body(413, "payload-too-large", "Payload too large", too_large[0], errors)
+        else:
+            body = problems.problem_body(
+                422, "validation", "Invalid job", f"jobs[{index}] is not a valid job", errors
+            )
+        return BatchResult(
+            id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body)
         )
-        return BatchResult(id=item.id, status="failed", code=422, problem=Problem.model_validate(body))
     except JobExistsError:
         return _existing(services, tenant, item, spec)
     except Exception as exc:

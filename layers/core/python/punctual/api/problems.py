@@ -471,12 +471,17 @@ def item_problem(exc: Exception) -> dict[str, Any]:
         (UnreadableJobError, _unreadable),
         (TransactionConflictError, _contended),
         (TransactionTooLargeError, _too_many_items),
+        (LayoutMismatchError, _misconfigured),
+        (ClientError, _aws_error),
     )
     for kinds, handler in handlers:
         if isinstance(exc, kinds):
             body: dict[str, Any] = json.loads(handler(exc).body)
             return body
-    raise exc  # anything else fails the request as it would a single create (logged, 5xx)
+    # Anything else is this job's 500 (logged with its traceback), not the batch's: the others'
+    # results (a created job's signing secret, shown once) still reach the caller.
+    unexpected: dict[str, Any] = json.loads(str(_unexpected(exc).body))
+    return unexpected
 
 
 def install(app: APIGatewayRestResolver) -> None:

@@ -42,6 +42,7 @@ from punctual.models.base import (
     MAX_TIMEZONE_CHARS,
     PAYLOAD_TOO_LARGE,
     StrictModel,
+    _check_text,
     accepted_before,
     check_json_value,
     flag_field,
@@ -300,6 +301,8 @@ class JobSpec(StrictModel):
         if len(value) > MAX_TAGS:
             raise ValueError(f"at most {MAX_TAGS} tags")
         for key, tag_value in value.items():
+            _check_text(key, "tag key")  # a lone surrogate: not Unicode, no UTF-8 form to store
+            _check_text(tag_value, f"tag {key.encode('utf-8', 'backslashreplace').decode()!r}")
             if not 1 <= len(key) <= MAX_TAG_KEY_CHARS:
                 raise ValueError(f"tag keys must be 1-{MAX_TAG_KEY_CHARS} characters")
             if len(tag_value) > MAX_TAG_VALUE_CHARS:

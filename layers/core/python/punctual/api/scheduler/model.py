@@ -190,6 +190,8 @@ def validate(value: Any, shape_name: str, path: str) -> None:
     if kind == "string":
         if not isinstance(value, str):
             raise invalid(f"{name} must be a string")
+        if not value.isascii() and not _unicode(value):
+            raise invalid(f"{name} holds a lone surrogate, which is not Unicode text")
         _bounds(len(value), shape, name, "characters")
         if "enum" in shape and value not in shape["enum"]:
             raise invalid(f"{name} must be one of {', '.join(shape['enum'])}, not {value[:64]!r}")
@@ -241,3 +243,12 @@ def to_datetime(value: Any, name: str) -> datetime:
 def epoch(instant: datetime | None) -> float | None:
     """A timestamp as the service answers it in JSON: epoch seconds."""
     return None if instant is None else instant.timestamp()
+
+
+def _unicode(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 form (a lone surrogate, ``"\\udc00"`` in JSON, has none)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
