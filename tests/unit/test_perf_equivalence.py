@@ -237,8 +237,13 @@ def _plan_reference(
     in_window = [s for s in missed if dispatch_instant(job, s) >= window_start]
     if job.catchup.policy is CatchupKind.ALL:
         chosen = in_window
-    elif job.catchup.policy is CatchupKind.LATEST:
-        chosen = in_window[-1:] if not on_time else []
+    elif job.catchup.policy is CatchupKind.LATEST:  # (none when more are due past the cap: newer)
+        more_due = (
+            len(due) == MAX_RELEASE_PER_TIMER
+            and current is not None
+            and dispatch_instant(job, current) <= now
+        )
+        chosen = in_window[-1:] if not on_time and not more_due else []
     else:
         chosen = []
     release = chosen + on_time

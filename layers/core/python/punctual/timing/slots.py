@@ -293,7 +293,16 @@ def _plan_due(
     if policy is CatchupKind.ALL:
         chosen, reason = in_window, MISSED_OUTSIDE_WINDOW  # only slots outside the window are dropped
     elif policy is CatchupKind.LATEST:
-        chosen, reason = (in_window[-1:] if not on_time else []), MISSED_BY_LATEST
+        # The newest of the slots due: none of these when the walk stopped at its cap with more
+        # due after them (the next release decides among those; QA: a 45-minute outage ran the
+        # thirtieth late slot, 10:40, beside the on-time 10:55)
+        more_due = (
+            len(due) == MAX_RELEASE_PER_TIMER
+            and current is not None
+            and (stop_before is None or current < stop_before)
+            and dispatch_instant(job, current) <= now
+        )
+        chosen, reason = (in_window[-1:] if not on_time and not more_due else []), MISSED_BY_LATEST
     else:
         chosen, reason = [], MISSED_BY_NONE
     kept, window = set(chosen), set(in_window)
