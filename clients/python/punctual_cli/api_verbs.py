@@ -16,9 +16,11 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from types import SimpleNamespace
+from typing import Any, TextIO, cast
 
 from punctual.models import ExecutionStatus, JobSpec
+from punctual.models.targets import target_arn
 from punctual_cli.calendar_verbs import add_backfill_action, add_backfills, add_calendars
 from punctual_cli.client import ApiError, PunctualClient
 from punctual_cli.verb_kit import (
@@ -31,6 +33,7 @@ from punctual_cli.verb_kit import (
     limit_arg,
     table,
     version_arg,
+    zone_arg,
 )
 
 # --------------------------------------------------------------------------- output
@@ -59,14 +62,13 @@ def _job_rows(jobs: Sequence[Mapping[str, Any]]) -> str:
 
 def _job_detail(job: Mapping[str, Any]) -> str:
     target = job.get("target") or {}
-    where = target.get("url") or next((v for k, v in target.items() if k.endswith("_arn")), "")
     pairs = [
         ("id", job["id"]),
         ("name", job.get("name") or ""),
         ("state", job["state"] + (f" ({job['state_reason']})" if job.get("state_reason") else "")),
         ("schedule", f"{job['schedule']}  [{job.get('timezone', 'UTC')}]"),
         ("next fire", job.get("next_fire_at") or "-"),
-        ("target", f"{target.get('type', '?')} {where}".strip()),
+        ("target", _target_text(target)),
         ("runtime", f"{job.get('runtime')}, timeout {job.get('timeout_seconds')} s"),
         ("retry", ", ".join(f"{k}={v}" for k, v in (job.get("retry") or {}).items())),
         ("tags", ", ".join(f"{k}={v}" for k, v in (job.get("tags") or {}).items()) or "-"),
@@ -79,11 +81,18 @@ def _job_detail(job: Mapping[str, Any]) -> str:
     return "".join(f"{key.ljust(width)}  {value}\n" for key, value in pairs)
 
 
+def _target_text(target: Mapping[str, Any]) -> str:
+    """``sqs arn:aws:sqs:...``: a target's type and what it calls, its URL or the ARN the core names
+    (:func:`~punctual.models.targets.target_arn`: the queue's, the function's ..., never ``role_arn``,
+    the role the worker assumes, nor a null)."""
+    where = target.get("url") or target_arn(cast(Any, SimpleNamespace(**target)))
+    return f"{target.get('type', '?')} {where}".strip()
+
+
 def _alert_rule(rule: Mapping[str, Any]) -> str:
     target = rule.get("target") or {}
-    where = target.get("url") or next((v for k, v in target.items() if k.endswith("_arn")), "")
     late = f" after {rule['late_after_seconds']} s" if rule.get("late_after_seconds") else ""
-    return f"{','.join(rule.get('on') or [])}{late} -> {target.get('type', '?')} {where}".strip()
+    return f"{','.join(rule.get('on') or [])}{late} -> {_target_text(target)}"
 
 
 def _alert_rows(alerts: Sequence[Mapping[str, Any]]) -> str:
@@ -390,7 +399,7 @@ def _spec_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name")
     parser.add_argument("--description")
     parser.add_argument("--schedule", metavar="EXPR", help="cron(...), 5-field cron, rate(...), at(...), ...")
-    parser.add_argument("--tz", metavar="ZONE", help="IANA time zone of the schedule")
+    parser.add_argument("--tz", type=zone_arg, metavar="ZONE", help="IANA time zone of the schedule")
     parser.add_argument("--http-url", metavar="URL", help="target: a webhook")
     parser.add_argument("--http-method", default="POST", choices=("GET", "POST", "PUT", "PATCH", "DELETE"))
     parser.add_argument("--lambda-arn", metavar="ARN", help="target: a Lambda function")
@@ -447,19 +456,19 @@ def add_jobs(verbs: Any) -> None:
     _spec_flags(update)
     update.add_argument("--replace", action="store_true", help="with --file: the file is the whole new spec")
     update.add_argument(
-        "--if-match", type=version_arg, metavar="VERSION", help="default: the version just read"
+        "--if-match", type=version_arg("job"), metavar="VERSION", help="default: the version just read"
     )
     update.set_defaults(handler=guarded(_cmd_jobs_update))
 
     for action, text in (("pause", "pause a job"), ("resume", "resume a paused job")):
         parser = sub.add_parser(action, parents=[common], help=text)
         parser.add_argument("job_id", metavar="JOB", type=job_id_arg)
-        parser.add_argument("--if-match", type=version_arg, metavar="VERSION")
+        parser.add_argument("--if-match", type=version_arg("job"), metavar="VERSION")
         parser.set_defaults(handler=guarded(_state_verb(action)))
 
     delete = sub.add_parser("delete", parents=[common], help="delete a job")
     delete.add_argument("job_id", metavar="JOB", type=job_id_arg)
-    delete.add_argument("--if-match", type=version_arg, metavar="VERSION")
+    delete.add_argument("--if-match", type=version_arg("job"), metavar="VERSION")
     delete.set_defaults(handler=guarded(_cmd_jobs_delete))
 
     trigger = sub.add_parser("trigger", parents=[common], help="run a job now")

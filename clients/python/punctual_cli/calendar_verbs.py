@@ -27,6 +27,7 @@ from punctual_cli.verb_kit import (
     limit_arg,
     table,
     version_arg,
+    zone_arg,
 )
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -235,8 +236,10 @@ def add_calendars(verbs: Any) -> None:
     put.add_argument(
         "--range", action="append", type=_day_range, metavar="FIRST..LAST", help="days to exclude"
     )
-    put.add_argument("--tz", metavar="ZONE", help="the calendar's time zone (default: the file's, else UTC)")
-    put.add_argument("--if-match", type=version_arg, metavar="VERSION")
+    put.add_argument(
+        "--tz", type=zone_arg, metavar="ZONE", help="the calendar's time zone (default: the file's, else UTC)"
+    )
+    put.add_argument("--if-match", type=version_arg("calendar"), metavar="VERSION")
     put.set_defaults(handler=guarded(_cmd_calendars_put))
 
     get = sub.add_parser("get", parents=[common], help="show a calendar")
@@ -252,5 +255,5 @@ def add_calendars(verbs: Any) -> None:
 
     delete = sub.add_parser("delete", parents=[common], help="delete a calendar no job uses")
     delete.add_argument("name", metavar="NAME", type=_name)
-    delete.add_argument("--if-match", type=version_arg, metavar="VERSION")
+    delete.add_argument("--if-match", type=version_arg("calendar"), metavar="VERSION")
     delete.set_defaults(handler=guarded(_cmd_calendars_delete))

@@ -2,9 +2,25 @@
 
 Each verb is one ``_add_<verb>`` function that registers its sub-parser and sets
 ``handler`` to a function ``(args, out) -> int``; :data:`VERBS` lists them, so a new
-verb is a new pair of functions and one entry there. Every error, argparse's own
-included, is one line on stderr (``punctual: error: ...``) with exit status 2 and
-nothing on stdout; never a traceback.
+verb is a new pair of functions and one entry there.
+
+Exit statuses and errors (never a traceback; stderr lines start ``punctual: error:``):
+
+- 0: done (``--help`` too). A warning or note (``punctual: warning: ...``, ``punctual: note: ...``)
+  may go to stderr beside the output.
+- 2, one line on stderr: input found bad here, before or without asking the API (argparse's
+  errors, a schedule ``punctual next`` cannot read, a file that does not parse, a time zone that
+  is not a place).
+- 2 or 1, one or two lines on stderr: an error the API answered
+  (:func:`punctual_cli.verb_kit.guarded`). The first line is its status, title and detail
+  (``punctual: error: 422 Invalid request: ...``); when the answer lists field errors, a
+  second line, indented two spaces, gives them all (``  field: message; field: message``).
+  Exit 2 for invalid input (400, 413, 415, 422), 1 for any other (404, 409, 412, 429, 5xx) and
+  when the API cannot be reached (``punctual: error: cannot reach URL: ...``) or a request cannot
+  be signed.
+- 1, one line: a bug (``punctual: error: internal error: ...``).
+
+Nothing is printed on stdout when the status is not 0.
 """
 
 from __future__ import annotations
@@ -22,6 +38,7 @@ from punctual.timing.schedules import ScheduleError, format_instant, parse_insta
 from punctual.usecases.calendars import Calendar, included_slots
 from punctual_cli.api_verbs import API_VERBS
 from punctual_cli.ics import IcsError, parse_ics
+from punctual_cli.verb_kit import one_line, zone_arg
 
 PROG = "punctual"
 MAX_COUNT = 1000
@@ -72,7 +89,9 @@ def _add_next(verbs: argparse._SubParsersAction[_Parser]) -> None:
     parser.add_argument(
         "expression", metavar="EXPRESSION", help="cron(...), 5-field cron, rate(...), at(...), delay(...)"
     )
-    parser.add_argument("--tz", default="UTC", metavar="ZONE", help="IANA time zone (default: UTC)")
+    parser.add_argument(
+        "--tz", type=zone_arg, default="UTC", metavar="ZONE", help="IANA time zone (default: UTC)"
+    )
     parser.add_argument(
         "--after", type=_instant, metavar="INSTANT", help="slots strictly after this instant (default: now)"
     )
@@ -92,7 +111,10 @@ def _add_next(verbs: argparse._SubParsersAction[_Parser]) -> None:
         "--exclude-date", action="append", metavar="YYYY-MM-DD", help="skip slots on this day (repeatable)"
     )
     parser.add_argument(
-        "--exclude-tz", metavar="ZONE", help="the zone of the excluded days (default: the file's, else --tz)"
+        "--exclude-tz",
+        type=zone_arg,
+        metavar="ZONE",
+        help="the zone of the excluded days (default: the file's, else --tz)",
     )
     parser.add_argument(
         "--show-excluded", action="store_true", help="also print the slots skipped, marked 'excluded'"
@@ -143,6 +165,11 @@ def _exclusions(args: argparse.Namespace) -> Calendar:
         except (OSError, UnicodeDecodeError, IcsError) as exc:
             raise UsageError(f"{args.exclude_ics}: {exc}") from None
         file_zone = found.timezone
+        if file_zone and not args.exclude_tz:  # checked as --exclude-tz is: a place
+            try:
+                zone_arg(file_zone)
+            except argparse.ArgumentTypeError as exc:
+                raise UsageError(f"{args.exclude_ics}: X-WR-TIMEZONE: {exc}") from None
         body["dates"] += found.dates
         body["ranges"] += found.ranges
     body["timezone"] = args.exclude_tz or file_zone or args.tz
@@ -179,7 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit status: 0 on success, 2 for invalid input (one line on stderr).
+        The exit status: 0 on success, 2 for invalid input, 1 for an error the API answered
+        other than invalid input or for a bug (see the module docstring).
     """
     out, err = sys.stdout, sys.stderr
     try:
@@ -187,14 +215,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Handler = args.handler
         return handler(args, out)
     except UsageError as exc:
-        err.write(f"{PROG}: error: {exc}\n")
+        err.write(f"{PROG}: error: {one_line(str(exc))}\n")
         return 2
     except SystemExit as exc:  # --help and --version exit through argparse
         return exc.code if isinstance(exc.code, int) else 0
     except BrokenPipeError:  # `punctual next ... | head -1`
         return 0
     except Exception as exc:  # a bug, not bad input: still one line, but status 1
-        err.write(f"{PROG}: error: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
+        err.write(f"{PROG}: error: internal error: {type(exc).__name__}: {one_line(str(exc))}\n")
         return 1
 
 

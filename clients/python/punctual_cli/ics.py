@@ -6,7 +6,9 @@ an 8-digit value), ending at ``DTEND`` (exclusive, as RFC 5545 says; absent: one
 is ``X-WR-TIMEZONE`` when the file names one.
 
 What it refuses, with the line: an all-day event with ``RRULE`` or ``RDATE`` (recurring events are
-out of scope: expand them first, or list the dates), an end before the start, a malformed date.
+out of scope: expand them first, or list the dates), an end that is not after the start (RFC 5545:
+an all-day event's DTEND, exclusive, is a later day; a DURATION at least a day), an end past
+9999-12-31, a malformed date.
 Timed events (``DTSTART`` with a time) are not whole days: they are skipped and counted.
 """
 
@@ -116,20 +118,46 @@ def _add_event(found: IcsCalendar, event: dict[str, tuple[int, dict[str, str], s
                 " list each day (or expand the file) instead"
             )
     first = _day(value, number, "DTSTART")
-    end = first + timedelta(days=1)
+    last = first  # the last day, included: absent DTEND and DURATION, one day (RFC 5545)
     if "DTEND" in event:
         end_number, _, end_value = event["DTEND"]
         end = _day(end_value, end_number, "DTEND")
+        if end < first:
+            raise IcsError(f"line {end_number}: the event ends ({end}) before it starts ({first})")
+        if end == first:  # RFC 5545: DTEND is exclusive and MUST be later than DTSTART
+            raise IcsError(
+                f"line {end_number}: the event does not end after it starts ({first}): DTEND"
+                f" {end_value!r} is exclusive, the day after the event's last day"
+            )
+        last = end - timedelta(days=1)
     elif "DURATION" in event:
-        dur_number, _, dur_value = event["DURATION"]
-        match = _DURATION.match(dur_value)
-        if not match:
-            raise IcsError(f"line {dur_number}: DURATION {dur_value!r} is not whole days or weeks")
-        end = first + timedelta(days=int(match[1]) * 7 if match[1] else int(match[2]))
-    if end <= first:
-        raise IcsError(f"line {line}: the event ends ({end}) before it starts ({first})")
-    last = end - timedelta(days=1)  # DTEND of a date event is exclusive
+        duration_number, _, duration = event["DURATION"]
+        last = _duration_last(first, duration_number, duration)
     if last == first:
         found.dates.append(first.isoformat())
     else:
         found.ranges.append({"start": first.isoformat(), "end": last.isoformat()})
+
+
+def _duration_last(first: date, number: int, value: str) -> date:
+    """The last day (included) of an all-day event from ``first`` lasting DURATION ``value``."""
+    match = _DURATION.match(value)
+    if not match:
+        raise IcsError(f"line {number}: DURATION {value[:40]!r} is not whole days or weeks")
+    digits, unit_days = (match[1], 7) if match[1] else (match[2], 1)
+    try:
+        days = int(digits.lstrip("0") or "0") * unit_days
+    except ValueError:  # more digits than int() reads: far past any date
+        days = timedelta.max.days + 1
+    if days < 1:
+        raise IcsError(
+            f"line {number}: the event does not end after it starts ({first}): DURATION {value[:40]!r}"
+            " is less than a day"
+        )
+    try:  # (the exclusive end is never made: an event may end on 9999-12-31, the last date)
+        return first + timedelta(days=days - 1)
+    except OverflowError:
+        raise IcsError(
+            f"line {number}: DURATION {value[:40]!r} from {first} ends after {date.max},"
+            " the last day a date can name"
+        ) from None

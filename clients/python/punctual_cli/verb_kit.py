@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from punctual.timing.schedules import ScheduleError, check_place, validate_timezone
 from punctual_cli.client import DEFAULT_ENDPOINT, ApiError, ClientInputError, PunctualClient
 
 INPUT_STATUSES = frozenset({400, 413, 415, 422})
@@ -77,10 +78,27 @@ def job_id_arg(text: str) -> str:
     return text
 
 
-def version_arg(text: str) -> int:
-    if not text.strip('"').isdigit():
-        raise argparse.ArgumentTypeError(f"a job version is a whole number, got {text!r}")
-    return int(text.strip('"'))
+def version_arg(kind: str) -> Callable[[str], int]:
+    """The argparse type of ``--if-match`` for a ``kind`` (job, calendar): a whole number."""
+
+    def version(text: str) -> int:
+        digits = text.strip('"')
+        if not (digits.isascii() and digits.isdigit()):
+            raise argparse.ArgumentTypeError(f"a {kind} version is a whole number, got {text[:80]!r}")
+        return int(digits)
+
+    return version
+
+
+def zone_arg(text: str) -> str:
+    """The argparse type of a time zone: what a new job may name (the core's rule for a job's
+    ``timezone``: a known IANA place; not ``localtime``, ``posixrules``, ``posix/...``)."""
+    try:
+        validate_timezone(text)
+        check_place(text)
+    except ScheduleError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("timezone: ")) from None
+    return text
 
 
 def limit_arg(text: str) -> int:
@@ -90,21 +108,29 @@ def limit_arg(text: str) -> int:
 
 
 def guarded(run: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argparse.Namespace, TextIO], int]:
-    """API errors become one or two lines on stderr and an exit status; never a traceback."""
+    """Errors become lines on stderr and an exit status, never a traceback: bad input found here
+    (:class:`CliInputError`, :class:`ClientInputError`) one line, exit 2; an error the API answers
+    (:class:`ApiError`) its summary on one line, then its field errors (if any) on a second, exit 2
+    for :data:`INPUT_STATUSES`, else 1 (other 4xx, 5xx, and no answer at all)."""
 
     def handler(args: argparse.Namespace, out: TextIO) -> int:
         err = sys.stderr
         try:
             return run(args, out)
         except (CliInputError, ClientInputError) as exc:
-            err.write(f"punctual: error: {exc}\n")
+            err.write(f"punctual: error: {one_line(str(exc))}\n")
             return 2
         except ApiError as exc:
-            err.write(f"punctual: error: {exc.summary()}\n")
+            err.write(f"punctual: error: {one_line(exc.summary())}\n")
             if exc.errors:  # every one of them: fixing five at a time is no way to work
-                err.write(
-                    "  " + "; ".join(f"{e.get('field')}: {e.get('message')}" for e in exc.errors) + "\n"
-                )
+                fields = "; ".join(f"{e.get('field')}: {e.get('message')}" for e in exc.errors)
+                err.write(f"  {one_line(fields)}\n")
             return 2 if exc.status in INPUT_STATUSES else 1
 
     return handler
+
+
+def one_line(text: str) -> str:
+    """``text`` with its whitespace runs as one space: an answer's detail (a proxy's HTML page)
+    may hold line breaks, and each error is one line."""
+    return " ".join(text.split())
