@@ -196,6 +196,9 @@ class ReleasePlan:
     ranges: list[MissedRange] = field(default_factory=list)  # long runs of dropped slots, one record each
     next_slot: datetime | None = None  # the slot of the timer to write next (None: the job completes)
     chain: bool = True  # False for delay(...) jobs, which chain from finish times
+    # The version the next timer keeps (None: the job's): a replaced spec's chain, caught up under
+    # the new spec, stays its old chain (punctual.dispatch.polling.chains, Verdict.REPLACED)
+    timer_version: int | None = None
 
     @property
     def skipped(self) -> int:

@@ -14,15 +14,24 @@ the chain without changing the spec, and the resume starts it again
   within the poller's lag) found the resume gone past it: the poller catches up those slots
   itself, up to where the resumed chain starts (:data:`Verdict.ORPHAN`).
 
-So no slot around a pause is dropped silently: it runs, or the catch-up policy records it MISSED.
+A replace starts the new spec's chain at its first slot after the replace (``replaced_at``). A
+slot of the old chain due at or before the replace that no poller released yet (a poller a moment
+behind, or down) is owed all the same: the poller that meets the old chain's timer catches it up
+under the new spec, from the timer's slot up to where the new chain starts
+(:data:`Verdict.REPLACED`; the catch-up policy decides the late ones), and while the job is paused
+records it on the job as a pause's owed slot (:data:`Verdict.PARK`).
+
+So no slot around a pause or a replace is dropped silently: it runs, or the catch-up policy
+records it MISSED.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from enum import Enum
 
 from punctual.models import Job, JobState
-from punctual.timing.slots import resume_start, schedule_of
+from punctual.timing.slots import ReleasePlan, next_slot, plan_release, resume_start, schedule_of
 from punctual.timing.timers import Timer, slot_instant
 
 
@@ -31,14 +40,17 @@ class Verdict(Enum):
     STALE = "stale"  # a chain the job no longer has (deleted, new spec, or the resume owns its slots)
     PARK = "park"  # the job is paused and this slot was due before the pause: the resume owes it
     ORPHAN = "orphan"  # due before a pause and met after the resume: catch it up here
+    REPLACED = "replaced"  # a replaced spec's chain, due by the replace: caught up under the new spec
 
 
 def verdict(timer: Timer, job: Job | None) -> Verdict:
     """What to do with the chain timer ``timer`` of ``job`` (as read; None when gone)."""
     if job is None or job.state not in (JobState.ENABLED, JobState.PAUSED):
         return Verdict.STALE
-    if timer.job_version < job.spec_since or timer.job_version > job.version:
-        return Verdict.STALE  # a replaced spec's chain (or a job read behind its timer)
+    if timer.job_version > job.version:
+        return Verdict.STALE  # a job read behind its timer
+    if timer.job_version < job.spec_since:
+        return _replaced(timer, job)
     if job.state is JobState.ENABLED and timer.job_version == job.version:
         return Verdict.RELEASE
     if schedule_of(job).kind == "delay" or job.paused_at is None:
@@ -50,3 +62,32 @@ def verdict(timer: Timer, job: Job | None) -> Verdict:
         return Verdict.PARK
     start = resume_start(job)
     return Verdict.ORPHAN if start is not None and slot < start else Verdict.STALE
+
+
+OWED_BY_REPLACE = "job replaced"  # the cause put before the reason of a slot a replace made missed
+
+
+def _replaced(timer: Timer, job: Job) -> Verdict:
+    """A timer of a chain an older spec started: owed when its slot was due by the replace."""
+    if job.replaced_at is None or schedule_of(job).kind in ("after", "delay"):
+        return Verdict.STALE  # (a job replaced before replaces kept their instant)
+    slot = slot_instant(timer.slot)
+    if slot > job.replaced_at:
+        return Verdict.STALE  # the new chain's slots: it starts after the replace
+    if job.state is JobState.PAUSED:
+        paused_at = job.paused_at
+        return Verdict.PARK if paused_at is not None and slot < paused_at else Verdict.STALE
+    return Verdict.REPLACED
+
+
+def replaced_plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
+    """The slots a replace owes (:data:`Verdict.REPLACED`): from the old chain's timer up to the
+    new chain's first slot, released under the new spec; the timer the plan writes next stays the
+    old chain's (its version), so the job's current chain stays apart."""
+    assert job.replaced_at is not None
+    start = next_slot(job, job.replaced_at) or job.replaced_at + timedelta(microseconds=1)
+    plan = plan_release(
+        job, slot_instant(timer.slot), now, due=timer.due, stop_before=start, cause=OWED_BY_REPLACE
+    )
+    plan.timer_version = timer.job_version
+    return plan

@@ -58,7 +58,7 @@ from punctual.delivery.notifications import Notifier
 from punctual.delivery.notifications.sweep import sweep_message
 from punctual.dispatch.budget_reservations import BudgetRequest, SharedBudgetLedger
 from punctual.dispatch.load_forecast import add_ecs_slot, add_slot, chain_forecast, on_ecs_lane
-from punctual.dispatch.polling.chains import Verdict, verdict
+from punctual.dispatch.polling.chains import Verdict, replaced_plan, verdict
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
 from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, Pauses
@@ -242,6 +242,8 @@ class SlotReleaser:
                 # Released as the chain it is (its version): the job's current chain stays apart.
                 chain = job.model_copy(update={"version": timer.job_version})
                 plans.append((chain, self.pauses.orphan_plan(chain, timer, now)))
+            elif found is Verdict.REPLACED and job is not None:
+                plans.append((job, replaced_plan(job, timer, now)))
             else:
                 report.stale += 1
         excluded, missed = self.exclusions.exclude(plans, now)
@@ -367,6 +369,8 @@ class SlotReleaser:
         out.missed.extend(range_record(job, missed, now) for missed in plan.ranges)
         if plan.next_slot is not None:
             timer = fire_timer(self.config.layout, job, plan.next_slot, now, chained=True)
+            if plan.timer_version is not None:
+                timer = replace(timer, job_version=plan.timer_version)
             out.next_timers.append(timer)
             if timer.lane is Lane.NEAR and plan.release:
                 # A near chain: this release forecasts a slot a horizon on (punctual.dispatch.load_forecast).

@@ -1,0 +1,131 @@
+"""A replace never drops a slot that was due by it (QA): the old spec's chain timer a poller had
+not released yet (a moment behind, or down) is caught up under the new spec, up to where the new
+chain starts; while the job is paused it is parked as a pause's owed slot. Every slot runs once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
+from factories import spec
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.runtime.clock import ManualClock
+from punctual.store.memory import MemoryStore
+from punctual.usecases.jobs import JobService, QueueRouting
+
+
+def T(h: int, m: int, s: float = 0) -> datetime:
+    return datetime(2026, 12, 1, h, m, tzinfo=UTC) + timedelta(seconds=s)
+
+
+class Recording(FakeTarget):
+    """Records each call's slot and payload."""
+
+    def __init__(self, into: list[tuple[str, Any]]) -> None:
+        super().__init__()
+        self.into = into
+
+    def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
+        self.into.append((ctx.slot, payload))
+        return super().invoke(target, payload, ctx)
+
+
+class Run:
+    """The job service, a poller and a worker on one manual clock; what the target received."""
+
+    def __init__(self, start: datetime) -> None:
+        self.clock = ManualClock(start)
+        self.payloads: list[tuple[str, Any]] = []
+        self.rig = Rig(MemoryStore(), self.clock, target=Recording(self.payloads))
+        self.jobs = JobService(
+            self.rig.store, self.rig.queues, self.clock, LAYOUT, QueueRouting((SHORT,), (LONG,))
+        )
+        self.worker = self.rig.worker()
+
+    def until(self, end: datetime, step_s: float = 1.0) -> None:
+        """Pollers and workers at work every ``step_s`` up to ``end``."""
+        while self.clock.now() < end:
+            self.clock.set(min(self.clock.now() + timedelta(seconds=step_s), end))
+            self.rig.poll()
+            self.rig.work_until_idle(self.worker, SHORT)
+
+    def ran(self) -> Counter[str]:
+        return Counter(slot for slot, _ in self.payloads)
+
+
+def _slot(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.parametrize("after_ms", [0, 300, 999, 5000])
+def test_a_payload_edit_just_after_an_unreleased_slot_runs_that_slot_with_the_new_payload(
+    after_ms: int,
+) -> None:
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(0 * * * ? *)", payload={"v": 1}), job_id="j")
+    run.until(T(9, 59, 59))
+    run.clock.set(T(10, 0) + timedelta(milliseconds=after_ms))  # no poller released 10:00 yet
+    run.jobs.replace("default", "j", spec("cron(0 * * * ? *)", payload={"v": 2}))
+    run.until(T(10, 0, 10))
+    run.clock.set(T(10, 59, 58))
+    run.until(T(11, 0, 5))
+    assert run.ran() == Counter({_slot(T(10, 0)): 1, _slot(T(11, 0)): 1})
+    assert [payload for _, payload in run.payloads] == [{"v": 2}, {"v": 2}]
+
+
+@pytest.mark.parametrize(("policy", "expected"), [("all", range(1, 11)), ("latest", [10]), ("none", [10])])
+def test_slots_a_poller_outage_left_unreleased_are_caught_up_after_a_replace(
+    policy: str, expected: Any
+) -> None:
+    # Given pollers down from 10:00:30 to 10:10:20, and a payload edit at 10:10:10
+    run = Run(T(9, 58))
+    job = spec("rate(1 minute)", start_at="2026-12-01T09:00:00Z", catchup={"policy": policy})
+    run.jobs.register("default", job, job_id="j")
+    run.until(T(10, 0, 30))
+    run.clock.set(T(10, 10, 10))
+    run.jobs.replace("default", "j", job.model_copy(update={"payload": {"v": 2}}))
+    run.clock.set(T(10, 10, 20))
+    run.until(T(10, 13, 5))
+    # Then the outage's slots follow the catch-up policy (as without the edit; 10:10 is 20 s late:
+    # on time), each once; the
+    # others are recorded MISSED; the new chain goes on from 10:11
+    ran = run.ran()
+    outage = [_slot(T(10, m)) for m in range(1, 11)]
+    assert [s for s in outage if s in ran] == [_slot(T(10, m)) for m in expected]
+    assert all(count == 1 for count in ran.values()), ran
+    assert [_slot(T(10, m)) for m in (11, 12, 13)] == [s for s in sorted(ran) if s > _slot(T(10, 10))]
+    records = {r.slot: r.status.value for r in run.rig.store.list_executions("default", "j", limit=100).items}
+    assert all(records.get(s) in ("SUCCEEDED", "MISSED") for s in outage), records
+
+
+def test_a_schedule_change_runs_the_old_schedules_due_slot_once_and_the_new_chain_after_the_replace() -> None:
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(0 * * * ? *)"), job_id="j")
+    run.until(T(9, 59, 59))
+    run.clock.set(T(10, 0, 0.5))  # hourly 10:00 not released yet
+    run.jobs.replace("default", "j", spec("rate(1 minute)"))
+    run.until(T(10, 3, 5))
+    ran = run.ran()
+    assert ran[_slot(T(10, 0))] == 1 and all(count == 1 for count in ran.values()), ran
+    assert sorted(ran) == [_slot(T(10, 0)), _slot(T(10, 1, 1)), _slot(T(10, 2, 1)), _slot(T(10, 3, 1))]
+
+
+def test_a_job_replaced_then_paused_before_the_release_owes_the_slot_to_its_resume() -> None:
+    run = Run(T(9, 58))
+    job = spec("cron(0 * * * ? *)", payload={"v": 1})
+    run.jobs.register("default", job, job_id="j")
+    run.until(T(9, 59, 59))
+    run.clock.set(T(10, 0, 0.3))
+    run.jobs.replace("default", "j", job.model_copy(update={"payload": {"v": 2}}))
+    run.clock.set(T(10, 0, 0.6))
+    run.jobs.pause("default", "j")
+    run.until(T(10, 5))  # the poller meets the old chain's 10:00 while the job is paused
+    assert run.ran() == Counter()
+    run.jobs.resume("default", "j")
+    run.until(T(10, 5, 5))
+    assert run.ran() == Counter({_slot(T(10, 0)): 1})
+    assert run.payloads == [(_slot(T(10, 0)), {"v": 2})]
