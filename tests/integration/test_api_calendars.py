@@ -173,3 +173,15 @@ def test_a_calendar_zone_that_is_no_place_is_422_and_one_stored_before_still_wor
     assert preview.status == 200 and preview.body["slots"] == ["2026-12-26T08:00:00Z"]
     second = api.call("POST", "/v1/jobs", job_spec(exclude_calendars=["old"]))
     assert second.status == 201
+
+
+def test_if_none_match_star_creates_a_calendar_only_and_never_overwrites_one(api: ApiClient) -> None:
+    """QA: If-None-Match: * was ignored; the PUT replaced the calendar (its dates wiped)."""
+    created = api.call("PUT", "/v1/calendars/hol", HOLIDAYS, headers={"If-None-Match": "*"})
+    assert created.status == 201
+    again = api.call("PUT", "/v1/calendars/hol", {"dates": []}, headers={"If-None-Match": "*"})
+    assert again.status == 412 and "exists" in again.problem["detail"], again.problem
+    assert api.call("GET", "/v1/calendars/hol").body["dates"] == HOLIDAYS["dates"]
+    odd = api.call("PUT", "/v1/calendars/other", {"dates": []}, headers={"If-None-Match": '"1"'})
+    assert odd.status == 400 and odd.fields() == ["header.If-None-Match"], odd.problem
+    assert api.call("GET", "/v1/calendars/other").status == 404

@@ -21,7 +21,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from punctual.api import batch, idempotent, problems
-from punctual.api.conditional import create_at, keeping_schedule
+from punctual.api.conditional import create_at, keeping_schedule, must_create
 from punctual.api.openapi_doc import SIGV4, finished_document
 from punctual.api.path_params import JOB_ID_RE, backfill_id_of, calendar_name_of, job_id_of
 from punctual.api.problems import ApiProblem, Problem
@@ -87,6 +87,12 @@ IfMatch = Annotated[
 IfNoneMatch = Annotated[
     str | None,
     Header(alias="If-None-Match", max_length=8, description='"*": create the job at this id (412 if any).'),
+]
+CalendarIfNoneMatch = Annotated[
+    str | None,
+    Header(
+        alias="If-None-Match", max_length=8, description='"*": create the calendar only (412 if it exists).'
+    ),
 ]
 JobId = Annotated[
     str,
@@ -596,7 +602,8 @@ def _calendar_reply(
     description=(
         "Whole days, in the calendar's time zone, on which the jobs that exclude this calendar do not fire."
         " 201 when created, 200 when replaced (its version is one more); with If-Match, the calendar must"
-        " still be at that version (else 412). A change applies to every job that uses it from the next slot."
+        " still be at that version (else 412); with If-None-Match: *, it must not exist (else 412)."
+        " A change applies to every job that uses it from the next slot."
     ),
     responses={
         **_ok(200, "The calendar, replaced", CalendarOut, 400, 401, 409, 412, 413, 415, 422),
@@ -608,11 +615,17 @@ def _calendar_reply(
     tags=["calendars"],
     operation_id="putCalendar",
 )
-def put_calendar(name: CalendarName, body: CalendarInput, if_match: IfMatch = None) -> Response[CalendarOut]:
+def put_calendar(
+    name: CalendarName,
+    body: CalendarInput,
+    if_match: IfMatch = None,
+    if_none_match: CalendarIfNoneMatch = None,
+) -> Response[CalendarOut]:
     tenant = _tenant()
     calendar_name = calendar_name_of(name)
     expected = _expected_version(if_match)
-    calendar, created = services().calendar_service().put(tenant, calendar_name, body.spec(), expected)
+    only = must_create(if_none_match, "calendar")
+    calendar, created = services().calendar_service().put(tenant, calendar_name, body.spec(), expected, only)
     headers = {"Location": _location("calendars", calendar_name)} if created else None
     return _calendar_reply(CalendarOut.of(calendar), 201 if created else 200, headers)
 

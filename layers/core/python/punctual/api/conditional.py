@@ -16,6 +16,22 @@ from punctual.store.base import JobExistsError, UnreadableJobError
 from punctual.usecases.job_errors import PreconditionFailedError
 
 
+def must_create(if_none_match: str | None, what: str) -> bool:
+    """Whether a ``PUT`` may only create (``If-None-Match: *``); 400 naming the header for any
+    other value (``what``: what it creates)."""
+    if if_none_match is None:
+        return False
+    if if_none_match.strip() != "*":
+        raise ApiProblem(
+            400,
+            "invalid-if-none-match",
+            "Invalid If-None-Match",
+            f'If-None-Match takes "*" only: create the {what} unless one exists',
+            [("header.If-None-Match", 'not "*"')],
+        )
+    return True
+
+
 def create_at(
     services: Services, tenant: str, job_id: str, spec: JobSpec, if_none_match: str
 ) -> tuple[Job, str | None]:
@@ -28,14 +44,7 @@ def create_at(
     PreconditionFailedError
         412 when the tenant has a job at ``job_id`` (a deleted one's record included).
     """
-    if if_none_match.strip() != "*":
-        raise ApiProblem(
-            400,
-            "invalid-if-none-match",
-            "Invalid If-None-Match",
-            'If-None-Match takes "*" only: create the job at this id unless one exists',
-            [("header.If-None-Match", 'not "*"')],
-        )
+    must_create(if_none_match, "job at this id")
     try:
         return services.jobs.register(tenant, spec, job_id)
     except JobExistsError:

@@ -52,11 +52,17 @@ class CalendarService:
     clock: Clock
 
     def put(
-        self, tenant: str, name: str, spec: CalendarSpec, expected_version: int | None = None
+        self,
+        tenant: str,
+        name: str,
+        spec: CalendarSpec,
+        expected_version: int | None = None,
+        create_only: bool = False,
     ) -> tuple[Calendar, bool]:
         """Create or replace ``name``; returns the calendar and whether it was created.
 
-        With ``expected_version`` the stored calendar must be at it (412 otherwise).
+        With ``expected_version`` the stored calendar must be at it, with ``create_only`` there
+        must be none (412 otherwise; a create racing another is a 409, as its write finds it).
         """
         now = self.clock.now()
         current = self.store.get_calendar(tenant, name)
@@ -66,6 +72,8 @@ class CalendarService:
                 " (leave If-Match out to create it)",
                 None,
             )
+        if create_only and current is not None:
+            raise PreconditionFailedError(f"calendar {name!r} exists (If-None-Match: *)", current.version)
         if expected_version is not None and current is not None and current.version != expected_version:
             raise PreconditionFailedError(
                 f"calendar {name!r} is at version {current.version}, not {expected_version}", current.version
