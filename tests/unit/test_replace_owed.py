@@ -129,3 +129,17 @@ def test_a_job_replaced_then_paused_before_the_release_owes_the_slot_to_its_resu
     run.until(T(10, 5, 5))
     assert run.ran() == Counter({_slot(T(10, 0)): 1})
     assert run.payloads == [(_slot(T(10, 0)), {"v": 2})]
+
+
+def test_an_identical_put_just_after_an_unreleased_slot_runs_that_slot_once() -> None:
+    """An UpdateSchedule that changes nothing restarts the chain at a new version too."""
+    run = Run(T(9, 58))
+    job = spec("cron(0 * * * ? *)", payload={"v": 1})
+    run.jobs.register("default", job, job_id="j")
+    run.until(T(9, 59, 59))
+    run.clock.set(T(10, 0, 0.3))
+    run.jobs.replace("default", "j", job)
+    run.until(T(10, 0, 10))
+    run.clock.set(T(10, 59, 58))
+    run.until(T(11, 0, 5))
+    assert run.ran() == Counter({_slot(T(10, 0)): 1, _slot(T(11, 0)): 1})

@@ -374,7 +374,7 @@ class JobService:
             version=current.version + 1,
             spec_version=current.spec_since if same_spec else current.version + 1,
             owed_from=current.owed_from if same_spec else None,
-            replaced_at=current.replaced_at if same_spec else now,
+            replaced_at=now,  # the old chain's slots due by now are owed (punctual.dispatch.polling.chains)
             created_at=current.created_at,
             updated_at=now,
             anchor=anchor,

@@ -53,11 +53,13 @@ def verdict(timer: Timer, job: Job | None) -> Verdict:
         return _replaced(timer, job)
     if job.state is JobState.ENABLED and timer.job_version == job.version:
         return Verdict.RELEASE
-    if schedule_of(job).kind == "delay" or job.paused_at is None:
+    if schedule_of(job).kind == "delay":
         return Verdict.STALE  # delay(...) chains from finish times: its resume starts afresh
     slot = slot_instant(timer.slot)
-    if slot >= job.paused_at:
-        return Verdict.STALE  # due while paused: the resume's chain starts at or before it
+    if job.paused_at is None or slot >= job.paused_at:
+        # No pause owes it (due while paused: the resume's chain starts at or before it); a replace
+        # of the identical spec may have restarted the chain while this slot was due
+        return _replaced(timer, job) if job.state is JobState.ENABLED else Verdict.STALE
     if job.state is JobState.PAUSED:
         return Verdict.PARK
     start = resume_start(job)
@@ -68,7 +70,8 @@ OWED_BY_REPLACE = "job replaced"  # the cause put before the reason of a slot a 
 
 
 def _replaced(timer: Timer, job: Job) -> Verdict:
-    """A timer of a chain an older spec started: owed when its slot was due by the replace."""
+    """A timer of a chain a replace cut (an older spec's, or the same spec's before a replace that
+    changed nothing): owed when its slot was due by the replace."""
     if job.replaced_at is None or schedule_of(job).kind in ("after", "delay"):
         return Verdict.STALE  # (a job replaced before replaces kept their instant)
     slot = slot_instant(timer.slot)
