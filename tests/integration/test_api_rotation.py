@@ -20,10 +20,17 @@ def test_rotation_keeps_the_previous_secret_signing_until_dropped(api) -> None: 
     # When its secret is rotated
     rotated = api.call("POST", f"/v1/jobs/{job_id}/rotate-secret")
     second = rotated.body["signing_secret"]
-    # Then the new secret is shown once, the version (and so the schedule's timers) is unchanged,
-    # and the worker signs with both: a receiver holding either secret verifies the request
+    # Then the new secret is shown once, the version is one more (the spec is the same), and the
+    # worker signs with both: a receiver holding either secret verifies the request
     assert rotated.status == 200 and second.startswith("whsec_") and second != first
-    assert rotated.body["version"] == created["version"]
+    assert rotated.body["version"] == created["version"] + 1
+    assert rotated.headers["ETag"] == f'"{created["version"] + 1}"'
+    # A second rotation guarded by the version read before the first is refused (QA: both passed,
+    # and a race of two left the secret the first one handed out signing nothing)
+    again = api.call(
+        "POST", f"/v1/jobs/{job_id}/rotate-secret", headers={"If-Match": f'"{created["version"]}"'}
+    )
+    assert again.status == 412
     assert "signing_secret" not in api.call("GET", f"/v1/jobs/{job_id}").body
     secrets_of = default_signing_secrets(Settings.from_env())
     job = api.store.get_job(ALICE_ID, job_id)

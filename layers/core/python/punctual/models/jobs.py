@@ -396,9 +396,9 @@ class Job(JobSpec):
     spec_version: int = 0
     # A paused job: the first slot due before the pause that was not released (the resume owes it).
     owed_from: str | None = None
-    # When a replace last changed the spec: the old chain's slots due by then that no poller had
-    # released are still owed (punctual.dispatch.polling.chains); None: never replaced (or before
-    # this was kept).
+    # When a write last restarted the job's chain at a new version (a replace, a secret rotation):
+    # the old chain's slots due by then that no poller had released are still owed
+    # (punctual.dispatch.polling.chains); None: never (or before this was kept).
     replaced_at: AwareDatetime | None = None
     signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
     # While a secret is rotated, the previous one still signs (Standard Webhooks sends both).

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
@@ -117,6 +117,28 @@ def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
     """The calendars a job that cannot be read excludes, as far as its document says."""
     names = found.doc.get("exclude_calendars")
     return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
+
+
+def _next_version(
+    current: Job,
+    update: dict[str, Any],
+    now: datetime,
+    first_timer: Callable[[Job, datetime, datetime], Timer | None],
+) -> tuple[Job, list[Timer]]:
+    """``current`` with ``update`` at the next version and the same spec, and the first timer of
+    its chain (a new version restarts it, as a replace of the identical spec does: a slot due by
+    now that no poller released yet stays owed, :mod:`punctual.dispatch.polling.chains`)."""
+    job = current.model_copy(
+        update={
+            **update,
+            "version": current.version + 1,
+            "spec_version": current.spec_since,
+            "updated_at": now,
+            "replaced_at": now,
+        }
+    )
+    timer = first_timer(job, now, now) if job.state is JobState.ENABLED else None
+    return job, [timer] if timer is not None else []
 
 
 def _delete_as_read(
@@ -486,8 +508,8 @@ class JobService:
 
         The previous secret keeps signing (both signatures are sent, as Standard Webhooks
         rotation expects) until the next rotation, or until ``drop_previous`` ends it (then no
-        new secret is made). The version is not bumped: the schedule did not change, so no
-        timer becomes stale.
+        new secret is made). The version is bumped (the spec is not), so ``If-Match`` guards a
+        rotation and two at once cannot both win (one would hand out a secret that never signs).
         """
         current = self._current(tenant, job_id, expected_version)
         if not signs_webhooks(current) or self.secrets is None:
@@ -495,19 +517,13 @@ class JobService:
                 "only jobs with an http target or http alerts have a signing secret", field="target"
             )
         now = self.clock.now()
-        if drop_previous:
-            job = current.model_copy(update={"signing_secret_prev_enc": None, "updated_at": now})
-            self._write(job, current.version, [])
-            return self.next_fire.of(job), None
-        plain, stored = self.secrets.new_secret(tenant, job_id)
-        job = current.model_copy(
-            update={
-                "signing_secret_enc": stored,
-                "signing_secret_prev_enc": current.signing_secret_enc,
-                "updated_at": now,
-            }
-        )
-        self._write(job, current.version, [])
+        update: dict[str, Any] = {"signing_secret_prev_enc": None}
+        plain = None
+        if not drop_previous:
+            plain, stored = self.secrets.new_secret(tenant, job_id)
+            update = {"signing_secret_enc": stored, "signing_secret_prev_enc": current.signing_secret_enc}
+        job, timers = _next_version(current, update, now, self._first_timer)
+        self._write(job, current.version, timers)
         return self.next_fire.of(job), plain
 
     def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:
