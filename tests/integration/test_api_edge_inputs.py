@@ -303,3 +303,14 @@ def test_values_an_older_rule_let_in_stay_readable_and_removable(api: ApiClient)
     # And they can be removed: the job, then the calendar it held
     assert api.call("DELETE", f"/v1/jobs/{created['id']}").status == 204
     assert api.call("DELETE", "/v1/calendars/...").status == 204
+
+
+def test_an_at_schedule_before_its_start_at_names_start_at(api: ApiClient) -> None:
+    """QA: the 422 said the instant 'is not after' now, though it was in the future."""
+    reply = api.call(
+        "POST",
+        "/v1/jobs",
+        job_spec(schedule="at(2099-01-01T00:00:00)", start_at="2099-02-01T00:00:00Z"),
+    )
+    assert reply.status == 422 and "start_at" in reply.problem["detail"], reply.problem
+    assert "is before it" in reply.problem["detail"], reply.problem

@@ -87,6 +87,12 @@ def no_slot_reason(job: Job, now: datetime) -> str:
             f" {format_instant(unbounded)}"
         )
     if schedule.kind == "at":
+        instant = schedule.next_after(datetime.min.replace(tzinfo=UTC), anchor=None)
+        if instant is not None and instant > now and job.start_at is not None and instant < job.start_at:
+            return (
+                f"schedule has no slot on or after start_at {format_instant(job.start_at)}: {job.schedule}"
+                " is before it"
+            )
         return f"schedule has no future slot: {job.schedule} is not after {format_instant(now)}"
     return f"schedule has no slot after {format_instant(now)}"
 
