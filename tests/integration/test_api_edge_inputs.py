@@ -314,3 +314,12 @@ def test_an_at_schedule_before_its_start_at_names_start_at(api: ApiClient) -> No
     )
     assert reply.status == 422 and "start_at" in reply.problem["detail"], reply.problem
     assert "is before it" in reply.problem["detail"], reply.problem
+
+
+def test_a_tag_key_holding_an_equals_sign_is_refused_as_no_filter_could_name_it(api: ApiClient) -> None:
+    """QA: ?tag=a=b=c splits at the first '=': a job tagged {"a=b": "c"} was never listed by it."""
+    reply = api.call("POST", "/v1/jobs", job_spec(tags={"a=b": "c"}))
+    assert reply.status == 422 and reply.fields() == ["tags"], reply.problem
+    tagged = api.create(job_spec(tags={"team": "a=b"}))  # '=' in a value is fine: the key ends first
+    listed = api.call("GET", "/v1/jobs?tag=team=a%3Db")
+    assert [job["id"] for job in listed.body["items"]] == [tagged["id"]]

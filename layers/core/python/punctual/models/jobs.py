@@ -297,7 +297,7 @@ class JobSpec(StrictModel):
 
     @field_validator("tags")
     @classmethod
-    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
+    def _tags(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         if len(value) > MAX_TAGS:
             raise ValueError(f"at most {MAX_TAGS} tags")
         for key, tag_value in value.items():
@@ -305,6 +305,10 @@ class JobSpec(StrictModel):
             _check_text(tag_value, f"tag {key.encode('utf-8', 'backslashreplace').decode()!r}")
             if not 1 <= len(key) <= MAX_TAG_KEY_CHARS:
                 raise ValueError(f"tag keys must be 1-{MAX_TAG_KEY_CHARS} characters")
+            if "=" in key and not accepted_before(info.context):  # (input only: stored ones stay readable)
+                raise ValueError(
+                    f"tag key {key!r} holds '=': a list's ?tag=key=value filter could never name it"
+                )
             if len(tag_value) > MAX_TAG_VALUE_CHARS:
                 raise ValueError(f"tag {key!r}: value longer than {MAX_TAG_VALUE_CHARS} characters")
         return value
