@@ -1,15 +1,43 @@
 """A job as it is read: its ``next_fire_at``, derived from the schedule when read (never written
-on every fire), passing over the days of the calendars it excludes."""
+on every fire), passing over the days of the calendars it excludes.
+
+``next_fire_at`` is the next instant the job's chain releases a slot, as the pollers do:
+
+* A slot is released at its dispatch instant (its nominal instant plus the job's jitter), so a
+  jittered slot whose nominal instant has passed is still to come until its dispatch instant (an
+  hourly job with ``jitter_seconds`` 3000: at 10:00:01 the 10:00 slot, due at 10:18:26, is next).
+  A slot whose dispatch instant is not after now is released, or being released.
+* A release sends its slot and every later one whose dispatch instant has come too (a jitter
+  longer than the gap between two slots can put a slot's before the previous one's): so the
+  next release is the dispatch instant of the *first slot in slot order* whose dispatch instant
+  is after now, not the earliest of them.
+* Right after a resume that owes slots the catch-up policy runs (the RESUME timer, due at the
+  resume), now: until the first of them is claimed (has an execution record), then as above.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 
 from punctual.models import Job, JobState
 from punctual.store.base import JobStore
-from punctual.timing.slots import dispatch_instant, next_slot, schedule_of
-from punctual.usecases.calendars import Calendar, included_slots
+from punctual.timing.slots import (
+    MISSED_AFTER_S,
+    dispatch_instant,
+    next_slot,
+    plan_release,
+    resume_start,
+    schedule_of,
+)
+from punctual.timing.timers import slot_key
+from punctual.usecases.calendars import Calendar, excluding, included_slots
+
+# How long after a resume a read looks for the slots it owes (one execution record read per job
+# read): the RESUME timer is due at the resume and released at the pollers' next pass, a second
+# or so on; a slot still unclaimed a minute on is late by the pollers' own measure, and the
+# reads from then on show the chain's next release.
+OWED_LOOKUP_S = MISSED_AFTER_S
 
 
 class NextFire:
@@ -38,11 +66,58 @@ class NextFire:
         slots on a day of a calendar the job excludes are passed over."""
         nxt: datetime | None = None
         if job.state is JobState.ENABLED and schedule_of(job).kind not in ("after", "delay"):
-            excluding = self.excluded_by(job, calendars)
-            if excluding:
-                found = included_slots(lambda t: next_slot(job, t), self.now(), excluding, 1)
-                slot = found[0] if found else None
-            else:
-                slot = next_slot(job, self.now())
-            nxt = dispatch_instant(job, slot) if slot else None
+            excluding_calendars = self.excluded_by(job, calendars)
+            now = self.now()
+            owed = self._owes_now(job, now, excluding_calendars)
+            nxt = now if owed else next_release(job, now, excluding_calendars)
         return job.model_copy(update={"next_fire_at": nxt})
+
+    def _owes_now(self, job: Job, now: datetime, calendars: Sequence[Calendar]) -> bool:
+        """Whether a resume's RESUME timer is still to run a slot the pause owes (its first such
+        slot has no execution record yet: a worker creates it when it claims the slot)."""
+        owed = owed_by_resume(job, now, calendars)
+        return owed is not None and self.store.get_execution(job.tenant, job.id, slot_key(owed)) is None
+
+
+def next_release(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) -> datetime | None:
+    """When the job's chain next releases a slot after ``now`` (the first slot, in slot order,
+    whose dispatch instant is after ``now`` and which no calendar of ``calendars`` excludes);
+    None when no slot is left. A jittered slot is looked for from ``jitter_seconds`` before now
+    (no later one has a dispatch instant already past), but not before the job's registration: a
+    chain goes on from there across a replace (the old chain's slots due by it are released under
+    the new spec) and a pause (the resume releases what the pause owes, and the slots due before
+    the pause a poller meets after the resume): :mod:`punctual.dispatch.polling.chains`."""
+    jitter = timedelta(seconds=job.jitter_seconds)
+    after = min(now, max(now - jitter, job.created_at))
+
+    def pending_after(instant: datetime) -> datetime | None:
+        slot = next_slot(job, instant)
+        while slot is not None and slot <= now and dispatch_instant(job, slot) <= now:
+            slot = next_slot(job, slot)
+        return slot
+
+    if calendars:
+        found = included_slots(pending_after, after, calendars, 1)
+        slot = found[0] if found else None
+    else:
+        slot = pending_after(after)
+    return dispatch_instant(job, slot) if slot else None
+
+
+def owed_by_resume(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) -> datetime | None:
+    """The first slot a job resumed at most :data:`OWED_LOOKUP_S` ago runs at its resume: the
+    RESUME timer :func:`punctual.usecases.jobs.resumed` writes (due at the resume, ``updated_at``)
+    releases the slots the pause owes as the catch-up policy decides (``all``: every one in the
+    window; ``latest``: the newest, unless a slot is due at once; ``none``: only a slot due at
+    once). None when the resume owes none that runs, or the job was not just resumed (never
+    paused, or a replace changed its spec since: what it answers is the new spec's chain)."""
+    resumed_at = job.updated_at
+    if job.paused_at is None or job.spec_since >= job.version:
+        return None
+    if now - resumed_at > timedelta(seconds=OWED_LOOKUP_S):
+        return None
+    start = resume_start(job)
+    if start is None or dispatch_instant(job, start) > resumed_at:
+        return None  # a FIRE timer at its dispatch instant: the chain's release (fire_timer)
+    plan = plan_release(job, start, max(now, resumed_at), due=resumed_at, owed_before=resumed_at)
+    return next((slot for slot in plan.release if excluding(calendars, slot) is None), None)
