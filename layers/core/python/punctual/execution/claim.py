@@ -39,6 +39,7 @@ from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import ExecutionConflictError, Expect
+from punctual.timing.timers import MANUAL_MARK
 from punctual.usecases.backfills import BackfillState, parse_backfill_ref
 
 log = logging.getLogger("punctual.execution")
@@ -81,6 +82,13 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
     if (job.tenant, job.id, job.version) != (message.tenant, message.job_id, message.job_version):
         return None
     return job
+
+
+def _asked_for(message: DispatchMessage, record: Execution) -> bool:
+    """A slot the user asked for (a trigger's, a backfill's): its retries and takeovers too, whose
+    messages are RETRY or TAKEOVER (QA: a paused job's backfilled slot that failed once was
+    recorded SKIPPED, its retry never run)."""
+    return message.kind in _ASKED_FOR or bool(record.backfill) or MANUAL_MARK in message.slot
 
 
 class Claimer:
@@ -360,9 +368,9 @@ class Claimer:
         if current is not None and current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED):
             current = None  # the record only said why the slot had not run: start it afresh
         base = current or new_record(message, ExecutionStatus.QUEUED)
-        if job.state is JobState.PAUSED and message.kind not in _ASKED_FOR:
+        if job.state is JobState.PAUSED and not _asked_for(message, base):
             # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or a
-            # backfill) still runs.
+            # backfill) still runs, every attempt of it.
             skipped = base.model_copy(
                 update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": "job is paused"}
             )
@@ -412,7 +420,10 @@ class Claimer:
         # A first attempt released after the job's late bound: its alert is made before the start
         # is recorded (a conditional write and its sweep timer, no call out: a worker that dies
         # in between leaves it to the sweep); it is delivered beside the run, never on this path.
-        release_delay = fire_delay_of(started.scheduled_at, message.released_at) if first_attempt else None
+        # Not for a backfilled slot (late by design) nor a queued slot's turn (its first release,
+        # not the hand-over, says whether it was late; QA: both raised late alerts)
+        timely = first_attempt and message.kind not in (MessageKind.BACKFILL, *_TURN_KINDS)
+        release_delay = fire_delay_of(started.scheduled_at, message.released_at) if timely else None
         notifier.late(job, started, release_delay)
         self._save_start(job, started, replaced, expect)
         if first_attempt and message.kind != MessageKind.BACKFILL:  # a backfilled slot is late by design

@@ -223,6 +223,9 @@ def slot_key(instant: datetime) -> str:
     return "%04d-%02d-%02dT%02d:%02d:%02dZ" % (u.year, u.month, u.day, u.hour, u.minute, u.second)  # noqa: UP031
 
 
+MANUAL_MARK = "~m"  # in a triggered slot's key, <instant>~m<token> (JobService.trigger)
+
+
 def slot_instant(key: str) -> datetime:
     """The nominal instant of a slot key (manual triggers carry a ``~suffix``)."""
     text = key.split("~", 1)[0]

@@ -46,7 +46,7 @@ from punctual.timing.slots import (
     schedule_of,
     sent_check_timer,
 )
-from punctual.timing.timers import Timer, TimerLayout, slot_key
+from punctual.timing.timers import MANUAL_MARK, Timer, TimerLayout, slot_key
 from punctual.usecases.dependents import after_children, raw_parents
 from punctual.usecases.job_admission import JobAdmission
 from punctual.usecases.job_errors import (
@@ -538,7 +538,7 @@ class JobService:
         # The API's idempotency layer answers a retried request with the first reply, so the
         # same request key always names the same slot; the key only feeds the slot's id here.
         token = hashlib.sha256((request_key or uuid.uuid4().hex).encode()).hexdigest()[:12]
-        slot = f"{slot_key(now)}~m{token}"
+        slot = f"{slot_key(now)}{MANUAL_MARK}{token}"
         message = message_for(job, slot, now, 1, MessageKind.MANUAL, now)
         self.store.put_timers([sent_check_timer(self.layout, job, slot, now)])  # sent again if unclaimed
         self.queues.send(self.routing.queue_for(job), [message])

@@ -82,7 +82,16 @@ from punctual.store.base import ExecutionKey, JobStore
 from punctual.store.loads import MinuteLoad
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
-from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, from_ms, slot_instant, slot_key
+from punctual.timing.timers import (
+    CHAIN_KINDS,
+    MANUAL_MARK,
+    Lane,
+    Timer,
+    TimerKind,
+    from_ms,
+    slot_instant,
+    slot_key,
+)
 from punctual.usecases.backfill_runner import BackfillRunner
 
 log = logging.getLogger("punctual.dispatch.polling")
@@ -515,7 +524,7 @@ class SlotReleaser:
         handler ran). A run-now slot (``~m...``) runs while its job is paused; a child's does not."""
         if job is None or execution is not None:
             return None
-        manual = "~m" in timer.slot
+        manual = MANUAL_MARK in timer.slot
         if job.state is not JobState.ENABLED and not (manual and job.state is not JobState.DELETED):
             return None
         kind = MessageKind.MANUAL if manual else MessageKind.CHILD

@@ -1,0 +1,124 @@
+"""Runs a user asked for, and late alerts (QA): a paused job's triggered or backfilled slot keeps
+its retries; a backfilled slot and a queued slot's turn raise no ``late`` alert or event (only a
+slot's first release can be late)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
+from factories import spec
+from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.runtime.clock import ManualClock
+from punctual.store.memory import MemoryStore
+from punctual.usecases.backfill_runner import BackfillRunner
+from punctual.usecases.jobs import JobService, QueueRouting
+
+HOOK = {"type": "http", "url": "https://alerts.example.com/hook"}
+FIXED_10S = {"max_attempts": 3, "backoff": "fixed", "base_seconds": 10, "jitter": False}
+
+
+def T(h: int, m: int, s: float = 0) -> datetime:
+    return datetime(2026, 12, 1, h, m, tzinfo=UTC) + timedelta(seconds=s)
+
+
+class World:
+    """The job service, a poller, a worker, events and alerts on one manual clock; the target
+    answers ``script(ctx)`` and records (slot, attempt)."""
+
+    def __init__(self, start: datetime, script: Any) -> None:
+        self.clock = ManualClock(start)
+        self.store = MemoryStore()
+        self.events = MemoryEventSink()
+        alerter = Alerter(self.store, FakeTarget(), self.clock, signing_secrets=lambda job: ("whsec_test",))
+        self.calls: list[tuple[str, int]] = []
+
+        def run(ctx: SlotContext) -> TargetResult:
+            self.calls.append((ctx.slot, ctx.attempt))
+            result: TargetResult = script(ctx, self)
+            return result
+
+        notifier = Notifier(EventPublisher(self.events), alerter)
+        self.rig = Rig(self.store, self.clock, target=FakeTarget(run), notifier=notifier)
+        routing = QueueRouting((SHORT,), (LONG,))
+        self.jobs = JobService(self.store, self.rig.queues, self.clock, LAYOUT, routing)
+        self.backfills = BackfillRunner(
+            self.store,
+            self.rig.queues,
+            self.clock,
+            LAYOUT,
+            routing,
+            max_parallel=4,
+            max_slots=100,
+            step_s=2.0,
+        )
+        self.worker = self.rig.worker()
+
+    def until(self, end: datetime) -> None:
+        while self.clock.now() < end:
+            self.clock.set(min(self.clock.now() + timedelta(seconds=1), end))
+            self.rig.poll()
+            self.rig.work_until_idle(self.worker, SHORT, rounds=200)
+
+    def late(self) -> tuple[list[Any], list[Any]]:
+        alerts = [a for a in self.store.list_alerts("default", "j", 100) if a.condition.value == "late"]
+        events = [e for e in self.events.events if e.detail_type == "Slot Late"]
+        return alerts, events
+
+
+def _fails_once(ctx: SlotContext, world: World) -> TargetResult:
+    return TargetResult.retryable("HTTP 503") if ctx.attempt == 1 else TargetResult.ok()
+
+
+def test_a_paused_jobs_triggered_slot_that_fails_once_is_retried() -> None:
+    world = World(T(9, 59, 30), _fails_once)
+    world.jobs.register("default", spec("cron(0 * * * ? *)", retry=FIXED_10S), job_id="j")
+    world.jobs.pause("default", "j")
+    slot = world.jobs.trigger("default", "j", request_key="k")
+    world.until(T(10, 0, 30))
+    assert world.calls == [(slot, 1), (slot, 2)]
+    record = world.store.get_execution("default", "j", slot)
+    assert record is not None and (record.status.value, record.attempt) == ("SUCCEEDED", 2)
+
+
+def test_a_paused_jobs_backfilled_slot_that_fails_once_is_retried_and_the_backfill_ends_done() -> None:
+    world = World(T(9, 59, 30), _fails_once)
+    job = spec("cron(0 * * * ? *)", start_at="2026-12-01T07:00:00Z", retry=FIXED_10S)
+    world.jobs.register("default", job, job_id="j")
+    world.jobs.pause("default", "j")
+    backfill = world.backfills.start("default", "j", T(8, 0), T(8, 30))
+    world.until(T(10, 1))
+    assert world.calls == [("2026-12-01T08:00:00Z", 1), ("2026-12-01T08:00:00Z", 2)]
+    done = world.store.get_backfill("default", "j", backfill.id)
+    assert done is not None and done.state.value == "DONE"
+
+
+def test_backfilled_slots_raise_no_late_alert_or_event() -> None:
+    world = World(T(9, 59, 30), lambda ctx, w: TargetResult.ok())
+    rule = {"on": ["late"], "late_after_seconds": 30, "target": HOOK}
+    world.jobs.register(
+        "default", spec("cron(0/30 * * * ? *)", start_at="2026-12-01T07:00:00Z", alerts=[rule]), job_id="j"
+    )
+    world.backfills.start("default", "j", T(8, 0), T(9, 30))
+    world.until(T(9, 59, 50))
+    assert len(world.calls) == 3
+    assert world.late() == ([], [])
+
+
+def test_a_queued_slot_released_on_time_raises_no_late_alert_when_its_turn_comes_late() -> None:
+    def first_retries(ctx: SlotContext, world: World) -> TargetResult:
+        if ctx.slot == "2026-12-01T10:00:00Z" and ctx.attempt == 1:
+            return TargetResult.retryable("HTTP 503")
+        return TargetResult.ok()
+
+    world = World(T(9, 59, 30), first_retries)
+    retry = {"max_attempts": 2, "backoff": "fixed", "base_seconds": 150, "jitter": False}
+    rule = {"on": ["late"], "late_after_seconds": 30, "target": HOOK}
+    world.jobs.register(
+        "default", spec("cron(* * * * ? *)", overlap="queue", retry=retry, alerts=[rule]), job_id="j"
+    )
+    world.until(T(10, 5))
+    assert ("2026-12-01T10:01:00Z", 1) in world.calls  # queued behind 10:00's retry, run at its turn
+    assert world.late() == ([], [])
