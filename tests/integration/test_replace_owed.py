@@ -1,6 +1,7 @@
 """A replace never drops a slot that was due by it (QA): the old spec's chain timer a poller had
 not released yet (a moment behind, or down) is caught up under the new spec, up to where the new
-chain starts; while the job is paused it is parked as a pause's owed slot. Every slot runs once."""
+chain starts; while the job is paused it is parked as a pause's owed slot. Every slot runs once
+(the outage case in both stores)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.runtime.clock import ManualClock
+from punctual.store.base import JobStore
 from punctual.store.memory import MemoryStore
 from punctual.usecases.jobs import JobService, QueueRouting
 
@@ -37,10 +39,10 @@ class Recording(FakeTarget):
 class Run:
     """The job service, a poller and a worker on one manual clock; what the target received."""
 
-    def __init__(self, start: datetime) -> None:
+    def __init__(self, start: datetime, store: JobStore | None = None) -> None:
         self.clock = ManualClock(start)
         self.payloads: list[tuple[str, Any]] = []
-        self.rig = Rig(MemoryStore(), self.clock, target=Recording(self.payloads))
+        self.rig = Rig(store or MemoryStore(), self.clock, target=Recording(self.payloads))
         self.jobs = JobService(
             self.rig.store, self.rig.queues, self.clock, LAYOUT, QueueRouting((SHORT,), (LONG,))
         )
@@ -79,17 +81,17 @@ def test_a_payload_edit_just_after_an_unreleased_slot_runs_that_slot_with_the_ne
 
 @pytest.mark.parametrize(("policy", "expected"), [("all", range(1, 11)), ("latest", [10]), ("none", [10])])
 def test_slots_a_poller_outage_left_unreleased_are_caught_up_after_a_replace(
-    policy: str, expected: Any
+    policy: str, expected: Any, store: JobStore
 ) -> None:
-    # Given pollers down from 10:00:30 to 10:10:20, and a payload edit at 10:10:10
-    run = Run(T(9, 58))
+    # Given pollers down from 10:00:30 to 10:10:20, and a payload edit at 10:10:10 (both stores)
+    run = Run(T(9, 58), store)
     job = spec("rate(1 minute)", start_at="2026-12-01T09:00:00Z", catchup={"policy": policy})
     run.jobs.register("default", job, job_id="j")
-    run.until(T(10, 0, 30))
+    run.until(T(10, 0, 30), step_s=5)
     run.clock.set(T(10, 10, 10))
     run.jobs.replace("default", "j", job.model_copy(update={"payload": {"v": 2}}))
     run.clock.set(T(10, 10, 20))
-    run.until(T(10, 13, 5))
+    run.until(T(10, 13, 5), step_s=5)
     # Then the outage's slots follow the catch-up policy (as without the edit; 10:10 is 20 s late:
     # on time), each once; the
     # others are recorded MISSED; the new chain goes on from 10:11
