@@ -334,3 +334,13 @@ def test_a_replace_or_a_read_long_after_a_resume_shows_the_next_slot_at_no_extra
     assert sim.next_fire() == at(2026, 12, 1, 10, 32)
     assert sim.jobs.list_jobs("default", 10).items[0].next_fire_at == at(2026, 12, 1, 10, 32)
     assert reads == []
+
+
+def test_the_console_shows_the_same_next_fire_as_the_api(sim: Sim) -> None:
+    """The console derived it on its own, as the API did before (a jittered slot still pending
+    left out)."""
+    from punctual.console.view import next_fire
+
+    job = sim.register("cron(0 * * * ? *)", jitter_seconds=3000)
+    sim.run_until(at(2026, 12, 1, 10, 5))
+    assert next_fire(job, sim.clock.now()) == at(2026, 12, 1, 10, 18, 26) == sim.next_fire()

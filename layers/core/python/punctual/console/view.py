@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import JobStore
-from punctual.timing.slots import dispatch_instant, next_slot, schedule_of
+from punctual.timing.slots import dispatch_instant, schedule_of
+from punctual.usecases.next_fire import next_release
 
 FAILURE_WINDOW = timedelta(hours=24)
 FAILED_STATUSES = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT})
@@ -146,8 +147,7 @@ def next_fire(job: Job, now: datetime) -> datetime | None:
     """
     if job.state is not JobState.ENABLED or schedule_of(job).kind in ("after", "delay"):
         return None
-    slot = next_slot(job, now)
-    return dispatch_instant(job, slot) if slot else None
+    return next_release(job, now)  # a jittered slot still pending first, as the API shows it
 
 
 def fire_delay_ms(execution: Execution, job: Job | None = None) -> float | None:
