@@ -84,6 +84,52 @@ def test_a_non_retryable_failure_is_dead_lettered_at_once(rig: Rig, t0: datetime
     assert values["SCHEDULE_ARN"] == "job-1"  # a /v1 job: its id
 
 
+def test_a_retry_cut_by_the_age_limit_is_dead_lettered_as_such(rig: Rig, t0: datetime) -> None:
+    """QA: attempt 2 of 3 failed 100 s after the slot, its retry (100 s later) past the 150 s age:
+    reported NonRetryableError; and a permanent failure of a backfilled slot from days ago was
+    reported as the age (counted from the slot's instant, not from its first start)."""
+    job = rig.add_job(
+        "job-1",
+        retry=RetryPolicy(
+            max_attempts=3, base_seconds=100, jitter=False, max_age_seconds=150, backoff="fixed"
+        ),
+        dead_letter=DeadLetterQueue(queue_arn=DLQ),
+    )
+    dead = MemoryDeadLetters()
+    worker = rig.worker(target=FakeTarget(TargetResult.retryable("HTTP 503")), dead_letters=dead)
+    rig.send(rig.message(job, t0))
+    rig.work_until_idle(worker)
+    rig.advance_to(t0 + timedelta(seconds=100))
+    rig.poll()
+    rig.work_until_idle(worker)
+    values = {name: value["StringValue"] for name, value in dead.sent[0][2].items()}
+    assert (values["EXHAUSTED_RETRY_CONDITION"], values["RETRY_ATTEMPTS"]) == (
+        "MaximumEventAgeInSeconds",
+        "1",
+    )
+
+
+def test_a_backfilled_slots_failure_counts_its_age_from_its_first_start(rig: Rig, t0: datetime) -> None:
+    from punctual.execution.dead_letters import exhausted_condition
+    from punctual.timing.timers import slot_key
+
+    job = rig.add_job("job-1", retry=RetryPolicy(max_attempts=3, base_seconds=5, jitter=False))
+    old = t0 - timedelta(days=2)  # a backfilled slot of two days ago, first started now
+    record = Execution(
+        job_id=job.id,
+        slot=slot_key(old),
+        scheduled_at=old,
+        status=ExecutionStatus.FAILED,
+        attempt=1,
+        started_at=t0,
+        finished_at=t0,
+        backfill="bf1",
+    )
+    assert exhausted_condition(job, record, t0) == "NonRetryableError"
+    unfilled = record.model_copy(update={"backfill": None})  # a scheduled slot that old: the age
+    assert exhausted_condition(job, unfilled, t0) == "MaximumEventAgeInSeconds"
+
+
 def test_a_job_without_dead_letter_queue_sends_nothing(rig: Rig, t0: datetime) -> None:
     job = rig.add_job("job-1")
     dead = MemoryDeadLetters()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from punctual.delivery.targets.aws_clients import ClientFactory
 from punctual.delivery.targets.aws_services import SqsTargetAdapter, message_body
@@ -30,6 +30,7 @@ from punctual.models import Execution, ExecutionStatus, Job, target_arn
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.security.boundary import Boundary, dead_letter_callee
 from punctual.timing.instants import format_instant_adaptive
+from punctual.timing.retries import retry_delay_s, seeded_random
 
 log = logging.getLogger("punctual.execution")
 
@@ -50,9 +51,18 @@ def error_code(execution: Execution) -> str:
 
 
 def exhausted_condition(job: Job, execution: Execution, now: datetime) -> str:
-    if execution.attempt - execution.releases >= job.retry.max_attempts:
+    """Why the slot's retries ended, as EventBridge Scheduler names it: its attempts were used up;
+    or its next retry (the wait the worker draws for it) would have come past ``max_age_seconds``
+    from where they count (a backfilled slot: its first start); or else no retry would change it.
+    (A failure that was not retryable when its retry would also have come too late reads as the
+    age limit: the record keeps no more.) QA: the age was counted from the slot's instant at the
+    failure, so a backfilled slot's permanent failure read as the age, and a retry cut by the age
+    as not retryable."""
+    failed = execution.attempt - execution.releases
+    if failed >= job.retry.max_attempts:
         return "MaximumRetryAttempts"
-    if (now - execution.scheduled_at).total_seconds() >= job.retry.max_age_seconds:
+    wait = retry_delay_s(job.retry, failed, seeded_random(job.id, execution.slot, execution.attempt))
+    if now + timedelta(seconds=wait) > execution.retry_origin + timedelta(seconds=job.retry.max_age_seconds):
         return "MaximumEventAgeInSeconds"
     return "NonRetryableError"
 
