@@ -72,6 +72,12 @@ def _fails_once(ctx: SlotContext, world: World) -> TargetResult:
     return TargetResult.retryable("HTTP 503") if ctx.attempt == 1 else TargetResult.ok()
 
 
+def _ten_fails_once(ctx: SlotContext, world: World) -> TargetResult:
+    if ctx.slot == "2026-12-01T10:00:00Z" and ctx.attempt == 1:
+        return TargetResult.retryable("HTTP 503")
+    return TargetResult.ok()
+
+
 def test_a_paused_jobs_triggered_slot_that_fails_once_is_retried() -> None:
     world = World(T(9, 59, 30), _fails_once)
     world.jobs.register("default", spec("cron(0 * * * ? *)", retry=FIXED_10S), job_id="j")
@@ -108,12 +114,7 @@ def test_backfilled_slots_raise_no_late_alert_or_event() -> None:
 
 
 def test_a_queued_slot_released_on_time_raises_no_late_alert_when_its_turn_comes_late() -> None:
-    def first_retries(ctx: SlotContext, world: World) -> TargetResult:
-        if ctx.slot == "2026-12-01T10:00:00Z" and ctx.attempt == 1:
-            return TargetResult.retryable("HTTP 503")
-        return TargetResult.ok()
-
-    world = World(T(9, 59, 30), first_retries)
+    world = World(T(9, 59, 30), _ten_fails_once)
     retry = {"max_attempts": 2, "backoff": "fixed", "base_seconds": 150, "jitter": False}
     rule = {"on": ["late"], "late_after_seconds": 30, "target": HOOK}
     world.jobs.register(
@@ -122,3 +123,24 @@ def test_a_queued_slot_released_on_time_raises_no_late_alert_when_its_turn_comes
     world.until(T(10, 5))
     assert ("2026-12-01T10:01:00Z", 1) in world.calls  # queued behind 10:00's retry, run at its turn
     assert world.late() == ([], [])
+
+
+def test_a_cancelled_backfills_queued_slot_does_not_start_at_its_turn() -> None:
+    """QA: a queue job's backfilled slot QUEUED behind a slot waiting for its retry ran at its turn,
+    after the backfill was cancelled ('what has not started is not run')."""
+
+    world = World(T(9, 59, 30), _ten_fails_once)
+    retry = {"max_attempts": 2, "backoff": "fixed", "base_seconds": 100, "jitter": False}
+    job = spec("cron(0/10 * * * ? *)", start_at="2026-12-01T09:00:00Z", overlap="queue", retry=retry)
+    world.jobs.register("default", job, job_id="j")
+    world.until(T(10, 0, 10))  # 10:00 failed once: its retry holds the turn
+    backfill = world.backfills.start("default", "j", T(9, 50), T(10, 0))
+    world.until(T(10, 0, 20))
+    queued = world.store.get_execution("default", "j", "2026-12-01T09:50:00Z")
+    assert queued is not None and queued.status.value == "QUEUED"
+    world.backfills.cancel("default", "j", backfill.id)
+    world.until(T(10, 3))
+    assert ("2026-12-01T09:50:00Z", 1) not in world.calls
+    ended = world.store.get_execution("default", "j", "2026-12-01T09:50:00Z")
+    assert ended is not None and (ended.status.value, ended.error) == ("SKIPPED", "backfill cancelled")
+    assert ("2026-12-01T10:00:00Z", 2) in world.calls  # the turn went on

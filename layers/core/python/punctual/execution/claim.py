@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from datetime import datetime
+from typing import Any
 
 from punctual.delivery.notifications.alerts import fire_delay_of
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
@@ -89,6 +90,13 @@ def _asked_for(message: DispatchMessage, record: Execution) -> bool:
     messages are RETRY or TAKEOVER (QA: a paused job's backfilled slot that failed once was
     recorded SKIPPED, its retry never run)."""
     return message.kind in _ASKED_FOR or bool(record.backfill) or MANUAL_MARK in message.slot
+
+
+def _skipped(base: Execution, now: datetime, why: str, **more: Any) -> Execution:
+    """``base`` recorded SKIPPED at ``now``: the slot did not start, and ``why`` says why."""
+    return base.model_copy(
+        update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": why, **more}
+    )
 
 
 class Claimer:
@@ -251,13 +259,20 @@ class Claimer:
         )
         return Claim(ClaimOutcome.FORGED, message, delivery, reason="not signed with the dispatch key")
 
+    def _cancelled(self, job: Job, record: Execution) -> bool:
+        """Whether ``record`` is of a backfill of ``job`` that was cancelled (a dependant's record
+        names its parent's backfill, not found under its own job: never judged here)."""
+        if not record.backfill:
+            return False
+        backfill = self.store.get_backfill(job.tenant, job.id, parse_backfill_ref(record.backfill)[0])
+        return backfill is not None and backfill.state is BackfillState.CANCELLED
+
     def _backfill_cancelled(
         self, job: Job, message: DispatchMessage, delivery: Delivery | None
     ) -> Claim | None:
         """A backfill's slot whose backfill was cancelled before the slot started: dropped, no
         record written (the slot stays free for a later backfill). None: claim it as usual."""
-        backfill_id, _ = parse_backfill_ref(message.backfill)
-        backfill = self.store.get_backfill(job.tenant, job.id, backfill_id)
+        backfill = self.store.get_backfill(job.tenant, job.id, parse_backfill_ref(message.backfill)[0])
         if backfill is not None and backfill.state is not BackfillState.CANCELLED:
             return None
         if self.store.get_execution(message.tenant, message.job_id, message.slot) is not None:
@@ -368,12 +383,18 @@ class Claimer:
         if current is not None and current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED):
             current = None  # the record only said why the slot had not run: start it afresh
         base = current or new_record(message, ExecutionStatus.QUEUED)
+        if current is not None and current.status is ExecutionStatus.QUEUED and self._cancelled(job, current):
+            # A cancelled backfill's slot waiting for its turn: not started, as its message would
+            # not have been (QA: it ran at its turn, after the cancel)
+            skipped = _skipped(base, now, "backfill cancelled")
+            self._save_start(job, skipped, replaced, expect)
+            self.turns.pass_on(job, skipped, now)
+            self.after.notifier.changed(job, skipped, now)
+            return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="backfill cancelled")
         if job.state is JobState.PAUSED and not _asked_for(message, base):
             # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or a
             # backfill) still runs, every attempt of it.
-            skipped = base.model_copy(
-                update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": "job is paused"}
-            )
+            skipped = _skipped(base, now, "job is paused")
             self._save_start(job, skipped, replaced, expect)
             self.turns.pass_on(job, skipped, now)  # had it been handed the turn, the next slot gets it
             self.metrics.add("PausedSkipped", 1)
@@ -384,14 +405,7 @@ class Claimer:
         if first_attempt and job.overlap is not Overlap.ALLOW:
             holder = self.turns.take(job, message.slot, now)
         if holder is not None and job.overlap is Overlap.SKIP:
-            skipped = base.model_copy(
-                update={
-                    "status": ExecutionStatus.SKIPPED,
-                    "finished_at": now,
-                    "blocked_by": holder,
-                    "error": f"overlap: slot {holder} was still running",
-                }
-            )
+            skipped = _skipped(base, now, f"overlap: slot {holder} was still running", blocked_by=holder)
             self._save_start(job, skipped, replaced, expect)
             self.store.add_skipped(job.tenant, job.id, 1)
             self.metrics.add("OverlapSkipped", 1)
