@@ -145,3 +145,13 @@ def test_an_identical_put_just_after_an_unreleased_slot_runs_that_slot_once() ->
     run.clock.set(T(10, 59, 58))
     run.until(T(11, 0, 5))
     assert run.ran() == Counter({_slot(T(10, 0)): 1, _slot(T(11, 0)): 1})
+
+
+@pytest.mark.parametrize("schedule", ["rate(1 minute)", "cron(* * * * ? *)"])
+def test_a_job_registered_in_its_start_at_instant_fires_at_start_at(schedule: str) -> None:
+    """QA (beside the replace cases, on the same harness): start_at is a slot (docs/schedules.md),
+    but one equal to the registration instant never fired and had no record."""
+    run = Run(T(10, 0))
+    run.jobs.register("default", spec(schedule, start_at="2026-12-01T10:00:00Z"), job_id="j")
+    run.until(T(10, 2, 5))
+    assert run.ran() == Counter({_slot(T(10, m)): 1 for m in range(3)})

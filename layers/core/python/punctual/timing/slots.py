@@ -106,6 +106,8 @@ def first_slot(job: Job, now: datetime) -> datetime | None:
         if slot is not None and slot <= now:
             slot = schedule.next_after(now, anchor=None)
         return slot
+    if job.start_at is not None and job.anchor == now:  # registered in its start_at's instant:
+        return next_slot(job, now - _INSTANT)  # start_at is a slot (docs/schedules.md), due now
     return next_slot(job, now)
 
 
