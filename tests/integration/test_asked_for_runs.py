@@ -144,3 +144,23 @@ def test_a_cancelled_backfills_queued_slot_does_not_start_at_its_turn() -> None:
     ended = world.store.get_execution("default", "j", "2026-12-01T09:50:00Z")
     assert ended is not None and (ended.status.value, ended.error) == ("SKIPPED", "backfill cancelled")
     assert ("2026-12-01T10:00:00Z", 2) in world.calls  # the turn went on
+
+
+def test_a_paused_childs_retry_does_not_run_because_its_parents_slot_was_triggered() -> None:
+    """Review: an after() child's slot carries its parent's key, so the child of a triggered
+    parent slot (<instant>~m<token>) counted as asked for and retried while paused."""
+
+    def child_fails_once(ctx: SlotContext, world: World) -> TargetResult:
+        failing = ctx.job_id == "c" and ctx.attempt == 1
+        return TargetResult.retryable("HTTP 503") if failing else TargetResult.ok()
+
+    world = World(T(9, 59, 30), child_fails_once)
+    world.jobs.register("default", spec("cron(0 * * * ? *)"), job_id="p")
+    world.jobs.register("default", spec("after(p)", retry=FIXED_10S), job_id="c")
+    slot = world.jobs.trigger("default", "p", request_key="k")
+    world.until(T(9, 59, 32))  # the parent ran, the child's attempt 1 failed: its retry waits
+    world.jobs.pause("default", "c")
+    world.until(T(9, 59, 59))
+    assert world.calls.count((slot, 2)) == 0
+    record = world.store.get_execution("default", "c", slot)
+    assert record is not None and (record.status.value, record.error) == ("SKIPPED", "job is paused")

@@ -155,3 +155,90 @@ def test_a_job_registered_in_its_start_at_instant_fires_at_start_at(schedule: st
     run.jobs.register("default", spec(schedule, start_at="2026-12-01T10:00:00Z"), job_id="j")
     run.until(T(10, 2, 5))
     assert run.ran() == Counter({_slot(T(10, m)): 1 for m in range(3)})
+
+
+def _records(run: Run) -> dict[str, tuple[str, str | None]]:
+    items = run.rig.store.list_executions("default", "j", limit=500).items
+    return {r.slot: (r.status.value, r.error) for r in items}
+
+
+@pytest.mark.parametrize("policy", ["all", "latest"])
+def test_a_replace_to_a_denser_schedule_owes_the_old_schedules_slots_only(policy: str) -> None:
+    """Review: the old chain's slots were walked on the new schedule, so hourly -> every minute
+    during an outage ran 10:01..10:10, which neither spec owed."""
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(0 * * * ? *)", catchup={"policy": policy}), job_id="j")
+    run.until(T(9, 59, 30), step_s=5)  # pollers down from 09:59:30 to 10:10:20
+    run.clock.set(T(10, 10, 10))
+    run.jobs.replace("default", "j", spec("cron(* * * * ? *)", catchup={"policy": policy}))
+    run.clock.set(T(10, 10, 20))
+    run.until(T(10, 12, 5), step_s=5)
+    assert run.ran() == Counter({_slot(T(10, 0)): 1, _slot(T(10, 11)): 1, _slot(T(10, 12)): 1})
+
+
+def test_a_replace_to_a_sparser_schedule_runs_every_slot_the_old_one_owed() -> None:
+    """Review: every minute -> hourly during an outage lost 10:02..10:10 without a record."""
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(* * * * ? *)"), job_id="j")
+    run.until(T(10, 0, 30), step_s=5)
+    run.clock.set(T(10, 10, 10))
+    run.jobs.replace("default", "j", spec("cron(0 * * * ? *)"))
+    run.clock.set(T(10, 10, 20))
+    run.until(T(10, 12, 5), step_s=5)
+    assert run.ran() == Counter({_slot(T(9, 59)): 1, **{_slot(T(10, m)): 1 for m in range(11)}})
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        {"schedule": "delay(10 minutes)"},
+        {"schedule": "at(2026-12-01T12:00:00)"},
+        {"schedule": "cron(0 * * * ? *)", "start_at": "2026-12-01T12:00:00Z"},
+    ],
+)
+def test_an_owed_slot_the_new_spec_would_not_run_is_recorded_not_run(new: dict[str, Any]) -> None:
+    """Review: a replace to delay() dropped the owed 10:00 without a record; to at(12:00) (or a
+    start_at of 12:00) it ran 10:00 too, a one-time job twice."""
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(0 * * * ? *)"), job_id="j")
+    run.until(T(9, 59, 59))
+    run.clock.set(T(10, 0, 0.3))
+    run.jobs.replace("default", "j", spec(**new))
+    run.until(T(10, 1))
+    assert _slot(T(10, 0)) not in run.ran()
+    assert _records(run)[_slot(T(10, 0))] == ("MISSED", "job replaced: the new spec would not run it")
+
+
+def test_a_slot_parked_by_a_pause_survives_a_replace_while_paused() -> None:
+    """Review: a spec-changing replace of a paused job cleared the slot its pause owed."""
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(0 * * * ? *)", payload={"v": 1}), job_id="j")
+    run.until(T(9, 59, 59))
+    run.clock.set(T(10, 0, 0.3))
+    run.jobs.pause("default", "j")
+    run.until(T(10, 1))  # the poller parks 10:00 on the paused job
+    run.jobs.replace("default", "j", spec("cron(0 * * * ? *)", payload={"v": 2}))
+    run.clock.set(T(10, 5))
+    run.jobs.resume("default", "j")
+    run.until(T(10, 5, 5))
+    assert run.payloads == [(_slot(T(10, 0)), {"v": 2})]
+
+
+class _Secrets:
+    def new_secret(self, tenant: str, job_id: str) -> tuple[str, str]:
+        return "whsec_plain", "stored"
+
+
+def test_a_rotation_between_a_one_time_jobs_slot_and_its_release_runs_it_and_completes_the_job() -> None:
+    """Review: the job ran its slot but stayed ENABLED with no chain (the owed plan never ended it)."""
+    run = Run(T(9, 58))
+    run.jobs.secrets = _Secrets()
+    hook = {"type": "http", "url": "https://example.com/hook"}
+    run.jobs.register("default", spec("at(2026-12-01T10:00:00)", target=hook), job_id="j")
+    run.until(T(9, 59, 59))
+    run.clock.set(T(10, 0, 0.3))
+    run.jobs.rotate_secret("default", "j")
+    run.until(T(10, 1))
+    assert run.ran() == Counter({_slot(T(10, 0)): 1})
+    job = run.rig.store.get_job("default", "j")
+    assert job is not None and job.state.value == "COMPLETED"

@@ -126,3 +126,14 @@ def test_a_change_that_would_breach_is_refused_alone_within_its_round() -> None:
 def test_a_store_failure_reaches_every_waiting_change_and_none_hangs() -> None:
     outcomes = _at_once(PeakQuota(Slow(fail=True), PeakLimits()), 40)
     assert all(isinstance(o, RuntimeError) and "unavailable" in str(o) for o in outcomes)
+
+
+def test_a_change_refused_by_the_quotas_keeps_its_409_when_its_rounds_write_keeps_losing() -> None:
+    """Review: every change of a round whose write ran out of tries got the 503, a change the
+    quotas refused included (alone it was a 409)."""
+    from punctual.security.tenant_quotas import _PeakChange
+
+    quota = PeakQuota(Contended(losses=10**6), PeakLimits(per_minute=1))
+    fits, breaches = _PeakChange(Profile(minutes={0: 1}), None), _PeakChange(Profile(minutes={0: 5}), None)
+    quota._write("t", [fits, breaches])
+    assert isinstance(fits.error, TransactionConflictError) and isinstance(breaches.error, PeakQuotaError)

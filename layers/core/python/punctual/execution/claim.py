@@ -40,6 +40,7 @@ from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import ExecutionConflictError, Expect
+from punctual.timing.slots import schedule_of
 from punctual.timing.timers import MANUAL_MARK
 from punctual.usecases.backfills import BackfillState, parse_backfill_ref
 
@@ -85,11 +86,20 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
     return job
 
 
-def _asked_for(message: DispatchMessage, record: Execution) -> bool:
+def _is_after(job: Job) -> bool:
+    return schedule_of(job).kind == "after"
+
+
+def _asked_for(message: DispatchMessage, record: Execution, job: Job) -> bool:
     """A slot the user asked for (a trigger's, a backfill's): its retries and takeovers too, whose
     messages are RETRY or TAKEOVER (QA: a paused job's backfilled slot that failed once was
     recorded SKIPPED, its retry never run)."""
-    return message.kind in _ASKED_FOR or bool(record.backfill) or MANUAL_MARK in message.slot
+    if message.kind in _ASKED_FOR or record.backfill:
+        return True
+    # A trigger's slot key. An after() job's slots carry its parents' keys, so a parent's trigger
+    # marks its children's slots too: those are not asked for (nor, then, a child's own trigger's
+    # retries, which the record cannot tell apart)
+    return MANUAL_MARK in message.slot and message.kind != MessageKind.CHILD and not _is_after(job)
 
 
 def _skipped(base: Execution, now: datetime, why: str, **more: Any) -> Execution:
@@ -391,7 +401,7 @@ class Claimer:
             self.turns.pass_on(job, skipped, now)
             self.after.notifier.changed(job, skipped, now)
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="backfill cancelled")
-        if job.state is JobState.PAUSED and not _asked_for(message, base):
+        if job.state is JobState.PAUSED and not _asked_for(message, base, job):
             # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or a
             # backfill) still runs, every attempt of it.
             skipped = _skipped(base, now, "job is paused")

@@ -404,6 +404,9 @@ class Job(JobSpec):
     # the old chain's slots due by then that no poller had released are still owed
     # (punctual.dispatch.polling.chains); None: never (or before this was kept).
     replaced_at: AwareDatetime | None = None
+    # The replaced spec's timing (TIMING_FIELDS, as JSON) when that replace changed it: the old
+    # chain's owed slots are its slots, not the new schedule's. None: the timing stayed.
+    replaced_timing: dict[str, Any] | None = None
     signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
     # While a secret is rotated, the previous one still signs (Standard Webhooks sends both).
     signing_secret_prev_enc: str | None = Field(default=None, exclude=True, repr=False)
@@ -426,3 +429,21 @@ class Job(JobSpec):
 
 
 # --------------------------------------------------------------------------- executions
+
+
+# What decides a job's slot instants (a replace that changes one of them moves its chain's slots).
+TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at", "dst", "jitter_seconds", "anchor")
+
+
+def replaced_timing(old: Job, new: Job) -> dict[str, Any] | None:
+    """``old``'s timing when ``new`` changes it (:attr:`Job.replaced_timing`), else None."""
+    if all(getattr(old, name) == getattr(new, name) for name in TIMING_FIELDS):
+        return None
+    return old.model_dump(mode="json", include=set(TIMING_FIELDS))
+
+
+def with_replaced_timing(job: Job) -> Job:
+    """``job`` with the timing it had before its last replace (itself when that kept it)."""
+    if not job.replaced_timing:
+        return job
+    return Job.model_validate({**job.model_dump(), **job.replaced_timing}, context=ACCEPTED)

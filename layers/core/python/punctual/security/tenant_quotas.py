@@ -182,9 +182,10 @@ class PeakQuota:
             if self.store.put_peaks(tenant, profile.to_doc(), version):
                 return
         for change in group:
-            change.error = TransactionConflictError(
-                f"the peak profile of tenant {tenant!r} kept changing; try again"
-            )
+            if change.error is None:  # (one refused by the quotas keeps that answer: a 409)
+                change.error = TransactionConflictError(
+                    f"the peak profile of tenant {tenant!r} kept changing; try again"
+                )
 
     def undo(self, tenant: str, add: Profile | None = None, remove: Profile | None = None) -> None:
         """Take back a :meth:`change` whose job write failed (best effort: logged, never raised)."""

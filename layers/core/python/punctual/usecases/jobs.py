@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.models import ACCEPTED, Job, JobSpec, JobState
+from punctual.models.jobs import replaced_timing
 from punctual.runtime.clock import Clock
 from punctual.security.boundary import Boundary
 from punctual.security.ownership import OwnResources
@@ -135,6 +136,7 @@ def _next_version(
             "spec_version": current.spec_since,
             "updated_at": now,
             "replaced_at": now,
+            "replaced_timing": None,
         }
     )
     timer = first_timer(job, now, now) if job.state is JobState.ENABLED else None
@@ -395,7 +397,7 @@ class JobService:
             state=JobState.ENABLED if current.state is JobState.COMPLETED else current.state,
             version=current.version + 1,
             spec_version=current.spec_since if same_spec else current.version + 1,
-            owed_from=current.owed_from if same_spec else None,
+            owed_from=current.owed_from,  # a pause's owed slot stays owed (run under the new spec)
             replaced_at=now,  # the old chain's slots due by now are owed (punctual.dispatch.polling.chains)
             created_at=current.created_at,
             updated_at=now,
@@ -406,6 +408,7 @@ class JobService:
             signing_secret_prev_enc=current.signing_secret_prev_enc,
             trigger_rate=self.admission.trigger_rate(tenant, spec),
         )
+        job = job.model_copy(update={"replaced_timing": replaced_timing(current, job)})
         if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
             job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
         check_job_size(job)

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from punctual.models import Job, JobState
+from punctual.models.jobs import with_replaced_timing
 from punctual.timing.slots import ReleasePlan, next_slot, plan_release, resume_start, schedule_of
 from punctual.timing.timers import Timer, slot_instant
 
@@ -72,7 +73,7 @@ OWED_BY_REPLACE = "job replaced"  # the cause put before the reason of a slot a 
 def _replaced(timer: Timer, job: Job) -> Verdict:
     """A timer of a chain a replace cut (an older spec's, or the same spec's before a replace that
     changed nothing): owed when its slot was due by the replace."""
-    if job.replaced_at is None or schedule_of(job).kind in ("after", "delay"):
+    if job.replaced_at is None:
         return Verdict.STALE  # (a job replaced before replaces kept their instant)
     slot = slot_instant(timer.slot)
     if slot > job.replaced_at:
@@ -84,13 +85,43 @@ def _replaced(timer: Timer, job: Job) -> Verdict:
 
 
 def replaced_plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
-    """The slots a replace owes (:data:`Verdict.REPLACED`): from the old chain's timer up to the
-    new chain's first slot, released under the new spec; the timer the plan writes next stays the
-    old chain's (its version), so the job's current chain stays apart."""
-    assert job.replaced_at is not None
-    start = next_slot(job, job.replaced_at) or job.replaced_at + timedelta(microseconds=1)
+    """The slots a replace owes (:data:`Verdict.REPLACED`): the old chain's own slots (its timing,
+    :attr:`Job.replaced_timing`, when the replace changed it) from the timer's up to the replace,
+    released under the new spec; the timer the plan writes next stays the old chain's (its
+    version), so the job's current chain stays apart. An owed slot the new spec cannot run (a
+    one-time, ``after()`` or ``delay()`` job now; before its ``start_at`` or after its ``end_at``)
+    is recorded MISSED, not run. When the new spec has no slot after the replace, the plan's end
+    ends the job (as its last slot would have)."""
+    replaced_at = job.replaced_at
+    assert replaced_at is not None
+    walker = with_replaced_timing(job)
     plan = plan_release(
-        job, slot_instant(timer.slot), now, due=timer.due, stop_before=start, cause=OWED_BY_REPLACE
+        walker,
+        slot_instant(timer.slot),
+        now,
+        due=timer.due,
+        stop_before=replaced_at + timedelta(microseconds=1),
+        cause=OWED_BY_REPLACE,
     )
     plan.timer_version = timer.job_version
+    unrunnable = [slot for slot in plan.release if not _runs_under(job, slot)]
+    if unrunnable:
+        plan.release = [slot for slot in plan.release if slot not in unrunnable]
+        plan.missed.extend((slot, f"{OWED_BY_REPLACE}: {NOT_A_SLOT_OF_THE_NEW_SPEC}") for slot in unrunnable)
+    if plan.next_slot is None and next_slot(job, replaced_at) is None and schedule_of(job).kind not in _FIRED:
+        plan.chain = True  # no chain of the new spec goes on: this plan's end is the job's
     return plan
+
+
+NOT_A_SLOT_OF_THE_NEW_SPEC = "the new spec would not run it"
+_FIRED = ("after", "delay")  # kinds whose slots follow other runs, not a schedule
+
+
+def _runs_under(job: Job, slot: datetime) -> bool:
+    """Whether the new spec may run an owed slot of its old chain (one of its own when the replace
+    kept the timing: a rotation, an identical spec, a payload edit)."""
+    if not job.replaced_timing:
+        return True
+    if schedule_of(job).kind in (*_FIRED, "at"):
+        return False
+    return (job.start_at is None or slot >= job.start_at) and (job.end_at is None or slot <= job.end_at)
