@@ -415,8 +415,14 @@ def test_a_slot_is_claimed_and_called_while_its_batch_hold_is_still_in_flight(la
         time.sleep(0.05)
     assert target.attempts(job.id) == [1]
     assert slow.order == []
+    # (the finish is written after the call returns, in the handler's thread: waited for, not
+    # assumed; a full run here once read the record still RUNNING)
     record = record_of(lane, job, now)
+    while record.status is not ExecutionStatus.SUCCEEDED and time.monotonic() < deadline:
+        time.sleep(0.05)
+        record = record_of(lane, job, now)
     assert record.status is ExecutionStatus.SUCCEEDED
+    assert slow.order == []  # and still before the hold landed
     # And the invocation ends only once the hold has landed (no change of its messages after it)
     assert runner.is_alive()
     slow.go.set()
