@@ -242,3 +242,75 @@ def test_a_rotation_between_a_one_time_jobs_slot_and_its_release_runs_it_and_com
     assert run.ran() == Counter({_slot(T(10, 0)): 1})
     job = run.rig.store.get_job("default", "j")
     assert job is not None and job.state.value == "COMPLETED"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "owed"),
+    [
+        # A hourly -> B every minute at 10:05:30 -> C at 10:07:30: A owes 10:00, B 10:06 and 10:07
+        ("cron(0 * * * ? *)", "cron(* * * * ? *)", [(10, 0), (10, 6), (10, 7)]),
+        # A every minute -> B hourly -> C: A owes 10:00..10:05, B nothing
+        ("cron(* * * * ? *)", "cron(0 * * * ? *)", [(10, m) for m in range(6)]),
+    ],
+)
+@pytest.mark.parametrize("third", ["payload", "cron(0/5 * * * ? *)"])
+def test_each_chain_two_replaces_cut_in_one_outage_owes_its_own_slots(
+    first: str, second: str, third: str, owed: list[tuple[int, int]]
+) -> None:
+    """Review: the job kept only its last replace's timing, so the first chain was walked on the
+    second's (slots lost without a record, or run when no spec owed them)."""
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec(first), job_id="j")
+    run.until(T(9, 59, 30), step_s=5)  # pollers down from 09:59:30 to 10:10:20
+    run.clock.set(T(10, 5, 30))
+    run.jobs.replace("default", "j", spec(second))
+    run.clock.set(T(10, 7, 30))
+    run.jobs.replace("default", "j", spec(second, payload={"v": 3}) if third == "payload" else spec(third))
+    run.clock.set(T(10, 10, 20))
+    run.until(T(10, 10, 40), step_s=5)
+    ran = {s for s, _ in run.payloads if s <= _slot(T(10, 10)) and s > _slot(T(9, 59, 30))}
+    c_timing = second if third == "payload" else third  # C's own slots from 10:07:30 on (caught up)
+    c_slots = {"cron(* * * * ? *)": [(10, 8), (10, 9), (10, 10)], "cron(0 * * * ? *)": []}.get(
+        c_timing, [(10, 10)]
+    )
+    assert ran == {_slot(T(h, m)) for h, m in owed + c_slots}
+    assert all(count == 1 for count in run.ran().values())
+
+
+def test_a_rotation_after_a_timing_replace_in_one_outage_keeps_the_old_chains_timing() -> None:
+    run = Run(T(9, 58))
+    run.jobs.secrets = _Secrets()
+    hook = {"type": "http", "url": "https://example.com/hook"}
+    run.jobs.register("default", spec("cron(* * * * ? *)", target=hook), job_id="j")
+    run.until(T(9, 59, 30), step_s=5)
+    run.clock.set(T(10, 5, 30))
+    run.jobs.replace("default", "j", spec("cron(0 * * * ? *)", target=hook))
+    run.clock.set(T(10, 7, 30))
+    run.jobs.rotate_secret("default", "j")
+    run.clock.set(T(10, 10, 20))
+    run.until(T(10, 10, 40), step_s=5)
+    assert run.ran() == Counter({_slot(T(9, 59)): 1, **{_slot(T(10, m)): 1 for m in range(6)}})
+
+
+def test_an_owed_slot_met_after_the_new_chain_completed_the_job_is_recorded() -> None:
+    """Review: the new chain's last slot completed the job first; the old chain's owed 10:00 was
+    then stale, with no record."""
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(0 * * * ? *)"), job_id="j")
+    run.until(T(9, 59, 30), step_s=5)
+    run.clock.set(T(10, 2))
+    run.jobs.replace("default", "j", spec("cron(* * * * ? *)", end_at="2026-12-01T10:03:00Z"))
+    version = run.rig.store.get_job("default", "j").version  # type: ignore[union-attr]
+    run.clock.set(T(10, 3, 1))
+    now = run.clock.now()
+    due = [
+        t
+        for t in run.rig.timers(now - timedelta(minutes=15), now)
+        if (t.pk, t.sk) not in run.rig.released_timers
+    ]
+    for batch in ([t for t in due if t.job_version == version], [t for t in due if t.job_version != version]):
+        run.rig.dispatcher().release(batch)  # the new chain's first (a poller's own minute), then the old
+        run.rig.released_timers.update((t.pk, t.sk) for t in batch)
+        run.rig.work_until_idle(run.worker)
+    assert run.ran() == Counter({_slot(T(10, 3)): 1})
+    assert _records(run)[_slot(T(10, 0))] == ("MISSED", "job replaced: the new spec has completed")

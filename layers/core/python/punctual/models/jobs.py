@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import (
     AwareDatetime,
+    BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -375,6 +376,18 @@ class JobState(StrEnum):
     DELETED = "DELETED"
 
 
+class ChainRestart(BaseModel):
+    """A write that restarted a job's chain: the old chain's timers carry versions up to
+    ``until_version``, its slots due by ``at`` are owed, on ``timing`` (its timing fields as JSON
+    when the write changed them; None: the next chain's)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    until_version: int
+    at: AwareDatetime
+    timing: dict[str, Any] | None = None
+
+
 class Job(JobSpec):
     """A registered job: the spec plus identity, state and bookkeeping."""
 
@@ -400,13 +413,10 @@ class Job(JobSpec):
     spec_version: int = 0
     # A paused job: the first slot due before the pause that was not released (the resume owes it).
     owed_from: str | None = None
-    # When a write last restarted the job's chain at a new version (a replace, a secret rotation):
-    # the old chain's slots due by then that no poller had released are still owed
-    # (punctual.dispatch.polling.chains); None: never (or before this was kept).
-    replaced_at: AwareDatetime | None = None
-    # The replaced spec's timing (TIMING_FIELDS, as JSON) when that replace changed it: the old
-    # chain's owed slots are its slots, not the new schedule's. None: the timing stayed.
-    replaced_timing: dict[str, Any] | None = None
+    # The writes that restarted the job's chain at a new version (a replace, a secret rotation),
+    # oldest first, the last MAX_RESTARTS: an old chain's slots due by its end that no poller had
+    # released are still owed, on its own timing (punctual.dispatch.polling.chains).
+    restarts: list[ChainRestart] = Field(default_factory=list)
     signing_secret_enc: str | None = Field(default=None, exclude=True, repr=False)
     # While a secret is rotated, the previous one still signs (Standard Webhooks sends both).
     signing_secret_prev_enc: str | None = Field(default=None, exclude=True, repr=False)
@@ -433,17 +443,24 @@ class Job(JobSpec):
 
 # What decides a job's slot instants (a replace that changes one of them moves its chain's slots).
 TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at", "dst", "jitter_seconds", "anchor")
+MAX_RESTARTS = 8  # kept on the job: a chain older than these when its timer is met is stale
 
 
-def replaced_timing(old: Job, new: Job) -> dict[str, Any] | None:
-    """``old``'s timing when ``new`` changes it (:attr:`Job.replaced_timing`), else None."""
-    if all(getattr(old, name) == getattr(new, name) for name in TIMING_FIELDS):
-        return None
-    return old.model_dump(mode="json", include=set(TIMING_FIELDS))
+def restarted(old: Job, new: Job, at: datetime) -> list[ChainRestart]:
+    """``new``'s restarts: ``old``'s and the end of ``old``'s chain at ``at`` (with ``old``'s timing
+    when ``new`` changes it)."""
+    kept = all(getattr(old, name) == getattr(new, name) for name in TIMING_FIELDS)
+    timing = None if kept else old.model_dump(mode="json", include=set(TIMING_FIELDS))
+    return [*old.restarts, ChainRestart(until_version=old.version, at=at, timing=timing)][-MAX_RESTARTS:]
 
 
-def with_replaced_timing(job: Job) -> Job:
-    """``job`` with the timing it had before its last replace (itself when that kept it)."""
-    if not job.replaced_timing:
-        return job
-    return Job.model_validate({**job.model_dump(), **job.replaced_timing}, context=ACCEPTED)
+def chain_end(job: Job, version: int) -> tuple[ChainRestart, Job] | None:
+    """The restart that ended the chain whose timers carry ``version`` (older than the job's), and
+    the job on that chain's timing (itself when no restart since moved it); None: not kept."""
+    for index, restart in enumerate(job.restarts):
+        if restart.until_version >= version:
+            timing = next((later.timing for later in job.restarts[index:] if later.timing), None)
+            if timing is None:
+                return restart, job
+            return restart, Job.model_validate({**job.model_dump(), **timing}, context=ACCEPTED)
+    return None

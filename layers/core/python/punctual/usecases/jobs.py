@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.models import ACCEPTED, Job, JobSpec, JobState
-from punctual.models.jobs import replaced_timing
+from punctual.models.jobs import restarted
 from punctual.runtime.clock import Clock
 from punctual.security.boundary import Boundary
 from punctual.security.ownership import OwnResources
@@ -47,7 +47,7 @@ from punctual.timing.slots import (
     schedule_of,
     sent_check_timer,
 )
-from punctual.timing.timers import MANUAL_MARK, Timer, TimerLayout, slot_key
+from punctual.timing.timers import MANUAL_MARK, Timer, TimerLayout, slot_instant, slot_key
 from punctual.usecases.dependents import after_children, raw_parents
 from punctual.usecases.job_admission import JobAdmission
 from punctual.usecases.job_errors import (
@@ -135,8 +135,9 @@ def _next_version(
             "version": current.version + 1,
             "spec_version": current.spec_since,
             "updated_at": now,
-            "replaced_at": now,
-            "replaced_timing": None,
+            "restarts": restarted(
+                current, current, now
+            ),  # its chain restarts: the old one's due slots are owed
         }
     )
     timer = first_timer(job, now, now) if job.state is JobState.ENABLED else None
@@ -397,8 +398,7 @@ class JobService:
             state=JobState.ENABLED if current.state is JobState.COMPLETED else current.state,
             version=current.version + 1,
             spec_version=current.spec_since if same_spec else current.version + 1,
-            owed_from=current.owed_from,  # a pause's owed slot stays owed (run under the new spec)
-            replaced_at=now,  # the old chain's slots due by now are owed (punctual.dispatch.polling.chains)
+            owed_from=current.owed_from,  # a pause's owed slot stays owed
             created_at=current.created_at,
             updated_at=now,
             anchor=anchor,
@@ -408,7 +408,8 @@ class JobService:
             signing_secret_prev_enc=current.signing_secret_prev_enc,
             trigger_rate=self.admission.trigger_rate(tenant, spec),
         )
-        job = job.model_copy(update={"replaced_timing": replaced_timing(current, job)})
+        # The old chain's slots due by now are owed, on its timing (punctual.dispatch.polling.chains)
+        job = job.model_copy(update={"restarts": restarted(current, job, now)})
         if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
             job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
         check_job_size(job)
@@ -416,6 +417,11 @@ class JobService:
         _check_fires(current, job, timer, now)
         self.admission.check_children(job, found if isinstance(found, Job) else None, now)
         timers = [timer] if timer else []
+        if current.owed_from and job.restarts[-1].timing is not None:
+            # A pause's owed slot on a timing the replace moved: back to its chain (its version and
+            # timing), which a poller catches up, or records while the job stays paused
+            job = job.model_copy(update={"owed_from": None})
+            timers.append(fire_timer(self.layout, current, slot_instant(current.owed_from), now))
         old_calendars = current.exclude_calendars if isinstance(found, Job) else _raw_calendars(found)
         uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
         # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.

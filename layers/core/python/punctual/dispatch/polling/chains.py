@@ -14,12 +14,13 @@ the chain without changing the spec, and the resume starts it again
   within the poller's lag) found the resume gone past it: the poller catches up those slots
   itself, up to where the resumed chain starts (:data:`Verdict.ORPHAN`).
 
-A replace starts the new spec's chain at its first slot after the replace (``replaced_at``). A
-slot of the old chain due at or before the replace that no poller released yet (a poller a moment
-behind, or down) is owed all the same: the poller that meets the old chain's timer catches it up
-under the new spec, from the timer's slot up to where the new chain starts
+A replace (an identical one, a secret rotation) starts a new chain at its first slot after it, and
+the job keeps the restart (``Job.restarts``: the old chain's last version, the instant, its timing
+when the replace moved it). A slot of the old chain due by the restart that no poller released yet
+(a poller a moment behind, or down) is owed all the same: the poller that meets the old chain's
+timer catches its slots up, on its own timing and under the current spec, up to the restart
 (:data:`Verdict.REPLACED`; the catch-up policy decides the late ones), and while the job is paused
-records it on the job as a pause's owed slot (:data:`Verdict.PARK`).
+on the same timing records it on the job as a pause's owed slot (:data:`Verdict.PARK`).
 
 So no slot around a pause or a replace is dropped silently: it runs, or the catch-up policy
 records it MISSED.
@@ -31,7 +32,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from punctual.models import Job, JobState
-from punctual.models.jobs import with_replaced_timing
+from punctual.models.jobs import chain_end
 from punctual.timing.slots import ReleasePlan, next_slot, plan_release, resume_start, schedule_of
 from punctual.timing.timers import Timer, slot_instant
 
@@ -46,10 +47,12 @@ class Verdict(Enum):
 
 def verdict(timer: Timer, job: Job | None) -> Verdict:
     """What to do with the chain timer ``timer`` of ``job`` (as read; None when gone)."""
-    if job is None or job.state not in (JobState.ENABLED, JobState.PAUSED):
+    if job is None or timer.job_version > job.version:
+        return Verdict.STALE  # gone, or a job read behind its timer
+    if job.state is JobState.COMPLETED and timer.job_version < job.version:
+        return _replaced(timer, job)  # the new chain ended first: an old chain's owed slot is recorded
+    if job.state not in (JobState.ENABLED, JobState.PAUSED):
         return Verdict.STALE
-    if timer.job_version > job.version:
-        return Verdict.STALE  # a job read behind its timer
     if timer.job_version < job.spec_since:
         return _replaced(timer, job)
     if job.state is JobState.ENABLED and timer.job_version == job.version:
@@ -71,45 +74,51 @@ OWED_BY_REPLACE = "job replaced"  # the cause put before the reason of a slot a 
 
 
 def _replaced(timer: Timer, job: Job) -> Verdict:
-    """A timer of a chain a replace cut (an older spec's, or the same spec's before a replace that
-    changed nothing): owed when its slot was due by the replace."""
-    if job.replaced_at is None:
-        return Verdict.STALE  # (a job replaced before replaces kept their instant)
+    """A timer of a chain a write restarted (a replace, an identical one, a rotation): owed when
+    its slot was due by the end of its chain (:func:`punctual.models.jobs.chain_end`)."""
+    found = chain_end(job, timer.job_version)
+    if found is None:
+        return Verdict.STALE  # a chain older than the restarts the job keeps (or a pause's)
+    restart, walker = found
     slot = slot_instant(timer.slot)
-    if slot > job.replaced_at:
-        return Verdict.STALE  # the new chain's slots: it starts after the replace
-    if job.state is JobState.PAUSED:
+    if slot > restart.at:
+        return Verdict.STALE  # the next chain's slots: it starts after the restart
+    if job.state is JobState.PAUSED and walker is job:  # its own timing: the resume owes it
         paused_at = job.paused_at
         return Verdict.PARK if paused_at is not None and slot < paused_at else Verdict.STALE
     return Verdict.REPLACED
 
 
 def replaced_plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
-    """The slots a replace owes (:data:`Verdict.REPLACED`): the old chain's own slots (its timing,
-    :attr:`Job.replaced_timing`, when the replace changed it) from the timer's up to the replace,
-    released under the new spec; the timer the plan writes next stays the old chain's (its
-    version), so the job's current chain stays apart. An owed slot the new spec cannot run (a
-    one-time, ``after()`` or ``delay()`` job now; before its ``start_at`` or after its ``end_at``)
-    is recorded MISSED, not run. When the new spec has no slot after the replace, the plan's end
-    ends the job (as its last slot would have)."""
-    replaced_at = job.replaced_at
-    assert replaced_at is not None
-    walker = with_replaced_timing(job)
+    """The slots a restart owes (:data:`Verdict.REPLACED`): the old chain's own slots (on its
+    timing) from the timer's up to the restart that ended it, released under the current spec;
+    the timer the plan writes next stays the old chain's (its version), so the job's current chain
+    stays apart. An owed slot the current spec would not run (now at(), after() or delay(), before
+    its ``start_at`` or after its ``end_at``; the job completed, or paused on another timing) is
+    recorded MISSED, not run. When the job's last chain has no slot after its restart, the plan's
+    end ends the job (as its last slot would have)."""
+    found = chain_end(job, timer.job_version)
+    assert found is not None
+    restart, walker = found
     plan = plan_release(
         walker,
         slot_instant(timer.slot),
         now,
         due=timer.due,
-        stop_before=replaced_at + timedelta(microseconds=1),
+        stop_before=restart.at + timedelta(microseconds=1),
         cause=OWED_BY_REPLACE,
     )
     plan.timer_version = timer.job_version
-    unrunnable = [slot for slot in plan.release if not _runs_under(job, slot)]
-    if unrunnable:
-        plan.release = [slot for slot in plan.release if slot not in unrunnable]
-        plan.missed.extend((slot, f"{OWED_BY_REPLACE}: {NOT_A_SLOT_OF_THE_NEW_SPEC}") for slot in unrunnable)
-    if plan.next_slot is None and next_slot(job, replaced_at) is None and schedule_of(job).kind not in _FIRED:
-        plan.chain = True  # no chain of the new spec goes on: this plan's end is the job's
+    unrun = [(slot, why) for slot in plan.release if (why := _not_run_why(job, walker, slot)) is not None]
+    if unrun:
+        dropped = {slot for slot, _ in unrun}
+        plan.release = [slot for slot in plan.release if slot not in dropped]
+        plan.missed.extend((slot, f"{OWED_BY_REPLACE}: {why}") for slot, why in unrun)
+    last = restart is job.restarts[-1] and job.state is JobState.ENABLED
+    if last and plan.next_slot is None and schedule_of(job).kind not in _FIRED:
+        plan.chain = (
+            next_slot(job, restart.at) is None
+        )  # no later chain goes on: this plan's end is the job's
     return plan
 
 
@@ -117,11 +126,17 @@ NOT_A_SLOT_OF_THE_NEW_SPEC = "the new spec would not run it"
 _FIRED = ("after", "delay")  # kinds whose slots follow other runs, not a schedule
 
 
-def _runs_under(job: Job, slot: datetime) -> bool:
-    """Whether the new spec may run an owed slot of its old chain (one of its own when the replace
-    kept the timing: a rotation, an identical spec, a payload edit)."""
-    if not job.replaced_timing:
-        return True
+def _not_run_why(job: Job, walker: Job, slot: datetime) -> str | None:
+    """Why the current spec may not run an owed slot of an old chain (None: it runs it); the old
+    chain on the job's own timing (a rotation, an identical spec, a payload edit) runs."""
+    if job.state is JobState.COMPLETED:
+        return "the new spec has completed"
+    if walker is job:
+        return None
+    if job.state is JobState.PAUSED:
+        return "the job is paused and the replace moved its timing"
     if schedule_of(job).kind in (*_FIRED, "at"):
-        return False
-    return (job.start_at is None or slot >= job.start_at) and (job.end_at is None or slot <= job.end_at)
+        return NOT_A_SLOT_OF_THE_NEW_SPEC
+    if (job.start_at is not None and slot < job.start_at) or (job.end_at is not None and slot > job.end_at):
+        return NOT_A_SLOT_OF_THE_NEW_SPEC
+    return None
