@@ -314,3 +314,66 @@ def test_an_owed_slot_met_after_the_new_chain_completed_the_job_is_recorded() ->
         run.rig.work_until_idle(run.worker)
     assert run.ran() == Counter({_slot(T(10, 3)): 1})
     assert _records(run)[_slot(T(10, 0))] == ("MISSED", "job replaced: the new spec has completed")
+
+
+def test_a_paused_jobs_old_chain_ends_at_the_pause_not_at_the_replace() -> None:
+    """Review: pause 10:01:30, replace to cron(0/2) 10:04:30, resume 10:07:30, pollers down all
+    along: the old chain walked on to the replace and ran 10:03, a slot inside the pause that the
+    new schedule does not have (the pause's slots are the resume's, on the current timing)."""
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(* * * * ? *)"), job_id="j")
+    run.until(T(9, 59, 30), step_s=5)  # pollers down from 09:59:30 to 10:08:20
+    run.clock.set(T(10, 1, 30))
+    run.jobs.pause("default", "j")
+    run.clock.set(T(10, 4, 30))
+    run.jobs.replace("default", "j", spec("cron(0/2 * * * ? *)"))
+    run.clock.set(T(10, 7, 30))
+    run.jobs.resume("default", "j")
+    run.clock.set(T(10, 8, 20))
+    run.until(T(10, 8, 40), step_s=5)
+    expected = [(9, 59), (10, 0), (10, 1), (10, 2), (10, 4), (10, 6), (10, 8)]
+    assert run.ran() == Counter({_slot(T(h, m)): 1 for h, m in expected})
+
+
+def test_more_restarts_than_kept_drop_the_oldest_chain_instead_of_misplacing_it() -> None:
+    """Review: past MAX_RESTARTS the oldest timer was matched to the next chain (its end, its
+    timing): hourly -> every minute then 8 payload edits ran 10:01..10:03, which no spec owed."""
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(0 * * * ? *)"), job_id="j")
+    run.until(T(9, 59, 30), step_s=5)
+    run.clock.set(T(10, 3, 30))
+    run.jobs.replace("default", "j", spec("cron(* * * * ? *)"))
+    for edit in range(8):
+        run.clock.set(T(10, 4 + edit, 30))
+        run.jobs.replace("default", "j", spec("cron(* * * * ? *)", payload={"edit": edit}))
+    run.clock.set(T(10, 12, 20))
+    run.until(T(10, 12, 40), step_s=5)
+    assert not {_slot(T(10, m)) for m in (1, 2, 3)} & set(run.ran())
+    assert all(count == 1 for count in run.ran().values())
+
+
+def test_restarts_never_make_an_unchanged_spec_too_large_to_store() -> None:
+    """Review: a job near the item limit was refused (413) by its fifth identical PUT: the kept
+    restarts counted against it."""
+    from punctual.store.dynamo.sizes import JOB_ITEM_LIMIT_BYTES, job_item_sizes
+
+    def big(pad: int) -> Any:
+        headers = {f"x-h{i}": "\u00e9" * 8192 for i in range(9)}
+        hook = {"type": "http", "url": "https://example.com/hook", "headers": {**headers, "x-pad": "y" * pad}}
+        return spec("cron(0 * * * ? *)", target=hook, payload={"pad": "x" * 250_000})
+
+    probe = Run(T(9, 58))
+    probe.jobs.register("default", big(10), job_id="j")
+    size = job_item_sizes(probe.rig.store.get_job("default", "j"))["the job item"]  # type: ignore[arg-type]
+    run = Run(T(9, 58))
+    job = big(10 + JOB_ITEM_LIMIT_BYTES - 300 - size)  # 300 bytes under the limit
+    run.jobs.register("default", job, job_id="j")
+    for _ in range(6):
+        run.clock.set(run.clock.now() + timedelta(seconds=10))
+        run.jobs.replace("default", "j", job)  # each is stored (its oldest restarts given up)
+    stored = run.rig.store.get_job("default", "j")
+    assert (
+        stored is not None
+        and stored.version == 7
+        and job_item_sizes(stored)["the job item"] <= JOB_ITEM_LIMIT_BYTES
+    )

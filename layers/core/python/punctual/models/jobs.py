@@ -377,15 +377,17 @@ class JobState(StrEnum):
 
 
 class ChainRestart(BaseModel):
-    """A write that restarted a job's chain: the old chain's timers carry versions up to
-    ``until_version``, its slots due by ``at`` are owed, on ``timing`` (its timing fields as JSON
-    when the write changed them; None: the next chain's)."""
+    """A write that restarted a job's chain: the old chain's timers carry versions from
+    ``from_version`` up to ``until_version``, its slots due by ``at`` (the write's instant, or the
+    pause's when the job was paused then: later ones are the resume's) are owed, on ``timing`` (its
+    timing fields as JSON when the write changed them; None: the next chain's)."""
 
     model_config = ConfigDict(extra="ignore")
 
     until_version: int
     at: AwareDatetime
     timing: dict[str, Any] | None = None
+    from_version: int = 0
 
 
 class Job(JobSpec):
@@ -451,12 +453,18 @@ def restarted(old: Job, new: Job, at: datetime) -> list[ChainRestart]:
     when ``new`` changes it)."""
     kept = all(getattr(old, name) == getattr(new, name) for name in TIMING_FIELDS)
     timing = None if kept else old.model_dump(mode="json", include=set(TIMING_FIELDS))
-    return [*old.restarts, ChainRestart(until_version=old.version, at=at, timing=timing)][-MAX_RESTARTS:]
+    if old.state is JobState.PAUSED and old.paused_at is not None:
+        at = min(at, old.paused_at)  # its chain ended at the pause: what came due since, the resume owes
+    first = old.restarts[-1].until_version + 1 if old.restarts else 1
+    restart = ChainRestart(until_version=old.version, at=at, timing=timing, from_version=first)
+    return [*old.restarts, restart][-MAX_RESTARTS:]
 
 
 def chain_end(job: Job, version: int) -> tuple[ChainRestart, Job] | None:
     """The restart that ended the chain whose timers carry ``version`` (older than the job's), and
     the job on that chain's timing (itself when no restart since moved it); None: not kept."""
+    if job.restarts and version < job.restarts[0].from_version:
+        return None  # older than the restarts kept (more than MAX_RESTARTS since): not known
     for index, restart in enumerate(job.restarts):
         if restart.until_version >= version:
             timing = next((later.timing for later in job.restarts[index:] if later.timing), None)

@@ -29,6 +29,7 @@ from punctual.store.base import (
     TOMBSTONE_TTL,
     CalendarNotFoundError,
     CalendarUses,
+    ItemTooLargeError,
     JobStore,
     Page,
     ParentNotFoundError,
@@ -120,6 +121,19 @@ def _raw_calendars(found: UnreadableJob) -> tuple[str, ...]:
     return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
 
 
+def _fitting(job: Job) -> Job:
+    """``job``, its oldest kept chain restarts dropped while it would not fit its item: bookkeeping
+    never makes an unchanged spec too large (those old chains' owed slots are forgotten)."""
+    while True:
+        try:
+            check_job_size(job)
+            return job
+        except ItemTooLargeError:
+            if not job.restarts:
+                raise
+            job = job.model_copy(update={"restarts": job.restarts[1:]})
+
+
 def _next_version(
     current: Job,
     update: dict[str, Any],
@@ -140,6 +154,7 @@ def _next_version(
             ),  # its chain restarts: the old one's due slots are owed
         }
     )
+    job = _fitting(job)
     timer = first_timer(job, now, now) if job.state is JobState.ENABLED else None
     return job, [timer] if timer is not None else []
 
@@ -412,7 +427,7 @@ class JobService:
         job = job.model_copy(update={"restarts": restarted(current, job, now)})
         if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
             job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
-        check_job_size(job)
+        job = _fitting(job)
         timer = self._first_timer(job, now, after=now) if job.state is JobState.ENABLED else None
         _check_fires(current, job, timer, now)
         self.admission.check_children(job, found if isinstance(found, Job) else None, now)
