@@ -377,3 +377,26 @@ def test_restarts_never_make_an_unchanged_spec_too_large_to_store() -> None:
         and stored.version == 7
         and job_item_sizes(stored)["the job item"] <= JOB_ITEM_LIMIT_BYTES
     )
+
+
+def test_a_rotation_in_the_instant_of_a_resume_keeps_the_slots_the_pause_owed() -> None:
+    """Fuzzing (a randomized oracle): resume and rotate at one instant after a pause during an
+    outage; the resumed chain's timer fell to the pause rules, which took the rotation's new chain
+    for the resume's, and the 15 owed slots vanished without a record."""
+    run = Run(T(9, 57, 30))
+    run.jobs.secrets = _Secrets()
+    hook = {"type": "http", "url": "https://example.com/hook"}
+    job = spec("cron(* * * * ? *)", target=hook, catchup={"policy": "latest", "window_seconds": 3600})
+    run.jobs.register("default", job, job_id="j")
+    run.until(T(10, 1, 42.6))
+    run.clock.set(T(10, 10, 0.3))  # pollers down since 10:01:42
+    run.jobs.pause("default", "j")
+    run.clock.set(T(10, 15, 2.6))
+    run.until(T(10, 16, 0.3))
+    run.jobs.resume("default", "j")
+    run.jobs.rotate_secret("default", "j")
+    run.until(T(10, 18, 5))
+    records = _records(run)
+    owed = [_slot(T(10, m)) for m in range(2, 17)]
+    assert [slot for slot in owed if slot not in run.ran() and slot not in records] == []
+    assert all(count == 1 for count in run.ran().values())

@@ -59,6 +59,8 @@ def verdict(timer: Timer, job: Job | None) -> Verdict:
         return Verdict.RELEASE
     if schedule_of(job).kind == "delay":
         return Verdict.STALE  # delay(...) chains from finish times: its resume starts afresh
+    if job.state is JobState.ENABLED and (cut := _replaced(timer, job)) is not Verdict.STALE:
+        return cut  # a chain a restart cut (a resumed chain a rotation restarted at once included)
     slot = slot_instant(timer.slot)
     if job.paused_at is None or slot >= job.paused_at:
         # No pause owes it (due while paused: the resume's chain starts at or before it); a replace
