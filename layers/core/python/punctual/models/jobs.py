@@ -444,7 +444,8 @@ class Job(JobSpec):
 
 
 # What decides a job's slot instants (a replace that changes one of them moves its chain's slots).
-TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at", "dst", "jitter_seconds", "anchor")
+SLOT_FIELDS = ("schedule", "timezone", "start_at", "end_at", "dst", "anchor")  # its nominal slots
+TIMING_FIELDS = (*SLOT_FIELDS, "jitter_seconds")  # and when each is dispatched
 MAX_RESTARTS = 8  # kept on the job: a chain older than these when its timer is met is stale
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from punctual.models import Job
+from punctual.models.jobs import SLOT_FIELDS
 from punctual.timing.instants import format_instant
 from punctual.timing.slots import next_slot, schedule_of
 
@@ -26,7 +27,7 @@ HORIZON = timedelta(days=366)
 # daily or weekly shows all they will do (two rate(1 minute) jobs registered 12 s apart: never).
 MAX_WORK = 60_000
 MIN_SPAN = timedelta(days=7)
-TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at", "dst", "anchor")
+TIMING_FIELDS = SLOT_FIELDS  # what decides a job's slots (an edit keeping them is never judged)
 _INSTANT = timedelta(microseconds=1)
 
 
