@@ -210,7 +210,7 @@ class AfterEffects:
                 self._record_unrun(child, execution.slot, now, ExecutionStatus.MISSED, PAUSED_CHILD_NOTE)
                 self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
                 continue
-            if child.exclude_calendars and self._excluded(child, execution.slot, now):
+            if child.exclude_calendars and self.excluded(child, execution.slot, now):
                 self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
                 continue
             # A backfilled parent's children are backfilled too (their records say so).
@@ -223,7 +223,7 @@ class AfterEffects:
             self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
             self.metrics.add("ChildrenDispatched", 1)
 
-    def _excluded(self, child: Job, slot: str, now: datetime) -> bool:
+    def excluded(self, child: Job, slot: str, now: datetime) -> bool:
         """An ``after()`` child whose slot falls on a day of a calendar it excludes: recorded
         EXCLUDED (once) instead of sent; one whose excluded calendar is gone: recorded MISSED,
         ``calendar missing``, with its event and missed alert, instead of run. A run-now slot of

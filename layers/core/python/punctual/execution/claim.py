@@ -86,6 +86,21 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
     return job
 
 
+def not_to_run(
+    claimer: Claimer, job: Job, message: DispatchMessage, delivery: Delivery | None
+) -> Claim | None:
+    """A slot not to run although its job runs: a cancelled backfill's, or a child's sent again
+    (a CHILD timer's: a worker died before its handler, or a replace dropped a parent,
+    :mod:`punctual.usecases.child_slots`) on a day a calendar of its job excludes (recorded
+    EXCLUDED as its first send would have been, :meth:`AfterEffects.excluded`)."""
+    if message.kind == MessageKind.BACKFILL and message.attempt == 1:
+        return claimer._backfill_cancelled(job, message, delivery)
+    resent_child = message.kind == MessageKind.CHILD and message.resend and job.exclude_calendars
+    if resent_child and claimer.after.excluded(job, message.slot, claimer.clock.now()):
+        return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, reason="its calendar excludes it")
+    return None
+
+
 def _is_after(job: Job) -> bool:
     return schedule_of(job).kind == "after"
 
@@ -177,10 +192,8 @@ class Claimer:
             reason = "not enough time left in this invocation"
             parked = self.parking.park(job.version, message, delivery, reason)
             return parked or self._wait(message, delivery, job, 0, reason, None)
-        if message.kind == MessageKind.BACKFILL and message.attempt == 1:
-            dropped = self._backfill_cancelled(job, message, delivery)
-            if dropped is not None:
-                return dropped
+        if (dropped := not_to_run(self, job, message, delivery)) is not None:
+            return dropped  # a cancelled backfill's slot, a re-sent child slot on an excluded day
         fresh = message.attempt == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)
         # A first attempt creates the record; on conflict the store returns the record as it
         # is, so the common path costs no read.

@@ -518,14 +518,14 @@ class DependencyRepository(ABC):
         """Add ``parent_id`` to the parents that succeeded for (child, slot); return them all."""
 
     @abstractmethod
-    def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
-        """Record (``present``) or remove ``child_id`` as a dependent of each parent.
+    def waiting_child_slots(self, tenant: str, child_id: str, limit: int) -> list[tuple[str, frozenset[str]]]:
+        """Slots not dispatched (and which parents succeeded), newest first, to the newest dispatched."""
 
-        Also keeps each parent job's ``dependents`` count, so a worker finishing a job with
-        none skips the dependents query. The count moves only with the link: a link already as
-        wanted, or whose parent job is gone, changes nothing. Job writes carry their links
-        themselves (``create_job(parents=...)`` and the like); this is for repairs.
-        """
+    @abstractmethod
+    def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
+        """Record (``present``) or remove ``child_id`` as a dependent of each parent, and keep
+        each parent's ``dependents`` count (a worker finishing a job with none skips the query);
+        the count moves only with the link. Job writes carry their links; this is for repairs."""
 
     @abstractmethod
     def list_dependents(self, tenant: str, parent_id: str) -> list[str]:

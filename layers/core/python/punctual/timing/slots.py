@@ -140,17 +140,19 @@ def dispatch_instant(job: Job, slot: datetime) -> datetime:
 SENT_CHECK_S = 5.0
 
 
-def sent_check_timer(layout: TimerLayout, job: Job, slot: str, now: datetime) -> Timer:
+def sent_check_timer(
+    layout: TimerLayout, job: Job, slot: str, now: datetime, after_s: float = SENT_CHECK_S
+) -> Timer:
     """The check of a slot a worker or the API sent itself (a CHILD timer, due
     :data:`SENT_CHECK_S` on): its release sends the slot again, in a group and under a
     deduplication id of its own, if no worker has claimed it. The pollers watch what they send
     (:mod:`punctual.dispatch.polling.resend`); this is that watch for what they never sent: a
     worker that dies between receiving a message and its handler leaves it in flight for the
     queue's whole visibility timeout (found by the chaos run: the child of two parents that both
-    succeeded never ran)."""
+    succeeded never ran). ``after_s`` 0: a slot to send now, that nothing sent yet."""
     return layout.make(
         now=now,
-        due=now + timedelta(seconds=SENT_CHECK_S),
+        due=now + timedelta(seconds=after_s),
         job_id=job.id,
         tenant=job.tenant,
         slot=slot,

@@ -42,13 +42,13 @@ from punctual.timing.slots import (
     ceil_second,
     fire_timer,
     first_slot,
-    next_slot,
     no_slot_reason,
     resume_start,
     schedule_of,
     sent_check_timer,
 )
 from punctual.timing.timers import MANUAL_MARK, Timer, TimerLayout, slot_instant, slot_key
+from punctual.usecases.child_slots import send_owed_children
 from punctual.usecases.dependents import after_children, raw_parents
 from punctual.usecases.job_admission import JobAdmission
 from punctual.usecases.job_errors import (
@@ -134,11 +134,14 @@ def _fitting(job: Job) -> Job:
             job = job.model_copy(update={"restarts": job.restarts[1:]})
 
 
+def _first_timer(layout: TimerLayout, job: Job, now: datetime) -> Timer | None:
+    """The timer of ``job``'s first slot from ``now`` (None: an after() job, or no slot left)."""
+    slot = None if schedule_of(job).kind == "after" else first_slot(job, now)
+    return None if slot is None else fire_timer(layout, job, slot, now)
+
+
 def _next_version(
-    current: Job,
-    update: dict[str, Any],
-    now: datetime,
-    first_timer: Callable[[Job, datetime, datetime], Timer | None],
+    current: Job, update: dict[str, Any], now: datetime, layout: TimerLayout
 ) -> tuple[Job, list[Timer]]:
     """``current`` with ``update`` at the next version and the same spec, and the first timer of
     its chain (a new version restarts it, as a replace of the identical spec does: a slot due by
@@ -155,7 +158,7 @@ def _next_version(
         }
     )
     job = _fitting(job)
-    timer = first_timer(job, now, now) if job.state is JobState.ENABLED else None
+    timer = _first_timer(layout, job, now) if job.state is JobState.ENABLED else None
     return job, [timer] if timer is not None else []
 
 
@@ -365,7 +368,7 @@ class JobService:
             spec_version=first,
         )
         check_job_size(job)  # 413 naming the largest parts, before anything is written
-        timer = self._first_timer(job, now, after=now)
+        timer = _first_timer(self.layout, job, now)
         if timer is None and schedule_of(job).kind != "after":
             raise InvalidJobError(no_slot_reason(job, now))
         if paused:
@@ -428,7 +431,7 @@ class JobService:
         if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
             job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
         job = _fitting(job)
-        timer = self._first_timer(job, now, after=now) if job.state is JobState.ENABLED else None
+        timer = _first_timer(self.layout, job, now) if job.state is JobState.ENABLED else None
         _check_fires(current, job, timer, now)
         self.admission.check_children(job, found if isinstance(found, Job) else None, now)
         timers = [timer] if timer else []
@@ -457,6 +460,8 @@ class JobService:
             self.admission.uncount_peaks(tenant, *changed)
             raise
         self._forecast(current, job)
+        if removed and job.state is JobState.ENABLED:
+            send_owed_children(self.store, self.layout, job, now)  # slots whose remaining parents all ran
         return self.next_fire.of(job)
 
     def pause(
@@ -546,7 +551,7 @@ class JobService:
         if not drop_previous:
             plain, stored = self.secrets.new_secret(tenant, job_id)
             update = {"signing_secret_enc": stored, "signing_secret_prev_enc": current.signing_secret_enc}
-        job, timers = _next_version(current, update, now, self._first_timer)
+        job, timers = _next_version(current, update, now, self.layout)
         self._write(job, current.version, timers)
         return self.next_fire.of(job), plain
 
@@ -616,12 +621,3 @@ class JobService:
             if exc.current_version is None:
                 raise JobNotFoundError(f"job {job.id!r} not found") from exc
             raise JobConflictError(f"job {job.id!r} changed meanwhile; read it and try again") from exc
-
-    def _first_timer(self, job: Job, now: datetime, after: datetime) -> Timer | None:
-        schedule = schedule_of(job)
-        if schedule.kind == "after":
-            return None
-        slot = first_slot(job, now) if after >= now else next_slot(job, after)
-        if slot is None:
-            return None
-        return fire_timer(self.layout, job, slot, now)

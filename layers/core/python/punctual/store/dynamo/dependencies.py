@@ -32,6 +32,21 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
             "update_item", Key=schema.dependency_key(tenant, child_id, slot), **schema.claim_child().fields()
         )
 
+    def waiting_child_slots(self, tenant: str, child_id: str, limit: int) -> list[tuple[str, frozenset[str]]]:
+        reply = self.client.query(
+            TableName=self.table,
+            **schema.partition(job_pk(tenant, child_id), schema.DEPENDENCY_PREFIX).fields(),
+            ScanIndexForward=False,  # newest slot first
+            Limit=limit,
+            ConsistentRead=True,  # a parent's success a moment ago counts
+        )
+        waiting = []
+        for item in reply.get("Items", []):
+            if (found := schema.waiting_child_slot(item)) is None:
+                break  # dispatched: the slots before it were decided under the spec of their time
+            waiting.append(found)
+        return waiting
+
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
         # One transaction per parent: a parent gone or a link already as wanted leaves the others.
         for parent in parents:

@@ -137,8 +137,11 @@ def turn_key(tenant: str, job_id: str) -> Key:
     return _key(job_pk(tenant, job_id), "turn")
 
 
+DEPENDENCY_PREFIX = "dep#"  # a child slot's parents that succeeded, and whether it was dispatched
+
+
 def dependency_key(tenant: str, child_id: str, slot: str) -> Key:
-    return _key(job_pk(tenant, child_id), f"dep#{slot}")
+    return _key(job_pk(tenant, child_id), f"{DEPENDENCY_PREFIX}{slot}")
 
 
 def dependent_key(tenant: str, parent_id: str, child_id: str) -> Key:
@@ -601,6 +604,13 @@ def record_parent(parent_id: str, ttl_epoch_s: int) -> Expression:
         update="ADD parents :p SET expires_at = :ttl",
         values={":p": {"SS": [parent_id]}, ":ttl": _n(ttl_epoch_s)},
     )
+
+
+def waiting_child_slot(item: dict[str, Any]) -> tuple[str, frozenset[str]] | None:
+    """A dependency item's slot and the parents that succeeded for it; None once dispatched."""
+    if "dispatched" in item:
+        return None
+    return item["sk"]["S"][len(DEPENDENCY_PREFIX) :], frozenset(item.get("parents", {}).get("SS", []))
 
 
 def claim_child() -> Expression:

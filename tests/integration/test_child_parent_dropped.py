@@ -1,0 +1,142 @@
+"""A replace that drops an ``after(...)`` parent owes the slots its remaining parents completed
+(QA: ``after(a, b)`` made ``after(a)`` after ``a`` succeeded for 10:01 and before ``b`` did: the
+child's 10:01 never ran and had no record), on both stores; what it does not owe stays unsent."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
+from factories import spec
+from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.models import ExecutionStatus
+from punctual.runtime.clock import ManualClock
+from punctual.store.memory import MemoryStore
+from punctual.usecases.calendar_service import CalendarService
+from punctual.usecases.calendars import CalendarSpec
+from punctual.usecases.jobs import JobService, QueueRouting
+
+TENANT = "default"
+MINUTE = "cron(* * * * ? *)"
+RETRY_IN_90S = {"max_attempts": 3, "backoff": "fixed", "base_seconds": 90, "jitter": False}
+
+
+def T(h: int, m: int, s: float = 0) -> datetime:
+    return datetime(2026, 11, 30, h, m, tzinfo=UTC) + timedelta(seconds=s)
+
+
+class World:
+    """The job service, the pollers and a worker on one manual clock; ``b`` fails its 10:01 once
+    (its retry comes 90 s later), every other call succeeds."""
+
+    def __init__(self, store: Any) -> None:
+        self.clock = ManualClock(T(9, 59, 30))
+        self.store = store
+        self.calls: list[tuple[str, str]] = []
+
+        def run(ctx: SlotContext) -> TargetResult:
+            self.calls.append((ctx.job_id, ctx.slot))
+            if ctx.job_id == "b" and ctx.slot == "2026-11-30T10:01:00Z" and ctx.attempt == 1:
+                return TargetResult.retryable("HTTP 503")
+            return TargetResult.ok()
+
+        self.rig = Rig(store, self.clock, target=FakeTarget(run))
+        self.jobs = JobService(store, self.rig.queues, self.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+        self.calendars = CalendarService(store, self.clock)
+        self.worker = self.rig.worker()
+
+    def until(self, end: datetime) -> None:
+        while self.clock.now() < end:
+            self.clock.set(min(self.clock.now() + timedelta(seconds=1), end))
+            self.rig.poll()
+            self.rig.work_until_idle(self.worker, SHORT, rounds=200)
+
+    def runs(self, job_id: str) -> list[str]:
+        return sorted(slot for job, slot in self.calls if job == job_id)
+
+    def records(self, job_id: str) -> dict[str, ExecutionStatus]:
+        page = self.store.list_executions(TENANT, job_id, limit=100)
+        return {record.slot: record.status for record in page.items}
+
+
+def _three(world: World, child: str = "after(a, b)", **child_spec: Any) -> None:
+    world.jobs.register(TENANT, spec(MINUTE), job_id="a")
+    world.jobs.register(TENANT, spec(MINUTE, retry=RETRY_IN_90S), job_id="b")
+    world.jobs.register(TENANT, spec(child, **child_spec), job_id="c")
+
+
+def test_dropping_a_parent_runs_the_slot_the_other_parents_completed(store) -> None:  # type: ignore[no-untyped-def]
+    world = World(store)
+    _three(world)
+    world.until(T(10, 1, 5))  # a ran 10:01; b failed it and waits for its retry
+    assert ("a", "2026-11-30T10:01:00Z") in world.calls
+    assert world.runs("c") == ["2026-11-30T10:00:00Z"]
+
+    world.jobs.replace(TENANT, "c", spec("after(a)"))
+    world.until(T(10, 3, 10))
+
+    assert world.runs("c") == [  # 10:01 once (sent by the replace), each later slot once
+        "2026-11-30T10:00:00Z",
+        "2026-11-30T10:01:00Z",
+        "2026-11-30T10:02:00Z",
+        "2026-11-30T10:03:00Z",
+    ]
+    assert world.records("c")["2026-11-30T10:01:00Z"] is ExecutionStatus.SUCCEEDED
+
+
+def test_a_slot_the_new_parents_have_not_completed_is_not_sent() -> None:
+    world = World(MemoryStore())
+    world.jobs.register(TENANT, spec(MINUTE), job_id="d")
+    _three(world)
+    world.until(T(10, 1, 5))
+
+    # b is swapped for d, which has also run 10:01 but whose success this child never recorded
+    # (it was not its parent then): nothing is owed; slots after the replace wait for a and d.
+    world.jobs.replace(TENANT, "c", spec("after(a, d)"))
+    world.until(T(10, 2, 30))
+
+    assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:02:00Z"]
+    assert "2026-11-30T10:01:00Z" not in world.records("c")
+
+
+def test_a_slot_already_sent_is_not_sent_again() -> None:
+    world = World(MemoryStore())
+    _three(world)
+    world.until(T(10, 0, 30))
+    world.jobs.replace(TENANT, "c", spec("after(a)"))
+    world.until(T(10, 1, 30))
+
+    assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:01:00Z"]
+
+
+def test_an_owed_slot_on_an_excluded_day_is_recorded_excluded_not_run() -> None:
+    world = World(MemoryStore())
+    _three(world)
+    world.until(T(10, 1, 5))
+    # the replace drops b and excludes the day: 10:01 is owed, and recorded EXCLUDED, not run
+    world.calendars.put(TENANT, "today", CalendarSpec(ranges=[{"start": "2026-11-30", "end": "2026-12-01"}]))
+    world.jobs.replace(TENANT, "c", spec("after(a)", exclude_calendars=["today"]))
+    world.until(T(10, 1, 30))
+
+    assert "2026-11-30T10:01:00Z" not in world.runs("c")
+    assert world.records("c")["2026-11-30T10:01:00Z"] is ExecutionStatus.EXCLUDED
+
+
+def test_waiting_child_slots_are_newest_first_down_to_the_last_dispatched(store) -> None:  # type: ignore[no-untyped-def]
+    for minute in range(5):
+        store.record_parent_success(TENANT, "c", f"2026-11-30T10:0{minute}:00Z", "a", 2_000_000_000)
+    store.record_parent_success(TENANT, "c", "2026-11-30T10:04:00Z", "b", 2_000_000_000)
+    store.claim_child_dispatch(TENANT, "c", "2026-11-30T10:01:00Z")
+    store.record_parent_success(TENANT, "other", "2026-11-30T10:05:00Z", "a", 2_000_000_000)
+
+    assert store.waiting_child_slots(TENANT, "c", 50) == [
+        ("2026-11-30T10:04:00Z", frozenset({"a", "b"})),
+        ("2026-11-30T10:03:00Z", frozenset({"a"})),
+        ("2026-11-30T10:02:00Z", frozenset({"a"})),
+    ]
+    assert store.waiting_child_slots(TENANT, "c", 2) == [
+        ("2026-11-30T10:04:00Z", frozenset({"a", "b"})),
+        ("2026-11-30T10:03:00Z", frozenset({"a"})),
+    ]
+    assert store.waiting_child_slots("elsewhere", "c", 50) == []
