@@ -140,3 +140,16 @@ def test_waiting_child_slots_are_newest_first_down_to_the_last_dispatched(store)
         ("2026-11-30T10:03:00Z", frozenset({"a"})),
     ]
     assert store.waiting_child_slots("elsewhere", "c", 50) == []
+
+
+def test_an_after_job_runs_only_the_slots_inside_its_start_and_end() -> None:
+    world = World(MemoryStore())
+    world.jobs.register(TENANT, spec(MINUTE), job_id="a")
+    world.jobs.register(TENANT, spec("after(a)", end_at="2026-11-30T10:01:30Z"), job_id="ends")
+    world.jobs.register(TENANT, spec("after(a)", start_at="2026-11-30T10:01:30Z"), job_id="starts")
+    world.until(T(10, 3, 30))
+
+    assert world.runs("ends") == ["2026-11-30T10:00:00Z", "2026-11-30T10:01:00Z"]
+    assert world.jobs.get(TENANT, "ends").state.value == "COMPLETED"  # as a scheduled job past its end
+    assert world.runs("starts") == ["2026-11-30T10:02:00Z", "2026-11-30T10:03:00Z"]
+    assert world.jobs.get(TENANT, "starts").state.value == "ENABLED"

@@ -23,12 +23,12 @@ from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.observability import MetricsSink, NullMetrics
-from punctual.store.base import ExecutionConflictError
+from punctual.store.base import ExecutionConflictError, VersionConflictError
 from punctual.store.reads import read_calendars
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.retries import RandomSource, next_retry_at
 from punctual.timing.slots import fire_timer, schedule_of, sent_check_timer
-from punctual.timing.timers import slot_instant
+from punctual.timing.timers import MANUAL_MARK, slot_instant
 from punctual.usecases.backfills import backfill_ref
 from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 
@@ -204,6 +204,9 @@ class AfterEffects:
             parents = schedule_of(child).parents
             if not parents or not set(parents) <= done:
                 continue
+            if self._outside_window(child, execution.slot, now):
+                self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
+                continue
             if child.state is JobState.PAUSED:
                 # Its parents' slot came while it was paused: recorded MISSED with its event and
                 # missed alert (an after() job owes no slot on resume: it has no schedule of its own).
@@ -222,6 +225,25 @@ class AfterEffects:
             self.queues.send(self.route(child), [message])
             self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
             self.metrics.add("ChildrenDispatched", 1)
+
+    def _outside_window(self, child: Job, slot: str, now: datetime) -> bool:
+        """A parents' slot before the child's ``start_at`` or after its ``end_at``: not the child's
+        (QA: an after() job ran slots past its end_at and stayed ENABLED). Past ``end_at`` the child
+        is COMPLETED, as a scheduled job past its end is; a parent's run-now slot runs its children."""
+        if MANUAL_MARK in slot:
+            return False
+        instant = slot_instant(slot)
+        if child.start_at is not None and instant < child.start_at:
+            return True
+        if child.end_at is None or instant <= child.end_at:
+            return False
+        if child.state is JobState.ENABLED:
+            done = child.model_copy(update={"state": JobState.COMPLETED, "updated_at": now})
+            try:
+                self.store.replace_job(done, expected_version=child.version)
+            except VersionConflictError:  # changed meanwhile: that write stands
+                log.info("after() job %s changed before it could be completed", child.id)
+        return True
 
     def excluded(self, child: Job, slot: str, now: datetime) -> bool:
         """An ``after()`` child whose slot falls on a day of a calendar it excludes: recorded
