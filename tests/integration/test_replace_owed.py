@@ -400,3 +400,44 @@ def test_a_rotation_in_the_instant_of_a_resume_keeps_the_slots_the_pause_owed() 
     owed = [_slot(T(10, m)) for m in range(2, 17)]
     assert [slot for slot in owed if slot not in run.ran() and slot not in records] == []
     assert all(count == 1 for count in run.ran().values())
+
+
+# A slot released for the old spec that no worker started by the replace (workers behind).
+
+
+def _released_then_replaced(new: dict[str, Any], claim_after_s: float) -> tuple[Run, Any]:
+    """10:00 released for version 1 (its message waits), the job replaced 300 ms later with
+    ``new``, the message taken ``claim_after_s`` after the release; the 10:00 record."""
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(0 * * * ? *)", payload={"v": 1}), job_id="j")
+    run.until(T(9, 59, 59))
+    run.clock.set(T(10, 0))
+    run.rig.poll()  # released; no worker has taken it
+    run.clock.set(T(10, 0, 0.3))
+    run.jobs.replace("default", "j", spec(**new))
+    run.clock.set(T(10, 0, claim_after_s))
+    run.rig.work_until_idle(run.worker, SHORT)
+    return run, run.rig.store.get_execution("default", "j", _slot(T(10, 0)))
+
+
+@pytest.mark.parametrize("claim_after_s", [6, 9, 60])
+def test_a_released_slot_a_late_worker_takes_after_an_edit_runs_once_with_the_new_spec(
+    claim_after_s: float,
+) -> None:
+    # QA: the slot was recorded SUPERSEDED and never ran once the message outlived the 5 s in
+    # which a worker trusts the job it carries.
+    run, record = _released_then_replaced(
+        {"schedule": "cron(0 * * * ? *)", "payload": {"v": 2}}, claim_after_s
+    )
+    assert record is not None and record.status.value == "SUCCEEDED"
+    assert record.job_version == 2
+    assert run.payloads == [(_slot(T(10, 0)), {"v": 2})]
+    run.until(T(10, 0, 70))
+    assert run.ran() == Counter({_slot(T(10, 0)): 1})
+
+
+def test_a_released_slot_the_new_spec_does_not_run_stays_superseded() -> None:
+    later = {"schedule": "cron(0 * * * ? *)", "start_at": "2026-12-01T10:30:00Z", "payload": {"v": 2}}
+    run, record = _released_then_replaced(later, 9)
+    assert record is not None and record.status.value == "SUPERSEDED"
+    assert run.payloads == []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +41,7 @@ from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import ExecutionConflictError, Expect
+from punctual.timing.owed import owed_at_restart
 from punctual.timing.slots import schedule_of
 from punctual.timing.timers import MANUAL_MARK
 from punctual.usecases.backfills import BackfillState, parse_backfill_ref
@@ -94,11 +96,42 @@ def not_to_run(
     :mod:`punctual.usecases.child_slots`) on a day a calendar of its job excludes (recorded
     EXCLUDED as its first send would have been, :meth:`AfterEffects.excluded`)."""
     if message.kind == MessageKind.BACKFILL and message.attempt == 1:
-        return claimer._backfill_cancelled(job, message, delivery)
+        return backfill_cancelled(claimer, job, message, delivery)
     resent_child = message.kind == MessageKind.CHILD and message.resend and job.exclude_calendars
     if resent_child and claimer.after.excluded(job, message.slot, claimer.clock.now()):
         return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, reason="its calendar excludes it")
     return None
+
+
+def backfill_cancelled(
+    claimer: Claimer, job: Job, message: DispatchMessage, delivery: Delivery | None
+) -> Claim | None:
+    """A backfill's slot whose backfill was cancelled before the slot started: dropped, no
+    record written (the slot stays free for a later backfill). None: claim it as usual."""
+    backfill = claimer.store.get_backfill(job.tenant, job.id, parse_backfill_ref(message.backfill)[0])
+    if backfill is not None and backfill.state is not BackfillState.CANCELLED:
+        return None
+    if claimer.store.get_execution(message.tenant, message.job_id, message.slot) is not None:
+        return None  # it started before the cancel: the usual claim decides
+    claimer.metrics.add("StaleMessages", 1)
+    return Claim(ClaimOutcome.STALE, message, delivery, job, reason="backfill cancelled")
+
+
+def owed_to_current(
+    job: Job, message: DispatchMessage, current: Execution | None, action: ClaimAction
+) -> DispatchMessage | None:
+    """A scheduled slot released for a spec a replace ended, that no worker started, is still
+    the job's when it was due by the replace: it starts under the current spec, as the slots of
+    the old chain no poller had released yet do (:func:`punctual.timing.owed.owed_at_restart`).
+    QA: a payload edit 300 ms after a slot's release, with the workers 9 s behind, recorded the
+    slot SUPERSEDED, never run. None: superseded (a retry or takeover, a run-now slot, a slot
+    after the replace, or one the new spec does not run)."""
+    not_started = current is None or current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED)
+    if action is not ClaimAction.START or message.kind != MessageKind.FIRE or not not_started:
+        return None
+    if not owed_at_restart(job, message.job_version, message.slot):
+        return None
+    return replace(message, job_version=job.version)
 
 
 def _is_after(job: Job) -> bool:
@@ -290,19 +323,6 @@ class Claimer:
         backfill = self.store.get_backfill(job.tenant, job.id, parse_backfill_ref(record.backfill)[0])
         return backfill is not None and backfill.state is BackfillState.CANCELLED
 
-    def _backfill_cancelled(
-        self, job: Job, message: DispatchMessage, delivery: Delivery | None
-    ) -> Claim | None:
-        """A backfill's slot whose backfill was cancelled before the slot started: dropped, no
-        record written (the slot stays free for a later backfill). None: claim it as usual."""
-        backfill = self.store.get_backfill(job.tenant, job.id, parse_backfill_ref(message.backfill)[0])
-        if backfill is not None and backfill.state is not BackfillState.CANCELLED:
-            return None
-        if self.store.get_execution(message.tenant, message.job_id, message.slot) is not None:
-            return None  # it started before the cancel: the usual claim decides
-        self.metrics.add("StaleMessages", 1)
-        return Claim(ClaimOutcome.STALE, message, delivery, job, reason="backfill cancelled")
-
     def _supersede(
         self,
         job: Job,
@@ -361,7 +381,10 @@ class Claimer:
         if action in (ClaimAction.START, ClaimAction.TAKEOVER):
             released_for = released_version(current, message)
             if released_for < job.spec_since:
-                return self._supersede(job, message, delivery, current, released_for, now)
+                owed = owed_to_current(job, message, current, action)
+                if owed is None:
+                    return self._supersede(job, message, delivery, current, released_for, now)
+                message = owed
         if action is ClaimAction.TAKEOVER:
             assert current is not None
             lost = current.closed_attempt(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE)

@@ -33,6 +33,7 @@ from enum import Enum
 
 from punctual.models import Job, JobState
 from punctual.models.jobs import chain_end
+from punctual.timing.owed import FIRED, not_run_why
 from punctual.timing.slots import ReleasePlan, next_slot, plan_release, resume_start, schedule_of
 from punctual.timing.timers import Timer, slot_instant
 
@@ -111,34 +112,14 @@ def replaced_plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
         cause=OWED_BY_REPLACE,
     )
     plan.timer_version = timer.job_version
-    unrun = [(slot, why) for slot in plan.release if (why := _not_run_why(job, walker, slot)) is not None]
+    unrun = [(slot, why) for slot in plan.release if (why := not_run_why(job, walker, slot)) is not None]
     if unrun:
         dropped = {slot for slot, _ in unrun}
         plan.release = [slot for slot in plan.release if slot not in dropped]
         plan.missed.extend((slot, f"{OWED_BY_REPLACE}: {why}") for slot, why in unrun)
     last = restart is job.restarts[-1] and job.state is JobState.ENABLED
-    if last and plan.next_slot is None and schedule_of(job).kind not in _FIRED:
+    if last and plan.next_slot is None and schedule_of(job).kind not in FIRED:
         plan.chain = (
             next_slot(job, restart.at) is None
         )  # no later chain goes on: this plan's end is the job's
     return plan
-
-
-NOT_A_SLOT_OF_THE_NEW_SPEC = "the new spec would not run it"
-_FIRED = ("after", "delay")  # kinds whose slots follow other runs, not a schedule
-
-
-def _not_run_why(job: Job, walker: Job, slot: datetime) -> str | None:
-    """Why the current spec may not run an owed slot of an old chain (None: it runs it); the old
-    chain on the job's own timing (a rotation, an identical spec, a payload edit) runs."""
-    if job.state is JobState.COMPLETED:
-        return "the new spec has completed"
-    if walker is job:
-        return None
-    if job.state is JobState.PAUSED:
-        return "the job is paused and the replace moved its timing"
-    if schedule_of(job).kind in (*_FIRED, "at"):
-        return NOT_A_SLOT_OF_THE_NEW_SPEC
-    if (job.start_at is not None and slot < job.start_at) or (job.end_at is not None and slot > job.end_at):
-        return NOT_A_SLOT_OF_THE_NEW_SPEC
-    return None
