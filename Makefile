@@ -67,7 +67,7 @@ browser:
 	  $$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
 run: install
-	$(BIN)/punctual-local up
+	$(BIN)/punctual-local up $(if $(FRESH),--fresh)
 
 bench: install
 	@start=$$(date +%s); set -e; \

@@ -1,7 +1,8 @@
 """The ``aws`` component: moto server on loopback, with the template's table and queues.
 
-moto keeps everything in this process's memory: if it restarts, the table and queues are
-created again, empty (jobs registered before are gone).
+moto keeps everything in this process's memory. A clean stop saves it and the next start loads
+it (:mod:`local.aws_state`); a process that dies (``kill -9``) loses it: the supervisor starts
+it again with the table and queues created anew, empty.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 import threading
 from typing import Any
 
+from local import aws_state
 from local.config import LOOPBACK, LocalConfig, LocalModeError, apply_env, port_in_use
 from local.priority import run_ahead
 from local.resources import Deployment, deploy
@@ -55,8 +57,14 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         server = KeepAliveMotoServer(LOOPBACK, config.aws_port, BulkGate())
     else:
         server = ThreadedMotoServer(ip_address=LOOPBACK, port=config.aws_port, verbose=False)
+    state_file = config.state_dir / aws_state.STATE_FILE
+    in_order = config.run_dir / aws_state.STOPPED_IN_ORDER
+    in_order.unlink(missing_ok=True)
+    restored = aws_state.load(state_file)
     server.start()
     try:
+        if restored:
+            log.info("AWS state of the last clean stop loaded (%s): jobs and runs go on", ", ".join(restored))
         deployment = deploy_and_describe(config)
         log.info(
             "moto server on %s: table %s, queues %s%s",
@@ -83,6 +91,10 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         except OSError:
             pass
         server.stop()
+        if in_order.exists():  # the supervisor stopped everything else first
+            in_order.unlink()
+            kept = aws_state.save(state_file)
+            log.info("AWS state saved (%d services) for the next start: %s", kept, state_file)
 
 
 def deploy_and_describe(config: LocalConfig) -> Deployment:

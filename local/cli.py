@@ -113,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="stop S seconds after the demo is registered and print one summary line",
     )
+    up.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start with empty AWS state (a clean stop keeps jobs and runs for the next start)",
+    )
     up.add_argument("--json-logs", action="store_true", help="one JSON object per log line")
     up.add_argument("--workers", type=int, help="worker Lambda processes (default 2)")
     up.add_argument(
@@ -305,6 +310,10 @@ def up(args: argparse.Namespace) -> int:
             )
         except (ProcessLookupError, ValueError):
             existing.unlink(missing_ok=True)
+    if args.fresh:
+        from local.aws_state import STATE_FILE
+
+        (config.state_dir / STATE_FILE).unlink(missing_ok=True)
     stop_requested: list[float] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

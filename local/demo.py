@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -178,8 +179,32 @@ class Demo:
 
     # ------------------------------------------------------------------ set-up
 
+    def clear_previous(self) -> int:
+        """Delete the demo tenant's jobs a clean stop kept (:mod:`local.aws_state`): each start
+        registers its own (children first: a parent is not deleted while after() jobs name it)."""
+        ids: list[str] = []
+        token = ""
+        while True:
+            status, body = self._api(
+                "GET", "/v1/jobs?limit=100" + (f"&next_token={quote(token)}" if token else "")
+            )
+            if status != 200 or not isinstance(body, dict):
+                raise LocalModeError(f"listing the last run's demo jobs failed: HTTP {status} {body}")
+            ids += [str(item["id"]) for item in body.get("items", [])]
+            token = body.get("next_token") or ""
+            if not token:
+                break
+        left = list(ids)
+        for _ in range(len(ids) + 1):  # each pass deletes at least the jobs no other job names
+            left = [job_id for job_id in left if self._api("DELETE", f"/v1/jobs/{quote(job_id)}")[0] == 409]
+            if not left:
+                break
+        return len(ids) - len(left)
+
     def register(self) -> None:
         now = datetime.now(UTC)
+        if self.registered_at is None:
+            self.clear_previous()
         self.registered_at = self.registered_at or now
         generation = max((job.generation for job in self.jobs), default=-1) + 1
         ids: dict[str, str] = {}

@@ -209,6 +209,15 @@ class LocalMode:
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
         self.wait(self.ready, timeout_s, "local mode to be ready", interval_s=1.0)
 
+    def interrupt(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """Ctrl-C in its terminal (SIGINT to the process group: the supervisor stops the
+        components in order); its exit code (None: still running after ``timeout_s``)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=timeout_s)
+        return self.process.poll()
+
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Stop local mode: its whole process group (see :func:`stop_group`)."""
         stop_group(self.process, timeout_s)
@@ -250,14 +259,23 @@ class LocalMode:
         return done.returncode, parsed, done.stderr
 
 
-def start(state: Path, *extra: str, tenant: str) -> LocalMode:
+def start(state: Path, *extra: str, tenant: str, like: LocalMode | None = None) -> LocalMode:
     """Start ``punctual-local up`` on free ports with its state in ``state``; returns once started.
 
     ``extra`` are more ``up`` options (``--no-demo``, ``--workers 1``, ...); call
     :meth:`LocalMode.wait_ready` before talking to it, and :meth:`LocalMode.stop` in any case.
+    ``like``: on the ports of that (stopped) local mode, as ``make run`` again would be, with the
+    AWS state its clean stop kept; without it the start is ``--fresh`` (a bench's or test's state
+    directory reused never brings back an earlier run's jobs).
     """
-    ports = {"--api-port": free_port(), "--aws-port": free_port(), "--receiver-port": free_port()}
-    args = ["up", "--state-dir", str(state), "--no-table"]
+    if like is not None:
+        ports = {
+            f"--{name}-port": int(url.rsplit(":", 1)[1])
+            for name, url in (("api", like.api_url), ("aws", like.aws_url), ("receiver", like.receiver_url))
+        }
+    else:
+        ports = {"--api-port": free_port(), "--aws-port": free_port(), "--receiver-port": free_port()}
+    args = ["up", "--state-dir", str(state), "--no-table", *(["--fresh"] if like is None else [])]
     for flag, port in ports.items():
         args += [flag, str(port)]
     state.mkdir(parents=True, exist_ok=True)

@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from queue import Empty, Queue
 
+from local.aws_state import STOPPED_IN_ORDER
 from local.component import STARTED_ENV, SUPERVISED_ENV, read_deployment
 from local.config import LocalConfig, alive
 from local.logs import Entry, LogSink, parse_line
@@ -457,6 +458,9 @@ class Supervisor:
         self.stopping = True
         for stage in sorted({c.spec.stop_stage for c in self.children.values()}):
             group = [c for c in self.children.values() if c.spec.stop_stage == stage and c.running]
+            if all(c in group or not c.running for c in self.children.values()):
+                # The last to stop (AWS): nothing else writes now, so its state may be kept
+                (self.config.run_dir / STOPPED_IN_ORDER).touch()
             signalled = time.monotonic()
             for child in group:
                 assert child.process is not None
