@@ -105,7 +105,17 @@ def test_tuples_become_lists_so_the_result_stays_json() -> None:
 )
 def test_scheduled_at_is_utc_iso_8601_with_z(instant: datetime, expected: str) -> None:
     assert format_instant_adaptive(instant) == expected
-    assert render_payload("<scheduled_at>", _ctx(scheduled_at=instant)) == expected
+    # a context whose slot key does not name an instant falls back to its scheduled_at
+    assert render_payload("<scheduled_at>", _ctx(slot="bad", scheduled_at=instant)) == expected
+
+
+@pytest.mark.parametrize("placeholder", ["<scheduled_at>", "<aws.scheduler.scheduled-time>"])
+def test_scheduled_time_is_the_slots_instant_not_its_jittered_release(placeholder: str) -> None:
+    # QA: a FLEXIBLE schedule's scheduled-time was the delayed delivery instant (04:54:50 for 04:54)
+    released = datetime(2026, 11, 30, 9, 32, 50, tzinfo=UTC)
+    assert render_payload(placeholder, _ctx(scheduled_at=released)) == "2026-11-30T09:32:00Z"
+    manual = _ctx(slot="2026-11-30T09:32:07Z~m3f2a9c0e5b7d", scheduled_at=released)
+    assert render_payload(placeholder, manual) == "2026-11-30T09:32:07Z"
 
 
 _json = st.recursive(

@@ -6,10 +6,12 @@ import hashlib
 import re
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from punctual.delivery.targets.base import SlotContext
 from punctual.timing.instants import format_instant_adaptive
+from punctual.timing.timers import slot_instant
 
 __all__ = ["PLACEHOLDERS", "SCHEDULER_ATTRIBUTES", "execution_id", "render_payload"]
 
@@ -22,6 +24,17 @@ SCHEDULER_ATTRIBUTES = (
 )
 PLACEHOLDERS = ("<job_id>", "<tenant>", "<slot>", "<attempt>", "<scheduled_at>", *SCHEDULER_ATTRIBUTES)
 _PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
+
+
+def nominal_instant(ctx: SlotContext) -> datetime:
+    """The slot's own instant, as its key names it: a jittered slot (``jitter_seconds``, a
+    FlexibleTimeWindow) is released later, but its scheduled time is the slot's (QA: a FLEXIBLE
+    schedule's ``<aws.scheduler.scheduled-time>`` was the delayed delivery instant, 04:54:50
+    for the 04:54:00 slot; the service fills in the time the schedule named)."""
+    try:
+        return slot_instant(ctx.slot)
+    except ValueError:
+        return ctx.scheduled_at
 
 
 def render_payload(payload: Any, ctx: SlotContext) -> Any:
@@ -48,7 +61,7 @@ def render_payload(payload: Any, ctx: SlotContext) -> Any:
     Any
         A new value of the same shape with the placeholders filled.
     """
-    scheduled = format_instant_adaptive(ctx.scheduled_at)
+    scheduled = format_instant_adaptive(nominal_instant(ctx))
     values = {
         "<job_id>": ctx.job_id,
         "<tenant>": ctx.tenant,
