@@ -664,7 +664,7 @@ def test_quota_throttling_internal_and_unauthenticated_errors(
     _create(client, "one")
     _create(client, "two")
     code, message = _code(_create, client=client, name="three")
-    assert code == "ServiceQuotaExceededException", message
+    assert code == "ServiceQuotaExceededException" and "maxJobsPerTenant" in message, message
     client.create_schedule_group(Name="g1")
     assert _code(client.create_schedule_group, Name="g2")[0] == "ServiceQuotaExceededException"
     client.get_schedule(Name="one")  # the sixth request this minute

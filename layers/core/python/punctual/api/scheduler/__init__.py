@@ -76,8 +76,8 @@ def _domain(exc: Exception) -> SchedulerError | None:
     """The service error of a domain error (None: not one of them)."""
     if isinstance(exc, SchedulerError):
         return exc
-    if isinstance(exc, TenantLimitError):
-        return quota(str(exc))
+    if isinstance(exc, TenantLimitError):  # named as the docs name it (QA: the quota was not)
+        return quota(f"{exc} (quota {exc.quota})")
     if isinstance(exc, InvalidJobError | ScheduleError | ItemTooLargeError):
         return invalid(str(exc))
     if isinstance(exc, JobNotFoundError):
