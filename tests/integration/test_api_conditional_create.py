@@ -29,3 +29,13 @@ def test_a_put_without_the_header_still_only_replaces(api: ApiClient) -> None:
     reply = api.call("PUT", "/v1/jobs/cfn-missing", job_spec(), headers={"If-None-Match": '"3"'})
     assert reply.status == 400 and reply.body["type"].endswith("invalid-if-none-match")
     assert api.call("GET", "/v1/jobs/cfn-missing").status == 404
+
+
+def test_a_conditional_put_of_a_webhook_job_shows_its_signing_secret_once(api: ApiClient) -> None:
+    hook = job_spec(target={"type": "http", "url": "https://hooks.example.com/run"})
+    # When a webhook job is created at a chosen id
+    created = api.call("PUT", "/v1/jobs/cfn-hook", hook, headers=CREATE)
+    # Then its signing secret is in the reply, as POST's JobCreated has it: the only time it is shown
+    assert created.status == 201 and created.body["signing_secret"].startswith("whsec_")
+    assert "signing_secret" not in api.call("GET", "/v1/jobs/cfn-hook").body
+    assert "signing_secret" not in api.call("PUT", "/v1/jobs/cfn-hook", hook).body  # a replace: none

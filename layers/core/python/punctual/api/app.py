@@ -267,7 +267,7 @@ def get_job(job_id: JobId) -> Response[JobOut | UnreadableJobOut]:
 )
 def replace_job(
     job_id: JobId, body: JobInput, if_match: IfMatch = None, if_none_match: IfNoneMatch = None
-) -> Response[JobOut]:
+) -> Response[JobCreated | JobOut]:  # JobCreated first: a created job's reply keeps its signing_secret
     tenant = _tenant()
     svc = services()
     spec = body.spec()
