@@ -4,8 +4,8 @@ The template declares its own ``Custom::PunctualJob`` provider (the provider fun
 ``punctual_cdk``, its source folder packaged) and two jobs. Checked here: the jobs' specs pass the
 rule the construct applies at synth (the API's model and webhook guard); the properties each job
 gives are exactly those the provider reads, and the provider, run on them, sends the declared
-spec; the provider's role may call what the construct's provider may, on the API the ApiUrl
-parameter names; the tenant is the provider's role, never a template field; cfn-lint is clean.
+spec (and stores a webhook job's signing secret where ``SigningSecretArn`` says); the provider's
+role may call what the construct's provider may, on the API the ApiUrl parameter names; the tenant is the provider's role, never a template field; cfn-lint is clean.
 """
 
 from __future__ import annotations
@@ -79,6 +79,9 @@ def resolve(value: Any, template: dict[str, Any], local: dict[str, str] | None =
         return {key: resolve(item, template, local) for key, item in value.items()}
     ((function, argument),) = value.items()
     if function == "Ref":
+        if argument in template["Resources"]:
+            assert template["Resources"][argument]["Type"] == "AWS::SecretsManager::Secret"  # (teach it)
+            return f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:orders-{argument}-AbCdEf"
         return {**pseudo, **PARAMETERS}[argument]
     if function == "Fn::GetAtt":
         return attribute(template, *argument)
@@ -166,7 +169,19 @@ class FakeApi:
         self.calls.append((method, path, body))
         if method == "GET":
             return 200, {"Arn": f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/x"}
-        return {"PUT": 201 if headers else 200, "DELETE": 204}[method], {}
+        created = headers and method == "PUT"
+        reply = {"signing_secret": "whsec_c2VjcmV0"} if created and provider.signs_webhooks(body) else {}
+        return {"PUT": 201 if headers else 200, "DELETE": 204}[method], reply
+
+
+class FakeSecrets:
+    """Secrets Manager as the provider calls it: every secret stored, kept."""
+
+    def __init__(self) -> None:
+        self.stored: list[tuple[str, str]] = []
+
+    def put(self, secret_arn: str, value: str) -> None:
+        self.stored.append((secret_arn, value))
 
 
 @pytest.mark.parametrize("name", sorted(jobs(cfn_yaml.load(str(TEMPLATE_PATH)))))
@@ -177,6 +192,7 @@ def test_the_provider_reads_exactly_the_properties_each_job_gives(
     given = {key: resolve(value, template) for key, value in job["Properties"].items()}
     read: set[str] = set()
     api = FakeApi()
+    secrets = FakeSecrets()
     base = {
         "StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/orders-jobs/1",
         "LogicalResourceId": name,
@@ -191,6 +207,7 @@ def test_the_provider_reads_exactly_the_properties_each_job_gives(
             "ResourceProperties": RecordingProperties(given, read),
         },
         api,
+        secrets=secrets,
     )
     provider.on_event(
         {
@@ -202,6 +219,7 @@ def test_the_provider_reads_exactly_the_properties_each_job_gives(
             "OldResourceProperties": RecordingProperties(given, read),
         },
         api,
+        secrets=secrets,
     )
     provider.on_event(
         {
@@ -212,6 +230,7 @@ def test_the_provider_reads_exactly_the_properties_each_job_gives(
             "ResourceProperties": RecordingProperties(given, read),
         },
         api,
+        secrets=secrets,
     )
     # Then it read every property but the ServiceToken, and nothing else
     assert read == set(given) - {"ServiceToken"}
@@ -220,6 +239,11 @@ def test_the_provider_reads_exactly_the_properties_each_job_gives(
     puts = [(path, body) for method, path, body in api.calls if method == "PUT"]
     assert puts == [(f"/v1/jobs/{job_id}", json.loads(given["Spec"]))] * 2
     assert ("DELETE", f"/v1/jobs/{job_id}", None) in api.calls
+    # ...and stored a webhook job's signing secret, once, where the template says
+    if "SigningSecretArn" in given:
+        assert secrets.stored == [(given["SigningSecretArn"], "whsec_c2VjcmV0")]
+    else:
+        assert secrets.stored == []
     # ...and answered every attribute the template's outputs read of a job
     outputs = [o["Value"].get("Fn::GetAtt") for o in template["Outputs"].values()]
     read_of_jobs = {at[1] for at in outputs if at and at[0] in jobs(template)}
@@ -260,7 +284,15 @@ def test_the_provider_role_may_call_what_the_constructs_provider_may(template: d
         for arn in resolve(s["Resource"], template)
     }
     assert invoke == construct_provider_api_resources()
-    assert all(s["Action"] == "execute-api:Invoke" or "logs:" in str(s["Action"]) for s in statements)
+    secrets = [s for s in statements if s["Action"] == "secretsmanager:PutSecretValue"]
+    assert [s["Resource"] for s in secrets] == [
+        job["Properties"]["SigningSecretArn"]
+        for job in jobs(template).values()
+        if "SigningSecretArn" in job["Properties"]
+    ]
+    assert all(
+        s["Action"] == "execute-api:Invoke" or "logs:" in str(s["Action"]) or s in secrets for s in statements
+    )
 
 
 def test_the_tenant_is_the_provider_role(template: dict[str, Any]) -> None:

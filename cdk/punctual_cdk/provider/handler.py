@@ -27,6 +27,8 @@ import json
 import logging
 import os
 import re
+import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -40,10 +42,38 @@ RESOURCE_TYPE = "Custom::PunctualJob"
 _OURS = re.compile(r"^cfn-[0-9a-f]{40}\Z")
 _REGION_IN_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?\Z")
 HTTP_TIMEOUT_S = 20
+RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0)  # between attempts of one request, while time is left
+RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+ANSWER_MARGIN_S = 25.0  # kept for the answer to CloudFormation (an HTTP_TIMEOUT_S PUT) and the log
+MAX_RESPONSE_BYTES = 4096  # CloudFormation's limit on a custom resource's whole response body
+# The answer of API Gateway (and so of a scheduler whose API was deleted) for an API id it does not
+# have: a 403 without the "not authorized" text an IAM refusal carries.
+_NO_SUCH_API = {"message": "Forbidden"}
+# getaddrinfo's "no such host" answers (EAI_AGAIN, a DNS outage, is not one of them).
+_NO_SUCH_HOST = frozenset(
+    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None)) if code
+)
 
 
 class ProviderError(Exception):
-    """A request the API refused: the reason CloudFormation shows."""
+    """A request the API refused: the reason CloudFormation shows.
+
+    ``physical_id``: the job the answer names when it is not the request's own (a Create whose job
+    exists: the rollback's Delete then deletes it).
+    """
+
+    def __init__(self, reason: str, physical_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.physical_id = physical_id
+
+
+class ApiUnreachableError(ProviderError):
+    """No answer from the API in any attempt. ``gone``: every attempt found no such host or had its
+    connection refused (the API, or its whole deployment, no longer exists)."""
+
+    def __init__(self, reason: str, gone: bool) -> None:
+        super().__init__(reason)
+        self.gone = gone
 
 
 class Api(Protocol):
@@ -54,6 +84,57 @@ class Api(Protocol):
     ) -> tuple[int, Any]: ...
 
 
+class Retrying:
+    """``api`` with each request tried again after no answer, a throttle (429) or a 5xx, waiting
+    :data:`RETRY_DELAYS_S` in turn while the next attempt still ends before ``deadline``
+    (``clock``'s time): the answer is the last attempt's; no answer at all raises
+    :class:`ApiUnreachableError`."""
+
+    def __init__(
+        self,
+        api: Api,
+        deadline: float,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api, self.deadline, self.sleep, self.clock = api, deadline, sleep, clock
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        failures: list[OSError] = []  # the attempts that had no answer
+        answer: tuple[int, Any] | None = None  # the last answer
+        delays = iter(RETRY_DELAYS_S)
+        while True:
+            try:
+                answer = self.api.request(method, path, body, headers)
+            except OSError as exc:  # URLError, a refused connection, a timeout: no answer
+                failures.append(exc)
+                logger.warning("%s %s: no answer (%s)", method, path, exc)
+            else:
+                if answer[0] not in RETRIED_STATUSES:
+                    return answer
+                logger.warning("%s %s: %s, tried again", method, path, answer[0])
+            delay = next(delays, None)
+            if delay is None or self.clock() + delay + HTTP_TIMEOUT_S > self.deadline:
+                break
+            self.sleep(delay)
+        if answer is not None:  # a throttle or a 5xx last (or before the last attempt's silence)
+            return answer
+        gone = all(_no_such_api(exc) for exc in failures)
+        raise ApiUnreachableError(
+            f"{method} {path}: no answer from the job API in {len(failures)} attempts: {failures[-1]}", gone
+        )
+
+
+def _no_such_api(exc: OSError) -> bool:
+    """Whether ``exc`` says the API's host does not exist or refuses connections."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, ConnectionRefusedError):
+        return True
+    return isinstance(reason, socket.gaierror) and reason.errno in _NO_SUCH_HOST
+
+
 def job_id_for(event: dict[str, Any]) -> str:
     """The id of the job a Create (or a replacing Update) makes: the same for every delivery of
     one CloudFormation request, another for every other request."""
@@ -62,34 +143,150 @@ def job_id_for(event: dict[str, Any]) -> str:
 
 
 def _problem(status: int, body: Any, doing: str) -> ProviderError:
-    """The API's problem details as one line: its detail and each field it names."""
+    """The API's answer as one line: a problem's detail and each field it names, or the
+    ``Message`` of the /schedules routes (and of API Gateway itself)."""
     if isinstance(body, dict):
         fields = [
             f"{e.get('field')}: {e.get('message')}" for e in body.get("errors") or [] if isinstance(e, dict)
         ]
-        detail = "; ".join([str(body.get("detail") or body.get("title")), *fields])
+        said = body.get("detail") or body.get("title") or body.get("Message") or body.get("message")
+        detail = "; ".join([str(said or json.dumps(body)[:500]), *fields])
+    elif body in (None, ""):
+        detail = "(no body)"
     else:
         detail = str(body)
     return ProviderError(f"{doing}: the job API answered {status}: {detail}"[:1000])
 
 
-def _outputs(api: Api, job_id: str) -> dict[str, Any]:
-    """The attributes ``Fn::GetAtt`` reads: ``JobId`` and ``Arn`` (the job's schedule ARN)."""
-    status, body = api.request("GET", f"/schedules/{quote(job_id, safe='')}")
-    if status != 200:
-        raise _problem(status, body, f"reading job {job_id}")
-    return {"PhysicalResourceId": job_id, "Data": {"JobId": job_id, "Arn": body["Arn"]}}
+def signs_webhooks(spec: dict[str, Any]) -> bool:
+    """Whether the job has a signing secret: an http target (or one with a url and no type, the
+    API's default), its own or an alert rule's (as the API decides it)."""
+
+    def is_http(target: Any) -> bool:
+        return isinstance(target, dict) and (
+            target.get("type") == "http" or ("type" not in target and "url" in target)
+        )
+
+    alerts = spec.get("alerts") or []
+    return is_http(spec.get("target")) or any(
+        isinstance(a, dict) and is_http(a.get("target")) for a in alerts
+    )
 
 
-def _create(api: Api, job_id: str, spec: dict[str, Any]) -> dict[str, Any]:
+def _outputs(api: Api, job_id: str, reply: Any = None) -> dict[str, Any]:
+    """The attributes ``Fn::GetAtt`` reads: ``JobId`` and ``Arn`` (the job's schedule ARN: the one
+    the API's reply names for a job that is an EventBridge schedule, else read from /schedules)."""
+    named = reply.get("scheduler") if isinstance(reply, dict) else None
+    if isinstance(named, dict) and named.get("arn"):
+        arn = named["arn"]
+    else:
+        status, body = api.request("GET", f"/schedules/{quote(job_id, safe='')}")
+        if status != 200:
+            raise _problem(status, body, f"reading job {job_id}'s schedule ARN")
+        arn = body["Arn"]
+    return {"PhysicalResourceId": job_id, "Data": {"JobId": job_id, "Arn": arn}}
+
+
+class Secrets(Protocol):
+    """Where a webhook job's signing secret is kept (Secrets Manager)."""
+
+    def put(self, secret_arn: str, value: str) -> None: ...
+
+
+class SecretsManager:
+    """Secrets Manager, as this function's role (``secretsmanager:PutSecretValue`` on the job's
+    secret only)."""
+
+    def put(self, secret_arn: str, value: str) -> None:
+        import botocore.session
+
+        region = secret_arn.split(":")[3] or os.environ.get("AWS_REGION", "us-east-1")
+        client = botocore.session.get_session().create_client("secretsmanager", region_name=region)
+        client.put_secret_value(SecretId=secret_arn, SecretString=value)
+
+
+def _keep_secret(api: Api, secrets: Secrets, job_id: str, secret_arn: str, secret: Any) -> None:
+    """Store the job's signing secret at ``secret_arn``: ``secret`` as the create's reply showed it,
+    else a new one (rotate-secret: the previous keeps signing until the next rotation)."""
+    if not isinstance(secret, str) or not secret:
+        status, body = api.request("POST", f"/v1/jobs/{job_id}/rotate-secret")
+        if status != 200 or not isinstance(body, dict) or not body.get("signing_secret"):
+            raise _problem(status, body, f"making job {job_id}'s signing secret")
+        secret = body["signing_secret"]
+    try:
+        secrets.put(secret_arn, secret)
+    except Exception as exc:
+        raise ProviderError(f"storing job {job_id}'s signing secret in {secret_arn}: {exc}"[:1000]) from None
+
+
+def _create(
+    api: Api, secrets: Secrets, job_id: str, props: dict[str, Any], spec: dict[str, Any], replacing: bool
+) -> dict[str, Any]:
+    """Create the job at ``job_id`` and answer its outputs. A failure once the job exists leaves
+    none behind: a job this request made is deleted before the failure is answered, and a Create's
+    failure names the job (its rollback's Delete deletes it whatever happened here)."""
     status, body = api.request("PUT", f"/v1/jobs/{job_id}", spec, {"If-None-Match": "*"})
     if status not in (201, 412):  # 412: this request made it already (a repeated delivery)
         raise _problem(status, body, "creating the job")
-    return _outputs(api, job_id)
+    try:
+        secret_arn = props.get("SigningSecretArn") if signs_webhooks(spec) else None
+        if secret_arn:
+            secret = body.get("signing_secret") if status == 201 and isinstance(body, dict) else None
+            _keep_secret(api, secrets, job_id, secret_arn, secret)
+        return _outputs(api, job_id, body if status == 201 else None)
+    except Exception as exc:
+        reason = str(exc)
+        if status == 201:  # made by this very request: not left live behind a failure
+            reason += "; " + _undo(api, job_id)
+        elif replacing:
+            reason += f"; job {job_id} (made by an earlier delivery of this request) may be left: delete it"
+        raise ProviderError(reason, None if replacing else job_id) from exc
 
 
-def on_event(event: dict[str, Any], api_for: Callable[[str], Api]) -> dict[str, Any]:
-    """What CloudFormation is told for ``event``: ``PhysicalResourceId`` and ``Data``.
+def _undo(api: Api, job_id: str) -> str:
+    """Delete the job this request made; what became of it, for the reason."""
+    try:
+        status, body = api.request("DELETE", f"/v1/jobs/{job_id}")
+    except ProviderError as exc:
+        return f"job {job_id} could not be deleted ({exc}): delete it"
+    if status in (204, 404):
+        return f"job {job_id} was deleted"
+    return f"job {job_id} could not be deleted ({_problem(status, body, 'deleting it')}): delete it"
+
+
+def _delete(api: Api, physical: str) -> dict[str, Any]:
+    """Delete the job; one already gone, or whose scheduler is gone, is deleted."""
+    done: dict[str, Any] = {"PhysicalResourceId": physical, "Data": {}}
+    gone = f"job {physical} is taken as deleted with its scheduler, whose API "
+    try:
+        status, body = api.request("DELETE", f"/v1/jobs/{physical}")
+    except ApiUnreachableError as exc:
+        if not exc.gone:
+            raise
+        return {**done, "Reason": gone + f"does not exist or refuses connections ({exc})"}
+    if status == 403 and body == _NO_SUCH_API:
+        return {**done, "Reason": gone + "API Gateway does not know (403 Forbidden, no IAM refusal)"}
+    if status not in (204, 404):
+        raise _problem(status, body, f"deleting job {physical}")
+    return done
+
+
+def same_api(one: str, other: str) -> bool:
+    """Whether two ``ApiUrl`` values are one deployment (a trailing slash does not count)."""
+    return one.strip().rstrip("/") == other.strip().rstrip("/")
+
+
+def on_event(
+    event: dict[str, Any],
+    api_for: Callable[[str], Api],
+    *,
+    secrets: Secrets | None = None,
+    deadline: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """What CloudFormation is told for ``event``: ``PhysicalResourceId``, ``Data`` and, for a
+    success that needs one, ``Reason``. Each API request is tried again (:class:`Retrying`) until
+    ``deadline`` (``time.monotonic``; default: a minute from now).
 
     Raises
     ------
@@ -99,27 +296,59 @@ def on_event(event: dict[str, Any], api_for: Callable[[str], Api]) -> dict[str, 
     kind = event["RequestType"]
     props = event["ResourceProperties"]
     physical = str(event.get("PhysicalResourceId") or "")
-    api = api_for(props["ApiUrl"])
-    if kind == "Delete":
-        if _OURS.match(physical):
-            status, body = api.request("DELETE", f"/v1/jobs/{physical}")
-            if status not in (204, 404):
-                raise _problem(status, body, f"deleting job {physical}")
+    if kind == "Delete" and not _OURS.match(physical):  # a create that failed before it made a job
         return {"PhysicalResourceId": physical, "Data": {}}
-    spec = json.loads(props["Spec"])
+    api_url = props.get("ApiUrl")
+    if not isinstance(api_url, str) or not api_url:
+        raise ProviderError("ApiUrl: the property is required (the Punctual stack's ApiUrl output)")
+    until = deadline if deadline is not None else time.monotonic() + 60
+    api = Retrying(api_for(api_url), until, sleep)
+    store = secrets or SecretsManager()
+    if kind == "Delete":
+        return _delete(api, physical)
+    spec = _spec(props)
     if kind == "Create":
-        return _create(api, job_id_for(event), spec)
+        return _create(api, store, job_id_for(event), props, spec, replacing=False)
     if kind != "Update":
         raise ProviderError(f"unknown RequestType {kind!r}")
     old = event.get("OldResourceProperties") or {}
-    if old.get("ApiUrl") != props["ApiUrl"] or not _OURS.match(physical):
-        return _create(api, job_id_for(event), spec)  # a replacement: the old one is deleted later
+    if not same_api(str(old.get("ApiUrl") or ""), api_url) or not _OURS.match(physical):
+        # a replacement: the old one is deleted later
+        return _create(api, store, job_id_for(event), props, spec, replacing=True)
     status, body = api.request("PUT", f"/v1/jobs/{physical}", spec)
     if status == 404:  # deleted outside CloudFormation: declared again, as a replacement
-        return _create(api, job_id_for(event), spec)
+        return _create(api, store, job_id_for(event), props, spec, replacing=True)
     if status != 200:
         raise _problem(status, body, f"updating job {physical}")
-    return _outputs(api, physical)
+    secret_arn = props.get("SigningSecretArn") if signs_webhooks(spec) else None
+    if secret_arn and not _kept(old, secret_arn):
+        _keep_secret(api, store, physical, secret_arn, None)
+    return _outputs(api, physical, body)
+
+
+def _kept(old: dict[str, Any], secret_arn: str) -> bool:
+    """Whether the old properties had the job's signing secret stored at ``secret_arn`` already."""
+    try:
+        old_spec = json.loads(old.get("Spec") or "{}")
+    except ValueError:
+        return False
+    return (
+        old.get("SigningSecretArn") == secret_arn and isinstance(old_spec, dict) and signs_webhooks(old_spec)
+    )
+
+
+def _spec(props: dict[str, Any]) -> dict[str, Any]:
+    """The ``Spec`` property: the job as JSON text (an object, as YAML writes one, is taken too)."""
+    raw = props.get("Spec")
+    if isinstance(raw, dict):
+        return raw
+    try:
+        spec = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError as exc:
+        raise ProviderError(f"Spec: not JSON text ({exc})") from None
+    if not isinstance(spec, dict):
+        raise ProviderError("Spec: the job as a JSON object (text) is required")
+    return spec
 
 
 class SignedApi:
@@ -162,20 +391,22 @@ def _json(raw: bytes) -> Any:
 
 
 def respond(event: dict[str, Any], status: str, outcome: dict[str, Any], reason: str = "") -> None:
-    """Tell CloudFormation (PUT to the pre-signed ``ResponseURL``)."""
-    body = json.dumps(
-        {
-            "Status": status,
-            "Reason": reason[:3000] or "See the provider function's log",
-            "PhysicalResourceId": outcome.get("PhysicalResourceId")
-            or event.get("PhysicalResourceId")
-            or f"failed-{event['RequestId']}",
-            "StackId": event["StackId"],
-            "RequestId": event["RequestId"],
-            "LogicalResourceId": event["LogicalResourceId"],
-            "Data": outcome.get("Data") or {},
-        }
-    ).encode()
+    """Tell CloudFormation (PUT to the pre-signed ``ResponseURL``): the whole body within
+    :data:`MAX_RESPONSE_BYTES`, the reason cut to fit."""
+    answer = {
+        "Status": status,
+        "Reason": "",
+        "PhysicalResourceId": outcome.get("PhysicalResourceId")
+        or event.get("PhysicalResourceId")
+        or f"failed-{event['RequestId']}",
+        "StackId": event["StackId"],
+        "RequestId": event["RequestId"],
+        "LogicalResourceId": event["LogicalResourceId"],
+        "Data": outcome.get("Data") or {},
+    }
+    room = MAX_RESPONSE_BYTES - len(json.dumps(answer).encode())
+    answer["Reason"] = fit(reason or "See the provider function's log", room)
+    body = json.dumps(answer).encode()
     request = urllib.request.Request(
         event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": ""}
     )
@@ -183,15 +414,36 @@ def respond(event: dict[str, Any], status: str, outcome: dict[str, Any], reason:
         pass
 
 
+def fit(text: str, room: int) -> str:
+    """``text`` cut so that it takes at most ``room`` bytes inside a JSON string (as ``json.dumps``
+    writes it: non-ASCII escaped to ``\\uXXXX``), marked ``...`` when cut."""
+    if len(json.dumps(text)) - 2 <= room:
+        return text
+    kept, used, limit = [], 0, max(room - 3, 0)
+    for char in text:
+        size = len(json.dumps(char)) - 2
+        if used + size > limit:
+            break
+        kept.append(char)
+        used += size
+    return "".join(kept) + "..." if room >= 3 else ""
+
+
 def handler(event: dict[str, Any], context: Any) -> None:
     """Lambda entry point: do the request, then answer CloudFormation whatever happened."""
     logger.info(
         "%s %s %s", event.get("RequestType"), event.get("LogicalResourceId"), event.get("PhysicalResourceId")
     )
+    left_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 60.0
+    deadline = time.monotonic() + left_s - ANSWER_MARGIN_S
     try:
-        outcome = on_event(event, SignedApi)
+        outcome = on_event(event, SignedApi, deadline=deadline)
+    except ProviderError as exc:
+        logger.exception("request failed")
+        respond(event, "FAILED", {"PhysicalResourceId": exc.physical_id}, f"{type(exc).__name__}: {exc}")
+        return
     except Exception as exc:  # every failure is an answer: CloudFormation never waits an hour
         logger.exception("request failed")
         respond(event, "FAILED", {}, f"{type(exc).__name__}: {exc}")
         return
-    respond(event, "SUCCESS", outcome)
+    respond(event, "SUCCESS", outcome, outcome.get("Reason", ""))
