@@ -17,25 +17,35 @@ target=LambdaTarget(report_fn), retry=RetryPolicy(max_attempts=5), overlap="skip
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from pydantic import BaseModel, ValidationError
 
-from punctual_cdk.nag import acknowledge, nag_text
+from punctual_cdk.nag import acknowledge, acknowledge_at_synth, nag_text
 from punctual_cdk.scheduler import Punctual
-from punctual_cdk.targets import JobTarget
+from punctual_cdk.targets import PLACEHOLDERS, JobTarget, RawTarget
 
 PROVIDER_DIR = Path(__file__).resolve().parent / "provider"
 PROVIDER_ID = "PunctualJobProvider"
 PROVIDER_TIMEOUT_S = 120  # each request is a few API calls; CloudFormation waits up to an hour
+# What a token stands for in the synth-time check where its key does not say (PLACEHOLDERS does).
+_TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
+_TOKEN_STANDS_FOR = {"schedule": "placeholder-job", "exclude_calendars": "placeholder"}
+_WHOLE_SCHEDULE = "rate(1 day)"  # a schedule that is all token (a parameter): checked at deploy
 
 
 class JobSpecError(ValueError):
@@ -94,9 +104,9 @@ class JobProvider(Construct):
             iam.PolicyStatement(actions=["execute-api:Invoke"], resources=api_paths)
         )
         for path in api_paths:
-            acknowledge(
+            acknowledge_at_synth(  # (the API's id is another stack's output when the scheduler is)
                 self.role,
-                f"IAM5[Resource::{nag_text(self, path)}]",
+                partial(self._finding, path),
                 "The provider calls the job API for the jobs its stack declares, whose ids CloudFormation "
                 "requests choose: every job path, and the read of a job's schedule ARN.",
             )
@@ -120,6 +130,9 @@ class JobProvider(Construct):
         )
         self.tenant = self.role.role_id  # the API's tenant for these jobs (the role's unique id)
 
+    def _finding(self, path: str) -> str:
+        return f"IAM5[Resource::{nag_text(self, path)}]"
+
     @classmethod
     def of(cls, scope: Construct, scheduler: SchedulerRef) -> JobProvider:
         """The stack's provider, made on first use."""
@@ -134,22 +147,61 @@ class Alert:
     """An alert rule of a job, sent to a typed target (``on``: the conditions, ``options``:
     ``late_after_seconds``, ``min_interval_seconds``, ``format``)."""
 
-    def __init__(self, target: JobTarget, *, on: list[str], **options: Any) -> None:
-        self.target = target
+    def __init__(self, target: JobTarget | dict[str, Any], *, on: list[str], **options: Any) -> None:
+        self.target = as_target(target, "alerts[].target")
         self.fields = {"on": on, **options}
 
 
-def _plain(value: Any) -> Any:
-    """A spec value as JSON: the core's models dumped, enums by value, lists and dicts walked."""
+def as_target(target: Any, field: str) -> JobTarget:
+    """A typed target, or a dict sent as the API's target object as it is (:class:`RawTarget`)."""
+    if isinstance(target, JobTarget):
+        return target
+    if isinstance(target, dict):
+        return RawTarget(target)
+    raise JobSpecError(
+        f"{field}: a target of punctual_cdk.targets (LambdaTarget, SqsTarget, HttpTarget, ...) or the"
+        f" API's target object as a dict, not {type(target).__name__}"
+    )
+
+
+def _plain(value: Any, field: str) -> Any:
+    """A spec value as JSON: the core's models dumped, enums by value, datetimes as ISO-8601 UTC,
+    lists and dicts walked; anything else that is not JSON is a :class:`JobSpecError` naming ``field``."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, Enum):
         return value.value
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise JobSpecError(
+                f"{field}: a datetime with a time zone (datetime(..., tzinfo=UTC)), not a naive one"
+            )
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        raise JobSpecError(f"{field}: an instant (a datetime with a time zone), not a date")
     if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
+        return {key: _plain(item, f"{field}.{key}") for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return value
+        return [_plain(item, f"{field}[{index}]") for index, item in enumerate(value)]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise JobSpecError(f"{field}: {type(value).__name__} is not a JSON value")
+
+
+def _sample(value: Any, key: str = "") -> Any:
+    """``value`` with each unresolved token replaced by a stand-in of its shape (what the synth-time
+    check validates; the API checks the real value at deploy)."""
+    if isinstance(value, dict):
+        return {name: _sample(item, name) for name, item in value.items()}
+    if isinstance(value, list):
+        return [_sample(item, key) for item in value]
+    if not isinstance(value, str) or not cdk.Token.is_unresolved(value):
+        return value
+    if key in PLACEHOLDERS:
+        return PLACEHOLDERS[key]
+    if key == "schedule" and not _TOKEN.sub("", value).strip():
+        return _WHOLE_SCHEDULE
+    return _TOKEN.sub(_TOKEN_STANDS_FOR.get(key, "placeholder"), value)
 
 
 class Job(Construct):
@@ -161,19 +213,29 @@ class Job(Construct):
         The :class:`~punctual_cdk.Punctual` construct, or a :class:`SchedulerRef` to one
         deployed elsewhere.
     schedule, target
-        As the API takes them; ``target`` is typed (:mod:`punctual_cdk.targets`).
+        As the API takes them; ``target`` is typed (:mod:`punctual_cdk.targets`), or the API's
+        target object as a dict (sent as it is: its ``role_arn`` is yours to give and grant).
     role
         The execution role for an AWS target (default: one made for this job).
     alerts
         :class:`Alert` rules.
+    dead_letter, events_bus
+        A queue (``sqs.IQueue``) or bus (``events.IEventBus``), or the API's object as a dict; sent
+        as the execution role (granted the send) unless the dict names a ``role_arn``.
+    signing_secret
+        A webhook job's (http target or alert): the Secrets Manager secret the provider stores its
+        signing secret in (default: one made for this job).
     **spec
         Any other field of the job spec (``payload``, ``retry``, ``overlap``, ``catchup``,
-        ``timezone``, ``timeout_seconds``, ...), as values or the core's models.
+        ``timezone``, ``timeout_seconds``, ``start_at`` (a datetime), ...), as values or the core's
+        models.
 
     Attributes
     ----------
     job_id, arn
         The job's id and ARN (``Fn::GetAtt`` of the resource).
+    signing_secret
+        A webhook job's secret (``None`` for other jobs): grant its readers ``grant_read``.
     """
 
     def __init__(
@@ -183,53 +245,93 @@ class Job(Construct):
         *,
         scheduler: Punctual | SchedulerRef,
         schedule: str,
-        target: JobTarget,
+        target: JobTarget | dict[str, Any],
         role: iam.IRole | None = None,
         alerts: list[Alert] | None = None,
+        dead_letter: sqs.IQueue | dict[str, Any] | None = None,
+        events_bus: events.IEventBus | dict[str, Any] | None = None,
+        signing_secret: secretsmanager.ISecret | None = None,
         **spec: Any,
     ) -> None:
         super().__init__(scope, construct_id)
+        try:
+            self._declare(
+                construct_id,
+                scheduler,
+                schedule,
+                target,
+                role,
+                alerts or [],
+                dead_letter,
+                events_bus,
+                signing_secret,
+                spec,
+            )
+        except JobSpecError as exc:  # every refusal names the job, once
+            if str(exc).startswith(f"Job {self.node.path}: "):
+                raise
+            raise JobSpecError(f"Job {self.node.path}: {exc}") from None
+
+    def _declare(
+        self,
+        construct_id: str,
+        scheduler: Punctual | SchedulerRef,
+        schedule: str,
+        target: JobTarget | dict[str, Any],
+        role: iam.IRole | None,
+        alerts: list[Alert],
+        dead_letter: Any,
+        events_bus: Any,
+        signing_secret: secretsmanager.ISecret | None,
+        spec: dict[str, Any],
+    ) -> None:
+        where = self.node.path
         ref = SchedulerRef.of(scheduler)
         self.provider = JobProvider.of(self, ref)
-        alerts = alerts or []
-        rest = {key: _plain(value) for key, value in spec.items()}
+        target = as_target(target, "target")
+        refuse_undeployable(spec, where)
+        rest = {key: _plain(value, key) for key, value in spec.items()}
         rest.setdefault("name", construct_id)
-        sample_role = {"role_arn": "arn:aws:iam::123456789012:role/placeholder"}
+        if not isinstance(schedule, str):
+            raise JobSpecError(f"Job {where}: schedule: a string (cron(...), rate(...), after(...), ...)")
+        sends = _Sends(dead_letter, events_bus, where)
+        targets = (target, *(alert.target for alert in alerts))
 
         def document(real: bool, role_arn: str | None) -> dict[str, Any]:
-            with_role = {"role_arn": role_arn} if role_arn else {}
-            out = {
-                **rest,
-                "schedule": schedule,
-                "target": {**(target.render() if real else target.sample()), **with_role},
-            }
+            def shown(each: JobTarget) -> dict[str, Any]:
+                with_role = {"role_arn": role_arn} if role_arn and each.needs_role else {}
+                return {**(each.render() if real else each.sample()), **with_role}
+
+            out = {**rest, **sends.fields(role_arn), "schedule": schedule, "target": shown(target)}
             if alerts:
-                out["alerts"] = [
-                    {
-                        **alert.fields,
-                        "target": {
-                            **(alert.target.render() if real else alert.target.sample()),
-                            **(with_role if alert.target.needs_role else {}),
-                        },
-                    }
-                    for alert in alerts
-                ]
+                out["alerts"] = [{**alert.fields, "target": shown(alert.target)} for alert in alerts]
             return out
 
-        needs_role = target.needs_role or any(alert.target.needs_role for alert in alerts)
-        check(document(False, sample_role["role_arn"] if needs_role else None), ref, self.node.path)
+        needs_role = any(each.needs_role for each in targets) or sends.need_role
+        check(_sample(document(False, PLACEHOLDERS["role_arn"] if needs_role else None)), ref, where)
+        if role is not None and not needs_role:
+            raise JobSpecError(
+                f"Job {where}: role: this job calls nothing as a role (a webhook target; no AWS alert"
+                " target, dead_letter or events_bus sent as the execution role)"
+            )
         self.role: iam.IRole | None = None
         if needs_role:
             self.role = role or self._execution_role(ref)
-            for each in (target, *(alert.target for alert in alerts)):
+            for each in targets:
                 each.grant(self.role)
+            sends.grant(self.role)
+        self.signing_secret: secretsmanager.ISecret | None = None
+        properties: dict[str, Any] = {"ApiUrl": ref.api_url}
+        if any(each.is_webhook for each in targets):
+            self.signing_secret = signing_secret or self._new_secret()
+            properties["SigningSecretArn"] = self._let_provider_write(self.signing_secret)
         self.resource = cdk.CustomResource(
             self,
             "Resource",
             service_token=self.provider.function.function_arn,
             resource_type="Custom::PunctualJob",
             properties={
-                "ApiUrl": ref.api_url,
+                **properties,
                 "Spec": cdk.Stack.of(self).to_json_string(
                     document(True, self.role.role_arn if self.role else None)
                 ),
@@ -237,6 +339,45 @@ class Job(Construct):
         )
         self.job_id = self.resource.get_att_string("JobId")
         self.arn = self.resource.get_att_string("Arn")
+
+    def _new_secret(self) -> secretsmanager.Secret:
+        secret = secretsmanager.Secret(
+            self,
+            "SigningSecret",
+            description=f"Punctual job {self.node.path}: its webhook signing secret (Standard Webhooks)",
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        acknowledge(
+            secret,
+            "SMG4",
+            "The job's webhook signing secret is made by the scheduler, not Secrets Manager: the provider "
+            "stores it here at create, and a new one from the job API's rotate-secret.",
+        )
+        return secret
+
+    def _let_provider_write(self, secret: secretsmanager.ISecret) -> str:
+        """Allow the provider to store the job's signing secret in ``secret`` (that one only);
+        its ARN (as ``SigningSecretArn``)."""
+        arn = secret.secret_full_arn or f"{secret.secret_arn}-??????"  # a partial ARN: its suffix
+        self.provider.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["secretsmanager:PutSecretValue"], resources=[arn])
+        )
+        if secret.secret_full_arn is None:
+            acknowledge(
+                self.provider.role,
+                f"IAM5[Resource::{nag_text(self, arn)}]",
+                "A secret named by a partial ARN: the six characters Secrets Manager appends to its name.",
+            )
+        if secret.encryption_key is not None:
+            secret.encryption_key.grant_encrypt(self.provider.role)
+            for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
+                acknowledge(
+                    self.provider.role,
+                    f"IAM5[Action::{action}]",
+                    "Writing a secret encrypted with its own KMS key: the data-key actions Secrets Manager "
+                    "asks for, on that key only (what grant_encrypt grants).",
+                )
+        return secret.secret_arn
 
     def _execution_role(self, ref: SchedulerRef) -> iam.Role:
         """The job's execution role: trusted by the workers (the tenant's id as external id, the
@@ -261,6 +402,98 @@ class Job(Construct):
         return role
 
 
+class _Sends:
+    """A job's ``dead_letter`` queue and ``events_bus``: as the API takes them (sent as the job's
+    execution role unless they name a role of their own), and what that role is granted for them."""
+
+    def __init__(self, dead_letter: Any, events_bus: Any, where: str) -> None:
+        self.queue = dead_letter if hasattr(dead_letter, "queue_arn") else None
+        self.bus = events_bus if hasattr(events_bus, "event_bus_arn") else None
+        self.dead_letter = (
+            {"queue_arn": dead_letter.queue_arn} if self.queue else _plain(dead_letter, "dead_letter")
+        )
+        self.events_bus = (
+            {"event_bus_arn": events_bus.event_bus_arn} if self.bus else _plain(events_bus, "events_bus")
+        )
+        for field, value in (("dead_letter", self.dead_letter), ("events_bus", self.events_bus)):
+            if value is not None and not isinstance(value, dict):
+                raise JobSpecError(f"Job {where}: {field}: a construct or the API's object as a dict")
+        self.need_role = self._ours(self.dead_letter) or self._ours(self.events_bus)
+
+    @staticmethod
+    def _ours(value: dict[str, Any] | None) -> bool:
+        """Whether it is sent as the job's execution role (it names none of its own)."""
+        return value is not None and not value.get("role_arn")
+
+    def fields(self, role_arn: str | None) -> dict[str, Any]:
+        out = {}
+        for field, value in (("dead_letter", self.dead_letter), ("events_bus", self.events_bus)):
+            if value is not None:
+                out[field] = {**value, "role_arn": role_arn} if role_arn and self._ours(value) else value
+        return out
+
+    def grant(self, role: iam.IRole) -> None:
+        """Grant ``role`` the sends it makes: to the dead-letter queue, to the events bus."""
+        from punctual_cdk.targets import EventBusTarget, SqsTarget
+
+        if self._ours(self.dead_letter):
+            if self.queue is not None:
+                SqsTarget(self.queue).grant(role)
+            else:
+                role.add_to_principal_policy(
+                    iam.PolicyStatement(
+                        actions=["sqs:SendMessage"], resources=[self.dead_letter["queue_arn"]]
+                    )
+                )
+        if self._ours(self.events_bus):
+            if self.bus is not None:
+                EventBusTarget(self.bus).grant(role)
+            else:
+                arn = self.events_bus["event_bus_arn"]
+                role.add_to_principal_policy(
+                    iam.PolicyStatement(actions=["events:PutEvents"], resources=[arn])
+                )
+
+
+def refuse_undeployable(spec: dict[str, Any], where: str) -> None:
+    """Raise :class:`JobSpecError` for a field the API would take but the job could never have."""
+    from punctual.api.schemas import OUTPUT_ONLY_FIELDS
+
+    if "state" in spec:
+        raise JobSpecError(
+            f"Job {where}: state: output only (the API ignores it and creates the job ENABLED);"
+            " a declared job cannot be declared paused"
+        )
+    for field in spec:
+        if field in OUTPUT_ONLY_FIELDS:
+            raise JobSpecError(f"Job {where}: {field}: output only (the API ignores it); leave it out")
+    if spec.get("exclude_calendars"):
+        raise JobSpecError(
+            f"Job {where}: exclude_calendars: a declared job's tenant is its stack's provider role, which"
+            " has no calendars and cannot make any: the job could never be created"
+        )
+
+
+def _field_error(document: dict[str, Any], error: Any) -> str:
+    """A validation error as ``<field as the user wrote it>: <message>``: the path walked through
+    the document (a union's tag, which the user never wrote, left out)."""
+    message = str(error.get("msg")).removeprefix("Value error, ")
+    loc = list(error.get("loc", ()))
+    path: list[str] = []
+    node: Any = document
+    for index, part in enumerate(loc):
+        if isinstance(node, list) and isinstance(part, int) and part < len(node) and path:
+            path[-1] += f"[{part}]"
+            node = node[part]
+        elif isinstance(node, dict) and part in node:
+            path.append(str(part))
+            node = node[part]
+        elif index == len(loc) - 1:  # a field that is missing
+            path.append(str(part))
+    field = ".".join(path)
+    return f"{field}: {message}" if field else message
+
+
 def check(document: dict[str, Any], ref: SchedulerRef, where: str) -> None:
     """Validate a job as the API would (model, schedule, webhook guard); raise :class:`JobSpecError`."""
     from punctual.api.schemas import JobInput
@@ -268,11 +501,13 @@ def check(document: dict[str, Any], ref: SchedulerRef, where: str) -> None:
     from punctual.models import HttpTarget as HttpTargetModel
 
     try:
-        spec = JobInput.model_validate_json(json.dumps(document)).spec()
+        text = json.dumps(document)
+    except (TypeError, ValueError) as exc:
+        raise JobSpecError(f"Job {where}: target: not JSON ({exc})") from None
+    try:
+        spec = JobInput.model_validate_json(text).spec()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first.get("loc", ()))
-        raise JobSpecError(f"Job {where}: {field}: {first.get('msg')}") from None
+        raise JobSpecError(f"Job {where}: {_field_error(document, exc.errors()[0])}") from None
     if isinstance(spec.target, HttpTargetModel) and not cdk.Token.is_unresolved(spec.target.url):
         try:
             guard_url(spec.target.url, list(ref.allow_cidrs), resolve=False)

@@ -7,8 +7,11 @@ recorded in the construct's metadata and listed, with its reason, in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import aws_cdk as cdk
-from constructs import IConstruct
+import jsii
+from constructs import IConstruct, IValidation
 
 PACK = "AwsSolutions"
 
@@ -27,9 +30,27 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{PACK}::{rule_id}", reason=reason))
 
 
+def acknowledge_at_synth(scope: IConstruct, rule: Callable[[], str], reason: str) -> None:
+    """:func:`acknowledge` the finding ``rule()`` names once references are resolved (at synth,
+    before cdk-nag runs): a resource made of another stack's values (``Fn::ImportValue``) is only
+    known then."""
+    scope.node.add_validation(_Acknowledgment(scope, rule, reason))
+
+
+@jsii.implements(IValidation)
+class _Acknowledgment:
+    def __init__(self, scope: IConstruct, rule: Callable[[], str], reason: str) -> None:
+        self.scope, self.rule, self.reason = scope, rule, reason
+
+    def validate(self) -> list[str]:
+        acknowledge(self.scope, self.rule(), self.reason)
+        return []
+
+
 def nag_text(scope: IConstruct, value: str) -> str:
     """``value`` as cdk-nag writes it in a finding: ``Ref`` as ``<Id>``, ``Fn::GetAtt`` as
-    ``<Id.Attr>``, joins joined (to acknowledge a finding whose resource is made of tokens)."""
+    ``<Id.Attr>``, ``Fn::ImportValue`` as the export's name, joins joined (to acknowledge a
+    finding whose resource is made of tokens)."""
     return _render(cdk.Stack.of(scope).resolve(value))
 
 
@@ -39,6 +60,8 @@ def _render(node: object) -> str:
             return f"<{node['Ref']}>"
         if "Fn::GetAtt" in node:
             return "<{}.{}>".format(*node["Fn::GetAtt"])
+        if "Fn::ImportValue" in node:  # another stack's output: cdk-nag writes the export's name
+            return _render(node["Fn::ImportValue"])
         if "Fn::Join" in node:
             separator, parts = node["Fn::Join"]
             return str(separator).join(_render(part) for part in parts)

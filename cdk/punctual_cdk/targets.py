@@ -17,7 +17,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 
-from punctual_cdk.nag import acknowledge, nag_text
+from punctual_cdk.nag import acknowledge, acknowledge_at_synth, nag_text
 
 # What a token stands for while the spec is validated at synth (any value of the right shape).
 PLACEHOLDERS = {
@@ -35,7 +35,8 @@ class JobTarget:
     """A job's target: ``fields`` as the API's ``target`` object, ``options`` any other member
     of it (``rate_budget_per_second``, ...)."""
 
-    needs_role = True
+    needs_role = True  # called as the job's execution role (its role_arn is the construct's)
+    is_webhook = False  # an http target: the job has a signing secret
 
     def __init__(self, fields: dict[str, Any], options: dict[str, Any]) -> None:
         self.fields = {**fields, **options}
@@ -70,9 +71,9 @@ class LambdaTarget(JobTarget):
 
     def grant(self, role: iam.IRole) -> None:
         self.function.grant_invoke(role)
-        acknowledge(
+        acknowledge_at_synth(  # (the function may be another stack's)
             role,
-            f"IAM5[Resource::{nag_text(role, self.function.function_arn)}:*]",
+            lambda: f"IAM5[Resource::{nag_text(role, self.function.function_arn)}:*]",
             "Invoking the job's function by any of its versions or aliases (what grant_invoke grants).",
         )
 
@@ -137,6 +138,7 @@ class HttpTarget(JobTarget):
     """A webhook: no role; the URL is checked by the API's own guard (and at every call)."""
 
     needs_role = False
+    is_webhook = True
 
     def __init__(
         self, url: str, *, method: str | None = None, headers: dict[str, str] | None = None, **options: Any
@@ -144,11 +146,23 @@ class HttpTarget(JobTarget):
         super().__init__({"type": "http", "url": url, "method": method, "headers": headers}, options)
 
 
+class RawTarget(JobTarget):
+    """The API's target object as a dict, sent as it is: nothing is granted and no role is made
+    for it (an AWS target's ``role_arn`` is the dict's own)."""
+
+    needs_role = False
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        super().__init__(dict(fields), {})
+        self.is_webhook = fields.get("type") == "http" or ("type" not in fields and "url" in fields)
+
+
 __all__ = [
     "EventBusTarget",
     "HttpTarget",
     "JobTarget",
     "LambdaTarget",
+    "RawTarget",
     "SnsTarget",
     "SqsTarget",
     "StateMachineTarget",

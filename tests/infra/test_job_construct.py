@@ -1,0 +1,284 @@
+"""The ``Job`` construct at synth: what it sends, what it grants, and what it refuses (by name).
+
+A webhook job keeps its signing secret in a Secrets Manager secret the provider alone may write;
+an execution role covers every send the job makes (target, alerts, dead-letter queue, events
+bus); tokens pass to the API (checked at deploy) while the rest is checked at synth; every refusal
+is a :class:`JobSpecError` naming the field as the user wrote it; a job in another stack than its
+scheduler's is cdk-nag clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+
+from punctual.models import RetryPolicy
+from punctual_cdk import Alert, HttpTarget, Job, JobSpecError, LambdaTarget, SchedulerRef, SqsTarget
+
+REF = SchedulerRef(
+    api_url="https://abc123defg.execute-api.eu-west-1.amazonaws.com/prod",
+    execute_api_arn="arn:aws:execute-api:eu-west-1:123456789012:abc123defg/prod",
+    worker_role_arns=("arn:aws:iam::123456789012:role/punctual-worker",),
+)
+DLQ = "arn:aws:sqs:eu-west-1:123456789012:orders-dlq"
+HOOK = "https://hooks.example.com/run"
+
+
+def _stack(name: str = "Jobs", app: cdk.App | None = None) -> cdk.Stack:
+    return cdk.Stack(app or cdk.App(), name, env=cdk.Environment(account="123456789012", region="eu-west-1"))
+
+
+def _function(stack: cdk.Stack) -> lambda_.Function:
+    return lambda_.Function(
+        stack,
+        "Fn",
+        runtime=lambda_.Runtime.PYTHON_3_14,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(event, context): pass"),
+    )
+
+
+def _spec(stack: cdk.Stack, job: Job) -> dict[str, Any]:
+    """The job's Spec as deployed, with each reference written as ``<logical id>`` (attribute)."""
+    resources = Template.from_stack(stack).find_resources("Custom::PunctualJob")
+    resolved = resources[_logical(stack, job.resource)]["Properties"]["Spec"]
+
+    def text(part: Any) -> str:
+        if isinstance(part, str):
+            return part
+        if "Fn::GetAtt" in part:
+            return "<{}.{}>".format(*part["Fn::GetAtt"])
+        if "Ref" in part:
+            return f"<{part['Ref']}>"
+        raise AssertionError(part)
+
+    joined = resolved if isinstance(resolved, str) else "".join(map(text, resolved["Fn::Join"][1]))
+    spec: dict[str, Any] = json.loads(joined)
+    return spec
+
+
+def _statements(template: Template, role_id: str) -> list[dict[str, Any]]:
+    found = []
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+            found += policy["Properties"]["PolicyDocument"]["Statement"]
+    return found
+
+
+def _logical(stack: cdk.Stack, construct: Any) -> str:
+    return str(stack.get_logical_id(construct.node.default_child))
+
+
+def _nag_findings(app: cdk.App, outdir: Path) -> list[str]:
+    with contextlib.suppress(RuntimeError):  # a finding fails the synth: the report says which
+        app.synth()
+    report = json.loads((outdir / "validation-report.json").read_text())
+    return [v["ruleName"] for r in report["pluginReports"] for v in r["violations"]]
+
+
+# --------------------------------------------------------------------------- finding 4
+
+
+def test_a_webhook_job_with_aws_alerts_and_a_dead_letter_queue_has_a_role_for_them() -> None:
+    stack = _stack()
+    function = _function(stack)
+    # When a webhook job alerts a function and names a dead-letter queue by ARN
+    job = Job(
+        stack,
+        "Sync",
+        scheduler=REF,
+        schedule="rate(1 hour)",
+        target=HttpTarget(HOOK),
+        alerts=[Alert(LambdaTarget(function), on=["failed"])],
+        dead_letter={"queue_arn": DLQ},
+    )
+    spec = _spec(stack, job)
+    role = f"<{_logical(stack, job.role)}.Arn>"
+    # Then the webhook has no role; the alert and the dead-letter queue are sent as the job's role
+    assert spec["target"] == {"type": "http", "url": HOOK}
+    assert spec["alerts"][0]["target"]["role_arn"] == role and spec["dead_letter"] == {
+        "queue_arn": DLQ,
+        "role_arn": role,
+    }
+    # And that role may invoke the function and send to the queue
+    statements = _statements(Template.from_stack(stack), _logical(stack, job.role))
+    assert {"Action": "sqs:SendMessage", "Effect": "Allow", "Resource": DLQ} in statements
+    assert any(s["Action"] == "lambda:InvokeFunction" for s in statements)
+
+
+def test_a_dead_letter_queue_named_with_its_own_role_is_sent_as_that_role() -> None:
+    stack = _stack()
+    own = "arn:aws:iam::123456789012:role/dlq-sender"
+    job = Job(
+        stack,
+        "Sync",
+        scheduler=REF,
+        schedule="rate(1 hour)",
+        target=HttpTarget(HOOK),
+        dead_letter={"queue_arn": DLQ, "role_arn": own},
+    )
+    assert job.role is None and _spec(stack, job)["dead_letter"] == {"queue_arn": DLQ, "role_arn": own}
+
+
+# --------------------------------------------------------------------------- finding 2
+
+
+def test_a_webhook_job_keeps_its_signing_secret_in_a_secret_only_the_provider_writes(tmp_path: Path) -> None:
+    app = cdk.App(outdir=str(tmp_path))
+    stack = _stack(app=app)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    queue = sqs.Queue(stack, "Queue", enforce_ssl=True)
+    hook = Job(stack, "Sync", scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK))
+    report = Job(stack, "Report", scheduler=REF, schedule="rate(1 hour)", target=SqsTarget(queue))
+    for construct, rule in (
+        (queue, "SQS3"),
+        (
+            stack,
+            "IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+        ),
+    ):
+        cdk.Validations.of(construct).acknowledge(
+            cdk.Acknowledgment(id=f"AwsSolutions::AwsSolutions-{rule}", reason="not what this test is about")
+        )
+    template = Template.from_stack(stack)
+    # Then the webhook job has a secret, named to the provider, never its value
+    assert hook.signing_secret is not None and report.signing_secret is None
+    secret = _logical(stack, hook.signing_secret)
+    props = template.find_resources("Custom::PunctualJob")[_logical(stack, hook.resource)]["Properties"]
+    assert props["SigningSecretArn"] == {"Ref": secret}
+    secret_props = template.find_resources("AWS::SecretsManager::Secret")[secret]["Properties"]
+    assert "SecretString" not in secret_props and not template.to_json().get("Outputs")
+    # And the provider may write that secret, and nothing else of Secrets Manager
+    provider = _logical(stack, hook.provider.role)
+    writes = [s for s in _statements(template, provider) if "secretsmanager" in json.dumps(s["Action"])]
+    assert writes == [
+        {"Action": "secretsmanager:PutSecretValue", "Effect": "Allow", "Resource": {"Ref": secret}}
+    ]
+    # And the stack is cdk-nag clean
+    assert _nag_findings(app, tmp_path) == []
+
+
+# --------------------------------------------------------------------------- finding 5
+
+
+def test_tokens_pass_to_the_api_and_the_rest_is_checked() -> None:
+    stack = _stack()
+    queue, bus = sqs.Queue(stack, "Dlq"), events.EventBus(stack, "Bus")
+    parent = Job(stack, "Parent", scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK))
+    # When a dead-letter queue, an events bus and an after(...) parent are the stack's tokens
+    child = Job(
+        stack,
+        "Child",
+        scheduler=REF,
+        schedule=f"after({parent.job_id})",
+        target=HttpTarget(HOOK),
+        dead_letter={"queue_arn": queue.queue_arn},
+        events_bus=bus,
+    )
+    # Then the synth passes them on as CloudFormation resolves them
+    spec = _spec(stack, child)
+    assert spec["schedule"] == f"after(<{_logical(stack, parent.resource)}.JobId>)"
+    assert spec["dead_letter"]["queue_arn"] == f"<{_logical(stack, queue)}.Arn>"
+    assert spec["events_bus"]["event_bus_arn"] == f"<{_logical(stack, bus)}.Arn>"
+    # And a schedule that is a parameter passes as it is
+    schedule = cdk.CfnParameter(stack, "Schedule", type="String").value_as_string
+    Job(stack, "Param", scheduler=REF, schedule=schedule, target=HttpTarget(HOOK))
+    # While what is written out is still checked
+    with pytest.raises(JobSpecError, match=r"^Job Jobs/Bad: schedule: "):
+        Job(stack, "Bad", scheduler=REF, schedule=f"after({parent.job_id}) or so", target=HttpTarget(HOOK))
+
+
+# --------------------------------------------------------------------------- findings 10, 11, 6
+
+
+def test_a_datetime_is_an_instant_and_a_dict_is_a_raw_target() -> None:
+    stack = _stack()
+    raw = {
+        "type": "sqs",
+        "queue_arn": "arn:aws:sqs:eu-west-1:123456789012:q",
+        "role_arn": "arn:aws:iam::123456789012:role/r",
+    }
+    job = Job(
+        stack,
+        "Dated",
+        scheduler=REF,
+        schedule="rate(1 hour)",
+        target=raw,
+        start_at=datetime(2030, 1, 1, 1, tzinfo=UTC),
+        retry=RetryPolicy(max_attempts=5),
+    )
+    spec = _spec(stack, job)
+    assert spec["start_at"] == "2030-01-01T01:00:00Z" and spec["target"] == raw and job.role is None
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"start_at": datetime(2030, 1, 1)}, r"start_at: a datetime with a time zone"),
+        ({"target": 42}, r"target: a target of punctual_cdk\.targets"),
+        ({"target": HttpTarget("hooks.example.com/x")}, r"target\.url: url must start with http"),
+        ({"target": HttpTarget(HOOK, visibility=3)}, r"target\.visibility: Extra inputs"),
+        ({"schedule": "every tuesday"}, r"schedule: unix cron"),
+        (
+            {"schedule": "rate(1 hour)", "payload": {"at": object()}},
+            r"payload\.at: object is not a JSON value",
+        ),
+        ({"alerts": [Alert(HttpTarget(HOOK), on=["exploded"])]}, r"alerts\[0\]\.on\[0\]: Input should be"),
+        ({"retries": {"max_attempts": 3}}, r"retries: Extra inputs are not permitted"),
+        ({"state": "PAUSED"}, r"state: output only"),
+        ({"version": 3}, r"version: output only"),
+        ({"exclude_calendars": ["holidays"]}, r"exclude_calendars: a declared job's tenant"),
+        (
+            {"role": iam.Role.from_role_arn(_stack("R"), "R", "arn:aws:iam::1:role/r")},
+            r"role: this job calls",
+        ),
+    ],
+)
+def test_every_refusal_names_the_field_as_written(given: dict[str, Any], message: str) -> None:
+    stack = _stack()
+    declared = {"schedule": "rate(1 hour)", "target": HttpTarget(HOOK), **given}
+    with pytest.raises(JobSpecError, match=rf"^Job Jobs/Job: {message}"):
+        Job(stack, "Job", scheduler=REF, **declared)
+
+
+# --------------------------------------------------------------------------- finding 7
+
+
+def test_a_job_in_another_stack_than_its_scheduler_is_cdk_nag_clean(tmp_path: Path) -> None:
+    app = cdk.App(outdir=str(tmp_path))
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    # Given a deployment's API and workers known by another stack's values (Fn::ImportValue)
+    other = _stack("Scheduler", app)
+    api = iam.Role(other, "ApiStandIn", assumed_by=iam.ServicePrincipal("apigateway.amazonaws.com"))
+    ref = SchedulerRef(
+        api_url=f"https://{api.role_name}.execute-api.eu-west-1.amazonaws.com/prod/",
+        execute_api_arn=f"arn:aws:execute-api:eu-west-1:123456789012:{api.role_name}/prod",
+        worker_role_arns=(api.role_arn,),
+    )
+    stack = _stack("Jobs", app)
+    queue = sqs.Queue(stack, "Queue", enforce_ssl=True)
+    cdk.Validations.of(queue).acknowledge(
+        cdk.Acknowledgment(id="AwsSolutions::AwsSolutions-SQS3", reason="the test's queue, not the job's")
+    )
+    Job(stack, "Report", scheduler=ref, schedule="rate(1 hour)", target=SqsTarget(queue))
+    Job(stack, "Alerting", scheduler=ref, schedule="rate(1 hour)", target=LambdaTarget(_function(stack)))
+    cdk.Validations.of(stack).acknowledge(
+        cdk.Acknowledgment(
+            id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            reason="the test's function, not the job's",
+        )
+    )
+    # Then the jobs' stack has no finding left
+    assert _nag_findings(app, tmp_path) == []
