@@ -26,6 +26,7 @@ from punctual.store.base import Turn
 from punctual.timing.slots import dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
 from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, TimerLayout, slot_instant
 from punctual.usecases.backfills import Backfill, BackfillState
+from punctual.usecases.delay_chains import chains_from, next_delay_slot
 
 # With jitter, a slot's release can come after a later slot's: the head is the first slot in
 # slot order released after the instant, found by stepping; a job that needs more steps than this
@@ -133,15 +134,12 @@ def scheduled(record: Execution) -> bool:
 
 def delay_heads(job: Job, newest: Execution | None) -> list[tuple[datetime, datetime]]:
     """The slot a ``delay(...)`` chain waits on, with when its timer was written: after its
-    newest run of this version ended (as the worker chains it), else the first slot of its
-    last change (registration or replace; a resume may start from its pause instead)."""
-    schedule = schedule_of(job)
-    if newest is not None and newest.job_version == job.version and newest.status.terminal:
-        finished = newest.finished_at or newest.scheduled_at
-        slot = schedule.next_after(max(finished, slot_instant(newest.slot)))
-        if slot is None or (job.end_at is not None and slot > job.end_at):
-            return []
-        return [(slot, finished)]
+    newest run of this version (or the run a change left the chain to) ended, as the worker chains
+    it, else the first slot of its last change (registration or replace; a resume may start from
+    its pause instead)."""
+    if newest is not None and chains_from(job, newest) and newest.status.terminal:
+        slot = next_delay_slot(job, newest)
+        return [] if slot is None else [(slot, newest.finished_at or newest.scheduled_at)]
     armed = job.updated_at
     heads: list[tuple[datetime, datetime]] = []
     first = first_slot(job, armed)

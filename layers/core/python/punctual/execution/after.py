@@ -31,6 +31,7 @@ from punctual.timing.slots import fire_timer, schedule_of, sent_check_timer
 from punctual.timing.timers import MANUAL_MARK, slot_instant
 from punctual.usecases.backfills import backfill_ref
 from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
+from punctual.usecases.delay_chains import chains_from, next_delay_slot
 
 log = logging.getLogger("punctual.execution")
 
@@ -162,18 +163,14 @@ class AfterEffects:
         if schedule_of(job).kind != "delay" or "~" in execution.slot:
             return  # manual runs do not start a second chain
         current = self.store.get_job(job.tenant, job.id)
-        if (
-            current is None
-            or current.state is not JobState.ENABLED
-            or current.version != execution.job_version
-        ):
-            return  # paused, deleted or re-specified: resume/replace wrote their own timer
-        finished = execution.finished_at or now
+        if current is None or current.state is not JobState.ENABLED or not chains_from(current, execution):
+            return  # paused, deleted or changed: the change started its own chain, or its resume will
         # A poller whose clock runs ahead releases a slot early, and its run can end before the
-        # slot's own instant: count the delay from the later of the two, so that skew moves when
+        # slot's own instant: the delay counts from the later of the two, so that skew moves when
         # a run starts, never how often, and the chain never names this slot again (it stopped).
-        nxt = schedule_of(current).next_after(max(finished, slot_instant(execution.slot)))
-        if nxt is None or (current.end_at is not None and nxt > current.end_at):
+        ended = execution if execution.finished_at else execution.model_copy(update={"finished_at": now})
+        nxt = next_delay_slot(current, ended)
+        if nxt is None:
             return
         timer = fire_timer(self.ledger.config.layout, current, nxt, now)
         self.store.put_timers([timer])

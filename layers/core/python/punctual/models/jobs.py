@@ -415,6 +415,9 @@ class Job(JobSpec):
     spec_version: int = 0
     # A paused job: the first slot due before the pause that was not released (the resume owes it).
     owed_from: str | None = None
+    # A delay(...) job changed while this slot's run was in flight: that run's end starts its
+    # chain (punctual.usecases.delay_chains).
+    delay_after: str | None = None
     # The writes that restarted the job's chain at a new version (a replace, a secret rotation),
     # oldest first, the last MAX_RESTARTS: an old chain's slots due by its end that no poller had
     # released are still owed, on its own timing (punctual.dispatch.polling.chains).

@@ -49,6 +49,7 @@ from punctual.timing.slots import (
 )
 from punctual.timing.timers import MANUAL_MARK, Timer, TimerLayout, slot_instant, slot_key
 from punctual.usecases.child_slots import send_owed_children
+from punctual.usecases.delay_chains import defer_to_run, settle
 from punctual.usecases.dependents import after_children, raw_parents
 from punctual.usecases.job_admission import JobAdmission
 from punctual.usecases.job_errors import (
@@ -434,7 +435,7 @@ class JobService:
         timer = _first_timer(self.layout, job, now) if job.state is JobState.ENABLED else None
         _check_fires(current, job, timer, now)
         self.admission.check_children(job, found if isinstance(found, Job) else None, now)
-        timers = [timer] if timer else []
+        job, timers = defer_to_run(self.store, job, [timer] if timer else [])  # delay(): a run in flight
         if current.owed_from and job.restarts[-1].timing is not None:
             # A pause's owed slot on a timing the replace moved: back to its chain (its version and
             # timing), which a poller catches up, or records while the job stays paused
@@ -460,6 +461,7 @@ class JobService:
             self.admission.uncount_peaks(tenant, *changed)
             raise
         self._forecast(current, job)
+        settle(self.store, self.layout, job, now)
         if removed and job.state is JobState.ENABLED:
             send_owed_children(self.store, self.layout, job, now)  # slots whose remaining parents all ran
         return self.next_fire.of(job)
@@ -496,13 +498,14 @@ class JobService:
                 return self.next_fire.of(current)
             if current.state is JobState.COMPLETED:
                 raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
-            job, timers = resumed(current, self.clock.now(), self.layout)
+            job, timers = defer_to_run(self.store, *resumed(current, self.clock.now(), self.layout))
             try:
                 self._write(job, current.version, timers)
             except JobConflictError:
                 if expected_version is not None or attempt + 1 == RESUME_TRIES:
                     raise
                 continue  # a poller recorded a slot the pause owes (a version bump): read it again
+            settle(self.store, self.layout, job, job.updated_at)
             self._forecast(current, job)
             return self.next_fire.of(job)
         raise AssertionError("unreachable")
@@ -551,8 +554,9 @@ class JobService:
         if not drop_previous:
             plain, stored = self.secrets.new_secret(tenant, job_id)
             update = {"signing_secret_enc": stored, "signing_secret_prev_enc": current.signing_secret_enc}
-        job, timers = _next_version(current, update, now, self.layout)
+        job, timers = defer_to_run(self.store, *_next_version(current, update, now, self.layout))
         self._write(job, current.version, timers)
+        settle(self.store, self.layout, job, now)
         return self.next_fire.of(job), plain
 
     def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:

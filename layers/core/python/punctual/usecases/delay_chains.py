@@ -1,0 +1,73 @@
+"""A ``delay(...)`` job changed while one of its runs is in flight: its chain goes on from that
+run's end, not from the change.
+
+A delay chain writes its next timer when a run ends (:meth:`punctual.execution.after.AfterEffects`):
+"each run starts N after the previous run finished". A resume, a replace or a secret rotation
+starts a new chain; started at the change, it ran its first slot N after the change even while
+the run before it was still going (QA: a 3-minute run of a ``delay(1 minute)`` job paused and
+resumed 20 s in was overlapped by two runs of the new chain). Now such a change starts no chain
+while a scheduled run of the job is in flight: it names that run's slot on the job
+(``Job.delay_after``) and the run's end, of whichever version, writes the next timer for the
+job as it is then. A run that ended between the change's read and its write is found by a read
+after the write, which writes that same timer (the next slot follows from the run's end alone,
+so both writers write the one timer; the claim keeps its slot to one run anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.store.base import JobStore
+from punctual.timing.slots import fire_timer, schedule_of
+from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant
+
+IN_FLIGHT = (ExecutionStatus.QUEUED, ExecutionStatus.RUNNING, ExecutionStatus.RETRY_WAIT)
+NEWEST_READ = 5  # the newest records read for the job's newest scheduled run
+
+
+def next_delay_slot(job: Job, ended: Execution) -> datetime | None:
+    """The slot after the run ``ended`` of a delay job: N after its end (or after its own instant,
+    when a poller ahead released it early and it ended before it); None past ``end_at``."""
+    finished = ended.finished_at or ended.scheduled_at
+    nxt = schedule_of(job).next_after(max(finished, slot_instant(ended.slot)))
+    if nxt is None or (job.end_at is not None and nxt > job.end_at):
+        return None
+    return nxt
+
+
+def chains_from(job: Job, ended: Execution) -> bool:
+    """Whether the end of ``ended`` writes ``job``'s next timer: a run of its chain's version,
+    or the run a change left its chain to."""
+    return job.version == ended.job_version or job.delay_after == ended.slot
+
+
+def _newest_scheduled(store: JobStore, job: Job) -> Execution | None:
+    page = store.list_executions(job.tenant, job.id, limit=NEWEST_READ)
+    return next((record for record in page.items if MANUAL_MARK not in record.slot), None)
+
+
+def defer_to_run(store: JobStore, job: Job, timers: Sequence[Timer]) -> tuple[Job, list[Timer]]:
+    """``job`` (a change's result) and its timers, with the chain's first timer left to the end of
+    the job's run in flight, if any (see the module docstring)."""
+    if schedule_of(job).kind != "delay" or job.state is not JobState.ENABLED:
+        return job, list(timers)
+    newest = _newest_scheduled(store, job)
+    if newest is None or newest.status not in IN_FLIGHT:
+        return job.model_copy(update={"delay_after": None}), list(timers)
+    kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]
+    return job.model_copy(update={"delay_after": newest.slot}), kept
+
+
+def settle(store: JobStore, layout: TimerLayout, job: Job, now: datetime) -> None:
+    """After the change's write: the run it left the chain to, if it has ended meanwhile (its end
+    may have read the job before the write), gets its next timer here."""
+    if job.delay_after is None:
+        return
+    ended = store.get_execution(job.tenant, job.id, job.delay_after)
+    if ended is None or not ended.status.terminal:
+        return  # its end writes it
+    nxt = next_delay_slot(job, ended)
+    if nxt is not None:
+        store.put_timers([fire_timer(layout, job, nxt, now)])

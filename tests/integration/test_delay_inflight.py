@@ -1,0 +1,119 @@
+"""A ``delay(...)`` job changed (paused and resumed, replaced, its secret rotated) while one of
+its runs is in flight goes on N after that run's end (QA: a 3-minute run of a ``delay(1 minute)``
+job paused and resumed 20 s in was overlapped by two runs of the chain the resume started)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from execution_harness import LAYOUT, LONG, SHORT, Delivery, Rig
+from factories import spec
+from punctual.auditing.liveness import delay_heads
+from punctual.delivery.targets.base import TargetResult
+from punctual.execution.ports import Claim
+from punctual.models import ExecutionStatus
+from punctual.runtime.clock import ManualClock
+from punctual.store.memory import MemoryStore
+from punctual.usecases.delay_chains import defer_to_run, settle
+from punctual.usecases.jobs import JobService, QueueRouting
+
+TENANT = "default"
+FIRST = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+
+class World:
+    def __init__(self) -> None:
+        self.clock = ManualClock(FIRST - timedelta(minutes=1))
+        self.rig = Rig(MemoryStore(), self.clock)
+        self.jobs = JobService(
+            self.rig.store, self.rig.queues, self.clock, LAYOUT, QueueRouting((SHORT,), (LONG,))
+        )
+        self.worker = self.rig.worker()
+        self.jobs.register(TENANT, spec("delay(1 minute)", payload={"v": 1}), job_id="d")
+
+    def start_first(self) -> Claim:
+        """10:00 released and claimed: a run that lasts until it is finished."""
+        self.clock.set(FIRST)
+        self.rig.poll()
+        [received] = self.rig.queues.receive(SHORT, 10, 0, 900)
+        claim = self.worker.claim(received.message, Delivery(SHORT, received.receipt, 1))
+        self.rig.queues.delete(SHORT, received.receipt)
+        return claim
+
+    def until(self, seconds: int) -> None:
+        while self.clock.now() < FIRST + timedelta(seconds=seconds):
+            self.clock.set(self.clock.now() + timedelta(seconds=5))
+            self.rig.poll()
+            self.rig.work_until_idle(self.worker)
+
+    def runs(self) -> list[str]:
+        page = self.rig.store.list_executions(TENANT, "d", limit=50, newest_first=False)
+        return [record.slot for record in page.items if record.status is ExecutionStatus.SUCCEEDED]
+
+
+def _pause_resume(world: World) -> None:
+    world.jobs.pause(TENANT, "d")
+    world.clock.set(world.clock.now() + timedelta(seconds=10))
+    world.jobs.resume(TENANT, "d")
+
+
+CHANGES: dict[str, Callable[[World], None]] = {
+    "pause and resume": _pause_resume,
+    "replace": lambda world: world.jobs.replace(TENANT, "d", spec("delay(1 minute)", payload={"v": 2})),
+    "identical replace": lambda world: world.jobs.replace(
+        TENANT, "d", spec("delay(1 minute)", payload={"v": 1})
+    ),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_change_during_a_run_goes_on_n_after_that_run_ends(change: str) -> None:
+    world = World()
+    claim = world.start_first()
+    world.clock.set(FIRST + timedelta(seconds=10))
+    CHANGES[change](world)
+    world.until(180)  # the 10:00 run still going: nothing else starts
+    assert world.rig.queues.all_messages(SHORT) == []
+    world.clock.set(FIRST + timedelta(seconds=180))
+    world.worker.finish(claim, TargetResult.ok())  # ends 10:03:00
+    world.until(330)
+    assert world.runs() == [
+        "2026-11-30T10:00:00Z",
+        "2026-11-30T10:04:00Z",  # N after the end
+        "2026-11-30T10:05:00Z",  # the instant target answers at once: N after each
+    ]
+
+
+def test_a_run_that_ends_while_the_change_is_written_gets_its_next_timer_from_the_change() -> None:
+    world = World()
+    claim = world.start_first()
+    world.clock.set(FIRST + timedelta(seconds=10))
+    store = world.rig.store
+    current = world.jobs.get(TENANT, "d")
+    # The change reads the run in flight; the run ends before the change's write lands, and its
+    # end chains for the version it read, which the change then makes stale...
+    job, timers = defer_to_run(store, current.model_copy(update={"version": current.version + 1}), [])
+    assert job.delay_after == "2026-11-30T10:00:00Z" and timers == []
+    world.worker.finish(claim, TargetResult.ok())
+    # ... so the read after the write finds the run ended and writes its next timer for the job
+    # as changed
+    store.replace_job(job, current.version, [])
+    settle(store, LAYOUT, job, world.clock.now())
+    world.until(120)
+    assert world.runs() == ["2026-11-30T10:00:00Z", "2026-11-30T10:01:10Z"]
+
+
+def test_the_auditor_expects_the_chain_from_the_run_a_change_left_it_to() -> None:
+    world = World()
+    claim = world.start_first()
+    world.clock.set(FIRST + timedelta(seconds=10))
+    _pause_resume(world)
+    world.clock.set(FIRST + timedelta(seconds=180))
+    ended = world.worker.finish(claim, TargetResult.ok())
+    job = world.jobs.get(TENANT, "d")
+    newest = world.rig.store.get_execution(TENANT, "d", "2026-11-30T10:00:00Z")
+    assert ended is not None and newest is not None and job.delay_after == newest.slot
+    assert [slot for slot, _ in delay_heads(job, newest)] == [FIRST + timedelta(minutes=4)]
