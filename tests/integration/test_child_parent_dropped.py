@@ -123,25 +123,6 @@ def test_an_owed_slot_on_an_excluded_day_is_recorded_excluded_not_run() -> None:
     assert world.records("c")["2026-11-30T10:01:00Z"] is ExecutionStatus.EXCLUDED
 
 
-def test_waiting_child_slots_are_newest_first_down_to_the_last_dispatched(store) -> None:  # type: ignore[no-untyped-def]
-    for minute in range(5):
-        store.record_parent_success(TENANT, "c", f"2026-11-30T10:0{minute}:00Z", "a", 2_000_000_000)
-    store.record_parent_success(TENANT, "c", "2026-11-30T10:04:00Z", "b", 2_000_000_000)
-    store.claim_child_dispatch(TENANT, "c", "2026-11-30T10:01:00Z")
-    store.record_parent_success(TENANT, "other", "2026-11-30T10:05:00Z", "a", 2_000_000_000)
-
-    assert store.waiting_child_slots(TENANT, "c", 50) == [
-        ("2026-11-30T10:04:00Z", frozenset({"a", "b"})),
-        ("2026-11-30T10:03:00Z", frozenset({"a"})),
-        ("2026-11-30T10:02:00Z", frozenset({"a"})),
-    ]
-    assert store.waiting_child_slots(TENANT, "c", 2) == [
-        ("2026-11-30T10:04:00Z", frozenset({"a", "b"})),
-        ("2026-11-30T10:03:00Z", frozenset({"a"})),
-    ]
-    assert store.waiting_child_slots("elsewhere", "c", 50) == []
-
-
 def test_an_after_job_runs_only_the_slots_inside_its_start_and_end() -> None:
     world = World(MemoryStore())
     world.jobs.register(TENANT, spec(MINUTE), job_id="a")

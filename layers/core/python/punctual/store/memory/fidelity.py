@@ -229,6 +229,7 @@ OTHER_OPERATIONS = frozenset(
         "record_parent_success",
         "list_dependents",
         "claim_child_dispatch",
+        "waiting_child_slots",  # a strongly consistent query of the child's dependency items
         "create_group",
         "get_group",
         "list_groups",
