@@ -11,6 +11,7 @@ from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
 from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.execution.claim import PAUSED_RETRY_NOTE
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.usecases.backfill_runner import BackfillRunner
@@ -163,4 +164,6 @@ def test_a_paused_childs_retry_does_not_run_because_its_parents_slot_was_trigger
     world.until(T(9, 59, 59))
     assert world.calls.count((slot, 2)) == 0
     record = world.store.get_execution("default", "c", slot)
-    assert record is not None and (record.status.value, record.error) == ("SKIPPED", "job is paused")
+    # its failed attempt ends the slot FAILED, its retry not started (failure report, alert)
+    assert record is not None and record.status.value == "FAILED"
+    assert record.error == f"HTTP 503; {PAUSED_RETRY_NOTE}"

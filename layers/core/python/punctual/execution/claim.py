@@ -134,6 +134,48 @@ def owed_to_current(
     return replace(message, job_version=job.version)
 
 
+def exhausted(current: Execution, now: datetime) -> tuple[Execution, Expect]:
+    """The end of a slot with no attempt left to start (:data:`ClaimAction.EXHAUSTED`): a run
+    whose lease lapsed, TIMED_OUT; a slot whose retry came past ``max_age_seconds``, FAILED with
+    its last attempt's error (its failure report, dead letter and alert follow)."""
+    if current.status is ExecutionStatus.RETRY_WAIT:
+        age = int((now - current.retry_origin).total_seconds())
+        note = f"{current.error or 'failed'}; its retry was not started: {age}s after the slot, past max_age"
+        failed = current.model_copy(
+            update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note}
+        )
+        return failed, Expect(frozenset({ExecutionStatus.RETRY_WAIT}), current.attempt)
+    return current.ended(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE), owned_by(current)
+
+
+PAUSED_RETRY_NOTE = "its retry was not started: the job is paused"
+
+
+def paused_end(
+    claimer: Claimer,
+    job: Job,
+    base: Execution,
+    replaced: Execution | None,
+    expect: Expect | None,
+    now: datetime,
+) -> Execution:
+    """A slot that does not start because its job is paused: SKIPPED; one waiting for its retry
+    had failed, and ends FAILED, with its failure report, dead letter and ``failed`` alert (QA: it
+    ended SKIPPED and its failure was in no alert, dead letter or FAILED listing)."""
+    if base.status is ExecutionStatus.RETRY_WAIT:
+        note = f"{base.error or 'failed'}; {PAUSED_RETRY_NOTE}"
+        failed = base.model_copy(update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note})
+        claimer._save_start(job, failed, replaced, expect)
+        claimer.after.apply(job, failed, now)
+        return failed
+    skipped = _skipped(base, now, "job is paused")
+    claimer._save_start(job, skipped, replaced, expect)
+    claimer.turns.pass_on(job, skipped, now)  # had it been handed the turn, the next slot gets it
+    claimer.metrics.add("PausedSkipped", 1)
+    claimer.after.notifier.changed(job, skipped, now)
+    return skipped
+
+
 def _is_after(job: Job) -> bool:
     return schedule_of(job).kind == "after"
 
@@ -374,8 +416,8 @@ class Claimer:
             return self._wait(message, delivery, job, decision.wait_s + 1, decision.reason, current)
         if action is ClaimAction.EXHAUSTED:
             assert current is not None
-            ended = current.ended(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE)
-            self.ledger.save(ended, current, owned_by(current))
+            ended, expect = exhausted(current, now)
+            self.ledger.save(ended, current, expect)
             self.after.apply(job, ended, now)
             return Claim(ClaimOutcome.EXHAUSTED, message, delivery, job, ended, reason=decision.reason)
         if action in (ClaimAction.START, ClaimAction.TAKEOVER):
@@ -440,12 +482,8 @@ class Claimer:
         if job.state is JobState.PAUSED and not _asked_for(message, base, job):
             # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or a
             # backfill) still runs, every attempt of it.
-            skipped = _skipped(base, now, "job is paused")
-            self._save_start(job, skipped, replaced, expect)
-            self.turns.pass_on(job, skipped, now)  # had it been handed the turn, the next slot gets it
-            self.metrics.add("PausedSkipped", 1)
-            self.after.notifier.changed(job, skipped, now)
-            return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="job is paused")
+            ended = paused_end(self, job, base, replaced, expect, now)
+            return Claim(ClaimOutcome.SKIPPED, message, delivery, job, ended, reason="job is paused")
         first_attempt = message.attempt == 1
         holder = None
         if first_attempt and job.overlap is not Overlap.ALLOW:

@@ -9,7 +9,8 @@ policy; :mod:`punctual.execution.claim` applies it with conditional writes. The 
     MISSED                             any other               DROP (MISSED is final)
     SUPERSEDED (older version)         n == 1, newer version   START (released for the new spec)
     QUEUED at n                        n                       START (overlap checked again)
-    RETRY_WAIT at n-1                  n                       START (the next attempt)
+    RETRY_WAIT at n-1                  n                       START (the next attempt; EXHAUSTED:
+                                                               FAILED when past max_age_seconds)
     RUNNING at n-1 or n, lease live    -                       WAIT (come back when it lapses)
     RUNNING at n-1 or n, lease lapsed  -                       TAKEOVER as attempt+1, new owner
                                                                (EXHAUSTED: TIMED_OUT when none is left)
@@ -125,6 +126,10 @@ def decide_claim(
             return ClaimDecision(ClaimAction.START, "queued slot")
         return ClaimDecision(ClaimAction.DROP, f"slot is queued as attempt {current.attempt}")
     if status is ExecutionStatus.RETRY_WAIT:
+        if current.attempt == n - 1 and now > current.retry_origin + timedelta(seconds=max_age_s):
+            # Its retry reached a worker past the slot's age (a poller or the workers behind):
+            # it does not start (QA: attempt 2 ran 301 s after the slot with max_age_seconds 120)
+            return ClaimDecision(ClaimAction.EXHAUSTED, "retry past max_age_seconds")
         if current.attempt == n - 1:
             return ClaimDecision(ClaimAction.START, "next attempt")
         if redelivered and (current.attempt == n or carried):

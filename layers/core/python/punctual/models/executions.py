@@ -74,7 +74,8 @@ TRANSITIONS: dict[ExecutionStatus | None, frozenset[ExecutionStatus]] = {
     None: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.MISSED, _S.EXCLUDED, _S.SUPERSEDED}),
     # A slot waiting for its turn or its retry is superseded when the job's spec changes first.
     _S.QUEUED: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.SUPERSEDED}),
-    _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.SUPERSEDED}),
+    # RETRY_WAIT -> FAILED: its retry is not started (due past max_age_seconds, or the job paused).
+    _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.QUEUED, _S.SKIPPED, _S.SUPERSEDED, _S.FAILED}),
     # RUNNING -> RUNNING: a heartbeat, or a takeover by a new owner as the next attempt.
     # RUNNING -> SUPERSEDED: a lost run's takeover after the job's spec changed.
     _S.RUNNING: frozenset({_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.TIMED_OUT, _S.RETRY_WAIT, _S.SUPERSEDED}),
