@@ -52,12 +52,12 @@ from punctual.timing.timers import (
     to_ms,
 )
 from punctual.usecases.backfills import Backfill
+from punctual.usecases.delay_chains import chains_from, newest_scheduled
 from punctual.usecases.shared_slots import no_shared_slot
 
 log = logging.getLogger("punctual.auditing")
 
 NEAR_GAP_MS = 2_000  # near-lane dues closer than this are read in one range
-HISTORY_PAGE = 20  # records read to find a job's newest scheduled slot
 
 
 def segments_for(minute: datetime, segments: int, period_minutes: int) -> list[int]:
@@ -258,7 +258,7 @@ class ChainAuditor:
             return
         if kind is live.ChainKind.DELAY:
             newest = self._newest(job)
-            if newest is not None and newest.job_version == job.version and newest.status in live.IN_FLIGHT:
+            if newest is not None and chains_from(job, newest) and newest.status in live.IN_FLIGHT:
                 if live.stuck(job, newest, now, self.config.inflight_grace_s) is not None:
                     suspects.append(_Suspect(job, f"slot {newest.slot} stuck {newest.status.value}"))
                 else:
@@ -361,7 +361,7 @@ class ChainAuditor:
 
     def _confirm_delay(self, job: Job, now: datetime, since: datetime, why: str, report: AuditReport) -> None:
         newest = self._newest(job)
-        if newest is not None and newest.job_version == job.version and newest.status in live.IN_FLIGHT:
+        if newest is not None and chains_from(job, newest) and newest.status in live.IN_FLIGHT:
             follow = live.stuck(job, newest, now, self.config.inflight_grace_s)
             if follow is None:
                 report.confirmed_live += 1
@@ -425,16 +425,7 @@ class ChainAuditor:
 
     def _newest(self, job: Job) -> Execution | None:
         """The job's newest record of a scheduled slot (run-now slots left out)."""
-        cursor: str | None = None
-        for _ in range(3):
-            page = self.store.list_executions(job.tenant, job.id, HISTORY_PAGE, cursor)
-            for record in page.items:
-                if live.scheduled(record):
-                    return record
-            cursor = page.cursor
-            if cursor is None:
-                return None
-        return None
+        return newest_scheduled(self.store, job)
 
     def _stuck_turn(self, job: Job, now: datetime) -> live.FollowUp | None:
         turn = self.store.get_turn(job.tenant, job.id)

@@ -24,7 +24,7 @@ from punctual.timing.slots import fire_timer, schedule_of
 from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant
 
 IN_FLIGHT = (ExecutionStatus.QUEUED, ExecutionStatus.RUNNING, ExecutionStatus.RETRY_WAIT)
-NEWEST_READ = 5  # the newest records read for the job's newest scheduled run
+NEWEST_PAGE, NEWEST_PAGES = 50, 3  # how far back the newest scheduled run is looked for
 
 
 def next_delay_slot(job: Job, ended: Execution) -> datetime | None:
@@ -43,17 +43,28 @@ def chains_from(job: Job, ended: Execution) -> bool:
     return job.version == ended.job_version or job.delay_after == ended.slot
 
 
-def _newest_scheduled(store: JobStore, job: Job) -> Execution | None:
-    page = store.list_executions(job.tenant, job.id, limit=NEWEST_READ)
-    return next((record for record in page.items if MANUAL_MARK not in record.slot), None)
+def newest_scheduled(store: JobStore, job: Job) -> Execution | None:
+    """The job's newest record of a scheduled slot (run-now slots, ``~m``, left out)."""
+    cursor: str | None = None
+    for _ in range(NEWEST_PAGES):
+        page = store.list_executions(job.tenant, job.id, NEWEST_PAGE, cursor)
+        found = next((record for record in page.items if MANUAL_MARK not in record.slot), None)
+        if found is not None or page.cursor is None:
+            return found
+        cursor = page.cursor
+    return None
 
 
-def defer_to_run(store: JobStore, job: Job, timers: Sequence[Timer]) -> tuple[Job, list[Timer]]:
+def defer_to_run(
+    store: JobStore, job: Job, timers: Sequence[Timer], *, before: Job
+) -> tuple[Job, list[Timer]]:
     """``job`` (a change's result) and its timers, with the chain's first timer left to the end of
-    the job's run in flight, if any (see the module docstring)."""
-    if schedule_of(job).kind != "delay" or job.state is not JobState.ENABLED:
-        return job, list(timers)
-    newest = _newest_scheduled(store, job)
+    the job's run in flight, if any (see the module docstring). Only a delay job's run (``before``
+    is the job as the change found it) ends by chaining: a cron job made delay() starts at once."""
+    delays = schedule_of(job).kind == "delay" and schedule_of(before).kind == "delay"
+    if not delays or job.state is not JobState.ENABLED:
+        return job.model_copy(update={"delay_after": None}), list(timers)
+    newest = newest_scheduled(store, job)
     if newest is None or newest.status not in IN_FLIGHT:
         return job.model_copy(update={"delay_after": None}), list(timers)
     kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]

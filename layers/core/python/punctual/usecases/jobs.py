@@ -435,7 +435,9 @@ class JobService:
         timer = _first_timer(self.layout, job, now) if job.state is JobState.ENABLED else None
         _check_fires(current, job, timer, now)
         self.admission.check_children(job, found if isinstance(found, Job) else None, now)
-        job, timers = defer_to_run(self.store, job, [timer] if timer else [])  # delay(): a run in flight
+        job, timers = defer_to_run(
+            self.store, job, [timer] if timer else [], before=current
+        )  # delay(): a run in flight
         if current.owed_from and job.restarts[-1].timing is not None:
             # A pause's owed slot on a timing the replace moved: back to its chain (its version and
             # timing), which a poller catches up, or records while the job stays paused
@@ -498,7 +500,9 @@ class JobService:
                 return self.next_fire.of(current)
             if current.state is JobState.COMPLETED:
                 raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
-            job, timers = defer_to_run(self.store, *resumed(current, self.clock.now(), self.layout))
+            job, timers = defer_to_run(
+                self.store, *resumed(current, self.clock.now(), self.layout), before=current
+            )
             try:
                 self._write(job, current.version, timers)
             except JobConflictError:
@@ -554,7 +558,9 @@ class JobService:
         if not drop_previous:
             plain, stored = self.secrets.new_secret(tenant, job_id)
             update = {"signing_secret_enc": stored, "signing_secret_prev_enc": current.signing_secret_enc}
-        job, timers = defer_to_run(self.store, *_next_version(current, update, now, self.layout))
+        job, timers = defer_to_run(
+            self.store, *_next_version(current, update, now, self.layout), before=current
+        )
         self._write(job, current.version, timers)
         settle(self.store, self.layout, job, now)
         return self.next_fire.of(job), plain
