@@ -134,3 +134,58 @@ def test_an_after_job_runs_only_the_slots_inside_its_start_and_end() -> None:
     assert world.jobs.get(TENANT, "ends").state.value == "COMPLETED"  # as a scheduled job past its end
     assert world.runs("starts") == ["2026-11-30T10:02:00Z", "2026-11-30T10:03:00Z"]
     assert world.jobs.get(TENANT, "starts").state.value == "ENABLED"
+
+
+def test_a_slot_still_owed_behind_a_later_dispatched_one_is_sent() -> None:
+    # Review: the read stopped at the newest dispatched slot; parents' slots end out of order
+    world = World(MemoryStore())
+    _three(world)
+    world.until(T(10, 2, 10))  # c's 10:02 ran; its 10:01 waits for b's retry (at 10:02:31)
+    assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:02:00Z"]
+    world.jobs.replace(TENANT, "c", spec("after(a)"))
+    world.until(T(10, 3, 10))
+    assert world.runs("c") == [f"2026-11-30T10:0{m}:00Z" for m in range(4)]
+
+
+def test_a_slot_a_dropped_parent_failed_for_good_stays_unrun() -> None:
+    # the old spec decided it (b's slot failed: the child does not run); the replace changes the
+    # slots still open, not the ones decided
+    world = World(MemoryStore())
+    world.jobs.register(TENANT, spec(MINUTE), job_id="a")
+    world.jobs.register(TENANT, spec(MINUTE, retry={"max_attempts": 1}), job_id="b")
+    world.jobs.register(TENANT, spec("after(a, b)"), job_id="c")
+    world.until(T(10, 1, 5))
+    assert world.records("b")["2026-11-30T10:01:00Z"] is ExecutionStatus.FAILED
+    world.jobs.replace(TENANT, "c", spec("after(a)"))
+    world.until(T(10, 2, 10))
+    assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:02:00Z"]
+
+
+def test_owed_slots_keep_to_the_new_window_and_a_paused_child_records_them() -> None:
+    world = World(MemoryStore())
+    _three(world)
+    world.until(T(10, 1, 5))
+    world.jobs.replace(TENANT, "c", spec("after(a)", start_at="2026-11-30T10:01:30Z"))
+    world.until(T(10, 1, 20))
+    assert "2026-11-30T10:01:00Z" not in world.records("c")  # before its start_at: not its slot
+
+    paused = World(MemoryStore())
+    _three(paused)
+    paused.until(T(10, 1, 5))
+    paused.jobs.pause(TENANT, "c")
+    paused.jobs.replace(TENANT, "c", spec("after(a)"))
+    paused.until(T(10, 1, 20))
+    # Review: no record at all; now the slot it owed is recorded, not run
+    assert paused.records("c")["2026-11-30T10:01:00Z"] is ExecutionStatus.SKIPPED
+    assert "2026-11-30T10:01:00Z" not in paused.runs("c")
+
+
+def test_a_child_completed_past_its_end_still_runs_an_earlier_slot() -> None:
+    # Review: 10:02 ended the child (past end_at) before b's retried 10:01 succeeded: 10:01 was lost
+    world = World(MemoryStore())
+    world.jobs.register(TENANT, spec(MINUTE), job_id="a")
+    world.jobs.register(TENANT, spec(MINUTE, retry=RETRY_IN_90S), job_id="b")
+    world.jobs.register(TENANT, spec("after(a, b)", end_at="2026-11-30T10:01:30Z"), job_id="c")
+    world.until(T(10, 3, 10))
+    assert world.jobs.get(TENANT, "c").state.value == "COMPLETED"
+    assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:01:00Z"]

@@ -466,20 +466,22 @@ def test_a_rate_budget_instant_is_held_by_one_slot_and_read_back_strongly(store,
     assert store.budget_reservations("nobody", "hooks.example.com", first, second) == {}
 
 
-def test_waiting_child_slots_are_newest_first_down_to_the_last_dispatched(store) -> None:  # type: ignore[no-untyped-def]
+def test_waiting_child_slots_are_the_newest_undispatched_ones(store) -> None:  # type: ignore[no-untyped-def]
     for minute in range(5):
         store.record_parent_success("default", "c", f"2026-11-30T10:0{minute}:00Z", "a", 2_000_000_000)
     store.record_parent_success("default", "c", "2026-11-30T10:04:00Z", "b", 2_000_000_000)
-    store.claim_child_dispatch("default", "c", "2026-11-30T10:01:00Z")
+    store.claim_child_dispatch("default", "c", "2026-11-30T10:03:00Z")
     store.record_parent_success("default", "other", "2026-11-30T10:05:00Z", "a", 2_000_000_000)
 
+    # an older slot behind a dispatched one is still listed (parents' slots end out of order)
     assert store.waiting_child_slots("default", "c", 50) == [
         ("2026-11-30T10:04:00Z", frozenset({"a", "b"})),
-        ("2026-11-30T10:03:00Z", frozenset({"a"})),
         ("2026-11-30T10:02:00Z", frozenset({"a"})),
+        ("2026-11-30T10:01:00Z", frozenset({"a"})),
+        ("2026-11-30T10:00:00Z", frozenset({"a"})),
     ]
-    assert store.waiting_child_slots("default", "c", 2) == [
+    assert store.waiting_child_slots("default", "c", 3) == [  # the newest 3 items read
         ("2026-11-30T10:04:00Z", frozenset({"a", "b"})),
-        ("2026-11-30T10:03:00Z", frozenset({"a"})),
+        ("2026-11-30T10:02:00Z", frozenset({"a"})),
     ]
     assert store.waiting_child_slots("elsewhere", "c", 50) == []

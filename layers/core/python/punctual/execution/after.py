@@ -39,6 +39,7 @@ log = logging.getLogger("punctual.execution")
 PAUSED_CHILD_NOTE = "job is paused: its parents' slot completed while it was paused"
 
 PAUSE_TRIES = 3
+_DISPATCHED_TO = (JobState.ENABLED, JobState.PAUSED, JobState.COMPLETED)
 
 
 class AfterEffects:
@@ -196,7 +197,7 @@ class AfterEffects:
             child = jobs.get((job.tenant, child_id))
             if child is not None and child.state is JobState.PAUSED:  # maybe behind: read it again
                 child = self.store.get_job(job.tenant, child_id)
-            if child is None or child.state not in (JobState.ENABLED, JobState.PAUSED):
+            if child is None or child.state not in _DISPATCHED_TO:
                 continue
             parents = schedule_of(child).parents
             if not parents or not set(parents) <= done:
@@ -204,6 +205,8 @@ class AfterEffects:
             if self._outside_window(child, execution.slot, now):
                 self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
                 continue
+            if child.state is JobState.COMPLETED and child.end_at is None:
+                continue  # a child completed past its end_at still runs its slots before it (review)
             if child.state is JobState.PAUSED:
                 # Its parents' slot came while it was paused: recorded MISSED with its event and
                 # missed alert (an after() job owes no slot on resume: it has no schedule of its own).

@@ -519,7 +519,7 @@ class DependencyRepository(ABC):
 
     @abstractmethod
     def waiting_child_slots(self, tenant: str, child_id: str, limit: int) -> list[tuple[str, frozenset[str]]]:
-        """Slots not dispatched (and which parents succeeded), newest first, to the newest dispatched."""
+        """The newest ``limit`` slots' items: those not dispatched, with the parents that succeeded."""
 
     @abstractmethod
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:

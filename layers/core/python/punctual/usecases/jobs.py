@@ -464,8 +464,8 @@ class JobService:
             raise
         self._forecast(current, job)
         settle(self.store, self.layout, job, now)
-        if removed and job.state is JobState.ENABLED:
-            send_owed_children(self.store, self.layout, job, now)  # slots whose remaining parents all ran
+        if removed and job.state in (JobState.ENABLED, JobState.PAUSED):
+            send_owed_children(self.store, self.layout, job, removed, now)  # remaining parents all ran
         return self.next_fire.of(job)
 
     def pause(

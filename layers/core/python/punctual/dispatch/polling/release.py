@@ -521,12 +521,15 @@ class SlotReleaser:
         """A CHILD timer (:func:`punctual.timing.slots.sent_check_timer`): the slot an after(...)
         child or a run-now request was sent, again, in a group and under a deduplication id of its
         own, when no worker has claimed it (the one that received it may have died before its
-        handler ran). A run-now slot (``~m...``) runs while its job is paused; a child's does not."""
+        handler ran). A run-now slot (``~m...``) runs while its job is paused; a child's is recorded
+        SKIPPED by its claim (it was due: a record says why it did not run)."""
         if job is None or execution is not None:
             return None
         manual = MANUAL_MARK in timer.slot
-        if job.state is not JobState.ENABLED and not (manual and job.state is not JobState.DELETED):
-            return None
+        if job.state not in (JobState.ENABLED, JobState.PAUSED) and not (
+            manual and job.state is not JobState.DELETED
+        ):
+            return None  # a paused job's child slot is sent: its claim records it SKIPPED
         kind = MessageKind.MANUAL if manual else MessageKind.CHILD
         return replace(message_for(job, timer.slot, now, 1, kind, now), resend=1)
 

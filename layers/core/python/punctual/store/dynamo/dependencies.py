@@ -33,18 +33,22 @@ class DynamoDependencies(DynamoBase, DependencyRepository):
         )
 
     def waiting_child_slots(self, tenant: str, child_id: str, limit: int) -> list[tuple[str, frozenset[str]]]:
-        reply = self.client.query(
-            TableName=self.table,
+        request: dict[str, Any] = {
+            "TableName": self.table,
             **schema.partition(job_pk(tenant, child_id), schema.DEPENDENCY_PREFIX).fields(),
-            ScanIndexForward=False,  # newest slot first
-            Limit=limit,
-            ConsistentRead=True,  # a parent's success a moment ago counts
-        )
-        waiting = []
-        for item in reply.get("Items", []):
-            if (found := schema.waiting_child_slot(item)) is None:
-                break  # dispatched: the slots before it were decided under the spec of their time
-            waiting.append(found)
+            "ScanIndexForward": False,  # newest slot first
+            "ConsistentRead": True,  # a parent's success a moment ago counts
+        }
+        waiting: list[tuple[str, frozenset[str]]] = []
+        read = 0
+        while read < limit:
+            reply = self.client.query(**request, Limit=min(limit - read, 100))
+            items = reply.get("Items", [])
+            read += len(items)
+            waiting += [found for item in items if (found := schema.waiting_child_slot(item)) is not None]
+            if "LastEvaluatedKey" not in reply or not items:
+                break
+            request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
         return waiting
 
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:

@@ -34,12 +34,11 @@ class MemoryDependencies(MemoryBase, DependencyRepository):
     def waiting_child_slots(self, tenant: str, child_id: str, limit: int) -> list[tuple[str, frozenset[str]]]:
         with self._lock:
             slots = sorted((k[2] for k in self._parents_ok if k[:2] == (tenant, child_id)), reverse=True)
-            waiting = []
-            for slot in slots[:limit]:
-                if (tenant, child_id, slot) in self._child_dispatched:
-                    break
-                waiting.append((slot, frozenset(self._parents_ok[(tenant, child_id, slot)])))
-            return waiting
+            return [
+                (slot, frozenset(self._parents_ok[(tenant, child_id, slot)]))
+                for slot in slots[:limit]
+                if (tenant, child_id, slot) not in self._child_dispatched
+            ]
 
     def set_dependents(self, tenant: str, child_id: str, parents: Sequence[str], present: bool) -> None:
         with self._lock:
