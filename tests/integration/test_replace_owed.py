@@ -441,3 +441,25 @@ def test_a_released_slot_the_new_spec_does_not_run_stays_superseded() -> None:
     run, record = _released_then_replaced(later, 9)
     assert record is not None and record.status.value == "SUPERSEDED"
     assert run.payloads == []
+
+
+@pytest.mark.parametrize("released", [True, False])
+def test_a_job_created_again_at_a_deleted_ones_id_never_runs_its_slots(released: bool) -> None:
+    # Review: the new job's first restart covered every version from 1, the deleted job's too:
+    # after an edit, the deleted job's 10:00 (released and waiting, or a timer no poller had
+    # reached) ran on the new job, whose first slot is 11:00
+    run = Run(T(9, 58))
+    run.jobs.register("default", spec("cron(0 * * * ? *)", payload={"v": "old"}), job_id="j")
+    run.until(T(9, 59, 50))
+    if released:
+        run.clock.set(T(10, 0))
+        run.rig.poll()  # 10:00 released for the deleted job; no worker took it
+    run.clock.set(T(10, 0, 1))
+    run.jobs.delete("default", "j")
+    run.clock.set(T(10, 0, 2))
+    run.jobs.register("default", spec("cron(0 * * * ? *)", payload={"v": "new"}), job_id="j")
+    run.clock.set(T(10, 0, 3))
+    run.jobs.replace("default", "j", spec("cron(0 * * * ? *)", payload={"v": "edited"}))
+    run.clock.set(T(10, 0, 9))  # past the 5 s in which a worker runs the job its message carries
+    run.until(T(10, 0, 20))
+    assert run.payloads == []

@@ -459,7 +459,11 @@ def restarted(old: Job, new: Job, at: datetime) -> list[ChainRestart]:
     timing = None if kept else old.model_dump(mode="json", include=set(TIMING_FIELDS))
     if old.state is JobState.PAUSED and old.paused_at is not None:
         at = min(at, old.paused_at)  # its chain ended at the pause: what came due since, the resume owes
-    first = old.restarts[-1].until_version + 1 if old.restarts else 1
+    # Its first chain starts at its creation's version: a job created again at a deleted job's id
+    # starts past that job's versions, whose timers and messages are not its own (review: the
+    # deleted job's released slot ran on the new one after an edit). With no restart kept, the
+    # spec is still its creation's (pause and resume keep spec_version; 0: stored before it).
+    first = old.restarts[-1].until_version + 1 if old.restarts else (old.spec_version or 1)
     restart = ChainRestart(until_version=old.version, at=at, timing=timing, from_version=first)
     return [*old.restarts, restart][-MAX_RESTARTS:]
 

@@ -59,6 +59,7 @@ from punctual.delivery.targets.aws_clients import (
     target_role,
 )
 from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.delivery.targets.payload import nominal_instant
 
 __all__ = [
     "EventBridgeTargetAdapter",
@@ -446,7 +447,7 @@ class EventBridgeTargetAdapter:
         except (TypeError, ValueError) as exc:
             return TargetResult.permanent(f"eventbridge target: {exc}")
         entry = {
-            "Time": ctx.scheduled_at,
+            "Time": nominal_instant(ctx),
             "Source": str(target.source),
             "DetailType": str(getattr(target, "detail_type", "Punctual Scheduled Job")),
             "Detail": detail,

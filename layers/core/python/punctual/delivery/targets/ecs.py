@@ -18,6 +18,7 @@ from punctual.delivery.targets.aws_services import (
     slot_digest,
 )
 from punctual.delivery.targets.base import Outcome, SlotContext, TargetResult
+from punctual.delivery.targets.payload import nominal_instant
 from punctual.runtime.clock import Clock, SystemClock
 from punctual.timing.instants import format_instant_adaptive
 
@@ -133,7 +134,7 @@ class EcsTargetAdapter:
             {"name": "PUNCTUAL_TENANT", "value": ctx.tenant},
             {"name": "PUNCTUAL_SLOT", "value": ctx.slot},
             {"name": "PUNCTUAL_ATTEMPT", "value": str(ctx.attempt)},
-            {"name": "PUNCTUAL_SCHEDULED_AT", "value": format_instant_adaptive(ctx.scheduled_at)},
+            {"name": "PUNCTUAL_SCHEDULED_AT", "value": format_instant_adaptive(nominal_instant(ctx))},
             {"name": "PUNCTUAL_IDEMPOTENCY_KEY", "value": ctx.idempotency_key},
             {"name": "PUNCTUAL_FENCING_TOKEN", "value": ctx.fencing_token},
             {"name": "PUNCTUAL_PAYLOAD", "value": payload_json},
