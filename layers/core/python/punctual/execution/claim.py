@@ -440,6 +440,7 @@ class Claimer:
             )
             self.ledger.save(taken, current, owned_by(current))
             self.metrics.add("Takeovers", 1)
+            self.after.notifier.started(job, taken, now, None)  # QA: a takeover published no event
             log.warning("took over %s %s as attempt %d", job.id, current.slot, taken.attempt)
             if not self.config.lease_timers:
                 # Message mode: this message came back after a crash, and every return costs it
