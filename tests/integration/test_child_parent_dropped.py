@@ -10,9 +10,11 @@ from typing import Any
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.targets.base import SlotContext, TargetResult
-from punctual.models import ExecutionStatus
+from punctual.dispatch.polling.release import unclaimed_child
+from punctual.models import ExecutionStatus, JobState
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
+from punctual.timing.slots import sent_check_timer
 from punctual.usecases.calendar_service import CalendarService
 from punctual.usecases.calendars import CalendarSpec
 from punctual.usecases.jobs import JobService, QueueRouting
@@ -189,3 +191,28 @@ def test_a_child_completed_past_its_end_still_runs_an_earlier_slot() -> None:
     world.until(T(10, 3, 10))
     assert world.jobs.get(TENANT, "c").state.value == "COMPLETED"
     assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:01:00Z"]
+
+
+def test_slots_a_dropped_parent_never_had_are_not_run() -> None:
+    # Review: after(a, b) with b every 5 minutes, made after(a): a's minutes b never has were run
+    world = World(MemoryStore())
+    world.jobs.register(TENANT, spec(MINUTE), job_id="a")
+    world.jobs.register(TENANT, spec("cron(0/5 * * * ? *)"), job_id="b")
+    world.jobs.register(TENANT, spec("after(a, b)"), job_id="c")
+    world.until(T(10, 7, 5))
+    assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:05:00Z"]
+    world.jobs.replace(TENANT, "c", spec("after(a)"))
+    world.until(T(10, 8, 10))
+    assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:05:00Z", "2026-11-30T10:08:00Z"]
+
+
+def test_a_child_slot_is_sent_again_to_a_child_completed_past_its_end() -> None:
+    world = World(MemoryStore())
+    child = spec("after(b)", end_at="2026-11-30T10:01:30Z")
+    world.jobs.register(TENANT, spec(MINUTE), job_id="b")
+    job, _ = world.jobs.register(TENANT, child, job_id="c")
+    timer = sent_check_timer(LAYOUT, job, "2026-11-30T10:01:00Z", T(10, 1, 5))
+    done = job.model_copy(update={"state": JobState.COMPLETED})
+    assert unclaimed_child(timer, done, None, T(10, 1, 5)) is not None  # its slot before end_at
+    ended = done.model_copy(update={"end_at": None})
+    assert unclaimed_child(timer, ended, None, T(10, 1, 5)) is None

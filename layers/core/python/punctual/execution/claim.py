@@ -27,6 +27,7 @@ from punctual.execution.parking import ERROR_BACKOFF_S, Parking
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
 from punctual.execution.records import (
     LEASE_LOST_NOTE,
+    RELEASED_NOTE,
     Ledger,
     new_record,
     owned_by,
@@ -139,8 +140,10 @@ def exhausted(current: Execution, now: datetime) -> tuple[Execution, Expect]:
     whose lease lapsed, TIMED_OUT; a slot whose retry came past ``max_age_seconds``, FAILED with
     its last attempt's error (its failure report, dead letter and alert follow)."""
     if current.status is ExecutionStatus.RETRY_WAIT:
-        age = int((now - current.retry_origin).total_seconds())
-        note = f"{current.error or 'failed'}; its retry was not started: {age}s after the slot, past max_age"
+        age = (now - current.retry_origin).total_seconds()
+        note = (
+            f"{current.error or 'failed'}; its retry was not started: {age:.1f}s after the slot, past max_age"
+        )
         failed = current.model_copy(
             update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note}
         )
@@ -149,6 +152,12 @@ def exhausted(current: Execution, now: datetime) -> tuple[Execution, Expect]:
 
 
 PAUSED_RETRY_NOTE = "its retry was not started: the job is paused"
+
+
+def handed_back(record: Execution) -> bool:
+    """A run its worker handed back at shutdown (RELEASED_NOTE): started before, it goes on while
+    its job is paused, as a run taken over does (review: it ended FAILED)."""
+    return record.status is ExecutionStatus.RETRY_WAIT and record.error == RELEASED_NOTE
 
 
 def paused_end(
@@ -162,7 +171,7 @@ def paused_end(
     """A slot that does not start because its job is paused: SKIPPED; one waiting for its retry
     had failed, and ends FAILED, with its failure report, dead letter and ``failed`` alert (QA: it
     ended SKIPPED and its failure was in no alert, dead letter or FAILED listing)."""
-    if base.status is ExecutionStatus.RETRY_WAIT:
+    if base.status is ExecutionStatus.RETRY_WAIT and base.error != RELEASED_NOTE:
         note = f"{base.error or 'failed'}; {PAUSED_RETRY_NOTE}"
         failed = base.model_copy(update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note})
         claimer._save_start(job, failed, replaced, expect)
@@ -441,6 +450,8 @@ class Claimer:
             self.ledger.save(taken, current, owned_by(current))
             self.metrics.add("Takeovers", 1)
             self.after.notifier.started(job, taken, now, None)  # QA: a takeover published no event
+            if self.config.lease_timers:  # a heartbeat worker sends it beside the run, as a start's
+                self.after.notifier.flush_soon()
             log.warning("took over %s %s as attempt %d", job.id, current.slot, taken.attempt)
             if not self.config.lease_timers:
                 # Message mode: this message came back after a crash, and every return costs it
@@ -480,11 +491,14 @@ class Claimer:
             self.turns.pass_on(job, skipped, now)
             self.after.notifier.changed(job, skipped, now)
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="backfill cancelled")
-        if job.state is JobState.PAUSED and not _asked_for(message, base, job):
+        if job.state is JobState.PAUSED and not _asked_for(message, base, job) and not handed_back(base):
             # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or a
             # backfill) still runs, every attempt of it.
             ended = paused_end(self, job, base, replaced, expect, now)
-            return Claim(ClaimOutcome.SKIPPED, message, delivery, job, ended, reason="job is paused")
+            outcome = (
+                ClaimOutcome.SKIPPED if ended.status is ExecutionStatus.SKIPPED else ClaimOutcome.EXHAUSTED
+            )
+            return Claim(outcome, message, delivery, job, ended, reason="job is paused")
         first_attempt = message.attempt == 1
         holder = None
         if first_attempt and job.overlap is not Overlap.ALLOW:

@@ -33,6 +33,10 @@ from enum import StrEnum
 from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.models import Execution, ExecutionStatus
 
+# A retry reaching its worker this long after its last instant (max_age_seconds) still starts: the
+# retry was due inside the age, and its release and claim take a moment (review: 0.6 s late failed it).
+AGE_GRACE_S = 10.0
+
 # The messages that release a slot (its first attempt): only these start a SUPERSEDED slot again.
 _RELEASES = (MessageKind.FIRE, MessageKind.MANUAL, MessageKind.CHILD, MessageKind.BACKFILL)
 
@@ -126,7 +130,9 @@ def decide_claim(
             return ClaimDecision(ClaimAction.START, "queued slot")
         return ClaimDecision(ClaimAction.DROP, f"slot is queued as attempt {current.attempt}")
     if status is ExecutionStatus.RETRY_WAIT:
-        if current.attempt == n - 1 and now > current.retry_origin + timedelta(seconds=max_age_s):
+        if current.attempt == n - 1 and now > current.retry_origin + timedelta(
+            seconds=max_age_s + AGE_GRACE_S
+        ):
             # Its retry reached a worker past the slot's age (a poller or the workers behind):
             # it does not start (QA: attempt 2 ran 301 s after the slot with max_age_seconds 120)
             return ClaimDecision(ClaimAction.EXHAUSTED, "retry past max_age_seconds")
@@ -149,6 +155,11 @@ def decide_claim(
         if used >= max_attempts or too_old:
             return ClaimDecision(ClaimAction.EXHAUSTED, "lease lapsed and no attempt is left")
         return ClaimDecision(ClaimAction.TAKEOVER, "lease lapsed")
-    if redelivered and (current.attempt == n or carried):
+    # A retry's message back after the claim ended its slot FAILED (not started: past its age, or
+    # its job paused), its after-effects maybe cut short: they run again (review)
+    unstarted = (
+        status is ExecutionStatus.FAILED and current.attempt == n - 1 and message.kind == MessageKind.RETRY
+    )
+    if redelivered and (current.attempt == n or carried or unstarted):
         return ClaimDecision(ClaimAction.REPAIR, "redelivery of an attempt that ended")
     return ClaimDecision(ClaimAction.DROP, f"slot already {status.value}")

@@ -14,24 +14,26 @@ slot if no worker has claimed it, and the worker checks its calendars before it 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from punctual.models import ExecutionStatus, Job
+from punctual.models import ExecutionStatus, Job, JobState
 from punctual.store.base import JobStore
 from punctual.timing.slots import schedule_of, sent_check_timer
 from punctual.timing.timers import MANUAL_MARK, TimerLayout, slot_instant
 
 WAITING_READ = 500  # the child's newest slots read back (one dependency item each)
-_DECIDED = frozenset(  # a parent's slot that ended without success: its child's slot was decided
-    status for status in ExecutionStatus if status.terminal and status is not ExecutionStatus.SUCCEEDED
-)
+_OPEN = frozenset({ExecutionStatus.QUEUED, ExecutionStatus.RUNNING, ExecutionStatus.RETRY_WAIT})
+_CLOCK_KINDS = ("cron", "rate", "at")  # schedules whose own slots are known ahead
 
 
 def owed_child_slots(store: JobStore, job: Job, dropped: tuple[str, ...]) -> list[str]:
     """The slots of ``job`` (an after() job as just written, that no longer names the parents
     ``dropped``) whose parents all succeeded and that were never sent, inside its ``start_at`` and
-    ``end_at``. Not owed: a slot a dropped parent had ended without success (the old spec decided
-    it: the child does not run), and a run-now slot of a parent (``~m``: it named only that parent)."""
+    ``end_at``, and that the old spec still left open: each dropped parent's slot is in flight (its
+    retry waits, it runs) or is one of its own slots not run yet. Not owed: a slot a dropped parent
+    ended without success (the old spec decided it), one that is not a dropped parent's slot at
+    all (review: an hourly parent dropped from after(a, b) ran 88 of the minutely a's old slots),
+    and a run-now slot of a parent (``~m``: it named only that parent)."""
     parents = set(schedule_of(job).parents)
     if not parents:
         return []
@@ -40,16 +42,27 @@ def owed_child_slots(store: JobStore, job: Job, dropped: tuple[str, ...]) -> lis
         for slot, done in store.waiting_child_slots(job.tenant, job.id, WAITING_READ)
         if MANUAL_MARK not in slot and parents <= done and _inside(job, slot_instant(slot))
     ]
-    keys = [(job.tenant, parent, slot) for slot in candidates for parent in dropped]
-    ended = store.batch_get_executions(keys) if keys else {}
-    return [
-        slot
-        for slot in candidates
-        if not any(
-            (found := ended.get((job.tenant, parent, slot))) is not None and found.status in _DECIDED
-            for parent in dropped
+    if not candidates:
+        return []
+    ended = store.batch_get_executions(
+        [(job.tenant, parent, slot) for slot in candidates for parent in dropped]
+    )
+    olds = store.batch_get_jobs([(job.tenant, parent) for parent in dropped])
+
+    def open_for(parent: str, slot: str) -> bool:
+        record = ended.get((job.tenant, parent, slot))
+        if record is not None:
+            return record.status in _OPEN or record.status is ExecutionStatus.SUCCEEDED
+        old = olds.get((job.tenant, parent))  # not run yet: open if it is one of its own slots
+        if old is None or old.state not in (JobState.ENABLED, JobState.PAUSED):
+            return False
+        schedule = schedule_of(old)
+        instant = slot_instant(slot)
+        return (
+            schedule.kind in _CLOCK_KINDS and schedule.next_after(instant - timedelta(seconds=1)) == instant
         )
-    ]
+
+    return [slot for slot in candidates if all(open_for(parent, slot) for parent in dropped)]
 
 
 def _inside(job: Job, instant: datetime) -> bool:

@@ -483,7 +483,7 @@ class SlotReleaser:
             if timer.kind is TimerKind.ALERT:
                 message = sweep_message(job, timer, now)
             elif timer.kind is TimerKind.CHILD:
-                message = self._unclaimed_child(timer, job, execution, now)
+                message = unclaimed_child(timer, job, execution, now)
             elif job is not None and job.state is not JobState.DELETED and execution is not None:
                 message = self._followup(timer, job, execution, now)
             if message is None:
@@ -514,25 +514,6 @@ class SlotReleaser:
             return message_for(job, timer.slot, execution.scheduled_at, attempt, MessageKind.CHECK, now)
         return None
 
-    @staticmethod
-    def _unclaimed_child(
-        timer: Timer, job: Job | None, execution: Execution | None, now: datetime
-    ) -> DispatchMessage | None:
-        """A CHILD timer (:func:`punctual.timing.slots.sent_check_timer`): the slot an after(...)
-        child or a run-now request was sent, again, in a group and under a deduplication id of its
-        own, when no worker has claimed it (the one that received it may have died before its
-        handler ran). A run-now slot (``~m...``) runs while its job is paused; a child's is recorded
-        SKIPPED by its claim (it was due: a record says why it did not run)."""
-        if job is None or execution is not None:
-            return None
-        manual = MANUAL_MARK in timer.slot
-        if job.state not in (JobState.ENABLED, JobState.PAUSED) and not (
-            manual and job.state is not JobState.DELETED
-        ):
-            return None  # a paused job's child slot is sent: its claim records it SKIPPED
-        kind = MessageKind.MANUAL if manual else MessageKind.CHILD
-        return replace(message_for(job, timer.slot, now, 1, kind, now), resend=1)
-
     def _record(self, report: ReleaseReport) -> None:
         self.metrics.add("SlotsReleased", report.released)
         if report.stale:
@@ -545,3 +526,24 @@ class SlotReleaser:
             self.metrics.add("SlotsExcluded", report.excluded)
         for delay in report.fire_delays_ms:
             self.metrics.add("FireDelayMs", delay, "Milliseconds")
+
+
+def unclaimed_child(
+    timer: Timer, job: Job | None, execution: Execution | None, now: datetime
+) -> DispatchMessage | None:
+    """A CHILD timer (:func:`punctual.timing.slots.sent_check_timer`): the slot an after(...)
+    child or a run-now request was sent, again, in a group and under a deduplication id of its
+    own, when no worker has claimed it (the one that received it may have died before its
+    handler ran). A run-now slot (``~m...``) runs while its job is paused; a child's is recorded
+    SKIPPED by its claim (it was due: a record says why it did not run)."""
+    if job is None or execution is not None:
+        return None
+    manual = MANUAL_MARK in timer.slot
+    if job.state is JobState.DELETED or (
+        job.state is JobState.COMPLETED and job.end_at is None and not manual
+    ):
+        # a paused job's child slot is sent (its claim records it SKIPPED), and a child's that
+        # completed past its end_at (its slots before it still run: review)
+        return None
+    kind = MessageKind.MANUAL if manual else MessageKind.CHILD
+    return replace(message_for(job, timer.slot, now, 1, kind, now), resend=1)
