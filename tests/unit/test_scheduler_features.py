@@ -109,6 +109,25 @@ def test_a_retry_cut_by_the_age_limit_is_dead_lettered_as_such(rig: Rig, t0: dat
     )
 
 
+def test_a_retry_a_retry_after_hint_pushes_past_the_age_is_dead_lettered_as_such(
+    rig: Rig, t0: datetime
+) -> None:
+    """QA: a Retry-After of 100 s with max_age_seconds 60 gave up after attempt 1, and the dead
+    letter read NonRetryableError (the condition was worked out again without the hint)."""
+    job = rig.add_job(
+        "job-1",
+        retry=RetryPolicy(max_attempts=3, base_seconds=5, jitter=False, max_age_seconds=60, backoff="fixed"),
+        dead_letter=DeadLetterQueue(queue_arn=DLQ),
+    )
+    dead = MemoryDeadLetters()
+    busy = TargetResult.retryable("HTTP 503", retry_after_s=100)
+    rig.send(rig.message(job, t0))
+    rig.work_until_idle(rig.worker(target=FakeTarget(busy), dead_letters=dead))
+    values = {name: value["StringValue"] for name, value in dead.sent[0][2].items()}
+    assert values["EXHAUSTED_RETRY_CONDITION"] == "MaximumEventAgeInSeconds"
+    assert values["ERROR_CODE"] == "TargetInvocationFailed"  # the error still reads as the target's
+
+
 def test_a_backfilled_slots_failure_counts_its_age_from_its_first_start(rig: Rig, t0: datetime) -> None:
     from punctual.execution.dead_letters import exhausted_condition
     from punctual.timing.timers import slot_key

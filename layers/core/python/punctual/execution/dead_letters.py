@@ -26,6 +26,7 @@ from punctual.delivery.targets.aws_clients import ClientFactory
 from punctual.delivery.targets.aws_services import SqsTargetAdapter, message_body
 from punctual.delivery.targets.base import Outcome, SlotContext
 from punctual.delivery.targets.payload import execution_id, render_payload
+from punctual.execution.records import AGE_CUT_NOTE
 from punctual.models import Execution, ExecutionStatus, Job, target_arn
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.security.boundary import Boundary, dead_letter_callee
@@ -61,6 +62,8 @@ def exhausted_condition(job: Job, execution: Execution, now: datetime) -> str:
     failed = execution.attempt - execution.releases
     if failed >= job.retry.max_attempts:
         return "MaximumRetryAttempts"
+    if AGE_CUT_NOTE in (execution.error or ""):
+        return "MaximumEventAgeInSeconds"  # the worker found its retry past the age, hint included
     wait = retry_delay_s(job.retry, failed, seeded_random(job.id, execution.slot, execution.attempt))
     if now + timedelta(seconds=wait) > execution.retry_origin + timedelta(seconds=job.retry.max_age_seconds):
         return "MaximumEventAgeInSeconds"

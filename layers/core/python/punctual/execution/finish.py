@@ -18,7 +18,7 @@ from punctual.delivery.targets.base import Outcome, TargetResult
 from punctual.execution.after import AfterEffects
 from punctual.execution.lease import SHUTDOWN, Leases, owned
 from punctual.execution.ports import Claim, FinishResult, WorkerConfig
-from punctual.execution.records import Ledger, owned_by, summary
+from punctual.execution.records import AGE_CUT_NOTE, MAX_SUMMARY_CHARS, Ledger, owned_by, summary
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, IllegalTransition
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
@@ -93,6 +93,14 @@ class Finisher:
             )
         status = ExecutionStatus.RETRY_WAIT if retry_at is not None else attempt_status
         text = summary(result.summary)
+        attempts_left = current.attempt - current.releases < job.retry.max_attempts
+        if (
+            result.outcome is Outcome.RETRYABLE
+            and not result.pause_job
+            and retry_at is None
+            and attempts_left
+        ):
+            text = f"{text[: MAX_SUMMARY_CHARS - len(AGE_CUT_NOTE) - 2]}; {AGE_CUT_NOTE}"  # kept whole
         ended = current.ended(
             status, now, None if succeeded else text, attempt_status=attempt_status, result=text or None
         )

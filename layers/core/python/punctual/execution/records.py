@@ -25,6 +25,10 @@ from punctual.timing.timers import TimerKind, slot_instant, slot_key
 from punctual.usecases.backfills import parse_backfill_ref
 
 RELEASED_NOTE = "released: the worker shut down before the run ended"
+# Ends the error of a retryable failure whose retry would come past max_age_seconds (a Retry-After
+# hint, or the backoff, pushed it there): its dead letter's condition is the age (QA: it read
+# NonRetryableError, the condition being worked out again without the hint).
+AGE_CUT_NOTE = "not retried: its retry would come past max_age_seconds"
 LEASE_LOST_NOTE = "lease expired: the worker was lost"
 SUPERSEDED_NOTE = "superseded: the job's spec changed"
 MAX_SUMMARY_CHARS = 500
