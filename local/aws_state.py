@@ -58,16 +58,20 @@ def save(path: Path) -> int:
     for service, backends in _backend_dicts().items():
         regions = {account: dict(by_region.items()) for account, by_region in backends.items()}
         regions = {account: by_region for account, by_region in regions.items() if by_region}
-        if not regions:
-            continue
-        try:
-            pickle.dumps(regions)
-        except Exception as exc:  # a service whose state does not pickle: not kept, and said so
-            log.warning("moto's %s state cannot be kept across the stop (%s)", service, exc)
-            continue
-        state[service] = regions
+        if regions:
+            state[service] = regions
+    try:
+        data = pickle.dumps(state)  # the usual case: one pass over the whole state
+    except Exception:
+        for service in list(state):  # find the services whose state does not pickle
+            try:
+                pickle.dumps(state[service])
+            except Exception as exc:  # not kept, and said so
+                log.warning("moto's %s state cannot be kept across the stop (%s)", service, exc)
+                del state[service]
+        data = pickle.dumps(state)
     partial = path.with_suffix(".partial")
-    partial.write_bytes(pickle.dumps(state))
+    partial.write_bytes(data)
     partial.replace(path)
     return len(state)
 

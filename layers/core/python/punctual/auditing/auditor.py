@@ -36,6 +36,7 @@ from punctual.auditing.repairs import Repair, Repairer, repair_event
 from punctual.delivery.notifications.events import EventPublisher
 from punctual.execution.turns import STALE_TURN_S
 from punctual.models import Execution, Job, JobState, Overlap
+from punctual.models.executions import IN_FLIGHT
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.store.base import JobStore, UnreadableJobError
@@ -258,7 +259,7 @@ class ChainAuditor:
             return
         if kind is live.ChainKind.DELAY:
             newest = self._newest(job)
-            if newest is not None and chains_from(job, newest) and newest.status in live.IN_FLIGHT:
+            if newest is not None and chains_from(job, newest) and newest.status in IN_FLIGHT:
                 if live.stuck(job, newest, now, self.config.inflight_grace_s) is not None:
                     suspects.append(_Suspect(job, f"slot {newest.slot} stuck {newest.status.value}"))
                 else:
@@ -361,7 +362,7 @@ class ChainAuditor:
 
     def _confirm_delay(self, job: Job, now: datetime, since: datetime, why: str, report: AuditReport) -> None:
         newest = self._newest(job)
-        if newest is not None and chains_from(job, newest) and newest.status in live.IN_FLIGHT:
+        if newest is not None and chains_from(job, newest) and newest.status in IN_FLIGHT:
             follow = live.stuck(job, newest, now, self.config.inflight_grace_s)
             if follow is None:
                 report.confirmed_live += 1

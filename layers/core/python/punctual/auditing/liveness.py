@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from punctual.models import CatchupKind, Execution, ExecutionStatus, Job, Overlap
+from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import Turn
 from punctual.timing.slots import dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
 from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, TimerLayout, slot_instant
@@ -138,8 +139,9 @@ def delay_heads(job: Job, newest: Execution | None) -> list[tuple[datetime, date
     it, else the first slot of its last change (registration or replace; a resume may start from
     its pause instead)."""
     if newest is not None and chains_from(job, newest) and newest.status.terminal:
-        slot = next_delay_slot(job, newest)
-        return [] if slot is None else [(slot, newest.finished_at or newest.scheduled_at)]
+        finished = newest.finished_at or newest.scheduled_at
+        slot = next_delay_slot(job, newest.slot, finished)
+        return [] if slot is None else [(slot, finished)]
     armed = job.updated_at
     heads: list[tuple[datetime, datetime]] = []
     first = first_slot(job, armed)
@@ -164,9 +166,6 @@ def delay_placements(layout: TimerLayout, job: Job, heads: list[tuple[datetime, 
 
 
 # --------------------------------------------------------------------------- in flight
-
-
-IN_FLIGHT = frozenset({ExecutionStatus.QUEUED, ExecutionStatus.RUNNING, ExecutionStatus.RETRY_WAIT})
 
 
 @dataclass(frozen=True)

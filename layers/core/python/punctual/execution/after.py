@@ -17,17 +17,18 @@ from typing import Any
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.load_forecast import forecast_ecs_timer
 from punctual.dispatch.queues import MessageKind, QueuePort, message_for
+from punctual.execution.chain_ends import complete_job
 from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.observability import MetricsSink, NullMetrics
-from punctual.store.base import ExecutionConflictError, VersionConflictError
+from punctual.store.base import ExecutionConflictError
 from punctual.store.reads import read_calendars
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.retries import RandomSource, next_retry_at
-from punctual.timing.slots import fire_timer, schedule_of, sent_check_timer
+from punctual.timing.slots import fire_timer, inside_window, schedule_of, sent_check_timer
 from punctual.timing.timers import MANUAL_MARK, slot_instant
 from punctual.usecases.backfills import backfill_ref
 from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
@@ -169,8 +170,7 @@ class AfterEffects:
         # A poller whose clock runs ahead releases a slot early, and its run can end before the
         # slot's own instant: the delay counts from the later of the two, so that skew moves when
         # a run starts, never how often, and the chain never names this slot again (it stopped).
-        ended = execution if execution.finished_at else execution.model_copy(update={"finished_at": now})
-        nxt = next_delay_slot(current, ended)
+        nxt = next_delay_slot(current, execution.slot, execution.finished_at or now)
         if nxt is None:
             return
         timer = fire_timer(self.ledger.config.layout, current, nxt, now)
@@ -230,19 +230,13 @@ class AfterEffects:
         """A parents' slot before the child's ``start_at`` or after its ``end_at``: not the child's
         (QA: an after() job ran slots past its end_at and stayed ENABLED). Past ``end_at`` the child
         is COMPLETED, as a scheduled job past its end is; a parent's run-now slot runs its children."""
-        if MANUAL_MARK in slot:
+        if MANUAL_MARK in slot or (child.start_at is None and child.end_at is None):
             return False
         instant = slot_instant(slot)
-        if child.start_at is not None and instant < child.start_at:
-            return True
-        if child.end_at is None or instant <= child.end_at:
+        if inside_window(child, instant):
             return False
-        if child.state is JobState.ENABLED:
-            done = child.model_copy(update={"state": JobState.COMPLETED, "updated_at": now})
-            try:
-                self.store.replace_job(done, expected_version=child.version)
-            except VersionConflictError:  # changed meanwhile: that write stands
-                log.info("after() job %s changed before it could be completed", child.id)
+        if child.end_at is not None and instant > child.end_at and child.state is JobState.ENABLED:
+            complete_job(self.store, child, self.ledger.clock)  # a change meanwhile stands
         return True
 
     def excluded(self, child: Job, slot: str, now: datetime) -> bool:

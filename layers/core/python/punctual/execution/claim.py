@@ -141,17 +141,19 @@ def exhausted(current: Execution, now: datetime) -> tuple[Execution, Expect]:
     its last attempt's error (its failure report, dead letter and alert follow)."""
     if current.status is ExecutionStatus.RETRY_WAIT:
         age = (now - current.retry_origin).total_seconds()
-        note = (
-            f"{current.error or 'failed'}; its retry was not started: {age:.1f}s after the slot, past max_age"
-        )
-        failed = current.model_copy(
-            update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note}
-        )
+        failed = _retry_not_started(current, now, f"{age:.1f}s after the slot, past max_age")
         return failed, Expect(frozenset({ExecutionStatus.RETRY_WAIT}), current.attempt)
     return current.ended(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE), owned_by(current)
 
 
-PAUSED_RETRY_NOTE = "its retry was not started: the job is paused"
+_PAUSED = "the job is paused"
+PAUSED_RETRY_NOTE = f"its retry was not started: {_PAUSED}"
+
+
+def _retry_not_started(waiting: Execution, now: datetime, why: str) -> Execution:
+    """A slot waiting for its retry ended FAILED, its last error kept: the retry does not start."""
+    note = f"{waiting.error or 'failed'}; its retry was not started: {why}"
+    return waiting.model_copy(update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note})
 
 
 def handed_back(record: Execution) -> bool:
@@ -172,8 +174,7 @@ def paused_end(
     had failed, and ends FAILED, with its failure report, dead letter and ``failed`` alert (QA: it
     ended SKIPPED and its failure was in no alert, dead letter or FAILED listing)."""
     if base.status is ExecutionStatus.RETRY_WAIT and base.error != RELEASED_NOTE:
-        note = f"{base.error or 'failed'}; {PAUSED_RETRY_NOTE}"
-        failed = base.model_copy(update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note})
+        failed = _retry_not_started(base, now, _PAUSED)
         claimer._save_start(job, failed, replaced, expect)
         claimer.after.apply(job, failed, now)
         return failed

@@ -66,6 +66,8 @@ class IllegalTransition(Exception):
 
 
 _S = ExecutionStatus
+# A slot started and not ended: waiting for its turn or its retry, or running.
+IN_FLIGHT = frozenset({_S.QUEUED, _S.RUNNING, _S.RETRY_WAIT})
 # The execution record's state machine: every status a stored status (None: no record yet)
 # may be written as next. Every write of a record is checked against it (check_transition).
 TRANSITIONS: dict[ExecutionStatus | None, frozenset[ExecutionStatus]] = {

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from punctual.models import Job, JobState
 from punctual.models.jobs import chain_end
-from punctual.timing.slots import schedule_of
+from punctual.timing.slots import inside_window, schedule_of
 from punctual.timing.timers import MANUAL_MARK, slot_instant
 
 NOT_A_SLOT_OF_THE_NEW_SPEC = "the new spec would not run it"
@@ -26,7 +26,7 @@ def not_run_why(job: Job, walker: Job, slot: datetime) -> str | None:
         return "the job is paused and the replace moved its timing"
     if schedule_of(job).kind in (*FIRED, "at"):
         return NOT_A_SLOT_OF_THE_NEW_SPEC
-    if (job.start_at is not None and slot < job.start_at) or (job.end_at is not None and slot > job.end_at):
+    if not inside_window(job, slot):
         return NOT_A_SLOT_OF_THE_NEW_SPEC
     return None
 

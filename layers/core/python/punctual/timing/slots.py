@@ -128,6 +128,11 @@ def resume_start(job: Job) -> datetime | None:
     return min(first, owed)
 
 
+def inside_window(job: Job, instant: datetime) -> bool:
+    """Whether ``instant`` is inside the job's ``start_at`` .. ``end_at`` (both included)."""
+    return (job.start_at is None or instant >= job.start_at) and (job.end_at is None or instant <= job.end_at)
+
+
 def dispatch_instant(job: Job, slot: datetime) -> datetime:
     """When a slot is released: its nominal instant plus the job's deterministic jitter."""
     if job.jitter_seconds <= 0:

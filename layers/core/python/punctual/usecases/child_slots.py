@@ -17,12 +17,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from punctual.models import ExecutionStatus, Job, JobState
+from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
-from punctual.timing.slots import schedule_of, sent_check_timer
+from punctual.timing.slots import inside_window, schedule_of, sent_check_timer
 from punctual.timing.timers import MANUAL_MARK, TimerLayout, slot_instant
 
 WAITING_READ = 500  # the child's newest slots read back (one dependency item each)
-_OPEN = frozenset({ExecutionStatus.QUEUED, ExecutionStatus.RUNNING, ExecutionStatus.RETRY_WAIT})
 _CLOCK_KINDS = ("cron", "rate", "at")  # schedules whose own slots are known ahead
 
 
@@ -40,7 +40,7 @@ def owed_child_slots(store: JobStore, job: Job, dropped: tuple[str, ...]) -> lis
     candidates = [
         slot
         for slot, done in store.waiting_child_slots(job.tenant, job.id, WAITING_READ)
-        if MANUAL_MARK not in slot and parents <= done and _inside(job, slot_instant(slot))
+        if MANUAL_MARK not in slot and parents <= done and inside_window(job, slot_instant(slot))
     ]
     if not candidates:
         return []
@@ -52,7 +52,7 @@ def owed_child_slots(store: JobStore, job: Job, dropped: tuple[str, ...]) -> lis
     def open_for(parent: str, slot: str) -> bool:
         record = ended.get((job.tenant, parent, slot))
         if record is not None:
-            return record.status in _OPEN or record.status is ExecutionStatus.SUCCEEDED
+            return record.status in IN_FLIGHT or record.status is ExecutionStatus.SUCCEEDED
         old = olds.get((job.tenant, parent))  # not run yet: open if it is one of its own slots
         if old is None or old.state not in (JobState.ENABLED, JobState.PAUSED):
             return False
@@ -63,10 +63,6 @@ def owed_child_slots(store: JobStore, job: Job, dropped: tuple[str, ...]) -> lis
         )
 
     return [slot for slot in candidates if all(open_for(parent, slot) for parent in dropped)]
-
-
-def _inside(job: Job, instant: datetime) -> bool:
-    return (job.start_at is None or instant >= job.start_at) and (job.end_at is None or instant <= job.end_at)
 
 
 def send_owed_children(

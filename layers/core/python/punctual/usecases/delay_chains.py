@@ -18,20 +18,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.models import Execution, Job, JobState
+from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
 from punctual.timing.slots import fire_timer, schedule_of
 from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant
 
-IN_FLIGHT = (ExecutionStatus.QUEUED, ExecutionStatus.RUNNING, ExecutionStatus.RETRY_WAIT)
 NEWEST_PAGE, NEWEST_PAGES = 50, 3  # how far back the newest scheduled run is looked for
 
 
-def next_delay_slot(job: Job, ended: Execution) -> datetime | None:
-    """The slot after the run ``ended`` of a delay job: N after its end (or after its own instant,
-    when a poller ahead released it early and it ended before it); None past ``end_at``."""
-    finished = ended.finished_at or ended.scheduled_at
-    nxt = schedule_of(job).next_after(max(finished, slot_instant(ended.slot)))
+def next_delay_slot(job: Job, slot: str, finished: datetime) -> datetime | None:
+    """The slot after a delay job's run of ``slot`` that ended at ``finished``: N after its end (or
+    after its own instant, when a poller ahead released it early and it ended before it); None
+    past ``end_at``."""
+    nxt = schedule_of(job).next_after(max(finished, slot_instant(slot)))
     if nxt is None or (job.end_at is not None and nxt > job.end_at):
         return None
     return nxt
@@ -79,6 +79,6 @@ def settle(store: JobStore, layout: TimerLayout, job: Job, now: datetime) -> Non
     ended = store.get_execution(job.tenant, job.id, job.delay_after)
     if ended is None or not ended.status.terminal:
         return  # its end writes it
-    nxt = next_delay_slot(job, ended)
+    nxt = next_delay_slot(job, ended.slot, ended.finished_at or ended.scheduled_at)
     if nxt is not None:
         store.put_timers([fire_timer(layout, job, nxt, now)])
