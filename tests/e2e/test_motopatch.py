@@ -383,14 +383,14 @@ def _concurrent_parent_successes(client: Any, table: str, children: int, parents
     import sys
     import threading
 
-    from punctual.store.dynamo import schema
+    from punctual.store.dynamo import dependency_schema
 
     widest: list[int] = []
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows at once
     try:
         for child in range(children):
-            key = schema.dependency_key("t", f"child-{child}", "2026-01-01T00:00:00Z")
+            key = dependency_schema.dependency_key("t", f"child-{child}", "2026-01-01T00:00:00Z")
             replies: list[int] = []
             start = threading.Barrier(parents)
 
@@ -404,7 +404,7 @@ def _concurrent_parent_successes(client: Any, table: str, children: int, parents
                 reply = client.update_item(
                     TableName=table,
                     Key=key,
-                    **schema.record_parent(parent, 2_000_000_000).fields(),
+                    **dependency_schema.record_parent(parent, 2_000_000_000).fields(),
                     ReturnValues="ALL_NEW",
                 )
                 replies.append(len(reply["Attributes"]["parents"]["SS"]))

@@ -11,6 +11,7 @@ from punctual.models import Execution, ExecutionStatus, JobState
 from punctual.store.base import (
     ExecutionConflictError,
     Expect,
+    GraphChangedError,
     JobExistsError,
     TenantLimitError,
     VersionConflictError,
@@ -238,6 +239,25 @@ def test_dependencies(store, t0):  # type: ignore[no-untyped-def]
     assert store.get_job("default", "p1").dependents == 0
     assert store.batch_get_jobs([("default", "p2")], consistent=False)[("default", "p2")].dependents == 1
     assert store.list_dependents("default", "p2") == ["child"]
+
+
+def test_a_job_gains_a_parent_only_on_the_dependency_graph_it_read(store, t0):  # type: ignore[no-untyped-def]
+    for job_id in ("a", "b", "c"):
+        store.create_job(job(job_id, now=t0), None, max_jobs=10)
+    assert store.dependency_graph("default") == 0
+    a, c = (job(j, now=t0).model_copy(update={"version": 2}) for j in ("a", "c"))
+    store.replace_job(a, 1, parents_added=("b",), graph_version=0)
+    assert store.dependency_graph("default") == 1
+    # A write that read the graph before that one is refused, and changes nothing
+    with pytest.raises(GraphChangedError):
+        store.replace_job(c, 1, parents_added=("b",), graph_version=0)
+    assert store.get_job("default", "c").version == 1
+    assert store.list_dependents("default", "b") == ["a"] and store.get_job("default", "b").dependents == 1
+    store.replace_job(c, 1, parents_added=("b",), graph_version=1)
+    assert store.dependency_graph("default") == 2 and store.list_dependents("default", "b") == ["a", "c"]
+    # A write without a graph version (no new parent) leaves it, and each tenant's is its own
+    store.replace_job(a.model_copy(update={"version": 3}), 2)
+    assert store.dependency_graph("default") == 2 and store.dependency_graph("other") == 0
 
 
 def test_skipped_counter(store, t0):  # type: ignore[no-untyped-def]

@@ -31,7 +31,8 @@ from datetime import datetime, timedelta
 
 from punctual.runtime.settings import Settings
 from punctual.security.peaks import PeakLimits, Profile, job_profile
-from punctual.store.base import TenantLimitError, TenantQuotaRepository, TransactionConflictError
+from punctual.store.base import TenantLimitError, TransactionConflictError
+from punctual.store.quotas import TenantQuotaRepository
 
 log = logging.getLogger("punctual.security.quotas")
 

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from punctual.models import Alert, AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.store.keyring import TenantKeyRepository
 from punctual.store.loads import MinuteLoadRepository
+from punctual.store.quotas import TenantQuotaRepository
 from punctual.store.reservations import BudgetReservationRepository
 from punctual.timing.timers import Lane, Timer
 from punctual.usecases.backfills import Backfill
@@ -44,6 +45,11 @@ class VersionConflictError(ConflictError):
     def __init__(self, message: str, current_version: int | None = None) -> None:
         super().__init__(message)
         self.current_version = current_version
+
+
+class GraphChangedError(ConflictError):
+    """Another write gave a job of the tenant a new parent since the dependency graph was read
+    (a cycle check against it may be out of date: check again)."""
 
 
 class TenantLimitError(StoreError):
@@ -357,9 +363,12 @@ class JobRepository(ABC):
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
         calendars: CalendarUses = NO_CALENDAR_USES,
+        graph_version: int | None = None,
     ) -> None:
         """Write ``job`` (already at its new version) if the stored version is ``expected_version``,
-        with its calendar uses in the same transaction.
+        with its calendar uses in the same transaction. With ``graph_version`` (the tenant's
+        :meth:`~DependencyRepository.dependency_graph` as read before a cycle check), the graph
+        must still be there, and moves on by one in the same transaction.
 
         With ``previous_trigger_rate`` (the stored job's ``trigger_rate``), the tenant's total
         moves by ``job.trigger_rate - previous_trigger_rate`` in the same write, and may not
@@ -374,6 +383,8 @@ class JobRepository(ABC):
             The tenant's total would pass ``max_trigger_rate``.
         CalendarNotFoundError
             A calendar in ``calendars.add`` does not exist.
+        GraphChangedError
+            The tenant's dependency graph moved on from ``graph_version``.
         """
 
     @abstractmethod
@@ -530,6 +541,12 @@ class DependencyRepository(ABC):
     @abstractmethod
     def list_dependents(self, tenant: str, parent_id: str) -> list[str]:
         """The ids of jobs whose schedule is ``after(... parent_id ...)``."""
+
+    @abstractmethod
+    def dependency_graph(self, tenant: str) -> int:
+        """The tenant's dependency graph version, strongly consistent: a job's write that gives it
+        a parent it did not have checks for a cycle against the jobs as read after it, and passes
+        it to :meth:`~JobRepository.replace_job` (two such writes cannot both land on one read)."""
 
     @abstractmethod
     def claim_child_dispatch(self, tenant: str, child_id: str, slot: str) -> bool:
@@ -743,37 +760,6 @@ class AuditRepository(ABC):
     @abstractmethod
     def get_turn(self, tenant: str, job_id: str) -> Turn | None:
         """The job's overlap turn (None: it has none), strongly consistent."""
-
-
-class TenantQuotaRepository(ABC):
-    """A tenant's burst quotas (issue 31): its peak profile, its running backfills, and the
-    backfilled slots it sent per minute."""
-
-    @abstractmethod
-    def get_peaks(self, tenant: str) -> tuple[str | None, int]:
-        """The tenant's peak profile document (:mod:`punctual.security.peaks`) and its version (0: none)."""
-
-    @abstractmethod
-    def put_peaks(self, tenant: str, doc: str, expected_version: int) -> bool:
-        """Write the profile if it is still at ``expected_version`` (0: none yet); False if not."""
-
-    @abstractmethod
-    def join_backfills(self, tenant: str, member: str, limit: int) -> bool:
-        """Count ``member`` among the tenant's running backfills unless ``limit`` already run
-        (a member already counted is accepted again: a repeated request)."""
-
-    @abstractmethod
-    def leave_backfills(self, tenant: str, member: str) -> None:
-        """``member`` runs no more (idempotent)."""
-
-    @abstractmethod
-    def running_backfills(self, tenant: str) -> list[str]:
-        """The members counted as running."""
-
-    @abstractmethod
-    def take_backfill_slots(self, tenant: str, window: str, want: int, limit: int, ttl_epoch_s: int) -> int:
-        """Take up to ``want`` of the ``limit`` backfilled slots the tenant may send in ``window``
-        (one conditional write, a second when fewer are left); returns how many were taken."""
 
 
 class JobStore(

@@ -29,6 +29,7 @@ from punctual.store.base import (
     TOMBSTONE_TTL,
     CalendarNotFoundError,
     CalendarUses,
+    GraphChangedError,
     ItemTooLargeError,
     JobStore,
     Page,
@@ -195,6 +196,48 @@ def _calendars_checked() -> Iterator[None]:
             f"calendar {exc.name!r} does not exist (PUT /v1/calendars/{exc.name} first)",
             field="exclude_calendars",
         ) from None
+
+
+def _found(store: JobStore, tenant: str, job_id: str, expected_version: int | None) -> Job | UnreadableJob:
+    """The stored job, readable or not, at ``expected_version`` (when given)."""
+    found: Job | UnreadableJob | None
+    try:
+        found = store.get_job(tenant, job_id)
+    except UnreadableJobError as exc:
+        found = exc.job
+    if found is None:
+        raise JobNotFoundError(f"job {job_id!r} not found")
+    if expected_version is not None and found.version != expected_version:
+        raise PreconditionFailedError(
+            f"job {job_id!r} is at version {found.version}, not {expected_version}", found.version
+        )
+    return found
+
+
+def _current(store: JobStore, tenant: str, job_id: str, expected_version: int | None) -> Job:
+    """The stored job at ``expected_version`` (when given); UnreadableJobError if unreadable."""
+    found = _found(store, tenant, job_id, expected_version)
+    if isinstance(found, UnreadableJob):
+        raise UnreadableJobError(found)
+    return found
+
+
+# Replaces that give a job a new parent, tried again when another such write lands first
+GRAPH_ATTEMPTS = 5
+
+
+def _checked_again(replace: Callable[[], Job]) -> Job:
+    """``replace()``, run again from its read while the tenant's dependency graph moved on under
+    it (its cycle check may have missed the other write); a 409 if it keeps moving."""
+    for _ in range(GRAPH_ATTEMPTS - 1):
+        try:
+            return replace()
+        except GraphChangedError:
+            continue
+    try:
+        return replace()
+    except GraphChangedError as exc:
+        raise JobConflictError(f"{exc}; try again") from exc
 
 
 def signs_webhooks(spec: JobSpec) -> bool:
@@ -396,11 +439,18 @@ class JobService:
 
         A stored job the model cannot read is replaced too: that is how it is fixed.
         """
-        found = self._found(tenant, job_id, expected_version)
+        return _checked_again(lambda: self._replace(tenant, job_id, spec, expected_version))
+
+    def _replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None) -> Job:
+        found = _found(self.store, tenant, job_id, expected_version)
         now = self.clock.now()
         current = found if isinstance(found, Job) else _stand_in(found, spec, now)
         self.admission.check_target(spec)
         old_parents = schedule_of(current).parents if isinstance(found, Job) else raw_parents(found)
+        # A new parent is checked for a cycle against the graph as read now, and the write lands
+        # only if no other job gained a parent meanwhile (two such checks could each miss the other)
+        gains = set(schedule_of(spec).parents) - set(old_parents)
+        graph = self.store.dependency_graph(tenant) if gains else None
         parents = self.admission.check_dependencies(tenant, job_id, spec, now, old_parents)
         anchor = current.anchor
         if spec.start_at != current.start_at or spec.schedule != current.schedule:
@@ -458,6 +508,7 @@ class JobService:
                     parents_added=parents,
                     parents_removed=removed,
                     calendars=uses,
+                    graph_version=graph,
                 )
         except Exception:
             self.admission.uncount_peaks(tenant, *changed)
@@ -471,7 +522,7 @@ class JobService:
     def pause(
         self, tenant: str, job_id: str, expected_version: int | None = None, reason: str | None = None
     ) -> Job:
-        current = self._current(tenant, job_id, expected_version)
+        current = _current(self.store, tenant, job_id, expected_version)
         if current.state is JobState.PAUSED:
             return self.next_fire.of(current)
         if current.state is JobState.COMPLETED:
@@ -495,7 +546,7 @@ class JobService:
     def resume(self, tenant: str, job_id: str, expected_version: int | None = None) -> Job:
         """Enable again; the slots the pause owes follow the catch-up policy (:func:`resumed`)."""
         for attempt in range(RESUME_TRIES):
-            current = self._current(tenant, job_id, expected_version)
+            current = _current(self.store, tenant, job_id, expected_version)
             if current.state is JobState.ENABLED:
                 return self.next_fire.of(current)
             if current.state is JobState.COMPLETED:
@@ -521,7 +572,7 @@ class JobService:
         transaction, which conditions on the dependents count read with the job: a child linked
         in between fails it, and the check runs again (and names that child)."""
         for attempt in range(1, DELETE_TRIES + 1):
-            current = self._found(tenant, job_id, expected_version)
+            current = _found(self.store, tenant, job_id, expected_version)
             # Children would never fire again, silently: refused, as a calendar in use is
             if children := after_children(self.store, tenant, job_id):
                 raise JobHasDependentsError(job_id, children)
@@ -547,7 +598,7 @@ class JobService:
         new secret is made). The version is bumped (the spec is not), so ``If-Match`` guards a
         rotation and two at once cannot both win (one would hand out a secret that never signs).
         """
-        current = self._current(tenant, job_id, expected_version)
+        current = _current(self.store, tenant, job_id, expected_version)
         if not signs_webhooks(current) or self.secrets is None:
             raise InvalidJobError(
                 "only jobs with an http target or http alerts have a signing secret", field="target"
@@ -585,27 +636,6 @@ class JobService:
 
     # ------------------------------------------------------------------ helpers
 
-    def _current(self, tenant: str, job_id: str, expected_version: int | None) -> Job:
-        found = self._found(tenant, job_id, expected_version)
-        if isinstance(found, UnreadableJob):
-            raise UnreadableJobError(found)
-        return found
-
-    def _found(self, tenant: str, job_id: str, expected_version: int | None) -> Job | UnreadableJob:
-        """The stored job, readable or not, at ``expected_version`` (when given)."""
-        found: Job | UnreadableJob | None
-        try:
-            found = self.store.get_job(tenant, job_id)
-        except UnreadableJobError as exc:
-            found = exc.job
-        if found is None:
-            raise JobNotFoundError(f"job {job_id!r} not found")
-        if expected_version is not None and found.version != expected_version:
-            raise PreconditionFailedError(
-                f"job {job_id!r} is at version {found.version}, not {expected_version}", found.version
-            )
-        return found
-
     def _write(
         self,
         job: Job,
@@ -615,6 +645,7 @@ class JobService:
         parents_added: tuple[str, ...] = (),
         parents_removed: tuple[str, ...] = (),
         calendars: CalendarUses = NO_CALENDAR_USES,
+        graph_version: int | None = None,
     ) -> None:
         try:
             self.store.replace_job(
@@ -626,6 +657,7 @@ class JobService:
                 parents_added=parents_added,
                 parents_removed=parents_removed,
                 calendars=calendars,
+                graph_version=graph_version,
             )
         except VersionConflictError as exc:
             if exc.current_version is None:

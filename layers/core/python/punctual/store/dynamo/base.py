@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 from punctual.store.base import (
     LayoutMismatchError,
 )
-from punctual.store.dynamo import schema
+from punctual.store.dynamo import dependency_schema, schema
 from punctual.store.dynamo.conflicts import ConflictRetryingClient
 from punctual.store.dynamo.keys import (
     _BATCH_GET_MAX,
@@ -118,7 +118,7 @@ class DynamoBase:
     def _add_link(self, tenant: str, parent: str, child_id: str) -> list[dict[str, Any]]:
         """The transaction items that record ``child_id`` as a dependent of ``parent``: the link
         (only if it is not there) and the parent's count (only on a parent that exists)."""
-        key = schema.dependent_key(tenant, parent, child_id)
+        key = dependency_schema.dependent_key(tenant, parent, child_id)
         return [
             {"Put": {"TableName": self.table, "Item": key, **schema.CREATE.fields()}},
             self._dependent_count(tenant, parent, 1),
@@ -127,7 +127,7 @@ class DynamoBase:
     def _remove_link(self, tenant: str, parent: str, child_id: str) -> list[dict[str, Any]]:
         """The transaction items that remove ``child_id`` as a dependent of ``parent`` (only if
         the link is there), and count it off the parent."""
-        key = schema.dependent_key(tenant, parent, child_id)
+        key = dependency_schema.dependent_key(tenant, parent, child_id)
         return [
             {"Delete": {"TableName": self.table, "Key": key, **schema.EXISTS.fields()}},
             self._dependent_count(tenant, parent, -1),
@@ -138,7 +138,7 @@ class DynamoBase:
             "Update": {
                 "TableName": self.table,
                 "Key": schema.job_key(tenant, parent),
-                **schema.count_dependent(delta).fields(),
+                **dependency_schema.count_dependent(delta).fields(),
             }
         }
 

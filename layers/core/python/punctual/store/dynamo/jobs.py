@@ -17,6 +17,7 @@ from punctual.models.job_documents import KEPT_BESIDE, note_document
 from punctual.store.base import (
     NO_CALENDAR_USES,
     CalendarUses,
+    GraphChangedError,
     JobExistsError,
     JobKey,
     JobRepository,
@@ -27,7 +28,7 @@ from punctual.store.base import (
     UnreadableJobError,
     VersionConflictError,
 )
-from punctual.store.dynamo import schema
+from punctual.store.dynamo import dependency_schema, schema
 from punctual.store.dynamo.calendar_uses import DynamoCalendarUses
 from punctual.store.dynamo.keys import (
     _doc_of,
@@ -254,6 +255,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
         calendars: CalendarUses = NO_CALENDAR_USES,
+        graph_version: int | None = None,
     ) -> None:
         delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
         if delta > 0 and max_trigger_rate is not None and delta > max_trigger_rate:
@@ -283,6 +285,18 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         ]
         if delta:
             items.append({"Update": self._meta_update(job.tenant, 0, None, delta, max_trigger_rate)})
+        graph = len(items) if graph_version is not None else None
+        if graph_version is not None:
+            advance = dependency_schema.advance_graph(graph_version)
+            items.append(
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": dependency_schema.graph_key(job.tenant),
+                        **advance.fields(),
+                    }
+                }
+            )
         items.extend({"Put": {"TableName": self.table, "Item": self._timer_item(t)}} for t in timers)
         links = {
             **{parent: self._remove_link(job.tenant, parent, job.id) for parent in parents_removed},
@@ -294,6 +308,14 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
             reasons = exc.response.get("CancellationReasons", [])
             if delta and len(reasons) > 2 and reasons[2].get("Code") == "ConditionalCheckFailed":
                 raise self._quota_error(reasons[2].get("Item") or {}, None, delta, max_trigger_rate) from None
+            if (
+                graph is not None
+                and len(reasons) > graph
+                and reasons[graph].get("Code") == "ConditionalCheckFailed"
+            ):
+                raise GraphChangedError(
+                    f"tenant {job.tenant!r}: the job dependencies changed meanwhile"
+                ) from None
             raise
 
     def delete_job(

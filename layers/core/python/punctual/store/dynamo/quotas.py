@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from punctual.store.base import TenantQuotaRepository
 from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
+from punctual.store.quotas import TenantQuotaRepository
 
 
 class DynamoTenantQuotas(DynamoBase, TenantQuotaRepository):
-    """See :class:`~punctual.store.base.TenantQuotaRepository`; keys and expressions in :mod:`.schema`."""
+    """See :class:`~punctual.store.quotas.TenantQuotaRepository`; keys and expressions in :mod:`.schema`."""
 
     def get_peaks(self, tenant: str) -> tuple[str | None, int]:
         item = self.client.get_item(

@@ -1,7 +1,8 @@
 """The DynamoDB table's schema: every item's key and every condition, update and key-condition
 expression the store sends, in one module. The mixins beside it (:mod:`.jobs`, :mod:`.timers`,
 :mod:`.executions`, :mod:`.dependencies`) only put these together into requests and read the
-answers; a reviewer checks the store's invariants here.
+answers; a reviewer checks the store's invariants here (the calendars' and the dependencies' in
+:mod:`.calendar_schema` and :mod:`.dependency_schema`).
 
 Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
 
@@ -17,6 +18,7 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     turn         pk=job#<tenant>#<id>      sk=turn           holder, since, waiting (string set)
     dependency   pk=job#<tenant>#<child>   sk=dep#<slot>     parents (string set), dispatched
     dependent    pk=job#<tenant>#<parent>  sk=child#<child>
+    dep. graph   pk=tenant#<tenant>        sk=#graph         v (moves on with each parent a job gains)
     alert        pk=job#<tenant>#<id>      sk=alert#<slot>#<condition>  st, owner, claimed, doc, expires_at
     streak       pk=job#<tenant>#<id>      sk=streak         first (slot): the job fails since then,
                                                              n (failures in it), last (the latest)
@@ -75,7 +77,6 @@ def _n(value: int | float) -> dict[str, str]:
 # ---------------------------------------------------------------------------- keys
 
 EXEC_PREFIX = "exec#"
-CHILD_PREFIX = "child#"
 LISTING_PREFIX = "job#"
 GROUP_PREFIX = "group#"
 
@@ -135,17 +136,6 @@ def execution_key(tenant: str, job_id: str, slot: str) -> Key:
 
 def turn_key(tenant: str, job_id: str) -> Key:
     return _key(job_pk(tenant, job_id), "turn")
-
-
-DEPENDENCY_PREFIX = "dep#"  # a child slot's parents that succeeded, and whether it was dispatched
-
-
-def dependency_key(tenant: str, child_id: str, slot: str) -> Key:
-    return _key(job_pk(tenant, child_id), f"{DEPENDENCY_PREFIX}{slot}")
-
-
-def dependent_key(tenant: str, parent_id: str, child_id: str) -> Key:
-    return _key(job_pk(tenant, parent_id), f"{CHILD_PREFIX}{child_id}")
 
 
 def pack_key(bucket: str, window_start: str, digest: str) -> Key:
@@ -595,38 +585,6 @@ def free_turn(slot: str) -> Expression:
     )
 
 
-# ------------------------------------------------------------- dependencies
-
-
-def record_parent(parent_id: str, ttl_epoch_s: int) -> Expression:
-    """Add a parent's success to a child slot's set (a set: recording twice is once)."""
-    return Expression(
-        update="ADD parents :p SET expires_at = :ttl",
-        values={":p": {"SS": [parent_id]}, ":ttl": _n(ttl_epoch_s)},
-    )
-
-
-def waiting_child_slot(item: dict[str, Any]) -> tuple[str, frozenset[str]] | None:
-    """A dependency item's slot and the parents that succeeded for it; None once dispatched."""
-    if "dispatched" in item:
-        return None
-    return item["sk"]["S"][len(DEPENDENCY_PREFIX) :], frozenset(item.get("parents", {}).get("SS", []))
-
-
-def claim_child() -> Expression:
-    """The one claim of a child slot's dispatch: the first writer wins, every later one fails."""
-    return Expression(
-        update="SET dispatched = :t",
-        condition="attribute_not_exists(dispatched)",
-        values={":t": {"BOOL": True}},
-    )
-
-
-def count_dependent(delta: int) -> Expression:
-    """Change the parent job's dependant count, on a job that still exists."""
-    return Expression(update="ADD dependents :d", condition="attribute_exists(pk)", values={":d": _n(delta)})
-
-
 # ------------------------------------------------------------- schedule groups
 
 
@@ -737,13 +695,23 @@ def backfill_slots_key(tenant: str, window: str) -> Key:
     return _key(f"reqs#{tenant}", f"backfill#{window}")
 
 
+def version_step(expected: int, attribute: str = "version", also: dict[str, Any] | None = None) -> Expression:
+    """Move an item's ``attribute`` from ``expected`` (0: not there yet) on by one, setting the
+    attributes ``also`` names beside it; fails when another write moved it first."""
+    condition = f"attribute_not_exists({attribute})" if expected == 0 else f"{attribute} = :e"
+    values: dict[str, Any] = {":v": _n(expected + 1)}
+    if expected:
+        values[":e"] = _n(expected)
+    sets = [f"{attribute} = :v"]
+    for n, (name, value) in enumerate((also or {}).items()):
+        sets.append(f"{name} = :a{n}")
+        values[f":a{n}"] = value
+    return Expression(update="SET " + ", ".join(sets), condition=condition, values=values)
+
+
 def put_peaks(doc: str, expected_version: int) -> Expression:
     """Write a tenant's peak profile over the one at ``expected_version`` (0: none yet)."""
-    condition = "attribute_not_exists(pk)" if expected_version == 0 else "version = :e"
-    values: dict[str, Any] = {":v": _n(expected_version + 1), ":d": _s(doc)}
-    if expected_version:
-        values[":e"] = _n(expected_version)
-    return Expression(update="SET version = :v, doc = :d", condition=condition, values=values)
+    return version_step(expected_version, also={"doc": _s(doc)})
 
 
 def join_backfills(member: str, limit: int) -> Expression:

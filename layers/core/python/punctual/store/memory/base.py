@@ -63,6 +63,7 @@ class MemoryBase:
         self._parents_ok: dict[ExecutionKey, set[str]] = defaultdict(set)
         self._child_dispatched: set[ExecutionKey] = set()
         self._dependents: dict[JobKey, set[str]] = defaultdict(set)
+        self._graphs: dict[str, int] = {}  # tenant -> its dependency graph version
         self._groups: dict[tuple[str, str], ScheduleGroup] = {}  # (tenant, name) -> schedule group
         self._alert_items: dict[tuple[str, str, str, str], Alert] = {}  # (tenant, job, key slot, condition)
         self._streaks: dict[JobKey, Streak] = {}  # a failing job's streak

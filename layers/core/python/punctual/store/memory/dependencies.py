@@ -23,6 +23,10 @@ class MemoryDependencies(MemoryBase, DependencyRepository):
             parents.add(parent_id)
             return frozenset(parents)
 
+    def dependency_graph(self, tenant: str) -> int:
+        with self._lock:
+            return self._graphs.get(tenant, 0)
+
     def claim_child_dispatch(self, tenant: str, child_id: str, slot: str) -> bool:
         with self._lock:
             key = (tenant, child_id, slot)

@@ -137,6 +137,8 @@ def _replace_job(a: Args) -> list[ItemKey]:
     if previous is not None and job.trigger_rate != previous:
         keys.append(counter_item(job.tenant))
     keys += [timer_item(t) for t in a.get("timers", ())]
+    if a.get("graph_version") is not None:
+        keys.append(("graph", job.tenant))  # the tenant's dependency graph version
     changed = [*a.get("parents_added", ()), *a.get("parents_removed", ())]
     return keys + _links(job.tenant, job.id, changed) + _uses(job.tenant, a)
 
@@ -229,6 +231,7 @@ OTHER_OPERATIONS = frozenset(
         "record_parent_success",
         "list_dependents",
         "claim_child_dispatch",
+        "dependency_graph",  # a strongly consistent read of the tenant's graph version
         "waiting_child_slots",  # a strongly consistent query of the child's dependency items
         "create_group",
         "get_group",

@@ -10,6 +10,7 @@ from punctual.store.base import (
     NO_CALENDAR_USES,
     CalendarNotFoundError,
     CalendarUses,
+    GraphChangedError,
     JobExistsError,
     JobKey,
     JobRepository,
@@ -124,6 +125,7 @@ class MemoryJobs(MemoryBase, JobRepository):
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
         calendars: CalendarUses = NO_CALENDAR_USES,
+        graph_version: int | None = None,
     ) -> None:
         check_job_size(job)
         with self._lock:
@@ -134,6 +136,8 @@ class MemoryJobs(MemoryBase, JobRepository):
                     current.version if current else None,
                 )
             self._check_parents(job.tenant, parents_added)
+            if graph_version is not None and self._graphs.get(job.tenant, 0) != graph_version:
+                raise GraphChangedError(f"tenant {job.tenant!r}: the job dependencies changed meanwhile")
             delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
             if previous_trigger_rate is not None:
                 self._add_rate(job.tenant, delta, max_trigger_rate)
@@ -150,6 +154,8 @@ class MemoryJobs(MemoryBase, JobRepository):
                 self._put_timer(timer)
             self._link(job.tenant, job.id, parents_removed, present=False)
             self._link(job.tenant, job.id, parents_added, present=True)
+            if graph_version is not None:
+                self._graphs[job.tenant] = graph_version + 1
 
     def delete_job(
         self,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from punctual.store.base import TenantQuotaRepository
 from punctual.store.memory.base import MemoryBase
+from punctual.store.quotas import TenantQuotaRepository
 
 
 class MemoryTenantQuotas(MemoryBase, TenantQuotaRepository):
-    """See :class:`~punctual.store.base.TenantQuotaRepository`."""
+    """See :class:`~punctual.store.quotas.TenantQuotaRepository`."""
 
     def _quota_state(
         self,
