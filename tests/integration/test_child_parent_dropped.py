@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.targets.base import SlotContext, TargetResult
@@ -216,3 +218,25 @@ def test_a_child_slot_is_sent_again_to_a_child_completed_past_its_end() -> None:
     assert unclaimed_child(timer, done, None, T(10, 1, 5)) is not None  # its slot before end_at
     ended = done.model_copy(update={"end_at": None})
     assert unclaimed_child(timer, ended, None, T(10, 1, 5)) is None
+
+
+@pytest.mark.parametrize("b_retries", [True, False])
+def test_a_dropped_after_parent_leaves_open_the_slots_its_own_parents_leave_open(b_retries: bool) -> None:
+    # Review: a dropped parent that is itself an after() job, with no record for the slot yet,
+    # counted as having closed it: after(a, g) made after(a) while g's parent b waited for its
+    # retry of 10:01 lost the child's 10:01, with no record
+    world = World(MemoryStore())
+    world.jobs.register(TENANT, spec(MINUTE), job_id="a")
+    retry = RETRY_IN_90S if b_retries else {"max_attempts": 1}
+    world.jobs.register(TENANT, spec(MINUTE, retry=retry), job_id="b")
+    world.jobs.register(TENANT, spec("after(b)"), job_id="g")
+    world.jobs.register(TENANT, spec("after(g)"), job_id="h")  # two after() levels deep
+    world.jobs.register(TENANT, spec("after(a, h)"), job_id="c")
+    world.until(T(10, 1, 5))
+    assert "2026-11-30T10:01:00Z" not in world.records("g")  # b's 10:01 failed once
+    world.jobs.replace(TENANT, "c", spec("after(a)"))
+    world.until(T(10, 2, 10))
+    if b_retries:  # the old spec still left 10:01 open (b's retry would run it, then g, h and c)
+        assert world.runs("c") == [f"2026-11-30T10:0{m}:00Z" for m in range(3)]
+    else:  # b failed it for good: g and h never run it, nor would c have
+        assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:02:00Z"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from punctual.models import ExecutionStatus, Job, JobState
+from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
 from punctual.timing.slots import inside_window, schedule_of, sent_check_timer
@@ -24,13 +24,15 @@ from punctual.timing.timers import MANUAL_MARK, TimerLayout, slot_instant
 
 WAITING_READ = 500  # the child's newest slots read back (one dependency item each)
 _CLOCK_KINDS = ("cron", "rate", "at")  # schedules whose own slots are known ahead
+MAX_DEPTH = 20  # after() jobs walked back from a dropped parent (a bound, though no cycle is stored)
 
 
 def owed_child_slots(store: JobStore, job: Job, dropped: tuple[str, ...]) -> list[str]:
     """The slots of ``job`` (an after() job as just written, that no longer names the parents
     ``dropped``) whose parents all succeeded and that were never sent, inside its ``start_at`` and
     ``end_at``, and that the old spec still left open: each dropped parent's slot is in flight (its
-    retry waits, it runs) or is one of its own slots not run yet. Not owed: a slot a dropped parent
+    retry waits, it runs) or is one of its own slots not run yet (an after() parent's: one its own
+    parents leave open, :class:`_OpenSlots`). Not owed: a slot a dropped parent
     ended without success (the old spec decided it), one that is not a dropped parent's slot at
     all (review: an hourly parent dropped from after(a, b) ran 88 of the minutely a's old slots),
     and a run-now slot of a parent (``~m``: it named only that parent)."""
@@ -44,25 +46,49 @@ def owed_child_slots(store: JobStore, job: Job, dropped: tuple[str, ...]) -> lis
     ]
     if not candidates:
         return []
-    ended = store.batch_get_executions(
-        [(job.tenant, parent, slot) for slot in candidates for parent in dropped]
-    )
-    olds = store.batch_get_jobs([(job.tenant, parent) for parent in dropped])
+    still_open = _OpenSlots(store, job.tenant, candidates)
+    return [slot for slot in candidates if all(still_open.of(parent, slot) for parent in dropped)]
 
-    def open_for(parent: str, slot: str) -> bool:
-        record = ended.get((job.tenant, parent, slot))
+
+class _OpenSlots:
+    """Whether a job's slot is still open under the old spec: its run is in flight or succeeded,
+    or, not run yet, it is one of the job's own slots (a cron, rate or at job's, that job enabled
+    or paused) or an ``after(...)`` job's whose parents all leave it open (walked back, the
+    dependency graph has no cycle). Records and jobs are read once per job, for every slot."""
+
+    def __init__(self, store: JobStore, tenant: str, slots: list[str]) -> None:
+        self.store = store
+        self.tenant = tenant
+        self.slots = slots
+        self.records: dict[tuple[str, str, str], Execution] = {}
+        self.jobs: dict[tuple[str, str], Job] = {}
+        self.read: set[str] = set()
+
+    def of(self, job_id: str, slot: str, depth: int = 0) -> bool:
+        if job_id not in self.read:
+            self.records.update(
+                self.store.batch_get_executions([(self.tenant, job_id, s) for s in self.slots])
+            )
+            self.jobs.update(self.store.batch_get_jobs([(self.tenant, job_id)]))
+            self.read.add(job_id)
+        record = self.records.get((self.tenant, job_id, slot))
         if record is not None:
             return record.status in IN_FLIGHT or record.status is ExecutionStatus.SUCCEEDED
-        old = olds.get((job.tenant, parent))  # not run yet: open if it is one of its own slots
+        old = self.jobs.get((self.tenant, job_id))
         if old is None or old.state not in (JobState.ENABLED, JobState.PAUSED):
             return False
         schedule = schedule_of(old)
         instant = slot_instant(slot)
+        if schedule.kind == "after":  # a paused one records its parents' slots as not run
+            return (
+                depth < MAX_DEPTH
+                and old.state is JobState.ENABLED
+                and inside_window(old, instant)
+                and all(self.of(parent, slot, depth + 1) for parent in schedule.parents)
+            )
         return (
             schedule.kind in _CLOCK_KINDS and schedule.next_after(instant - timedelta(seconds=1)) == instant
         )
-
-    return [slot for slot in candidates if all(open_for(parent, slot) for parent in dropped)]
 
 
 def send_owed_children(
