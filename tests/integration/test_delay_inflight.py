@@ -6,21 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
 from execution_harness import LAYOUT, LONG, SHORT, Delivery, Rig
 from factories import spec
 from punctual.auditing import AuditConfig, ChainAuditor, Repairer
-from punctual.auditing.liveness import delay_heads
 from punctual.delivery.targets.base import TargetResult
 from punctual.execution.ports import Claim
 from punctual.models import ExecutionStatus
 from punctual.runtime.clock import ManualClock
 from punctual.runtime.observability import RecordingMetrics
 from punctual.store.memory import MemoryStore
-from punctual.timing.timers import Lane, minute_of
-from punctual.usecases.delay_chains import defer_to_run, settle
+from punctual.timing.timers import Lane, minute_of, slot_instant
+from punctual.usecases.delay_chains import defer_to_run, delay_heads, settle
 from punctual.usecases.jobs import JobService, QueueRouting
 
 TENANT = "default"
@@ -170,3 +170,26 @@ def test_a_cron_job_made_delay_during_a_run_starts_its_chain_at_once() -> None:
     world.worker.finish(claim, TargetResult.ok())
     world.until(200)
     assert world.runs()[:3] == ["2026-11-30T10:00:00Z", "2026-11-30T10:01:10Z", "2026-11-30T10:02:10Z"]
+
+
+@pytest.mark.parametrize("released", [True, False], ids=["released", "not-released-yet"])
+@pytest.mark.parametrize("changes", [1, 2])
+@pytest.mark.parametrize("change", ["replace", "identical replace"])
+def test_a_change_just_after_a_slot_came_due_leaves_one_chain(
+    change: str, changes: int, released: bool
+) -> None:
+    # QA: a replace a second after 10:00 was released (its message not yet claimed, so no record)
+    # started a chain beside that slot's, whose run chained too: two runs a minute from then on;
+    # an identical replace before any poller met the due slot lost it
+    world = World()
+    world.clock.set(FIRST)
+    if released:
+        world.rig.poll()  # 10:00 is sent; no worker has it yet
+    for n in range(changes):
+        world.clock.set(FIRST + timedelta(seconds=1 + 2 * n))
+        CHANGES[change](world)
+    world.until(400)
+    runs = [slot_instant(slot) for slot in world.runs()]
+    assert runs[0] == FIRST  # the slot due by the change runs once
+    gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(runs)]
+    assert len(runs) >= 6 and all(gap >= 60 for gap in gaps), runs  # one chain: N after each run's end

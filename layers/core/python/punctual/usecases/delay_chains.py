@@ -16,13 +16,13 @@ so both writers write the one timer; the claim keeps its slot to one run anyway)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from punctual.models import Execution, Job, JobState
+from punctual.models import CatchupKind, Execution, Job, JobState
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
-from punctual.timing.slots import fire_timer, schedule_of
-from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant
+from punctual.timing.slots import dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
+from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant, slot_key
 
 NEWEST_PAGE, NEWEST_PAGES = 50, 3  # how far back the newest scheduled run is looked for
 
@@ -55,6 +55,28 @@ def newest_scheduled(store: JobStore, job: Job) -> Execution | None:
     return None
 
 
+def delay_heads(job: Job, newest: Execution | None) -> list[tuple[datetime, datetime]]:
+    """The slot a ``delay(...)`` chain waits on, with when its timer was written: after its
+    newest run of this version (or the run a change left the chain to) ended, as the worker chains
+    it, else the first slot of its last change (registration or replace; a resume may start from
+    its pause instead)."""
+    if newest is not None and chains_from(job, newest) and newest.status.terminal:
+        finished = newest.finished_at or newest.scheduled_at
+        slot = next_delay_slot(job, newest.slot, finished)
+        return [] if slot is None else [(slot, finished)]
+    armed = job.updated_at
+    heads: list[tuple[datetime, datetime]] = []
+    first = first_slot(job, armed)
+    if first is not None:
+        heads.append((first, armed))
+    if job.paused_at is not None and job.catchup.policy is not CatchupKind.NONE:
+        after = max(job.paused_at, armed - timedelta(seconds=job.catchup.window_seconds))
+        resumed = next_slot(job, after)
+        if resumed is not None and resumed != first:
+            heads.append((resumed, armed))
+    return heads
+
+
 def defer_to_run(
     store: JobStore, job: Job, timers: Sequence[Timer], *, before: Job
 ) -> tuple[Job, list[Timer]]:
@@ -65,10 +87,32 @@ def defer_to_run(
     if not delays or job.state is not JobState.ENABLED:
         return job.model_copy(update={"delay_after": None}), list(timers)
     newest = newest_scheduled(store, job)
-    if newest is None or newest.status not in IN_FLIGHT:
+    if newest is not None and newest.status in IN_FLIGHT:
+        after: str | None = newest.slot
+    elif before.delay_after is not None and not _ended(store, before, before.delay_after):
+        after = before.delay_after  # an earlier change's, whose slot has not started yet
+    else:
+        after = released_head(before, newest, job.updated_at)
+    if after is None:
         return job.model_copy(update={"delay_after": None}), list(timers)
     kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]
-    return job.model_copy(update={"delay_after": newest.slot}), kept
+    return job.model_copy(update={"delay_after": after}), kept
+
+
+def _ended(store: JobStore, job: Job, slot: str) -> bool:
+    record = store.get_execution(job.tenant, job.id, slot)
+    return record is not None and record.status not in IN_FLIGHT
+
+
+def released_head(before: Job, newest: Execution | None, now: datetime) -> str | None:
+    """The slot an enabled delay job's chain waits on when it was due by ``now`` (a change): a
+    poller released it (or is about to), and no worker has recorded it yet. QA: a replace a second
+    after a release started a chain beside that slot's, whose run (owed to the new spec) chained
+    too: two runs a period from then on. A resume's chain starts from its pause instead."""
+    if before.state is not JobState.ENABLED:
+        return None
+    due = [slot for slot, _ in delay_heads(before, newest) if dispatch_instant(before, slot) <= now]
+    return slot_key(due[0]) if due else None
 
 
 def settle(store: JobStore, layout: TimerLayout, job: Job, now: datetime) -> None:
