@@ -205,11 +205,17 @@ def _make_request_handler(
                 self.rfile.readline(8)  # the chunk's CRLF
 
         def _write(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+            length = len(data)
+            if self.command == "HEAD" and not data:
+                # HEAD: no body, but the length the GET's would have (RFC 9110 8.6), as the handler
+                # gives it (QA: Content-Length: 0).
+                given = [value.strip() for name, value in headers if name.lower() == "content-length"]
+                length = int(given[-1]) if given and given[-1].isdigit() else 0
             self.send_response(status)
             for name, value in headers:
                 if name.lower() not in ("content-length", "connection", "transfer-encoding"):
                     self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", str(length))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)

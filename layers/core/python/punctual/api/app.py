@@ -21,10 +21,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from punctual.api import batch, idempotent, problems
-from punctual.api.conditional import create_at, keeping_schedule, must_create
+from punctual.api.conditional import calendar_version, create_at, job_version, keeping_schedule, must_create
 from punctual.api.openapi_doc import SIGV4, finished_document
 from punctual.api.path_params import JOB_ID_RE, backfill_id_of, calendar_name_of, job_id_of
-from punctual.api.problems import ApiProblem, Problem
+from punctual.api.problems import Problem
 from punctual.api.resolver import PunctualResolver, base_url
 from punctual.api.schemas import (
     AlertList,
@@ -80,7 +80,10 @@ IfMatch = Annotated[
     Header(
         alias="If-Match",
         max_length=64,
-        description='The job version the change expects, as ETag gives it: "3" (or 3, W/"3"; * for any).',
+        description=(
+            'The version the change expects, as ETag gives it: "3" (or 3, W/"3"; * for any), or a list'
+            ' ("3", "4": any of them).'
+        ),
         examples=['"3"'],
     ),
 ]
@@ -145,22 +148,6 @@ def _tenant() -> str:
     tenant = tenant_of(app.current_event.raw_event, svc.settings.local_mode)
     svc.admit(tenant)
     return tenant
-
-
-def _expected_version(if_match: str | None) -> int | None:
-    """``If-Match: "3"`` (or ``3``, ``W/"3"``) → 3; absent or ``*`` → no precondition."""
-    if if_match is None or if_match.strip() == "*":
-        return None
-    text = if_match.strip().removeprefix("W/").strip('"')
-    if not text.isdigit() or len(text) > 12:
-        raise ApiProblem(
-            400,
-            "invalid-if-match",
-            "Invalid If-Match",
-            'If-Match must carry a job version as returned in ETag, e.g. "3"',
-            [("header.If-Match", "not a job version")],
-        )
-    return int(text)
 
 
 def _location(*segments: str) -> str:
@@ -280,7 +267,7 @@ def replace_job(
         job, secret = create_at(svc, tenant, job_id_of(job_id), spec, if_none_match)
         created = JobCreated.made(job, secret)
         return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
-    expected = _expected_version(if_match)
+    expected = job_version(svc, tenant, job_id_of(job_id), if_match)
     spec = keeping_schedule(svc, tenant, job_id_of(job_id), spec)
     return _job_reply(JobOut.of(svc.jobs.replace(tenant, job_id_of(job_id), spec, expected)))
 
@@ -299,7 +286,8 @@ def replace_job(
 )
 def delete_job(job_id: JobId, if_match: IfMatch = None) -> Response[None]:
     tenant = _tenant()
-    services().jobs.delete(tenant, job_id_of(job_id), _expected_version(if_match))
+    svc = services()
+    svc.jobs.delete(tenant, job_id_of(job_id), job_version(svc, tenant, job_id_of(job_id), if_match))
     return Response(status_code=204, content_type=None, body=None)
 
 
@@ -313,7 +301,7 @@ def delete_job(job_id: JobId, if_match: IfMatch = None) -> Response[None]:
 )
 def pause_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
-    expected = _expected_version(if_match)
+    expected = job_version(services(), tenant, job_id_of(job_id), if_match)
     return _job_reply(JobOut.of(services().jobs.pause(tenant, job_id_of(job_id), expected)))
 
 
@@ -327,7 +315,7 @@ def pause_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
 )
 def resume_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
     tenant = _tenant()
-    expected = _expected_version(if_match)
+    expected = job_version(services(), tenant, job_id_of(job_id), if_match)
     return _job_reply(JobOut.of(services().jobs.resume(tenant, job_id_of(job_id), expected)))
 
 
@@ -351,7 +339,7 @@ def rotate_secret(
     if_match: IfMatch = None,
 ) -> Response[JobCreated]:
     tenant = _tenant()
-    expected = _expected_version(if_match)
+    expected = job_version(services(), tenant, job_id_of(job_id), if_match)
     job, secret = services().jobs.rotate_secret(tenant, job_id_of(job_id), drop_previous, expected)
     return _job_reply(JobCreated.made(job, secret))
 
@@ -623,7 +611,7 @@ def put_calendar(
 ) -> Response[CalendarOut]:
     tenant = _tenant()
     calendar_name = calendar_name_of(name)
-    expected = _expected_version(if_match)
+    expected = calendar_version(services(), tenant, calendar_name, if_match)
     only = must_create(if_none_match, "calendar")
     calendar, created = services().calendar_service().put(tenant, calendar_name, body.spec(), expected, only)
     headers = {"Location": _location("calendars", calendar_name)} if created else None
@@ -674,9 +662,9 @@ def get_calendar(name: CalendarName) -> Response[CalendarOut]:
 )
 def delete_calendar(name: CalendarName, if_match: IfMatch = None) -> Response[None]:
     tenant = _tenant()
-    services().calendar_service().delete(
-        tenant, calendar_name_of(name, stored=True), _expected_version(if_match)
-    )
+    calendar = calendar_name_of(name, stored=True)
+    expected = calendar_version(services(), tenant, calendar, if_match)
+    services().calendar_service().delete(tenant, calendar, expected)
     return Response(status_code=204, content_type=None, body=None)
 
 

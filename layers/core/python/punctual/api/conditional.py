@@ -1,12 +1,18 @@
-"""``PUT /v1/jobs/{id}`` with ``If-None-Match: *``: create the job at an id the caller chose.
+"""Conditional requests: ``If-Match`` and ``If-None-Match``.
 
-HTTP's conditional create: the job is registered at that id when the tenant has none there,
+``PUT /v1/jobs/{id}`` with ``If-None-Match: *`` creates the job at an id the caller chose:
+HTTP's conditional create, the job is registered at that id when the tenant has none there,
 else the answer is 412 and nothing changes. A caller that derives the id from its own request
 (a declared job's CloudFormation provider: stack, logical id and request id) creates exactly one
 job however often the request is repeated or retried, crash or not.
+
+``If-Match`` names the version a change expects (a job's or a calendar's, as ``ETag`` gives it),
+or a list of them (RFC 9110: the change goes ahead when any of them is the current one).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from punctual.api.problems import ApiProblem
 from punctual.api.scheduler.mapping import GROUP_TAG
@@ -30,6 +36,71 @@ def must_create(if_none_match: str | None, what: str) -> bool:
             [("header.If-None-Match", 'not "*"')],
         )
     return True
+
+
+def listed_versions(if_match: str | None) -> list[int] | None:
+    """The versions ``If-Match`` lists: ``"3"`` (or ``3``, ``W/"3"``), or a comma-separated list of
+    them (``"3", "4"``); None when it is absent or ``*`` (no precondition).
+
+    Raises
+    ------
+    ApiProblem
+        400 naming the header when an entry is not a version.
+    """
+    if if_match is None or if_match.strip() == "*":
+        return None
+    versions = []
+    entries = [entry.strip() for entry in if_match.split(",")]
+    for entry in [entry for entry in entries if entry] or [""]:  # empty list elements are ignored
+        text = entry.removeprefix("W/").strip('"')
+        if not text.isdigit() or len(text) > 12:
+            raise ApiProblem(
+                400,
+                "invalid-if-match",
+                "Invalid If-Match",
+                'If-Match must carry a version as returned in ETag, e.g. "3" (or a list of them: "3", "4")',
+                [("header.If-Match", "not a version or a list of versions")],
+            )
+        versions.append(int(text))
+    return versions
+
+
+def expected_version(if_match: str | None, current: Callable[[], int | None]) -> int | None:
+    """The version a change guarded by ``If-Match`` must find stored (None: no precondition).
+
+    One version: that one. A list: the listed version the resource is at now (``current`` reads
+    it; None when there is none), so the change's own conditional write goes ahead only if it is
+    still at it; when none is, the first listed, which the change refuses (412; 404 when there is
+    no such resource) unless the resource reached that version meanwhile, when it matches.
+    """
+    versions = listed_versions(if_match)
+    if versions is None or len(set(versions)) == 1:
+        return None if versions is None else versions[0]
+    now = current()
+    return now if now in versions else versions[0]
+
+
+def job_version(services: Services, tenant: str, job_id: str, if_match: str | None) -> int | None:
+    """:func:`expected_version` of a change to job ``job_id`` (an unreadable stored job's too)."""
+
+    def current() -> int | None:
+        try:
+            job = services.store.get_job(tenant, job_id)
+        except UnreadableJobError as exc:
+            return exc.job.version
+        return None if job is None else job.version
+
+    return expected_version(if_match, current)
+
+
+def calendar_version(services: Services, tenant: str, name: str, if_match: str | None) -> int | None:
+    """:func:`expected_version` of a change to calendar ``name``."""
+
+    def current() -> int | None:
+        found = services.store.get_calendar(tenant, name)
+        return None if found is None else found.version
+
+    return expected_version(if_match, current)
 
 
 def create_at(

@@ -84,11 +84,24 @@ def _with_header(event: dict[str, Any], name: str, value: str | None) -> dict[st
     return {**event, "headers": headers, "multiValueHeaders": multi}
 
 
+def _without_body(reply: dict[str, Any]) -> dict[str, Any]:
+    """A ``GET`` reply as ``HEAD`` answers it: no body, but the ``Content-Length`` the body has."""
+    body = str(reply.get("body") or "")
+    size = len(base64.b64decode(body)) if reply.get("isBase64Encoded") else len(body.encode())
+    out = {**reply, "body": "", "isBase64Encoded": False}
+    if size:
+        multi = reply.get("multiValueHeaders") or {}
+        kept = {name: values for name, values in multi.items() if name.lower() != "content-length"}
+        out["multiValueHeaders"] = {**kept, "Content-Length": [str(size)]}
+    return out
+
+
 class PunctualResolver(APIGatewayRestResolver):
     """The resolver, answering what no route should see: wrong methods, bad or oversized bodies.
 
     * a method a path does not take: 405 with ``Allow`` (``OPTIONS``: 204 with ``Allow``);
-    * ``HEAD``: the ``GET`` answer without its body;
+    * ``HEAD``: the ``GET`` answer without its body (its ``Content-Length`` kept);
+    * a repeated ``If-Match``: one comma-separated list, as RFC 9110 reads it;
     * a body that is not UTF-8 text: 400; larger than the limit: 413; not JSON: 415;
     * ``/schedules``, ``/schedule-groups``, ``/tags/``: EventBridge Scheduler's API
       (:mod:`punctual.api.scheduler`), with that service's error format.
@@ -123,8 +136,7 @@ class PunctualResolver(APIGatewayRestResolver):
                 headers={"Allow": allow},
             )
         if method == "HEAD" and allowed:
-            reply = self.resolve({**event, "httpMethod": "GET"}, context)
-            return {**reply, "body": "", "isBase64Encoded": False}
+            return _without_body(self.resolve({**event, "httpMethod": "GET"}, context))
         body = event.get("body")
         limit = BATCH_MAX_BODY_BYTES if event.get("path") == BATCH_PATH else MAX_BODY_BYTES
         if isinstance(body, str) and len(body) > limit:
@@ -160,4 +172,13 @@ class PunctualResolver(APIGatewayRestResolver):
         if content_type is not None and body and content_type != content_type.lower():
             # Media types are case-insensitive (RFC 9110 8.3.1); the validation layer compares them as is.
             event = _with_header(event, "content-type", content_type.lower())
+        if_match = [
+            value
+            for name, values in (event.get("multiValueHeaders") or {}).items()
+            if name.lower() == "if-match"
+            for value in values
+        ]
+        if len(if_match) > 1:
+            # Repeated If-Match fields are one list (RFC 9110 5.3); the routes take a single value.
+            event = _with_header(event, "if-match", ", ".join(if_match))
         return super().resolve(event, context)

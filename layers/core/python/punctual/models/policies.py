@@ -6,6 +6,7 @@ from enum import StrEnum
 from typing import Literal
 
 from pydantic import (
+    AwareDatetime,
     Field,
     ValidationInfo,
     field_validator,
@@ -156,6 +157,20 @@ class SchedulerIdentity(StrictModel):
         description=(
             "A rate schedule given no StartDate: it started invoking at once, as the service does (start_at"
             " is when it was written; GetSchedule shows no StartDate)."
+        ),
+    )
+    at_start_date: AwareDatetime | None = Field(
+        default=None,
+        description=(
+            "StartDate as an at() schedule gave it (whole seconds): ignored, as the service ignores it"
+            " (start_at is unset); GetSchedule returns it."
+        ),
+    )
+    at_end_date: AwareDatetime | None = Field(
+        default=None,
+        description=(
+            "EndDate as an at() schedule gave it (whole seconds): ignored, as the service ignores it"
+            " (end_at is unset); GetSchedule returns it."
         ),
     )
 

@@ -15,9 +15,12 @@ REFUSED = "refused"
 _SCHEDULE_INPUT: dict[str, tuple[str, str]] = {
     "Name": (SUPPORTED, "unique per group (the job id is a digest of group and name)"),
     "GroupName": (SUPPORTED, "schedule groups per tenant; `default` always exists"),
-    "ScheduleExpression": (SUPPORTED, "at(), rate(), 6-field cron(); Punctual's own forms too (seconds)"),
-    "StartDate": (SUPPORTED, "start_at"),
-    "EndDate": (SUPPORTED, "end_at"),
+    "ScheduleExpression": (
+        SUPPORTED,
+        "at(), rate(), 6-field cron(); Punctual's own forms too (seconds); whitespace around it refused",
+    ),
+    "StartDate": (SUPPORTED, "start_at (at(): ignored, returned as given)"),
+    "EndDate": (SUPPORTED, "end_at (at(): ignored, returned as given)"),
     "Description": (SUPPORTED, "description"),
     "ScheduleExpressionTimezone": (SUPPORTED, "timezone (IANA)"),
     "State": (SUPPORTED, "DISABLED = paused (created paused in one write)"),
@@ -117,7 +120,7 @@ INPUT_FIELDS: dict[str, dict[str, tuple[str, str]]] = {
     "CreateScheduleGroup": {
         "Name": (SUPPORTED, ""),
         "Tags": (SUPPORTED, ""),
-        "Tags.Key": (SUPPORTED, ""),
+        "Tags.Key": (SUPPORTED, "the reserved prefix aws: (any letter case) is refused"),
         "Tags.Value": (SUPPORTED, ""),
         "ClientToken": (SUPPORTED, "a retry with the same token answers the same ARN"),
     },
@@ -134,7 +137,7 @@ INPUT_FIELDS: dict[str, dict[str, tuple[str, str]]] = {
     "TagResource": {
         "ResourceArn": (SUPPORTED, "schedule groups (not `default`)"),
         "Tags": (SUPPORTED, ""),
-        "Tags.Key": (SUPPORTED, ""),
+        "Tags.Key": (SUPPORTED, "the reserved prefix aws: (any letter case) is refused"),
         "Tags.Value": (SUPPORTED, ""),
     },
     "UntagResource": {"ResourceArn": (SUPPORTED, ""), "TagKeys": (SUPPORTED, "")},

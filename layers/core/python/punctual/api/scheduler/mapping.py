@@ -11,7 +11,8 @@ Identity
 
 What maps to what
     ``ScheduleExpression`` → ``schedule``; ``ScheduleExpressionTimezone`` → ``timezone``;
-    ``StartDate``/``EndDate`` → ``start_at``/``end_at``; ``State`` DISABLED → PAUSED;
+    ``StartDate``/``EndDate`` → ``start_at``/``end_at`` (an ``at()`` schedule's, which the service
+    ignores, only kept in ``scheduler`` for GetSchedule to return); ``State`` DISABLED → PAUSED;
     ``Description``; ``FlexibleTimeWindow`` FLEXIBLE → ``jitter_seconds`` (the window, a stable
     pseudo-random delay inside it per slot, the catch-up window widened by as much);
     ``ActionAfterCompletion`` DELETE →
@@ -129,7 +130,8 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
     """The job spec of a CreateSchedule/UpdateSchedule input (validated against the model already).
 
     As the service does, ``StartDate`` and ``EndDate`` keep whole seconds (the fraction is cut),
-    and a ``StartDate`` more than five minutes before ``now`` is refused.
+    a ``StartDate`` more than five minutes before ``now`` is refused, and so is a
+    ``ScheduleExpression`` that starts or ends with whitespace.
 
     Raises
     ------
@@ -140,6 +142,12 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
         raise invalid(
             "KmsKeyArn is not supported: Punctual encrypts its table with the deployment's own key "
             "(leave KmsKeyArn out)"
+        )
+    expression: str = values["ScheduleExpression"]
+    if expression != expression.strip():
+        # The service refuses it; Punctual's own /v1 takes it (its schedule field is not this check).
+        raise invalid(
+            f"Invalid Schedule Expression {expression[:256]!r}: it must not start or end with whitespace"
         )
     target_in: dict[str, Any] = values["Target"]
     window: dict[str, Any] = values["FlexibleTimeWindow"]
@@ -176,7 +184,11 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
 
 def _expression_kind(values: dict[str, Any]) -> str:
     """``rate``, ``cron``, ``at``, ...: the word before the schedule expression's parenthesis."""
-    return str(values["ScheduleExpression"]).strip().partition("(")[0].strip().lower()
+    return _kind(str(values["ScheduleExpression"]))
+
+
+def _kind(expression: str) -> str:
+    return expression.strip().partition("(")[0].strip().lower()
 
 
 def _fields(
@@ -190,14 +202,16 @@ def _fields(
     retries = retry_in.get("MaximumRetryAttempts", DEFAULT_RETRIES)
     dead_letter = (target_in.get("DeadLetterConfig") or {}).get("Arn")
     one_time = _expression_kind(values) == "at"
+    start, end = _instant(values, "StartDate"), _instant(values, "EndDate")
     return {
         "name": values["Name"],
         "description": values.get("Description") or "",
         "schedule": values["ScheduleExpression"],
         "timezone": values.get("ScheduleExpressionTimezone") or "UTC",
-        # The service ignores StartDate and EndDate for a one-time schedule (CreateSchedule).
-        "start_at": None if one_time else _instant(values, "StartDate"),
-        "end_at": None if one_time else _instant(values, "EndDate"),
+        # The service ignores StartDate and EndDate for a one-time schedule (CreateSchedule), and
+        # GetSchedule returns them as given: kept in the scheduler block only.
+        "start_at": None if one_time else start,
+        "end_at": None if one_time else end,
         "target": target,
         "payload": payload,
         "retry": RetryPolicy(
@@ -218,6 +232,8 @@ def _fields(
             input=target_in.get("Input"),
             flexible_window_minutes=minutes if window["Mode"] == "FLEXIBLE" else None,
             client_token=values.get("ClientToken"),
+            at_start_date=start if one_time else None,
+            at_end_date=end if one_time else None,
         ),
     }
 
@@ -458,10 +474,15 @@ def schedule_out(job: Job, arn: str) -> dict[str, Any]:
     }
     if job.description:  # the service leaves the member out when a schedule has none
         out["Description"] = job.description
-    if job.start_at is not None and not (job.scheduler and job.scheduler.started_at_once):
-        out["StartDate"] = epoch(job.start_at.replace(microsecond=0))
-    if job.end_at is not None:
-        out["EndDate"] = epoch(job.end_at.replace(microsecond=0))
+    start, end = job.start_at, job.end_at
+    if job.scheduler is not None and _kind(job.schedule) == "at":
+        # An at() schedule's StartDate and EndDate, ignored, are returned as given.
+        start = start or job.scheduler.at_start_date
+        end = end or job.scheduler.at_end_date
+    if start is not None and not (job.scheduler and job.scheduler.started_at_once):
+        out["StartDate"] = epoch(start.replace(microsecond=0))
+    if end is not None:
+        out["EndDate"] = epoch(end.replace(microsecond=0))
     return out
 
 

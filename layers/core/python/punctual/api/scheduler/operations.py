@@ -45,6 +45,7 @@ from punctual.usecases.job_errors import JobHasDependentsError, JobNotFoundError
 
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
 MAX_TAGS_PER_GROUP = 200
+RESERVED_TAG_PREFIX = "aws:"  # the service refuses tag keys with it, in any letter case
 DEFAULT_MAX_RESULTS = 100
 LIST_READ_PAGE = 100  # jobs read from the store per query while filling a ListSchedules page
 
@@ -285,7 +286,7 @@ def create_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any
     if len(store.list_groups(req.tenant, MAX_GROUPS_PER_TENANT).items) >= MAX_GROUPS_PER_TENANT - 1:
         raise quota(f"Your account has the most schedule groups it may have ({MAX_GROUPS_PER_TENANT}).")
     now = req.now()
-    tags = {tag["Key"]: tag["Value"] for tag in values.get("Tags") or []}
+    tags = _tags(values.get("Tags") or [])
     token = values.get("ClientToken")
     try:
         store.create_group(ScheduleGroup(req.tenant, name, now, now, "ACTIVE", tags, token))
@@ -373,6 +374,17 @@ def _tagged_group(req: Request, arn: str) -> str:
     return name
 
 
+def _tags(given: list[dict[str, str]]) -> dict[str, str]:
+    """The ``Tags`` of CreateScheduleGroup or TagResource; a key with the reserved ``aws:`` prefix
+    (any letter case) is refused, as the service does (UntagResource may still remove one)."""
+    for tag in given:
+        if tag["Key"].lower().startswith(RESERVED_TAG_PREFIX):
+            raise invalid(
+                f"Tag key {tag['Key'][:128]!r} is not allowed: the prefix aws: is reserved for AWS use"
+            )
+    return {tag["Key"]: tag["Value"] for tag in given}
+
+
 def list_tags_for_resource(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     name = _tagged_group(req, values["ResourceArn"])
     if name == DEFAULT_GROUP:
@@ -398,7 +410,7 @@ def _retag(req: Request, arn: str, change: Callable[[dict[str, str]], dict[str, 
 
 
 def tag_resource(req: Request, values: dict[str, Any]) -> dict[str, Any]:
-    added = {tag["Key"]: tag["Value"] for tag in values["Tags"]}
+    added = _tags(values["Tags"])
     return _retag(req, values["ResourceArn"], lambda tags: {**tags, **added})
 
 
