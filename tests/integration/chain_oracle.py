@@ -58,10 +58,11 @@ class Case:
     ops: list[tuple[float, str, Any]]  # (offset seconds from T0, op, arg)
     outages: list[tuple[float, float]]  # (start offset, end offset), disjoint, sorted
     step: float
+    lag: bool = False  # each operation comes with the slots due by it released, no worker at them yet
 
     def describe(self) -> str:
         fields = {"schedule": self.schedule, "policy": self.policy, "ops": self.ops, "outages": self.outages}
-        return json.dumps({"seed": self.seed, **fields, "step": self.step})
+        return json.dumps({"seed": self.seed, **fields, "step": self.step, "lag": self.lag})
 
 
 def gen(seed: int) -> Case:
@@ -81,7 +82,9 @@ def gen(seed: int) -> Case:
         if all(b < x or a > y for x, y in outages):
             outages.append((a, b))
     outages.sort()
-    return Case(seed, rnd.choice(SCHEDULES), rnd.choice(POLICIES), ops, outages, rnd.choice([1.0, 5.0]))
+    case = Case(seed, rnd.choice(SCHEDULES), rnd.choice(POLICIES), ops, outages, rnd.choice([1.0, 5.0]))
+    case.lag = rnd.random() < 0.5  # drawn last: the earlier draws of a seed are as they were
+    return case
 
 
 FINAL_OFF = (FINAL - T0).total_seconds()
@@ -186,6 +189,9 @@ class Driver:
                     run.clock.set(t)  # pollers down: time passes unpolled
                 else:
                     run.until(t, step_s=case.step)
+            if case.lag and not down and what in OPS:
+                run.clock.set(t)
+                run.rig.poll()  # released by the operation's instant; the workers are behind
             if what == "outage-start":
                 down = True
             elif what == "outage-end" and down:

@@ -240,3 +240,53 @@ def test_a_dropped_after_parent_leaves_open_the_slots_its_own_parents_leave_open
         assert world.runs("c") == [f"2026-11-30T10:0{m}:00Z" for m in range(3)]
     else:  # b failed it for good: g and h never run it, nor would c have
         assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:02:00Z"]
+
+
+def test_a_dropped_after_parent_completed_past_its_end_still_leaves_its_earlier_slot_open() -> None:
+    # Review: g (after(b), ending 10:01:30) completed at 10:02 while b's 10:01 waited for its retry;
+    # a completed after() job still runs its slots before its end, so c's 10:01 was still owed
+    world = World(MemoryStore())
+    world.jobs.register(TENANT, spec(MINUTE), job_id="a")
+    world.jobs.register(TENANT, spec(MINUTE, retry=RETRY_IN_90S), job_id="b")
+    world.jobs.register(TENANT, spec("after(b)", end_at="2026-11-30T10:01:30Z"), job_id="g")
+    world.jobs.register(TENANT, spec("after(a, g)"), job_id="c")
+    world.until(T(10, 2, 10))
+    assert world.jobs.get(TENANT, "g").state is JobState.COMPLETED
+    world.jobs.replace(TENANT, "c", spec("after(a)"))
+    world.until(T(10, 3, 10))
+    assert world.runs("c") == ["2026-11-30T10:00:00Z", "2026-11-30T10:01:00Z", "2026-11-30T10:03:00Z"]
+
+
+def test_the_owed_slot_walk_judges_each_job_and_slot_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review: a diamond of after() jobs was walked 2^depth times a slot (14 levels, 10 slots: 245,750
+    # steps); each (job, slot) is now judged once
+    from punctual.usecases import child_slots
+
+    store = MemoryStore()
+    world = World(store)
+    world.jobs.register(TENANT, spec(MINUTE), job_id="root")
+    level = ["root"]
+    for depth in range(10):
+        level = [f"d{depth}-{side}" for side in "lr"]
+        for job_id in level:
+            parents = ["root"] if depth == 0 else [f"d{depth - 1}-l", f"d{depth - 1}-r"]
+            world.jobs.register(TENANT, spec(f"after({', '.join(parents)})"), job_id=job_id)
+    world.jobs.register(TENANT, spec(MINUTE), job_id="a")
+    world.jobs.register(TENANT, spec("after(a, d9-l)"), job_id="c")
+    slots = [f"2026-11-30T10:0{m}:00Z" for m in range(5)]
+    for slot in slots:
+        store.record_parent_success(TENANT, "c", slot, "a", 2_000_000_000)
+    calls: list[tuple[str, str]] = []
+    judge = child_slots._OpenSlots._of
+
+    def counted(self: Any, job_id: str, slot: str, depth: int) -> bool:
+        calls.append((job_id, slot))
+        return judge(self, job_id, slot, depth)
+
+    monkeypatch.setattr(child_slots._OpenSlots, "_of", counted)
+    world.jobs.replace(TENANT, "c", spec("after(a)"))  # (walks once itself)
+    calls.clear()
+    child = store.get_job(TENANT, "c")
+    assert child is not None
+    child_slots.owed_child_slots(store, child, ("d9-l",))
+    assert len(calls) == len(set(calls)) <= 21 * len(slots)

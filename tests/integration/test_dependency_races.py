@@ -6,6 +6,7 @@ is checked again from its read. On both stores."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +17,7 @@ from execution_harness import LAYOUT, LONG, SHORT, Rig
 from factories import spec
 from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
+from punctual.store.memory import MemoryStore
 from punctual.timing.slots import schedule_of
 from punctual.usecases.job_errors import InvalidJobError, JobConflictError
 from punctual.usecases.jobs import GRAPH_ATTEMPTS, JobService, QueueRouting
@@ -132,3 +134,52 @@ def test_a_graph_that_keeps_moving_ends_in_a_conflict_with_nothing_written(store
     stored = store.get_job(TENANT, "a")
     assert stored is not None and stored.version == 1 and schedule_of(stored).parents == ()
     assert store.list_dependents(TENANT, "b") == []
+
+
+def test_a_new_parent_deleted_and_created_again_as_a_child_cannot_close_a_cycle(store: JobStore) -> None:
+    # Review: a made after(x) while x, checked with no parents, was deleted and registered again
+    # as after(a) before a's write landed: a create moves no graph, so the cycle was stored
+    jobs = _service(store)
+    for job_id in ("a", "x"):
+        jobs.register(TENANT, spec(MINUTE), job_id=job_id)
+    other = _service(store)
+
+    def recreate() -> None:
+        other.delete(TENANT, "x")
+        other.register(TENANT, spec("after(a)"), job_id="x")
+
+    Interleaved(store, "a", recreate)
+    # Then a's write finds x at another version than its check read: checked again, refused
+    with pytest.raises(InvalidJobError, match="dependency cycle: a -> x -> a"):
+        jobs.replace(TENANT, "a", spec("after(x)"))
+    assert _parents(store, "a") == () and _parents(store, "x") == ("a",)
+
+
+def test_concurrent_replaces_that_gain_parents_all_land() -> None:
+    # Review: each lost try was made again at once, five at most: of twelve at once, seven were
+    # refused (409) though no cycle was possible. Threads on the memory store (moto is not
+    # thread-safe); the tries now pause at random between them
+    store = MemoryStore()
+    jobs = _service(store)
+    jobs.register(TENANT, spec(MINUTE), job_id="p")
+    children = [f"c{n}" for n in range(12)]
+    for child in children:
+        jobs.register(TENANT, spec(MINUTE), job_id=child)
+    start = threading.Barrier(len(children))
+    errors: list[BaseException] = []
+
+    def gain(child: str) -> None:
+        start.wait()
+        try:
+            _service(store).replace(TENANT, child, spec("after(p)"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=gain, args=(child,)) for child in children]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert store.list_dependents(TENANT, "p") == sorted(children)
+    assert store.dependency_graph(TENANT) == len(children)

@@ -12,6 +12,7 @@ from punctual.store.base import (
     ExecutionConflictError,
     Expect,
     GraphChangedError,
+    GraphRead,
     JobExistsError,
     TenantLimitError,
     VersionConflictError,
@@ -246,16 +247,20 @@ def test_a_job_gains_a_parent_only_on_the_dependency_graph_it_read(store, t0):  
         store.create_job(job(job_id, now=t0), None, max_jobs=10)
     assert store.dependency_graph("default") == 0
     a, c = (job(j, now=t0).model_copy(update={"version": 2}) for j in ("a", "c"))
-    store.replace_job(a, 1, parents_added=("b",), graph_version=0)
+    store.replace_job(a, 1, parents_added=("b",), graph=GraphRead(0, {"b": 1}))
     assert store.dependency_graph("default") == 1
     # A write that read the graph before that one is refused, and changes nothing
     with pytest.raises(GraphChangedError):
-        store.replace_job(c, 1, parents_added=("b",), graph_version=0)
+        store.replace_job(c, 1, parents_added=("b",), graph=GraphRead(0, {"b": 1}))
     assert store.get_job("default", "c").version == 1
     assert store.list_dependents("default", "b") == ["a"] and store.get_job("default", "b").dependents == 1
-    store.replace_job(c, 1, parents_added=("b",), graph_version=1)
+    # ... and so is one whose new parent is not at the version its check read (created again)
+    with pytest.raises(GraphChangedError):
+        store.replace_job(c, 1, parents_added=("b",), graph=GraphRead(1, {"b": 7}))
+    assert store.get_job("default", "c").version == 1 and store.dependency_graph("default") == 1
+    store.replace_job(c, 1, parents_added=("b",), graph=GraphRead(1, {"b": 1}))
     assert store.dependency_graph("default") == 2 and store.list_dependents("default", "b") == ["a", "c"]
-    # A write without a graph version (no new parent) leaves it, and each tenant's is its own
+    # A write without a graph (no new parent) leaves it, and each tenant's is its own
     store.replace_job(a.model_copy(update={"version": 3}), 2)
     assert store.dependency_graph("default") == 2 and store.dependency_graph("other") == 0
 

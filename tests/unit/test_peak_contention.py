@@ -137,3 +137,19 @@ def test_a_change_refused_by_the_quotas_keeps_its_409_when_its_rounds_write_keep
     fits, breaches = _PeakChange(Profile(minutes={0: 1}), None), _PeakChange(Profile(minutes={0: 5}), None)
     quota._write("t", [fits, breaches])
     assert isinstance(fits.error, TransactionConflictError) and isinstance(breaches.error, PeakQuotaError)
+
+
+def test_an_undo_puts_back_what_was_counted_whatever_the_limits_say_now() -> None:
+    # Review: a replace counted 9 -> 4 a minute, its write failed, and another job took the room
+    # (4 -> 9); the undo, checked against the limit of 10, was refused (14): the count stayed low
+    quota = PeakQuota(MemoryStore(), PeakLimits(per_minute=10))
+    old, new = Profile(minutes={0: 6}), Profile(minutes={0: 1})
+    quota.change("t", add=Profile(minutes={0: 3}))
+    quota.change("t", add=old)  # 9 of 10
+    quota.change("t", add=new, remove=old)  # the replace: 4
+    quota.change("t", add=Profile(minutes={0: 5}))  # another job: 9
+    quota.undo("t", add=new, remove=old)  # the replace's write failed: 14, over, but true
+    doc, _ = quota.store.get_peaks("t")
+    assert Profile.from_doc(doc) == Profile(minutes={0: 14})
+    with pytest.raises(PeakQuotaError):  # and the next change that adds is refused
+        quota.change("t", add=Profile(minutes={0: 1}))

@@ -9,7 +9,7 @@ silently overwrites.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -48,8 +48,19 @@ class VersionConflictError(ConflictError):
 
 
 class GraphChangedError(ConflictError):
-    """Another write gave a job of the tenant a new parent since the dependency graph was read
-    (a cycle check against it may be out of date: check again)."""
+    """Another write gave a job of the tenant a new parent since the dependency graph was read, or
+    a parent the write adds is not the job the check read (a cycle check may be out of date: check
+    again)."""
+
+
+@dataclass(frozen=True)
+class GraphRead:
+    """What a cycle check read (:meth:`JobRepository.replace_job`): the tenant's dependency graph
+    version (:meth:`DependencyRepository.dependency_graph`), and the version of each parent the
+    job gains (one deleted and created again at its id since has another, and may name the job)."""
+
+    version: int
+    parents: Mapping[str, int] = field(default_factory=dict)
 
 
 class TenantLimitError(StoreError):
@@ -363,12 +374,12 @@ class JobRepository(ABC):
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
         calendars: CalendarUses = NO_CALENDAR_USES,
-        graph_version: int | None = None,
+        graph: GraphRead | None = None,
     ) -> None:
         """Write ``job`` (already at its new version) if the stored version is ``expected_version``,
-        with its calendar uses in the same transaction. With ``graph_version`` (the tenant's
-        :meth:`~DependencyRepository.dependency_graph` as read before a cycle check), the graph
-        must still be there, and moves on by one in the same transaction.
+        with its calendar uses in the same transaction. With ``graph`` (as a cycle check read it),
+        the tenant's graph must still be at its version, and moves on by one, and each parent it
+        lists still at its version, in the same transaction.
 
         With ``previous_trigger_rate`` (the stored job's ``trigger_rate``), the tenant's total
         moves by ``job.trigger_rate - previous_trigger_rate`` in the same write, and may not
@@ -384,7 +395,7 @@ class JobRepository(ABC):
         CalendarNotFoundError
             A calendar in ``calendars.add`` does not exist.
         GraphChangedError
-            The tenant's dependency graph moved on from ``graph_version``.
+            The tenant's dependency graph, or a parent ``graph`` lists, moved on.
         """
 
     @abstractmethod

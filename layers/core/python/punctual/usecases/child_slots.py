@@ -63,8 +63,14 @@ class _OpenSlots:
         self.records: dict[tuple[str, str, str], Execution] = {}
         self.jobs: dict[tuple[str, str], Job] = {}
         self.read: set[str] = set()
+        self.known: dict[tuple[str, str], bool] = {}  # (job, slot): a diamond is walked once
 
     def of(self, job_id: str, slot: str, depth: int = 0) -> bool:
+        if (job_id, slot) not in self.known:
+            self.known[(job_id, slot)] = self._of(job_id, slot, depth)
+        return self.known[(job_id, slot)]
+
+    def _of(self, job_id: str, slot: str, depth: int) -> bool:
         if job_id not in self.read:
             self.records.update(
                 self.store.batch_get_executions([(self.tenant, job_id, s) for s in self.slots])
@@ -75,19 +81,22 @@ class _OpenSlots:
         if record is not None:
             return record.status in IN_FLIGHT or record.status is ExecutionStatus.SUCCEEDED
         old = self.jobs.get((self.tenant, job_id))
-        if old is None or old.state not in (JobState.ENABLED, JobState.PAUSED):
+        if old is None or old.state not in (JobState.ENABLED, JobState.PAUSED, JobState.COMPLETED):
             return False
         schedule = schedule_of(old)
         instant = slot_instant(slot)
         if schedule.kind == "after":  # a paused one records its parents' slots as not run
+            ends = old.state is JobState.COMPLETED and old.end_at is not None  # its earlier slots still run
             return (
                 depth < MAX_DEPTH
-                and old.state is JobState.ENABLED
+                and (old.state is JobState.ENABLED or ends)
                 and inside_window(old, instant)
                 and all(self.of(parent, slot, depth + 1) for parent in schedule.parents)
             )
         return (
-            schedule.kind in _CLOCK_KINDS and schedule.next_after(instant - timedelta(seconds=1)) == instant
+            old.state is not JobState.COMPLETED
+            and schedule.kind in _CLOCK_KINDS
+            and schedule.next_after(instant - timedelta(seconds=1)) == instant
         )
 
 

@@ -147,11 +147,18 @@ class JobAdmission:
                 raise InvalidJobError(f"{where} url refused: {exc.reason}", field=f"{where}.url") from None
 
     def check_dependencies(
-        self, tenant: str, job_id: str, spec: JobSpec, now: datetime, current: tuple[str, ...] | None = None
+        self,
+        tenant: str,
+        job_id: str,
+        spec: JobSpec,
+        now: datetime,
+        current: tuple[str, ...] | None = None,
+        read: dict[str, int] | None = None,
     ) -> tuple[str, ...]:
         """The parents of ``spec`` (a job that is ``after(...)`` them), checked: they exist, make no
         cycle, and share a slot; ``current``: the parents the job has now (a replace that keeps
-        them is not judged again: an unrelated edit is never refused)."""
+        them is not judged again: an unrelated edit is never refused). ``read`` gets the version
+        of each job the cycle check walked, as it read it."""
         parents = schedule_of(spec).parents
         if not parents:
             return ()
@@ -169,6 +176,8 @@ class JobAdmission:
 
         def lookup(other: str) -> tuple[str, ...] | None:
             found = self.store.get_job(tenant, other)
+            if found is not None and read is not None:
+                read[other] = found.version
             return schedule_of(found).parents if found else None
 
         cycle = find_cycle(job_id, parents, lookup)

@@ -115,14 +115,17 @@ class DynamoBase:
             raise
         return True
 
-    def _add_link(self, tenant: str, parent: str, child_id: str) -> list[dict[str, Any]]:
+    def _add_link(
+        self, tenant: str, parent: str, child_id: str, version: int | None = None
+    ) -> list[dict[str, Any]]:
         """The transaction items that record ``child_id`` as a dependent of ``parent``: the link
-        (only if it is not there) and the parent's count (only on a parent that exists)."""
+        (only if it is not there) and the parent's count (only on a parent that exists, and with
+        ``version``, only at that version: its old item comes back when that fails)."""
         key = dependency_schema.dependent_key(tenant, parent, child_id)
-        return [
-            {"Put": {"TableName": self.table, "Item": key, **schema.CREATE.fields()}},
-            self._dependent_count(tenant, parent, 1),
-        ]
+        count = self._dependent_count(tenant, parent, 1, version)
+        if version is not None:
+            count["Update"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        return [{"Put": {"TableName": self.table, "Item": key, **schema.CREATE.fields()}}, count]
 
     def _remove_link(self, tenant: str, parent: str, child_id: str) -> list[dict[str, Any]]:
         """The transaction items that remove ``child_id`` as a dependent of ``parent`` (only if
@@ -133,12 +136,14 @@ class DynamoBase:
             self._dependent_count(tenant, parent, -1),
         ]
 
-    def _dependent_count(self, tenant: str, parent: str, delta: int) -> dict[str, Any]:
+    def _dependent_count(
+        self, tenant: str, parent: str, delta: int, version: int | None = None
+    ) -> dict[str, Any]:
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": schema.job_key(tenant, parent),
-                **dependency_schema.count_dependent(delta).fields(),
+                **dependency_schema.count_dependent(delta, version).fields(),
             }
         }
 

@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 from punctual.store.base import (
     CalendarNotFoundError,
     CalendarUses,
+    GraphChangedError,
     ParentNotFoundError,
     TransactionTooLargeError,
 )
@@ -131,10 +132,14 @@ class DynamoCalendarUses(DynamoBase):
                         raise CalendarNotFoundError(name) from None
                 changed = self._settle_uses(failed, adds, drops)
                 pairs = rest[len(use_items) :]
+                details = exc.response.get("CancellationReasons", [])[len(items) + len(use_items) :]
                 for n, parent in enumerate(parents):
                     # A link to add whose parent's count failed: the parent is gone (deleted since
                     # the write read it). The job is not stored naming it: nothing would run it.
+                    # One there at another version than the cycle check read was created again.
                     if "Put" in pending[parent][0] and pairs[2 * n + 1 : 2 * n + 2] == [CHECK_FAILED]:
+                        if details[2 * n + 1].get("Item"):
+                            raise GraphChangedError(f"after() parent {parent!r} changed meanwhile") from None
                         raise ParentNotFoundError(parent) from None
                 settled = [p for n, p in enumerate(parents) if CHECK_FAILED in pairs[2 * n : 2 * n + 2]]
                 if changed or settled:  # nothing to do there: write without them

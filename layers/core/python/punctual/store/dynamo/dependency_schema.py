@@ -62,6 +62,15 @@ def claim_child() -> Expression:
     )
 
 
-def count_dependent(delta: int) -> Expression:
-    """Change the parent job's dependant count, on a job that still exists."""
-    return Expression(update="ADD dependents :d", condition="attribute_exists(pk)", values={":d": _n(delta)})
+def count_dependent(delta: int, version: int | None = None) -> Expression:
+    """Change the parent job's dependant count, on a job that still exists (at ``version``, when
+    given: the job a cycle check read, not one created again at its id since)."""
+    if version is None:
+        return Expression(
+            update="ADD dependents :d", condition="attribute_exists(pk)", values={":d": _n(delta)}
+        )
+    return Expression(
+        update="ADD dependents :d",
+        condition="attribute_exists(pk) AND version = :v",
+        values={":d": _n(delta), ":v": _n(version)},
+    )

@@ -18,6 +18,7 @@ from punctual.store.base import (
     NO_CALENDAR_USES,
     CalendarUses,
     GraphChangedError,
+    GraphRead,
     JobExistsError,
     JobKey,
     JobRepository,
@@ -255,7 +256,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
         calendars: CalendarUses = NO_CALENDAR_USES,
-        graph_version: int | None = None,
+        graph: GraphRead | None = None,
     ) -> None:
         delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
         if delta > 0 and max_trigger_rate is not None and delta > max_trigger_rate:
@@ -285,9 +286,9 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         ]
         if delta:
             items.append({"Update": self._meta_update(job.tenant, 0, None, delta, max_trigger_rate)})
-        graph = len(items) if graph_version is not None else None
-        if graph_version is not None:
-            advance = dependency_schema.advance_graph(graph_version)
+        at = len(items) if graph is not None else None
+        if graph is not None:
+            advance = dependency_schema.advance_graph(graph.version)
             items.append(
                 {
                     "Update": {
@@ -298,9 +299,13 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
                 }
             )
         items.extend({"Put": {"TableName": self.table, "Item": self._timer_item(t)}} for t in timers)
+        versions = graph.parents if graph is not None else {}
         links = {
             **{parent: self._remove_link(job.tenant, parent, job.id) for parent in parents_removed},
-            **{parent: self._add_link(job.tenant, parent, job.id) for parent in parents_added},
+            **{
+                parent: self._add_link(job.tenant, parent, job.id, versions.get(parent))
+                for parent in parents_added
+            },
         }
         try:
             self._versioned_transaction(items, job.tenant, job.id, expected_version, calendars, links)
@@ -308,11 +313,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
             reasons = exc.response.get("CancellationReasons", [])
             if delta and len(reasons) > 2 and reasons[2].get("Code") == "ConditionalCheckFailed":
                 raise self._quota_error(reasons[2].get("Item") or {}, None, delta, max_trigger_rate) from None
-            if (
-                graph is not None
-                and len(reasons) > graph
-                and reasons[graph].get("Code") == "ConditionalCheckFailed"
-            ):
+            if at is not None and len(reasons) > at and reasons[at].get("Code") == "ConditionalCheckFailed":
                 raise GraphChangedError(
                     f"tenant {job.tenant!r}: the job dependencies changed meanwhile"
                 ) from None

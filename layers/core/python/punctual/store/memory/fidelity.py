@@ -137,7 +137,7 @@ def _replace_job(a: Args) -> list[ItemKey]:
     if previous is not None and job.trigger_rate != previous:
         keys.append(counter_item(job.tenant))
     keys += [timer_item(t) for t in a.get("timers", ())]
-    if a.get("graph_version") is not None:
+    if a.get("graph") is not None:
         keys.append(("graph", job.tenant))  # the tenant's dependency graph version
     changed = [*a.get("parents_added", ()), *a.get("parents_removed", ())]
     return keys + _links(job.tenant, job.id, changed) + _uses(job.tenant, a)

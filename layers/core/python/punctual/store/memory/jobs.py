@@ -11,6 +11,7 @@ from punctual.store.base import (
     CalendarNotFoundError,
     CalendarUses,
     GraphChangedError,
+    GraphRead,
     JobExistsError,
     JobKey,
     JobRepository,
@@ -125,7 +126,7 @@ class MemoryJobs(MemoryBase, JobRepository):
         parents_added: Sequence[str] = (),
         parents_removed: Sequence[str] = (),
         calendars: CalendarUses = NO_CALENDAR_USES,
-        graph_version: int | None = None,
+        graph: GraphRead | None = None,
     ) -> None:
         check_job_size(job)
         with self._lock:
@@ -136,8 +137,8 @@ class MemoryJobs(MemoryBase, JobRepository):
                     current.version if current else None,
                 )
             self._check_parents(job.tenant, parents_added)
-            if graph_version is not None and self._graphs.get(job.tenant, 0) != graph_version:
-                raise GraphChangedError(f"tenant {job.tenant!r}: the job dependencies changed meanwhile")
+            if graph is not None:
+                self._check_graph(job.tenant, graph)
             delta = 0 if previous_trigger_rate is None else job.trigger_rate - previous_trigger_rate
             if previous_trigger_rate is not None:
                 self._add_rate(job.tenant, delta, max_trigger_rate)
@@ -154,8 +155,17 @@ class MemoryJobs(MemoryBase, JobRepository):
                 self._put_timer(timer)
             self._link(job.tenant, job.id, parents_removed, present=False)
             self._link(job.tenant, job.id, parents_added, present=True)
-            if graph_version is not None:
-                self._graphs[job.tenant] = graph_version + 1
+            if graph is not None:
+                self._graphs[job.tenant] = graph.version + 1
+
+    def _check_graph(self, tenant: str, graph: GraphRead) -> None:
+        """The tenant's graph and the parents a write gains, still as its cycle check read them."""
+        if self._graphs.get(tenant, 0) != graph.version:
+            raise GraphChangedError(f"tenant {tenant!r}: the job dependencies changed meanwhile")
+        for parent, version in graph.parents.items():
+            found = self._jobs.get((tenant, parent))
+            if found is not None and found.version != version:
+                raise GraphChangedError(f"after() parent {parent!r} changed meanwhile")
 
     def delete_job(
         self,
