@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 from punctual.models import CatchupKind, Execution, Job, JobState
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
-from punctual.timing.slots import dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
-from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant, slot_key
+from punctual.timing.slots import fire_timer, first_slot, next_slot, schedule_of
+from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant
 
 NEWEST_PAGE, NEWEST_PAGES = 50, 3  # how far back the newest scheduled run is looked for
 
@@ -39,8 +39,16 @@ def next_delay_slot(job: Job, slot: str, finished: datetime) -> datetime | None:
 
 def chains_from(job: Job, ended: Execution) -> bool:
     """Whether the end of ``ended`` writes ``job``'s next timer: a run of its chain's version,
-    or the run a change left its chain to."""
-    return job.version == ended.job_version or job.delay_after == ended.slot
+    or the run a change left its chain to. A slot due by the job's last change is the chain that
+    change ended, though it runs under the new spec (it came due before the change, and no worker
+    had started it: :func:`punctual.execution.claim.owed_to_current`): the change started its own
+    chain, so that run's end writes none (QA: a replace a second after a release made two chains,
+    two runs a period from then on)."""
+    if job.delay_after == ended.slot:
+        return True
+    if job.version != ended.job_version:
+        return False
+    return not job.restarts or slot_instant(ended.slot) > job.restarts[-1].at
 
 
 def newest_scheduled(store: JobStore, job: Job) -> Execution | None:
@@ -87,32 +95,10 @@ def defer_to_run(
     if not delays or job.state is not JobState.ENABLED:
         return job.model_copy(update={"delay_after": None}), list(timers)
     newest = newest_scheduled(store, job)
-    if newest is not None and newest.status in IN_FLIGHT:
-        after: str | None = newest.slot
-    elif before.delay_after is not None and not _ended(store, before, before.delay_after):
-        after = before.delay_after  # an earlier change's, whose slot has not started yet
-    else:
-        after = released_head(before, newest, job.updated_at)
-    if after is None:
+    if newest is None or newest.status not in IN_FLIGHT:
         return job.model_copy(update={"delay_after": None}), list(timers)
     kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]
-    return job.model_copy(update={"delay_after": after}), kept
-
-
-def _ended(store: JobStore, job: Job, slot: str) -> bool:
-    record = store.get_execution(job.tenant, job.id, slot)
-    return record is not None and record.status not in IN_FLIGHT
-
-
-def released_head(before: Job, newest: Execution | None, now: datetime) -> str | None:
-    """The slot an enabled delay job's chain waits on when it was due by ``now`` (a change): a
-    poller released it (or is about to), and no worker has recorded it yet. QA: a replace a second
-    after a release started a chain beside that slot's, whose run (owed to the new spec) chained
-    too: two runs a period from then on. A resume's chain starts from its pause instead."""
-    if before.state is not JobState.ENABLED:
-        return None
-    due = [slot for slot, _ in delay_heads(before, newest) if dispatch_instant(before, slot) <= now]
-    return slot_key(due[0]) if due else None
+    return job.model_copy(update={"delay_after": newest.slot}), kept
 
 
 def settle(store: JobStore, layout: TimerLayout, job: Job, now: datetime) -> None:

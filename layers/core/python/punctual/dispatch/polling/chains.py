@@ -59,8 +59,6 @@ def verdict(timer: Timer, job: Job | None) -> Verdict:
     if job.state is JobState.ENABLED and timer.job_version == job.version:
         return Verdict.RELEASE
     if schedule_of(job).kind == "delay":
-        if job.state is JobState.ENABLED and job.delay_after == timer.slot:
-            return Verdict.RELEASE  # due by a change that left the chain to it (no poller had met it)
         return Verdict.STALE  # delay(...) chains from finish times: its resume starts afresh
     if job.state is JobState.ENABLED and (cut := _replaced(timer, job)) is not Verdict.STALE:
         return cut  # a chain a restart cut (a resumed chain a rotation restarted at once included)
