@@ -99,7 +99,7 @@ def test_a_run_that_ends_while_the_change_is_written_gets_its_next_timer_from_th
     # The change reads the run in flight; the run ends before the change's write lands, and its
     # end chains for the version it read, which the change then makes stale...
     changed = current.model_copy(update={"version": current.version + 1})
-    job, timers = defer_to_run(store, changed, [], before=current)
+    job, timers = defer_to_run(store, changed, [], before=current, layout=LAYOUT)
     assert job.delay_after == "2026-11-30T10:00:00Z" and timers == []
     world.worker.finish(claim, TargetResult.ok())
     # ... so the read after the write finds the run ended and writes its next timer for the job

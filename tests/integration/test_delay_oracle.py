@@ -4,8 +4,9 @@ keep one chain: no slot twice, no overlap (but a slot a change cut, as the docs 
 N after the previous one's end, never a stop. :func:`delay_oracle.gen` makes a case of any seed
 and :func:`delay_oracle.check` runs it.
 
-Below, the smallest cases of what it found: chains that stopped for good (fixed by c36d3d0) and,
-kept as a strict ``xfail``, a rotation that starts a run less than N after the previous one.
+Below, the smallest cases of what it found: chains that stopped for good (fixed by c36d3d0) and a
+rotation that started a run less than N after the previous one (a change now restarts the chain
+N after itself, the job's anchor moved there).
 """
 
 from __future__ import annotations
@@ -13,25 +14,12 @@ from __future__ import annotations
 import pytest
 from delay_oracle import Case, Op, check, gen
 
-# A replace with another N while a run is in flight keeps the run's chain (its end writes the
-# next timer), but the job's anchor moves to the replace; a rotation (a payload or identical
-# replace, a pause and resume alike) after that run ended starts the chain at anchor + N
-# (DelaySchedule.next_after with the anchor), less than N after the end.
-ROTATED_AFTER_A_DEFERRED_RUN = (
-    "a change after a run that a replace with another N deferred to starts the chain at the "
-    "replace's anchor + N, less than N after that run's end"
-)
-
-KNOWN = {3205: ROTATED_AFTER_A_DEFERRED_RUN}  # an identical replace (4,000 seeds run: the only one)
+# Seed 3205: an identical replace after a run that a replace with another N had deferred to
+# started the next run at that replace's anchor + N, less than N after the run's end
+SEEDS = [*range(30), 3205]
 
 
-def _seed(seed: int) -> object:
-    if seed in KNOWN:
-        return pytest.param(seed, marks=pytest.mark.xfail(strict=True, reason=KNOWN[seed]))
-    return seed
-
-
-@pytest.mark.parametrize("seed", [_seed(seed) for seed in [*range(30), *KNOWN]])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_one_delay_chain_through_changes_outages_and_workers_behind(seed: int) -> None:
     case = gen(seed)
     failures, _ = check(case)
@@ -84,10 +72,10 @@ def test_what_the_oracle_found(name: str) -> None:
     assert failures == [], case.describe()
 
 
-@pytest.mark.xfail(strict=True, reason=ROTATED_AFTER_A_DEFERRED_RUN)
 def test_a_rotation_after_a_run_a_replace_with_another_n_deferred_to() -> None:
     # 10:01:30 runs 120.0..148.7 s; 130.3 s delay(1 minute), deferred to it (anchor 131 s);
-    # 152.3 s a rotation: the next run starts at 191 s, 42.3 s after the end
+    # 152.3 s a rotation: the next run started at 191 s (anchor + N), 42.3 s after the end; now at
+    # 213 s, N after the rotation
     ops = [Op(130.3, "replace-delay", "delay(1 minute)"), Op(152.3, "rotate")]
     case = Case(0, "delay(2 minutes)", ops, [], [], 1.0, "mixed")
     failures, _ = check(case)

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from punctual.models import CatchupKind, Execution, Job, JobState
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
-from punctual.timing.slots import fire_timer, first_slot, next_slot, schedule_of
+from punctual.timing.slots import ceil_second, fire_timer, first_slot, next_slot, schedule_of
 from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant
 
 NEWEST_PAGE, NEWEST_PAGES = 50, 3  # how far back the newest scheduled run is looked for
@@ -86,19 +86,31 @@ def delay_heads(job: Job, newest: Execution | None) -> list[tuple[datetime, date
 
 
 def defer_to_run(
-    store: JobStore, job: Job, timers: Sequence[Timer], *, before: Job
+    store: JobStore, job: Job, timers: Sequence[Timer], *, before: Job, layout: TimerLayout
 ) -> tuple[Job, list[Timer]]:
     """``job`` (a change's result) and its timers, with the chain's first timer left to the end of
     the job's run in flight, if any (see the module docstring). Only a delay job's run (``before``
-    is the job as the change found it) ends by chaining: a cron job made delay() starts at once."""
+    is the job as the change found it) ends by chaining: a cron job made delay() starts at once.
+
+    With no run in flight, the chain the change starts begins N after the change (the job's
+    ``anchor`` moves there, unless it is later: a ``start_at`` to come), so never less than N
+    after a run that ended before it (delay oracle: a rotation 10 s after a run ended started the
+    next one from an earlier replace's anchor, 40 s after that end with N a minute)."""
     delays = schedule_of(job).kind == "delay" and schedule_of(before).kind == "delay"
     if not delays or job.state is not JobState.ENABLED:
         return job.model_copy(update={"delay_after": None}), list(timers)
     newest = newest_scheduled(store, job)
-    if newest is None or newest.status not in IN_FLIGHT:
-        return job.model_copy(update={"delay_after": None}), list(timers)
+    if newest is not None and newest.status in IN_FLIGHT:
+        kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]
+        return job.model_copy(update={"delay_after": newest.slot}), kept
+    job = job.model_copy(update={"delay_after": None})
+    restart = ceil_second(job.updated_at)
+    if job.anchor >= restart or not any(t.kind is TimerKind.FIRE for t in timers):
+        return job, list(timers)
+    job = job.model_copy(update={"anchor": restart})
+    start = first_slot(job, job.updated_at)
     kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]
-    return job.model_copy(update={"delay_after": newest.slot}), kept
+    return job, kept + ([fire_timer(layout, job, start, job.updated_at)] if start is not None else [])
 
 
 def settle(store: JobStore, layout: TimerLayout, job: Job, now: datetime) -> None:

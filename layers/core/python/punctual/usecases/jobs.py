@@ -495,7 +495,7 @@ class JobService:
         _check_fires(current, job, timer, now)
         self.admission.check_children(job, found if isinstance(found, Job) else None, now)
         job, timers = defer_to_run(
-            self.store, job, [timer] if timer else [], before=current
+            self.store, job, [timer] if timer else [], before=current, layout=self.layout
         )  # delay(): a run in flight
         if current.owed_from and job.restarts[-1].timing is not None:
             # A pause's owed slot on a timing the replace moved: back to its chain (its version and
@@ -561,7 +561,10 @@ class JobService:
             if current.state is JobState.COMPLETED:
                 raise JobConflictError(f"job {job_id!r} is completed; replace it to schedule it again")
             job, timers = defer_to_run(
-                self.store, *resumed(current, self.clock.now(), self.layout), before=current
+                self.store,
+                *resumed(current, self.clock.now(), self.layout),
+                before=current,
+                layout=self.layout,
             )
             try:
                 self._write(job, current.version, timers)
@@ -619,7 +622,7 @@ class JobService:
             plain, stored = self.secrets.new_secret(tenant, job_id)
             update = {"signing_secret_enc": stored, "signing_secret_prev_enc": current.signing_secret_enc}
         job, timers = defer_to_run(
-            self.store, *_next_version(current, update, now, self.layout), before=current
+            self.store, *_next_version(current, update, now, self.layout), before=current, layout=self.layout
         )
         self._write(job, current.version, timers)
         settle(self.store, self.layout, job, now)
