@@ -13,6 +13,7 @@ import pytest
 from execution_harness import LAYOUT, LONG, SHORT, Delivery, Rig
 from factories import spec
 from punctual.auditing import AuditConfig, ChainAuditor, Repairer
+from punctual.auditing.liveness import delay_heads
 from punctual.delivery.targets.base import TargetResult
 from punctual.execution.ports import Claim
 from punctual.models import ExecutionStatus
@@ -20,7 +21,7 @@ from punctual.runtime.clock import ManualClock
 from punctual.runtime.observability import RecordingMetrics
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import Lane, minute_of, slot_instant
-from punctual.usecases.delay_chains import defer_to_run, delay_heads, settle
+from punctual.usecases.delay_chains import defer_to_run, settle
 from punctual.usecases.jobs import JobService, QueueRouting
 
 TENANT = "default"

@@ -53,7 +53,7 @@ from punctual.timing.timers import (
     to_ms,
 )
 from punctual.usecases.backfills import Backfill
-from punctual.usecases.delay_chains import chains_from, delay_heads, newest_scheduled
+from punctual.usecases.delay_chains import chains_from, newest_scheduled
 from punctual.usecases.shared_slots import no_shared_slot
 
 log = logging.getLogger("punctual.auditing")
@@ -265,7 +265,7 @@ class ChainAuditor:
                 else:
                     report.live += 1
                 return
-            heads = delay_heads(job, newest)
+            heads = live.delay_heads(job, newest)
             if not heads:
                 report.live += 1  # past end_at: nothing is owed
                 return
@@ -369,7 +369,7 @@ class ChainAuditor:
                 return
             self._repair(report, job, lambda: self.repairer.follow_up(job, follow, now), follow.reason)
             return
-        heads = delay_heads(job, newest)
+        heads = live.delay_heads(job, newest)
         if not heads:
             report.confirmed_live += 1
             return

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from punctual.models import Execution, ExecutionStatus, Job, Overlap
+from punctual.models import CatchupKind, Execution, ExecutionStatus, Job, Overlap
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import Turn
-from punctual.timing.slots import dispatch_instant, fire_timer, next_slot, schedule_of
+from punctual.timing.slots import dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
 from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, TimerLayout, slot_instant
 from punctual.usecases.backfills import Backfill, BackfillState
+from punctual.usecases.delay_chains import chains_from, next_delay_slot
 
 # With jitter, a slot's release can come after a later slot's: the head is the first slot in
 # slot order released after the instant, found by stepping; a job that needs more steps than this
@@ -130,6 +131,28 @@ def in_motion(timers: list[Timer], job: Job, since: datetime) -> bool:
 def scheduled(record: Execution) -> bool:
     """A record of a scheduled slot (a run-now slot, ``~m...``, is no link of any chain)."""
     return "~" not in record.slot
+
+
+def delay_heads(job: Job, newest: Execution | None) -> list[tuple[datetime, datetime]]:
+    """The slot a ``delay(...)`` chain waits on, with when its timer was written: after its
+    newest run of this version (or the run a change left the chain to) ended, as the worker chains
+    it, else the first slot of its last change (registration or replace; a resume may start from
+    its pause instead)."""
+    if newest is not None and chains_from(job, newest) and newest.status.terminal:
+        finished = newest.finished_at or newest.scheduled_at
+        slot = next_delay_slot(job, newest.slot, finished)
+        return [] if slot is None else [(slot, finished)]
+    armed = job.updated_at
+    heads: list[tuple[datetime, datetime]] = []
+    first = first_slot(job, armed)
+    if first is not None:
+        heads.append((first, armed))
+    if job.paused_at is not None and job.catchup.policy is not CatchupKind.NONE:
+        after = max(job.paused_at, armed - timedelta(seconds=job.catchup.window_seconds))
+        resumed = next_slot(job, after)
+        if resumed is not None and resumed != first:
+            heads.append((resumed, armed))
+    return heads
 
 
 def delay_placements(layout: TimerLayout, job: Job, heads: list[tuple[datetime, datetime]]) -> list[Timer]:

@@ -16,12 +16,12 @@ so both writers write the one timer; the claim keeps its slot to one run anyway)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from punctual.models import CatchupKind, Execution, Job, JobState
+from punctual.models import Execution, Job, JobState
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
-from punctual.timing.slots import ceil_second, fire_timer, first_slot, next_slot, schedule_of
+from punctual.timing.slots import ceil_second, fire_timer, first_slot, schedule_of
 from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant
 
 NEWEST_PAGE, NEWEST_PAGES = 50, 3  # how far back the newest scheduled run is looked for
@@ -63,28 +63,6 @@ def newest_scheduled(store: JobStore, job: Job) -> Execution | None:
     return None
 
 
-def delay_heads(job: Job, newest: Execution | None) -> list[tuple[datetime, datetime]]:
-    """The slot a ``delay(...)`` chain waits on, with when its timer was written: after its
-    newest run of this version (or the run a change left the chain to) ended, as the worker chains
-    it, else the first slot of its last change (registration or replace; a resume may start from
-    its pause instead)."""
-    if newest is not None and chains_from(job, newest) and newest.status.terminal:
-        finished = newest.finished_at or newest.scheduled_at
-        slot = next_delay_slot(job, newest.slot, finished)
-        return [] if slot is None else [(slot, finished)]
-    armed = job.updated_at
-    heads: list[tuple[datetime, datetime]] = []
-    first = first_slot(job, armed)
-    if first is not None:
-        heads.append((first, armed))
-    if job.paused_at is not None and job.catchup.policy is not CatchupKind.NONE:
-        after = max(job.paused_at, armed - timedelta(seconds=job.catchup.window_seconds))
-        resumed = next_slot(job, after)
-        if resumed is not None and resumed != first:
-            heads.append((resumed, armed))
-    return heads
-
-
 def defer_to_run(
     store: JobStore, job: Job, timers: Sequence[Timer], *, before: Job, layout: TimerLayout
 ) -> tuple[Job, list[Timer]]:
@@ -99,17 +77,16 @@ def defer_to_run(
     delays = schedule_of(job).kind == "delay" and schedule_of(before).kind == "delay"
     if not delays or job.state is not JobState.ENABLED:
         return job.model_copy(update={"delay_after": None}), list(timers)
+    kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]
     newest = newest_scheduled(store, job)
     if newest is not None and newest.status in IN_FLIGHT:
-        kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]
         return job.model_copy(update={"delay_after": newest.slot}), kept
     job = job.model_copy(update={"delay_after": None})
     restart = ceil_second(job.updated_at)
-    if job.anchor >= restart or not any(t.kind is TimerKind.FIRE for t in timers):
+    if job.anchor >= restart or len(kept) == len(timers):  # no chain starts here, or not before it
         return job, list(timers)
     job = job.model_copy(update={"anchor": restart})
     start = first_slot(job, job.updated_at)
-    kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]
     return job, kept + ([fire_timer(layout, job, start, job.updated_at)] if start is not None else [])
 
 

@@ -286,8 +286,9 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         ]
         if delta:
             items.append({"Update": self._meta_update(job.tenant, 0, None, delta, max_trigger_rate)})
-        at = len(items) if graph is not None else None
+        at = None  # the graph item's place, for its cancellation reason
         if graph is not None:
+            at = len(items)
             advance = dependency_schema.advance_graph(graph.version)
             items.append(
                 {
