@@ -225,6 +225,10 @@ class Job(Construct):
     signing_secret
         A webhook job's (http target or alert): the Secrets Manager secret the provider stores its
         signing secret in (default: one made for this job).
+    enabled
+        False declares the job paused (property ``Enabled: false``): created paused, nothing
+        fires; turning it to True in an update resumes it, back to False pauses it (EventBridge
+        Scheduler's ``State``).
     **spec
         Any other field of the job spec (``payload``, ``retry``, ``overlap``, ``catchup``,
         ``timezone``, ``timeout_seconds``, ``start_at`` (a datetime), ...), as values or the core's
@@ -251,9 +255,13 @@ class Job(Construct):
         dead_letter: sqs.IQueue | dict[str, Any] | None = None,
         events_bus: events.IEventBus | dict[str, Any] | None = None,
         signing_secret: secretsmanager.ISecret | None = None,
+        enabled: bool = True,
         **spec: Any,
     ) -> None:
         super().__init__(scope, construct_id)
+        if not isinstance(enabled, bool):
+            raise JobSpecError(f"Job {self.node.path}: enabled: True or False, not {type(enabled).__name__}")
+        self.enabled = enabled
         try:
             self._declare(
                 construct_id,
@@ -322,6 +330,8 @@ class Job(Construct):
             sends.grant(self.role)
         self.signing_secret: secretsmanager.ISecret | None = None
         properties: dict[str, Any] = {"ApiUrl": ref.api_url}
+        if not self.enabled:  # left out when enabled: an enabled job's template is as it was
+            properties["Enabled"] = "false"
         if any(each.is_webhook for each in targets):
             self.signing_secret = signing_secret or self._new_secret()
             properties["SigningSecretArn"] = self._let_provider_write(self.signing_secret)
@@ -461,8 +471,7 @@ def refuse_undeployable(spec: dict[str, Any], where: str) -> None:
 
     if "state" in spec:
         raise JobSpecError(
-            f"Job {where}: state: output only (the API ignores it and creates the job ENABLED);"
-            " a declared job cannot be declared paused"
+            f"Job {where}: state: not a spec field here; declare a paused job with enabled=False"
         )
     for field in spec:
         if field in OUTPUT_ONLY_FIELDS:

@@ -232,8 +232,9 @@ def test_the_provider_reads_exactly_the_properties_each_job_gives(
         api,
         secrets=secrets,
     )
-    # Then it read every property but the ServiceToken, and nothing else
-    assert read == set(given) - {"ServiceToken"}
+    # Then it read every property but the ServiceToken, and nothing else (but the optional Enabled,
+    # true when left out)
+    assert read - {"Enabled"} == set(given) - {"ServiceToken", "Enabled"}
     # ...and put the declared spec, as declared, at the id it answered
     job_id = created["PhysicalResourceId"]
     puts = [(path, body) for method, path, body in api.calls if method == "PUT"]

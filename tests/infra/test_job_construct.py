@@ -237,7 +237,8 @@ def test_a_datetime_is_an_instant_and_a_dict_is_a_raw_target() -> None:
         ),
         ({"alerts": [Alert(HttpTarget(HOOK), on=["exploded"])]}, r"alerts\[0\]\.on\[0\]: Input should be"),
         ({"retries": {"max_attempts": 3}}, r"retries: Extra inputs are not permitted"),
-        ({"state": "PAUSED"}, r"state: output only"),
+        ({"state": "PAUSED"}, r"state: not a spec field here; declare a paused job with enabled=False"),
+        ({"enabled": "false"}, r"enabled: True or False, not str"),
         ({"version": 3}, r"version: output only"),
         ({"exclude_calendars": ["holidays"]}, r"exclude_calendars: a declared job's tenant"),
         (
@@ -282,3 +283,13 @@ def test_a_job_in_another_stack_than_its_scheduler_is_cdk_nag_clean(tmp_path: Pa
     )
     # Then the jobs' stack has no finding left
     assert _nag_findings(app, tmp_path) == []
+
+
+def test_a_job_declared_disabled_sends_enabled_false_and_an_enabled_one_sends_nothing() -> None:
+    stack = _stack()
+    on = Job(stack, "On", scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK))
+    off = Job(stack, "Off", scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK), enabled=False)
+    resources = Template.from_stack(stack).find_resources("Custom::PunctualJob")
+    assert "Enabled" not in resources[_logical(stack, on.resource)]["Properties"]  # templates as they were
+    assert resources[_logical(stack, off.resource)]["Properties"]["Enabled"] == "false"
+    assert "state" not in _spec(stack, off)  # the provider asks for the paused create

@@ -117,10 +117,12 @@ def test_a_job_failing_unexpectedly_fails_alone_and_the_others_results_reach_the
 
     register = JobService.register
 
-    def failing(self: JobService, tenant: str, spec: object, job_id: str | None = None) -> object:
+    def failing(
+        self: JobService, tenant: str, spec: object, job_id: str | None = None, paused: bool = False
+    ) -> object:
         if job_id == "boom":
             raise RuntimeError("a bug")
-        return register(self, tenant, spec, job_id)  # type: ignore[arg-type]
+        return register(self, tenant, spec, job_id, paused)  # type: ignore[arg-type]
 
     monkeypatch.setattr(JobService, "register", failing)
     batch = _batch(2)

@@ -230,10 +230,12 @@ def test_output_only_fields_are_read_only_in_the_document() -> None:
 
     schemas = openapi_document()["components"]["schemas"]
     request = schemas["JobInput"]["properties"]
-    for name in ("id", "state", "version", "created_at", "next_fire_at", "signing_secret"):
+    for name in ("id", "version", "created_at", "next_fire_at", "signing_secret"):
         assert request[name]["readOnly"] is True, name
         assert schemas["JobOut"]["properties"].get(name, {"readOnly": True})["readOnly"] is True
     assert "readOnly" not in request["schedule"]
+    # state is an input of a create (PAUSED: created paused), ignored by a replace
+    assert "readOnly" not in request["state"] and "On a create, PAUSED" in request["state"]["description"]
 
 
 # --------------------------------------------------------------------------- finding 7

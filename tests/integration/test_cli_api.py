@@ -107,6 +107,14 @@ def test_create_from_a_file(
     assert json.loads(out)["schedule"] == "*/15 * * * *" and json.loads(out)["name"] == "from file"
 
 
+def test_create_paused_then_resume(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    job = create(capsys, "--paused")
+    assert job["state"] == "PAUSED" and job["next_fire_at"] is None
+    code, out, err = run(capsys, "jobs", "resume", job["id"], "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["state"] == "ENABLED" and json.loads(out)["next_fire_at"]
+
+
 def test_list_get_update_pause_resume_delete(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
     job = create(capsys)
 

@@ -17,6 +17,13 @@ Idempotency
     * Delete removes the job; a job already gone (or a create that failed) is a success, so a
       rollback or a repeated delete never fails the stack.
 
+Enabled
+    ``Enabled: false`` declares the job paused: the create stores it paused in its own write
+    (``state: PAUSED``), so nothing fires before a pause could land. An update that turns it
+    false pauses the job before replacing its spec (the new spec never fires); one that turns it
+    true resumes it after. An update that leaves it as it was changes no state (a job an
+    operator paused through the API stays paused).
+
 Only the standard library and botocore (which the Lambda runtime has): no layer, no packaging.
 """
 
@@ -225,7 +232,8 @@ def _create(
     """Create the job at ``job_id`` and answer its outputs. A failure once the job exists leaves
     none behind: a job this request made is deleted before the failure is answered, and a Create's
     failure names the job (its rollback's Delete deletes it whatever happened here)."""
-    status, body = api.request("PUT", f"/v1/jobs/{job_id}", spec, {"If-None-Match": "*"})
+    created = spec if enabled(props) else {**spec, "state": "PAUSED"}
+    status, body = api.request("PUT", f"/v1/jobs/{job_id}", created, {"If-None-Match": "*"})
     if status not in (201, 412):  # 412: this request made it already (a repeated delivery)
         raise _problem(status, body, "creating the job")
     try:
@@ -315,15 +323,39 @@ def on_event(
     if not same_api(str(old.get("ApiUrl") or ""), api_url) or not _OURS.match(physical):
         # a replacement: the old one is deleted later
         return _create(api, store, job_id_for(event), props, spec, replacing=True)
+    was, now = enabled(old), enabled(props)
+    if was and not now and not _set_state(api, physical, "pause"):
+        return _create(api, store, job_id_for(event), props, spec, replacing=True)
     status, body = api.request("PUT", f"/v1/jobs/{physical}", spec)
     if status == 404:  # deleted outside CloudFormation: declared again, as a replacement
         return _create(api, store, job_id_for(event), props, spec, replacing=True)
     if status != 200:
         raise _problem(status, body, f"updating job {physical}")
+    if now and not was:
+        _set_state(api, physical, "resume")
     secret_arn = props.get("SigningSecretArn") if signs_webhooks(spec) else None
     if secret_arn and not _kept(old, secret_arn):
         _keep_secret(api, store, physical, secret_arn, None)
     return _outputs(api, physical, body)
+
+
+def enabled(props: dict[str, Any]) -> bool:
+    """The ``Enabled`` property (default true): CloudFormation passes a boolean as text."""
+    value = props.get("Enabled", True)
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ProviderError(f"Enabled: true or false, not {fit(repr(value), 60)}")
+    return text == "true"
+
+
+def _set_state(api: Api, job_id: str, action: str) -> bool:
+    """Pause or resume the job; False when it is gone (404)."""
+    status, body = api.request("POST", f"/v1/jobs/{job_id}/{action}")
+    if status == 404:
+        return False
+    if status != 200:
+        raise _problem(status, body, f"{'pausing' if action == 'pause' else 'resuming'} job {job_id}")
+    return True
 
 
 def _kept(old: dict[str, Any], secret_arn: str) -> bool:

@@ -278,6 +278,8 @@ def _cmd_jobs_create(args: argparse.Namespace, out: TextIO) -> int:
     spec = _spec_from_args(args)
     if "schedule" not in spec or "target" not in spec:
         raise CliInputError("a job needs a schedule and a target: --file, or --schedule with --http-url/...")
+    if args.paused:
+        spec["state"] = "PAUSED"  # stored paused in the create's write: nothing fires until resumed
     client = api_client(args)
     job = client.create_job(spec, args.idempotency_key)
     _warn_duplicate_name(client, job)
@@ -433,6 +435,7 @@ def add_jobs(verbs: Any) -> None:
     create = sub.add_parser("create", parents=[common], help="register a job (from --file or flags)")
     _spec_flags(create)
     create.add_argument("--idempotency-key", metavar="KEY", help="makes a retried create return the same job")
+    create.add_argument("--paused", action="store_true", help="create it paused (nothing fires till resumed)")
     create.set_defaults(handler=guarded(_cmd_jobs_create))
 
     listing = sub.add_parser("list", parents=[common], help="list jobs")

@@ -174,7 +174,10 @@ batch.register(app, _ok, _tenant)  # POST /v1/job-batches (punctual.api.batch)
 @app.post(
     "/v1/jobs",
     summary="Register a job",
-    description="Returns 201 with the job; an HTTP target's signing secret is in this reply only.",
+    description=(
+        "Returns 201 with the job; an HTTP target's signing secret is in this reply only. With "
+        "state PAUSED in the body the job is stored paused (nothing fires until it is resumed)."
+    ),
     responses=_ok(201, "The job was registered", JobCreated, 400, 401, 409, 413, 415, 422),
     tags=["jobs"],
     operation_id="createJob",
@@ -184,7 +187,9 @@ def create_job(body: JobInput, idempotency_key: IdempotencyKey = None) -> Respon
     svc = services()
     spec = body.spec()
     svc.check_spec(spec)
-    job, secret = idempotent.create_job(svc, tenant, spec, idempotency_key, app.lambda_context)
+    job, secret = idempotent.create_job(
+        svc, tenant, spec, idempotency_key, app.lambda_context, paused=body.paused
+    )
     created = JobCreated.made(job, secret)
     return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
 
@@ -264,7 +269,7 @@ def replace_job(
             raise problems.invalid(
                 "path.job_id", "job id must be 1-64 characters of letters, digits, '-' and '_'"
             )
-        job, secret = create_at(svc, tenant, job_id_of(job_id), spec, if_none_match)
+        job, secret = create_at(svc, tenant, job_id_of(job_id), spec, if_none_match, paused=body.paused)
         created = JobCreated.made(job, secret)
         return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
     expected = job_version(svc, tenant, job_id_of(job_id), if_match)

@@ -138,9 +138,10 @@ def create_batch(services: Services, tenant: str, batch: BatchInput) -> BatchOut
 
 def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchResult:
     try:
-        spec = JobInput.model_validate(item.job).spec()
+        given = JobInput.model_validate(item.job)
+        spec = given.spec()
         services.check_spec(spec)
-        job, secret = services.jobs.register(tenant, spec, item.id)
+        job, secret = services.jobs.register(tenant, spec, item.id, paused=given.paused)
     except ValidationError as exc:
         prefix = f"jobs[{index}].job."
         pairs = problems.field_errors(exc.errors())

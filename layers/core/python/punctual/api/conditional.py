@@ -104,9 +104,10 @@ def calendar_version(services: Services, tenant: str, name: str, if_match: str |
 
 
 def create_at(
-    services: Services, tenant: str, job_id: str, spec: JobSpec, if_none_match: str
+    services: Services, tenant: str, job_id: str, spec: JobSpec, if_none_match: str, paused: bool = False
 ) -> tuple[Job, str | None]:
-    """Register ``spec`` as ``job_id``; return the job and its signing secret (shown once).
+    """Register ``spec`` as ``job_id`` (``paused``: stored paused); return the job and its signing
+    secret (shown once).
 
     Raises
     ------
@@ -117,7 +118,7 @@ def create_at(
     """
     must_create(if_none_match, "job at this id")
     try:
-        return services.jobs.register(tenant, spec, job_id)
+        return services.jobs.register(tenant, spec, job_id, paused=paused)
     except JobExistsError:
         raise PreconditionFailedError(f"job {job_id!r} exists (If-None-Match: *)", None) from None
 

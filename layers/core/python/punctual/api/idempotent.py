@@ -80,16 +80,22 @@ def _once(
 
 
 def create_job(
-    services: Services, tenant: str, spec: JobSpec, key: str | None, lambda_context: Any | None = None
+    services: Services,
+    tenant: str,
+    spec: JobSpec,
+    key: str | None,
+    lambda_context: Any | None = None,
+    paused: bool = False,
 ) -> tuple[Job, str | None]:
-    """Register ``spec``; with a ``key``, a retry returns the job the first request made."""
+    """Register ``spec`` (``paused``: stored paused); with a ``key``, a retry returns the job the
+    first request made."""
     if key is None:
-        return services.jobs.register(tenant, spec)
+        return services.jobs.register(tenant, spec, paused=paused)
     check_reply_size(spec)  # the record of this reply must fit too: refused before the job is stored
     fresh: dict[str, str | None] = {}
 
     def run() -> dict[str, Any]:
-        job, secret = services.jobs.register(tenant, spec)
+        job, secret = services.jobs.register(tenant, spec, paused=paused)
         fresh["secret"] = secret
         stored = None
         if secret is not None and services.reply_box is not None:
@@ -97,6 +103,8 @@ def create_job(
         return {"job": job.model_dump(mode="json"), "secret_enc": stored}
 
     body = spec.model_dump(mode="json")
+    if paused:  # part of what a retry must repeat (absent otherwise: keys stored before it still match)
+        body["state"] = "PAUSED"
     reply = _once(
         services,
         tenant,

@@ -101,6 +101,9 @@ class JobOut(JobSpec):
 
 
 OUTPUT_ONLY_FIELDS = frozenset({*(set(JobOut.model_fields) - set(JobSpec.model_fields)), "signing_secret"})
+# What JobInput drops before validation: the output-only fields but ``state``, which a create
+# reads (PAUSED: created paused).
+_IGNORED_INPUT = OUTPUT_ONLY_FIELDS - {"state"}
 
 
 def _output_only(description: str = "Output only; ignored.") -> Any:
@@ -118,7 +121,15 @@ class JobInput(JobSpec):
     model_config = ConfigDict(json_schema_extra={"examples": [SPEC_EXAMPLE]})
 
     id: str | None = _output_only()
-    state: JobState | None = _output_only()
+    state: JobState | None = Field(
+        default=None,
+        exclude=True,
+        description=(
+            "On a create, PAUSED stores the job paused in the same write (no slot fires until it is "
+            "resumed; EventBridge Scheduler's State DISABLED). Any other value, and any value on a "
+            "replace, is ignored: pause and resume change a job's state."
+        ),
+    )
     version: int | None = _output_only("Output only; ignored (send If-Match to require a version).")
     created_at: str | None = _output_only()
     updated_at: str | None = _output_only()
@@ -132,8 +143,13 @@ class JobInput(JobSpec):
     @classmethod
     def _ignore_output_only(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            return {key: value for key, value in data.items() if key not in OUTPUT_ONLY_FIELDS}
+            return {key: value for key, value in data.items() if key not in _IGNORED_INPUT}
         return data
+
+    @property
+    def paused(self) -> bool:
+        """Whether a create stores the job paused (``state: PAUSED``)."""
+        return self.state is JobState.PAUSED
 
     def spec(self) -> JobSpec:
         """The plain spec (validated already: nothing is checked again)."""

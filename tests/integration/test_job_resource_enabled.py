@@ -1,0 +1,134 @@
+"""``Custom::PunctualJob``'s ``Enabled`` property (``punctual_cdk.Job(enabled=False)``), as
+``AWS::Scheduler::Schedule``'s ``State``: a job declared disabled is created paused in its create's
+own write; an update that turns it off pauses before the new spec lands, one that turns it on
+resumes after; an update that leaves it as it was changes no state."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from api_harness import ApiClient
+from api_harness import api as api  # the fixture
+from audit_harness import all_timers
+from test_job_resource_lifecycle import ROLE_A, URL, RoleApi, _event, _spec
+
+from punctual_cdk.provider import handler as provider
+
+
+@pytest.fixture
+def as_a(api: ApiClient) -> RoleApi:
+    return RoleApi(api, ROLE_A)
+
+
+def _props(spec: dict[str, Any], enabled: Any = None) -> dict[str, Any]:
+    props: dict[str, Any] = {"ServiceToken": "x", "ApiUrl": URL, "Spec": json.dumps(spec)}
+    if enabled is not None:
+        props["Enabled"] = enabled
+    return props
+
+
+def _event_with(
+    kind: str, request_id: str, spec: dict[str, Any], enabled: Any = None, **extra: Any
+) -> dict[str, Any]:
+    event = _event(kind, request_id, spec, **extra)
+    event["ResourceProperties"] = _props(spec, enabled)
+    return event
+
+
+def _job(api: ApiClient, job_id: str) -> dict[str, Any]:
+    body: dict[str, Any] = api.call("GET", f"/v1/jobs/{job_id}", user=ROLE_A).body
+    return body
+
+
+def _timers(api: ApiClient, job_id: str) -> int:
+    """The job's timers of its current version (a pause leaves the older chain's timer, which the
+    poller drops as stale)."""
+    version = _job(api, job_id)["version"]
+    return sum(
+        1 for timer in all_timers(api.store) if timer.job_id == job_id and timer.job_version == version
+    )
+
+
+def _update(
+    job_id: str, spec: dict[str, Any], enabled: Any, old_spec: dict[str, Any], old_enabled: Any
+) -> dict[str, Any]:
+    return _event_with(
+        "Update",
+        "req-u",
+        spec,
+        enabled,
+        PhysicalResourceId=job_id,
+        OldResourceProperties=_props(old_spec, old_enabled),
+    )
+
+
+def test_a_job_declared_disabled_is_created_paused_once(api: ApiClient, as_a: RoleApi) -> None:
+    # When CloudFormation creates a job with Enabled false (as text, as it sends booleans), twice
+    create = _event_with("Create", "req-1", _spec(schedule="rate(1 minute)"), "false")
+    answers = [provider.on_event(create, as_a) for _ in range(2)]
+    job_id = answers[0]["PhysicalResourceId"]
+    # Then one job exists, paused, with no timer a poller could release
+    assert {a["PhysicalResourceId"] for a in answers} == {job_id}
+    assert _job(api, job_id)["state"] == "PAUSED" and _timers(api, job_id) == 0
+
+
+def test_turning_it_on_resumes_it_and_off_pauses_it_before_the_new_spec(
+    api: ApiClient, as_a: RoleApi
+) -> None:
+    old = _spec(schedule="rate(1 minute)")
+    job_id = provider.on_event(_event_with("Create", "req-1", old, "false"), as_a)["PhysicalResourceId"]
+    # When an update turns it on
+    new = _spec(schedule="rate(5 minutes)")
+    provider.on_event(_update(job_id, new, "true", old, "false"), as_a)
+    # Then the job has the new spec and runs
+    job = _job(api, job_id)
+    assert job["state"] == "ENABLED" and job["schedule"] == "rate(5 minutes)" and _timers(api, job_id) == 1
+    # When an update turns it off again with another spec
+    newer = _spec(schedule="rate(10 minutes)")
+    calls: list[tuple[str, str]] = []
+    real = as_a.request
+
+    def recorded(
+        method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        calls.append((method, path))
+        return real(method, path, body, headers)
+
+    as_a.request = recorded  # type: ignore[method-assign]
+    provider.on_event(_update(job_id, newer, "false", new, "true"), as_a)
+    # Then it was paused before its spec was replaced: the new spec never had a timer
+    assert calls[:2] == [("POST", f"/v1/jobs/{job_id}/pause"), ("PUT", f"/v1/jobs/{job_id}")]
+    job = _job(api, job_id)
+    assert job["state"] == "PAUSED" and job["schedule"] == "rate(10 minutes)" and _timers(api, job_id) == 0
+
+
+def test_an_update_that_keeps_enabled_changes_no_state(api: ApiClient, as_a: RoleApi) -> None:
+    old = _spec(schedule="rate(1 minute)")
+    job_id = provider.on_event(_event_with("Create", "req-1", old), as_a)["PhysicalResourceId"]
+    # An operator pauses it through the API; a template update that leaves Enabled alone
+    assert api.call("POST", f"/v1/jobs/{job_id}/pause", user=ROLE_A).status == 200
+    provider.on_event(_update(job_id, _spec(schedule="rate(2 minutes)"), None, old, None), as_a)
+    # leaves it paused (the template said nothing new about its state)
+    assert _job(api, job_id)["state"] == "PAUSED"
+
+
+def test_a_disabled_job_deleted_outside_cloudformation_is_declared_again_paused(
+    api: ApiClient, as_a: RoleApi
+) -> None:
+    old = _spec(schedule="rate(1 minute)")
+    job_id = provider.on_event(_event_with("Create", "req-1", old), as_a)["PhysicalResourceId"]
+    assert api.call("DELETE", f"/v1/jobs/{job_id}", user=ROLE_A).status == 204
+    answer = provider.on_event(_update(job_id, old, "false", old, "true"), as_a)
+    assert answer["PhysicalResourceId"] != job_id
+    assert _job(api, answer["PhysicalResourceId"])["state"] == "PAUSED"
+
+
+@pytest.mark.parametrize("value", ["maybe", "", "0"])
+def test_an_enabled_value_that_is_not_a_boolean_is_refused_naming_it(
+    api: ApiClient, as_a: RoleApi, value: str
+) -> None:
+    with pytest.raises(provider.ProviderError, match=r"^Enabled: true or false"):
+        provider.on_event(_event_with("Create", "req-1", _spec(), value), as_a)
+    assert api.call("GET", "/v1/jobs", user=ROLE_A).body["items"] == []
