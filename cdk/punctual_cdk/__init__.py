@@ -4,11 +4,14 @@
 * :class:`Job` — a job declared beside what it calls, with a typed target
   (:class:`LambdaTarget`, :class:`SqsTarget`, :class:`HttpTarget`, ...), validated at synth with
   the API's own rules, and registered by a CloudFormation custom resource (``Custom::PunctualJob``)
-  whose provider acts as the declaring stack's own tenant.
+  whose provider acts as the declaring stack's own tenant;
+* :class:`Calendar` — an exclusion calendar its stack's jobs name in ``exclude_calendars``
+  (``Custom::PunctualCalendar``, the same provider and tenant).
 """
 
 from __future__ import annotations
 
+from punctual_cdk.calendars import Calendar, CalendarSpecError
 from punctual_cdk.config import ConfigError, PunctualConfig
 from punctual_cdk.jobs import Alert, Job, JobProvider, JobSpecError, SchedulerRef
 from punctual_cdk.scheduler import Punctual
@@ -26,6 +29,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Alert",
+    "Calendar",
+    "CalendarSpecError",
     "ConfigError",
     "EventBusTarget",
     "HttpTarget",

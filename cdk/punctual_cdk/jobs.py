@@ -18,30 +18,41 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from enum import Enum
-from functools import partial
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from pydantic import BaseModel, ValidationError
 
-from punctual_cdk.nag import acknowledge, acknowledge_at_synth, nag_text
+from punctual_cdk.calendars import Calendar, CalendarSpecError, calendar_names
+from punctual_cdk.nag import acknowledge, nag_text
+from punctual_cdk.provider_construct import (
+    PROVIDER_DIR,
+    PROVIDER_ID,
+    PROVIDER_TIMEOUT_S,
+    JobProvider,
+    SchedulerRef,
+)
 from punctual_cdk.scheduler import Punctual
 from punctual_cdk.targets import PLACEHOLDERS, JobTarget, RawTarget
 
-PROVIDER_DIR = Path(__file__).resolve().parent / "provider"
-PROVIDER_ID = "PunctualJobProvider"
-PROVIDER_TIMEOUT_S = 120  # each request is a few API calls; CloudFormation waits up to an hour
+__all__ = [
+    "PROVIDER_DIR",
+    "PROVIDER_ID",
+    "PROVIDER_TIMEOUT_S",
+    "Alert",
+    "Job",
+    "JobProvider",
+    "JobSpecError",
+    "SchedulerRef",
+]
+
 # What a token stands for in the synth-time check where its key does not say (PLACEHOLDERS does).
 _TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
 _TOKEN_STANDS_FOR = {"schedule": "placeholder-job", "exclude_calendars": "placeholder"}
@@ -50,97 +61,6 @@ _WHOLE_SCHEDULE = "rate(1 day)"  # a schedule that is all token (a parameter): c
 
 class JobSpecError(ValueError):
     """A declared job the API would refuse (raised at synth)."""
-
-
-@dataclass(frozen=True)
-class SchedulerRef:
-    """What a job needs of a deployment: its API URL, the ARN prefix IAM authorises calls
-    against (``arn:aws:execute-api:<region>:<account>:<api id>/<stage>``), its worker roles."""
-
-    api_url: str
-    execute_api_arn: str
-    worker_role_arns: tuple[str, ...]
-    allow_cidrs: tuple[str, ...] = ()
-    execution_role_tag: str = "punctual:execution-role"  # the opt-in (issue 31)
-    execution_role_prefix: str = ""
-
-    @classmethod
-    def of(cls, scheduler: Punctual | SchedulerRef) -> SchedulerRef:
-        if isinstance(scheduler, SchedulerRef):
-            return scheduler
-        api = scheduler.api.rest_api
-        return cls(
-            api_url=scheduler.api.url,
-            execute_api_arn=api.arn_for_execute_api("*", "/", api.deployment_stage.stage_name).removesuffix(
-                "/*/"
-            ),
-            worker_role_arns=tuple(role.role_arn for role in scheduler.workers.roles),
-            allow_cidrs=scheduler.config.target_allow_cidrs,
-            execution_role_tag=scheduler.config.execution_role_tag,
-            execution_role_prefix=scheduler.config.execution_role_prefix,
-        )
-
-
-class JobProvider(Construct):
-    """The provider function of ``Custom::PunctualJob`` in one stack (one per stack and API)."""
-
-    def __init__(self, scope: Construct, construct_id: str, *, scheduler: SchedulerRef) -> None:
-        super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
-        )
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Punctual job provider: the tenant of the jobs this stack declares",
-        )
-        self.log_group.grant_write(self.role)
-        api_paths = [
-            f"{scheduler.execute_api_arn}/*/v1/jobs/*",
-            f"{scheduler.execute_api_arn}/GET/schedules/*",
-        ]
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["execute-api:Invoke"], resources=api_paths)
-        )
-        for path in api_paths:
-            acknowledge_at_synth(  # (the API's id is another stack's output when the scheduler is)
-                self.role,
-                partial(self._finding, path),
-                "The provider calls the job API for the jobs its stack declares, whose ids CloudFormation "
-                "requests choose: every job path, and the read of a job's schedule ARN.",
-            )
-        acknowledge(
-            self.role,
-            f"IAM5[Resource::{nag_text(self, self.log_group.log_group_arn)}:*]",
-            "The provider writes its own log streams, named by Lambda at run time, in its own log group.",
-        )
-        self.function = lambda_.Function(
-            self,
-            "Function",
-            description="Punctual: registers the jobs this stack declares (Custom::PunctualJob)",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.ARM_64,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(PROVIDER_DIR), exclude=["__pycache__", "*.pyc"]),
-            role=self.role,
-            log_group=self.log_group,
-            timeout=cdk.Duration.seconds(PROVIDER_TIMEOUT_S),
-            memory_size=256,
-        )
-        self.tenant = self.role.role_id  # the API's tenant for these jobs (the role's unique id)
-
-    def _finding(self, path: str) -> str:
-        return f"IAM5[Resource::{nag_text(self, path)}]"
-
-    @classmethod
-    def of(cls, scope: Construct, scheduler: SchedulerRef) -> JobProvider:
-        """The stack's provider, made on first use."""
-        stack = cdk.Stack.of(scope)
-        found = stack.node.try_find_child(PROVIDER_ID)
-        if isinstance(found, JobProvider):
-            return found
-        return cls(stack, PROVIDER_ID, scheduler=scheduler)
 
 
 class Alert:
@@ -298,6 +218,12 @@ class Job(Construct):
         self.provider = JobProvider.of(self, ref)
         target = as_target(target, "target")
         refuse_undeployable(spec, where)
+        calendars: list[Calendar] = []
+        if "exclude_calendars" in spec:
+            try:
+                spec["exclude_calendars"], calendars = calendar_names(self, spec["exclude_calendars"])
+            except CalendarSpecError as exc:
+                raise JobSpecError(f"Job {where}: {exc}") from None
         rest = {key: _plain(value, key) for key, value in spec.items()}
         rest.setdefault("name", construct_id)
         if not isinstance(schedule, str):
@@ -347,6 +273,8 @@ class Job(Construct):
                 ),
             },
         )
+        for calendar in calendars:  # created before the job, deleted after it
+            self.resource.node.add_dependency(calendar.resource)
         self.job_id = self.resource.get_att_string("JobId")
         self.arn = self.resource.get_att_string("Arn")
 
@@ -476,11 +404,6 @@ def refuse_undeployable(spec: dict[str, Any], where: str) -> None:
     for field in spec:
         if field in OUTPUT_ONLY_FIELDS:
             raise JobSpecError(f"Job {where}: {field}: output only (the API ignores it); leave it out")
-    if spec.get("exclude_calendars"):
-        raise JobSpecError(
-            f"Job {where}: exclude_calendars: a declared job's tenant is its stack's provider role, which"
-            " has no calendars and cannot make any: the job could never be created"
-        )
 
 
 def _field_error(document: dict[str, Any], error: Any) -> str:

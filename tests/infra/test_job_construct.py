@@ -240,7 +240,10 @@ def test_a_datetime_is_an_instant_and_a_dict_is_a_raw_target() -> None:
         ({"state": "PAUSED"}, r"state: not a spec field here; declare a paused job with enabled=False"),
         ({"enabled": "false"}, r"enabled: True or False, not str"),
         ({"version": 3}, r"version: output only"),
-        ({"exclude_calendars": ["holidays"]}, r"exclude_calendars: a declared job's tenant"),
+        (
+            {"exclude_calendars": ["holidays"]},
+            r"exclude_calendars\[0\]: no punctual_cdk.Calendar of this stack",
+        ),
         (
             {"role": iam.Role.from_role_arn(_stack("R"), "R", "arn:aws:iam::1:role/r")},
             r"role: this job calls",

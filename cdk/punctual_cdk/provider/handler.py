@@ -1,5 +1,6 @@
-"""The provider of ``Custom::PunctualJob``: CloudFormation's create, update and delete of a declared
-job, mapped onto Punctual's job API and signed (SigV4, ``execute-api``) as this function's role.
+"""The provider of ``Custom::PunctualJob`` and ``Custom::PunctualCalendar``: CloudFormation's create,
+update and delete of a declared job (or exclusion calendar), mapped onto Punctual's API and signed
+(SigV4, ``execute-api``) as this function's role.
 
 Tenancy
     The API's tenant is the caller's IAM identity (the role's unique id). This function runs in
@@ -46,7 +47,10 @@ logger = logging.getLogger()
 logger.setLevel(logging.INFO)
 
 RESOURCE_TYPE = "Custom::PunctualJob"
+CALENDAR_RESOURCE_TYPE = "Custom::PunctualCalendar"
 _OURS = re.compile(r"^cfn-[0-9a-f]{40}\Z")
+_CALENDAR_NAME = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.-]{1,64}\Z")
+_CALENDAR_ID = re.compile(r"^(?!\.+@)[A-Za-z0-9_.-]{1,64}@[0-9a-f]{12}\Z")
 _REGION_IN_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?\Z")
 HTTP_TIMEOUT_S = 20
 RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0)  # between attempts of one request, while time is left
@@ -304,13 +308,17 @@ def on_event(
     kind = event["RequestType"]
     props = event["ResourceProperties"]
     physical = str(event.get("PhysicalResourceId") or "")
-    if kind == "Delete" and not _OURS.match(physical):  # a create that failed before it made a job
+    calendar = event.get("ResourceType") == CALENDAR_RESOURCE_TYPE
+    ours = _CALENDAR_ID if calendar else _OURS
+    if kind == "Delete" and not ours.match(physical):  # a create that failed before it made anything
         return {"PhysicalResourceId": physical, "Data": {}}
     api_url = props.get("ApiUrl")
     if not isinstance(api_url, str) or not api_url:
         raise ProviderError("ApiUrl: the property is required (the Punctual stack's ApiUrl output)")
     until = deadline if deadline is not None else time.monotonic() + 60
     api = Retrying(api_for(api_url), until, sleep)
+    if calendar:
+        return on_calendar_event(event, api, api_url)
     store = secrets or SecretsManager()
     if kind == "Delete":
         return _delete(api, physical)
@@ -337,6 +345,52 @@ def on_event(
     if secret_arn and not _kept(old, secret_arn):
         _keep_secret(api, store, physical, secret_arn, None)
     return _outputs(api, physical, body)
+
+
+# ---------------------------------------------------------------- Custom::PunctualCalendar
+#
+# A calendar is named (``Name``, or one derived from the stack and logical id) and put whole: PUT
+# creates or replaces it, so a repeated delivery, a retry and a rollback all land on the declared
+# days. Its physical id is the name and the API's digest: an update that moves it to another name
+# or deployment answers a new one, and CloudFormation deletes the old calendar once its jobs moved.
+
+
+def calendar_name_for(event: dict[str, Any]) -> str:
+    """The calendar's ``Name`` property, else one derived from the stack and the logical id."""
+    props = event["ResourceProperties"]
+    name = props.get("Name")
+    if name is None or name == "":
+        seed = f"{event['StackId']}/{event['LogicalResourceId']}"
+        return "cfn-" + hashlib.sha1(seed.encode(), usedforsecurity=False).hexdigest()
+    if not isinstance(name, str) or not _CALENDAR_NAME.match(name):
+        rule = "1-64 characters of letters, digits, '-', '_' and '.', not dots alone"
+        raise ProviderError(f"Name: {rule}: {fit(repr(name), 80)}")
+    return name
+
+
+def _calendar_id(name: str, api_url: str) -> str:
+    digest = hashlib.sha1(api_url.strip().rstrip("/").encode(), usedforsecurity=False).hexdigest()
+    return f"{name}@{digest[:12]}"
+
+
+def on_calendar_event(event: dict[str, Any], api: Api, api_url: str) -> dict[str, Any]:
+    """What CloudFormation is told for a ``Custom::PunctualCalendar`` request."""
+    kind = event["RequestType"]
+    physical = str(event.get("PhysicalResourceId") or "")
+    if kind == "Delete":
+        name = physical.rsplit("@", 1)[0]
+        status, body = api.request("DELETE", f"/v1/calendars/{quote(name, safe='')}")
+        if status not in (204, 404):  # 409: jobs still exclude it (the reason names them)
+            raise _problem(status, body, f"deleting calendar {name}")
+        return {"PhysicalResourceId": physical, "Data": {}}
+    if kind not in ("Create", "Update"):
+        raise ProviderError(f"unknown RequestType {kind!r}")
+    name = calendar_name_for(event)
+    spec = _spec(event["ResourceProperties"])
+    status, body = api.request("PUT", f"/v1/calendars/{quote(name, safe='')}", spec)
+    if status not in (200, 201):
+        raise _problem(status, body, f"putting calendar {name}")
+    return {"PhysicalResourceId": _calendar_id(name, api_url), "Data": {"Name": name}}
 
 
 def enabled(props: dict[str, Any]) -> bool:
@@ -379,7 +433,7 @@ def _spec(props: dict[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise ProviderError(f"Spec: not JSON text ({exc})") from None
     if not isinstance(spec, dict):
-        raise ProviderError("Spec: the job as a JSON object (text) is required")
+        raise ProviderError("Spec: the job (or calendar) as a JSON object (text) is required")
     return spec
 
 

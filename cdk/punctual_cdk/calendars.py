@@ -1,0 +1,180 @@
+"""Exclusion calendars declared as infrastructure: :class:`Calendar`, registered by the
+``Custom::PunctualCalendar`` resource, and named by the jobs of the same stack.
+
+``holidays = Calendar(stack, "Holidays", scheduler=punctual, timezone="Europe/Berlin",
+dates=[date(2026, 12, 25)], ranges=[(date(2026, 12, 24), date(2026, 12, 31))])`` and
+``Job(..., exclude_calendars=[holidays])``.
+
+* The days are checked at synth with the API's own model (``punctual.api.schemas.CalendarInput``):
+  a calendar the API would refuse fails ``cdk synth``, naming the field.
+* The stack's provider role is the tenant of its calendars as of its jobs, so a job may exclude
+  only calendars declared in its own stack. Each job that excludes one depends on it:
+  CloudFormation creates the calendar first and deletes it last.
+* The calendar's name is ``name=`` or one made from its construct path, unique in the stack.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import date
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+from pydantic import ValidationError
+
+from punctual_cdk.provider_construct import JobProvider, SchedulerRef
+from punctual_cdk.scheduler import Punctual
+
+CALENDAR_RESOURCE_TYPE = "Custom::PunctualCalendar"
+
+
+class CalendarSpecError(ValueError):
+    """A declared calendar the API would refuse, or a job's calendar it could never have (synth)."""
+
+
+def _day(value: Any, field: str) -> Any:
+    if isinstance(value, date):  # a datetime is a date too: its day is what a calendar names
+        return value.isoformat()[:10]
+    if isinstance(value, str):
+        return value
+    raise CalendarSpecError(f"{field}: a date or 'YYYY-MM-DD', not {type(value).__name__}")
+
+
+def _range(value: Any, field: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {key: _day(item, f"{field}.{key}") for key, item in value.items()}
+    if isinstance(value, tuple | list) and len(value) == 2:
+        return {"start": _day(value[0], f"{field}.start"), "end": _day(value[1], f"{field}.end")}
+    raise CalendarSpecError(f"{field}: a (start, end) pair of dates or {{'start': ..., 'end': ...}}")
+
+
+class Calendar(Construct):
+    """An exclusion calendar in Punctual, declared in the stack (``Custom::PunctualCalendar``).
+
+    Parameters
+    ----------
+    scheduler
+        The :class:`~punctual_cdk.Punctual` construct, or a :class:`SchedulerRef` to one.
+    dates
+        Whole days the jobs that exclude it do not fire on (``date`` or ``'YYYY-MM-DD'``).
+    ranges
+        Runs of days, ``(start, end)`` pairs (both included) or the API's ``{"start", "end"}``.
+    timezone
+        The IANA zone whose days these are.
+    name
+        The calendar's name (default: one made from the construct's path, unique in the stack).
+
+    Attributes
+    ----------
+    name
+        The calendar's name, as jobs name it (a plain string, known at synth).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        scheduler: Punctual | SchedulerRef,
+        dates: Sequence[date | str] = (),
+        ranges: Sequence[Any] = (),
+        timezone: str = "UTC",
+        name: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        where = self.node.path
+        try:
+            document = {
+                "timezone": timezone,
+                "dates": [_day(each, f"dates[{i}]") for i, each in enumerate(dates)],
+                "ranges": [_range(each, f"ranges[{i}]") for i, each in enumerate(ranges)],
+            }
+            _check(document)
+            self.name = name if name is not None else _made_name(self)
+            _check_name(self.name)
+        except CalendarSpecError as exc:
+            raise CalendarSpecError(f"Calendar {where}: {exc}") from None
+        for other in _calendars_of(cdk.Stack.of(self)):
+            if other is not self and other.name == self.name:
+                raise CalendarSpecError(
+                    f"Calendar {where}: name: {self.name!r} is the name of {other.node.path} too"
+                )
+        ref = SchedulerRef.of(scheduler)
+        self.provider = JobProvider.of(self, ref)
+        self.resource = cdk.CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.function.function_arn,
+            resource_type=CALENDAR_RESOURCE_TYPE,
+            properties={"ApiUrl": ref.api_url, "Name": self.name, "Spec": json.dumps(document)},
+        )
+
+
+def _made_name(calendar: Calendar) -> str:
+    made: str = cdk.Names.unique_resource_name(
+        calendar, max_length=64, separator="-", allowed_special_characters="-_."
+    )
+    return made
+
+
+def _check_name(name: Any) -> None:
+    from punctual.models import CALENDAR_NAME_RULE
+    from punctual.models.base import CALENDAR_NAME_RE
+
+    if not isinstance(name, str) or cdk.Token.is_unresolved(name) or not CALENDAR_NAME_RE.fullmatch(name):
+        raise CalendarSpecError(f"name: {CALENDAR_NAME_RULE} (known at synth), not {name!r}")
+
+
+def _check(document: dict[str, Any]) -> None:
+    from punctual.api.schemas import CalendarInput
+
+    try:
+        CalendarInput.model_validate_json(json.dumps(document)).spec()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error.get("loc", ()))
+        message = str(error.get("msg")).removeprefix("Value error, ")
+        named = field and not message.startswith(field)  # a list's check names the item itself
+        raise CalendarSpecError(f"{field}: {message}" if named else message) from None
+
+
+def _calendars_of(stack: cdk.Stack) -> Iterable[Calendar]:
+    return (node for node in stack.node.find_all() if isinstance(node, Calendar))
+
+
+def calendar_names(job: Construct, given: Any) -> tuple[list[str], list[Calendar]]:
+    """A declared job's ``exclude_calendars``: the names it sends, and the calendars of its stack it
+    names (which it then depends on). Each item is a :class:`Calendar` of the job's stack, the name
+    of one declared before the job, or a token (passed to the API, checked at deploy)."""
+    if not isinstance(given, list | tuple):
+        raise CalendarSpecError("exclude_calendars: a list of punctual_cdk.Calendar (or their names)")
+    stack = cdk.Stack.of(job)
+    names: list[str] = []
+    declared: list[Calendar] = []
+    for index, item in enumerate(given):
+        field = f"exclude_calendars[{index}]"
+        if isinstance(item, Calendar):
+            if cdk.Stack.of(item) is not stack:
+                raise CalendarSpecError(
+                    f"{field}: calendar {item.node.path} is declared in another stack: a job excludes"
+                    " calendars of its own stack (its provider role is the tenant of both)"
+                )
+            names.append(item.name)
+            declared.append(item)
+        elif isinstance(item, str) and cdk.Token.is_unresolved(item):
+            names.append(item)
+        elif isinstance(item, str):
+            found = [calendar for calendar in _calendars_of(stack) if calendar.name == item]
+            if not found:
+                raise CalendarSpecError(
+                    f"{field}: no punctual_cdk.Calendar of this stack is named {item!r} (a declared job's"
+                    " tenant is its stack's provider role: declare the calendar in the stack, before the job)"
+                )
+            names.append(item)
+            declared.append(found[0])
+        else:
+            kind = type(item).__name__
+            raise CalendarSpecError(f"{field}: a punctual_cdk.Calendar or its name, not {kind}")
+    return names, declared

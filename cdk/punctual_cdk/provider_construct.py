@@ -1,0 +1,116 @@
+"""The provider of a stack's declared jobs and calendars (``Custom::PunctualJob``,
+``Custom::PunctualCalendar``): one function per stack, whose role is the API's tenant of both, and
+what it needs of a deployment (:class:`SchedulerRef`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from punctual_cdk.nag import acknowledge, acknowledge_at_synth, nag_text
+from punctual_cdk.scheduler import Punctual
+
+PROVIDER_DIR = Path(__file__).resolve().parent / "provider"
+PROVIDER_ID = "PunctualJobProvider"
+PROVIDER_TIMEOUT_S = 120  # each request is a few API calls; CloudFormation waits up to an hour
+
+
+@dataclass(frozen=True)
+class SchedulerRef:
+    """What a job needs of a deployment: its API URL, the ARN prefix IAM authorises calls
+    against (``arn:aws:execute-api:<region>:<account>:<api id>/<stage>``), its worker roles."""
+
+    api_url: str
+    execute_api_arn: str
+    worker_role_arns: tuple[str, ...]
+    allow_cidrs: tuple[str, ...] = ()
+    execution_role_tag: str = "punctual:execution-role"  # the opt-in (issue 31)
+    execution_role_prefix: str = ""
+
+    @classmethod
+    def of(cls, scheduler: Punctual | SchedulerRef) -> SchedulerRef:
+        if isinstance(scheduler, SchedulerRef):
+            return scheduler
+        api = scheduler.api.rest_api
+        return cls(
+            api_url=scheduler.api.url,
+            execute_api_arn=api.arn_for_execute_api("*", "/", api.deployment_stage.stage_name).removesuffix(
+                "/*/"
+            ),
+            worker_role_arns=tuple(role.role_arn for role in scheduler.workers.roles),
+            allow_cidrs=scheduler.config.target_allow_cidrs,
+            execution_role_tag=scheduler.config.execution_role_tag,
+            execution_role_prefix=scheduler.config.execution_role_prefix,
+        )
+
+
+class JobProvider(Construct):
+    """The provider function of ``Custom::PunctualJob`` and ``Custom::PunctualCalendar`` in one stack
+    (one per stack and API)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, scheduler: SchedulerRef) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Punctual job provider: the tenant of the jobs this stack declares",
+        )
+        self.log_group.grant_write(self.role)
+        api_paths = [
+            f"{scheduler.execute_api_arn}/*/v1/jobs/*",
+            f"{scheduler.execute_api_arn}/*/v1/calendars/*",
+            f"{scheduler.execute_api_arn}/GET/schedules/*",
+        ]
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["execute-api:Invoke"], resources=api_paths)
+        )
+        for path in api_paths:
+            acknowledge_at_synth(  # (the API's id is another stack's output when the scheduler is)
+                self.role,
+                partial(self._finding, path),
+                "The provider calls the API for the jobs and calendars its stack declares, whose ids "
+                "CloudFormation requests choose: every job and calendar path, and the read of a job's "
+                "schedule ARN.",
+            )
+        acknowledge(
+            self.role,
+            f"IAM5[Resource::{nag_text(self, self.log_group.log_group_arn)}:*]",
+            "The provider writes its own log streams, named by Lambda at run time, in its own log group.",
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description="Punctual: registers the jobs this stack declares (Custom::PunctualJob)",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(PROVIDER_DIR), exclude=["__pycache__", "*.pyc"]),
+            role=self.role,
+            log_group=self.log_group,
+            timeout=cdk.Duration.seconds(PROVIDER_TIMEOUT_S),
+            memory_size=256,
+        )
+        self.tenant = self.role.role_id  # the API's tenant for these jobs (the role's unique id)
+
+    def _finding(self, path: str) -> str:
+        return f"IAM5[Resource::{nag_text(self, path)}]"
+
+    @classmethod
+    def of(cls, scope: Construct, scheduler: SchedulerRef) -> JobProvider:
+        """The stack's provider, made on first use."""
+        stack = cdk.Stack.of(scope)
+        found = stack.node.try_find_child(PROVIDER_ID)
+        if isinstance(found, JobProvider):
+            return found
+        return cls(stack, PROVIDER_ID, scheduler=scheduler)
