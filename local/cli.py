@@ -139,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--api-processes", type=int, help="API Lambda processes sharing the API port (default 1)")
     up.add_argument(
+        "--event-source-workers",
+        dest="event_source_workers_max",
+        type=int,
+        help="at most this many more worker processes while every worker holds a batch (default 4; 0: none)",
+    )
+    up.add_argument(
         "--cold-burst-workers",
         dest="warm_burst_workers",
         action="store_const",
@@ -195,6 +201,7 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             "table_transactions",
             "tick_cadence_s",
             "warm_burst_workers",
+            "event_source_workers_max",
         )
     }
     if getattr(args, "json_logs", False):

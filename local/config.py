@@ -84,6 +84,10 @@ class LocalConfig:
         Predictive scaling (:mod:`local.scaling`): at most this many ``burst-N`` worker processes
         are started ahead of a planned burst, each counted as draining this many messages a
         second (low on purpose: a burst of a few dozen slots asks for one).
+    event_source_workers_max
+        The event source's own scaling (:class:`local.scaling.ReactiveWorkers`): while every worker
+        process holds a batch, more ``burst-N`` processes start, at most this many in all (those
+        past ``burst_workers_max`` forked from a zygote started when first needed; 0: none).
     warm_burst_workers
         Fork each ``burst-N`` from a zygote of its own started with the supervisor (the default);
         off (``PUNCTUAL_LOCAL_WARM_BURST_WORKERS=0``), each starts as a new Python process, as
@@ -112,6 +116,7 @@ class LocalConfig:
     stale_reads_s: float = 0.0
     transaction_conflicts: float = 0.0
     burst_workers_max: int = 2
+    event_source_workers_max: int = 4
     burst_worker_messages_per_s: int = 3
     warm_burst_workers: bool = True
     attach_aws: bool = False

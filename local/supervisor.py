@@ -31,6 +31,11 @@ kept imported and prepared while no burst is planned): a burst worker polls with
 two of the decision, not after a cold start of imports and clients that a busy machine
 stretches to half a minute (the 3-Region chaos run's late burst minute, issue 35). Its lines are
 named by the zygote that forked it (``burst-N``) like the standing components'.
+
+The supervisor also scales as the event source mapping does on its own: while every worker
+process has been working one batch for a second (a slow target holds its batch), one more
+burst worker starts (:class:`local.scaling.ReactiveWorkers`), so one tenant's slow runs do not
+hold back every other slot; it goes again once workers idle.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from local.component import STARTED_ENV, SUPERVISED_ENV, read_deployment
 from local.config import LocalConfig, alive
 from local.logs import Entry, LogSink, parse_line
 from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
-from local.scaling import BURST_PREFIX, desired_burst_workers
+from local.scaling import BURST_PREFIX, BUSY_S, ReactiveWorkers, desired_burst_workers
 from local.zygote import PREFIX as ZYGOTE_PREFIX
 from local.zygote import ZYGOTE_ENV, Forked, fork_line
 
@@ -241,6 +246,7 @@ class Supervisor:
         self._forks_lock = threading.Lock()
         # burst-N's zygote, started with the supervisor so that a burst worker starts warm
         self.burst_zygotes: dict[str, Zygote] = {}
+        self.reactive = ReactiveWorkers(config)  # the event source's own scaling (local.scaling)
 
     # ------------------------------------------------------------------ processes
 
@@ -373,10 +379,11 @@ class Supervisor:
             return
         self._next_scale_at = now + SCALE_CHECK_S
         self._keep_burst_zygotes(now)
-        wanted = desired_burst_workers(self.config)
         active = [
             c for c in self.children.values() if c.spec.name.startswith(BURST_PREFIX) and not c.retiring_until
         ]
+        planned = desired_burst_workers(self.config)
+        wanted = max(planned, self._reactive_wanted(active, now))
         index = 1
         while len(active) < wanted:
             name = f"{BURST_PREFIX}{index}"
@@ -397,6 +404,20 @@ class Supervisor:
             self.sink.info(
                 f"stopping {child.spec.name} (pid {child.pid}): burst workers scaled back to {wanted}"
             )
+
+    def _reactive_wanted(self, active: list[Child], now: float) -> int:
+        """What the event source's own scaling asks for (:class:`local.scaling.ReactiveWorkers`)."""
+        workers = [
+            c.spec.name
+            for c in self.children.values()
+            if c.running and not c.retiring_until and c.spec.args[:1] == ("worker",)
+        ]
+        burst = sorted((c.spec.name for c in active if c.running), key=_burst_index)
+        before = self.reactive.wanted
+        wanted = self.reactive.decide(workers, burst, now, time.time())
+        if wanted > before:
+            self.sink.info(f"every worker has been busy {BUSY_S:.0f} s with a batch: one more worker")
+        return wanted
 
     def _retire(self, child: Child, now: float) -> bool:
         """A scaled-back burst worker: True once it is gone (and forgotten)."""

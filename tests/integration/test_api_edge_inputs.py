@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from api_harness import ApiClient, job_spec
+from api_harness import ApiClient, http_spec, job_spec
 from api_harness import api as api  # the fixture
 
 HTTP = {"type": "http", "url": "https://hooks.example.com/x"}
@@ -323,3 +323,22 @@ def test_a_tag_key_holding_an_equals_sign_is_refused_as_no_filter_could_name_it(
     tagged = api.create(job_spec(tags={"team": "a=b"}))  # '=' in a value is fine: the key ends first
     listed = api.call("GET", "/v1/jobs?tag=team=a%3Db")
     assert [job["id"] for job in listed.body["items"]] == [tagged["id"]]
+
+
+def test_a_body_sent_to_a_route_that_takes_none_is_ignored_whatever_its_type(api: ApiClient) -> None:
+    # docs/api.md: pause, resume and trigger take no body, one sent is ignored (QA: a text/plain
+    # body was 415, malformed JSON as application/json went through)
+    job = api.create(http_spec())
+    for path, status in (("pause", 200), ("resume", 200), ("trigger", 202), ("rotate-secret", 200)):
+        for content_type, raw in (
+            ("text/plain", "run it"),
+            ("application/json", "{not json"),
+            ("image/png", "x"),
+        ):
+            reply = api.call(
+                "POST", f"/v1/jobs/{job['id']}/{path}", raw=raw, headers={"Content-Type": content_type}
+            )
+            assert reply.status == status, (path, content_type, reply)
+    # A route that takes a body still says what is wrong with its media type
+    reply = api.call("POST", "/v1/jobs", raw="x", headers={"Content-Type": "text/plain"})
+    assert reply.status == 415

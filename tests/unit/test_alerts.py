@@ -8,6 +8,7 @@ failures that never fail the job, and every published event against docs/events.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,10 @@ def test_missed_slots_alert_once_each_even_when_the_poller_reads_them_again() ->
     assert [c.slot for c in a.rig.target.calls] == [slot_key(T0 + timedelta(minutes=5))]  # the on-time one
     missed_events = {e.detail["slot"] for e in a.events.events if e.detail_type == SLOT_MISSED}
     assert missed_events == set(missed)
+    # Each slot's event is sent once by the release that recorded it, and once more by the one
+    # that found it recorded (it may have died before telling): never more (QA: three each)
+    per_slot = Counter(e.detail["slot"] for e in a.events.events if e.detail_type == SLOT_MISSED)
+    assert set(per_slot.values()) == {2}
     a.check_events()
 
 

@@ -4,9 +4,10 @@ Run from a clone (``make install``), never by the stack: the package stays out o
 layer (``infra/build_layer.py``). ``punctual-admin migrate-keys`` moves timers written before
 the tenant was part of their key (:mod:`punctual.admin.key_migration`). It runs with the
 operator's AWS credentials and the deployment's settings (``PUNCTUAL_TABLE_NAME``, or
-``--table``; ``AWS_REGION``; ``AWS_ENDPOINT_URL`` for local mode's moto server), while the stack
-runs; it is safe to stop and to run again (it resumes). Exit status 0 when every segment was
-scanned to its end, 1 when it was cut short, 2 for bad input (one line on stderr).
+``--table``; ``AWS_DEFAULT_REGION`` or a profile's region, as boto3 reads it; ``AWS_ENDPOINT_URL``
+for local mode's moto server), while the stack runs; it is safe to stop and to run again (it
+resumes). Exit status 0 when every segment was scanned to its end, 1 when it was cut short, 2 for
+bad input (one line on stderr).
 """
 
 from __future__ import annotations

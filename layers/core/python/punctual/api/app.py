@@ -462,8 +462,8 @@ def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     summary="A job's last alerts",
     description=(
         "The alerts its rules raised, newest slot first: one per slot and condition (recovered: one "
-        "per failure streak), each with what became of every rule's delivery. The rules themselves are "
-        "the job's `alerts` field."
+        "per failure streak, keyed on and listed by the streak's first slot), each with what became of "
+        "every rule's delivery. The rules themselves are the job's `alerts` field."
     ),
     responses=_ok(200, "The job's last alerts", AlertList, 400, 401, 404, 422),
     tags=["alerts"],

@@ -25,6 +25,9 @@ from punctual.models import (
 # The job payload may be 256 KB; the rest of a spec (name, tags, headers) gets 64 KB more.
 MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 
+# The POST routes that take no body (docs/api.md: one sent is ignored).
+_TAKES_NO_BODY = re.compile(r"^/v1/jobs/[^/]+/(?:pause|resume|trigger|rotate-secret)/?\Z")
+
 
 def header_of(event: dict[str, Any], name: str) -> str | None:
     for key, value in (event.get("headers") or {}).items():
@@ -156,6 +159,10 @@ class PunctualResolver(APIGatewayRestResolver):
                     400, "malformed-body", "Malformed body", "the request body is not UTF-8 text (send JSON)"
                 )
             event = {**event, "body": body, "isBase64Encoded": False}
+        if event.get("httpMethod") == "POST" and _TAKES_NO_BODY.match(str(event.get("path") or "")):
+            # pause, resume, trigger, rotate-secret: a body is ignored, whatever its media type
+            event = _with_header({**event, "body": None}, "content-type", None)
+            body = None
         content_type = header_of(event, "content-type")
         if content_type is not None and not body:
             # An empty body has no media type: never let a form or multipart parser near it.
