@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--event-source-workers",
         dest="event_source_workers_max",
         type=int,
-        help="at most this many more worker processes while every worker holds a batch (default 4; 0: none)",
+        help="at most this many more worker processes while every worker holds a batch (default 2; 0: none)",
     )
     up.add_argument(
         "--cold-burst-workers",

@@ -116,7 +116,7 @@ class LocalConfig:
     stale_reads_s: float = 0.0
     transaction_conflicts: float = 0.0
     burst_workers_max: int = 2
-    event_source_workers_max: int = 4
+    event_source_workers_max: int = 2
     burst_worker_messages_per_s: int = 3
     warm_burst_workers: bool = True
     attach_aws: bool = False

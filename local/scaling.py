@@ -160,9 +160,10 @@ class LocalScaler:
 # The event source mapping's own scaling, which the planner does not see: Lambda adds execution
 # environments while messages wait (a batch holds its environment until its slowest message is
 # done), so a tenant's slow target never holds back the others' slots. Local mode's standing
-# worker processes are few: while every one of them has been working one batch for BUSY_S, one
-# more burst worker is asked for (at most ``event_source_workers_max`` in all), and one is given back
-# once a worker has been idle IDLE_S and the newest is idle too.
+# worker processes are few: while every one of them has held one batch for BUSY_S, one more burst
+# worker is asked for (at most ``event_source_workers_max`` in all); once no worker has held a
+# batch that long for IDLE_S, they are all given back (workers that only take quick batches, the
+# demo's, are not held).
 BUSY_S = 1.0
 IDLE_S = 10.0
 
@@ -175,31 +176,24 @@ class ReactiveWorkers:
     def __init__(self, config: LocalConfig) -> None:
         self.config = config
         self.wanted = 0
-        self._idle_since: float | None = None
+        self._held_at: float | None = None  # when a worker was last seen holding a batch
 
-    def _busy(self, name: str, wall: float) -> bool | None:
-        """True while ``name`` has worked one batch for BUSY_S, False when it holds none, None in
-        between (a batch just received)."""
+    def _held(self, name: str, wall: float) -> bool:
+        """Whether ``name`` has worked one batch for BUSY_S."""
         try:
             received = self.config.inflight_file(name).stat().st_mtime
         except OSError:
             return False
-        return True if wall - received >= BUSY_S else None
+        return wall - received >= BUSY_S
 
     def decide(self, workers: list[str], burst: list[str], now: float, wall: float) -> int:
         """``workers``: the worker processes running now (standing and burst); ``burst``: the burst
-        workers among them, lowest-numbered first (the last is scaled back first)."""
-        states = [self._busy(name, wall) for name in workers]
-        if workers and all(state is True for state in states):
-            self.wanted = min(self.config.event_source_workers_max, len(burst) + 1)
-            self._idle_since = None
-        elif any(state is False for state in states):
-            if self._idle_since is None:
-                self._idle_since = now
-            newest_idle = not burst or self._busy(burst[-1], wall) is False
-            if self.wanted > 0 and newest_idle and now - self._idle_since >= IDLE_S:
-                self.wanted = min(self.wanted, len(burst)) - 1
-                self._idle_since = now
-        else:
-            self._idle_since = None
+        workers among them."""
+        held = [self._held(name, wall) for name in workers]
+        if any(held):
+            self._held_at = now
+            if all(held):
+                self.wanted = min(self.config.event_source_workers_max, len(burst) + 1)
+        elif self.wanted and (self._held_at is None or now - self._held_at >= IDLE_S):
+            self.wanted = 0
         return self.wanted
