@@ -97,13 +97,20 @@ class Turns:
         """Pass ``holder``'s turn to the oldest waiting slot (if ``holder`` still has it) and send
         the TURN message that starts it (not to ``taker``, the slot being claimed: it starts now);
         the slot that got the turn, or None."""
-        following = self.store.pass_turn(tenant, job_id, holder, now)
-        if following is None or following == taker:
-            return following
+        while True:
+            following = self.store.pass_turn(tenant, job_id, holder, now)
+            if following is None or following == taker:
+                return following
+            record = self.store.get_execution(tenant, job_id, following)
+            if record is None or not record.status.terminal:
+                break
+            # An ended slot in the waiting list: a duplicate of its message (a child's re-send,
+            # a TURN) took a place in it before its claim found the slot ended. Passed over, on
+            # to the next (QA: the turn went to it, and the slots really waiting stayed queued).
+            holder = following
         job = job or self.store.get_job(tenant, job_id)
         if job is None:
             return following  # the job is gone: its slots will not run
-        record = self.store.get_execution(tenant, job_id, following)
         scheduled = record.scheduled_at if record is not None else slot_instant(following)
         attempt = record.attempt if record is not None else 1
         message = message_for(job, following, scheduled, attempt, MessageKind.TURN, now)

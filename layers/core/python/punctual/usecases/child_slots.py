@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
-from punctual.timing.slots import inside_window, schedule_of, sent_check_timer
+from punctual.timing.slots import inside_window, next_slot, schedule_of, sent_check_timer
 from punctual.timing.timers import MANUAL_MARK, TimerLayout, slot_instant
 
 WAITING_READ = 500  # the child's newest slots read back (one dependency item each)
@@ -96,7 +96,9 @@ class _OpenSlots:
         return (
             old.state is not JobState.COMPLETED
             and schedule.kind in _CLOCK_KINDS
-            and schedule.next_after(instant - timedelta(seconds=1)) == instant
+            # the job's own slot: next_slot knows a rate() job's anchor (QA: the bare schedule did
+            # not, so a dropped rate() parent's unrun slot counted as closed and was lost)
+            and next_slot(old, instant - timedelta(seconds=1)) == instant
         )
 
 
