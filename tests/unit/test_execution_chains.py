@@ -77,8 +77,44 @@ def test_child_does_not_run_when_a_parent_fails(rig: Rig, t0: datetime) -> None:
     rig.send(rig.message(a, slot), rig.message(b, slot))
     rig.work_until_idle(rig.worker())
     assert [c.job_id for c in rig.target.calls] == [a.id, b.id]
-    assert rig.history(child) == []
+    # The child's slot is recorded SKIPPED, naming the parent (QA: it had no record at all)
+    [skipped] = rig.history(child)
+    assert (
+        skipped.status.value == "SKIPPED" and skipped.error == "not run: parent extract-b's slot ended FAILED"
+    )
     assert rig.queues.all_messages() == []
+
+
+def test_a_parents_unsuccessful_slot_is_recorded_down_the_after_chain_once(rig: Rig, t0: datetime) -> None:
+    # Given load = after(extract-a, extract-b) and report = after(load)
+    a, b, child = dependency_rig(rig)
+    report, _ = jobs(rig).register("default", spec("after(load)"), job_id="report")
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    rig.target = FakeTarget(
+        lambda ctx: TargetResult.permanent("boom") if ctx.job_id == a.id else TargetResult.ok()
+    )
+    # When A fails slot S for good (and its message comes again: the after-effects repeat), B succeeds
+    rig.send(rig.message(a, slot), rig.message(b, slot))
+    rig.work_until_idle(rig.worker())
+    rig.send(rig.message(a, slot))
+    rig.work_until_idle(rig.worker())
+    # Then load and report have slot S recorded SKIPPED once each, naming why; neither ran
+    assert [(r.slot, r.status.value, r.error) for r in rig.history(child)] == [
+        (slot_key(slot), "SKIPPED", "not run: parent extract-a's slot ended FAILED")
+    ]
+    assert [(r.status.value, r.error) for r in rig.history(report)] == [
+        ("SKIPPED", "not run: parent load's slot ended SKIPPED")
+    ]
+    assert rig.target.calls_for(child.id) == [] and rig.target.calls_for(report.id) == []
+    # And the next slot, which A completes, runs both
+    rig.target = FakeTarget(lambda ctx: TargetResult.ok())
+    nxt = slot + timedelta(hours=1)
+    rig.clock.set(nxt)
+    rig.send(rig.message(a, nxt), rig.message(b, nxt))
+    rig.work_until_idle(rig.worker())
+    assert rig.target.calls_for(child.id) == [(slot_key(nxt), 1)]
+    assert rig.target.calls_for(report.id) == [(slot_key(nxt), 1)]
 
 
 def test_each_slot_dispatches_its_own_child(rig: Rig, t0: datetime) -> None:

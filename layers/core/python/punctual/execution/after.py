@@ -40,6 +40,7 @@ log = logging.getLogger("punctual.execution")
 PAUSED_CHILD_NOTE = "job is paused: its parents' slot completed while it was paused"
 
 PAUSE_TRIES = 3
+MAX_SKIP_DEPTH = 16  # how far down after() chains a parent's unsuccessful slot is recorded
 _DISPATCHED_TO = (JobState.ENABLED, JobState.PAUSED, JobState.COMPLETED)
 
 
@@ -123,6 +124,7 @@ class AfterEffects:
             self.failures.publish(failure_report(execution))
             if job.dead_letter is not None and self.dead_letters is not None:
                 self.dead_letters.send(job, execution, now)
+            self._skip_dependants(job, execution, now)
         if status.terminal:
             self._chain_delay(job, execution, now)
             self.turns.pass_on(job, execution, now)
@@ -226,6 +228,29 @@ class AfterEffects:
             self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
             self.metrics.add("ChildrenDispatched", 1)
 
+    def _skip_dependants(self, job: Job, execution: Execution, now: datetime, depth: int = 0) -> None:
+        """``after(...)`` jobs of a parent whose slot ended for good without success: that slot of
+        each child is recorded SKIPPED with the reason (and of their children in turn), so that a
+        child's history has every slot its parents had (QA: it had no record at all). A record the
+        slot has already (its own, or a repeat of these after-effects) is left as it is."""
+        if job.dependents <= 0 or depth >= MAX_SKIP_DEPTH:
+            return  # the common case: no job waits on this one, and no query is made
+        if execution.backfill and not execution.backfill_dependants:
+            return
+        slot = execution.slot
+        children = self.store.list_dependents(job.tenant, job.id)
+        jobs = self.store.batch_get_jobs((job.tenant, child) for child in children)
+        note = f"not run: parent {job.id}'s slot ended {execution.status.value}"
+        for child_id in children:
+            child = jobs.get((job.tenant, child_id))
+            if child is None or child.state not in _DISPATCHED_TO or job.id not in schedule_of(child).parents:
+                continue
+            if MANUAL_MARK not in slot and not inside_window(child, slot_instant(slot)):
+                continue
+            skipped = self._record_unrun(child, slot, now, ExecutionStatus.SKIPPED, note)
+            if skipped is not None:
+                self._skip_dependants(child, skipped, now, depth + 1)
+
     def _outside_window(self, child: Job, slot: str, now: datetime) -> bool:
         """A parents' slot before the child's ``start_at`` or after its ``end_at``: not the child's
         (QA: an after() job ran slots past its end_at and stayed ENABLED). Past ``end_at`` the child
@@ -264,9 +289,12 @@ class AfterEffects:
             self.metrics.add("SlotsCalendarMissing", 1)
         return True
 
-    def _record_unrun(self, child: Job, slot: str, now: datetime, status: ExecutionStatus, note: str) -> bool:
-        """Record a child's slot that is not run (EXCLUDED, or MISSED with its event and missed
-        alert); False when it was recorded before (a repeat of these after-effects)."""
+    def _record_unrun(
+        self, child: Job, slot: str, now: datetime, status: ExecutionStatus, note: str
+    ) -> Execution | None:
+        """Record a child's slot that is not run (EXCLUDED; SKIPPED with its event; MISSED with
+        its event and missed alert); None when it was recorded before (a repeat of these
+        after-effects)."""
         record = Execution(
             job_id=child.id,
             tenant=child.tenant,
@@ -280,12 +308,14 @@ class AfterEffects:
         try:
             self.ledger.save(record, None, None)
         except ExecutionConflictError:
-            return False
+            return None
         if status is ExecutionStatus.MISSED:
             self.notifier.missed([(child, record)], now)
             if self.notifier.alerter is not None:
                 self.notifier.alerter.missed(child, record)
-        return True
+        elif status is ExecutionStatus.SKIPPED:
+            self.notifier.changed(child, record, now)
+        return record
 
 
 def failure_report(execution: Execution) -> dict[str, Any]:
