@@ -51,7 +51,7 @@ def test_each_job_is_validated_on_its_own_and_a_bad_one_fails_alone(api: ApiClie
         assert result["status"] == "failed" and 400 <= result["code"] < 500, result
         assert result["problem"]["status"] == result["code"] and result["job"] is None
         assert api.call("GET", f"/v1/jobs/{job_id}").status == 404
-    assert by_id["no-target"]["problem"]["errors"][0]["field"].startswith("jobs[5].job.")
+    assert by_id["no-target"]["problem"]["errors"][0]["field"].startswith("jobs.5.job.")
     assert by_id["bad-url"]["problem"]["errors"][0]["field"] == "target.url"
     assert reply.body["failed"] == 4 and reply.body["created"] == 3
 

@@ -143,7 +143,7 @@ def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchRe
         services.check_spec(spec)
         job, secret = services.jobs.register(tenant, spec, item.id, paused=given.paused)
     except ValidationError as exc:
-        prefix = f"jobs[{index}].job."
+        prefix = f"jobs.{index}.job."  # as the envelope's own fields are named (jobs.2.id)
         pairs = problems.field_errors(exc.errors())
         errors = [(prefix + field, message) for field, message in pairs]
         too_large = [m for field, m in pairs if field == "payload" and PAYLOAD_TOO_LARGE in m]
@@ -151,7 +151,7 @@ def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchRe
             body = problems.problem_body(413, "payload-too-large", "Payload too large", too_large[0], errors)
         else:
             body = problems.problem_body(
-                422, "validation", "Invalid job", f"jobs[{index}] is not a valid job", errors
+                422, "validation", "Invalid job", f"jobs.{index}.job is not a valid job", errors
             )
         return BatchResult(
             id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body)
