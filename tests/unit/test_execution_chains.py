@@ -324,3 +324,40 @@ def test_a_paused_childs_slot_is_recorded_missed_with_its_event_and_alert_not_dr
     rig.send(rig.message(a, second))
     rig.work_until_idle(worker)
     assert rig.target.calls_for(child.id) == [(slot_key(second), 1)]
+
+
+def test_a_childs_slot_sent_before_a_replace_of_the_child_runs_under_the_new_spec(
+    rig: Rig, t0: datetime
+) -> None:
+    # the after() oracle: a payload edit seconds after the parents' success, before any worker took
+    # the child's slot, recorded it SUPERSEDED, never run (a scheduled slot runs under the new spec)
+    a, b, child = dependency_rig(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    worker = rig.worker()
+    rig.send(rig.message(a, slot), rig.message(b, slot))
+    rig.work(worker)  # both parents succeed: the child's slot is sent, not yet taken
+    assert rig.metrics.total("ChildrenDispatched") == 1 and rig.target.calls_for(child.id) == []
+    service = jobs(rig)
+    edited = service.replace("default", child.id, spec("after(extract-a, extract-b)", payload={"v": 2}))
+    rig.clock.advance(10)  # the workers behind: past the seconds a claim trusts its message's copy
+    rig.work_until_idle(worker)
+    [record] = rig.history(child)
+    assert (record.status.value, record.job_version) == ("SUCCEEDED", edited.version)
+    assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
+
+
+def test_a_childs_slot_sent_before_a_replace_that_adds_a_parent_is_superseded(rig: Rig, t0: datetime) -> None:
+    # a parent the replace added counts from its next success: the slot sent for the old spec is not run
+    a, b, child = dependency_rig(rig)
+    jobs(rig).register("default", spec("rate(1 hour)"), job_id="extract-c")
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    worker = rig.worker()
+    rig.send(rig.message(a, slot), rig.message(b, slot))
+    rig.work(worker)
+    jobs(rig).replace("default", child.id, spec("after(extract-a, extract-b, extract-c)"))
+    rig.clock.advance(10)
+    rig.work_until_idle(worker)
+    assert [r.status.value for r in rig.history(child)] == ["SUPERSEDED"]
+    assert rig.target.calls_for(child.id) == []

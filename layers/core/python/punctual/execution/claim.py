@@ -43,8 +43,8 @@ from punctual.runtime.observability import MetricsSink
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import ExecutionConflictError, Expect
 from punctual.timing.owed import owed_at_restart
-from punctual.timing.slots import schedule_of
-from punctual.timing.timers import MANUAL_MARK
+from punctual.timing.slots import inside_window, schedule_of
+from punctual.timing.timers import MANUAL_MARK, slot_instant
 from punctual.usecases.backfills import BackfillState, parse_backfill_ref
 
 log = logging.getLogger("punctual.execution")
@@ -128,11 +128,31 @@ def owed_to_current(
     slot SUPERSEDED, never run. None: superseded (a retry or takeover, a run-now slot, a slot
     after the replace, or one the new spec does not run)."""
     not_started = current is None or current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED)
-    if action is not ClaimAction.START or message.kind != MessageKind.FIRE or not not_started:
+    if action is not ClaimAction.START or not not_started:
         return None
-    if not owed_at_restart(job, message.job_version, message.slot):
+    if message.kind == MessageKind.CHILD:
+        return replace(message, job_version=job.version) if _child_owed(job, message) else None
+    if message.kind != MessageKind.FIRE or not owed_at_restart(job, message.job_version, message.slot):
         return None
     return replace(message, job_version=job.version)
+
+
+def _child_owed(job: Job, message: DispatchMessage) -> bool:
+    """An ``after(...)`` job's slot sent (its parents all succeeded it) before a replace of the job
+    that no worker started: the current spec owes it when it still waits on no other parent than
+    the spec it was sent for (the message's copy), as a scheduled slot due by a replace runs under
+    the new spec (the after() oracle: a payload edit seconds after the parents' success recorded
+    the slot SUPERSEDED, never run). A parent the replace added counts from its next success."""
+    if job.state is not JobState.ENABLED or not message.spec:
+        return False
+    if MANUAL_MARK not in message.slot and not inside_window(job, slot_instant(message.slot)):
+        return False
+    try:
+        sent_for = job_from_spec(message.spec)
+    except ValueError:
+        return False
+    parents = set(schedule_of(job).parents)
+    return bool(parents) and parents <= set(schedule_of(sent_for).parents)
 
 
 def exhausted(current: Execution, now: datetime) -> tuple[Execution, Expect]:
