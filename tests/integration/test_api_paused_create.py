@@ -19,7 +19,8 @@ def _timers_of(api: ApiClient, job_id: str) -> list[Any]:
 
 
 def _assert_paused(api: ApiClient, body: dict[str, Any]) -> None:
-    assert body["state"] == "PAUSED" and body["next_fire_at"] is None and body["paused_at"], body
+    assert body["state"] == "PAUSED" and body["next_fire_at"] is None, body
+    assert body["paused_at"] is None  # never enabled: its resume owes nothing from before it
     got = api.call("GET", f"/v1/jobs/{body['id']}").body
     assert got["state"] == "PAUSED" and got["version"] == body["version"]
     assert _timers_of(api, body["id"]) == []  # nothing a poller could release

@@ -80,7 +80,10 @@ class JobOut(JobSpec):
     )
     paused_at: Instant | None = Field(
         default=None,
-        description="When the job was paused (null unless paused).",
+        description=(
+            "When the job was paused (null unless paused; null for a job created paused too: its "
+            "resume owes no slot from before it)."
+        ),
         json_schema_extra=_READ_ONLY,
     )
     state_reason: str | None = Field(

@@ -423,7 +423,10 @@ class JobService:
         if timer is None and schedule_of(job).kind != "after":
             raise InvalidJobError(no_slot_reason(job, now))
         if paused:
-            job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": now})
+            # No pause instant: it was never enabled, so its resume starts afresh and owes nothing
+            # (EventBridge Scheduler's DISABLED, a CronJob's suspend; review: a job created paused
+            # and resumed two hours later ran the last hour's slots at once)
+            job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": None})
             timer = None
         # The job, its links as a dependent of its parents and its calendar uses: one transaction,
         # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
