@@ -3,6 +3,7 @@ every run, or answered with the wrong 4xx: each now a 4xx naming the problem, no
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 from urllib.parse import quote
 
@@ -342,3 +343,16 @@ def test_a_body_sent_to_a_route_that_takes_none_is_ignored_whatever_its_type(api
     # A route that takes a body still says what is wrong with its media type
     reply = api.call("POST", "/v1/jobs", raw="x", headers={"Content-Type": "text/plain"})
     assert reply.status == 415
+
+
+def test_a_binary_body_sent_to_a_route_that_takes_none_is_ignored(api: ApiClient) -> None:
+    # review: the UTF-8 check of a base64 body came before the body was dropped (400)
+    from api_harness import LambdaContext, rest_event
+
+    job = api.create()
+    raw = base64.b64encode(b"\xff\xfe\x00").decode()
+    event = rest_event(
+        "POST", f"/v1/jobs/{job['id']}/pause", raw, {"Content-Type": "application/octet-stream"}
+    )
+    event["isBase64Encoded"] = True
+    assert api.handler.handler(event, LambdaContext())["statusCode"] == 200

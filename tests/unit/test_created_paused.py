@@ -6,7 +6,7 @@ A job paused after it ran still owes what its catch-up policy says."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from execution_harness import LAYOUT, LONG, SHORT, Rig
 from factories import spec

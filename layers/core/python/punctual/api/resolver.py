@@ -140,6 +140,10 @@ class PunctualResolver(APIGatewayRestResolver):
             )
         if method == "HEAD" and allowed:
             return _without_body(self.resolve({**event, "httpMethod": "GET"}, context))
+        if event.get("httpMethod") == "POST" and _TAKES_NO_BODY.match(str(event.get("path") or "")):
+            # pause, resume, trigger, rotate-secret: a body is ignored, whatever it holds (review:
+            # a binary one was still checked for UTF-8)
+            event = _with_header({**event, "body": None, "isBase64Encoded": False}, "content-type", None)
         body = event.get("body")
         limit = BATCH_MAX_BODY_BYTES if event.get("path") == BATCH_PATH else MAX_BODY_BYTES
         if isinstance(body, str) and len(body) > limit:
@@ -159,10 +163,6 @@ class PunctualResolver(APIGatewayRestResolver):
                     400, "malformed-body", "Malformed body", "the request body is not UTF-8 text (send JSON)"
                 )
             event = {**event, "body": body, "isBase64Encoded": False}
-        if event.get("httpMethod") == "POST" and _TAKES_NO_BODY.match(str(event.get("path") or "")):
-            # pause, resume, trigger, rotate-secret: a body is ignored, whatever its media type
-            event = _with_header({**event, "body": None}, "content-type", None)
-            body = None
         content_type = header_of(event, "content-type")
         if content_type is not None and not body:
             # An empty body has no media type: never let a form or multipart parser near it.

@@ -14,13 +14,16 @@ from collections.abc import Callable
 from datetime import datetime
 
 from punctual.dispatch.queues import MessageKind, QueuePort, message_for
-from punctual.models import Execution, Job, Overlap
+from punctual.models import Execution, ExecutionStatus, Job, Overlap
 from punctual.store.base import JobStore
 from punctual.timing.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
 
 STALE_TURN_S = 20 * 60  # a turn whose holder never wrote a record is free after this long
+# Ended records a claim may still start afresh (a backfill of a MISSED slot, a SUPERSEDED slot
+# released again for the new spec): such a slot waiting for the turn is a real waiter (review).
+_RUN_AGAIN = frozenset({ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED})
 
 
 class Turns:
@@ -102,7 +105,7 @@ class Turns:
             if following is None or following == taker:
                 return following
             record = self.store.get_execution(tenant, job_id, following)
-            if record is None or not record.status.terminal:
+            if record is None or not record.status.terminal or record.status in _RUN_AGAIN:
                 break
             # An ended slot in the waiting list: a duplicate of its message (a child's re-send,
             # a TURN) took a place in it before its claim found the slot ended. Passed over, on
