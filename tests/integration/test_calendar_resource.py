@@ -115,3 +115,39 @@ def test_a_failed_create_leaves_nothing_and_its_delete_calls_nothing(api: ApiCli
         _calendar_event("Delete", DAYS, PhysicalResourceId="2026/12/05/[$LATEST]abc"), as_a
     )
     assert done["PhysicalResourceId"] == "2026/12/05/[$LATEST]abc" and calls == []
+
+
+def test_a_named_calendar_it_did_not_make_is_never_taken_over(api: ApiClient, as_a: RoleApi) -> None:
+    # review: a Create put over a calendar of the same name (another resource's, or the API's), and
+    # CloudFormation's cleanup of the old resource, or a rollback, then deleted it
+    assert (
+        api.call("PUT", "/v1/calendars/holidays", {**DAYS, "dates": ["2027-01-01"]}, user=ROLE_A).status
+        == 201
+    )
+    with pytest.raises(
+        provider.ProviderError, match="calendar 'holidays' exists and this resource did not make it"
+    ):
+        provider.on_event(_calendar_event("Create", DAYS), as_a)
+    assert _calendar(api, "holidays")["dates"] == ["2027-01-01"]  # untouched
+
+
+def test_its_scheduler_gone_a_calendar_is_deleted_with_it(as_a: RoleApi) -> None:
+    # review: a job's Delete took an API that no longer exists as done, a calendar's failed the stack
+    class DeletedApi:
+        def __init__(self, url: str) -> None:
+            pass
+
+        def request(self, *args: Any, **kwargs: Any) -> tuple[int, Any]:
+            return 403, {"message": "Forbidden"}
+
+    done = provider.on_event(
+        _calendar_event("Delete", DAYS, PhysicalResourceId="holidays@0123456789ab"), DeletedApi
+    )
+    assert done["PhysicalResourceId"] == "holidays@0123456789ab" and "Forbidden" in done["Reason"]
+
+
+def test_the_same_api_spelled_otherwise_is_an_update_in_place(api: ApiClient, as_a: RoleApi) -> None:
+    physical = provider.on_event(_calendar_event("Create", DAYS), as_a)["PhysicalResourceId"]
+    other = URL.replace("https://", "HTTPS://").replace(".execute-api.", ".EXECUTE-API.") + "/"
+    same = provider.on_event(_calendar_event("Update", DAYS, url=other, PhysicalResourceId=physical), as_a)
+    assert same["PhysicalResourceId"] == physical  # CloudFormation deletes nothing after it

@@ -132,3 +132,32 @@ def test_an_enabled_value_that_is_not_a_boolean_is_refused_naming_it(
     with pytest.raises(provider.ProviderError, match=r"^Enabled: true or false"):
         provider.on_event(_event_with("Create", "req-1", _spec(), value), as_a)
     assert api.call("GET", "/v1/jobs", user=ROLE_A).body["items"] == []
+
+
+def test_turning_off_a_completed_job_and_its_rollback_succeed(api: ApiClient, as_a: RoleApi) -> None:
+    # review: pausing a COMPLETED job is 409, which failed the update; the rollback then put the
+    # unchanged spec of a one-time job that had run, 422 (no slot left): UPDATE_ROLLBACK_FAILED
+    from api_harness import principal_id
+
+    from punctual.execution.chain_ends import complete_job
+    from punctual.runtime.clock import SystemClock
+
+    once = _spec(schedule="at(2031-01-01T00:00:00)")
+    job_id = provider.on_event(_event_with("Create", "req-1", once), as_a)["PhysicalResourceId"]
+    tenant = principal_id(ROLE_A).split(":")[0]
+    job = api.store.get_job(tenant, job_id)
+    assert job is not None and complete_job(api.store, job, SystemClock())  # its one slot ran
+    puts: list[str] = []
+    real = as_a.request
+
+    def recorded(
+        method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        if method == "PUT":
+            puts.append(path)
+        return real(method, path, body, headers)
+
+    as_a.request = recorded  # type: ignore[method-assign]
+    provider.on_event(_update(job_id, once, "false", once, None), as_a)  # turned off: done
+    provider.on_event(_update(job_id, once, None, once, "false"), as_a)  # the rollback: done
+    assert _job(api, job_id)["state"] == "COMPLETED" and puts == []  # the same spec is not put again

@@ -40,6 +40,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
@@ -268,18 +269,23 @@ def _undo(api: Api, job_id: str) -> str:
 
 def _delete(api: Api, physical: str) -> dict[str, Any]:
     """Delete the job; one already gone, or whose scheduler is gone, is deleted."""
+    return _delete_at(api, f"/v1/jobs/{physical}", physical, f"job {physical}")
+
+
+def _delete_at(api: Api, path: str, physical: str, what: str) -> dict[str, Any]:
+    """Delete what ``path`` names; one already gone, or whose scheduler is gone, is deleted."""
     done: dict[str, Any] = {"PhysicalResourceId": physical, "Data": {}}
-    gone = f"job {physical} is taken as deleted with its scheduler, whose API "
+    gone = f"{what} is taken as deleted with its scheduler, whose API "
     try:
-        status, body = api.request("DELETE", f"/v1/jobs/{physical}")
+        status, body = api.request("DELETE", path)
     except ApiUnreachableError as exc:
         if not exc.gone:
             raise
         return {**done, "Reason": gone + f"does not exist or refuses connections ({exc})"}
     if status == 403 and body == _NO_SUCH_API:
         return {**done, "Reason": gone + "API Gateway does not know (403 Forbidden, no IAM refusal)"}
-    if status not in (204, 404):
-        raise _problem(status, body, f"deleting job {physical}")
+    if status not in (204, 404):  # a calendar's 409: jobs still exclude it (the reason names them)
+        raise _problem(status, body, f"deleting {what}")
     return done
 
 
@@ -334,7 +340,10 @@ def on_event(
     was, now = enabled(old), enabled(props)
     if was and not now and not _set_state(api, physical, "pause"):
         return _create(api, store, job_id_for(event), props, spec, replacing=True)
-    status, body = api.request("PUT", f"/v1/jobs/{physical}", spec)
+    if _same_spec(old, spec):  # nothing to put (review: a one-time job that ran refuses its own spec)
+        status, body = api.request("GET", f"/v1/jobs/{physical}")
+    else:
+        status, body = api.request("PUT", f"/v1/jobs/{physical}", spec)
     if status == 404:  # deleted outside CloudFormation: declared again, as a replacement
         return _create(api, store, job_id_for(event), props, spec, replacing=True)
     if status != 200:
@@ -360,37 +369,82 @@ def calendar_name_for(event: dict[str, Any]) -> str:
     props = event["ResourceProperties"]
     name = props.get("Name")
     if name is None or name == "":
-        seed = f"{event['StackId']}/{event['LogicalResourceId']}"
-        return "cfn-" + hashlib.sha1(seed.encode(), usedforsecurity=False).hexdigest()
+        return _made_calendar_name(event)
     if not isinstance(name, str) or not _CALENDAR_NAME.match(name):
         rule = "1-64 characters of letters, digits, '-', '_' and '.', not dots alone"
         raise ProviderError(f"Name: {rule}: {fit(repr(name), 80)}")
     return name
 
 
+# A named calendar found made this recently, with the declared days, is taken as this request's
+# own earlier delivery (Lambda retries an asynchronous invocation within minutes).
+REDELIVERY_S = 900
+
+
+def _just_made(api: Api, path: str, spec: dict[str, Any]) -> bool:
+    """Whether the calendar at ``path`` was made in the last :data:`REDELIVERY_S` with the days
+    ``spec`` declares (a repeated delivery of the Create that made it)."""
+    status, body = api.request("GET", path)
+    if status != 200 or not isinstance(body, dict):
+        return False
+    try:
+        made = datetime.fromisoformat(str(body.get("created_at")).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    fields = ("timezone", "dates", "ranges")
+    declared = {"timezone": "UTC", "dates": [], "ranges": [], **spec}
+    same = all(body.get(field) == declared.get(field) for field in fields)
+    return same and 0 <= time.time() - made.timestamp() <= REDELIVERY_S
+
+
+def _made_calendar_name(event: dict[str, Any]) -> str:
+    """The name a calendar with no ``Name`` gets: from the stack and the logical id."""
+    seed = f"{event['StackId']}/{event['LogicalResourceId']}"
+    return "cfn-" + hashlib.sha1(seed.encode(), usedforsecurity=False).hexdigest()
+
+
 def _calendar_id(name: str, api_url: str) -> str:
-    digest = hashlib.sha1(api_url.strip().rstrip("/").encode(), usedforsecurity=False).hexdigest()
+    """The name and its deployment (the URL's scheme and host in any case: review)."""
+    parts = urlsplit(api_url.strip())
+    where = f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+    digest = hashlib.sha1(where.encode(), usedforsecurity=False).hexdigest()
     return f"{name}@{digest[:12]}"
 
 
 def on_calendar_event(event: dict[str, Any], api: Api, api_url: str) -> dict[str, Any]:
-    """What CloudFormation is told for a ``Custom::PunctualCalendar`` request."""
+    """What CloudFormation is told for a ``Custom::PunctualCalendar`` request.
+
+    A calendar this resource did not make is never taken over: a Create (or an Update that moves
+    it to another name or deployment) puts it with ``If-None-Match: *``, and a name that exists is
+    refused, as CloudFormation refuses a named resource that exists, unless the name is the one
+    made from this stack and logical id (a repeated delivery of this very request). Otherwise
+    CloudFormation's cleanup of the old resource, or a rollback, would delete a calendar another
+    resource (or the API) made and still uses (review)."""
     kind = event["RequestType"]
     physical = str(event.get("PhysicalResourceId") or "")
     if kind == "Delete":
         name = physical.rsplit("@", 1)[0]
-        status, body = api.request("DELETE", f"/v1/calendars/{quote(name, safe='')}")
-        if status not in (204, 404):  # 409: jobs still exclude it (the reason names them)
-            raise _problem(status, body, f"deleting calendar {name}")
-        return {"PhysicalResourceId": physical, "Data": {}}
+        return _delete_at(api, f"/v1/calendars/{quote(name, safe='')}", physical, f"calendar {name}")
     if kind not in ("Create", "Update"):
         raise ProviderError(f"unknown RequestType {kind!r}")
     name = calendar_name_for(event)
     spec = _spec(event["ResourceProperties"])
-    status, body = api.request("PUT", f"/v1/calendars/{quote(name, safe='')}", spec)
+    made = _calendar_id(name, api_url)
+    path = f"/v1/calendars/{quote(name, safe='')}"
+    if kind == "Update" and made == physical:  # in place: the days put over its own
+        status, body = api.request("PUT", path, spec)
+    else:
+        status, body = api.request("PUT", path, spec, {"If-None-Match": "*"})
+        if status == 412 and (name == _made_calendar_name(event) or _just_made(api, path, spec)):
+            status, body = api.request("PUT", path, spec)  # this very request made it before
+        elif status == 412:
+            raise ProviderError(
+                f"calendar {name!r} exists and this resource did not make it (another resource, an"
+                " earlier stack or the API did): give this one another Name, or delete that one"
+            )
     if status not in (200, 201):
         raise _problem(status, body, f"putting calendar {name}")
-    return {"PhysicalResourceId": _calendar_id(name, api_url), "Data": {"Name": name}}
+    return {"PhysicalResourceId": made, "Data": {"Name": name}}
 
 
 def enabled(props: dict[str, Any]) -> bool:
@@ -403,13 +457,27 @@ def enabled(props: dict[str, Any]) -> bool:
 
 
 def _set_state(api: Api, job_id: str, action: str) -> bool:
-    """Pause or resume the job; False when it is gone (404)."""
+    """Pause or resume the job; False when it is gone (404). A COMPLETED job (its last slot run)
+    fires nothing either way: its pause or resume is done (review: its 409 failed the update, and
+    the rollback after it)."""
     status, body = api.request("POST", f"/v1/jobs/{job_id}/{action}")
     if status == 404:
         return False
+    if status == 409:
+        found, job = api.request("GET", f"/v1/jobs/{job_id}")
+        if found == 200 and isinstance(job, dict) and job.get("state") == "COMPLETED":
+            return True
     if status != 200:
         raise _problem(status, body, f"{'pausing' if action == 'pause' else 'resuming'} job {job_id}")
     return True
+
+
+def _same_spec(old: dict[str, Any], spec: dict[str, Any]) -> bool:
+    """Whether the old properties declared this very spec."""
+    try:
+        return _spec(old) == spec
+    except ProviderError:
+        return False
 
 
 def _kept(old: dict[str, Any], secret_arn: str) -> bool:
