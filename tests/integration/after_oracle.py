@@ -25,18 +25,16 @@ remaining parents have all succeeded for since its last run"). The checks:
   it is recorded MISSED (documented: not caught up); C deleted since: anything goes;
 - A3-drop: the same for a drop of a slot after C's last run that each dropped parent would have
   had and had not ended without success;
-- A4: every scheduled job runs every slot of the settled period (no chain stops);
-- A5: nothing raises;
+- A4: every scheduled job runs every slot of the settled period (no chain stops); A5: no raise;
 - A6: in the settled period an ``overlap: queue`` child's queued slot starts within a poll's step
-  and a lease (a message returned while a lease lives holds the FIFO group) of the end of the slot
-  before it ("starts it as soon as the slots before it have finally ended").
+  and a lease of the end of the slot before it ("as soon as the slots before it have ended");
+- A7: a slot a parent's worker failed for good is recorded SKIPPED for a child nothing touched.
 
 Where the docs are silent or ambiguous :attr:`Driver.notes` counts instead of failing: a slot
-neither run nor recorded because a parent did not succeed it (``unrecorded-parent-failed``),
-``unlinked-*`` and ``linked-late-*`` completions, drops the code does not owe (``drop-decided``: a
-dropped parent ended it without success; ``drop-not-its-slot``: it would never have had it;
-``drop-before-last-run``), and a completed slot SUPERSEDED by a replace of C before a worker took
-it (``superseded``: a scheduled slot released before a replace runs under the new spec).
+neither run nor recorded because a parent never ran it (``unrecorded-parent-failed``),
+``unlinked-*`` and ``linked-late-*`` completions, drops the code does not owe (``drop-decided``,
+``drop-not-its-slot``, ``drop-before-last-run``), and a completed slot SUPERSEDED by a replace of C
+that added a parent before a worker took it (``superseded``).
 
 Many seeds: ``python tests/integration/after_oracle.py 0 500 [-v]``; one: ``--seed N``.
 """
@@ -670,8 +668,7 @@ def check_child_slot(d: Driver, jd: JobDef, slot: str) -> list[tuple[str, str]]:
             ("A2", f"{child} {slot} ran ({call.attempt}, at {call.off}) before its parents all succeeded")
         ]
     if comp is None:
-        unrecorded_parent_failed(d, child, slot, status)
-        return []
+        return unrecorded_parent_failed(d, child, slot, status)
     comp_off = d.offs[comp.seq]
     # "a job paused or replaced less than a second ago may still start the one slot released for
     # its old version" (the store's staleness)
@@ -707,22 +704,26 @@ def check_child_slot(d: Driver, jd: JobDef, slot: str) -> list[tuple[str, str]]:
     return []
 
 
-def unrecorded_parent_failed(d: Driver, child: str, slot: str, status: str | None) -> None:
-    """A slot that did not complete for the child because a parent did not succeed it: the docs
-    say the child does not run it and say nothing of a record (noted when the child, enabled at
-    the slot's instant, has none)."""
+def unrecorded_parent_failed(d: Driver, child: str, slot: str, status: str | None) -> list[tuple[str, str]]:
+    """A7 (docs/schedules.md, the after() row); a slot a parent never ran: noted, as documented."""
     if status is not None:
-        return
+        return []
     c = view_at_off(d, off_of(instant(slot))).get(child)
     if c is None or c.state != "ENABLED":
-        return
-    failed = []
+        return []
+    failed, final = [], []
     for p in c.parents:
         rec = recorded(d, p, slot)
         if (p, slot) in d.ended or (rec is not None and rec.status is not ExecutionStatus.SUCCEEDED):
             failed.append(f"{p}:{rec.status.value if rec is not None else 'ended'}")
+            if rec is not None and rec.status in (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT):
+                final.append(p)
+    untouched = not any(job in (child, *c.parents) for _, _, _, job in d.changes)
+    if final and untouched:
+        return [("A7", f"{child} {slot}: parents {failed} failed it for good; no record of {child}")]
     if failed:
         note(d, "unrecorded-parent-failed", f"{child} {slot}: parents {failed}; no record of {child}")
+    return []
 
 
 def check_queue_turns(d: Driver) -> list[tuple[str, str]]:
