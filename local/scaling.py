@@ -186,14 +186,14 @@ class ReactiveWorkers:
             return False
         return wall - received >= BUSY_S
 
-    def decide(self, workers: list[str], burst: list[str], now: float, wall: float) -> int:
-        """``workers``: the worker processes running now (standing and burst); ``burst``: the burst
-        workers among them."""
+    def decide(self, workers: list[str], bursting: int, now: float, wall: float) -> int:
+        """``workers``: the worker processes running now (standing and burst); ``bursting``: how
+        many of them are burst workers."""
         held = [self._held(name, wall) for name in workers]
         if any(held):
             self._held_at = now
             if all(held):
-                self.wanted = min(self.config.event_source_workers_max, len(burst) + 1)
+                self.wanted = min(self.config.event_source_workers_max, bursting + 1)
         elif self.wanted and (self._held_at is None or now - self._held_at >= IDLE_S):
             self.wanted = 0
         return self.wanted

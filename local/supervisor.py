@@ -35,7 +35,7 @@ named by the zygote that forked it (``burst-N``) like the standing components'.
 The supervisor also scales as the event source mapping does on its own: while every worker
 process has been working one batch for a second (a slow target holds its batch), one more
 burst worker starts (:class:`local.scaling.ReactiveWorkers`), so one tenant's slow runs do not
-hold back every other slot; it goes again once workers idle.
+hold back every other slot; they go again once no worker has held a batch for a while.
 """
 
 from __future__ import annotations
@@ -412,9 +412,8 @@ class Supervisor:
             for c in self.children.values()
             if c.running and not c.retiring_until and c.spec.args[:1] == ("worker",)
         ]
-        burst = sorted((c.spec.name for c in active if c.running), key=_burst_index)
         before = self.reactive.wanted
-        wanted = self.reactive.decide(workers, burst, now, time.time())
+        wanted = self.reactive.decide(workers, sum(1 for c in active if c.running), now, time.time())
         if wanted > before:
             self.sink.info(f"every worker has been busy {BUSY_S:.0f} s with a batch: one more worker")
         return wanted

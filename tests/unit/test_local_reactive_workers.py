@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import replace
 
 from test_local_burst_workers import _want
 from test_local_burst_workers import supervisor as supervisor  # the fixture
@@ -47,9 +48,7 @@ def _check(supervisor: Supervisor, after_s: float = 1.0) -> None:
 
 
 def test_every_worker_holding_a_batch_adds_one_and_they_go_when_none_is_held(supervisor: Supervisor) -> None:
-    supervisor.reactive.config = supervisor.config.__class__(
-        **{**supervisor.config.__dict__, "event_source_workers_max": 4}
-    )
+    supervisor.reactive.config = replace(supervisor.config, event_source_workers_max=4)
     _check(supervisor)
     assert _burst(supervisor) == []
     # A batch just received does not hold its worker yet
@@ -95,9 +94,7 @@ def test_the_planner_and_the_event_source_each_keep_what_they_asked_for(supervis
 
 
 def test_none_is_added_when_turned_off(supervisor: Supervisor) -> None:
-    supervisor.reactive.config = supervisor.config.__class__(
-        **{**supervisor.config.__dict__, "event_source_workers_max": 0}
-    )
+    supervisor.reactive.config = replace(supervisor.config, event_source_workers_max=0)
     for name in ("worker-1", "worker-2"):
         _working(supervisor, name)
     _check(supervisor)

@@ -185,18 +185,12 @@ class AfterEffects:
         Send first, then record the dispatch: the dedup id makes a repeat harmless, and a
         repeat after SQS's window is dropped by the child's claim.
         """
-        if job.dependents <= 0:
-            return  # the common case: no job waits on this one, and no query is made
-        if execution.backfill and not execution.backfill_dependants:
-            return  # a backfill run without include_dependants: its children are not run
-        children = self.store.list_dependents(job.tenant, job.id)
+        children = self._children(job, execution)
         if not children:
             return
         ttl = self.ledger.ttl(now)
-        jobs = self.store.batch_get_jobs((job.tenant, child) for child in children)
-        for child_id in children:
+        for child_id, child in children:
             done = self.store.record_parent_success(job.tenant, child_id, execution.slot, job.id, ttl)
-            child = jobs.get((job.tenant, child_id))
             if child is not None and child.state is JobState.PAUSED:  # maybe behind: read it again
                 child = self.store.get_job(job.tenant, child_id)
             if child is None or child.state not in _DISPATCHED_TO:
@@ -228,21 +222,28 @@ class AfterEffects:
             self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)
             self.metrics.add("ChildrenDispatched", 1)
 
+    def _children(self, job: Job, execution: Execution) -> list[tuple[str, Job | None]]:
+        """The ``after(...)`` jobs of ``job`` an end of ``execution`` concerns, each with the job
+        as read (None: gone): none for a job no job waits on (the common case: no query is made),
+        nor for a backfill run without ``include_dependants``."""
+        if job.dependents <= 0 or (execution.backfill and not execution.backfill_dependants):
+            return []
+        children = self.store.list_dependents(job.tenant, job.id)
+        if not children:
+            return []
+        jobs = self.store.batch_get_jobs((job.tenant, child) for child in children)
+        return [(child, jobs.get((job.tenant, child))) for child in children]
+
     def _skip_dependants(self, job: Job, execution: Execution, now: datetime, depth: int = 0) -> None:
         """``after(...)`` jobs of a parent whose slot ended for good without success: that slot of
         each child is recorded SKIPPED with the reason (and of their children in turn), so that a
         child's history has every slot its parents had (QA: it had no record at all). A record the
         slot has already (its own, or a repeat of these after-effects) is left as it is."""
-        if job.dependents <= 0 or depth >= MAX_SKIP_DEPTH:
-            return  # the common case: no job waits on this one, and no query is made
-        if execution.backfill and not execution.backfill_dependants:
+        if depth >= MAX_SKIP_DEPTH:
             return
         slot = execution.slot
-        children = self.store.list_dependents(job.tenant, job.id)
-        jobs = self.store.batch_get_jobs((job.tenant, child) for child in children)
         note = f"not run: parent {job.id}'s slot ended {execution.status.value}"
-        for child_id in children:
-            child = jobs.get((job.tenant, child_id))
+        for _, child in self._children(job, execution):
             if child is None or child.state not in _DISPATCHED_TO or job.id not in schedule_of(child).parents:
                 continue
             if MANUAL_MARK not in slot and not inside_window(child, slot_instant(slot)):
