@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import boto3
 import pytest
+from openapi_contract import undeclared
 
 from punctual.api import wiring
 from punctual.store.dynamo import DynamoStore, table_definition
@@ -187,6 +188,8 @@ class ApiClient:
         merged.update(out.get("headers") or {})
         payload = out.get("body")
         parsed = json.loads(payload) if payload else None
+        missing = undeclared(method, path, out["statusCode"], merged)
+        assert not missing, f"openapi.json: {missing}"
         return Reply(out["statusCode"], merged, parsed)
 
     def create(

@@ -618,7 +618,10 @@ def put_calendar(
     calendar_name = calendar_name_of(name)
     expected = calendar_version(services(), tenant, calendar_name, if_match)
     only = must_create(if_none_match, "calendar")
-    calendar, created = services().calendar_service().put(tenant, calendar_name, body.spec(), expected, only)
+    existing = if_match is not None and if_match.strip() == "*"
+    calendar, created = (
+        services().calendar_service().put(tenant, calendar_name, body.spec(), expected, only, existing)
+    )
     headers = {"Location": _location("calendars", calendar_name)} if created else None
     return _calendar_reply(CalendarOut.of(calendar), 201 if created else 200, headers)
 

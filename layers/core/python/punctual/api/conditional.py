@@ -53,7 +53,8 @@ def listed_versions(if_match: str | None) -> list[int] | None:
     entries = [entry.strip() for entry in if_match.split(",")]
     for entry in [entry for entry in entries if entry] or [""]:  # empty list elements are ignored
         text = entry.removeprefix("W/").strip('"')
-        if not text.isdigit() or len(text) > 12:
+        # ASCII digits only: str.isdigit() takes '²' (which int() refuses: a 500) and '٣'.
+        if not (text.isascii() and text.isdigit()) or len(text) > 12:
             raise ApiProblem(
                 400,
                 "invalid-if-match",

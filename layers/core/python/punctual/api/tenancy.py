@@ -114,6 +114,20 @@ def tenant_of(event: Mapping[str, Any], local_mode: bool) -> str:
     """
     if local_mode:
         claimed = _header(event.get("headers"), TENANT_HEADER)
+        given = {
+            str(value).strip()
+            for key, values in (event.get("multiValueHeaders") or {}).items()
+            if key.lower() == TENANT_HEADER.lower()
+            for value in values or ()
+        }
+        if len(given) > 1:  # QA: the last one won, silently
+            raise ApiProblem(
+                400,
+                "invalid-tenant",
+                "Invalid tenant",
+                f"{TENANT_HEADER} was given more than once, with different tenants",
+                [(f"header.{TENANT_HEADER}", "given more than once")],
+            )
         tenant = (claimed or "").strip() or signed_access_key(event) or DEFAULT_LOCAL_TENANT
         if not _TENANT_RE.match(tenant):
             raise ApiProblem(

@@ -58,14 +58,19 @@ class CalendarService:
         spec: CalendarSpec,
         expected_version: int | None = None,
         create_only: bool = False,
+        replace_only: bool = False,
     ) -> tuple[Calendar, bool]:
         """Create or replace ``name``; returns the calendar and whether it was created.
 
         With ``expected_version`` the stored calendar must be at it, with ``create_only`` there
-        must be none (412 otherwise; a create racing another is a 409, as its write finds it).
+        must be none, with ``replace_only`` (``If-Match: *``) there must be one (412 otherwise; a
+        create racing another is a 409, as its write finds it).
         """
         now = self.clock.now()
         current = self.store.get_calendar(tenant, name)
+        if replace_only and current is None:
+            # RFC 9110 13.1.1: If-Match: * is false when there is no current representation (QA: created)
+            raise PreconditionFailedError(f"calendar {name!r} does not exist (If-Match: *)", None)
         if expected_version is not None and current is None:
             raise PreconditionFailedError(
                 f"calendar {name!r} does not exist, so it is not at version {expected_version}"
