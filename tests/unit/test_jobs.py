@@ -219,6 +219,19 @@ def test_trigger_sends_an_extra_slot_with_its_own_identity(env) -> None:  # type
         service.trigger("other-tenant", job.id)
 
 
+def test_run_now_slots_of_one_second_sort_in_the_order_they_were_asked_for(env) -> None:  # type: ignore[no-untyped-def]
+    # The history lists slots by key, newest first: three triggers in one second were listed in
+    # the order of their random tokens
+    service, _, _, clock = env
+    job, _ = service.register("t", spec("rate(1 hour)"))
+    slots = []
+    for ms, key in ((5, "a"), (250, "b"), (999, "c")):  # their tokens' hashes sort c, b, a
+        clock.set(datetime(2026, 11, 30, 10, 0, 7, ms * 1000, tzinfo=UTC))
+        slots.append(service.trigger("t", job.id, request_key=key))
+    assert sorted(slots) == slots
+    assert all(slot.startswith("2026-11-30T10:00:07Z~m") and len(slot) == 34 for slot in slots)
+
+
 @pytest.mark.parametrize("name", ["Punctual-Tenant", "punctual-tenant"])
 def test_the_tenant_header_is_refused_at_registration_and_replace(
     env: tuple[JobService, MemoryStore, MemoryQueues, ManualClock], name: str

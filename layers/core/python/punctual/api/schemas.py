@@ -243,9 +243,11 @@ class ExecutionOut(BaseModel):
     job_id: str = Field(description="The job's id.")
     slot: str = Field(
         description=(
-            "The slot key: its instant, e.g. 2026-11-30T09:32:00Z; a run-now slot adds ~m<12 hex digits>."
+            "The slot key: its instant, e.g. 2026-11-30T09:32:00Z; a run-now slot adds ~m<12 hex digits>"
+            " (the first three: its milliseconds, so that a second's run-now slots sort in the order"
+            " they were asked for)."
         ),
-        examples=["2026-11-30T09:32:00Z", "2026-11-30T09:32:07Z~m3f2a9c0e5b7d"],
+        examples=["2026-11-30T09:32:00Z", "2026-11-30T09:32:07Z~m1273f2a9c0e"],
     )
     scheduled_at: Instant = Field(description="The slot's instant.")
     attempt: int = Field(description="The latest attempt's number.")
@@ -322,7 +324,7 @@ class TriggerAccepted(BaseModel):
     job_id: str = Field(description="The job's id.")
     slot: str = Field(
         description="The new slot's key: GET /v1/jobs/{id}/executions/{slot} follows it.",
-        examples=["2026-11-30T09:32:07Z~m3f2a9c0e5b7d"],
+        examples=["2026-11-30T09:32:07Z~m1273f2a9c0e"],
     )
 
 
