@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import threading
 import time
 import uuid
@@ -26,7 +27,10 @@ ProxyHandler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 
 MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's own limit
 INVOCATION_BUDGET_MS = 29_000  # API Gateway's integration timeout
-LOCAL_ACCOUNT = "000000000000"
+# The account of local mode's AWS (moto's, MOTO_ACCOUNT_ID else its default), which STS's
+# GetCallerIdentity answers there: the ARNs the API makes (schedules, groups) name it, so a script
+# that builds one from GetCallerIdentity names the same (QA: 000000000000 here, 123456789012 there).
+LOCAL_ACCOUNT = os.environ.get("MOTO_ACCOUNT_ID") or "123456789012"
 
 
 @dataclass

@@ -2,8 +2,9 @@
 account and region: ``arn:<partition>:scheduler:<region>:<account>:schedule/<group>/<name>`` and
 ``...:schedule-group/<group>``.
 
-The account is the API's own (``requestContext.accountId`` of the API Gateway event; local
-mode's ``000000000000``), the region the function's (``AWS_REGION``).
+The account is the API's own (``requestContext.accountId`` of the API Gateway event: local mode
+puts its moto's there; an event without one, ``000000000000``), the region the function's
+(``AWS_REGION``).
 """
 
 from __future__ import annotations

@@ -72,6 +72,7 @@ DEFAULT_RETRIES = 185  # the service's default MaximumRetryAttempts
 DEFAULT_EVENT_AGE_S = 86400  # ... and MaximumEventAgeInSeconds
 DEFAULT_CATCHUP_S = 3600  # the job model's default catch-up window
 SCHEDULE_ARN_ATTRIBUTE = "<aws.scheduler.schedule-arn>"
+NO_INPUT = "{}"  # what a target gets from a schedule without Target.Input
 # The service refuses a StartDate further in the past than this (CreateSchedule and UpdateSchedule).
 START_DATE_MAX_AGE = timedelta(minutes=5)
 _JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
@@ -317,6 +318,10 @@ def _target(target_in: dict[str, Any], schedule_arn: str) -> tuple[Any, Any]:
     text = target_in.get("Input")
     if text is not None:
         text = text.replace(SCHEDULE_ARN_ATTRIBUTE, schedule_arn)
+    elif service != "ecs":
+        # The service "delivers a default notification" (Target.Input) without saying what it
+        # holds: an empty JSON object (QA: the text null was sent)
+        text = NO_INPUT
     try:
         if service == "sqs":
             group_id = (target_in.get("SqsParameters") or {}).get("MessageGroupId")

@@ -32,7 +32,7 @@ from punctual.api.scheduler.mapping import (
 )
 from punctual.api.scheduler.model import epoch
 from punctual.api.wiring import Services
-from punctual.models import Job, JobState
+from punctual.models import Job, JobSpec, JobState
 from punctual.store.base import (
     GroupConflictError,
     GroupExistsError,
@@ -41,7 +41,9 @@ from punctual.store.base import (
     UnreadableJobError,
 )
 from punctual.store.listing import LIST_SCAN_BUDGET
+from punctual.timing.slots import ceil_second, no_slot_reason
 from punctual.usecases.job_errors import JobHasDependentsError, JobNotFoundError, listed
+from punctual.usecases.jobs import resumed
 
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
 MAX_TAGS_PER_GROUP = 200
@@ -177,15 +179,48 @@ def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     _active_group(req, group)
     job = _find(req, group, name)
     arn = req.place.schedule_arn(group, name)
-    spec = spec_of(values, group, arn, req.services.jobs.clock.now())
+    now = req.services.jobs.clock.now()
+    spec = spec_of(values, group, arn, now)
+    disabled = values.get("State") == "DISABLED"
+    spec = _keeping_rate_start(job, spec, values, disabled)
+    if not disabled and job.state is JobState.PAUSED:
+        _check_enabled_runs(req, job, spec, now)
     jobs = req.services.jobs
     updated = jobs.replace(req.tenant, job.id, spec)
-    disabled = values.get("State") == "DISABLED"
     if disabled and updated.state is JobState.ENABLED:
         jobs.pause(req.tenant, job.id)
     elif not disabled and updated.state is JobState.PAUSED:
         jobs.resume(req.tenant, job.id)
     return {"ScheduleArn": arn}
+
+
+def _keeping_rate_start(job: Job, spec: JobSpec, values: dict[str, Any], disabled: bool) -> JobSpec:
+    """A ``rate()`` schedule without ``StartDate`` starts at once when created; an update that
+    keeps its expression and zone keeps that start, so its slots stay where they were (QA: every
+    update started it again at once: an identical update, re-applied by a deploy pipeline, ran
+    the target an extra time). Re-enabling a DISABLED one still starts it at once, as its create
+    did: the slots it missed while disabled are not run."""
+    if values.get("StartDate") is not None or job.scheduler is None or not job.scheduler.started_at_once:
+        return spec
+    if job.state is JobState.PAUSED and not disabled:
+        return spec
+    if (spec.schedule, spec.timezone) != (job.schedule, job.timezone) or job.start_at is None:
+        return spec
+    if spec.end_at is not None and spec.end_at <= job.start_at:
+        return spec
+    return spec.model_copy(update={"start_at": job.start_at})
+
+
+def _check_enabled_runs(req: Request, job: Job, spec: JobSpec, now: datetime) -> None:
+    """An update that enables a DISABLED schedule must leave it a slot to run, as a create must
+    (QA: a one-time schedule whose time passed while it was DISABLED was taken, showed ENABLED,
+    and never ran, nor was it deleted with ``ActionAfterCompletion: DELETE``)."""
+    candidate = job.model_copy(update=spec.model_dump())
+    if spec.schedule != job.schedule or spec.start_at != job.start_at:
+        candidate = candidate.model_copy(update={"anchor": ceil_second(spec.start_at or now)})
+    enabled, _ = resumed(candidate, now, req.services.jobs.layout)
+    if enabled.state is JobState.COMPLETED:
+        raise invalid(f"ScheduleExpression: {no_slot_reason(candidate, now)}; it did not run while DISABLED")
 
 
 def delete_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:

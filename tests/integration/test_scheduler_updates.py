@@ -1,0 +1,134 @@
+"""UpdateSchedule as a migrated client uses it, with an unmodified boto3 ``scheduler`` client (QA,
+2026-12-05, black-box against local mode): an update that keeps a ``rate()`` schedule's
+expression keeps its slots; enabling a schedule that has no slot left is refused, as its create
+would be; a schedule without ``Target.Input`` sends an empty JSON object, not the text null.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from api_harness import ACCOUNT, REGION, ApiClient
+from api_harness import api as api  # the fixture
+from botocore.exceptions import ClientError
+from scheduler_harness import scheduler_client
+
+from punctual.api import wiring
+from punctual.api.scheduler.mapping import job_id_of
+from punctual.runtime.clock import ManualClock
+
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/scheduler-role"
+QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:reports"
+T0 = datetime(2026, 12, 1, 12, 0, 5, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    monkeypatch.setenv("PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT", "0")
+    wiring.use_services(None)
+    manual = ManualClock(T0)
+    wiring.services().jobs.clock = manual
+    return manual
+
+
+@pytest.fixture
+def client(api: ApiClient, clock: ManualClock) -> Any:
+    return scheduler_client(api)
+
+
+def _put(client: Any, name: str, expression: str, verb: str = "create_schedule", **extra: Any) -> None:
+    getattr(client, verb)(
+        Name=name,
+        ScheduleExpression=expression,
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": QUEUE, "RoleArn": ROLE, **extra.pop("target", {})},
+        **extra,
+    )
+
+
+def _job(api: ApiClient, name: str) -> dict[str, Any]:
+    body: dict[str, Any] = api.call("GET", f"/v1/jobs/{job_id_of('default', name)}").body
+    return body
+
+
+def _next_fire(api: ApiClient, name: str) -> datetime | None:
+    value = _job(api, name)["next_fire_at"]
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def test_an_update_that_keeps_a_rate_expression_keeps_its_slots(
+    client: Any, api: ApiClient, clock: ManualClock
+) -> None:
+    # Given a rate schedule without StartDate, started at once at its create
+    _put(client, "hourly", "rate(1 hour)")
+    assert _next_fire(api, "hourly") == T0 + timedelta(seconds=1)
+    # When, ten minutes on, an update changes its description, and then one changes nothing
+    clock.set(T0 + timedelta(minutes=10))
+    _put(client, "hourly", "rate(1 hour)", "update_schedule", Description="v2")
+    after_edit = _job(api, "hourly")
+    _put(client, "hourly", "rate(1 hour)", "update_schedule", Description="v2")
+    # Then the schedule keeps its slots: the next is an hour after the first (each update started
+    # it again at once: the target ran one more time per update)
+    assert datetime.fromisoformat(after_edit["next_fire_at"]) != clock.now() + timedelta(seconds=1)
+    assert _next_fire(api, "hourly") in (T0 + timedelta(seconds=1), T0 + timedelta(hours=1, seconds=1))
+    assert "StartDate" not in client.get_schedule(Name="hourly")
+
+
+def test_an_update_that_changes_the_rate_or_enables_it_starts_it_at_once(
+    client: Any, api: ApiClient, clock: ManualClock
+) -> None:
+    _put(client, "hourly", "rate(1 hour)")
+    clock.set(T0 + timedelta(minutes=10))
+    _put(client, "hourly", "rate(2 hours)", "update_schedule")
+    assert _next_fire(api, "hourly") == clock.now() + timedelta(seconds=1)
+    # Disabled, then enabled again an hour on: started at once, the slots it missed not run
+    _put(client, "hourly", "rate(2 hours)", "update_schedule", State="DISABLED")
+    clock.set(T0 + timedelta(hours=3, minutes=10))
+    _put(client, "hourly", "rate(2 hours)", "update_schedule", State="ENABLED")
+    assert _next_fire(api, "hourly") == clock.now() + timedelta(seconds=1)
+
+
+def test_enabling_a_one_time_schedule_whose_time_passed_while_disabled_is_refused(
+    client: Any, api: ApiClient, clock: ManualClock
+) -> None:
+    # Given an at() schedule created DISABLED, whose time then passes
+    at = "at(2026-12-01T12:00:30)"
+    _put(client, "once", at, State="DISABLED", ActionAfterCompletion="DELETE")
+    clock.set(T0 + timedelta(minutes=5))
+    # When an update enables it, keeping its expression
+    with pytest.raises(ClientError) as refused:
+        _put(client, "once", at, "update_schedule", State="ENABLED", ActionAfterCompletion="DELETE")
+    # Then it is refused as its create would be (it was taken, shown ENABLED, and never ran)
+    error = refused.value.response["Error"]
+    assert error["Code"] == "ValidationException"
+    assert "no future slot" in error["Message"] and "did not run while DISABLED" in error["Message"]
+    assert client.get_schedule(Name="once")["State"] == "DISABLED"
+    # an update that leaves it DISABLED is still taken, and one with a time ahead enables it
+    _put(client, "once", at, "update_schedule", State="DISABLED", Description="kept")
+    _put(client, "once", "at(2026-12-01T12:10:00)", "update_schedule", State="ENABLED")
+    assert client.get_schedule(Name="once")["State"] == "ENABLED"
+    assert _next_fire(api, "once") == datetime(2026, 12, 1, 12, 10, tzinfo=UTC)
+
+
+def test_enabling_a_one_time_schedule_the_pause_owes_runs_it(
+    client: Any, api: ApiClient, clock: ManualClock
+) -> None:
+    # Given an at() schedule disabled before its time, which then passes (the pause owes it)
+    at = "at(2026-12-01T12:00:30)"
+    _put(client, "once", at)
+    _put(client, "once", at, "update_schedule", State="DISABLED")
+    clock.set(T0 + timedelta(minutes=5))
+    # When it is enabled again: taken, and its slot runs now (its catch-up window is an hour)
+    _put(client, "once", at, "update_schedule", State="ENABLED")
+    assert client.get_schedule(Name="once")["State"] == "ENABLED"
+    assert _job(api, "once")["state"] == "ENABLED" and _next_fire(api, "once") is not None
+
+
+def test_a_schedule_without_input_sends_an_empty_json_object(client: Any, api: ApiClient) -> None:
+    _put(client, "plain", "rate(1 hour)")
+    assert _job(api, "plain")["payload"] == "{}"  # an SQS message body (was the text null)
+    assert "Input" not in client.get_schedule(Name="plain")["Target"]
+    _put(client, "given", "rate(1 hour)", target={"Input": "hello"})
+    assert _job(api, "given")["payload"] == "hello"
