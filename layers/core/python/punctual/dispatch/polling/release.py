@@ -63,7 +63,13 @@ from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
 from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.dispatch.polling.resend import ResendWatch
-from punctual.dispatch.polling.unrun import CalendarExclusions, UnrunSlots, range_record, unrun_record
+from punctual.dispatch.polling.unrun import (
+    CalendarExclusions,
+    UnrunSlots,
+    ended_for_gone,
+    range_record,
+    unrun_record,
+)
 from punctual.dispatch.queues import (
     SQS_BATCH_MAX,
     DispatchMessage,
@@ -78,7 +84,7 @@ from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.tenant_quotas import BackfillQuota
-from punctual.store.base import ExecutionKey, JobStore
+from punctual.store.base import ExecutionKey, Expect, JobStore
 from punctual.store.loads import MinuteLoad
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
@@ -476,6 +482,7 @@ class SlotReleaser:
             return
         keys = {(t.tenant, t.job_id, t.slot) for t in timers if t.kind is not TimerKind.ALERT}
         executions = self.store.batch_get_executions(keys) if keys else {}
+        gone: list[tuple[Execution, Expect]] = []
         for timer in timers:
             job = jobs.get((timer.tenant, timer.job_id))
             execution = executions.get((timer.tenant, timer.job_id, timer.slot))
@@ -486,10 +493,14 @@ class SlotReleaser:
                 message = unclaimed_child(timer, job, execution, now)
             elif job is not None and job.state is not JobState.DELETED and execution is not None:
                 message = self._followup(timer, job, execution, now)
+            elif job is None and execution is not None and (end := ended_for_gone(timer, execution, now)):
+                gone.append(end)  # a deleted job's open slot: ended here, or it stayed open for good
             if message is None:
                 report.stale += 1
                 continue
             out.messages[self.queue_for(job)].append(message)  # type: ignore[arg-type]
+        if gone:
+            self.metrics.add("DeletedJobSlotsEnded", self.unrun.end_gone(gone))
 
     @staticmethod
     def _followup(timer: Timer, job: Job, execution: Execution, now: datetime) -> DispatchMessage | None:

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
+from punctual.execution.records import LEASE_LOST_NOTE
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
@@ -29,10 +30,12 @@ from punctual.store.base import ExecutionConflictError, Expect, JobStore
 from punctual.store.reads import read_calendars
 from punctual.timing.missed_ranges import MissedRange
 from punctual.timing.slots import ReleasePlan, dispatch_instant
-from punctual.timing.timers import slot_key
+from punctual.timing.timers import Timer, TimerKind, slot_key
 from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 
 log = logging.getLogger("punctual.dispatch.polling")
+
+DELETED_NOTE = "the job was deleted"
 
 
 def unrun_record(
@@ -49,6 +52,45 @@ def unrun_record(
         error=reason,
         job_version=job.version,
     )
+
+
+def ended_for_gone(timer: Timer, current: Execution, now: datetime) -> tuple[Execution, Expect] | None:
+    """The end of a deleted job's slot that ``timer`` finds still open, and what its write
+    expects; None when it is not open for that timer (or its run is alive: its worker ends it).
+
+    A job deleted while a slot of it waits for its retry, for its overlap turn, or runs on a
+    worker then lost would strand it: with the job gone, no message is sent for that timer, and
+    the record stayed open until its TTL (QA, a soak: four of four deletes during a retry wait
+    left RETRY_WAIT records, and a queue job's waiting slots stayed QUEUED). Nothing follows the
+    end: no retry, alert, dead letter or dependant, the job is gone."""
+    status, attempt = current.status, current.attempt
+    if (
+        timer.kind is TimerKind.RETRY
+        and status is ExecutionStatus.RETRY_WAIT
+        and attempt == timer.attempt - 1
+    ):
+        note = f"{current.error or 'failed'}; its retry was not started: {DELETED_NOTE}"
+        ended = current.model_copy(
+            update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note}
+        )
+        return ended, Expect(frozenset({status}), attempt)
+    if timer.kind is TimerKind.QUEUED and status is ExecutionStatus.QUEUED:
+        ended = current.model_copy(
+            update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": DELETED_NOTE}
+        )
+        return ended, Expect(frozenset({status}), attempt)
+    lapsed = current.lease_until is not None and current.lease_until <= now
+    if (
+        timer.kind is TimerKind.LEASE
+        and status is ExecutionStatus.RUNNING
+        and lapsed
+        and current.owner == timer.owner
+    ):
+        ended = current.ended(
+            ExecutionStatus.TIMED_OUT, now, f"{LEASE_LOST_NOTE}; not taken over: {DELETED_NOTE}"
+        )
+        return ended, Expect(frozenset({status}), attempt, current.owner, check_owner=True)
+    return None
 
 
 def range_record(job: Job, missed: MissedRange, now: datetime) -> Execution:
@@ -90,6 +132,20 @@ class UnrunSlots:
         for record in records:
             try:
                 self.store.save_execution(record, None, ttl)
+            except ExecutionConflictError:
+                continue
+            written += 1
+        return written
+
+    def end_gone(self, ended: list[tuple[Execution, Expect]]) -> int:
+        """Write the ends of deleted jobs' open slots (:func:`ended_for_gone`), each as its record
+        was read; returns how many were written (a record that moved meanwhile is left to what
+        moved it)."""
+        ttl = self._ttl()
+        written = 0
+        for record, expect in ended:
+            try:
+                self.store.save_execution(record, expect, ttl)
             except ExecutionConflictError:
                 continue
             written += 1
