@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -127,23 +127,19 @@ class UnrunSlots:
 
     def record_excluded(self, records: list[Execution]) -> int:
         """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing)."""
-        ttl = self._ttl()
-        written = 0
-        for record in records:
-            try:
-                self.store.save_execution(record, None, ttl)
-            except ExecutionConflictError:
-                continue
-            written += 1
-        return written
+        return self._save_each([(record, None) for record in records])
 
     def end_gone(self, ended: list[tuple[Execution, Expect]]) -> int:
         """Write the ends of deleted jobs' open slots (:func:`ended_for_gone`), each as its record
         was read; returns how many were written (a record that moved meanwhile is left to what
         moved it)."""
+        return self._save_each(ended)
+
+    def _save_each(self, writes: Sequence[tuple[Execution, Expect | None]]) -> int:
+        """Each conditional write (None: the record must not exist); how many landed."""
         ttl = self._ttl()
         written = 0
-        for record, expect in ended:
+        for record, expect in writes:
             try:
                 self.store.save_execution(record, expect, ttl)
             except ExecutionConflictError:
