@@ -132,3 +132,21 @@ def test_a_schedule_without_input_sends_an_empty_json_object(client: Any, api: A
     assert "Input" not in client.get_schedule(Name="plain")["Target"]
     _put(client, "given", "rate(1 hour)", target={"Input": "hello"})
     assert _job(api, "given")["payload"] == "hello"
+
+
+def test_refusals_name_the_members_the_caller_sent(client: Any, clock: ManualClock) -> None:
+    def refused(expression: str, **extra: Any) -> str:
+        with pytest.raises(ClientError) as caught:
+            _put(client, "x", expression, **extra)
+        assert caught.value.response["Error"]["Code"] == "ValidationException"
+        message: str = caught.value.response["Error"]["Message"]
+        return message
+
+    # as the service answers it (it was an answer about Punctual's own unix cron)
+    assert refused("every 5 minutes") == "Invalid Schedule Expression every 5 minutes."
+    assert refused("*/5 * * * *") == "Invalid Schedule Expression */5 * * * *."
+    # EndDate, not the job model's end_at; the member a schedule's refusal is about
+    message = refused("cron(0 2 1 1 ? *)", EndDate=T0 + timedelta(minutes=10))
+    assert message.startswith("ScheduleExpression: schedule has no slot before EndDate"), message
+    assert "end_at" not in message
+    assert refused("at(2026-12-01T11:00:00)").startswith("ScheduleExpression: schedule has no future slot")

@@ -40,6 +40,7 @@ from punctual.api.scheduler.errors import (
     quota,
 )
 from punctual.api.scheduler.fields import INPUT_FIELDS
+from punctual.api.scheduler.mapping import service_wording
 from punctual.api.scheduler.model import serves
 from punctual.api.scheduler.operations import OPERATIONS, Request
 from punctual.api.tenancy import tenant_of
@@ -79,7 +80,7 @@ def _domain(exc: Exception) -> SchedulerError | None:
     if isinstance(exc, TenantLimitError):  # named as the docs name it (QA: the quota was not)
         return quota(f"{exc} (quota {exc.quota})")
     if isinstance(exc, InvalidJobError | ScheduleError | ItemTooLargeError):
-        return invalid(str(exc))
+        return invalid(service_wording(str(exc)))
     if isinstance(exc, JobNotFoundError):
         return not_found(str(exc))
     if isinstance(exc, JobExistsError):

@@ -73,6 +73,8 @@ DEFAULT_EVENT_AGE_S = 86400  # ... and MaximumEventAgeInSeconds
 DEFAULT_CATCHUP_S = 3600  # the job model's default catch-up window
 SCHEDULE_ARN_ATTRIBUTE = "<aws.scheduler.schedule-arn>"
 NO_INPUT = "{}"  # what a target gets from a schedule without Target.Input
+# at(...), rate(...), cron(...), after(...): a word, then its arguments in parentheses
+_EXPRESSION_FORM = re.compile(r"^[A-Za-z]+\(.*\)\Z", re.DOTALL)
 # The service refuses a StartDate further in the past than this (CreateSchedule and UpdateSchedule).
 START_DATE_MAX_AGE = timedelta(minutes=5)
 _JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
@@ -150,6 +152,9 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
         raise invalid(
             f"Invalid Schedule Expression {expression[:256]!r}: it must not start or end with whitespace"
         )
+    if not _EXPRESSION_FORM.match(expression):
+        # The service's answer (QA: "every 5 minutes" was answered about Punctual's unix cron)
+        raise invalid(f"Invalid Schedule Expression {expression[:256]}.")
     target_in: dict[str, Any] = values["Target"]
     window: dict[str, Any] = values["FlexibleTimeWindow"]
     minutes = window.get("MaximumWindowInMinutes")
@@ -282,6 +287,16 @@ _TARGET_NAMES = {
     "security_groups": "Target.EcsParameters.NetworkConfiguration.awsvpcConfiguration.SecurityGroups",
     "assign_public_ip": "Target.EcsParameters.NetworkConfiguration.awsvpcConfiguration.AssignPublicIp",
 }
+
+
+def service_wording(message: str) -> str:
+    """A job model's or service's refusal in the service's words: its members' names, and the
+    member a schedule's refusal is about (QA: ``end_at`` was named, where the caller sent EndDate)."""
+    for ours, theirs in _MESSAGE_NAMES[1:]:
+        message = message.replace(ours, theirs)
+    if message.startswith("schedule has no"):
+        return f"ScheduleExpression: {message}"
+    return message
 
 
 def _explain(exc: ValidationError, names: dict[str, str] = _SPEC_NAMES) -> str:
