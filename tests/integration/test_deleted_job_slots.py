@@ -106,3 +106,31 @@ def test_what_ends_and_what_is_left_to_its_worker() -> None:
     assert ended_for_gone(timer(TimerKind.RETRY, attempt=3), waiting, now) is not None
     done = base.model_copy(update={"status": ExecutionStatus.SUCCEEDED, "finished_at": now})
     assert ended_for_gone(timer(TimerKind.QUEUED), done, now) is None
+
+
+def test_a_lambda_lane_run_whose_worker_died_after_its_job_was_deleted_ends_timed_out() -> None:
+    # Given a Lambda-lane job (no lease timers) whose worker dies mid-run, its message in flight
+    rig, jobs = _rig(Crash())
+    dying = rig.worker(lease_s=60)
+    job, _ = jobs.register("default", spec("rate(1 hour)"), job_id="job-1")
+    first = job.anchor + timedelta(hours=1)
+    rig.clock.set(first)
+    rig.poll()
+    with pytest.raises(Crash):
+        rig.work(dying, SHORT, visibility_s=10)
+    running = rig.store.get_execution("default", "job-1", slot_key(first))
+    assert running is not None and running.status is ExecutionStatus.RUNNING and running.lease_until
+    # When the job is deleted, and the message comes back while the run's lease is still live
+    jobs.delete("default", "job-1")
+    survivor = rig.worker(lease_s=60)
+    rig.clock.set(first + timedelta(seconds=11))
+    waited = rig.work(survivor, SHORT, visibility_s=10)
+    # Then it waits for the lease (its worker may still end it), and once it lapsed, the run ends
+    assert [r.outcome for r in waited] == ["waiting"], waited
+    assert rig.store.get_execution("default", "job-1", slot_key(first)).status is ExecutionStatus.RUNNING  # type: ignore[union-attr]
+    rig.clock.set(running.lease_until + timedelta(seconds=2))
+    rig.work_until_idle(survivor, SHORT)
+    ended = rig.store.get_execution("default", "job-1", slot_key(first))
+    assert ended is not None and ended.status is ExecutionStatus.TIMED_OUT, ended
+    assert "not taken over: the job was deleted" in (ended.error or "")
+    assert len(rig.target.calls) == 1

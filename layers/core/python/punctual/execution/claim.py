@@ -29,6 +29,7 @@ from punctual.execution.records import (
     LEASE_LOST_NOTE,
     RELEASED_NOTE,
     Ledger,
+    lost_run_of_a_gone_job,
     new_record,
     owned_by,
     rest_of_range,
@@ -206,6 +207,29 @@ def paused_end(
     return skipped
 
 
+def gone_jobs_run(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
+    """A message back from a worker that died mid-run (a redelivery, or the pollers' takeover),
+    its job deleted since: the run is ended TIMED_OUT once its lease lapsed, and until then the
+    message waits for it (QA: on the Lambda lane, with no lease timer, it stayed RUNNING for good).
+    None: nothing of the slot is open (the message is dropped as stale)."""
+    redelivered = delivery is not None and delivery.receive_count > 1
+    if not redelivered and message.kind != MessageKind.TAKEOVER:
+        return None
+    current = claimer.store.get_execution(message.tenant, message.job_id, message.slot)
+    if current is None or current.status is not ExecutionStatus.RUNNING or current.lease_until is None:
+        return None
+    now = claimer.clock.now()
+    end = lost_run_of_a_gone_job(current, now)
+    if end is None:  # its lease is live: its worker may still end it; back when it lapses
+        after_s = visibility((current.lease_until - now).total_seconds() + 1)
+        claimer.parking.return_later(delivery, after_s)
+        return Claim(ClaimOutcome.WAITING, message, delivery, None, current, return_after_s=after_s)
+    with contextlib.suppress(ExecutionConflictError):  # it moved meanwhile: that decides
+        claimer.ledger.save(end[0], current, end[1])
+        claimer.metrics.add("DeletedJobSlotsEnded", 1)
+    return None
+
+
 def _is_after(job: Job) -> bool:
     return schedule_of(job).kind == "after"
 
@@ -288,6 +312,8 @@ class Claimer:
             if held is not None:
                 return held
         job = self.job_of(message)
+        if job is None and (waiting := gone_jobs_run(self, message, delivery)) is not None:
+            return waiting
         if job is None or job.state is JobState.DELETED:
             log.info("job %s is gone; dropping slot %s", message.job_id, message.slot)
             self.metrics.add("StaleMessages", 1)

@@ -118,6 +118,19 @@ def owned_by(execution: Execution) -> Expect:
     return Expect(LIVE, execution.attempt, execution.owner, check_owner=True)
 
 
+GONE_NOTE = "the job was deleted"
+
+
+def lost_run_of_a_gone_job(current: Execution, now: datetime) -> tuple[Execution, Expect] | None:
+    """A deleted job's run whose lease lapsed (its worker was lost): ended TIMED_OUT, not taken
+    over, as its owner's write would be; None when it is not such a run."""
+    lapsed = current.lease_until is not None and current.lease_until <= now
+    if current.status is not ExecutionStatus.RUNNING or not lapsed:
+        return None
+    ended = current.ended(ExecutionStatus.TIMED_OUT, now, f"{LEASE_LOST_NOTE}; not taken over: {GONE_NOTE}")
+    return ended, owned_by(current)
+
+
 class Ledger:
     """Saves execution records (transition-checked, with their TTL) and writes their timers.
 

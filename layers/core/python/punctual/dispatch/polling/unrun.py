@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
-from punctual.execution.records import LEASE_LOST_NOTE
+from punctual.execution.records import GONE_NOTE, lost_run_of_a_gone_job
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
@@ -35,7 +35,7 @@ from punctual.usecases.calendars import Calendar, calendar_missing_note, excludi
 
 log = logging.getLogger("punctual.dispatch.polling")
 
-DELETED_NOTE = "the job was deleted"
+DELETED_NOTE = GONE_NOTE
 
 
 def unrun_record(
@@ -79,17 +79,8 @@ def ended_for_gone(timer: Timer, current: Execution, now: datetime) -> tuple[Exe
             update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": DELETED_NOTE}
         )
         return ended, Expect(frozenset({status}), attempt)
-    lapsed = current.lease_until is not None and current.lease_until <= now
-    if (
-        timer.kind is TimerKind.LEASE
-        and status is ExecutionStatus.RUNNING
-        and lapsed
-        and current.owner == timer.owner
-    ):
-        ended = current.ended(
-            ExecutionStatus.TIMED_OUT, now, f"{LEASE_LOST_NOTE}; not taken over: {DELETED_NOTE}"
-        )
-        return ended, Expect(frozenset({status}), attempt, current.owner, check_owner=True)
+    if timer.kind is TimerKind.LEASE and current.owner == timer.owner:
+        return lost_run_of_a_gone_job(current, now)
     return None
 
 
