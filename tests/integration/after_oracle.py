@@ -27,8 +27,8 @@ remaining parents have all succeeded for since its last run"). The checks:
   had and had not ended without success;
 - A4: every scheduled job runs every slot of the settled period (no chain stops); A5: no raise;
 - A6: in the settled period an ``overlap: queue`` child's queued slot starts within a poll's step
-  and a lease of the end of the slot before it ("as soon as the slots before it have ended");
-- A7: a slot a parent's worker failed for good is recorded SKIPPED for a child nothing touched.
+  and a lease of the end of the slot before it ("as soon as the slots before it have ended"); A7:
+  a slot a parent's worker failed or skipped for good is recorded SKIPPED for a child nothing touched.
 
 Where the docs are silent or ambiguous :attr:`Driver.notes` counts instead of failing: a slot
 neither run nor recorded because a parent never ran it (``unrecorded-parent-failed``),
@@ -84,13 +84,13 @@ END_OFF = FINAL_OFF + 480.0
 LIVE_FROM = FINAL_OFF + 60.0  # A4, A6: the settled period
 LIVE_TO = END_OFF - 120.0
 COMPLETE_BY = END_OFF - 60.0  # A3: completions later than this may still be on their way
-LEASE_S = 8
-TIMEOUT_S = 30
+LEASE_S, TIMEOUT_S = 8, 30
 RECEIVES = 20  # receives per queue and tick, until one finds nothing
 LINK_MARGIN_S = 2.0  # "a child registered less than about a second before its parent's slot starts"
 HOOK = {"type": "http", "url": "https://example.com/hook"}
 QUEUES = (SHORT, LONG)
 UNRUN = ("MISSED", "SKIPPED", "SUPERSEDED", "EXCLUDED")
+ENDED_FOR_GOOD = ("FAILED", "TIMED_OUT", "SKIPPED")  # a parent's slot its children are recorded SKIPPED for
 
 
 def at(off: float) -> datetime:
@@ -716,7 +716,7 @@ def unrecorded_parent_failed(d: Driver, child: str, slot: str, status: str | Non
         rec = recorded(d, p, slot)
         if (p, slot) in d.ended or (rec is not None and rec.status is not ExecutionStatus.SUCCEEDED):
             failed.append(f"{p}:{rec.status.value if rec is not None else 'ended'}")
-            if rec is not None and rec.status in (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT):
+            if rec is not None and rec.status.value in ENDED_FOR_GOOD:
                 final.append(p)
     untouched = not any(job in (child, *c.parents) for _, _, _, job in d.changes)
     if final and untouched:

@@ -9,7 +9,7 @@ Below, the smallest cases of what it found: the fixed ones as plain tests, and a
 the one left (documented in docs/how-it-works.md: a fix would cost a read of the parent at every
 success). What the docs leave open is counted by the oracle, not asserted (its
 module docstring): a child's slot whose parent never ran it (MISSED) has no record (one a parent
-failed is recorded SKIPPED since); a parent added by a replace counts from its next success; a
+failed or skipped is recorded SKIPPED since); a parent added by a replace counts from its next success; a
 drop owes only what the old spec left open; a child's slot sent before a replace of the child
 that added a parent, and taken after it, is SUPERSEDED (a payload edit or a dropped parent runs
 it under the new spec since).

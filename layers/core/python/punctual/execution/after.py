@@ -124,7 +124,9 @@ class AfterEffects:
             self.failures.publish(failure_report(execution))
             if job.dead_letter is not None and self.dead_letters is not None:
                 self.dead_letters.send(job, execution, now)
-            self._skip_dependants(job, execution, now)
+            self.skip_dependants(job, execution, now)
+        elif status is ExecutionStatus.SKIPPED:
+            self.skip_dependants(job, execution, now)  # (the claims that skip call it too)
         if status.terminal:
             self._chain_delay(job, execution, now)
             self.turns.pass_on(job, execution, now)
@@ -234,9 +236,10 @@ class AfterEffects:
         jobs = self.store.batch_get_jobs((job.tenant, child) for child in children)
         return [(child, jobs.get((job.tenant, child))) for child in children]
 
-    def _skip_dependants(self, job: Job, execution: Execution, now: datetime, depth: int = 0) -> None:
-        """``after(...)`` jobs of a parent whose slot ended for good without success: that slot of
-        each child is recorded SKIPPED with the reason (and of their children in turn), so that a
+    def skip_dependants(self, job: Job, execution: Execution, now: datetime, depth: int = 0) -> None:
+        """``after(...)`` jobs of a parent whose slot ended for good without success (FAILED,
+        TIMED_OUT, or SKIPPED: its overlap, its pause, a cancelled backfill): that slot of each
+        child is recorded SKIPPED with the reason (and of their children in turn), so that a
         child's history has every slot its parents had (QA: it had no record at all). A record the
         slot has already (its own, or a repeat of these after-effects) is left as it is."""
         if depth >= MAX_SKIP_DEPTH:
@@ -250,7 +253,7 @@ class AfterEffects:
                 continue
             skipped = self._record_unrun(child, slot, now, ExecutionStatus.SKIPPED, note)
             if skipped is not None:
-                self._skip_dependants(child, skipped, now, depth + 1)
+                self.skip_dependants(child, skipped, now, depth + 1)
 
     def _outside_window(self, child: Job, slot: str, now: datetime) -> bool:
         """A parents' slot before the child's ``start_at`` or after its ``end_at``: not the child's

@@ -204,6 +204,7 @@ def paused_end(
     claimer.turns.pass_on(job, skipped, now)  # had it been handed the turn, the next slot gets it
     claimer.metrics.add("PausedSkipped", 1)
     claimer.after.notifier.changed(job, skipped, now)
+    claimer.after.skip_dependants(job, skipped, now)
     return skipped
 
 
@@ -537,6 +538,7 @@ class Claimer:
             self._save_start(job, skipped, replaced, expect)
             self.turns.pass_on(job, skipped, now)
             self.after.notifier.changed(job, skipped, now)
+            self.after.skip_dependants(job, skipped, now)
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="backfill cancelled")
         if job.state is JobState.PAUSED and not _asked_for(message, base, job) and not handed_back(base):
             # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or a
@@ -556,6 +558,7 @@ class Claimer:
             self.store.add_skipped(job.tenant, job.id, 1)
             self.metrics.add("OverlapSkipped", 1)
             self.after.notifier.changed(job, skipped, now)
+            self.after.skip_dependants(job, skipped, now)
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="overlap skip")
         if holder is not None:  # Overlap.QUEUE: recorded, acknowledged, started when its turn comes
             queued = current if current is not None and current.status is ExecutionStatus.QUEUED else base
