@@ -11,6 +11,7 @@ and none declared. Every API test's client now checks each answer against the do
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from api_harness import ApiClient, job_spec, rest_event
@@ -55,6 +56,19 @@ def test_versions_and_new_resources_are_declared_headers() -> None:
     for name, status in (("createJob", "201"), ("triggerJob", "202"), ("backfillJob", "202")):
         assert "Location" in OPERATIONS[name]["responses"][status]["headers"], name
     assert "ETag" in OPERATIONS["replaceJob"]["responses"]["412"]["headers"]
+    # Retry-After on a 409 only where an Idempotency-Key's first request may still be running
+    assert "Retry-After" in OPERATIONS["createJob"]["responses"]["409"]["headers"]
+    assert "headers" not in OPERATIONS["replaceJob"]["responses"]["409"]
+
+
+def test_if_match_declares_the_versions_it_takes() -> None:
+    # Review: the pattern was looked for under "If-Match", the document names the header if-match
+    [if_match] = [p for p in OPERATIONS["replaceJob"]["parameters"] if p["name"].lower() == "if-match"]
+    pattern = re.compile(if_match["schema"]["pattern"])
+    for taken in ('"3"', "3", 'W/"3"', '"3", "4"', "*", " 3 ,, 4 "):
+        assert pattern.match(taken), taken
+    for refused in ("x", '""3""', "*, 3", "", "3 4"):
+        assert not pattern.match(refused), refused
 
 
 def test_a_body_on_a_get_or_a_delete_is_ignored(api: ApiClient) -> None:
@@ -100,7 +114,7 @@ def test_a_json_suffix_media_type_is_415_naming_it(api: ApiClient, media: str) -
     assert api.call("GET", "/v1/jobs").body["items"] == []
 
 
-@pytest.mark.parametrize("version", ['"²"', '"٣"', "³"])
+@pytest.mark.parametrize("version", ['"²"', '"٣"', "³", '""1""'])
 def test_an_if_match_of_non_ascii_digits_is_400(api: ApiClient, version: str) -> None:
     # '²' is a digit to str.isdigit() that int() refuses: it was a 500
     job = api.create()

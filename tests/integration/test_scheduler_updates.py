@@ -150,3 +150,20 @@ def test_refusals_name_the_members_the_caller_sent(client: Any, clock: ManualClo
     assert message.startswith("ScheduleExpression: schedule has no slot before EndDate"), message
     assert "end_at" not in message
     assert refused("at(2026-12-01T11:00:00)").startswith("ScheduleExpression: schedule has no future slot")
+
+
+def test_enabling_a_disabled_cron_schedule(client: Any, api: ApiClient, clock: ManualClock) -> None:
+    # Review: the check of a schedule's enable dumped its spec, and a cron schedule's DST policy,
+    # dumped, broke its parse: every such enable was a 500
+    _put(client, "nightly", "cron(0 2 * * ? *)", State="DISABLED")
+    clock.set(T0 + timedelta(minutes=5))
+    _put(client, "nightly", "cron(0 2 * * ? *)", "update_schedule", State="ENABLED")
+    assert client.get_schedule(Name="nightly")["State"] == "ENABLED"
+    assert _next_fire(api, "nightly") == datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
+    # one whose EndDate passed while it was DISABLED is refused
+    ends = T0 + timedelta(days=2)
+    _put(client, "ending", "cron(0 2 * * ? *)", State="DISABLED", EndDate=ends)
+    clock.set(T0 + timedelta(days=3))
+    with pytest.raises(ClientError) as refused:
+        _put(client, "ending", "cron(0 2 * * ? *)", "update_schedule", State="ENABLED", EndDate=ends)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"

@@ -52,7 +52,8 @@ def listed_versions(if_match: str | None) -> list[int] | None:
     versions = []
     entries = [entry.strip() for entry in if_match.split(",")]
     for entry in [entry for entry in entries if entry] or [""]:  # empty list elements are ignored
-        text = entry.removeprefix("W/").strip('"')
+        text = entry.removeprefix("W/")
+        text = text.removeprefix('"').removesuffix('"')  # one quote a side, as the document's pattern
         # ASCII digits only: str.isdigit() takes '²' (which int() refuses: a 500) and '٣'.
         if not (text.isascii() and text.isdigit()) or len(text) > 12:
             raise ApiProblem(

@@ -66,7 +66,7 @@ _LOCATION = {
     "putCalendar": ("201",),
 }
 # A 412 names the version the resource is at; a 409 may be an Idempotency-Key's first request
-# still running; 429 and 503 say when to come back.
+# still running (only where one is taken); 429 and 503 say when to come back.
 _HEADERS_BY_STATUS = {
     "412": ("ETag",),
     "409": ("Retry-After",),
@@ -98,9 +98,12 @@ def finished_document(text: str) -> dict[str, Any]:
                 responses.setdefault(status, {"description": description, **problem})
         responses["500"] = {"description": "Internal error (a bug: never expected)", **problem}
         responses.get("204", {}).pop("content", None)  # 204 has no body
-        _declare_headers(name, responses)
+        headers_in = {
+            p.get("name", "").lower() for p in operation.get("parameters", []) if p.get("in") == "header"
+        }
+        _declare_headers(name, responses, retried_409="idempotency-key" in headers_in)
         for parameter in operation.get("parameters", []):
-            if parameter.get("in") == "header" and parameter.get("name") == "If-Match":
+            if parameter.get("in") == "header" and parameter.get("name", "").lower() == "if-match":
                 parameter["schema"] = {**parameter.get("schema", {}), "pattern": IF_MATCH_PATTERN}
         operation["responses"] = dict(sorted(responses.items()))
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
@@ -110,9 +113,13 @@ def finished_document(text: str) -> dict[str, Any]:
     return document
 
 
-def _declare_headers(operation: str, responses: dict[str, Any]) -> None:
+def _declare_headers(operation: str, responses: dict[str, Any], retried_409: bool) -> None:
+    """``retried_409``: the operation takes an Idempotency-Key, whose first request still running
+    is a 409 with Retry-After (other conflicts are not retried as they are)."""
     for status, response in responses.items():
         names = list(_HEADERS_BY_STATUS.get(status, ()))
+        if status == "409" and not retried_409:
+            names.remove("Retry-After")
         names += ["ETag"] if status in _ETAG.get(operation, ()) else []
         names += ["Location"] if status in _LOCATION.get(operation, ()) else []
         if names:

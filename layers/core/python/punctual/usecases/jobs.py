@@ -632,7 +632,8 @@ class JobService:
         return self.next_fire.of(job), plain
 
     def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:
-        """Run the job now as an extra slot; the same ``request_key`` always names the same slot.
+        """Run the job now as an extra slot; the same ``request_key`` in the same millisecond names
+        the same slot (the API's Idempotency-Key answers a retried request with the first reply).
 
         Returns the slot key (``<instant>~<id>``), which is the execution's identity.
         """

@@ -215,7 +215,9 @@ def _check_enabled_runs(req: Request, job: Job, spec: JobSpec, now: datetime) ->
     """An update that enables a DISABLED schedule must leave it a slot to run, as a create must
     (QA: a one-time schedule whose time passed while it was DISABLED was taken, showed ENABLED,
     and never ran, nor was it deleted with ``ActionAfterCompletion: DELETE``)."""
-    candidate = job.model_copy(update=spec.model_dump())
+    # The spec's fields as they are (models, not dumped dicts: a DST policy dumped broke the
+    # schedule's parse, and a cron schedule's enable was a 500 in review)
+    candidate = job.model_copy(update={name: getattr(spec, name) for name in type(spec).model_fields})
     if spec.schedule != job.schedule or spec.start_at != job.start_at:
         candidate = candidate.model_copy(update={"anchor": ceil_second(spec.start_at or now)})
     enabled, _ = resumed(candidate, now, req.services.jobs.layout)
