@@ -24,7 +24,7 @@ import aws_cdk as cdk
 from constructs import Construct
 from pydantic import ValidationError
 
-from punctual_cdk.provider_construct import JobProvider, SchedulerRef
+from punctual_cdk.provider_construct import JobProvider, SchedulerRef, after_its_api
 from punctual_cdk.scheduler import Punctual
 
 CALENDAR_RESOURCE_TYPE = "Custom::PunctualCalendar"
@@ -110,6 +110,7 @@ class Calendar(Construct):
             resource_type=CALENDAR_RESOURCE_TYPE,
             properties={"ApiUrl": ref.api_url, "Name": self.name, "Spec": json.dumps(document)},
         )
+        after_its_api(self.resource, scheduler)
 
 
 def _made_name(calendar: Calendar) -> str:

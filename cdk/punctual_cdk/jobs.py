@@ -38,6 +38,7 @@ from punctual_cdk.provider_construct import (
     PROVIDER_TIMEOUT_S,
     JobProvider,
     SchedulerRef,
+    after_its_api,
 )
 from punctual_cdk.scheduler import Punctual
 from punctual_cdk.targets import PLACEHOLDERS, JobTarget, RawTarget
@@ -57,6 +58,13 @@ __all__ = [
 _TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
 _TOKEN_STANDS_FOR = {"schedule": "placeholder-job", "exclude_calendars": "placeholder"}
 _WHOLE_SCHEDULE = "rate(1 day)"  # a schedule that is all token (a parameter): checked at deploy
+# Other fields that are all token, by the shape the check needs (QA: a time zone from a parameter
+# was refused as "unknown time zone 'placeholder'")
+_WHOLE_TOKEN_STANDS_FOR = {
+    "timezone": "UTC",
+    "start_at": "2099-01-01T00:00:00Z",
+    "end_at": "2100-01-01T00:00:00Z",
+}
 
 
 class JobSpecError(ValueError):
@@ -108,20 +116,29 @@ def _plain(value: Any, field: str) -> Any:
     raise JobSpecError(f"{field}: {type(value).__name__} is not a JSON value")
 
 
-def _sample(value: Any, key: str = "") -> Any:
+def _sample(value: Any, key: str = "", names: dict[str, str] | None = None) -> Any:
     """``value`` with each unresolved token replaced by a stand-in of its shape (what the synth-time
-    check validates; the API checks the real value at deploy)."""
+    check validates; the API checks the real value at deploy). Each distinct token gets a stand-in
+    of its own (``names``), so that two parents' ids, or two calendars' names, are two names (QA:
+    one stand-in for all made ``after(a.job_id, b.job_id)`` "listed twice")."""
+    names = {} if names is None else names
     if isinstance(value, dict):
-        return {name: _sample(item, name) for name, item in value.items()}
+        return {name: _sample(item, name, names) for name, item in value.items()}
     if isinstance(value, list):
-        return [_sample(item, key) for item in value]
+        return [_sample(item, key, names) for item in value]
+    if isinstance(value, int | float) and not isinstance(value, bool) and cdk.Token.is_unresolved(value):
+        return 1  # a number from a parameter (timeout_seconds, retry, ...): checked at deploy
     if not isinstance(value, str) or not cdk.Token.is_unresolved(value):
         return value
     if key in PLACEHOLDERS:
         return PLACEHOLDERS[key]
-    if key == "schedule" and not _TOKEN.sub("", value).strip():
-        return _WHOLE_SCHEDULE
-    return _TOKEN.sub(_TOKEN_STANDS_FOR.get(key, "placeholder"), value)
+    if not _TOKEN.sub("", value).strip():  # all token (a parameter, a reference)
+        if key == "schedule":
+            return _WHOLE_SCHEDULE
+        if key in _WHOLE_TOKEN_STANDS_FOR:
+            return _WHOLE_TOKEN_STANDS_FOR[key]
+    base = _TOKEN_STANDS_FOR.get(key, "placeholder")
+    return _TOKEN.sub(lambda token: names.setdefault(token.group(0), f"{base}-{len(names) + 1}"), value)
 
 
 class Job(Construct):
@@ -275,6 +292,7 @@ class Job(Construct):
         )
         for calendar in calendars:  # created before the job, deleted after it
             self.resource.node.add_dependency(calendar.resource)
+        after_its_api(self.resource, scheduler)
         self.job_id = self.resource.get_att_string("JobId")
         self.arn = self.resource.get_att_string("Arn")
 

@@ -67,22 +67,8 @@ class JobProvider(Construct):
             description="Punctual job provider: the tenant of the jobs this stack declares",
         )
         self.log_group.grant_write(self.role)
-        api_paths = [
-            f"{scheduler.execute_api_arn}/*/v1/jobs/*",
-            f"{scheduler.execute_api_arn}/*/v1/calendars/*",
-            f"{scheduler.execute_api_arn}/GET/schedules/*",
-        ]
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["execute-api:Invoke"], resources=api_paths)
-        )
-        for path in api_paths:
-            acknowledge_at_synth(  # (the API's id is another stack's output when the scheduler is)
-                self.role,
-                partial(self._finding, path),
-                "The provider calls the API for the jobs and calendars its stack declares, whose ids "
-                "CloudFormation requests choose: every job and calendar path, and the read of a job's "
-                "schedule ARN.",
-            )
+        self._apis: set[str] = set()
+        self.serve(scheduler)  # (the API's id is another stack's output when the scheduler is)
         acknowledge(
             self.role,
             f"IAM5[Resource::{nag_text(self, self.log_group.log_group_arn)}:*]",
@@ -106,11 +92,47 @@ class JobProvider(Construct):
     def _finding(self, path: str) -> str:
         return f"IAM5[Resource::{nag_text(self, path)}]"
 
+    def serve(self, scheduler: SchedulerRef) -> None:
+        """Let the provider call ``scheduler``'s API too (once per API)."""
+        if scheduler.execute_api_arn in self._apis:
+            return
+        self._apis.add(scheduler.execute_api_arn)
+        paths = _api_paths(scheduler)
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["execute-api:Invoke"], resources=paths)
+        )
+        for path in paths:
+            acknowledge_at_synth(self.role, partial(self._finding, path), _PATHS_REASON)
+
     @classmethod
     def of(cls, scope: Construct, scheduler: SchedulerRef) -> JobProvider:
-        """The stack's provider, made on first use."""
+        """The stack's provider, made on first use; one that serves another scheduler's jobs too
+        is let call its API (QA: the jobs of a stack's second scheduler were refused, 403)."""
         stack = cdk.Stack.of(scope)
         found = stack.node.try_find_child(PROVIDER_ID)
         if isinstance(found, JobProvider):
+            found.serve(scheduler)
             return found
         return cls(stack, PROVIDER_ID, scheduler=scheduler)
+
+
+def after_its_api(resource: cdk.CustomResource, scheduler: Punctual | SchedulerRef) -> None:
+    """A declared job or calendar of the scheduler's own stack is created after its API and deleted
+    before it (QA: on a stack's delete, the API's permission to call its function could go first,
+    and the job's delete then got API Gateway's 500s until the stack was DELETE_FAILED)."""
+    if isinstance(scheduler, Punctual) and cdk.Stack.of(scheduler) is cdk.Stack.of(resource):
+        resource.node.add_dependency(scheduler.api)
+
+
+_PATHS_REASON = (
+    "The provider calls the API for the jobs and calendars its stack declares, whose ids CloudFormation"
+    " requests choose: every job and calendar path, and the read of a job's schedule ARN."
+)
+
+
+def _api_paths(scheduler: SchedulerRef) -> list[str]:
+    return [
+        f"{scheduler.execute_api_arn}/*/v1/jobs/*",
+        f"{scheduler.execute_api_arn}/*/v1/calendars/*",
+        f"{scheduler.execute_api_arn}/GET/schedules/*",
+    ]

@@ -121,3 +121,17 @@ def test_the_library_is_versioned_with_the_repository() -> None:
 
     assert version(REPO_ROOT / "cdk" / "pyproject.toml") == version(REPO_ROOT / "pyproject.toml")
     assert punctual_cdk.__version__ == version(REPO_ROOT / "pyproject.toml")
+
+
+def test_each_job_is_created_after_its_api_and_deleted_before_it(example: dict[str, Any]) -> None:
+    # QA: on a stack's delete, the API's permission to call its function could go first, and the
+    # jobs' deletes then got API Gateway's 500s until the stack was DELETE_FAILED
+    template = example["template"]
+    permissions = {
+        key
+        for key, resource in _of_type(template, "AWS::Lambda::Permission").items()
+        if resource["Properties"].get("Principal") == "apigateway.amazonaws.com"
+    }
+    assert permissions
+    for key, job in _of_type(template, "Custom::PunctualJob").items():
+        assert permissions <= set(job.get("DependsOn", [])), key

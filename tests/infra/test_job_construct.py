@@ -296,3 +296,60 @@ def test_a_job_declared_disabled_sends_enabled_false_and_an_enabled_one_sends_no
     assert "Enabled" not in resources[_logical(stack, on.resource)]["Properties"]  # templates as they were
     assert resources[_logical(stack, off.resource)]["Properties"]["Enabled"] == "false"
     assert "state" not in _spec(stack, off)  # the provider asks for the paused create
+
+
+def test_declared_parents_are_told_apart_and_twenty_fit() -> None:
+    # QA: every token stood for one job id at synth, so after(a, b) of two declared jobs was
+    # "listed twice"; and 256 characters held five declared parents' ids, not the 20 documented
+    stack = _stack()
+    parents = [
+        Job(stack, f"P{i}", scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK))
+        for i in range(20)
+    ]
+    both = f"after({parents[0].job_id}, {parents[1].job_id})"
+    Job(stack, "Two", scheduler=REF, schedule=both, target=HttpTarget(HOOK))
+    every = "after(" + ", ".join(parent.job_id for parent in parents) + ")"
+    Job(stack, "Twenty", scheduler=REF, schedule=every, target=HttpTarget(HOOK))
+    with pytest.raises(JobSpecError, match="listed twice"):
+        twice = f"after({parents[0].job_id}, {parents[0].job_id})"
+        Job(stack, "Twice", scheduler=REF, schedule=twice, target=HttpTarget(HOOK))
+
+
+def test_parameters_stand_for_a_time_zone_a_window_and_numbers() -> None:
+    stack = _stack()
+    zone = cdk.CfnParameter(stack, "Zone", default="Europe/Berlin").value_as_string
+    timeout = cdk.CfnParameter(stack, "Timeout", type="Number", default=60).value_as_number
+    start = cdk.CfnParameter(stack, "Start", default="2030-01-01T00:00:00Z").value_as_string
+    job = Job(
+        stack,
+        "Params",
+        scheduler=REF,
+        schedule="cron(0 2 * * ? *)",
+        target=HttpTarget(HOOK),
+        timezone=zone,
+        timeout_seconds=timeout,
+        start_at=start,
+    )
+    resources = Template.from_stack(stack).find_resources("Custom::PunctualJob")
+    spec = json.dumps(resources[_logical(stack, job.resource)]["Properties"]["Spec"])
+    assert all(f'{{"Ref": "{name}"}}' in spec for name in ("Zone", "Timeout", "Start")), spec
+
+
+def test_one_provider_serves_the_jobs_of_two_schedulers() -> None:
+    # QA: the stack's one provider could call the first scheduler's API only (403 for the second's)
+    stack = _stack()
+    other = SchedulerRef(
+        api_url="https://zyx987wvut.execute-api.eu-west-1.amazonaws.com/prod",
+        execute_api_arn="arn:aws:execute-api:eu-west-1:123456789012:zyx987wvut/prod",
+        worker_role_arns=("arn:aws:iam::123456789012:role/punctual-worker-2",),
+    )
+    first = Job(stack, "First", scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK))
+    Job(stack, "Second", scheduler=other, schedule="rate(1 hour)", target=HttpTarget(HOOK))
+    Job(stack, "Third", scheduler=other, schedule="rate(2 hours)", target=HttpTarget(HOOK))
+    template = Template.from_stack(stack)
+    role = _logical(stack, first.provider.role)
+    allowed = json.dumps(
+        [s["Resource"] for s in _statements(template, role) if s["Action"] == "execute-api:Invoke"]
+    )
+    assert "abc123defg/prod/*/v1/jobs/*" in allowed and "zyx987wvut/prod/*/v1/jobs/*" in allowed
+    assert allowed.count("zyx987wvut/prod/*/v1/jobs/*") == 1

@@ -34,6 +34,7 @@ def accepted_before(context: Any) -> bool:
 MAX_PAYLOAD_BYTES = 256 * 1024
 PAYLOAD_TOO_LARGE = "more than the"  # how the size error reads: the API answers it 413, not 422
 MAX_NAME_CHARS = 128
+MAX_SCHEDULE_CHARS = 1400  # after() of 20 parents (punctual.timing.schedules.parser); others 256
 MAX_DESCRIPTION_CHARS = 1024
 MAX_TAGS = 50
 MAX_TAG_KEY_CHARS = 128

@@ -37,6 +37,7 @@ from punctual.models.base import (
     MAX_LAMBDA_TIMEOUT_S,
     MAX_NAME_CHARS,
     MAX_PAYLOAD_BYTES,
+    MAX_SCHEDULE_CHARS,
     MAX_TAG_KEY_CHARS,
     MAX_TAG_VALUE_CHARS,
     MAX_TAGS,
@@ -106,7 +107,7 @@ class JobSpec(StrictModel):
     )
     schedule: str = Field(
         min_length=1,
-        max_length=256,
+        max_length=MAX_SCHEDULE_CHARS,
         description=(
             "When the job runs: cron(...) (AWS 6 fields), 5-field Unix cron, rate(n unit), at(local time), "
             "delay(n unit) (after the previous run ends) or after(job-id, ...) (when the parents succeed)."
