@@ -347,8 +347,17 @@ class Job(Construct):
         role = iam.Role(
             self,
             "ExecutionRole",
+            # The trust docs/tenants.md gives: the tenant as external id and as the session's
+            # punctual-tenant tag (QA: the tag's condition was left out)
             assumed_by=iam.CompositePrincipal(
-                *(iam.ArnPrincipal(arn).with_session_tags() for arn in ref.worker_role_arns)
+                *(
+                    iam.ArnPrincipal(arn)
+                    .with_conditions(
+                        {"StringEquals": {"aws:RequestTag/punctual-tenant": self.provider.tenant}}
+                    )
+                    .with_session_tags()
+                    for arn in ref.worker_role_arns
+                )
             ),
             external_ids=[self.provider.tenant],
             description=f"Punctual job {self.node.path}: what its workers may call",

@@ -70,8 +70,10 @@ def test_three_jobs_served_by_one_provider_whose_role_is_the_tenant(example: dic
         statements = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert len(statements) == 2  # the worker function's role and the ECS worker's task role
         for statement in statements:
+            # the tenant as external id and as the session's tag, as docs/tenants.md's trust policy
+            tenant = {"Fn::GetAtt": [provider_role, "RoleId"]}
             assert statement["Condition"] == {
-                "StringEquals": {"sts:ExternalId": {"Fn::GetAtt": [provider_role, "RoleId"]}}
+                "StringEquals": {"sts:ExternalId": tenant, "aws:RequestTag/punctual-tenant": tenant}
             }
             assert statement["Principal"]["AWS"]["Fn::GetAtt"][0].startswith("SchedulerWorkers")
             assert set(statement["Action"]) == {"sts:AssumeRole", "sts:TagSession"}  # the session tag
