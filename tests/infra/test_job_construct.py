@@ -19,13 +19,24 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 
 from punctual.models import RetryPolicy
-from punctual_cdk import Alert, HttpTarget, Job, JobSpecError, LambdaTarget, SchedulerRef, SqsTarget
+from punctual_cdk import (
+    Alert,
+    HttpTarget,
+    Job,
+    JobSpecError,
+    LambdaTarget,
+    SchedulerRef,
+    SnsTarget,
+    SqsTarget,
+)
 
 REF = SchedulerRef(
     api_url="https://abc123defg.execute-api.eu-west-1.amazonaws.com/prod",
@@ -353,3 +364,20 @@ def test_one_provider_serves_the_jobs_of_two_schedulers() -> None:
     )
     assert "abc123defg/prod/*/v1/jobs/*" in allowed and "zyx987wvut/prod/*/v1/jobs/*" in allowed
     assert allowed.count("zyx987wvut/prod/*/v1/jobs/*") == 1
+
+
+def test_a_job_publishing_to_an_encrypted_topic_is_cdk_nag_clean(tmp_path: Path) -> None:
+    # QA: cdk-nag makes topics encrypted (SNS2), and then refused the data-key grant on its key
+    app = cdk.App(outdir=str(tmp_path))
+    stack = _stack(app=app)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    key = kms.Key(stack, "Key", enable_key_rotation=True)
+    topic = sns.Topic(stack, "Topic", master_key=key, enforce_ssl=True)
+    Job(stack, "Notify", scheduler=REF, schedule="rate(1 hour)", target=SnsTarget(topic))
+    cdk.Validations.of(stack).acknowledge(
+        cdk.Acknowledgment(
+            id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            reason="not what this test is about",
+        )
+    )
+    assert _nag_findings(app, tmp_path) == []
