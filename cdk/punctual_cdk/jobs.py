@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from datetime import UTC, date, datetime
 from enum import Enum
 from typing import Any
@@ -245,6 +246,7 @@ class Job(Construct):
         rest.setdefault("name", construct_id)
         if not isinstance(schedule, str):
             raise JobSpecError(f"Job {where}: schedule: a string (cron(...), rate(...), after(...), ...)")
+        _refuse_other_stacks_parents(self, schedule, where)
         sends = _Sends(dead_letter, events_bus, where)
         targets = (target, *(alert.target for alert in alerts))
 
@@ -294,6 +296,7 @@ class Job(Construct):
             self.resource.node.add_dependency(calendar.resource)
         after_its_api(self.resource, scheduler)
         self.job_id = self.resource.get_att_string("JobId")
+        _DECLARED[self.job_id] = self
         self.arn = self.resource.get_att_string("Arn")
 
     def _new_secret(self) -> secretsmanager.Secret:
@@ -453,6 +456,42 @@ def _field_error(document: dict[str, Any], error: Any) -> str:
     return f"{field}: {message}" if field else message
 
 
+# Declared jobs by their JobId token: what an after() of declared jobs names.
+_DECLARED: weakref.WeakValueDictionary[str, Job] = weakref.WeakValueDictionary()
+
+
+def _refuse_other_stacks_parents(job: Job, schedule: str, where: str) -> None:
+    """An after() parent declared in another stack is refused at synth (QA: it deployed, then the
+    API answered that the parent does not exist): each stack's provider is a tenant of its own,
+    and a tenant's jobs can wait only on its own jobs."""
+    for token in _TOKEN.findall(schedule):
+        parent = _DECLARED.get(token)
+        if parent is not None and cdk.Stack.of(parent) is not cdk.Stack.of(job):
+            raise JobSpecError(
+                f"Job {where}: schedule: after() names {parent.node.path}, a job of stack"
+                f" {cdk.Stack.of(parent).stack_name}: each stack's jobs are a tenant of their own"
+                " (its provider's role), and wait only on jobs of their own stack"
+            )
+
+
+def _refuse_past(spec: Any, where: str) -> None:
+    """A schedule that can never fire again is refused at synth, as the API refuses it (QA: a
+    past at() synthesised, and failed at deploy)."""
+    from punctual.timing.schedules import ScheduleError, parse_schedule
+
+    now = datetime.now(UTC)
+    try:
+        parsed = parse_schedule(
+            spec.schedule, spec.timezone, spec.dst.options() if spec.dst else None, now=now
+        )
+    except ScheduleError as exc:
+        raise JobSpecError(f"Job {where}: schedule: {exc}") from None
+    if parsed.kind == "at":
+        instant = parsed.next_after(datetime.min.replace(tzinfo=UTC), anchor=None)
+        if instant is not None and instant <= now:
+            raise JobSpecError(f"Job {where}: schedule: {spec.schedule} is in the past: it would never fire")
+
+
 def check(document: dict[str, Any], ref: SchedulerRef, where: str) -> None:
     """Validate a job as the API would (model, schedule, webhook guard); raise :class:`JobSpecError`."""
     from punctual.api.schemas import JobInput
@@ -467,6 +506,7 @@ def check(document: dict[str, Any], ref: SchedulerRef, where: str) -> None:
         spec = JobInput.model_validate_json(text).spec()
     except ValidationError as exc:
         raise JobSpecError(f"Job {where}: {_field_error(document, exc.errors()[0])}") from None
+    _refuse_past(spec, where)
     if isinstance(spec.target, HttpTargetModel) and not cdk.Token.is_unresolved(spec.target.url):
         try:
             guard_url(spec.target.url, list(ref.allow_cidrs), resolve=False)

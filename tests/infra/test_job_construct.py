@@ -381,3 +381,18 @@ def test_a_job_publishing_to_an_encrypted_topic_is_cdk_nag_clean(tmp_path: Path)
         )
     )
     assert _nag_findings(app, tmp_path) == []
+
+
+def test_what_would_fail_at_deploy_fails_at_synth() -> None:
+    # QA: both synthesised, then failed at deploy (the parent "does not exist" for this stack's
+    # tenant; a past at() has no future slot)
+    app = cdk.App()
+    one, two = _stack("One", app), _stack("Two", app)
+    parent = Job(one, "Parent", scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK))
+    with pytest.raises(JobSpecError, match="a job of stack One"):
+        Job(two, "Child", scheduler=REF, schedule=f"after({parent.job_id})", target=HttpTarget(HOOK))
+    Job(one, "Sibling", scheduler=REF, schedule=f"after({parent.job_id})", target=HttpTarget(HOOK))
+    with pytest.raises(JobSpecError, match="in the past"):
+        Job(one, "Once", scheduler=REF, schedule="at(2001-01-01T00:00:00)", target=HttpTarget(HOOK))
+    with pytest.raises(JobSpecError, match="schedule"):
+        Job(one, "Never", scheduler=REF, schedule="cron(0 2 1 1 ? 2001)", target=HttpTarget(HOOK))
