@@ -86,6 +86,9 @@ class Calendar(Construct):
         super().__init__(scope, construct_id)
         where = self.node.path
         try:
+            for field, value in (("dates", dates), ("ranges", ranges)):
+                if not isinstance(value, list | tuple):  # (QA: a string was read letter by letter)
+                    raise CalendarSpecError(f"{field}: a list, not {type(value).__name__}")
             document = {
                 "timezone": timezone,
                 "dates": [_day(each, f"dates[{i}]") for i, each in enumerate(dates)],

@@ -38,6 +38,10 @@ class SchedulerRef:
     def of(cls, scheduler: Punctual | SchedulerRef) -> SchedulerRef:
         if isinstance(scheduler, SchedulerRef):
             return scheduler
+        if not isinstance(scheduler, Punctual):  # (QA: None was an AttributeError from deep inside)
+            raise TypeError(
+                f"scheduler: a Punctual construct or a SchedulerRef, not {type(scheduler).__name__}"
+            )
         api = scheduler.api.rest_api
         return cls(
             api_url=scheduler.api.url,

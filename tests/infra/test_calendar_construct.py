@@ -113,3 +113,15 @@ def test_a_job_cannot_exclude_a_calendar_it_could_never_have() -> None:
     for index, (given, message) in enumerate(cases):
         with pytest.raises(JobSpecError, match=rf"^Job Jobs/J{index}: {message}"):
             Job(stack, f"J{index}", scheduler=REF, exclude_calendars=given, **declared)
+
+
+def test_wrong_kinds_of_input_are_named() -> None:
+    # QA: a string of dates was read letter by letter ("dates[0]: '2' is not a date"), a date was a
+    # TypeError, and scheduler=None an AttributeError from deep inside
+    stack = _stack()
+    with pytest.raises(CalendarSpecError, match="dates: a list, not str"):
+        Calendar(stack, "Text", scheduler=REF, dates="2026-12-25")  # type: ignore[arg-type]
+    with pytest.raises(CalendarSpecError, match="dates: a list, not date"):
+        Calendar(stack, "Day", scheduler=REF, dates=date(2026, 12, 25))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="scheduler: a Punctual construct or a SchedulerRef, not NoneType"):
+        Job(stack, "Nothing", scheduler=None, schedule="rate(1 hour)", target=HttpTarget(HOOK))  # type: ignore[arg-type]
