@@ -340,8 +340,14 @@ def _cmd_jobs_update(args: argparse.Namespace, out: TextIO) -> int:
     current = client.get_job(args.job_id)
     base = {} if args.file and args.replace else {k: current[k] for k in JobSpec.model_fields if k in current}
     spec = _spec_from_args(args, base)
-    # Read-modify-write: the version read is the precondition, so a concurrent change is a 412.
+    # Read-modify-write: the version read is the precondition, so a concurrent change is a 412;
+    # a whole spec from a file that says its version (jobs get -o json > f, edited) is guarded by
+    # that version (QA: by the one just read, so a change made meanwhile was silently undone)
     version = args.if_match if args.if_match is not None else current["version"]
+    if args.if_match is None and args.file and args.replace:
+        stated = _read_spec_file(args.file).get("version")
+        if isinstance(stated, int) and not isinstance(stated, bool):
+            version = stated
     job = client.replace_job(args.job_id, spec, version)
     return emit(args, out, job, lambda j: f"updated job {j['id']} to version {j['version']}\n")
 
@@ -459,7 +465,10 @@ def add_jobs(verbs: Any) -> None:
     _spec_flags(update)
     update.add_argument("--replace", action="store_true", help="with --file: the file is the whole new spec")
     update.add_argument(
-        "--if-match", type=version_arg("job"), metavar="VERSION", help="default: the version just read"
+        "--if-match",
+        type=version_arg("job"),
+        metavar="VERSION",
+        help="default: with --file --replace, the file's version (jobs get -o json); else the one just read",
     )
     update.set_defaults(handler=guarded(_cmd_jobs_update))
 

@@ -105,6 +105,12 @@ def _backfill_detail(backfill: Mapping[str, Any]) -> str:
 
 
 def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
+    if not (args.file or args.ics or args.date or args.range or args.empty):
+        # (QA: it put an empty calendar over the days of the one it named: its jobs then fired on them)
+        raise CliInputError(
+            f"calendars put {args.name}: give its days (--date, --range, --ics or --file); --empty puts"
+            " it with none"
+        )
     body: dict[str, Any] = {"timezone": "UTC", "dates": [], "ranges": []}
     if args.file:
         try:
@@ -232,6 +238,7 @@ def add_calendars(verbs: Any) -> None:
         "--ics", metavar="PATH", help="import the all-day events of an iCalendar file ('-': stdin)"
     )
     put.add_argument("--file", "-f", metavar="PATH", help="a calendar as JSON (timezone, dates, ranges)")
+    put.add_argument("--empty", action="store_true", help="put the calendar with no days (it excludes none)")
     put.add_argument("--date", action="append", metavar="YYYY-MM-DD", help="a day to exclude (repeatable)")
     put.add_argument(
         "--range", action="append", type=_day_range, metavar="FIRST..LAST", help="days to exclude"

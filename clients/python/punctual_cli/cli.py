@@ -195,6 +195,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class OutputError(Exception):
+    """Standard output could not be written (a full disk, a closed pipe end)."""
+
+
+class _Output:
+    """Standard output whose write errors are :class:`OutputError` (a broken pipe stays one)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError from exc
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``punctual`` command.
 
@@ -209,11 +239,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 on success, 2 for invalid input, 1 for an error the API answered
         other than invalid input or for a bug (see the module docstring).
     """
-    out, err = sys.stdout, sys.stderr
+    out, err = _Output(sys.stdout), sys.stderr
     try:
         args = build_parser().parse_args(argv)
         handler: Handler = args.handler
-        return handler(args, out)
+        status = handler(args, out)  # type: ignore[arg-type]
+        out.flush()
+        return status
     except UsageError as exc:
         err.write(f"{PROG}: error: {one_line(str(exc))}\n")
         return 2
@@ -221,6 +253,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     except BrokenPipeError:  # `punctual next ... | head -1`
         return 0
+    except KeyboardInterrupt:  # Ctrl-C (QA: a traceback); what was sent may have been done
+        err.write(f"{PROG}: interrupted\n")
+        return 130
+    except OutputError as exc:  # (QA: "internal error", the job it made and its secret unsaid)
+        cause = one_line(str(exc.__cause__))
+        err.write(
+            f"{PROG}: error: the output could not be written ({cause}); what was asked of the API was done\n"
+        )
+        return 1
     except Exception as exc:  # a bug, not bad input: still one line, but status 1
         err.write(f"{PROG}: error: internal error: {type(exc).__name__}: {one_line(str(exc))}\n")
         return 1

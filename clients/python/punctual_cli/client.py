@@ -9,6 +9,7 @@ problem details the API answered.
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import urllib.error
@@ -141,17 +142,26 @@ class PunctualClient:
             sent = self._signed_headers(method, url, data, sent)
         request = urllib.request.Request(url, data=data, headers=sent, method=method)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return Reply(response.status, dict(response.headers.items()), _parse(response.read()))
+            with _OPENER.open(request, timeout=self.timeout_s) as response:
+                reply = Reply(response.status, dict(response.headers.items()), _parse(response.read()))
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:  # never followed: the request's credentials would go along
+                where = exc.headers.get("Location", "elsewhere")
+                detail = f"the endpoint answered {exc.code}, a redirect to {where} (not followed)"
+                raise ApiError(0, {"title": f"redirected from {self.endpoint}", "detail": detail}) from None
             parsed = _parse(exc.read())
             problem = (
                 parsed if isinstance(parsed, dict) else {"title": exc.reason, "detail": str(parsed or "")}
             )
             raise ApiError(exc.code, problem) from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
-            raise ApiError(0, {"title": f"cannot reach {self.endpoint}", "detail": str(reason)}) from None
+            detail = str(reason) or type(reason).__name__
+            raise ApiError(0, {"title": f"cannot reach {_shown(self.endpoint)}", "detail": detail}) from None
+        if isinstance(reply.body, str):  # (QA: an "internal error" of the command)
+            detail = f"it answered {reply.status} with something that is not JSON: {reply.body[:80]}"
+            raise ApiError(0, {"title": f"{_shown(self.endpoint)} is not Punctual's API", "detail": detail})
+        return reply
 
     # ------------------------------------------------------------------ jobs
 
@@ -294,6 +304,25 @@ def _seg(value: str) -> str:
 
 def _if(version: int | None) -> dict[str, str] | None:
     return {"If-Match": f'"{version}"'} if version is not None else None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are answered, not followed (QA: a read followed one to another host with the
+    tenant header and the request's SigV4 credentials, and printed that host's answer)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def _shown(endpoint: str) -> str:
+    """An endpoint as an error names it: without a user and password in it."""
+    parts = urlsplit(endpoint)
+    if parts.username is None and parts.password is None:
+        return endpoint
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
 
 
 def _parse(data: bytes) -> Any:

@@ -1,0 +1,133 @@
+"""The ``punctual`` command where a careless or unlucky use could lose data or leak it (QA,
+2026-12-05, black-box): a calendar put with no days, an edited file put back over a change made
+meanwhile, a redirect to another host, an endpoint that is not the API, Ctrl-C, and an output that
+cannot be written.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from api_harness import api as api  # the fixture
+from test_cli_api import Served, create, run
+from test_cli_api import served as served  # the fixture
+
+from punctual_cli import cli
+from punctual_cli.client import PunctualClient
+
+
+class _Answer(BaseHTTPRequestHandler):
+    """Answers every request with the server's ``answer`` (status, headers, body); records them."""
+
+    def do_GET(self) -> None:
+        server: Any = self.server
+        server.seen.append(dict(self.headers.items()))
+        status, headers, body = server.answer
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _server(status: int, headers: dict[str, str], body: bytes) -> Iterator[Any]:
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    server.seen, server.answer = [], (status, headers, body)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[Any]:
+    yield from _server(200, {"Content-Type": "application/json"}, b'{"items": [], "next_token": null}')
+
+
+def test_a_calendar_put_with_no_days_is_refused(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "calendars", "put", "freeze", "--date", "2026-12-24")[0] == 0
+    # It put an empty calendar over freeze's days: its jobs then fired on them
+    code, out, err = run(capsys, "calendars", "put", "freeze")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--empty" in err, err
+    assert served.api.call("GET", "/v1/calendars/freeze").body["dates"] == ["2026-12-24"]
+    assert run(capsys, "calendars", "put", "freeze", "--empty")[0] == 0
+    assert served.api.call("GET", "/v1/calendars/freeze").body["dates"] == []
+
+
+def test_an_edited_file_put_back_does_not_undo_a_change_made_meanwhile(
+    served: Served, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Given a job read into a file (jobs get -o json > job.json), and another change meanwhile
+    job = create(capsys)
+    code, out, _ = run(capsys, "jobs", "get", job["id"], "--output", "json")
+    document = json.loads(out)
+    assert run(capsys, "jobs", "update", job["id"], "--name", "renamed by a colleague")[0] == 0
+    # When the file, edited, is put back as the whole spec
+    document["description"] = "my edit"
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(document))
+    code, _, err = run(capsys, "jobs", "update", job["id"], "--file", str(path), "--replace")
+    # Then it is refused (412: the file's version is not the job's), and the colleague's change stays
+    assert (code == 1 and "412" in err) or "version" in err, err
+    assert served.api.call("GET", f"/v1/jobs/{job['id']}").body["name"] == "renamed by a colleague"
+
+
+def test_a_redirect_is_not_followed(
+    served: Served, capsys: pytest.CaptureFixture[str], elsewhere: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read followed a redirect to another host with the tenant header and the SigV4 credentials
+    target = f"http://127.0.0.1:{elsewhere.server_address[1]}/v1/jobs"
+    for redirecting in _server(302, {"Location": target}, b""):
+        monkeypatch.setenv("PUNCTUAL_ENDPOINT", f"http://127.0.0.1:{redirecting.server_address[1]}")
+        code, out, err = run(capsys, "jobs", "list", "--tenant", "acme")
+        assert code == 1 and out == "" and "redirect" in err and "not followed" in err, err
+        assert elsewhere.seen == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [((200, {"Content-Type": "text/html"}, b"<html>a login page</html>"), "is not Punctual's API")],
+)
+def test_an_endpoint_that_is_not_the_api_is_named_not_an_internal_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, answer: Any, expected: str
+) -> None:
+    for server in _server(*answer):
+        monkeypatch.setenv("PUNCTUAL_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        code, out, err = run(capsys, "jobs", "list")
+        assert code == 1 and out == "" and expected in err and "internal error" not in err, err
+
+
+def test_ctrl_c_and_an_output_that_cannot_be_written_are_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*_: Any, **__: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PunctualClient, "request", interrupted)
+    code, _, err = run(capsys, "jobs", "list", "--endpoint", "http://127.0.0.1:9")
+    assert code == 130 and err == "punctual: interrupted\n", err  # (a traceback)
+
+    class Full:
+        def write(self, text: str) -> int:
+            raise OSError(28, "No space left on device")
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(cli.sys, "stdout", Full())
+    code = cli.main(["next", "rate(1 hour)", "--count", "2"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "the output could not be written" in err, err
