@@ -131,3 +131,40 @@ def test_ctrl_c_and_an_output_that_cannot_be_written_are_one_line(
     code = cli.main(["next", "rate(1 hour)", "--count", "2"])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "the output could not be written" in err, err
+
+
+def test_update_flags_do_what_they_say_or_are_refused(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("freeze", "holidays"):
+        assert run(capsys, "calendars", "put", name, "--date", "2026-12-24")[0] == 0
+    job = create(capsys, "--exclude-calendar", "freeze")
+    # --exclude-calendar adds, as --tag does (it dropped the job's other calendars: they fired)
+    assert run(capsys, "jobs", "update", job["id"], "--exclude-calendar", "holidays")[0] == 0
+    stored = served.api.call("GET", f"/v1/jobs/{job['id']}").body
+    assert stored["exclude_calendars"] == ["freeze", "holidays"]
+    # --http-method changes a webhook's method; refused where there is no webhook (it was dropped)
+    assert run(capsys, "jobs", "update", job["id"], "--http-method", "PUT")[0] == 0
+    assert served.api.call("GET", f"/v1/jobs/{job['id']}").body["target"]["method"] == "PUT"
+    code, _, err = run(
+        capsys, "jobs", "create", "--schedule", "rate(1 hour)", "--lambda-arn",
+        "arn:aws:lambda:us-east-1:123456789012:function:f", "--http-method", "DELETE",
+    )  # fmt: skip
+    assert code == 2 and "--http-method is for a webhook" in err, err
+    # --replace without --file, and an update of nothing, are refused (a new version for nothing)
+    assert run(capsys, "jobs", "update", job["id"], "--replace")[0] == 2
+    code, _, err = run(capsys, "jobs", "update", job["id"])
+    assert code == 2 and "nothing to change" in err, err
+    # a text payload and back to JSON (the Content-Type --payload-text added made it a 422)
+    assert run(capsys, "jobs", "update", job["id"], "--payload-text", "ping <slot>")[0] == 0
+    code, _, err = run(capsys, "jobs", "update", job["id"], "--payload", '{"a": 2}')
+    assert code == 0, err
+    stored = served.api.call("GET", f"/v1/jobs/{job['id']}").body
+    assert stored["payload"] == {"a": 2} and "Content-Type" not in stored["target"]["headers"]
+
+
+def test_a_tenant_with_a_control_character_is_refused_as_input(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "jobs", "list", "--tenant", "qa\nx")
+    assert code == 2 and out == "" and "control character" in err, err

@@ -39,6 +39,9 @@ from punctual_cli.verb_kit import (
 # --------------------------------------------------------------------------- output
 
 
+TEXT_PAYLOAD_TYPE = "text/plain; charset=utf-8"  # what --payload-text sends a webhook as
+
+
 def _cut(text: Any, width: int) -> str:
     value = "" if text is None else str(text)
     return value if len(value) <= width else value[: width - 1] + "…"
@@ -237,20 +240,33 @@ def _spec_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = N
     if len(targets) > 1:
         raise CliInputError("give one target: --http-url, --lambda-arn or --sqs-arn")
     if args.http_url:
-        spec["target"] = {"type": "http", "url": args.http_url, "method": args.http_method}
+        spec["target"] = {"type": "http", "url": args.http_url, "method": args.http_method or "POST"}
+    elif args.http_method is not None:  # (QA: dropped, exit 0, on a Lambda or SQS job)
+        current = spec.get("target")
+        if not (isinstance(current, dict) and current.get("type") == "http"):
+            raise CliInputError("--http-method is for a webhook (--http-url, or a job whose target is http)")
+        spec["target"] = {**current, "method": args.http_method}
     elif args.lambda_arn:
         spec["target"] = {"type": "lambda", "function_arn": args.lambda_arn}
     elif args.sqs_arn:
         spec["target"] = {"type": "sqs", "queue_arn": args.sqs_arn}
     if args.payload is not None:
         spec["payload"] = _json_payload(args.payload)
+        target = spec.get("target")
+        if (
+            isinstance(target, dict)
+            and (target.get("headers") or {}).get("Content-Type") == TEXT_PAYLOAD_TYPE
+        ):
+            # the header --payload-text added: a JSON payload again (QA: refused, 422, with no way back)
+            headers = {k: v for k, v in target["headers"].items() if k != "Content-Type"}
+            spec["target"] = {**target, "headers": headers}
     elif args.payload_text is not None:
         spec["payload"] = args.payload_text
         target = spec.get("target")
         if isinstance(target, dict) and target.get("type") == "http":
             headers = dict(target.get("headers") or {})
             if not any(name.lower() == "content-type" for name in headers):
-                headers["Content-Type"] = "text/plain; charset=utf-8"  # sent as it is, not as JSON
+                headers["Content-Type"] = TEXT_PAYLOAD_TYPE  # sent as it is, not as JSON
             spec["target"] = {**target, "headers": headers}
     if args.tag:
         tags = dict(spec.get("tags") or {})
@@ -266,8 +282,9 @@ def _spec_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = N
         spec["retry"] = {**(spec.get("retry") or {}), "max_attempts": args.max_attempts}
     if args.runtime is not None:
         spec["runtime"] = args.runtime
-    if args.exclude_calendar:
-        spec["exclude_calendars"] = list(dict.fromkeys(args.exclude_calendar))
+    if args.exclude_calendar:  # added to the job's, as --tag adds (QA: the others were dropped)
+        named = [*(spec.get("exclude_calendars") or []), *args.exclude_calendar]
+        spec["exclude_calendars"] = list(dict.fromkeys(named))
     return spec
 
 
@@ -336,10 +353,14 @@ def _cmd_jobs_get(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_jobs_update(args: argparse.Namespace, out: TextIO) -> int:
+    if args.replace and not args.file:
+        raise CliInputError("--replace goes with --file: the file is the whole new spec")
     client = api_client(args)
     current = client.get_job(args.job_id)
     base = {} if args.file and args.replace else {k: current[k] for k in JobSpec.model_fields if k in current}
     spec = _spec_from_args(args, base)
+    if not args.file and spec == base:  # (QA: a new version, exit 0, for nothing)
+        raise CliInputError("nothing to change: give a flag (--schedule, --payload, ...) or --file")
     # Read-modify-write: the version read is the precondition, so a concurrent change is a 412;
     # a whole spec from a file that says its version (jobs get -o json > f, edited) is guarded by
     # that version (QA: by the one just read, so a change made meanwhile was silently undone)
@@ -409,7 +430,11 @@ def _spec_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule", metavar="EXPR", help="cron(...), 5-field cron, rate(...), at(...), ...")
     parser.add_argument("--tz", type=zone_arg, metavar="ZONE", help="IANA time zone of the schedule")
     parser.add_argument("--http-url", metavar="URL", help="target: a webhook")
-    parser.add_argument("--http-method", default="POST", choices=("GET", "POST", "PUT", "PATCH", "DELETE"))
+    parser.add_argument(
+        "--http-method",
+        choices=("GET", "POST", "PUT", "PATCH", "DELETE"),
+        help="a webhook's method (default POST)",
+    )
     parser.add_argument("--lambda-arn", metavar="ARN", help="target: a Lambda function")
     parser.add_argument("--sqs-arn", metavar="ARN", help="target: an SQS queue")
     payload = parser.add_mutually_exclusive_group()

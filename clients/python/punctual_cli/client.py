@@ -93,6 +93,8 @@ class PunctualClient:
         parts = urlsplit(self.endpoint)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"endpoint must be an http(s) URL, got {self.endpoint!r}")
+        if self.tenant is not None and not self.tenant.isprintable():
+            raise ClientInputError("the tenant (--tenant, PUNCTUAL_TENANT) has a control character")
         match = _EXECUTE_API.match(parts.hostname)
         if self.sign is None:
             self.sign = match is not None
@@ -107,10 +109,14 @@ class PunctualClient:
         import botocore.session
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
+        from botocore.exceptions import BotoCoreError
 
-        session = botocore.session.Session()
-        if self._credentials is None:
-            self._credentials = session.get_credentials()
+        try:
+            session = botocore.session.Session()
+            if self._credentials is None:
+                self._credentials = session.get_credentials()
+        except BotoCoreError as exc:  # a profile that is not there, half a key pair (QA: internal errors)
+            raise ApiError(0, {"title": "cannot sign the request", "detail": str(exc)}) from None
         if self._credentials is None:
             raise ApiError(
                 0, {"title": "no AWS credentials", "detail": "SigV4 signing needs the AWS credential chain"}
