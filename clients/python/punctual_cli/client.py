@@ -164,8 +164,9 @@ class PunctualClient:
             reason = getattr(exc, "reason", exc)
             detail = str(reason) or type(reason).__name__
             raise ApiError(0, {"title": f"cannot reach {_shown(self.endpoint)}", "detail": detail}) from None
-        if isinstance(reply.body, str):  # (QA: an "internal error" of the command)
-            detail = f"it answered {reply.status} with something that is not JSON: {reply.body[:80]}"
+        if isinstance(reply.body, str) or (method == "GET" and not isinstance(reply.body, dict)):
+            # (QA: an "internal error" of the command); every read of the API answers an object
+            detail = f"it answered {reply.status} with what the API never answers: {str(reply.body)[:80]}"
             raise ApiError(0, {"title": f"{_shown(self.endpoint)} is not Punctual's API", "detail": detail})
         return reply
 
