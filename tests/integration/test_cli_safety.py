@@ -168,3 +168,28 @@ def test_a_tenant_with_a_control_character_is_refused_as_input(
 ) -> None:
     code, out, err = run(capsys, "jobs", "list", "--tenant", "qa\nx")
     assert code == 2 and out == "" and "control character" in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--bogus"], "--bogus is not a flag of punctual"),
+        (["jobs", "--bogus"], "--bogus is not a flag of punctual jobs"),
+        (["--endpoint", "http://127.0.0.1:9", "jobs", "list"], "--endpoint goes after the verb"),
+    ],
+)
+def test_a_misplaced_or_unknown_flag_is_named(
+    capsys: pytest.CaptureFixture[str], argv: list[str], named: str
+) -> None:
+    # QA: only "the following arguments are required: COMMAND"
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and named in err and err.count("\n") == 1, err
+
+
+def test_a_blank_tenant_is_refused(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA: it acted as the default tenant, and a job created so landed there
+    monkeypatch.setenv("PUNCTUAL_TENANT", " ")
+    code, _, err = run(capsys, "jobs", "list", "--endpoint", "http://127.0.0.1:9")
+    assert code == 2 and "blank" in err, err

@@ -56,6 +56,24 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(" ".join(message.split()))
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """A missing verb after a flag no one knows names that flag (QA: ``punctual --bogus`` said
+        only that a COMMAND was required): the flags a verb takes go after it."""
+        try:
+            return super().parse_known_args(args, namespace)
+        except UsageError as exc:
+            given = list(args) if args is not None else sys.argv[1:]
+            flags = [a for a in given if a.startswith("-") and a not in ("-h", "--help", "--version")]
+            if not flags or "after the verb" in str(exc):
+                raise
+            if "arguments are required" in str(exc):
+                hint = f"{flags[0]} is not a flag of {self.prog} (a verb's flags go after the verb)"
+            elif "invalid choice" in str(exc) and given and given[0].startswith("-"):
+                hint = f"{given[0]} goes after the verb"
+            else:
+                raise
+            raise UsageError(f"{exc}; {hint}") from None
+
 
 def _instant(text: str) -> datetime:
     try:

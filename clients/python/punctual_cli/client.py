@@ -95,6 +95,9 @@ class PunctualClient:
             raise ValueError(f"endpoint must be an http(s) URL, got {self.endpoint!r}")
         if self.tenant is not None and not self.tenant.isprintable():
             raise ClientInputError("the tenant (--tenant, PUNCTUAL_TENANT) has a control character")
+        if self.tenant is not None and self.tenant and not self.tenant.strip():
+            # (QA: a blank one acted as the default tenant: a job created so landed there)
+            raise ClientInputError("the tenant (--tenant, PUNCTUAL_TENANT) is blank")
         match = _EXECUTE_API.match(parts.hostname)
         if self.sign is None:
             self.sign = match is not None
