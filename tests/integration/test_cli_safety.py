@@ -193,3 +193,13 @@ def test_a_blank_tenant_is_refused(
     monkeypatch.setenv("PUNCTUAL_TENANT", " ")
     code, _, err = run(capsys, "jobs", "list", "--endpoint", "http://127.0.0.1:9")
     assert code == 2 and "blank" in err, err
+
+
+def test_a_malformed_slot_and_an_empty_tag_filter_are_input_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # QA: the API's 404 (exit 1) for a slot that is no slot key; an empty --tag listed every job
+    code, out, err = run(capsys, "runs", "get", "job-1", "not-a-slot", "--endpoint", "http://127.0.0.1:9")
+    assert code == 2 and out == "" and "is not a slot key" in err, err
+    code, _, err = run(capsys, "jobs", "list", "--tag", "", "--endpoint", "http://127.0.0.1:9")
+    assert code == 2 and "--tag" in err, err

@@ -335,6 +335,8 @@ def _warn_duplicate_name(client: PunctualClient, job: Mapping[str, Any]) -> None
 
 
 def _cmd_jobs_list(args: argparse.Namespace, out: TextIO) -> int:
+    if args.tag is not None and not args.tag.strip():  # (QA: silently unfiltered)
+        raise CliInputError("--tag takes KEY=VALUE (or KEY), not an empty text")
     client = api_client(args)
     if args.all:
         jobs = list(client.iter_jobs(args.state, args.tag))
@@ -411,7 +413,13 @@ def _cmd_runs_list(args: argparse.Namespace, out: TextIO) -> int:
     return emit(args, out, page, human)
 
 
+# A slot key: its UTC instant, and a run-now slot's mark (punctual.api.app's _SLOT_RE)
+_SLOT_KEY = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?\Z")
+
+
 def _cmd_runs_get(args: argparse.Namespace, out: TextIO) -> int:
+    if args.slot and not _SLOT_KEY.match(args.slot):  # (QA: the API's 404, exit 1, for what is bad input)
+        raise CliInputError(f"{args.slot[:80]!r} is not a slot key: its UTC instant, as 2026-11-30T02:00:00Z")
     return emit(args, out, api_client(args).get_execution(args.job_id, args.slot), _run_detail)
 
 
