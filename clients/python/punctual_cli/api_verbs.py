@@ -21,6 +21,7 @@ from typing import Any, TextIO, cast
 
 from punctual.models import ExecutionStatus, JobSpec
 from punctual.models.targets import target_arn
+from punctual.timing.timers import SLOT_KEY_RE
 from punctual_cli.calendar_verbs import add_backfill_action, add_backfills, add_calendars
 from punctual_cli.client import ApiError, PunctualClient
 from punctual_cli.verb_kit import (
@@ -223,10 +224,13 @@ def _json_payload(text: str) -> Any:
         ) from None
 
 
-def _spec_from_args(args: argparse.Namespace, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def _spec_from_args(
+    args: argparse.Namespace, base: Mapping[str, Any] | None = None, filed: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The spec the flags give over ``base``; ``filed``: ``--file`` as already read."""
     spec: dict[str, Any] = dict(base or {})
     if args.file:
-        spec.update(_read_spec_file(args.file))
+        spec.update(filed if filed is not None else _read_spec_file(args.file))
     for flag, key in (
         ("name", "name"),
         ("schedule", "schedule"),
@@ -360,15 +364,16 @@ def _cmd_jobs_update(args: argparse.Namespace, out: TextIO) -> int:
     client = api_client(args)
     current = client.get_job(args.job_id)
     base = {} if args.file and args.replace else {k: current[k] for k in JobSpec.model_fields if k in current}
-    spec = _spec_from_args(args, base)
+    filed = _read_spec_file(args.file) if args.file else None
+    spec = _spec_from_args(args, base, filed)
     if not args.file and spec == base:  # (QA: a new version, exit 0, for nothing)
         raise CliInputError("nothing to change: give a flag (--schedule, --payload, ...) or --file")
     # Read-modify-write: the version read is the precondition, so a concurrent change is a 412;
     # a whole spec from a file that says its version (jobs get -o json > f, edited) is guarded by
     # that version (QA: by the one just read, so a change made meanwhile was silently undone)
     version = args.if_match if args.if_match is not None else current["version"]
-    if args.if_match is None and args.file and args.replace:
-        stated = _read_spec_file(args.file).get("version")
+    if args.if_match is None and filed is not None and args.replace:
+        stated = filed.get("version")
         if isinstance(stated, int) and not isinstance(stated, bool):
             version = stated
     job = client.replace_job(args.job_id, spec, version)
@@ -413,12 +418,8 @@ def _cmd_runs_list(args: argparse.Namespace, out: TextIO) -> int:
     return emit(args, out, page, human)
 
 
-# A slot key: its UTC instant, and a run-now slot's mark (punctual.api.app's _SLOT_RE)
-_SLOT_KEY = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?\Z")
-
-
 def _cmd_runs_get(args: argparse.Namespace, out: TextIO) -> int:
-    if args.slot and not _SLOT_KEY.match(args.slot):  # (QA: the API's 404, exit 1, for what is bad input)
+    if args.slot and not SLOT_KEY_RE.match(args.slot):  # (QA: the API's 404, exit 1, for what is bad input)
         raise CliInputError(f"{args.slot[:80]!r} is not a slot key: its UTC instant, as 2026-11-30T02:00:00Z")
     return emit(args, out, api_client(args).get_execution(args.job_id, args.slot), _run_detail)
 

@@ -8,7 +8,6 @@ document served at ``/v1/openapi.json`` and committed as ``openapi.json``.
 """
 
 import json
-import re
 from datetime import UTC, datetime
 from functools import cache
 from http import HTTPStatus
@@ -57,6 +56,7 @@ from punctual.models import (
 )
 from punctual.store.base import UnreadableJobError
 from punctual.timing.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
+from punctual.timing.timers import SLOT_KEY_RE
 from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots
 from punctual.usecases.job_errors import JobNotFoundError
 
@@ -64,7 +64,6 @@ API_TITLE = "Punctual"
 API_VERSION = "1.0.0"
 MAX_PAGE = 100
 MAX_PREVIEW = 100
-_SLOT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?\Z")
 
 IdempotencyKey = Annotated[
     str | None,
@@ -448,7 +447,7 @@ def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     tenant = _tenant()
     job = job_id_of(job_id)
     slot_key = unquote(slot)
-    execution = services().store.get_execution(tenant, job, slot_key) if _SLOT_RE.match(slot_key) else None
+    execution = services().store.get_execution(tenant, job, slot_key) if SLOT_KEY_RE.match(slot_key) else None
     if execution is None:
         raise problems.not_found(f"no execution of job {job!r} for slot {slot_key[:80]!r}")
     return ExecutionOut.of(execution, _of_a_deleted_job(execution, _job_created(tenant, job)))

@@ -16,7 +16,6 @@ import contextlib
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 from punctual.delivery.notifications.alerts import fire_delay_of
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
@@ -33,7 +32,9 @@ from punctual.execution.records import (
     new_record,
     owned_by,
     rest_of_range,
+    retry_not_started,
     running,
+    skipped_record,
     visibility,
 )
 from punctual.execution.turns import Turns
@@ -162,19 +163,13 @@ def exhausted(current: Execution, now: datetime) -> tuple[Execution, Expect]:
     its last attempt's error (its failure report, dead letter and alert follow)."""
     if current.status is ExecutionStatus.RETRY_WAIT:
         age = (now - current.retry_origin).total_seconds()
-        failed = _retry_not_started(current, now, f"{age:.1f}s after the slot, past max_age")
+        failed = retry_not_started(current, now, f"{age:.1f}s after the slot, past max_age")
         return failed, Expect(frozenset({ExecutionStatus.RETRY_WAIT}), current.attempt)
     return current.ended(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE), owned_by(current)
 
 
 _PAUSED = "the job is paused"
 PAUSED_RETRY_NOTE = f"its retry was not started: {_PAUSED}"
-
-
-def _retry_not_started(waiting: Execution, now: datetime, why: str) -> Execution:
-    """A slot waiting for its retry ended FAILED, its last error kept: the retry does not start."""
-    note = f"{waiting.error or 'failed'}; its retry was not started: {why}"
-    return waiting.model_copy(update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note})
 
 
 def handed_back(record: Execution) -> bool:
@@ -195,11 +190,11 @@ def paused_end(
     had failed, and ends FAILED, with its failure report, dead letter and ``failed`` alert (QA: it
     ended SKIPPED and its failure was in no alert, dead letter or FAILED listing)."""
     if base.status is ExecutionStatus.RETRY_WAIT and base.error != RELEASED_NOTE:
-        failed = _retry_not_started(base, now, _PAUSED)
+        failed = retry_not_started(base, now, _PAUSED)
         claimer._save_start(job, failed, replaced, expect)
         claimer.after.apply(job, failed, now)
         return failed
-    skipped = _skipped(base, now, "job is paused")
+    skipped = skipped_record(base, now, "job is paused")
     claimer._save_start(job, skipped, replaced, expect)
     claimer.turns.pass_on(job, skipped, now)  # had it been handed the turn, the next slot gets it
     claimer.metrics.add("PausedSkipped", 1)
@@ -245,13 +240,6 @@ def _asked_for(message: DispatchMessage, record: Execution, job: Job) -> bool:
     # marks its children's slots too: those are not asked for (nor, then, a child's own trigger's
     # retries, which the record cannot tell apart)
     return MANUAL_MARK in message.slot and message.kind != MessageKind.CHILD and not _is_after(job)
-
-
-def _skipped(base: Execution, now: datetime, why: str, **more: Any) -> Execution:
-    """``base`` recorded SKIPPED at ``now``: the slot did not start, and ``why`` says why."""
-    return base.model_copy(
-        update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": why, **more}
-    )
 
 
 class Claimer:
@@ -534,7 +522,7 @@ class Claimer:
         if current is not None and current.status is ExecutionStatus.QUEUED and self._cancelled(job, current):
             # A cancelled backfill's slot waiting for its turn: not started, as its message would
             # not have been (QA: it ran at its turn, after the cancel)
-            skipped = _skipped(base, now, "backfill cancelled")
+            skipped = skipped_record(base, now, "backfill cancelled")
             self._save_start(job, skipped, replaced, expect)
             self.turns.pass_on(job, skipped, now)
             self.after.notifier.changed(job, skipped, now)
@@ -553,7 +541,9 @@ class Claimer:
         if first_attempt and job.overlap is not Overlap.ALLOW:
             holder = self.turns.take(job, message.slot, now)
         if holder is not None and job.overlap is Overlap.SKIP:
-            skipped = _skipped(base, now, f"overlap: slot {holder} was still running", blocked_by=holder)
+            skipped = skipped_record(
+                base, now, f"overlap: slot {holder} was still running", blocked_by=holder
+            )
             self._save_start(job, skipped, replaced, expect)
             self.store.add_skipped(job.tenant, job.id, 1)
             self.metrics.add("OverlapSkipped", 1)

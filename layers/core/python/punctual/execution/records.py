@@ -121,6 +121,19 @@ def owned_by(execution: Execution) -> Expect:
 GONE_NOTE = "the job was deleted"
 
 
+def retry_not_started(waiting: Execution, now: datetime, why: str) -> Execution:
+    """A slot waiting for its retry ended FAILED, its last error kept: the retry does not start."""
+    note = f"{waiting.error or 'failed'}; its retry was not started: {why}"
+    return waiting.model_copy(update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note})
+
+
+def skipped_record(base: Execution, now: datetime, why: str, **more: Any) -> Execution:
+    """``base`` recorded SKIPPED at ``now``: the slot did not start, and ``why`` says why."""
+    return base.model_copy(
+        update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": why, **more}
+    )
+
+
 def lost_run_of_a_gone_job(current: Execution, now: datetime) -> tuple[Execution, Expect] | None:
     """A deleted job's run whose lease lapsed (its worker was lost): ended TIMED_OUT, not taken
     over, as its owner's write would be; None when it is not such a run."""

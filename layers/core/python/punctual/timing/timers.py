@@ -224,6 +224,8 @@ def slot_key(instant: datetime) -> str:
 
 
 MANUAL_MARK = "~m"  # in a triggered slot's key, <instant>~m<token> (JobService.trigger)
+# What a slot key looks like (:func:`slot_key`, and a run-now slot's mark): what a caller may name
+SLOT_KEY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?\Z")
 
 
 def slot_instant(key: str) -> datetime:

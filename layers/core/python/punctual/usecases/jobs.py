@@ -79,6 +79,14 @@ def _whole_second(instant: datetime) -> datetime:
     return ceil_second(instant)
 
 
+def replaced_anchor(current: Job, spec: JobSpec, now: datetime) -> datetime:
+    """Where ``current``'s slots count from once ``spec`` replaces it at ``now``: unchanged, unless
+    the schedule or its start changed."""
+    if spec.start_at != current.start_at or spec.schedule != current.schedule:
+        return _whole_second(spec.start_at or now)
+    return current.anchor
+
+
 def _stand_in(found: UnreadableJob, spec: JobSpec, now: datetime) -> Job:
     """What ``replace`` needs of a job it cannot read: its version, state and secrets.
 
@@ -464,9 +472,7 @@ class JobService:
         walked: dict[str, int] = {}
         parents = self.admission.check_dependencies(tenant, job_id, spec, now, old_parents, walked)
         graph = None if version is None else GraphRead(version, {p: walked[p] for p in gains if p in walked})
-        anchor = current.anchor
-        if spec.start_at != current.start_at or spec.schedule != current.schedule:
-            anchor = _whole_second(spec.start_at or now)
+        anchor = replaced_anchor(current, spec, now)
         # A new spec supersedes what was released for the old one (punctual.execution.versions);
         # the same spec sent again (an UpdateSchedule that changes nothing) supersedes nothing.
         same_spec = isinstance(found, Job) and found.spec() == JobSpec.model_validate(

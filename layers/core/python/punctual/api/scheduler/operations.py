@@ -41,9 +41,9 @@ from punctual.store.base import (
     UnreadableJobError,
 )
 from punctual.store.listing import LIST_SCAN_BUDGET
-from punctual.timing.slots import ceil_second, no_slot_reason
+from punctual.timing.slots import no_slot_reason
 from punctual.usecases.job_errors import JobHasDependentsError, JobNotFoundError, listed
-from punctual.usecases.jobs import resumed
+from punctual.usecases.jobs import replaced_anchor, resumed
 
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
 MAX_TAGS_PER_GROUP = 200
@@ -217,9 +217,8 @@ def _check_enabled_runs(req: Request, job: Job, spec: JobSpec, now: datetime) ->
     and never ran, nor was it deleted with ``ActionAfterCompletion: DELETE``)."""
     # The spec's fields as they are (models, not dumped dicts: a DST policy dumped broke the
     # schedule's parse, and a cron schedule's enable was a 500 in review)
-    candidate = job.model_copy(update={name: getattr(spec, name) for name in type(spec).model_fields})
-    if spec.schedule != job.schedule or spec.start_at != job.start_at:
-        candidate = candidate.model_copy(update={"anchor": ceil_second(spec.start_at or now)})
+    fields = {name: getattr(spec, name) for name in type(spec).model_fields}
+    candidate = job.model_copy(update={**fields, "anchor": replaced_anchor(job, spec, now)})
     enabled, _ = resumed(candidate, now, req.services.jobs.layout)
     if enabled.state is JobState.COMPLETED:
         raise invalid(f"ScheduleExpression: {no_slot_reason(candidate, now)}; it did not run while DISABLED")

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
-from punctual.execution.records import GONE_NOTE, lost_run_of_a_gone_job
+from punctual.execution.records import GONE_NOTE, lost_run_of_a_gone_job, retry_not_started, skipped_record
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
@@ -35,8 +35,6 @@ from punctual.timing.timers import Timer, TimerKind, slot_key
 from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 
 log = logging.getLogger("punctual.dispatch.polling")
-
-DELETED_NOTE = GONE_NOTE
 
 
 def unrun_record(
@@ -70,16 +68,9 @@ def ended_for_gone(timer: Timer, current: Execution, now: datetime) -> tuple[Exe
         and status is ExecutionStatus.RETRY_WAIT
         and attempt == timer.attempt - 1
     ):
-        note = f"{current.error or 'failed'}; its retry was not started: {DELETED_NOTE}"
-        ended = current.model_copy(
-            update={"status": ExecutionStatus.FAILED, "finished_at": now, "error": note}
-        )
-        return ended, Expect(frozenset({status}), attempt)
+        return retry_not_started(current, now, GONE_NOTE), Expect(frozenset({status}), attempt)
     if timer.kind is TimerKind.QUEUED and status is ExecutionStatus.QUEUED:
-        ended = current.model_copy(
-            update={"status": ExecutionStatus.SKIPPED, "finished_at": now, "error": DELETED_NOTE}
-        )
-        return ended, Expect(frozenset({status}), attempt)
+        return skipped_record(current, now, GONE_NOTE), Expect(frozenset({status}), attempt)
     if timer.kind is TimerKind.LEASE and current.owner == timer.owner:
         return lost_run_of_a_gone_job(current, now)
     return None
