@@ -90,7 +90,7 @@ LINK_MARGIN_S = 2.0  # "a child registered less than about a second before its p
 HOOK = {"type": "http", "url": "https://example.com/hook"}
 QUEUES = (SHORT, LONG)
 UNRUN = ("MISSED", "SKIPPED", "SUPERSEDED", "EXCLUDED")
-ENDED_FOR_GOOD = ("FAILED", "TIMED_OUT", "SKIPPED")  # a parent's slot its children are recorded SKIPPED for
+ENDED_FOR_GOOD = ("FAILED", "TIMED_OUT", "SKIPPED", "MISSED", "EXCLUDED")  # children recorded for these
 
 
 def at(off: float) -> datetime:

@@ -489,3 +489,33 @@ def test_a_repair_of_a_chain_that_was_live_after_all_doubles_no_slot_and_leaves_
     ran = runs(rig, job)
     assert head.strftime("%Y-%m-%dT%H:%M:%SZ") in ran and max(ran.values()) == 1
     assert len(head_timers(rig, job)) == 1
+
+
+def test_a_parents_lost_slots_are_recorded_missed_for_its_after_children_too(rig: AuditRig) -> None:
+    # Given a parent with an after() child (with a missed rule) that runs with it
+    parent = register(rig, "parent", "rate(1 minute)")
+    child = register(
+        rig,
+        "child",
+        "after(parent)",
+        alerts=[{"on": ["missed"], "target": {"type": "http", "url": "https://example.com/a"}}],
+    )
+    rig.run(3)
+    assert runs(rig, child)  # the child runs its parent's slots
+    # When the parent's head timer is deleted and the auditor repairs the chain
+    [head] = rig.future_chain_timers(parent)
+    Breaker(rig.store).delete(head)
+    rig.run(8)
+    [repair] = rig.repairs
+    # Then the child's same slots are one MISSED record too (not a hole), counted and alerted
+    [missed] = [r for r in rig.history(child) if r.status is ExecutionStatus.MISSED]
+    assert (missed.slot, missed.last_slot, missed.slot_count) == (
+        repair.missed_from,
+        repair.missed_through,
+        repair.missed_count,
+    )
+    assert missed.error == "not run: parent parent's slot was MISSED"
+    assert rig.store.get_job("default", child.id).skipped_slots == repair.missed_count  # type: ignore[union-attr]
+    alerts = [m for m in rig.sim.sent(child.id) if m.kind == MessageKind.ALERT]
+    assert [m.slot for m in alerts] == [head.slot]
+    assert not set(runs(rig, child)) & {missed.slot}

@@ -34,6 +34,7 @@ from punctual.auditing.liveness import FollowUp
 from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
 from punctual.delivery.notifications.events import REPAIRED, Event, execution_event
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
+from punctual.execution.unrun_children import UnrunChildren
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import ExecutionConflictError, JobStore, VersionConflictError
 from punctual.timing.schedules.periods import RateSchedule
@@ -177,6 +178,11 @@ class Repairer:
             return False
         self.store.add_skipped(job.tenant, job.id, lost.count)
         self._alert(job, record, now)
+        if job.dependents > 0:  # the after() children's same slots: MISSED too, not left unrecorded
+            below = UnrunChildren(self.store, lambda: ttl).record([(job, record)], now)
+            for child, missed in below.missed:
+                self.store.add_skipped(child.tenant, child.id, missed.slot_count)
+                self._alert(child, missed, now)
         return True
 
     def _alert(self, job: Job, record: Execution, now: datetime) -> None:

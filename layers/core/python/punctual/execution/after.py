@@ -22,6 +22,7 @@ from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
+from punctual.execution.unrun_children import UnrunChildren
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.store.base import ExecutionConflictError
@@ -313,13 +314,21 @@ class AfterEffects:
             self.ledger.save(record, None, None)
         except ExecutionConflictError:
             return None
-        if status is ExecutionStatus.MISSED:
-            self.notifier.missed([(child, record)], now)
-            if self.notifier.alerter is not None:
-                self.notifier.alerter.missed(child, record)
-        elif status is ExecutionStatus.SKIPPED:
-            self.notifier.changed(child, record, now)
+        self._notify_unrun(child, record, now)
+        if status is not ExecutionStatus.SKIPPED:  # (a SKIPPED one's: skip_dependants goes on)
+            below = UnrunChildren(self.store, lambda: self.ledger.ttl(now)).record([(child, record)], now)
+            for grandchild, unrun in below.missed + below.skipped:
+                self._notify_unrun(grandchild, unrun, now)
         return record
+
+    def _notify_unrun(self, job: Job, record: Execution, now: datetime) -> None:
+        """A slot recorded not run: MISSED with its event and missed alert, SKIPPED with its event."""
+        if record.status is ExecutionStatus.MISSED:
+            self.notifier.missed([(job, record)], now)
+            if self.notifier.alerter is not None:
+                self.notifier.alerter.missed(job, record)
+        elif record.status is ExecutionStatus.SKIPPED:
+            self.notifier.changed(job, record, now)
 
 
 def failure_report(execution: Execution) -> dict[str, Any]:

@@ -6,6 +6,7 @@ policy; :mod:`punctual.execution.claim` applies it with conditional writes. The 
     record                             message                 action
     none                               n == 1, manual, child   START (create RUNNING n)
     MISSED                             a backfill's            START (a user asked to run it)
+    MISSED                             a backfill's child      START (its parent's backfill runs it)
     MISSED                             any other               DROP (MISSED is final)
     SUPERSEDED (older version)         n == 1, newer version   START (released for the new spec)
     QUEUED at n                        n                       START (overlap checked again)
@@ -116,6 +117,10 @@ def decide_claim(
         # record, so a MISSED record written first makes the claim end here.
         if message.kind == MessageKind.BACKFILL and n == 1:
             return ClaimDecision(ClaimAction.START, "slot recorded missed is backfilled")
+        if message.kind == MessageKind.CHILD and message.backfill and n == 1:
+            # A child's slot recorded MISSED under its parent's (execution.unrun_children), sent
+            # by the parent's backfill with its dependants: run as the parent's slot was.
+            return ClaimDecision(ClaimAction.START, "slot recorded missed is backfilled with its parent")
         return ClaimDecision(ClaimAction.DROP, "slot is recorded missed")
     if (
         status is ExecutionStatus.SUPERSEDED

@@ -289,7 +289,7 @@ class SlotReleaser:
         if out.forecast:
             self._forecast(out.forecast)
         report.skipped += self.unrun.record_missed(out.missed, jobs)
-        report.excluded += self.unrun.record_excluded(out.excluded)
+        report.excluded += self.unrun.record_excluded(out.excluded, jobs)
         for job in out.completions:  # last slots no message carries (recorded MISSED or EXCLUDED)
             report.completed += complete_unsent(self.store, job, self.clock, self.metrics)
         return report

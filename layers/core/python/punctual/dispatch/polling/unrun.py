@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.execution.records import GONE_NOTE, lost_run_of_a_gone_job, retry_not_started, skipped_record
+from punctual.execution.unrun_children import UnrunChildren
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
@@ -104,13 +105,48 @@ class UnrunSlots:
         self.metrics = metrics
         self.notifier = notifier
         self.queue_for = queue_for
+        self.children = UnrunChildren(store, self._ttl)
 
     def _ttl(self) -> int:
         return int((self.clock.now() + timedelta(days=self.retention_days)).timestamp())
 
-    def record_excluded(self, records: list[Execution]) -> int:
-        """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing)."""
-        return self._save_each([(record, None) for record in records])
+    def record_excluded(self, records: list[Execution], jobs: dict[tuple[str, str], Job]) -> int:
+        """Write EXCLUDED records where the slot has none yet (a repeat finds one and counts nothing);
+        the ``after()`` children's slots under each are recorded SKIPPED (a repeat's too: a release
+        that died before it could record them)."""
+        ttl = self._ttl()
+        written = 0
+        under: list[tuple[Job, Execution]] = []
+        for record in records:
+            job = jobs.get((record.tenant, record.job_id))
+            try:
+                self.store.save_execution(record, None, ttl)
+                written += 1
+            except ExecutionConflictError as exc:
+                if exc.current is None or exc.current.status is not ExecutionStatus.EXCLUDED:
+                    continue
+            if job is not None and job.dependents > 0:
+                under.append((job, record))
+        if under:
+            self._record_children(under, [])
+        return written
+
+    def _record_children(
+        self, under: list[tuple[Job, Execution]], notify: list[tuple[Job, Execution]]
+    ) -> None:
+        """Record the ``after()`` children's slots under parents' MISSED or EXCLUDED records
+        (:mod:`punctual.execution.unrun_children`): a SKIPPED one's event is published here, a
+        MISSED one joins ``notify`` (its event and alert) and its job's count of slots not run."""
+        now = self.clock.now()
+        found = self.children.record(under, now)
+        for child, record in found.skipped:
+            self.notifier.changed(child, record, now)
+        per_job: dict[tuple[str, str], int] = defaultdict(int)
+        for child, record in found.missed:
+            per_job[(child.tenant, child.id)] += record.slot_count
+            notify.append((child, record))
+        for (tenant, job_id), count in per_job.items():
+            self.store.add_skipped(tenant, job_id, count)
 
     def end_gone(self, ended: list[tuple[Execution, Expect]]) -> int:
         """Write the ends of deleted jobs' open slots (:func:`ended_for_gone`), each as its record
@@ -154,6 +190,7 @@ class UnrunSlots:
         ttl = self._ttl()
         per_job: dict[tuple[str, str], int] = defaultdict(int)
         notify: list[tuple[Job, Execution]] = []
+        under: list[tuple[Job, Execution]] = []  # parents' MISSED records with after() children
         for record in records:
             job = jobs.get((record.tenant, record.job_id))
             try:
@@ -169,10 +206,16 @@ class UnrunSlots:
                     per_job[(record.tenant, record.job_id)] += added
                 if job is not None and (job.alerts or job.events_bus is not None):
                     notify.append((job, earlier))  # once (QA: twice with alerts, three events a slot)
+                if job is not None and job.dependents > 0:
+                    under.append((job, earlier))  # its children, if a release died before them
                 continue
             per_job[(record.tenant, record.job_id)] += record.slot_count
             if job is not None:
                 notify.append((job, record))
+                if job.dependents > 0:
+                    under.append((job, record))
+        if under:
+            self._record_children(under, notify)
         if notify:
             self.notifier.missed(notify, self.clock.now())  # the events
             self.send_alerts(notify)

@@ -1,0 +1,167 @@
+"""A parent's slot the poller does not run still gives each ``after()`` child's slot a record.
+
+A parent slot recorded EXCLUDED (a calendar's day) or MISSED (its catch-up policy dropped it)
+never runs, so neither success nor failure reached its children: their slot had no record at
+all, a hole that looks like a stopped job (documented as a gap until now). Now the child's slot
+is SKIPPED under an EXCLUDED parent, MISSED (with its event and alert) under a MISSED one, and so
+on down the chain, once however often the release repeats; a backfill of the parent with its
+dependants still runs the child's MISSED slot.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from execution_harness import LAYOUT, SHORT, FakeTarget, Rig
+from factories import spec
+from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
+from punctual.delivery.notifications.events import SLOT_MISSED
+from punctual.dispatch.queues import MessageKind, QueueRouting
+from punctual.models import AlertStatus, ExecutionStatus, Job
+from punctual.runtime.clock import ManualClock
+from punctual.store.memory import MemoryStore
+from punctual.timing.timers import slot_key
+from punctual.usecases.backfill_runner import BackfillRunner
+from punctual.usecases.backfills import BackfillState
+from punctual.usecases.calendar_service import CalendarService
+from punctual.usecases.calendars import CalendarSpec
+from punctual.usecases.jobs import JobService
+
+S = ExecutionStatus
+T0 = datetime(2026, 12, 24, 8, 0, tzinfo=UTC)  # the 24th is in the calendar
+HOOK = {"type": "http", "url": "https://alerts.example.com/hook"}
+DAILY = "cron(0 8 * * ? *)"
+
+
+def world() -> tuple[Rig, JobService]:
+    store = MemoryStore()
+    clock = ManualClock(T0 - timedelta(hours=1))
+    events = MemoryEventSink()
+    rig = Rig(store, clock, notifier=Notifier(EventPublisher(events), Alerter(store, FakeTarget(), clock)))
+    CalendarService(store, clock).put("default", "holidays", CalendarSpec(dates=["2026-12-24"]))
+    return rig, JobService(store, rig.queues, clock, LAYOUT, QueueRouting((SHORT,), ()))
+
+
+def chain(jobs: JobService, parent_spec: dict, child_extra: dict | None = None) -> tuple[Job, Job, Job]:
+    parent, _ = jobs.register("default", spec(DAILY, **parent_spec), job_id="parent")
+    child, _ = jobs.register("default", spec("after(parent)", **(child_extra or {})), job_id="child")
+    grandchild, _ = jobs.register("default", spec("after(child)"), job_id="grandchild")
+    return parent, child, grandchild
+
+
+def record(rig: Rig, job: Job, slot: datetime) -> tuple[str, str | None] | None:
+    found = rig.store.get_execution("default", job.id, slot_key(slot))
+    return None if found is None else (found.status.value, found.error)
+
+
+def events(rig: Rig) -> list[tuple[str, str, str]]:
+    sink = rig.notifier.events.sink
+    return [(e.detail_type, e.detail["job_id"], e.detail["status"]) for e in sink.events]
+
+
+def test_an_excluded_parent_slot_records_the_chain_below_it_skipped_once() -> None:
+    # Given a daily parent that excludes the holidays, a child and a grandchild after it
+    rig, jobs = world()
+    parent, child, grandchild = chain(jobs, {"exclude_calendars": ["holidays"]})
+    # When the holiday's slot is released, and released again (a poller that died and came back)
+    rig.clock.set(T0 + timedelta(seconds=1))
+    due = rig.poll()
+    rig.dispatcher().release(due, uncertain=True)
+    # Then the parent's slot is EXCLUDED and each slot below it SKIPPED, naming its parent
+    assert record(rig, parent, T0)[0] == "EXCLUDED"  # type: ignore[index]
+    assert record(rig, child, T0) == ("SKIPPED", "not run: parent parent's slot was EXCLUDED")
+    assert record(rig, grandchild, T0) == ("SKIPPED", "not run: parent child's slot was SKIPPED")
+    # And each SKIPPED record's event went out once, and nothing was sent to run
+    skipped = [e for e in events(rig) if e[2] == "SKIPPED"]
+    assert sorted(skipped) == sorted({e for e in skipped}) and {e[1] for e in skipped} == {
+        "child",
+        "grandchild",
+    }
+    assert rig.queues.all_messages(SHORT) == []
+
+
+def test_a_missed_parent_slot_records_the_childs_missed_with_its_alert_and_a_backfill_runs_it() -> None:
+    # Given a parent that catches up nothing, and a child with a rule on missed slots
+    rig, jobs = world()
+    parent, child, grandchild = chain(
+        jobs, {"catchup": {"policy": "none"}}, {"alerts": [{"on": ["missed"], "target": HOOK}]}
+    )
+    # When the parent's slot is released two minutes late (the scheduler was down)
+    rig.clock.set(T0 + timedelta(minutes=2))
+    rig.poll()
+    # Then the slot is MISSED for the parent, the child and the grandchild, each with its event
+    assert record(rig, parent, T0)[0] == "MISSED"  # type: ignore[index]
+    assert record(rig, child, T0) == ("MISSED", "not run: parent parent's slot was MISSED")
+    assert record(rig, grandchild, T0) == ("MISSED", "not run: parent child's slot was MISSED")
+    missed = sorted(e[1] for e in events(rig) if e[0] == SLOT_MISSED)
+    assert missed == ["child", "grandchild", "parent"]
+    # And the child's missed alert is handed to a worker, which makes it; the slots count as not run
+    assert [(m.kind, m.job_id) for m in rig.queues.all_messages(SHORT)] == [(MessageKind.ALERT, "child")]
+    rig.work_until_idle(rig.worker())
+    [alert] = rig.store.list_alerts("default", child.id, 10)
+    assert (alert.key_slot, alert.condition.value, alert.status) == (slot_key(T0), "missed", AlertStatus.SENT)
+    assert rig.store.get_job("default", child.id).skipped_slots == 1  # type: ignore[union-attr]
+    assert rig.target.calls == []
+    # When the parent's slot is backfilled with its dependants
+    runner = BackfillRunner(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), ()))
+    backfill = runner.start("default", parent.id, T0, T0 + timedelta(minutes=1), include_dependants=True)
+    worker = rig.worker()
+    for _ in range(20):
+        rig.poll()
+        rig.work_until_idle(worker)
+        rig.clock.advance(2)
+        done = rig.store.get_backfill("default", parent.id, backfill.id)
+        if (
+            done is not None
+            and done.state is not BackfillState.RUNNING
+            and not rig.queues.all_messages(SHORT)
+        ):
+            break
+    # Then the parent, the child and the grandchild run that slot, once each
+    assert [record(rig, j, T0)[0] for j in (parent, child, grandchild)] == ["SUCCEEDED"] * 3  # type: ignore[index]
+    assert [rig.target.calls_for(j.id) for j in (parent, child, grandchild)] == [[(slot_key(T0), 1)]] * 3
+
+
+def test_a_child_outside_its_window_or_on_a_run_slot_gets_no_record() -> None:
+    # Given a child whose start_at is after the parent's excluded slot
+    rig, jobs = world()
+    parent, child, grandchild = chain(
+        jobs, {"exclude_calendars": ["holidays"]}, {"start_at": (T0 + timedelta(hours=1)).isoformat()}
+    )
+    # When the parent's holiday slot is released
+    rig.clock.set(T0 + timedelta(seconds=1))
+    rig.poll()
+    # Then the parent's slot is EXCLUDED, and the child, whose window it is not in, has no record
+    assert record(rig, parent, T0)[0] == "EXCLUDED"  # type: ignore[index]
+    assert record(rig, child, T0) is None and record(rig, grandchild, T0) is None
+    # And the next (working) day the parent runs and the chain follows as before
+    rig.clock.set(T0 + timedelta(days=1, seconds=1))
+    rig.poll()
+    rig.work_until_idle(rig.worker())
+    day2 = T0 + timedelta(days=1)
+    assert [record(rig, j, day2)[0] for j in (parent, child, grandchild)] == ["SUCCEEDED"] * 3  # type: ignore[index]
+
+
+def test_a_childs_slot_its_calendar_excludes_or_its_pause_misses_records_the_grandchilds_too() -> None:
+    # Given a parent that runs every day, a child that excludes the holidays, and a grandchild
+    rig, jobs = world()
+    parent, child, grandchild = chain(jobs, {}, {"exclude_calendars": ["holidays"]})
+    # When the parent's holiday slot runs and succeeds
+    rig.clock.set(T0 + timedelta(seconds=1))
+    rig.poll()
+    rig.work_until_idle(rig.worker())
+    # Then the child's slot is EXCLUDED by its calendar and the grandchild's SKIPPED under it
+    assert record(rig, parent, T0)[0] == "SUCCEEDED"  # type: ignore[index]
+    assert record(rig, child, T0)[0] == "EXCLUDED"  # type: ignore[index]
+    assert record(rig, grandchild, T0) == ("SKIPPED", "not run: parent child's slot was EXCLUDED")
+    # When the child is paused and the parent's next slot succeeds
+    jobs.pause("default", child.id)
+    day2 = T0 + timedelta(days=1)
+    rig.clock.set(day2 + timedelta(seconds=1))
+    rig.poll()
+    rig.work_until_idle(rig.worker())
+    # Then the child's slot is MISSED (it was paused) and the grandchild's MISSED under it
+    assert record(rig, child, day2)[0] == "MISSED"  # type: ignore[index]
+    assert record(rig, grandchild, day2) == ("MISSED", "not run: parent child's slot was MISSED")
+    assert [e for e in events(rig) if e[1] == "grandchild"][-1] == (SLOT_MISSED, "grandchild", "MISSED")
+    assert rig.target.calls_for(grandchild.id) == []
