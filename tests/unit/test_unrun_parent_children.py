@@ -165,3 +165,21 @@ def test_a_childs_slot_its_calendar_excludes_or_its_pause_misses_records_the_gra
     assert record(rig, grandchild, day2) == ("MISSED", "not run: parent child's slot was MISSED")
     assert [e for e in events(rig) if e[1] == "grandchild"][-1] == (SLOT_MISSED, "grandchild", "MISSED")
     assert rig.target.calls_for(grandchild.id) == []
+
+
+def test_a_parents_slots_missed_from_before_the_child_existed_are_not_the_childs() -> None:
+    # Given a parent that catches up nothing, paused over three of its daily slots
+    rig, jobs = world()
+    parent, _ = jobs.register("default", spec(DAILY, catchup={"policy": "none"}), job_id="parent")
+    jobs.pause("default", parent.id)
+    rig.clock.set(T0 + timedelta(days=2, hours=1))
+    # And a child registered after those slots
+    child, _ = jobs.register("default", spec("after(parent)"), job_id="child")
+    # When the parent is resumed and its owed slots are dropped by its policy
+    jobs.resume("default", parent.id)
+    for _ in range(3):
+        rig.poll(lookback=timedelta(days=3))
+        rig.clock.advance(1)
+    # Then the parent's missed slots are recorded, and the child, which never had them, has none
+    assert [r.status for r in rig.history(parent)] and all(r.status is S.MISSED for r in rig.history(parent))
+    assert rig.history(child) == []

@@ -42,6 +42,12 @@ _UNDER = {
 _RECORDED_FOR = (JobState.ENABLED, JobState.PAUSED, JobState.COMPLETED)
 
 
+def _before(record: Execution, child: Job) -> bool:
+    """Whether all the record's slots came before the child was created (a parent's old slots
+    a late catch-up drops now): the child never had them."""
+    return slot_instant(record.last_slot or record.slot) < child.created_at
+
+
 def child_note(parent: Job, status: ExecutionStatus) -> str:
     return f"not run: parent {parent.id}'s slot was {status.value}"
 
@@ -85,7 +91,7 @@ class UnrunChildren:
                 or parent.id not in schedule_of(child).parents
             ):
                 continue
-            if not inside_window(child, instant):
+            if not inside_window(child, instant) or _before(record, child):
                 continue
             written = self._save(child, record, status, child_note(parent, record.status), now)
             if written is None:
