@@ -28,7 +28,7 @@ remaining parents have all succeeded for since its last run"). The checks:
 - A4: every scheduled job runs every slot of the settled period (no chain stops); A5: no raise;
 - A6: in the settled period an ``overlap: queue`` child's queued slot starts within a poll's step
   and a lease of the end of the slot before it ("as soon as the slots before it have ended"); A7:
-  a slot a parent's worker failed or skipped for good is recorded SKIPPED for a child nothing touched.
+  a slot a parent failed, skipped, missed or had excluded is recorded for a child nothing touched.
 
 Where the docs are silent or ambiguous :attr:`Driver.notes` counts instead of failing: a slot
 neither run nor recorded because a parent never ran it (``unrecorded-parent-failed``),

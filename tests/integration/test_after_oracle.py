@@ -8,8 +8,8 @@ stops. :func:`after_oracle.gen` makes a case of any seed and :func:`after_oracle
 Below, the smallest cases of what it found: the fixed ones as plain tests, and a strict xfail for
 the one left (documented in docs/how-it-works.md: a fix would cost a read of the parent at every
 success). What the docs leave open is counted by the oracle, not asserted (its
-module docstring): a child's slot whose parent never ran it (MISSED) has no record (one a parent
-failed or skipped is recorded SKIPPED since); a parent added by a replace counts from its next success; a
+module docstring): a child's slot a parent never ran, or failed or skipped, is recorded (MISSED
+or SKIPPED) unless the child was deleted since; a parent added by a replace counts from its next success; a
 drop owes only what the old spec left open; a child's slot sent before a replace of the child
 that added a parent, and taken after it, is SUPERSEDED (a payload edit or a dropped parent runs
 it under the new spec since).
