@@ -504,3 +504,124 @@ def test_a_tag_filter_cut_short_by_the_scan_budget_still_offers_the_next_page(
         shown += [row.job.id for row in page.rows]
         cursor = page.next_cursor
     assert shown == ["j0", "j6"]
+
+
+# --------------------------------------------------------------------------- QA: what it showed wrong
+
+
+def test_next_fire_passes_over_the_days_of_the_calendars_a_job_excludes(
+    store: JobStore, t0: datetime
+) -> None:
+    """QA: the API's next_fire_at passed over an excluded day, the console showed the slot on it."""
+    from punctual.usecases.calendars import Calendar
+
+    # Given a calendar holding today (UTC), and a daily job excluding it beside one that does not
+    store.put_calendar(
+        Calendar(
+            name="today",
+            tenant="default",
+            version=1,
+            timezone="UTC",
+            dates=["2026-11-30"],
+            created_at=t0,
+            updated_at=t0,
+        ),
+        None,
+    )
+    store.create_job(job("excluding", "cron(0 12 * * ? *)", exclude_calendars=["today"]), None, 100)
+    store.create_job(job("plain", "cron(0 12 * * ? *)"), None, 100)
+
+    # When the console renders at 10:00 that day
+    jobs = parse(render(store, t0)).tables["pc-jobs"]
+
+    # Then the excluding job's next fire is tomorrow's slot, the other's today's
+    assert jobs.column("Next fire (UTC)") == ["12:00:00 (in 1560 min)", "12:00:00 (in 120 min)"]
+    assert [row["data-job-id"] for row in jobs.row_attrs] == ["excluding", "plain"]
+
+
+def test_a_backfilled_run_is_left_out_of_the_fire_delay(store: JobStore, t0: datetime) -> None:
+    """QA: a slot backfilled days after its instant showed a fire delay of days (58469 min) and
+    filled the histogram's last bucket, as if the scheduler were that late."""
+    store.create_job(job("late", "rate(1 minute)", now=t0 - timedelta(days=3)), None, 100)
+    run(store, "late", t0 - timedelta(minutes=2), S.SUCCEEDED, delay_ms=80)
+    backfilled = t0 - timedelta(days=2)
+    store.save_execution(
+        Execution(
+            job_id="late",
+            tenant="default",
+            slot=slot_key(backfilled),
+            scheduled_at=backfilled,
+            attempt=1,
+            status=S.SUCCEEDED,
+            started_at=t0 - timedelta(minutes=1),
+            finished_at=t0 - timedelta(minutes=1),
+            backfill="bf-1",
+        ),
+        None,
+        0,
+    )
+
+    view = build_view(store, ConsoleQuery("default"), t0)
+
+    assert view.rows[0].fire_delay_ms == 80  # the newest slot is the backfilled one: passed over
+    assert view.delays_counted == 1 and dict(view.histogram)["< 100 ms"] == 1
+
+
+def test_paging_links_keep_the_page_size_asked_for(t0: datetime) -> None:
+    """QA: /console?page_size=3 linked its next page without page_size: it showed 20 jobs,
+    numbered from 21."""
+    store = MemoryStore()
+    for index in range(7):
+        store.create_job(job(f"j{index}"), None, 100)
+    service.use_services(service.ConsoleServices(store, ConsoleSettings(page_size=20)))
+    try:
+        _, first = service.local_page({"tenant": "default", "page_size": "3"}, now=t0)
+        _, second = service.local_page(
+            {"tenant": "default", "page_size": "3", "cursor": "j2", "page": "2"}, now=t0
+        )
+        _, default = service.local_page({"tenant": "default", "page_size": "20"}, now=t0)
+        widget = service.widget_html({"tenant": "default", "page_size": 3}, ARN, now=t0)
+    finally:
+        service.use_services(None)
+    assert ("Next page", "/console?tenant=default&cursor=j2&page=2&page_size=3") in parse(first).links
+    assert "jobs 4-6" in second
+    assert ("First page", "/console?tenant=default&page=1&page_size=3") in parse(second).links
+    assert '<input type="hidden" name="page_size" value="3">' in first  # the filter form keeps it
+    assert "page_size" not in default  # the page size it has anyway is not repeated
+    assert action_params(widget, "Next page") == {
+        "tenant": "default",
+        "cursor": "j2",
+        "page": 2,
+        "page_size": 3,
+    }
+
+
+def test_a_render_on_dynamodb_only_queries_the_table(dynamo_client: Any, t0: datetime) -> None:
+    """The console's function may only Query (its role, tests/infra/test_infra_console.py): the
+    calendars read for the next fire are Queries too."""
+    from punctual.store.dynamo import DynamoStore
+    from punctual.usecases.calendars import Calendar
+
+    (table,) = dynamo_client.list_tables()["TableNames"]
+    store = DynamoStore(dynamo_client, table)
+    store.put_calendar(
+        Calendar(
+            name="today",
+            tenant="default",
+            version=1,
+            timezone="UTC",
+            dates=["2026-11-30"],
+            created_at=t0,
+            updated_at=t0,
+        ),
+        None,
+    )
+    store.create_job(job("excluding", "cron(0 12 * * ? *)", exclude_calendars=["today", "gone"]), None, 100)
+    run(store, "excluding", t0 - timedelta(days=1), S.SUCCEEDED)
+    calls: list[str] = []
+    dynamo_client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+
+    view = build_view(store, ConsoleQuery("default"), t0)
+
+    assert view.rows[0].next_fire_at == datetime(2026, 12, 1, 12, tzinfo=UTC)
+    assert set(calls) == {"Query"} and len(calls) == 4  # jobs, history, two calendars (one missing)

@@ -18,7 +18,7 @@ from html import escape
 from typing import Protocol
 from urllib.parse import urlencode
 
-from punctual.console.view import ConsoleQuery, ConsoleView, FailureRow, JobRow
+from punctual.console.view import DEFAULT_PAGE_SIZE, ConsoleQuery, ConsoleView, FailureRow, JobRow
 from punctual.models import ExecutionStatus
 
 # Short label, background, text colour: every pair has a contrast of at least 4.5:1.
@@ -74,14 +74,26 @@ class Links(Protocol):
         ...
 
 
-class LocalLinks:
-    """Plain links and a GET form to ``path`` (local mode's ``/console``)."""
+def _page_params(query: ConsoleQuery, page_size: int) -> dict[str, object]:
+    """A page's parameters; ``page_size`` only when it is not the one the page gets without it (QA:
+    it was dropped, so the next page of ``page_size=3`` had 20 jobs, numbered from 21)."""
+    params: dict[str, object] = {"tenant": query.tenant, "tag": query.tag, "cursor": query.cursor}
+    params["page"] = query.page
+    if query.page_size != page_size:
+        params["page_size"] = query.page_size
+    return params
 
-    def __init__(self, path: str = "/console") -> None:
+
+class LocalLinks:
+    """Plain links and a GET form to ``path`` (local mode's ``/console``); ``page_size`` is the
+    page size a query without one gets."""
+
+    def __init__(self, path: str = "/console", page_size: int = DEFAULT_PAGE_SIZE) -> None:
         self.path = path
+        self.page_size = page_size
 
     def href(self, query: ConsoleQuery) -> str:
-        params = {"tenant": query.tenant, "tag": query.tag, "cursor": query.cursor, "page": query.page}
+        params = _page_params(query, self.page_size)
         return self.path + "?" + urlencode({k: v for k, v in params.items() if v not in (None, "")})
 
     def to_page(self, query: ConsoleQuery, label: str) -> str:
@@ -93,15 +105,22 @@ class LocalLinks:
             f'<label>Tenant <input name="tenant" value="{escape(query.tenant)}" size="16"></label> '
             f'<label>Tag <input name="tag" value="{escape(query.tag or "")}" size="16"'
             ' placeholder="key or key=value"></label> '
-            '<button type="submit">Apply</button></form>'
+            f'{self._kept_page_size(query)}<button type="submit">Apply</button></form>'
         )
+
+    def _kept_page_size(self, query: ConsoleQuery) -> str:
+        if query.page_size == self.page_size:
+            return ""
+        return f'<input type="hidden" name="page_size" value="{query.page_size}">'
 
 
 class WidgetLinks:
-    """``<cwdb-action>`` controls that call the widget's function (``endpoint``) again."""
+    """``<cwdb-action>`` controls that call the widget's function (``endpoint``) again; ``page_size``
+    is the page size an invocation without one gets."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, page_size: int = DEFAULT_PAGE_SIZE) -> None:
         self.endpoint = endpoint
+        self.page_size = page_size
 
     def _action(self, params: dict[str, object]) -> str:
         body = escape(json.dumps(params, separators=(",", ":")), quote=False)
@@ -109,7 +128,7 @@ class WidgetLinks:
         return f'<cwdb-action action="call" display="widget" endpoint="{endpoint}">{body}</cwdb-action>'
 
     def to_page(self, query: ConsoleQuery, label: str) -> str:
-        params = {"tenant": query.tenant, "tag": query.tag, "cursor": query.cursor, "page": query.page}
+        params = _page_params(query, self.page_size)
         return f'<a class="btn">{escape(label)}</a>' + self._action(
             {k: v for k, v in params.items() if v is not None}
         )

@@ -85,7 +85,7 @@ def widget_html(event: Mapping[str, Any], endpoint: str, now: datetime | None = 
         view = _view(merged_params(event), now)
     except ConsoleQueryError as exc:
         return render_error(str(exc))
-    return render_console(view, WidgetLinks(endpoint))
+    return render_console(view, WidgetLinks(endpoint, services().settings.page_size))
 
 
 def local_page(
@@ -96,5 +96,5 @@ def local_page(
         view = _view(params, now)
     except ConsoleQueryError as exc:
         return 400, render_document(render_error(str(exc)))
-    page = render_console(view, LocalLinks(path))
+    page = render_console(view, LocalLinks(path, services().settings.page_size))
     return 200, render_document(page, refresh_s=services().settings.refresh_s)

@@ -1,12 +1,13 @@
 """What the console shows, read from the store: a page of jobs and each job's recent runs.
 
 Reads are bounded whatever the tenant's size: one ``list_jobs`` page (``page_size`` jobs, in id
-order, filtered by tag) and, per job on it, one ``list_executions`` query of its newest
-``history_limit`` slots. Everything else (last status, fire delay, failures in the last 24 h,
-recent failures, the fire-delay histogram) is computed from those records, so a render costs
-the same at ten jobs or ten million. Where the bound hides something it says so: a job whose
-newest ``history_limit`` slots all fall inside the last 24 h shows its failure count as a floor
-(``capped``).
+order, filtered by tag), per job on it one ``list_executions`` query of its newest
+``history_limit`` slots, and one read per calendar those jobs exclude (at most 10 a job), so
+that the next fire passes over their days as the API's does. Everything else (last status, fire
+delay, failures in the last 24 h, recent failures, the fire-delay histogram) is computed from
+those records, so a render costs the same at ten jobs or ten million. Where the bound hides
+something it says so: a job whose newest ``history_limit`` slots all fall inside the last 24 h
+shows its failure count as a floor (``capped``).
 
 The caller passes ``now`` (time is an argument); nothing here writes.
 """
@@ -20,6 +21,7 @@ from datetime import datetime, timedelta
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import JobStore
 from punctual.timing.slots import dispatch_instant, schedule_of
+from punctual.usecases.calendars import Calendar
 from punctual.usecases.next_fire import next_release
 
 FAILURE_WINDOW = timedelta(hours=24)
@@ -139,20 +141,34 @@ class ConsoleView:
     strip_cells: int
 
 
-def next_fire(job: Job, now: datetime) -> datetime | None:
-    """When the job's next slot is released (as the API derives it: never stored on each fire).
+def next_fire(job: Job, now: datetime, calendars: dict[str, Calendar] | None = None) -> datetime | None:
+    """When the job's next slot is released (as the API derives it: never stored on each fire),
+    passing over the days of the calendars it excludes (``calendars``, by name; one missing is
+    left out, as the API does).
 
     None for a job that is not enabled, and for ``after(...)`` and ``delay(...)`` jobs, whose next
     slot depends on other runs ending.
     """
     if job.state is not JobState.ENABLED or schedule_of(job).kind in ("after", "delay"):
         return None
-    return next_release(job, now)  # a jittered slot still pending first, as the API shows it
+    found = calendars or {}
+    excluding = [found[name] for name in job.exclude_calendars if name in found]
+    return next_release(job, now, excluding)  # a jittered slot still pending first, as the API shows it
+
+
+def excluded_calendars(store: JobStore, tenant: str, jobs: list[Job]) -> dict[str, Calendar]:
+    """The calendars ``jobs`` exclude, by name: one read (a Query of its key) per distinct name."""
+    names = sorted({name for job in jobs for name in job.exclude_calendars})
+    found = {name: store.get_calendar(tenant, name, consistent=False) for name in names}
+    return {name: calendar for name, calendar in found.items() if calendar is not None}
 
 
 def fire_delay_ms(execution: Execution, job: Job | None = None) -> float | None:
     """From the slot's release instant (its instant plus the job's jitter) to its first attempt's
-    start; None when it never started."""
+    start; None when it never started, and for a backfilled slot (late by design: run long after
+    its instant, it says nothing of the scheduler's delay; ``StartDelayMs`` leaves it out too)."""
+    if execution.backfill is not None:
+        return None
     first_start = execution.attempts[0].started_at if execution.attempts else execution.started_at
     if first_start is None:
         return None
@@ -201,7 +217,8 @@ def build_view(
     ----------
     store
         Read only: ``list_jobs`` once (one job more than the page, to know whether another
-        follows), ``list_executions`` once per job on the page.
+        follows), ``list_executions`` once per job on the page, ``get_calendar`` once per
+        calendar the page's jobs exclude (for their next fire).
     query
         Tenant, tag filter and page.
     now
@@ -221,6 +238,7 @@ def build_view(
             listed.cursor
         )  # a tag filter's page cut short (LIST_SCAN_BUDGET jobs read): more may follow
     since = now - FAILURE_WINDOW
+    calendars = excluded_calendars(store, query.tenant, shown)
     rows: list[JobRow] = []
     failures: list[tuple[Job, Execution]] = []
     delays: list[float] = []
@@ -238,7 +256,7 @@ def build_view(
         rows.append(
             JobRow(
                 job=job,
-                next_fire_at=next_fire(job, now),
+                next_fire_at=next_fire(job, now, calendars),
                 runs=cells,
                 last=cells[-1] if cells else None,
                 failures_24h=len(failed),

@@ -69,10 +69,16 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
             ) from None
 
     def get_calendar(self, tenant: str, name: str, consistent: bool = True) -> Calendar | None:
-        item = self.client.get_item(
-            TableName=self.table, Key=calendar_key(tenant, name), ConsistentRead=consistent
-        ).get("Item")
-        return self._calendar_of(item) if item and "doc" in item else None
+        # A Query of the one key, not a GetItem (the same read units): the console's function may
+        # only Query the table, and it reads the calendars its jobs exclude for their next fire.
+        key = calendar_key(tenant, name)
+        items = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk = :sk",
+            ExpressionAttributeValues={":pk": key["pk"], ":sk": key["sk"]},
+            ConsistentRead=consistent,
+        ).get("Items", [])
+        return self._calendar_of(items[0]) if items and "doc" in items[0] else None
 
     def batch_get_calendars(
         self, keys: Iterable[tuple[str, str]], consistent: bool = False
