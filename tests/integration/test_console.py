@@ -6,6 +6,7 @@ Every test that takes ``store`` runs against the in-memory store and against Dyn
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from html import escape
 from types import SimpleNamespace
 from typing import Any
 
@@ -323,6 +324,27 @@ def test_a_bad_parameter_is_shown_in_the_widget_not_raised() -> None:
     finally:
         service.use_services(None)
     assert 'role="alert"' in html and "tenant must be" in html
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ({"widgetContext": {"params": "team=data"}}, "the widget's params must be a JSON object"),
+        ({"widgetContext": {"params": ["x"]}}, "the widget's params must be a JSON object"),
+        ({"widgetContext": {"forms": "x"}, "apply_form": True}, "the widget's forms must be a JSON object"),
+        ({"widgetContext": "x"}, "widgetContext must be a JSON object"),
+    ],
+)
+def test_widget_params_that_are_not_an_object_are_shown_not_raised(
+    event: dict[str, Any], message: str
+) -> None:
+    """QA: a dashboard author's ``"params": "team=data"`` raised (the widget showed a Lambda error)."""
+    service.use_services(service.ConsoleServices(MemoryStore(), ConsoleSettings()))
+    try:
+        html = service.widget_html(event, ARN)
+    finally:
+        service.use_services(None)
+    assert 'role="alert"' in html and escape(message) in html
 
 
 def test_local_page_reloads_itself_and_links_with_query_strings(t0: datetime) -> None:

@@ -66,13 +66,28 @@ def _number(value: Any, name: str, default: int) -> int:
         raise ConsoleQueryError(f"{name} must be a whole number") from None
 
 
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConsoleQueryError(f"{what} must be a JSON object")
+    return value
+
+
 def merged_params(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters a widget invocation carries, later sources winning (see the module doc)."""
-    context = event.get("widgetContext") or {}
-    params: dict[str, Any] = dict(context.get("params") or {})
+    """The parameters a widget invocation carries, later sources winning (see the module doc).
+
+    Raises
+    ------
+    ConsoleQueryError
+        The widget's ``params`` (which the dashboard's author writes) or the forms are not an
+        object (QA: ``"params": "x"`` raised, and the widget showed the function's error).
+    """
+    context = _object(event.get("widgetContext"), "widgetContext")
+    params: dict[str, Any] = dict(_object(context.get("params"), "the widget's params"))
     params.update({k: v for k, v in event.items() if k != "widgetContext"})
     if params.pop("apply_form", False):
-        form = (context.get("forms") or {}).get("all") or {}
+        form = _object(_object(context.get("forms"), "the widget's forms").get("all"), "the widget's form")
         params.update({"tenant": form.get("tenant"), "tag": form.get("tag"), "cursor": None, "page": 1})
     return params
 
