@@ -227,6 +227,10 @@ def _make_request_handler(
         def _guarded(self) -> None:
             try:
                 self._serve()
+            except (BrokenPipeError, ConnectionResetError):
+                # The client went away before the answer (a probe, a closed browser tab): there is
+                # no one to answer (QA: it was logged as two tracebacks, the 502 failing too).
+                self.close_connection = True
             except Exception as exc:  # the handler raised: answer as API Gateway does (502)
                 body = json.dumps({"message": "Internal server error", "error": type(exc).__name__}).encode()
                 self._write(502, [("Content-Type", "application/json")], body)

@@ -145,8 +145,13 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                # The caller gave up first (its timeout, a ?delay= longer than it): the request is on
+                # record; no one is left to answer (QA: each was a traceback in local mode's log).
+                self.close_connection = True
 
         def _hook(self) -> None:
             arrived = time.time()

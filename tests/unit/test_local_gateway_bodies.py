@@ -7,6 +7,8 @@ import http.client
 import json
 from typing import Any
 
+import pytest
+
 from local.api_gateway import LocalApiServer
 
 
@@ -49,3 +51,32 @@ def test_a_malformed_chunk_is_a_400_problem() -> None:
     with LocalApiServer(_echo) as server:
         status, data = _send(server.url, b"zz\r\nab\r\n0\r\n\r\n", {"Transfer-Encoding": "chunked"})
         assert status == 400 and json.loads(data)["title"] == "Bad chunked body"
+
+
+def test_a_client_gone_before_the_answer_is_not_a_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    """QA: a client that closed its connection before the answer (a probe, a browser leaving the
+    console) left two tracebacks in local mode's log (BrokenPipeError while answering, then again
+    while answering that with a 502)."""
+    import socket
+    import struct
+    import threading
+
+    asked = threading.Event()
+
+    def slow(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        asked.set()
+        gone.wait(10)
+        return {"statusCode": 200, "headers": {}, "body": "x" * 4_000_000}
+
+    gone = threading.Event()
+    with LocalApiServer(slow) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        client = socket.create_connection((host, int(port)), timeout=10)
+        client.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert asked.wait(10)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+        client.close()
+        gone.set()
+        status, _ = _send(server.url, None, {})  # the server still answers the next one
+    assert status == 200
+    assert "Traceback" not in capfd.readouterr().err

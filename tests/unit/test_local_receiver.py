@@ -10,6 +10,8 @@ import urllib.request
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 from local.receiver import Recorder, make_handler
 
 
@@ -45,3 +47,32 @@ def test_a_hook_request_is_journalled_before_its_reply_is_sent(tmp_path: Path) -
     [seen] = on_file_at_reply
     assert [(r["job"], r["attempt"], r["status"]) for r in seen] == [("j1", 1, 500)]
     assert seen[0]["answered"] is not None
+
+
+def test_a_caller_gone_before_the_answer_is_not_a_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """QA: a worker that timed out before a ?delay= hook answered left a BrokenPipeError traceback
+    in local mode's log, one per slot of such a job."""
+    import socket
+    import struct
+    import time
+
+    recorder = Recorder(tmp_path / "receiver.jsonl")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(recorder))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10)
+        body = json.dumps({"slot": "2026-12-03T10:00:00Z", "attempt": 1}).encode()
+        client.sendall(
+            b"POST /hook/slow?delay=0.5 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        time.sleep(0.1)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+        client.close()
+        time.sleep(1.0)  # the hook answers after its delay, to no one
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
