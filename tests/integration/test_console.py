@@ -647,3 +647,22 @@ def test_a_render_on_dynamodb_only_queries_the_table(dynamo_client: Any, t0: dat
 
     assert view.rows[0].next_fire_at == datetime(2026, 12, 1, 12, tzinfo=UTC)
     assert set(calls) == {"Query"} and len(calls) == 4  # jobs, history, two calendars (one missing)
+
+
+def test_a_long_name_without_spaces_wraps_instead_of_widening_the_page(t0: datetime) -> None:
+    """QA: a 128-character name with no space (the longest the API takes) kept its row header on
+    one line (white-space: nowrap), so the jobs table, and the page, grew past the window."""
+    store = MemoryStore()
+    store.create_job(job("long", name="x" * 128), None, 100)
+    html = render(store, t0)
+    rules = {
+        selector.strip(): body
+        for block in html.split("<style>", 1)[1].split("</style>", 1)[0].split("}")
+        if "{" in block
+        for selector in block.split("{", 1)[0].split(",")
+        for body in [block.split("{", 1)[1]]
+    }
+    assert "overflow-wrap:anywhere" in rules[".pc #pc-jobs th[scope=row]"]
+    assert "white-space:normal" in rules[".pc #pc-jobs th[scope=row]"]
+    assert "overflow-wrap:anywhere" in rules[".pc #pc-failures th[scope=row]"]
+    assert "white-space:nowrap" in rules[".pc #pc-jobs th[scope=row] .muted"]  # the id stays whole

@@ -51,6 +51,9 @@ padding:1px 2px}
 .pc nav{margin:4px 0}
 .pc .err{font-family:monospace;white-space:pre-wrap;word-break:break-word}
 .pc th[scope=row],.pc time,.pc td.num{white-space:nowrap}
+.pc #pc-jobs th[scope=row],.pc #pc-failures th[scope=row]{white-space:normal;overflow-wrap:anywhere;
+min-width:12em}
+.pc #pc-jobs th[scope=row] .muted{white-space:nowrap;overflow-wrap:normal}
 .pc td code{white-space:normal}
 .pc h2{font-size:15px;margin:0 0 4px 0}
 """
