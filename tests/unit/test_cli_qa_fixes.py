@@ -291,3 +291,34 @@ def test_the_docs_say_which_answers_are_exit_2() -> None:
     assert cli.__doc__ is not None
     assert f"Exit 2 for invalid input ({', '.join(codes)})" in " ".join(cli.__doc__.split())
     assert "with exit status 2" not in cli.__doc__
+
+
+# -- calendars put: a file's days that are not a list, --empty with days (QA) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ('{"timezone": "UTC", "dates": null}', "dates is a list, each item a YYYY-MM-DD day"),
+        ('{"dates": 5}', "dates is a list, each item a YYYY-MM-DD day"),
+        ('{"dates": "2026-12-24"}', "dates is a list"),  # it was sent as ["2", "0", "2", ...]
+        ('{"ranges": {"start": "2026-12-24", "end": "2026-12-25"}}', "ranges is a list"),
+    ],
+)
+def test_a_calendar_files_days_that_are_not_a_list_are_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, says: str
+) -> None:
+    """QA: ``"dates": null`` was ``internal error: TypeError`` (exit 1), a string was split into
+    its characters and the API named ``'2'``."""
+    path = tmp_path / "cal.json"
+    path.write_text(content)
+    code, out, err = run(capsys, "calendars", "put", "c", "--file", str(path), "--date", "2026-12-25")
+    assert (code, out) == (2, "") and says in err and len(err.splitlines()) == 1
+    assert "internal error" not in err
+
+
+@pytest.mark.parametrize("days", [("--date", "2026-12-01"), ("--range", "2026-12-01..2026-12-02")])
+def test_empty_with_days_is_refused(capsys: pytest.CaptureFixture[str], days: tuple[str, str]) -> None:
+    """QA: ``--empty --date D`` put the calendar with D."""
+    code, out, err = run(capsys, "calendars", "put", "c", "--empty", *days)
+    assert (code, out) == (2, "") and "--empty puts it with no days" in err

@@ -111,6 +111,11 @@ def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
             f"calendars put {args.name}: give its days (--date, --range, --ics or --file); --empty puts"
             " it with none"
         )
+    if args.empty and (args.file or args.ics or args.date or args.range):
+        # (QA: --empty --date D put the calendar with D: --empty said the opposite)
+        raise CliInputError(
+            f"calendars put {args.name}: --empty puts it with no days: give days or --empty, not both"
+        )
     body: dict[str, Any] = {"timezone": "UTC", "dates": [], "ranges": []}
     if args.file:
         try:
@@ -119,6 +124,10 @@ def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
             raise CliInputError(f"cannot read {args.file} as JSON: {exc}") from None
         if not isinstance(loaded, dict):
             raise CliInputError(f"{args.file}: a calendar is a JSON object")
+        for key, each in (("dates", "a YYYY-MM-DD day"), ("ranges", 'a {"start", "end"} object')):
+            # (QA: null was an internal error, a string was split into its characters)
+            if key in loaded and not isinstance(loaded[key], list):
+                raise CliInputError(f"{args.file}: {key} is a list, each item {each}")
         body.update(loaded)
     if args.ics:
         imported = read_ics(args.ics)
