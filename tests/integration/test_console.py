@@ -666,3 +666,38 @@ def test_a_long_name_without_spaces_wraps_instead_of_widening_the_page(t0: datet
     assert "white-space:normal" in rules[".pc #pc-jobs th[scope=row]"]
     assert "overflow-wrap:anywhere" in rules[".pc #pc-failures th[scope=row]"]
     assert "white-space:nowrap" in rules[".pc #pc-jobs th[scope=row] .muted"]  # the id stays whole
+
+
+def test_a_stored_job_this_version_cannot_read_is_shown_with_its_reason(
+    dynamo_client: Any, t0: datetime
+) -> None:
+    """QA: the API lists such a job (``unreadable: true``, its reason), the console left it out
+    silently: the page said "jobs 1-2" of three, and nothing told the operator to fix it."""
+    import json
+
+    from punctual.store.dynamo import DynamoStore, schema
+
+    (table,) = dynamo_client.list_tables()["TableNames"]
+    store = DynamoStore(dynamo_client, table)
+    for job_id in ("a", "b", "c"):
+        store.create_job(job(job_id, name=f"job {job_id}"), None, 100)
+    for key in (schema.job_key("default", "b"), schema.listing_key("default", "b")):
+        doc = json.loads(dynamo_client.get_item(TableName=table, Key=key)["Item"]["doc"]["S"])
+        doc["timeout_seconds"] = -5  # as no version accepts: unreadable
+        dynamo_client.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET doc = :d",
+            ExpressionAttributeValues={":d": {"S": json.dumps(doc)}},
+        )
+
+    html = render(store, t0)
+
+    jobs = parse(html).tables["pc-jobs"]
+    assert [row["data-job-id"] for row in jobs.row_attrs] == ["a", "c", "b"]
+    assert "jobs 1-3" in html
+    unreadable = [cell.text for cell in jobs.rows[2]]
+    assert unreadable[0] == "b" and unreadable[2] == "ENABLED"
+    assert (
+        "cannot be read by this version: timeout_seconds" in unreadable[3] and "If-Match 1" in unreadable[3]
+    )

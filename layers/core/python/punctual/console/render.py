@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 
 from punctual.console.view import DEFAULT_PAGE_SIZE, ConsoleQuery, ConsoleView, FailureRow, JobRow
 from punctual.models import ExecutionStatus
+from punctual.store.base import UnreadableJob
 
 # Short label, background, text colour: every pair has a contrast of at least 4.5:1.
 STATUS_STYLE: dict[ExecutionStatus, tuple[str, str, str]] = {
@@ -229,6 +230,16 @@ def _job_row(row: JobRow, now: datetime) -> str:
     )
 
 
+def _unreadable_row(found: UnreadableJob, columns: int) -> str:
+    """A stored job this version cannot read: its id, state and why (fix it with PUT or DELETE)."""
+    return (
+        f'<tr data-job-id="{escape(found.id)}" class="unreadable">'
+        f'<th scope="row">{escape(found.id)}</th><td class="muted">-</td><td>{escape(found.state)}</td>'
+        f'<td colspan="{columns - 3}" class="err">cannot be read by this version: {escape(found.reason)}'
+        f" (replace it with PUT, If-Match {found.version}, or delete it)</td></tr>"
+    )
+
+
 def _table(table_id: str, caption: str, columns: tuple[str, ...], rows: list[str], empty: str) -> str:
     """A table with a caption and column headers; ``empty`` (text) when there are no rows."""
     head = "".join(f'<th scope="col">{escape(name)}</th>' for name in columns)
@@ -256,7 +267,9 @@ def _jobs_table(view: ConsoleView) -> str:
         " (AIDA...) or the account id for the root; in local mode the X-Punctual-Tenant header."
         " Enter it above."
     )
-    return _table("pc-jobs", "Jobs", columns, [_job_row(row, view.now) for row in view.rows], empty)
+    rows = [_job_row(row, view.now) for row in view.rows]
+    rows += [_unreadable_row(found, len(columns)) for found in view.unreadable]
+    return _table("pc-jobs", "Jobs", columns, rows, empty)
 
 
 def _failure_row(failure: FailureRow) -> str:
@@ -312,8 +325,9 @@ def render_console(view: ConsoleView, links: Links) -> str:
     where = f"tenant <code>{escape(query.tenant)}</code>"
     if query.tag:
         where += f", tag <code>{escape(query.tag)}</code>"
-    first = len(view.rows) and (query.page - 1) * query.page_size + 1
-    shown = f"jobs {first}-{first + len(view.rows) - 1}" if view.rows else "no jobs"
+    count = len(view.rows) + len(view.unreadable)
+    first = count and (query.page - 1) * query.page_size + 1
+    shown = f"jobs {first}-{first + count - 1}" if count else "no jobs"
     nav = [shown, f"page {query.page}"]
     if query.cursor is not None:
         nav.append(

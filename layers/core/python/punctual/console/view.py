@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
-from punctual.store.base import JobStore
+from punctual.store.base import JobStore, UnreadableJob
 from punctual.timing.slots import dispatch_instant, schedule_of
 from punctual.usecases.calendars import Calendar
 from punctual.usecases.next_fire import next_release
@@ -139,6 +139,9 @@ class ConsoleView:
     next_cursor: str | None
     history_limit: int
     strip_cells: int
+    # Stored jobs of the page this version cannot read: shown with their reason, never dropped
+    # silently (QA: they were left out, and the page said "jobs 1-2" of three)
+    unreadable: tuple[UnreadableJob, ...] = ()
 
 
 def next_fire(job: Job, now: datetime, calendars: dict[str, Calendar] | None = None) -> datetime | None:
@@ -286,4 +289,5 @@ def build_view(
         next_cursor=next_cursor,
         history_limit=history_limit,
         strip_cells=strip_cells,
+        unreadable=tuple(listed.unreadable),
     )
