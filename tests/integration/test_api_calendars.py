@@ -140,6 +140,8 @@ def test_bad_backfills_are_4xx_naming_the_problem(api: ApiClient) -> None:
         assert reply.status == 422, (body, reply)
         assert field in reply.fields(), (body, reply.problem)
         assert words in reply.problem["detail"], (body, reply.problem)
+        if words:  # QA: a range the backfill refuses was titled "Invalid job"
+            assert reply.problem["title"] == "Invalid backfill", reply.problem
     assert api.call("POST", "/v1/jobs/nope/backfill", _range(5, 1)).status == 404
 
 

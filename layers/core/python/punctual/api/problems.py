@@ -284,7 +284,7 @@ def _media_type(exc: RequestUnsupportedContentType) -> Response[Any]:
 
 
 def _invalid_job(exc: InvalidJobError) -> Response[Any]:
-    return problem_response(422, "validation", "Invalid job", str(exc), [(exc.field or "body", str(exc))])
+    return problem_response(422, "validation", exc.title, str(exc), [(exc.field or "body", str(exc))])
 
 
 def _invalid_schedule(exc: ScheduleError) -> Response[Any]:

@@ -61,7 +61,7 @@ from punctual.timing.slots import dispatch_instant, next_slot, schedule_of
 from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
 from punctual.usecases.backfills import Backfill, BackfillState, backfill_id, backfill_ref, range_texts
 from punctual.usecases.calendars import excluding
-from punctual.usecases.job_errors import InvalidJobError, JobConflictError, JobNotFoundError
+from punctual.usecases.job_errors import InvalidBackfillError, JobConflictError, JobNotFoundError
 
 log = logging.getLogger("punctual.backfill")
 
@@ -141,13 +141,13 @@ class BackfillRunner:
                 if kind == "after"
                 else "a delay() job has no fixed slots to backfill"
             )
-            raise InvalidJobError(f"job {job_id!r} cannot be backfilled: {hint}", field="job_id")
+            raise InvalidBackfillError(f"job {job_id!r} cannot be backfilled: {hint}", field="job_id")
         if start.year < 1970:
-            raise InvalidJobError("start must be in 1970 or later", field="start")
+            raise InvalidBackfillError("start must be in 1970 or later", field="start")
         if end <= start:
-            raise InvalidJobError("end must be after start (the range is [start, end))", field="end")
+            raise InvalidBackfillError("end must be after start (the range is [start, end))", field="end")
         if end > now:
-            raise InvalidJobError(
+            raise InvalidBackfillError(
                 f"end {range_texts(start, end)[1]} is in the future: a backfill runs past slots only",
                 field="end",
             )
@@ -206,7 +206,7 @@ class BackfillRunner:
         slot = next_slot(job, start - _BEFORE)
         while slot is not None and slot < end:
             if len(candidates) >= self.max_slots:
-                raise InvalidJobError(
+                raise InvalidBackfillError(
                     f"the range holds more than {self.max_slots} slots of this job's schedule;"
                     " split it into smaller ranges",
                     field="end",

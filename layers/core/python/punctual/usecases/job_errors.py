@@ -43,6 +43,14 @@ class PreconditionFailedError(JobError):
 class InvalidJobError(JobError):
     """The spec is well-formed but cannot be accepted (422): no future slot, a cycle, ..."""
 
+    title = "Invalid job"  # the problem's title in the API's answer
+
     def __init__(self, message: str, field: str = "schedule") -> None:
         super().__init__(message)
         self.field = field
+
+
+class InvalidBackfillError(InvalidJobError):
+    """A backfill that cannot be accepted (422): its range, or a job that has no slots to backfill."""
+
+    title = "Invalid backfill"
