@@ -254,3 +254,62 @@ def test_a_job_write_over_one_transactions_items_is_refused_naming_why(dynamo_cl
     assert (
         store.calendar_users("default", "cal9") == ["child"] and store.calendar_users("default", "cal0") == []
     )
+
+
+def _lose_calendar_item(store, name: str) -> None:  # type: ignore[no-untyped-def]
+    """A calendar's item deleted behind the API's back (by hand, a restore in part): its jobs'
+    uses stay."""
+    if hasattr(store, "client"):
+        from punctual.store.dynamo.calendar_schema import calendar_key
+
+        store.client.delete_item(TableName=store.table, Key=calendar_key("default", name))
+    else:
+        del store._calendars[("default", name)]
+
+
+def test_a_calendar_brought_back_after_its_item_was_lost_counts_the_jobs_that_name_it(store, t0):  # type: ignore[no-untyped-def]
+    """QA: the natural repair of a lost calendar is to create it again; the create counted no
+    user, so a delete then went through (204) while jobs still excluded it."""
+    store.put_calendar(_calendar(t0), None)
+    store.use_calendars("default", "job-a", ["holidays"], present=True)
+    store.use_calendars("default", "job-b", ["holidays"], present=True)
+    _lose_calendar_item(store, "holidays")
+    # One job drops its use while the calendar is gone (a replace that no longer excludes it)
+    store.use_calendars("default", "job-b", ["holidays"], present=False)
+    # The calendar is created again: the job that still names it keeps it from being deleted
+    store.put_calendar(_calendar(t0), None)
+    with pytest.raises(CalendarInUseError) as used:
+        store.delete_calendar("default", "holidays")
+    assert used.value.jobs == ["job-a"]
+    # And once that job drops it too, the delete goes through
+    store.use_calendars("default", "job-a", ["holidays"], present=False)
+    assert store.calendar_users("default", "holidays") == []
+    store.delete_calendar("default", "holidays")
+    assert store.get_calendar("default", "holidays") is None
+
+
+def test_a_use_dropped_while_a_calendar_is_brought_back_is_counted_out(dynamo_client, t0):  # type: ignore[no-untyped-def]
+    from punctual.store.dynamo import DynamoStore
+    from punctual.store.dynamo.calendar_schema import calendar_key
+
+    table = dynamo_client.list_tables()["TableNames"][0]
+    store = DynamoStore(dynamo_client, table)
+    store.put_calendar(_calendar(t0), None)
+    for job_id in ("job-a", "job-b"):
+        store.use_calendars("default", job_id, ["holidays"], present=True)
+    _lose_calendar_item(store, "holidays")
+    counted = store._use_keys
+    calls = []
+
+    def drop_after_counting(tenant: str, name: str) -> list:  # type: ignore[type-arg]
+        keys = counted(tenant, name)
+        if not calls:  # job-b drops its use between the count and the create
+            store.use_calendars("default", "job-b", ["holidays"], present=False)
+        calls.append(len(keys))
+        return keys
+
+    store._use_keys = drop_after_counting
+    store.put_calendar(_calendar(t0), None)
+    assert calls == [2, 1]  # the create found a counted use gone and counted again
+    item = dynamo_client.get_item(TableName=table, Key=calendar_key("default", "holidays"))["Item"]
+    assert item["user_count"] == {"N": "1"}

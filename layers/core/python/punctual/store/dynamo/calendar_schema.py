@@ -27,6 +27,16 @@ def put_calendar(version: int, doc: str, expected_version: int | None) -> Expres
     return Expression(update="SET version = :v, doc = :d", condition=condition, values=values)
 
 
+def create_counted_calendar(version: int, doc: str, users: int) -> Expression:
+    """Create a calendar whose ``users`` jobs already name it (its item came back): it must find no item."""
+    return Expression(
+        update="SET version = :v, doc = :d, #n = :c",
+        condition="attribute_not_exists(pk)",
+        names={"#n": "user_count"},
+        values={":v": _n(version), ":d": _s(doc), ":c": _n(users)},
+    )
+
+
 def calendar_use_key(tenant: str, name: str, job_id: str) -> Key:
     """A job's use of a calendar: an item of its own (a calendar's item only counts its users)."""
     return _key(tenant_pk(tenant), f"{calendar_uses_prefix(name)}{job_id}")

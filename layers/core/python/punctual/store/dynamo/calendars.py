@@ -37,6 +37,8 @@ def _failed(exc: ClientError) -> bool:
 
 
 USERS_NAMED = 20  # the users a refused delete names at most
+RECOUNT_ROUNDS = 3  # a create that counts the uses of jobs that name the calendar already
+MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems' limit
 
 
 class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository):
@@ -50,6 +52,13 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
         return calendar.model_copy(update={"version": int(item["version"]["N"])})
 
     def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:
+        if expected_version is None:
+            for _ in range(RECOUNT_ROUNDS):
+                uses = self._use_keys(calendar.tenant, calendar.name)
+                if not uses:
+                    break  # the usual create: no job names it yet
+                if self._create_counting(calendar, uses):
+                    return
         expr = calendar_schema.put_calendar(calendar.version, calendar.model_dump_json(), expected_version)
         try:
             # An update, not a put: the users set stays as it is.
@@ -67,6 +76,55 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
             raise CalendarVersionError(
                 f"calendar {calendar.name!r} is at version {have}, not {expected_version}", have
             ) from None
+
+    def _use_keys(self, tenant: str, name: str) -> list[dict[str, Any]]:
+        """The keys of the calendar's use items (strongly consistent): jobs that name it."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "ConsistentRead": True,
+            "ProjectionExpression": "pk, sk",
+            **schema.partition(tenant_pk(tenant), calendar_schema.calendar_uses_prefix(name)).fields(),
+        }
+        keys: list[dict[str, Any]] = []
+        while True:
+            reply = self.client.query(**request)
+            keys.extend({"pk": i["pk"], "sk": i["sk"]} for i in reply.get("Items", []))
+            if not reply.get("LastEvaluatedKey"):
+                return keys
+            request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
+
+    def _create_counting(self, calendar: Calendar, uses: list[dict[str, Any]]) -> bool:
+        """Create a calendar that jobs already name (its item was lost, say deleted by hand, and
+        this create brings it back), counting those uses: a count of zero would let it be deleted
+        while they still exclude it (QA). The create checks, in one transaction, that each use it
+        counted is still there (no job can add a use while the calendar is absent, but one may
+        drop its use meanwhile); False when one was dropped (count again). Past one transaction's
+        items the count is written without that check: a drop in that moment leaves it one high
+        (over 99 jobs naming a lost calendar, one of them changed as it is brought back)."""
+        key = calendar_key(calendar.tenant, calendar.name)
+        doc = calendar.model_dump_json()
+        expr = calendar_schema.create_counted_calendar(calendar.version, doc, len(uses))
+        update = {"TableName": self.table, "Key": key, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        there = "attribute_exists(pk)"
+        checked = uses if len(uses) < MAX_TRANSACTION_ITEMS else []
+        checks = [
+            {"ConditionCheck": {"TableName": self.table, "Key": k, "ConditionExpression": there}}
+            for k in checked
+        ]
+        try:
+            self.client.transact_write_items(TransactItems=[{"Update": {**update, **expr.fields()}}, *checks])
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons", [])
+            if not reasons or reasons[0].get("Code") != CHECK_FAILED:
+                if any(r.get("Code") == CHECK_FAILED for r in reasons[1:]):
+                    return False  # a use was dropped meanwhile: count again
+                raise
+            old = reasons[0].get("Item") or {}
+            have = int(old["version"]["N"]) if "version" in old else None
+            raise CalendarVersionError(
+                f"calendar {calendar.name!r} is at version {have}, not None", have
+            ) from None
+        return True
 
     def get_calendar(self, tenant: str, name: str, consistent: bool = True) -> Calendar | None:
         # A Query of the one key, not a GetItem (the same read units): the console's function may
