@@ -303,3 +303,18 @@ def test_a_batch_of_messages_sends_its_events_together() -> None:
     # Then their six events (started and succeeded, each) went out in one PutEvents call
     assert [len(call) for call in a.events.calls] == [6]
     a.check_events()
+
+
+def test_a_started_event_carries_the_first_attempts_start_delay_not_the_release_delay() -> None:
+    # Given a slot released on time (0.1 s after its instant) that a busy worker takes 3 s later
+    a = Alerting(OK)
+    job = a.job({"on": ["late"], "target": HOOK, "late_after_seconds": 60})
+    a.clock.set(T0 + timedelta(seconds=0.1))
+    a.rig.send(message_for(job, slot_key(T0), T0, 1, MessageKind.FIRE, a.clock.now()))
+    a.clock.set(T0 + timedelta(seconds=3))
+    a.rig.work_until_idle(a.worker)
+    # Then its RUNNING event's fire delay is the start's, as the schema says and as its SUCCEEDED
+    # event has it (QA: the RUNNING event carried the release delay, 100 ms)
+    delays = {e.detail["status"]: e.detail["fire_delay_ms"] for e in a.events.events}
+    assert delays == {"RUNNING": 3000.0, "SUCCEEDED": 3000.0}
+    a.check_events()

@@ -135,11 +135,14 @@ class Notifier:
     def started(self, job: Job, execution: Execution, now: datetime, fire_delay_ms: float | None) -> None:
         """An attempt started (``fire_delay_ms``: the first attempt's release delay, else None):
         its event, and a ``Slot Late`` event when the release passed the job's smallest
-        ``late_after_seconds``. Buffered: they are sent with the batch, or by :meth:`flush_soon`."""
+        ``late_after_seconds``. Buffered: they are sent with the batch, or by :meth:`flush_soon`.
+
+        The status event's ``fire_delay_ms`` is the first attempt's start delay, as on every other
+        status event of the slot (the schema's meaning); only ``Slot Late`` carries the release's."""
         try:
             if not self._wanted(job):
                 return
-            self._emit(job, execution_event(job, execution, now, fire_delay_ms=fire_delay_ms))
+            self._emit(job, execution_event(job, execution, now))
             bound = late_bound_s(job) if job.alerts else None
             if bound is None or fire_delay_ms is None or fire_delay_ms <= bound * 1000:
                 return
