@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from execution_harness import FakeTarget, Rig, statuses
 from punctual.delivery.targets.base import Outcome, TargetResult
-from punctual.dispatch.queues import MessageKind
+from punctual.dispatch.queues import MessageKind, message_for
 from punctual.models import ExecutionStatus, JobState
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
@@ -195,3 +196,21 @@ def test_retry_message_for_a_slot_already_retried_is_dropped(rig: Rig, t0: datet
     # Then it is dropped: two runs in all
     assert [r.outcome for r in results] == ["duplicate"]
     assert len(rig.target.calls) == 2
+
+
+def test_a_one_time_job_whose_target_asks_to_stop_ends_completed_without_a_pause_error(
+    rig: Rig, t0: datetime, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a one-time job whose only slot is answered 410 (the worker marks the job COMPLETED)
+    job = rig.add_job(schedule=f"at({t0.strftime('%Y-%m-%dT%H:%M:%S')})")
+    rig.target = FakeTarget(TargetResult.permanent("HTTP 410 Gone", pause_job=True))
+    rig.send(message_for(job, slot_key(t0), t0, 1, MessageKind.FIRE, t0, last=True))
+    with caplog.at_level(logging.INFO, logger="punctual"):
+        run_to_the_end(rig)
+    # Then the job stays COMPLETED, and nothing says a pause failed: there was nothing left to stop
+    # (QA: three pause tries, each refused "is completed", then an ERROR "could not pause job")
+    done = rig.store.get_job(job.tenant, job.id)
+    assert done is not None and done.state is JobState.COMPLETED
+    assert statuses(rig.history(job)) == [(1, "FAILED")]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [r for r in caplog.records if "trying again" in r.getMessage()]
