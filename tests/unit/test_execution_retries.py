@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from execution_harness import FakeTarget, Rig, statuses
+from execution_harness import SHORT, FakeTarget, Rig, statuses
 from punctual.delivery.targets.base import Outcome, TargetResult
 from punctual.dispatch.queues import MessageKind, message_for
+from punctual.execution.ports import Delivery
 from punctual.models import ExecutionStatus, JobState
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
@@ -214,3 +215,22 @@ def test_a_one_time_job_whose_target_asks_to_stop_ends_completed_without_a_pause
     assert statuses(rig.history(job)) == [(1, "FAILED")]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [r for r in caplog.records if "trying again" in r.getMessage()]
+
+
+def test_a_redelivered_message_keeps_the_retry_where_the_receivers_retry_after_put_it(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given a slot answered 503 with Retry-After: 60 (a fixed 1 s backoff would retry at once)
+    job = rig.add_job(retry={"max_attempts": 3, "backoff": "fixed", "base_seconds": 1, "jitter": False})
+    rig.target = FakeTarget(TargetResult.retryable("HTTP 503", retry_after_s=60))
+    message = rig.message(job, t0)
+    rig.worker().process(message, Delivery(SHORT, "r-1", 1))
+    [first] = rig.timers(t0, t0 + timedelta(hours=1), TimerKind.RETRY)
+    assert first.due >= t0 + timedelta(seconds=60)
+    # When the worker's message comes back (it died before deleting it): its after-effects repeat
+    rig.clock.advance(2)
+    rig.worker().process(message, Delivery(SHORT, "r-1", 2))
+    # Then no retry timer comes due before the receiver's 60 s (QA: the repeat recomputed the
+    # instant without Retry-After and wrote a second retry timer 1 s after the failure)
+    timers = rig.timers(t0, t0 + timedelta(hours=1), TimerKind.RETRY)
+    assert [t.due for t in timers] == [first.due]

@@ -291,6 +291,7 @@ class ExecutionOut(BaseModel):
                 "blocked_by",
                 "attempts",
                 "backfill_dependants",
+                "retry_after_s",
             }
         )
         # Ended attempts are kept on the record; a live one is the record itself.

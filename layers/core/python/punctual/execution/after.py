@@ -148,6 +148,7 @@ class AfterEffects:
             failed_at=execution.finished_at,
             scheduled_at=execution.retry_origin,
             rng=self.rng(job.id, execution.slot, execution.attempt),
+            retry_after_s=execution.retry_after_s,
         )
         return due or execution.finished_at
 

@@ -102,7 +102,12 @@ class Finisher:
         ):
             text = f"{text[: MAX_SUMMARY_CHARS - len(AGE_CUT_NOTE) - 2]}; {AGE_CUT_NOTE}"  # kept whole
         ended = current.ended(
-            status, now, None if succeeded else text, attempt_status=attempt_status, result=text or None
+            status,
+            now,
+            None if succeeded else text,
+            attempt_status=attempt_status,
+            result=text or None,
+            retry_after_s=result.retry_after_s if retry_at is not None else None,
         )
         with claim.lock:
             if claim.finished:

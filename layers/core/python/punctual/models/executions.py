@@ -165,6 +165,9 @@ class Execution(_ShallowCopy):
     # A range record (MISSED): it stands for ``slot_count`` slots, ``slot`` to ``last_slot``.
     last_slot: str | None = None
     slot_count: int = 1
+    # RETRY_WAIT: the receiver's Retry-After hint (seconds) its retry instant was computed with, so
+    # that a repeat of the attempt's after-effects recomputes the same instant (QA: it left it out)
+    retry_after_s: float | None = None
 
     @property
     def first_instant(self) -> datetime:
