@@ -28,7 +28,11 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from punctual.delivery.targets import DefaultTargetInvoker
 from punctual.delivery.targets.base import Outcome, SlotContext, TargetResult
-from punctual.delivery.targets.webhooks.adapter import MAX_RESPONSE_BYTES, HttpTargetAdapter
+from punctual.delivery.targets.webhooks.adapter import (
+    MAX_RESPONSE_BYTES,
+    RETRY_AFTER_CAP_S,
+    HttpTargetAdapter,
+)
 from punctual.delivery.targets.webhooks.transport import PinnedConnectionFactory
 from punctual.models import HttpTarget
 from punctual.runtime.clock import ManualClock
@@ -369,6 +373,25 @@ def test_an_unreadable_retry_after_is_ignored(receiver: Receiver) -> None:
     receiver.routes["/hook"] = answer(503, headers={"Retry-After": "soon"})
     result = call(receiver.url(), {})
     assert (result.outcome, result.retry_after_s) == (Outcome.RETRYABLE, None)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("9" * 400, RETRY_AFTER_CAP_S),  # more than a float holds: "a long time", capped
+        ("9" * 5000, RETRY_AFTER_CAP_S),  # more digits than Python turns into an int
+        ("\u00b2", None),  # "²" is a digit to str.isdigit, but not one of HTTP's
+        ("1\u00b3", None),  # "¹²³" too: HTTP's delay-seconds are ASCII digits
+    ],
+)
+def test_a_hostile_retry_after_is_read_as_http_reads_it_not_an_adapter_error(
+    receiver: Receiver, value: str, seconds: float | None
+) -> None:
+    # QA: 400 nines were "internal error in the http adapter: OverflowError" with a traceback
+    receiver.routes["/hook"] = answer(503, headers={"Retry-After": value})
+    result = call(receiver.url(), {})
+    assert (result.outcome, result.retry_after_s) == (Outcome.RETRYABLE, seconds)
+    assert result.summary.startswith("HTTP 503")
 
 
 def _free_port() -> int:

@@ -54,7 +54,17 @@ from punctual.runtime.clock import Clock, SystemClock
 from punctual.runtime.stop_signal import Cancellation
 from punctual.security.signing_secrets import SecretsError
 
-__all__ = ["MAX_REDIRECTS", "MAX_RESPONSE_BYTES", "HttpTargetAdapter", "parse_retry_after"]
+__all__ = [
+    "MAX_REDIRECTS",
+    "MAX_RESPONSE_BYTES",
+    "RETRY_AFTER_CAP_S",
+    "HttpTargetAdapter",
+    "parse_retry_after",
+]
+
+# A Retry-After longer than this is read as this: past every policy's max_seconds and
+# max_age_seconds (so capped by them as any long ask is), and a finite number to store.
+RETRY_AFTER_CAP_S = 30 * 86400.0
 
 MAX_RESPONSE_BYTES = 64 * 1024  # response body read cap; the rest is never read
 MAX_REDIRECTS = 5
@@ -87,8 +97,8 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(int(value))
+    if value.isascii() and value.isdigit():  # RFC 9110 delay-seconds: ASCII digits, any length
+        return min(float(value), RETRY_AFTER_CAP_S)  # (QA: 400 nines raised OverflowError)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
