@@ -23,6 +23,7 @@ import boto3
 import pytest
 
 from factories import job as make_job
+from punctual.delivery.notifications import EventPublisher, MemoryEventSink, Notifier
 from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.queues import DispatchMessage, MessageKind, SqsQueues, message_for
@@ -197,6 +198,42 @@ def test_a_run_whose_worker_dies_is_taken_over_within_a_lease(lane: Lane) -> Non
     )
     # And the mate ran once: its returned message was dropped by the claim
     assert target.attempts(mate.id) == [1] and target_b.attempts(mate.id) == []
+
+
+def test_a_long_runs_started_event_goes_out_while_it_runs_not_only_with_its_batch(lane: Lane) -> None:
+    # Given a batch held as the worker handler holds it (its events in as few calls as possible)
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = lane.add_job("job-a")
+    lane.send(fire(job, now))
+    target = HeldTarget({job.id})
+    sink = MemoryEventSink()
+    config = WorkerConfig(short_queue_urls=(lane.url,), lease_s=LEASE_S)
+    worker = Worker(
+        lane.store,
+        SqsQueues(lane.sqs),
+        target,
+        SystemClock(),
+        config,
+        notifier=Notifier(EventPublisher(sink)),
+    )
+    batch = LambdaBatch(worker)
+
+    def handle() -> None:
+        with worker.notifier.batched():
+            batch.handle(lane.event(lane.receive()), lambda: 900.0)
+
+    runner = threading.Thread(target=handle, daemon=True)
+    runner.start()
+    assert target.started.wait(20)
+    # When its run outlives its first lease (the keeper renews the batch's messages)
+    time.sleep(LEASE_S + 1)
+    # Then its RUNNING event is out: a worker that dies now loses no event of the slot (QA: a
+    # Lambda worker killed 5 s into a 20 s run left attempt 1 with no event at all; it went out
+    # only with the batch's end, up to 14 minutes after the start)
+    assert [(e.detail["status"], e.detail["attempt"]) for e in sink.events] == [("RUNNING", 1)]
+    target.release.set()
+    runner.join(timeout=20)
+    assert [e.detail["status"] for e in sink.events] == ["RUNNING", "SUCCEEDED"]
 
 
 def test_messages_received_but_not_started_return_within_a_lease_of_the_death(lane: Lane) -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from punctual.delivery.notifications import Notifier
 from punctual.dispatch.queues import QueuePort
 from punctual.execution.lease import Leases, beat_interval_s
 from punctual.execution.ports import Claim, WorkerConfig
@@ -105,6 +106,9 @@ class KeptWorker(Protocol):
 
     @property
     def leases(self) -> Leases: ...
+
+    @property
+    def notifier(self) -> Notifier: ...
 
     @property
     def live(self) -> LiveClaims: ...
@@ -190,6 +194,11 @@ class LeaseKeeper:
             if held_claim is not None:
                 self._beat(held_claim, message=False)  # the message is renewed below, with its batch
         self._renew(due, now)
+        if due:
+            # A batch that outlives its first lease margin holds a long run: the events its claims
+            # buffered (their started events) go out now, not with the batch's end, minutes away,
+            # or never if the worker dies (QA: a worker killed mid-run left its attempt no event)
+            self.worker.notifier.flush_soon()
         with self._lock:
             holding = set(self._held)
         for claim in claims:
