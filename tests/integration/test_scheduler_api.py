@@ -594,6 +594,25 @@ def test_a_v1_jobs_id_is_a_taken_name_in_the_default_group(client: Any, api: Api
     assert api.call("GET", f"/v1/jobs/{created['id']}").status == 200
 
 
+def test_a_schedules_name_in_the_default_group_is_a_taken_v1_job_id(client: Any, api: ApiClient) -> None:
+    """The other way round (QA): a /v1 job created at an id the default group's schedule is named
+    by was a second schedule default/<id>, of the same ARN, in ListSchedules; it is 409 naming it,
+    by PUT with If-None-Match: * and by a batch item, and other tenants are not concerned."""
+    _create(client, "nightly")
+    reply = api.call("PUT", "/v1/jobs/nightly", job_spec(), headers={"If-None-Match": "*"})
+    assert reply.status == 409 and "schedule default/nightly" in reply.body["detail"], reply
+    reply = api.call("POST", "/v1/job-batches", {"jobs": [{"id": "nightly", "job": job_spec()}]})
+    assert reply.status == 200 and reply.body["failed"] == 1, reply
+    assert reply.body["results"][0]["code"] == 409, reply
+    assert [s["Name"] for s in client.list_schedules()["Schedules"]] == ["nightly"]
+    reply = api.call("PUT", "/v1/jobs/nightly", job_spec(), headers={"If-None-Match": "*"}, user=BOB)
+    assert reply.status == 201, reply
+    client.delete_schedule(Name="nightly")
+    reply = api.call("PUT", "/v1/jobs/nightly", job_spec(), headers={"If-None-Match": "*"})
+    assert reply.status == 201, reply
+    assert [s["Name"] for s in client.list_schedules()["Schedules"]] == ["nightly"]
+
+
 def test_a_v1_put_on_a_schedules_job_keeps_it_that_schedule(client: Any, api: ApiClient) -> None:
     client.create_schedule_group(Name="g1")
     _create(client, "s", GroupName="g1")

@@ -35,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from punctual.api import problems
+from punctual.api.conditional import refuse_taken_schedule_name
 from punctual.api.problems import Problem
 from punctual.api.schemas import JobCreated, JobInput
 from punctual.api.wiring import Services
@@ -141,6 +142,7 @@ def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchRe
         given = JobInput.model_validate(item.job)
         spec = given.spec()
         services.check_spec(spec)
+        refuse_taken_schedule_name(services, tenant, item.id)
         job, secret = services.jobs.register(tenant, spec, item.id, paused=given.paused)
     except ValidationError as exc:
         prefix = f"jobs.{index}.job."  # as the envelope's own fields are named (jobs.2.id)

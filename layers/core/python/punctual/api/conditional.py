@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from punctual.api.problems import ApiProblem
-from punctual.api.scheduler.mapping import GROUP_TAG
+from punctual.api.scheduler.mapping import DEFAULT_GROUP, GROUP_TAG, job_id_of
 from punctual.api.wiring import Services
-from punctual.models import Job, JobSpec
+from punctual.models import Job, JobSpec, JobState
 from punctual.store.base import JobExistsError, UnreadableJobError
-from punctual.usecases.job_errors import PreconditionFailedError
+from punctual.usecases.job_errors import JobConflictError, PreconditionFailedError
 
 
 def must_create(if_none_match: str | None, what: str) -> bool:
@@ -119,10 +119,33 @@ def create_at(
         412 when the tenant has a job at ``job_id`` (a deleted one's record included).
     """
     must_create(if_none_match, "job at this id")
+    refuse_taken_schedule_name(services, tenant, job_id)
     try:
         return services.jobs.register(tenant, spec, job_id, paused=paused)
     except JobExistsError:
         raise PreconditionFailedError(f"job {job_id!r} exists (If-None-Match: *)", None) from None
+
+
+def refuse_taken_schedule_name(services: Services, tenant: str, job_id: str) -> None:
+    """409 when the schedule ``default/<job_id>`` of the EventBridge Scheduler API exists.
+
+    A job the caller names (``PUT`` with ``If-None-Match: *``, an item of ``POST /v1/job-batches``)
+    is the ``default`` group's schedule named by its id, as CreateSchedule refuses a name a /v1 job
+    holds. Without this a /v1 job created after that schedule was a second ``default/<id>``, with the
+    same ARN, in ListSchedules; GetSchedule, UpdateSchedule and DeleteSchedule reached the first only.
+    """
+    try:
+        held = services.store.get_job(tenant, job_id_of(DEFAULT_GROUP, job_id))
+    except UnreadableJobError:  # a schedule's job that cannot be read still holds its name
+        raise JobConflictError(_TAKEN.format(job_id=job_id)) from None
+    if held is not None and held.state is not JobState.DELETED:
+        raise JobConflictError(_TAKEN.format(job_id=job_id))
+
+
+_TAKEN = (
+    "job id {job_id!r} is the name of the schedule default/{job_id} (EventBridge Scheduler API): "
+    "a /v1 job at that id would be a second schedule of that name; choose another id or delete the schedule"
+)
 
 
 def keeping_schedule(services: Services, tenant: str, job_id: str, spec: JobSpec) -> JobSpec:
