@@ -75,6 +75,26 @@ def test_a_zone_with_dst_counts_both_utc_minutes_and_jitter_moves_the_instant() 
     assert spread.peak_per_minute() >= 1 and len(spread.minutes) > 1
 
 
+@pytest.mark.parametrize(
+    "schedule",
+    ["at(2030-01-01T00:00:00)", "cron(0 0 1 1 ? *)", "cron(0 0 1 1 ? 2030)", "cron(0 12 1 */6 ? *)"],
+)
+def test_a_slot_a_season_or_more_from_the_next_counts_once(schedule: str) -> None:
+    """QA: each sampled window (four, a season apart) found the same next slot of a one-time or
+    yearly job and counted it again, so one such job was up to 4 slots of its tenant's peak."""
+    profile = job_profile(job("j", schedule))
+    assert profile.peak_per_second() == 1 and profile.peak_per_minute() == 1, profile
+
+
+def test_one_time_jobs_at_one_instant_fill_the_second_quota_exactly(store: JobStore) -> None:
+    jobs = service(store, PeakLimits(per_second=4, per_minute=None))
+    for _ in range(4):
+        jobs.register("tenant-a", spec("at(2030-01-01T00:00:00)"))
+    with pytest.raises(PeakQuotaError) as refused:
+        jobs.register("tenant-a", spec("at(2030-01-01T00:00:00)"))
+    assert refused.value.quota == "maxSlotsPerSecondPerTenant" and "5" in str(refused.value)
+
+
 def test_profiles_add_and_subtract_without_going_below_zero() -> None:
     a, b = job_profile(job("a", HOURLY)), job_profile(job("b", "rate(10 seconds)"))
     total = Profile().combined(a).combined(b)

@@ -170,9 +170,15 @@ def _cached(key: tuple[object, ...], job: Job) -> Profile:
 
 def _sampled(job: Job) -> Profile:
     """Sample the job's dispatch instants in a few windows a season apart (both sides of a DST
-    change), each from its first slot for :data:`WINDOW` or :data:`WINDOW_SLOTS` slots."""
+    change), each from its first slot for :data:`WINDOW` or :data:`WINDOW_SLOTS` slots.
+
+    Each instant counts once: a job whose slots are a season or more apart (an ``at()``, a yearly
+    or quarterly cron) has the same next slot from several windows, and counting it in each made
+    one such job 2 to 4 slots of its tenant's peak (QA: a tenant at ``maxSlotsPerSecondPerTenant``
+    of 4 could register one ``at()`` job at an instant, not four)."""
     per_minute: Counter[tuple[int, int]] = Counter()  # (day, minute of day) -> slots
     per_second: Counter[tuple[int, int, int]] = Counter()  # (day, minute, second) -> slots
+    counted: set[datetime] = set()  # a slot two windows reach (one a season or more apart) counts once
     crowded = False
     # A cron's minutes of the day are the same on every day it fires (its hour and minute fields
     # do not depend on the day): a day of it shows them all.
@@ -183,9 +189,11 @@ def _sampled(job: Job) -> Profile:
         taken = 0
         while slot is not None and first is not None and slot - first < span and taken < WINDOW_SLOTS:
             at = dispatch_instant(job, slot)
-            minute = at.hour * 60 + at.minute
-            per_minute[(at.toordinal(), minute)] += 1
-            per_second[(at.toordinal(), minute, at.second)] += 1
+            if at not in counted:
+                counted.add(at)
+                minute = at.hour * 60 + at.minute
+                per_minute[(at.toordinal(), minute)] += 1
+                per_second[(at.toordinal(), minute, at.second)] += 1
             taken += 1
             slot = next_slot(job, slot)
         if taken == WINDOW_SLOTS and slot is not None and first is not None and slot - first < _DAY:
