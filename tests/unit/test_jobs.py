@@ -72,6 +72,18 @@ def test_eventbridge_payload_must_be_an_object(env) -> None:  # type: ignore[no-
     service.register("t", spec(target=target, payload={"k": 1}))
 
 
+@pytest.mark.parametrize(
+    "schedule", ["rate(999999999 minutes)", "rate(100000 days)", "delay(999999999 hours)"]
+)
+def test_a_period_past_the_last_year_says_so(env, schedule) -> None:  # type: ignore[no-untyped-def]
+    """QA: it said only 'schedule has no slot after <now>', of a schedule that has one, in 3926."""
+    service, *_ = env
+    with pytest.raises(
+        InvalidJobError, match="first comes due after 2199, the last year a schedule fires in"
+    ):
+        service.register("t", spec(schedule))
+
+
 def test_one_time_job_in_the_past_is_refused(env) -> None:  # type: ignore[no-untyped-def]
     service, *_ = env
     with pytest.raises(InvalidJobError, match="no future slot"):

@@ -94,6 +94,11 @@ def no_slot_reason(job: Job, now: datetime) -> str:
                 " is before it"
             )
         return f"schedule has no future slot: {job.schedule} is not after {format_instant(now)}"
+    if schedule.period is not None and unbounded is None:  # QA: a rate(N) whose first slot is past 2199
+        return (
+            f"schedule has no slot after {format_instant(now)}: {job.schedule} first comes due after"
+            f" {schedules.MAX_YEAR}, the last year a schedule fires in"
+        )
     return f"schedule has no slot after {format_instant(now)}"
 
 
