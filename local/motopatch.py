@@ -174,7 +174,15 @@ def apply() -> bool:
         partition = getattr(_scope, "partition", None)
         if partition is not None and partition[0] is self:
             return list(partition[1])
-        return original_all_items(self)
+        # moto's own loops over the live dicts, and a put of a new partition on another request
+        # thread meanwhile (an index Query beside registrations) raised "dictionary changed size
+        # during iteration", a 500 (QA). The same list, sorted as moto sorts it, from copies (one
+        # list() of a dict's values is one step that no other thread interleaves).
+        if self.range_key_attr:
+            items = [item for stored in list(self.items.values()) for item in list(stored.values())]
+        else:
+            items = list(self.items.values())
+        return sorted(items, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
 
     def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
