@@ -4,9 +4,10 @@ so that the calendar's item never grows with its users."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from punctual.store.dynamo.schema import Expression, Key, _key, _n, _s, tenant_pk
+from punctual.store.dynamo.schema import Expression, Key, _key, _n, _s, partition, tenant_pk
 
 CALENDAR_PREFIX = "cal#"
 CALENDAR_USE_PREFIX = "caluse#"  # caluse#<calendar>#<job id>: one item per use
@@ -35,6 +36,17 @@ def create_counted_calendar(version: int, doc: str, users: int) -> Expression:
         names={"#n": "user_count"},
         values={":v": _n(version), ":d": _s(doc), ":c": _n(users)},
     )
+
+
+def one_calendar(tenant: str, name: str) -> Expression:
+    """A Query of one calendar's item by its key (the console's function may only Query)."""
+    key = calendar_key(tenant, name)
+    return Expression(key_condition="pk = :pk AND sk = :sk", values={":pk": key["pk"], ":sk": key["sk"]})
+
+
+def calendar_use_keys(tenant: str, name: str) -> Expression:
+    """A Query of the keys of a calendar's use items (the jobs that name it)."""
+    return replace(partition(tenant_pk(tenant), calendar_uses_prefix(name)), projection="pk, sk")
 
 
 def calendar_use_key(tenant: str, name: str, job_id: str) -> Key:

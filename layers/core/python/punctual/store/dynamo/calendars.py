@@ -82,8 +82,7 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
         request: dict[str, Any] = {
             "TableName": self.table,
             "ConsistentRead": True,
-            "ProjectionExpression": "pk, sk",
-            **schema.partition(tenant_pk(tenant), calendar_schema.calendar_uses_prefix(name)).fields(),
+            **calendar_schema.calendar_use_keys(tenant, name).fields(),
         }
         keys: list[dict[str, Any]] = []
         while True:
@@ -105,11 +104,9 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
         doc = calendar.model_dump_json()
         expr = calendar_schema.create_counted_calendar(calendar.version, doc, len(uses))
         update = {"TableName": self.table, "Key": key, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-        there = "attribute_exists(pk)"
         checked = uses if len(uses) < MAX_TRANSACTION_ITEMS else []
         checks = [
-            {"ConditionCheck": {"TableName": self.table, "Key": k, "ConditionExpression": there}}
-            for k in checked
+            {"ConditionCheck": {"TableName": self.table, "Key": k, **schema.EXISTS.fields()}} for k in checked
         ]
         try:
             self.client.transact_write_items(TransactItems=[{"Update": {**update, **expr.fields()}}, *checks])
@@ -129,12 +126,10 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
     def get_calendar(self, tenant: str, name: str, consistent: bool = True) -> Calendar | None:
         # A Query of the one key, not a GetItem (the same read units): the console's function may
         # only Query the table, and it reads the calendars its jobs exclude for their next fire.
-        key = calendar_key(tenant, name)
         items = self.client.query(
             TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk = :sk",
-            ExpressionAttributeValues={":pk": key["pk"], ":sk": key["sk"]},
             ConsistentRead=consistent,
+            **calendar_schema.one_calendar(tenant, name).fields(),
         ).get("Items", [])
         return self._calendar_of(items[0]) if items and "doc" in items[0] else None
 
