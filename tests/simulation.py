@@ -100,7 +100,7 @@ class Simulation:
     ) -> Node:
         """A poller of the group (``replica``: which of its pollers; the first writes the forecast)."""
         clock = OffsetClock(self.base, offset_s) if offset_s else self.base
-        config = replace(self.config, first_of_group=replica == 0)
+        config = replace(self.config, forecasts=replica == 0)
 
         def fresh() -> Poller:
             return Poller(store or self.store, queues or self.queues, clock, config, self.metrics)

@@ -1,8 +1,7 @@
 """Observability: the dashboard and the alarms, which notify an encrypted SNS topic.
 
 The runtime writes EMF metrics in namespace ``Punctual``: ``FireDelayMs`` (scheduled instant →
-release, counted when a slot is sent, not per re-read), ``SlotsReleased`` (counted by the first
-of a group's pollers: every one sends every slot), ``SlotsMissed``
+release, counted when a slot is sent, not per re-read), ``SlotsReleased``, ``SlotsMissed``
 (slots recorded MISSED) from the poller, and ``ExecutionsSucceeded``,
 ``ExecutionsFailed``, ``Retries`` from the workers. Lambda functions write them with Powertools
 (dimension ``service=punctual``), the ECS worker itself (``service=punctual-ecs-worker``); the

@@ -188,7 +188,7 @@ class Container:
             backfill_slots_per_minute_per_tenant=settings.backfill_slots_per_minute_per_tenant,
             burst_head_s=float(settings.burst_lateness_target_s),
             every_region_releases=bool(settings.marks_scope),  # a Region of a multi-Region table
-            first_of_group=replica == 0,
+            forecasts=replica == 0,
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))

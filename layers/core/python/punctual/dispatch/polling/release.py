@@ -286,7 +286,7 @@ class SlotReleaser:
         report.fire_delays_ms.extend(out.delays_ms)
         if out.next_timers:
             self.store.put_timers(out.next_timers)
-        if out.forecast and self.config.first_of_group:
+        if out.forecast and self.config.forecasts:
             self._forecast(out.forecast)
         report.skipped += self.unrun.record_missed(out.missed, jobs)
         report.excluded += self.unrun.record_excluded(out.excluded, jobs)
@@ -526,8 +526,7 @@ class SlotReleaser:
         return None
 
     def _record(self, report: ReleaseReport) -> None:
-        if self.config.first_of_group:  # (every replica sends every slot: SQS keeps one message)
-            self.metrics.add("SlotsReleased", report.released)
+        self.metrics.add("SlotsReleased", report.released)
         if report.stale:
             self.metrics.add("StaleTimersIgnored", report.stale)
         if report.superseded:
