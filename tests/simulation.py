@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from punctual.dispatch.polling import MinutePoll, Poller, PollerConfig
@@ -92,18 +92,12 @@ class Simulation:
         self._claimed = 0
 
     def poller(
-        self,
-        offset_s: float = 0.0,
-        store: JobStore | None = None,
-        queues: QueuePort | None = None,
-        replica: int = 0,
+        self, offset_s: float = 0.0, store: JobStore | None = None, queues: QueuePort | None = None
     ) -> Node:
-        """A poller of the group (``replica``: which of its pollers; the first writes the forecast)."""
         clock = OffsetClock(self.base, offset_s) if offset_s else self.base
-        config = replace(self.config, forecasts=replica == 0)
 
         def fresh() -> Poller:
-            return Poller(store or self.store, queues or self.queues, clock, config, self.metrics)
+            return Poller(store or self.store, queues or self.queues, clock, self.config, self.metrics)
 
         return Node(fresh(), offset_s, fresh)
 

@@ -107,31 +107,3 @@ def test_a_minute_on_the_standard_poller_gets_two_pollers_per_group_an_idle_one_
     sliced = settings.model_copy(update={"group_slices": 2})
     assert replicas_for(40, STANDARD, sliced) == 2 and replicas_for(41, STANDARD, sliced) == 1
     assert replicas_for(3, STANDARD, settings.model_copy(update={"poller_replicas": 1})) == 1
-
-
-def _ledger_after_a_minute(replicas: int) -> dict[datetime, int]:
-    """The minute-load ledger after T0's minute was released by ``replicas`` pollers of its group."""
-    store = MemoryStore()
-    clock = ManualClock(T0 - timedelta(minutes=6))
-    sim = Simulation(store, clock, claim_latency_s=0.3)
-    _workload(sim, store, clock)
-    clock.set(T0 - timedelta(minutes=1, seconds=15))
-    nodes = [sim.poller(replica=replica) for replica in range(replicas)]
-    sim.run([T0 - timedelta(minutes=1), T0], until=T0 + timedelta(minutes=1, seconds=15), pollers=nodes)
-    minutes = [T0 + timedelta(minutes=k) for k in range(1, 7)]
-    return {minute: store.get_minute_load(minute).total for minute in minutes}
-
-
-def test_the_second_poller_of_a_group_writes_no_forecast_so_near_chains_count_once() -> None:
-    # QA: each replica wrote its releases' forecasts, so every near chain counted twice in the
-    # minutes ahead (a paused load kept half its phantom load, and Burst Shortfall warnings)
-    one, two = _ledger_after_a_minute(1), _ledger_after_a_minute(2)
-    assert any(one.values()) and two == one
-
-
-def test_only_the_first_replica_of_a_deployed_poller_forecasts() -> None:
-    settings = Settings.from_env({})
-    from punctual.runtime.composition import Container
-
-    assert Container(settings).poller(replica=0).config.forecasts
-    assert not Container(settings).poller(replica=1).config.forecasts

@@ -18,8 +18,7 @@ first ``head_s`` seconds, its burst), and the tick adds the ledger to its far sa
 * **a release** (:func:`chain_forecast`): a near chain's slot just released forecasts the slot
   ``n`` periods on (it will be written by a release ``n - 1`` periods from now, too late for the
   tick), so every slot of a near chain is in the ledger ``horizon_s`` before it is due. One
-  counter write per release chunk and minute, not per slot. Of a group's pollers (two in a
-  minute with load, both releasing every slot) only the first writes it.
+  counter write per release chunk and minute, not per slot.
 
 **The ECS lane** (``runtime: ecs``) is counted apart, every slot of it near or far
 (:func:`add_ecs_slot`): a registration adds its job's first slot, a release the slot its next timer

@@ -170,8 +170,7 @@ class Container:
             return EventPublisher(HttpEventSink(self.settings.events_url), metrics)
         return EventPublisher(EventBridgeSink(self.client("events"), self.settings.events_bus), metrics)
 
-    def poller(self, metrics: MetricsSink | None = None, replica: int = 0) -> Poller:
-        """The poller of a group's ``replica`` (the first one, 0, alone writes the load forecast)."""
+    def poller(self, metrics: MetricsSink | None = None) -> Poller:
         settings = self.settings
         config = PollerConfig(
             layout=settings.layout(),
@@ -188,7 +187,6 @@ class Container:
             backfill_slots_per_minute_per_tenant=settings.backfill_slots_per_minute_per_tenant,
             burst_head_s=float(settings.burst_lateness_target_s),
             every_region_releases=bool(settings.marks_scope),  # a Region of a multi-Region table
-            forecasts=replica == 0,
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
         notifier = Notifier(self.event_publisher(metrics))
@@ -326,7 +324,7 @@ def run_poller(
         metrics = PowertoolsMetrics()
     if item.relay is not None:  # the second path to the next minute: off the poller's own path
         threading.Thread(target=relay_next, args=(base, item), name="relay", daemon=True).start()
-    poller = built.poller(metrics, item.replica)
+    poller = built.poller(metrics)
     report = poller.run_minute(item.minute, item.group, item.group_count, stop=stop)
     delays = sorted(report.fire_delays_ms)
     return {

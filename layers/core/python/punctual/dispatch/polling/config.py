@@ -44,11 +44,6 @@ class PollerConfig:
     # the one a horizon on; a minute's head is its first burst_head_s seconds.
     burst_head_s: float = 10.0
     forecast_horizon_s: float = 240.0
-    # Whether this poller writes its releases' forecasts: the first of a group's pollers only. Each
-    # replica releases every slot of the group, and each writing the forecast counted every near
-    # chain twice (QA: a paused load's minutes kept half their phantom load, 162 slots a minute,
-    # and a Burst Shortfall warning every 2 s; the doubled count also kept minutes planned loaded).
-    forecasts: bool = True
     # On a multi-Region table (docs/multi-region.md) every Region's pollers release every slot to
     # their own Region's queues: a fire timer whose chain's next timer is already written is
     # released all the same (punctual.dispatch.polling.drain). One Region, False: a later timer

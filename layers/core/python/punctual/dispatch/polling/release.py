@@ -286,7 +286,7 @@ class SlotReleaser:
         report.fire_delays_ms.extend(out.delays_ms)
         if out.next_timers:
             self.store.put_timers(out.next_timers)
-        if out.forecast and self.config.forecasts:
+        if out.forecast:
             self._forecast(out.forecast)
         report.skipped += self.unrun.record_missed(out.missed, jobs)
         report.excluded += self.unrun.record_excluded(out.excluded, jobs)
