@@ -27,8 +27,11 @@ is for. From that count the tick has ECS worker tasks running before an ECS-lane
 
 Only load is counted (the slots workers run): lease expiries, queued-slot checks and backfill
 steps are not. It is a forecast: a crash between a write and its ledger entry misses a slot, a
-repeated release counts one twice; neither moves what the tick decides by much, and the
-counters expire a day after their minute.
+repeated release counts one twice, and so does a slot both pollers of a loaded minute's group
+release (each may, and which one does is a race: writing it from one of them alone lost the
+slots the other released first, so it errs high; a pause takes one count back and the rest
+passes with its minutes). Those err high, up to twice a loaded minute's near chains: the tick
+asks for more workers than they need, never fewer. The counters expire a day after their minute.
 """
 
 from __future__ import annotations
