@@ -16,6 +16,7 @@ from execution_harness import LAYOUT, SHORT, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
 from punctual.delivery.notifications.events import SLOT_MISSED
+from punctual.delivery.targets.base import TargetResult
 from punctual.dispatch.queues import MessageKind, QueueRouting
 from punctual.models import AlertStatus, ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock
@@ -183,3 +184,79 @@ def test_a_parents_slots_missed_from_before_the_child_existed_are_not_the_childs
     # Then the parent's missed slots are recorded, and the child, which never had them, has none
     assert [r.status for r in rig.history(parent)] and all(r.status is S.MISSED for r in rig.history(parent))
     assert rig.history(child) == []
+
+
+def test_a_slot_only_one_of_a_childs_parents_has_is_not_the_childs() -> None:
+    # Given a child of a five-minute parent that catches up nothing and of an hourly one
+    rig, jobs = world()
+    start = (T0 - timedelta(minutes=1)).isoformat()
+    jobs.register(
+        "default", spec("cron(0/5 * * * ? *)", catchup={"policy": "none"}, start_at=start), job_id="p5"
+    )
+    jobs.register("default", spec("cron(0 * * * ? *)", start_at=start), job_id="p60")
+    child, _ = jobs.register("default", spec("after(p5, p60)"), job_id="child")
+    # When the pollers come back two minutes after 08:00, and again after 08:05
+    for at in (T0 + timedelta(minutes=2), T0 + timedelta(minutes=7)):
+        rig.clock.set(at)
+        rig.poll()
+        rig.work_until_idle(rig.worker())
+    # Then 08:00, a slot of both parents, is MISSED for the child; 08:05, the hourly one's none, is not its
+    assert record(rig, child, T0) == ("MISSED", "not run: parent p5's slot was MISSED")
+    assert record(rig, child, T0 + timedelta(minutes=5)) is None
+    assert [r.slot for r in rig.history(child)] == [slot_key(T0)]
+
+
+def test_a_failed_parent_slot_the_other_parent_never_has_records_nothing_for_the_child() -> None:
+    # Given a child of a five-minute parent whose target fails for good and of an hourly one
+    rig, jobs = world()
+    rig.target.results = [
+        lambda ctx: TargetResult.permanent("no") if ctx.job_id == "p5" else TargetResult.ok()
+    ]
+    start = (T0 - timedelta(minutes=1)).isoformat()
+    jobs.register(
+        "default", spec("cron(0/5 * * * ? *)", start_at=start, retry={"max_attempts": 1}), job_id="p5"
+    )
+    jobs.register("default", spec("cron(0 * * * ? *)", start_at=start), job_id="p60")
+    child, _ = jobs.register("default", spec("after(p5, p60)"), job_id="child")
+    # When both run 08:00 and the five-minute one 08:05, failing each time
+    for at in (T0 + timedelta(seconds=1), T0 + timedelta(minutes=5, seconds=1)):
+        rig.clock.set(at)
+        rig.poll()
+        rig.work_until_idle(rig.worker())
+    # Then the child's 08:00 is SKIPPED (a slot of both), and it has no 08:05 (not a slot of its)
+    assert record(rig, child, T0) == ("SKIPPED", "not run: parent p5's slot ended FAILED")
+    assert record(rig, child, T0 + timedelta(minutes=5)) is None
+
+
+def test_a_repeated_release_records_the_grandchild_a_release_that_died_left_out() -> None:
+    # Given the chain below an excluded parent slot was recorded for the child, not the grandchild
+    rig, jobs = world()
+    _, _, grandchild = chain(jobs, {"exclude_calendars": ["holidays"]})
+    rig.clock.set(T0 + timedelta(seconds=1))
+    due = rig.poll()
+    rig.store._executions.pop(("default", grandchild.id, slot_key(T0)))  # as if it died before it
+    assert record(rig, grandchild, T0) is None
+    # When the release is repeated
+    rig.dispatcher().release(due, uncertain=True)
+    # Then the grandchild's slot is recorded under the child's record found there
+    assert record(rig, grandchild, T0) == ("SKIPPED", "not run: parent child's slot was SKIPPED")
+
+
+def test_a_failure_recording_the_children_keeps_the_parents_records_and_events() -> None:
+    # Given a parent that catches up nothing with a child, and reads of dependants that fail
+    rig, jobs = world()
+    parent, child, _ = chain(jobs, {"catchup": {"policy": "none"}})
+
+    def failing(tenant: str, parent_id: str) -> list[str]:
+        raise RuntimeError("throttled")
+
+    rig.store.list_dependents = failing  # type: ignore[method-assign]
+    # When its slot is released two minutes late
+    rig.clock.set(T0 + timedelta(minutes=2))
+    rig.poll()
+    # Then the parent's slot is MISSED with its event and count; the release went on without the child's
+    assert record(rig, parent, T0)[0] == "MISSED"  # type: ignore[index]
+    assert [e[1] for e in events(rig) if e[0] == SLOT_MISSED] == ["parent"]
+    assert rig.store.get_job("default", parent.id).skipped_slots == 1  # type: ignore[union-attr]
+    assert record(rig, child, T0) is None
+    assert rig.timers(T0, T0 + timedelta(days=2))  # the chain goes on

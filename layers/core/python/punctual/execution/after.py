@@ -22,7 +22,7 @@ from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
-from punctual.execution.unrun_children import UnrunChildren
+from punctual.execution.unrun_children import MAX_DEPTH, UnrunChildren, others_have_slot
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.store.base import ExecutionConflictError
@@ -41,7 +41,6 @@ log = logging.getLogger("punctual.execution")
 PAUSED_CHILD_NOTE = "job is paused: its parents' slot completed while it was paused"
 
 PAUSE_TRIES = 3
-MAX_SKIP_DEPTH = 16  # how far down after() chains a parent's unsuccessful slot is recorded
 _DISPATCHED_TO = (JobState.ENABLED, JobState.PAUSED, JobState.COMPLETED)
 
 
@@ -250,15 +249,18 @@ class AfterEffects:
         child is recorded SKIPPED with the reason (and of their children in turn), so that a
         child's history has every slot its parents had (QA: it had no record at all). A record the
         slot has already (its own, or a repeat of these after-effects) is left as it is."""
-        if depth >= MAX_SKIP_DEPTH:
+        if depth >= MAX_DEPTH:
             return
         slot = execution.slot
         note = f"not run: parent {job.id}'s slot ended {execution.status.value}"
         for _, child in self._children(job, execution):
             if child is None or child.state not in _DISPATCHED_TO or job.id not in schedule_of(child).parents:
                 continue
-            if MANUAL_MARK not in slot and not inside_window(child, slot_instant(slot)):
+            instant = slot_instant(slot)
+            if MANUAL_MARK not in slot and not inside_window(child, instant):
                 continue
+            if MANUAL_MARK not in slot and not others_have_slot(self.store, child, job.id, instant):
+                continue  # a slot the child never has (its other parents have none there)
             skipped = self._record_unrun(child, slot, now, ExecutionStatus.SKIPPED, note)
             if skipped is not None:
                 self.skip_dependants(child, skipped, now, depth + 1)

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import ExecutionConflictError, JobStore
-from punctual.timing.slots import inside_window, schedule_of
+from punctual.timing.slots import inside_window, next_slot, schedule_of
 from punctual.timing.timers import MANUAL_MARK, slot_instant
 
-MAX_DEPTH = 16  # how far down after() chains (as AfterEffects.skip_dependants goes)
+MAX_DEPTH = 16  # how far down after() chains a parent's slot that did not run is recorded
 # A parent's record -> its children's (a child's own record, in turn, for the grandchildren).
 _UNDER = {
     ExecutionStatus.MISSED: ExecutionStatus.MISSED,
@@ -46,6 +46,35 @@ def _before(record: Execution, child: Job) -> bool:
     """Whether all the record's slots came before the child was created (a parent's old slots
     a late catch-up drops now): the child never had them."""
     return slot_instant(record.last_slot or record.slot) < child.created_at
+
+
+def has_slot(store: JobStore, job: Job, instant: datetime, depth: int = 0) -> bool:
+    """Whether ``job`` has a slot at ``instant``: one of its schedule's, or, an ``after()`` job,
+    one every parent has (a ``delay()`` job's slots come from finish times: taken as had)."""
+    schedule = schedule_of(job)
+    if schedule.kind == "delay" or depth >= MAX_DEPTH:
+        return True
+    if schedule.kind != "after":
+        return next_slot(job, instant - timedelta(seconds=1)) == instant
+    parents = store.batch_get_jobs((job.tenant, p) for p in schedule.parents)
+    return all(
+        (job.tenant, p) in parents and has_slot(store, parents[(job.tenant, p)], instant, depth + 1)
+        for p in schedule.parents
+    )
+
+
+def others_have_slot(store: JobStore, child: Job, parent_id: str, instant: datetime) -> bool:
+    """Whether every parent of ``child`` but ``parent_id`` has a slot at ``instant``: a child of a
+    five-minute and an hourly parent has no 08:05 slot, whatever the five-minute one did there
+    (review: such a slot was recorded MISSED, alerted and counted). Reads only for a child of
+    several parents."""
+    others = [p for p in schedule_of(child).parents if p != parent_id]
+    if not others:
+        return True
+    jobs = store.batch_get_jobs((child.tenant, p) for p in others)
+    return all(
+        (child.tenant, p) in jobs and has_slot(store, jobs[(child.tenant, p)], instant) for p in others
+    )
 
 
 def child_note(parent: Job, status: ExecutionStatus) -> str:
@@ -93,16 +122,20 @@ class UnrunChildren:
                 continue
             if not inside_window(child, instant) or _before(record, child):
                 continue
-            written = self._save(child, record, status, child_note(parent, record.status), now)
-            if written is None:
+            if not others_have_slot(self.store, child, parent.id, instant):
                 continue
-            (out.missed if status is ExecutionStatus.MISSED else out.skipped).append((child, written))
-            self._under(child, written, now, out, depth + 1)
+            written, found = self._save(child, record, status, child_note(parent, record.status), now)
+            if written is not None:
+                (out.missed if status is ExecutionStatus.MISSED else out.skipped).append((child, written))
+            below = written or found
+            if below is not None:  # a repeat goes on down too: it may have died before the grandchildren
+                self._under(child, below, now, out, depth + 1)
 
     def _save(
         self, child: Job, under: Execution, status: ExecutionStatus, note: str, now: datetime
-    ) -> Execution | None:
-        """The child's record over the parent record's slots; None when the slot has one."""
+    ) -> tuple[Execution | None, Execution | None]:
+        """The child's record over the parent record's slots, as (written, None); (None, found)
+        when the slot has a record not run already (a repeat's), (None, None) when it has another."""
         record = Execution(
             job_id=child.id,
             tenant=child.tenant,
@@ -117,6 +150,7 @@ class UnrunChildren:
         )
         try:
             self.store.save_execution(record, None, self.ttl())
-        except ExecutionConflictError:
-            return None
-        return record
+        except ExecutionConflictError as exc:
+            current = exc.current
+            return None, current if current is not None and current.status in _UNDER else None
+        return record, None

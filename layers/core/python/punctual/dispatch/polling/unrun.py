@@ -127,26 +127,31 @@ class UnrunSlots:
                     continue
             if job is not None and job.dependents > 0:
                 under.append((job, record))
-        if under:
-            self._record_children(under, [])
+        self._record_children(under)
         return written
 
-    def _record_children(
-        self, under: list[tuple[Job, Execution]], notify: list[tuple[Job, Execution]]
-    ) -> None:
+    def _record_children(self, under: list[tuple[Job, Execution]]) -> None:
         """Record the ``after()`` children's slots under parents' MISSED or EXCLUDED records
-        (:mod:`punctual.execution.unrun_children`): a SKIPPED one's event is published here, a
-        MISSED one joins ``notify`` (its event and alert) and its job's count of slots not run."""
+        (:mod:`punctual.execution.unrun_children`): a SKIPPED one with its event, a MISSED one
+        with its event, alert and its job's count of slots not run. A failure is logged and
+        counted, never the release's (its records and next timers stand; a repeated release
+        records what it left)."""
+        if not under:
+            return
         now = self.clock.now()
-        found = self.children.record(under, now)
-        for child, record in found.skipped:
-            self.notifier.changed(child, record, now)
-        per_job: dict[tuple[str, str], int] = defaultdict(int)
-        for child, record in found.missed:
-            per_job[(child.tenant, child.id)] += record.slot_count
-            notify.append((child, record))
-        for (tenant, job_id), count in per_job.items():
-            self.store.add_skipped(tenant, job_id, count)
+        try:
+            found = self.children.record(under, now)
+            for child, record in found.skipped:
+                self.notifier.changed(child, record, now)
+            per_job: dict[tuple[str, str], int] = defaultdict(int)
+            for child, record in found.missed:
+                per_job[(child.tenant, child.id)] += record.slot_count
+            self._notify_missed(found.missed)
+            for (tenant, job_id), count in per_job.items():
+                self.store.add_skipped(tenant, job_id, count)
+        except Exception:
+            log.exception("could not record the after() children of %d slot(s) not run", len(under))
+            self.metrics.add("ChildRecordsFailed", 1)
 
     def end_gone(self, ended: list[tuple[Execution, Expect]]) -> int:
         """Write the ends of deleted jobs' open slots (:func:`ended_for_gone`), each as its record
@@ -214,14 +219,16 @@ class UnrunSlots:
                 notify.append((job, record))
                 if job.dependents > 0:
                     under.append((job, record))
-        if under:
-            self._record_children(under, notify)
+        self._notify_missed(notify)
+        for (tenant, job_id), count in per_job.items():
+            self.store.add_skipped(tenant, job_id, count)
+        self._record_children(under)  # last: the parents' records are told whatever it meets
+        return sum(per_job.values())
+
+    def _notify_missed(self, notify: list[tuple[Job, Execution]]) -> None:
         if notify:
             self.notifier.missed(notify, self.clock.now())  # the events
             self.send_alerts(notify)
-        for (tenant, job_id), count in per_job.items():
-            self.store.add_skipped(tenant, job_id, count)
-        return sum(per_job.values())
 
     def _extend_range(self, record: Execution, earlier: Execution, ttl: int) -> int:
         """A repeated release (after a crash) may find a longer run than the first one recorded:
