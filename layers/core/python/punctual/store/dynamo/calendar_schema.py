@@ -73,6 +73,18 @@ def delete_calendar(expected_version: int | None) -> Expression:
     return Expression(condition=condition, names={"#u": "users", "#n": "user_count"}, values=values)
 
 
+def delete_drifted_calendar(count: int, expected_version: int | None) -> Expression:
+    """Delete a calendar whose count of users is ``count`` although no job uses it (a count left
+    high by a race as it was brought back): only while the count is still that (a job adding a use
+    moves it) and no set an earlier version kept names a job."""
+    condition = "attribute_exists(pk) AND (attribute_not_exists(#u) OR size(#u) = :zero) AND #n = :c"
+    values: dict[str, Any] = {":zero": _n(0), ":c": _n(count)}
+    if expected_version is not None:
+        condition += " AND version = :e"
+        values[":e"] = _n(expected_version)
+    return Expression(condition=condition, names={"#u": "users", "#n": "user_count"}, values=values)
+
+
 def count_calendar_use(delta: int, job_id: str | None = None) -> Expression:
     """Count a use of a calendar that exists in or out (a job write's transaction carries it with
     the use's own item); ``job_id``: also take the job out of the set an earlier version kept."""

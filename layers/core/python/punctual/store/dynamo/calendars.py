@@ -24,7 +24,7 @@ from punctual.store.base import (
 )
 from punctual.store.dynamo import calendar_schema, schema
 from punctual.store.dynamo.calendar_schema import calendar_key
-from punctual.store.dynamo.calendar_uses import CHECK_FAILED, DynamoCalendarUses
+from punctual.store.dynamo.calendar_uses import CHECK_FAILED, MAX_TRANSACTION_ITEMS, DynamoCalendarUses
 from punctual.store.dynamo.schema import _n, _s, backfill_key, job_key, tenant_pk
 from punctual.usecases.backfills import Backfill, BackfillState
 from punctual.usecases.calendars import Calendar
@@ -38,7 +38,6 @@ def _failed(exc: ClientError) -> bool:
 
 USERS_NAMED = 20  # the users a refused delete names at most
 RECOUNT_ROUNDS = 3  # a create that counts the uses of jobs that name the calendar already
-MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems' limit
 
 
 class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository):
@@ -53,11 +52,12 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
 
     def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:
         if expected_version is None:
-            for _ in range(RECOUNT_ROUNDS):
+            for round_ in range(RECOUNT_ROUNDS):
                 uses = self._use_keys(calendar.tenant, calendar.name)
                 if not uses:
                     break  # the usual create: no job names it yet
-                if self._create_counting(calendar, uses):
+                # The last round writes its count unchecked: never a create that counts none.
+                if self._create_counting(calendar, uses, checked=round_ < RECOUNT_ROUNDS - 1):
                     return
         expr = calendar_schema.put_calendar(calendar.version, calendar.model_dump_json(), expected_version)
         try:
@@ -92,21 +92,22 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
                 return keys
             request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
 
-    def _create_counting(self, calendar: Calendar, uses: list[dict[str, Any]]) -> bool:
+    def _create_counting(self, calendar: Calendar, uses: list[dict[str, Any]], checked: bool = True) -> bool:
         """Create a calendar that jobs already name (its item was lost, say deleted by hand, and
         this create brings it back), counting those uses: a count of zero would let it be deleted
         while they still exclude it (QA). The create checks, in one transaction, that each use it
         counted is still there (no job can add a use while the calendar is absent, but one may
         drop its use meanwhile); False when one was dropped (count again). Past one transaction's
-        items the count is written without that check: a drop in that moment leaves it one high
-        (over 99 jobs naming a lost calendar, one of them changed as it is brought back)."""
+        items, or ``checked`` False (the last round), the count is written without that check: a
+        drop in that moment leaves it one high (over 99 jobs naming a lost calendar, or three
+        drops racing its return), so that a delete is then refused until a job write moves it."""
         key = calendar_key(calendar.tenant, calendar.name)
         doc = calendar.model_dump_json()
         expr = calendar_schema.create_counted_calendar(calendar.version, doc, len(uses))
         update = {"TableName": self.table, "Key": key, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-        checked = uses if len(uses) < MAX_TRANSACTION_ITEMS else []
+        still = uses if checked and len(uses) < MAX_TRANSACTION_ITEMS else []
         checks = [
-            {"ConditionCheck": {"TableName": self.table, "Key": k, **schema.EXISTS.fields()}} for k in checked
+            {"ConditionCheck": {"TableName": self.table, "Key": k, **schema.EXISTS.fields()}} for k in still
         ]
         try:
             self.client.transact_write_items(TransactItems=[{"Update": {**update, **expr.fields()}}, *checks])
@@ -175,9 +176,28 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
             have = int(old["version"]["N"]) if "version" in old else None
             if users and (expected_version is None or have == expected_version):
                 raise CalendarInUseError(name, users, count) from None
+            stale = int(old.get("user_count", {}).get("N", "0"))
+            if count > 0 and stale == count and have is not None and expected_version in (None, have):
+                self._delete_drifted(tenant, name, count, expected_version)  # counted, yet no job uses it
+                return
             raise CalendarVersionError(
                 f"calendar {name!r} is at version {have}, not {expected_version}", have
             ) from None
+
+    def _delete_drifted(self, tenant: str, name: str, count: int, expected_version: int | None) -> None:
+        """Delete a calendar counted ``count`` users though none has a use item (a count left high,
+        :meth:`_create_counting`); raises CalendarInUseError (naming none: try again) when the
+        count moved meanwhile (a job added a use)."""
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=calendar_key(tenant, name),
+                **calendar_schema.delete_drifted_calendar(count, expected_version).fields(),
+            )
+        except ClientError as exc:
+            if not _failed(exc):
+                raise
+            raise CalendarInUseError(name, [], count) from None
 
     def use_calendars(self, tenant: str, job_id: str, names: Sequence[str], present: bool) -> None:
         for name in names:  # one transaction each (a drop from a calendar that is gone: nothing to do)
