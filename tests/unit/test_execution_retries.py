@@ -234,3 +234,32 @@ def test_a_redelivered_message_keeps_the_retry_where_the_receivers_retry_after_p
     # instant without Retry-After and wrote a second retry timer 1 s after the failure)
     timers = rig.timers(t0, t0 + timedelta(hours=1), TimerKind.RETRY)
     assert [t.due for t in timers] == [first.due]
+
+
+@pytest.mark.parametrize("gone", ["deleted", "unreadable"])
+def test_a_pause_the_target_asked_for_of_a_deleted_or_unreadable_job_is_not_raised(
+    rig: Rig, gone: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a job the pause is refused for, then found soft-deleted, or whose read fails
+    job = rig.add_job()
+    worker = rig.worker()
+
+    class Refusing:
+        def pause(self, tenant: str, job_id: str, reason: str) -> None:
+            raise RuntimeError("refused")
+
+    worker.after.pauser = Refusing()  # type: ignore[assignment]
+    if gone == "deleted":
+        rig.store.replace_job(job.model_copy(update={"state": JobState.DELETED, "version": 2}), 1)
+    else:
+
+        def failing(*_: Any, **__: Any) -> None:
+            raise RuntimeError("unreadable")
+
+        rig.store.get_job = failing  # type: ignore[method-assign]
+    # When the target's 410 asks to pause it
+    with caplog.at_level(logging.INFO, logger="punctual"):
+        worker.after.pause(job, "the target asked to stop")
+    # Then nothing escapes; a deleted job has nothing to stop (no error), an unreadable one is tried again
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert (errors == []) if gone == "deleted" else len(errors) == 1

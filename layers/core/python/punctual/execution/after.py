@@ -162,8 +162,12 @@ class AfterEffects:
                 self.metrics.add("JobsPausedByTarget", 1)
                 return
             except Exception as exc:  # a conflicting update: read again and retry
-                current = self.store.get_job(job.tenant, job.id)
-                if current is None or current.state is JobState.COMPLETED:
+                try:
+                    current = self.store.get_job(job.tenant, job.id)
+                except Exception:  # unreadable, or the store failing: try the pause again
+                    log.info("pausing %s: %s; trying again", job.id, exc)
+                    continue
+                if current is None or current.state in (JobState.COMPLETED, JobState.DELETED):
                     # Nothing left to stop (a one-time job's slot, or its last, marked it COMPLETED;
                     # or it was deleted): not a failed pause (QA: three tries, then an error)
                     log.info("job %s asked to be paused has no slot left to stop", job.id)
