@@ -24,7 +24,9 @@ start.
 Burst workers: the supervisor also obeys the predictive-scaling planner (:mod:`local.scaling`,
 run in the poller process): it starts ``burst-1``, ``burst-2``, ... worker processes when the
 planner asks for them ahead of a burst, and stops the highest-numbered ones (SIGTERM, then
-SIGKILL after their stop timeout) when it scales back. A burst worker that dies while wanted is
+SIGKILL after their stop timeout; one still working a batch is let finish it, within the worker
+function's timeout, as the event source mapping never cuts an invocation short) when it scales
+back. A burst worker that dies while wanted is
 restarted like any component; one scaled back is forgotten once it has exited. Each ``burst-N`` is
 forked from a zygote of its own, started with the supervisor (``burst_workers_max`` of them,
 kept imported and prepared while no burst is planned): a burst worker polls within a second or
@@ -61,6 +63,7 @@ from local.zygote import PREFIX as ZYGOTE_PREFIX
 from local.zygote import ZYGOTE_ENV, Forked, fork_line
 
 SCALE_CHECK_S = 0.5  # how often the desired burst workers are read
+DEFAULT_BATCH_ALLOWANCE_S = 900.0  # a scaled-back worker's batch, when the deployment is unknown
 KILLED_WAIT_S = 3.0  # after SIGKILL, for its exit to be seen (its zygote reports it within 0.2 s)
 ZYGOTE_STOP_S = 5.0  # the zygotes, stdin closed, all together
 
@@ -421,12 +424,24 @@ class Supervisor:
     def _retire(self, child: Child, now: float) -> bool:
         """A scaled-back burst worker: True once it is gone (and forgotten)."""
         if child.process is not None and child.process.poll() is None:
-            if child.retiring_until is not None and now >= child.retiring_until:
+            overdue = child.retiring_until is not None and now >= child.retiring_until
+            if overdue and not self._finishing_batch(child, now):
                 child.process.kill()  # did not stop in time
             return False
         self.children.pop(child.spec.name, None)
         self.sink.info(f"stopped {child.spec.name} (scaled back)")
         return True
+
+    def _finishing_batch(self, child: Child, now: float) -> bool:
+        """A scaled-back burst worker still working a batch (its in-flight file): the event source
+        mapping's scaling never cuts an invocation short, so it is given up to the worker function's
+        timeout past its stop timeout to finish (killed mid-run, its slot's run was lost: a lease
+        lapse, ``TIMED_OUT``, and with one attempt the slot failed)."""
+        if child.retiring_until is None or not self.config.inflight_file(child.spec.name).exists():
+            return False
+        deployment = read_deployment(self.config)
+        allowance = deployment.worker_timeout_s if deployment is not None else DEFAULT_BATCH_ALLOWANCE_S
+        return now < child.retiring_until + allowance
 
     def check(self) -> None:
         """Restart what died (call often); never while stopping. Scale the burst workers."""

@@ -272,3 +272,37 @@ def test_a_signal_sent_before_the_zygote_named_its_child_reaches_it_once_it_does
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_a_burst_worker_scaled_back_mid_batch_finishes_it_before_it_is_killed(supervisor: Supervisor) -> None:
+    # The soak of 2026-12-05: burst-1 was scaled back as its long poll returned a slow slot (45 s);
+    # SIGKILL 10 s later lost the run (lease lapsed, TIMED_OUT, the slot's only attempt). The event
+    # source mapping's scaling never cuts an invocation short: a retiring worker finishes its batch.
+    _want(supervisor, 1)
+    child = supervisor.children["burst-1"]
+    inflight = supervisor.config.inflight_file("burst-1")
+    inflight.parent.mkdir(parents=True, exist_ok=True)
+    inflight.write_text(json.dumps({"messages": [{"slot": "2026-12-05T16:22:24Z"}]}))
+    _want(supervisor, 0)
+    assert child.process.signals == [signal.SIGTERM]  # type: ignore[union-attr]
+    supervisor.clock.now += 30  # type: ignore[attr-defined]  # past its stop timeout, batch still running
+    supervisor.check()
+    assert child.process.returncode is None  # type: ignore[union-attr]  # not killed mid-batch
+    # Its batch done, it exits on its own and is forgotten, not restarted
+    inflight.unlink()
+    child.process.returncode = 0  # type: ignore[union-attr]
+    supervisor.clock.now += 1  # type: ignore[attr-defined]
+    supervisor.check()
+    assert "burst-1" not in supervisor.children and child.restarts == 0
+
+
+def test_a_burst_worker_whose_batch_outlives_the_function_timeout_is_killed(supervisor: Supervisor) -> None:
+    _want(supervisor, 1)
+    child = supervisor.children["burst-1"]
+    inflight = supervisor.config.inflight_file("burst-1")
+    inflight.parent.mkdir(parents=True, exist_ok=True)
+    inflight.write_text("{}")
+    _want(supervisor, 0)
+    supervisor.clock.now += 10 + 901  # type: ignore[attr-defined]  # stop timeout + more than any Lambda timeout
+    supervisor.check()
+    assert child.process.returncode == -9  # type: ignore[union-attr]
