@@ -37,9 +37,9 @@ class DeliveryThreads:
     def submit(self, work: Work) -> None:
         """Start ``work`` now, beside the caller (which does not wait for it)."""
         thread = threading.Thread(target=self._run, args=(work,), name="delivery", daemon=True)
-        with self._lock:
+        with self._lock:  # started before settle() can see it (it joins what it sees)
             self._running.add(thread)
-        thread.start()
+            thread.start()
 
     def _run(self, work: Work) -> None:
         try:
