@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,27 @@ def test_next_refuses_bad_exclusions_in_one_line(tmp_path: Path) -> None:
             extra,
             err,
         )
+
+
+def test_touching_days_and_ranges_are_merged_so_a_long_run_of_days_fits_the_limits() -> None:
+    # QA: 6,000 consecutive one-day events were 6,000 dates, refused past the calendar's 5,000
+    events = "".join(
+        f"BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:{day:%Y%m%d}\r\nEND:VEVENT\r\n"
+        for day in (date(2030, 1, 1) + timedelta(days=n) for n in range(6000))
+    )
+    extra = (
+        "BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20500101\r\nEND:VEVENT\r\n"  # alone: a date
+        "BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20500103\r\nDTEND;VALUE=DATE:20500106\r\nEND:VEVENT\r\n"
+        "BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20500105\r\nDTEND;VALUE=DATE:20500109\r\nEND:VEVENT\r\n"
+        "BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20500109\r\nEND:VEVENT\r\n"  # touches the range before
+    )
+    found = parse_ics(f"BEGIN:VCALENDAR\r\n{events}{extra}END:VCALENDAR\r\n")
+    last = date(2030, 1, 1) + timedelta(days=5999)
+    assert found.spec() == {
+        "timezone": "UTC",
+        "dates": ["2050-01-01"],
+        "ranges": [
+            {"start": "2030-01-01", "end": last.isoformat()},
+            {"start": "2050-01-03", "end": "2050-01-09"},
+        ],
+    }
