@@ -26,6 +26,7 @@ from test_store import (  # noqa: F401
     test_tenant_limit,
 )
 from test_store_calendars import (  # noqa: F401
+    test_a_calendar_brought_back_after_its_item_was_lost_counts_the_jobs_that_name_it,
     test_a_calendar_in_use_is_not_deleted_and_names_its_jobs,
     test_a_job_write_and_its_calendar_uses_are_one_transaction,
     test_a_stale_use_is_dropped_only_while_its_job_is_unchanged,

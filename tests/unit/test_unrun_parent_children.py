@@ -260,3 +260,31 @@ def test_a_failure_recording_the_children_keeps_the_parents_records_and_events()
     assert rig.store.get_job("default", parent.id).skipped_slots == 1  # type: ignore[union-attr]
     assert record(rig, child, T0) is None
     assert rig.timers(T0, T0 + timedelta(days=2))  # the chain goes on
+
+
+def test_a_parents_missed_range_gives_the_child_only_the_slots_all_its_parents_have() -> None:
+    # Given a child of a minutely parent that catches up nothing and of one at :29 and :59 that
+    # catches up its last hour (it runs them late: only the minutely one's range records the child)
+    rig, jobs = world()
+    start = (T0 - timedelta(minutes=1)).isoformat()
+    none = {"policy": "none"}
+    jobs.register("default", spec("cron(* * * * ? *)", catchup=none, start_at=start), job_id="p1")
+    jobs.register("default", spec("cron(29/30 * * * ? *)", start_at=start), job_id="p30")
+    child, _ = jobs.register("default", spec("after(p1, p30)"), job_id="child")
+    # When the pollers come back 70 minutes late (the minutely parent's slots: one range record)
+    rig.clock.set(T0 + timedelta(minutes=70))
+    for _ in range(5):  # the catch-up goes in slices
+        rig.poll(lookback=timedelta(minutes=80))
+        rig.clock.advance(1)
+    p1 = rig.store.get_job("default", "p1")
+    assert p1 is not None
+    [p1_range] = [r for r in rig.history(p1, limit=200) if r.slot_count > 1]
+    assert (p1_range.slot, p1_range.last_slot) == (
+        slot_key(T0 + timedelta(minutes=29)),
+        slot_key(T0 + timedelta(minutes=68)),
+    )
+    # Then the child has the slots both parents have, 07:59, 08:29 and 08:59, each MISSED once (review:
+    # the range from 08:29, a slot of both, was copied whole: 40 slots the child never had)
+    history = sorted((r.slot, r.status.value, r.slot_count) for r in rig.history(child))
+    assert history == [(slot_key(T0 + timedelta(minutes=m)), "MISSED", 1) for m in (-1, 29, 59)]
+    assert rig.store.get_job("default", child.id).skipped_slots == 3  # type: ignore[union-attr]

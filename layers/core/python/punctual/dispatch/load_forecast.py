@@ -30,8 +30,9 @@ steps are not. It is a forecast: a crash between a write and its ledger entry mi
 repeated release counts one twice, and so does a slot both pollers of a loaded minute's group
 release (each may, and which one does is a race: writing it from one of them alone lost the
 slots the other released first, so it errs high; a pause takes one count back and the rest
-passes with its minutes). Those err high, up to twice a loaded minute's near chains: the tick
-asks for more workers than they need, never fewer. The counters expire a day after their minute.
+passes with its minutes, as a Burst Shortfall a paused load's last minutes may still show).
+Those err high (twice a near chain both pollers release, more on a repeat): the tick asks for
+more workers than the slots need. The counters expire a day after their minute.
 """
 
 from __future__ import annotations

@@ -23,14 +23,17 @@ this release) is left as it is. Only parents with dependants (``Job.dependents``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import ExecutionConflictError, JobStore
 from punctual.timing.slots import inside_window, next_slot, schedule_of
-from punctual.timing.timers import MANUAL_MARK, slot_instant
+from punctual.timing.timers import MANUAL_MARK, slot_instant, slot_key
+
+log = logging.getLogger("punctual.execution")
 
 MAX_DEPTH = 16  # how far down after() chains a parent's slot that did not run is recorded
 # A parent's record -> its children's (a child's own record, in turn, for the grandchildren).
@@ -42,13 +45,9 @@ _UNDER = {
 _RECORDED_FOR = (JobState.ENABLED, JobState.PAUSED, JobState.COMPLETED)
 
 
-def _before(record: Execution, child: Job) -> bool:
-    """Whether all the record's slots came before the child was created (a parent's old slots
-    a late catch-up drops now): the child never had them."""
-    return slot_instant(record.last_slot or record.slot) < child.created_at
-
-
-def has_slot(store: JobStore, job: Job, instant: datetime, depth: int = 0) -> bool:
+def has_slot(
+    store: JobStore, job: Job, instant: datetime, depth: int = 0, read: _Reads | None = None
+) -> bool:
     """Whether ``job`` has a slot at ``instant``: one of its schedule's, or, an ``after()`` job,
     one every parent has (a ``delay()`` job's slots come from finish times: taken as had)."""
     schedule = schedule_of(job)
@@ -56,14 +55,30 @@ def has_slot(store: JobStore, job: Job, instant: datetime, depth: int = 0) -> bo
         return True
     if schedule.kind != "after":
         return next_slot(job, instant - timedelta(seconds=1)) == instant
-    parents = store.batch_get_jobs((job.tenant, p) for p in schedule.parents)
+    parents = (read or _Reads(store)).jobs(job.tenant, schedule.parents)
     return all(
-        (job.tenant, p) in parents and has_slot(store, parents[(job.tenant, p)], instant, depth + 1)
-        for p in schedule.parents
+        p in parents and has_slot(store, parents[p], instant, depth + 1, read) for p in schedule.parents
     )
 
 
-def others_have_slot(store: JobStore, child: Job, parent_id: str, instant: datetime) -> bool:
+class _Reads:
+    """Jobs read once per walk (a range's slots ask about the same parents again and again)."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.found: dict[tuple[str, str], Job | None] = {}
+
+    def jobs(self, tenant: str, ids: Sequence[str]) -> dict[str, Job]:
+        missing = [i for i in ids if (tenant, i) not in self.found]
+        if missing:
+            got = self.store.batch_get_jobs((tenant, i) for i in missing)
+            self.found.update({(tenant, i): got.get((tenant, i)) for i in missing})
+        return {i: job for i in ids if (job := self.found[(tenant, i)]) is not None}
+
+
+def others_have_slot(
+    store: JobStore, child: Job, parent_id: str, instant: datetime, read: _Reads | None = None
+) -> bool:
     """Whether every parent of ``child`` but ``parent_id`` has a slot at ``instant``: a child of a
     five-minute and an hourly parent has no 08:05 slot, whatever the five-minute one did there
     (review: such a slot was recorded MISSED, alerted and counted). Reads only for a child of
@@ -71,10 +86,40 @@ def others_have_slot(store: JobStore, child: Job, parent_id: str, instant: datet
     others = [p for p in schedule_of(child).parents if p != parent_id]
     if not others:
         return True
-    jobs = store.batch_get_jobs((child.tenant, p) for p in others)
-    return all(
-        (child.tenant, p) in jobs and has_slot(store, jobs[(child.tenant, p)], instant) for p in others
-    )
+    read = read or _Reads(store)
+    jobs = read.jobs(child.tenant, others)
+    return all(p in jobs and has_slot(store, jobs[p], instant, 0, read) for p in others)
+
+
+def slots_of(job: Job, record: Execution) -> list[datetime]:
+    """The slots ``record`` stands for: one, or a range record's (its job's schedule from its first
+    slot to its last)."""
+    first = slot_instant(record.slot)
+    if record.slot_count <= 1 or record.last_slot is None:
+        return [first]
+    last = slot_instant(record.last_slot)
+    out, current = [first], first
+    while len(out) < record.slot_count:
+        following = next_slot(job, current)
+        if following is None or following > last:
+            break
+        out.append(following)
+        current = following
+    if out[-1] != last:
+        out.append(last)
+    return out
+
+
+def _runs(kept: list[datetime], slots: list[datetime]) -> list[list[datetime]]:
+    """``kept`` (a subsequence of ``slots``) cut where ``slots`` had one it left out."""
+    index = {slot: n for n, slot in enumerate(slots)}
+    runs: list[list[datetime]] = []
+    for slot in kept:
+        if runs and index[slot] == index[runs[-1][-1]] + 1:
+            runs[-1].append(slot)
+        else:
+            runs.append([slot])
+    return runs
 
 
 def child_note(parent: Job, status: ExecutionStatus) -> str:
@@ -83,10 +128,12 @@ def child_note(parent: Job, status: ExecutionStatus) -> str:
 
 @dataclass
 class ChildRecords:
-    """What :meth:`UnrunChildren.record` wrote: the children's MISSED and SKIPPED records."""
+    """What :meth:`UnrunChildren.record` wrote: the children's MISSED and SKIPPED records, and how
+    many parent records it could not finish (an error, logged)."""
 
     missed: list[tuple[Job, Execution]] = field(default_factory=list)
     skipped: list[tuple[Job, Execution]] = field(default_factory=list)
+    failed: int = 0
 
 
 class UnrunChildren:
@@ -97,21 +144,37 @@ class UnrunChildren:
         self.ttl = ttl
 
     def record(self, unrun: list[tuple[Job, Execution]], now: datetime) -> ChildRecords:
-        """Each child's (and grandchild's...) slot under each parent record of ``unrun``."""
+        """Each child's (and grandchild's...) slots under each parent record of ``unrun``. A
+        failure under one parent is logged and counted; what was written stays in the answer
+        (its events and alerts go out) and the other parents are done."""
         out = ChildRecords()
         for parent, record in unrun:
-            self._under(parent, record, now, out, 0)
+            if MANUAL_MARK in record.slot:
+                continue  # a run-now slot: never MISSED or EXCLUDED by a release
+            try:
+                self._under(parent, record.status, slots_of(parent, record), now, out, 0)
+            except Exception:
+                log.exception("could not record the after() children of %s %s", parent.id, record.slot)
+                out.failed += 1
         return out
 
-    def _under(self, parent: Job, record: Execution, now: datetime, out: ChildRecords, depth: int) -> None:
-        status = _UNDER.get(record.status)
-        if status is None or parent.dependents <= 0 or depth >= MAX_DEPTH or MANUAL_MARK in record.slot:
+    def _under(
+        self,
+        parent: Job,
+        parent_status: ExecutionStatus,
+        slots: list[datetime],
+        now: datetime,
+        out: ChildRecords,
+        depth: int,
+    ) -> None:
+        status = _UNDER.get(parent_status)
+        if status is None or parent.dependents <= 0 or depth >= MAX_DEPTH:
             return
         children = self.store.list_dependents(parent.tenant, parent.id)
         if not children:
             return
         jobs = self.store.batch_get_jobs((parent.tenant, child) for child in children)
-        instant = slot_instant(record.slot)
+        note = child_note(parent, parent_status)
         for child_id in children:
             child = jobs.get((parent.tenant, child_id))
             if (
@@ -120,33 +183,39 @@ class UnrunChildren:
                 or parent.id not in schedule_of(child).parents
             ):
                 continue
-            if not inside_window(child, instant) or _before(record, child):
-                continue
-            if not others_have_slot(self.store, child, parent.id, instant):
-                continue
-            written, found = self._save(child, record, status, child_note(parent, record.status), now)
-            if written is not None:
-                (out.missed if status is ExecutionStatus.MISSED else out.skipped).append((child, written))
-            below = written or found
-            if below is not None:  # a repeat goes on down too: it may have died before the grandchildren
-                self._under(child, below, now, out, depth + 1)
+            read = _Reads(self.store)
+            kept = [
+                slot
+                for slot in slots
+                if inside_window(child, slot)
+                and slot >= child.created_at  # a parent's old slots a late catch-up drops now
+                and others_have_slot(self.store, child, parent.id, slot, read)
+            ]
+            for run in _runs(kept, slots) if status is ExecutionStatus.MISSED else [[s] for s in kept]:
+                written, found = self._save(child, run, status, note, now)
+                if written is not None:
+                    (out.missed if status is ExecutionStatus.MISSED else out.skipped).append((child, written))
+                below = written or found
+                if below is not None:  # a repeat goes on down too: it may have died before the grandchildren
+                    self._under(child, below.status, run, now, out, depth + 1)
 
     def _save(
-        self, child: Job, under: Execution, status: ExecutionStatus, note: str, now: datetime
+        self, child: Job, run: list[datetime], status: ExecutionStatus, note: str, now: datetime
     ) -> tuple[Execution | None, Execution | None]:
-        """The child's record over the parent record's slots, as (written, None); (None, found)
-        when the slot has a record not run already (a repeat's), (None, None) when it has another."""
+        """The child's record of ``run`` (one slot, or a MISSED range), as (written, None); (None,
+        found) when the slot has a record not run already (a repeat's), (None, None) when it has
+        another."""
         record = Execution(
             job_id=child.id,
             tenant=child.tenant,
-            slot=under.slot,
-            scheduled_at=slot_instant(under.slot),
+            slot=slot_key(run[0]),
+            scheduled_at=run[0],
             status=status,
             finished_at=now,
             error=note,
             job_version=child.version,
-            last_slot=under.last_slot if status is ExecutionStatus.MISSED else None,
-            slot_count=under.slot_count if status is ExecutionStatus.MISSED else 1,
+            last_slot=slot_key(run[-1]) if len(run) > 1 else None,
+            slot_count=len(run),
         )
         try:
             self.store.save_execution(record, None, self.ttl())

@@ -134,13 +134,13 @@ class UnrunSlots:
         """Record the ``after()`` children's slots under parents' MISSED or EXCLUDED records
         (:mod:`punctual.execution.unrun_children`): a SKIPPED one with its event, a MISSED one
         with its event, alert and its job's count of slots not run. A failure is logged and
-        counted, never the release's (its records and next timers stand; a repeated release
-        records what it left)."""
+        counted (``ChildRecordsFailed``), never the release's: its records and next timers stand,
+        and what was written before it is still told."""
         if not under:
             return
         now = self.clock.now()
+        found = self.children.record(under, now)
         try:
-            found = self.children.record(under, now)
             for child, record in found.skipped:
                 self.notifier.changed(child, record, now)
             per_job: dict[tuple[str, str], int] = defaultdict(int)
@@ -150,8 +150,10 @@ class UnrunSlots:
             for (tenant, job_id), count in per_job.items():
                 self.store.add_skipped(tenant, job_id, count)
         except Exception:
-            log.exception("could not record the after() children of %d slot(s) not run", len(under))
-            self.metrics.add("ChildRecordsFailed", 1)
+            log.exception("could not tell of the after() children's records of %d slot(s)", len(under))
+            found.failed += 1
+        if found.failed:
+            self.metrics.add("ChildRecordsFailed", found.failed)
 
     def end_gone(self, ended: list[tuple[Execution, Expect]]) -> int:
         """Write the ends of deleted jobs' open slots (:func:`ended_for_gone`), each as its record

@@ -100,7 +100,8 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
         drop its use meanwhile); False when one was dropped (count again). Past one transaction's
         items, or ``checked`` False (the last round), the count is written without that check: a
         drop in that moment leaves it one high (over 99 jobs naming a lost calendar, or three
-        drops racing its return), so that a delete is then refused until a job write moves it."""
+        drops racing its return); a delete that finds such a count and no use deletes it anyway
+        (:meth:`_delete_drifted`)."""
         key = calendar_key(calendar.tenant, calendar.name)
         doc = calendar.model_dump_json()
         expr = calendar_schema.create_counted_calendar(calendar.version, doc, len(uses))
@@ -110,7 +111,7 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
             {"ConditionCheck": {"TableName": self.table, "Key": k, **schema.EXISTS.fields()}} for k in still
         ]
         try:
-            self.client.transact_write_items(TransactItems=[{"Update": {**update, **expr.fields()}}, *checks])
+            self._transact([{"Update": {**update, **expr.fields()}}, *checks])
         except ClientError as exc:
             reasons = exc.response.get("CancellationReasons", [])
             if not reasons or reasons[0].get("Code") != CHECK_FAILED:
