@@ -44,3 +44,18 @@ def test_settle_raises_a_delivery_that_died_of_more_than_an_error() -> None:
     with pytest.raises(KeyboardInterrupt):
         deliveries.settle(5)
     assert deliveries.pending == 0
+
+
+def test_a_delivery_whose_thread_cannot_start_leaves_nothing_for_settle_to_wait_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    deliveries = DeliveryThreads()
+
+    def no_thread(thread: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    with pytest.raises(RuntimeError):
+        deliveries.submit(lambda: None)
+    monkeypatch.undo()
+    assert deliveries.pending == 0 and deliveries.settle(1) == 0

@@ -39,7 +39,11 @@ class DeliveryThreads:
         thread = threading.Thread(target=self._run, args=(work,), name="delivery", daemon=True)
         with self._lock:  # started before settle() can see it (it joins what it sees)
             self._running.add(thread)
-            thread.start()
+            try:
+                thread.start()
+            except BaseException:  # (no thread left: a settle() would wait on one never started)
+                self._running.discard(thread)
+                raise
 
     def _run(self, work: Work) -> None:
         try:
