@@ -306,3 +306,21 @@ def test_a_burst_worker_whose_batch_outlives_the_function_timeout_is_killed(supe
     supervisor.clock.now += 10 + 901  # type: ignore[attr-defined]  # stop timeout + more than any Lambda timeout
     supervisor.check()
     assert child.process.returncode == -9  # type: ignore[union-attr]
+
+
+def test_a_scale_up_beside_a_worker_finishing_its_batch_starts_no_worker_past_the_maximum(
+    supervisor: Supervisor,
+) -> None:
+    # Review: burst-1 scaled back while finishing its batch keeps its name for up to the function's
+    # timeout; a scale-up meanwhile took burst-2, then burst-3 (past the maximum of 2, from a cold
+    # zygote kept for good)
+    most = max(supervisor.config.burst_workers_max, supervisor.config.event_source_workers_max)
+    _want(supervisor, 1)
+    inflight = supervisor.config.inflight_file("burst-1")
+    inflight.parent.mkdir(parents=True, exist_ok=True)
+    inflight.write_text("{}")
+    _want(supervisor, 0)
+    _want(supervisor, most)
+    names = sorted(n for n in supervisor.children if n.startswith("burst-"))
+    assert names == [f"burst-{i}" for i in range(1, most + 1)]
+    assert set(supervisor.burst_zygotes) <= {f"burst-{i}" for i in range(1, most + 1)}
