@@ -391,7 +391,7 @@ class Supervisor:
         # Names past the most burst workers there may be are never used: one still finishing its
         # batch after a scale-back keeps its name (review: a scale-up meanwhile started burst-3,
         # past the maximum, from a cold zygote then kept for good).
-        most = max(self.config.burst_workers_max, self.config.event_source_workers_max)
+        most = max(self.config.burst_workers_max, self.reactive.config.event_source_workers_max)
         while len(active) < wanted and index <= most:
             name = f"{BURST_PREFIX}{index}"
             index += 1
