@@ -706,10 +706,9 @@ def check_child_slot(d: Driver, jd: JobDef, slot: str) -> list[tuple[str, str]]:
 
 def unrecorded_parent_failed(d: Driver, child: str, slot: str, status: str | None) -> list[tuple[str, str]]:
     """A7 (docs/schedules.md, the after() row); a slot a parent never ran: noted, as documented."""
-    if status is not None:
-        return []
-    c = view_at_off(d, off_of(instant(slot))).get(child)
-    if c is None or c.state != "ENABLED":
+    view = view_at_off(d, off_of(instant(slot)))
+    c = view.get(child)  # (a slot its other parents lack is not the child's: no record owed)
+    if status is not None or c is None or c.state != "ENABLED" or not _would_have(view, child, slot):
         return []
     failed, final = [], []
     for p in c.parents:
