@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from local.config import LocalConfig, LocalModeError, free_port, port_in_use
+from local.config import LocalConfig, LocalModeError, alive, free_port, port_in_use
 
 COMPONENTS = ("aws", "api", "poller", "worker", "ecs-worker", "receiver", "auditor")
 
@@ -304,19 +303,24 @@ def with_demo_console(config: LocalConfig, demo: bool) -> LocalConfig:
     return replace(config, extra={**config.extra, "PUNCTUAL_CONSOLE_TENANT": DEMO_TENANT})
 
 
+def refuse_if_running(config: LocalConfig) -> None:
+    """Refuse to start over a live supervisor of the same state directory; forget a dead one's pid
+    file. A supervisor killed with ``kill -9`` (a Region lost whole) whose parent has not reaped it
+    is a zombie: dead, so local mode starts again (``os.kill(pid, 0)`` alone took it for live)."""
+    existing = config.pid_file("supervisor")
+    if not existing.exists():
+        return
+    text = existing.read_text().strip()
+    if text.isdigit() and alive(int(text)):
+        raise LocalModeError(f"local mode is already running from {config.state_dir} (pid {text})")
+    existing.unlink(missing_ok=True)
+
+
 def up(args: argparse.Namespace) -> int:
     from local.demo import run_up
 
     config = with_demo_console(_ports(config_from(args)), args.demo)
-    existing = config.pid_file("supervisor")
-    if existing.exists():
-        try:
-            os.kill(int(existing.read_text().strip()), 0)
-            raise LocalModeError(
-                f"local mode is already running from {config.state_dir} (pid {existing.read_text().strip()})"
-            )
-        except (ProcessLookupError, ValueError):
-            existing.unlink(missing_ok=True)
+    refuse_if_running(config)
     if args.fresh:
         from local.aws_state import STATE_FILE
 
