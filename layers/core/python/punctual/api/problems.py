@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
@@ -311,6 +312,29 @@ def _conflict(exc: Exception) -> Response[Any]:
     return problem_response(409, "conflict", "Conflict", str(exc) or "the job changed meanwhile")
 
 
+def _conflict_or_stale(app: APIGatewayRestResolver) -> Any:
+    """:func:`_conflict`, but a 412 when the request's ``If-Match`` lost a race to another write.
+
+    The route checks ``If-Match`` against the job it reads; the conditional write that follows is
+    the same precondition evaluated again. When another writer (another Region's API, a poller)
+    moved the job to a version the header does not list between the two, the change was refused
+    for a stale ``If-Match``: RFC 9110 and docs/api.md answer that 412 with the current version,
+    not 409 (QA, multi-Region: the same ``If-Match`` PUT in two Regions at once, one 409)."""
+
+    def handle(exc: Exception) -> Response[Any]:
+        cause = exc if isinstance(exc, VersionConflictError) else exc.__cause__
+        header = app.current_event.get_header_value("If-Match", default_value="", case_sensitive=False) or ""
+        listed = {int(v) for v in re.findall(r"\d+", header)}
+        current = getattr(cause, "current_version", None)
+        stale_now = listed and current is not None and current not in listed
+        if isinstance(cause, VersionConflictError) and stale_now:
+            stale = PreconditionFailedError(f"{exc} (it is at version {current} now)", current)
+            return _precondition(stale)
+        return _conflict(exc)
+
+    return handle
+
+
 def _unreadable(exc: UnreadableJobError) -> Response[Any]:
     return problem_response(
         409,
@@ -500,7 +524,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler(ScheduleError)(_invalid_schedule)
     app.exception_handler(JobNotFoundError)(_not_found)
     app.exception_handler(PreconditionFailedError)(_precondition)
-    app.exception_handler([JobConflictError, VersionConflictError, JobExistsError])(_conflict)
+    app.exception_handler([JobConflictError, VersionConflictError, JobExistsError])(_conflict_or_stale(app))
     app.exception_handler(TenantLimitError)(_job_limit)
     app.exception_handler(UnreadableJobError)(_unreadable)
     app.exception_handler(RateLimitedError)(_rate_limited)
