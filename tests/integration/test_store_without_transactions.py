@@ -94,3 +94,53 @@ def test_a_refused_registration_leaves_nothing_behind(store: DynamoStore, t0: da
     store.delete_job("default", "a")
     store.create_job(job("b", now=t0), None, max_jobs=1)  # the place a's deletion freed
     assert [j.id for j in store.list_jobs("default", limit=10).items] == ["b"]
+
+
+class DeleteLandsMidCreate(RefusesTransactions):
+    """Another Region deletes the job right after the create's first write (the job item)."""
+
+    def __init__(self, client: Any, other: DynamoStore) -> None:
+        super().__init__(client)
+        self.other, self.armed = other, True
+
+    def __getattr__(self, name: str) -> Any:
+        call = super().__getattr__(name)
+        if name != "put_item":
+            return call
+
+        def put_item(**request: Any) -> Any:
+            reply = call(**request)
+            if self.armed and request["Item"]["sk"]["S"] == "job":
+                self.armed = False
+                self.other.delete_job("default", "a")  # the other Region's DELETE, between the writes
+            return reply
+
+        return put_item
+
+
+def test_a_listing_a_racing_delete_left_without_its_job_is_removed_by_a_delete(
+    dynamo_client: Any, t0: datetime
+) -> None:
+    """QA (multi-Region): a create and a delete of one id at once left a listing with no job,
+    listed as ENABLED while GET and DELETE answered 404, and nothing removed it."""
+    from punctual.dispatch.queues import MemoryQueues, QueueRouting
+    from punctual.runtime.clock import ManualClock
+    from punctual.timing.timers import TimerLayout
+    from punctual.usecases.job_errors import JobNotFoundError
+    from punctual.usecases.jobs import JobService
+
+    other = DynamoStore(RefusesTransactions(dynamo_client), TABLE, transactions=False)
+    store = DynamoStore(DeleteLandsMidCreate(dynamo_client, other), TABLE, transactions=False)
+    store.create_job(job("a", now=t0), None, max_jobs=10)
+    assert store.get_job("default", "a") is None
+    assert [j.id for j in store.list_jobs("default", limit=10).items] == ["a"]  # the ghost
+    # A delete of it is still 404, and takes the listing away
+    clock = ManualClock(t0)
+    service = JobService(store, MemoryQueues(now=clock.now), clock, TimerLayout(), QueueRouting(("q",), ()))
+    with pytest.raises(JobNotFoundError):
+        service.delete("default", "a")
+    assert store.list_jobs("default", limit=10).items == []
+    # A live job's listing is never taken so
+    store.create_job(job("b", now=t0), None, max_jobs=10)
+    assert not store.drop_listing_without_job("default", "b")
+    assert [j.id for j in store.list_jobs("default", limit=10).items] == ["b"]

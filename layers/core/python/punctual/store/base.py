@@ -423,6 +423,9 @@ class JobRepository(ABC):
         Raises VersionConflictError on a mismatch, of the version or of ``expected_dependents``
         (its dependents count as read: a child linked since the caller's check fails the delete)."""
 
+    def drop_listing_without_job(self, tenant: str, job_id: str) -> bool:  # docs/multi-region.md
+        return False  # a listing with no job at its id removed? (none here: the listing is the jobs)
+
     @abstractmethod
     def tenant_trigger_rate(self, tenant: str) -> int:
         """The tenant's total of scheduled micro-triggers per minute."""

@@ -354,6 +354,24 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         links = {parent: self._remove_link(tenant, parent, job_id) for parent in parents}
         self._versioned_transaction(items, tenant, job_id, expected_version, calendars, links)
 
+    def drop_listing_without_job(self, tenant: str, job_id: str) -> bool:
+        absent = {"TableName": self.table, "Key": schema.job_key(tenant, job_id), **schema.CREATE.fields()}
+        listing = {
+            "TableName": self.table,
+            "Key": schema.listing_key(tenant, job_id),
+            **schema.EXISTS.fields(),
+        }
+        try:
+            self._transact([{"ConditionCheck": absent}, {"Delete": listing}])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in (
+                "TransactionCanceledException",
+                "ConditionalCheckFailedException",
+            ):
+                return False  # a job is there (a create landed meanwhile), or no listing
+            raise
+        return True
+
     def first_version(self, tenant: str, job_id: str) -> int:
         item = self.client.get_item(
             TableName=self.table, Key=schema.tombstone_key(tenant, job_id), ConsistentRead=True
