@@ -175,6 +175,7 @@ class UnrunChildren:
             return
         jobs = self.store.batch_get_jobs((parent.tenant, child) for child in children)
         note = child_note(parent, parent_status)
+        read = _Reads(self.store)  # the other parents, read once for all the children
         for child_id in children:
             child = jobs.get((parent.tenant, child_id))
             if (
@@ -183,7 +184,6 @@ class UnrunChildren:
                 or parent.id not in schedule_of(child).parents
             ):
                 continue
-            read = _Reads(self.store)
             kept = [
                 slot
                 for slot in slots
