@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from punctual.api.if_match import BadIfMatchError, if_match_versions
 from punctual.api.problems import ApiProblem
 from punctual.api.scheduler.mapping import DEFAULT_GROUP, GROUP_TAG, job_id_of
 from punctual.api.wiring import Services
@@ -47,24 +48,16 @@ def listed_versions(if_match: str | None) -> list[int] | None:
     ApiProblem
         400 naming the header when an entry is not a version.
     """
-    if if_match is None or if_match.strip() == "*":
-        return None
-    versions = []
-    entries = [entry.strip() for entry in if_match.split(",")]
-    for entry in [entry for entry in entries if entry] or [""]:  # empty list elements are ignored
-        text = entry.removeprefix("W/")
-        text = text.removeprefix('"').removesuffix('"')  # one quote a side, as the document's pattern
-        # ASCII digits only: str.isdigit() takes '²' (which int() refuses: a 500) and '٣'.
-        if not (text.isascii() and text.isdigit()) or len(text) > 12:
-            raise ApiProblem(
-                400,
-                "invalid-if-match",
-                "Invalid If-Match",
-                'If-Match must carry a version as returned in ETag, e.g. "3" (or a list of them: "3", "4")',
-                [("header.If-Match", "not a version or a list of versions")],
-            )
-        versions.append(int(text))
-    return versions
+    try:
+        return if_match_versions(if_match)
+    except BadIfMatchError:
+        raise ApiProblem(
+            400,
+            "invalid-if-match",
+            "Invalid If-Match",
+            'If-Match must carry a version as returned in ETag, e.g. "3" (or a list of them: "3", "4")',
+            [("header.If-Match", "not a version or a list of versions")],
+        ) from None
 
 
 def expected_version(if_match: str | None, current: Callable[[], int | None]) -> int | None:

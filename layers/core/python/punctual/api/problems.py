@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
@@ -31,6 +30,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from punctual.api.if_match import BadIfMatchError, if_match_versions
 from punctual.dispatch.queues import THROTTLE_CODES
 from punctual.models import PAYLOAD_TOO_LARGE, JobSpec
 from punctual.security.tenant_quotas import BurstQuotaError
@@ -324,7 +324,10 @@ def _conflict_or_stale(app: APIGatewayRestResolver) -> Any:
     def handle(exc: Exception) -> Response[Any]:
         cause = exc if isinstance(exc, VersionConflictError) else exc.__cause__
         header = app.current_event.get_header_value("If-Match", default_value="", case_sensitive=False) or ""
-        listed = {int(v) for v in re.findall(r"\d+", header)}
+        try:
+            listed = set(if_match_versions(header) or ())
+        except BadIfMatchError:  # (the route refused such a header before any write)
+            listed = set()
         current = getattr(cause, "current_version", None)
         stale_now = listed and current is not None and current not in listed
         if isinstance(cause, VersionConflictError) and stale_now:
