@@ -108,6 +108,25 @@ def _check_text(text: str, path: str) -> None:
             raise ValueError(f"{path}: a string holds a lone surrogate, which is not Unicode text") from None
 
 
+# What a label (a job's name, its tags' keys and values) may not hold: C0 and C1 controls and DEL
+# (a NUL echoed into the console, an escape sequence into a terminal), and the bidirectional
+# embeddings, overrides and isolates U+202A-U+202E and U+2066-U+2069, which make text display as
+# other text (CVE-2021-42574: "\u202eevil" shows as "live"). The marks U+200E and U+200F stay:
+# right-to-left text needs them. EventBridge Scheduler and Kubernetes take fewer characters still.
+_BIDI_FORMATTING = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def label_refusal(text: str) -> str | None:
+    """Why ``text`` is no label (the first character refused, named by its code point), or None."""
+    for ch in text:
+        code = ord(ch)
+        if code < 32 or 0x7F <= code <= 0x9F:
+            return f"holds the control character U+{code:04X}"
+        if ch in _BIDI_FORMATTING:
+            return f"holds the bidirectional formatting character U+{code:04X} (it changes how text displays)"
+    return None
+
+
 _INFINITIES = (float("inf"), float("-inf"))
 
 

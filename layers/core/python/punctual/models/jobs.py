@@ -51,6 +51,7 @@ from punctual.models.base import (
     instant_text,
     int_field,
     is_json_media_type,
+    label_refusal,
 )
 from punctual.models.policies import (
     CatchupPolicy,
@@ -292,9 +293,12 @@ class JobSpec(StrictModel):
 
     @field_validator("name")
     @classmethod
-    def _name(cls, value: str) -> str:
+    def _name(cls, value: str, info: ValidationInfo) -> str:
         if any(ord(ch) < 32 for ch in value):
             raise ValueError("name must not contain control characters")
+        refusal = None if accepted_before(info.context) else label_refusal(value)  # (input only)
+        if refusal is not None:
+            raise ValueError(f"name {refusal}")
         return value
 
     @field_validator("tags")
@@ -313,6 +317,11 @@ class JobSpec(StrictModel):
                 )
             if len(tag_value) > MAX_TAG_VALUE_CHARS:
                 raise ValueError(f"tag {key!r}: value longer than {MAX_TAG_VALUE_CHARS} characters")
+            if not accepted_before(info.context):  # (input only: stored ones stay readable)
+                if (refusal := label_refusal(key)) is not None:
+                    raise ValueError(f"tag key {key!r} {refusal}")
+                if (refusal := label_refusal(tag_value)) is not None:
+                    raise ValueError(f"tag {key!r}: value {refusal}")
         return value
 
     @field_validator("payload")
