@@ -260,10 +260,12 @@ class AfterEffects:
         for _, child in self._children(job, execution):
             if child is None or child.state not in _DISPATCHED_TO or job.id not in schedule_of(child).parents:
                 continue
-            instant = slot_instant(slot)
-            if MANUAL_MARK not in slot and not inside_window(child, instant):
+            if MANUAL_MARK in slot:
+                if len(schedule_of(child).parents) > 1:
+                    continue  # a run-now slot names one parent: a child of several never has it
+            elif not inside_window(child, slot_instant(slot)):
                 continue
-            if MANUAL_MARK not in slot and not others_have_slot(self.store, child, job.id, instant):
+            elif not others_have_slot(self.store, child, job.id, slot_instant(slot)):
                 continue  # a slot the child never has (its other parents have none there)
             skipped = self._record_unrun(child, slot, now, ExecutionStatus.SKIPPED, note)
             if skipped is not None:
