@@ -107,3 +107,31 @@ def test_a_failed_run_now_slot_of_one_parent_records_no_slot_for_a_child_of_seve
     # with its event, while the successful one, rightly, left no record)
     assert rig.history(both) == []
     assert rig.target.calls_for(both.id) == []
+
+
+@pytest.mark.parametrize("unlink", ["delete the child", "replace the child"])
+def test_a_completed_parent_kept_for_its_child_is_deleted_once_no_child_names_it(
+    rig: Rig, t0: datetime, unlink: str
+) -> None:
+    # Given a one-time parent that asked to be deleted after completion, and a child after it
+    jobs = service(rig)
+    once = t0 + timedelta(minutes=5)
+    at = f"at({once.strftime('%Y-%m-%dT%H:%M:%S')})"
+    parent, _ = jobs.register("default", spec(at, delete_after_completion=True), job_id="once")
+    child, _ = jobs.register("default", spec("after(once)"), job_id="child")
+    # When its slot has run (and the child's after it)
+    rig.clock.set(once + timedelta(seconds=1))
+    rig.poll()
+    rig.work_until_idle(rig.worker())
+    assert rig.target.calls_for(child.id) == [(slot_key(once), 1)]
+    # Then it is kept, COMPLETED, while the child names it (documented)
+    kept = rig.store.get_job("default", parent.id)
+    assert kept is not None and kept.state.value == "COMPLETED"
+    # And once the child no longer names it, it is deleted, as it asked (QA17: kept for good)
+    rig.clock.advance(60)
+    if unlink == "delete the child":
+        jobs.delete("default", child.id)
+    else:
+        jobs.replace("default", child.id, spec("rate(1 hour)"))
+    assert rig.store.get_job("default", parent.id) is None
+    assert [r.status.value for r in rig.history(parent)] == ["SUCCEEDED"]  # its history stays

@@ -19,9 +19,11 @@ from typing import Any, Protocol
 
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
+from punctual.execution.completion import Completion
 from punctual.models import ACCEPTED, Job, JobSpec, JobState
 from punctual.models.jobs import restarted
 from punctual.runtime.clock import Clock
+from punctual.runtime.observability import NullMetrics
 from punctual.security.boundary import Boundary
 from punctual.security.ownership import OwnResources
 from punctual.security.peaks import Profile, job_profile
@@ -80,6 +82,16 @@ class SecretBox(Protocol):
 
 def _whole_second(instant: datetime) -> datetime:
     return ceil_second(instant)
+
+
+def delete_released_parents(store: JobStore, tenant: str, parents: tuple[str, ...], now: datetime) -> None:
+    """Parents an after() job no longer names that asked to be deleted once done, and were kept,
+    COMPLETED, only while children named them: deleted now when done and no other child names
+    them (QA17: the last child's delete or replace left them COMPLETED for good)."""
+    for parent_id in parents:
+        parent = store.get_job(tenant, parent_id)
+        if parent is not None and parent.state is JobState.COMPLETED and parent.delete_after_completion:
+            Completion(store, NullMetrics()).delete_if_done(parent, parent.spec_since, now)
 
 
 def replaced_anchor(current: Job, spec: JobSpec, now: datetime) -> datetime:
@@ -552,6 +564,7 @@ class JobService:
         settle(self.store, self.layout, job, now)
         if removed and job.state in (JobState.ENABLED, JobState.PAUSED):
             send_owed_children(self.store, self.layout, job, removed, now)  # remaining parents all ran
+        delete_released_parents(self.store, tenant, removed, now)
         return self.next_fire.of(job)
 
     def pause(
@@ -625,6 +638,7 @@ class JobService:
             self.peaks.undo(tenant, add=job_profile(current))  # its slots are no longer due
         if isinstance(current, Job):
             self._forecast(current, None)
+            delete_released_parents(self.store, tenant, schedule_of(current).parents, self.clock.now())
 
     def rotate_secret(
         self, tenant: str, job_id: str, drop_previous: bool = False, expected_version: int | None = None
