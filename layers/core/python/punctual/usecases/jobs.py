@@ -89,9 +89,12 @@ def delete_released_parents(store: JobStore, tenant: str, parents: tuple[str, ..
     COMPLETED, only while children named them: deleted now when done and no other child names
     them (QA17: the last child's delete or replace left them COMPLETED for good)."""
     for parent_id in parents:
-        parent = store.get_job(tenant, parent_id)
-        if parent is not None and parent.state is JobState.COMPLETED and parent.delete_after_completion:
-            Completion(store, NullMetrics()).delete_if_done(parent, parent.spec_since, now)
+        try:  # best effort, after the change landed: a failure leaves the parent as it was
+            parent = store.get_job(tenant, parent_id)
+            if parent is not None and parent.state is JobState.COMPLETED and parent.delete_after_completion:
+                Completion(store, NullMetrics()).delete_if_done(parent, parent.spec_since, now)
+        except Exception:
+            log.warning("could not delete job %s, completed and no longer named by a child", parent_id)
 
 
 def replaced_anchor(current: Job, spec: JobSpec, now: datetime) -> datetime:
