@@ -33,13 +33,6 @@ def service(rig: Rig) -> JobService:
     return JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="AfterEffects.apply (execution/after.py) does nothing for a SUPERSEDED end, and "
-    "UnrunChildren maps no SUPERSEDED parent record: the child's slot gets no record. Not fixed: "
-    "a SUPERSEDED slot may still start for the new spec (its own release of the slot) or a "
-    "backfill, so the child's record must not close the slot before that is known",
-)
 def test_a_parents_retry_superseded_by_a_replace_leaves_its_childs_slot_a_record(
     rig: Rig, t0: datetime
 ) -> None:
@@ -72,9 +65,13 @@ def test_a_parents_retry_superseded_by_a_replace_leaves_its_childs_slot_a_record
     # Then the child's and the grandchild's slot say why they did not run (as under a FAILED,
     # SKIPPED or MISSED parent slot), rather than having no record at all
     assert rig.target.calls_for(child.id) == []
-    for below in (child, grandchild):
+    for below, above in ((child, parent), (grandchild, child)):
         record = rig.store.get_execution("default", below.id, slot_key(slot))
         assert record is not None, f"{below.id}'s slot {slot_key(slot)} has no record"
+        assert record.status is ExecutionStatus.MISSED  # a backfill with include_dependants runs it
+        assert record.error == f"not run: parent {above.id}'s slot was " + (
+            "SUPERSEDED" if above is parent else "MISSED"
+        )
 
 
 def test_a_failed_run_now_slot_of_one_parent_records_no_slot_for_a_child_of_several(

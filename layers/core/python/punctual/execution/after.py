@@ -336,6 +336,18 @@ class AfterEffects:
                 self._notify_unrun(grandchild, unrun, now)
         return record
 
+    def superseded(self, job: Job, record: Execution, now: datetime) -> None:
+        """A slot of ``job`` recorded SUPERSEDED that no later release runs: its ``after()``
+        children's slots (and theirs, down the chain) are recorded MISSED with their events and
+        alerts, as under a MISSED parent slot (:mod:`punctual.execution.unrun_children`)."""
+        if job.dependents <= 0:
+            return
+        below = UnrunChildren(self.store, lambda: self.ledger.ttl(now)).record([(job, record)], now)
+        for child, unrun in below.missed + below.skipped:
+            self._notify_unrun(child, unrun, now)
+        if below.failed:
+            self.metrics.add("ChildRecordsFailed", below.failed)
+
     def _notify_unrun(self, job: Job, record: Execution, now: datetime) -> None:
         """A slot recorded not run: MISSED with its event and missed alert, SKIPPED with its event."""
         if record.status is ExecutionStatus.MISSED:

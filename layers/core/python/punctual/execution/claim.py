@@ -38,7 +38,7 @@ from punctual.execution.records import (
     visibility,
 )
 from punctual.execution.turns import Turns
-from punctual.execution.versions import released_version, superseded_record
+from punctual.execution.versions import released_version, superseded_for_good, superseded_record
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
@@ -432,6 +432,8 @@ class Claimer:
         self.metrics.add("SupersededSlots", 1)
         log.info("slot %s of %s was released for version %d: superseded", message.slot, job.id, released_for)
         self.after.apply(job, record, now)  # the turn goes on; the event says why
+        if superseded_for_good(job, message, current, released_for):
+            self.after.superseded(job, record, now)  # its children's slot: MISSED, as under a MISSED one
         return Claim(
             ClaimOutcome.STALE, message, delivery, job, record, reason="superseded by a newer version"
         )

@@ -41,6 +41,9 @@ _UNDER = {
     ExecutionStatus.MISSED: ExecutionStatus.MISSED,
     ExecutionStatus.EXCLUDED: ExecutionStatus.SKIPPED,
     ExecutionStatus.SKIPPED: ExecutionStatus.SKIPPED,
+    # a slot a replace superseded that no later release runs (execution.versions.superseded_for_good):
+    # as a MISSED one, a backfill of the parent that includes its dependants still runs it
+    ExecutionStatus.SUPERSEDED: ExecutionStatus.MISSED,
 }
 _RECORDED_FOR = (JobState.ENABLED, JobState.PAUSED, JobState.COMPLETED)
 

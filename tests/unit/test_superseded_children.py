@@ -1,0 +1,91 @@
+"""A parent's slot recorded SUPERSEDED that no later release runs gives its ``after()`` children's
+slot a MISSED record (execution.versions.superseded_for_good); one the new spec still runs does not.
+
+The rule: a child's slot is run, or recorded with why not, whatever its parents' slot did (QA17:
+a parent's retry superseded by the replace that fixed its target left the child with no record).
+A SUPERSEDED slot the current spec releases again (a slot after the replace that the new spec
+also has) runs then, and its end decides the children, as any run's does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
+from factories import spec
+from punctual.delivery.targets.base import TargetResult
+from punctual.models import ExecutionStatus, Job
+from punctual.runtime.clock import ManualClock
+from punctual.store.memory import MemoryStore
+from punctual.timing.timers import slot_key
+from punctual.usecases.jobs import JobService, QueueRouting
+
+
+@pytest.fixture
+def rig(t0: datetime) -> Rig:
+    return Rig(MemoryStore(), ManualClock(t0))
+
+
+def _family(rig: Rig) -> tuple[JobService, Job, Job]:
+    jobs = JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    parent, _ = jobs.register("default", spec("rate(1 hour)"), job_id="parent")
+    child, _ = jobs.register("default", spec("after(parent)"), job_id="child")
+    return jobs, parent, child
+
+
+def _released_early_then_replaced(rig: Rig, jobs: JobService, parent: Job, slot: datetime, new: str) -> None:
+    """The slot's message is sent for the parent's first version two seconds ahead (a poller's
+    lead), a replace lands a second before the slot, and a worker claims it at the slot."""
+    rig.target = FakeTarget(TargetResult.ok())
+    rig.clock.set(slot - timedelta(seconds=2))
+    rig.send(rig.message(parent, slot))
+    rig.clock.set(slot - timedelta(seconds=1))
+    jobs.replace("default", parent.id, spec(new, payload={"fixed": True}))
+    rig.clock.set(slot)
+    rig.work_until_idle(rig.worker())
+
+
+def test_a_slot_the_new_spec_runs_again_is_left_to_that_run(rig: Rig, t0: datetime) -> None:
+    jobs, parent, child = _family(rig)
+    slot = t0 + timedelta(hours=1)
+    _released_early_then_replaced(rig, jobs, parent, slot, "rate(1 hour)")
+    superseded = rig.store.get_execution("default", parent.id, slot_key(slot))
+    assert superseded is not None and superseded.status is ExecutionStatus.SUPERSEDED
+    assert rig.store.get_execution("default", child.id, slot_key(slot)) is None  # not decided yet
+    # The new chain releases the same slot for the new spec: it runs, and so does the child
+    rig.poll()
+    worker = rig.worker()
+    rig.work_until_idle(worker)
+    rig.work_until_idle(worker)
+    ran = rig.store.get_execution("default", parent.id, slot_key(slot))
+    assert ran is not None and ran.status is ExecutionStatus.SUCCEEDED
+    followed = rig.store.get_execution("default", child.id, slot_key(slot))
+    assert followed is not None and followed.status is ExecutionStatus.SUCCEEDED
+
+
+def test_a_slot_the_new_spec_does_not_have_is_missed_by_the_child(rig: Rig, t0: datetime) -> None:
+    jobs, parent, child = _family(rig)
+    slot = t0 + timedelta(hours=1)
+    _released_early_then_replaced(rig, jobs, parent, slot, "cron(30 * * * ? *)")  # no slot at :00
+    superseded = rig.store.get_execution("default", parent.id, slot_key(slot))
+    assert superseded is not None and superseded.status is ExecutionStatus.SUPERSEDED
+    record = rig.store.get_execution("default", child.id, slot_key(slot))
+    assert record is not None and record.status is ExecutionStatus.MISSED
+    assert record.error == "not run: parent parent's slot was SUPERSEDED"
+
+
+def test_a_paused_parents_superseded_slot_is_left_to_its_resume(rig: Rig, t0: datetime) -> None:
+    """A resume's catch-up may still release it: nothing is recorded for the child yet."""
+    jobs, parent, child = _family(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.target = FakeTarget(TargetResult.ok())
+    rig.clock.set(slot - timedelta(seconds=2))
+    rig.send(rig.message(parent, slot))
+    rig.clock.set(slot - timedelta(seconds=1))
+    jobs.replace("default", parent.id, spec("cron(30 * * * ? *)", payload={"fixed": True}))
+    jobs.pause("default", parent.id)
+    rig.clock.set(slot)
+    rig.work_until_idle(rig.worker())
+    assert rig.store.get_execution("default", child.id, slot_key(slot)) is None
