@@ -252,6 +252,19 @@ class SqsTarget(AwsTarget):
     def _arn(cls, value: str, info: ValidationInfo) -> str:
         return check_arn(value, "sqs", None, SQS_QUEUE_RE, info)
 
+    @field_validator("message_group_id")
+    @classmethod
+    def _group(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # SQS takes alphanumeric characters and punctuation only: every SendMessage would fail
+        # (QA: "a b\u00e9" was taken)
+        if value and not accepted_before(info.context) and not re.fullmatch(r"[!-~]+", value):
+            bad = next(ch for ch in value if not "!" <= ch <= "~")
+            raise ValueError(
+                f"message_group_id: {bad!r} is not allowed; SQS takes letters, digits and punctuation "
+                "(!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~) only"
+            )
+        return value
+
 
 class SnsTarget(AwsTarget):
     """An SNS topic: the payload is the message."""
@@ -285,13 +298,24 @@ class EventBridgeTarget(AwsTarget):
         default="scheduled-job",
         min_length=1,
         max_length=256,
-        description="The event's source (not punctual*).",
+        description="The event's source (not punctual*, not aws.*).",
     )
 
     @field_validator("event_bus_arn")
     @classmethod
     def _arn(cls, value: str, info: ValidationInfo) -> str:
         return check_arn(value, "events", "event-bus/", EVENT_BUS_RE, info)
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str, info: ValidationInfo) -> str:
+        # PutEvents refuses AWS's own sources, so every slot would fail (QA: "aws.ec2" was taken);
+        # EventBridge Scheduler's EventBridgeParameters.Source refuses them too (pattern (?!aws\.))
+        if value.startswith("aws.") and not accepted_before(info.context):
+            raise ValueError(
+                f"source {value[:80]!r}: sources starting with 'aws.' are AWS's own; choose your own"
+            )
+        return value
 
 
 class StepFunctionsTarget(AwsTarget):

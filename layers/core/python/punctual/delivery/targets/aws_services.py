@@ -420,8 +420,8 @@ _EVENTS_RETRYABLE_ENTRY_CODES = frozenset(
 class EventBridgeTargetAdapter:
     """``eventbridge``: PutEvents of one event whose detail is the payload.
 
-    The detail must be a JSON object (an EventBridge rule); anything else is a
-    permanent failure. ``Time`` is the slot's scheduled instant. A failed entry
+    The detail must be a JSON object (an EventBridge rule): no payload puts ``{}``,
+    anything else is a permanent failure. ``Time`` is the slot's scheduled instant. A failed entry
     (``FailedEntryCount`` > 0) is a failure even though the call itself succeeded:
     retryable for throttling and internal failures, permanent otherwise.
 
@@ -437,6 +437,8 @@ class EventBridgeTargetAdapter:
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
         """Put one event on ``target.event_bus_arn``; see the class notes."""
         arn = str(target.event_bus_arn)
+        if payload is None:  # no payload (registration takes it): the empty detail (QA: every slot failed)
+            payload = {}
         if not isinstance(payload, dict):
             return TargetResult.permanent(
                 f"eventbridge detail must be a JSON object, the payload is {type(payload).__name__}"

@@ -1,0 +1,71 @@
+"""QA (qa17, delivery to targets): jobs that registration took and whose every slot then failed."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from punctual.delivery.targets.aws_services import EventBridgeTargetAdapter
+from punctual.delivery.targets.base import Outcome, SlotContext
+from punctual.models import EventBridgeTarget, SqsTarget
+
+A = "123456789012"
+BUS = f"arn:aws:events:us-east-1:{A}:event-bus/default"
+
+
+class _Events:
+    """An EventBridge client that takes every entry PutEvents takes, and keeps them."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+
+    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.entries.extend(Entries)
+        return {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}
+
+
+def _ctx() -> SlotContext:
+    return SlotContext(
+        job_id="job1",
+        tenant="t",
+        slot="2026-12-05T10:00:00Z",
+        scheduled_at=datetime(2026, 12, 5, 10, tzinfo=UTC),
+        attempt=1,
+        timeout_s=30,
+    )
+
+
+def test_an_eventbridge_job_without_a_payload_puts_an_empty_detail() -> None:
+    """QA: registration takes an eventbridge target with no payload (the default, null: only a
+    non-object payload is refused), and every slot then FAILED, never retried:
+    'eventbridge detail must be a JSON object, the payload is NoneType'. PutEvents needs a
+    detail that is a JSON object; with none given the event's detail is the empty object."""
+    events = _Events()
+    adapter = EventBridgeTargetAdapter(lambda service, *args, **kwargs: events)
+    result = adapter.invoke(EventBridgeTarget(event_bus_arn=BUS), None, _ctx())
+    assert result.outcome is Outcome.SUCCEEDED, result.summary
+    assert [json.loads(entry["Detail"]) for entry in events.entries] == [{}]
+
+
+@pytest.mark.parametrize("source", ["aws.ec2", "aws.scheduler", "aws."])
+def test_an_eventbridge_source_of_aws_is_refused_at_registration(source: str) -> None:
+    """QA: ``source: aws.ec2`` was taken (201); PutEvents refuses every event whose source starts
+    with ``aws.`` (AWS's own), so every slot would fail. EventBridge Scheduler's
+    ``EventBridgeParameters.Source`` refuses it the same way (pattern ``(?!aws\\.)``)."""
+    with pytest.raises(ValidationError, match="aws"):
+        EventBridgeTarget(event_bus_arn=BUS, source=source)
+    EventBridgeTarget(event_bus_arn=BUS, source="awsome.jobs")  # only the "aws." prefix is AWS's
+
+
+@pytest.mark.parametrize("group", ["a b", "caf\u00e9", "tab\there", "g\u00a0"])
+def test_an_sqs_message_group_sqs_refuses_is_refused_at_registration(group: str) -> None:
+    """QA: ``message_group_id: "a b\u00e9"`` was taken (201); SQS takes only alphanumeric
+    characters and punctuation in a MessageGroupId (``!"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~``), so
+    every SendMessage of the job would fail."""
+    with pytest.raises(ValidationError, match="message_group_id"):
+        SqsTarget(queue_arn=f"arn:aws:sqs:us-east-1:{A}:orders.fifo", message_group_id=group)
+    SqsTarget(queue_arn=f"arn:aws:sqs:us-east-1:{A}:orders.fifo", message_group_id="Orders-1.eu/#7~")
