@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,7 +14,8 @@ from pydantic import ValidationError
 
 from punctual.delivery.targets.aws_services import EventBridgeTargetAdapter
 from punctual.delivery.targets.base import Outcome, SlotContext
-from punctual.models import EventBridgeTarget, SqsTarget
+from punctual.delivery.targets.webhooks import HttpTargetAdapter
+from punctual.models import EventBridgeTarget, HttpTarget, SqsTarget
 
 A = "123456789012"
 BUS = f"arn:aws:events:us-east-1:{A}:event-bus/default"
@@ -69,3 +73,67 @@ def test_an_sqs_message_group_sqs_refuses_is_refused_at_registration(group: str)
     with pytest.raises(ValidationError, match="message_group_id"):
         SqsTarget(queue_arn=f"arn:aws:sqs:us-east-1:{A}:orders.fifo", message_group_id=group)
     SqsTarget(queue_arn=f"arn:aws:sqs:us-east-1:{A}:orders.fifo", message_group_id="Orders-1.eu/#7~")
+
+
+class _Redirecting:
+    """A receiver on loopback that answers its first request ``307`` with ``Location: <location>``
+    and every later one ``200``; it keeps each request line."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.location = b""
+        self.lines: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                self.lines.append(data.split(b"\r\n", 1)[0])
+                if len(self.lines) == 1:
+                    head = b"HTTP/1.1 307 Moved\r\nLocation: " + self.location
+                else:
+                    head = b"HTTP/1.1 200 OK"
+                conn.sendall(head + b"\r\nContent-Length: 0\r\n\r\n")
+
+    def call(self, location: bytes, follow: bool) -> Any:
+        self.location = location
+        return HttpTargetAdapter(["127.0.0.0/8"]).invoke(
+            HttpTarget(url=f"http://127.0.0.1:{self.port}/hook", follow_redirects=follow), {"a": 1}, _ctx()
+        )
+
+
+@pytest.fixture
+def receiver() -> Iterator[_Redirecting]:
+    found = _Redirecting()
+    yield found
+    found.server.close()
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_a_redirect_to_a_location_that_is_no_url_fails_the_attempt_and_says_so(
+    receiver: _Redirecting, follow: bool
+) -> None:
+    """QA: a receiver's ``Location: http://[::1`` made the adapter raise ValueError (adapters never
+    raise), and the worker recorded "invalid http target: Invalid IPv6 URL" of a valid target."""
+    result = receiver.call(b"http://[::1", follow)
+    assert result.outcome is Outcome.PERMANENT
+    assert "invalid Location" in result.summary
+
+
+def test_a_redirect_to_a_raw_utf8_location_is_followed_percent_encoded(receiver: _Redirecting) -> None:
+    """QA: ``Location: /caf\xc3\xa9`` (raw UTF-8, as some servers send it) made the adapter raise
+    UnicodeEncodeError; browsers and ``requests`` follow it to ``/caf%C3%A9``."""
+    result = receiver.call("/caf\u00e9".encode(), True)
+    assert result.outcome is Outcome.SUCCEEDED, result.summary
+    assert receiver.lines == [b"POST /hook HTTP/1.1", b"POST /caf%C3%A9 HTTP/1.1"]

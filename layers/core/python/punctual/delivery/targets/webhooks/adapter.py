@@ -113,6 +113,22 @@ def _one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def _redirect_location(url: str, header: str) -> str | None:
+    """The absolute URL a ``Location`` header names (fragment dropped), or None when it names none.
+
+    ``http.client`` reads a header as ISO-8859-1, so raw UTF-8 in it (sent by some servers) is
+    recovered and its bytes past ASCII percent-encoded, as browsers and ``requests`` do; the rest
+    is left for the guard to judge (QA: ``/caf\u00e9`` raised
+    UnicodeEncodeError out of the adapter, and ``http://[::1`` ValueError: the worker recorded
+    "invalid http target" of a valid target)."""
+    try:
+        raw = header.strip().encode("latin-1", "replace")
+        text = "".join(chr(byte) if byte < 0x80 else f"%{byte:02X}" for byte in raw)
+        return urljoin(url, text).split("#", 1)[0]
+    except ValueError:
+        return None
+
+
 def _redacted(parsed: ParsedUrl) -> str:
     """The URL without its query string (which may carry tokens) for records."""
     return f"{parsed.scheme}://{parsed.url.split('://', 1)[1].split('?', 1)[0].split('#', 1)[0]}"
@@ -245,7 +261,17 @@ class HttpTargetAdapter:
                 return result
             response = result
             if response.status in _REDIRECT_STATUSES and response.headers.get("location"):
-                location = urljoin(url, response.headers["location"]).split("#", 1)[0]
+                location = _redirect_location(url, response.headers["location"])
+                if location is None:
+                    return self._classified(
+                        TargetResult.permanent(
+                            f"HTTP {response.status} redirect to an invalid Location "
+                            f"{_one_line(response.headers['location'], 200)!r}"
+                        ),
+                        parsed,
+                        response,
+                        hops,
+                    )
                 if not follow:
                     return self._classified(
                         TargetResult.permanent(
