@@ -12,10 +12,17 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from factories import spec
 from punctual.delivery.targets.aws_services import EventBridgeTargetAdapter
 from punctual.delivery.targets.base import Outcome, SlotContext
 from punctual.delivery.targets.webhooks import HttpTargetAdapter
+from punctual.dispatch.queues import MemoryQueues
 from punctual.models import EventBridgeTarget, HttpTarget, SqsTarget
+from punctual.runtime.clock import ManualClock
+from punctual.store.memory import MemoryStore
+from punctual.timing.timers import TimerLayout
+from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.jobs import JobService, QueueRouting
 
 A = "123456789012"
 BUS = f"arn:aws:events:us-east-1:{A}:event-bus/default"
@@ -137,3 +144,36 @@ def test_a_redirect_to_a_raw_utf8_location_is_followed_percent_encoded(receiver:
     result = receiver.call("/caf\u00e9".encode(), True)
     assert result.outcome is Outcome.SUCCEEDED, result.summary
     assert receiver.lines == [b"POST /hook HTTP/1.1", b"POST /caf%C3%A9 HTTP/1.1"]
+
+
+def _service() -> JobService:
+    clock = ManualClock(datetime(2026, 11, 30, 10, tzinfo=UTC))
+    return JobService(
+        MemoryStore(),
+        MemoryQueues(now=clock.now),
+        clock,
+        TimerLayout(4, 2, 180),
+        QueueRouting(("short",), ("long",)),
+    )
+
+
+ECS = {
+    "type": "ecs",
+    "cluster_arn": f"arn:aws:ecs:us-east-1:{A}:cluster/jobs",
+    "task_definition_arn": f"arn:aws:ecs:us-east-1:{A}:task-definition/export:3",
+    "subnets": ["subnet-1"],
+    "container_name": "app",
+}
+
+
+def test_an_ecs_payload_no_task_could_carry_is_refused_at_registration() -> None:
+    """QA: an ecs job with a 20 KB payload was taken (201), and every slot then FAILED, never
+    retried: "payload too large for container overrides (8192 characters in all)" (RunTask's
+    limit). A payload that fits once its placeholders are filled in is still taken."""
+    service = _service()
+    with pytest.raises(InvalidJobError, match="too large for container overrides") as refused:
+        service.register("t", spec(runtime="ecs", target=ECS, payload={"x": "a" * 20_000}))
+    assert refused.value.field == "payload"
+    service.register("t", spec(runtime="ecs", target=ECS, payload={"x": "a" * 7_000, "k": "<job_id>:<slot>"}))
+    # shorter once filled in: 900 x "<attempt>" (8,100 characters) is 900 x "1"
+    service.register("t", spec(runtime="ecs", target=ECS, payload="<attempt>" * 900))

@@ -8,12 +8,16 @@ whether a spec may be written; the service does the writing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
+from punctual.delivery.targets.base import SlotContext
+from punctual.delivery.targets.ecs import MAX_ECS_OVERRIDE_CHARS, OVERRIDES_TOO_LARGE, container_overrides
+from punctual.delivery.targets.payload import render_payload
 from punctual.delivery.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.delivery.targets.webhooks.signing import TENANT_HEADER
-from punctual.models import EventBridgeTarget, HttpTarget, Job, JobSpec, Target
+from punctual.models import EcsTarget, EventBridgeTarget, HttpTarget, Job, JobSpec, Target
 from punctual.security.boundary import Boundary
 from punctual.security.peaks import Profile, job_profile
 from punctual.security.quotas import micro_rate
@@ -124,6 +128,12 @@ class JobAdmission:
             self._check_one_target(rule.target, f"alerts[{index}].target")
         target = spec.target
         if (
+            isinstance(target, EcsTarget)
+            and spec.payload is not None
+            and _ecs_overrides_too_large(spec, target)
+        ):
+            raise InvalidJobError(f"an ecs target's {OVERRIDES_TOO_LARGE}", field="payload")
+        if (
             isinstance(target, EventBridgeTarget)
             and spec.payload is not None
             and not isinstance(spec.payload, dict)
@@ -208,3 +218,25 @@ class JobAdmission:
                 raise InvalidJobError(
                     f"after() job {child_id!r} would never run again: {never}", field="schedule"
                 )
+
+
+def _ecs_overrides_too_large(spec: JobSpec, target: EcsTarget) -> bool:
+    """Whether every RunTask of the job would be refused: its container overrides (the
+    ``PUNCTUAL_*`` environment, the payload in it) are over ECS's limit even with the shortest job
+    id, tenant, slot and container name, every placeholder filled in at its shortest (QA: a 20 KB
+    payload was taken, and every slot failed "payload too large for container overrides")."""
+    shortest = SlotContext(
+        job_id="j",
+        tenant="t",
+        slot="2026-01-01T00:00:00Z",
+        scheduled_at=datetime(2026, 1, 1, tzinfo=UTC),
+        attempt=1,
+        timeout_s=1,
+    )
+    try:
+        overrides = container_overrides(
+            shortest, render_payload(spec.payload, shortest), target.container_name or "c"
+        )
+    except (TypeError, ValueError):
+        return False  # the model refuses what is not JSON
+    return len(json.dumps(overrides)) > MAX_ECS_OVERRIDE_CHARS

@@ -30,6 +30,34 @@ ECS_CANCEL_POLL_S = 0.5  # a cancelled run stops tracking its task within this l
 ECS_MAX_DESCRIBE_ERRORS = 5  # consecutive DescribeTasks failures before giving up
 
 
+OVERRIDES_TOO_LARGE = (
+    f"payload too large for container overrides ({MAX_ECS_OVERRIDE_CHARS} characters in all, "
+    "the PUNCTUAL_* environment and the payload as JSON in PUNCTUAL_PAYLOAD)"
+)
+
+
+def container_overrides(ctx: SlotContext, payload: Any, container: str | None) -> dict[str, Any]:
+    """RunTask's ``overrides`` for the slot: the ``PUNCTUAL_*`` environment of ``container``
+    (none without one). Registration measures it too (``punctual.usecases.job_admission``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        The payload is not JSON.
+    """
+    environment: list[dict[str, str]] = [
+        {"name": "PUNCTUAL_JOB_ID", "value": ctx.job_id},
+        {"name": "PUNCTUAL_TENANT", "value": ctx.tenant},
+        {"name": "PUNCTUAL_SLOT", "value": ctx.slot},
+        {"name": "PUNCTUAL_ATTEMPT", "value": str(ctx.attempt)},
+        {"name": "PUNCTUAL_SCHEDULED_AT", "value": format_instant_adaptive(nominal_instant(ctx))},
+        {"name": "PUNCTUAL_IDEMPOTENCY_KEY", "value": ctx.idempotency_key},
+        {"name": "PUNCTUAL_FENCING_TOKEN", "value": ctx.fencing_token},
+        {"name": "PUNCTUAL_PAYLOAD", "value": json_body(payload)},
+    ]
+    return {"containerOverrides": [{"name": container, "environment": environment}]} if container else {}
+
+
 def _started_by(ctx: SlotContext) -> str:
     """ECS ``startedBy`` (36 characters at most): marks the task as this slot's."""
     return "punctual-" + slot_digest(ctx.tenant, ctx.idempotency_key)[:27]
@@ -126,29 +154,11 @@ class EcsTargetAdapter:
             return str(running["taskArns"][0]), True
 
         try:
-            payload_json = json_body(payload)
+            overrides = container_overrides(ctx, payload, container)
         except (TypeError, ValueError) as exc:
             raise _EcsFailure(TargetResult.permanent(f"ecs target: payload is not JSON: {exc}")) from None
-        environment: list[dict[str, str]] = [
-            {"name": "PUNCTUAL_JOB_ID", "value": ctx.job_id},
-            {"name": "PUNCTUAL_TENANT", "value": ctx.tenant},
-            {"name": "PUNCTUAL_SLOT", "value": ctx.slot},
-            {"name": "PUNCTUAL_ATTEMPT", "value": str(ctx.attempt)},
-            {"name": "PUNCTUAL_SCHEDULED_AT", "value": format_instant_adaptive(nominal_instant(ctx))},
-            {"name": "PUNCTUAL_IDEMPOTENCY_KEY", "value": ctx.idempotency_key},
-            {"name": "PUNCTUAL_FENCING_TOKEN", "value": ctx.fencing_token},
-            {"name": "PUNCTUAL_PAYLOAD", "value": payload_json},
-        ]
-        overrides: dict[str, Any] = (
-            {"containerOverrides": [{"name": container, "environment": environment}]} if container else {}
-        )
         if len(json.dumps(overrides)) > MAX_ECS_OVERRIDE_CHARS:
-            raise _EcsFailure(
-                TargetResult.permanent(
-                    "ecs target: payload too large for container overrides "
-                    f"({MAX_ECS_OVERRIDE_CHARS} characters in all)"
-                )
-            )
+            raise _EcsFailure(TargetResult.permanent(f"ecs target: {OVERRIDES_TOO_LARGE}"))
         vpc: dict[str, Any] = {
             "subnets": list(target.subnets),
             "assignPublicIp": "ENABLED" if getattr(target, "assign_public_ip", False) else "DISABLED",
