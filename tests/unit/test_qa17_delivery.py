@@ -177,3 +177,14 @@ def test_an_ecs_payload_no_task_could_carry_is_refused_at_registration() -> None
     service.register("t", spec(runtime="ecs", target=ECS, payload={"x": "a" * 7_000, "k": "<job_id>:<slot>"}))
     # shorter once filled in: 900 x "<attempt>" (8,100 characters) is 900 x "1"
     service.register("t", spec(runtime="ecs", target=ECS, payload="<attempt>" * 900))
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_a_redirect_s_query_string_stays_out_of_the_record(receiver: _Redirecting, follow: bool) -> None:
+    """QA: the record's ``url`` is cut before its query string (it may carry a token), but a
+    redirect's Location went into the summary (the execution's error, its events and alerts) and
+    ``redirects`` whole: an http-to-https redirect echoes the job's URL, ``?token=`` and all."""
+    location = f"http://127.0.0.1:{receiver.port}/next?token=s3cr3t"
+    result = receiver.call(location.encode() + b"#frag", follow)
+    assert "s3cr3t" not in result.summary + json.dumps(result.detail)
+    assert f"127.0.0.1:{receiver.port}/next" in result.summary + json.dumps(result.detail)

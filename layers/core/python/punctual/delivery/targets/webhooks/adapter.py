@@ -134,6 +134,13 @@ def _redacted(parsed: ParsedUrl) -> str:
     return f"{parsed.scheme}://{parsed.url.split('://', 1)[1].split('?', 1)[0].split('#', 1)[0]}"
 
 
+def _shown_location(location: str) -> str:
+    """A redirect's target for records, without its query string as :func:`_redacted` (QA: an
+    http-to-https redirect echoes the job's URL, and its ``?token=`` went into the record's
+    error, its events and alerts, where the record's ``url`` had it cut)."""
+    return _one_line(location.split("?", 1)[0], 200)
+
+
 @dataclass
 class _Response:
     status: int
@@ -266,7 +273,7 @@ class HttpTargetAdapter:
                     return self._classified(
                         TargetResult.permanent(
                             f"HTTP {response.status} redirect to an invalid Location "
-                            f"{_one_line(response.headers['location'], 200)!r}"
+                            f"{_shown_location(response.headers['location'])!r}"
                         ),
                         parsed,
                         response,
@@ -275,7 +282,7 @@ class HttpTargetAdapter:
                 if not follow:
                     return self._classified(
                         TargetResult.permanent(
-                            f"HTTP {response.status} redirect to {_one_line(location, 200)} not followed "
+                            f"HTTP {response.status} redirect to {_shown_location(location)} not followed "
                             "(the job does not allow redirects)"
                         ),
                         parsed,
@@ -286,7 +293,7 @@ class HttpTargetAdapter:
                     return self._classified(
                         TargetResult.permanent("redirect from https to http refused"), parsed, response, hops
                     )
-                hops.append(f"{response.status} {_one_line(location, 200)}")
+                hops.append(f"{response.status} {_shown_location(location)}")
                 if response.status == 303 or (response.status in (301, 302) and method == "POST"):
                     method, body = "GET", b""
                 url = location
