@@ -7,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,3 +189,15 @@ def test_a_redirect_s_query_string_stays_out_of_the_record(receiver: _Redirectin
     result = receiver.call(location.encode() + b"#frag", follow)
     assert "s3cr3t" not in result.summary + json.dumps(result.detail)
     assert f"127.0.0.1:{receiver.port}/next" in result.summary + json.dumps(result.detail)
+
+
+def test_the_node_receiver_example_answers_401_only_to_what_fails_verification() -> None:
+    """QA: docs/delivery.md's node example caught every error of ``webhook.verify`` as 401; the
+    library parses the body as JSON once the signature matched, so every verified request of a
+    text-payload job (``--payload-text``) was answered 401, which fails the slot without a retry
+    (run with standardwebhooks 1.1.1 from npm against requests Punctual sent)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "delivery.md").read_text()
+    code = doc.split("## Receiving a webhook", 1)[1].split("```js\n", 1)[1].split("```", 1)[0]
+    catch = code.split("catch", 1)[1].split("const key", 1)[0]
+    assert "instanceof WebhookVerificationError" in catch
+    assert catch.index("instanceof WebhookVerificationError") < catch.index("sendStatus(401)")

@@ -66,7 +66,7 @@ def test_the_policy_table_lists_every_field_with_its_default() -> None:
 def test_receiving_a_webhook_shows_verification_in_python_and_node() -> None:
     text = section("delivery.md", "## Receiving a webhook")
     assert "from standardwebhooks.webhooks import Webhook" in text
-    assert 'import { Webhook } from "standardwebhooks";' in text
+    assert 'import { Webhook, WebhookVerificationError } from "standardwebhooks";' in text
     for header in ("webhook-id", "webhook-timestamp", "webhook-signature", "Idempotency-Key", "Retry-After"):
         assert header in text, header
 
