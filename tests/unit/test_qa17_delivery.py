@@ -201,3 +201,40 @@ def test_the_node_receiver_example_answers_401_only_to_what_fails_verification()
     catch = code.split("catch", 1)[1].split("const key", 1)[0]
     assert "instanceof WebhookVerificationError" in catch
     assert catch.index("instanceof WebhookVerificationError") < catch.index("sendStatus(401)")
+
+
+class _Box:
+    """A SecretBox whose stored form names the plain text it was made from."""
+
+    def __init__(self) -> None:
+        self.made = 0
+
+    def new_secret(self, tenant: str, job_id: str) -> tuple[str, str]:
+        self.made += 1
+        return f"whsec_{self.made}", f"sealed:whsec_{self.made}"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"target": {"type": "http", "url": "https://example.com/hook"}},
+        {"alerts": [{"on": ["failed"], "target": {"type": "http", "url": "https://example.com/alerts"}}]},
+    ],
+)
+def test_a_replace_that_gives_a_job_its_first_webhook_hands_out_the_secret_it_made(
+    change: dict[str, Any],
+) -> None:
+    """QA: a PUT that turned an sqs job into an http one (or gave it an http alert rule) made the
+    job a signing secret and threw its plain text away: the reply had ``signing_secret: null``, and
+    every request was signed with a secret nobody had (the documented receivers answer it 401, which
+    fails the slot without a retry). The replace now hands out the secret it made, once."""
+    service = _service()
+    service.secrets = _Box()
+    sqs = {"type": "sqs", "queue_arn": f"arn:aws:sqs:us-east-1:{A}:orders"}
+    job, secret = service.register("t", spec(target=sqs))
+    assert secret is None and job.signing_secret_enc is None
+    replaced, secret = service.replace_made("t", job.id, spec(**{"target": sqs, **change}))
+    assert secret is not None and replaced.signing_secret_enc == f"sealed:{secret}"
+    # a replace that keeps the job's secret makes none, and shows none
+    again, none = service.replace_made("t", job.id, spec(**{"target": sqs, **change}, name="renamed"))
+    assert none is None and again.signing_secret_enc == replaced.signing_secret_enc

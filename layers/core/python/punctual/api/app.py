@@ -273,7 +273,8 @@ def replace_job(
         return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
     expected = job_version(svc, tenant, job_id_of(job_id), if_match)
     spec = keeping_schedule(svc, tenant, job_id_of(job_id), spec)
-    return _job_reply(JobOut.of(svc.jobs.replace(tenant, job_id_of(job_id), spec, expected)))
+    job, secret = svc.jobs.replace_made(tenant, job_id_of(job_id), spec, expected)
+    return _job_reply(JobCreated.made(job, secret))  # a webhook's first secret, once (else null)
 
 
 @app.delete(

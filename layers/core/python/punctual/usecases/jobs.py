@@ -271,6 +271,30 @@ GRAPH_ATTEMPTS = 8
 GRAPH_BACKOFF_S, GRAPH_BACKOFF_MAX_S = 0.02, 0.5
 
 
+Made = tuple[Job, str | None]  # a job and the signing secret made for it (shown once), if one was
+
+
+def _with_secret(replace: Callable[[], Made]) -> Made:
+    """:func:`_checked_again` of a replace that may make the job's first signing secret: a job
+    that calls a webhook now (its target, or an alert rule) and had no secret gets one, and its
+    plain text is handed out (QA: it was thrown away; nobody could verify the requests)."""
+    made: list[str | None] = [None]
+
+    def once() -> Job:
+        job, made[0] = replace()
+        return job
+
+    return _checked_again(once), made[0]
+
+
+def _first_secret(secrets: SecretBox | None, spec: JobSpec, job: Job) -> Made:
+    """``job`` with a signing secret when it calls a webhook now and has none, and its plain text."""
+    if not signs_webhooks(spec) or job.signing_secret_enc or secrets is None:
+        return job, None
+    plain, stored = secrets.new_secret(job.tenant, job.id)
+    return job.model_copy(update={"signing_secret_enc": stored}), plain
+
+
 def _checked_again(replace: Callable[[], Job]) -> Job:
     """``replace()``, run again from its read while the tenant's dependency graph moved on under
     it (its cycle check may have missed the other write); a 409 if it keeps moving. Concurrent
@@ -485,13 +509,15 @@ class JobService:
         return self.next_fire.of(job), secret_plain
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
-        """Replace the spec. The next slot is computed afresh (no catch-up for a replacement).
+        """Replace the spec: the next slot is computed afresh (no catch-up for a replacement). A
+        stored job the model cannot read is replaced too: that is how it is fixed."""
+        return self.replace_made(tenant, job_id, spec, expected_version)[0]
 
-        A stored job the model cannot read is replaced too: that is how it is fixed.
-        """
-        return _checked_again(lambda: self._replace(tenant, job_id, spec, expected_version))
+    def replace_made(self, tenant: str, job_id: str, spec: JobSpec, expected: int | None = None) -> Made:
+        """As :meth:`replace`, with the signing secret it made for the job's first webhook, once."""
+        return _with_secret(lambda: self._replace(tenant, job_id, spec, expected))
 
-    def _replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None) -> Job:
+    def _replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None) -> Made:
         found = _found(self.store, tenant, job_id, expected_version)
         now = self.clock.now()
         current = found if isinstance(found, Job) else _stand_in(found, spec, now)
@@ -529,8 +555,7 @@ class JobService:
         )
         # The old chain's slots due by now are owed, on its timing (punctual.dispatch.polling.chains)
         job = job.model_copy(update={"restarts": restarted(current, job, now)})
-        if signs_webhooks(spec) and not job.signing_secret_enc and self.secrets is not None:
-            job = job.model_copy(update={"signing_secret_enc": self.secrets.new_secret(tenant, job_id)[1]})
+        job, secret_plain = _first_secret(self.secrets, spec, job)
         job = _fitting(job)
         timer = _first_timer(self.layout, job, now) if job.state is JobState.ENABLED else None
         _check_fires(current, job, timer, now)
@@ -568,7 +593,7 @@ class JobService:
         if removed and job.state in (JobState.ENABLED, JobState.PAUSED):
             send_owed_children(self.store, self.layout, job, removed, now)  # remaining parents all ran
         delete_released_parents(self.store, tenant, removed, now)
-        return self.next_fire.of(job)
+        return self.next_fire.of(job), secret_plain
 
     def pause(
         self, tenant: str, job_id: str, expected_version: int | None = None, reason: str | None = None
