@@ -311,10 +311,14 @@ class EventBridgeTarget(AwsTarget):
     def _source(cls, value: str, info: ValidationInfo) -> str:
         # PutEvents refuses AWS's own sources, so every slot would fail (QA: "aws.ec2" was taken);
         # EventBridge Scheduler's EventBridgeParameters.Source refuses them too (pattern (?!aws\.))
-        if value.startswith("aws.") and not accepted_before(info.context):
+        if accepted_before(info.context):
+            return value
+        if value.startswith("aws."):
             raise ValueError(
                 f"source {value[:80]!r}: sources starting with 'aws.' are AWS's own; choose your own"
             )
+        if not re.match(r"[/._A-Za-z0-9-]", value):  # the same pattern's (?=[/\.\-_A-Za-z0-9]+)
+            raise ValueError(f"source {value[:80]!r} must start with a letter, a digit or one of / . _ -")
         return value
 
 
@@ -376,6 +380,16 @@ class EcsTarget(AwsTarget):
     @classmethod
     def _task(cls, value: str, info: ValidationInfo) -> str:
         return check_arn(value, "ecs", "task-definition/", ECS_TASK_DEFINITION_RE, info)
+
+    @field_validator("container_name")
+    @classmethod
+    def _container(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # a name no task definition can hold: every RunTask's override would be refused (QA: " " was taken)
+        if value and not accepted_before(info.context) and not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", value):
+            raise ValueError(
+                f"container_name {value[:80]!r}: ECS container names are letters, digits, '_' and '-'"
+            )
+        return value
 
 
 def target_arn(target: HttpTarget | AwsTarget) -> str:
