@@ -240,15 +240,6 @@ def test_a_replace_that_gives_a_job_its_first_webhook_hands_out_the_secret_it_ma
     assert none is None and again.signing_secret_enc == replaced.signing_secret_enc
 
 
-@pytest.mark.parametrize("source", [" jobs", "\x00", "{app}"])
-def test_an_eventbridge_source_must_start_as_eventbridge_scheduler_s_does(source: str) -> None:
-    """QA (API fuzzing): ``source: "\\x00"`` and ``" "`` were taken; EventBridge Scheduler's
-    ``EventBridgeParameters.Source`` must start with a letter, a digit or ``/ . _ -``."""
-    with pytest.raises(ValidationError, match="source"):
-        EventBridgeTarget(event_bus_arn=BUS, source=source)
-    EventBridgeTarget(event_bus_arn=BUS, source="/my-app.jobs_1 and more")
-
-
 @pytest.mark.parametrize("name", [" ", "\x00", "web app", "arn:aws:iam::123456789012:role/x", "caf\u00e9"])
 def test_an_ecs_container_name_no_task_definition_can_hold_is_refused(name: str) -> None:
     """QA (API fuzzing): ``container_name: " "`` was taken; ECS container names are letters,

@@ -317,8 +317,6 @@ class EventBridgeTarget(AwsTarget):
             raise ValueError(
                 f"source {value[:80]!r}: sources starting with 'aws.' are AWS's own; choose your own"
             )
-        if not re.match(r"[/._A-Za-z0-9-]", value):  # the same pattern's (?=[/\.\-_A-Za-z0-9]+)
-            raise ValueError(f"source {value[:80]!r} must start with a letter, a digit or one of / . _ -")
         return value
 
 
