@@ -509,8 +509,7 @@ class JobService:
         return self.next_fire.of(job), secret_plain
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
-        """Replace the spec: the next slot is computed afresh (no catch-up for a replacement). A
-        stored job the model cannot read is replaced too: that is how it is fixed."""
+        """Replace the spec, the next slot afresh (no catch-up); an unreadable stored job too (its fix)."""
         return self.replace_made(tenant, job_id, spec, expected_version)[0]
 
     def replace_made(self, tenant: str, job_id: str, spec: JobSpec, expected: int | None = None) -> Made:
