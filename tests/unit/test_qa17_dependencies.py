@@ -132,3 +132,23 @@ def test_a_completed_parent_kept_for_its_child_is_deleted_once_no_child_names_it
         jobs.replace("default", child.id, spec("rate(1 hour)"))
     assert rig.store.get_job("default", parent.id) is None
     assert [r.status.value for r in rig.history(parent)] == ["SUCCEEDED"]  # its history stays
+
+
+def test_jitter_on_an_after_job_is_refused_and_a_stored_one_stays_readable() -> None:
+    """QA17: taken and silently ignored (a child is sent when its last parent succeeds)."""
+    from pydantic import ValidationError
+
+    from punctual.models import ACCEPTED, Job, JobSpec
+
+    body = {
+        "schedule": "after(a)",
+        "jitter_seconds": 30,
+        "target": {"type": "http", "url": "https://e.com/x"},
+    }
+    with pytest.raises(
+        ValidationError, match="jitter_seconds: an after\\(\\) job runs when its parents succeed"
+    ):
+        JobSpec.model_validate(body)
+    stamp = "2026-12-01T00:00:00Z"
+    stored = {**body, "id": "c", "tenant": "t", "created_at": stamp, "updated_at": stamp, "anchor": stamp}
+    assert Job.model_validate(stored, context=ACCEPTED).jitter_seconds == 30

@@ -363,6 +363,12 @@ class JobSpec(StrictModel):
             parsed = self.parsed_schedule()
         except schedules.ScheduleError as exc:
             raise ValueError(f"schedule: {exc}") from None
+        if parsed.kind == "after" and self.jitter_seconds and not accepted_before(info.context):
+            # (QA17: taken and ignored: a child is sent when its last parent succeeds)
+            raise ValueError(
+                "jitter_seconds: an after() job runs when its parents succeed, at no instant of its"
+                " own to spread; leave it 0"
+            )
         if self.start_at and self.end_at and parsed.kind not in ("after", "delay"):
             start = self.start_at.astimezone(UTC)
             first = parsed.next_after(start - timedelta(seconds=1), anchor=start)
