@@ -55,7 +55,14 @@ from punctual.models import (
     JobState,
 )
 from punctual.store.base import UnreadableJobError
-from punctual.timing.schedules import ScheduleError, parse_instant, parse_schedule, validate_timezone
+from punctual.timing.schedules import (
+    ScheduleError,
+    check_place,
+    format_instant,
+    parse_instant,
+    parse_schedule,
+    validate_timezone,
+)
 from punctual.timing.timers import SLOT_KEY_RE
 from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots
 from punctual.usecases.job_errors import JobNotFoundError
@@ -519,6 +526,7 @@ def preview_schedule(
     tenant = _tenant()  # metered like every request (it computes up to 100 slots)
     try:
         validate_timezone(timezone)
+        check_place(timezone)  # as a job's zone, and `punctual next --tz`: not localtime, posix/...
     except ScheduleError as exc:
         raise problems.invalid("query.timezone", str(exc)) from None
     try:
@@ -533,6 +541,8 @@ def preview_schedule(
         raise problems.invalid(
             "query.expression", "after(...) has no time slots: it fires when its parents succeed"
         )
+    if schedule.next_after(start, None) is None:  # an at() past, a rate() first due after 2199: as a job's
+        raise problems.invalid("query.expression", f"{expression} has no slot after {format_instant(start)}")
     if not calendars:
         return SchedulePreview(
             expression=expression, timezone=timezone, slots=schedule.slots(start, None, count)

@@ -257,7 +257,9 @@ def included_slots(
 
     ``next_after(t)`` gives the schedule's first slot strictly after ``t`` (None: no more).
     Excluded slots passed over are appended to ``excluded`` when given. Stops at ``until``
-    (exclusive) when given, and after :data:`MAX_SKIPPED_IN_A_ROW` excluded slots in a row.
+    (exclusive) when given, and after :data:`MAX_SKIPPED_IN_A_ROW` excluded slots in a row (then
+    ``excluded`` ends with that many: the caller says the listing was cut short, as fewer than
+    ``count`` slots would otherwise pass for the schedule's end).
     """
     found: list[datetime] = []
     skipped = 0
@@ -270,10 +272,11 @@ def included_slots(
             slot = next_after(slot)
             continue
         skipped += 1
+        if excluded is not None:  # every slot passed over is listed: one at a time
+            excluded.append(slot)  # the one that reaches the cap too: a full listing tells the caller
         if skipped >= MAX_SKIPPED_IN_A_ROW:
             break
-        if excluded is not None:  # every slot passed over is listed: one at a time
-            excluded.append(slot)
+        if excluded is not None:
             slot = next_after(slot)
             continue
         # Else over the whole run of excluded days at once (a rate(1 minute) job in a calendar that

@@ -1,0 +1,101 @@
+"""Schedule semantics (QA 17): the preview answers as a job of the expression would be answered.
+
+* ``show_excluded`` only adds the slots passed over: it never takes slots away. A run of more
+  than :data:`MAX_SKIPPED_IN_A_ROW` excluded slots (an every-minute job in a fortnight's freeze)
+  listed one by one stopped one short of the cap, so the API answered 200 with no slot (and
+  19,999 excluded ones) where its own check meant a 422, and ``punctual next --show-excluded``
+  printed no slot at all, exit 0, where without the flag it printed the first slot after the freeze.
+* A zone a job refuses (``localtime``, ``posix/...``, ``Factory``) is refused by the preview too,
+  as ``punctual next`` refuses it.
+* An expression with no slot after the preview's instant (an ``at()`` that is past, a ``rate``
+  whose first slot is after 2199) is a 422 naming it, as for a cron whose years are past, a job
+  of it and ``punctual next``: not a 200 with no slots.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+# The API's in-process harness lives beside the integration tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from api_harness import ApiClient
+from api_harness import api as api  # the fixture
+
+from punctual.timing.schedules import parse_schedule
+from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, Calendar, included_slots
+from punctual_cli import cli
+
+FREEZE = [f"2027-01-{day:02d}" for day in range(1, 16)]  # 15 days: 21,600 minutes
+
+
+def _freeze() -> Calendar:
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    return Calendar.model_validate(
+        {"name": "freeze", "timezone": "UTC", "dates": FREEZE, "created_at": now, "updated_at": now}
+    )
+
+
+def _preview(api: ApiClient, **query: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    reply = api.call("GET", "/v1/schedules/preview?" + urlencode(query))
+    return reply.status, reply.body
+
+
+def test_a_listing_stopped_by_the_cap_holds_the_whole_cap() -> None:
+    schedule = parse_schedule("* * * * *")
+    listed: list[datetime] = []
+    after = datetime(2026, 12, 31, 23, 59, tzinfo=UTC)
+
+    found = included_slots(lambda t: schedule.next_after(t), after, [_freeze()], 1, listed)
+
+    assert found == []
+    assert len(listed) == MAX_SKIPPED_IN_A_ROW  # so that a caller can tell the cap stopped it
+
+
+def test_preview_with_show_excluded_never_answers_fewer_slots_silently(api: ApiClient) -> None:
+    put = api.call("PUT", "/v1/calendars/freeze", {"timezone": "UTC", "dates": FREEZE})
+    assert put.status == 201
+    query = {"expression": "* * * * *", "after": "2026-12-31T23:59:00Z", "count": "1", "calendars": "freeze"}
+
+    assert _preview(api, **query) == (200, {**_preview(api, **query)[1], "slots": ["2027-01-16T00:00:00Z"]})
+    status, body = _preview(api, **query, show_excluded="true")
+
+    assert status == 422, body.get("slots")
+    assert body["errors"][0]["field"] == "query.calendars"
+
+
+def test_punctual_next_show_excluded_says_the_cap_stopped_it(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["next", "* * * * *", "--after", "2026-12-31T23:59:00Z", "--count", "1"]
+    for day in FREEZE:
+        argv += ["--exclude-date", day]
+
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out.splitlines() == ["2027-01-16T00:00:00Z"]
+    code = cli.main([*argv, "--show-excluded"])
+    captured = capsys.readouterr()
+
+    assert code == 2
+    assert captured.out == ""
+    assert str(MAX_SKIPPED_IN_A_ROW) in captured.err.replace(",", "")
+
+
+@pytest.mark.parametrize("zone", ["localtime", "posix/Europe/Berlin", "right/UTC", "Factory", "posixrules"])
+def test_preview_refuses_a_zone_a_job_refuses(api: ApiClient, zone: str) -> None:
+    status, body = _preview(api, expression="0 0 * * *", timezone=zone)
+
+    assert status == 422
+    assert body["errors"][0]["field"] == "query.timezone"
+    assert zone in body["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("expression", ["at(2020-01-01T00:00:00)", "rate(999999999 days)"])
+def test_preview_of_an_expression_with_no_slot_left_is_422(api: ApiClient, expression: str) -> None:
+    status, body = _preview(api, expression=expression, after="2026-12-05T00:00:00Z")
+
+    assert status == 422, body
+    assert body["errors"][0]["field"] == "query.expression"
+    assert "2026-12-05T00:00:00Z" in body["errors"][0]["message"]
