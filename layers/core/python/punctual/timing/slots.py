@@ -110,6 +110,8 @@ def first_slot(job: Job, now: datetime) -> datetime | None:
         slot = schedule.next_after(job.anchor, anchor=job.anchor)
         if slot is not None and slot <= now:
             slot = schedule.next_after(now, anchor=None)
+        if slot is not None and job.end_at is not None and slot > job.end_at:
+            return None  # QA: past end_at it ran all the same (as a chain's later run never does)
         return slot
     if job.start_at is not None and job.anchor == now:  # registered in its start_at's instant:
         return next_slot(job, now - _INSTANT)  # start_at is a slot (docs/schedules.md), due now
