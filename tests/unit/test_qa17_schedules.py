@@ -171,3 +171,34 @@ def test_a_delay_job_past_end_at_is_completed() -> None:
     sim.run_for(timedelta(minutes=40))
 
     assert sim.jobs.get("default", "job-1").state is JobState.COMPLETED
+
+
+# --------------------------------------------------------------------------- refusals name the bound as given
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        (
+            {"schedule": "at(2027-01-01T00:00:00)", "start_at": "2027-01-01T00:00:00.5Z"},
+            "2027-01-01T00:00:00.500Z",
+        ),
+        (
+            {
+                "schedule": "cron(0 0 * * ? *)",
+                "start_at": "2027-01-01T00:00:00.5Z",
+                "end_at": "2027-01-01T00:00:00.9Z",
+            },
+            "2027-01-01T00:00:00.900Z",
+        ),
+    ],
+)
+def test_a_no_slot_refusal_names_a_sub_second_bound_as_it_is(fields: dict[str, str], named: str) -> None:
+    """QA: 'no slot on or after start_at 2027-01-01T00:00:00Z: at(2027-01-01T00:00:00) is before it'
+    read as a contradiction: the bound's fraction was cut from the message."""
+    from factories import spec
+    from punctual.usecases.job_errors import InvalidJobError
+
+    sim = _DelaySim(datetime(2026, 12, 1, tzinfo=UTC))
+    with pytest.raises(InvalidJobError, match=named.replace(".", r"\.")):
+        sim.jobs.register("default", spec(**fields), job_id="job-1")

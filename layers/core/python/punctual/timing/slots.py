@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from punctual.models import CatchupKind, Job, JobSpec
 from punctual.timing import schedules
-from punctual.timing.instants import format_instant
+from punctual.timing.instants import format_instant, format_instant_adaptive
 from punctual.timing.missed_ranges import SPAN_CAP, MissedRange, drop_in_bulk, span
 from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
 
@@ -83,15 +83,15 @@ def no_slot_reason(job: Job, now: datetime) -> str:
     unbounded = _slot_within_start(job, schedule, now)
     if unbounded is not None and job.end_at is not None and unbounded > job.end_at:
         return (
-            f"schedule has no slot before end_at {format_instant(job.end_at)}: its next is"
+            f"schedule has no slot before end_at {format_instant_adaptive(job.end_at)}: its next is"
             f" {format_instant(unbounded)}"
         )
     if schedule.kind == "at":
         instant = schedule.next_after(datetime.min.replace(tzinfo=UTC), anchor=None)
         if instant is not None and instant > now and job.start_at is not None and instant < job.start_at:
             return (
-                f"schedule has no slot on or after start_at {format_instant(job.start_at)}: {job.schedule}"
-                " is before it"
+                f"schedule has no slot on or after start_at {format_instant_adaptive(job.start_at)}:"
+                f" {job.schedule} is before it"
             )
         return f"schedule has no future slot: {job.schedule} is not after {format_instant(now)}"
     if schedule.period is not None and unbounded is None:  # QA: a rate(N) whose first slot is past 2199
