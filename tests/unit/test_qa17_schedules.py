@@ -10,6 +10,9 @@
 * An expression with no slot after the preview's instant (an ``at()`` that is past, a ``rate``
   whose first slot is after 2199) is a 422 naming it, as for a cron whose years are past, a job
   of it and ``punctual next``: not a 200 with no slots.
+* A ``delay(...)`` job keeps to its ``end_at``: a first run past it is refused at registration
+  (it ran once, past its end), and a chain that ends there leaves the job COMPLETED (it stayed
+  ENABLED with nothing to run).
 """
 
 from __future__ import annotations
@@ -155,13 +158,6 @@ def test_a_delay_job_runs_nothing_after_end_at() -> None:
     assert sim.runs == ["2027-01-01T10:10:00Z", "2027-01-01T10:20:00Z"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="QA 17, not fixed: a delay() chain that ends at end_at leaves its job ENABLED (no slot, no"
-    " timer) where docs/schedules.md says 'past end_at the job is COMPLETED'; the worker's"
-    " _chain_delay (execution/after.py) returns on next_delay_slot None without completing it, and"
-    " Completion.delete_if_done passes over delay() jobs, so delete_after_completion never deletes one",
-)
 def test_a_delay_job_past_end_at_is_completed() -> None:
     from factories import spec
     from punctual.models import JobState

@@ -186,7 +186,8 @@ class AfterEffects:
         # slot's own instant: the delay counts from the later of the two, so that skew moves when
         # a run starts, never how often, and the chain never names this slot again (it stopped).
         nxt = next_delay_slot(current, execution.slot, execution.finished_at or now)
-        if nxt is None:
+        if nxt is None:  # the chain ends (its next run would be past end_at): the job is done, as
+            complete_job(self.store, current, self.ledger.clock)  # an after() child past its end_at
             return
         timer = fire_timer(self.ledger.config.layout, current, nxt, now)
         self.store.put_timers([timer])
