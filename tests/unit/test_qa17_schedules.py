@@ -198,3 +198,27 @@ def test_a_no_slot_refusal_names_a_sub_second_bound_as_it_is(fields: dict[str, s
     sim = _DelaySim(datetime(2026, 12, 1, tzinfo=UTC))
     with pytest.raises(InvalidJobError, match=named.replace(".", r"\.")):
         sim.jobs.register("default", spec(**fields), job_id="job-1")
+
+
+def test_preview_says_the_cap_stopped_it_only_for_a_run_in_a_row(api: ApiClient) -> None:
+    """20,160 slots passed over in two runs of 10,080 (an hour between them, and the schedule ends
+    after the second) are no run of more than 20,000 in a row: the answer lists them all."""
+    week = {"start": "2027-12-18", "end": "2027-12-24"}
+    assert api.call("PUT", "/v1/calendars/utc-week", {"timezone": "UTC", "ranges": [week]}).status == 201
+    west = {"start": "2027-12-25", "end": "2027-12-31"}  # Etc/GMT+1: from 01:00Z on the 25th
+    assert (
+        api.call("PUT", "/v1/calendars/west-week", {"timezone": "Etc/GMT+1", "ranges": [west]}).status == 201
+    )
+    query = {
+        "expression": "cron(* * * * ? 2027)",
+        "after": "2027-12-17T23:59:00Z",
+        "count": "100",
+        "calendars": "utc-week,west-week",
+        "show_excluded": "true",
+    }
+
+    status, body = _preview(api, **query)
+
+    assert status == 200, body
+    assert len(body["slots"]) == 60  # 00:00 to 00:59 on the 25th, UTC
+    assert len(body["excluded"]) == 7 * 1440  # those before the last slot

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from punctual.runtime.clock import SystemClock
 from punctual.timing.schedules import ScheduleError, format_instant, parse_instant, parse_schedule
-from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, Calendar, included_slots
+from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, Calendar, included_slots, stopped_by_cap
 from punctual_cli.api_verbs import API_VERBS
 from punctual_cli.ics import IcsError, parse_ics
 from punctual_cli.verb_kit import one_line, zone_arg
@@ -163,7 +163,7 @@ def _cmd_next(args: argparse.Namespace, out: TextIO) -> int:
     passed: list[datetime] = []  # listed one by one only when shown: else passed over a day run at once
     listing = passed if args.show_excluded else None
     slots = included_slots(lambda t: schedule.next_after(t, anchor), after, [calendar], args.count, listing)
-    if len(passed) >= MAX_SKIPPED_IN_A_ROW and len(slots) < args.count:  # as the API's preview: 422
+    if len(slots) < args.count and stopped_by_cap(slots, passed):  # as the API's preview: 422
         raise UsageError(f"the excluded days pass over more than {MAX_SKIPPED_IN_A_ROW} slots in a row")
     shown = [(slot, "") for slot in slots]
     if args.show_excluded:

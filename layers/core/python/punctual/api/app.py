@@ -64,7 +64,7 @@ from punctual.timing.schedules import (
     validate_timezone,
 )
 from punctual.timing.timers import SLOT_KEY_RE
-from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots
+from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots, stopped_by_cap
 from punctual.usecases.job_errors import JobNotFoundError
 
 API_TITLE = "Punctual"
@@ -551,7 +551,7 @@ def preview_schedule(
     passed: list[Any] = []  # listed one by one only when asked for: else passed over a day run at once
     listing = passed if show_excluded else None
     slots = included_slots(lambda t: schedule.next_after(t, None), start, excluding, count, listing)
-    if len(passed) >= MAX_SKIPPED_IN_A_ROW and len(slots) < count:
+    if len(slots) < count and stopped_by_cap(slots, passed):
         raise problems.invalid(
             "query.calendars", f"the calendars exclude more than {MAX_SKIPPED_IN_A_ROW} slots in a row"
         )

@@ -287,6 +287,14 @@ def included_slots(
     return found
 
 
+def stopped_by_cap(found: Sequence[datetime], excluded: Sequence[datetime]) -> bool:
+    """Whether :func:`included_slots`, listing into ``excluded``, stopped at
+    :data:`MAX_SKIPPED_IN_A_ROW` excluded slots in a row (after its last slot found), rather than
+    at the schedule's end: a long listing made of shorter runs is no such stop."""
+    last = found[-1] if found else None
+    return sum(1 for slot in excluded if last is None or slot > last) >= MAX_SKIPPED_IN_A_ROW
+
+
 def days_of(calendar: CalendarSpec) -> set[date]:
     """Every day ``calendar`` excludes (tests and the CLI's listing)."""
     days = {date.fromisoformat(d) for d in calendar.dates}
