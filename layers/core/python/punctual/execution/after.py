@@ -281,8 +281,9 @@ class AfterEffects:
         instant = slot_instant(slot)
         if inside_window(child, instant):
             return False
-        if child.end_at is not None and instant > child.end_at and child.state is JobState.ENABLED:
-            complete_job(self.store, child, self.ledger.clock)  # a change meanwhile stands
+        past = child.end_at is not None and instant > child.end_at and child.state is JobState.ENABLED
+        if past and complete_job(self.store, child, self.ledger.clock) and child.delete_after_completion:
+            self.completion.delete_if_done(child, child.spec_since, now)  # (a change meanwhile stands)
         return True
 
     def excluded(self, child: Job, slot: str, now: datetime) -> bool:

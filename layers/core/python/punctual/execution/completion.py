@@ -21,7 +21,7 @@ import logging
 from datetime import datetime, timedelta
 
 from punctual.execution.chain_ends import complete_job
-from punctual.models import Execution, Job
+from punctual.models import Execution, Job, JobState
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.peaks import PeakLimits, job_profile
@@ -55,14 +55,19 @@ class Completion:
     def delete_if_done(self, job: Job, released_for: int, now: datetime) -> bool:
         """After a slot released for job version ``released_for`` ended (or was recorded MISSED or
         EXCLUDED): delete the job if it asked to be and is done. True: deleted."""
-        if not job.delete_after_completion or schedule_of(job).kind in ("after", "delay"):
-            return False  # these kinds have no computed last slot
-        if next_slot(job, now) is not None:
+        if not job.delete_after_completion:
+            return False
+        # after() and delay() jobs have no computed last slot: theirs ends at end_at, when the job
+        # is marked COMPLETED (QA17: such a job was never deleted); then only no live slot is asked
+        fired = schedule_of(job).kind in ("after", "delay")
+        if not fired and next_slot(job, now) is not None:
             return False  # the schedule goes on: the common case, decided without a read
         current = self.store.get_job(job.tenant, job.id)
         if current is None or current.spec_since > released_for:
             return False  # gone already, or re-specified since this slot was released
-        if not self._done(current, now):
+        if fired and current.state is not JobState.COMPLETED:
+            return False
+        if not self._done(current, now, fired):
             return False
         if children := after_children(self.store, job.tenant, job.id):
             # Deleted, it would leave them ENABLED with no parent (reported as orphans): kept,
@@ -86,8 +91,9 @@ class Completion:
         self.metrics.add("JobsDeletedAfterCompletion", 1)
         return True
 
-    def _done(self, job: Job, now: datetime) -> bool:
-        """No slot of ``job`` is live, and the newest scheduled slot with a record is its last."""
+    def _done(self, job: Job, now: datetime, fired: bool = False) -> bool:
+        """No slot of ``job`` is live, and the newest scheduled slot with a record is its last
+        (``fired``: an after() or delay() job, COMPLETED: no slot is asked to be its last)."""
         horizon = now - timedelta(seconds=job.retry.max_age_seconds + job.timeout_seconds + LEASE_NOTICE_S)
         newest: Execution | None = None  # the newest record of a scheduled (not manual) slot
         cursor: str | None = None
@@ -102,9 +108,9 @@ class Completion:
                 if newest is None and "~" not in record.slot:
                     newest = record
                 if newest is not None and slot_instant(record.slot) < horizon:
-                    return self._is_last(job, newest)
+                    return fired or self._is_last(job, newest)
             if page.cursor is None:
-                return newest is not None and self._is_last(job, newest)
+                return fired or (newest is not None and self._is_last(job, newest))
             cursor = page.cursor
 
     @staticmethod
