@@ -303,3 +303,15 @@ def test_execute_api_hosts_are_signed_by_default() -> None:
         "https://a1b2c3d4e5.execute-api.eu-central-1.amazonaws.com/prod",
     )
     assert local.sign is False
+
+
+def test_jobs_upcoming_lists_the_next_slots(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    job = create(capsys)
+    code, out, _ = run(capsys, "jobs", "upcoming", job["id"], "--count", "3", "-o", "json")
+    assert code == 0
+    reply = json.loads(out)
+    assert len(reply["slots"]) == 3 and reply["state"] == "ENABLED"
+    code, text, _ = run(capsys, "jobs", "upcoming", job["id"], "--count", "3")
+    assert code == 0 and text.splitlines() == [s["slot"] for s in reply["slots"]]
+    code, _, err = run(capsys, "jobs", "upcoming", job["id"], "--count", "0")
+    assert code == 2 and err.count("\n") == 1 and "between 1 and 100" in err

@@ -429,6 +429,19 @@ def _cmd_jobs_alerts(args: argparse.Namespace, out: TextIO) -> int:
     return emit(args, out, reply, lambda r: _alert_rows(r["items"]))
 
 
+def _cmd_jobs_upcoming(args: argparse.Namespace, out: TextIO) -> int:
+    def human(r: Mapping[str, Any]) -> str:
+        if not r["slots"]:
+            return f"no upcoming slot: {r['note']}\n"
+        rows = [
+            f"{s['slot']}" + (f"  fires {s['fires_at']} (jitter)" if s["fires_at"] != s["slot"] else "")
+            for s in r["slots"]
+        ]
+        return "\n".join(rows) + "\n"
+
+    return emit(args, out, api_client(args).upcoming(args.job_id, args.count), human)
+
+
 # --------------------------------------------------------------------------- parsers
 
 
@@ -466,7 +479,7 @@ def _spec_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_jobs(verbs: Any) -> None:
-    """``punctual jobs create|list|get|update|pause|resume|delete|trigger|alerts``."""
+    """``punctual jobs create|list|get|update|pause|resume|delete|trigger|alerts|upcoming``."""
     common = common_options()
     jobs = verbs.add_parser("jobs", help="register, inspect and change jobs through the API")
     sub = jobs.add_subparsers(dest="jobs_command", metavar="ACTION", parser_class=type(jobs))
@@ -528,6 +541,14 @@ def add_jobs(verbs: Any) -> None:
         "--limit", type=limit_arg, default=50, metavar="N", help="at most N, 1-100 (default 50)"
     )
     alerts.set_defaults(handler=guarded(_cmd_jobs_alerts))
+    upcoming = sub.add_parser(
+        "upcoming", parents=[common], help="a job's next slots, as it will release them"
+    )
+    upcoming.add_argument("job_id", metavar="JOB", type=job_id_arg)
+    upcoming.add_argument(
+        "--count", type=limit_arg, default=10, metavar="N", help="how many, 1-100 (default 10)"
+    )
+    upcoming.set_defaults(handler=guarded(_cmd_jobs_upcoming))
     add_backfill_action(sub, common)
 
 

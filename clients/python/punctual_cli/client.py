@@ -253,6 +253,13 @@ class PunctualClient:
         ).body
         return alerts
 
+    def upcoming(self, job_id: str, count: int = 10) -> dict[str, Any]:
+        """The job's next slots, as its chain releases them (``GET /v1/jobs/{id}/upcoming``)."""
+        reply: dict[str, Any] = self.request(
+            "GET", f"/v1/jobs/{_seg(job_id)}/upcoming", query={"count": count}
+        ).body
+        return reply
+
     # ------------------------------------------------------------------ calendars and backfills
 
     def put_calendar(self, name: str, spec: Mapping[str, Any], if_match: int | None = None) -> dict[str, Any]:

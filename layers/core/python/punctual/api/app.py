@@ -19,7 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
-from punctual.api import batch, idempotent, problems
+from punctual.api import batch, idempotent, problems, schedule_routes
 from punctual.api.conditional import calendar_version, create_at, job_version, keeping_schedule, must_create
 from punctual.api.openapi_doc import SIGV4, finished_document
 from punctual.api.path_params import JOB_ID_RE, backfill_id_of, calendar_name_of, job_id_of
@@ -40,31 +40,19 @@ from punctual.api.schemas import (
     JobOut,
     JobPage,
     ListedState,
-    SchedulePreview,
     TriggerAccepted,
     UnreadableJobOut,
 )
 from punctual.api.tenancy import tenant_of
 from punctual.api.wiring import services
 from punctual.models import (
-    CALENDAR_NAME_RE,
     CALENDAR_NAME_RULE,
-    MAX_JOB_CALENDARS,
     Execution,
     ExecutionStatus,
     JobState,
 )
 from punctual.store.base import UnreadableJobError
-from punctual.timing.schedules import (
-    ScheduleError,
-    check_place,
-    format_instant,
-    parse_instant,
-    parse_schedule,
-    validate_timezone,
-)
 from punctual.timing.timers import SLOT_KEY_RE
-from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots, stopped_by_cap
 from punctual.usecases.job_errors import JobNotFoundError
 
 API_TITLE = "Punctual"
@@ -487,100 +475,8 @@ def list_alerts(job_id: JobId, limit: Limit = 50) -> AlertList:
 
 # --------------------------------------------------------------------------- schedules
 
+schedule_routes.register(app, _ok, _tenant)  # preview, a job's upcoming slots (punctual.api.schedule_routes)
 
-@app.get(
-    "/v1/schedules/preview",
-    summary="Preview a schedule's next slots",
-    description="For UIs: the next `count` slots of an expression, as a job registered now would see them.",
-    responses=_ok(200, "The next slots", SchedulePreview, 401, 422),
-    tags=["schedules"],
-    operation_id="previewSchedule",
-)
-def preview_schedule(
-    expression: Annotated[
-        str,
-        Query(
-            min_length=1,
-            max_length=256,
-            description="A schedule expression, as a job's schedule (not after(...)).",
-            examples=["cron(0 9 ? * MON-FRI *)"],
-        ),
-    ],
-    timezone: Annotated[
-        str, Query(min_length=1, max_length=64, description="IANA time zone.", examples=["Europe/Berlin"])
-    ] = "UTC",
-    count: Annotated[int, Query(ge=1, le=MAX_PREVIEW, description="How many slots, 1-100.")] = 5,
-    after: Annotated[str | None, Query(max_length=64, description="RFC 3339; default: now")] = None,
-    calendars: Annotated[
-        str | None,
-        Query(
-            max_length=700,
-            description="Comma-separated names of the caller's calendars: slots on their days are skipped.",
-            examples=["public-holidays"],
-        ),
-    ] = None,
-    show_excluded: Annotated[
-        bool, Query(description="With calendars: also list the slots passed over, as `excluded`.")
-    ] = False,
-) -> SchedulePreview:
-    tenant = _tenant()  # metered like every request (it computes up to 100 slots)
-    try:
-        validate_timezone(timezone)
-        check_place(timezone)  # as a job's zone, and `punctual next --tz`: not localtime, posix/...
-    except ScheduleError as exc:
-        raise problems.invalid("query.timezone", str(exc)) from None
-    try:
-        start = parse_instant(after) if after is not None else services().jobs.clock.now()
-    except ScheduleError as exc:
-        raise problems.invalid("query.after", str(exc)) from None
-    try:
-        schedule = parse_schedule(expression, timezone, now=start)
-    except ScheduleError as exc:
-        raise problems.invalid("query.expression", str(exc)) from None
-    if schedule.kind == "after":
-        raise problems.invalid(
-            "query.expression", "after(...) has no time slots: it fires when its parents succeed"
-        )
-    if schedule.next_after(start, None) is None:  # an at() past, a rate() first due after 2199: as a job's
-        raise problems.invalid("query.expression", f"{expression} has no slot after {format_instant(start)}")
-    if not calendars:
-        return SchedulePreview(
-            expression=expression, timezone=timezone, slots=schedule.slots(start, None, count)
-        )
-    excluding = _preview_calendars(tenant, calendars)
-    passed: list[Any] = []  # listed one by one only when asked for: else passed over a day run at once
-    listing = passed if show_excluded else None
-    slots = included_slots(lambda t: schedule.next_after(t, None), start, excluding, count, listing)
-    if len(slots) < count and stopped_by_cap(slots, passed):
-        raise problems.invalid(
-            "query.calendars", f"the calendars exclude more than {MAX_SKIPPED_IN_A_ROW} slots in a row"
-        )
-    if slots:
-        passed = [slot for slot in passed if slot < slots[-1]]
-    return SchedulePreview(
-        expression=expression,
-        timezone=timezone,
-        slots=slots,
-        excluded=passed if show_excluded else None,
-    )
-
-
-def _preview_calendars(tenant: str, text: str) -> list[Any]:
-    """The caller's calendars named in ``text`` (comma-separated); 422 naming one missing or malformed."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if len(names) > MAX_JOB_CALENDARS:
-        raise problems.invalid("query.calendars", f"at most {MAX_JOB_CALENDARS} calendars")
-    for name in names:
-        if not CALENDAR_NAME_RE.fullmatch(name):
-            raise problems.invalid("query.calendars", f"calendar name {name[:80]!r}: {CALENDAR_NAME_RULE}")
-    found = services().store.batch_get_calendars(((tenant, name) for name in names), consistent=True)
-    missing = [name for name in names if (tenant, name) not in found]
-    if missing:
-        raise problems.invalid("query.calendars", f"calendar {missing[0]!r} does not exist")
-    return [found[(tenant, name)] for name in names]
-
-
-# --------------------------------------------------------------------------- calendars
 
 CalendarName = Annotated[
     str,

@@ -346,6 +346,25 @@ class SchedulePreview(BaseModel):
     )
 
 
+class UpcomingSlotOut(BaseModel):
+    """One slot a job's chain releases next."""
+
+    slot: Instant = Field(description="The slot's instant (its key in the job's history).")
+    fires_at: Instant = Field(description="When it is released: the slot's instant, plus the job's jitter.")
+
+
+class JobUpcoming(BaseModel):
+    """The next slots a job releases, as the job is now (its schedule, start_at and end_at, time zone
+    and DST options, jitter and the calendars it excludes)."""
+
+    job_id: str = Field(description="The job's id.")
+    state: str = Field(description="The job's state: only an ENABLED job releases slots.")
+    slots: list[UpcomingSlotOut] = Field(
+        description="In slot order (a jitter may release one before another)."
+    )
+    note: str | None = Field(default=None, description="Why no slot is listed, when none is.")
+
+
 class AlertDeliveryOut(BaseModel):
     """What became of one rule's copy of an alert."""
 

@@ -87,6 +87,17 @@ def next_release(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) ->
     chain goes on from there across a replace (the old chain's slots due by it are released under
     the new spec) and a pause (the resume releases what the pause owes, and the slots due before
     the pause a poller meets after the resume): :mod:`punctual.dispatch.polling.chains`."""
+    first = upcoming_slots(job, now, calendars, 1)
+    return dispatch_instant(job, first[0]) if first else None
+
+
+def upcoming_slots(
+    job: Job, now: datetime, calendars: Sequence[Calendar] = (), count: int = 10
+) -> list[datetime]:
+    """The next ``count`` slots the job's chain releases after ``now``, in slot order, as
+    :func:`next_release` finds the first (a jittered slot whose instant passed but whose dispatch
+    instant has not is still to come; slots on a day of ``calendars`` are passed over). Slots a
+    resume owes (released at once) are not among them."""
     jitter = timedelta(seconds=job.jitter_seconds)
     after = min(now, max(now - jitter, job.created_at))
 
@@ -96,12 +107,7 @@ def next_release(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) ->
             slot = next_slot(job, slot)
         return slot
 
-    if calendars:
-        found = included_slots(pending_after, after, calendars, 1)
-        slot = found[0] if found else None
-    else:
-        slot = pending_after(after)
-    return dispatch_instant(job, slot) if slot else None
+    return included_slots(pending_after, after, calendars, count)
 
 
 def owed_by_resume(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) -> datetime | None:
