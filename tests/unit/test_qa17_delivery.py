@@ -247,3 +247,21 @@ def test_an_ecs_container_name_no_task_definition_can_hold_is_refused(name: str)
     with pytest.raises(ValidationError, match="container_name"):
         EcsTarget.model_validate({**ECS, "container_name": name})
     EcsTarget.model_validate({**ECS, "container_name": "app_1-web"})
+
+
+def test_a_get_webhook_with_a_payload_is_refused_and_a_stored_one_stays_readable() -> None:
+    """QA17: taken, and the payload silently never sent (a GET carries no body)."""
+    from punctual.models import ACCEPTED, Job, JobSpec
+
+    body = {
+        "schedule": "rate(1 hour)",
+        "payload": {"a": 1},
+        "target": {"type": "http", "url": "https://e.com/x"},
+    }
+    body["target"]["method"] = "GET"  # type: ignore[index]
+    with pytest.raises(ValidationError, match="payload: a GET request carries no body"):
+        JobSpec.model_validate(body)
+    JobSpec.model_validate({**body, "payload": None})
+    stamp = "2026-12-01T00:00:00Z"
+    stored = {**body, "id": "g", "tenant": "t", "created_at": stamp, "updated_at": stamp, "anchor": stamp}
+    assert Job.model_validate(stored, context=ACCEPTED).payload == {"a": 1}

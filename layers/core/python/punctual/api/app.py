@@ -245,7 +245,12 @@ def get_job(job_id: JobId) -> Response[JobOut | UnreadableJobOut]:
         "at this id (201) unless one exists (412)."
     ),
     responses={
-        **_ok(200, "The job, at its new version", JobOut, 400, 401, 404, 409, 412, 413, 415, 422),
+        **_ok(
+            200,
+            "The job, at its new version (with signing_secret, once, when it made the job's first secret)",
+            JobOut | JobCreated,
+            *(400, 401, 404, 409, 412, 413, 415, 422),
+        ),
         **_ok(201, "The job was created at this id (If-None-Match: *)", JobCreated),
     },
     tags=["jobs"],
@@ -269,7 +274,8 @@ def replace_job(
     expected = job_version(svc, tenant, job_id_of(job_id), if_match)
     spec = keeping_schedule(svc, tenant, job_id_of(job_id), spec)
     job, secret = svc.jobs.replace_made(tenant, job_id_of(job_id), spec, expected)
-    return _job_reply(JobCreated.made(job, secret))  # a webhook's first secret, once (else null)
+    # a webhook's first secret, once: then the reply is a created job's (else the job, as before)
+    return _job_reply(JobCreated.made(job, secret) if secret else JobOut.of(job))
 
 
 @app.delete(

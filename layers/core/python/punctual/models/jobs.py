@@ -344,6 +344,11 @@ class JobSpec(StrictModel):
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise ValueError("end_at must be after start_at")
         if isinstance(self.target, HttpTarget):
+            if self.target.method == "GET" and self.payload is not None and not accepted_before(info.context):
+                # (QA17: taken, and silently never sent)
+                raise ValueError(
+                    "payload: a GET request carries no body; leave the payload out, or use another method"
+                )
             content_type = self.target.content_type()
             if (
                 content_type
