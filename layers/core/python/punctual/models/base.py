@@ -5,6 +5,7 @@ Limits are named with their unit and, where they mirror a service quota, that qu
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Final
 
@@ -125,6 +126,32 @@ def label_refusal(text: str) -> str | None:
         if ch in _BIDI_FORMATTING:
             return f"holds the bidirectional formatting character U+{code:04X} (it changes how text displays)"
     return None
+
+
+def without_unknown_fields(data: dict[str, Any], errors: list[Any]) -> dict[str, Any] | None:
+    """``data`` less the fields a validation found unknown (``extra_forbidden``), when those were
+    all it found; None otherwise. A stored document a newer version wrote (a rollback: a field
+    added since, QA17) is read by this one as it reads its own, without what it does not know,
+    instead of as unreadable (a job that stops). ``errors`` are pydantic's ``errors()``; a union's
+    tag in a location (``target.http.x``) is not a key of the document and is passed over."""
+    if not errors or any(error.get("type") != "extra_forbidden" for error in errors):
+        return None
+    copy: dict[str, Any] = json.loads(json.dumps(data))
+    for error in errors:
+        path = list(error.get("loc", ()))
+        current: Any = copy
+        for position, key in enumerate(path):
+            last = position == len(path) - 1
+            if isinstance(current, dict) and key in current:
+                if last:
+                    del current[key]
+                else:
+                    current = current[key]
+            elif isinstance(current, list) and isinstance(key, int) and 0 <= key < len(current):
+                current = current[key]
+            elif last:
+                return None  # not where the error says: left to the caller's refusal
+    return copy
 
 
 _INFINITIES = (float("inf"), float("-inf"))

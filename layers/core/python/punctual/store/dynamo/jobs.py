@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from punctual.models import ACCEPTED, Job, JobState
+from punctual.models.base import without_unknown_fields
 from punctual.models.job_documents import KEPT_BESIDE, note_document
 from punctual.store.base import (
     NO_CALENDAR_USES,
@@ -95,7 +96,8 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         try:
             job = Job.model_validate(data, context=ACCEPTED)  # accepted when written
         except ValidationError as exc:
-            raise UnreadableJobError(_unreadable(item, data, _first_errors(exc))) from None
+            job = _known_part(item, data, exc)  # a newer version's document (a rollback), else raised
+            whole = False  # what the document holds is not all the job: never carried as it is
         if whole:
             note_document(job, document)
         return job
@@ -228,7 +230,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
             for item in reply.get("Items", []):
                 job_id = item["sk"]["S"].removeprefix(schema.LISTING_PREFIX)
                 try:
-                    job = Job.model_validate_json(item["doc"]["S"], context=ACCEPTED)
+                    job = _listed_job(item["doc"]["S"])
                 except ValueError as exc:
                     # One item an older, laxer model wrote must not fail the tenant's whole list.
                     found = _unreadable(item, _doc_of(item), _first_errors(exc), tenant, job_id)
@@ -428,3 +430,32 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
+
+
+def _known_part(item: dict[str, Any], data: dict[str, Any], exc: ValidationError) -> Job:
+    """The job of a document whose only fault is fields this version does not know (a newer
+    version wrote them: a rollback), read without them and logged; else UnreadableJobError."""
+    known = without_unknown_fields(data, exc.errors())
+    if known is not None:
+        try:
+            job = Job.model_validate(known, context=ACCEPTED)
+        except ValidationError:
+            pass
+        else:
+            unknown = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors()[:5])
+            log.warning("job %s: read without the fields this version does not know: %s", job.id, unknown)
+            return job
+    raise UnreadableJobError(_unreadable(item, data, _first_errors(exc))) from None
+
+
+def _listed_job(document: str) -> Job:
+    """A listing's job; one whose only fault is fields this version does not know is read
+    without them (:func:`_known_part`); ValueError otherwise."""
+    try:
+        return Job.model_validate_json(document, context=ACCEPTED)
+    except ValidationError as exc:
+        data = json.loads(document)
+        known = without_unknown_fields(data, exc.errors()) if isinstance(data, dict) else None
+        if known is None:
+            raise
+        return Job.model_validate(known, context=ACCEPTED)

@@ -1,0 +1,83 @@
+"""A job document a newer version wrote (a rollback: fields added since, in the target, a policy)
+is read by this version without what it does not know, never as unreadable, which stops the job
+(QA17, an upgrade and rollback across 120 commits: two new fields of a scheduler identity made
+the old version show such jobs unreadable, and they stopped firing until the roll-forward).
+A document with another fault is still unreadable, naming it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from api_harness import ALICE_ID, ApiClient, http_spec
+from api_harness import api as api  # the fixture
+
+from punctual.models.base import without_unknown_fields
+
+TABLE = "punctual-api-test"
+
+
+def _rewrite(api: ApiClient, job_id: str, change: Any) -> None:
+    """Rewrite the job's stored document (its item and its listing) through ``change(doc)``."""
+    keys = ({"pk": {"S": f"job#{ALICE_ID}#{job_id}"}, "sk": {"S": "job"}},
+            {"pk": {"S": f"tenant#{ALICE_ID}"}, "sk": {"S": f"job#{job_id}"}})  # fmt: skip
+    for key in keys:
+        item = api.dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
+        doc = json.loads(item["doc"]["S"])
+        change(doc)
+        api.dynamodb.update_item(
+            TableName=TABLE,
+            Key=key,
+            UpdateExpression="SET doc = :d",
+            ExpressionAttributeValues={":d": {"S": json.dumps(doc)}},
+        )
+
+
+def _newer(doc: dict[str, Any]) -> None:
+    doc["target"]["signature_scheme"] = "v2"  # inside a union member (target.http.*)
+    doc["retry"]["on_status"] = [500, 503]
+    doc["catchup"]["burst"] = {"limit": 3}
+    doc["brand_new"] = True  # a top-level one (the job ignored those already)
+
+
+def test_a_newer_versions_job_is_read_without_what_this_one_does_not_know(api: ApiClient) -> None:
+    job = api.create(http_spec(name="newer", schedule="rate(1 hour)", retry={"max_attempts": 5}))
+    _rewrite(api, job["id"], _newer)
+
+    got = api.call("GET", f"/v1/jobs/{job['id']}")
+    listed = api.call("GET", "/v1/jobs").body["items"]
+
+    assert got.status == 200 and "unreadable" not in got.body
+    assert (
+        got.body["retry"]["max_attempts"] == 5
+        and got.body["target"]["url"] == "https://hooks.example.com/run"
+    )
+    assert [(j["id"], j.get("unreadable")) for j in listed] == [(job["id"], None)]
+    # and it is a job like any other: paused and resumed
+    assert api.call("POST", f"/v1/jobs/{job['id']}/pause").status == 200
+    assert api.call("POST", f"/v1/jobs/{job['id']}/resume").status == 200
+
+
+def test_a_document_with_another_fault_is_still_unreadable(api: ApiClient) -> None:
+    job = api.create(http_spec(name="broken", schedule="rate(1 hour)"))
+
+    def broken(doc: dict[str, Any]) -> None:
+        _newer(doc)
+        doc["retry"]["max_attempts"] = "many"
+
+    _rewrite(api, job["id"], broken)
+    got = api.call("GET", f"/v1/jobs/{job['id']}")
+
+    assert got.status == 200 and got.body["unreadable"] is True and "max_attempts" in got.body["reason"]
+
+
+def test_only_unknown_fields_are_taken_away() -> None:
+    data = {"a": {"b": 1, "x": 2}, "items": [{"y": 1, "keep": 2}]}
+    errors = [
+        {"type": "extra_forbidden", "loc": ("a", "x")},
+        {"type": "extra_forbidden", "loc": ("items", 0, "y")},
+    ]
+    assert without_unknown_fields(data, errors) == {"a": {"b": 1}, "items": [{"keep": 2}]}
+    assert data == {"a": {"b": 1, "x": 2}, "items": [{"y": 1, "keep": 2}]}  # a copy
+    assert without_unknown_fields(data, [*errors, {"type": "int_parsing", "loc": ("a", "b")}]) is None
+    assert without_unknown_fields(data, []) is None
