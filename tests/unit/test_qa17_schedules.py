@@ -222,3 +222,15 @@ def test_preview_says_the_cap_stopped_it_only_for_a_run_in_a_row(api: ApiClient)
     assert status == 200, body
     assert len(body["slots"]) == 60  # 00:00 to 00:59 on the 25th, UTC
     assert len(body["excluded"]) == 7 * 1440  # those before the last slot
+
+
+def test_a_cron_whose_last_times_fall_in_dst_gaps_says_so_under_gap_skip() -> None:
+    from punctual.timing.schedules import ScheduleError
+    from punctual.timing.schedules.dst import DstOptions
+
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    with pytest.raises(ScheduleError, match=r"fall in daylight-saving gaps, which dst\.gap 'skip' skips"):
+        parse_schedule("cron(30 2 14 3 ? 2027)", "America/New_York", DstOptions(gap="skip"), now=now)
+    with pytest.raises(ScheduleError) as past:  # a cause of its own: named as before
+        parse_schedule("cron(30 2 14 3 ? 2025)", "America/New_York", DstOptions(gap="skip"), now=now)
+    assert "gap" not in str(past.value)

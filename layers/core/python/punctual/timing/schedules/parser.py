@@ -127,7 +127,18 @@ def parse_schedule(
         schedule = parse_unix_cron(text, text, timezone, dst)
 
     if isinstance(schedule, CronSchedule):
-        _check_fires(schedule, now)
+        try:
+            _check_fires(schedule, now)
+        except ScheduleError as exc:
+            if dst is None or dst.gap != "skip" or now is None:
+                raise
+            shifted = parse_schedule(expression, timezone, DstOptions(gap="shift", repeat=dst.repeat))
+            if shifted.next_after(now) is None:
+                raise
+            # (QA17: "never fires after" named no cause; the at() refusal names the gap)
+            raise ScheduleError(
+                f"{exc}: its remaining local times fall in daylight-saving gaps, which dst.gap 'skip' skips"
+            ) from None
     return schedule
 
 
