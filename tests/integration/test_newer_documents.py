@@ -13,6 +13,7 @@ from api_harness import ALICE_ID, ApiClient, http_spec
 from api_harness import api as api  # the fixture
 
 from punctual.models.base import without_unknown_fields
+from punctual.store.dynamo.calendar_schema import calendar_key
 
 TABLE = "punctual-api-test"
 
@@ -81,3 +82,26 @@ def test_only_unknown_fields_are_taken_away() -> None:
     assert data == {"a": {"b": 1, "x": 2}, "items": [{"y": 1, "keep": 2}]}  # a copy
     assert without_unknown_fields(data, [*errors, {"type": "int_parsing", "loc": ("a", "b")}]) is None
     assert without_unknown_fields(data, []) is None
+
+
+def test_a_newer_versions_calendar_is_read_without_what_this_one_does_not_know(api: ApiClient) -> None:
+    put = api.call(
+        "PUT",
+        "/v1/calendars/freeze",
+        {"timezone": "UTC", "ranges": [{"start": "2030-01-01", "end": "2030-01-05"}]},
+    )
+    assert put.status == 201
+    key = calendar_key(ALICE_ID, "freeze")
+    item = api.dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
+    doc = json.loads(item["doc"]["S"])
+    doc["ranges"][0]["label"] = "winter freeze"  # a field a newer version added to a day range
+    api.dynamodb.update_item(
+        TableName=TABLE,
+        Key=key,
+        UpdateExpression="SET doc = :d",
+        ExpressionAttributeValues={":d": {"S": json.dumps(doc)}},
+    )
+
+    got = api.call("GET", "/v1/calendars/freeze")
+
+    assert got.status == 200 and got.body["ranges"] == [{"start": "2030-01-01", "end": "2030-01-05"}]

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
 )
+
+_M = TypeVar("_M", bound=BaseModel)
 
 # Validation context key: a job a dispatch message carries (signed by the scheduler, validated when
 # it was stored), whose whole-spec checks are not made again on the hot path.
@@ -152,6 +155,19 @@ def without_unknown_fields(data: dict[str, Any], errors: list[Any]) -> dict[str,
             elif last:
                 return None  # not where the error says: left to the caller's refusal
     return copy
+
+
+def read_stored(model: type[_M], document: str, context: Any = None) -> _M:
+    """``model`` from a stored JSON ``document``, read as :func:`without_unknown_fields` allows
+    (fields a newer version added are left out); ValidationError (or ValueError) otherwise."""
+    try:
+        return model.model_validate_json(document, context=context)
+    except ValidationError as exc:
+        data = json.loads(document)
+        known = without_unknown_fields(data, exc.errors()) if isinstance(data, dict) else None
+        if known is None:
+            raise
+        return model.model_validate(known, context=context)
 
 
 _INFINITIES = (float("inf"), float("-inf"))

@@ -14,6 +14,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from punctual.models import ACCEPTED
+from punctual.models.base import read_stored
 from punctual.store.base import (
     BackfillRepository,
     CalendarInUseError,
@@ -47,7 +48,7 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
 
     @staticmethod
     def _calendar_of(item: dict[str, Any]) -> Calendar:
-        calendar = Calendar.model_validate_json(item["doc"]["S"], context=ACCEPTED)
+        calendar = read_stored(Calendar, item["doc"]["S"], ACCEPTED)  # a newer version's too (a rollback)
         return calendar.model_copy(update={"version": int(item["version"]["N"])})
 
     def put_calendar(self, calendar: Calendar, expected_version: int | None) -> None:

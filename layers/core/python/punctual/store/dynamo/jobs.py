@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from punctual.models import ACCEPTED, Job, JobState
-from punctual.models.base import without_unknown_fields
+from punctual.models.base import read_stored, without_unknown_fields
 from punctual.models.job_documents import KEPT_BESIDE, note_document
 from punctual.store.base import (
     NO_CALENDAR_USES,
@@ -230,7 +230,7 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
             for item in reply.get("Items", []):
                 job_id = item["sk"]["S"].removeprefix(schema.LISTING_PREFIX)
                 try:
-                    job = _listed_job(item["doc"]["S"])
+                    job = read_stored(Job, item["doc"]["S"], ACCEPTED)  # a newer version's too
                 except ValueError as exc:
                     # One item an older, laxer model wrote must not fail the tenant's whole list.
                     found = _unreadable(item, _doc_of(item), _first_errors(exc), tenant, job_id)
@@ -446,16 +446,3 @@ def _known_part(item: dict[str, Any], data: dict[str, Any], exc: ValidationError
             log.warning("job %s: read without the fields this version does not know: %s", job.id, unknown)
             return job
     raise UnreadableJobError(_unreadable(item, data, _first_errors(exc))) from None
-
-
-def _listed_job(document: str) -> Job:
-    """A listing's job; one whose only fault is fields this version does not know is read
-    without them (:func:`_known_part`); ValueError otherwise."""
-    try:
-        return Job.model_validate_json(document, context=ACCEPTED)
-    except ValidationError as exc:
-        data = json.loads(document)
-        known = without_unknown_fields(data, exc.errors()) if isinstance(data, dict) else None
-        if known is None:
-            raise
-        return Job.model_validate(known, context=ACCEPTED)
