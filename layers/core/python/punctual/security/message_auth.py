@@ -56,8 +56,22 @@ class DispatchSigner:
         return message.with_signature(self.signature(message))  # its payload is the same
 
     def verify(self, message: DispatchMessage) -> bool:
-        """True when ``message`` carries this key's signature of its fields."""
-        return bool(message.sig) and hmac.compare_digest(message.sig, self.signature(message))
+        """True when ``message`` carries this key's signature of its fields.
+
+        Never raises: a body's fields are not type-checked when it is read (``from_body``), and a
+        ``sig`` that is not an ASCII string made ``compare_digest`` raise TypeError, which the
+        batch shell took for a claim error and parked: a QUEUED record and a timer for the slot it
+        named, which the poller then released as a *signed* message (QA17: a forged body ran
+        another tenant's job). Anything that is not a signature is a forgery.
+        """
+        sig = message.sig
+        if not isinstance(sig, str) or not sig or not sig.isascii():
+            return False
+        try:
+            expected = self.signature(message)
+        except Exception:  # fields of types no sender writes: not a message this key signed
+            return False
+        return hmac.compare_digest(sig, expected)
 
 
 def signer_from(settings: Settings, secrets_client: Any = None) -> DispatchSigner | None:

@@ -1,0 +1,109 @@
+"""QA17 security review: findings pinned as tests."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from execution_harness import SHORT, Rig
+from punctual.dispatch.queues import MessageKind
+from punctual.execution import PARK_AFTER_RECEIVES
+from punctual.models import JobState
+from punctual.runtime.clock import ManualClock
+from punctual.security.message_auth import DispatchSigner
+from punctual.store.memory import MemoryStore
+from punctual.timing.timers import slot_key
+
+SIGNER = DispatchSigner("k" * 40)
+
+
+@pytest.fixture
+def rig(t0: datetime) -> Rig:
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    rig.queues.signer = SIGNER
+    return rig
+
+
+def _record(rig: Rig, body: str) -> dict[str, Any]:
+    [received] = rig.queues.receive(SHORT, 1, 0, 900)
+    return {
+        "messageId": received.message_id,
+        "receiptHandle": received.receipt,
+        "body": body,
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:short",
+        "attributes": {"ApproximateReceiveCount": str(received.receive_count), "MessageGroupId": "g"},
+    }
+
+
+@pytest.mark.parametrize("sig", [1, ["x"], "\u00e9" * 64], ids=["int", "list", "non-ascii"])
+def test_a_forged_message_whose_sig_is_not_an_ascii_string_is_dropped_not_parked_and_run(
+    rig: Rig, t0: datetime, sig: object
+) -> None:
+    # Given tenant b's paused job, and a body naming it written straight into the work queue by
+    # someone without the dispatch key, its "sig" something other than an ASCII string
+    victim = rig.add_job("payroll", tenant="b", state=JobState.PAUSED)
+    fake = rig.message(victim, t0, kind=MessageKind.FIRE)
+    rig.queues.signer = None
+    rig.send(fake)
+    rig.queues.signer = SIGNER
+    body = json.loads(fake.to_body())
+    body["sig"] = sig
+    forged = json.dumps(body)
+    worker = rig.worker(signer=SIGNER)
+    # When a worker receives it as often as the queue redelivers it
+    outcomes = []
+    for _ in range(PARK_AFTER_RECEIVES + 1):
+        try:
+            outcomes.append(worker.process_sqs_record(_record(rig, forged)).outcome)
+        except Exception as exc:  # returned to the queue
+            outcomes.append(type(exc).__name__)
+        rig.clock.advance(1000)
+        if outcomes[-1] in ("forged", "parked"):
+            break
+    # Then it is dropped as forged at once: nothing it names is written (no parked record,
+    # no timer that would bring the slot back as a *signed* message)
+    assert outcomes == ["forged"]
+    assert rig.store.get_execution("b", "payroll", slot_key(t0)) is None
+    assert rig.metrics.total("ForgedMessages") == 1
+
+
+@pytest.mark.parametrize(
+    ("state", "kind"),
+    [
+        (JobState.ENABLED, MessageKind.FIRE),
+        (JobState.PAUSED, MessageKind.FIRE),
+        (JobState.PAUSED, MessageKind.BACKFILL),  # a backfill runs while paused: so did the forgery
+    ],
+)
+def test_a_forged_message_with_a_non_string_sig_never_runs_the_job_it_names(
+    rig: Rig, t0: datetime, state: JobState, kind: str
+) -> None:
+    # Given tenant b's job, and a forged body naming it (sig an int) in the work queue
+    victim = rig.add_job("payroll", tenant="b", state=state, schedule="cron(0 0 1 1 ? 2099)")
+    fake = rig.message(victim, t0, kind=kind)
+    if kind == MessageKind.BACKFILL:
+        fake = replace(fake, backfill="0123456789abcdef0123:1")
+    rig.queues.signer = None
+    rig.send(fake)
+    rig.queues.signer = SIGNER
+    body = json.loads(fake.to_body())
+    body["sig"] = 1
+    worker = rig.worker(signer=SIGNER)
+    for _ in range(PARK_AFTER_RECEIVES):
+        try:
+            if worker.process_sqs_record(_record(rig, json.dumps(body))).ack:
+                break
+        except Exception:  # returned to the queue
+            pass
+        rig.clock.advance(1000)
+    # When the scheduler's own machinery then runs for a while
+    for _ in range(3):
+        rig.clock.advance(10 * 60)
+        rig.poll()
+        rig.work_until_idle(worker)
+    # Then b's target was never called for the forged slot
+    assert rig.target.calls_for("payroll") == []
