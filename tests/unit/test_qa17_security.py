@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from execution_harness import SHORT, Rig
-from punctual.dispatch.queues import MessageKind
+from punctual.dispatch.queues import DispatchMessage, MessageKind, SqsQueues
 from punctual.execution import PARK_AFTER_RECEIVES
 from punctual.models import JobState
 from punctual.runtime.clock import ManualClock
@@ -107,3 +107,44 @@ def test_a_forged_message_with_a_non_string_sig_never_runs_the_job_it_names(
         rig.work_until_idle(worker)
     # Then b's target was never called for the forged slot
     assert rig.target.calls_for("payroll") == []
+
+
+class _FakeSqs:
+    """receive_message answers the bodies given; delete_message is recorded."""
+
+    def __init__(self, bodies: list[str]) -> None:
+        self.bodies = bodies
+        self.deleted: list[str] = []
+
+    def receive_message(self, **_: Any) -> dict[str, Any]:
+        return {
+            "Messages": [
+                {
+                    "Body": body,
+                    "ReceiptHandle": f"r{i}",
+                    "MessageId": f"m{i}",
+                    "Attributes": {"ApproximateReceiveCount": "1"},
+                }
+                for i, body in enumerate(self.bodies)
+            ]
+        }
+
+    def delete_message(self, QueueUrl: str, ReceiptHandle: str) -> None:
+        self.deleted.append(ReceiptHandle)
+
+
+@pytest.mark.parametrize("poison", ["not json", "{}", '{"tenant": "b"}', "[1]"])
+def test_one_malformed_body_does_not_fail_the_whole_receive_of_the_ecs_lane(
+    t0: datetime, poison: str
+) -> None:
+    # Given a receive (the ECS worker's: SqsQueues.receive) that returns a malformed body beside a
+    # real message of another tenant
+    good = SIGNER.sign(DispatchMessage("a", "report", slot_key(t0), slot_key(t0), 1, 1))
+    client = _FakeSqs([poison, good.to_body()])
+    # When it is received
+    received = SqsQueues(client).receive("queue://long", 10, 0, 900)
+    # Then the real message is handed over (not left in flight for the lease, its receive count
+    # climbing towards the dead-letter queue each time the poison comes with it), and the
+    # malformed one is deleted, as the Lambda worker drops it ("malformed")
+    assert [r.message.job_id for r in received] == ["report"]
+    assert client.deleted == ["r0"]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import MISSING, dataclass, field
 from datetime import datetime, timedelta
@@ -26,6 +27,8 @@ from punctual.models import CARRIED, Job, Overlap, Runtime
 from punctual.models.job_documents import document_of
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.timers import stable_hash
+
+log = logging.getLogger("punctual.dispatch.queues")
 
 SQS_BATCH_MAX = 10
 _COMPACT_JSON = json.JSONEncoder(
@@ -463,9 +466,18 @@ class SqsQueues:
         )
         out = []
         for raw in reply.get("Messages", []):
+            try:
+                message = DispatchMessage.from_body(raw["Body"])
+            except (ValueError, TypeError) as exc:
+                # One body that is no message must not fail the whole receive (QA17: the ECS worker
+                # logged "receive failed" and left the batch's real messages in flight for the lease,
+                # their receive counts climbing towards the dead-letter queue each time the poison
+                # came with them). Dropped, as the Lambda worker drops it ("malformed").
+                self._drop_malformed(queue_url, raw, exc)
+                continue
             out.append(
                 Received(
-                    message=DispatchMessage.from_body(raw["Body"]),
+                    message=message,
                     receipt=raw["ReceiptHandle"],
                     receive_count=int(raw.get("Attributes", {}).get("ApproximateReceiveCount", "1")),
                     message_id=raw["MessageId"],
@@ -476,6 +488,13 @@ class SqsQueues:
 
     def delete(self, queue_url: str, receipt: str) -> None:
         self.client.delete_message(QueueUrl=queue_url, ReceiptHandle=receipt)
+
+    def _drop_malformed(self, queue_url: str, raw: Mapping[str, Any], error: Exception) -> None:
+        log.error("dropping a malformed message %s: %s", raw.get("MessageId"), error)
+        try:
+            self.delete(queue_url, raw["ReceiptHandle"])
+        except Exception:  # its receive count takes it to the dead-letter queue anyway
+            log.warning("could not delete malformed message %s", raw.get("MessageId"), exc_info=True)
 
     def delete_batch(self, queue_url: str, receipts: Sequence[str]) -> list[str]:
         """One ``DeleteMessageBatch`` of up to ten receipts; returns those worth trying again (a
