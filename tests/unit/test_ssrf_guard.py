@@ -63,6 +63,8 @@ BLOCKED: list[tuple[str, str]] = [
     ("http://[::ffff:7f00:1]/", "IPv4-mapped"),
     ("http://[::ffff:169.254.169.254]/", "IPv4-mapped"),
     ("http://[::ffff:8.8.8.8]/", "IPv4-mapped"),  # every mapped address, public or not
+    ("http://[::ffff:0:7f00:1]/", "IPv4-translated"),  # RFC 2765 (QA17 security review)
+    ("http://[::ffff:0:a9fe:a9fe]/", "IPv4-translated"),
     ("http://[::127.0.0.1]/", "IPv4-compatible"),
     ("http://[64:ff9b::a9fe:a9fe]/", "link-local"),  # NAT64 of the metadata address
     ("http://[2002:7f00:1::]/", "loopback"),  # 6to4 of 127.0.0.1

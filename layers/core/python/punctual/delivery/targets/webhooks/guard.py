@@ -94,6 +94,7 @@ _V6_BLOCKS: tuple[tuple[ipaddress.IPv6Network, str], ...] = tuple(
         ("::/128", "unspecified address (::)"),
         ("::1/128", "loopback address (::1)"),
         ("::ffff:0:0/96", "IPv4-mapped IPv6 address (::ffff:0:0/96)"),
+        ("::ffff:0:0:0/96", "IPv4-translated IPv6 address (::ffff:0:0:0/96)"),  # RFC 2765 (QA17)
         ("::/96", "IPv4-compatible IPv6 address (::/96)"),
         ("64:ff9b:1::/48", "local-use NAT64 address (64:ff9b:1::/48)"),
         ("fc00::/7", "unique local address (fc00::/7)"),
