@@ -37,9 +37,11 @@ from punctual.store.base import (
     GraphChangedError,
     GraphRead,
     ItemTooLargeError,
+    JobExistsError,
     JobStore,
     Page,
     ParentNotFoundError,
+    TenantLimitError,
     UnreadableJob,
     UnreadableJobError,
     VersionConflictError,
@@ -78,6 +80,24 @@ class SecretBox(Protocol):
     def new_secret(self, tenant: str, job_id: str) -> tuple[str, str]:
         """A fresh webhook signing secret of one job: (plain text, stored form bound to the job)."""
         ...
+
+
+def _count_peaks(
+    admission: JobAdmission, store: JobStore, job: Job, given_id: bool
+) -> tuple[Profile | None, Profile | None]:
+    """Count a new job in its tenant's peaks. At an id that is taken, a repeat (a batch retried):
+    JobExistsError, as the write would say, not the quota its profile counted twice would reach
+    (QA17: a repeated batch at a full peak quota answered 409 peak-quota-reached for jobs there)."""
+    try:
+        return admission.count_peaks(job.tenant, job, None)
+    except TenantLimitError:
+        try:
+            taken = given_id and store.get_job(job.tenant, job.id) is not None
+        except UnreadableJobError:
+            taken = True
+        if taken:
+            raise JobExistsError(f"job {job.id!r} already exists") from None
+        raise
 
 
 def _whole_second(instant: datetime) -> datetime:
@@ -463,7 +483,7 @@ class JobService:
         # A job created at an id a deleted job had starts past its last version (a generated id
         # is new: no read), so no version, ETag or timer of the two is the same.
         first = self.store.first_version(tenant, job_id) if job_id else 1
-        job_id = job_id or uuid.uuid4().hex
+        job_id, given_id = job_id or uuid.uuid4().hex, job_id is not None
         self.admission.check_target(spec)
         parents = self.admission.check_dependencies(tenant, job_id, spec, now)
         secret_plain: str | None = None
@@ -496,7 +516,7 @@ class JobService:
         # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
         # a job excludes it, nor a job made to exclude one that is gone.
         uses = CalendarUses.between((), spec.exclude_calendars)
-        added = self.admission.count_peaks(tenant, job, None)
+        added = _count_peaks(self.admission, self.store, job, given_id)
         try:
             with _calendars_checked():
                 self.store.create_job(
