@@ -22,9 +22,9 @@ from punctual.timing.schedules import (
     parse_schedule,
     validate_timezone,
 )
-from punctual.timing.slots import dispatch_instant, schedule_of
+from punctual.timing.slots import schedule_of
 from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots, stopped_by_cap
-from punctual.usecases.next_fire import upcoming_slots
+from punctual.usecases.next_fire import release_instants, upcoming_slots
 
 MAX_PREVIEW = 100
 DEFAULT_UPCOMING = 10
@@ -154,7 +154,8 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
             note = "a delay() job's next run counts from its last run's end: see next_fire_at"
         else:
             found = upcoming_slots(job, jobs.clock.now(), jobs.next_fire.excluded_by(job), count)
-            slots = [UpcomingSlotOut(slot=slot, fires_at=dispatch_instant(job, slot)) for slot in found]
+            fires = release_instants(job, found)
+            slots = [UpcomingSlotOut(slot=slot, fires_at=at) for slot, at in zip(found, fires, strict=True)]
             note = None if slots else "no slot is left: its end_at passed, or its one slot did"
         return JobUpcoming(job_id=job.id, state=job.state.value, slots=slots, note=note)
 

@@ -100,14 +100,32 @@ def upcoming_slots(
     resume owes (released at once) are not among them."""
     jitter = timedelta(seconds=job.jitter_seconds)
     after = min(now, max(now - jitter, job.created_at))
+    head: list[datetime] = []
 
     def pending_after(instant: datetime) -> datetime | None:
+        if head:
+            # Past the chain's head nothing is released yet, a slot whose own dispatch instant has
+            # passed neither: it goes with the head's release (QA17: such slots were left out)
+            return next_slot(job, instant)
         slot = next_slot(job, instant)
         while slot is not None and slot <= now and dispatch_instant(job, slot) <= now:
             slot = next_slot(job, slot)
+        head.extend([slot] if slot is not None else [])
         return slot
 
     return included_slots(pending_after, after, calendars, count)
+
+
+def release_instants(job: Job, slots: Sequence[datetime]) -> list[datetime]:
+    """When the chain releases each of ``slots`` (from its head on, in slot order): a release sends
+    its slot and every later one whose dispatch instant has come, and stops at the first whose has
+    not, so a slot goes out at the latest dispatch instant of the slots up to it (QA17: a jittered
+    slot's ``fires_at`` said its own dispatch instant, while it waited for an earlier slot's)."""
+    released: list[datetime] = []
+    for slot in slots:
+        instant = dispatch_instant(job, slot)
+        released.append(max(instant, released[-1]) if released else instant)
+    return released
 
 
 def owed_by_resume(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) -> datetime | None:
