@@ -231,10 +231,13 @@ def _plan_reference(
     if not due:
         return [slot], 0, next_slot(job, slot), True
     missed_before = now - timedelta(seconds=MISSED_AFTER_S)
-    on_time = [s for s in due if dispatch_instant(job, s) >= missed_before]
-    missed = [s for s in due if dispatch_instant(job, s) < missed_before]
+    sendable: dict[datetime, datetime] = {}  # when the chain can send it: after every earlier slot (QA17)
+    for s in due:
+        sendable[s] = max([dispatch_instant(job, s), *sendable.values()])
+    on_time = [s for s in due if sendable[s] >= missed_before]
+    missed = [s for s in due if sendable[s] < missed_before]
     window_start = now - timedelta(seconds=job.catchup.window_seconds)
-    in_window = [s for s in missed if dispatch_instant(job, s) >= window_start]
+    in_window = [s for s in missed if sendable[s] >= window_start]
     if job.catchup.policy is CatchupKind.ALL:
         chosen = in_window
     elif job.catchup.policy is CatchupKind.LATEST:  # (none when more are due past the cap: newer)
