@@ -163,6 +163,10 @@ class PunctualClient:
                 parsed if isinstance(parsed, dict) else {"title": exc.reason, "detail": str(parsed or "")}
             )
             raise ApiError(exc.code, problem) from None
+        except TimeoutError:  # connected and sent; no answer in time (a connect timeout is a URLError)
+            # (QA17: "cannot reach", as a refused connection, while a create may have been made)
+            detail = f"no answer in {self.timeout_s:g} s; the request was sent and may have been done"
+            raise ApiError(0, {"title": f"{_shown(self.endpoint)} timed out", "detail": detail}) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             detail = str(reason) or type(reason).__name__
