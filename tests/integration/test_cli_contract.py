@@ -82,6 +82,19 @@ def test_a_duplicate_name_is_warned_about(served: Served, capsys: pytest.Capture
     assert f"warning: 1 other job(s) are also named 'hourly ping': {first['id']}" in err
 
 
+def test_a_script_skips_the_name_check(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    """QA17: the check lists up to 10 pages, each a request of the tenant's quota."""
+    create(capsys)
+    for extra in (("-o", "json"), ("--no-name-check",)):
+        before = len(served.events)
+        code, _, err = run(
+            capsys, "jobs", "create", "--name", "hourly ping", "--schedule", "rate(1 hour)",
+            "--http-url", "https://hooks.example.com/ping", *extra,
+        )  # fmt: skip
+        assert code == 0 and "also named" not in err
+        assert [e["httpMethod"] for e in served.events[before:]] == ["POST"]
+
+
 def test_get_output_can_be_sent_back_with_update_and_create(
     served: Served, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
