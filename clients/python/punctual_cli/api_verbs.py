@@ -493,7 +493,7 @@ def add_jobs(verbs: Any) -> None:
     create.add_argument(
         "--no-name-check",
         action="store_true",
-        help="skip the warning about jobs of the same name (it lists up to 1,000 jobs; not done with -o json)",
+        help="skip the warning about jobs of the same name (it lists up to 1,000 jobs; not with -o json)",
     )
     create.set_defaults(handler=guarded(_cmd_jobs_create))
 
