@@ -13,6 +13,8 @@ concurrently (``PUNCTUAL_API_BATCH_CONCURRENCY``, 16, at once; each job its own 
   repeating a batch, after a timeout or a crash, registers only what is missing. A job that
   exists with the same spec answers ``exists`` (its signing secret is not shown again: rotate it
   if the first reply was lost); with another spec, ``failed`` with a 409 ``conflict``.
+* **Parents first.** An ``after()`` job is registered after the batch's jobs it names, in a later
+  wave (:func:`waves`), whatever the batch's order.
 * **One reply for all.** 200 with a result per job in request order: ``created`` (201, with the
   job and its signing secret, shown once), ``exists`` (200) or ``failed`` (the job's 4xx problem);
   a request that is no batch at all (not an object with 1 to 500 ``jobs``, ids repeated) is a 422.
@@ -126,15 +128,45 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
 
 
 def create_batch(services: Services, tenant: str, batch: BatchInput) -> BatchOutput:
-    """Register every job of ``batch`` (see the module docstring)."""
+    """Register every job of ``batch`` (see the module docstring), in :func:`waves`."""
     jobs = batch.jobs
     workers = min(services.settings.api_batch_concurrency, len(jobs))
+    found: dict[int, BatchResult] = {}
     with ThreadPoolExecutor(workers, thread_name_prefix="batch") as pool:
-        results = list(pool.map(lambda item: _one(services, tenant, *item), enumerate(jobs)))
+        for wave in waves(jobs):
+            found.update(zip(wave, pool.map(lambda n: _one(services, tenant, n, jobs[n]), wave), strict=True))
+    results = [found[n] for n in range(len(jobs))]
     counts = {
         status: sum(1 for r in results if r.status == status) for status in ("created", "exists", "failed")
     }
     return BatchOutput(results=results, **counts)
+
+
+_AFTER = re.compile(r"^\s*after\s*\((.*)\)\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def waves(jobs: list[BatchJob]) -> list[list[int]]:
+    """The batch's jobs (their indexes) in waves registered one after another: an ``after()`` job
+    comes in a wave after every job of the batch it names, so it finds them registered (QA17: all
+    at once, a child listed before its parent failed 'parent does not exist', or did not, by the
+    threads' timing). Jobs of a cycle among themselves come last, together (each is refused, as
+    one alone would be); the rest of a wave runs concurrently."""
+    index = {job.id: n for n, job in enumerate(jobs)}
+    waiting: dict[int, set[int]] = {}
+    for n, job in enumerate(jobs):
+        schedule = job.job.get("schedule")
+        named = _AFTER.match(schedule) if isinstance(schedule, str) else None
+        parents = [part.strip() for part in named.group(1).split(",")] if named else []
+        waiting[n] = {index[p] for p in parents if p in index and index[p] != n}
+    out: list[list[int]] = []
+    placed: set[int] = set()
+    while len(placed) < len(jobs):
+        ready = [n for n in range(len(jobs)) if n not in placed and waiting[n] <= placed]
+        if not ready:  # a cycle among the rest
+            ready = [n for n in range(len(jobs)) if n not in placed]
+        out.append(ready)
+        placed.update(ready)
+    return out
 
 
 def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchResult:
