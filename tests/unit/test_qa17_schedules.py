@@ -234,3 +234,22 @@ def test_a_cron_whose_last_times_fall_in_dst_gaps_says_so_under_gap_skip() -> No
     with pytest.raises(ScheduleError) as past:  # a cause of its own: named as before
         parse_schedule("cron(30 2 14 3 ? 2025)", "America/New_York", DstOptions(gap="skip"), now=now)
     assert "gap" not in str(past.value)
+
+
+def test_an_at_job_that_would_fire_twice_in_a_repeated_hour_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from punctual.models import ACCEPTED, Job, JobSpec
+
+    body = {
+        "schedule": "at(2027-11-07T01:30:00)",
+        "timezone": "America/New_York",
+        "dst": {"repeat": "both"},
+        "target": {"type": "http", "url": "https://e.com/x"},
+    }
+    with pytest.raises(ValidationError, match="an at\\(\\) job fires once"):
+        JobSpec.model_validate(body)
+    JobSpec.model_validate({**body, "dst": {"repeat": "first"}})
+    stamp = "2026-12-01T00:00:00Z"
+    stored = {**body, "id": "a", "tenant": "t", "created_at": stamp, "updated_at": stamp, "anchor": stamp}
+    assert Job.model_validate(stored, context=ACCEPTED).dst is not None  # stored: still readable
