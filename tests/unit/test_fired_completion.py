@@ -1,6 +1,7 @@
 """``delete_after_completion`` on jobs with no computed last slot: a ``delay()`` job whose chain
-reached its ``end_at``, an ``after()`` job a parent's slot past its ``end_at`` completed. Marked
-COMPLETED, and then deleted as asked once no slot of theirs is live (QA17: kept for good)."""
+reached its ``end_at`` is marked COMPLETED, then deleted as asked once no slot of its is live
+(QA17: kept for good). An ``after()`` job past its ``end_at`` is kept COMPLETED: a parent's slot
+inside its window may still run it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
 from factories import spec
-from punctual.delivery.targets.base import TargetResult
+from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.models import ExecutionStatus
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
@@ -57,15 +58,29 @@ def test_a_delay_job_past_end_at_without_it_stays_completed() -> None:
     assert job is not None and job.state.value == "COMPLETED"
 
 
-def test_an_after_job_past_end_at_is_deleted_when_it_asked_to_be() -> None:
+def test_an_after_job_past_end_at_is_kept_completed_even_when_it_asked_to_be_deleted() -> None:
+    """Review: deleted at the first parent slot past its end_at, it lost an earlier parent slot
+    still retrying inside its window (the child's slot never ran, no record)."""
     sim = _Sim()
-    sim.jobs.register("default", spec("rate(5 minutes)"), job_id="parent")
+    retried = {"n": 0}
+
+    def second_try_succeeds(ctx: SlotContext) -> TargetResult:
+        if ctx.job_id == "parent" and ctx.slot == "2027-01-01T10:10:00Z" and ctx.attempt == 1:
+            retried["n"] += 1
+            return TargetResult.retryable("HTTP 500")
+        return TargetResult.ok()
+
+    sim.rig.target = FakeTarget(second_try_succeeds)
+    sim.worker = sim.rig.worker()  # (a worker calls the target it was made with)
+    retry = {"max_attempts": 2, "backoff": "fixed", "base_seconds": 400, "max_seconds": 400, "jitter": False}
+    sim.jobs.register("default", spec("rate(5 minutes)", retry=retry), job_id="parent")
     child = spec("after(parent)", end_at="2027-01-01T10:12:00Z", delete_after_completion=True)
     sim.jobs.register("default", child, job_id="child")
-    sim.run_for(timedelta(minutes=20))
-    assert sim.rig.store.get_job("default", "child") is None
-    runs = sim.rig.store.list_executions("default", "child", 10).items
-    assert [r.status for r in runs] == [ExecutionStatus.SUCCEEDED, ExecutionStatus.SUCCEEDED]
+    sim.run_for(timedelta(minutes=30))
+    job = sim.rig.store.get_job("default", "child")
+    assert retried["n"] == 1 and job is not None and job.state.value == "COMPLETED"
+    runs = {r.slot: r.status for r in sim.rig.store.list_executions("default", "child", 10).items}
+    assert runs["2027-01-01T10:10:00Z"] is ExecutionStatus.SUCCEEDED  # after the parent's retry
 
 
 def test_an_enabled_after_job_is_never_deleted_by_a_parents_end() -> None:

@@ -281,9 +281,11 @@ class AfterEffects:
         instant = slot_instant(slot)
         if inside_window(child, instant):
             return False
-        past = child.end_at is not None and instant > child.end_at and child.state is JobState.ENABLED
-        if past and complete_job(self.store, child, self.ledger.clock) and child.delete_after_completion:
-            self.completion.delete_if_done(child, child.spec_since, now)  # (a change meanwhile stands)
+        if child.end_at is not None and instant > child.end_at and child.state is JobState.ENABLED:
+            # Completed, never deleted here even with delete_after_completion: a parent's slot
+            # inside its window may still run (a retry, a slot released and not claimed yet), and
+            # it runs the child's (review: deleted, that slot was lost with no record)
+            complete_job(self.store, child, self.ledger.clock)  # a change meanwhile stands
         return True
 
     def excluded(self, child: Job, slot: str, now: datetime) -> bool:

@@ -57,9 +57,13 @@ class Completion:
         EXCLUDED): delete the job if it asked to be and is done. True: deleted."""
         if not job.delete_after_completion:
             return False
-        # after() and delay() jobs have no computed last slot: theirs ends at end_at, when the job
-        # is marked COMPLETED (QA17: such a job was never deleted); then only no live slot is asked
-        fired = schedule_of(job).kind in ("after", "delay")
+        # A delay() job has no computed last slot: its chain ends at end_at, when the job is marked
+        # COMPLETED (QA17: such a job was never deleted); then only no live slot is asked. An
+        # after() job is never deleted here: a parent's slot inside its window may still run it.
+        kind = schedule_of(job).kind
+        if kind == "after":
+            return False
+        fired = kind == "delay"
         if not fired and next_slot(job, now) is not None:
             return False  # the schedule goes on: the common case, decided without a read
         current = self.store.get_job(job.tenant, job.id)
@@ -93,7 +97,7 @@ class Completion:
 
     def _done(self, job: Job, now: datetime, fired: bool = False) -> bool:
         """No slot of ``job`` is live, and the newest scheduled slot with a record is its last
-        (``fired``: an after() or delay() job, COMPLETED: no slot is asked to be its last)."""
+        (``fired``: a delay() job, COMPLETED: no slot is asked to be its last)."""
         horizon = now - timedelta(seconds=job.retry.max_age_seconds + job.timeout_seconds + LEASE_NOTICE_S)
         newest: Execution | None = None  # the newest record of a scheduled (not manual) slot
         cursor: str | None = None
