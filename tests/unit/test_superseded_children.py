@@ -10,12 +10,14 @@ also has) runs then, and its end decides the children, as any run's does.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
-from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
+from execution_harness import LAYOUT, LONG, SHORT, Crash, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.targets.base import TargetResult
+from punctual.execution.after import AfterEffects
 from punctual.models import ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
@@ -76,8 +78,9 @@ def test_a_slot_the_new_spec_does_not_have_is_missed_by_the_child(rig: Rig, t0: 
     assert record.error == "not run: parent parent's slot was SUPERSEDED"
 
 
-def test_a_paused_parents_superseded_slot_is_left_to_its_resume(rig: Rig, t0: datetime) -> None:
-    """A resume's catch-up may still release it: nothing is recorded for the child yet."""
+def test_a_paused_parents_superseded_slot_is_missed_when_no_resume_can_run_it(rig: Rig, t0: datetime) -> None:
+    """Review: left to a resume that never releases it (a resume releases only what the chain did
+    not), the child's slot had no record for good."""
     jobs, parent, child = _family(rig)
     slot = t0 + timedelta(hours=1)
     rig.target = FakeTarget(TargetResult.ok())
@@ -88,4 +91,53 @@ def test_a_paused_parents_superseded_slot_is_left_to_its_resume(rig: Rig, t0: da
     jobs.pause("default", parent.id)
     rig.clock.set(slot)
     rig.work_until_idle(rig.worker())
+    record = rig.store.get_execution("default", child.id, slot_key(slot))
+    assert record is not None and record.status is ExecutionStatus.MISSED
+
+
+def test_a_paused_parents_superseded_slot_the_new_spec_has_is_left_to_its_resume(
+    rig: Rig, t0: datetime
+) -> None:
+    jobs, parent, child = _family(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.target = FakeTarget(TargetResult.ok())
+    rig.clock.set(slot - timedelta(seconds=2))
+    rig.send(rig.message(parent, slot))
+    rig.clock.set(slot - timedelta(seconds=1))
+    jobs.replace("default", parent.id, spec("rate(1 hour)", payload={"fixed": True}))
+    jobs.pause("default", parent.id)
+    rig.clock.set(slot)
+    rig.work_until_idle(rig.worker())
     assert rig.store.get_execution("default", child.id, slot_key(slot)) is None
+
+
+def test_a_worker_lost_before_the_childrens_records_leaves_them_to_the_redelivery(
+    rig: Rig, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: the redelivery found the record SUPERSEDED, returned at once, and the child's slot
+    never got its record."""
+    jobs, parent, child = _family(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.target = FakeTarget(TargetResult.ok())
+    rig.clock.set(slot - timedelta(seconds=2))
+    rig.send(rig.message(parent, slot))
+    rig.clock.set(slot - timedelta(seconds=1))
+    jobs.replace("default", parent.id, spec("cron(30 * * * ? *)", payload={"fixed": True}))
+    rig.clock.set(slot)
+    real = AfterEffects.superseded
+    crashes = [Crash("the worker died after the SUPERSEDED write")]
+
+    def dying(self: AfterEffects, *args: Any, **kwargs: Any) -> None:
+        if crashes:
+            raise crashes.pop()
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(AfterEffects, "superseded", dying)
+    worker = rig.worker()
+    with pytest.raises(Crash):
+        rig.work(worker)
+    assert rig.store.get_execution("default", child.id, slot_key(slot)) is None
+    rig.clock.set(slot + timedelta(seconds=901))  # the message comes back after its visibility
+    rig.work_until_idle(worker)
+    record = rig.store.get_execution("default", child.id, slot_key(slot))
+    assert record is not None and record.status is ExecutionStatus.MISSED

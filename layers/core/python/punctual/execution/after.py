@@ -16,13 +16,14 @@ from typing import Any
 
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.load_forecast import forecast_ecs_timer
-from punctual.dispatch.queues import MessageKind, QueuePort, message_for
+from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.execution.chain_ends import complete_job
 from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
 from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
 from punctual.execution.unrun_children import MAX_DEPTH, UnrunChildren, others_have_slot
+from punctual.execution.versions import superseded_for_good
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.store.base import ExecutionConflictError
@@ -100,8 +101,10 @@ class AfterEffects:
         now: datetime,
         retry_at: datetime | None = None,
         repeat: bool = False,
+        message: DispatchMessage | None = None,
     ) -> None:
         """What follows an attempt's end. Every step is idempotent (REPAIR runs it again).
+        ``message``: the claim's, for a SUPERSEDED end (:meth:`superseded`).
 
         The failed-executions report is at least once: a worker that dies after sending it
         but before its message is deleted sends it again on the redelivery.
@@ -127,6 +130,8 @@ class AfterEffects:
             self.skip_dependants(job, execution, now)
         elif status is ExecutionStatus.SKIPPED:
             self.skip_dependants(job, execution, now)  # (the claims that skip call it too)
+        elif status is ExecutionStatus.SUPERSEDED and message is not None:
+            self.superseded(job, execution, now, message)
         if status.terminal:
             self._chain_delay(job, execution, now)
             self.turns.pass_on(job, execution, now)
@@ -340,11 +345,15 @@ class AfterEffects:
                 self._notify_unrun(grandchild, unrun, now)
         return record
 
-    def superseded(self, job: Job, record: Execution, now: datetime) -> None:
-        """A slot of ``job`` recorded SUPERSEDED that no later release runs: its ``after()``
-        children's slots (and theirs, down the chain) are recorded MISSED with their events and
-        alerts, as under a MISSED parent slot (:mod:`punctual.execution.unrun_children`)."""
-        if job.dependents <= 0:
+    def superseded(self, job: Job, record: Execution, now: datetime, message: DispatchMessage) -> None:
+        """A slot of ``job`` recorded SUPERSEDED that no later release runs
+        (:func:`punctual.execution.versions.superseded_for_good`; its first attempt ran when the
+        record has a start): its ``after()`` children's slots (and theirs, down the chain) are
+        recorded MISSED with their events and alerts, as under a MISSED parent slot
+        (:mod:`punctual.execution.unrun_children`). Made again by a repeat of the claim (a
+        redelivery's REPAIR, a duplicate: conditional puts, written once)."""
+        ran = record.started_at is not None
+        if job.dependents <= 0 or not superseded_for_good(job, message, ran, record.job_version):
             return
         below = UnrunChildren(self.store, lambda: self.ledger.ttl(now)).record([(job, record)], now)
         for child, unrun in below.missed + below.skipped:

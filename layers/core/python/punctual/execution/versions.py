@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.execution.records import LEASE_LOST_NOTE, SUPERSEDED_NOTE, new_record, owned_by, summary
-from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.models import Execution, ExecutionStatus, Job
 from punctual.models.jobs import chain_end
 from punctual.store.base import Expect
 from punctual.timing.slots import next_slot
@@ -87,29 +87,26 @@ def superseded_record(
 # Messages whose superseded slot another path may still send for the new spec: a backfill's (the
 # backfill goes on), an after() job's (a parent the replace added counts from its next success).
 _SENT_AGAIN = (MessageKind.BACKFILL, MessageKind.CHILD, MessageKind.MANUAL)
-_RAN = (ExecutionStatus.RUNNING, ExecutionStatus.RETRY_WAIT)
 
 
-def superseded_for_good(
-    job: Job, message: DispatchMessage, current: Execution | None, released_for: int
-) -> bool:
+def superseded_for_good(job: Job, message: DispatchMessage, ran: bool, released_for: int) -> bool:
     """Whether the slot a claim records SUPERSEDED is one no later release of ``job`` (as it is
     now) runs, so that its ``after()`` children will never hear from it (QA17: a parent's retry
     superseded by the replace that fixed its target left the child's and the grandchild's slot
     with no record at all):
 
-    * its first attempt ran (a retry waited, a worker was lost): the slot was due before the
-      replace, and the new chain starts after it;
+    * its first attempt ran (``ran``: a retry waited, a worker was lost): the slot was due before
+      the replace, and neither the new chain nor a resume releases a slot released before;
     * it never started (a scheduled slot, a queued one's turn): due by the restart that ended its
-      chain (the claim did not find it owed to the new spec), or after it at an instant the new
-      spec has no slot at.
+      chain (the claim did not find it owed to the new spec; a paused job's resume releases only
+      what its chain never did), or after it at an instant the new spec has no slot at.
 
-    Not for a job that is not ENABLED (a resume's catch-up may still release it), a backfill's,
-    a run-now or an after() job's slot (sent again, or never a child of several parents'), nor
-    a chain older than the restarts the job keeps (not known: left as it was)."""
-    if job.state is not JobState.ENABLED or message.kind in _SENT_AGAIN or MANUAL_MARK in message.slot:
+    Not for a backfill's, a run-now or an after() job's slot (sent again, or never a child of
+    several parents'), nor a chain older than the restarts the job keeps (not known: left as it
+    was). A paused job's slot the new spec has, after the restart, is its resume's to decide."""
+    if message.kind in _SENT_AGAIN or MANUAL_MARK in message.slot:
         return False
-    if current is not None and current.status in _RAN:
+    if ran:
         return True
     found = chain_end(job, released_for)
     if found is None:
