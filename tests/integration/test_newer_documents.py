@@ -105,3 +105,21 @@ def test_a_newer_versions_calendar_is_read_without_what_this_one_does_not_know(a
     got = api.call("GET", "/v1/calendars/freeze")
 
     assert got.status == 200 and got.body["ranges"] == [{"start": "2030-01-01", "end": "2030-01-05"}]
+
+
+def test_this_versions_writes_keep_a_newer_versions_fields(api: ApiClient) -> None:
+    """Review: one pause wrote the document back without them, for good."""
+    job = api.create(http_spec(name="newer", schedule="rate(1 hour)", retry={"max_attempts": 5}))
+    _rewrite(api, job["id"], _newer)
+
+    def stored() -> dict[str, Any]:
+        key = {"pk": {"S": f"job#{ALICE_ID}#{job['id']}"}, "sk": {"S": "job"}}
+        doc: dict[str, Any] = json.loads(api.dynamodb.get_item(TableName=TABLE, Key=key)["Item"]["doc"]["S"])
+        return doc
+
+    assert api.call("POST", f"/v1/jobs/{job['id']}/pause").status == 200
+    assert api.call("POST", f"/v1/jobs/{job['id']}/resume").status == 200
+    after = stored()
+    assert after["state"] == "ENABLED" and after["version"] == 3
+    assert after["target"]["signature_scheme"] == "v2"
+    assert after["retry"]["on_status"] == [500, 503] and after["catchup"]["burst"] == {"limit": 3}

@@ -131,26 +131,34 @@ def label_refusal(text: str) -> str | None:
     return None
 
 
-def without_unknown_fields(data: dict[str, Any], errors: list[Any]) -> dict[str, Any] | None:
+def without_unknown_fields(
+    data: dict[str, Any], errors: list[Any], removed: list[tuple[tuple[Any, ...], Any]] | None = None
+) -> dict[str, Any] | None:
     """``data`` less the fields a validation found unknown (``extra_forbidden``), when those were
     all it found; None otherwise. A stored document a newer version wrote (a rollback: a field
     added since, QA17) is read by this one as it reads its own, without what it does not know,
     instead of as unreadable (a job that stops). ``errors`` are pydantic's ``errors()``; a union's
-    tag in a location (``target.http.x``) is not a key of the document and is passed over."""
+    tag in a location (``target.http.x``) is not a key of the document and is passed over.
+    ``removed`` gets each field taken away: its path of document keys and its value."""
     if not errors or any(error.get("type") != "extra_forbidden" for error in errors):
         return None
     copy: dict[str, Any] = json.loads(json.dumps(data))
     for error in errors:
         path = list(error.get("loc", ()))
         current: Any = copy
+        walked: list[Any] = []
         for position, key in enumerate(path):
             last = position == len(path) - 1
             if isinstance(current, dict) and key in current:
+                walked.append(key)
                 if last:
-                    del current[key]
+                    value = current.pop(key)
+                    if removed is not None:
+                        removed.append((tuple(walked), value))
                 else:
                     current = current[key]
             elif isinstance(current, list) and isinstance(key, int) and 0 <= key < len(current):
+                walked.append(key)
                 current = current[key]
             elif last:
                 return None  # not where the error says: left to the caller's refusal

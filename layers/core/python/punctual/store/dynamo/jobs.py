@@ -30,7 +30,7 @@ from punctual.store.base import (
     UnreadableJobError,
     VersionConflictError,
 )
-from punctual.store.dynamo import dependency_schema, schema
+from punctual.store.dynamo import dependency_schema, newer_fields, schema
 from punctual.store.dynamo.calendar_uses import DynamoCalendarUses
 from punctual.store.dynamo.keys import (
     _doc_of,
@@ -435,13 +435,15 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
 def _known_part(item: dict[str, Any], data: dict[str, Any], exc: ValidationError) -> Job:
     """The job of a document whose only fault is fields this version does not know (a newer
     version wrote them: a rollback), read without them and logged; else UnreadableJobError."""
-    known = without_unknown_fields(data, exc.errors())
+    removed: list[tuple[tuple[Any, ...], Any]] = []
+    known = without_unknown_fields(data, exc.errors(), removed)
     if known is not None:
         try:
             job = Job.model_validate(known, context=ACCEPTED)
         except ValidationError:
             pass
         else:
+            newer_fields.keep(job, removed)  # put back by this version's next write of it
             unknown = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors()[:5])
             log.warning("job %s: read without the fields this version does not know: %s", job.id, unknown)
             return job
