@@ -148,3 +148,21 @@ def test_one_malformed_body_does_not_fail_the_whole_receive_of_the_ecs_lane(
     # malformed one is deleted, as the Lambda worker drops it ("malformed")
     assert [r.message.job_id for r in received] == ["report"]
     assert client.deleted == ["r0"]
+
+
+def test_a_message_that_failed_is_parked_only_when_it_is_signed(rig: Rig, t0: datetime) -> None:
+    """Review: parking writes a record and a timer for the slot a message names, which the poller
+    sends signed; an unsigned message that raised (before or in its check) is dropped instead."""
+    from punctual.execution import Delivery
+
+    victim = rig.add_job("payroll", tenant="b")
+    unsigned = rig.message(victim, t0, kind=MessageKind.FIRE)
+    worker = rig.worker(signer=SIGNER)
+    late = Delivery(SHORT, "r", PARK_AFTER_RECEIVES)
+
+    assert worker.after_error(unsigned, late, RuntimeError("boom")) is True  # dropped: delete it
+    assert rig.store.get_execution("b", victim.id, slot_key(t0)) is None
+    signed = SIGNER.sign(unsigned)
+    assert worker.after_error(signed, late, RuntimeError("boom")) is True  # parked, with a record
+    parked = rig.store.get_execution("b", victim.id, slot_key(t0))
+    assert parked is not None and "claim failed" in (parked.error or "")

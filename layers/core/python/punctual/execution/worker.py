@@ -250,7 +250,16 @@ class Worker:
         return self.sqs.return_blocked_records(event, failed_ids)
 
     def after_error(self, message: DispatchMessage, delivery: Delivery | None, error: BaseException) -> bool:
-        """See :meth:`punctual.execution.claim.Claimer.after_error` (True: delete the message)."""
+        """See :meth:`punctual.execution.parking.Parking.after_error` (True: delete the message).
+        Only a message this worker's key signed is parked: parking writes a record and a timer for
+        the slot it names, which the poller then sends signed (review: a forged body that raised
+        before its check would have been parked); another is dropped (True)."""
+        signer = self.claimer.signer
+        if signer is not None and not signer.verify(message):
+            log.warning(
+                "dropped a message that failed and is not signed: %s %s", message.job_id, message.slot
+            )
+            return True
         return self.claimer.parking.after_error(message, delivery, error)
 
     # ------------------------------------------------------------------ the steps
