@@ -158,7 +158,11 @@ class PunctualClient:
                 where = exc.headers.get("Location", "elsewhere")
                 detail = f"the endpoint answered {exc.code}, a redirect to {where} (not followed)"
                 raise ApiError(0, {"title": f"redirected from {self.endpoint}", "detail": detail}) from None
-            parsed = _parse(exc.read())
+            try:
+                raw = exc.read()
+            except (OSError, http.client.HTTPException):  # its body cut short (a timeout is an OSError)
+                raw = b""  # (review: escaped the command as a traceback)
+            parsed = _parse(raw)
             problem = (
                 parsed if isinstance(parsed, dict) else {"title": exc.reason, "detail": str(parsed or "")}
             )
