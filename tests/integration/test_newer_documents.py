@@ -123,3 +123,29 @@ def test_this_versions_writes_keep_a_newer_versions_fields(api: ApiClient) -> No
     assert after["state"] == "ENABLED" and after["version"] == 3
     assert after["target"]["signature_scheme"] == "v2"
     assert after["retry"]["on_status"] == [500, 503] and after["catchup"]["burst"] == {"limit": 3}
+
+
+def test_a_replace_or_a_job_created_again_at_the_id_writes_no_kept_field(api: ApiClient) -> None:
+    """Review: an http target's field went into the sqs target that replaced it, and a job
+    created again at a deleted job's id took the deleted job's fields."""
+
+    def stored(job_id: str) -> dict[str, Any]:
+        key = {"pk": {"S": f"job#{ALICE_ID}#{job_id}"}, "sk": {"S": "job"}}
+        doc: dict[str, Any] = json.loads(api.dynamodb.get_item(TableName=TABLE, Key=key)["Item"]["doc"]["S"])
+        return doc
+
+    replaced = api.create(http_spec(name="t", schedule="rate(1 hour)"))
+    _rewrite(api, replaced["id"], _newer)
+    sqs = {"type": "sqs", "queue_arn": "arn:aws:sqs:us-east-1:123456789012:reports"}
+    assert api.call("PUT", f"/v1/jobs/{replaced['id']}", http_spec(name="t", target=sqs)).status == 200
+    assert "signature_scheme" not in stored(replaced["id"])["target"]
+    assert "on_status" not in stored(replaced["id"])["retry"]  # the user's spec, as sent
+
+    created = {"If-None-Match": "*"}
+    assert api.call("PUT", "/v1/jobs/same", http_spec(name="old"), headers=created).status == 201
+    _rewrite(api, "same", _newer)
+    assert api.call("GET", "/v1/jobs/same").status == 200  # read (its fields kept) in this process
+    assert api.call("DELETE", "/v1/jobs/same").status == 204
+    assert api.call("PUT", "/v1/jobs/same", http_spec(name="new"), headers=created).status == 201
+    again = stored("same")
+    assert "signature_scheme" not in again["target"] and "on_status" not in again["retry"]

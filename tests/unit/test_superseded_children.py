@@ -17,6 +17,7 @@ import pytest
 from execution_harness import LAYOUT, LONG, SHORT, Crash, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.targets.base import TargetResult
+from punctual.dispatch.queues import MessageKind, message_for
 from punctual.execution.after import AfterEffects
 from punctual.models import ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock
@@ -141,3 +142,36 @@ def test_a_worker_lost_before_the_childrens_records_leaves_them_to_the_redeliver
     rig.work_until_idle(worker)
     record = rig.store.get_execution("default", child.id, slot_key(slot))
     assert record is not None and record.status is ExecutionStatus.MISSED
+
+
+def test_a_paused_parents_slot_its_resume_owes_is_left_to_it(rig: Rig, t0: datetime) -> None:
+    """Review: a slot that ran just after the pause (its message carried the job), superseded
+    while paused, was recorded MISSED for the child; the resume then ran it, and the child's
+    message was dropped ('slot is recorded missed')."""
+    jobs = JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    retry = {"max_attempts": 3}
+    parent, _ = jobs.register("default", spec("rate(1 hour)", retry=retry), job_id="parent")
+    child, _ = jobs.register("default", spec("after(parent)"), job_id="child")
+    slot = t0 + timedelta(hours=1)
+    rig.target = FakeTarget(TargetResult.retryable("503"), *[TargetResult.ok()] * 5)
+    rig.clock.set(slot - timedelta(seconds=2))
+    rig.send(message_for(parent, slot_key(slot), slot, 1, MessageKind.FIRE, rig.clock.now()))
+    rig.clock.set(slot - timedelta(seconds=1))
+    jobs.pause("default", parent.id)
+    rig.clock.set(slot)
+    rig.work_until_idle(rig.worker())  # claimed on the job it carries: it runs, and fails
+    rig.clock.set(slot + timedelta(seconds=1))
+    jobs.replace("default", parent.id, spec("rate(1 hour)", retry=retry, payload={"fixed": True}))
+    for k in range(1, 40):  # its retry comes due and is superseded
+        rig.clock.set(slot + timedelta(seconds=10 * k))
+        rig.poll()
+        rig.work_until_idle(rig.worker())
+    assert rig.store.get_execution("default", child.id, slot_key(slot)) is None  # the resume's to run
+    rig.clock.set(slot + timedelta(minutes=10))
+    jobs.resume("default", parent.id)
+    for k in range(1, 10):
+        rig.clock.set(slot + timedelta(minutes=10, seconds=10 * k))
+        rig.poll()
+        rig.work_until_idle(rig.worker())
+    ran = rig.store.get_execution("default", child.id, slot_key(slot))
+    assert ran is not None and ran.status is ExecutionStatus.SUCCEEDED

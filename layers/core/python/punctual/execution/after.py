@@ -353,7 +353,8 @@ class AfterEffects:
         (:mod:`punctual.execution.unrun_children`). Made again by a repeat of the claim (a
         redelivery's REPAIR, a duplicate: conditional puts, written once)."""
         ran = record.started_at is not None
-        if job.dependents <= 0 or not superseded_for_good(job, message, ran, record.job_version):
+        version = max(record.job_version, message.job_version)  # (a stale message of a later one)
+        if job.dependents <= 0 or not superseded_for_good(job, message, ran, version):
             return
         below = UnrunChildren(self.store, lambda: self.ledger.ttl(now)).record([(job, record)], now)
         for child, unrun in below.missed + below.skipped:

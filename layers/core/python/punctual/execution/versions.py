@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.execution.records import LEASE_LOST_NOTE, SUPERSEDED_NOTE, new_record, owned_by, summary
-from punctual.models import Execution, ExecutionStatus, Job
+from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.models.jobs import chain_end
 from punctual.store.base import Expect
 from punctual.timing.slots import next_slot
@@ -101,18 +101,22 @@ def superseded_for_good(job: Job, message: DispatchMessage, ran: bool, released_
       chain (the claim did not find it owed to the new spec; a paused job's resume releases only
       what its chain never did), or after it at an instant the new spec has no slot at.
 
+    Never for a paused job's slot at or after its pause that the spec has: its resume owes it.
+
     Not for a backfill's, a run-now or an after() job's slot (sent again, or never a child of
     several parents'), nor a chain older than the restarts the job keeps (not known: left as it
     was). A paused job's slot the new spec has, after the restart, is its resume's to decide."""
     if message.kind in _SENT_AGAIN or MANUAL_MARK in message.slot:
         return False
+    instant = slot_instant(message.slot)
+    has_it = next_slot(job, instant - timedelta(seconds=1)) == instant
+    paused_at = job.paused_at if job.state is JobState.PAUSED else None
+    if paused_at is not None and instant >= paused_at and has_it:
+        return False  # its resume owes it (review: it ran then, and the child's record said MISSED)
     if ran:
         return True
     found = chain_end(job, released_for)
     if found is None:
         return False
     restart, _ = found
-    instant = slot_instant(message.slot)
-    if instant <= restart.at:
-        return True
-    return next_slot(job, instant - timedelta(seconds=1)) != instant
+    return instant <= restart.at or not has_it

@@ -5,8 +5,9 @@ After a rollback this version reads such a document without what it does not kno
 pause, a resume, a completion, a replace) would then drop those fields for good, and the newer
 version, rolled forward again, would find its job changed (review: one pause lost a target's
 signature scheme and a retry policy's statuses). So the read keeps them here, by tenant and job,
-with the version read, and the job's next write (its version one more) puts them back where their
-place still exists in the new document. A process that did not read the job itself (another
+with the version read, and the job's next write that keeps its spec (its version one more, its
+spec version and creation the same) puts them back where their place still exists; a replace
+writes the user's spec as sent. A process that did not read the job itself (another
 API container) writes without them: rare, and logged where they were read. Bounded; only jobs
 that had such fields are kept.
 """
@@ -23,7 +24,8 @@ from punctual.models import Job
 MAX_KEPT = 1024
 Removed = list[tuple[tuple[Any, ...], Any]]
 
-_kept: OrderedDict[tuple[str, str], tuple[int, Removed]] = OrderedDict()
+# (tenant, job) -> (the version read, its creation and spec version, the fields taken away)
+_kept: OrderedDict[tuple[str, str], tuple[int, Any, int, Removed]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -32,7 +34,7 @@ def keep(job: Job, removed: Removed) -> None:
     if not removed:
         return
     with _lock:
-        _kept[(job.tenant, job.id)] = (job.version, removed)
+        _kept[(job.tenant, job.id)] = (job.version, job.created_at, job.spec_since, removed)
         _kept.move_to_end((job.tenant, job.id))
         while len(_kept) > MAX_KEPT:
             _kept.popitem(last=False)
@@ -44,10 +46,13 @@ def with_kept(job: Job, document: str) -> str:
     if not _kept:
         return document
     found = _kept.get((job.tenant, job.id))
-    if found is None or found[0] + 1 != job.version:
+    # The same job (not one created again at its id), one write on, its spec as it was: a pause, a
+    # resume, a completion. A replace writes the user's spec as sent (review: an http target's
+    # field went into the sqs target that replaced it, and a re-created job took a deleted one's).
+    if found is None or (found[0] + 1, found[1], found[2]) != (job.version, job.created_at, job.spec_since):
         return document
     data = json.loads(document)
-    for path, value in found[1]:
+    for path, value in found[3]:
         place: Any = data
         for key in path[:-1]:
             if (isinstance(place, dict) and key in place) or (
