@@ -21,8 +21,8 @@ def test_children_listed_before_their_parents_are_registered_after_them(api: Api
         "jobs": [
             _item("grandchild", "after(child)"),
             _item("child", "after(parent, other)"),
-            _item("parent", "rate(1 hour)"),
-            _item("other", "rate(1 hour)"),
+            _item("parent", "cron(0 * * * ? *)"),  # (two rate() jobs a second apart share no slot)
+            _item("other", "cron(0 * * * ? *)"),
         ]
     }
     reply = api.call("POST", "/v1/job-batches", body)
