@@ -38,16 +38,29 @@ def _family(rig: Rig) -> tuple[JobService, Job, Job]:
     return jobs, parent, child
 
 
-def _released_early_then_replaced(rig: Rig, jobs: JobService, parent: Job, slot: datetime, new: str) -> None:
+def _released_early_then_replaced(
+    rig: Rig,
+    jobs: JobService,
+    parent: Job,
+    slot: datetime,
+    new: str,
+    *,
+    paused: bool = False,
+    claim: bool = True,
+) -> None:
     """The slot's message is sent for the parent's first version two seconds ahead (a poller's
-    lead), a replace lands a second before the slot, and a worker claims it at the slot."""
+    lead), a replace (and a pause, ``paused``) lands a second before the slot, and a worker claims
+    it at the slot (``claim``)."""
     rig.target = FakeTarget(TargetResult.ok())
     rig.clock.set(slot - timedelta(seconds=2))
     rig.send(rig.message(parent, slot))
     rig.clock.set(slot - timedelta(seconds=1))
     jobs.replace("default", parent.id, spec(new, payload={"fixed": True}))
+    if paused:
+        jobs.pause("default", parent.id)
     rig.clock.set(slot)
-    rig.work_until_idle(rig.worker())
+    if claim:
+        rig.work_until_idle(rig.worker())
 
 
 def test_a_slot_the_new_spec_runs_again_is_left_to_that_run(rig: Rig, t0: datetime) -> None:
@@ -84,14 +97,7 @@ def test_a_paused_parents_superseded_slot_is_missed_when_no_resume_can_run_it(ri
     not), the child's slot had no record for good."""
     jobs, parent, child = _family(rig)
     slot = t0 + timedelta(hours=1)
-    rig.target = FakeTarget(TargetResult.ok())
-    rig.clock.set(slot - timedelta(seconds=2))
-    rig.send(rig.message(parent, slot))
-    rig.clock.set(slot - timedelta(seconds=1))
-    jobs.replace("default", parent.id, spec("cron(30 * * * ? *)", payload={"fixed": True}))
-    jobs.pause("default", parent.id)
-    rig.clock.set(slot)
-    rig.work_until_idle(rig.worker())
+    _released_early_then_replaced(rig, jobs, parent, slot, "cron(30 * * * ? *)", paused=True)
     record = rig.store.get_execution("default", child.id, slot_key(slot))
     assert record is not None and record.status is ExecutionStatus.MISSED
 
@@ -101,14 +107,7 @@ def test_a_paused_parents_superseded_slot_the_new_spec_has_is_left_to_its_resume
 ) -> None:
     jobs, parent, child = _family(rig)
     slot = t0 + timedelta(hours=1)
-    rig.target = FakeTarget(TargetResult.ok())
-    rig.clock.set(slot - timedelta(seconds=2))
-    rig.send(rig.message(parent, slot))
-    rig.clock.set(slot - timedelta(seconds=1))
-    jobs.replace("default", parent.id, spec("rate(1 hour)", payload={"fixed": True}))
-    jobs.pause("default", parent.id)
-    rig.clock.set(slot)
-    rig.work_until_idle(rig.worker())
+    _released_early_then_replaced(rig, jobs, parent, slot, "rate(1 hour)", paused=True)
     assert rig.store.get_execution("default", child.id, slot_key(slot)) is None
 
 
@@ -119,12 +118,7 @@ def test_a_worker_lost_before_the_childrens_records_leaves_them_to_the_redeliver
     never got its record."""
     jobs, parent, child = _family(rig)
     slot = t0 + timedelta(hours=1)
-    rig.target = FakeTarget(TargetResult.ok())
-    rig.clock.set(slot - timedelta(seconds=2))
-    rig.send(rig.message(parent, slot))
-    rig.clock.set(slot - timedelta(seconds=1))
-    jobs.replace("default", parent.id, spec("cron(30 * * * ? *)", payload={"fixed": True}))
-    rig.clock.set(slot)
+    _released_early_then_replaced(rig, jobs, parent, slot, "cron(30 * * * ? *)", claim=False)
     real = AfterEffects.superseded
     crashes = [Crash("the worker died after the SUPERSEDED write")]
 
