@@ -6,6 +6,7 @@ message is signed and verified: the faster forms are pinned here against the slo
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from typing import Any
@@ -18,8 +19,8 @@ from punctual.dispatch import queues
 from punctual.dispatch.queues import DispatchMessage
 from punctual.execution.keeper import LiveClaims
 from punctual.execution.ports import Claim, ClaimOutcome
-from punctual.models import base
-from punctual.models.base import MAX_PAYLOAD_DEPTH, check_json_value
+from punctual.models import ACCEPTED, JobSpec, base
+from punctual.models.base import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH, PAYLOAD_TOO_LARGE, check_json_value
 from punctual.runtime.stop_signal import StopSignal
 from punctual.security.message_auth import DispatchSigner
 
@@ -56,6 +57,65 @@ def test_the_fast_json_check_refuses_what_the_walk_refuses_with_the_same_message
     if base._plain_json(value):
         assert walked is None  # the fast pass never lets through what the walk refuses
     assert _outcome(check_json_value, value) == walked
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_values)
+def test_the_fast_json_checks_size_bound_is_never_below_the_size(value: Any) -> None:
+    # A payload the bound says is under the limit is not measured: the bound must never be short.
+    bound = base._plain_json(value)
+    if bound is not None:
+        assert bound >= len(json.dumps(value, separators=(",", ":")).encode())
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        0,
+        -1,
+        10**30,
+        -(10**30),
+        2**64,
+        -1.2345678901234567e-308,
+        1e16,
+        9e15,
+        0.1,
+        True,
+        False,
+        None,
+        "",
+        '\x00\x1f\x7f"\\',
+        {"\n": ["\t", {"": None}]},
+        [[], {}, [[]]],
+    ],
+)
+def test_the_size_bound_of_odd_values(value: Any) -> None:
+    bound = base._plain_json(value)
+    assert bound is not None and bound >= len(json.dumps(value, separators=(",", ":")).encode())
+
+
+@pytest.mark.parametrize(
+    ("payload", "refused"),
+    [
+        ("x" * (MAX_PAYLOAD_BYTES - 2), False),  # its quotes make it the limit exactly
+        ("x" * (MAX_PAYLOAD_BYTES - 1), True),
+        ("\x01" * ((MAX_PAYLOAD_BYTES - 2) // 6), False),  # a bound over the limit: measured, fits
+        ("\x01" * ((MAX_PAYLOAD_BYTES - 2) // 6 + 1), True),
+        ({"k": ["é" * 43_689]}, False),  # not plain ASCII: measured (\u00e9 each)
+        ({"k": ["é" * 43_690]}, True),
+    ],
+)
+def test_a_payload_over_the_limit_is_refused_whichever_way_it_is_measured(
+    payload: Any, refused: bool
+) -> None:
+    spec = {"schedule": "rate(1 minute)", "target": {"url": "https://example.com/h"}, "payload": payload}
+    if refused:
+        with pytest.raises(ValueError, match=PAYLOAD_TOO_LARGE):
+            JobSpec.model_validate(spec)
+        with pytest.raises(ValueError, match=PAYLOAD_TOO_LARGE):
+            JobSpec.model_validate(spec, context=ACCEPTED)
+    else:
+        assert JobSpec.model_validate(spec).payload == payload
 
 
 def _nested(depth: int) -> Any:

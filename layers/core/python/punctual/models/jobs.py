@@ -331,7 +331,9 @@ class JobSpec(StrictModel):
             CARRIED
         ):  # checked when stored: punctual.dispatch.queues.job_from_spec
             return value
-        check_json_value(value)
+        bound = check_json_value(value)
+        if bound is not None and bound <= MAX_PAYLOAD_BYTES:
+            return value  # (its encoding, at most ``bound`` bytes, need not be measured)
         size = len(_COMPACT_JSON.encode(value).encode())
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload is {size} bytes, {PAYLOAD_TOO_LARGE} {MAX_PAYLOAD_BYTES} allowed")

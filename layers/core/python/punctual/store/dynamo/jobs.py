@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -60,6 +60,9 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
 
     def _job_from_item(self, item: dict[str, Any]) -> Job:
         document = item["doc"]["S"]
+        job = _whole_job(item, document)
+        if job is not None:
+            return job
         try:
             # pydantic's parser: the same values as json.loads (the last of a repeated key, NaN
             # read as a float), in about two thirds of the time on the poller's hot path. It stops
@@ -430,6 +433,50 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
+
+
+# The item's attributes kept beside the document: (attribute, field, its value from the attribute)
+_BESIDE: tuple[tuple[str, str, Callable[[dict[str, str]], object]], ...] = (
+    ("dependents", "dependents", lambda value: int(value["N"])),
+    ("tpm", "trigger_rate", lambda value: int(value["N"])),
+    ("secret", "signing_secret_enc", lambda value: value["S"]),
+    ("secret_prev", "signing_secret_prev_enc", lambda value: value["S"]),
+)
+
+
+def _whole_job(item: dict[str, Any], document: str) -> Job | None:
+    """The job of an item whose document says all the job holds (the usual item: its version,
+    state and skipped count agree with the attributes, and it holds none of the fields kept
+    beside it), read by one JSON validation of the document, its noted document; None for any
+    other item, or a document that does not validate as it is (:meth:`DynamoJobs._job_from_item`
+    then reads it as a dict merged with the attributes, and decides; the same job either way).
+
+    Why: the general read parses the document into a dict, merges the attributes into it and
+    validates the dict, which costs the poller about 5 µs more per job than validating the JSON
+    text at once (``tests/unit/test_hot_path_marshalling.py`` checks the two read the same job)."""
+    if not document.endswith("}"):
+        return None
+    try:
+        job = Job.model_validate_json(document, context=ACCEPTED)  # accepted when written
+    except ValidationError:
+        return None
+    held = job.__pydantic_fields_set__  # the fields the document holds
+    skipped = item.get("skipped")
+    if (
+        "version" not in held
+        or "state" not in held
+        or job.version != int(item["version"]["N"])
+        or job.state.value != item["state"]["S"]
+        or (skipped is not None and ("skipped_slots" not in held or job.skipped_slots != int(skipped["N"])))
+        or not KEPT_BESIDE.isdisjoint(held)
+    ):
+        return None
+    for attribute, field, value_of in _BESIDE:
+        if attribute in item:  # (typed by the attribute itself: a number, a string)
+            job.__dict__[field] = value_of(item[attribute])
+            held.add(field)
+    note_document(job, document)
+    return job
 
 
 def _known_part(item: dict[str, Any], data: dict[str, Any], exc: ValidationError) -> Job:
