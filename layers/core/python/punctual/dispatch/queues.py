@@ -23,8 +23,9 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 from pydantic_core import from_json
 
-from punctual.models import CARRIED, Job, Overlap, Runtime
+from punctual.models import Job, Overlap, Runtime
 from punctual.models.job_documents import document_of
+from punctual.models.jobs import read_carried
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.timers import stable_hash
 
@@ -272,7 +273,6 @@ _CARRYING_SIGNED = _PLAIN_SIGNED | {"spec"}
 # A job whose spec is larger than this is not carried (the worker reads it): SQS bills a message
 # per 64 KB and accepts 256 KB, and a job's payload alone may be 256 KB.
 SPEC_MAX_CHARS = 16 * 1024
-_CARRIED_CONTEXT = {CARRIED: True}
 
 
 def spec_of(job: Job) -> str:
@@ -293,11 +293,10 @@ def spec_of(job: Job) -> str:
 def job_from_spec(spec: str) -> Job:
     """The job a message carries (:func:`spec_of`); raises ValueError when it does not read.
 
-    Its types are validated; the whole-spec checks it passed when it was stored (payload size
-    and depth, schedule and bounds) are not made again (``models.CARRIED``): the message is
-    signed by the scheduler, which read the job a moment before.
+    Its types are validated; the rules it passed when the scheduler read it a moment before are
+    not checked again (:func:`punctual.models.jobs.read_carried`): the message is signed by it.
     """
-    return Job.model_validate_json(spec, context=_CARRIED_CONTEXT)
+    return read_carried(spec)
 
 
 class MessageSigner(Protocol):

@@ -1,0 +1,165 @@
+"""A carried job is read by its types alone (:func:`punctual.models.jobs.read_carried`): the same job
+the full validation reads from what the scheduler sends, and what is not typed data is refused."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from punctual.dispatch.queues import job_from_spec, spec_of
+from punctual.models import CARRIED, Job
+from punctual.models.jobs import read_carried
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+ROLE = "arn:aws:iam::123456789012:role/r"
+TARGETS: list[dict[str, Any]] = [
+    {"type": "http", "url": "https://example.com/hook"},
+    {
+        "type": "http",
+        "url": "http://example.com/h?x=1",
+        "method": "PUT",
+        "follow_redirects": True,
+        "headers": {"Content-Type": "text/plain", "X-Key": "v\u00e9"},
+        "rate_budget_per_second": 2.5,
+    },
+    {
+        "type": "lambda",
+        "function_arn": "arn:aws:lambda:eu-west-1:123456789012:function:f:live",
+        "invocation_type": "Event",
+        "role_arn": ROLE,
+    },
+    {"type": "sqs", "queue_arn": "arn:aws:sqs:eu-west-1:123456789012:q.fifo", "message_group_id": "g"},
+    {"type": "sns", "topic_arn": "arn:aws-us-gov:sns:us-gov-west-1:123456789012:t"},
+    {
+        "type": "eventbridge",
+        "event_bus_arn": "arn:aws:events:eu-west-1:123456789012:event-bus/b",
+        "source": "mine",
+        "detail_type": "D",
+    },
+    {"type": "stepfunctions", "state_machine_arn": "arn:aws:states:eu-west-1:123456789012:stateMachine:m"},
+    {
+        "type": "ecs",
+        "cluster_arn": "arn:aws:ecs:eu-west-1:123456789012:cluster/c",
+        "task_definition_arn": "arn:aws:ecs:eu-west-1:123456789012:task-definition/t:3",
+        "subnets": ["subnet-1"],
+        "security_groups": ["sg-1"],
+        "container_name": "app",
+    },
+]
+OPTIONAL: dict[str, Any] = {
+    "name": "nightly \u00e9",
+    "description": "d",
+    "timezone": "Europe/Berlin",
+    "start_at": "2026-12-01T00:00:00+01:00",
+    "end_at": "2027-12-01T00:00:00Z",
+    "retry": {
+        "max_attempts": 5,
+        "backoff": "linear",
+        "base_seconds": 1.5,
+        "max_seconds": 60,
+        "jitter": False,
+    },
+    "timeout_seconds": 60,
+    "overlap": "queue",
+    "catchup": {"policy": "latest", "window_seconds": 0},
+    "jitter_seconds": 30,
+    "max_lateness_seconds": 0,
+    "dst": {"gap": "skip", "repeat": "first"},
+    "tags": {"team": "data", "k": ""},
+    "dead_letter": {"queue_arn": "arn:aws:sqs:eu-west-1:123456789012:dlq", "role_arn": ROLE},
+    "events_bus": {"event_bus_arn": "arn:aws:events:eu-west-1:123456789012:event-bus/b"},
+    "delete_after_completion": True,
+    "exclude_calendars": ["holidays", "x.y"],
+    "state": "PAUSED",
+    "paused_at": "2026-11-30T10:05:00.123456Z",
+    "state_reason": "r",
+    "owed_from": "2026-11-30T10:01:00Z",
+    "restarts": [{"until_version": 2, "at": "2026-11-30T10:00:00Z", "timing": {"schedule": "rate(1 hour)"}}],
+    "next_fire_at": None,
+    "skipped_slots": 4,
+    "dependents": 2,
+    "trigger_rate": 7,
+    "signing_secret_enc": "sealed",
+}
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _job(target: dict[str, Any], payload: Any, optional: dict[str, Any]) -> Job:
+    return Job.model_validate(
+        {
+            "id": "job-1",
+            "schedule": "rate(5 minutes)",
+            "target": target,
+            "payload": payload,
+            "created_at": T0,
+            "updated_at": T0,
+            "anchor": T0,
+            "version": 3,
+            **optional,
+        }
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    target=st.sampled_from(TARGETS),
+    payload=_json,
+    optional=st.dictionaries(st.sampled_from(sorted(OPTIONAL)), st.just(None)).map(
+        lambda keys: {key: OPTIONAL[key] for key in keys}
+    ),
+)
+def test_a_carried_job_reads_as_the_full_validation_reads_it(
+    target: dict[str, Any], payload: Any, optional: dict[str, Any]
+) -> None:
+    if target["type"] == "http" and target.get("method") == "PUT" and payload is not None:
+        payload = str(payload)  # a text/plain target's payload is a string
+    job = _job(target, payload, optional)
+    spec = spec_of(job)
+    read = job_from_spec(spec)
+    full = Job.model_validate_json(spec, context={CARRIED: True})
+    assert read == full == job
+    assert read.model_fields_set == full.model_fields_set
+    assert type(read.target) is type(full.target)
+
+
+def test_an_old_document_whose_target_has_no_type_reads_as_before() -> None:
+    spec = spec_of(_job(TARGETS[0], {"n": 1}, {})).replace('"type":"http",', "")
+    assert read_carried(spec) == Job.model_validate_json(spec, context={CARRIED: True})
+    assert read_carried(spec).target.type == "http"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d.update(version="three"),
+        lambda d: d.update(timeout_seconds=True),  # strict: not 1
+        lambda d: d.update(timeout_seconds=10**9),  # out of range
+        lambda d: d["retry"].update(max_attempts=0),
+        lambda d: d["target"].update(method="BREW"),
+        lambda d: d["target"].update(unknown=1),  # a target's fields are closed
+        lambda d: d["target"].update(type="ftp"),
+        lambda d: d["target"].pop("url"),
+        lambda d: d.update(name="n" * 129),
+        lambda d: d.update(created_at="yesterday"),
+        lambda d: d.update(anchor="2026-11-30T10:00:00"),  # no offset: not an instant
+        lambda d: d.pop("schedule"),
+        lambda d: d.update(tags={"k": 1}),
+        lambda d: d.update(state="RUNNING"),
+    ],
+)
+def test_a_carried_document_that_is_not_typed_data_is_refused(edit: Any) -> None:
+    data = json.loads(spec_of(_job(TARGETS[0], {"n": 1}, {})))
+    edit(data)
+    with pytest.raises(ValueError):
+        job_from_spec(json.dumps(data))
+    with pytest.raises(ValueError):
+        job_from_spec("{not json")
