@@ -1,5 +1,7 @@
 """A carried job is read by its types alone (:func:`punctual.models.jobs.read_carried`): the same job
-the full validation reads from what the scheduler sends, and what is not typed data is refused."""
+the full validation reads from what the scheduler sends, and what is not typed data is refused. A
+stored one is read without the validators that do nothing for it (:func:`~punctual.models.jobs.read_accepted`):
+the same job, or the same error, as the full validation."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from punctual.dispatch.queues import job_from_spec, spec_of
-from punctual.models import CARRIED, Job
-from punctual.models.jobs import read_carried
+from punctual.models import ACCEPTED, CARRIED, Job
+from punctual.models.base import validator_without
+from punctual.models.jobs import read_accepted, read_carried
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 ROLE = "arn:aws:iam::123456789012:role/r"
@@ -87,7 +90,7 @@ OPTIONAL: dict[str, Any] = {
     "signing_secret_enc": "sealed",
 }
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=8,
 )
@@ -129,12 +132,52 @@ def test_a_carried_job_reads_as_the_full_validation_reads_it(
     assert read == full == job
     assert read.model_fields_set == full.model_fields_set
     assert type(read.target) is type(full.target)
+    document = job.model_dump_json()
+    stored = read_accepted(document)
+    assert stored == Job.model_validate_json(document, context=ACCEPTED)
+    assert stored.model_fields_set == Job.model_validate_json(document, context=ACCEPTED).model_fields_set
 
 
 def test_an_old_document_whose_target_has_no_type_reads_as_before() -> None:
     spec = spec_of(_job(TARGETS[0], {"n": 1}, {})).replace('"type":"http",', "")
     assert read_carried(spec) == Job.model_validate_json(spec, context={CARRIED: True})
     assert read_carried(spec).target.type == "http"
+    assert read_accepted(spec) == Job.model_validate_json(spec, context=ACCEPTED)
+
+
+def _error(read: Any, document: str) -> str | None:
+    try:
+        read(document)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d.update(version="three"),
+        lambda d: d["target"].update(url="ftp://example.com"),  # a rule a stored job is held to
+        lambda d: d["target"].update(headers={"Host": "x"}),
+        lambda d: d.update(exclude_calendars=["a", "a"]),
+        lambda d: d.update(payload={"a": float("nan")}),
+        lambda d: d.update(schedule="rate(0 minutes)"),
+        lambda d: d.update(start_at=1_000_000),  # a number is no date-time
+        lambda d: d.update(end_at="2020-01-01T00:00:00Z", start_at="2021-01-01T00:00:00Z"),
+        lambda d: d.update(schedule="bad\nschedule"),
+    ],
+)
+def test_a_stored_document_read_faster_is_refused_with_the_same_error(edit: Any) -> None:
+    data = json.loads(_job(TARGETS[0], {"n": 1}, {}).model_dump_json())
+    edit(data)
+    document = json.dumps(data)
+    full = _error(lambda text: Job.model_validate_json(text, context=ACCEPTED), document)
+    assert _error(read_accepted, document) == full
+
+
+def test_a_validator_named_that_is_not_there_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"JobSpec\._renamed"):
+        validator_without(Job, {"JobSpec._name", "JobSpec._renamed"})
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from typing import Any, Final, TypeVar
 
 from pydantic import (
@@ -179,24 +180,32 @@ def read_stored(model: type[_M], document: str, context: Any = None) -> _M:
         return model.model_validate(known, context=context)
 
 
-def types_validator(model: type[BaseModel]) -> SchemaValidator:
-    """A validator of ``model``'s types alone: its core schema (nested models' too) less every
-    Python validator (field and model validators: the rules, and an old document's repairs), so
-    that it makes the same ``model`` instances from what those pass, without a Python call per rule.
-    For documents whose rules were checked under the very same rules before (see
-    :func:`punctual.models.jobs.read_carried`)."""
+def validator_without(model: type[BaseModel], left_out: Collection[str] | None = None) -> SchemaValidator:
+    """A validator of ``model`` (its core schema, nested models' too) without the Python validators
+    (field and model validators) that ``left_out`` names by qualified name (``JobSpec._name``); all
+    of them when None: its types alone. It makes the same ``model`` instances from what those
+    validators would have passed, without a Python call each (about 0.3 µs). Raises ValueError
+    when ``left_out`` names one the schema does not hold (renamed since: nothing would be left out).
+    """
+    found: set[str] = set()
 
-    def types_only(node: Any) -> Any:
+    def without(node: Any) -> Any:
         if isinstance(node, dict):
             kind = node.get("type")
             if isinstance(kind, str) and kind.startswith("function-") and "schema" in node:
-                return types_only(node["schema"])  # the function's own schema, without the function
-            return {key: types_only(value) for key, value in node.items()}
+                name = node["function"]["function"].__qualname__
+                if left_out is None or name in left_out:
+                    found.add(name)
+                    return without(node["schema"])  # the function's own schema, without the function
+            return {key: without(value) for key, value in node.items()}
         if isinstance(node, list):
-            return [types_only(value) for value in node]
+            return [without(value) for value in node]
         return node
 
-    return SchemaValidator(types_only(model.__pydantic_core_schema__))
+    schema = without(model.__pydantic_core_schema__)
+    if left_out is not None and set(left_out) - found:
+        raise ValueError(f"{model.__name__} has no validators {sorted(set(left_out) - found)}")
+    return SchemaValidator(schema)
 
 
 _INFINITIES = (float("inf"), float("-inf"))

@@ -53,7 +53,7 @@ from punctual.models.base import (
     int_field,
     is_json_media_type,
     label_refusal,
-    types_validator,
+    validator_without,
 )
 from punctual.models.policies import (
     CatchupPolicy,
@@ -353,7 +353,7 @@ class JobSpec(StrictModel):
                 raise ValueError(
                     "payload: a GET request carries no body; leave the payload out, or use another method"
                 )
-            content_type = self.target.content_type()
+            content_type = self.target.content_type() if self.target.headers else None
             if (
                 content_type
                 and not is_json_media_type(content_type)
@@ -474,7 +474,24 @@ class Job(JobSpec):
 
 
 _CARRIED: Final = {CARRIED: True}
-_CARRIED_TYPES = types_validator(Job)
+_CARRIED_TYPES = validator_without(Job)
+# A stored job's read leaves out the validators that do nothing for it (input-only rules, each
+# returning at once for a job accepted before) and the repair of an old document's target without
+# its type (a document without it is then validated in full, which repairs it).
+_STORED_READ = validator_without(
+    Job, {"JobSpec._expression_text", "JobSpec._instant_range", "JobSpec._target_type"}
+)
+
+
+def read_accepted(document: str) -> Job:
+    """``Job.model_validate_json(document, context=ACCEPTED)``: the same job, or the same error,
+    without a Python call for the validators that do nothing for a stored job (about 1 µs of
+    each of the poller's reads)."""
+    try:
+        job: Job = _STORED_READ.validate_json(document, context=ACCEPTED)
+    except ValidationError:
+        return Job.model_validate_json(document, context=ACCEPTED)  # decides, errors included
+    return job
 
 
 def read_carried(document: str) -> Job:
@@ -488,10 +505,10 @@ def read_carried(document: str) -> Job:
     validated in full, with the rules, which decide as before (an old document's target without
     its type, which a rule reads as a webhook's)."""
     try:
-        job: Job = _CARRIED_TYPES.validate_json(document)  # (no rule to read a context)
+        carried: Job = _CARRIED_TYPES.validate_json(document)  # (no rule to read a context)
     except ValidationError:
         return Job.model_validate_json(document, context=_CARRIED)
-    return job
+    return carried
 
 
 # --------------------------------------------------------------------------- executions

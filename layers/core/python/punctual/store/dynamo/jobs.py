@@ -15,6 +15,7 @@ from pydantic_core import from_json
 from punctual.models import ACCEPTED, Job, JobState
 from punctual.models.base import read_stored, without_unknown_fields
 from punctual.models.job_documents import KEPT_BESIDE, note_document
+from punctual.models.jobs import read_accepted
 from punctual.store.base import (
     NO_CALENDAR_USES,
     CalendarUses,
@@ -457,7 +458,7 @@ def _whole_job(item: dict[str, Any], document: str) -> Job | None:
     if not document.endswith("}"):
         return None
     try:
-        job = Job.model_validate_json(document, context=ACCEPTED)  # accepted when written
+        job = read_accepted(document)  # accepted when written
     except ValidationError:
         return None
     held = job.__pydantic_fields_set__  # the fields the document holds
