@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 from pydantic_core import from_json
 
 from punctual.models import Job, Overlap, Runtime
-from punctual.models.job_documents import document_of
+from punctual.models.job_documents import document_of, stored_document
 from punctual.models.jobs import read_carried
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.timers import stable_hash
@@ -279,8 +279,8 @@ def spec_of(job: Job) -> str:
     """What a message carries of its job (empty when too large: the worker then reads it): its
     document and the fields the store keeps beside it (counters, sealed signing secrets). The
     document is the one the store read the job from when it noted it (the same fields and values,
-    :mod:`punctual.models.job_documents`), else the job dumped."""
-    text = document_of(job) or job.model_dump_json()
+    :mod:`punctual.models.job_documents`), else the job dumped as the store would write it."""
+    text = document_of(job) or stored_document(job)
     extra = f',"dependents":{job.dependents},"trigger_rate":{job.trigger_rate}'
     if job.signing_secret_enc:
         extra += ',"signing_secret_enc":' + _COMPACT_JSON.encode(job.signing_secret_enc)

@@ -446,9 +446,10 @@ _BESIDE: tuple[tuple[str, str, Callable[[dict[str, str]], object]], ...] = (
 
 
 def _whole_job(item: dict[str, Any], document: str) -> Job | None:
-    """The job of an item whose document says all the job holds (the usual item: its version,
-    state and skipped count agree with the attributes, and it holds none of the fields kept
-    beside it), read by one JSON validation of the document, its noted document; None for any
+    """The job of an item whose document, read alone, says all the job holds (the usual item: the
+    version, state and skipped count it reads agree with the attributes, and it holds none of the
+    fields kept beside it; a field it leaves out reads as its default, :mod:`.job_documents`), read
+    by one JSON validation of the document, its noted document; None for any
     other item, or a document that does not validate as it is (:meth:`DynamoJobs._job_from_item`
     then reads it as a dict merged with the attributes, and decides; the same job either way).
 
@@ -464,14 +465,13 @@ def _whole_job(item: dict[str, Any], document: str) -> Job | None:
     held = job.__pydantic_fields_set__  # the fields the document holds
     skipped = item.get("skipped")
     if (
-        "version" not in held
-        or "state" not in held
-        or job.version != int(item["version"]["N"])
+        job.version != int(item["version"]["N"])
         or job.state.value != item["state"]["S"]
-        or (skipped is not None and ("skipped_slots" not in held or job.skipped_slots != int(skipped["N"])))
+        or (skipped is not None and job.skipped_slots != int(skipped["N"]))
         or not KEPT_BESIDE.isdisjoint(held)
     ):
         return None
+    held.update(("version", "state", "skipped_slots") if skipped is not None else ("version", "state"))
     for attribute, field, value_of in _BESIDE:
         if attribute in item:  # (typed by the attribute itself: a number, a string)
             job.__dict__[field] = value_of(item[attribute])

@@ -63,6 +63,7 @@ from datetime import datetime
 from typing import Any
 
 from punctual.models import Job
+from punctual.models.job_documents import stored_document
 from punctual.store.dynamo.newer_fields import with_kept
 from punctual.timing.timers import minute_key
 
@@ -742,7 +743,7 @@ def take_slots(want: int, limit: int, ttl_epoch_s: int) -> Expression:
 
 def job_doc(job: Job) -> str:
     """The job's stored document (its secrets are attributes of their own)."""
-    return with_kept(job, job.model_dump_json(exclude={"signing_secret_enc", "signing_secret_prev_enc"}))
+    return with_kept(job, stored_document(job))
 
 
 def job_attributes(job: Job) -> dict[str, Any]:

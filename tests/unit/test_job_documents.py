@@ -1,0 +1,108 @@
+"""A job's stored document leaves out the fields at an empty default, and reads back as the job.
+
+Every version's model reads a field a document does not hold as its default: a default that may be
+left out is never changed (a stored job would change with it), which the list below pins.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_carried_read import OPTIONAL, TARGETS, _job
+
+from punctual.dispatch.queues import job_from_spec, spec_of
+from punctual.models import ACCEPTED, Job
+from punctual.models.job_documents import empty_defaults, stored_document
+from punctual.models.targets import EcsTarget, HttpTarget, SqsTarget
+
+# Changing one of these defaults changes every stored job that leaves the field out: add a new
+# field here freely, but give a changed default a new field (or write the documents in full).
+JOB_EMPTY_DEFAULTS = (
+    ("name", ""),
+    ("description", ""),
+    ("start_at", None),
+    ("end_at", None),
+    ("payload", None),
+    ("jitter_seconds", 0),
+    ("max_lateness_seconds", None),
+    ("dst", None),
+    ("tags", {}),
+    ("dead_letter", None),
+    ("events_bus", None),
+    ("delete_after_completion", False),
+    ("scheduler", None),
+    ("alerts", []),
+    ("exclude_calendars", []),
+    ("next_fire_at", None),
+    ("skipped_slots", 0),
+    ("paused_at", None),
+    ("state_reason", None),
+    ("spec_version", 0),
+    ("owed_from", None),
+    ("delay_after", None),
+    ("restarts", []),
+)
+
+
+def test_the_defaults_a_document_may_leave_out_are_the_ones_pinned() -> None:
+    assert empty_defaults(Job) == JOB_EMPTY_DEFAULTS
+    assert empty_defaults(HttpTarget) == (
+        ("rate_budget_per_second", None),
+        ("headers", {}),
+        ("follow_redirects", False),
+    )
+    assert empty_defaults(SqsTarget) == (
+        ("rate_budget_per_second", None),
+        ("role_arn", None),
+        ("message_group_id", None),
+    )
+    assert empty_defaults(EcsTarget) == (
+        ("rate_budget_per_second", None),
+        ("role_arn", None),
+        ("security_groups", []),
+        ("assign_public_ip", False),
+        ("container_name", None),
+    )
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4) | st.sampled_from([0, "", [], {}, False]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    target=st.sampled_from(TARGETS),
+    payload=_json,
+    optional=st.dictionaries(st.sampled_from(sorted(OPTIONAL)), st.just(None)).map(
+        lambda keys: {key: OPTIONAL[key] for key in keys}
+    ),
+)
+def test_a_stored_document_reads_back_as_the_job(
+    target: dict[str, Any], payload: Any, optional: dict[str, Any]
+) -> None:
+    if target["type"] == "http" and target.get("method") == "PUT" and payload is not None:
+        payload = str(payload)  # a text/plain target's payload is a string
+    job = _job(target, payload, optional)
+    document = stored_document(job)
+    full = json.loads(job.model_dump_json())
+    lean = json.loads(document)
+    assert set(lean) <= set(full) and all(lean[key] == full[key] for key in lean if key != "target")
+    left_out = {key: full[key] for key in set(full) - set(lean)}
+    assert all(not value for value in left_out.values())  # only empty values are left out
+    beside = {"dependents": 0, "trigger_rate": 0, "signing_secret_enc": None}
+    assert Job.model_validate_json(document, context=ACCEPTED) == job.model_copy(update=beside)
+    assert Job.model_validate_json(job.model_dump_json(), context=ACCEPTED) == job.model_copy(update=beside)
+    assert job_from_spec(spec_of(job)) == job  # the carried form: the store's document and counters
+
+
+def test_an_empty_payload_or_a_falsy_one_is_kept() -> None:
+    for payload in (0, "", [], {}, False):
+        job = _job(TARGETS[0], payload, {})
+        assert json.loads(stored_document(job))["payload"] == payload
+        assert Job.model_validate_json(stored_document(job)).payload == payload
