@@ -94,7 +94,8 @@ _json = st.recursive(
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=6),
+    | st.text(max_size=6)
+    | st.sampled_from([0, "", [], {}, False]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=8,
 )
@@ -116,20 +117,20 @@ def _job(target: dict[str, Any], payload: Any, optional: dict[str, Any]) -> Job:
     )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    target=st.sampled_from(TARGETS),
-    payload=_json,
-    optional=st.dictionaries(st.sampled_from(sorted(OPTIONAL)), st.just(None)).map(
-        lambda keys: {key: OPTIONAL[key] for key in keys}
-    ),
-)
-def test_a_carried_job_reads_as_the_full_validation_reads_it(
-    target: dict[str, Any], payload: Any, optional: dict[str, Any]
-) -> None:
+@st.composite
+def jobs(draw: st.DrawFn) -> Job:
+    """Jobs of every target type, with any of the optional fields set, and any payload."""
+    target = draw(st.sampled_from(TARGETS))
+    payload = draw(_json)
     if target["type"] == "http" and target.get("method") == "PUT" and payload is not None:
         payload = str(payload)  # a text/plain target's payload is a string
-    job = _job(target, payload, optional)
+    keys = draw(st.lists(st.sampled_from(sorted(OPTIONAL)), unique=True))
+    return _job(target, payload, {key: OPTIONAL[key] for key in keys})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(job=jobs())
+def test_a_carried_job_reads_as_the_full_validation_reads_it(job: Job) -> None:
     spec = spec_of(job)
     read = job_from_spec(spec)
     full = Job.model_validate_json(spec, context={CARRIED: True})
