@@ -4,7 +4,7 @@ and reads back the same record."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from punctual.models import AttemptRecord, Execution, ExecutionStatus
 from punctual.store.dynamo import DynamoStore
+from punctual.store.dynamo.execution_docs import _at_slot_instant
 from punctual.timing.timers import slot_key
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -112,3 +113,25 @@ def test_the_stored_document_leaves_out_defaults_and_what_the_item_holds() -> No
     assert item["sk"]["S"].endswith(record.slot) and item["owner"]["S"] == record.owner
     assert len(doc) < len(record.model_dump_json()) / 2
     assert store._execution_from_item(item) == record
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    second=st.integers(min_value=0, max_value=10**10),
+    moved=st.sampled_from(
+        [timedelta(0), timedelta(microseconds=1), timedelta(seconds=1), timedelta(hours=1)]
+    ),
+    zone=st.sampled_from([UTC, timezone(timedelta(0)), timezone(timedelta(hours=2))]),
+    suffix=st.sampled_from(["", "~m1"]),
+)
+def test_a_record_at_its_slots_instant_is_told_as_by_its_slot_key(
+    second: int, moved: timedelta, zone: Any, suffix: str
+) -> None:
+    slot_at = datetime.fromtimestamp(second, tz=UTC)
+    at = (slot_at + moved).astimezone(zone)
+    record = Execution(
+        job_id="j", slot=slot_key(slot_at) + suffix, scheduled_at=at, status=ExecutionStatus.RUNNING
+    )
+    # How it was told before: the instant formatted as a slot key
+    expected = at.microsecond == 0 and at.utcoffset() == timedelta(0) and slot_key(at) == record.slot
+    assert _at_slot_instant(record) is expected

@@ -22,8 +22,9 @@ from typing import Any
 from pydantic_core import from_json
 
 from punctual.models import Execution
+from punctual.store.dynamo.keys import _packed_slot
 from punctual.store.dynamo.schema import EXEC_PREFIX
-from punctual.timing.timers import slot_instant, slot_key
+from punctual.timing.timers import slot_instant
 
 
 def record_attributes(execution: Execution) -> dict[str, dict[str, str]]:
@@ -44,16 +45,14 @@ _UTC_OFFSET = timedelta(0)
 
 def _at_slot_instant(execution: Execution) -> bool:
     """The record starts at its slot's own instant (no jitter, UTC, whole second): the instant
-    reads back from the slot, exactly."""
+    reads back from the slot, exactly. Told by the slot's epoch second, which the timer packs
+    keep for each slot text (:func:`.keys._packed_slot`, an int only for a slot key that is
+    its second's own), not by formatting the instant (1 µs of each of a record's two writes)."""
     at = execution.scheduled_at
     if at.microsecond or at.utcoffset() != _UTC_OFFSET:
         return False
-    if at.year < 1000:  # (a slot key's year is not padded then)
-        return slot_key(at) == execution.slot
-    # A UTC instant's ISO text up to its seconds is its slot key's (without the Z): a C call, not
-    # the conversion and formatting of slot_key (1 µs of each of the two writes of a record).
-    slot = execution.slot
-    return len(slot) == 20 and slot[19] == "Z" and slot.startswith(at.isoformat()[:19])
+    second = _packed_slot(execution.slot)
+    return type(second) is int and second == at.timestamp()
 
 
 def execution_from_item(item: dict[str, Any]) -> Execution:

@@ -38,6 +38,7 @@ _MAX_UNPROCESSED_ROUNDS = 12
 # lane. A far bucket is read whole, so a pack may span its minute; a near bucket is read by
 # due range, and a range read looks one window further back.
 _PACK_MAX = 64
+# Each divides a minute: a pack window lies in one minute, one bucket (DynamoTimers._timer_rows).
 _PACK_SPAN_MS = {Lane.FAR: 60_000, Lane.NEAR: 1_000}
 _KIND_CODE = {
     TimerKind.FIRE: "f",

@@ -39,6 +39,7 @@ from punctual.timing.timers import (
     Timer,
     TimerKind,
     bucket_pk,
+    bucket_pk_of_ms,
     due_bound,
     minute_key,
     parse_minute_key,
@@ -81,10 +82,11 @@ class DynamoTimers(DynamoBase, TimerRepository):
 
     @staticmethod
     def _pack_item(pk: str, window_ms: int, timers: Sequence[Timer]) -> dict[str, Any]:
-        """One item holding several timers of one bucket, all due within one window."""
+        """One item holding several timers of one bucket, all due within one window, in sort-key
+        order (:meth:`_timer_rows` sorts them)."""
         tenants: dict[str, int] = {}
         entries: list[list[Any]] = []
-        for t in sorted(timers, key=lambda t: t.sk):
+        for t in timers:
             slot = _packed_slot(t.slot)
             entry: list[Any] = [t.due_ms, t.job_id, tenants.setdefault(t.tenant, len(tenants)), slot]
             entry += [t.attempt, _KIND_CODE[t.kind], t.job_version]
@@ -115,11 +117,14 @@ class DynamoTimers(DynamoBase, TimerRepository):
 
     def _timer_rows(self, timers: Sequence[Timer]) -> list[dict[str, Any]]:
         """The items to write for ``timers``: packs (of one, for a lone timer)."""
-        groups: dict[tuple[str, int], dict[str, Timer]] = {}
+        # By lane, shard and window: a window lies in one minute (its span divides one), so its
+        # timers share one bucket, whose key is made once a pack, not once a timer.
+        groups: dict[tuple[Lane, int, int], dict[str, Timer]] = {}
         for t in timers:
-            groups.setdefault((t.pk, self._pack_window(t.lane, t.due_ms)), {})[t.sk] = t
+            groups.setdefault((t.lane, t.shard, self._pack_window(t.lane, t.due_ms)), {})[t.sk] = t
         rows: list[dict[str, Any]] = []
-        for (pk, window), members in groups.items():
+        for (lane, shard, window), members in groups.items():
+            pk = bucket_pk_of_ms(lane, window, shard)
             ordered = [members[sk] for sk in sorted(members)]
             for start in range(0, len(ordered), _PACK_MAX):
                 rows.append(self._pack_item(pk, window, ordered[start : start + _PACK_MAX]))
