@@ -466,7 +466,7 @@ def _whole_job(item: dict[str, Any], document: str) -> Job | None:
     skipped = item.get("skipped")
     if (
         job.version != int(item["version"]["N"])
-        or job.state.value != item["state"]["S"]
+        or job.state != item["state"]["S"]  # (a StrEnum: equal to its value)
         or (skipped is not None and job.skipped_slots != int(skipped["N"]))
         or not KEPT_BESIDE.isdisjoint(held)
     ):
