@@ -596,7 +596,11 @@ class Claimer:
         # in between leaves it to the sweep); it is delivered beside the run, never on this path.
         # Not for a backfilled slot (late by design) nor a queued slot's turn (its first release,
         # not the hand-over, says whether it was late; QA: both raised late alerts)
-        timely = first_attempt and message.kind not in (MessageKind.BACKFILL, *_TURN_KINDS)
+        timely = (
+            first_attempt
+            and message.kind not in (MessageKind.BACKFILL, *_TURN_KINDS)
+            and notifier.reads_release_delay(job)
+        )
         release_delay = fire_delay_of(started.scheduled_at, message.released_at) if timely else None
         notifier.late(job, started, release_delay)
         self._save_start(job, started, replaced, expect)
