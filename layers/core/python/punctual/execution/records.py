@@ -106,7 +106,7 @@ def running(
     if base is None:
         fields = _message_fields(message, ExecutionStatus.RUNNING)
         fields.update(update)
-        return Execution(**fields)
+        return Execution.model_validate(fields)  # (as Execution(**fields), without __init__'s frame)
     return base.model_copy(update=update)
 
 
