@@ -59,8 +59,7 @@ class DeliveryThreads:
 
     @property
     def pending(self) -> int:
-        with self._lock:
-            return len(self._running)
+        return len(self._running)  # (one read of the set's size: atomic, no lock needed)
 
     def settle(self, timeout_s: float | None = None) -> int:
         """Wait for the deliveries in flight (at most ``timeout_s``); returns how many still run.
