@@ -4,19 +4,23 @@
 record ``new_record`` makes; ``Ledger.ttl`` adds the retention to a UTC instant's timestamp; the
 records' ``model_copy`` makes the copy in one step. Each is compared with the slow form over
 generated inputs (backfilled slots or not, odd attempts and versions, instants with and without
-microseconds, zones).
+microseconds, zones). ``DeliveryThreads.settle`` returns at once with nothing in flight, and
+still raises a delivery's fatal end.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from unittest import mock
 from zoneinfo import ZoneInfo
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from punctual.delivery.notifications import DeliveryThreads
 from punctual.dispatch.queues import DispatchMessage
 from punctual.execution import records
 from punctual.execution.ports import WorkerConfig
@@ -109,3 +113,22 @@ def test_a_copy_owns_its_fields_set() -> None:
     before = set(record.model_fields_set)
     record.model_copy(update={"error": "x"})
     assert record.model_fields_set == before
+
+
+def test_settle_with_nothing_in_flight_still_raises_a_delivery_that_died() -> None:
+    """The early return of DeliveryThreads.settle (nothing running) keeps a fatal end for it."""
+    deliveries = DeliveryThreads()
+    assert deliveries.settle() == 0 and deliveries.pending == 0
+
+    def dying() -> None:
+        raise KeyboardInterrupt
+
+    deliveries.submit(dying)
+    for _ in range(500):  # the thread ends (leaves the set) before settle is called
+        if not deliveries.pending:
+            break
+        time.sleep(0.01)
+    assert deliveries.pending == 0
+    with pytest.raises(KeyboardInterrupt):
+        deliveries.settle(5)
+    assert deliveries.settle() == 0  # raised once
