@@ -203,6 +203,43 @@ def paused_end(
     return skipped
 
 
+def overlap_blocked(
+    claimer: Claimer,
+    job: Job,
+    message: DispatchMessage,
+    delivery: Delivery | None,
+    holder: str,
+    current: Execution | None,
+    replaced: Execution | None,
+    expect: Expect | None,
+    now: datetime,
+) -> Claim:
+    """A first attempt whose job's turn ``holder`` has (overlap ``skip`` or ``queue``):
+    recorded SKIPPED, or QUEUED (acknowledged, started when its turn comes)."""
+    base = current or new_record(message, ExecutionStatus.QUEUED)
+    if job.overlap is Overlap.SKIP:
+        skipped = skipped_record(base, now, f"overlap: slot {holder} was still running", blocked_by=holder)
+        claimer._save_start(job, skipped, replaced, expect)
+        claimer.store.add_skipped(job.tenant, job.id, 1)
+        claimer.metrics.add("OverlapSkipped", 1)
+        claimer.after.notifier.changed(job, skipped, now)
+        claimer.after.skip_dependants(job, skipped, now)
+        return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="overlap skip")
+    queued = base  # (current, when QUEUED already)
+    if queued.status is not ExecutionStatus.QUEUED or queued.blocked_by != holder:
+        queued = base.model_copy(
+            update={
+                "status": ExecutionStatus.QUEUED,
+                "attempt": message.attempt,
+                "blocked_by": holder,
+            }
+        )
+        claimer._save_start(job, queued, replaced, expect)
+    claimer.parking.put_queued_timer(job.version, queued, now)
+    claimer.metrics.add("OverlapQueued", 1)
+    return Claim(ClaimOutcome.QUEUED, message, delivery, job, queued, reason=f"waits for slot {holder}")
+
+
 def gone_jobs_run(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
     """A message back from a worker that died mid-run (a redelivery, or the pollers' takeover),
     its job deleted since: the run is ended TIMED_OUT once its lease lapsed, and until then the
@@ -520,54 +557,36 @@ class Claimer:
         replaced = current
         if current is not None and current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED):
             current = None  # the record only said why the slot had not run: start it afresh
-        base = current or new_record(message, ExecutionStatus.QUEUED)
+        # A slot without a record gets a QUEUED one only where it is recorded so (paused, overlap);
+        # its start builds the RUNNING record at once (running(None, ...): no copy of the first).
+        base = current
         if current is not None and current.status is ExecutionStatus.QUEUED and self._cancelled(job, current):
             # A cancelled backfill's slot waiting for its turn: not started, as its message would
             # not have been (QA: it ran at its turn, after the cancel)
-            skipped = skipped_record(base, now, "backfill cancelled")
+            skipped = skipped_record(current, now, "backfill cancelled")
             self._save_start(job, skipped, replaced, expect)
             self.turns.pass_on(job, skipped, now)
             self.after.notifier.changed(job, skipped, now)
             self.after.skip_dependants(job, skipped, now)
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="backfill cancelled")
-        if job.state is JobState.PAUSED and not _asked_for(message, base, job) and not handed_back(base):
-            # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or a
-            # backfill) still runs, every attempt of it.
-            ended = paused_end(self, job, base, replaced, expect, now)
-            outcome = (
-                ClaimOutcome.SKIPPED if ended.status is ExecutionStatus.SKIPPED else ClaimOutcome.EXHAUSTED
-            )
-            return Claim(outcome, message, delivery, job, ended, reason="job is paused")
+        if job.state is JobState.PAUSED:
+            base = base or new_record(message, ExecutionStatus.QUEUED)
+            if not _asked_for(message, base, job) and not handed_back(base):
+                # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or
+                # a backfill) still runs, every attempt of it.
+                ended = paused_end(self, job, base, replaced, expect, now)
+                outcome = (
+                    ClaimOutcome.SKIPPED
+                    if ended.status is ExecutionStatus.SKIPPED
+                    else ClaimOutcome.EXHAUSTED
+                )
+                return Claim(outcome, message, delivery, job, ended, reason="job is paused")
         first_attempt = message.attempt == 1
         holder = None
         if first_attempt and job.overlap is not Overlap.ALLOW:
             holder = self.turns.take(job, message.slot, now)
-        if holder is not None and job.overlap is Overlap.SKIP:
-            skipped = skipped_record(
-                base, now, f"overlap: slot {holder} was still running", blocked_by=holder
-            )
-            self._save_start(job, skipped, replaced, expect)
-            self.store.add_skipped(job.tenant, job.id, 1)
-            self.metrics.add("OverlapSkipped", 1)
-            self.after.notifier.changed(job, skipped, now)
-            self.after.skip_dependants(job, skipped, now)
-            return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="overlap skip")
-        if holder is not None:  # Overlap.QUEUE: recorded, acknowledged, started when its turn comes
-            queued = current if current is not None and current.status is ExecutionStatus.QUEUED else base
-            if queued.status is not ExecutionStatus.QUEUED or queued.blocked_by != holder:
-                queued = base.model_copy(
-                    update={
-                        "status": ExecutionStatus.QUEUED,
-                        "attempt": message.attempt,
-                        "blocked_by": holder,
-                    }
-                )
-                self._save_start(job, queued, replaced, expect)
-            self.parking.put_queued_timer(job.version, queued, now)
-            self.metrics.add("OverlapQueued", 1)
-            return Claim(
-                ClaimOutcome.QUEUED, message, delivery, job, queued, reason=f"waits for slot {holder}"
-            )
+        if holder is not None:
+            return overlap_blocked(self, job, message, delivery, holder, current, replaced, expect, now)
         started = running(
             base, message, now, self.leases.lease_s(job), attempt=message.attempt, blocked_by=None
         )
@@ -577,7 +596,11 @@ class Claimer:
         # in between leaves it to the sweep); it is delivered beside the run, never on this path.
         # Not for a backfilled slot (late by design) nor a queued slot's turn (its first release,
         # not the hand-over, says whether it was late; QA: both raised late alerts)
-        timely = first_attempt and message.kind not in (MessageKind.BACKFILL, *_TURN_KINDS)
+        timely = (
+            first_attempt
+            and message.kind not in (MessageKind.BACKFILL, *_TURN_KINDS)
+            and notifier.reads_release_delay(job)
+        )
         release_delay = fire_delay_of(started.scheduled_at, message.released_at) if timely else None
         notifier.late(job, started, release_delay)
         self._save_start(job, started, replaced, expect)

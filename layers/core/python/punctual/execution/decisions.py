@@ -58,6 +58,10 @@ class ClaimDecision:
     wait_s: float = 0.0
 
 
+# Every first claim's decision (immutable: one shared, not one built a message)
+_NEW_SLOT = ClaimDecision(ClaimAction.START, "new slot")
+
+
 def lease_live(execution: Execution, now: datetime) -> bool:
     """True while a RUNNING execution's lease has not lapsed (by the caller's clock)."""
     return (
@@ -107,7 +111,7 @@ def decide_claim(
     carried = message_is_lease and redelivered and current is not None and current.attempt > n
     if current is None:
         if n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD):
-            return ClaimDecision(ClaimAction.START, "new slot")
+            return _NEW_SLOT
         return ClaimDecision(ClaimAction.DROP, f"no record for attempt {n} (expired or never started)")
     status = current.status
     if status is ExecutionStatus.MISSED:

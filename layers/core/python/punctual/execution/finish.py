@@ -137,7 +137,8 @@ class Finisher:
         (fenced, current)
             ``fenced``: another owner holds the slot (``current`` as it is then).
         """
-        give_up = self.clock.now().timestamp() + self.config.finish_retry_s
+        began = self.clock.now()  # (its timestamp taken only when a write fails)
+        give_up: float | None = None
         pause = FINISH_RETRY_FIRST_S
         failed_before = False
         while True:
@@ -151,6 +152,8 @@ class Finisher:
             except IllegalTransition:
                 raise
             except Exception:
+                if give_up is None:
+                    give_up = began.timestamp() + self.config.finish_retry_s
                 if self.clock.now().timestamp() + pause > give_up:
                     raise
                 failed_before = True

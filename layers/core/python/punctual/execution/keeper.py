@@ -52,14 +52,6 @@ class LiveClaims:
         manager: no generator made per claim)."""
         return _Running(self, claim)
 
-    def _add(self, claim: Claim) -> None:
-        with self._lock:
-            self._claims[id(claim)] = claim
-
-    def _remove(self, claim: Claim) -> None:
-        with self._lock:
-            self._claims.pop(id(claim), None)
-
     def snapshot(self) -> list[Claim]:
         with self._lock:
             return [claim for claim in self._claims.values() if claim.live]
@@ -79,11 +71,15 @@ class _Running:
         self.claim = claim
 
     def __enter__(self) -> Claim:
-        self.live._add(self.claim)
-        return self.claim
+        claim, live = self.claim, self.live
+        with live._lock:  # (here, not in a method of LiveClaims: a call less a message)
+            live._claims[id(claim)] = claim
+        return claim
 
     def __exit__(self, *exc: object) -> None:
-        self.live._remove(self.claim)
+        claim, live = self.claim, self.live
+        with live._lock:
+            live._claims.pop(id(claim), None)
 
 
 class KeptWorker(Protocol):

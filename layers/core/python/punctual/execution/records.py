@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from punctual.dispatch.load_forecast import forecast_ecs_timer
@@ -62,39 +62,52 @@ def owner_of(raw: bytes) -> str:
 def new_record(message: DispatchMessage, status: ExecutionStatus, **fields: Any) -> Execution:
     """The record of a slot that has no record yet, as ``message`` names it (a backfilled slot's
     record names its backfill)."""
+    return Execution(**_message_fields(message, status), **fields)
+
+
+def _message_fields(message: DispatchMessage, status: ExecutionStatus) -> dict[str, Any]:
+    """The fields of a new record of the slot ``message`` names."""
+    fields: dict[str, Any] = {
+        "job_id": message.job_id,
+        "tenant": message.tenant,
+        "slot": message.slot,
+        "scheduled_at": datetime.fromisoformat(message.scheduled_at),
+        "attempt": message.attempt,
+        "status": status,
+        "job_version": message.job_version,
+    }
     if message.backfill:
         backfill, dependants = parse_backfill_ref(message.backfill)
-        fields = {"backfill": backfill, "backfill_dependants": dependants, **fields}
-    return Execution(
-        job_id=message.job_id,
-        tenant=message.tenant,
-        slot=message.slot,
-        scheduled_at=datetime.fromisoformat(message.scheduled_at),
-        attempt=message.attempt,
-        status=status,
-        job_version=message.job_version,
-        **fields,
-    )
+        fields["backfill"] = backfill
+        fields["backfill_dependants"] = dependants
+    return fields
 
 
-def running(base: Execution, message: DispatchMessage, now: datetime, lease_s: int, **more: Any) -> Execution:
+def running(
+    base: Execution | None, message: DispatchMessage, now: datetime, lease_s: int, **more: Any
+) -> Execution:
     """``base`` as a RUNNING attempt of ``message``, owned by a fresh owner (``more``: further fields).
 
     The record keeps ``base.job_version``: the version its slot was released for, whose spec
-    every attempt of the slot runs (:mod:`punctual.execution.versions`).
+    every attempt of the slot runs (:mod:`punctual.execution.versions`). ``base`` None: a slot
+    without a record, whose RUNNING record is built at once (the first attempt's common path:
+    the same record as :func:`new_record`'s QUEUED one copied as RUNNING, without that copy).
     """
-    return base.model_copy(
-        update={
-            "status": ExecutionStatus.RUNNING,
-            "started_at": now,
-            "finished_at": None,
-            "error": None,
-            "result": None,
-            "owner": new_owner(),
-            "lease_until": now + timedelta(seconds=lease_s),
-            **more,
-        }
-    )
+    update = {
+        "status": ExecutionStatus.RUNNING,
+        "started_at": now,
+        "finished_at": None,
+        "error": None,
+        "result": None,
+        "owner": new_owner(),
+        "lease_until": now + timedelta(seconds=lease_s),
+        **more,
+    }
+    if base is None:
+        fields = _message_fields(message, ExecutionStatus.RUNNING)
+        fields.update(update)
+        return Execution.model_validate(fields)  # (as Execution(**fields), without __init__'s frame)
+    return base.model_copy(update=update)
 
 
 def rest_of_range(job: Job, missed: Execution) -> Execution | None:
@@ -163,6 +176,13 @@ class Ledger:
         self.config = config
 
     def ttl(self, now: datetime) -> int:
+        """The record's expiry (epoch seconds): ``retention_days`` after ``now``. For a UTC
+        ``now`` (every clock's) the days are added to its timestamp, not to a datetime built
+        for it: the same whole seconds (the fraction's distance from a whole second, at least a
+        microsecond, is far above the float's rounding); in a zone of its own the days are wall
+        days (DST), added as before."""
+        if now.tzinfo is UTC:
+            return int(now.timestamp() + self.config.retention_days * 86_400)
         return int((now + timedelta(days=self.config.retention_days)).timestamp())
 
     def save(self, new: Execution, current: Execution | None, expect: Expect | None) -> None:

@@ -227,6 +227,8 @@ class Worker:
         """Wait for the deliveries still in flight (at most ``timeout_s``); returns how many are
         left (their alerts stay SENDING, and their sweeps finish them)."""
         pending = self.deliveries.pending
+        if not pending:  # nothing to wait for, nor to log (a delivery's fatal end still raises)
+            return self.deliveries.settle(timeout_s)
         started = time.monotonic()
         left = self.deliveries.settle(timeout_s)
         if pending:
@@ -288,7 +290,8 @@ class Worker:
             heartbeat=lambda: self.heartbeat_if_due(claim),
             cancel=claim.cancel,
         )
-        self._wait_for_budget(claim.message.held_until, job, (execution.slot, execution.scheduled_at))
+        if claim.message.not_before:  # smoothed (else held_until is None: nothing to wait for)
+            self._wait_for_budget(claim.message.held_until, job, (execution.slot, execution.scheduled_at))
         started = self.clock.now()
         try:
             result = self.invoker.invoke(job.target, job.payload, ctx)

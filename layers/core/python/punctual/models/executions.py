@@ -5,6 +5,7 @@ Every transition is a conditional write; :data:`TRANSITIONS` is the one table of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Self
@@ -45,15 +46,21 @@ class ExecutionStatus(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in (
-            ExecutionStatus.SUCCEEDED,
-            ExecutionStatus.FAILED,
-            ExecutionStatus.TIMED_OUT,
-            ExecutionStatus.SKIPPED,
-            ExecutionStatus.MISSED,
-            ExecutionStatus.EXCLUDED,
-            ExecutionStatus.SUPERSEDED,
-        )
+        # A set: a tuple of seven was compared member by member, several times a trigger.
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    {
+        ExecutionStatus.SUCCEEDED,
+        ExecutionStatus.FAILED,
+        ExecutionStatus.TIMED_OUT,
+        ExecutionStatus.SKIPPED,
+        ExecutionStatus.MISSED,
+        ExecutionStatus.EXCLUDED,
+        ExecutionStatus.SUPERSEDED,
+    }
+)
 
 
 class IllegalTransition(Exception):
@@ -104,11 +111,12 @@ def check_transition(old: ExecutionStatus | None, new: ExecutionStatus) -> None:
 
 
 class _ShallowCopy(BaseModel):
-    """``copy.copy`` (and so ``model_copy``) as pydantic's ``__copy__`` does it, faster.
+    """``copy.copy`` and ``model_copy`` as pydantic does them, faster.
 
-    The worker copies an execution record three times a trigger. Pydantic's ``__copy__``
-    goes through ``copy.copy`` for each of the three dicts and sets; these models have no
-    private attributes, so the copy is the same made directly.
+    The worker copies an execution record twice a trigger (started, ended). Pydantic's
+    ``__copy__`` goes through ``copy.copy`` for each of the three dicts and sets, and its
+    ``model_copy`` copies the record and then updates the copy; these models have no private
+    attributes and keep no extra fields, so the copy is the same made directly.
     """
 
     def __copy__(self) -> Self:
@@ -118,6 +126,24 @@ class _ShallowCopy(BaseModel):
         extra = self.__pydantic_extra__
         _object_setattr(m, "__pydantic_extra__", None if extra is None else extra.copy())
         _object_setattr(m, "__pydantic_fields_set__", self.__pydantic_fields_set__.copy())
+        private = getattr(self, "__pydantic_private__", None)
+        if private is not None:
+            private = {k: v for k, v in private.items() if v is not PydanticUndefined}
+        _object_setattr(m, "__pydantic_private__", private)
+        return m
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """Pydantic's ``model_copy`` (``update`` not validated, its keys added to the fields
+        set); a shallow copy with an update is made in one step (~0.3 µs less a copy)."""
+        if deep or not update or self.__pydantic_extra__ is not None:
+            return super().model_copy(update=update, deep=deep)
+        cls = type(self)
+        m = cls.__new__(cls)
+        values = self.__dict__.copy()
+        values.update(update)
+        _object_setattr(m, "__dict__", values)
+        _object_setattr(m, "__pydantic_extra__", None)
+        _object_setattr(m, "__pydantic_fields_set__", self.__pydantic_fields_set__ | update.keys())
         private = getattr(self, "__pydantic_private__", None)
         if private is not None:
             private = {k: v for k, v in private.items() if v is not PydanticUndefined}
@@ -204,13 +230,15 @@ class Execution(_ShallowCopy):
     def closed_attempt(self, status: ExecutionStatus, now: datetime, error: str | None) -> AttemptRecord:
         """The entry of the attempt list that says how this record's current attempt ended:
         the one place an attempt record is made from a running attempt."""
-        return AttemptRecord(
-            attempt=self.attempt,
-            status=status,
-            started_at=self.started_at,
-            finished_at=now,
-            error=error,
-            owner=self.owner,
+        return AttemptRecord.model_validate(  # (the same as AttemptRecord(...), a frame less)
+            {
+                "attempt": self.attempt,
+                "status": status,
+                "started_at": self.started_at,
+                "finished_at": now,
+                "error": error,
+                "owner": self.owner,
+            }
         )
 
     @staticmethod

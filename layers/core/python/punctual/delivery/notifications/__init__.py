@@ -119,6 +119,12 @@ class Notifier:
         once, but not on the claim's path)."""
         self.later(self.flush)
 
+    def reads_release_delay(self, job: Job) -> bool:
+        """Whether :meth:`late` and :meth:`started` read a first attempt's release delay for
+        ``job``: only against its alert rules' late bound (a job without rules: the caller need
+        not compute it)."""
+        return bool(job.alerts)
+
     def late(self, job: Job, execution: Execution, fire_delay_ms: float | None) -> None:
         """A first attempt about to start whose release came later than one of the job's ``late``
         rules allows: the ``late`` alert is made now (a conditional write and its sweep timer; no

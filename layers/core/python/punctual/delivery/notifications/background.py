@@ -59,8 +59,7 @@ class DeliveryThreads:
 
     @property
     def pending(self) -> int:
-        with self._lock:
-            return len(self._running)
+        return len(self._running)  # (one read of the set's size: atomic, no lock needed)
 
     def settle(self, timeout_s: float | None = None) -> int:
         """Wait for the deliveries in flight (at most ``timeout_s``); returns how many still run.
@@ -68,6 +67,11 @@ class DeliveryThreads:
         A delivery that died of something other than an error (a process going down, as tests
         simulate it) is raised here, in the caller's thread, as it would have been on its own.
         """
+        if not self._running and self._fatal is None:
+            # Nothing in flight (a worker settles after every message; most have no delivery):
+            # both read without the lock, as a thread ends by setting its fatal end and then
+            # leaving the set, so an empty set with no fatal end has nothing left to report.
+            return 0
         deadline = None if timeout_s is None else time.monotonic() + max(timeout_s, 0.0)
         while True:
             with self._lock:
