@@ -60,7 +60,13 @@ def add_slot(loads: dict[datetime, MinuteLoad], instant: datetime, head_s: float
     """Count one slot due at ``instant`` (negative ``count``: take it back)."""
     minute = minute_of(instant)
     head = count if (instant - minute).total_seconds() < head_s else 0
-    loads[minute] = loads.get(minute, MinuteLoad()) + MinuteLoad(count, head)
+    # One MinuteLoad made a call (a release adds one a slot), not three: ``get(minute,
+    # MinuteLoad()) + MinuteLoad(count, head)`` adds the same counts.
+    known = loads.get(minute)
+    if known is None:
+        loads[minute] = MinuteLoad(count, head)
+    else:
+        loads[minute] = MinuteLoad(known.total + count, known.head + head, known.ecs)
 
 
 def add_ecs_slot(loads: dict[datetime, MinuteLoad], instant: datetime, count: int = 1) -> None:
