@@ -54,6 +54,7 @@ HORIZON_S = 240.0  # a slot is in the ledger this long before it is due: the tic
 MAX_SEEDED = 600  # slots a registration enumerates at most (rate(1 second): 240 in the horizon)
 
 log = logging.getLogger("punctual.dispatch.load_forecast")
+_ECS = Runtime.ECS  # read once: an enum's member read through its class is slow (a read per slot)
 
 
 def add_slot(loads: dict[datetime, MinuteLoad], instant: datetime, head_s: float, count: int = 1) -> None:
@@ -77,7 +78,7 @@ def add_ecs_slot(loads: dict[datetime, MinuteLoad], instant: datetime, count: in
 
 def on_ecs_lane(job: Job) -> bool:
     """Whether ``job``'s slots run on the ECS lane (its workers are Fargate tasks)."""
-    return job.runtime is Runtime.ECS
+    return job.runtime is _ECS
 
 
 def forecast_ecs_timer(ledger: MinuteLoadRepository, job: Job, due: datetime) -> None:

@@ -349,6 +349,9 @@ class MessageSigner(Protocol):
 # A poller stamps one release instant on a whole chunk of messages, and many jobs share
 # a slot's instant: equal instants (in any zone) have the same UTC text.
 _message_instant = lru_cache(maxsize=1024)(format_instant_ms)
+# Read once: an enum's member read through its class costs several times a global's (the enum
+# metaclass's __getattr__ hook), and these are read per message.
+_QUEUE_OVERLAP, _ECS = Overlap.QUEUE, Runtime.ECS
 
 
 def message_for(
@@ -378,7 +381,7 @@ def message_for(
             "job_version": job.version,
             "kind": kind,
             "released_at": _message_instant(now),
-            "ordered": job.overlap is Overlap.QUEUE,
+            "ordered": job.overlap is _QUEUE_OVERLAP,
             "backfill": backfill,
             "spec": spec_of(job) if spec is None else spec,
             "last": last,
@@ -404,7 +407,7 @@ class QueueRouting:
     long_queue_urls: tuple[str, ...] = ()
 
     def queue_for(self, job: Job) -> str:
-        urls = self.long_queue_urls if job.runtime is Runtime.ECS else self.short_queue_urls
+        urls = self.long_queue_urls if job.runtime is _ECS else self.short_queue_urls
         return pick_queue(urls or self.short_queue_urls, job.id)
 
 
