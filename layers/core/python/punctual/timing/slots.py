@@ -192,10 +192,8 @@ def fire_timer(
     behind on-time slots. ``resumed``: the first of a resumed job's chain, whose past slot makes
     it a RESUME timer due now (the slots before it were owed by the pause)."""
     due = dispatch_instant(job, slot)
-    if resumed and due <= now:
-        kind = TimerKind.RESUME
-    else:
-        kind = _CATCHUP if chained and due <= now else _FIRE
+    late = due <= now
+    kind = TimerKind.RESUME if resumed and late else _CATCHUP if chained and late else _FIRE
     return layout.make(
         now=now,
         due=due,
