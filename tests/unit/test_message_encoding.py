@@ -124,3 +124,34 @@ def test_a_signature_leaves_the_keyed_hmac_as_it_was() -> None:
     first = SIGNER.signature(a)
     assert SIGNER.signature(b) != first
     assert SIGNER.signature(a) == first
+
+
+def test_message_for_gives_every_field_in_declaration_order() -> None:
+    """``message_for`` sets the message's fields at once: each one, in order, as the constructor would."""
+    from datetime import UTC, datetime
+
+    from punctual.dispatch.queues import message_for
+    from punctual.models import Job, JobSpec
+
+    spec = JobSpec.model_validate(
+        {"schedule": "rate(1 minute)", "target": {"type": "http", "url": "https://example.com/h"}}
+    )
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    job = Job(**spec.model_dump(), id="j", tenant="t", created_at=at, updated_at=at, anchor=at)
+    made = message_for(job, "2026-11-30T10:00:00Z", at, 2, "retry", at, "bf-1:1", spec="{}", last=True)
+    expected = DispatchMessage(
+        tenant="t",
+        job_id="j",
+        slot="2026-11-30T10:00:00Z",
+        scheduled_at="2026-11-30T10:00:00.000Z",
+        attempt=2,
+        job_version=job.version,
+        kind="retry",
+        released_at="2026-11-30T10:00:00.000Z",
+        ordered=False,
+        backfill="bf-1:1",
+        spec="{}",
+        last=True,
+    )
+    assert made == expected and list(vars(made)) == list(DispatchMessage.__dataclass_fields__)
+    assert made.payload() == expected.payload()

@@ -54,6 +54,7 @@ HORIZON_S = 240.0  # a slot is in the ledger this long before it is due: the tic
 MAX_SEEDED = 600  # slots a registration enumerates at most (rate(1 second): 240 in the horizon)
 
 log = logging.getLogger("punctual.dispatch.load_forecast")
+_ONE_SECOND = timedelta(seconds=1)
 _ECS = Runtime.ECS  # read once: an enum's member read through its class is slow (a read per slot)
 
 
@@ -140,7 +141,7 @@ def seeded_slots(
 def chain_forecast(slot: datetime, following: datetime, horizon_s: float = HORIZON_S) -> datetime:
     """The slot a release of ``slot`` forecasts, ``following`` being its near chain's next: ``n``
     periods on, ``n`` periods covering the horizon (exact for rates; a cron's, near enough)."""
-    period = max(following - slot, timedelta(seconds=1))
+    period = max(following - slot, _ONE_SECOND)
     return slot + period * math.ceil(horizon_s / period.total_seconds())
 
 

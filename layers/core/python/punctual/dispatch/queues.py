@@ -371,7 +371,11 @@ def message_for(
     It carries the job (``spec``: :func:`spec_of`, given when the caller made it already for
     another slot of the same job) and, for the slot that ends the job's chain, ``last``.
     """
-    return _built(
+    # ``_built`` of these fields, every field given in declaration order (no defaults to merge).
+    message = object.__new__(DispatchMessage)
+    object.__setattr__(
+        message,
+        "__dict__",
         {
             "tenant": job.tenant,
             "job_id": job.id,
@@ -382,11 +386,16 @@ def message_for(
             "kind": kind,
             "released_at": _message_instant(now),
             "ordered": job.overlap is _QUEUE_OVERLAP,
+            "not_before": "",
             "backfill": backfill,
+            "alert": "",
+            "resend": 0,
             "spec": spec_of(job) if spec is None else spec,
             "last": last,
-        }
+            "sig": "",
+        },
     )
+    return message
 
 
 def pick_queue(urls: Sequence[str], job_id: str) -> str:

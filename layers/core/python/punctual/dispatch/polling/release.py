@@ -373,7 +373,7 @@ class SlotReleaser:
         handed_over = False
         for slot in plan.release:
             key = slot_key(slot)
-            if (job.tenant, job.id, key) in started:
+            if started and (job.tenant, job.id, key) in started:  # empty unless uncertain
                 report.superseded += 1
                 continue
             scheduled = dispatch_instant(job, slot)
