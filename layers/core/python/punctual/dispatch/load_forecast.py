@@ -54,13 +54,21 @@ HORIZON_S = 240.0  # a slot is in the ledger this long before it is due: the tic
 MAX_SEEDED = 600  # slots a registration enumerates at most (rate(1 second): 240 in the horizon)
 
 log = logging.getLogger("punctual.dispatch.load_forecast")
+_ONE_SECOND = timedelta(seconds=1)
+_ECS = Runtime.ECS  # read once: an enum's member read through its class is slow (a read per slot)
 
 
 def add_slot(loads: dict[datetime, MinuteLoad], instant: datetime, head_s: float, count: int = 1) -> None:
     """Count one slot due at ``instant`` (negative ``count``: take it back)."""
     minute = minute_of(instant)
     head = count if (instant - minute).total_seconds() < head_s else 0
-    loads[minute] = loads.get(minute, MinuteLoad()) + MinuteLoad(count, head)
+    # One MinuteLoad made a call (a release adds one a slot), not three: ``get(minute,
+    # MinuteLoad()) + MinuteLoad(count, head)`` adds the same counts.
+    known = loads.get(minute)
+    if known is None:
+        loads[minute] = MinuteLoad(count, head)
+    else:
+        loads[minute] = MinuteLoad(known.total + count, known.head + head, known.ecs)
 
 
 def add_ecs_slot(loads: dict[datetime, MinuteLoad], instant: datetime, count: int = 1) -> None:
@@ -71,7 +79,7 @@ def add_ecs_slot(loads: dict[datetime, MinuteLoad], instant: datetime, count: in
 
 def on_ecs_lane(job: Job) -> bool:
     """Whether ``job``'s slots run on the ECS lane (its workers are Fargate tasks)."""
-    return job.runtime is Runtime.ECS
+    return job.runtime is _ECS
 
 
 def forecast_ecs_timer(ledger: MinuteLoadRepository, job: Job, due: datetime) -> None:
@@ -133,7 +141,7 @@ def seeded_slots(
 def chain_forecast(slot: datetime, following: datetime, horizon_s: float = HORIZON_S) -> datetime:
     """The slot a release of ``slot`` forecasts, ``following`` being its near chain's next: ``n``
     periods on, ``n`` periods covering the horizon (exact for rates; a cron's, near enough)."""
-    period = max(following - slot, timedelta(seconds=1))
+    period = max(following - slot, _ONE_SECOND)
     return slot + period * math.ceil(horizon_s / period.total_seconds())
 
 

@@ -35,6 +35,8 @@ SQS_BATCH_MAX = 10
 _COMPACT_JSON = json.JSONEncoder(
     separators=(",", ":")
 )  # what json.dumps(..., separators=...) builds per call
+# What _COMPACT_JSON writes for a string (it calls this; ensure_ascii), without the call through it.
+_escape: Callable[[str], str] = json.encoder.encode_basestring_ascii
 THROTTLE_CODES = frozenset(
     {
         "ThrottlingException",
@@ -163,13 +165,11 @@ class DispatchMessage:
         Computed once per message (a send signs it and writes it; a worker verifies it): a
         message is immutable, and :func:`dataclasses.replace` makes a new one.
         """
-        try:
-            text: str = self._payload_text  # type: ignore[attr-defined]
-            return text
-        except AttributeError:
+        text: str | None = getattr(self, "_payload_text", None)  # no exception raised when unset
+        if text is None:
             text = self._encode_payload()
             object.__setattr__(self, "_payload_text", text)
-            return text
+        return text
 
     def __getstate__(self) -> dict[str, object]:  # copies and pickles carry the fields, not the cache
         return dict(self.__dict__)
@@ -179,6 +179,45 @@ class DispatchMessage:
             object.__setattr__(self, name, value)
 
     def _encode_payload(self) -> str:
+        """The text ``_COMPACT_JSON`` gives for the fields (:meth:`_encode_payload_json`), written
+        here field by field: half the encoder's cost, which builds and walks a dict first.
+
+        Strings are escaped by the encoder's own function (which refuses anything but a string);
+        ints and bools of their exact types have one form. A message with a field of another type
+        (only a body read from the queue can have one) is encoded by the encoder.
+        """
+        v = self.__dict__
+        if (
+            type(v["attempt"]) is not int
+            or type(v["job_version"]) is not int
+            or type(v["resend"]) is not int
+            or type(v["ordered"]) is not bool
+            or type(v["last"]) is not bool
+        ):
+            return self._encode_payload_json()
+        try:
+            text = (
+                f'{{"tenant":{_escape(v["tenant"])},"job_id":{_escape(v["job_id"])},'
+                f'"slot":{_escape(v["slot"])},"scheduled_at":{_escape(v["scheduled_at"])},'
+                f'"attempt":{v["attempt"]},"job_version":{v["job_version"]},'
+                f'"kind":{_escape(v["kind"])},"released_at":{_escape(v["released_at"])},'
+                f'"ordered":{"true" if v["ordered"] else "false"}'
+            )
+            if v["not_before"]:
+                text += f',"not_before":{_escape(v["not_before"])}'
+            if v["backfill"]:
+                text += f',"backfill":{_escape(v["backfill"])}'
+            if v["alert"]:
+                text += f',"alert":{_escape(v["alert"])}'
+            if v["resend"]:
+                text += f',"resend":{v["resend"]}'
+            if v["spec"]:
+                text += f',"spec":{_escape(v["spec"])}'
+        except TypeError:  # a string field that holds no string
+            return self._encode_payload_json()
+        return text + ',"last":true}' if v["last"] else text + "}"
+
+    def _encode_payload_json(self) -> str:
         # What ``dataclasses.asdict`` gives, without its recursive deep copy of what are only
         # strings, ints and a bool.
         fields: dict[str, object] = {
@@ -211,7 +250,8 @@ class DispatchMessage:
         payload = self.payload()
         if not self.sig:
             return payload
-        return f'{payload[:-1]},"sig":{_COMPACT_JSON.encode(self.sig)}}}'
+        sig = self.sig
+        return f'{payload[:-1]},"sig":{_escape(sig) if type(sig) is str else _COMPACT_JSON.encode(sig)}}}'
 
     @classmethod
     def from_body(cls, body: str) -> DispatchMessage:
@@ -231,7 +271,7 @@ class DispatchMessage:
             # that text is what was signed, so verifying it needs no second encoding of the fields
             # (the fields were parsed from the same text; a body in any other form is encoded
             # again, as before).
-            tail = f',"sig":{_COMPACT_JSON.encode(sig)}}}'
+            tail = f',"sig":{_escape(sig)}}}'
             if body.endswith(tail) and len(body) > len(tail) and body[0] == "{":
                 object.__setattr__(message, "_payload_text", body[: -len(tail)] + "}")
         return message
@@ -308,6 +348,9 @@ class MessageSigner(Protocol):
 # A poller stamps one release instant on a whole chunk of messages, and many jobs share
 # a slot's instant: equal instants (in any zone) have the same UTC text.
 _message_instant = lru_cache(maxsize=1024)(format_instant_ms)
+# Read once: an enum's member read through its class costs several times a global's (the enum
+# metaclass's __getattr__ hook), and these are read per message.
+_QUEUE_OVERLAP, _ECS = Overlap.QUEUE, Runtime.ECS
 
 
 def message_for(
@@ -327,7 +370,11 @@ def message_for(
     It carries the job (``spec``: :func:`spec_of`, given when the caller made it already for
     another slot of the same job) and, for the slot that ends the job's chain, ``last``.
     """
-    return _built(
+    # ``_built`` of these fields, every field given in declaration order (no defaults to merge).
+    message = object.__new__(DispatchMessage)
+    object.__setattr__(
+        message,
+        "__dict__",
         {
             "tenant": job.tenant,
             "job_id": job.id,
@@ -337,12 +384,17 @@ def message_for(
             "job_version": job.version,
             "kind": kind,
             "released_at": _message_instant(now),
-            "ordered": job.overlap is Overlap.QUEUE,
+            "ordered": job.overlap is _QUEUE_OVERLAP,
+            "not_before": "",
             "backfill": backfill,
+            "alert": "",
+            "resend": 0,
             "spec": spec_of(job) if spec is None else spec,
             "last": last,
-        }
+            "sig": "",
+        },
     )
+    return message
 
 
 def pick_queue(urls: Sequence[str], job_id: str) -> str:
@@ -363,7 +415,7 @@ class QueueRouting:
     long_queue_urls: tuple[str, ...] = ()
 
     def queue_for(self, job: Job) -> str:
-        urls = self.long_queue_urls if job.runtime is Runtime.ECS else self.short_queue_urls
+        urls = self.long_queue_urls if job.runtime is _ECS else self.short_queue_urls
         return pick_queue(urls or self.short_queue_urls, job.id)
 
 

@@ -28,6 +28,16 @@ KEY_LABEL = b"punctual-dispatch-v1"
 MIN_KEY_CHARS = 32
 
 
+def _keyed_hmac(key: bytes) -> Any:
+    """An HMAC-SHA256 keyed with ``key`` over nothing yet: OpenSSL's own object when the interpreter
+    has it (``hmac.new`` wraps one in a Python object whose ``copy`` costs as much again)."""
+    try:
+        from _hashlib import hmac_new
+    except ImportError:  # pragma: no cover - an interpreter built without OpenSSL
+        return hmac.new(key, digestmod=hashlib.sha256)
+    return hmac_new(key, b"", "sha256")
+
+
 class DispatchKeyError(ValueError):
     """The dispatch key cannot be used (too short, or its secret cannot be read)."""
 
@@ -46,10 +56,17 @@ class DispatchSigner:
         if len(key) < MIN_KEY_CHARS:
             raise DispatchKeyError(f"the dispatch key must have at least {MIN_KEY_CHARS} characters")
         self._key = hmac.new(key.encode(), KEY_LABEL, hashlib.sha256).digest()
+        # The HMAC keyed once: each signature copies it (its key's pads already hashed) instead of
+        # keying a new one (``hmac.new``: a third of a signature's cost). Never updated itself, so
+        # threads that sign at once share it.
+        self._keyed = _keyed_hmac(self._key)
 
     def signature(self, message: DispatchMessage) -> str:
-        """The signature of ``message``'s every field but the signature itself."""
-        return hmac.new(self._key, message.payload().encode(), hashlib.sha256).hexdigest()
+        """The signature of ``message``'s every field but the signature itself: the HMAC-SHA256
+        ``hmac.new(key, payload, sha256).hexdigest()`` gives."""
+        mac = self._keyed.copy()
+        mac.update(message.payload().encode())
+        return str(mac.hexdigest())
 
     def sign(self, message: DispatchMessage) -> DispatchMessage:
         """``message`` with its signature set."""

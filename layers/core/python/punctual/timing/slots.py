@@ -22,6 +22,10 @@ MISSED_AFTER_S = 60  # a slot released later than this is "missed": the catch-up
 MAX_RELEASE_PER_TIMER = 30
 _ONE_SECOND = timedelta(seconds=1)
 _INSTANT = timedelta(microseconds=1)
+_MISSED_AFTER = timedelta(seconds=MISSED_AFTER_S)
+# Read once: an enum's member read through its class costs several times a global's (the enum
+# metaclass's __getattr__ hook); a release makes a fire timer per slot.
+_FIRE, _CATCHUP = TimerKind.FIRE, TimerKind.CATCHUP
 
 
 def ceil_second(instant: datetime) -> datetime:
@@ -188,10 +192,8 @@ def fire_timer(
     behind on-time slots. ``resumed``: the first of a resumed job's chain, whose past slot makes
     it a RESUME timer due now (the slots before it were owed by the pause)."""
     due = dispatch_instant(job, slot)
-    if resumed and due <= now:
-        kind = TimerKind.RESUME
-    else:
-        kind = TimerKind.CATCHUP if chained and due <= now else TimerKind.FIRE
+    late = due <= now
+    kind = TimerKind.RESUME if resumed and late else _CATCHUP if chained and late else _FIRE
     return layout.make(
         now=now,
         due=due,
@@ -264,7 +266,7 @@ def plan_release(
     schedule = schedule_of(job)
     if schedule.kind == "delay":
         return ReleasePlan(release=[slot], next_slot=None, chain=False)
-    late_before = now - timedelta(seconds=MISSED_AFTER_S)
+    late_before = now - _MISSED_AFTER
     if owed_before is not None:
         late_before = max(late_before, min(owed_before, now))
     plan = ReleasePlan(chain=stop_before is None)

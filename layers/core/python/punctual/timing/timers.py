@@ -49,6 +49,9 @@ class Lane(StrEnum):
     NEAR = "near"
 
 
+_FAR, _NEAR = Lane.FAR, Lane.NEAR  # read once: a class attribute of an enum is a slow read
+
+
 class TimerKind(StrEnum):
     FIRE = "fire"  # a scheduled slot of a job
     RETRY = "retry"  # the next attempt of a failed execution
@@ -200,14 +203,33 @@ class TimerLayout:
         """
         now_ms = to_ms(now)
         due_ms = max(to_ms(due), now_ms)
-        lane = Lane.FAR if due_ms - now_ms > self.far_threshold_s * 1000 else Lane.NEAR
+        lane = _FAR if due_ms - now_ms > self.far_threshold_s * 1000 else _NEAR
         shard = self.shard_for(lane, tenant, job_id)
-        return Timer(lane, shard, due_ms, job_id, tenant, slot, attempt, kind, job_version, owner)
+        # ``Timer(...)`` without its frozen ``__init__`` (one ``object.__setattr__`` a field: half
+        # the cost of a timer, one made per release): the same fields, in declaration order.
+        timer = object.__new__(Timer)
+        object.__setattr__(
+            timer,
+            "__dict__",
+            {
+                "lane": lane,
+                "shard": shard,
+                "due_ms": due_ms,
+                "job_id": job_id,
+                "tenant": tenant,
+                "slot": slot,
+                "attempt": attempt,
+                "kind": kind,
+                "job_version": job_version,
+                "owner": owner,
+            },
+        )
+        return timer
 
     def shard_for(self, lane: Lane, tenant: str, job_id: str) -> int:
         """The shard of ``lane`` a job's timers go to (the one place it is computed: the chain
         auditor's segments are the far shards, :mod:`punctual.auditing`)."""
-        return shard_of(tenant, job_id, self.shard_count if lane is Lane.FAR else self.near_shard_count)
+        return shard_of(tenant, job_id, self.shard_count if lane is _FAR else self.near_shard_count)
 
     def shards_of_group(self, lane: Lane, group: int, group_count: int) -> list[int]:
         count = self.shard_count if lane is Lane.FAR else self.near_shard_count

@@ -108,6 +108,10 @@ CHUNK = 100  # BatchGetItem's limit: timers are released in chunks of this many,
 # time to a burst's first message (in local mode 0.27 s to read 100 jobs at a burst's instant)
 # and still holds the first 25 slots of two tenants, the first of each of 50.
 HEAD_CHUNK = 50
+# Read once: an enum's member read through its class costs several times a global's (the enum
+# metaclass's __getattr__ hook), and these are read per slot released.
+_PARK, _RELEASE, _ENABLED = Verdict.PARK, Verdict.RELEASE, JobState.ENABLED
+_NEAR, _RESUME = Lane.NEAR, TimerKind.RESUME
 
 
 def release_chunks(timers: Sequence[Timer]) -> list[Sequence[Timer]]:
@@ -247,11 +251,11 @@ class SlotReleaser:
         for timer in fire:
             job = jobs.get((timer.tenant, timer.job_id))
             found = verdict(timer, job)
-            if found is Verdict.PARK and job is not None:
+            if found is _PARK and job is not None:
                 job, found = self.pauses.park(job, timer)
                 if job is not None:
                     jobs[(job.tenant, job.id)] = job
-            if found is Verdict.RELEASE and job is not None:
+            if found is _RELEASE and job is not None:
                 plans.append((job, self._plan(job, timer, now)))
             elif found is Verdict.ORPHAN and job is not None:
                 # Released as the chain it is (its version): the job's current chain stays apart.
@@ -268,11 +272,12 @@ class SlotReleaser:
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
         self._smooth(out)
-        followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind is not TimerKind.BACKFILL]
-        self._followups(followups, jobs, now, out, report)
-        for timer in timers:
-            if timer.kind is TimerKind.BACKFILL:
-                report.released += self.backfills.step(timer, jobs.get((timer.tenant, timer.job_id)))
+        if len(fire) < len(timers):  # retries, leases, children, queued checks, sweeps, backfills
+            followups = [t for t in timers if t.kind not in CHAIN_KINDS and t.kind is not TimerKind.BACKFILL]
+            self._followups(followups, jobs, now, out, report)
+            for timer in timers:
+                if timer.kind is TimerKind.BACKFILL:
+                    report.released += self.backfills.step(timer, jobs.get((timer.tenant, timer.job_id)))
 
         # Send first, next timers second: see the module docstring.
         for queue, messages in out.messages.items():
@@ -341,7 +346,7 @@ class SlotReleaser:
         if job is None:
             return False
         if timer.kind in CHAIN_KINDS:
-            return job.state is JobState.ENABLED and job.version == timer.job_version
+            return job.state is _ENABLED and job.version == timer.job_version
         return job.state is not JobState.DELETED
 
     def _started_slots(self, plans: list[tuple[Job, ReleasePlan]]) -> set[ExecutionKey]:
@@ -368,7 +373,7 @@ class SlotReleaser:
         handed_over = False
         for slot in plan.release:
             key = slot_key(slot)
-            if (job.tenant, job.id, key) in started:
+            if started and (job.tenant, job.id, key) in started:  # empty unless uncertain
                 report.superseded += 1
                 continue
             scheduled = dispatch_instant(job, slot)
@@ -387,7 +392,7 @@ class SlotReleaser:
             if plan.timer_version is not None:
                 timer = replace(timer, job_version=plan.timer_version)
             out.next_timers.append(timer)
-            if timer.lane is Lane.NEAR and plan.release:
+            if timer.lane is _NEAR and plan.release:
                 # A near chain: this release forecasts a slot a horizon on (punctual.dispatch.load_forecast).
                 ahead = chain_forecast(plan.release[-1], plan.next_slot, self.config.forecast_horizon_s)
                 add_slot(out.forecast, dispatch_instant(job, ahead), self.config.burst_head_s)
@@ -403,7 +408,7 @@ class SlotReleaser:
         """The release plan of a timer of the job's chain; a RESUME timer's slots due before it
         were owed by a pause (the catch-up policy decides them, whatever their lateness)."""
         slot, due = slot_instant(timer.slot), timer.due
-        if timer.kind is TimerKind.RESUME:
+        if timer.kind is _RESUME:
             return plan_release(job, slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE)
         return plan_release(job, slot, now, due=due)
 
