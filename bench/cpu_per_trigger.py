@@ -9,7 +9,8 @@ the bare minimum measured in the same run over the same triggers: one next-slot
 computation plus encoding and decoding one message.
 
 The in-memory store and queues stand in for DynamoDB and SQS: the CPU inside their calls is
-timed apart (``Metered``) and is not ours; in the cloud our side of those calls is the item
+timed apart (``Metered``; the wrapper's own cost outside its windows, measured on a call that
+does nothing, is shown apart too) and is not ours; in the cloud our side of those calls is the item
 marshalling, a separate row measured alone (the poller's job document parse, the next timer
 packed, each timer unpacked as often as the simulation's bucket queries returned it, the
 execution document written twice; the worker parses the job its message carries, in its own
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import benchlib
-from cpu_meters import FULL_GC, Metered
+from cpu_meters import FULL_GC, Metered, overhead_ns
 
 # The Lambda poller's and worker's metrics sink is Powertools' (its namespace from the stack); the
 # bench runs that sink too, its EMF lines thrown away (the write to the log is not timed).
@@ -95,6 +96,9 @@ class Phases:
     # CPU inside the in-memory store's and queues' calls during each phase (in the phase's figure)
     dispatch_store_ns: int = 0
     worker_store_ns: int = 0
+    # calls through the meter in each phase: each adds the meter's own overhead (cpu_meters.overhead_ns)
+    dispatch_store_calls: int = 0
+    worker_store_calls: int = 0
     # CPU in full garbage collections during each phase (FullCollections; in the phase's figure)
     dispatch_gc_ns: int = 0
     transport_gc_ns: int = 0
@@ -226,7 +230,7 @@ def _run(
     cpu = time.process_time_ns
     while pending or active:
         now = clock.now()
-        t, in_store, in_gc = cpu(), meter.ns, FULL_GC.ns
+        t, in_store, in_gc, in_calls = cpu(), meter.ns, FULL_GC.ns, meter.calls
         while pending and pending[0][0] <= now:
             _, minute = pending.pop(0)
             run: MinutePoll = dispatcher.minute_poll(minute)
@@ -243,6 +247,7 @@ def _run(
         flush_metrics()  # a poller invocation's end (here more often: errs high)
         phases.dispatch_ns += cpu() - t
         phases.dispatch_store_ns += meter.ns - in_store
+        phases.dispatch_store_calls += meter.calls - in_calls
         phases.dispatch_gc_ns += FULL_GC.ns - in_gc
         released = queues.drain(QUEUE)
         if released:
@@ -250,13 +255,14 @@ def _run(
             delivered = transport(released)
             phases.transport_ns += cpu() - t
             phases.transport_gc_ns += FULL_GC.ns - in_gc
-            t, in_store, in_gc = cpu(), meter.ns, FULL_GC.ns
+            t, in_store, in_gc, in_calls = cpu(), meter.ns, FULL_GC.ns, meter.calls
             for message in delivered:
                 handled = worker.process(message)
                 phases.outcomes[handled.outcome] = phases.outcomes.get(handled.outcome, 0) + 1
             flush_metrics()  # a worker invocation's end
             phases.worker_ns += cpu() - t
             phases.worker_store_ns += meter.ns - in_store
+            phases.worker_store_calls += meter.calls - in_calls
             phases.worker_gc_ns += FULL_GC.ns - in_gc
             phases.triggers += len(delivered)
             seen.extend(delivered)
@@ -569,6 +575,8 @@ def main() -> None:
     layout = TimerLayout()
 
     benchlib.heading(f"CPU per trigger: {args.jobs:,} jobs, {args.minutes} poller minutes, in memory")
+    # What each call through the store's meter adds outside the window it counts (not the cloud's)
+    meter_ns = overhead_ns()
     runs: dict[str, dict[str, float]] = {}
     counts: dict[str, Any] = {}
     messages: list[DispatchMessage] = []
@@ -598,9 +606,16 @@ def main() -> None:
                 "worker": phases.worker_gc_ns / n / 1000,
             }
             full_gc["total"] = sum(full_gc.values())
-            runs["store calls"], runs["full GC"] = store_calls, full_gc
+            meter_us = {
+                "dispatch": phases.dispatch_store_calls * meter_ns / n / 1000,
+                "transport": 0.0,
+                "worker": phases.worker_store_calls * meter_ns / n / 1000,
+            }
+            meter_us["total"] = sum(meter_us.values())
+            runs["store calls"], runs["full GC"], runs["meter"] = store_calls, full_gc, meter_us
             runs["ours"] = {
-                phase: runs[name][phase] - store_calls[phase] - full_gc[phase] for phase in store_calls
+                phase: runs[name][phase] - store_calls[phase] - full_gc[phase] - meter_us[phase]
+                for phase in store_calls
             }
         counts[name] = {
             "triggers": phases.triggers,
@@ -616,7 +631,7 @@ def main() -> None:
     marshal_us = marshal_parts["total"]
     ours = runs["ours"]
     cloud_us = ours["total"] + marshal_us
-    columns = ("memory store", "no-copy store", "store calls", "full GC", "ours")
+    columns = ("memory store", "no-copy store", "store calls", "full GC", "meter", "ours")
     labels = {
         "dispatch": "poller: read timers, release, write next timer",
         "transport": "SQS encoding: sign, body, group and dedup id, decode",
@@ -627,16 +642,17 @@ def main() -> None:
         (label, *(runs[c][phase] for c in columns)) for phase, label in labels.items()
     ]
     rows += [
-        ("+ DynamoDB item marshalling (measured alone)", None, marshal_us, None, None, marshal_us),
+        ("+ DynamoDB item marshalling (measured alone)", None, marshal_us, None, None, None, marshal_us),
         (
             "our code as the cloud runs it",
             None,
             runs["no-copy store"]["total"] + marshal_us,
             None,
             None,
+            None,
             cloud_us,
         ),
-        ("bare minimum: next slot + encode + decode", bare_us, bare_us, None, None, bare_us),
+        ("bare minimum: next slot + encode + decode", bare_us, bare_us, None, None, None, bare_us),
     ]
     print(benchlib.table(["CPU µs per trigger", *columns], rows))
     print()
@@ -648,7 +664,9 @@ def main() -> None:
         f" queues' calls (the stand-ins for DynamoDB and SQS, whose client side is the marshalling row"
         f" and botocore); 'full GC' the CPU in full garbage collections, which walk the run's whole"
         f" heap (the in-memory store keeps every record of the run; a Lambda's heap holds one batch);"
-        f" 'ours' is the no-copy run without either."
+        f" 'meter' the timing wrapper's own CPU outside the windows it counts ({meter_ns / 1000:.2f} µs"
+        f" a store or queue call, measured on a call that does nothing); 'ours' is the no-copy run"
+        f" without any of the three."
     )
     met = cloud_us <= TARGET_US
     print(
@@ -706,6 +724,7 @@ def main() -> None:
                     "no_copy_store": runs["no-copy store"],
                     "store_calls": runs["store calls"],
                     "full_gc": runs["full GC"],
+                    "meter_overhead": runs["meter"],
                     "ours": ours,
                     "dynamo_marshalling": marshal_us,
                     "dynamo_marshalling_parts": marshal_parts,
@@ -721,6 +740,7 @@ def main() -> None:
                 "poller_cpu_us_per_trigger": ours["dispatch"] + marshal_us / 2 + poller_sdk,
                 "worker_cpu_us_per_trigger": ours["worker"] + marshal_us / 2 + worker_sdk,
                 "near_rereads_assumed": NEAR_REREADS,
+                "meter_overhead_ns_per_call": meter_ns,
                 # CPU figures move with the machine's load: what it was when the run ended (1, 5, 15 min)
                 "load_average": list(os.getloadavg()),
             },
