@@ -8,32 +8,19 @@ types alone is built so that it does not (:func:`punctual.models.base.validator_
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 import pytest
 from pydantic import BaseModel, ValidationError, field_validator
 
+from factories import job
 from punctual.dispatch.queues import spec_of
 from punctual.models import Job
 from punctual.models.base import validator_without
 from punctual.models.jobs import _CARRIED_TYPES
 
-T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
-
 
 def _document(**target: object) -> str:
-    job = Job.model_validate(
-        {
-            "id": "job-1",
-            "schedule": "rate(5 minutes)",
-            "target": {"type": "http", "url": "https://example.com/hook"},
-            "created_at": T0,
-            "updated_at": T0,
-            "anchor": T0,
-            "version": 1,
-        }
-    )
-    data = json.loads(spec_of(job))
+    data = json.loads(spec_of(job()))
     data["target"].update(target)
     return json.dumps(data)
 

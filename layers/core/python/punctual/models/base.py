@@ -230,12 +230,12 @@ def _built_from_tree(schema: Any) -> SchemaValidator:
     a carried target's rules are not run)."""
     classes = [cls for cls in _model_classes(schema, set()) if cls.__dict__.get("__pydantic_complete__")]
     for cls in classes:
-        cls.__pydantic_complete__ = False
+        setattr(cls, "__pydantic_complete__", False)  # noqa: B010 (a class attribute pydantic-core reads)
     try:
         return SchemaValidator(schema)
     finally:
         for cls in classes:
-            cls.__pydantic_complete__ = True
+            setattr(cls, "__pydantic_complete__", True)  # noqa: B010
 
 
 _INFINITIES = (float("inf"), float("-inf"))
