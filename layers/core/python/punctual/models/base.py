@@ -205,7 +205,37 @@ def validator_without(model: type[BaseModel], left_out: Collection[str] | None =
     schema = without(model.__pydantic_core_schema__)
     if left_out is not None and set(left_out) - found:
         raise ValueError(f"{model.__name__} has no validators {sorted(set(left_out) - found)}")
-    return SchemaValidator(schema)
+    return _built_from_tree(schema)
+
+
+def _model_classes(node: Any, found: set[type]) -> set[type]:
+    """The model classes a core schema validates into (its ``model`` nodes' ``cls``)."""
+    if isinstance(node, dict):
+        if node.get("type") == "model" and isinstance(node.get("cls"), type):
+            found.add(node["cls"])
+        for value in node.values():
+            _model_classes(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _model_classes(value, found)
+    return found
+
+
+def _built_from_tree(schema: Any) -> SchemaValidator:
+    """A validator built from ``schema`` node by node. pydantic-core reuses a complete model
+    class's own validator for a ``model`` node whose class has no model validator (a target, a
+    policy): that validator holds every Python validator of the class, which the tree left out.
+    So the classes are marked incomplete while it is built (at import, one thread), and a nested
+    model's rules are left out as the tree says (``tests/unit/test_carried_read.py`` checks that
+    a carried target's rules are not run)."""
+    classes = [cls for cls in _model_classes(schema, set()) if cls.__dict__.get("__pydantic_complete__")]
+    for cls in classes:
+        setattr(cls, "__pydantic_complete__", False)  # noqa: B010 (a class attribute pydantic-core reads)
+    try:
+        return SchemaValidator(schema)
+    finally:
+        for cls in classes:
+            setattr(cls, "__pydantic_complete__", True)  # noqa: B010
 
 
 _INFINITIES = (float("inf"), float("-inf"))
