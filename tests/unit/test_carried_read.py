@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from punctual.dispatch.queues import job_from_spec, spec_of
 from punctual.models import ACCEPTED, CARRIED, Job
-from punctual.models.base import validator_without
+from punctual.models.base import _built_from_tree, validator_without
 from punctual.models.jobs import read_accepted, read_carried
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -216,8 +216,6 @@ def test_a_carried_document_that_is_not_typed_data_is_refused(edit: Any) -> None
 def _checking_validator(context: dict[str, Any]) -> Any:
     """Job's full validator, each of its Python validators wrapped to fail the test when it returns
     anything but what it was given (a rule that changes a value: the types-only read would not)."""
-    from pydantic_core import SchemaValidator
-
     changed: list[str] = []
 
     def wrap(function: Any) -> Any:
@@ -243,7 +241,8 @@ def _checking_validator(context: dict[str, Any]) -> Any:
             return [walk(value) for value in node]
         return node
 
-    validator = SchemaValidator(walk(Job.__pydantic_core_schema__))
+    # Built as the reads' validators are (nested classes' own validators not reused in its place)
+    validator = _built_from_tree(walk(Job.__pydantic_core_schema__))
     return lambda document: (validator.validate_json(document, context=context), changed)
 
 
