@@ -186,15 +186,7 @@ class RegionLossRun(ChaosRun):
             extra_failed_urls=[d.failed_queue_url for d in deployments[1:] if d.failed_queue_url],
         )
         dynamodb, _ = self.clients()
-        self.collect(follower, dynamodb, sqs, merged)
-        if merged.extra_failed_urls:  # the other Regions' failure reports too
-            from local.chaos.runner import _drain
-
-            path = self.run_dir / "collected.json"
-            collected = json.loads(path.read_text())
-            for url in merged.extra_failed_urls:
-                collected["failure_reports"].extend(_drain(sqs, url))
-            path.write_text(json.dumps(collected))
+        self.collect(follower, dynamodb, sqs, merged)  # (every Region's failure reports: extra_failed_urls)
 
 
 def _held(region: LocalMode, name: str) -> list[dict[str, Any]]:

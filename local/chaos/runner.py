@@ -384,7 +384,7 @@ class ChaosRun:
         dead: list[dict[str, Any]] = []
         for url in deployment.dead_letter_urls:
             dead.extend(_drain(sqs, url))
-        failed = _drain(sqs, deployment.failed_queue_url) if deployment.failed_queue_url else []
+        failed = _reports(sqs, deployment, executions)
         alerts = self.alerts(dynamodb, deployment.table_name)
         collected = {
             "collected_at": time.time(),
@@ -415,6 +415,34 @@ def _alert_arrivals(receiver_url: str) -> list[dict[str, Any]]:
             return list(json.loads(reply.read())["alerts"])
     except (OSError, ValueError, KeyError):
         return []
+
+
+REPORTS_WAIT_S = 30.0
+
+
+def _reports(sqs: Any, deployment: Any, executions: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The failed-executions reports, waited for: a worker publishes a slot's report just after
+    it writes the record FAILED, so a slot that ended as the records were read may have its report
+    a moment later. Drained until every failed record read has one, or :data:`REPORTS_WAIT_S`."""
+    urls = [deployment.failed_queue_url, *getattr(deployment, "extra_failed_urls", [])]
+    urls = [url for url in urls if url]
+    if not urls:
+        return []
+    wanted = {
+        (job_id, record.slot)
+        for job_id, records in executions.items()
+        for record in records
+        if record.status.value in ("FAILED", "TIMED_OUT")
+    }
+    deadline = time.monotonic() + REPORTS_WAIT_S
+    reports: list[dict[str, Any]] = []
+    while True:
+        for url in urls:
+            reports.extend(_drain(sqs, url))  # (a received report stays hidden: read once)
+        have = {(str(r.get("job_id")), str(r.get("slot"))) for r in reports}
+        if wanted <= have or time.monotonic() > deadline:
+            return reports
+        time.sleep(1.0)
 
 
 def _drain(sqs: Any, url: str, rounds: int = 200) -> list[dict[str, Any]]:
