@@ -89,14 +89,9 @@ class DynamoJobs(DynamoCalendarUses, JobRepository):
             and all(name in data and data[name] == value for name, value in attributes.items())
         )
         data.update(attributes)
-        if "dependents" in item:
-            data["dependents"] = int(item["dependents"]["N"])
-        if "tpm" in item:
-            data["trigger_rate"] = int(item["tpm"]["N"])
-        if "secret" in item:
-            data["signing_secret_enc"] = item["secret"]["S"]
-        if "secret_prev" in item:
-            data["signing_secret_prev_enc"] = item["secret_prev"]["S"]
+        for attribute, field, value_of in _BESIDE:
+            if attribute in item:
+                data[field] = value_of(item[attribute])
         try:
             job = Job.model_validate(data, context=ACCEPTED)  # accepted when written
         except ValidationError as exc:

@@ -88,7 +88,7 @@ def job_item_sizes(job: Job) -> dict[str, int]:
     rollback, writes them all, and a job it cannot write again would stop where it stands."""
     attributes = job_attributes(job)
     listing = {"state": attributes["state"], "doc": attributes["doc"]}
-    whole = job.model_dump_json(exclude={"signing_secret_enc", "signing_secret_prev_enc"})
+    whole = job.model_dump_json()  # (the secrets are excluded by the model: attributes of their own)
     longer = max(len(whole.encode()) - value_bytes(attributes["doc"]), 0)
     return {
         "the job item": _KEY_BYTES + item_bytes(attributes) + longer,
