@@ -18,6 +18,7 @@ from punctual.dispatch.load_forecast import forecast_ecs_timer
 from punctual.dispatch.queues import DispatchMessage
 from punctual.execution.ports import WorkerConfig
 from punctual.models import Execution, ExecutionStatus, Job, check_transition
+from punctual.models.executions import typed_execution
 from punctual.runtime.clock import Clock
 from punctual.store.base import Expect, JobStore
 from punctual.timing.slots import dispatch_instant, next_slot
@@ -106,8 +107,36 @@ def running(
     if base is None:
         fields = _message_fields(message, ExecutionStatus.RUNNING)
         fields.update(update)
+        if _of_their_types(fields, more):
+            return typed_execution(fields)  # (what validation makes of them, without it)
         return Execution.model_validate(fields)  # (as Execution(**fields), without __init__'s frame)
     return base.model_copy(update=update)
+
+
+def _of_their_types(fields: dict[str, Any], more: dict[str, Any]) -> bool:
+    """Whether a first RUNNING record's ``fields`` (:func:`running`'s) are all of their fields'
+    types already, as validation would leave them: the message's texts and ints (a message read
+    from a queue may hold others), UTC instants (the clock's ``now``, the lease a timedelta after
+    it, the message's ``Z`` instant), and of ``more`` only the attempt and the overlap pointer (the
+    claim's). The rest is typed by how it is made (a fresh owner, the backfill reference's parts).
+    Any other: validated."""
+    now = fields["started_at"]
+    blocked_by = fields.get("blocked_by")
+    return (
+        more.keys() <= _TYPED_MORE
+        and type(fields["job_id"]) is str
+        and type(fields["tenant"]) is str
+        and type(fields["slot"]) is str
+        and type(fields["attempt"]) is int
+        and type(fields["job_version"]) is int
+        and fields["scheduled_at"].tzinfo is UTC  # (fromisoformat's: a datetime)
+        and type(now) is datetime
+        and now.tzinfo is UTC
+        and (blocked_by is None or type(blocked_by) is str)
+    )
+
+
+_TYPED_MORE = frozenset({"attempt", "blocked_by"})
 
 
 def rest_of_range(job: Job, missed: Execution) -> Execution | None:

@@ -6,7 +6,7 @@ Every transition is a conditional write; :data:`TRANSITIONS` is the one table of
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Self
 
@@ -20,6 +20,11 @@ from pydantic_core import PydanticUndefined
 from punctual.models.base import MAX_ATTEMPT_RECORDS
 
 _object_setattr = object.__setattr__
+# The slots every pydantic model has, set as object.__setattr__ sets them, without its look-up.
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 # A record counts as an earlier job's at the same id (run anew by a backfill) only when it is older
 # than the job's creation by more than this: the two instants come from different nodes' clocks.
@@ -137,17 +142,30 @@ class _ShallowCopy(BaseModel):
         set); a shallow copy with an update is made in one step (~0.3 µs less a copy)."""
         if deep or not update or self.__pydantic_extra__ is not None:
             return super().model_copy(update=update, deep=deep)
-        cls = type(self)
-        m = cls.__new__(cls)
         values = self.__dict__.copy()
         values.update(update)
-        _object_setattr(m, "__dict__", values)
-        _object_setattr(m, "__pydantic_extra__", None)
-        _object_setattr(m, "__pydantic_fields_set__", self.__pydantic_fields_set__ | update.keys())
+        return self._copied(values, self.__pydantic_fields_set__ | update.keys())
+
+    def _copied(self, values: dict[str, Any], fields_set: set[str]) -> Self:
+        """A copy of this record (no extra fields) holding ``values``, its fields set ``fields_set``."""
+        m = self._typed(values, fields_set)
         private = getattr(self, "__pydantic_private__", None)
         if private is not None:
             private = {k: v for k, v in private.items() if v is not PydanticUndefined}
-        _object_setattr(m, "__pydantic_private__", private)
+            _object_setattr(m, "__pydantic_private__", private)
+        return m
+
+    @classmethod
+    def _typed(cls, values: dict[str, Any], fields_set: set[str]) -> Self:
+        """The record ``model_validate`` makes of values already of their fields' types, not
+        validated again: ``values`` holds every field, in the model's order (its ``__dict__``),
+        ``fields_set`` the names validation was given (the models have no extra fields, no
+        private attributes)."""
+        m = cls.__new__(cls)
+        _set_dict(m, values)
+        _set_extra(m, None)
+        _set_fields_set(m, fields_set)
+        _set_private(m, None)
         return m
 
 
@@ -229,17 +247,29 @@ class Execution(_ShallowCopy):
 
     def closed_attempt(self, status: ExecutionStatus, now: datetime, error: str | None) -> AttemptRecord:
         """The entry of the attempt list that says how this record's current attempt ended:
-        the one place an attempt record is made from a running attempt."""
-        return AttemptRecord.model_validate(  # (the same as AttemptRecord(...), a frame less)
-            {
-                "attempt": self.attempt,
-                "status": status,
-                "started_at": self.started_at,
-                "finished_at": now,
-                "error": error,
-                "owner": self.owner,
-            }
-        )
+        the one place an attempt record is made from a running attempt. Its values are the
+        record's and the caller's, as a rule already of their types (an int, a status, UTC
+        instants, strings): then taken as they are (what validation would leave them), else
+        validated."""
+        v = self.__dict__
+        values = {
+            "attempt": v["attempt"],
+            "status": status,
+            "started_at": v["started_at"],
+            "finished_at": now,
+            "error": error,
+            "owner": v["owner"],
+        }
+        if (
+            type(values["attempt"]) is int
+            and type(status) is ExecutionStatus
+            and utc_instant(now)
+            and (values["started_at"] is None or utc_instant(values["started_at"]))
+            and (error is None or type(error) is str)
+            and (values["owner"] is None or type(values["owner"]) is str)
+        ):
+            return AttemptRecord._typed(values, set(_ATTEMPT_FIELDS))
+        return AttemptRecord.model_validate(values)  # (the same as AttemptRecord(...), a frame less)
 
     @staticmethod
     def bounded(attempts: list[AttemptRecord]) -> list[AttemptRecord]:
@@ -261,13 +291,48 @@ class Execution(_ShallowCopy):
         listed as ``attempt_status`` (default: the same); ``more`` sets further fields. Built, not
         checked: the write (which may be fenced off) checks the transition."""
         closed = self.closed_attempt(attempt_status or status, now, error)
-        return self.model_copy(
-            update={
-                "status": status,
-                "finished_at": now,
-                "lease_until": None,
-                "error": error,
-                "attempts": self.bounded([*self.attempts, closed]),
-                **more,
-            }
-        )
+        attempts = self.bounded([*self.attempts, closed])
+        if self.__pydantic_extra__ is not None:  # (never: the models keep no extra fields)
+            update = {"status": status, "finished_at": now, "lease_until": None, "error": error}
+            return self.model_copy(update={**update, "attempts": attempts, **more})
+        # model_copy(update=...) made here: the fields set in place on the copied values
+        values = self.__dict__.copy()
+        values["status"] = status
+        values["finished_at"] = now
+        values["lease_until"] = None
+        values["error"] = error
+        values["attempts"] = attempts
+        fields_set = self.__pydantic_fields_set__ | _ENDED_FIELDS
+        if more:
+            values.update(more)
+            fields_set |= more.keys()
+        return self._copied(values, fields_set)
+
+
+_ATTEMPT_FIELDS = frozenset(AttemptRecord.model_fields)
+# The fields Execution.ended sets (the copy's fields set takes them in, as model_copy's would).
+_ENDED_FIELDS = frozenset({"status", "finished_at", "lease_until", "error", "attempts"})
+
+
+def utc_instant(value: Any) -> bool:
+    """Whether ``value`` is a UTC instant as validation leaves one (an ``AwareDatetime`` field
+    keeps such a ``datetime`` as it is): every clock's, and every instant read from a ``Z`` text."""
+    return type(value) is datetime and value.tzinfo is UTC
+
+
+def typed_execution(fields: dict[str, Any]) -> Execution:
+    """The record ``Execution.model_validate(fields)`` makes, for ``fields`` the caller checked
+    are of their types already (a ``str``, an ``int``, a ``bool``, an :class:`ExecutionStatus`, a
+    :func:`utc_instant`, None where the field allows it; every required field given): the
+    defaults filled in as validation fills them, nothing validated again."""
+    values = _EXECUTION_DEFAULTS.copy()
+    values["attempts"] = []  # (its factory's)
+    values.update(fields)
+    return Execution._typed(values, set(fields))
+
+
+# Every field's default in the model's order (a required field's place held by None).
+_EXECUTION_DEFAULTS: dict[str, Any] = {
+    name: None if field.is_required() or field.default_factory is not None else field.default
+    for name, field in Execution.model_fields.items()
+}
