@@ -304,3 +304,17 @@ def test_an_attempt_entry_repeats_only_what_it_shares_with_its_record(update: di
     ended = running.ended(ExecutionStatus.FAILED, at + timedelta(seconds=2), "boom").model_copy(update=update)
     # Then its entry is written with its own values, as pydantic writes it
     assert _lean_document(ended, True) == _pydantic_document(ended)
+
+
+@pytest.mark.parametrize("drop", ["", "error", "attempts", "job_id", "retry_after_s"])
+def test_a_record_whose_values_are_not_its_fields_is_written_as_pydantic_writes_it(drop: str) -> None:
+    # Given a record an unvalidated copy gave a name that is no field, or whose values lack a field
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    record = Execution(
+        job_id="j", slot=slot_key(at), scheduled_at=at, status=ExecutionStatus.RUNNING, started_at=at
+    )
+    odd = record.model_copy(update={"not_a_field": 1})
+    if drop:
+        del odd.__dict__[drop]
+    # Then its document is pydantic's (which writes the fields alone), or pydantic's error
+    _assert_written_as_pydantic_writes(odd)

@@ -184,7 +184,7 @@ def _lean_document(execution: Execution, at_slot: bool) -> str | None:
         text += "}"
         if not text.isascii():
             text.encode()  # a lone surrogate: pydantic refuses it (its error, not ours)
-    except (TypeError, UnicodeEncodeError):
+    except (TypeError, KeyError, UnicodeEncodeError):  # (KeyError: a field its __dict__ lacks)
         return None
     return text
 
