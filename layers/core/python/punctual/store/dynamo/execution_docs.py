@@ -46,7 +46,7 @@ def record_attributes(execution: Execution) -> dict[str, dict[str, str]]:
 
 
 _UTC_OFFSET = timedelta(0)
-_last_slot_instant: tuple[Any, Any, bool] = (None, None, False)
+_last_slot_instant: tuple[object, object, bool] = (object(), object(), False)  # (none asked yet)
 
 
 def _at_slot_instant(execution: Execution) -> bool:
@@ -260,7 +260,7 @@ _instant_json = SchemaSerializer(core_schema.datetime_schema()).to_json
 
 # The last two instants written, and their text: a record's attempt list repeats its own instants,
 # and an ended record the start its RUNNING record wrote (a tuple swapped whole: threads may share it).
-_recent: tuple[datetime | None, str, datetime | None, str] = (None, "", None, "")
+_recent: tuple[object, str, object, str] = (object(), "", object(), "")  # (nothing written yet)
 
 
 def _instant(at: Any) -> str:
