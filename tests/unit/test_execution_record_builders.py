@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from punctual.dispatch.queues import DispatchMessage
 from punctual.execution import records
 from punctual.execution.records import _message_fields, running
-from punctual.models import AttemptRecord, Execution, ExecutionStatus
+from punctual.models import AttemptRecord, Execution, ExecutionStatus, executions
 from punctual.models.executions import typed_execution
 from punctual.timing.timers import slot_key
 
@@ -289,3 +289,9 @@ def test_a_typed_record_takes_every_default_as_validation_does() -> None:
     _same(typed, validated)
     other = typed_execution(dict(fields))
     assert other.attempts is not typed.attempts  # each record its own list
+
+
+def test_the_typed_builds_know_the_models() -> None:
+    # The typed builds know the models' fields; a changed model turns them off (every record is
+    # then validated) until they follow.
+    assert executions._TYPED_BUILDS
