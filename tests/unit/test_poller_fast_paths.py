@@ -1,0 +1,239 @@
+"""The poller's shortcuts per released slot give what the plain code gives: slot keys, slot
+instants and due instants answered from a cache, a timer's shard hashed in line, a rate schedule's
+next slot without its helper calls, and a release plan of one slot on time without the
+slot-by-slot pass. Each is compared with the plain computation, written out here."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from punctual.models import ACCEPTED, Job
+from punctual.timing.schedules.base import END_S, ceil_s, floor_s, from_epoch
+from punctual.timing.schedules.periods import RateSchedule
+from punctual.timing.slots import (
+    ReleasePlan,
+    _plan_due,
+    _with_cause,
+    dispatch_instant,
+    plan_release,
+    schedule_of,
+)
+from punctual.timing.timers import (
+    SLOT_FMT,
+    from_ms,
+    shard_of,
+    slot_instant,
+    slot_key,
+)
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+ZONES = [
+    UTC,
+    ZoneInfo("Europe/Berlin"),
+    ZoneInfo("America/New_York"),
+    timezone(timedelta(hours=5, minutes=30)),
+]
+
+instants = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.sampled_from(ZONES)
+)
+
+
+def plain_slot_key(instant: datetime) -> str:
+    """slot_key as it was: the whole-second UTC instant's text."""
+    u = instant.astimezone(UTC)
+    if u.year < 1000:
+        return u.strftime(SLOT_FMT)
+    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}Z"
+
+
+@settings(max_examples=500, deadline=None)
+@given(instant=instants, fold=st.sampled_from([0, 1]))
+def test_a_slot_key_is_its_instants_text_in_any_zone_and_fold(instant: datetime, fold: int) -> None:
+    instant = instant.replace(fold=fold)
+    as_utc = instant.astimezone(UTC)
+    # Asked in the zone first, then as UTC (which the cache answers), then in the zone again.
+    assert slot_key(instant) == plain_slot_key(instant)
+    assert slot_key(as_utc) == slot_key(as_utc) == plain_slot_key(instant)
+    assert slot_key(instant) == plain_slot_key(instant)
+
+
+def test_the_two_passes_of_an_ambiguous_hour_have_their_own_slot_keys() -> None:
+    # 02:30 on 2026-10-25 in Berlin happens twice: the two compare equal in their zone (and hash
+    # alike), yet are an hour apart. Cached under UTC instants only, each keeps its own key.
+    berlin = ZoneInfo("Europe/Berlin")
+    first = datetime(2026, 10, 25, 2, 30, tzinfo=berlin)
+    second = first.replace(fold=1)
+    assert first == second and hash(first) == hash(second)
+    assert slot_key(first) == "2026-10-25T00:30:00Z"
+    assert slot_key(second) == "2026-10-25T01:30:00Z"
+    assert slot_key(first.astimezone(UTC)) == "2026-10-25T00:30:00Z"
+    assert slot_key(second.astimezone(UTC)) == "2026-10-25T01:30:00Z"
+
+
+def test_a_slot_key_of_a_datetime_subclass_is_its_instants_text() -> None:
+    class Instant(datetime):
+        pass
+
+    odd = Instant(2026, 11, 30, 10, 0, 5, tzinfo=UTC)
+    assert slot_key(odd) == "2026-11-30T10:00:05Z"
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    instant=st.datetimes(
+        min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.just(UTC)
+    ),
+    suffix=st.sampled_from(["", "~m", "~mabc_-1"]),
+)
+def test_a_slot_instant_read_again_is_the_one_read_first(instant: datetime, suffix: str) -> None:
+    key = slot_key(instant) + suffix
+    plain = slot_instant.__wrapped__(key)  # type: ignore[attr-defined]
+    assert slot_instant(key) == plain and slot_instant(key) == plain
+    assert slot_instant(key).tzinfo is plain.tzinfo and slot_instant(key).utcoffset() == plain.utcoffset()
+
+
+@pytest.mark.parametrize("key", ["", "2026-11-30", "2026-13-01T00:00:00Z", "x~m", "2026-02-30T00:00:00Z"])
+def test_a_slot_key_that_does_not_read_is_refused_every_time(key: str) -> None:
+    with pytest.raises(ValueError) as plain:
+        slot_instant.__wrapped__(key)  # type: ignore[attr-defined]
+    for _ in range(2):  # an error is not cached: raised again, the same
+        with pytest.raises(ValueError) as cached:
+            slot_instant(key)
+        assert str(cached.value) == str(plain.value)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ms=st.integers(-(10**12), 10**13))
+def test_a_due_instant_read_again_is_the_plain_one(ms: int) -> None:
+    plain = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    assert from_ms(ms) == plain and from_ms(ms) == plain and from_ms(ms).tzinfo is UTC
+
+
+@settings(max_examples=500, deadline=None)
+@given(tenant=st.text(max_size=20), job_id=st.text(max_size=70), count=st.integers(1, 4096))
+def test_a_shard_is_the_stable_hash_of_tenant_and_job(tenant: str, job_id: str, count: int) -> None:
+    digest = hashlib.blake2b(f"{tenant}\x1f{job_id}".encode(), digest_size=8).digest()
+    assert shard_of(tenant, job_id, count) == int.from_bytes(digest, "big") % count
+
+
+def plain_rate_next(seconds: int, after: datetime, anchor: datetime) -> datetime | None:
+    """RateSchedule.next_after with an anchor, as it was."""
+    origin = ceil_s(anchor, "anchor")
+    a = floor_s(after, "after")
+    k = 0 if origin > a else (a - origin) // seconds + 1
+    slot = origin + k * seconds
+    return from_epoch(slot) if slot < END_S else None
+
+
+near_now = st.datetimes(
+    min_value=datetime(1970, 1, 2), max_value=datetime(2199, 12, 1), timezones=st.sampled_from(ZONES)
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(seconds=st.integers(1, 10**7), after=near_now, anchor=near_now)
+def test_a_rate_schedules_next_slot_is_the_plain_one(seconds: int, after: datetime, anchor: datetime) -> None:
+    schedule = RateSchedule("rate(1 minute)", "UTC", None, seconds)
+    assert schedule.next_after(after, anchor=anchor) == plain_rate_next(seconds, after, anchor)
+
+
+@pytest.mark.parametrize("naive", ["after", "anchor", "both"])
+def test_a_naive_instant_is_refused_as_before(naive: str) -> None:
+    schedule = RateSchedule("rate(1 minute)", "UTC", None, 60)
+    after = T0.replace(tzinfo=None) if naive in ("after", "both") else T0
+    anchor = T0.replace(tzinfo=None) if naive in ("anchor", "both") else T0
+    with pytest.raises(ValueError) as fast:
+        schedule.next_after(after, anchor=anchor)
+    with pytest.raises(ValueError) as plain:
+        plain_rate_next(60, after, anchor)
+    assert str(fast.value) == str(plain.value)
+
+
+# --------------------------------------------------------------------------- release plans
+
+
+def a_job(job_id: str, schedule: str, jitter: int, start: int | None, end: int | None, zone: str) -> Job:
+    fields: dict[str, Any] = {
+        "id": job_id,
+        "schedule": schedule,
+        "timezone": zone,
+        "target": {"type": "http", "url": "https://example.com/hook"},
+        "jitter_seconds": jitter,
+        "created_at": T0,
+        "updated_at": T0,
+        "anchor": T0 + timedelta(milliseconds=250),
+    }
+    if start is not None:
+        fields["start_at"] = T0 + timedelta(seconds=start)
+    if end is not None:
+        fields["end_at"] = T0 + timedelta(seconds=end)
+    return Job.model_validate(fields, context=ACCEPTED)
+
+
+def plain_plan(
+    job: Job, slot: datetime, now: datetime, stop_before: datetime | None, cause: str
+) -> ReleasePlan:
+    """plan_release when the slot is not late: the slot-by-slot pass alone."""
+    plan = ReleasePlan(chain=stop_before is None)
+    late_before = now - timedelta(seconds=60)
+    return _with_cause(_plan_due(job, schedule_of(job), slot, now, late_before, stop_before, plan), cause)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    schedule=st.sampled_from(
+        [
+            "rate(1 minute)",
+            "rate(7 seconds)",
+            "rate(1 second)",
+            "rate(2 hours)",
+            "cron(*/5 * * * ? *)",
+            "cron(0 3 * * ? *)",
+        ]
+    ),
+    jitter=st.sampled_from([0, 0, 5, 90, 3600]),
+    start=st.one_of(st.none(), st.integers(-3600, 3600)),
+    end=st.one_of(st.none(), st.integers(1, 7 * 86400)),
+    zone=st.sampled_from(["UTC", "Europe/Berlin"]),
+    step=st.integers(0, 400),
+    lateness_ms=st.integers(-5000, 70_000),
+    stop=st.one_of(st.none(), st.integers(0, 7200)),
+    cause=st.sampled_from(["", "job paused"]),
+    job_id=st.from_regex(r"[a-z0-9]{1,12}", fullmatch=True),
+)
+def test_a_release_of_one_slot_on_time_is_planned_as_slot_by_slot(
+    schedule: str,
+    jitter: int,
+    start: int | None,
+    end: int | None,
+    zone: str,
+    step: int,
+    lateness_ms: int,
+    stop: int | None,
+    cause: str,
+    job_id: str,
+) -> None:
+    try:
+        job = a_job(job_id, schedule, jitter, start, end, zone)
+    except ValueError:
+        return  # no slot between start_at and end_at
+    slots = schedule_of(job).slots(T0 - timedelta(hours=1), anchor=job.anchor, count=step % 7 + 1)
+    if not slots:
+        return
+    slot = slots[-1]
+    now = dispatch_instant(job, slot) + timedelta(milliseconds=lateness_ms)
+    stop_before = None if stop is None else slot + timedelta(seconds=stop)
+    plan = plan_release(job, slot, now, due=now, stop_before=stop_before, cause=cause)
+    late_before = now - timedelta(seconds=60)
+    if dispatch_instant(job, slot) >= late_before:  # not late: the slot-by-slot pass decides
+        expected = plain_plan(job, slot, now, stop_before, cause)
+        assert plan == expected
+        assert plan.release == expected.release and plan.next_slot == expected.next_slot
