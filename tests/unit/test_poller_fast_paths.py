@@ -21,6 +21,7 @@ from punctual.timing.slots import (
     ReleasePlan,
     _plan_due,
     _with_cause,
+    ceil_second,
     dispatch_instant,
     plan_release,
     schedule_of,
@@ -28,6 +29,7 @@ from punctual.timing.slots import (
 from punctual.timing.timers import (
     SLOT_FMT,
     from_ms,
+    minute_of,
     shard_of,
     slot_instant,
     slot_key,
@@ -237,3 +239,28 @@ def test_a_release_of_one_slot_on_time_is_planned_as_slot_by_slot(
         expected = plain_plan(job, slot, now, stop_before, cause)
         assert plan == expected
         assert plan.release == expected.release and plan.next_slot == expected.next_slot
+
+
+@settings(max_examples=500, deadline=None)
+@given(instant=instants, fold=st.sampled_from([0, 1]))
+def test_a_minute_and_a_whole_second_are_the_ones_replace_gives(instant: datetime, fold: int) -> None:
+    instant = instant.replace(fold=fold)
+    u = instant.astimezone(UTC)
+    for made, plain in (
+        (minute_of(instant), u.replace(second=0, microsecond=0)),
+        (minute_of(u), u.replace(second=0, microsecond=0)),
+        (minute_of(u.replace(fold=fold)), u.replace(second=0, microsecond=0, fold=fold)),
+    ):
+        assert made == plain and made.tzinfo is plain.tzinfo and made.fold == plain.fold
+        assert type(made) is type(plain) and repr(made) == repr(plain)
+    whole = u.replace(microsecond=0)
+    assert ceil_second(instant) == (whole if whole == instant else whole + timedelta(seconds=1))
+
+
+def test_a_minute_of_a_datetime_subclass_is_what_replace_gives() -> None:
+    class Instant(datetime):
+        pass
+
+    odd = Instant(2026, 11, 30, 10, 4, 7, 250, tzinfo=UTC)
+    assert minute_of(odd) == datetime(2026, 11, 30, 10, 4, tzinfo=UTC)
+    assert type(minute_of(odd)) is type(odd.replace(second=0, microsecond=0))

@@ -94,7 +94,10 @@ def shard_of(tenant: str, job_id: str, shard_count: int) -> int:
 
 def minute_of(instant: datetime) -> datetime:
     """The UTC minute that contains ``instant``."""
-    return instant.astimezone(UTC).replace(second=0, microsecond=0)
+    u = instant.astimezone(UTC)
+    if u.fold or type(u) is not datetime:  # (the same value either way; replace keeps these as they are)
+        return u.replace(second=0, microsecond=0)
+    return u - timedelta(0, u.second, u.microsecond)  # replace's value, at half its cost (a call per slot)
 
 
 def minute_key(minute: datetime) -> str:
