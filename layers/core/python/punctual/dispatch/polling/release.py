@@ -385,8 +385,10 @@ class SlotReleaser:
             out.messages[queue].append(message)
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
             handed_over = handed_over or last
-        out.missed.extend(unrun_record(job, slot, reason, now) for slot, reason in plan.missed)
-        out.missed.extend(range_record(job, missed, now) for missed in plan.ranges)
+        if plan.missed:  # (usually none: no generator made for nothing)
+            out.missed.extend(unrun_record(job, slot, reason, now) for slot, reason in plan.missed)
+        if plan.ranges:
+            out.missed.extend(range_record(job, missed, now) for missed in plan.ranges)
         if plan.next_slot is not None:
             timer = fire_timer(self.config.layout, job, plan.next_slot, now, chained=True)
             if plan.timer_version is not None:
