@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from punctual.dispatch.load_forecast import MinuteTally, add_ecs_slot, add_slot
 from punctual.models import ACCEPTED, Job
+from punctual.store.loads import MinuteLoad
 from punctual.timing.schedules.base import END_S, ceil_s, floor_s, from_epoch
 from punctual.timing.schedules.periods import RateSchedule
 from punctual.timing.slots import (
@@ -264,3 +266,31 @@ def test_a_minute_of_a_datetime_subclass_is_what_replace_gives() -> None:
     odd = Instant(2026, 11, 30, 10, 4, 7, 250, tzinfo=UTC)
     assert minute_of(odd) == datetime(2026, 11, 30, 10, 4, tzinfo=UTC)
     assert type(minute_of(odd)) is type(odd.replace(second=0, microsecond=0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.integers(-60_000, 5 * 60_000), st.integers(-3, 3), st.booleans(), st.sampled_from(ZONES)
+        ),
+        max_size=30,
+    ),
+    head_s=st.one_of(st.floats(0, 60), st.integers(0, 60).map(float)),  # (whole seconds: at the edge too)
+)
+def test_a_chunks_tally_is_the_loads_added_slot_by_slot(
+    steps: list[tuple[int, int, bool, Any]], head_s: float
+) -> None:
+    tally = MinuteTally()
+    plain: dict[datetime, MinuteLoad] = {}
+    for offset_ms, count, ecs, zone in steps:
+        instant = (T0 + timedelta(milliseconds=offset_ms)).astimezone(zone)
+        if ecs:
+            tally.add_ecs_slot(instant, count)
+            add_ecs_slot(plain, instant, count)
+        else:
+            tally.add_slot(instant, head_s, count)
+            add_slot(plain, instant, head_s, count)
+    loads = tally.loads()
+    assert bool(tally) == bool(plain)
+    assert loads == plain and list(loads) == list(plain)  # the same minutes, in the same order

@@ -57,7 +57,7 @@ from datetime import datetime, timedelta
 from punctual.delivery.notifications import Notifier
 from punctual.delivery.notifications.sweep import sweep_message
 from punctual.dispatch.budget_reservations import BudgetRequest, SharedBudgetLedger
-from punctual.dispatch.load_forecast import add_ecs_slot, add_slot, chain_forecast, on_ecs_lane
+from punctual.dispatch.load_forecast import MinuteTally, chain_forecast, on_ecs_lane
 from punctual.dispatch.polling.chains import Verdict, replaced_plan, verdict
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
@@ -149,7 +149,7 @@ class _Outgoing:
     delays_ms: list[float] = field(default_factory=list)
     next_timers: list[Timer] = field(default_factory=list)
     completions: list[Job] = field(default_factory=list)
-    forecast: dict[datetime, MinuteLoad] = field(default_factory=dict)  # near chains' slots, ahead
+    forecast: MinuteTally = field(default_factory=MinuteTally)  # near chains' slots, ahead
     missed: list[Execution] = field(default_factory=list)
     excluded: list[Execution] = field(default_factory=list)
     budgeted: list[tuple[str, int, Job, BudgetRequest]] = field(default_factory=list)  # (queue, index)
@@ -292,7 +292,7 @@ class SlotReleaser:
         if out.next_timers:
             self.store.put_timers(out.next_timers)
         if out.forecast:
-            self._forecast(out.forecast)
+            self._forecast(out.forecast.loads())
         report.skipped += self.unrun.record_missed(out.missed, jobs)
         report.excluded += self.unrun.record_excluded(out.excluded, jobs)
         for job in out.completions:  # last slots no message carries (recorded MISSED or EXCLUDED)
@@ -397,9 +397,9 @@ class SlotReleaser:
             if timer.lane is _NEAR and plan.release:
                 # A near chain: this release forecasts a slot a horizon on (punctual.dispatch.load_forecast).
                 ahead = chain_forecast(plan.release[-1], plan.next_slot, self.config.forecast_horizon_s)
-                add_slot(out.forecast, dispatch_instant(job, ahead), self.config.burst_head_s)
+                out.forecast.add_slot(dispatch_instant(job, ahead), self.config.burst_head_s)
             if on_ecs_lane(job):  # ECS tasks are started ahead of it (punctual.dispatch.ecs_lane)
-                add_ecs_slot(out.forecast, timer.due)
+                out.forecast.add_ecs_slot(timer.due)
         elif ends and not handed_over:
             # No message ends the chain (its last slot was missed, excluded or already started):
             # the poller marks the job itself, on this rare path only (punctual.execution.chain_ends).
