@@ -182,6 +182,35 @@ class Timer:
         return (self.tenant, self.job_id, self.slot, self.attempt, self.kind.value)
 
 
+# A timer's fields, in declaration order (:func:`timer_of`'s arguments).
+TimerFields = tuple[Lane, int, int, str, str, str, int, TimerKind, int, str | None]
+
+
+def timer_of(*fields: *TimerFields) -> Timer:
+    """``Timer(*fields)`` without its frozen ``__init__`` (one ``object.__setattr__`` a field: half
+    the cost of a timer; a poller makes one per release and unpacks one per timer it reads): the
+    same fields, in declaration order."""
+    lane, shard, due_ms, job_id, tenant, slot, attempt, kind, job_version, owner = fields
+    timer = object.__new__(Timer)
+    object.__setattr__(
+        timer,
+        "__dict__",
+        {
+            "lane": lane,
+            "shard": shard,
+            "due_ms": due_ms,
+            "job_id": job_id,
+            "tenant": tenant,
+            "slot": slot,
+            "attempt": attempt,
+            "kind": kind,
+            "job_version": job_version,
+            "owner": owner,
+        },
+    )
+    return timer
+
+
 @dataclass(frozen=True)
 class TimerLayout:
     """Where timers go: shard counts and the lane threshold, from settings."""
@@ -218,26 +247,7 @@ class TimerLayout:
         else:
             lane, shard_count = _NEAR, self.near_shard_count
         shard = shard_of(tenant, job_id, shard_count)  # (shard_for, its lane's count known here)
-        # ``Timer(...)`` without its frozen ``__init__`` (one ``object.__setattr__`` a field: half
-        # the cost of a timer, one made per release): the same fields, in declaration order.
-        timer = object.__new__(Timer)
-        object.__setattr__(
-            timer,
-            "__dict__",
-            {
-                "lane": lane,
-                "shard": shard,
-                "due_ms": due_ms,
-                "job_id": job_id,
-                "tenant": tenant,
-                "slot": slot,
-                "attempt": attempt,
-                "kind": kind,
-                "job_version": job_version,
-                "owner": owner,
-            },
-        )
-        return timer
+        return timer_of(lane, shard, due_ms, job_id, tenant, slot, attempt, kind, job_version, owner)
 
     def shard_for(self, lane: Lane, tenant: str, job_id: str) -> int:
         """The shard of ``lane`` a job's timers go to (the one place it is computed: the chain
