@@ -21,6 +21,7 @@ from punctual.timing.schedules.base import END_S, ceil_s, floor_s, from_epoch
 from punctual.timing.schedules.periods import RateSchedule
 from punctual.timing.slots import (
     ReleasePlan,
+    _drop_in_bulk,
     _plan_due,
     _with_cause,
     ceil_second,
@@ -164,13 +165,22 @@ def test_a_naive_instant_is_refused_as_before(naive: str) -> None:
 # --------------------------------------------------------------------------- release plans
 
 
-def a_job(job_id: str, schedule: str, jitter: int, start: int | None, end: int | None, zone: str) -> Job:
+def a_job(
+    job_id: str,
+    schedule: str,
+    jitter: int,
+    start: int | None,
+    end: int | None,
+    zone: str,
+    catchup: str = "all",
+) -> Job:
     fields: dict[str, Any] = {
         "id": job_id,
         "schedule": schedule,
         "timezone": zone,
         "target": {"type": "http", "url": "https://example.com/hook"},
         "jitter_seconds": jitter,
+        "catchup": {"policy": catchup, "window_seconds": 3600},
         "created_at": T0,
         "updated_at": T0,
         "anchor": T0 + timedelta(milliseconds=250),
@@ -182,13 +192,32 @@ def a_job(job_id: str, schedule: str, jitter: int, start: int | None, end: int |
     return Job.model_validate(fields, context=ACCEPTED)
 
 
-def plain_plan(
-    job: Job, slot: datetime, now: datetime, stop_before: datetime | None, cause: str
+def plain_plan_release(
+    job: Job,
+    slot: datetime,
+    now: datetime,
+    due: datetime,
+    owed_before: datetime | None,
+    stop_before: datetime | None,
+    cause: str,
 ) -> ReleasePlan:
-    """plan_release when the slot is not late: the slot-by-slot pass alone."""
-    plan = ReleasePlan(chain=stop_before is None)
+    """plan_release as it was written (every slot through the slot-by-slot pass)."""
+    schedule = schedule_of(job)
+    if schedule.kind == "delay":
+        return ReleasePlan(release=[slot], next_slot=None, chain=False)
     late_before = now - timedelta(seconds=60)
-    return _with_cause(_plan_due(job, schedule_of(job), slot, now, late_before, stop_before, plan), cause)
+    if owed_before is not None:
+        late_before = max(late_before, min(owed_before, now))
+    plan = ReleasePlan(chain=stop_before is None)
+    current: datetime | None = slot
+    if dispatch_instant(job, slot) < late_before:
+        current, complete = _drop_in_bulk(job, schedule, slot, plan, min(now, due or now), owed_before)
+        if current is not None and stop_before is not None and current >= stop_before:
+            current = None
+        if not complete or current is None or dispatch_instant(job, current) > now:
+            plan.next_slot = current
+            return _with_cause(plan, cause)
+    return _with_cause(_plan_due(job, schedule, current or slot, now, late_before, stop_before, plan), cause)
 
 
 @settings(max_examples=400, deadline=None)
@@ -208,8 +237,10 @@ def plain_plan(
     end=st.one_of(st.none(), st.integers(1, 7 * 86400)),
     zone=st.sampled_from(["UTC", "Europe/Berlin"]),
     step=st.integers(0, 400),
-    lateness_ms=st.integers(-5000, 70_000),
+    lateness_ms=st.one_of(st.integers(-5000, 70_000), st.integers(70_000, 2 * 3600_000)),
     stop=st.one_of(st.none(), st.integers(0, 7200)),
+    owed=st.one_of(st.none(), st.integers(-120, 120)),
+    catchup=st.sampled_from(["all", "latest", "none"]),
     cause=st.sampled_from(["", "job paused"]),
     job_id=st.from_regex(r"[a-z0-9]{1,12}", fullmatch=True),
 )
@@ -222,11 +253,13 @@ def test_a_release_of_one_slot_on_time_is_planned_as_slot_by_slot(
     step: int,
     lateness_ms: int,
     stop: int | None,
+    owed: int | None,
+    catchup: str,
     cause: str,
     job_id: str,
 ) -> None:
     try:
-        job = a_job(job_id, schedule, jitter, start, end, zone)
+        job = a_job(job_id, schedule, jitter, start, end, zone, catchup)
     except ValueError:
         return  # no slot between start_at and end_at
     slots = schedule_of(job).slots(T0 - timedelta(hours=1), anchor=job.anchor, count=step % 7 + 1)
@@ -235,12 +268,13 @@ def test_a_release_of_one_slot_on_time_is_planned_as_slot_by_slot(
     slot = slots[-1]
     now = dispatch_instant(job, slot) + timedelta(milliseconds=lateness_ms)
     stop_before = None if stop is None else slot + timedelta(seconds=stop)
-    plan = plan_release(job, slot, now, due=now, stop_before=stop_before, cause=cause)
-    late_before = now - timedelta(seconds=60)
-    if dispatch_instant(job, slot) >= late_before:  # not late: the slot-by-slot pass decides
-        expected = plain_plan(job, slot, now, stop_before, cause)
-        assert plan == expected
-        assert plan.release == expected.release and plan.next_slot == expected.next_slot
+    owed_before = None if owed is None else now + timedelta(seconds=owed)
+    plan = plan_release(
+        job, slot, now, due=now, owed_before=owed_before, stop_before=stop_before, cause=cause
+    )
+    expected = plain_plan_release(job, slot, now, now, owed_before, stop_before, cause)
+    assert plan == expected
+    assert plan.release == expected.release and plan.next_slot == expected.next_slot
 
 
 @settings(max_examples=500, deadline=None)
