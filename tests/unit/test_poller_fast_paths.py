@@ -30,12 +30,15 @@ from punctual.timing.slots import (
     schedule_of,
 )
 from punctual.timing.timers import (
+    _DUE_DIGITS,
     SLOT_FMT,
+    due_bound,
     from_ms,
     minute_of,
     shard_of,
     slot_instant,
     slot_key,
+    sort_key,
 )
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -328,3 +331,20 @@ def test_a_chunks_tally_is_the_loads_added_slot_by_slot(
     loads = tally.loads()
     assert bool(tally) == bool(plain)
     assert loads == plain and list(loads) == list(plain)  # the same minutes, in the same order
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    due_ms=st.integers(-(10**14), 10**15),
+    tenant=st.text(max_size=8),
+    job_id=st.text(max_size=8),
+    slot=st.text(max_size=24),
+    attempt=st.integers(-5, 10**4),
+)
+def test_a_sort_key_and_a_due_bound_pad_the_due_to_its_digits(
+    due_ms: int, tenant: str, job_id: str, slot: str, attempt: int
+) -> None:
+    assert sort_key(due_ms, tenant, job_id, slot, attempt) == (
+        f"{due_ms:0{_DUE_DIGITS}d}#{tenant}#{job_id}#{slot}#{attempt}"
+    )
+    assert due_bound(due_ms) == f"{due_ms:0{_DUE_DIGITS}d}"

@@ -36,7 +36,7 @@ from hashlib import blake2b as _blake2b
 MINUTE_FMT = "%Y%m%dT%H%M"
 SLOT_FMT = "%Y-%m-%dT%H:%M:%SZ"
 TTL_AFTER_DUE_S = 24 * 3600
-_DUE_DIGITS = 13
+_DUE_DIGITS = 13  # (written out in sort_key and due_bound: a nested width is parsed at each call)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MINUTE = timedelta(minutes=1)
 _MINUTE_MS = 60_000
@@ -137,12 +137,12 @@ def bucket_pk_of_ms(lane: Lane, due_ms: int, shard: int) -> str:
 
 
 def sort_key(due_ms: int, tenant: str, job_id: str, slot: str, attempt: int) -> str:
-    return f"{due_ms:0{_DUE_DIGITS}d}#{tenant}#{job_id}#{slot}#{attempt}"
+    return f"{due_ms:013d}#{tenant}#{job_id}#{slot}#{attempt}"  # (013: _DUE_DIGITS)
 
 
 def due_bound(ms: int) -> str:
     """A sort-key bound: every timer due at or after ``ms`` sorts at or after it."""
-    return f"{ms:0{_DUE_DIGITS}d}"
+    return f"{ms:013d}"  # (013: _DUE_DIGITS)
 
 
 @dataclass(frozen=True)
