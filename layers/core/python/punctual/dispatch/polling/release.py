@@ -371,6 +371,8 @@ class SlotReleaser:
         spec = spec_of(job)  # once per job, whatever number of its slots go
         ends = plan.chain and plan.next_slot is None  # no next timer: the job completes
         handed_over = False
+        # _budget_request's first check, made once per job: no budget can apply (the usual case)
+        budgeted = getattr(job.target, "rate_budget_per_second", None) is not None or self.ledger.budgets
         for slot in plan.release:
             key = slot_key(slot)
             if started and (job.tenant, job.id, key) in started:  # empty unless uncertain
@@ -379,7 +381,7 @@ class SlotReleaser:
             scheduled = dispatch_instant(job, slot)
             last = ends and slot == plan.release[-1]
             message = message_for(job, key, scheduled, 1, MessageKind.FIRE, now, spec=spec, last=last)
-            request = self._budget_request(job, message.slot, scheduled)
+            request = self._budget_request(job, message.slot, scheduled) if budgeted else None
             if request is not None:  # placed with the chunk's other budgeted slots (_smooth)
                 out.budgeted.append((queue, len(out.messages[queue]), job, request))
             out.messages[queue].append(message)
