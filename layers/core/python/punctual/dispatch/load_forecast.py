@@ -71,6 +71,45 @@ def add_slot(loads: dict[datetime, MinuteLoad], instant: datetime, head_s: float
         loads[minute] = MinuteLoad(known.total + count, known.head + head, known.ecs)
 
 
+class MinuteTally:
+    """Slots counted per UTC minute as :func:`add_slot` and :func:`add_ecs_slot` count them, in
+    place: a release chunk's forecast (a near chain's slot a release), whose :class:`MinuteLoad`
+    of each minute is made once, when it is written (:meth:`loads`), not once per slot (a frozen
+    dataclass: about half of what counting a slot cost)."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: dict[datetime, list[int]] = {}  # minute -> [total, head, ecs]
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+    def _of(self, minute: datetime) -> list[int]:
+        counts = self._counts.get(minute)
+        if counts is None:
+            counts = self._counts[minute] = [0, 0, 0]
+        return counts
+
+    def add_slot(self, instant: datetime, head_s: float, count: int = 1) -> None:
+        """:func:`add_slot` (its body in line: a call a released slot)."""
+        minute = minute_of(instant)
+        counts = self._counts.get(minute)
+        if counts is None:
+            counts = self._counts[minute] = [0, 0, 0]
+        counts[0] += count
+        if (instant - minute).total_seconds() < head_s:
+            counts[1] += count
+
+    def add_ecs_slot(self, instant: datetime, count: int = 1) -> None:
+        """:func:`add_ecs_slot`."""
+        self._of(minute_of(instant))[2] += count
+
+    def loads(self) -> dict[datetime, MinuteLoad]:
+        """The loads counted, per minute (in the order each was first counted)."""
+        return {minute: MinuteLoad(total, head, ecs) for minute, (total, head, ecs) in self._counts.items()}
+
+
 def add_ecs_slot(loads: dict[datetime, MinuteLoad], instant: datetime, count: int = 1) -> None:
     """Count one ECS-lane slot due at ``instant`` (negative ``count``: take it back)."""
     minute = minute_of(instant)

@@ -30,7 +30,11 @@ _FIRE, _CATCHUP = TimerKind.FIRE, TimerKind.CATCHUP
 
 def ceil_second(instant: datetime) -> datetime:
     """Slots are whole seconds: the first whole second at or after ``instant``."""
-    whole = instant.astimezone(UTC).replace(microsecond=0)
+    u = instant.astimezone(UTC)
+    if u.fold or type(u) is not datetime:  # (the same value either way; replace keeps these as they are)
+        whole = u.replace(microsecond=0)
+    else:
+        whole = u - timedelta(0, 0, u.microsecond)  # replace's value, at half its cost
     return whole if whole == instant else whole + _ONE_SECOND
 
 
@@ -271,7 +275,15 @@ def plan_release(
         late_before = max(late_before, min(owed_before, now))
     plan = ReleasePlan(chain=stop_before is None)
     current: datetime | None = slot
-    if dispatch_instant(job, slot) < late_before:
+    instant = dispatch_instant(job, slot)
+    if late_before <= instant <= now and stop_before is None:
+        # The usual release, one slot on time: :func:`_plan_due`'s answer when the slot after it
+        # is not due yet, without its slot-by-slot pass (the rest take that pass, as before).
+        following = _next_slot(job, schedule, slot)
+        if following is None or dispatch_instant(job, following) > now:
+            plan.release, plan.next_slot = [slot], following
+            return _with_cause(plan, cause)
+    if instant < late_before:
         current, complete = _drop_in_bulk(job, schedule, slot, plan, min(now, due or now), owed_before)
         if current is not None and stop_before is not None and current >= stop_before:
             current = None

@@ -26,17 +26,17 @@ written after it was read.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
+from hashlib import blake2b as _blake2b
 
 MINUTE_FMT = "%Y%m%dT%H%M"
 SLOT_FMT = "%Y-%m-%dT%H:%M:%SZ"
 TTL_AFTER_DUE_S = 24 * 3600
-_DUE_DIGITS = 13
+_DUE_DIGITS = 13  # (written out in sort_key and due_bound: a nested width is parsed at each call)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MINUTE = timedelta(minutes=1)
 _MINUTE_MS = 60_000
@@ -81,18 +81,23 @@ LOAD_KINDS = frozenset(
 
 def stable_hash(text: str) -> int:
     """A hash that is the same in every process and Python version (unlike ``hash()``)."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+    return int.from_bytes(_blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
 def shard_of(tenant: str, job_id: str, shard_count: int) -> int:
     """The shard of a job's timers: a hash of tenant and job id, so alike ids of many tenants
     (a popular schedule name) spread over the shards instead of filling one partition."""
-    return stable_hash(f"{tenant}\x1f{job_id}") % shard_count
+    # stable_hash, inline (a timer made per release)
+    text = f"{tenant}\x1f{job_id}".encode()
+    return int.from_bytes(_blake2b(text, digest_size=8).digest(), "big") % shard_count
 
 
 def minute_of(instant: datetime) -> datetime:
     """The UTC minute that contains ``instant``."""
-    return instant.astimezone(UTC).replace(second=0, microsecond=0)
+    u = instant.astimezone(UTC)
+    if u.fold or type(u) is not datetime:  # (the same value either way; replace keeps these as they are)
+        return u.replace(second=0, microsecond=0)
+    return u - timedelta(0, u.second, u.microsecond)  # replace's value, at half its cost (a call per slot)
 
 
 def minute_key(minute: datetime) -> str:
@@ -115,7 +120,10 @@ def to_ms(instant: datetime) -> int:
     return round(instant.timestamp() * 1000)
 
 
+@lru_cache(maxsize=4096)
 def from_ms(ms: int) -> datetime:
+    """The UTC instant ``ms`` milliseconds after the epoch. Cached: a poller reads the due instant
+    of every timer it releases, and the timers of one release share a few (whole seconds)."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
@@ -129,12 +137,12 @@ def bucket_pk_of_ms(lane: Lane, due_ms: int, shard: int) -> str:
 
 
 def sort_key(due_ms: int, tenant: str, job_id: str, slot: str, attempt: int) -> str:
-    return f"{due_ms:0{_DUE_DIGITS}d}#{tenant}#{job_id}#{slot}#{attempt}"
+    return f"{due_ms:013d}#{tenant}#{job_id}#{slot}#{attempt}"  # (013: _DUE_DIGITS)
 
 
 def due_bound(ms: int) -> str:
     """A sort-key bound: every timer due at or after ``ms`` sorts at or after it."""
-    return f"{ms:0{_DUE_DIGITS}d}"
+    return f"{ms:013d}"  # (013: _DUE_DIGITS)
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,35 @@ class Timer:
         return (self.tenant, self.job_id, self.slot, self.attempt, self.kind.value)
 
 
+# A timer's fields, in declaration order (:func:`timer_of`'s arguments).
+TimerFields = tuple[Lane, int, int, str, str, str, int, TimerKind, int, str | None]
+
+
+def timer_of(*fields: *TimerFields) -> Timer:
+    """``Timer(*fields)`` without its frozen ``__init__`` (one ``object.__setattr__`` a field: half
+    the cost of a timer; a poller makes one per release and unpacks one per timer it reads): the
+    same fields, in declaration order."""
+    lane, shard, due_ms, job_id, tenant, slot, attempt, kind, job_version, owner = fields
+    timer = object.__new__(Timer)
+    object.__setattr__(
+        timer,
+        "__dict__",
+        {
+            "lane": lane,
+            "shard": shard,
+            "due_ms": due_ms,
+            "job_id": job_id,
+            "tenant": tenant,
+            "slot": slot,
+            "attempt": attempt,
+            "kind": kind,
+            "job_version": job_version,
+            "owner": owner,
+        },
+    )
+    return timer
+
+
 @dataclass(frozen=True)
 class TimerLayout:
     """Where timers go: shard counts and the lane threshold, from settings."""
@@ -201,30 +238,16 @@ class TimerLayout:
         near lane is read with a look-back that covers clock skew, so nothing written
         late is lost, while the slot keeps its identity.
         """
-        now_ms = to_ms(now)
-        due_ms = max(to_ms(due), now_ms)
-        lane = _FAR if due_ms - now_ms > self.far_threshold_s * 1000 else _NEAR
-        shard = self.shard_for(lane, tenant, job_id)
-        # ``Timer(...)`` without its frozen ``__init__`` (one ``object.__setattr__`` a field: half
-        # the cost of a timer, one made per release): the same fields, in declaration order.
-        timer = object.__new__(Timer)
-        object.__setattr__(
-            timer,
-            "__dict__",
-            {
-                "lane": lane,
-                "shard": shard,
-                "due_ms": due_ms,
-                "job_id": job_id,
-                "tenant": tenant,
-                "slot": slot,
-                "attempt": attempt,
-                "kind": kind,
-                "job_version": job_version,
-                "owner": owner,
-            },
-        )
-        return timer
+        now_ms = round(now.timestamp() * 1000)  # to_ms, inline (a timer made per release)
+        due_ms = round(due.timestamp() * 1000)
+        if due_ms < now_ms:
+            due_ms = now_ms
+        if due_ms - now_ms > self.far_threshold_s * 1000:
+            lane, shard_count = _FAR, self.shard_count
+        else:
+            lane, shard_count = _NEAR, self.near_shard_count
+        shard = shard_of(tenant, job_id, shard_count)  # (shard_for, its lane's count known here)
+        return timer_of(lane, shard, due_ms, job_id, tenant, slot, attempt, kind, job_version, owner)
 
     def shard_for(self, lane: Lane, tenant: str, job_id: str) -> int:
         """The shard of ``lane`` a job's timers go to (the one place it is computed: the chain
@@ -238,11 +261,23 @@ class TimerLayout:
 
 def slot_key(instant: datetime) -> str:
     """The identity of a scheduled slot: its whole-second UTC instant."""
-    u = instant.astimezone(UTC)
+    if type(instant) is datetime and instant.tzinfo is UTC:
+        # The usual slot (a schedule's slots are UTC datetimes): formatted once per instant, as
+        # the many slots of one second in a release share it. Only UTC instants: equal instants of
+        # another zone may differ (an ambiguous hour's two passes compare equal in their zone).
+        return _utc_slot_key(instant)
+    return _slot_text(instant.astimezone(UTC))
+
+
+def _slot_text(u: datetime) -> str:
+    """:func:`slot_key` of a UTC instant."""
     if u.year < 1000:  # strftime does not pad such years: keep its exact text
         return u.strftime(SLOT_FMT)
     # %-formatting: about half the cost of the f-string with six format specs.
     return "%04d-%02d-%02dT%02d:%02d:%02dZ" % (u.year, u.month, u.day, u.hour, u.minute, u.second)  # noqa: UP031
+
+
+_utc_slot_key = lru_cache(maxsize=4096)(_slot_text)
 
 
 MANUAL_MARK = "~m"  # in a triggered slot's key, <instant>~m<token> (JobService.trigger)
@@ -250,8 +285,10 @@ MANUAL_MARK = "~m"  # in a triggered slot's key, <instant>~m<token> (JobService.
 SLOT_KEY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?\Z")
 
 
+@lru_cache(maxsize=4096)
 def slot_instant(key: str) -> datetime:
-    """The nominal instant of a slot key (manual triggers carry a ``~suffix``)."""
+    """The nominal instant of a slot key (manual triggers carry a ``~suffix``). Cached: a poller
+    reads the slot of every timer it releases, and the timers of one release share a few."""
     text = key.split("~", 1)[0]
     if _CANONICAL_SLOT.fullmatch(text):
         try:

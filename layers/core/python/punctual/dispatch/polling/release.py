@@ -57,7 +57,7 @@ from datetime import datetime, timedelta
 from punctual.delivery.notifications import Notifier
 from punctual.delivery.notifications.sweep import sweep_message
 from punctual.dispatch.budget_reservations import BudgetRequest, SharedBudgetLedger
-from punctual.dispatch.load_forecast import add_ecs_slot, add_slot, chain_forecast, on_ecs_lane
+from punctual.dispatch.load_forecast import MinuteTally, chain_forecast, on_ecs_lane
 from punctual.dispatch.polling.chains import Verdict, replaced_plan, verdict
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
@@ -149,7 +149,7 @@ class _Outgoing:
     delays_ms: list[float] = field(default_factory=list)
     next_timers: list[Timer] = field(default_factory=list)
     completions: list[Job] = field(default_factory=list)
-    forecast: dict[datetime, MinuteLoad] = field(default_factory=dict)  # near chains' slots, ahead
+    forecast: MinuteTally = field(default_factory=MinuteTally)  # near chains' slots, ahead
     missed: list[Execution] = field(default_factory=list)
     excluded: list[Execution] = field(default_factory=list)
     budgeted: list[tuple[str, int, Job, BudgetRequest]] = field(default_factory=list)  # (queue, index)
@@ -292,7 +292,7 @@ class SlotReleaser:
         if out.next_timers:
             self.store.put_timers(out.next_timers)
         if out.forecast:
-            self._forecast(out.forecast)
+            self._forecast(out.forecast.loads())
         report.skipped += self.unrun.record_missed(out.missed, jobs)
         report.excluded += self.unrun.record_excluded(out.excluded, jobs)
         for job in out.completions:  # last slots no message carries (recorded MISSED or EXCLUDED)
@@ -371,6 +371,8 @@ class SlotReleaser:
         spec = spec_of(job)  # once per job, whatever number of its slots go
         ends = plan.chain and plan.next_slot is None  # no next timer: the job completes
         handed_over = False
+        # _budget_request's first check, made once per job: no budget can apply (the usual case)
+        budgeted = getattr(job.target, "rate_budget_per_second", None) is not None or self.ledger.budgets
         for slot in plan.release:
             key = slot_key(slot)
             if started and (job.tenant, job.id, key) in started:  # empty unless uncertain
@@ -379,14 +381,16 @@ class SlotReleaser:
             scheduled = dispatch_instant(job, slot)
             last = ends and slot == plan.release[-1]
             message = message_for(job, key, scheduled, 1, MessageKind.FIRE, now, spec=spec, last=last)
-            request = self._budget_request(job, message.slot, scheduled)
+            request = self._budget_request(job, message.slot, scheduled) if budgeted else None
             if request is not None:  # placed with the chunk's other budgeted slots (_smooth)
                 out.budgeted.append((queue, len(out.messages[queue]), job, request))
             out.messages[queue].append(message)
             out.delays_ms.append((now - scheduled).total_seconds() * 1000)
             handed_over = handed_over or last
-        out.missed.extend(unrun_record(job, slot, reason, now) for slot, reason in plan.missed)
-        out.missed.extend(range_record(job, missed, now) for missed in plan.ranges)
+        if plan.missed:  # (usually none: no generator made for nothing)
+            out.missed.extend(unrun_record(job, slot, reason, now) for slot, reason in plan.missed)
+        if plan.ranges:
+            out.missed.extend(range_record(job, missed, now) for missed in plan.ranges)
         if plan.next_slot is not None:
             timer = fire_timer(self.config.layout, job, plan.next_slot, now, chained=True)
             if plan.timer_version is not None:
@@ -395,9 +399,9 @@ class SlotReleaser:
             if timer.lane is _NEAR and plan.release:
                 # A near chain: this release forecasts a slot a horizon on (punctual.dispatch.load_forecast).
                 ahead = chain_forecast(plan.release[-1], plan.next_slot, self.config.forecast_horizon_s)
-                add_slot(out.forecast, dispatch_instant(job, ahead), self.config.burst_head_s)
+                out.forecast.add_slot(dispatch_instant(job, ahead), self.config.burst_head_s)
             if on_ecs_lane(job):  # ECS tasks are started ahead of it (punctual.dispatch.ecs_lane)
-                add_ecs_slot(out.forecast, timer.due)
+                out.forecast.add_ecs_slot(timer.due)
         elif ends and not handed_over:
             # No message ends the chain (its last slot was missed, excluded or already started):
             # the poller marks the job itself, on this rare path only (punctual.execution.chain_ends).

@@ -43,6 +43,8 @@ from punctual.timing.timers import (
     due_bound,
     minute_key,
     parse_minute_key,
+    sort_key,
+    timer_of,
 )
 
 
@@ -86,6 +88,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
         order (:meth:`_timer_rows` sorts them)."""
         tenants: dict[str, int] = {}
         entries: list[list[Any]] = []
+        load, latest = 0, timers[0].due_ms  # (counted in the one pass over the timers)
         for t in timers:
             slot = _packed_slot(t.slot)
             entry: list[Any] = [t.due_ms, t.job_id, tenants.setdefault(t.tenant, len(tenants)), slot]
@@ -93,14 +96,18 @@ class DynamoTimers(DynamoBase, TimerRepository):
             if t.owner:
                 entry.append(t.owner)
             entries.append(entry)
+            if t.kind in LOAD_KINDS:
+                load += 1
+            if t.due_ms > latest:
+                latest = t.due_ms
         body = json.dumps([list(tenants), entries], separators=(",", ":"))
         digest = hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
         return {
             **schema.pack_key(pk, due_bound(window_ms), digest),
             "tm": _s(body),
             "n": _n(len(entries)),
-            "nf": _n(sum(1 for t in timers if t.kind in LOAD_KINDS)),
-            "expires_at": _n(max(t.expires_at for t in timers)),
+            "nf": _n(load),
+            "expires_at": _n(latest // 1000 + TTL_AFTER_DUE_S),  # the latest timer's expires_at
         }
 
     @staticmethod
@@ -121,7 +128,10 @@ class DynamoTimers(DynamoBase, TimerRepository):
         # timers share one bucket, whose key is made once a pack, not once a timer.
         groups: dict[tuple[Lane, int, int], dict[str, Timer]] = {}
         for t in timers:
-            groups.setdefault((t.lane, t.shard, self._pack_window(t.lane, t.due_ms)), {})[t.sk] = t
+            lane, due_ms = t.lane, t.due_ms
+            window = due_ms - due_ms % _PACK_SPAN_MS[lane]  # (_pack_window, in line: a call a timer)
+            key = sort_key(due_ms, t.tenant, t.job_id, t.slot, t.attempt)  # (t.sk)
+            groups.setdefault((lane, t.shard, window), {})[key] = t
         rows: list[dict[str, Any]] = []
         for (lane, shard, window), members in groups.items():
             pk = bucket_pk_of_ms(lane, window, shard)
@@ -325,7 +335,7 @@ def _unpacked(pk: str, body: str) -> tuple[Timer, ...]:
     for entry in entries:
         due, job_id, tenant, slot, attempt, kind, version = entry[:7]
         out.append(
-            Timer(
+            timer_of(
                 lane,
                 shard,
                 due,

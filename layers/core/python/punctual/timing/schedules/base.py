@@ -38,7 +38,7 @@ LOW_S: Final = calendar.timegm((1969, 1, 1, 0, 0, 0))
 
 def to_epoch(dt: datetime, what: str) -> tuple[int, bool]:
     """Whole seconds since the epoch (floored) and whether a sub-second part was dropped."""
-    if dt.utcoffset() is None:
+    if dt.tzinfo is not UTC and dt.utcoffset() is None:  # (a UTC instant, the usual one, has one)
         raise ValueError(f"{what} must be a timezone-aware datetime, got {dt!r}")
     # timestamp() is a float; removing the microseconds first leaves a whole number to
     # within far less than 0.5 s at any datetime, so round() makes it exact (and fast).

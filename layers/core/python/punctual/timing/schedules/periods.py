@@ -13,6 +13,7 @@ from punctual.timing.schedules.base import (
     floor_s,
     from_epoch,
     shorten,
+    to_epoch,
 )
 from punctual.timing.schedules.dst import DstOptions
 from punctual.timing.schedules.errors import ScheduleError
@@ -68,8 +69,10 @@ class RateSchedule(_PeriodSchedule):
         if anchor is None:  # the grid starts at `after` itself, which is not after itself
             slot = ceil_s(after, "after") + self._seconds
             return from_epoch(slot) if slot < END_S else None
-        origin = ceil_s(anchor, "anchor")
-        a = floor_s(after, "after")
+        origin, fraction = to_epoch(anchor, "anchor")  # ceil_s and floor_s, a call less each
+        if fraction:
+            origin += 1
+        a = to_epoch(after, "after")[0]
         k = 0 if origin > a else (a - origin) // self._seconds + 1
         slot = origin + k * self._seconds
         return from_epoch(slot) if slot < END_S else None
