@@ -39,6 +39,7 @@ from punctual.execution.ports import (
     JobPauser,
     MemoryFailureSink,
     WorkerConfig,
+    handle_result,
 )
 from punctual.execution.records import Ledger, summary
 from punctual.execution.sqs import SqsBatch
@@ -58,6 +59,8 @@ log = logging.getLogger("punctual.execution")
 BUDGET_WAIT_MAX_S = 2.0
 DEFAULT_LATENESS_S = 10  # a job without max_lateness_seconds: the deployment's default (settings)
 BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its new instant
+# A run's outcome: the value of the status it ended in (a lookup, not the enum's ``value`` property)
+_OUTCOMES = {status: status.value for status in ExecutionStatus}
 
 
 class JobServicePauser:
@@ -200,13 +203,17 @@ class Worker:
         began = time.monotonic() if timed else 0.0
         try:
             claim = self.claim(message, delivery, time_left_s)
-            if not claim.claimed:
-                return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
+            if claim.outcome is not ClaimOutcome.CLAIMED:
+                return handle_result(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
             claimed = time.monotonic() if timed else 0.0
-            with self.live.running(claim):  # heartbeated while it runs (punctual.execution.keeper)
+            live = self.live
+            live.add(claim)  # heartbeated while it runs (punctual.execution.keeper)
+            try:
                 result = self.run(claim)
                 ran = time.monotonic() if timed else 0.0
                 finished = self.finish(claim, result)
+            finally:
+                live.discard(claim)
             if timed:
                 log.debug(
                     "%s %s: claimed in %.0f ms, ran in %.0f ms, finished in %.0f ms",
@@ -220,8 +227,9 @@ class Worker:
             self.notifier.flush_unless_held()  # the slot's events, in as few calls as possible
             if settle:
                 self.settle()
-        outcome = "superseded" if finished.superseded else (finished.status or ExecutionStatus.RUNNING).value
-        return HandleResult(outcome, not (claim.released or claim.detached), None, finished.execution)
+        status = finished.status or ExecutionStatus.RUNNING
+        outcome = "superseded" if finished.superseded else _OUTCOMES[status]
+        return handle_result(outcome, not (claim.released or claim.detached), None, finished.execution)
 
     def settle(self, timeout_s: float | None = None) -> int:
         """Wait for the deliveries still in flight (at most ``timeout_s``); returns how many are

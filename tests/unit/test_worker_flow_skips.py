@@ -1,0 +1,261 @@
+"""The steps the worker's per-message flow skips for the common message change nothing.
+
+A first attempt with no record takes :data:`NEW_SLOT` without asking ``decide_claim``; only a
+backfill's or a child's message is asked whether it is not to run; ``late`` is not asked
+without a release delay; a job no ``after()`` job waits on sends no dependants, and an overlap
+``allow`` job passes no turn; the results are built with their fields set at once; a run is
+registered with the lease keeper without a context object. Each test holds the skipped step
+(or the slow form) to what the skip assumes of it, so that a change to that step which would
+make the skip wrong fails here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from execution_harness import Rig
+from factories import job as make_job
+from punctual.delivery.notifications import Notifier
+from punctual.delivery.notifications.events import EventPublisher, MemoryEventSink
+from punctual.dispatch.queues import DispatchMessage, MessageKind
+from punctual.execution import claim as claim_module
+from punctual.execution import worker as worker_module
+from punctual.execution.after import AfterEffects
+from punctual.execution.decisions import NEW_SLOT, decide_claim
+from punctual.execution.ports import (
+    FinishResult,
+    HandleResult,
+    MemoryFailureSink,
+    WorkerConfig,
+    finish_result,
+    handle_result,
+)
+from punctual.execution.records import Ledger
+from punctual.execution.turns import Turns
+from punctual.models import Execution, ExecutionStatus, Overlap
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
+from punctual.store.memory import MemoryStore
+from punctual.timing.timers import slot_key
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+KINDS = [
+    MessageKind.FIRE,
+    MessageKind.RETRY,
+    MessageKind.TAKEOVER,
+    MessageKind.MANUAL,
+    MessageKind.CHILD,
+    MessageKind.TURN,
+    MessageKind.CHECK,
+    MessageKind.ALERT,
+    MessageKind.BACKFILL,
+    "unknown",
+]
+HOOK = {"type": "http", "url": "https://hooks.example.com/a"}
+ALERTS = [
+    [],
+    [{"on": ["failed"], "target": HOOK}],
+    [{"on": ["late"], "late_after_seconds": 1, "target": HOOK}],
+    [
+        {"on": ["failed", "late"], "late_after_seconds": 30, "target": HOOK},
+        {"on": ["missed"], "target": HOOK},
+    ],
+]
+statuses = st.sampled_from(list(ExecutionStatus))
+records = st.builds(
+    Execution,
+    job_id=st.just("job-1"),
+    tenant=st.just("default"),
+    slot=st.sampled_from([slot_key(T0), slot_key(T0) + "~run-1"]),
+    scheduled_at=st.just(T0),
+    status=statuses,
+    attempt=st.integers(1, 5),
+    backfill=st.sampled_from([None, "bf-1"]),
+    backfill_dependants=st.booleans(),
+    finished_at=st.sampled_from([None, T0]),
+)
+
+
+def _message(kind: str, attempt: int, resend: int = 0, backfill: str = "") -> DispatchMessage:
+    return DispatchMessage(
+        "default",
+        "job-1",
+        slot_key(T0),
+        "2026-11-30T10:00:00Z",
+        attempt,
+        1,
+        kind,
+        resend=resend,
+        backfill=backfill,
+    )
+
+
+class _Untouchable:
+    """Anything read of it fails the test: the step it stands in for was not to read anything."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"read {name}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([ExecutionStatus.SUCCEEDED, ExecutionStatus.RETRY_WAIT, None]),
+    st.booleans(),
+    st.sampled_from([None, T0]),
+    st.sampled_from(["succeeded", "superseded", "duplicate"]),
+    st.sampled_from([None, 0, 30]),
+)
+def test_results_built_at_once_equal_their_constructors(
+    status: ExecutionStatus | None, flag: bool, retry_at: datetime | None, outcome: str, after_s: int | None
+) -> None:
+    record = Execution(
+        job_id="j", tenant="t", slot=slot_key(T0), scheduled_at=T0, status=ExecutionStatus.SUCCEEDED
+    )
+    pairs: list[tuple[Any, Any]] = [
+        (finish_result(status, flag, record, retry_at), FinishResult(status, flag, record, retry_at)),
+        (finish_result(status, flag, None), FinishResult(status, flag, None)),
+        (handle_result(outcome, flag, after_s, record), HandleResult(outcome, flag, after_s, record)),
+        (handle_result(outcome, flag), HandleResult(outcome, flag)),
+    ]
+    for fast, slow in pairs:
+        assert type(fast) is type(slow)
+        assert fast == slow and repr(fast) == repr(slow)
+        if fast.execution is None:  # (a record is not hashable)
+            assert hash(fast) == hash(slow)
+        assert list(fast.__dict__.items()) == list(slow.__dict__.items())  # every field, in order
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.execution = None
+
+
+def test_every_status_outcome_is_its_value() -> None:
+    for status in ExecutionStatus:
+        assert worker_module._OUTCOMES[status] == status.value
+        assert type(worker_module._OUTCOMES[status]) is type(status.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(KINDS),
+    st.integers(1, 50),
+    st.booleans(),
+    st.integers(1, 10),
+    st.floats(0, 10**6),
+    st.sampled_from(["", "bf-1"]),
+)
+def test_a_fresh_message_with_no_record_is_a_new_slot(
+    kind: str, attempt: int, redelivered: bool, max_attempts: int, max_age_s: float, backfill: str
+) -> None:
+    """The claim takes NEW_SLOT for a fresh message with no record without asking decide_claim:
+    decide_claim must answer exactly that."""
+    message = _message(kind, attempt, backfill=backfill)
+    fresh = attempt == 1 or kind in claim_module._FRESH_KINDS
+    decision = decide_claim(None, message, T0, max_attempts, max_age_s, redelivered, message_is_lease=True)
+    if fresh:
+        assert decision is NEW_SLOT
+    else:
+        assert decision.action is not NEW_SLOT.action
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from([k for k in KINDS if k not in claim_module._MAYBE_NOT_TO_RUN]),
+    st.integers(1, 5),
+    st.integers(0, 3),
+    st.sampled_from([(), ("holidays",)]),
+    st.sampled_from(["", "bf-1"]),
+)
+def test_only_a_backfill_or_a_child_is_asked_whether_it_is_not_to_run(
+    kind: str, attempt: int, resend: int, calendars: tuple[str, ...], backfill: str
+) -> None:
+    """The claim asks not_to_run only for the kinds it may drop: for any other it must return
+    None without reading anything."""
+    job = make_job(exclude_calendars=list(calendars))
+    message = _message(kind, attempt, resend=resend, backfill=backfill)
+    assert claim_module.not_to_run(_Untouchable(), job, message, None) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("alerts", ALERTS)
+def test_late_does_nothing_without_a_release_delay(alerts: list[dict[str, Any]]) -> None:
+    """The claim does not ask late() when it has no release delay (not a first attempt, a job
+    without rules, a backfill or a turn): late() must do nothing then."""
+    job = make_job(alerts=alerts)
+    sink = MemoryEventSink()
+    notifier = Notifier(EventPublisher(sink), _Untouchable())  # type: ignore[arg-type]
+    record = Execution(
+        job_id=job.id, tenant=job.tenant, slot=slot_key(T0), scheduled_at=T0, status=ExecutionStatus.RUNNING
+    )
+    with mock.patch("punctual.delivery.notifications.log") as logged:
+        notifier.late(job, record, None)
+    assert logged.mock_calls == [] and sink.events == []
+
+
+def _after_effects(store: Any, metrics: RecordingMetrics) -> AfterEffects:
+    config = WorkerConfig()
+    ledger = Ledger(store, ManualClock(T0), config)
+    turns = Turns(store, _Untouchable(), lambda job: "q")  # type: ignore[arg-type]
+    return AfterEffects(
+        ledger,
+        _Untouchable(),
+        lambda job: "q",
+        turns,
+        metrics,
+        MemoryFailureSink(),
+        _Untouchable(),
+        None,  # type: ignore[arg-type]
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(records, st.integers(-3, 0), st.sampled_from(list(Overlap)))
+def test_a_job_no_job_waits_on_sends_no_dependants(
+    record: Execution, dependents: int, overlap: Overlap
+) -> None:
+    """after.apply sends dependants only for a job with dependents: with none, sending them must
+    read, write and count nothing."""
+    metrics = RecordingMetrics()
+    after = _after_effects(_Untouchable(), metrics)
+    after._dispatch_dependants(make_job(dependents=dependents, overlap=overlap), record, T0)
+    assert dict(metrics.values) == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(records.filter(lambda record: record.status.terminal), st.integers(0, 3))
+def test_an_allow_job_passes_no_turn(record: Execution, dependents: int) -> None:
+    """after.apply passes the turn on only for a skip or queue job: an allow job's pass_on must
+    read and write nothing."""
+    turns = Turns(_Untouchable(), _Untouchable(), lambda job: "q")  # type: ignore[arg-type]
+    turns.pass_on(make_job(overlap=Overlap.ALLOW, dependents=dependents), record, T0)
+
+
+def test_a_run_is_registered_while_it_runs_and_not_after_it_raised() -> None:
+    """The worker registers a claimed run with the lease keeper for the run and its finish, and
+    removes it whatever happens (as the ``with`` block it replaces did)."""
+    rig = Rig(MemoryStore(), ManualClock(T0))
+    seen: list[int] = []
+    worker = rig.worker()
+    job = rig.add_job()
+    original = worker.run
+
+    def run(claim: Any) -> Any:
+        seen.append(len(worker.live))
+        return original(claim)
+
+    worker.run = run
+    assert worker.process(rig.message(job, T0)).outcome == "SUCCEEDED"
+    assert seen == [1] and len(worker.live) == 0
+
+    def finish(claim: Any, result: Any) -> Any:
+        seen.append(len(worker.live))
+        raise RuntimeError("finish failed")
+
+    worker.finish = finish
+    with pytest.raises(RuntimeError):
+        worker.process(rig.message(job, T0 + timedelta(minutes=1)))
+    assert seen == [1, 1, 1] and len(worker.live) == 0
