@@ -24,7 +24,7 @@ from execution_harness import Rig
 from factories import job as make_job
 from punctual.delivery.notifications import Notifier
 from punctual.delivery.notifications.events import EventPublisher, MemoryEventSink
-from punctual.dispatch.queues import DispatchMessage, MessageKind
+from punctual.dispatch.queues import DispatchMessage, MessageKind, spec_of
 from punctual.execution import claim as claim_module
 from punctual.execution import worker as worker_module
 from punctual.execution.after import AfterEffects
@@ -259,3 +259,27 @@ def test_a_run_is_registered_while_it_runs_and_not_after_it_raised() -> None:
     with pytest.raises(RuntimeError):
         worker.process(rig.message(job, T0 + timedelta(minutes=1)))
     assert seen == [1, 1, 1] and len(worker.live) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["default", "other", "Default"]),
+    st.sampled_from(["job-1", "job-2", "job-10"]),
+    st.integers(1, 3),
+    st.sampled_from(["default", "other"]),
+    st.sampled_from(["job-1", "job-2"]),
+    st.integers(1, 3),
+)
+def test_a_carried_job_is_used_only_when_it_is_the_messages_own(
+    tenant: str, job_id: str, version: int, sent_tenant: str, sent_id: str, sent_version: int
+) -> None:
+    """The carried job is the message's when its tenant, id and version are the message's (each
+    compared in turn, where a tuple of the three was compared)."""
+    carried = make_job(job_id, tenant=tenant, version=version)
+    message = DispatchMessage(
+        sent_tenant, sent_id, slot_key(T0), "2026-11-30T10:00:00Z", 1, sent_version,
+        released_at="2026-11-30T10:00:00.000Z", spec=spec_of(carried),
+    )  # fmt: skip
+    got = claim_module.carried_job(message, T0 + timedelta(seconds=1))
+    own = (tenant, job_id, version) == (sent_tenant, sent_id, sent_version)
+    assert got == (carried if own else None)

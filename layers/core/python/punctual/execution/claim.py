@@ -92,8 +92,8 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
         job = job_from_spec(message.spec)
     except ValueError:
         return None
-    if (job.tenant, job.id, job.version) != (message.tenant, message.job_id, message.job_version):
-        return None
+    if job.version != message.job_version or job.id != message.job_id or job.tenant != message.tenant:
+        return None  # (not the message's own job)
     return job
 
 
