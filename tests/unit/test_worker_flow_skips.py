@@ -24,6 +24,7 @@ from execution_harness import Rig
 from factories import job as make_job
 from punctual.delivery.notifications import Notifier
 from punctual.delivery.notifications.events import EventPublisher, MemoryEventSink
+from punctual.delivery.targets.base import SlotContext
 from punctual.dispatch.queues import DispatchMessage, MessageKind, spec_of
 from punctual.execution import claim as claim_module
 from punctual.execution import worker as worker_module
@@ -42,6 +43,7 @@ from punctual.execution.turns import Turns
 from punctual.models import Execution, ExecutionStatus, Overlap
 from punctual.runtime.clock import ManualClock
 from punctual.runtime.observability import RecordingMetrics
+from punctual.runtime.stop_signal import StopSignal
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import slot_key
 
@@ -283,3 +285,47 @@ def test_a_carried_job_is_used_only_when_it_is_the_messages_own(
     got = claim_module.carried_job(message, T0 + timedelta(seconds=1))
     own = (tenant, job_id, version) == (sent_tenant, sent_id, sent_version)
     assert got == (carried if own else None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(max_size=8),
+    st.text(max_size=8),
+    st.sampled_from([slot_key(T0), slot_key(T0) + "~run-1"]),
+    st.datetimes(timezones=st.just(UTC)),
+    st.integers(1, 200),
+    st.floats(0, 3600),
+    st.sampled_from([(), ("a",), ("a", "b")]),
+)
+def test_a_runs_context_built_at_once_equals_its_constructor(
+    job_id: str,
+    tenant: str,
+    slot: str,
+    at: datetime,
+    attempt: int,
+    timeout_s: float,
+    secrets: tuple[str, ...],
+) -> None:
+    """The run's SlotContext is built with its __dict__ set at once: every field of the
+    constructor's, in its order (a field added to SlotContext, or a __post_init__, fails here)."""
+    cancel = StopSignal()
+
+    def heartbeat() -> bool:
+        return True
+
+    fast = worker_module.slot_context(
+        job_id, tenant, slot, at, attempt, timeout_s, secrets, heartbeat, cancel
+    )
+    slow = SlotContext(
+        job_id=job_id, tenant=tenant, slot=slot, scheduled_at=at, attempt=attempt, timeout_s=timeout_s,
+        signing_secrets=secrets, heartbeat=heartbeat, cancel=cancel,
+    )  # fmt: skip
+    assert type(fast) is SlotContext and fast == slow and repr(fast) == repr(slow)
+    assert list(fast.__dict__.items()) == list(slow.__dict__.items())
+    assert fast.heartbeat is heartbeat and fast.cancel is cancel
+    assert fast.idempotency_key == slow.idempotency_key and not fast.cancelled
+    for cls in (SlotContext, FinishResult, HandleResult):  # what made_at_once assumes of them
+        assert not hasattr(cls, "__post_init__") and "__slots__" not in vars(cls)
+        assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.attempt = 2  # type: ignore[misc]

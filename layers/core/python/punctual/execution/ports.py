@@ -196,14 +196,15 @@ class HandleResult:
 
 
 # A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``: twice the time
-# of setting its ``__dict__`` at once, which the results of every message are built with below.
+# of setting its ``__dict__`` at once, which the values made for every message are built with.
 _new = object.__new__
 _set_dict = object.__setattr__
-_Frozen = TypeVar("_Frozen", "FinishResult", "HandleResult")
+_Frozen = TypeVar("_Frozen")
 
 
-def _made(cls: type[_Frozen], fields: dict[str, Any]) -> _Frozen:
-    """``cls(**fields)`` for ``fields`` that name every field of ``cls``, in declaration order."""
+def made_at_once(cls: type[_Frozen], fields: dict[str, Any]) -> _Frozen:
+    """``cls(**fields)`` for a frozen dataclass (no ``__post_init__``, no slots) and ``fields``
+    that name every one of its fields, in declaration order: its ``__dict__`` set at once."""
     made: _Frozen = _new(cls)
     _set_dict(made, "__dict__", fields)
     return made
@@ -216,7 +217,7 @@ def finish_result(
     retry_at: datetime | None = None,
 ) -> FinishResult:
     """``FinishResult(status, superseded, execution, retry_at)``, its fields set at once."""
-    return _made(
+    return made_at_once(
         FinishResult,
         {"status": status, "superseded": superseded, "execution": execution, "retry_at": retry_at},
     )
@@ -226,7 +227,7 @@ def handle_result(
     outcome: str, ack: bool, return_after_s: int | None = None, execution: Execution | None = None
 ) -> HandleResult:
     """``HandleResult(outcome, ack, return_after_s, execution)``, its fields set at once."""
-    return _made(
+    return made_at_once(
         HandleResult,
         {"outcome": outcome, "ack": ack, "return_after_s": return_after_s, "execution": execution},
     )

@@ -40,6 +40,7 @@ from punctual.execution.ports import (
     MemoryFailureSink,
     WorkerConfig,
     handle_result,
+    made_at_once,
 )
 from punctual.execution.records import Ledger, summary
 from punctual.execution.sqs import SqsBatch
@@ -48,6 +49,7 @@ from punctual.models import ExecutionStatus, Job
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.runtime.settings import Settings
+from punctual.runtime.stop_signal import Cancellation
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import JobStore
 from punctual.timing.retries import RandomSource, seeded_random
@@ -287,16 +289,16 @@ class Worker:
     def run(self, claim: Claim) -> TargetResult:
         """Invoke the job's target for a claimed attempt (never raises for a target's failure)."""
         job, execution = owned(claim)
-        ctx = SlotContext(
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=execution.slot,
-            scheduled_at=execution.scheduled_at,
-            attempt=execution.attempt,
-            timeout_s=float(job.timeout_seconds),
-            signing_secrets=self.signing_secrets(job),
-            heartbeat=lambda: self.heartbeat_if_due(claim),
-            cancel=claim.cancel,
+        ctx = slot_context(
+            job.id,
+            job.tenant,
+            execution.slot,
+            execution.scheduled_at,
+            execution.attempt,
+            float(job.timeout_seconds),
+            self.signing_secrets(job),
+            lambda: self.heartbeat_if_due(claim),
+            claim.cancel,
         )
         if claim.message.not_before:  # smoothed (else held_until is None: nothing to wait for)
             self._wait_for_budget(claim.message.held_until, job, (execution.slot, execution.scheduled_at))
@@ -356,6 +358,36 @@ class Worker:
     def finish(self, claim: Claim, result: TargetResult) -> FinishResult:
         """See :meth:`punctual.execution.finish.Finisher.finish`."""
         return self.finisher.finish(claim, result)
+
+
+def slot_context(
+    job_id: str,
+    tenant: str,
+    slot: str,
+    scheduled_at: datetime,
+    attempt: int,
+    timeout_s: float,
+    signing_secrets: tuple[str, ...],
+    heartbeat: Callable[[], bool],
+    cancel: Cancellation,
+) -> SlotContext:
+    """``SlotContext(...)`` of every field, its ``__dict__`` set at once: a frozen dataclass's
+    ``__init__`` sets each of its nine fields through ``object.__setattr__`` (three times the
+    time, once a run)."""
+    return made_at_once(
+        SlotContext,
+        {
+            "job_id": job_id,
+            "tenant": tenant,
+            "slot": slot,
+            "scheduled_at": scheduled_at,
+            "attempt": attempt,
+            "timeout_s": timeout_s,
+            "signing_secrets": signing_secrets,
+            "heartbeat": heartbeat,
+            "cancel": cancel,
+        },
+    )
 
 
 def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
