@@ -43,6 +43,7 @@ from punctual.execution.turns import Turns
 from punctual.models import Execution, ExecutionStatus, Overlap
 from punctual.runtime.clock import ManualClock
 from punctual.runtime.observability import RecordingMetrics
+from punctual.runtime.settings import Settings
 from punctual.runtime.stop_signal import StopSignal
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import slot_key
@@ -329,3 +330,32 @@ def test_a_runs_context_built_at_once_equals_its_constructor(
         assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.attempt = 2  # type: ignore[misc]
+
+
+class _Cipher:
+    """Stands in for the KMS cipher: a stored secret 'decrypts' to itself and its binding."""
+
+    def __init__(self, settings: Any) -> None:
+        pass
+
+    def decrypt(self, stored: str, binding: dict[str, str]) -> str:
+        return f"{stored}|{binding['tenant']}|{binding['job']}"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([None, "", "enc-a"]),
+    st.sampled_from([None, "", "enc-b", "enc-a"]),
+    st.sampled_from(["j1", "j2"]),
+)
+def test_a_job_without_secrets_signs_with_none_and_one_with_them_as_before(
+    current: str | None, previous: str | None, job_id: str
+) -> None:
+    """The run's secrets: a job with no stored secret gets () at once; any other decrypts as the
+    one expression did (current first, then the previous one, the empty ones left out)."""
+    with mock.patch("punctual.security.signing_secrets.SecretCipher", _Cipher):
+        secrets_of = worker_module.default_signing_secrets(Settings())
+    job = make_job(job_id, signing_secret_enc=current, signing_secret_prev_enc=previous)
+    binding = {"tenant": job.tenant, "job": job.id}
+    expected = tuple(_Cipher(None).decrypt(s, binding) for s in (current, previous) if s)
+    assert secrets_of(job) == expected

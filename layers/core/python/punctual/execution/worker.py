@@ -423,7 +423,9 @@ def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ..
 
     def secrets_of(job: Job) -> tuple[str, ...]:
         # Current first; during a rotation the previous one signs too.
-        stored = (job.signing_secret_enc, job.signing_secret_prev_enc)
-        return tuple(decrypt(s, job.tenant, job.id) for s in stored if s)
+        current, previous = job.signing_secret_enc, job.signing_secret_prev_enc
+        if not current and not previous:
+            return ()  # (most jobs: no secret, nothing to build a tuple of, each run)
+        return tuple(decrypt(s, job.tenant, job.id) for s in (current, previous) if s)
 
     return secrets_of
