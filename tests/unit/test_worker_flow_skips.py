@@ -27,10 +27,12 @@ from punctual.delivery.notifications.events import EventPublisher, MemoryEventSi
 from punctual.delivery.targets.base import SlotContext
 from punctual.dispatch.queues import DispatchMessage, MessageKind, spec_of
 from punctual.execution import claim as claim_module
+from punctual.execution import sqs as sqs_module
 from punctual.execution import worker as worker_module
 from punctual.execution.after import AfterEffects
 from punctual.execution.decisions import NEW_SLOT, decide_claim
 from punctual.execution.ports import (
+    Delivery,
     FinishResult,
     HandleResult,
     MemoryFailureSink,
@@ -359,3 +361,78 @@ def test_a_job_without_secrets_signs_with_none_and_one_with_them_as_before(
     binding = {"tenant": job.tenant, "job": job.id}
     expected = tuple(_Cipher(None).decrypt(s, binding) for s in (current, previous) if s)
     assert secrets_of(job) == expected
+
+
+_queue_names = st.sampled_from(
+    ["punctual-short-0.fifo", "punctual-short-1.fifo", "punctual-long.fifo", "other"]
+)
+_hosts = st.sampled_from(
+    ["https://sqs.eu-west-1.amazonaws.com/123456789012/", "http://127.0.0.1:4566/000000000000/"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_hosts, _queue_names, st.sampled_from(["", "/"])), max_size=3),
+    st.lists(st.tuples(_hosts, _queue_names, st.sampled_from(["", "/"])), max_size=2),
+    _queue_names,
+    st.sampled_from(
+        ["arn:aws:sqs:eu-west-1:123456789012:", "arn:aws:sqs:us-east-1:000000000000:", "not:an:arn"]
+    ),
+    st.booleans(),
+)
+def test_a_records_queue_url_kept_is_the_one_worked_out(
+    short: list[tuple[str, str, str]],
+    long: list[tuple[str, str, str]],
+    name: str,
+    prefix: str,
+    as_lists: bool,
+) -> None:
+    """A record's queue URL is worked out once per ARN and configuration, then kept: the same URL
+    (or the same error) as queue_url_for_arn every time, whatever was kept before."""
+    short_urls = [host + queue + end for host, queue, end in short]
+    long_urls = [host + queue + end for host, queue, end in long]
+    config: Any = WorkerConfig(
+        short_queue_urls=short_urls if as_lists else tuple(short_urls),  # type: ignore[arg-type]
+        long_queue_urls=long_urls if as_lists else tuple(long_urls),  # type: ignore[arg-type]
+    )
+    arn = prefix + name
+    try:
+        expected: Any = sqs_module.queue_url_for_arn(arn, [*short_urls, *long_urls])
+    except ValueError as exc:
+        expected = type(exc)
+    for _ in range(2):  # worked out, then kept
+        try:
+            got: Any = sqs_module.queue_url_of(arn, config)
+        except ValueError as exc:
+            got = type(exc)
+        assert got == expected
+
+
+def test_a_records_delivery_is_built_as_its_constructor_builds_it() -> None:
+    config = WorkerConfig(short_queue_urls=("https://sqs.eu-west-1.amazonaws.com/1/punctual-short-0.fifo",))
+    seen: list[Any] = []
+
+    class Stub:
+        def __init__(self) -> None:
+            self.config, self.metrics, self.queues = config, RecordingMetrics(), None
+
+        def process(
+            self, message: Any, delivery: Any, time_left_s: Any = None, *, settle: bool = True
+        ) -> Any:
+            seen.append(delivery)
+            return HandleResult("SUCCEEDED", True)
+
+        def after_error(self, *args: Any) -> bool:
+            return True
+
+    body = _message(MessageKind.FIRE, 1).to_body()
+    for count, attributes in (("3", {"ApproximateReceiveCount": "3"}), ("1", {})):
+        record = {
+            "messageId": "m", "receiptHandle": "r-1", "body": body, "attributes": attributes,
+            "eventSourceARN": "arn:aws:sqs:eu-west-1:1:punctual-short-0.fifo",
+        }  # fmt: skip
+        sqs_module.SqsBatch(Stub()).process_record(record)  # type: ignore[arg-type]
+        expected = Delivery(config.short_queue_urls[0], "r-1", int(count))
+        assert seen[-1] == expected and list(vars(seen[-1]).items()) == list(vars(expected).items())
+        assert hash(seen[-1]) == hash(expected)

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from punctual.execution.hold_gate import HoldGate
 from punctual.execution.keeper import LeaseKeeper
 from punctual.execution.ports import HandleResult
-from punctual.execution.sqs import queue_url_for_arn
+from punctual.execution.sqs import queue_url_of
 from punctual.models import ExecutionStatus
 
 if TYPE_CHECKING:
@@ -96,8 +96,8 @@ class LambdaBatch:
             Seconds left in the invocation (a run that could outlast it is not started).
         """
         records: Sequence[Mapping[str, Any]] = event.get("Records", [])
-        urls = [*self.worker.config.short_queue_urls, *self.worker.config.long_queue_urls]
-        located = [(queue_url_for_arn(str(r["eventSourceARN"]), urls), r) for r in records]
+        config = self.worker.config
+        located = [(queue_url_of(str(r["eventSourceARN"]), config), r) for r in records]
         released: set[tuple[str, str]] = set()  # let go of by their group before the hold landed
         hold = self._hold_beside(located, released) if self._holder is not None else None
         if hold is None:
