@@ -141,6 +141,11 @@ def test_a_batch_of_one_group_runs_on_the_invocations_thread() -> None:
     outcome, _, _, worker = _run([["done"], ["returned", "done"]], every_group_on_the_pool=False)
     assert outcome == {"batchItemFailures": [{"itemIdentifier": "m1-0"}, {"itemIdentifier": "m1-1"}]}
     assert worker.threads["g1"] == threading.get_ident() != worker.threads["g0"]
+    outcome, _, _, _ = _run(
+        [["error", "done"], ["done"], ["retry", "returned"]], every_group_on_the_pool=False
+    )
+    failed = ["m0-0", "m0-1", "m2-1"]  # the pool's groups' failures as the last group's, in the batch's order
+    assert outcome == {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed]}
 
 
 def test_what_the_last_group_raises_is_raised_after_the_others_answered() -> None:
