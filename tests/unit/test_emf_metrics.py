@@ -11,14 +11,16 @@ import contextlib
 import io
 import json
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from punctual.runtime import lambda_support
+from punctual.runtime.clock import ManualClock
 from punctual.runtime.emf import MAX_METRICS, MAX_VALUES, EmfBuffer
 
 UNITS = {f"Metric{i}": ("Milliseconds" if i % 2 else "Count") for i in range(120)}
@@ -122,3 +124,40 @@ def test_the_handler_decorator_prints_the_core_metrics_when_it_ends(
     capsys.readouterr()
     assert api({}, None) == "ok"
     assert json.loads(capsys.readouterr().out)["Api2xx"] == [1.0]
+
+
+_few_adds = st.lists(
+    st.tuples(
+        st.sampled_from(sorted(UNITS)[:4]) | st.sampled_from(sorted(UNITS)),
+        st.sampled_from(["Count", "Milliseconds"]),
+        st.floats(allow_nan=True, allow_infinity=True) | st.integers(min_value=-(10**6), max_value=10**6),
+    ),
+    max_size=250,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(adds=_few_adds, service=st.sampled_from(["punctual", "", None]))
+@example(adds=[("Metric1", "Milliseconds", n) for n in range(150)], service="punctual")
+@example(
+    adds=[("Metric1", "Count", 1), ("Metric2", "Count", 2), ("Metric1", "Milliseconds", 3)],
+    service="punctual",
+)
+@example(adds=[(f"Metric{n}", "Count", n) for n in range(101)], service="punctual")
+def test_a_flush_that_fits_one_document_prints_what_the_general_split_prints(
+    adds: list[tuple[str, str, float]], service: str | None
+) -> None:
+    """A flush whose metrics fit one document builds it at once; its line is the general path's
+    (documents(), json.dumps) byte for byte, and any other flush takes the general path (names
+    added under two units, more than 100 values of a metric, more than 100 metrics)."""
+    clock = ManualClock(datetime(2026, 12, 6, 1, 0, 0, 123456, tzinfo=UTC))
+    lines: list[str] = []
+    buffer = EmfBuffer("Punctual", service, write=lines.append, clock=clock)
+    general = EmfBuffer("Punctual", service, clock=clock)
+    for name, unit, value in adds:
+        buffer.add(name, value, unit)
+        general.add(name, value, unit)
+    taken = general._values
+    expected = [json.dumps(document, separators=(",", ":")) for document in general.documents(taken)]
+    assert buffer.flush() == len(expected)
+    assert lines == expected

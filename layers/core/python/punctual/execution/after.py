@@ -24,7 +24,7 @@ from punctual.execution.records import RELEASED_NOTE, Ledger
 from punctual.execution.turns import Turns
 from punctual.execution.unrun_children import MAX_DEPTH, UnrunChildren, others_have_slot
 from punctual.execution.versions import superseded_for_good
-from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.models import Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.store.base import ExecutionConflictError
 from punctual.store.reads import read_calendars
@@ -119,7 +119,8 @@ class AfterEffects:
             return
         if status is ExecutionStatus.SUCCEEDED:
             count.add("ExecutionsSucceeded", 1)
-            self._dispatch_dependants(job, execution, now)
+            if job.dependents > 0:  # (else no after() job waits on it: _children has none)
+                self._dispatch_dependants(job, execution, now)
         elif status in (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT):
             count.add("ExecutionsFailed", 1)
             if status is ExecutionStatus.TIMED_OUT:
@@ -134,7 +135,8 @@ class AfterEffects:
             self.superseded(job, execution, now, message)
         if status.terminal:
             self._chain_delay(job, execution, now)
-            self.turns.pass_on(job, execution, now)
+            if job.overlap is not Overlap.ALLOW:  # (an overlap 'allow' job takes no turns)
+                self.turns.pass_on(job, execution, now)
             if job.delete_after_completion:
                 self.completion.delete_if_done(job, execution.job_version, now)
             # Last: the event and the alerts come after everything the slot's progress needs.

@@ -20,7 +20,7 @@ from datetime import datetime
 from punctual.delivery.notifications.alerts import fire_delay_of
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
 from punctual.execution.after import AfterEffects
-from punctual.execution.decisions import ClaimAction, ClaimDecision, decide_claim
+from punctual.execution.decisions import NEW_SLOT, ClaimAction, ClaimDecision, decide_claim
 from punctual.execution.lease import Leases
 from punctual.execution.parking import ERROR_BACKOFF_S, Parking
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
@@ -62,6 +62,12 @@ HOLD_EARLY_S = 1
 # as it is now (a slot still QUEUED when its job's spec changed is SUPERSEDED), never on a copy.
 _TURN_KINDS = (MessageKind.TURN, MessageKind.CHECK)
 _ASKED_FOR = (MessageKind.MANUAL, MessageKind.BACKFILL)  # runs a user asked for: they run while paused
+# Messages whose first claim creates the slot's record whatever the attempt (decide_claim's too)
+_FRESH_KINDS = (MessageKind.MANUAL, MessageKind.CHILD)
+# The only kinds not_to_run may drop: for any other it returns None, and is not asked
+_MAYBE_NOT_TO_RUN = (MessageKind.BACKFILL, MessageKind.CHILD)
+# A first attempt of these is never late: a backfilled slot (late by design), a queued slot's turn
+_NEVER_LATE = (MessageKind.BACKFILL, *_TURN_KINDS)
 
 
 def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
@@ -86,8 +92,8 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
         job = job_from_spec(message.spec)
     except ValueError:
         return None
-    if (job.tenant, job.id, job.version) != (message.tenant, message.job_id, message.job_version):
-        return None
+    if job.version != message.job_version or job.id != message.job_id or job.tenant != message.tenant:
+        return None  # (not the message's own job)
     return job
 
 
@@ -349,9 +355,11 @@ class Claimer:
             reason = "not enough time left in this invocation"
             parked = self.parking.park(job.version, message, delivery, reason)
             return parked or self._wait(message, delivery, job, 0, reason, None)
-        if (dropped := not_to_run(self, job, message, delivery)) is not None:
-            return dropped  # a cancelled backfill's slot, a re-sent child slot on an excluded day
-        fresh = message.attempt == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD)
+        if message.kind in _MAYBE_NOT_TO_RUN:
+            dropped = not_to_run(self, job, message, delivery)
+            if dropped is not None:  # a cancelled backfill's slot, a re-sent child slot on an excluded day
+                return dropped
+        fresh = message.attempt == 1 or message.kind in _FRESH_KINDS
         # A first attempt creates the record; on conflict the store returns the record as it
         # is, so the common path costs no read.
         current = None if fresh else self.store.get_execution(message.tenant, message.job_id, message.slot)
@@ -364,14 +372,19 @@ class Claimer:
                     # A backfill of a job created again at this id runs the slot the earlier job
                     # ran: its record is replaced (conditionally, as it was read).
                     return self._start(None, job, message, delivery, now, replacing=current)
-                decision = decide_claim(
-                    current,
-                    message,
-                    now,
-                    job.retry.max_attempts,
-                    job.retry.max_age_seconds,
-                    redelivered,
-                    message_is_lease=True,
+                # A fresh message with no record: what decide_claim answers at once (a new slot)
+                decision = (
+                    NEW_SLOT
+                    if fresh and current is None
+                    else decide_claim(
+                        current,
+                        message,
+                        now,
+                        job.retry.max_attempts,
+                        job.retry.max_age_seconds,
+                        redelivered,
+                        message_is_lease=True,
+                    )
                 )
                 return self._apply(decision, current, job, message, delivery, now)
             except ExecutionConflictError as exc:
@@ -486,6 +499,8 @@ class Claimer:
         now: datetime,
     ) -> Claim:
         action = decision.action
+        if action is ClaimAction.START and released_version(current, message) >= job.spec_since:
+            return self._start(current, job, message, delivery, now)  # (the usual start, tried first)
         if action is ClaimAction.DROP:
             log.info("dropping %s %s attempt %d: %s", job.id, message.slot, message.attempt, decision.reason)
             self.metrics.add("DuplicatesDropped", 1)
@@ -596,13 +611,10 @@ class Claimer:
         # in between leaves it to the sweep); it is delivered beside the run, never on this path.
         # Not for a backfilled slot (late by design) nor a queued slot's turn (its first release,
         # not the hand-over, says whether it was late; QA: both raised late alerts)
-        timely = (
-            first_attempt
-            and message.kind not in (MessageKind.BACKFILL, *_TURN_KINDS)
-            and notifier.reads_release_delay(job)
-        )
+        timely = first_attempt and message.kind not in _NEVER_LATE and notifier.reads_release_delay(job)
         release_delay = fire_delay_of(started.scheduled_at, message.released_at) if timely else None
-        notifier.late(job, started, release_delay)
+        if release_delay is not None:  # (without one, late() has nothing to compare)
+            notifier.late(job, started, release_delay)
         self._save_start(job, started, replaced, expect)
         if first_attempt and message.kind != MessageKind.BACKFILL:  # a backfilled slot is late by design
             delay_ms = (now - started.scheduled_at).total_seconds() * 1000

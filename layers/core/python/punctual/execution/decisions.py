@@ -58,8 +58,9 @@ class ClaimDecision:
     wait_s: float = 0.0
 
 
-# Every first claim's decision (immutable: one shared, not one built a message)
-_NEW_SLOT = ClaimDecision(ClaimAction.START, "new slot")
+# Every first claim's decision (immutable: one shared, not one built a message). The claim takes
+# it without asking decide_claim for a fresh message with no record (punctual.execution.claim).
+NEW_SLOT = ClaimDecision(ClaimAction.START, "new slot")
 
 
 def lease_live(execution: Execution, now: datetime) -> bool:
@@ -111,7 +112,7 @@ def decide_claim(
     carried = message_is_lease and redelivered and current is not None and current.attempt > n
     if current is None:
         if n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD):
-            return _NEW_SLOT
+            return NEW_SLOT
         return ClaimDecision(ClaimAction.DROP, f"no record for attempt {n} (expired or never started)")
     status = current.status
     if status is ExecutionStatus.MISSED:

@@ -17,7 +17,7 @@ from datetime import datetime
 from punctual.delivery.targets.base import Outcome, TargetResult
 from punctual.execution.after import AfterEffects
 from punctual.execution.lease import SHUTDOWN, Leases, owned
-from punctual.execution.ports import Claim, FinishResult, WorkerConfig
+from punctual.execution.ports import Claim, FinishResult, WorkerConfig, finish_result
 from punctual.execution.records import AGE_CUT_NOTE, MAX_SUMMARY_CHARS, Ledger, owned_by, summary
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, IllegalTransition
 from punctual.runtime.clock import Clock
@@ -73,7 +73,7 @@ class Finisher:
         job, current = owned(claim)
         # Cut short because this worker shuts down: not the target's answer. Hand it back.
         if result.stopped and claim.stop_reason == SHUTDOWN and self.leases.release(claim):
-            return FinishResult(ExecutionStatus.RETRY_WAIT, False, claim.execution)
+            return finish_result(ExecutionStatus.RETRY_WAIT, False, claim.execution)
         now = self.clock.now()
         succeeded = result.outcome is Outcome.SUCCEEDED
         attempt_status = (
@@ -93,12 +93,11 @@ class Finisher:
             )
         status = ExecutionStatus.RETRY_WAIT if retry_at is not None else attempt_status
         text = summary(result.summary)
-        attempts_left = current.attempt - current.releases < job.retry.max_attempts
         if (
             result.outcome is Outcome.RETRYABLE
             and not result.pause_job
             and retry_at is None
-            and attempts_left
+            and current.attempt - current.releases < job.retry.max_attempts  # an attempt was left
         ):
             text = f"{text[: MAX_SUMMARY_CHARS - len(AGE_CUT_NOTE) - 2]}; {AGE_CUT_NOTE}"  # kept whole
         ended = current.ended(
@@ -117,28 +116,29 @@ class Finisher:
                 fenced = True  # known already: no write can succeed
                 superseded = self.ledger.store.get_execution(job.tenant, job.id, current.slot)
             else:
-                fenced, superseded = self._record(ended, current)
+                fenced, superseded = self._record(ended, current, now)
             if fenced:
                 claim.lost = True
                 self._note_superseded(claim, attempt_status, text, superseded)
-                return FinishResult(None, True, superseded)
+                return finish_result(None, True, superseded)
             claim.execution = ended
             claim.finished = True
         self.after.apply(job, ended, now, retry_at=retry_at)
         if result.pause_job:
             self.after.pause(job, f"the target asked to stop: {text}")
-        return FinishResult(status, False, ended, retry_at)
+        return finish_result(status, False, ended, retry_at)
 
-    def _record(self, ended: Execution, current: Execution) -> tuple[bool, Execution | None]:
-        """Write the ended attempt, trying again while the store fails (not on a conflict).
+    def _record(self, ended: Execution, current: Execution, began: datetime) -> tuple[bool, Execution | None]:
+        """Write the ended attempt, trying again while the store fails (not on a conflict) for
+        ``finish_retry_s`` from ``began`` (the finish's ``now``: nothing but the record's
+        making lies between it and the first write).
 
         Returns
         -------
         (fenced, current)
             ``fenced``: another owner holds the slot (``current`` as it is then).
         """
-        began = self.clock.now()  # (its timestamp taken only when a write fails)
-        give_up: float | None = None
+        give_up: float | None = None  # (``began``'s timestamp taken only when a write fails)
         pause = FINISH_RETRY_FIRST_S
         failed_before = False
         while True:

@@ -52,6 +52,16 @@ class LiveClaims:
         manager: no generator made per claim)."""
         return _Running(self, claim)
 
+    def add(self, claim: Claim) -> None:
+        """Register ``claim`` until :meth:`discard` (what :meth:`running` does, for a caller that
+        holds it in a ``try``/``finally`` of its own: no context object made per claim)."""
+        with self._lock:
+            self._claims[id(claim)] = claim
+
+    def discard(self, claim: Claim) -> None:
+        with self._lock:
+            self._claims.pop(id(claim), None)
+
     def snapshot(self) -> list[Claim]:
         with self._lock:
             return [claim for claim in self._claims.values() if claim.live]
@@ -71,15 +81,11 @@ class _Running:
         self.claim = claim
 
     def __enter__(self) -> Claim:
-        claim, live = self.claim, self.live
-        with live._lock:  # (here, not in a method of LiveClaims: a call less a message)
-            live._claims[id(claim)] = claim
-        return claim
+        self.live.add(self.claim)
+        return self.claim
 
     def __exit__(self, *exc: object) -> None:
-        claim, live = self.claim, self.live
-        with live._lock:
-            live._claims.pop(id(claim), None)
+        self.live.discard(self.claim)
 
 
 class KeptWorker(Protocol):

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import MessageKind, QueuePort, message_for
-from punctual.execution.ports import Claim, WorkerConfig
+from punctual.execution.ports import Claim, ClaimOutcome, WorkerConfig
 from punctual.execution.records import RELEASED_NOTE, Ledger, owned_by
 from punctual.models import Execution, ExecutionStatus, IllegalTransition, Job
 from punctual.runtime.clock import Clock
@@ -50,7 +50,7 @@ def beat_interval_s(lease_s: float) -> float:
 
 def owned(claim: Claim) -> tuple[Job, Execution]:
     """The job and the RUNNING record a CLAIMED claim holds (a caller bug otherwise)."""
-    if claim.job is None or claim.execution is None or not claim.claimed:
+    if claim.job is None or claim.execution is None or claim.outcome is not ClaimOutcome.CLAIMED:
         raise IllegalTransition(claim.execution.status if claim.execution else None, ExecutionStatus.RUNNING)
     return claim.job, claim.execution
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from punctual.dispatch.queues import DispatchMessage, QueueRouting
 from punctual.models import Execution, ExecutionStatus, Job
@@ -193,6 +193,44 @@ class HandleResult:
     ack: bool  # delete the message (False: it was returned to the queue, or handed back)
     return_after_s: int | None = None
     execution: Execution | None = None
+
+
+# A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``: twice the time
+# of setting its ``__dict__`` at once, which the values made for every message are built with.
+_new = object.__new__
+_set_dict = object.__setattr__
+_Frozen = TypeVar("_Frozen")
+
+
+def made_at_once(cls: type[_Frozen], fields: dict[str, Any]) -> _Frozen:
+    """``cls(**fields)`` for a frozen dataclass (no ``__post_init__``, no slots) and ``fields``
+    that name every one of its fields, in declaration order: its ``__dict__`` set at once."""
+    made: _Frozen = _new(cls)
+    _set_dict(made, "__dict__", fields)
+    return made
+
+
+def finish_result(
+    status: ExecutionStatus | None,
+    superseded: bool,
+    execution: Execution | None,
+    retry_at: datetime | None = None,
+) -> FinishResult:
+    """``FinishResult(status, superseded, execution, retry_at)``, its fields set at once."""
+    return made_at_once(
+        FinishResult,
+        {"status": status, "superseded": superseded, "execution": execution, "retry_at": retry_at},
+    )
+
+
+def handle_result(
+    outcome: str, ack: bool, return_after_s: int | None = None, execution: Execution | None = None
+) -> HandleResult:
+    """``HandleResult(outcome, ack, return_after_s, execution)``, its fields set at once."""
+    return made_at_once(
+        HandleResult,
+        {"outcome": outcome, "ack": ack, "return_after_s": return_after_s, "execution": execution},
+    )
 
 
 class MessageReturned(Exception):

@@ -9,15 +9,38 @@ message with a backoff that grows with its receives, or parks a first attempt wi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from punctual.dispatch.queues import DispatchMessage, QueuePort
-from punctual.execution.ports import Delivery, HandleResult, MessageReturned, WorkerConfig
+from punctual.execution.ports import Delivery, HandleResult, MessageReturned, WorkerConfig, made_at_once
 from punctual.runtime.observability import MetricsSink
 
 log = logging.getLogger("punctual.execution")
+
+
+# The queue URL of each (ARN, configured URLs) met: a batch's records come from a few queues, and
+# each record's URL was worked out twice a record (the batch's hold and the record's delivery).
+_URL_OF_ARN: dict[tuple[str, tuple[str, ...], tuple[str, ...]], str] = {}
+_ARNS_KEPT = 256  # far more queues than a stack has: past it, worked out each time
+
+
+def queue_url_of(arn: str, config: WorkerConfig) -> str:
+    """:func:`queue_url_for_arn` of ``arn`` among ``config``'s queues, kept once worked out (an ARN
+    that is not an SQS queue's raises each time)."""
+    key = (arn, config.short_queue_urls, config.long_queue_urls)
+    try:
+        url = _URL_OF_ARN.get(key)
+    except TypeError:  # URLs given in lists, not tuples: not kept
+        url = None
+    if url is None:
+        url = queue_url_for_arn(arn, [*config.short_queue_urls, *config.long_queue_urls])
+        if len(_URL_OF_ARN) < _ARNS_KEPT:
+            with contextlib.suppress(TypeError):  # (not kept either)
+                _URL_OF_ARN[key] = url
+    return url
 
 
 def queue_url_for_arn(arn: str, urls: Sequence[str]) -> str:
@@ -90,10 +113,13 @@ class SqsBatch:
         MessageReturned
             The message stays in the queue.
         """
-        delivery = Delivery(
-            queue_url=queue_url_for_arn(record["eventSourceARN"], self._urls),
-            receipt=record["receiptHandle"],
-            receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")),
+        delivery = made_at_once(
+            Delivery,
+            {
+                "queue_url": queue_url_of(record["eventSourceARN"], self.worker.config),
+                "receipt": record["receiptHandle"],
+                "receive_count": int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")),
+            },
         )
         try:
             message = DispatchMessage.from_body(record["body"])

@@ -39,6 +39,8 @@ from punctual.execution.ports import (
     JobPauser,
     MemoryFailureSink,
     WorkerConfig,
+    handle_result,
+    made_at_once,
 )
 from punctual.execution.records import Ledger, summary
 from punctual.execution.sqs import SqsBatch
@@ -47,6 +49,7 @@ from punctual.models import ExecutionStatus, Job
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.runtime.settings import Settings
+from punctual.runtime.stop_signal import Cancellation
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import JobStore
 from punctual.timing.retries import RandomSource, seeded_random
@@ -58,6 +61,8 @@ log = logging.getLogger("punctual.execution")
 BUDGET_WAIT_MAX_S = 2.0
 DEFAULT_LATENESS_S = 10  # a job without max_lateness_seconds: the deployment's default (settings)
 BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its new instant
+# A run's outcome: the value of the status it ended in (a lookup, not the enum's ``value`` property)
+_OUTCOMES = {status: status.value for status in ExecutionStatus}
 
 
 class JobServicePauser:
@@ -200,13 +205,17 @@ class Worker:
         began = time.monotonic() if timed else 0.0
         try:
             claim = self.claim(message, delivery, time_left_s)
-            if not claim.claimed:
-                return HandleResult(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
+            if claim.outcome is not ClaimOutcome.CLAIMED:
+                return handle_result(claim.outcome.value, claim.ack, claim.return_after_s, claim.execution)
             claimed = time.monotonic() if timed else 0.0
-            with self.live.running(claim):  # heartbeated while it runs (punctual.execution.keeper)
+            live = self.live
+            live.add(claim)  # heartbeated while it runs (punctual.execution.keeper)
+            try:
                 result = self.run(claim)
                 ran = time.monotonic() if timed else 0.0
                 finished = self.finish(claim, result)
+            finally:
+                live.discard(claim)
             if timed:
                 log.debug(
                     "%s %s: claimed in %.0f ms, ran in %.0f ms, finished in %.0f ms",
@@ -220,8 +229,9 @@ class Worker:
             self.notifier.flush_unless_held()  # the slot's events, in as few calls as possible
             if settle:
                 self.settle()
-        outcome = "superseded" if finished.superseded else (finished.status or ExecutionStatus.RUNNING).value
-        return HandleResult(outcome, not (claim.released or claim.detached), None, finished.execution)
+        status = finished.status or ExecutionStatus.RUNNING
+        outcome = "superseded" if finished.superseded else _OUTCOMES[status]
+        return handle_result(outcome, not (claim.released or claim.detached), None, finished.execution)
 
     def settle(self, timeout_s: float | None = None) -> int:
         """Wait for the deliveries still in flight (at most ``timeout_s``); returns how many are
@@ -279,16 +289,16 @@ class Worker:
     def run(self, claim: Claim) -> TargetResult:
         """Invoke the job's target for a claimed attempt (never raises for a target's failure)."""
         job, execution = owned(claim)
-        ctx = SlotContext(
-            job_id=job.id,
-            tenant=job.tenant,
-            slot=execution.slot,
-            scheduled_at=execution.scheduled_at,
-            attempt=execution.attempt,
-            timeout_s=float(job.timeout_seconds),
-            signing_secrets=self.signing_secrets(job),
-            heartbeat=lambda: self.heartbeat_if_due(claim),
-            cancel=claim.cancel,
+        ctx = slot_context(
+            job.id,
+            job.tenant,
+            execution.slot,
+            execution.scheduled_at,
+            execution.attempt,
+            float(job.timeout_seconds),
+            self.signing_secrets(job),
+            lambda: self.heartbeat_if_due(claim),
+            claim.cancel,
         )
         if claim.message.not_before:  # smoothed (else held_until is None: nothing to wait for)
             self._wait_for_budget(claim.message.held_until, job, (execution.slot, execution.scheduled_at))
@@ -350,6 +360,36 @@ class Worker:
         return self.finisher.finish(claim, result)
 
 
+def slot_context(
+    job_id: str,
+    tenant: str,
+    slot: str,
+    scheduled_at: datetime,
+    attempt: int,
+    timeout_s: float,
+    signing_secrets: tuple[str, ...],
+    heartbeat: Callable[[], bool],
+    cancel: Cancellation,
+) -> SlotContext:
+    """``SlotContext(...)`` of every field, its ``__dict__`` set at once: a frozen dataclass's
+    ``__init__`` sets each of its nine fields through ``object.__setattr__`` (three times the
+    time, once a run)."""
+    return made_at_once(
+        SlotContext,
+        {
+            "job_id": job_id,
+            "tenant": tenant,
+            "slot": slot,
+            "scheduled_at": scheduled_at,
+            "attempt": attempt,
+            "timeout_s": timeout_s,
+            "signing_secrets": signing_secrets,
+            "heartbeat": heartbeat,
+            "cancel": cancel,
+        },
+    )
+
+
 def default_invoker(settings: Settings, clock: Clock) -> TargetInvoker:
     """The production target invoker (imported late: adapters pull in their own modules)."""
     from punctual.delivery.targets import DefaultTargetInvoker
@@ -383,7 +423,9 @@ def default_signing_secrets(settings: Settings) -> Callable[[Job], tuple[str, ..
 
     def secrets_of(job: Job) -> tuple[str, ...]:
         # Current first; during a rotation the previous one signs too.
-        stored = (job.signing_secret_enc, job.signing_secret_prev_enc)
-        return tuple(decrypt(s, job.tenant, job.id) for s in stored if s)
+        current, previous = job.signing_secret_enc, job.signing_secret_prev_enc
+        if not current and not previous:
+            return ()  # (most jobs: no secret, nothing to build a tuple of, each run)
+        return tuple(decrypt(s, job.tenant, job.id) for s in (current, previous) if s)
 
     return secrets_of

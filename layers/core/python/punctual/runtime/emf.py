@@ -26,6 +26,8 @@ log = logging.getLogger("punctual.runtime.emf")
 
 MAX_VALUES = 100  # EMF: values of one metric in one document
 MAX_METRICS = 100  # EMF: metric definitions in one document (Powertools' bound too)
+# What json.dumps(document, separators=(",", ":")) builds per call (an encoder), built once
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 class EmfBuffer:
@@ -75,10 +77,22 @@ class EmfBuffer:
             log.warning("no metrics namespace: %d metrics dropped", len(taken))
             return 0
         count = 0
-        for document in self.documents(taken):
-            self.write(json.dumps(document, separators=(",", ":")))
+        for document in self._one_document(taken) or self.documents(taken):
+            self.write(_COMPACT_JSON.encode(document))
             count += 1
         return count
+
+    def _one_document(self, taken: dict[tuple[str, str], list[float]]) -> list[dict[str, Any]] | None:
+        """The one document of ``taken`` when it fits in one (what :meth:`documents` yields then:
+        every metric whole, in the order it was first added, no name twice); None: it does not."""
+        if len(taken) > MAX_METRICS:
+            return None
+        chosen: dict[str, tuple[str, list[float]]] = {}
+        for (name, unit), values in taken.items():
+            if len(values) > MAX_VALUES or name in chosen:
+                return None
+            chosen[name] = (unit, values)
+        return [self._document(chosen)]
 
     def discard(self) -> None:
         """Drop the values added since the last flush (metrics disabled)."""
