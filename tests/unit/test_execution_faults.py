@@ -4,6 +4,7 @@ parked with a record before the queue's dead-letter threshold (issue 15, finding
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -199,6 +200,43 @@ def test_a_first_attempt_that_keeps_failing_its_claim_is_parked_with_a_record_no
 
 def test_error_backoff_grows_with_the_receives_and_is_bounded() -> None:
     assert [error_backoff_s(n) for n in (1, 2, 3, 4, 5, 9)] == [10, 30, 90, 270, 810, 900]
+
+
+class _LockHeldByAHeartbeat:
+    """A claim's lock that its heartbeat holds for ``held_s`` of the clock (a slow store write
+    under it) before the finish gets it."""
+
+    def __init__(self, clock: ManualClock, held_s: float) -> None:
+        self.clock, self.held_s = clock, held_s
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.clock.advance(self.held_s)
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_a_finish_write_is_tried_again_for_finish_retry_s_after_the_claims_lock_is_taken(
+    rig: Rig, store: FlakyStore, t0: datetime
+) -> None:
+    # Given a run whose finish waits 25 s for the claim's lock (its heartbeat's write, slow as the
+    # store fails), and a store that fails the first two writes of the result
+    job = rig.add_job()
+    worker = rig.worker(finish_retry_s=20)
+    claim = worker.claim(rig.message(job, t0))
+    assert claim.claimed
+    result = worker.run(claim)
+    claim.lock = _LockHeldByAHeartbeat(rig.clock, 25)  # type: ignore[assignment]
+    store.fail_saves_of[ExecutionStatus.SUCCEEDED] = 2
+    # When it finishes
+    finished = worker.finish(claim, result)
+    # Then its write is tried again within finish_retry_s of its first try (taken once the lock
+    # was), not of the moment it began to wait for the lock: the result is recorded
+    assert finished.status is ExecutionStatus.SUCCEEDED
+    assert rig.metrics.total("FinishWriteRetries") == 2
+    assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
 
 
 def test_a_run_that_raises_after_its_claim_is_never_parked(rig: Rig, store: FlakyStore, t0: datetime) -> None:

@@ -116,7 +116,7 @@ class Finisher:
                 fenced = True  # known already: no write can succeed
                 superseded = self.ledger.store.get_execution(job.tenant, job.id, current.slot)
             else:
-                fenced, superseded = self._record(ended, current, now)
+                fenced, superseded = self._record(ended, current)
             if fenced:
                 claim.lost = True
                 self._note_superseded(claim, attempt_status, text, superseded)
@@ -128,17 +128,19 @@ class Finisher:
             self.after.pause(job, f"the target asked to stop: {text}")
         return finish_result(status, False, ended, retry_at)
 
-    def _record(self, ended: Execution, current: Execution, began: datetime) -> tuple[bool, Execution | None]:
+    def _record(self, ended: Execution, current: Execution) -> tuple[bool, Execution | None]:
         """Write the ended attempt, trying again while the store fails (not on a conflict) for
-        ``finish_retry_s`` from ``began`` (the finish's ``now``: nothing but the record's
-        making lies between it and the first write).
+        ``finish_retry_s`` from its first try. Read here, under the claim's lock, not the finish's
+        ``now``: a heartbeat holds that lock through its own write, slow when the store fails,
+        and the wait for it would eat into the window (review 19).
 
         Returns
         -------
         (fenced, current)
             ``fenced``: another owner holds the slot (``current`` as it is then).
         """
-        give_up: float | None = None  # (``began``'s timestamp taken only when a write fails)
+        began = self.clock.now()  # (its timestamp taken only when a write fails)
+        give_up: float | None = None
         pause = FINISH_RETRY_FIRST_S
         failed_before = False
         while True:
