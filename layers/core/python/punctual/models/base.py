@@ -208,6 +208,31 @@ def validator_without(model: type[BaseModel], left_out: Collection[str] | None =
     return _built_from_tree(schema)
 
 
+def plain_model(model: type[BaseModel]) -> bool:
+    """Whether ``model`` has no validator, serializer or computed field of its own, decorated or
+    annotated on a field: what a fast path that builds or writes its instances by hand (as
+    validation and ``model_dump_json`` would) assumes. A model that gains one is then built and
+    written by pydantic again, not silently differently."""
+    decorators = model.__pydantic_decorators__
+    if any(
+        (
+            decorators.validators,
+            decorators.field_validators,
+            decorators.root_validators,
+            decorators.field_serializers,
+            decorators.model_serializers,
+            decorators.model_validators,
+            decorators.computed_fields,
+        )
+    ):
+        return False
+    return not any(
+        type(meta).__module__.startswith("pydantic.functional_")  # AfterValidator, PlainSerializer...
+        for field in model.model_fields.values()
+        for meta in field.metadata
+    )
+
+
 def _model_classes(node: Any, found: set[type]) -> set[type]:
     """The model classes a core schema validates into (its ``model`` nodes' ``cls``)."""
     if isinstance(node, dict):

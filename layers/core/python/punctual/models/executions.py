@@ -17,7 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticUndefined
 
-from punctual.models.base import MAX_ATTEMPT_RECORDS
+from punctual.models.base import MAX_ATTEMPT_RECORDS, plain_model
 
 _object_setattr = object.__setattr__
 # The slots every pydantic model has, set as object.__setattr__ sets them, without its look-up.
@@ -345,7 +345,10 @@ _EXECUTION_DEFAULTS: dict[str, Any] = {
 # its one field with a factory. A model changed otherwise: every record is validated, until they
 # follow (tests/unit/test_execution_record_builders.py fails meanwhile).
 _TYPED_BUILDS = (
-    list(AttemptRecord.model_fields) == ["attempt", "status", "started_at", "finished_at", "error", "owner"]
+    plain_model(Execution)
+    and plain_model(AttemptRecord)
+    and list(AttemptRecord.model_fields)
+    == ["attempt", "status", "started_at", "finished_at", "error", "owner"]
     and {name for name, field in Execution.model_fields.items() if field.is_required()}
     == {"job_id", "slot", "scheduled_at", "status"}
     and {name for name, field in Execution.model_fields.items() if field.default_factory is not None}

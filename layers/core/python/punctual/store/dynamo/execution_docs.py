@@ -24,6 +24,7 @@ from typing import Any
 from pydantic_core import SchemaSerializer, core_schema, from_json
 
 from punctual.models import AttemptRecord, Execution, ExecutionStatus
+from punctual.models.base import plain_model
 from punctual.store.dynamo.keys import _packed_slot
 from punctual.store.dynamo.schema import EXEC_PREFIX
 from punctual.timing.timers import slot_instant
@@ -120,7 +121,9 @@ def _defaults(model: type[Execution] | type[AttemptRecord]) -> dict[str, Any]:
 
 
 _FIELDS_AS_WRITTEN = (
-    _defaults(Execution) == _WRITTEN_FIELDS
+    plain_model(Execution)  # (no serializer or validator of their own: review 19)
+    and plain_model(AttemptRecord)
+    and _defaults(Execution) == _WRITTEN_FIELDS
     and list(Execution.model_fields) == list(_WRITTEN_FIELDS)
     and _defaults(AttemptRecord) == _WRITTEN_ATTEMPT_FIELDS
     and list(AttemptRecord.model_fields) == list(_WRITTEN_ATTEMPT_FIELDS)
