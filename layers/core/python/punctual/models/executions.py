@@ -144,11 +144,7 @@ class _ShallowCopy(BaseModel):
             return super().model_copy(update=update, deep=deep)
         values = self.__dict__.copy()
         values.update(update)
-        return self._copied(values, self.__pydantic_fields_set__ | update.keys())
-
-    def _copied(self, values: dict[str, Any], fields_set: set[str]) -> Self:
-        """A copy of this record (no extra fields) holding ``values``, its fields set ``fields_set``."""
-        m = self._typed(values, fields_set)
+        m = self._typed(values, self.__pydantic_fields_set__ | update.keys())
         private = getattr(self, "__pydantic_private__", None)
         if private is not None:
             private = {k: v for k, v in private.items() if v is not PydanticUndefined}
@@ -292,27 +288,19 @@ class Execution(_ShallowCopy):
         listed as ``attempt_status`` (default: the same); ``more`` sets further fields. Built, not
         checked: the write (which may be fenced off) checks the transition."""
         closed = self.closed_attempt(attempt_status or status, now, error)
-        attempts = self.bounded([*self.attempts, closed])
-        if self.__pydantic_extra__ is not None:  # (never: the models keep no extra fields)
-            update = {"status": status, "finished_at": now, "lease_until": None, "error": error}
-            return self.model_copy(update={**update, "attempts": attempts, **more})
-        # model_copy(update=...) made here: the fields set in place on the copied values
-        values = self.__dict__.copy()
-        values["status"] = status
-        values["finished_at"] = now
-        values["lease_until"] = None
-        values["error"] = error
-        values["attempts"] = attempts
-        fields_set = self.__pydantic_fields_set__ | _ENDED_FIELDS
-        if more:
-            values.update(more)
-            fields_set |= more.keys()
-        return self._copied(values, fields_set)
+        return self.model_copy(  # (the shallow copy in one step: _ShallowCopy.model_copy)
+            update={
+                "status": status,
+                "finished_at": now,
+                "lease_until": None,
+                "error": error,
+                "attempts": self.bounded([*self.attempts, closed]),
+                **more,
+            }
+        )
 
 
 _ATTEMPT_FIELDS = frozenset(AttemptRecord.model_fields)
-# The fields Execution.ended sets (the copy's fields set takes them in, as model_copy's would).
-_ENDED_FIELDS = frozenset({"status", "finished_at", "lease_until", "error", "attempts"})
 
 
 def utc_instant(value: Any) -> bool:

@@ -79,7 +79,7 @@ _escape: Callable[[str], str] = json.encoder.encode_basestring
 
 # The fields :func:`_lean_document` writes, in the models' order, with the defaults it leaves out.
 # Should the models change (a field, its order or its default), every record takes pydantic's
-# dump until the encoder follows (``tests/unit/test_execution_docs.py`` fails meanwhile).
+# dump until the encoder follows (``tests/unit/test_execution_doc_encoder.py`` fails meanwhile).
 _WRITTEN_FIELDS: dict[str, Any] = {
     "job_id": None,
     "tenant": "default",
