@@ -242,20 +242,47 @@ class LocalConfig:
         return self._state_key("dispatch.key")
 
     def _state_key(self, name: str) -> str:
+        """The key in ``name`` under the state directory, made by the first process that asks.
+
+        Local mode's processes start side by side and each asks at start, so the key is written
+        to a file of the asker's own and published by a hard link, which fails when another
+        process published first: a reader never sees a key half written. (Opening the key's own
+        path exclusively and writing it after let a process that lost the race read it empty, and
+        run with no signing-secret key: every webhook and alert it sent went unsigned.)"""
         path = self.run_dir / name
         if not path.exists():
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:  # another process made it first
-                return path.read_text().strip()
+            draft = self.run_dir / f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
+            fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
                 handle.write(secrets.token_urlsafe(32))
-        return path.read_text().strip()
+            try:
+                os.link(draft, path)
+            except FileExistsError:  # another process published first: its key is the key
+                pass
+            finally:
+                draft.unlink()
+        return _published_key(path)
 
     def describe(self) -> dict[str, Any]:
         data = asdict(self)
         return {k: str(v) if isinstance(v, Path) else v for k, v in data.items()}
+
+
+STATE_KEY_WAIT_S = 5.0  # how long a key file left empty (by an older version's writer) is waited on
+
+
+def _published_key(path: Path) -> str:
+    """The key in ``path``; an empty file (a writer of an older version, which opened the path
+    before writing it, may still be writing) is read again for a few seconds, then refused."""
+    deadline = time.monotonic() + STATE_KEY_WAIT_S
+    while True:
+        key = path.read_text().strip()
+        if key:
+            return key
+        if time.monotonic() >= deadline:
+            raise LocalModeError(f"{path} is empty: delete it and start local mode again")
+        time.sleep(0.05)
 
 
 def free_port() -> int:

@@ -7,9 +7,14 @@ every function of ``make run`` got ``PUNCTUAL_LEASE_S=0`` and refused to start.
 
 from __future__ import annotations
 
+import secrets
+import threading
+import time
 from dataclasses import replace
 
-from local.config import LocalConfig
+import pytest
+
+from local.config import LocalConfig, LocalModeError
 from local.resources import Deployment, function_environment
 from punctual.runtime.settings import Settings
 
@@ -42,3 +47,49 @@ def test_a_chosen_lease_reaches_every_function(tmp_path: object) -> None:
     config = replace(LocalConfig(state_dir=tmp_path), lease_s=12)  # type: ignore[arg-type]
     env = function_environment(config, deployment(), {})
     assert Settings.from_env(env).lease_s == 12
+
+
+def test_a_state_key_asked_for_while_another_process_writes_it_is_that_key(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (an e2e alert arrived unsigned, once): local mode's processes start side by side
+    and each reads the state directory's keys; one that asked while the first was still writing
+    the key file read it empty, and ran with no signing-secret key (every webhook and alert it
+    sent unsigned; its dispatch key empty too)."""
+    config = LocalConfig(state_dir=tmp_path)  # type: ignore[arg-type]
+    second_done = threading.Event()
+    made = iter(["key-of-the-first-asker-0123456789", "key-of-the-second-asker-012345678"])
+    real = secrets.token_urlsafe
+
+    def slow_first(nbytes: int | None = None) -> str:
+        key = next(made)
+        if key.startswith("key-of-the-first"):
+            second_done.wait(10)  # the first asker is still writing when the second asks
+        return key
+
+    monkeypatch.setattr("local.config.secrets.token_urlsafe", slow_first)
+    keys: dict[str, str] = {}
+    first = threading.Thread(target=lambda: keys.__setitem__("first", config.secret_key()))
+    first.start()
+    while not any(
+        p.name.startswith(".secret.key") or p.name == "secret.key" for p in config.run_dir.glob("*")
+    ):
+        time.sleep(0.01)  # the first asker has begun its file
+    keys["second"] = config.secret_key()
+    second_done.set()
+    first.join(10)
+    monkeypatch.setattr("local.config.secrets.token_urlsafe", real)
+    assert keys["second"] and keys["first"] == keys["second"]
+    assert config.secret_key() == keys["second"]  # and every later asker reads the same
+    assert [p.name for p in config.run_dir.iterdir() if "secret" in p.name] == ["secret.key"]
+
+
+def test_an_empty_state_key_is_refused_naming_the_file(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = LocalConfig(state_dir=tmp_path)  # type: ignore[arg-type]
+    config.run_dir.mkdir(parents=True, exist_ok=True)
+    (config.run_dir / "dispatch.key").write_text("")
+    monkeypatch.setattr("local.config.STATE_KEY_WAIT_S", 0.1)
+    with pytest.raises(LocalModeError, match=r"dispatch\.key is empty"):
+        config.dispatch_key()
