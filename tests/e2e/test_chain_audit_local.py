@@ -53,10 +53,11 @@ def _repairs(local: LocalMode, job_id: str) -> list[dict[str, Any]]:
 
 def test_the_auditor_repairs_a_chain_whose_timer_was_deleted(local_mode: LocalMode) -> None:
     local = local_mode
-    # Given a job every two minutes from three minutes on (no slot of it is released before its
-    # first timer is deleted: a release writes the next timer in a pack this test does not touch),
-    # its chain's timers deleted from the table
-    start = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=3)
+    # Given a job every two minutes from two minutes on (no slot of it is released before its
+    # first timer is deleted: a release writes the next timer in a pack this test does not touch;
+    # the auditor, after its grace, repairs the chain before that slot on a machine that is not
+    # overloaded, and after it, recording it missed, on one that is), its chain's timers deleted
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=2)
     status, job = local.api(
         "POST",
         "/v1/jobs",
