@@ -33,22 +33,22 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# e2e files that start their own processes and take no part in the shared local mode.
-E2E_ELSEWHERE := $(sort $(wildcard tests/e2e/test_motopatch*.py))
-# The long e2e runs with local modes of their own (chaos, Region loss, the cloud's cadence) and
-# the moto-server comparisons (their own servers): a third pytest process, one after another,
-# beside the shared local mode's (the comparisons ran with the unit tests, the longest process).
-E2E_ALONE := tests/e2e/test_chaos_short.py tests/e2e/test_region_loss.py tests/e2e/test_burst_cloud_cadence_local.py $(E2E_ELSEWHERE)
+# The long e2e runs with local modes of their own (chaos, Region loss, the cloud's cadence), then
+# the tests that drive servers of their own (the moto-server comparisons, schemathesis against the
+# local API): a third pytest process, one after another, beside the shared local mode's. (The
+# servers' tests ran with the unit tests, the longest process; they take ~90 s.)
+E2E_ALONE := tests/e2e/test_chaos_short.py tests/e2e/test_region_loss.py tests/e2e/test_burst_cloud_cadence_local.py
+OWN_SERVERS := $(sort $(wildcard tests/e2e/test_motopatch*.py)) tests/integration/test_api_schemathesis.py
 
 test: install lint docs browser
 	@# Three pytest processes side by side: tests/e2e (real processes that mostly wait on the
 	@# clock; one shared local mode, in file order, stopped by its last test), the long e2e runs
-	@# with local modes of their own and the moto-server comparisons (E2E_ALONE, in turn), and
+	@# with local modes of their own and the tests with servers of their own (in turn), and
 	@# everything else. The e2e reports are printed after the other's; the target fails if any does.
 	@set -u; log=$$(mktemp); alone=$$(mktemp); \
-	$(BIN)/pytest -q -p no:cacheprovider tests/e2e $(E2E_ALONE:%=--ignore=%) > "$$log" 2>&1 & e2e=$$!; \
-	$(BIN)/pytest -q -p no:cacheprovider $(E2E_ALONE) > "$$alone" 2>&1 & long=$$!; \
-	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/integration tests/infra; rest=$$?; \
+	$(BIN)/pytest -q -p no:cacheprovider tests/e2e $(E2E_ALONE:%=--ignore=%) $(OWN_SERVERS:%=--ignore=%) > "$$log" 2>&1 & e2e=$$!; \
+	$(BIN)/pytest -q -p no:cacheprovider $(E2E_ALONE) $(OWN_SERVERS) > "$$alone" 2>&1 & long=$$!; \
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/integration tests/infra $(OWN_SERVERS:%=--ignore=%); rest=$$?; \
 	wait $$e2e; e2e_rc=$$?; wait $$long; long_rc=$$?; \
 	echo "--- tests/e2e, shared local mode (pytest exit $$e2e_rc)"; cat "$$log"; \
 	echo "--- tests/e2e, runs of their own (pytest exit $$long_rc)"; cat "$$alone"; rm -f "$$log" "$$alone"; \
