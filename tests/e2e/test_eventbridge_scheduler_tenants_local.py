@@ -25,7 +25,7 @@ TENANTS = ("e2e-tenant-a", "e2e-tenant-b")
 ACCOUNT = "123456789012"  # moto's
 REGION = "us-east-1"
 DEADLINE_S = 150.0
-EVERY_S = 10
+EVERY_S = 5
 
 
 @pytest.fixture(scope="module")
