@@ -395,12 +395,22 @@ def main() -> None:
         f"  the Lambda lane's 1 s run: the lease on arrival ${floor['visibility_usd']:.4f} + the pollers' "
         f"re-send check ${floor['check_usd']:.4f}. The check alone is over the bound on demand: "
         "0.5 read units is the least an item read costs (BatchGetItem too), and a worker that died "
-        "before its handler ran leaves nothing else to look at (its batch waits out the queue's "
-        "visibility timeout, which the event source mapping requires to be at least the function's)"
+        "before its handler ran leaves nothing but the missing claim to look at (its batch waits out the "
+        "queue's visibility timeout, which the event source mapping requires to be at least the "
+        "function's); the one cheaper way found to read claims, a table stream read by a Lambda and "
+        "published in bulk for the pollers to query, is not built (docs/delivery.md)"
     )
     print(
         f"  provisioned ({PROVISIONED_UTILISATION:.0%} utilisation): ${floor['provisioned_usd']:.4f} "
         f"per million (the check ${floor['provisioned_check_usd']:.4f})"
+    )
+    # Both pollers of a group check what they sent (punctual.dispatch.polling.release): on a minute
+    # planned on the standard poller (two per group) the slot's record is read twice.
+    floor["two_pollers_usd"] = floor["visibility_usd"] + Settings().poller_replicas * floor["check_usd"]
+    print(
+        f"  on a minute planned on the standard poller ({Settings().poller_replicas} pollers a group, each "
+        f"checking what it sent) the same run pays ${floor['two_pollers_usd']:.4f}: the second check is "
+        "counted in the poller redundancy's cost below, with the second poller's other reads"
     )
     benchlib.heading("A dead worker replaced (virtual seconds, the real code)")
     recovered = recovery_s()
