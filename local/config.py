@@ -260,6 +260,8 @@ class LocalConfig:
                 os.link(draft, path)
             except FileExistsError:  # another process published first: its key is the key
                 pass
+            except OSError:  # a file system without hard links: made in place, read once whole
+                _make_in_place(path, draft.read_text())
             finally:
                 draft.unlink()
         return _published_key(path)
@@ -270,6 +272,17 @@ class LocalConfig:
 
 
 STATE_KEY_WAIT_S = 5.0  # how long a key file left empty (by an older version's writer) is waited on
+
+
+def _make_in_place(path: Path, key: str) -> None:
+    """Write ``key`` to ``path`` unless another process made it first (a file system without hard
+    links: :func:`_published_key` waits for a file made and not yet written)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
 
 
 def _published_key(path: Path) -> str:

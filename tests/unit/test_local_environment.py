@@ -93,3 +93,16 @@ def test_an_empty_state_key_is_refused_naming_the_file(
     monkeypatch.setattr("local.config.STATE_KEY_WAIT_S", 0.1)
     with pytest.raises(LocalModeError, match=r"dispatch\.key is empty"):
         config.dispatch_key()
+
+
+def test_a_state_key_is_made_where_hard_links_are_not_supported(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(source: object, target: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr("local.config.os.link", no_links)
+    config = LocalConfig(state_dir=tmp_path)  # type: ignore[arg-type]
+    key = config.token_key()
+    assert len(key) >= 32 and config.token_key() == key
+    assert [p.name for p in config.run_dir.iterdir() if "token" in p.name] == ["token.key"]
