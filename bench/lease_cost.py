@@ -406,9 +406,9 @@ def main() -> None:
     )
     # Both pollers of a group check what they sent (punctual.dispatch.polling.release): on a minute
     # planned on the standard poller (two per group) the slot's record is read twice.
-    floor["two_pollers_usd"] = floor["visibility_usd"] + Settings().poller_replicas * floor["check_usd"]
+    floor["two_pollers_usd"] = floor["visibility_usd"] + settings.poller_replicas * floor["check_usd"]
     print(
-        f"  on a minute planned on the standard poller ({Settings().poller_replicas} pollers a group, each "
+        f"  on a minute planned on the standard poller ({settings.poller_replicas} pollers a group, each "
         f"checking what it sent) the same run pays ${floor['two_pollers_usd']:.4f}: the second check is "
         "counted in the poller redundancy's cost below, with the second poller's other reads"
     )

@@ -7,7 +7,6 @@ every function of ``make run`` got ``PUNCTUAL_LEASE_S=0`` and refused to start.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from dataclasses import replace
@@ -59,7 +58,6 @@ def test_a_state_key_asked_for_while_another_process_writes_it_is_that_key(
     config = LocalConfig(state_dir=tmp_path)  # type: ignore[arg-type]
     second_done = threading.Event()
     made = iter(["key-of-the-first-asker-0123456789", "key-of-the-second-asker-012345678"])
-    real = secrets.token_urlsafe
 
     def slow_first(nbytes: int | None = None) -> str:
         key = next(made)
@@ -71,14 +69,13 @@ def test_a_state_key_asked_for_while_another_process_writes_it_is_that_key(
     keys: dict[str, str] = {}
     first = threading.Thread(target=lambda: keys.__setitem__("first", config.secret_key()))
     first.start()
-    while not any(
-        p.name.startswith(".secret.key") or p.name == "secret.key" for p in config.run_dir.glob("*")
-    ):
+    deadline = time.monotonic() + 10
+    while not any(p.name.startswith((".secret.key", "secret.key")) for p in config.run_dir.glob("*")):
+        assert time.monotonic() < deadline, "the first asker never began its file"
         time.sleep(0.01)  # the first asker has begun its file
     keys["second"] = config.secret_key()
     second_done.set()
     first.join(10)
-    monkeypatch.setattr("local.config.secrets.token_urlsafe", real)
     assert keys["second"] and keys["first"] == keys["second"]
     assert config.secret_key() == keys["second"]  # and every later asker reads the same
     assert [p.name for p in config.run_dir.iterdir() if "secret" in p.name] == ["secret.key"]

@@ -30,7 +30,7 @@ from punctual.execution import claim as claim_module
 from punctual.execution import sqs as sqs_module
 from punctual.execution import worker as worker_module
 from punctual.execution.after import AfterEffects
-from punctual.execution.decisions import NEW_SLOT, decide_claim
+from punctual.execution.decisions import FRESH_KINDS, NEW_SLOT, decide_claim
 from punctual.execution.ports import (
     Delivery,
     FinishResult,
@@ -160,7 +160,7 @@ def test_a_fresh_message_with_no_record_is_a_new_slot(
     """The claim takes NEW_SLOT for a fresh message with no record without asking decide_claim:
     decide_claim must answer exactly that."""
     message = _message(kind, attempt, backfill=backfill)
-    fresh = attempt == 1 or kind in claim_module._FRESH_KINDS
+    fresh = attempt == 1 or kind in FRESH_KINDS
     decision = decide_claim(None, message, T0, max_attempts, max_age_s, redelivered, message_is_lease=True)
     if fresh:
         assert decision is NEW_SLOT

@@ -20,7 +20,7 @@ from datetime import datetime
 from punctual.delivery.notifications.alerts import fire_delay_of
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
 from punctual.execution.after import AfterEffects
-from punctual.execution.decisions import NEW_SLOT, ClaimAction, ClaimDecision, decide_claim
+from punctual.execution.decisions import FRESH_KINDS, NEW_SLOT, ClaimAction, ClaimDecision, decide_claim
 from punctual.execution.lease import Leases
 from punctual.execution.parking import ERROR_BACKOFF_S, Parking
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
@@ -62,8 +62,6 @@ HOLD_EARLY_S = 1
 # as it is now (a slot still QUEUED when its job's spec changed is SUPERSEDED), never on a copy.
 _TURN_KINDS = (MessageKind.TURN, MessageKind.CHECK)
 _ASKED_FOR = (MessageKind.MANUAL, MessageKind.BACKFILL)  # runs a user asked for: they run while paused
-# Messages whose first claim creates the slot's record whatever the attempt (decide_claim's too)
-_FRESH_KINDS = (MessageKind.MANUAL, MessageKind.CHILD)
 # The only kinds not_to_run may drop: for any other it returns None, and is not asked
 _MAYBE_NOT_TO_RUN = (MessageKind.BACKFILL, MessageKind.CHILD)
 # A first attempt of these is never late: a backfilled slot (late by design), a queued slot's turn
@@ -359,7 +357,7 @@ class Claimer:
             dropped = not_to_run(self, job, message, delivery)
             if dropped is not None:  # a cancelled backfill's slot, a re-sent child slot on an excluded day
                 return dropped
-        fresh = message.attempt == 1 or message.kind in _FRESH_KINDS
+        fresh = message.attempt == 1 or message.kind in FRESH_KINDS
         # A first attempt creates the record; on conflict the store returns the record as it
         # is, so the common path costs no read.
         current = None if fresh else self.store.get_execution(message.tenant, message.job_id, message.slot)

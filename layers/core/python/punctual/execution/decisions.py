@@ -61,6 +61,8 @@ class ClaimDecision:
 # Every first claim's decision (immutable: one shared, not one built a message). The claim takes
 # it without asking decide_claim for a fresh message with no record (punctual.execution.claim).
 NEW_SLOT = ClaimDecision(ClaimAction.START, "new slot")
+# Messages whose first claim creates the slot's record whatever their attempt (as an attempt 1 does)
+FRESH_KINDS = (MessageKind.MANUAL, MessageKind.CHILD)
 
 
 def lease_live(execution: Execution, now: datetime) -> bool:
@@ -111,7 +113,7 @@ def decide_claim(
     n = message.attempt
     carried = message_is_lease and redelivered and current is not None and current.attempt > n
     if current is None:
-        if n == 1 or message.kind in (MessageKind.MANUAL, MessageKind.CHILD):
+        if n == 1 or message.kind in FRESH_KINDS:
             return NEW_SLOT
         return ClaimDecision(ClaimAction.DROP, f"no record for attempt {n} (expired or never started)")
     status = current.status
