@@ -3,7 +3,10 @@
 A component started by the supervisor (``PUNCTUAL_LOCAL_SUPERVISED=1``) ignores Ctrl-C (the
 terminal sends SIGINT to the whole process group; the supervisor then stops components
 in order, with SIGTERM) and exits on its own if the supervisor disappears. Run alone,
-Ctrl-C stops it.
+Ctrl-C stops it. The one every other needs until it has stopped (AWS: moto) is started with
+``PUNCTUAL_LOCAL_ORDERED_STOP=1``: it ignores SIGTERM too, which ``timeout``, ``kill -- -PGID`` or
+a process manager send to the whole group at once, and stops on the supervisor's SIGUSR1, last;
+it stopped at once, so the workers still draining lost it and the state was not saved.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from local.config import REPO_ROOT, LocalConfig, LocalModeError, apply_env
 from local.resources import Deployment, function_environment, resources_exist
 
 SUPERVISED_ENV = "PUNCTUAL_LOCAL_SUPERVISED"
+# Set by the supervisor for a component it stops with ORDERED_STOP_SIGNAL, after all the others
+ORDERED_STOP_ENV = "PUNCTUAL_LOCAL_ORDERED_STOP"
+ORDERED_STOP_SIGNAL = signal.SIGUSR1
 COMPONENT_ENV = "PUNCTUAL_LOCAL_COMPONENT"
 # When the supervisor asked for this start (wall-clock seconds; local.zygote passes it to a fork): a
 # component logs how long after it it first did its work (a worker: its first receive).
@@ -39,6 +45,12 @@ log = logging.getLogger("local")
 
 def supervised() -> bool:
     return os.environ.get(SUPERVISED_ENV) == "1"
+
+
+def stopped_in_order() -> bool:
+    """Whether only the supervisor stops this component (:data:`ORDERED_STOP_SIGNAL`), the
+    process group's SIGTERM and SIGINT ignored."""
+    return supervised() and os.environ.get(ORDERED_STOP_ENV) == "1"
 
 
 class WrittenAbove(logging.Filter):
@@ -79,13 +91,20 @@ def configure_logging(config: LocalConfig) -> None:
 
 
 def stop_event() -> threading.Event:
-    """An event set by SIGTERM (and by SIGINT when run alone, or when the supervisor is gone)."""
+    """An event set by SIGTERM (and by SIGINT when run alone, or when the supervisor is gone; by
+    the supervisor's SIGUSR1 alone for a component it stops last, :func:`stopped_in_order`)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: stopping", signum)
         stop.set()
 
+    if stopped_in_order():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(ORDERED_STOP_SIGNAL, on_signal)
+        _watch_parent(stop)
+        return stop
     signal.signal(signal.SIGTERM, on_signal)
     if supervised():
         signal.signal(signal.SIGINT, signal.SIG_IGN)

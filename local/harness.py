@@ -218,6 +218,16 @@ class LocalMode:
             self.process.wait(timeout=timeout_s)
         return self.process.poll()
 
+    def terminate(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM to the process group, as ``timeout`` or ``kill -- -PGID`` send it (the supervisor
+        stops the components in order, AWS last); its exit code (None: still running after
+        ``timeout_s``)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=timeout_s)
+        return self.process.poll()
+
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Stop local mode: its whole process group (see :func:`stop_group`)."""
         stop_group(self.process, timeout_s)

@@ -4,7 +4,9 @@ Children run ``python -m local <component>`` in the supervisor's process group w
 ``PUNCTUAL_LOCAL_SUPERVISED=1``: they ignore the terminal's Ctrl-C (the supervisor stops
 them in order with SIGTERM: pollers and API first, workers next, AWS last, so nothing
 loses its table half-way through a drain), and they exit by themselves if the
-supervisor is killed. A child that exits while the supervisor runs is restarted after
+supervisor is killed. The webhook receiver and AWS ignore a SIGTERM sent to the whole group
+too (``timeout``, ``kill -- -PGID``): the supervisor stops them, last, with SIGUSR1
+(ComponentSpec.ordered_stop). A child that exits while the supervisor runs is restarted after
 a back-off (0.5 s, doubling to 10 s; back to the first delay once it ran a minute), except
 where the cloud's figure differs: the deployed state machine retries a poller that died
 (``Runtime.ExitError``) at once, with the delays of its poller task's retriers (1 s, then x1.5
@@ -54,7 +56,13 @@ from dataclasses import dataclass, field
 from queue import Empty, Queue
 
 from local.aws_state import STOPPED_IN_ORDER
-from local.component import STARTED_ENV, SUPERVISED_ENV, read_deployment
+from local.component import (
+    ORDERED_STOP_ENV,
+    ORDERED_STOP_SIGNAL,
+    STARTED_ENV,
+    SUPERVISED_ENV,
+    read_deployment,
+)
 from local.config import LocalConfig, alive
 from local.logs import Entry, LogSink, parse_line
 from local.retriers import PROCESS_EXITED, retrier_for, retriers_from
@@ -136,13 +144,17 @@ class ComponentSpec:
     # Started by forking a zygote kept prepared (local.zygote): the Lambda service's idle execution
     # environment, so that a restart costs its delay, not a cold start (seconds of imports).
     warm: bool = False
+    # Stopped by the supervisor alone, with ORDERED_STOP_SIGNAL: it ignores the process group's
+    # SIGTERM and SIGINT (local.component.stopped_in_order). AWS, which every other component needs.
+    ordered_stop: bool = False
 
 
 def default_components(config: LocalConfig) -> list[ComponentSpec]:
     """The whole system: what ``punctual-local up`` runs."""
     specs = [
-        ComponentSpec("aws", ("aws",), 4),
-        *([] if config.attach_aws else [ComponentSpec("receiver", ("receiver",), 3)]),
+        ComponentSpec("aws", ("aws",), 4, ordered_stop=True),
+        # (the webhooks' receiver: the workers' runs still call it while they drain)
+        *([] if config.attach_aws else [ComponentSpec("receiver", ("receiver",), 3, ordered_stop=True)]),
         ComponentSpec("api", ("api",), 0),
         ComponentSpec("poller", ("poller",), 0, restart_delay=state_machine_backoff(config), warm=True),
         ComponentSpec("auditor", ("auditor",), 0),
@@ -268,6 +280,8 @@ class Supervisor:
             env[ZYGOTE_ENV] = "1"
         else:
             env[STARTED_ENV] = f"{time.time():.3f}"
+        if child.spec.ordered_stop:
+            env[ORDERED_STOP_ENV] = "1"
         process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE if zygote else subprocess.DEVNULL,
@@ -503,7 +517,7 @@ class Supervisor:
             signalled = time.monotonic()
             for child in group:
                 assert child.process is not None
-                child.process.send_signal(signal.SIGTERM)
+                child.process.send_signal(ORDERED_STOP_SIGNAL if child.spec.ordered_stop else signal.SIGTERM)
             for child in group:  # each one's timeout counts from the signal: they stop side by side
                 assert child.process is not None
                 deadline = signalled + child.spec.stop_timeout_s

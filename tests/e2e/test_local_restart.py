@@ -22,8 +22,8 @@ pytestmark = pytest.mark.e2e
 EVERY_5S = "rate(5 seconds)"
 
 
-def _hooked(local: LocalMode) -> list[dict[str, Any]]:
-    return [r for r in local.records() if r.get("name") == "five"]
+def _hooked(local: LocalMode, name: str = "five") -> list[dict[str, Any]]:
+    return [r for r in local.records() if r.get("name") == name]
 
 
 def _slots(local: LocalMode, job_id: str) -> dict[str, tuple[str, int]]:
@@ -79,6 +79,9 @@ def _instant(slot: str) -> datetime:
 
 
 def test_fresh_starts_empty(tmp_path: Path) -> None:
+    """Stopped by a SIGTERM to its whole process group (``timeout``, ``kill -- -PGID``), local mode
+    stops in order too: AWS last, its state kept (it stopped with the others at once: the workers
+    still draining lost it, with tracebacks, and nothing was saved)."""
     first = harness.start(tmp_path, "--no-demo", tenant="me")
     try:
         first.wait_ready()
@@ -86,8 +89,12 @@ def test_fresh_starts_empty(tmp_path: Path) -> None:
             "POST", "/v1/jobs", {"schedule": EVERY_5S, "target": {"type": "http", "url": first.hook("x")}}
         )
         assert status == 201
-        assert first.interrupt() == 0, first.tail()
-        assert (tmp_path / STATE_FILE).exists()
+        first.wait(lambda: _hooked(first, "x") or None, 120, "a slot before the stop")
+        assert first.terminate() == 0, first.tail()
+        assert (tmp_path / STATE_FILE).exists(), first.tail()
+        log = first.log()
+        stopping = log[log.index("signal 15") :]
+        assert "AWS state saved" in stopping and "Traceback" not in stopping, first.tail()
     finally:
         first.stop()
     fresh = harness.start(tmp_path, "--no-demo", tenant="me")  # a test's start is --fresh
