@@ -6,13 +6,14 @@ skew moves *when* a slot is released, never *whether* or *how often*.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 from punctual.models import CatchupKind, Job, JobSpec
 from punctual.timing import schedules
-from punctual.timing.instants import format_instant, format_instant_adaptive
+from punctual.timing.instants import format_instant, format_instant_adaptive, format_instant_ms
 from punctual.timing.missed_ranges import SPAN_CAP, MissedRange, drop_in_bulk, span
 from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
 
@@ -169,7 +170,11 @@ def sent_check_timer(
     (:mod:`punctual.dispatch.polling.resend`); this is that watch for what they never sent: a
     worker that dies between receiving a message and its handler leaves it in flight for the
     queue's whole visibility timeout (found by the chaos run: the child of two parents that both
-    succeeded never ran). ``after_s`` 0: a slot to send now, that nothing sent yet."""
+    succeeded never ran). ``after_s`` 0: a slot to send now, that nothing sent yet.
+
+    A check of a slot sent (``after_s`` > 0) keeps, in the timer's ``owner`` (which only LEASE
+    timers use otherwise), what its copy needs to stand for the message it checks
+    (:class:`CheckedSend`): that message's instant, and the parents the job waited on then."""
     return layout.make(
         now=now,
         due=now + timedelta(seconds=after_s),
@@ -179,7 +184,32 @@ def sent_check_timer(
         attempt=1,
         kind=TimerKind.CHILD,
         job_version=job.version,
+        owner=CheckedSend(now, frozenset(schedule_of(job).parents)).note() if after_s > 0 else None,
     )
+
+
+@dataclass(frozen=True)
+class CheckedSend:
+    """The message a CHILD timer checks (:func:`sent_check_timer`): when it was sent (its scheduled
+    instant), and the parents its job waited on (an ``after(...)`` job's; none for a run-now slot).
+    Kept in the timer's ``owner`` as JSON."""
+
+    at: datetime
+    parents: frozenset[str]
+
+    def note(self) -> str:
+        return json.dumps([format_instant_ms(self.at), sorted(self.parents)], separators=(",", ":"))
+
+    @classmethod
+    def of(cls, timer: Timer) -> CheckedSend | None:
+        """What ``timer`` checks; None for a slot nothing sent yet (or a timer an earlier version wrote)."""
+        if timer.kind is not TimerKind.CHILD or not timer.owner:
+            return None
+        try:
+            at, parents = json.loads(timer.owner)
+            return cls(datetime.fromisoformat(at.replace("Z", "+00:00")), frozenset(map(str, parents)))
+        except (ValueError, TypeError, AttributeError):
+            return None
 
 
 def fire_timer(

@@ -87,7 +87,14 @@ from punctual.security.tenant_quotas import BackfillQuota
 from punctual.store.base import ExecutionKey, Expect, JobStore
 from punctual.store.loads import MinuteLoad
 from punctual.timing.instants import format_instant_ms
-from punctual.timing.slots import ReleasePlan, dispatch_instant, fire_timer, plan_release
+from punctual.timing.slots import (
+    CheckedSend,
+    ReleasePlan,
+    dispatch_instant,
+    fire_timer,
+    plan_release,
+    schedule_of,
+)
 from punctual.timing.timers import (
     CHAIN_KINDS,
     MANUAL_MARK,
@@ -555,7 +562,18 @@ def unclaimed_child(
     child or a run-now request was sent, again, in a group and under a deduplication id of its
     own, when no worker has claimed it (the one that received it may have died before its
     handler ran). A run-now slot (``~m...``) runs while its job is paused; a child's is recorded
-    SKIPPED by its claim (it was due: a record says why it did not run)."""
+    SKIPPED by its claim (it was due: a record says why it did not run).
+
+    The copy stands for the message it checks (QA21): its scheduled instant, and the spec it
+    would run. That is the job as it is now, unless a replace since made an after() job wait on a
+    parent its message's spec did not (that parent counts from its next success): then the copy is
+    the message's own version, without the job, so that its claim reads the job and decides as for
+    that message taken late (SUPERSEDED). A replace of a run-now slot's job does the same (the
+    claim supersedes a run-now slot released for an earlier spec). Built from the job as it was at
+    the re-send, the copy of a child's slot ran at once under a replace that had added a parent,
+    before that parent succeeded for the slot (or when it failed); and every copy named the
+    re-send's instant as its scheduled one, so its record and events said it started on time.
+    """
     if job is None or execution is not None:
         return None
     manual = MANUAL_MARK in timer.slot
@@ -566,4 +584,18 @@ def unclaimed_child(
         # completed past its end_at (its slots before it still run: review)
         return None
     kind = MessageKind.MANUAL if manual else MessageKind.CHILD
-    return replace(message_for(job, timer.slot, now, 1, kind, now), resend=1)
+    sent = CheckedSend.of(timer)
+    if sent is None:  # a slot nothing sent yet (a replace that dropped a parent owes it): sent now
+        return replace(message_for(job, timer.slot, now, 1, kind, now), resend=1)
+    changed = job.version != timer.job_version
+    if not changed or (job.version > timer.job_version and not manual and _owes(job, sent)):
+        return replace(message_for(job, timer.slot, sent.at, 1, kind, now), resend=1)
+    sent_for = job.model_copy(update={"version": timer.job_version})  # (or a read behind the check)
+    return replace(message_for(sent_for, timer.slot, sent.at, 1, kind, now, spec=""), resend=1)
+
+
+def _owes(job: Job, sent: CheckedSend) -> bool:
+    """Whether an after() job replaced since its slot was sent still owes that slot: it waits on no
+    parent the message's spec did not (the claim's own rule, for the message taken late)."""
+    parents = set(schedule_of(job).parents)
+    return bool(parents) and parents <= sent.parents
