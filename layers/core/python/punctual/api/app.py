@@ -20,7 +20,14 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from punctual.api import batch, idempotent, problems, schedule_routes
-from punctual.api.conditional import calendar_version, create_at, job_version, keeping_schedule, must_create
+from punctual.api.conditional import (
+    calendar_version,
+    create_at,
+    job_version,
+    keeping_schedule,
+    must_create,
+    own_schedule,
+)
 from punctual.api.openapi_doc import SIGV4, finished_document
 from punctual.api.path_params import JOB_ID_RE, backfill_id_of, calendar_name_of, job_id_of
 from punctual.api.problems import Problem
@@ -179,7 +186,7 @@ batch.register(app, _ok, _tenant)  # POST /v1/job-batches (punctual.api.batch)
 def create_job(body: JobInput, idempotency_key: IdempotencyKey = None) -> Response[JobCreated]:
     tenant = _tenant()
     svc = services()
-    spec = body.spec()
+    spec = own_schedule(body.spec(), None)  # (a new id: no schedule's)
     svc.check_spec(spec)
     job, secret = idempotent.create_job(
         svc, tenant, spec, idempotency_key, app.lambda_context, paused=body.paused

@@ -114,7 +114,7 @@ def create_at(
     must_create(if_none_match, "job at this id")
     refuse_taken_schedule_name(services, tenant, job_id)
     try:
-        return services.jobs.register(tenant, spec, job_id, paused=paused)
+        return services.jobs.register(tenant, own_schedule(spec, job_id), job_id, paused=paused)
     except JobExistsError:
         raise PreconditionFailedError(f"job {job_id!r} exists (If-None-Match: *)", None) from None
 
@@ -141,10 +141,29 @@ _TAKEN = (
 )
 
 
+def own_schedule(spec: JobSpec, job_id: str | None) -> JobSpec:
+    """``spec`` without a ``scheduler`` block that is not job ``job_id``'s (None: an id yet to be
+    made, which no block names), nor the group tag that came with it.
+
+    The block is an EventBridge schedule's identity (group, name, ARN), held by the one job whose
+    id it makes (:func:`job_id_of`). A GET's body of such a job sent to create or replace another
+    job (``POST``, a batch item, ``PUT`` at another id: QA21) stored a second job with the same
+    identity: ListSchedules listed the schedule twice, a DeleteSchedule left a phantom no call
+    reached, and DeleteScheduleGroup deleted the copies, which were /v1 jobs. Read from such a body,
+    the block is output (as its ``id`` and ``version`` are), and is left out."""
+    block = spec.scheduler
+    if block is None or (job_id is not None and job_id == job_id_of(block.group, block.name)):
+        return spec
+    tags = {key: value for key, value in spec.tags.items() if not (key == GROUP_TAG and value == block.group)}
+    return spec.model_copy(update={"scheduler": None, "tags": tags})
+
+
 def keeping_schedule(services: Services, tenant: str, job_id: str, spec: JobSpec) -> JobSpec:
     """``spec`` for a ``PUT`` replacing job ``job_id``: a job that is an EventBridge schedule stays
     that schedule (its group, name and ARN; its group's tag, which lists it in its group), unless
-    the body says which schedule it is itself (a GET's body sent back does)."""
+    the body says which schedule it is itself (a GET's body sent back does; another job's block is
+    left out, :func:`own_schedule`)."""
+    spec = own_schedule(spec, job_id)
     if spec.scheduler is not None:
         return spec
     try:

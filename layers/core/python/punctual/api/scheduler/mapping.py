@@ -109,12 +109,25 @@ def job_id_of(group: str, name: str) -> str:
     return "sch-" + hashlib.sha256(f"{group}/{name}".encode()).hexdigest()[:32]
 
 
+def _own_block(job: Job) -> SchedulerIdentity | None:
+    """``job``'s scheduler block when it is the schedule the block names (its id is that name's);
+    a block a job holds otherwise (copied from another job's GET body before the API left such a
+    block out) does not make it that schedule: it would be listed twice, and deleted with a group
+    it is not in (QA21)."""
+    block = job.scheduler
+    if block is None or job.id != job_id_of(block.group, block.name):
+        return None
+    return block
+
+
 def group_of(job: Job) -> str:
-    return job.scheduler.group if job.scheduler else DEFAULT_GROUP
+    block = _own_block(job)
+    return block.group if block else DEFAULT_GROUP
 
 
 def name_of(job: Job) -> str:
-    return job.scheduler.name if job.scheduler else job.id
+    block = _own_block(job)
+    return block.name if block else job.id
 
 
 def is_named(job: Job, group: str, name: str) -> bool:
