@@ -67,6 +67,12 @@ or the whole queue, or with nothing useful at all:
    too, and so does copying or serialising an item, which a read does while another thread may
    be changing that item in place (it raised "dictionary changed size during iteration").
 
+9. moto refuses an update of an item over ~405 KB counting the attribute it replaces twice, its
+   old value and its new one (``LimitedSizeDict.__setitem__``): a job of a 200 KB payload (256 KB
+   allowed) could be created but not paused, resumed, replaced or rotated (a 500, QA21), which
+   DynamoDB, counting the item as it will be, accepts. **Patch:** the replaced value is not
+   counted; the limit is moto's own.
+
 Everything else (conditions, cancellation reasons, ordering, paging, projections) is
 moto's own code. ``tests/e2e/test_motopatch.py`` runs the queries and transactions
 Punctual makes against a patched and an unpatched backend and compares every answer.
@@ -224,6 +230,7 @@ def apply() -> bool:
     _patch_module_list()
     _untrack()
     _patch_atomic_writes()
+    _patch_item_size()
     return True
 
 
@@ -622,6 +629,25 @@ def _patch_atomic_writes() -> None:
     for name in ("__deepcopy__", "to_json", "describe_attrs"):
         _swap(Item, name, atomic(Item.__dict__[name]))
     _swap(DynamoResult, "__init__", atomic(DynamoResult.__dict__["__init__"]))  # an answer's conversion
+
+
+def _patch_item_size() -> None:
+    from moto.dynamodb.models.dynamo_type import DynamoType, ItemSizeTooLarge, LimitedSizeDict, bytesize
+
+    def size(part: Any) -> int:
+        return int(part.size()) if type(part) is DynamoType else bytesize(str(part))
+
+    def __setitem__(self: Any, key: str, value: Any) -> None:
+        # moto's sum of every name and value, less the value this write replaces (patch 9)
+        kept = sum(size(name) + size(held) for name, held in self.items() if name != key)
+        if kept + bytesize(key) + size(value) > ITEM_SIZE_LIMIT:
+            raise ItemSizeTooLarge
+        dict.__setitem__(self, key, value)
+
+    _swap(LimitedSizeDict, "__setitem__", __setitem__)
+
+
+ITEM_SIZE_LIMIT = 405_000  # moto's (LimitedSizeDict): between DynamoDB's 400 KB and what it takes
 
 
 def _patch_module_list() -> None:
