@@ -632,7 +632,9 @@ def _patch_atomic_writes() -> None:
 
 
 def _patch_item_size() -> None:
-    from moto.dynamodb.models.dynamo_type import DynamoType, ItemSizeTooLarge, LimitedSizeDict, bytesize
+    from moto.dynamodb.exceptions import ItemSizeTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType, LimitedSizeDict
+    from moto.dynamodb.models.utilities import bytesize
 
     def size(part: Any) -> int:
         return int(part.size()) if type(part) is DynamoType else bytesize(str(part))
