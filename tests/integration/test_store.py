@@ -466,6 +466,23 @@ def test_an_alert_throttle_sends_one_per_interval_and_counts_the_rest(store, t0)
     assert store.throttle_alert("default", "job-1", 0, t0 + timedelta(seconds=601), 600) is None
 
 
+def test_a_throttled_rule_sends_the_recovery_of_an_alert_it_sent_once(store, t0):  # type: ignore[no-untyped-def]
+    # QA21: the rule sent `failed`, and held the `recovered` that followed within its interval, for good
+    at = [t0 + timedelta(seconds=s) for s in range(0, 100, 10)]
+    assert store.throttle_alert("default", "job-1", 0, at[0], 600) == 0  # failed: sent, the rule open
+    assert store.throttle_alert("default", "job-1", 0, at[1], 600, resolves=True) == 0  # recovered: sent
+    assert store.throttle_alert("default", "job-1", 0, at[2], 600, resolves=True) is None  # closed: held
+    assert store.throttle_alert("default", "job-1", 0, at[3], 600) is None  # failed: held (the interval)
+    assert (
+        store.throttle_alert("default", "job-1", 0, at[4], 600, resolves=True) is None
+    )  # nothing sent to close
+    assert (
+        store.throttle_alert("default", "job-1", 0, t0 + timedelta(seconds=700), 600) == 3
+    )  # sent: open again
+    assert store.throttle_alert("default", "job-1", 0, t0 + timedelta(seconds=710), 600, resolves=True) == 0
+    assert store.throttle_alert("default", "job-1", 1, at[5], 600, resolves=True) == 0  # a rule's first alert
+
+
 def test_a_rate_budget_instant_is_held_by_one_slot_and_read_back_strongly(store, t0):  # type: ignore[no-untyped-def]
     # Given a budget's instants around a minute's end (its reservations span two partitions)
     end = t0.replace(second=0, microsecond=0) + timedelta(minutes=1)

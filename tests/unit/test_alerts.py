@@ -235,6 +235,27 @@ def test_min_interval_holds_alerts_back_and_the_next_one_counts_them() -> None:
     assert [p["held_back"] for p in payloads] == [0, 2]
 
 
+def test_the_docs_example_rule_tells_the_team_a_failure_it_reported_has_ended() -> None:
+    # docs/alerts.md's first rule: a slot fails, the next succeeds a minute later (QA21: the
+    # recovered alert was HELD by the interval, for good; nobody heard the job recovered)
+    hooks, payloads = _recording_hooks(OK)
+    a = Alerting(FAIL, OK, FAIL, OK, hooks=hooks)
+    rule = {"on": ["failed", "recovered"], "target": HOOK, "format": "slack", "min_interval_seconds": 300}
+    job = a.job(rule)
+    for minute in (0, 1, 2, 3):
+        a.run_slot(job, minute)
+    # the failure and its end are sent; the second failure, within the interval, is held, and so is
+    # its recovery (nothing was sent for it to close): one recovery per alert the rule sent
+    # (a recovery is keyed by the first slot of the failures it ends)
+    assert a.alerts(job) == [
+        (slot_key(T0), "failed", AlertStatus.SENT),
+        (slot_key(T0), "recovered", AlertStatus.SENT),
+        (slot_key(T0 + timedelta(minutes=2)), "failed", AlertStatus.HELD),
+        (slot_key(T0 + timedelta(minutes=2)), "recovered", AlertStatus.HELD),
+    ]
+    assert len(payloads) == 2 and "recovered" in payloads[1]["text"].lower()
+
+
 def test_slack_format_sends_the_summary_as_an_incoming_webhook_message() -> None:
     hooks, payloads = _recording_hooks(OK)
     a = Alerting(FAIL, hooks=hooks)

@@ -372,7 +372,12 @@ class Alerter:
         held = 0
         if rule.min_interval_seconds:
             allowed = self.store.throttle_alert(
-                job.tenant, job.id, index, self.clock.now(), rule.min_interval_seconds
+                job.tenant,
+                job.id,
+                index,
+                self.clock.now(),
+                rule.min_interval_seconds,
+                resolves=alert.condition is AlertCondition.RECOVERED,  # once per alert sent before it
             )
             if allowed is None:
                 return AlertDelivery(rule=index, status=AlertStatus.HELD)

@@ -114,14 +114,14 @@ class DynamoAlerts(DynamoBase, AlertRepository):
         )
 
     def throttle_alert(
-        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int
+        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int, resolves: bool = False
     ) -> int | None:
         key = schema.throttle_key(tenant, job_id, rule)
         try:
             reply = self.client.update_item(
                 TableName=self.table,
                 Key=key,
-                **schema.send_throttled(_ms(now), interval_s).fields(),
+                **schema.send_throttled(_ms(now), interval_s, resolves).fields(),
                 ReturnValues="ALL_OLD",
             )
             return int(reply.get("Attributes", {}).get("held", {}).get("N", "0"))

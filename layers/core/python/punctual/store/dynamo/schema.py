@@ -647,14 +647,23 @@ def replace_streak(
     )
 
 
-def send_throttled(now_ms: int, interval_s: int) -> Expression:
+def send_throttled(now_ms: int, interval_s: int, resolves: bool = False) -> Expression:
     """A rule sends at ``now_ms`` only if it last sent at least ``interval_s`` before (and the
-    count of those held back restarts)."""
+    count of those held back restarts); a ``resolves`` alert also when the rule is open (it sent an
+    alert since its last resolving one: ``open``), which it closes. Any other alert opens it."""
+    values = {":now": _n(now_ms), ":zero": _n(0), ":cut": _n(now_ms - interval_s * 1000)}
+    if not resolves:
+        return Expression(
+            update="SET #l = :now, held = :zero, #o = :yes",
+            condition="attribute_not_exists(#l) OR #l <= :cut",
+            names={"#l": "last", "#o": "open"},
+            values={**values, ":yes": {"BOOL": True}},
+        )
     return Expression(
-        update="SET #l = :now, held = :zero",
-        condition="attribute_not_exists(#l) OR #l <= :cut",
-        names={"#l": "last"},
-        values={":now": _n(now_ms), ":zero": _n(0), ":cut": _n(now_ms - interval_s * 1000)},
+        update="SET #l = :now, held = :zero REMOVE #o",
+        condition="attribute_not_exists(#l) OR #l <= :cut OR attribute_exists(#o)",
+        names={"#l": "last", "#o": "open"},
+        values=values,
     )
 
 

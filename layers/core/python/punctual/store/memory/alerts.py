@@ -92,13 +92,14 @@ class MemoryAlerts(MemoryBase, AlertRepository):
             return True
 
     def throttle_alert(
-        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int
+        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int, resolves: bool = False
     ) -> int | None:
         key = (tenant, job_id, rule)
         with self._lock:
             last = self._throttles.get(key)
-            if last is not None and (now - last[0]).total_seconds() < interval_s:
-                self._throttles[key] = (last[0], last[1] + 1)
+            within = last is not None and (now - last[0]).total_seconds() < interval_s
+            if last is not None and within and not (resolves and last[2]):
+                self._throttles[key] = (last[0], last[1] + 1, last[2])
                 return None
-            self._throttles[key] = (now, 0)
+            self._throttles[key] = (now, 0, not resolves)
             return last[1] if last else 0

@@ -67,7 +67,8 @@ class MemoryBase:
         self._groups: dict[tuple[str, str], ScheduleGroup] = {}  # (tenant, name) -> schedule group
         self._alert_items: dict[tuple[str, str, str, str], Alert] = {}  # (tenant, job, key slot, condition)
         self._streaks: dict[JobKey, Streak] = {}  # a failing job's streak
-        self._throttles: dict[tuple[str, str, int], tuple[datetime, int]] = {}  # (last sent, held back)
+        # (last sent, held back, an alert sent since the last resolving one)
+        self._throttles: dict[tuple[str, str, int], tuple[datetime, int, bool]] = {}
         self._calendars: dict[tuple[str, str], Calendar] = {}
         self._calendar_users: dict[tuple[str, str], set[str]] = {}
         self._backfills: dict[tuple[str, str, str], Backfill] = {}
