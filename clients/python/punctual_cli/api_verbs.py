@@ -160,6 +160,8 @@ def _read_spec_file(path: str) -> dict[str, Any]:
         raise CliInputError(f"cannot read {path}: it is not UTF-8 text") from None
     try:
         data = json.loads(text)
+    except RecursionError:  # (QA21: an internal error) YAML would recurse as deep: not tried
+        raise CliInputError(f"{path} is nested too deeply to read") from None
     except ValueError:
         try:
             import yaml
@@ -167,12 +169,16 @@ def _read_spec_file(path: str) -> dict[str, Any]:
             raise CliInputError(f"{path} is not JSON, and YAML needs the pyyaml package") from None
         try:
             data = yaml.load(text, Loader=_json_like_yaml())
+        except RecursionError:
+            raise CliInputError(f"{path} is nested too deeply to read") from None
         except (yaml.YAMLError, ValueError) as exc:
             raise CliInputError(f"{path} is neither JSON nor YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):
         raise CliInputError(f"{path} must hold one job spec (a mapping), not {type(data).__name__}")
     try:
         json.dumps(data, allow_nan=False)
+    except RecursionError:
+        raise CliInputError(f"{path} is nested too deeply to read") from None
     except (TypeError, ValueError) as exc:
         raise CliInputError(f"{path} holds a value JSON cannot carry: {exc}") from None
     return data
@@ -218,10 +224,47 @@ def _json_payload(text: str) -> Any:
     """``--payload``: JSON only; text goes in ``--payload-text`` (never guessed)."""
     try:
         return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:  # (QA21: an internal error)
+        raise CliInputError("--payload is nested too deeply to read") from None
     except ValueError as exc:
         raise CliInputError(
             f"--payload is not valid JSON ({exc}); for a text payload use --payload-text"
         ) from None
+
+
+_TARGET_FLAGS = (
+    ("http_url", "http", "url"),
+    ("lambda_arn", "lambda", "function_arn"),
+    ("sqs_arn", "sqs", "queue_arn"),
+)
+
+
+def _target_from_flags(args: argparse.Namespace, current: Any) -> dict[str, Any] | None:
+    """The target the flags give over ``current`` (None: they name none).
+
+    A flag of the target's own type changes what it names and keeps the rest (QA21: ``--http-url``
+    dropped a webhook's headers, its credential among them, its method and rate budget;
+    ``--lambda-arn`` a function's ``role_arn`` and invocation type); a flag of another type makes
+    a new target of that type, as the old one's fields do not apply to it."""
+    given = [(flag, kind, key) for flag, kind, key in _TARGET_FLAGS if getattr(args, flag)]
+    if len(given) > 1:
+        raise CliInputError("give one target: --http-url, --lambda-arn or --sqs-arn")
+    kind = given[0][1] if given else None
+    same = isinstance(current, dict) and current.get("type") == (kind or "http")
+    if not given:
+        if args.http_method is None:
+            return None
+        if not same:  # (QA: dropped, exit 0, on a Lambda or SQS job)
+            raise CliInputError("--http-method is for a webhook (--http-url, or a job whose target is http)")
+        return {**current, "method": args.http_method}
+    flag, kind, key = given[0]
+    if args.http_method is not None and kind != "http":
+        raise CliInputError(f"--http-method is for a webhook, not with --{flag.replace('_', '-')}")
+    target: dict[str, Any] = dict(current) if same else {"type": kind}
+    target[key] = getattr(args, flag)
+    if kind == "http":
+        target["method"] = args.http_method or target.get("method") or "POST"
+    return target
 
 
 def _spec_from_args(
@@ -240,20 +283,9 @@ def _spec_from_args(
         value = getattr(args, flag)
         if value is not None:
             spec[key] = value
-    targets = [t for t in (args.http_url, args.lambda_arn, args.sqs_arn) if t]
-    if len(targets) > 1:
-        raise CliInputError("give one target: --http-url, --lambda-arn or --sqs-arn")
-    if args.http_url:
-        spec["target"] = {"type": "http", "url": args.http_url, "method": args.http_method or "POST"}
-    elif args.http_method is not None:  # (QA: dropped, exit 0, on a Lambda or SQS job)
-        current = spec.get("target")
-        if not (isinstance(current, dict) and current.get("type") == "http"):
-            raise CliInputError("--http-method is for a webhook (--http-url, or a job whose target is http)")
-        spec["target"] = {**current, "method": args.http_method}
-    elif args.lambda_arn:
-        spec["target"] = {"type": "lambda", "function_arn": args.lambda_arn}
-    elif args.sqs_arn:
-        spec["target"] = {"type": "sqs", "queue_arn": args.sqs_arn}
+    target = _target_from_flags(args, spec.get("target"))
+    if target is not None:
+        spec["target"] = target
     if args.payload is not None:
         spec["payload"] = _json_payload(args.payload)
         target = spec.get("target")

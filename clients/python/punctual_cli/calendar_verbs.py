@@ -34,6 +34,10 @@ _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _RANGE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})\Z")
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _name(text: str) -> str:
     if not _NAME_RE.fullmatch(text):
         raise argparse.ArgumentTypeError(
@@ -119,7 +123,9 @@ def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
     body: dict[str, Any] = {"timezone": "UTC", "dates": [], "ranges": []}
     if args.file:
         try:
-            loaded = json.loads(Path(args.file).read_text(encoding="utf-8"))
+            loaded = json.loads(Path(args.file).read_text(encoding="utf-8"), parse_constant=_no_constant)
+        except RecursionError:  # (QA21: an internal error)
+            raise CliInputError(f"cannot read {args.file} as JSON: it is nested too deeply") from None
         except (OSError, ValueError) as exc:
             raise CliInputError(f"cannot read {args.file} as JSON: {exc}") from None
         if not isinstance(loaded, dict):

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
+_REGION = re.compile(r"[A-Za-z0-9-]{1,64}")
 _EXECUTE_API = re.compile(r"^[a-z0-9]+\.execute-api\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?\Z")
 
 
@@ -90,11 +91,23 @@ class PunctualClient:
 
     def __post_init__(self) -> None:
         self.endpoint = self.endpoint.rstrip("/")
+        odd = next((char for char in self.endpoint if not "!" <= char <= "~"), None)
+        if odd is not None:  # (QA21: an internal error, or "cannot reach", exit 1, for a typo)
+            raise ValueError(
+                f"endpoint {self.endpoint[:80]!r} has {odd!r}: a URL is printable ASCII without spaces"
+                " (percent-encode a path, write a host name in punycode)"
+            )
         parts = urlsplit(self.endpoint)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"endpoint must be an http(s) URL, got {self.endpoint!r}")
+        try:
+            parts.port  # noqa: B018  (read to check it: a port that is not a number is a ValueError)
+        except ValueError as exc:
+            raise ValueError(f"endpoint {self.endpoint[:80]!r}: {exc}") from None
         if self.tenant is not None and not self.tenant.isprintable():
             raise ClientInputError("the tenant (--tenant, PUNCTUAL_TENANT) has a control character")
+        if self.tenant is not None:  # (QA21: outside Latin-1, an internal error as it was sent)
+            check_header_value("X-Punctual-Tenant", self.tenant)
         if self.tenant is not None and self.tenant and not self.tenant.strip():
             # (QA: a blank one acted as the default tenant: a job created so landed there)
             raise ClientInputError("the tenant (--tenant, PUNCTUAL_TENANT) is blank")
@@ -125,6 +138,11 @@ class PunctualClient:
                 0, {"title": "no AWS credentials", "detail": "SigV4 signing needs the AWS credential chain"}
             )
         region = self.region or session.get_config_variable("region") or "us-east-1"
+        if not _REGION.fullmatch(region):  # it goes into the Authorization header's credential scope
+            raise ClientInputError(
+                f"the signing region {region[:80]!r} (--region, else the AWS configuration) is not a"
+                " region name (letters, digits and '-')"
+            )
         request = AWSRequest(method=method, url=url, data=data or b"", headers=headers)
         SigV4Auth(self._credentials.get_frozen_credentials(), "execute-api", region).add_auth(request)
         return {key: str(value) for key, value in request.headers.items()}
@@ -139,16 +157,27 @@ class PunctualClient:
     ) -> Reply:
         """Send one request; return the reply, or raise :class:`ApiError` for a 4xx/5xx."""
         params = {k: v for k, v in (query or {}).items() if v is not None}
+        for key, value in params.items():
+            _check_text(f"the query parameter {key}", str(value))
         url = self.endpoint + path + (f"?{urlencode(params)}" if params else "")
         sent = {"Accept": "application/json", **(headers or {})}
         data = None
         if body is not None:
-            data = json.dumps(body).encode()
+            try:
+                data = json.dumps(body, allow_nan=False).encode()
+            except RecursionError:  # (QA21: an internal error)
+                raise ClientInputError("the request body is nested too deeply to send as JSON") from None
+            except ValueError as exc:
+                raise ClientInputError(f"the request body holds a value JSON cannot carry: {exc}") from None
             sent["Content-Type"] = "application/json"
         if self.tenant:
             sent["X-Punctual-Tenant"] = self.tenant
+        for name, value in sent.items():  # checked before anything is sent or signed
+            check_header_value(name, value)
         if self.sign:
             sent = self._signed_headers(method, url, data, sent)
+            for name, value in sent.items():  # what the signature added (credentials from the environment)
+                check_header_value(name, value)
         request = urllib.request.Request(url, data=data, headers=sent, method=method)
         try:
             with _OPENER.open(request, timeout=self.timeout_s) as response:
@@ -320,11 +349,44 @@ class PunctualClient:
         return preview
 
 
+_HEADER_SOURCES = {
+    "x-punctual-tenant": "the tenant (--tenant, PUNCTUAL_TENANT)",
+    "idempotency-key": "the idempotency key (--idempotency-key)",
+}
+
+
+def check_header_value(name: str, value: str) -> None:
+    """Raise :class:`ClientInputError` naming what gave ``value`` when an HTTP header cannot carry it.
+
+    A header holds printable Latin-1 text (QA21: the HTTP library encodes it as Latin-1 and refuses
+    a line break: a tenant or an idempotency key beyond that was an internal error of the command).
+    """
+    for char in value:
+        if " " <= char <= "~" or "\xa0" <= char <= "\xff":
+            continue
+        what = _HEADER_SOURCES.get(name.lower(), f"the value of {name}")
+        if char < " " or "\x7f" <= char <= "\x9f":
+            problem = f"a control character (U+{ord(char):04X})"
+        else:
+            problem = f"{char!r} (U+{ord(char):04X}), a character outside Latin-1"
+        raise ClientInputError(f"{what} cannot be sent as an HTTP header: it has {problem}")
+
+
 def _seg(value: str) -> str:
     """One path segment, URL-encoded (slot keys carry ':' and '~'); never empty."""
     if not value:
         raise ClientInputError("a job id or slot must not be empty")
+    _check_text("a path segment", value)
     return quote(value, safe="")
+
+
+def _check_text(what: str, value: str) -> None:
+    """A value sent in the URL is UTF-8 encoded: text holding bytes that are not UTF-8 (an argument
+    read with surrogate escapes) cannot be (QA21: an internal error)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ClientInputError(f"{what} {value[:80]!r} is not UTF-8 text") from None
 
 
 def _if(version: int | None) -> dict[str, str] | None:
