@@ -172,16 +172,20 @@ def test_a_replacement_failing_after_its_put_deletes_the_new_job(
     assert "(no body)" in answers[-1]["Reason"] and _live(api) == [old_id]
 
 
-def test_a_job_that_is_a_schedule_answers_its_own_arn_without_a_read(
+def test_a_spec_naming_another_schedule_makes_a_plain_job_with_its_own_arn(
     api: ApiClient, faulty: FaultyApi
 ) -> None:
+    """A spec that carries an EventBridge schedule's identity (a GET body of that schedule's job,
+    pasted into the template) does not make the resource's job that schedule: a schedule is its own
+    job's (QA21: it was a second team/nightly in ListSchedules, which GetSchedule did not reach).
+    The job is a plain one, and its ARN is its own, read from /schedules."""
     arn = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/team/nightly"
     identity = {"group": "team", "name": "nightly", "arn": arn, "target_arn": QUEUE}
-    # When a spec names the EventBridge schedule it is (its ARN is not /schedules/<job id>)
     created = provider.on_event(_event("Create", "req-1", _spec(scheduler=identity)), faulty)
-    # Then the create succeeds with that ARN, read from the create's reply
-    assert created["Data"]["Arn"] == arn and _live(api) == [created["PhysicalResourceId"]]
-    assert [method for method, _, _ in faulty.calls] == ["PUT"]
+    job_id = created["PhysicalResourceId"]
+    own = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/{job_id}"
+    assert created["Data"]["Arn"] == own and _live(api) == [job_id]
+    assert [method for method, _, _ in faulty.calls] == ["PUT", "GET"]
 
 
 # --------------------------------------------------------------------------- finding 2: the secret

@@ -681,13 +681,8 @@ class AlertRepository(ABC):
         self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int, resolves: bool = False
     ) -> int | None:
         """``min_interval_seconds``: None when rule ``rule`` sent within ``interval_s`` before ``now``
-        (this one is counted held back); else the rule is marked sent at ``now`` and the count of
-        those held back since its last alert is returned (and reset).
-
-        ``resolves`` (a ``recovered`` alert): sent within the interval too when the rule has sent
-        an alert since its last ``resolves`` one, which it closes: the team that was told of a
-        failure is told of its end, once (QA21: held, it was never sent). Any other alert sent
-        opens the rule again."""
+        (counted held back), else marked sent and the count held back since (reset); ``resolves``
+        (``recovered``): sent anyway once per alert the rule sent since its last resolving one."""
 
 
 class CalendarRepository(ABC):

@@ -217,12 +217,15 @@ class CronSchedule(Schedule):
                 # Just after a fall-back: walls below start+before were seen on the first pass.
                 lo = max(lo, start + before)
             wall = self._next_wall(lo)
-            if wall is None:
-                return None
-            if wall - offset < end:
-                return wall - offset
-            if after_end > offset and self._shift_gap and wall < end + after_end:
-                return end  # the wall time fell in the spring-forward gap: fire at its end
+            if wall is not None:
+                if wall - offset < end:
+                    return wall - offset
+                if after_end > offset and self._shift_gap and wall < end + after_end:
+                    return end  # the wall time fell in the spring-forward gap: fire at its end
+            elif after_end >= offset or end >= END_S:
+                return None  # no wall matches from lo on, and later segments' walls start past lo
+            # On to the next segment; also when no wall matched from lo on, if a fall-back ends
+            # this one: the wall clock starts over below lo, and the second pass may match.
             boundary = end
             start, before, offset, end, after_end = zone.segment(boundary)
             # From the boundary on, not from `start`: a pseudo-segment (cut at a year
