@@ -12,6 +12,7 @@ from typing import Any
 
 from api_harness import ALICE_ID, ApiClient, job_spec
 from api_harness import api as api  # the fixture
+from botocore.exceptions import ClientError
 from scheduler_harness import scheduler_client
 
 from punctual.api.scheduler.mapping import GROUP_TAG
@@ -20,17 +21,17 @@ from punctual.models import SchedulerIdentity
 TARGET = {"Arn": "arn:aws:sqs:us-east-1:123456789012:q", "RoleArn": "arn:aws:iam::123456789012:role/r"}
 
 
+def create(scheduler: Any, name: str, expression: str = "rate(5 minutes)", **group: str) -> None:
+    scheduler.create_schedule(
+        Name=name, ScheduleExpression=expression, FlexibleTimeWindow={"Mode": "OFF"}, Target=TARGET, **group
+    )
+
+
 def schedule_job(api: ApiClient) -> tuple[Any, dict[str, Any]]:
     """Schedule g/n, made through the Scheduler API; the client and the job's GET body."""
     scheduler = scheduler_client(api)
     scheduler.create_schedule_group(Name="g")
-    scheduler.create_schedule(
-        Name="n",
-        GroupName="g",
-        ScheduleExpression="rate(5 minutes)",
-        FlexibleTimeWindow={"Mode": "OFF"},
-        Target=TARGET,
-    )
+    create(scheduler, "n", GroupName="g")
     [job] = api.call("GET", "/v1/jobs").body["items"]
     assert job["scheduler"]["group"] == "g" and job["tags"][GROUP_TAG] == "g"
     return scheduler, job
@@ -89,3 +90,52 @@ def test_a_stored_job_holding_another_jobs_block_is_not_that_schedule(api: ApiCl
     assert listed(scheduler, GroupName="g") == []
     scheduler.delete_schedule_group(Name="g")
     assert api.call("GET", "/v1/jobs/old-copy").status == 200
+
+
+OUTPUT_ONLY = {"id", "state", "version", "created_at", "updated_at", "next_fire_at", "paused_at"}
+
+
+def own_body(api: ApiClient, job_id: str) -> dict[str, Any]:
+    """A job's GET body without what is output only (the scheduler block kept: it is the job's)."""
+    got: dict[str, Any] = api.call("GET", f"/v1/jobs/{job_id}").body
+    return {key: value for key, value in got.items() if key not in OUTPUT_ONLY and key != "signing_secret"}
+
+
+def test_a_schedules_tags_edited_through_v1_keep_it_in_its_group(api: ApiClient) -> None:
+    # QA21: GET, tags set, PUT dropped the group's tag: the group's list and delete left it out,
+    # and it went on running after its group was deleted
+    scheduler, original = schedule_job(api)
+    edited = api.call(
+        "PUT", f"/v1/jobs/{original['id']}", {**own_body(api, original["id"]), "tags": {"t": "x"}}
+    )
+    assert edited.status == 200 and edited.body["tags"] == {"t": "x", GROUP_TAG: "g"}, edited
+    assert listed(scheduler, GroupName="g") == [("g", "n")]
+    scheduler.delete_schedule_group(Name="g")
+    assert api.call("GET", f"/v1/jobs/{original['id']}").status == 404
+    assert listed(scheduler) == []
+
+
+def test_a_schedule_put_back_after_its_group_was_deleted_is_refused(api: ApiClient) -> None:
+    # QA21: it ran, listed, in a group GetSchedule and DeleteSchedule could not find
+    scheduler, original = schedule_job(api)
+    saved = own_body(api, original["id"])
+    scheduler.delete_schedule_group(Name="g")
+    restored = api.call("PUT", f"/v1/jobs/{original['id']}", saved, headers={"If-None-Match": "*"})
+    assert restored.status == 409 and "scheduler" in str(restored.body), restored
+    assert listed(scheduler) == []
+
+
+def test_a_refused_group_delete_deletes_nothing(api: ApiClient) -> None:
+    # QA21: the group's other schedules were deleted before the refusal, the group left DELETING
+    scheduler, original = schedule_job(api)
+    create(scheduler, "q", GroupName="g")
+    create(scheduler, "outside", f"after({original['id']})")
+    try:
+        scheduler.delete_schedule_group(Name="g")
+        raise AssertionError("the group delete was not refused")
+    except ClientError as exc:
+        assert exc.response["Error"]["Code"] == "ConflictException", exc.response
+        assert "default/outside" in exc.response["Error"]["Message"], exc.response
+    assert sorted(listed(scheduler, GroupName="g")) == [("g", "n"), ("g", "q")]
+    assert scheduler.get_schedule_group(Name="g")["State"] == "ACTIVE"
+    create(scheduler, "new", GroupName="g")

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from punctual.api import problems
-from punctual.api.conditional import own_schedule, refuse_taken_schedule_name
+from punctual.api.conditional import in_live_group, own_schedule, refuse_taken_schedule_name
 from punctual.api.problems import Problem
 from punctual.api.schemas import JobCreated, JobInput
 from punctual.api.wiring import Services
@@ -172,7 +172,7 @@ def waves(jobs: list[BatchJob]) -> list[list[int]]:
 def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchResult:
     try:
         given = JobInput.model_validate(item.job)
-        spec = own_schedule(given.spec(), item.id)
+        spec = in_live_group(services, tenant, own_schedule(given.spec(), item.id))
         services.check_spec(spec)
         refuse_taken_schedule_name(services, tenant, item.id)
         job, secret = services.jobs.register(tenant, spec, item.id, paused=given.paused)

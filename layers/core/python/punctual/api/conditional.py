@@ -113,8 +113,9 @@ def create_at(
     """
     must_create(if_none_match, "job at this id")
     refuse_taken_schedule_name(services, tenant, job_id)
+    spec = in_live_group(services, tenant, own_schedule(spec, job_id))
     try:
-        return services.jobs.register(tenant, own_schedule(spec, job_id), job_id, paused=paused)
+        return services.jobs.register(tenant, spec, job_id, paused=paused)
     except JobExistsError:
         raise PreconditionFailedError(f"job {job_id!r} exists (If-None-Match: *)", None) from None
 
@@ -152,10 +153,32 @@ def own_schedule(spec: JobSpec, job_id: str | None) -> JobSpec:
     reached, and DeleteScheduleGroup deleted the copies, which were /v1 jobs. Read from such a body,
     the block is output (as its ``id`` and ``version`` are), and is left out."""
     block = spec.scheduler
-    if block is None or (job_id is not None and job_id == job_id_of(block.group, block.name)):
+    if block is None:
         return spec
+    if job_id is not None and job_id == job_id_of(block.group, block.name):
+        if spec.tags.get(GROUP_TAG) == block.group:
+            return spec
+        # its group's tag, which lists it in its group, kept whatever tags the body gives (QA21: a
+        # GET, tags edited, PUT dropped it: the schedule was left out of its group's list and delete)
+        return spec.model_copy(update={"tags": {**spec.tags, GROUP_TAG: block.group}})
     tags = {key: value for key, value in spec.tags.items() if not (key == GROUP_TAG and value == block.group)}
     return spec.model_copy(update={"scheduler": None, "tags": tags})
+
+
+def in_live_group(services: Services, tenant: str, spec: JobSpec) -> JobSpec:
+    """``spec``, when the schedule it is (if any) is in a group that exists and is not being
+    deleted; else 409 (QA21: a schedule's GET body PUT back at its id after its group was deleted
+    ran, listed, in a group GetSchedule and DeleteSchedule could not find)."""
+    block = spec.scheduler
+    if block is None or block.group == DEFAULT_GROUP:
+        return spec
+    group = services.store.get_group(tenant, block.group)
+    if group is None or group.state != "ACTIVE":
+        raise JobConflictError(
+            f"scheduler: the schedule group {block.group!r} does not exist (or is being deleted):"
+            " create the group first, or leave the scheduler block out for a plain job"
+        )
+    return spec
 
 
 def keeping_schedule(services: Services, tenant: str, job_id: str, spec: JobSpec) -> JobSpec:
@@ -165,7 +188,7 @@ def keeping_schedule(services: Services, tenant: str, job_id: str, spec: JobSpec
     left out, :func:`own_schedule`)."""
     spec = own_schedule(spec, job_id)
     if spec.scheduler is not None:
-        return spec
+        return in_live_group(services, tenant, spec)
     try:
         current = services.store.get_job(tenant, job_id)
     except UnreadableJobError:

@@ -231,20 +231,20 @@ def delete_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     except JobNotFoundError:
         raise not_found(f"Schedule {name} does not exist.") from None
     except JobHasDependentsError as exc:
-        raise conflict(f"Schedule {name} cannot be deleted: {_dependents(req, exc)}") from None
+        raise conflict(f"Schedule {name} cannot be deleted: {_dependents(req, exc.children)}") from None
     return {}
 
 
-def _dependents(req: Request, exc: JobHasDependentsError) -> str:
+def _dependents(req: Request, children: list[str]) -> str:
     """Which schedules (group/name; a /v1 job by its id) name the refused one in after(...)."""
     shown = []
-    for child_id in exc.children[:20]:
+    for child_id in children[:20]:
         try:
             child = req.services.store.get_job(req.tenant, child_id)
         except UnreadableJobError:
             child = None
         shown.append(f"{group_of(child)}/{name_of(child)}" if child is not None else child_id)
-    names = shown + exc.children[20:]  # (only the first 20 are named: the rest are counted)
+    names = shown + children[20:]  # (only the first 20 are named: the rest are counted)
     return (
         f"schedules {listed(names)} run after it (after(...)): delete them or change their expressions first"
     )
@@ -361,6 +361,18 @@ def list_schedule_groups(req: Request, values: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+def _members(req: Request, group: str) -> list[Job]:
+    """The schedules of ``group`` (jobs its tag lists that are its schedules)."""
+    members: list[Job] = []
+    cursor: str | None = None
+    while True:
+        page = req.services.store.list_jobs(req.tenant, 100, cursor, None, f"{GROUP_TAG}={group}")
+        members.extend(j for j in page.items if group_of(j) == group and j.state is not JobState.DELETED)
+        if page.cursor is None:
+            return members
+        cursor = page.cursor
+
+
 def delete_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     """Mark the group DELETING, delete its schedules, then the group (a retry finishes a crash's work)."""
     name = values["Name"]
@@ -368,34 +380,36 @@ def delete_schedule_group(req: Request, values: dict[str, Any]) -> dict[str, Any
         raise invalid("The default schedule group cannot be deleted.")
     store = req.services.store
     group = _stored_group(req, name)
+    members = _members(req, name)
+    # A schedule of the group that a job outside it runs after: refused before anything is deleted
+    # (QA21: the group's other schedules were deleted first, and the group left DELETING)
+    inside = {job.id for job in members}
+    for job in members:  # (a query each: a listing's job may not carry its dependents count)
+        outside = [c for c in store.list_dependents(req.tenant, job.id) if c not in inside]
+        if outside:
+            raise conflict(f"Schedule group {name} cannot be deleted: {_dependents(req, outside)}")
     if group.state == "ACTIVE":
         deleting = replace(group, state="DELETING", updated_at=_later(group.updated_at, req.now()))
         try:
             store.update_group(deleting, group.updated_at)
         except GroupConflictError:
             raise conflict(f"Schedule group {name} changed meanwhile; try again.") from None
-    members: list[str] = []
-    cursor: str | None = None
-    while True:
-        page = store.list_jobs(req.tenant, 100, cursor, None, f"{GROUP_TAG}={name}")
-        members.extend(job.id for job in page.items if group_of(job) == name)
-        if page.cursor is None:
-            break
-        cursor = page.cursor
+    members = _members(req, name)  # (again: one created before the group was DELETING)
     reason = ""
-    while members:  # an after(...) child goes before its parent: passes while they make progress
+    ids = [job.id for job in members]
+    while ids:  # an after(...) child goes before its parent: passes while they make progress
         refused: list[str] = []
-        for job_id in members:
+        for job_id in ids:
             try:
                 req.services.jobs.delete(req.tenant, job_id)
             except JobNotFoundError:
                 pass
             except JobHasDependentsError as exc:
                 refused.append(job_id)
-                reason = _dependents(req, exc)
-        if len(refused) == len(members):
+                reason = _dependents(req, exc.children)
+        if len(refused) == len(ids):
             raise conflict(f"Schedule group {name} cannot be deleted: {reason}")
-        members = refused
+        ids = refused
     store.delete_group(req.tenant, name)
     return {}
 
