@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 from punctual.api.if_match import BadIfMatchError, if_match_versions
 from punctual.api.problems import ApiProblem
-from punctual.api.scheduler.mapping import DEFAULT_GROUP, GROUP_TAG, job_id_of
+from punctual.api.scheduler.mapping import DEFAULT_GROUP, GROUP_TAG, job_id_of, refreshed_block
 from punctual.api.wiring import Services
+from punctual.delivery.targets.payload import is_schedule_job
 from punctual.models import Job, JobSpec, JobState
 from punctual.store.base import JobExistsError, UnreadableJobError
 from punctual.usecases.job_errors import JobConflictError, PreconditionFailedError
@@ -151,7 +152,25 @@ def own_schedule(spec: JobSpec, job_id: str | None) -> JobSpec:
     job (``POST``, a batch item, ``PUT`` at another id: QA21) stored a second job with the same
     identity: ListSchedules listed the schedule twice, a DeleteSchedule left a phantom no call
     reached, and DeleteScheduleGroup deleted the copies, which were /v1 jobs. Read from such a body,
-    the block is output (as its ``id`` and ``version`` are), and is left out."""
+    the block is output (as its ``id`` and ``version`` are), and is left out.
+
+    A job created at an id of a schedule's job's form (``sch-`` and 32 hex digits) must be that
+    schedule (its own block): else 409. The id is how a run knows its job is a schedule's, whose
+    ``Target.Input`` has only the service's context attributes filled in
+    (:func:`punctual.delivery.targets.payload.is_schedule_job`)."""
+    owned = _owned(spec, job_id)
+    if job_id is not None and owned.scheduler is None and is_schedule_job(job_id):
+        # (a schedule's job is known by its id's form: its payload is rendered as the service does)
+        raise JobConflictError(
+            f"job id {job_id!r} has the form of a schedule's job id (EventBridge Scheduler API:"
+            " sch- and 32 hex digits); choose another id"
+        )
+    return owned
+
+
+def _owned(spec: JobSpec, job_id: str | None) -> JobSpec:
+    """:func:`own_schedule` of a job that exists or may exist (a ``PUT`` replacing it: its own block
+    is kept by :func:`keeping_schedule`)."""
     block = spec.scheduler
     if block is None:
         return spec
@@ -185,15 +204,20 @@ def keeping_schedule(services: Services, tenant: str, job_id: str, spec: JobSpec
     """``spec`` for a ``PUT`` replacing job ``job_id``: a job that is an EventBridge schedule stays
     that schedule (its group, name and ARN; its group's tag, which lists it in its group), unless
     the body says which schedule it is itself (a GET's body sent back does; another job's block is
-    left out, :func:`own_schedule`)."""
-    spec = own_schedule(spec, job_id)
-    if spec.scheduler is not None:
-        return in_live_group(services, tenant, spec)
+    left out, :func:`_owned`). The block's copies of ``Target.Arn``, ``Input``, the window
+    and a start given at once follow what the replace makes the job do (:func:`refreshed_block`)."""
+    spec = _owned(spec, job_id)
     try:
         current = services.store.get_job(tenant, job_id)
     except UnreadableJobError:
+        current = None
+    block = spec.scheduler
+    if block is not None:
+        spec = in_live_group(services, tenant, spec)
+    elif current is None or current.scheduler is None:
         return spec
-    if current is None or current.scheduler is None:
-        return spec
-    tags = {**spec.tags, GROUP_TAG: current.scheduler.group}
-    return spec.model_copy(update={"scheduler": current.scheduler, "tags": tags})
+    else:
+        block = current.scheduler
+        spec = spec.model_copy(update={"tags": {**spec.tags, GROUP_TAG: block.group}})
+    start_at = current.start_at if current is not None else spec.start_at
+    return spec.model_copy(update={"scheduler": refreshed_block(block, spec, start_at)})

@@ -7,7 +7,10 @@ Identity
     conditional create refuses a second one. The job carries ``scheduler`` (group, name, ARN,
     ``Target.Arn`` and ``Input`` as given) and the tag ``punctual:schedule-group``; its ``name``
     is the schedule's name. A job registered through ``/v1`` is a schedule of the ``default``
-    group named by its job id.
+    group named by its job id. GetSchedule shows what the job does: the block's copies are shown
+    while they are still the job's, and a ``/v1`` replace refreshes them (:func:`refreshed_block`);
+    UpdateSchedule replaces what the API has members for and keeps the rest of the job
+    (:func:`keeping_unexpressed`).
 
 What maps to what
     ``ScheduleExpression`` → ``schedule``; ``ScheduleExpressionTimezone`` → ``timezone``;
@@ -201,6 +204,66 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
         raise invalid(_explain(exc)) from None
 
 
+# The JobSpec fields an UpdateSchedule input sets as a whole (:func:`_fields`); ``retry``, ``catchup``
+# and ``tags`` it sets in part (:func:`keeping_unexpressed`).
+_SCHEDULE_FIELDS = (
+    "description",
+    "schedule",
+    "timezone",
+    "start_at",
+    "end_at",
+    "target",
+    "payload",
+    "jitter_seconds",
+    "dead_letter",
+    "delete_after_completion",
+    "dst",
+    "scheduler",
+)
+
+
+def keeping_unexpressed(job: Job, spec: JobSpec) -> JobSpec:
+    """``spec`` (an UpdateSchedule's, :func:`spec_of`) with what of ``job`` the Scheduler API has no
+    member for: its name, its tags but the group's, alert rules, overlap, timeout, runtime, lateness,
+    calendars, the retry backoff and the catch-up policy (QA21: an update of a /v1 job, sending back
+    all GetSchedule showed, reset them all), a JSON payload whose Input is sent back unchanged (an
+    SQS or SNS target's Input is text), and the ClientToken of the schedule's create (QA21: a
+    create retried after an update was a ConflictException, not the same ARN).
+
+    The rest is replaced, as the service replaces a whole schedule."""
+    fields = {name: getattr(job, name) for name in JobSpec.model_fields}
+    fields.update({name: getattr(spec, name) for name in _SCHEDULE_FIELDS})
+    if (
+        isinstance(spec.payload, str)
+        and not isinstance(job.payload, str)
+        and input_text(job.payload) == spec.payload
+    ):
+        fields["payload"] = job.payload  # its Input sent back as GetSchedule showed it (SQS, SNS: as text)
+    fields["retry"] = job.retry.model_copy(
+        update={"max_attempts": spec.retry.max_attempts, "max_age_seconds": spec.retry.max_age_seconds}
+    )
+    if job.catchup == _catchup_of(job.jitter_seconds):  # the window a schedule's window makes
+        fields["catchup"] = spec.catchup
+    else:  # the job's own, wide enough for the new window (a slot released inside it is owed)
+        window = max(job.catchup.window_seconds, spec.jitter_seconds)
+        fields["catchup"] = job.catchup.model_copy(update={"window_seconds": window})
+    kept = {key: value for key, value in job.tags.items() if key != GROUP_TAG}
+    fields["tags"] = {**kept, **spec.tags}
+    if spec.scheduler is not None:
+        token = job.scheduler.client_token if job.scheduler is not None else None
+        fields["scheduler"] = spec.scheduler.model_copy(update={"client_token": token})
+    try:
+        return JobSpec(**fields)
+    except ValidationError as exc:
+        raise invalid(_explain(exc)) from None
+
+
+def _catchup_of(jitter: int) -> CatchupPolicy:
+    """A schedule's catch-up policy: a slot released late inside its window is still owed, never
+    MISSED for its lateness."""
+    return CatchupPolicy(window_seconds=max(DEFAULT_CATCHUP_S, jitter + DEFAULT_CATCHUP_S))
+
+
 def _expression_kind(values: dict[str, Any]) -> str:
     """``rate``, ``cron``, ``at``, ...: the word before the schedule expression's parenthesis."""
     return _kind(str(values["ScheduleExpression"]))
@@ -238,8 +301,7 @@ def _fields(
             max_age_seconds=retry_in.get("MaximumEventAgeInSeconds", DEFAULT_EVENT_AGE_S),
         ),
         "jitter_seconds": jitter,
-        # A slot released late inside its window is still owed, never MISSED for its lateness.
-        "catchup": CatchupPolicy(window_seconds=max(DEFAULT_CATCHUP_S, jitter + DEFAULT_CATCHUP_S)),
+        "catchup": _catchup_of(jitter),
         "tags": {GROUP_TAG: group},
         "dead_letter": DeadLetterQueue(queue_arn=dead_letter) if dead_letter else None,
         "delete_after_completion": values.get("ActionAfterCompletion") == "DELETE",
@@ -432,16 +494,68 @@ def _ecs(cluster_arn: str, role: str, params: dict[str, Any] | None) -> EcsTarge
 # --------------------------------------------------------------------------- job → output
 
 
+# What GetSchedule shows is what the job does: the scheduler block's copies of Target.Arn, Input and
+# the window (as given, for GetSchedule to return them so) are shown only while they are still the
+# job's (QA21: after a /v1 edit GetSchedule showed the old target, and a read-modify-write
+# UpdateSchedule put it back). A /v1 replace refreshes them (:func:`refreshed_block`).
+
+
 def target_arn_of(job: Job) -> str:
-    return job.scheduler.target_arn if job.scheduler is not None else target_arn(job.target)
+    return target_arn(job.target)  # (the same as the block's Target.Arn while that is the job's)
+
+
+def _payload_of_input(block: SchedulerIdentity) -> Any:
+    """The payload the block's ``Input`` makes for a target at its ``Target.Arn`` (as :func:`_target`)."""
+    service = block.target_arn.split(":", 5)[2] if block.target_arn.count(":") >= 5 else ""
+    text = block.input
+    if text is not None:
+        text = text.replace(SCHEDULE_ARN_ATTRIBUTE, block.arn)
+    elif service != "ecs":
+        text = NO_INPUT
+    return text if service in ("sqs", "sns") else _json_or_text(text)
+
+
+def input_text(payload: Any) -> str | None:
+    """A payload as ``Target.Input``: an SQS or SNS target's message body as sent (compact JSON)."""
+    if payload is None:
+        return None
+    return (
+        payload
+        if isinstance(payload, str)
+        else json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    )
 
 
 def _input_of(job: Job) -> str | None:
-    if job.scheduler is not None:
-        return job.scheduler.input
-    if job.payload is None:
-        return None
-    return job.payload if isinstance(job.payload, str) else json.dumps(job.payload, separators=(",", ":"))
+    block = job.scheduler
+    if block is not None and _payload_of_input(block) == job.payload:
+        return block.input
+    return input_text(job.payload)
+
+
+def _window_minutes(block: SchedulerIdentity | None, jitter_seconds: int) -> int | None:
+    """The block's window when it is still the job's ``jitter_seconds``."""
+    minutes = block.flexible_window_minutes if block is not None else None
+    return minutes if minutes is not None and minutes * 60 == jitter_seconds else None
+
+
+def refreshed_block(block: SchedulerIdentity, spec: JobSpec, start_at: datetime | None) -> SchedulerIdentity:
+    """``block`` for a job replaced with ``spec`` through ``/v1`` (``start_at``: the replaced job's):
+    its copies of ``Target.Arn``, ``Input`` and the window follow the job where ``spec`` changed
+    them, and a ``StartDate`` given (one other than the start a rate schedule was given at once)
+    is shown (QA21: they contradicted the job, and an UpdateSchedule sending them back undid the edit)."""
+    updates: dict[str, Any] = {}
+    arn = target_arn(spec.target)
+    if block.target_arn != arn:
+        updates["target_arn"] = arn
+        block = block.model_copy(update=updates)
+    if _payload_of_input(block) != spec.payload:
+        updates["input"] = input_text(spec.payload)
+    if block.flexible_window_minutes is not None and _window_minutes(block, spec.jitter_seconds) is None:
+        updates["flexible_window_minutes"] = None
+    if block.started_at_once and spec.start_at != start_at:
+        updates["started_at_once"] = False
+    return block.model_copy(update=updates) if updates else block
 
 
 def target_of(job: Job) -> dict[str, Any]:
@@ -487,7 +601,7 @@ def schedule_out(job: Job, arn: str) -> dict[str, Any]:
     """GetSchedule's output for ``job``."""
     window: dict[str, Any] = {"Mode": "OFF"}
     if job.jitter_seconds > 0:
-        minutes = job.scheduler.flexible_window_minutes if job.scheduler else None
+        minutes = _window_minutes(job.scheduler, job.jitter_seconds)
         window = {
             "Mode": "FLEXIBLE",
             "MaximumWindowInMinutes": minutes or max(1, math.ceil(job.jitter_seconds / 60)),

@@ -24,6 +24,7 @@ from punctual.api.scheduler.mapping import (
     instant_ms,
     is_named,
     job_id_of,
+    keeping_unexpressed,
     name_of,
     schedule_out,
     spec_of,
@@ -180,7 +181,7 @@ def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     job = _find(req, group, name)
     arn = req.place.schedule_arn(group, name)
     now = req.services.jobs.clock.now()
-    spec = spec_of(values, group, arn, now)
+    spec = keeping_unexpressed(job, spec_of(values, group, arn, now))
     disabled = values.get("State") == "DISABLED"
     spec = _keeping_rate_start(job, spec, values, disabled)
     if not disabled and job.state is JobState.PAUSED:

@@ -13,7 +13,7 @@ from punctual.delivery.targets.base import SlotContext
 from punctual.timing.instants import format_instant_adaptive
 from punctual.timing.timers import slot_instant
 
-__all__ = ["PLACEHOLDERS", "SCHEDULER_ATTRIBUTES", "execution_id", "render_payload"]
+__all__ = ["PLACEHOLDERS", "SCHEDULER_ATTRIBUTES", "execution_id", "is_schedule_job", "render_payload"]
 
 # EventBridge Scheduler's context attributes (the fourth, <aws.scheduler.schedule-arn>, is filled
 # when the schedule is created through the scheduler API: the ARN is known then).
@@ -24,6 +24,15 @@ SCHEDULER_ATTRIBUTES = (
 )
 PLACEHOLDERS = ("<job_id>", "<tenant>", "<slot>", "<attempt>", "<scheduled_at>", *SCHEDULER_ATTRIBUTES)
 _PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
+_ATTRIBUTE_RE = re.compile("|".join(re.escape(p) for p in SCHEDULER_ATTRIBUTES))
+# The id of a schedule's job made through the scheduler API: ``sch-`` and 32 hex digits of a digest
+# of its group and name (``punctual.api.scheduler.mapping.job_id_of``; no /v1 id is generated so).
+_SCHEDULE_JOB_ID_RE = re.compile(r"sch-[0-9a-f]{32}\Z")
+
+
+def is_schedule_job(job_id: str) -> bool:
+    """Whether ``job_id`` is the job of a schedule made through the EventBridge Scheduler API."""
+    return job_id.startswith("sch-") and _SCHEDULE_JOB_ID_RE.match(job_id) is not None
 
 
 def nominal_instant(ctx: SlotContext) -> datetime:
@@ -45,6 +54,11 @@ def render_payload(payload: Any, ctx: SlotContext) -> Any:
     ``<aws.scheduler.scheduled-time>``, ``<aws.scheduler.execution-id>`` (:func:`execution_id`)
     and ``<aws.scheduler.attempt-number>``, are replaced
     wherever they occur inside a string value or an object key, at any depth.
+    A schedule made through the EventBridge Scheduler API (its job's id says so,
+    :func:`is_schedule_job`: the context is all the rendering knows of the job) has the
+    service's attributes filled only, as the service does: the rest of its ``Target.Input``
+    reaches the target as written (QA21: ``<order><slot>3</slot></order>`` had Punctual's own
+    ``<slot>`` filled in, and ``<tenant>`` put the tenant id into the message).
     Other text, numbers, booleans and null are left alone; the input is not
     modified. Replacement is a single pass, so a filled-in value is never
     expanded again. ``<job_id>:<slot>`` spells the idempotency key.
@@ -73,8 +87,10 @@ def render_payload(payload: Any, ctx: SlotContext) -> Any:
         "<aws.scheduler.attempt-number>": str(ctx.attempt),
     }
 
+    pattern = _ATTRIBUTE_RE if is_schedule_job(ctx.job_id) else _PLACEHOLDER_RE
+
     def fill(text: str) -> str:
-        return _PLACEHOLDER_RE.sub(lambda match: values[match.group(0)], text) if "<" in text else text
+        return pattern.sub(lambda match: values[match.group(0)], text) if "<" in text else text
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):
