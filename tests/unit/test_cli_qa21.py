@@ -302,6 +302,28 @@ def test_a_spec_file_nested_too_deeply(
     assert f"{spec} is nested too deeply to read" in err, err
 
 
+def test_a_yaml_spec_of_aliases_of_aliases_is_refused_and_an_anchor_is_kept(
+    capsys: pytest.CaptureFixture[str], api: FakeApi, tmp_path: Path
+) -> None:
+    # "billion laughs": eight levels of nine aliases each stand for 9**8 strings; its JSON hung
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, 8)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join([*lines, "schedule: rate(1 hour)", "payload: *l7", ""]))
+    err = refused(capsys, api, "jobs", "create", "--no-name-check", "--file", str(bomb))
+    assert "expands to more than 1,000,000 values (YAML aliases)" in err, err
+    # an anchor used as YAML allows (one target for two alert rules) is read as its JSON
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "schedule: rate(1 hour)\ntarget: &hook {type: http, url: 'https://h.example/p'}\n"
+        "alerts: [{on: [failed], target: *hook}, {on: [missed], target: *hook}]\n"
+    )
+    code, _, err = run(capsys, "jobs", "create", "--no-name-check", "--file", str(spec))
+    assert code == 0, err
+    sent = api.sent("POST")[0]
+    assert [rule["target"] for rule in sent["alerts"]] == [sent["target"]] * 2
+
+
 def test_a_calendar_file_nested_too_deeply(
     capsys: pytest.CaptureFixture[str], api: FakeApi, tmp_path: Path
 ) -> None:

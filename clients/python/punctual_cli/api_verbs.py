@@ -151,6 +151,35 @@ def _run_detail(run: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- input
 
 
+MAX_SPEC_VALUES = 1_000_000  # far past any job's spec (a payload is at most 256 KB)
+
+
+def _expanded_size(data: Any) -> int:
+    """How many values ``data`` holds once written out: a YAML alias shares its anchor's value, so
+    a few lines of aliases of aliases stand for billions, which the JSON encoding would write out
+    (it hung). Counted once per distinct container; stops counting past the bound."""
+    sizes: dict[int, int] = {}
+
+    def size(value: Any) -> int:
+        if not isinstance(value, dict | list):
+            return 1
+        known = sizes.get(id(value))
+        if known is None:
+            members = value.values() if isinstance(value, dict) else value
+            known = 1
+            for member in members:
+                known += size(member)
+                if known > MAX_SPEC_VALUES:
+                    break
+            sizes[id(value)] = known
+        return known
+
+    try:
+        return size(data)
+    except RecursionError:
+        return MAX_SPEC_VALUES + 1
+
+
 def _read_spec_file(path: str) -> dict[str, Any]:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
@@ -175,6 +204,8 @@ def _read_spec_file(path: str) -> dict[str, Any]:
             raise CliInputError(f"{path} is neither JSON nor YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):
         raise CliInputError(f"{path} must hold one job spec (a mapping), not {type(data).__name__}")
+    if _expanded_size(data) > MAX_SPEC_VALUES:  # YAML aliases of aliases: "billion laughs"
+        raise CliInputError(f"{path} expands to more than {MAX_SPEC_VALUES:,} values (YAML aliases)")
     try:
         json.dumps(data, allow_nan=False)
     except RecursionError:
