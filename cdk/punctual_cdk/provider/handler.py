@@ -15,6 +15,8 @@ Idempotency
     * Update replaces the job's spec in place (its history stays). A change of ``ApiUrl`` (another
       deployment) is a replacement: the job is created anew (new physical id) and CloudFormation
       deletes the old one once the update succeeded; on a rollback it deletes the new one instead.
+      Which one is decided from where the job lives (its id names its API: :func:`lives_at`), so
+      the rollback of a failed move is in place.
     * Delete removes the job; a job already gone (or a create that failed) is a success, so a
       rollback or a repeated delete never fails the stack.
 
@@ -31,6 +33,7 @@ Only the standard library and botocore (which the Lambda runtime has): no layer,
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -54,9 +57,11 @@ _CALENDAR_NAME = re.compile(r"^(?!\.+\Z)[A-Za-z0-9_.-]{1,64}\Z")
 _CALENDAR_ID = re.compile(r"^(?!\.+@)[A-Za-z0-9_.-]{1,64}@[0-9a-f]{12}\Z")
 _REGION_IN_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?\Z")
 HTTP_TIMEOUT_S = 20
+MIN_ATTEMPT_S = 2.0  # no request (nor Secrets Manager call) is started with less time than this left
 RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0, 16.0)  # between attempts of one request, while time is left
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
-ANSWER_MARGIN_S = 25.0  # kept for the answer to CloudFormation (an HTTP_TIMEOUT_S PUT) and the log
+ANSWER_MARGIN_S = 25.0  # kept for the answer to CloudFormation (RESPOND_ATTEMPTS PUTs) and the log
+RESPOND_ATTEMPTS, RESPOND_TIMEOUT_S = 2, 10.0
 MAX_RESPONSE_BYTES = 4096  # CloudFormation's limit on a custom resource's whole response body
 # The answer of API Gateway (and so of a scheduler whose API was deleted) for an API id it does not
 # have: a 403 without the "not authorized" text an IAM refusal carries.
@@ -81,11 +86,12 @@ class ProviderError(Exception):
 
 class ApiUnreachableError(ProviderError):
     """No answer from the API in any attempt. ``gone``: every attempt found no such host or had its
-    connection refused (the API, or its whole deployment, no longer exists)."""
+    connection refused (the API, or its whole deployment, no longer exists). ``sent``: an attempt
+    was sent whole and its answer is what was missing (timed out, torn): the API may have done it."""
 
-    def __init__(self, reason: str, gone: bool) -> None:
+    def __init__(self, reason: str, gone: bool, sent: bool = False) -> None:
         super().__init__(reason)
-        self.gone = gone
+        self.gone, self.sent = gone, sent
 
 
 class Api(Protocol):
@@ -97,10 +103,16 @@ class Api(Protocol):
 
 
 class Retrying:
-    """``api`` with each request tried again after no answer, a throttle (429) or a 5xx, waiting
-    :data:`RETRY_DELAYS_S` in turn while the next attempt still ends before ``deadline``
-    (``clock``'s time): the answer is the last attempt's; no answer at all raises
-    :class:`ApiUnreachableError`."""
+    """``api`` with each request tried again after no answer (a timeout, a refused or cut
+    connection, a reply torn mid-body), a throttle (429) or a 5xx, waiting :data:`RETRY_DELAYS_S`
+    in turn: the answer is the last attempt's; no answer at all raises
+    :class:`ApiUnreachableError`.
+
+    Every attempt, the first included, ends by ``deadline`` (``clock``'s time): none starts with
+    less than :data:`MIN_ATTEMPT_S` left, and an ``api`` with a ``bound(seconds)`` method (the
+    :class:`SignedApi`) is told the time the attempt may take (QA21: each request's first attempt
+    took up to :data:`HTTP_TIMEOUT_S` however late it was, and the answer came after the function
+    was killed)."""
 
     def __init__(
         self,
@@ -114,32 +126,44 @@ class Retrying:
     def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, Any]:
-        failures: list[OSError] = []  # the attempts that had no answer
+        failures: list[Exception] = []  # the attempts that had no answer
         answer: tuple[int, Any] | None = None  # the last answer
         delays = iter(RETRY_DELAYS_S)
         while True:
+            left = self.deadline - self.clock()
+            if left < MIN_ATTEMPT_S:
+                break
+            bound = getattr(self.api, "bound", None)
+            if callable(bound):
+                bound(min(float(HTTP_TIMEOUT_S), left))
             try:
                 answer = self.api.request(method, path, body, headers)
-            except OSError as exc:  # URLError, a refused connection, a timeout: no answer
+            except (OSError, http.client.HTTPException) as exc:  # a timeout, refused, torn: no answer
                 failures.append(exc)
-                logger.warning("%s %s: no answer (%s)", method, path, exc)
+                logger.warning("%s %s: no answer (%r)", method, path, exc)
             else:
                 if answer[0] not in RETRIED_STATUSES:
                     return answer
                 logger.warning("%s %s: %s, tried again", method, path, answer[0])
             delay = next(delays, None)
-            if delay is None or self.clock() + delay + HTTP_TIMEOUT_S > self.deadline:
+            if delay is None or self.clock() + delay + MIN_ATTEMPT_S > self.deadline:
                 break
             self.sleep(delay)
         if answer is not None:  # a throttle or a 5xx last (or before the last attempt's silence)
             return answer
+        if not failures:
+            raise ApiUnreachableError(f"{method} {path}: not sent, the function's time is up", gone=False)
         gone = all(_no_such_api(exc) for exc in failures)
+        # urllib wraps in URLError what fails before the request is sent whole (connecting, sending)
+        sent = any(not isinstance(exc, urllib.error.URLError) for exc in failures)
         raise ApiUnreachableError(
-            f"{method} {path}: no answer from the job API in {len(failures)} attempts: {failures[-1]}", gone
+            f"{method} {path}: no answer from the job API in {len(failures)} attempts: {failures[-1]}"[:1000],
+            gone,
+            sent,
         )
 
 
-def _no_such_api(exc: OSError) -> bool:
+def _no_such_api(exc: Exception) -> bool:
     """Whether ``exc`` says the API's host does not exist or refuses connections."""
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     if isinstance(reason, ConnectionRefusedError):
@@ -149,9 +173,22 @@ def _no_such_api(exc: OSError) -> bool:
 
 def job_id_for(event: dict[str, Any]) -> str:
     """The id of the job a Create (or a replacing Update) makes: the same for every delivery of
-    one CloudFormation request, another for every other request."""
+    one CloudFormation request, another for every other request. Its last 8 hex digits name the
+    API it is made at (:func:`api_tag`): where the resource's job lives is read from its id."""
     key = "|".join((event["StackId"], event["LogicalResourceId"], event["RequestId"]))
-    return "cfn-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+    api_url = event["ResourceProperties"].get("ApiUrl")
+    return "cfn-" + hashlib.sha256(key.encode()).hexdigest()[:32] + api_tag(str(api_url or ""))
+
+
+def _where(api_url: str) -> str:
+    """An ``ApiUrl`` as one deployment: scheme and host in any case, no trailing slash."""
+    parts = urlsplit(api_url.strip())
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
+def api_tag(api_url: str) -> str:
+    """The 8 hex digits a job id made at ``api_url`` ends with."""
+    return hashlib.sha256(_where(api_url).encode()).hexdigest()[:8]
 
 
 def _problem(status: int, body: Any, doing: str) -> ProviderError:
@@ -207,13 +244,25 @@ class Secrets(Protocol):
 
 class SecretsManager:
     """Secrets Manager, as this function's role (``secretsmanager:PutSecretValue`` on the job's
-    secret only)."""
+    secret only). One attempt, its connect and read timeouts within the time left before
+    ``deadline`` (``time.monotonic``): botocore's defaults (60 s each, retried) outlasted the
+    function (QA21), and CloudFormation got no answer."""
+
+    def __init__(self, deadline: float | None = None) -> None:
+        self.deadline = deadline if deadline is not None else time.monotonic() + 60
 
     def put(self, secret_arn: str, value: str) -> None:
         import botocore.session
+        from botocore.config import Config
 
+        left = self.deadline - time.monotonic()
+        if left < MIN_ATTEMPT_S:
+            raise ProviderError("not stored: the function's time is up")
+        each = min(float(HTTP_TIMEOUT_S), left / 2)  # connecting, then reading the answer
+        config = Config(connect_timeout=each, read_timeout=each, retries={"total_max_attempts": 1})
         region = secret_arn.split(":")[3] or os.environ.get("AWS_REGION", "us-east-1")
-        client = botocore.session.get_session().create_client("secretsmanager", region_name=region)
+        session = botocore.session.get_session()
+        client = session.create_client("secretsmanager", region_name=region, config=config)
         client.put_secret_value(SecretId=secret_arn, SecretString=value)
 
 
@@ -238,7 +287,17 @@ def _create(
     none behind: a job this request made is deleted before the failure is answered, and a Create's
     failure names the job (its rollback's Delete deletes it whatever happened here)."""
     created = spec if enabled(props) else {**spec, "state": "PAUSED"}
-    status, body = api.request("PUT", f"/v1/jobs/{job_id}", created, {"If-None-Match": "*"})
+    try:
+        status, body = api.request("PUT", f"/v1/jobs/{job_id}", created, {"If-None-Match": "*"})
+    except ApiUnreachableError as exc:
+        if not exc.sent:  # never reached the API: nothing was made
+            raise
+        # sent, but its answer timed out or was cut mid-body: the job may exist
+        if replacing:  # the old job stays the resource's: the new one is not left behind it
+            raise ProviderError(f"{exc}; {_undo(api, job_id)}") from exc
+        raise ProviderError(
+            f"{exc}; job {job_id} may have been made: the rollback deletes it", job_id
+        ) from exc
     if status not in (201, 412):  # 412: this request made it already (a repeated delivery)
         raise _problem(status, body, "creating the job")
     try:
@@ -289,9 +348,63 @@ def _delete_at(api: Api, path: str, physical: str, what: str) -> dict[str, Any]:
     return done
 
 
+JOB_PROPERTIES = ("ServiceToken", "ApiUrl", "Enabled", "SigningSecretArn", "Spec")
+CALENDAR_PROPERTIES = ("ServiceToken", "ApiUrl", "Name", "Spec")
+
+
+def _known_properties(props: dict[str, Any], known: tuple[str, ...], event: dict[str, Any]) -> None:
+    """Refuse a property the resource type does not have (QA21: a misspelt ``Enabled`` was
+    ignored, and a job declared paused fired), as CloudFormation refuses one of its own types;
+    one the old properties had too is let be (declared before the refusal: the update, and the
+    rollback to them, must not fail on it)."""
+    had = event.get("OldResourceProperties") if event.get("RequestType") == "Update" else None
+    kept = set(had) if isinstance(had, dict) else set()
+    unknown = sorted(str(key) for key in props if key not in known and key not in kept)
+    if unknown:
+        names = ", ".join(fit(repr(key), 80) for key in unknown[:5])
+        raise ProviderError(f"{names}: not a property of this resource (its properties: {', '.join(known)})")
+
+
+def _declared_spec(props: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """The ``Spec`` property, without ``state``: that is ``Enabled``'s (QA21: a raw Spec's
+    ``"state": "PAUSED"`` overrode ``Enabled: true``). A Spec that carries it is refused, as the
+    CDK refuses it at synth, unless the old properties' Spec carried it too (a job declared before
+    the refusal, or its rollback): then it is left out, and ``Enabled`` decides."""
+    spec = _spec(props)
+    if "state" not in spec:
+        return spec
+    try:
+        had = "state" in _spec(old)
+    except (ProviderError, RecursionError):
+        had = False
+    if not had:
+        raise ProviderError("Spec: state is not declared there: Enabled (true or false) declares it")
+    return {key: value for key, value in spec.items() if key != "state"}
+
+
 def same_api(one: str, other: str) -> bool:
-    """Whether two ``ApiUrl`` values are one deployment (a trailing slash does not count)."""
-    return one.strip().rstrip("/") == other.strip().rstrip("/")
+    """Whether two ``ApiUrl`` values are one deployment (a trailing slash, or the case of the
+    scheme and host, does not count)."""
+    return _where(one) == _where(other)
+
+
+def lives_at(api: Api, physical: str, api_url: str, old_url: str) -> bool:
+    """Whether the resource's job (``physical``) lives at ``api_url``: an Update there is in
+    place, else a replacement. Decided from the job's id, which names the API it was made at, not
+    from ``OldResourceProperties``: in the rollback of a failed move those name the API the job
+    never reached (QA21: the rollback made a second copy of the job). An id made before ids named
+    their API: the old properties' API, else the job found at ``api_url``."""
+    if not _OURS.match(physical):
+        return False
+    tag = physical[-8:]
+    if tag == api_tag(api_url):
+        return True
+    if tag == api_tag(old_url):  # made at the old API: a move
+        return False
+    if same_api(old_url, api_url):
+        return True
+    status, _ = api.request("GET", f"/v1/jobs/{physical}")
+    return status == 200
 
 
 def on_event(
@@ -318,6 +431,8 @@ def on_event(
     ours = _CALENDAR_ID if calendar else _OURS
     if kind == "Delete" and not ours.match(physical):  # a create that failed before it made anything
         return {"PhysicalResourceId": physical, "Data": {}}
+    if kind != "Delete":  # a Delete never fails on its properties (they were taken before)
+        _known_properties(props, CALENDAR_PROPERTIES if calendar else JOB_PROPERTIES, event)
     api_url = props.get("ApiUrl")
     if not isinstance(api_url, str) or not api_url:
         raise ProviderError("ApiUrl: the property is required (the Punctual stack's ApiUrl output)")
@@ -325,19 +440,20 @@ def on_event(
     api = Retrying(api_for(api_url), until, sleep)
     if calendar:
         return on_calendar_event(event, api, api_url)
-    store = secrets or SecretsManager()
+    store = secrets or SecretsManager(until)
     if kind == "Delete":
         return _delete(api, physical)
-    spec = _spec(props)
+    old = event.get("OldResourceProperties") or {}
+    spec = _declared_spec(props, old if kind == "Update" else {})
     if kind == "Create":
         return _create(api, store, job_id_for(event), props, spec, replacing=False)
     if kind != "Update":
         raise ProviderError(f"unknown RequestType {kind!r}")
-    old = event.get("OldResourceProperties") or {}
-    if not same_api(str(old.get("ApiUrl") or ""), api_url) or not _OURS.match(physical):
+    if not lives_at(api, physical, api_url, str(old.get("ApiUrl") or "")):
         # a replacement: the old one is deleted later
         return _create(api, store, job_id_for(event), props, spec, replacing=True)
-    was, now = enabled(old), enabled(props)
+    now = enabled(props)
+    was = _old_enabled(old, now)
     if was and not now and not _set_state(api, physical, "pause"):
         return _create(api, store, job_id_for(event), props, spec, replacing=True)
     if _same_spec(old, spec):  # nothing to put (review: a one-time job that ran refuses its own spec)
@@ -456,6 +572,16 @@ def enabled(props: dict[str, Any]) -> bool:
     return text == "true"
 
 
+def _old_enabled(old: dict[str, Any], now: bool) -> bool:
+    """The old properties' ``Enabled``; one that cannot be read is taken as ``now`` (no change of
+    state). Only a rollback sends one: the failed update refused it before it changed anything,
+    and the rollback must not fail on it too (QA21: UPDATE_ROLLBACK_FAILED)."""
+    try:
+        return enabled(old)
+    except ProviderError:
+        return now
+
+
 def _set_state(api: Api, job_id: str, action: str) -> bool:
     """Pause or resume the job; False when it is gone (404). A COMPLETED job (its last slot run)
     fires nothing either way: its pause or resume is done (review: its 409 failed the update, and
@@ -476,19 +602,17 @@ def _same_spec(old: dict[str, Any], spec: dict[str, Any]) -> bool:
     """Whether the old properties declared this very spec."""
     try:
         return _spec(old) == spec
-    except ProviderError:
+    except (ProviderError, RecursionError):
         return False
 
 
 def _kept(old: dict[str, Any], secret_arn: str) -> bool:
     """Whether the old properties had the job's signing secret stored at ``secret_arn`` already."""
     try:
-        old_spec = json.loads(old.get("Spec") or "{}")
-    except ValueError:
+        old_spec = _spec(old)
+    except (ProviderError, RecursionError):
         return False
-    return (
-        old.get("SigningSecretArn") == secret_arn and isinstance(old_spec, dict) and signs_webhooks(old_spec)
-    )
+    return old.get("SigningSecretArn") == secret_arn and signs_webhooks(old_spec)
 
 
 def _spec(props: dict[str, Any]) -> dict[str, Any]:
@@ -500,6 +624,8 @@ def _spec(props: dict[str, Any]) -> dict[str, Any]:
         spec = json.loads(raw) if isinstance(raw, str) else None
     except ValueError as exc:
         raise ProviderError(f"Spec: not JSON text ({exc})") from None
+    except RecursionError:
+        raise ProviderError("Spec: nested too deeply") from None
     if not isinstance(spec, dict):
         raise ProviderError("Spec: the job (or calendar) as a JSON object (text) is required")
     return spec
@@ -516,6 +642,11 @@ class SignedApi:
         found = _REGION_IN_HOST.search(host)
         self.region = found.group(1) if found else os.environ.get("AWS_REGION", "us-east-1")
         self.credentials = botocore.session.get_session().get_credentials()
+        self.timeout = float(HTTP_TIMEOUT_S)
+
+    def bound(self, seconds: float) -> None:
+        """The time the next request may take (:class:`Retrying` gives what is left)."""
+        self.timeout = max(seconds, 0.1)
 
     def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
@@ -530,9 +661,15 @@ class SignedApi:
         request = urllib.request.Request(
             signed.url, data=data, headers=dict(signed.headers.items()), method=method
         )
+        ends = time.monotonic() + self.timeout  # the timeout bounds each socket operation: and the body
         try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as reply:
-                return reply.status, _json(reply.read())
+            with urllib.request.urlopen(request, timeout=self.timeout) as reply:
+                chunks = []
+                while chunk := reply.read(65536):
+                    chunks.append(chunk)
+                    if time.monotonic() > ends:
+                        raise TimeoutError(f"the reply took over {self.timeout:.0f} s")
+                return reply.status, _json(b"".join(chunks))
         except urllib.error.HTTPError as error:
             return error.code, _json(error.read())
 
@@ -564,8 +701,17 @@ def respond(event: dict[str, Any], status: str, outcome: dict[str, Any], reason:
     request = urllib.request.Request(
         event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": ""}
     )
-    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S):
-        pass
+    for attempt in range(RESPOND_ATTEMPTS):  # a PUT of the same object: repeating it is safe
+        try:
+            with urllib.request.urlopen(request, timeout=RESPOND_TIMEOUT_S):
+                return
+        except (OSError, http.client.HTTPException) as exc:
+            # Raised after the last attempt: Lambda then runs the whole request again, which a
+            # request CloudFormation had answered and then deleted would make again (QA21)
+            if attempt == RESPOND_ATTEMPTS - 1:
+                raise
+            logger.warning("the answer to CloudFormation: %r, tried again", exc)
+            time.sleep(1.0)
 
 
 def fit(text: str, room: int) -> str:
