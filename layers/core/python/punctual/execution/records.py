@@ -18,6 +18,7 @@ from punctual.dispatch.load_forecast import forecast_ecs_timer
 from punctual.dispatch.queues import DispatchMessage
 from punctual.execution.ports import WorkerConfig
 from punctual.models import Execution, ExecutionStatus, Job, check_transition
+from punctual.models.base import BIDI_FORMATTING
 from punctual.models.executions import typed_execution
 from punctual.runtime.clock import Clock
 from punctual.store.base import Expect, JobStore
@@ -37,8 +38,15 @@ MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
 LIVE = frozenset({ExecutionStatus.RUNNING})
 
 
+# The bidirectional formatting characters (models.base refuses them in names and tags) a target's
+# answer may put in a record's error: shown as U+FFFD (QA21: "\u202e" made a failure read as
+# "SUCCEEDED, exit code 0" in the console).
+_BIDI_SHOWN = str.maketrans(dict.fromkeys(BIDI_FORMATTING, "\ufffd"))
+
+
 def summary(text: str) -> str:
-    return text[:MAX_SUMMARY_CHARS]
+    cut = text[:MAX_SUMMARY_CHARS]
+    return cut if cut.isascii() else cut.translate(_BIDI_SHOWN)
 
 
 def visibility(seconds: float) -> int:
