@@ -163,6 +163,10 @@ class HttpTarget(StrictModel):
                 raise ValueError(f"invalid header name {name[:80]!r}")
             if name.lower() in RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is reserved: Punctual sets it on every request")
+            if name.lower().replace("_", "-") in RESERVED_HEADERS and not accepted_before(info.context):
+                # (QA21: a CGI or WSGI receiver reads Punctual_Tenant as Punctual-Tenant, and joined
+                # the job's value to Punctual's; a stored one is still read, and not sent)
+                raise ValueError(f"header {name!r} is reserved: it reads as {name.replace('_', '-')!r}")
             if name.lower() in seen:
                 raise ValueError(f"header {name!r} is given twice (header names are case-insensitive)")
             seen.add(name.lower())

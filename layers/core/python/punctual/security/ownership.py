@@ -61,7 +61,9 @@ def resource_key(arn: str) -> str:
     elif service == "dynamodb" and resource.startswith("table/"):
         resource = "/".join(resource.split("/")[:2])
     elif service == "iam" and resource.startswith("role/"):
-        resource = "role/" + resource.rsplit("/", 1)[-1]
+        # IAM does not tell role names apart by case (QA21: role/punctualtargetrole passed as
+        # another role than the own role/PunctualTargetRole)
+        resource = "role/" + resource.rsplit("/", 1)[-1].lower()
     return f"{head}:{resource}"
 
 

@@ -144,7 +144,9 @@ class JobAdmission:
 
     def _check_one_target(self, target: Target, where: str) -> None:
         if isinstance(target, HttpTarget):
-            taken = [name for name in target.headers if name.lower() == TENANT_HEADER.lower()]
+            taken = [
+                name for name in target.headers if name.lower().replace("_", "-") == TENANT_HEADER.lower()
+            ]
             if taken:
                 raise InvalidJobError(
                     f"{where}.headers: header {taken[0]!r} is reserved: Punctual sets it on every request",

@@ -313,7 +313,8 @@ class HttpTargetAdapter:
         return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
     def _headers(self, user: Mapping[str, str], body: bytes | None, ctx: SlotContext) -> dict[str, str]:
-        headers = {k: v for k, v in user.items() if k.lower() not in _RESERVED_HEADERS}
+        # (a reserved name spelt with "_" too: a CGI or WSGI receiver reads it as the "-" one)
+        headers = {k: v for k, v in user.items() if k.lower().replace("_", "-") not in _RESERVED_HEADERS}
         lowered = {k.lower() for k in headers}
         if body and "content-type" not in lowered:
             headers["Content-Type"] = "application/json"
