@@ -74,3 +74,25 @@ def test_a_targets_answer_cannot_make_a_failure_read_as_other_text() -> None:
     store.save_execution(failed("hook", T0 - timedelta(minutes=2), T0 - timedelta(minutes=2), kept), None, 0)
     cells = [row[-1].text for row in page(store).tables["pc-failures"].rows]  # type: ignore[attr-defined]
     assert cells and not any("\u202e" in cell for cell in cells), cells
+
+
+def test_next_fire_is_now_while_a_resume_owes_a_slot_as_the_api_says() -> None:
+    from punctual.models import JobState
+    from punctual.usecases.next_fire import NextFire
+
+    now = T0 + timedelta(seconds=20)
+    store = MemoryStore()
+    hourly = job("hourly", "cron(0 * * * ? *)", now=T0 - timedelta(hours=2))
+    resumed = hourly.model_copy(  # paused at 09:10, resumed at 10:00:10: the 10:00 slot is owed
+        update={
+            "state": JobState.ENABLED,
+            "paused_at": T0 - timedelta(minutes=50),
+            "updated_at": T0 + timedelta(seconds=10),
+            "version": 3,
+            "spec_version": 1,
+        }
+    )
+    store.create_job(resumed, None, 100)
+    api_next = NextFire(store, lambda: now).of(resumed).next_fire_at
+    assert api_next == now
+    assert build_view(store, ConsoleQuery("default"), now).rows[0].next_fire_at == api_next

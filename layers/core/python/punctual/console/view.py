@@ -23,7 +23,7 @@ from punctual.models.base import label_refusal
 from punctual.store.base import JobStore, UnreadableJob
 from punctual.timing.slots import dispatch_instant, schedule_of
 from punctual.usecases.calendars import Calendar
-from punctual.usecases.next_fire import next_release
+from punctual.usecases.next_fire import next_release, owes_now
 
 FAILURE_WINDOW = timedelta(hours=24)
 FAILED_STATUSES = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT})
@@ -147,10 +147,13 @@ class ConsoleView:
     unreadable: tuple[UnreadableJob, ...] = ()
 
 
-def next_fire(job: Job, now: datetime, calendars: dict[str, Calendar] | None = None) -> datetime | None:
+def next_fire(
+    job: Job, now: datetime, calendars: dict[str, Calendar] | None = None, store: JobStore | None = None
+) -> datetime | None:
     """When the job's next slot is released (as the API derives it: never stored on each fire),
     passing over the days of the calendars it excludes (``calendars``, by name; one missing is
-    left out, as the API does).
+    left out, as the API does). With ``store``: ``now`` while a resume still owes a slot no worker
+    has claimed, as the API says (QA21: the console showed the next regular slot).
 
     None for a job that is not enabled, and for ``after(...)`` and ``delay(...)`` jobs, whose next
     slot depends on other runs ending.
@@ -159,6 +162,8 @@ def next_fire(job: Job, now: datetime, calendars: dict[str, Calendar] | None = N
         return None
     found = calendars or {}
     excluding = [found[name] for name in job.exclude_calendars if name in found]
+    if store is not None and owes_now(store, job, now, excluding):
+        return now
     return next_release(job, now, excluding)  # a jittered slot still pending first, as the API shows it
 
 
@@ -265,7 +270,7 @@ def build_view(
         rows.append(
             JobRow(
                 job=job,
-                next_fire_at=next_fire(job, now, calendars),
+                next_fire_at=next_fire(job, now, calendars, store),
                 runs=cells,
                 last=cells[-1] if cells else None,
                 failures_24h=len(failed),

@@ -73,10 +73,14 @@ class NextFire:
         return job.model_copy(update={"next_fire_at": nxt})
 
     def _owes_now(self, job: Job, now: datetime, calendars: Sequence[Calendar]) -> bool:
-        """Whether a resume's RESUME timer is still to run a slot the pause owes (its first such
-        slot has no execution record yet: a worker creates it when it claims the slot)."""
-        owed = owed_by_resume(job, now, calendars)
-        return owed is not None and self.store.get_execution(job.tenant, job.id, slot_key(owed)) is None
+        return owes_now(self.store, job, now, calendars)
+
+
+def owes_now(store: JobStore, job: Job, now: datetime, calendars: Sequence[Calendar]) -> bool:
+    """Whether a resume's RESUME timer is still to run a slot the pause owes (its first such slot
+    has no execution record yet: a worker creates it when it claims the slot)."""
+    owed = owed_by_resume(job, now, calendars)
+    return owed is not None and store.get_execution(job.tenant, job.id, slot_key(owed)) is None
 
 
 def next_release(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) -> datetime | None:
