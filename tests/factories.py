@@ -51,3 +51,20 @@ def load_handler(function: str) -> Any:
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module
+
+
+def make_unreadable(client: Any, table: str, tenant: str, job_id: str) -> None:
+    """Give a job stored in DynamoDB (its item and its listing) a document no version reads."""
+    import json
+
+    from punctual.store.dynamo import schema
+
+    for key in (schema.job_key(tenant, job_id), schema.listing_key(tenant, job_id)):
+        doc = json.loads(client.get_item(TableName=table, Key=key)["Item"]["doc"]["S"])
+        doc["timeout_seconds"] = -5  # as no version accepts: unreadable
+        client.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET doc = :d",
+            ExpressionAttributeValues={":d": {"S": json.dumps(doc)}},
+        )

@@ -681,23 +681,13 @@ def test_a_stored_job_this_version_cannot_read_is_shown_with_its_reason(
 ) -> None:
     """QA: the API lists such a job (``unreadable: true``, its reason), the console left it out
     silently: the page said "jobs 1-2" of three, and nothing told the operator to fix it."""
-    import json
-
-    from punctual.store.dynamo import DynamoStore, schema
+    from punctual.store.dynamo import DynamoStore
 
     (table,) = dynamo_client.list_tables()["TableNames"]
     store = DynamoStore(dynamo_client, table)
     for job_id in ("a", "b", "c"):
         store.create_job(job(job_id, name=f"job {job_id}"), None, 100)
-    for key in (schema.job_key("default", "b"), schema.listing_key("default", "b")):
-        doc = json.loads(dynamo_client.get_item(TableName=table, Key=key)["Item"]["doc"]["S"])
-        doc["timeout_seconds"] = -5  # as no version accepts: unreadable
-        dynamo_client.update_item(
-            TableName=table,
-            Key=key,
-            UpdateExpression="SET doc = :d",
-            ExpressionAttributeValues={":d": {"S": json.dumps(doc)}},
-        )
+    factories.make_unreadable(dynamo_client, table, "default", "b")
 
     html = render(store, t0)
 

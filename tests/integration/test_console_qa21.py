@@ -6,10 +6,11 @@ target's answer cannot make a failure read as other text (bidirectional override
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from console_html import parse
 
-from factories import job
+from factories import job, make_unreadable
 from punctual.console.render import LocalLinks, render_console
 from punctual.console.view import ConsoleQuery, build_view
 from punctual.execution.records import summary
@@ -96,3 +97,20 @@ def test_next_fire_is_now_while_a_resume_owes_a_slot_as_the_api_says() -> None:
     api_next = NextFire(store, lambda: now).of(resumed).next_fire_at
     assert api_next == now
     assert build_view(store, ConsoleQuery("default"), now).rows[0].next_fire_at == api_next
+
+
+def test_an_unreadable_job_takes_its_place_in_the_pages(dynamo_client: Any) -> None:
+    """QA21: one in the look-ahead place (the fourth of a page of 3) was shown on page 1 (4 rows),
+    and the next page offered was empty."""
+    from punctual.store.dynamo import DynamoStore
+
+    (table,) = dynamo_client.list_tables()["TableNames"]
+    store = DynamoStore(dynamo_client, table)
+    for job_id in "abcd":
+        store.create_job(job(job_id, now=T0 - timedelta(days=1)), None, 100)
+    make_unreadable(dynamo_client, table, "default", "d")
+    first = build_view(store, ConsoleQuery("default", page_size=3), T0)
+    assert [row.job.id for row in first.rows] == ["a", "b", "c"] and first.unreadable == ()
+    assert first.next_cursor == "c"
+    second = build_view(store, ConsoleQuery("default", cursor=first.next_cursor, page=2, page_size=3), T0)
+    assert not second.rows and [u.id for u in second.unreadable] == ["d"] and second.next_cursor is None

@@ -538,3 +538,17 @@ def test_a_slow_api_is_answered_before_the_functions_time_is_up(monkeypatch: pyt
     provider.handler(update, SimpleNamespace(get_remaining_time_in_millis=lambda: 120_000))
     [(at, status, reason)] = answered
     assert at <= 120 - provider.ANSWER_MARGIN_S and status == "FAILED" and "timed out" in reason
+
+
+def test_an_object_spec_refused_for_its_strings_says_why(
+    api: ApiClient, role: RoleApi, answers: list[dict[str, Any]]
+) -> None:
+    """CloudFormation passes a Spec written as an object with its numbers as strings (QA21: the
+    reason said only "Input should be a valid integer")."""
+    event = _event("Create", "r1", _spec())
+    event["ResourceProperties"]["Spec"] = _spec(retry={"max_attempts": "5"})  # YAML max_attempts: 5
+    provider.handler(event, None)
+    assert answers[-1]["Status"] == "FAILED" and "write Spec as JSON text" in answers[-1]["Reason"], answers
+    assert _live(api) == []
+    provider.handler(_event("Create", "r2", _spec(retry={"max_attempts": 5})), None)  # as JSON text
+    assert answers[-1]["Status"] == "SUCCESS", answers[-1]

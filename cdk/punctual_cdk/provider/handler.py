@@ -729,6 +729,13 @@ def fit(text: str, room: int) -> str:
     return "".join(kept) + "..." if room >= 3 else ""
 
 
+# Why an API refusal of a Spec written as an object may not be the template's fault as written
+OBJECT_SPEC_HINT = (
+    " (Spec was given as an object: CloudFormation passes its numbers and booleans as strings;"
+    " write Spec as JSON text, e.g. with Fn::ToJsonString or !Sub)"
+)
+
+
 def handler(event: dict[str, Any], context: Any) -> None:
     """Lambda entry point: do the request, then answer CloudFormation whatever happened."""
     logger.info(
@@ -740,7 +747,11 @@ def handler(event: dict[str, Any], context: Any) -> None:
         outcome = on_event(event, SignedApi, deadline=deadline)
     except ProviderError as exc:
         logger.exception("request failed")
-        respond(event, "FAILED", {"PhysicalResourceId": exc.physical_id}, f"{type(exc).__name__}: {exc}")
+        reason = f"{type(exc).__name__}: {exc}"
+        if isinstance((event.get("ResourceProperties") or {}).get("Spec"), dict) and "answered 4" in str(exc):
+            # (QA21: "Input should be a valid integer", with nothing to say why)
+            reason += OBJECT_SPEC_HINT
+        respond(event, "FAILED", {"PhysicalResourceId": exc.physical_id}, reason)
         return
     except Exception as exc:  # every failure is an answer: CloudFormation never waits an hour
         logger.exception("request failed")

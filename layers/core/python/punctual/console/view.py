@@ -241,10 +241,17 @@ def build_view(
     """
     # One job more than the page shows: a next page is offered only when a job follows (a store's
     # own cursor may also follow a page that happened to end the listing).
+    # A job this version cannot read counts as one of the page's jobs, in id order (QA21: one in the
+    # look-ahead place made a page of 3 show 4 and offer a next page that was empty).
     listed = store.list_jobs(query.tenant, limit=query.page_size + 1, cursor=query.cursor, tag=query.tag)
-    shown = listed.items[: query.page_size]
-    next_cursor = shown[-1].id if len(listed.items) > query.page_size else None
-    if next_cursor is None and len(listed.items) <= query.page_size:
+    entries: list[Job | UnreadableJob] = sorted(
+        [*listed.items, *listed.unreadable], key=lambda entry: entry.id
+    )
+    page = entries[: query.page_size]
+    shown = [entry for entry in page if isinstance(entry, Job)]
+    unreadable = tuple(entry for entry in page if isinstance(entry, UnreadableJob))
+    next_cursor = page[-1].id if len(entries) > query.page_size else None
+    if next_cursor is None:
         next_cursor = (
             listed.cursor
         )  # a tag filter's page cut short (LIST_SCAN_BUDGET jobs read): more may follow
@@ -300,5 +307,5 @@ def build_view(
         next_cursor=next_cursor,
         history_limit=history_limit,
         strip_cells=strip_cells,
-        unreadable=tuple(listed.unreadable),
+        unreadable=unreadable,
     )
