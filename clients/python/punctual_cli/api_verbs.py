@@ -32,6 +32,7 @@ from punctual_cli.verb_kit import (
     guarded,
     job_id_arg,
     limit_arg,
+    no_json_constant,
     table,
     version_arg,
     zone_arg,
@@ -247,14 +248,10 @@ def _json_like_yaml() -> Any:
     return JsonLikeLoader
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _json_payload(text: str) -> Any:
     """``--payload``: JSON only; text goes in ``--payload-text`` (never guessed)."""
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=no_json_constant)
     except RecursionError:  # (QA21: an internal error)
         raise CliInputError("--payload is nested too deeply to read") from None
     except ValueError as exc:

@@ -25,6 +25,7 @@ from punctual_cli.verb_kit import (
     guarded,
     job_id_arg,
     limit_arg,
+    no_json_constant,
     table,
     version_arg,
     zone_arg,
@@ -32,10 +33,6 @@ from punctual_cli.verb_kit import (
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _RANGE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})\Z")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _name(text: str) -> str:
@@ -123,7 +120,7 @@ def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
     body: dict[str, Any] = {"timezone": "UTC", "dates": [], "ranges": []}
     if args.file:
         try:
-            loaded = json.loads(Path(args.file).read_text(encoding="utf-8"), parse_constant=_no_constant)
+            loaded = json.loads(Path(args.file).read_text(encoding="utf-8"), parse_constant=no_json_constant)
         except RecursionError:  # (QA21: an internal error)
             raise CliInputError(f"cannot read {args.file} as JSON: it is nested too deeply") from None
         except (OSError, ValueError) as exc:

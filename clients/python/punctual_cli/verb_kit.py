@@ -26,6 +26,11 @@ class CliInputError(Exception):
     """Bad input found by a verb (a file that does not parse, missing flags): exit 2."""
 
 
+def no_json_constant(name: str) -> Any:
+    """``json.loads``'s ``parse_constant``: NaN and Infinity are not JSON numbers (refused)."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
     lines = [

@@ -45,7 +45,7 @@ from punctual.runtime.observability import MetricsSink
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import ExecutionConflictError, Expect
 from punctual.timing.owed import owed_at_restart
-from punctual.timing.slots import inside_window, schedule_of
+from punctual.timing.slots import inside_window, owed_since, schedule_of
 from punctual.timing.timers import MANUAL_MARK, slot_instant
 from punctual.usecases.backfills import BackfillState, parse_backfill_ref
 
@@ -157,8 +157,7 @@ def _child_owed(job: Job, message: DispatchMessage) -> bool:
         sent_for = job_from_spec(message.spec)
     except ValueError:
         return False
-    parents = set(schedule_of(job).parents)
-    return bool(parents) and parents <= set(schedule_of(sent_for).parents)
+    return owed_since(job, schedule_of(sent_for).parents)
 
 
 def exhausted(current: Execution, now: datetime) -> tuple[Execution, Expect]:

@@ -75,6 +75,14 @@ RESERVED_HEADERS = frozenset(
         "punctual-fencing-signature",
     }
 )
+
+
+def header_key(name: str) -> str:
+    """A header name as a receiver may read it: any letter case, and ``_`` for ``-`` (a CGI or
+    WSGI receiver reads ``Punctual_Tenant`` as ``Punctual-Tenant``: QA21)."""
+    return name.lower().replace("_", "-")
+
+
 MAX_ATTEMPTS = 186  # EventBridge Scheduler's MaximumRetryAttempts (185) plus the first attempt
 MAX_JITTER_S = 24 * 3600  # EventBridge Scheduler's widest flexible time window (1440 minutes)
 MAX_JOB_CALENDARS = 10
@@ -119,8 +127,7 @@ def _check_text(text: str, path: str) -> None:
 # embeddings, overrides and isolates U+202A-U+202E and U+2066-U+2069, which make text display as
 # other text (CVE-2021-42574: "\u202eevil" shows as "live"). The marks U+200E and U+200F stay:
 # right-to-left text needs them. EventBridge Scheduler and Kubernetes take fewer characters still.
-_BIDI_FORMATTING = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-BIDI_FORMATTING = _BIDI_FORMATTING  # (records shows them replaced in a target's error text)
+BIDI_FORMATTING = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def label_refusal(text: str) -> str | None:
@@ -129,7 +136,7 @@ def label_refusal(text: str) -> str | None:
         code = ord(ch)
         if code < 32 or 0x7F <= code <= 0x9F:
             return f"holds the control character U+{code:04X}"
-        if ch in _BIDI_FORMATTING:
+        if ch in BIDI_FORMATTING:
             return f"holds the bidirectional formatting character U+{code:04X} (it changes how text displays)"
     return None
 

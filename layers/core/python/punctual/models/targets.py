@@ -20,6 +20,7 @@ from punctual.models.base import (
     StrictModel,
     accepted_before,
     flag_field,
+    header_key,
 )
 
 _ARN_RE = re.compile(
@@ -163,7 +164,7 @@ class HttpTarget(StrictModel):
                 raise ValueError(f"invalid header name {name[:80]!r}")
             if name.lower() in RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is reserved: Punctual sets it on every request")
-            if name.lower().replace("_", "-") in RESERVED_HEADERS and not accepted_before(info.context):
+            if header_key(name) in RESERVED_HEADERS and not accepted_before(info.context):
                 # (QA21: a CGI or WSGI receiver reads Punctual_Tenant as Punctual-Tenant, and joined
                 # the job's value to Punctual's; a stored one is still read, and not sent)
                 raise ValueError(f"header {name!r} is reserved: it reads as {name.replace('_', '-')!r}")

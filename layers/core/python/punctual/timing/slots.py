@@ -7,6 +7,7 @@ skew moves *when* a slot is released, never *whether* or *how often*.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -186,6 +187,15 @@ def sent_check_timer(
         job_version=job.version,
         owner=CheckedSend(now, frozenset(schedule_of(job).parents)).note() if after_s > 0 else None,
     )
+
+
+def owed_since(job: JobSpec, parents_sent_for: Iterable[str]) -> bool:
+    """Whether an ``after(...)`` job replaced since its slot was sent, for a spec that waited on
+    ``parents_sent_for``, still owes that slot: it waits on no parent that spec did not (a parent
+    the replace added counts from its next success). The claim's rule for the message taken late,
+    and the CHILD timer's for its copy."""
+    parents = set(schedule_of(job).parents)
+    return bool(parents) and parents <= set(parents_sent_for)
 
 
 @dataclass(frozen=True)

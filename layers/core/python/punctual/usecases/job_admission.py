@@ -17,7 +17,7 @@ from punctual.delivery.targets.ecs import MAX_ECS_OVERRIDE_CHARS, OVERRIDES_TOO_
 from punctual.delivery.targets.payload import render_payload
 from punctual.delivery.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.delivery.targets.webhooks.signing import TENANT_HEADER
-from punctual.models import EcsTarget, EventBridgeTarget, HttpTarget, Job, JobSpec, Target
+from punctual.models import EcsTarget, EventBridgeTarget, HttpTarget, Job, JobSpec, Target, header_key
 from punctual.security.boundary import Boundary
 from punctual.security.peaks import Profile, job_profile
 from punctual.security.quotas import micro_rate
@@ -144,9 +144,7 @@ class JobAdmission:
 
     def _check_one_target(self, target: Target, where: str) -> None:
         if isinstance(target, HttpTarget):
-            taken = [
-                name for name in target.headers if name.lower().replace("_", "-") == TENANT_HEADER.lower()
-            ]
+            taken = [name for name in target.headers if header_key(name) == TENANT_HEADER.lower()]
             if taken:
                 raise InvalidJobError(
                     f"{where}.headers: header {taken[0]!r} is reserved: Punctual sets it on every request",

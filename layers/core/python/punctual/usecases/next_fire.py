@@ -68,12 +68,9 @@ class NextFire:
         if job.state is JobState.ENABLED and schedule_of(job).kind not in ("after", "delay"):
             excluding_calendars = self.excluded_by(job, calendars)
             now = self.now()
-            owed = self._owes_now(job, now, excluding_calendars)
+            owed = owes_now(self.store, job, now, excluding_calendars)
             nxt = now if owed else next_release(job, now, excluding_calendars)
         return job.model_copy(update={"next_fire_at": nxt})
-
-    def _owes_now(self, job: Job, now: datetime, calendars: Sequence[Calendar]) -> bool:
-        return owes_now(self.store, job, now, calendars)
 
 
 def owes_now(store: JobStore, job: Job, now: datetime, calendars: Sequence[Calendar]) -> bool:

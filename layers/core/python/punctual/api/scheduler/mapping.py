@@ -544,11 +544,10 @@ def refreshed_block(block: SchedulerIdentity, spec: JobSpec, start_at: datetime 
     its copies of ``Target.Arn``, ``Input`` and the window follow the job where ``spec`` changed
     them, and a ``StartDate`` given (one other than the start a rate schedule was given at once)
     is shown (QA21: they contradicted the job, and an UpdateSchedule sending them back undid the edit)."""
-    updates: dict[str, Any] = {}
     arn = target_arn(spec.target)
-    if block.target_arn != arn:
-        updates["target_arn"] = arn
-        block = block.model_copy(update=updates)
+    if block.target_arn != arn:  # (first: the payload its Input makes depends on the target)
+        block = block.model_copy(update={"target_arn": arn})
+    updates: dict[str, Any] = {}
     if _payload_of_input(block) != spec.payload:
         updates["input"] = input_text(spec.payload)
     if block.flexible_window_minutes is not None and _window_minutes(block, spec.jitter_seconds) is None:

@@ -92,8 +92,8 @@ from punctual.timing.slots import (
     ReleasePlan,
     dispatch_instant,
     fire_timer,
+    owed_since,
     plan_release,
-    schedule_of,
 )
 from punctual.timing.timers import (
     CHAIN_KINDS,
@@ -588,14 +588,7 @@ def unclaimed_child(
     if sent is None:  # a slot nothing sent yet (a replace that dropped a parent owes it): sent now
         return replace(message_for(job, timer.slot, now, 1, kind, now), resend=1)
     changed = job.version != timer.job_version
-    if not changed or (job.version > timer.job_version and not manual and _owes(job, sent)):
+    if not changed or (job.version > timer.job_version and not manual and owed_since(job, sent.parents)):
         return replace(message_for(job, timer.slot, sent.at, 1, kind, now), resend=1)
     sent_for = job.model_copy(update={"version": timer.job_version})  # (or a read behind the check)
     return replace(message_for(sent_for, timer.slot, sent.at, 1, kind, now, spec=""), resend=1)
-
-
-def _owes(job: Job, sent: CheckedSend) -> bool:
-    """Whether an after() job replaced since its slot was sent still owes that slot: it waits on no
-    parent the message's spec did not (the claim's own rule, for the message taken late)."""
-    parents = set(schedule_of(job).parents)
-    return bool(parents) and parents <= sent.parents

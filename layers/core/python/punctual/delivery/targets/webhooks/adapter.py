@@ -49,7 +49,7 @@ from punctual.delivery.targets.webhooks.transport import (
     ResolveTimedOut,
     Watchdog,
 )
-from punctual.models import RESERVED_HEADERS
+from punctual.models import RESERVED_HEADERS, header_key
 from punctual.runtime.clock import Clock, SystemClock
 from punctual.runtime.stop_signal import Cancellation
 from punctual.security.signing_secrets import SecretsError
@@ -313,8 +313,7 @@ class HttpTargetAdapter:
         return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
     def _headers(self, user: Mapping[str, str], body: bytes | None, ctx: SlotContext) -> dict[str, str]:
-        # (a reserved name spelt with "_" too: a CGI or WSGI receiver reads it as the "-" one)
-        headers = {k: v for k, v in user.items() if k.lower().replace("_", "-") not in _RESERVED_HEADERS}
+        headers = {k: v for k, v in user.items() if header_key(k) not in _RESERVED_HEADERS}
         lowered = {k.lower() for k in headers}
         if body and "content-type" not in lowered:
             headers["Content-Type"] = "application/json"
