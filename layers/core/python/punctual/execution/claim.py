@@ -25,6 +25,7 @@ from punctual.execution.lease import Leases
 from punctual.execution.parking import ERROR_BACKOFF_S, Parking
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
 from punctual.execution.records import (
+    GONE_NOTE,
     LEASE_LOST_NOTE,
     RELEASED_NOTE,
     Ledger,
@@ -61,6 +62,11 @@ HOLD_EARLY_S = 1
 # A queued slot's turn or check comes long after its release: what it runs is decided on the job
 # as it is now (a slot still QUEUED when its job's spec changed is SUPERSEDED), never on a copy.
 _TURN_KINDS = (MessageKind.TURN, MessageKind.CHECK)
+# Messages whose carried job may be far older than their send: a queued slot's turn, and a
+# takeover, which goes on with a slot started earlier (a hand-back at shutdown sends it with the
+# job its run's claim read, maybe hours before: QA, a replace or delete during the run was not
+# seen by the next attempt). Their claim reads the job.
+_READ_KINDS = (*_TURN_KINDS, MessageKind.TAKEOVER)
 _ASKED_FOR = (MessageKind.MANUAL, MessageKind.BACKFILL)  # runs a user asked for: they run while paused
 # The only kinds not_to_run may drop: for any other it returns None, and is not asked
 _MAYBE_NOT_TO_RUN = (MessageKind.BACKFILL, MessageKind.CHILD)
@@ -76,10 +82,11 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
     the spec of the version its slot was released for). What it cannot see is a pause, replace
     or delete written in the ``SPEC_TRUST_S`` since the send: such a change applies from the
     next slot on, as if it had been written a moment after this one started. An older message
-    (a backlog, a smoothed slot held longer, a retry) and a queued slot's turn read the job.
+    (a backlog, a smoothed slot held longer, a retry), a queued slot's turn and a takeover read
+    the job.
     """
-    if not message.spec or not message.released_at or message.kind in _TURN_KINDS:
-        return None  # a queued slot's turn: its job may have changed since it was queued
+    if not message.spec or not message.released_at or message.kind in _READ_KINDS:
+        return None  # a queued slot's turn, a takeover: the job may have changed since their slot began
     try:
         sent = datetime.fromisoformat(message.released_at.replace("Z", "+00:00"))
     except ValueError:
@@ -247,16 +254,22 @@ def gone_jobs_run(claimer: Claimer, message: DispatchMessage, delivery: Delivery
     """A message back from a worker that died mid-run (a redelivery, or the pollers' takeover),
     its job deleted since: the run is ended TIMED_OUT once its lease lapsed, and until then the
     message waits for it (QA: on the Lambda lane, with no lease timer, it stayed RUNNING for good).
+    The takeover of a run handed back at shutdown ends its slot FAILED, its next attempt not
+    started, as a retry's timer does (QA: it stayed RETRY_WAIT for good).
     None: nothing of the slot is open (the message is dropped as stale)."""
     redelivered = delivery is not None and delivery.receive_count > 1
     if not redelivered and message.kind != MessageKind.TAKEOVER:
         return None
     current = claimer.store.get_execution(message.tenant, message.job_id, message.slot)
-    if current is None or current.status is not ExecutionStatus.RUNNING or current.lease_until is None:
+    if current is None:
         return None
     now = claimer.clock.now()
     end = lost_run_of_a_gone_job(current, now)
-    if end is None:  # its lease is live: its worker may still end it; back when it lapses
+    if handed_back(current) and current.attempt == message.attempt - 1:
+        end = retry_not_started(current, now, GONE_NOTE), Expect(frozenset({current.status}), current.attempt)
+    elif current.status is not ExecutionStatus.RUNNING or current.lease_until is None:
+        return None
+    elif end is None:  # its lease is live: its worker may still end it; back when it lapses
         after_s = visibility((current.lease_until - now).total_seconds() + 1)
         claimer.parking.return_later(delivery, after_s)
         return Claim(ClaimOutcome.WAITING, message, delivery, None, current, return_after_s=after_s)
