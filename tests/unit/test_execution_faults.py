@@ -261,3 +261,55 @@ def test_message_returned_is_still_raised_for_a_waiting_record(rig: Rig, t0: dat
     rig.send(rig.message(job, t0, attempt=2))
     with pytest.raises(MessageReturned):
         worker.process_sqs_record(sqs_record(rig))
+
+
+class _SleepHeld(ManualClock):
+    """A manual clock whose sleeps wait until the test lets them go (a finish between two tries)."""
+
+    def __init__(self, start: datetime) -> None:
+        super().__init__(start)
+        self.sleeping = threading.Event()
+        self.go = threading.Event()
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeping.set()
+        self.go.wait(60)
+        super().sleep(seconds)
+
+
+def test_a_finish_trying_its_write_again_does_not_hold_up_the_heartbeats_of_other_runs(
+    store: FlakyStore, t0: datetime
+) -> None:
+    # Given an ECS worker running two long slots, A and B, one keeper heartbeating both, and a store
+    # that fails the first write of A's result (A's finish waits between its tries, for up to
+    # finish_retry_s, 20 s, with A's lock held)
+    from punctual.execution.keeper import LeaseKeeper
+
+    clock = _SleepHeld(t0)
+    rig = Rig(store, clock)
+    worker = rig.worker(lease_timers=True, lease_s=8)
+    claims = []
+    for name in ("a", "b"):
+        claim = worker.claim(rig.message(rig.add_job(name, runtime="ecs", timeout_seconds=3600), t0))
+        assert claim.claimed
+        worker.live.add(claim)
+        claims.append(claim)
+    store.fail_saves_of[ExecutionStatus.SUCCEEDED] = 1
+    finishing = threading.Thread(target=worker.finish, args=(claims[0], TargetResult.ok()), daemon=True)
+    finishing.start()
+    try:
+        assert clock.sleeping.wait(30), "A's finish never retried"
+        # When B's heartbeat comes due while A's finish waits to try again
+        clock.advance(6)
+        step = threading.Thread(target=LeaseKeeper(worker).step, daemon=True)
+        step.start()
+        step.join(30)
+        # Then the keeper's step is not held up by A: B's lease is renewed
+        assert not step.is_alive(), "the keeper waited for A's finish"
+        b = store.get_execution("default", "b", slot_key(t0))
+        assert b is not None and b.lease_until == clock.now() + timedelta(seconds=8)
+    finally:
+        clock.go.set()
+        finishing.join(30)
+    # And A's result is recorded on its next try
+    assert statuses(rig.history(claims[0].job)) == [(1, "SUCCEEDED")]  # type: ignore[arg-type]

@@ -99,40 +99,53 @@ class Leases:
         Conditional on owner and attempt: a worker whose execution was taken over learns it
         here, and its run is stopped (``claim.cancel``). ``message=False``: the caller renews the
         message itself (a Lambda batch renews its messages together, :mod:`.keeper`).
+
+        A claim whose lock is held is not waited for: its record is being written (its finish,
+        which tries again for ``finish_retry_s`` while the store fails, or a heartbeat already
+        under way), and one keeper thread beats every run of the process (QA: a finish retrying
+        its write held the keeper up, and the other runs' leases lapsed while they ran).
         """
-        with claim.lock:
-            if not claim.live:
+        if not claim.lock.acquire(blocking=False):
+            return claim.live
+        try:
+            return self._heartbeat(claim, message)
+        finally:
+            claim.lock.release()
+
+    def _heartbeat(self, claim: Claim, message: bool) -> bool:
+        """:meth:`heartbeat` with the claim's lock held."""
+        if not claim.live:
+            return False
+        job, current = owned(claim)
+        now = self.clock.now()
+        extended = current.model_copy(update={"lease_until": now + timedelta(seconds=self.lease_s(job))})
+        try:
+            self.ledger.save(extended, current, owned_by(current))
+        except ExecutionConflictError:
+            self._lose(claim, "was lost")
+            return False
+        except Exception:
+            # The store is failing. While the lease still outlasts the next heartbeat, the
+            # next one tries again; past that another worker may take the slot over, so this
+            # run gives up now: it is stopped and its result is never recorded.
+            lapses = current.lease_until
+            if lapses is not None and now + timedelta(seconds=self.config.lease_s / 3) >= lapses:
+                self._lose(claim, "could not be extended before it lapses")
                 return False
-            job, current = owned(claim)
-            now = self.clock.now()
-            extended = current.model_copy(update={"lease_until": now + timedelta(seconds=self.lease_s(job))})
+            raise
+        claim.execution = extended
+        claim.last_heartbeat = now
+        self.metrics.add("Heartbeats", 1)
+        self.keep_backstop(claim, job, extended, now)
+        delivery = claim.delivery
+        if message and delivery is not None and not claim.detached:
             try:
-                self.ledger.save(extended, current, owned_by(current))
-            except ExecutionConflictError:
-                self._lose(claim, "was lost")
-                return False
+                self.queues.change_visibility(delivery.queue_url, delivery.receipt, self.lease_s(job))
             except Exception:
-                # The store is failing. While the lease still outlasts the next heartbeat, the
-                # next one tries again; past that another worker may take the slot over, so this
-                # run gives up now: it is stopped and its result is never recorded.
-                lapses = current.lease_until
-                if lapses is not None and now + timedelta(seconds=self.config.lease_s / 3) >= lapses:
-                    self._lose(claim, "could not be extended before it lapses")
-                    return False
-                raise
-            claim.execution = extended
-            claim.last_heartbeat = now
-            self.metrics.add("Heartbeats", 1)
-            self.keep_backstop(claim, job, extended, now)
-            delivery = claim.delivery
-            if message and delivery is not None and not claim.detached:
-                try:
-                    self.queues.change_visibility(delivery.queue_url, delivery.receipt, self.lease_s(job))
-                except Exception:
-                    # SQS caps a message's visibility at 12 hours in all. Past that (or if the
-                    # receipt went stale) let go of the message: the LEASE timers recover the run.
-                    log.info("detaching %s %s from its message", job.id, current.slot, exc_info=True)
-                    self._detach(claim)
+                # SQS caps a message's visibility at 12 hours in all. Past that (or if the
+                # receipt went stale) let go of the message: the LEASE timers recover the run.
+                log.info("detaching %s %s from its message", job.id, current.slot, exc_info=True)
+                self._detach(claim)
         return True
 
     def heartbeat_if_due(self, claim: Claim) -> bool:
