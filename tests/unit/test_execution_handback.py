@@ -89,3 +89,28 @@ def test_a_run_handed_back_after_a_pause_goes_on(rig: Rig, t0: datetime) -> None
     assert rig.target.calls_for("long") == [(slot_key(t0), 2)]
     record = rig.store.get_execution("default", "long", slot_key(t0))
     assert record is not None and statuses([record]) == [(2, "SUCCEEDED")]
+
+
+def test_a_run_handed_back_a_day_after_its_slot_goes_on_whatever_max_age_seconds(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given an ECS job whose runs last days (timeout 3 days; retry.max_age_seconds at its default,
+    # a day), and a run handed back 25 hours in (its task stopped: a deploy, a Fargate retirement)
+    job = rig.add_job("long", runtime="ecs", timeout_seconds=3 * 86_400)
+    first = rig.worker(lease_timers=True, lease_s=8)
+    rig.send(rig.message(job, t0), queue=LONG)
+    [received] = rig.queues.receive(LONG, 1, 0, 8)
+    claim = first.claim(received.message)
+    assert claim.claimed
+    rig.clock.advance(25 * 3600)
+    assert first.heartbeat(claim, message=False)
+    rig.queues.delete(LONG, received.receipt)
+    assert first.release(claim)
+    # When another worker takes the next attempt's message
+    rig.clock.advance(1)
+    rig.work_until_idle(rig.worker(lease_timers=True, lease_s=8), LONG)
+    # Then the run goes on (a hand-back is not counted against the retry policy): it is not ended
+    # FAILED "past max_age" by its own scheduler's shutdown
+    assert rig.target.calls_for("long") == [(slot_key(t0), 2)]
+    record = rig.store.get_execution("default", "long", slot_key(t0))
+    assert record is not None and statuses([record]) == [(2, "SUCCEEDED")]

@@ -11,7 +11,8 @@ policy; :mod:`punctual.execution.claim` applies it with conditional writes. The 
     SUPERSEDED (older version)         n == 1, newer version   START (released for the new spec)
     QUEUED at n                        n                       START (overlap checked again)
     RETRY_WAIT at n-1                  n                       START (the next attempt; EXHAUSTED:
-                                                               FAILED when past max_age_seconds)
+                                                               FAILED when past max_age_seconds,
+                                                               unless handed back at shutdown)
     RUNNING at n-1 or n, lease live    -                       WAIT (come back when it lapses)
     RUNNING at n-1 or n, lease lapsed  -                       TAKEOVER as attempt+1, new owner
                                                                (EXHAUSTED: TIMED_OUT when none is left)
@@ -32,6 +33,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind
+from punctual.execution.records import RELEASED_NOTE
 from punctual.models import Execution, ExecutionStatus
 
 # A retry reaching its worker this long after its last instant (max_age_seconds) still starts: the
@@ -142,11 +144,15 @@ def decide_claim(
             return ClaimDecision(ClaimAction.START, "queued slot")
         return ClaimDecision(ClaimAction.DROP, f"slot is queued as attempt {current.attempt}")
     if status is ExecutionStatus.RETRY_WAIT:
-        if current.attempt == n - 1 and now > current.retry_origin + timedelta(
-            seconds=max_age_s + AGE_GRACE_S
+        if (
+            current.attempt == n - 1
+            and current.error != RELEASED_NOTE
+            and now > current.retry_origin + timedelta(seconds=max_age_s + AGE_GRACE_S)
         ):
             # Its retry reached a worker past the slot's age (a poller or the workers behind):
-            # it does not start (QA: attempt 2 ran 301 s after the slot with max_age_seconds 120)
+            # it does not start (QA: attempt 2 ran 301 s after the slot with max_age_seconds 120).
+            # Not a run its worker handed back at shutdown: that is not counted against the retry
+            # policy (QA: an ECS run of days handed back a day in ended FAILED, "past max_age")
             return ClaimDecision(ClaimAction.EXHAUSTED, "retry past max_age_seconds")
         if current.attempt == n - 1:
             return ClaimDecision(ClaimAction.START, "next attempt")
