@@ -145,6 +145,22 @@ def test_bad_backfills_are_4xx_naming_the_problem(api: ApiClient) -> None:
     assert api.call("POST", "/v1/jobs/nope/backfill", _range(5, 1)).status == 404
 
 
+def test_a_backfill_instant_no_utc_date_holds_is_422_naming_it(api: ApiClient) -> None:
+    """QA22: an end of 9999-12-31 west of UTC (or a start of 0001-01-01 east of it) is past the
+    dates UTC can hold: the range check raised OverflowError, a 500."""
+    job = api.create(job_spec(schedule="cron(0 * * * ? *)", timezone="UTC"))
+    path = f"/v1/jobs/{job['id']}/backfill"
+    for body, field in [
+        ({"start": "2026-01-01T00:00:00Z", "end": "9999-12-31T23:59:59-14:00"}, "end"),
+        ({"start": "0001-01-01T00:00:00+14:00", "end": "2026-01-01T00:00:00Z"}, "start"),
+        ({"start": "2026-01-01T00:00:00Z", "end": "2200-01-01T00:00:00Z"}, "end"),
+    ]:
+        reply = api.call("POST", path, body)
+        assert reply.status == 422, (body, reply)
+        assert field in reply.fields() and "must be between 1970-01-01" in str(reply.problem), reply.problem
+    assert api.call("GET", f"/v1/jobs/{job['id']}/executions").body["items"] == []
+
+
 def test_a_calendar_zone_that_is_no_place_is_422_and_one_stored_before_still_works(api: ApiClient) -> None:
     """QA: a calendar took 'posix/Europe/Berlin', 'localtime', 'right/UTC' (refused for a job):
     its use then failed with a 500 (the job stored anyway), and so did every list of the tenant."""

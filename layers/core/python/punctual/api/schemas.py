@@ -8,6 +8,7 @@ anchor, lease owner tokens). Instants are RFC 3339 UTC.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -34,6 +35,7 @@ from punctual.models import (
     Job,
     JobSpec,
     JobState,
+    instant_in_years,
 )
 from punctual.models.base import instant_text
 from punctual.store.base import UnreadableJob
@@ -502,6 +504,12 @@ class BackfillRequest(BaseModel):
     @classmethod
     def _instant_text(cls, value: Any, info: ValidationInfo) -> Any:
         return instant_text(value, str(info.field_name))
+
+    @field_validator("start", "end")
+    @classmethod
+    def _instant_range(cls, value: datetime, info: ValidationInfo) -> datetime:
+        # QA22: an end no UTC date holds (9999-12-31T23:59:59-14:00) was a 500
+        return instant_in_years(value, str(info.field_name))
 
 
 class BackfillOut(BaseModel):

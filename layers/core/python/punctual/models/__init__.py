@@ -67,7 +67,7 @@ from punctual.models.executions import (
     IllegalTransition,
     check_transition,
 )
-from punctual.models.jobs import SPEC_EXAMPLE, Job, JobSpec, JobState
+from punctual.models.jobs import SPEC_EXAMPLE, Job, JobSpec, JobState, instant_in_years
 from punctual.models.policies import (
     Backoff,
     CatchupKind,
@@ -176,6 +176,7 @@ __all__ = [
     "check_transition",
     "flag_field",
     "header_key",
+    "instant_in_years",
     "int_field",
     "is_json_media_type",
     "seconds_field",

@@ -94,6 +94,20 @@ SPEC_EXAMPLE: dict[str, Any] = {
 }
 
 
+def instant_in_years(value: datetime, field: str) -> datetime:
+    """``value`` when it is an instant of the years schedules have (UTC), else a ``ValueError``
+    naming ``field`` (also for one no UTC date can hold: 9999-12-31T23:00:00-14:00)."""
+    try:
+        year = value.astimezone(UTC).year
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        year = 0
+    if not schedules.MIN_YEAR <= year <= schedules.MAX_YEAR:
+        raise ValueError(
+            f"{field} must be between {schedules.MIN_YEAR}-01-01 and {schedules.MAX_YEAR}-12-31 (UTC)"
+        )
+    return value
+
+
 class JobSpec(StrictModel):
     """What a user registers. Everything a job does comes from here."""
 
@@ -282,16 +296,7 @@ class JobSpec(StrictModel):
     def _instant_range(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
         if value is None or accepted_before(info.context):
             return value
-        try:
-            year = value.astimezone(UTC).year
-        except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-            year = 0
-        if not schedules.MIN_YEAR <= year <= schedules.MAX_YEAR:
-            raise ValueError(
-                f"{info.field_name} must be between {schedules.MIN_YEAR}-01-01 and"
-                f" {schedules.MAX_YEAR}-12-31 (UTC)"
-            )
-        return value
+        return instant_in_years(value, str(info.field_name))
 
     @field_validator("name")
     @classmethod
