@@ -7,10 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from execution_harness import LAYOUT as RIG_LAYOUT
+from execution_harness import Rig
 from factories import spec
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
+from punctual.usecases.calendars import Calendar
 from punctual.usecases.jobs import JobService, QueueRouting
+from punctual.usecases.next_fire import NextFire
 from simulation import LAYOUT, LONG, SHORT, Simulation
 
 
@@ -42,3 +46,82 @@ def test_latest_runs_no_late_slot_when_the_regular_one_is_due_and_records_every_
     records = store.list_executions("default", "j", limit=1000).items
     covered = sum(r.slot_count or 1 for r in records if r.status.value == "MISSED")
     assert covered == outage_minutes - 1  # 10:11 up to the minute before the pollers came back
+
+
+def test_latest_runs_the_newest_slot_no_calendar_excludes() -> None:
+    """QA22: with catch-up latest, a newest owed slot on an excluded day (a weekend calendar) was
+    recorded EXCLUDED and every older one MISSED "a newer slot ran instead": none ran. The newest
+    slot that runs is the newest one not excluded; the excluded ones are recorded EXCLUDED."""
+    rig = Rig(MemoryStore(), ManualClock(datetime(2026, 12, 2, 8, 0, tzinfo=UTC)))
+    now = rig.clock.now()
+    weekend = Calendar(name="weekend", dates=["2026-12-05", "2026-12-06"], created_at=now, updated_at=now)
+    rig.store.put_calendar(weekend, None)
+    jobs = JobService(rig.store, rig.queues, rig.clock, RIG_LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    daily = spec(
+        "cron(0 9 * * ? *)",
+        catchup={"policy": "latest", "window_seconds": 4 * 86400},
+        exclude_calendars=["weekend"],
+    )
+    jobs.register("default", daily, job_id="j")
+    worker = rig.worker()
+
+    def run_until(instant: datetime) -> None:
+        while rig.clock.now() < instant:
+            rig.clock.advance(1)
+            rig.poll()
+            rig.work_until_idle(worker)
+
+    for day in (2, 3):  # Wednesday's and Thursday's slots run
+        rig.clock.set(datetime(2026, 12, day, 8, 59, 58, tzinfo=UTC))
+        run_until(datetime(2026, 12, day, 9, 0, 2, tzinfo=UTC))
+    # When the job, paused on Thursday, is resumed on Sunday at noon (Friday to Sunday owed)
+    jobs.pause("default", "j")
+    rig.clock.set(datetime(2026, 12, 6, 12, 0, tzinfo=UTC))
+    jobs.resume("default", "j")
+    resumed_at = rig.clock.now()
+    assert NextFire(rig.store, rig.clock.now).of(rig.store.get_job("default", "j")).next_fire_at == resumed_at
+    run_until(resumed_at + timedelta(seconds=3))
+    # Then Friday's slot runs, the weekend's are EXCLUDED, none is MISSED
+    job = rig.store.get_job("default", "j")
+    assert job is not None
+    records = {r.slot: (r.status.value, r.error) for r in rig.history(job)}
+    assert records.get("2026-12-04T09:00:00Z") == ("SUCCEEDED", None), records
+    for slot in ("2026-12-05T09:00:00Z", "2026-12-06T09:00:00Z"):
+        assert records[slot] == ("EXCLUDED", "excluded by calendar 'weekend' (version 1)")
+    assert [slot for slot, _ in rig.target.calls_for("j")][-1] == "2026-12-04T09:00:00Z"
+
+
+def test_latest_after_an_outage_runs_the_newest_late_slot_when_the_one_due_at_once_is_excluded() -> None:
+    # Given an hourly job with catch-up latest (window 4 h) excluding 2 December, pollers down from
+    # 21:30 on the 1st until the 2nd's midnight slot is due
+    rig = Rig(MemoryStore(), ManualClock(T(20, 0)))
+    now = rig.clock.now()
+    rig.store.put_calendar(Calendar(name="h", dates=["2026-12-02"], created_at=now, updated_at=now), None)
+    jobs = JobService(rig.store, rig.queues, rig.clock, RIG_LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    jobs.register(
+        "default",
+        spec(
+            "cron(0 * * * ? *)",
+            catchup={"policy": "latest", "window_seconds": 14400},
+            exclude_calendars=["h"],
+        ),
+        job_id="j",
+    )
+    worker = rig.worker()
+    rig.clock.set(T(21, 0, 1))
+    rig.poll()
+    rig.work_until_idle(worker)
+    # When they come back with the 2nd's first slot (excluded) due at once
+    rig.clock.set(datetime(2026, 12, 2, 0, 0, 30, tzinfo=UTC))
+    rig.poll(lookback=timedelta(hours=4))
+    rig.work_until_idle(worker)
+    # Then the newest late slot not excluded, 23:00, runs in its place; 22:00 is MISSED
+    job = rig.store.get_job("default", "j")
+    assert job is not None
+    records = {r.slot: r.status.value for r in rig.history(job)}
+    assert records == {
+        "2026-12-01T21:00:00Z": "SUCCEEDED",
+        "2026-12-01T22:00:00Z": "MISSED",
+        "2026-12-01T23:00:00Z": "SUCCEEDED",
+        "2026-12-02T00:00:00Z": "EXCLUDED",
+    }

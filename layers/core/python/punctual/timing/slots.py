@@ -7,7 +7,7 @@ skew moves *when* a slot is released, never *whether* or *how often*.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -391,6 +391,35 @@ def _plan_due(
     plan.missed = [(s, reason if s in window else MISSED_OUTSIDE_WINDOW) for s, _ in late if s not in kept]
     plan.release = chosen + on_time
     return plan
+
+
+def latest_past_excluded(
+    job: Job, plan: ReleasePlan, now: datetime, excluded: Callable[[datetime], bool]
+) -> None:
+    """Catch-up ``latest`` where every slot ``plan`` releases falls on a day a calendar of the job
+    excludes (the newest late slot, or the slot due at once): the newest slot the policy dropped
+    for it that is not excluded runs instead, as it is then the newest slot that runs (QA22: a
+    Friday owed by a pause over an excluded weekend was recorded MISSED "a newer slot ran instead"
+    and none ran). The excluded slots newer than it go with the release, to be recorded EXCLUDED
+    (all of them when every dropped slot is excluded). Not while more slots are due than the plan
+    walked (the next release decides among them), nor among a range record's slots."""
+    if job.catchup.policy is not CatchupKind.LATEST or not plan.release:
+        return
+    if not all(excluded(slot) for slot in plan.release):
+        return
+    if plan.next_slot is not None and dispatch_instant(job, plan.next_slot) <= now:
+        return
+    instead: list[datetime] = []
+    for slot, reason in reversed(plan.missed):
+        if not reason.endswith(MISSED_BY_LATEST):
+            continue
+        instead.append(slot)
+        if not excluded(slot):
+            break
+    if instead:
+        moved = set(instead)
+        plan.missed = [(slot, reason) for slot, reason in plan.missed if slot not in moved]
+        plan.release = sorted([*instead, *plan.release])
 
 
 def _drop_in_bulk(

@@ -216,6 +216,12 @@ def excluding(calendars: Iterable[Calendar], instant: datetime) -> Calendar | No
     return None
 
 
+def on_excluded_day(calendars: Sequence[Calendar]) -> Callable[[datetime], bool]:
+    """Whether an instant falls on a day one of ``calendars`` excludes (a predicate for the pure
+    release planning, :func:`punctual.timing.slots.latest_past_excluded`)."""
+    return lambda instant: excluding(calendars, instant) is not None
+
+
 def exclusion_note(calendar: Calendar) -> str:
     """The error of an EXCLUDED record: which calendar, at which version."""
     return f"excluded by calendar {calendar.name!r} (version {calendar.version})"

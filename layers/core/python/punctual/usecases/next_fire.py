@@ -25,13 +25,14 @@ from punctual.store.base import JobStore
 from punctual.timing.slots import (
     MISSED_AFTER_S,
     dispatch_instant,
+    latest_past_excluded,
     next_slot,
     plan_release,
     resume_start,
     schedule_of,
 )
 from punctual.timing.timers import slot_key
-from punctual.usecases.calendars import Calendar, excluding, included_slots
+from punctual.usecases.calendars import Calendar, excluding, included_slots, on_excluded_day
 
 # How long after a resume a read looks for the slots it owes (one execution record read per job
 # read): the RESUME timer is due at the resume and released at the pollers' next pass, a second
@@ -145,4 +146,5 @@ def owed_by_resume(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) 
     if start is None or dispatch_instant(job, start) > resumed_at:
         return None  # a FIRE timer at its dispatch instant: the chain's release (fire_timer)
     plan = plan_release(job, start, max(now, resumed_at), due=resumed_at, owed_before=resumed_at)
+    latest_past_excluded(job, plan, max(now, resumed_at), on_excluded_day(calendars))
     return next((slot for slot in plan.release if excluding(calendars, slot) is None), None)
