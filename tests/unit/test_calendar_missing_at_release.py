@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from execution_harness import LAYOUT, SHORT, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
@@ -22,8 +24,10 @@ from punctual.models import AlertStatus, ExecutionStatus
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import TimerKind, slot_key
+from punctual.usecases.backfill_runner import BackfillRunner
 from punctual.usecases.calendar_service import CalendarService
 from punctual.usecases.calendars import Calendar, CalendarSpec
+from punctual.usecases.job_errors import JobConflictError
 from punctual.usecases.jobs import JobService
 
 T0 = datetime(2026, 12, 24, 8, 0, tzinfo=UTC)  # a Thursday: the 24th is in the calendar
@@ -96,3 +100,24 @@ def test_a_calendar_an_eventually_consistent_read_missed_is_read_again_not_calle
     record = store.get_execution("default", job.id, slot_key(T0))
     assert record is not None and record.status is ExecutionStatus.EXCLUDED
     assert rig.queues.all_messages(SHORT) == []
+
+
+def test_a_backfill_of_a_job_whose_calendar_is_gone_is_refused_naming_it() -> None:
+    """QA22: a backfill planned without a calendar it did not find, so it ran the job's slots on
+    the calendar's days (the release records them MISSED instead); and it read the calendars
+    eventually consistently, so one created a moment ago could be missed the same way."""
+    store = BehindStore()
+    rig, jobs, _ = world(store)
+    job, _ = jobs.register("default", spec("cron(0 8 * * ? *)", exclude_calendars=["holidays"]))
+    rig.clock.set(T0 + timedelta(days=2))
+    runner = BackfillRunner(store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), ()))
+    # The calendar, only behind on the first read, still excludes the 24th
+    planned = runner.start("default", job.id, T0 - timedelta(days=1), T0 + timedelta(days=1))
+    assert (len(planned.slots), planned.excluded) == (1, 1)
+    # And once it is gone behind the API's back, a backfill says so and runs nothing
+    store.use_calendars("default", job.id, ["holidays"], present=False)
+    store.delete_calendar("default", "holidays")
+    with pytest.raises(JobConflictError, match="calendar missing: 'holidays'"):
+        runner.start("default", job.id, T0 - timedelta(days=2), T0 + timedelta(days=1))
+    steps = rig.timers(T0, rig.clock.now() + timedelta(minutes=1), TimerKind.BACKFILL)
+    assert [t.slot for t in steps] == [planned.id]  # the refused one has no driver

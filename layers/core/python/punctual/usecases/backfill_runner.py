@@ -60,7 +60,7 @@ from punctual.store.base import JobStore
 from punctual.timing.slots import dispatch_instant, next_slot, schedule_of
 from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
 from punctual.usecases.backfills import Backfill, BackfillState, backfill_id, backfill_ref, range_texts
-from punctual.usecases.calendars import excluding
+from punctual.usecases.calendars import CALENDAR_MISSING, Calendar, excluding
 from punctual.usecases.job_errors import InvalidBackfillError, JobConflictError, JobNotFoundError
 
 log = logging.getLogger("punctual.backfill")
@@ -213,9 +213,7 @@ class BackfillRunner:
                 )
             candidates.append(slot)
             slot = next_slot(job, slot)
-        calendars = [
-            c for c in self.store.batch_get_calendars((job.tenant, n) for n in job.exclude_calendars).values()
-        ]
+        calendars = self._calendars(job)
         included = [s for s in candidates if excluding(calendars, s) is None]
         keys = [slot_key(s) for s in included]
         records = self.store.batch_get_executions((job.tenant, job.id, k) for k in keys)
@@ -243,6 +241,21 @@ class BackfillRunner:
             created_at=now,
             updated_at=now,
         )
+
+    def _calendars(self, job: Job) -> list[Calendar]:
+        """The calendars ``job`` excludes, as they are now (a consistent read: one put a moment ago
+        is found). One that is gone is a conflict: its days are not known, and the release records
+        the job's slots MISSED rather than run them (QA22: the backfill ran them)."""
+        keys = [(job.tenant, name) for name in job.exclude_calendars]
+        found = self.store.batch_get_calendars(keys, consistent=True) if keys else {}
+        gone = [name for tenant_name, name in keys if (tenant_name, name) not in found]
+        if gone:
+            named = ", ".join(repr(name) for name in gone)
+            raise JobConflictError(
+                f"{CALENDAR_MISSING}: {named} (excluded by the job, not found): put it again with its days"
+                f" (PUT /v1/calendars/{gone[0]}) before a backfill"
+            )
+        return [found[key] for key in keys]
 
     def get(self, tenant: str, job_id: str, bid: str) -> Backfill:
         found = self.store.get_backfill(tenant, job_id, bid)
