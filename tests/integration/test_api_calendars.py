@@ -120,6 +120,23 @@ def test_backfill_is_202_idempotent_shows_progress_and_cancels(api: ApiClient) -
     assert api.call("POST", f"/v1/jobs/{job['id']}/backfill", body, user=BOB).status == 404
 
 
+def test_a_backfill_asked_again_with_other_dependants_is_409_not_the_first_one(api: ApiClient) -> None:
+    """QA22: the same range asked for with include_dependants was answered 202 with the backfill
+    made without it (its after() children never run), as if done as asked."""
+    job = api.create(job_spec(schedule="cron(0 * * * ? *)", timezone="UTC"))
+    path = f"/v1/jobs/{job['id']}/backfill"
+    body = _range(10, 4)
+    first = api.call("POST", path, body)
+    assert first.status == 202 and first.body["include_dependants"] is False
+    other = api.call("POST", path, {**body, "include_dependants": True})
+    assert other.status == 409, other
+    assert "without include_dependants" in other.problem["detail"], other.problem
+    assert api.call("POST", path, body).status == 202  # the same request still answers it
+    api.call("DELETE", f"/v1/jobs/{job['id']}/backfills/{first.body['id']}")
+    again = api.call("POST", path, {**body, "include_dependants": True})  # cancelled: asked anew
+    assert (again.status, again.body["id"], again.body["include_dependants"]) == (202, first.body["id"], True)
+
+
 def test_bad_backfills_are_4xx_naming_the_problem(api: ApiClient) -> None:
     job = api.create(job_spec(schedule="cron(0/5 * * * ? *)", timezone="UTC"))
     path = f"/v1/jobs/{job['id']}/backfill"

@@ -156,6 +156,7 @@ class BackfillRunner:
         # A backfill of the same range of an earlier job at this id (deleted since) is planned anew.
         earlier = existing is not None and existing.created_at < job.created_at - EARLIER_JOB_MARGIN
         if existing is not None and existing.state is not BackfillState.CANCELLED and not earlier:
+            _same_request(existing, include_dependants)
             if existing.state is BackfillState.RUNNING:
                 self._arm(existing, job, now)  # in case the request that created it died before
             return existing
@@ -395,3 +396,20 @@ class BackfillRunner:
         elif finished:
             self._leave(advanced)
         return len(messages)
+
+
+def _same_request(existing: Backfill, include_dependants: bool) -> None:
+    """A request for a range that has a backfill answers it only when it asks for the same runs: one
+    that differs in ``include_dependants`` is a conflict (QA22: it was answered 202 with the first
+    backfill, whose dependants do not run, as if it had been done as asked)."""
+    if existing.include_dependants == include_dependants:
+        return
+    had = "with" if existing.include_dependants else "without"
+    then = (
+        "cancel it (DELETE its URL) and ask again: the slots it ran are left alone"
+        if existing.state is BackfillState.RUNNING
+        else "its slots have run"
+    )
+    raise JobConflictError(
+        f"backfill {existing.id!r} of this range is {existing.state.value} {had} include_dependants: {then}"
+    )
