@@ -393,33 +393,33 @@ def _plan_due(
     return plan
 
 
-def latest_past_excluded(
+def calendar_before_catchup(
     job: Job, plan: ReleasePlan, now: datetime, excluded: Callable[[datetime], bool]
 ) -> None:
-    """Catch-up ``latest`` where every slot ``plan`` releases falls on a day a calendar of the job
-    excludes (the newest late slot, or the slot due at once): the newest slot the policy dropped
-    for it that is not excluded runs instead, as it is then the newest slot that runs (QA22: a
-    Friday owed by a pause over an excluded weekend was recorded MISSED "a newer slot ran instead"
-    and none ran). The excluded slots newer than it go with the release, to be recorded EXCLUDED
-    (all of them when every dropped slot is excluded). Not while more slots are due than the plan
-    walked (the next release decides among them), nor among a range record's slots."""
-    if job.catchup.policy is not CatchupKind.LATEST or not plan.release:
-        return
-    if not all(excluded(slot) for slot in plan.release):
+    """Where a job excludes calendars, they decide a late slot before its catch-up policy does
+    (``excluded``: whether a slot falls on an excluded day), as if excluded slots were no slots:
+
+    * a slot the policy dropped on an excluded day goes with the release, to be recorded
+      EXCLUDED (it would not have run: QA22, it was MISSED, with a ``missed`` alert and event);
+    * with ``latest``, when every slot the plan releases is excluded (the newest late slot, or the
+      slot due at once), the newest slot it dropped for them runs instead, the newest that runs
+      (QA22: a Friday owed by a pause over an excluded weekend was recorded MISSED "a newer slot
+      ran instead" and none ran). Not while more slots are due than the plan walked (the next
+      release decides among them).
+
+    The slots of a range record (a run of more than 30) are not looked into."""
+    held = [slot for slot, _ in plan.missed if excluded(slot)]
+    if held:
+        plan.missed = [(slot, reason) for slot, reason in plan.missed if not excluded(slot)]
+        plan.release = sorted([*held, *plan.release])
+    if job.catchup.policy is not CatchupKind.LATEST or not all(excluded(slot) for slot in plan.release):
         return
     if plan.next_slot is not None and dispatch_instant(job, plan.next_slot) <= now:
         return
-    instead: list[datetime] = []
-    for slot, reason in reversed(plan.missed):
-        if not reason.endswith(MISSED_BY_LATEST):
-            continue
-        instead.append(slot)
-        if not excluded(slot):
-            break
-    if instead:
-        moved = set(instead)
-        plan.missed = [(slot, reason) for slot, reason in plan.missed if slot not in moved]
-        plan.release = sorted([*instead, *plan.release])
+    dropped = [index for index, (_, reason) in enumerate(plan.missed) if reason.endswith(MISSED_BY_LATEST)]
+    if plan.release and dropped:
+        newest, _ = plan.missed.pop(dropped[-1])
+        plan.release = sorted([newest, *plan.release])
 
 
 def _drop_in_bulk(

@@ -218,7 +218,7 @@ def excluding(calendars: Iterable[Calendar], instant: datetime) -> Calendar | No
 
 def on_excluded_day(calendars: Sequence[Calendar]) -> Callable[[datetime], bool]:
     """Whether an instant falls on a day one of ``calendars`` excludes (a predicate for the pure
-    release planning, :func:`punctual.timing.slots.latest_past_excluded`)."""
+    release planning, :func:`punctual.timing.slots.calendar_before_catchup`)."""
     return lambda instant: excluding(calendars, instant) is not None
 
 

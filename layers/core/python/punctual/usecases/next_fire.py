@@ -24,8 +24,8 @@ from punctual.models import Job, JobState
 from punctual.store.base import JobStore
 from punctual.timing.slots import (
     MISSED_AFTER_S,
+    calendar_before_catchup,
     dispatch_instant,
-    latest_past_excluded,
     next_slot,
     plan_release,
     resume_start,
@@ -146,5 +146,5 @@ def owed_by_resume(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) 
     if start is None or dispatch_instant(job, start) > resumed_at:
         return None  # a FIRE timer at its dispatch instant: the chain's release (fire_timer)
     plan = plan_release(job, start, max(now, resumed_at), due=resumed_at, owed_before=resumed_at)
-    latest_past_excluded(job, plan, max(now, resumed_at), on_excluded_day(calendars))
+    calendar_before_catchup(job, plan, max(now, resumed_at), on_excluded_day(calendars))
     return next((slot for slot in plan.release if excluding(calendars, slot) is None), None)

@@ -31,7 +31,7 @@ from punctual.runtime.observability import MetricsSink
 from punctual.store.base import ExecutionConflictError, Expect, JobStore, UnreadableJobError
 from punctual.store.reads import read_calendars
 from punctual.timing.missed_ranges import MissedRange
-from punctual.timing.slots import ReleasePlan, dispatch_instant, latest_past_excluded
+from punctual.timing.slots import ReleasePlan, calendar_before_catchup, dispatch_instant
 from punctual.timing.timers import Timer, TimerKind, slot_key
 from punctual.usecases.calendars import (
     Calendar,
@@ -295,7 +295,7 @@ class CalendarExclusions:
                 missed.extend(self._calendar_missing(job, plan, gone, now))
                 continue
             mine: list[Calendar] = [calendars[(job.tenant, n)] for n in job.exclude_calendars]
-            latest_past_excluded(job, plan, now, on_excluded_day(mine))
+            calendar_before_catchup(job, plan, now, on_excluded_day(mine))
             kept: list[datetime] = []
             for slot in plan.release:
                 calendar = excluding(mine, slot)
