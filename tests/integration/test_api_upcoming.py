@@ -105,3 +105,20 @@ def test_an_at_job_lists_its_one_slot_and_then_none(api: ApiClient) -> None:
     status, body = _upcoming(api, job["id"], count="3")
 
     assert status == 200 and [_instant(s["slot"]) for s in body["slots"]] == [when]
+
+
+def test_a_job_whose_slots_left_are_all_excluded_says_so_not_that_none_is_left(api: ApiClient) -> None:
+    """QA22: an at() job whose one slot, years ahead, is on an excluded day was said to have 'no slot
+    left: its end_at passed, or its one slot did', which neither had."""
+    when = (datetime.now(UTC) + timedelta(days=3)).replace(hour=9, minute=0, second=0, microsecond=0)
+    day = when.date().isoformat()
+    assert api.call("PUT", "/v1/calendars/freeze", {"dates": [day]}).status == 201
+    job = api.create(
+        http_spec(schedule=f"at({when.replace(tzinfo=None).isoformat()})", exclude_calendars=["freeze"])
+    )
+
+    status, body = _upcoming(api, job["id"])
+
+    assert status == 200 and body["slots"] == []
+    assert "calendars exclude" in body["note"] and "freeze" in body["note"], body
+    assert "end_at passed" not in body["note"]

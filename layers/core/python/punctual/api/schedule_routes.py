@@ -6,6 +6,7 @@ will release them: Temporal's future action times). Added to the API by :func:`r
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
@@ -13,7 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from punctual.api import problems
 from punctual.api.path_params import job_id_of
 from punctual.api.schemas import JobUpcoming, SchedulePreview, UpcomingSlotOut
-from punctual.models import CALENDAR_NAME_RE, CALENDAR_NAME_RULE, MAX_JOB_CALENDARS, JobState
+from punctual.models import CALENDAR_NAME_RE, CALENDAR_NAME_RULE, MAX_JOB_CALENDARS, Job, JobState
 from punctual.timing.schedules import (
     ScheduleError,
     check_place,
@@ -23,7 +24,7 @@ from punctual.timing.schedules import (
     validate_timezone,
 )
 from punctual.timing.slots import schedule_of
-from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, included_slots, stopped_by_cap
+from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, Calendar, included_slots, stopped_by_cap
 from punctual.usecases.next_fire import release_instants, upcoming_slots
 
 MAX_PREVIEW = 100
@@ -153,10 +154,11 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
         elif kind == "delay":
             note = "a delay() job's next run counts from its last run's end: see next_fire_at"
         else:
-            found = upcoming_slots(job, jobs.clock.now(), jobs.next_fire.excluded_by(job), count)
+            now, calendars = jobs.clock.now(), jobs.next_fire.excluded_by(job)
+            found = upcoming_slots(job, now, calendars, count)
             fires = release_instants(job, found)
             slots = [UpcomingSlotOut(slot=slot, fires_at=at) for slot, at in zip(found, fires, strict=True)]
-            note = None if slots else "no slot is left: its end_at passed, or its one slot did"
+            note = None if slots else _none_left(job, now, calendars)
         return JobUpcoming(job_id=job.id, state=job.state.value, slots=slots, note=note)
 
     def _preview_calendars(tenant: str, text: str) -> list[Any]:
@@ -174,3 +176,12 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
         if missing:
             raise problems.invalid("query.calendars", f"calendar {missing[0]!r} does not exist")
         return [found[(tenant, name)] for name in names]
+
+
+def _none_left(job: Job, now: datetime, calendars: list[Calendar]) -> str:
+    """Why an ENABLED job lists no slot: none is left, or (QA22: said to be none left) every one
+    left is on a day of the calendars it excludes."""
+    if calendars and upcoming_slots(job, now, (), 1):
+        names = ", ".join(repr(calendar.name) for calendar in calendars)
+        return f"every slot it has left is on a day its calendars exclude ({names}): none runs"
+    return "no slot is left: its end_at passed, or its one slot did"
