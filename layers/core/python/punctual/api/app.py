@@ -606,8 +606,9 @@ BackfillId = Annotated[str, Path(description="The backfill's id, as POST .../bac
     description=(
         "Runs every slot of the job's schedule in [start, end) that has no execution yet, exactly once,"
         " a few at a time (max_parallel), through the same ledger as scheduled slots. The same request"
-        " again (or at the same time) answers the same backfill and runs nothing new. Slots on a day of a"
-        " calendar the job excludes are not run. A range of more slots than the deployment allows is 422."
+        " again (or at the same time) answers the same backfill and runs nothing new (one for the same range"
+        " with another include_dependants is 409). Slots on a day of a calendar the job excludes are not run"
+        " (409 when such a calendar is missing). A range of more slots than the deployment allows is 422."
     ),
     responses=_ok(202, "The backfill was started (or already exists)", BackfillOut, 400, 401, 404, 409, 422),
     tags=["backfills"],
