@@ -4,7 +4,9 @@ Powertools' idempotency utility keeps one record per (tenant, route, key) in the
 table, in a partition per tenant (``idem#<tenant>``), for a day (``expires_at`` is the
 table's TTL attribute). A retry with the same key answers the first reply; the same key
 with a different body is refused (422, ``IdempotencyValidationError``); a retry while
-the first is still running is a 409 with ``Retry-After``.
+the first is still running is a 409 with ``Retry-After``. A key's record that DynamoDB throttles
+is a 503 with ``Retry-After`` (nothing was done); when only the record of a reply is lost, the
+reply is still answered (the work was done: a 500 had the client do it again).
 
 A stored create reply never holds a webhook signing secret in clear: it holds it
 encrypted (a context of its own), and a replay decrypts it. Where the API may not
@@ -23,6 +25,7 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyPersistenceLayerError
 
 from punctual.api.wiring import IDEMPOTENCY_TTL_S, Services
 from punctual.models import ACCEPTED, Job, JobSpec
@@ -65,8 +68,11 @@ def _once(
     run: Callable[[], dict[str, Any]],
     lambda_context: Any | None,
 ) -> dict[str, Any]:
+    done: dict[str, dict[str, Any]] = {}
+
     def call(request: dict[str, Any]) -> dict[str, Any]:
-        return run()
+        done["reply"] = run()
+        return done["reply"]
 
     wrapped = idempotent_function(
         call,
@@ -75,7 +81,16 @@ def _once(
         config=_config(key_path, lambda_context),
         key_prefix=prefix,
     )
-    result: dict[str, Any] = wrapped(request=data)
+    try:
+        result: dict[str, Any] = wrapped(request=data)
+    except IdempotencyPersistenceLayerError as exc:
+        if "reply" not in done:
+            raise  # nothing was done (the key's record could not be written: problems answers why)
+        # The work is done, only its record could not be written (DynamoDB throttled it): answer
+        # it. A 500 here had the client retry, and once the key's in-progress mark lapsed the
+        # retry did the work again (a second job).
+        logger.warning("%s: reply not recorded for its Idempotency-Key: %s", prefix, exc)
+        return done["reply"]
     return result
 
 

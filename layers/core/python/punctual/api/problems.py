@@ -25,6 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
 from botocore.exceptions import ClientError
@@ -416,6 +417,13 @@ def _idempotency_busy(exc: IdempotencyAlreadyInProgressError) -> Response[Any]:
     )
 
 
+def _idempotency_store(exc: IdempotencyPersistenceLayerError) -> Response[Any]:
+    # Powertools wraps the error of the key's record (written first, before any work): a throttled
+    # DynamoDB is a 503 with Retry-After as for any other write (nothing was done), not a 500.
+    cause = exc.__cause__
+    return _aws_error(cause) if isinstance(cause, ClientError) else _unexpected(exc)
+
+
 def _bad_response(exc: ResponseValidationError) -> Response[Any]:
     logger.error("response does not match the OpenAPI document: %s", exc.errors())
     return _internal()
@@ -533,6 +541,7 @@ def install(app: APIGatewayRestResolver) -> None:
     app.exception_handler(RateLimitedError)(_rate_limited)
     app.exception_handler(IdempotencyValidationError)(_idempotency_reuse)
     app.exception_handler(IdempotencyAlreadyInProgressError)(_idempotency_busy)
+    app.exception_handler(IdempotencyPersistenceLayerError)(_idempotency_store)
     app.not_found(_no_route)
     app.exception_handler(ResponseValidationError)(_bad_response)
     app.exception_handler(ClientError)(_aws_error)

@@ -1,0 +1,80 @@
+"""An Idempotency-Key's record when DynamoDB throttles its writes, as real AWS does and moto never
+does (QA22): the request is a 503 with Retry-After when nothing was done, and answers the work it
+did when only the record of its reply could not be written (never a 500: the client's retry, once
+the key's in-progress mark lapsed, made a second job)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from api_harness import ApiClient, LambdaContext, job_spec, rest_event
+from api_harness import api as api  # the fixture
+from botocore.exceptions import ClientError
+from openapi_contract import undeclared
+
+from punctual.api import wiring
+
+KEY = {"Idempotency-Key": "create-report-7"}
+
+
+def _throttle_key_records(monkeypatch: pytest.MonkeyPatch, operation: str) -> None:
+    """``operation`` of the DynamoDB client answers ProvisionedThroughputExceeded for the
+    Idempotency-Key records (partition ``idem#<tenant>``); every other item is written."""
+    client = wiring.services().dynamodb
+    real: Callable[..., Any] = getattr(client, operation)
+
+    def throttled(**request: Any) -> Any:
+        key = request.get("Key") or request.get("Item") or {}
+        if key.get("pk", {}).get("S", "").startswith("idem#"):
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+                operation,
+            )
+        return real(**request)
+
+    monkeypatch.setattr(client, operation, throttled)
+
+
+def _post(api: ApiClient, body: dict[str, Any]) -> tuple[int, dict[str, list[str]], dict[str, Any]]:
+    """POST /v1/jobs with the key, through the handler (ApiClient.call refuses any 5xx)."""
+    out = api.handler.handler(rest_event("POST", "/v1/jobs", json.dumps(body), KEY), LambdaContext())
+    headers = out.get("multiValueHeaders") or {}
+    assert not undeclared("POST", "/v1/jobs", out["statusCode"], {k: v[-1] for k, v in headers.items()})
+    return out["statusCode"], headers, json.loads(out["body"])
+
+
+def _job_ids(api: ApiClient) -> list[str]:
+    return [job["id"] for job in api.call("GET", "/v1/jobs").body["items"]]
+
+
+def test_a_throttled_key_record_is_a_503_with_retry_after_and_stores_nothing(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.call("GET", "/v1/jobs")  # the services are built inside the mock
+    _throttle_key_records(monkeypatch, "put_item")
+
+    status, headers, body = _post(api, job_spec())
+
+    assert status == 503 and headers["Retry-After"] == ["1"]
+    assert body["title"] == "Service busy"
+    monkeypatch.undo()
+    assert _job_ids(api) == []
+    retried = api.call("POST", "/v1/jobs", job_spec(), KEY)
+    assert retried.status == 201 and _job_ids(api) == [retried.body["id"]]
+
+
+def test_a_job_made_whose_reply_could_not_be_recorded_is_answered(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.call("GET", "/v1/jobs")
+    _throttle_key_records(monkeypatch, "update_item")  # the record's move to COMPLETED
+
+    status, headers, body = _post(api, job_spec())
+
+    assert status == 201, body
+    monkeypatch.undo()
+    assert _job_ids(api) == [body["id"]]
+    assert headers["ETag"] == [f'"{body["version"]}"']
