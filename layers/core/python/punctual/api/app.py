@@ -387,8 +387,9 @@ def trigger_job(job_id: JobId, idempotency_key: IdempotencyKey = None) -> Respon
     "/v1/jobs/<job_id>/executions",
     summary="A job's history",
     description=(
-        "Newest slot first; filter by status. A deleted job's history stays readable until it "
-        "expires (job_deleted: true)."
+        "Newest slot first; filter by status (a filtered page examines at most 2,000 records: it may "
+        "be short, even empty, while next_token goes on). A deleted job's history stays readable "
+        "until it expires (job_deleted: true)."
     ),
     responses=_ok(200, "A page of executions", ExecutionPage, 400, 401, 404, 422),
     tags=["executions"],

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from punctual.models import Job
 
-# Jobs a listing examines a page at most: a rare filter's page is short (even empty), with a cursor.
+# Jobs (or, under a status filter, execution records) a listing examines a page at most: a rare
+# filter's page is short (even empty), with a cursor.
 LIST_SCAN_BUDGET = 2000
 
 

@@ -22,6 +22,7 @@ from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.execution_docs import execution_from_item, record_attributes
 from punctual.store.dynamo.keys import _MAX_UNPROCESSED_ROUNDS
 from punctual.store.dynamo.schema import _n, _s
+from punctual.store.listing import LIST_SCAN_BUDGET
 
 
 class DynamoExecutions(DynamoBase, ExecutionRepository):
@@ -163,14 +164,20 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
         }
         if cursor:
             request["ExclusiveStartKey"] = schema.execution_key(tenant, job_id, cursor)
+        examined = 0
         while True:
+            # A status filter reads at most LIST_SCAN_BUDGET records a page (DynamoDB reads the
+            # filtered-out ones too): a rare status in a long history is a short page with a cursor.
             request["Limit"] = max(limit - len(items), 1) if status is None else 100
             reply = self.client.query(**request)
+            last = reply.get("LastEvaluatedKey")
+            examined += int(reply.get("ScannedCount", 0))
             for item in reply.get("Items", []):
                 items.append(self._execution_from_item(item))
                 if len(items) == limit:
                     return Page(items, items[-1].slot)
-            last = reply.get("LastEvaluatedKey")
             if not last:
                 return Page(items, None)
+            if status is not None and examined >= LIST_SCAN_BUDGET:
+                return Page(items, last["sk"]["S"].removeprefix(schema.EXEC_PREFIX))
             request["ExclusiveStartKey"] = last

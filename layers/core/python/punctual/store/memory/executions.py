@@ -14,6 +14,7 @@ from punctual.store.base import (
     Page,
     Turn,
 )
+from punctual.store.listing import LIST_SCAN_BUDGET
 from punctual.store.memory.base import MemoryBase
 
 
@@ -96,12 +97,12 @@ class MemoryExecutions(MemoryBase, ExecutionRepository):
                 slots = [s for s in slots if (s < cursor if newest_first else s > cursor)]
             items: list[Execution] = []
             last: str | None = None
-            for slot in slots:
+            for examined, slot in enumerate(slots, 1):
                 execution = self._executions[(tenant, job_id, slot)]
                 last = slot
                 if status is None or execution.status == status:
                     items.append(self._copy(execution))
-                if len(items) == limit:
+                if len(items) == limit or (status is not None and examined >= LIST_SCAN_BUDGET):
                     break
             more = last is not None and last != slots[-1]
-            return Page(items, last if more and len(items) == limit else None)
+            return Page(items, last if more else None)
