@@ -162,7 +162,11 @@ def _make_request_handler(
 
         def _serve(self) -> None:
             chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
-            length = int(self.headers.get("Content-Length") or 0)
+            given = (self.headers.get("Content-Length") or "0").strip()
+            if not (given.isascii() and given.isdigit()):  # QA22: int() raised, answered 502
+                self.send_error(400, "Bad Content-Length", f"Content-Length {given[:40]!r} is not a size")
+                return
+            length = int(given)
             body: bytes | None = b""
             if chunked:
                 try:

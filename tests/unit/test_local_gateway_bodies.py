@@ -53,6 +53,15 @@ def test_a_malformed_chunk_is_a_400_problem() -> None:
         assert status == 400 and json.loads(data)["title"] == "Bad chunked body"
 
 
+@pytest.mark.parametrize("length", ["abc", "-5", "8, 8"])
+def test_a_content_length_that_is_no_size_is_a_400_problem(length: str) -> None:
+    """QA22: int() of the header raised, and local mode answered 502 Internal server error
+    (API Gateway answers 400)."""
+    with LocalApiServer(_echo) as server:
+        status, data = _send(server.url, b'{"a": 1}', {"Content-Length": length})
+        assert status == 400 and json.loads(data)["title"] == "Bad Content-Length"
+
+
 def test_a_client_gone_before_the_answer_is_not_a_traceback(capfd: pytest.CaptureFixture[str]) -> None:
     """QA: a client that closed its connection before the answer (a probe, a browser leaving the
     console) left two tracebacks in local mode's log (BrokenPipeError while answering, then again
