@@ -455,6 +455,28 @@ def test_an_alert_is_made_once_per_slot_and_condition_and_taken_over_only_when_s
     assert store.list_executions("default", "job-1", 10).items == []
 
 
+def test_the_api_reads_history_and_alerts_strongly(dynamo_client):  # type: ignore[no-untyped-def]
+    """QA22: a job's alerts (GET /v1/jobs/{id}/alerts) were read eventually consistently, unlike
+    every other read the API makes: an alert raised a moment ago could be missing from the list
+    that a client reads because of it (a webhook, an execution event)."""
+    from punctual.store.dynamo import DynamoStore
+
+    seen: list[tuple[str, bool]] = []
+
+    class Spy:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(dynamo_client, name)
+
+        def query(self, **request):  # type: ignore[no-untyped-def]
+            seen.append((request["KeyConditionExpression"], request.get("ConsistentRead", False)))
+            return dynamo_client.query(**request)
+
+    store = DynamoStore(Spy(), "punctual-test")
+    store.list_alerts("default", "job-1", 10)
+    store.list_executions("default", "job-1", 10)
+    assert len(seen) == 2 and all(consistent for _, consistent in seen), seen
+
+
 def test_a_failure_streak_counts_its_failures_and_ends_only_as_it_was_read(store, t0):  # type: ignore[no-untyped-def]
     from punctual.store.base import Streak
 

@@ -77,6 +77,7 @@ class DynamoAlerts(DynamoBase, AlertRepository):
             **schema.partition(job_pk(tenant, job_id), schema.ALERT_PREFIX).fields(),
             ScanIndexForward=False,
             Limit=limit,
+            ConsistentRead=True,  # as every read of the API: an alert raised a moment ago is listed
         )
         return [Alert.model_validate(json.loads(item["doc"]["S"])) for item in reply.get("Items", [])]
 
