@@ -555,3 +555,25 @@ def test_throttled_storage_is_a_503_with_retry_after(api: ApiClient, monkeypatch
     assert out["statusCode"] == 503
     assert out["multiValueHeaders"]["Retry-After"] == ["1"]
     assert json.loads(out["body"])["title"] == "Service busy"
+
+
+def test_batch_reads_left_unprocessed_are_a_503_with_retry_after(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA22: DynamoDB throttles a BatchGetItem by leaving its keys unprocessed (moto never does);
+    through every retry that was a RuntimeError, answered 500."""
+    from api_harness import LambdaContext, rest_event
+
+    from punctual.api import wiring
+    from punctual.store.dynamo import base
+
+    api.call("PUT", "/v1/calendars/holidays", {"dates": ["2026-12-25"]})
+    client = wiring.services().store.client
+    monkeypatch.setattr(client, "batch_get_item", lambda RequestItems: {"UnprocessedKeys": RequestItems})
+    monkeypatch.setattr(base, "_backoff", lambda round_no: None)
+    path = "/v1/schedules/preview?expression=rate(1%20day)&calendars=holidays"
+    out = api.handler.handler(rest_event("GET", path), LambdaContext())
+
+    assert out["statusCode"] == 503
+    assert out["multiValueHeaders"]["Retry-After"] == ["1"]
+    assert json.loads(out["body"])["title"] == "Service busy"

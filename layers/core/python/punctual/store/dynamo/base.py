@@ -14,6 +14,7 @@ from punctual.store.dynamo.conflicts import ConflictRetryingClient
 from punctual.store.dynamo.keys import (
     _BATCH_GET_MAX,
     _MAX_UNPROCESSED_ROUNDS,
+    UnprocessedItemsError,
     _backoff,
     _n,
     _s,
@@ -204,7 +205,7 @@ class DynamoBase:
                     break
                 _backoff(round_no)
             else:
-                raise RuntimeError("BatchGetItem left keys unprocessed after repeated retries")
+                raise UnprocessedItemsError("BatchGetItem")
         return found
 
     @staticmethod

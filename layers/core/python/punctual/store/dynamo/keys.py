@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
 from punctual.store.base import (
@@ -121,6 +122,17 @@ def _unreadable(
         found.reason,
     )
     return found
+
+
+class UnprocessedItemsError(ClientError):  # type: ignore[misc]  # (botocore has no stubs here)
+    """DynamoDB left a batch's items unprocessed through every retry: the table is throttling, and
+    this is its throttling error (``ProvisionedThroughputExceededException``), as a single read or
+    write would have raised: the API answers 503 with ``Retry-After`` (QA22: a RuntimeError, 500)."""
+
+    def __init__(self, operation: str) -> None:
+        message = f"{operation} left items unprocessed after repeated retries"
+        error = {"Code": "ProvisionedThroughputExceededException", "Message": message}
+        super().__init__({"Error": error}, operation)
 
 
 def _backoff(round_no: int) -> None:

@@ -26,6 +26,7 @@ from punctual.store.dynamo.keys import (
     _PACK_MAX,
     _PACK_SPAN_MS,
     WATERMARK_CHUNK,
+    UnprocessedItemsError,
     _backoff,
     _n,
     _packed_slot,
@@ -154,7 +155,7 @@ class DynamoTimers(DynamoBase, TimerRepository):
                     break
                 _backoff(round_no)
             else:
-                raise RuntimeError("BatchWriteItem left timers unprocessed after repeated retries")
+                raise UnprocessedItemsError("BatchWriteItem")
 
     def query_timers(
         self,
