@@ -240,6 +240,34 @@ def test_a_missed_slot_shows_in_history_with_its_reason(
     assert [(r["slot"], r["status"]) for r in json.loads(only)["items"]] == [(slot, "MISSED")]
 
 
+def test_runs_list_fills_a_filtered_page_the_api_answered_short(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA22: a status filter's page examines a bounded number of records, so the API may answer
+    it short, even empty, with a next_token; ``runs list --status`` follows it to fill the page
+    (it showed no runs and a --next-token for a failure under many successes)."""
+    from punctual.store.dynamo import executions
+
+    monkeypatch.setattr(executions, "LIST_SCAN_BUDGET", 100)  # a query's reply: stands for 2,000
+    code, out, _ = run(capsys, "jobs", "create", "--schedule", "rate(1 hour)", "--http-url", "https://x.example.com", "-o", "json")  # fmt: skip
+    job = json.loads(out)
+    for minute in range(150):  # the oldest failed, then successes
+        record = Execution(
+            job_id=job["id"],
+            tenant="default",
+            slot=f"2026-11-30T{minute // 60:02d}:{minute % 60:02d}:00Z",
+            scheduled_at=datetime(2026, 11, 30, minute // 60, minute % 60, tzinfo=UTC),
+            status=ExecutionStatus.FAILED if minute == 0 else ExecutionStatus.SUCCEEDED,
+        )
+        served.api.store.save_execution(record, None, ttl_epoch_s=2_000_000_000)
+
+    code, listed, _ = run(capsys, "runs", "list", job["id"], "--status", "FAILED", "-o", "json")
+
+    page = json.loads(listed)
+    assert code == 0 and [r["slot"] for r in page["items"]] == ["2026-11-30T00:00:00Z"]
+    assert page["next_token"] is None
+
+
 def test_validation_errors_exit_2_with_the_fields(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(
         capsys, "jobs", "create", "--schedule", "cron(0 25 * * ? *)", "--http-url", "https://x.example.com",

@@ -470,7 +470,14 @@ def _cmd_jobs_trigger(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_runs_list(args: argparse.Namespace, out: TextIO) -> int:
-    page = api_client(args).list_executions(args.job_id, args.status, args.limit, args.next_token)
+    client = api_client(args)
+    page = client.list_executions(args.job_id, args.status, args.limit, args.next_token)
+    items = list(page["items"])
+    # A filtered page may be short, even empty (the API reads 2,000 records a page): fill it.
+    while len(items) < args.limit and page.get("next_token"):
+        page = client.list_executions(args.job_id, args.status, args.limit - len(items), page["next_token"])
+        items += page["items"]
+    page = {**page, "items": items}
 
     def human(p: Mapping[str, Any]) -> str:
         text = _run_rows(p["items"])
