@@ -705,6 +705,23 @@ def test_internal_errors_and_missing_callers(api: ApiClient, monkeypatch: pytest
     assert _code(anonymous.list_schedule_groups)[0] == "AccessDeniedException"
 
 
+def test_throttled_storage_is_a_throttling_exception(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA22: DynamoDB throttling (which moto never does) reached the scheduler API as an unknown
+    error: InternalServerException (500). It is the service's retryable ThrottlingException."""
+    from punctual.api import wiring
+
+    client = scheduler_client(api)
+    _create(client, "one")
+
+    def throttled(*args: object, **kwargs: object) -> None:
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "GetItem")
+
+    monkeypatch.setattr(wiring.services().store, "get_job", throttled)
+    code, message = _code(client.get_schedule, Name="one")
+
+    assert code == "ThrottlingException" and "retry" in message, message
+
+
 def test_the_tenant_of_a_signed_request_in_local_mode() -> None:
     from punctual.api.tenancy import tenant_of
 

@@ -432,13 +432,19 @@ def _bad_response(exc: ResponseValidationError) -> Response[Any]:
 _SHED_REASONS = frozenset({"None", "ThrottlingError", "TransactionConflict", "ProvisionedThroughputExceeded"})
 
 
-def _aws_error(exc: ClientError) -> Response[Any]:
+def shed_load(exc: ClientError) -> bool:
+    """Whether DynamoDB or SQS refused ``exc``'s request for load: nothing was done, and the same
+    request a moment later can succeed (the API's 503, the scheduler API's ThrottlingException)."""
     code = str(exc.response.get("Error", {}).get("Code", ""))
     reasons = {str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])}
     # A transaction cancelled only for load (throttled, or another transaction on an item): the
     # same, nothing was written (a failed condition is the caller's to read, never this).
     shed = code == "TransactionCanceledException" and reasons and reasons <= _SHED_REASONS
-    if code in THROTTLE_CODES or shed:
+    return code in THROTTLE_CODES or bool(shed)
+
+
+def _aws_error(exc: ClientError) -> Response[Any]:
+    if shed_load(exc):
         # DynamoDB or SQS is shedding load: a retry after a moment will succeed.
         return problem_response(
             503,

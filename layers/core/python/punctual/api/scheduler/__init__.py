@@ -27,7 +27,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from punctual.api.problems import ApiProblem, RateLimitedError
+from botocore.exceptions import ClientError
+
+from punctual.api.problems import ApiProblem, RateLimitedError, shed_load
 from punctual.api.scheduler import model
 from punctual.api.scheduler.arns import Place
 from punctual.api.scheduler.errors import (
@@ -89,12 +91,18 @@ def _domain(exc: Exception) -> SchedulerError | None:
         return conflict(str(exc))
     if isinstance(exc, UnreadableJobError):
         return conflict(f"the stored job cannot be read ({exc}); replace it with UpdateSchedule")
-    if isinstance(exc, TransactionConflictError):
-        # The service model's retryable error: boto3 retries it, after Retry-After.
+    if isinstance(exc, TransactionConflictError) or (isinstance(exc, ClientError) and shed_load(exc)):
+        # The service model's retryable error: boto3 retries it, after Retry-After (QA22: DynamoDB
+        # throttling was an InternalServerException).
+        busy = (
+            "another request was changing the same items"
+            if isinstance(exc, TransactionConflictError)
+            else "storage is throttling requests"
+        )
         return SchedulerError(
             "ThrottlingException",
-            "another request was changing the same items; nothing was changed, retry shortly",
-            {"Retry-After": str(exc.retry_after_s)},
+            f"{busy}; nothing was changed, retry shortly",
+            {"Retry-After": str(getattr(exc, "retry_after_s", 1))},
         )
     if isinstance(exc, RateLimitedError):
         return SchedulerError("ThrottlingException", str(exc), {"Retry-After": str(exc.retry_after_s)})
