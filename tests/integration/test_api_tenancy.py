@@ -254,6 +254,44 @@ def test_jobs_registered_under_the_old_arn_identity_move_to_the_unique_id(api: A
     assert jobs.get(ALICE_ID, "a-paused").state is JobState.PAUSED
 
 
+def test_a_move_keeps_a_job_the_new_tenant_already_has_another_of(api: ApiClient) -> None:
+    from punctual.api import wiring
+
+    # Given Alice's old-identity job "nightly", and another "nightly" she made under her new id
+    jobs = wiring.services().jobs
+    jobs.register(ALICE, job_spec_model(name="old nightly"), "nightly")
+    jobs.register(ALICE_ID, job_spec_model(name="new nightly", schedule="cron(0 3 * * ? *)"), "nightly")
+
+    # When the operator moves her jobs
+    report = move_jobs(jobs, ALICE, ALICE_ID)
+
+    # Then the old job is kept, with the reason, not deleted as if it had moved
+    assert report.moved == [] and [job_id for job_id, _ in report.kept] == ["nightly"]
+    assert "another job at this id" in report.kept[0][1]
+    assert jobs.get(ALICE, "nightly").name == "old nightly"
+    assert jobs.get(ALICE_ID, "nightly").name == "new nightly"
+
+
+def test_a_move_run_again_after_a_crash_keeps_a_paused_job_paused(api: ApiClient) -> None:
+    from punctual.api import wiring
+    from punctual.models import JobState
+
+    # Given a paused job whose copy a crashed move registered under the new id, enabled, and did
+    # not pause yet
+    jobs = wiring.services().jobs
+    jobs.register(ALICE, job_spec_model(), "paused-one")
+    jobs.pause(ALICE, "paused-one")
+    jobs.register(ALICE_ID, job_spec_model(), "paused-one")
+
+    # When the move runs again
+    report = move_jobs(jobs, ALICE, ALICE_ID)
+
+    # Then it finishes the move, and the job is paused, as it was
+    assert report.moved == ["paused-one"]
+    assert jobs.get(ALICE_ID, "paused-one").state is JobState.PAUSED
+    assert jobs.store.get_job(ALICE, "paused-one") is None
+
+
 def job_spec_model(**overrides: object):  # type: ignore[no-untyped-def]
     from punctual.models import JobSpec
 

@@ -31,7 +31,8 @@ def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
     tenant by an operator. Each job is registered under the new tenant (its next slot
     computed afresh; a paused job stays paused) and only then deleted under the old one, so
     a crash half-way leaves a job in both places, never in neither, and running it again
-    finishes the move. Webhook jobs get a new signing secret, bound to the new tenant
+    finishes the move. A job ``to_tenant`` has another of at its id (another spec) is not
+    moved: it is kept, with the reason. Webhook jobs get a new signing secret, bound to the new tenant
     (:attr:`MoveReport.secrets`, to hand to the tenant). A job that cannot be registered
     again (a completed one-time job, one with no future slot) stays where it is, with the
     reason in :attr:`MoveReport.kept`. History (executions) stays under the old identity.
@@ -42,16 +43,23 @@ def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
         pending = False
         report.kept.clear()
         for job in all_jobs(jobs.store, from_tenant):
-            if jobs.store.get_job(to_tenant, job.id) is None:
-                try:
-                    _, secret = jobs.register(to_tenant, job.spec(), job.id)
+            paused = job.state is JobState.PAUSED
+            there = jobs.store.get_job(to_tenant, job.id)
+            if there is None:
+                try:  # paused in the same write: no slot of it fires under the new tenant
+                    there, secret = jobs.register(to_tenant, job.spec(), job.id, paused=paused)
                 except InvalidJobError as exc:
                     report.kept.append((job.id, str(exc)))
                     continue
                 if secret is not None:
                     report.secrets[job.id] = secret
-                if job.state is JobState.PAUSED:
-                    jobs.pause(to_tenant, job.id, reason=job.state_reason)
+            elif there.spec() != job.spec():
+                # (QA22: another job of the new tenant at this id was taken for this one's copy, and
+                # this one deleted: its spec was lost, and reported moved)
+                report.kept.append((job.id, f"{to_tenant} has another job at this id; move or rename one"))
+                continue
+            if paused and there.state is JobState.ENABLED:  # (a crash between a copy and its pause)
+                jobs.pause(to_tenant, job.id, reason=job.state_reason)
             try:
                 jobs.delete(from_tenant, job.id)
             except JobHasDependentsError as exc:
