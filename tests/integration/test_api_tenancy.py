@@ -292,6 +292,38 @@ def test_a_move_run_again_after_a_crash_keeps_a_paused_job_paused(api: ApiClient
     assert jobs.store.get_job(ALICE, "paused-one") is None
 
 
+def test_a_move_takes_the_tenants_schedule_groups_and_calendars_along(api: ApiClient) -> None:
+    from datetime import UTC, datetime
+
+    from punctual.api import wiring
+    from punctual.api.scheduler.mapping import job_id_of
+    from punctual.store.base import ScheduleGroup
+    from punctual.usecases.calendars import Calendar
+
+    # Given, under Alice's ARN, a schedule of her group "billing" and a job excluding her calendar
+    jobs = wiring.services().jobs
+    now = datetime.now(UTC)
+    jobs.store.create_group(ScheduleGroup(ALICE, "billing", now, now, "ACTIVE", {"team": "data"}))
+    jobs.store.put_calendar(
+        Calendar(name="holidays", tenant=ALICE, dates=["2026-12-25"], created_at=now, updated_at=now), None
+    )
+    schedule = job_spec_model(tags={"punctual:schedule-group": "billing"})
+    jobs.register(ALICE, schedule, job_id_of("billing", "invoices"))
+    jobs.register(ALICE, job_spec_model(exclude_calendars=["holidays"]), "quiet-days")
+
+    # When the operator moves her jobs
+    report = move_jobs(jobs, ALICE, ALICE_ID)
+
+    # Then both moved, and her group and calendar are hers under the new id too
+    assert report.kept == [] and len(report.moved) == 2
+    group = api.call("GET", "/schedule-groups/billing")
+    assert group.status == 200 and group.body["Name"] == "billing"
+    tags = api.call("GET", f"/tags/{quote(group.body['Arn'], safe='')}").body["Tags"]
+    assert tags == [{"Key": "team", "Value": "data"}]
+    assert api.call("GET", "/v1/calendars/holidays").body["dates"] == ["2026-12-25"]
+    assert api.call("GET", "/v1/jobs/quiet-days").body["exclude_calendars"] == ["holidays"]
+
+
 def job_spec_model(**overrides: object):  # type: ignore[no-untyped-def]
     from punctual.models import JobSpec
 
