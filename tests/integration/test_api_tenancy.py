@@ -145,6 +145,21 @@ def test_local_mode_takes_the_tenant_from_the_header(api: ApiClient, monkeypatch
     assert invalid.status == 400
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_local_mode_refuses_a_blank_tenant_header(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch, blank: str
+) -> None:
+    from punctual.api import wiring
+
+    monkeypatch.setenv("PUNCTUAL_LOCAL_MODE", "1")
+    wiring.use_services(None)
+    # A script whose tenant variable was unset sends the header blank: not the default tenant's
+    refused = api.call("POST", "/v1/jobs", job_spec(), {"X-Punctual-Tenant": blank}, user=None)
+
+    assert refused.status == 400 and refused.fields() == ["header.X-Punctual-Tenant"]
+    assert api.call("GET", "/v1/jobs", user=None).body["items"] == []  # nothing made for "default"
+
+
 # --------------------------------------------------------------------------- identity (issue 16)
 
 

@@ -22,8 +22,8 @@ so does not inherit the old role's jobs (issue 16). Jobs registered while the te
 ARN move with :func:`punctual.admin.tenant_moves.move_jobs` (see docs/tenants.md).
 
 In local mode only (``PUNCTUAL_LOCAL_MODE=1``; there is no SigV4 on loopback) the header
-``X-Punctual-Tenant`` names the tenant; without it, a request signed with SigV4 (an unmodified
-AWS SDK, e.g. boto3's ``scheduler`` client) acts for the access key id of its signature
+``X-Punctual-Tenant`` names the tenant (sent blank: 400); without it, a request signed with
+SigV4 (an unmodified AWS SDK, e.g. boto3's ``scheduler`` client) acts for the access key id of its signature
 (``Credential=<key id>/...``; the signature is not checked), else for ``default``. Outside
 local mode the header and the key are ignored, so a cloud caller cannot claim another tenant.
 """
@@ -128,7 +128,9 @@ def tenant_of(event: Mapping[str, Any], local_mode: bool) -> str:
                 f"{TENANT_HEADER} was given more than once, with different tenants",
                 [(f"header.{TENANT_HEADER}", "given more than once")],
             )
-        tenant = (claimed or "").strip() or signed_access_key(event) or DEFAULT_LOCAL_TENANT
+        # A header sent blank is refused below, not read as absent (QA22: it acted for ``default``,
+        # or for the signature's key: a script whose tenant variable was unset wrote there)
+        tenant = claimed.strip() if claimed is not None else signed_access_key(event) or DEFAULT_LOCAL_TENANT
         if not _TENANT_RE.match(tenant):
             raise ApiProblem(
                 400,
