@@ -339,6 +339,29 @@ def test_a_move_takes_the_tenants_schedule_groups_and_calendars_along(api: ApiCl
     assert api.call("GET", "/v1/jobs/quiet-days").body["exclude_calendars"] == ["holidays"]
 
 
+def test_a_move_keeps_a_job_excluding_a_calendar_the_new_tenant_has_with_other_days(api: ApiClient) -> None:
+    from datetime import UTC, datetime
+
+    from punctual.api import wiring
+    from punctual.usecases.calendars import Calendar
+
+    # Given Alice's old-identity calendar "holidays", and another "holidays" under her new id
+    jobs = wiring.services().jobs
+    now = datetime.now(UTC)
+    for tenant, day in ((ALICE, "2026-12-25"), (ALICE_ID, "2026-12-31")):
+        jobs.store.put_calendar(
+            Calendar(name="holidays", tenant=tenant, dates=[day], created_at=now, updated_at=now), None
+        )
+    jobs.register(ALICE, job_spec_model(exclude_calendars=["holidays"]), "quiet-days")
+
+    report = move_jobs(jobs, ALICE, ALICE_ID)
+
+    # Then the job is not moved to pass over other days than its own; the new id's calendar stays
+    assert report.moved == [] and [job_id for job_id, _ in report.kept] == ["quiet-days"]
+    assert api.call("GET", "/v1/calendars/holidays").body["dates"] == ["2026-12-31"]
+    assert jobs.get(ALICE, "quiet-days").exclude_calendars == ["holidays"]
+
+
 def job_spec_model(**overrides: object):  # type: ignore[no-untyped-def]
     from punctual.models import JobSpec
 

@@ -44,7 +44,7 @@ def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
     has no namesake of; the old ones stay), so each job finds its group and its calendars.
     """
     report = MoveReport()
-    _copy_groups_and_calendars(jobs.store, from_tenant, to_tenant)
+    other_days = _copy_groups_and_calendars(jobs.store, from_tenant, to_tenant)
     pending = True
     while pending:  # again while progress is made: an after() child may precede its parent
         pending = False
@@ -52,6 +52,10 @@ def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
         for job in all_jobs(jobs.store, from_tenant):
             paused = job.state is JobState.PAUSED
             there = jobs.store.get_job(to_tenant, job.id)
+            clash = sorted(set(job.exclude_calendars) & other_days)
+            if there is None and clash:
+                report.kept.append((job.id, f"{to_tenant}'s calendars {clash} have other days; rename one"))
+                continue
             if there is None:
                 try:  # paused in the same write: no slot of it fires under the new tenant
                     there, secret = jobs.register(to_tenant, job.spec(), job.id, paused=paused)
@@ -90,14 +94,21 @@ def _every(read: Callable[[str | None], Page[_Item]]) -> Iterator[_Item]:
         cursor = page.cursor
 
 
-def _copy_groups_and_calendars(store: JobStore, from_tenant: str, to_tenant: str) -> None:
+def _copy_groups_and_calendars(store: JobStore, from_tenant: str, to_tenant: str) -> set[str]:
     """The tenant's schedule groups and calendars under ``to_tenant`` too (QA22: a moved schedule of
     a group was out of reach of the scheduler API, its group not being the new tenant's; a job
-    excluding a calendar was not moved)."""
+    excluding a calendar was not moved). Returns the names of the calendars ``to_tenant`` has
+    with other days: a job excluding one of them is not moved (it would pass over other days)."""
+    other_days: set[str] = set()
     for group in _every(lambda cursor: store.list_groups(from_tenant, 100, cursor)):
         if group.state == "ACTIVE":
             with suppress(GroupExistsError):  # the new tenant's own group of that name
                 store.create_group(replace(group, tenant=to_tenant))
     for calendar in _every(lambda cursor: store.list_calendars(from_tenant, 100, cursor)):
-        with suppress(CalendarVersionError):  # the new tenant's own calendar of that name
+        try:
             store.put_calendar(calendar.model_copy(update={"tenant": to_tenant, "version": 1}), None)
+        except CalendarVersionError:  # the new tenant's own calendar of that name
+            theirs = store.get_calendar(to_tenant, calendar.name)
+            if theirs is None or theirs.spec() != calendar.spec():
+                other_days.add(calendar.name)
+    return other_days
