@@ -733,6 +733,23 @@ def test_the_tenant_of_a_signed_request_in_local_mode() -> None:
         tenant_of({"headers": {"Authorization": auth}}, local_mode=False)
 
 
+@pytest.mark.parametrize("key", ["team#1", "t" * 300])
+def test_a_signature_whose_key_id_is_no_tenant_name_is_refused_in_local_mode(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    from punctual.api import wiring
+
+    monkeypatch.setenv("PUNCTUAL_LOCAL_MODE", "1")
+    wiring.use_services(None)
+    auth = f"AWS4-HMAC-SHA256 Credential={key}/20261201/us-east-1/scheduler/aws4_request, SignedHeaders=host, Signature=ab"
+    # (QA22: it acted for the tenant "default", whose schedules it listed and could change)
+    api.call("PUT", "/v1/jobs/nightly", job_spec(), {"If-None-Match": "*"}, user=None)  # default's
+    refused = api.call("GET", "/schedules", headers={"Authorization": auth}, user=None)
+
+    assert refused.status == 400 and refused.headers["x-amzn-ErrorType"] == "ValidationException"
+    assert "access key id" in refused.body["Message"]
+
+
 def test_tenant_requests_are_counted_for_alice(api: ApiClient) -> None:
     client = scheduler_client(api)
     _create(client, "x")

@@ -80,7 +80,8 @@ def _header(headers: Mapping[str, Any] | None, name: str) -> str | None:
     return None
 
 
-_CREDENTIAL_RE = re.compile(r"Credential=([A-Za-z0-9._:/@+=,\-]{1,128}?)/\d{8}/")
+# Any key id (checked as a tenant name after): one a tenant cannot be is refused, not read as absent
+_CREDENTIAL_RE = re.compile(r"Credential=([^\s,]{1,512}?)/\d{8}/")
 
 
 def signed_access_key(event: Mapping[str, Any]) -> str | None:
@@ -128,16 +129,23 @@ def tenant_of(event: Mapping[str, Any], local_mode: bool) -> str:
                 f"{TENANT_HEADER} was given more than once, with different tenants",
                 [(f"header.{TENANT_HEADER}", "given more than once")],
             )
-        # A header sent blank is refused below, not read as absent (QA22: it acted for ``default``,
-        # or for the signature's key: a script whose tenant variable was unset wrote there)
-        tenant = claimed.strip() if claimed is not None else signed_access_key(event) or DEFAULT_LOCAL_TENANT
+        # A header sent blank, or a signature's key id that is no tenant name, is refused below, not
+        # read as absent (QA22: either acted for ``default``: a script whose tenant variable was
+        # unset, a boto3 client with the key id 'team#1', wrote there)
+        key = signed_access_key(event) if claimed is None else None
+        tenant = claimed.strip() if claimed is not None else key or DEFAULT_LOCAL_TENANT
         if not _TENANT_RE.match(tenant):
+            named, field = (
+                (TENANT_HEADER, TENANT_HEADER)
+                if key is None
+                else ("The signature's access key id", "Authorization")
+            )
             raise ApiProblem(
                 400,
                 "invalid-tenant",
                 "Invalid tenant",
-                f"{TENANT_HEADER} must be 1-256 characters of letters, digits and ._:/@+=,-",
-                [(f"header.{TENANT_HEADER}", "invalid tenant name")],
+                f"{named} must be 1-256 characters of letters, digits and ._:/@+=,- (the tenant)",
+                [(f"header.{field}", "invalid tenant name")],
             )
         return tenant
     identity = (event.get("requestContext") or {}).get("identity") or {}
