@@ -81,7 +81,7 @@ def _header(headers: Mapping[str, Any] | None, name: str) -> str | None:
 
 
 # Any key id (checked as a tenant name after): one a tenant cannot be is refused, not read as absent
-_CREDENTIAL_RE = re.compile(r"Credential=([^\s,]{1,512}?)/\d{8}/")
+_CREDENTIAL_RE = re.compile(r"Credential=(\S{1,512}?)/\d{8}/")
 
 
 def signed_access_key(event: Mapping[str, Any]) -> str | None:
