@@ -114,11 +114,10 @@ class Punctual(Construct):
         for role in (self.api.handler.role, *self.workers.roles):
             self.own_arns.grant_read(role)
         # Execution events: the pollers and the workers publish them, on the chosen bus only; the
-        # stack's bus refuses everyone else; the tick its Burst Shortfall events.
+        # tick its Burst Shortfall events (the chain auditor, made below, its Chain Repaired ones).
         publishers = [*(p.role for p in self.dispatch.pollers), *self.workers.roles, self.dispatch.tick.role]
         for role in publishers:
             self.events.grant_put(role)
-        self.events.only_publishers(publishers)
         # AWS targets are called as this role (or a job's execution role), never as a worker's own.
         self.target_role = TargetRole(self, "TargetRole", config=config, workers=self.workers.roles)
         self.workers.worker.function.add_environment(
@@ -138,6 +137,8 @@ class Punctual(Construct):
             events_bus=self.events,
             environment=environment,
         )
+        # The stack's bus refuses every principal but its publishers, the auditor included.
+        self.events.only_publishers([*publishers, self.auditor.handler.role])
 
         self.observability = Observability(
             self,

@@ -2,13 +2,13 @@
 
 The stack always makes a bus of its own, ``<stack>-events``, listed with the stack's own
 resources (no job may target it, so none can forge Punctual's events there) and guarded by a
-resource policy: nobody but the pollers' and workers' roles may ``events:PutEvents`` on it,
-whatever their identity policies allow. ``eventsBus`` (context) chooses where the events go:
-``stack`` (the default) or ``default``, the account's default bus (where every principal that
-may create rules reads every tenant's events: the choice of stacks made before issue 31, kept
-for their migration, see the README). The pollers and the workers may ``events:PutEvents`` on
-the chosen bus only, and only while ``eventsEnabled`` is true; the runtime reads the bus from
-``PUNCTUAL_EVENTS_BUS``.
+resource policy: nobody but its publishers' roles (pollers, workers, the tick and the chain
+auditor) may ``events:PutEvents`` on it, whatever their identity policies allow. ``eventsBus``
+(context) chooses where the events go: ``stack`` (the default) or ``default``, the account's
+default bus (where every principal that may create rules reads every tenant's events: the choice
+of stacks made before issue 31, kept for their migration, see the README). The publishers may
+``events:PutEvents`` on the chosen bus only, and only while ``eventsEnabled`` is true; the
+runtime reads the bus from ``PUNCTUAL_EVENTS_BUS``.
 """
 
 from __future__ import annotations
