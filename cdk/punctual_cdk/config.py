@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from pydantic import ValidationError
+
 from punctual.dispatch.smoothing import SmoothingConfigError, parse_budgets
-from punctual.runtime.settings import DEPLOYED, context_key, default_of
+from punctual.runtime.settings import DEPLOYED, Settings, context_key, default_of
 from punctual_cdk import constants as c
 
 
@@ -345,6 +347,13 @@ class PunctualConfig:
             raise ConfigError("tableWriteCapacityMin: must not exceed tableWriteCapacityMax")
         if self.vpc_id and not re.fullmatch(r"vpc-[0-9a-f]{8,17}", self.vpc_id):
             raise ConfigError(f"vpcId: {self.vpc_id!r} is not a VPC id")
+        # The stack hands these to every function as PUNCTUAL_* variables: a value the runtime's
+        # settings refuse would stop each one at cold start, so it stops the synth instead.
+        try:
+            Settings.model_validate({field: getattr(self, field) for field in DEPLOYED})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ConfigError(f"{context_key(str(first['loc'][0]))}: {first['msg']}") from None
 
 
 def target_service(pattern: str) -> str:

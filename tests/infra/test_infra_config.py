@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from infra import build_layer
+from punctual.runtime.settings import DEPLOYED, Settings, SettingsError, env_value
 from punctual_cdk.config import DEFAULTS, ConfigError, PunctualConfig, fargate_memory_fits, target_actions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -80,12 +81,32 @@ def test_command_line_strings_are_coerced() -> None:
         ("ecsReadyTasks", -1, "ecsReadyTasks"),
         ("ecsReadyTasks", 11, "ecsReadyTasks"),  # over ecsMaxTasks (10)
         ("ecsReadyTasks", "two", "ecsReadyTasks"),
+        # QA22: values every function's settings refuse at cold start (a deployment that never ran)
+        ("executionRoleTag", "scheduler role", "executionRoleTag"),
+        ("executionRolePrefix", "punctual-*", "executionRolePrefix"),
+        ("targetAllowCidrs", "10.0.0.1/8", "targetAllowCidrs"),  # host bits set: not a block
+        ("targetAllowCidrs", ["intranet"], "targetAllowCidrs"),
     ],
 )
 def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
     extra = {"ecsBurstTasks": 2} if key == "ecsBurstTasksMax" else {}
     with pytest.raises(ConfigError, match=message):
         config(**{key: value, **extra})
+
+
+def test_every_deployed_value_is_one_the_runtime_reads_back() -> None:
+    """QA22: the stack sets a function's PUNCTUAL_* variables from the context; a value its
+    settings refuse stopped every function at cold start (PUNCTUAL_TARGET_ALLOW_CIDRS, the tag)."""
+    cfg = config(
+        executionRoleTag="acme:scheduler-role",
+        executionRolePrefix="punctual/",
+        targetAllowCidrs="10.0.0.0/8, fd00::/8",
+    )
+    env = {Settings.variable(field): env_value(getattr(cfg, field)) for field in DEPLOYED}
+    settings = Settings.from_env(env)
+    assert settings.target_allow_cidrs == ["10.0.0.0/8", "fd00::/8"]
+    with pytest.raises(SettingsError, match="PUNCTUAL_TARGET_ALLOW_CIDRS"):
+        Settings.from_env({"PUNCTUAL_TARGET_ALLOW_CIDRS": "10.0.0.1/8"})
 
 
 @pytest.mark.parametrize(

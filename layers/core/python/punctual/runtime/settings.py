@@ -199,6 +199,14 @@ class Settings(BaseModel):
         parse_budgets(value)
         return value
 
+    @field_validator("target_allow_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        from punctual.delivery.targets.webhooks.guard import parse_allow_cidrs  # raises on a non-block
+
+        parse_allow_cidrs(value)
+        return value
+
     # Backfill (punctual.usecases.backfill_runner): slots of one backfill in flight at once unless a
     # request asks otherwise, the most slots one backfill's range may hold, seconds between steps.
     backfill_max_parallel: int = Field(default=4, ge=1, le=100)
