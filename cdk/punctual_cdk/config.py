@@ -347,6 +347,13 @@ class PunctualConfig:
             raise ConfigError("tableWriteCapacityMin: must not exceed tableWriteCapacityMax")
         if self.vpc_id and not re.fullmatch(r"vpc-[0-9a-f]{8,17}", self.vpc_id):
             raise ConfigError(f"vpcId: {self.vpc_id!r} is not a VPC id")
+        if not self.vpc_id and self.nat_gateways == 0:
+            # The created VPC's worker subnets route out through NAT only: the ECS workers read the
+            # dispatch key (Secrets Manager), the own-resource list (SSM) and publish events there.
+            raise ConfigError(
+                "natGateways: at least 1 for the VPC the stack creates: without one its ECS workers "
+                "reach neither Secrets Manager, SSM and EventBridge nor HTTP targets (0 only with vpcId)"
+            )
         # The stack hands these to every function as PUNCTUAL_* variables: a value the runtime's
         # settings refuse would stop each one at cold start, so it stops the synth instead.
         try:

@@ -86,12 +86,19 @@ def test_command_line_strings_are_coerced() -> None:
         ("executionRolePrefix", "punctual-*", "executionRolePrefix"),
         ("targetAllowCidrs", "10.0.0.1/8", "targetAllowCidrs"),  # host bits set: not a block
         ("targetAllowCidrs", ["intranet"], "targetAllowCidrs"),
+        # QA22: the created VPC's private subnets without a NAT gateway have no route out: the
+        # ECS workers could not read the dispatch key (Secrets Manager) and never started
+        ("natGateways", 0, "natGateways"),
     ],
 )
 def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
     extra = {"ecsBurstTasks": 2} if key == "ecsBurstTasksMax" else {}
     with pytest.raises(ConfigError, match=message):
         config(**{key: value, **extra})
+
+
+def test_an_existing_vpc_needs_no_nat_gateway_of_the_stack() -> None:
+    assert config(vpcId="vpc-0123456789abcdef0", natGateways=0).nat_gateways == 0
 
 
 def test_every_deployed_value_is_one_the_runtime_reads_back() -> None:
