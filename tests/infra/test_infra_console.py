@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 
 from cdk_helpers import Synth, actions_on, join_parts, role_statements
+
+from factories import job
+from punctual.console.view import ConsoleQuery, build_view
+from punctual.models import JobState
+from punctual.store.dynamo import DynamoStore
 
 
 def _widget(synth: Synth) -> dict[str, object]:
@@ -29,15 +35,15 @@ def test_the_dashboard_carries_the_console_widget_full_width(default_synth: Synt
     assert properties["updateOn"] == {"refresh": True, "resize": False, "timeRange": False}
 
 
-def test_the_console_function_can_only_query_the_table(any_synth: Synth) -> None:
+def test_the_console_function_can_only_read_the_table(any_synth: Synth) -> None:
     console = any_synth.stack.console.handler
     function = any_synth.resources[any_synth.logical_id(console.function)]["Properties"]
     granted = actions_on(role_statements(any_synth, console.role))
     table = any_synth.logical_id(any_synth.stack.storage.table)
 
     data_actions = {a for a in granted if a.startswith(("dynamodb:", "sqs:", "sns:", "states:", "lambda:"))}
-    assert data_actions == {"dynamodb:Query"}
-    assert granted["dynamodb:Query"] == {f"<{table}.Arn>"}
+    assert data_actions == {"dynamodb:Query", "dynamodb:GetItem"}  # reads only
+    assert granted["dynamodb:Query"] == granted["dynamodb:GetItem"] == {f"<{table}.Arn>"}
     key = any_synth.stack.storage.table_key
     if key is not None:  # a customer-managed table key: decrypt, never encrypt
         assert {"kms:Decrypt", "kms:DescribeKey"} <= set(granted)
@@ -45,3 +51,40 @@ def test_the_console_function_can_only_query_the_table(any_synth: Synth) -> None
     assert function["Handler"] == "handler.handler"
     assert function["Environment"]["Variables"]["PUNCTUAL_CONSOLE_PAGE_SIZE"] == "20"
     assert "PUNCTUAL_TABLE_NAME" in function["Environment"]["Variables"]
+
+
+class _AsRole:
+    """A DynamoDB client that refuses the calls a role is not granted, as IAM does in AWS (moto
+    allows every call)."""
+
+    def __init__(self, client: object, granted: set[str]) -> None:
+        self._client, self._granted = client, granted
+
+    def __getattr__(self, name: str) -> object:
+        action = "dynamodb:" + "".join(part.capitalize() for part in name.split("_"))
+        if action not in self._granted:
+            raise PermissionError(f"AccessDeniedException: the role may not {action}")
+        return getattr(self._client, name)
+
+
+def test_the_console_reads_a_just_resumed_job_with_what_its_role_is_granted(
+    default_synth: Synth, dynamo_client: object
+) -> None:
+    """QA22: the console asks whether a resume still owes a slot (the execution record's GetItem);
+    its role could only Query, so the widget failed whole while a resumed job was on its page."""
+    t0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    resumed = job("hourly", "cron(0 * * * ? *)", now=t0 - timedelta(hours=2)).model_copy(
+        update={  # paused at 09:10, resumed at 10:00:10: the 10:00 slot is owed
+            "state": JobState.ENABLED,
+            "paused_at": t0 - timedelta(minutes=50),
+            "updated_at": t0 + timedelta(seconds=10),
+            "version": 3,
+            "spec_version": 1,
+        }
+    )
+    DynamoStore(dynamo_client, "punctual-test").create_job(resumed, None, 100)
+    granted = set(actions_on(role_statements(default_synth, default_synth.stack.console.handler.role)))
+    store = DynamoStore(_AsRole(dynamo_client, granted), "punctual-test")
+
+    now = t0 + timedelta(seconds=20)
+    assert build_view(store, ConsoleQuery("default"), now).rows[0].next_fire_at == now

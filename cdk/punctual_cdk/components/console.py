@@ -2,7 +2,8 @@
 
 A CloudWatch custom widget calls the console function (``functions/console``) each time the
 dashboard loads or refreshes; the function reads a page of jobs and each job's newest slots
-with ``dynamodb:Query`` only (no other table action, no write, no queue) and returns HTML.
+with ``dynamodb:Query`` (and a just-resumed job's owed slot with one ``GetItem``; no write, no
+queue) and returns HTML.
 The widget does not follow the dashboard's time range or size (the page does not depend on
 them), so only loads and refreshes invoke it: nothing runs while nobody looks.
 
@@ -27,6 +28,7 @@ from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction
 from punctual_cdk.components.storage import Storage
 from punctual_cdk.config import PunctualConfig
 
+CONSOLE_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem")  # reads only, no write, no queue
 CONSOLE_TIMEOUT_S = 30
 CONSOLE_MEMORY_MB = 256
 CONSOLE_PAGE_SIZE = 20  # jobs per widget page
@@ -78,9 +80,11 @@ class Console(Construct):
                 **({"PUNCTUAL_CONSOLE_TENANT": str(tenant)} if tenant else {}),
             },
         )
-        # A page of jobs and each job's history are both one Query: nothing else is granted.
+        # A page of jobs and each job's history are both one Query; a job resumed in the last
+        # minutes is asked whether its owed slot has a record yet (one GetItem, as the API's
+        # next_fire_at asks it: punctual.usecases.next_fire.owes_now). Reads only.
         self.handler.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["dynamodb:Query"], resources=[storage.table.table_arn])
+            iam.PolicyStatement(actions=list(CONSOLE_TABLE_ACTIONS), resources=[storage.table.table_arn])
         )
         if storage.table_key is not None:
             storage.table_key.grant(self.handler.role, "kms:Decrypt", "kms:DescribeKey")

@@ -39,7 +39,7 @@ def create_counted_calendar(version: int, doc: str, users: int) -> Expression:
 
 
 def one_calendar(tenant: str, name: str) -> Expression:
-    """A Query of one calendar's item by its key (the console's function may only Query)."""
+    """A Query of one calendar's item by its key (as the console's function reads a calendar)."""
     key = calendar_key(tenant, name)
     return Expression(key_condition="pk = :pk AND sk = :sk", values={":pk": key["pk"], ":sk": key["sk"]})
 

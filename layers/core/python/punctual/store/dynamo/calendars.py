@@ -127,8 +127,8 @@ class DynamoCalendars(DynamoCalendarUses, CalendarRepository, BackfillRepository
         return True
 
     def get_calendar(self, tenant: str, name: str, consistent: bool = True) -> Calendar | None:
-        # A Query of the one key, not a GetItem (the same read units): the console's function may
-        # only Query the table, and it reads the calendars its jobs exclude for their next fire.
+        # A Query of the one key, not a GetItem (the same read units): the console's function reads
+        # the calendars its jobs exclude for their next fire so.
         items = self.client.query(
             TableName=self.table,
             ConsistentRead=consistent,
