@@ -324,6 +324,17 @@ class PunctualConfig:
                 f"pollerMaxConcurrency: must be 0 (all groups at once) when maxShardGroups exceeds "
                 f"{c.INLINE_MAP_MAX_CONCURRENCY}: the groups are split over several Maps"
             )
+        # A minute's pollers: its groups (up to maxShardGroups), each twice while the Map runs them
+        # all (punctual.dispatch.tick.replicas_for). A Map capped below that starts the rest when
+        # the first end: a minute late, their shards' slots with them.
+        pollers = min(c.INLINE_MAP_MAX_CONCURRENCY, self.max_shard_groups * self.poller_replicas)
+        if self.group_slices == 1 and 0 < self.poller_max_concurrency < pollers:
+            raise ConfigError(
+                f"pollerMaxConcurrency: {self.poller_max_concurrency} runs fewer pollers at once than a "
+                f"minute may have ({pollers}: maxShardGroups x pollerReplicas, at most "
+                f"{c.INLINE_MAP_MAX_CONCURRENCY}); the others would start a minute late. Raise it, "
+                "lower maxShardGroups or pollerReplicas, or set 0 (all at once)"
+            )
         if self.near_shard_count > self.shard_count:
             raise ConfigError("nearShardCount: must not exceed shardCount")
         if self.ecs_min_tasks > self.ecs_max_tasks:

@@ -31,7 +31,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "queueCount": 2,
     "shardGroups": 4,
     "triggersPerPollerMinute": "20000",  # as `-c key=value` passes it: a string
-    "pollerMaxConcurrency": 4,
+    "pollerMaxConcurrency": 40,  # every poller a minute may have (fewer would start some late)
     "maxReceiveCount": 3,
     "workerMaxConcurrency": 50,
     "tableBillingMode": "provisioned",

@@ -209,7 +209,15 @@ def test_more_than_40_groups_split_over_inline_maps_which_then_run_all_at_once()
     assert config(maxShardGroups=41).group_slices == 2
     assert config(maxShardGroups="62", shardGroups="41").group_slices == 2
     assert config(maxShardGroups=256).group_slices == 7
-    assert config(maxShardGroups=40, pollerMaxConcurrency=4).poller_max_concurrency == 4
+    assert config(maxShardGroups=2, pollerMaxConcurrency=4).poller_max_concurrency == 4
+    # QA22: a Map that runs fewer pollers at once than a minute may have (its groups, twice each
+    # while they fit: pollerReplicas) starts the others when the first end, a minute late.
+    with pytest.raises(ConfigError, match="pollerMaxConcurrency"):
+        config(pollerMaxConcurrency=4)  # maxShardGroups 40: a burst minute has up to 40 pollers
+    with pytest.raises(ConfigError, match="pollerMaxConcurrency"):
+        config(maxShardGroups=4, pollerMaxConcurrency=4)  # 4 groups with their replicas: 8
+    assert config(maxShardGroups=4, pollerReplicas=1, pollerMaxConcurrency=4).poller_max_concurrency == 4
+    assert config(pollerMaxConcurrency=40).poller_max_concurrency == 40  # 20 groups x 2, or 40 alone
     # Several Maps cannot share one concurrency cap: refuse rather than cap each Map alone.
     with pytest.raises(ConfigError, match="pollerMaxConcurrency"):
         config(maxShardGroups=62, pollerMaxConcurrency=4)
