@@ -25,8 +25,9 @@ _PREFIX = "PUNCTUAL_"
 class Settings(BaseModel):
     """Every ``PUNCTUAL_*`` variable of the runtime, its type, bounds and default: the one
     definition. The fields in :data:`DEPLOYED` are CDK context values too (``shardCount`` is
-    ``shard_count``): the stack sets their variables from the context (``infra/stack.py``), and
-    a test holds ``cdk.json``, the app's defaults and these defaults equal."""
+    ``shard_count``): the stack sets their variables from the context
+    (``punctual_cdk.scheduler.runtime_environment``), and a test holds ``cdk.json``, the app's
+    defaults and these defaults equal."""
 
     table_name: str = "punctual"
     short_queue_urls: list[str] = Field(default_factory=list)

@@ -14,7 +14,7 @@ since, is stopped where it matters:
    (``executionRolePrefix``: the part of the ARN after ``role/`` must start with it, so a path
    ``/punctual/`` or a name prefix ``punctual-``). The opt-in tag (``executionRoleTag``, default
    ``punctual:execution-role`` = ``true``) is enforced by IAM on the workers' ``sts:AssumeRole``
-   (see ``infra/components/security.py``): a role without it cannot be assumed, whatever its
+   (see ``cdk/punctual_cdk/components/security.py``): a role without it cannot be assumed, whatever its
    trust policy says. It cannot be read at registration (the role is in the tenant's account).
 3. **requireTargetRole**: every AWS callee names a role (a dead-letter queue takes its own
    ``role_arn``, else its target's).
