@@ -311,6 +311,15 @@ class PunctualConfig:
         """Inline Maps the minute state machine runs side by side: 1 up to 40 groups, then one per 40."""
         return math.ceil(self.max_shard_groups / c.INLINE_MAP_MAX_CONCURRENCY)
 
+    @property
+    def pollers_per_minute(self) -> int:
+        """The most pollers a minute runs: its groups (up to maxShardGroups), each twice while its
+        Maps run them all at once (40 each), else once (punctual.dispatch.tick.replicas_for)."""
+        groups = self.max_shard_groups
+        replicated = groups * self.poller_replicas
+        fits = replicated <= c.INLINE_MAP_MAX_CONCURRENCY * self.group_slices
+        return max(groups, replicated if fits else c.INLINE_MAP_MAX_CONCURRENCY * self.group_slices)
+
     def _check(self) -> None:
         for pattern in self.target_arn_patterns:
             target_service(pattern)  # raises on a pattern that is not a usable ARN
@@ -324,16 +333,25 @@ class PunctualConfig:
                 f"pollerMaxConcurrency: must be 0 (all groups at once) when maxShardGroups exceeds "
                 f"{c.INLINE_MAP_MAX_CONCURRENCY}: the groups are split over several Maps"
             )
-        # A minute's pollers: its groups (up to maxShardGroups), each twice while the Map runs them
-        # all (punctual.dispatch.tick.replicas_for). A Map capped below that starts the rest when
-        # the first end: a minute late, their shards' slots with them.
-        pollers = min(c.INLINE_MAP_MAX_CONCURRENCY, self.max_shard_groups * self.poller_replicas)
+        # A Map capped below a minute's pollers starts the rest when the first end: a minute late,
+        # their shards' slots with them.
+        pollers = self.pollers_per_minute
         if self.group_slices == 1 and 0 < self.poller_max_concurrency < pollers:
             raise ConfigError(
                 f"pollerMaxConcurrency: {self.poller_max_concurrency} runs fewer pollers at once than a "
                 f"minute may have ({pollers}: maxShardGroups x pollerReplicas, at most "
                 f"{c.INLINE_MAP_MAX_CONCURRENCY}); the others would start a minute late. Raise it, "
                 "lower maxShardGroups or pollerReplicas, or set 0 (all at once)"
+            )
+        # Reserved concurrency is also the pollers' maximum, and a poller lives its minute from its
+        # lead to its grace (~80 s): two minutes' pollers run at once. Fewer are throttled and start
+        # when others end (Step Functions retries them), their shards' slots late.
+        if 0 < self.poller_reserved_concurrency < 2 * pollers:
+            raise ConfigError(
+                f"pollerReservedConcurrency: {self.poller_reserved_concurrency} is also the pollers' "
+                f"maximum, below the {2 * pollers} of two overlapping minutes ({pollers} pollers a minute "
+                "at most: maxShardGroups x pollerReplicas, as the Maps run them); the others would be "
+                "throttled and start late. Raise it, lower maxShardGroups or pollerReplicas, or set 0"
             )
         if self.near_shard_count > self.shard_count:
             raise ConfigError("nearShardCount: must not exceed shardCount")

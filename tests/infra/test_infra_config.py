@@ -97,6 +97,19 @@ def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
         config(**{key: value, **extra})
 
 
+def test_a_poller_reservation_holds_two_minutes_of_pollers() -> None:
+    """QA22: reserved concurrency is also the pollers' maximum. A poller runs its whole minute
+    from its lead to its grace (~80 s), so two minutes' pollers run at once; a reservation below
+    that throttles the rest, which start when others end, their shards' slots late."""
+    with pytest.raises(ConfigError, match="pollerReservedConcurrency"):
+        config(pollerReservedConcurrency=10)  # 40 groups' pollers a minute, two minutes at once: 80
+    with pytest.raises(ConfigError, match="pollerReservedConcurrency"):
+        config(maxShardGroups=2, pollerReservedConcurrency=4)  # 2 groups x 2 replicas x 2 minutes
+    assert config(pollerReservedConcurrency=80).poller_reserved_concurrency == 80
+    assert config(maxShardGroups=2, pollerReservedConcurrency=8).poller_reserved_concurrency == 8
+    assert config(maxShardGroups=62, shardGroups=1, pollerReservedConcurrency=248).group_slices == 2
+
+
 def test_an_existing_vpc_needs_no_nat_gateway_of_the_stack() -> None:
     assert config(vpcId="vpc-0123456789abcdef0", natGateways=0).nat_gateways == 0
 
