@@ -126,6 +126,10 @@ LOG_RETENTION_DAYS = (
 )
 _ARN_PATTERN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):(?P<service>[a-z0-9-]+):[^\s]*\Z")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+\Z")
+_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}\Z")
+_REGIONAL_WEB_ACL = re.compile(
+    r"^arn:aws(-cn|-us-gov)?:wafv2:[a-z0-9-]+:\d{12}:regional/webacl/[\w-]{1,128}/[\w-]{1,128}\Z"
+)
 
 
 @dataclass(frozen=True)
@@ -376,6 +380,16 @@ class PunctualConfig:
             raise ConfigError("tableWriteCapacityMin: must not exceed tableWriteCapacityMax")
         if self.vpc_id and not re.fullmatch(r"vpc-[0-9a-f]{8,17}", self.vpc_id):
             raise ConfigError(f"vpcId: {self.vpc_id!r} is not a VPC id")
+        if not _STACK_NAME.match(self.stack_name):
+            raise ConfigError(
+                f"stackName: {self.stack_name!r} is not a CloudFormation stack name (a letter, then "
+                "letters, digits and '-', 128 at most)"
+            )
+        if self.api_web_acl_arn and not _REGIONAL_WEB_ACL.match(self.api_web_acl_arn):
+            raise ConfigError(
+                f"apiWebAclArn: {self.api_web_acl_arn!r} is not a regional WAFv2 web ACL's ARN "
+                "(arn:aws:wafv2:<region>:<account>:regional/webacl/<name>/<id>; an API stage takes no other)"
+            )
         if not self.vpc_id and self.nat_gateways == 0:
             # The created VPC's worker subnets route out through NAT only: the ECS workers read the
             # dispatch key (Secrets Manager), the own-resource list (SSM) and publish events there.

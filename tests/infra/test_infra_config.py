@@ -89,6 +89,10 @@ def test_command_line_strings_are_coerced() -> None:
         # QA22: the created VPC's private subnets without a NAT gateway have no route out: the
         # ECS workers could not read the dispatch key (Secrets Manager) and never started
         ("natGateways", 0, "natGateways"),
+        # QA22: refused by CloudFormation at deploy (or by CDK with a message naming no key)
+        ("apiWebAclArn", "punctual-acl", "apiWebAclArn"),
+        ("apiWebAclArn", "arn:aws:wafv2:us-east-1:123456789012:global/webacl/x/1", "apiWebAclArn"),
+        ("stackName", "my scheduler", "stackName"),
     ],
 )
 def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
