@@ -81,6 +81,17 @@ class Alert:
         self.fields = {"on": on, **options}
 
 
+def _check_alerts(alerts: Any, where: str) -> None:
+    """``alerts`` is a list of :class:`Alert` (the API's alert objects are built with it)."""
+    if not isinstance(alerts, list | tuple):
+        raise JobSpecError(f"Job {where}: alerts: a list of punctual_cdk.Alert, not {type(alerts).__name__}")
+    for index, alert in enumerate(alerts):
+        if not isinstance(alert, Alert):
+            raise JobSpecError(
+                f"Job {where}: alerts[{index}]: a punctual_cdk.Alert, not {type(alert).__name__}"
+            )
+
+
 def as_target(target: Any, field: str) -> JobTarget:
     """A typed target, or a dict sent as the API's target object as it is (:class:`RawTarget`)."""
     if isinstance(target, JobTarget):
@@ -235,6 +246,7 @@ class Job(Construct):
         ref = SchedulerRef.of(scheduler)
         self.provider = JobProvider.of(self, ref)
         target = as_target(target, "target")
+        _check_alerts(alerts, where)
         refuse_undeployable(spec, where)
         calendars: list[Calendar] = []
         if "exclude_calendars" in spec:

@@ -247,6 +247,15 @@ def test_a_datetime_is_an_instant_and_a_dict_is_a_raw_target() -> None:
             r"payload\.at: object is not a JSON value",
         ),
         ({"alerts": [Alert(HttpTarget(HOOK), on=["exploded"])]}, r"alerts\[0\]\.on\[0\]: Input should be"),
+        # QA22: a TypeError or AttributeError from inside the construct, naming no field
+        (
+            {"alerts": Alert(HttpTarget(HOOK), on=["failed"])},
+            r"alerts: a list of punctual_cdk\.Alert, not Alert",
+        ),
+        (
+            {"alerts": [{"on": ["failed"], "target": {"type": "http", "url": HOOK}}]},
+            r"alerts\[0\]: a punctual_cdk\.Alert, not dict",
+        ),
         ({"retries": {"max_attempts": 3}}, r"retries: Extra inputs are not permitted"),
         ({"state": "PAUSED"}, r"state: not a spec field here; declare a paused job with enabled=False"),
         ({"enabled": "false"}, r"enabled: True or False, not str"),
