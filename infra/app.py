@@ -25,7 +25,7 @@ from cdk_nag import AwsSolutionsChecks  # noqa: E402
 from constructs import Construct  # noqa: E402
 
 from punctual_cdk import constants as c  # noqa: E402
-from punctual_cdk.config import PunctualConfig  # noqa: E402
+from punctual_cdk.config import PunctualConfig, synth_or_exit  # noqa: E402
 from punctual_cdk.scheduler import Punctual  # noqa: E402
 
 # CloudFormation's default rules (schema, misconfigurations) fail the synth when this is true.
@@ -98,8 +98,7 @@ def _build(context: dict[str, Any], outdir: str | None, *, validate: bool) -> tu
 
 
 def main() -> None:
-    app, _ = build_app()
-    app.synth()
+    synth_or_exit(lambda: build_app()[0].synth())
 
 
 if __name__ == "__main__":

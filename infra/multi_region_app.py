@@ -30,7 +30,7 @@ from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from infra.app import cdk_json_context  # noqa: E402
 from punctual_cdk import constants as c  # noqa: E402
-from punctual_cdk.config import ConfigError, PunctualConfig  # noqa: E402
+from punctual_cdk.config import ConfigError, PunctualConfig, synth_or_exit  # noqa: E402
 from punctual_cdk.multi_region import MultiRegionPunctual, RegionPlan  # noqa: E402
 
 
@@ -63,8 +63,7 @@ def build_multi_region_app(
 
 
 def main() -> None:
-    app, _ = build_multi_region_app()
-    app.synth()
+    synth_or_exit(lambda: build_multi_region_app()[0].synth())
 
 
 if __name__ == "__main__":

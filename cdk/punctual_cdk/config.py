@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -404,6 +405,16 @@ class PunctualConfig:
         except ValidationError as exc:
             first = exc.errors()[0]
             raise ConfigError(f"{context_key(str(first['loc'][0]))}: {first['msg']}") from None
+
+
+def synth_or_exit(synth: Callable[[], object]) -> None:
+    """Run an app's build and synth: a context value it cannot use ends it with one line naming the
+    key, on stderr, and exit status 2 (what `cdk synth` shows), not a Python traceback."""
+    try:
+        synth()
+    except ConfigError as exc:
+        print(f"punctual: context {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def target_service(pattern: str) -> str:

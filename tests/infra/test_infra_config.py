@@ -101,6 +101,23 @@ def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
         config(**{key: value, **extra})
 
 
+@pytest.mark.parametrize("app", ["infra/app.py", "infra/multi_region_app.py"])
+def test_the_apps_stop_on_a_bad_context_value_with_one_line_naming_it(app: str) -> None:
+    """QA22: `cdk synth -c shardGroups=two` printed a Python traceback ending in the ConfigError."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"shardGroups": "two", "regions": "us-east-1"})}
+    done = subprocess.run(
+        [sys.executable, app], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if "shardGroups" in line]
+    assert lines == ["punctual: context shardGroups: 'two' is not an integer"], done.stderr
+
+
 def test_a_poller_reservation_holds_two_minutes_of_pollers() -> None:
     """QA22: reserved concurrency is also the pollers' maximum. A poller runs its whole minute
     from its lead to its grace (~80 s), so two minutes' pollers run at once; a reservation below
