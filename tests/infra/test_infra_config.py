@@ -118,6 +118,25 @@ def test_the_apps_stop_on_a_bad_context_value_with_one_line_naming_it(app: str) 
     assert lines == ["punctual: context shardGroups: 'two' is not an integer"], done.stderr
 
 
+def test_a_bad_console_tenant_stops_the_synth_with_one_line_naming_it() -> None:
+    """QA22: consoleTenant (read by the console construct, not the config) raised a ValueError
+    and so a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    context = {"consoleTenant": "ops team!", "layerAssetDir": "layers/core"}
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": "/nonexistent/unused"}
+    done = subprocess.run(
+        [sys.executable, "infra/app.py"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if "consoleTenant" in line] == [
+        "punctual: context consoleTenant: must be a tenant: 1-256 characters of letters, digits, ._:/@+=,-"
+    ], done.stderr
+
+
 def test_a_poller_reservation_holds_two_minutes_of_pollers() -> None:
     """QA22: reserved concurrency is also the pollers' maximum. A poller runs its whole minute
     from its lead to its grace (~80 s), so two minutes' pollers run at once; a reservation below

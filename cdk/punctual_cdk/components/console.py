@@ -26,7 +26,7 @@ from constructs import Construct
 
 from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction
 from punctual_cdk.components.storage import Storage
-from punctual_cdk.config import PunctualConfig
+from punctual_cdk.config import ConfigError, PunctualConfig
 
 CONSOLE_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem")  # reads only, no write, no queue
 CONSOLE_TIMEOUT_S = 30
@@ -63,8 +63,8 @@ class Console(Construct):
         super().__init__(scope, construct_id)
         tenant = self.node.try_get_context("consoleTenant")
         if tenant is not None and not _TENANT_RE.match(str(tenant)):
-            raise ValueError(
-                "context consoleTenant must be a tenant: 1-256 characters of letters, digits, ._:/@+=,-"
+            raise ConfigError(
+                "consoleTenant: must be a tenant: 1-256 characters of letters, digits, ._:/@+=,-"
             )
         self.handler: PunctualFunction = runtime.function(
             self,
