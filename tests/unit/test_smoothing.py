@@ -392,3 +392,45 @@ def test_a_slot_claimed_less_than_a_second_before_its_instant_waits_for_it_in_th
     (ran,) = rig.work(rig.worker(target=Target()))  # type: ignore[arg-type]
     assert ran.outcome == ExecutionStatus.SUCCEEDED.value
     assert called_at == [T + timedelta(milliseconds=400)]
+
+
+def _late_call(
+    rig: Rig, job_id: str, target: dict[str, object], budgets: dict[tuple[str, str], float], lateness: int
+) -> datetime:
+    """The moment a worker of a deployment with ``lateness`` seconds of it calls a slot due at T
+    that its budget placed at T + 2 s but whose message reaches the worker only at T + 2.5 s."""
+    job = rig.add_job(job_id, target=target)
+    message = rig.message(job, T)
+    rig.send(DispatchMessage(**{**message.__dict__, "not_before": "2026-12-01T12:00:02.000Z"}))
+    called_at: list[datetime] = []
+
+    class Target:
+        def invoke(self, target: object, payload: object, ctx: object) -> object:
+            from punctual.delivery.targets.base import TargetResult
+
+            called_at.append(rig.clock.now())
+            return TargetResult.ok()
+
+    rig.advance_to(T + timedelta(seconds=2, milliseconds=500))
+    worker = rig.worker(target=Target(), max_lateness_s=lateness, rate_budgets=budgets)  # type: ignore[arg-type]
+    (ran,) = rig.work(worker)
+    assert ran.outcome == ExecutionStatus.SUCCEEDED.value
+    return called_at[0]
+
+
+def test_a_late_smoothed_call_keeps_within_the_deployments_lateness_and_its_budget() -> None:
+    # Given a deployment whose maxLatenessSeconds is 3, a job of 1 call a second on its host and
+    # no lateness of its own: the budget's next instants after T + 2.55 s are T + 3.3 s, ...
+    url = "https://hooks.example.com/x"
+    rig = Rig(MemoryStore(), ManualClock(T))
+    # When its message reaches a worker late, Then it is called at once (late already), not at
+    # T + 3.3 s: that is past the deployment's bound of 3 s
+    own = {"type": "http", "url": url, "rate_budget_per_second": 1}
+    assert _late_call(rig, "own", own, {}, 3) <= T + timedelta(seconds=3)
+    # And a late call under a deployment budget of that host takes a free instant of it, as one
+    # under a budget of its own does: not the one just taken, nor the moment it arrives
+    rig = Rig(MemoryStore(), ManualClock(T))
+    first = _late_call(rig, "own", {**own, "rate_budget_per_second": 2}, {}, 10)
+    rig.clock.set(T)
+    second = _late_call(rig, "deployed", {"type": "http", "url": url}, {("*", "hooks.example.com"): 2}, 10)
+    assert second - first >= timedelta(microseconds=spacing_us(2))

@@ -224,6 +224,13 @@ def parse_budgets(entries: list[str]) -> dict[tuple[str, str], float]:
     return budgets
 
 
+def budget_for(
+    budgets: Mapping[tuple[str, str], float], tenant: str, key: str, own: float | None
+) -> float | None:
+    """The budget that applies: the target's own, else the tenant's for that host, else everyone's."""
+    return own or budgets.get((tenant, key)) or budgets.get(("*", key))
+
+
 class BudgetLedger:
     """The budgets' state in one poller: per (tenant, target), the next free instant. Thread-safe
     (a poller releases chunks concurrently); a slot is placed in the order it is released.
@@ -241,8 +248,7 @@ class BudgetLedger:
         self._lock = threading.Lock()
 
     def rate_for(self, tenant: str, key: str, own: float | None) -> float | None:
-        """The budget that applies: the target's own, else the tenant's for that host, else everyone's."""
-        return own or self.budgets.get((tenant, key)) or self.budgets.get(("*", key))
+        return budget_for(self.budgets, tenant, key, own)
 
     def place(
         self,

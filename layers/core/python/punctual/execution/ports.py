@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from punctual.dispatch.queues import DispatchMessage, QueueRouting
+from punctual.dispatch.smoothing import parse_budgets
 from punctual.models import Execution, ExecutionStatus, Job
 from punctual.runtime.settings import Settings
 from punctual.runtime.stop_signal import StopSignal
@@ -100,6 +101,10 @@ class WorkerConfig:
     finish_retry_s
         How long a finished run keeps trying to record its result while the store fails
         (a result that is never recorded is run again by a takeover).
+    max_lateness_s, rate_budgets
+        The deployment's lateness bound (``maxLatenessSeconds``: a job's own overrides it) and
+        rate budgets (``targetRateBudgets``, as :func:`punctual.dispatch.smoothing.parse_budgets`
+        reads them), which a smoothed call that reaches its worker late is placed again under.
     """
 
     layout: TimerLayout = field(default_factory=TimerLayout)
@@ -111,6 +116,8 @@ class WorkerConfig:
     backstop_s: int = 240
     queue_recheck_s: int = 300
     finish_retry_s: float = 20.0
+    max_lateness_s: float = 10.0
+    rate_budgets: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def routing(self) -> QueueRouting:
@@ -126,6 +133,8 @@ class WorkerConfig:
             lease_s=settings.lease_s,
             lease_timers=lease_timers,
             backstop_s=settings.far_threshold_s + BACKSTOP_MARGIN_S,
+            max_lateness_s=settings.max_lateness_seconds,
+            rate_budgets=parse_budgets(settings.target_rate_budgets),
         )
 
 

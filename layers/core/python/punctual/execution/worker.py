@@ -21,7 +21,7 @@ from punctual.delivery.notifications import Notifier
 from punctual.delivery.targets.base import SlotContext, TargetInvoker, TargetResult
 from punctual.dispatch.budget_reservations import BudgetRequest, late_instant
 from punctual.dispatch.queues import DispatchMessage, QueuePort
-from punctual.dispatch.smoothing import target_key
+from punctual.dispatch.smoothing import budget_for, target_key
 from punctual.execution.after import AfterEffects
 from punctual.execution.chain_ends import ChainEnds
 from punctual.execution.claim import Claimer
@@ -59,7 +59,6 @@ log = logging.getLogger("punctual.execution")
 # The longest a claimed, smoothed slot waits in the worker for its instant (the claim returned it
 # to the queue when it had a whole second or more to wait).
 BUDGET_WAIT_MAX_S = 2.0
-DEFAULT_LATENESS_S = 10  # a job without max_lateness_seconds: the deployment's default (settings)
 BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its new instant
 # A run's outcome: the value of the status it ended in (a lookup, not the enum's ``value`` property)
 _OUTCOMES = {status: status.value for status in ExecutionStatus}
@@ -315,7 +314,7 @@ class Worker:
         """A slot reached after its instant takes a new one of its budget, shared by every worker
         (:func:`punctual.dispatch.budget_reservations.late_instant`)."""
         lateness = float(
-            job.max_lateness_seconds if job.max_lateness_seconds is not None else DEFAULT_LATENESS_S
+            job.max_lateness_seconds if job.max_lateness_seconds is not None else self.config.max_lateness_s
         )
         owner = f"{job.id}/{slot[0]}"
         request = BudgetRequest(job.tenant, target_key(job.target), owner, rate, slot[1], lateness)
@@ -327,12 +326,14 @@ class Worker:
         gave it, so the call is never early (:mod:`punctual.dispatch.smoothing`).
 
         A smoothed slot claimed after its instant (its message reached this worker late) is not
-        called at once either when its target has a budget of its own: it takes a new instant of
-        the budget, reserved like the poller's (:func:`punctual.dispatch.budget_reservations.late_instant`),
-        so late messages of several workers do not reach the target together."""
+        called at once either: it takes a new instant of its target's budget (its own, else the
+        deployment's for its host), within its lateness (its own, else the deployment's), reserved
+        like the poller's (:func:`punctual.dispatch.budget_reservations.late_instant`), so late
+        messages of several workers do not reach the target together."""
         if instant is None:
             return  # not smoothed, or signed but unreadable: the claim ran it at once too
-        rate = getattr(job.target, "rate_budget_per_second", None)
+        own = getattr(job.target, "rate_budget_per_second", None)
+        rate = budget_for(self.config.rate_budgets, job.tenant, target_key(job.target), own)
         if rate:
             instant = self._late_instant(job, slot, instant, rate)
         wait_s = (instant - self.clock.now()).total_seconds()
