@@ -288,7 +288,7 @@ def test_late_calls_of_several_workers_take_instants_of_the_budget_not_the_momen
     calls = []
     for index in range(5):
         request = BudgetRequest("acme", "hooks.example.com", f"job-{index}/s", 5, T, 10)
-        calls.append(late_instant(store, request, T + timedelta(seconds=2) + index * step, now))
+        calls.append(late_instant(store, request, T + timedelta(seconds=2) + index * step, now).release_at)
     # Then each call goes on an instant of its own, none closer than the budget's spacing, and
     # none before the moment it arrived nor past its lateness
     ordered = sorted(calls)
@@ -296,4 +296,4 @@ def test_late_calls_of_several_workers_take_instants_of_the_budget_not_the_momen
     assert all(now <= c <= T + timedelta(seconds=10) for c in calls)
     # and a call on time keeps its instant (no reservation read or written)
     on_time = BudgetRequest("acme", "hooks.example.com", "job-9/s", 5, T, 10)
-    assert late_instant(store, on_time, now, now) == now
+    assert late_instant(store, on_time, now, now).release_at == now

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from execution_harness import Rig
+from execution_harness import LAYOUT, LONG, SHORT, Rig
 from factories import job as make_job
+from factories import spec
 from punctual.delivery.notifications import EventPublisher, MemoryEventSink, Notifier
 from punctual.dispatch.polling import PollerConfig
 from punctual.dispatch.polling.release import SlotReleaser
@@ -38,6 +39,7 @@ from punctual.runtime.settings import Settings, SettingsError
 from punctual.store.memory import MemoryStore
 from punctual.timing.slots import fire_timer
 from punctual.timing.timers import TimerLayout
+from punctual.usecases.jobs import JobService, QueueRouting
 
 T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -434,3 +436,41 @@ def test_a_late_smoothed_call_keeps_within_the_deployments_lateness_and_its_budg
     rig.clock.set(T)
     second = _late_call(rig, "deployed", {"type": "http", "url": url}, {("*", "hooks.example.com"): 2}, 10)
     assert second - first >= timedelta(microseconds=spacing_us(2))
+
+
+def test_calls_a_late_release_sends_over_the_budget_are_each_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given 20 slots at T on a target of 2 calls a second, whose poller releases them only 30 s
+    # late (it was down): no instant within their 10 s of lateness is left for any of them
+    store = MemoryStore()
+    rig = Rig(store, ManualClock(T - timedelta(minutes=10)))
+    target = {"type": "http", "url": "https://hooks.example.com/x", "rate_budget_per_second": 2}
+    jobs = JobService(store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    for index in range(20):
+        jobs.register("default", spec(f"at({T:%Y-%m-%dT%H:%M:%S})", target=target), job_id=f"job-{index:02d}")
+    rig.advance_to(T + timedelta(seconds=30))
+    rig.poll()
+    called: dict[str, datetime] = {}
+
+    class Target:
+        def invoke(self, target: object, payload: object, ctx: object) -> object:
+            from punctual.delivery.targets.base import TargetResult
+
+            called[ctx.job_id] = rig.clock.now()  # type: ignore[attr-defined]
+            return TargetResult.ok()
+
+    # When the workers take them
+    with caplog.at_level("WARNING", logger="punctual.dispatch.smoothing"):
+        rig.work_until_idle(rig.worker(target=Target()))  # type: ignore[arg-type]
+    # Then every slot runs, and each call over the budget is reported (never silently over it):
+    # the calls of the slots not reported keep to the budget
+    reported = {r.rate_budget_overrun["job_id"] for r in caplog.records if hasattr(r, "rate_budget_overrun")}
+    assert len(called) == 20
+    assert _most_in_a_second([at for job_id, at in called.items() if job_id not in reported]) <= 2
+    assert rig.metrics.total("RateBudgetOverruns") > 0
+
+
+def _most_in_a_second(instants: list[datetime]) -> int:
+    ordered = sorted(instants)
+    return max((sum(1 for b in ordered if a <= b < a + timedelta(seconds=1)) for a in ordered), default=0)

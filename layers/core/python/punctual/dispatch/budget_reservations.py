@@ -290,17 +290,18 @@ def late_instant(
     request: BudgetRequest,
     instant: datetime,
     now: datetime,
-) -> datetime:
+) -> Placement:
     """When a worker calls a smoothed slot whose message reached it after its ``instant``.
 
     A message that comes back late (a busy queue, a worker that was busy) would be called at once,
     and late calls of several workers bunch: the receiver would see them closer than the budget
     allows. So a late call takes a new instant of the budget's grid, reserved like the poller's
     (owner ``<job>/<slot>#late``), at or after ``now``, within the slot's lateness; none left:
-    it goes now (it is late already). A store error: it goes now as well.
+    it goes now (it is late already), an overrun the worker reports. A store error: it goes now
+    as well.
     """
     if now <= instant + timedelta(seconds=LATE_TOLERANCE_S):
-        return instant
+        return Placement(instant, None, False)
     late = BudgetRequest(
         request.tenant,
         request.key,
@@ -314,5 +315,5 @@ def late_instant(
         placed = SharedBudgetLedger(store).place_all([late])[0]
     except Exception:
         log.warning("could not reserve a late call's instant for %s", request.owner, exc_info=True)
-        return now
-    return now if placed.overrun else placed.release_at
+        return Placement(now, None, False)
+    return Placement(now, None, True) if placed.overrun else placed

@@ -21,7 +21,7 @@ from punctual.delivery.notifications import Notifier
 from punctual.delivery.targets.base import SlotContext, TargetInvoker, TargetResult
 from punctual.dispatch.budget_reservations import BudgetRequest, late_instant
 from punctual.dispatch.queues import DispatchMessage, QueuePort
-from punctual.dispatch.smoothing import budget_for, target_key
+from punctual.dispatch.smoothing import LoggedOverruns, Overrun, budget_for, target_key
 from punctual.execution.after import AfterEffects
 from punctual.execution.chain_ends import ChainEnds
 from punctual.execution.claim import Claimer
@@ -312,13 +312,21 @@ class Worker:
 
     def _late_instant(self, job: Job, slot: tuple[str, datetime], instant: datetime, rate: float) -> datetime:
         """A slot reached after its instant takes a new one of its budget, shared by every worker
-        (:func:`punctual.dispatch.budget_reservations.late_instant`)."""
+        (:func:`punctual.dispatch.budget_reservations.late_instant`); none left within its lateness,
+        it goes now, over the budget, and is reported as the poller reports one (the metric
+        ``RateBudgetOverruns``, the ``rate_budget_overrun`` record and its event)."""
         lateness = float(
             job.max_lateness_seconds if job.max_lateness_seconds is not None else self.config.max_lateness_s
         )
         owner = f"{job.id}/{slot[0]}"
         request = BudgetRequest(job.tenant, target_key(job.target), owner, rate, slot[1], lateness)
-        return late_instant(self.store, request, instant, self.clock.now())
+        placed = late_instant(self.store, request, instant, self.clock.now())
+        if placed.overrun:
+            overrun = Overrun(job.tenant, job.id, slot[0], request.key, rate, lateness, slot[1])
+            self.metrics.add("RateBudgetOverruns", 1)
+            LoggedOverruns().overrun(overrun)
+            self.notifier.overrun(job, overrun, self.clock.now())
+        return placed.release_at
 
     def _wait_for_budget(self, instant: datetime | None, job: Job, slot: tuple[str, datetime]) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
