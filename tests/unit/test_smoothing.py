@@ -474,3 +474,31 @@ def test_calls_a_late_release_sends_over_the_budget_are_each_reported(
 def _most_in_a_second(instants: list[datetime]) -> int:
     ordered = sorted(instants)
     return max((sum(1 for b in ordered if a <= b < a + timedelta(seconds=1)) for a in ordered), default=0)
+
+
+def test_a_late_call_whose_next_free_instant_is_far_off_is_not_made_before_it() -> None:
+    # Given a job of 1 call a second and 60 s of lateness whose budget's next 40 instants other
+    # slots hold, and its message, placed at T + 2 s, reaching a worker at T + 3 s
+    rig = Rig(MemoryStore(), ManualClock(T))
+    url = "https://hooks.example.com/x"
+    target = {"type": "http", "url": url, "rate_budget_per_second": 1}
+    step = timedelta(microseconds=spacing_us(1))
+    taken = [T + j * step for j in range(40)]
+    for j, instant in enumerate(taken):
+        rig.store.reserve_budget_instant("default", "hooks.example.com", instant, f"other-{j}/s", 0)
+    job = rig.add_job(target=target, max_lateness_seconds=60)
+    rig.send(DispatchMessage(**{**rig.message(job, T).__dict__, "not_before": "2026-12-01T12:00:02.000Z"}))
+    rig.advance_to(T + timedelta(seconds=3))
+    called: list[datetime] = []
+
+    class Target:
+        def invoke(self, target: object, payload: object, ctx: object) -> object:
+            from punctual.delivery.targets.base import TargetResult
+
+            called.append(rig.clock.now())
+            return TargetResult.ok()
+
+    rig.work_until_idle(rig.worker(target=Target()))  # type: ignore[arg-type]
+    # Then it is called on an instant of its own, a spacing from every other slot's, or reported
+    (at,) = called
+    assert rig.metrics.total("RateBudgetOverruns") == 1 or all(abs(at - other) >= step for other in taken)

@@ -312,15 +312,19 @@ class Worker:
 
     def _late_instant(self, job: Job, slot: tuple[str, datetime], instant: datetime, rate: float) -> datetime:
         """A slot reached after its instant takes a new one of its budget, shared by every worker
-        (:func:`punctual.dispatch.budget_reservations.late_instant`); none left within its lateness,
-        it goes now, over the budget, and is reported as the poller reports one (the metric
-        ``RateBudgetOverruns``, the ``rate_budget_overrun`` record and its event)."""
+        (:func:`punctual.dispatch.budget_reservations.late_instant`); none left within its lateness
+        and the longest the worker waits, it goes now, over the budget, and is reported as the
+        poller reports one (``RateBudgetOverruns``, the ``rate_budget_overrun`` record, its event)."""
         lateness = float(
             job.max_lateness_seconds if job.max_lateness_seconds is not None else self.config.max_lateness_s
         )
         owner = f"{job.id}/{slot[0]}"
-        request = BudgetRequest(job.tenant, target_key(job.target), owner, rate, slot[1], lateness)
-        placed = late_instant(self.store, request, instant, self.clock.now())
+        now = self.clock.now()
+        # no further than the worker waits (BUDGET_PACE_MAX_S): a call made before its instant
+        # would land on another slot's
+        bound = min(lateness, (now - slot[1]).total_seconds() + BUDGET_PACE_MAX_S)
+        request = BudgetRequest(job.tenant, target_key(job.target), owner, rate, slot[1], bound)
+        placed = late_instant(self.store, request, instant, now)
         if placed.overrun:
             overrun = Overrun(job.tenant, job.id, slot[0], request.key, rate, lateness, slot[1])
             self.metrics.add("RateBudgetOverruns", 1)
