@@ -502,3 +502,39 @@ def test_a_late_call_whose_next_free_instant_is_far_off_is_not_made_before_it() 
     # Then it is called on an instant of its own, a spacing from every other slot's, or reported
     (at,) = called
     assert rig.metrics.total("RateBudgetOverruns") == 1 or all(abs(at - other) >= step for other in taken)
+
+
+def test_the_children_a_parent_slot_sends_at_once_keep_to_their_targets_budget(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given 20 after(parent) jobs calling one host with a budget of 2 calls a second
+    store = MemoryStore()
+    rig = Rig(store, ManualClock(T - timedelta(hours=1)))
+    jobs = JobService(store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    jobs.register("default", spec("rate(1 hour)"), job_id="parent")
+    target = {"type": "http", "url": "https://hooks.example.com/x", "rate_budget_per_second": 2}
+    for index in range(20):
+        jobs.register("default", spec("after(parent)", target=target), job_id=f"child-{index:02d}")
+    called: dict[str, datetime] = {}
+
+    class Target:
+        def invoke(self, target: object, payload: object, ctx: object) -> object:
+            from punctual.delivery.targets.base import TargetResult
+
+            called.setdefault(ctx.job_id, rig.clock.now())  # type: ignore[attr-defined]
+            return TargetResult.ok()
+
+    # When the parent's slot succeeds, and the workers take what it sends as it comes
+    worker = rig.worker(target=Target())  # type: ignore[arg-type]
+    rig.advance_to(T)
+    rig.poll()
+    with caplog.at_level("WARNING", logger="punctual.dispatch.smoothing"):
+        for step in range(60):
+            rig.advance_to(max(rig.clock.now(), T + timedelta(milliseconds=500 * step)))
+            rig.work_until_idle(worker)
+    # Then every child runs once, and the calls not reported as over the budget keep to it
+    reported = {r.rate_budget_overrun["job_id"] for r in caplog.records if hasattr(r, "rate_budget_overrun")}
+    children = {job_id: at for job_id, at in called.items() if job_id.startswith("child-")}
+    assert len(children) == 20
+    assert _most_in_a_second([at for job_id, at in children.items() if job_id not in reported]) <= 2
+    assert len(reported) <= 20 - 15  # 10 s of lateness at 2 a second hold 15 of them

@@ -17,6 +17,7 @@ from typing import Any
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.load_forecast import forecast_ecs_timer
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
+from punctual.execution.budgets import WorkerBudgets
 from punctual.execution.chain_ends import complete_job
 from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
@@ -30,7 +31,7 @@ from punctual.store.base import ExecutionConflictError
 from punctual.store.reads import read_calendars
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.retries import RandomSource, next_retry_at
-from punctual.timing.slots import fire_timer, inside_window, schedule_of, sent_check_timer
+from punctual.timing.slots import SENT_CHECK_S, fire_timer, inside_window, schedule_of, sent_check_timer
 from punctual.timing.timers import MANUAL_MARK, slot_instant
 from punctual.usecases.backfills import backfill_ref
 from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
@@ -93,6 +94,7 @@ class AfterEffects:
         self.pauser = pauser
         self.notifier = notifier or Notifier()
         self.completion = Completion(self.store, metrics)
+        self.budgets = WorkerBudgets(self.store, ledger.config, metrics, self.notifier)
 
     def apply(
         self,
@@ -236,8 +238,12 @@ class AfterEffects:
             # A backfilled parent's children are backfilled too (their records say so).
             ref = backfill_ref(execution.backfill, True) if execution.backfill else ""
             message = message_for(child, execution.slot, now, 1, MessageKind.CHILD, now, backfill=ref)
+            # on its target's rate budget, as the poller places a scheduled slot
+            message, held_s = self.budgets.place_child(child, message, now)
             if not ref:  # checked later (a backfilled child is late by design)
-                check = sent_check_timer(self.ledger.config.layout, child, execution.slot, now)
+                check = sent_check_timer(
+                    self.ledger.config.layout, child, execution.slot, now, after_s=SENT_CHECK_S + held_s
+                )
                 self.store.put_timers([check])
             self.queues.send(self.route(child), [message])
             self.store.claim_child_dispatch(job.tenant, child_id, execution.slot)

@@ -19,10 +19,9 @@ from typing import Any
 
 from punctual.delivery.notifications import Notifier
 from punctual.delivery.targets.base import SlotContext, TargetInvoker, TargetResult
-from punctual.dispatch.budget_reservations import BudgetRequest, late_instant
 from punctual.dispatch.queues import DispatchMessage, QueuePort
-from punctual.dispatch.smoothing import LoggedOverruns, Overrun, budget_for, target_key
 from punctual.execution.after import AfterEffects
+from punctual.execution.budgets import BUDGET_PACE_MAX_S
 from punctual.execution.chain_ends import ChainEnds
 from punctual.execution.claim import Claimer
 from punctual.execution.finish import Finisher
@@ -59,7 +58,6 @@ log = logging.getLogger("punctual.execution")
 # The longest a claimed, smoothed slot waits in the worker for its instant (the claim returned it
 # to the queue when it had a whole second or more to wait).
 BUDGET_WAIT_MAX_S = 2.0
-BUDGET_PACE_MAX_S = 10.0  # the longest a late smoothed call waits for its new instant
 # A run's outcome: the value of the status it ended in (a lookup, not the enum's ``value`` property)
 _OUTCOMES = {status: status.value for status in ExecutionStatus}
 
@@ -310,28 +308,6 @@ class Worker:
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
 
-    def _late_instant(self, job: Job, slot: tuple[str, datetime], instant: datetime, rate: float) -> datetime:
-        """A slot reached after its instant takes a new one of its budget, shared by every worker
-        (:func:`punctual.dispatch.budget_reservations.late_instant`); none left within its lateness
-        and the longest the worker waits, it goes now, over the budget, and is reported as the
-        poller reports one (``RateBudgetOverruns``, the ``rate_budget_overrun`` record, its event)."""
-        lateness = float(
-            job.max_lateness_seconds if job.max_lateness_seconds is not None else self.config.max_lateness_s
-        )
-        owner = f"{job.id}/{slot[0]}"
-        now = self.clock.now()
-        # no further than the worker waits (BUDGET_PACE_MAX_S): a call made before its instant
-        # would land on another slot's
-        bound = min(lateness, (now - slot[1]).total_seconds() + BUDGET_PACE_MAX_S)
-        request = BudgetRequest(job.tenant, target_key(job.target), owner, rate, slot[1], bound)
-        placed = late_instant(self.store, request, instant, now)
-        if placed.overrun:
-            overrun = Overrun(job.tenant, job.id, slot[0], request.key, rate, lateness, slot[1])
-            self.metrics.add("RateBudgetOverruns", 1)
-            LoggedOverruns().overrun(overrun)
-            self.notifier.overrun(job, overrun, self.clock.now())
-        return placed.release_at
-
     def _wait_for_budget(self, instant: datetime | None, job: Job, slot: tuple[str, datetime]) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
         to come back one to two seconds early): wait for the instant its target's rate budget
@@ -340,14 +316,13 @@ class Worker:
         A smoothed slot claimed after its instant (its message reached this worker late) is not
         called at once either: it takes a new instant of its target's budget (its own, else the
         deployment's for its host), within its lateness (its own, else the deployment's), reserved
-        like the poller's (:func:`punctual.dispatch.budget_reservations.late_instant`), so late
+        like the poller's (:meth:`punctual.execution.budgets.WorkerBudgets.late_instant`), so late
         messages of several workers do not reach the target together."""
         if instant is None:
             return  # not smoothed, or signed but unreadable: the claim ran it at once too
-        own = getattr(job.target, "rate_budget_per_second", None)
-        rate = budget_for(self.config.rate_budgets, job.tenant, target_key(job.target), own)
+        rate = self.after.budgets.rate(job)
         if rate:
-            instant = self._late_instant(job, slot, instant, rate)
+            instant = self.after.budgets.late_instant(job, slot, instant, rate, self.clock.now())
         wait_s = (instant - self.clock.now()).total_seconds()
         if wait_s > 0:
             self.clock.sleep(min(wait_s, BUDGET_PACE_MAX_S if rate else BUDGET_WAIT_MAX_S))
