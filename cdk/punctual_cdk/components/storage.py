@@ -151,9 +151,9 @@ class Storage(Construct):
         acknowledge(
             self.dispatch_key,
             "SMG4",
-            "Not rotated automatically: messages in flight are signed with the current key, and a "
-            "rotation must let workers accept both keys for the queues' retention; rotate by "
-            "redeploying (docs/delivery.md: the scheduler's own messages are authenticated).",
+            "Not rotated automatically: every process signs with the current version and accepts "
+            "the previous one, so a rotation is one put-secret-value, at most one per queue "
+            "retention (docs/delivery.md: the scheduler's own messages are authenticated).",
         )
 
     def grant_dispatch_key(self, role: iam.IRole) -> None:

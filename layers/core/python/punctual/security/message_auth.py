@@ -9,6 +9,13 @@ Secrets Manager; local mode makes its own), and a worker drops, logs and counts
 (``ForgedMessages``) a message whose signature is missing or does not match before it reads
 anything else. The poller, the workers (takeovers, turns, dependants) and the API (manual runs)
 are the only senders, and only they can read the key.
+
+The key can be rotated without stopping anything (``aws secretsmanager put-secret-value``, or a
+rotation): a process reads the secret's ``AWSCURRENT`` version, which it signs with, and its
+``AWSPREVIOUS`` version, which it still accepts, so messages signed before the rotation run. A
+process that read the secret before the rotation meets messages signed with the new key: one it
+cannot verify makes it read the secret again (at most every ``RELOAD_EVERY_S``) before the message
+counts as forged (a worker that kept its old key dropped every new message: slots lost).
 """
 
 from __future__ import annotations
@@ -16,6 +23,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -26,6 +36,9 @@ log = logging.getLogger("punctual.security.message_auth")
 
 KEY_LABEL = b"punctual-dispatch-v1"
 MIN_KEY_CHARS = 32
+RELOAD_EVERY_S = 10.0  # the most often a process reads the secret again for a message it cannot verify
+# A dispatch key's versions: the one to sign with and the one before it (None: none, or not read)
+KeyVersions = tuple[str, str | None]
 
 
 def _keyed_hmac(key: bytes) -> Any:
@@ -43,37 +56,57 @@ class DispatchKeyError(ValueError):
 
 
 class DispatchSigner:
-    """Signs and verifies dispatch messages with one key.
+    """Signs and verifies dispatch messages with one key (and accepts the one before it).
 
     Parameters
     ----------
     key
         The shared secret (at least 32 characters). It is not used as is: the HMAC key is
         derived from it under a label, so it never doubles as another key.
+    previous
+        Keys a message may still be signed with (the secret's version before a rotation): they
+        verify, they never sign.
+    reload
+        Reads the keys again (current, previous) when a message verifies under none of them, at
+        most every ``reload_every_s`` (``clock``: seconds, monotonic): a rotation made since the
+        process read them.
     """
 
-    def __init__(self, key: str) -> None:
+    def __init__(
+        self,
+        key: str,
+        previous: Sequence[str] = (),
+        reload: Callable[[], KeyVersions] | None = None,
+        reload_every_s: float = RELOAD_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._reload = reload
+        self._reload_every_s = reload_every_s
+        self._clock = clock
+        self._reloaded_at: float | None = None
+        self._reload_lock = threading.Lock()
+        self._use(key, previous)
+
+    def _use(self, key: str, previous: Sequence[str]) -> None:
         if len(key) < MIN_KEY_CHARS:
             raise DispatchKeyError(f"the dispatch key must have at least {MIN_KEY_CHARS} characters")
-        self._key = hmac.new(key.encode(), KEY_LABEL, hashlib.sha256).digest()
         # The HMAC keyed once: each signature copies it (its key's pads already hashed) instead of
         # keying a new one (``hmac.new``: a third of a signature's cost). Never updated itself, so
         # threads that sign at once share it.
-        self._keyed = _keyed_hmac(self._key)
+        self._keyed = _keyed_hmac(_derived(key))
+        self._accepted = [_keyed_hmac(_derived(k)) for k in previous if k != key and len(k) >= MIN_KEY_CHARS]
 
     def signature(self, message: DispatchMessage) -> str:
         """The signature of ``message``'s every field but the signature itself: the HMAC-SHA256
         ``hmac.new(key, payload, sha256).hexdigest()`` gives."""
-        mac = self._keyed.copy()
-        mac.update(message.payload().encode())
-        return str(mac.hexdigest())
+        return _signature(self._keyed, message.payload())
 
     def sign(self, message: DispatchMessage) -> DispatchMessage:
         """``message`` with its signature set."""
         return message.with_signature(self.signature(message))  # its payload is the same
 
     def verify(self, message: DispatchMessage) -> bool:
-        """True when ``message`` carries this key's signature of its fields.
+        """True when ``message`` carries a signature of its fields by this key or one before it.
 
         Never raises: a body's fields are not type-checked when it is read (``from_body``), and a
         ``sig`` that is not an ASCII string made ``compare_digest`` raise TypeError, which the
@@ -85,39 +118,94 @@ class DispatchSigner:
         if not isinstance(sig, str) or not sig or not sig.isascii():
             return False
         try:
-            expected = self.signature(message)
+            payload = message.payload()
+            if hmac.compare_digest(sig, _signature(self._keyed, payload)):
+                return True
+            if any(hmac.compare_digest(sig, _signature(k, payload)) for k in self._accepted):
+                return True
         except Exception:  # fields of types no sender writes: not a message this key signed
             return False
-        return hmac.compare_digest(sig, expected)
+        return self._reloaded() and self.verify_known(sig, payload)
+
+    def verify_known(self, sig: str, payload: str) -> bool:
+        """Whether ``sig`` signs ``payload`` under the keys held now (no reload)."""
+        keys = [self._keyed, *self._accepted]
+        return any(hmac.compare_digest(sig, _signature(k, payload)) for k in keys)
+
+    def _reloaded(self) -> bool:
+        """Read the keys again if the last read is old enough: whether they were read."""
+        if self._reload is None:
+            return False
+        with self._reload_lock:
+            now = self._clock()
+            if self._reloaded_at is not None and now - self._reloaded_at < self._reload_every_s:
+                return False
+            self._reloaded_at = now
+            try:
+                current, previous = self._reload()
+                self._use(current, [previous] if previous else [])
+            except Exception:
+                log.warning("cannot read the dispatch key again", exc_info=True)
+                return False
+        log.info("read the dispatch key again (a message this process could not verify)")
+        return True
+
+
+def _derived(key: str) -> bytes:
+    return hmac.new(key.encode(), KEY_LABEL, hashlib.sha256).digest()
+
+
+def _signature(keyed: Any, payload: str) -> str:
+    mac = keyed.copy()
+    mac.update(payload.encode())
+    return str(mac.hexdigest())
 
 
 def signer_from(settings: Settings, secrets_client: Any = None) -> DispatchSigner | None:
     """The signer of a process: ``PUNCTUAL_DISPATCH_KEY`` (local mode, tests), else the secret
-    ``PUNCTUAL_DISPATCH_KEY_SECRET_ARN`` names (the stack), else None (messages unsigned and
-    not verified: only for in-process tests; the stack always sets the secret)."""
+    ``PUNCTUAL_DISPATCH_KEY_SECRET_ARN`` names (the stack: its current version signs, its previous
+    one still verifies, and both are read again for a message neither verifies), else None
+    (messages unsigned and not verified: only for in-process tests; the stack always sets the
+    secret)."""
     if settings.dispatch_key:
         return DispatchSigner(settings.dispatch_key)
-    if settings.dispatch_key_secret_arn:
-        return DispatchSigner(_secret_value(settings.dispatch_key_secret_arn, secrets_client))
+    arn = settings.dispatch_key_secret_arn
+    if arn:
+        current, previous = _secret_value(arn, secrets_client)
+
+        def reload() -> KeyVersions:
+            return _read_secret(secrets_client or _secrets_client(), arn)
+
+        return DispatchSigner(current, [previous] if previous else [], reload=reload)
     return None
 
 
-@lru_cache(maxsize=4)
-def _cached_secret(arn: str) -> str:
+def _secrets_client() -> Any:
     from punctual.runtime import aws
 
-    return _read_secret(aws.client("secretsmanager"), arn)
+    return aws.client("secretsmanager")
 
 
-def _secret_value(arn: str, client: Any) -> str:
+@lru_cache(maxsize=4)
+def _cached_secret(arn: str) -> KeyVersions:
+    return _read_secret(_secrets_client(), arn)
+
+
+def _secret_value(arn: str, client: Any) -> KeyVersions:
     if client is None:
-        return _cached_secret(arn)  # once per process: the key changes only with a deployment
+        return _cached_secret(arn)  # once per process (a rotation is found by a message that fails)
     return _read_secret(client, arn)
 
 
-def _read_secret(client: Any, arn: str) -> str:
+def _read_secret(client: Any, arn: str) -> KeyVersions:
+    """The secret's current value and, if it has one, its previous (the key before a rotation)."""
     try:
         value = client.get_secret_value(SecretId=arn)["SecretString"]
     except Exception as exc:
         raise DispatchKeyError(f"cannot read the dispatch key {arn}: {exc}") from exc
-    return str(value)
+    try:
+        previous = client.get_secret_value(SecretId=arn, VersionStage="AWSPREVIOUS")["SecretString"]
+    except Exception as exc:  # never rotated: no such version
+        log.debug("no previous dispatch key: %s", exc)
+        previous = None
+    return str(value), None if previous is None else str(previous)
