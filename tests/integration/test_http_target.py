@@ -308,6 +308,24 @@ def test_a_string_payload_with_a_non_json_content_type_is_sent_as_is(receiver: R
     assert (seen.method, seen.body, seen.headers["Content-Type"]) == ("PUT", b"plain <text>", "text/plain")
 
 
+@pytest.mark.parametrize(
+    "content_type", ["application/x-ndjson", "application/jsonl", "application/json-seq", "text/x-json"]
+)
+def test_a_string_payload_is_sent_as_is_for_every_media_type_registration_calls_non_json(
+    receiver: Receiver, content_type: str
+) -> None:
+    # Registration refuses a JSON payload for these types (not application/json nor +json): the
+    # string the job must carry is the body, not a JSON string literal of it (QA22: "json" in the
+    # type's name sent '"{\\"a\\":1}\\n..."' to a JSON-lines receiver)
+    lines = '{"a":1}\n{"b":"<slot>"}\n'
+    invoker = DefaultTargetInvoker(None, Settings(target_allow_cidrs=list(LOOPBACK)))
+    target = HttpTarget(url=receiver.url(), headers={"Content-Type": content_type})
+    assert invoker.invoke(target, lines, ctx()).outcome is Outcome.SUCCEEDED
+    [seen] = receiver.requests
+    assert seen.body == b'{"a":1}\n{"b":"2026-11-30T10:00:00Z"}\n'
+    Webhook(SECRET).verify(seen.body, seen.headers, json_parse=False)
+
+
 def test_the_invoker_renders_placeholders_and_honours_the_allow_list(receiver: Receiver) -> None:
     invoker = DefaultTargetInvoker(None, Settings(target_allow_cidrs=list(LOOPBACK)))
     result = invoker.invoke(HttpTarget(url=receiver.url()), {"run": "<job_id>/<attempt>"}, ctx(attempt=2))

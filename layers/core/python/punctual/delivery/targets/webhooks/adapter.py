@@ -49,7 +49,7 @@ from punctual.delivery.targets.webhooks.transport import (
     ResolveTimedOut,
     Watchdog,
 )
-from punctual.models import RESERVED_HEADERS, header_key
+from punctual.models import RESERVED_HEADERS, header_key, is_json_media_type
 from punctual.runtime.clock import Clock, SystemClock
 from punctual.runtime.stop_signal import Cancellation
 from punctual.security.signing_secrets import SecretsError
@@ -308,7 +308,9 @@ class HttpTargetAdapter:
         if payload is None:
             return b""
         content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
-        if isinstance(payload, str) and content_type and "json" not in content_type.lower():
+        # The media types registration reads as JSON, no others (QA22: "json" anywhere in the name,
+        # as application/x-ndjson, sent the string the job must carry as a JSON string literal)
+        if isinstance(payload, str) and content_type and not is_json_media_type(content_type):
             return payload.encode()
         return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
