@@ -443,6 +443,23 @@ def test_aws_errors_are_classified(error: Exception, outcome: Outcome) -> None:
     assert classify_aws_error(error, "svc Op").outcome is outcome
 
 
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("KMSThrottling", 400),  # SNS Publish to an encrypted topic (its error code, not the shape's name)
+        ("KmsThrottlingException", 400),  # Step Functions StartExecution of an encrypted state machine
+        ("ExecutionLimitExceeded", 400),  # Step Functions: too many open executions, until some end
+        ("SnapStartNotReadyException", 409),  # Lambda: a SnapStart function still initialising
+        ("SnapStartTimeoutException", 408),  # Lambda: the snapshot was not restored in time
+        ("EFSMountTimeoutException", 408),  # Lambda: its file system was not mounted in time
+    ],
+)
+def test_the_services_transient_errors_are_retried_not_final(code: str, status: int) -> None:
+    # Codes and statuses as botocore's models of SNS, Step Functions and Lambda give them: each
+    # says "not now", and ended the slot FAILED without a retry (QA22)
+    assert classify_aws_error(_client_error(code, status), "svc Op").outcome is Outcome.RETRYABLE
+
+
 def test_a_client_side_read_timeout_is_marked_timed_out() -> None:
     result = classify_aws_error(ReadTimeoutError(endpoint_url="https://lambda.example"), "lambda Invoke")
     assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)

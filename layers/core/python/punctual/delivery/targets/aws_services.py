@@ -107,8 +107,13 @@ _RETRYABLE_CODES = frozenset(
         "ENILimitReachedException",
         "SubnetIPAddressLimitReachedException",
         "KMSThrottlingException",
+        "KmsThrottlingException",  # Step Functions
+        "KMSThrottling",  # SNS (the code its KMSThrottlingException is sent as)
         "KMSThrottled",
         "KmsThrottled",
+        "ExecutionLimitExceeded",  # Step Functions: open executions at the quota, until some end
+        "SnapStartNotReadyException",  # Lambda: a SnapStart version still initialising
+        "ENINotReadyException",
         "KMSInternalException",
         "RequestTimeout",
         "RequestTimeoutException",
@@ -195,7 +200,7 @@ def classify_aws_error(exc: Exception, action: str) -> TargetResult:
     Returns
     -------
     TargetResult
-        Retryable for throttling, service-side (5xx) and connection errors;
+        Retryable for throttling, time-outs (408), service-side (5xx) and connection errors;
         permanent for everything the caller got wrong (4xx, bad parameters).
     """
     if isinstance(exc, ClientError):
@@ -204,7 +209,8 @@ def classify_aws_error(exc: Exception, action: str) -> TargetResult:
         message = str(error.get("Message", "")).strip()
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         summary = f"{action}: {code}" + (f": {message}" if message else "")
-        if code in _RETRYABLE_CODES or status >= 500 or status == 429:
+        # 408: a time-out on the service's side (Lambda: SnapStart restore, EFS mount), as HTTP's
+        if code in _RETRYABLE_CODES or status >= 500 or status in (408, 429):
             return TargetResult.retryable(summary[:500])
         return TargetResult.permanent(summary[:500])
     if isinstance(exc, ParamValidationError):
