@@ -338,7 +338,9 @@ def resume_job(job_id: JobId, if_match: IfMatch = None) -> Response[JobOut]:
     description=(
         "Returns the job with its new signing secret, shown once. The previous secret keeps signing "
         "(each request carries both signatures) until the next rotation, or until a call with "
-        "drop_previous=true ends it (that call makes no new secret)."
+        "drop_previous=true ends it (that call makes no new secret). Either takes effect within "
+        "seconds, not at once: a slot released just before runs with the job as it was released, "
+        "and is signed as it was (the old secret alone, for up to 6 s after a rotation)."
     ),
     responses=_ok(200, "The job and its new secret", JobCreated, 400, 401, 404, 409, 412, 422),
     tags=["jobs"],
