@@ -203,6 +203,16 @@ def test_target_keys() -> None:
     assert target_key(lam.target) == "arn:aws:lambda:eu-west-1:123456789012:function:f"
 
 
+def test_one_host_is_one_budget_however_its_urls_spell_it() -> None:
+    # The scheme's own port and a final dot name the host the name without them names: two jobs
+    # of one tenant calling it shared no budget, each taking the whole of it (QA22)
+    plain = target_key(HttpTarget(url="https://hooks.example.com/a"))
+    assert target_key(HttpTarget(url="https://hooks.example.com:443/b")) == plain
+    assert target_key(HttpTarget(url="http://hooks.example.com:80/c")) == plain
+    assert target_key(HttpTarget(url="https://hooks.example.com./d")) == plain
+    assert target_key(HttpTarget(url="http://hooks.example.com:443/e")) == "hooks.example.com:443"
+
+
 def test_deployment_budgets_parse_and_bad_ones_are_refused_by_name() -> None:
     budgets = parse_budgets(
         ["hooks.example.com=50", "acme/API.example.com=5", "arn:aws:sqs:eu-west-1:1:q=100"]

@@ -176,14 +176,18 @@ class LoggedOverruns:
         )
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}  # (QA22: https://h:443/ and https://h/ kept two budgets)
+
+
 def target_key(target: object) -> str:
-    """What a budget is kept per: an HTTP target's host (``host:port`` when a port is given),
-    an AWS target's resource ARN."""
+    """What a budget is kept per: an HTTP target's host (``host:port`` when a port other than
+    the scheme's own is given; no final dot), an AWS target's resource ARN."""
     url = getattr(target, "url", None)
     if isinstance(url, str):
         parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        return f"{host}:{parts.port}" if parts.port else host
+        host = (parts.hostname or "").lower().rstrip(".")
+        port = parts.port if parts.port != _DEFAULT_PORTS.get(parts.scheme.lower()) else None
+        return f"{host}:{port}" if port else host
     for name in (
         "function_arn",
         "queue_arn",
