@@ -475,6 +475,49 @@ def test_a_receiver_that_trickles_its_headers_is_cut_off_at_the_job_timeout(rece
     assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)
 
 
+def _status_then(status: int, then: Callable[[BaseHTTPRequestHandler], None]) -> Route:
+    """Answers ``status`` (header section complete: a body of 100 bytes is announced), sends 5 of
+    them, then does ``then``."""
+
+    def route(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Length", "100")
+        handler.end_headers()
+        handler.wfile.write(b"start")
+        handler.wfile.flush()
+        then(handler)
+
+    return route
+
+
+def _hold(receiver: Receiver) -> Callable[[BaseHTTPRequestHandler], None]:
+    return lambda handler: receiver.release.wait()
+
+
+def _reset(handler: BaseHTTPRequestHandler) -> None:
+    handler.close_connection = True
+    handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    handler.connection.close()
+
+
+@pytest.mark.parametrize("then", ["slow", "reset"])
+def test_a_2xx_is_the_answer_even_when_its_body_is_cut_off(receiver: Receiver, then: str) -> None:
+    # "any 2xx is success": the receiver answered, and acted; a body slower than the job's timeout
+    # or a connection reset in it made the answer a retryable time-out or network error, so the slot
+    # was sent again (and recorded TIMED_OUT) after the receiver had said it was done (QA22)
+    receiver.routes["/hook"] = _status_then(200, _hold(receiver) if then == "slow" else _reset)
+    result = call(receiver.url(), {}, context=ctx(timeout_s=0.5))
+    assert (result.outcome, result.timed_out) == (Outcome.SUCCEEDED, False), result.summary
+    assert result.detail["status"] == 200
+    assert result.detail["body_cut"] is True and result.detail["body"].startswith("start")
+
+
+def test_a_4xx_whose_body_is_cut_off_is_still_final(receiver: Receiver) -> None:
+    receiver.routes["/hook"] = _status_then(404, _reset)
+    result = call(receiver.url(), {})
+    assert result.outcome is Outcome.PERMANENT and "HTTP 404" in result.summary
+
+
 def test_a_name_lookup_slower_than_the_job_timeout_ends_as_a_timeout(receiver: Receiver) -> None:
     # getaddrinfo takes no timeout; a resolver stuck for longer than the job must not hold the run.
     answered = threading.Event()

@@ -338,11 +338,12 @@ def test_literals_are_read_as_the_system_resolver_reads_them(
 class _FakeResponse:
     status = 204
     reason = "No Content"
+    length = 0  # (http.client's: body bytes left to read)
 
     def getheaders(self) -> list[tuple[str, str]]:
         return []
 
-    def read(self, amount: int | None = None) -> bytes:
+    def read1(self, amount: int = -1) -> bytes:
         return b""
 
 

@@ -148,6 +148,7 @@ class _Response:
     headers: Mapping[str, str]
     body: bytes
     truncated: bool
+    cut: bool = False  # the body ended early: the status and headers are the answer all the same
 
 
 class HttpTargetAdapter:
@@ -372,18 +373,20 @@ class HttpTargetAdapter:
                     try:
                         conn.request(method, parsed.target, body=send_body or None, headers=dict(headers))
                         response = conn.getresponse()
-                        data = response.read(self.max_response_bytes + 1)
                         if watchdog.fired:
-                            # The cut-off socket reads as an early end: what was parsed
-                            # is a fragment, never an answer.
+                            # The cut-off socket reads as an early end: a header section
+                            # parsed from it is a fragment, never an answer.
                             return self._cut_short(parsed, watchdog)
-                        truncated = len(data) > self.max_response_bytes
+                        data, cut = self._read_body(response)
+                        if watchdog.cancelled:
+                            return self._cut_short(parsed, watchdog)
                         return _Response(
                             status=response.status,
                             reason=response.reason,
                             headers={k.lower(): v for k, v in response.getheaders()},
                             body=data[: self.max_response_bytes],
-                            truncated=truncated,
+                            truncated=len(data) > self.max_response_bytes,
+                            cut=cut or watchdog.fired,
                         )
                     except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
                         if watchdog.fired or isinstance(exc, TimeoutError):
@@ -394,6 +397,24 @@ class HttpTargetAdapter:
         if not last_error:
             return self._timeout(parsed)
         return TargetResult.retryable(f"network error: {last_error}")
+
+    def _read_body(self, response: http.client.HTTPResponse) -> tuple[bytes, bool]:
+        """Up to one byte past the cap of the body, and whether it ended early (a reset, a broken
+        chunk, fewer bytes than its Content-Length, the watchdog's shutdown). The status and
+        headers came whole, so they are the answer whatever becomes of the body (QA22: a 200 whose
+        body outlived the job's timeout, or was reset, was retried as if never answered)."""
+        chunks: list[bytes] = []
+        left = self.max_response_bytes + 1
+        try:
+            while left > 0:
+                chunk = response.read1(left)
+                if not chunk:
+                    return b"".join(chunks), bool(response.length)  # (None: read to the close)
+                chunks.append(chunk)
+                left -= len(chunk)
+        except (OSError, http.client.HTTPException, ssl.SSLError):
+            return b"".join(chunks), True
+        return b"".join(chunks), False
 
     @classmethod
     def _cut_short(cls, parsed: ParsedUrl, watchdog: Watchdog) -> TargetResult:
@@ -422,7 +443,7 @@ class HttpTargetAdapter:
         excerpt = _one_line(response.body.decode("utf-8", "replace"), SUMMARY_BODY_CHARS)
         with_body = f"{text}: {excerpt}" if excerpt else text
         if 200 <= status < 300:
-            return TargetResult.ok(text)
+            return TargetResult.ok(f"{text} (its body was cut off)" if response.cut else text)
         retry_after = parse_retry_after(response.headers.get("retry-after"), self.clock.now())
         if status in (408, 429) or 500 <= status < 600:
             return TargetResult.retryable(with_body, retry_after_s=retry_after)
@@ -445,6 +466,8 @@ class HttpTargetAdapter:
             body_bytes_read=len(response.body),
             body_truncated=response.truncated,
         )
+        if response.cut:
+            result.detail["body_cut"] = True
         if hops:
             result.detail["redirects"] = hops
         return result
