@@ -122,6 +122,20 @@ def test_a_non_json_content_type_needs_a_string_payload() -> None:
     JobSpec.model_validate(spec(target=as_json, payload={"a": 1}))
 
 
+def test_a_text_payload_must_read_as_itself_in_the_charset_its_content_type_names() -> None:
+    # The body is sent as UTF-8 (Standard Webhooks libraries verify it as such), so "café" under
+    # charset=ISO-8859-1 reached the receiver as "cafÃ©", on every slot (QA22): refused, naming it
+    latin1 = {**HTTP, "headers": {"Content-Type": "text/plain; charset=ISO-8859-1"}}
+    JobSpec.model_validate(spec(target=latin1, payload="plain ASCII <slot>"))
+    assert "'ISO-8859-1'" in refused(spec(target=latin1, payload="café"))
+    utf16 = {**HTTP, "headers": {"Content-Type": 'text/csv; charset="utf-16"'}}
+    assert "'utf-16'" in refused(spec(target=utf16, payload="a,b"))
+    unknown = {**HTTP, "headers": {"Content-Type": "text/csv; charset=klingon-8"}}
+    assert "charset 'klingon-8'" in refused(spec(target=unknown, payload="a,b"))
+    utf8 = {**HTTP, "headers": {"Content-Type": "text/plain; Charset=UTF-8"}}
+    assert JobSpec.model_validate(spec(target=utf8, payload="café €")).payload == "café €"
+
+
 def test_string_fields_are_bounded() -> None:
     assert "at most 64 characters" in refused(spec(timezone="X" * 65))
     ecs = {

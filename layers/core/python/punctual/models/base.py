@@ -367,6 +367,29 @@ def _walk_json(value: Any, what: str) -> None:
         raise ValueError(f"{path}: {type(item).__name__} is not a JSON value")
 
 
+def text_charset_problem(text: str, content_type: str) -> str | None:
+    """Why ``text``, sent as UTF-8 (what Standard Webhooks libraries verify a body as), would not
+    read as itself in the charset ``content_type`` names, or None (no charset, or it agrees)."""
+    for parameter in content_type.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() != "charset":
+            continue
+        charset = value.strip().strip('"').strip()
+        try:
+            read = text.encode().decode(charset)
+        except LookupError:
+            return f"charset {charset[:40]!r} of the Content-Type is not a text encoding"
+        except UnicodeDecodeError:
+            read = None
+        if read != text:
+            return (
+                f"a text payload is sent as UTF-8 (the bytes webhook-signature signs), and this one"
+                f" would read otherwise as {charset[:40]!r}, the Content-Type's charset: name utf-8,"
+                " or keep the text to ASCII"
+            )
+    return None
+
+
 def is_json_media_type(content_type: str) -> bool:
     """``application/json``, ``application/*+json`` (parameters ignored)."""
     media = content_type.split(";", 1)[0].strip().lower()

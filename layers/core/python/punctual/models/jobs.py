@@ -53,6 +53,7 @@ from punctual.models.base import (
     int_field,
     is_json_media_type,
     label_refusal,
+    text_charset_problem,
     validator_without,
 )
 from punctual.models.policies import (
@@ -368,6 +369,14 @@ class JobSpec(StrictModel):
                     f"payload must be a string when target.headers Content-Type is {content_type[:80]!r}"
                     " (only JSON media types carry a JSON payload)"
                 )
+            if (
+                content_type
+                and isinstance(self.payload, str)
+                and not is_json_media_type(content_type)
+                and (problem := text_charset_problem(self.payload, content_type)) is not None
+                and not accepted_before(info.context)
+            ):
+                raise ValueError(f"payload: {problem}")  # (QA22: sent as UTF-8 whatever it named)
         if self.runtime is Runtime.LAMBDA and self.timeout_seconds > MAX_LAMBDA_TIMEOUT_S:
             raise ValueError(
                 f"timeout_seconds {self.timeout_seconds} exceeds {MAX_LAMBDA_TIMEOUT_S} for runtime 'lambda';"
