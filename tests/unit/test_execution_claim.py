@@ -443,6 +443,33 @@ def test_the_worker_hands_the_target_its_decrypted_signing_secret(rig: Rig, t0: 
     assert default_signing_secrets(Settings())(job) == ()  # no key configured: nothing to sign with
 
 
+def test_a_signing_secret_that_cannot_be_read_fails_the_attempt_naming_why(rig: Rig, t0: datetime) -> None:
+    # A secret sealed under another key (a local key changed, a KMS key disabled or throttled):
+    # the error escaped the run and left it RUNNING, so each attempt ended by its lease lapsing,
+    # "lease expired: the worker was lost", and the reason was nowhere (QA22)
+    from punctual.execution import default_signing_secrets
+    from punctual.runtime.settings import Settings
+    from punctual.security.signing_secrets import SecretCipher
+
+    _, stored = SecretCipher(Settings(secret_key="another-local-key-of-length")).new_secret(
+        "default", "job-1"
+    )
+    job = rig.add_job("job-1", signing_secret_enc=stored)
+    worker = rig.worker()
+    worker.signing_secrets = default_signing_secrets(Settings(secret_key="a-local-key-of-enough-length"))
+    rig.send(rig.message(job, t0))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["RETRY_WAIT"]
+    assert rig.target.calls == []  # nothing unsigned was sent
+    record = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert record is not None and "signing secret cannot be read" in (record.error or "")
+    assert "integrity check" in (record.error or "")
+    # A target that signs nothing runs: the job's secret signs its http alerts, not its queue
+    queued = {"type": "sqs", "queue_arn": "arn:aws:sqs:eu-west-1:123456789012:q"}
+    other = rig.add_job("job-2", target=queued, signing_secret_enc=stored)
+    rig.send(rig.message(other, t0))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+
+
 def test_a_slot_released_for_a_replaced_version_is_superseded_not_run_with_the_new_spec(
     rig: Rig, t0: datetime
 ) -> None:

@@ -286,6 +286,9 @@ class Worker:
     def run(self, claim: Claim) -> TargetResult:
         """Invoke the job's target for a claimed attempt (never raises for a target's failure)."""
         job, execution = owned(claim)
+        secrets = self._secrets(job)
+        if isinstance(secrets, TargetResult):
+            return secrets
         ctx = slot_context(
             job.id,
             job.tenant,
@@ -293,7 +296,7 @@ class Worker:
             execution.scheduled_at,
             execution.attempt,
             float(job.timeout_seconds),
-            self.signing_secrets(job),
+            secrets,
             lambda: self.heartbeat_if_due(claim),
             claim.cancel,
         )
@@ -307,6 +310,19 @@ class Worker:
             result = TargetResult.retryable(summary(f"worker error: {type(exc).__name__}: {exc}"))
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
+
+    def _secrets(self, job: Job) -> tuple[str, ...] | TargetResult:
+        """The secrets an HTTP target's requests are signed with (no other target signs), or, when
+        they cannot be read (another key, KMS refusing or throttling), a retryable failure naming
+        why: nothing is sent unsigned (QA22: the error escaped the run, and each attempt ended
+        when its lease lapsed, 'lease expired: the worker was lost', the reason nowhere)."""
+        if getattr(job.target, "type", None) != "http":
+            return ()
+        try:
+            return self.signing_secrets(job)
+        except Exception as exc:
+            log.warning("signing secret of %s cannot be read: %s", job.id, exc)
+            return TargetResult.retryable(summary(f"the job's signing secret cannot be read: {exc}"))
 
     def _wait_for_budget(self, instant: datetime | None, job: Job, slot: tuple[str, datetime]) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
