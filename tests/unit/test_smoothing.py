@@ -211,6 +211,10 @@ def test_one_host_is_one_budget_however_its_urls_spell_it() -> None:
     assert target_key(HttpTarget(url="http://hooks.example.com:80/c")) == plain
     assert target_key(HttpTarget(url="https://hooks.example.com./d")) == plain
     assert target_key(HttpTarget(url="http://hooks.example.com:443/e")) == "hooks.example.com:443"
+    # and a deployment's budget for it, spelt either way, is that one budget
+    for spelt in ("Hooks.Example.com:443", "hooks.example.com.", "hooks.example.com:80"):
+        assert parse_budgets([f"{spelt}=5"]) == {("*", plain): 5.0}
+    assert parse_budgets(["acme/hooks.example.com:8443=5"]) == {("acme", "hooks.example.com:8443"): 5.0}
 
 
 def test_deployment_budgets_parse_and_bad_ones_are_refused_by_name() -> None:

@@ -224,7 +224,7 @@ def parse_budgets(entries: list[str]) -> dict[tuple[str, str], float]:
             rate = -1.0
         if not target or not (rate > 0 and math.isfinite(rate)):
             raise SmoothingConfigError(f"rate budget {entry!r}: the rate must be a positive number")
-        budgets[(tenant, target.lower() if not target.startswith("arn:") else target)] = rate
+        budgets[(tenant, target if target.startswith("arn:") else _host_key(target))] = rate
     return budgets
 
 
@@ -233,6 +233,16 @@ def budget_for(
 ) -> float | None:
     """The budget that applies: the target's own, else the tenant's for that host, else everyone's."""
     return own or budgets.get((tenant, key)) or budgets.get(("*", key))
+
+
+def _host_key(target: str) -> str:
+    """A deployment budget's ``host[:port]`` as :func:`target_key` spells a job's: lower case, no
+    final dot, no port 80 or 443 (a job's URL with the scheme's own port is keyed without it)."""
+    host, colon, port = target.lower().rpartition(":")
+    if not colon or not port.isdigit():
+        host, port = target.lower(), ""
+    host = host.rstrip(".")
+    return f"{host}:{port}" if port and int(port) not in _DEFAULT_PORTS.values() else host
 
 
 class BudgetLedger:
