@@ -43,6 +43,7 @@ JOB_EMPTY_DEFAULTS = (
     ("spec_version", 0),
     ("owed_from", None),
     ("delay_after", None),
+    ("overlap_checks_until", None),
     ("restarts", []),
 )
 

@@ -20,6 +20,7 @@ from punctual.timing.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
 
+ALLOW_RUNS_READ = 10  # running records read to find a run started under 'allow' (a changed job's)
 STALE_TURN_S = 20 * 60  # a turn whose holder never wrote a record is free after this long
 # Ended records a claim may still start afresh (a backfill of a MISSED slot, a SUPERSEDED slot
 # released again for the new spec): such a slot waiting for the turn is a real waiter (review).
@@ -52,7 +53,29 @@ class Turns:
         turn waits for it in slot order, and a ``queue`` holder that ended is replaced in slot
         order too: the turn goes to the oldest waiting slot, not to whichever slot came next.
         """
-        return self.take_slot(job.tenant, job.id, slot, now, queue=job.overlap is Overlap.QUEUE, job=job)
+        holder = self.take_slot(job.tenant, job.id, slot, now, queue=job.overlap is Overlap.QUEUE, job=job)
+        return holder if holder is not None else self._allow_run(job, slot, now)
+
+    def _allow_run(self, job: Job, slot: str, now: datetime) -> str | None:
+        """A run started while the job's overlap was ``allow`` and still in flight, now that ``slot``
+        holds the turn (None: none). Such runs take no turn, so after a change to ``skip`` or
+        ``queue`` the turn was free while they ran (QA: the next slots ran beside them). For a while
+        after such a change only (:attr:`Job.overlap_checks_until`): the run found is made the
+        holder and ``slot`` waits for it (``queue``) or is skipped, as behind any holder; its end
+        passes on nothing (its job said ``allow``), so the next claim or the queued slot's check
+        finds it ended and takes the turn back, looking again."""
+        until = job.overlap_checks_until
+        if until is None or now > until:
+            return None
+        page = self.store.list_executions(job.tenant, job.id, ALLOW_RUNS_READ, status=ExecutionStatus.RUNNING)
+        running = next((record.slot for record in page.items if record.slot != slot), None)
+        if running is None:
+            return None
+        holder = self.store.take_turn(job.tenant, job.id, running, now, replacing=slot).holder
+        if job.overlap is Overlap.QUEUE:
+            self.store.wait_for_turn(job.tenant, job.id, slot)
+        log.info("slot %s of %s waits for %s, started under overlap 'allow'", slot, job.id, running)
+        return holder if holder != slot else running
 
     def take_slot(
         self, tenant: str, job_id: str, slot: str, now: datetime, *, queue: bool, job: Job | None = None

@@ -462,6 +462,10 @@ class Job(JobSpec):
     # A delay(...) job changed while this slot's run was in flight: that run's end starts its
     # chain (punctual.usecases.delay_chains).
     delay_after: str | None = None
+    # A replace made ``overlap`` stricter than ``allow`` while runs it started may still be in
+    # flight (they take no turn): until then a slot that gets the turn looks for one
+    # (punctual.execution.turns; :func:`overlap_checks_until`).
+    overlap_checks_until: AwareDatetime | None = None
     # The writes that restarted the job's chain at a new version (a replace, a secret rotation),
     # oldest first, the last MAX_RESTARTS: an old chain's slots due by its end that no poller had
     # released are still owed, on its own timing (punctual.dispatch.polling.chains).
@@ -548,6 +552,26 @@ def restarted(old: Job, new: Job, at: datetime) -> list[ChainRestart]:
     first = old.restarts[-1].until_version + 1 if old.restarts else (old.spec_version or 1)
     restart = ChainRestart(until_version=old.version, at=at, timing=timing, from_version=first)
     return [*old.restarts, restart][-MAX_RESTARTS:]
+
+
+# How long after a replace a run started under ``allow`` may still be in flight, beyond its
+# timeout: a slot released before the change may start with the job its message carries (5 s),
+# and its worker records its end up to 30 s after the timeout.
+ALLOW_RUNS_MARGIN_S = 60
+
+
+def replaced(old: Job, new: Job, at: datetime) -> dict[str, Any]:
+    """What a replace of ``old`` by ``new`` at ``at`` keeps of the old job: its chain's end
+    (:func:`restarted`), and :attr:`Job.overlap_checks_until`: a change from ``allow`` to ``skip``
+    or ``queue`` leaves ``old``'s runs in flight, holding no turn, for at most their timeout (their
+    next attempts are superseded by the change); another change keeps what ``old`` had, and
+    ``allow`` takes no turn at all."""
+    until = old.overlap_checks_until
+    if new.overlap is Overlap.ALLOW:
+        until = None
+    elif old.overlap is Overlap.ALLOW:
+        until = at + timedelta(seconds=old.timeout_seconds + ALLOW_RUNS_MARGIN_S)
+    return {"restarts": restarted(old, new, at), "overlap_checks_until": until}
 
 
 def chain_end(job: Job, version: int) -> tuple[ChainRestart, Job] | None:

@@ -21,7 +21,7 @@ from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.execution.completion import Completion
 from punctual.models import ACCEPTED, Job, JobSpec, JobState
-from punctual.models.jobs import restarted
+from punctual.models.jobs import replaced, restarted
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import NullMetrics
 from punctual.security.boundary import Boundary
@@ -573,7 +573,7 @@ class JobService:
             trigger_rate=self.admission.trigger_rate(tenant, spec),
         )
         # The old chain's slots due by now are owed, on its timing (punctual.dispatch.polling.chains)
-        job = job.model_copy(update={"restarts": restarted(current, job, now)})
+        job = job.model_copy(update=replaced(current, job, now))  # (and its allow runs in flight)
         job, secret_plain = _first_secret(self.secrets, spec, job)
         job = _fitting(job)
         timer = _first_timer(self.layout, job, now) if job.state is JobState.ENABLED else None
