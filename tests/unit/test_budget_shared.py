@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -297,3 +298,26 @@ def test_late_calls_of_several_workers_take_instants_of_the_budget_not_the_momen
     # and a call on time keeps its instant (no reservation read or written)
     on_time = BudgetRequest("acme", "hooks.example.com", "job-9/s", 5, T, 10)
     assert late_instant(store, on_time, now, now).release_at == now
+
+
+@pytest.mark.parametrize(("rate", "groups"), [(0.05, 3), (0.1, 5), (0.2, 12), (0.04, 2)])
+def test_a_low_budget_is_one_grid_for_the_pollers_of_every_lane_and_a_workers_late_call(
+    rate: float, groups: int
+) -> None:
+    # Given a budget so low that a minute cannot hold a turn of every poller group (QA22: the
+    # pollers then used a grid from the epoch, a worker's late call the minute's)
+    store = MemoryStore()
+    step = timedelta(microseconds=spacing_us(rate))
+    for group in range(groups):
+        ledger = SharedBudgetLedger(store, lane=(group, groups))
+        for index in range(3):
+            due = T + timedelta(seconds=7 * index + group)
+            ledger.place_shared("acme", "h", f"job-{group}-{index}/s", rate, due, 600)
+    # When workers call slots late, each taking a new instant of the budget
+    for index, late_ms in enumerate((1_000, 9_500, 30_000, 65_000, 130_000)):
+        now = T + timedelta(milliseconds=late_ms)
+        request = BudgetRequest("acme", "h", f"late-{index}/s", rate, now - timedelta(seconds=1), 600)
+        late_instant(store, request, now - timedelta(seconds=1), now)
+    # Then no two instants of the budget are closer than its spacing
+    taken = sorted(store.budget_reservations("acme", "h", T - timedelta(hours=1), T + timedelta(hours=2)))
+    assert all(b - a >= step for a, b in itertools.pairwise(taken)), taken

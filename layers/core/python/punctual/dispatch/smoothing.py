@@ -38,8 +38,9 @@ seconds or more before its ``not_before`` to the queue so that it comes back one
 early (the time to receive it again), and otherwise claims it and waits for the instant before
 calling the target (:meth:`punctual.execution.worker.Worker.run`). Which slot goes on which
 instant is a reservation every poller of the deployment shares (:mod:`punctual.dispatch.budget_reservations`:
-the two pollers of a group both release each slot of it). Retries, takeovers and hand triggers
-are not smoothed (their own backoff spreads them).
+the two pollers of a group both release each slot of it). Retries, takeovers, hand triggers
+and an ``overlap: queue`` slot's start at its turn (a hand-over) are not smoothed (their own
+backoff, or the job's turn, spreads them).
 
 The overrun hook: :class:`OverrunSink` receives each :class:`Overrun` (the poller counts it as
 ``RateBudgetOverruns`` and logs one structured record ``rate_budget_overrun``); the alerting
@@ -94,12 +95,21 @@ def _lane_instant(earliest_us: int, step_us: int, group: int, groups: int) -> in
 
     The grid restarts at each minute and ends a step before the next minute's start, so that
     instants of two minutes are never closer than a step either. When a minute cannot hold a
-    turn of every lane (a budget smaller than its pollers take turns in a minute), one grid
-    from the epoch serves instead.
+    turn of every lane (a budget smaller than its pollers take turns in a minute), the lanes take
+    turns on the minutes' instants counted from the epoch: the same grid, whatever the number of
+    lanes, so a worker's late call (one lane) and every minute's pollers share it (QA22: such a
+    budget used a grid from the epoch in the pollers and the minute's in the worker, whose
+    instants could be closer than a step). A step longer than a minute is one grid from the epoch.
     """
-    if (groups + 1) * step_us > _MINUTE_US:
+    if step_us > _MINUTE_US:
         j = -(-earliest_us // step_us)
         return (j + (group - j) % groups) * step_us
+    per_minute = _MINUTE_US // step_us  # instants j x step with (j + 1) x step <= a minute
+    if groups >= per_minute:
+        minute, offset = divmod(earliest_us, _MINUTE_US)
+        k = minute * per_minute + min(-(-offset // step_us), per_minute)  # (the next minute's first)
+        k += (group - k) % groups
+        return (k // per_minute) * _MINUTE_US + (k % per_minute) * step_us
     while True:
         start = earliest_us - earliest_us % _MINUTE_US
         j = -(-(earliest_us - start) // step_us)
