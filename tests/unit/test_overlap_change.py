@@ -13,7 +13,7 @@ from punctual.delivery.targets.base import TargetResult
 from punctual.execution import Claim, Worker
 from punctual.models import ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock
-from punctual.store.memory import MemoryStore
+from punctual.store.base import JobStore
 from punctual.timing.timers import slot_key
 from punctual.usecases.jobs import JobService, QueueRouting
 
@@ -22,8 +22,8 @@ MINUTE = timedelta(minutes=1)
 
 
 @pytest.fixture
-def rig(t0: datetime) -> Rig:
-    return Rig(MemoryStore(), ManualClock(t0))
+def rig(store: JobStore, t0: datetime) -> Rig:
+    return Rig(store, ManualClock(t0))  # the memory store and DynamoDB (moto)
 
 
 def _replace(rig: Rig, job: Job, overlap: str) -> Job:
