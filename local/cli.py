@@ -82,6 +82,16 @@ def _seconds_behind(text: str) -> float:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:  # (NaN too)
+        raise argparse.ArgumentTypeError(f"a duration is more than 0 seconds, not {text}")
+    return value
+
+
 def _share(text: str) -> float:
     try:
         value = float(text)
@@ -108,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--duration",
-        type=float,
+        type=_positive_seconds,
         metavar="S",
         help="stop S seconds after the demo is registered and print one summary line",
     )
@@ -215,7 +225,33 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             extra[name] = value
         overrides["extra"] = extra
     # A private --state-dir still shares the default template cache (tests rely on it).
-    return LocalConfig.from_env(**overrides)
+    return checked(LocalConfig.from_env(**overrides))
+
+
+# The option that sets a variable of chosen_settings (else --set did).
+_SETTING_OPTIONS = {
+    "PUNCTUAL_SHARD_COUNT": "--shards",
+    "PUNCTUAL_NEAR_SHARD_COUNT": "--near-shards",
+    "PUNCTUAL_LEASE_S": "--lease-s",
+    "PUNCTUAL_AUDIT_GRACE_S": "PUNCTUAL_LOCAL_AUDIT_GRACE_S",
+}
+
+
+def checked(config: LocalConfig) -> LocalConfig:
+    """``config``, once what it gives every function is one the settings model accepts: a value it
+    refuses is one line and exit 2 here, before anything starts (it was a traceback in every
+    component, restarted again and again, and a start that never ended)."""
+    from local.resources import chosen_settings
+    from punctual.runtime.settings import Settings, SettingsError
+
+    config.check()
+    try:
+        Settings.from_env(chosen_settings(config))
+    except SettingsError as exc:
+        variable = str(exc).partition(":")[0]
+        source = "--set" if variable in config.extra else _SETTING_OPTIONS.get(variable, "--set")
+        raise LocalModeError(f"{source}: {exc}") from None
+    return config
 
 
 def _component(name: str) -> Callable[..., None]:

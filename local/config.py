@@ -189,20 +189,25 @@ class LocalConfig:
                 continue
             raw = env[key]
             default = getattr(cls(), item.name)
-            if isinstance(default, bool):
-                values[item.name] = raw.strip().lower() in ("1", "true", "yes", "on")
-            elif isinstance(default, int):
-                values[item.name] = int(raw)
-            elif isinstance(default, float):
-                values[item.name] = float(raw)
-            elif isinstance(default, Path):
-                values[item.name] = Path(raw)
-            elif isinstance(default, dict):
-                values[item.name] = dict(json.loads(raw))
-            else:
-                values[item.name] = raw
+            try:
+                values[item.name] = _parsed(raw, default)
+            except (ValueError, TypeError):
+                raise LocalModeError(f"{key}={raw!r}: not {_KINDS.get(type(default), 'valid')}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+    def check(self) -> None:
+        """Refuse, naming the option, a value every component would fail on (a port out of range,
+        a negative count, a template that is not there)."""
+        for name, (least, most, option) in _BOUNDS.items():
+            value = getattr(self, name)
+            if value < least or (most is not None and value > most):
+                bounds = f"{least} to {most}" if most is not None else f"at least {least}"
+                variable = _ENV_PREFIX + name.upper()
+                named = f"{option} ({variable})" if option else variable
+                raise LocalModeError(f"{named} must be {bounds}, not {value}")
+        if self.template and not Path(self.template).is_file():
+            raise LocalModeError(f"--template {self.template}: no such file")
 
     def with_free_ports(self) -> LocalConfig:
         """This configuration with every port 0 replaced by a free loopback port."""
@@ -269,6 +274,39 @@ class LocalConfig:
     def describe(self) -> dict[str, Any]:
         data = asdict(self)
         return {k: str(v) if isinstance(v, Path) else v for k, v in data.items()}
+
+
+# Each option's least and greatest value (None: no greatest), and its flag ("": a variable only).
+_BOUNDS: dict[str, tuple[int, int | None, str]] = {
+    "aws_port": (0, 65535, "--aws-port"),
+    "api_port": (0, 65535, "--api-port"),
+    "receiver_port": (0, 65535, "--receiver-port"),
+    "workers": (0, None, "--workers"),
+    "ecs_workers": (0, None, "--ecs-workers"),
+    "api_processes": (1, None, "--api-processes"),
+    "event_source_workers_max": (0, None, "--event-source-workers"),
+    "burst_workers_max": (0, None, ""),
+    "burst_worker_messages_per_s": (1, None, ""),
+    "pollers": (1, None, ""),
+    "audit_interval_s": (1, None, ""),
+    "audit_grace_s": (0, None, ""),
+}
+_KINDS = {bool: "a flag", int: "a whole number", float: "a number", dict: "a JSON object", str: "text"}
+
+
+def _parsed(raw: str, default: Any) -> Any:
+    """``raw`` as a value of ``default``'s type (a ``PUNCTUAL_LOCAL_*`` variable)."""
+    if isinstance(default, bool):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    if isinstance(default, Path):
+        return Path(raw)
+    if isinstance(default, dict):
+        return dict(json.loads(raw))
+    return raw
 
 
 STATE_KEY_WAIT_S = 5.0  # how long a key file left empty (by an older version's writer) is waited on

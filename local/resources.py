@@ -179,9 +179,6 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_SHORT_QUEUE_URLS": ",".join(deployment.short_queue_urls),
             "PUNCTUAL_LONG_QUEUE_URLS": ",".join(deployment.long_queue_urls),
             "PUNCTUAL_FAILED_QUEUE_URL": deployment.failed_queue_url,
-            # Few shards: moto reads the whole table per Query, and one poller owns them all.
-            "PUNCTUAL_SHARD_COUNT": str(config.shard_count),
-            "PUNCTUAL_NEAR_SHARD_COUNT": str(config.near_shard_count),
             # Webhooks on loopback (the demo receiver) must pass the SSRF guard.
             "PUNCTUAL_TARGET_ALLOW_CIDRS": "127.0.0.0/8",
             "PUNCTUAL_LOCAL_MODE": "1",
@@ -189,10 +186,6 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_DISPATCH_KEY": config.dispatch_key(),
             "PUNCTUAL_DISPATCH_KEY_SECRET_ARN": "",
             "PUNCTUAL_KMS_KEY_ID": "",
-            "PUNCTUAL_TABLE_TRANSACTIONS": "true" if config.table_transactions else "false",
-            # The chain auditor checks every job at each invocation (local/auditor.py).
-            "PUNCTUAL_AUDIT_PERIOD_MINUTES": "1",
-            "PUNCTUAL_AUDIT_GRACE_S": str(config.audit_grace_s),
             # The own resources are listed here, not read from SSM (moto holds no parameter).
             "PUNCTUAL_OWN_ARNS": ",".join([*deployment.queue_arns.values(), table_arn(deployment)]),
             "PUNCTUAL_OWN_ARNS_PARAMETER": "",
@@ -206,6 +199,23 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "POWERTOOLS_SERVICE_NAME": env.get("POWERTOOLS_SERVICE_NAME", "punctual"),
         }
     )
+    env.update(chosen_settings(config))
+    return env
+
+
+def chosen_settings(config: LocalConfig) -> dict[str, str]:
+    """The ``PUNCTUAL_*`` values local mode's own options give every function (its shards, lease,
+    table transactions and auditor, then ``--set``), applied last by :func:`function_environment`;
+    ``punctual-local`` checks them before it starts anything (every function would refuse them)."""
+    env = {
+        # Few shards: moto reads the whole table per Query, and one poller owns them all.
+        "PUNCTUAL_SHARD_COUNT": str(config.shard_count),
+        "PUNCTUAL_NEAR_SHARD_COUNT": str(config.near_shard_count),
+        "PUNCTUAL_TABLE_TRANSACTIONS": "true" if config.table_transactions else "false",
+        # The chain auditor checks every job at each invocation (local/auditor.py).
+        "PUNCTUAL_AUDIT_PERIOD_MINUTES": "1",
+        "PUNCTUAL_AUDIT_GRACE_S": str(config.audit_grace_s),
+    }
     if config.lease_s:  # else the deployment's lease (Settings' default, as the template leaves it)
         env["PUNCTUAL_LEASE_S"] = str(config.lease_s)
     env.update(config.extra)

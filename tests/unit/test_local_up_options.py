@@ -1,0 +1,95 @@
+"""``punctual-local up`` refuses a bad option or ``PUNCTUAL_LOCAL_*`` value with one line and exit 2,
+before it starts anything (QA22).
+
+Regression: ``--shards 0``, ``--lease-s 1`` or ``--set PUNCTUAL_LEASE_S=abc`` started local mode,
+and every function then died at start on its settings with a traceback, was restarted, died
+again, for as long as one waited; ``--template`` naming no file did the same in the ``aws``
+component; ``--aws-port 70000`` and ``PUNCTUAL_LOCAL_WORKERS=x`` were a Python traceback;
+``--workers -1`` and ``--duration -5`` were taken as they came.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from local import cli
+
+BAD_OPTIONS = [
+    (["--shards", "0"], "--shards: PUNCTUAL_SHARD_COUNT"),
+    (["--near-shards", "-2"], "--near-shards: PUNCTUAL_NEAR_SHARD_COUNT"),
+    (["--lease-s", "1"], "--lease-s: PUNCTUAL_LEASE_S"),
+    (["--set", "PUNCTUAL_LEASE_S=abc"], "--set: PUNCTUAL_LEASE_S"),
+    (["--set", "PUNCTUAL_POLL_INTERVAL_MS=1"], "--set: PUNCTUAL_POLL_INTERVAL_MS"),
+    (["--template", "/nonexistent/template.json"], "--template /nonexistent/template.json: no such file"),
+    (["--aws-port", "70000"], "--aws-port (PUNCTUAL_LOCAL_AWS_PORT) must be 0 to 65535, not 70000"),
+    (["--workers", "-1"], "--workers (PUNCTUAL_LOCAL_WORKERS) must be at least 0, not -1"),
+    (["--ecs-workers", "-1"], "--ecs-workers"),
+    (["--api-processes", "0"], "--api-processes (PUNCTUAL_LOCAL_API_PROCESSES) must be at least 1, not 0"),
+    (["--event-source-workers", "-1"], "--event-source-workers"),
+]
+
+BAD_VARIABLES = [
+    ("PUNCTUAL_LOCAL_WORKERS", "x", "PUNCTUAL_LOCAL_WORKERS='x': not a whole number"),
+    ("PUNCTUAL_LOCAL_AUDIT_INTERVAL_S", "0", "PUNCTUAL_LOCAL_AUDIT_INTERVAL_S must be at least 1, not 0"),
+    ("PUNCTUAL_LOCAL_STALE_READS_S", "soon", "PUNCTUAL_LOCAL_STALE_READS_S='soon': not a number"),
+    ("PUNCTUAL_LOCAL_EXTRA", "[1]", "PUNCTUAL_LOCAL_EXTRA='[1]': not a JSON object"),
+]
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """What ``up`` would have run (nothing is started: the supervisor's entry point is replaced)."""
+    for name in [n for n in os.environ if n.startswith("PUNCTUAL_LOCAL_")]:
+        monkeypatch.delenv(name)
+    runs: list[object] = []
+    monkeypatch.setattr("local.demo.run_up", lambda config, **kwargs: runs.append(config) or 0)
+    monkeypatch.setattr("local.cli.signal.signal", lambda *args: None)  # pytest's Ctrl-C stays its own
+    return runs
+
+
+def _up(tmp_path: Path, *options: str) -> list[str]:
+    return ["up", "--no-demo", "--state-dir", str(tmp_path), "--api-port", "0", *options]
+
+
+@pytest.mark.parametrize(("options", "named"), BAD_OPTIONS, ids=[" ".join(o) for o, _ in BAD_OPTIONS])
+def test_a_bad_option_is_one_line_and_exit_2_before_anything_starts(
+    options: list[str], named: str, tmp_path: Path, started: list[object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(_up(tmp_path, *options)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("punctual-local: error: ") and err.count("\n") == 1, err
+    assert named in err
+    assert started == []
+
+
+@pytest.mark.parametrize(("variable", "value", "named"), BAD_VARIABLES, ids=[v for v, _, _ in BAD_VARIABLES])
+def test_a_bad_local_variable_is_one_line_and_exit_2(
+    variable: str,
+    value: str,
+    named: str,
+    tmp_path: Path,
+    started: list[object],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(variable, value)
+    assert cli.main(_up(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert err == f"punctual-local: error: {named}\n"
+    assert started == []
+
+
+def test_a_duration_is_more_than_nothing(tmp_path: Path, started: list[object]) -> None:
+    with pytest.raises(SystemExit) as refused:
+        cli.main(_up(tmp_path, "--duration", "-5"))
+    assert refused.value.code == 2 and started == []
+
+
+def test_good_options_start(tmp_path: Path, started: list[object]) -> None:
+    options = ["--shards", "2", "--lease-s", "12", "--workers", "0", "--set", "PUNCTUAL_LEASE_S=9"]
+    assert cli.main(_up(tmp_path, *options, "--duration", "1")) == 0
+    (config,) = started
+    assert config.shard_count == 2 and config.workers == 0  # type: ignore[attr-defined]
