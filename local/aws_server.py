@@ -62,6 +62,7 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
     in_order.unlink(missing_ok=True)
     restored = aws_state.load(state_file)
     server.start()
+    deployment: Deployment | None = None
     try:
         if restored:
             log.info("AWS state of the last clean stop loaded (%s): jobs and runs go on", ", ".join(restored))
@@ -90,11 +91,31 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
                 config.deployment_file.unlink()
         except OSError:
             pass
+        layout = _table_layout(deployment) if in_order.exists() and deployment is not None else None
         server.stop()
         if in_order.exists():  # the supervisor stopped everything else first
             in_order.unlink()
-            kept = aws_state.save(state_file)
+            kept = aws_state.save(state_file, layout)
             log.info("AWS state saved (%d services) for the next start: %s", kept, state_file)
+
+
+def _table_layout(deployment: Deployment) -> tuple[int, int] | None:
+    """The far and near shard counts the table's timers are laid out in (its layout item, written
+    by the first process that touched a timer); None before any."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from punctual.store.dynamo.schema import LAYOUT_KEY
+
+    try:
+        reply = boto3.client("dynamodb").get_item(
+            TableName=deployment.table_name, Key=LAYOUT_KEY, ConsistentRead=True
+        )
+    except (BotoCoreError, ClientError) as exc:
+        log.warning("the table's shard counts could not be read (%s): not kept with the state", exc)
+        return None
+    item = reply.get("Item")
+    return None if item is None else (int(item["far"]["N"]), int(item["near"]["N"]))
 
 
 def deploy_and_describe(config: LocalConfig) -> Deployment:

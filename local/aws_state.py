@@ -17,6 +17,7 @@ start is empty.
 from __future__ import annotations
 
 import copyreg
+import json
 import logging
 import pickle
 import re
@@ -25,9 +26,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from local.config import LocalModeError
+
 log = logging.getLogger("local.aws")
 
 STATE_FILE = "aws-state.pickle"
+LAYOUT_FILE = "aws-state.layout.json"  # the table's shard counts, beside the state
 # Written by the supervisor once every other component has exited, as it stops AWS: without it
 # (a crash, AWS stopped while others still ran) the state is not saved: it may miss a last write.
 STOPPED_IN_ORDER = "stopped-in-order"
@@ -51,8 +55,10 @@ def _backend_dicts() -> dict[str, Any]:
     return found
 
 
-def save(path: Path) -> int:
-    """Pickle every served service's backends to ``path`` (atomically); returns how many services."""
+def save(path: Path, layout: tuple[int, int] | None = None) -> int:
+    """Pickle every served service's backends to ``path`` (atomically); returns how many services.
+    ``layout``, the far and near shard counts of the table's timers, is kept beside it
+    (:func:`refuse_other_layout`)."""
     _lock_reducers()
     state: dict[str, dict[str, dict[str, Any]]] = {}
     for service, backends in _backend_dicts().items():
@@ -70,10 +76,39 @@ def save(path: Path) -> int:
                 log.warning("moto's %s state cannot be kept across the stop (%s)", service, exc)
                 del state[service]
         data = pickle.dumps(state)
+    layout_file = _layout_file(path)
+    if layout is None:
+        layout_file.unlink(missing_ok=True)
+    else:
+        layout_file.write_text(json.dumps({"shards": layout[0], "near_shards": layout[1]}))
     partial = path.with_suffix(".partial")
     partial.write_bytes(data)
     partial.replace(path)
     return len(state)
+
+
+def _layout_file(path: Path) -> Path:
+    return path.with_name(LAYOUT_FILE)
+
+
+def refuse_other_layout(path: Path, shards: int, near_shards: int) -> None:
+    """Refuse to load the state saved in ``path`` with other shard counts than the table's timers
+    are laid out in (QA22: ``up --shards 8`` after a stop with 4 started, and then every poller
+    failed each minute and every job write was a 503, the table's counts being fixed)."""
+    layout_file = _layout_file(path)
+    if not (path.exists() and layout_file.exists()):
+        return
+    try:
+        saved = json.loads(layout_file.read_text())
+        have = int(saved["shards"]), int(saved["near_shards"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # not ours to judge: every function still checks the table's own counts
+    if have != (shards, near_shards):
+        raise LocalModeError(
+            f"the AWS state saved in {path.parent} holds timers laid out in {have[0]} far / {have[1]}"
+            f" near shards (shard counts are fixed when a table is first used): start with --shards"
+            f" {have[0]} --near-shards {have[1]}, or with --fresh to start empty"
+        )
 
 
 def load(path: Path) -> list[str]:

@@ -357,10 +357,12 @@ def up(args: argparse.Namespace) -> int:
 
     config = with_demo_console(_ports(config_from(args)), args.demo)
     refuse_if_running(config)
-    if args.fresh:
-        from local.aws_state import STATE_FILE
+    from local.aws_state import STATE_FILE, refuse_other_layout
 
+    if args.fresh:
         (config.state_dir / STATE_FILE).unlink(missing_ok=True)
+    else:
+        refuse_other_layout(config.state_dir / STATE_FILE, config.shard_count, config.near_shard_count)
     stop_requested: list[float] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -6,6 +6,7 @@ across the stop, the slots due while stopped are caught up, and the demo is not 
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from local import harness
-from local.aws_state import STATE_FILE
+from local.aws_state import LAYOUT_FILE, STATE_FILE
 from local.harness import LocalMode
 
 pytestmark = pytest.mark.e2e
@@ -95,6 +96,8 @@ def test_fresh_starts_empty(tmp_path: Path) -> None:
         log = first.log()
         stopping = log[log.index("signal 15") :]
         assert "AWS state saved" in stopping and "Traceback" not in stopping, first.tail()
+        # with the shard counts its table's timers are laid out in (a start with others is refused)
+        assert json.loads((tmp_path / LAYOUT_FILE).read_text()) == {"shards": 4, "near_shards": 2}
     finally:
         first.stop()
     fresh = harness.start(tmp_path, "--no-demo", tenant="me")  # a test's start is --fresh

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from local import cli
+from local import aws_state, cli
 
 BAD_OPTIONS = [
     (["--shards", "0"], "--shards: PUNCTUAL_SHARD_COUNT"),
@@ -93,3 +93,26 @@ def test_good_options_start(tmp_path: Path, started: list[object]) -> None:
     assert cli.main(_up(tmp_path, *options, "--duration", "1")) == 0
     (config,) = started
     assert config.shard_count == 2 and config.workers == 0  # type: ignore[attr-defined]
+
+
+def test_a_saved_state_is_not_started_with_other_shard_counts(
+    tmp_path: Path, started: list[object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: ``up --shards 8`` over the state a stop with 4 saved started, and then every
+    poller failed each minute and every job write was a 503 (the table's counts are fixed)."""
+    state = tmp_path / aws_state.STATE_FILE
+    aws_state.save(state, (4, 2))
+    assert cli.main(_up(tmp_path, "--shards", "8")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "4 far / 2 near shards" in err and "--shards 4 --near-shards 2" in err
+    assert cli.main(_up(tmp_path, "--near-shards", "3")) == 2
+    assert started == [] and state.exists()
+    assert cli.main(_up(tmp_path, "--shards", "4", "--near-shards", "2")) == 0  # its own counts: it starts
+    assert cli.main(_up(tmp_path, "--shards", "8", "--fresh")) == 0  # or empty
+    assert len(started) == 2
+
+
+def test_a_state_saved_before_any_timer_starts_with_any_counts(tmp_path: Path, started: list[object]) -> None:
+    aws_state.save(tmp_path / aws_state.STATE_FILE, (4, 2))
+    aws_state.save(tmp_path / aws_state.STATE_FILE, None)  # saved again, its table never laid out
+    assert cli.main(_up(tmp_path, "--shards", "8")) == 0 and len(started) == 1
