@@ -28,6 +28,10 @@ class ClientInputError(ValueError):
     """A request the client cannot make from its arguments (an empty id): the caller's input."""
 
 
+# The fields of an error the API answers (RFC 9457: title, detail) or API Gateway does (message).
+PROBLEM_FIELDS = frozenset({"title", "detail", "message"})
+
+
 class ApiError(Exception):
     """The API answered an error, or could not be reached (``status`` 0).
 
@@ -192,6 +196,10 @@ class PunctualClient:
             except (OSError, http.client.HTTPException):  # its body cut short (a timeout is an OSError)
                 raw = b""  # (review: escaped the command as a traceback)
             parsed = _parse(raw)
+            if isinstance(parsed, dict) and not PROBLEM_FIELDS & parsed.keys():
+                # JSON, but no error the API (or API Gateway) answers: another service on that port
+                # (QA22: local mode's webhook receiver, one port over, was "404 error")
+                raise self._not_the_api(exc.code, json.dumps(parsed)) from None
             problem = (
                 parsed if isinstance(parsed, dict) else {"title": exc.reason, "detail": str(parsed or "")}
             )
@@ -206,9 +214,12 @@ class PunctualClient:
             raise ApiError(0, {"title": f"cannot reach {_shown(self.endpoint)}", "detail": detail}) from None
         if isinstance(reply.body, str) or (method == "GET" and not isinstance(reply.body, dict)):
             # (QA: an "internal error" of the command); every read of the API answers an object
-            detail = f"it answered {reply.status} with what the API never answers: {str(reply.body)[:80]}"
-            raise ApiError(0, {"title": f"{_shown(self.endpoint)} is not Punctual's API", "detail": detail})
+            raise self._not_the_api(reply.status, str(reply.body))
         return reply
+
+    def _not_the_api(self, status: int, body: str) -> ApiError:
+        detail = f"it answered {status} with what the API never answers: {body[:80]}"
+        return ApiError(0, {"title": f"{_shown(self.endpoint)} is not Punctual's API", "detail": detail})
 
     # ------------------------------------------------------------------ jobs
 
