@@ -301,21 +301,29 @@ def run_component(args: argparse.Namespace) -> int:
 
 
 def _ports(config: LocalConfig) -> LocalConfig:
-    """Free ports for 0; the default AWS and receiver ports move aside when taken (the API's does not)."""
+    """Free ports for 0; the default AWS and receiver ports move aside when taken (the API's does not,
+    nor a port given)."""
     aws_port = config.aws_port
     receiver_port = config.receiver_port
     if config.attach_aws:  # another Region: AWS and the receiver are the first Region's, running
         if not (aws_port and port_in_use(aws_port)):
             raise LocalModeError(f"--attach-aws: nothing listens on --aws-port {aws_port}")
     else:
-        if aws_port == 0 or port_in_use(aws_port):
-            aws_port = free_port()
-        if receiver_port == 0 or port_in_use(receiver_port):
-            receiver_port = free_port()
-    api_port = config.api_port or free_port()
-    if port_in_use(api_port):
-        raise LocalModeError(f"port {api_port} is taken (is local mode already running?): use --api-port")
+        aws_port = _own_port(aws_port, LocalConfig.aws_port, "--aws-port")
+        receiver_port = _own_port(receiver_port, LocalConfig.receiver_port, "--receiver-port")
+    api_port = _own_port(config.api_port, None, "--api-port")
     return replace(config, aws_port=aws_port, api_port=api_port, receiver_port=receiver_port)
+
+
+def _own_port(port: int, default: int | None, option: str) -> int:
+    """``port``, or a free one for 0 or for the default when it is taken; a port asked for that is
+    taken is refused (QA22: it was swapped for a random one, so what was pointed at it, a webhook or
+    ``AWS_ENDPOINT_URL``, reached the other local mode listening there)."""
+    if port == 0 or (port == default and port_in_use(port)):
+        return free_port()
+    if port_in_use(port):
+        raise LocalModeError(f"port {port} is taken (is local mode already running?): use another {option}")
+    return port
 
 
 def prepare_zygote(argv: Sequence[str]) -> str:

@@ -11,11 +11,14 @@ component; ``--aws-port 70000`` and ``PUNCTUAL_LOCAL_WORKERS=x`` were a Python t
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from local import aws_state, cli
+from local.config import LOOPBACK, LocalConfig
 
 BAD_OPTIONS = [
     (["--shards", "0"], "--shards: PUNCTUAL_SHARD_COUNT"),
@@ -116,3 +119,37 @@ def test_a_state_saved_before_any_timer_starts_with_any_counts(tmp_path: Path, s
     aws_state.save(tmp_path / aws_state.STATE_FILE, (4, 2))
     aws_state.save(tmp_path / aws_state.STATE_FILE, None)  # saved again, its table never laid out
     assert cli.main(_up(tmp_path, "--shards", "8")) == 0 and len(started) == 1
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port something listens on (another local mode's)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("option", ["--aws-port", "--receiver-port", "--api-port"])
+def test_a_port_asked_for_that_is_taken_is_refused_not_swapped(
+    option: str, taken_port: int, tmp_path: Path, started: list[object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression (QA22): ``--aws-port`` or ``--receiver-port`` naming a port another local mode held
+    was swapped for a random one without a word, so what the user pointed at the port they asked for
+    (``AWS_ENDPOINT_URL`` for ``punctual-admin``, a job's webhook) reached the other local mode."""
+    assert cli.main([*_up(tmp_path), option, str(taken_port)]) == 2
+    assert capsys.readouterr().err == (
+        f"punctual-local: error: port {taken_port} is taken (is local mode already running?): use another {option}\n"
+    )
+    assert started == []
+
+
+def test_the_default_ports_move_aside_when_taken(
+    taken_port: int, tmp_path: Path, started: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(LocalConfig, "aws_port", taken_port)  # the default is the port taken
+    monkeypatch.setattr(LocalConfig, "receiver_port", taken_port)
+    ports = ["--aws-port", str(taken_port), "--receiver-port", str(taken_port)]
+    assert cli.main(_up(tmp_path, *ports, "--duration", "1")) == 0
+    (config,) = started
+    assert taken_port not in (config.aws_port, config.receiver_port)  # type: ignore[attr-defined]
