@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import random
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported when a command runs: `punctual-local` builds this parser on every start
@@ -42,12 +44,12 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
     for name in ("run", "plan"):
         sub = verbs.add_parser(name, help="run a chaos run" if name == "run" else "print a seed's fault plan")
         length = sub.add_mutually_exclusive_group()
-        length.add_argument("--minutes", type=float, help="faults for this long (default 10)")
-        length.add_argument("--seconds", type=float, help="faults for this long")
+        length.add_argument("--minutes", type=_positive, help="faults for this long (default 10)")
+        length.add_argument("--seconds", type=_positive, help="faults for this long")
         sub.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
-        sub.add_argument("--kill-every", type=float, metavar="S", help="mean seconds between kills (5)")
-        sub.add_argument("--duplicate-every", type=float, metavar="S", help="... between re-sends (2.5)")
-        sub.add_argument("--skew-every", type=float, metavar="S", help="... between clock offsets (120)")
+        sub.add_argument("--kill-every", type=_positive, metavar="S", help="mean seconds between kills (5)")
+        sub.add_argument("--duplicate-every", type=_positive, metavar="S", help="... between re-sends (2.5)")
+        sub.add_argument("--skew-every", type=_positive, metavar="S", help="... between clock offsets (120)")
         sub.add_argument("--max-skew", type=float, metavar="S", help="largest clock offset (5)")
         sub.add_argument("--throttle", type=float, metavar="RATE", help="share of AWS calls throttled (0.05)")
         sub.add_argument(
@@ -72,12 +74,14 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
             sub.add_argument(
                 "--dir", type=Path, help="run directory (default .local/chaos/<time>-seed<seed>)"
             )
-            sub.add_argument("--settle", type=float, metavar="S", help="longest wait for owed slots to end")
+            sub.add_argument(
+                "--settle", type=_positive, metavar="S", help="longest wait for owed slots to end"
+            )
             _delay_bound(sub)
     lose = verbs.add_parser(
         "region-loss", help="Regions over one table, one lost for a minute (docs/multi-region.md)"
     )
-    lose.add_argument("--seconds", type=float, default=240.0, help="the run before settling (240)")
+    lose.add_argument("--seconds", type=_positive, default=240.0, help="the run before settling (240)")
     lose.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
     lose.add_argument("--regions", type=int, default=3, help="2 or 3 Regions (3)")
     lose.add_argument("--lose", default="b", help="the Region lost: b or c (a hosts the embedded AWS)")
@@ -85,7 +89,7 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
     lose.add_argument("--down-for", type=float, default=60.0, metavar="S", help="for S seconds (60)")
     lose.add_argument("--workers", type=int, default=2, help="Lambda worker processes per Region (2)")
     lose.add_argument("--dir", type=Path, help="run directory (default .local/chaos/<time>-seed<seed>)")
-    lose.add_argument("--settle", type=float, metavar="S", help="longest wait for owed slots to end")
+    lose.add_argument("--settle", type=_positive, metavar="S", help="longest wait for owed slots to end")
     _delay_bound(lose)
     judge = verbs.add_parser("verdict", help="judge a finished run again")
     judge.add_argument("dir", type=Path)
@@ -93,10 +97,21 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
     return parser
 
 
+def _positive(text: str) -> float:
+    """A length of time or a bound: a number above 0 (QA22: ``--minutes -1`` ran "-60s of faults")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a number above 0, not {text}")
+    return value
+
+
 def _delay_bound(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--max-p99-delay-s",
-        type=float,
+        type=_positive,
         metavar="S",
         help="fail when the p99 fire delay (slot instant to first request) is above this (10)",
     )
@@ -148,12 +163,37 @@ def report(verdict: Verdict, run_dir: Path | None = None) -> None:
     print(verdict.line(), flush=True)
 
 
+def _interrupt_on_sigterm() -> None:
+    """A SIGTERM (``timeout``, a CI job cancelled) ends a run as Ctrl-C does, through the runs'
+    ``finally``, which stops the local modes they started: each runs in a process group of its own,
+    out of the signal's reach (QA22: a runner ended by ``timeout`` left a whole local mode running)."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "python -m local.chaos") -> int:
     args = build_parser(prog).parse_args(argv)
+    if args.command in ("run", "region-loss"):  # the commands that start local modes
+        _interrupt_on_sigterm()
+    try:
+        return _command(args)
+    except KeyboardInterrupt:
+        _err("chaos: interrupted; the local modes it started are stopped")
+        return 130
+
+
+def _command(args: argparse.Namespace) -> int:
     from local.chaos.verdict import judge_dir
 
     if args.command == "verdict":
-        verdict = judge_dir(args.dir, args.max_p99_delay_s)
+        try:
+            verdict = judge_dir(args.dir, args.max_p99_delay_s)
+        except (OSError, ValueError) as exc:  # not a finished run's directory
+            _err(f"chaos: cannot judge {args.dir}: {exc}")
+            return 2
         report(verdict, args.dir)
         return 0 if verdict.ok else 1
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)

@@ -1,0 +1,46 @@
+"""``python -m local.chaos`` refuses what it cannot run with one line and exit 2 (QA22): ``run
+--minutes -1`` ran "-60s of faults", ``--max-p99-delay-s -3`` a bound no run could meet, and
+``verdict`` of a directory that holds no run was a ``FileNotFoundError`` traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local.chaos import cli
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--minutes", "-1"],
+        ["run", "--seconds", "0"],
+        ["run", "--max-p99-delay-s", "-3"],
+        ["run", "--kill-every", "nan"],
+        ["plan", "--seconds", "-5"],
+        ["region-loss", "--seconds", "-240"],
+        ["verdict", ".", "--max-p99-delay-s", "0"],
+    ],
+)
+def test_a_length_or_bound_not_above_0_is_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_run(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"{argv} was run")
+
+    monkeypatch.setattr("local.chaos.runner.ChaosRun", no_run)  # nothing starts, whatever the parser takes
+    monkeypatch.setattr(cli, "region_loss", no_run)
+    with pytest.raises(SystemExit) as refused:
+        cli.main(argv)
+    assert refused.value.code == 2
+    assert "a number above 0" in capsys.readouterr().err
+
+
+def test_a_verdict_of_a_directory_without_a_run_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["verdict", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"chaos: cannot judge {tmp_path / 'nowhere'}: ") and err.count("\n") == 1, err
