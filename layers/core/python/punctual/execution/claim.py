@@ -59,6 +59,10 @@ SPEC_TRUST_S = 5.0
 # A smoothed message held back comes back this much (and up to a second more) before its instant:
 # the time to receive it again, and the worker waits the rest (punctual.dispatch.smoothing).
 HOLD_EARLY_S = 1
+# A message released more than this before the instant it was meant to start (by its sender's
+# clock) is early: it is held until its instant, never run early (claim's _early).
+EARLY_TOLERANCE_S = 5
+MAX_HOLD_S = 43_200  # SQS: a message's visibility is at most 12 hours
 # A queued slot's turn or check comes long after its release: what it runs is decided on the job
 # as it is now (a slot still QUEUED when its job's spec changed is SUPERSEDED), never on a copy.
 _TURN_KINDS = (MessageKind.TURN, MessageKind.CHECK)
@@ -250,6 +254,31 @@ def overlap_blocked(
     return Claim(ClaimOutcome.QUEUED, message, delivery, job, queued, reason=f"waits for slot {holder}")
 
 
+def held_early(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
+    """A message its sender released well before the instant it was meant to start, by the
+    sender's own clock (a timer found in an earlier minute than its slot's, by a fault or a
+    bad write), and still early by this worker's: back to its queue until then. A slot never
+    starts early (QA22: a timer moved a minute and a half early fired its slot that early;
+    nothing checked). A clock skew between sender and worker is not this: the sender's
+    ``released_at`` and ``scheduled_at`` are of one clock."""
+    if message.kind != MessageKind.FIRE or not message.released_at:
+        return None  # (the other kinds start after a slot's instant: retries, turns, runs asked for)
+    try:
+        instant = datetime.fromisoformat(message.scheduled_at.replace("Z", "+00:00"))
+        released = datetime.fromisoformat(message.released_at.replace("Z", "+00:00"))
+        seconds = int((instant - claimer.clock.now()).total_seconds())
+    except (AttributeError, TypeError, ValueError):  # not instants: the claim decides on it
+        return None
+    if seconds <= EARLY_TOLERANCE_S or (instant - released).total_seconds() <= EARLY_TOLERANCE_S:
+        return None
+    seconds = min(seconds, MAX_HOLD_S)
+    claimer.parking.return_later(delivery, seconds)
+    claimer.metrics.add("EarlyMessagesHeld", 1)
+    log.warning("slot %s of %s released %d s before its instant: held", message.slot, message.job_id, seconds)
+    reason = f"released before its instant {message.scheduled_at}: held until then"
+    return Claim(ClaimOutcome.WAITING, message, delivery, return_after_s=seconds, reason=reason)
+
+
 def gone_jobs_run(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
     """A message back from a worker that died mid-run (a redelivery, or the pollers' takeover),
     its job deleted since: the run is ended TIMED_OUT once its lease lapsed, and until then the
@@ -353,6 +382,9 @@ class Claimer:
             held = self._hold(message, delivery)
             if held is not None:
                 return held
+        early = held_early(self, message, delivery)
+        if early is not None:
+            return early
         job = self.job_of(message)
         if job is None and (waiting := gone_jobs_run(self, message, delivery)) is not None:
             return waiting
