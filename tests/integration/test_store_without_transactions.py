@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 # The shared store suite's tests, collected here again on this store (imported: pytest runs them).
 from test_store import (  # noqa: F401
@@ -38,9 +38,14 @@ from test_tenant_quotas import (  # noqa: F401
     test_the_job_quota_names_itself,
 )
 
-from factories import job
-from punctual.store.base import TenantLimitError
+from factories import job, spec
+from punctual.dispatch.queues import MemoryQueues, QueueRouting
+from punctual.runtime.clock import ManualClock
+from punctual.store.base import TenantLimitError, TransactionConflictError
+from punctual.store.conflicts import ConflictRetry
 from punctual.store.dynamo import DynamoStore
+from punctual.store.dynamo.conflicts import ConflictRetryingClient
+from punctual.usecases.jobs import JobService
 
 TABLE = "punctual-test"
 
@@ -144,3 +149,96 @@ def test_a_listing_a_racing_delete_left_without_its_job_is_removed_by_a_delete(
     store.create_job(job("b", now=t0), None, max_jobs=10)
     assert not store.drop_listing_without_job("default", "b")
     assert [j.id for j in store.list_jobs("default", limit=10).items] == ["b"]
+
+
+class FailsOneWrite(RefusesTransactions):
+    """Refuses the ``fail_at``-th single-item write with ``error`` every time it is tried: another
+    Region writing that item for longer than the store retries (``ReplicatedWriteConflictException``),
+    or no answer from DynamoDB at all (a connection error, not a ``ClientError``)."""
+
+    def __init__(self, client: Any, fail_at: int, error: Exception) -> None:
+        super().__init__(client)
+        self.fail_at, self.error, self.failing = fail_at, error, None
+
+    def __getattr__(self, name: str) -> Any:
+        call = super().__getattr__(name)
+        if name not in ("put_item", "update_item", "delete_item"):
+            return call
+
+        def write(**request: Any) -> Any:
+            key = request.get("Key") or {n: request["Item"][n] for n in ("pk", "sk")}
+            if self.single_writes == self.fail_at and self.failing is None:
+                self.failing = key
+            if key == self.failing:
+                raise self.error
+            return call(**request)
+
+        return write
+
+
+def _replicated_write_conflict() -> Exception:
+    return ClientError({"Error": {"Code": "ReplicatedWriteConflictException", "Message": "x"}}, "PutItem")
+
+
+@pytest.mark.parametrize("fail_at", [2, 3, 4])
+@pytest.mark.parametrize(
+    "error", [_replicated_write_conflict, lambda: EndpointConnectionError(endpoint_url="x")]
+)
+def test_a_job_write_cut_short_by_an_error_leaves_nothing_behind(
+    dynamo_client: Any, t0: datetime, fail_at: int, error: Any
+) -> None:
+    """QA22 (multi-Region): a conflict that outlived the retries, or a connection error, on a
+    create's listing, quota or first timer left the job item alone in the table: the API answered
+    503 ("nothing was written, try again"), the retry 409 (the job exists) and the job, without its
+    first timer, fired nothing."""
+    from punctual.timing.timers import TimerLayout
+    from punctual.usecases.job_errors import JobNotFoundError
+
+    clock, layout = ManualClock(t0), TimerLayout()
+    failing = FailsOneWrite(dynamo_client, fail_at, error())
+    policy = ConflictRetry(attempts=2)
+    store = DynamoStore(
+        ConflictRetryingClient(failing, policy, sleep=lambda _: None), TABLE, transactions=False
+    )
+    service = JobService(store, MemoryQueues(now=clock.now), clock, layout, QueueRouting(("q",), ()))
+    # When a create's write number fail_at (listing, quota or first timer) keeps failing
+    with pytest.raises((TransactionConflictError, EndpointConnectionError)):
+        service.register("default", spec(), job_id="a")
+    # Then the writes before it were undone: no job, no listing, no timer, the quota as it was
+    with pytest.raises(JobNotFoundError):
+        service.get("default", "a")
+    assert store.list_jobs("default", limit=10).items == []
+    assert [
+        i["pk"]["S"] for i in dynamo_client.scan(TableName=TABLE)["Items"] if "timer" in i["pk"]["S"]
+    ] == []
+    # And a retry of the create, the fault gone, makes the whole job
+    healthy = DynamoStore(dynamo_client, TABLE, transactions=False)
+    JobService(healthy, MemoryQueues(now=clock.now), clock, layout, QueueRouting(("q",), ())).register(
+        "default", spec(), job_id="a"
+    )
+    assert [j.id for j in healthy.list_jobs("default", limit=10).items] == ["a"]
+    meta = dynamo_client.get_item(TableName=TABLE, Key={"pk": {"S": "tenant#default"}, "sk": {"S": "#meta"}})
+    assert meta["Item"]["job_count"] == {"N": "1"}
+
+
+def test_a_replacement_cut_short_by_an_error_leaves_the_job_as_it_was(
+    dynamo_client: Any, t0: datetime
+) -> None:
+    """QA22: the same on a replacement: its new version stayed with the old listing and the new
+    schedule's first timer unwritten, so the old timer (of the old version) fired nothing either."""
+    from punctual.timing.timers import TimerLayout
+
+    clock, layout = ManualClock(t0), TimerLayout()
+    healthy = DynamoStore(dynamo_client, TABLE, transactions=False)
+    routing = QueueRouting(("q",), ())
+    JobService(healthy, MemoryQueues(now=clock.now), clock, layout, routing).register(
+        "default", spec(), job_id="a"
+    )
+    failing = FailsOneWrite(dynamo_client, 2, _replicated_write_conflict())  # the listing
+    store = DynamoStore(ConflictRetryingClient(failing, ConflictRetry(attempts=2), sleep=lambda _: None), TABLE,
+                        transactions=False)  # fmt: skip
+    service = JobService(store, MemoryQueues(now=clock.now), clock, layout, routing)
+    with pytest.raises(TransactionConflictError):
+        service.replace("default", "a", spec("rate(5 minutes)"), expected_version=1)
+    kept = healthy.get_job("default", "a")
+    assert kept is not None and kept.version == 1 and kept.schedule == "rate(1 minute)"

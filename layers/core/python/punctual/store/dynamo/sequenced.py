@@ -51,7 +51,8 @@ def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
     ClientError
         ``TransactionCanceledException`` when an item's condition failed (that item's reason
         ``ConditionalCheckFailed``, with the old item when it asked for it; the writes before it
-        undone); any other error of a write, unchanged, after the same undo.
+        undone); any other error of a write (a ``ClientError`` or not: a conflict the client's
+        retries gave up on, a connection error), unchanged, after the same undo.
     """
     done: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
     for index, entry in enumerate(items):
@@ -63,11 +64,15 @@ def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
         key = {name: body["Item"][name] for name in KEY_ATTRIBUTES} if kind == "Put" else body["Key"]
         try:
             reply = getattr(client, _OPERATIONS[kind])(**body, ReturnValues="ALL_OLD")
-        except ClientError as exc:
+        except Exception as exc:
+            # Any error, not only a refusal: a conflict that outlived the client's retries
+            # (TransactionConflictError, whose 503 says nothing was written) or no answer at all
+            # (QA22: they left the job item without its listing and first timer, firing nothing)
             _undo(client, done)
-            if exc.response.get("Error", {}).get("Code") != CONDITION_FAILED:
+            response = exc.response if isinstance(exc, ClientError) else {}
+            if response.get("Error", {}).get("Code") != CONDITION_FAILED:
                 raise
-            raise _cancelled(len(items), index, exc.response.get("Item")) from exc
+            raise _cancelled(len(items), index, response.get("Item")) from exc
         if kind == "ConditionCheck":
             if reply.get("Attributes") is None:  # the check passed on no item: make none
                 client.delete_item(TableName=body["TableName"], Key=key)
@@ -92,7 +97,7 @@ def _undo(client: Any, done: list[tuple[str, dict[str, Any], dict[str, Any] | No
                 client.delete_item(TableName=table, Key=key)
             else:
                 client.put_item(TableName=table, Item=old)
-        except ClientError:
+        except Exception:  # the next undo is still tried; the caller gets the first error
             log.exception("undoing a write to %s failed: the item stays as written", key)
 
 
