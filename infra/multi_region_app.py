@@ -35,13 +35,32 @@ from punctual_cdk.multi_region import MultiRegionPunctual, RegionPlan  # noqa: E
 
 
 def plan_from(context: Callable[[str], Any]) -> RegionPlan:
-    """The Region plan of the context (``regions``, ``witnessRegion``)."""
+    """The Region plan of the context (``regions``, ``witnessRegion``).
+
+    Each refusal names the key it is about (QA22: a list holding a number, or a number, was a
+    traceback; the plan's refusals named no key, and a witness also listed in ``regions`` read
+    as "a Region appears twice").
+    """
     raw = context("regions")
     if not raw:
-        raise ConfigError("multi-Region: set -c regions=<home>,<region>[,<region>]")
-    regions = tuple(r.strip() for r in (raw.split(",") if isinstance(raw, str) else raw) if r.strip())
+        raise ConfigError("regions: set -c regions=<home>,<region>[,<region>] (multi-Region)")
+    listed = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
+        raise ConfigError(f"regions: {raw!r} is not a list of Region names (-c regions=us-east-1,us-east-2)")
+    regions = tuple(r.strip() for r in listed if r.strip())
     witness = context("witnessRegion") or None
-    return RegionPlan(regions=regions, witness=str(witness) if witness else None)
+    if witness is not None and not isinstance(witness, str):
+        raise ConfigError(f"witnessRegion: {witness!r} is not one Region name (-c witnessRegion=us-west-2)")
+    if witness is not None and witness.strip() in regions:
+        raise ConfigError(
+            f"witnessRegion: {witness.strip()} is also in regions; the witness is a third Region that"
+            " runs nothing (two Regions in regions and the witness, or three in regions and none)"
+        )
+    keys = "regions, witnessRegion" if witness else "regions"
+    try:
+        return RegionPlan(regions=regions, witness=witness.strip() if witness else None)
+    except ConfigError as exc:
+        raise ConfigError(f"{keys}: {str(exc).removeprefix('multi-Region: ')}") from None
 
 
 def build_multi_region_app(

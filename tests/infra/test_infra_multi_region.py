@@ -188,6 +188,36 @@ def test_a_plan_mrsc_refuses_is_refused_with_the_reason(
         RegionPlan(regions=regions, witness=witness)
 
 
+@pytest.mark.parametrize(
+    ("context", "line"),
+    [
+        ({"regions": "us-east-1"}, "regions: MRSC needs three Regions"),
+        ({"regions": ["us-east-1", 5]}, r"regions: \['us-east-1', 5\] is not a list of Region names"),
+        ({"regions": 5}, "regions: 5 is not a list of Region names"),
+        (
+            {"regions": "us-east-1,us-east-2", "witnessRegion": "us-east-2"},
+            "witnessRegion: us-east-2 is also in",
+        ),
+        (
+            {"regions": "us-east-1,us-east-2", "witnessRegion": ["us-west-2"]},
+            r"witnessRegion: \['us-west-2'\] is not",
+        ),
+        (
+            {"regions": "us-east-1,eu-west-1", "witnessRegion": "us-west-2"},
+            "regions, witnessRegion: .* one MRSC",
+        ),
+    ],
+)
+def test_a_bad_region_context_is_refused_naming_its_key(context: dict[str, Any], line: str) -> None:
+    """QA22: a list of regions holding a number, or a number, was a traceback (TypeError,
+    AttributeError); the plan's refusals named no key ('multi-Region: ...'), and a witness also
+    listed in regions read 'a Region appears twice'."""
+    from infra.multi_region_app import plan_from
+
+    with pytest.raises(ConfigError, match=f"^{line}"):
+        plan_from(context.get)
+
+
 def test_options_the_profile_does_not_offer_are_refused(repo_root: Path, tmp_path: Path) -> None:
     context = {"regions": ",".join(REGIONS), "tableEncryption": "cmk"}
     with pytest.raises(ConfigError, match="cmk"):
