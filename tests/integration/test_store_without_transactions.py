@@ -43,7 +43,7 @@ from punctual.dispatch.queues import MemoryQueues, QueueRouting
 from punctual.runtime.clock import ManualClock
 from punctual.store.base import TenantLimitError, TransactionConflictError
 from punctual.store.conflicts import ConflictRetry
-from punctual.store.dynamo import DynamoStore
+from punctual.store.dynamo import DynamoStore, schema
 from punctual.store.dynamo.conflicts import ConflictRetryingClient
 from punctual.usecases.jobs import JobService
 
@@ -242,3 +242,55 @@ def test_a_replacement_cut_short_by_an_error_leaves_the_job_as_it_was(
         service.replace("default", "a", spec("rate(5 minutes)"), expected_version=1)
     kept = healthy.get_job("default", "a")
     assert kept is not None and kept.version == 1 and kept.schedule == "rate(1 minute)"
+
+
+class FailsDeletes(RefusesTransactions):
+    """Each delete of the item at ``key`` raises ``error``; after each write, what another Region's
+    API reads of the job ``job_id`` at that instant is recorded in ``seen``."""
+
+    def __init__(self, client: Any, key: dict[str, Any], other: DynamoStore, job_id: str) -> None:
+        super().__init__(client)
+        self.key, self.other, self.job_id, self.seen = key, other, job_id, []
+
+    def __getattr__(self, name: str) -> Any:
+        call = super().__getattr__(name)
+        if name not in ("put_item", "update_item", "delete_item"):
+            return call
+
+        def write(**request: Any) -> Any:
+            if name == "delete_item" and request["Key"] == self.key:
+                raise EndpointConnectionError(endpoint_url="x")
+            reply = call(**request)
+            try:
+                self.seen.append("absent" if self.other.get_job("default", self.job_id) is None else "job")
+            except Exception as exc:
+                self.seen.append(type(exc).__name__)
+            return reply
+
+        return write
+
+
+def test_a_delete_of_a_missing_job_leaves_no_item_at_its_id_whatever_fails(
+    dynamo_client: Any, t0: datetime
+) -> None:
+    """QA22 (multi-Region): the check that no job is there (a DELETE of a missing id, which drops a
+    listing left without its job) was written as an update, which made an empty job item at the id
+    and deleted it again: a GET meanwhile answered 500 (KeyError 'doc'), a create of the id 409.
+    When that delete failed (a conflict that outlived the retries, no answer, the process
+    stopped), the item stayed: the id answered 500 to every GET and 409 to every create, for good."""
+    healthy = DynamoStore(dynamo_client, TABLE, transactions=False)
+    failing = FailsDeletes(dynamo_client, schema.job_key("default", "a"), healthy, "a")
+    store = DynamoStore(ConflictRetryingClient(failing, ConflictRetry(attempts=1)), TABLE, transactions=False)
+    # When a DELETE of the missing job a checks that no job is there, its deletes of a's item failing
+    with pytest.raises(EndpointConnectionError):  # the delete of nothing that says no job is there
+        store.drop_listing_without_job("default", "a")
+    # Then no reader saw an item at a, and none is left: not found, and free to be created
+    assert set(failing.seen) <= {"absent"}, failing.seen
+    assert healthy.get_job("default", "a") is None
+    healthy.create_job(job("a", now=t0), None, max_jobs=10)
+    # And the check still tells a job there from none: a job's listing stays, a lone one goes
+    assert not healthy.drop_listing_without_job("default", "a")
+    assert [j.id for j in healthy.list_jobs("default", limit=10).items] == ["a"]
+    dynamo_client.delete_item(TableName=TABLE, Key=schema.job_key("default", "a"))
+    assert healthy.drop_listing_without_job("default", "a")
+    assert healthy.list_jobs("default", limit=10).items == []

@@ -32,14 +32,14 @@ log = logging.getLogger("punctual.store")
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
 KEY_ATTRIBUTES = ("pk", "sk")  # the table's key (store.dynamo.sizes counts the same two)
+_KEY_NAME = {"#check_key": KEY_ATTRIBUTES[0]}  # whether a checked item is there
 _OPERATIONS = {
     "Put": "put_item",
     "Update": "update_item",
     "Delete": "delete_item",
     "ConditionCheck": "update_item",
 }
-# A ConditionCheck becomes an update with the check's condition that changes nothing
-# (schema.UNCHANGED); an item it had to create for that is deleted at once.
+# A ConditionCheck becomes writes that change nothing and create nothing (:func:`_check`).
 
 
 def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
@@ -59,10 +59,11 @@ def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
         ((kind, body),) = entry.items()
         if kind not in _OPERATIONS:
             raise ValueError(f"{kind} has no single-item write (transaction item {index})")
-        if kind == "ConditionCheck":
-            body = _check_as_update(body)
         key = {name: body["Item"][name] for name in KEY_ATTRIBUTES} if kind == "Put" else body["Key"]
         try:
+            if kind == "ConditionCheck":
+                _check(client, body)
+                continue
             reply = getattr(client, _OPERATIONS[kind])(**body, ReturnValues="ALL_OLD")
         except Exception as exc:
             # Any error, not only a refusal: a conflict that outlived the client's retries
@@ -73,20 +74,46 @@ def write_in_order(client: Any, items: list[dict[str, Any]]) -> None:
             if response.get("Error", {}).get("Code") != CONDITION_FAILED:
                 raise
             raise _cancelled(len(items), index, response.get("Item")) from exc
-        if kind == "ConditionCheck":
-            if reply.get("Attributes") is None:  # the check passed on no item: make none
-                client.delete_item(TableName=body["TableName"], Key=key)
-            continue
         done.append((body["TableName"], key, reply.get("Attributes")))
 
 
-def _check_as_update(check: dict[str, Any]) -> dict[str, Any]:
-    """A ``ConditionCheck`` request as an ``UpdateItem`` request with its condition that changes
-    nothing (:data:`~punctual.store.dynamo.schema.UNCHANGED`, its names beside the check's)."""
-    request = dict(check)
-    for part, value in UNCHANGED.fields().items():
-        request[part] = {**check.get(part, {}), **value} if isinstance(value, dict) else value
-    return request
+def _check(client: Any, check: dict[str, Any]) -> None:
+    """A ``ConditionCheck``, as writes that change nothing and create nothing: where the item is
+    there, an update of an attribute no item has (:data:`~punctual.store.dynamo.schema.UNCHANGED`);
+    where it is not, a delete of nothing. Each adds the item's presence to the check's condition, so
+    neither acts on an item in the other state (QA22: an update alone made the absent item, a job
+    item without its document that readers met as a 500 and creates as a 409, and that stayed for
+    good when the delete meant to take it away failed).
+
+    Raises
+    ------
+    ClientError
+        ``ConditionalCheckFailedException`` when the condition does not hold (with the item, when
+        the check asked for it).
+    """
+    condition = check.get("ConditionExpression")
+    names = {**check.get("ExpressionAttributeNames", {}), **_KEY_NAME}
+    request = {"TableName": check["TableName"], "Key": check["Key"]}
+    if "ExpressionAttributeValues" in check:
+        request["ExpressionAttributeValues"] = check["ExpressionAttributeValues"]
+    both = f" AND ({condition})" if condition else ""
+    unchanged = UNCHANGED.fields()
+    try:
+        client.update_item(
+            **request,
+            UpdateExpression=unchanged["UpdateExpression"],
+            ExpressionAttributeNames={**names, **unchanged["ExpressionAttributeNames"]},
+            ConditionExpression=f"attribute_exists(#check_key){both}",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != CONDITION_FAILED or "Item" in exc.response:
+            if check.get("ReturnValuesOnConditionCheckFailure") != "ALL_OLD":
+                exc.response.pop("Item", None)
+            raise  # the item is there and fails the condition (or another error)
+    absent = f"attribute_not_exists(#check_key){both}"
+    client.delete_item(**request, ExpressionAttributeNames=names, ConditionExpression=absent)
 
 
 def _undo(client: Any, done: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
