@@ -73,3 +73,49 @@ def test_a_conflict_that_outlives_the_retries_is_raised_as_one() -> None:
     with pytest.raises(TransactionConflictError):
         _store(client, [])._write_if("put_item", Item={"pk": {"S": "exec"}})
     assert len(client.calls) == 4
+
+
+class ConflictsOnBatchWrites:
+    """A moto client whose first ``batch_write_item`` calls meet another Region's write."""
+
+    def __init__(self, client: Any, conflicts: int) -> None:
+        self._client, self.conflicts, self.batch_writes = client, conflicts, 0
+
+    def batch_write_item(self, **request: Any) -> Any:
+        self.batch_writes += 1
+        if self.conflicts:
+            self.conflicts -= 1
+            raise ClientError(
+                {"Error": {"Code": "ReplicatedWriteConflictException", "Message": "x"}}, "BatchWriteItem"
+            )
+        return self._client.batch_write_item(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_next_timers_meeting_another_regions_write_of_them_are_written(dynamo_client: Any) -> None:
+    """QA22: BatchWriteItem answers ReplicatedWriteConflictException too (its error list in the
+    DynamoDB API model), and the poller writes each next timer with it as every other Region's
+    poller writes the same timer at the same moment. It was not retried: the chunk's release
+    failed after its sends, its timers were released again at the next pass (sent twice) and the
+    next timers written a pass late."""
+    from datetime import UTC, datetime, timedelta
+
+    from punctual.store.dynamo import DynamoStore
+    from punctual.timing.timers import Lane, TimerKind, TimerLayout, slot_key
+
+    layout = TimerLayout(shard_count=1, near_shard_count=1, far_threshold_s=180)
+    now = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    due = now + timedelta(minutes=10)
+    timer = layout.make(
+        now=now, due=due, job_id="j", tenant="default", slot=slot_key(due), attempt=1, kind=TimerKind.FIRE,
+        job_version=1,
+    )  # fmt: skip
+    client = ConflictsOnBatchWrites(dynamo_client, conflicts=2)
+    store = DynamoStore(
+        ConflictRetryingClient(client, ConflictRetry(attempts=4), sleep=lambda _: None), "punctual-test"
+    )
+    store.put_timers([timer])
+    assert client.batch_writes == 3
+    assert store.query_timers(Lane.FAR, due.replace(second=0), timer.shard) == [timer]

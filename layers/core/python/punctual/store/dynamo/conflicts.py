@@ -7,8 +7,11 @@ a transaction conflict (:func:`is_conflict`) and raises
 :class:`~punctual.store.base.TransactionConflictError` when the conflict outlives the retries.
 Everything else (a failed condition above all) reaches the mixin that made the request, as before.
 
-``BatchWriteItem`` is not wrapped: DynamoDB documents conflicts for the three single-item writes
-and for transactions; the store already retries a batch's unprocessed items.
+``BatchWriteItem`` is wrapped too, for ``ReplicatedWriteConflictException`` (its error list in
+the DynamoDB API model names it): on a multi-Region table every Region's poller writes the same
+next timers at the same moment. The store batch-writes only timers, which are immutable (a
+repeat writes the same bytes), so trying a batch again is safe; its unprocessed items the store
+already retries.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from botocore.exceptions import ClientError
 
 from punctual.store.conflicts import CONFLICT_RETRY, ConflictRetry, retry_conflicts
 
-WRITES = frozenset({"put_item", "update_item", "delete_item", "transact_write_items"})
+WRITES = frozenset({"put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item"})
 CONFLICT_REASON = "TransactionConflict"
 CONDITION_REASON = "ConditionalCheckFailed"
 # Refused writes that wrote nothing and that botocore does not retry: another transaction holds the
