@@ -46,6 +46,7 @@ from punctual.store.base import (
     UnreadableJobError,
     VersionConflictError,
 )
+from punctual.store.dynamo.conflicts import RETRIED_CODES as CONFLICT_CODES
 from punctual.timing.schedules import ScheduleError
 from punctual.usecases.job_errors import (
     InvalidJobError,
@@ -440,7 +441,9 @@ def shed_load(exc: ClientError) -> bool:
     # A transaction cancelled only for load (throttled, or another transaction on an item): the
     # same, nothing was written (a failed condition is the caller's to read, never this).
     shed = code == "TransactionCanceledException" and reasons and reasons <= _SHED_REASONS
-    return code in THROTTLE_CODES or bool(shed)
+    # Another writer on an item through every retry, or one not retried (the Idempotency-Key's record,
+    # written by Powertools' own client: QA22, another Region writing the same key's record was a 500)
+    return code in THROTTLE_CODES or code in CONFLICT_CODES or bool(shed)
 
 
 def _aws_error(exc: ClientError) -> Response[Any]:
