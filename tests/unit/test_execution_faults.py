@@ -5,6 +5,7 @@ parked with a record before the queue's dead-letter threshold (issue 15, finding
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -313,3 +314,58 @@ def test_a_finish_trying_its_write_again_does_not_hold_up_the_heartbeats_of_othe
         finishing.join(30)
     # And A's result is recorded on its next try
     assert statuses(rig.history(claims[0].job)) == [(1, "SUCCEEDED")]  # type: ignore[arg-type]
+
+
+class _BlockingStore(MemoryStore):
+    """A memory store whose writes of one job's records block until let go (a throttled write,
+    retried under a 30 s read timeout)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__()
+        self.job_id = job_id
+        self.blocking = False
+        self.blocked = 0  # writes of that job blocked now
+        self.go = threading.Event()
+
+    def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
+        if self.blocking and execution.job_id == self.job_id:
+            self.blocked += 1
+            self.go.wait(300)
+        super().save_execution(execution, expect, ttl_epoch_s)
+
+
+def test_a_slow_heartbeat_write_does_not_hold_up_the_heartbeats_of_other_runs(t0: datetime) -> None:
+    # Given an ECS worker running two long slots, A then B, one keeper heartbeating both, and a
+    # store whose writes of A's record block
+    from punctual.execution.keeper import LeaseKeeper
+
+    store = _BlockingStore("a")
+    clock = ManualClock(t0)
+    rig = Rig(store, clock)
+    worker = rig.worker(lease_timers=True, lease_s=8)
+    for name in ("a", "b"):
+        claim = worker.claim(rig.message(rig.add_job(name, runtime="ecs", timeout_seconds=3600), t0))
+        assert claim.claimed
+        worker.live.add(claim)
+    store.blocking = True
+    keeper = LeaseKeeper(worker)
+    try:
+        # When both heartbeats come due and the keeper steps (twice) while A's write hangs
+        clock.advance(6)
+        for _ in range(2):
+            step = threading.Thread(target=keeper.step, daemon=True)
+            step.start()
+            step.join(30)
+            assert not step.is_alive(), "the keeper's step waited for A's write"
+        # Then B's lease is renewed all the same, and A's heartbeat is not stacked behind itself
+        renewed = clock.now() + timedelta(seconds=8)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            b = store.get_execution("default", "b", slot_key(t0))
+            if b is not None and b.lease_until == renewed:
+                break
+            time.sleep(0.05)
+        assert b is not None and b.lease_until == renewed
+        assert store.blocked == 1
+    finally:
+        store.go.set()

@@ -18,12 +18,23 @@ while the attempt lasts, from outside the target's call (which may block for min
 
 Nothing is written for a run (or a batch) shorter than the first heartbeat interval: the claim's
 own lease and the batch's first visibility cover it.
+
+The writes of one step are made side by side, on up to :data:`BEAT_THREADS` threads
+(:class:`_Beats`), and the step waits for them no longer than a tick: a heartbeat (or a renewal)
+that is slow (a throttled write retried, a read timeout of 30 s) holds up only its own claim,
+never the others' (QA: one keeper thread beating every run in turn let one slow write delay
+the rest past their lease, and another worker took over runs still alive: the target called
+twice). A claim whose heartbeat is still under way is not beaten again until it returns.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import queue
 import threading
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -38,6 +49,7 @@ from punctual.runtime.observability import MetricsSink
 log = logging.getLogger("punctual.execution")
 
 TICK_S = 1.0  # how often the keeper looks
+BEAT_THREADS = 8  # heartbeats (and renewals) of one process under way at once
 
 
 class LiveClaims:
@@ -123,6 +135,46 @@ class _Held:
     horizon: datetime  # when its visibility lapses, as last set
 
 
+class _Beats:
+    """The keeper's writes, made side by side on up to ``threads`` daemon threads (started as
+    needed), at most one at a time per key (a claim, a queue's renewal)."""
+
+    def __init__(self, threads: int) -> None:
+        self._size = threads
+        self._lock = threading.Lock()
+        self._busy: set[Hashable] = set()
+        self._started = 0
+        self._tasks: queue.SimpleQueue[tuple[Hashable, Callable[[], object], threading.Event]] = (
+            queue.SimpleQueue()
+        )
+
+    def submit(self, key: Hashable, write: Callable[[], object]) -> threading.Event | None:
+        """Make ``write`` on a beat thread; set when done. None when ``key``'s last write is still
+        under way (it is not queued behind it)."""
+        with self._lock:
+            if key in self._busy:
+                return None
+            self._busy.add(key)
+            if self._started < min(self._size, len(self._busy)):
+                self._started += 1
+                threading.Thread(target=self._work, name="lease-beat", daemon=True).start()
+        done = threading.Event()
+        self._tasks.put((key, write, done))
+        return done
+
+    def _work(self) -> None:
+        while True:
+            key, write, done = self._tasks.get()
+            try:
+                write()
+            except Exception:  # each write logs its own failure; never let a beat thread die
+                log.exception("lease keeper write failed")
+            finally:
+                with self._lock:
+                    self._busy.discard(key)
+                done.set()
+
+
 class LeaseKeeper:
     """Heartbeats a worker's live claims and renews the messages its batches hold.
 
@@ -144,6 +196,7 @@ class LeaseKeeper:
         self._held: dict[tuple[str, str], _Held] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._beats = _Beats(BEAT_THREADS)
 
     @property
     def lease_s(self) -> int:
@@ -183,7 +236,8 @@ class LeaseKeeper:
 
     def step(self) -> None:
         """Renew what is due: held messages lapsing within the heartbeat margin (and the records
-        of the claims they carry), then every other live claim whose heartbeat is due."""
+        of the claims they carry), then every other live claim whose heartbeat is due. The writes
+        are made side by side (:class:`_Beats`); the step waits for them at most ``tick_s``."""
         now = self.worker.clock.now()
         margin = timedelta(seconds=self.lease_s - beat_interval_s(self.lease_s))
         with self._lock:
@@ -191,11 +245,18 @@ class LeaseKeeper:
         claims = self.worker.live.snapshot()
         by_message = {(c.delivery.queue_url, c.delivery.receipt): c for c in claims if c.delivery is not None}
         held_keys = {(h.queue_url, h.receipt) for h in due}
+        writes: list[threading.Event | None] = []
         for key in held_keys:
             held_claim = by_message.get(key)
-            if held_claim is not None:
-                self._beat(held_claim, message=False)  # the message is renewed below, with its batch
-        self._renew(due, now)
+            if held_claim is not None:  # its message is renewed below, with its batch
+                writes.append(self._beats.submit(id(held_claim), self._beater(held_claim, message=False)))
+        by_queue: dict[str, list[_Held]] = {}
+        for held in due:
+            by_queue.setdefault(held.queue_url, []).append(held)
+        for queue_url, items in by_queue.items():
+            writes.append(
+                self._beats.submit(("renew", queue_url), functools.partial(self._renew, items, now))
+            )
         if due:
             # A batch that outlives its first lease margin holds a long run: the events its claims
             # buffered (their started events) go out now, not with the batch's end, minutes away,
@@ -210,44 +271,45 @@ class LeaseKeeper:
             if self.beat_s is not None:
                 last = claim.last_heartbeat
                 if last is None or (now - last).total_seconds() >= self.beat_s:
-                    self._beat(claim, message=True)
-            else:
-                self._beat_if_due(claim)
+                    writes.append(self._beats.submit(id(claim), self._beater(claim, message=True)))
+            elif self.worker.leases.due(claim):
+                writes.append(self._beats.submit(id(claim), self._beater(claim, message=None)))
+        deadline = time.monotonic() + self.tick_s
+        for done in writes:
+            if done is not None:
+                done.wait(max(deadline - time.monotonic(), 0.0))
 
-    def _renew(self, due: list[_Held], now: datetime) -> None:
-        by_queue: dict[str, list[_Held]] = {}
-        for held in due:
-            by_queue.setdefault(held.queue_url, []).append(held)
+    def _renew(self, items: list[_Held], now: datetime) -> None:
+        """One queue's messages lapsing soon: a fresh lease of visibility, ten a request."""
+        queue_url = items[0].queue_url
+        try:
+            receipts = [h.receipt for h in items]
+            failed = set(self.worker.queues.change_visibility_batch(queue_url, receipts, self.lease_s))
+        except Exception:
+            log.warning("renewing the visibility of %d messages failed", len(items), exc_info=True)
+            return
+        self.worker.metrics.add("VisibilityRenewals", len(items))
         horizon = now + timedelta(seconds=self.lease_s)
-        for queue_url, items in by_queue.items():
+        with self._lock:
+            for held in items:
+                if held.receipt in failed:
+                    self._held.pop((queue_url, held.receipt), None)
+                elif (queue_url, held.receipt) in self._held:
+                    held.horizon = horizon
+
+    def _beater(self, claim: Claim, message: bool | None) -> Callable[[], None]:
+        """The heartbeat of ``claim`` (``message=None``: when its lease asks for it)."""
+
+        def beat() -> None:
             try:
-                failed = set(
-                    self.worker.queues.change_visibility_batch(
-                        queue_url, [h.receipt for h in items], self.lease_s
-                    )
-                )
+                if message is None:
+                    self.worker.leases.heartbeat_if_due(claim)
+                else:
+                    self.worker.leases.heartbeat(claim, message=message)
             except Exception:
-                log.warning("renewing the visibility of %d messages failed", len(items), exc_info=True)
-                continue
-            self.worker.metrics.add("VisibilityRenewals", len(items))
-            with self._lock:
-                for held in items:
-                    if held.receipt in failed:
-                        self._held.pop((queue_url, held.receipt), None)
-                    elif (queue_url, held.receipt) in self._held:
-                        held.horizon = horizon
+                log.exception("heartbeat of %s %s failed", claim.message.job_id, claim.message.slot)
 
-    def _beat(self, claim: Claim, message: bool) -> None:
-        try:
-            self.worker.leases.heartbeat(claim, message=message)
-        except Exception:
-            log.exception("heartbeat of %s %s failed", claim.message.job_id, claim.message.slot)
-
-    def _beat_if_due(self, claim: Claim) -> None:
-        try:
-            self.worker.leases.heartbeat_if_due(claim)
-        except Exception:
-            log.exception("heartbeat of %s %s failed", claim.message.job_id, claim.message.slot)
+        return beat
 
     # ------------------------------------------------------------------ the thread
 

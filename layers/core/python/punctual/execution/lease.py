@@ -156,10 +156,14 @@ class Leases:
         """
         if not claim.live:
             return False
-        last = claim.last_heartbeat
-        if last is None or (self.clock.now() - last).total_seconds() >= self.beat_s:
+        if self.due(claim):
             return self.heartbeat(claim)
         return True
+
+    def due(self, claim: Claim) -> bool:
+        """:attr:`beat_s` has passed since the claim or its last beat."""
+        last = claim.last_heartbeat
+        return last is None or (self.clock.now() - last).total_seconds() >= self.beat_s
 
     def keep_backstop(self, claim: Claim, job: Job, execution: Execution, now: datetime) -> None:
         """ECS lanes: (re)write the backstop LEASE timer when the last one is due within half of
