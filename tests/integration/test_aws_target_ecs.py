@@ -352,3 +352,53 @@ def test_ecs_access_denied_is_permanent() -> None:
     with stub:
         result = EcsTargetAdapter(factory, clock=ManualClock(T0)).invoke(ECS, {}, ctx())
     assert result.outcome is Outcome.PERMANENT
+
+
+@pytest.mark.parametrize("ending", ["attempts used up", "spec superseded"])
+def test_ecs_a_crashed_runs_task_is_stopped_when_its_slot_ends_without_it(
+    clients: Clients, ecs_setup: dict[str, Any], ending: str
+) -> None:
+    """Before: the task a crashed run started went on untracked (never stopped at the timeout)
+    when the next attempt, which would have adopted it, was refused: the record said the slot
+    had ended TIMED_OUT (or SUPERSEDED) while the task ran on."""
+    from execution_harness import Rig
+    from punctual.dispatch.queues import MessageKind
+    from punctual.models import ExecutionStatus, RetryPolicy
+    from punctual.store.memory import MemoryStore
+
+    state_manager.set_transition(
+        model_name="ecs::task", transition={"progression": "manual", "times": 10_000}
+    )
+    try:
+        # Given an ECS worker whose run of an ECS-target job started the slot's task, then died
+        clock = ManualClock(T0)
+        rig = Rig(MemoryStore(), clock)
+        adapter = EcsTargetAdapter(clients, clock=clock, poll_interval_s=10)
+        worker = rig.worker(lease_timers=True, lease_s=8, target=adapter)  # type: ignore[arg-type]
+        job = rig.add_job(
+            "export",
+            runtime="ecs",
+            timeout_seconds=3600,
+            target=_ecs_target(ecs_setup, container_name="main"),
+            retry=RetryPolicy(max_attempts=1),
+        )
+        claim = worker.claim(rig.message(job, T0))
+        assert claim.claimed
+        claim.cancel.set()  # (the run stops tracking at its first poll: the task runs on)
+        assert "left running" in worker.run(claim).summary
+        ecs = clients("ecs")
+        [task] = ecs.list_tasks(cluster=ecs_setup["cluster"], desiredStatus="RUNNING")["taskArns"]
+        if ending == "spec superseded":
+            job = job.model_copy(update={"version": 2, "spec_since": 2, "timeout_seconds": 1800})
+            rig.store.replace_job(job, expected_version=1)
+        # When its lease lapses and its takeover comes, with no attempt left (or for an old spec)
+        clock.advance(30)
+        ended = worker.claim(rig.message(job, T0, attempt=2, kind=MessageKind.TAKEOVER))
+        # Then the slot ends, and so does the task
+        assert ended.execution is not None
+        assert ended.execution.status in (ExecutionStatus.TIMED_OUT, ExecutionStatus.SUPERSEDED)
+        [stopped] = ecs.describe_tasks(cluster=ecs_setup["cluster"], tasks=[task])["tasks"]
+        assert stopped["lastStatus"] == "STOPPED"
+        assert "slot ended" in stopped["stoppedReason"]
+    finally:
+        state_manager.unset_transition(model_name="ecs::task")

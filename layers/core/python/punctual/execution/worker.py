@@ -44,7 +44,7 @@ from punctual.execution.ports import (
 from punctual.execution.records import Ledger, summary
 from punctual.execution.sqs import SqsBatch
 from punctual.execution.turns import Turns
-from punctual.models import ExecutionStatus, Job
+from punctual.models import Execution, ExecutionStatus, Job
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.runtime.settings import Settings
@@ -281,7 +281,35 @@ class Worker:
         claim = self.claimer.claim(message, delivery, time_left_s)
         if message.last and claim.outcome is not ClaimOutcome.FORGED:
             self.chain_ends.handled(message, claim.job)
+        if claim.outcome is ClaimOutcome.EXHAUSTED or (
+            message.attempt > 1
+            and claim.execution is not None
+            and claim.execution.status is ExecutionStatus.SUPERSEDED
+        ):
+            self._abandon(claim)
         return claim
+
+    def _abandon(self, claim: Claim) -> None:
+        """A slot ended with no attempt left to run it (attempts or max_age used up, its spec
+        superseded): an ECS task its last attempt left running, for the next to adopt, is stopped
+        (QA: it ran on untracked, never stopped at the timeout, the record saying the slot ended)."""
+        job, execution = claim.job, claim.execution
+        abandon = getattr(self.invoker, "abandon", None)
+        if (
+            job is None
+            or execution is None
+            or getattr(job.target, "type", None) != "ecs"
+            or not callable(abandon)
+        ):
+            return
+        if stopped := abandon(job.target, _context_of(job, execution, claim.cancel)):
+            log.warning(
+                "stopped %d ecs task(s) of %s %s: the slot ended without them",
+                stopped,
+                job.id,
+                execution.slot,
+            )
+            self.metrics.add("OrphanTasksStopped", stopped)
 
     def run(self, claim: Claim) -> TargetResult:
         """Invoke the job's target for a claimed attempt (never raises for a target's failure)."""
@@ -289,17 +317,7 @@ class Worker:
         secrets = self._secrets(job)
         if isinstance(secrets, TargetResult):
             return secrets
-        ctx = slot_context(
-            job.id,
-            job.tenant,
-            execution.slot,
-            execution.scheduled_at,
-            execution.attempt,
-            float(job.timeout_seconds),
-            secrets,
-            lambda: self.heartbeat_if_due(claim),
-            claim.cancel,
-        )
+        ctx = _context_of(job, execution, claim.cancel, secrets, lambda: self.heartbeat_if_due(claim))
         if claim.message.not_before:  # smoothed (else held_until is None: nothing to wait for)
             self._wait_for_budget(claim.message.held_until, job, (execution.slot, execution.scheduled_at))
         started = self.clock.now()
@@ -362,6 +380,20 @@ class Worker:
     def finish(self, claim: Claim, result: TargetResult) -> FinishResult:
         """See :meth:`punctual.execution.finish.Finisher.finish`."""
         return self.finisher.finish(claim, result)
+
+
+def _context_of(job: Job, execution: Execution, cancel: Cancellation, *run: Any) -> SlotContext:
+    """The :class:`SlotContext` of ``execution``'s attempt of ``job``; ``run``: its signing secrets
+    and heartbeat (none, and a lease already gone, for a slot being let go of)."""
+    secrets, heartbeat = run or ((), _gone)
+    return slot_context(
+        job.id, job.tenant, execution.slot, execution.scheduled_at, execution.attempt,
+        float(job.timeout_seconds), secrets, heartbeat, cancel,
+    )  # fmt: skip
+
+
+def _gone() -> bool:
+    return False
 
 
 def slot_context(

@@ -136,6 +136,13 @@ class DefaultTargetInvoker:
         """The boto3 client factory the default invoker's AWS adapters use (built on first use)."""
         return _LazyClients(settings.target_role_arn)
 
+    def abandon(self, target: Any, ctx: SlotContext) -> int:
+        """The slot ``ctx`` ended without the run its last attempt left behind: stop what is still
+        running of it (an ECS task, which the next attempt would have adopted). How many."""
+        adapter = self.adapters.get(str(getattr(target, "type", None)))
+        abandon = getattr(adapter, "abandon", None)
+        return abandon(target, ctx) if callable(abandon) else 0
+
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
         """Run ``target`` for the slot ``ctx`` with ``payload`` rendered.
 

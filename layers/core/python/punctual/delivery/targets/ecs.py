@@ -134,6 +134,27 @@ class EcsTargetAdapter:
         result.detail["adopted"] = adopted
         return result
 
+    def abandon(self, target: Any, ctx: SlotContext) -> int:
+        """Stop the slot's task still running (``startedBy`` marks it) when the slot ended without
+        it: the attempt that would have adopted it was refused (attempts or ``max_age_seconds``
+        used up, the spec superseded). Returns how many were stopped; errors are logged.
+
+        QA: a crashed (or handed-back) run's task went on untracked, past the job's timeout and
+        with no attempt left to stop it, while the record said the slot had ended."""
+        cluster = str(target.cluster_arn)
+        try:
+            client = api_client(self.clients, "ecs", arn_parts(cluster)[0], target, ctx)
+            running = client.list_tasks(cluster=cluster, startedBy=_started_by(ctx), desiredStatus="RUNNING")
+            arns = [str(arn) for arn in running.get("taskArns") or []]
+            for arn in arns:
+                client.stop_task(
+                    cluster=cluster, task=arn, reason="Punctual: the slot ended without this task"
+                )
+        except Exception as exc:
+            logger.warning("could not stop the ecs task of %s %s: %s", ctx.job_id, ctx.slot, exc)
+            return 0
+        return len(arns)
+
     # -- starting
 
     def _start(
