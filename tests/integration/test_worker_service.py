@@ -240,6 +240,83 @@ def test_runs_several_at_once_heartbeats_and_never_exceeds_its_concurrency(tmp_p
     assert rig.queues.all_messages() == []
 
 
+class _GroupBatches:
+    """In-memory FIFO queues that, like SQS FIFO, may return several messages of one group in
+    one receive (the in-memory queues return one a group)."""
+
+    @staticmethod
+    def make(now: Callable[[], datetime]) -> Any:
+        from punctual.dispatch.queues import MemoryQueues, Received
+
+        class Queues(MemoryQueues):
+            def receive(self, queue_url: str, max_messages: int, wait_s: int, visibility_s: int) -> list[Any]:
+                with self._lock:
+                    at = self.now()
+                    blocked = {
+                        s.message.group_id for s in self.queues.get(queue_url, []) if s.visible_at > at
+                    }
+                    out = []
+                    for stored in self.queues.get(queue_url, []):
+                        if stored.message.group_id in blocked or len(out) == max_messages:
+                            continue
+                        stored.receive_count += 1
+                        stored.receipt = f"r{stored.message_id}-{stored.receive_count}"
+                        stored.visible_at = at + timedelta(seconds=visibility_s)
+                        out.append(
+                            Received(stored.message, stored.receipt, stored.receive_count, stored.message_id)
+                        )
+                    return out
+
+            def invisible(self, queue_url: str) -> list[bool]:
+                with self._lock:
+                    return [s.visible_at > self.now() for s in self.queues.get(queue_url, [])]
+
+        return Queues(now=now)
+
+
+def test_slots_of_one_group_received_together_keep_their_visibility_while_they_wait(tmp_path: Path) -> None:
+    from execution_harness import LONG, Rig
+    from punctual.execution.worker_service import WorkerService
+    from punctual.models import ExecutionStatus, Overlap
+    from punctual.runtime.clock import SystemClock
+    from punctual.store.memory import MemoryStore
+    from punctual.timing.timers import slot_key
+
+    # Given two slots of one queue-overlap job received in one batch (one FIFO group), the first
+    # held for longer than the lease of a few seconds
+    clock = SystemClock()
+    rig = Rig(MemoryStore(), clock)  # type: ignore[arg-type]
+    rig.queues = _GroupBatches.make(clock.now)
+    rig.target = GatedTarget(tmp_path)  # type: ignore[assignment]
+    now = clock.now().replace(microsecond=0)
+    job = rig.add_job(
+        "queued", runtime="ecs", timeout_seconds=3600, overlap=Overlap.QUEUE, payload={"hold_attempt": 1}
+    )
+    slots = [now - timedelta(minutes=1), now]
+    rig.send(*(rig.message(job, slot) for slot in slots), queue=LONG)
+    service = WorkerService(
+        rig.worker(lease_timers=True, lease_s=4), [LONG], concurrency=2, wait_s=0, grace_s=30
+    )
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        wait_for(lambda: (tmp_path / "started-queued-1").exists(), "the first slot to start")
+        # When the first has run for more than a lease (its own heartbeats say so)
+        wait_for(lambda: rig.metrics.total("Heartbeats") >= 3, "three heartbeats of the first run")
+        # Then the second, waiting its turn, is still in flight: not back in the queue for another
+        assert rig.queues.invisible(LONG) == [True, True]
+        (tmp_path / "go-queued").touch()
+        wait_for(lambda: not rig.queues.all_messages(LONG), "both slots to finish")
+    finally:
+        (tmp_path / "go-queued").touch()
+        service.stop()
+        runner.join(timeout=30)
+    assert not runner.is_alive()
+    for slot in slots:
+        record = rig.store.get_execution("default", "queued", slot_key(slot))
+        assert record is not None and (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
+
+
 class CancellableTarget:
     """A long run that ends only when it is cancelled (or, ``stubborn``, when the test ends):
     it notes what the slot's record said at the moment it was asked to stop."""

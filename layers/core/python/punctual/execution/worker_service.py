@@ -235,7 +235,8 @@ class WorkerService:
                 self._stop.wait(_IDLE_PAUSE_S)
             # A batch may hold several messages of one FIFO group (a queue-overlap job's slots,
             # in order): they run one after the other in one thread, in the order received;
-            # different groups run side by side.
+            # different groups run side by side. Those waiting their turn are held (their
+            # visibility kept renewed by the keeper) until theirs comes.
             groups: dict[str, list[Received]] = {}
             for item in received:
                 groups.setdefault(item.message.group_id, []).append(item)
@@ -252,6 +253,10 @@ class WorkerService:
         self._flush_metrics()
 
     def _start(self, url: str, items: list[Received]) -> None:
+        if len(items) > 1:
+            # QA: they kept the receive's lease only: behind a run longer than that, their
+            # visibility lapsed while they waited, and they were received again beside this thread
+            self.keeper.hold(url, [item.receipt for item in items[1:]], self.worker.clock.now())
         thread = threading.Thread(
             target=self._execute_in_order,
             args=(url, items),
@@ -266,13 +271,17 @@ class WorkerService:
         me = threading.current_thread()
         try:
             for index, item in enumerate(items):
+                self.keeper.release(url, item.receipt)  # its claim's heartbeats keep it from now on
                 if not self._execute(url, item):
                     # Left in the queue (waiting, handed back): the group's later messages go
                     # back too, so they come after it again, in order.
                     for later in items[index + 1 :]:
+                        self.keeper.release(url, later.receipt)
                         self._give_back(url, later)
                     return
         finally:
+            for item in items:  # (a run that raised past its own handling: nothing stays held)
+                self.keeper.release(url, item.receipt)
             with self._cond:
                 self._running.discard(me)
                 self._cond.notify_all()
