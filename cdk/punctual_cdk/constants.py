@@ -311,6 +311,9 @@ METRIC_EXECUTIONS_SUCCEEDED: Final = "ExecutionsSucceeded"
 METRIC_EXECUTIONS_FAILED: Final = "ExecutionsFailed"
 METRIC_RETRIES: Final = "Retries"
 METRIC_FORGED_MESSAGES: Final = "ForgedMessages"  # dispatch messages without a valid signature
+# An ECS worker task's runs past SQS's 12-hour visibility cap (their message let go of; the worker
+# service reports them while it holds any): scale-in counts them as work in flight.
+METRIC_RUNS_DETACHED: Final = "RunsDetached"
 # Predictive scaling (the tick, punctual.dispatch.scaling): what it asked, what drove it, what it could not.
 METRIC_BURST_WORKERS_DESIRED: Final = "BurstWorkersDesired"
 METRIC_WORKER_CONCURRENCY_DESIRED: Final = "WorkerConcurrencyDesired"

@@ -94,6 +94,19 @@ def test_ecs_service_runs_privately_and_scales_on_the_long_queues(default_synth:
         "ApproximateNumberOfMessagesVisible",
         "ApproximateNumberOfMessagesNotVisible",
     }
+    # ...and the runs past SQS's 12-hour visibility cap, whose messages are no longer in flight
+    # (the tasks holding them report them): a run of days keeps its task too.
+    [scale_in] = [a for a in scaling_alarms if a["ComparisonOperator"] == "LessThanOrEqualToThreshold"]
+    detached = [
+        m
+        for m in scale_in["Metrics"]
+        if m.get("MetricStat", {}).get("Metric", {}).get("MetricName") == "RunsDetached"
+    ]
+    assert [m["MetricStat"]["Stat"] for m in detached] == ["Maximum"]
+    dimensions = {d["Name"]: d["Value"] for d in detached[0]["MetricStat"]["Metric"]["Dimensions"]}
+    assert dimensions == {"service": "punctual-ecs-worker"}
+    [expression] = [m["Expression"] for m in scale_in["Metrics"] if "Expression" in m]
+    assert f"FILL({detached[0]['Id']}, 0)" in expression
 
 
 def test_vpc_has_private_subnets_flow_logs_and_endpoints(default_synth: Synth) -> None:

@@ -317,6 +317,49 @@ def test_slots_of_one_group_received_together_keep_their_visibility_while_they_w
         assert record is not None and (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 1)
 
 
+def test_a_run_past_sqss_visibility_cap_is_reported_for_the_scale_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from execution_harness import LONG, Rig
+    from punctual.dispatch.queues import MemoryQueues
+    from punctual.execution import worker_service
+    from punctual.runtime.clock import SystemClock
+    from punctual.store.memory import MemoryStore
+
+    class CappedQueues(MemoryQueues):
+        """SQS past a message's 12 hours in flight: its visibility cannot be extended."""
+
+        def change_visibility(self, queue_url: str, receipt: str, visibility_s: int) -> None:
+            raise RuntimeError("Total VisibilityTimeout for the message is beyond the limit [43200 seconds]")
+
+    monkeypatch.setattr(worker_service, "DETACHED_REPORT_S", 0.05)
+    # Given a long ECS run whose message can no longer be kept in flight
+    clock = SystemClock()
+    rig = Rig(MemoryStore(), clock)  # type: ignore[arg-type]
+    rig.queues = CappedQueues(now=clock.now)
+    rig.target = GatedTarget(tmp_path)  # type: ignore[assignment]
+    job = rig.add_job("long", runtime="ecs", timeout_seconds=3600, payload={"hold_attempt": 1})
+    rig.send(rig.message(job, clock.now().replace(microsecond=0)), queue=LONG)
+    service = worker_service.WorkerService(
+        rig.worker(lease_timers=True, lease_s=30), [LONG], wait_s=0, grace_s=30, heartbeat_s=0.05
+    )
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        # When its heartbeat lets go of the message (no message of it in flight any more)
+        wait_for(lambda: (tmp_path / "started-long-1").exists(), "the run to start")
+        wait_for(lambda: not rig.queues.all_messages(LONG), "the run to let go of its message")
+        # Then the task reports the run it holds, for the service's scale-in to count
+        wait_for(lambda: rig.metrics.total("RunsDetached") >= 2, "the detached run to be reported")
+        (tmp_path / "go-long").touch()
+        wait_for(lambda: (tmp_path / "done-long-1").exists(), "the run to finish")
+    finally:
+        (tmp_path / "go-long").touch()
+        service.stop()
+        runner.join(timeout=30)
+    assert not runner.is_alive()
+
+
 class CancellableTarget:
     """A long run that ends only when it is cancelled (or, ``stubborn``, when the test ends):
     it notes what the slot's record said at the moment it was asked to stop."""

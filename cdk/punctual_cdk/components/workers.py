@@ -18,7 +18,9 @@ Long lane
     A Fargate service runs ``python -m punctual.execution.worker_service`` (image built from
     ``functions/ecs_worker/Dockerfile`` at deploy time; synth only stages it). It scales out on
     the long queues' waiting messages and scales in to the minimum only when nothing is waiting
-    *or in flight*, so scale-in never stops a task in the middle of a job; stopTimeout gives a
+    *or in flight*, nor run past SQS's 12-hour visibility cap (``RunsDetached``, which a task
+    reports while it holds such a run, its message let go of), so scale-in never stops a task
+    in the middle of a job; stopTimeout gives a
     task two minutes to drain after SIGTERM. Tasks run in private subnets, reaching DynamoDB,
     S3 and (optionally) SQS, Logs, ECR, STS and KMS through VPC endpoints, and HTTP targets
     through NAT.
@@ -62,6 +64,7 @@ from constructs import Construct
 from punctual_cdk import constants as c
 from punctual_cdk.assets import source_path
 from punctual_cdk.components.functions import LambdaRuntime, PunctualFunction, retention
+from punctual_cdk.components.metrics import app_metric
 from punctual_cdk.components.queues import SEND_ACTIONS, Queues
 from punctual_cdk.components.security import grant_execution_roles
 from punctual_cdk.components.storage import Storage
@@ -397,7 +400,8 @@ class Workers(Construct):
         return vpc
 
     def _scaling(self, queues: Queues) -> None:
-        """Out on waiting messages; in only when nothing is waiting or being worked on."""
+        """Out on waiting messages; in only when nothing is waiting or being worked on (a message
+        in flight, or a run past 12 hours that let go of its message)."""
         period = cdk.Duration.seconds(c.DASHBOARD_PERIOD_S)
         visible = {
             f"v{i}": q.metric_approximate_number_of_messages_visible(period=period, statistic="Maximum")
@@ -413,9 +417,12 @@ class Workers(Construct):
             label="Long-lane messages waiting",
             period=period,
         )
+        # Runs past 12 hours have no message left in flight (SQS's visibility cap): the tasks
+        # holding them say so (QA: scale-in saw nothing and stopped them mid-run).
+        detached = {"d": app_metric(c.METRIC_RUNS_DETACHED, "Maximum", service=c.ECS_METRICS_SERVICE)}
         backlog = cloudwatch.MathExpression(
-            expression=" + ".join([*visible, *in_flight]),
-            using_metrics={**visible, **in_flight},
+            expression=" + ".join([*visible, *in_flight, "FILL(d, 0)"]),
+            using_metrics={**visible, **in_flight, **detached},
             label="Long-lane messages waiting or in flight",
             period=period,
         )

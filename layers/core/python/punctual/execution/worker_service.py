@@ -70,6 +70,9 @@ log = logging.getLogger("punctual.execution.worker_service")
 
 _SQS_MAX_BATCH = 10
 _IDLE_PAUSE_S = 0.05  # after an empty receive (SQS long-polls; in-memory queues do not)
+# While the task holds a run past SQS's 12-hour visibility cap (its message let go of), it reports
+# how many (RunsDetached) this often: the service's scale-in counts them (a minute's Maximum).
+DETACHED_REPORT_S = 15.0
 
 
 class ServiceSettings(BaseModel):
@@ -338,9 +341,18 @@ class WorkerService:
                 self.keeper.step()  # every run whose heartbeat is due
             except Exception:
                 log.exception("heartbeats failed")
-            if time.monotonic() - last_flush >= self.metrics_flush_s:
+            detached = self._detached()
+            if time.monotonic() - last_flush >= (DETACHED_REPORT_S if detached else self.metrics_flush_s):
+                if detached:
+                    self.worker.metrics.add("RunsDetached", detached)
                 self._flush_metrics()
                 last_flush = time.monotonic()
+
+    def _detached(self) -> int:
+        """Runs of this task past SQS's 12-hour visibility cap: no message of theirs is in flight
+        for the scale-in to see (QA: it stopped the task mid-run, and the run began again)."""
+        with self._cond:
+            return sum(1 for claim in self._claims.values() if claim.detached and claim.live)
 
     def _drain(self) -> None:
         deadline = (self._stopped_at or time.monotonic()) + self.grace_s
