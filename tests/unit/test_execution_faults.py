@@ -369,3 +369,20 @@ def test_a_slow_heartbeat_write_does_not_hold_up_the_heartbeats_of_other_runs(t0
         assert store.blocked == 1
     finally:
         store.go.set()
+
+
+def test_the_keepers_beat_threads_end_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a keeper's beat threads (one keeper per process, and one per Lambda batch in tests)
+    from punctual.execution import keeper
+
+    monkeypatch.setattr(keeper, "BEAT_IDLE_S", 0.05)
+    beats = keeper._Beats(4)
+    done = [beats.submit(key, lambda: None) for key in ("a", "b")]
+    assert all(d is not None and d.wait(30) for d in done)
+    # When they have nothing more to do, they end; a later write starts one again
+    deadline = time.monotonic() + 30
+    while beats._started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert beats._started == 0
+    again = beats.submit("a", lambda: None)
+    assert again is not None and again.wait(30)

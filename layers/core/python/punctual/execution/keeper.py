@@ -50,6 +50,7 @@ log = logging.getLogger("punctual.execution")
 
 TICK_S = 1.0  # how often the keeper looks
 BEAT_THREADS = 8  # heartbeats (and renewals) of one process under way at once
+BEAT_IDLE_S = 60.0  # a beat thread with nothing to do this long ends
 
 
 class LiveClaims:
@@ -151,20 +152,27 @@ class _Beats:
     def submit(self, key: Hashable, write: Callable[[], object]) -> threading.Event | None:
         """Make ``write`` on a beat thread; set when done. None when ``key``'s last write is still
         under way (it is not queued behind it)."""
+        done = threading.Event()
         with self._lock:
             if key in self._busy:
                 return None
             self._busy.add(key)
+            self._tasks.put((key, write, done))
             if self._started < min(self._size, len(self._busy)):
                 self._started += 1
                 threading.Thread(target=self._work, name="lease-beat", daemon=True).start()
-        done = threading.Event()
-        self._tasks.put((key, write, done))
         return done
 
     def _work(self) -> None:
         while True:
-            key, write, done = self._tasks.get()
+            try:
+                key, write, done = self._tasks.get(timeout=BEAT_IDLE_S)
+            except queue.Empty:
+                with self._lock:  # (a write is only queued under the lock: none is left behind)
+                    if self._tasks.empty():
+                        self._started -= 1
+                        return
+                continue
             try:
                 write()
             except Exception:  # each write logs its own failure; never let a beat thread die
