@@ -274,7 +274,9 @@ class WorkerService:
         me = threading.current_thread()
         try:
             for index, item in enumerate(items):
-                self.keeper.release(url, item.receipt)  # its claim's heartbeats keep it from now on
+                if index:  # held while it waited: its claim's heartbeats keep it from now on,
+                    self.keeper.release(url, item.receipt)  # from a whole lease, as a receive's
+                    self._give_back(url, item, self.worker.config.lease_s)
                 if not self._execute(url, item):
                     # Left in the queue (waiting, handed back): the group's later messages go
                     # back too, so they come after it again, in order.
