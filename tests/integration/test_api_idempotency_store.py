@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from api_harness import ApiClient, LambdaContext, job_spec, rest_event
+from api_harness import ApiClient, LambdaContext, http_spec, job_spec, rest_event
 from api_harness import api as api  # the fixture
 from botocore.exceptions import ClientError
 from openapi_contract import undeclared
@@ -90,3 +90,52 @@ def test_a_job_made_whose_reply_could_not_be_recorded_is_answered(
     monkeypatch.undo()
     assert _job_ids(api) == [body["id"]]
     assert headers["ETag"] == [f'"{body["version"]}"']
+
+
+def _die_after_registering(api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next create stores its job, then its Lambda dies before the key's reply is recorded
+    (the in-progress mark is gone, as when it lapses at the invocation's end)."""
+    jobs = wiring.services().jobs
+    real = jobs.register
+
+    def register(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        monkeypatch.undo()
+        raise RuntimeError("Task timed out after 29.00 seconds")
+
+    monkeypatch.setattr(jobs, "register", register)
+
+
+def test_a_retry_after_the_first_attempt_died_answers_the_job_it_made(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.call("GET", "/v1/jobs")
+    _die_after_registering(api, monkeypatch)
+    spec = http_spec()
+
+    status, _, _ = _post(api, spec)
+    assert status == 500
+    made = _job_ids(api)
+    assert len(made) == 1
+
+    status, headers, body = _post(api, spec)  # the client's retry, same key and body
+    assert status == 201, body
+    assert _job_ids(api) == made == [body["id"]]
+    assert isinstance(body["signing_secret"], str)  # the first one was never shown: a fresh one
+    assert headers["ETag"] == [f'"{body["version"]}"']
+    again = api.call("POST", "/v1/jobs", spec, KEY)  # now recorded: the same reply
+    assert again.status == 201 and again.body["id"] == body["id"]
+
+
+def test_a_retry_after_the_first_attempt_died_with_another_body_is_the_key_reused(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.call("GET", "/v1/jobs")
+    _die_after_registering(api, monkeypatch)
+    assert _post(api, job_spec())[0] == 500
+    made = _job_ids(api)
+
+    status, _, body = _post(api, job_spec(name="another report"))
+
+    assert status == 422 and body["title"] == "Idempotency-Key reused", body
+    assert _job_ids(api) == made

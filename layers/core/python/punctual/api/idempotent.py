@@ -12,10 +12,17 @@ A stored create reply never holds a webhook signing secret in clear: it holds it
 encrypted (a context of its own), and a replay decrypts it. Where the API may not
 decrypt (a deployment that grants only ``kms:Encrypt``), a replay answers the job with
 ``signing_secret: null`` and logs why.
+
+A keyed create makes its job at an id derived from (tenant, key), not a random one: when the
+request died after the job was stored but before its reply was recorded (the Lambda cut off: the
+key's in-progress mark lapses), the retry finds the job the first attempt made and answers it
+(the same spec; another is the key reused, 422) instead of making a second job. The first
+attempt's signing secret was never shown, so that answer rotates it and shows the new one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -25,10 +32,14 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyPersistenceLayerError
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyPersistenceLayerError,
+    IdempotencyValidationError,
+)
 
 from punctual.api.wiring import IDEMPOTENCY_TTL_S, Services
-from punctual.models import ACCEPTED, Job, JobSpec
+from punctual.models import ACCEPTED, Job, JobSpec, JobState
+from punctual.store.base import JobExistsError
 from punctual.store.dynamo.sizes import check_reply_size
 
 logger = logging.getLogger(__name__)
@@ -108,9 +119,13 @@ def create_job(
         return services.jobs.register(tenant, spec, paused=paused)
     check_reply_size(spec)  # the record of this reply must fit too: refused before the job is stored
     fresh: dict[str, str | None] = {}
+    job_id = keyed_job_id(tenant, key)
 
     def run() -> dict[str, Any]:
-        job, secret = services.jobs.register(tenant, spec, paused=paused)
+        try:
+            job, secret = services.jobs.register(tenant, spec, job_id=job_id, paused=paused)
+        except JobExistsError:  # the first attempt made it, and died before its reply was recorded
+            job, secret = _made_before(services, tenant, job_id, spec)
         fresh["secret"] = secret
         stored = None
         if secret is not None and services.reply_box is not None:
@@ -133,6 +148,23 @@ def create_job(
     if "secret" in fresh:
         return job, fresh["secret"]
     return job, _decrypt(services, reply.get("secret_enc"))
+
+
+def keyed_job_id(tenant: str, key: str) -> str:
+    """The id a create with Idempotency-Key ``key`` gives its job: 32 hex digits, as a random id."""
+    return hashlib.sha256(f"punctual-job\x1f{tenant}\x1f{key}".encode()).hexdigest()[:32]
+
+
+def _made_before(services: Services, tenant: str, job_id: str, spec: JobSpec) -> tuple[Job, str | None]:
+    """The job a keyed create's first attempt made, for its retry: the same spec, or the key was
+    used for another request. Its signing secret was never shown: a fresh one replaces it."""
+    job = services.jobs.get(tenant, job_id)
+    asked = JobSpec.model_validate(spec.model_dump(), context=ACCEPTED)
+    if job.state is JobState.DELETED or job.spec() != asked:
+        raise IdempotencyValidationError(f"job {job_id} was made for this key with another request")
+    if job.signing_secret_enc is None or services.jobs.secrets is None:
+        return job, None
+    return services.jobs.rotate_secret(tenant, job_id, expected_version=job.version)
 
 
 def _decrypt(services: Services, stored: str | None) -> str | None:
