@@ -139,3 +139,33 @@ def test_a_retry_after_the_first_attempt_died_with_another_body_is_the_key_reuse
 
     assert status == 422 and body["title"] == "Idempotency-Key reused", body
     assert _job_ids(api) == made
+
+
+def test_a_trigger_retried_after_the_first_attempt_died_names_the_slot_it_queued(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = api.create()
+    jobs = wiring.services().jobs
+    real = jobs.trigger
+    made: list[str] = []
+
+    def trigger(*args: Any, **kwargs: Any) -> str:
+        made.append(real(*args, **kwargs))  # queued, then the Lambda dies before the reply is recorded
+        monkeypatch.undo()
+        raise RuntimeError("Task timed out after 29.00 seconds")
+
+    monkeypatch.setattr(jobs, "trigger", trigger)
+    path = f"/v1/jobs/{job['id']}/trigger"
+    first = api.handler.handler(
+        rest_event("POST", path, None, {"Idempotency-Key": "run-now-7"}), LambdaContext()
+    )
+    assert first["statusCode"] == 500 and len(made) == 1
+
+    retry = api.call("POST", path, headers={"Idempotency-Key": "run-now-7"})
+    other_job = api.call(
+        "POST", f"/v1/jobs/{api.create()['id']}/trigger", headers={"Idempotency-Key": "run-now-7"}
+    )
+
+    assert retry.status == 202 and retry.body["slot"] == made[0]
+    assert other_job.body["slot"] != made[0]
+    assert {m["slot"] for m in api.queued() if m["job_id"] == job["id"]} == {made[0]}

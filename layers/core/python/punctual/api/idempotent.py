@@ -18,6 +18,8 @@ request died after the job was stored but before its reply was recorded (the Lam
 key's in-progress mark lapses), the retry finds the job the first attempt made and answers it
 (the same spec; another is the key reused, 422) instead of making a second job. The first
 attempt's signing secret was never shown, so that answer rotates it and shows the new one.
+A keyed trigger records its slot for the key before queuing it, so such a retry queues that slot
+again (one run: SQS's deduplication and the execution's claim) instead of a second one.
 """
 
 from __future__ import annotations
@@ -167,6 +169,27 @@ def _made_before(services: Services, tenant: str, job_id: str, spec: JobSpec) ->
     return services.jobs.rotate_secret(tenant, job_id, expected_version=job.version)
 
 
+def _first_trigger_slot(services: Services, tenant: str, job_id: str, key: str, slot: str) -> str:
+    """The slot a keyed trigger of ``job_id`` made first: ``slot``, recorded for the key before it
+    is queued, or the one an earlier attempt recorded (it died before its reply was: the key's
+    in-progress mark lapsed, and a retry at another instant would have made a second slot)."""
+    digest = hashlib.sha256(f"{job_id}\x1f{key}".encode()).hexdigest()
+    item = {"pk": {"S": f"idem#{tenant}"}, "sk": {"S": f"trigger-slot#{digest}"}}
+    expires = int(services.jobs.clock.now().timestamp()) + IDEMPOTENCY_TTL_S
+    try:
+        services.dynamodb.put_item(
+            TableName=services.settings.table_name,
+            Item={**item, "slot": {"S": slot}, "expires_at": {"N": str(expires)}},
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+        return slot
+    except services.dynamodb.exceptions.ConditionalCheckFailedException:
+        table = services.settings.table_name
+        got = services.dynamodb.get_item(TableName=table, Key=item, ConsistentRead=True)
+        first: str = got["Item"]["slot"]["S"]
+        return first
+
+
 def _decrypt(services: Services, stored: str | None) -> str | None:
     if not stored or services.reply_box is None:
         return None
@@ -185,8 +208,15 @@ def trigger_job(
     if key is None:
         return services.jobs.trigger(tenant, job_id)
 
+    def first_slot(slot: str) -> str:
+        return _first_trigger_slot(services, tenant, job_id, key, slot)
+
     def run() -> dict[str, Any]:
-        return {"slot": services.jobs.trigger(tenant, job_id, request_key=f"{tenant}\x1f{key}")}
+        return {
+            "slot": services.jobs.trigger(
+                tenant, job_id, request_key=f"{tenant}\x1f{key}", first_slot=first_slot
+            )
+        }
 
     reply = _once(
         services,

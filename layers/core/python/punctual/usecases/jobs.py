@@ -100,6 +100,18 @@ def _count_peaks(
         raise
 
 
+SlotRecorder = Callable[[str], str]  # records a keyed run-now slot, gives back the first one recorded
+
+
+def manual_slot(now: datetime, request_key: str | None) -> str:
+    """A run-now slot asked for at ``now``: the same ``request_key`` in the same millisecond names
+    the same slot; the API's Idempotency-Key also records it for the key, so a retry names it again.
+    Its milliseconds first: the history lists a second's run-now slots in the order they were asked
+    for (QA: three in one second were listed in their random tokens' order)."""
+    token = hashlib.sha256((request_key or uuid.uuid4().hex).encode()).hexdigest()[:9]
+    return f"{slot_key(now)}{MANUAL_MARK}{now.microsecond // 1000:03d}{token}"
+
+
 def _whole_second(instant: datetime) -> datetime:
     return ceil_second(instant)
 
@@ -715,9 +727,11 @@ class JobService:
         settle(self.store, self.layout, job, now)
         return self.next_fire.of(job), plain
 
-    def trigger(self, tenant: str, job_id: str, request_key: str | None = None) -> str:
-        """Run the job now as an extra slot; the same ``request_key`` in the same millisecond names
-        the same slot (the API's Idempotency-Key answers a retried request with the first reply).
+    def trigger(
+        self, tenant: str, job_id: str, request_key: str | None = None, first_slot: SlotRecorder | None = None
+    ) -> str:
+        """Run the job now as an extra slot (``manual_slot``); ``first_slot`` records it for the
+        request's key and gives back the one recorded first (a retry after the first attempt died).
 
         Returns the slot key (``<instant>~<id>``), which is the execution's identity.
         """
@@ -725,12 +739,8 @@ class JobService:
         if job.state is JobState.DELETED:
             raise JobNotFoundError(f"job {job_id!r} not found")
         now = self.clock.now()
-        # The API's idempotency layer answers a retried request with the first reply, so the
-        # same request key always names the same slot; the key only feeds the slot's id here.
-        # Its milliseconds first: the history lists a second's run-now slots in the order they were
-        # asked for (QA: three in one second were listed in their random tokens' order).
-        token = hashlib.sha256((request_key or uuid.uuid4().hex).encode()).hexdigest()[:9]
-        slot = f"{slot_key(now)}{MANUAL_MARK}{now.microsecond // 1000:03d}{token}"
+        slot = manual_slot(now, request_key)
+        slot = first_slot(slot) if first_slot is not None else slot
         message = message_for(job, slot, now, 1, MessageKind.MANUAL, now)
         self.store.put_timers([sent_check_timer(self.layout, job, slot, now)])  # sent again if unclaimed
         self.queues.send(self.routing.queue_for(job), [message])
