@@ -64,7 +64,7 @@ def run(
             error=error,
         ),
         None,
-        0,
+        2_000_000_000,  # the record's TTL: long after the test (the console leaves expired ones out)
     )
 
 
@@ -216,7 +216,7 @@ def test_fire_delay_histogram_counts_the_first_start_of_every_run_read(store: Jo
             ],
         ),
         None,
-        0,
+        2_000_000_000,  # the record's TTL: long after the test (the console leaves expired ones out)
     )
 
     histogram = parse(render(store, t0)).tables["pc-delays"]
@@ -588,7 +588,7 @@ def test_a_backfilled_run_is_left_out_of_the_fire_delay(store: JobStore, t0: dat
             backfill="bf-1",
         ),
         None,
-        0,
+        2_000_000_000,  # the record's TTL: long after the test (the console leaves expired ones out)
     )
 
     view = build_view(store, ConsoleQuery("default"), t0)

@@ -220,6 +220,29 @@ def test_history_newest_first_paged_and_filtered(store, t0):  # type: ignore[no-
     assert len(store.batch_get_executions(keys)) == 2
 
 
+def test_a_record_whose_ttl_passed_is_not_read_at_a_live_instant(store, t0):  # type: ignore[no-untyped-def]
+    """QA22: DynamoDB deletes an item whose TTL passed lazily (up to ~48 h later), and reads return
+    it until then: the API listed history and alerts past their expiry ("readable until it
+    expires"). Read at ``live_at``, an item expired by then is gone; the engine's reads still see it."""
+    now = int(t0.timestamp())
+    for i in range(4):  # the two oldest expired a second ago, the others expire now or later
+        store.save_execution(_execution(t0, i), None, ttl_epoch_s=now - 1 if i < 2 else now + i - 2)
+    page = store.list_executions("default", "a", limit=2, live_at=now)
+    assert [e.slot for e in page.items] == [slot_key(t0 + timedelta(minutes=i)) for i in (3, 2)]
+    rest = store.list_executions("default", "a", limit=2, cursor=page.cursor, live_at=now)
+    assert rest.items == [] and rest.cursor is None
+    assert store.get_execution("default", "a", slot_key(t0), live_at=now) is None
+    assert store.get_execution("default", "a", slot_key(t0 + timedelta(minutes=2)), live_at=now) is not None
+    assert store.get_execution("default", "a", slot_key(t0)) is not None  # no instant: as stored
+    assert len(store.list_executions("default", "a", limit=10).items) == 4
+    assert store.create_alert(_alert(t0, "2026-11-30T10:00:00Z"), now - 1)
+    assert store.create_alert(_alert(t0, "2026-11-30T09:00:00Z"), now + 60)
+    assert store.create_alert(_alert(t0, "2026-11-30T08:00:00Z"), now - 5)
+    listed = store.list_alerts("default", "job-1", 1, live_at=now)
+    assert [a.key_slot for a in listed] == ["2026-11-30T09:00:00Z"]
+    assert len(store.list_alerts("default", "job-1", 10)) == 3
+
+
 @pytest.mark.slow
 def test_a_rare_status_is_paged_through_a_long_history(store, t0, monkeypatch):  # type: ignore[no-untyped-def]
     """QA22: a status filter read the whole history in one request (DynamoDB reads the records it

@@ -410,7 +410,7 @@ def list_executions(
     deleted = created is None
     scope = svc.tokens.scope(tenant, f"executions:{job}", {"status": status})
     cursor = svc.tokens.decode(next_token, scope)
-    page = svc.store.list_executions(tenant, job, limit, cursor, status)
+    page = svc.store.list_executions(tenant, job, limit, cursor, status, live_at=_live_at())
     if deleted and not page.items and cursor is None and not _has_history(tenant, job):
         raise problems.not_found(f"job {job!r} not found")
     return ExecutionPage(
@@ -441,7 +441,13 @@ def _of_a_deleted_job(execution: Execution, created: datetime | None) -> bool:
 
 
 def _has_history(tenant: str, job_id: str) -> bool:
-    return bool(services().store.list_executions(tenant, job_id, 1, None, None).items)
+    return bool(services().store.list_executions(tenant, job_id, 1, None, None, live_at=_live_at()).items)
+
+
+def _live_at() -> int:
+    """Now, for reads of records with a TTL: one whose TTL passed is gone (DynamoDB deletes it lazily,
+    up to days later; the history is readable "until it expires")."""
+    return int(services().jobs.clock.now().timestamp())
 
 
 @app.get(
@@ -459,7 +465,8 @@ def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     tenant = _tenant()
     job = job_id_of(job_id)
     slot_key = unquote(slot)
-    execution = services().store.get_execution(tenant, job, slot_key) if SLOT_KEY_RE.match(slot_key) else None
+    known = SLOT_KEY_RE.match(slot_key)
+    execution = services().store.get_execution(tenant, job, slot_key, _live_at()) if known else None
     if execution is None:
         raise problems.not_found(f"no execution of job {job!r} for slot {slot_key[:80]!r}")
     return ExecutionOut.of(execution, _of_a_deleted_job(execution, _job_created(tenant, job)))
@@ -483,7 +490,7 @@ def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
 def list_alerts(job_id: JobId, limit: Limit = 50) -> AlertList:
     tenant = _tenant()
     job = job_id_of(job_id)
-    alerts = services().store.list_alerts(tenant, job, limit)
+    alerts = services().store.list_alerts(tenant, job, limit, _live_at())
     if not alerts and _job_created(tenant, job) is None:
         raise problems.not_found(f"job {job!r} not found")
     return AlertList(items=[AlertOut.of(alert) for alert in alerts])

@@ -261,7 +261,9 @@ def build_view(
     failures: list[tuple[Job, Execution]] = []
     delays: list[float] = []
     for job in shown:
-        history = store.list_executions(query.tenant, job.id, limit=history_limit, newest_first=True)
+        history = store.list_executions(
+            query.tenant, job.id, limit=history_limit, newest_first=True, live_at=int(now.timestamp())
+        )
         # Not a deleted job's at this id (the API marks them job_deleted: QA21, a job created again
         # showed its predecessor's failures as its own); recent by when they ended (a backfill's
         # failure of a slot days old is recent: QA21, it was left out of the last 24 h)

@@ -75,9 +75,7 @@ class TenantLimitError(StoreError):
 
 class TriggerRateLimitError(TenantLimitError):
     """The job would take the tenant's scheduled triggers per minute past its quota.
-
-    ``limit``, ``current`` and ``added`` are micro-triggers per minute (:mod:`punctual.security.quotas`).
-    """
+    ``limit``, ``current`` and ``added`` are micro-triggers per minute (:mod:`punctual.security.quotas`)."""
 
     quota = "maxTriggersPerMinutePerTenant"
 
@@ -506,14 +504,14 @@ class ExecutionRepository(ABC):
 
     @abstractmethod
     def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
-        """Write the execution record conditionally.
-
-        ``expect=None`` creates it (it must not exist); otherwise the stored record must
-        match ``expect``. Raises ExecutionConflictError carrying the current record.
-        """
+        """Write the execution record conditionally: ``expect=None`` creates it (it must not exist);
+        otherwise the stored record must match ``expect``. ExecutionConflictError carries the current."""
 
     @abstractmethod
-    def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None: ...
+    def get_execution(
+        self, tenant: str, job_id: str, slot: str, live_at: int | None = None
+    ) -> Execution | None:
+        """``live_at`` (epoch s): a record whose TTL passed then is gone (DynamoDB deletes it lazily)."""
 
     @abstractmethod
     def batch_get_executions(
@@ -529,6 +527,7 @@ class ExecutionRepository(ABC):
         cursor: str | None = None,
         status: ExecutionStatus | None = None,
         newest_first: bool = True,
+        live_at: int | None = None,
     ) -> Page[Execution]:
         """A page of the job's history, newest slot first by default."""
 
@@ -659,7 +658,7 @@ class AlertRepository(ABC):
     ) -> Alert | None: ...
 
     @abstractmethod
-    def list_alerts(self, tenant: str, job_id: str, limit: int) -> list[Alert]:
+    def list_alerts(self, tenant: str, job_id: str, limit: int, live_at: int | None = None) -> list[Alert]:
         """A job's alerts, newest slot first, at most ``limit``."""
 
     @abstractmethod

@@ -71,15 +71,22 @@ class DynamoAlerts(DynamoBase, AlertRepository):
         ).get("Item")
         return Alert.model_validate(json.loads(item["doc"]["S"])) if item else None
 
-    def list_alerts(self, tenant: str, job_id: str, limit: int) -> list[Alert]:
-        reply = self.client.query(
-            TableName=self.table,
+    def list_alerts(self, tenant: str, job_id: str, limit: int, live_at: int | None = None) -> list[Alert]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
             **schema.partition(job_pk(tenant, job_id), schema.ALERT_PREFIX).fields(),
-            ScanIndexForward=False,
-            Limit=limit,
-            ConsistentRead=True,  # as every read of the API: an alert raised a moment ago is listed
-        )
-        return [Alert.model_validate(json.loads(item["doc"]["S"])) for item in reply.get("Items", [])]
+            "ScanIndexForward": False,
+            "ConsistentRead": True,  # as every read of the API: an alert raised a moment ago is listed
+        }
+        alerts: list[Alert] = []
+        while len(alerts) < limit:
+            reply = self.client.query(**request, Limit=limit - len(alerts))
+            live = (item for item in reply.get("Items", []) if not schema.expired(item, live_at))
+            alerts += [Alert.model_validate(json.loads(item["doc"]["S"])) for item in live]
+            if "LastEvaluatedKey" not in reply:
+                break
+            request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
+        return alerts
 
     def open_streak(self, tenant: str, job_id: str, slot: str, ttl_epoch_s: int) -> str:
         try:

@@ -21,7 +21,7 @@ from punctual.store.dynamo import schema
 from punctual.store.dynamo.base import DynamoBase
 from punctual.store.dynamo.execution_docs import execution_from_item, record_attributes
 from punctual.store.dynamo.keys import _MAX_UNPROCESSED_ROUNDS
-from punctual.store.dynamo.schema import _n, _s
+from punctual.store.dynamo.schema import _n, _s, expired
 from punctual.store.listing import LIST_SCAN_BUDGET
 
 
@@ -129,14 +129,16 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
             )
             raise ExecutionConflictError(message, current) from None
 
-    def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None:
+    def get_execution(
+        self, tenant: str, job_id: str, slot: str, live_at: int | None = None
+    ) -> Execution | None:
         reply = self.client.get_item(
             TableName=self.table,
             Key=schema.execution_key(tenant, job_id, slot),
             ConsistentRead=True,
         )
         item = reply.get("Item")
-        return self._execution_from_item(item) if item else None
+        return self._execution_from_item(item) if item and not expired(item, live_at) else None
 
     def batch_get_executions(
         self, keys: Iterable[ExecutionKey], consistent: bool = True
@@ -154,6 +156,7 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
         cursor: str | None = None,
         status: ExecutionStatus | None = None,
         newest_first: bool = True,
+        live_at: int | None = None,
     ) -> Page[Execution]:
         items: list[Execution] = []
         request: dict[str, Any] = {
@@ -173,6 +176,8 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
             last = reply.get("LastEvaluatedKey")
             examined += int(reply.get("ScannedCount", 0))
             for item in reply.get("Items", []):
+                if expired(item, live_at):  # DynamoDB deletes it lazily, up to days later
+                    continue
                 items.append(self._execution_from_item(item))
                 if len(items) == limit:
                     return Page(items, items[-1].slot)

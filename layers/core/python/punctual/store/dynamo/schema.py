@@ -534,6 +534,13 @@ def save_execution(
     return Expression(condition=" AND ".join(parts), names=names, values=values)
 
 
+def expired(item: dict[str, Any], live_at: int | None) -> bool:
+    """Whether the item's TTL (``expires_at``) passed by ``live_at``: DynamoDB deletes such an item
+    lazily (up to days later), and until then reads still return it."""
+    expires = item.get("expires_at", {}).get("N")
+    return live_at is not None and expires is not None and int(expires) < live_at
+
+
 def history(tenant: str, job_id: str, status: str | None) -> Expression:
     """A job's execution records (optionally only those in ``status``)."""
     base = partition(job_pk(tenant, job_id), EXEC_PREFIX)

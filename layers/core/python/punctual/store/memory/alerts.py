@@ -22,6 +22,7 @@ class MemoryAlerts(MemoryBase, AlertRepository):
             if key in self._alert_items:
                 return False
             self._alert_items[key] = alert.model_copy(deep=True)
+            self._expires_at[key] = ttl_epoch_s
             return True
 
     def take_over_alert(
@@ -38,6 +39,7 @@ class MemoryAlerts(MemoryBase, AlertRepository):
             ):
                 return False
             self._alert_items[key] = alert.model_copy(deep=True)
+            self._expires_at[key] = ttl_epoch_s
             return True
 
     def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
@@ -47,6 +49,7 @@ class MemoryAlerts(MemoryBase, AlertRepository):
             if current is None or current.owner != alert.owner:
                 return False
             self._alert_items[key] = alert.model_copy(deep=True)
+            self._expires_at[key] = ttl_epoch_s
             return True
 
     def get_alert(self, tenant: str, job_id: str, key_slot: str, condition: AlertCondition) -> Alert | None:
@@ -54,12 +57,12 @@ class MemoryAlerts(MemoryBase, AlertRepository):
             found = self._alert_items.get((tenant, job_id, key_slot, condition.value))
             return found.model_copy(deep=True) if found else None
 
-    def list_alerts(self, tenant: str, job_id: str, limit: int) -> list[Alert]:
+    def list_alerts(self, tenant: str, job_id: str, limit: int, live_at: int | None = None) -> list[Alert]:
         with self._lock:
             mine = [
                 (key[2], key[3], alert)
                 for key, alert in self._alert_items.items()
-                if key[0] == tenant and key[1] == job_id
+                if key[0] == tenant and key[1] == job_id and not self._expired(key, live_at)
             ]
         mine.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)  # the table's sort key order
         return [alert.model_copy(deep=True) for _, _, alert in mine[:limit]]

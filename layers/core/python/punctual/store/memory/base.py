@@ -60,6 +60,7 @@ class MemoryBase:
         self._progress: dict[tuple[str, str, int, int], int] = {}  # (scope, minute, group, count)
         self._turns: dict[tuple[str, str], Turn] = {}
         self._executions: dict[ExecutionKey, Execution] = {}
+        self._expires_at: dict[tuple[str, ...], int] = {}  # an execution's or alert's key -> its TTL
         self._parents_ok: dict[ExecutionKey, set[str]] = defaultdict(set)
         self._child_dispatched: set[ExecutionKey] = set()
         self._dependents: dict[JobKey, set[str]] = defaultdict(set)
@@ -129,6 +130,11 @@ class MemoryBase:
             self._calendar_users.setdefault((tenant, name), set()).add(job_id)
         for name in uses.drop:
             self._calendar_users.get((tenant, name), set()).discard(job_id)
+
+    def _expired(self, key: tuple[str, ...], live_at: int | None) -> bool:
+        """Whether the item's TTL passed by ``live_at`` (DynamoDB's: expires before that second)."""
+        expires = self._expires_at.get(key)
+        return live_at is not None and expires is not None and expires < live_at
 
     def _copy(self, item: Item) -> Item:
         return item.model_copy(deep=True) if self._copy_items else item

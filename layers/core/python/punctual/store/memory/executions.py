@@ -68,11 +68,16 @@ class MemoryExecutions(MemoryBase, ExecutionRepository):
                     self._copy(current) if current else None,
                 )
             self._executions[key] = self._copy(execution)
+            self._expires_at[key] = ttl_epoch_s
 
-    def get_execution(self, tenant: str, job_id: str, slot: str) -> Execution | None:
+    def get_execution(
+        self, tenant: str, job_id: str, slot: str, live_at: int | None = None
+    ) -> Execution | None:
         with self._lock:
             execution = self._executions.get((tenant, job_id, slot))
-            return self._copy(execution) if execution else None
+            if execution is None or self._expired((tenant, job_id, slot), live_at):
+                return None
+            return self._copy(execution)
 
     def batch_get_executions(
         self, keys: Iterable[ExecutionKey], consistent: bool = True
@@ -88,6 +93,7 @@ class MemoryExecutions(MemoryBase, ExecutionRepository):
         cursor: str | None = None,
         status: ExecutionStatus | None = None,
         newest_first: bool = True,
+        live_at: int | None = None,
     ) -> Page[Execution]:
         with self._lock:
             slots = sorted(
@@ -100,7 +106,9 @@ class MemoryExecutions(MemoryBase, ExecutionRepository):
             for examined, slot in enumerate(slots, 1):
                 execution = self._executions[(tenant, job_id, slot)]
                 last = slot
-                if status is None or execution.status == status:
+                if (status is None or execution.status == status) and not self._expired(
+                    (tenant, job_id, slot), live_at
+                ):
                     items.append(self._copy(execution))
                 if len(items) == limit or (status is not None and examined >= LIST_SCAN_BUDGET):
                     break
