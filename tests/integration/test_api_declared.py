@@ -141,3 +141,38 @@ def test_local_mode_refuses_two_different_tenant_headers() -> None:
     assert refused.value.status == 400 and "more than once" in refused.value.detail
     event["multiValueHeaders"]["X-Punctual-Tenant"] = ["b", " b"]
     assert tenant_of(event, local_mode=True) == "b"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "unknown", "declared"),
+    [
+        ("GET", "/v1/jobs/{job}/executions?stat=FAILED", "stat", "limit, next_token, status"),
+        ("GET", "/v1/jobs?limit=5&State=PAUSED", "State", "limit, next_token, state, tag"),
+        ("GET", "/v1/jobs/{job}?version=1", "version", "none"),
+        ("POST", "/v1/jobs/{job}/rotate-secret?drop_prev=true", "drop_prev", "drop_previous"),
+        ("GET", "/v1/openapi.json?format=yaml", "format", "none"),
+    ],
+)
+def test_a_query_parameter_a_route_does_not_take_is_400_naming_it(
+    api: ApiClient, method: str, path: str, unknown: str, declared: str
+) -> None:
+    """QA22: an unknown query parameter was ignored: ?stat=FAILED (a typo of status) answered the
+    whole history with 200, as if it were the filtered one."""
+    job = api.create()["id"]
+
+    reply = api.call(method, path.format(job=job))
+
+    assert reply.status == 400, reply
+    assert reply.body["title"] == "Unknown query parameter", reply.body
+    assert f"takes no query parameter {unknown} (it takes: {declared})" in reply.body["detail"]
+
+
+def test_declared_query_parameters_head_options_and_a_presigned_url_still_work(api: ApiClient) -> None:
+    job = api.create()["id"]
+    signed = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=abc&X-Amz-Date=20261206T000000Z"
+
+    assert api.call("GET", f"/v1/jobs/{job}/executions?status=FAILED&limit=5").status == 200
+    assert api.call("GET", f"/v1/jobs?{signed}&limit=5").status == 200
+    assert api.call("HEAD", f"/v1/jobs/{job}/executions?limit=1").status == 200
+    assert api.call("HEAD", f"/v1/jobs/{job}/executions?stat=1").status == 400
+    assert api.call("OPTIONS", f"/v1/jobs/{job}?anything=1").status == 204

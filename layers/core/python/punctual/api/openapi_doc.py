@@ -20,12 +20,14 @@ SIGV4 = APIKey(
 # What every operation that knows its caller may answer, whatever the route (the resolver, the
 # tenancy check, the quota and the store answer these before or around the route's own work).
 _CALLER_ERRORS = {
-    "400": "Bad Request: a malformed header (local mode: an invalid X-Punctual-Tenant)",
+    "400": "Bad Request: a malformed header (local mode: an invalid X-Punctual-Tenant), or a query"
+    " parameter the operation does not take",
     "403": "Forbidden: the caller cannot be a tenant (a federated user)",
     "429": "Too Many Requests: the tenant's API quota (Retry-After says when to retry)",
     "503": "Service Unavailable: another request was changing the same items, nothing was changed"
     " (Retry-After says when to retry); or the deployment is misconfigured",
 }
+_UNKNOWN_QUERY = "Bad Request: a query parameter the operation does not take"
 # The operations that take a JSON body: the resolver refuses one too large (413) or not JSON (415).
 _BODY_ERRORS = {
     "413": "Content Too Large: the request body is over its limit",
@@ -93,6 +95,7 @@ def finished_document(text: str) -> dict[str, Any]:
         if operation.get("tags") != ["meta"]:  # the routes that know the caller
             for status, description in _CALLER_ERRORS.items():
                 responses.setdefault(status, {"description": description, **problem})
+        responses.setdefault("400", {"description": _UNKNOWN_QUERY, **problem})
         if name in _TAKES_BODY:
             for status, description in _BODY_ERRORS.items():
                 responses.setdefault(status, {"description": description, **problem})

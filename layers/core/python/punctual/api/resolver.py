@@ -138,6 +138,26 @@ class PunctualResolver(APIGatewayRestResolver):
             methods.add("HEAD")
         return sorted(methods)
 
+    def declared_query(self, method: str, path: str) -> list[str]:
+        """The query parameters the route of ``method`` on ``path`` declares (its OpenAPI ones)."""
+        for route in self._static_routes + self._dynamic_routes:
+            if route.method == method and route.rule.match(path):
+                return sorted(param.alias for param in route.dependant.query_params)
+        return []
+
+    def undeclared_query(self, method: str, path: str, event: dict[str, Any]) -> list[str]:
+        """The request's query parameters its route does not take, as sent (QA22: ``?stat=FAILED``
+        answered the whole history, as if filtered). A presigned URL's ``X-Amz-*`` (SigV4 in the
+        query string, which API Gateway checks) are the gateway's; an unknown path is a 404 anyway."""
+        names = {
+            *(event.get("multiValueQueryStringParameters") or {}),
+            *(event.get("queryStringParameters") or {}),
+        }
+        names = {name for name in names if not name.lower().startswith("x-amz-")}
+        if not names or not self.allowed_methods(path):
+            return []
+        return sorted(names - set(self.declared_query(method, path)))
+
     def resolve(self, event: Any, context: LambdaContext) -> dict[str, Any]:
         if not isinstance(event, dict):
             return super().resolve(event, context)
@@ -160,6 +180,14 @@ class PunctualResolver(APIGatewayRestResolver):
         if method == "HEAD" and allowed:
             return _without_body(self.resolve({**event, "httpMethod": "GET"}, context))
         path = str(event.get("path") or "")
+        if unknown := self.undeclared_query(method, path, event):
+            return problems.proxy_problem(
+                400,
+                "unknown-parameter",
+                "Unknown query parameter",
+                f"{method[:20]} {path[:200]} takes no query parameter {', '.join(unknown)[:300]}"
+                f" (it takes: {', '.join(self.declared_query(method, path)) or 'none'})",
+            )
         if takes_no_body(method, path):
             # A body is ignored, whatever it holds (review: a binary one was still checked for UTF-8)
             event = _with_header({**event, "body": None, "isBase64Encoded": False}, "content-type", None)
