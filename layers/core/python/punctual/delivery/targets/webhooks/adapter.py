@@ -105,7 +105,7 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return max((when - now).total_seconds(), 0.0)
+    return min(max((when - now).total_seconds(), 0.0), RETRY_AFTER_CAP_S)  # (QA22: year 9999, ~2.5e11 s)
 
 
 def _one_line(text: str, limit: int) -> str:
