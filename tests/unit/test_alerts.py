@@ -339,3 +339,27 @@ def test_a_started_event_carries_the_first_attempts_start_delay_not_the_release_
     delays = {e.detail["status"]: e.detail["fire_delay_ms"] for e in a.events.events}
     assert delays == {"RUNNING": 3000.0, "SUCCEEDED": 3000.0}
     a.check_events()
+
+
+def test_a_signing_secret_that_cannot_be_read_fails_that_rules_delivery_only() -> None:
+    # Given a job with an HTTP rule and a queue rule, whose signing secret cannot be decrypted
+    hooks = FakeTarget(OK)
+    a = Alerting(FAIL, hooks=hooks)
+
+    def unreadable(job: Job) -> tuple[str, ...]:
+        raise RuntimeError("sealed under another local key")
+
+    a.alerter.signing_secrets = unreadable
+    queue = {"type": "sqs", "queue_arn": "arn:aws:sqs:us-east-1:123456789012:alerts"}
+    job = a.job({"on": ["failed"], "target": HOOK}, {"on": ["failed"], "target": queue})
+    # When its slot fails
+    a.run_slot(job, 0)
+    # Then the alert is recorded FAILED (not left SENDING): the HTTP rule's delivery names why and
+    # sent nothing unsigned, the queue rule's (which signs nothing) was sent
+    [alert] = a.store.list_alerts(job.tenant, job.id, 10)
+    assert alert.status is AlertStatus.FAILED
+    http, sqs = sorted(alert.deliveries, key=lambda d: d.rule)
+    assert http.status is AlertStatus.FAILED and "signing secret cannot be read" in (http.error or "")
+    assert "another local key" in (http.error or "") and sqs.status is AlertStatus.SENT
+    assert [ctx.signing_secrets for ctx in hooks.calls] == [()]
+    assert {e.status for e in a.rig.history(job)} == {ExecutionStatus.FAILED}

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from punctual.delivery.notifications import Notifier
-from punctual.delivery.targets.base import SlotContext, TargetInvoker, TargetResult
+from punctual.delivery.targets.base import SlotContext, TargetInvoker, TargetResult, secrets_to_sign
 from punctual.dispatch.queues import DispatchMessage, QueuePort
 from punctual.execution.after import AfterEffects
 from punctual.execution.budgets import BUDGET_PACE_MAX_S
@@ -334,13 +334,11 @@ class Worker:
         they cannot be read (another key, KMS refusing or throttling), a retryable failure naming
         why: nothing is sent unsigned (QA22: the error escaped the run, and each attempt ended
         when its lease lapsed, 'lease expired: the worker was lost', the reason nowhere)."""
-        if getattr(job.target, "type", None) != "http":
-            return ()
-        try:
-            return self.signing_secrets(job)
-        except Exception as exc:
-            log.warning("signing secret of %s cannot be read: %s", job.id, exc)
-            return TargetResult.retryable(summary(f"the job's signing secret cannot be read: {exc}"))
+        secrets = secrets_to_sign(job.target, job, self.signing_secrets)
+        if isinstance(secrets, str):
+            log.warning("signing secret of %s: %s", job.id, secrets)
+            return TargetResult.retryable(summary(secrets))
+        return secrets
 
     def _wait_for_budget(self, instant: datetime | None, job: Job, slot: tuple[str, datetime]) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue

@@ -44,7 +44,7 @@ from typing import Any
 from punctual.delivery.notifications.background import Later, run_now
 from punctual.delivery.notifications.events import execution_path, first_start
 from punctual.delivery.notifications.sweep import ALERT_STALE_S, AlertSweeps
-from punctual.delivery.targets.base import Outcome, SlotContext, TargetInvoker
+from punctual.delivery.targets.base import Outcome, SlotContext, TargetInvoker, secrets_to_sign
 from punctual.models import (
     Alert,
     AlertCondition,
@@ -383,6 +383,14 @@ class Alerter:
                 return AlertDelivery(rule=index, status=AlertStatus.HELD)
             held = allowed
         payload = rendered(rule, alert.body, held)
+        # An HTTP rule's secret that cannot be read fails that rule's delivery, naming why (QA22: the
+        # error escaped it, the alert stayed SENDING and the job's other rules were never sent)
+        secrets = secrets_to_sign(rule.target, job, self.signing_secrets)
+        if isinstance(secrets, str):
+            log.warning("alert of %s not sent: %s", job.id, secrets)
+            return AlertDelivery(
+                rule=index, status=AlertStatus.FAILED, error=summary(secrets), held_back=held
+            )
         error: str | None = None
         for tries in range(1, DELIVERY_TRIES + 1):
             ctx = SlotContext(
@@ -392,7 +400,7 @@ class Alerter:
                 scheduled_at=alert.created_at,
                 attempt=tries,
                 timeout_s=DELIVERY_TIMEOUT_S,
-                signing_secrets=self.signing_secrets(job),
+                signing_secrets=secrets,
             )
             try:
                 result = self.invoker.invoke(rule.target, payload, ctx)

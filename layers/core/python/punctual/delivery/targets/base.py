@@ -118,3 +118,15 @@ class TargetInvoker(Protocol):
     """Runs any job's target: picks the adapter by ``target.type``."""
 
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult: ...
+
+
+def secrets_to_sign(target: Any, job: Any, read: Callable[[Any], tuple[str, ...]]) -> tuple[str, ...] | str:
+    """What a call of ``target`` for ``job`` is signed with: ``read(job)`` for an HTTP target (no
+    other target signs: nothing to read), or why it cannot be read (another key, KMS refusing or
+    throttling), for the caller to fail that call naming it: nothing is sent unsigned."""
+    if getattr(target, "type", None) != "http":
+        return ()
+    try:
+        return read(job)
+    except Exception as exc:
+        return f"the job's signing secret cannot be read: {exc}"
