@@ -596,11 +596,15 @@ def test_an_allowed_307_keeps_method_and_body_and_is_signed_again(receiver: Rece
 
 def test_a_303_turns_into_a_get_without_body(receiver: Receiver) -> None:
     receiver.routes["/hook"] = answer(303, headers={"Location": "/status"})
-    result = call(receiver.url(), {"n": 7}, follow_redirects=True)
+    sent = {"Content-Type": "application/json; charset=utf-8", "Content-Language": "de", "X-Team": "data"}
+    result = call(receiver.url(), {"n": 7}, follow_redirects=True, headers=sent)
     assert result.outcome is Outcome.SUCCEEDED
-    second = receiver.requests[1]
+    first, second = receiver.requests[:2]
     assert (second.method, second.body) == ("GET", b"")
-    Webhook(SECRET).verify(b"", second.headers, json_parse=False)
+    Webhook(SECRET).verify(b"", second.headers, json_parse=False)  # QA22: and no body's headers
+    before, after = ({k.lower(): v for k, v in seen.headers.items()} for seen in (first, second))
+    assert before["content-type"] == sent["Content-Type"] and after["x-team"] == "data"
+    assert "content-type" not in after and "content-language" not in after
 
 
 def test_every_redirect_hop_is_checked_by_the_guard(receiver: Receiver) -> None:

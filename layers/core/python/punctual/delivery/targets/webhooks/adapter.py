@@ -75,6 +75,8 @@ USER_AGENT = "Punctual-Webhooks/1"
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Headers a job may not set (refused at registration; dropped here from jobs stored before).
 _RESERVED_HEADERS = RESERVED_HEADERS | {TENANT_HEADER.lower()}
+# Dropped when a redirect turns the request into a GET (the Fetch standard's request-body-header names).
+_BODY_HEADERS = frozenset({"content-type", "content-encoding", "content-language", "content-location"})
 # Dropped from the job's headers when a redirect leaves the original origin.
 _CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 
@@ -297,6 +299,8 @@ class HttpTargetAdapter:
                 hops.append(f"{response.status} {_shown_location(location)}")
                 if response.status == 303 or (response.status in (301, 302) and method == "POST"):
                     method, body = "GET", b""
+                    # without the body's own headers (QA22: the GET still said Content-Type: ...)
+                    user_headers = {k: v for k, v in user_headers.items() if k.lower() not in _BODY_HEADERS}
                 url = location
                 continue
             return self._classified(self._classify(response), parsed, response, hops)
