@@ -34,11 +34,12 @@ format: install
 	$(BIN)/ruff check --fix .
 
 # The long e2e runs with local modes of their own (chaos, a chaos run stopped by SIGTERM, Region
-# loss, the cloud's cadence), then
+# loss, the cloud's cadence, a retry rate), then
 # the tests that drive servers of their own (the moto-server comparisons, schemathesis against the
 # local API): a third pytest process, one after another, beside the shared local mode's. (The
 # servers' tests ran with the unit tests, the longest process; they take ~90 s.)
-E2E_ALONE := tests/e2e/test_chaos_short.py tests/e2e/test_region_loss.py tests/e2e/test_burst_cloud_cadence_local.py tests/e2e/test_chaos_interrupted.py
+E2E_ALONE := tests/e2e/test_chaos_short.py tests/e2e/test_region_loss.py tests/e2e/test_burst_cloud_cadence_local.py \
+	tests/e2e/test_chaos_interrupted.py tests/e2e/test_retry_rate_local.py
 OWN_SERVERS := $(sort $(wildcard tests/e2e/test_motopatch*.py)) tests/integration/test_api_schemathesis.py
 
 test: install lint docs browser

@@ -196,8 +196,14 @@ class Rig:
         return sorted(found, key=lambda t: (t.due_ms, t.sk))
 
     def dispatcher(self) -> Poller:
+        # No retry rate: each retry goes at its backoff's instant, not on its tenant's grid (the
+        # retry rate per tenant has tests of its own: tests/unit/test_retry_pace.py).
         config = PollerConfig(
-            layout=LAYOUT, short_queue_urls=(SHORT,), long_queue_urls=(LONG,), concurrency=1
+            layout=LAYOUT,
+            short_queue_urls=(SHORT,),
+            long_queue_urls=(LONG,),
+            concurrency=1,
+            max_retries_per_second_per_tenant=0,
         )
         return Poller(self.store, self.queues, self.clock, config, notifier=self.notifier)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from punctual.dispatch.polling import MinutePoll, Poller, PollerConfig
 from punctual.dispatch.queues import DispatchMessage, MemoryQueues, QueuePort
@@ -56,6 +57,7 @@ class Node:
     offset_s: float = 0.0
     # A new poller of the same node: a killed one's memory (its resend watch too) is lost.
     fresh: Callable[[], Poller] | None = None
+    lane: tuple[int, int] = (0, 1)  # the (shard group, group count) it polls of each minute
 
 
 @dataclass
@@ -92,14 +94,18 @@ class Simulation:
         self._claimed = 0
 
     def poller(
-        self, offset_s: float = 0.0, store: JobStore | None = None, queues: QueuePort | None = None
+        self,
+        offset_s: float = 0.0,
+        store: JobStore | None = None,
+        queues: QueuePort | None = None,
+        lane: tuple[int, int] = (0, 1),
     ) -> Node:
         clock = OffsetClock(self.base, offset_s) if offset_s else self.base
 
         def fresh() -> Poller:
             return Poller(store or self.store, queues or self.queues, clock, self.config, self.metrics)
 
-        return Node(fresh(), offset_s, fresh)
+        return Node(fresh(), offset_s, fresh, lane)
 
     def run(
         self,
@@ -122,7 +128,7 @@ class Simulation:
         """
         pollers = pollers or [self.poller()]
         pending = [
-            _Active(p.poller.minute_poll(m), p, m - timedelta(seconds=self.lead_s + p.offset_s))
+            _Active(p.poller.minute_poll(m, *p.lane), p, m - timedelta(seconds=self.lead_s + p.offset_s))
             for m in minutes
             for p in pollers
         ]
@@ -202,3 +208,20 @@ class Simulation:
 
     def slots(self, job_id: str) -> list[str]:
         return [m.slot for m in self.sent(job_id)]
+
+
+def most_within(instants: Sequence[Any], window: Any) -> int:
+    """The most of ``instants`` (datetimes, or seconds) in any one ``window`` (a timedelta, or
+    seconds), wherever it starts: what a rate per window is checked against."""
+    ordered = sorted(instants)
+    most, low = 0, 0
+    for high, instant in enumerate(ordered):
+        while instant - ordered[low] >= window:
+            low += 1
+        most = max(most, high - low + 1)
+    return most
+
+
+def instant_of(message: DispatchMessage) -> datetime:
+    """When a message's attempt is meant to start: its ``not_before``, else its scheduled instant."""
+    return datetime.fromisoformat((message.not_before or message.scheduled_at).replace("Z", "+00:00"))

@@ -153,6 +153,7 @@ class PunctualConfig:
     max_slots_per_minute_per_tenant: int
     max_backfills_per_tenant: int
     backfill_slots_per_minute_per_tenant: int
+    max_retries_per_second_per_tenant: int
     require_target_role: bool
     execution_role_tag: str
     execution_role_prefix: str
@@ -235,6 +236,7 @@ class PunctualConfig:
             max_slots_per_minute_per_tenant=reader.integer("maxSlotsPerMinutePerTenant", 0, 10**9),
             max_backfills_per_tenant=reader.integer("maxBackfillsPerTenant", 0, 10**6),
             backfill_slots_per_minute_per_tenant=reader.integer("backfillSlotsPerMinutePerTenant", 0, 10**9),
+            max_retries_per_second_per_tenant=reader.integer("maxRetriesPerSecondPerTenant", 0, 10**6),
             require_target_role=reader.boolean("requireTargetRole"),
             execution_role_tag=reader.text("executionRoleTag"),
             execution_role_prefix=reader.text("executionRolePrefix", required=False),

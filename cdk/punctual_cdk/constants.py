@@ -321,6 +321,8 @@ METRIC_BURST_PLANNED_SLOTS: Final = "BurstPlannedSlots"
 METRIC_BURST_SHORTFALL: Final = "BurstShortfall"
 # Burst smoothing (punctual.dispatch.smoothing): slots that fired on time past their target's rate budget.
 METRIC_RATE_BUDGET_OVERRUNS: Final = "RateBudgetOverruns"
+# Retries its tenant's retry rate deferred (punctual.dispatch.polling.retry_pace).
+METRIC_RETRIES_DEFERRED: Final = "RetriesDeferred"
 # The chain auditor (punctual.auditing): jobs checked, chains found broken (every one is a bug),
 # chains repaired, jobs not judged because their shards' pollers were behind.
 METRIC_CHAINS_AUDITED: Final = "ChainsAudited"

@@ -95,6 +95,7 @@ def test_the_dashboard_shows_the_scaling_decisions(any_synth: Synth) -> None:
         c.METRIC_BURST_PLANNED_SLOTS,
         c.METRIC_BURST_SHORTFALL,
         c.METRIC_RATE_BUDGET_OVERRUNS,
+        c.METRIC_RETRIES_DEFERRED,
     ):
         assert metric in body, metric
     assert ("RunningTaskCount" in body) == (any_synth.stack.workers.burst_service is not None)

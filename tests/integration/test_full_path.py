@@ -104,8 +104,9 @@ def test_register_dispatch_fail_twice_succeed_on_the_third_attempt(dynamo_client
     assert (retry.kind, retry.attempt, retry.lane) == (TimerKind.RETRY, 2, Lane.NEAR)
     assert work() == [(2, "RETRY_WAIT")]
 
-    # When the poller reaches 11:01:30, attempt 3 runs and succeeds
-    [retry] = poll_at(slot + timedelta(seconds=90))
+    # When the poller reaches 11:01:30, attempt 3 runs and succeeds (a second later here: its
+    # tenant's retry rate put attempt 2 on the first instant of its grid, a few ms after 11:00:30)
+    [retry] = poll_at(slot + timedelta(seconds=91))
     assert (retry.kind, retry.attempt) == (TimerKind.RETRY, 3)
     assert work() == [(3, "SUCCEEDED")]
 

@@ -210,4 +210,8 @@ class DashboardBuilder:
                 "Burst smoothing: rate-budget overruns (fired on time past the budget)",
                 [app_metric(c.METRIC_RATE_BUDGET_OVERRUNS, "Sum", "overruns")],
             ),
+            graph(
+                "Retries deferred by their tenants' retry rate (maxRetriesPerSecondPerTenant)",
+                [app_metric(c.METRIC_RETRIES_DEFERRED, "Sum", "retries deferred")],
+            ),
         ]

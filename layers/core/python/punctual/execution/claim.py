@@ -714,5 +714,6 @@ class Claimer:
             return None
         self.parking.return_later(delivery, seconds)
         self.metrics.add("SmoothedMessagesHeld", 1)
-        reason = f"held by its target's rate budget until {message.not_before}"
+        by = "its tenant's retry rate" if message.kind == MessageKind.RETRY else "its target's rate budget"
+        reason = f"held by {by} until {message.not_before}"
         return Claim(ClaimOutcome.WAITING, message, delivery, return_after_s=seconds, reason=reason)

@@ -19,7 +19,7 @@ from typing import Any
 
 from punctual.delivery.notifications import Notifier
 from punctual.delivery.targets.base import SlotContext, TargetInvoker, TargetResult, secrets_to_sign
-from punctual.dispatch.queues import DispatchMessage, QueuePort
+from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort
 from punctual.execution.after import AfterEffects
 from punctual.execution.budgets import BUDGET_PACE_MAX_S
 from punctual.execution.chain_ends import ChainEnds
@@ -319,7 +319,9 @@ class Worker:
             return secrets
         ctx = _context_of(job, execution, claim.cancel, secrets, lambda: self.heartbeat_if_due(claim))
         if claim.message.not_before:  # smoothed (else held_until is None: nothing to wait for)
-            self._wait_for_budget(claim.message.held_until, job, (execution.slot, execution.scheduled_at))
+            retry = claim.message.kind == MessageKind.RETRY  # held by its tenant's retry rate, not a target's
+            slot = (execution.slot, execution.scheduled_at)
+            self._wait_for_budget(claim.message.held_until, job, slot, paced=not retry)
         started = self.clock.now()
         try:
             result = self.invoker.invoke(job.target, job.payload, ctx)
@@ -340,7 +342,9 @@ class Worker:
             return TargetResult.retryable(summary(secrets))
         return secrets
 
-    def _wait_for_budget(self, instant: datetime | None, job: Job, slot: tuple[str, datetime]) -> None:
+    def _wait_for_budget(
+        self, instant: datetime | None, job: Job, slot: tuple[str, datetime], paced: bool = True
+    ) -> None:
         """A smoothed slot claimed before its instant (the claim returns a message to the queue
         to come back one to two seconds early): wait for the instant its target's rate budget
         gave it, so the call is never early (:mod:`punctual.dispatch.smoothing`).
@@ -349,10 +353,12 @@ class Worker:
         called at once either: it takes a new instant of its target's budget (its own, else the
         deployment's for its host), within its lateness (its own, else the deployment's), reserved
         like the poller's (:meth:`punctual.execution.budgets.WorkerBudgets.late_instant`), so late
-        messages of several workers do not reach the target together."""
+        messages of several workers do not reach the target together. Not ``paced``: a retry held by
+        its tenant's retry rate (:mod:`punctual.dispatch.polling.retry_pace`), which waits for its
+        instant and takes no new one."""
         if instant is None:
             return  # not smoothed, or signed but unreadable: the claim ran it at once too
-        rate = self.after.budgets.rate(job)
+        rate = self.after.budgets.rate(job) if paced else None
         if rate:
             instant = self.after.budgets.late_instant(job, slot, instant, rate, self.clock.now())
         wait_s = (instant - self.clock.now()).total_seconds()

@@ -111,6 +111,9 @@ class Settings(BaseModel):
     max_slots_per_minute_per_tenant: int = Field(default=60_000, ge=0)
     max_backfills_per_tenant: int = Field(default=10, ge=0)
     backfill_slots_per_minute_per_tenant: int = Field(default=600, ge=0)
+    # A tenant's retries released a second by all pollers together (punctual.dispatch.polling.retry_pace;
+    # 0: no limit): the quotas above count first attempts only.
+    max_retries_per_second_per_tenant: int = Field(default=100, ge=0)
     # POST /v1/job-batches: jobs of one batch registered at once (each one DynamoDB transaction).
     # Local mode and in-process tests use 1: moto's transactions are not safe side by side.
     api_batch_concurrency: int = Field(default=16, ge=1, le=64)
@@ -296,6 +299,7 @@ DEPLOYED: tuple[str, ...] = (
     "max_slots_per_minute_per_tenant",
     "max_backfills_per_tenant",
     "backfill_slots_per_minute_per_tenant",
+    "max_retries_per_second_per_tenant",
     "require_target_role",
     "execution_role_tag",
     "execution_role_prefix",

@@ -40,6 +40,9 @@ class PollerConfig:
     # backfilled slots sent a minute by all of them (0: no limit).
     max_backfills_per_tenant: int = 10
     backfill_slots_per_minute_per_tenant: int = 600
+    # A tenant's retries released a second, by all pollers together (punctual.dispatch.polling.retry_pace;
+    # 0: no limit).
+    max_retries_per_second_per_tenant: float = 100.0
     # The minute-load ledger (punctual.dispatch.load_forecast): a released slot of a near chain forecasts
     # the one a horizon on; a minute's head is its first burst_head_s seconds.
     burst_head_s: float = 10.0

@@ -63,6 +63,7 @@ from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
 from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, Pauses
 from punctual.dispatch.polling.resend import ResendWatch
+from punctual.dispatch.polling.retry_pace import DueRetry, PacedRetries, RetryPacer
 from punctual.dispatch.polling.unrun import (
     CalendarExclusions,
     UnrunSlots,
@@ -75,6 +76,7 @@ from punctual.dispatch.queues import (
     DispatchMessage,
     MessageKind,
     QueuePort,
+    QueueRouting,
     message_for,
     spec_of,
 )
@@ -203,6 +205,9 @@ class SlotReleaser:
         self.routing = config.routing
         self.ledger = SharedBudgetLedger(store, config.rate_budgets, metrics=metrics)
         self.overruns: OverrunSink = overruns or LoggedOverruns()
+        # A tenant's retries, at most its retry rate a second (punctual.dispatch.polling.retry_pace).
+        retry_rate = config.max_retries_per_second_per_tenant
+        self.retries = RetryPacer(self.ledger, retry_rate, config.layout, metrics)
         quota = BackfillQuota(
             store, config.max_backfills_per_tenant, config.backfill_slots_per_minute_per_tenant
         )
@@ -499,6 +504,7 @@ class SlotReleaser:
         keys = {(t.tenant, t.job_id, t.slot) for t in timers if t.kind is not TimerKind.ALERT}
         executions = self.store.batch_get_executions(keys) if keys else {}
         gone: list[tuple[Execution, Expect]] = []
+        retries: list[DueRetry] = []
         for timer in timers:
             job = jobs.get((timer.tenant, timer.job_id))
             execution = executions.get((timer.tenant, timer.job_id, timer.slot))
@@ -509,12 +515,17 @@ class SlotReleaser:
                 message = unclaimed_child(timer, job, execution, now)
             elif job is not None and job.state is not JobState.DELETED and execution is not None:
                 message = self._followup(timer, job, execution, now)
+                if message is not None and timer.kind is TimerKind.RETRY and self.retries.applies(execution):
+                    retries.append(DueRetry(timer, job, execution, message))  # placed below
+                    continue
             elif job is None and execution is not None and (end := ended_for_gone(timer, execution, now)):
                 gone.append(end)  # a deleted job's open slot: ended here, or it stayed open for good
             if message is None:
                 report.stale += 1
                 continue
             out.messages[self.queue_for(job)].append(message)  # type: ignore[arg-type]
+        if retries:
+            _add_paced(out, self.retries.pace(retries, now), self.routing)
         if gone:
             self.metrics.add("DeletedJobSlotsEnded", self.unrun.end_gone(gone))
 
@@ -553,6 +564,17 @@ class SlotReleaser:
             self.metrics.add("SlotsExcluded", report.excluded)
         for delay in report.fire_delays_ms:
             self.metrics.add("FireDelayMs", delay, "Milliseconds")
+
+
+def _add_paced(out: _Outgoing, paced: PacedRetries, routing: QueueRouting) -> None:
+    """A chunk's retries, placed on their tenants' retry rates: the messages it sends, and the
+    timers it writes again for those deferred (:mod:`punctual.dispatch.polling.retry_pace`)."""
+    for job, message in paced.messages:
+        out.messages[routing.queue_for(job)].append(message)
+    for job, timer in paced.deferred:
+        out.next_timers.append(timer)
+        if on_ecs_lane(job):  # ECS tasks ready for it, as for the timer it replaces
+            out.forecast.add_ecs_slot(timer.due)
 
 
 def unclaimed_child(
