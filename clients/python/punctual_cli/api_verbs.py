@@ -385,9 +385,7 @@ def _warn_duplicate_name(client: PunctualClient, job: Mapping[str, Any]) -> None
         return
     same: list[str] = []
     try:
-        for index, other in enumerate(client.iter_jobs()):
-            if index >= DUPLICATE_SCAN_JOBS:
-                break
+        for other in client.iter_jobs(limit=DUPLICATE_SCAN_JOBS):
             if other.get("name") == name and other.get("id") != job.get("id"):
                 same.append(str(other.get("id")))
     except ApiError:

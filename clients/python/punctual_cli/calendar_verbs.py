@@ -150,7 +150,11 @@ def _cmd_calendars_get(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_calendars_list(args: argparse.Namespace, out: TextIO) -> int:
-    page = api_client(args).list_calendars(args.limit, args.next_token)
+    client = api_client(args)
+    if args.all:
+        page = {"items": list(client.iter_calendars()), "next_token": None}
+    else:
+        page = client.list_calendars(args.limit, args.next_token)
 
     def human(p: Mapping[str, Any]) -> str:
         rows = [
@@ -270,6 +274,7 @@ def add_calendars(verbs: Any) -> None:
         "--limit", type=limit_arg, default=50, metavar="N", help="page size, 1-100 (default 50)"
     )
     listing.add_argument("--next-token", metavar="TOKEN")
+    listing.add_argument("--all", action="store_true", help="follow every page")
     listing.set_defaults(handler=guarded(_cmd_calendars_list))
 
     delete = sub.add_parser("delete", parents=[common], help="delete a calendar no job uses")

@@ -14,7 +14,7 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -235,15 +235,11 @@ class PunctualClient:
         page: dict[str, Any] = self.request("GET", "/v1/jobs", query=query).body
         return page
 
-    def iter_jobs(self, state: str | None = None, tag: str | None = None) -> Iterator[dict[str, Any]]:
-        """Every job, following ``next_token``."""
-        token: str | None = None
-        while True:
-            page = self.list_jobs(state, tag, 100, token)
-            yield from page["items"]
-            token = page.get("next_token")
-            if not token:
-                return
+    def iter_jobs(
+        self, state: str | None = None, tag: str | None = None, limit: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every job (at most ``limit``), following ``next_token`` until it is absent."""
+        return _items(lambda size, token: self.list_jobs(state, tag, size, token), limit)
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         job: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}").body
@@ -288,6 +284,13 @@ class PunctualClient:
         page: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}/executions", query=query).body
         return page
 
+    def iter_executions(
+        self, job_id: str, status: str | None = None, limit: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The job's executions, newest slot first (at most ``limit``), following ``next_token``
+        until it is absent (a page filtered by ``status`` may be short, even empty)."""
+        return _items(lambda size, token: self.list_executions(job_id, status, size, token), limit)
+
     def get_execution(self, job_id: str, slot: str) -> dict[str, Any]:
         execution: dict[str, Any] = self.request(
             "GET", f"/v1/jobs/{_seg(job_id)}/executions/{_seg(slot)}"
@@ -325,6 +328,10 @@ class PunctualClient:
         page: dict[str, Any] = self.request("GET", "/v1/calendars", query=query).body
         return page
 
+    def iter_calendars(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
+        """Every calendar (at most ``limit``), following ``next_token`` until it is absent."""
+        return _items(self.list_calendars, limit)
+
     def delete_calendar(self, name: str, if_match: int | None = None) -> None:
         self.request("DELETE", f"/v1/calendars/{_seg(name)}", headers=_if(if_match))
 
@@ -358,6 +365,26 @@ class PunctualClient:
         query = {"expression": expression, "timezone": timezone, "count": count}
         preview: dict[str, Any] = self.request("GET", "/v1/schedules/preview", query=query).body
         return preview
+
+
+PAGE_SIZE = 100  # the most a page of any listing holds
+
+
+def _items(fetch: Callable[[int, str | None], dict[str, Any]], limit: int | None) -> Iterator[dict[str, Any]]:
+    """The items of the pages ``fetch(size, next_token)`` answers, until there is no ``next_token``
+    or ``limit`` items were given (None: no limit)."""
+    if limit is not None and limit < 0:
+        raise ClientInputError(f"limit must not be negative, got {limit}")
+    given, token = 0, None
+    while limit is None or given < limit:
+        size = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - given)
+        page = fetch(size, token)
+        for item in page["items"][: None if limit is None else limit - given]:
+            given += 1
+            yield item
+        token = page.get("next_token")
+        if not token:
+            return
 
 
 _HEADER_SOURCES = {
