@@ -6,6 +6,7 @@ on a free port (local mode: the tenant comes from ``X-Punctual-Tenant``), over m
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,8 +21,9 @@ from api_harness import api as api  # the fixture
 from local.api_gateway import LocalApiServer
 from punctual.api import wiring
 from punctual.models import AttemptRecord, Execution, ExecutionStatus
-from punctual_cli import cli
+from punctual_cli import cli, verb_kit
 from punctual_cli.client import PunctualClient
+from punctual_cli.retries import RetryPolicy
 
 
 @dataclass
@@ -301,12 +303,17 @@ def test_tenant_flag_separates_tenants_in_local_mode(
     assert run(capsys, "jobs", "get", job["id"])[0] == 1  # tenant "default"
 
 
-def test_endpoint_flag_and_unreachable_api(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+def test_endpoint_flag_and_unreachable_api(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert run(capsys, "jobs", "list", "--endpoint", served.url)[0] == 0
+    waits: list[float] = []
+    policy = RetryPolicy(sleep=waits.append, clock=lambda: sum(waits))
+    monkeypatch.setattr(verb_kit, "PunctualClient", functools.partial(PunctualClient, retry=policy))
 
     code, _, err = run(capsys, "jobs", "list", "--endpoint", "http://127.0.0.1:9")
 
-    assert code == 1
+    assert code == 1 and len(waits) == 3  # a read is tried again before the command gives up
     assert err.startswith("punctual: error: cannot reach http://127.0.0.1:9")
 
 

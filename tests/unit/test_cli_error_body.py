@@ -12,6 +12,7 @@ import pytest
 
 from punctual_cli import client as client_module
 from punctual_cli.client import ApiError, PunctualClient
+from punctual_cli.retries import RetryPolicy
 
 
 class _CutShort(io.BytesIO):
@@ -24,7 +25,7 @@ def test_an_error_whose_body_times_out_is_an_api_error(monkeypatch: pytest.Monke
         raise urllib.error.HTTPError(request.full_url, 503, "Service Unavailable", Message(), _CutShort())
 
     monkeypatch.setattr(client_module._OPENER, "open", failing)
-    api = PunctualClient("http://127.0.0.1:9", tenant="t")
+    api = PunctualClient("http://127.0.0.1:9", tenant="t", retry=RetryPolicy(max_attempts=1))
     with pytest.raises(ApiError) as raised:
         api.get_job("j")
     assert raised.value.status == 503

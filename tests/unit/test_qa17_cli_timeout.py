@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from punctual_cli.client import ApiError, PunctualClient
+from punctual_cli.retries import RetryPolicy
 
 
 @pytest.fixture
@@ -63,4 +64,5 @@ def test_a_refused_connection_is_still_cannot_reach() -> None:
     port = probe.getsockname()[1]
     probe.close()  # nothing listens there now
     with pytest.raises(ApiError, match="cannot reach"):
-        PunctualClient(endpoint=f"http://127.0.0.1:{port}", timeout_s=0.3).get_job("x")
+        once = RetryPolicy(max_attempts=1)  # (a GET is tried again: tests/integration/test_client_retries.py)
+        PunctualClient(endpoint=f"http://127.0.0.1:{port}", timeout_s=0.3, retry=once).get_job("x")

@@ -11,6 +11,7 @@ for invalid input (400, 413, 415, 422), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -24,6 +25,7 @@ from punctual.models.targets import target_arn
 from punctual.timing.timers import SLOT_KEY_RE
 from punctual_cli.calendar_verbs import add_backfill_action, add_backfills, add_calendars
 from punctual_cli.client import ApiError, PunctualClient
+from punctual_cli.retries import RetryPolicy
 from punctual_cli.verb_kit import (
     CliInputError,
     api_client,
@@ -384,8 +386,9 @@ def _warn_duplicate_name(client: PunctualClient, job: Mapping[str, Any]) -> None
     if not name:
         return
     same: list[str] = []
+    once = dataclasses.replace(client, retry=RetryPolicy(max_attempts=1))  # no wait for a courtesy
     try:
-        for other in client.iter_jobs(limit=DUPLICATE_SCAN_JOBS):
+        for other in once.iter_jobs(limit=DUPLICATE_SCAN_JOBS):
             if other.get("name") == name and other.get("id") != job.get("id"):
                 same.append(str(other.get("id")))
     except ApiError:

@@ -4,12 +4,15 @@ Requests to an API Gateway endpoint (``https://<id>.execute-api.<region>.amazona
 are signed with SigV4 (service ``execute-api``) from the standard AWS credential chain;
 ``sign=True`` forces signing for a custom domain. Local mode needs no signature: its
 tenant comes from ``X-Punctual-Tenant``. Errors are :class:`ApiError` carrying the
-problem details the API answered.
+problem details the API answered. A 429 or 503 (nothing was done), and no answer at all to a
+request that can be repeated, are tried again as :class:`~punctual_cli.retries.RetryPolicy`
+says (``retry=RetryPolicy(max_attempts=1)``: never).
 """
 
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import re
 import urllib.error
@@ -18,6 +21,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
+
+from punctual_cli.retries import RETRIED_STATUSES, RetryPolicy, repeatable, retry_after
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 _REGION = re.compile(r"[A-Za-z0-9-]{1,64}")
@@ -41,12 +46,22 @@ class ApiError(Exception):
         The HTTP status (0: no answer).
     problem : dict
         The RFC 9457 problem details (``title``, ``detail``, ``errors`` ...), as far as given.
+    headers : dict
+        The answer's headers (none when there was no answer).
     """
 
-    def __init__(self, status: int, problem: Mapping[str, Any]) -> None:
+    def __init__(
+        self, status: int, problem: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> None:
         self.status = status
         self.problem = dict(problem)
+        self.headers = dict(headers or {})
         super().__init__(self.summary())
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The seconds the answer's ``Retry-After`` asks to wait (None: it gave none)."""
+        return retry_after(self.headers)
 
     @property
     def errors(self) -> list[dict[str, str]]:
@@ -59,6 +74,11 @@ class ApiError(Exception):
         detail = self.problem.get("detail")
         head = f"{self.status} {title}" if self.status else str(title)
         return f"{head}: {detail}" if detail and detail != title else head
+
+
+class UnansweredError(ApiError):
+    """The request got no answer: the connection failed, or no answer came in time (it may have
+    been done)."""
 
 
 @dataclass
@@ -84,6 +104,9 @@ class PunctualClient:
         Local mode only: sent as ``X-Punctual-Tenant``.
     timeout_s
         Socket timeout per request.
+    retry
+        When a request is sent again (429, 503; no answer to one that can be repeated): see
+        :mod:`punctual_cli.retries`. ``RetryPolicy(max_attempts=1)`` never retries.
     """
 
     endpoint: str = DEFAULT_ENDPOINT
@@ -91,6 +114,7 @@ class PunctualClient:
     region: str | None = None
     tenant: str | None = None
     timeout_s: float = 30.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     _credentials: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -159,7 +183,8 @@ class PunctualClient:
         query: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Reply:
-        """Send one request; return the reply, or raise :class:`ApiError` for a 4xx/5xx."""
+        """Send one request (again as :attr:`retry` says); return the reply, or raise
+        :class:`ApiError` for a 4xx/5xx, :class:`UnansweredError` when there was no answer."""
         params = {k: v for k, v in (query or {}).items() if v is not None}
         for key, value in params.items():
             _check_text(f"the query parameter {key}", str(value))
@@ -178,10 +203,39 @@ class PunctualClient:
             sent["X-Punctual-Tenant"] = self.tenant
         for name, value in sent.items():  # checked before anything is sent or signed
             check_header_value(name, value)
-        if self.sign:
-            sent = self._signed_headers(method, url, data, sent)
-            for name, value in sent.items():  # what the signature added (credentials from the environment)
-                check_header_value(name, value)
+        began = self.retry.clock()
+        for attempt in itertools.count(1):
+            signed = sent
+            if self.sign:  # each try signed anew: a signature is good for minutes only
+                signed = self._signed_headers(method, url, data, sent)
+                for name, value in signed.items():  # what the signature added (from the environment)
+                    check_header_value(name, value)
+            try:
+                return self._send(method, url, data, signed)
+            except ApiError as exc:
+                wait = self._retry_wait(exc, method, sent, attempt, began)
+                if wait is None:
+                    raise
+            self.retry.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _retry_wait(
+        self, exc: ApiError, method: str, headers: Mapping[str, str], attempt: int, began: float
+    ) -> float | None:
+        """How long to wait before sending the request again after ``exc`` (None: not again)."""
+        policy = self.retry
+        if attempt >= policy.max_attempts:
+            return None
+        if exc.status in RETRIED_STATUSES:  # nothing was done: any method
+            asked = exc.retry_after_s
+        elif isinstance(exc, UnansweredError) and repeatable(method, headers):
+            asked = None
+        else:
+            return None
+        wait = asked if asked is not None else policy.backoff(attempt - 1)
+        return wait if policy.clock() - began + wait <= policy.deadline_s else None
+
+    def _send(self, method: str, url: str, data: bytes | None, sent: dict[str, str]) -> Reply:
         request = urllib.request.Request(url, data=data, headers=sent, method=method)
         try:
             with _OPENER.open(request, timeout=self.timeout_s) as response:
@@ -203,15 +257,19 @@ class PunctualClient:
             problem = (
                 parsed if isinstance(parsed, dict) else {"title": exc.reason, "detail": str(parsed or "")}
             )
-            raise ApiError(exc.code, problem) from None
+            raise ApiError(exc.code, problem, dict(exc.headers.items())) from None
         except TimeoutError:  # connected and sent; no answer in time (a connect timeout is a URLError)
             # (QA17: "cannot reach", as a refused connection, while a create may have been made)
             detail = f"no answer in {self.timeout_s:g} s; the request was sent and may have been done"
-            raise ApiError(0, {"title": f"{_shown(self.endpoint)} timed out", "detail": detail}) from None
+            raise UnansweredError(
+                0, {"title": f"{_shown(self.endpoint)} timed out", "detail": detail}
+            ) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             detail = str(reason) or type(reason).__name__
-            raise ApiError(0, {"title": f"cannot reach {_shown(self.endpoint)}", "detail": detail}) from None
+            raise UnansweredError(
+                0, {"title": f"cannot reach {_shown(self.endpoint)}", "detail": detail}
+            ) from None
         if isinstance(reply.body, str) or (method == "GET" and not isinstance(reply.body, dict)):
             # (QA: an "internal error" of the command); every read of the API answers an object
             raise self._not_the_api(reply.status, str(reply.body))

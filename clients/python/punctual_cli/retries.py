@@ -1,0 +1,92 @@
+"""When :class:`~punctual_cli.client.PunctualClient` sends a request again (standard library only).
+
+The API answers 429 (the tenant's request quota) and 503 (storage shedding load, another request
+on the same items) having done nothing, with ``Retry-After`` saying when to come back
+(docs/api.md): such a request is sent again, whatever its method. A request that got no answer
+(a refused or reset connection, no answer in time) may have been done: it is sent again only
+when doing it twice is doing it once (``GET``, ``HEAD``, ``PUT``, ``DELETE``, and a ``POST``
+with an ``Idempotency-Key``). No other error is retried (a 4xx is the request's own fault).
+
+The wait is ``Retry-After`` (delay seconds, or an HTTP date read against the answer's ``Date``,
+the server's clock), else capped exponential backoff with full jitter; never past the policy's
+total deadline: a wait that would end after it is not made, and the last error is raised.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+RETRIED_STATUSES = frozenset({429, 503})
+_REPEATABLE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long a request is tried.
+
+    Parameters
+    ----------
+    max_attempts
+        Tries of one request in all (1: never sent again).
+    deadline_s
+        No wait ends later than this many seconds after the first try began.
+    base_s, cap_s
+        Backoff without ``Retry-After``: a random wait up to ``min(cap_s, base_s * 2**n)``
+        before the n-th retry (n from 0).
+    sleep, clock, rand
+        Waiting, a monotonic clock (seconds) and a random number in [0, 1): tests pass their own.
+    """
+
+    max_attempts: int = 4
+    deadline_s: float = 60.0
+    base_s: float = 0.5
+    cap_s: float = 20.0
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+    rand: Callable[[], float] = field(default=random.random, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if min(self.deadline_s, self.base_s, self.cap_s) < 0:
+            raise ValueError("deadline_s, base_s and cap_s must not be negative")
+
+    def backoff(self, retry: int) -> float:
+        """The wait before retry number ``retry`` (0 for the first) when none was asked for."""
+        return self.rand() * min(self.cap_s, self.base_s * 2.0 ** min(retry, 64))
+
+
+def repeatable(method: str, headers: Mapping[str, str]) -> bool:
+    """Whether sending the request twice does what sending it once does."""
+    keyed = any(name.lower() == "idempotency-key" and value for name, value in headers.items())
+    return method.upper() in _REPEATABLE_METHODS or (method.upper() == "POST" and keyed)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The seconds an answer's ``Retry-After`` asks to wait (None: absent or unreadable).
+
+    An HTTP date is counted from the answer's ``Date`` (the server's clock: the client's may be
+    off), else from this machine's clock; a date past is no wait.
+    """
+    found = {name.lower(): value for name, value in headers.items()}
+    value = (found.get("retry-after") or "").strip()
+    if value.isascii() and value.isdigit():
+        return float(value)  # (any number of digits: a huge one is inf, past every deadline)
+    when = _http_date(value)
+    if when is None:
+        return None
+    now = _http_date(found.get("date") or "") or datetime.now(UTC)
+    return max((when - now).total_seconds(), 0.0)
+
+
+def _http_date(text: str) -> datetime | None:
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

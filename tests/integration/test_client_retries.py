@@ -1,0 +1,218 @@
+"""QA22: :class:`PunctualClient` (and the ``punctual`` command on it) sends again what the API
+answered 429 or 503 for (nothing was done, ``Retry-After`` says when), and what got no answer when
+that can be repeated; nothing else. Against the API handler served on loopback (the fixtures of
+test_cli_api.py); the waits are a fake clock's, never slept.
+
+It retried nothing: a script hitting the tenant's request quota (the API's 429 with
+``Retry-After``) or a moment of DynamoDB throttling (503, "retry shortly") failed at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import pytest
+from api_harness import api as api  # the fixture
+from test_cli_api import Served, create, run
+from test_cli_api import served as served  # the fixture
+
+from punctual.api import wiring
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.settings import Settings
+from punctual_cli import verb_kit
+from punctual_cli.client import ApiError, PunctualClient, UnansweredError
+from punctual_cli.retries import RetryPolicy, retry_after
+
+START = datetime(2026, 12, 6, 10, 0, 30, tzinfo=UTC)  # half a minute into the quota's window
+
+
+class FakeTime:
+    """The client's sleeper and monotonic clock; a sleep moves the API's clock as far."""
+
+    def __init__(self, api_clock: ManualClock | None = None) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+        self.api_clock = api_clock
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        if self.api_clock is not None:
+            self.api_clock.advance(seconds)
+
+    def policy(self, **overrides: Any) -> RetryPolicy:
+        return RetryPolicy(
+            **{"sleep": self.sleep, "clock": lambda: self.now, "rand": lambda: 0.5, **overrides}
+        )
+
+
+def _quota(served: Served, monkeypatch: pytest.MonkeyPatch, per_minute: int) -> ManualClock:
+    """The API with a request quota of ``per_minute`` and a clock of its own, at START."""
+    monkeypatch.setenv("PUNCTUAL_API_REQUESTS_PER_MINUTE_PER_TENANT", str(per_minute))
+    clock = ManualClock(START)
+    wiring.use_services(
+        wiring.build_services(Settings.from_env(), served.api.dynamodb, served.api.sqs, clock=clock)
+    )
+    return clock
+
+
+def _answer_first(served: Served, monkeypatch: pytest.MonkeyPatch, *answers: dict[str, Any]) -> None:
+    """The API answers ``answers`` (Lambda proxy replies) to the first requests, then itself."""
+    handler = served.api.handler
+    real, left = handler.handler, list(answers)
+
+    def flaky(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if left:
+            return left.pop(0)
+        reply: dict[str, Any] = real(event, context)
+        return reply
+
+    monkeypatch.setattr(handler, "handler", flaky)
+
+
+def _busy(**headers: str) -> dict[str, Any]:
+    body = (
+        '{"title": "Service busy", "status": 503, "detail": "storage is throttling requests; retry shortly"}'
+    )
+    return {
+        "statusCode": 503,
+        "headers": {"Content-Type": "application/problem+json", **headers},
+        "body": body,
+    }
+
+
+def test_a_429_is_sent_again_after_its_retry_after(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a tenant that used its quota of the minute
+    fake = FakeTime(_quota(served, monkeypatch, 2))
+    client = PunctualClient(endpoint=served.url, retry=fake.policy())
+    client.list_jobs()
+    client.list_jobs()
+    # When it asks again, the API answers 429 with Retry-After: the rest of the minute (30 s)
+    page = client.list_jobs()
+    # Then the client waited that long and the request went through in the next minute
+    assert page["items"] == [] and fake.slept == [30.0]
+    assert [e["httpMethod"] for e in served.events] == ["GET"] * 4
+
+
+def test_a_wait_past_the_deadline_is_not_made(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeTime(_quota(served, monkeypatch, 1))
+    client = PunctualClient(endpoint=served.url, retry=fake.policy(deadline_s=20))
+    client.list_jobs()
+    with pytest.raises(ApiError) as caught:
+        client.list_jobs()  # Retry-After: 30, past the 20 s deadline: the 429 at once
+    assert caught.value.status == 429 and caught.value.retry_after_s == 30.0 and fake.slept == []
+
+
+def test_a_503_without_retry_after_backs_off_and_a_create_is_made_once(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an API that sheds load twice (503, nothing done, no Retry-After)
+    _answer_first(served, monkeypatch, _busy(), _busy())
+    fake = FakeTime()
+    client = PunctualClient(endpoint=served.url, retry=fake.policy())
+    # When a job is created (a POST without an Idempotency-Key: a 503 did nothing)
+    job = client.create_job(
+        {"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://x.example"}}
+    )
+    # Then it was sent three times, after backoff with jitter (half of 0.5 s, then of 1 s), once made
+    assert fake.slept == [0.25, 0.5]
+    assert [j["id"] for j in client.iter_jobs()] == [job["id"]]
+
+
+def test_retry_after_as_an_http_date_counts_from_the_answers_date(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The API's Date is when it answered; this machine's clock may be far off it
+    assert (
+        retry_after({"Retry-After": "Sun, 06 Dec 2026 10:00:07 GMT", "Date": "Sun, 06 Dec 2026 10:00:00 GMT"})
+        == 7
+    )
+    assert (
+        retry_after({"retry-after": "Sun, 06 Dec 2026 09:00:00 GMT", "date": "Sun, 06 Dec 2026 10:00:00 GMT"})
+        == 0
+    )
+    assert retry_after({"Retry-After": "soon"}) is None and retry_after({"Retry-After": "9" * 400}) == float(
+        "inf"
+    )
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=7), usegmt=True)
+    _answer_first(served, monkeypatch, _busy(**{"Retry-After": later}))
+    fake = FakeTime()
+    assert PunctualClient(endpoint=served.url, retry=fake.policy()).list_calendars()["items"] == []
+    assert len(fake.slept) == 1 and 5 <= fake.slept[0] <= 7, fake.slept
+
+
+@pytest.mark.parametrize(
+    ("status", "title"),
+    [(404, "Not found"), (409, "Conflict"), (412, "Precondition failed"), (422, "Invalid")],
+)
+def test_no_other_4xx_is_retried(
+    served: Served, monkeypatch: pytest.MonkeyPatch, status: int, title: str
+) -> None:
+    body = f'{{"title": "{title}", "status": {status}}}'
+    answer = {"statusCode": status, "headers": {"Retry-After": "1"}, "body": body}
+    _answer_first(served, monkeypatch, answer)
+    fake = FakeTime()
+    with pytest.raises(ApiError) as caught:
+        PunctualClient(endpoint=served.url, retry=fake.policy()).get_job("any")
+    assert caught.value.status == status and fake.slept == [] and len(served.events) == 1
+
+
+def _closed_port() -> str:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    return f"http://127.0.0.1:{port}"
+
+
+def test_no_answer_is_retried_only_for_what_can_be_repeated() -> None:
+    endpoint, spec = _closed_port(), {"schedule": "rate(1 hour)", "target": {"type": "sqs", "queue_arn": "x"}}
+    calls = {
+        "GET": (lambda c: c.get_job("j"), 3),
+        "PUT": (lambda c: c.replace_job("j", spec), 3),
+        "DELETE": (lambda c: c.delete_job("j"), 3),
+        "POST with an Idempotency-Key": (lambda c: c.create_job(spec, idempotency_key="k1"), 3),
+        "POST without": (lambda c: c.create_job(spec), 0),  # it may have been done: not again
+        "pause (a POST)": (lambda c: c.pause_job("j"), 0),
+    }
+    for name, (call, retries) in calls.items():
+        fake = FakeTime()
+        with pytest.raises(UnansweredError, match="cannot reach"):
+            call(PunctualClient(endpoint=endpoint, timeout_s=1, retry=fake.policy()))
+        assert fake.slept == [0.25, 0.5, 1.0][:retries], name
+    never = FakeTime()
+    with pytest.raises(UnansweredError):
+        PunctualClient(endpoint=endpoint, retry=never.policy(max_attempts=1)).get_job("j")
+    assert never.slept == []
+
+
+def test_the_command_retries_then_exits_as_documented(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeTime(_quota(served, monkeypatch, 1))
+    monkeypatch.setattr(verb_kit, "PunctualClient", functools.partial(PunctualClient, retry=fake.policy()))
+    job = create(capsys, "--no-name-check")  # the minute's one request
+    # Over the quota: waited for the next minute, done (exit 0)
+    code, out, err = run(capsys, "jobs", "get", job["id"], "-o", "json")
+    assert code == 0 and err == "" and fake.slept == [30.0]
+    # Over it through every try (the next minute's is past the deadline): exit 1, one line, the 429
+    monkeypatch.setattr(
+        verb_kit, "PunctualClient", functools.partial(PunctualClient, retry=fake.policy(deadline_s=5))
+    )
+    code, out, err = run(capsys, "jobs", "get", job["id"])
+    assert code == 1 and out == "" and err.count("\n") == 1 and err.startswith("punctual: error: 429 "), err
+
+
+def test_the_duplicate_name_check_after_a_create_does_not_wait(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The job is made; the courtesy check's list is over the quota: no wait for it, exit 0
+    fake = FakeTime(_quota(served, monkeypatch, 1))
+    monkeypatch.setattr(verb_kit, "PunctualClient", functools.partial(PunctualClient, retry=fake.policy()))
+    code, out, err = run(capsys, "jobs", "create", "--schedule", "rate(1 hour)", "--name", "n",
+                         "--http-url", "https://x.example.com")  # fmt: skip
+    assert code == 0 and out.startswith("created job ") and err == "" and fake.slept == [], err
