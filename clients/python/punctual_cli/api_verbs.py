@@ -457,6 +457,21 @@ def _cmd_jobs_delete(args: argparse.Namespace, out: TextIO) -> int:
     return emit(args, out, {"id": args.job_id, "deleted": True}, lambda d: f"deleted job {d['id']}\n")
 
 
+def _cmd_jobs_rotate_secret(args: argparse.Namespace, out: TextIO) -> int:
+    job = api_client(args).rotate_secret(args.job_id, args.drop_previous, args.if_match)
+
+    def human(j: Mapping[str, Any]) -> str:
+        if not j.get("signing_secret"):
+            return f"job {j['id']}: only its current signing secret signs now (version {j['version']})\n"
+        return (
+            f"job {j['id']} has a new signing secret (version {j['version']}); the previous one signs"
+            " too until the next rotation or --drop-previous\n"
+            f"webhook signing secret (shown once, store it now):\n  {j['signing_secret']}\n"
+        )
+
+    return emit(args, out, job, human)
+
+
 def _cmd_jobs_trigger(args: argparse.Namespace, out: TextIO) -> int:
     accepted = api_client(args).trigger_job(args.job_id, args.idempotency_key)
     return emit(
@@ -548,7 +563,7 @@ def _spec_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_jobs(verbs: Any) -> None:
-    """``punctual jobs create|list|get|update|pause|resume|delete|trigger|alerts|upcoming``."""
+    """``punctual jobs create|list|get|update|pause|resume|delete|rotate-secret|trigger|alerts|upcoming``."""
     common = common_options()
     jobs = verbs.add_parser("jobs", help="register, inspect and change jobs through the API")
     sub = jobs.add_subparsers(dest="jobs_command", metavar="ACTION", parser_class=type(jobs))
@@ -603,6 +618,18 @@ def add_jobs(verbs: Any) -> None:
     delete.add_argument("job_id", metavar="JOB", type=job_id_arg)
     delete.add_argument("--if-match", type=version_arg("job"), metavar="VERSION")
     delete.set_defaults(handler=guarded(_cmd_jobs_delete))
+
+    rotate = sub.add_parser(
+        "rotate-secret", parents=[common], help="give a webhook job a new signing secret (shown once)"
+    )
+    rotate.add_argument("job_id", metavar="JOB", type=job_id_arg)
+    rotate.add_argument(
+        "--drop-previous",
+        action="store_true",
+        help="make no new secret: end the previous one's signing (after receivers have the new one)",
+    )
+    rotate.add_argument("--if-match", type=version_arg("job"), metavar="VERSION")
+    rotate.set_defaults(handler=guarded(_cmd_jobs_rotate_secret))
 
     trigger = sub.add_parser("trigger", parents=[common], help="run a job now")
     trigger.add_argument("job_id", metavar="JOB", type=job_id_arg)

@@ -326,6 +326,18 @@ class PunctualClient:
         ).body
         return job
 
+    def rotate_secret(
+        self, job_id: str, drop_previous: bool = False, if_match: int | None = None
+    ) -> dict[str, Any]:
+        """A new webhook signing secret (in the reply's ``signing_secret``, shown once); the previous
+        one signs too until the next rotation. ``drop_previous``: only end the previous one's
+        signing (no new secret: ``signing_secret`` is null)."""
+        query = {"drop_previous": "true"} if drop_previous else None
+        job: dict[str, Any] = self.request(
+            "POST", f"/v1/jobs/{_seg(job_id)}/rotate-secret", query=query, headers=_if(if_match)
+        ).body
+        return job
+
     def trigger_job(self, job_id: str, idempotency_key: str | None = None) -> dict[str, Any]:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         accepted: dict[str, Any] = self.request(
