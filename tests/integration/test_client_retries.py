@@ -216,3 +216,38 @@ def test_the_duplicate_name_check_after_a_create_does_not_wait(
     code, out, err = run(capsys, "jobs", "create", "--schedule", "rate(1 hour)", "--name", "n",
                          "--http-url", "https://x.example.com")  # fmt: skip
     assert code == 0 and out.startswith("created job ") and err == "" and fake.slept == [], err
+
+
+def _lose_first_answer(served: Served, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    """The API does the first ``method`` request, and its answer is lost (the connection drops)."""
+    handler = served.api.handler
+    real, lost = handler.handler, []
+
+    def dropping(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        reply: dict[str, Any] = real(event, context)
+        if event["httpMethod"] == method and not lost:
+            lost.append(reply)
+            raise ConnectionResetError("the answer is lost")
+        return reply
+
+    monkeypatch.setattr(handler, "handler", dropping)
+
+
+def test_an_update_whose_answer_was_lost_is_not_sent_again(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sent again, a guarded PUT that was done is a 412 (and a DELETE a 404): a change "made
+    # meanwhile" that is the request's own; what was sent and not answered is said as such
+    job = create(capsys, "--no-name-check")
+    _lose_first_answer(served, monkeypatch, "PUT")
+    fake = FakeTime()
+    client = PunctualClient(endpoint=served.url, retry=fake.policy())
+    spec = {**client.get_job(job["id"]), "description": "changed"}
+    with pytest.raises(UnansweredError) as caught:
+        client.replace_job(job["id"], spec, if_match=job["version"])
+    assert caught.value.status == 0 and fake.slept == [] and "may have been done" in str(caught.value)
+    assert "cannot reach" not in str(caught.value)
+    assert client.get_job(job["id"])["description"] == "changed"  # it was done
+    # A read whose answer was lost is read again
+    _lose_first_answer(served, monkeypatch, "GET")
+    assert client.get_job(job["id"])["id"] == job["id"] and fake.slept == [0.25]

@@ -77,8 +77,12 @@ class ApiError(Exception):
 
 
 class UnansweredError(ApiError):
-    """The request got no answer: the connection failed, or no answer came in time (it may have
-    been done)."""
+    """The request got no answer: the connection failed (``sent`` False), or the request was sent
+    and no answer came in time or the connection dropped (``sent`` True: it may have been done)."""
+
+    def __init__(self, problem: Mapping[str, Any], sent: bool) -> None:
+        super().__init__(0, problem)
+        self.sent = sent
 
 
 @dataclass
@@ -228,7 +232,7 @@ class PunctualClient:
             return None
         if exc.status in RETRIED_STATUSES:  # nothing was done: any method
             asked = exc.retry_after_s
-        elif isinstance(exc, UnansweredError) and repeatable(method, headers):
+        elif isinstance(exc, UnansweredError) and repeatable(method, headers, exc.sent):
             asked = None
         else:
             return None
@@ -261,15 +265,20 @@ class PunctualClient:
         except TimeoutError:  # connected and sent; no answer in time (a connect timeout is a URLError)
             # (QA17: "cannot reach", as a refused connection, while a create may have been made)
             detail = f"no answer in {self.timeout_s:g} s; the request was sent and may have been done"
-            raise UnansweredError(
-                0, {"title": f"{_shown(self.endpoint)} timed out", "detail": detail}
-            ) from None
+            problem = {"title": f"{_shown(self.endpoint)} timed out", "detail": detail}
+            raise UnansweredError(problem, sent=True) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             detail = str(reason) or type(reason).__name__
-            raise UnansweredError(
-                0, {"title": f"cannot reach {_shown(self.endpoint)}", "detail": detail}
-            ) from None
+            # urllib wraps in a URLError what fails before the answer is awaited (connect, DNS, send)
+            reached = not isinstance(exc, urllib.error.URLError)
+            problem = {"title": f"cannot reach {_shown(self.endpoint)}", "detail": detail}
+            if reached:  # (as a timeout: not "cannot reach" for what the API may have done)
+                problem = {
+                    "title": f"{_shown(self.endpoint)} gave no answer",
+                    "detail": f"{detail}; the request was sent and may have been done",
+                }
+            raise UnansweredError(problem, sent=reached) from None
         if isinstance(reply.body, str) or (method == "GET" and not isinstance(reply.body, dict)):
             # (QA: an "internal error" of the command); every read of the API answers an object
             raise self._not_the_api(reply.status, str(reply.body))

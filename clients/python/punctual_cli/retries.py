@@ -3,9 +3,11 @@
 The API answers 429 (the tenant's request quota) and 503 (storage shedding load, another request
 on the same items) having done nothing, with ``Retry-After`` saying when to come back
 (docs/api.md): such a request is sent again, whatever its method. A request that got no answer
-(a refused or reset connection, no answer in time) may have been done: it is sent again only
-when doing it twice is doing it once (``GET``, ``HEAD``, ``PUT``, ``DELETE``, and a ``POST``
-with an ``Idempotency-Key``). No other error is retried (a 4xx is the request's own fault).
+is sent again only when doing it twice is doing it once: a ``GET``, ``HEAD``, or a ``POST`` with
+an ``Idempotency-Key``; a ``PUT`` or ``DELETE`` too when it never reached the API (the connection
+failed), but not once sent (no answer in time, a connection dropped after): it may have been
+done, and done again it is a 412 or 404 that says otherwise. No other error is retried (a 4xx is
+the request's own fault).
 
 The wait is ``Retry-After`` (delay seconds, or an HTTP date read against the answer's ``Date``,
 the server's clock), else capped exponential backoff with full jitter; never past the policy's
@@ -22,7 +24,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 RETRIED_STATUSES = frozenset({429, 503})
-_REPEATABLE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
+_UNSENT_METHODS = _SAFE_METHODS | {"PUT", "DELETE"}  # idempotent, but not to be told so twice
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,12 @@ class RetryPolicy:
         return self.rand() * min(self.cap_s, self.base_s * 2.0 ** min(retry, 64))
 
 
-def repeatable(method: str, headers: Mapping[str, str]) -> bool:
-    """Whether sending the request twice does what sending it once does."""
+def repeatable(method: str, headers: Mapping[str, str], sent: bool) -> bool:
+    """Whether a request that got no answer may be sent again; ``sent``: it reached the API."""
     keyed = any(name.lower() == "idempotency-key" and value for name, value in headers.items())
-    return method.upper() in _REPEATABLE_METHODS or (method.upper() == "POST" and keyed)
+    return method.upper() in (_SAFE_METHODS if sent else _UNSENT_METHODS) or (
+        method.upper() == "POST" and keyed
+    )
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
