@@ -17,7 +17,7 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -295,6 +295,21 @@ class PunctualClient:
         job: dict[str, Any] = self.request("POST", "/v1/jobs", dict(spec), headers=headers).body
         return job
 
+    def create_job_at(self, job_id: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the job at ``job_id`` (``PUT`` with ``If-None-Match: *``): 412 when the id is taken."""
+        headers = {"If-None-Match": "*"}
+        job: dict[str, Any] = self.request(
+            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=headers
+        ).body
+        return job
+
+    def create_job_batch(self, jobs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        """Up to 500 jobs, ``{id: spec}``, in one request: ``{results, created, exists, failed}``,
+        each validated on its own; repeated, it makes only the ids not made yet (``exists``)."""
+        body = {"jobs": [{"id": job_id, "job": dict(spec)} for job_id, spec in jobs.items()]}
+        reply: dict[str, Any] = self.request("POST", "/v1/job-batches", body).body
+        return reply
+
     def list_jobs(
         self, state: str | None = None, tag: str | None = None, limit: int = 50, next_token: str | None = None
     ) -> dict[str, Any]:
@@ -440,8 +455,22 @@ class PunctualClient:
         ).body
         return backfill
 
-    def preview(self, expression: str, timezone: str = "UTC", count: int = 5) -> dict[str, Any]:
-        query = {"expression": expression, "timezone": timezone, "count": count}
+    def preview(
+        self,
+        expression: str,
+        timezone: str = "UTC",
+        count: int = 5,
+        after: str | None = None,
+        calendars: Sequence[str] = (),
+        show_excluded: bool = False,
+    ) -> dict[str, Any]:
+        """The next slots of ``expression`` after ``after`` (RFC 3339; default now), passing over
+        the days of the caller's ``calendars`` (with ``show_excluded``: listing those passed over)."""
+        query = {"expression": expression, "timezone": timezone, "count": count, "after": after}
+        if calendars:
+            query["calendars"] = ",".join(calendars)
+        if show_excluded:
+            query["show_excluded"] = "true"
         preview: dict[str, Any] = self.request("GET", "/v1/schedules/preview", query=query).body
         return preview
 
