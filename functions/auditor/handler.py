@@ -25,7 +25,7 @@ STOP_BEFORE_TIMEOUT_MS = 20_000
 @tracer.capture_lambda_handler
 @log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    request = AuditEvent.model_validate(event)
+    request = AuditEvent.parse(event)
     if request.enrol_segment is not None:
         store = container().store
         enrolled = store.enrol_for_audit(request.enrol_segment, request.enrol_segments)

@@ -102,6 +102,30 @@ def test_the_enrolment_event_enrols_jobs_stored_before_the_index(deployment) -> 
     assert handler({"enrol_segment": 0, "enrol_segments": 1}, FakeContext())["enrolled"] == 0
 
 
+@pytest.mark.parametrize(
+    ("event", "named"),
+    [
+        ({"enrol_segment": 4, "enrol_segments": 4}, "enrol_segment: must be below enrol_segments (4)"),
+        ({"enrol_segment": 1}, "enrol_segment: must be below enrol_segments (1)"),
+        (
+            {"enrol_segment": -1, "enrol_segments": 4},
+            "enrol_segment: Input should be greater than or equal to 0",
+        ),
+        (
+            {"enrol_segment": 0, "enrol_segments": 0},
+            "enrol_segments: Input should be greater than or equal to 1",
+        ),
+        ({"enrol_segment": "two", "enrol_segments": 4}, "enrol_segment: Input should be a valid integer"),
+    ],
+)
+def test_a_bad_enrolment_event_fails_with_one_line_naming_the_field(deployment, event, named) -> None:  # type: ignore[no-untyped-def]
+    # A segment out of range reached DynamoDB's Scan as a ValidationException (a traceback)
+    with pytest.raises(ValueError) as raised:
+        load_handler("auditor").handler(event, FakeContext())
+    message = str(raised.value)
+    assert message.startswith(f"bad auditor event: {named}") and "\n" not in message
+
+
 def _timers(store: DynamoStore) -> list:  # type: ignore[type-arg]
     from audit_harness import all_timers
 

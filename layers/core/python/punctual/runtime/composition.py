@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.ecs_lane import AwsScalableTarget, EcsLaneReadiness
@@ -346,8 +346,28 @@ class AuditEvent(BaseModel):
 
     model_config = {"extra": "ignore"}
     time: AwareDatetime | None = None
+    enrol_segments: int = Field(default=1, ge=1, le=1_000_000)  # (first: enrol_segment's check reads it)
     enrol_segment: int | None = Field(default=None, ge=0)
-    enrol_segments: int = Field(default=1, ge=1, le=1_000_000)
+
+    @field_validator("enrol_segment")
+    @classmethod
+    def _segment_in_range(cls, segment: int | None, info: ValidationInfo) -> int | None:
+        segments = info.data.get("enrol_segments")
+        if segment is not None and segments is not None and segment >= segments:
+            raise ValueError(f"must be below enrol_segments ({segments}): segments count from 0")
+        return segment
+
+    @classmethod
+    def parse(cls, event: Any) -> AuditEvent:
+        """The event, or a ValueError of one line naming the field it refuses (a bad enrolment
+        payload would otherwise reach DynamoDB's Scan as a ValidationException)."""
+        try:
+            return cls.model_validate(event)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "event"
+            why = first["msg"].removeprefix("Value error, ")
+            raise ValueError(f"bad auditor event: {where}: {why}") from None
 
 
 def run_auditor(
