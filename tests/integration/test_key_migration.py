@@ -330,9 +330,11 @@ def test_the_command_resumes_reports_and_refuses_bad_input(
     first = capsys.readouterr().out
     assert admin_main(["migrate-keys", "--segments", "2"]) == 0
     second = capsys.readouterr().out
-    # Then the first moved the timer and the second found every segment done (it resumed, nothing new)
+    # Then the first moved the timer and the second found every segment done: it says so and reads
+    # nothing (it printed the read estimate of a full scan and the old counts as if it had run)
     assert "moved 1 (1 old items deleted)" in first and "complete" in first
-    assert "moved 1" in second and "complete" in second
+    assert second.startswith(f"table {TABLE}: already complete") and "read units" not in second, second
+    assert "moved 1" in second  # (what that run did)
     assert old_layout_rows_due_after(dynamo_client, 0) == []
     # And bad input is one line and exit status 2
     assert admin_main(["migrate-keys", "--segments", "0"]) == 2
@@ -340,7 +342,29 @@ def test_the_command_resumes_reports_and_refuses_bad_input(
     assert admin_main(["frob"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("punctual-admin: error: ") for line in err), err
+    # And --restart scans again
+    assert admin_main(["migrate-keys", "--segments", "2", "--restart"]) == 0
+    assert "read units" in capsys.readouterr().out
     aws.reset()
+
+
+def test_the_command_without_a_region_says_how_to_give_one(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from punctual.runtime import aws
+
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("PUNCTUAL_TABLE_NAME", TABLE)
+    aws.reset()
+    try:
+        # It exited 1 with "AWS error: You must specify a region."; no region is bad input
+        assert admin_main(["migrate-keys"]) == 2
+    finally:
+        aws.reset()
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("punctual-admin: error: no AWS region") and "AWS_DEFAULT_REGION" in line
 
 
 class Grouped:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
 from punctual.admin.key_migration import TimerKeyMigration, table_layout
 from punctual.runtime import aws
@@ -59,7 +59,12 @@ def migrate_keys(args: argparse.Namespace) -> int:
     if not 1 <= args.segments <= 1000:
         raise UsageError("--segments must be 1 to 1000")
     table = args.table or settings.table_name
-    client = aws.client("dynamodb")
+    try:
+        client = aws.client("dynamodb")
+    except NoRegionError:
+        raise UsageError(
+            "no AWS region: set AWS_DEFAULT_REGION (or AWS_REGION), or AWS_PROFILE to a profile with a region"
+        ) from None
     try:
         size = int(client.describe_table(TableName=table)["Table"].get("TableSizeBytes", 0))
     except ClientError as exc:
@@ -70,12 +75,19 @@ def migrate_keys(args: argparse.Namespace) -> int:
     if layout is None:
         print(f"table {table}: no timer was ever written; nothing to move")
         return 0
+    store = DynamoStore(client, table, layout)
+    migration = TimerKeyMigration(store, layout, SystemClock(), segments=args.segments)
+    earlier = None if args.restart or args.dry_run else migration.finished()
+    if earlier is not None:
+        print(
+            f"table {table}: already complete (every one of {args.segments} segments scanned to its end by an"
+            f" earlier run; nothing read now; --restart scans again). That run: {earlier.summary()}"
+        )
+        return 0
     print(
         f"table {table}: {layout.shard_count} far / {layout.near_shard_count} near shards; reading every item"
         f" once, about {size / READ_UNIT_BYTES / 2:,.0f} read units"
     )
-    store = DynamoStore(client, table, layout)
-    migration = TimerKeyMigration(store, layout, SystemClock(), segments=args.segments)
     report = migration.run(restart=args.restart, dry_run=args.dry_run)
     print(report.summary())
     return 0 if report.complete else 1

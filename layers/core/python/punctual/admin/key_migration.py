@@ -142,6 +142,17 @@ class TimerKeyMigration:
                 self._add(report, finished.counts)
         return report
 
+    def finished(self) -> MigrationReport | None:
+        """What an earlier run with this segment count did, if it scanned every segment to its end
+        (a run now would read nothing: only ``restart`` scans again); None when some are left."""
+        progress = self._load()
+        if not all(at.done for at in progress.values()):
+            return None
+        report = MigrationReport(self.segments, done_segments=self.segments)
+        for at in progress.values():
+            self._add(report, at.counts)
+        return report
+
     # ------------------------------------------------------------------ segments
 
     def _segment(self, segment: int, start: _Progress, dry_run: bool, max_pages: int | None) -> _Progress:
