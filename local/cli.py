@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from local.arg_types import seconds_behind, share
 from local.config import LocalConfig, LocalModeError, alive, free_port, port_in_use
 
 COMPONENTS = ("aws", "api", "poller", "worker", "ecs-worker", "receiver", "auditor")
@@ -34,7 +35,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument(
         "--stale-reads",
-        type=_seconds_behind,
+        type=seconds_behind,
         dest="stale_reads_s",
         metavar="SECONDS",
         help="answer DynamoDB's eventually consistent reads up to SECONDS behind, as DynamoDB"
@@ -42,7 +43,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--transaction-conflicts",
-        type=_share,
+        type=share,
         dest="transaction_conflicts",
         metavar="SHARE",
         help="cancel this share (0-1) of the writes on items a transaction holds with DynamoDB's"
@@ -72,16 +73,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _seconds_behind(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value <= 60:
-        raise argparse.ArgumentTypeError("stale reads are 0 to 60 seconds behind")
-    return value
-
-
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -89,18 +80,6 @@ def _positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not value > 0:  # (NaN too)
         raise argparse.ArgumentTypeError(f"a duration is more than 0 seconds, not {text}")
-    return value
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a share between 0 and 1: {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(
-            "a share from 0 to below 1 (at 1 no contended write would ever succeed)"
-        )
     return value
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from local.arg_types import parsed, seconds_behind, share
+
 if TYPE_CHECKING:  # imported when a command runs: `punctual-local` builds this parser on every start
     from local.chaos.faults.driver import FaultOptions
     from local.chaos.verdict_data import Verdict
@@ -50,17 +52,17 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
         sub.add_argument("--kill-every", type=_positive, metavar="S", help="mean seconds between kills (5)")
         sub.add_argument("--duplicate-every", type=_positive, metavar="S", help="... between re-sends (2.5)")
         sub.add_argument("--skew-every", type=_positive, metavar="S", help="... between clock offsets (120)")
-        sub.add_argument("--max-skew", type=float, metavar="S", help="largest clock offset (5)")
-        sub.add_argument("--throttle", type=float, metavar="RATE", help="share of AWS calls throttled (0.05)")
+        sub.add_argument("--max-skew", type=_not_negative, metavar="S", help="largest clock offset (5)")
+        sub.add_argument("--throttle", type=share, metavar="RATE", help="share of AWS calls throttled (0.05)")
         sub.add_argument(
             "--stale-reads",
-            type=float,
+            type=seconds_behind,
             metavar="S",
             help="DynamoDB's eventually consistent reads up to S behind (1)",
         )
         sub.add_argument(
             "--transaction-conflicts",
-            type=float,
+            type=share,
             metavar="SHARE",
             help="share of writes on items a transaction holds cancelled for a conflict (0.1)",
         )
@@ -99,12 +101,17 @@ def build_parser(prog: str = "python -m local.chaos") -> argparse.ArgumentParser
 
 def _positive(text: str) -> float:
     """A length of time or a bound: a number above 0 (QA22: ``--minutes -1`` ran "-60s of faults")."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = parsed(text, "a number")
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"a number above 0, not {text}")
+    return value
+
+
+def _not_negative(text: str) -> float:
+    """A fault's size: 0 or more (QA22: ``--max-skew -5`` ran, its offsets drawn between -5 and 1)."""
+    value = parsed(text, "a number")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a number 0 or above, not {text}")
     return value
 
 

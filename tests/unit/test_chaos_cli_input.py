@@ -38,6 +38,44 @@ def test_a_length_or_bound_not_above_0_is_refused(
     assert "a number above 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["run", "--max-skew", "-5"], "argument --max-skew: a number 0 or above, not -5"),
+        (["run", "--max-skew", "inf"], "argument --max-skew: a number 0 or above, not inf"),
+        (["plan", "--stale-reads", "-1"], "argument --stale-reads: stale reads are 0 to 60 seconds behind"),
+        (["run", "--stale-reads", "inf"], "argument --stale-reads: stale reads are 0 to 60 seconds behind"),
+        (["run", "--throttle", "-0.5"], "argument --throttle: a share from 0 to below 1"),
+        (["plan", "--throttle", "2"], "argument --throttle: a share from 0 to below 1"),
+        (
+            ["run", "--transaction-conflicts", "-0.1"],
+            "argument --transaction-conflicts: a share from 0 to below 1",
+        ),
+        (
+            ["run", "--transaction-conflicts", "nan"],
+            "argument --transaction-conflicts: a share from 0 to below 1",
+        ),
+    ],
+)
+def test_a_negative_fault_size_or_a_share_outside_0_to_1_is_refused(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_run(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"{argv} was run")
+
+    monkeypatch.setattr("local.chaos.runner.ChaosRun", no_run)
+    with pytest.raises(SystemExit) as refused:
+        cli.main(argv)
+    assert refused.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+def test_no_fault_at_all_is_still_a_fault_size_given() -> None:
+    args = cli.build_parser().parse_args(["plan", "--max-skew", "0", "--throttle", "0", "--stale-reads", "0"])
+    options = cli._options(args)
+    assert (options.max_skew_s, options.throttle_rate, options.stale_reads_s) == (0.0, 0.0, 0.0)
+
+
 def test_a_verdict_of_a_directory_without_a_run_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
