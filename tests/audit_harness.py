@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from execution_harness import FakeTarget, UpperBound
+from factories import spec
 from punctual.auditing import AuditConfig, AuditReport, ChainAuditor, Repair, Repairer
 from punctual.delivery.notifications import EventPublisher, MemoryEventSink, Notifier
 from punctual.dispatch.queues import QueueRouting
@@ -169,6 +170,19 @@ def all_timers(store: JobStore) -> list[Timer]:
         request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
 
 
+def misplaced_head(
+    rig: AuditRig, breaker: Breaker, schedule: str, minutes: int, seconds: int
+) -> tuple[Job, Timer]:
+    """A job of ``schedule`` run ``minutes``, whose head timer is then moved ``seconds`` (into
+    another minute's bucket), run again until past its slot: the job and its head as it was."""
+    job, _ = rig.jobs.register("default", spec(schedule), job_id="job")
+    rig.run(minutes)
+    [head] = rig.future_chain_timers(job)
+    breaker.move(head, seconds)
+    rig.run(minutes + 1)
+    return job, head
+
+
 # --------------------------------------------------------------------------- breaking chains
 
 
@@ -227,6 +241,13 @@ class Breaker:
                 others.extend(m for m in members if m.sk != timer.sk)
         if others:
             self._put(others)
+
+    def move(self, timer: Timer, seconds: int) -> None:
+        """The same timer due ``seconds`` later (earlier if negative): in another minute's bucket."""
+        from dataclasses import replace
+
+        self.delete(timer)
+        self._put([replace(timer, due_ms=timer.due_ms + seconds * 1000)])
 
     def rewrite_version(self, timer: Timer, version: int) -> None:
         """The timer of the same slot, written for another version of the job."""

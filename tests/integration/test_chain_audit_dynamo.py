@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from audit_harness import AuditRig, Breaker
+from audit_harness import AuditRig, Breaker, misplaced_head
 
 from factories import spec
 from punctual.models import ExecutionStatus, Job
@@ -184,6 +184,16 @@ def test_a_timer_row_of_another_version_is_repaired(rig: AuditRig, dynamo_client
     [repair] = rig.repairs
     assert repair.kind == "clock" and repair.missed_from == head.slot
     assert max(runs(rig, job).values()) == 1
+
+
+def test_a_timer_row_in_the_wrong_minute_is_found_and_its_slot_runs_once(
+    rig: AuditRig, dynamo_client: Any
+) -> None:
+    job, head = misplaced_head(rig, breaker(rig, dynamo_client), "rate(5 minutes)", 6, 150)  # a later bucket
+    [repair] = rig.repairs
+    assert (repair.kind, repair.next_slot, repair.missed_count) == ("misplaced", head.slot, 0)
+    assert head.sk in {t.sk for t in rig.chain_timers(job)}  # the right row written beside the stray
+    assert runs(rig, job)[head.slot] == 1 and max(runs(rig, job).values()) == 1
 
 
 def lose_next_timers(rig: AuditRig, dynamo_client: Any, job: Job) -> None:

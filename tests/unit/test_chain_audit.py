@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from audit_harness import GRACE_S, INFLIGHT_GRACE_S, AuditRig, Breaker
+from audit_harness import GRACE_S, INFLIGHT_GRACE_S, AuditRig, Breaker, misplaced_head
 
 from factories import spec
 from punctual.auditing import CHAIN_REPAIRED, segments_for
@@ -190,6 +190,34 @@ def test_a_timer_of_another_version_is_repaired(rig: AuditRig) -> None:
     [repair] = rig.repairs
     assert repair.kind == "clock" and repair.missed_from == head.slot
     assert max(runs(rig, job).values()) == 1 and repair.next_slot in runs(rig, job)
+
+
+@pytest.mark.parametrize("shift_s", [-150, 150])
+def test_a_head_timer_in_the_wrong_minute_is_reported_as_misplaced_and_its_slot_runs_once(
+    rig: AuditRig, shift_s: int
+) -> None:
+    # Given the head's timer is in a bucket minutes earlier or later than its slot's, when the
+    # auditor and the cluster go on past the slot
+    job, head = misplaced_head(rig, Breaker(rig.store), "rate(10 minutes)", 12, shift_s)
+    # Then it was found where it is, not reported as "no timer of slot" with a chain restarted:
+    # the right timer written beside it, no slot recorded lost, the slot run once
+    [repair] = rig.repairs
+    assert (repair.kind, repair.applied, repair.next_slot, repair.missed_count) == (
+        "misplaced",
+        True,
+        head.slot,
+        0,
+    )
+    assert repair.reason.startswith(f"timer of slot {head.slot} in the wrong minute"), repair.reason
+    assert "the right one written, the stray left (harmless" in repair.reason
+    assert head.sk in {t.sk for t in rig.chain_timers(job)}
+    assert not [r for r in rig.history(job) if r.status is ExecutionStatus.MISSED]
+    ran = runs(rig, job)
+    assert ran[head.slot] == 1 and max(ran.values()) == 1
+    assert head_timers(rig, job)  # and the chain goes on
+    [event] = [e for e in rig.events.events if e.detail_type == CHAIN_REPAIRED_EVENT]
+    jsonschema.validate(event.detail, SCHEMA)
+    assert event.detail["repair"] == "misplaced" and event.detail["missed_count"] == 0
 
 
 def test_a_release_that_wrote_no_next_timer_is_repaired_without_counting_its_slot_lost(

@@ -353,6 +353,13 @@ class ChainAuditor:
         if (head is not None and live.holds_head(timers, job, head)) or live.in_motion(timers, job, since):
             report.confirmed_live += 1
             return
+        if head is not None:  # its timer in the wrong minute (a bad write, a fault): no slot lost
+            at = head
+            stray = live.misplaced(self._read(live.stray_buckets(self.layout, job, at, since)), job, at)
+            if stray is not None:
+                why = misplaced_reason(job, at, stray)
+                self._repair(report, job, lambda: self.repairer.rearm(job, at, "misplaced", why, now), why)
+                return
         newest = self._newest(job)
         floor = job.updated_at
         if newest is not None:
@@ -384,7 +391,7 @@ class ChainAuditor:
             report.confirmed_live += 1
             return
         head = heads[0][0]
-        self._repair(report, job, lambda: self.repairer.delay(job, head, why, now), why)
+        self._repair(report, job, lambda: self.repairer.rearm(job, head, "delay", why, now), why)
 
     def _confirm_backfill(self, job: Job, seen: Backfill, now: datetime, report: AuditReport) -> None:
         backfill = self.store.get_backfill(seen.tenant, seen.job_id, seen.id)
@@ -493,10 +500,12 @@ class ChainAuditor:
         near = self.layout.shard_for(Lane.NEAR, job.tenant, job.id)
         for minute in minutes_between(minute_of(since), minute_of(now + threshold)):
             buckets.add((Lane.NEAR, minute, near))
-        timers: list[Timer] = []
-        for lane, minute, shard in sorted(buckets):
-            timers.extend(t for t in self.store.query_timers(lane, minute, shard) if t.job_id == job.id)
-        return timers
+        return [t for t in self._read(buckets) if t.job_id == job.id]
+
+    def _read(self, buckets: Iterable[tuple[Lane, datetime, int]]) -> list[Timer]:
+        return [
+            t for lane, minute, shard in sorted(buckets) for t in self.store.query_timers(lane, minute, shard)
+        ]
 
     # ------------------------------------------------------------------ report
 
@@ -513,6 +522,19 @@ class ChainAuditor:
             self.metrics.add("ChainsRepaired", report.repaired)
             self.metrics.add("SlotsMissed", sum(r.missed_count for r in report.repairs if r.applied))
         self.events.flush()
+
+
+def misplaced_reason(job: Job, head: datetime, stray: Timer) -> str:
+    """Why a chain whose head timer is in the wrong minute was repaired, and why the stray is left:
+    released before its slot's instant, a worker holds its message until then (``held_early``);
+    after, the slot's record makes its claim a repeat, dropped. Either way the slot starts once."""
+    due = dispatch_instant(job, head)
+    early = "released early, a worker holds its message until the slot's instant"
+    when = early if stray.due < due else "released after the slot ran, its claim is a repeat, dropped"
+    return (
+        f"timer of slot {slot_key(head)} in the wrong minute: due {stray.due:%Y-%m-%dT%H:%M:%SZ}, not"
+        f" {due:%Y-%m-%dT%H:%M:%SZ}; the right one written, the stray left (harmless: {when})"
+    )
 
 
 def never_fires(store: JobStore, job: Job, now: datetime) -> str | None:

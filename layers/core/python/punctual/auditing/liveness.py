@@ -25,7 +25,17 @@ from punctual.models import CatchupKind, Execution, ExecutionStatus, Job, Overla
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import Turn
 from punctual.timing.slots import dispatch_instant, fire_timer, first_slot, next_slot, schedule_of
-from punctual.timing.timers import CHAIN_KINDS, Lane, Timer, TimerKind, TimerLayout, slot_instant
+from punctual.timing.timers import (
+    CHAIN_KINDS,
+    Lane,
+    Timer,
+    TimerKind,
+    TimerLayout,
+    minute_of,
+    minutes_between,
+    slot_instant,
+    slot_key,
+)
 from punctual.usecases.backfills import Backfill, BackfillState
 from punctual.usecases.delay_chains import chains_from, next_delay_slot
 
@@ -35,6 +45,9 @@ from punctual.usecases.delay_chains import chains_from, next_delay_slot
 MAX_HEAD_STEPS = 256
 # The lane of a timer depends on when it was written; around the lane threshold both are read.
 LANE_MARGIN_S = 10
+# A head timer in the wrong minute (a bad write, a fault) is looked for this far either side of
+# its slot's minute, only for a chain about to be repaired.
+MISPLACED_MINUTES = 10
 ONE_SECOND = timedelta(seconds=1)
 
 
@@ -116,6 +129,28 @@ def is_chain_timer(timer: Timer, job: Job) -> bool:
 def holds_head(timers: list[Timer], job: Job, head: datetime) -> bool:
     """Whether ``timers`` hold the chain at ``head`` or past it."""
     return any(is_chain_timer(t, job) and slot_instant(t.slot) >= head for t in timers)
+
+
+def stray_buckets(
+    layout: TimerLayout, job: Job, head: datetime, since: datetime
+) -> list[tuple[Lane, datetime, int]]:
+    """The job's buckets, both lanes, within :data:`MISPLACED_MINUTES` of ``head``'s minute (from
+    ``since``'s on: one before was released and its slot's record tells), where a misplaced timer
+    of ``head`` can be."""
+    due = minute_of(dispatch_instant(job, head))
+    window = timedelta(minutes=MISPLACED_MINUTES)
+    minutes = minutes_between(max(minute_of(since), due - window), due + window)
+    return [
+        (lane, m, layout.shard_for(lane, job.tenant, job.id))
+        for m in minutes
+        for lane in (Lane.FAR, Lane.NEAR)
+    ]
+
+
+def misplaced(timers: list[Timer], job: Job, head: datetime) -> Timer | None:
+    """A chain timer of ``head`` among ``timers`` (read where it should not be), the earliest."""
+    found = [t for t in timers if is_chain_timer(t, job) and t.slot == slot_key(head)]
+    return min(found, key=lambda t: t.due_ms, default=None)
 
 
 def in_motion(timers: list[Timer], job: Job, since: datetime) -> bool:

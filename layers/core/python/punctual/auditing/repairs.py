@@ -196,10 +196,12 @@ class Repairer:
 
     # ------------------------------------------------------------------ the others
 
-    def delay(self, job: Job, head: datetime, reason: str, now: datetime) -> Repair:
-        """Arm a delay chain's next run again (due at once if its instant passed)."""
+    def rearm(self, job: Job, head: datetime, kind: str, reason: str, now: datetime) -> Repair:
+        """Write ``head``'s timer again where its chain puts it (due at once if its instant passed):
+        a delay chain's next run (``delay``), or a head whose timer is in the wrong minute
+        (``misplaced``: no slot lost, the stray is harmless, :func:`..auditor.misplaced_reason`)."""
         self.store.put_timers([fire_timer(self.layout, job, head, now)])
-        return Repair("delay", job.tenant, job.id, reason, next_slot=slot_key(head), version=job.version)
+        return Repair(kind, job.tenant, job.id, reason, next_slot=slot_key(head), version=job.version)
 
     def follow_up(self, job: Job, follow: FollowUp, now: datetime) -> Repair:
         """The follow-up timer of a slot in flight, due now."""
