@@ -14,6 +14,7 @@ from typing import Any
 
 from local.arg_types import seconds_behind, share
 from local.config import LocalConfig, LocalModeError, alive, free_port, port_in_use
+from local.variables import unknown_variable
 
 COMPONENTS = ("aws", "api", "poller", "worker", "ecs-worker", "receiver", "auditor")
 
@@ -201,6 +202,8 @@ def config_from(args: argparse.Namespace) -> LocalConfig:
             name, sep, value = item.partition("=")
             if not sep or not name.startswith("PUNCTUAL_"):
                 raise LocalModeError(f"--set {item!r}: expected PUNCTUAL_NAME=VALUE")
+            if (unknown := unknown_variable(name)) is not None:
+                raise LocalModeError(f"--set {item!r}: {unknown}")
             extra[name] = value
         overrides["extra"] = extra
     # A private --state-dir still shares the default template cache (tests rely on it).

@@ -11,6 +11,7 @@ component; ``--aws-port 70000`` and ``PUNCTUAL_LOCAL_WORKERS=x`` were a Python t
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from local import aws_state, cli
 from local.config import LOOPBACK, LocalConfig
+from local.variables import known_variables
 
 BAD_OPTIONS = [
     (["--shards", "0"], "--shards: PUNCTUAL_SHARD_COUNT"),
@@ -26,6 +28,17 @@ BAD_OPTIONS = [
     (["--lease-s", "1"], "--lease-s: PUNCTUAL_LEASE_S"),
     (["--set", "PUNCTUAL_LEASE_S=abc"], "--set: PUNCTUAL_LEASE_S"),
     (["--set", "PUNCTUAL_POLL_INTERVAL_MS=1"], "--set: PUNCTUAL_POLL_INTERVAL_MS"),
+    # a name nothing reads did nothing, silently
+    (
+        ["--set", "PUNCTUAL_LEASE=12"],
+        "--set 'PUNCTUAL_LEASE=12': no setting is named PUNCTUAL_LEASE: nothing would read it; did you mean"
+        " PUNCTUAL_LEASE_S",
+    ),
+    (["--set", "PUNCTUAL_SHARDCOUNT=2"], "did you mean PUNCTUAL_SHARD_COUNT"),
+    (
+        ["--set", "PUNCTUAL_NO_SUCH_THING=1"],
+        "no setting is named PUNCTUAL_NO_SUCH_THING: nothing would read it",
+    ),
     (["--template", "/nonexistent/template.json"], "--template /nonexistent/template.json: no such file"),
     (["--aws-port", "70000"], "--aws-port (PUNCTUAL_LOCAL_AWS_PORT) must be 0 to 65535, not 70000"),
     (["--workers", "-1"], "--workers (PUNCTUAL_LOCAL_WORKERS) must be at least 0, not -1"),
@@ -153,3 +166,26 @@ def test_the_default_ports_move_aside_when_taken(
     assert cli.main(_up(tmp_path, *ports, "--duration", "1")) == 0
     (config,) = started
     assert taken_port not in (config.aws_port, config.receiver_port)  # type: ignore[attr-defined]
+
+
+READ = re.compile(r"""(?:environ(?:\.get)?|getenv|env(?:\.get)?)\s*[\[(]\s*["'](PUNCTUAL_[A-Z0-9_]+)["']""")
+NAMED = re.compile(r"""^[A-Z_]*ENV\s*=\s*["'](PUNCTUAL_[A-Z0-9_]+)["']""", re.MULTILINE)
+
+
+def test_set_refuses_no_name_the_code_reads() -> None:
+    # Every PUNCTUAL_* name read outside the settings models (the fault injection's, the
+    # supervisor's, ...), by environ/getenv or as an *_ENV constant, in local mode's processes
+    root = Path(__file__).resolve().parents[2]
+    read: set[str] = set()
+    for folder in ("local", "functions", "layers/core/python/punctual"):
+        for path in (root / folder).rglob("*.py"):
+            text = path.read_text()
+            read.update(READ.findall(text) + NAMED.findall(text))
+    assert {"PUNCTUAL_FAULT_THROTTLE_RATE", "PUNCTUAL_FAULT_LOG_DIR", "PUNCTUAL_LOCAL_ZYGOTE"} <= read
+    assert sorted(read - known_variables()) == []
+    # and the settings models' own, as read_env names them
+    assert {"PUNCTUAL_LEASE_S", "PUNCTUAL_CONSOLE_TENANT", "PUNCTUAL_WORKER_GRACE_S"} <= known_variables()
+    assert {
+        "PUNCTUAL_MARKS_SCOPE",
+        "PUNCTUAL_BURST_TRIGGERS_PER_POLLER",
+    } <= known_variables()  # (local/, tests/e2e)
