@@ -46,6 +46,15 @@ def test_every_seed_plans_a_mid_minute_poller_kill_in_time(seconds: float) -> No
     assert len(mid_minute_kills(plan_faults(random.Random(1), 600.0, FaultOptions(), []))) == 5
 
 
+@pytest.mark.parametrize("largest", [0.0, 0.5, 1.0, 5.0])
+def test_no_clock_offset_is_larger_than_max_skew(largest: float) -> None:
+    # --max-skew 0 still skewed the second poller by up to 1 s (offsets were drawn from 1 s up)
+    for seed in range(20):
+        plan = plan_faults(random.Random(seed), 600.0, FaultOptions(max_skew_s=largest), [])
+        offsets = [f.offset_s for f in plan if f.kind == "skew"]
+        assert offsets and all(abs(o) <= largest for o in offsets), offsets
+
+
 def test_the_lead_leaves_time_for_the_window_to_come() -> None:
     low, high = MID_MINUTE_S
     assert 15 <= low < high <= 45

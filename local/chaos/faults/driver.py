@@ -113,7 +113,8 @@ def plan_faults(
     sign = rng.choice((-1.0, 1.0))
     at = 0.0
     while at < seconds:
-        offset = sign * rng.uniform(1.0, options.max_skew_s)
+        # at least 1 s off, never more than the largest asked for (--max-skew 0: no skew at all)
+        offset = sign * rng.uniform(min(1.0, options.max_skew_s), options.max_skew_s)
         plan.append(PlannedFault(at, "skew", offset_s=round(offset, 2)))
         sign = -sign
         at += options.skew_every_s
