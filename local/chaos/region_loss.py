@@ -61,8 +61,13 @@ class RegionLossConfig(ChaosConfig):
             raise ValueError(f"--regions: 2 to {len(REGION_NAMES)}")
         if self.lost not in REGION_NAMES[1 : self.regions]:
             raise ValueError(f"--lose: one of {', '.join(REGION_NAMES[1 : self.regions])} (a hosts the AWS)")
-        if self.down_at_s < 0 or self.down_for_s <= 0 or self.down_at_s + self.down_for_s > self.seconds:
+        inside = (
+            self.down_at_s >= 0 and self.down_for_s > 0 and self.down_at_s + self.down_for_s <= self.seconds
+        )
+        if not inside:  # (written so that a NaN is outside too)
             raise ValueError("the outage must lie inside the run (down-at + down-for <= seconds)")
+        if self.workers < 1:
+            raise ValueError(f"--workers: at least 1 Lambda worker process per Region, not {self.workers}")
 
 
 @dataclass

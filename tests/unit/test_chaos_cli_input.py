@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,15 @@ def test_a_length_or_bound_not_above_0_is_refused(
     assert "a number above 0" in capsys.readouterr().err
 
 
+@pytest.fixture
+def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_run(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a run was started")
+
+    monkeypatch.setattr(importlib.import_module("local.chaos.region_loss"), "RegionLossRun", no_run)
+    monkeypatch.setattr("local.chaos.runner.ChaosRun", no_run)  # (after: RegionLossRun subclasses it)
+
+
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
@@ -57,13 +67,10 @@ def test_a_length_or_bound_not_above_0_is_refused(
         ),
     ],
 )
+@pytest.mark.usefixtures("nothing_starts")
 def test_a_negative_fault_size_or_a_share_outside_0_to_1_is_refused(
-    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def no_run(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError(f"{argv} was run")
-
-    monkeypatch.setattr("local.chaos.runner.ChaosRun", no_run)
     with pytest.raises(SystemExit) as refused:
         cli.main(argv)
     assert refused.value.code == 2
@@ -82,3 +89,25 @@ def test_a_verdict_of_a_directory_without_a_run_is_one_line(
     assert cli.main(["verdict", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"chaos: cannot judge {tmp_path / 'nowhere'}: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["region-loss", "--workers", "-1"],
+            "region-loss: --workers: at least 1 Lambda worker process per Region",
+        ),
+        (["region-loss", "--workers", "0"], "region-loss: --workers: at least 1"),
+        (["region-loss", "--down-at", "nan"], "region-loss: the outage must lie inside the run"),
+        (["region-loss", "--down-for", "nan"], "region-loss: the outage must lie inside the run"),
+    ],
+)
+@pytest.mark.usefixtures("nothing_starts")
+def test_a_region_loss_without_workers_or_with_no_outage_instant_is_refused(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --workers -1 was handed to each Region's local mode, and NaN instants passed the outage's check
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said) and err.count("\n") == 1, err
