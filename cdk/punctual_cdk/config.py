@@ -381,6 +381,14 @@ class PunctualConfig:
             raise ConfigError("tableReadCapacityMin: must not exceed tableReadCapacityMax")
         if self.table_write_capacity_min > self.table_write_capacity_max:
             raise ConfigError("tableWriteCapacityMin: must not exceed tableWriteCapacityMax")
+        # DeleteTable fails on a protected table: a stack that deletes its table with it could not
+        # be destroyed (`make destroy` failing on the table, the stack left DELETE_FAILED).
+        if self.table_deletion_protection and self.table_removal_policy == "destroy":
+            raise ConfigError(
+                "tableRemovalPolicy: destroy deletes the table with the stack, but tableDeletionProtection "
+                "(true) refuses that delete and the stack could not be destroyed: set "
+                "tableDeletionProtection=false too, or keep tableRemovalPolicy=retain"
+            )
         if self.vpc_id and not re.fullmatch(r"vpc-[0-9a-f]{8,17}", self.vpc_id):
             raise ConfigError(f"vpcId: {self.vpc_id!r} is not a VPC id")
         if not _STACK_NAME.match(self.stack_name):

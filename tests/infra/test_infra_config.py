@@ -150,6 +150,21 @@ def test_a_poller_reservation_holds_two_minutes_of_pollers() -> None:
     assert config(maxShardGroups=62, shardGroups=1, pollerReservedConcurrency=248).group_slices == 2
 
 
+def test_a_destroyed_table_may_not_be_protected_from_deletion() -> None:
+    """QA22: tableRemovalPolicy=destroy with tableDeletionProtection=true (its default) synthesised,
+    and `make destroy` then failed on the table: DeleteTable refuses a protected table."""
+    with pytest.raises(ConfigError) as refused:
+        config(tableRemovalPolicy="destroy")
+    message = str(refused.value)
+    assert message.startswith("tableRemovalPolicy: ") and "tableDeletionProtection" in message
+    assert "\n" not in message
+    assert (
+        config(tableRemovalPolicy="destroy", tableDeletionProtection="false").table_removal_policy
+        == "destroy"
+    )
+    assert config(tableDeletionProtection=True).table_removal_policy == "retain"
+
+
 def test_an_existing_vpc_needs_no_nat_gateway_of_the_stack() -> None:
     assert config(vpcId="vpc-0123456789abcdef0", natGateways=0).nat_gateways == 0
 
