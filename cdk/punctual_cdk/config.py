@@ -284,8 +284,12 @@ class PunctualConfig:
             table_read_capacity_max=reader.integer("tableReadCapacityMax", 1, 10**6),
             table_write_capacity_min=reader.integer("tableWriteCapacityMin", 1, 10**6),
             table_write_capacity_max=reader.integer("tableWriteCapacityMax", 1, 10**6),
-            table_warm_read_units_per_second=reader.integer("tableWarmReadUnitsPerSecond", 0, 10**7),
-            table_warm_write_units_per_second=reader.integer("tableWarmWriteUnitsPerSecond", 0, 10**7),
+            table_warm_read_units_per_second=reader.warm(
+                "tableWarmReadUnitsPerSecond", c.TABLE_WARM_READ_UNITS_MIN
+            ),
+            table_warm_write_units_per_second=reader.warm(
+                "tableWarmWriteUnitsPerSecond", c.TABLE_WARM_WRITE_UNITS_MIN
+            ),
             table_encryption=reader.choice("tableEncryption", c.TABLE_ENCRYPTIONS),
             table_deletion_protection=reader.boolean("tableDeletionProtection"),
             table_removal_policy=reader.choice("tableRemovalPolicy", c.REMOVAL_POLICIES),
@@ -490,6 +494,16 @@ class _Reader:
             raise ConfigError(f"{key}: {value!r} is not an integer") from None
         if isinstance(value, bool) or not low <= number <= high:
             raise ConfigError(f"{key}: {value!r} is not an integer in {low}..{high}")
+        return number
+
+    def warm(self, key: str, least: int) -> int:
+        """A warm throughput: 0 (not set) or at least what DynamoDB starts a table at."""
+        number = self.integer(key, 0, 10**7)
+        if 0 < number < least:
+            raise ConfigError(
+                f"{key}: {number} is below DynamoDB's minimum warm throughput, {least} (what a new "
+                "table starts at; it cannot be lowered): set 0 (not set) or at least that"
+            )
         return number
 
     def choice_int(self, key: str, allowed: tuple[int, ...]) -> int:

@@ -117,6 +117,12 @@ TTL_ATTRIBUTE: Final = "expires_at"
 TABLE_BILLING_MODES: Final = ("on-demand", "provisioned")
 TABLE_ENCRYPTIONS: Final = ("aws-managed", "cmk")
 REMOVAL_POLICIES: Final = ("retain", "snapshot", "destroy")
+# Warm throughput: a new table starts at 12,000 read and 4,000 write units per second (DynamoDB
+# developer guide, "Understanding DynamoDB warm throughput in different scenarios") and a table's
+# warm throughput cannot be decreased, so a lower value is refused (Terraform's aws_dynamodb_table:
+# "Minimum value of 12000" / "4000").
+TABLE_WARM_READ_UNITS_MIN: Final = 12_000
+TABLE_WARM_WRITE_UNITS_MIN: Final = 4_000
 TABLE_AUTOSCALING_TARGET_PERCENT: Final = 70
 TABLE_THROTTLE_ALARM_EVENTS: Final = 1  # any throttled request in a minute is worth a look
 

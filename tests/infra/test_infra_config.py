@@ -93,6 +93,10 @@ def test_command_line_strings_are_coerced() -> None:
         ("apiWebAclArn", "punctual-acl", "apiWebAclArn"),
         ("apiWebAclArn", "arn:aws:wafv2:us-east-1:123456789012:global/webacl/x/1", "apiWebAclArn"),
         ("stackName", "my scheduler", "stackName"),
+        # QA22: below DynamoDB's warm throughput minimums (a new table's 12,000 / 4,000 units a
+        # second, which cannot be lowered): synthesised, and refused by DynamoDB at deploy
+        ("tableWarmReadUnitsPerSecond", 11_999, "tableWarmReadUnitsPerSecond: 11999 is below DynamoDB's"),
+        ("tableWarmWriteUnitsPerSecond", "1000", "tableWarmWriteUnitsPerSecond: 1000 is below DynamoDB's"),
     ],
 )
 def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
@@ -148,6 +152,12 @@ def test_a_poller_reservation_holds_two_minutes_of_pollers() -> None:
     assert config(pollerReservedConcurrency=80).poller_reserved_concurrency == 80
     assert config(maxShardGroups=2, pollerReservedConcurrency=8).poller_reserved_concurrency == 8
     assert config(maxShardGroups=62, shardGroups=1, pollerReservedConcurrency=248).group_slices == 2
+
+
+def test_warm_throughput_is_unset_or_at_least_dynamodbs_minimum() -> None:
+    cfg = config(tableWarmReadUnitsPerSecond=12_000, tableWarmWriteUnitsPerSecond=4_000)
+    assert (cfg.table_warm_read_units_per_second, cfg.table_warm_write_units_per_second) == (12_000, 4_000)
+    assert config(tableWarmWriteUnitsPerSecond=5_000).table_warm_read_units_per_second == 0  # not set
 
 
 def test_a_destroyed_table_may_not_be_protected_from_deletion() -> None:
