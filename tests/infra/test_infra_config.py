@@ -141,6 +141,27 @@ def test_a_bad_console_tenant_stops_the_synth_with_one_line_naming_it() -> None:
     ], done.stderr
 
 
+def test_a_layer_not_built_stops_the_synth_with_one_line_naming_it(tmp_path: Path) -> None:
+    """QA22: without `make layer` the synth ended in a Python traceback (FileNotFoundError), its
+    clear message at the bottom, where every other refusal is one line naming its key."""
+    import os
+    import subprocess
+    import sys
+
+    missing = tmp_path / "no-layer"
+    context = {"layerAssetDir": str(missing)}
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path / "out")}
+    done = subprocess.run(
+        [sys.executable, "infra/app.py"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if "layer" in line] == [
+        f"punctual: context layerAssetDir: the Lambda layer is not built: {missing}/python is missing "
+        "(run `make layer`)"
+    ], done.stderr
+
+
 def test_a_poller_reservation_holds_two_minutes_of_pollers() -> None:
     """QA22: reserved concurrency is also the pollers' maximum. A poller runs its whole minute
     from its lead to its grace (~80 s), so two minutes' pollers run at once; a reservation below

@@ -20,7 +20,7 @@ from constructs import Construct
 
 from punctual_cdk import constants as c
 from punctual_cdk.assets import source_path
-from punctual_cdk.config import LOG_RETENTION_DAYS, PunctualConfig
+from punctual_cdk.config import LOG_RETENTION_DAYS, ConfigError, PunctualConfig
 from punctual_cdk.nag import XRAY_REASON, acknowledge
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -92,8 +92,9 @@ class LambdaRuntime(Construct):
         self._config = config
         layer_dir = Path(source_path(config.layer_asset_dir, "python"))
         if not (layer_dir / "python").is_dir():
-            raise FileNotFoundError(
-                f"the Lambda layer is not built: {layer_dir}/python is missing (run `make layer`)"
+            raise ConfigError(
+                f"layerAssetDir: the Lambda layer is not built: {layer_dir}/python is missing "
+                "(run `make layer`)"
             )
         self.layer = lambda_.LayerVersion(
             self,
@@ -119,7 +120,9 @@ class LambdaRuntime(Construct):
         """A function whose code is ``functions/<name>/`` and entry point ``handler.handler``."""
         code_dir = Path(source_path(self._config.functions_dir, name)) / name
         if not (code_dir / "handler.py").is_file():
-            raise FileNotFoundError(f"the {name} function has no handler: {code_dir}/handler.py is missing")
+            raise ConfigError(
+                f"functionsDir: the {name} function has no handler: {code_dir}/handler.py is missing"
+            )
         return PunctualFunction(
             scope,
             construct_id,
