@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import aws_cdk as cdk
@@ -35,11 +35,23 @@ class CalendarSpecError(ValueError):
 
 
 def _day(value: Any, field: str) -> Any:
-    if isinstance(value, date):  # a datetime is a date too: its day is what a calendar names
-        return value.isoformat()[:10]
+    if isinstance(value, datetime):  # a date too, but which day an instant is depends on the zone
+        raise CalendarSpecError(
+            f"{field}: a date or 'YYYY-MM-DD', not a datetime (a calendar names whole days of its "
+            "timezone: pass the day, e.g. instant.astimezone(zone).date())"
+        )
+    if isinstance(value, date):
+        return value.isoformat()
     if isinstance(value, str):
         return value
     raise CalendarSpecError(f"{field}: a date or 'YYYY-MM-DD', not {type(value).__name__}")
+
+
+# What each list of a calendar holds, as its refusals say.
+_ITEMS = {
+    "dates": "days (date or 'YYYY-MM-DD'); () for none",
+    "ranges": "(start, end) pairs of days or {'start': ..., 'end': ...}; () for none",
+}
 
 
 def _range(value: Any, field: str) -> dict[str, Any]:
@@ -88,7 +100,7 @@ class Calendar(Construct):
         try:
             for field, value in (("dates", dates), ("ranges", ranges)):
                 if not isinstance(value, list | tuple):  # (QA: a string was read letter by letter)
-                    raise CalendarSpecError(f"{field}: a list, not {type(value).__name__}")
+                    raise CalendarSpecError(f"{field}: a list of {_ITEMS[field]}, not {type(value).__name__}")
             document = {
                 "timezone": timezone,
                 "dates": [_day(each, f"dates[{i}]") for i, each in enumerate(dates)],
@@ -137,11 +149,33 @@ def _check(document: dict[str, Any]) -> None:
     try:
         CalendarInput.model_validate_json(json.dumps(document)).spec()
     except ValidationError as exc:
-        error = exc.errors()[0]
-        field = ".".join(str(part) for part in error.get("loc", ()))
-        message = str(error.get("msg")).removeprefix("Value error, ")
-        named = field and not message.startswith(field)  # a list's check names the item itself
-        raise CalendarSpecError(f"{field}: {message}" if named else message) from None
+        raise CalendarSpecError(field_error(document, exc.errors()[0])) from None
+
+
+def field_error(document: dict[str, Any], error: Any) -> str:
+    """A validation error as ``<field as the user wrote it>: <message>``: the path walked through
+    the document (``ranges[0].end``; a union's tag, which the user never wrote, left out). A
+    message that names the field itself (a list's check: ``dates[0]: ...``) is kept as it is; one
+    that begins with a key of the item it is about (``end: ...``) is that key's."""
+    message = str(error.get("msg")).removeprefix("Value error, ")
+    loc = list(error.get("loc", ()))
+    path: list[str] = []
+    node: Any = document
+    for index, part in enumerate(loc):
+        if isinstance(node, list) and isinstance(part, int) and part < len(node) and path:
+            path[-1] += f"[{part}]"
+            node = node[part]
+        elif isinstance(node, dict) and part in node:
+            path.append(str(part))
+            node = node[part]
+        elif index == len(loc) - 1:  # a field that is missing
+            path.append(str(part))
+    key, named, rest = message.partition(": ")
+    if path and named and isinstance(node, dict) and key in node:
+        path.append(key)
+        message = rest
+    field = ".".join(path)
+    return f"{field}: {message}" if field and not message.startswith(field) else message
 
 
 def _calendars_of(stack: cdk.Stack) -> Iterable[Calendar]:

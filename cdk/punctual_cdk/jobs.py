@@ -31,7 +31,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from pydantic import BaseModel, ValidationError
 
-from punctual_cdk.calendars import Calendar, CalendarSpecError, calendar_names
+from punctual_cdk.calendars import Calendar, CalendarSpecError, calendar_names, field_error
 from punctual_cdk.nag import acknowledge, nag_text
 from punctual_cdk.provider_construct import (
     PROVIDER_DIR,
@@ -448,26 +448,6 @@ def refuse_undeployable(spec: dict[str, Any], where: str) -> None:
             raise JobSpecError(f"Job {where}: {field}: output only (the API ignores it); leave it out")
 
 
-def _field_error(document: dict[str, Any], error: Any) -> str:
-    """A validation error as ``<field as the user wrote it>: <message>``: the path walked through
-    the document (a union's tag, which the user never wrote, left out)."""
-    message = str(error.get("msg")).removeprefix("Value error, ")
-    loc = list(error.get("loc", ()))
-    path: list[str] = []
-    node: Any = document
-    for index, part in enumerate(loc):
-        if isinstance(node, list) and isinstance(part, int) and part < len(node) and path:
-            path[-1] += f"[{part}]"
-            node = node[part]
-        elif isinstance(node, dict) and part in node:
-            path.append(str(part))
-            node = node[part]
-        elif index == len(loc) - 1:  # a field that is missing
-            path.append(str(part))
-    field = ".".join(path)
-    return f"{field}: {message}" if field else message
-
-
 # Declared jobs by their JobId token: what an after() of declared jobs names.
 _DECLARED: weakref.WeakValueDictionary[str, Job] = weakref.WeakValueDictionary()
 
@@ -517,7 +497,7 @@ def check(document: dict[str, Any], ref: SchedulerRef, where: str) -> None:
     try:
         spec = JobInput.model_validate_json(text).spec()
     except ValidationError as exc:
-        raise JobSpecError(f"Job {where}: {_field_error(document, exc.errors()[0])}") from None
+        raise JobSpecError(f"Job {where}: {field_error(document, exc.errors()[0])}") from None
     _refuse_past(spec, where)
     if isinstance(spec.target, HttpTargetModel) and not cdk.Token.is_unresolved(spec.target.url):
         try:

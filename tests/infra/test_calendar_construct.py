@@ -4,7 +4,7 @@ what it refuses, by name."""
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 import aws_cdk as cdk
@@ -80,6 +80,29 @@ def test_a_job_may_name_a_calendar_of_its_stack_by_its_name() -> None:
         ({"dates": ["2026-13-01"]}, r"dates\[0\]: '2026-13-01' is not a valid date"),
         ({"dates": [3]}, r"dates\[0\]: a date or 'YYYY-MM-DD', not int"),
         ({"ranges": [(date(2026, 1, 2),)]}, r"ranges\[0\]: a \(start, end\) pair"),
+        # QA22: one spelling of a range's field (the job construct's), whichever check refuses it
+        (
+            {"ranges": [("2026-12-31", "2026-12-01")]},
+            r"ranges\[0\]: range end 2026-12-01 is before its start",
+        ),
+        ({"ranges": [{"start": "2026-12-01"}]}, r"ranges\[0\]\.end: Field required"),
+        ({"ranges": [("2026-12-01", "x")]}, r"ranges\[0\]\.end: 'x' is not a date \(YYYY-MM-DD\)"),
+        (
+            {"ranges": [{"start": "2026-12-01", "end": 5}]},
+            r"ranges\[0\]\.end: a date or 'YYYY-MM-DD', not int",
+        ),
+        # QA22: a datetime was cut to its UTC day, whatever the calendar's zone
+        (
+            {"dates": [datetime(2026, 12, 25, 23, tzinfo=UTC)], "timezone": "Europe/Berlin"},
+            r"dates\[0\]: a date or 'YYYY-MM-DD', not a datetime",
+        ),
+        (
+            {"ranges": [(date(2026, 12, 1), datetime(2026, 12, 2, tzinfo=UTC))]},
+            r"ranges\[0\]\.end: .*not a datetime",
+        ),
+        # QA22: None read "a list, not NoneType", saying nothing of what the list holds
+        ({"ranges": None}, r"ranges: a list of \(start, end\) pairs of days .*, not NoneType"),
+        ({"dates": None}, r"dates: a list of days \(date or 'YYYY-MM-DD'\); \(\) for none, not NoneType"),
         ({"timezone": "Mars/Olympus"}, r"timezone: "),
         ({"name": "a b"}, r"name: 1-64 characters"),
         ({"name": "..."}, r"name: 1-64 characters"),
@@ -119,9 +142,9 @@ def test_wrong_kinds_of_input_are_named() -> None:
     # QA: a string of dates was read letter by letter ("dates[0]: '2' is not a date"), a date was a
     # TypeError, and scheduler=None an AttributeError from deep inside
     stack = _stack()
-    with pytest.raises(CalendarSpecError, match="dates: a list, not str"):
+    with pytest.raises(CalendarSpecError, match=r"dates: a list of days .*, not str"):
         Calendar(stack, "Text", scheduler=REF, dates="2026-12-25")  # type: ignore[arg-type]
-    with pytest.raises(CalendarSpecError, match="dates: a list, not date"):
+    with pytest.raises(CalendarSpecError, match=r"dates: a list of days .*, not date"):
         Calendar(stack, "Day", scheduler=REF, dates=date(2026, 12, 25))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="scheduler: a Punctual construct or a SchedulerRef, not NoneType"):
         Job(stack, "Nothing", scheduler=None, schedule="rate(1 hour)", target=HttpTarget(HOOK))  # type: ignore[arg-type]
