@@ -52,6 +52,11 @@ POLLER_MEMORY_MB: Final = 1024
 # 128 MB ~$6. At 128 MB (7 % of a vCPU) it releases ~200 far or ~110 near slots a second.
 LEAN_POLLER_MEMORY_MB: Final = 128
 LEAN_POLLER_MAX_TRIGGERS_PER_MINUTE: Final = 60  # 0: never use the lean poller
+# With pollerReservedConcurrency, the lean poller reserves its own most: a lean minute runs one
+# poller (one group, one replica: punctual.dispatch.tick.replicas_for) and two minutes' pollers
+# overlap (each lives from its lead to its grace, ~80 s), so 2, not the standard poller's 2 x
+# maxShardGroups x pollerReplicas.
+LEAN_POLLER_RESERVED_CONCURRENCY: Final = 2
 WORKER_TIMEOUT_S: Final = 900  # the longest job the Lambda lane runs (Lambda's hard maximum)
 WORKER_MEMORY_MB: Final = 512
 

@@ -32,6 +32,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "shardGroups": 4,
     "triggersPerPollerMinute": "20000",  # as `-c key=value` passes it: a string
     "pollerMaxConcurrency": 40,  # every poller a minute may have (fewer would start some late)
+    "pollerReservedConcurrency": 80,  # two overlapping minutes of those 40
     "maxReceiveCount": 3,
     "workerMaxConcurrency": 50,
     "tableBillingMode": "provisioned",

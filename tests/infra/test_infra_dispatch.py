@@ -161,6 +161,31 @@ def test_lean_poller_is_the_same_code_at_small_memory(default_synth: Synth) -> N
     assert variables["PUNCTUAL_LEAN_MAX_TRIGGERS_PER_MINUTE"] == "60"
 
 
+def test_the_lean_poller_reserves_only_what_a_lean_minute_runs(
+    custom_synth: Synth, default_synth: Synth
+) -> None:
+    """QA22: pollerReservedConcurrency was reserved on both pollers, so the lean one, which runs one
+    poller a minute, held as much of the account's concurrency as the standard one (2 x R in all)."""
+    from punctual.dispatch.tick import LEAN, replicas_for
+    from punctual.runtime.settings import Settings
+
+    def reserved(synth: Synth, poller: Any) -> Any:
+        return synth.resources[synth.logical_id(poller.function)]["Properties"].get(
+            "ReservedConcurrentExecutions"
+        )
+
+    dispatch = custom_synth.stack.dispatch
+    assert dispatch.lean_poller is not None
+    assert reserved(custom_synth, dispatch.poller) == 80
+    # a lean minute's one group runs one poller; two minutes' pollers overlap
+    lean_minute_pollers = replicas_for(1, LEAN, Settings())
+    assert reserved(custom_synth, dispatch.lean_poller) == 2 * lean_minute_pollers == 2
+    # no reservation asked, none made
+    assert default_synth.stack.dispatch.lean_poller is not None
+    assert reserved(default_synth, default_synth.stack.dispatch.lean_poller) is None
+    assert reserved(default_synth, default_synth.stack.dispatch.poller) is None
+
+
 def test_lean_poller_can_be_turned_off(tmp_path_factory: pytest.TempPathFactory) -> None:
     from cdk_helpers import synthesise
 

@@ -113,7 +113,7 @@ class Dispatch(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
 
-        def poller(construct_id: str, description: str, memory_mb: int) -> PunctualFunction:
+        def poller(construct_id: str, description: str, memory_mb: int, reserved: int) -> PunctualFunction:
             made = runtime.function(
                 self,
                 construct_id,
@@ -122,7 +122,7 @@ class Dispatch(Construct):
                 timeout_s=c.POLLER_TIMEOUT_S,
                 memory_mb=memory_mb,
                 environment=environment,
-                reserved_concurrency=config.poller_reserved_concurrency or None,
+                reserved_concurrency=reserved or None,
             )
             storage.grant_items(made.role, c.TABLE_ACTIONS_BY_COMPONENT["poller"])
             storage.grant_dispatch_key(made.role)  # it signs what it releases
@@ -134,6 +134,7 @@ class Dispatch(Construct):
             "Poller",
             "Punctual poller: releases the slots of one shard group for one minute",
             config.poller_memory_mb,
+            config.poller_reserved_concurrency,
         )
         # The same poller at the smallest memory, for minutes the tick plans as idle.
         self.lean_poller: PunctualFunction | None = None
@@ -142,6 +143,8 @@ class Dispatch(Construct):
                 "LeanPoller",
                 "Punctual lean poller: runs an idle minute's one shard group at small memory",
                 config.lean_poller_memory_mb,
+                # its own most, not the standard poller's: reserved concurrency is taken whether used or not
+                c.LEAN_POLLER_RESERVED_CONCURRENCY if config.poller_reserved_concurrency else 0,
             )
         self.pollers = [p for p in (self.poller, self.lean_poller) if p is not None]
 
