@@ -99,6 +99,8 @@ TRANSACTION_ITEMS = {
 }
 # What each component runs: its handler and the core modules of its work (not the target
 # adapters: targets are called with the deployment's target role, never the component's own).
+# ``module.py:name,name`` counts only those top-level functions of the module (and the module's
+# functions they call by name): what a component imports from a module shared with others.
 COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
     "api": ("functions/api/handler.py", "api/*.py", "usecases/jobs.py", "usecases/calendar_service.py"),
     # The poller publishes events; alerts are raised by workers (notifications/alerts.py).
@@ -140,6 +142,14 @@ COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
         "auditing/*.py",
         "delivery/notifications/__init__.py",
         "delivery/notifications/events.py",
+    ),
+    # The dashboard's console widget: a page of jobs and each one's history (reads only). Of
+    # next_fire it calls two functions; the module's NextFire (the API's, which batch-reads
+    # calendars) is not the console's.
+    "console": (
+        "functions/console/handler.py",
+        "console/*.py",
+        "usecases/next_fire.py:owes_now,next_release",
     ),
 }
 
@@ -279,14 +289,38 @@ def adapter_methods(
     return result
 
 
-def _component_files(component: str) -> list[Path]:
-    files: list[Path] = []
-    for pattern in COMPONENT_MODULES[component]:
+def _component_files(component: str) -> list[tuple[Path, frozenset[str]]]:
+    """Each module of the component, with the names it runs of it (empty: all of it)."""
+    files: list[tuple[Path, frozenset[str]]] = []
+    for entry in COMPONENT_MODULES[component]:
+        pattern, _, names = entry.partition(":")
+        used = frozenset(names.split(",")) if names else frozenset()
         if pattern.startswith("functions/"):
-            files.append(FUNCTIONS.parent / pattern)
+            files.append((FUNCTIONS.parent / pattern, used))
         else:
-            files.extend(sorted(CORE.glob(pattern)))
+            paths = sorted(CORE.glob(pattern))
+            assert paths, entry
+            files.extend((path, used) for path in paths)
     return files
+
+
+def _used_part(tree: ast.Module, names: frozenset[str], path: Path) -> ast.Module:
+    """The top-level functions ``names`` of ``tree`` and those of the module they call by name."""
+    defined = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    assert names <= set(defined), (path, sorted(names - set(defined)))
+    wanted: set[str] = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name in wanted:
+            continue
+        wanted.add(name)
+        pending.extend(
+            call.func.id
+            for call in ast.walk(defined[name])
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in defined
+        )
+    return ast.Module(body=[defined[name] for name in sorted(wanted)], type_ignores=[])
 
 
 def component_actions(component: str, transactions: bool = True) -> dict[str, set[str]]:
@@ -305,8 +339,10 @@ _ACTIONS_READ: dict[tuple[str, bool], dict[str, set[str]]] = {}
 def _read_component_actions(component: str, transactions: bool) -> dict[str, set[str]]:
     methods = adapter_methods(UNREACHED.get(component, frozenset()), transactions)
     needs: dict[str, set[str]] = {a: {w} for a, w in LIBRARY_ACTIONS.get(component, {}).items()}
-    for path in _component_files(component):
+    for path, used in _component_files(component):
         tree = ast.parse(path.read_text())
+        if used:
+            tree = _used_part(tree, used, path)
         for call in ast.walk(tree):
             if not isinstance(call, ast.Call):
                 continue

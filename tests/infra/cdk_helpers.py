@@ -220,6 +220,7 @@ def component_roles(stack: Any) -> dict[str, tuple[str, Any]]:
         "auditor": ("auditor", stack.auditor.handler.role),
         "worker-lambda": ("worker", stack.workers.worker.role),
         "worker-task": ("worker", stack.workers.task_definition.task_role),
+        "console": ("console", stack.console.handler.role),
     }
     if stack.dispatch.lean_poller is not None:
         roles["lean-poller"] = ("poller", stack.dispatch.lean_poller.role)

@@ -75,7 +75,7 @@ def _granted(synth: Synth, role: Any) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("component", ["api", "poller", "worker", "tick", "auditor"])
+@pytest.mark.parametrize("component", ["api", "poller", "worker", "tick", "auditor", "console"])
 def test_every_declared_action_is_called_by_the_components_code(default_synth: Synth, component: str) -> None:
     from_code = set(component_actions(component, default_synth))
     for name, (owner, role) in _roles(default_synth).items():
@@ -97,9 +97,12 @@ def test_the_other_deployment_shapes_grant_the_same(request: pytest.FixtureReque
 
 
 def test_table_actions_are_the_declared_lists(default_synth: Synth) -> None:
+    from punctual_cdk.components.console import CONSOLE_TABLE_ACTIONS
+
+    declared = {**c.TABLE_ACTIONS_BY_COMPONENT, "console": CONSOLE_TABLE_ACTIONS}
     for name, (component, role) in _roles(default_synth).items():
         table = {a for a in _granted(default_synth, role) if a.startswith("dynamodb:")}
-        assert table == set(c.TABLE_ACTIONS_BY_COMPONENT[component]), name
+        assert table == set(declared[component]), name
     tick = actions_on(role_statements(default_synth, default_synth.stack.dispatch.tick.role))
     assert "dynamodb:DeleteItem" not in tick and "dynamodb:PutItem" not in tick  # reads only
 
@@ -116,6 +119,9 @@ def test_the_code_reading_finds_what_each_adapter_method_needs() -> None:
     assert "sts:AssumeRole" in methods["Boto3ClientFactory"]
     assert set(component_actions("poller")) >= {"dynamodb:BatchWriteItem", "sqs:SendMessage"}
     assert "dynamodb:DeleteItem" not in component_actions("tick")
+    # QA22: the console's calls are read too, precisely: of next_fire it runs owes_now and
+    # next_release, not the API's NextFire (whose calendars are one BatchGetItem)
+    assert set(component_actions("console")) == {"dynamodb:GetItem", "dynamodb:Query"}
 
 
 # --------------------------------------------------------------------------- own resources
