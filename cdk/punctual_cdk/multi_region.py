@@ -230,6 +230,17 @@ class MultiRegionPunctual:
     def __init__(self, app: cdk.App, *, plan: RegionPlan, account: str, config: PunctualConfig) -> None:
         if config.table_billing_mode == "provisioned":
             raise ConfigError("multi-Region: the global table is on-demand (tableBillingMode=provisioned)")
+        # Table settings the global table does not take: refused, not silently dropped.
+        not_offered = {
+            "tableWarmReadUnitsPerSecond": config.table_warm_read_units_per_second != 0,
+            "tableWarmWriteUnitsPerSecond": config.table_warm_write_units_per_second != 0,
+            "tableRemovalPolicy": config.table_removal_policy != "retain",
+        }
+        for key in (key for key, given in not_offered.items() if given):
+            raise ConfigError(
+                f"{key}: not offered by the multi-Region profile (its global table has no warm throughput "
+                "set and is always retained on stack deletion): leave it at its default"
+            )
         self.plan = plan
         self.stacks: dict[str, RegionStack] = {}
         home: RegionStack | None = None

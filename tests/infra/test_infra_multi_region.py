@@ -224,6 +224,15 @@ def test_options_the_profile_does_not_offer_are_refused(repo_root: Path, tmp_pat
         _synth(tmp_path / "cmk", context)
     with pytest.raises(ConfigError, match="on-demand"):
         _synth(tmp_path / "prov", {"regions": ",".join(REGIONS), "tableBillingMode": "provisioned"})
+    # QA22: these were dropped silently (no warm throughput, the table retained all the same)
+    for key, value in (
+        ("tableWarmWriteUnitsPerSecond", 40_000),
+        ("tableWarmReadUnitsPerSecond", 12_000),
+        ("tableRemovalPolicy", "destroy"),
+    ):
+        given = {"regions": ",".join(REGIONS), key: value, "tableDeletionProtection": False}
+        with pytest.raises(ConfigError, match=f"^{key}: not offered by the multi-Region profile"):
+            _synth(tmp_path / key, given)
 
 
 @pytest.mark.parametrize("region", ["us-east-1", "us-east-2"])
