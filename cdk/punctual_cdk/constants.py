@@ -121,7 +121,10 @@ SORT_KEY: Final = "sk"
 TTL_ATTRIBUTE: Final = "expires_at"
 TABLE_BILLING_MODES: Final = ("on-demand", "provisioned")
 TABLE_ENCRYPTIONS: Final = ("aws-managed", "cmk")
-REMOVAL_POLICIES: Final = ("retain", "snapshot", "destroy")
+# What becomes of the table with its stack. Not "snapshot": CloudFormation's DeletionPolicy for
+# AWS::DynamoDB::Table is Delete, Retain or RetainExceptOnCreate (its validation refuses Snapshot,
+# which only databases such as RDS take); point-in-time recovery is always on.
+REMOVAL_POLICIES: Final = ("retain", "destroy")
 # Warm throughput: a new table starts at 12,000 read and 4,000 write units per second (DynamoDB
 # developer guide, "Understanding DynamoDB warm throughput in different scenarios") and a table's
 # warm throughput cannot be decreased, so a lower value is refused (Terraform's aws_dynamodb_table:

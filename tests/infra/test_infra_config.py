@@ -72,6 +72,9 @@ def test_command_line_strings_are_coerced() -> None:
         ("vpcId", "my-vpc", "vpcId"),
         ("nearShardCount", 1024, "nearShardCount"),
         ("tableDeletionProtection", "maybe", "tableDeletionProtection"),
+        # QA22: CloudFormation takes no Snapshot DeletionPolicy on a DynamoDB table (a synth warning,
+        # a stack that could not deploy)
+        ("tableRemovalPolicy", "snapshot", "tableRemovalPolicy: 'snapshot' is not one of retain, destroy"),
         ("ecsBurstTasksMax", 5001, "ecsBurstTasksMax"),
         ("ecsBurstTasksMax", 1, "ecsBurstTasksMax"),  # under ecsBurstTasks (set to 2 below)
         ("burstLatenessTargetS", 0, "burstLatenessTargetS"),

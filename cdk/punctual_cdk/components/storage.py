@@ -30,7 +30,6 @@ TABLE_READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Que
 
 _REMOVAL = {
     "retain": cdk.RemovalPolicy.RETAIN,
-    "snapshot": cdk.RemovalPolicy.SNAPSHOT,
     "destroy": cdk.RemovalPolicy.DESTROY,
 }
 
