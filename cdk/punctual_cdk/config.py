@@ -370,11 +370,12 @@ class PunctualConfig:
             raise ConfigError("ecsMinTasks: must not exceed ecsMaxTasks")
         if self.ecs_ready_tasks > self.ecs_max_tasks:
             raise ConfigError("ecsReadyTasks: must not exceed ecsMaxTasks")
-        if not fargate_memory_fits(self.ecs_burst_cpu, self.ecs_burst_memory_mb):
-            raise ConfigError(
-                f"ecsBurstMemoryMb: Fargate does not run {self.ecs_burst_memory_mb} MiB with "
-                f"ecsBurstCpu {self.ecs_burst_cpu}"
-            )
+        for memory_key, memory, cpu_key, cpu in (
+            ("ecsMemoryMiB", self.ecs_memory_mib, "ecsCpu", self.ecs_cpu),
+            ("ecsBurstMemoryMb", self.ecs_burst_memory_mb, "ecsBurstCpu", self.ecs_burst_cpu),
+        ):
+            if not fargate_memory_fits(cpu, memory):
+                raise ConfigError(f"{memory_key}: Fargate does not run {memory} MiB with {cpu_key} {cpu}")
         try:
             parse_budgets(list(self.target_rate_budgets))
         except SmoothingConfigError as exc:

@@ -64,6 +64,10 @@ def test_command_line_strings_are_coerced() -> None:
         ("ecsBurstCpu", 1000, "ecsBurstCpu"),
         ("ecsBurstMemoryMb", 1024, "ecsBurstMemoryMb"),  # 1 vCPU takes 2..8 GB
         ("ecsBurstMemoryMb", 2500, "ecsBurstMemoryMb"),
+        # QA22: the ECS worker's own pair was not checked (CloudFormation's validation warned, the
+        # task definition failed at deploy)
+        ("ecsMemoryMiB", 8192, "ecsMemoryMiB: Fargate does not run 8192 MiB with ecsCpu 512"),
+        ("ecsMemoryMiB", 1536, "ecsMemoryMiB: Fargate does not run 1536 MiB with ecsCpu 512"),
         ("queueCount", 0, "queueCount"),
         ("workerBatchSize", 11, "workerBatchSize"),  # FIFO event sources take at most 10
         ("tableBillingMode", "serverless", "tableBillingMode"),
