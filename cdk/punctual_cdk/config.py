@@ -364,6 +364,17 @@ class PunctualConfig:
                 "at most: maxShardGroups x pollerReplicas, as the Maps run them); the others would be "
                 "throttled and start late. Raise it, lower maxShardGroups or pollerReplicas, or set 0"
             )
+        # A minute's far bucket is read once, when its pollers start (pollerLeadS before it); a far
+        # timer is one due more than farThresholdS after it is written. One due late in the minute
+        # and written after that read was never released by its pollers: the threshold must cover
+        # the whole minute, the lead and the clock skew.
+        least = 60 + self.poller_lead_s + c.CLOCK_SKEW_S
+        if self.far_threshold_s < least:
+            raise ConfigError(
+                f"farThresholdS: {self.far_threshold_s} is under {least} (60 + pollerLeadS "
+                f"{self.poller_lead_s} + {c.CLOCK_SKEW_S} s of clock skew): a far timer due late in a "
+                "minute could be written after its pollers read the minute's far bucket, and not be released"
+            )
         if self.near_shard_count > self.shard_count:
             raise ConfigError("nearShardCount: must not exceed shardCount")
         if self.ecs_min_tasks > self.ecs_max_tasks:

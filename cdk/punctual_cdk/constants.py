@@ -84,6 +84,9 @@ METRICS_NAMESPACE: Final = "Punctual"
 # app does not set it).
 POLLER_GRACE_S: Final = 10
 POLLER_WINDOW_S: Final = POLLER_LEAD_S + 60 + POLLER_GRACE_S
+# The clock skew between nodes the design tolerates (PollerConfig.skew_s): a far timer must be
+# written this long before its bucket is read, by a writer whose clock may be that far ahead.
+CLOCK_SKEW_S: Final = 5
 # The poller task is retried on EVERY failure (the handler raised, the Lambda timed out or ran out
 # of memory, Lambda.Unknown, States.TaskFailed, States.Timeout, a Lambda service error), quickly,
 # for the whole window: delays of 1, 1.5, then 2 s (retry n waits INTERVAL x RATE^(n-1), at most

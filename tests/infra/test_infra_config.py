@@ -188,6 +188,17 @@ def test_warm_throughput_is_unset_or_at_least_dynamodbs_minimum() -> None:
     assert config(tableWarmWriteUnitsPerSecond=5_000).table_warm_read_units_per_second == 0  # not set
 
 
+def test_far_timers_are_written_before_their_bucket_is_read() -> None:
+    """QA22: farThresholdS took 10..3600, but a minute's far bucket is read once, when its pollers
+    start (pollerLeadS before it): with a threshold of 30 a timer due at :50 written at :15 went to
+    the bucket read at -0:10 and was not released by its pollers."""
+    for context in ({"farThresholdS": 30}, {"farThresholdS": 74}, {"farThresholdS": 100, "pollerLeadS": 40}):
+        with pytest.raises(ConfigError, match=r"^farThresholdS: \d+ is under \d+ \(60 \+ pollerLeadS"):
+            config(**context)
+    assert config(farThresholdS=75).far_threshold_s == 75  # 60 + the default lead (10) + 5 s of skew
+    assert config(farThresholdS=105, pollerLeadS=40).far_threshold_s == 105
+
+
 def test_a_destroyed_table_may_not_be_protected_from_deletion() -> None:
     """QA22: tableRemovalPolicy=destroy with tableDeletionProtection=true (its default) synthesised,
     and `make destroy` then failed on the table: DeleteTable refuses a protected table."""
