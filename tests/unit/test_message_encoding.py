@@ -13,9 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from punctual.dispatch.queues import DispatchMessage, _built
-from punctual.security.message_auth import DispatchSigner
+from punctual.security.message_auth import KEY_LABEL, DispatchSigner
 
-SIGNER = DispatchSigner("test-dispatch-key-" + "k" * 32)
+KEY = "test-dispatch-key-" + "k" * 32
+SIGNER = DispatchSigner(KEY)
+# The HMAC key: derived from the dispatch key under a label (punctual.security.message_auth)
+DERIVED = hmac.new(KEY.encode(), KEY_LABEL, hashlib.sha256).digest()
 
 _text = st.text(max_size=40)  # any characters: quotes, backslashes, controls, non-ASCII, astral
 _odd = st.one_of(  # what a body read from the queue may hold where a sender writes a str, int or bool
@@ -108,7 +111,7 @@ def test_every_field_is_in_the_payload() -> None:
 @given(fields=_typed)
 def test_the_signature_is_hmac_sha256_of_the_payload(fields: dict[str, Any]) -> None:
     message = _built(fields)
-    expected = hmac.new(SIGNER._key, message.payload().encode(), hashlib.sha256).hexdigest()
+    expected = hmac.new(DERIVED, message.payload().encode(), hashlib.sha256).hexdigest()
     assert SIGNER.signature(message) == expected
     signed = SIGNER.sign(message)
     assert signed.sig == expected and SIGNER.verify(DispatchMessage.from_body(signed.to_body()))
