@@ -26,13 +26,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from punctual.store.dynamo.schema import UNCHANGED
+from punctual.store.dynamo.check_schema import check_writes
 
 log = logging.getLogger("punctual.store")
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
 KEY_ATTRIBUTES = ("pk", "sk")  # the table's key (store.dynamo.sizes counts the same two)
-_KEY_NAME = {"#check_key": KEY_ATTRIBUTES[0]}  # whether a checked item is there
 _OPERATIONS = {
     "Put": "put_item",
     "Update": "update_item",
@@ -91,29 +90,16 @@ def _check(client: Any, check: dict[str, Any]) -> None:
         ``ConditionalCheckFailedException`` when the condition does not hold (with the item, when
         the check asked for it).
     """
-    condition = check.get("ConditionExpression")
-    names = {**check.get("ExpressionAttributeNames", {}), **_KEY_NAME}
-    request = {"TableName": check["TableName"], "Key": check["Key"]}
-    if "ExpressionAttributeValues" in check:
-        request["ExpressionAttributeValues"] = check["ExpressionAttributeValues"]
-    both = f" AND ({condition})" if condition else ""
-    unchanged = UNCHANGED.fields()
+    update, delete = check_writes(check)
     try:
-        client.update_item(
-            **request,
-            UpdateExpression=unchanged["UpdateExpression"],
-            ExpressionAttributeNames={**names, **unchanged["ExpressionAttributeNames"]},
-            ConditionExpression=f"attribute_exists(#check_key){both}",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
+        client.update_item(**update)
         return
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != CONDITION_FAILED or "Item" in exc.response:
             if check.get("ReturnValuesOnConditionCheckFailure") != "ALL_OLD":
                 exc.response.pop("Item", None)
             raise  # the item is there and fails the condition (or another error)
-    absent = f"attribute_not_exists(#check_key){both}"
-    client.delete_item(**request, ExpressionAttributeNames=names, ConditionExpression=absent)
+    client.delete_item(**delete)
 
 
 def _undo(client: Any, done: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
