@@ -73,7 +73,9 @@ def test_a_targets_answer_cannot_make_a_failure_read_as_other_text() -> None:
     assert summary("HTTP 200 OK") == "HTTP 200 OK" and summary("caf\u00e9 \u200f") == "caf\u00e9 \u200f"
     store = MemoryStore()
     store.create_job(job("hook", now=T0 - timedelta(days=1)), None, 100)
-    store.save_execution(failed("hook", T0 - timedelta(minutes=2), T0 - timedelta(minutes=2), kept), None, TTL)
+    store.save_execution(
+        failed("hook", T0 - timedelta(minutes=2), T0 - timedelta(minutes=2), kept), None, TTL
+    )
     cells = [row[-1].text for row in page(store).tables["pc-failures"].rows]  # type: ignore[attr-defined]
     assert cells and not any("\u202e" in cell for cell in cells), cells
 
