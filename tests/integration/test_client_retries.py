@@ -251,3 +251,27 @@ def test_an_update_whose_answer_was_lost_is_not_sent_again(
     # A read whose answer was lost is read again
     _lose_first_answer(served, monkeypatch, "GET")
     assert client.get_job(job["id"])["id"] == job["id"] and fake.slept == [0.25]
+
+
+def test_a_keyed_create_whose_first_request_is_still_running_is_sent_again(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the API's 409 "request in progress" (its reply to a request with an Idempotency-Key
+    # while the first with that key runs: a client that timed out and sent it again)
+    body = (
+        '{"type": "urn:punctual:problem:request-in-progress", "title": "Request in progress",'
+        ' "status": 409, "detail": "a request with this Idempotency-Key is still being processed"}'
+    )
+    busy = {"statusCode": 409, "headers": {"Retry-After": "1"}, "body": body}
+    _answer_first(served, monkeypatch, busy)
+    fake = FakeTime()
+    client = PunctualClient(endpoint=served.url, retry=fake.policy())
+    spec = {"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://x.example"}}
+    # When the keyed create is sent, it is sent again after the Retry-After and made once
+    job = client.create_job(spec, idempotency_key="k-409")
+    assert fake.slept == [1.0] and [j["id"] for j in client.iter_jobs()] == [job["id"]]
+    # But the same 409 to a request without a key is not retried (it is not that request's)
+    _answer_first(served, monkeypatch, busy)
+    with pytest.raises(ApiError) as caught:
+        PunctualClient(endpoint=served.url, retry=FakeTime().policy()).create_job(spec)
+    assert caught.value.status == 409

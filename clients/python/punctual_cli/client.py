@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from punctual_cli.retries import RETRIED_STATUSES, RetryPolicy, repeatable, retry_after
+from punctual_cli.retries import RETRIED_STATUSES, RetryPolicy, in_progress, repeatable, retry_after
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 _REGION = re.compile(r"[A-Za-z0-9-]{1,64}")
@@ -230,8 +230,8 @@ class PunctualClient:
         policy = self.retry
         if attempt >= policy.max_attempts:
             return None
-        if exc.status in RETRIED_STATUSES:  # nothing was done: any method
-            asked = exc.retry_after_s
+        if exc.status in RETRIED_STATUSES or in_progress(exc.status, exc.problem, headers):
+            asked = exc.retry_after_s  # nothing was done (or a keyed request's first is still running)
         elif isinstance(exc, UnansweredError) and repeatable(method, headers, exc.sent):
             asked = None
         else:

@@ -7,7 +7,8 @@ is sent again only when doing it twice is doing it once: a ``GET``, ``HEAD``, or
 an ``Idempotency-Key``; a ``PUT`` or ``DELETE`` too when it never reached the API (the connection
 failed), but not once sent (no answer in time, a connection dropped after): it may have been
 done, and done again it is a 412 or 404 that says otherwise. No other error is retried (a 4xx is
-the request's own fault).
+the request's own fault), except a 409 that says the first request with the same
+``Idempotency-Key`` is still running: the keyed request is sent again after its ``Retry-After``.
 
 The wait is ``Retry-After`` (delay seconds, or an HTTP date read against the answer's ``Date``,
 the server's clock), else capped exponential backoff with full jitter; never past the policy's
@@ -24,6 +25,9 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 RETRIED_STATUSES = frozenset({429, 503})
+# A 409 whose problem is this: the first request with the same Idempotency-Key is still running;
+# the same request again, once it ended, answers its reply (docs/api.md)
+IN_PROGRESS_TYPE = "request-in-progress"
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 _UNSENT_METHODS = _SAFE_METHODS | {"PUT", "DELETE"}  # idempotent, but not to be told so twice
 
@@ -64,12 +68,24 @@ class RetryPolicy:
         return self.rand() * min(self.cap_s, self.base_s * 2.0 ** min(retry, 64))
 
 
+def in_progress(status: int, problem: Mapping[str, object], headers: Mapping[str, str]) -> bool:
+    """Whether an answer is the API's "a request with this Idempotency-Key is still being
+    processed" (409, Retry-After): the keyed request is sent again after it, as a 429 is."""
+    keyed = _keyed(headers)
+    kind = str(problem.get("type", ""))
+    return keyed and status == 409 and kind.endswith(IN_PROGRESS_TYPE)  # urn:punctual:problem:...
+
+
 def repeatable(method: str, headers: Mapping[str, str], sent: bool) -> bool:
     """Whether a request that got no answer may be sent again; ``sent``: it reached the API."""
-    keyed = any(name.lower() == "idempotency-key" and value for name, value in headers.items())
+    keyed = _keyed(headers)
     return method.upper() in (_SAFE_METHODS if sent else _UNSENT_METHODS) or (
         method.upper() == "POST" and keyed
     )
+
+
+def _keyed(headers: Mapping[str, str]) -> bool:
+    return any(name.lower() == "idempotency-key" and value for name, value in headers.items())
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
