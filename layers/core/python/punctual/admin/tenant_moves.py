@@ -7,13 +7,12 @@ under the new tenant before it is deleted under the old one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
 
 from punctual.models import JobState
-from punctual.store.base import CalendarVersionError, GroupExistsError, JobStore, Page
+from punctual.store.base import CalendarVersionError, GroupExistsError, JobStore
+from punctual.store.listing import every_item
 from punctual.usecases.job_admission import all_jobs
 from punctual.usecases.job_errors import InvalidJobError, JobHasDependentsError
 from punctual.usecases.jobs import JobService
@@ -81,30 +80,17 @@ def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
     return report
 
 
-_Item = TypeVar("_Item")
-
-
-def _every(read: Callable[[str | None], Page[_Item]]) -> Iterator[_Item]:
-    cursor: str | None = None
-    while True:
-        page = read(cursor)
-        yield from page.items
-        if page.cursor is None:
-            return
-        cursor = page.cursor
-
-
 def _copy_groups_and_calendars(store: JobStore, from_tenant: str, to_tenant: str) -> set[str]:
     """The tenant's schedule groups and calendars under ``to_tenant`` too (QA22: a moved schedule of
     a group was out of reach of the scheduler API, its group not being the new tenant's; a job
     excluding a calendar was not moved). Returns the names of the calendars ``to_tenant`` has
     with other days: a job excluding one of them is not moved (it would pass over other days)."""
     other_days: set[str] = set()
-    for group in _every(lambda cursor: store.list_groups(from_tenant, 100, cursor)):
+    for group in every_item(lambda cursor: store.list_groups(from_tenant, 100, cursor)):
         if group.state == "ACTIVE":
             with suppress(GroupExistsError):  # the new tenant's own group of that name
                 store.create_group(replace(group, tenant=to_tenant))
-    for calendar in _every(lambda cursor: store.list_calendars(from_tenant, 100, cursor)):
+    for calendar in every_item(lambda cursor: store.list_calendars(from_tenant, 100, cursor)):
         try:
             store.put_calendar(calendar.model_copy(update={"tenant": to_tenant, "version": 1}), None)
         except CalendarVersionError:  # the new tenant's own calendar of that name

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
 from punctual.models import Job
+from punctual.store.base import Page
+
+_Item = TypeVar("_Item")
 
 # Jobs (or, under a status filter, execution records) a listing examines a page at most: a rare
 # filter's page is short (even empty), with a cursor.
@@ -24,3 +30,14 @@ def tags_match(tags: object, tag: str | None) -> bool:
 def tag_matches(job: Job, tag: str | None) -> bool:
     """Whether ``job`` matches a listing's tag filter (:func:`tags_match`)."""
     return tags_match(job.tags, tag)
+
+
+def every_item(read: Callable[[str | None], Page[_Item]]) -> Iterator[_Item]:
+    """Every item of a listing, page after page: ``read(cursor)`` reads one page."""
+    cursor: str | None = None
+    while True:
+        page = read(cursor)
+        yield from page.items
+        if page.cursor is None:
+            return
+        cursor = page.cursor

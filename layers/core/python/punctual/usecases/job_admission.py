@@ -23,6 +23,7 @@ from punctual.security.peaks import Profile, job_profile
 from punctual.security.quotas import micro_rate
 from punctual.security.tenant_quotas import PeakQuota
 from punctual.store.base import JobStore, UnreadableJob, UnreadableJobError
+from punctual.store.listing import every_item
 from punctual.timing.slots import schedule_of
 from punctual.usecases.job_errors import InvalidJobError
 from punctual.usecases.shared_slots import TIMING_FIELDS, no_shared_slot
@@ -51,14 +52,7 @@ def find_cycle(
 
 def all_jobs(store: JobStore, tenant: str) -> list[Job]:
     """Every job of ``tenant``, page after page."""
-    jobs: list[Job] = []
-    cursor: str | None = None
-    while True:
-        page = store.list_jobs(tenant, 100, cursor)
-        jobs.extend(page.items)
-        if page.cursor is None:
-            return jobs
-        cursor = page.cursor
+    return list(every_item(lambda cursor: store.list_jobs(tenant, 100, cursor)))
 
 
 class JobAdmission:
