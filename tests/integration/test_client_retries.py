@@ -275,3 +275,29 @@ def test_a_keyed_create_whose_first_request_is_still_running_is_sent_again(
     with pytest.raises(ApiError) as caught:
         PunctualClient(endpoint=served.url, retry=FakeTime().policy()).create_job(spec)
     assert caught.value.status == 409
+
+
+@pytest.mark.parametrize(
+    ("status", "message"), [(502, "Internal server error"), (504, "Endpoint request timed out")]
+)
+def test_api_gateways_502_and_504_are_a_lost_answer(
+    served: Served, monkeypatch: pytest.MonkeyPatch, status: int, message: str
+) -> None:
+    # API Gateway answers these itself when the API's function crashed or ran out of time: the
+    # request may have been done. A read, and a create with an Idempotency-Key, are sent again
+    # (it answers the job the first made, if it did); a create without one, a replace, are not.
+    gateway = {"statusCode": status, "headers": {}, "body": f'{{"message": "{message}"}}'}
+    spec = {"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://x.example"}}
+    fake = FakeTime()
+    client = PunctualClient(endpoint=served.url, retry=fake.policy())
+    _answer_first(served, monkeypatch, gateway)
+    made = client.create_job(spec, idempotency_key="k-gw")
+    assert fake.slept == [0.25]
+    _answer_first(served, monkeypatch, gateway, gateway)
+    assert client.get_job(made["id"])["id"] == made["id"] and fake.slept == [0.25, 0.25, 0.5]
+    for call in (lambda: client.create_job(spec), lambda: client.replace_job(made["id"], spec)):
+        _answer_first(served, monkeypatch, gateway)
+        with pytest.raises(ApiError) as caught:
+            call()
+        assert caught.value.status == status and fake.slept == [0.25, 0.25, 0.5]
+    assert [j["id"] for j in client.iter_jobs()] == [made["id"]]

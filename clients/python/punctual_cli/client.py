@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from punctual_cli.retries import RETRIED_STATUSES, RetryPolicy, in_progress, repeatable, retry_after
+from punctual_cli.retries import (
+    LOST_ANSWER_STATUSES,
+    RETRIED_STATUSES,
+    RetryPolicy,
+    in_progress,
+    repeatable,
+    retry_after,
+)
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 _REGION = re.compile(r"[A-Za-z0-9-]{1,64}")
@@ -234,6 +241,8 @@ class PunctualClient:
             asked = exc.retry_after_s  # nothing was done (or a keyed request's first is still running)
         elif isinstance(exc, UnansweredError) and repeatable(method, headers, exc.sent):
             asked = None
+        elif exc.status in LOST_ANSWER_STATUSES and repeatable(method, headers, sent=True):
+            asked = exc.retry_after_s
         else:
             return None
         wait = asked if asked is not None else policy.backoff(attempt - 1)

@@ -6,7 +6,9 @@ on the same items) having done nothing, with ``Retry-After`` saying when to come
 is sent again only when doing it twice is doing it once: a ``GET``, ``HEAD``, or a ``POST`` with
 an ``Idempotency-Key``; a ``PUT`` or ``DELETE`` too when it never reached the API (the connection
 failed), but not once sent (no answer in time, a connection dropped after): it may have been
-done, and done again it is a 412 or 404 that says otherwise. No other error is retried (a 4xx is
+done, and done again it is a 412 or 404 that says otherwise. API Gateway's 502 and 504 (the
+API's function failed or timed out, maybe after it acted) are such a request sent and not
+answered. No other error is retried (a 4xx is
 the request's own fault), except a 409 that says the first request with the same
 ``Idempotency-Key`` is still running: the keyed request is sent again after its ``Retry-After``.
 
@@ -25,6 +27,10 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 RETRIED_STATUSES = frozenset({429, 503})
+# API Gateway's own answers when the API's function failed (502: it crashed, was throttled or
+# answered malformed) or gave no answer in time (504): the request may have been done, so these
+# are an answer lost, sent again only when that can be repeated (as a timeout is)
+LOST_ANSWER_STATUSES = frozenset({502, 504})
 # A 409 whose problem is this: the first request with the same Idempotency-Key is still running;
 # the same request again, once it ended, answers its reply (docs/api.md)
 IN_PROGRESS_TYPE = "request-in-progress"
