@@ -39,6 +39,8 @@ BAD_OPTIONS = [
         ["--set", "PUNCTUAL_NO_SUCH_THING=1"],
         "no setting is named PUNCTUAL_NO_SUCH_THING: nothing would read it",
     ),
+    # a far threshold under the minute + lead + skew: far timers written after their bucket was read
+    (["--set", "PUNCTUAL_FAR_THRESHOLD_S=60"], "far_threshold_s 60 is under 75 (60 + poller_lead_s 10"),
     (["--template", "/nonexistent/template.json"], "--template /nonexistent/template.json: no such file"),
     (["--aws-port", "70000"], "--aws-port (PUNCTUAL_LOCAL_AWS_PORT) must be 0 to 65535, not 70000"),
     (["--workers", "-1"], "--workers (PUNCTUAL_LOCAL_WORKERS) must be at least 0, not -1"),

@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping
 from typing import TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from punctual.dispatch.queues import QueueRouting
 from punctual.timing.timers import TimerLayout
@@ -20,6 +20,7 @@ class SettingsError(ValueError):
 
 
 _PREFIX = "PUNCTUAL_"
+CLOCK_SKEW_S = 5  # the clock skew between nodes the layout allows for (DESIGN: +-5 s)
 
 
 class Settings(BaseModel):
@@ -42,7 +43,7 @@ class Settings(BaseModel):
     # the timers in the near lane a key takes 625 timers/s). Each near shard is read every second.
     # Both counts are part of the data layout: never change them on a live deployment.
     near_shard_count: int = Field(default=8, ge=1, le=10_000)
-    far_threshold_s: int = Field(default=180, ge=10, le=3600)
+    far_threshold_s: int = Field(default=180, ge=10, le=3600)  # >= 60 + poller_lead_s + 5
     poll_interval_ms: int = Field(default=1000, ge=10, le=60_000)
     poller_lead_s: int = Field(default=10, ge=0, le=50)
     # How long past its minute a poller keeps reading that minute's near buckets: at least the
@@ -233,6 +234,21 @@ class Settings(BaseModel):
     def routing(self) -> QueueRouting:
         """Which work queue a job's messages go to (the one way it is built from them)."""
         return QueueRouting(tuple(self.short_queue_urls), tuple(self.long_queue_urls))
+
+    @model_validator(mode="after")
+    def _far_covers_the_minute(self) -> Settings:
+        # A minute's far bucket is read once, when its pollers start (poller_lead_s before it): a
+        # far timer written after that read and due in that minute would never be released, so a
+        # timer due within the minute, the lead and the clock skew must go to a near bucket (the
+        # stack checks farThresholdS the same way; this holds local mode and tests to it too).
+        least = 60 + self.poller_lead_s + CLOCK_SKEW_S
+        if self.far_threshold_s < least:
+            raise ValueError(
+                f"far_threshold_s {self.far_threshold_s} is under {least} (60 + poller_lead_s "
+                f"{self.poller_lead_s} + {CLOCK_SKEW_S} s of clock skew): a far timer due late in a "
+                "minute could be written after its pollers read the minute's far bucket"
+            )
+        return self
 
     @field_validator(
         "short_queue_urls",
