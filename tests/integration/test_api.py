@@ -6,11 +6,13 @@ import base64
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 from api_harness import ALICE, ALICE_ID, BOB, ROOT, ApiClient, http_spec, job_spec
 from api_harness import api as api  # the fixture
+from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, JobState
 
@@ -577,3 +579,56 @@ def test_batch_reads_left_unprocessed_are_a_503_with_retry_after(
     assert out["statusCode"] == 503
     assert out["multiValueHeaders"]["Retry-After"] == ["1"]
     assert json.loads(out["body"])["title"] == "Service busy"
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "title"),
+    [
+        (lambda: EndpointConnectionError(endpoint_url="https://dynamodb"), 503, "Service busy"),
+        (lambda: ReadTimeoutError(endpoint_url="https://dynamodb"), 504, "Storage timed out"),
+        (lambda: ConnectionClosedError(endpoint_url="https://dynamodb"), 504, "Storage timed out"),
+    ],
+    ids=["unreached", "read-timeout", "connection-dropped"],
+)
+def test_storage_that_cannot_be_reached_or_does_not_answer_is_a_503_or_504_not_a_500(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch, error: Any, status: int, title: str
+) -> None:
+    """botocore's connection errors and timeouts (after its retries) were no answer the API knew:
+    a 500 'internal error'. Not reached is a 503 (nothing was done, come back: Retry-After); no
+    answer a 504 (a write may have been made: a client sends only what can be repeated again),
+    for a request and for one item of a batch (the others still registered)."""
+    from punctual.api import wiring
+
+    job = api.create()
+    store = wiring.services().store
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise error()
+
+    real_create, real_get = store.create_job, store.get_job
+    monkeypatch.setattr(store, "get_job", failing)
+    from api_harness import LambdaContext, rest_event, undeclared
+
+    out = api.handler.handler(rest_event("GET", f"/v1/jobs/{job['id']}"), LambdaContext())
+    headers = {k: v[-1] for k, v in out["multiValueHeaders"].items()}
+    assert out["statusCode"] == status and json.loads(out["body"])["title"] == title, out
+    assert ("Retry-After" in headers) is (status == 503)
+    assert not undeclared("GET", f"/v1/jobs/{job['id']}", status, headers)  # in openapi.json
+
+    def second_fails(job: Any, *args: object, **kwargs: object) -> Any:
+        if job.name == "second":
+            raise error()
+        return real_create(job, *args, **kwargs)
+
+    monkeypatch.setattr(store, "get_job", real_get)
+    monkeypatch.setattr(store, "create_job", second_fails)
+    spec = {"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://x.example"}}
+    items = [{"id": name, "job": {**spec, "name": name}} for name in ("first", "second", "third")]
+    reply = api.call("POST", "/v1/job-batches", {"jobs": items})
+    assert reply.status == 200, reply.body
+    assert [(r["status"], r["code"]) for r in reply.body["results"]] == [
+        ("created", 201),
+        ("failed", status),
+        ("created", 201),
+    ]
+    assert reply.body["results"][1]["problem"]["title"] == title

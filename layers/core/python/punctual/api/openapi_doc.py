@@ -24,8 +24,11 @@ _CALLER_ERRORS = {
     " parameter the operation does not take",
     "403": "Forbidden: the caller cannot be a tenant (a federated user)",
     "429": "Too Many Requests: the tenant's API quota (Retry-After says when to retry)",
-    "503": "Service Unavailable: another request was changing the same items, nothing was changed"
-    " (Retry-After says when to retry); or the deployment is misconfigured",
+    "503": "Service Unavailable: another request was changing the same items, or storage is"
+    " throttling or could not be reached; nothing was changed (Retry-After says when to retry); or"
+    " the deployment is misconfigured",
+    "504": "Gateway Timeout: storage did not answer in time; the request may have been done (read"
+    " before repeating a change)",
 }
 _UNKNOWN_QUERY = "Bad Request: a query parameter the operation does not take"
 # The operations that take a JSON body: the resolver refuses one too large (413) or not JSON (415).

@@ -28,7 +28,8 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as SdkConnectionError
 from pydantic import BaseModel, ConfigDict, Field
 
 from punctual.api.if_match import BadIfMatchError, if_match_versions
@@ -446,18 +447,36 @@ def shed_load(exc: ClientError) -> bool:
     return code in THROTTLE_CODES or code in CONFLICT_CODES or bool(shed)
 
 
+def _busy(detail: str, retry_after_s: object = 1) -> Response[Any]:
+    """503 with Retry-After: nothing was done, and the same request a moment later can succeed."""
+    return problem_response(503, "busy", "Service busy", detail, headers={"Retry-After": str(retry_after_s)})
+
+
 def _aws_error(exc: ClientError) -> Response[Any]:
     if shed_load(exc):
         # DynamoDB or SQS is shedding load: a retry after a moment will succeed.
-        return problem_response(
-            503,
-            "busy",
-            "Service busy",
-            "storage is throttling requests; retry shortly",
-            headers={"Retry-After": "1"},
-        )
+        return _busy("storage is throttling requests; retry shortly")
     logger.exception("AWS error in the API")
     return _internal()
+
+
+def _unreached(exc: SdkConnectionError) -> Response[Any]:
+    # The SDK could not connect to DynamoDB or SQS, through its retries: nothing reached them.
+    logger.warning("answering 503: %s", exc)
+    return _busy("storage could not be reached; nothing was changed, retry shortly")
+
+
+def _unanswered(exc: HTTPClientError) -> Response[Any]:
+    # A request reached DynamoDB or SQS and got no answer (a read timeout, a connection dropped),
+    # through the SDK's retries: a write may have been made. 504, as API Gateway answers a timed-out
+    # integration, never the 503 that says nothing was done (a client sends any 503 again).
+    logger.warning("answering 504: %s", exc)
+    return problem_response(
+        504,
+        "storage-timeout",
+        "Storage timed out",
+        "storage did not answer in time; the request may have been done: read before repeating a change",
+    )
 
 
 def _too_large(exc: ItemTooLargeError) -> Response[Any]:
@@ -475,12 +494,8 @@ def _contended(exc: TransactionConflictError) -> Response[Any]:
     # Another transaction held an item this request writes, through every retry: nothing was
     # written, and the same request a moment later goes through.
     logger.warning("answering 503: %s", exc)
-    return problem_response(
-        503,
-        "busy",
-        "Service busy",
-        "another request was changing the same items; nothing was changed, retry shortly",
-        headers={"Retry-After": str(exc.retry_after_s)},
+    return _busy(
+        "another request was changing the same items; nothing was changed, retry shortly", exc.retry_after_s
     )
 
 
@@ -517,6 +532,8 @@ def item_problem(exc: Exception) -> dict[str, Any]:
         (TransactionTooLargeError, _too_many_items),
         (LayoutMismatchError, _misconfigured),
         (ClientError, _aws_error),
+        (SdkConnectionError, _unreached),
+        (HTTPClientError, _unanswered),
     )
     for kinds, handler in handlers:
         if isinstance(exc, kinds):
@@ -554,6 +571,8 @@ def install(app: APIGatewayRestResolver) -> None:
     app.not_found(_no_route)
     app.exception_handler(ResponseValidationError)(_bad_response)
     app.exception_handler(ClientError)(_aws_error)
+    app.exception_handler(SdkConnectionError)(_unreached)
+    app.exception_handler(HTTPClientError)(_unanswered)
     app.exception_handler(LayoutMismatchError)(_misconfigured)
     app.exception_handler(TransactionConflictError)(_contended)
     app.exception_handler(ItemTooLargeError)(_too_large)
