@@ -43,6 +43,8 @@ T = TypeVar("T")
 # A job batch of 500 writes each job and its timer: ~25 s on moto server under load, more on a busy
 # two-core machine; its callers wait this long for the answer.
 BATCH_TIMEOUT_S = 180.0
+BATCH_ROUNDS = 3  # a job batch's items that failed for load, sent again (LocalMode.register)
+RETRIED_BATCH_CODES = frozenset({429, 503, 504})
 
 
 def request(
@@ -239,6 +241,32 @@ class LocalMode:
     ) -> tuple[int, Any]:
         """One request to the API as ``tenant`` (by default this local mode's)."""
         return request(self.api_url + path, method, body, tenant=tenant or self.tenant, timeout_s=timeout_s)
+
+    def register(self, jobs: Sequence[dict[str, Any]], tenant: str | None = None) -> int:
+        """Register ``jobs`` (``{"id", "job"}`` items) with ``POST /v1/job-batches``, as a client
+        does: the items that failed for load (429, 503, 504: the API shed or storage did not
+        answer; their ids are given, so a repeat of one that was made answers ``exists``) are sent
+        again, up to :data:`BATCH_ROUNDS` times; any other failure, or one left, raises, naming
+        each reason and how many items had it. Returns how many were created (or existed)."""
+        left, done, reasons = list(jobs), 0, dict[str, int]()
+        for _ in range(BATCH_ROUNDS):
+            status, body = self.api(
+                "POST", "/v1/job-batches", {"jobs": left}, tenant=tenant, timeout_s=BATCH_TIMEOUT_S
+            )
+            if status != 200:
+                raise LocalModeError(f"POST /v1/job-batches answered {status}: {str(body)[:300]}")
+            failed = {r["id"]: r for r in body["results"] if r["status"] == "failed"}
+            done += len(left) - len(failed)
+            reasons = {}
+            for result in failed.values():
+                reason = f"{result['code']} {result['problem'].get('detail', '')[:160]}"
+                reasons[reason] = reasons.get(reason, 0) + 1
+            if any(r["code"] not in RETRIED_BATCH_CODES for r in failed.values()) or not failed:
+                break
+            left = [job for job in left if job["id"] in failed]
+        if reasons:
+            raise LocalModeError(f"{sum(reasons.values())} of {len(jobs)} jobs not registered: {reasons}")
+        return done
 
     def hook(self, name: str) -> str:
         """The receiver's URL for webhooks recorded under ``name``."""

@@ -15,7 +15,7 @@ import math
 import time
 from datetime import UTC, datetime
 
-from local.harness import BATCH_TIMEOUT_S, LocalMode
+from local.harness import LocalMode
 from simulation import most_within
 
 BUDGET = 5  # calls a second: one every 220 ms
@@ -42,9 +42,9 @@ def test_a_burst_reaches_its_target_within_its_rate_budget_from_the_first_second
         "max_lateness_seconds": LATENESS_S,
         "timeout_seconds": 10,
     }
-    batch = {"jobs": [{"id": f"budget-{i:02d}", "job": spec} for i in range(SLOTS)]}
-    status, body = local.api("POST", "/v1/job-batches", batch, tenant="budget-e2e", timeout_s=BATCH_TIMEOUT_S)
-    assert status == 200 and body["created"] == SLOTS, body
+    assert (
+        local.register([{"id": f"budget-{i:02d}", "job": spec} for i in range(SLOTS)], "budget-e2e") == SLOTS
+    )
     assert time.time() < instant - 5, "registration took too long"
 
     # When the instant comes, Then every slot reaches the receiver once

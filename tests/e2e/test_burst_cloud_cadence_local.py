@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from local import harness
-from local.harness import BATCH_TIMEOUT_S, LocalMode
+from local.harness import LocalMode
 
 TENANT = "cadence"
 SLOTS = int(os.environ.get("PUNCTUAL_E2E_CADENCE_SLOTS", "120"))
@@ -68,8 +68,7 @@ def test_a_near_lane_burst_is_prepared_two_minutes_ahead_at_the_clouds_cadence(t
                 for index in range(SLOTS)
             ]
         }
-        status, body = local.api("POST", "/v1/job-batches", batch, tenant=TENANT, timeout_s=BATCH_TIMEOUT_S)
-        assert status == 200 and body["created"] == SLOTS, body
+        assert local.register(batch["jobs"], TENANT) == SLOTS
         registered = time.time()
         assert registered < instant - 120, (
             f"registration ended {instant - registered:.0f} s before the minute"

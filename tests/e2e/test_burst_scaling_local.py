@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from local.harness import BATCH_TIMEOUT_S, LocalMode
+from local.harness import LocalMode
 
 TENANT = "burst-e2e"
 SLOTS = int(os.environ.get("PUNCTUAL_E2E_BURST_SLOTS", "1000"))
@@ -57,10 +57,7 @@ def test_burst_workers_start_before_a_burst_minute_and_stop_after_it(local_mode:
             {"id": f"burst-{index:05d}", "job": {**spec, "name": f"burst {index}"}}
             for index in range(first, min(first + 500, SLOTS))
         ]
-        status, body = local.api(
-            "POST", "/v1/job-batches", {"jobs": jobs}, tenant=TENANT, timeout_s=BATCH_TIMEOUT_S
-        )
-        assert status == 200 and body["created"] == len(jobs), body
+        assert local.register(jobs, TENANT) == len(jobs)
     assert time.time() < instant - 7, "registration took too long to leave the planner its lead"
     before = len(_history(local))
 
