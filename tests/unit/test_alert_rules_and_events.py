@@ -69,14 +69,14 @@ def test_alert_targets_pass_the_same_guards_as_the_jobs_target(service: JobServi
         service.register(
             "t", spec(alerts=[{"on": ["failed"], "target": {"type": "http", "url": "http://10.0.0.7/"}}])
         )
-    assert refused.value.field == "alerts[0].target.url"
+    assert refused.value.field == "alerts.0.target.url"
     # One of the scheduler's own resources
     own = {"type": "sqs", "queue_arn": OWN_QUEUE}
     with pytest.raises(InvalidJobError) as refused:
         service.register(
             "t", spec(alerts=[{"on": ["missed"], "target": HOOK}, {"on": ["failed"], "target": own}])
         )
-    assert refused.value.field == "alerts[1].target" and "own resources" in str(refused.value)
+    assert refused.value.field == "alerts.1.target" and "own resources" in str(refused.value)
     assert service.store.list_jobs("t", 10).items == []
     # A good rule is kept with the job, and an HTTP alert gives a non-HTTP job a signing secret
     sns = {"type": "sns", "topic_arn": "arn:aws:sns:eu-west-1:123456789012:team"}

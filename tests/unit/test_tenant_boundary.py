@@ -82,7 +82,7 @@ def test_an_alert_target_and_the_events_bus_pass_the_same_refusal() -> None:
     alert = refused(svc, target=HOOK, alerts=[{"on": ["failed"], "target": sqs(FAILED)}])
     bus = refused(svc, target=HOOK, events_bus={"type": "eventbridge", "event_bus_arn": BUS})
 
-    assert alert.field == "alerts[0].target"
+    assert alert.field == "alerts.0.target"
     assert bus.field == "events_bus" and "own resources" in str(bus)
 
 
@@ -120,14 +120,14 @@ def test_the_target_role_rule_covers_the_dead_letter_queue_and_the_events_bus() 
         TARGET_ROLE.replace("role/", "role/some/other/path/"),  # a role is its name, whatever the path
     ],
 )
-@pytest.mark.parametrize("where", ["target", "dead_letter", "alerts[0].target", "events_bus"])
+@pytest.mark.parametrize("where", ["target", "dead_letter", "alerts.0.target", "events_bus"])
 def test_the_stacks_own_roles_are_refused_as_execution_roles_everywhere(role: str, where: str) -> None:
     fields: dict[str, Any] = {"target": sqs(role=None)}
     if where == "target":
         fields["target"] = sqs(role=role)
     elif where == "dead_letter":
         fields["dead_letter"] = {"queue_arn": TENANT_DLQ, "role_arn": role}
-    elif where == "alerts[0].target":
+    elif where == "alerts.0.target":
         fields["alerts"] = [{"on": ["failed"], "target": sqs(role=role)}]
     else:
         fields["events_bus"] = {"type": "eventbridge", "event_bus_arn": TENANT_BUS, "role_arn": role}

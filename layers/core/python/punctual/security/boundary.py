@@ -44,7 +44,7 @@ class Callee:
     Attributes
     ----------
     where
-        The field that names it (``target``, ``dead_letter``, ``alerts[0].target``, ``events_bus``).
+        The field that names it (``target``, ``dead_letter``, ``alerts.0.target``, ``events_bus``).
     target
         A target model (its ``type``, ARN fields and ``role_arn``).
     punctual_events
@@ -96,7 +96,7 @@ def events_callee(spec: Any) -> Callee | None:
 def callees(spec: Any) -> list[Callee]:
     """Every resource ``spec`` (a job or its spec) makes the workers call, with its field."""
     found = [Callee("target", spec.target)]
-    found.extend(Callee(f"alerts[{i}].target", rule.target) for i, rule in enumerate(spec.alerts))
+    found.extend(Callee(f"alerts.{i}.target", rule.target) for i, rule in enumerate(spec.alerts))
     for extra in (dead_letter_callee(spec), events_callee(spec)):
         if extra is not None:
             found.append(extra)

@@ -119,7 +119,7 @@ class JobAdmission:
             raise InvalidJobError(str(refusal), field=refusal.field)
         self._check_one_target(spec.target, "target")
         for index, rule in enumerate(spec.alerts):
-            self._check_one_target(rule.target, f"alerts[{index}].target")
+            self._check_one_target(rule.target, f"alerts.{index}.target")
         target = spec.target
         if (
             isinstance(target, EcsTarget)
