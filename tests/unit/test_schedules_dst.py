@@ -232,10 +232,11 @@ def test_at_in_gap_and_repeat() -> None:
     assert [format_instant(s) for s in repeat.slots(parse_instant("2026-01-01T00:00:00Z"))] == [
         "2026-10-25T00:30:00Z"
     ]
+    # A one-time job fires once: repeat 'both' (refused for a new at() job; one stored before
+    # that rule fired twice) is the first pass too
     both = parse_schedule("at(2026-10-25T02:30:00)", "Europe/Berlin", DstOptions(repeat="both"))
     assert [format_instant(s) for s in both.slots(parse_instant("2026-01-01T00:00:00Z"))] == [
-        "2026-10-25T00:30:00Z",
-        "2026-10-25T01:30:00Z",
+        "2026-10-25T00:30:00Z"
     ]
 
 

@@ -27,7 +27,8 @@ class AtSchedule(Schedule):
 
     A fixed-time expression for daylight saving: a time in a spring-forward gap fires at
     the gap's end (``gap="skip"``: the expression is rejected, it would never fire), a
-    repeated time fires on its first pass (``repeat="both"``: on both).
+    repeated time fires on its first pass, whatever ``repeat`` says: a one-time job fires once
+    (a job refuses ``repeat="both"`` with ``at()``; one stored before that fired twice).
     """
 
     kind = "at"
@@ -40,7 +41,7 @@ class AtSchedule(Schedule):
 
     @property
     def instants(self) -> tuple[datetime, ...]:
-        """The instant(s) this schedule fires at (two only with ``repeat="both"``)."""
+        """The instant this schedule fires at (a tuple of one)."""
         return tuple(from_epoch(i) for i in self._instants)
 
     def next_after(self, after: datetime, anchor: datetime | None = None) -> datetime | None:
@@ -71,8 +72,8 @@ def parse_at(expression: str, body: str, timezone: str, dst: DstOptions | None) 
     o0, o1 = int(off0.total_seconds()), int(off1.total_seconds())
     if o0 == o1:
         instants: tuple[int, ...] = (wall - o0,)
-    elif o0 > o1:  # repeated by fall-back: fold=0 is the first pass
-        instants = (wall - o0, wall - o1) if options.repeat == "both" else (wall - o0,)
+    elif o0 > o1:  # repeated by fall-back: fold=0 is the first pass (the only one: it fires once)
+        instants = (wall - o0,)
     else:  # in a spring-forward gap: fold=1 reads it with the later offset, landing before the gap
         if options.gap == "skip":
             raise ScheduleError(f"at: {body} does not exist in {timezone} (DST gap) and dst.gap is 'skip'")
