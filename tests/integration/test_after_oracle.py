@@ -5,9 +5,7 @@ once when every parent succeeded it, never otherwise, or is recorded; no slot ru
 stops. :func:`after_oracle.gen` makes a case of any seed and :func:`after_oracle.check` runs it;
 ``python tests/integration/after_oracle.py 0 500`` runs many (``--seed N`` one, in full).
 
-Below, the smallest cases of what it found: the fixed ones as plain tests, and a strict xfail for
-the one left (documented in docs/how-it-works.md: a fix would cost a read of the parent at every
-success). What the docs leave open is counted by the oracle, not asserted (its
+Below, the smallest cases of what it found, each fixed, as plain tests. What the docs leave open is counted by the oracle, not asserted (its
 module docstring): a child's slot a parent never ran, or failed or skipped, is recorded (MISSED
 or SKIPPED) unless the child was deleted since; a parent added by a replace counts from its next success; a
 drop owes only what the old spec left open; a child's slot sent before a replace of the child
@@ -39,15 +37,12 @@ MINUTE = "cron(* * * * ? *)"
 # leaves the slot the remaining parents completed neither run nor recorded (with a cron parent it
 # runs). Fixed with next_slot(old, instant - 1 s).
 #
-# Left, documented (docs/how-it-works.md, the dependents count row):
-LINKED_AFTER_RELEASE = (
-    "execution/after.py:186 (_dispatch_dependants) returns when the parent's job has no dependents, "
-    "and that job is the one the claim trusted (the message's copy, read at the release, up to "
-    "SPEC_TRUST_S = 5 s before the start): a child linked after the release misses the parent's slot, "
-    "neither run nor recorded (docs/how-it-works.md: a child linked, or a parent added, after the "
-    "parent's slot was released may miss that one slot; exact would take a read of the parent at "
-    "every success)"
-)
+# Fixed (LINKED_AFTER_RELEASE): execution/after.py dispatched a parent's success to its after() jobs
+# only when the job the claim trusted counted dependants; that job is the message's copy, read at
+# the release (up to SPEC_TRUST_S = 5 s before the start), so a child linked to a parent that had
+# none after the release missed the parent's slot, neither run nor recorded. Fixed: the link writes
+# a RELINK timer for such a parent, whose check passes on its successes since the link
+# (punctual.execution.relinks).
 # Fixed (PHANTOM_TURN_WAITERS): execution/claim.py:506 takes the overlap turn (turns.py:74
 # take_slot -> store.wait_for_turn) for a fresh message (claim.py:282: CHILD, TURN, CHECK read no
 # record) before the record's conditional create finds the slot ended: a duplicate of a queued
@@ -80,8 +75,7 @@ FOUND = [
             1.0,
             0.0,
         ),
-        id="a child linked 0.5 s after its parent's release, 4.5 s before the parent starts, misses it",
-        marks=pytest.mark.xfail(strict=True, reason=LINKED_AFTER_RELEASE),
+        id="a child linked 0.5 s after its parent's release, 4.5 s before the parent starts, runs it",
     ),
     pytest.param(
         Case(
@@ -106,7 +100,7 @@ def test_what_the_oracle_found(case: Case) -> None:
 
 # The random seeds that first showed them (each fails for that reason only)
 FOUND_SEEDS = [
-    pytest.param(173, marks=pytest.mark.xfail(strict=True, reason=LINKED_AFTER_RELEASE)),
+    173,  # LINKED_AFTER_RELEASE, fixed
     186,  # PHANTOM_TURN_WAITERS, fixed
     7,  # PHANTOM_TURN_WAITERS, fixed
 ]

@@ -226,7 +226,7 @@ def test_a_job_no_job_waits_on_sends_no_dependants(
     read, write and count nothing."""
     metrics = RecordingMetrics()
     after = _after_effects(_Untouchable(), metrics)
-    after._dispatch_dependants(make_job(dependents=dependents, overlap=overlap), record, T0)
+    after.dispatch_dependants(make_job(dependents=dependents, overlap=overlap), record, T0)
     assert dict(metrics.values) == {}
 
 

@@ -65,6 +65,9 @@ class MessageKind:
     # worker died while it was SENDING.
     ALERT = "alert"
     BACKFILL = "backfill"  # a past slot run by a backfill (punctual.usecases.backfill_runner)
+    # A parent's successes to pass on to an after() child linked while they were in flight
+    # (slot: the link's instant; punctual.execution.relinks)
+    RELINK = "relink"
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ class DispatchMessage:
         records the first as superseded and runs the second, instead of FIFO dropping it.
         """
         raw = f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}\x1f{self.attempt}\x1f{self.job_version}"
-        if self.kind in (MessageKind.TURN, MessageKind.CHECK):  # each wake-up is a message of its own
+        if self.kind in (MessageKind.TURN, MessageKind.CHECK, MessageKind.RELINK):  # a message of its own
             raw += f"\x1f{self.kind}\x1f{self.released_at}"
         elif self.kind == MessageKind.ALERT:  # not the slot's own fire message
             raw += f"\x1f{self.kind}"
@@ -155,6 +158,8 @@ class DispatchMessage:
         )
         if self.alert:  # a sweep waits behind no message in flight (its slot's, an earlier sweep's)
             key += f"\x1falert-{self.alert}\x1f{self.released_at}"
+        elif self.kind == MessageKind.RELINK:  # nor a relink check (its slot is a link's instant)
+            key += f"\x1frelink\x1f{self.released_at}"
         if self.resend:  # a group of its own: the slot's usual one may be held by a dead worker
             key += f"\x1f{self.slot}\x1fresend {self.resend}"
         return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()

@@ -122,7 +122,7 @@ class AfterEffects:
         if status is ExecutionStatus.SUCCEEDED:
             count.add("ExecutionsSucceeded", 1)
             if job.dependents > 0:  # (else no after() job waits on it: _children has none)
-                self._dispatch_dependants(job, execution, now)
+                self.dispatch_dependants(job, execution, now)
         elif status in (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT):
             count.add("ExecutionsFailed", 1)
             if status is ExecutionStatus.TIMED_OUT:
@@ -202,8 +202,9 @@ class AfterEffects:
         self.store.put_timers([timer])
         forecast_ecs_timer(self.store, current, timer.due)  # ECS tasks ready for it
 
-    def _dispatch_dependants(self, job: Job, execution: Execution, now: datetime) -> None:
-        """``after(...)`` jobs: record this parent's success; send each child whose parents all succeeded.
+    def dispatch_dependants(self, job: Job, execution: Execution, now: datetime) -> None:
+        """``after(...)`` jobs: record this parent's success; send each child whose parents all
+        succeeded (also for a success a child was linked during: :mod:`punctual.execution.relinks`).
 
         Send first, then record the dispatch: the dedup id makes a repeat harmless, and a
         repeat after SQS's window is dropped by the child's claim.

@@ -38,6 +38,7 @@ from punctual.execution.records import (
     skipped_record,
     visibility,
 )
+from punctual.execution.relinks import Relinks
 from punctual.execution.turns import Turns
 from punctual.execution.versions import released_version, superseded_record
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
@@ -362,6 +363,7 @@ class Claimer:
         self.config = config
         self.metrics = metrics
         self.parking = Parking(ledger, queues, turns, clock, config, metrics)
+        self.relinks = Relinks(self.store, after, config.layout)
 
     def claim(
         self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
@@ -378,6 +380,9 @@ class Claimer:
             return self._forged(message, delivery)
         if message.kind == MessageKind.ALERT:
             return self._alert(message, delivery)
+        if message.kind == MessageKind.RELINK:  # a parent's successes for a child linked meanwhile
+            reason = self.relinks.check(message, self.clock.now())
+            return Claim(ClaimOutcome.DUPLICATE, message, delivery, reason=reason)
         if message.not_before:  # burst smoothing: held until its target's budget lets it go
             held = self._hold(message, delivery)
             if held is not None:

@@ -66,6 +66,10 @@ class TimerKind(StrEnum):
     QUEUED = "queued"  # a slot queued behind another (overlap queue): check that it still waits
     BACKFILL = "backfill"  # a backfill's next step (slot = the backfill id, attempt = the step)
     ALERT = "alert"  # an alert's sweep (slot = its key slot, attempt = its condition's code)
+    # A parent's first after() child was linked (slot = the link's instant): its slots in flight,
+    # whose claims trusted a copy of it without that child, are checked for successes to pass on
+    # (punctual.execution.relinks)
+    RELINK = "relink"
 
 
 CHAIN_KINDS = frozenset(

@@ -158,11 +158,12 @@ class JobAdmission:
         now: datetime,
         current: tuple[str, ...] | None = None,
         read: dict[str, int] | None = None,
+        parents_read: dict[str, Job] | None = None,
     ) -> tuple[str, ...]:
         """The parents of ``spec`` (a job that is ``after(...)`` them), checked: they exist, make no
         cycle, and share a slot; ``current``: the parents the job has now (a replace that keeps
         them is not judged again: an unrelated edit is never refused). ``read`` gets the version
-        of each job the cycle check walked, as it read it."""
+        of each job the cycle check walked, as it read it; ``parents_read`` each parent as read."""
         parents = schedule_of(spec).parents
         if not parents:
             return ()
@@ -174,6 +175,8 @@ class JobAdmission:
             if job is None:
                 raise InvalidJobError(f"after(): parent job {parent!r} does not exist")
             found.append(job)
+            if parents_read is not None:
+                parents_read[parent] = job
         never = None if current is not None and set(current) == set(parents) else no_shared_slot(found, now)
         if never is not None:
             raise InvalidJobError(never, field="schedule")

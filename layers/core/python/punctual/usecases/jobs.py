@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.execution.completion import Completion
+from punctual.execution.relinks import check_links
 from punctual.models import ACCEPTED, Job, JobSpec, JobState
 from punctual.models.jobs import replaced, restarted
 from punctual.runtime.clock import Clock
@@ -114,6 +115,20 @@ def manual_slot(now: datetime, request_key: str | None) -> str:
 
 def _whole_second(instant: datetime) -> datetime:
     return ceil_second(instant)
+
+
+def _parents(
+    admission: JobAdmission,
+    tenant: str,
+    job_id: str,
+    spec: JobSpec,
+    now: datetime,
+    current: tuple[str, ...] | None = None,
+    walked: dict[str, int] | None = None,
+) -> tuple[tuple[str, ...], dict[str, Job]]:
+    """``spec``'s parents, checked (:meth:`JobAdmission.check_dependencies`), and each as read."""
+    read: dict[str, Job] = {}
+    return admission.check_dependencies(tenant, job_id, spec, now, current, walked, parents_read=read), read
 
 
 def delete_released_parents(store: JobStore, tenant: str, parents: tuple[str, ...], now: datetime) -> None:
@@ -497,7 +512,7 @@ class JobService:
         first = self.store.first_version(tenant, job_id) if job_id else 1
         job_id, given_id = job_id or uuid.uuid4().hex, job_id is not None
         self.admission.check_target(spec)
-        parents = self.admission.check_dependencies(tenant, job_id, spec, now)
+        parents, parents_read = _parents(self.admission, tenant, job_id, spec, now)
         secret_plain: str | None = None
         secret_stored: str | None = None
         if signs_webhooks(spec) and self.secrets is not None:
@@ -537,6 +552,7 @@ class JobService:
         except Exception:
             self.admission.uncount_peaks(tenant, *added)
             raise
+        check_links(self.store, self.layout, parents_read, parents, now)
         self._forecast(None, job)
         return self.next_fire.of(job), secret_plain
 
@@ -559,7 +575,7 @@ class JobService:
         gains = set(schedule_of(spec).parents) - set(old_parents)
         version = self.store.dependency_graph(tenant) if gains else None
         walked: dict[str, int] = {}
-        parents = self.admission.check_dependencies(tenant, job_id, spec, now, old_parents, walked)
+        parents, parents_read = _parents(self.admission, tenant, job_id, spec, now, old_parents, walked)
         graph = None if version is None else GraphRead(version, {p: walked[p] for p in gains if p in walked})
         anchor = replaced_anchor(current, spec, now)
         # A new spec supersedes what was released for the old one (punctual.execution.versions);
@@ -619,6 +635,7 @@ class JobService:
         except Exception:
             self.admission.uncount_peaks(tenant, *changed)
             raise
+        check_links(self.store, self.layout, parents_read, parents, now)
         self._forecast(current, job)
         settle(self.store, self.layout, job, now)
         if removed and job.state in (JobState.ENABLED, JobState.PAUSED):

@@ -82,6 +82,7 @@ from punctual.dispatch.queues import (
 )
 from punctual.dispatch.smoothing import HEAD_START_S, LoggedOverruns, Overrun, OverrunSink, target_key
 from punctual.execution.completion import complete_unsent
+from punctual.execution.relinks import relink_message
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
@@ -121,6 +122,8 @@ HEAD_CHUNK = 50
 # metaclass's __getattr__ hook), and these are read per slot released.
 _PARK, _RELEASE, _ENABLED = Verdict.PARK, Verdict.RELEASE, JobState.ENABLED
 _NEAR, _RESUME = Lane.NEAR, TimerKind.RESUME
+# Follow-up timers whose slot names no record: an alert's sweep, a parent's relink check
+_NO_RECORD_KINDS = frozenset({TimerKind.ALERT, TimerKind.RELINK})
 
 
 def release_chunks(timers: Sequence[Timer]) -> list[Sequence[Timer]]:
@@ -498,10 +501,10 @@ class SlotReleaser:
     ) -> None:
         """Retry, lease, child and queued timers: send a message if the record still waits for it.
         ALERT timers: each alert's sweep goes to a worker (:mod:`punctual.delivery.notifications.sweep`),
-        which reads the alert; no record is read for it here."""
+        which reads the alert; no record is read for it here (nor for RELINK: :func:`_no_record`)."""
         if not timers:
             return
-        keys = {(t.tenant, t.job_id, t.slot) for t in timers if t.kind is not TimerKind.ALERT}
+        keys = {(t.tenant, t.job_id, t.slot) for t in timers if t.kind not in _NO_RECORD_KINDS}
         executions = self.store.batch_get_executions(keys) if keys else {}
         gone: list[tuple[Execution, Expect]] = []
         retries: list[DueRetry] = []
@@ -509,8 +512,8 @@ class SlotReleaser:
             job = jobs.get((timer.tenant, timer.job_id))
             execution = executions.get((timer.tenant, timer.job_id, timer.slot))
             message = None
-            if timer.kind is TimerKind.ALERT:
-                message = sweep_message(job, timer, now)
+            if timer.kind in _NO_RECORD_KINDS:
+                message = _no_record(timer, job, now)
             elif timer.kind is TimerKind.CHILD:
                 message = unclaimed_child(timer, job, execution, now)
             elif job is not None and job.state is not JobState.DELETED and execution is not None:
@@ -564,6 +567,14 @@ class SlotReleaser:
             self.metrics.add("SlotsExcluded", report.excluded)
         for delay in report.fire_delays_ms:
             self.metrics.add("FireDelayMs", delay, "Milliseconds")
+
+
+def _no_record(timer: Timer, job: Job | None, now: datetime) -> DispatchMessage | None:
+    """An ALERT timer's sweep message, or a RELINK timer's check (:mod:`punctual.execution.relinks`):
+    a worker reads what each needs."""
+    if timer.kind is TimerKind.ALERT:
+        return sweep_message(job, timer, now)
+    return relink_message(job, timer, now)
 
 
 def _add_paced(out: _Outgoing, paced: PacedRetries, routing: QueueRouting) -> None:

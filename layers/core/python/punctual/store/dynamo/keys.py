@@ -51,6 +51,7 @@ _KIND_CODE = {
     TimerKind.BACKFILL: "b",
     TimerKind.RESUME: "u",
     TimerKind.ALERT: "a",
+    TimerKind.RELINK: "x",
 }
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
