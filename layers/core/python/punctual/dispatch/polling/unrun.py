@@ -23,7 +23,13 @@ from datetime import datetime, timedelta
 
 from punctual.delivery.notifications import Notifier
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
-from punctual.execution.records import GONE_NOTE, lost_run_of_a_gone_job, retry_not_started, skipped_record
+from punctual.execution.records import (
+    GONE_NOTE,
+    lost_run_of_a_gone_job,
+    rest_of_range,
+    retry_not_started,
+    skipped_record,
+)
 from punctual.execution.unrun_children import UnrunChildren
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job
 from punctual.runtime.clock import Clock
@@ -206,12 +212,11 @@ class UnrunSlots:
         under: list[tuple[Job, Execution]] = []  # parents' MISSED records with after() children
         for record in records:
             job = jobs.get((record.tenant, record.job_id))
-            try:
-                self.store.save_execution(record, None, ttl)
-            except ExecutionConflictError as exc:
+            record, conflict = self._save_missed(record, job, ttl)
+            if conflict is not None:
                 # The slot ran, or was recorded missed before: nothing new to count. A record
                 # missed before is notified again (its alert is made once however often).
-                earlier = exc.current
+                earlier = conflict.current
                 if earlier is None or earlier.status is not ExecutionStatus.MISSED:
                     continue
                 added = self._extend_range(record, earlier, ttl)
@@ -232,6 +237,24 @@ class UnrunSlots:
             self.store.add_skipped(tenant, job_id, count)
         self._record_children(under)  # last: the parents' records are told whatever it meets
         return sum(per_job.values())
+
+    def _save_missed(
+        self, record: Execution, job: Job | None, ttl: int
+    ) -> tuple[Execution, ExecutionConflictError | None]:
+        """Write ``record`` where its slot has none yet; returns the record written (or last tried)
+        and the conflict that stopped it. A range whose first slot has a record other than MISSED
+        goes on from its next slot: that slot ran, released just before the pause that owes it (QA23:
+        the whole range was taken for recorded before, and its slots went unrecorded)."""
+        while True:
+            try:
+                self.store.save_execution(record, None, ttl)
+                return record, None
+            except ExecutionConflictError as exc:
+                ran = exc.current is not None and exc.current.status is not ExecutionStatus.MISSED
+                rest = rest_of_range(job, record) if ran and job is not None else None
+                if rest is None:
+                    return record, exc
+                record = rest
 
     def _notify_missed(self, notify: list[tuple[Job, Execution]]) -> None:
         if notify:
