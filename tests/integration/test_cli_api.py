@@ -242,6 +242,37 @@ def test_a_missed_slot_shows_in_history_with_its_reason(
     assert [(r["slot"], r["status"]) for r in json.loads(only)["items"]] == [(slot, "MISSED")]
 
 
+def test_a_missed_range_shows_how_many_slots_it_stands_for(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA23: a long run of missed slots is one range record (``last_slot``, ``slot_count``); ``runs
+    list`` and ``runs get`` showed it as one missed slot, so a pause that cost 179 runs read as one."""
+    code, out, _ = run(capsys, "jobs", "create", "--schedule", "rate(20 seconds)", "--http-url", "https://x.example.com", "-o", "json")  # fmt: skip
+    job = json.loads(out)
+    first, last = "2026-11-30T10:01:20Z", "2026-11-30T11:00:40Z"
+    missed = Execution(
+        job_id=job["id"],
+        tenant="default",
+        slot=first,
+        scheduled_at=datetime(2026, 11, 30, 10, 1, 20, tzinfo=UTC),
+        status=ExecutionStatus.MISSED,
+        error="job paused: older than the catch-up window",
+        last_slot=last,
+        slot_count=179,
+    )
+    served.api.store.save_execution(missed, None, ttl_epoch_s=2_000_000_000)
+
+    code_list, listing, _ = run(capsys, "runs", "list", job["id"])
+    code_get, detail, _ = run(capsys, "runs", "get", job["id"], first)
+
+    assert code == code_list == code_get == 0
+    row = listing.splitlines()[1]
+    assert row.split()[:2] == [f"{first}..{last}", "MISSED"]
+    assert "179 slots" in row
+    assert f"slots      179, {first} to {last}" in detail
+    assert "older than the catch-up window" in detail
+
+
 def test_runs_list_fills_a_filtered_page_the_api_answered_short(
     served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

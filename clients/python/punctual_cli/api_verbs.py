@@ -116,15 +116,22 @@ def _alert_rows(alerts: Sequence[Mapping[str, Any]]) -> str:
     return table(rows, ["SLOT", "CONDITION", "STATUS", "RAISED", "SUMMARY"])
 
 
+def _range_of(run: Mapping[str, Any]) -> tuple[int, str] | None:
+    """A MISSED range record's slot count and last slot (None: the record is one slot's)."""
+    count, last = run.get("slot_count") or 1, run.get("last_slot")
+    return (count, last) if count > 1 and last else None
+
+
 def _run_rows(runs: Sequence[Mapping[str, Any]]) -> str:
+    # A range record stands for many slots: say so (QA23: it read as one missed slot)
     rows = [
         [
-            r["slot"],
+            f"{r['slot']}..{span[1]}" if (span := _range_of(r)) else r["slot"],
             r["status"],
             str(r["attempt"]),
             r.get("started_at") or "-",
             r.get("finished_at") or "-",
-            _cut(r.get("error") or "", 40),
+            _cut((f"{span[0]} slots: " if span else "") + (r.get("error") or ""), 40),
         ]
         for r in runs
     ]
@@ -136,6 +143,8 @@ def _run_detail(run: Mapping[str, Any]) -> str:
         f"job        {run['job_id']}\nslot       {run['slot']}\nscheduled  {run['scheduled_at']}\n"
         f"status     {run['status']} (attempt {run['attempt']})\n"
     )
+    if span := _range_of(run):
+        head += f"slots      {span[0]}, {run['slot']} to {span[1]}\n"
     if run.get("result"):
         head += f"result     {_cut(run['result'], 100)}\n"
     attempts = [
