@@ -82,10 +82,15 @@ def test_jobs_that_release_no_slot_of_their_own_say_why(api: ApiClient) -> None:
     child = api.create(http_spec(schedule=f"after({parent['id']})"))
     paused = api.create(http_spec(schedule="rate(1 hour)", timezone="UTC"))
     assert api.call("POST", f"/v1/jobs/{paused['id']}/pause").status == 200
+    delayed = api.create(http_spec(schedule="delay(10 minutes)", timezone="UTC"))
 
-    for job_id, says in ((child["id"], "after()"), (paused["id"], "PAUSED")):
+    for job_id, says in ((child["id"], "after()"), (paused["id"], "PAUSED"), (delayed["id"], "delay()")):
         status, body = _upcoming(api, job_id)
         assert status == 200 and body["slots"] == [] and says in body["note"]
+        # (QA23: a delay() job's note sent the reader to next_fire_at, which is null for it)
+        assert (
+            "next_fire_at" not in body["note"] or api.call("GET", f"/v1/jobs/{job_id}").body["next_fire_at"]
+        )
 
 
 def test_another_tenants_job_and_bad_counts_are_refused(api: ApiClient) -> None:

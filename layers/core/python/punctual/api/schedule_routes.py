@@ -152,7 +152,8 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
         elif kind == "after":
             note = "an after() job runs when its parents succeed: it has no slots of its own"
         elif kind == "delay":
-            note = "a delay() job's next run counts from its last run's end: see next_fire_at"
+            # (QA23: it said "see next_fire_at", which is null for a delay() job)
+            note = "a delay() job's next run counts from its last run's end: it has no slots ahead of time"
         else:
             now, calendars = jobs.clock.now(), jobs.next_fire.excluded_by(job)
             found = upcoming_slots(job, now, calendars, count)
