@@ -194,8 +194,8 @@ class UnrunChildren:
                 and slot >= child.created_at  # a parent's old slots a late catch-up drops now
                 and others_have_slot(self.store, child, parent.id, slot, read)
             ]
-            for run in _runs(kept, slots) if status is ExecutionStatus.MISSED else [[s] for s in kept]:
-                written, found = self._save(child, run, status, note, now)
+            for whole in _runs(kept, slots) if status is ExecutionStatus.MISSED else [[s] for s in kept]:
+                run, written, found = self._save(child, whole, status, note, now)
                 if written is not None:
                     (out.missed if status is ExecutionStatus.MISSED else out.skipped).append((child, written))
                 below = written or found
@@ -204,25 +204,31 @@ class UnrunChildren:
 
     def _save(
         self, child: Job, run: list[datetime], status: ExecutionStatus, note: str, now: datetime
-    ) -> tuple[Execution | None, Execution | None]:
-        """The child's record of ``run`` (one slot, or a MISSED range), as (written, None); (None,
-        found) when the slot has a record not run already (a repeat's), (None, None) when it has
-        another."""
-        record = Execution(
-            job_id=child.id,
-            tenant=child.tenant,
-            slot=slot_key(run[0]),
-            scheduled_at=run[0],
-            status=status,
-            finished_at=now,
-            error=note,
-            job_version=child.version,
-            last_slot=slot_key(run[-1]) if len(run) > 1 else None,
-            slot_count=len(run),
-        )
-        try:
-            self.store.save_execution(record, None, self.ttl())
-        except ExecutionConflictError as exc:
-            current = exc.current
-            return None, current if current is not None and current.status in _UNDER else None
-        return record, None
+    ) -> tuple[list[datetime], Execution | None, Execution | None]:
+        """The child's record of ``run`` (one slot, or a MISSED range), as (run, written, None);
+        (run, None, found) when the slot has a record not run already (a repeat's), (run, None,
+        None) when it has another. A range whose first slot has a record other than MISSED (the
+        child's slot SKIPPED by its other parent's failure, EXCLUDED, run) goes on from its next
+        slot, and ``run`` is what is left of it (QA23: the whole range went unrecorded)."""
+        while True:
+            record = Execution(
+                job_id=child.id,
+                tenant=child.tenant,
+                slot=slot_key(run[0]),
+                scheduled_at=run[0],
+                status=status,
+                finished_at=now,
+                error=note,
+                job_version=child.version,
+                last_slot=slot_key(run[-1]) if len(run) > 1 else None,
+                slot_count=len(run),
+            )
+            try:
+                self.store.save_execution(record, None, self.ttl())
+            except ExecutionConflictError as exc:
+                current = exc.current
+                if len(run) > 1 and current is not None and current.status is not ExecutionStatus.MISSED:
+                    run = run[1:]
+                    continue
+                return run, None, current if current is not None and current.status in _UNDER else None
+            return run, record, None
