@@ -18,6 +18,7 @@ from factories import spec
 from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.models import ExecutionStatus
 from punctual.runtime.clock import ManualClock, OffsetClock
+from punctual.store.base import JobStore
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import slot_instant, slot_key
 from punctual.usecases.jobs import JobService, QueueRouting
@@ -38,8 +39,10 @@ def _covered(rig: Rig, job_id: str, period: timedelta = PERIOD) -> tuple[list[st
     return sorted(ran), sorted(missed)
 
 
-def test_every_slot_of_a_long_pause_is_recorded_when_the_first_one_owed_ran(t0: datetime) -> None:
-    rig = Rig(MemoryStore(), ManualClock(t0))
+def test_every_slot_of_a_long_pause_is_recorded_when_the_first_one_owed_ran(
+    store: JobStore, t0: datetime
+) -> None:
+    rig = Rig(store, ManualClock(t0))  # DynamoDB too: its conflict answers the record it met
     routing = QueueRouting((SHORT,), (LONG,))
     jobs = JobService(rig.store, rig.queues, rig.clock, LAYOUT, routing)
     api_behind = JobService(rig.store, rig.queues, OffsetClock(rig.clock, -0.2), LAYOUT, routing)
