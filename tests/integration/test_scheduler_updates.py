@@ -1,7 +1,8 @@
 """UpdateSchedule as a migrated client uses it, with an unmodified boto3 ``scheduler`` client (QA,
 2026-12-05, black-box against local mode): an update that keeps a ``rate()`` schedule's
 expression keeps its slots; enabling a schedule that has no slot left is refused, as its create
-would be; a schedule without ``Target.Input`` sends an empty JSON object, not the text null.
+would be; a schedule without ``Target.Input`` sends an empty JSON object, not the text null; GetSchedule's
+answer sent back for a ``/v1`` rate job keeps its slots (QA23).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from api_harness import ACCOUNT, REGION, ApiClient
+from api_harness import ACCOUNT, REGION, ApiClient, job_spec
 from api_harness import api as api  # the fixture
 from botocore.exceptions import ClientError
 from scheduler_harness import scheduler_client
@@ -22,6 +23,8 @@ from punctual.runtime.clock import ManualClock
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/scheduler-role"
 QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:reports"
 T0 = datetime(2026, 12, 1, 12, 0, 5, tzinfo=UTC)
+# What GetSchedule answers that UpdateSchedule does not take
+OUTPUT_ONLY = {"Arn", "CreationDate", "LastModificationDate", "ResponseMetadata"}
 
 
 @pytest.fixture
@@ -167,3 +170,26 @@ def test_enabling_a_disabled_cron_schedule(client: Any, api: ApiClient, clock: M
     with pytest.raises(ClientError) as refused:
         _put(client, "ending", "cron(0 2 * * ? *)", "update_schedule", State="ENABLED", EndDate=ends)
     assert refused.value.response["Error"]["Code"] == "ValidationException"
+
+
+def _update_as_got(client: Any, name: str) -> None:
+    """A read-modify-write UpdateSchedule that modifies nothing: GetSchedule's answer sent back."""
+    got = client.get_schedule(Name=name)
+    client.update_schedule(**{key: value for key, value in got.items() if key not in OUTPUT_ONLY})
+
+
+def test_an_unchanged_update_of_a_v1_rate_job_keeps_its_slots(
+    client: Any, api: ApiClient, clock: ManualClock
+) -> None:
+    # Given a /v1 rate job (its slots count from its registration), 40 minutes into its hour
+    target = {"type": "sqs", "queue_arn": QUEUE, "role_arn": ROLE}
+    job_id = api.create(job_spec(schedule="rate(1 hour)", target=target))["id"]
+    assert api.call("GET", f"/v1/jobs/{job_id}").body["next_fire_at"] == "2026-12-01T13:00:05Z"
+    clock.set(T0 + timedelta(minutes=40))
+    # When a pipeline applies the schedule GetSchedule shows, twice
+    _update_as_got(client, job_id)
+    _update_as_got(client, job_id)
+    # Then its next slot is where it was (QA23: each update started it again at once, as a new
+    # schedule's create does: one more run of the target per update, and the slots moved)
+    assert api.call("GET", f"/v1/jobs/{job_id}").body["next_fire_at"] == "2026-12-01T13:00:05Z"
+    assert "StartDate" not in client.get_schedule(Name=job_id)

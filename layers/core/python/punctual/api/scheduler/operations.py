@@ -200,13 +200,19 @@ def _keeping_rate_start(job: Job, spec: JobSpec, values: dict[str, Any], disable
     keeps its expression and zone keeps that start, so its slots stay where they were (QA: every
     update started it again at once: an identical update, re-applied by a deploy pipeline, ran
     the target an extra time). Re-enabling a DISABLED one still starts it at once, as its create
-    did: the slots it missed while disabled are not run."""
-    if values.get("StartDate") is not None or job.scheduler is None or not job.scheduler.started_at_once:
-        return spec
+    did: the slots it missed while disabled are not run. A job without ``start_at`` (a ``/v1``
+    rate job) keeps counting from its registration (QA23: GetSchedule's answer sent back started
+    it at once: one more run, and its slots moved)."""
+    if values.get("StartDate") is not None or spec.scheduler is None or not spec.scheduler.started_at_once:
+        return spec  # (not a rate schedule started at once)
     if job.state is JobState.PAUSED and not disabled:
         return spec
-    if (spec.schedule, spec.timezone) != (job.schedule, job.timezone) or job.start_at is None:
+    if (spec.schedule, spec.timezone) != (job.schedule, job.timezone):
         return spec
+    if job.start_at is None:  # its slots count from its anchor, which the replace keeps
+        return spec.model_copy(update={"start_at": None})
+    if job.scheduler is None or not job.scheduler.started_at_once:
+        return spec  # its start was given: an update without one starts it at once, as a create
     if spec.end_at is not None and spec.end_at <= job.start_at:
         return spec
     return spec.model_copy(update={"start_at": job.start_at})
