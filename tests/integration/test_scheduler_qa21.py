@@ -197,6 +197,32 @@ def test_update_schedule_keeps_what_the_scheduler_api_cannot_express(client: Any
     assert after["catchup"]["policy"] == "latest"
 
 
+@pytest.mark.parametrize(("jitter", "max_age", "window", "age"), [(30, 10, 1, 60), (90, 200000, 2, 86400)])
+def test_values_get_schedule_shows_rounded_are_kept_when_sent_back(
+    client: Any, api: ApiClient, jitter: int, max_age: int, window: int, age: int
+) -> None:
+    # Given a /v1 job whose jitter (seconds) and event age (outside 60-86400) GetSchedule rounds
+    retry = {"max_attempts": 3, "max_age_seconds": max_age}
+    target = {"type": "sqs", "queue_arn": QUEUE, "role_arn": ROLE}
+    job = api.create(job_spec(jitter_seconds=jitter, retry=retry, target=target))
+    got = client.get_schedule(Name=job["id"])
+    assert got["FlexibleTimeWindow"] == {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": window}
+    assert got["Target"]["RetryPolicy"]["MaximumEventAgeInSeconds"] == age
+    # When an update sends them back as shown, to disable it
+    _update_as_got(client, job["id"], State="DISABLED")
+    # Then the job keeps its own (QA23: 30 s of jitter became 60, an event age of 10 s 60 s)
+    after = api.call("GET", f"/v1/jobs/{job['id']}").body
+    assert (after["state"], after["jitter_seconds"], after["retry"]["max_age_seconds"]) == (
+        "PAUSED",
+        jitter,
+        max_age,
+    )
+    assert after["catchup"] == job["catchup"]
+    # and a window the update changes is the update's
+    _update_as_got(client, job["id"], FlexibleTimeWindow={"Mode": "FLEXIBLE", "MaximumWindowInMinutes": 5})
+    assert api.call("GET", f"/v1/jobs/{job['id']}").body["jitter_seconds"] == 300
+
+
 def test_update_schedule_replaces_what_the_scheduler_api_has(client: Any, api: ApiClient) -> None:
     client.create_schedule(
         **_schedule(

@@ -233,6 +233,14 @@ def keeping_unexpressed(job: Job, spec: JobSpec) -> JobSpec:
     The rest is replaced, as the service replaces a whole schedule."""
     fields = {name: getattr(job, name) for name in JobSpec.model_fields}
     fields.update({name: getattr(spec, name) for name in _SCHEDULE_FIELDS})
+    # What GetSchedule shows of the job rounded to the API's units and range, sent back as shown:
+    # the job's own value stays (QA23: a /v1 job's 30 s jitter became a minute, its 10 s event age
+    # 60 s, on an update that only disabled it)
+    if job.jitter_seconds and spec.jitter_seconds == _shown_window_minutes(job.jitter_seconds) * 60:
+        fields["jitter_seconds"] = job.jitter_seconds
+    max_age = spec.retry.max_age_seconds
+    if max_age == _shown_event_age(job.retry.max_age_seconds):
+        max_age = job.retry.max_age_seconds
     if (
         isinstance(spec.payload, str)
         and not isinstance(job.payload, str)
@@ -240,12 +248,12 @@ def keeping_unexpressed(job: Job, spec: JobSpec) -> JobSpec:
     ):
         fields["payload"] = job.payload  # its Input sent back as GetSchedule showed it (SQS, SNS: as text)
     fields["retry"] = job.retry.model_copy(
-        update={"max_attempts": spec.retry.max_attempts, "max_age_seconds": spec.retry.max_age_seconds}
+        update={"max_attempts": spec.retry.max_attempts, "max_age_seconds": max_age}
     )
     if job.catchup == _catchup_of(job.jitter_seconds):  # the window a schedule's window makes
-        fields["catchup"] = spec.catchup
+        fields["catchup"] = _catchup_of(fields["jitter_seconds"])
     else:  # the job's own, wide enough for the new window (a slot released inside it is owed)
-        window = max(job.catchup.window_seconds, spec.jitter_seconds)
+        window = max(job.catchup.window_seconds, fields["jitter_seconds"])
         fields["catchup"] = job.catchup.model_copy(update={"window_seconds": window})
     kept = {key: value for key, value in job.tags.items() if key != GROUP_TAG}
     fields["tags"] = {**kept, **spec.tags}
@@ -256,6 +264,16 @@ def keeping_unexpressed(job: Job, spec: JobSpec) -> JobSpec:
         return JobSpec(**fields)
     except ValidationError as exc:
         raise invalid(_explain(exc)) from None
+
+
+def _shown_window_minutes(jitter_seconds: int) -> int:
+    """``FlexibleTimeWindow.MaximumWindowInMinutes`` of a job's jitter: whole minutes, at least 1."""
+    return max(1, math.ceil(jitter_seconds / 60))
+
+
+def _shown_event_age(max_age_seconds: int) -> int:
+    """``RetryPolicy.MaximumEventAgeInSeconds`` of a job's ``max_age_seconds``: the API's 60-86400."""
+    return max(60, min(max_age_seconds, DEFAULT_EVENT_AGE_S))
 
 
 def _catchup_of(jitter: int) -> CatchupPolicy:
@@ -568,7 +586,7 @@ def target_of(job: Job) -> dict[str, Any]:
         out["Input"] = text
     out["RetryPolicy"] = {
         "MaximumRetryAttempts": min(job.retry.max_attempts - 1, DEFAULT_RETRIES),
-        "MaximumEventAgeInSeconds": max(60, min(job.retry.max_age_seconds, DEFAULT_EVENT_AGE_S)),
+        "MaximumEventAgeInSeconds": _shown_event_age(job.retry.max_age_seconds),
     }
     if job.dead_letter is not None:
         out["DeadLetterConfig"] = {"Arn": job.dead_letter.queue_arn}
@@ -603,7 +621,7 @@ def schedule_out(job: Job, arn: str) -> dict[str, Any]:
         minutes = _window_minutes(job.scheduler, job.jitter_seconds)
         window = {
             "Mode": "FLEXIBLE",
-            "MaximumWindowInMinutes": minutes or max(1, math.ceil(job.jitter_seconds / 60)),
+            "MaximumWindowInMinutes": minutes or _shown_window_minutes(job.jitter_seconds),
         }
     out: dict[str, Any] = {
         "Arn": arn,
