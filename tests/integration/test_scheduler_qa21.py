@@ -223,6 +223,15 @@ def test_values_get_schedule_shows_rounded_are_kept_when_sent_back(
     assert api.call("GET", f"/v1/jobs/{job['id']}").body["jitter_seconds"] == 300
 
 
+def test_a_v1_job_without_payload_keeps_none_when_no_input_is_sent_back(client: Any, api: ApiClient) -> None:
+    target = {"type": "sqs", "queue_arn": QUEUE, "role_arn": ROLE}
+    job = api.create(job_spec(payload=None, target=target))
+    assert "Input" not in client.get_schedule(Name=job["id"])["Target"]
+    _update_as_got(client, job["id"], State="DISABLED")
+    # (QA23: its queue got the message {} from then on, where it had got null)
+    assert api.call("GET", f"/v1/jobs/{job['id']}").body["payload"] is None
+
+
 def test_update_schedule_replaces_what_the_scheduler_api_has(client: Any, api: ApiClient) -> None:
     client.create_schedule(
         **_schedule(

@@ -247,6 +247,8 @@ def keeping_unexpressed(job: Job, spec: JobSpec) -> JobSpec:
         and input_text(job.payload) == spec.payload
     ):
         fields["payload"] = job.payload  # its Input sent back as GetSchedule showed it (SQS, SNS: as text)
+    if job.payload is None and spec.scheduler is not None and spec.scheduler.input is None:
+        fields["payload"] = None  # no Input shown, none sent back (QA23: a /v1 job's null became {})
     fields["retry"] = job.retry.model_copy(
         update={"max_attempts": spec.retry.max_attempts, "max_age_seconds": max_age}
     )
