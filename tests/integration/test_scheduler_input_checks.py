@@ -4,7 +4,8 @@
   returned by GetSchedule, which returns them as given;
 * tag keys with the reserved ``aws:`` prefix were taken by CreateScheduleGroup and TagResource;
 * a ``ScheduleExpression`` with leading or trailing whitespace was taken (Punctual's own ``/v1``
-  still takes it: its ``schedule`` field is not this check).
+  still takes it: its ``schedule`` field is not this check);
+* a ``MaxResults`` of more than 12 digits was "not an integer" (QA23), not out of range.
 """
 
 from __future__ import annotations
@@ -111,3 +112,13 @@ def test_v1_keeps_taking_its_schedule_as_before(api: ApiClient) -> None:
     # Punctual's own API is not the scheduler API: its schedule field is unchanged by the check above.
     created = api.call("POST", "/v1/jobs", job_spec(schedule="rate(5 minutes) "))
     assert created.status == 201 and created.body["schedule"] == "rate(5 minutes) "
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"), [("99999999999999", "at most 100"), ("-99999999999999", "at least 1")]
+)
+def test_a_huge_max_results_is_out_of_range_not_no_integer(api: ApiClient, given: str, expected: str) -> None:
+    # (QA23: "MaxResults must be an integer", of an integer with more than 12 digits)
+    reply = api.call("GET", f"/schedules?MaxResults={given}")
+    assert (reply.status, reply.body) == (400, {"Message": f"MaxResults must be {expected}"})
+    assert api.call("GET", "/schedules?MaxResults=1e3").body == {"Message": "MaxResults must be an integer"}

@@ -144,9 +144,14 @@ def _body(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def _scalar(text: str, shape: Mapping[str, Any], member: str) -> Any:
     if shape["type"] in ("integer", "long"):
-        if not re.fullmatch(r"-?\d{1,12}", text):
+        # Any number of digits is an integer, which validate() checks against the member's range
+        # (QA23: one of more than 12 digits was "not an integer")
+        if not re.fullmatch(r"-?\d+", text):
             raise invalid(f"{member} must be an integer")
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:  # more digits than Python converts
+            raise invalid(f"{member} is out of range") from None
     return text
 
 
