@@ -232,6 +232,36 @@ def test_a_v1_job_without_payload_keeps_none_when_no_input_is_sent_back(client: 
     assert api.call("GET", f"/v1/jobs/{job['id']}").body["payload"] is None
 
 
+def test_update_schedule_keeps_the_target_and_dst_options_the_api_has_no_member_for(
+    client: Any, api: ApiClient
+) -> None:
+    # Given a /v1 Lambda job invoked RequestResponse (its function's errors are retried), with a
+    # rate budget, DST options and a dead-letter role of its own
+    target = {
+        "type": "lambda",
+        "function_arn": LAMBDA,
+        "role_arn": ROLE,
+        "invocation_type": "RequestResponse",
+    }
+    dead_letter = {"queue_arn": f"{QUEUE}-dlq", "role_arn": f"{ROLE}-dlq"}
+    job = api.create(
+        job_spec(
+            target={**target, "rate_budget_per_second": 5.0},
+            dst={"gap": "shift", "repeat": "both"},
+            dead_letter=dead_letter,
+        )
+    )
+    # When an update sends back what GetSchedule showed, to disable it
+    _update_as_got(client, job["id"], State="DISABLED")
+    # Then it keeps them (QA23: Event, no budget and the service's skip/first from then on)
+    after = api.call("GET", f"/v1/jobs/{job['id']}").body
+    assert (after["state"], after["target"], after["dst"]) == ("PAUSED", job["target"], job["dst"])
+    assert after["dead_letter"] == dead_letter  # (its role: the dead letter was sent as the target's)
+    # and a new expression gets the service's DST rules, as a new schedule does
+    _update_as_got(client, job["id"], ScheduleExpression="cron(30 2 * * ? *)")
+    assert api.call("GET", f"/v1/jobs/{job['id']}").body["dst"] == {"gap": "skip", "repeat": "first"}
+
+
 def test_update_schedule_replaces_what_the_scheduler_api_has(client: Any, api: ApiClient) -> None:
     client.create_schedule(
         **_schedule(

@@ -204,8 +204,8 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
         raise invalid(_explain(exc)) from None
 
 
-# The JobSpec fields an UpdateSchedule input sets as a whole (:func:`_fields`); ``retry``, ``catchup``
-# and ``tags`` it sets in part (:func:`keeping_unexpressed`).
+# The JobSpec fields an UpdateSchedule input sets as a whole (:func:`_fields`); ``retry``, ``catchup``,
+# ``tags``, ``target`` and ``dst`` it sets in part (:func:`keeping_unexpressed`).
 _SCHEDULE_FIELDS = (
     "description",
     "schedule",
@@ -222,13 +222,22 @@ _SCHEDULE_FIELDS = (
 )
 
 
+# A target's options the Scheduler API has no member for (a /v1 job's): Lambda's RequestResponse
+# invocation (the API's is Event), the ECS container given the environment, the rate budget.
+_TARGET_OPTIONS = ("invocation_type", "container_name", "rate_budget_per_second")
+
+
 def keeping_unexpressed(job: Job, spec: JobSpec) -> JobSpec:
     """``spec`` (an UpdateSchedule's, :func:`spec_of`) with what of ``job`` the Scheduler API has no
     member for: its name, its tags but the group's, alert rules, overlap, timeout, runtime, lateness,
     calendars, the retry backoff and the catch-up policy (QA21: an update of a /v1 job, sending back
     all GetSchedule showed, reset them all), a JSON payload whose Input is sent back unchanged (an
-    SQS or SNS target's Input is text), and the ClientToken of the schedule's create (QA21: a
-    create retried after an update was a ConflictException, not the same ARN).
+    SQS or SNS target's Input is text), the ClientToken of the schedule's create (QA21: a
+    create retried after an update was a ConflictException, not the same ARN), the target's
+    options of a target of the same type, the dead-letter queue's role, and the DST options of an
+    unchanged expression (QA23: a
+    /v1 Lambda job invoked RequestResponse was made Event, and a /v1 job whose DST gap shifted its
+    slot skipped it, on an update that only disabled them).
 
     The rest is replaced, as the service replaces a whole schedule."""
     fields = {name: getattr(job, name) for name in JobSpec.model_fields}
@@ -259,6 +268,15 @@ def keeping_unexpressed(job: Job, spec: JobSpec) -> JobSpec:
         fields["catchup"] = job.catchup.model_copy(update={"window_seconds": window})
     kept = {key: value for key, value in job.tags.items() if key != GROUP_TAG}
     fields["tags"] = {**kept, **spec.tags}
+    if type(spec.target) is type(job.target):  # its options the API has no member for (QA23)
+        options = set(_TARGET_OPTIONS) & set(type(spec.target).model_fields)
+        fields["target"] = spec.target.model_copy(
+            update={name: getattr(job.target, name) for name in options}
+        )
+    if spec.dead_letter is not None and job.dead_letter is not None:  # (its role: the API has none)
+        fields["dead_letter"] = spec.dead_letter.model_copy(update={"role_arn": job.dead_letter.role_arn})
+    if (spec.schedule, spec.timezone) == (job.schedule, job.timezone):
+        fields["dst"] = job.dst  # the same expression runs when it ran (QA23: a /v1 job's DST options went)
     if spec.scheduler is not None:
         token = job.scheduler.client_token if job.scheduler is not None else None
         fields["scheduler"] = spec.scheduler.model_copy(update={"client_token": token})
