@@ -10,7 +10,8 @@ The store keeps one spec per job, the current one. So an attempt may start only 
 job's spec is still the one its slot was released for (``job.spec_since <= released_for``);
 otherwise the slot is recorded SUPERSEDED, naming both versions, and nothing runs: never a mix
 of an old slot with a new spec (attempt 1 against the old target, attempt 2 against the new).
-Pausing and resuming do not change the spec, so they supersede nothing; a replace does. A
+Pausing and resuming do not change the spec, so they supersede nothing, nor does a replace of
+the job's labels alone (name, description, tags); any other replace does. A
 release of the same slot for the new spec (a replacement a moment before the slot) is a new
 message with a newer version, which the claim starts over the SUPERSEDED record.
 """

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
@@ -115,6 +115,10 @@ def manual_slot(now: datetime, request_key: str | None) -> str:
 
 def _whole_second(instant: datetime) -> datetime:
     return ceil_second(instant)
+
+
+# A job's labels: what names it, describes it and tags it; a change of them alone changes no run.
+LABELS: Final = frozenset({"name", "description", "tags"})
 
 
 def _parents(
@@ -579,10 +583,12 @@ class JobService:
         graph = None if version is None else GraphRead(version, {p: walked[p] for p in gains if p in walked})
         anchor = replaced_anchor(current, spec, now)
         # A new spec supersedes what was released for the old one (punctual.execution.versions);
-        # the same spec sent again (an UpdateSchedule that changes nothing) supersedes nothing.
-        same_spec = isinstance(found, Job) and found.spec() == JobSpec.model_validate(
-            spec.model_dump(), context=ACCEPTED
-        )
+        # the same spec sent again (an UpdateSchedule that changes nothing), or one that changes
+        # only how the job is named and labelled, supersedes nothing (QA23: a description edit
+        # dropped a slot's waiting retry, SUPERSEDED, its dead letter never sent).
+        same_spec = isinstance(found, Job) and found.spec().model_dump(
+            exclude=LABELS
+        ) == JobSpec.model_validate(spec.model_dump(), context=ACCEPTED).model_dump(exclude=LABELS)
         job = Job(
             **spec.model_dump(),
             id=job_id,
