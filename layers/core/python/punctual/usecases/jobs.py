@@ -15,13 +15,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.execution.completion import Completion
 from punctual.execution.relinks import check_links
-from punctual.models import ACCEPTED, Job, JobSpec, JobState
+from punctual.execution.versions import same_run_spec
+from punctual.models import Job, JobSpec, JobState
 from punctual.models.jobs import replaced, restarted
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import NullMetrics
@@ -115,10 +116,6 @@ def manual_slot(now: datetime, request_key: str | None) -> str:
 
 def _whole_second(instant: datetime) -> datetime:
     return ceil_second(instant)
-
-
-# A job's labels: what names it, describes it and tags it; a change of them alone changes no run.
-LABELS: Final = frozenset({"name", "description", "tags"})
 
 
 def _parents(
@@ -586,9 +583,7 @@ class JobService:
         # the same spec sent again (an UpdateSchedule that changes nothing), or one that changes
         # only how the job is named and labelled, supersedes nothing (QA23: a description edit
         # dropped a slot's waiting retry, SUPERSEDED, its dead letter never sent).
-        same_spec = isinstance(found, Job) and found.spec().model_dump(
-            exclude=LABELS
-        ) == JobSpec.model_validate(spec.model_dump(), context=ACCEPTED).model_dump(exclude=LABELS)
+        same_spec = isinstance(found, Job) and same_run_spec(found, spec)
         job = Job(
             **spec.model_dump(),
             id=job_id,
