@@ -73,6 +73,31 @@ def test_a_start_date_more_than_five_minutes_ago_is_refused_on_create_and_update
     assert client.get_schedule(Name="recent")["ScheduleExpression"] == "rate(5 minutes)"
 
 
+def test_a_one_time_schedules_past_start_date_is_ignored_not_refused(client: Any) -> None:
+    # The service ignores StartDate for a one-time schedule (API reference): one read back with
+    # the StartDate it was given and sent again later, unchanged, must not fail (QA23)
+    now = datetime.now(UTC)
+    when = (now + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%S")
+    old_start = now - timedelta(days=1)
+    client.create_schedule(
+        Name="once",
+        ScheduleExpression=f"at({when})",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": QUEUE, "RoleArn": ROLE},
+        StartDate=old_start,
+    )
+    shown = client.get_schedule(Name="once")
+    client.update_schedule(
+        Name="once",
+        ScheduleExpression=shown["ScheduleExpression"],
+        FlexibleTimeWindow=shown["FlexibleTimeWindow"],
+        Target=shown["Target"],
+        StartDate=shown["StartDate"],
+        Description="sent back",
+    )
+    assert client.get_schedule(Name="once")["Description"] == "sent back"
+
+
 def test_start_and_end_dates_come_back_in_whole_seconds(client: Any) -> None:
     start = datetime(2031, 3, 4, 5, 6, 7, 891234, tzinfo=UTC)
     end = datetime(2031, 6, 4, 5, 6, 7, 500000, tzinfo=UTC)

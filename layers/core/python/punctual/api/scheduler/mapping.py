@@ -181,7 +181,9 @@ def spec_of(values: dict[str, Any], group: str, arn: str, now: datetime) -> JobS
     target, payload = _target(target_in, arn)
     jitter = (minutes or 0) * 60 if window["Mode"] == "FLEXIBLE" else 0
     start = _instant(values, "StartDate")
-    if start is not None and start < now - START_DATE_MAX_AGE:
+    # The service ignores a one-time schedule's StartDate (API reference, StartDate), so a past one
+    # is no error there: a schedule read back and sent again unchanged must not fail (QA23)
+    if start is not None and start < now - START_DATE_MAX_AGE and _expression_kind(values) != "at":
         raise invalid("The StartDate you specify cannot be earlier than 5 minutes ago.")
     try:
         fields = _fields(values, group, arn, target, payload, jitter)
