@@ -193,3 +193,29 @@ def test_an_unchanged_update_of_a_v1_rate_job_keeps_its_slots(
     # schedule's create does: one more run of the target per update, and the slots moved)
     assert api.call("GET", f"/v1/jobs/{job_id}").body["next_fire_at"] == "2026-12-01T13:00:05Z"
     assert "StartDate" not in client.get_schedule(Name=job_id)
+
+
+def test_two_updates_at_once_leave_one_of_them_whole_state_included(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """UpdateSchedule replaces the job, then pauses or resumes it: two at once could leave one
+    caller's spec with the other's State (QA23, by reading the code). The State is now applied as
+    of the replace's version; a newer update's spec keeps its own State."""
+    _put(client, "racy", "rate(5 minutes)", Description="first")
+    jobs = wiring.services().jobs
+    real_replace = jobs.replace
+    inner: list[str] = []
+
+    def replace_then_other_update(*args: Any, **kwargs: Any) -> Any:
+        done = real_replace(*args, **kwargs)
+        if not inner:  # A's replace landed; B's whole update runs before A sets its State
+            inner.append("b")
+            _put(client, "racy", "rate(5 minutes)", verb="update_schedule", Description="b", State="ENABLED")
+        return done
+
+    monkeypatch.setattr(jobs, "replace", replace_then_other_update)
+    # A: a disable with its own description
+    _put(client, "racy", "rate(5 minutes)", verb="update_schedule", Description="a", State="DISABLED")
+    shown = client.get_schedule(Name="racy")
+    # B's update is the newer (it replaced after A): its spec and its State, never a mix
+    assert (shown["Description"], shown["State"]) == ("b", "ENABLED")

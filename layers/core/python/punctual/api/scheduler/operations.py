@@ -40,10 +40,16 @@ from punctual.store.base import (
     JobExistsError,
     ScheduleGroup,
     UnreadableJobError,
+    VersionConflictError,
 )
 from punctual.store.listing import LIST_SCAN_BUDGET
 from punctual.timing.slots import no_slot_reason
-from punctual.usecases.job_errors import JobHasDependentsError, JobNotFoundError, listed
+from punctual.usecases.job_errors import (
+    JobHasDependentsError,
+    JobNotFoundError,
+    PreconditionFailedError,
+    listed,
+)
 from punctual.usecases.jobs import replaced_anchor, resumed
 
 MAX_GROUPS_PER_TENANT = 500  # the service's quota of schedule groups per account and region
@@ -186,13 +192,33 @@ def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     spec = _keeping_rate_start(job, spec, values, disabled)
     if not disabled and job.state is JobState.PAUSED:
         _check_enabled_runs(req, job, spec, now)
-    jobs = req.services.jobs
-    updated = jobs.replace(req.tenant, job.id, spec)
-    if disabled and updated.state is JobState.ENABLED:
-        jobs.pause(req.tenant, job.id)
-    elif not disabled and updated.state is JobState.PAUSED:
-        jobs.resume(req.tenant, job.id)
+    updated = req.services.jobs.replace(req.tenant, job.id, spec)
+    _set_state(req, updated, spec, disabled)
     return {"ScheduleArn": arn}
+
+
+STATE_TRIES = 3
+
+
+def _set_state(req: Request, updated: Job, spec: JobSpec, disabled: bool) -> None:
+    """Pause or resume the job just replaced to the update's ``State``, as of its version: a write
+    that landed between the two (QA23: a concurrent UpdateSchedule's) is read, and when it is
+    another update's spec that one is the newer and its State stands (the last writer wins whole,
+    as the service's update is one write); otherwise (an edit of the job's own, a pause by its
+    target) the State is applied to what is there."""
+    jobs, job = req.services.jobs, updated
+    for _ in range(STATE_TRIES):
+        try:
+            if disabled and job.state is JobState.ENABLED:
+                jobs.pause(req.tenant, job.id, expected_version=job.version)
+            elif not disabled and job.state is JobState.PAUSED:
+                jobs.resume(req.tenant, job.id, expected_version=job.version)
+            return
+        except (PreconditionFailedError, VersionConflictError):
+            job = jobs.get(req.tenant, job.id)
+            if job.spec() != updated.spec():
+                return  # another update replaced it since: it is the newer, its State included
+    raise conflict("The schedule kept changing while it was updated; try again.")
 
 
 def _keeping_rate_start(job: Job, spec: JobSpec, values: dict[str, Any], disabled: bool) -> JobSpec:
