@@ -199,6 +199,30 @@ def test_a_timer_read_again_is_held_once() -> None:
     assert len(run.drain.held) == len({(t.pk, t.sk) for t in (first, next_attempt, other_shard)})
 
 
+def test_the_same_timer_object_read_again_is_known_by_identity() -> None:
+    # A near bucket's pack comes back from the DynamoDB store's cache as the very Timer objects
+    # of the poll before: held once, by identity; a copy of one (another object, the same row)
+    # is still known by its key, and a new row is held.
+    clock = ManualClock(T)
+    dispatcher = Poller(MemoryStore(), MemoryQueues(now=clock.now), clock, PollerConfig())
+    run = dispatcher.minute_poll(T)
+    due = round(T.timestamp() * 1000) + 500
+    pack = [
+        Timer(Lane.NEAR, 3, due + i, f"j{i}", "t", "s", 1, TimerKind.FIRE, 1)  # type: ignore[arg-type]
+        for i in range(5)
+    ]
+    for _ in range(8):  # a near bucket read at every poll of its look-back
+        run.drain.hold(pack)
+    new_row = Timer(Lane.NEAR, 3, due, "j9", "t", "s", 1, TimerKind.FIRE, 1)  # type: ignore[arg-type]
+    run.drain.hold([copy.copy(pack[0]), new_row])
+    held = [entry[-1] for entry in sorted(run.drain.heap)]
+    assert held == sorted([*pack, new_row], key=lambda t: (t.due_ms, t.sk))
+    assert all(
+        a is b for a, b in zip(held, sorted([*pack, new_row], key=lambda t: (t.due_ms, t.sk)), strict=True)
+    )
+    assert len(run.drain.held) == 6
+
+
 def test_one_timer_in_both_lanes_is_held_twice_and_released() -> None:
     # Two pollers with skewed clocks can write the same next timer (same due, same sort key)
     # into the far and the near lane; holding both must not make the heap compare Timers.

@@ -68,6 +68,11 @@ class MinuteDrain:
         # behind handed this drain the old version first. The tenant is part of it: two tenants'
         # jobs may share an id.
         self.held: set[tuple[Lane, int, int, str, str, str, int, int]] = set()
+        # Every Timer object taken, by its id: a read that hands back the very object it handed
+        # before (the DynamoDB store's pack cache does, for a near bucket read at each poll) is
+        # known by identity, before its key tuple is built. A Timer is frozen, so the same object
+        # has the same key; held here, an id is never reused while it stands for a timer.
+        self._taken: dict[int, Timer] = {}
         self.newest_seen: dict[ChainKey, str] = {}  # per chain, the newest fire slot held
         self.newest_released: dict[ChainKey, str] = {}  # per chain, the newest fire slot released
         # Everything held that was due at or before this was released (None: nothing yet).
@@ -80,10 +85,13 @@ class MinuteDrain:
         return len(self.heap) + len(self.lagging)
 
     def hold(self, timers: Iterable[Timer]) -> None:
-        held, heap, newest = self.held, self.heap, self.newest_seen
+        held, heap, newest, taken = self.held, self.heap, self.newest_seen, self._taken
         for timer in timers:
+            if taken.get(id(timer)) is timer:
+                continue  # (this very object was taken: so was its key)
             t = timer
             key = (t.lane, t.shard, t.due_ms, t.tenant, t.job_id, t.slot, t.attempt, t.job_version)
+            taken[id(timer)] = timer
             if key in held:
                 continue
             held.add(key)
