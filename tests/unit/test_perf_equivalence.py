@@ -393,3 +393,39 @@ def test_zone_check_refuses_unknown_zones_every_time() -> None:
         with pytest.raises(ValueError, match="unknown time zone"):
             job("a", timezone="Mars/Olympus")
     assert job("a", timezone="Europe/Berlin").timezone == "Europe/Berlin"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-30T10:00:00Z",
+        "2026-11-30T10:00:00.250Z",
+        "2026-11-30T10:00:00+00:00",
+        "2026-11-30T11:00:00+01:00",
+        "2026-11-30T10:00:00",  # naive
+        "2026-11-30",
+        "",
+        "Z",
+        "2026-11-30T10:00:00ZZ",
+        "not an instant",
+        None,
+        12,
+    ],
+)
+def test_a_message_instant_reads_as_fromisoformat_did(text: Any) -> None:
+    from punctual.timing.instants import message_instant
+
+    def plain() -> Any:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    for _ in range(2):  # (the second read from the cache)
+        try:
+            expected: Any = plain()
+        except Exception as exc:  # the same error, whatever it is
+            with pytest.raises(type(exc)) as got:
+                message_instant(text)
+            assert str(got.value) == str(exc)
+            continue
+        got_instant = message_instant(text)
+        assert got_instant == expected and got_instant.tzinfo == expected.tzinfo
+        assert type(got_instant) is datetime and got_instant.utcoffset() == expected.utcoffset()

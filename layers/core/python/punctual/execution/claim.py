@@ -46,6 +46,7 @@ from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import ExecutionConflictError, Expect
+from punctual.timing.instants import message_instant
 from punctual.timing.owed import owed_at_restart
 from punctual.timing.slots import inside_window, owed_since, schedule_of
 from punctual.timing.timers import MANUAL_MARK, slot_instant
@@ -93,7 +94,7 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
     if not message.spec or not message.released_at or message.kind in _READ_KINDS:
         return None  # a queued slot's turn, a takeover: the job may have changed since their slot began
     try:
-        sent = datetime.fromisoformat(message.released_at.replace("Z", "+00:00"))
+        sent = message_instant(message.released_at)
     except ValueError:
         return None
     if (now - sent).total_seconds() > SPEC_TRUST_S:
@@ -265,8 +266,8 @@ def held_early(claimer: Claimer, message: DispatchMessage, delivery: Delivery | 
     if message.kind != MessageKind.FIRE or not message.released_at:
         return None  # (the other kinds start after a slot's instant: retries, turns, runs asked for)
     try:
-        instant = datetime.fromisoformat(message.scheduled_at.replace("Z", "+00:00"))
-        released = datetime.fromisoformat(message.released_at.replace("Z", "+00:00"))
+        instant = message_instant(message.scheduled_at)
+        released = message_instant(message.released_at)
         seconds = int((instant - claimer.clock.now()).total_seconds())
     except (AttributeError, TypeError, ValueError):  # not instants: the claim decides on it
         return None

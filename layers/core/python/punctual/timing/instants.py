@@ -22,6 +22,7 @@ A naive datetime is read as UTC; an aware one in any zone is converted.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 __all__ = [
     "InstantError",
@@ -29,6 +30,7 @@ __all__ = [
     "format_instant_adaptive",
     "format_instant_ms",
     "from_epoch_us",
+    "message_instant",
     "parse_rfc3339",
     "to_epoch_us",
     "to_utc",
@@ -126,3 +128,20 @@ def parse_rfc3339(text: str) -> datetime:
         return parsed.astimezone(UTC)
     except OverflowError:
         raise InstantError(f"invalid instant '{shown}': out of range") from None
+
+
+@lru_cache(maxsize=1024)
+def _message_instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def message_instant(text: str) -> datetime:
+    """``datetime.fromisoformat(text.replace("Z", "+00:00"))``: an instant a dispatch message
+    carries (its ``scheduled_at``, ``released_at``), as a worker's claim reads it. Cached: a
+    worker reads each of a message's instants more than once (whether it is early, whether its
+    job may be trusted, its record), and the messages of one release share a release instant
+    and those of many jobs a slot's. A datetime is immutable, so the same one may stand for
+    every equal text. Anything but a ``str`` is read as before (its error raised as before)."""
+    if type(text) is str:
+        return _message_instant(text)
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
