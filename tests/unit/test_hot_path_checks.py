@@ -191,6 +191,48 @@ def test_a_claim_is_live_for_the_block_it_runs_in_and_not_after_even_on_error() 
     assert len(live) == 0
 
 
+def test_live_claims_hold_up_while_threads_run_claims_and_a_keeper_snapshots_them() -> None:
+    # Without a lock: runs added and discarded on several threads while the keeper's thread
+    # snapshots them; no snapshot fails (a dict changed while it was read), none holds a claim
+    # twice or one never added, and every claim is gone once its run ended.
+    live = LiveClaims()
+    message = DispatchMessage("t", "j", "2026-11-30T10:00:00Z", "2026-11-30T10:00:00.000Z", 1, 1)
+    claims = [Claim(ClaimOutcome.CLAIMED, message, None) for _ in range(400)]
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def run(share: list[Claim]) -> None:
+        try:
+            for _ in range(50):
+                for claim in share:
+                    live.add(claim)
+                for claim in share:
+                    live.discard(claim)
+        except BaseException as exc:  # any failure fails the test
+            errors.append(exc)
+
+    def keep() -> None:
+        ids = {id(claim) for claim in claims}
+        try:
+            while not done.is_set():
+                seen = live.snapshot()
+                assert len(seen) == len({id(claim) for claim in seen}) and {id(c) for c in seen} <= ids
+                assert 0 <= len(live) <= len(claims)
+        except BaseException as exc:
+            errors.append(exc)
+
+    keeper = threading.Thread(target=keep)
+    runners = [threading.Thread(target=run, args=(claims[i::4],)) for i in range(4)]
+    keeper.start()
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join(60)
+    done.set()
+    keeper.join(60)
+    assert errors == [] and live.snapshot() == [] and len(live) == 0
+
+
 def test_a_stop_signal_does_what_an_event_does() -> None:
     signal = StopSignal()
     assert not signal.is_set() and signal.wait(0.01) is False  # a timeout, as Event.wait
