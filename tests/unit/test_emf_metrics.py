@@ -161,3 +161,50 @@ def test_a_flush_that_fits_one_document_prints_what_the_general_split_prints(
     expected = [json.dumps(document, separators=(",", ":")) for document in general.documents(taken)]
     assert buffer.flush() == len(expected)
     assert lines == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(adds=_adds, runs=st.lists(st.integers(min_value=0, max_value=5), max_size=60))
+def test_values_added_together_print_as_the_same_values_added_one_by_one(
+    adds: list[tuple[str, float]], runs: list[int]
+) -> None:
+    # Given the same adds made one by one, and with runs of one name's values taken together
+    one_by_one: list[str] = []
+    together: list[str] = []
+    single = EmfBuffer(
+        "Punctual", "punctual", write=one_by_one.append, clock=ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    )
+    grouped = EmfBuffer(
+        "Punctual", "punctual", write=together.append, clock=ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    )
+    for name, value in adds:
+        single.add(name, value, UNITS[name])
+    index = 0
+    for length in [*runs, len(adds)]:
+        run = adds[index : index + max(length, 1)]
+        for name in dict.fromkeys(n for n, _ in run):  # (in the order each name first comes)
+            grouped.add_all(name, [v for n, v in run if n == name], UNITS[name])
+        index += len(run)
+        if index >= len(adds):
+            break
+
+    # When both are flushed, then they print the very same documents
+    assert list(grouped._values.items()) == list(single._values.items())
+    single.flush()
+    grouped.flush()
+    assert together == one_by_one
+
+
+def test_the_lambda_sink_and_a_plain_sink_take_values_together() -> None:
+    from punctual.runtime.observability import RecordingMetrics, add_all
+
+    recording = RecordingMetrics()
+    add_all(recording, "FireDelayMs", [1.5, 2.0, 3.25], "Milliseconds")  # (no add_all: one add each)
+    assert recording.values["FireDelayMs"] == [1.5, 2.0, 3.25]
+    lambda_support.core_metrics.discard()
+    add_all(lambda_support.PowertoolsMetrics(), "FireDelayMs", [1.5, 2.0], "Milliseconds")
+    add_all(lambda_support.PowertoolsMetrics(), "FireDelayMs", [], "Milliseconds")
+    assert lambda_support.core_metrics._values == {("FireDelayMs", "Milliseconds"): [1.5, 2.0]}
+    lambda_support.core_metrics.discard()
+    with pytest.raises((TypeError, ValueError)):
+        EmfBuffer("Punctual", "punctual").add_all("SlotsReleased", ["many"])  # type: ignore[list-item]

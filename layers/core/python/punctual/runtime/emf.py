@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from punctual.runtime.clock import Clock, SystemClock
@@ -66,6 +66,19 @@ class EmfBuffer:
                 self._values[(name, unit)] = [number]
             else:
                 values.append(number)
+
+    def add_all(self, name: str, values: Iterable[float], unit: str = "Count") -> None:
+        """:meth:`add` of each of ``values`` in turn, under one take of the lock (the poller's
+        release delays, one a slot of a release)."""
+        numbers = list(map(float, values))  # (a value that is not a number fails here, as in add)
+        if not numbers:
+            return
+        with self._lock:
+            held = self._values.get((name, unit))
+            if held is None:
+                self._values[(name, unit)] = numbers
+            else:
+                held.extend(numbers)
 
     def flush(self) -> int:
         """Print the values added since the last flush; returns how many documents."""

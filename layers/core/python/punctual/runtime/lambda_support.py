@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -30,6 +30,9 @@ class PowertoolsMetrics:
 
     def add(self, name: str, value: float, unit: str = "Count") -> None:
         core_metrics.add(name, value, unit)
+
+    def add_all(self, name: str, values: Iterable[float], unit: str = "Count") -> None:
+        core_metrics.add_all(name, values, unit)
 
 
 def log_metrics(handler: Handler) -> Handler:

@@ -8,11 +8,23 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Protocol
 
 
 class MetricsSink(Protocol):
     def add(self, name: str, value: float, unit: str = "Count") -> None: ...
+
+
+def add_all(sink: MetricsSink, name: str, values: Sequence[float], unit: str = "Count") -> None:
+    """``sink.add(name, value, unit)`` for each of ``values``, in one call when the sink takes
+    them together (an ``add_all`` of its own: the Lambda's EMF buffer)."""
+    together = getattr(sink, "add_all", None)
+    if together is not None:
+        together(name, values, unit)
+        return
+    for value in values:
+        sink.add(name, value, unit)
 
 
 class NullMetrics:

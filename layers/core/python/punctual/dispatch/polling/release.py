@@ -85,7 +85,7 @@ from punctual.execution.completion import complete_unsent
 from punctual.execution.relinks import relink_message
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.clock import Clock
-from punctual.runtime.observability import MetricsSink
+from punctual.runtime.observability import MetricsSink, add_all
 from punctual.security.tenant_quotas import BackfillQuota
 from punctual.store.base import ExecutionKey, Expect, JobStore
 from punctual.store.loads import MinuteLoad
@@ -565,8 +565,7 @@ class SlotReleaser:
             self.metrics.add("SlotsMissed", report.skipped)
         if report.excluded:
             self.metrics.add("SlotsExcluded", report.excluded)
-        for delay in report.fire_delays_ms:
-            self.metrics.add("FireDelayMs", delay, "Milliseconds")
+        add_all(self.metrics, "FireDelayMs", report.fire_delays_ms, "Milliseconds")
 
 
 def _no_record(timer: Timer, job: Job | None, now: datetime) -> DispatchMessage | None:
