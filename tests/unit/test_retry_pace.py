@@ -290,3 +290,15 @@ def test_a_retry_reaching_its_worker_after_its_instant_runs_at_once_not_on_its_t
     assert ran.outcome == ExecutionStatus.SUCCEEDED.value
     assert called == [T + timedelta(seconds=2.5)]
     assert rig.store.budget_reservations(job.tenant, "hooks.example.com", T, T + timedelta(minutes=1)) == {}
+
+
+def test_a_retry_released_after_its_due_is_not_counted_as_deferred_by_the_rate() -> None:
+    # Given one retry whose timer was due 2 s before the poller releases it (a poll's lag, a poller
+    # restarting), and a tenant retry rate far above one retry
+    store = MemoryStore()
+    timers = _failing(store, "calm", 1, [T + timedelta(seconds=1)])
+    poller = _release_once(store, timers, 100.0, T + timedelta(seconds=3))
+    # Then it is sent at once and nothing says the rate deferred it (QA23: local mode's demo logged
+    # "retries of tenant demo deferred by its retry rate: 1" for every retry a poll released late)
+    [message] = poller.messages()
+    assert message.kind == MessageKind.RETRY and poller.metrics.total("RetriesDeferred") == 0

@@ -19,8 +19,8 @@ grids, and every first attempt, are untouched.
 * None free within it: the retry is **deferred**, never dropped. Its timer is written again,
   later (at the next instants this poller has not yet handed out to the tenant's deferred retries,
   so a storm's backlog is written once per retry, not once a window), and placed again then.
-  Every retry released a step of its grid or more after its due (the first instant at or after it
-  is on time) is counted (``RetriesDeferred``), and each chunk logs one ``retries_deferred`` record
+  Every retry the rate released a step of its grid or more after the first instant it could have
+  had (its due, or its release for one a poll released after its due) is counted (``RetriesDeferred``), and each chunk logs one ``retries_deferred`` record
   per tenant.
 * The slot's ``retry.max_age_seconds`` still counts: a retry deferred past it is sent unplaced when
   its age is over, and its claim ends the slot FAILED, ``past max_age`` (docs/tenants.md).
@@ -127,7 +127,10 @@ class RetryPacer:
             message = retry.message
             if placed.release_at > request.due:
                 message = replace(message, not_before=format_instant_ms(placed.release_at))
-                if placed.release_at - request.due >= aligned:
+                # Counted when the rate moved it: past the first instant it could have had (its due,
+                # or now for a retry released after its due: a poll's lag is not the rate's doing)
+                earliest = request.not_before or request.due
+                if placed.release_at - earliest >= aligned:
                     late.setdefault(retry.job.tenant, []).append(placed.release_at)
             out.messages.append((retry.job, message))
         for tenant, instants in late.items():
