@@ -20,8 +20,8 @@ grids, and every first attempt, are untouched.
   later (at the next instants this poller has not yet handed out to the tenant's deferred retries,
   so a storm's backlog is written once per retry, not once a window), and placed again then.
   Every retry the rate released a step of its grid or more after the first instant it could have
-  had (its due, or its release for one a poll released after its due) is counted (``RetriesDeferred``), and each chunk logs one ``retries_deferred`` record
-  per tenant.
+  had (its due, or its release for one a poll released after its due) is counted
+  (``RetriesDeferred``), and each chunk logs one ``retries_deferred`` record per tenant.
 * The slot's ``retry.max_age_seconds`` still counts: a retry deferred past it is sent unplaced when
   its age is over, and its claim ends the slot FAILED, ``past max_age`` (docs/tenants.md).
 * Takeovers, a run handed back by a worker that shut down (:data:`RELEASED_NOTE`), first attempts
