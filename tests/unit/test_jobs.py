@@ -257,3 +257,18 @@ def test_the_tenant_header_is_refused_at_registration_and_replace(
     with pytest.raises(InvalidJobError, match="is reserved"):
         service.replace("acme", job.id, spec(alerts=[{"on": ["failed"], "target": target}]))
     assert store.get_job("acme", job.id).version == job.version  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("same", ["rate(600 seconds)", "rate(10 minutes)", "rate( 10  minutes )"])
+def test_an_equivalent_rate_keeps_the_jobs_grid(env, same: str) -> None:  # type: ignore[no-untyped-def]
+    """The anchor restarts only when the slots change: ``rate(10 minutes)`` written as ``rate(600
+    seconds)`` has the same slots (QA23: the expression's text was compared, and the grid moved to
+    the replace's instant). A different period still re-anchors."""
+    service, _, _, clock = env
+    job, _ = service.register("t", spec("rate(10 minutes)"))
+    clock.set(T0 + timedelta(minutes=3))
+    kept = service.replace("t", job.id, spec(same))
+    assert kept.anchor == job.anchor
+    assert kept.next_fire_at == T0 + timedelta(minutes=10)
+    moved = service.replace("t", job.id, spec("rate(601 seconds)"))
+    assert moved.next_fire_at == T0 + timedelta(minutes=3, seconds=601)

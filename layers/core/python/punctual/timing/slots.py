@@ -52,6 +52,16 @@ def schedule_of(spec: JobSpec) -> schedules.Schedule:
     return _parse(spec.schedule, spec.timezone, dst.gap if dst else None, dst.repeat if dst else None)
 
 
+def same_slots(current: JobSpec, spec: JobSpec) -> bool:
+    """Whether ``spec``'s schedule has ``current``'s slots: the same expression, or a ``rate(...)``
+    of the same period written otherwise (``rate(600 seconds)`` for ``rate(10 minutes)``; QA23: a
+    replace compared the text, and the grid moved to the replace's instant)."""
+    if spec.schedule == current.schedule:
+        return True
+    old, new = schedule_of(current), schedule_of(spec)
+    return old.kind == new.kind == "rate" and old.period == new.period
+
+
 def next_slot(job: Job, after: datetime) -> datetime | None:
     """The job's first slot strictly after ``after``, inside ``start_at``/``end_at``; None if none.
 

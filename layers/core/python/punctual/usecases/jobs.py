@@ -55,6 +55,7 @@ from punctual.timing.slots import (
     first_slot,
     no_slot_reason,
     resume_start,
+    same_slots,
     schedule_of,
     sent_check_timer,
 )
@@ -147,8 +148,8 @@ def delete_released_parents(store: JobStore, tenant: str, parents: tuple[str, ..
 
 def replaced_anchor(current: Job, spec: JobSpec, now: datetime) -> datetime:
     """Where ``current``'s slots count from once ``spec`` replaces it at ``now``: unchanged, unless
-    the schedule or its start changed."""
-    if spec.start_at != current.start_at or spec.schedule != current.schedule:
+    the schedule's slots or its start changed."""
+    if spec.start_at != current.start_at or not same_slots(current, spec):
         return _whole_second(spec.start_at or now)
     return current.anchor
 
