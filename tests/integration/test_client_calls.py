@@ -45,3 +45,15 @@ def test_the_preview_takes_after_calendars_and_show_excluded(served: Served) -> 
     )
     assert skipped["slots"] == [f"2026-12-{d}T09:00:00Z" for d in (24, 26, 27)]
     assert skipped["excluded"] == ["2026-12-25T09:00:00Z"]
+
+
+def test_the_preview_takes_a_jobs_dst_options(served: Served) -> None:
+    """QA23: the preview's ``dst_gap`` and ``dst_repeat``, as a job's ``dst``."""
+    client = PunctualClient(served.url)
+    spring = {"timezone": "Europe/Berlin", "count": 1, "after": "2027-03-27T12:00:00Z"}
+    assert client.preview("cron(30 2 * * ? *)", **spring)["slots"] == ["2027-03-28T01:00:00Z"]
+    skipped = client.preview("cron(30 2 * * ? *)", **spring, dst_gap="skip")
+    assert skipped["slots"] == ["2027-03-29T00:30:00Z"]
+    autumn = {"timezone": "Europe/Berlin", "count": 2, "after": "2026-10-24T12:00:00Z"}
+    both = client.preview("cron(30 2 * * ? *)", **autumn, dst_repeat="both")
+    assert both["slots"] == ["2026-10-25T00:30:00Z", "2026-10-25T01:30:00Z"]

@@ -34,7 +34,14 @@ from typing import Any, NoReturn, TextIO
 from pydantic import ValidationError
 
 from punctual.runtime.clock import SystemClock
-from punctual.timing.schedules import ScheduleError, format_instant, parse_instant, parse_schedule
+from punctual.timing.schedules import (
+    AT_FIRES_ONCE,
+    DstOptions,
+    ScheduleError,
+    format_instant,
+    parse_instant,
+    parse_schedule,
+)
 from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, Calendar, included_slots, stopped_by_cap
 from punctual_cli.api_verbs import API_VERBS
 from punctual_cli.ics import IcsError, parse_ics
@@ -120,6 +127,18 @@ def _add_next(verbs: argparse._SubParsersAction[_Parser]) -> None:
         help="anchor of rate(...) and delay(...) (default: the --after instant); ignored by other kinds",
     )
     parser.add_argument(
+        "--dst-gap",
+        choices=("shift", "skip"),
+        help="as a job's dst.gap: a local time skipped by spring-forward fires after the gap (shift, "
+        "the default) or not at all (skip)",
+    )
+    parser.add_argument(
+        "--dst-repeat",
+        choices=("first", "both"),
+        help="as a job's dst.repeat: a local time repeated by fall-back fires on its first pass "
+        "(first, the default) or on both",
+    )
+    parser.add_argument(
         "--count", type=_count, default=5, metavar="N", help=f"how many slots, 1-{MAX_COUNT} (default: 5)"
     )
     parser.add_argument(
@@ -145,10 +164,13 @@ def _cmd_next(args: argparse.Namespace, out: TextIO) -> int:
     after: datetime = args.after if args.after is not None else SystemClock().now()
     # No --start: the schedule's own default anchor, `after` (so rate's first slot is after + N).
     anchor: datetime | None = args.start
+    dst = DstOptions(args.dst_gap, args.dst_repeat) if args.dst_gap or args.dst_repeat else None
     try:
-        schedule = parse_schedule(args.expression, args.tz, now=after)
+        schedule = parse_schedule(args.expression, args.tz, dst, now=after)
     except ScheduleError as exc:
         raise UsageError(str(exc)) from None
+    if schedule.kind == "at" and args.dst_repeat == "both":  # as a job of it is refused
+        raise UsageError(f"argument --dst-repeat: {AT_FIRES_ONCE}")
     if schedule.kind == "after":
         raise UsageError(
             f"{schedule.expression} has no time slots: after(...) jobs fire when their parents succeed"

@@ -472,10 +472,14 @@ class PunctualClient:
         after: str | None = None,
         calendars: Sequence[str] = (),
         show_excluded: bool = False,
+        dst_gap: str | None = None,
+        dst_repeat: str | None = None,
     ) -> dict[str, Any]:
         """The next slots of ``expression`` after ``after`` (RFC 3339; default now), passing over
-        the days of the caller's ``calendars`` (with ``show_excluded``: listing those passed over)."""
+        the days of the caller's ``calendars`` (with ``show_excluded``: listing those passed over),
+        with a job's ``dst`` options (``dst_gap``, ``dst_repeat``)."""
         query = {"expression": expression, "timezone": timezone, "count": count, "after": after}
+        query.update({"dst_gap": dst_gap, "dst_repeat": dst_repeat})
         if calendars:
             query["calendars"] = ",".join(calendars)
         if show_excluded:

@@ -16,6 +16,8 @@ from punctual.api.path_params import job_id_of
 from punctual.api.schemas import JobUpcoming, SchedulePreview, UpcomingSlotOut
 from punctual.models import CALENDAR_NAME_RE, CALENDAR_NAME_RULE, MAX_JOB_CALENDARS, Job, JobState
 from punctual.timing.schedules import (
+    AT_FIRES_ONCE,
+    DstOptions,
     ScheduleError,
     check_place,
     format_instant,
@@ -65,6 +67,14 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
         ] = "UTC",
         count: Annotated[int, Query(ge=1, le=MAX_PREVIEW, description="How many slots, 1-100.")] = 5,
         after: Annotated[str | None, Query(max_length=64, description="RFC 3339; default: now")] = None,
+        dst_gap: Annotated[
+            str | None,
+            Query(max_length=16, description="As a job's `dst.gap`: `shift` (default) or `skip`."),
+        ] = None,
+        dst_repeat: Annotated[
+            str | None,
+            Query(max_length=16, description="As a job's `dst.repeat`: `first` (default) or `both`."),
+        ] = None,
         calendars: Annotated[
             str | None,
             Query(
@@ -89,10 +99,13 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
             start = parse_instant(after) if after is not None else services().jobs.clock.now()
         except ScheduleError as exc:
             raise problems.invalid("query.after", str(exc)) from None
+        dst = _preview_dst(dst_gap, dst_repeat)
         try:
-            schedule = parse_schedule(expression, timezone, now=start)
+            schedule = parse_schedule(expression, timezone, dst, now=start)
         except ScheduleError as exc:
             raise problems.invalid("query.expression", str(exc)) from None
+        if schedule.kind == "at" and dst_repeat == "both":  # as a job of it is refused
+            raise problems.invalid("query.dst_repeat", AT_FIRES_ONCE)
         if schedule.kind == "after":
             raise problems.invalid(
                 "query.expression", "after(...) has no time slots: it fires when its parents succeed"
@@ -161,6 +174,16 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
             slots = [UpcomingSlotOut(slot=slot, fires_at=at) for slot, at in zip(found, fires, strict=True)]
             note = None if slots else _none_left(job, now, calendars)
         return JobUpcoming(job_id=job.id, state=job.state.value, slots=slots, note=note)
+
+    def _preview_dst(gap: str | None, repeat: str | None) -> DstOptions | None:
+        """The preview's ``dst_gap`` and ``dst_repeat``, checked as a job's ``dst`` is (422 naming the
+        parameter); None when neither is given."""
+        for name, options in (("dst_gap", {"gap": gap}), ("dst_repeat", {"repeat": repeat})):
+            try:
+                DstOptions(**options)  # type: ignore[arg-type]
+            except ScheduleError as exc:
+                raise problems.invalid(f"query.{name}", str(exc)) from None
+        return DstOptions(gap=gap, repeat=repeat) if gap or repeat else None  # type: ignore[arg-type]
 
     def _preview_calendars(tenant: str, text: str) -> list[Any]:
         """The caller's calendars named in ``text`` (comma-separated); 422 naming one missing or malformed."""

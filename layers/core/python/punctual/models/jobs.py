@@ -388,9 +388,7 @@ class JobSpec(StrictModel):
             raise ValueError(f"schedule: {exc}") from None
         twice = parsed.kind == "at" and self.dst is not None and self.dst.repeat == "both"
         if twice and not accepted_before(info.context):  # (QA17: a one-time job fired twice)
-            raise ValueError(
-                "dst: an at() job fires once; repeat 'both' would fire it in both passes of the hour"
-            )
+            raise ValueError(f"dst: {schedules.AT_FIRES_ONCE}")
         if parsed.kind == "after" and self.jitter_seconds and not accepted_before(info.context):
             # (QA17: taken and ignored: a child is sent when its last parent succeeds)
             raise ValueError(

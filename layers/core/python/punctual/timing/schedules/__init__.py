@@ -48,7 +48,7 @@ from punctual.timing.schedules.after import AfterSchedule
 from punctual.timing.schedules.at import AtSchedule
 from punctual.timing.schedules.base import MAX_YEAR, MIN_YEAR, Schedule
 from punctual.timing.schedules.cron import CronSchedule
-from punctual.timing.schedules.dst import DstOptions
+from punctual.timing.schedules.dst import AT_FIRES_ONCE, DstOptions
 from punctual.timing.schedules.errors import ScheduleError
 from punctual.timing.schedules.jitter import jitter_offset_s
 from punctual.timing.schedules.parser import (
@@ -61,6 +61,7 @@ from punctual.timing.schedules.periods import DelaySchedule, RateSchedule
 from punctual.timing.schedules.zones import check_place, validate_timezone
 
 __all__ = [
+    "AT_FIRES_ONCE",
     "MAX_EXPRESSION_LENGTH",
     "MAX_YEAR",
     "MIN_YEAR",

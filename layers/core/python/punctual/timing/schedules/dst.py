@@ -18,7 +18,10 @@ from typing import Literal
 
 from punctual.timing.schedules.errors import ScheduleError
 
-__all__ = ["DstOptions"]
+__all__ = ["AT_FIRES_ONCE", "DstOptions"]
+
+# A one-time job's slot is one instant: both passes of a repeated hour would fire it twice (QA17).
+AT_FIRES_ONCE = "an at() job fires once; repeat 'both' would fire it in both passes of the hour"
 
 
 @dataclass(frozen=True)
