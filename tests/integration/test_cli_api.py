@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from api_harness import ApiClient
@@ -271,6 +272,57 @@ def test_a_missed_range_shows_how_many_slots_it_stands_for(
     assert "179 slots" in row
     assert f"slots      179, {first} to {last}" in detail
     assert "older than the catch-up window" in detail
+
+
+def test_a_slot_inside_a_missed_range_answers_the_range(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA23: ``GET /v1/jobs/{id}/executions/{slot}`` (and ``runs get``) for a slot inside a MISSED
+    range record answered 404 "no execution" though the history counts it MISSED: it answers the
+    range's record as that slot's, ``range_slot`` naming the range's first slot. A slot past the
+    range, or off the schedule's grid, is still 404; one with a record of its own answers it."""
+    code, out, _ = run(capsys, "jobs", "create", "--schedule", "cron(* * * * ? *)", "--http-url", "https://x.example.com", "-o", "json")  # fmt: skip
+    assert code == 0
+    job = json.loads(out)
+    first, inner, last = "2026-11-30T10:01:00Z", "2026-11-30T10:30:00Z", "2026-11-30T11:00:00Z"
+    missed = Execution(
+        job_id=job["id"],
+        tenant="default",
+        slot=first,
+        scheduled_at=datetime(2026, 11, 30, 10, 1, tzinfo=UTC),
+        status=ExecutionStatus.MISSED,
+        error="job paused: catch-up policy none",
+        last_slot=last,
+        slot_count=60,
+    )
+    backfilled = Execution(
+        job_id=job["id"],
+        tenant="default",
+        slot="2026-11-30T10:20:00Z",
+        scheduled_at=datetime(2026, 11, 30, 10, 20, tzinfo=UTC),
+        status=ExecutionStatus.SUCCEEDED,
+        backfill="b1",
+    )
+    for record in (missed, backfilled):
+        served.api.store.save_execution(record, None, ttl_epoch_s=2_000_000_000)
+    api = served.api
+
+    reply = api.call("GET", f"/v1/jobs/{job['id']}/executions/{quote(inner)}")
+    code_get, detail, _ = run(capsys, "runs", "get", job["id"], inner)
+
+    assert reply.status == 200
+    body = reply.body
+    assert (body["slot"], body["status"], body["scheduled_at"]) == (inner, "MISSED", inner)
+    assert (body["range_slot"], body["last_slot"], body["slot_count"]) == (first, last, 60)
+    assert body["error"] == "job paused: catch-up policy none"
+    assert code_get == 0
+    assert f"slot       {inner}" in detail and f"slots      60, {first} to {last}" in detail
+    own = api.call("GET", f"/v1/jobs/{job['id']}/executions/{quote(backfilled.slot)}").body
+    assert (own["status"], own["range_slot"]) == ("SUCCEEDED", None)
+    first_body = api.call("GET", f"/v1/jobs/{job['id']}/executions/{quote(first)}").body
+    assert (first_body["slot"], first_body["range_slot"]) == (first, None)
+    for outside in ("2026-11-30T11:01:00Z", "2026-11-30T10:30:30Z", "2026-11-30T10:00:00Z"):
+        assert api.call("GET", f"/v1/jobs/{job['id']}/executions/{quote(outside)}").status == 404
 
 
 def test_runs_list_fills_a_filtered_page_the_api_answered_short(

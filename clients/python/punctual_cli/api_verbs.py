@@ -143,8 +143,9 @@ def _run_detail(run: Mapping[str, Any]) -> str:
         f"job        {run['job_id']}\nslot       {run['slot']}\nscheduled  {run['scheduled_at']}\n"
         f"status     {run['status']} (attempt {run['attempt']})\n"
     )
-    if span := _range_of(run):
-        head += f"slots      {span[0]}, {run['slot']} to {span[1]}\n"
+    if span := _range_of(run):  # (a slot inside a range is answered with it: range_slot its first)
+        mine = " (this slot is one of them)" if run.get("range_slot") else ""
+        head += f"slots      {span[0]}, {run.get('range_slot') or run['slot']} to {span[1]}{mine}\n"
     if run.get("result"):
         head += f"result     {_cut(run['result'], 100)}\n"
     attempts = [

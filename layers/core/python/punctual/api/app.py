@@ -7,6 +7,7 @@ validated against the models (``enable_validation``), which also produce the Ope
 document served at ``/v1/openapi.json`` and committed as ``openapi.json``.
 """
 
+import contextlib
 import json
 from datetime import UTC, datetime
 from functools import cache
@@ -52,6 +53,7 @@ from punctual.api.schemas import (
 )
 from punctual.api.tenancy import tenant_of
 from punctual.api.wiring import services
+from punctual.execution.records import covering_range, slot_of_range
 from punctual.models import (
     CALENDAR_NAME_RULE,
     Execution,
@@ -455,7 +457,8 @@ def _live_at() -> int:
     summary="One execution, with every attempt",
     description=(
         "The slot key is URL-encoded in the path (2026-11-30T09%3A32%3A00Z). A deleted job's "
-        "executions stay readable until they expire (job_deleted: true)."
+        "executions stay readable until they expire (job_deleted: true). A slot that is one of a "
+        "MISSED range record's answers that record, as its own (range_slot: the range's first slot)."
     ),
     responses=_ok(200, "The execution", ExecutionOut, 401, 404),
     tags=["executions"],
@@ -467,9 +470,27 @@ def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     slot_key = unquote(slot)
     known = SLOT_KEY_RE.match(slot_key)
     execution = services().store.get_execution(tenant, job, slot_key, _live_at()) if known else None
+    if execution is None and known:
+        return _in_a_missed_range(tenant, job, slot_key)
     if execution is None:
         raise problems.not_found(f"no execution of job {job!r} for slot {slot_key[:80]!r}")
     return ExecutionOut.of(execution, _of_a_deleted_job(execution, _job_created(tenant, job)))
+
+
+def _in_a_missed_range(tenant: str, job_id: str, slot: str) -> ExecutionOut:
+    """A slot with no record of its own that a MISSED range record stands for: that record, as the
+    slot's (``range_slot`` names the range's first slot, its key); else 404 (QA23: a slot inside a
+    range answered 404 "no execution" though the history counts it MISSED)."""
+    missed = covering_range(services().store, tenant, job_id, slot, _live_at())
+    job = found = None
+    if missed is not None:
+        with contextlib.suppress(JobNotFoundError, UnreadableJobError):  # (judged without it)
+            job = services().jobs.get(tenant, job_id)
+        found = slot_of_range(job, missed, slot)
+    if missed is None or found is None:
+        raise problems.not_found(f"no execution of job {job_id!r} for slot {slot[:80]!r}")
+    created = job.created_at if job is not None else _job_created(tenant, job_id)
+    return ExecutionOut.of(found, _of_a_deleted_job(found, created), range_slot=missed.slot)
 
 
 # --------------------------------------------------------------------------- alerts

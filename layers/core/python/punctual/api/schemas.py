@@ -281,12 +281,22 @@ class ExecutionOut(BaseModel):
     slot_count: int = Field(
         default=1, description="How many slots the record stands for (more than 1: a MISSED range record)."
     )
+    range_slot: str | None = Field(
+        default=None,
+        description=(
+            "A slot asked for by its key that has no record of its own but is one of a MISSED range"
+            " record's: the range's first slot, its record's key (`last_slot` and `slot_count` are the"
+            " range's; GET /v1/jobs/{id}/executions/{slot} answers the range's record for each of its slots)."
+        ),
+    )
     job_deleted: bool = Field(
         default=False, description="True when the job was deleted: its history is kept until it expires."
     )
 
     @classmethod
-    def of(cls, execution: Execution, job_deleted: bool = False) -> ExecutionOut:
+    def of(
+        cls, execution: Execution, job_deleted: bool = False, range_slot: str | None = None
+    ) -> ExecutionOut:
         data: dict[str, Any] = execution.model_dump(
             exclude={
                 "tenant",
@@ -310,7 +320,9 @@ class ExecutionOut(BaseModel):
                     error=execution.error,
                 )
             )
-        return cls.model_validate({**data, "attempts": history, "job_deleted": job_deleted})
+        return cls.model_validate(
+            {**data, "attempts": history, "job_deleted": job_deleted, "range_slot": range_slot}
+        )
 
 
 class ExecutionPage(BaseModel):

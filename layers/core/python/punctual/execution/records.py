@@ -23,7 +23,7 @@ from punctual.models.executions import typed_execution
 from punctual.runtime.clock import Clock
 from punctual.store.base import Expect, JobStore
 from punctual.timing.slots import dispatch_instant, next_slot
-from punctual.timing.timers import TimerKind, slot_instant, slot_key
+from punctual.timing.timers import MANUAL_MARK, TimerKind, slot_instant, slot_key
 from punctual.usecases.backfills import parse_backfill_ref
 
 RELEASED_NOTE = "released: the worker shut down before the run ended"
@@ -161,6 +161,44 @@ def rest_of_range(job: Job, missed: Execution) -> Execution | None:
             "last_slot": None if missed.slot_count == 2 else missed.last_slot,
         }
     )
+
+
+# Pages of a job's history a lookup of the range over a slot reads at most (a status-filtered page
+# reads up to LIST_SCAN_BUDGET records): the records between a range's first slot and a slot of it
+# are only those a backfill ran there, far fewer.
+RANGE_LOOKUP_PAGES = 3
+
+
+def covering_range(
+    store: JobStore, tenant: str, job_id: str, slot: str, live_at: int | None = None
+) -> Execution | None:
+    """The MISSED range record whose run of slots goes over ``slot`` (a slot with no record of its
+    own: ask for it first), or None: the newest MISSED record before ``slot``, when it is a range
+    that ends at ``slot`` or after it. A run-now slot is in no range."""
+    if MANUAL_MARK in slot:
+        return None
+    cursor: str | None = slot
+    for _ in range(RANGE_LOOKUP_PAGES):
+        page = store.list_executions(tenant, job_id, 1, cursor, ExecutionStatus.MISSED, True, live_at)
+        if page.items:
+            found = page.items[0]
+            return found if found.last_slot is not None and found.last_slot >= slot else None
+        if page.cursor is None:
+            return None
+        cursor = page.cursor
+    return None
+
+
+def slot_of_range(job: Job | None, missed: Execution, slot: str) -> Execution | None:
+    """``missed`` (a range record over ``slot``: :func:`covering_range`) as the record of ``slot``
+    alone, its ``last_slot`` and ``slot_count`` still the range's; None when ``slot`` is not a slot
+    of the schedule the range was recorded under (judged while ``job``'s spec is still that one)."""
+    instant = slot_instant(slot)
+    if job is not None and job.spec_since <= missed.job_version:
+        if next_slot(job, instant - timedelta(microseconds=1)) != instant:
+            return None
+        instant = dispatch_instant(job, instant)
+    return missed.model_copy(update={"slot": slot, "scheduled_at": instant})
 
 
 def owned_by(execution: Execution) -> Expect:
