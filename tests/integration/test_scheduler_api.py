@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from api_harness import ACCOUNT, BOB, REGION, ApiClient, job_spec
+from api_harness import ACCOUNT, ALICE_ID, BOB, REGION, ApiClient, job_spec
 from api_harness import api as api  # the fixture
 from botocore.exceptions import ClientError
 from scheduler_harness import scheduler_client
@@ -20,6 +20,7 @@ from scheduler_harness import scheduler_client
 from punctual.api.scheduler import fields, model
 from punctual.api.scheduler.mapping import job_id_of
 from punctual.api.scheduler.operations import OPERATIONS
+from punctual.models import JobState
 
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/scheduler-role"
 QUEUE = f"arn:aws:sqs:{REGION}:{ACCOUNT}:reports"
@@ -648,6 +649,33 @@ def test_start_and_end_dates_are_ignored_for_a_one_time_schedule_as_the_service_
         EndDate=at - timedelta(days=1),
     )
     assert client.get_schedule(Name="once")["ScheduleExpression"].startswith("at(")
+
+
+def test_a_completed_one_time_schedules_description_can_be_updated(client: Any, api: ApiClient) -> None:
+    """QA23: an UpdateSchedule of a one-time schedule whose invocation is done (ActionAfterCompletion
+    NONE) that changed only its Description was refused, "no future slot"; it is taken, and the
+    schedule stays done (nothing runs again), as a /v1 edit of its name or tags."""
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
+    expression = f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})"
+    _create(client, "once", ScheduleExpression=expression)
+    job_id = job_id_of("default", "once")
+    stored = api.store.get_job(ALICE_ID, job_id)
+    # Done: its instant passed (the schedule's at() is written back in the past) and it ran
+    done = stored.model_copy(
+        update={"schedule": "at(2026-01-01T00:00:00)", "state": JobState.COMPLETED, "next_fire_at": None}
+    )
+    api.store.replace_job(done, stored.version)
+
+    client.update_schedule(
+        **_request("once", ScheduleExpression="at(2026-01-01T00:00:00)", Description="ran")
+    )
+    renamed = api.call(
+        "PUT", f"/v1/jobs/{job_id}", {**api.call("GET", f"/v1/jobs/{job_id}").body, "name": "n"}
+    )
+
+    assert client.get_schedule(Name="once")["Description"] == "ran"
+    assert renamed.status == 200, renamed.body
+    assert api.store.get_job(ALICE_ID, job_id).state is JobState.COMPLETED
 
 
 def test_lambda_and_step_functions_inputs_must_be_json_and_errors_name_the_member(client: Any) -> None:

@@ -272,3 +272,25 @@ def test_an_equivalent_rate_keeps_the_jobs_grid(env, same: str) -> None:  # type
     assert kept.next_fire_at == T0 + timedelta(minutes=10)
     moved = service.replace("t", job.id, spec("rate(601 seconds)"))
     assert moved.next_fire_at == T0 + timedelta(minutes=3, seconds=601)
+
+
+def test_a_completed_jobs_name_description_and_tags_can_be_edited(env) -> None:  # type: ignore[no-untyped-def]
+    """QA23: a PUT of a COMPLETED at() job that changed only its name was 422 "no future slot": the
+    replace re-enabled it, and a one-time job past its instant has none. A metadata-only edit (name,
+    description, tags) keeps it COMPLETED, nothing resurrected; any other change still re-enables
+    it, refused when it would never fire."""
+    service, store, _, clock = env
+    job, _ = service.register("t", spec("at(2026-11-30T10:05:00)", name="once"))
+    done = store.get_job("t", job.id).model_copy(update={"state": JobState.COMPLETED, "next_fire_at": None})
+    store.replace_job(done, done.version)
+    clock.set(T0 + timedelta(hours=1))
+
+    edited = service.replace("t", job.id, spec("at(2026-11-30T10:05:00)", name="renamed", tags={"team": "a"}))
+
+    assert (edited.state, edited.name, edited.tags) == (JobState.COMPLETED, "renamed", {"team": "a"})
+    assert edited.next_fire_at is None
+    assert store.get_job("t", job.id).state is JobState.COMPLETED
+    with pytest.raises(InvalidJobError, match="no future slot"):
+        service.replace("t", job.id, spec("at(2026-11-30T10:05:00)", name="renamed", timeout_seconds=60))
+    again = service.replace("t", job.id, spec("at(2026-11-30T12:00:00)", name="renamed"))
+    assert again.state is JobState.ENABLED  # a new instant: it runs again

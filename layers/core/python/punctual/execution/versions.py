@@ -19,12 +19,11 @@ message with a newer version, which the claim starts over the SUPERSEDED record.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Final
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.execution.records import LEASE_LOST_NOTE, SUPERSEDED_NOTE, new_record, owned_by, summary
-from punctual.models import ACCEPTED, Execution, ExecutionStatus, Job, JobSpec, JobState
-from punctual.models.jobs import chain_end
+from punctual.models import Execution, ExecutionStatus, Job, JobSpec, JobState
+from punctual.models.jobs import METADATA_FIELDS, chain_end
 from punctual.store.base import Expect
 from punctual.timing.slots import next_slot
 from punctual.timing.timers import MANUAL_MARK, slot_instant
@@ -124,11 +123,8 @@ def superseded_for_good(job: Job, message: DispatchMessage, ran: bool, released_
     return instant <= restart.at or not has_it
 
 
-# A job's labels: what names it, describes it and tags it; a change of them alone changes no run.
-LABELS: Final[set[str]] = {"name", "description", "tags"}
-
-
 def same_run_spec(job: Job, spec: JobSpec) -> bool:
-    """Whether ``spec`` is ``job``'s own but for its :data:`LABELS`: no run would differ."""
-    new = JobSpec.model_validate(spec.model_dump(), context=ACCEPTED)
-    return job.spec().model_dump(exclude=LABELS) == new.model_dump(exclude=LABELS)
+    """Whether ``spec`` (as accepted) is ``job``'s own but for its labels
+    (:data:`~punctual.models.jobs.METADATA_FIELDS`): no run would differ."""
+    labels = set(METADATA_FIELDS)
+    return job.spec().model_dump(exclude=labels) == spec.model_dump(exclude=labels)

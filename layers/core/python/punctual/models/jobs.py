@@ -536,6 +536,22 @@ TIMING_FIELDS = (*SLOT_FIELDS, "jitter_seconds")  # and when each is dispatched
 MAX_RESTARTS = 8  # kept on the job: a chain older than these when its timer is met is stale
 
 
+METADATA_FIELDS = ("name", "description", "tags")  # what a job is called, not what or when it runs
+
+
+def replaced_state(current: Job, spec: JobSpec, readable: bool) -> dict[str, Any]:
+    """The state of ``current`` once ``spec`` (as accepted) replaces it: a COMPLETED job is ENABLED
+    again (a new schedule may run), unless only its :data:`METADATA_FIELDS` change: then it stays
+    COMPLETED, its reason kept (QA23: a rename re-enabled it, and a one-time job past its instant was
+    refused with "no future slot"). ``readable``: ``current`` is the stored job, not a stand-in."""
+    if current.state is not JobState.COMPLETED:
+        return {"state": current.state}
+    renamed = current.spec().model_copy(update={name: getattr(spec, name) for name in METADATA_FIELDS})
+    if readable and renamed == spec:
+        return {"state": JobState.COMPLETED, "state_reason": current.state_reason}
+    return {"state": JobState.ENABLED}
+
+
 def restarted(old: Job, new: Job, at: datetime) -> list[ChainRestart]:
     """``new``'s restarts: ``old``'s and the end of ``old``'s chain at ``at`` (with ``old``'s timing
     when ``new`` changes it)."""

@@ -22,8 +22,8 @@ from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, messa
 from punctual.execution.completion import Completion
 from punctual.execution.relinks import check_links
 from punctual.execution.versions import same_run_spec
-from punctual.models import Job, JobSpec, JobState
-from punctual.models.jobs import replaced, restarted
+from punctual.models import ACCEPTED, Job, JobSpec, JobState
+from punctual.models.jobs import replaced, replaced_state, restarted
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import NullMetrics
 from punctual.security.boundary import Boundary
@@ -581,15 +581,15 @@ class JobService:
         graph = None if version is None else GraphRead(version, {p: walked[p] for p in gains if p in walked})
         anchor = replaced_anchor(current, spec, now)
         # A new spec supersedes what was released for the old one (punctual.execution.versions);
-        # the same spec sent again (an UpdateSchedule that changes nothing), or one that changes
-        # only how the job is named and labelled, supersedes nothing (QA23: a description edit
-        # dropped a slot's waiting retry, SUPERSEDED, its dead letter never sent).
-        same_spec = isinstance(found, Job) and same_run_spec(found, spec)
+        # the same spec sent again, or one that changes only its labels, supersedes nothing (QA23:
+        # a description edit dropped a slot's waiting retry, SUPERSEDED, its dead letter never sent).
+        accepted = JobSpec.model_validate(spec.model_dump(), context=ACCEPTED)
+        same_spec = isinstance(found, Job) and same_run_spec(found, accepted)
         job = Job(
             **spec.model_dump(),
             id=job_id,
             tenant=tenant,
-            state=JobState.ENABLED if current.state is JobState.COMPLETED else current.state,
+            **replaced_state(current, accepted, readable=isinstance(found, Job)),
             version=current.version + 1,
             spec_version=current.spec_since if same_spec else current.version + 1,
             owed_from=current.owed_from,  # a pause's owed slot stays owed
