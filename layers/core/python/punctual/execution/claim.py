@@ -29,6 +29,7 @@ from punctual.execution.records import (
     LEASE_LOST_NOTE,
     RELEASED_NOTE,
     Ledger,
+    covering_range,
     lost_run_of_a_gone_job,
     new_record,
     owned_by,
@@ -48,7 +49,7 @@ from punctual.security.message_auth import DispatchSigner
 from punctual.store.base import ExecutionConflictError, Expect
 from punctual.timing.instants import message_instant
 from punctual.timing.owed import owed_at_restart
-from punctual.timing.slots import inside_window, owed_since, schedule_of
+from punctual.timing.slots import MISSED_AFTER_S, inside_window, owed_since, schedule_of
 from punctual.timing.timers import MANUAL_MARK, slot_instant
 from punctual.usecases.backfills import BackfillState, parse_backfill_ref
 
@@ -75,7 +76,11 @@ _TURN_KINDS = (MessageKind.TURN, MessageKind.CHECK)
 _READ_KINDS = (*_TURN_KINDS, MessageKind.TAKEOVER)
 _ASKED_FOR = (MessageKind.MANUAL, MessageKind.BACKFILL)  # runs a user asked for: they run while paused
 # The only kinds not_to_run may drop: for any other it returns None, and is not asked
-_MAYBE_NOT_TO_RUN = (MessageKind.BACKFILL, MessageKind.CHILD)
+_MAYBE_NOT_TO_RUN = (MessageKind.BACKFILL, MessageKind.CHILD, MessageKind.FIRE)
+# A scheduled slot claimed this long after its instant may be one a MISSED range record stands for:
+# a release records MISSED only slots it releases more than MISSED_AFTER_S after their instant
+# (half of it: the nodes' clocks may differ). A slot claimed sooner is in no range yet.
+RANGE_CHECK_AFTER_S = MISSED_AFTER_S / 2
 # A first attempt of these is never late: a backfilled slot (late by design), a queued slot's turn
 _NEVER_LATE = (MessageKind.BACKFILL, *_TURN_KINDS)
 
@@ -111,16 +116,42 @@ def carried_job(message: DispatchMessage, now: datetime) -> Job | None:
 def not_to_run(
     claimer: Claimer, job: Job, message: DispatchMessage, delivery: Delivery | None
 ) -> Claim | None:
-    """A slot not to run although its job runs: a cancelled backfill's, or a child's sent again
+    """A slot not to run although its job runs: a late one a MISSED range stands for
+    (:func:`missed_in_a_range`), a cancelled backfill's, or a child's sent again
     (a CHILD timer's: a worker died before its handler, or a replace dropped a parent,
     :mod:`punctual.usecases.child_slots`) on a day a calendar of its job excludes (recorded
     EXCLUDED as its first send would have been, :meth:`AfterEffects.excluded`)."""
+    if message.kind == MessageKind.FIRE:
+        return missed_in_a_range(claimer, job, message, delivery) if message.attempt == 1 else None
     if message.kind == MessageKind.BACKFILL and message.attempt == 1:
         return backfill_cancelled(claimer, job, message, delivery)
     resent_child = message.kind == MessageKind.CHILD and message.resend and job.exclude_calendars
     if resent_child and claimer.after.excluded(job, message.slot, claimer.clock.now()):
         return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, reason="its calendar excludes it")
     return None
+
+
+def missed_in_a_range(
+    claimer: Claimer, job: Job, message: DispatchMessage, delivery: Delivery | None
+) -> Claim | None:
+    """A scheduled slot's first attempt, claimed late, whose slot a MISSED range record stands for:
+    dropped, no record written ("MISSED is final"). Its message was in a queue when a later release
+    met the slot again (a repeat after a poller died, a window or lateness crossed since the first
+    release) and recorded it MISSED in a range (QA23: the claim wrote the slot's first record and
+    ran it, though the range counts it MISSED). Only a claim :data:`RANGE_CHECK_AFTER_S` after the
+    slot's instant reads (one Query): a timely one costs nothing more. None: claim it as usual."""
+    try:
+        instant = datetime.fromisoformat(message.scheduled_at)
+    except ValueError:
+        return None
+    if (claimer.clock.now() - instant).total_seconds() < RANGE_CHECK_AFTER_S:
+        return None
+    missed = covering_range(claimer.store, message.tenant, message.job_id, message.slot)
+    if missed is None:
+        return None
+    log.info("dropping %s %s: a MISSED range from %s stands for it", job.id, message.slot, missed.slot)
+    claimer.metrics.add("DuplicatesDropped", 1)
+    return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, missed, reason="recorded MISSED in a range")
 
 
 def backfill_cancelled(

@@ -36,9 +36,15 @@ from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import ExecutionConflictError, Expect, JobStore, UnreadableJobError
 from punctual.store.reads import read_calendars
-from punctual.timing.missed_ranges import MissedRange
-from punctual.timing.slots import ReleasePlan, calendar_before_catchup, dispatch_instant
-from punctual.timing.timers import Timer, TimerKind, slot_key
+from punctual.timing.missed_ranges import MissedRange, without_taken
+from punctual.timing.slots import (
+    ReleasePlan,
+    calendar_before_catchup,
+    dispatch_instant,
+    next_slot,
+    schedule_of,
+)
+from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, slot_instant, slot_key
 from punctual.usecases.calendars import (
     Calendar,
     calendar_missing_note,
@@ -93,6 +99,50 @@ def range_record(job: Job, missed: MissedRange, now: datetime) -> Execution:
     """The one MISSED record of a long run of dropped slots (:mod:`punctual.timing.missed_ranges`)."""
     record = unrun_record(job, missed.first, missed.reason, now)
     return record.model_copy(update={"last_slot": slot_key(missed.last), "slot_count": missed.count})
+
+
+_MICRO = timedelta(microseconds=1)
+TAKEN_PAGES = 12  # pages of 100 records read inside a range (a backfill runs at most 1,000 slots)
+
+
+def less_recorded(store: JobStore, job: Job, record: Execution) -> list[Execution]:
+    """A range ``record`` less the slots after its first that have a record already (a backfill
+    ran them during the pause; a release that died wrote part of it): the records of its runs
+    without one. One Query when there are none (the common case)."""
+    first, last = slot_instant(record.slot), slot_instant(record.last_slot or record.slot)
+    taken: list[tuple[datetime, datetime, int]] = []
+    cursor: str | None = record.slot
+    for _ in range(TAKEN_PAGES):
+        page = store.list_executions(job.tenant, job.id, 100, cursor, None, False)
+        for found in page.items:
+            if found.slot > (record.last_slot or record.slot):
+                cursor = None
+                break
+            instant = slot_instant(found.slot) if MANUAL_MARK not in found.slot else None
+            if instant is not None and next_slot(job, instant - _MICRO) == instant:  # a slot of it
+                taken.append((instant, slot_instant(found.last_slot or found.slot), found.slot_count))
+        else:
+            cursor = page.cursor
+        if cursor is None:
+            break
+    if not taken:
+        return [record]
+    schedule = schedule_of(job)
+    period = schedule.period if schedule.kind == "rate" else None
+    runs = without_taken(
+        first, last, record.slot_count, taken, lambda t: next_slot(job, t), period, job.end_at
+    )
+    return [
+        record.model_copy(
+            update={
+                "slot": slot_key(a),
+                "scheduled_at": dispatch_instant(job, a),
+                "last_slot": slot_key(b) if n > 1 else None,
+                "slot_count": n,
+            }
+        )
+        for a, b, n in runs
+    ]
 
 
 class UnrunSlots:
@@ -210,28 +260,29 @@ class UnrunSlots:
         per_job: dict[tuple[str, str], int] = defaultdict(int)
         notify: list[tuple[Job, Execution]] = []
         under: list[tuple[Job, Execution]] = []  # parents' MISSED records with after() children
-        for record in records:
-            job = jobs.get((record.tenant, record.job_id))
-            record, conflict = self._save_missed(record, job, ttl)
-            if conflict is not None:
-                # The slot ran, or was recorded missed before: nothing new to count. A record
-                # missed before is notified again (its alert is made once however often).
-                earlier = conflict.current
-                if earlier is None or earlier.status is not ExecutionStatus.MISSED:
+        for whole in records:
+            job = jobs.get((whole.tenant, whole.job_id))
+            for record in less_recorded(self.store, job, whole) if job and whole.slot_count > 1 else [whole]:
+                record, conflict = self._save_missed(record, job, ttl)
+                if conflict is not None:
+                    # The slot ran, or was recorded missed before: nothing new to count. A record
+                    # missed before is notified again (its alert is made once however often).
+                    earlier = conflict.current
+                    if earlier is None or earlier.status is not ExecutionStatus.MISSED:
+                        continue
+                    added = self._extend_range(record, earlier, ttl)
+                    if added:
+                        per_job[(record.tenant, record.job_id)] += added
+                    if job is not None and (job.alerts or job.events_bus is not None):
+                        notify.append((job, earlier))  # once (QA: twice with alerts, three events a slot)
+                    if job is not None and job.dependents > 0:
+                        under.append((job, earlier))  # its children, if a release died before them
                     continue
-                added = self._extend_range(record, earlier, ttl)
-                if added:
-                    per_job[(record.tenant, record.job_id)] += added
-                if job is not None and (job.alerts or job.events_bus is not None):
-                    notify.append((job, earlier))  # once (QA: twice with alerts, three events a slot)
-                if job is not None and job.dependents > 0:
-                    under.append((job, earlier))  # its children, if a release died before them
-                continue
-            per_job[(record.tenant, record.job_id)] += record.slot_count
-            if job is not None:
-                notify.append((job, record))
-                if job.dependents > 0:
-                    under.append((job, record))
+                per_job[(record.tenant, record.job_id)] += record.slot_count
+                if job is not None:
+                    notify.append((job, record))
+                    if job.dependents > 0:
+                        under.append((job, record))
         self._notify_missed(notify)
         for (tenant, job_id), count in per_job.items():
             self.store.add_skipped(tenant, job_id, count)
