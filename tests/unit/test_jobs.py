@@ -294,3 +294,14 @@ def test_a_completed_jobs_name_description_and_tags_can_be_edited(env) -> None: 
         service.replace("t", job.id, spec("at(2026-11-30T10:05:00)", name="renamed", timeout_seconds=60))
     again = service.replace("t", job.id, spec("at(2026-11-30T12:00:00)", name="renamed"))
     assert again.state is JobState.ENABLED  # a new instant: it runs again
+
+
+def test_a_paused_jobs_reason_stays_through_a_replace(env) -> None:  # type: ignore[no-untyped-def]
+    """QA23: any replace of a paused job dropped its state_reason (why it was paused: its target
+    asked, say), while the job stayed paused."""
+    service, store, _, _ = env
+    job, _ = service.register("t", spec("rate(5 minutes)", name="n"))
+    service.pause("t", job.id, reason="the target answered 410 Gone: never call again")
+    edited = service.replace("t", job.id, spec("rate(5 minutes)", name="n", description="still paused"))
+    assert edited.state is JobState.PAUSED
+    assert store.get_job("t", job.id).state_reason == "the target answered 410 Gone: never call again"

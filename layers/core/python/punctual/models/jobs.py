@@ -543,7 +543,10 @@ def replaced_state(current: Job, spec: JobSpec, readable: bool) -> dict[str, Any
     """The state of ``current`` once ``spec`` (as accepted) replaces it: a COMPLETED job is ENABLED
     again (a new schedule may run), unless only its :data:`METADATA_FIELDS` change: then it stays
     COMPLETED, its reason kept (QA23: a rename re-enabled it, and a one-time job past its instant was
-    refused with "no future slot"). ``readable``: ``current`` is the stored job, not a stand-in."""
+    refused with "no future slot"). A paused job stays paused, its reason kept (QA23: a replace dropped
+    why its target had paused it). ``readable``: ``current`` is the stored job, not a stand-in."""
+    if current.state is JobState.PAUSED:  # still paused: why it was stays (its target asked, ...)
+        return {"state": current.state, "state_reason": current.state_reason}
     if current.state is not JobState.COMPLETED:
         return {"state": current.state}
     renamed = current.spec().model_copy(update={name: getattr(spec, name) for name in METADATA_FIELDS})
