@@ -71,11 +71,13 @@ def test_every_slot_of_a_long_pause_is_recorded_when_the_first_one_owed_ran(
     assert jobs.get("default", "r").skipped_slots == len(missed)
 
 
-def test_a_childs_range_under_a_missed_parent_range_starts_past_its_recorded_slot(t0: datetime) -> None:
+def _child_under_a_paused_parent(t0: datetime, fails_at: int) -> tuple[Rig, JobService]:
+    """c = after(a, b): b fails its slot ``fails_at`` minutes after t0 for good (the child's is
+    SKIPPED); a is paused from 10:01:30 for two hours, then resumed with catch-up none (its slots
+    MISSED, in ranges, and the child's under them)."""
     rig = Rig(MemoryStore(), ManualClock(t0))
     jobs = JobService(rig.store, rig.queues, rig.clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
-    minute = timedelta(minutes=1)
-    fails = slot_key(t0 + 2 * minute)  # b's 10:02 fails for good: the child's 10:02 is SKIPPED
+    fails = slot_key(t0 + timedelta(minutes=fails_at))
 
     def script(ctx: SlotContext) -> TargetResult:
         return TargetResult.permanent("boom") if (ctx.job_id, ctx.slot) == ("b", fails) else TargetResult.ok()
@@ -85,7 +87,7 @@ def test_a_childs_range_under_a_missed_parent_range_starts_past_its_recorded_slo
     jobs.register("default", spec("cron(* * * * ? *)", catchup={"policy": "none"}), job_id="a")
     jobs.register("default", spec("cron(* * * * ? *)", retry={"max_attempts": 1}), job_id="b")
     jobs.register("default", spec("after(a, b)"), job_id="c")
-    rig.advance_to(t0 + minute + timedelta(seconds=30))
+    rig.advance_to(t0 + timedelta(minutes=1, seconds=30))
     rig.poll()
     rig.work_until_idle(worker)
     jobs.pause("default", "a")  # 10:01:30: a's slots from 10:02 on are owed
@@ -96,10 +98,31 @@ def test_a_childs_range_under_a_missed_parent_range_starts_past_its_recorded_slo
     jobs.resume("default", "a")  # catch-up none: a's two hours are MISSED, in ranges
     rig.poll(timedelta(minutes=5))
     rig.work_until_idle(worker)
+    return rig, jobs
+
+
+def test_a_childs_range_under_a_missed_parent_range_starts_past_its_recorded_slot(t0: datetime) -> None:
+    rig, jobs = _child_under_a_paused_parent(t0, 2)  # b's 10:02 fails: the child's 10:02 is SKIPPED
+    minute = timedelta(minutes=1)
+    fails = slot_key(t0 + 2 * minute)
 
     ran, missed = _covered(rig, "c", minute)
 
     assert ran == [slot_key(t0 + minute), fails]  # 10:01 ran, 10:02 SKIPPED
     owed = [slot_key(t0 + n * minute) for n in range(3, 123)]  # 10:03 .. 12:02
     assert missed == owed  # each slot a's ranges stand for is MISSED under them
+    assert jobs.get("default", "c").skipped_slots == len(owed)
+
+
+def test_a_childs_range_leaves_out_a_slot_it_recorded_in_the_middle(t0: datetime) -> None:
+    # b fails the child's 10:30 for good, in the middle of a's paused span: the child's range under
+    # a's leaves that slot out (QA23: it was SKIPPED and counted MISSED too)
+    rig, jobs = _child_under_a_paused_parent(t0, 30)
+    minute = timedelta(minutes=1)
+
+    ran, missed = _covered(rig, "c", minute)
+
+    assert ran == [slot_key(t0 + minute), slot_key(t0 + 30 * minute)]
+    owed = [slot_key(t0 + n * minute) for n in range(2, 123) if n != 30]  # 10:02 .. 12:02 but 10:30
+    assert missed == owed
     assert jobs.get("default", "c").skipped_slots == len(owed)

@@ -113,6 +113,9 @@ def slots_of(job: Job, record: Execution) -> list[datetime]:
     return out
 
 
+TAKEN_PAGES = 12  # pages of 100 of a child's records read inside one of its ranges
+
+
 def _runs(kept: list[datetime], slots: list[datetime]) -> list[list[datetime]]:
     """``kept`` (a subsequence of ``slots``) cut where ``slots`` had one it left out."""
     index = {slot: n for n, slot in enumerate(slots)}
@@ -194,13 +197,36 @@ class UnrunChildren:
                 and slot >= child.created_at  # a parent's old slots a late catch-up drops now
                 and others_have_slot(self.store, child, parent.id, slot, read)
             ]
-            for whole in _runs(kept, slots) if status is ExecutionStatus.MISSED else [[s] for s in kept]:
+            runs = _runs(kept, slots) if status is ExecutionStatus.MISSED else [[s] for s in kept]
+            for whole in [part for run in runs for part in self._unrecorded(child, run)]:
                 run, written, found = self._save(child, whole, status, note, now)
                 if written is not None:
                     (out.missed if status is ExecutionStatus.MISSED else out.skipped).append((child, written))
                 below = written or found
                 if below is not None:  # a repeat goes on down too: it may have died before the grandchildren
                     self._under(child, below.status, run, now, out, depth + 1)
+
+    def _unrecorded(self, child: Job, run: list[datetime]) -> list[list[datetime]]:
+        """A range ``run`` of the child less the slots after its first that have a record already
+        (its own run, SKIPPED under another parent's failure, a range of a release that died): the
+        runs between them, so that each slot is run or recorded, never both (QA23: a child's range
+        counted them again). One Query of the child's records a range; a single slot reads none
+        (its write's condition finds a record)."""
+        if len(run) <= 1:
+            return [run]
+        first, last = slot_key(run[0]), slot_key(run[-1])
+        taken: list[tuple[str, str]] = []
+        cursor: str | None = first
+        for _ in range(TAKEN_PAGES):
+            page = self.store.list_executions(child.tenant, child.id, 100, cursor, None, False)
+            taken += [(r.slot, r.last_slot or r.slot) for r in page.items if r.slot <= last]
+            cursor = page.cursor if page.items and page.items[-1].slot <= last else None
+            if cursor is None:
+                break
+        if not taken:
+            return [run]
+        left = [t for t in run if not any(a <= slot_key(t) <= b for a, b in taken)]
+        return _runs(left, run)
 
     def _save(
         self, child: Job, run: list[datetime], status: ExecutionStatus, note: str, now: datetime
