@@ -141,7 +141,7 @@ def missed_in_a_range(
     ran it, though the range counts it MISSED). Only a claim :data:`RANGE_CHECK_AFTER_S` after the
     slot's instant reads (one Query): a timely one costs nothing more. None: claim it as usual."""
     try:
-        instant = datetime.fromisoformat(message.scheduled_at)
+        instant = message_instant(message.scheduled_at)  # (cached: the claim reads it again)
     except ValueError:
         return None
     if (claimer.clock.now() - instant).total_seconds() < RANGE_CHECK_AFTER_S:
