@@ -273,7 +273,7 @@ class Job(Construct):
             return out
 
         needs_role = any(each.needs_role for each in targets) or sends.need_role
-        check(_sample(document(False, PLACEHOLDERS["role_arn"] if needs_role else None)), ref, where)
+        check(_sample(document(False, PLACEHOLDERS["role_arn"] if needs_role else None)), ref, where, self)
         if role is not None and not needs_role:
             raise JobSpecError(
                 f"Job {where}: role: this job calls nothing as a role (a webhook target; no AWS alert"
@@ -466,26 +466,29 @@ def _refuse_other_stacks_parents(job: Job, schedule: str, where: str) -> None:
             )
 
 
-def _refuse_past(spec: Any, where: str) -> None:
-    """A schedule that can never fire again is refused at synth, as the API refuses it (QA: a
-    past at() synthesised, and failed at deploy)."""
+def _warn_past(job: Construct | None, spec: Any, where: str) -> None:
+    """A schedule that can never fire is refused at synth; one whose slots are all past (a past
+    at(), a cron of past years) is a warning: a new job with it is refused at deploy (QA: it
+    synthesised without a word), while a declared job that ran with it is kept (an update that
+    declares the same spec puts nothing): refusing it failed every later synth of the app (QA23)."""
     from punctual.timing.schedules import ScheduleError, parse_schedule
 
     now = datetime.now(UTC)
     try:
-        parsed = parse_schedule(
-            spec.schedule, spec.timezone, spec.dst.options() if spec.dst else None, now=now
-        )
+        parsed = parse_schedule(spec.schedule, spec.timezone, spec.dst.options() if spec.dst else None)
     except ScheduleError as exc:
         raise JobSpecError(f"Job {where}: schedule: {exc}") from None
-    if parsed.kind == "at":
-        instant = parsed.next_after(datetime.min.replace(tzinfo=UTC), anchor=None)
-        if instant is not None and instant <= now:
-            raise JobSpecError(f"Job {where}: schedule: {spec.schedule} is in the past: it would never fire")
+    if job is not None and parsed.kind in ("at", "cron", "unix") and parsed.next_after(now) is None:
+        cdk.Annotations.of(job).add_warning_v2(
+            "punctual:schedule-past",
+            f"schedule: {spec.schedule} has no slot after {now:%Y-%m-%dT%H:%M:%SZ}: a new job with it is"
+            " refused at deploy (a declared job that already ran is kept as it is)",
+        )
 
 
-def check(document: dict[str, Any], ref: SchedulerRef, where: str) -> None:
-    """Validate a job as the API would (model, schedule, webhook guard); raise :class:`JobSpecError`."""
+def check(document: dict[str, Any], ref: SchedulerRef, where: str, job: Construct | None = None) -> None:
+    """Validate a job as the API would (model, schedule, webhook guard); raise :class:`JobSpecError`.
+    A schedule whose slots are all past is a warning on ``job`` (when given)."""
     from punctual.api.schemas import JobInput
     from punctual.delivery.targets.webhooks.guard import BlockedTargetError, guard_url
     from punctual.models import HttpTarget as HttpTargetModel
@@ -498,7 +501,7 @@ def check(document: dict[str, Any], ref: SchedulerRef, where: str) -> None:
         spec = JobInput.model_validate_json(text).spec()
     except ValidationError as exc:
         raise JobSpecError(f"Job {where}: {field_error(document, exc.errors()[0])}") from None
-    _refuse_past(spec, where)
+    _warn_past(job, spec, where)
     if isinstance(spec.target, HttpTargetModel) and not cdk.Token.is_unresolved(spec.target.url):
         try:
             guard_url(spec.target.url, list(ref.allow_cidrs), resolve=False)

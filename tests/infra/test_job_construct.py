@@ -23,7 +23,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from punctual.models import RetryPolicy
@@ -401,7 +401,17 @@ def test_what_would_fail_at_deploy_fails_at_synth() -> None:
     with pytest.raises(JobSpecError, match="a job of stack One"):
         Job(two, "Child", scheduler=REF, schedule=f"after({parent.job_id})", target=HttpTarget(HOOK))
     Job(one, "Sibling", scheduler=REF, schedule=f"after({parent.job_id})", target=HttpTarget(HOOK))
-    with pytest.raises(JobSpecError, match="in the past"):
-        Job(one, "Once", scheduler=REF, schedule="at(2001-01-01T00:00:00)", target=HttpTarget(HOOK))
-    with pytest.raises(JobSpecError, match="schedule"):
-        Job(one, "Never", scheduler=REF, schedule="cron(0 2 1 1 ? 2001)", target=HttpTarget(HOOK))
+    with pytest.raises(JobSpecError, match="schedule: cron: never fires"):
+        Job(one, "Never", scheduler=REF, schedule="cron(0 2 30 2 ? *)", target=HttpTarget(HOOK))
+
+
+@pytest.mark.parametrize("schedule", ["at(2001-01-01T00:00:00)", "cron(0 2 1 1 ? 2001)"])
+def test_a_job_whose_last_slot_passed_still_synthesises_with_a_warning(schedule: str) -> None:
+    # QA23: a declared one-time job (or a cron of past years) made the app fail cdk synth once its
+    # last slot had passed, so no later change of the stack could be deployed; the job that ran is
+    # kept (an update that declares the same spec puts nothing), and only a new one is refused
+    stack = _stack()
+    job = Job(stack, "Once", scheduler=REF, schedule=schedule, target=HttpTarget(HOOK))
+    assert _spec(stack, job)["schedule"] == schedule
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("no slot after"))
+    assert len(warnings) == 1 and "refused at deploy" in warnings[0].entry.data
