@@ -24,7 +24,7 @@ import aws_cdk as cdk
 from constructs import Construct
 from pydantic import ValidationError
 
-from punctual_cdk.provider_construct import JobProvider, SchedulerRef, after_its_api
+from punctual_cdk.provider_construct import JobProvider, SchedulerRef, after_its_api, other_deployments
 from punctual_cdk.scheduler import Punctual
 
 CALENDAR_RESOURCE_TYPE = "Custom::PunctualCalendar"
@@ -117,6 +117,7 @@ class Calendar(Construct):
                     f"Calendar {where}: name: {self.name!r} is the name of {other.node.path} too"
                 )
         ref = SchedulerRef.of(scheduler)
+        self.scheduler = scheduler
         self.provider = JobProvider.of(self, ref)
         self.resource = cdk.CustomResource(
             self,
@@ -182,10 +183,13 @@ def _calendars_of(stack: cdk.Stack) -> Iterable[Calendar]:
     return (node for node in stack.node.find_all() if isinstance(node, Calendar))
 
 
-def calendar_names(job: Construct, given: Any) -> tuple[list[str], list[Calendar]]:
+def calendar_names(
+    job: Construct, given: Any, scheduler: Punctual | SchedulerRef
+) -> tuple[list[str], list[Calendar]]:
     """A declared job's ``exclude_calendars``: the names it sends, and the calendars of its stack it
-    names (which it then depends on). Each item is a :class:`Calendar` of the job's stack, the name
-    of one declared before the job, or a token (passed to the API, checked at deploy)."""
+    names (which it then depends on). Each item is a :class:`Calendar` of the job's stack and
+    ``scheduler``, the name of one declared before the job, or a token (passed to the API, checked
+    at deploy)."""
     if not isinstance(given, list | tuple):
         raise CalendarSpecError("exclude_calendars: a list of punctual_cdk.Calendar (or their names)")
     stack = cdk.Stack.of(job)
@@ -199,6 +203,7 @@ def calendar_names(job: Construct, given: Any) -> tuple[list[str], list[Calendar
                     f"{field}: calendar {item.node.path} is declared in another stack: a job excludes"
                     " calendars of its own stack (its provider role is the tenant of both)"
                 )
+            _same_scheduler(item, scheduler, field)
             names.append(item.name)
             declared.append(item)
         elif isinstance(item, str) and cdk.Token.is_unresolved(item):
@@ -210,9 +215,20 @@ def calendar_names(job: Construct, given: Any) -> tuple[list[str], list[Calendar
                     f"{field}: no punctual_cdk.Calendar of this stack is named {item!r} (a declared job's"
                     " tenant is its stack's provider role: declare the calendar in the stack, before the job)"
                 )
+            _same_scheduler(found[0], scheduler, field)
             names.append(item)
             declared.append(found[0])
         else:
             kind = type(item).__name__
             raise CalendarSpecError(f"{field}: a punctual_cdk.Calendar or its name, not {kind}")
     return names, declared
+
+
+def _same_scheduler(calendar: Calendar, scheduler: Punctual | SchedulerRef, field: str) -> None:
+    """A job excludes only calendars of its own scheduler (QA23: one of another scheduler of the
+    stack synthesised, and the job's API refused its unknown name at deploy)."""
+    if other_deployments(calendar.scheduler, scheduler):
+        raise CalendarSpecError(
+            f"{field}: calendar {calendar.node.path} is declared for another scheduler than the job's:"
+            " a job excludes calendars of its own scheduler (declare one there too)"
+        )

@@ -40,6 +40,7 @@ from punctual_cdk.provider_construct import (
     JobProvider,
     SchedulerRef,
     after_its_api,
+    other_deployments,
 )
 from punctual_cdk.scheduler import Punctual
 from punctual_cdk.targets import PLACEHOLDERS, JobTarget, RawTarget
@@ -244,6 +245,7 @@ class Job(Construct):
     ) -> None:
         where = self.node.path
         ref = SchedulerRef.of(scheduler)
+        self.scheduler = scheduler
         self.provider = JobProvider.of(self, ref)
         target = as_target(target, "target")
         _check_alerts(alerts, where)
@@ -251,7 +253,8 @@ class Job(Construct):
         calendars: list[Calendar] = []
         if "exclude_calendars" in spec:
             try:
-                spec["exclude_calendars"], calendars = calendar_names(self, spec["exclude_calendars"])
+                given = spec["exclude_calendars"]
+                spec["exclude_calendars"], calendars = calendar_names(self, given, scheduler)
             except CalendarSpecError as exc:
                 raise JobSpecError(f"Job {where}: {exc}") from None
         rest = {key: _plain(value, key) for key, value in spec.items()}
@@ -453,9 +456,9 @@ _DECLARED: weakref.WeakValueDictionary[str, Job] = weakref.WeakValueDictionary()
 
 
 def _refuse_other_stacks_parents(job: Job, schedule: str, where: str) -> None:
-    """An after() parent declared in another stack is refused at synth (QA: it deployed, then the
-    API answered that the parent does not exist): each stack's provider is a tenant of its own,
-    and a tenant's jobs can wait only on its own jobs."""
+    """An after() parent declared in another stack, or for another scheduler, is refused at synth
+    (QA: it deployed, then the API answered that the parent does not exist): each stack's provider
+    is a tenant of its own, and a tenant's jobs can wait only on its own jobs of their API."""
     for token in _TOKEN.findall(schedule):
         parent = _DECLARED.get(token)
         if parent is not None and cdk.Stack.of(parent) is not cdk.Stack.of(job):
@@ -463,6 +466,11 @@ def _refuse_other_stacks_parents(job: Job, schedule: str, where: str) -> None:
                 f"Job {where}: schedule: after() names {parent.node.path}, a job of stack"
                 f" {cdk.Stack.of(parent).stack_name}: each stack's jobs are a tenant of their own"
                 " (its provider's role), and wait only on jobs of their own stack"
+            )
+        if parent is not None and other_deployments(parent.scheduler, job.scheduler):  # (QA23)
+            raise JobSpecError(
+                f"Job {where}: schedule: after() names {parent.node.path}, a job of another scheduler:"
+                " a job waits only on jobs of its own scheduler"
             )
 
 

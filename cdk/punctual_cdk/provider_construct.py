@@ -120,6 +120,17 @@ class JobProvider(Construct):
         return cls(stack, PROVIDER_ID, scheduler=scheduler)
 
 
+def other_deployments(one: Punctual | SchedulerRef, other: Punctual | SchedulerRef) -> bool:
+    """Whether two schedulers are known at synth to be two deployments: two ``Punctual``
+    constructs, or two references whose execute-api ARNs are known and differ (a token is not)."""
+    if isinstance(one, Punctual) and isinstance(other, Punctual):
+        return one is not other
+    if isinstance(one, SchedulerRef) and isinstance(other, SchedulerRef):
+        arns = (one.execute_api_arn, other.execute_api_arn)
+        return not any(cdk.Token.is_unresolved(arn) for arn in arns) and arns[0] != arns[1]
+    return False
+
+
 def after_its_api(resource: cdk.CustomResource, scheduler: Punctual | SchedulerRef) -> None:
     """A declared job or calendar of the scheduler's own stack is created after its API and deleted
     before it (QA: on a stack's delete, the API's permission to call its function could go first,

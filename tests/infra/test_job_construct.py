@@ -43,6 +43,11 @@ REF = SchedulerRef(
     execute_api_arn="arn:aws:execute-api:eu-west-1:123456789012:abc123defg/prod",
     worker_role_arns=("arn:aws:iam::123456789012:role/punctual-worker",),
 )
+OTHER = SchedulerRef(  # a second scheduler
+    api_url="https://zyx987wvut.execute-api.eu-west-1.amazonaws.com/prod",
+    execute_api_arn="arn:aws:execute-api:eu-west-1:123456789012:zyx987wvut/prod",
+    worker_role_arns=("arn:aws:iam::123456789012:role/punctual-worker-2",),
+)
 DLQ = "arn:aws:sqs:eu-west-1:123456789012:orders-dlq"
 HOOK = "https://hooks.example.com/run"
 
@@ -358,14 +363,9 @@ def test_parameters_stand_for_a_time_zone_a_window_and_numbers() -> None:
 def test_one_provider_serves_the_jobs_of_two_schedulers() -> None:
     # QA: the stack's one provider could call the first scheduler's API only (403 for the second's)
     stack = _stack()
-    other = SchedulerRef(
-        api_url="https://zyx987wvut.execute-api.eu-west-1.amazonaws.com/prod",
-        execute_api_arn="arn:aws:execute-api:eu-west-1:123456789012:zyx987wvut/prod",
-        worker_role_arns=("arn:aws:iam::123456789012:role/punctual-worker-2",),
-    )
     first = Job(stack, "First", scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK))
-    Job(stack, "Second", scheduler=other, schedule="rate(1 hour)", target=HttpTarget(HOOK))
-    Job(stack, "Third", scheduler=other, schedule="rate(2 hours)", target=HttpTarget(HOOK))
+    Job(stack, "Second", scheduler=OTHER, schedule="rate(1 hour)", target=HttpTarget(HOOK))
+    Job(stack, "Third", scheduler=OTHER, schedule="rate(2 hours)", target=HttpTarget(HOOK))
     template = Template.from_stack(stack)
     role = _logical(stack, first.provider.role)
     allowed = json.dumps(
@@ -373,6 +373,34 @@ def test_one_provider_serves_the_jobs_of_two_schedulers() -> None:
     )
     assert "abc123defg/prod/*/v1/jobs/*" in allowed and "zyx987wvut/prod/*/v1/jobs/*" in allowed
     assert allowed.count("zyx987wvut/prod/*/v1/jobs/*") == 1
+
+
+def test_a_job_waits_on_and_excludes_only_what_its_own_scheduler_has() -> None:
+    # QA23: with two schedulers in a stack, an after() parent or an excluded calendar declared for
+    # the other one synthesised, and the deploy failed (the job's API has no such job or calendar)
+    from punctual_cdk import Calendar, CalendarSpecError
+
+    stack = _stack()
+    hourly: dict[str, Any] = {"schedule": "rate(1 hour)", "target": HttpTarget(HOOK)}
+    parent = Job(stack, "Parent", scheduler=REF, **hourly)
+    holidays = Calendar(stack, "Holidays", scheduler=REF)
+    with pytest.raises(
+        JobSpecError, match=r"schedule: after\(\) names Jobs/Parent, a job of another scheduler"
+    ):
+        Job(stack, "Child", scheduler=OTHER, schedule=f"after({parent.job_id})", target=HttpTarget(HOOK))
+    with pytest.raises(
+        (JobSpecError, CalendarSpecError),
+        match=r"exclude_calendars\[0\]: calendar Jobs/Holidays is declared for another scheduler",
+    ):
+        Job(stack, "Other", scheduler=OTHER, exclude_calendars=[holidays], **hourly)
+    same = SchedulerRef(api_url=REF.api_url + "/", execute_api_arn=REF.execute_api_arn, worker_role_arns=())
+    Job(
+        stack,
+        "Sibling",
+        scheduler=same,
+        exclude_calendars=[holidays],
+        **{**hourly, "schedule": f"after({parent.job_id})"},
+    )
 
 
 def test_a_job_publishing_to_an_encrypted_topic_is_cdk_nag_clean(tmp_path: Path) -> None:
