@@ -363,3 +363,22 @@ def test_an_api_url_with_a_trailing_slash_is_the_same_deployment(api: ApiClient,
     )
     assert provider.on_event(update, faulty)["PhysicalResourceId"] == job_id  # updated in place
     assert _live(api) == [job_id]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["abc123defg.execute-api.us-east-1.amazonaws.com/prod", "ftp://abc123defg.example/prod", "https://"],
+)
+@pytest.mark.parametrize("resource", [provider.RESOURCE_TYPE, provider.CALENDAR_RESOURCE_TYPE])
+def test_an_api_url_that_is_no_url_is_refused_naming_it(
+    answers: list[dict[str, Any]], url: str, resource: str
+) -> None:
+    # QA23: an ApiUrl without its scheme failed with "AttributeError: 'NoneType' object has no
+    # attribute 'split'" (from deep inside the request's signing), naming neither ApiUrl nor the value
+    event = _event("Create", "req-1", _spec(), url=url) | {"ResourceType": resource}
+    provider.handler(event, None)
+    assert answers[-1]["Status"] == "FAILED"
+    assert answers[-1]["Reason"] == (
+        f"ProviderError: ApiUrl: the Punctual stack's ApiUrl output (https://<api id>.execute-api"
+        f".<region>.amazonaws.com/<stage>), not {url!r}"
+    )

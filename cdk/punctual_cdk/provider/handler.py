@@ -436,6 +436,12 @@ def on_event(
     api_url = props.get("ApiUrl")
     if not isinstance(api_url, str) or not api_url:
         raise ProviderError("ApiUrl: the property is required (the Punctual stack's ApiUrl output)")
+    parts = urlsplit(api_url.strip())
+    if parts.scheme.lower() not in ("https", "http") or not parts.hostname:  # (QA23: an AttributeError)
+        raise ProviderError(
+            "ApiUrl: the Punctual stack's ApiUrl output (https://<api id>.execute-api.<region>"
+            f".amazonaws.com/<stage>), not {fit(repr(api_url), 200)}"
+        )
     until = deadline if deadline is not None else time.monotonic() + 60
     api = Retrying(api_for(api_url), until, sleep)
     if calendar:
