@@ -55,6 +55,16 @@ class JobTarget:
         """Grant ``role`` what a call of this target needs."""
 
 
+def _construct(value: Any, attribute: str, where: str, from_arn: str) -> Any:
+    """``value``, a construct with ``attribute`` (its ARN); anything else is a ``TypeError`` naming
+    the argument and how an ARN becomes one (QA23: an ARN string was an AttributeError)."""
+    if not hasattr(value, attribute):
+        raise TypeError(
+            f"{where}: a construct (for an ARN: {from_arn}(scope, id, arn)), not {type(value).__name__}"
+        )
+    return value
+
+
 def _is_token(value: Any) -> bool:
     return isinstance(value, str) and cdk.Token.is_unresolved(value)
 
@@ -63,6 +73,9 @@ class LambdaTarget(JobTarget):
     def __init__(
         self, function: lambda_.IFunction, *, invocation_type: str | None = None, **options: Any
     ) -> None:
+        function = _construct(
+            function, "function_arn", "LambdaTarget(function)", "lambda_.Function.from_function_arn"
+        )
         super().__init__(
             {"type": "lambda", "function_arn": function.function_arn, "invocation_type": invocation_type},
             options,
@@ -80,6 +93,7 @@ class LambdaTarget(JobTarget):
 
 class SqsTarget(JobTarget):
     def __init__(self, queue: sqs.IQueue, *, message_group_id: str | None = None, **options: Any) -> None:
+        queue = _construct(queue, "queue_arn", "SqsTarget(queue)", "sqs.Queue.from_queue_arn")
         super().__init__(
             {"type": "sqs", "queue_arn": queue.queue_arn, "message_group_id": message_group_id}, options
         )
@@ -99,6 +113,7 @@ class SqsTarget(JobTarget):
 
 class SnsTarget(JobTarget):
     def __init__(self, topic: sns.ITopic, **options: Any) -> None:
+        topic = _construct(topic, "topic_arn", "SnsTarget(topic)", "sns.Topic.from_topic_arn")
         super().__init__({"type": "sns", "topic_arn": topic.topic_arn}, options)
         self.topic = topic
 
@@ -122,6 +137,7 @@ class EventBusTarget(JobTarget):
         source: str | None = None,
         **options: Any,
     ) -> None:
+        bus = _construct(bus, "event_bus_arn", "EventBusTarget(bus)", "events.EventBus.from_event_bus_arn")
         fields = {"type": "eventbridge", "event_bus_arn": bus.event_bus_arn}
         super().__init__({**fields, "detail_type": detail_type, "source": source}, options)
         self.bus = bus
@@ -132,6 +148,10 @@ class EventBusTarget(JobTarget):
 
 class StateMachineTarget(JobTarget):
     def __init__(self, state_machine: sfn.IStateMachine, **options: Any) -> None:
+        from_arn = "sfn.StateMachine.from_state_machine_arn"
+        state_machine = _construct(
+            state_machine, "state_machine_arn", "StateMachineTarget(state_machine)", from_arn
+        )
         super().__init__(
             {"type": "stepfunctions", "state_machine_arn": state_machine.state_machine_arn}, options
         )

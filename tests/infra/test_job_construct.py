@@ -282,6 +282,26 @@ def test_every_refusal_names_the_field_as_written(given: dict[str, Any], message
         Job(stack, "Job", scheduler=REF, **declared)
 
 
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            SqsTarget,
+            r"^SqsTarget\(queue\): a construct \(for an ARN: sqs\.Queue\.from_queue_arn\(scope, id, arn\)\), not str$",
+        ),
+        (SnsTarget, r"^SnsTarget\(topic\): a construct \(for an ARN: sns\.Topic\.from_topic_arn"),
+        (
+            LambdaTarget,
+            r"^LambdaTarget\(function\): a construct \(for an ARN: lambda_\.Function\.from_function_arn",
+        ),
+    ],
+)
+def test_a_typed_target_given_an_arn_says_what_it_takes(target: Any, message: str) -> None:
+    # QA23: SqsTarget("arn:aws:sqs:...") was "AttributeError: 'str' object has no attribute 'queue_arn'"
+    with pytest.raises(TypeError, match=message):
+        target("arn:aws:sqs:eu-west-1:123456789012:orders")
+
+
 # --------------------------------------------------------------------------- finding 7
 
 
