@@ -226,3 +226,29 @@ def test_a_refused_spec_fails_the_resource_with_the_reason(
     # And a good one succeeds with its outputs
     provider.handler(_event("Create", "req-3", _spec()), None)
     assert sent[2]["Status"] == "SUCCESS" and sent[2]["Data"]["JobId"] == sent[2]["PhysicalResourceId"]
+
+
+def _update(request_id: str, spec: dict[str, Any], old: dict[str, Any], job_id: str) -> dict[str, Any]:
+    old_properties = {"ApiUrl": URL, "Spec": json.dumps(old)}
+    return _event("Update", request_id, spec, PhysicalResourceId=job_id, OldResourceProperties=old_properties)
+
+
+def test_an_update_of_a_one_time_job_that_ran_and_deleted_itself_succeeds(
+    api: ApiClient, as_a: RoleApi
+) -> None:
+    """QA23: a one-time job with delete_after_completion ran and deleted itself; any later change of
+    its properties (a description) was a re-create the API refused ("no future slot"), and so was
+    the rollback: the stack stuck in UPDATE_ROLLBACK_FAILED. Nothing is made again; both succeed."""
+    once = _spec(schedule="at(2027-01-01T00:00:00)", delete_after_completion=True)
+    job_id = provider.on_event(_event("Create", "req-1", once), as_a)["PhysicalResourceId"]
+    assert api.call("DELETE", f"/v1/jobs/{job_id}", user=ROLE_A).status == 204  # as its completion does
+    past = {**once, "schedule": "at(2026-01-01T00:00:00)"}  # as declared, now that its instant passed
+    update = _update("req-2", {**past, "description": "ran in January"}, past, job_id)
+    answer = provider.on_event(update, as_a)
+    assert answer["PhysicalResourceId"] == job_id and answer["Data"] == {"JobId": job_id}
+    assert "ran its course" in answer["Reason"] and _jobs(api) == []
+    rollback = {**update, "RequestId": "req-3", "ResourceProperties": update["ResourceProperties"]}
+    assert provider.on_event(rollback, as_a)["PhysicalResourceId"] == job_id
+    # A job that is gone and still has slots to run is made again, as before
+    again = _update("req-4", _spec(description="back"), _spec(), job_id)
+    assert provider.on_event(again, as_a)["PhysicalResourceId"] != job_id and len(_jobs(api)) == 1

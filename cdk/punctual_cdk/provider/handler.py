@@ -467,7 +467,7 @@ def on_event(
     else:
         status, body = api.request("PUT", f"/v1/jobs/{physical}", spec)
     if status == 404:  # deleted outside CloudFormation: declared again, as a replacement
-        return _create(api, store, job_id_for(event), props, spec, replacing=True)
+        return _declared_again(api, store, event, spec, physical)
     if status != 200:
         raise _problem(status, body, f"updating job {physical}")
     if now and not was:
@@ -476,6 +476,30 @@ def on_event(
     if secret_arn and not _kept(old, secret_arn):
         _keep_secret(api, store, physical, secret_arn, None)
     return _outputs(api, physical, body)
+
+
+# What the API answers for a job none of whose slots is still to come (punctual.timing.slots.no_slot_reason)
+_NO_SLOT_LEFT = ("no future slot", "has no slot")
+
+
+def _declared_again(
+    api: Api, store: Secrets, event: dict[str, Any], spec: dict[str, Any], physical: str
+) -> dict[str, Any]:
+    """An Update of a job that is gone: made again as a replacement, unless its spec has no slot
+    left to run. Then it ran its course and went (a one-time job with ``delete_after_completion``,
+    its instant passed): there is nothing to make again, and the update, or its rollback, succeeds
+    on the resource as it is (QA23: both were refused "no future slot", the stack left in
+    UPDATE_ROLLBACK_FAILED). Only ``JobId`` is answered: the job has no schedule ARN any more."""
+    try:
+        return _create(api, store, job_id_for(event), event["ResourceProperties"], spec, replacing=True)
+    except ProviderError as exc:
+        if isinstance(exc, ApiUnreachableError) or not any(said in str(exc) for said in _NO_SLOT_LEFT):
+            raise
+    return {
+        "PhysicalResourceId": physical,
+        "Data": {"JobId": physical},
+        "Reason": f"job {physical} ran its course and is gone (no slot left): nothing to update",
+    }
 
 
 # ---------------------------------------------------------------- Custom::PunctualCalendar
