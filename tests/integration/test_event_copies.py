@@ -162,3 +162,43 @@ def test_a_missed_slot_of_a_job_with_a_bus_is_handed_to_a_worker_and_copied(
 
     (event,) = _received(tenant_bus)
     assert (event["detail-type"], event["detail"]["status"]) == ("Slot Missed", "MISSED")
+
+
+def test_an_after_child_recorded_missed_by_a_worker_is_copied_to_its_bus(tenant_bus: dict[str, Any]) -> None:
+    """A paused after() child whose parent's slot succeeds: the worker records the child's slot
+    MISSED; its Slot Missed event goes to the deployment's bus and to the child's own (QA23: only
+    the deployment's, which the tenant cannot read)."""
+    from execution_harness import LAYOUT, Rig
+    from factories import spec
+    from punctual.dispatch.queues import message_for
+    from punctual.runtime.clock import ManualClock
+    from punctual.store.memory import MemoryStore
+    from punctual.timing.timers import slot_key
+    from punctual.usecases.jobs import JobService, QueueRouting
+
+    # Given a paused after() job that asked for its events on its bus, and its parent
+    clock = ManualClock(T0)
+    ours = MemoryEventSink()
+    copies = EventCopies(tenant_bus["factory"], Boundary())
+    rig = Rig(MemoryStore(), clock, notifier=Notifier(EventPublisher(ours), copies=copies))
+    jobs = JobService(
+        rig.store, rig.queues, clock, LAYOUT, QueueRouting(("queue://short",), ("queue://long",)),
+        require_target_role=False,
+    )  # fmt: skip
+    tenant = "AROATENANTEXAMPLE0001"
+    parent, _ = jobs.register(tenant, spec(schedule="rate(1 minute)"))
+    bus = {"event_bus_arn": tenant_bus["bus"], "role_arn": tenant_bus["role"]}
+    child, _ = jobs.register(tenant, spec(schedule=f"after({parent.id})", events_bus=bus))
+    jobs.pause(tenant, child.id)
+    # When the parent's slot runs and succeeds
+    parent = jobs.get(tenant, parent.id)
+    rig.send(message_for(parent, slot_key(T0), T0, 1, MessageKind.FIRE, T0))
+    rig.work_until_idle(rig.worker())
+    # Then the child's slot is MISSED, and its event is on both buses
+    (record,) = rig.history(child)
+    assert record.status is ExecutionStatus.MISSED
+    assert [(e.detail["job_id"], e.detail_type) for e in ours.events if e.detail_type == "Slot Missed"] == [
+        (child.id, "Slot Missed")
+    ]
+    got = [(e["detail"]["job_id"], e["detail-type"], e["detail"]["status"]) for e in _received(tenant_bus)]
+    assert got == [(child.id, "Slot Missed", "MISSED")]

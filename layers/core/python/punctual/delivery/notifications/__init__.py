@@ -179,12 +179,14 @@ class Notifier:
         self.flush_unless_held()
 
     def missed(self, missed: list[tuple[Job, Execution]], now: datetime) -> None:
-        """Slots the poller recorded MISSED: one event each, batched. (Their ``missed`` alerts
-        are raised by a worker: the poller hands them over as ``alert`` messages.)"""
+        """Slots recorded MISSED: one event each, batched, and its copy where this notifier copies
+        (a worker's: an after() child's slot it recorded MISSED; QA23: its job's own bus never got
+        it). (The poller's has no copies: it hands them, and the ``missed`` alerts, to a worker as
+        ``alert`` messages.)"""
         try:
             for job, execution in missed:
-                if self.events.enabled and execution.status is ExecutionStatus.MISSED:
-                    self.events.add(execution_event(job, execution, now, detail_type=SLOT_MISSED))
+                if execution.status is ExecutionStatus.MISSED and self._wanted(job):
+                    self._emit(job, execution_event(job, execution, now, detail_type=SLOT_MISSED))
         except Exception:
             log.exception("notifying missed slots failed")
         self.flush()
