@@ -269,3 +269,28 @@ def test_a_job_whose_last_slot_the_poller_records_unrun_is_deleted_too(
     assert [r.status.value for r in rig.history(job)] == [last.upper()]
     assert rig.store.get_job("default", job.id) is None
     assert rig.store.get_job("default", kept.id).state.value == "COMPLETED"
+
+
+def test_a_run_handed_back_at_shutdown_is_no_retry_in_its_dead_letter(rig: Rig, t0: datetime) -> None:
+    """QA23: RETRY_ATTEMPTS counted a run its ECS worker handed back as a retry: a job allowed no
+    retry read ``MaximumRetryAttempts`` with one retry made."""
+    from execution_harness import LONG
+
+    # Given an ECS job allowed one attempt, whose run its worker hands back at shutdown
+    job = rig.add_job(
+        "job-1", runtime="ecs", retry=RetryPolicy(max_attempts=1), dead_letter=DeadLetterQueue(queue_arn=DLQ)
+    )
+    first = rig.worker(lease_timers=True, lease_s=8)
+    rig.send(rig.message(job, t0), queue=LONG)
+    [received] = rig.queues.receive(LONG, 1, 0, 8)
+    claim = first.claim(received.message)
+    rig.queues.delete(LONG, received.receipt)
+    assert claim.claimed and first.release(claim)
+    # When the next worker's attempt fails
+    dead = MemoryDeadLetters()
+    failing = FakeTarget(TargetResult.retryable("HTTP 503"))
+    rig.clock.advance(1)
+    rig.work_until_idle(rig.worker(lease_timers=True, lease_s=8, target=failing, dead_letters=dead), LONG)
+    # Then its dead letter says no retry was made (the hand-back was not one)
+    values = {name: value["StringValue"] for name, value in dead.sent[0][2].items()}
+    assert (values["EXHAUSTED_RETRY_CONDITION"], values["RETRY_ATTEMPTS"]) == ("MaximumRetryAttempts", "0")

@@ -51,6 +51,11 @@ def error_code(execution: Execution) -> str:
     return "TargetTimedOut" if execution.status is ExecutionStatus.TIMED_OUT else "TargetInvocationFailed"
 
 
+def failed_attempts(execution: Execution) -> int:
+    """The slot's attempts that ran and failed: a run handed back at shutdown is not one."""
+    return execution.attempt - execution.releases
+
+
 def exhausted_condition(job: Job, execution: Execution, now: datetime) -> str:
     """Why the slot's retries ended, as EventBridge Scheduler names it: its attempts were used up;
     or its next retry (the wait the worker draws for it) would have come past ``max_age_seconds``
@@ -59,7 +64,7 @@ def exhausted_condition(job: Job, execution: Execution, now: datetime) -> str:
     age limit: the record keeps no more.) QA: the age was counted from the slot's instant at the
     failure, so a backfilled slot's permanent failure read as the age, and a retry cut by the age
     as not retryable."""
-    failed = execution.attempt - execution.releases
+    failed = failed_attempts(execution)
     if failed >= job.retry.max_attempts:
         return "MaximumRetryAttempts"
     if AGE_CUT_NOTE in (execution.error or ""):
@@ -79,7 +84,8 @@ def dead_letter_attributes(job: Job, execution: Execution, now: datetime) -> dic
         "ERROR_CODE": _string(error_code(execution)),
         "ERROR_MESSAGE": _string((execution.error or "")[:1000]),
         "EXHAUSTED_RETRY_CONDITION": _string(exhausted_condition(job, execution, now)),
-        "RETRY_ATTEMPTS": {"DataType": "Number", "StringValue": str(max(0, execution.attempt - 1))},
+        # the retries made: a run its worker handed back at shutdown was none (QA23: counted as one)
+        "RETRY_ATTEMPTS": {"DataType": "Number", "StringValue": str(max(0, failed_attempts(execution) - 1))},
         "SCHEDULE_ARN": _string(schedule_arn),
         "TARGET_ARN": _string(called),
         "SCHEDULED_TIME": _string(format_instant_adaptive(execution.scheduled_at)),
