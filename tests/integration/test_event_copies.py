@@ -158,42 +158,58 @@ def test_a_missed_slot_of_a_job_with_a_bus_is_handed_to_a_worker_and_copied(
     assert message.kind == MessageKind.ALERT and message.job_id == "nightly"
 
     notifier = Notifier(copies=EventCopies(tenant_bus["factory"], Boundary()))
-    notifier.missed_copy(mine, missed, T0)
+    notifier.handed_copy(mine, missed, T0)
 
     (event,) = _received(tenant_bus)
     assert (event["detail-type"], event["detail"]["status"]) == ("Slot Missed", "MISSED")
+
+
+def _after_world(
+    tenant_bus: dict[str, Any], **parent: Any
+) -> tuple[Any, Any, Any, MemoryEventSink, Job, Job]:
+    """A rig whose worker copies events and whose poller does not (as the container builds them;
+    the deployment's bus in memory), the worker, its job service, and a parent with an after()
+    child that asked for its events on the tenant's bus (today is in the calendar ``holidays``)."""
+    from execution_harness import LAYOUT, Rig
+    from factories import spec
+    from punctual.runtime.clock import ManualClock
+    from punctual.store.memory import MemoryStore
+    from punctual.usecases.calendar_service import CalendarService
+    from punctual.usecases.calendars import CalendarSpec
+    from punctual.usecases.jobs import JobService, QueueRouting
+
+    clock = ManualClock(T0 - timedelta(hours=1))
+    ours = MemoryEventSink()
+    copies = EventCopies(tenant_bus["factory"], Boundary())
+    rig = Rig(MemoryStore(), clock, notifier=Notifier(EventPublisher(ours), copies=copies))
+    worker = rig.worker()
+    rig.notifier = Notifier(EventPublisher(ours))  # the poller's
+    jobs = JobService(
+        rig.store, rig.queues, clock, LAYOUT, QueueRouting(("queue://short",), ("queue://long",)),
+        require_target_role=False,
+    )  # fmt: skip
+    tenant = "AROATENANTEXAMPLE0001"
+    CalendarService(rig.store, clock).put(tenant, "holidays", CalendarSpec(dates=["2026-11-30"]))
+    first, _ = jobs.register(tenant, spec("cron(0 10 * * ? *)", **parent), job_id="parent")
+    bus = {"event_bus_arn": tenant_bus["bus"], "role_arn": tenant_bus["role"]}
+    child, _ = jobs.register(tenant, spec("after(parent)", events_bus=bus), job_id="child")
+    return rig, worker, jobs, ours, jobs.get(tenant, first.id), child
 
 
 def test_an_after_child_recorded_missed_by_a_worker_is_copied_to_its_bus(tenant_bus: dict[str, Any]) -> None:
     """A paused after() child whose parent's slot succeeds: the worker records the child's slot
     MISSED; its Slot Missed event goes to the deployment's bus and to the child's own (QA23: only
     the deployment's, which the tenant cannot read)."""
-    from execution_harness import LAYOUT, Rig
-    from factories import spec
     from punctual.dispatch.queues import message_for
-    from punctual.runtime.clock import ManualClock
-    from punctual.store.memory import MemoryStore
     from punctual.timing.timers import slot_key
-    from punctual.usecases.jobs import JobService, QueueRouting
 
     # Given a paused after() job that asked for its events on its bus, and its parent
-    clock = ManualClock(T0)
-    ours = MemoryEventSink()
-    copies = EventCopies(tenant_bus["factory"], Boundary())
-    rig = Rig(MemoryStore(), clock, notifier=Notifier(EventPublisher(ours), copies=copies))
-    jobs = JobService(
-        rig.store, rig.queues, clock, LAYOUT, QueueRouting(("queue://short",), ("queue://long",)),
-        require_target_role=False,
-    )  # fmt: skip
-    tenant = "AROATENANTEXAMPLE0001"
-    parent, _ = jobs.register(tenant, spec(schedule="rate(1 minute)"))
-    bus = {"event_bus_arn": tenant_bus["bus"], "role_arn": tenant_bus["role"]}
-    child, _ = jobs.register(tenant, spec(schedule=f"after({parent.id})", events_bus=bus))
-    jobs.pause(tenant, child.id)
+    rig, worker, jobs, ours, parent, child = _after_world(tenant_bus)
+    jobs.pause(child.tenant, child.id)
     # When the parent's slot runs and succeeds
-    parent = jobs.get(tenant, parent.id)
+    rig.clock.set(T0)
     rig.send(message_for(parent, slot_key(T0), T0, 1, MessageKind.FIRE, T0))
-    rig.work_until_idle(rig.worker())
+    rig.work_until_idle(worker)
     # Then the child's slot is MISSED, and its event is on both buses
     (record,) = rig.history(child)
     assert record.status is ExecutionStatus.MISSED
@@ -202,3 +218,24 @@ def test_an_after_child_recorded_missed_by_a_worker_is_copied_to_its_bus(tenant_
     ]
     got = [(e["detail"]["job_id"], e["detail-type"], e["detail"]["status"]) for e in _received(tenant_bus)]
     assert got == [(child.id, "Slot Missed", "MISSED")]
+
+
+def test_an_after_child_skipped_by_the_poller_is_handed_to_a_worker_and_copied(
+    tenant_bus: dict[str, Any],
+) -> None:
+    """A parent's slot its calendar excludes: the poller records the child's slot SKIPPED and,
+    since it cannot call tenants' resources, hands it to a worker, which copies its event to the
+    child's own bus (QA23: it went to the deployment's bus only)."""
+    # Given a parent that excludes today, and its after() child with a bus of its own
+    rig, worker, _, ours, _, child = _after_world(tenant_bus, exclude_calendars=["holidays"])
+    # When the poller releases today's slot, and a worker takes what it handed over
+    rig.clock.set(T0 + timedelta(seconds=1))
+    rig.poll()
+    rig.work_until_idle(worker)
+    # Then the child's slot is SKIPPED, its event on both buses, and nothing ran
+    (record,) = rig.history(child)
+    assert record.status is ExecutionStatus.SKIPPED
+    assert [e.detail["status"] for e in ours.events if e.detail["job_id"] == child.id] == ["SKIPPED"]
+    got = [(e["detail"]["job_id"], e["detail-type"], e["detail"]["status"]) for e in _received(tenant_bus)]
+    assert got == [(child.id, "Execution Status Change", "SKIPPED")]
+    assert rig.target.calls == []

@@ -513,7 +513,7 @@ class Claimer:
             return Claim(ClaimOutcome.STALE, message, delivery, reason="job or slot is gone")
         if record.status is ExecutionStatus.MISSED and alerter is not None:
             alerter.missed(job, record)
-        self.after.notifier.missed_copy(job, record, self.clock.now())  # the job's own bus, if any
+        self.after.notifier.handed_copy(job, record, self.clock.now())  # the job's own bus, if any
         return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, record, reason="missed alert")
 
     def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:

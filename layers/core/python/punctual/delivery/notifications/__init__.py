@@ -26,6 +26,7 @@ from punctual.delivery.notifications.events import (
     RATE_BUDGET_OVERRUN,
     SLOT_LATE,
     SLOT_MISSED,
+    STATUS_CHANGE,
     Event,
     EventBridgeSink,
     EventPublisher,
@@ -49,6 +50,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("punctual.delivery.notifications")
+
+# The records of slots not run that the poller hands to a worker to copy to the job's own bus.
+_HANDED = frozenset({ExecutionStatus.MISSED, ExecutionStatus.SKIPPED})
 
 
 class Notifier:
@@ -191,14 +195,18 @@ class Notifier:
             log.exception("notifying missed slots failed")
         self.flush()
 
-    def missed_copy(self, job: Job, execution: Execution, now: datetime) -> None:
-        """A missed slot handed to a worker: the copy of its event on the job's own bus."""
-        if self.copies is None or job.events_bus is None or execution.status is not ExecutionStatus.MISSED:
+    def handed_copy(self, job: Job, execution: Execution, now: datetime) -> None:
+        """A slot the poller recorded not run, handed to a worker: the copy of its event on the
+        job's own bus (MISSED: Slot Missed; SKIPPED, an after() child's under an EXCLUDED parent
+        slot: its status change; QA23: that one was never copied)."""
+        status = execution.status
+        if self.copies is None or job.events_bus is None or status not in _HANDED:
             return
         try:
-            self.copies.add(job, execution_event(job, execution, now, detail_type=SLOT_MISSED))
+            detail_type = SLOT_MISSED if status is ExecutionStatus.MISSED else STATUS_CHANGE
+            self.copies.add(job, execution_event(job, execution, now, detail_type=detail_type))
         except Exception:
-            log.exception("copying the missed slot %s %s failed", job.id, execution.slot)
+            log.exception("copying the unrun slot %s %s failed", job.id, execution.slot)
         self.flush_unless_held()
 
     def overrun(self, job: Job, overrun: Overrun, now: datetime) -> None:

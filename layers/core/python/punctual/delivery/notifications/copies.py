@@ -11,9 +11,9 @@ the scheduler's own resources, the same role rules as a target. A refused or fai
 counted (``EventCopiesRefused``, ``EventCopiesFailed``) and logged, never a failure of the slot.
 
 What is copied: what the workers publish (RUNNING, SUCCEEDED, FAILED, TIMED_OUT, RETRY_WAIT,
-SKIPPED, Slot Late) and Slot Missed (the poller hands a missed slot of such a job to a worker,
-as it does a ``missed`` alert). Rate Budget Overrun events, which the poller publishes while it
-releases, stay on Punctual's bus.
+SKIPPED, Slot Late), Slot Missed, and the SKIPPED slots of after() children the poller records
+(it hands such a slot of such a job to a worker, as it does a ``missed`` alert). Rate Budget
+Overrun events, which the poller publishes while it releases, stay on Punctual's bus.
 """
 
 from __future__ import annotations

@@ -211,6 +211,7 @@ class UnrunSlots:
             self._notify_missed(found.missed)
             for (tenant, job_id), count in per_job.items():
                 self.store.add_skipped(tenant, job_id, count)
+            self.send_alerts(found.skipped)  # the SKIPPED ones' copies on the children's own buses
         except Exception:
             log.exception("could not tell of the after() children's records of %d slot(s)", len(under))
             found.failed += 1
@@ -328,12 +329,16 @@ class UnrunSlots:
 
     def send_alerts(self, missed: list[tuple[Job, Execution]]) -> None:
         """Hand each missed slot of a job with a ``missed`` rule to a worker, which raises its
-        alert (once per slot, by a conditional write) and delivers it with the target role."""
+        alert (once per slot, by a conditional write) and delivers it with the target role; and
+        each slot recorded not run (MISSED, or a child's SKIPPED) of a job with an ``events_bus``,
+        whose event the worker copies there."""
         now = self.clock.now()
         outgoing: dict[str, list[DispatchMessage]] = defaultdict(list)
         for job, record in missed:
-            # A missed rule's alert, and the copy of the Slot Missed event on the job's own bus.
-            if job.events_bus is not None or any(AlertCondition.MISSED in rule.on for rule in job.alerts):
+            alerted = record.status is ExecutionStatus.MISSED and any(
+                AlertCondition.MISSED in rule.on for rule in job.alerts
+            )
+            if job.events_bus is not None or alerted:
                 message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
                 outgoing[self.queue_for(job)].append(replace(message, ordered=False))
         for queue, messages in outgoing.items():
