@@ -363,3 +363,33 @@ def test_a_signing_secret_that_cannot_be_read_fails_that_rules_delivery_only() -
     assert "another local key" in (http.error or "") and sqs.status is AlertStatus.SENT
     assert [ctx.signing_secrets for ctx in hooks.calls] == [()]
     assert {e.status for e in a.rig.history(job)} == {ExecutionStatus.FAILED}
+
+
+def test_a_late_slot_that_waits_for_its_turn_is_alerted_late_once() -> None:
+    # Given an overlap 'queue' job with a rule on late after 30 s, whose slot is still running
+    # when the next slot is released 45 s late (QA23: its claim queued it before judging its
+    # release, and its turn is never judged: no late alert, no Slot Late event)
+    hooks, payloads = _recording_hooks(OK)
+    a = Alerting(OK, hooks=hooks)
+    job = a.job({"on": ["late"], "target": HOOK, "late_after_seconds": 30}, overlap="queue")
+    a.clock.set(T0 + timedelta(seconds=0.5))
+    running = a.worker.claim(message_for(job, slot_key(T0), T0, 1, MessageKind.FIRE, a.clock.now()))
+    nxt = T0 + timedelta(minutes=1)
+    a.clock.set(nxt + timedelta(seconds=45))
+    a.rig.send(message_for(job, slot_key(nxt), nxt, 1, MessageKind.FIRE, a.clock.now()))
+    a.rig.work_until_idle(a.worker)
+    assert a.store.get_execution(job.tenant, job.id, slot_key(nxt)).status is ExecutionStatus.QUEUED  # type: ignore[union-attr]
+    # When the running slot ends and the queued one runs on its turn
+    a.clock.advance(5)
+    a.worker.finish(running, OK)
+    for _ in range(3):
+        a.clock.advance(5)
+        a.rig.poll()
+        a.rig.work_until_idle(a.worker)
+    # Then the late slot ran, and was alerted late once, with one Slot Late event
+    assert {e.slot: e.status for e in a.rig.history(job)}[slot_key(nxt)] is ExecutionStatus.SUCCEEDED
+    assert a.alerts(job) == [(slot_key(nxt), "late", AlertStatus.SENT)]
+    assert len(payloads) == 1 and payloads[0]["fire_delay_ms"] == 45000.0
+    late = [e.detail["slot"] for e in a.events.events if e.detail_type == SLOT_LATE]
+    assert late == [slot_key(nxt)]
+    a.check_events()

@@ -281,10 +281,27 @@ def overlap_blocked(
                 "blocked_by": holder,
             }
         )
+        # A late first release is judged as it is queued: its turn is not (QA23: neither was)
+        release_delay = first_release_delay(claimer, job, message, queued)
+        if release_delay is not None:
+            claimer.after.notifier.late(job, queued, release_delay)  # made before the record, as a start's
         claimer._save_start(job, queued, replaced, expect)
+        claimer.after.notifier.slot_late(job, queued, now, release_delay)
     claimer.parking.put_queued_timer(job.version, queued, now)
     claimer.metrics.add("OverlapQueued", 1)
     return Claim(ClaimOutcome.QUEUED, message, delivery, job, queued, reason=f"waits for slot {holder}")
+
+
+def first_release_delay(
+    claimer: Claimer, job: Job, message: DispatchMessage, record: Execution
+) -> float | None:
+    """The release delay (ms) of a first attempt the job's late rules judge, else None: not for
+    a backfilled slot (late by design) nor a queued slot's turn (its first release, not the
+    hand-over, says whether it was late; QA: both raised late alerts)."""
+    timely = message.attempt == 1 and message.kind not in _NEVER_LATE
+    if not timely or not claimer.after.notifier.reads_release_delay(job):
+        return None
+    return fire_delay_of(record.scheduled_at, message.released_at)
 
 
 def held_early(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
@@ -688,10 +705,7 @@ class Claimer:
         # A first attempt released after the job's late bound: its alert is made before the start
         # is recorded (a conditional write and its sweep timer, no call out: a worker that dies
         # in between leaves it to the sweep); it is delivered beside the run, never on this path.
-        # Not for a backfilled slot (late by design) nor a queued slot's turn (its first release,
-        # not the hand-over, says whether it was late; QA: both raised late alerts)
-        timely = first_attempt and message.kind not in _NEVER_LATE and notifier.reads_release_delay(job)
-        release_delay = fire_delay_of(started.scheduled_at, message.released_at) if timely else None
+        release_delay = first_release_delay(self, job, message, started)
         if release_delay is not None:  # (without one, late() has nothing to compare)
             notifier.late(job, started, release_delay)
         self._save_start(job, started, replaced, expect)

@@ -153,23 +153,31 @@ class Notifier:
             if not self._wanted(job):
                 return
             self._emit(job, execution_event(job, execution, now))
+        except Exception:
+            log.exception("notifying the start of %s %s failed", job.id, execution.slot)
+        self.slot_late(job, execution, now, fire_delay_ms)
+
+    def slot_late(self, job: Job, execution: Execution, now: datetime, fire_delay_ms: float | None) -> None:
+        """A ``Slot Late`` event (buffered) when a first release passed the job's smallest
+        ``late_after_seconds``: at its start, or as it is queued behind a run (overlap ``queue``)."""
+        try:
             bound = late_bound_s(job) if job.alerts else None
             if bound is None or fire_delay_ms is None or fire_delay_ms <= bound * 1000:
                 return
-            self._emit(
+            if not self._wanted(job):
+                return
+            late = execution_event(
                 job,
-                execution_event(
-                    job,
-                    execution,
-                    now,
-                    detail_type=SLOT_LATE,
-                    status="LATE",
-                    fire_delay_ms=fire_delay_ms,
-                    late_after_seconds=bound,
-                ),
+                execution,
+                now,
+                detail_type=SLOT_LATE,
+                status="LATE",
+                fire_delay_ms=fire_delay_ms,
+                late_after_seconds=bound,
             )
+            self._emit(job, late)
         except Exception:
-            log.exception("notifying the start of %s %s failed", job.id, execution.slot)
+            log.exception("notifying the late release of %s %s failed", job.id, execution.slot)
 
     def changed(self, job: Job, execution: Execution, now: datetime) -> None:
         """A recorded status change (ended, retry scheduled, skipped): event, then alerts."""
