@@ -742,3 +742,22 @@ def test_a_lone_surrogate_in_any_string_member_is_a_validation_exception(client:
         assert code == "ValidationException" and "lone surrogate" in message, message
     code, message = _code(client.get_schedule_group, Name="g")
     assert code == "ResourceNotFoundException", message  # nothing was created
+
+
+def test_a_dead_letter_that_cannot_be_sent_is_counted(aws: None, t0: datetime) -> None:
+    """QA23: a dead-letter queue that is gone (or refuses the role) lost the event with a log line
+    only; EventBridge Scheduler users watch a metric for it (InvocationsFailedToBeSentToDeadLetterCount)."""
+    from factories import job as make_job
+    from punctual.delivery.targets.aws_clients import Boto3ClientFactory
+    from punctual.execution.dead_letters import SqsDeadLetters
+    from punctual.models import DeadLetterQueue, Execution, ExecutionStatus
+    from punctual.runtime.observability import RecordingMetrics
+    from punctual.security.boundary import Boundary
+
+    # Given a finally failed slot of a job whose dead-letter queue does not exist
+    job = make_job("job-1", dead_letter=DeadLetterQueue(queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:gone-dlq"))
+    failed = Execution(job_id="job-1", slot="s", scheduled_at=t0, status=ExecutionStatus.FAILED, error="boom")
+    # When it is dead-lettered, then the failed send is counted (and nothing raises)
+    metrics = RecordingMetrics()
+    SqsDeadLetters(Boto3ClientFactory(), Boundary(), metrics).send(job, failed, t0)
+    assert metrics.total("DeadLettersFailed") == 1
