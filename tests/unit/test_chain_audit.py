@@ -547,3 +547,19 @@ def test_a_parents_lost_slots_are_recorded_missed_for_its_after_children_too(rig
     alerts = [m for m in rig.sim.sent(child.id) if m.kind == MessageKind.ALERT]
     assert [m.slot for m in alerts] == [head.slot]
     assert not set(runs(rig, child)) & {missed.slot}
+
+
+def test_a_repairs_missed_range_reaches_a_jobs_own_bus_without_a_missed_rule(rig: AuditRig) -> None:
+    """QA23: the range a repair records MISSED was handed to a worker only for a job with a
+    ``missed`` alert rule; a job with its own ``events_bus`` (and no rule) never had its Slot
+    Missed copied there, as a poller's release does for the slots it records MISSED."""
+    bus = {"type": "eventbridge", "event_bus_arn": "arn:aws:events:us-east-1:123456789012:event-bus/ops"}
+    job = register(rig, "job", "rate(1 minute)", events_bus=bus)
+    rig.run(3)
+    [head] = rig.future_chain_timers(job)
+    Breaker(rig.store).delete(head)
+    rig.run(8)
+    [repair] = rig.repairs
+    assert repair.missed_from == head.slot
+    handed = [m for m in rig.sim.sent(job.id) if m.kind == MessageKind.ALERT]
+    assert [m.slot for m in handed] == [head.slot]  # its worker copies the Slot Missed to the bus

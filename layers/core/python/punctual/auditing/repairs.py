@@ -186,10 +186,13 @@ class Repairer:
         return True
 
     def _alert(self, job: Job, record: Execution, now: datetime) -> None:
-        """A job with a ``missed`` alert rule: a worker raises it for the range (once per slot)."""
+        """A job with a ``missed`` alert rule: a worker raises it for the range (once per slot); a
+        job with its own ``events_bus``: the worker copies the range's Slot Missed there (QA23: a
+        job with a bus and no missed rule never heard of the slots the repair recorded MISSED),
+        as a poller's release hands them over."""
         if self.queues is None or self.routing is None:
             return
-        if not any(AlertCondition.MISSED in rule.on for rule in job.alerts):
+        if job.events_bus is None and not any(AlertCondition.MISSED in rule.on for rule in job.alerts):
             return
         message = message_for(job, record.slot, record.scheduled_at, 1, MessageKind.ALERT, now)
         self.queues.send(self.routing.queue_for(job), [replace(message, ordered=False)])
