@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from execution_harness import LAYOUT, Crash, FakeTarget, Rig
+from factories import job as make_job
 from punctual.delivery.notifications import Alerter, Notifier
 from punctual.delivery.notifications.alerts import DELIVERY_TIMEOUT_S, DELIVERY_TRIES
 from punctual.delivery.notifications.sweep import SWEEP_AFTER_S, AlertSweeps
@@ -246,3 +247,38 @@ def test_a_sweep_waits_for_a_live_owner_and_delivers_only_the_rules_left() -> No
     assert alert is not None and alert.status is AlertStatus.SENT
     assert [(d.rule, d.status) for d in alert.deliveries] == [(0, AlertStatus.SENT), (1, AlertStatus.SENT)]
     assert len(delivered) == 1 and len(hooks.calls) == 1
+
+
+def test_an_alert_left_sending_for_a_job_that_is_gone_is_given_up_visibly() -> None:
+    """QA23: a one-time job with delete_after_completion failed; its worker died while sending the
+    failed alert and the job was deleted meanwhile. The sweep skipped the gone job, and the alert
+    stayed SENDING with nothing to say so. The poller's sweep now counts it (AlertsUndelivered)
+    and logs it; nothing is sent (its rules went with the job)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from punctual.dispatch.polling import PollerConfig
+    from punctual.dispatch.polling.release import SlotReleaser
+    from punctual.dispatch.queues import MemoryQueues
+    from punctual.models import Alert
+    from punctual.runtime.observability import RecordingMetrics
+    from punctual.store.memory import MemoryStore
+
+    store, clock, metrics = MemoryStore(), ManualClock(T0), RecordingMetrics()
+    alert = Alert(
+        tenant="default", job_id="gone", key_slot=slot_key(T0), condition=AlertCondition.FAILED,
+        created_at=T0, claimed_at=T0, owner="dead-worker",
+    )  # fmt: skip
+    assert store.create_alert(alert, 0)
+    timer = AlertSweeps(store, LAYOUT).timer(
+        make_job("gone", "at(2026-12-01T10:00:00)", now=T0 - timedelta(hours=1)),
+        slot_key(T0),
+        AlertCondition.FAILED,
+        T0,
+        T0,
+    )
+    clock.set(timer.due)
+    queues = MemoryQueues(now=clock.now)
+    config = PollerConfig(layout=LAYOUT, short_queue_urls=("short",), long_queue_urls=("long",))
+    with ThreadPoolExecutor(1) as pool:
+        SlotReleaser(store, queues, clock, config, metrics, pool).release([timer])
+    assert metrics.total("AlertsUndelivered") == 1 and not queues.queues.get("short")

@@ -19,13 +19,17 @@ of the same slot).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind, message_for
-from punctual.models import AlertCondition, Job, JobState
-from punctual.store.base import TimerRepository
+from punctual.models import AlertCondition, AlertStatus, Job, JobState
+from punctual.runtime.observability import MetricsSink
+from punctual.store.base import AlertRepository, TimerRepository
 from punctual.timing.timers import Timer, TimerKind, TimerLayout
+
+log = logging.getLogger("punctual.delivery.notifications")
 
 # An alert left SENDING this long by a worker that died is taken over. Longer than one rule's
 # delivery takes (3 tries of 10 s and 5 s of backoff): an owner renews its claim after each rule.
@@ -88,3 +92,26 @@ def sweep_message(job: Job | None, timer: Timer, now: datetime) -> DispatchMessa
         return None
     message = message_for(job, timer.slot, timer.due, 1, MessageKind.ALERT, now)
     return replace(message, alert=condition.value, ordered=False)
+
+
+def undelivered(store: AlertRepository, metrics: MetricsSink, timer: Timer) -> bool:
+    """An ALERT timer whose job is gone: an alert its worker left SENDING (it died while delivering,
+    and the job, a one-time one with ``delete_after_completion``, was deleted meanwhile) can no
+    longer be delivered (its rules went with the job). It is given up visibly, not silently: an
+    error log naming it and ``AlertsUndelivered`` (QA23: it stayed SENDING, and nothing said so).
+    Returns whether it was one."""
+    condition = condition_of(timer)
+    if condition is None:
+        return False
+    alert = store.get_alert(timer.tenant, timer.job_id, timer.slot, condition)
+    if alert is None or alert.status is not AlertStatus.SENDING:
+        return False
+    log.error(
+        "alert %s of job %s (slot %s) was never delivered: its worker died while sending it and the job"
+        " is gone",
+        condition.value,
+        timer.job_id,
+        timer.slot,
+    )
+    metrics.add("AlertsUndelivered", 1)
+    return True

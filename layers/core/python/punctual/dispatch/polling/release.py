@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.delivery.notifications import Notifier
-from punctual.delivery.notifications.sweep import sweep_message
+from punctual.delivery.notifications.sweep import sweep_message, undelivered
 from punctual.dispatch.budget_reservations import BudgetRequest, SharedBudgetLedger
 from punctual.dispatch.load_forecast import MinuteTally, chain_forecast, on_ecs_lane
 from punctual.dispatch.polling.chains import Verdict, replaced_plan, verdict
@@ -513,7 +513,7 @@ class SlotReleaser:
             execution = executions.get((timer.tenant, timer.job_id, timer.slot))
             message = None
             if timer.kind in _NO_RECORD_KINDS:
-                message = _no_record(timer, job, now)
+                message = _no_record(self.store, self.metrics, timer, job, now)
             elif timer.kind is TimerKind.CHILD:
                 message = unclaimed_child(timer, job, execution, now)
             elif job is not None and job.state is not JobState.DELETED and execution is not None:
@@ -568,11 +568,17 @@ class SlotReleaser:
         add_all(self.metrics, "FireDelayMs", report.fire_delays_ms, "Milliseconds")
 
 
-def _no_record(timer: Timer, job: Job | None, now: datetime) -> DispatchMessage | None:
+def _no_record(
+    store: JobStore, metrics: MetricsSink, timer: Timer, job: Job | None, now: datetime
+) -> DispatchMessage | None:
     """An ALERT timer's sweep message, or a RELINK timer's check (:mod:`punctual.execution.relinks`):
-    a worker reads what each needs."""
+    a worker reads what each needs. A sweep whose job is gone delivers nothing: an alert left
+    SENDING is given up visibly (:func:`~punctual.delivery.notifications.sweep.undelivered`)."""
     if timer.kind is TimerKind.ALERT:
-        return sweep_message(job, timer, now)
+        message = sweep_message(job, timer, now)
+        if message is None and (job is None or job.state is JobState.DELETED):
+            undelivered(store, metrics, timer)
+        return message
     return relink_message(job, timer, now)
 
 
