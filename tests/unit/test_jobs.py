@@ -305,3 +305,17 @@ def test_a_paused_jobs_reason_stays_through_a_replace(env) -> None:  # type: ign
     edited = service.replace("t", job.id, spec("rate(5 minutes)", name="n", description="still paused"))
     assert edited.state is JobState.PAUSED
     assert store.get_job("t", job.id).state_reason == "the target answered 410 Gone: never call again"
+
+
+def test_a_replace_that_drops_the_recovered_rule_ends_the_failure_streak(env) -> None:  # type: ignore[no-untyped-def]
+    """QA23: a job failing (its streak open) lost its recovered rule in a replace; successes then
+    checked no streak (only jobs with the rule read it), so the rule added back later sent a
+    ``recovered`` for failures long recovered. The replace that drops the rule ends the streak."""
+    service, store, _, _ = env
+    rule = {"on": ["recovered"], "target": {"type": "http", "url": "https://alerts.example.com/hook"}}
+    job, _ = service.register("t", spec("rate(5 minutes)", alerts=[rule]))
+    store.open_streak("t", job.id, "2026-11-30T10:00:00Z", 0)  # a failed slot joined its streak
+    service.replace("t", job.id, spec("rate(5 minutes)", alerts=[rule], description="kept"))
+    assert store.get_streak("t", job.id) is not None  # the rule stays: so does the streak
+    service.replace("t", job.id, spec("rate(5 minutes)"))
+    assert store.get_streak("t", job.id) is None

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Protocol
 
+from punctual.delivery.notifications.alerts import end_unwatched_streak
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.execution.completion import Completion
@@ -581,8 +582,7 @@ class JobService:
         graph = None if version is None else GraphRead(version, {p: walked[p] for p in gains if p in walked})
         anchor = replaced_anchor(current, spec, now)
         # A new spec supersedes what was released for the old one (punctual.execution.versions);
-        # the same spec sent again, or one that changes only its labels, supersedes nothing (QA23:
-        # a description edit dropped a slot's waiting retry, SUPERSEDED, its dead letter never sent).
+        # the same spec again, or one changing only its labels, supersedes nothing (execution.versions).
         accepted = JobSpec.model_validate(spec.model_dump(), context=ACCEPTED)
         same_spec = isinstance(found, Job) and same_run_spec(found, accepted)
         job = Job(
@@ -639,6 +639,7 @@ class JobService:
             raise
         check_links(self.store, self.layout, parents_read, parents, now)
         self._forecast(current, job)
+        end_unwatched_streak(self.store, current, job)
         settle(self.store, self.layout, job, now)
         if removed and job.state in (JobState.ENABLED, JobState.PAUSED):
             send_owed_children(self.store, self.layout, job, removed, now)  # remaining parents all ran
