@@ -393,3 +393,19 @@ def test_a_late_slot_that_waits_for_its_turn_is_alerted_late_once() -> None:
     late = [e.detail["slot"] for e in a.events.events if e.detail_type == SLOT_LATE]
     assert late == [slot_key(nxt)]
     a.check_events()
+
+
+def test_a_failed_alert_is_made_when_its_streak_cannot_be_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA23: the failure streak is written before the failed alert; a store error there (DynamoDB
+    throttling through its retries) raised past the alert, which the notifier swallowed: lost."""
+    hooks, payloads = _recording_hooks(OK)
+    a = Alerting(FAIL, hooks=hooks)
+    job = a.job({"on": ["failed", "recovered"], "target": HOOK})
+
+    def throttled(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("ProvisionedThroughputExceededException")
+
+    monkeypatch.setattr(a.store, "open_streak", throttled)
+    a.run_slot(job, 0)
+    assert a.alerts(job) == [(slot_key(T0), "failed", AlertStatus.SENT)]
+    assert [p["condition"] for p in payloads] == ["failed"]

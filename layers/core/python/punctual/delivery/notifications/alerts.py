@@ -212,7 +212,12 @@ class Alerter:
         """A slot ended: ``failed`` (and a failure in the streak), or ``recovered``."""
         if execution.status in FAILED_STATUSES:
             if rules_on(job, C.RECOVERED):
-                self.store.open_streak(job.tenant, job.id, execution.slot, self._ttl())
+                try:
+                    self.store.open_streak(job.tenant, job.id, execution.slot, self._ttl())
+                except Exception:  # (QA23: it raised past the failed alert, which was then lost)
+                    log.warning(
+                        "could not count %s %s in its failure streak", job.id, execution.slot, exc_info=True
+                    )
             self.make(C.FAILED, job, execution, deliver=True)
         elif execution.status is ExecutionStatus.SUCCEEDED and rules_on(job, C.RECOVERED):
             streak = self.store.get_streak(job.tenant, job.id)
