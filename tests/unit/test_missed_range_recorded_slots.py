@@ -100,3 +100,34 @@ def test_a_range_is_cut_around_the_records_in_it(t0: datetime) -> None:
         assert without_taken(at[1], at[120], 120, [(at[120], at[120], 1)], step, period, None) == [
             (at[1], at[119], 119)
         ]
+
+
+def test_a_range_a_repeated_release_extends_is_told_as_it_now_is(t0: datetime) -> None:
+    """QA23: a repeated release that finds a longer run than the first recorded grows the range
+    record, and counts what it gained, but told the event (and the children) the range as it was:
+    the added slots were never announced."""
+    from factories import job as make_job
+    from punctual.delivery.notifications import EventPublisher, MemoryEventSink, Notifier
+    from punctual.dispatch.polling.unrun import UnrunSlots, range_record
+    from punctual.dispatch.queues import MemoryQueues
+    from punctual.runtime.observability import RecordingMetrics
+    from punctual.store.memory import MemoryStore
+    from punctual.timing.missed_ranges import MissedRange
+
+    store, clock, sink = MemoryStore(), ManualClock(t0 + timedelta(hours=4)), MemoryEventSink()
+    job = make_job("j", "cron(* * * * ? *)", now=t0 - timedelta(days=1))
+    store.create_job(job, None, max_jobs=10)
+    unrun = UnrunSlots(
+        store, MemoryQueues(now=clock.now), clock, 30, RecordingMetrics(), Notifier(EventPublisher(sink)),
+        lambda _: "short",
+    )  # fmt: skip
+    jobs = {(job.tenant, job.id): job}
+    first = t0
+
+    def missed(count: int) -> MissedRange:
+        return MissedRange(first, first + timedelta(minutes=count - 1), count, "catch-up none")
+
+    assert unrun.record_missed([range_record(job, missed(40), clock.now())], jobs) == 40
+    assert unrun.record_missed([range_record(job, missed(50), clock.now())], jobs) == 10  # the gain
+    counts = [e.detail.get("slot_count") for e in sink.events if e.detail_type == "Slot Missed"]
+    assert counts == [40, 50]

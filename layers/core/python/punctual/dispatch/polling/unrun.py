@@ -274,10 +274,11 @@ class UnrunSlots:
                     added = self._extend_range(record, earlier, ttl)
                     if added:
                         per_job[(record.tenant, record.job_id)] += added
-                    if job is not None and (job.alerts or job.events_bus is not None):
-                        notify.append((job, earlier))  # once (QA: twice with alerts, three events a slot)
+                    now_is = record if added else earlier  # (QA23: an extension was told as it was)
+                    if job is not None and (added or job.alerts or job.events_bus is not None):
+                        notify.append((job, now_is))  # once (QA: twice with alerts, three events a slot)
                     if job is not None and job.dependents > 0:
-                        under.append((job, earlier))  # its children, if a release died before them
+                        under.append((job, now_is))  # its children, if a release died before them
                     continue
                 per_job[(record.tenant, record.job_id)] += record.slot_count
                 if job is not None:
