@@ -102,6 +102,16 @@ def _alert_rule(rule: Mapping[str, Any]) -> str:
     return f"{','.join(rule.get('on') or [])}{late} -> {_target_text(target)}"
 
 
+def _deliveries(alert: Mapping[str, Any]) -> str:
+    """What became of each rule's copy: ``#0 SENT, #1 FAILED (HTTP 500)`` (QA23: only ``-o json``
+    said it, though the docs promise the listing does)."""
+    said = []
+    for d in alert.get("deliveries") or []:
+        error = f" ({d['error']})" if d.get("error") else ""
+        said.append(f"#{d.get('rule')} {d.get('status')}{error}")
+    return ", ".join(said) or "-"
+
+
 def _alert_rows(alerts: Sequence[Mapping[str, Any]]) -> str:
     rows = [
         [
@@ -109,11 +119,12 @@ def _alert_rows(alerts: Sequence[Mapping[str, Any]]) -> str:
             a["condition"],
             a["status"],
             a.get("created_at") or "-",
+            _cut(_deliveries(a), 50),
             _cut(a.get("summary") or "", 60),
         ]
         for a in alerts
     ]
-    return table(rows, ["SLOT", "CONDITION", "STATUS", "RAISED", "SUMMARY"])
+    return table(rows, ["SLOT", "CONDITION", "STATUS", "RAISED", "DELIVERIES", "SUMMARY"])
 
 
 def _range_of(run: Mapping[str, Any]) -> tuple[int, str] | None:
