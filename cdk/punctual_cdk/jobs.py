@@ -31,6 +31,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from pydantic import BaseModel, ValidationError
 
+from punctual.models.base import MAX_NAME_CHARS
 from punctual_cdk.calendars import Calendar, CalendarSpecError, calendar_names, field_error
 from punctual_cdk.nag import acknowledge, nag_text
 from punctual_cdk.provider_construct import (
@@ -258,6 +259,11 @@ class Job(Construct):
             except CalendarSpecError as exc:
                 raise JobSpecError(f"Job {where}: {exc}") from None
         rest = {key: _plain(value, key) for key, value in spec.items()}
+        if "name" not in rest and len(construct_id) > MAX_NAME_CHARS:  # (QA23: "name: at most ...")
+            raise JobSpecError(
+                f"Job {where}: the construct id is the job's name when name= is not given, and a name"
+                f" is at most {MAX_NAME_CHARS} characters ({len(construct_id)} here): give name="
+            )
         rest.setdefault("name", construct_id)
         if not isinstance(schedule, str):
             raise JobSpecError(f"Job {where}: schedule: a string (cron(...), rate(...), after(...), ...)")

@@ -463,3 +463,15 @@ def test_a_job_whose_last_slot_passed_still_synthesises_with_a_warning(schedule:
     assert _spec(stack, job)["schedule"] == schedule
     warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("no slot after"))
     assert len(warnings) == 1 and "refused at deploy" in warnings[0].entry.data
+
+
+def test_a_construct_id_too_long_for_a_name_says_so() -> None:
+    # QA23: the construct id is the job's name when none is given; one over 128 characters failed
+    # as "name: at most 128 characters", a field the user never wrote
+    stack = _stack()
+    long_id = "Nightly" + "X" * 130
+    with pytest.raises(JobSpecError, match=r"construct id is the job's name.*give name="):
+        Job(stack, long_id, scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK))
+    other = _stack()
+    job = Job(other, long_id, scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK), name="nightly")
+    assert _spec(other, job)["name"] == "nightly"
