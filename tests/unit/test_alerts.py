@@ -263,6 +263,9 @@ def test_slack_format_sends_the_summary_as_an_incoming_webhook_message() -> None
     a.run_slot(job, 0)
     assert list(payloads[0]) == ["text"]
     assert "billing" in payloads[0]["text"] and "FAILED" in payloads[0]["text"]
+    # The execution's API path is written out: a Slack link to a path without a host goes nowhere
+    assert f"(details: GET /v1/jobs/{job.id}/executions/" in payloads[0]["text"]
+    assert "|details>" not in payloads[0]["text"]
 
 
 def test_an_alert_that_cannot_be_delivered_is_retried_recorded_and_never_fails_the_job() -> None:

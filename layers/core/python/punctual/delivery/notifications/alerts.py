@@ -159,8 +159,11 @@ def rendered(rule: AlertRule, body: dict[str, Any], held_back: int) -> dict[str,
     """What one rule sends: the document, or a Slack incoming-webhook message."""
     if rule.format == "slack":
         more = f" ({held_back} earlier alerts held back)" if held_back else ""
-        link = body["links"]["execution"]
-        return {"text": f":rotating_light: {body['summary']}{more} <{link}|details>"}
+        link = str(body["links"]["execution"])
+        # A path of the deployment's API (the workers know no host for it): written out, not as a
+        # Slack link, which would go nowhere (QA23)
+        details = f"<{link}|details>" if link.startswith("https://") else f"(details: GET {link})"
+        return {"text": f":rotating_light: {body['summary']}{more} {details}"}
     return {**body, "held_back": held_back}
 
 
