@@ -77,6 +77,8 @@ class Calendar(Construct):
         The IANA zone whose days these are.
     name
         The calendar's name (default: one made from the construct's path, unique in the stack).
+    description
+        Free text for people, as the API's ``description`` (QA23: the construct had no way to set it).
 
     Attributes
     ----------
@@ -94,6 +96,7 @@ class Calendar(Construct):
         ranges: Sequence[Any] = (),
         timezone: str = "UTC",
         name: str | None = None,
+        description: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
         where = self.node.path
@@ -106,6 +109,8 @@ class Calendar(Construct):
                 "dates": [_day(each, f"dates[{i}]") for i, each in enumerate(dates)],
                 "ranges": [_range(each, f"ranges[{i}]") for i, each in enumerate(ranges)],
             }
+            if description:  # (left out when empty: a calendar's template is as it was)
+                document["description"] = description
             _check(document)
             self.name = name if name is not None else _made_name(self)
             _check_name(self.name)

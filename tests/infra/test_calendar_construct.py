@@ -148,3 +148,14 @@ def test_wrong_kinds_of_input_are_named() -> None:
         Calendar(stack, "Day", scheduler=REF, dates=date(2026, 12, 25))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="scheduler: a Punctual construct or a SchedulerRef, not NoneType"):
         Job(stack, "Nothing", scheduler=None, schedule="rate(1 hour)", target=HttpTarget(HOOK))  # type: ignore[arg-type]
+
+
+def test_a_calendar_takes_a_description_as_the_api_does() -> None:
+    # QA23: the API takes a calendar's description; the construct had no way to give one
+    stack = _stack()
+    holidays = Calendar(stack, "Holidays", scheduler=REF, dates=["2026-12-25"], description="Berlin office")
+    plain = Calendar(stack, "Plain", scheduler=REF, dates=["2026-12-25"])
+    assert json.loads(_properties(stack, holidays)["Spec"])["description"] == "Berlin office"
+    assert "description" not in json.loads(_properties(stack, plain)["Spec"])  # as before
+    with pytest.raises(CalendarSpecError, match="description"):
+        Calendar(_stack(), "Long", scheduler=REF, dates=["2026-12-25"], description="x" * 2000)
