@@ -289,6 +289,9 @@ class Platform(BaseModel):
     # Lambda's AWS_LAMBDA_INITIALIZATION_TYPE ("on-demand", "provisioned-concurrency",
     # "snap-start"): set only in a Lambda execution environment, so "" outside one (tests, local mode).
     lambda_initialization: str = ""
+    # The SDK's AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>: where the components' AWS calls go
+    # when set (local mode's moto server), so a webhook may never call them. None in a deployment.
+    endpoint_urls: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Platform:
@@ -297,6 +300,11 @@ class Platform(BaseModel):
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             metrics_namespace=env.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"),
             lambda_initialization=env.get("AWS_LAMBDA_INITIALIZATION_TYPE", ""),
+            endpoint_urls=tuple(
+                value
+                for name, value in sorted(env.items())
+                if value and (name == "AWS_ENDPOINT_URL" or name.startswith("AWS_ENDPOINT_URL_"))
+            ),
         )
 
 

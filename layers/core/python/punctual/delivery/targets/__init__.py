@@ -31,7 +31,7 @@ from punctual.delivery.targets.webhooks import (
     guard_url,
 )
 from punctual.runtime.clock import Clock
-from punctual.runtime.settings import Settings
+from punctual.runtime.settings import Platform, Settings
 from punctual.security.boundary import Boundary, Callee
 from punctual.security.ownership import OwnResources, own_resources
 
@@ -82,7 +82,8 @@ class DefaultTargetInvoker:
         ``target_role_arn`` is the role AWS targets without ``role_arn`` are called as
         (default factory only); ``require_target_role`` refuses those targets; the own
         resources (:mod:`punctual.security.ownership`) are never called, nor any callee the tenant boundary
-        refuses (:mod:`punctual.security.boundary`: own roles, roles that did not opt in, Punctual's source).
+        refuses (:mod:`punctual.security.boundary`: own roles, roles that did not opt in, Punctual's source);
+        nor is a webhook to the AWS endpoint the components use (``AWS_ENDPOINT_URL``, local mode).
     clock : Clock, optional
         Webhook timestamps, ``Retry-After`` dates, ECS timeouts and poll sleeps.
     resolver : callable, optional
@@ -121,6 +122,7 @@ class DefaultTargetInvoker:
                 clock=clock,
                 resolver=resolver,
                 connection_factory=connection_factory,
+                own_endpoints=Platform.from_env().endpoint_urls,
             ),
             "lambda": LambdaTargetAdapter(factory),
             "sqs": SqsTargetAdapter(factory),

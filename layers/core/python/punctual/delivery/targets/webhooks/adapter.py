@@ -32,6 +32,7 @@ from punctual.delivery.targets.webhooks.guard import (
     Resolver,
     UnresolvedTargetError,
     check_addresses,
+    check_not_own_endpoint,
     parse_allow_cidrs,
     parse_url,
 )
@@ -185,6 +186,9 @@ class HttpTargetAdapter:
         Body read cap.
     max_redirects : int, optional
         Hops followed when the target allows redirects.
+    own_endpoints : iterable of str, optional
+        The deployment's own AWS endpoint URLs (``AWS_ENDPOINT_URL``: local mode's moto
+        server), never called, whatever the allow-list opens.
     """
 
     def __init__(
@@ -196,8 +200,10 @@ class HttpTargetAdapter:
         connection_factory: ConnectionFactory | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         max_redirects: int = MAX_REDIRECTS,
+        own_endpoints: Iterable[str] = (),
     ) -> None:
         self.allow = parse_allow_cidrs(allow_cidrs)
+        self.own_endpoints = tuple(own_endpoints)
         self.clock: Clock = clock or SystemClock()
         self.resolver: Resolver = resolver or socket.getaddrinfo
         self.connection_factory: ConnectionFactory = connection_factory or PinnedConnectionFactory()
@@ -241,6 +247,7 @@ class HttpTargetAdapter:
             try:
                 parsed = parse_url(url)
                 addresses = check_addresses(parsed, self.allow, True, resolver)
+                check_not_own_endpoint(parsed, addresses, self.own_endpoints, resolver)
             except ResolveTimedOut:
                 return self._fail_timeout(parsed, hops)
             except UnresolvedTargetError as exc:

@@ -26,6 +26,7 @@ __all__ = [
     "UnresolvedTargetError",
     "address_block_reason",
     "check_addresses",
+    "check_not_own_endpoint",
     "guard_url",
     "parse_allow_cidrs",
     "parse_url",
@@ -349,6 +350,44 @@ def check_addresses(
             shown = "" if parsed.literal is not None else f" {parsed.host!r} resolves to {address}:"
             raise BlockedTargetError(parsed.url, f"{shown} {reason}".strip())
     return tuple(addresses)
+
+
+_EVERY_ADDRESS = (ipaddress.IPv4Network("0.0.0.0/0"), ipaddress.IPv6Network("::/0"))
+
+
+def check_not_own_endpoint(
+    parsed: ParsedUrl,
+    addresses: Sequence[IPAddress],
+    endpoints: Sequence[str],
+    resolver: Resolver,
+) -> None:
+    """Refuse ``parsed`` (connecting to ``addresses``) when it is one of the deployment's own AWS
+    endpoints (``endpoints``: the SDK's ``AWS_ENDPOINT_URL``, local mode's moto server).
+
+    Such an endpoint takes any request that reaches it as the deployment's own: a webhook with
+    an ``X-Amz-Target`` header would act on the stack's table and queues, which no target may
+    (QA23: one deleted local mode's table). Refused on the endpoint's port: its host name, any of
+    its addresses, and any loopback address when it is on loopback (a server there may answer on
+    all of them). Raises :class:`BlockedTargetError`.
+    """
+    for endpoint in endpoints:
+        try:
+            own = parse_url(endpoint)
+        except BlockedTargetError:
+            continue  # not a URL a webhook could name
+        if own.port != parsed.port:
+            continue
+        try:
+            theirs = check_addresses(own, _EVERY_ADDRESS, True, resolver)
+        except BlockedTargetError:
+            theirs = ()  # it does not resolve here: its name is still its own
+        loopback = any(address.is_loopback for address in theirs)
+        if parsed.host == own.host or any(
+            address in theirs or (loopback and address.is_loopback) for address in addresses
+        ):
+            raise BlockedTargetError(
+                parsed.url, f"port {own.port} of {own.host} is this deployment's own AWS endpoint"
+            )
 
 
 def guard_url(
