@@ -9,6 +9,7 @@ before every request and redirect hop, and connects only to the addresses it ret
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +32,8 @@ __all__ = [
     "parse_allow_cidrs",
     "parse_url",
 ]
+
+log = logging.getLogger("punctual.delivery")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -347,8 +350,12 @@ def check_addresses(
     for address in addresses:
         reason = address_block_reason(address, allow)
         if reason is not None:
-            shown = "" if parsed.literal is not None else f" {parsed.host!r} resolves to {address}:"
-            raise BlockedTargetError(parsed.url, f"{shown} {reason}".strip())
+            if parsed.literal is not None:
+                raise BlockedTargetError(parsed.url, reason)
+            # The address a name resolves to stays in the operators' log: the reason goes to the
+            # job's tenant, to whom it would map the deployment's internal DNS (QA23)
+            log.warning("blocked target %s: %r resolves to %s (%s)", parsed.url, parsed.host, address, reason)
+            raise BlockedTargetError(parsed.url, f"{parsed.host!r} resolves to a {reason}")
     return tuple(addresses)
 
 
