@@ -56,6 +56,8 @@ BLOCKED: list[tuple[str, str]] = [
     ("http://localhost/", "loopback"),
     ("http://LOCALHOST./", "loopback"),  # trailing dot, upper case
     ("http://api.localhost/", "loopback"),  # RFC 6761 names never go to DNS
+    ("http://localhost6/", "loopback"),  # /etc/hosts loopback names (QA23: passed registration)
+    ("http://localhost4.localdomain4:8080/", "loopback"),
     # IPv6 loopback and IPv4 inside IPv6
     ("http://[::1]/", "loopback"),
     ("http://[0:0:0:0:0:0:0:1]/", "loopback"),
