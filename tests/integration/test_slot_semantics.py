@@ -143,7 +143,7 @@ def test_delete_after_completion_waits_for_a_slot_still_running(rig: Rig, t0: da
 # --------------------------------------------------------------------------- finding 4
 
 
-def test_a_slot_queued_under_one_version_is_superseded_when_its_turn_comes_after_a_replace(
+def test_a_slot_queued_before_a_replace_runs_once_under_the_new_spec_when_its_turn_comes(
     rig: Rig, t0: datetime
 ) -> None:
     # Given an overlap-queue job whose slot t0 runs while t0+1m and t0+2m are queued behind it (v1)
@@ -160,13 +160,17 @@ def test_a_slot_queued_under_one_version_is_superseded_when_its_turn_comes_after
     worker.run(running)
     worker.finish(running, TargetResult.ok())
     rig.work_until_idle(worker)
-    # Then neither queued slot ran version 2's spec: each is SUPERSEDED, naming version 1, and
-    # the turn went from one to the next
-    assert [(slot, payload) for slot, _, payload in target.payloads] == [(slot_key(t0), {"v": 1})]
+    # Then each queued slot, due by the replace and never started, runs once, in slot order, under
+    # version 2's spec (never a mix: t0's started under version 1 and ran it), as a slot due by a
+    # replace that no worker had started does (QA23: both were SUPERSEDED, never run)
+    assert [(slot, payload) for slot, _, payload in target.payloads] == [
+        (slot_key(t0), {"v": 1}),
+        (slot_key(t0 + MINUTE), {"v": 2}),
+        (slot_key(t0 + 2 * MINUTE), {"v": 2}),
+    ]
     for queued_slot in (t0 + MINUTE, t0 + 2 * MINUTE):
         queued = rig.store.get_execution("default", "q", slot_key(queued_slot))
-        assert queued is not None and queued.status is S.SUPERSEDED and queued.job_version == 1
-        assert "released for version 1" in (queued.error or "") and "version 2" in (queued.error or "")
+        assert queued is not None and queued.status is S.SUCCEEDED and queued.job_version == v2.version == 2
     # And the new version's next slot runs its own spec at once, and names it
     rig.advance_to(t0 + 3 * MINUTE)
     rig.send(rig.message(v2, t0 + 3 * MINUTE))

@@ -107,13 +107,15 @@ def test_allow_again_leaves_no_slot_queued_behind_an_allow_run(rig: Rig, t0: dat
     rig.clock.set(t0 + MINUTE + timedelta(seconds=10))
     job = _replace(rig, job, "allow")
     assert job.overlap_checks_until is None
-    # Then its next slots run beside it (allowed), and the queued slot does not stay QUEUED:
-    # its check ends it (released for the spec the change ended: SUPERSEDED, as documented)
+    # Then its next slots run beside it (allowed), and the queued slot does not stay QUEUED: due
+    # by the change and never started, its check runs it once under the new spec, beside the run
+    # too (QA23: it was SUPERSEDED, never run)
     assert "SUCCEEDED" in _due(rig, worker, job, t0 + 2 * MINUTE)
     rig.clock.set(t0 + 2 * MINUTE + timedelta(seconds=30))
     rig.poll()
     rig.work_until_idle(worker)
-    assert _status(rig, job, t0 + MINUTE) is S.SUPERSEDED
+    assert _status(rig, job, t0 + MINUTE) is S.SUCCEEDED
+    assert rig.target.calls_for(job.id).count((slot_key(t0 + MINUTE), 1)) == 1
     worker.finish(first, TargetResult.ok())
     assert all(r.status.terminal for r in rig.history(job))
 

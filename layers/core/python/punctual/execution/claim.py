@@ -67,7 +67,8 @@ HOLD_EARLY_S = 1
 EARLY_TOLERANCE_S = 5
 MAX_HOLD_S = 43_200  # SQS: a message's visibility is at most 12 hours
 # A queued slot's turn or check comes long after its release: what it runs is decided on the job
-# as it is now (a slot still QUEUED when its job's spec changed is SUPERSEDED), never on a copy.
+# as it is now (a slot still QUEUED when its job's spec changed runs the new spec, or is
+# SUPERSEDED when that spec does not run it: owed_to_current), never on a copy.
 _TURN_KINDS = (MessageKind.TURN, MessageKind.CHECK)
 # Messages whose carried job may be far older than their send: a queued slot's turn, and a
 # takeover, which goes on with a slot started earlier (a hand-back at shutdown sends it with the
@@ -170,21 +171,30 @@ def backfill_cancelled(
 
 def owed_to_current(
     job: Job, message: DispatchMessage, current: Execution | None, action: ClaimAction
-) -> DispatchMessage | None:
+) -> tuple[DispatchMessage, Execution | None] | None:
     """A scheduled slot released for a spec a replace ended, that no worker started, is still
     the job's when it was due by the replace: it starts under the current spec, as the slots of
     the old chain no poller had released yet do (:func:`punctual.timing.owed.owed_at_restart`).
     QA: a payload edit 300 ms after a slot's release, with the workers 9 s behind, recorded the
-    slot SUPERSEDED, never run. None: superseded (a retry or takeover, a run-now slot, a slot
-    after the replace, or one the new spec does not run)."""
+    slot SUPERSEDED, never run. So does a slot QUEUED behind a run (overlap ``queue``), at its
+    turn or check, its record made the current version's (QA23: a payload edit during a long run
+    recorded the queued slots SUPERSEDED, never run). None: superseded (a retry or takeover, a
+    run-now or backfilled slot, a slot after the replace, or one the new spec does not run)."""
+    queued = current is not None and current.status is ExecutionStatus.QUEUED and not current.backfill
     not_started = current is None or current.status in (ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED)
-    if action is not ClaimAction.START or not not_started:
+    if action is not ClaimAction.START or not (not_started or queued):
+        return None
+    owed = replace(message, job_version=job.version)
+    if current is not None and queued:
+        due = message.kind in (MessageKind.FIRE, *_TURN_KINDS)
+        if due and owed_at_restart(job, current.job_version, message.slot):
+            return owed, current.model_copy(update={"job_version": job.version})
         return None
     if message.kind == MessageKind.CHILD:
-        return replace(message, job_version=job.version) if _child_owed(job, message) else None
+        return (owed, current) if _child_owed(job, message) else None
     if message.kind != MessageKind.FIRE or not owed_at_restart(job, message.job_version, message.slot):
         return None
-    return replace(message, job_version=job.version)
+    return owed, current
 
 
 def _child_owed(job: Job, message: DispatchMessage) -> bool:
@@ -621,7 +631,7 @@ class Claimer:
                 owed = owed_to_current(job, message, current, action)
                 if owed is None:
                     return self._supersede(job, message, delivery, current, released_for, now)
-                message = owed
+                message, current = owed
         if action is ClaimAction.TAKEOVER:
             assert current is not None
             lost = current.closed_attempt(ExecutionStatus.TIMED_OUT, now, LEASE_LOST_NOTE)

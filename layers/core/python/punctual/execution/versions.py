@@ -13,7 +13,9 @@ of an old slot with a new spec (attempt 1 against the old target, attempt 2 agai
 Pausing and resuming do not change the spec, so they supersede nothing, nor does a replace of
 the job's labels alone (name, description, tags); any other replace does. A
 release of the same slot for the new spec (a replacement a moment before the slot) is a new
-message with a newer version, which the claim starts over the SUPERSEDED record.
+message with a newer version, which the claim starts over the SUPERSEDED record; and a slot
+due by the replace that no attempt started (not yet claimed, or QUEUED behind a run) starts
+under the new spec instead (:func:`punctual.execution.claim.owed_to_current`).
 """
 
 from __future__ import annotations
