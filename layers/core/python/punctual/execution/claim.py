@@ -275,7 +275,7 @@ def overlap_blocked(
     recorded SKIPPED, or QUEUED (acknowledged, started when its turn comes)."""
     base = current or new_record(message, ExecutionStatus.QUEUED)
     if job.overlap is Overlap.SKIP:
-        skipped = skipped_record(base, now, f"overlap: slot {holder} was still running", blocked_by=holder)
+        skipped = skipped_record(base, now, f"overlap: slot {holder} had not finished", blocked_by=holder)
         claimer._save_start(job, skipped, replaced, expect)
         claimer.store.add_skipped(job.tenant, job.id, 1)
         claimer.metrics.add("OverlapSkipped", 1)
