@@ -157,3 +157,13 @@ def test_a_forged_dispatch_message_on_either_lane_raises_an_alarm(default_synth:
     }
     assert names == {"ForgedMessages"} and len(services) == 2  # the Lambda worker and the ECS worker
     assert alarm["Threshold"] == 1 and alarm["AlarmActions"]
+
+
+def test_an_undeliverable_dead_letter_or_alert_alarms(default_synth: Synth) -> None:
+    # QA23: both were counted (DeadLettersFailed by both workers, AlertsUndelivered by the poller)
+    # with nothing to alarm on; the first one alarms now
+    alarms = _alarms(default_synth).values()
+    for name in ("DeadLettersFailed", "AlertsUndelivered"):
+        (alarm,) = [a for a in alarms if _metric_names(a) == {name}]
+        assert alarm["Threshold"] == 1, name
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", name

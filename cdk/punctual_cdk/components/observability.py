@@ -157,14 +157,29 @@ class Observability(Construct):
                 description=f"A message reached dead-letter queue {dlq.node.id}: it failed "
                 f"{self._config.max_receive_count} deliveries. Inspect it, fix, then redrive.",
             )
-        self._alarm(
-            "ForgedMessages",
-            metric=both_lanes_sum(c.METRIC_FORGED_MESSAGES, "forged messages"),
-            threshold=1,
-            description="A worker dropped a dispatch message without a valid signature: something "
-            "outside the scheduler wrote to a work queue (look for an SQS target or a principal "
-            "with sqs:SendMessage on Punctual's queues).",
-        )
+        # Counts that must stay at 0: the first one alarms (the log names the job and the slot)
+        for name, metric, description in (
+            (
+                "ForgedMessages",
+                both_lanes_sum(c.METRIC_FORGED_MESSAGES, "forged messages"),
+                "A worker dropped a dispatch message without a valid signature: something outside the"
+                " scheduler wrote to a work queue (look for an SQS target or a principal with"
+                " sqs:SendMessage on Punctual's queues).",
+            ),
+            (
+                "DeadLettersFailed",
+                both_lanes_sum(c.METRIC_DEAD_LETTERS_FAILED, "dead letters not sent"),
+                "A finally failed slot's event could not be sent to its job's dead-letter queue (the"
+                " queue is gone, or the job's role may not send to it): the worker's log names it.",
+            ),
+            (
+                "AlertsUndelivered",
+                app_metric(c.METRIC_ALERTS_UNDELIVERED, "Sum"),
+                "An alert could not be delivered: its worker died while sending it and its job was"
+                " deleted meanwhile (its rules went with it); the poller's log names it.",
+            ),
+        ):
+            self._alarm(name, metric=metric, threshold=1, description=description)
         self._alarm(
             "FireDelayP99",
             metric=app_metric(c.METRIC_FIRE_DELAY_MS, "p99"),
