@@ -189,6 +189,25 @@ def covering_range(
     return None
 
 
+# Pages of 100 records read inside a range being written (a backfill runs at most 1,000 slots)
+INSIDE_RANGE_PAGES = 12
+
+
+def records_inside(store: JobStore, tenant: str, job_id: str, first: str, last: str) -> list[Execution]:
+    """The job's records after slot ``first`` up to slot ``last`` (included), oldest first: what
+    a range about to be written from ``first`` to ``last`` must leave out (a slot never stands in
+    two records). One Query when there are none."""
+    found: list[Execution] = []
+    cursor: str | None = first
+    for _ in range(INSIDE_RANGE_PAGES):
+        page = store.list_executions(tenant, job_id, 100, cursor, None, False)
+        found += [record for record in page.items if record.slot <= last]
+        cursor = page.cursor if page.items and page.items[-1].slot <= last else None
+        if cursor is None:
+            break
+    return found
+
+
 def slot_of_range(job: Job | None, missed: Execution, slot: str) -> Execution | None:
     """``missed`` (a range record over ``slot``: :func:`covering_range`) as the record of ``slot``
     alone, its ``last_slot`` and ``slot_count`` still the range's; None when ``slot`` is not a slot

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from punctual.execution.records import records_inside
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import ExecutionConflictError, JobStore
 from punctual.timing.slots import inside_window, next_slot, schedule_of
@@ -111,9 +112,6 @@ def slots_of(job: Job, record: Execution) -> list[datetime]:
     if out[-1] != last:
         out.append(last)
     return out
-
-
-TAKEN_PAGES = 12  # pages of 100 of a child's records read inside one of its ranges
 
 
 def _runs(kept: list[datetime], slots: list[datetime]) -> list[list[datetime]]:
@@ -214,15 +212,8 @@ class UnrunChildren:
         (its write's condition finds a record)."""
         if len(run) <= 1:
             return [run]
-        first, last = slot_key(run[0]), slot_key(run[-1])
-        taken: list[tuple[str, str]] = []
-        cursor: str | None = first
-        for _ in range(TAKEN_PAGES):
-            page = self.store.list_executions(child.tenant, child.id, 100, cursor, None, False)
-            taken += [(r.slot, r.last_slot or r.slot) for r in page.items if r.slot <= last]
-            cursor = page.cursor if page.items and page.items[-1].slot <= last else None
-            if cursor is None:
-                break
+        inside = records_inside(self.store, child.tenant, child.id, slot_key(run[0]), slot_key(run[-1]))
+        taken = [(r.slot, r.last_slot or r.slot) for r in inside]
         if not taken:
             return [run]
         left = [t for t in run if not any(a <= slot_key(t) <= b for a, b in taken)]

@@ -24,8 +24,8 @@ from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.execution.records import LEASE_LOST_NOTE, SUPERSEDED_NOTE, new_record, owned_by, summary
-from punctual.models import Execution, ExecutionStatus, Job, JobSpec, JobState
-from punctual.models.jobs import METADATA_FIELDS, chain_end
+from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.models.jobs import chain_end
 from punctual.store.base import Expect
 from punctual.timing.slots import next_slot
 from punctual.timing.timers import MANUAL_MARK, slot_instant
@@ -123,10 +123,3 @@ def superseded_for_good(job: Job, message: DispatchMessage, ran: bool, released_
         return False
     restart, _ = found
     return instant <= restart.at or not has_it
-
-
-def same_run_spec(job: Job, spec: JobSpec) -> bool:
-    """Whether ``spec`` (as accepted) is ``job``'s own but for its labels
-    (:data:`~punctual.models.jobs.METADATA_FIELDS`): no run would differ."""
-    labels = set(METADATA_FIELDS)
-    return job.spec().model_dump(exclude=labels) == spec.model_dump(exclude=labels)

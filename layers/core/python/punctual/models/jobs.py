@@ -539,18 +539,24 @@ MAX_RESTARTS = 8  # kept on the job: a chain older than these when its timer is 
 METADATA_FIELDS = ("name", "description", "tags")  # what a job is called, not what or when it runs
 
 
-def replaced_state(current: Job, spec: JobSpec, readable: bool) -> dict[str, Any]:
-    """The state of ``current`` once ``spec`` (as accepted) replaces it: a COMPLETED job is ENABLED
-    again (a new schedule may run), unless only its :data:`METADATA_FIELDS` change: then it stays
-    COMPLETED, its reason kept (QA23: a rename re-enabled it, and a one-time job past its instant was
-    refused with "no future slot"). A paused job stays paused, its reason kept (QA23: a replace dropped
-    why its target had paused it). ``readable``: ``current`` is the stored job, not a stand-in."""
+def only_labels_differ(job: Job, spec: JobSpec) -> bool:
+    """Whether ``spec`` (as accepted) is ``job``'s own but for its :data:`METADATA_FIELDS`: no run
+    would differ (a replace of it supersedes nothing, and leaves a COMPLETED job completed)."""
+    labels = set(METADATA_FIELDS)
+    return job.spec().model_dump(exclude=labels) == spec.model_dump(exclude=labels)
+
+
+def replaced_state(current: Job, labels_only: bool) -> dict[str, Any]:
+    """The state of ``current`` once a new spec replaces it: a COMPLETED job is ENABLED again (a new
+    schedule may run), unless only its labels change (``labels_only``: :func:`only_labels_differ`
+    of the stored job): then it stays COMPLETED, its reason kept (QA23: a rename re-enabled it, and a
+    one-time job past its instant was refused with "no future slot"). A paused job stays paused, its
+    reason kept (QA23: a replace dropped why its target had paused it)."""
     if current.state is JobState.PAUSED:  # still paused: why it was stays (its target asked, ...)
         return {"state": current.state, "state_reason": current.state_reason}
     if current.state is not JobState.COMPLETED:
         return {"state": current.state}
-    renamed = current.spec().model_copy(update={name: getattr(spec, name) for name in METADATA_FIELDS})
-    if readable and renamed == spec:
+    if labels_only:
         return {"state": JobState.COMPLETED, "state_reason": current.state_reason}
     return {"state": JobState.ENABLED}
 

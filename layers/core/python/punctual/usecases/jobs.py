@@ -22,9 +22,8 @@ from punctual.dispatch.load_forecast import LoadForecast
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.execution.completion import Completion
 from punctual.execution.relinks import check_links
-from punctual.execution.versions import same_run_spec
 from punctual.models import ACCEPTED, Job, JobSpec, JobState
-from punctual.models.jobs import replaced, replaced_state, restarted
+from punctual.models.jobs import only_labels_differ, replaced, replaced_state, restarted
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import NullMetrics
 from punctual.security.boundary import Boundary
@@ -584,12 +583,12 @@ class JobService:
         # A new spec supersedes what was released for the old one (punctual.execution.versions);
         # the same spec again, or one changing only its labels, supersedes nothing (execution.versions).
         accepted = JobSpec.model_validate(spec.model_dump(), context=ACCEPTED)
-        same_spec = isinstance(found, Job) and same_run_spec(found, accepted)
+        same_spec = isinstance(found, Job) and only_labels_differ(found, accepted)
         job = Job(
             **spec.model_dump(),
             id=job_id,
             tenant=tenant,
-            **replaced_state(current, accepted, readable=isinstance(found, Job)),
+            **replaced_state(current, same_spec),
             version=current.version + 1,
             spec_version=current.spec_since if same_spec else current.version + 1,
             owed_from=current.owed_from,  # a pause's owed slot stays owed

@@ -26,6 +26,7 @@ from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, me
 from punctual.execution.records import (
     GONE_NOTE,
     lost_run_of_a_gone_job,
+    records_inside,
     rest_of_range,
     retry_not_started,
     skipped_record,
@@ -102,7 +103,6 @@ def range_record(job: Job, missed: MissedRange, now: datetime) -> Execution:
 
 
 _MICRO = timedelta(microseconds=1)
-TAKEN_PAGES = 12  # pages of 100 records read inside a range (a backfill runs at most 1,000 slots)
 
 
 def less_recorded(store: JobStore, job: Job, record: Execution) -> list[Execution]:
@@ -111,20 +111,10 @@ def less_recorded(store: JobStore, job: Job, record: Execution) -> list[Executio
     without one. One Query when there are none (the common case)."""
     first, last = slot_instant(record.slot), slot_instant(record.last_slot or record.slot)
     taken: list[tuple[datetime, datetime, int]] = []
-    cursor: str | None = record.slot
-    for _ in range(TAKEN_PAGES):
-        page = store.list_executions(job.tenant, job.id, 100, cursor, None, False)
-        for found in page.items:
-            if found.slot > (record.last_slot or record.slot):
-                cursor = None
-                break
-            instant = slot_instant(found.slot) if MANUAL_MARK not in found.slot else None
-            if instant is not None and next_slot(job, instant - _MICRO) == instant:  # a slot of it
-                taken.append((instant, slot_instant(found.last_slot or found.slot), found.slot_count))
-        else:
-            cursor = page.cursor
-        if cursor is None:
-            break
+    for found in records_inside(store, job.tenant, job.id, record.slot, record.last_slot or record.slot):
+        instant = slot_instant(found.slot) if MANUAL_MARK not in found.slot else None
+        if instant is not None and next_slot(job, instant - _MICRO) == instant:  # a slot of it
+            taken.append((instant, slot_instant(found.last_slot or found.slot), found.slot_count))
     if not taken:
         return [record]
     schedule = schedule_of(job)
