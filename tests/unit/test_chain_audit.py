@@ -21,6 +21,7 @@ from factories import spec
 from punctual.auditing import CHAIN_REPAIRED, segments_for
 from punctual.auditing.liveness import head_after
 from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
+from punctual.delivery.notifications.events import SLOT_MISSED
 from punctual.dispatch.queues import MessageKind
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.clock import ManualClock
@@ -563,3 +564,25 @@ def test_a_repairs_missed_range_reaches_a_jobs_own_bus_without_a_missed_rule(rig
     assert repair.missed_from == head.slot
     handed = [m for m in rig.sim.sent(job.id) if m.kind == MessageKind.ALERT]
     assert [m.slot for m in handed] == [head.slot]  # its worker copies the Slot Missed to the bus
+
+
+def test_a_repairs_missed_ranges_are_slot_missed_events_on_the_deployment_bus(rig: AuditRig) -> None:
+    """QA23 left: the MISSED range a chain repair wrote (and its after() child's) had a Chain
+    Repaired event only; a subscriber to Slot Missed, which hears of every range a poller
+    records, never heard of these."""
+    parent = register(rig, "parent", "rate(1 minute)")
+    child = register(rig, "child", "after(parent)")
+    rig.run(3)
+    [head] = rig.future_chain_timers(parent)
+    Breaker(rig.store).delete(head)
+    rig.run(8)
+    [repair] = rig.repairs
+    missed = [e for e in rig.events.events if e.detail_type == SLOT_MISSED]
+    assert sorted((e.detail["job_id"], e.detail["slot"]) for e in missed) == [
+        (child.id, repair.missed_from),
+        (parent.id, repair.missed_from),
+    ]
+    for event in missed:
+        jsonschema.validate(event.detail, SCHEMA)
+        assert event.detail["status"] == "MISSED"
+        assert event.detail["slot_count"] == repair.missed_count

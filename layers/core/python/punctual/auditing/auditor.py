@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from punctual.auditing import liveness as live
-from punctual.auditing.repairs import Repair, Repairer, repair_event
+from punctual.auditing.repairs import Repair, Repairer, missed_events, repair_event
 from punctual.delivery.notifications.events import EventPublisher
 from punctual.execution.turns import STALE_TURN_S
 from punctual.models import Execution, Job, JobState, Overlap
@@ -421,7 +421,10 @@ class ChainAuditor:
             "" if repair.applied else " (another writer got there first: nothing written)",
         )
         if repair.applied:
-            self.events.add(repair_event(job, repair, self.clock.now()))
+            now = self.clock.now()
+            self.events.add(repair_event(job, repair, now))
+            for event in missed_events(repair, now):  # (QA23: a repair's range had no Slot Missed)
+                self.events.add(event)
 
     # ------------------------------------------------------------------ reads
 

@@ -27,12 +27,12 @@ backfill
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from punctual.auditing.liveness import FollowUp
 from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
-from punctual.delivery.notifications.events import REPAIRED, Event, execution_event
+from punctual.delivery.notifications.events import REPAIRED, SLOT_MISSED, Event, execution_event
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
 from punctual.execution.unrun_children import UnrunChildren
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
@@ -64,6 +64,9 @@ class Repair:
     missed_count: int = 0
     applied: bool = True
     version: int = 0
+    # The MISSED records the repair wrote (the job's range, its after() children's): each is a
+    # Slot Missed event on the deployment's bus, as the slots a poller records MISSED are.
+    missed_records: tuple[tuple[Job, Execution], ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,10 @@ class Repairer:
                 missed_through=slot_key(lost.last),
                 missed_count=lost.count,
             )
-            if not self._record_lost(job, lost, reason, now):
+            recorded = self._record_lost(job, lost, reason, now)
+            if recorded is None:
                 return replace(base, applied=False)
+            base = replace(base, missed_records=tuple(recorded))
         if head is not None:
             self.store.put_timers([fire_timer(self.layout, job, head, now)])
             return base
@@ -153,8 +158,11 @@ class Repairer:
             return replace(base, applied=False)
         return base
 
-    def _record_lost(self, job: Job, lost: LostSlots, reason: str, now: datetime) -> bool:
-        """The lost slots' one MISSED record, created only if its first slot has none (the lock)."""
+    def _record_lost(
+        self, job: Job, lost: LostSlots, reason: str, now: datetime
+    ) -> list[tuple[Job, Execution]] | None:
+        """The lost slots' one MISSED record, created only if its first slot has none (the lock),
+        and its after() children's; what was recorded (None: another writer holds the lock)."""
         more = "" if lost.complete else " or more"
         record = Execution(
             job_id=job.id,
@@ -175,15 +183,17 @@ class Repairer:
         try:
             self.store.save_execution(record, None, ttl)
         except ExecutionConflictError:
-            return False
+            return None
         self.store.add_skipped(job.tenant, job.id, lost.count)
         self._alert(job, record, now)
+        recorded = [(job, record)]
         if job.dependents > 0:  # the after() children's same slots: MISSED too, not left unrecorded
             below = UnrunChildren(self.store, lambda: ttl).record([(job, record)], now)
             for child, missed in below.missed:
                 self.store.add_skipped(child.tenant, child.id, missed.slot_count)
                 self._alert(child, missed, now)
-        return True
+            recorded += below.missed
+        return recorded
 
     def _alert(self, job: Job, record: Execution, now: datetime) -> None:
         """A job with a ``missed`` alert rule: a worker raises it for the range (once per slot); a
@@ -238,6 +248,16 @@ class Repairer:
             owner=owner,
         )
         self.store.put_timers([timer])
+
+
+def missed_events(repair: Repair, now: datetime) -> list[Event]:
+    """The ``Slot Missed`` events of the records ``repair`` wrote MISSED (the job's range, its
+    children's): a subscriber to Slot Missed hears of a repair's lost slots as of a poller's."""
+    return [
+        execution_event(job, record, now, detail_type=SLOT_MISSED)
+        for job, record in repair.missed_records
+        if record.status is ExecutionStatus.MISSED
+    ]
 
 
 def repair_event(job: Job, repair: Repair, now: datetime) -> Event:
