@@ -7,17 +7,34 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from punctual.console.render import LocalLinks, WidgetLinks, render_console, render_document, render_error
 from punctual.console.view import ConsoleQueryError, ConsoleView, build_view
 from punctual.console.widget import ConsoleSettings, merged_params, query_from
 from punctual.runtime.clock import SystemClock
 from punctual.store.base import JobStore
+
+logger = logging.getLogger(__name__)
+
+# What reading the table can raise when DynamoDB throttles, refuses or cannot be reached (through
+# the SDK's retries): a page that says so, never the function's error (QA24: local mode answered
+# a 502 JSON document, which has no reload, so the page stayed on it once the table was back).
+STORAGE_ERRORS = (ClientError, BotoCoreError)
+
+
+def storage_trouble(exc: ClientError | BotoCoreError, retry: str) -> str:
+    """What the page says when the jobs could not be read (``retry``: when it is read again)."""
+    logger.warning("console: the jobs could not be read: %s", exc)
+    code = exc.response.get("Error", {}).get("Code") if isinstance(exc, ClientError) else None
+    return f"the jobs could not be read from storage ({code or type(exc).__name__}); {retry}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +102,8 @@ def widget_html(event: Mapping[str, Any], endpoint: str, now: datetime | None = 
         view = _view(merged_params(event), now)
     except ConsoleQueryError as exc:
         return render_error(str(exc))
+    except STORAGE_ERRORS as exc:
+        return render_error(storage_trouble(exc, "refresh the widget to read them again"))
     return render_console(view, WidgetLinks(endpoint, services().settings.page_size))
 
 
@@ -96,5 +115,9 @@ def local_page(
         view = _view(params, now)
     except ConsoleQueryError as exc:
         return 400, render_document(render_error(str(exc)))
+    except STORAGE_ERRORS as exc:  # 503, and the page reloads as it does when it shows the jobs
+        refresh_s = services().settings.refresh_s
+        message = storage_trouble(exc, f"this page reads them again in {refresh_s} s")
+        return 503, render_document(render_error(message), refresh_s=refresh_s)
     page = render_console(view, LocalLinks(path, services().settings.page_size))
     return 200, render_document(page, refresh_s=services().settings.refresh_s)
