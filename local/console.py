@@ -28,12 +28,17 @@ def with_console(api: ProxyHandler, path: str = CONSOLE_PATH) -> ProxyHandler:
                 "headers": {"Allow": "GET, HEAD", "Content-Type": "text/plain; charset=utf-8"},
                 "body": "GET the console\n",
             }
+        from punctual.console.render import DOCUMENT_HEADERS
         from punctual.console.service import local_page
 
         status, html = local_page(event.get("queryStringParameters") or {}, path=path)
         return {
             "statusCode": status,
-            "headers": {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"},
+            "headers": {
+                "Content-Type": "text/html; charset=utf-8",
+                "Cache-Control": "no-store",
+                **DOCUMENT_HEADERS,
+            },
             "body": html,
         }
 

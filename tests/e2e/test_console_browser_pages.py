@@ -5,6 +5,7 @@ and the headers it is served with."""
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from local.api_gateway import LocalApiServer
 from local.console import with_console
 from punctual.console import service
 from punctual.console.widget import ConsoleSettings
+from punctual.models import Execution, ExecutionStatus
 from punctual.store.memory import MemoryStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -103,3 +105,61 @@ def test_a_throttled_table_shows_an_error_and_the_page_goes_on_reloading_until_i
     store.throttled = False
     shown = until(lambda: chromium.evaluate(READ_PAGE)["jobs"] or None, "jobs once the table answered")
     assert shown == ["nightly"]
+
+
+WATCH_VIOLATIONS = """
+window.__violations = [];
+document.addEventListener('securitypolicyviolation', (e) => window.__violations.push(
+  `${e.violatedDirective} ${e.blockedURI} ${e.sample}`));
+"""
+
+READ_STYLED = """
+(() => ({
+  violations: window.__violations,
+  badge: getComputedStyle(document.querySelector('#pc-jobs .st')).backgroundColor,
+  bar: document.querySelector('#pc-delays .bar').getBoundingClientRect().width,
+  url: location.href,
+}))()
+"""
+
+
+def test_the_page_is_served_with_a_policy_that_runs_no_script_and_still_shows_and_filters(
+    served: tuple[FlakyStore, str], chromium: Chromium
+) -> None:
+    store, url = served
+    # Given a job with a run, so that the page has a status badge and a histogram bar (inline styles)
+    record = next(iter(store.list_jobs("default", limit=1).items))
+    now = datetime.now(UTC)
+    store.save_execution(
+        Execution(
+            job_id=record.id,
+            slot=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            scheduled_at=now,
+            status=ExecutionStatus.SUCCEEDED,
+            started_at=now,
+            finished_at=now,
+        ),
+        None,
+        2_000_000_000,
+    )
+
+    # When the page is fetched
+    with urllib.request.urlopen(url, timeout=60) as reply:
+        headers = reply.headers
+    # Then a policy allows no script, no other origin and no framing, and the type is not sniffed
+    policy = {part.split()[0]: part.split()[1:] for part in headers["Content-Security-Policy"].split(";")}
+    assert policy["default-src"] == ["'none'"] and "script-src" not in policy
+    assert policy["frame-ancestors"] == ["'none'"] and policy["form-action"] == ["'self'"]
+    assert headers["X-Content-Type-Options"] == "nosniff" and headers["X-Frame-Options"] == "DENY"
+
+    # ... and Chromium shows the page under it as before: its styles applied, no violation reported
+    chromium.call("Page.addScriptToEvaluateOnNewDocument", source=WATCH_VIOLATIONS)
+    chromium.load(url)
+    shown = until(lambda: chromium.evaluate(READ_STYLED), "styled page")
+    assert shown["violations"] == [] and chromium.errors == [], (shown, chromium.errors)
+    assert shown["badge"] not in ("rgba(0, 0, 0, 0)", "transparent") and shown["bar"] > 0
+    # ... and its filter form still submits to the page
+    chromium.evaluate("document.querySelector('input[name=tag]').value = 'team'")
+    chromium.evaluate("document.querySelector('form[aria-label=Filter]').requestSubmit()")
+    filtered = until(lambda: chromium.evaluate("location.href").endswith("tag=team") or None, "filtered page")
+    assert filtered and chromium.evaluate("window.__violations") == []

@@ -350,6 +350,20 @@ def render_error(message: str) -> str:
     return f'<div class="pc" role="alert"><p><strong>Punctual console:</strong> {escape(message)}</p></div>'
 
 
+# The headers the whole page (local mode) is served with: it runs no script, loads nothing, and
+# submits its one form to itself, so the policy allows only its inline styles and the blank icon;
+# an escaping slip can then run nothing, and no other site can frame it (QA24: served with none).
+DOCUMENT_HEADERS: dict[str, str] = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self';"
+        " frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+
 def render_document(fragment: str, refresh_s: int | None = None, title: str = "Punctual console") -> str:
     """A whole HTML page around ``fragment`` (local mode), reloading every ``refresh_s`` seconds."""
     refresh = f'<meta http-equiv="refresh" content="{int(refresh_s)}">' if refresh_s else ""
