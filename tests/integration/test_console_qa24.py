@@ -1,17 +1,26 @@
 """The console as an operator reads it (QA24): a table that cannot be read is said so in the widget
-as on the local page, never the function's error."""
+as on the local page, never the function's error; a MISSED range record's cell says how many slots
+it stands for, as the API and the CLI do."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
+from console_html import parse
 
+from factories import job
 from punctual.console import service
+from punctual.console.render import LocalLinks, render_console
+from punctual.console.view import ConsoleQuery, build_view
 from punctual.console.widget import ConsoleSettings
+from punctual.models import Execution, ExecutionStatus
+from punctual.store.base import JobStore
 from punctual.store.memory import MemoryStore
 
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:punctual-console"
 
 
@@ -49,3 +58,32 @@ def test_a_table_that_cannot_be_read_is_said_so_in_the_widget_and_the_local_page
     assert 'role="alert"' in widget and "could not be read" in widget and named in widget
     assert status == 503 and 'role="alert"' in page and named in page
     assert '<meta http-equiv="refresh" content="7">' in page  # it goes on reloading
+
+
+def test_a_missed_range_records_cell_says_how_many_slots_it_stands_for(store: JobStore) -> None:
+    # Given a rate(1 second) job whose two hours of dropped slots are one MISSED range record
+    store.create_job(job("sec", "rate(1 second)", now=T0 - timedelta(days=1)), None, 100)
+    first, last = T0 - timedelta(hours=2), T0 - timedelta(seconds=2)
+    store.save_execution(
+        Execution(
+            job_id="sec",
+            slot=first.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            scheduled_at=first,
+            status=ExecutionStatus.MISSED,
+            finished_at=T0 - timedelta(seconds=1),
+            last_slot=last.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            slot_count=7199,
+        ),
+        None,
+        2_000_000_000,
+    )
+
+    # When the console renders
+    html = render_console(build_view(store, ConsoleQuery("default"), T0), LocalLinks())
+
+    # Then its one cell says it stands for 7,199 slots, from the first to the last, as `punctual
+    # runs list` prints it ("FIRST..LAST, N slots"), not one missed slot
+    [cell] = parse(html).tables["pc-jobs"].rows[0][7].items
+    assert cell["data-status"] == "MISSED" and cell["text"] == "MISS \u00d77199"
+    assert cell["title"] == "2026-11-30T08:00:00Z..2026-11-30T09:59:58Z MISSED, 7199 slots"
+    assert "7199 slots" in cell["aria-label"]

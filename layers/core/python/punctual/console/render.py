@@ -181,13 +181,18 @@ def _strip(row: JobRow) -> str:
     for cell in row.runs:
         label = STATUS_STYLE[cell.status][0]
         title = f"{cell.slot} {cell.status.value}, attempt {cell.attempt}"
+        spoken = f"{_hms(cell.scheduled_at)} {cell.status.value}"
+        if cell.slot_count > 1:  # a MISSED range record: say how many slots (QA24: read as one)
+            label += f" \u00d7{cell.slot_count}"
+            title = f"{cell.slot}..{cell.last_slot} {cell.status.value}, {cell.slot_count} slots"
+            spoken += f", {cell.slot_count} slots to {cell.last_slot}"
         if cell.fire_delay_ms is not None:
             title += f", fire delay {duration(cell.fire_delay_ms)}"
         if cell.error:
             title += f": {cell.error}"
         cells.append(
             f'<li class="run st-{cell.status.value}"'
-            f' title="{escape(title)}" aria-label="{escape(_hms(cell.scheduled_at))} {cell.status.value}"'
+            f' title="{escape(title)}" aria-label="{escape(spoken)}"'
             f' data-status="{cell.status.value}">{label}</li>'
         )
     name = escape(row.job.name or row.job.id)

@@ -94,6 +94,9 @@ class RunCell:
     attempt: int
     fire_delay_ms: float | None
     error: str | None
+    # A MISSED range record: the last of the consecutive slots it stands for, and how many
+    last_slot: str | None = None
+    slot_count: int = 1
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,8 @@ def _cell(execution: Execution, job: Job) -> RunCell:
         attempt=execution.attempt,
         fire_delay_ms=fire_delay_ms(execution, job),
         error=error_excerpt(execution) or None,
+        last_slot=execution.last_slot,
+        slot_count=execution.slot_count,
     )
 
 
