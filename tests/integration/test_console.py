@@ -120,7 +120,7 @@ def test_jobs_table_shows_each_jobs_schedule_state_next_fire_last_status_delay_a
     # next fire is derived from the schedule at render time, as the API does (never stored)
     assert jobs.column("Next fire (UTC)") == [
         "10:05:00 (in 5 min)",
-        "02:00:00 (in 960 min)",
+        "2026-12-01 02:00:00 (in 16 h)",  # tomorrow's: dated (QA24)
         "10:01:00 (in 60 s)",
     ]
     assert jobs.column("Last status") == ["none", "SUCCEEDED", "SUCCEEDED"]
@@ -565,7 +565,7 @@ def test_next_fire_passes_over_the_days_of_the_calendars_a_job_excludes(
     jobs = parse(render(store, t0)).tables["pc-jobs"]
 
     # Then the excluding job's next fire is tomorrow's slot, the other's today's
-    assert jobs.column("Next fire (UTC)") == ["12:00:00 (in 1560 min)", "12:00:00 (in 120 min)"]
+    assert jobs.column("Next fire (UTC)") == ["2026-12-01 12:00:00 (in 26 h)", "12:00:00 (in 2 h)"]
     assert [row["data-job-id"] for row in jobs.row_attrs] == ["excluding", "plain"]
 
 

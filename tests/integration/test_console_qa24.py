@@ -87,3 +87,29 @@ def test_a_missed_range_records_cell_says_how_many_slots_it_stands_for(store: Jo
     assert cell["data-status"] == "MISSED" and cell["text"] == "MISS \u00d77199"
     assert cell["title"] == "2026-11-30T08:00:00Z..2026-11-30T09:59:58Z MISSED, 7199 slots"
     assert "7199 slots" in cell["aria-label"]
+
+
+def test_the_schedule_says_its_time_zone_and_a_next_fire_not_today_its_date() -> None:
+    # Given a Berlin job at 02:00 local, a mid-month job, and a UTC job firing later today
+    store = MemoryStore()
+    store.create_job(job("berlin", "cron(0 2 * * ? *)", timezone="Europe/Berlin"), None, 100)
+    store.create_job(job("monthly", "cron(0 2 15 * ? *)"), None, 100)
+    store.create_job(job("today", "cron(0 12 * * ? *)"), None, 100)
+
+    # When the console renders at 10:00 UTC on 30 November
+    jobs = parse(render_console(build_view(store, ConsoleQuery("default"), T0), LocalLinks())).tables[
+        "pc-jobs"
+    ]
+
+    # Then the schedule names the zone it is read in (UTC is the default, left unsaid), and the
+    # next fire is dated when not today, its distance in hours or days, never "in 21120 min"
+    assert jobs.column("Schedule") == [
+        "cron(0 2 * * ? *) Europe/Berlin",
+        "cron(0 2 15 * ? *)",
+        "cron(0 12 * * ? *)",
+    ]
+    assert jobs.column("Next fire (UTC)") == [
+        "2026-12-01 01:00:00 (in 15 h)",
+        "2026-12-15 02:00:00 (in 15 d)",
+        "12:00:00 (in 2 h)",
+    ]
