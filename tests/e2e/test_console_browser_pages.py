@@ -163,3 +163,42 @@ def test_the_page_is_served_with_a_policy_that_runs_no_script_and_still_shows_an
     chromium.evaluate("document.querySelector('form[aria-label=Filter]').requestSubmit()")
     filtered = until(lambda: chromium.evaluate("location.href").endswith("tag=team") or None, "filtered page")
     assert filtered and chromium.evaluate("window.__violations") == []
+
+
+READ_WIDTHS = """
+(() => ({
+  page: document.documentElement.scrollWidth,
+  window: window.innerWidth,
+  right: Object.fromEntries([...document.querySelectorAll('#pc-jobs tbody tr[data-job-id]')].map(
+    (tr) => [tr.dataset.jobId, Math.round(tr.lastElementChild.getBoundingClientRect().right)])),
+}))()
+"""
+
+
+def test_long_schedules_tenants_and_tags_wrap_instead_of_pushing_the_runs_off_the_window(
+    served: tuple[FlakyStore, str], tmp_path: Path
+) -> None:
+    store, url = served
+    # Given schedules with no space to break at: after() of eight long parents, and a cron listing
+    # every minute (neither is refused; both are the longest kind of expression users write)
+    created = datetime.now(UTC) - timedelta(hours=1)
+    parents = [f"parent-{index}-" + "x" * 40 for index in range(8)]
+    for parent in parents:
+        store.create_job(job(parent, now=created), None, 100)
+    store.create_job(job("after-many", f"after({','.join(parents)})", now=created), None, 100)
+    minutes = ",".join(str(minute) for minute in range(60))
+    store.create_job(job("every-minute", f"cron({minutes} * * * ? *)", now=created), None, 100)
+    tenant = "AROA" + "X" * 200  # a long tenant (the API takes 256 characters) and tag, in the title
+    store.create_job(job("theirs", tenant=tenant, tags={"k" * 100: "v" * 200}, now=created), None, 100)
+
+    # When Chromium shows them in a 1000-pixel window (a dashboard widget is often narrower)
+    with Chromium(tmp_path / "narrow-profile", width=1000) as narrow:
+        narrow.load(url + "?page_size=100")
+        ours = until(lambda: narrow.evaluate(READ_WIDTHS), "jobs page")
+        narrow.load(url + f"?tenant={tenant}&tag={'k' * 100}={'v' * 200}")
+        theirs = until(lambda: narrow.evaluate(READ_WIDTHS), "tenant's page")
+
+    # Then the page is no wider than the window, and every row's run strip is inside it
+    assert ours["page"] <= ours["window"] and theirs["page"] <= theirs["window"], (ours, theirs)
+    assert {"after-many", "every-minute"} <= set(ours["right"]) and set(theirs["right"]) == {"theirs"}
+    assert all(0 < right <= ours["window"] for right in [*ours["right"].values(), *theirs["right"].values()])

@@ -56,6 +56,7 @@ padding:1px 2px}
 min-width:12em}
 .pc #pc-jobs th[scope=row] .muted{white-space:nowrap;overflow-wrap:normal}
 .pc td code{white-space:normal}
+.pc code{overflow-wrap:anywhere}
 .pc h2{font-size:15px;margin:0 0 4px 0}
 """
 
