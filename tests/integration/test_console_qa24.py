@@ -113,3 +113,42 @@ def test_the_schedule_says_its_time_zone_and_a_next_fire_not_today_its_date() ->
         "2026-12-15 02:00:00 (in 15 d)",
         "12:00:00 (in 2 h)",
     ]
+
+
+def test_the_recent_failures_say_when_they_are_the_newest_of_more() -> None:
+    # Given two jobs that failed 12 times between them in the last hour
+    store = MemoryStore()
+    for job_id in ("a", "b"):
+        store.create_job(job(job_id, now=T0 - timedelta(days=1)), None, 100)
+    for minute in range(12):
+        slot = T0 - timedelta(minutes=60 - minute)
+        store.save_execution(
+            Execution(
+                job_id="ab"[minute % 2],
+                slot=slot.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                scheduled_at=slot,
+                status=ExecutionStatus.FAILED,
+                started_at=slot,
+                finished_at=slot + timedelta(seconds=1),
+                error=f"HTTP 500 #{minute}",
+            ),
+            None,
+            2_000_000_000,
+        )
+
+    # When the console renders
+    tables = parse(render_console(build_view(store, ConsoleQuery("default"), T0), LocalLinks())).tables
+
+    # Then the table shows the newest ten and says that there were twelve (the jobs' counts add up
+    # to 12, which a table of ten read as all of them contradicted)
+    failures = tables["pc-failures"]
+    assert failures.caption == "Recent failures (last 24 h, jobs on this page; the newest 10 of 12)"
+    assert failures.column("Error") == [f"HTTP 500 #{minute}" for minute in range(11, 1, -1)]
+    assert tables["pc-jobs"].column("Failures 24 h") == ["6", "6"]
+
+
+def test_the_recent_failures_caption_is_plain_when_they_are_all_shown() -> None:
+    store = MemoryStore()
+    store.create_job(job("a", now=T0 - timedelta(days=1)), None, 100)
+    tables = parse(render_console(build_view(store, ConsoleQuery("default"), T0), LocalLinks())).tables
+    assert tables["pc-failures"].caption == "Recent failures (last 24 h, jobs on this page)"

@@ -309,9 +309,11 @@ def _failure_row(failure: FailureRow) -> str:
 
 
 def _failures_table(view: ConsoleView) -> str:
+    shown = len(view.failures)
+    cut = f"; the newest {shown} of {view.failures_found}" if view.failures_found > shown else ""
     return _table(
         "pc-failures",
-        "Recent failures (last 24 h, jobs on this page)",
+        f"Recent failures (last 24 h, jobs on this page{cut})",
         ("Job", "Slot", "Status", "Attempts", "Ended (UTC)", "Error"),
         [_failure_row(failure) for failure in view.failures],
         "No failures in the last 24 h among these jobs.",

@@ -148,6 +148,9 @@ class ConsoleView:
     # Stored jobs of the page this version cannot read: shown with their reason, never dropped
     # silently (QA: they were left out, and the page said "jobs 1-2" of three)
     unreadable: tuple[UnreadableJob, ...] = ()
+    # How many failures the runs read hold: ``failures`` shows the newest RECENT_FAILURES_SHOWN
+    # (QA24: the table stopped at 10 and did not say so)
+    failures_found: int = 0
 
 
 def next_fire(
@@ -315,4 +318,5 @@ def build_view(
         history_limit=history_limit,
         strip_cells=strip_cells,
         unreadable=unreadable,
+        failures_found=len(failures),
     )
