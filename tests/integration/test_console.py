@@ -699,3 +699,9 @@ def test_a_stored_job_this_version_cannot_read_is_shown_with_its_reason(
     assert (
         "cannot be read by this version: timeout_seconds" in unreadable[3] and "If-Match 1" in unreadable[3]
     )
+
+
+def test_a_page_number_without_a_cursor_is_the_first_page() -> None:
+    """QA24: ``?page=3`` with no cursor showed the first jobs, labelled "jobs 41-60 · page 3"."""
+    assert ConsoleQuery("default", page=3).page == 1
+    assert ConsoleQuery("default", cursor="job-9", page=3).page == 3

@@ -60,7 +60,8 @@ class ConsoleQuery:
     """Which page of whose jobs to show.
 
     ``cursor`` is the id of the last job of the previous page (None: the first page); ``page``
-    only numbers the page for the reader.
+    only numbers the page for the reader, so without a cursor it is 1 (QA24: ``?page=3`` alone
+    showed the first jobs numbered 41-60).
     """
 
     tenant: str
@@ -82,6 +83,8 @@ class ConsoleQuery:
             raise ConsoleQueryError(f"page_size must be 1-{MAX_PAGE_SIZE}")
         if self.page < 1:
             raise ConsoleQueryError("page must be at least 1")
+        if self.cursor is None:
+            object.__setattr__(self, "page", 1)  # the first page, whatever it was called
 
 
 @dataclass(frozen=True)
