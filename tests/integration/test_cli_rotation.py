@@ -12,6 +12,8 @@ from api_harness import api as api  # the fixture
 from test_cli_api import Served, create, run
 from test_cli_api import served as served  # the fixture
 
+from punctual.execution import default_signing_secrets
+from punctual.runtime.settings import Settings
 from punctual_cli.client import ApiError, PunctualClient
 
 
@@ -54,3 +56,25 @@ def test_the_command_rotates_shows_the_secret_once_and_exits_as_documented(
                    "arn:aws:sqs:us-east-1:123456789012:q", "--no-name-check", "-o", "json")[1]  # fmt: skip
     code, out, err = run(capsys, "jobs", "rotate-secret", json.loads(not_http)["id"])
     assert code == 2 and out == "" and "422" in err, err
+
+
+def test_an_update_that_gives_a_job_its_first_webhook_shows_its_secret(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # QA24: the replace answered the job's first signing secret, once, and the command printed only
+    # "updated job ... to version 2": the secret was never shown, and every call to the new webhook
+    # was signed with a secret its receiver could not have (rotate-secret was the only way out)
+    made = run(capsys, "jobs", "create", "--schedule", "rate(1 hour)", "--sqs-arn",
+               "arn:aws:sqs:us-east-1:123456789012:q", "--no-name-check", "-o", "json")[1]  # fmt: skip
+    job_id = json.loads(made)["id"]
+
+    code, out, err = run(capsys, "jobs", "update", job_id, "--http-url", "https://hooks.example.com/run")
+
+    assert code == 0 and err == "", err
+    assert out.startswith(f"updated job {job_id} to version 2\n"), out
+    secret = out.split("store it now):\n", 1)[1].strip()
+    job = served.api.store.get_job("default", job_id)  # the CLI's tenant in local mode
+    assert job is not None and default_signing_secrets(Settings.from_env())(job) == (secret,)
+    # an update that changes nothing about the webhook shows no secret
+    code, out, err = run(capsys, "jobs", "update", job_id, "--schedule", "rate(2 hours)")
+    assert code == 0 and out == f"updated job {job_id} to version 3\n", out

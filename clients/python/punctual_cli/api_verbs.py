@@ -390,12 +390,17 @@ def _cmd_jobs_create(args: argparse.Namespace, out: TextIO) -> int:
         _warn_duplicate_name(client, job)  # request of the tenant's quota: scripts hit 429 soon)
 
     def human(created: Mapping[str, Any]) -> str:
-        text = f"created job {created['id']}\n" + _job_detail(created)
-        if created.get("signing_secret"):
-            text += f"\nwebhook signing secret (shown once, store it now):\n  {created['signing_secret']}\n"
-        return text
+        return f"created job {created['id']}\n" + _job_detail(created) + _shown_secret(created, "\n")
 
     return emit(args, out, job, human)
+
+
+def _shown_secret(job: Mapping[str, Any], before: str = "") -> str:
+    """The webhook signing secret a reply shows (once: a create, a rotation, a replace that gave the
+    job its first webhook), as the human output prints it; nothing when the reply has none."""
+    if not job.get("signing_secret"):
+        return ""
+    return f"{before}webhook signing secret (shown once, store it now):\n  {job['signing_secret']}\n"
 
 
 DUPLICATE_SCAN_JOBS = 1000  # a name check reads at most this many jobs (10 pages)
@@ -460,7 +465,10 @@ def _cmd_jobs_update(args: argparse.Namespace, out: TextIO) -> int:
         if isinstance(stated, int) and not isinstance(stated, bool):
             version = stated
     job = client.replace_job(args.job_id, spec, version)
-    return emit(args, out, job, lambda j: f"updated job {j['id']} to version {j['version']}\n")
+    # A replace that gives the job its first webhook answers its new secret, once (QA24: not shown)
+    return emit(
+        args, out, job, lambda j: f"updated job {j['id']} to version {j['version']}\n" + _shown_secret(j)
+    )
 
 
 def _state_verb(action: str) -> Callable[[argparse.Namespace, TextIO], int]:
@@ -486,8 +494,7 @@ def _cmd_jobs_rotate_secret(args: argparse.Namespace, out: TextIO) -> int:
             return f"job {j['id']}: only its current signing secret signs now (version {j['version']})\n"
         return (
             f"job {j['id']} has a new signing secret (version {j['version']}); the previous one signs"
-            " too until the next rotation or --drop-previous\n"
-            f"webhook signing secret (shown once, store it now):\n  {j['signing_secret']}\n"
+            " too until the next rotation or --drop-previous\n" + _shown_secret(j)
         )
 
     return emit(args, out, job, human)
