@@ -307,6 +307,28 @@ def test_a_move_run_again_after_a_crash_keeps_a_paused_job_paused(api: ApiClient
     assert jobs.store.get_job(ALICE, "paused-one") is None
 
 
+def test_a_move_run_again_after_a_crash_hands_over_a_webhook_jobs_secret(api: ApiClient) -> None:
+    from punctual.api import wiring
+    from punctual.execution import default_signing_secrets
+    from punctual.runtime.settings import Settings
+
+    # Given a webhook job whose copy a crashed move registered under the new id: the copy's secret
+    # was in the crashed run's report only, never handed to the tenant
+    jobs = wiring.services().jobs
+    hook = job_spec_model(target={"type": "http", "url": "https://hooks.example.com/x"})
+    jobs.register(ALICE, hook, "hook")
+    jobs.register(ALICE_ID, hook, "hook")
+
+    # When the move runs again
+    report = move_jobs(jobs, ALICE, ALICE_ID)
+
+    # Then it finishes the move and reports a secret the moved job signs with (QA24: it reported
+    # none, and every call was signed with a secret nobody had: 401 at a verifying receiver)
+    assert report.moved == ["hook"] and jobs.store.get_job(ALICE, "hook") is None
+    moved = jobs.get(ALICE_ID, "hook")
+    assert report.secrets["hook"] in default_signing_secrets(Settings.from_env())(moved)
+
+
 def test_a_move_takes_the_tenants_schedule_groups_and_calendars_along(api: ApiClient) -> None:
     from datetime import UTC, datetime
 

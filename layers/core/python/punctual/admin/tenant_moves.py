@@ -68,6 +68,13 @@ def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
                 # this one deleted: its spec was lost, and reported moved)
                 report.kept.append((job.id, f"{to_tenant} has another job at this id; move or rename one"))
                 continue
+            elif there.signing_secret_enc and jobs.secrets is not None and job.id not in report.secrets:
+                # A copy a crashed move made: its secret was in that run's report only, handed to
+                # nobody (QA24: reported none, and every call was signed with it). A new one, the
+                # copy's own still signing beside it (the tenant's, if the job was theirs already).
+                there, secret = jobs.rotate_secret(to_tenant, job.id, expected_version=there.version)
+                if secret is not None:
+                    report.secrets[job.id] = secret
             if paused and there.state is JobState.ENABLED:  # (a crash between a copy and its pause)
                 jobs.pause(to_tenant, job.id, reason=job.state_reason)
             try:
