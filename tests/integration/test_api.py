@@ -632,3 +632,34 @@ def test_storage_that_cannot_be_reached_or_does_not_answer_is_a_503_or_504_not_a
         ("created", 201),
     ]
     assert reply.body["results"][1]["problem"]["title"] == title
+
+
+@pytest.mark.parametrize(
+    "code", ["ThrottlingException", "KMSInternalException", "DependencyTimeoutException"]
+)
+def test_kms_throttled_or_unavailable_is_a_503_naming_kms(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch, code: str
+) -> None:
+    """QA24: a webhook job's secret is sealed under its tenant's data key; the errors KMS documents
+    as transient (retry them) answered 500 'internal error', and a throttle 'storage is throttling'."""
+    import boto3
+    from api_harness import LambdaContext, rest_event
+    from botocore.exceptions import ClientError
+
+    from punctual.api import wiring
+    from punctual.security.tenant_keys import TenantKeyring
+
+    monkeypatch.setenv("PUNCTUAL_KMS_KEY_ID", boto3.client("kms").create_key()["KeyMetadata"]["KeyId"])
+    wiring.use_services(None)
+
+    class Down:
+        def generate_data_key(self, **kwargs: object) -> None:
+            raise ClientError({"Error": {"Code": code, "Message": "try again"}}, "GenerateDataKey")
+
+    monkeypatch.setattr(TenantKeyring, "_kms", lambda self: Down())
+    out = api.handler.handler(rest_event("POST", "/v1/jobs", json.dumps(http_spec())), LambdaContext())
+
+    assert out["statusCode"] == 503, out
+    assert out["multiValueHeaders"]["Retry-After"] == ["1"]
+    assert "KMS" in json.loads(out["body"])["detail"]
+    assert api.call("GET", "/v1/jobs").body["items"] == []  # nothing was registered

@@ -437,7 +437,7 @@ _SHED_REASONS = frozenset({"None", "ThrottlingError", "TransactionConflict", "Pr
 def shed_load(exc: ClientError) -> bool:
     """Whether DynamoDB or SQS refused ``exc``'s request for load: nothing was done, and the same
     request a moment later can succeed (the API's 503, the scheduler API's ThrottlingException)."""
-    code = str(exc.response.get("Error", {}).get("Code", ""))
+    code = _code(exc)
     reasons = {str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])}
     # A transaction cancelled only for load (throttled, or another transaction on an item): the
     # same, nothing was written (a failed condition is the caller's to read, never this).
@@ -447,12 +447,29 @@ def shed_load(exc: ClientError) -> bool:
     return code in THROTTLE_CODES or code in CONFLICT_CODES or bool(shed)
 
 
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
 def _busy(detail: str, retry_after_s: object = 1) -> Response[Any]:
     """503 with Retry-After: nothing was done, and the same request a moment later can succeed."""
     return problem_response(503, "busy", "Service busy", detail, headers={"Retry-After": str(retry_after_s)})
 
 
+# KMS calls the API makes (sealing a webhook's signing secret under its tenant's data key), and the
+# errors KMS documents as transient, to be retried: throttling, an internal error, a dependency's
+# timeout. A job's secret is sealed before the job is written; a keyed create's reply after it,
+# and its retry with the key answers the job the first attempt made.
+_KMS_OPERATIONS = frozenset({"Encrypt", "Decrypt", "GenerateDataKey"})
+_KMS_TRANSIENT = frozenset({"KMSInternalException", "DependencyTimeoutException", *THROTTLE_CODES})
+
+
 def _aws_error(exc: ClientError) -> Response[Any]:
+    if exc.operation_name in _KMS_OPERATIONS and _code(exc) in _KMS_TRANSIENT:
+        # (QA24: KMSInternalException and DependencyTimeoutException answered 500, and a KMS
+        # throttle 'storage is throttling')
+        logger.warning("answering 503: %s", exc)
+        return _busy("KMS, which seals webhook signing secrets, is throttled or unavailable; retry shortly")
     if shed_load(exc):
         # DynamoDB or SQS is shedding load: a retry after a moment will succeed.
         return _busy("storage is throttling requests; retry shortly")
