@@ -14,6 +14,7 @@ from punctual.dispatch.queues import DispatchMessage, MessageKind, SqsQueues
 from punctual.execution import PARK_AFTER_RECEIVES
 from punctual.models import JobState
 from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.security.message_auth import DispatchSigner
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import slot_key
@@ -141,13 +142,37 @@ def test_one_malformed_body_does_not_fail_the_whole_receive_of_the_ecs_lane(
     # real message of another tenant
     good = SIGNER.sign(DispatchMessage("a", "report", slot_key(t0), slot_key(t0), 1, 1))
     client = _FakeSqs([poison, good.to_body()])
+    queues = SqsQueues(client)
+    queues.metrics = metrics = RecordingMetrics()
     # When it is received
-    received = SqsQueues(client).receive("queue://long", 10, 0, 900)
+    received = queues.receive("queue://long", 10, 0, 900)
     # Then the real message is handed over (not left in flight for the lease, its receive count
     # climbing towards the dead-letter queue each time the poison comes with it), and the
-    # malformed one is deleted, as the Lambda worker drops it ("malformed")
+    # malformed one is deleted, as the Lambda worker drops it ("malformed"), and counted as
+    # forged (QA24: not counted, no alarm)
     assert [r.message.job_id for r in received] == ["report"]
     assert client.deleted == ["r0"]
+    assert metrics.total("ForgedMessages") == 1
+
+
+@pytest.mark.parametrize("poison", ["not json", "{}", '{"tenant": "b"}', "[1]", "truncated"])
+def test_a_malformed_body_is_dropped_and_counted_as_forged_by_the_lambda_worker(
+    rig: Rig, t0: datetime, poison: str
+) -> None:
+    """QA24: the docs promise a body altered after signing is counted (ForgedMessages, which
+    alarms); one that no longer reads as a message (cut short, made up) was counted apart
+    (MalformedMessages), which nothing watched, so it raised no alarm."""
+    victim = rig.add_job("payroll", tenant="b")
+    signed = SIGNER.sign(rig.message(victim, t0, kind=MessageKind.FIRE))
+    rig.send(signed)
+    body = signed.to_body()[:-40] if poison == "truncated" else poison
+    worker = rig.worker(signer=SIGNER)
+
+    result = worker.process_sqs_record(_record(rig, body))
+
+    assert (result.outcome, result.ack) == ("malformed", True)
+    assert rig.metrics.total("ForgedMessages") == 1
+    assert rig.store.get_execution("b", "payroll", slot_key(t0)) is None
 
 
 def test_a_message_that_failed_is_parked_only_when_it_is_signed(rig: Rig, t0: datetime) -> None:

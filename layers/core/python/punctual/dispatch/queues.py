@@ -26,6 +26,7 @@ from pydantic_core import from_json, to_json
 from punctual.models import Job, Overlap, Runtime
 from punctual.models.job_documents import document_of, stored_document
 from punctual.models.jobs import read_carried
+from punctual.runtime.observability import MetricsSink
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.timers import stable_hash
 
@@ -53,6 +54,9 @@ def _escape_long(text: str) -> str:
     return _escape(text)
 
 
+# The count of work-queue bodies no scheduler process wrote: unsigned, signed with another key,
+# altered after signing, or no message at all (truncated, not JSON): the alarm ForgedMessages.
+FORGED_MESSAGES = "ForgedMessages"
 THROTTLE_CODES = frozenset(
     {
         "ThrottlingException",
@@ -483,6 +487,7 @@ class SqsQueues:
         self.client = client
         self.max_rounds = max_rounds
         self.signer = signer
+        self.metrics: MetricsSink | None = None  # counts what receive drops (the ECS worker sets it)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="sqs-send")
 
     def send(self, queue_url: str, messages: Sequence[DispatchMessage]) -> None:
@@ -563,6 +568,8 @@ class SqsQueues:
 
     def _drop_malformed(self, queue_url: str, raw: Mapping[str, Any], error: Exception) -> None:
         log.error("dropping a malformed message %s: %s", raw.get("MessageId"), error)
+        if self.metrics is not None:
+            self.metrics.add(FORGED_MESSAGES, 1)  # no sender writes one (as the Lambda worker counts it)
         try:
             self.delete(queue_url, raw["ReceiptHandle"])
         except Exception:  # its receive count takes it to the dead-letter queue anyway

@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from punctual.delivery.notifications.alerts import fire_delay_of
-from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, job_from_spec
+from punctual.dispatch.queues import FORGED_MESSAGES, DispatchMessage, MessageKind, QueuePort, job_from_spec
 from punctual.execution.after import AfterEffects
 from punctual.execution.decisions import FRESH_KINDS, NEW_SLOT, ClaimAction, ClaimDecision, decide_claim
 from punctual.execution.lease import Leases
@@ -546,7 +546,7 @@ class Claimer:
     def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
         """A message not signed with the dispatch key: someone outside the scheduler wrote it.
         Nothing it names is read or written; it is logged, counted and dropped."""
-        self.metrics.add("ForgedMessages", 1)
+        self.metrics.add(FORGED_MESSAGES, 1)
         log.error(
             "dropping a message without a valid signature (%s): tenant %r job %r slot %r attempt %r kind %r",
             "unsigned" if not message.sig else "forged",

@@ -417,6 +417,7 @@ def main(argv: Sequence[str] | None = None, *, invoker: TargetInvoker | None = N
     knobs = ServiceSettings.from_env()
     urls = queue_urls_for(settings, knobs.lane)
     metrics = EmfMetrics(Platform.from_env().metrics_namespace)
+    built.queues.metrics = metrics  # a malformed body received counts as forged
     # Every delete of the task (runs ended, messages dropped) goes out ten at a time.
     queues = BatchedDeletes(built.queues)
     worker = built.worker(lease_timers=True, invoker=invoker, metrics=metrics, queues=queues)
