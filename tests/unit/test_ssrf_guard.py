@@ -238,6 +238,21 @@ def test_every_resolved_address_is_checked() -> None:
     assert "10.0.0.5" not in caught.value.reason
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["https://hooks.example.com/run?api_key=s3cr3t-token", "http://localhost:8080/run?api_key=s3cr3t-token"],
+)
+def test_the_operators_log_of_a_blocked_name_leaves_out_the_query(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """QA24: the log line named the whole URL, its query string (which carries the tokens the
+    records leave out) included, into the workers' and the API's logs."""
+    with pytest.raises(BlockedTargetError):
+        guard_url(url, resolver=_answers("10.0.0.5"))
+    assert "blocked target" in caplog.text and "/run" in caplog.text  # still says what and where
+    assert "s3cr3t-token" not in caplog.text and "api_key" not in caplog.text
+
+
 def test_resolved_addresses_come_back_in_order_without_duplicates() -> None:
     checked = guard_url("https://hooks.example.com/", resolver=_answers(PUBLIC_V4, PUBLIC_V6, PUBLIC_V4))
     assert checked == (ipaddress.ip_address(PUBLIC_V4), ipaddress.ip_address(PUBLIC_V6))

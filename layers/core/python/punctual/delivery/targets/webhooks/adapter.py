@@ -132,13 +132,8 @@ def _redirect_location(url: str, header: str) -> str | None:
         return None
 
 
-def _redacted(parsed: ParsedUrl) -> str:
-    """The URL without its query string (which may carry tokens) for records."""
-    return f"{parsed.scheme}://{parsed.url.split('://', 1)[1].split('?', 1)[0].split('#', 1)[0]}"
-
-
 def _shown_location(location: str) -> str:
-    """A redirect's target for records, without its query string as :func:`_redacted` (QA: an
+    """A redirect's target for records, without its query string as ``ParsedUrl.shown`` (QA: an
     http-to-https redirect echoes the job's URL, and its ``?token=`` went into the record's
     error, its events and alerts, where the record's ``url`` had it cut)."""
     return _one_line(location.split("?", 1)[0], 200)
@@ -272,7 +267,7 @@ class HttpTargetAdapter:
 
             result = self._exchange(parsed, addresses, method, outgoing, body, deadline, ctx.cancel)
             if isinstance(result, TargetResult):
-                result.detail.setdefault("url", _redacted(parsed))
+                result.detail.setdefault("url", parsed.shown)
                 if hops:
                     result.detail["redirects"] = hops
                 return result
@@ -443,7 +438,7 @@ class HttpTargetAdapter:
     def _fail_timeout(cls, parsed: ParsedUrl, hops: list[str]) -> TargetResult:
         result = cls._timeout(parsed)
         result.summary = f"timed out resolving {parsed.host}"
-        result.detail["url"] = _redacted(parsed)
+        result.detail["url"] = parsed.shown
         if hops:
             result.detail["redirects"] = hops
         return result
@@ -472,7 +467,7 @@ class HttpTargetAdapter:
     ) -> TargetResult:
         result.detail.update(
             status=response.status,
-            url=_redacted(parsed),
+            url=parsed.shown,
             body=response.body[:DETAIL_BODY_CHARS].decode("utf-8", "replace"),
             body_bytes_read=len(response.body),
             body_truncated=response.truncated,
