@@ -4,6 +4,8 @@ the key before a rotation would have dropped every message signed after it as fo
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -92,3 +94,54 @@ def test_a_secret_that_cannot_be_read_again_leaves_the_keys_held(secrets: Any) -
     client.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
     assert not signer.verify(DispatchSigner("x" * 40).sign(MESSAGE))  # logged, not raised
     assert signer.verify(DispatchSigner(K1).sign(MESSAGE))
+
+
+class _TellingLock:
+    """The signer's reload lock, telling when a second thread asks for it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.asked = 0
+        self.second_asked = threading.Event()
+
+    def __enter__(self) -> None:
+        self.asked += 1
+        if self.asked == 2:
+            self.second_asked.set()
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def test_messages_checked_while_another_thread_reads_the_new_key_are_not_forged() -> None:
+    """QA24: a worker checks a batch's messages in threads. After a rotation, the first thread to
+    meet the new key read it again; another thread that had checked its message (by the new key
+    too) meanwhile waited for that read, then found it 'too recent' to read again, and its message
+    was dropped as forged (ForgedMessages, the alarm; the slot waited for a re-send)."""
+    reading = threading.Event()
+    go = threading.Event()
+
+    def slow_read() -> tuple[str, str]:  # Secrets Manager, answering once told to
+        reading.set()
+        assert go.wait(30)
+        return K2, K1
+
+    signer = DispatchSigner(K1, reload=slow_read)
+    signer._reload_lock = lock = _TellingLock()  # type: ignore[assignment]
+    first, second = (DispatchSigner(K2).sign(replace(MESSAGE, job_id=job)) for job in ("a", "b"))
+    results: dict[str, bool] = {}
+    threads = [
+        threading.Thread(target=lambda m=m: results.__setitem__(m.job_id, signer.verify(m)))
+        for m in (first, second)
+    ]
+
+    threads[0].start()  # the first thread reads the key again...
+    assert reading.wait(30)
+    threads[1].start()  # ...while the second checks its message by the old key and waits
+    assert lock.second_asked.wait(30)
+    go.set()
+    for thread in threads:
+        thread.join(30)
+
+    assert results == {"a": True, "b": True}

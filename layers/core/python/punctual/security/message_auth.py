@@ -85,6 +85,7 @@ class DispatchSigner:
         self._clock = clock
         self._reloaded_at: float | None = None
         self._reload_lock = threading.Lock()
+        self._reads = 0  # how many times the keys were read again (what a waiting verify looks at)
         self._use(key, previous)
 
     def _use(self, key: str, previous: Sequence[str]) -> None:
@@ -92,14 +93,15 @@ class DispatchSigner:
             raise DispatchKeyError(f"the dispatch key must have at least {MIN_KEY_CHARS} characters")
         # The HMAC keyed once: each signature copies it (its key's pads already hashed) instead of
         # keying a new one (``hmac.new``: a third of a signature's cost). Never updated itself, so
-        # threads that sign at once share it.
-        self._keyed = _keyed_hmac(_derived(key))
-        self._accepted = [_keyed_hmac(_derived(k)) for k in previous if k != key and len(k) >= MIN_KEY_CHARS]
+        # threads that sign at once share it. Both set in one assignment: a verify in another
+        # thread never sees the new key beside the old accepted ones.
+        accepted = [_keyed_hmac(_derived(k)) for k in previous if k != key and len(k) >= MIN_KEY_CHARS]
+        self._keys: tuple[Any, list[Any]] = (_keyed_hmac(_derived(key)), accepted)
 
     def signature(self, message: DispatchMessage) -> str:
         """The signature of ``message``'s every field but the signature itself: the HMAC-SHA256
         ``hmac.new(key, payload, sha256).hexdigest()`` gives."""
-        return _signature(self._keyed, message.payload())
+        return _signature(self._keys[0], message.payload())
 
     def sign(self, message: DispatchMessage) -> DispatchMessage:
         """``message`` with its signature set."""
@@ -117,26 +119,33 @@ class DispatchSigner:
         sig = message.sig
         if not isinstance(sig, str) or not sig or not sig.isascii():
             return False
+        reads = self._reads  # before the keys are looked at: a read made after this is news
+        keyed, accepted = self._keys
         try:
             payload = message.payload()
-            if hmac.compare_digest(sig, _signature(self._keyed, payload)):
+            if hmac.compare_digest(sig, _signature(keyed, payload)):
                 return True
-            if any(hmac.compare_digest(sig, _signature(k, payload)) for k in self._accepted):
+            if any(hmac.compare_digest(sig, _signature(k, payload)) for k in accepted):
                 return True
         except Exception:  # fields of types no sender writes: not a message this key signed
             return False
-        return self._reloaded() and self.verify_known(sig, payload)
+        return self._reloaded(reads) and self.verify_known(sig, payload)
 
     def verify_known(self, sig: str, payload: str) -> bool:
         """Whether ``sig`` signs ``payload`` under the keys held now (no reload)."""
-        keys = [self._keyed, *self._accepted]
-        return any(hmac.compare_digest(sig, _signature(k, payload)) for k in keys)
+        keyed, accepted = self._keys
+        return any(hmac.compare_digest(sig, _signature(k, payload)) for k in (keyed, *accepted))
 
-    def _reloaded(self) -> bool:
-        """Read the keys again if the last read is old enough: whether they were read."""
+    def _reloaded(self, reads: int) -> bool:
+        """Read the keys again if the last read is old enough: whether the keys may be new since
+        ``reads`` (read by this call, or by another thread's while this one checked or waited:
+        QA24, after a rotation the first thread read the new key, and the messages other threads
+        of the batch had checked meanwhile were dropped as forged, the read being 'too recent')."""
         if self._reload is None:
             return False
         with self._reload_lock:
+            if self._reads != reads:
+                return True
             now = self._clock()
             if self._reloaded_at is not None and now - self._reloaded_at < self._reload_every_s:
                 return False
@@ -144,6 +153,7 @@ class DispatchSigner:
             try:
                 current, previous = self._reload()
                 self._use(current, [previous] if previous else [])
+                self._reads += 1
             except Exception:
                 log.warning("cannot read the dispatch key again", exc_info=True)
                 return False
