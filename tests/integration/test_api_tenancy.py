@@ -329,6 +329,23 @@ def test_a_move_run_again_after_a_crash_hands_over_a_webhook_jobs_secret(api: Ap
     assert report.secrets["hook"] in default_signing_secrets(Settings.from_env())(moved)
 
 
+def test_a_move_run_again_leaves_the_secret_of_a_copy_that_calls_no_webhook(api: ApiClient) -> None:
+    from punctual.api import wiring
+
+    # Given a queue job, and its copy under the new id that once called a webhook (a replace keeps
+    # the secret it had): nothing signs with that secret, so there is nothing to hand over
+    jobs = wiring.services().jobs
+    jobs.register(ALICE, job_spec_model(), "queued")
+    jobs.register(
+        ALICE_ID, job_spec_model(target={"type": "http", "url": "https://hooks.example.com/x"}), "queued"
+    )
+    jobs.replace(ALICE_ID, "queued", job_spec_model())
+
+    report = move_jobs(jobs, ALICE, ALICE_ID)
+
+    assert report.moved == ["queued"] and report.secrets == {}
+
+
 def test_a_move_takes_the_tenants_schedule_groups_and_calendars_along(api: ApiClient) -> None:
     from datetime import UTC, datetime
 

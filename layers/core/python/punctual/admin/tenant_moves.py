@@ -15,7 +15,7 @@ from punctual.store.base import CalendarVersionError, GroupExistsError, JobStore
 from punctual.store.listing import every_item
 from punctual.usecases.job_admission import all_jobs
 from punctual.usecases.job_errors import InvalidJobError, JobHasDependentsError
-from punctual.usecases.jobs import JobService
+from punctual.usecases.jobs import JobService, signs_webhooks
 
 
 @dataclass
@@ -68,7 +68,7 @@ def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
                 # this one deleted: its spec was lost, and reported moved)
                 report.kept.append((job.id, f"{to_tenant} has another job at this id; move or rename one"))
                 continue
-            elif there.signing_secret_enc and jobs.secrets is not None and job.id not in report.secrets:
+            elif signs_webhooks(there) and jobs.secrets is not None and job.id not in report.secrets:
                 # A copy a crashed move made: its secret was in that run's report only, handed to
                 # nobody (QA24: reported none, and every call was signed with it). A new one, the
                 # copy's own still signing beside it (the tenant's, if the job was theirs already).
