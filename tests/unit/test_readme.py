@@ -94,6 +94,7 @@ def test_the_python_receiver_example_verifies_what_punctual_signs() -> None:
     body, key = b'{"report":"daily"}', "job-1:2026-11-30T02:00:00Z"
     timestamp = int(time.time())  # the library refuses a timestamp five minutes away from its clock
     headers = {
+        "content-type": "application/json",  # as Punctual sends a JSON payload
         "webhook-id": key,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": sign_webhook(key, timestamp, body, [secret]),
