@@ -145,3 +145,36 @@ def test_messages_checked_while_another_thread_reads_the_new_key_are_not_forged(
         thread.join(30)
 
     assert results == {"a": True, "b": True}
+
+
+def test_a_process_that_only_signs_follows_rotations(secrets: Any) -> None:
+    """QA24: a poller, the API or the auditor never verifies, so it never met a message that made
+    it read the key again: one that lived through two rotations signed with a key no worker
+    accepted any more, and every slot it released was dropped as forged."""
+    client, arn = secrets
+    counting = Counting(client)
+    now = [0.0]
+    first = _signer(counting, arn)
+    signer = DispatchSigner(K1, reload=first._reload, clock=lambda: now[0])  # type: ignore[arg-type]
+    client.put_secret_value(SecretId=arn, SecretString=K2)
+    client.put_secret_value(SecretId=arn, SecretString=K3)
+    reads = counting.reads
+    assert signer.sign(MESSAGE).sig == DispatchSigner(K1).signature(MESSAGE)  # read moments ago
+    assert counting.reads == reads  # no read per signature
+    now[0] = 301.0  # past the refresh period: the next signature reads the keys first
+    signed = signer.sign(MESSAGE)
+    assert signed.sig == DispatchSigner(K3).signature(MESSAGE)
+    assert _signer(client, arn).verify(signed)  # a worker of today runs it
+    for _ in range(20):
+        signer.sign(MESSAGE)
+    assert counting.reads == reads + 2  # once (current and previous), not per signature
+
+
+def test_a_failed_refresh_keeps_signing_with_the_keys_held(secrets: Any) -> None:
+    client, arn = secrets
+    now = [0.0]
+    first = _signer(client, arn)
+    signer = DispatchSigner(K1, reload=first._reload, clock=lambda: now[0])  # type: ignore[arg-type]
+    client.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
+    now[0] = 400.0
+    assert signer.sign(MESSAGE).sig == DispatchSigner(K1).signature(MESSAGE)  # logged, not raised

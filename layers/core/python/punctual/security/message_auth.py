@@ -37,6 +37,10 @@ log = logging.getLogger("punctual.security.message_auth")
 KEY_LABEL = b"punctual-dispatch-v1"
 MIN_KEY_CHARS = 32
 RELOAD_EVERY_S = 10.0  # the most often a process reads the secret again for a message it cannot verify
+# How old the keys a process signs with may get before its next signature reads them again: a
+# process that only signs (a poller, the API, the auditor) never meets a message it cannot verify,
+# so without this it signed with the key it started with through any number of rotations (QA24).
+REFRESH_EVERY_S = 300.0
 # A dispatch key's versions: the one to sign with and the one before it (None: none, or not read)
 KeyVersions = tuple[str, str | None]
 
@@ -69,7 +73,8 @@ class DispatchSigner:
     reload
         Reads the keys again (current, previous) when a message verifies under none of them, at
         most every ``reload_every_s`` (``clock``: seconds, monotonic): a rotation made since the
-        process read them.
+        process read them; and before a signature when they were read ``refresh_every_s`` ago or
+        more, so a process that only signs follows rotations too.
     """
 
     def __init__(
@@ -79,11 +84,14 @@ class DispatchSigner:
         reload: Callable[[], KeyVersions] | None = None,
         reload_every_s: float = RELOAD_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
+        refresh_every_s: float = REFRESH_EVERY_S,
     ) -> None:
         self._reload = reload
         self._reload_every_s = reload_every_s
+        self._refresh_every_s = refresh_every_s
         self._clock = clock
         self._reloaded_at: float | None = None
+        self._read_at = clock()  # when the keys held were read (or a read of them last failed)
         self._reload_lock = threading.Lock()
         self._reads = 0  # how many times the keys were read again (what a waiting verify looks at)
         self._use(key, previous)
@@ -101,6 +109,8 @@ class DispatchSigner:
     def signature(self, message: DispatchMessage) -> str:
         """The signature of ``message``'s every field but the signature itself: the HMAC-SHA256
         ``hmac.new(key, payload, sha256).hexdigest()`` gives."""
+        if self._reload is not None and self._clock() - self._read_at >= self._refresh_every_s:
+            self._refresh()
         return _signature(self._keys[0], message.payload())
 
     def sign(self, message: DispatchMessage) -> DispatchMessage:
@@ -150,14 +160,32 @@ class DispatchSigner:
             if self._reloaded_at is not None and now - self._reloaded_at < self._reload_every_s:
                 return False
             self._reloaded_at = now
-            try:
-                current, previous = self._reload()
-                self._use(current, [previous] if previous else [])
-                self._reads += 1
-            except Exception:
-                log.warning("cannot read the dispatch key again", exc_info=True)
+            if not self._read_keys(now):
                 return False
         log.info("read the dispatch key again (a message this process could not verify)")
+        return True
+
+    def _refresh(self) -> None:
+        """Read the keys again before a signature, they being ``refresh_every_s`` old (a failed
+        read keeps signing with the keys held, and is tried again a period later)."""
+        assert self._reload is not None
+        with self._reload_lock:
+            now = self._clock()
+            if now - self._read_at < self._refresh_every_s:
+                return  # another thread read them meanwhile
+            self._read_keys(now)
+
+    def _read_keys(self, now: float) -> bool:
+        """Read and use the keys (under the reload lock); whether it worked."""
+        assert self._reload is not None
+        self._read_at = now
+        try:
+            current, previous = self._reload()
+            self._use(current, [previous] if previous else [])
+        except Exception:
+            log.warning("cannot read the dispatch key again", exc_info=True)
+            return False
+        self._reads += 1
         return True
 
 
