@@ -580,3 +580,37 @@ def test_a_retry_is_not_held_back_by_its_batch_mates_long_run(lane: Lane) -> Non
     finally:
         target.release.set()
         thread.join(30)
+
+
+def test_a_queue_jobs_next_slot_is_not_held_back_by_another_tenants_long_run(lane: Lane) -> None:
+    """An overlap ``queue`` job's slots share one message group (its job's), which FIFO keeps
+    closed while one of its messages is in flight: its ended slot's message held to the batch's end
+    kept the job's next slot (and its turn hand-over) from every worker for as long as a batch
+    mate's run lasted, another tenant's slow target making it minutes late. An ended run of an
+    ordered job has its message deleted at once."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    ordered = lane.add_job("orders", tenant="tenant-b", overlap="queue")
+    slow = lane.add_job("slow", tenant="tenant-a")
+    lane.send(fire(ordered, now), fire(slow, now))
+    target = HeldTarget({"slow"})
+    batch = LambdaBatch(lane.worker(target))
+    received = lane.receive()
+    assert len(received) == 2
+    thread, _ = _handle_in_thread(batch, lane.event(received))
+    try:
+        assert target.started.wait(20)  # tenant A's run is in flight
+        deadline = time.monotonic() + 20
+        while (record := record_of(lane, ordered, now)) is None or (
+            record.status is not ExecutionStatus.SUCCEEDED
+        ):
+            assert time.monotonic() < deadline, "tenant B's slot never ended"
+            time.sleep(0.05)
+        # When tenant B's next slot is released, while tenant A's run still lasts
+        after = now + timedelta(minutes=1)
+        lane.send(fire(ordered, after))
+        got, _ = lane.receive_within(5)
+        # Then it is received at once: its group is not held by the ended slot's message
+        assert [DispatchMessage.from_body(m["Body"]).slot for m in got] == [slot_key(after)]
+    finally:
+        target.release.set()
+        thread.join(30)

@@ -112,8 +112,8 @@ def _run(groups: list[list[str]], every_group_on_the_pool: bool) -> tuple[Any, l
     batch = LambdaBatch(worker, keeper=_Keeper())  # type: ignore[arg-type]
     if every_group_on_the_pool:  # the batch before: the last group on a thread of its own too
 
-        def on_the_pool(items: Any, time_left_s: Any, released: Any) -> Future[list[str]]:
-            return batch._pool.submit(batch._work_group, items, time_left_s, released)
+        def on_the_pool(items: Any, time_left_s: Any, released: Any, mates: bool) -> Future[list[str]]:
+            return batch._pool.submit(batch._work_group, items, time_left_s, released, mates)
 
         batch._work_here = on_the_pool  # type: ignore[method-assign]
     try:

@@ -26,6 +26,8 @@ message is leased for seconds instead, by the worker itself:
    the mapping deletes the others. A record whose attempt failed with a retry due is deleted
    as soon as it is recorded: its retry comes in the same message group, which FIFO keeps closed
    while the message is in flight, and a batch mate's long run would hold it past its backoff.
+   So is an overlap ``queue`` job's record beside other groups: the job's next slots and turns
+   come in its one group, and another tenant's slow target would hold them past their instants.
 
 A worker that dies *before* step 1 (an init failure, a crash while the runtime starts) leaves its
 messages in flight for the queue's visibility timeout: the pollers re-send such slots under a new
@@ -41,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from punctual.dispatch.queues import DispatchMessage
 from punctual.execution.hold_gate import HoldGate
 from punctual.execution.keeper import LeaseKeeper
 from punctual.execution.ports import HandleResult
@@ -58,6 +61,14 @@ SETTLE_MARGIN_S = 5.0  # of the invocation, left after waiting for the batch's a
 
 def _group_of(record: Mapping[str, Any]) -> str:
     return str(record.get("attributes", {}).get("MessageGroupId", ""))
+
+
+def _ordered(record: Mapping[str, Any]) -> bool:
+    """Whether the record's message is an overlap ``queue`` job's (its job's one message group)."""
+    try:
+        return bool(DispatchMessage.from_body(str(record["body"])).ordered)
+    except (ValueError, TypeError, KeyError):  # (malformed: dropped by its own handling)
+        return False
 
 
 class LambdaBatch:
@@ -106,13 +117,14 @@ class LambdaBatch:
         for url, record in located:
             groups.setdefault(_group_of(record), []).append((url, record))
         runs = list(groups.values())
+        mates = len(runs) > 1  # a group's ended record would be held for the others' runs
         last = runs.pop() if runs else []
         # Every group but the last on the pool, the last on this thread, which would only wait for
         # it: a batch of one group (a quiet queue's) hands nothing to a thread (~20 µs a record).
-        futures = [self._pool.submit(self._work_group, items, time_left_s, released) for items in runs]
+        futures = [self._pool.submit(self._work_group, items, time_left_s, released, mates) for items in runs]
         failed: list[str] = []
         try:
-            here = self._work_here(last, time_left_s, released)
+            here = self._work_here(last, time_left_s, released, mates)
             for future in [*futures, here]:  # (in the groups' order, as when each had a thread)
                 failed.extend(future.result())
             # The batch's alerts were delivered beside its runs: wait for them before the
@@ -138,12 +150,13 @@ class LambdaBatch:
         items: list[tuple[str, Mapping[str, Any]]],
         time_left_s: Callable[[], float],
         released: set[tuple[str, str]],
+        mates: bool,
     ) -> Future[list[str]]:
         """:meth:`_work_group` on this thread, its end kept as the pool keeps a group's (a result,
         or whatever it raised, raised again by ``result()`` in its turn)."""
         done: Future[list[str]] = Future()
         try:
-            done.set_result(self._work_group(items, time_left_s, released))
+            done.set_result(self._work_group(items, time_left_s, released, mates))
         except BaseException as exc:  # (as the pool's work item keeps it)
             done.set_exception(exc)
         return done
@@ -178,16 +191,20 @@ class LambdaBatch:
 
         return holder.submit(hold)
 
-    def _retry_waits(self, handled: HandleResult, url: str, record: Mapping[str, Any]) -> bool:
-        """Whether ``record``'s attempt failed with a retry due, its message then deleted at once.
+    def _deleted_early(self, handled: HandleResult, url: str, record: Mapping[str, Any], mates: bool) -> bool:
+        """Whether ``record``'s message was deleted at once: its attempt failed with a retry due,
+        or it is an overlap ``queue`` job's (one message group per job) and other groups share the
+        batch.
 
-        The retry is sent in the slot's message group, which FIFO keeps closed while this message
-        is in flight: held to the batch's end (its longest run), it would hold the retry back past
-        its backoff. One DeleteMessage per retrying attempt (the mapping's own delete of it later
-        finds it gone); a failed delete leaves it to the batch's end, as before.
+        The retry is sent in the slot's message group, and a ``queue`` job's next slot and turn in
+        the job's, which FIFO keeps closed while this message is in flight: held to the batch's end
+        (its longest run, another tenant's slow target's up to 840 s), it would hold them back past
+        their backoff or instant. One DeleteMessage per such record (the mapping's own delete of it
+        later finds it gone); a failed delete leaves it to the batch's end, as before.
         """
         execution = handled.execution
-        if execution is None or execution.status is not ExecutionStatus.RETRY_WAIT:
+        retry = execution is not None and execution.status is ExecutionStatus.RETRY_WAIT
+        if not retry and not (mates and _ordered(record)):
             return False
         try:
             self.worker.queues.delete(url, str(record["receiptHandle"]))
@@ -201,6 +218,7 @@ class LambdaBatch:
         items: list[tuple[str, Mapping[str, Any]]],
         time_left_s: Callable[[], float],
         released: set[tuple[str, str]],
+        mates: bool = False,
     ) -> list[str]:
         """One message group's records in order; the ids of those that failed (or were skipped)."""
         failed: list[str] = []
@@ -211,7 +229,7 @@ class LambdaBatch:
             else:
                 try:
                     handled = self.worker.process_sqs_record(record, time_left_s())
-                    if not self._retry_waits(handled, url, record):
+                    if not self._deleted_early(handled, url, record, mates):
                         continue  # done: held (renewed) until the mapping deletes it after the batch
                 except Exception as exc:  # MessageReturned included: the message stays in the queue
                     log.info("record %s stays in the queue: %s", message_id, exc)
