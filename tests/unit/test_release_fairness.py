@@ -110,13 +110,53 @@ def test_a_release_has_a_head_chunk_of_its_own_then_full_chunks() -> None:
 
 def _burst_beside(small: int, small_id: str) -> Simulation:
     """A big tenant's 500 one-time jobs and a small tenant's ``small``, all due at T0."""
-    store = MemoryStore()
-    clock = ManualClock(T0 - timedelta(minutes=5))
-    sim = Simulation(store, clock)
-    jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
+    sim, jobs = _simulated()
     at = "at(2026-11-30T10:00:00)"
     for i in range(500):
         jobs.register("big", spec(at), job_id=f"a{i:04d}")
     for i in range(small):
         jobs.register("small", spec(at), job_id=small_id.format(i))
     return sim
+
+
+def _simulated() -> tuple[Simulation, JobService]:
+    """A simulated poller five minutes before T0, and the job service registering for it."""
+    store = MemoryStore()
+    clock = ManualClock(T0 - timedelta(minutes=5))
+    sim = Simulation(store, clock)
+    return sim, JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
+
+
+SQS_BATCH_BYTES = 262_144  # SendMessageBatch: the sum of its (at most ten) bodies
+
+
+def test_a_tenants_large_payloads_do_not_keep_another_tenants_slot_from_the_queue() -> None:
+    """A message carries its job when its document is at most ``SPEC_MAX_CHARS`` characters, and
+    its body writes each character outside ASCII as ``\\uXXXX`` (12 bytes for an emoji) and each
+    quote escaped again: one tenant's job with 8,000 emoji in its payload made a 97 KB message, so
+    three of them in one SendMessageBatch passed SQS's 256 KiB a request and SQS refused the
+    request whole, the other tenant's slot sent beside them (the fair release puts it there)
+    included, at every attempt of the release."""
+    sim, jobs = _simulated()
+    at = "at(2026-11-30T10:00:00)"
+    for i in range(10):
+        jobs.register("big", spec(at, payload={"note": "\U0001f600" * 8_000}), job_id=f"a{i}")
+        jobs.register("quoted", spec(at, payload={"json": '"' * 7_000}), job_id=f"q{i}")
+    jobs.register("small", spec(at), job_id="z")
+    send = sim.queues.send
+
+    def as_sqs(queue_url, messages):  # type: ignore[no-untyped-def]
+        for start in range(0, len(messages), 10):  # as SqsQueues sends them: ten a request
+            request = messages[start : start + 10]
+            size = sum(len(message.to_body().encode()) for message in request)
+            if size > SQS_BATCH_BYTES:
+                raise RuntimeError(f"SQS refused a message: BatchRequestTooLong ({size} bytes)")
+        return send(queue_url, messages)
+
+    sim.queues.send = as_sqs  # type: ignore[method-assign]
+
+    # When the poller of that minute releases them
+    sim.run([minute_of(T0)], until=T0 + timedelta(seconds=30))
+
+    # Then every slot went out, the small tenant's too
+    assert sorted(message.tenant for message in sim.sent()) == ["big"] * 10 + ["quoted"] * 10 + ["small"]
