@@ -160,3 +160,28 @@ def test_a_tenants_large_payloads_do_not_keep_another_tenants_slot_from_the_queu
 
     # Then every slot went out, the small tenant's too
     assert sorted(message.tenant for message in sim.sent()) == ["big"] * 10 + ["quoted"] * 10 + ["small"]
+
+
+def test_a_caught_up_minutes_slots_go_out_one_tenant_at_a_time_across_its_slices() -> None:
+    """A minute no poller released is caught up by the next one in slices of
+    ``catchup_timers_per_slice`` timers, in the timers' key order (due, then tenant): a tenant
+    whose id sorts first and had 400 slots at the instant went out whole, slice after slice, and
+    another tenant's slots at the same instant only after it (the fair release ordering only each
+    slice of 20)."""
+    # Given a big tenant's 400 one-time jobs and a small tenant's 5, all due at T0, the small
+    # tenant's id sorting after the big one's
+    sim, jobs = _simulated()
+    at = "at(2026-11-30T10:00:00)"
+    for i in range(400):
+        jobs.register("aaa-big", spec(at), job_id=f"a{i:04d}")
+    for i in range(5):
+        jobs.register("zzz-small", spec(at), job_id=f"z{i}")
+
+    # When no poller ran T0's minute, and the next minute's poller catches it up
+    sim.run([minute_of(T0) + timedelta(minutes=1)], until=T0 + timedelta(minutes=2))
+
+    # Then the small tenant's slots went out in the first slice, beside the burst's first ones
+    order = [message.tenant for _, message in sim.queues.log]
+    assert len(order) == 405
+    slice_size = sim.config.catchup_timers_per_slice
+    assert order[:slice_size].count("zzz-small") == 5, [i for i, t in enumerate(order) if t == "zzz-small"]

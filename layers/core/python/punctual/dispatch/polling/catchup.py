@@ -135,6 +135,7 @@ class CatchUp:
                     back = far_back - 1 if lane is Lane.FAR else near_back  # polling.rewatch
                     start = None if mark is None else mark - back
                     drain.hold(self.store.query_timers(lane, minute, shard, from_ms=start))
+            drain.take_turns()  # released in slices: one tenant's burst does not fill them all
             self.open = _Open(minute, owed, drain)
             self.cursor = minute + _MINUTE
             log.info("catching up minute %s: %d timers", f"{minute:%H:%M}", len(drain))
