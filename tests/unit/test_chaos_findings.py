@@ -219,3 +219,36 @@ def test_the_common_lambda_path_still_writes_no_lease_timer(rig: Rig, t0: dateti
     rig.send(rig.message(job, t0))
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
     assert rig.timers(t0 - timedelta(minutes=1), t0 + timedelta(hours=1), TimerKind.LEASE) == []
+
+
+# A worker paused (SIGSTOP, a frozen VM, a long GC) between its claim and its target's call
+# resumed with the claim it held: the run went straight on to call the target, though by its
+# own clock its lease had lapsed long before and another worker had taken the slot over and
+# run it. Only the lease keeper's next beat (a thread that resumes beside it) would have told
+# it so, and the call left first: the target was called again, for an attempt already superseded.
+
+
+@pytest.mark.parametrize("taken_over", [True, False])
+def test_a_worker_paused_past_its_lease_before_the_call_does_not_call_a_slot_taken_over(
+    rig: Rig, t0: datetime, taken_over: bool
+) -> None:
+    # Given a Lambda job claimed by worker A, which is then paused for 20 s before its call
+    job = rig.add_job(timeout_seconds=10)
+    paused, other = rig.worker(lease_s=8), rig.worker(lease_s=8)
+    claim = paused.claim(rig.message(job, t0))
+    assert claim.claimed
+    rig.clock.advance(20)
+    if taken_over:  # meanwhile its message came back to worker B, which took the slot over and ran it
+        assert other.process(rig.message(job, t0)).outcome == "SUCCEEDED"
+    # When A resumes and goes on with its run
+    finished = paused.finish(claim, paused.run(claim))
+    calls = rig.target.calls_for(job.id)
+    [record] = rig.history(job)
+    if taken_over:
+        # Then A does not call the target: the slot ran once, under B's attempt, A's is superseded
+        assert calls == [(slot_key(t0), 2)]
+        assert finished.superseded and record.status is S.SUCCEEDED and record.attempt == 2
+    else:
+        # Then, nobody having taken it over, A renews its lease and runs the slot (once)
+        assert calls == [(slot_key(t0), 1)]
+        assert record.status is S.SUCCEEDED and record.attempt == 1

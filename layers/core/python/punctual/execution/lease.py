@@ -160,6 +160,34 @@ class Leases:
             return self.heartbeat(claim)
         return True
 
+    def held_for_call(self, claim: Claim) -> bool:
+        """Whether ``claim`` still holds its lease as its target is about to be called.
+
+        A claim whose last beat is :attr:`beat_s` old or more (its process was paused between the
+        claim and the call: SIGSTOP, a frozen host, a long wait for its rate budget) beats first,
+        after any beat under way, so that a run whose slot was taken over meanwhile learns it before
+        it calls, not after (QA: resumed 20 s on, it called the target for its superseded attempt
+        before its lease keeper's thread found the takeover). A store that fails while the lease
+        still outlasts the next beat does not stop the call (the keeper tries again). The record
+        alone is renewed: the message's visibility stays the lease keeper's (a Lambda batch renews
+        its messages together).
+        """
+        with claim.lock:
+            if not claim.live:
+                return False
+            if not self.due(claim):
+                return True
+            try:
+                return self._heartbeat(claim, False)
+            except Exception:
+                log.warning(
+                    "renewing the lease of %s %s before its call failed",
+                    claim.message.job_id,
+                    claim.message.slot,
+                    exc_info=True,
+                )
+                return True
+
     def due(self, claim: Claim) -> bool:
         """:attr:`beat_s` has passed since the claim or its last beat."""
         last = claim.last_heartbeat

@@ -322,6 +322,8 @@ class Worker:
             retry = claim.message.kind == MessageKind.RETRY  # held by its tenant's retry rate, not a target's
             slot = (execution.slot, execution.scheduled_at)
             self._wait_for_budget(claim.message.held_until, job, slot, paced=not retry)
+        if not self.leases.held_for_call(claim):  # paused past its lease: taken over meanwhile?
+            return TargetResult.stopped_early("not called: the lease was lost before the call")
         started = self.clock.now()
         try:
             result = self.invoker.invoke(job.target, job.payload, ctx)
