@@ -18,10 +18,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from local.config import LoopbackServer
 
 ProxyHandler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 
@@ -302,8 +304,7 @@ class LocalApiServer:
         identity: Mapping[str, str | None] | None = None,
     ) -> None:
         self._lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer((host, port), _make_request_handler(proxy, self._lock, identity))
-        self.httpd.daemon_threads = True
+        self.httpd = LoopbackServer((host, port), _make_request_handler(proxy, self._lock, identity))
         self._thread: threading.Thread | None = None
 
     @property

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -334,6 +335,21 @@ def _published_key(path: Path) -> str:
         if time.monotonic() >= deadline:
             raise LocalModeError(f"{path} is empty: delete it and start local mode again")
         time.sleep(0.05)
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    """The HTTP server of local mode's stand-ins for the world (the API Gateway, the webhook
+    receiver): a thread per request, none of which holds up the exit.
+
+    It listens with werkzeug's backlog (moto's server), 128, not http.server's 5: a burst of
+    connections (a minute's top of webhook calls, clients at once) that met the server while it
+    did not run for a moment, on a machine whose two cores every process shares, overflowed 5:
+    some were reset and the others waited for the kernel's SYN retransmits (1 s, 3 s, 7 s), which
+    the receiver counted as fire delay (QA24).
+    """
+
+    request_queue_size = 128
+    daemon_threads = True
 
 
 def free_port() -> int:

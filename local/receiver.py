@@ -34,12 +34,12 @@ import json
 import logging
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from local.config import LOOPBACK, LocalConfig, LocalModeError, port_in_use
+from local.config import LOOPBACK, LocalConfig, LocalModeError, LoopbackServer, port_in_use
 from local.priority import run_ahead
 
 log = logging.getLogger("local.receiver")
@@ -272,14 +272,18 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def server_for(port: int, recorder: Recorder) -> LoopbackServer:
+    """The receiver's server on loopback ``port`` (0: a free one), not yet serving."""
+    return LoopbackServer((LOOPBACK, port), make_handler(recorder))
+
+
 def run(config: LocalConfig, stop: threading.Event) -> None:
     if port_in_use(config.receiver_port):
         raise LocalModeError(f"port {config.receiver_port} is taken: choose another with --receiver-port")
     config.run_dir.mkdir(parents=True, exist_ok=True)
     recorder = Recorder(config.receiver_log)
     run_ahead("the webhook receiver")  # the tenants' endpoints are not on the deployment's cores
-    server = ThreadingHTTPServer((LOOPBACK, config.receiver_port), make_handler(recorder))
-    server.daemon_threads = True
+    server = server_for(config.receiver_port, recorder)
     thread = threading.Thread(target=server.serve_forever, name="receiver", daemon=True)
     thread.start()
     log.info(
