@@ -78,6 +78,7 @@ bench: install
 	$(BIN)/python bench/timer_packing.py; \
 	$(BIN)/python bench/console_widget.py; \
 	$(BIN)/python bench/audit_cost.py; \
+	$(BIN)/python bench/standing_cost.py; \
 	$(BIN)/python bench/cost_per_million.py; \
 	$(BIN)/python bench/lease_cost.py; \
 	$(BIN)/python bench/capacity.py; \

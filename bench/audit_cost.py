@@ -306,12 +306,7 @@ def at_scale(measured: dict[str, Any], prices: dict[str, Any]) -> dict[str, Any]
 def idle_month_usd() -> float:
     """The auditor's share of an idle month (read by ``bench/cost_per_million.py``): 0 until this
     benchmark has written its result."""
-    path = benchlib.ROOT / "bench" / "results" / "audit_cost.json"
-    if not path.exists():
-        return 0.0
-    import json
-
-    return float(json.loads(path.read_text())["at_scale"]["idle_usd_per_month"]["total"])
+    return benchlib.result_figure("audit_cost", "at_scale", "idle_usd_per_month", "total")
 
 
 def main() -> None:

@@ -104,6 +104,17 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
     return path
 
 
+def result_figure(name: str, *keys: str) -> float:
+    """A figure of ``bench/results/<name>.json`` by its keys; 0 until that benchmark has run."""
+    path = RESULTS_DIR / f"{name}.json"
+    if not path.exists():
+        return 0.0
+    node: Any = json.loads(path.read_text())
+    for key in keys:
+        node = node[key]
+    return float(node)
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> str:
     """A plain-text table; ``align`` is one of 'l'/'r' per column (numbers right by default)."""
     cells = [[_cell(v) for v in row] for row in rows]

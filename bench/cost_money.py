@@ -332,10 +332,14 @@ def console_widget_month() -> float:
     """The dashboard's console widget for a month of the dashboard left open at a 1-minute refresh
     (``bench/console_widget.py`` measures it: one render's queries, read units and CPU); 0 until
     that benchmark has run. It costs nothing while nobody views the dashboard."""
-    path = benchlib.ROOT / "bench" / "results" / "console_widget.json"
-    if not path.exists():
-        return 0.0
-    return float(json.loads(path.read_text())["usd_per_month_open_all_month"]["total"])
+    return benchlib.result_figure("console_widget", "usd_per_month_open_all_month", "total")
+
+
+def standing_month() -> float:
+    """What the default template's standing resources cost a month (``bench/standing_cost.py``
+    counts them: the workers' VPC, KMS keys, secrets, alarms, the dashboard); 0 until that
+    benchmark has run. They are billed by the hour or month, whatever is due."""
+    return benchlib.result_figure("standing_cost", "usd_per_month", "total")
 
 
 def idle_month(idle: RunResult, prices: Prices, poller_mb: int, tick_mb: int | None = None) -> dict[str, Any]:
@@ -368,7 +372,8 @@ def idle_month(idle: RunResult, prices: Prices, poller_mb: int, tick_mb: int | N
         "tick_lambda": tick_usd * MINUTES_PER_MONTH,
         "event_source_idle_polling": esm_receives * prices.sqs_fifo * MINUTES_PER_MONTH,
         "console_widget_dashboard_open": console_widget_month(),
-        "chain_auditor": audit_cost.idle_month_usd(),  # its Lambda, reads and alarms: bench/audit_cost.py
+        "chain_auditor": audit_cost.idle_month_usd(),  # its Lambda and reads: bench/audit_cost.py
+        "standing_resources": standing_month(),  # VPC, keys, secrets, alarms, dashboard
     }
     month["total"] = sum(month.values())
     lines.sort(key=lambda line: -line[-1])

@@ -173,7 +173,8 @@ def rows() -> list[tuple[str, str, str, str]]:
         )
         out.append(
             (
-                "4. fixed cost a month with nothing due: defaults (previous defaults)",
+                "4. fixed cost a month with nothing due, the default template's standing resources"
+                " included (bench/standing_cost.py): defaults (previous defaults)",
                 f"${default_idle:.2f} (${previous['usd_per_month']['total']:.2f})",
                 "≤ $15",
                 verdict(cost["verdicts"]["idle_per_month_defaults"]),
