@@ -28,9 +28,11 @@ from cost_rig import (
     LAMBDA_CPU_SLOWDOWN_512,
     LATENCY_MS,
     MINUTES_PER_MONTH,
+    PLATFORM_LOG_BYTES,
     SUSTAINED_PER_S,
     T0,
     TICK_MS,
+    XRAY_SAMPLED_SHARE,
     RunResult,
     run,
 )
@@ -53,6 +55,8 @@ class Prices:
     scheduler: float
     events: float
     kms_request: float
+    logs_gb: float
+    xray_trace: float
     worker_mb: int
     poller_mb: int
     tick_mb: int
@@ -74,6 +78,8 @@ class Prices:
             scheduler=get(p, "eventbridge.scheduler_per_million") / 1e6,
             events=get(p, "eventbridge.custom_events_per_million") / 1e6,
             kms_request=get(p, "kms.requests_per_ten_thousand") / 1e4,
+            logs_gb=get(p, "cloudwatch.logs_ingestion_per_gb"),
+            xray_trace=get(p, "xray.traces_recorded_per_million") / 1e6,
             worker_mb=int(p["deployment"]["worker_memory_mb"]),
             poller_mb=int(p["deployment"]["poller_memory_mb"]),
             tick_mb=int(p["deployment"]["tick_memory_mb"]),
@@ -258,6 +264,25 @@ def kms_per_million(worker_ms_per_trigger: float, prices: Prices) -> dict[str, f
     }
 
 
+def logs_and_traces_per_million(load: RunResult, prices: Prices, batch: float) -> dict[str, float]:
+    """CloudWatch Logs ingestion and X-Ray traces per million triggers, with ``batch`` records a
+    worker invocation: the EMF documents the poller and the worker wrote in the run (counted, the
+    run's own batches: more documents than full batches write) and each worker invocation's
+    platform lines; the worker invocations the default sampling rule traces (its reservoir of one
+    a second is nothing beside 1,000 invocations a second)."""
+    triggers = max(load.triggers, 1)
+    emf = sum(load.emf_bytes.values()) / triggers
+    platform = PLATFORM_LOG_BYTES / batch
+    traces = XRAY_SAMPLED_SHARE / batch
+    return {
+        "emf_bytes_per_trigger": emf,
+        "platform_log_bytes_per_trigger": platform,
+        "logs_usd_per_million": (emf + platform) / 2**30 * prices.logs_gb * 1e6,
+        "xray_traces_per_trigger": traces,
+        "xray_usd_per_million": traces * prices.xray_trace * 1e6,
+    }
+
+
 def groups_at(rate_per_s: float) -> int:
     from punctual.dispatch.tick import group_count_for
     from punctual.runtime.settings import Settings
@@ -394,10 +419,14 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
     poller_usd = minute["lambda"] / per_minute_triggers * 1e6
     sfn_usd = minute["stepfunctions"] / per_minute_triggers * 1e6
     fixed_share = poller_usd + sfn_usd
+    observed = logs_and_traces_per_million(load, prices, measured_lambda["mean_batch"])
+    observed_at_scale = logs_and_traces_per_million(load, prices, 10)
     measured = (
         sum(r["usd_per_million"] for r in rows)
         + measured_lambda["usd_per_million"]
         + storage["usd_per_million"]
+        + observed["logs_usd_per_million"]
+        + observed["xray_usd_per_million"]
     )
     kms = kms_per_million(scale_lambda["ms_per_trigger"], prices)
     at_scale = (
@@ -406,6 +435,8 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
         + storage["usd_per_million"]
         + fixed_share
         + kms["usd_per_million"]
+        + observed_at_scale["logs_usd_per_million"]
+        + observed_at_scale["xray_usd_per_million"]
     )
 
     measured_wru = sum(r["wru_per_trigger"] for r in rows)
@@ -427,10 +458,11 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
         }
 
     # EventBridge Scheduler + the same worker Lambda (one invocation per trigger, one PutItem of
-    # the same record) + that write + the same record's storage.
+    # the same record, its platform log lines) + that write + the same record's storage.
     write_wru = max(1, math.ceil(storage["record_bytes"] / 1024))
     eb_ms = LATENCY_MS["dynamodb.PutItem"] + INVOCATION_OVERHEAD_MS
     eb_lambda = prices.lambda_request + eb_ms / 1000 * prices.worker_mb / 1024 * prices.lambda_gb_s
+    eb_lambda += PLATFORM_LOG_BYTES / 2**30 * prices.logs_gb
     eventbridge_all_in = (prices.scheduler + eb_lambda + write_wru * prices.wru) * 1e6 + storage[
         "record_only_usd_per_million"
     ]
@@ -443,6 +475,7 @@ def summarize(load: RunResult, base: RunResult, prices: Prices) -> dict[str, Any
         "worker_lambda_at_scale": scale_lambda,
         "groups_at_10k": groups,
         "kms_at_10k": kms,
+        "logs_and_traces_at_10k": observed_at_scale,
         "poller_lambda_usd_per_million_at_10k": poller_usd,
         "stepfunctions_usd_per_million_at_10k": sfn_usd,
         "measured_usd_per_million": measured,

@@ -129,6 +129,19 @@ def print_breakdown(summary: dict[str, Any]) -> None:
             kms["usd_per_million"],
         )
     )
+    observed = summary["logs_and_traces_at_10k"]
+    table_rows.append(
+        (
+            f"CloudWatch Logs: EMF {observed['emf_bytes_per_trigger']:.0f} B + platform lines"
+            f" {observed['platform_log_bytes_per_trigger']:.0f} B a trigger; X-Ray: 5 % of invocations",
+            None,
+            None,
+            None,
+            None,
+            None,
+            observed["logs_usd_per_million"] + observed["xray_usd_per_million"],
+        )
+    )
     table_rows.append(
         (
             "Step Functions (at 10,000/s)",

@@ -51,6 +51,13 @@ LATENCY_MS = {
     "events": 15.0,
 }
 INVOCATION_OVERHEAD_MS = 3.0  # Powertools decorators, event parsing, batch bookkeeping
+# What CloudWatch Logs ingests besides the EMF documents the rig counts: START, END and REPORT
+# lines per invocation (bench/console_widget.py's figure; a traced REPORT line is longer).
+PLATFORM_LOG_BYTES = 350
+# X-Ray: every function traces actively (Tracing.ACTIVE) under the default sampling rule, a
+# reservoir of one invocation a second and 5 % of the rest (docs.aws.amazon.com/xray/latest/
+# devguide/xray-console-sampling.html, as published: unverified here).
+XRAY_SAMPLED_SHARE = 0.05
 LAMBDA_CPU_SLOWDOWN_512 = 1769 / 512  # a full vCPU at 1,769 MB; 512 MB gets ~29 % of one
 DEFAULT_CPU_US = 1000.0  # worker core + botocore, if bench/results/cpu_per_trigger.json is absent
 TICK_MS = 50.0  # the tick's own work besides its requests
@@ -82,6 +89,7 @@ class RunResult:
     registered: int = 0
     groups: int = 1
     alerts: int = 0  # alerts raised (the events-and-alerts runs)
+    emf_bytes: dict[str, int] = field(default_factory=dict)  # EMF documents written, by phase
 
 
 # --------------------------------------------------------------------------- the AWS rig
@@ -156,6 +164,19 @@ def moto_item(table: str, key: dict[str, Any]) -> dict[str, Any] | None:
     return item.to_json()["Attributes"] if item is not None else None
 
 
+def emf_counter(result: RunResult, phase: str) -> Any:
+    """The Lambda's metrics sink (EMF documents, as the handlers print them), its documents'
+    bytes counted into ``result.emf_bytes[phase]`` instead of printed."""
+    from punctual.runtime.emf import EmfBuffer
+
+    result.emf_bytes[phase] = 0
+
+    def write(line: str) -> None:
+        result.emf_bytes[phase] += len(line) + 1
+
+    return EmfBuffer("Punctual", "punctual", write=write)
+
+
 def load_tick() -> Any:
     """The tick as its Lambda builds it (the composition root), from the environment."""
     from punctual.runtime.composition import Container
@@ -205,7 +226,6 @@ def run(
     from punctual.models import JobSpec
     from punctual.runtime.clock import ManualClock
     from punctual.runtime.composition import Container
-    from punctual.runtime.observability import NullMetrics
     from punctual.runtime.settings import Settings
     from punctual.usecases.jobs import JobService, QueueRouting
 
@@ -238,11 +258,12 @@ def run(
                 if alerts:
                     fields["alerts"] = [{"on": ["failed", "recovered"], "target": hook}]
             service.register("default", JobSpec.model_validate(fields), job_id=job_id)
-        dispatcher = built.poller(NullMetrics())
-        worker = built.worker(lease_timers=False, invoker=InstantTarget(), metrics=NullMetrics())
+        result = RunResult(name, minutes, {}, registered=len(specs))
+        poller_metrics, worker_metrics = (emf_counter(result, phase) for phase in ("poller", "worker"))
+        dispatcher = built.poller(poller_metrics)
+        worker = built.worker(lease_timers=False, invoker=InstantTarget(), metrics=worker_metrics)
         tick = load_tick()
         esm = boto3.client("sqs")
-        result = RunResult(name, minutes, {}, registered=len(specs))
 
         def drain() -> None:
             while True:
@@ -262,6 +283,7 @@ def run(
                 done = []
                 with worker.notifier.batched():  # as the worker handler runs a batch
                     handle_batch(messages, done)
+                worker_metrics.flush()  # as the handler's log_metrics does, once an invocation
                 result.triggers += len(done)
                 if done:
                     meter.phase = "event source"
@@ -323,6 +345,7 @@ def run(
                     wake = item[1].step()
                     if wake is None:
                         item[1].finish()
+                        poller_metrics.flush()  # the poller's invocation ends with its minute
                         active.remove(item)
                     else:
                         item[0] = wake

@@ -1,0 +1,62 @@
+"""The cost bench prices what the Lambdas write to CloudWatch Logs and what X-Ray records.
+
+Every function traces actively and prints its metrics as EMF documents into its log group; both
+are billed per trigger (Logs by the GB ingested, X-Ray by the trace recorded), so a $ per million
+that leaves them out is low by the same amount at any rate.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+awsmeter = importlib.import_module("awsmeter")
+cost_rig = importlib.import_module("cost_rig")
+cost_money = importlib.import_module("cost_money")
+
+
+@pytest.fixture(scope="module")
+def summary() -> dict:
+    meter = awsmeter.Meter()
+    base = cost_rig.run(meter, "idle", 0, 3, 4, 2)
+    load = cost_rig.run(meter, "load", 60, 3, 4, 2)
+    assert load.triggers > 0
+    assert load.emf_bytes["poller"] > 0 and load.emf_bytes["worker"] > 0
+    return cost_money.summarize(load, base, cost_money.Prices.load())
+
+
+def test_the_metrics_the_lambdas_print_are_priced_per_trigger(summary: dict) -> None:
+    observed = summary["logs_and_traces_at_10k"]
+    # The worker prints at least a start delay and a run duration per trigger, the poller a fire
+    # delay: more than a few bytes each, and each invocation's platform lines besides.
+    assert observed["emf_bytes_per_trigger"] > 20
+    assert observed["platform_log_bytes_per_trigger"] == cost_rig.PLATFORM_LOG_BYTES / 10
+    assert observed["logs_usd_per_million"] > 0
+    assert observed["xray_traces_per_trigger"] == pytest.approx(cost_rig.XRAY_SAMPLED_SHARE / 10)
+
+
+def test_the_on_demand_figure_includes_logs_and_traces(summary: dict) -> None:
+    observed = summary["logs_and_traces_at_10k"]
+    rest = (
+        sum(r["usd_per_million_at_scale"] for r in summary["rows"])
+        + summary["worker_lambda_at_scale"]["usd_per_million"]
+        + summary["storage"]["usd_per_million"]
+        + summary["poller_lambda_usd_per_million_at_10k"]
+        + summary["stepfunctions_usd_per_million_at_10k"]
+        + summary["kms_at_10k"]["usd_per_million"]
+    )
+    with_them = rest + observed["logs_usd_per_million"] + observed["xray_usd_per_million"]
+    assert summary["on_demand_usd_per_million"] == pytest.approx(with_them)
+    # ...and so does the provisioned figure, which differs from it only in DynamoDB's price
+    provisioned = summary["provisioned_at_10k"]["70%"]
+    assert provisioned["all_in_usd_per_million"] == pytest.approx(
+        summary["on_demand_usd_per_million"]
+        - summary["dynamodb_on_demand_usd_per_million"]
+        + provisioned["dynamodb_usd_per_million"]
+    )
