@@ -64,6 +64,21 @@ QUOTAS: dict[str, Limit] = {
         "tasks a service launches per minute on Fargate",
         f"docs.aws.amazon.com/AmazonECS/latest/developerguide/service-quotas.html (read {READ})",
     ),
+    "eventbridge_put_events_tps": Limit(
+        10_000,
+        "PutEvents requests a second per account, us-east-1 (adjustable; up to 10 entries a request)",
+        "docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html (PutEvents throttle limit in"
+        " transactions per second, us-east-1: 10,000; as published on repost.aws), unverified here",
+        adjustable=True,
+    ),
+    "eventbridge_invocations_tps": Limit(
+        18_750,
+        "rule invocations a second per account, us-east-1 (an event matching a rule, sent to its"
+        " targets; beyond it they are throttled: delayed and retried for up to 24 hours; adjustable)",
+        "docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html (Invocations throttle limit in"
+        " transactions per second, us-east-1: 18,750; read on the stored copy, 2026-12-06)",
+        adjustable=True,
+    ),
     "sfn_transitions_per_s": Limit(
         5000,
         "Standard workflow state transitions a second per account, us-east-1 (token bucket refill)",
@@ -80,6 +95,8 @@ class Assumed:
     tenants: int = 1000  # tenants whose jobs a worker environment runs in its life
     environment_life_s: float = 3600.0  # a worker environment's life (Lambda recycles; unpublished)
     heartbeat_s: float = 20.0  # an ECS run's heartbeat (a third of its 60 s lease)
+    events_per_trigger: float = 2.0  # execution events (eventsEnabled, the default): started, ended
+    rules_per_event: float = 1.0  # rules an execution event matches (e.g. one routing them all)
 
 
 def worker_environments(rate: float, d: Deployment, p: PerTrigger) -> float:
@@ -117,8 +134,9 @@ def headroom_checks(
             sqs.source,
         ),
         Check(
-            "SQS FIFO ChangeMessageVisibility per queue (ECS heartbeats)",
-            per_queue * ecs_share * (p.target_ms / 1000) / a.heartbeat_s,
+            "SQS FIFO ChangeMessageVisibility per queue (the Lambda batch's lease on arrival;"
+            " ECS heartbeats)",
+            batches * (1 - ecs_share) + per_queue * ecs_share * (p.target_ms / 1000) / a.heartbeat_s,
             sqs.value,
             "TPS",
             sqs.source,
@@ -137,6 +155,21 @@ def headroom_checks(
             q["kms_symmetric_rps"].value,
             "requests/s",
             q["kms_symmetric_rps"].source,
+        ),
+        Check(
+            f"EventBridge PutEvents (execution events, {a.events_per_trigger:g} a trigger, a batch's in"
+            " requests of 10)",
+            rate * a.events_per_trigger / 10,
+            q["eventbridge_put_events_tps"].value,
+            "requests/s",
+            q["eventbridge_put_events_tps"].source,
+        ),
+        Check(
+            f"EventBridge rule invocations ({a.rules_per_event:g} rule matching every execution event)",
+            rate * a.events_per_trigger * a.rules_per_event,
+            q["eventbridge_invocations_tps"].value,
+            "invocations/s",
+            q["eventbridge_invocations_tps"].source,
         ),
         Check(
             "Step Functions state transitions (pollers' Map items, each minute)",

@@ -163,6 +163,20 @@ def test_headroom_is_limit_over_demand_and_a_limit_breaks_at_rate_times_headroom
     assert capacity_model.Check("z", demand=0.0, limit=1.0, unit="u", source="s").headroom == math.inf
 
 
+def test_the_quota_ledger_meets_eventbridge_with_the_execution_events_the_defaults_publish() -> None:
+    # eventsEnabled is true by default: two events a trigger (started, ended), a Lambda batch's in
+    # PutEvents requests of ten; a rule that routes them all is invoked once an event.
+    quotas = importlib.import_module("quotas")
+    checks = {c.name.split(" (")[0]: c for c in quotas.headroom_checks(10_000, 0.0, D, P)}
+    put_events = checks["EventBridge PutEvents"]
+    assert put_events.demand == pytest.approx(2_000) and put_events.limit == 10_000
+    invocations = checks["EventBridge rule invocations"]
+    assert invocations.demand == pytest.approx(20_000) and invocations.limit == 18_750
+    assert invocations.headroom < 1  # over the default quota at the promised rate
+    # and the Lambda batch's lease on arrival is a ChangeMessageVisibilityBatch per ten messages
+    assert checks["SQS FIFO ChangeMessageVisibility per queue"].demand == pytest.approx(10_000 / 10)
+
+
 def test_the_first_limit_to_break_is_the_one_with_least_headroom_among_those_that_scale() -> None:
     checks = [
         capacity_model.Check("wide", demand=1.0, limit=10.0, unit="u", source="s"),
