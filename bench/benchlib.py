@@ -179,25 +179,37 @@ def fast_moto_queries() -> None:
     its own history. Results are unchanged: the same items of the same partition, in the
     same order. Index queries keep moto's own path. Benchmarks only; never in tests.
     """
+    import threading
+
     from moto.dynamodb.models.table import Table
 
     if getattr(Table.query, "_bench_fast", False):
         return
-    original = Table.query
+    original, every_item = Table.query, Table.all_items
+    # The partition a query on this thread is reading, per table: the poller reads its far
+    # buckets on several threads at once, so the narrowed view is the thread's own (a view
+    # shared on the table was replaced and removed by another thread's query mid-read).
+    narrowed = threading.local()
+
+    def all_items(self: Any) -> Any:
+        views = getattr(narrowed, "views", None)
+        return views[-1][1] if views and views[-1][0] is self else every_item(self)
 
     def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
         if index_name is not None or not self.range_key_attr:
             return original(self, hash_key, *args, **kwargs)
         partition = list(self.items[hash_key].values()) if hash_key in self.items else []
-        self.all_items = lambda: partition  # an instance attribute shadows the method
+        views = narrowed.__dict__.setdefault("views", [])
+        views.append((self, partition))
         try:
             return original(self, hash_key, *args, **kwargs)
         finally:
-            del self.all_items
+            views.pop()
 
     query._bench_fast = True  # type: ignore[attr-defined]
     Table.query = query  # type: ignore[method-assign]
+    Table.all_items = all_items  # type: ignore[method-assign]
 
 
 def fast_moto_transactions() -> None:
