@@ -193,10 +193,14 @@ def per_trigger_rows(
 
 def storage_per_million(rows: list[dict[str, Any]], prices: Prices) -> dict[str, float]:
     """Storage of what each trigger leaves behind: its execution record for the retention
-    period and its timer for a day (TTL), plus DynamoDB's 100 bytes of overhead per item."""
+    period and its timer for a day (TTL), plus DynamoDB's 100 bytes of overhead per item; and its
+    continuous backup (the stack's table has point-in-time recovery on, billed on its size)."""
     from punctual.runtime.settings import Settings
 
-    gb_month = benchlib.price(benchlib.load_prices(), "dynamodb.storage_gb_month")
+    listed = benchlib.load_prices()
+    table_gb_month = benchlib.price(listed, "dynamodb.storage_gb_month")
+    pitr_gb_month = benchlib.price(listed, "dynamodb.pitr_gb_month")
+    gb_month = table_gb_month + pitr_gb_month
     month_days = HOURS_PER_MONTH / 24
     record = max(
         (r["bytes_per_item"] for r in rows if r["kind"] == "exec" and r["wru_per_trigger"]), default=0
@@ -213,6 +217,7 @@ def storage_per_million(rows: list[dict[str, Any]], prices: Prices) -> dict[str,
         "retention_days": retention,
         "usd_per_million": (record_gb_month + timer_gb_month) * gb_month * 1e6,
         "record_only_usd_per_million": record_gb_month * gb_month * 1e6,
+        "pitr_usd_per_million": (record_gb_month + timer_gb_month) * pitr_gb_month * 1e6,
     }
 
 

@@ -8,6 +8,7 @@ that leaves them out is low by the same amount at any rate.
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -59,4 +60,21 @@ def test_the_on_demand_figure_includes_logs_and_traces(summary: dict) -> None:
         summary["on_demand_usd_per_million"]
         - summary["dynamodb_on_demand_usd_per_million"]
         + provisioned["dynamodb_usd_per_million"]
+    )
+
+
+def test_storage_counts_the_tables_continuous_backups() -> None:
+    # The stack's table has point-in-time recovery on (cdk/punctual_cdk/components/storage.py):
+    # its continuous backups are billed on the table's size, beside its storage.
+    prices = cost_money.Prices.load()
+    listed = json.loads((BENCH / "prices.json").read_text())["dynamodb"]
+    table, pitr = listed["storage_gb_month"]["usd"], listed["pitr_gb_month"]["usd"]
+    rows = [
+        {"kind": "exec", "wru_per_trigger": 2.0, "bytes_per_item": 335.0},
+        {"kind": "near", "wru_per_trigger": 0.08, "bytes_per_item": 197.0},
+    ]
+    storage = cost_money.storage_per_million(rows, prices)
+    assert storage["pitr_usd_per_million"] > 0
+    assert storage["usd_per_million"] == pytest.approx(
+        storage["pitr_usd_per_million"] * (table + pitr) / pitr
     )
