@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "ecsBurstMemoryMb": c.ECS_BURST_MEMORY_MIB,
     "ecsBurstTasksMax": c.ECS_BURST_TASKS_MAX,
     "vpcId": "",
+    "workerSubnets": c.WORKER_SUBNETS[0],
     "natGateways": c.NAT_GATEWAYS,
     "vpcInterfaceEndpoints": True,
     "alarmEmails": [],
@@ -191,6 +192,7 @@ class PunctualConfig:
     ecs_burst_memory_mb: int
     ecs_burst_tasks_max: int
     vpc_id: str
+    worker_subnets: str
     nat_gateways: int
     vpc_interface_endpoints: bool
     alarm_emails: tuple[str, ...]
@@ -274,6 +276,7 @@ class PunctualConfig:
             ecs_burst_memory_mb=reader.integer("ecsBurstMemoryMb", 512, 122_880),
             ecs_burst_tasks_max=reader.integer("ecsBurstTasksMax", 0, c.ECS_BURST_MAX_TASKS),
             vpc_id=reader.text("vpcId", required=False),
+            worker_subnets=reader.choice("workerSubnets", c.WORKER_SUBNETS),
             nat_gateways=reader.integer("natGateways", 0, c.VPC_MAX_AZS),
             vpc_interface_endpoints=reader.boolean("vpcInterfaceEndpoints"),
             alarm_emails=reader.strings("alarmEmails"),
@@ -417,12 +420,13 @@ class PunctualConfig:
                 f"apiWebAclArn: {self.api_web_acl_arn!r} is not a regional WAFv2 web ACL's ARN "
                 "(arn:aws:wafv2:<region>:<account>:regional/webacl/<name>/<id>; an API stage takes no other)"
             )
-        if not self.vpc_id and self.nat_gateways == 0:
+        if not self.vpc_id and self.nat_gateways == 0 and self.worker_subnets == "private":
             # The created VPC's worker subnets route out through NAT only: the ECS workers read the
             # dispatch key (Secrets Manager), the own-resource list (SSM) and publish events there.
             raise ConfigError(
                 "natGateways: at least 1 for the VPC the stack creates: without one its ECS workers "
-                "reach neither Secrets Manager, SSM and EventBridge nor HTTP targets (0 only with vpcId)"
+                "reach neither Secrets Manager, SSM and EventBridge nor HTTP targets (0 only with vpcId, or "
+                "workerSubnets public)"
             )
         # The stack hands these to every function as PUNCTUAL_* variables: a value the runtime's
         # settings refuse would stop each one at cold start, so it stops the synth instead.

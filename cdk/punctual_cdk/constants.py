@@ -204,6 +204,10 @@ ECS_SCALE_COOLDOWN_S: Final = 60
 ECS_SCALE_OUT_STEPS: Final = ((1, 1), (10, 3), (50, 10))
 VPC_MAX_AZS: Final = 2
 NAT_GATEWAYS: Final = 1
+# Where the ECS workers run: private subnets that reach out through NAT (and interface endpoints),
+# or public subnets with a public IP each and no inbound rule (no NAT, no endpoint: nothing billed
+# while no task runs).
+WORKER_SUBNETS: Final = ("private", "public")
 VPC_GATEWAY_ENDPOINTS: Final = ("dynamodb", "s3")  # s3: ECR image layers
 VPC_INTERFACE_ENDPOINTS: Final = ("sqs", "logs", "ecr.api", "ecr.dkr", "sts", "kms")
 

@@ -23,7 +23,8 @@ Long lane
     in the middle of a job; stopTimeout gives a
     task two minutes to drain after SIGTERM. Tasks run in private subnets, reaching DynamoDB,
     S3 and (optionally) SQS, Logs, ECR, STS and KMS through VPC endpoints, and HTTP targets
-    through NAT.
+    through NAT; with ``workerSubnets`` public, in public subnets with a public IP each and no
+    inbound rule (no NAT gateway, no interface endpoint: nothing billed while no task runs).
 
 Burst workers (``ecsBurstTasks`` or ``ecsBurstTasksMax`` > 0; none by default)
     A second Fargate service, same image and cluster, whose container polls the *short* queues
@@ -230,7 +231,9 @@ class Workers(Construct):
     def _service(
         self, service_id: str, task_definition: ecs.FargateTaskDefinition, desired_count: int
     ) -> ecs.FargateService:
-        """A worker service in the private subnets: no public IP, rolling back a failed deploy."""
+        """A worker service in the private subnets (no public IP), or with ``workerSubnets``
+        public in the public ones (a public IP each, no inbound rule); rolling back a failed deploy."""
+        public = self._config.worker_subnets == "public"
         return ecs.FargateService(
             self,
             service_id,
@@ -240,10 +243,16 @@ class Workers(Construct):
             min_healthy_percent=100,
             max_healthy_percent=200,
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc_subnets=ec2.SubnetSelection(subnet_type=self._worker_subnet_type),
             security_groups=[self.security_group],
-            assign_public_ip=False,
+            assign_public_ip=public,
         )
+
+    @property
+    def _worker_subnet_type(self) -> ec2.SubnetType:
+        if self._config.worker_subnets == "public":
+            return ec2.SubnetType.PUBLIC
+        return ec2.SubnetType.PRIVATE_WITH_EGRESS
 
     def _task(
         self,
@@ -355,19 +364,24 @@ class Workers(Construct):
     def _vpc(self) -> ec2.IVpc:
         if self._config.vpc_id:
             # An existing VPC: looked up at synth (`cdk synth`/`cdk deploy` with credentials; the
-            # answer is cached in cdk.context.json). It needs private subnets with egress.
+            # answer is cached in cdk.context.json). It needs private subnets with egress (or, with
+            # workerSubnets public, public subnets).
             return ec2.Vpc.from_lookup(self, "Vpc", vpc_id=self._config.vpc_id)
+        public = self._config.worker_subnets == "public"
+        subnets = [ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24)]
+        if not public:
+            subnets.append(
+                ec2.SubnetConfiguration(
+                    name="workers", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20
+                )
+            )
         vpc = ec2.Vpc(
             self,
             "Vpc",
             max_azs=c.VPC_MAX_AZS,
-            nat_gateways=self._config.nat_gateways,
-            subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
-                ec2.SubnetConfiguration(
-                    name="workers", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20
-                ),
-            ],
+            # Public worker subnets route out through their internet gateway: no NAT to pay for.
+            nat_gateways=0 if public else self._config.nat_gateways,
+            subnet_configuration=subnets,
             restrict_default_security_group=True,
         )
         flow_logs = logs.LogGroup(
@@ -378,8 +392,13 @@ class Workers(Construct):
         )
         vpc.add_flow_log("FlowLogs", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs))
         for name in c.VPC_GATEWAY_ENDPOINTS:
-            vpc.add_gateway_endpoint(f"{_pascal(name)}Endpoint", service=_GATEWAY_ENDPOINTS[name])
-        if self._config.vpc_interface_endpoints:
+            vpc.add_gateway_endpoint(
+                f"{_pascal(name)}Endpoint",
+                service=_GATEWAY_ENDPOINTS[name],
+                # (CDK's default, the private subnets, would be none in a public-only VPC)
+                subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)] if public else None,
+            )
+        if self._config.vpc_interface_endpoints and not public:
             # One group for all interface endpoints: HTTPS in from the workers' group only.
             self.endpoint_security_group = ec2.SecurityGroup(
                 self,
@@ -393,7 +412,7 @@ class Workers(Construct):
                     f"{_pascal(name)}Endpoint",
                     service=_INTERFACE_ENDPOINTS[name],
                     private_dns_enabled=True,
-                    subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+                    subnets=ec2.SubnetSelection(subnet_type=self._worker_subnet_type),
                     security_groups=[self.endpoint_security_group],
                     open=False,
                 )
