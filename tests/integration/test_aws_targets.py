@@ -506,3 +506,28 @@ def test_the_invoker_renders_placeholders_for_aws_targets(clients: Clients) -> N
     assert result.outcome is Outcome.SUCCEEDED
     [message] = _drain(clients, url)
     assert json.loads(message["Body"]) == {"key": "nightly-export:2026-11-30T10:00:00Z", "try": "4"}
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "deferred"),
+    [
+        ("Throttling", 400, True),
+        ("RequestLimitExceeded", 400, True),
+        ("ServiceUnavailable", 503, True),
+        ("AccessDenied", 403, False),  # the job's role does not trust the scheduler: its configuration
+        ("RegionDisabledException", 403, False),
+    ],
+)
+def test_sts_failing_to_assume_the_jobs_role_for_a_moment_defers_the_slot(
+    code: str, status: int, deferred: bool
+) -> None:
+    # QA24: a throttled AssumeRole (the job's role, assumed as its call starts) used up the job's
+    # attempts as if its target had failed: STS's trouble is the scheduler's, and only delays the slot
+    error = ClientError(
+        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        "AssumeRole",
+    )
+    result = classify_aws_error(error, "sqs SendMessage")
+    assert result.deferred is deferred
+    assert result.outcome is (Outcome.RETRYABLE if deferred else Outcome.PERMANENT)
+    assert not classify_aws_error(_client_error(code, status), "sqs SendMessage").deferred  # the target's

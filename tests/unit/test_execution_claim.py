@@ -470,6 +470,61 @@ def test_a_signing_secret_that_cannot_be_read_fails_the_attempt_naming_why(rig: 
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
 
 
+class _FlakyKms:
+    """A KMS stub: ``Encrypt`` keeps the text, ``Decrypt`` answers ``failing`` (an error code) or
+    gives it back."""
+
+    def __init__(self) -> None:
+        self.failing: str | None = None
+
+    def encrypt(self, KeyId: str, Plaintext: bytes, EncryptionContext: dict[str, str]) -> dict[str, bytes]:
+        return {"CiphertextBlob": Plaintext}
+
+    def decrypt(self, CiphertextBlob: bytes, EncryptionContext: dict[str, str]) -> dict[str, bytes]:
+        from botocore.exceptions import ClientError
+
+        if self.failing:
+            raise ClientError({"Error": {"Code": self.failing, "Message": "no"}}, "Decrypt")
+        return {"Plaintext": CiphertextBlob}
+
+
+def test_a_kms_outage_defers_the_slot_without_using_its_attempts(rig: Rig, t0: datetime) -> None:
+    # QA24: with the default policy (3 attempts, 2 s exponential) a 10 s KMS outage ended a webhook
+    # slot FAILED, its dead letter and 'failed' alert sent, the target never called
+    from punctual.runtime.settings import Settings
+    from punctual.security.signing_secrets import SecretCipher, job_binding
+
+    kms = _FlakyKms()
+    cipher = SecretCipher(Settings(kms_key_id="alias/k"), kms_client=kms)
+    _, stored = cipher.new_secret("default", "job-1")
+    job = rig.add_job("job-1", signing_secret_enc=stored)
+    worker = rig.worker()
+    worker.signing_secrets = lambda j: (cipher.decrypt(j.signing_secret_enc, job_binding(j.tenant, j.id)),)
+    kms.failing = "ThrottlingException"
+    rig.send(rig.message(job, t0))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["RETRY_WAIT"]
+    record = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+    assert record is not None and record.releases == 1
+    assert (record.error or "").startswith("deferred, not counted as an attempt: KMS unavailable")
+    outcomes = []
+    for second in range(1, 60):
+        if second == 10:
+            kms.failing = None  # KMS answers again
+        rig.clock.set(t0 + timedelta(seconds=second))
+        rig.poll()
+        outcomes += [r.outcome for r in rig.work_until_idle(worker)]
+    assert outcomes[-1] == "SUCCEEDED" and "FAILED" not in outcomes
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), len(outcomes) + 1)]  # once, late
+    assert rig.failures.bodies == [] and rig.metrics.total("Retries") == 0
+    assert rig.metrics.total("AttemptsDeferred") == len(outcomes)
+    # KMS refusing (a key disabled, access denied) is the job's: it fails the attempt, counted
+    rig.send(rig.message(job, t0 + timedelta(minutes=1)))
+    kms.failing = "AccessDeniedException"
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["RETRY_WAIT"]
+    record = rig.store.get_execution(job.tenant, job.id, slot_key(t0 + timedelta(minutes=1)))
+    assert record is not None and record.releases == 0 and "AccessDenied" in (record.error or "")
+
+
 def test_a_slot_released_for_a_replaced_version_is_superseded_not_run_with_the_new_spec(
     rig: Rig, t0: datetime
 ) -> None:

@@ -21,7 +21,7 @@ from punctual.execution.budgets import WorkerBudgets
 from punctual.execution.chain_ends import complete_job
 from punctual.execution.completion import Completion
 from punctual.execution.ports import DeadLetterSink, FailureSink, JobPauser
-from punctual.execution.records import RELEASED_NOTE, Ledger
+from punctual.execution.records import RELEASED_NOTE, Ledger, deferred
 from punctual.execution.turns import Turns
 from punctual.execution.unrun_children import MAX_DEPTH, UnrunChildren, others_have_slot
 from punctual.execution.versions import superseded_for_good
@@ -30,7 +30,7 @@ from punctual.runtime.observability import MetricsSink, NullMetrics
 from punctual.store.base import ExecutionConflictError
 from punctual.store.reads import read_calendars
 from punctual.timing.instants import format_instant_ms
-from punctual.timing.retries import RandomSource, next_retry_at
+from punctual.timing.retries import RandomSource, deferral_at, next_retry_at
 from punctual.timing.slots import SENT_CHECK_S, fire_timer, inside_window, schedule_of, sent_check_timer
 from punctual.timing.timers import MANUAL_MARK, slot_instant
 from punctual.usecases.backfills import backfill_ref
@@ -116,7 +116,8 @@ class AfterEffects:
         if status is ExecutionStatus.RETRY_WAIT:
             self.ledger.put_retry_timer(job, execution, now, retry_at or now)
             if execution.error != RELEASED_NOTE:
-                count.add("Retries", 1)
+                # A deferred attempt (KMS, STS failing a moment) is no retry: the slot is late
+                count.add("AttemptsDeferred" if deferred(execution) else "Retries", 1)
                 self.notifier.changed(job, execution, now)
             return
         if status is ExecutionStatus.SUCCEEDED:
@@ -150,6 +151,15 @@ class AfterEffects:
             return None
         if execution.error == RELEASED_NOTE:
             return execution.finished_at
+        if deferred(execution):
+            instant = deferral_at(
+                execution.releases,
+                execution.finished_at,
+                execution.retry_origin,
+                job.retry.max_age_seconds,
+                self.rng(job.id, execution.slot, execution.attempt),
+            )
+            return instant or execution.finished_at
         due = next_retry_at(
             job.retry,
             failed_attempt=execution.attempt - execution.releases,

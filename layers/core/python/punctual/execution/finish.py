@@ -18,12 +18,19 @@ from punctual.delivery.targets.base import Outcome, TargetResult
 from punctual.execution.after import AfterEffects
 from punctual.execution.lease import SHUTDOWN, Leases, owned
 from punctual.execution.ports import Claim, FinishResult, WorkerConfig, finish_result
-from punctual.execution.records import AGE_CUT_NOTE, MAX_SUMMARY_CHARS, Ledger, owned_by, summary
+from punctual.execution.records import (
+    AGE_CUT_NOTE,
+    DEFERRED_NOTE,
+    MAX_SUMMARY_CHARS,
+    Ledger,
+    owned_by,
+    summary,
+)
 from punctual.models import AttemptRecord, Execution, ExecutionStatus, IllegalTransition
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import ExecutionConflictError, Expect
-from punctual.timing.retries import RandomSource, next_retry_at
+from punctual.timing.retries import RandomSource, deferral_at, next_retry_at
 
 log = logging.getLogger("punctual.execution")
 
@@ -75,6 +82,61 @@ class Finisher:
         if result.stopped and claim.stop_reason == SHUTDOWN and self.leases.release(claim):
             return finish_result(ExecutionStatus.RETRY_WAIT, False, claim.execution)
         now = self.clock.now()
+        deferred = self._deferred(claim, result, now)
+        status, retry_at, text, ended = deferred or self._ended(claim, result, now)
+        with claim.lock:
+            if claim.finished:
+                raise IllegalTransition(current.status, status)
+            superseded: Execution | None = None
+            if claim.lost or claim.released:
+                fenced = True  # known already: no write can succeed
+                superseded = self.ledger.store.get_execution(job.tenant, job.id, current.slot)
+            else:
+                fenced, superseded = self._record(ended, current)
+            if fenced:
+                claim.lost = True
+                self._note_superseded(claim, ended.attempts[-1].status, text, superseded)
+                return finish_result(None, True, superseded)
+            claim.execution = ended
+            claim.finished = True
+        self.after.apply(job, ended, now, retry_at=retry_at)
+        if result.pause_job:
+            self.after.pause(job, f"the target asked to stop: {text}")
+        return finish_result(status, False, ended, retry_at)
+
+    def _deferred(
+        self, claim: Claim, result: TargetResult, now: datetime
+    ) -> tuple[ExecutionStatus, datetime, str, Execution] | None:
+        """A run whose target was not called because the scheduler's own infrastructure failed for
+        a moment (``result.deferred``: KMS throttling, STS unavailable) is handed back, as a run
+        at shutdown is: RETRY_WAIT, the attempt listed as released (not counted against
+        ``max_attempts``, nor its retry's backoff), tried again after a short growing wait
+        (:func:`punctual.timing.retries.deferral_at`), within ``max_age_seconds`` (its claim's age
+        check applies) and at most ``MAX_DEFERRALS`` times; past them (None), the attempt counts."""
+        job, current = owned(claim)
+        if not result.deferred:
+            return None
+        due = deferral_at(
+            current.releases + 1,
+            now,
+            current.retry_origin,
+            job.retry.max_age_seconds,
+            self.rng(job.id, current.slot, current.attempt),
+        )
+        if due is None:
+            return None
+        text = summary(DEFERRED_NOTE + result.summary)
+        ended = current.ended(
+            ExecutionStatus.RETRY_WAIT, now, text, result=text, releases=current.releases + 1
+        )
+        return ExecutionStatus.RETRY_WAIT, due, text, ended
+
+    def _ended(
+        self, claim: Claim, result: TargetResult, now: datetime
+    ) -> tuple[ExecutionStatus, datetime | None, str, Execution]:
+        """The record of the run ended by ``result`` under the job's retry policy: its status,
+        its retry's instant (None: none), the summary and the record."""
+        job, current = owned(claim)
         succeeded = result.outcome is Outcome.SUCCEEDED
         attempt_status = (
             ExecutionStatus.SUCCEEDED
@@ -108,25 +170,7 @@ class Finisher:
             result=text or None,
             retry_after_s=result.retry_after_s if retry_at is not None else None,
         )
-        with claim.lock:
-            if claim.finished:
-                raise IllegalTransition(current.status, status)
-            superseded: Execution | None = None
-            if claim.lost or claim.released:
-                fenced = True  # known already: no write can succeed
-                superseded = self.ledger.store.get_execution(job.tenant, job.id, current.slot)
-            else:
-                fenced, superseded = self._record(ended, current)
-            if fenced:
-                claim.lost = True
-                self._note_superseded(claim, attempt_status, text, superseded)
-                return finish_result(None, True, superseded)
-            claim.execution = ended
-            claim.finished = True
-        self.after.apply(job, ended, now, retry_at=retry_at)
-        if result.pause_job:
-            self.after.pause(job, f"the target asked to stop: {text}")
-        return finish_result(status, False, ended, retry_at)
+        return status, retry_at, text, ended
 
     def _record(self, ended: Execution, current: Execution) -> tuple[bool, Execution | None]:
         """Write the ended attempt, trying again while the store fails (not on a conflict) for

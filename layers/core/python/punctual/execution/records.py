@@ -27,6 +27,10 @@ from punctual.timing.timers import MANUAL_MARK, TimerKind, slot_instant, slot_ke
 from punctual.usecases.backfills import parse_backfill_ref
 
 RELEASED_NOTE = "released: the worker shut down before the run ended"
+# Begins the error of an attempt deferred because the scheduler's own infrastructure (KMS, STS)
+# failed before the target was called: handed back, not counted (punctual.execution.finish)
+DEFERRED_NOTE = "deferred, not counted as an attempt: "
+
 # Ends the error of a retryable failure whose retry would come past max_age_seconds (a Retry-After
 # hint, or the backoff, pushed it there): its dead letter's condition is the age (QA: it read
 # NonRetryableError, the condition being worked out again without the hint).
@@ -36,6 +40,11 @@ SUPERSEDED_NOTE = "superseded: the job's spec changed"
 MAX_SUMMARY_CHARS = 500
 MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
 LIVE = frozenset({ExecutionStatus.RUNNING})
+
+
+def deferred(execution: Execution) -> bool:
+    """Whether ``execution`` (RETRY_WAIT) waits after an attempt deferred (:data:`DEFERRED_NOTE`)."""
+    return (execution.error or "").startswith(DEFERRED_NOTE)
 
 
 # The bidirectional formatting characters (models.base refuses them in names and tags) a target's

@@ -335,13 +335,15 @@ class Worker:
 
     def _secrets(self, job: Job) -> tuple[str, ...] | TargetResult:
         """The secrets an HTTP target's requests are signed with (no other target signs), or, when
-        they cannot be read (another key, KMS refusing or throttling), a retryable failure naming
-        why: nothing is sent unsigned (QA22: the error escaped the run, and each attempt ended
-        when its lease lapsed, 'lease expired: the worker was lost', the reason nowhere)."""
+        they cannot be read, a failure naming why: nothing is sent unsigned (QA22: the error
+        escaped the run, and each attempt ended when its lease lapsed, 'lease expired: the worker
+        was lost', the reason nowhere). KMS throttling or unavailable defers the slot without
+        counting an attempt (:meth:`punctual.execution.finish.Finisher.finish`); another key or
+        KMS refusing fails the attempt."""
         secrets = secrets_to_sign(job.target, job, self.signing_secrets)
-        if isinstance(secrets, str):
-            log.warning("signing secret of %s: %s", job.id, secrets)
-            return TargetResult.retryable(summary(secrets))
+        if isinstance(secrets, TargetResult):
+            log.warning("signing secret of %s: %s", job.id, secrets.summary)
+            secrets.summary = summary(secrets.summary)
         return secrets
 
     def _wait_for_budget(

@@ -193,7 +193,8 @@ class Execution(_ShallowCopy):
     job_version: int = 1
     attempts: list[AttemptRecord] = Field(default_factory=list)
     result: str | None = None
-    # Attempts a worker handed back on shutdown: they do not count against max_attempts.
+    # Attempts a worker handed back on shutdown, or deferred because KMS or STS failed before the
+    # call (punctual.execution.finish): they do not count against max_attempts.
     releases: int = 0
     # Overlap: the slot that was still running when this one was SKIPPED or QUEUED. The next
     # slot follows this pointer, so the overlap check reads O(1) items, not the job's history.

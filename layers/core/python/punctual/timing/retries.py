@@ -140,3 +140,26 @@ def next_retry_at(
     if due > scheduled_at + timedelta(seconds=policy.max_age_seconds):
         return None
     return due
+
+
+# An attempt deferred because the scheduler's own infrastructure failed before the target was
+# called (KMS throttling, STS unavailable) comes back after 2 s, 4 s, 8 s, ... at most 5 min
+# (half of it jitter), at most this many times a slot: past that, an attempt is counted.
+DEFER_BASE_S = 2.0
+DEFER_MAX_S = 300.0
+MAX_DEFERRALS = 50
+
+
+def deferral_at(
+    deferral: int, failed_at: datetime, scheduled_at: datetime, max_age_s: float, rng: RandomSource
+) -> datetime | None:
+    """The instant the ``deferral``-th (1-based) deferred attempt of a slot is tried again, or
+    None when it may not be deferred (past :data:`MAX_DEFERRALS`, or due past ``max_age_s``
+    after ``scheduled_at``): the attempt is then counted as a failure."""
+    if deferral > MAX_DEFERRALS:
+        return None
+    ceiling = min(DEFER_MAX_S, DEFER_BASE_S * 2 ** min(deferral - 1, _MAX_DOUBLINGS))
+    due = failed_at + timedelta(seconds=rng.uniform(ceiling / 2, ceiling))
+    if due > scheduled_at + timedelta(seconds=max_age_s):
+        return None
+    return due

@@ -44,7 +44,7 @@ from typing import Any
 from punctual.delivery.notifications.background import Later, run_now
 from punctual.delivery.notifications.events import execution_path, first_start
 from punctual.delivery.notifications.sweep import ALERT_STALE_S, AlertSweeps
-from punctual.delivery.targets.base import Outcome, SlotContext, TargetInvoker, secrets_to_sign
+from punctual.delivery.targets.base import Outcome, SlotContext, TargetInvoker, TargetResult, secrets_to_sign
 from punctual.models import (
     Alert,
     AlertCondition,
@@ -409,10 +409,10 @@ class Alerter:
         # An HTTP rule's secret that cannot be read fails that rule's delivery, naming why (QA22: the
         # error escaped it, the alert stayed SENDING and the job's other rules were never sent)
         secrets = secrets_to_sign(rule.target, job, self.signing_secrets)
-        if isinstance(secrets, str):
-            log.warning("alert of %s not sent: %s", job.id, secrets)
+        if isinstance(secrets, TargetResult):
+            log.warning("alert of %s not sent: %s", job.id, secrets.summary)
             return AlertDelivery(
-                rule=index, status=AlertStatus.FAILED, error=summary(secrets), held_back=held
+                rule=index, status=AlertStatus.FAILED, error=summary(secrets.summary), held_back=held
             )
         error: str | None = None
         for tries in range(1, DELIVERY_TRIES + 1):

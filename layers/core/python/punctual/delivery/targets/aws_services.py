@@ -58,7 +58,7 @@ from punctual.delivery.targets.aws_clients import (
     target_client,
     target_role,
 )
-from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.delivery.targets.base import SlotContext, TargetResult, transient_aws_error
 from punctual.delivery.targets.payload import nominal_instant
 
 __all__ = [
@@ -209,6 +209,10 @@ def classify_aws_error(exc: Exception, action: str) -> TargetResult:
         message = str(error.get("Message", "")).strip()
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         summary = f"{action}: {code}" + (f": {message}" if message else "")
+        if getattr(exc, "operation_name", None) == "AssumeRole" and transient_aws_error(exc):
+            # STS failing for a moment (the job's role is assumed as the call starts): not the
+            # target's answer, nor the job's configuration (an AccessDenied is): deferred
+            return TargetResult.deferred_by(f"STS unavailable: {summary}"[:500])
         # 408: a time-out on the service's side (Lambda: SnapStart restore, EFS mount), as HTTP's
         if code in _RETRYABLE_CODES or status >= 500 or status in (408, 429):
             return TargetResult.retryable(summary[:500])

@@ -86,6 +86,9 @@ class TargetResult:
     pause_job: bool = False  # the receiver asked never to be called again (HTTP 410)
     timed_out: bool = False
     stopped: bool = False  # cut short because ``SlotContext.cancel`` was set, not an answer
+    # Not called: the scheduler's own infrastructure (KMS, STS) failed for a moment before the
+    # call; the worker defers the slot without counting an attempt (Finisher)
+    deferred: bool = False
     detail: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -101,6 +104,13 @@ class TargetResult:
         """The call was cut short on ``SlotContext.cancel``: not an answer from the target."""
         result = cls(Outcome.RETRYABLE, summary)
         result.stopped = True
+        return result
+
+    @classmethod
+    def deferred_by(cls, summary: str) -> TargetResult:
+        """The target was not called: infrastructure the call needs failed transiently."""
+        result = cls(Outcome.RETRYABLE, summary)
+        result.deferred = True
         return result
 
     @classmethod
@@ -120,13 +130,59 @@ class TargetInvoker(Protocol):
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult: ...
 
 
-def secrets_to_sign(target: Any, job: Any, read: Callable[[Any], tuple[str, ...]]) -> tuple[str, ...] | str:
+def secrets_to_sign(
+    target: Any, job: Any, read: Callable[[Any], tuple[str, ...]]
+) -> tuple[str, ...] | TargetResult:
     """What a call of ``target`` for ``job`` is signed with: ``read(job)`` for an HTTP target (no
-    other target signs: nothing to read), or why it cannot be read (another key, KMS refusing or
-    throttling), for the caller to fail that call naming it: nothing is sent unsigned."""
+    other target signs: nothing to read), or why it cannot be read, for the caller to fail that
+    call naming it (nothing is sent unsigned): deferred while KMS throttles or is unavailable
+    (:func:`transient_aws_error`), retryable otherwise (another key, KMS refusing)."""
     if getattr(target, "type", None) != "http":
         return ()
     try:
         return read(job)
     except Exception as exc:
-        return f"the job's signing secret cannot be read: {exc}"
+        if transient_aws_error(exc):
+            return TargetResult.deferred_by(
+                f"KMS unavailable: the job's signing secret cannot be read now: {exc}"
+            )
+        return TargetResult.retryable(f"the job's signing secret cannot be read: {exc}")
+
+
+# Error codes AWS services answer for a moment's trouble of their own (KMS, STS): not the caller's
+TRANSIENT_AWS_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "KMSInternalException",
+        "DependencyTimeoutException",
+        "InternalFailure",
+        "InternalError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "IDPCommunicationError",
+    }
+)
+
+
+def transient_aws_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is an AWS service's transient trouble: a
+    throttle, an internal error or a 5xx, a time-out, a connection that failed. An access denied,
+    a disabled or deleted key, a ciphertext that does not open are not: they do not pass."""
+    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+
+    seen: BaseException | None = exc
+    for _ in range(4):  # the error and the few it was raised from (a SecretsError hides KMS's)
+        if seen is None:
+            return False
+        if isinstance(seen, (ConnectionError, HTTPClientError)):
+            return True
+        if isinstance(seen, ClientError):
+            status = int(seen.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            return str(seen.response.get("Error", {}).get("Code", "")) in TRANSIENT_AWS_CODES or status >= 500
+        seen = seen.__cause__ or seen.__context__
+    return False
