@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from punctual.runtime.settings import Settings
+from punctual.security import message_auth
 
 APP_NAME: Final = "punctual"
 DEFAULT_STACK_NAME: Final = "Punctual"
@@ -154,8 +155,9 @@ SHORT_QUEUE_VISIBILITY_TIMEOUT_S: Final = WORKER_TIMEOUT_S + 60
 # The ECS worker's receive asks for its lease of visibility and its heartbeats renew it: this
 # only applies to a message received by something else.
 LONG_QUEUE_VISIBILITY_TIMEOUT_S: Final = 900
-QUEUE_RETENTION_DAYS: Final = 4
-DLQ_RETENTION_DAYS: Final = 14
+# The workers drop a message released longer ago than these allow (MAX_MESSAGE_AGE_S): the core's
+QUEUE_RETENTION_DAYS: Final = message_auth.QUEUE_RETENTION_DAYS
+DLQ_RETENTION_DAYS: Final = message_auth.DLQ_RETENTION_DAYS
 FAILED_QUEUE_RETENTION_DAYS: Final = 14
 
 # --- Workers -------------------------------------------------------------------------------------

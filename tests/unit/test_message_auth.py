@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -137,6 +137,41 @@ def test_a_worker_with_a_key_refuses_what_an_unkeyed_sender_sent(rig: Rig, t0: d
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["forged"]
     stored = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
     assert stored is None or stored.status is not ExecutionStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize("kind", [MessageKind.FIRE, MessageKind.MANUAL])
+def test_a_signed_copy_put_back_after_its_record_expired_never_runs_again(
+    rig: Rig, t0: datetime, kind: str
+) -> None:
+    # QA24: a copy of a signed message put back on a work queue once the slot's record had expired
+    # (30 days) ran the slot again: nothing looked at how long ago it was released
+    from punctual.dispatch.queues import message_for
+    from punctual.security.message_auth import MAX_MESSAGE_AGE_S
+
+    job = rig.add_job()
+    slot = slot_key(t0) if kind == MessageKind.FIRE else f"{slot_key(t0)}~01HZX3"
+    sent = message_for(job, slot, t0, 1, kind, t0)
+    worker = rig.worker(signer=SIGNER)
+    rig.send(sent)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    copy = rig.queues.signer.sign(sent)  # what a queue held, as it was received
+    # A message redriven from a dead-letter queue (its queue's retention, the DLQ's, the queue's
+    # again) still runs: another slot, released 22 days ago, never claimed
+    rig.clock.set(t0 + timedelta(days=22))
+    later = message_for(job, slot_key(t0 + timedelta(minutes=1)), t0 + timedelta(minutes=1), 1, kind, t0)
+    rig.send(later)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    # 31 days on, the record is gone (its TTL), and the copy is put back
+    rig.clock.set(t0 + timedelta(days=31))
+    rig.store._executions.pop((job.tenant, job.id, slot))  # type: ignore[attr-defined]
+    rig.queues.signer = None  # the copy as it was (signed), straight into the queue
+    rig.send(copy)
+    results = rig.work_until_idle(worker)
+    assert [(r.outcome, r.ack) for r in results] == [("forged", True)]
+    assert rig.target.calls_for(job.id) == [(slot, 1), (slot_key(t0 + timedelta(minutes=1)), 1)]
+    assert rig.store.get_execution(job.tenant, job.id, slot) is None
+    assert rig.metrics.total("ForgedMessages") == 1
+    assert 23 * 86400 <= MAX_MESSAGE_AGE_S < 30 * 86400  # below the records' default retention
 
 
 _fields = st.fixed_dictionaries(

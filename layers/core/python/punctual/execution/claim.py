@@ -45,7 +45,7 @@ from punctual.execution.versions import released_version, superseded_record
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
-from punctual.security.message_auth import DispatchSigner
+from punctual.security.message_auth import DispatchSigner, replayed_copy
 from punctual.store.base import ExecutionConflictError, Expect
 from punctual.timing.instants import message_instant
 from punctual.timing.owed import owed_at_restart
@@ -437,6 +437,8 @@ class Claimer:
         """
         if self.signer is not None and not self.signer.verify(message):
             return self._forged(message, delivery)
+        if replayed := replayed_copy(message, self.clock.now()):
+            return self._forged(message, delivery, replayed)
         if message.kind == MessageKind.ALERT:
             return self._alert(message, delivery)
         if message.kind == MessageKind.RELINK:  # a parent's successes for a child linked meanwhile
@@ -543,20 +545,21 @@ class Claimer:
         self.after.notifier.handed_copy(job, record, self.clock.now())  # the job's own bus, if any
         return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, record, reason="missed alert")
 
-    def _forged(self, message: DispatchMessage, delivery: Delivery | None) -> Claim:
-        """A message not signed with the dispatch key: someone outside the scheduler wrote it.
-        Nothing it names is read or written; it is logged, counted and dropped."""
+    def _forged(self, message: DispatchMessage, delivery: Delivery | None, why: str = "") -> Claim:
+        """A message not signed with the dispatch key (someone outside the scheduler wrote it), or
+        ``why`` it is not to run (signed, but older than any queue keeps a message). Nothing it
+        names is read or written; it is logged, counted and dropped."""
         self.metrics.add(FORGED_MESSAGES, 1)
         log.error(
-            "dropping a message without a valid signature (%s): tenant %r job %r slot %r attempt %r kind %r",
-            "unsigned" if not message.sig else "forged",
+            "dropping a message %s: tenant %r job %r slot %r attempt %r kind %r",
+            why or f"without a valid signature ({'unsigned' if not message.sig else 'forged'})",
             message.tenant,
             message.job_id,
             message.slot,
             message.attempt,
             message.kind,
         )
-        return Claim(ClaimOutcome.FORGED, message, delivery, reason="not signed with the dispatch key")
+        return Claim(ClaimOutcome.FORGED, message, delivery, reason=why or "not signed with the dispatch key")
 
     def _cancelled(self, job: Job, record: Execution) -> bool:
         """Whether ``record`` is of a backfill of ``job`` that was cancelled (a dependant's record

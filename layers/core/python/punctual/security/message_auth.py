@@ -26,11 +26,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 from punctual.dispatch.queues import DispatchMessage
 from punctual.runtime.settings import Settings
+from punctual.timing.instants import message_instant
 
 log = logging.getLogger("punctual.security.message_auth")
 
@@ -43,6 +45,16 @@ RELOAD_EVERY_S = 10.0  # the most often a process reads the secret again for a m
 REFRESH_EVERY_S = 300.0
 # A dispatch key's versions: the one to sign with and the one before it (None: none, or not read)
 KeyVersions = tuple[str, str | None]
+# How long the work queues keep a message, and their dead-letter queues (the stack's queues are
+# made with these, punctual_cdk.constants; local mode's from the same template).
+QUEUE_RETENTION_DAYS = 4
+DLQ_RETENTION_DAYS = 14
+# The oldest a message any sender signed can be when a worker receives it: a work queue's retention,
+# then its dead-letter queue's, then a work queue's again after an operator's redrive (every sender
+# writes ``released_at`` as it sends, :func:`punctual.dispatch.queues.message_for`; a resend keeps
+# it for minutes), and a day's margin. Older, it is a copy put back on a queue (QA24: past the
+# slot's record's expiry it ran again, nothing looking at its age): dropped as forged.
+MAX_MESSAGE_AGE_S = (2 * QUEUE_RETENTION_DAYS + DLQ_RETENTION_DAYS + 1) * 86400
 
 
 def _keyed_hmac(key: bytes) -> Any:
@@ -187,6 +199,21 @@ class DispatchSigner:
             return False
         self._reads += 1
         return True
+
+
+def replayed_copy(message: DispatchMessage, now: datetime) -> str:
+    """Why ``message`` is not to run when it was released longer ago than a queue can have kept it
+    (:data:`MAX_MESSAGE_AGE_S`: a copy put back on a queue); "" otherwise, and for a message whose
+    ``released_at`` is empty or does not read (the claim decides on it as before)."""
+    if not message.released_at:
+        return ""
+    try:
+        age_s = (now - message_instant(message.released_at)).total_seconds()
+    except (AttributeError, TypeError, ValueError):
+        return ""
+    if age_s <= MAX_MESSAGE_AGE_S:
+        return ""
+    return f"released {age_s / 86400:.1f} days ago, longer than a queue keeps one: a copy put back"
 
 
 def _derived(key: str) -> bytes:
