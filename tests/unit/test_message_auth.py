@@ -174,6 +174,40 @@ def test_a_signed_copy_put_back_after_its_record_expired_never_runs_again(
     assert 23 * 86400 <= MAX_MESSAGE_AGE_S < 30 * 86400  # below the records' default retention
 
 
+def test_a_message_of_a_rotated_key_waits_on_its_queue_while_the_key_cannot_be_read(
+    rig: Rig, t0: datetime
+) -> None:
+    # QA24: after a rotation, with Secrets Manager unreachable, a worker that could not read the
+    # new key again dropped every message signed with it as forged (the slots lost, the alarm raised)
+    job = rig.add_job()
+    reachable = [False]
+    ticks = [0.0]
+
+    def read_again() -> tuple[str, str]:
+        if not reachable[0]:
+            raise ConnectionError("secretsmanager: could not connect")
+        return "n" * 40, KEY
+
+    signer = DispatchSigner(KEY, reload=read_again, clock=lambda: ticks[0])
+    worker = rig.worker(signer=signer)
+    rig.queues.signer = DispatchSigner("n" * 40)  # the poller read the rotated key
+    rig.send(rig.message(job, t0))
+    results = rig.work_until_idle(worker)
+    assert [(r.outcome, r.ack) for r in results] == [("unverified", False)]
+    assert rig.target.calls == [] and rig.metrics.total("ForgedMessages") == 0
+    assert len(rig.queues.all_messages()) == 1  # kept, to be verified when it comes back
+    # Secrets Manager answers again: when the message comes back it verifies, and runs once
+    reachable[0] = True
+    ticks[0] += 11
+    rig.clock.advance(11)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+    # A forgery is still dropped as one once the key can be read
+    rig.queues.signer = DispatchSigner("y" * 40)
+    rig.send(rig.message(job, t0 + timedelta(minutes=1)))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["forged"]
+
+
 _fields = st.fixed_dictionaries(
     {
         "tenant": st.text(min_size=1, max_size=10),

@@ -22,7 +22,7 @@ from punctual.dispatch.queues import FORGED_MESSAGES, DispatchMessage, MessageKi
 from punctual.execution.after import AfterEffects
 from punctual.execution.decisions import FRESH_KINDS, NEW_SLOT, ClaimAction, ClaimDecision, decide_claim
 from punctual.execution.lease import Leases
-from punctual.execution.parking import ERROR_BACKOFF_S, Parking
+from punctual.execution.parking import ERROR_BACKOFF_S, Parking, error_backoff_s
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
 from punctual.execution.records import (
     GONE_NOTE,
@@ -314,6 +314,35 @@ def first_release_delay(
     return fire_delay_of(record.scheduled_at, message.released_at)
 
 
+def forged(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None, why: str = "") -> Claim:
+    """A message not signed with the dispatch key (someone outside the scheduler wrote it), or
+    ``why`` it is not to run (signed, but older than any queue keeps a message): nothing it names
+    is read or written; it is logged, counted and dropped. While the key cannot be read again
+    (Secrets Manager unreachable) one that verifies under no key held may be signed with a rotated
+    key: it goes back to its queue unread, verified when it comes back (QA24: dropped as forged)."""
+    signer = claimer.signer
+    if not why and signer is not None and signer.keys_unread:
+        seconds = error_backoff_s(delivery.receive_count if delivery else 1)
+        claimer.parking.return_later(delivery, seconds)
+        claimer.metrics.add("UnverifiedMessagesReturned", 1)
+        log.warning(
+            "dispatch key unreadable: message of %r %r back for %d s", message.job_id, message.slot, seconds
+        )
+        reason = "not verified: the dispatch key cannot be read"
+        return Claim(ClaimOutcome.UNVERIFIED, message, delivery, return_after_s=seconds, reason=reason)
+    claimer.metrics.add(FORGED_MESSAGES, 1)
+    log.error(
+        "dropping a message %s: tenant %r job %r slot %r attempt %r kind %r",
+        why or f"without a valid signature ({'unsigned' if not message.sig else 'forged'})",
+        message.tenant,
+        message.job_id,
+        message.slot,
+        message.attempt,
+        message.kind,
+    )
+    return Claim(ClaimOutcome.FORGED, message, delivery, reason=why or "not signed with the dispatch key")
+
+
 def held_early(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
     """A message its sender released well before the instant it was meant to start, by the
     sender's own clock (a timer found in an earlier minute than its slot's, by a fault or a
@@ -436,9 +465,9 @@ class Claimer:
             messages have had their visibility set when ``delivery`` was given.
         """
         if self.signer is not None and not self.signer.verify(message):
-            return self._forged(message, delivery)
+            return forged(self, message, delivery)
         if replayed := replayed_copy(message, self.clock.now()):
-            return self._forged(message, delivery, replayed)
+            return forged(self, message, delivery, replayed)
         if message.kind == MessageKind.ALERT:
             return self._alert(message, delivery)
         if message.kind == MessageKind.RELINK:  # a parent's successes for a child linked meanwhile
@@ -544,22 +573,6 @@ class Claimer:
             alerter.missed(job, record)
         self.after.notifier.handed_copy(job, record, self.clock.now())  # the job's own bus, if any
         return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, record, reason="missed alert")
-
-    def _forged(self, message: DispatchMessage, delivery: Delivery | None, why: str = "") -> Claim:
-        """A message not signed with the dispatch key (someone outside the scheduler wrote it), or
-        ``why`` it is not to run (signed, but older than any queue keeps a message). Nothing it
-        names is read or written; it is logged, counted and dropped."""
-        self.metrics.add(FORGED_MESSAGES, 1)
-        log.error(
-            "dropping a message %s: tenant %r job %r slot %r attempt %r kind %r",
-            why or f"without a valid signature ({'unsigned' if not message.sig else 'forged'})",
-            message.tenant,
-            message.job_id,
-            message.slot,
-            message.attempt,
-            message.kind,
-        )
-        return Claim(ClaimOutcome.FORGED, message, delivery, reason=why or "not signed with the dispatch key")
 
     def _cancelled(self, job: Job, record: Execution) -> bool:
         """Whether ``record`` is of a backfill of ``job`` that was cancelled (a dependant's record

@@ -147,6 +147,8 @@ class ClaimOutcome(StrEnum):
     EXHAUSTED = "exhausted"  # lease lapsed with no attempt left: TIMED_OUT
     STALE = "stale"  # the job is gone, or the slot was released for an older version of it
     FORGED = "forged"  # not signed with the dispatch key: dropped unread
+    # verifies under no dispatch key held while the key cannot be read again: back to its queue
+    UNVERIFIED = "unverified"
 
 
 @dataclass
@@ -182,8 +184,8 @@ class Claim:
 
     @property
     def ack(self) -> bool:
-        """Whether the message should be deleted now (not for WAITING: it comes back)."""
-        return self.outcome is not ClaimOutcome.WAITING
+        """Whether the message should be deleted now (not for WAITING nor UNVERIFIED: it comes back)."""
+        return self.outcome is not ClaimOutcome.WAITING and self.outcome is not ClaimOutcome.UNVERIFIED
 
 
 @dataclass(frozen=True)

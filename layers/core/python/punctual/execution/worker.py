@@ -58,6 +58,8 @@ log = logging.getLogger("punctual.execution")
 # The longest a claimed, smoothed slot waits in the worker for its instant (the claim returned it
 # to the queue when it had a whole second or more to wait).
 BUDGET_WAIT_MAX_S = 2.0
+# Claims of messages not verified: nothing they name is read or written
+_UNREAD = (ClaimOutcome.FORGED, ClaimOutcome.UNVERIFIED)
 # A run's outcome: the value of the status it ended in (a lookup, not the enum's ``value`` property)
 _OUTCOMES = {status: status.value for status in ExecutionStatus}
 
@@ -279,7 +281,7 @@ class Worker:
         """See :meth:`punctual.execution.claim.Claimer.claim`; the slot that ends its job's chain
         also marks the job COMPLETED (:mod:`punctual.execution.chain_ends`)."""
         claim = self.claimer.claim(message, delivery, time_left_s)
-        if message.last and claim.outcome is not ClaimOutcome.FORGED:
+        if message.last and claim.outcome not in _UNREAD:
             self.chain_ends.handled(message, claim.job)
         if claim.outcome is ClaimOutcome.EXHAUSTED or (
             message.attempt > 1

@@ -106,6 +106,7 @@ class DispatchSigner:
         self._read_at = clock()  # when the keys held were read (or a read of them last failed)
         self._reload_lock = threading.Lock()
         self._reads = 0  # how many times the keys were read again (what a waiting verify looks at)
+        self._unread = False  # the last read of the keys failed (Secrets Manager unreachable)
         self._use(key, previous)
 
     def _use(self, key: str, previous: Sequence[str]) -> None:
@@ -153,6 +154,12 @@ class DispatchSigner:
             return False
         return self._reloaded(reads) and self.verify_known(sig, payload)
 
+    @property
+    def keys_unread(self) -> bool:
+        """Whether the last read of the keys failed: a message that verifies under none of the keys
+        held may then be signed with a key this process could not read (a rotation), not forged."""
+        return self._unread
+
     def verify_known(self, sig: str, payload: str) -> bool:
         """Whether ``sig`` signs ``payload`` under the keys held now (no reload)."""
         keyed, accepted = self._keys
@@ -196,7 +203,9 @@ class DispatchSigner:
             self._use(current, [previous] if previous else [])
         except Exception:
             log.warning("cannot read the dispatch key again", exc_info=True)
+            self._unread = True
             return False
+        self._unread = False
         self._reads += 1
         return True
 
