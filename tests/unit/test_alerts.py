@@ -368,6 +368,29 @@ def test_a_signing_secret_that_cannot_be_read_fails_that_rules_delivery_only() -
     assert {e.status for e in a.rig.history(job)} == {ExecutionStatus.FAILED}
 
 
+def test_a_signing_secret_kms_throttles_for_a_moment_is_read_again_and_the_alert_sent() -> None:
+    # QA24: an HTTP rule's delivery failed at KMS's first throttle (its secret unread), though a
+    # target that fails is tried three times: KMS failing a moment is tried again the same way
+    from botocore.exceptions import ClientError
+
+    hooks = FakeTarget(OK)
+    a = Alerting(FAIL, hooks=hooks)
+    reads = []
+
+    def throttled_once(job: Job) -> tuple[str, ...]:
+        reads.append(job.id)
+        if len(reads) == 1:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "Decrypt")
+        return ("whsec_current",)
+
+    a.alerter.signing_secrets = throttled_once
+    job = a.job({"on": ["failed"], "target": HOOK})
+    a.run_slot(job, 0)
+    [alert] = a.store.list_alerts(job.tenant, job.id, 10)
+    assert alert.status is AlertStatus.SENT and len(reads) == 2
+    assert [ctx.signing_secrets for ctx in hooks.calls] == [("whsec_current",)]
+
+
 def test_a_late_slot_that_waits_for_its_turn_is_alerted_late_once() -> None:
     # Given an overlap 'queue' job with a rule on late after 30 s, whose slot is still running
     # when the next slot is released 45 s late (QA23: its claim queued it before judging its

@@ -408,7 +408,14 @@ class Alerter:
         payload = rendered(rule, alert.body, held)
         # An HTTP rule's secret that cannot be read fails that rule's delivery, naming why (QA22: the
         # error escaped it, the alert stayed SENDING and the job's other rules were never sent)
+        # KMS throttled or failing a moment: read again, as a failed call is tried again (QA24: the
+        # delivery failed at KMS's first throttle, the alert never sent)
         secrets = secrets_to_sign(rule.target, job, self.signing_secrets)
+        for tries in range(1, DELIVERY_TRIES):
+            if not (isinstance(secrets, TargetResult) and secrets.deferred):
+                break
+            self.clock.sleep(DELIVERY_BACKOFF_S[min(tries - 1, len(DELIVERY_BACKOFF_S) - 1)])
+            secrets = secrets_to_sign(rule.target, job, self.signing_secrets)
         if isinstance(secrets, TargetResult):
             log.warning("alert of %s not sent: %s", job.id, secrets.summary)
             return AlertDelivery(
