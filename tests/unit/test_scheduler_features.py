@@ -4,6 +4,7 @@ job's dead-letter queue after its last attempt, and deleting a completed job tha
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -82,6 +83,31 @@ def test_a_non_retryable_failure_is_dead_lettered_at_once(rig: Rig, t0: datetime
     assert values["EXHAUSTED_RETRY_CONDITION"] == "NonRetryableError"
     assert values["ERROR_CODE"] == "ResourceNotFoundException"
     assert values["SCHEDULE_ARN"] == "job-1"  # a /v1 job: its id
+
+
+@pytest.mark.parametrize("released_s", [23, 95])  # a jittered slot's release; an after() child's dispatch
+def test_a_dead_letters_scheduled_time_is_the_slots_not_its_later_release(
+    rig: Rig, t0: datetime, released_s: int
+) -> None:
+    """QA24: a slot released after its instant (``jitter_seconds``, a FlexibleTimeWindow; an
+    ``after()`` job's slot, sent when its last parent succeeded) was dead-lettered with the release
+    instant as its ``SCHEDULED_TIME`` (10:00:23Z), while the body's
+    ``<aws.scheduler.scheduled-time>`` said the slot's (10:00:00Z), as EventBridge Scheduler does."""
+    job = rig.add_job(
+        "job-1",
+        payload={"at": "<aws.scheduler.scheduled-time>"},
+        retry=RetryPolicy(max_attempts=1),
+        dead_letter=DeadLetterQueue(queue_arn=DLQ),
+    )
+    dead = MemoryDeadLetters()
+    worker = rig.worker(target=FakeTarget(TargetResult.permanent("HTTP 400")), dead_letters=dead)
+    released = t0 + timedelta(seconds=released_s)
+    rig.advance_to(released)
+    rig.send(replace(rig.message(job, t0), scheduled_at=released.isoformat().replace("+00:00", "Z")))
+    rig.work_until_idle(worker)
+    [(_, body, attributes)] = dead.sent
+    assert json.loads(body) == {"at": "2026-11-30T10:00:00Z"}
+    assert attributes["SCHEDULED_TIME"]["StringValue"] == "2026-11-30T10:00:00Z"
 
 
 def test_a_retry_cut_by_the_age_limit_is_dead_lettered_as_such(rig: Rig, t0: datetime) -> None:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from punctual.delivery.targets.aws_clients import ClientFactory
 from punctual.delivery.targets.aws_services import SqsTargetAdapter, message_body
 from punctual.delivery.targets.base import Outcome, SlotContext
-from punctual.delivery.targets.payload import execution_id, render_payload
+from punctual.delivery.targets.payload import execution_id, nominal_instant, render_payload
 from punctual.execution.records import AGE_CUT_NOTE
 from punctual.models import Execution, ExecutionStatus, Job, target_arn
 from punctual.runtime.observability import MetricsSink, NullMetrics
@@ -88,7 +88,9 @@ def dead_letter_attributes(job: Job, execution: Execution, now: datetime) -> dic
         "RETRY_ATTEMPTS": {"DataType": "Number", "StringValue": str(max(0, failed_attempts(execution) - 1))},
         "SCHEDULE_ARN": _string(schedule_arn),
         "TARGET_ARN": _string(called),
-        "SCHEDULED_TIME": _string(format_instant_adaptive(execution.scheduled_at)),
+        # the time the schedule named, as the body's <aws.scheduler.scheduled-time>: not a jittered
+        # slot's later release, nor an after() job's dispatch (QA24: both were sent)
+        "SCHEDULED_TIME": _string(format_instant_adaptive(nominal_instant(ctx))),
         "EXECUTION_ID": _string(execution_id(ctx)),
     }
 
