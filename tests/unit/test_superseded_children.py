@@ -169,3 +169,28 @@ def test_a_paused_parents_slot_its_resume_owes_is_left_to_it(rig: Rig, t0: datet
         rig.work_until_idle(rig.worker())
     ran = rig.store.get_execution("default", child.id, slot_key(slot))
     assert ran is not None and ran.status is ExecutionStatus.SUCCEEDED
+
+
+def test_a_childs_slot_superseded_by_a_schedule_of_its_own_is_missed_by_its_child(
+    rig: Rig, t0: datetime
+) -> None:
+    """QA24: an after() job's slot, sent when its parent succeeded, superseded before a worker took
+    it by a replace that gave the job a cron schedule: no parent sends it again, and its own child's
+    slot had no record at all (skip_dependants and superseded() both left it)."""
+    jobs, parent, child = _family(rig)
+    grandchild, _ = jobs.register("default", spec("after(child)"), job_id="grandchild")
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    rig.send(rig.message(parent, slot))
+    worker = rig.worker()
+    rig.work(worker)  # the parent succeeds: the child's slot is sent
+    assert [m.kind for m in rig.queues.all_messages(SHORT)] == [MessageKind.CHILD]
+    rig.clock.set(slot + timedelta(seconds=1))
+    jobs.replace("default", child.id, spec("cron(0 * * * ? *)"))  # before a worker took it
+    rig.clock.set(slot + timedelta(seconds=8))  # older than the spec its message carries
+    rig.work_until_idle(worker)
+    superseded = rig.store.get_execution("default", child.id, slot_key(slot))
+    assert superseded is not None and superseded.status is ExecutionStatus.SUPERSEDED
+    record = rig.store.get_execution("default", grandchild.id, slot_key(slot))
+    assert record is not None and record.status is ExecutionStatus.MISSED
+    assert record.error == "not run: parent child's slot was SUPERSEDED"

@@ -27,7 +27,7 @@ from punctual.execution.records import LEASE_LOST_NOTE, SUPERSEDED_NOTE, new_rec
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.models.jobs import chain_end
 from punctual.store.base import Expect
-from punctual.timing.slots import next_slot
+from punctual.timing.slots import next_slot, schedule_of
 from punctual.timing.timers import MANUAL_MARK, slot_instant
 
 # The records whose version says nothing about the attempt the message would start: they only
@@ -92,6 +92,18 @@ def superseded_record(
 _SENT_AGAIN = (MessageKind.BACKFILL, MessageKind.CHILD, MessageKind.MANUAL)
 
 
+def _sent_again(job: Job, message: DispatchMessage) -> bool:
+    """Whether another path may still send the superseded slot (:data:`_SENT_AGAIN`). An after()
+    job's slot only while the job still waits on parents: one replaced by a schedule of its own
+    (cron, rate) hears from no parent again, and its slot is decided as a scheduled one (QA24: its
+    own ``after()`` children's slot was left with no record at all)."""
+    if MANUAL_MARK in message.slot:
+        return True
+    if message.kind == MessageKind.CHILD:
+        return schedule_of(job).kind == "after"
+    return message.kind in _SENT_AGAIN
+
+
 def superseded_for_good(job: Job, message: DispatchMessage, ran: bool, released_for: int) -> bool:
     """Whether the slot a claim records SUPERSEDED is one no later release of ``job`` (as it is
     now) runs, so that its ``after()`` children will never hear from it (QA17: a parent's retry
@@ -109,7 +121,7 @@ def superseded_for_good(job: Job, message: DispatchMessage, ran: bool, released_
     Not for a backfill's, a run-now or an after() job's slot (sent again, or never a child of
     several parents'), nor a chain older than the restarts the job keeps (not known: left as it
     was). A paused job's slot the new spec has, after the restart, is its resume's to decide."""
-    if message.kind in _SENT_AGAIN or MANUAL_MARK in message.slot:
+    if _sent_again(job, message):
         return False
     instant = slot_instant(message.slot)
     has_it = next_slot(job, instant - timedelta(seconds=1)) == instant
