@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from execution_harness import LAYOUT, SHORT, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
@@ -26,6 +28,7 @@ from punctual.usecases.backfill_runner import BackfillRunner
 from punctual.usecases.backfills import BackfillState
 from punctual.usecases.calendar_service import CalendarService
 from punctual.usecases.calendars import CalendarSpec
+from punctual.usecases.job_errors import InvalidJobError
 from punctual.usecases.jobs import JobService
 
 S = ExecutionStatus
@@ -288,3 +291,30 @@ def test_a_parents_missed_range_gives_the_child_only_the_slots_all_its_parents_h
     history = sorted((r.slot, r.status.value, r.slot_count) for r in rig.history(child))
     assert history == [(slot_key(T0 + timedelta(minutes=m)), "MISSED", 1) for m in (-1, 29, 59)]
     assert rig.store.get_job("default", child.id).skipped_slots == 3  # type: ignore[union-attr]
+
+
+def test_a_chain_deeper_than_its_slots_are_recorded_is_refused() -> None:
+    """QA24: a root's failed (or missed) slot was recorded 16 after() jobs down and no further: the
+    17th job of a 21-deep chain and those below it had no record of the slot at all. A chain of
+    16 records the slot all the way down; a 17th job, or a replace that joins two chains into
+    more than 16, is refused (422 naming the chain), nothing written."""
+    rig, jobs = world()
+    root, _ = jobs.register("default", spec(DAILY), job_id="j0")
+    for n in range(1, 17):
+        jobs.register("default", spec(f"after(j{n - 1})"), job_id=f"j{n}")
+    with pytest.raises(InvalidJobError, match=r"after\(\) chain too deep: j17 -> j16 -> .* -> j1 \(17"):
+        jobs.register("default", spec("after(j16)"), job_id="j17")
+    assert rig.store.get_job("default", "j17") is None
+    # a replace from below: k1 after(k0) under j8 would put k1..k2 below 16 levels
+    jobs.register("default", spec(DAILY), job_id="k0")
+    jobs.register("default", spec("after(k0)"), job_id="k1")
+    jobs.register("default", spec("after(k1)"), job_id="k2")
+    with pytest.raises(InvalidJobError, match=r"k2 -> k1 -> j16 -> "):
+        jobs.replace("default", "k1", spec("after(j16)"))
+    jobs.replace("default", "k1", spec("after(j14)"))  # 16 deep: k2 is the 16th
+    # And a failed root slot is recorded down to the 16th job of either branch
+    rig.clock.set(T0)
+    rig.send(rig.message(root, T0))
+    rig.work_until_idle(rig.worker(target=FakeTarget(TargetResult.permanent("HTTP 400"))))
+    below = [f"j{n}" for n in range(1, 17)] + ["k1", "k2"]
+    assert [record(rig, jobs.get("default", j), T0)[0] for j in below] == ["SKIPPED"] * 18  # type: ignore[index]

@@ -31,12 +31,13 @@ from datetime import datetime, timedelta
 from punctual.execution.records import records_inside
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import ExecutionConflictError, JobStore
+from punctual.timing.schedules.after import MAX_CHAIN_DEPTH
 from punctual.timing.slots import inside_window, next_slot, schedule_of
 from punctual.timing.timers import MANUAL_MARK, slot_instant, slot_key
 
 log = logging.getLogger("punctual.execution")
 
-MAX_DEPTH = 16  # how far down after() chains a parent's slot that did not run is recorded
+MAX_DEPTH = MAX_CHAIN_DEPTH  # how far down after() chains a parent's slot that did not run is recorded
 # A parent's record -> its children's (a child's own record, in turn, for the grandchildren).
 _UNDER = {
     ExecutionStatus.MISSED: ExecutionStatus.MISSED,

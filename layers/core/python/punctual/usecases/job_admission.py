@@ -24,6 +24,7 @@ from punctual.security.quotas import micro_rate
 from punctual.security.tenant_quotas import PeakQuota
 from punctual.store.base import JobStore, UnreadableJob, UnreadableJobError
 from punctual.store.listing import every_item
+from punctual.timing.schedules.after import MAX_CHAIN_DEPTH
 from punctual.timing.slots import schedule_of
 from punctual.usecases.job_errors import InvalidJobError
 from punctual.usecases.shared_slots import TIMING_FIELDS, no_shared_slot
@@ -48,6 +49,32 @@ def find_cycle(
         for parent in lookup(current) or ():
             stack.append((parent, [*path, parent]))
     return None
+
+
+def deepest_chain(
+    job_id: str,
+    parents: tuple[str, ...],
+    lookup: Callable[[str], tuple[str, ...] | None],
+    children: Callable[[str], list[str]] | None = None,
+) -> list[str]:
+    """The longest run of ``after()`` jobs, each after the next, through ``job_id`` as ``after(parents)``:
+    from its deepest ``after()`` descendant (``children(id)``: the jobs that name ``id``; None, a
+    new job: none) up to its highest ``after()`` ancestor. The walks stop past
+    :data:`MAX_CHAIN_DEPTH`, enough to refuse (a graph without cycles: checked before)."""
+    above: dict[str, list[str]] = {}
+
+    def up(job: str, depth: int) -> list[str]:  # job and the after() jobs above it, job first
+        if job not in above:
+            own = (lookup(job) or ()) if depth <= MAX_CHAIN_DEPTH else ()
+            above[job] = [job, *max((up(p, depth + 1) for p in own), key=len, default=[])] if own else []
+        return above[job]
+
+    def down(job: str, depth: int) -> list[str]:  # the after() jobs below job, deepest first
+        if children is None or depth > MAX_CHAIN_DEPTH:
+            return []
+        return max(([*down(c, depth + 1), c] for c in children(job)), key=len, default=[])
+
+    return [*down(job_id, 1), job_id, *max((up(p, 1) for p in parents), key=len, default=[])]
 
 
 def all_jobs(store: JobStore, tenant: str) -> list[Job]:
@@ -190,7 +217,38 @@ class JobAdmission:
         cycle = find_cycle(job_id, parents, lookup)
         if cycle:
             raise InvalidJobError("dependency cycle: " + " -> ".join(cycle))
+        if current is None or set(current) != set(parents):
+            self._check_depth(tenant, job_id, parents, lookup, current is not None)
         return parents
+
+    def _check_depth(
+        self,
+        tenant: str,
+        job_id: str,
+        parents: tuple[str, ...],
+        lookup: Callable[[str], tuple[str, ...] | None],
+        replace: bool,
+    ) -> None:
+        """Refuse a chain of more than :data:`MAX_CHAIN_DEPTH` ``after()`` jobs (QA24: a parent's
+        slot that failed or was missed left no record for the jobs below that depth)."""
+        read: dict[str, tuple[str, ...] | None] = {}
+
+        def parents_of(other: str) -> tuple[str, ...] | None:
+            if other not in read:
+                read[other] = lookup(other)
+            return read[other]
+
+        def children(parent: str) -> list[str]:  # the jobs that name parent (a link may be stale)
+            named = self.store.list_dependents(tenant, parent)
+            return [c for c in named if c != job_id and parent in (parents_of(c) or ())]
+
+        chain = deepest_chain(job_id, parents, parents_of, children if replace else None)
+        if len(chain) > MAX_CHAIN_DEPTH:
+            raise InvalidJobError(
+                f"after() chain too deep: {' -> '.join(chain)} ({len(chain)} after() jobs in a row; "
+                f"at most {MAX_CHAIN_DEPTH})",
+                field="schedule",
+            )
 
     def check_children(self, job: Job, before: Job | None, now: datetime) -> None:
         """Refuse a parent's new spec after which an ``after(...)`` job that names it shares no slot

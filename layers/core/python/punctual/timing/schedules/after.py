@@ -9,13 +9,16 @@ from punctual.timing.schedules.base import Schedule, shorten
 from punctual.timing.schedules.dst import DstOptions
 from punctual.timing.schedules.errors import ScheduleError
 
-__all__ = ["MAX_PARENTS", "AfterSchedule", "parse_after"]
+__all__ = ["MAX_CHAIN_DEPTH", "MAX_PARENTS", "AfterSchedule", "parse_after"]
 
 _JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # A job and its links to its parents are one DynamoDB transaction (at most 100 items): the job,
 # its listing, the tenant counter and two items per parent, twice over when a replace moves them,
 # and two per calendar use changed; a write over 100 is refused, naming why (422).
 MAX_PARENTS = 20
+# How many after() jobs a chain holds at most, one after the other: a parent's slot that did not
+# run is recorded that far down (punctual.execution.unrun_children), so a deeper chain is refused.
+MAX_CHAIN_DEPTH = 16
 
 
 class AfterSchedule(Schedule):
