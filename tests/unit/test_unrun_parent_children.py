@@ -318,3 +318,19 @@ def test_a_chain_deeper_than_its_slots_are_recorded_is_refused() -> None:
     rig.work_until_idle(rig.worker(target=FakeTarget(TargetResult.permanent("HTTP 400"))))
     below = [f"j{n}" for n in range(1, 17)] + ["k1", "k2"]
     assert [record(rig, jobs.get("default", j), T0)[0] for j in below] == ["SKIPPED"] * 18  # type: ignore[index]
+
+
+def test_the_depth_check_of_a_replace_reads_each_descendant_once() -> None:
+    """Review: the walk down a lattice of diamonds went every path (2^12 reads of links here)."""
+    rig, jobs = world()
+    for root in ("l0", "r0"):
+        jobs.register("default", spec(DAILY), job_id=root)
+    for level in range(1, 13):
+        parents = "l0" if level == 1 else f"l{level - 1}a, l{level - 1}b"
+        for side in "ab":
+            jobs.register("default", spec(f"after({parents})"), job_id=f"l{level}{side}")
+    reads: list[str] = []
+    real = rig.store.list_dependents
+    rig.store.list_dependents = lambda tenant, parent: reads.append(parent) or real(tenant, parent)  # type: ignore[method-assign]
+    jobs.replace("default", "l1a", spec("after(l0, r0)"))  # a new parent: the chain is checked
+    assert len(reads) <= 30  # the 22 jobs below l1a once each, and the write's own reads

@@ -69,10 +69,14 @@ def deepest_chain(
             above[job] = [job, *max((up(p, depth + 1) for p in own), key=len, default=[])] if own else []
         return above[job]
 
+    below: dict[str, list[str]] = {}  # (each job walked once: a path cut short is too deep anyway)
+
     def down(job: str, depth: int) -> list[str]:  # the after() jobs below job, deepest first
         if children is None or depth > MAX_CHAIN_DEPTH:
             return []
-        return max(([*down(c, depth + 1), c] for c in children(job)), key=len, default=[])
+        if job not in below:
+            below[job] = max(([*down(c, depth + 1), c] for c in children(job)), key=len, default=[])
+        return below[job]
 
     return [*down(job_id, 1), job_id, *max((up(p, 1) for p in parents), key=len, default=[])]
 
