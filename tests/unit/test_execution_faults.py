@@ -13,8 +13,9 @@ import pytest
 
 from execution_harness import SHORT, FakeTarget, Rig, statuses
 from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.dispatch.queues import MessageKind, message_for
 from punctual.execution import PARK_AFTER_RECEIVES, Delivery, MessageReturned, error_backoff_s
-from punctual.models import Execution, ExecutionStatus, Job
+from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.runtime.clock import ManualClock
 from punctual.store.base import Expect
 from punctual.store.memory import MemoryStore
@@ -33,6 +34,7 @@ class FlakyStore(MemoryStore):
         self.fail_saves_of: dict[ExecutionStatus, int] = {}
         self.land_then_fail = False  # the write is applied, then its answer is lost
         self.unreadable_jobs: set[str] = set()
+        self.fail_job_writes = {"replace": 0, "delete": 0}  # job writes that fail (throttled)
 
     def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
         left = self.fail_saves_of.get(execution.status, 0)
@@ -42,6 +44,19 @@ class FlakyStore(MemoryStore):
                 super().save_execution(execution, expect, ttl_epoch_s)
             raise StoreDown(f"writing {execution.status.value} failed")
         super().save_execution(execution, expect, ttl_epoch_s)
+
+    def replace_job(self, job: Job, expected_version: int, *args: Any, **kwargs: Any) -> None:
+        self._job_write("replace")
+        super().replace_job(job, expected_version, *args, **kwargs)
+
+    def delete_job(self, tenant: str, job_id: str, *args: Any, **kwargs: Any) -> None:
+        self._job_write("delete")
+        super().delete_job(tenant, job_id, *args, **kwargs)
+
+    def _job_write(self, what: str) -> None:
+        if self.fail_job_writes[what]:
+            self.fail_job_writes[what] -= 1
+            raise StoreDown(f"{what} of a job throttled")
 
     def get_job(self, tenant: str, job_id: str, consistent: bool = True) -> Job | None:
         if job_id in self.unreadable_jobs:
@@ -197,6 +212,43 @@ def test_a_first_attempt_that_keeps_failing_its_claim_is_parked_with_a_record_no
     rig.poll()
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
     assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+
+
+def _lambda_rounds(rig: Rig, worker: Any, seconds: int) -> None:
+    """Deliver what is visible once a second for ``seconds``, as the Lambda shell does (a record
+    that raises is handed to ``after_error``; acknowledged records are deleted)."""
+    for _ in range(seconds):
+        for received in rig.queues.receive(SHORT, 10, 0, 900):
+            delivery = Delivery(SHORT, received.receipt, received.receive_count)
+            try:
+                handled = worker.process(received.message, delivery)
+            except StoreDown as exc:
+                if worker.after_error(received.message, delivery, exc):
+                    rig.queues.delete(SHORT, received.receipt)
+                continue
+            if handled.ack:
+                rig.queues.delete(SHORT, received.receipt)
+        rig.clock.advance(1)
+
+
+def test_a_one_time_slot_whose_completion_mark_is_throttled_still_runs_as_its_first_attempt(
+    rig: Rig, store: FlakyStore, t0: datetime
+) -> None:
+    # Given a one-time job with one attempt, and a store that throttles the job's write (the
+    # COMPLETED mark its last message asks of the worker) once
+    job = rig.add_job("once", f"at({t0:%Y-%m-%dT%H:%M:%S})", retry={"max_attempts": 1})
+    worker = rig.worker(lease_s=8)
+    rig.send(message_for(job, slot_key(t0), t0, 1, MessageKind.FIRE, t0, last=True))
+    store.fail_job_writes["replace"] = 1
+    # When the worker takes the message (and a redelivery, as the Lambda shell would)
+    _lambda_rounds(rig, worker, 60)
+    # Then the slot ran once, as its first attempt, and the job is COMPLETED (QA24: the claim
+    # stood RUNNING with no run behind it; its lease lapsed and the slot ended TIMED_OUT, "the
+    # worker was lost", never run)
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+    assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
+    completed = store.get_job(job.tenant, job.id)
+    assert completed is not None and completed.state is JobState.COMPLETED
 
 
 def test_error_backoff_grows_with_the_receives_and_is_bounded() -> None:

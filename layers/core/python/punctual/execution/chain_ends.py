@@ -9,7 +9,9 @@ moves on; the worker that receives it (whatever the claim decides: a duplicate, 
 marks the job COMPLETED with the same conditional write (on the version the slot was released
 for: a job changed meanwhile is left as its change made it). A message is deleted only after
 it was handled, so the mark is made at least once; a repeat finds the job COMPLETED (or
-changed) and writes nothing. Where no message is sent for the last slot (it was missed,
+changed) and writes nothing. A mark that fails (throttled) on a slot the claim holds does not keep
+that slot from running: it is made again after the run's finish (raised then, the message comes
+back and its redelivery makes it). Where no message is sent for the last slot (it was missed,
 excluded, or a worker had already started it), the poller still marks the job itself: a
 rare path, off the burst's.
 """

@@ -166,6 +166,7 @@ class Claim:
     released: bool = False  # handed back on shutdown: the message is no longer ours
     finished: bool = False
     detached: bool = False  # the message was deleted early: LEASE timers alone recover it
+    unmarked: bool = False  # a chain's last slot whose job could not be marked COMPLETED at its claim
     last_heartbeat: datetime | None = None
     backstop_due: datetime | None = None  # the ECS lanes' backstop LEASE timer (execution.lease)
     # Set when the run must stop now (lease lost, or shutdown: stop_reason says which); the

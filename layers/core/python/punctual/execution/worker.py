@@ -282,7 +282,7 @@ class Worker:
         also marks the job COMPLETED (:mod:`punctual.execution.chain_ends`)."""
         claim = self.claimer.claim(message, delivery, time_left_s)
         if message.last and claim.outcome not in _UNREAD:
-            self.chain_ends.handled(message, claim.job)
+            self._end_chain(claim)
         if claim.outcome is ClaimOutcome.EXHAUSTED or (
             message.attempt > 1
             and claim.execution is not None
@@ -290,6 +290,22 @@ class Worker:
         ):
             self._abandon(claim)
         return claim
+
+    def _end_chain(self, claim: Claim) -> None:
+        """Mark the job of a chain's last slot COMPLETED. When that write fails (throttled, a
+        conflict through the store's retries) and the claim holds the slot, the slot runs all the
+        same and the mark is made again after its finish: raised here, the claim would stand
+        RUNNING with no run behind it until its lease lapsed, and the attempt end "lost" (QA24: a
+        one-time job of one attempt never ran). Otherwise it is raised: the message comes back."""
+        try:
+            self.chain_ends.handled(claim.message, claim.job)
+        except Exception:
+            if not claim.claimed:
+                raise
+            log.warning(
+                "job %s not marked COMPLETED yet: again after its run", claim.message.job_id, exc_info=True
+            )
+            claim.unmarked = True
 
     def _abandon(self, claim: Claim) -> None:
         """A slot ended with no attempt left to run it (attempts or max_age used up, its spec
@@ -388,8 +404,13 @@ class Worker:
         return self.leases.release(claim)
 
     def finish(self, claim: Claim, result: TargetResult) -> FinishResult:
-        """See :meth:`punctual.execution.finish.Finisher.finish`."""
-        return self.finisher.finish(claim, result)
+        """See :meth:`punctual.execution.finish.Finisher.finish`; then the COMPLETED mark its claim
+        could not make (raised again: the message comes back, and its redelivery marks the job)."""
+        finished = self.finisher.finish(claim, result)
+        if claim.unmarked:
+            claim.unmarked = False
+            self.chain_ends.handled(claim.message, claim.job)
+        return finished
 
 
 def _context_of(job: Job, execution: Execution, cancel: Cancellation, *run: Any) -> SlotContext:
