@@ -251,6 +251,21 @@ def test_a_one_time_slot_whose_completion_mark_is_throttled_still_runs_as_its_fi
     assert completed is not None and completed.state is JobState.COMPLETED
 
 
+def test_a_job_whose_delete_after_completion_is_throttled_is_deleted_on_the_redelivery(
+    rig: Rig, store: FlakyStore, t0: datetime
+) -> None:
+    # Given a one-time job that asked to be deleted once done, and a store that throttles that delete
+    job = rig.add_job("gone", f"at({t0:%Y-%m-%dT%H:%M:%S})", delete_after_completion=True)
+    worker = rig.worker(lease_s=8)
+    rig.send(message_for(job, slot_key(t0), t0, 1, MessageKind.FIRE, t0, last=True))
+    store.fail_job_writes["delete"] = 1
+    _lambda_rounds(rig, worker, 60)
+    # Then the slot ran once and the job is gone (QA24: the failed delete was taken for "changed
+    # meanwhile" and the job stayed COMPLETED for good)
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+    assert store.get_job(job.tenant, job.id) is None
+
+
 def test_error_backoff_grows_with_the_receives_and_is_bounded() -> None:
     assert [error_backoff_s(n) for n in (1, 2, 3, 4, 5, 9)] == [10, 30, 90, 270, 810, 900]
 

@@ -26,7 +26,7 @@ from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.peaks import PeakLimits, job_profile
 from punctual.security.tenant_quotas import PeakQuota
-from punctual.store.base import TOMBSTONE_TTL, CalendarUses, JobStore
+from punctual.store.base import TOMBSTONE_TTL, CalendarUses, ConflictError, JobStore
 from punctual.timing.slots import next_slot, schedule_of
 from punctual.timing.timers import slot_instant
 from punctual.usecases.dependents import after_children
@@ -88,9 +88,12 @@ class Completion:
                 tombstone_until=int((now + TOMBSTONE_TTL).timestamp()),
                 expected_dependents=current.dependents,  # a child linked since the check keeps it
             )
-        except Exception as exc:  # changed, deleted or given a child meanwhile: that write stands
+        except ConflictError as exc:  # changed, deleted or given a child meanwhile: that write stands
             log.info("job %s not deleted after completion: %s", job.id, exc)
             return False
+        # Anything else (throttled, a transaction conflict through the store's retries) is raised:
+        # the message comes back and its redelivery (REPAIR) checks again (QA24: the job was kept,
+        # COMPLETED, for good)
         PeakQuota(self.store, PeakLimits()).undo(job.tenant, add=job_profile(current))  # its peak goes
         self.metrics.add("JobsDeletedAfterCompletion", 1)
         return True
