@@ -1,4 +1,4 @@
-"""An ``after(...)`` job's slots a replace made due by dropping a parent.
+"""An ``after(...)`` job's slots a replace made due by dropping a parent; a run-now slot's send.
 
 A child's slot is sent when its last parent succeeds (:mod:`punctual.execution.after`): each
 parent's success is recorded on the child's slot, and the worker of the success that completes
@@ -14,13 +14,17 @@ slot if no worker has claimed it, and the worker checks its calendars before it 
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
+from punctual.dispatch.queues import DispatchMessage, QueuePort
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
 from punctual.timing.slots import inside_window, next_slot, schedule_of, sent_check_timer
 from punctual.timing.timers import MANUAL_MARK, TimerLayout, slot_instant
+
+log = logging.getLogger("punctual.usecases")
 
 WAITING_READ = 500  # the child's newest slots read back (one dependency item each)
 _CLOCK_KINDS = ("cron", "rate", "at")  # schedules whose own slots are known ahead
@@ -112,3 +116,24 @@ def send_owed_children(
     if timers:
         store.put_timers(timers)
     return slots
+
+
+def send_run_now(
+    store: JobStore,
+    queues: QueuePort,
+    queue_url: str,
+    layout: TimerLayout,
+    job: Job,
+    message: DispatchMessage,
+    now: datetime,
+) -> None:
+    """Send a run-now slot (``message``) after its check (a CHILD timer 5 s on, which sends it
+    again if no worker claimed it). Once the check is written the slot stands: a send refused then
+    (SQS throttling through the SDK's retries) is left to the check, and the request is accepted.
+    QA24: it was answered 503 ("nothing was done, retry"), the check ran the slot all the same,
+    and the client's retry of the 503 ran a second one."""
+    store.put_timers([sent_check_timer(layout, job, message.slot, now)])
+    try:
+        queues.send(queue_url, [message])
+    except Exception:
+        log.warning("run-now %s %s not sent now: its check sends it", job.id, message.slot, exc_info=True)

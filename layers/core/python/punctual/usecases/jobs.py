@@ -57,10 +57,9 @@ from punctual.timing.slots import (
     resume_start,
     same_slots,
     schedule_of,
-    sent_check_timer,
 )
 from punctual.timing.timers import MANUAL_MARK, Timer, TimerLayout, slot_instant, slot_key
-from punctual.usecases.child_slots import send_owed_children
+from punctual.usecases.child_slots import send_owed_children, send_run_now
 from punctual.usecases.delay_chains import defer_to_run, settle
 from punctual.usecases.dependents import after_children, raw_parents
 from punctual.usecases.job_admission import JobAdmission
@@ -761,8 +760,7 @@ class JobService:
         slot = manual_slot(now, request_key)
         slot = first_slot(slot) if first_slot is not None else slot
         message = message_for(job, slot, now, 1, MessageKind.MANUAL, now)
-        self.store.put_timers([sent_check_timer(self.layout, job, slot, now)])  # sent again if unclaimed
-        self.queues.send(self.routing.queue_for(job), [message])
+        send_run_now(self.store, self.queues, self.routing.queue_for(job), self.layout, job, message, now)
         return slot
 
     # ------------------------------------------------------------------ helpers
