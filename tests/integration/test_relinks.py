@@ -14,6 +14,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from audit_harness import all_timers
 from test_replace_owed import Recording, Run, T, _slot
 
@@ -126,3 +127,32 @@ def test_an_attempt_running_at_the_link_is_checked_again_once_it_must_have_ended
     relinks.check(message, expected_due)
     assert after.calls == [("p", _slot(T(10, 0)))]
     assert len(_relink_timers(store, linked)) == 1
+
+
+def test_a_link_whose_relink_timer_is_throttled_stores_nothing_so_a_retry_stores_one_child(
+    store: JobStore,
+) -> None:
+    from botocore.exceptions import ClientError
+
+    # Given a parent no job waits on, and the store throttling timer writes
+    run = Run(T(9, 59), store)
+    run.jobs.register(TENANT, spec("cron(* * * * ? *)"), job_id="p")
+    put_timers = store.put_timers
+
+    def throttled(timers: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "x"}}, "put"
+        )
+
+    store.put_timers = throttled  # type: ignore[method-assign]
+    # When a child of it is created with an id of the API's making, Then the request fails (503)
+    # with nothing stored (QA24: the job was stored before its RELINK timer failed, so the client's
+    # retry of the 503 stored a second child, and each parent success ran two)
+    with pytest.raises(ClientError):
+        run.jobs.register(TENANT, spec("after(p)"))
+    assert [job.id for job in store.list_jobs(TENANT, 10).items] == ["p"]
+    # And when the client tries again once the throttling is over, one child is stored, linked
+    store.put_timers = put_timers  # type: ignore[method-assign]
+    child, _ = run.jobs.register(TENANT, spec("after(p)"))
+    assert sorted(job.id for job in store.list_jobs(TENANT, 10).items) == sorted(["p", child.id])
+    assert TimerKind.RELINK in {t.kind for t in all_timers(store)}

@@ -10,10 +10,12 @@ of ``P``'s slots was released and before that slot's success was recorded missed
 the child's slot was neither run nor recorded (found by the after() oracle, seed 173).
 
 The link repairs it instead. When a create or replace links a parent whose dependents count was 0,
-it writes a RELINK timer for that parent (:func:`relink_timer`), due once every claim that could
-have trusted an older copy has been made (:data:`RELINK_AFTER_S`: the trust window and the clock
-skew between nodes). Its release sends a RELINK message, and the worker that receives it
-(:meth:`Relinks.check`) reads the parent (strongly) and its newest records:
+it writes a RELINK timer for that parent (:func:`relink_timer`; before the job's write, so that a
+write of it that fails fails the request with nothing stored, and a timer whose job was not stored
+finds no job waiting), due once every claim that could have trusted an older copy has been made
+(:data:`RELINK_AFTER_S`: the trust window and the clock skew between nodes). Its release sends a
+RELINK message, and the worker that receives it (:meth:`Relinks.check`) reads the parent
+(strongly) and its newest records:
 
 - a slot that succeeded at or after the link gets its dependants dispatched, exactly as the
   success's own worker does (:meth:`AfterEffects.dispatch_dependants`: every step idempotent, so a

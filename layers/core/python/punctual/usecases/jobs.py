@@ -544,6 +544,8 @@ class JobService:
         # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
         # a job excludes it, nor a job made to exclude one that is gone.
         uses = CalendarUses.between((), spec.exclude_calendars)
+        # Links' RELINK timers first, harmless if nothing is stored (QA24: after it, a 503 stored a job)
+        check_links(self.store, self.layout, parents_read, parents, now)
         added = _count_peaks(self.admission, self.store, job, given_id)
         try:
             with _calendars_checked():
@@ -553,7 +555,6 @@ class JobService:
         except Exception:
             self.admission.uncount_peaks(tenant, *added)
             raise
-        check_links(self.store, self.layout, parents_read, parents, now)
         self._forecast(None, job)
         return self.next_fire.of(job), secret_plain
 
@@ -619,6 +620,7 @@ class JobService:
         uses = CalendarUses.between(old_calendars, spec.exclude_calendars)
         # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.
         removed = tuple(p for p in old_parents if p not in parents)
+        check_links(self.store, self.layout, parents_read, parents, now)  # first, as register's
         changed = self.admission.count_peaks(tenant, job, found)
         try:
             with _calendars_checked():
@@ -635,7 +637,6 @@ class JobService:
         except Exception:
             self.admission.uncount_peaks(tenant, *changed)
             raise
-        check_links(self.store, self.layout, parents_read, parents, now)
         self._forecast(current, job)
         end_unwatched_streak(self.store, current, job)
         settle(self.store, self.layout, job, now)
