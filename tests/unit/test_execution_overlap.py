@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import pytest
 
-from execution_harness import LONG, Rig, statuses
+from execution_harness import LONG, SHORT, Rig, statuses
 from punctual.delivery.targets.base import TargetResult
 from punctual.models import ExecutionStatus
 from punctual.runtime.clock import ManualClock
@@ -99,6 +100,29 @@ def test_queue_records_waiting_slots_and_starts_each_as_the_one_before_ends(rig:
     assert rig.target.calls_for(job.id) == [(slot_key(t0 + MINUTE), 1), (slot_key(t0 + 2 * MINUTE), 1)]
     assert statuses(rig.history(job)) == [(1, "SUCCEEDED"), (1, "SUCCEEDED"), (1, "SUCCEEDED")]
     assert rig.store.take_turn(job.tenant, job.id, "probe", rig.clock.now()).holder == "probe"  # turn free
+
+
+def test_a_turn_passed_on_starts_its_slot_while_a_message_held_back_holds_the_jobs_group(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given a queue job whose slot-1 message is held back in its FIFO group (its claim met
+    # throttling: returned with the error backoff, 10 s then 30 s, and in flight meanwhile), slot 1
+    # running from a re-sent copy, and slot 2 waiting for the turn
+    job = rig.add_job(overlap="queue", timeout_seconds=600)
+    worker = rig.worker()
+    rig.send(rig.message(job, t0))
+    [held] = rig.queues.receive(SHORT, 10, 0, 30)
+    copy = dataclasses.replace(held.message, resend=1)
+    run = worker.claim(copy)
+    assert run.claimed
+    rig.send(dataclasses.replace(rig.message(job, t0 + MINUTE), resend=1))
+    assert [r.outcome for r in rig.work(worker)] == ["queued"]
+    # When slot 1 ends (the throttling over)
+    worker.finish(run, worker.run(run))
+    # Then slot 2 starts at once, not once the held message's backoff ends (QA24: its TURN message
+    # waited in the job's group behind it, and the job stood still up to minutes after the fault)
+    assert [r.outcome for r in rig.work(worker)] == ["SUCCEEDED"]
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1), (slot_key(t0 + MINUTE), 1)]
 
 
 def test_a_queued_slot_waits_hours_without_reaching_a_dead_letter_queue(rig: Rig, t0: datetime) -> None:

@@ -169,7 +169,11 @@ class DispatchMessage:
         and one at a time. Other jobs get one group per slot: FIFO would otherwise hold a
         job's next slot until the previous one finished, turning ``allow`` and ``skip``
         into ``queue`` (and more groups is what high-throughput FIFO scales on). Every
-        attempt of one slot shares its group either way.
+        attempt of one slot shares its group either way. A ``queue`` job's TURN message (the
+        slot the turn was passed to, which the turn item alone orders) has a group of its own:
+        in the job's it waited behind any message held there, a claim that met throttling
+        and went back for its error backoff (10 s, 30 s, 90 s), and the job stood still that
+        long after the fault ended (QA24).
         """
         key = (
             f"{self.tenant}\x1f{self.job_id}"
@@ -180,6 +184,8 @@ class DispatchMessage:
             key += f"\x1falert-{self.alert}\x1f{self.released_at}"
         elif self.kind == MessageKind.RELINK:  # nor a relink check (its slot is a link's instant)
             key += f"\x1frelink\x1f{self.released_at}"
+        elif self.kind == MessageKind.TURN:  # nor the slot a turn was passed to
+            key += f"\x1fturn\x1f{self.slot}\x1f{self.released_at}"
         if self.resend:  # a group of its own: the slot's usual one may be held by a dead worker
             key += f"\x1f{self.slot}\x1fresend {self.resend}"
         return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
