@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from execution_harness import SHORT, FakeTarget, Rig, statuses
+from execution_harness import LONG, SHORT, FakeTarget, Rig, statuses
 from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.dispatch.queues import MessageKind, message_for
 from punctual.execution import PARK_AFTER_RECEIVES, Delivery, MessageReturned, error_backoff_s
@@ -35,6 +35,7 @@ class FlakyStore(MemoryStore):
         self.land_then_fail = False  # the write is applied, then its answer is lost
         self.unreadable_jobs: set[str] = set()
         self.fail_job_writes = {"replace": 0, "delete": 0}  # job writes that fail (throttled)
+        self.fail_timer_writes = 0
 
     def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
         left = self.fail_saves_of.get(execution.status, 0)
@@ -52,6 +53,12 @@ class FlakyStore(MemoryStore):
     def delete_job(self, tenant: str, job_id: str, *args: Any, **kwargs: Any) -> None:
         self._job_write("delete")
         super().delete_job(tenant, job_id, *args, **kwargs)
+
+    def put_timers(self, timers: Any) -> None:
+        if self.fail_timer_writes:
+            self.fail_timer_writes -= 1
+            raise StoreDown("timer write throttled")
+        super().put_timers(timers)
 
     def _job_write(self, what: str) -> None:
         if self.fail_job_writes[what]:
@@ -264,6 +271,30 @@ def test_a_job_whose_delete_after_completion_is_throttled_is_deleted_on_the_rede
     # meanwhile" and the job stayed COMPLETED for good)
     assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
     assert store.get_job(job.tenant, job.id) is None
+
+
+def test_an_ecs_slot_whose_backstop_timer_is_throttled_at_its_claim_runs_as_its_first_attempt(
+    rig: Rig, store: FlakyStore, t0: datetime
+) -> None:
+    # Given an ECS-lane job with one attempt, and a store that throttles the claim's backstop LEASE
+    # timer (the message's own lease is the run's, renewed by heartbeats; the backstop is for runs
+    # that outlive SQS's 12 hours)
+    job = rig.add_job(runtime="ecs", timeout_seconds=3600, retry={"max_attempts": 1})
+    worker = rig.worker(lease_timers=True, lease_s=8, backstop_s=240)
+    rig.send(rig.message(job, t0), queue=LONG)
+    store.fail_timer_writes = 1
+    # When an ECS worker takes it
+    [received] = rig.queues.receive(LONG, 1, 0, 8)
+    claim = worker.claim(received.message, Delivery(LONG, received.receipt, received.receive_count))
+    # Then the slot is claimed and runs (QA24: the failed write left the RUNNING record with no run
+    # behind it; the lease lapsed, and with no attempt left the slot ended TIMED_OUT, never run)
+    assert claim.claimed
+    rig.clock.advance(5)
+    assert worker.heartbeat(claim)  # the next heartbeat writes the backstop
+    assert rig.timers(t0, t0 + timedelta(minutes=10), TimerKind.LEASE)
+    worker.finish(claim, worker.run(claim))
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+    assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
 
 
 def test_error_backoff_grows_with_the_receives_and_is_bounded() -> None:
