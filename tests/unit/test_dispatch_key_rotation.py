@@ -5,6 +5,7 @@ the key before a rotation would have dropped every message signed after it as fo
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -161,7 +162,10 @@ def test_a_process_that_only_signs_follows_rotations(secrets: Any) -> None:
     reads = counting.reads
     assert signer.sign(MESSAGE).sig == DispatchSigner(K1).signature(MESSAGE)  # read moments ago
     assert counting.reads == reads  # no read per signature
-    now[0] = 301.0  # past the refresh period: the next signature reads the keys first
+    now[0] = 301.0  # past the refresh period: the next signature has the keys read beside it
+    signer.sign(MESSAGE)
+    assert signer.refreshing is not None
+    signer.refreshing.join(30)
     signed = signer.sign(MESSAGE)
     assert signed.sig == DispatchSigner(K3).signature(MESSAGE)
     assert _signer(client, arn).verify(signed)  # a worker of today runs it
@@ -178,3 +182,29 @@ def test_a_failed_refresh_keeps_signing_with_the_keys_held(secrets: Any) -> None
     client.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
     now[0] = 400.0
     assert signer.sign(MESSAGE).sig == DispatchSigner(K1).signature(MESSAGE)  # logged, not raised
+    assert signer.refreshing is not None
+    signer.refreshing.join(30)
+    assert signer.sign(MESSAGE).sig == DispatchSigner(K1).signature(MESSAGE)  # the keys held
+
+
+def test_a_refresh_secrets_manager_does_not_answer_does_not_hold_up_the_signature() -> None:
+    """Review of the 5-minute refresh: a sender signs on its release's thread (SqsQueues.send), and
+    a read Secrets Manager does not answer waits out the SDK's retries (8 tries, 5 s to connect,
+    30 s to read: minutes). Read inline, it held a poller's release up that long. The signature goes
+    on with the keys held while the read runs beside it; the next ones use what it read."""
+    now = [0.0]
+    answer = threading.Event()
+
+    def slow_read() -> tuple[str, str | None]:
+        answer.wait(3)  # Secrets Manager unreachable for a while
+        return K2, K1
+
+    signer = DispatchSigner(K1, reload=slow_read, clock=lambda: now[0])
+    now[0] = 301.0
+    started = time.monotonic()
+    assert signer.sign(MESSAGE).sig == DispatchSigner(K1).signature(MESSAGE)  # the keys held
+    assert time.monotonic() - started < 1.0  # not the read's wait
+    answer.set()
+    assert signer.refreshing is not None
+    signer.refreshing.join(10)
+    assert signer.sign(MESSAGE).sig == DispatchSigner(K2).signature(MESSAGE)  # what it read

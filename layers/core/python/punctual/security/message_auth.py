@@ -85,8 +85,8 @@ class DispatchSigner:
     reload
         Reads the keys again (current, previous) when a message verifies under none of them, at
         most every ``reload_every_s`` (``clock``: seconds, monotonic): a rotation made since the
-        process read them; and before a signature when they were read ``refresh_every_s`` ago or
-        more, so a process that only signs follows rotations too.
+        process read them; and beside a signature (on a thread of its own) when they were read
+        ``refresh_every_s`` ago or more, so a process that only signs follows rotations too.
     """
 
     def __init__(
@@ -105,6 +105,8 @@ class DispatchSigner:
         self._reloaded_at: float | None = None
         self._read_at = clock()  # when the keys held were read (or a read of them last failed)
         self._reload_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()  # (held only to start a refresh's read)
+        self.refreshing: threading.Thread | None = None  # the last refresh's read
         self._reads = 0  # how many times the keys were read again (what a waiting verify looks at)
         self._unread = False  # the last read of the keys failed (Secrets Manager unreachable)
         self._use(key, previous)
@@ -185,14 +187,22 @@ class DispatchSigner:
         return True
 
     def _refresh(self) -> None:
-        """Read the keys again before a signature, they being ``refresh_every_s`` old (a failed
-        read keeps signing with the keys held, and is tried again a period later)."""
-        assert self._reload is not None
-        with self._reload_lock:
+        """Read the keys again, they being ``refresh_every_s`` old, on a thread of its own: the
+        signatures go on with the keys held until it has read them (a sender signs on its release's
+        thread, and a read Secrets Manager does not answer waits out the SDK's retries, minutes of
+        a poller's release held up). A failed read keeps the keys held; tried again a period later."""
+        with self._refresh_lock:
             now = self._clock()
             if now - self._read_at < self._refresh_every_s:
-                return  # another thread read them meanwhile
-            self._read_keys(now)
+                return  # another thread started one meanwhile
+            self._read_at = now
+            reading = threading.Thread(target=self._read_beside, name="dispatch-key-read", daemon=True)
+            self.refreshing = reading
+        reading.start()
+
+    def _read_beside(self) -> None:
+        with self._reload_lock:
+            self._read_keys(self._clock())
 
     def _read_keys(self, now: float) -> bool:
         """Read and use the keys (under the reload lock); whether it worked."""
