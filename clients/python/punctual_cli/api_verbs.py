@@ -51,13 +51,26 @@ def _cut(text: Any, width: int) -> str:
     return value if len(value) <= width else value[: width - 1] + "…"
 
 
+def _unreadable(job: Mapping[str, Any]) -> str | None:
+    """What to show for a stored job the API cannot read (``unreadable: true``: only its id, state,
+    version and reason), else None (QA24: ``jobs list`` and ``jobs get`` failed with an internal
+    error, KeyError 'schedule', so one such job hid the tenant's every job from the table)."""
+    if not job.get("unreadable"):
+        return None
+    return (
+        f"cannot be read by this version: {job.get('reason')} "
+        f"(replace it: jobs update {job['id']} --file SPEC --replace --if-match {job['version']};"
+        " or delete it)"
+    )
+
+
 def _job_rows(jobs: Sequence[Mapping[str, Any]]) -> str:
     rows = [
         [
             j["id"],
             _cut(j.get("name"), 30),
             j["state"],
-            _cut(j["schedule"], 32),
+            _cut("(unreadable: see jobs get)" if j.get("unreadable") else j["schedule"], 32),
             j.get("timezone", ""),
             j.get("next_fire_at") or "-",
             str(j["version"]),
@@ -68,6 +81,8 @@ def _job_rows(jobs: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _job_detail(job: Mapping[str, Any]) -> str:
+    if (why := _unreadable(job)) is not None:
+        return f"id       {job['id']}\nstate    {job['state']}\nversion  {job['version']}\nerror    {why}\n"
     target = job.get("target") or {}
     pairs = [
         ("id", job["id"]),
@@ -451,6 +466,8 @@ def _cmd_jobs_update(args: argparse.Namespace, out: TextIO) -> int:
         raise CliInputError("--replace goes with --file: the file is the whole new spec")
     client = api_client(args)
     current = client.get_job(args.job_id)
+    if not args.replace and (why := _unreadable(current)) is not None:  # (QA24: 422 "schedule: Field
+        raise CliInputError(f"job {args.job_id} {why}")  # required", its fields being unknown)
     base = {} if args.file and args.replace else {k: current[k] for k in JobSpec.model_fields if k in current}
     filed = _read_spec_file(args.file) if args.file else None
     spec = _spec_from_args(args, base, filed)

@@ -1,0 +1,53 @@
+"""QA24 fixes of the ``punctual`` command against the API handler served on loopback (the fixtures
+of test_cli_api.py): bad stored data and bad arguments answered as docs/cli.md says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from api_harness import api as api  # the fixture served needs
+from test_cli_api import Served, create, run
+from test_cli_api import served as served  # the fixture
+
+
+def _make_unreadable(served: Served, job_id: str) -> None:
+    """The job's stored document as an older, laxer version could have left it (docs/api.md: such
+    a job "never breaks a list or a get": the API answers it as {id, state, version, unreadable})."""
+    dynamodb = served.api.dynamodb
+    for item in dynamodb.scan(TableName=served.api.store.table)["Items"]:
+        if "doc" in item and job_id in item["pk"]["S"] + item["sk"]["S"]:
+            dynamodb.update_item(
+                TableName=served.api.store.table,
+                Key={"pk": item["pk"], "sk": item["sk"]},
+                UpdateExpression="SET doc = :d",
+                ExpressionAttributeValues={":d": {"S": "{not json"}},
+            )
+
+
+def test_an_unreadable_job_is_shown_not_an_internal_error(
+    served: Served, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    good = create(capsys, "--name", "good")
+    bad = create(capsys, "--name", "bad", "--no-name-check")
+    _make_unreadable(served, bad["id"])
+    # the listing shows both jobs, the unreadable one marked
+    for argv in (["jobs", "list"], ["jobs", "list", "--all"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 0 and err == "", err
+        rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+        assert "good" in rows[good["id"]] and "unreadable" in rows[bad["id"]], out
+    # the job itself: its state, version and why, and how to fix it
+    code, out, err = run(capsys, "jobs", "get", bad["id"])
+    assert code == 0 and err == "", err
+    assert "cannot be read by this version" in out and f"--if-match {bad['version']}" in out, out
+    # an update that would keep its fields says why it cannot, in one line (exit 2)
+    code, out, err = run(capsys, "jobs", "update", bad["id"], "--name", "renamed")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--replace" in err, err
+    # and the whole spec from a file replaces it
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({k: good[k] for k in ("name", "schedule", "target")}))
+    code, out, err = run(capsys, "jobs", "update", bad["id"], "--file", str(spec), "--replace")
+    assert code == 0, err
+    assert json.loads(run(capsys, "jobs", "get", bad["id"], "-o", "json")[1])["schedule"] == good["schedule"]
