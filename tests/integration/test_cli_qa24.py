@@ -51,3 +51,15 @@ def test_an_unreadable_job_is_shown_not_an_internal_error(
     code, out, err = run(capsys, "jobs", "update", bad["id"], "--file", str(spec), "--replace")
     assert code == 0, err
     assert json.loads(run(capsys, "jobs", "get", bad["id"], "-o", "json")[1])["schedule"] == good["schedule"]
+
+
+@pytest.mark.parametrize("listing", [("jobs", "list"), ("calendars", "list")])
+def test_all_pages_and_a_next_token_are_not_both_taken(
+    served: Served, capsys: pytest.CaptureFixture[str], listing: tuple[str, str]
+) -> None:
+    """``--all`` lists from the first page: beside ``--next-token`` the token was ignored (a forged
+    one too, exit 0), so a script resuming a listing got every item again."""
+    create(capsys)
+    code, out, err = run(capsys, *listing, "--all", "--next-token", "forged")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--next-token" in err, err
+    assert run(capsys, *listing, "--all")[0] == 0

@@ -34,6 +34,7 @@ from punctual_cli.verb_kit import (
     guarded,
     job_id_arg,
     limit_arg,
+    listing_options,
     no_json_constant,
     table,
     version_arg,
@@ -628,11 +629,7 @@ def add_jobs(verbs: Any) -> None:
     listing = sub.add_parser("list", parents=[common], help="list jobs")
     listing.add_argument("--state", choices=("ENABLED", "PAUSED", "COMPLETED"))
     listing.add_argument("--tag", metavar="KEY[=VALUE]")
-    listing.add_argument(
-        "--limit", type=limit_arg, default=50, metavar="N", help="page size, 1-100 (default 50)"
-    )
-    listing.add_argument("--next-token", metavar="TOKEN")
-    listing.add_argument("--all", action="store_true", help="follow every page")
+    listing_options(listing)
     listing.set_defaults(handler=guarded(_cmd_jobs_list))
 
     get = sub.add_parser("get", parents=[common], help="show a job")

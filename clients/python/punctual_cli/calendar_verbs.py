@@ -24,7 +24,7 @@ from punctual_cli.verb_kit import (
     emit,
     guarded,
     job_id_arg,
-    limit_arg,
+    listing_options,
     no_json_constant,
     table,
     version_arg,
@@ -270,11 +270,7 @@ def add_calendars(verbs: Any) -> None:
     get.set_defaults(handler=guarded(_cmd_calendars_get))
 
     listing = sub.add_parser("list", parents=[common], help="list calendars")
-    listing.add_argument(
-        "--limit", type=limit_arg, default=50, metavar="N", help="page size, 1-100 (default 50)"
-    )
-    listing.add_argument("--next-token", metavar="TOKEN")
-    listing.add_argument("--all", action="store_true", help="follow every page")
+    listing_options(listing)
     listing.set_defaults(handler=guarded(_cmd_calendars_list))
 
     delete = sub.add_parser("delete", parents=[common], help="delete a calendar no job uses")

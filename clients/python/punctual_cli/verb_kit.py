@@ -112,6 +112,17 @@ def limit_arg(text: str) -> int:
     return int(text)
 
 
+def listing_options(listing: argparse.ArgumentParser) -> None:
+    """A listing's paging flags: ``--limit`` (a page's size), and ``--next-token`` or ``--all``, not
+    both (QA24: ``--all`` began at the first page and ignored the token given, even a forged one)."""
+    listing.add_argument(
+        "--limit", type=limit_arg, default=50, metavar="N", help="page size, 1-100 (default 50)"
+    )
+    pages = listing.add_mutually_exclusive_group()
+    pages.add_argument("--next-token", metavar="TOKEN")
+    pages.add_argument("--all", action="store_true", help="follow every page")
+
+
 def guarded(run: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argparse.Namespace, TextIO], int]:
     """Errors become lines on stderr and an exit status, never a traceback: bad input found here
     (:class:`CliInputError`, :class:`ClientInputError`) one line, exit 2; an error the API answers
