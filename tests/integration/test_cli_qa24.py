@@ -63,3 +63,26 @@ def test_all_pages_and_a_next_token_are_not_both_taken(
     code, out, err = run(capsys, *listing, "--all", "--next-token", "forged")
     assert code == 2 and out == "" and err.count("\n") == 1 and "--next-token" in err, err
     assert run(capsys, *listing, "--all")[0] == 0
+
+
+@pytest.mark.parametrize("suffix", ["?stage=prod", "#prod", "?"])
+def test_an_endpoint_with_a_query_or_fragment_is_refused_in_one_line(
+    served: Served, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    """The paths went after the endpoint, into its query or fragment: every request asked the API
+    for "/" and the command said "404 Not found: no route for GET /" (exit 1)."""
+    job = create(capsys)
+    code, out, err = run(capsys, "jobs", "get", job["id"], "--endpoint", served.url + suffix)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "query or fragment" in err, err
+    assert not [e for e in served.events if e["path"] == "/"]  # nothing was sent
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "says"), [("http://[::1", "Invalid IPv6 URL"), ("http://[zz]/", "'zz'")]
+)
+def test_an_endpoint_that_does_not_parse_is_named(
+    served: Served, capsys: pytest.CaptureFixture[str], endpoint: str, says: str
+) -> None:
+    code, out, err = run(capsys, "jobs", "list", "--endpoint", endpoint)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"punctual: error: endpoint {endpoint.rstrip('/')!r}: ") and says in err, err

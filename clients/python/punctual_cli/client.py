@@ -136,13 +136,19 @@ class PunctualClient:
                 f"endpoint {self.endpoint[:80]!r} has {odd!r}: a URL is printable ASCII without spaces"
                 " (percent-encode a path, write a host name in punycode)"
             )
-        parts = urlsplit(self.endpoint)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"endpoint must be an http(s) URL, got {self.endpoint!r}")
-        try:
-            parts.port  # noqa: B018  (read to check it: a port that is not a number is a ValueError)
+        try:  # (QA24: "Invalid IPv6 URL", naming nothing, for an unclosed '[')
+            parts = urlsplit(self.endpoint)
+            parts.hostname, parts.port  # noqa: B018  (read to check them: a bad one is a ValueError)
         except ValueError as exc:
             raise ValueError(f"endpoint {self.endpoint[:80]!r}: {exc}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"endpoint must be an http(s) URL, got {self.endpoint!r}")
+        if parts.query or parts.fragment or self.endpoint.endswith(("?", "#")):
+            # (QA24: the paths went after it, into the query: every request asked for "/", a 404)
+            raise ValueError(
+                f"endpoint {self.endpoint[:80]!r} has a query or fragment: give the API's base URL"
+                " (scheme, host, port and stage path)"
+            )
         if self.tenant is not None and not self.tenant.isprintable():
             raise ClientInputError("the tenant (--tenant, PUNCTUAL_TENANT) has a control character")
         if self.tenant is not None:  # (QA21: outside Latin-1, an internal error as it was sent)
