@@ -356,3 +356,21 @@ def test_a_binary_body_sent_to_a_route_that_takes_none_is_ignored(api: ApiClient
     )
     event["isBase64Encoded"] = True
     assert api.handler.handler(event, LambdaContext())["statusCode"] == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/v1/jobs?limit=5&limit=6", "limit"),
+        ("/v1/jobs?state=PAUSED&state=ENABLED", "state"),
+        ("/v1/calendars?limit=5&limit=5", "limit"),
+        ("/v1/schedules/preview?expression=rate(1%20hour)&calendars=a&calendars=b", "calendars"),
+    ],
+)
+def test_a_repeated_query_parameter_is_named_as_repeated(api: ApiClient, path: str, name: str) -> None:
+    """QA24: ``?limit=5&limit=6`` was 422 "Input should be a valid integer" (both are), and a
+    repeated ``calendars`` "Input should be a valid string": the repetition was never named."""
+    reply = api.call("GET", path)
+    assert reply.status == 400 and reply.problem["type"].endswith("repeated-parameter"), reply
+    assert f"query parameter {name} is given more than once" in reply.problem["detail"]
+    assert api.call("GET", path.split("&")[0]).status == 200  # given once, it is taken

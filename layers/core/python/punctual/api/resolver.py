@@ -158,6 +158,14 @@ class PunctualResolver(APIGatewayRestResolver):
             return []
         return sorted(names - set(self.declared_query(method, path)))
 
+    @staticmethod
+    def repeated_query(event: dict[str, Any]) -> list[str]:
+        """The query parameters the request gives more than once (QA24: ``?limit=5&limit=6`` was
+        422 "Input should be a valid integer", and a repeated ``calendars`` "a valid string", naming
+        neither the repetition nor which value counts; no route takes a parameter twice)."""
+        multi: dict[str, list[str]] = event.get("multiValueQueryStringParameters") or {}
+        return sorted(name for name, values in multi.items() if len(values or []) > 1)
+
     def resolve(self, event: Any, context: LambdaContext) -> dict[str, Any]:
         if not isinstance(event, dict):
             return super().resolve(event, context)
@@ -187,6 +195,14 @@ class PunctualResolver(APIGatewayRestResolver):
                 "Unknown query parameter",
                 f"{method[:20]} {path[:200]} takes no query parameter {', '.join(unknown)[:300]}"
                 f" (it takes: {', '.join(self.declared_query(method, path)) or 'none'})",
+            )
+        if repeated := self.repeated_query(event):
+            return problems.proxy_problem(
+                400,
+                "repeated-parameter",
+                "Repeated query parameter",
+                f"query parameter {', '.join(repeated)[:300]} is given more than once: give it once"
+                " (a list, as calendars, is one comma-separated value)",
             )
         if takes_no_body(method, path):
             # A body is ignored, whatever it holds (review: a binary one was still checked for UTF-8)
