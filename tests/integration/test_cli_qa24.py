@@ -86,3 +86,20 @@ def test_an_endpoint_that_does_not_parse_is_named(
     code, out, err = run(capsys, "jobs", "list", "--endpoint", endpoint)
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert err.startswith(f"punctual: error: endpoint {endpoint.rstrip('/')!r}: ") and says in err, err
+
+
+@pytest.mark.parametrize("version", ['"1"', "1.5", "true", "[1]"])
+def test_a_replace_file_whose_version_is_not_one_is_refused_not_unguarded(
+    served: Served, capsys: pytest.CaptureFixture[str], tmp_path: Path, version: str
+) -> None:
+    """``--file --replace`` is guarded by the file's ``version``: one that is not a whole number was
+    skipped, so the file replaced the job whatever changed since (a concurrent edit undone)."""
+    job = create(capsys)
+    assert run(capsys, "jobs", "update", job["id"], "--name", "changed meanwhile")[0] == 0  # version 2
+    spec = {k: job[k] for k in ("schedule", "target")}
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(spec)[:-1] + f', "name": "from the file", "version": {version}}}')
+    code, out, err = run(capsys, "jobs", "update", job["id"], "--file", str(path), "--replace")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "is not a job version" in err, err
+    shown = json.loads(run(capsys, "jobs", "get", job["id"], "-o", "json")[1])
+    assert shown["name"] == "changed meanwhile" and shown["version"] == 2

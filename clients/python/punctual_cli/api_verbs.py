@@ -482,6 +482,11 @@ def _cmd_jobs_update(args: argparse.Namespace, out: TextIO) -> int:
         stated = filed.get("version")
         if isinstance(stated, int) and not isinstance(stated, bool):
             version = stated
+        elif stated is not None:  # (QA24: "3", 3.5, true: replaced unguarded, as if it said none)
+            raise CliInputError(
+                f"{args.file}: version {stated!r} is not a job version (a whole number, as jobs get -o json"
+                " writes it); fix it, drop it, or give --if-match"
+            )
     job = client.replace_job(args.job_id, spec, version)
     # A replace that gives the job its first webhook answers its new secret, once (QA24: not shown)
     return emit(
