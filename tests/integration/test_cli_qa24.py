@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from api_harness import api as api  # the fixture served needs
 from test_cli_api import Served, create, run
 from test_cli_api import served as served  # the fixture
+
+
+def _job(capsys: pytest.CaptureFixture[str], job_id: str) -> dict[str, Any]:
+    """The job as ``jobs get -o json`` prints it (indented: a metrics line the in-process API may
+    flush to the same stdout is one compact line before it)."""
+    code, out, err = run(capsys, "jobs", "get", job_id, "-o", "json")
+    assert code == 0, err
+    shown: dict[str, Any] = json.loads(out[out.index("{\n") :])
+    return shown
 
 
 def _make_unreadable(served: Served, job_id: str) -> None:
@@ -50,7 +60,7 @@ def test_an_unreadable_job_is_shown_not_an_internal_error(
     spec.write_text(json.dumps({k: good[k] for k in ("name", "schedule", "target")}))
     code, out, err = run(capsys, "jobs", "update", bad["id"], "--file", str(spec), "--replace")
     assert code == 0, err
-    assert json.loads(run(capsys, "jobs", "get", bad["id"], "-o", "json")[1])["schedule"] == good["schedule"]
+    assert _job(capsys, bad["id"])["schedule"] == good["schedule"]
 
 
 @pytest.mark.parametrize("listing", [("jobs", "list"), ("calendars", "list")])
@@ -101,5 +111,25 @@ def test_a_replace_file_whose_version_is_not_one_is_refused_not_unguarded(
     path.write_text(json.dumps(spec)[:-1] + f', "name": "from the file", "version": {version}}}')
     code, out, err = run(capsys, "jobs", "update", job["id"], "--file", str(path), "--replace")
     assert code == 2 and out == "" and err.count("\n") == 1 and "is not a job version" in err, err
-    shown = json.loads(run(capsys, "jobs", "get", job["id"], "-o", "json")[1])
+    shown = _job(capsys, job["id"])
     assert shown["name"] == "changed meanwhile" and shown["version"] == 2
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "ftp://deploy:s3cret@api.example.com",
+        "http://deploy:s3cret@api.example.com:99999",
+        "http://deploy:s3cret@api.example.com/prod?stage=1",
+        "http://deploy:s3cret@[::1",
+    ],
+)
+def test_an_endpoint_refused_is_named_without_its_password(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, endpoint: str
+) -> None:
+    """An error names the endpoint without the user and password in it (client._shown), but the
+    endpoint's own refusals printed it whole, password and all, into the terminal or a CI log."""
+    monkeypatch.setenv("PUNCTUAL_ENDPOINT", endpoint)
+    code, out, err = run(capsys, "jobs", "list")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "endpoint" in err, err
+    assert "s3cret" not in err and "deploy" not in err, err

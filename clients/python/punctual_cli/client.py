@@ -133,20 +133,21 @@ class PunctualClient:
         odd = next((char for char in self.endpoint if not "!" <= char <= "~"), None)
         if odd is not None:  # (QA21: an internal error, or "cannot reach", exit 1, for a typo)
             raise ValueError(
-                f"endpoint {self.endpoint[:80]!r} has {odd!r}: a URL is printable ASCII without spaces"
+                f"endpoint {_shown(self.endpoint)[:80]!r} has {odd!r}: a URL is printable ASCII"
+                " without spaces"
                 " (percent-encode a path, write a host name in punycode)"
             )
         try:  # (QA24: "Invalid IPv6 URL", naming nothing, for an unclosed '[')
             parts = urlsplit(self.endpoint)
             parts.hostname, parts.port  # noqa: B018  (read to check them: a bad one is a ValueError)
         except ValueError as exc:
-            raise ValueError(f"endpoint {self.endpoint[:80]!r}: {exc}") from None
+            raise ValueError(f"endpoint {_shown(self.endpoint)[:80]!r}: {exc}") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"endpoint must be an http(s) URL, got {self.endpoint!r}")
+            raise ValueError(f"endpoint must be an http(s) URL, got {_shown(self.endpoint)[:80]!r}")
         if parts.query or parts.fragment or self.endpoint.endswith(("?", "#")):
             # (QA24: the paths went after it, into the query: every request asked for "/", a 404)
             raise ValueError(
-                f"endpoint {self.endpoint[:80]!r} has a query or fragment: give the API's base URL"
+                f"endpoint {_shown(self.endpoint)[:80]!r} has a query or fragment: give the API's base URL"
                 " (scheme, host, port and stage path)"
             )
         if self.tenant is not None and not self.tenant.isprintable():
@@ -569,12 +570,13 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
+
+
 def _shown(endpoint: str) -> str:
-    """An endpoint as an error names it: without a user and password in it."""
-    parts = urlsplit(endpoint)
-    if parts.username is None and parts.password is None:
-        return endpoint
-    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+    """An endpoint as an error names it: without a user and password in it (also one that does
+    not parse: QA24, its refusals printed them)."""
+    return _USERINFO.sub(r"\1", endpoint)
 
 
 def _parse(data: bytes) -> Any:
