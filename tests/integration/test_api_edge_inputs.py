@@ -374,3 +374,31 @@ def test_a_repeated_query_parameter_is_named_as_repeated(api: ApiClient, path: s
     assert reply.status == 400 and reply.problem["type"].endswith("repeated-parameter"), reply
     assert f"query parameter {name} is given more than once" in reply.problem["detail"]
     assert api.call("GET", path.split("&")[0]).status == 200  # given once, it is taken
+
+
+@pytest.mark.parametrize("value", ["*", '"1"'])
+def test_if_none_match_on_a_change_guarded_by_if_match_is_refused_not_ignored(
+    api: ApiClient, value: str
+) -> None:
+    """QA24: DELETE (of a job or a calendar), pause, resume and rotate-secret ignored
+    If-None-Match, so ``If-None-Match: *`` ("only where there is none", RFC 9110 13.1.2) deleted
+    the job that exists. They take If-Match only: If-None-Match is 400 naming it, nothing changed."""
+    job = api.create(job_spec(target=HTTP))
+    assert api.call("PUT", "/v1/calendars/days", {"dates": ["2026-12-25"]}).status == 201
+    header = {"If-None-Match": value}
+    for method, path in [
+        ("DELETE", f"/v1/jobs/{job['id']}"),
+        ("POST", f"/v1/jobs/{job['id']}/pause"),
+        ("POST", f"/v1/jobs/{job['id']}/resume"),
+        ("POST", f"/v1/jobs/{job['id']}/rotate-secret"),
+        ("DELETE", "/v1/calendars/days"),
+    ]:
+        reply = api.call(method, path, headers=header)
+        assert reply.status == 400 and "If-None-Match" in reply.problem["detail"], (method, path, reply)
+    kept = api.call("GET", f"/v1/jobs/{job['id']}")
+    assert kept.status == 200 and kept.body["version"] == job["version"] and kept.body["state"] == "ENABLED"
+    assert api.call("GET", "/v1/calendars/days").status == 200
+    # where it means something it still works: a PUT that creates
+    put = api.call("PUT", "/v1/jobs/fresh", job_spec(target=HTTP), headers={"If-None-Match": "*"})
+    assert put.status == 201
+    assert api.call("DELETE", f"/v1/jobs/{job['id']}").status == 204

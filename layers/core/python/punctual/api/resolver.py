@@ -145,6 +145,13 @@ class PunctualResolver(APIGatewayRestResolver):
                 return sorted(param.alias for param in route.dependant.query_params)
         return []
 
+    def declared_headers(self, method: str, path: str) -> set[str]:
+        """The headers the route of ``method`` on ``path`` declares (lower case: ``if-match``)."""
+        for route in self._static_routes + self._dynamic_routes:
+            if route.method == method and route.rule.match(path):
+                return {str(param.alias).lower() for param in route.dependant.header_params}
+        return set()
+
     def undeclared_query(self, method: str, path: str, event: dict[str, Any]) -> list[str]:
         """The request's query parameters its route does not take, as sent (QA22: ``?stat=FAILED``
         answered the whole history, as if filtered). A presigned URL's ``X-Amz-*`` (SigV4 in the
@@ -195,6 +202,18 @@ class PunctualResolver(APIGatewayRestResolver):
                 "Unknown query parameter",
                 f"{method[:20]} {path[:200]} takes no query parameter {', '.join(unknown)[:300]}"
                 f" (it takes: {', '.join(self.declared_query(method, path)) or 'none'})",
+            )
+        if header_of(event, "if-none-match") is not None and {"if-match"} == (
+            self.declared_headers(method, path) & {"if-match", "if-none-match"}
+        ):
+            # A change guarded by If-Match only (DELETE, pause, resume, rotate-secret): QA24, it ignored
+            # If-None-Match, so "If-None-Match: *" (do it only where there is none) deleted the job.
+            return problems.proxy_problem(
+                400,
+                "invalid-if-none-match",
+                "Invalid If-None-Match",
+                f"{method[:20]} {path[:200]} takes no If-None-Match (only a PUT that creates does):"
+                " guard this change with If-Match",
             )
         if repeated := self.repeated_query(event):
             return problems.proxy_problem(
