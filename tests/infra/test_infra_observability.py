@@ -70,7 +70,44 @@ def test_dispatch_alarms_cover_poller_tick_and_missing_minutes(default_synth: Sy
     (no_minute,) = [a for a in alarms if a.get("MetricName") == "ExecutionsStarted"]
     assert no_minute["ComparisonOperator"] == "LessThanThreshold"
     assert no_minute["TreatMissingData"] == "breaching"  # silence means no poller at all
-    assert any(a.get("MetricName") == "ExecutionsFailed" and a["Namespace"] == "AWS/States" for a in alarms)
+    assert {"ExecutionsFailed", "ExecutionsTimedOut"} in [_metric_names(a) for a in alarms]
+
+
+def _state_machine_metrics(synth: Synth, alarm: dict[str, Any]) -> set[tuple[str, str]]:
+    """(metric name, state machine logical id) of each AWS/States metric the alarm reads."""
+    stats = [m["MetricStat"] for m in alarm.get("Metrics", []) if "MetricStat" in m]
+    if "MetricName" in alarm:
+        stats.append({"Metric": alarm})
+    return {
+        (s["Metric"]["MetricName"], join_parts(s["Metric"]["Dimensions"][0]["Value"]))
+        for s in stats
+        if s["Metric"]["Namespace"] == "AWS/States"
+    }
+
+
+def test_a_minute_execution_that_timed_out_alarms_like_a_failed_one(any_synth: Synth) -> None:
+    # QA24: the alarm said "failed, timed out or was aborted" but read ExecutionsFailed alone; a
+    # minute that ran into the machine's timeout (600 s) counts in ExecutionsTimedOut only.
+    (alarm,) = [a for key, a in _alarms(any_synth).items() if "MinuteExecutionFailed" in key]
+    machines = {f"<{any_synth.logical_id(m)}>" for m in any_synth.stack.dispatch.state_machines}
+
+    assert _state_machine_metrics(any_synth, alarm) == {
+        (name, machine) for name in ("ExecutionsFailed", "ExecutionsTimedOut") for machine in machines
+    }
+    assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_no_minute_started_counts_the_minutes_of_the_burst_machine(burst_synth: Synth) -> None:
+    # QA24: a minute of more than 40 groups starts on the burst machine only; the alarm read the
+    # every-minute machine alone, so five minutes of sustained burst load paged "no poller is
+    # running" while every minute ran.
+    (alarm,) = [a for key, a in _alarms(burst_synth).items() if "NoMinuteStarted" in key]
+    machines = {f"<{burst_synth.logical_id(m)}>" for m in burst_synth.stack.dispatch.state_machines}
+
+    assert len(machines) == 2
+    assert _state_machine_metrics(burst_synth, alarm) == {("ExecutionsStarted", m) for m in machines}
+    assert {m.get("Expression") for m in alarm["Metrics"]} == {None, "FILL(started0, 0) + FILL(started1, 0)"}
+    assert alarm["ComparisonOperator"] == "LessThanThreshold" and alarm["TreatMissingData"] == "breaching"
 
 
 def test_oldest_message_age_alarm_per_work_queue(any_synth: Synth) -> None:

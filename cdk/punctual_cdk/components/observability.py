@@ -13,8 +13,8 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
 
 * a dead-letter queue holds a message;
 * fire delay p99 over ``fireDelayAlarmMs`` (10 s by default: the design's "never over 10 s");
-* a poller failed; the tick failed twice in a row; a minute's execution failed; no minute
-  execution started for five minutes (no poller is running at all);
+* a poller failed; the tick failed twice in a row; a minute's execution failed or timed out; no
+  minute execution started, on either state machine, for five minutes (no poller is running at all);
 * a work queue's oldest message is older than its lane's threshold;
 * the table throttled a request, or throttled a key range (a hot partition: the shard count
   is too small for the load);
@@ -216,14 +216,16 @@ class Observability(Construct):
         )
         self._alarm(
             "MinuteExecutionFailed",
-            metric=self._minutes_failed(state_machine),
+            metric=self._minutes(state_machine, ("ExecutionsFailed", "ExecutionsTimedOut"), MINUTE),
             threshold=1,
-            description="A minute's state machine execution failed, timed out or was aborted.",
+            description="A minute's state machine execution failed or timed out: its pollers may have"
+            " stopped before the minute's slots were released. (Aborted ones are not counted: the tick"
+            " stops a waiting minute to start it again with more pollers.)",
         )
         self._alarm(
             "NoMinuteStarted",
-            metric=state_machine.metric_started(
-                period=cdk.Duration.seconds(c.NO_MINUTE_STARTED_ALARM_S), statistic="Sum"
+            metric=self._minutes(
+                state_machine, ("ExecutionsStarted",), cdk.Duration.seconds(c.NO_MINUTE_STARTED_ALARM_S)
             ),
             comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             threshold=1,
@@ -263,17 +265,26 @@ class Observability(Construct):
             "shardCount or warm throughput.",
         )
 
-    def _minutes_failed(self, state_machine: sfn.StateMachine) -> cloudwatch.IMetric:
-        """Failed minute executions, on the burst machine too when there is one."""
-        failed = state_machine.metric_failed(period=MINUTE, statistic="Sum")
-        if self._burst_state_machine is None:
-            return failed
-        burst = self._burst_state_machine.metric_failed(period=MINUTE, statistic="Sum")
+    def _minutes(
+        self, state_machine: sfn.StateMachine, names: tuple[str, ...], period: cdk.Duration
+    ) -> cloudwatch.IMetric:
+        """The minute executions' ``names`` (AWS/States) summed, on the burst machine too when there
+        is one: a minute of more than 40 groups runs there, not on the every-minute machine."""
+        machines = [m for m in (state_machine, self._burst_state_machine) if m is not None]
+        kinds = {name: name.removeprefix("Executions").lower() for name in names}  # ids and label
+        using = {
+            f"{kinds[name]}{i}": machine.metric(name, period=period, statistic="Sum")
+            for name in names
+            for i, machine in enumerate(machines)
+        }
+        if len(using) == 1:
+            return next(iter(using.values()))
+        both = " (both machines)" if len(machines) > 1 else ""
         return cloudwatch.MathExpression(
-            expression="FILL(m, 0) + FILL(b, 0)",
-            using_metrics={"m": failed, "b": burst},
-            label="Minute executions failed (both machines)",
-            period=MINUTE,
+            expression=" + ".join(f"FILL({key}, 0)" for key in using),  # an idle metric has no data
+            using_metrics=using,
+            label=f"Minute executions {' or '.join(kinds.values())}{both}",
+            period=period,
         )
 
     def _burst_alarm(self, service: ecs.FargateService) -> None:
