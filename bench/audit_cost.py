@@ -49,7 +49,7 @@ JOBS_AT_SCALE = 10_000_000
 MINUTES_PER_MONTH = 43_800
 MEMORY_MB = 1024  # infra/constants.py AUDITOR_MEMORY_MB
 QUERY_LATENCY_MS = 5.0  # a DynamoDB read from Lambda in the same region (assumed, not measured here)
-ALARMS = 3  # ChainsBroken, JobsOrphaned and the auditor's errors (infra/components/auditing.py)
+ALARMS = 4  # ChainsBroken, JobsOrphaned, the auditor's errors and its silence (components/auditing.py)
 ALARM_USD_MONTH = 0.10  # a standard-resolution alarm (https://aws.amazon.com/cloudwatch/pricing/)
 PERIODS_MIN = (60, 360, 1440)
 # The mix: (weight, schedule). Clock schedules dominate, as in the capacity model's 10 M jobs.
@@ -369,7 +369,7 @@ def main() -> None:
     print(
         f"${idle['total']:.3f} a month: reads ${idle['dynamodb_usd']:.3f}, "
         f"Lambda ${idle['lambda_usd']:.3f} ({measured['idle_run']['segments']} segments a run); "
-        f"its three alarms ${idle['alarms_usd_not_in_total']:.2f} beside it (the fixed month counts no alarm)"
+        f"its four alarms ${idle['alarms_usd_not_in_total']:.2f} beside it (the fixed month counts no alarm)"
     )
     benchlib.write_result("audit_cost", {"measured": measured, "at_scale": scale})
 

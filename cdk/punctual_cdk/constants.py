@@ -367,6 +367,9 @@ TICK_EXECUTION_ACTIONS: Final = ("states:DescribeExecution", "states:StopExecuti
 TICK_ERROR_ALARM_PERIODS: Final = 2
 # No minute execution started for this long means no poller is running.
 NO_MINUTE_STARTED_ALARM_S: Final = 300
+# A function invoked every minute by its rule (the tick, the chain auditor) that was not invoked
+# in this window: its rule is disabled or gone, or its invocations are throttled.
+NOT_INVOKED_ALARM_S: Final = 300
 
 # --- Target permissions ----------------------------------------------------------------------------
 # What the workers may do to a target, keyed by the service in the target's ARN pattern.

@@ -106,10 +106,29 @@ def test_a_broken_chain_raises_an_alarm_to_the_topic(any_synth: Synth) -> None:
         a
         for a in alarms
         if a.get("Namespace") == "AWS/Lambda"
+        and a["MetricName"] == "Errors"
         and a["Dimensions"][0]["Value"]
         == {"Ref": any_synth.logical_id(any_synth.stack.auditor.handler.function)}
     ]
     assert len(errors) == 1 and errors[0]["AlarmActions"] == [topic]
+
+
+def test_an_auditor_that_is_not_invoked_at_all_raises_an_alarm(any_synth: Synth) -> None:
+    # QA24: with its rule disabled or deleted (or its invocations throttled) the auditor neither
+    # errs nor emits a metric, so no alarm heard it stop: jobs' broken chains went unlooked for.
+    auditor = {"Ref": any_synth.logical_id(any_synth.stack.auditor.handler.function)}
+    (silent,) = [
+        a["Properties"]
+        for a in any_synth.of_type("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "Invocations"
+        and a["Properties"]["Dimensions"] == [{"Name": "FunctionName", "Value": auditor}]
+    ]
+
+    assert (silent["Namespace"], silent["Statistic"], silent["Period"]) == ("AWS/Lambda", "Sum", 300)
+    assert (silent["Threshold"], silent["ComparisonOperator"]) == (1, "LessThanThreshold")
+    assert silent["TreatMissingData"] == "breaching"  # no invocation is no data
+    topic = {"Ref": any_synth.logical_id(any_synth.stack.observability.topic)}
+    assert as_list(silent["AlarmActions"]) == [topic] and as_list(silent["OKActions"]) == [topic]
 
 
 def test_the_auditor_is_an_own_resource_no_target_may_name(default_synth: Synth) -> None:

@@ -73,6 +73,23 @@ def test_dispatch_alarms_cover_poller_tick_and_missing_minutes(default_synth: Sy
     assert {"ExecutionsFailed", "ExecutionsTimedOut"} in [_metric_names(a) for a in alarms]
 
 
+def test_a_tick_that_is_not_invoked_at_all_raises_an_alarm(any_synth: Synth) -> None:
+    # QA24: a tick whose rule is disabled (or whose invocations are throttled) neither errs nor
+    # leaves a minute unstarted (each minute's pollers relay the next one), so no alarm heard it
+    # stop while nothing sized the pollers, scaled for bursts or readied the ECS lane.
+    tick = {"Ref": any_synth.logical_id(any_synth.stack.dispatch.tick.function)}
+    (silent,) = [
+        a
+        for a in _alarms(any_synth).values()
+        if a.get("MetricName") == "Invocations"
+        and a["Dimensions"] == [{"Name": "FunctionName", "Value": tick}]
+    ]
+
+    assert (silent["Namespace"], silent["Statistic"], silent["Period"]) == ("AWS/Lambda", "Sum", 300)
+    assert (silent["Threshold"], silent["ComparisonOperator"]) == (1, "LessThanThreshold")
+    assert silent["TreatMissingData"] == "breaching"  # no invocation is no data
+
+
 def _state_machine_metrics(synth: Synth, alarm: dict[str, Any]) -> set[tuple[str, str]]:
     """(metric name, state machine logical id) of each AWS/States metric the alarm reads."""
     stats = [m["MetricStat"] for m in alarm.get("Metrics", []) if "MetricStat" in m]

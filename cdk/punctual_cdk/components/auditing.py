@@ -9,8 +9,9 @@ an idle deployment more than the whole auditor (docs/operations.md, *Chain audit
 
 Its role (least privilege): the table's item actions of ``TABLE_ACTIONS_BY_COMPONENT["auditor"]``
 and Query on the audit index only; sending to the work queues (a lost range's ``missed`` alert is
-handed to a worker, signed: it reads the dispatch key); PutEvents on the events bus. Its alarm:
-``ChainsBroken`` ≥ 1 in a five-minute window, and the function's errors.
+handed to a worker, signed: it reads the dispatch key); PutEvents on the events bus. Its alarms:
+``ChainsBroken`` and ``JobsOrphaned`` ≥ 1 in a five-minute window, the function's errors, and no
+invocation for five minutes (the auditor itself stopped: nothing else would say so).
 """
 
 from __future__ import annotations
@@ -98,6 +99,20 @@ class ChainAuditor(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 alarm_description="The chain auditor failed in three five-minute windows in a row: "
                 "broken chains are not being looked for.",
+            ),
+            cloudwatch.Alarm(
+                self,
+                "AuditorNotRunning",
+                metric=self.handler.function.metric_invocations(
+                    period=cdk.Duration.seconds(c.NOT_INVOKED_ALARM_S), statistic="Sum"
+                ),
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,  # no invocation, no data
+                alarm_description="The chain auditor was not invoked for five minutes (its EveryMinute "
+                "rule disabled or deleted, or its invocations throttled): broken chains are not being "
+                "looked for, so a job whose chain breaks stops silently. Check the rule and the function.",
             ),
         ]
 

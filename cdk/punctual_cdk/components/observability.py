@@ -13,7 +13,8 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
 
 * a dead-letter queue holds a message;
 * fire delay p99 over ``fireDelayAlarmMs`` (10 s by default: the design's "never over 10 s");
-* a poller failed; the tick failed twice in a row; a minute's execution failed or timed out; no
+* a poller failed; the tick failed twice in a row, or was not invoked for five minutes (the
+  pollers' relay keeps the minutes going without it); a minute's execution failed or timed out; no
   minute execution started, on either state machine, for five minutes (no poller is running at all);
 * a work queue's oldest message is older than its lane's threshold;
 * the table throttled a request, or throttled a key range (a hot partition: the shard count
@@ -213,6 +214,19 @@ class Observability(Construct):
             threshold=1,
             evaluation_periods=c.TICK_ERROR_ALARM_PERIODS,
             description="The tick failed two minutes in a row: the coming minutes may have no poller.",
+        )
+        self._alarm(
+            "TickNotRunning",
+            metric=tick.function.metric_invocations(
+                period=cdk.Duration.seconds(c.NOT_INVOKED_ALARM_S), statistic="Sum"
+            ),
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            threshold=1,
+            missing=cloudwatch.TreatMissingData.BREACHING,  # no invocation, no data
+            description="The tick was not invoked for five minutes (its EveryMinute rule disabled or "
+            "deleted, or its invocations throttled). Each minute's pollers still start the next one, "
+            "so slots fire, but nothing sizes the minutes' pollers, scales the workers for a burst or "
+            "readies the ECS lane. Check the tick rule and the function's concurrency.",
         )
         self._alarm(
             "MinuteExecutionFailed",
