@@ -336,6 +336,7 @@ METRIC_RETRIES: Final = "Retries"
 METRIC_FORGED_MESSAGES: Final = "ForgedMessages"  # dispatch messages without a valid signature
 METRIC_DEAD_LETTERS_FAILED: Final = "DeadLettersFailed"  # a job's dead letter that could not be sent
 METRIC_ALERTS_UNDELIVERED: Final = "AlertsUndelivered"  # an alert its job's deletion left undelivered
+METRIC_EVENTS_FAILED: Final = "EventsFailed"  # events on the stack's bus dropped: PutEvents failed twice
 # An ECS worker task's runs past SQS's 12-hour visibility cap (their message let go of; the worker
 # service reports them while it holds any): scale-in counts them as work in flight.
 METRIC_RUNS_DETACHED: Final = "RunsDetached"

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from cdk_helpers import Synth, join_parts
+
+from punctual.delivery.notifications.events import Event, EventPublisher
+from punctual.execution.worker_service import EmfMetrics
+from punctual.runtime.emf import EmfBuffer
 
 
 def _alarms(synth: Synth) -> dict[str, dict[str, Any]]:
@@ -221,3 +227,60 @@ def test_an_undeliverable_dead_letter_or_alert_alarms(default_synth: Synth) -> N
         (alarm,) = [a for a in alarms if _metric_names(a) == {name}]
         assert alarm["Threshold"] == 1, name
         assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", name
+
+
+class _RefusingBus:
+    """An events sink whose every PutEvents fails (a throttle past the quota, a changed policy)."""
+
+    def put(self, events: object) -> int:
+        raise RuntimeError("ThrottlingException")
+
+
+def _emitted(documents: list[dict[str, Any]]) -> set[tuple[str, str, frozenset[tuple[str, str]]]]:
+    """(namespace, metric name, dimensions) of each metric in some EMF documents."""
+    return {
+        (directive["Namespace"], metric["Name"], frozenset((d, doc[d]) for d in dimension_set))
+        for doc in documents
+        for directive in doc["_aws"]["CloudWatchMetrics"]
+        for dimension_set in directive["Dimensions"]
+        for metric in directive["Metrics"]
+    }
+
+
+def _alarmed(alarm: dict[str, Any]) -> set[tuple[str, str, frozenset[tuple[str, str]]]]:
+    return {
+        (
+            m["MetricStat"]["Metric"]["Namespace"],
+            m["MetricStat"]["Metric"]["MetricName"],
+            frozenset((d["Name"], d["Value"]) for d in m["MetricStat"]["Metric"]["Dimensions"]),
+        )
+        for m in alarm["Metrics"]
+        if "MetricStat" in m
+    }
+
+
+def test_events_dropped_from_the_bus_raise_an_alarm_on_either_lane(
+    default_synth: Synth, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # QA24: a PutEvents that still failed after its retry dropped the events, counted EventsFailed
+    # and nothing alarmed: rules routing failures off the bus went quiet unheard.
+    worker = default_synth.resources[default_synth.logical_id(default_synth.stack.workers.worker.function)]
+    lambda_env = worker["Properties"]["Environment"]["Variables"]
+    lambda_docs: list[dict[str, Any]] = []
+    lambda_sink = EmfBuffer(
+        lambda_env["POWERTOOLS_METRICS_NAMESPACE"],
+        lambda_env["POWERTOOLS_SERVICE_NAME"],
+        write=lambda line: lambda_docs.append(json.loads(line)),
+    )
+    ecs_sink = EmfMetrics(lambda_env["POWERTOOLS_METRICS_NAMESPACE"])  # as the ECS worker's main() makes it
+    event = Event("Execution Status Change", {"status": "FAILED"}, datetime.now(UTC))
+    for sink in (lambda_sink, ecs_sink):
+        EventPublisher(_RefusingBus(), sink).publish([event])
+        sink.flush()
+    ecs_docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+    (alarm,) = [a for a in _alarms(default_synth).values() if _metric_names(a) == {"EventsFailed"}]
+    assert _emitted(lambda_docs) | _emitted(ecs_docs) == _alarmed(alarm)
+    assert len(_alarmed(alarm)) == 2  # the two lanes' service dimensions
+    assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"  # written only when some were dropped

@@ -16,6 +16,8 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
 * a poller failed; the tick failed twice in a row, or was not invoked for five minutes (the
   pollers' relay keeps the minutes going without it); a minute's execution failed or timed out; no
   minute execution started, on either state machine, for five minutes (no poller is running at all);
+* a count that must stay at 0 is not: ``ForgedMessages``, ``DeadLettersFailed``,
+  ``EventsFailed`` (events dropped from the bus), ``AlertsUndelivered``;
 * a work queue's oldest message is older than its lane's threshold;
 * the table throttled a request, or throttled a key range (a hot partition: the shard count
   is too small for the load);
@@ -172,6 +174,14 @@ class Observability(Construct):
                 both_lanes_sum(c.METRIC_DEAD_LETTERS_FAILED, "dead letters not sent"),
                 "A finally failed slot's event could not be sent to its job's dead-letter queue (the"
                 " queue is gone, or the job's role may not send to it): the worker's log names it.",
+            ),
+            (
+                "EventsFailed",
+                both_lanes_sum(c.METRIC_EVENTS_FAILED, "events not sent"),
+                "Events were dropped from the stack's events bus: a PutEvents call still failed after"
+                " one more try (throttled past the account's PutEvents quota, or the bus or its policy"
+                " changed). Rules that route them (failure notifications) missed them; the sender's log"
+                " names the error.",
             ),
             (
                 "AlertsUndelivered",
