@@ -116,7 +116,13 @@ def test_a_failed_minute_alarms_on_either_machine(burst_synth: Synth, default_sy
         if d["Name"] == "StateMachineArn"
     }
     assert watched == machines and len(machines) == 2
-    assert "MetricName" in alarm(default_synth)  # one machine: its own metric, as before
+    # one machine: its own failed and timed-out executions (test_infra_observability.py)
+    assert {
+        m["MetricStat"]["Metric"]["MetricName"] for m in alarm(default_synth)["Metrics"] if "MetricStat" in m
+    } == {
+        "ExecutionsFailed",
+        "ExecutionsTimedOut",
+    }
 
 
 def test_the_tick_may_raise_the_ecs_worker_services_minimum_only(any_synth: Synth) -> None:
