@@ -154,6 +154,7 @@ class Punctual(Construct):
             lean_poller=self.dispatch.lean_poller,
             burst_service=self.workers.burst_service,
             burst_state_machine=self.dispatch.burst_state_machine,
+            shown_alarms=self.auditor.alarms,
         )
         self.auditor.notify(self.observability.topic)
         self.console = Console(

@@ -204,6 +204,30 @@ def test_dashboard_shows_the_scheduler_metrics(default_synth: Synth) -> None:
         assert needle in body, needle
 
 
+def test_the_dashboard_shows_every_alarm_and_every_minute_machine(burst_synth: Synth) -> None:
+    # QA24: the alarm widget left out the chain auditor's alarms (ChainsBroken: a job that had
+    # stopped), "Minute executions" the burst machine's minutes and timed-out ones, and the rate
+    # budget's overruns the ECS workers' (after() children they dispatch).
+    (dashboard,) = burst_synth.of_type("AWS::CloudWatch::Dashboard").values()
+    body = json.loads(join_parts(dashboard["Properties"]["DashboardBody"]))
+    widgets = {w["properties"].get("title"): w["properties"] for w in body["widgets"]}
+
+    shown = set(widgets["Alarms"]["alarms"])
+    for alarm in [*burst_synth.stack.auditor.alarms, *burst_synth.stack.observability.alarms]:
+        assert f"<{burst_synth.logical_id(alarm)}.Arn>" in shown, alarm.node.id
+    minutes = {
+        (line[1], line[3]) for line in widgets["Minute executions"]["metrics"] if line[0] == "AWS/States"
+    }
+    machines = [f"<{burst_synth.logical_id(m)}>" for m in burst_synth.stack.dispatch.state_machines]
+    assert minutes == {
+        (name, machine)
+        for name in ("ExecutionsStarted", "ExecutionsFailed", "ExecutionsTimedOut")
+        for machine in machines
+    }
+    overruns = json.dumps(widgets[next(t for t in widgets if t and t.startswith("Burst smoothing"))])
+    assert '"punctual-ecs-worker"' in overruns and '"RateBudgetOverruns"' in overruns
+
+
 def test_a_forged_dispatch_message_on_either_lane_raises_an_alarm(default_synth: Synth) -> None:
     (alarm,) = [
         a for a in _alarms(default_synth).values() if "ForgedMessages" in json.dumps(a.get("Metrics", []))

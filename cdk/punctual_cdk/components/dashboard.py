@@ -44,10 +44,11 @@ class DashboardBuilder:
         tick: PunctualFunction,
         worker: PunctualFunction,
         api: PunctualFunction,
-        state_machine: sfn.StateMachine,
+        state_machines: list[sfn.StateMachine],
         alarms: list[cloudwatch.Alarm],
     ) -> cloudwatch.Dashboard:
-        """The dashboard, in the scope it was given (construct id ``Dashboard``)."""
+        """The dashboard, in the scope it was given (construct id ``Dashboard``); ``state_machines``:
+        the every-minute machine, then the burst one when there is one."""
 
         def graph(title: str, left: list[cloudwatch.IMetric], **kwargs: object) -> cloudwatch.GraphWidget:
             return cloudwatch.GraphWidget(title=title, left=left, width=8, height=6, **kwargs)  # type: ignore[arg-type]
@@ -136,8 +137,13 @@ class DashboardBuilder:
             graph(
                 "Minute executions",
                 [
-                    state_machine.metric_started(period=MINUTE, statistic="Sum", label="started"),
-                    state_machine.metric_failed(period=MINUTE, statistic="Sum", label="failed"),
+                    machine.metric(name, period=MINUTE, statistic="Sum", label=f"{label}{machine_label}")
+                    for machine, machine_label in zip(state_machines, ("", " (burst)"), strict=False)
+                    for name, label in (
+                        ("ExecutionsStarted", "started"),
+                        ("ExecutionsFailed", "failed"),
+                        ("ExecutionsTimedOut", "timed out"),
+                    )
                 ],
             ),
         )
@@ -208,7 +214,7 @@ class DashboardBuilder:
             ),
             graph(
                 "Burst smoothing: rate-budget overruns (fired on time past the budget)",
-                [app_metric(c.METRIC_RATE_BUDGET_OVERRUNS, "Sum", "overruns")],
+                [both_lanes_sum(c.METRIC_RATE_BUDGET_OVERRUNS, "overruns")],  # pollers, both workers
             ),
             graph(
                 "Retries deferred by their tenants' retry rate (maxRetriesPerSecondPerTenant)",

@@ -31,6 +31,8 @@ service's running tasks) and burst smoothing's ``RateBudgetOverruns``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -52,7 +54,8 @@ from punctual_cdk.config import PunctualConfig
 
 
 class Observability(Construct):
-    """The alarm topic, the alarms and the dashboard."""
+    """The alarm topic, the alarms and the dashboard (which shows ``shown_alarms`` too: the alarms
+    made beside it, the chain auditor's)."""
 
     def __init__(
         self,
@@ -70,6 +73,7 @@ class Observability(Construct):
         lean_poller: PunctualFunction | None = None,
         burst_service: ecs.FargateService | None = None,
         burst_state_machine: sfn.StateMachine | None = None,
+        shown_alarms: Sequence[cloudwatch.Alarm] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
@@ -108,8 +112,9 @@ class Observability(Construct):
         self._alarms(table, queues, poller, tick, state_machine)
         if burst_service is not None and config.ecs_burst_tasks > 0:  # standing ones to miss
             self._burst_alarm(burst_service)
+        machines = [m for m in (state_machine, burst_state_machine) if m is not None]
         self.dashboard = DashboardBuilder(self, config, lean_poller, burst_service).build(
-            table, queues, poller, tick, worker, api, state_machine, self.alarms
+            table, queues, poller, tick, worker, api, machines, [*self.alarms, *shown_alarms]
         )
 
     # --- alarms ------------------------------------------------------------------------------------
