@@ -10,8 +10,10 @@ import pytest
 from cdk_helpers import Synth, join_parts
 
 from punctual.delivery.notifications.events import Event, EventPublisher
+from punctual.dispatch.ecs_lane import EcsLaneReadiness, MemoryScalableTarget
 from punctual.execution.worker_service import EmfMetrics
 from punctual.runtime.emf import EmfBuffer
+from punctual.store.memory import MemoryStore
 
 
 def _alarms(synth: Synth) -> dict[str, dict[str, Any]]:
@@ -308,3 +310,33 @@ def test_events_dropped_from_the_bus_raise_an_alarm_on_either_lane(
     assert len(_alarmed(alarm)) == 2  # the two lanes' service dimensions
     assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert alarm["TreatMissingData"] == "notBreaching"  # written only when some were dropped
+
+
+class _RefusedTarget(MemoryScalableTarget):
+    """The ECS worker service's scalable target, as Application Auto Scaling refuses it."""
+
+    def min_capacity(self) -> int | None:
+        raise RuntimeError("AccessDeniedException: application-autoscaling:DescribeScalableTargets")
+
+
+def test_a_tick_that_cannot_ready_the_ecs_lane_raises_an_alarm(any_synth: Synth) -> None:
+    # QA24: the tick logged and counted EcsLaneErrors and nothing alarmed: with the minimum never
+    # raised, every ECS-lane slot started two to three minutes late, unheard.
+    tick = any_synth.resources[any_synth.logical_id(any_synth.stack.dispatch.tick.function)]
+    env = tick["Properties"]["Environment"]["Variables"]
+    assert "PUNCTUAL_ECS_SERVICE_RESOURCE_ID" in env  # the tick readies the lane in every shape
+    documents: list[dict[str, Any]] = []
+    sink = EmfBuffer(
+        env["POWERTOOLS_METRICS_NAMESPACE"],
+        env["POWERTOOLS_SERVICE_NAME"],
+        write=lambda line: documents.append(json.loads(line)),
+    )
+    minimum, ready = int(env["PUNCTUAL_ECS_MIN_TASKS"]), int(env["PUNCTUAL_ECS_READY_TASKS"])
+    readiness = EcsLaneReadiness(MemoryStore(), _RefusedTarget(), minimum, ready, 150, sink)
+    assert readiness.on_tick(datetime(2027, 1, 1, tzinfo=UTC)) is None  # logged, left to the next tick
+    sink.flush()
+
+    (alarm,) = [a for a in _alarms(any_synth).values() if _metric_names(a) == {"EcsLaneErrors"}]
+    assert _emitted(documents) == _alarmed(alarm)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert alarm["EvaluationPeriods"] == 3 and alarm["TreatMissingData"] == "notBreaching"

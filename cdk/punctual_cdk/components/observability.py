@@ -19,6 +19,7 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
 * a count that must stay at 0 is not: ``ForgedMessages``, ``DeadLettersFailed``,
   ``EventsFailed`` (events dropped from the bus), ``AlertsUndelivered``;
 * a work queue's oldest message is older than its lane's threshold;
+* the tick failed to ready the ECS lane (``EcsLaneErrors``) three minutes in a row;
 * the table throttled a request, or throttled a key range (a hot partition: the shard count
   is too small for the load);
 * with standing burst workers (``ecsBurstTasks``), fewer of them ran than asked for, five
@@ -110,6 +111,17 @@ class Observability(Construct):
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
 
         self._alarms(table, queues, poller, tick, state_machine)
+        if config.ecs_ready_tasks > config.ecs_min_tasks:  # the tick readies the ECS lane
+            self._alarm(
+                "EcsLaneNotReadied",
+                metric=app_metric(c.METRIC_ECS_LANE_ERRORS, "Sum"),
+                threshold=1,
+                evaluation_periods=c.ECS_LANE_ERROR_ALARM_PERIODS,
+                description=f"The tick failed to set the ECS worker service's minimum (ecsReadyTasks) "
+                f"{c.ECS_LANE_ERROR_ALARM_PERIODS} minutes in a row: ECS-lane (runtime: ecs) slots find "
+                "no task running and start two to three minutes late. The tick's log names the error "
+                "(Application Auto Scaling refused or throttled, the service's scalable target gone).",
+            )
         if burst_service is not None and config.ecs_burst_tasks > 0:  # standing ones to miss
             self._burst_alarm(burst_service)
         machines = [m for m in (state_machine, burst_state_machine) if m is not None]
