@@ -68,7 +68,7 @@ def test_dispatch_alarms_cover_poller_tick_and_missing_minutes(default_synth: Sy
     # One alarm for both poller functions: the standard and the lean one, summed.
     assert default_synth.stack.dispatch.lean_poller is not None
     lean = default_synth.logical_id(default_synth.stack.dispatch.lean_poller.function)
-    (pollers,) = [a for a in alarms if "Metrics" in a and "FILL(standard, 0)" in json.dumps(a["Metrics"])]
+    (pollers,) = [a for a in alarms if "Metrics" in a and _metric_names(a) == {"Errors"}]
     summed = {
         join_parts(m["MetricStat"]["Metric"]["Dimensions"][0]["Value"])
         for m in pollers["Metrics"]
@@ -79,6 +79,28 @@ def test_dispatch_alarms_cover_poller_tick_and_missing_minutes(default_synth: Sy
     assert no_minute["ComparisonOperator"] == "LessThanThreshold"
     assert no_minute["TreatMissingData"] == "breaching"  # silence means no poller at all
     assert {"ExecutionsFailed", "ExecutionsTimedOut"} in [_metric_names(a) for a in alarms]
+
+
+def test_pollers_that_are_not_invoked_at_all_raise_an_alarm(default_synth: Synth) -> None:
+    # QA24: a minute whose pollers cannot be invoked (throttled past their reserved concurrency,
+    # the invoke refused) succeeds: GroupFailed catches each group so the others run
+    # (test_state_machine_runs.py), and a poller never invoked counts no Lambda error. Nothing was
+    # released and no alarm heard it.
+    dispatch = default_synth.stack.dispatch
+    assert dispatch.lean_poller is not None
+    pollers = {f"<{default_synth.logical_id(f.function)}>" for f in (dispatch.poller, dispatch.lean_poller)}
+    (silent,) = [
+        a for a in _alarms(default_synth).values() if "Metrics" in a and _metric_names(a) == {"Invocations"}
+    ]
+    stats = [m["MetricStat"] for m in silent["Metrics"] if "MetricStat" in m]
+
+    assert {join_parts(s["Metric"]["Dimensions"][0]["Value"]) for s in stats} == pollers
+    assert {(s["Metric"]["Namespace"], s["Stat"], s["Period"]) for s in stats} == {("AWS/Lambda", "Sum", 300)}
+    assert [m["Expression"] for m in silent["Metrics"] if "Expression" in m] == [
+        "FILL(standard, 0) + FILL(lean, 0)"
+    ]
+    assert (silent["Threshold"], silent["ComparisonOperator"]) == (1, "LessThanThreshold")
+    assert silent["TreatMissingData"] == "breaching"  # no invocation is no data
 
 
 def test_a_tick_that_is_not_invoked_at_all_raises_an_alarm(any_synth: Synth) -> None:

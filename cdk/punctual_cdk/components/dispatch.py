@@ -47,7 +47,9 @@ window (``POLLER_LEAD_S`` before the minute to the grace after it). So a crashed
 within seconds and releases the rest of its minute; a retry invoked after the window drains what
 is left and returns at once. Only a poller that still fails after them all is caught (the
 ``GroupFailed`` Pass), so that the other groups' pollers keep running (an inline Map would
-otherwise stop them all); the poller-error alarm reports every failed invocation. The
+otherwise stop them all); the poller-error alarm reports every failed invocation, and
+``NoPollerInvoked`` five minutes in which no poller could be invoked at all (throttled, refused:
+Lambda counts no error, and the minute succeeds). The
 execution's timeout (``STATE_MACHINE_TIMEOUT_S``) bounds a poller that keeps timing out. Local
 mode (``local/poller.py``) reads these retriers from the template and retries the same way.
 

@@ -13,7 +13,8 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
 
 * a dead-letter queue holds a message;
 * fire delay p99 over ``fireDelayAlarmMs`` (10 s by default: the design's "never over 10 s");
-* a poller failed; the tick failed twice in a row, or was not invoked for five minutes (the
+* a poller failed, or none was invoked for five minutes (a minute whose pollers cannot be invoked
+  still succeeds); the tick failed twice in a row, or was not invoked for five minutes (the
   pollers' relay keeps the minutes going without it); a minute's execution failed or timed out; no
   minute execution started, on either state machine, for five minutes (no poller is running at all);
 * a count that must stay at 0 is not: ``ForgedMessages``, ``DeadLettersFailed``,
@@ -161,6 +162,18 @@ class Observability(Construct):
         self.alarms.append(alarm)
         return alarm
 
+    def _silent(self, construct_id: str, metric: cloudwatch.IMetric, *, description: str) -> None:
+        """An alarm on something that happens every minute: none in the metric's period, or no data
+        at all (a metric nothing wrote), alarms."""
+        self._alarm(
+            construct_id,
+            metric=metric,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            threshold=1,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+            description=description,
+        )
+
     def _alarms(
         self,
         table: dynamodb.ITable,
@@ -218,22 +231,22 @@ class Observability(Construct):
             description=f"Fire delay p99 above {self._config.fire_delay_alarm_ms} ms in 2 of 3 minutes: "
             "slots are released late (poller overloaded, throttled, or too few shard groups).",
         )
-        poller_errors: cloudwatch.IMetric = poller.function.metric_errors(period=MINUTE, statistic="Sum")
-        if self._lean_poller is not None:  # one alarm for both poller functions
-            poller_errors = cloudwatch.MathExpression(
-                expression="FILL(standard, 0) + FILL(lean, 0)",  # a function idle all minute has no data
-                using_metrics={
-                    "standard": poller_errors,
-                    "lean": self._lean_poller.function.metric_errors(period=MINUTE, statistic="Sum"),
-                },
-                label="poller errors (standard + lean)",
-                period=MINUTE,
-            )
         self._alarm(
             "PollerErrors",
-            metric=poller_errors,
+            metric=self._pollers(poller, "Errors", MINUTE, "poller errors"),
             threshold=1,
             description="A poller invocation failed: its shard group's slots may be released late.",
+        )
+        self._silent(
+            "NoPollerInvoked",
+            self._pollers(
+                poller, "Invocations", cdk.Duration.seconds(c.NOT_INVOKED_ALARM_S), "poller invocations"
+            ),
+            description="No poller was invoked for five minutes although minutes may start: nothing is "
+            "released. A minute whose pollers cannot be invoked (throttled past their reserved "
+            "concurrency, the state machine's role refused, the function gone) still succeeds: each "
+            "group's failure is caught so the others run, and a poller never invoked counts no error. "
+            "Check the minute executions' history and the pollers' throttles.",
         )
         self._alarm(
             "TickErrors",
@@ -242,14 +255,11 @@ class Observability(Construct):
             evaluation_periods=c.TICK_ERROR_ALARM_PERIODS,
             description="The tick failed two minutes in a row: the coming minutes may have no poller.",
         )
-        self._alarm(
+        self._silent(
             "TickNotRunning",
-            metric=tick.function.metric_invocations(
+            tick.function.metric_invocations(
                 period=cdk.Duration.seconds(c.NOT_INVOKED_ALARM_S), statistic="Sum"
             ),
-            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            threshold=1,
-            missing=cloudwatch.TreatMissingData.BREACHING,  # no invocation, no data
             description="The tick was not invoked for five minutes (its EveryMinute rule disabled or "
             "deleted, or its invocations throttled). Each minute's pollers still start the next one, "
             "so slots fire, but nothing sizes the minutes' pollers, scales the workers for a burst or "
@@ -263,14 +273,11 @@ class Observability(Construct):
             " stopped before the minute's slots were released. (Aborted ones are not counted: the tick"
             " stops a waiting minute to start it again with more pollers.)",
         )
-        self._alarm(
+        self._silent(
             "NoMinuteStarted",
-            metric=self._minutes(
+            self._minutes(
                 state_machine, ("ExecutionsStarted",), cdk.Duration.seconds(c.NO_MINUTE_STARTED_ALARM_S)
             ),
-            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            threshold=1,
-            missing=cloudwatch.TreatMissingData.BREACHING,
             description="No minute execution started for five minutes: no poller is running, "
             "nothing is being dispatched. Check the tick rule and function.",
         )
@@ -304,6 +311,23 @@ class Observability(Construct):
             threshold=c.TABLE_THROTTLE_ALARM_EVENTS,
             description="A key range (partition) of the table was throttled: a hot shard; raise "
             "shardCount or warm throughput.",
+        )
+
+    def _pollers(
+        self, poller: PunctualFunction, name: str, period: cdk.Duration, label: str
+    ) -> cloudwatch.IMetric:
+        """The Lambda metric ``name`` of the poller functions, the standard and the lean one summed."""
+        standard = poller.function.metric(name, period=period, statistic="Sum")
+        if self._lean_poller is None:
+            return standard
+        return cloudwatch.MathExpression(
+            expression="FILL(standard, 0) + FILL(lean, 0)",  # a function idle all period has no data
+            using_metrics={
+                "standard": standard,
+                "lean": self._lean_poller.function.metric(name, period=period, statistic="Sum"),
+            },
+            label=f"{label} (standard + lean)",
+            period=period,
         )
 
     def _minutes(
