@@ -19,6 +19,7 @@ from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import Ama
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from punctual.execution.worker_service import EmfMetrics
 from punctual.runtime import lambda_support
 from punctual.runtime.clock import ManualClock
 from punctual.runtime.emf import MAX_METRICS, MAX_VALUES, EmfBuffer
@@ -208,3 +209,35 @@ def test_the_lambda_sink_and_a_plain_sink_take_values_together() -> None:
     lambda_support.core_metrics.discard()
     with pytest.raises((TypeError, ValueError)):
         EmfBuffer("Punctual", "punctual").add_all("SlotsReleased", ["many"])  # type: ignore[list-item]
+
+
+def test_the_ecs_worker_prints_each_delay_and_sums_only_its_counts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # QA24: the ECS worker's sink summed every metric per flush (a minute), StartDelayMs and
+    # RunDurationMs too: a graph of their p99 on the ECS lane showed a minute's total, not a delay.
+    clock = ManualClock(datetime(2027, 1, 1, tzinfo=UTC))
+    sink = EmfMetrics("Punctual", clock=clock)
+    for delay in (120.0, 480.0, 90.0):
+        sink.add("StartDelayMs", delay, "Milliseconds")
+        sink.add("ExecutionsSucceeded", 1)
+    sink.flush()
+
+    values: Counter[tuple[str, str, float]] = Counter()
+    for line in capsys.readouterr().out.splitlines():
+        document = json.loads(line)
+        [directive] = document["_aws"]["CloudWatchMetrics"]
+        assert (directive["Namespace"], directive["Dimensions"]) == ("Punctual", [["service"]])
+        assert document["service"] == "punctual-ecs-worker"
+        for definition in directive["Metrics"]:
+            emitted = document[definition["Name"]]
+            for value in emitted if isinstance(emitted, list) else [emitted]:
+                values[(definition["Name"], definition["Unit"], float(value))] += 1
+    assert values == Counter(
+        {
+            ("StartDelayMs", "Milliseconds", 120.0): 1,
+            ("StartDelayMs", "Milliseconds", 480.0): 1,
+            ("StartDelayMs", "Milliseconds", 90.0): 1,
+            ("ExecutionsSucceeded", "Count", 3.0): 1,
+        }
+    )

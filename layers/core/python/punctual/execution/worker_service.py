@@ -64,6 +64,7 @@ from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
 from punctual.execution.keeper import LeaseKeeper
 from punctual.runtime.clock import Clock, SystemClock
 from punctual.runtime.composition import container
+from punctual.runtime.emf import EmfBuffer
 from punctual.runtime.settings import Platform, Settings, read_env
 
 log = logging.getLogger("punctual.execution.worker_service")
@@ -98,7 +99,9 @@ def queue_urls_for(settings: Settings, lane: str) -> list[str]:
 
 
 class EmfMetrics:
-    """A MetricsSink that prints CloudWatch embedded-metric-format lines (sums per flush)."""
+    """A MetricsSink that prints CloudWatch embedded-metric-format lines: counts as sums per flush,
+    every other unit (a delay, a duration) value by value, as the Lambda sink prints them, so that
+    its percentiles are those of the values, not of a minute's sums."""
 
     def __init__(
         self, namespace: str, service: str = "punctual-ecs-worker", clock: Clock | None = None
@@ -108,12 +111,17 @@ class EmfMetrics:
         self.clock: Clock = clock or SystemClock()
         self._lock = threading.Lock()
         self._sums: dict[tuple[str, str], float] = defaultdict(float)
+        self._values = EmfBuffer(namespace, service, lambda line: print(line, flush=True), self.clock)
 
     def add(self, name: str, value: float, unit: str = "Count") -> None:
+        if unit != "Count":
+            self._values.add(name, value, unit)
+            return
         with self._lock:
             self._sums[(name, unit)] += value
 
     def flush(self) -> None:
+        self._values.flush()
         with self._lock:
             sums, self._sums = self._sums, defaultdict(float)
         if not sums:
