@@ -337,6 +337,7 @@ METRIC_FORGED_MESSAGES: Final = "ForgedMessages"  # dispatch messages without a 
 METRIC_DEAD_LETTERS_FAILED: Final = "DeadLettersFailed"  # a job's dead letter that could not be sent
 METRIC_ALERTS_UNDELIVERED: Final = "AlertsUndelivered"  # an alert its job's deletion left undelivered
 METRIC_EVENTS_FAILED: Final = "EventsFailed"  # events on the stack's bus dropped: PutEvents failed twice
+METRIC_SLOTS_CALENDAR_MISSING: Final = "SlotsCalendarMissing"  # slots not run: a calendar is gone
 # The tick could not raise (or lower) the ECS worker service's minimum for the ECS lane's slots.
 METRIC_ECS_LANE_ERRORS: Final = "EcsLaneErrors"
 ECS_LANE_ERROR_ALARM_PERIODS: Final = 3  # one failure is left to the next tick; three in a row are not

@@ -362,3 +362,16 @@ def test_a_tick_that_cannot_ready_the_ecs_lane_raises_an_alarm(any_synth: Synth)
     assert _emitted(documents) == _alarmed(alarm)
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
     assert alarm["EvaluationPeriods"] == 3 and alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_slots_not_run_for_a_missing_calendar_raise_an_alarm_on_either_lane(default_synth: Synth) -> None:
+    # QA24: a job whose exclusion calendar is gone has every slot recorded MISSED, not run (the
+    # poller's release, a worker's after() child): it has stopped, and only a counter said so.
+    (alarm,) = [a for a in _alarms(default_synth).values() if _metric_names(a) == {"SlotsCalendarMissing"}]
+
+    assert _alarmed(alarm) == {
+        ("Punctual", "SlotsCalendarMissing", frozenset({("service", service)}))
+        for service in ("punctual", "punctual-ecs-worker")  # the pollers and Lambda workers; ECS workers
+    }
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert alarm["TreatMissingData"] == "notBreaching"

@@ -18,7 +18,8 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
   pollers' relay keeps the minutes going without it); a minute's execution failed or timed out; no
   minute execution started, on either state machine, for five minutes (no poller is running at all);
 * a count that must stay at 0 is not: ``ForgedMessages``, ``DeadLettersFailed``,
-  ``EventsFailed`` (events dropped from the bus), ``AlertsUndelivered``;
+  ``EventsFailed`` (events dropped from the bus), ``SlotsCalendarMissing`` (a job's slots not run:
+  its calendar is gone), ``AlertsUndelivered``;
 * a work queue's oldest message is older than its lane's threshold;
 * the tick failed to ready the ECS lane (``EcsLaneErrors``) three minutes in a row;
 * the table throttled a request, or throttled a key range (a hot partition: the shard count
@@ -212,6 +213,13 @@ class Observability(Construct):
                 " one more try (throttled past the account's PutEvents quota, or the bus or its policy"
                 " changed). Rules that route them (failure notifications) missed them; the sender's log"
                 " names the error.",
+            ),
+            (
+                "SlotsCalendarMissing",
+                both_lanes_sum(c.METRIC_SLOTS_CALENDAR_MISSING, "slots not run: calendar missing"),
+                "A job names an exclusion calendar that is gone (a table restored in part, an item"
+                " deleted by hand): each of its slots is recorded MISSED, not run, until the calendar"
+                " is created again (PUT with its days). The log names the job and the calendar.",
             ),
             (
                 "AlertsUndelivered",
