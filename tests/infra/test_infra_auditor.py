@@ -136,3 +136,24 @@ def test_the_auditor_is_an_own_resource_no_target_may_name(default_synth: Synth)
     assert arn in {join_parts(a) for a in default_synth.stack.own_resource_arns()} or arn in set(
         join_parts(default_synth.stack.resolve(a)) for a in default_synth.stack.own_resource_arns()
     )
+
+
+def test_an_orphaned_job_alarm_sends_no_ok_between_audit_passes(any_synth: Synth) -> None:
+    # QA24: a job is audited once a period (an hour by default), so JobsOrphaned is counted once an
+    # hour and its five-minute alarm fell back to OK five minutes after each ALARM, telling the
+    # topic "recovered" while the job still could not fire.
+    topic = {"Ref": any_synth.logical_id(any_synth.stack.observability.topic)}
+    alarms = any_synth.of_type("AWS::CloudWatch::Alarm")
+
+    def named(alarm: dict) -> set[str]:
+        return {
+            m["MetricStat"]["Metric"]["MetricName"] for m in alarm.get("Metrics", []) if "MetricStat" in m
+        }
+
+    (orphans,) = [
+        a["Properties"] for a in alarms.values() if named(a["Properties"]) == {c.METRIC_JOBS_ORPHANED}
+    ]
+    broken = [a["Properties"] for a in alarms.values() if named(a["Properties"]) == {c.METRIC_CHAINS_BROKEN}]
+
+    assert as_list(orphans["AlarmActions"]) == [topic] and "OKActions" not in orphans
+    assert [as_list(b["OKActions"]) for b in broken] == [[topic]]  # a repaired chain does recover

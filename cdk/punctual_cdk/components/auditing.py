@@ -73,6 +73,17 @@ class ChainAuditor(Construct):
             max_event_age_s=c.AUDITOR_MAX_EVENT_AGE_S,
             retry_attempts=c.AUDITOR_RETRY_ATTEMPTS,
         )
+        # Each job is audited once a period: an orphan is reported once a period, and its alarm goes
+        # back to OK five minutes later while the job is still orphaned. So it only alarms: an
+        # OK would tell the topic of a recovery that did not happen.
+        self.orphans_alarm = self._any_in_five_minutes(
+            "JobsOrphaned",
+            c.METRIC_JOBS_ORPHANED,
+            "The chain auditor found an ENABLED after(...) job whose parent no longer "
+            "exists: nothing can dispatch it. Its tenant must change its schedule or delete it (the "
+            "auditor's log names it). Raised again at each audit pass while it stays so "
+            f"(every auditPeriodMinutes, {config.audit_period_minutes}); no OK is sent between passes.",
+        )
         self.alarms: list[cloudwatch.Alarm] = [
             self._any_in_five_minutes(
                 "ChainsBroken",
@@ -81,13 +92,7 @@ class ChainAuditor(Construct):
                 "while ENABLED) and repaired it from its next slot, its lost slots recorded MISSED "
                 "('chain repaired'). Every one is a bug: see the Chain Repaired event and the auditor's log.",
             ),
-            self._any_in_five_minutes(
-                "JobsOrphaned",
-                c.METRIC_JOBS_ORPHANED,
-                "The chain auditor found an ENABLED after(...) job whose parent no longer "
-                "exists: nothing can dispatch it. Its tenant must change its schedule or delete it (the "
-                "auditor's log names it).",
-            ),
+            self.orphans_alarm,
             cloudwatch.Alarm(
                 self,
                 "AuditorErrors",
@@ -134,4 +139,5 @@ class ChainAuditor(Construct):
         action = cw_actions.SnsAction(topic)
         for alarm in self.alarms:
             alarm.add_alarm_action(action)
-            alarm.add_ok_action(action)
+            if alarm is not self.orphans_alarm:
+                alarm.add_ok_action(action)
