@@ -24,9 +24,25 @@ cost_money = importlib.import_module("cost_money")
 
 @pytest.fixture(scope="module")
 def summary() -> dict:
-    meter = awsmeter.Meter()
-    base = cost_rig.run(meter, "idle", 0, 3, 4, 2)
-    load = cost_rig.run(meter, "load", 60, 3, 4, 2)
+    import boto3
+    from moto.dynamodb import models as dynamodb_models
+    from moto.dynamodb.models.table import Table
+
+    from punctual.runtime import aws
+
+    # The cost rig makes moto fast for benchmarks (a narrowed Query, a shallow transaction
+    # snapshot that does not roll back in-place updates: benchlib, "never in tests") and hooks
+    # its meter into boto3's default session. All of it is undone here: left in place, later
+    # tests' failed transactions kept their updates (the full suite's dependency tests failed).
+    with pytest.MonkeyPatch.context() as undo:
+        undo.setattr(Table, "query", Table.query)
+        undo.setattr(Table, "all_items", Table.all_items)
+        undo.setattr(dynamodb_models, "copy", dynamodb_models.copy)
+        undo.setattr(boto3, "DEFAULT_SESSION", boto3.DEFAULT_SESSION)
+        meter = awsmeter.Meter()
+        base = cost_rig.run(meter, "idle", 0, 3, 4, 2)
+        load = cost_rig.run(meter, "load", 60, 3, 4, 2)
+    aws.reset()  # the shared clients made on the rig's session
     assert load.triggers > 0
     assert load.emf_bytes["poller"] > 0 and load.emf_bytes["worker"] > 0
     return cost_money.summarize(load, base, cost_money.Prices.load())
