@@ -154,7 +154,12 @@ def test_update_flags_do_what_they_say_or_are_refused(
     # --replace without --file, and an update of nothing, are refused (a new version for nothing)
     assert run(capsys, "jobs", "update", job["id"], "--replace")[0] == 2
     code, _, err = run(capsys, "jobs", "update", job["id"])
-    assert code == 2 and "nothing to change" in err, err
+    assert code == 2 and "nothing to change: give a flag" in err, err
+    # a flag whose value the job has already says so (QA24: "give a flag" to one who gave it)
+    schedule = served.api.call("GET", f"/v1/jobs/{job['id']}").body["schedule"]
+    code, out, err = run(capsys, "jobs", "update", job["id"], "--schedule", schedule)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"nothing to change: job {job['id']} already has what the flags give" in err, err
     # a text payload and back to JSON (the Content-Type --payload-text added made it a 422)
     assert run(capsys, "jobs", "update", job["id"], "--payload-text", "ping <slot>")[0] == 0
     code, _, err = run(capsys, "jobs", "update", job["id"], "--payload", '{"a": 2}')

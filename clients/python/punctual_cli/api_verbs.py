@@ -334,6 +334,15 @@ def _target_from_flags(args: argparse.Namespace, current: Any) -> dict[str, Any]
     return target
 
 
+# What _spec_flags adds (but --file): the flags an update takes its changes from.
+# fmt: off
+_SPEC_DESTS = (
+    "name", "description", "schedule", "tz", "http_url", "http_method", "lambda_arn", "sqs_arn",
+    "payload", "payload_text", "tag", "timeout", "max_attempts", "runtime", "exclude_calendar",
+)
+# fmt: on
+
+
 def _spec_from_args(
     args: argparse.Namespace, base: Mapping[str, Any] | None = None, filed: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -473,6 +482,12 @@ def _cmd_jobs_update(args: argparse.Namespace, out: TextIO) -> int:
     filed = _read_spec_file(args.file) if args.file else None
     spec = _spec_from_args(args, base, filed)
     if not args.file and spec == base:  # (QA: a new version, exit 0, for nothing)
+        if any(getattr(args, dest) not in (None, []) for dest in _SPEC_DESTS):
+            # (QA24: "give a flag" to a user who gave one, its value the job's already)
+            raise CliInputError(
+                f"nothing to change: job {args.job_id} already has what the flags give (version"
+                f" {current['version']})"
+            )
         raise CliInputError("nothing to change: give a flag (--schedule, --payload, ...) or --file")
     # Read-modify-write: the version read is the precondition, so a concurrent change is a 412;
     # a whole spec from a file that says its version (jobs get -o json > f, edited) is guarded by
