@@ -37,6 +37,7 @@ from urllib.parse import quote
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -50,6 +51,18 @@ SETTLE_S = 10.0  # slots younger than this at the end are not yet due for the su
 READY_TIMEOUT_S = 240.0
 POLL_RECEIVER_S = 1.0
 POLL_API_S = 3.0
+TABLE_COLUMNS = (
+    ("job", "left"),
+    ("schedule", "left"),
+    ("fired", "right"),
+    ("last slot", "left"),
+    ("delay", "right"),
+    ("attempts", "left"),
+    ("status", "left"),
+    ("next", "left"),
+    ("alerts", "left"),
+)
+ONE_LINE_COLUMNS = {"fired", "last slot", "delay", "status"}  # never wrapped nor cut
 PAYLOAD = {
     "job": "<job_id>",
     "slot": "<slot>",
@@ -381,27 +394,14 @@ class Demo:
 
     # ------------------------------------------------------------------ the table
 
-    def table(self, supervisor: Supervisor | None = None) -> Group:
+    def table(self, supervisor: Supervisor | None = None, console: Console | None = None) -> Group:
+        """The live table; on a ``console`` too narrow for it whole (80 columns) without the
+        schedule and alerts columns (the footer counts the alerts), so that each row keeps its
+        figures on one line and the footer stays on screen (QA24: an 80x24 terminal wrapped every
+        row, cut "SUCCEEDED" to "SUCCE…" and pushed the footer below the screen's last line)."""
         now = datetime.now(UTC)
         records = self.by_key()
-        table = Table(
-            title=f"Punctual local mode · API {self.config.api_url} · tenant '{DEMO_TENANT}' · "
-            f"console {self.config.api_url}/console?tenant={DEMO_TENANT}",
-            title_justify="left",
-            expand=False,
-        )
-        for column, justify in (
-            ("job", "left"),
-            ("schedule", "left"),
-            ("fired", "right"),
-            ("last slot", "left"),
-            ("delay", "right"),
-            ("attempts", "left"),
-            ("status", "left"),
-            ("next", "left"),
-            ("alerts", "left"),
-        ):
-            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        rows: list[tuple[str | Text, ...]] = []
         for job in self.current():
             mine = {k: v for k, v in records.items() if k.startswith(job.job_id + ":")}
             last_key = max(mine, default=None)
@@ -427,17 +427,24 @@ class Demo:
                 nxt = "when both succeed"
             elif job.state == "COMPLETED":
                 nxt = "done"
-            table.add_row(
-                job.key,
-                job.schedule if not job.parents else f"after({', '.join(job.parents)})",
-                str(len(mine)),
-                last_slot,
-                delay,
-                attempts,
-                Text(status, style=style),
-                nxt,
-                ", ".join(f"{n} {c}" for c, n in sorted(self.alert_counts(job.job_id).items())) or "-",
+            rows.append(
+                (
+                    job.key,
+                    job.schedule if not job.parents else f"after({', '.join(job.parents)})",
+                    str(len(mine)),
+                    last_slot,
+                    delay,
+                    attempts,
+                    Text(status, style=style),
+                    nxt,
+                    ", ".join(f"{n} {c}" for c, n in sorted(self.alert_counts(job.job_id).items())) or "-",
+                )
             )
+        table = self._layout(rows, set())
+        if console is not None:
+            natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+            if natural > console.width:
+                table = self._layout(rows, {"schedule", "alerts"})
         figures = self.figures(now - timedelta(seconds=SETTLE_S))
         footer = (
             f"slots due {figures.due} · executed {figures.executed} · duplicates {figures.duplicates} · "
@@ -450,6 +457,21 @@ class Demo:
             restarts = sum(child.restarts for child in supervisor.children.values())
             footer += f" · {len(supervisor.children)} processes, {restarts} restarts"
         return Group(table, Text(footer, style="dim"))
+
+    def _layout(self, rows: list[tuple[str | Text, ...]], left_out: set[str]) -> Table:
+        table = Table(
+            title=f"Punctual local mode · API {self.config.api_url} · tenant '{DEMO_TENANT}' · "
+            f"console {self.config.api_url}/console?tenant={DEMO_TENANT}",
+            title_justify="left",
+            expand=False,
+        )
+        kept = [i for i, (column, _) in enumerate(TABLE_COLUMNS) if column not in left_out]
+        for i in kept:
+            column, justify = TABLE_COLUMNS[i]
+            table.add_column(column, justify=justify, no_wrap=column in ONE_LINE_COLUMNS)  # type: ignore[arg-type]
+        for row in rows:
+            table.add_row(*(row[i] for i in kept))
+        return table
 
 
 # --------------------------------------------------------------------------- up
@@ -559,7 +581,7 @@ def run_up(
                 if the_demo is not None:
                     again.poll()
                     if live is not None:
-                        live.update(the_demo.table(supervisor))
+                        live.update(the_demo.table(supervisor, console))
                     elif not config.json_logs and time.monotonic() - last_status >= 30:
                         last_status = time.monotonic()
                         sink.info(the_demo.summary_line().removeprefix("punctual-local: "), "demo")
