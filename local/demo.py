@@ -440,31 +440,41 @@ class Demo:
                     ", ".join(f"{n} {c}" for c, n in sorted(self.alert_counts(job.job_id).items())) or "-",
                 )
             )
-        table = self._layout(rows, set())
+        # The live display crops what is wider than the terminal (it does not wrap): the title
+        # and footer are laid out in lines that fit (QA24: the footer's p99 and counts were cut)
+        width = console.width if console is not None else None
+        title = _fit(
+            [
+                "Punctual local mode",
+                f"API {self.config.api_url}",
+                f"tenant '{DEMO_TENANT}'",
+                f"console {self.config.api_url}/console?tenant={DEMO_TENANT}",
+            ],
+            width,
+        )
+        table = self._layout(title, rows, set())
         if console is not None:
             natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
             if natural > console.width:
-                table = self._layout(rows, {"schedule", "alerts"})
+                table = self._layout(title, rows, {"schedule", "alerts"})
         figures = self.figures(now - timedelta(seconds=SETTLE_S))
-        footer = (
-            f"slots due {figures.due} · executed {figures.executed} · duplicates {figures.duplicates} · "
-            f"missed {figures.missed} · fire delay p50 {_ms(figures.p50)} p99 {_ms(figures.p99)}"
-        )
+        footer = [
+            f"slots due {figures.due}",
+            f"executed {figures.executed}",
+            f"duplicates {figures.duplicates}",
+            f"missed {figures.missed}",
+            f"fire delay p50 {_ms(figures.p50)} p99 {_ms(figures.p99)}",
+        ]
         demo_alerts = self.alert_counts()
         if demo_alerts:
-            footer += " · alerts " + ", ".join(f"{n} {c}" for c, n in sorted(demo_alerts.items()))
+            footer.append("alerts " + ", ".join(f"{n} {c}" for c, n in sorted(demo_alerts.items())))
         if supervisor is not None:
             restarts = sum(child.restarts for child in supervisor.children.values())
-            footer += f" · {len(supervisor.children)} processes, {restarts} restarts"
-        return Group(table, Text(footer, style="dim"))
+            footer.append(f"{len(supervisor.children)} processes, {restarts} restarts")
+        return Group(table, Text(_fit(footer, width), style="dim"))
 
-    def _layout(self, rows: list[tuple[str | Text, ...]], left_out: set[str]) -> Table:
-        table = Table(
-            title=f"Punctual local mode · API {self.config.api_url} · tenant '{DEMO_TENANT}' · "
-            f"console {self.config.api_url}/console?tenant={DEMO_TENANT}",
-            title_justify="left",
-            expand=False,
-        )
+    def _layout(self, title: str, rows: list[tuple[str | Text, ...]], left_out: set[str]) -> Table:
+        table = Table(title=title, title_justify="left", expand=False)
         kept = [i for i, (column, _) in enumerate(TABLE_COLUMNS) if column not in left_out]
         for i in kept:
             column, justify = TABLE_COLUMNS[i]
@@ -472,6 +482,17 @@ class Demo:
         for row in rows:
             table.add_row(*(row[i] for i in kept))
         return table
+
+
+def _fit(parts: list[str], width: int | None) -> str:
+    """``parts`` joined by `` · ``, in lines of at most ``width`` characters where they fit."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and (width is None or len(lines[-1]) + 3 + len(part) <= width):
+            lines[-1] += " · " + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- up

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
@@ -28,6 +29,8 @@ def _demo(tmp_path: Path) -> Demo:
         job.last_status = "SUCCEEDED"
         job.next_fire = (now + timedelta(seconds=20)).isoformat().replace("+00:00", "Z")
         demo.jobs.append(job)
+        if job.key == "recovers":
+            demo.alerts.append({"body": {"job_id": job.job_id, "condition": "failed"}})
         slot = (now - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
         arrived = (now - timedelta(seconds=5)).timestamp() + 0.06
         demo.records += [
@@ -38,9 +41,11 @@ def _demo(tmp_path: Path) -> Demo:
 
 
 def _shown(demo: Demo, width: int) -> list[str]:
-    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
-    console.print(demo.table(None, console))
-    return console.export_text().splitlines()
+    """What the live display shows: ``up``'s console soft-wraps, so a line wider is cut."""
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None, soft_wrap=True)
+    children = {name: SimpleNamespace(restarts=0) for name in ("aws", "api", "worker-1")}
+    console.print(demo.table(SimpleNamespace(children=children), console))  # type: ignore[arg-type]
+    return [line[:width] for line in console.export_text().splitlines()]
 
 
 @pytest.mark.parametrize("width", [80, 100])
@@ -55,7 +60,13 @@ def test_a_narrow_terminal_shows_each_job_on_one_line_with_its_figures_whole(
     assert all("SUCCEEDED" in row for row in rows), "\n".join(lines)
     assert all("60 ms" in row for row in rows if not row.startswith("│ after")), "\n".join(lines)
     assert "schedule" not in lines[3] and "alerts" not in lines[3]  # the header row
-    assert lines[-1].startswith("slots due ") and len(lines) <= 22, "\n".join(lines)  # fits 80x24
+    shown = "\n".join(lines)
+    assert len(lines) <= 22, shown  # fits 80x24, with the shell's lines
+    # the title and footer are laid out in lines that fit, nothing cut off (the footer was)
+    assert "console http://127.0.0.1:8080/console?tenant=demo" in shown, shown
+    footer = " · ".join(lines[lines.index(next(x for x in lines if x.startswith("└"))) + 1 :])
+    for part in ("slots due ", "fire delay p50 - p99 -", "alerts 1 failed", "3 processes, 0 restarts"):
+        assert part in footer, shown
 
 
 def test_a_wide_terminal_shows_every_column(tmp_path: Path) -> None:
