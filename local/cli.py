@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from local.arg_types import seconds_behind, share
 from local.config import LocalConfig, LocalModeError, alive, free_port, port_in_use
@@ -84,8 +84,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors in one line, as every other refusal of ``punctual-local`` (QA24: ``--duration -5``
+    or ``--stale-reads x`` printed the 17-line usage of ``up`` above the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="punctual-local",
         description="Punctual on one machine: moto server as AWS, the API on loopback, pollers and workers.",
     )

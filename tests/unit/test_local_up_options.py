@@ -100,10 +100,24 @@ def test_a_bad_local_variable_is_one_line_and_exit_2(
     assert started == []
 
 
-def test_a_duration_is_more_than_nothing(tmp_path: Path, started: list[object]) -> None:
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--duration", "-5"], "argument --duration: a duration is more than 0 seconds, not -5"),
+        (["--stale-reads", "x"], "argument --stale-reads: not a number of seconds: 'x'"),
+        (["--workers", "x"], "argument --workers: invalid int value: 'x'"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_a_value_the_parser_refuses_is_one_line_too(
+    options: list[str], said: str, tmp_path: Path, started: list[object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA24: these printed up's whole usage (17 lines) above the error."""
     with pytest.raises(SystemExit) as refused:
-        cli.main(_up(tmp_path, "--duration", "-5"))
+        cli.main(_up(tmp_path, *options))
     assert refused.value.code == 2 and started == []
+    err = capsys.readouterr().err
+    assert re.match(r"punctual-local( up)?: error: ", err) and err.count("\n") == 1 and said in err, err
 
 
 def test_good_options_start(tmp_path: Path, started: list[object]) -> None:
