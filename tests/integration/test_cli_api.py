@@ -267,12 +267,15 @@ def test_a_missed_range_shows_how_many_slots_it_stands_for(
 
     code_list, listing, _ = run(capsys, "runs", "list", job["id"])
     code_get, detail, _ = run(capsys, "runs", "get", job["id"], first)
+    # the SLOT column copied as it is (QA24: "... is not a slot key", exit 2)
+    code_copied, copied, _ = run(capsys, "runs", "get", job["id"], listing.splitlines()[1].split()[0])
 
-    assert code == code_list == code_get == 0
+    assert code == code_list == code_get == code_copied == 0
     row = listing.splitlines()[1]
     assert row.split()[:2] == [f"{first}..{last}", "MISSED"]
     assert "179 slots" in row
     assert f"slots      179, {first} to {last}" in detail
+    assert copied == detail
     assert "older than the catch-up window" in detail
 
 
