@@ -191,6 +191,24 @@ def test_a_misplaced_or_unknown_flag_is_named(
     assert code == 2 and out == "" and named in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["runs", "list", "--status", "FAILED"], "the following arguments are required: JOB\n"),
+        (["jobs", "get", "-o", "json"], "the following arguments are required: JOB\n"),
+        (["jobs", "list", "--state", "BOGUS"], "(choose from 'ENABLED', 'PAUSED', 'COMPLETED')\n"),
+        (["jobs", "list", "-o", "yaml"], "(choose from 'table', 'json')\n"),
+    ],
+)
+def test_a_flag_in_its_place_gets_no_hint_that_it_is_not(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    # QA24: "--status is not a flag of punctual runs list", "--state goes after the verb"
+    code, out, err = run(capsys, *argv, "--endpoint", "http://127.0.0.1:9")
+    assert code == 2 and out == "" and err.endswith(said) and err.count("\n") == 1, err
+    assert "after the verb" not in err and "is not a flag" not in err, err
+
+
 def test_a_blank_tenant_is_refused(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,6 +26,7 @@ Nothing is printed on stdout when the status is not 0.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -57,6 +58,13 @@ class UsageError(Exception):
     """Bad input found after argument parsing; reported like an argparse error."""
 
 
+# argparse's error that the verb (COMMAND, or a verb's ACTION) is missing or not one it knows
+VERB_ARGUMENT = re.compile(
+    r"^(?:the following arguments are (required): (?:COMMAND|ACTION)\b"
+    r"|argument (?:COMMAND|ACTION): invalid (choice))"
+)
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and never exit mid-way through a test."""
 
@@ -73,9 +81,13 @@ class _Parser(argparse.ArgumentParser):
             flags = [a for a in given if a.startswith("-") and a not in ("-h", "--help", "--version")]
             if not flags or "after the verb" in str(exc):
                 raise
-            if "arguments are required" in str(exc):
+            # Only where the verb is what is missing or wrong (QA24: 'runs list --status FAILED'
+            # without its JOB said --status was no flag of runs list, and 'jobs list --state
+            # BOGUS' that --state goes after the verb)
+            verb = VERB_ARGUMENT.search(str(exc))
+            if verb and verb[1] and flags[0] not in self._option_string_actions:
                 hint = f"{flags[0]} is not a flag of {self.prog} (a verb's flags go after the verb)"
-            elif "invalid choice" in str(exc) and given and given[0].startswith("-"):
+            elif verb and verb[2] and given and given[0].startswith("-"):
                 hint = f"{given[0]} goes after the verb"
             else:
                 raise
