@@ -54,7 +54,9 @@ def test_yaml_reads_as_the_json_it_stands_for(tmp_path: Path) -> None:
         (b"\xff\xfe\x00{", "is not UTF-8 text"),
         (b"schedule: rate(1 hour)\npayload: !!binary aGVsbG8=\n", "JSON cannot carry"),
         (b"schedule: [unclosed\n", "neither JSON nor YAML"),
-        (b"- just\n- a list\n", "must hold one job spec"),
+        (b"- just\n- a list\n", "must hold one job spec (a mapping), not a list"),
+        (b"", "must hold one job spec (a mapping), not nothing"),  # QA24: "not NoneType"
+        (b"rate(1 hour)\n", "must hold one job spec (a mapping), not the value 'rate(1 hour)'"),
     ],
 )
 def test_a_file_the_cli_cannot_use_is_one_line_and_exit_2(

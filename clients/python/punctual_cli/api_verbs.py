@@ -243,7 +243,17 @@ def _read_spec_file(path: str) -> dict[str, Any]:
         except (yaml.YAMLError, ValueError) as exc:
             raise CliInputError(f"{path} is neither JSON nor YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):
-        raise CliInputError(f"{path} must hold one job spec (a mapping), not {type(data).__name__}")
+        # in JSON's words (QA24: an empty stdin, `--file -`, was "not NoneType")
+        held = (
+            "nothing"
+            if data is None
+            else "a list"
+            if isinstance(data, list)
+            else f"the value {text.strip()[:40]!r}"
+        )
+        raise CliInputError(
+            f"{'stdin' if path == '-' else path} must hold one job spec (a mapping), not {held}"
+        )
     if _expanded_size(data) > MAX_SPEC_VALUES:  # YAML aliases of aliases: "billion laughs"
         raise CliInputError(f"{path} expands to more than {MAX_SPEC_VALUES:,} values (YAML aliases)")
     try:
