@@ -586,3 +586,31 @@ def test_a_repairs_missed_ranges_are_slot_missed_events_on_the_deployment_bus(ri
         jsonschema.validate(event.detail, SCHEMA)
         assert event.detail["status"] == "MISSED"
         assert event.detail["slot_count"] == repair.missed_count
+
+
+def test_a_completion_that_loses_its_race_still_tells_of_the_slots_it_recorded_missed(
+    rig: AuditRig, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (QA24): a completion repair that wrote its MISSED record and then lost the job's
+    version to another writer reported itself not applied, so the records it wrote never had
+    their Slot Missed or Chain Repaired event (and the next audit, finding them, sends none)."""
+    from punctual.store.base import VersionConflictError
+
+    at = t0 + timedelta(minutes=3)
+    job = register(rig, "once", f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})")
+    Breaker(rig.store).delete(rig.future_chain_timers(job)[0])
+    rig.run(6, audit_at_s=None)
+    replace_job = rig.store.replace_job
+
+    def raced(new: Job, *args: object, **kwargs: object) -> object:
+        if new.state is JobState.COMPLETED:  # another writer moved the job first
+            raise VersionConflictError("job moved", new.version + 1)
+        return replace_job(new, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rig.store, "replace_job", raced)
+    rig.run(2)
+    repair = rig.repairs[0]  # (the job stays ENABLED here: the next audits try again)
+    assert repair.applied and repair.missed_count == 1
+    assert [r.status for r in rig.history(job)] == [ExecutionStatus.MISSED]
+    kinds = [e.detail_type for e in rig.events.events]
+    assert CHAIN_REPAIRED_EVENT in kinds and SLOT_MISSED in kinds
