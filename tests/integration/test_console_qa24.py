@@ -152,3 +152,24 @@ def test_the_recent_failures_caption_is_plain_when_they_are_all_shown() -> None:
     store.create_job(job("a", now=T0 - timedelta(days=1)), None, 100)
     tables = parse(render_console(build_view(store, ConsoleQuery("default"), T0), LocalLinks())).tables
     assert tables["pc-failures"].caption == "Recent failures (last 24 h, jobs on this page)"
+
+
+def test_the_page_can_stop_reloading_so_a_filter_can_be_typed() -> None:
+    """QA24: the page reloaded every few seconds, and each reload wiped what the operator was
+    typing into the tenant and tag filters. A link stops the reloading (``refresh=0``), keeping
+    the page's other parameters, and another starts it again."""
+    store = MemoryStore()
+    store.create_job(job("nightly", now=T0), None, max_jobs=10)
+    service.use_services(service.ConsoleServices(store, ConsoleSettings(refresh_s=7)))
+    try:
+        status, live = service.local_page({"tenant": "default", "tag": "team=data"}, T0)
+        _, stopped = service.local_page({"tenant": "default", "tag": "team=data", "refresh": "0"}, T0)
+    finally:
+        service.use_services(None)
+    assert status == 200 and '<meta http-equiv="refresh" content="7">' in live
+    assert "Reloads every 7 s" in live
+    assert ("stop, to type a filter", "/console?tenant=default&tag=team%3Ddata&page=1&refresh=0") in parse(
+        live
+    ).links
+    assert "http-equiv" not in stopped and "Reloading is stopped" in stopped
+    assert ("start", "/console?tenant=default&tag=team%3Ddata&page=1") in parse(stopped).links

@@ -391,12 +391,23 @@ DOCUMENT_HEADERS: dict[str, str] = {
 }
 
 
-def render_document(fragment: str, refresh_s: int | None = None, title: str = "Punctual console") -> str:
-    """A whole HTML page around ``fragment`` (local mode), reloading every ``refresh_s`` seconds."""
+def render_document(
+    fragment: str,
+    refresh_s: int | None = None,
+    title: str = "Punctual console",
+    toggle: tuple[str, str] | None = None,
+) -> str:
+    """A whole HTML page around ``fragment`` (local mode), reloading every ``refresh_s`` seconds;
+    ``toggle``: the link (its label, its URL) that stops the reloading, or starts it again."""
     refresh = f'<meta http-equiv="refresh" content="{int(refresh_s)}">' if refresh_s else ""
+    line = ""
+    if toggle is not None:
+        state = f"Reloads every {int(refresh_s)} s" if refresh_s else "Reloading is stopped"
+        label, url = toggle
+        line = f'<p class="muted">{state} · <a href="{escape(url)}">{escape(label)}</a></p>'
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f'{refresh}<meta name="viewport" content="width=device-width">'
         f'<link rel="icon" href="data:,"><title>{escape(title)}</title></head>'
-        f"<body>{fragment}</body></html>"
+        f"<body>{line}{fragment}</body></html>"
     )

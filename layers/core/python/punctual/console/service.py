@@ -119,5 +119,14 @@ def local_page(
         refresh_s = services().settings.refresh_s
         message = storage_trouble(exc, f"this page reads them again in {refresh_s} s")
         return 503, render_document(render_error(message), refresh_s=refresh_s)
-    page = render_console(view, LocalLinks(path, services().settings.page_size))
-    return 200, render_document(page, refresh_s=services().settings.refresh_s)
+    links = LocalLinks(path, services().settings.page_size)
+    page = render_console(view, links)
+    # ``refresh=0`` stops the page reloading (QA24: each reload wiped what the operator was typing
+    # into the tenant and tag filters), with a link to start it again
+    here = links.href(view.query)
+    if str(params.get("refresh", "")).strip() == "0":
+        return 200, render_document(page, toggle=("start", here))
+    refresh_s = services().settings.refresh_s
+    return 200, render_document(
+        page, refresh_s=refresh_s, toggle=("stop, to type a filter", here + "&refresh=0")
+    )
