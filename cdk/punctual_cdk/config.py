@@ -40,7 +40,6 @@ DEFAULTS: dict[str, Any] = {
     "leanPollerMaxTriggersPerMinute": c.LEAN_POLLER_MAX_TRIGGERS_PER_MINUTE,
     "pollerReservedConcurrency": 0,
     "queueCount": c.QUEUE_COUNT,
-    "maxReceiveCount": c.MAX_RECEIVE_COUNT,
     "workerBatchSize": c.WORKER_BATCH_SIZE,
     "workerMaxConcurrency": c.WORKER_MAX_CONCURRENCY,
     "workerMemoryMb": c.WORKER_MEMORY_MB,

@@ -141,7 +141,6 @@ TABLE_THROTTLE_ALARM_EVENTS: Final = 1  # any throttled request in a minute is w
 # --- Queues --------------------------------------------------------------------------------------
 QUEUE_COUNT: Final = 1
 MAX_QUEUE_COUNT: Final = 10
-MAX_RECEIVE_COUNT: Final = 10  # attempts are bounded by claims; receives also count deaths and waits
 # The event source mapping requires the queue's visibility timeout to be at least the function's
 # timeout: the function timeout plus a minute. It is not the lease: the worker sets each message's
 # visibility to its lease of seconds as its batch arrives, and renews it while the run lasts

@@ -74,8 +74,8 @@ class Lane:
     url: str
     arn: str
 
-    def worker(self, target: Any, metrics: RecordingMetrics | None = None) -> Worker:
-        config = WorkerConfig(short_queue_urls=(self.url,), lease_s=LEASE_S)
+    def worker(self, target: Any, metrics: RecordingMetrics | None = None, **config: Any) -> Worker:
+        config = WorkerConfig(short_queue_urls=(self.url,), lease_s=LEASE_S, **config)
         return Worker(self.store, SqsQueues(self.sqs), target, SystemClock(), config, metrics=metrics)
 
     def receive(self, wait_s: int = 0) -> list[dict[str, Any]]:
@@ -491,14 +491,15 @@ def test_a_records_own_visibility_is_set_after_the_hold_not_overwritten_by_it(la
     assert batch.keeper.held == 0
 
 
-def test_a_run_in_flight_in_a_lost_region_is_taken_over_by_another_regions_message(lane: Lane) -> None:
-    # Given two Regions over one table, each of which sent the slot to its own queue (every Region
-    # releases every slot): Region a's worker runs it (its call in flight)
-    now = datetime.now(UTC).replace(microsecond=0)
-    job = lane.add_job("job-r")
+def _two_regions_run_in_a(
+    lane: Lane, job: Job, now: datetime, **attributes: str
+) -> tuple[Lane, HeldTarget, LambdaBatch, threading.Thread]:
+    """Two Regions over one table, each of which sent the slot to its own queue (every Region
+    releases every slot; Region b's queue with ``attributes``), and Region a's worker running it
+    (its call in flight): Region b's lane, a's target, batch and runner."""
     url_b = lane.sqs.create_queue(
         QueueName="punctual-short-b.fifo",
-        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S)},
+        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(QUEUE_VISIBILITY_S), **attributes},
     )["QueueUrl"]
     arn_b = lane.sqs.get_queue_attributes(QueueUrl=url_b, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
@@ -513,25 +514,77 @@ def test_a_run_in_flight_in_a_lost_region_is_taken_over_by_another_regions_messa
     )
     runner.start()
     assert target_a.started.wait(20)
+    return region_b, target_a, batch_a, runner
+
+
+def _taken_over_after_a_is_lost(
+    region_b: Lane, batch_b: LambdaBatch, target_b: HeldTarget, batch_a: LambdaBatch
+) -> float:
+    """Region a lost with the run in flight; Region b's messages worked until its worker takes
+    the run over (or 4 leases pass): when a was lost (monotonic)."""
+    batch_a.keeper.stop()  # nothing renews a's lease any more; a's queue is gone with its Region
+    died = time.monotonic()
+    while not target_b.calls and time.monotonic() < died + 4 * LEASE_S:
+        back, _ = region_b.receive_within(1)
+        if back:
+            region_b.invoke(batch_b, back)
+    return died
+
+
+def test_a_run_in_flight_in_a_lost_region_is_taken_over_by_another_regions_message(lane: Lane) -> None:
+    # Given two Regions, each of which sent the slot to its own queue: Region a's worker runs it
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = lane.add_job("job-r")
+    region_b, target_a, batch_a, runner = _two_regions_run_in_a(lane, job, now)
     # When Region b's worker gets its own message meanwhile, it leaves the live run alone (the
     # message goes back until the lease ends), and then Region a is lost with the run in flight
     target_b = HeldTarget(set())
     batch_b = LambdaBatch(region_b.worker(target_b))
     response = region_b.invoke(batch_b, region_b.receive())
     assert len(response["batchItemFailures"]) == 1 and target_b.calls == []
-    batch_a.keeper.stop()  # nothing renews a's lease any more; a's queue is gone with its Region
-    died = time.monotonic()
+    died = _taken_over_after_a_is_lost(region_b, batch_b, target_b, batch_a)
     # Then Region b's message comes back once the lease lapses, and its worker takes the run over
     # as attempt 2 within about a lease of the loss (not after the job's timeout)
-    deadline = died + 4 * LEASE_S
-    while not target_b.calls and time.monotonic() < deadline:
-        back, _ = region_b.receive_within(1)
-        if back:
-            region_b.invoke(batch_b, back)
     assert target_b.attempts(job.id) == [2]
     assert target_b.calls[0][3] - died <= LEASE_S + 3
     record = record_of(lane, job, now)
     assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)
+    target_a.release.set()
+    runner.join(timeout=20)
+
+
+def test_another_regions_message_waiting_on_a_long_run_is_sent_afresh_not_dead_lettered(lane: Lane) -> None:
+    """QA24: the waiting message came back every lease while the run lasted, and past the queue's
+    maxReceiveCount it was dead-lettered (a false alarm). Near the limit it is sent afresh and
+    deleted, and the fresh copy still takes the run over when the run's Region is lost."""
+    limit = 3  # the queue's maxReceiveCount here (10 deployed): sent afresh at its 2nd receive
+    now = datetime.now(UTC).replace(microsecond=0)
+    job = lane.add_job("job-w")
+    dlq = lane.sqs.create_queue(QueueName="punctual-short-b-dlq.fifo", Attributes={"FifoQueue": "true"})
+    dlq_arn = lane.sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])
+    redrive = f'{{"deadLetterTargetArn":"{dlq_arn["Attributes"]["QueueArn"]}","maxReceiveCount":{limit}}}'
+    region_b, target_a, batch_a, runner = _two_regions_run_in_a(lane, job, now, RedrivePolicy=redrive)
+    # Region b's message meets the live run again and again (each lease, for 3 leases and more)
+    target_b = HeldTarget(set())
+    metrics = RecordingMetrics()
+    batch_b = LambdaBatch(region_b.worker(target_b, metrics, max_receive_count=limit))
+    seen: list[tuple[int, int]] = []  # (receive count, resend) of each receive
+    until = time.monotonic() + 3.5 * LEASE_S
+    while time.monotonic() < until:
+        back, _ = region_b.receive_within(1)
+        for m in back:
+            body = DispatchMessage.from_body(m["Body"])
+            seen.append((int(m["Attributes"]["ApproximateReceiveCount"]), body.resend))
+        if back:
+            region_b.invoke(batch_b, back)
+    assert target_b.calls == [] and max(count for count, _ in seen) <= limit - 1
+    assert metrics.total("WaitingMessagesResent") >= 1 and max(resend for _, resend in seen) > 1000
+    # When Region a is lost, the message sent afresh takes the run over as attempt 2
+    _taken_over_after_a_is_lost(region_b, batch_b, target_b, batch_a)
+    assert target_b.attempts(job.id) == [2]
+    record = record_of(lane, job, now)
+    assert (record.status, record.attempt) == (ExecutionStatus.SUCCEEDED, 2)
+    assert lane.sqs.receive_message(QueueUrl=dlq["QueueUrl"]).get("Messages", []) == []
     target_a.release.set()
     runner.join(timeout=20)
 

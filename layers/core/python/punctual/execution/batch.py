@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from punctual.execution.hold_gate import HoldGate
 from punctual.execution.keeper import LeaseKeeper
-from punctual.execution.ports import HandleResult
+from punctual.execution.ports import ClaimOutcome, HandleResult
 from punctual.execution.sqs import queue_url_of
 from punctual.models import ExecutionStatus
 
@@ -194,7 +194,8 @@ class LambdaBatch:
 
     def _deleted_early(self, handled: HandleResult, url: str, record: Mapping[str, Any], mates: bool) -> bool:
         """Whether ``record``'s message was deleted at once: its attempt failed with a retry due,
-        or it is an overlap ``queue`` job's (one message group per job) and other groups share the
+        it waits and was sent afresh near its dead-letter limit (no need to hold it in flight), or
+        it is an overlap ``queue`` job's (one message group per job) and other groups share the
         batch.
 
         The retry is sent in the slot's message group, and a ``queue`` job's next slot and turn in
@@ -205,7 +206,8 @@ class LambdaBatch:
         """
         execution = handled.execution
         retry = execution is not None and execution.status is ExecutionStatus.RETRY_WAIT
-        if not retry and not (mates and _ordered(record)):
+        resent = handled.outcome == ClaimOutcome.WAITING  # (acked: sent afresh in its place)
+        if not retry and not resent and not (mates and _ordered(record)):
             return False
         try:
             self.worker.queues.delete(url, str(record["receiptHandle"]))

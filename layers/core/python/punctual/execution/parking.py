@@ -9,6 +9,7 @@ So no first attempt reaches a dead-letter queue without a record saying why. The
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort
@@ -30,11 +31,26 @@ PARK_AFTER_RECEIVES = 3
 ERROR_BACKOFF_S = 10  # an unexpected error returns the message after this long (then 3x per receive)
 ERROR_BACKOFF_MAX_S = 900
 _PARKABLE = (MessageKind.FIRE, MessageKind.TURN, MessageKind.CHECK, MessageKind.BACKFILL)
+# A worker's fresh copies of a waiting message count their ``resend`` from past this, apart from
+# the pollers' re-sends and takeovers (a few: punctual.dispatch.polling.resend), so that no copy
+# has the deduplication id of one they sent within SQS's five minutes (it would be dropped).
+RESEND_WAITING_FROM = 1000
 
 
 def error_backoff_s(receive_count: int) -> int:
     """How long a message that met an unexpected error stays away: 10 s, 30 s, 90 s, ... 15 min."""
     return int(min(ERROR_BACKOFF_MAX_S, ERROR_BACKOFF_S * 3 ** max(receive_count - 1, 0)))
+
+
+def _redelivery_counts(claim: Claim) -> bool:
+    """Whether the claim waits on being received again, which a fresh copy is not: the message as
+    the lease of a later attempt (a takeover's, back while the lease it carries is live), or the
+    run of a deleted job (:func:`punctual.execution.claim.gone_jobs_run`). Such a message is
+    returned as before; a taken-over run has a LEASE timer should it be dead-lettered."""
+    current = claim.execution
+    if current is None:
+        return False
+    return claim.job is None or current.attempt > claim.message.attempt
 
 
 class Parking:
@@ -74,6 +90,46 @@ class Parking:
             self.queues.change_visibility(delivery.queue_url, delivery.receipt, seconds)
         except Exception:  # the queue's own visibility timeout brings it back anyway
             log.warning("could not set the visibility of a returned message", exc_info=True)
+
+    def resend_waiting(self, claim: Claim) -> bool:
+        """A message that waits (a live lease, a rate budget's or its slot's instant, a turn) and
+        would reach its queue's dead-letter limit at its next receive: sent afresh instead of
+        returned, and True (its claim then says to delete it). False: returned as before.
+
+        A wait is never a failure, but each return is one more receive: a copy of a slot (the
+        pollers' re-send, another Region's release) that meets the run under a live lease comes
+        back every lease for as long as the run lasts, and a run of a minute or more dead-lettered
+        it, the dead-letter alarm firing for a slot that ran once and well (QA24). Dropping it
+        would drop a backup: in a multi-Region deployment it may be the only message left to take
+        the run over when the Region it runs in is lost. So the copy goes on waiting: the same
+        content, ``resend`` one more (past :data:`RESEND_WAITING_FROM`: a message group and
+        deduplication id of its own, signed as any message sent), in the same queue. It is sent
+        at once (a FIFO queue delays no message of its own), so its first receive waits again and
+        returns it for the wait this one had. One SendMessage per about maxReceiveCount returns;
+        the claim's conditional writes keep the slot to one run whichever message wins.
+        """
+        delivery = claim.delivery
+        limit = self.config.max_receive_count
+        if delivery is None or delivery.receive_count < limit - 1 or _redelivery_counts(claim):
+            return False
+        message = claim.message
+        copy = replace(message, resend=max(message.resend, RESEND_WAITING_FROM) + 1, sig="")
+        try:
+            self.queues.send(delivery.queue_url, [copy])
+        except Exception:  # returned as before: this receive is not yet the one dead-lettered
+            log.warning("could not send a waiting message afresh", exc_info=True)
+            return False
+        self.metrics.add("WaitingMessagesResent", 1)
+        log.info(
+            "%s %s waits at receive %d of %d: sent afresh as resend %d",
+            message.job_id,
+            message.slot,
+            delivery.receive_count,
+            limit,
+            copy.resend,
+        )
+        claim.resent = True
+        return True
 
     def park(
         self, version: int, message: DispatchMessage, delivery: Delivery | None, reason: str

@@ -105,6 +105,9 @@ class WorkerConfig:
         The deployment's lateness bound (``maxLatenessSeconds``: a job's own overrides it) and
         rate budgets (``targetRateBudgets``, as :func:`punctual.dispatch.smoothing.parse_budgets`
         reads them), which a smoothed call that reaches its worker late is placed again under.
+    max_receive_count
+        The work queues' ``maxReceiveCount``: a message that waits is sent afresh rather than
+        returned for the receive that would dead-letter it (:mod:`punctual.execution.parking`).
     """
 
     layout: TimerLayout = field(default_factory=TimerLayout)
@@ -118,6 +121,7 @@ class WorkerConfig:
     finish_retry_s: float = 20.0
     max_lateness_s: float = 10.0
     rate_budgets: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    max_receive_count: int = 10
 
     @property
     def routing(self) -> QueueRouting:
@@ -135,6 +139,7 @@ class WorkerConfig:
             backstop_s=settings.far_threshold_s + BACKSTOP_MARGIN_S,
             max_lateness_s=settings.max_lateness_seconds,
             rate_budgets=parse_budgets(settings.target_rate_budgets),
+            max_receive_count=settings.max_receive_count,
         )
 
 
@@ -167,6 +172,7 @@ class Claim:
     finished: bool = False
     detached: bool = False  # the message was deleted early: LEASE timers alone recover it
     unmarked: bool = False  # a chain's last slot whose job could not be marked COMPLETED at its claim
+    resent: bool = False  # WAITING, sent afresh near the dead-letter limit: delete this message
     last_heartbeat: datetime | None = None
     backstop_due: datetime | None = None  # the ECS lanes' backstop LEASE timer (execution.lease)
     # Set when the run must stop now (lease lost, or shutdown: stop_reason says which); the
@@ -185,8 +191,11 @@ class Claim:
 
     @property
     def ack(self) -> bool:
-        """Whether the message should be deleted now (not for WAITING nor UNVERIFIED: it comes back)."""
-        return self.outcome is not ClaimOutcome.WAITING and self.outcome is not ClaimOutcome.UNVERIFIED
+        """Whether the message should be deleted now (not for WAITING nor UNVERIFIED: it comes back;
+        but for a WAITING one sent afresh in its place)."""
+        if self.outcome is ClaimOutcome.WAITING:
+            return self.resent
+        return self.outcome is not ClaimOutcome.UNVERIFIED
 
 
 @dataclass(frozen=True)

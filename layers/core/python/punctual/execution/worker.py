@@ -279,8 +279,12 @@ class Worker:
         self, message: DispatchMessage, delivery: Delivery | None = None, time_left_s: float | None = None
     ) -> Claim:
         """See :meth:`punctual.execution.claim.Claimer.claim`; the slot that ends its job's chain
-        also marks the job COMPLETED (:mod:`punctual.execution.chain_ends`)."""
+        also marks the job COMPLETED (:mod:`punctual.execution.chain_ends`), and a WAITING message
+        at its queue's dead-letter limit is sent afresh
+        (:meth:`punctual.execution.parking.Parking.resend_waiting`: the claim's ``ack`` says so)."""
         claim = self.claimer.claim(message, delivery, time_left_s)
+        if claim.outcome is ClaimOutcome.WAITING:  # near the dead-letter limit: sent afresh
+            self.claimer.parking.resend_waiting(claim)
         if message.last and claim.outcome not in _UNREAD:
             self._end_chain(claim)
         if claim.outcome is ClaimOutcome.EXHAUSTED or (

@@ -115,6 +115,11 @@ class Settings(BaseModel):
     # A tenant's retries released a second by all pollers together (punctual.dispatch.polling.retry_pace;
     # 0: no limit): the quotas above count first attempts only.
     max_retries_per_second_per_tenant: int = Field(default=100, ge=0)
+    # The work queues' maxReceiveCount (their redrive policy: a message received more often goes to
+    # the dead-letter queue). A worker sends a fresh copy of a message that waits (a live lease, a
+    # rate budget's instant) instead of returning it for the receive that would dead-letter it
+    # (punctual.execution.parking.Parking.resend_waiting).
+    max_receive_count: int = Field(default=10, ge=1, le=1000)
     # POST /v1/job-batches: jobs of one batch registered at once (each one DynamoDB transaction).
     # Local mode and in-process tests use 1: moto's transactions are not safe side by side.
     api_batch_concurrency: int = Field(default=16, ge=1, le=64)
@@ -324,6 +329,7 @@ DEPLOYED: tuple[str, ...] = (
     "max_backfills_per_tenant",
     "backfill_slots_per_minute_per_tenant",
     "max_retries_per_second_per_tenant",
+    "max_receive_count",
     "require_target_role",
     "execution_role_tag",
     "execution_role_prefix",
