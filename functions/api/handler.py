@@ -13,6 +13,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.api.app import app
+from punctual.api.problems import failed_here
 from punctual.runtime.lambda_support import log_metrics, logger, metrics, tracer
 
 
@@ -21,5 +22,8 @@ from punctual.runtime.lambda_support import log_metrics, logger, metrics, tracer
 @log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     response = app.resolve(event, context)
-    metrics.add_metric(name=f"Api{str(response['statusCode'])[0]}xx", unit=MetricUnit.Count, value=1)
+    status = int(response["statusCode"])
+    metrics.add_metric(name=f"Api{str(status)[0]}xx", unit=MetricUnit.Count, value=1)
+    if failed_here(status, response.get("body")):  # the alarm's: not a 503 "busy" (Api5xx counts those)
+        metrics.add_metric(name="ApiFailures", unit=MetricUnit.Count, value=1)
     return response

@@ -79,13 +79,29 @@ def test_two_first_processes_agree(dynamo_client, t0):  # type: ignore[no-untype
     assert item["Item"]["far"]["N"] == "512"
 
 
-def test_the_api_answers_503_and_stores_nothing_on_a_mismatch(api: ApiClient) -> None:
+def _counted(out: str) -> set[str]:
+    """The metrics of the EMF documents printed in ``out``."""
+    return {
+        m["Name"]
+        for line in out.splitlines()
+        if line.startswith("{") and "_aws" in line
+        for d in json.loads(line)["_aws"]["CloudWatchMetrics"]
+        for m in d["Metrics"]
+    }
+
+
+def test_the_api_answers_503_and_stores_nothing_on_a_mismatch(
+    api: ApiClient, capsys: pytest.CaptureFixture[str]
+) -> None:
     # The API is configured for 4 far / 2 near shards; the table says otherwise.
     DynamoStore(api.dynamodb, API_TABLE, TimerLayout(shard_count=8, near_shard_count=2)).check_layout()
     event = rest_event("POST", "/v1/jobs", json.dumps(job_spec()), None, user_arn=ALICE)
+    capsys.readouterr()
     out = api.handler.handler(event, LambdaContext())
     assert out["statusCode"] == 503
     body = json.loads(out["body"])
     assert body["type"].endswith("misconfigured") and "Traceback" not in out["body"]
+    # QA24: a 503 of the service's own (not "busy") counts in ApiFailures, which alarms
+    assert {"Api5xx", "ApiFailures"} <= _counted(capsys.readouterr().out)
     listing = api.call("GET", "/v1/jobs")
     assert listing.status == 200 and listing.body["items"] == []

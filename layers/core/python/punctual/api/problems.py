@@ -184,6 +184,22 @@ def problem_response(
     )
 
 
+def failed_here(status: int, body: str | None) -> bool:
+    """Whether a reply is the API's own failure, for its ``ApiFailures`` count (and alarm): a 500 (a
+    bug or an AWS error, logged with its traceback) or the 503 ``misconfigured``. Not a 503
+    ``busy`` (throttled or unreached storage: nothing was done, the client sends it again) nor a
+    504 ``storage-timeout``, the load's and not the service's."""
+    if status == int(HTTPStatus.INTERNAL_SERVER_ERROR):
+        return True
+    if status != int(HTTPStatus.SERVICE_UNAVAILABLE) or not body:
+        return False
+    try:
+        kind = json.loads(body).get("type")
+    except (ValueError, AttributeError):
+        return False
+    return bool(kind == TYPE_PREFIX + "misconfigured")
+
+
 def proxy_problem(
     status: int, slug: str, title: str, detail: str, headers: Mapping[str, str] | None = None
 ) -> dict[str, Any]:

@@ -362,6 +362,8 @@ class AfterEffects:
             below = UnrunChildren(self.store, lambda: self.ledger.ttl(now)).record([(child, record)], now)
             for grandchild, unrun in below.missed + below.skipped:
                 self._notify_unrun(grandchild, unrun, now)
+            if below.failed:
+                self.metrics.add("ChildRecordsFailed", below.failed)
         return record
 
     def superseded(self, job: Job, record: Execution, now: datetime, message: DispatchMessage) -> None:
