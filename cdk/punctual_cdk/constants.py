@@ -359,6 +359,16 @@ METRIC_CHAINS_BROKEN: Final = "ChainsBroken"
 METRIC_JOBS_ORPHANED: Final = "JobsOrphaned"
 METRIC_CHAINS_REPAIRED: Final = "ChainsRepaired"
 METRIC_CHAIN_AUDIT_DEFERRED: Final = "ChainAuditDeferred"
+# Failure counts no other alarm reads (components/failure_alarms.py): the first in five minutes alarms.
+METRIC_LEASES_LOST: Final = "LeasesLost"  # a running attempt stopped: another worker takes it over
+METRIC_ALERTS_FAILED: Final = "AlertsFailed"  # an alert with a rule whose delivery failed for good
+METRIC_CHILD_RECORDS_FAILED: Final = "ChildRecordsFailed"  # after() children's unrun slots not recorded
+METRIC_RATE_BUDGET_STORE_ERRORS: Final = "RateBudgetStoreErrors"  # a budget placed per process, not shared
+METRIC_EVENT_COPIES_FAILED: Final = "EventCopiesFailed"  # a tenant's copy of its events not put
+METRIC_EVENT_COPIES_REFUSED: Final = "EventCopiesRefused"  # ... refused by the tenant boundary
+METRIC_API_FAILURES: Final = "ApiFailures"  # the API's own failures: 500s and the 503 "misconfigured"
+FAILURE_ALARM_S: Final = 300  # the window of those alarms
+MAX_ALARM_RANGE_MINUTES: Final = 1440  # CloudWatch: an alarm's periods x evaluation periods <= a day
 # The tick's scaling calls: the worker event-source mappings, the burst service, the short queues' depth.
 TICK_EVENT_SOURCE_ACTIONS: Final = ("lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping")
 TICK_BURST_SERVICE_ACTIONS: Final = ("ecs:DescribeServices", "ecs:UpdateService")

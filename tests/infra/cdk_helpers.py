@@ -242,3 +242,30 @@ def actions_on(statements: list[dict[str, Any]]) -> dict[str, set[str]]:
         for action in as_list(statement["Action"]):
             granted.setdefault(action, set()).update(join_parts(r) for r in as_list(statement["Resource"]))
     return granted
+
+
+Emitted = set[tuple[str, str, frozenset[tuple[str, str]]]]
+
+
+def emitted_metrics(documents: list[dict[str, Any]]) -> Emitted:
+    """(namespace, metric name, dimensions) of each metric in some EMF documents."""
+    return {
+        (directive["Namespace"], metric["Name"], frozenset((d, doc[d]) for d in dimension_set))
+        for doc in documents
+        for directive in doc["_aws"]["CloudWatchMetrics"]
+        for dimension_set in directive["Dimensions"]
+        for metric in directive["Metrics"]
+    }
+
+
+def alarmed_metrics(alarm: dict[str, Any]) -> Emitted:
+    """(namespace, metric name, dimensions) of each ``Punctual`` metric an alarm's queries read."""
+    return {
+        (
+            m["MetricStat"]["Metric"]["Namespace"],
+            m["MetricStat"]["Metric"]["MetricName"],
+            frozenset((d["Name"], d["Value"]) for d in m["MetricStat"]["Metric"]["Dimensions"]),
+        )
+        for m in alarm["Metrics"]
+        if "MetricStat" in m and m["MetricStat"]["Metric"]["Namespace"] == "Punctual"
+    }

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from cdk_helpers import Synth, join_parts
+from cdk_helpers import Synth, alarmed_metrics, emitted_metrics, join_parts
 
 from punctual.delivery.notifications.events import Event, EventPublisher
 from punctual.dispatch.ecs_lane import EcsLaneReadiness, MemoryScalableTarget
@@ -285,27 +285,7 @@ class _RefusingBus:
         raise RuntimeError("ThrottlingException")
 
 
-def _emitted(documents: list[dict[str, Any]]) -> set[tuple[str, str, frozenset[tuple[str, str]]]]:
-    """(namespace, metric name, dimensions) of each metric in some EMF documents."""
-    return {
-        (directive["Namespace"], metric["Name"], frozenset((d, doc[d]) for d in dimension_set))
-        for doc in documents
-        for directive in doc["_aws"]["CloudWatchMetrics"]
-        for dimension_set in directive["Dimensions"]
-        for metric in directive["Metrics"]
-    }
-
-
-def _alarmed(alarm: dict[str, Any]) -> set[tuple[str, str, frozenset[tuple[str, str]]]]:
-    return {
-        (
-            m["MetricStat"]["Metric"]["Namespace"],
-            m["MetricStat"]["Metric"]["MetricName"],
-            frozenset((d["Name"], d["Value"]) for d in m["MetricStat"]["Metric"]["Dimensions"]),
-        )
-        for m in alarm["Metrics"]
-        if "MetricStat" in m
-    }
+_emitted, _alarmed = emitted_metrics, alarmed_metrics
 
 
 def test_events_dropped_from_the_bus_raise_an_alarm_on_either_lane(

@@ -10,8 +10,9 @@ an idle deployment more than the whole auditor (docs/operations.md, *Chain audit
 Its role (least privilege): the table's item actions of ``TABLE_ACTIONS_BY_COMPONENT["auditor"]``
 and Query on the audit index only; sending to the work queues (a lost range's ``missed`` alert is
 handed to a worker, signed: it reads the dispatch key); PutEvents on the events bus. Its alarms:
-``ChainsBroken`` and ``JobsOrphaned`` ≥ 1 in a five-minute window, the function's errors, and no
-invocation for five minutes (the auditor itself stopped: nothing else would say so).
+``ChainsBroken`` and ``JobsOrphaned`` ≥ 1 in a five-minute window, ``ChainAuditDeferred`` in two
+audit periods in a row (a job never judged), the function's errors, and no invocation for five
+minutes (the auditor itself stopped: nothing else would say so).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class ChainAuditor(Construct):
                 "('chain repaired'). Every one is a bug: see the Chain Repaired event and the auditor's log.",
             ),
             self.orphans_alarm,
+            self._deferred_alarm(config.audit_period_minutes),
             cloudwatch.Alarm(
                 self,
                 "AuditorErrors",
@@ -120,6 +122,32 @@ class ChainAuditor(Construct):
                 "looked for, so a job whose chain breaks stops silently. Check the rule and the function.",
             ),
         ]
+
+    def _deferred_alarm(self, period_minutes: int) -> cloudwatch.Alarm:
+        """``ChainAuditDeferred`` in two audit periods in a row: a job is deferred (left unjudged)
+        while its shards' pollers are behind, which a lagging minute can make happen once; a job
+        deferred at every pass (a shard no poller drains) is never judged, so its broken chain
+        would never be found. Each job is audited once a period, so a window of one period holds
+        one pass of each; CloudWatch evaluates at most a day, so past 12 h it is one period."""
+        periods = 2 if 2 * period_minutes <= c.MAX_ALARM_RANGE_MINUTES else 1
+        self.deferred_alarm_period_minutes = period_minutes
+        return cloudwatch.Alarm(
+            self,
+            "ChainAuditDeferred",
+            metric=app_metric(c.METRIC_CHAIN_AUDIT_DEFERRED, "Sum").with_(
+                period=cdk.Duration.minutes(period_minutes)
+            ),
+            threshold=1,
+            evaluation_periods=periods,
+            datapoints_to_alarm=periods,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"The chain auditor deferred jobs in {periods} audit period(s) in a row "
+            f"(auditPeriodMinutes, {period_minutes}): their shards' pollers had not drained the minute "
+            "of now minus the grace (a shard no poller drains, a watermark stuck), so their chains "
+            "are not judged and a broken one is never found. The auditor's log names the jobs; "
+            "check the pollers' throttles and errors and the shards' watermarks.",
+        )
 
     def _any_in_five_minutes(self, name: str, metric: str, description: str) -> cloudwatch.Alarm:
         """An alarm on the application metric ``metric``: one or more in a five-minute window."""

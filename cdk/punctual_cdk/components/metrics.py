@@ -25,6 +25,22 @@ def app_metric(
     )
 
 
+def lanes_sum(names: tuple[str, ...], label: str, period: cdk.Duration) -> cloudwatch.MathExpression:
+    """Counts both workers write (and the Lambda functions: pollers, tick, auditor, api, all of
+    Powertools' service ``punctual``), summed over ``period``: each name for each service."""
+    using = {
+        f"{name.lower()}_{lane}": app_metric(name, "Sum", service=service).with_(period=period)
+        for name in names
+        for lane, service in (("lambda", c.POWERTOOLS_SERVICE_NAME), ("ecs", c.ECS_METRICS_SERVICE))
+    }
+    return cloudwatch.MathExpression(
+        expression=" + ".join(f"FILL({key}, 0)" for key in using),  # a count is written only when > 0
+        using_metrics=using,
+        label=label,
+        period=period,
+    )
+
+
 def both_lanes_sum(name: str, label: str) -> cloudwatch.MathExpression:
     """A count both workers write: the Lambda worker (Powertools) and the ECS worker."""
     lambda_id, ecs_id = f"{name.lower()}_lambda", f"{name.lower()}_ecs"  # unique within a graph

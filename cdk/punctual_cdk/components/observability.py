@@ -19,7 +19,11 @@ Alarms (all to the topic; e-mail subscribers from context ``alarmEmails``):
   minute execution started, on either state machine, for five minutes (no poller is running at all);
 * a count that must stay at 0 is not: ``ForgedMessages``, ``DeadLettersFailed``,
   ``EventsFailed`` (events dropped from the bus), ``SlotsCalendarMissing`` (a job's slots not run:
-  its calendar is gone), ``AlertsUndelivered``;
+  its calendar is gone), ``AlertsUndelivered``; in five minutes (``components/failure_alarms.py``):
+  ``LeasesLost``, ``AlertsFailed``, ``ChildRecordsFailed``, ``RateBudgetStoreErrors``,
+  ``EventCopiesNotDelivered``, the API's own failures (``ApiFailures``: 500s, the 503
+  ``misconfigured``, the function's errors) and the pollers' throttles (``PollersThrottled``: one
+  group whose poller cannot be invoked stops its jobs while ``NoPollerInvoked`` stays quiet);
 * a work queue's oldest message is older than its lane's threshold;
 * the tick failed to ready the ECS lane (``EcsLaneErrors``) three minutes in a row;
 * the table throttled a request, or throttled a key range (a hot partition: the shard count
@@ -50,6 +54,7 @@ from constructs import Construct
 
 from punctual_cdk import constants as c
 from punctual_cdk.components.dashboard import DashboardBuilder
+from punctual_cdk.components.failure_alarms import failure_alarms
 from punctual_cdk.components.functions import PunctualFunction
 from punctual_cdk.components.metrics import MINUTE, app_metric, both_lanes_sum
 from punctual_cdk.components.queues import Queues
@@ -113,6 +118,9 @@ class Observability(Construct):
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
 
         self._alarms(table, queues, poller, tick, state_machine)
+        failure_alarms(
+            self._alarm, api, lambda name, period, label: self._pollers(poller, name, period, label)
+        )
         if config.ecs_ready_tasks > config.ecs_min_tasks:  # the tick readies the ECS lane
             self._alarm(
                 "EcsLaneNotReadied",
