@@ -20,6 +20,7 @@ from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEvent
 from punctual.delivery.notifications.events import SLOT_MISSED
 from punctual.delivery.targets.base import TargetResult
 from punctual.dispatch.queues import MessageKind, QueueRouting
+from punctual.execution.unrun_children import UnrunChildren
 from punctual.models import AlertStatus, ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
@@ -334,3 +335,24 @@ def test_the_depth_check_of_a_replace_reads_each_descendant_once() -> None:
     rig.store.list_dependents = lambda tenant, parent: reads.append(parent) or real(tenant, parent)  # type: ignore[method-assign]
     jobs.replace("default", "l1a", spec("after(l0, r0)"))  # a new parent: the chain is checked
     assert len(reads) <= 30  # the 22 jobs below l1a once each, and the write's own reads
+
+
+def test_a_grandchilds_record_that_cannot_be_written_under_an_excluded_child_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # QA24: under a child slot a worker recorded EXCLUDED, the grandchildren's records that failed
+    # were logged only: ChildRecordsFailed (which alarms) did not count them
+    rig, jobs = world()
+    _, child, grandchild = chain(jobs, {}, {"exclude_calendars": ["holidays"]})
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("ProvisionedThroughputExceededException")
+
+    monkeypatch.setattr(UnrunChildren, "_under", failing)
+    rig.clock.set(T0 + timedelta(seconds=1))
+    rig.poll()
+    rig.work_until_idle(rig.worker())
+
+    assert record(rig, child, T0)[0] == "EXCLUDED"  # type: ignore[index]
+    assert record(rig, grandchild, T0) is None
+    assert rig.metrics.total("ChildRecordsFailed") == 1
