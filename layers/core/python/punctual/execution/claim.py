@@ -343,7 +343,9 @@ def forged(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None
     return Claim(ClaimOutcome.FORGED, message, delivery, reason=why or "not signed with the dispatch key")
 
 
-def held_early(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None) -> Claim | None:
+def held_early(
+    claimer: Claimer, message: DispatchMessage, delivery: Delivery | None, now: datetime
+) -> Claim | None:
     """A message its sender released well before the instant it was meant to start, by the
     sender's own clock (a timer found in an earlier minute than its slot's, by a fault or a
     bad write), and still early by this worker's: back to its queue until then. A slot never
@@ -355,7 +357,7 @@ def held_early(claimer: Claimer, message: DispatchMessage, delivery: Delivery | 
     try:
         instant = message_instant(message.scheduled_at)
         released = message_instant(message.released_at)
-        seconds = int((instant - claimer.clock.now()).total_seconds())
+        seconds = int((instant - now).total_seconds())
     except (AttributeError, TypeError, ValueError):  # not instants: the claim decides on it
         return None
     if seconds <= EARLY_TOLERANCE_S or (instant - released).total_seconds() <= EARLY_TOLERANCE_S:
@@ -466,7 +468,8 @@ class Claimer:
         """
         if self.signer is not None and not self.signer.verify(message):
             return forged(self, message, delivery)
-        if replayed := replayed_copy(message, self.clock.now()):
+        arrived = self.clock.now()  # (one reading for the checks before the claim)
+        if replayed := replayed_copy(message, arrived):
             return forged(self, message, delivery, replayed)
         if message.kind == MessageKind.ALERT:
             return self._alert(message, delivery)
@@ -477,7 +480,7 @@ class Claimer:
             held = self._hold(message, delivery)
             if held is not None:
                 return held
-        early = held_early(self, message, delivery)
+        early = held_early(self, message, delivery, arrived)
         if early is not None:
             return early
         job = self.job_of(message)
