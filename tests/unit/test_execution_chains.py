@@ -11,6 +11,7 @@ from factories import spec
 from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.dispatch.queues import MessageKind
 from punctual.execution import Worker
+from punctual.execution.ports import ClaimOutcome
 from punctual.models import Job
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
@@ -361,3 +362,57 @@ def test_a_childs_slot_sent_before_a_replace_that_adds_a_parent_is_superseded(ri
     rig.work_until_idle(worker)
     assert [r.status.value for r in rig.history(child)] == ["SUPERSEDED"]
     assert rig.target.calls_for(child.id) == []
+
+
+def ended_without_its_next_timer(rig: Rig, job: Job, slot: datetime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``slot`` ran and ended SUCCEEDED, its worker lost before its end wrote the chain's next
+    timer (its Region lost between the two writes)."""
+    rig.clock.set(slot)
+    worker = rig.worker()
+    claim = worker.claim(rig.message(job, slot))
+    rig.clock.advance(30.25)
+    with monkeypatch.context() as lost:
+        lost.setattr(rig.store, "put_timers", lambda timers: (_ for _ in ()).throw(ConnectionError("lost")))
+        with pytest.raises(ConnectionError):
+            worker.finish(claim, TargetResult.ok())
+    assert statuses(rig.history(job))[-1] == (1, "SUCCEEDED")
+
+
+def test_a_first_copy_of_an_ended_delay_slot_writes_the_next_timer_its_end_left_unwritten(
+    rig: Rig, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given delay(10 minutes), slot t0 ended but its chain's next timer was never written
+    job = rig.add_job(schedule="delay(10 minutes)")
+    ended_without_its_next_timer(rig, job, t0, monkeypatch)
+    assert fire_timers(rig, job) == []
+    # When another Region's copy of the slot reaches a worker for the first time, after the end
+    rig.clock.advance(2)
+    claim = rig.worker().claim(rig.message(job, t0))
+    # Then it is dropped (nothing runs twice) and the chain goes on: its next slot is due 10
+    # minutes after the run's end (QA25: it waited for the auditor, an audit period in the cloud)
+    assert claim.outcome is ClaimOutcome.DUPLICATE and statuses(rig.history(job)) == [(1, "SUCCEEDED")]
+    assert fire_timers(rig, job) == [(t0 + timedelta(seconds=31) + 10 * MINUTE, job.version)]
+
+
+def test_a_copy_of_an_older_delay_slot_writes_no_timer_once_the_chain_moved_on(
+    rig: Rig, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given delay(10 minutes) whose chain went on past slot t0: its next slot has a record
+    job = rig.add_job(schedule="delay(10 minutes)")
+    worker = rig.worker()
+    rig.clock.set(t0)
+    worker.finish(worker.claim(rig.message(job, t0)), TargetResult.ok())
+    [(nxt, _)] = fire_timers(rig, job)
+    rig.clock.set(nxt)
+    worker.finish(worker.claim(rig.message(job, nxt)), TargetResult.ok())
+    [(after_nxt, _)] = [timer for timer in fire_timers(rig, job) if timer[0] > nxt]
+    rig.clock.advance(5)
+    written: list[object] = []
+    monkeypatch.setattr(rig.store, "put_timers", written.extend)
+    # When a late copy of slot t0 comes (its timer re-released, another Region's copy)
+    claim = rig.worker().claim(rig.message(job, t0))
+    # Then it is dropped and no timer is written again (its released slot would be released again)
+    assert claim.outcome is ClaimOutcome.DUPLICATE and written == []
+    # While a copy of the chain's last ended slot writes the timer its end wrote, the same one
+    rig.worker().claim(rig.message(job, nxt))
+    assert [(timer.due, timer.kind) for timer in written] == [(after_nxt, TimerKind.FIRE)]  # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ from punctual.store.reads import read_calendars
 from punctual.timing.instants import format_instant_ms
 from punctual.timing.retries import RandomSource, deferral_at, next_retry_at
 from punctual.timing.slots import SENT_CHECK_S, fire_timer, inside_window, schedule_of, sent_check_timer
-from punctual.timing.timers import MANUAL_MARK, slot_instant
+from punctual.timing.timers import MANUAL_MARK, slot_instant, slot_key
 from punctual.usecases.backfills import backfill_ref
 from punctual.usecases.calendars import Calendar, calendar_missing_note, excluding, exclusion_note
 from punctual.usecases.delay_chains import chains_from, next_delay_slot
@@ -43,6 +43,10 @@ log = logging.getLogger("punctual.execution")
 PAUSED_CHILD_NOTE = "job is paused: its parents' slot completed while it was paused"
 
 PAUSE_TRIES = 3
+# The ends a run (or its claim) writes, after which a delay() chain's next timer is due.
+_RUN_ENDS = frozenset(
+    {ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.SKIPPED}
+)
 _DISPATCHED_TO = (JobState.ENABLED, JobState.PAUSED, JobState.COMPLETED)
 
 
@@ -193,6 +197,21 @@ class AfterEffects:
                     return
                 log.info("pausing %s: %s; trying again", job.id, exc)
         log.error("could not pause job %s after the target asked to stop", job.id)
+
+    def ended_copy(self, job: Job, current: Execution | None, now: datetime) -> None:
+        """A copy of a slot that found its run already ended, dropped (another Region's release
+        received first after the end, a re-send): a ``delay(...)`` chain's next timer, which that
+        run's end writes, is written again while the chain has not moved on (its next slot has no
+        record). A worker lost between its record and that write (its Region lost; it was waited
+        for by the auditor, up to an audit period) then costs the chain seconds. It is the timer
+        the end writes (idempotent), and a copy of an older slot finds the next one recorded."""
+        if current is None or current.status not in _RUN_ENDS or schedule_of(job).kind != "delay":
+            return
+        nxt = next_delay_slot(job, current.slot, current.finished_at or now)
+        if nxt is None or MANUAL_MARK in current.slot:
+            return
+        if self.store.get_execution(job.tenant, job.id, slot_key(nxt)) is None:
+            self._chain_delay(job, current, now)
 
     def _chain_delay(self, job: Job, execution: Execution, now: datetime) -> None:
         """``delay(...)`` jobs: the next slot counts from this finish, for the same job version."""

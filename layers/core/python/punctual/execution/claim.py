@@ -629,6 +629,7 @@ class Claimer:
         if action is ClaimAction.DROP:
             log.info("dropping %s %s attempt %d: %s", job.id, message.slot, message.attempt, decision.reason)
             self.metrics.add("DuplicatesDropped", 1)
+            self.after.ended_copy(job, current, now)  # a delay() chain its run's end left unwritten
             return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, current, reason=decision.reason)
         if action is ClaimAction.REPAIR:
             assert current is not None
