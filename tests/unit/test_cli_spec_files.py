@@ -3,6 +3,7 @@ file or argument the CLI cannot use is one line and exit status 2, never an inte
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,38 @@ def test_an_empty_option_is_refused_not_replaced(capsys: pytest.CaptureFixture[s
     code = cli.main(argv)
     err = capsys.readouterr().err
     assert code == 2 and "must not be empty" in err, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["jobs", "create", "--file", "/dev/zero"],
+        ["calendars", "put", "holidays", "--file", "/dev/zero"],
+        ["calendars", "put", "holidays", "--ics", "/dev/zero"],
+    ],
+)
+def test_an_endless_file_is_refused_in_one_line_not_read_for_ever(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    # (QA24: `--file /dev/zero` read until memory ran out)
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and "/dev/zero: it is over 10 MB" in err and err.count("\n") == 1, err
+
+
+def test_a_calendar_file_can_come_from_stdin_as_a_job_spec_can(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (QA24: `calendars put NAME --file -` looked for a file named "-")
+    sent: list[dict[str, object]] = []
+
+    def put(self: object, name: str, body: dict[str, object], *_: object) -> dict[str, object]:
+        sent.append(body)
+        return {"name": name, "version": 1, **body}
+
+    monkeypatch.setattr("punctual_cli.client.PunctualClient.put_calendar", put)
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"timezone": "Europe/Paris", "dates": ["2027-01-01"]}'))
+    code = cli.main(["calendars", "put", "holidays", "--file", "-", "-o", "json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert sent[0]["timezone"] == "Europe/Paris" and sent[0]["dates"] == ["2027-01-01"]

@@ -16,7 +16,6 @@ import json
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TextIO, cast
 
@@ -36,6 +35,7 @@ from punctual_cli.verb_kit import (
     limit_arg,
     listing_options,
     no_json_constant,
+    read_input,
     table,
     version_arg,
     zone_arg,
@@ -221,12 +221,7 @@ def _expanded_size(data: Any) -> int:
 
 
 def _read_spec_file(path: str) -> dict[str, Any]:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CliInputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise CliInputError(f"cannot read {path}: it is not UTF-8 text") from None
+    text = read_input(path)
     try:
         data = json.loads(text)
     except RecursionError:  # (QA21: an internal error) YAML would recurse as deep: not tried

@@ -12,7 +12,6 @@ import json
 import re
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, TextIO
 
 from punctual.timing.schedules import ScheduleError, format_instant, parse_instant
@@ -26,6 +25,7 @@ from punctual_cli.verb_kit import (
     job_id_arg,
     listing_options,
     no_json_constant,
+    read_input,
     table,
     version_arg,
     zone_arg,
@@ -61,10 +61,7 @@ def _day_range(text: str) -> dict[str, str]:
 
 def read_ics(path: str) -> dict[str, Any]:
     """The calendar body of an iCalendar file ('-': stdin); CliInputError naming the problem."""
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliInputError(f"cannot read {path}: {exc}") from None
+    text = read_input(path)
     try:
         found = parse_ics(text)
     except IcsError as exc:
@@ -119,8 +116,9 @@ def _cmd_calendars_put(args: argparse.Namespace, out: TextIO) -> int:
         )
     body: dict[str, Any] = {"timezone": "UTC", "dates": [], "ranges": []}
     if args.file:
+        text = read_input(args.file)  # ('-': stdin, as --ics and jobs' --file)
         try:
-            loaded = json.loads(Path(args.file).read_text(encoding="utf-8"), parse_constant=no_json_constant)
+            loaded = json.loads(text, parse_constant=no_json_constant)
         except RecursionError:  # (QA21: an internal error)
             raise CliInputError(f"cannot read {args.file} as JSON: it is nested too deeply") from None
         except (OSError, ValueError) as exc:
@@ -253,7 +251,9 @@ def add_calendars(verbs: Any) -> None:
     put.add_argument(
         "--ics", metavar="PATH", help="import the all-day events of an iCalendar file ('-': stdin)"
     )
-    put.add_argument("--file", "-f", metavar="PATH", help="a calendar as JSON (timezone, dates, ranges)")
+    put.add_argument(
+        "--file", "-f", metavar="PATH", help="a calendar as JSON (timezone, dates, ranges; '-': stdin)"
+    )
     put.add_argument("--empty", action="store_true", help="put the calendar with no days (it excludes none)")
     put.add_argument("--date", action="append", metavar="YYYY-MM-DD", help="a day to exclude (repeatable)")
     put.add_argument(

@@ -26,6 +26,31 @@ class CliInputError(Exception):
     """Bad input found by a verb (a file that does not parse, missing flags): exit 2."""
 
 
+# More than any request the API takes (API Gateway's 10 MB payload): not a spec, calendar or iCalendar
+# file (QA24: `--file /dev/zero` read for ever).
+MAX_INPUT_BYTES = 10 * 1024 * 1024
+
+
+def read_input(path: str) -> str:
+    """The UTF-8 text of the file at ``path`` ('-': standard input), at most ``MAX_INPUT_BYTES``;
+    CliInputError naming the problem."""
+    try:
+        if path == "-":
+            stdin = getattr(sys.stdin, "buffer", None)
+            raw = stdin.read(MAX_INPUT_BYTES + 1) if stdin else sys.stdin.read(MAX_INPUT_BYTES + 1).encode()
+        else:
+            with open(path, "rb") as handle:
+                raw = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise CliInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_INPUT_BYTES:
+        raise CliInputError(f"cannot read {path}: it is over {MAX_INPUT_BYTES // 2**20} MB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CliInputError(f"cannot read {path}: it is not UTF-8 text") from None
+
+
 def no_json_constant(name: str) -> Any:
     """``json.loads``'s ``parse_constant``: NaN and Infinity are not JSON numbers (refused)."""
     raise ValueError(f"{name} is not a JSON number")
