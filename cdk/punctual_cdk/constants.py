@@ -327,6 +327,7 @@ METRIC_DIMENSIONS: Final = {"service": POWERTOOLS_SERVICE_NAME}
 ECS_METRICS_SERVICE: Final = "punctual-ecs-worker"
 # EMF metrics the runtime writes (namespace METRICS_NAMESPACE).
 METRIC_FIRE_DELAY_MS: Final = "FireDelayMs"
+METRIC_START_DELAY_MS: Final = "StartDelayMs"  # a first attempt's start, by the worker of each lane
 METRIC_SLOTS_RELEASED: Final = "SlotsReleased"
 METRIC_SLOTS_MISSED: Final = "SlotsMissed"  # slots newly recorded MISSED (each counted once)
 METRIC_EXECUTIONS_SUCCEEDED: Final = "ExecutionsSucceeded"

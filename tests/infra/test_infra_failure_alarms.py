@@ -225,3 +225,25 @@ def test_a_job_deferred_at_every_audit_pass_raises_an_alarm(any_synth: Synth, t0
     assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (2, 2)  # once is a lagging minute
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
     assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_a_late_start_raises_an_alarm_on_either_lane(
+    default_synth: Synth, capsys: pytest.CaptureFixture[str], t0: datetime
+) -> None:
+    # QA25: FireDelayP99 reads the pollers' release; a slot released on time that waits for a
+    # worker (a lane full of runs that hang to their timeout) raised nothing.
+    from execution_harness import Rig
+
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    late = rig.add_job(schedule="rate(1 hour)")
+    rig.clock.advance(12)
+    rig.worker().claim(rig.message(late, t0))  # started 12 s after its instant
+    [(name, delays)] = [(n, v) for n, v in rig.metrics.values.items() if n == "StartDelayMs"]
+    assert delays == [12_000.0]
+    emitted = _both_lanes(default_synth, capsys, lambda sink: sink.add(name, 12_000.0, "Milliseconds"))
+    alarm = _alarm(default_synth, "StartDelayP99")
+    assert emitted == _alarmed(alarm) and len(emitted) == 2
+    stats = {m["MetricStat"]["Stat"] for m in alarm["Metrics"] if "MetricStat" in m}
+    [expression] = [m["Expression"] for m in alarm["Metrics"] if "Expression" in m]
+    assert stats == {"p99"} and expression.startswith("MAX([")  # the later lane's p99
+    assert alarm["Threshold"] == 10_000 and alarm["ComparisonOperator"] == "GreaterThanThreshold"

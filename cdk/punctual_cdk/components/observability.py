@@ -248,6 +248,26 @@ class Observability(Construct):
             "slots are released late (poller overloaded, throttled, or too few shard groups).",
         )
         self._alarm(
+            "StartDelayP99",
+            metric=cloudwatch.MathExpression(
+                expression="MAX([FILL(lambda_lane, 0), FILL(ecs_lane, 0)])",  # the later lane's
+                using_metrics={
+                    "lambda_lane": app_metric(c.METRIC_START_DELAY_MS, "p99"),
+                    "ecs_lane": app_metric(c.METRIC_START_DELAY_MS, "p99", service=c.ECS_METRICS_SERVICE),
+                },
+                label="start delay p99 (the later lane)",
+                period=MINUTE,
+            ),
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            threshold=self._config.fire_delay_alarm_ms,
+            evaluation_periods=3,
+            datapoints_to_alarm=2,
+            description=f"Start delay p99 above {self._config.fire_delay_alarm_ms} ms in 2 of 3 minutes "
+            "on a lane: slots are released on time (else FireDelayP99 says so) but start late, "
+            "waiting for a worker (the lane's concurrency full: runs that hang to their timeout, "
+            "too few ECS tasks, a worker failing or throttled).",
+        )
+        self._alarm(
             "PollerErrors",
             metric=self._pollers(poller, "Errors", MINUTE, "poller errors"),
             threshold=1,
