@@ -174,6 +174,27 @@ class Rig:
             results.append(handled)
         return results
 
+    def lambda_round(
+        self,
+        worker: Worker,
+        errors: tuple[type[Exception], ...],
+        seen: Callable[[Delivery], None] = lambda delivery: None,
+    ) -> None:
+        """Deliver what is visible on the short queue now, as the Lambda shell does: a record
+        that raises one of ``errors`` is handed to ``after_error``; acknowledged records are
+        deleted. ``seen`` is shown each delivery first."""
+        for received in self.queues.receive(SHORT, 10, 0, 900):
+            delivery = Delivery(SHORT, received.receipt, received.receive_count)
+            seen(delivery)
+            try:
+                handled = worker.process(received.message, delivery)
+            except errors as exc:
+                if worker.after_error(received.message, delivery, exc):
+                    self.queues.delete(SHORT, received.receipt)
+                continue
+            if handled.ack:
+                self.queues.delete(SHORT, received.receipt)
+
     def work_until_idle(self, worker: Worker, queue: str = SHORT, rounds: int = 20) -> list[HandleResult]:
         out: list[HandleResult] = []
         for _ in range(rounds):

@@ -225,16 +225,7 @@ def _lambda_rounds(rig: Rig, worker: Any, seconds: int) -> None:
     """Deliver what is visible once a second for ``seconds``, as the Lambda shell does (a record
     that raises is handed to ``after_error``; acknowledged records are deleted)."""
     for _ in range(seconds):
-        for received in rig.queues.receive(SHORT, 10, 0, 900):
-            delivery = Delivery(SHORT, received.receipt, received.receive_count)
-            try:
-                handled = worker.process(received.message, delivery)
-            except StoreDown as exc:
-                if worker.after_error(received.message, delivery, exc):
-                    rig.queues.delete(SHORT, received.receipt)
-                continue
-            if handled.ack:
-                rig.queues.delete(SHORT, received.receipt)
+        rig.lambda_round(worker, (StoreDown,))
         rig.clock.advance(1)
 
 

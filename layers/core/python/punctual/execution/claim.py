@@ -22,7 +22,7 @@ from punctual.dispatch.queues import FORGED_MESSAGES, DispatchMessage, MessageKi
 from punctual.execution.after import AfterEffects
 from punctual.execution.decisions import FRESH_KINDS, NEW_SLOT, ClaimAction, ClaimDecision, decide_claim
 from punctual.execution.lease import Leases
-from punctual.execution.parking import ERROR_BACKOFF_S, Parking, error_backoff_s
+from punctual.execution.parking import ERROR_BACKOFF_S, Parking
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
 from punctual.execution.records import (
     GONE_NOTE,
@@ -322,8 +322,7 @@ def forged(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None
     key: it goes back to its queue unread, verified when it comes back (QA24: dropped as forged)."""
     signer = claimer.signer
     if not why and signer is not None and signer.keys_unread:
-        seconds = error_backoff_s(delivery.receive_count if delivery else 1)
-        claimer.parking.return_later(delivery, seconds)
+        seconds = claimer.parking.return_after_error(message, delivery)
         claimer.metrics.add("UnverifiedMessagesReturned", 1)
         log.warning(
             "dispatch key unreadable: message of %r %r back for %d s", message.job_id, message.slot, seconds

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
+from punctual.execution.recall import Recalls
 from punctual.execution.records import Ledger, new_record, summary
 from punctual.execution.turns import Turns
 from punctual.models import Execution, ExecutionStatus
@@ -26,7 +27,7 @@ log = logging.getLogger("punctual.execution")
 
 QUEUE_RECHECK_MIN_S = 30  # a queued slot checks that it still waits, at least this far apart
 # A first attempt returned this many times is parked (recorded QUEUED, brought back by a timer)
-# rather than returned again: the work queues dead-letter at their 5th receive.
+# rather than returned again, well before the work queues' maxReceiveCount (10 by default).
 PARK_AFTER_RECEIVES = 3
 ERROR_BACKOFF_S = 10  # an unexpected error returns the message after this long (then 3x per receive)
 ERROR_BACKOFF_MAX_S = 900
@@ -82,6 +83,7 @@ class Parking:
         self.clock = clock
         self.config = config
         self.metrics = metrics
+        self.recalls = Recalls(queues, clock, metrics, config.max_receive_count)
 
     def return_later(self, delivery: Delivery | None, seconds: int) -> None:
         if delivery is None:
@@ -90,6 +92,14 @@ class Parking:
             self.queues.change_visibility(delivery.queue_url, delivery.receipt, seconds)
         except Exception:  # the queue's own visibility timeout brings it back anyway
             log.warning("could not set the visibility of a returned message", exc_info=True)
+
+    def return_after_error(self, message: DispatchMessage, delivery: Delivery | None) -> int:
+        """Return a message that met an unexpected error with its backoff (its seconds), to be
+        recalled sooner once the store answers again (:mod:`punctual.execution.recall`)."""
+        seconds = error_backoff_s(delivery.receive_count if delivery else 1)
+        self.return_later(delivery, seconds)
+        self.recalls.returned(message, delivery, seconds)
+        return seconds
 
     def resend_waiting(self, claim: Claim) -> bool:
         """A message that waits (a live lease, a rate budget's or its slot's instant, a turn) and
@@ -185,5 +195,5 @@ class Parking:
                 return True
         except Exception:
             log.warning("could not park %s %s", message.job_id, message.slot, exc_info=True)
-        self.return_later(delivery, error_backoff_s(delivery.receive_count if delivery else 1))
+        self.return_after_error(message, delivery)
         return False

@@ -281,8 +281,12 @@ class Worker:
         """See :meth:`punctual.execution.claim.Claimer.claim`; the slot that ends its job's chain
         also marks the job COMPLETED (:mod:`punctual.execution.chain_ends`), and a WAITING message
         at its queue's dead-letter limit is sent afresh
-        (:meth:`punctual.execution.parking.Parking.resend_waiting`: the claim's ``ack`` says so)."""
+        (:meth:`punctual.execution.parking.Parking.resend_waiting`: the claim's ``ack`` says so).
+        A claim that read the store recalls the messages returned after its errors
+        (:mod:`punctual.execution.recall`)."""
         claim = self.claimer.claim(message, delivery, time_left_s)
+        if claim.job is not None or claim.execution is not None:  # the store answered
+            self.claimer.parking.recalls.answered()  # (messages returned after its errors)
         if claim.outcome is ClaimOutcome.WAITING:  # near the dead-letter limit: sent afresh
             self.claimer.parking.resend_waiting(claim)
         if message.last and claim.outcome not in _UNREAD:
