@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from execution_harness import LAYOUT, LONG, SHORT, Rig
 from factories import spec
@@ -59,6 +60,35 @@ def register(rig: Rig, job_id: str, schedule: str, start: datetime) -> None:
     jobs.register("t", spec(schedule, start_at=start.isoformat()), job_id)
 
 
+def recorded_runs(rig: Rig) -> dict[tuple[str, str], list[datetime]]:
+    """When each (job, slot) called its target, filled as the target is called."""
+    runs: dict[tuple[str, str], list[datetime]] = {}
+    invoke = rig.target.invoke
+
+    def recorded(target: Any, payload: Any, ctx: Any) -> Any:
+        runs.setdefault((ctx.job_id, ctx.slot), []).append(rig.clock.now())
+        return invoke(target, payload, ctx)
+
+    rig.target.invoke = recorded  # type: ignore[method-assign]
+    return runs
+
+
+def owed_by(
+    runs: dict[tuple[str, str], list[datetime]], t0: datetime, end: datetime
+) -> dict[tuple[str, str], list[datetime]]:
+    """The runs of the slots of ``job-0`` ... ``job-7`` (every minute from ``t0``, seven seconds
+    apart) due before ``end``: every one of them, or the assertion fails."""
+    owed = {
+        (f"job-{i}", slot_key(at))
+        for i in range(8)
+        for minute in range(8)
+        if (at := t0 + timedelta(seconds=7 * i, minutes=minute)) < end
+    }
+    due = {key: at for key, at in runs.items() if key in owed}
+    assert set(due) == owed
+    return due
+
+
 @pytest.mark.parametrize("outage_s", [120, 300])
 def test_slots_returned_during_a_long_store_outage_run_within_seconds_of_its_end(
     rig: Rig, outage: Outage, t0: datetime, outage_s: int
@@ -69,14 +99,7 @@ def test_slots_returned_during_a_long_store_outage_run_within_seconds_of_its_end
         register(rig, f"job-{i}", "rate(1 minute)", t0 + timedelta(seconds=7 * i))
     worker = rig.worker(lease_s=8)
     start, end = t0 + timedelta(seconds=100), t0 + timedelta(seconds=100 + outage_s)
-    runs: dict[tuple[str, str], list[datetime]] = {}
-    invoke = rig.target.invoke
-
-    def recorded(target: Any, payload: Any, ctx: Any) -> Any:
-        runs.setdefault((ctx.job_id, ctx.slot), []).append(rig.clock.now())
-        return invoke(target, payload, ctx)
-
-    rig.target.invoke = recorded  # type: ignore[method-assign]
+    runs = recorded_runs(rig)
     # When the workers take what is visible, once a second, through the outage and after it
     while rig.clock.now() < end + timedelta(minutes=5):
         outage.down = False
@@ -87,14 +110,7 @@ def test_slots_returned_during_a_long_store_outage_run_within_seconds_of_its_end
     # Then every slot due by the outage's end ran once, the last of them within seconds of the
     # end (QA25: each came back when its backoff ended, up to 79 s after a 2-minute outage and
     # 268 s after a 5-minute one), and the chains went on after it
-    owed = {
-        (f"job-{i}", slot_key(at))
-        for i in range(8)
-        for minute in range(8)
-        if (at := t0 + timedelta(seconds=7 * i, minutes=minute)) < end
-    }
-    due = {key: at for key, at in runs.items() if key in owed}
-    assert set(due) == owed
+    due = owed_by(runs, t0, end)
     assert all(len(at) == 1 for at in runs.values())
     assert max(at[0] for at in due.values()) <= end + timedelta(seconds=10)
     for i in range(8):
@@ -138,3 +154,68 @@ def test_a_message_that_keeps_failing_is_recalled_once_and_never_past_its_dead_l
     assert kept.count(False) <= 1
     assert sum(gaps) >= sum(error_backoff_s(n) for n in range(1, 6)) - error_backoff_s(5)
     assert worker.claimer.parking.recalls.answered() == 0  # at its limit: not remembered
+
+
+class KmsOutage:
+    """Signing secrets that cannot be read while ``down`` (KMS throttling), or for ``broken`` jobs."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.broken: set[str] = set()
+
+    def __call__(self, job: Any) -> tuple[str, ...]:
+        if self.down or job.id in self.broken:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "kms"}}, "Decrypt")
+        return ("whsec_test",)
+
+
+@pytest.mark.parametrize("outage_s", [120, 300])
+def test_slots_deferred_during_a_long_kms_outage_run_within_seconds_of_its_end(
+    rig: Rig, t0: datetime, outage_s: int
+) -> None:
+    # Given webhook jobs firing every minute, seven seconds apart, whose signing secrets cannot be
+    # decrypted from 10:01:40 for two or five minutes (KMS throttling, this worker's key cache cold)
+    for i in range(8):
+        register(rig, f"job-{i}", "rate(1 minute)", t0 + timedelta(seconds=7 * i))
+    kms = KmsOutage()
+    worker = rig.worker(lease_s=8)
+    worker.signing_secrets = kms
+    start, end = t0 + timedelta(seconds=100), t0 + timedelta(seconds=100 + outage_s)
+    runs = recorded_runs(rig)
+    # When the pollers and the worker go on, once a second, through the outage and after it
+    while rig.clock.now() < end + timedelta(minutes=5):
+        kms.down = start <= rig.clock.now() < end
+        rig.poll()
+        rig.lambda_round(worker, ())
+        rig.clock.advance(1)
+    # Then every slot due by the outage's end ran once (its deferrals not counted as attempts),
+    # the last of them within seconds of the end (QA25: each waited out its deferral, 2 s, 4 s,
+    # ... 5 minutes: up to 61 s after a 2-minute outage and 251 s after a 5-minute one)
+    due = owed_by(runs, t0, end)
+    assert all(len(at) == 1 for at in runs.values())
+    assert max(at[0] for at in due.values()) <= end + timedelta(seconds=10)
+    assert rig.metrics.values.get("AttemptsDeferred")
+
+
+def test_a_deferred_slot_is_brought_back_once_when_its_tenants_secrets_open(rig: Rig, t0: datetime) -> None:
+    # Given a webhook job whose secret cannot be decrypted beside one of the same tenant whose can
+    register(rig, "fine", "rate(10 seconds)", t0)
+    register(rig, "broken", "rate(1 hour)", t0)
+    kms = KmsOutage()
+    kms.broken.add("broken")
+    worker = rig.worker(lease_s=8)
+    worker.signing_secrets = kms
+    runs = recorded_runs(rig)
+    # When the worker takes what is visible, once a second, for ten minutes
+    for _ in range(600):
+        rig.poll()
+        rig.lambda_round(worker, ())
+        rig.clock.advance(1)
+    # Then the broken slot was tried once at its instant, once more brought back by the other
+    # job's secret opening, and then only at its deferrals' instants (2 s, 4 s, ... 5 minutes):
+    # a slot is brought back once, so a secret that stays unreadable costs no more than before
+    record = rig.store.get_execution("t", "broken", slot_key(t0))
+    assert record is not None and record.status.value == "RETRY_WAIT"
+    assert ("broken", slot_key(t0)) not in runs
+    assert rig.metrics.values.get("DeferredSlotsBroughtBack") == [1]
+    assert 8 <= record.releases <= 10  # (the waits 2+4+...+256 s fit ten minutes 9 times: one skipped)

@@ -24,6 +24,7 @@ from punctual.execution.after import AfterEffects
 from punctual.execution.budgets import BUDGET_PACE_MAX_S
 from punctual.execution.chain_ends import ChainEnds
 from punctual.execution.claim import Claimer
+from punctual.execution.deferred_recall import DeferredSlots
 from punctual.execution.finish import Finisher
 from punctual.execution.keeper import LiveClaims
 from punctual.execution.lease import Leases, owned
@@ -161,6 +162,7 @@ class Worker:
             self.ledger, queues, self.turns, self.leases, self.after, clock, config, self.metrics, signer
         )
         self.chain_ends = ChainEnds(store, clock, self.metrics)
+        self.deferred_slots = DeferredSlots(self.ledger, self.metrics)
         self.sqs = SqsBatch(self)
         # The claims this worker runs now: a lease keeper (punctual.execution.keeper) heartbeats them.
         self.live = LiveClaims()
@@ -340,7 +342,7 @@ class Worker:
     def run(self, claim: Claim) -> TargetResult:
         """Invoke the job's target for a claimed attempt (never raises for a target's failure)."""
         job, execution = owned(claim)
-        secrets = self._secrets(job)
+        secrets = self._secrets(job, execution.slot)
         if isinstance(secrets, TargetResult):
             return secrets
         ctx = _context_of(job, execution, claim.cancel, secrets, lambda: self.heartbeat_if_due(claim))
@@ -359,17 +361,22 @@ class Worker:
         self.metrics.add("RunDurationMs", (self.clock.now() - started).total_seconds() * 1000, "Milliseconds")
         return result
 
-    def _secrets(self, job: Job) -> tuple[str, ...] | TargetResult:
+    def _secrets(self, job: Job, slot: str) -> tuple[str, ...] | TargetResult:
         """The secrets an HTTP target's requests are signed with (no other target signs), or, when
         they cannot be read, a failure naming why: nothing is sent unsigned (QA22: the error
         escaped the run, and each attempt ended when its lease lapsed, 'lease expired: the worker
         was lost', the reason nowhere). KMS throttling or unavailable defers the slot without
         counting an attempt (:meth:`punctual.execution.finish.Finisher.finish`); another key or
-        KMS refusing fails the attempt."""
+        KMS refusing fails the attempt. A deferred slot comes back as soon as a secret of its
+        tenant opens in this worker again (:mod:`punctual.execution.deferred_recall`)."""
         secrets = secrets_to_sign(job.target, job, self.signing_secrets)
         if isinstance(secrets, TargetResult):
             log.warning("signing secret of %s: %s", job.id, secrets.summary)
             secrets.summary = summary(secrets.summary)
+            if secrets.deferred:  # brought back once a secret of its tenant opens again
+                self.deferred_slots.deferred(job, slot)
+        elif secrets:  # (punctual.execution.deferred_recall)
+            self.deferred_slots.opened(job.tenant)
         return secrets
 
     def _wait_for_budget(
