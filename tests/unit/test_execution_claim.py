@@ -568,8 +568,8 @@ def test_a_first_attempt_deferred_again_and_again_is_parked_not_dead_lettered(ri
         outcomes.append((handled.outcome, handled.ack))
         if handled.ack:
             rig.queues.delete(SHORT, received.receipt)
-    # Then it is returned twice, and on its third delivery (the queue dead-letters at the
-    # fifth) recorded QUEUED with the reason, and its message deleted
+    # Then it is returned twice, and on its third delivery (well before the queue's
+    # maxReceiveCount) recorded QUEUED with the reason, and its message deleted
     assert outcomes == [("waiting", False), ("waiting", False), ("queued", True)]
     record = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
     assert record is not None and record.status is ExecutionStatus.QUEUED

@@ -197,7 +197,7 @@ def test_a_first_attempt_that_keeps_failing_its_claim_is_parked_with_a_record_no
         change_visibility(queue_url, receipt, visibility_s)
 
     rig.queues.change_visibility = spy  # type: ignore[method-assign]
-    # When its message is delivered again and again (the work queues dead-letter at the 5th receive)
+    # When its message is delivered again and again (the work queues dead-letter past maxReceiveCount)
     for _ in range(1, PARK_AFTER_RECEIVES):
         with pytest.raises(StoreDown):
             worker.process_sqs_record(sqs_record(rig))
