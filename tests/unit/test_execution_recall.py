@@ -11,10 +11,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from execution_harness import LAYOUT, LONG, SHORT, Rig
-from factories import spec
-from punctual.dispatch.queues import QueueRouting
+from factories import job, spec
+from punctual.dispatch.queues import MemoryQueues, MessageKind, QueueRouting, message_for
 from punctual.execution import Delivery, error_backoff_s
+from punctual.execution.recall import Recalls
 from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import slot_key
 from punctual.usecases.jobs import JobService
@@ -219,3 +221,22 @@ def test_a_deferred_slot_is_brought_back_once_when_its_tenants_secrets_open(rig:
     assert ("broken", slot_key(t0)) not in runs
     assert rig.metrics.values.get("DeferredSlotsBroughtBack") == [1]
     assert 8 <= record.releases <= 10  # (the waits 2+4+...+256 s fit ten minutes 9 times: one skipped)
+
+
+def test_a_large_backlog_is_recalled_a_hundred_messages_a_claim(t0: datetime) -> None:
+    # Given a worker that returned 250 messages during an outage, which ended 10 s ago
+    clock = ManualClock(t0)
+    queues = MemoryQueues(now=clock.now)
+    queues.send(
+        SHORT, [message_for(job(f"job-{i}"), slot_key(t0), t0, 1, MessageKind.FIRE, t0) for i in range(250)]
+    )
+    recalls = Recalls(queues, clock, RecordingMetrics(), max_receive_count=10)
+    for received in queues.receive(SHORT, 250, 0, 900):
+        queues.change_visibility(SHORT, received.receipt, 90)
+        recalls.returned(received.message, Delivery(SHORT, received.receipt, 1), 90)
+    clock.advance(10)
+    # When claims read the store again, each recalls the oldest hundred (ten requests), not all
+    # at once before its own run
+    assert [recalls.answered() for _ in range(4)] == [100, 100, 50, 0]
+    assert queues.visibility_calls == 25
+    assert len(queues.receive(SHORT, 250, 0, 900)) == 250

@@ -33,6 +33,9 @@ from punctual.runtime.observability import MetricsSink
 log = logging.getLogger("punctual.execution")
 
 REMEMBERED_MAX = 1000  # deferred slots a worker remembers (the oldest forgotten first)
+# Brought back by one secret that opens (a read and a write each, before that run's call): the
+# oldest first, the rest by the next run of the tenant.
+BROUGHT_BACK_AT_ONCE = 25
 
 
 class DeferredSlots:
@@ -57,13 +60,13 @@ class DeferredSlots:
                 self._slots.popitem(last=False)
 
     def opened(self, tenant: str) -> int:
-        """A secret of ``tenant`` was read: bring its remembered deferred slots back now. Returns
-        how many retry timers were moved."""
+        """A secret of ``tenant`` was read: bring its remembered deferred slots back now (the
+        oldest :data:`BROUGHT_BACK_AT_ONCE`). Returns how many retry timers were moved."""
         if not self._slots:  # (the healthy path: nothing to do)
             return 0
         now = self.ledger.clock.now()
         with self._lock:
-            keys = [key for key in self._slots if key[0] == tenant]
+            keys = [key for key in self._slots if key[0] == tenant][:BROUGHT_BACK_AT_ONCE]
             jobs = [(key, self._slots.pop(key)) for key in keys]
             for key in keys:
                 self._done[key] = None

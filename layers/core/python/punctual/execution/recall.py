@@ -12,7 +12,8 @@ after its end, a 5-minute outage's up to 268 s).
 So the worker process remembers the messages it returned that way (at most :data:`RECALL_MAX`,
 the oldest forgotten first) and, once a claim of its has read the store again with no unexpected
 error for :data:`RECALL_QUIET_S`, makes them visible at once (ChangeMessageVisibilityBatch to 0,
-one request per ten): the backlog comes back within seconds of the outage's end.
+one request per ten; :data:`RECALL_AT_ONCE` a claim): the backlog comes back within seconds of the
+outage's end.
 
 The dead-letter horizon stays as it was: a recall never gives a message a receive past its queue's
 ``maxReceiveCount`` (one already at it is not remembered), and each message is recalled once at
@@ -37,6 +38,7 @@ from punctual.runtime.observability import MetricsSink
 log = logging.getLogger("punctual.execution")
 
 RECALL_MAX = 1000  # messages a worker remembers (100 requests to recall them all)
+RECALL_AT_ONCE = 100  # recalled by one claim (10 requests), oldest first; the rest by the next
 RECALL_QUIET_S = 3  # no unexpected error for this long before a claim that read the store recalls
 
 
@@ -84,8 +86,9 @@ class Recalls:
 
     def answered(self) -> int:
         """A claim read the store: when no unexpected error came for :data:`RECALL_QUIET_S`,
-        make every remembered message whose backoff has not ended visible now. Returns how many
-        were recalled (those deleted or received again meanwhile are not counted)."""
+        make the remembered messages whose backoff has not ended visible now (the oldest
+        :data:`RECALL_AT_ONCE`). Returns how many were recalled (those deleted or received again
+        meanwhile are not counted)."""
         if not self._returned:  # (the healthy path: nothing to do)
             return 0
         now = self.clock.now()
@@ -93,8 +96,13 @@ class Recalls:
             last = self._last_error
             if last is not None and (now - last).total_seconds() < RECALL_QUIET_S:
                 return 0
-            due = [(key, receipt) for key, (receipt, until) in self._returned.items() if until > now]
-            self._returned.clear()
+            due: list[tuple[tuple[str, str], str]] = []
+            for key, (receipt, until) in list(self._returned.items()):
+                if len(due) == RECALL_AT_ONCE:
+                    break  # the rest at the next claim: this one's run is not held up for long
+                del self._returned[key]
+                if until > now:  # (else back already, or being received: its receipt is stale)
+                    due.append((key, receipt))
             for key, _ in due:
                 self._recalled[key] = None
             while len(self._recalled) > RECALL_MAX:
