@@ -17,6 +17,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from punctual.execution.batch import LambdaBatch
 from punctual.execution.hold_gate import HoldGate
+from punctual.execution.unbuilt import configured_queue_urls, return_unbuilt_batch
+from punctual.runtime import aws
 from punctual.runtime.composition import container
 from punctual.runtime.lambda_support import PowertoolsMetrics, log_metrics, logger, tracer
 from punctual.runtime.settings import Platform
@@ -38,7 +40,10 @@ def init() -> None:
     ahead of the invocation (and with provisioned concurrency, ahead of the traffic); local
     mode calls it in each worker process before its first receive (local.event_source).
     """
-    batch()
+    try:
+        batch()
+    except Exception:  # (a dependency unreachable at start-up: each batch tries again, below)
+        logger.exception("the worker could not be built; each batch tries again")
 
 
 if Platform.from_env().lambda_initialization:  # Lambda's init phase (never so in tests or a zygote)
@@ -49,6 +54,13 @@ if Platform.from_env().lambda_initialization:  # Lambda's init phase (never so i
 @tracer.capture_lambda_handler
 @log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    work = batch()
+    try:
+        work = batch()
+    except Exception:
+        # No worker: the batch goes back after its error backoff, not the queue's 960 s, and the
+        # invocation still fails (counted in Errors). punctual.execution.unbuilt
+        returned = return_unbuilt_batch(event, aws.client("sqs"), configured_queue_urls())
+        logger.warning("the worker could not be built: %d messages back after their backoff", returned)
+        raise
     with work.worker.notifier.batched():  # the batch's execution events in as few PutEvents as possible
         return work.handle(event, lambda: context.get_remaining_time_in_millis() / 1000)

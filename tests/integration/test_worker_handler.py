@@ -21,6 +21,7 @@ from punctual.execution import Worker, WorkerConfig
 from punctual.execution import worker as execution_worker
 from punctual.models import ExecutionStatus, Job
 from punctual.runtime.clock import SystemClock
+from punctual.security.message_auth import DispatchKeyError
 from punctual.store.dynamo import DynamoStore, table_definition
 from punctual.timing.timers import slot_key
 
@@ -316,3 +317,45 @@ def test_lambdas_init_phase_builds_the_worker_before_the_first_batch(
     assert handler.batch() is built
     assert handler.batch.cache_info().misses == 1
     assert env.target.calls_for("job-init") == [(slot_key(now), 1)]
+
+
+def test_a_batch_that_finds_no_worker_goes_back_after_its_backoff_not_the_queues_timeout(env: Env) -> None:
+    # Given a due slot, and a worker environment that cannot be built (Secrets Manager throttled
+    # at its init: the dispatch key unread)
+    now = datetime.now(UTC).replace(microsecond=0)
+    a = add_job(env, "job-a")
+    SqsQueues(env.sqs).send(env.queue_url, [message(a, now)])
+
+    def unreachable() -> Any:
+        raise DispatchKeyError("cannot read the dispatch key: ThrottlingException")
+
+    changed: list[dict[str, Any]] = []
+    real = env.sqs.change_message_visibility_batch
+
+    def spy(**kwargs: Any) -> Any:
+        changed.append(kwargs)
+        return real(**kwargs)
+
+    env.handler.batch.cache_clear()
+    with pytest.MonkeyPatch.context() as down:
+        down.setattr(env.handler, "container", unreachable)
+        down.setattr(env.sqs, "change_message_visibility_batch", spy)
+        down.setattr(env.handler.aws, "client", lambda service: env.sqs)
+        env.handler.init()  # the init phase no longer fails: it logs, and each batch tries again
+        # When its first batch arrives
+        event = sqs_event(env)
+        with pytest.raises(DispatchKeyError):  # the invocation fails (counted in its Errors)
+            env.handler.handler(event, LambdaContext())
+    # Then the message goes back after its first error backoff, 10 s, not the queue's 600 s
+    # (QA25: the batch stayed in flight for the queue's whole visibility timeout)
+    [record] = event["Records"]
+    entries = [
+        (c["QueueUrl"], [(e["ReceiptHandle"], e["VisibilityTimeout"]) for e in c["Entries"]]) for c in changed
+    ]
+    assert entries == [(env.queue_url, [(record["receiptHandle"], 10)])]
+    # And once the key can be read, the next batch builds the worker and runs the slot
+    env.sqs.change_message_visibility(
+        QueueUrl=env.queue_url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=0
+    )
+    assert invoke(env, sqs_event(env)) == {"batchItemFailures": []}
+    assert env.target.calls_for("job-a") == [(slot_key(now), 1)]
