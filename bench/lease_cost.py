@@ -5,7 +5,9 @@ poller redundancy costs (issue 30).
    Lambda lane stops at 15 minutes). The real worker (claim, lease keeper, Lambda batch or ECS
    heartbeats) on the in-memory store and queues, in virtual time: each run lasts its length
    while the lease keeper steps once a (virtual) second, and every request is counted: records
-   written, backstop LEASE timers, visibility requests, and the pollers' re-send check (one
+   written, the tenant's runs-in-flight counter (:mod:`punctual.execution.inflight`: a write each
+   window of 20 s a run past its first lease beats in, and its take-back), backstop LEASE timers,
+   visibility requests, and the pollers' re-send check (one
    eventually consistent read per Lambda-lane message). Priced with ``bench/prices.json``;
    batched visibility requests are shared by a batch's ten messages (the event source's batches
    at 10,000/s; the cost benchmark's own small batches would pay more). "Before" is the previous
@@ -66,6 +68,7 @@ class Counted:
         self.lease_timers = 0
         self.visibility_requests = 0.0  # SQS requests (batched ones shared by BATCH messages)
         self.reads = 0.0  # read units
+        self.in_flight_writes = 0  # the tenant's runs in flight (punctual.execution.inflight)
 
 
 class CountingStore(MemoryStore):
@@ -80,6 +83,10 @@ class CountingStore(MemoryStore):
     def put_timers(self, timers: Any) -> None:
         self.counted.lease_timers += len(timers)
         super().put_timers(timers)
+
+    def add_runs_in_flight(self, scope: str, window: int, shard: int, delta: int, expires_at: int) -> int:
+        self.counted.in_flight_writes += 1
+        return super().add_runs_in_flight(scope, window, shard, delta, expires_at)
 
     def batch_get_executions(self, keys: Any, consistent: bool = True) -> Any:
         wanted = list(keys)
@@ -151,6 +158,8 @@ def _worker(lane: str, store: MemoryStore, queues: MemoryQueues, target: Any, cl
         lease_s=settings.lease_s,
         lease_timers=lane == "ecs",
         backstop_s=settings.far_threshold_s + 60,
+        max_runs_in_flight=settings.max_runs_in_flight_per_tenant,
+        max_long_runs_in_flight=settings.max_long_runs_in_flight_per_tenant,
     )
     return Worker(store, queues, target, clock, config)
 
@@ -217,7 +226,7 @@ def usd_per_million(counted: Counted, prices: dict[str, Any]) -> float:
     rru = prices["dynamodb"]["on_demand_read_per_million"]["usd"]
     sqs = prices["sqs"]["fifo_per_million"]["usd"]
     return (
-        (counted.record_writes + counted.lease_timers) * wru
+        (counted.record_writes + counted.lease_timers + counted.in_flight_writes) * wru
         + counted.reads * rru
         + counted.visibility_requests * sqs
     )
@@ -235,7 +244,7 @@ def usd_per_million_provisioned(counted: Counted, prices: dict[str, Any]) -> flo
     wcu = prices["dynamodb"]["provisioned_wcu_hour"]["usd"]
     sqs = prices["sqs"]["fifo_per_million"]["usd"]
     return (
-        (counted.record_writes + counted.lease_timers) * wcu * hours
+        (counted.record_writes + counted.lease_timers + counted.in_flight_writes) * wcu * hours
         + counted.reads * rcu * hours
         + counted.visibility_requests * sqs
     )
@@ -347,6 +356,7 @@ def main() -> None:
                     lane,
                     label,
                     now.record_writes,
+                    now.in_flight_writes,
                     now.lease_timers,
                     round(now.visibility_requests, 2),
                     now.reads,
@@ -361,6 +371,7 @@ def main() -> None:
                     "run": label,
                     "seconds": seconds,
                     "heartbeat_writes": now.record_writes,
+                    "in_flight_writes": now.in_flight_writes,
                     "lease_timers": now.lease_timers,
                     "visibility_requests": now.visibility_requests,
                     "read_units": now.reads,
@@ -375,6 +386,7 @@ def main() -> None:
                 "lane",
                 "run",
                 "heartbeat writes",
+                "in-flight writes",
                 "LEASE timers",
                 "visibility req.",
                 "read units",
@@ -383,7 +395,7 @@ def main() -> None:
                 "$/M added",
             ],
             rows,
-            align="llrrrrrrr",
+            align="llrrrrrrrr",
         )
     )
     short = [r for r in results["runs"] if r["seconds"] < 5]

@@ -154,6 +154,8 @@ class PunctualConfig:
     max_backfills_per_tenant: int
     backfill_slots_per_minute_per_tenant: int
     max_retries_per_second_per_tenant: int
+    max_runs_in_flight_per_tenant: int
+    max_long_runs_in_flight_per_tenant: int
     require_target_role: bool
     execution_role_tag: str
     execution_role_prefix: str
@@ -238,6 +240,8 @@ class PunctualConfig:
             max_backfills_per_tenant=reader.integer("maxBackfillsPerTenant", 0, 10**6),
             backfill_slots_per_minute_per_tenant=reader.integer("backfillSlotsPerMinutePerTenant", 0, 10**9),
             max_retries_per_second_per_tenant=reader.integer("maxRetriesPerSecondPerTenant", 0, 10**6),
+            max_runs_in_flight_per_tenant=reader.integer("maxRunsInFlightPerTenant", 0, 10**6),
+            max_long_runs_in_flight_per_tenant=reader.integer("maxLongRunsInFlightPerTenant", 0, 10**6),
             require_target_role=reader.boolean("requireTargetRole"),
             execution_role_tag=reader.text("executionRoleTag"),
             execution_role_prefix=reader.text("executionRolePrefix", required=False),

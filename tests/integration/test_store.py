@@ -598,3 +598,25 @@ def test_waiting_child_slots_are_the_newest_undispatched_ones(store) -> None:  #
         ("2026-11-30T10:02:00Z", frozenset({"a"})),
     ]
     assert store.waiting_child_slots("elsewhere", "c", 50) == []
+
+
+def test_runs_in_flight_counters(store):  # type: ignore[no-untyped-def]
+    # punctual.execution.inflight: per lane and tenant, windows summed over their shards
+    for shard in range(10):  # (shards past the store's wrap round)
+        store.add_runs_in_flight("short/a", 7, shard, 1, 2_000_000_000)
+    assert store.add_runs_in_flight("short/a", 7, 2, 1, 2_000_000_000) >= 2  # the shard's count after
+    store.add_runs_in_flight("short/a", 7, 2, -1, 2_000_000_000)
+    store.add_runs_in_flight("short/a", 7, 3, -1, 2_000_000_000)
+    store.add_runs_in_flight("short/a", 8, 0, 1, 2_000_000_000)
+    store.add_runs_in_flight("short/a", 8, 0, -1, 2_000_000_000)
+    store.add_runs_in_flight("short/a", 8, 5, -1, 2_000_000_000)  # a take-back of a mark lost
+    store.add_runs_in_flight("long/a", 7, 0, 4, 2_000_000_000)
+    assert store.runs_in_flight("short/a", (7, 8, 9)) == {7: 9, 8: 0, 9: 0}
+    assert store.runs_in_flight("long/a", (7,)) == {7: 4}
+    assert store.runs_in_flight("short/b", (7,)) == {7: 0}
+    assert store.hot_in_flight((7, 8)) == set()
+    store.mark_hot_in_flight("short/a", 7, 2_000_000_000)
+    store.mark_hot_in_flight("short/a", 7, 2_000_000_000)  # a repeat adds nothing
+    store.mark_hot_in_flight("long/b", 8, 2_000_000_000)
+    store.mark_hot_in_flight("short/c", 9, 2_000_000_000)
+    assert store.hot_in_flight((7, 8)) == {"short/a", "long/b"}

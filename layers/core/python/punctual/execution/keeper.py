@@ -61,8 +61,9 @@ class LiveClaims:
     whole), and the keeper's snapshot copies the values before it reads them. A lock taken twice
     a run cost the worker more than the dict itself."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_end: Callable[[Claim], None] | None = None) -> None:
         self._claims: dict[int, Claim] = {}
+        self._on_end = on_end  # a run counted in flight leaves (punctual.execution.inflight)
 
     def running(self, claim: Claim) -> _Running:
         """Registered while the block runs: the run, its finish, its hand-back (a plain context
@@ -76,6 +77,8 @@ class LiveClaims:
 
     def discard(self, claim: Claim) -> None:
         self._claims.pop(id(claim), None)
+        if claim.in_flight and self._on_end is not None:
+            self._on_end(claim)
 
     def snapshot(self) -> list[Claim]:
         return [claim for claim in list(self._claims.values()) if claim.live]

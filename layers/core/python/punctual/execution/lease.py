@@ -83,6 +83,8 @@ class Leases:
         self.clock = clock
         self.config = config
         self.metrics = metrics
+        # Each heartbeat's run, counted for its tenant's cap (the worker sets it: execution.inflight)
+        self.on_beat: Callable[[Claim, datetime], None] | None = None
 
     def lease_s(self, job: Job) -> int:
         """One lease slice (both lanes), extended by heartbeats while the run lasts."""
@@ -136,6 +138,8 @@ class Leases:
         claim.execution = extended
         claim.last_heartbeat = now
         self.metrics.add("Heartbeats", 1)
+        if self.on_beat is not None:
+            self.on_beat(claim, now)
         self.keep_backstop(claim, job, extended, now)
         delivery = claim.delivery
         if message and delivery is not None and not claim.detached:

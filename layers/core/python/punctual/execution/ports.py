@@ -108,6 +108,10 @@ class WorkerConfig:
     max_receive_count
         The work queues' ``maxReceiveCount``: a message that waits is sent afresh rather than
         returned for the receive that would dead-letter it (:mod:`punctual.execution.parking`).
+    max_runs_in_flight, max_long_runs_in_flight
+        ``maxRunsInFlightPerTenant`` and ``maxLongRunsInFlightPerTenant``: a tenant's runs in flight
+        (those past their first lease) on the short lane and on the ECS long lane at which its next
+        runs on that lane wait (:mod:`punctual.execution.inflight`; 0: no cap).
     """
 
     layout: TimerLayout = field(default_factory=TimerLayout)
@@ -122,6 +126,8 @@ class WorkerConfig:
     max_lateness_s: float = 10.0
     rate_budgets: Mapping[tuple[str, str], float] = field(default_factory=dict)
     max_receive_count: int = 10
+    max_runs_in_flight: int = 0
+    max_long_runs_in_flight: int = 0
 
     @property
     def routing(self) -> QueueRouting:
@@ -140,6 +146,8 @@ class WorkerConfig:
             max_lateness_s=settings.max_lateness_seconds,
             rate_budgets=parse_budgets(settings.target_rate_budgets),
             max_receive_count=settings.max_receive_count,
+            max_runs_in_flight=settings.max_runs_in_flight_per_tenant,
+            max_long_runs_in_flight=settings.max_long_runs_in_flight_per_tenant,
         )
 
 
@@ -175,6 +183,9 @@ class Claim:
     resent: bool = False  # WAITING, sent afresh near the dead-letter limit: delete this message
     last_heartbeat: datetime | None = None
     backstop_due: datetime | None = None  # the ECS lanes' backstop LEASE timer (execution.lease)
+    in_flight: tuple[
+        int, ...
+    ] = ()  # the windows its tenant's runs in flight counted it in (execution.inflight)
     # Set when the run must stop now (lease lost, or shutdown: stop_reason says which); the
     # target adapter sees it as SlotContext.cancel.
     cancel: StopSignal = field(default_factory=StopSignal, repr=False, compare=False)

@@ -26,6 +26,7 @@ from punctual.execution.chain_ends import ChainEnds
 from punctual.execution.claim import Claimer
 from punctual.execution.deferred_recall import DeferredSlots
 from punctual.execution.finish import Finisher
+from punctual.execution.inflight import RunsInFlight
 from punctual.execution.keeper import LiveClaims
 from punctual.execution.lease import Leases, owned
 from punctual.execution.ports import (
@@ -164,8 +165,11 @@ class Worker:
         self.chain_ends = ChainEnds(store, clock, self.metrics)
         self.deferred_slots = DeferredSlots(self.ledger, self.metrics)
         self.sqs = SqsBatch(self)
+        # A tenant's runs past their first lease, counted by their heartbeats and bounded at its cap
+        self.in_flight = RunsInFlight(store, clock, config, self.metrics)
+        self.leases.on_beat = self.in_flight.beat
         # The claims this worker runs now: a lease keeper (punctual.execution.keeper) heartbeats them.
-        self.live = LiveClaims()
+        self.live = LiveClaims(self.in_flight.ended)
 
     def _rng(self, job_id: str, slot: str, attempt: int) -> RandomSource:
         return self.rng(job_id, slot, attempt)  # late-bound: ``worker.rng`` may be replaced
@@ -286,7 +290,8 @@ class Worker:
         (:meth:`punctual.execution.parking.Parking.resend_waiting`: the claim's ``ack`` says so).
         A claim that read the store recalls the messages returned after its errors
         (:mod:`punctual.execution.recall`)."""
-        claim = self.claimer.claim(message, delivery, time_left_s)
+        held = self.in_flight.hold(message, delivery, self.claimer.parking, self.claimer.signer)
+        claim = held or self.claimer.claim(message, delivery, time_left_s)
         if claim.job is not None or claim.execution is not None:  # the store answered
             self.claimer.parking.recalls.answered()  # (messages returned after its errors)
         if claim.outcome is ClaimOutcome.WAITING:  # near the dead-letter limit: sent afresh

@@ -115,6 +115,11 @@ class Settings(BaseModel):
     # A tenant's retries released a second by all pollers together (punctual.dispatch.polling.retry_pace;
     # 0: no limit): the quotas above count first attempts only.
     max_retries_per_second_per_tenant: int = Field(default=100, ge=0)
+    # A tenant's runs in flight that outlived their first lease (punctual.execution.inflight; 0: no cap),
+    # on the short lane (a quarter of the default workerMaxConcurrency, 400) and on the ECS long lane
+    # (a quarter of its default 40 runs at once: 4 a task, ecsMaxTasks 10): at the cap its next runs wait.
+    max_runs_in_flight_per_tenant: int = Field(default=100, ge=0)
+    max_long_runs_in_flight_per_tenant: int = Field(default=10, ge=0)
     # The work queues' maxReceiveCount (their redrive policy: a message received more often goes to
     # the dead-letter queue). A worker sends a fresh copy of a message that waits (a live lease, a
     # rate budget's instant) instead of returning it for the receive that would dead-letter it
@@ -329,6 +334,8 @@ DEPLOYED: tuple[str, ...] = (
     "max_backfills_per_tenant",
     "backfill_slots_per_minute_per_tenant",
     "max_retries_per_second_per_tenant",
+    "max_runs_in_flight_per_tenant",
+    "max_long_runs_in_flight_per_tenant",
     "max_receive_count",
     "require_target_role",
     "execution_role_tag",

@@ -20,6 +20,7 @@ from punctual.store.dynamo.calendars import DynamoCalendars
 from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
 from punctual.store.dynamo.groups import DynamoGroups
+from punctual.store.dynamo.inflight import DynamoRunsInFlight
 from punctual.store.dynamo.jobs import DynamoJobs
 from punctual.store.dynamo.keyring import DynamoKeyring
 from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition, tenant_pk
@@ -42,6 +43,7 @@ class DynamoStore(
     DynamoKeyring,
     DynamoLoads,
     DynamoBudgetReservations,
+    DynamoRunsInFlight,
     JobStore,
 ):
     """JobStore over one DynamoDB table: every aggregate's implementation, on one client."""

@@ -39,6 +39,10 @@ Items (one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``)::
     bf. slots    pk=reqs#<tenant>          sk=backfill#<window>  n, expires_at (slots sent a minute)
     minute load  pk=load#<minute>#<shard>  sk=load            t, h (slots due, in its head), expires_at
     tenant key   pk=tkey#<tenant>          sk=epoch#<n>      wrapped (the KMS-wrapped data key), created_at
+    in flight    pk=flight#<lane>/<tenant>#<window>#<shard>  sk=n  n (runs that beat in the
+                                                             window), expires_at (punctual.execution.inflight)
+    near cap     pk=flight#hot#<window>    sk=n              s (string set: <lane>/<tenant> near its cap;
+                                                             both in :mod:`.inflight_schema`)
     budget inst. pk=rate#<tenant>#<target>#<minute>  sk=<epoch us, 17 digits>  owner (the slot that
                                                              holds it: <job>/<slot>), expires_at
                                                              (punctual.dispatch.budget_reservations)

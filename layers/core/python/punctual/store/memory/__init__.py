@@ -20,6 +20,7 @@ from punctual.store.memory.dependencies import MemoryDependencies
 from punctual.store.memory.executions import MemoryExecutions
 from punctual.store.memory.fidelity import Fidelity
 from punctual.store.memory.groups import MemoryGroups
+from punctual.store.memory.inflight import MemoryRunsInFlight
 from punctual.store.memory.jobs import MemoryJobs
 from punctual.store.memory.keyring import MemoryKeyring
 from punctual.store.memory.loads import MemoryLoads
@@ -41,6 +42,7 @@ class MemoryStore(
     MemoryKeyring,
     MemoryLoads,
     MemoryBudgetReservations,
+    MemoryRunsInFlight,
     JobStore,
 ):
     """JobStore in memory: every aggregate's implementation, on one lock.

@@ -1,0 +1,258 @@
+"""A tenant's runs in flight: counted from their first heartbeat, bounded where the next ones start.
+
+The per-tenant quotas count what a tenant schedules, not how long its runs hold a worker: a Lambda
+worker invocation lasts as long as the slowest run of its batch, so one tenant whose targets hang
+until their timeout could hold every worker of a lane, and every tenant's slots wait. This module
+bounds that at ``maxRunsInFlightPerTenant`` on the short lane (the Lambda workers and the burst
+workers) and ``maxLongRunsInFlightPerTenant`` on the ECS long lane (:class:`WorkerConfig`).
+
+**Counting.** Only runs that outlive their first lease are counted: they already write a heartbeat
+every few seconds (:mod:`punctual.execution.lease`), and the first heartbeat of each window of
+:attr:`RunsInFlight.window_s` (:data:`WINDOW_BEATS` heartbeat intervals: 20 s at the 8 s lease, so
+every live run beats in every window; a quarter more writes than the beats') also adds one to its
+lane and tenant's counter of that window, on one of :data:`~punctual.store.inflight.IN_FLIGHT_SHARDS`
+items (a hash of its job and slot). A run that ends takes its marks back (:meth:`RunsInFlight.ended`,
+as it leaves its process); a run whose worker died takes nothing back and drops out when its last
+window passes (at most two windows, 40 s, on). A run shorter than its first lease writes nothing.
+
+**Reading.** A mark that brings its lane and tenant near the cap (:data:`HOT_FRACTION` of it, as its
+shard's count estimates it) also lists the scope in its window's list of scopes near their cap, once
+a window per process. A worker reads that list (two items) at most once every :data:`READ_EVERY_S`,
+whatever the tenants, and reads the counters of a listed tenant only (the larger of the last two
+windows: a live run is in one of them), at most as often per process, lane and tenant. So a
+deployment none of whose tenants is near its cap reads two items a worker every few seconds, and
+nothing per trigger.
+
+**Holding.** At or over the cap a worker does not claim the tenant's message
+(:meth:`RunsInFlight.hold`): nothing is written for the slot, and the message comes back
+:data:`AT_CAP_WAIT_S` later, or a first attempt returned before is parked QUEUED with the reason and
+a timer that brings it back (:meth:`punctual.execution.parking.Parking.park`): the slot is never
+lost, and runs, once, when its tenant's count is under the cap. Takeovers (a run already counted
+going on) are never held. Counted as ``RunsHeldAtTenantCap``; each read at the cap logs one
+``tenant_runs_at_cap`` line. A counter that cannot be written or read holds nothing.
+
+**What it does not bound: the first wave.** A run is counted from its first heartbeat (5 s after its
+start) and a worker sees the count up to :data:`READ_EVERY_S` later, so the runs of a tenant that
+start within those seconds before any is counted all start, up to the lane's workers: a burst of
+hanging slots at one instant, or the waiting slots released together when a wave of hanging runs
+ends. The cap bounds what is in flight from then on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import zlib
+from datetime import datetime
+from typing import NamedTuple
+
+from punctual.dispatch.queues import DispatchMessage, MessageKind
+from punctual.execution.lease import beat_interval_s
+from punctual.execution.parking import Parking
+from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
+from punctual.runtime.clock import Clock
+from punctual.runtime.observability import MetricsSink
+from punctual.security.message_auth import DispatchSigner
+from punctual.store.inflight import IN_FLIGHT_SHARDS, RunsInFlightRepository
+
+log = logging.getLogger("punctual.execution")
+
+WINDOW_BEATS = 4  # heartbeat intervals a window spans
+HOT_FRACTION = 0.5  # a scope counting this fraction of its cap is listed for the workers to read
+READ_EVERY_S = 3.0  # a process reads a lane and tenant's count at most this often
+AT_CAP_WAIT_S = 5  # a message held back at its tenant's cap comes back this long after
+SEEN_MAX = 10_000  # counts a process keeps (tenants it saw lately)
+# What starts a run; not a takeover (a counted run going on), an alert or a relink
+_GATED = frozenset(
+    {
+        MessageKind.FIRE,
+        MessageKind.RETRY,
+        MessageKind.MANUAL,
+        MessageKind.CHILD,
+        MessageKind.TURN,
+        MessageKind.CHECK,
+        MessageKind.BACKFILL,
+    }
+)
+
+
+class Lane(NamedTuple):
+    """A lane's counters: its name (in their key), its cap (0: none) and the setting that sets it."""
+
+    name: str
+    cap: int
+    setting: str
+
+
+class RunsInFlight:
+    """Counts a tenant's runs past their first lease and holds its next runs at the cap.
+
+    Parameters
+    ----------
+    store
+        Where the counters are (a store without them: nothing is counted nor held).
+    clock, config, metrics
+        As the worker's; ``config.max_runs_in_flight`` and ``config.max_long_runs_in_flight`` are
+        the caps (0: none).
+    """
+
+    def __init__(self, store: object, clock: Clock, config: WorkerConfig, metrics: MetricsSink) -> None:
+        self.store = store if isinstance(store, RunsInFlightRepository) else None
+        self.clock = clock
+        self.config = config
+        self.metrics = metrics
+        counted = self.store is not None
+        self.short = Lane("short", config.max_runs_in_flight if counted else 0, "maxRunsInFlightPerTenant")
+        self.long = Lane(
+            "long", config.max_long_runs_in_flight if counted else 0, "maxLongRunsInFlightPerTenant"
+        )
+        self.window_s = max(2, round(WINDOW_BEATS * beat_interval_s(config.lease_s)))
+        self.read_every_s = READ_EVERY_S
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[datetime, int]] = {}  # scope -> (read at, count)
+        self._hot_read: tuple[datetime | None, set[str]] = (None, set())  # the scopes near their cap
+        self._listed: set[tuple[str, int]] = set()  # (scope, window) this process listed near its cap
+
+    def window(self, now: datetime) -> int:
+        return int(now.timestamp() // self.window_s)
+
+    def lane(self, delivery: Delivery | None) -> Lane:
+        """The lane of a message from ``delivery``'s queue: the long lane's, else the short one's."""
+        return (
+            self.long
+            if delivery is not None and delivery.queue_url in self.config.long_queue_urls
+            else self.short
+        )
+
+    # ------------------------------------------------------------------ counting
+
+    def beat(self, claim: Claim, now: datetime) -> None:
+        """A run heartbeated at ``now``: counted in this window unless it already is. Never raises."""
+        lane = self.lane(claim.delivery)
+        if not lane.cap:
+            return
+        window = self.window(now)
+        marks = claim.in_flight
+        if marks and marks[-1] == window:
+            return
+        if not self._add(claim, lane, window, 1):
+            return
+        claim.in_flight = (*marks[-1:], window)
+
+    def ended(self, claim: Claim) -> None:
+        """A run left its process (finished, handed back, stopped): its marks of the windows still
+        read are taken back. Never raises (a mark not taken back drops out with its window)."""
+        marks = claim.in_flight
+        if not marks:
+            return
+        claim.in_flight = ()
+        current = self.window(self.clock.now())
+        for window in marks:
+            if window >= current - 1:
+                self._add(claim, self.lane(claim.delivery), window, -1)
+
+    def _add(self, claim: Claim, lane: Lane, window: int, delta: int) -> bool:
+        message = claim.message
+        scope = f"{lane.name}/{message.tenant}"
+        shard = zlib.crc32(f"{message.job_id}/{message.slot}".encode()) % IN_FLIGHT_SHARDS
+        expires = (window + 3) * self.window_s + 3600
+        try:
+            assert self.store is not None
+            on_shard = self.store.add_runs_in_flight(scope, window, shard, delta, expires)
+            # Near the cap (its shard's count times the shards: an estimate), the scope is listed
+            # for the workers to read its count; once a window per process
+            if delta > 0 and on_shard * IN_FLIGHT_SHARDS >= lane.cap * HOT_FRACTION:
+                self._list_hot(scope, window, expires)
+        except Exception:
+            log.warning("runs in flight of %s not counted (%+d)", scope, delta, exc_info=True)
+            return False
+        return True
+
+    def _list_hot(self, scope: str, window: int, expires: int) -> None:
+        with self._lock:
+            if (scope, window) in self._listed:
+                return
+            if len(self._listed) >= SEEN_MAX:
+                self._listed.clear()
+            self._listed.add((scope, window))
+        assert self.store is not None
+        self.store.mark_hot_in_flight(scope, window, expires)
+
+    def _hot(self, now: datetime) -> set[str]:
+        """The scopes listed near their cap in the last two windows, read again when
+        :attr:`read_every_s` old: one read of two items per process, whatever the tenants."""
+        with self._lock:
+            read_at, hot = self._hot_read
+        if read_at is not None and (now - read_at).total_seconds() < self.read_every_s:
+            return hot
+        window = self.window(now)
+        try:
+            assert self.store is not None
+            hot = self.store.hot_in_flight((window - 1, window))
+        except Exception:
+            log.warning("tenants near their cap of runs in flight not read: none held", exc_info=True)
+            hot = set()
+        with self._lock:
+            self._hot_read = (now, hot)
+        return hot
+
+    def count(self, tenant: str, lane: Lane) -> int:
+        """The tenant's runs in flight on ``lane`` as this process last read them (again when
+        :attr:`read_every_s` old). A read that fails counts none."""
+        scope = f"{lane.name}/{tenant}"
+        now = self.clock.now()
+        if scope not in self._hot(now):
+            return 0  # (no read of its counters: far from its cap)
+        with self._lock:
+            seen = self._seen.get(scope)
+        if seen is not None and (now - seen[0]).total_seconds() < self.read_every_s:
+            return seen[1]
+        window = self.window(now)
+        try:
+            assert self.store is not None
+            counts = self.store.runs_in_flight(scope, (window - 1, window))
+        except Exception:
+            log.warning("runs in flight of %s not read: not held", scope, exc_info=True)
+            return 0
+        count = max(counts.values(), default=0)
+        with self._lock:
+            if len(self._seen) >= SEEN_MAX:
+                self._seen.clear()
+            self._seen[scope] = (now, count)
+        if count >= lane.cap:
+            log.warning(
+                "tenant_runs_at_cap %s: %d runs in flight, cap %d (%s): its next runs wait",
+                scope,
+                count,
+                lane.cap,
+                lane.setting,
+            )
+        return count
+
+    # ------------------------------------------------------------------ the gate
+
+    def hold(
+        self,
+        message: DispatchMessage,
+        delivery: Delivery | None,
+        parking: Parking,
+        signer: DispatchSigner | None,
+    ) -> Claim | None:
+        """The claim of a message not started because its tenant is at its cap (parked, or back
+        :data:`AT_CAP_WAIT_S` later), or None: claim it as usual."""
+        lane = self.lane(delivery)
+        if not lane.cap or message.kind not in _GATED:
+            return None
+        count = self.count(message.tenant, lane)
+        if count < lane.cap:
+            return None
+        if signer is not None and not signer.verify(message):
+            return None  # the claim drops it, unread: nothing is written for a message not signed
+        self.metrics.add("RunsHeldAtTenantCap", 1)
+        reason = f"its tenant has {count} runs in flight on the {lane.name} lane"
+        reason = f"{reason}: its cap, {lane.setting} {lane.cap}"
+        parked = parking.park(message.job_version, message, delivery, reason)
+        if parked is not None:
+            return parked
+        parking.return_later(delivery, AT_CAP_WAIT_S)
+        return Claim(ClaimOutcome.WAITING, message, delivery, return_after_s=AT_CAP_WAIT_S, reason=reason)

@@ -1,0 +1,149 @@
+"""A tenant's runs in flight (punctual.execution.inflight): runs past their first lease are counted by
+their heartbeats, per lane and tenant, and at ``maxRunsInFlightPerTenant`` the tenant's next runs
+wait (returned, then parked QUEUED with the reason) while other tenants' start; the count drops when
+runs end, or when their worker died and their windows pass."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from execution_harness import LONG, SHORT, Rig
+from punctual.dispatch.queues import DispatchMessage
+from punctual.execution import Delivery, Worker
+from punctual.execution.inflight import AT_CAP_WAIT_S
+from punctual.execution.ports import Claim, ClaimOutcome
+from punctual.models import ExecutionStatus
+from punctual.runtime.clock import ManualClock
+from punctual.store.memory import MemoryStore
+from punctual.timing.timers import TimerKind
+
+LEASE_S = 8  # beats 5 s after the claim; windows of 10 s
+
+
+@pytest.fixture
+def rig(t0: datetime) -> Rig:
+    return Rig(MemoryStore(), ManualClock(t0))
+
+
+def worker(rig: Rig, cap: int) -> Worker:
+    return rig.worker(lease_s=LEASE_S, max_runs_in_flight=cap, max_long_runs_in_flight=cap)
+
+
+def message(rig: Rig, tenant: str, job_id: str) -> DispatchMessage:
+    job = rig.add_job(job_id, tenant=tenant)
+    return rig.message(job, rig.clock.now())
+
+
+def start(w: Worker, msg: DispatchMessage, queue: str = SHORT, receive: int = 1) -> Claim:
+    """Claim ``msg`` and keep it running (registered live, as the worker does while it runs)."""
+    claim = w.claim(msg, Delivery(queue, f"r-{msg.job_id}-{receive}", receive))
+    if claim.claimed:
+        w.live.add(claim)
+    return claim
+
+
+def outlive_first_lease(rig: Rig, w: Worker, *claims: Claim) -> None:
+    """The runs' first heartbeat, 5 s on (the lease keeper's)."""
+    rig.clock.advance(6)
+    for claim in claims:
+        assert w.heartbeat(claim)
+
+
+def counted(w: Worker, tenant: str, lane: str = "short") -> int:
+    now = w.clock.now()
+    window = w.in_flight.window(now)
+    return max(w.store.runs_in_flight(f"{lane}/{tenant}", (window - 1, window)).values())
+
+
+def test_a_run_is_counted_once_a_window_from_its_first_heartbeat_and_taken_back_at_its_end(rig: Rig) -> None:
+    w = worker(rig, cap=5)
+    claim = start(w, message(rig, "tenant-a", "hangs"))
+    assert claim.claimed
+    assert counted(w, "tenant-a") == 0  # under its first lease: nothing written
+    outlive_first_lease(rig, w, claim)
+    assert counted(w, "tenant-a") == 1
+    w.heartbeat(claim)  # a second beat in the same window adds nothing
+    assert counted(w, "tenant-a") == 1
+    rig.clock.advance(5)
+    w.heartbeat(claim)
+    rig.clock.advance(5)
+    w.heartbeat(claim)
+    assert counted(w, "tenant-a") == 1
+    w.live.discard(claim)  # the run left its process (finished, handed back)
+    assert counted(w, "tenant-a") == 0
+    assert counted(w, "tenant-b") == 0
+
+
+def test_at_the_cap_the_tenants_next_run_is_not_started_and_another_tenants_is(rig: Rig) -> None:
+    w = worker(rig, cap=2)
+    first = start(w, message(rig, "tenant-a", "a-1"))
+    second = start(w, message(rig, "tenant-a", "a-2"))
+    outlive_first_lease(rig, w, first, second)
+    w.in_flight.read_every_s = 0  # (a process reads again every few seconds)
+
+    held_message = message(rig, "tenant-a", "a-3")
+    held = start(w, held_message)
+    assert held.outcome is ClaimOutcome.WAITING and not held.ack
+    assert held.return_after_s == AT_CAP_WAIT_S
+    assert "maxRunsInFlightPerTenant" in held.reason
+    assert rig.store.get_execution("tenant-a", "a-3", held_message.slot) is None  # nothing written
+    assert rig.metrics.total("RunsHeldAtTenantCap") == 1
+
+    other = start(w, message(rig, "tenant-b", "b-1"))
+    assert other.claimed  # another tenant's run starts
+    on_long = start(w, message(rig, "tenant-a", "a-long"), queue=LONG)
+    assert on_long.claimed  # and the tenant's runs on the other lane, counted apart
+
+    # Returned again and again, the first attempt is parked QUEUED with the reason, never lost
+    parked = start(w, held_message, receive=3)
+    assert parked.outcome is ClaimOutcome.QUEUED and parked.ack
+    record = rig.store.get_execution("tenant-a", "a-3", held_message.slot)
+    assert record is not None and record.status is ExecutionStatus.QUEUED
+    assert "runs in flight" in (record.error or "")
+    assert rig.timers(rig.clock.now(), rig.clock.now().replace(hour=11), TimerKind.QUEUED)
+
+    # One of the runs ends: under the cap, the parked slot's check starts it, once
+    w.live.discard(first)
+    for _ in range(12):  # the other still runs, and beats
+        rig.clock.advance(5)
+        assert w.heartbeat(second)
+    assert counted(w, "tenant-a") == 1
+    rig.poll()
+    results = rig.work_until_idle(w)
+    assert [r.outcome for r in results] == ["SUCCEEDED"]
+    assert [c.job_id for c in rig.target.calls] == ["a-3"]
+
+
+def test_a_dead_workers_runs_drop_out_when_their_windows_pass(rig: Rig) -> None:
+    w = worker(rig, cap=1)
+    dead = start(w, message(rig, "tenant-a", "a-1"))
+    outlive_first_lease(rig, w, dead)
+    w.in_flight.read_every_s = 0
+    assert start(w, message(rig, "tenant-a", "a-2")).outcome is ClaimOutcome.WAITING
+    # Its worker died: nothing takes the mark back, nothing beats it again
+    rig.clock.advance(2 * w.in_flight.window_s)
+    assert counted(w, "tenant-a") == 0
+    assert start(w, message(rig, "tenant-a", "a-3")).claimed
+
+
+def test_no_cap_counts_and_holds_nothing(rig: Rig) -> None:
+    w = worker(rig, cap=0)
+    claims = [start(w, message(rig, "tenant-a", f"a-{n}")) for n in range(3)]
+    outlive_first_lease(rig, w, *claims)
+    assert counted(w, "tenant-a") == 0
+    assert start(w, message(rig, "tenant-a", "a-next")).claimed
+
+
+def test_far_from_its_cap_no_tenants_counters_are_read(rig: Rig) -> None:
+    # One read of the list of tenants near their cap per process every few seconds: nothing per trigger
+    reads: list[str] = []
+    read = rig.store.runs_in_flight
+    rig.store.runs_in_flight = lambda scope, windows: reads.append(scope) or read(scope, windows)  # type: ignore[method-assign]
+    w = worker(rig, cap=100)
+    running = [start(w, message(rig, "tenant-a", f"a-{n}")) for n in range(3)]
+    outlive_first_lease(rig, w, *running)
+    w.in_flight.read_every_s = 0
+    assert all(start(w, message(rig, "tenant-a", f"next-{n}")).claimed for n in range(5))
+    assert reads == []  # 3 of 100: not near the cap
