@@ -249,8 +249,7 @@ class RunsInFlight:
         if signer is not None and not signer.verify(message):
             return None  # the claim drops it, unread: nothing is written for a message not signed
         self.metrics.add("RunsHeldAtTenantCap", 1)
-        reason = f"its tenant has {count} runs in flight on the {lane.name} lane"
-        reason = f"{reason}: its cap, {lane.setting} {lane.cap}"
+        reason = f"its tenant's runs in flight on the {lane.name} lane: {count}, at its cap ({lane.setting})"
         parked = parking.park(message.job_version, message, delivery, reason)
         if parked is not None:
             return parked
