@@ -5,7 +5,8 @@ runs end, or when their worker died and their windows pass."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -17,8 +18,10 @@ from punctual.execution.ports import Claim, ClaimOutcome
 from punctual.models import ExecutionStatus
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
+from punctual.timing.instants import format_instant_ms
 from punctual.timing.timers import TimerKind
 
+instant = format_instant_ms
 LEASE_S = 8  # beats 5 s after the claim; windows of 10 s
 
 
@@ -147,3 +150,21 @@ def test_far_from_its_cap_no_tenants_counters_are_read(rig: Rig) -> None:
     w.in_flight.read_every_s = 0
     assert all(start(w, message(rig, "tenant-a", f"next-{n}")).claimed for n in range(5))
     assert reads == []  # 3 of 100: not near the cap
+
+
+def test_a_smoothed_message_is_held_for_its_instant_first_then_for_the_cap(rig: Rig) -> None:
+    w = worker(rig, cap=1)
+    running = start(w, message(rig, "tenant-a", "a-1"))
+    outlive_first_lease(rig, w, running)
+    w.in_flight.read_every_s = 0
+    smoothed = replace(
+        message(rig, "tenant-a", "a-2"), not_before=instant(rig.clock.now() + timedelta(seconds=30))
+    )
+    ahead = start(w, smoothed)
+    assert ahead.outcome is ClaimOutcome.WAITING and "rate budget" in ahead.reason  # its instant's wait
+    assert rig.metrics.total("RunsHeldAtTenantCap") == 0
+    for _ in range(6):  # the run goes on, and beats, until the smoothed slot's instant
+        rig.clock.advance(5)
+        assert w.heartbeat(running)
+    at_instant = start(w, smoothed, receive=2)
+    assert at_instant.outcome is ClaimOutcome.WAITING and "runs in flight" in at_instant.reason

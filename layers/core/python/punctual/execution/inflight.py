@@ -47,6 +47,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind
+from punctual.execution.claim import HOLD_EARLY_S
 from punctual.execution.lease import beat_interval_s
 from punctual.execution.parking import Parking
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
@@ -231,6 +232,13 @@ class RunsInFlight:
 
     # ------------------------------------------------------------------ the gate
 
+    def _smoothed_ahead(self, message: DispatchMessage) -> bool:
+        """A smoothed message the claim holds back until its instant anyway (:func:`claim's _hold
+        <punctual.execution.claim.Claimer>`): its tenant's cap is looked at when it comes back for
+        its instant, so a wait of its own never parks it before (nor moves it off its instant)."""
+        until = message.held_until
+        return until is not None and int((until - self.clock.now()).total_seconds()) - HOLD_EARLY_S >= 1
+
     def hold(
         self,
         message: DispatchMessage,
@@ -241,7 +249,7 @@ class RunsInFlight:
         """The claim of a message not started because its tenant is at its cap (parked, or back
         :data:`AT_CAP_WAIT_S` later), or None: claim it as usual."""
         lane = self.lane(delivery)
-        if not lane.cap or message.kind not in _GATED:
+        if not lane.cap or message.kind not in _GATED or self._smoothed_ahead(message):
             return None
         count = self.count(message.tenant, lane)
         if count < lane.cap:
