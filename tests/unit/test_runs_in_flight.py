@@ -168,3 +168,29 @@ def test_a_smoothed_message_is_held_for_its_instant_first_then_for_the_cap(rig: 
         assert w.heartbeat(running)
     at_instant = start(w, smoothed, receive=2)
     assert at_instant.outcome is ClaimOutcome.WAITING and "runs in flight" in at_instant.reason
+
+
+def test_near_its_cap_a_tenants_runs_are_counted_from_their_start(rig: Rig) -> None:
+    # A tenant at half its cap or more is listed near it: the runs it starts then count at once, so
+    # a wave of its waiting slots released together (its hanging runs ended) is seen within seconds
+    w = worker(rig, cap=4)
+    first = [start(w, message(rig, "tenant-a", f"a-{n}")) for n in range(2)]
+    outlive_first_lease(rig, w, *first)
+    w.in_flight.read_every_s = 0
+    wave = [start(w, message(rig, "tenant-a", f"wave-{n}")) for n in range(3)]
+    assert [c.outcome for c in wave] == [ClaimOutcome.CLAIMED, ClaimOutcome.CLAIMED, ClaimOutcome.WAITING]
+    assert counted(w, "tenant-a") == 4  # none of the wave has beaten yet
+    for claim in wave[:2]:
+        w.live.discard(claim)  # short runs: their marks taken back at their end
+    assert counted(w, "tenant-a") == 2
+
+
+def test_far_from_its_cap_a_tenants_start_writes_nothing(rig: Rig) -> None:
+    writes: list[str] = []
+    add = rig.store.add_runs_in_flight
+    rig.store.add_runs_in_flight = lambda scope, *rest: writes.append(scope) or add(scope, *rest)  # type: ignore[method-assign]
+    w = worker(rig, cap=100)
+    claims = [start(w, message(rig, "tenant-a", f"a-{n}")) for n in range(5)]
+    for claim in claims:
+        w.live.discard(claim)
+    assert writes == []

@@ -31,11 +31,17 @@ lost, and runs, once, when its tenant's count is under the cap. Takeovers (a run
 going on) are never held. Counted as ``RunsHeldAtTenantCap``; each read at the cap logs one
 ``tenant_runs_at_cap`` line. A counter that cannot be written or read holds nothing.
 
-**What it does not bound: the first wave.** A run is counted from its first heartbeat (5 s after its
-start) and a worker sees the count up to :data:`READ_EVERY_S` later, so the runs of a tenant that
-start within those seconds before any is counted all start, up to the lane's workers: a burst of
-hanging slots at one instant, or the waiting slots released together when a wave of hanging runs
-ends. The cap bounds what is in flight from then on.
+**Near the cap, from the start.** A run a worker claims for a tenant listed near its cap is
+counted at once (:meth:`RunsInFlight.started`: one more write a run, for such tenants only), and in
+that process's count until its next read: the slots such a tenant starts together, those waiting
+at its cap when a wave of its hanging runs ends, are seen by every worker within
+:data:`READ_EVERY_S`, not after their first heartbeat.
+
+**What it does not bound: the first wave.** A tenant not yet listed is counted from its runs' first
+heartbeat (5 s after their start), and a worker sees the list up to :data:`READ_EVERY_S` later, so
+the runs of a tenant that start within those seconds, before any is counted, all start, up to the
+lane's workers: a burst of hanging slots at one instant. The cap bounds what is in flight from then
+on.
 """
 
 from __future__ import annotations
@@ -139,6 +145,23 @@ class RunsInFlight:
         if not self._add(claim, lane, window, 1):
             return
         claim.in_flight = (*marks[-1:], window)
+
+    def started(self, claim: Claim) -> None:
+        """A claimed run is about to start. Of a tenant listed near its cap it is counted now, not
+        from its first heartbeat, and in this process's count of it until its next read: the runs
+        such a tenant starts together (its waiting slots, once a wave of its hanging runs ended) are
+        seen within :data:`READ_EVERY_S`. Of any other tenant nothing is written."""
+        lane = self.lane(claim.delivery)
+        scope = f"{lane.name}/{claim.message.tenant}"
+        with self._lock:
+            near_cap = lane.cap and scope in self._hot_read[1]
+        if not near_cap:
+            return
+        self.beat(claim, self.clock.now())
+        with self._lock:
+            seen = self._seen.get(scope)
+            if seen is not None:
+                self._seen[scope] = (seen[0], seen[1] + 1)
 
     def ended(self, claim: Claim) -> None:
         """A run left its process (finished, handed back, stopped): its marks of the windows still

@@ -294,6 +294,8 @@ class Worker:
         claim = held or self.claimer.claim(message, delivery, time_left_s)
         if claim.job is not None or claim.execution is not None:  # the store answered
             self.claimer.parking.recalls.answered()  # (messages returned after its errors)
+        if claim.outcome is ClaimOutcome.CLAIMED:
+            self.in_flight.started(claim)  # (a tenant near its cap: counted from its start)
         if claim.outcome is ClaimOutcome.WAITING:  # near the dead-letter limit: sent afresh
             self.claimer.parking.resend_waiting(claim)
         if message.last and claim.outcome not in _UNREAD:
