@@ -353,6 +353,8 @@ METRIC_BURST_SHORTFALL: Final = "BurstShortfall"
 METRIC_RATE_BUDGET_OVERRUNS: Final = "RateBudgetOverruns"
 # Retries its tenant's retry rate deferred (punctual.dispatch.polling.retry_pace).
 METRIC_RETRIES_DEFERRED: Final = "RetriesDeferred"
+# Messages not started because their tenant had its cap of runs in flight (punctual.execution.inflight).
+METRIC_RUNS_HELD_AT_TENANT_CAP: Final = "RunsHeldAtTenantCap"
 # The chain auditor (punctual.auditing): jobs checked, chains found broken (every one is a bug),
 # chains repaired, jobs not judged because their shards' pollers were behind.
 METRIC_CHAINS_AUDITED: Final = "ChainsAudited"

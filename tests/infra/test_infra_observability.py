@@ -251,6 +251,9 @@ def test_the_dashboard_shows_every_alarm_and_every_minute_machine(burst_synth: S
     }
     overruns = json.dumps(widgets[next(t for t in widgets if t and t.startswith("Burst smoothing"))])
     assert '"punctual-ecs-worker"' in overruns and '"RateBudgetOverruns"' in overruns
+    # A tenant's runs held at its cap of runs in flight: the Lambda workers' and the ECS workers'
+    held = json.dumps(widgets[next(t for t in widgets if t and t.startswith("Runs held at their tenant"))])
+    assert '"punctual-ecs-worker"' in held and '"RunsHeldAtTenantCap"' in held
 
 
 def test_a_forged_dispatch_message_on_either_lane_raises_an_alarm(default_synth: Synth) -> None:

@@ -220,4 +220,8 @@ class DashboardBuilder:
                 "Retries deferred by their tenants' retry rate (maxRetriesPerSecondPerTenant)",
                 [app_metric(c.METRIC_RETRIES_DEFERRED, "Sum", "retries deferred")],
             ),
+            graph(
+                "Runs held at their tenant's cap of runs in flight (maxRunsInFlightPerTenant)",
+                [both_lanes_sum(c.METRIC_RUNS_HELD_AT_TENANT_CAP, "runs held")],  # both workers
+            ),
         ]
