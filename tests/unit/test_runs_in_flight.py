@@ -10,7 +10,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from execution_harness import LONG, SHORT, Rig
+from execution_harness import LONG, SHORT, FakeTarget, Rig
+from punctual.delivery.targets.base import TargetResult
 from punctual.dispatch.queues import DispatchMessage
 from punctual.execution import Delivery, Worker
 from punctual.execution.inflight import AT_CAP_WAIT_S
@@ -194,3 +195,28 @@ def test_far_from_its_cap_a_tenants_start_writes_nothing(rig: Rig) -> None:
     for claim in claims:
         w.live.discard(claim)
     assert writes == []
+
+
+def test_a_retry_held_at_the_cap_past_its_max_age_ends_its_slot_failed(rig: Rig) -> None:
+    w = rig.worker(lease_s=LEASE_S, max_runs_in_flight=1, target=FakeTarget(TargetResult.retryable("boom")))
+    job = rig.add_job(
+        "a-2", tenant="tenant-a", retry={"max_attempts": 3, "base_seconds": 1, "max_age_seconds": 60}
+    )
+    first = rig.message(job, rig.clock.now())
+    assert w.process(first, Delivery(SHORT, "r-first", 1)).outcome == "RETRY_WAIT"
+    running = start(w, message(rig, "tenant-a", "a-1"))  # the tenant's other run hangs: at its cap
+    outlive_first_lease(rig, w, running)
+    w.in_flight.read_every_s = 0
+    retry = rig.message(job, first.slot, attempt=2, kind="retry")
+    assert start(w, retry).outcome is ClaimOutcome.WAITING  # held at the cap
+    for _ in range(14):  # and held past its max age
+        rig.clock.advance(5)
+        assert w.heartbeat(running)
+    w.live.discard(running)
+    rig.clock.advance(2 * w.in_flight.window_s)
+    ended = start(w, retry, receive=3)
+    assert ended.outcome is ClaimOutcome.EXHAUSTED
+    record = rig.store.get_execution("tenant-a", "a-2", first.slot)
+    assert (
+        record is not None and record.status is ExecutionStatus.FAILED and "max_age" in (record.error or "")
+    )

@@ -245,7 +245,7 @@ class RunsInFlight:
             self._seen[scope] = (now, count)
         if count >= lane.cap:
             log.warning(
-                "tenant_runs_at_cap %s: %d runs in flight, cap %d (%s): its next runs wait",
+                "tenant_runs_at_cap %s: runs in flight %d, cap %d (%s): its next runs wait",
                 scope,
                 count,
                 lane.cap,
