@@ -1,11 +1,14 @@
-"""One tenant's hanging runs do not hold every worker, in local mode (its worker processes, each
-a Lambda invocation held by the slowest run of its batch; the counters in moto's table): tenant A's
-jobs call a receiver that never answers in time, one slot every ten seconds, and tenant B's slots,
-due after them, reach the receiver while A's runs still hang, A holding its cap of runs in flight
-(``maxRunsInFlightPerTenant``, 1 here: local mode has two workers) and its other slots waiting.
+"""One tenant's hanging runs do not hold every worker, in local mode (the counters in moto's
+table): tenant A's jobs call a receiver that never answers in time, one slot every ten seconds, and
+tenant B's slots, due after them, reach the receiver while A's runs still hang, A holding its cap
+of runs in flight (1 here) and its other slots waiting. On the short lane (local mode's two worker
+processes, each a Lambda invocation held by the slowest run of its batch;
+``maxRunsInFlightPerTenant``) and on the ECS long lane (its worker tasks, one run at a time each
+here; ``maxLongRunsInFlightPerTenant``).
 
-Without the cap (``PUNCTUAL_MAX_RUNS_IN_FLIGHT_PER_TENANT=0``) A's runs took every worker and B's
-slots waited for A's timeouts (QA, 2026-12-06).
+Without the cap (0) A's runs took every worker of the lane and none of B's slots reached the
+receiver within 120 s, on either lane; with it, B's arrived 0.02 to 0.09 s after their instants
+(QA, 2026-12-06).
 
 A local mode of its own, on free ports, stopped at the end.
 """
@@ -36,13 +39,26 @@ def at(instant: float) -> str:
     return f"at({datetime.fromtimestamp(instant, UTC):%Y-%m-%dT%H:%M:%S})"
 
 
+LANES = {
+    "short": ((f"PUNCTUAL_MAX_RUNS_IN_FLIGHT_PER_TENANT={CAP}",), {}),
+    # ECS worker tasks running one attempt at a time: A's hanging runs could take them all
+    "long": (
+        (f"PUNCTUAL_MAX_LONG_RUNS_IN_FLIGHT_PER_TENANT={CAP}", "PUNCTUAL_WORKER_CONCURRENCY=1"),
+        {"runtime": "ecs"},
+    ),
+}
+
+
 @pytest.mark.timeout(900)  # local mode's start, ~100 s to the instant, A's 40 s, B's wait, its stop
-def test_b_reaches_its_receiver_while_a_hangs_at_its_cap(tmp_path: Path) -> None:
-    setting = f"PUNCTUAL_MAX_RUNS_IN_FLIGHT_PER_TENANT={CAP}"
-    with running(tmp_path / "local", "--no-demo", "--set", setting, tenant="a") as local:
+@pytest.mark.parametrize("lane", LANES)
+def test_b_reaches_its_receiver_while_a_hangs_at_its_cap(tmp_path: Path, lane: str) -> None:
+    settings, runtime = LANES[lane]
+    options = [arg for setting in settings for arg in ("--set", setting)]
+    with running(tmp_path / "local", "--no-demo", *options, tenant="a") as local:
         # Given tenant A's jobs that hang, one due every 10 s, and tenant B's, due after them
         first = math.ceil((time.time() + 40) / 60) * 60
         hanging = {
+            **runtime,
             "target": {"type": "http", "url": local.hook("a") + f"?delay={HANG_S}"},
             "payload": PAYLOAD,
             "timeout_seconds": A_TIMEOUT_S,
@@ -56,6 +72,7 @@ def test_b_reaches_its_receiver_while_a_hangs_at_its_cap(tmp_path: Path) -> None
             {
                 "id": f"b-{n}",
                 "job": {
+                    **runtime,
                     "schedule": at(b_due + n),
                     "target": {"type": "http", "url": local.hook("b")},
                     "payload": PAYLOAD,
