@@ -220,3 +220,20 @@ def test_a_retry_held_at_the_cap_past_its_max_age_ends_its_slot_failed(rig: Rig)
     assert (
         record is not None and record.status is ExecutionStatus.FAILED and "max_age" in (record.error or "")
     )
+
+
+def test_a_copy_of_a_slot_that_ran_is_dropped_at_the_cap_not_held_for_good(rig: Rig) -> None:
+    # The pollers' copy of a slot (sent again when no worker claimed it within seconds: a held
+    # message is one) that comes back after its slot ran: held, it would come back for as long
+    # as its tenant stays at its cap; its claim drops it
+    w = worker(rig, cap=1)
+    ran = message(rig, "tenant-a", "a-1")
+    assert w.process(ran, Delivery(SHORT, "r-ran", 1)).outcome == "SUCCEEDED"
+    running = start(w, message(rig, "tenant-a", "a-2"))
+    outlive_first_lease(rig, w, running)
+    w.in_flight.read_every_s = 0
+    copy = replace(ran, resend=1)
+    assert start(w, copy).outcome is ClaimOutcome.WAITING  # held (no read of its record)
+    dropped = start(w, copy, receive=3)
+    assert dropped.outcome is ClaimOutcome.DUPLICATE and dropped.ack
+    assert [c.job_id for c in rig.target.calls] == ["a-1"]

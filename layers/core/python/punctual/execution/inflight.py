@@ -55,8 +55,9 @@ from typing import NamedTuple
 from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.execution.claim import HOLD_EARLY_S
 from punctual.execution.lease import beat_interval_s
-from punctual.execution.parking import Parking
+from punctual.execution.parking import PARK_AFTER_RECEIVES, Parking
 from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
+from punctual.execution.turns import _RUN_AGAIN  # ended records a claim may still start afresh
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.message_auth import DispatchSigner
@@ -255,6 +256,17 @@ class RunsInFlight:
 
     # ------------------------------------------------------------------ the gate
 
+    @staticmethod
+    def _ended_for_good(message: DispatchMessage, delivery: Delivery | None, parking: Parking) -> bool:
+        """A message returned before (:data:`PARK_AFTER_RECEIVES` receives: the pollers' copy of a
+        slot, a child's re-send) whose slot has ended for good: held, it would come back every few
+        seconds for as long as its tenant stays at its cap, and be sent afresh at its queue's
+        dead-letter limit. One read, on this rare path only."""
+        if delivery is None or delivery.receive_count < PARK_AFTER_RECEIVES:
+            return False
+        record = parking.store.get_execution(message.tenant, message.job_id, message.slot)
+        return record is not None and record.status.terminal and record.status not in _RUN_AGAIN
+
     def _smoothed_ahead(self, message: DispatchMessage) -> bool:
         """A smoothed message the claim holds back until its instant anyway (:func:`claim's _hold
         <punctual.execution.claim.Claimer>`): its tenant's cap is looked at when it comes back for
@@ -279,6 +291,8 @@ class RunsInFlight:
             return None
         if signer is not None and not signer.verify(message):
             return None  # the claim drops it, unread: nothing is written for a message not signed
+        if self._ended_for_good(message, delivery, parking):
+            return None  # a copy of a slot that ran: the claim drops it (held, it would come back for good)
         self.metrics.add("RunsHeldAtTenantCap", 1)
         reason = f"its tenant's runs in flight on the {lane.name} lane: {count}, at its cap ({lane.setting})"
         parked = parking.park(message.job_version, message, delivery, reason)
