@@ -108,5 +108,5 @@ def test_b_reaches_its_receiver_while_a_hangs_at_its_cap(tmp_path: Path, lane: s
                 for e in page["items"]
                 if e["status"] == "QUEUED" and "runs in flight" in (e.get("error") or "")
             ]
-        print(waiting)
+        print([(e["job_id"], e["status"], e["error"]) for e in waiting])
         assert waiting
