@@ -32,10 +32,10 @@ going on) are never held. Counted as ``RunsHeldAtTenantCap``; each read at the c
 ``tenant_runs_at_cap`` line. A counter that cannot be written or read holds nothing.
 
 **Near the cap, from the start.** A run a worker claims for a tenant listed near its cap is
-counted at once (:meth:`RunsInFlight.started`: one more write a run, for such tenants only), and in
-that process's count until its next read: the slots such a tenant starts together, those waiting
-at its cap when a wave of its hanging runs ends, are seen by every worker within
-:data:`READ_EVERY_S`, not after their first heartbeat.
+counted at once (:meth:`RunsInFlight.started`: a write at its start and one at its end, for such
+tenants only), and in that process's count until its next read: the slots such a tenant starts
+together, those waiting at its cap when a wave of its hanging runs ends, are seen by every worker
+within :data:`READ_EVERY_S`, not after their first heartbeat.
 
 **What it does not bound: the first wave.** A tenant not yet listed is counted from its runs' first
 heartbeat (5 s after their start), and a worker sees the list up to :data:`READ_EVERY_S` later, so
