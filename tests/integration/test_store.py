@@ -190,8 +190,10 @@ def _execution(t0: datetime, slot_offset: int = 0, **kw):  # type: ignore[no-unt
 def test_execution_conditional_writes(store, t0):  # type: ignore[no-untyped-def]
     first = _execution(t0)
     store.save_execution(first, None, ttl_epoch_s=1)
-    with pytest.raises(ExecutionConflictError) as dup:
-        store.save_execution(first, None, ttl_epoch_s=1)
+    # The same write again (its answer lost, the SDK sent it again) finds itself: no conflict
+    store.save_execution(first, None, ttl_epoch_s=1)
+    with pytest.raises(ExecutionConflictError) as dup:  # another owner's start of the slot
+        store.save_execution(first.model_copy(update={"owner": "w2"}), None, ttl_epoch_s=1)
     assert dup.value.current == first
     done = first.model_copy(update={"status": ExecutionStatus.SUCCEEDED})
     with pytest.raises(ExecutionConflictError):  # fenced: another owner
@@ -200,8 +202,11 @@ def test_execution_conditional_writes(store, t0):  # type: ignore[no-untyped-def
         store.save_execution(done, Expect(frozenset({ExecutionStatus.RUNNING}), 2, owner="w1"), 1)
     store.save_execution(done, Expect(frozenset({ExecutionStatus.RUNNING}), 1, owner="w1"), 1)
     assert store.get_execution("default", "a", first.slot).status is ExecutionStatus.SUCCEEDED
-    with pytest.raises(ExecutionConflictError):  # already finished
-        store.save_execution(done, Expect(frozenset({ExecutionStatus.RUNNING}), 1, owner="w1"), 1)
+    # Already finished: the same end again is that write; another end is refused
+    store.save_execution(done, Expect(frozenset({ExecutionStatus.RUNNING}), 1, owner="w1"), 1)
+    failed = first.model_copy(update={"status": ExecutionStatus.FAILED})
+    with pytest.raises(ExecutionConflictError):
+        store.save_execution(failed, Expect(frozenset({ExecutionStatus.RUNNING}), 1, owner="w1"), 1)
 
 
 def test_history_newest_first_paged_and_filtered(store, t0):  # type: ignore[no-untyped-def]

@@ -505,7 +505,8 @@ class ExecutionRepository(ABC):
     @abstractmethod
     def save_execution(self, execution: Execution, expect: Expect | None, ttl_epoch_s: int) -> None:
         """Write the execution record conditionally: ``expect=None`` creates it (it must not exist);
-        otherwise the stored record must match ``expect``. ExecutionConflictError carries the current."""
+        otherwise the stored record must match ``expect``. ExecutionConflictError carries the current.
+        Finding exactly ``execution`` (an owner's) is this write, applied, sent again: it succeeds."""
 
     @abstractmethod
     def get_execution(

@@ -123,6 +123,12 @@ class DynamoExecutions(DynamoBase, ExecutionRepository):
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
             old = exc.response.get("Item")
+            if old == item and execution.owner is not None:
+                # This very write, applied: botocore sent it again after its response was lost
+                # (a read timeout). An owner is fresh at each start, so no other writer's item
+                # is this one; judged a conflict, a claim found its own RUNNING record "live" and
+                # waited its lease out (the slot late by the lease, or more).
+                return
             current = self._execution_from_item(old) if old and "doc" in old else None
             message = (
                 "execution already exists" if expect is None else "execution is not in the expected state"

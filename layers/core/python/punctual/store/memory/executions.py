@@ -59,6 +59,8 @@ class MemoryExecutions(MemoryBase, ExecutionRepository):
         with self._lock:
             key = (execution.tenant, execution.job_id, execution.slot)
             current = self._executions.get(key)
+            if current is not None and current == execution and execution.owner is not None:
+                return  # this very write, applied before (see JobStore.save_execution)
             if expect is None:
                 if current is not None:
                     raise ExecutionConflictError("execution already exists", self._copy(current))
