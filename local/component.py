@@ -230,6 +230,9 @@ def run_component(name: str, body: Any, config: LocalConfig) -> int:
     from local.chaos.faults.throttle import install_from_env
 
     install_from_env()  # PUNCTUAL_FAULT_THROTTLE_RATE: chaos by hand; a no-op unless asked for
+    from local.chaos.faults import stall
+
+    stall.install_from_env(name)  # LOCAL_CHAOS_STALL: one call that hangs (a no-op unless asked for)
     write_pid(config, name)
     stop = stop_event()
     try:

@@ -496,9 +496,17 @@ class SqsQueues:
     """The SQS implementation. Batches of ten, sent concurrently; partial failures retried."""
 
     def __init__(
-        self, client: Any, concurrency: int = 8, max_rounds: int = 12, signer: MessageSigner | None = None
+        self,
+        client: Any,
+        concurrency: int = 8,
+        max_rounds: int = 12,
+        signer: MessageSigner | None = None,
+        poll_client: Callable[[], Any] | None = None,
     ) -> None:
         self.client = client
+        # A receive that waits (an SQS long poll) goes through a client whose reads wait that long
+        # (made when first needed); the others' time out in seconds (punctual.runtime.aws).
+        self.poll_client = poll_client
         self.max_rounds = max_rounds
         self.signer = signer
         self.metrics: MetricsSink | None = None  # counts what receive drops (the ECS worker sets it)
@@ -548,7 +556,8 @@ class SqsQueues:
         raise RuntimeError(f"{len(pending)} messages could not be sent after {self.max_rounds} rounds")
 
     def receive(self, queue_url: str, max_messages: int, wait_s: int, visibility_s: int) -> list[Received]:
-        reply = self.client.receive_message(
+        client = self.poll_client() if wait_s > 0 and self.poll_client is not None else self.client
+        reply = client.receive_message(
             QueueUrl=queue_url,
             MaxNumberOfMessages=max_messages,
             WaitTimeSeconds=wait_s,

@@ -16,25 +16,42 @@ from collections.abc import Callable
 from typing import Any
 
 _lock = threading.Lock()
-_clients: dict[str, Any] = {}
+_clients: dict[tuple[str, bool], Any] = {}
+
+# The scheduler's own calls (DynamoDB, SQS sends, deletes and visibility changes, Step Functions,
+# KMS, Secrets Manager, ...) answer in milliseconds. One whose response has not come in
+# READ_TIMEOUT_S will not come (a response lost on its way, a black-holed connection): botocore's
+# standard retries (read timeouts included) send it again on a fresh connection. At 30 s, as it
+# was, one such call stalled a poller's release for 30 s, and a minute planned lean runs one
+# poller per group: every slot of those seconds was more than 10 s late (docs/chaos.md, lean
+# minutes). Every write of the claim and release paths tolerates finding itself applied (a
+# FIFO send's deduplication id, idempotent timer and mark writes, an execution put that finds the
+# very item it wrote: punctual.store.dynamo.executions).
+CONNECT_TIMEOUT_S = 2
+READ_TIMEOUT_S = 5
+# An SQS long poll (the ECS worker's ReceiveMessage, WaitTimeSeconds up to 20) legitimately waits:
+# its own client waits that long more.
+LONG_POLL_MAX_S = 20
 
 
-def client(service: str) -> Any:
-    """A shared, thread-safe boto3 client for ``service`` (one per process)."""
+def client(service: str, long_poll: bool = False) -> Any:
+    """A shared, thread-safe boto3 client for ``service`` (one per process), with the hot path's
+    short timeouts; ``long_poll``: a second one whose reads wait out an SQS long poll."""
     with _lock:
-        if service not in _clients:
+        key = (service, long_poll)
+        if key not in _clients:
             import boto3
             from botocore.config import Config
 
             config = Config(
                 retries={"mode": "standard", "max_attempts": 8},
                 max_pool_connections=64,
-                connect_timeout=5,
-                read_timeout=30,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                read_timeout=READ_TIMEOUT_S + (LONG_POLL_MAX_S if long_poll else 0),
             )
             # Chaos runs throttle these from outside the layer (local.chaos.faults.throttle).
-            _clients[service] = boto3.client(service, config=config)
-        return _clients[service]
+            _clients[key] = boto3.client(service, config=config)
+        return _clients[key]
 
 
 def reset() -> None:

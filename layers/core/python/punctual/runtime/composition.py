@@ -98,7 +98,10 @@ class Container:
     def queues(self) -> SqsQueues:
         """The work queues; what is sent through them is signed."""
         return SqsQueues(
-            self.client("sqs"), concurrency=self.settings.queue_send_concurrency, signer=self.signer
+            self.client("sqs"),
+            concurrency=self.settings.queue_send_concurrency,
+            signer=self.signer,
+            poll_client=lambda: aws.client("sqs", long_poll=True),
         )
 
     @cached_property
