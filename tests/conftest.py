@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,30 @@ def dynamo_client(aws: None):  # type: ignore[no-untyped-def]
     client = boto3.client("dynamodb", region_name="us-east-1")
     client.create_table(**table_definition(TABLE))
     return client
+
+
+class LostAnswers:
+    """A DynamoDB client whose put_item answers are lost once applied: each put is applied, then
+    sent again, as botocore's retry after a read timeout sends it, and the retry's answer returned."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def put_item(self, **request: Any) -> Any:
+        self._client.put_item(**request)  # applied; its answer never came
+        return self._client.put_item(**request)
+
+
+@pytest.fixture
+def lost_answers(dynamo_client: Any) -> Any:
+    """A DynamoStore whose puts are each applied, then sent again (:class:`LostAnswers`)."""
+    from execution_harness import LAYOUT
+    from punctual.store.dynamo import DynamoStore
+
+    return DynamoStore(LostAnswers(dynamo_client), TABLE, LAYOUT)
 
 
 @pytest.fixture(params=["memory", "dynamo"])

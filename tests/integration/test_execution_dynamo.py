@@ -280,30 +280,13 @@ def test_a_parent_given_a_child_after_its_delete_checked_is_not_deleted(rig: Rig
     assert rig.store.get_job("default", "parent") is None
 
 
-class _LostResponses:
-    """A DynamoDB client whose put_item responses are lost once applied: each put is applied, then
-    sent again, as botocore's retry after a read timeout sends it, and the retry's answer returned."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    def put_item(self, **request: Any) -> Any:
-        self._client.put_item(**request)  # applied; its response never came
-        return self._client.put_item(**request)
-
-
 def test_a_claim_whose_write_was_applied_before_its_response_was_lost_runs_at_once(
-    dynamo_client: Any, t0: datetime
+    lost_answers: DynamoStore, t0: datetime
 ) -> None:
     """QA25: a claim's conditional put retried after a read timeout finds its own write applied.
     Judged a conflict, the claim read its own RUNNING record as another worker's live lease and
     waited it out: the slot ran a lease late (8 s or more, past the 10 s bound)."""
-    from conftest import TABLE
-
-    rig = Rig(DynamoStore(_LostResponses(dynamo_client), TABLE, LAYOUT), ManualClock(t0))
+    rig = Rig(lost_answers, ManualClock(t0))
     job = rig.add_job()
     claim = rig.worker().claim(rig.message(job, t0))
     assert claim.outcome is ClaimOutcome.CLAIMED

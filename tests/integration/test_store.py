@@ -436,6 +436,22 @@ def _alert(t0: datetime, slot: str, condition: str = "failed", owner: str = "w1"
     )
 
 
+def test_an_alert_create_or_takeover_sent_again_after_its_answer_was_lost_is_made(lost_answers, t0):  # type: ignore[no-untyped-def]
+    """QA25: a create (or takeover) of an alert applied before its answer was lost, sent again by
+    the SDK, found the alert it had just written and answered False: its raiser read it as another
+    worker's, live, delivered nothing and armed no sweep; the alert stayed SENDING, never sent."""
+    from punctual.models import AlertStatus
+
+    ttl = int(t0.timestamp()) + 86400
+    first = _alert(t0, "2026-11-30T10:00:00Z")
+    assert lost_answers.create_alert(first, ttl)
+    assert not lost_answers.create_alert(_alert(t0, "2026-11-30T10:00:00Z", owner="w2"), ttl)
+    later = t0 + timedelta(seconds=600)
+    taken = first.model_copy(update={"owner": "w2", "claimed_at": later, "status": AlertStatus.SENDING})
+    assert lost_answers.take_over_alert(taken, "w1", later, ttl)
+    assert not lost_answers.take_over_alert(taken.model_copy(update={"owner": "w3"}), "w1", later, ttl)
+
+
 def test_an_alert_is_made_once_per_slot_and_condition_and_taken_over_only_when_stale(store, t0):  # type: ignore[no-untyped-def]
     from punctual.models import AlertCondition, AlertDelivery, AlertStatus
 

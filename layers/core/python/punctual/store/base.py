@@ -638,7 +638,7 @@ class AlertRepository(ABC):
 
     @abstractmethod
     def create_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
-        """Create ``alert`` if (job, key_slot, condition) has none. True: the caller delivers it."""
+        """Create ``alert`` unless (job, key_slot, condition) has another. True: the caller delivers it."""
 
     @abstractmethod
     def take_over_alert(

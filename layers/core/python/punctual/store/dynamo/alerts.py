@@ -45,13 +45,15 @@ class DynamoAlerts(DynamoBase, AlertRepository):
         }
 
     def create_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
-        return self._write_if("put_item", Item=self._alert_item(alert, ttl_epoch_s), **schema.CREATE.fields())
+        item = self._alert_item(alert, ttl_epoch_s)
+        return self._write_if("put_item", own_item=True, Item=item, **schema.CREATE.fields())
 
     def take_over_alert(
         self, alert: Alert, previous_owner: str, stale_before: datetime, ttl_epoch_s: int
     ) -> bool:
         return self._write_if(
             "put_item",
+            own_item=True,
             Item=self._alert_item(alert, ttl_epoch_s),
             **schema.take_over_alert(AlertStatus.SENDING.value, previous_owner, _ms(stale_before)).fields(),
         )

@@ -105,14 +105,18 @@ class DynamoBase:
             return None
         return self.layout.shard_for(Lane.FAR, tenant, job_id)
 
-    def _write_if(self, operation: str, **request: Any) -> bool:
+    def _write_if(self, operation: str, own_item: bool = False, **request: Any) -> bool:
         """One conditional write (``put_item``, ``update_item``, ...) on the table: False when
-        its condition failed, True when it was written; any other error is raised."""
+        its condition failed, True when it was written; any other error is raised. ``own_item``:
+        a put of an item that holds a fresh owner of its own, so finding exactly that item is
+        this write, applied before its answer was lost (the SDK sent it again): written."""
+        if own_item:
+            request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         try:
             getattr(self.client, operation)(TableName=self.table, **request)
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
+                return own_item and exc.response.get("Item") == request["Item"]
             raise
         return True
 

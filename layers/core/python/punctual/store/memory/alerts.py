@@ -20,7 +20,7 @@ class MemoryAlerts(MemoryBase, AlertRepository):
         key = (alert.tenant, alert.job_id, alert.key_slot, alert.condition.value)
         with self._lock:
             if key in self._alert_items:
-                return False
+                return self._alert_items[key] == alert  # this very create, applied (see the table's)
             self._alert_items[key] = alert.model_copy(deep=True)
             self._expires_at[key] = ttl_epoch_s
             return True
@@ -31,6 +31,8 @@ class MemoryAlerts(MemoryBase, AlertRepository):
         key = (alert.tenant, alert.job_id, alert.key_slot, alert.condition.value)
         with self._lock:
             current = self._alert_items.get(key)
+            if current == alert:
+                return True  # this very takeover, applied (its owner is fresh)
             if (
                 current is None
                 or current.status is not AlertStatus.SENDING
