@@ -25,8 +25,8 @@ _clients: dict[tuple[str, bool], Any] = {}
 # was, one such call stalled a poller's release for 30 s, and a minute planned lean runs one
 # poller per group: every slot of those seconds was more than 10 s late (docs/chaos.md, lean
 # minutes). Every write of the claim and release paths tolerates finding itself applied (a
-# FIFO send's deduplication id, idempotent timer and mark writes, an execution put that finds the
-# very item it wrote: punctual.store.dynamo.executions).
+# FIFO send's deduplication id, idempotent timer and mark writes, an execution put or an alert's
+# create or takeover that finds the very item it writes: punctual.store.dynamo).
 CONNECT_TIMEOUT_S = 2
 READ_TIMEOUT_S = 5
 # An SQS long poll (the ECS worker's ReceiveMessage, WaitTimeSeconds up to 20) legitimately waits:
