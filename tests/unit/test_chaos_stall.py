@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from botocore.exceptions import ReadTimeoutError
 
 from local.chaos.faults.stall import Stall
@@ -39,3 +40,44 @@ def test_one_call_stalls_once_armed_in_the_thread_asked_for(tmp_path: Path) -> N
     # A hold shorter than the read timeout delays the call, then lets it go
     short = Stall({**spec, "hold_s": 0.01, "marker": str(tmp_path / "short")}, read_timeout_s=5)
     assert short(request, **QUERY) is None
+
+
+def test_an_applied_call_whose_answer_is_lost_is_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``applied``: the call reaches the service and is applied; its answer is lost and botocore
+    sends it again, so a conditional put finds itself (what the core's writes must tolerate)."""
+    import json
+
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+    from botocore.session import Session
+    from moto import mock_aws
+
+    from local.chaos.faults import stall
+
+    spec = {"component": "worker-1", "operation": "PutItem", "at": 0, "applied": True}
+    monkeypatch.setenv(stall.STALL_ENV, json.dumps({**spec, "marker": str(tmp_path / "once")}))
+    monkeypatch.setattr(Session, "create_client", Session.create_client)  # restored after the test
+    assert not stall.install_from_env("poller")  # another component's
+    assert stall.install_from_env("worker-1")
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1", config=Config(read_timeout=0.1))
+        client.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        put = {
+            "TableName": "t",
+            "Item": {"pk": {"S": "a"}},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+        with pytest.raises(ClientError) as sent_again:
+            client.put_item(**put)
+        assert sent_again.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+        assert "Item" in client.get_item(TableName="t", Key={"pk": {"S": "a"}})
+        client.delete_item(TableName="t", Key={"pk": {"S": "a"}})
+        client.put_item(**put)  # once per run: the next one is answered

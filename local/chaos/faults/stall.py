@@ -11,8 +11,10 @@ request goes on). Once per run: the first process to stall creates ``<marker>`` 
 a path; default ``/tmp/local-chaos-stall-<at>``), so a restarted component does not stall again.
 
 A ``before-send`` hook, as :mod:`local.chaos.faults.throttle`'s: the call never reaches moto (the
-request was lost on its way; a response lost after the service applied it is the retry path's
-own case, covered by the core's tests of conditional writes that find themselves applied).
+request was lost on its way). With ``"applied": true`` the request reaches moto and is applied,
+and its answer is the one lost: a ``needs-retry`` hook, first in line, waits the read timeout
+and has botocore send the call again, as it does after a read timeout (a conditional write then
+finds itself applied).
 """
 
 from __future__ import annotations
@@ -42,24 +44,38 @@ class Stall:
         self.armed_by = Path(str(spec["armed_by"])) if spec.get("armed_by") else None
         self.thread = str(spec.get("thread", ""))
 
-    def __call__(self, request: Any, **kwargs: Any) -> None:
-        from botocore.exceptions import ReadTimeoutError
-
-        if time.time() < self.at or not kwargs.get("event_name", "").endswith(f".{self.operation}"):
-            return
+    def _now(self, event_name: str) -> bool:
+        """Whether this call is the one that stalls (at most one per run)."""
+        if time.time() < self.at or not event_name.endswith(f".{self.operation}"):
+            return False
         if self.armed_by is not None and not self.armed_by.exists():
-            return
+            return False
         if not threading.current_thread().name.startswith(self.thread):
-            return
+            return False
         try:
             self.marker.touch(exist_ok=False)  # once per run, whichever process comes first
         except FileExistsError:
+            return False
+        return True
+
+    def __call__(self, request: Any, **kwargs: Any) -> None:
+        from botocore.exceptions import ReadTimeoutError
+
+        if not self._now(kwargs.get("event_name", "")):
             return
         waits = min(self.hold_s, self.read_timeout_s)
         log.warning("chaos: %s stalls %.0f s (timeout %.0f s)", self.operation, waits, self.read_timeout_s)
         time.sleep(waits)
         if self.hold_s >= self.read_timeout_s:
             raise ReadTimeoutError(endpoint_url=request.url)
+
+    def answer_lost(self, response: Any = None, **kwargs: Any) -> float | None:
+        """``needs-retry``: an applied call's answer lost; sent again after the read timeout."""
+        if response is None or not self._now(kwargs.get("event_name", "")):
+            return None
+        log.warning("chaos: %s applied, its answer lost (%.0f s)", self.operation, self.read_timeout_s)
+        time.sleep(self.read_timeout_s)
+        return 0.0
 
 
 def install_from_env(component: str) -> bool:
@@ -79,7 +95,12 @@ def install_from_env(component: str) -> bool:
         client = original(self, service_name, *args, **kwargs)
         if service_name == service:
             hook = Stall(spec, float(client.meta.config.read_timeout))
-            client.meta.events.register(f"before-send.{client.meta.service_model.endpoint_prefix}", hook)
+            model = client.meta.service_model
+            if spec.get("applied"):
+                retry = f"needs-retry.{model.service_id.hyphenize()}.{hook.operation}"
+                client.meta.events.register_first(retry, hook.answer_lost)
+            else:
+                client.meta.events.register(f"before-send.{model.endpoint_prefix}", hook)
         return client
 
     Session.create_client = create_client
