@@ -237,3 +237,26 @@ def test_a_copy_of_a_slot_that_ran_is_dropped_at_the_cap_not_held_for_good(rig: 
     dropped = start(w, copy, receive=3)
     assert dropped.outcome is ClaimOutcome.DUPLICATE and dropped.ack
     assert [c.job_id for c in rig.target.calls] == ["a-1"]
+
+
+def test_a_mark_whose_listing_near_the_cap_fails_is_still_taken_back_and_not_added_again(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA25 review: the counter's ADD is applied before the scope is listed near its cap; a listing
+    that failed (the window's one list item throttled) reported the mark as not made, so the run's
+    next beats in the window added to the counter again (up to four a window) and its end took
+    none of them back: a tenant held at its cap with a quarter of its cap running."""
+    w = worker(rig, cap=2)  # a run's first mark lists its tenant (half the cap)
+
+    def throttled(*_: object) -> None:
+        raise RuntimeError("ProvisionedThroughputExceededException")
+
+    monkeypatch.setattr(rig.store, "mark_hot_in_flight", throttled)
+    claim = start(w, message(rig, "tenant-a", "hangs"))
+    outlive_first_lease(rig, w, claim)
+    rig.clock.advance(1)
+    assert w.heartbeat(claim)  # a second beat in the same window
+    assert counted(w, "tenant-a") == 1  # counted once, not once a beat
+    monkeypatch.undo()
+    w.live.discard(claim)
+    assert counted(w, "tenant-a") == 0  # and taken back at its end

@@ -184,24 +184,32 @@ class RunsInFlight:
         try:
             assert self.store is not None
             on_shard = self.store.add_runs_in_flight(scope, window, shard, delta, expires)
-            # Near the cap (its shard's count times the shards: an estimate), the scope is listed
-            # for the workers to read its count; once a window per process
-            if delta > 0 and on_shard * IN_FLIGHT_SHARDS >= lane.cap * HOT_FRACTION:
-                self._list_hot(scope, window, expires)
         except Exception:
             log.warning("runs in flight of %s not counted (%+d)", scope, delta, exc_info=True)
             return False
+        # Near the cap (its shard's count times the shards: an estimate), the scope is listed for
+        # the workers to read its count; once a window per process. The mark is made whatever the
+        # listing does (QA25 review: a listing that failed left it unrecorded, added again at each
+        # beat of the window and never taken back).
+        if delta > 0 and on_shard * IN_FLIGHT_SHARDS >= lane.cap * HOT_FRACTION:
+            self._list_hot(scope, window, expires)
         return True
 
     def _list_hot(self, scope: str, window: int, expires: int) -> None:
+        """List ``scope`` near its cap in ``window``; never raises (a next mark tries again)."""
         with self._lock:
             if (scope, window) in self._listed:
                 return
             if len(self._listed) >= SEEN_MAX:
                 self._listed.clear()
             self._listed.add((scope, window))
-        assert self.store is not None
-        self.store.mark_hot_in_flight(scope, window, expires)
+        try:
+            assert self.store is not None
+            self.store.mark_hot_in_flight(scope, window, expires)
+        except Exception:
+            with self._lock:
+                self._listed.discard((scope, window))
+            log.warning("%s not listed near its cap of runs in flight", scope, exc_info=True)
 
     def _hot(self, now: datetime) -> set[str]:
         """The scopes listed near their cap in the last two windows, read again when
