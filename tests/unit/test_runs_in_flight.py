@@ -260,3 +260,23 @@ def test_a_mark_whose_listing_near_the_cap_fails_is_still_taken_back_and_not_add
     monkeypatch.undo()
     w.live.discard(claim)
     assert counted(w, "tenant-a") == 0  # and taken back at its end
+
+
+def test_a_run_claimed_by_an_ecs_worker_after_its_drain_handed_everything_back_takes_its_mark_back(
+    rig: Rig,
+) -> None:
+    """QA25 review: a claim an ECS worker makes after its drain released every run is handed back
+    at once, never run; counted at its start (its tenant near its cap), its mark stayed for its
+    windows (up to 40 s) and held the tenant's next runs."""
+    from punctual.dispatch.queues import Received
+    from punctual.execution.worker_service import WorkerService
+
+    w = worker(rig, cap=4)
+    first = [start(w, message(rig, "tenant-a", f"a-{n}")) for n in range(2)]
+    outlive_first_lease(rig, w, *first)
+    w.in_flight.read_every_s = 0
+    service = WorkerService(w, [SHORT])
+    service._released_all = True  # the drain handed back every run it had
+    late = message(rig, "tenant-a", "late")
+    assert not service._execute(SHORT, Received(late, "r-late", 1, "m-late"))
+    assert counted(w, "tenant-a") == 2  # the two runs going on, not the one handed back

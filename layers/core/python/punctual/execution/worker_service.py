@@ -317,6 +317,7 @@ class WorkerService:
                 late = self._released_all
             if late:  # claimed after the drain released everything: hand it back too
                 self.worker.release(claim)
+                self.worker.in_flight.ended(claim)  # (counted at its start: never run)
                 return False
             with self.worker.live.running(claim):  # heartbeated while it runs
                 self.worker.finish(claim, self.worker.run(claim))
