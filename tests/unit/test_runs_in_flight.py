@@ -280,3 +280,19 @@ def test_a_run_claimed_by_an_ecs_worker_after_its_drain_handed_everything_back_t
     late = message(rig, "tenant-a", "late")
     assert not service._execute(SHORT, Received(late, "r-late", 1, "m-late"))
     assert counted(w, "tenant-a") == 2  # the two runs going on, not the one handed back
+
+
+def test_a_clock_stepped_back_does_not_keep_a_tenant_held_on_a_count_read_in_its_future(rig: Rig) -> None:
+    """QA25 review: a process's count (and its list of tenants near their cap) was kept while
+    younger than 3 s, and a read made before the process's clock stepped back (an NTP step, a
+    thawed environment) stayed "younger" until the clock passed it again: for a step of an hour,
+    the tenant's runs were held by that process for an hour, whatever the store said."""
+    w = worker(rig, cap=2)
+    runs = [start(w, message(rig, "tenant-a", f"a-{n}")) for n in range(2)]
+    outlive_first_lease(rig, w, *runs)
+    held = start(w, message(rig, "tenant-a", "a-held"))
+    assert held.outcome is ClaimOutcome.WAITING  # read now: at its cap
+    for claim in runs:
+        w.live.discard(claim)  # both runs end: the store counts none
+    rig.clock.set(rig.clock.now() - timedelta(hours=1))  # the clock steps back
+    assert start(w, message(rig, "tenant-a", "a-next")).claimed  # read again, under its cap

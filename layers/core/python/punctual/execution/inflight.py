@@ -216,7 +216,7 @@ class RunsInFlight:
         :attr:`read_every_s` old: one read of two items per process, whatever the tenants."""
         with self._lock:
             read_at, hot = self._hot_read
-        if read_at is not None and (now - read_at).total_seconds() < self.read_every_s:
+        if read_at is not None and self._fresh(read_at, now):
             return hot
         window = self.window(now)
         try:
@@ -229,6 +229,12 @@ class RunsInFlight:
             self._hot_read = (now, hot)
         return hot
 
+    def _fresh(self, read_at: datetime, now: datetime) -> bool:
+        """Whether a read made at ``read_at`` is kept at ``now``: younger than :attr:`read_every_s`;
+        never one from this clock's future (a step back would keep it until the clock passed it
+        again: a tenant held for as long as the step, whatever its count)."""
+        return 0 <= (now - read_at).total_seconds() < self.read_every_s
+
     def count(self, tenant: str, lane: Lane) -> int:
         """The tenant's runs in flight on ``lane`` as this process last read them (again when
         :attr:`read_every_s` old). A read that fails counts none."""
@@ -238,7 +244,7 @@ class RunsInFlight:
             return 0  # (no read of its counters: far from its cap)
         with self._lock:
             seen = self._seen.get(scope)
-        if seen is not None and (now - seen[0]).total_seconds() < self.read_every_s:
+        if seen is not None and self._fresh(seen[0], now):
             return seen[1]
         window = self.window(now)
         try:
