@@ -5,6 +5,7 @@ runs end, or when their worker died and their windows pass."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -41,7 +42,9 @@ def message(rig: Rig, tenant: str, job_id: str) -> DispatchMessage:
 
 
 def start(w: Worker, msg: DispatchMessage, queue: str = SHORT, receive: int = 1) -> Claim:
-    """Claim ``msg`` and keep it running (registered live, as the worker does while it runs)."""
+    """Claim ``msg`` and keep it running (registered live, as the worker does while it runs), the
+    counter writes asked before made first (they are made on a thread of their own)."""
+    assert w.in_flight.drain()
     claim = w.claim(msg, Delivery(queue, f"r-{msg.job_id}-{receive}", receive))
     if claim.claimed:
         w.live.add(claim)
@@ -56,6 +59,7 @@ def outlive_first_lease(rig: Rig, w: Worker, *claims: Claim) -> None:
 
 
 def counted(w: Worker, tenant: str, lane: str = "short") -> int:
+    assert w.in_flight.drain()
     now = w.clock.now()
     window = w.in_flight.window(now)
     return max(w.store.runs_in_flight(f"{lane}/{tenant}", (window - 1, window)).values())
@@ -78,6 +82,32 @@ def test_a_run_is_counted_once_a_window_from_its_first_heartbeat_and_taken_back_
     w.live.discard(claim)  # the run left its process (finished, handed back)
     assert counted(w, "tenant-a") == 0
     assert counted(w, "tenant-b") == 0
+
+
+def test_a_heartbeat_never_waits_on_a_counter_write(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a run past its first lease whose tenant's counter item answers slowly (throttled, an
+    # answer lost: the SDK's retries take seconds)
+    w = worker(rig, cap=5)
+    claim = start(w, message(rig, "tenant-a", "hangs"))
+    answered = threading.Event()
+    real = w.store.add_runs_in_flight
+
+    def slow(*args: object) -> int:
+        answered.wait(30)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(w.store, "add_runs_in_flight", slow)
+    rig.clock.advance(6)
+    # When the lease keeper beats it, the beat (and the keeper's other runs) go on at once: the
+    # count is written beside (QA25 review: the write was made under the run's lock, on the one
+    # keeper thread, so every run's lease renewal of the process waited on it)
+    beat = threading.Thread(target=w.heartbeat, args=(claim,))
+    beat.start()
+    beat.join(5)
+    assert not beat.is_alive()
+    # And the mark is made once the item answers
+    answered.set()
+    assert counted(w, "tenant-a") == 1
 
 
 def test_at_the_cap_the_tenants_next_run_is_not_started_and_another_tenants_is(rig: Rig) -> None:

@@ -47,9 +47,13 @@ on.
 from __future__ import annotations
 
 import logging
+import os
+import queue
 import threading
 import zlib
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import NamedTuple
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind
@@ -120,6 +124,9 @@ class RunsInFlight:
         self._seen: dict[str, tuple[datetime, int]] = {}  # scope -> (read at, count)
         self._hot_read: tuple[datetime | None, set[str]] = (None, set())  # the scopes near their cap
         self._listed: set[tuple[str, int]] = set()  # (scope, window) this process listed near its cap
+        # The counter writes, made in order on a thread of their own (see _later)
+        self._writes: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
+        self._writer: tuple[int, threading.Thread] | None = None  # (its process, the thread)
 
     def window(self, now: datetime) -> int:
         return int(now.timestamp() // self.window_s)
@@ -143,9 +150,12 @@ class RunsInFlight:
         marks = claim.in_flight
         if marks and marks[-1] == window:
             return
-        if not self._add(claim, lane, window, 1):
-            return
-        claim.in_flight = (*marks[-1:], window)
+        claim.in_flight = (*marks[-1:], window)  # (taken back if its write fails: the next beat tries)
+        self._later(lambda: self._add(claim, lane, window, 1) or self._unmark(claim, window))
+
+    @staticmethod
+    def _unmark(claim: Claim, window: int) -> None:
+        claim.in_flight = tuple(marked for marked in claim.in_flight if marked != window)
 
     def started(self, claim: Claim) -> None:
         """A claimed run is about to start. Of a tenant listed near its cap it is counted now, not
@@ -172,9 +182,40 @@ class RunsInFlight:
             return
         claim.in_flight = ()
         current = self.window(self.clock.now())
+        lane = self.lane(claim.delivery)
         for window in marks:
             if window >= current - 1:
-                self._add(claim, self.lane(claim.delivery), window, -1)
+                self._later(partial(self._add, claim, lane, window, -1))
+
+    def _later(self, write: Callable[[], object]) -> None:
+        """Make ``write`` on this process's counter thread, after the writes asked before it (a
+        mark is taken back after it was made). A heartbeat makes a mark: one keeper thread beats
+        every run of the process, each under its run's lock, so a counter write that waited (its
+        item throttled, an answer lost: seconds of the SDK's retries) held every run's lease
+        renewal, and a lease that lapsed meanwhile was taken over while its run went on (QA25
+        review). A mark not yet made when its process freezes or ends drops out with its window."""
+        self._writes.put(write)
+        pid = os.getpid()
+        with self._lock:
+            writer = self._writer
+            if writer is None or writer[0] != pid or not writer[1].is_alive():  # (none since a fork)
+                thread = threading.Thread(target=self._write_loop, name="runs-in-flight", daemon=True)
+                self._writer = (pid, thread)
+                thread.start()
+
+    def _write_loop(self) -> None:
+        while True:
+            write = self._writes.get()
+            try:
+                write()
+            except Exception:  # (each write logs its own failure: this keeps the thread alive)
+                log.warning("a count of runs in flight failed", exc_info=True)
+
+    def drain(self, timeout_s: float = 10.0) -> bool:
+        """Wait until the counter writes asked so far are made (tests; whether they were)."""
+        done = threading.Event()
+        self._later(done.set)
+        return done.wait(timeout_s)
 
     def _add(self, claim: Claim, lane: Lane, window: int, delta: int) -> bool:
         message = claim.message
