@@ -738,8 +738,9 @@ class Claimer:
         if release_delay is not None:  # (without one, late() has nothing to compare)
             notifier.late(job, started, release_delay)
         self._save_start(job, started, replaced, expect)
-        if first_attempt and message.kind != MessageKind.BACKFILL:  # a backfilled slot is late by design
-            delay_ms = (now - started.scheduled_at).total_seconds() * 1000
+        if first_attempt and message.kind not in _NEVER_LATE:  # a backfill, a turn: late by design
+            due = max(started.scheduled_at, message.held_until or started.scheduled_at)  # (smoothed)
+            delay_ms = (now - due).total_seconds() * 1000
             self.metrics.add("StartDelayMs", max(delay_ms, 0.0), "Milliseconds")
         # The started event: buffered, sent with the attempt's end (a Lambda batch), or at once
         # beside the run by a heartbeat worker.
