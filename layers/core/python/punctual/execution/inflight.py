@@ -162,11 +162,12 @@ class RunsInFlight:
         from its first heartbeat, and in this process's count of it until its next read: the runs
         such a tenant starts together (its waiting slots, once a wave of its hanging runs ended) are
         seen within :data:`READ_EVERY_S`. Of any other tenant nothing is written."""
+        hot = self._hot_read[1]  # (one tuple, replaced whole: read without the lock)
+        if not hot:
+            return  # (the usual path: no tenant near its cap)
         lane = self.lane(claim.delivery)
         scope = f"{lane.name}/{claim.message.tenant}"
-        with self._lock:
-            near_cap = lane.cap and scope in self._hot_read[1]
-        if not near_cap:
+        if not (lane.cap and scope in hot):
             return
         self.beat(claim, self.clock.now())
         with self._lock:
@@ -255,8 +256,7 @@ class RunsInFlight:
     def _hot(self, now: datetime) -> set[str]:
         """The scopes listed near their cap in the last two windows, read again when
         :attr:`read_every_s` old: one read of two items per process, whatever the tenants."""
-        with self._lock:
-            read_at, hot = self._hot_read
+        read_at, hot = self._hot_read  # (one tuple, replaced whole: read without the lock)
         if read_at is not None and self._fresh(read_at, now):
             return hot
         window = self.window(now)
@@ -339,10 +339,10 @@ class RunsInFlight:
         """The claim of a message not started because its tenant is at its cap (parked, or back
         :data:`AT_CAP_WAIT_S` later), or None: claim it as usual."""
         lane = self.lane(delivery)
-        if not lane.cap or message.kind not in _GATED or self._smoothed_ahead(message):
+        if not lane.cap or message.kind not in _GATED:
             return None
         count = self.count(message.tenant, lane)
-        if count < lane.cap:
+        if count < lane.cap or self._smoothed_ahead(message):  # (the usual path: no tenant near its cap)
             return None
         if signer is not None and not signer.verify(message):
             return None  # the claim drops it, unread: nothing is written for a message not signed
