@@ -85,20 +85,23 @@ class Parking:
         self.metrics = metrics
         self.recalls = Recalls(queues, clock, metrics, config.max_receive_count)
 
-    def return_later(self, delivery: Delivery | None, seconds: int) -> None:
+    def return_later(self, delivery: Delivery | None, seconds: int) -> bool:
+        """Set the message's visibility to ``seconds``; whether it was set."""
         if delivery is None:
-            return
+            return False
         try:
             self.queues.change_visibility(delivery.queue_url, delivery.receipt, seconds)
         except Exception:  # the queue's own visibility timeout brings it back anyway
             log.warning("could not set the visibility of a returned message", exc_info=True)
+            return False
+        return True
 
     def return_after_error(self, message: DispatchMessage, delivery: Delivery | None) -> int:
         """Return a message that met an unexpected error with its backoff (its seconds), to be
         recalled sooner once the store answers again (:mod:`punctual.execution.recall`)."""
         seconds = error_backoff_s(delivery.receive_count if delivery else 1)
-        self.return_later(delivery, seconds)
-        self.recalls.returned(message, delivery, seconds)
+        if self.return_later(delivery, seconds):  # (else back when it was due anyway: not recalled,
+            self.recalls.returned(message, delivery, seconds)  # its receipt may be another's by then)
         return seconds
 
     def resend_waiting(self, claim: Claim) -> bool:
