@@ -219,3 +219,37 @@ def test_two_updates_at_once_leave_one_of_them_whole_state_included(
     shown = client.get_schedule(Name="racy")
     # B's update is the newer (it replaced after A): its spec and its State, never a mix
     assert (shown["Description"], shown["State"]) == ("b", "ENABLED")
+
+
+def test_a_disabling_update_whose_write_is_throttled_leaves_the_schedule_as_it_was_or_disabled(
+    client: Any, api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disable changes the spec and the state in two writes: the second throttled left the
+    schedule enabled with the new spec, running on though its caller disabled it (QA24)."""
+    _put(client, "nightly", "cron(0 3 * * ? *)", Description="before")
+    jobs = wiring.services().jobs
+    throttled = ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise throttled
+
+    for write in ("pause", "replace"):
+        # When a disabling update with a new description meets a throttled write (either)
+        with monkeypatch.context() as slow:
+            slow.setattr(jobs, write, refuse)
+            with pytest.raises(ClientError):
+                _put(
+                    client,
+                    "nightly",
+                    "cron(0 3 * * ? *)",
+                    "update_schedule",
+                    Description="after",
+                    State="DISABLED",
+                )
+        # Then the schedule never runs the new spec enabled: as it was, or disabled
+        shown = client.get_schedule(Name="nightly")
+        assert (shown["Description"], shown["State"]) != ("after", "ENABLED"), write
+    # And the caller's retry applies it whole
+    _put(client, "nightly", "cron(0 3 * * ? *)", "update_schedule", Description="after", State="DISABLED")
+    shown = client.get_schedule(Name="nightly")
+    assert (shown["Description"], shown["State"]) == ("after", "DISABLED")

@@ -192,6 +192,11 @@ def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     spec = _keeping_rate_start(job, spec, values, disabled)
     if not disabled and job.state is JobState.PAUSED:
         _check_enabled_runs(req, job, spec, now)
+    if disabled and job.state is JobState.ENABLED:
+        # Paused first: a replace that then fails (throttled) leaves the schedule disabled with its
+        # old spec, never enabled with the new one (QA24: the pause, second, was throttled, and the
+        # schedule the caller disabled ran on, changed). The replace keeps it paused.
+        req.services.jobs.pause(req.tenant, job.id, expected_version=job.version)
     updated = req.services.jobs.replace(req.tenant, job.id, spec)
     _set_state(req, updated, spec, disabled)
     return {"ScheduleArn": arn}
