@@ -294,6 +294,7 @@ class RunsInFlight:
         except Exception:
             log.warning("runs in flight of %s not read: not held", scope, exc_info=True)
             return 0
+        # (read eventually consistent: a count a second behind lets that second's starts by, no more)
         count = max(counts.values(), default=0)
         with self._lock:
             if len(self._seen) >= SEEN_MAX:

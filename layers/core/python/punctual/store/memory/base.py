@@ -75,6 +75,8 @@ class MemoryBase:
         self._backfills: dict[tuple[str, str, str], Backfill] = {}
         self._peaks: dict[str, tuple[str, int]] = {}  # tenant -> (profile document, version)
         self._running_backfills: dict[str, set[str]] = {}
+        self._runs_in_flight: dict[tuple[str, int, int], int] = {}  # (scope, window, shard) -> count
+        self._hot_in_flight: dict[int, set[str]] = {}  # window -> scopes near their cap
         self._backfill_slots: dict[tuple[str, str], int] = {}  # (tenant, window) -> slots sent
         self._tenant_keys: dict[tuple[str, int], TenantKeyRecord] = {}  # (tenant, epoch)
         self._minute_loads: dict[str, MinuteLoad] = {}  # minute key -> the load ledger's counters

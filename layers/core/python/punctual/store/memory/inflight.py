@@ -11,22 +11,16 @@ from punctual.store.memory.base import MemoryBase
 class MemoryRunsInFlight(MemoryBase, RunsInFlightRepository):
     """Per (scope, window, shard), one counter; per window, the scopes near their cap."""
 
-    def _in_flight(self) -> dict[tuple[str, int, int], int]:
-        if not hasattr(self, "_runs_in_flight"):
-            self._runs_in_flight: dict[tuple[str, int, int], int] = {}
-            self._hot_in_flight: dict[int, set[str]] = {}
-        return self._runs_in_flight
-
     def add_runs_in_flight(self, scope: str, window: int, shard: int, delta: int, expires_at: int) -> int:
         with self._lock:
-            counts = self._in_flight()
+            counts = self._runs_in_flight
             key = (scope, window, shard)
             counts[key] = counts.get(key, 0) + delta
             return counts[key]
 
     def runs_in_flight(self, scope: str, windows: Sequence[int]) -> dict[int, int]:
         with self._lock:
-            counts = self._in_flight()
+            counts = self._runs_in_flight
             found = dict.fromkeys(windows, 0)
             for (of, window, _), count in counts.items():
                 if of == scope and window in found:
@@ -35,10 +29,8 @@ class MemoryRunsInFlight(MemoryBase, RunsInFlightRepository):
 
     def mark_hot_in_flight(self, scope: str, window: int, expires_at: int) -> None:
         with self._lock:
-            self._in_flight()
             self._hot_in_flight.setdefault(window, set()).add(scope)
 
     def hot_in_flight(self, windows: Sequence[int]) -> set[str]:
         with self._lock:
-            self._in_flight()
             return set().union(*(self._hot_in_flight.get(window, set()) for window in windows))
