@@ -282,3 +282,53 @@ def test_an_alert_left_sending_for_a_job_that_is_gone_is_given_up_visibly() -> N
     with ThreadPoolExecutor(1) as pool:
         SlotReleaser(store, queues, clock, config, metrics, pool).release([timer])
     assert metrics.total("AlertsUndelivered") == 1 and not queues.queues.get("short")
+
+
+def test_an_alert_whose_delivery_is_cut_short_every_time_is_given_up_after_max_stalls() -> None:
+    """A Lambda worker waits a try's length at most for its batch's deliveries, so a delivery to
+    an endpoint that answers too slowly is cut short every time, and each sweep took it over again:
+    for ever. Takeovers in a row that find no rule delivered since the claim before are counted;
+    the MAX_STALLS-th records the alert FAILED (visibly given up); one that finds progress starts
+    the count again."""
+    from punctual.delivery.notifications.alerts import MAX_STALLS
+    from punctual.execution.records import new_record
+    from punctual.runtime.observability import RecordingMetrics
+
+    store, clock, metrics = MemoryStore(), ManualClock(T0), RecordingMetrics()
+    rig = Rig(store, clock)
+    job = rig.add_job(alerts=[late_rule(PAGER), late_rule(HANG)])
+    cut_short: list[Any] = []  # deliveries handed over and never run (a worker whose wait ran out)
+    execution = new_record(rig.message(job, T0), ExecutionStatus.RUNNING)
+    made = Alerter(store, FakeTarget(), clock, later=cut_short.append).make(
+        AlertCondition.LATE, job, execution, fire_delay_ms=LATE_S * 1000, deliver=True
+    )
+    assert made is not None and len(cut_short) == 1
+
+    def sweep_once(hooks: FakeTarget) -> Any:
+        clock.advance(SWEEP_AFTER_S)
+        Alerter(store, hooks, clock, later=cut_short.append, metrics=metrics).sweep(
+            job, slot_key(T0), AlertCondition.LATE
+        )
+        return store.get_alert(job.tenant, job.id, slot_key(T0), AlertCondition.LATE)
+
+    # A sweep whose delivery gets the first rule out, then is cut short on the second: progress
+    progressing = sweep_once(FakeTarget(TargetResult.ok("HTTP 200"), Crash()))
+    try:
+        cut_short.pop()()  # (this one runs, until its cut on the second rule)
+        raise AssertionError("the delivery should have been cut short")
+    except Crash:
+        pass
+    # When every later takeover's delivery is cut short before any rule is delivered
+    states = [sweep_once(FakeTarget()) for _ in range(MAX_STALLS + 1)]
+    alert = states[-1]
+    assert progressing.status is AlertStatus.SENDING
+    # Then the takeover after the progress starts the count again, the stalls that follow are
+    # taken over, and the MAX_STALLS-th gives it up: FAILED, naming why
+    assert progressing.stalled == 1
+    assert [s.stalled for s in states] == list(range(MAX_STALLS + 1))
+    assert alert.status is AlertStatus.FAILED
+    assert [(d.rule, d.status) for d in alert.deliveries] == [(0, AlertStatus.SENT), (1, AlertStatus.FAILED)]
+    assert "cut short" in (alert.deliveries[1].error or "")
+    assert metrics.total("AlertsFailed") == 1
+    # And a later sweep leaves it alone
+    assert sweep_once(FakeTarget()).status is AlertStatus.FAILED

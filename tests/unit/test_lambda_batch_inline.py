@@ -229,3 +229,49 @@ def test_a_mixed_batch_does_not_parse_its_bodies_again(monkeypatch: pytest.Monke
         batch._pool.shutdown(wait=True)
     assert parses == []  # (the stub worker parses nothing: a parse is the batch's)
     assert worker.queues.calls == [("delete", "r0-0")]  # the queue job's record, deleted at once
+
+
+# A tenant's alert endpoint that hangs held the invocation (one of the lane's concurrency, shared by
+# every tenant) for every try of every rule, ~35 s a rule: the batch waited for its deliveries as
+# long as the invocation had left (QA 2026-12-06: another tenant's slots 22-27 s late in local
+# mode). It now waits a try's length at most; the alert stays SENDING and its sweep finishes it.
+
+
+def test_a_hanging_alert_delivery_holds_the_invocation_a_try_at_most() -> None:
+    from punctual.delivery.notifications.background import DeliveryThreads
+
+    endpoint_answers, delivering = threading.Event(), threading.Event()
+
+    class _Alerting(_Worker):
+        def __init__(self) -> None:
+            super().__init__()
+            self.deliveries = DeliveryThreads()
+
+        def process_sqs_record(self, record: dict[str, Any], time_left_s: float) -> HandleResult:
+            def hang() -> None:
+                delivering.set()
+                endpoint_answers.wait(120)
+
+            self.deliveries.submit(hang)  # the run's failed alert, delivered beside it
+            return super().process_sqs_record(record, time_left_s)
+
+        def settle(self, timeout_s: float | None = None) -> int:
+            return self.deliveries.settle(timeout_s)
+
+    worker = _Alerting()
+    batch = LambdaBatch(worker, keeper=_Keeper())  # type: ignore[arg-type]
+    answered: list[Any] = []
+    handler = threading.Thread(
+        target=lambda: answered.append(batch.handle(_event([["done"]]), lambda: 900.0))
+    )
+    try:
+        handler.start()
+        assert delivering.wait(30)
+        handler.join(60)  # the old wait: the invocation's 900 s less a margin
+        assert answered == [{"batchItemFailures": []}]
+        assert worker.deliveries.pending == 1  # left to its thread and its alert's sweep
+    finally:
+        endpoint_answers.set()
+        handler.join(30)
+        batch._pool.shutdown(wait=True)
+    assert batch_module.SETTLE_S < 60

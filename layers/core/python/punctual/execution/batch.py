@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from punctual.delivery.notifications.alerts import DELIVERY_TIMEOUT_S
 from punctual.execution.hold_gate import HoldGate
 from punctual.execution.keeper import LeaseKeeper
 from punctual.execution.ports import ClaimOutcome, HandleResult
@@ -56,6 +57,14 @@ log = logging.getLogger("punctual.execution")
 
 MAX_GROUPS_AT_ONCE = 10  # an SQS batch holds at most ten messages
 SETTLE_MARGIN_S = 5.0  # of the invocation, left after waiting for the batch's alert deliveries
+# How long the invocation waits, at most, for the batch's alert deliveries once its runs ended: a
+# try's length and a second. A tenant's alert endpoint that hangs would otherwise hold the
+# invocation (one of the lane's concurrency, shared by every tenant) for every try of every rule
+# (QA 2026-12-06: another tenant's slots 22 to 27 s late in local mode). A delivery still going
+# is not lost: its alert stays SENDING, its thread goes on in the next invocation of this
+# environment, and the alert's sweep takes it over once stale (given up FAILED after
+# MAX_STALLS takeovers with nothing delivered, :mod:`punctual.delivery.notifications.alerts`).
+SETTLE_S = DELIVERY_TIMEOUT_S + 1.0
 
 
 def _group_of(record: Mapping[str, Any]) -> str:
@@ -129,8 +138,9 @@ class LambdaBatch:
             for future in [*futures, here]:  # (in the groups' order, as when each had a thread)
                 failed.extend(future.result())
             # The batch's alerts were delivered beside its runs: wait for them before the
-            # invocation ends (one left over stays SENDING, and its sweep finishes it).
-            self.worker.settle(max(0.0, time_left_s() - SETTLE_MARGIN_S))
+            # invocation ends, a try's length at most (one left over stays SENDING, and its
+            # sweep finishes it).
+            self.worker.settle(min(SETTLE_S, max(0.0, time_left_s() - SETTLE_MARGIN_S)))
         finally:
             if hold is not None:
                 hold.result()  # never a visibility change of this batch's after the invocation

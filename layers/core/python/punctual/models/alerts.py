@@ -130,3 +130,8 @@ class Alert(BaseModel):
     body: dict[str, Any] = Field(default_factory=dict)
     deliveries: list[AlertDelivery] = Field(default_factory=list)
     rules: list[int] = Field(default_factory=list)  # the rules it goes to (a takeover delivers the rest)
+    # Takeovers in a row that found no rule delivered since the claim before: a delivery cut short
+    # each time (a worker's wait for it ran out, :data:`punctual.execution.batch.SETTLE_S`) is
+    # given up after a few, not taken over for ever.
+    stalled: int = 0
+    delivered: int = 0  # rules delivered when it was last claimed (made or taken over)

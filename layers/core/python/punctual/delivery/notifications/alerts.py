@@ -65,7 +65,13 @@ log = logging.getLogger("punctual.alerts")
 STREAK_ROUNDS = 5  # a streak's conditional end, read again and tried again while failures join
 DELIVERY_TRIES = 3
 DELIVERY_BACKOFF_S = (1.0, 4.0)  # before the second and the third try
-DELIVERY_TIMEOUT_S = 10.0
+# A try's timeout: EventBridge API destinations give an endpoint 5 s too. A Lambda worker waits
+# for its batch's deliveries a try's length at most (punctual.execution.batch.SETTLE_S), so an
+# endpoint that hangs holds a worker seconds, not the ~35 s of three 10 s tries.
+DELIVERY_TIMEOUT_S = 5.0
+# Takeovers in a row with no rule delivered before an alert is given up (FAILED): a delivery its
+# worker's wait cut short each time would otherwise be taken over every sweep, for ever.
+MAX_STALLS = 3
 MAX_SUMMARY_CHARS = 500
 FAILED_STATUSES = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT})
 C = AlertCondition
@@ -321,7 +327,17 @@ class Alerter:
         if current.status is not AlertStatus.SENDING or current.claimed_at >= stale_before:
             self.metrics.add("AlertsRepeated", 1)
             return None
-        taken = current.model_copy(update={"owner": uuid.uuid4().hex, "claimed_at": now})
+        # A takeover that finds nothing delivered since the claim before it is a stall: the
+        # delivery was cut short again (its worker's wait ran out, or it died) without a rule done.
+        stalled = current.stalled + 1 if len(current.deliveries) <= current.delivered else 0
+        taken = current.model_copy(
+            update={
+                "owner": uuid.uuid4().hex,
+                "claimed_at": now,
+                "stalled": stalled,
+                "delivered": len(current.deliveries),
+            }
+        )
         if not self.store.take_over_alert(taken, current.owner, stale_before, self._ttl()):
             return None  # someone else took it over first
         self.metrics.add("AlertsTakenOver", 1)
@@ -331,8 +347,25 @@ class Alerter:
             job.id,
             current.key_slot,
         )
+        if stalled >= MAX_STALLS:
+            self._give_up(job, taken)
+            return None
         self._arm(job, taken)
         return taken
+
+    def _give_up(self, job: Job, alert: Alert) -> None:
+        """Record ``alert`` FAILED: its delivery was cut short :data:`MAX_STALLS` times in a row
+        with no rule delivered (an endpoint that answers too slowly, or never)."""
+        error = (
+            f"delivery cut short {alert.stalled} times in a row with nothing delivered: the endpoint "
+            f"answered too slowly (over {DELIVERY_TIMEOUT_S:g} s a try) or never"
+        )
+        log.warning("alert %s of %s %s given up: %s", alert.condition.value, job.id, alert.key_slot, error)
+        rest = [
+            AlertDelivery(rule=index, status=AlertStatus.FAILED, error=error)
+            for index, _ in self._todo(job, alert)
+        ]
+        self._record_outcome(job, alert.model_copy(update={"deliveries": [*alert.deliveries, *rest]}))
 
     def sweep(self, job: Job, key_slot: str, condition: AlertCondition) -> float | None:
         """An alert's sweep (:mod:`.sweep`): take it over and deliver the rest if its owner died
@@ -354,9 +387,7 @@ class Alerter:
         recording the progress after each rule (which renews the claim), then the result.
         Stops when the alert was taken over meanwhile. Never raises an error."""
         try:
-            done = {d.rule for d in alert.deliveries}
-            indexes = alert.rules or [index for index, _ in rules_on(job, alert.condition)]
-            todo = [(i, job.alerts[i]) for i in indexes if i < len(job.alerts) and i not in done]
+            todo = self._todo(job, alert)
             for position, (index, rule) in enumerate(todo):
                 delivery = self._deliver(job, alert, index, rule)
                 alert = alert.model_copy(
@@ -365,23 +396,35 @@ class Alerter:
                 if position < len(todo) - 1 and not self.store.save_alert(alert, self._ttl()):
                     log.warning("alert %s %s %s was taken over", job.id, alert.key_slot, alert.condition)
                     return alert
-            statuses = [d.status for d in alert.deliveries]
-            failed = AlertStatus.FAILED in statuses
-            status = AlertStatus.FAILED if failed else AlertStatus.SENT
-            if not statuses or all(st is AlertStatus.HELD for st in statuses):
-                status = AlertStatus.HELD
-            alert = alert.model_copy(update={"status": status})
-            if not self.store.save_alert(alert, self._ttl()):
-                log.warning(
-                    "alert %s %s %s was taken over while it was sent", job.id, alert.key_slot, alert.condition
-                )
-            self.metrics.add("AlertsRaised", 1)
-            if failed:
-                self.metrics.add("AlertsFailed", 1)
+            alert = self._record_outcome(job, alert)
         except Exception:
             log.exception(
                 "alert %s of %s %s could not be delivered", alert.condition.value, job.id, alert.key_slot
             )
+        return alert
+
+    @staticmethod
+    def _todo(job: Job, alert: Alert) -> list[tuple[int, AlertRule]]:
+        """The rules ``alert`` goes to that it has not been delivered to yet."""
+        done = {d.rule for d in alert.deliveries}
+        indexes = alert.rules or [index for index, _ in rules_on(job, alert.condition)]
+        return [(i, job.alerts[i]) for i in indexes if i < len(job.alerts) and i not in done]
+
+    def _record_outcome(self, job: Job, alert: Alert) -> Alert:
+        """Record the result of ``alert``'s deliveries (SENT, FAILED or HELD), if still its owner."""
+        statuses = [d.status for d in alert.deliveries]
+        failed = AlertStatus.FAILED in statuses
+        status = AlertStatus.FAILED if failed else AlertStatus.SENT
+        if not statuses or all(st is AlertStatus.HELD for st in statuses):
+            status = AlertStatus.HELD
+        alert = alert.model_copy(update={"status": status})
+        if not self.store.save_alert(alert, self._ttl()):
+            log.warning(
+                "alert %s %s %s was taken over while it was sent", job.id, alert.key_slot, alert.condition
+            )
+        self.metrics.add("AlertsRaised", 1)
+        if failed:
+            self.metrics.add("AlertsFailed", 1)
         return alert
 
     def _deliver_later(self, job: Job, alert: Alert) -> None:

@@ -32,7 +32,7 @@ from punctual.timing.timers import Timer, TimerKind, TimerLayout
 log = logging.getLogger("punctual.delivery.notifications")
 
 # An alert left SENDING this long by a worker that died is taken over. Longer than one rule's
-# delivery takes (3 tries of 10 s and 5 s of backoff): an owner renews its claim after each rule.
+# delivery takes (3 tries of 5 s and 5 s of backoff): an owner renews its claim after each rule.
 ALERT_STALE_S = 50
 SWEEP_MARGIN_S = 5
 SWEEP_AFTER_S = ALERT_STALE_S + SWEEP_MARGIN_S  # the sweep timer's due instant, after the claim
