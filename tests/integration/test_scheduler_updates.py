@@ -253,3 +253,29 @@ def test_a_disabling_update_whose_write_is_throttled_leaves_the_schedule_as_it_w
     _put(client, "nightly", "cron(0 3 * * ? *)", "update_schedule", Description="after", State="DISABLED")
     shown = client.get_schedule(Name="nightly")
     assert (shown["Description"], shown["State"]) == ("after", "DISABLED")
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["at(2020-01-01T00:00:00)", "cron(0 0 1 1 ? 2020)", "after(no-such-job)"],
+)
+def test_a_disabling_update_that_is_refused_leaves_the_schedule_as_it_was(
+    client: Any, api: ApiClient, expression: str
+) -> None:
+    """A disable pauses the job before its replace: a replace then refused (ValidationException, not
+    retried) left the schedule DISABLED for good, its runs stopped by a request that failed (QA26)."""
+    # Given an enabled schedule
+    _put(client, "nightly", "cron(0 3 * * ? *)", Description="before")
+    before = _job(api, "nightly")
+    # When an update disabling it names an expression that is refused
+    with pytest.raises(ClientError) as refused:
+        _put(client, "nightly", expression, "update_schedule", Description="after", State="DISABLED")
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    # Then it is still enabled, with its spec and its next slot
+    shown = client.get_schedule(Name="nightly")
+    assert (shown["State"], shown["ScheduleExpression"], shown["Description"]) == (
+        "ENABLED",
+        "cron(0 3 * * ? *)",
+        "before",
+    )
+    assert _job(api, "nightly")["next_fire_at"] == before["next_fire_at"]

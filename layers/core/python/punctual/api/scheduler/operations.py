@@ -192,14 +192,29 @@ def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
     spec = _keeping_rate_start(job, spec, values, disabled)
     if not disabled and job.state is JobState.PAUSED:
         _check_enabled_runs(req, job, spec, now)
+    paused: Job | None = None
     if disabled and job.state is JobState.ENABLED:
         # Paused first: a replace that then fails (throttled) leaves the schedule disabled with its
         # old spec, never enabled with the new one (QA24: the pause, second, was throttled, and the
         # schedule the caller disabled ran on, changed). The replace keeps it paused.
-        req.services.jobs.pause(req.tenant, job.id, expected_version=job.version)
-    updated = req.services.jobs.replace(req.tenant, job.id, spec)
+        paused = req.services.jobs.pause(req.tenant, job.id, expected_version=job.version)
+    try:
+        updated = req.services.jobs.replace(req.tenant, job.id, spec)
+    except Exception:
+        if paused is not None:
+            _undo_pause(req, paused)
+        raise
     _set_state(req, updated, spec, disabled)
     return {"ScheduleArn": arn}
+
+
+def _undo_pause(req: Request, paused: Job) -> None:
+    """Enable again the job a disabling update paused when its replace then failed: a refused update
+    changes nothing (QA26: an expression refused as invalid left the schedule DISABLED for good, and
+    the caller, told the update failed, had no reason to look). Only while nothing else wrote it since
+    (its version); a failure here leaves it disabled with its old spec, as a throttled replace may."""
+    with suppress(Exception):
+        req.services.jobs.resume(req.tenant, paused.id, expected_version=paused.version)
 
 
 STATE_TRIES = 3
