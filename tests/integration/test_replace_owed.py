@@ -157,6 +157,21 @@ def test_a_job_registered_in_its_start_at_instant_fires_at_start_at(schedule: st
     assert run.ran() == Counter({_slot(T(10, m)): 1 for m in range(3)})
 
 
+@pytest.mark.parametrize("schedule", ["rate(1 minute)", "rate(7 days)", "cron(* * * * ? *)"])
+@pytest.mark.parametrize("fraction", [0.001, 0.4, 0.999])
+def test_a_job_registered_within_its_start_at_second_fires_at_start_at(
+    schedule: str, fraction: float
+) -> None:
+    """QA26: a start_at of now, as clients send it (EventBridge's ``StartDate=datetime.now()``, kept
+    to whole seconds; ``--start-at now``), is a little before the registration instant: its slot,
+    the schedule's first occurrence, was dropped and the first run came one period later (a week,
+    for a rate(7 days) schedule). Slots are whole seconds: within start_at's second it is due now."""
+    run = Run(T(10, 0, fraction))
+    run.jobs.register("default", spec(schedule, start_at="2026-12-01T10:00:00Z"), job_id="j")
+    run.until(T(10, 0, 5))
+    assert run.ran() == Counter({_slot(T(10, 0)): 1})
+
+
 def _records(run: Run) -> dict[str, tuple[str, str | None]]:
     items = run.rig.store.list_executions("default", "j", limit=500).items
     return {r.slot: (r.status.value, r.error) for r in items}

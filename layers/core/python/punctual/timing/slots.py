@@ -133,8 +133,11 @@ def first_slot(job: Job, now: datetime) -> datetime | None:
         if slot is not None and job.end_at is not None and slot > job.end_at:
             return None  # QA: past end_at it ran all the same (as a chain's later run never does)
         return slot
-    if job.start_at is not None and job.anchor == now:  # registered in its start_at's instant:
-        return next_slot(job, now - _INSTANT)  # start_at is a slot (docs/schedules.md), due now
+    if job.start_at is not None and job.anchor <= now < job.anchor + _ONE_SECOND:
+        # Registered in its start_at's second (slots are whole seconds): start_at is a slot
+        # (docs/schedules.md), due now (QA26: a start_at of now, a moment before the registration,
+        # as clients send it, lost the first occurrence: the first run came a period later)
+        return next_slot(job, job.anchor - _INSTANT)
     return next_slot(job, now)
 
 
