@@ -260,6 +260,29 @@ def test_a_rotation_between_a_one_time_jobs_slot_and_its_release_runs_it_and_com
 
 
 @pytest.mark.parametrize(
+    "schedule", ["at(2026-12-01T10:00:00)", "cron(0 * * * ? *)"], ids=["one-time", "past-end_at"]
+)
+def test_a_rotation_between_a_last_slots_release_and_its_worker_still_completes_the_job(
+    schedule: str,
+) -> None:
+    """QA26: the worker's COMPLETED mark asked for the version the last slot was released for; a
+    rotation in between (the spec unchanged) left the job ENABLED, with no slot and no chain, for
+    good."""
+    run = Run(T(9, 58))
+    run.jobs.secrets = _Secrets()
+    hook = {"type": "http", "url": "https://example.com/hook"}
+    run.jobs.register("default", spec(schedule, target=hook, end_at="2026-12-01T10:30:00Z"), job_id="j")
+    run.until(T(9, 59, 59))
+    run.clock.set(T(10, 0, 0.3))
+    run.rig.poll()  # the last slot is released; no worker has taken it yet
+    run.jobs.rotate_secret("default", "j")
+    run.until(T(10, 1))
+    assert run.ran() == Counter({_slot(T(10, 0)): 1})
+    job = run.rig.store.get_job("default", "j")
+    assert job is not None and job.state.value == "COMPLETED"
+
+
+@pytest.mark.parametrize(
     ("first", "second", "owed"),
     [
         # A hourly -> B every minute at 10:05:30 -> C at 10:07:30: A owes 10:00, B 10:06 and 10:07

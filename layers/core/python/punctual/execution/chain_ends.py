@@ -6,19 +6,21 @@ transaction per job (the job item and its listing) on its release path: a burst 
 one-time slots waited for 1,000 transactions of the poller's threads (p50 17 s in local mode
 where recurring jobs took 6). Now the poller sends that slot's message with ``last`` set and
 moves on; the worker that receives it (whatever the claim decides: a duplicate, a skip, a run)
-marks the job COMPLETED with the same conditional write (on the version the slot was released
-for: a job changed meanwhile is left as its change made it). A message is deleted only after
-it was handled, so the mark is made at least once; a repeat finds the job COMPLETED (or
-changed) and writes nothing. A mark that fails (throttled) on a slot the claim holds does not keep
-that slot from running: it is made again after the run's finish (raised then, the message comes
-back and its redelivery makes it). Where no message is sent for the last slot (it was missed,
-excluded, or a worker had already started it), the poller still marks the job itself: a
-rare path, off the burst's.
+marks the job COMPLETED with the same conditional write (on the job's version as read, while its
+spec is still the one the slot was released for and it is enabled: a job re-specified or paused
+meanwhile is left as its change made it; a secret rotation keeps the spec, and the slot its
+last). A message is deleted only after it was handled, so the mark is made at least once; a
+repeat finds the job COMPLETED (or changed) and writes nothing. A mark that fails (throttled)
+on a slot the claim holds does not keep that slot from running: it is made again after the run's
+finish (raised then, the message comes back and its redelivery makes it). Where no message is
+sent for the last slot (it was missed, excluded, or a worker had already started it), the poller
+still marks the job itself: a rare path, off the burst's.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TypeGuard
 
 from punctual.dispatch.queues import DispatchMessage
 from punctual.models import Job, JobState
@@ -56,11 +58,22 @@ class ChainEnds:
         none); True when this marked the job COMPLETED."""
         if not message.last:
             return False
-        if job is None or job.version != message.job_version:
+        read = job is None or job.version != message.job_version
+        if read:
             job = self.store.get_job(message.tenant, message.job_id)
-        if job is None or job.version != message.job_version or job.state is not JobState.ENABLED:
-            return False  # gone, changed, paused or already completed: nothing to mark
-        if not complete_job(self.store, job, self.clock):
-            return False
+        if not (_still_last(job, message) and complete_job(self.store, job, self.clock)):
+            if read:
+                return False  # gone, re-specified, paused or already completed: nothing to mark
+            # The claim's job changed since: a write that kept the spec (a secret rotation: QA26,
+            # the job stayed ENABLED with no slot and no chain for good) leaves this its last slot
+            job = self.store.get_job(message.tenant, message.job_id)
+            if not (_still_last(job, message) and complete_job(self.store, job, self.clock)):
+                return False
         self.metrics.add("JobsCompleted", 1)
         return True
+
+
+def _still_last(job: Job | None, message: DispatchMessage) -> TypeGuard[Job]:
+    """Whether ``job`` still ends with the slot of the ``last`` message: enabled, with the spec
+    the slot was released for (a replace's chain, or a pause's resume, decides for itself)."""
+    return job is not None and job.state is JobState.ENABLED and job.spec_since <= message.job_version
