@@ -59,6 +59,12 @@ from punctual.timing.schedules import DstOptions, ScheduleError, parse_instant, 
         ("cron(0 9 ? * #2 *)", "day-of-week '#2' is missing a value"),
         ("cron(0 9-,5 * * ? *)", "hour '9-' is missing a value"),
         ("cron(0 9 ? * 1-7-2 *)", "day-of-week '7-2' is not a number or day name"),
+        # a day special in a range or step is named as such, not its valid part as "not a number"
+        ("cron(0 9 ? * 6L-2 *)", "day-of-week '6L-2' is not supported: L, nL or n#k stand alone"),
+        ("cron(0 9 ? * 6L/2 *)", "day-of-week '6L/2' is not supported"),
+        ("cron(0 9 ? * 2-3#1 *)", "day-of-week '2-3#1' is not supported"),
+        ("cron(0 9 15W-20 * ? *)", "day-of-month '15W-20' is not supported: L, LW or nW stand alone"),
+        ("cron(0 9 1-5W * ? *)", "day-of-month '1-5W' is not supported"),
         # never fires
         ("cron(0 0 31 2 ? *)", "never fires: no date has day-of-month '31', month '2'"),
         ("cron(0 0 30 2 ? *)", "never fires"),

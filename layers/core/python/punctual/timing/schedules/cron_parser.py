@@ -126,6 +126,16 @@ def _unix_weekday(value: int) -> int:
     return (value + 6) % 7  # Unix 0/7=SUN .. 6=SAT -> Python 0=MON .. 6=SUN
 
 
+def _refuse_special_in_range(parser: _FieldParser, token: str, specials: str, forms: str) -> None:
+    """A day special (``L``, ``W``, ``#``) inside a range or step, which AWS does not take: named
+    as such (QA26: ``6L-2`` was "day-of-week '6L' is not a number or day name", of a valid 6L)."""
+    if ("-" in token or "/" in token) and any(mark in token.upper() for mark in specials):
+        raise parser.fail(
+            f"{parser.fd.name} '{shorten(token)}' is not supported: {forms} stand alone as a list item,"
+            " not in a range or step"
+        )
+
+
 def _parse_aws_dom(prefix: str, text: str) -> DomSpec:
     parser = _FieldParser(prefix, _DOM)
     days: set[int] = set()
@@ -133,6 +143,8 @@ def _parse_aws_dom(prefix: str, text: str) -> DomSpec:
     nearest: list[int] = []
     for token in parser.tokens(text):
         upper = token.upper()
+        if not upper.startswith("L"):  # (L-3, LW/2 and such: the L branch below names them)
+            _refuse_special_in_range(parser, token, "LW", "L, LW or nW")
         if upper == "L":
             last = True
         elif upper == "LW":
@@ -155,6 +167,7 @@ def _parse_aws_dow(prefix: str, text: str) -> DowSpec:
     last_of: list[int] = []
     for token in parser.tokens(text):
         upper = token.upper()
+        _refuse_special_in_range(parser, token, "L#", "L, nL or n#k")
         if "#" in token:
             day, _, occurrence = token.partition("#")
             wd = _aws_weekday(parser.value(day, token))
