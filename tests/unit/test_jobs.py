@@ -98,6 +98,11 @@ def test_one_time_job_in_the_past_is_refused(env) -> None:  # type: ignore[no-un
             {"schedule": "at(2020-01-01T00:00:00)"},
             "at(2020-01-01T00:00:00) is not after 2026-11-30T10:00:00Z",
         ),
+        (  # QA26: its local time read as after now ("at(2026-11-30T15:00:00) is not after
+            # 2026-11-30T10:00:00Z"): the instant compared is named, in UTC
+            {"schedule": "at(2026-11-30T15:00:00)", "timezone": "Asia/Tokyo"},
+            "at(2026-11-30T15:00:00) in Asia/Tokyo (2026-11-30T06:00:00Z) is not after 2026-11-30T10:00:00Z",
+        ),
         (
             {"schedule": "cron(30 2 29 3 ? 2026)", "timezone": "Europe/Berlin", "dst": {"gap": "skip"}},
             "never fires after 2026-11-30T10:00:00Z",
