@@ -522,6 +522,18 @@ def test_schedule_preview_errors(api: ApiClient, query: str, field: str) -> None
     assert reply.fields() == [field]
 
 
+def test_a_past_at_in_another_zone_is_refused_naming_its_utc_instant(api: ApiClient) -> None:
+    """QA26: "at(2026-01-01T15:00:00) has no slot after 2026-01-01T10:00:00Z" of an Asia/Tokyo
+    expression, whose instant is 06:00Z: its local time read as after the instant compared."""
+    query = "expression=at(2026-01-01T15:00:00)&timezone=Asia/Tokyo&after=2026-01-01T10:00:00Z"
+    reply = api.call("GET", f"/v1/schedules/preview?{query}")
+
+    assert reply.status == 422 and reply.fields() == ["query.expression"]
+    assert reply.problem["detail"] == (
+        "at(2026-01-01T15:00:00) in Asia/Tokyo (2026-01-01T06:00:00Z) has no slot after 2026-01-01T10:00:00Z"
+    )
+
+
 def test_openapi_route_serves_the_committed_document(api: ApiClient) -> None:
     from punctual.api.app import openapi_text
 

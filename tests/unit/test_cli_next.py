@@ -110,6 +110,14 @@ def test_at_prints_its_slot_or_says_it_has_none(capsys: pytest.CaptureFixture[st
     assert (code, out) == (0, ["2030-01-01T00:00:00Z"])
     code, out, err = run(capsys, "next", "at(2020-01-01T09:00:00)", "--after", "2026-01-01T00:00:00Z")
     assert (code, out) == (2, []) and "has no slot after 2026-01-01T00:00:00Z" in err  # as a job would be
+    # QA26: in another zone its UTC instant is named, the one compared (its local time reads later)
+    code, out, err = run(
+        capsys, "next", "at(2026-01-01T15:00:00)", "--tz", "Asia/Tokyo", "--after", "2026-01-01T10:00:00Z"
+    )
+    assert (code, out) == (
+        2,
+        [],
+    ) and "at(2026-01-01T15:00:00) in Asia/Tokyo (2026-01-01T06:00:00Z) has no slot" in err
 
 
 def test_fewer_slots_when_the_schedule_ends(capsys: pytest.CaptureFixture[str]) -> None:

@@ -190,7 +190,7 @@ def _cmd_next(args: argparse.Namespace, out: TextIO) -> int:
     if not (args.exclude_ics or args.exclude_date):
         slots = schedule.slots(after, anchor, args.count)
         if not slots:  # as a job of it would be refused: say so, not an empty answer
-            raise UsageError(f"{schedule.expression} has no slot after {format_instant(after)}")
+            raise UsageError(f"{schedule.compared()} has no slot after {format_instant(after)}")
         out.write("".join(f"{format_instant(slot)}\n" for slot in slots))
         return 0
     calendar = _exclusions(args)

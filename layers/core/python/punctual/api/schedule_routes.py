@@ -112,7 +112,7 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
             )
         if schedule.next_after(start, None) is None:  # an at() past, a rate() first due after 2199
             raise problems.invalid(
-                "query.expression", f"{expression} has no slot after {format_instant(start)}"
+                "query.expression", f"{schedule.compared()} has no slot after {format_instant(start)}"
             )
         if not calendars:
             return SchedulePreview(

@@ -108,7 +108,7 @@ def no_slot_reason(job: Job, now: datetime) -> str:
         )
     if schedule.kind == "at":
         instant = schedule.next_after(datetime.min.replace(tzinfo=UTC), anchor=None)
-        named = _at_compared(job, instant)
+        named = schedule.compared()
         if instant is not None and instant > now and job.start_at is not None and instant < job.start_at:
             return (
                 f"schedule has no slot on or after start_at {format_instant_adaptive(job.start_at)}:"
@@ -121,15 +121,6 @@ def no_slot_reason(job: Job, now: datetime) -> str:
             f" {schedules.MAX_YEAR}, the last year a schedule fires in"
         )
     return f"schedule has no slot after {format_instant(now)}"
-
-
-def _at_compared(job: Job, instant: datetime | None) -> str:
-    """An ``at()`` expression as a refusal compares it with UTC instants: with its own instant, in
-    UTC, when its zone's local time reads otherwise (QA26: "at(2026-11-30T15:00:00) is not after
-    2026-11-30T10:00:00Z" of a job in Asia/Tokyo, whose instant is 06:00Z)."""
-    if instant is None or not instant.astimezone(schedules.validate_timezone(job.timezone)).utcoffset():
-        return job.schedule
-    return f"{job.schedule} in {job.timezone} ({format_instant(instant)})"
 
 
 def first_slot(job: Job, now: datetime) -> datetime | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+from punctual.timing.instants import format_instant
 from punctual.timing.schedules.base import (
     MAX_YEAR,
     MIN_YEAR,
@@ -43,6 +44,15 @@ class AtSchedule(Schedule):
     def instants(self) -> tuple[datetime, ...]:
         """The instant this schedule fires at (a tuple of one)."""
         return tuple(from_epoch(i) for i in self._instants)
+
+    def compared(self) -> str:
+        """The expression as a refusal compares it with UTC instants: with its instant, in UTC, when
+        its zone's local time reads otherwise (QA26: "at(2026-11-30T15:00:00) is not after
+        2026-11-30T10:00:00Z" of a job in Asia/Tokyo, whose instant is 06:00Z)."""
+        instant = from_epoch(self._instants[0])
+        if not instant.astimezone(validate_timezone(self.timezone)).utcoffset():
+            return self.expression
+        return f"{self.expression} in {self.timezone} ({format_instant(instant)})"
 
     def next_after(self, after: datetime, anchor: datetime | None = None) -> datetime | None:
         """The instant if it is strictly after ``after``, else ``None``."""

@@ -110,6 +110,11 @@ class Schedule:
         """
         raise NotImplementedError
 
+    def compared(self) -> str:
+        """The expression as a refusal that compares it with a UTC instant names it (``at()`` adds
+        its own instant when its zone's local time reads otherwise)."""
+        return self.expression
+
     def slots(self, after: datetime, anchor: datetime | None = None, count: int = 5) -> list[datetime]:
         """Up to ``count`` consecutive slots strictly after ``after``.
 
