@@ -26,6 +26,7 @@ from punctual.timing.slots import dispatch_instant
 from punctual.usecases.calendar_service import CalendarService
 from punctual.usecases.calendars import CalendarSpec
 from punctual.usecases.jobs import JobService, QueueRouting
+from punctual.usecases.next_fire import upcoming_releases
 
 
 def at(*fields: int) -> datetime:
@@ -202,6 +203,25 @@ def test_a_replace_within_the_jitter_names_the_slot_that_runs_first(sim: Sim, pa
     samples = sim.run_until(at(2026, 12, 1, 13), every=timedelta(minutes=5))
     assert replaced.next_fire_at == sim.first_run(at(2026, 12, 1, 10, 5))
     assert sim.mismatches(samples) == []
+
+
+def test_a_replace_moving_the_timing_within_the_jitter_names_the_slot_that_runs_first(sim: Sim) -> None:
+    """QA26: after a replace that moved the job's timing (hourly at :00 to :02) within the jitter,
+    next_fire_at and the upcoming slots listed the new timing's 10:02, before the replace, which no
+    chain releases, and left out the old chain's 10:00, owed and released on its timing."""
+    sim.register("cron(0 * * * ? *)", jitter_seconds=3000)
+    sim.run_until(at(2026, 12, 1, 10, 5))
+    replaced = sim.jobs.replace("default", "job-1", spec("cron(2 * * * ? *)", jitter_seconds=3000))
+    listed = dict(upcoming_releases(replaced, sim.clock.now(), (), 3))  # what GET .../upcoming lists
+    samples = sim.run_until(at(2026, 12, 1, 13), every=timedelta(minutes=5))
+    assert replaced.next_fire_at == sim.first_run(at(2026, 12, 1, 10, 5))
+    assert sim.mismatches(samples) == []
+    ran = {slot: when for when, slot in sim.runs}
+    assert {f"{slot:%Y-%m-%dT%H:%M:%SZ}": fires for slot, fires in listed.items()} == {
+        slot: when
+        for slot, when in ran.items()
+        if slot in {"2026-12-01T10:00:00Z", "2026-12-01T11:02:00Z", "2026-12-01T12:02:00Z"}
+    }
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from punctual.timing.schedules import (
 )
 from punctual.timing.slots import schedule_of
 from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, Calendar, included_slots, stopped_by_cap
-from punctual.usecases.next_fire import release_instants, upcoming_slots
+from punctual.usecases.next_fire import upcoming_releases, upcoming_slots
 
 MAX_PREVIEW = 100
 DEFAULT_UPCOMING = 10
@@ -169,9 +169,8 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
             note = "a delay() job's next run counts from its last run's end: it has no slots ahead of time"
         else:
             now, calendars = jobs.clock.now(), jobs.next_fire.excluded_by(job)
-            found = upcoming_slots(job, now, calendars, count)
-            fires = release_instants(job, found)
-            slots = [UpcomingSlotOut(slot=slot, fires_at=at) for slot, at in zip(found, fires, strict=True)]
+            found = upcoming_releases(job, now, calendars, count)
+            slots = [UpcomingSlotOut(slot=slot, fires_at=at) for slot, at in found]
             note = None if slots else _none_left(job, now, calendars)
         return JobUpcoming(job_id=job.id, state=job.state.value, slots=slots, note=note)
 

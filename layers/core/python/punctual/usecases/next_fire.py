@@ -21,7 +21,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from punctual.models import Job, JobState
+from punctual.models.jobs import chain_end
 from punctual.store.base import JobStore
+from punctual.timing.owed import not_run_why
 from punctual.timing.slots import (
     MISSED_AFTER_S,
     calendar_before_catchup,
@@ -82,36 +84,90 @@ def owes_now(store: JobStore, job: Job, now: datetime, calendars: Sequence[Calen
 
 
 def next_release(job: Job, now: datetime, calendars: Sequence[Calendar] = ()) -> datetime | None:
-    """When the job's chain next releases a slot after ``now`` (the first slot, in slot order,
-    whose dispatch instant is after ``now`` and which no calendar of ``calendars`` excludes);
-    None when no slot is left. A jittered slot is looked for from ``jitter_seconds`` before now
-    (no later one has a dispatch instant already past), but not before the job's registration: a
-    chain goes on from there across a replace (the old chain's slots due by it are released under
-    the new spec) and a pause (the resume releases what the pause owes, and the slots due before
-    the pause a poller meets after the resume): :mod:`punctual.dispatch.polling.chains`."""
-    first = upcoming_slots(job, now, calendars, 1)
-    return dispatch_instant(job, first[0]) if first else None
+    """When the job's chains next release a slot after ``now`` (each chain's first slot, in slot
+    order, whose dispatch instant is after ``now`` and which no calendar of ``calendars``
+    excludes); None when no slot is left. A jittered slot is looked for from ``jitter_seconds``
+    before now (no later one has a dispatch instant already past), but not before the job's
+    registration: a chain goes on from there across a replace (the old chain's slots due by it are
+    released under the new spec, on the old chain's timing when the replace moved it) and a pause
+    (the resume releases what the pause owes, and the slots due before the pause a poller meets
+    after the resume): :mod:`punctual.dispatch.polling.chains`."""
+    heads = [found[0][1] for found in _chain_releases(job, now, calendars, 1) if found]
+    return min(heads, default=None)
 
 
 def upcoming_slots(
     job: Job, now: datetime, calendars: Sequence[Calendar] = (), count: int = 10
 ) -> list[datetime]:
-    """The next ``count`` slots the job's chain releases after ``now``, in slot order, as
-    :func:`next_release` finds the first (a jittered slot whose instant passed but whose dispatch
-    instant has not is still to come; slots on a day of ``calendars`` are passed over). Slots a
+    """The next ``count`` slots the job's chains release after ``now``, in slot order
+    (:func:`upcoming_releases` without the instants)."""
+    return [slot for slot, _ in upcoming_releases(job, now, calendars, count)]
+
+
+def upcoming_releases(
+    job: Job, now: datetime, calendars: Sequence[Calendar] = (), count: int = 10
+) -> list[tuple[datetime, datetime]]:
+    """The next ``count`` slots the job's chains release after ``now``, in slot order, each with
+    when its chain releases it (:func:`release_instants`), as :func:`next_release` finds the first
+    (a jittered slot whose instant passed but whose dispatch instant has not is still to come;
+    slots on a day of ``calendars`` are passed over). A replace that moved the job's timing leaves
+    the old chain's slots due by it, still to be released on its timing (QA26: the new timing's
+    slots before the replace were listed, which no chain releases, and these left out). Slots a
     resume owes (released at once) are not among them."""
-    jitter = timedelta(seconds=job.jitter_seconds)
-    after = min(now, max(now - jitter, job.created_at))
+    found = [release for chain in _chain_releases(job, now, calendars, count) for release in chain]
+    return sorted(found)[:count]
+
+
+def _chain_releases(
+    job: Job, now: datetime, calendars: Sequence[Calendar], count: int
+) -> list[list[tuple[datetime, datetime]]]:
+    """Each chain's next ``count`` slots after ``now`` and their release instants: the chains that
+    replaces moving the job's timing ended (their slots due by the replace: the poller's
+    Verdict.REPLACED), then the current one (its slots after the last such replace)."""
+    chains: list[tuple[Job, datetime | None]] = []
+    for restart in job.restarts:
+        found = chain_end(job, restart.until_version) if restart.timing is not None else None
+        if found is not None:
+            chains.append((found[1], restart.at))
+    chains.append((job, None))
+    out: list[list[tuple[datetime, datetime]]] = []
+    lower: datetime | None = None
+    for walker, until in chains:
+        slots = _pending_slots(job, walker, now, calendars, count, lower, until)
+        out.append(list(zip(slots, release_instants(walker, slots), strict=True)))
+        lower = until
+    return out
+
+
+def _pending_slots(
+    job: Job,
+    walker: Job,
+    now: datetime,
+    calendars: Sequence[Calendar],
+    count: int,
+    lower: datetime | None,
+    until: datetime | None,
+) -> list[datetime]:
+    """The next ``count`` slots one chain (on ``walker``'s timing) releases after ``now``: after
+    ``lower`` and, for an ended chain, up to ``until`` and only those the current spec runs."""
+    jitter = timedelta(seconds=walker.jitter_seconds)
+    after = min(now, max(now - jitter, job.created_at, lower or job.created_at))
     head: list[datetime] = []
+
+    def chain_slot(instant: datetime) -> datetime | None:
+        slot = next_slot(walker, instant)
+        while slot is not None and until is not None and slot <= until and not_run_why(job, walker, slot):
+            slot = next_slot(walker, slot)  # recorded MISSED when met, not released
+        return None if slot is None or (until is not None and slot > until) else slot
 
     def pending_after(instant: datetime) -> datetime | None:
         if head:
             # Past the chain's head nothing is released yet, a slot whose own dispatch instant has
             # passed neither: it goes with the head's release (QA17: such slots were left out)
-            return next_slot(job, instant)
-        slot = next_slot(job, instant)
-        while slot is not None and slot <= now and dispatch_instant(job, slot) <= now:
-            slot = next_slot(job, slot)
+            return chain_slot(instant)
+        slot = chain_slot(instant)
+        while slot is not None and slot <= now and dispatch_instant(walker, slot) <= now:
+            slot = chain_slot(slot)
         head.extend([slot] if slot is not None else [])
         return slot
 
