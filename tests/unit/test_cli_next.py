@@ -120,6 +120,12 @@ def test_at_prints_its_slot_or_says_it_has_none(capsys: pytest.CaptureFixture[st
     ) and "at(2026-01-01T15:00:00) in Asia/Tokyo (2026-01-01T06:00:00Z) has no slot" in err
 
 
+def test_an_expression_a_job_refuses_for_a_tab_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA26: slots were printed for an expression holding a tab, which a job's schedule refuses."""
+    code, out, err = run(capsys, "next", "cron(0\t9 * * ? *)", "--after", "2026-01-01T00:00:00Z")
+    assert (code, out) == (2, []) and "must not contain control characters" in err
+
+
 def test_fewer_slots_when_the_schedule_ends(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(
         capsys, "next", "cron(0 0 1 1 ? 2027-2028)", "--after", "2026-01-01T00:00:00Z", "--count", "5"

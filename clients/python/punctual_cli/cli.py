@@ -39,6 +39,7 @@ from punctual.timing.schedules import (
     AT_FIRES_ONCE,
     DstOptions,
     ScheduleError,
+    check_new_expression,
     format_instant,
     parse_instant,
     parse_schedule,
@@ -178,6 +179,7 @@ def _cmd_next(args: argparse.Namespace, out: TextIO) -> int:
     anchor: datetime | None = args.start
     dst = DstOptions(args.dst_gap, args.dst_repeat) if args.dst_gap or args.dst_repeat else None
     try:
+        check_new_expression(args.expression)  # as a job's schedule is checked
         schedule = parse_schedule(args.expression, args.tz, dst, now=after)
     except ScheduleError as exc:
         raise UsageError(str(exc)) from None

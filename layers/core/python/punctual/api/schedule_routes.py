@@ -19,6 +19,7 @@ from punctual.timing.schedules import (
     AT_FIRES_ONCE,
     DstOptions,
     ScheduleError,
+    check_new_expression,
     check_place,
     format_instant,
     parse_instant,
@@ -101,6 +102,7 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
             raise problems.invalid("query.after", str(exc)) from None
         dst = _preview_dst(dst_gap, dst_repeat)
         try:
+            check_new_expression(expression)  # as a job's schedule is checked
             schedule = parse_schedule(expression, timezone, dst, now=start)
         except ScheduleError as exc:
             raise problems.invalid("query.expression", str(exc)) from None

@@ -54,6 +54,7 @@ from punctual.timing.schedules.jitter import jitter_offset_s
 from punctual.timing.schedules.parser import (
     MAX_EXPRESSION_LENGTH,
     cached_schedule,
+    check_new_expression,
     parse_instant,
     parse_schedule,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "cached_schedule",
+    "check_new_expression",
     "check_place",
     "format_instant",
     "jitter_offset_s",

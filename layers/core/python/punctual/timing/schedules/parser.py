@@ -25,7 +25,13 @@ from punctual.timing.schedules.errors import ScheduleError
 from punctual.timing.schedules.periods import DelaySchedule, RateSchedule, parse_period
 from punctual.timing.schedules.zones import validate_timezone
 
-__all__ = ["MAX_EXPRESSION_LENGTH", "cached_schedule", "parse_instant", "parse_schedule"]
+__all__ = [
+    "MAX_EXPRESSION_LENGTH",
+    "cached_schedule",
+    "check_new_expression",
+    "parse_instant",
+    "parse_schedule",
+]
 
 MAX_EXPRESSION_LENGTH: Final = 256
 # after() of its 20 parents, each a job id of up to 64 characters: 1,325 (QA: at 256 a declared CDK
@@ -45,6 +51,21 @@ def parse_instant(text: str) -> datetime:
         return parse_rfc3339(text)
     except InstantError as exc:
         raise ScheduleError(str(exc)) from None
+
+
+def check_new_expression(text: str) -> None:
+    """What a new expression meets beyond :func:`parse_schedule`, which still reads a stored one's
+    tab: no control character at all (stored as sent, a newline or tab would stay). A job's
+    schedule, the preview and ``punctual next`` refuse the same (QA26: the preview answered slots
+    for an expression holding a tab, that a job of it refused).
+
+    Raises
+    ------
+    ScheduleError
+        Naming the rule.
+    """
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise ScheduleError("schedule must not contain control characters (a newline, a tab, ...)")
 
 
 _WRAPPED = re.compile(r"([A-Za-z]+)\((.*)\)", re.DOTALL)
