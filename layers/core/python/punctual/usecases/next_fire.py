@@ -124,17 +124,22 @@ def _chain_releases(
     """Each chain's next ``count`` slots after ``now`` and their release instants: the chains that
     replaces moving the job's timing ended (their slots due by the replace: the poller's
     Verdict.REPLACED), then the current one (its slots after the last such replace)."""
-    chains: list[tuple[Job, datetime | None]] = []
+    chains: list[tuple[Job | None, datetime | None]] = []
     for restart in job.restarts:
-        found = chain_end(job, restart.until_version) if restart.timing is not None else None
-        if found is not None:
-            chains.append((found[1], restart.at))
+        if restart.timing is None:
+            continue  # the same timing goes on
+        # Only a chain ended less than its jitter ago has a slot still to dispatch (its timing, the
+        # job on it, is made only then: most ended chains are long released)
+        pending = restart.at + timedelta(seconds=restart.timing.get("jitter_seconds") or 0) > now
+        found = chain_end(job, restart.until_version) if pending else None
+        chains.append((found[1] if found is not None else None, restart.at))
     chains.append((job, None))
     out: list[list[tuple[datetime, datetime]]] = []
     lower: datetime | None = None
     for walker, until in chains:
-        slots = _pending_slots(job, walker, now, calendars, count, lower, until)
-        out.append(list(zip(slots, release_instants(walker, slots), strict=True)))
+        if walker is not None:
+            slots = _pending_slots(job, walker, now, calendars, count, lower, until)
+            out.append(list(zip(slots, release_instants(walker, slots), strict=True)))
         lower = until
     return out
 
