@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from punctual.dispatch.queues import MessageKind, QueuePort, message_for
+from punctual.execution.records import RELEASED_NOTE
 from punctual.models import Execution, ExecutionStatus, Job, Overlap
 from punctual.store.base import JobStore
 from punctual.timing.timers import slot_instant
@@ -85,7 +86,7 @@ class Turns:
         turn = store.take_turn(tenant, job_id, slot, now)
         if turn.holder == slot or turn.holder is None:
             return None
-        if self._is_stale(tenant, job_id, turn.holder, turn.since, now):
+        if self._is_stale(tenant, job_id, turn.holder, turn.since, now, job):
             if queue and any(waiting != slot for waiting in turn.waiting):
                 # Slots wait for this turn: it is theirs in slot order (this one's too).
                 store.wait_for_turn(tenant, job_id, slot)
@@ -103,11 +104,13 @@ class Turns:
                 return None
         return turn.holder
 
-    def _is_stale(self, tenant: str, job_id: str, holder: str, since: datetime | None, now: datetime) -> bool:
+    def _is_stale(
+        self, tenant: str, job_id: str, holder: str, since: datetime | None, now: datetime, job: Job | None
+    ) -> bool:
         record = self.store.get_execution(tenant, job_id, holder)
         if record is None:
             return since is None or (now - since).total_seconds() > STALE_TURN_S
-        return record.status.terminal
+        return record.status.terminal or _retry_superseded(record, job)
 
     def pass_on(self, job: Job, execution: Execution, now: datetime) -> None:
         """A skip/queue slot ended for good: hand the turn to the oldest queued slot and start it."""
@@ -142,3 +145,17 @@ class Turns:
         message = message_for(job, following, scheduled, attempt, MessageKind.TURN, now)
         self.queues.send(self.route(job), [message])
         return following
+
+
+def _retry_superseded(record: Execution, job: Job | None) -> bool:
+    """A holder waiting for its retry that a replace of the job's spec has superseded: no attempt
+    runs a spec its slot was not released for, so that retry will not call the target (its claim
+    records the slot SUPERSEDED, :mod:`punctual.execution.versions`) and holds the turn for nothing
+    (QA26: a replace that fixed a failing target left the next half hour's slots SKIPPED behind a
+    retry due then). Not a run its worker handed back at shutdown: its task may still be stopping."""
+    return (
+        job is not None
+        and record.status is ExecutionStatus.RETRY_WAIT
+        and record.error != RELEASED_NOTE
+        and record.job_version < job.spec_since
+    )
