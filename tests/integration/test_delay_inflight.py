@@ -194,3 +194,24 @@ def test_a_change_just_after_a_slot_came_due_leaves_one_chain(
     assert (runs[0] == FIRST) is (released or change == "replace")  # (a poller met it after: owed)
     gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(runs)]
     assert len(runs) >= 6 and all(gap >= 60 for gap in gaps), runs  # one chain: N after each run's end
+
+
+def test_a_replace_while_a_retry_waits_starts_the_chain_from_the_change_not_the_retry() -> None:
+    # Given a delay(1 minute) job whose 10:00 run failed and waits ten minutes for its retry
+    world = World()
+    retry = {"max_attempts": 3, "backoff": "fixed", "base_seconds": 600, "max_seconds": 600, "jitter": False}
+    world.jobs.replace(TENANT, "d", spec("delay(1 minute)", payload={"v": 1}, retry=retry))
+    claim = world.start_first()
+    world.worker.finish(claim, TargetResult.retryable("HTTP 503"))
+    # When a replace changes its spec 10 s later (the target fixed): that retry will never run
+    world.clock.set(FIRST + timedelta(seconds=10))
+    world.jobs.replace(TENANT, "d", spec("delay(1 minute)", payload={"v": 2}, retry=retry))
+    world.until(150)
+    # Then the chain goes on N after the change, not N after the retry's instant (10:11)
+    assert world.runs() == ["2026-11-30T10:01:10Z", "2026-11-30T10:02:10Z"]
+    # And the old slot's retry, due at 10:10, is SUPERSEDED, and starts no second chain
+    world.until(12 * 60 + 5)
+    record = world.rig.store.get_execution(TENANT, "d", "2026-11-30T10:00:00Z")
+    assert record is not None and record.status is ExecutionStatus.SUPERSEDED
+    runs = [slot_instant(slot) for slot in world.runs()]
+    assert all(b - a == timedelta(minutes=1) for a, b in pairwise(runs))

@@ -47,6 +47,21 @@ def deferred(execution: Execution) -> bool:
     return (execution.error or "").startswith(DEFERRED_NOTE)
 
 
+def retry_superseded(execution: Execution, job: Job | None) -> bool:
+    """Whether ``execution`` waits for a retry that a change of ``job``'s spec since its release
+    has superseded: no attempt runs a spec its slot was not released for, so that retry will not
+    call the target (its claim records the slot SUPERSEDED, :mod:`punctual.execution.versions`),
+    and the slot is not a run to wait for (QA26: a replace that fixed a failing target left the
+    job's overlap turn, or its ``delay()`` chain, waiting for the retry's instant). Not a run its
+    worker handed back at shutdown (its call, an ECS task, may still be stopping)."""
+    return (
+        job is not None
+        and execution.status is ExecutionStatus.RETRY_WAIT
+        and execution.error != RELEASED_NOTE
+        and execution.job_version < job.spec_since
+    )
+
+
 # The bidirectional formatting characters (models.base refuses them in names and tags) a target's
 # answer may put in a record's error: shown as U+FFFD (QA21: "\u202e" made a failure read as
 # "SUCCEEDED, exit code 0" in the console).

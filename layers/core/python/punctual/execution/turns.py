@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from punctual.dispatch.queues import MessageKind, QueuePort, message_for
-from punctual.execution.records import RELEASED_NOTE
+from punctual.execution.records import retry_superseded
 from punctual.models import Execution, ExecutionStatus, Job, Overlap
 from punctual.store.base import JobStore
 from punctual.timing.timers import slot_instant
@@ -110,7 +110,8 @@ class Turns:
         record = self.store.get_execution(tenant, job_id, holder)
         if record is None:
             return since is None or (now - since).total_seconds() > STALE_TURN_S
-        return record.status.terminal or _retry_superseded(record, job)
+        # A holder whose retry a replace superseded will not run again: it holds the turn for nothing
+        return record.status.terminal or retry_superseded(record, job)
 
     def pass_on(self, job: Job, execution: Execution, now: datetime) -> None:
         """A skip/queue slot ended for good: hand the turn to the oldest queued slot and start it."""
@@ -145,17 +146,3 @@ class Turns:
         message = message_for(job, following, scheduled, attempt, MessageKind.TURN, now)
         self.queues.send(self.route(job), [message])
         return following
-
-
-def _retry_superseded(record: Execution, job: Job | None) -> bool:
-    """A holder waiting for its retry that a replace of the job's spec has superseded: no attempt
-    runs a spec its slot was not released for, so that retry will not call the target (its claim
-    records the slot SUPERSEDED, :mod:`punctual.execution.versions`) and holds the turn for nothing
-    (QA26: a replace that fixed a failing target left the next half hour's slots SKIPPED behind a
-    retry due then). Not a run its worker handed back at shutdown: its task may still be stopping."""
-    return (
-        job is not None
-        and record.status is ExecutionStatus.RETRY_WAIT
-        and record.error != RELEASED_NOTE
-        and record.job_version < job.spec_since
-    )

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from punctual.execution.records import retry_superseded
 from punctual.models import Execution, Job, JobState
 from punctual.models.executions import IN_FLIGHT
 from punctual.store.base import JobStore
@@ -79,7 +80,8 @@ def defer_to_run(
         return job.model_copy(update={"delay_after": None}), list(timers)
     kept = [timer for timer in timers if timer.kind is not TimerKind.FIRE]
     newest = newest_scheduled(store, job)
-    if newest is not None and newest.status in IN_FLIGHT:
+    # (a retry the change supersedes is no run: the chain starts from the change)
+    if newest is not None and newest.status in IN_FLIGHT and not retry_superseded(newest, job):
         return job.model_copy(update={"delay_after": newest.slot}), kept
     job = job.model_copy(update={"delay_after": None})
     restart = ceil_second(job.updated_at)
