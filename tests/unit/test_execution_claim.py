@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from execution_harness import SHORT, Crash, FakeTarget, Rig, statuses
+from execution_harness import LONG, SHORT, Crash, FakeTarget, Rig, statuses
 from punctual.delivery.targets.base import TargetResult
 from punctual.dispatch.queues import DispatchMessage, MessageKind
 from punctual.execution import (
@@ -24,7 +24,7 @@ from punctual.execution import (
     check_transition,
     decide_claim,
 )
-from punctual.models import Execution, ExecutionStatus
+from punctual.models import Execution, ExecutionStatus, Runtime
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import Lane, TimerKind, slot_key
@@ -581,6 +581,36 @@ def test_a_first_attempt_deferred_again_and_again_is_parked_not_dead_lettered(ri
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
     assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
     assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
+
+
+def test_an_ecs_jobs_run_now_on_the_lambda_lane_goes_to_the_long_lane_not_round_for_ever(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given a run-now slot sent to the short lane, and its job made an ECS job of an hour a moment
+    # later (a run-now or child message is never parked: it bounced at once, for good, even once
+    # its check's copy had run the slot on the long lane)
+    job = rig.add_job(timeout_seconds=600)
+    manual = rig.message(job, "2026-11-30T10:00:00Z~m0123456789ab", kind=MessageKind.MANUAL)
+    rig.send(manual)
+    moved = job.model_copy(
+        update={"runtime": Runtime.ECS, "timeout_seconds": 3600, "version": 2, "spec_version": 2}
+    )
+    rig.store.replace_job(moved, job.version, [])
+    worker = rig.worker()
+    # When a Lambda worker (15 minutes at most) receives it
+    [received] = rig.queues.receive(SHORT, 10, 0, 900)
+    handled = worker.process(received.message, Delivery(SHORT, received.receipt, 1), time_left_s=890)
+    # Then it is sent to the job's lane and let go here, not returned to come straight back
+    assert (handled.outcome, handled.ack) == ("duplicate", True)
+    rig.queues.delete(SHORT, received.receipt)
+    assert rig.queues.all_messages(SHORT) == []
+    assert [m.slot for m in rig.queues.all_messages(LONG)] == [manual.slot]
+    # And the ECS lane's claim decides it, as its check's copy would: released for the spec before
+    # the change, it is recorded SUPERSEDED, not run; nothing is left to come round
+    assert [r.outcome for r in rig.work_until_idle(worker, LONG)] == ["stale"]
+    record = rig.store.get_execution(job.tenant, job.id, manual.slot)
+    assert record is not None and record.status is ExecutionStatus.SUPERSEDED
+    assert rig.queues.all_messages() == [] and rig.target.calls == []
 
 
 def test_only_a_backfill_runs_a_slot_an_earlier_job_at_the_id_ran(rig: Rig, t0: datetime) -> None:

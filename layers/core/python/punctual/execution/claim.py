@@ -492,7 +492,7 @@ class Claimer:
         if time_left_s is not None and job.timeout_seconds + FINISH_MARGIN_S > time_left_s:
             self.metrics.add("DeferredForTime", 1)
             reason = "not enough time left in this invocation"
-            parked = self.parking.park(job.version, message, delivery, reason)
+            parked = self.parking.short_of_time(job, message, delivery, reason)
             return parked or self._wait(message, delivery, job, 0, reason, None)
         if message.kind in _MAYBE_NOT_TO_RUN:
             dropped = not_to_run(self, job, message, delivery)

@@ -17,7 +17,7 @@ from punctual.execution.ports import Claim, ClaimOutcome, Delivery, WorkerConfig
 from punctual.execution.recall import Recalls
 from punctual.execution.records import Ledger, new_record, summary
 from punctual.execution.turns import Turns
-from punctual.models import Execution, ExecutionStatus
+from punctual.models import Execution, ExecutionStatus, Job, Runtime
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.store.base import ExecutionConflictError
@@ -143,6 +143,24 @@ class Parking:
         )
         claim.resent = True
         return True
+
+    def short_of_time(
+        self, job: Job, message: DispatchMessage, delivery: Delivery | None, reason: str
+    ) -> Claim | None:
+        """A message without the time to run in this (Lambda) invocation: parked (:meth:`park`), or
+        None: returned to come back. One whose job runs on the ECS lane (made an ECS job after the
+        message was sent to the Lambda lane: a run-now, a dependant's slot, a queued slot's turn
+        routed by the copy of the job its previous slot's run held) never has the time here: it is
+        sent to its job's lane and let go here (the claim there decides it as any copy). QA26: it
+        came back at once, again and again, for good (a run-now or child message is never parked),
+        even once its check's copy had run the slot on the long lane."""
+        lane = self.config.routing.queue_for(job)
+        if delivery is None or job.runtime is not Runtime.ECS or lane == delivery.queue_url:
+            return self.park(job.version, message, delivery, reason)
+        self.queues.send(lane, [replace(message, sig="")])  # (signed as any message sent)
+        self.metrics.add("MessagesMovedToTheirLane", 1)
+        log.info("%s %s: sent to its job's lane (runtime ecs)", message.job_id, message.slot)
+        return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, reason="sent to its job's lane")
 
     def park(
         self, version: int, message: DispatchMessage, delivery: Delivery | None, reason: str
