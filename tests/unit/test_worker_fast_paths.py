@@ -132,3 +132,24 @@ def test_settle_with_nothing_in_flight_still_raises_a_delivery_that_died() -> No
     with pytest.raises(KeyboardInterrupt):
         deliveries.settle(5)
     assert deliveries.settle() == 0  # raised once
+
+
+def test_a_record_waiting_for_its_retry_outlives_the_longest_retry_wait() -> None:
+    """QA26: a record waits for its retry with no write for up to retry.max_seconds (7 days); with
+    a retention shorter than that (retentionDays accepts 1) it expired first, and the retry, finding
+    no record, was dropped: the slot gone with nothing to say so. A RETRY_WAIT record is now kept
+    RETRY_WAIT_KEPT_S past the retention; the other statuses keep the retention alone."""
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    store = MemoryStore()
+    ledger = Ledger(store, ManualClock(now), WorkerConfig(retention_days=1))
+    message = DispatchMessage(
+        tenant="t", job_id="j", slot=slot_key(now), scheduled_at=slot_key(now), attempt=1, job_version=1
+    )
+    run = running(None, message, now, 60, attempt=1)
+    ledger.save(run, None, None)
+    key = ("t", "j", slot_key(now))
+    assert store._expires_at[key] == int(now.timestamp()) + 86_400
+    waiting = run.model_copy(update={"status": ExecutionStatus.RETRY_WAIT, "finished_at": now})
+    ledger.save(waiting, run, records.owned_by(run))
+    longest_retry = now + timedelta(days=7)  # retry.max_seconds at most
+    assert store._expires_at[key] > int((longest_retry + timedelta(days=1)).timestamp())

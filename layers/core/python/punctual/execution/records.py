@@ -39,6 +39,12 @@ LEASE_LOST_NOTE = "lease expired: the worker was lost"
 SUPERSEDED_NOTE = "superseded: the job's spec changed"
 MAX_SUMMARY_CHARS = 500
 MAX_VISIBILITY_S = 43_200  # SQS: 12 hours
+# The longest a record waits for its retry with no write (retry.max_seconds, 7 days at most, and a
+# day for deferrals and Retry-After): a RETRY_WAIT record is kept that much longer than the
+# retention, so a deployment keeping records fewer days than a retry's wait does not lose the slot
+# (QA26: with retentionDays under 8 the record could expire first and the retry, finding no
+# record, was dropped: the slot gone with nothing to say so).
+RETRY_WAIT_KEPT_S = 8 * 86_400
 LIVE = frozenset({ExecutionStatus.RUNNING})
 
 
@@ -314,7 +320,10 @@ class Ledger:
             The record changed (another worker).
         """
         check_transition(current.status if current is not None else None, new.status)
-        self.store.save_execution(new, expect, self.ttl(self.clock.now()))
+        ttl = self.ttl(self.clock.now())
+        if new.status is ExecutionStatus.RETRY_WAIT:
+            ttl += RETRY_WAIT_KEPT_S
+        self.store.save_execution(new, expect, ttl)
 
     def put_timer(
         self,
