@@ -20,6 +20,7 @@ import pytest
 from api_harness import ACCOUNT, REGION, ApiClient, principal_id
 from api_harness import api as api  # the fixture
 
+from local.api_gateway import LocalApiServer
 from punctual.execution import default_signing_secrets
 from punctual.runtime.settings import Settings
 from punctual_cdk.provider import handler as provider
@@ -382,3 +383,36 @@ def test_an_api_url_that_is_no_url_is_refused_naming_it(
         f"ProviderError: ApiUrl: the Punctual stack's ApiUrl output (https://<api id>.execute-api"
         f".<region>.amazonaws.com/<stage>), not {url!r}"
     )
+
+
+@pytest.mark.parametrize("around", ["\n", " ", "\t"])
+def test_an_api_url_with_a_space_around_it_is_the_api_and_one_inside_is_refused(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch, around: str
+) -> None:
+    # QA26: a trailing space or newline (a parameter typed so, a !Sub | block) was sent as part of
+    # every request's URL: the create failed "no answer" after its retries, saying the job may have
+    # been made, and the rollback's Delete failed the same way: the stack stuck in DELETE_FAILED
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "provider-role-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "provider-role-secret")
+    identity = {
+        "userArn": ROLE,
+        "user": principal_id(ROLE),
+        "caller": principal_id(ROLE),
+        "accountId": ACCOUNT,
+    }
+    with LocalApiServer(api.handler.handler, identity=identity) as server:
+        url = server.url + "/" + around
+        created = provider.on_event(
+            _event("Create", "req-1", _spec(), url=url), provider.SignedApi, sleep=NO_SLEEP
+        )
+        assert _live(api) == [created["PhysicalResourceId"]]
+        delete = _event("Delete", "req-2", _spec(), url=url, PhysicalResourceId=created["PhysicalResourceId"])
+        assert "Reason" not in provider.on_event(delete, provider.SignedApi, sleep=NO_SLEEP)
+        assert _live(api) == []
+        # one inside the URL is refused naming ApiUrl, before anything is sent
+        inside = server.url + around + "prod"
+        with pytest.raises(provider.ProviderError, match=r"^ApiUrl: the Punctual stack's ApiUrl output"):
+            provider.on_event(
+                _event("Create", "req-3", _spec(), url=inside), provider.SignedApi, sleep=NO_SLEEP
+            )
+        assert _live(api) == []

@@ -433,14 +433,19 @@ def on_event(
         return {"PhysicalResourceId": physical, "Data": {}}
     if kind != "Delete":  # a Delete never fails on its properties (they were taken before)
         _known_properties(props, CALENDAR_PROPERTIES if calendar else JOB_PROPERTIES, event)
-    api_url = props.get("ApiUrl")
-    if not isinstance(api_url, str) or not api_url:
+    given = props.get("ApiUrl")
+    if not isinstance(given, str) or not given:
         raise ProviderError("ApiUrl: the property is required (the Punctual stack's ApiUrl output)")
-    parts = urlsplit(api_url.strip())
-    if parts.scheme.lower() not in ("https", "http") or not parts.hostname:  # (QA23: an AttributeError)
+    # QA26: a space or newline around it (a parameter's, a !Sub block's) was sent as it is, and
+    # every request (the rollback's Delete too) failed "no answer": the stack stuck in
+    # DELETE_FAILED. Around it, it is left out; inside it, refused before anything is sent.
+    api_url = given.strip()
+    parts = urlsplit(api_url)
+    callable_url = api_url.isascii() and api_url.isprintable() and " " not in api_url
+    if parts.scheme.lower() not in ("https", "http") or not parts.hostname or not callable_url:
         raise ProviderError(
             "ApiUrl: the Punctual stack's ApiUrl output (https://<api id>.execute-api.<region>"
-            f".amazonaws.com/<stage>), not {fit(repr(api_url), 200)}"
+            f".amazonaws.com/<stage>), not {fit(repr(given), 200)}"
         )
     until = deadline if deadline is not None else time.monotonic() + 60
     api = Retrying(api_for(api_url), until, sleep)
