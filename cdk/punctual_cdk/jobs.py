@@ -17,6 +17,7 @@ target=LambdaTarget(report_fn), retry=RetryPolicy(max_attempts=5), overlap="skip
 from __future__ import annotations
 
 import json
+import math
 import re
 import weakref
 from datetime import UTC, date, datetime
@@ -125,6 +126,8 @@ def _plain(value: Any, field: str) -> Any:
         return {key: _plain(item, f"{field}.{key}") for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(item, f"{field}[{index}]") for index, item in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):  # (QA26: CDK's JSON failed on it, unnamed)
+        raise JobSpecError(f"{field}: {value} is not a JSON number")
     if value is None or isinstance(value, str | int | float | bool):
         return value
     raise JobSpecError(f"{field}: {type(value).__name__} is not a JSON value")
@@ -278,7 +281,10 @@ class Job(Construct):
 
             out = {**rest, **sends.fields(role_arn), "schedule": schedule, "target": shown(target)}
             if alerts:
-                out["alerts"] = [{**alert.fields, "target": shown(alert.target)} for alert in alerts]
+                out["alerts"] = [
+                    {**_plain(alert.fields, f"alerts[{index}]"), "target": shown(alert.target)}
+                    for index, alert in enumerate(alerts)
+                ]
             return out
 
         needs_role = any(each.needs_role for each in targets) or sends.need_role

@@ -252,6 +252,13 @@ def test_a_datetime_is_an_instant_and_a_dict_is_a_raw_target() -> None:
             r"payload\.at: object is not a JSON value",
         ),
         ({"alerts": [Alert(HttpTarget(HOOK), on=["exploded"])]}, r"alerts\[0\]\.on\[0\]: Input should be"),
+        # QA26: a NaN or infinity went to CDK's JSON, whose failure (a JSONDecodeError, then a broken
+        # pipe to its process) named no field and broke the rest of the synth
+        ({"payload": {"ratio": float("nan")}}, r"payload\.ratio: nan is not a JSON number"),
+        (
+            {"alerts": [Alert(HttpTarget(HOOK), on=["late"], late_after_seconds=float("inf"))]},
+            r"alerts\[0\]\.late_after_seconds: inf is not a JSON number",
+        ),
         # QA22: a TypeError or AttributeError from inside the construct, naming no field
         (
             {"alerts": Alert(HttpTarget(HOOK), on=["failed"])},
