@@ -107,6 +107,7 @@ def test_an_empty_option_is_refused_not_replaced(capsys: pytest.CaptureFixture[s
         ["jobs", "create", "--file", "/dev/zero"],
         ["calendars", "put", "holidays", "--file", "/dev/zero"],
         ["calendars", "put", "holidays", "--ics", "/dev/zero"],
+        ["next", "rate(1 hour)", "--exclude-ics", "/dev/zero"],  # (QA26: read until memory ran out)
     ],
 )
 def test_an_endless_file_is_refused_in_one_line_not_read_for_ever(
@@ -134,3 +135,24 @@ def test_a_calendar_file_can_come_from_stdin_as_a_job_spec_can(
     out = capsys.readouterr()
     assert code == 0, out.err
     assert sent[0]["timezone"] == "Europe/Paris" and sent[0]["dates"] == ["2027-01-01"]
+
+
+def test_the_days_next_skips_can_come_from_stdin_as_every_file_option(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (QA26: `next --exclude-ics -` looked for a file named "-", as docs/cli.md says none does)
+    ics = "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20261225\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(ics))
+    argv = [
+        "next",
+        "cron(0 9 * * ? *)",
+        "--after",
+        "2026-12-24T12:00:00Z",
+        "--count",
+        "1",
+        "--exclude-ics",
+        "-",
+    ]
+    code = cli.main(argv)
+    out = capsys.readouterr()
+    assert (code, out.err, out.out) == (0, "", "2026-12-26T09:00:00Z\n")

@@ -47,7 +47,7 @@ from punctual.timing.schedules import (
 from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, Calendar, included_slots, stopped_by_cap
 from punctual_cli.api_verbs import API_VERBS
 from punctual_cli.ics import IcsError, parse_ics
-from punctual_cli.verb_kit import one_line, zone_arg
+from punctual_cli.verb_kit import CliInputError, one_line, read_input, zone_arg
 
 PROG = "punctual"
 MAX_COUNT = 1000
@@ -155,7 +155,9 @@ def _add_next(verbs: argparse._SubParsersAction[_Parser]) -> None:
         "--count", type=_count, default=5, metavar="N", help=f"how many slots, 1-{MAX_COUNT} (default: 5)"
     )
     parser.add_argument(
-        "--exclude-ics", metavar="PATH", help="skip slots on the all-day events of this iCalendar file"
+        "--exclude-ics",
+        metavar="PATH",
+        help="skip slots on the all-day events of this iCalendar file ('-': stdin)",
     )
     parser.add_argument(
         "--exclude-date", action="append", metavar="YYYY-MM-DD", help="skip slots on this day (repeatable)"
@@ -215,10 +217,11 @@ def _exclusions(args: argparse.Namespace) -> Calendar:
     body: dict[str, Any] = {"dates": list(args.exclude_date or []), "ranges": []}
     file_zone = None
     if args.exclude_ics:
-        try:
-            with open(args.exclude_ics, encoding="utf-8") as handle:
-                found = parse_ics(handle.read())
-        except (OSError, UnicodeDecodeError, IcsError) as exc:
+        try:  # as every file option: '-' is stdin, at most 10 MB (QA26: /dev/zero was read for ever)
+            found = parse_ics(read_input(args.exclude_ics))
+        except CliInputError as exc:
+            raise UsageError(str(exc)) from None
+        except IcsError as exc:
             raise UsageError(f"{args.exclude_ics}: {exc}") from None
         file_zone = found.timezone
         if file_zone and not args.exclude_tz:  # checked as --exclude-tz is: a place
