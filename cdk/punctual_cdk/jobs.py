@@ -154,6 +154,11 @@ def _sample(value: Any, key: str = "", names: dict[str, str] | None = None) -> A
             return _WHOLE_SCHEDULE
         if key in _WHOLE_TOKEN_STANDS_FOR:
             return _WHOLE_TOKEN_STANDS_FOR[key]
+    if key == "schedule" and value.strip()[:6].lower() != "after(":
+        # a token inside a time schedule (rate(${Minutes} minutes), cron(0 ${Hour} * * ? *)): no
+        # stand-in has the shape of every place it may take, so the API checks it at deploy (QA26:
+        # refused at synth as "got 'placeholder-job-1 minutes'", a text the user never wrote)
+        return _WHOLE_SCHEDULE
     base = _TOKEN_STANDS_FOR.get(key, "placeholder")
     return _TOKEN.sub(lambda token: names.setdefault(token.group(0), f"{base}-{len(names) + 1}"), value)
 

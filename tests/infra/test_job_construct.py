@@ -387,6 +387,20 @@ def test_parameters_stand_for_a_time_zone_a_window_and_numbers() -> None:
     assert all(f'{{"Ref": "{name}"}}' in spec for name in ("Zone", "Timeout", "Start")), spec
 
 
+@pytest.mark.parametrize(
+    "schedule",
+    ["rate({} minutes)", "cron(0 {} * * ? *)", "at({})", "RATE({} hours)"],
+)
+def test_a_parameter_inside_a_time_schedule_is_the_apis_to_check(schedule: str) -> None:
+    # QA26: a schedule with a parameter inside (rate(${Minutes} minutes)) was refused at synth as
+    # "got 'placeholder-job-1 minutes'", a text the user never wrote; docs/cdk.md: a token's value is
+    # checked by the API at deploy
+    stack = _stack()
+    value = cdk.CfnParameter(stack, "Value", type="String").value_as_string
+    job = Job(stack, "Params", scheduler=REF, schedule=schedule.format(value), target=HttpTarget(HOOK))
+    assert _spec(stack, job)["schedule"] == schedule.format("<Value>")
+
+
 def test_one_provider_serves_the_jobs_of_two_schedulers() -> None:
     # QA: the stack's one provider could call the first scheduler's API only (403 for the second's)
     stack = _stack()
