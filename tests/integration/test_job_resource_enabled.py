@@ -161,3 +161,29 @@ def test_turning_off_a_completed_job_and_its_rollback_succeed(api: ApiClient, as
     provider.on_event(_update(job_id, once, "false", once, None), as_a)  # turned off: done
     provider.on_event(_update(job_id, once, None, once, "false"), as_a)  # the rollback: done
     assert _job(api, job_id)["state"] == "COMPLETED" and puts == []  # the same spec is not put again
+
+
+@pytest.mark.parametrize("old_enabled", [None, "false"])
+def test_a_new_spec_of_a_completed_job_declared_disabled_leaves_it_paused(
+    api: ApiClient, as_a: RoleApi, old_enabled: Any
+) -> None:
+    """QA26: a COMPLETED job cannot be paused (its pause is done, 409), and the new spec put after
+    it made the job ENABLED again: a job declared disabled (turned off by this update, or before)
+    fired at its new slot."""
+    from api_harness import principal_id
+
+    from punctual.execution.chain_ends import complete_job
+    from punctual.runtime.clock import SystemClock
+
+    once, later = _spec(schedule="at(2031-01-01T00:00:00)"), _spec(schedule="at(2032-01-01T00:00:00)")
+    job_id = provider.on_event(_event_with("Create", "req-1", once), as_a)["PhysicalResourceId"]
+    job = api.store.get_job(principal_id(ROLE_A).split(":")[0], job_id)
+    assert job is not None and complete_job(api.store, job, SystemClock())  # its one slot ran
+    if old_enabled == "false":  # turned off after it completed: nothing to pause
+        provider.on_event(_update(job_id, once, "false", once, None), as_a)
+    provider.on_event(_update(job_id, later, "false", once, old_enabled), as_a)
+    assert _job(api, job_id)["state"] == "PAUSED" and _job(api, job_id)["schedule"] == later["schedule"]
+    assert _timers(api, job_id) == 0
+    # turned on again, it runs its new slot
+    provider.on_event(_update(job_id, later, None, later, "false"), as_a)
+    assert _job(api, job_id)["state"] == "ENABLED" and _timers(api, job_id) == 1

@@ -467,7 +467,9 @@ def on_event(
     was = _old_enabled(old, now)
     if was and not now and not _set_state(api, physical, "pause"):
         return _create(api, store, job_id_for(event), props, spec, replacing=True)
-    if _same_spec(old, spec):  # nothing to put (review: a one-time job that ran refuses its own spec)
+    same = _same_spec(old, spec)
+    rearmed = not now and not same and (was or _completed(api, physical))  # COMPLETED: no pause (409)
+    if same:  # nothing to put (review: a one-time job that ran refuses its own spec)
         status, body = api.request("GET", f"/v1/jobs/{physical}")
     else:
         status, body = api.request("PUT", f"/v1/jobs/{physical}", spec)
@@ -477,6 +479,8 @@ def on_event(
         raise _problem(status, body, f"updating job {physical}")
     if now and not was:
         _set_state(api, physical, "resume")
+    elif rearmed and isinstance(body, dict) and body.get("state") == "ENABLED":  # the spec re-enabled it
+        _set_state(api, physical, "pause")  # after it (QA26: a COMPLETED job declared disabled fired)
     secret_arn = props.get("SigningSecretArn") if signs_webhooks(spec) else None
     if secret_arn and not _kept(old, secret_arn):
         _keep_secret(api, store, physical, secret_arn, None)
@@ -624,13 +628,14 @@ def _set_state(api: Api, job_id: str, action: str) -> bool:
     status, body = api.request("POST", f"/v1/jobs/{job_id}/{action}")
     if status == 404:
         return False
-    if status == 409:
-        found, job = api.request("GET", f"/v1/jobs/{job_id}")
-        if found == 200 and isinstance(job, dict) and job.get("state") == "COMPLETED":
-            return True
-    if status != 200:
+    if status != 200 and not (status == 409 and _completed(api, job_id)):
         raise _problem(status, body, f"{'pausing' if action == 'pause' else 'resuming'} job {job_id}")
     return True
+
+
+def _completed(api: Api, job_id: str) -> bool:
+    found, job = api.request("GET", f"/v1/jobs/{job_id}")
+    return found == 200 and isinstance(job, dict) and job.get("state") == "COMPLETED"
 
 
 def _same_spec(old: dict[str, Any], spec: dict[str, Any]) -> bool:
