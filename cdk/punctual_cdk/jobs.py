@@ -373,6 +373,11 @@ class Job(Construct):
     def _execution_role(self, ref: SchedulerRef) -> iam.Role:
         """The job's execution role: trusted by the workers (the tenant's id as external id, the
         session tag they send) and opted in to the scheduler (its tag; its path or name prefix)."""
+        if not ref.worker_role_arns:  # (QA26: CDK's "CompositePrincipals must be constructed with ...")
+            raise JobSpecError(
+                f"Job {self.node.path}: scheduler: SchedulerRef(worker_role_arns) is empty, and an AWS target"
+                " is called as an execution role those worker roles assume: give them"
+            )
         prefix = ref.execution_role_prefix
         placement: dict[str, str] = {}
         if prefix.endswith("/"):

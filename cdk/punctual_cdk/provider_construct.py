@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -33,6 +34,30 @@ class SchedulerRef:
     allow_cidrs: tuple[str, ...] = ()
     execution_role_tag: str = "punctual:execution-role"  # the opt-in (issue 31)
     execution_role_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        """Refuse at synth what would deploy a trust policy or a provider that cannot work (QA26: a
+        string of worker role ARNs, such as the WorkerRoleArns output, was read letter by letter:
+        principals "a", "r", "n", ... that IAM refused at deploy; an ApiUrl that is not a URL
+        failed each job's deploy)."""
+        roles = self.worker_role_arns
+        if not isinstance(roles, list | tuple) or not all(isinstance(arn, str) for arn in roles):
+            raise TypeError(
+                "SchedulerRef(worker_role_arns): a list of role ARNs (the WorkerRoleArns output, split at"
+                f" its commas), not {type(roles).__name__}"
+            )
+        url = self.api_url
+        if not (isinstance(url, str) and (cdk.Token.is_unresolved(url) or _is_url(url))):
+            raise ValueError(
+                "SchedulerRef(api_url): the Punctual stack's ApiUrl output"
+                f" (https://<api id>.execute-api.<region>.amazonaws.com/<stage>), not {url!r}"
+            )
+        arn = self.execute_api_arn
+        if not isinstance(arn, str) or not (cdk.Token.is_unresolved(arn) or ":execute-api:" in arn):
+            raise ValueError(
+                "SchedulerRef(execute_api_arn): arn:aws:execute-api:<region>:<account>:<api id>/<stage>,"
+                f" not {arn!r}"
+            )
 
     @classmethod
     def of(cls, scheduler: Punctual | SchedulerRef) -> SchedulerRef:
@@ -118,6 +143,14 @@ class JobProvider(Construct):
             found.serve(scheduler)
             return found
         return cls(stack, PROVIDER_ID, scheduler=scheduler)
+
+
+def _is_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+        return parts.scheme in ("https", "http") and bool(parts.hostname)
+    except ValueError:  # (a host in brackets that is no IPv6 address)
+        return False
 
 
 def other_deployments(one: Punctual | SchedulerRef, other: Punctual | SchedulerRef) -> bool:

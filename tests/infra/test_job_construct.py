@@ -401,6 +401,35 @@ def test_a_parameter_inside_a_time_schedule_is_the_apis_to_check(schedule: str) 
     assert _spec(stack, job)["schedule"] == schedule.format("<Value>")
 
 
+@pytest.mark.parametrize(
+    ("given", "error", "message"),
+    [
+        # the WorkerRoleArns output as it is: read letter by letter, principals "a", "r", "n", ...
+        (
+            {"worker_role_arns": "arn:aws:iam::123456789012:role/punctual-worker"},
+            TypeError,
+            "worker_role_arns",
+        ),
+        ({"api_url": "abc123defg.execute-api.eu-west-1.amazonaws.com/prod"}, ValueError, "api_url"),
+        ({"execute_api_arn": "abc123defg/prod"}, ValueError, "execute_api_arn"),
+    ],
+)
+def test_a_scheduler_ref_that_could_not_work_is_refused_naming_the_field(
+    given: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    # QA26: each synthesised, and failed at deploy (IAM's "Invalid principal", the provider's ApiUrl)
+    fields = {"api_url": REF.api_url, "execute_api_arn": REF.execute_api_arn, "worker_role_arns": ()}
+    with pytest.raises(error, match=rf"^SchedulerRef\({message}\): "):
+        SchedulerRef(**{**fields, **given})
+    # and without worker roles, a job that needs an execution role says so, not CDK's principal error
+    stack = _stack()
+    without = SchedulerRef(**fields)
+    with pytest.raises(
+        JobSpecError, match=r"^Job Jobs/Job: scheduler: SchedulerRef\(worker_role_arns\) is empty"
+    ):
+        Job(stack, "Job", scheduler=without, schedule="rate(1 hour)", target=SqsTarget(sqs.Queue(stack, "Q")))
+
+
 def test_one_provider_serves_the_jobs_of_two_schedulers() -> None:
     # QA: the stack's one provider could call the first scheduler's API only (403 for the second's)
     stack = _stack()
