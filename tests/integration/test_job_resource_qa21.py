@@ -453,6 +453,20 @@ def test_an_unknown_calendar_property_fails_naming_it(role: RoleApi) -> None:
         provider.on_event(event, role)
 
 
+@pytest.mark.parametrize("resource", [provider.RESOURCE_TYPE, provider.CALENDAR_RESOURCE_TYPE])
+def test_cloudformations_own_service_timeout_is_a_property(
+    api: ApiClient, role: RoleApi, resource: str
+) -> None:
+    """QA26: ServiceTimeout, which CloudFormation defines for every custom resource (and cfn-lint
+    asks for), reaches the provider in ResourceProperties as ServiceToken does: it was refused as
+    "not a property of this resource", failing the create."""
+    spec = _spec() if resource == provider.RESOURCE_TYPE else {"dates": ["2026-12-25"]}
+    event = _event("Create", "req-1", spec, props={"ServiceTimeout": "300"}) | {"ResourceType": resource}
+    assert provider.on_event(event, role)["PhysicalResourceId"]
+    path = "/v1/jobs" if resource == provider.RESOURCE_TYPE else "/v1/calendars"
+    assert len(api.call("GET", path, user=ROLE).body["items"]) == 1
+
+
 def test_state_in_a_spec_is_refused_naming_enabled(api: ApiClient, role: RoleApi) -> None:
     with pytest.raises(provider.ProviderError, match=r"state .*Enabled"):
         provider.on_event(_event("Create", "req-1", _spec(state="PAUSED"), props={"Enabled": "true"}), role)

@@ -348,8 +348,8 @@ def _delete_at(api: Api, path: str, physical: str, what: str) -> dict[str, Any]:
     return done
 
 
-JOB_PROPERTIES = ("ServiceToken", "ApiUrl", "Enabled", "SigningSecretArn", "Spec")
-CALENDAR_PROPERTIES = ("ServiceToken", "ApiUrl", "Name", "Spec")
+JOB_PROPERTIES = ("ServiceToken", "ServiceTimeout", "ApiUrl", "Enabled", "SigningSecretArn", "Spec")
+CALENDAR_PROPERTIES = ("ServiceToken", "ServiceTimeout", "ApiUrl", "Name", "Spec")
 
 
 def _known_properties(props: dict[str, Any], known: tuple[str, ...], event: dict[str, Any]) -> None:
