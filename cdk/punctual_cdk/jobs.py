@@ -280,15 +280,20 @@ class Job(Construct):
         targets = (target, *(alert.target for alert in alerts))
 
         def document(real: bool, role_arn: str | None) -> dict[str, Any]:
-            def shown(each: JobTarget) -> dict[str, Any]:
+            def shown(each: JobTarget, field: str) -> dict[str, Any]:
                 with_role = {"role_arn": role_arn} if role_arn and each.needs_role else {}
-                return {**(each.render() if real else each.sample()), **with_role}
+                given = {**(each.render() if real else each.sample()), **with_role}
+                plain: dict[str, Any] = _plain(given, field)
+                return plain
 
-            out = {**rest, **sends.fields(role_arn), "schedule": schedule, "target": shown(target)}
+            out = {**rest, **sends.fields(role_arn), "schedule": schedule, "target": shown(target, "target")}
             if alerts:
                 out["alerts"] = [
-                    {**_plain(alert.fields, f"alerts[{index}]"), "target": shown(alert.target)}
-                    for index, alert in enumerate(alerts)
+                    {
+                        **_plain(alert.fields, f"alerts[{i}]"),
+                        "target": shown(alert.target, f"alerts[{i}].target"),
+                    }
+                    for i, alert in enumerate(alerts)
                 ]
             return out
 

@@ -259,6 +259,10 @@ def test_a_datetime_is_an_instant_and_a_dict_is_a_raw_target() -> None:
             {"alerts": [Alert(HttpTarget(HOOK), on=["late"], late_after_seconds=float("inf"))]},
             r"alerts\[0\]\.late_after_seconds: inf is not a JSON number",
         ),
+        (
+            {"target": HttpTarget(HOOK, rate_budget_per_second=float("inf"))},
+            r"target\.rate_budget_per_second: inf is not a JSON number",
+        ),
         # QA22: a TypeError or AttributeError from inside the construct, naming no field
         (
             {"alerts": Alert(HttpTarget(HOOK), on=["failed"])},
