@@ -133,6 +133,18 @@ def test_ctrl_c_and_an_output_that_cannot_be_written_are_one_line(
     assert code == 1 and err.count("\n") == 1 and "the output could not be written" in err, err
 
 
+def test_a_closed_standard_output_is_an_output_error_not_an_internal_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA26: started with stdout closed (`punctual ... >&-`), Python has no sys.stdout: the first
+    # write was "internal error: AttributeError: 'NoneType' object has no attribute 'write'"
+    monkeypatch.setattr(cli.sys, "stdout", None)
+    code = cli.main(["next", "rate(1 hour)", "--count", "2"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "the output could not be written" in err, err
+    assert "internal error" not in err and "standard output is closed" in err, err
+
+
 def test_update_flags_do_what_they_say_or_are_refused(
     served: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,6 +26,7 @@ Nothing is printed on stdout when the status is not 0.
 from __future__ import annotations
 
 import argparse
+import errno
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -261,11 +262,13 @@ class OutputError(Exception):
 class _Output:
     """Standard output whose write errors are :class:`OutputError` (a broken pipe stays one)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO | None) -> None:
         self.stream = stream
 
     def write(self, text: str) -> int:
         try:
+            if self.stream is None:  # started with it closed (`>&-`): Python has no sys.stdout (QA26)
+                raise OSError(errno.EBADF, "standard output is closed")
             return self.stream.write(text)
         except BrokenPipeError:
             raise
@@ -274,7 +277,8 @@ class _Output:
 
     def flush(self) -> None:
         try:
-            self.stream.flush()
+            if self.stream is not None:
+                self.stream.flush()
         except BrokenPipeError:
             raise
         except OSError as exc:
