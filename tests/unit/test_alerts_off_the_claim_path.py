@@ -332,3 +332,35 @@ def test_an_alert_whose_delivery_is_cut_short_every_time_is_given_up_after_max_s
     assert metrics.total("AlertsFailed") == 1
     # And a later sweep leaves it alone
     assert sweep_once(FakeTarget()).status is AlertStatus.FAILED
+
+
+def test_a_delivery_thawed_after_its_alert_was_taken_over_counts_nothing() -> None:
+    """A Lambda worker waits for its batch's deliveries a try's length at most: a delivery still
+    going is frozen with the invocation and thaws in a later one, maybe after its alert's sweep
+    took it over and delivered it. Its outcome's write then fails (not its owner): it must count
+    nothing either. It counted AlertsRaised again and, its try cut short by the freeze, AlertsFailed
+    (whose first raises the operators' alarm: "the tenant was not told") for an alert SENT."""
+    from punctual.execution.records import new_record
+    from punctual.runtime.observability import RecordingMetrics
+
+    store, clock, metrics = MemoryStore(), ManualClock(T0), RecordingMetrics()
+    rig = Rig(store, clock)
+    job = rig.add_job(alerts=[late_rule(PAGER)])
+    frozen: list[Any] = []  # the delivery its invocation's wait cut short, frozen with it
+    execution = new_record(rig.message(job, T0), ExecutionStatus.RUNNING)
+    cut = FakeTarget(TargetResult.retryable(f"timed out after {DELIVERY_TIMEOUT_S:g} s"))
+    made = Alerter(store, cut, clock, later=frozen.append, metrics=metrics).make(
+        AlertCondition.LATE, job, execution, fire_delay_ms=LATE_S * 1000, deliver=True
+    )
+    assert made is not None and len(frozen) == 1
+    # When its sweep takes it over and delivers it
+    clock.advance(SWEEP_AFTER_S)
+    Alerter(store, FakeTarget(), clock, metrics=metrics).sweep(job, slot_key(T0), AlertCondition.LATE)
+    # And the frozen delivery thaws then: its tries fail (their connections were cut meanwhile)
+    frozen.pop()()
+    # Then the alert is SENT, counted once, and not failed
+    alert = store.get_alert(job.tenant, job.id, slot_key(T0), AlertCondition.LATE)
+    assert alert.status is AlertStatus.SENT
+    assert len(cut.calls) == DELIVERY_TRIES
+    assert metrics.total("AlertsRaised") == 1
+    assert metrics.total("AlertsFailed") == 0

@@ -419,9 +419,12 @@ class Alerter:
             status = AlertStatus.HELD
         alert = alert.model_copy(update={"status": status})
         if not self.store.save_alert(alert, self._ttl()):
+            # Its owner now counts it (a delivery thawed after a takeover: QA26, counted twice, and
+            # AlertsFailed for an alert its new owner sent)
             log.warning(
                 "alert %s %s %s was taken over while it was sent", job.id, alert.key_slot, alert.condition
             )
+            return alert
         self.metrics.add("AlertsRaised", 1)
         if failed:
             self.metrics.add("AlertsFailed", 1)
