@@ -364,3 +364,33 @@ def test_a_delivery_thawed_after_its_alert_was_taken_over_counts_nothing() -> No
     assert len(cut.calls) == DELIVERY_TRIES
     assert metrics.total("AlertsRaised") == 1
     assert metrics.total("AlertsFailed") == 0
+
+
+def test_a_takeover_delivers_the_throttled_rule_its_cut_short_owner_had_not_delivered() -> None:
+    """A rule with ``min_interval_seconds`` is marked sent when its delivery begins, before its
+    tries. A delivery cut short during them (a Lambda worker's wait ran out: routine since the wait
+    is a try's length) left the mark, and the takeover found the rule throttled by it: the alert
+    was recorded HELD, never delivered, the endpoint not called once."""
+    from punctual.execution.records import new_record
+
+    store, clock = MemoryStore(), ManualClock(T0)
+    rig = Rig(store, clock)
+    job = rig.add_job(alerts=[{**late_rule(PAGER), "min_interval_seconds": 600}])
+    frozen: list[Any] = []  # the delivery its invocation's wait cut short, during its first try
+    execution = new_record(rig.message(job, T0), ExecutionStatus.RUNNING)
+    Alerter(store, FakeTarget(Crash()), clock, later=frozen.append).make(
+        AlertCondition.LATE, job, execution, fire_delay_ms=LATE_S * 1000, deliver=True
+    )
+    try:
+        frozen.pop()()
+        raise AssertionError("the delivery should have been cut short")
+    except Crash:
+        pass
+    # When its sweep takes it over
+    clock.advance(SWEEP_AFTER_S)
+    hooks = FakeTarget()
+    Alerter(store, hooks, clock).sweep(job, slot_key(T0), AlertCondition.LATE)
+    # Then the rule is delivered, not held back by its own first owner's mark
+    alert = store.get_alert(job.tenant, job.id, slot_key(T0), AlertCondition.LATE)
+    assert [(d.rule, d.status) for d in alert.deliveries] == [(0, AlertStatus.SENT)]
+    assert alert.status is AlertStatus.SENT and len(hooks.calls) == 1

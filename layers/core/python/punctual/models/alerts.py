@@ -135,3 +135,6 @@ class Alert(BaseModel):
     # given up after a few, not taken over for ever.
     stalled: int = 0
     delivered: int = 0  # rules delivered when it was last claimed (made or taken over)
+    # Rules whose min_interval_seconds mark it took (before their tries): a takeover does not ask
+    # again, or that mark would hold back the very alert that made it (never delivered)
+    passed: list[int] = Field(default_factory=list)

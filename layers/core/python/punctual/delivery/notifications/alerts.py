@@ -439,7 +439,7 @@ class Alerter:
 
     def _deliver(self, job: Job, alert: Alert, index: int, rule: AlertRule) -> AlertDelivery:
         held = 0
-        if rule.min_interval_seconds:
+        if rule.min_interval_seconds and index not in alert.passed:
             allowed = self.store.throttle_alert(
                 job.tenant,
                 job.id,
@@ -451,6 +451,9 @@ class Alerter:
             if allowed is None:
                 return AlertDelivery(rule=index, status=AlertStatus.HELD)
             held = allowed
+            # Recorded before the tries: a delivery cut short during them (a Lambda worker's wait
+            # ran out) left the mark, and its takeover found the rule held back by it (QA26: HELD)
+            self.store.save_alert(alert.model_copy(update={"passed": [*alert.passed, index]}), self._ttl())
         payload = rendered(rule, alert.body, held)
         # An HTTP rule's secret that cannot be read fails that rule's delivery, naming why (QA22: the
         # error escaped it, the alert stayed SENDING and the job's other rules were never sent)
