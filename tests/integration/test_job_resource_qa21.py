@@ -296,7 +296,10 @@ def test_a_silent_secrets_manager_is_answered_failed_within_the_functions_time(
     monkeypatch.setattr(provider, "SignedApi", MadeApi)
     MadeApi.calls = []
     event = _event("Create", "r1", _spec(target=HOOK), props={"SigningSecretArn": SECRET})
-    got = _handled(event, provider.ANSWER_MARGIN_S + 5, monkeypatch)
+    # 12 s of the function's time past the answer's margin: the secret's call takes half of what
+    # is left, the job's delete the rest (5 s failed about once in four runs on a loaded machine:
+    # the client's making took the time the delete needed)
+    got = _handled(event, provider.ANSWER_MARGIN_S + 12, monkeypatch)
     # Then the answer is FAILED, naming the secret (not left to CloudFormation's hour-long timeout)
     assert got and got[0]["Status"] == "FAILED" and SECRET in got[0]["Reason"]
     # And the job made before it is deleted, and named (the rollback's Delete reaches it anyway)
