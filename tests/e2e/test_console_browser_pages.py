@@ -190,11 +190,35 @@ def test_long_schedules_tenants_and_tags_wrap_instead_of_pushing_the_runs_off_th
     store.create_job(job("every-minute", f"cron({minutes} * * * ? *)", now=created), None, 100)
     tenant = "AROA" + "X" * 200  # a long tenant (the API takes 256 characters) and tag, in the title
     store.create_job(job("theirs", tenant=tenant, tags={"k" * 100: "v" * 200}, now=created), None, 100)
+    # ... and a full run strip (QA26: its 20 cells on one line pushed the page to 1445 pixels, so
+    # the newest runs were off even a 1400-pixel window), the newest a FAILED one with a long error
+    for index in range(20):
+        slot = created + timedelta(minutes=index)
+        status = ExecutionStatus.FAILED if index % 2 else ExecutionStatus.RETRY_WAIT
+        store.save_execution(
+            Execution(
+                job_id="every-minute",
+                slot=slot.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                scheduled_at=slot,
+                status=status,
+                started_at=slot,
+                finished_at=slot if status is ExecutionStatus.FAILED else None,
+                error="HTTP 500: " + "x" * 150,
+            ),
+            None,
+            2_000_000_000,
+        )
 
     # When Chromium shows them in a 1000-pixel window (a dashboard widget is often narrower)
     with Chromium(tmp_path / "narrow-profile", width=1000) as narrow:
         narrow.load(url + "?page_size=100")
         ours = until(lambda: narrow.evaluate(READ_WIDTHS), "jobs page")
+        # ... and in a phone's 360 pixels (the tables scroll sideways in their own box)
+        narrow.call(
+            "Emulation.setDeviceMetricsOverride", width=360, height=800, deviceScaleFactor=1, mobile=False
+        )
+        phone = until(lambda: narrow.evaluate(READ_WIDTHS), "jobs page, 360 pixels wide")
+        narrow.call("Emulation.clearDeviceMetricsOverride")
         narrow.load(url + f"?tenant={tenant}&tag={'k' * 100}={'v' * 200}")
         theirs = until(lambda: narrow.evaluate(READ_WIDTHS), "tenant's page")
 
@@ -202,3 +226,4 @@ def test_long_schedules_tenants_and_tags_wrap_instead_of_pushing_the_runs_off_th
     assert ours["page"] <= ours["window"] and theirs["page"] <= theirs["window"], (ours, theirs)
     assert {"after-many", "every-minute"} <= set(ours["right"]) and set(theirs["right"]) == {"theirs"}
     assert all(0 < right <= ours["window"] for right in [*ours["right"].values(), *theirs["right"].values()])
+    assert phone["window"] == 360 and phone["page"] <= phone["window"], phone

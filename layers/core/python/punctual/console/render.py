@@ -43,7 +43,7 @@ _CSS = """
 .pc th,.pc td{border-bottom:1px solid #d5dbdb;padding:3px 8px;text-align:left;vertical-align:top}
 .pc td.num{text-align:right;font-variant-numeric:tabular-nums}
 .pc .st{display:inline-block;padding:0 6px;border-radius:3px;font-weight:bold}
-.pc ol.strip{list-style:none;margin:0;padding:0;display:flex;gap:2px;flex-wrap:nowrap}
+.pc ol.strip{list-style:none;margin:0;padding:0;display:flex;gap:2px;flex-wrap:wrap}
 .pc ol.strip li{min-width:34px;text-align:center;font-size:10px;font-weight:bold;border-radius:2px;
 padding:1px 2px}
 .pc .bar{display:inline-block;height:10px;background:#0b64c0;vertical-align:middle}
@@ -58,6 +58,9 @@ min-width:12em}
 .pc td code{white-space:normal}
 .pc code{overflow-wrap:anywhere}
 .pc h2{font-size:15px;margin:0 0 4px 0}
+.pc .scroll{overflow-x:auto;max-width:100%}
+.pc #pc-jobs ol.strip{min-width:190px}
+.pc td.err{min-width:16em}
 """
 
 
@@ -269,9 +272,11 @@ def _table(table_id: str, caption: str, columns: tuple[str, ...], rows: list[str
     """A table with a caption and column headers; ``empty`` (text) when there are no rows."""
     head = "".join(f'<th scope="col">{escape(name)}</th>' for name in columns)
     body = "".join(rows) or f'<tr><td colspan="{len(columns)}" class="muted">{escape(empty)}</td></tr>'
+    # in a box of its own that scrolls sideways in a window narrower than the table (a phone's),
+    # so the page around it keeps the window's width
     return (
-        f'<table id="{table_id}"><caption>{escape(caption)}</caption>'
-        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        f'<div class="scroll"><table id="{table_id}"><caption>{escape(caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
     )
 
 
