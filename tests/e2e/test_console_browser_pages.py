@@ -227,3 +227,54 @@ def test_long_schedules_tenants_and_tags_wrap_instead_of_pushing_the_runs_off_th
     assert {"after-many", "every-minute"} <= set(ours["right"]) and set(theirs["right"]) == {"theirs"}
     assert all(0 < right <= ours["window"] for right in [*ours["right"].values(), *theirs["right"].values()])
     assert phone["window"] == 360 and phone["page"] <= phone["window"], phone
+
+
+READ_FOCUSED_STRIP = """
+(() => {
+  const strip = document.activeElement;
+  if (!strip.matches('#pc-jobs ol.strip')) return null;
+  return [...strip.children].map((li) => getComputedStyle(li, '::after').content);
+})()
+"""
+
+
+def test_a_run_strip_is_reached_with_the_tab_key_and_then_says_what_each_run_s_tooltip_says(
+    served: tuple[FlakyStore, str], chromium: Chromium
+) -> None:
+    """QA26: a run's slot, delay and error were in its cell's tooltip only, which a mouse shows:
+    a keyboard could not reach a strip at all."""
+    store, url = served
+    # Given a job whose newest run FAILED with an error
+    slot = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    key = slot.strftime("%Y-%m-%dT%H:%M:%SZ")
+    store.save_execution(
+        Execution(
+            job_id="nightly",
+            slot=key,
+            scheduled_at=slot,
+            status=ExecutionStatus.FAILED,
+            started_at=slot,
+            finished_at=slot,
+            error="HTTP 503: the warehouse is closed",
+        ),
+        None,
+        2_000_000_000,
+    )
+    chromium.load(url + "?refresh=0")
+    until(lambda: chromium.evaluate("document.querySelector('#pc-jobs ol.strip') && true"), "run strip")
+
+    # When the page is walked with the Tab key (the filter's controls come first)
+    def tab_to_strip() -> list[str] | None:
+        for event in ("rawKeyDown", "keyUp"):
+            chromium.call(
+                "Input.dispatchKeyEvent", type=event, key="Tab", code="Tab", windowsVirtualKeyCode=9
+            )
+        shown: list[str] | None = chromium.evaluate(READ_FOCUSED_STRIP)
+        return shown
+
+    shown = next((found for _ in range(10) if (found := tab_to_strip()) is not None), None)
+
+    # Then the strip takes the focus, and its cell says the run's slot, status and error as text
+    assert shown is not None, "the Tab key never reached the run strip"
+    assert len(shown) == 1 and key in shown[0] and "FAILED" in shown[0], shown
+    assert "the warehouse is closed" in shown[0], shown

@@ -61,6 +61,9 @@ min-width:12em}
 .pc .scroll{overflow-x:auto;max-width:100%}
 .pc #pc-jobs ol.strip{min-width:190px}
 .pc td.err{min-width:16em}
+.pc #pc-jobs ol.strip:focus-visible{flex-direction:column;outline:2px solid #0b64c0;outline-offset:2px}
+.pc #pc-jobs ol.strip:focus-visible li{text-align:left;overflow-wrap:anywhere}
+.pc #pc-jobs ol.strip:focus-visible li::after{content:" " attr(title);font-weight:normal}
 """
 
 
@@ -215,7 +218,9 @@ def _strip(row: JobRow) -> str:
         )
     name = escape(row.job.name or row.job.id)
     label = f"Last {len(row.runs)} runs of {name}, oldest first"
-    return f'<ol class="strip" aria-label="{label}">{"".join(cells)}</ol>'
+    # one tab stop a strip: focused from the keyboard, it lists each cell's tooltip (QA26: the
+    # slot, delay and error of a run were shown to a mouse only)
+    return f'<ol class="strip" tabindex="0" aria-label="{label}">{"".join(cells)}</ol>'
 
 
 def _next_fire(row: JobRow, now: datetime) -> str:
