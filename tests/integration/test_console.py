@@ -334,6 +334,33 @@ def test_a_bad_parameter_is_shown_in_the_widget_not_raised() -> None:
     assert 'role="alert"' in html and "tenant must be" in html
 
 
+def test_a_bad_filter_is_shown_with_the_filter_form_to_choose_again(t0: datetime) -> None:
+    """QA26: a tenant typed with a space (or a bad tag) left only the error: the widget had no
+    control at all (only reloading the dashboard brought the jobs back), the local page no form."""
+    store = MemoryStore()
+    store.create_job(job("nightly"), None, 100)
+    service.use_services(service.ConsoleServices(store, ConsoleSettings(tenant="default")))
+    try:
+        # Given the widget's form applied with a tenant that has a space
+        typed = {"widgetContext": {"forms": {"all": {"tenant": "my team", "tag": ""}}}, "apply_form": True}
+        refused = service.widget_html(typed, ARN, now=t0)
+        # Then the widget says so, and offers its form again, whose Apply calls the function
+        assert 'role="alert"' in refused and "tenant must be" in refused
+        assert '<input name="tenant"' in refused and action_params(refused, "Apply") == {"apply_form": True}
+        # ... which, applied with a usable tenant, shows the jobs again
+        again = {"widgetContext": {"forms": {"all": {"tenant": "default", "tag": ""}}}, "apply_form": True}
+        assert parse(service.widget_html(again, ARN, now=t0)).tables["pc-jobs"].column("Job")
+        # And local mode's page (400) has the GET form to the page
+        status, page = service.local_page({"tag": "=x"}, now=t0)
+        assert status == 400 and "tag must be key or key=value" in page
+        assert '<form method="get" action="/console"' in page and '<input name="tag"' in page
+        # And a console configured with an unusable tenant says so, form or not, never raises
+        service.use_services(service.ConsoleServices(store, ConsoleSettings(tenant="my team")))
+        assert "tenant must be" in service.widget_html({}, ARN, now=t0)
+    finally:
+        service.use_services(None)
+
+
 @pytest.mark.parametrize(
     ("event", "message"),
     [

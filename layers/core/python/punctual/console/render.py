@@ -382,9 +382,12 @@ def render_console(view: ConsoleView, links: Links) -> str:
     )
 
 
-def render_error(message: str) -> str:
-    """A fragment that says what is wrong with the widget's parameters."""
-    return f'<div class="pc" role="alert"><p><strong>Punctual console:</strong> {escape(message)}</p></div>'
+def render_error(message: str, form: str = "") -> str:
+    """A fragment that says what is wrong with the widget's parameters; ``form``: the filter form to
+    choose them again (QA26: a tenant typed with a space left the widget with the error and no
+    control, so only reloading the dashboard brought the jobs back)."""
+    alert = f'<div role="alert"><p><strong>Punctual console:</strong> {escape(message)}</p></div>'
+    return f'<div class="pc">{alert}{form}</div>'
 
 
 # The headers the whole page (local mode) is served with: it runs no script, loads nothing, and

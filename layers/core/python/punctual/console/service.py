@@ -16,8 +16,15 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from punctual.console.render import LocalLinks, WidgetLinks, render_console, render_document, render_error
-from punctual.console.view import ConsoleQueryError, ConsoleView, build_view
+from punctual.console.render import (
+    Links,
+    LocalLinks,
+    WidgetLinks,
+    render_console,
+    render_document,
+    render_error,
+)
+from punctual.console.view import ConsoleQuery, ConsoleQueryError, ConsoleView, build_view
 from punctual.console.widget import ConsoleSettings, merged_params, query_from
 from punctual.runtime.clock import SystemClock
 from punctual.store.base import JobStore
@@ -81,6 +88,16 @@ def _view(params: Mapping[str, Any], now: datetime | None) -> ConsoleView:
     )
 
 
+def refused(exc: ConsoleQueryError, links: Links) -> str:
+    """The error of an unusable parameter, with the filter form again (on the console's tenant)."""
+    settings = services().settings
+    try:
+        form = links.filter_form(ConsoleQuery(settings.tenant, page_size=settings.page_size))
+    except ConsoleQueryError:  # the configured tenant is unusable itself: the error says so
+        form = ""
+    return render_error(str(exc), form)
+
+
 def widget_html(event: Mapping[str, Any], endpoint: str, now: datetime | None = None) -> str:
     """The widget's HTML for one invocation.
 
@@ -98,28 +115,29 @@ def widget_html(event: Mapping[str, Any], endpoint: str, now: datetime | None = 
     str
         An HTML fragment; a parameter error is shown in it, never raised.
     """
+    links = WidgetLinks(endpoint, services().settings.page_size)
     try:
         view = _view(merged_params(event), now)
     except ConsoleQueryError as exc:
-        return render_error(str(exc))
+        return refused(exc, links)
     except STORAGE_ERRORS as exc:
         return render_error(storage_trouble(exc, "refresh the widget to read them again"))
-    return render_console(view, WidgetLinks(endpoint, services().settings.page_size))
+    return render_console(view, links)
 
 
 def local_page(
     params: Mapping[str, Any], now: datetime | None = None, path: str = "/console"
 ) -> tuple[int, str]:
     """Local mode's whole page for query parameters ``params``: (HTTP status, HTML)."""
+    links = LocalLinks(path, services().settings.page_size)
     try:
         view = _view(params, now)
     except ConsoleQueryError as exc:
-        return 400, render_document(render_error(str(exc)))
+        return 400, render_document(refused(exc, links))
     except STORAGE_ERRORS as exc:  # 503, and the page reloads as it does when it shows the jobs
         refresh_s = services().settings.refresh_s
         message = storage_trouble(exc, f"this page reads them again in {refresh_s} s")
         return 503, render_document(render_error(message), refresh_s=refresh_s)
-    links = LocalLinks(path, services().settings.page_size)
     page = render_console(view, links)
     # ``refresh=0`` stops the page reloading (QA24: each reload wiped what the operator was typing
     # into the tenant and tag filters), with a link to start it again
