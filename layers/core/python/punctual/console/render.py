@@ -307,8 +307,10 @@ def _jobs_table(view: ConsoleView) -> str:
     return _table("pc-jobs", "Jobs", columns, rows, empty)
 
 
-def _failure_row(failure: FailureRow) -> str:
-    ended = _time(failure.ended_at) if failure.ended_at else "-"
+def _failure_row(failure: FailureRow, now: datetime) -> str:
+    # dated when not today, as the next fire is (QA26: one that ended at 23:50 yesterday read as
+    # later today at 00:10)
+    ended = _time(failure.ended_at, today=now) if failure.ended_at else "-"
     return (
         f'<tr data-job-id="{escape(failure.job_id)}">'
         f'<th scope="row">{escape(failure.job_name)}</th>'
@@ -325,7 +327,7 @@ def _failures_table(view: ConsoleView) -> str:
         "pc-failures",
         f"Recent failures (last 24 h, jobs on this page{cut})",
         ("Job", "Slot", "Status", "Attempts", "Ended (UTC)", "Error"),
-        [_failure_row(failure) for failure in view.failures],
+        [_failure_row(failure, view.now) for failure in view.failures],
         "No failures in the last 24 h among these jobs.",
     )
 
