@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 from browser import BrowserError, Chromium, chromium_binary
 
-from factories import job
+from factories import job, save_run
 from local.api_gateway import LocalApiServer
 from local.console import with_console
 from punctual.console import service
@@ -193,21 +193,8 @@ def test_long_schedules_tenants_and_tags_wrap_instead_of_pushing_the_runs_off_th
     # ... and a full run strip (QA26: its 20 cells on one line pushed the page to 1445 pixels, so
     # the newest runs were off even a 1400-pixel window), the newest a FAILED one with a long error
     for index in range(20):
-        slot = created + timedelta(minutes=index)
         status = ExecutionStatus.FAILED if index % 2 else ExecutionStatus.RETRY_WAIT
-        store.save_execution(
-            Execution(
-                job_id="every-minute",
-                slot=slot.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                scheduled_at=slot,
-                status=status,
-                started_at=slot,
-                finished_at=slot if status is ExecutionStatus.FAILED else None,
-                error="HTTP 500: " + "x" * 150,
-            ),
-            None,
-            2_000_000_000,
-        )
+        save_run(store, "every-minute", created + timedelta(minutes=index), status, "HTTP 500: " + "x" * 150)
 
     # When Chromium shows them in a 1000-pixel window (a dashboard widget is often narrower)
     with Chromium(tmp_path / "narrow-profile", width=1000) as narrow:
@@ -247,19 +234,7 @@ def test_a_run_strip_is_reached_with_the_tab_key_and_then_says_what_each_run_s_t
     # Given a job whose newest run FAILED with an error
     slot = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
     key = slot.strftime("%Y-%m-%dT%H:%M:%SZ")
-    store.save_execution(
-        Execution(
-            job_id="nightly",
-            slot=key,
-            scheduled_at=slot,
-            status=ExecutionStatus.FAILED,
-            started_at=slot,
-            finished_at=slot,
-            error="HTTP 503: the warehouse is closed",
-        ),
-        None,
-        2_000_000_000,
-    )
+    save_run(store, "nightly", slot, ExecutionStatus.FAILED, "HTTP 503: the warehouse is closed")
     chromium.load(url + "?refresh=0")
     until(lambda: chromium.evaluate("document.querySelector('#pc-jobs ol.strip') && true"), "run strip")
 

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 from console_html import parse
 
-from factories import job
+from factories import job, save_run
 from punctual.console.render import LocalLinks, render_console
 from punctual.console.view import ConsoleQuery, build_view
-from punctual.models import Execution, ExecutionStatus
+from punctual.models import ExecutionStatus
 from punctual.store.memory import MemoryStore
 
 T0 = datetime(2026, 12, 1, 0, 10, tzinfo=UTC)  # ten minutes past midnight
@@ -21,19 +21,7 @@ def test_a_failure_that_ended_yesterday_says_its_date() -> None:
     store = MemoryStore()
     store.create_job(job("nightly", now=T0 - timedelta(days=2)), None, 100)
     for ended in (T0 - timedelta(minutes=20), T0 - timedelta(minutes=5)):
-        store.save_execution(
-            Execution(
-                job_id="nightly",
-                slot=ended.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                scheduled_at=ended,
-                status=ExecutionStatus.FAILED,
-                started_at=ended,
-                finished_at=ended,
-                error="HTTP 500",
-            ),
-            None,
-            2_000_000_000,
-        )
+        save_run(store, "nightly", ended, ExecutionStatus.FAILED, "HTTP 500")
 
     failures = parse(render_console(build_view(store, ConsoleQuery("default"), T0), LocalLinks())).tables[
         "pc-failures"
