@@ -22,7 +22,7 @@ from punctual.delivery.notifications.alerts import ALERT_STALE_S, DELIVERY_TRIES
 from punctual.delivery.notifications.events import SLOT_LATE, SLOT_MISSED, STATUS_CHANGE
 from punctual.delivery.targets.base import TargetResult
 from punctual.dispatch.queues import MessageKind, message_for
-from punctual.models import AlertStatus, ExecutionStatus, Job
+from punctual.models import AlertCondition, AlertStatus, ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.slots import fire_timer
@@ -233,6 +233,29 @@ def test_min_interval_holds_alerts_back_and_the_next_one_counts_them() -> None:
     statuses = [status for _, _, status in a.alerts(job)]
     assert statuses == [AlertStatus.SENT, AlertStatus.HELD, AlertStatus.HELD, AlertStatus.SENT]
     assert [p["held_back"] for p in payloads] == [0, 2]
+
+
+def test_an_alert_taken_over_still_counts_the_alerts_its_rule_held_back() -> None:
+    # Given a rule with min_interval_seconds that held back one failure's alert
+    hooks, payloads = _recording_hooks(OK, Crash(), OK)
+    a = Alerting(FAIL, hooks=hooks)
+    job = a.job({"on": ["failed"], "target": HOOK, "min_interval_seconds": 300})
+    a.run_slot(job, 0)
+    a.run_slot(job, 1)
+    # When the next alert past the interval passes the throttle, and its worker dies while it
+    # sends it (the throttle's mark taken, the count of held back alerts reset)
+    with pytest.raises(Crash):
+        a.run_slot(job, 6)
+    slot = slot_key(T0 + timedelta(minutes=6))
+    # And its sweep takes it over
+    a.clock.set(T0 + timedelta(minutes=6, seconds=ALERT_STALE_S + 5))
+    a.alerter.sweep(job, slot, AlertCondition.FAILED)
+    # Then the alert delivered says one was held back, as its first try did (QA26: 0, the count
+    # lost with the throttle's mark)
+    alert = a.store.get_alert(job.tenant, job.id, slot, AlertCondition.FAILED)
+    assert alert is not None and alert.status is AlertStatus.SENT
+    assert [p["held_back"] for p in payloads] == [0, 1, 1]
+    assert [d.held_back for d in alert.deliveries] == [1]
 
 
 def test_the_docs_example_rule_tells_the_team_a_failure_it_reported_has_ended() -> None:

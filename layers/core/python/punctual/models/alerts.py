@@ -138,3 +138,6 @@ class Alert(BaseModel):
     # Rules whose min_interval_seconds mark it took (before their tries): a takeover does not ask
     # again, or that mark would hold back the very alert that made it (never delivered)
     passed: list[int] = Field(default_factory=list)
+    # What each of those marks counted held back before it: the alert's held_back for that rule,
+    # told by a takeover too (it does not ask the throttle again)
+    passed_held: dict[int, int] = Field(default_factory=dict)

@@ -438,7 +438,7 @@ class Alerter:
             self.sweeps.arm(job, alert.key_slot, alert.condition, alert.claimed_at, self.clock.now())
 
     def _deliver(self, job: Job, alert: Alert, index: int, rule: AlertRule) -> AlertDelivery:
-        held = 0
+        held = alert.passed_held.get(index, 0)  # (a takeover's: counted by its mark, QA26: lost)
         if rule.min_interval_seconds and index not in alert.passed:
             allowed = self.store.throttle_alert(
                 job.tenant,
@@ -453,7 +453,8 @@ class Alerter:
             held = allowed
             # Recorded before the tries: a delivery cut short during them (a Lambda worker's wait
             # ran out) left the mark, and its takeover found the rule held back by it (QA26: HELD)
-            self.store.save_alert(alert.model_copy(update={"passed": [*alert.passed, index]}), self._ttl())
+            marked = {"passed": [*alert.passed, index], "passed_held": {**alert.passed_held, index: held}}
+            self.store.save_alert(alert.model_copy(update=marked), self._ttl())
         payload = rendered(rule, alert.body, held)
         # An HTTP rule's secret that cannot be read fails that rule's delivery, naming why (QA22: the
         # error escaped it, the alert stayed SENDING and the job's other rules were never sent)
