@@ -405,10 +405,13 @@ class Alerter:
 
     @staticmethod
     def _todo(job: Job, alert: Alert) -> list[tuple[int, AlertRule]]:
-        """The rules ``alert`` goes to that it has not been delivered to yet."""
+        """The rules ``alert`` goes to that it has not been delivered to yet: those of the job's
+        rules now that still fire on its condition (a takeover after a replace of the rules: QA26,
+        the rule now at an index got the alert whatever it asked for)."""
         done = {d.rule for d in alert.deliveries}
-        indexes = alert.rules or [index for index, _ in rules_on(job, alert.condition)]
-        return [(i, job.alerts[i]) for i in indexes if i < len(job.alerts) and i not in done]
+        wanted = rules_on(job, alert.condition)
+        indexes = set(alert.rules or [index for index, _ in wanted])
+        return [(i, rule) for i, rule in wanted if i in indexes and i not in done]
 
     def _record_outcome(self, job: Job, alert: Alert) -> Alert:
         """Record the result of ``alert``'s deliveries (SENT, FAILED or HELD), if still its owner."""
