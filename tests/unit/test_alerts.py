@@ -250,6 +250,7 @@ def test_an_alert_taken_over_still_counts_the_alerts_its_rule_held_back() -> Non
     # And its sweep takes it over
     a.clock.set(T0 + timedelta(minutes=6, seconds=ALERT_STALE_S + 5))
     a.alerter.sweep(job, slot, AlertCondition.FAILED)
+    a.worker.settle()  # (the takeover delivers on a thread beside)
     # Then the alert delivered says one was held back, as its first try did (QA26: 0, the count
     # lost with the throttle's mark)
     alert = a.store.get_alert(job.tenant, job.id, slot, AlertCondition.FAILED)
@@ -270,6 +271,7 @@ def test_an_alert_taken_over_after_the_rules_were_replaced_goes_only_to_rules_on
     replaced = job.model_copy(update={"alerts": [recovered_only], "version": job.version + 1})
     a.clock.set(T0 + timedelta(seconds=ALERT_STALE_S + 5))
     a.alerter.sweep(replaced, slot_key(T0), AlertCondition.FAILED)
+    a.worker.settle()  # (the takeover delivers on a thread beside)
     # Then the failed alert is not sent to a rule that asked for recovered alerts only (QA26: it
     # went to whatever rule was now at its rule's index)
     assert len(hooks.calls) == 1  # the dead worker's try only
