@@ -280,6 +280,27 @@ def test_an_alert_taken_over_after_the_rules_were_replaced_goes_only_to_rules_on
     assert alert.deliveries == []
 
 
+def test_a_takeovers_tries_carry_fencing_numbers_above_its_dead_owners() -> None:
+    # Given a failed slot's alert whose endpoint failed its first try, and whose worker died in
+    # the second (the receiver has seen the fencing number 2)
+    hooks = FakeTarget(TargetResult.retryable("HTTP 503"), Crash(), OK)
+    a = Alerting(FAIL, hooks=hooks)
+    job = a.job({"on": ["failed"], "target": HOOK})
+    with pytest.raises(Crash):
+        a.run_slot(job, 0)
+    # When its sweep takes it over
+    a.clock.set(T0 + timedelta(minutes=1, seconds=ALERT_STALE_S))
+    a.alerter.sweep(job, slot_key(T0), AlertCondition.FAILED)
+    a.worker.settle()  # (the takeover delivers on a thread beside)
+    # Then the takeover's try carries a higher number, same key: a receiver that fences on the
+    # number (docs/delivery.md) takes it (QA26: it was 1 again, below the 2 it had seen: refused)
+    assert len({ctx.idempotency_key for ctx in hooks.calls}) == 1
+    numbers = [ctx.attempt for ctx in hooks.calls]
+    assert numbers == sorted(set(numbers)) and len(numbers) == 3
+    alert = a.store.get_alert(job.tenant, job.id, slot_key(T0), AlertCondition.FAILED)
+    assert alert is not None and alert.status is AlertStatus.SENT
+
+
 def test_the_docs_example_rule_tells_the_team_a_failure_it_reported_has_ended() -> None:
     # docs/alerts.md's first rule: a slot fails, the next succeeds a minute later (QA21: the
     # recovered alert was HELD by the interval, for good; nobody heard the job recovered)

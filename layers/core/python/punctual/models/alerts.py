@@ -141,3 +141,6 @@ class Alert(BaseModel):
     # What each of those marks counted held back before it: the alert's held_back for that rule,
     # told by a takeover too (it does not ask the throttle again)
     passed_held: dict[int, int] = Field(default_factory=dict)
+    # Takeovers so far: each owner numbers its tries after every earlier owner's (the fencing
+    # token's number only grows, as a slot's attempts do)
+    taken_over: int = 0

@@ -336,6 +336,7 @@ class Alerter:
                 "claimed_at": now,
                 "stalled": stalled,
                 "delivered": len(current.deliveries),
+                "taken_over": current.taken_over + 1,
             }
         )
         if not self.store.take_over_alert(taken, current.owner, stale_before, self._ttl()):
@@ -481,7 +482,9 @@ class Alerter:
                 tenant=job.tenant,
                 slot=f"{alert.key_slot}#alert-{alert.condition.value}",
                 scheduled_at=alert.created_at,
-                attempt=tries,
+                # After every earlier owner's tries: a receiver that fences on the number (as
+                # docs/delivery.md asks) refused a takeover's lower one (QA26: try 1 again)
+                attempt=alert.taken_over * DELIVERY_TRIES + tries,
                 timeout_s=DELIVERY_TIMEOUT_S,
                 signing_secrets=secrets,
             )
