@@ -18,7 +18,7 @@ log = logging.getLogger("local.api")
 
 
 def run(config: LocalConfig, stop: threading.Event, name: str = "api") -> None:
-    deployment = prepare(config)
+    deployment = prepare(config, stop=stop)
     shared = config.api_processes > 1
     if not shared and port_in_use(config.api_port):
         raise LocalModeError(f"port {config.api_port} is taken: choose another with --api-port")

@@ -39,7 +39,7 @@ def scheduled_event(now: datetime) -> dict[str, Any]:
 
 
 def run(config: LocalConfig, stop: threading.Event) -> None:
-    deployment = prepare(config)
+    deployment = prepare(config, stop=stop)
     handler = load_handler("auditor").handler
     running: list[LambdaContext] = []
 

@@ -141,8 +141,16 @@ def read_deployment(config: LocalConfig) -> Deployment | None:
         return None
 
 
-def wait_for_deployment(config: LocalConfig, timeout_s: float = DEPLOYMENT_WAIT_S) -> Deployment:
-    """Wait until the ``aws`` component has created the resources, and return their description."""
+class StoppedWaiting(Exception):
+    """The component was asked to stop (Ctrl-C run alone, the supervisor's SIGTERM) while it
+    waited for local AWS: it ends there, exit 0, as it would once running."""
+
+
+def wait_for_deployment(
+    config: LocalConfig, timeout_s: float = DEPLOYMENT_WAIT_S, stop: threading.Event | None = None
+) -> Deployment:
+    """Wait until the ``aws`` component has created the resources, and return their description;
+    :class:`StoppedWaiting` once ``stop`` is set (a stop signal went unheeded for up to 180 s)."""
     import boto3
 
     apply_env(config.aws_env())
@@ -161,16 +169,21 @@ def wait_for_deployment(config: LocalConfig, timeout_s: float = DEPLOYMENT_WAIT_
                 f"no local AWS at {config.aws_endpoint} after {timeout_s:.0f}s "
                 "(start it with `punctual-local aws`, or run everything with `punctual-local up`)"
             )
-        time.sleep(0.3)
+        if stop is None:
+            time.sleep(0.3)
+        elif stop.wait(0.3):
+            raise StoppedWaiting
 
 
-def prepare(config: LocalConfig, base_env: dict[str, str] | None = None) -> Deployment:
+def prepare(
+    config: LocalConfig, base_env: dict[str, str] | None = None, stop: threading.Event | None = None
+) -> Deployment:
     """Wait for the resources, then set this process's ``AWS_*`` and ``PUNCTUAL_*`` environment.
 
     Must run before anything imports a handler: Settings and Powertools read the
     environment once.
     """
-    deployment = wait_for_deployment(config)
+    deployment = wait_for_deployment(config, stop=stop)
     apply_env(config.aws_env())
     apply_env(
         function_environment(config, deployment, base_env if base_env is not None else deployment.environment)
@@ -240,7 +253,7 @@ def run_component(name: str, body: Any, config: LocalConfig) -> int:
     except LocalModeError as exc:
         log.error("%s", exc)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, StoppedWaiting):
         return 0
     finally:
         pid_file = config.pid_file(name)

@@ -21,7 +21,7 @@ LOCAL_WAIT_S = "2"
 
 
 def run(config: LocalConfig, stop: threading.Event) -> None:
-    deployment = wait_for_deployment(config)
+    deployment = wait_for_deployment(config, stop=stop)
     prepare(config, deployment.ecs_environment or deployment.environment)
     os.environ["PUNCTUAL_WORKER_GRACE_S"] = LOCAL_GRACE_S
     os.environ.setdefault("PUNCTUAL_WORKER_WAIT_S", LOCAL_WAIT_S)

@@ -186,7 +186,7 @@ class EventSourceMapping:
 def run(config: LocalConfig, stop: threading.Event, name: str = "worker") -> None:
     import boto3
 
-    deployment = prepare(config)
+    deployment = prepare(config, stop=stop)
     handler = load_handler("worker")
     handler.init()  # what Lambda's init phase does, after the fork (a zygote holds no client)
     sqs = boto3.client("sqs")

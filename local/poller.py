@@ -374,7 +374,7 @@ class MinuteScheduler:
 
 
 def run(config: LocalConfig, stop: threading.Event, name: str = "poller", replica: int = 0) -> None:
-    deployment = prepare(config)
+    deployment = prepare(config, stop=stop)
     handler = load_handler("poller")
     from punctual.runtime.lambda_support import metrics
 
