@@ -13,6 +13,9 @@ if os.environ.get("PUNCTUAL_LOCAL_ZYGOTE") == "1" or os.environ.get("PUNCTUAL_LO
     # order. Ignored before the imports: a Ctrl-C during a start-up's seconds of imports killed a
     # component (or a zygote, which alone reports its children's exits) with a KeyboardInterrupt.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # So is a closed terminal's (or dropped ssh session's) SIGHUP: it killed every component at
+    # once, AWS unsaved, and the next start had no job left.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if os.environ.get("PUNCTUAL_LOCAL_ORDERED_STOP") == "1":  # (local.component.stopped_in_order)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the group's: the supervisor stops it last
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -350,6 +353,19 @@ def refuse_if_running(config: LocalConfig) -> None:
     existing.unlink(missing_ok=True)
 
 
+def _off_the_terminal() -> None:
+    """After a hang-up, output to the terminal (or a pipe to a program of it, ``| tee``) fails with
+    EIO or EPIPE, and the supervisor died of it mid-stop: what went there but to a file goes nowhere
+    now (the log file under the state directory keeps it), so that the stop goes on to save AWS's
+    state. (``isatty`` is no test: a hung-up terminal answers it False.)"""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def up(args: argparse.Namespace) -> int:
     from local.demo import run_up
 
@@ -364,12 +380,15 @@ def up(args: argparse.Namespace) -> int:
     stop_requested: list[float] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGHUP:
+            _off_the_terminal()
         if stop_requested and time.monotonic() - stop_requested[0] > 1.0:
             raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for a clean stop
         stop_requested.append(time.monotonic())
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)  # the terminal closed: a clean stop too, AWS state saved
     return run_up(
         config,
         demo=args.demo,

@@ -111,6 +111,7 @@ def stop_event() -> threading.Event:
         _watch_parent(stop)
     else:
         signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGHUP, on_signal)  # its terminal closed
     return stop
 
 

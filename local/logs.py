@@ -68,6 +68,7 @@ class LogSink:
         self.console = console or Console(stderr=False, highlight=False, soft_wrap=True)
         self._styles: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._to_terminal = True  # till a write to it fails: the supervisor died of that mid-stop
         self._file: IO[str] | None = None
         if log_file is not None:
             log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -98,21 +99,27 @@ class LogSink:
         with self._lock:
             if self._file is not None:
                 self._file.write(self.as_json(entry) + "\n")
-            if self.json_logs:
-                sys.stdout.write(self.as_json(entry) + "\n")
-                sys.stdout.flush()
+            if not self._to_terminal:
                 return
-            if entry.metrics:
-                return
-            clock = (
-                time.strftime("%H:%M:%S", time.localtime(entry.time))
-                + f".{int(entry.time * 1000) % 1000:03d}"
-            )
-            level = (
-                "" if entry.level == "INFO" else f"[{_LEVEL_STYLES.get(entry.level, 'dim')}]{entry.level}[/] "
-            )
-            prefix = f"[dim]{clock}[/] [{self.style(entry.component)}]{entry.component:<10}[/]│ "
-            self.console.print(prefix + level + escape(entry.message), highlight=False)
+            try:
+                self._show(entry)
+            except OSError:  # the terminal hung up (EIO), its pipe closed: the log file goes on alone
+                self._to_terminal = False
+
+    def _show(self, entry: Entry) -> None:
+        """The entry on the terminal: prefixed by its time and component, or as JSON."""
+        if self.json_logs:
+            sys.stdout.write(self.as_json(entry) + "\n")
+            sys.stdout.flush()
+            return
+        if entry.metrics:
+            return
+        clock = (
+            time.strftime("%H:%M:%S", time.localtime(entry.time)) + f".{int(entry.time * 1000) % 1000:03d}"
+        )
+        level = "" if entry.level == "INFO" else f"[{_LEVEL_STYLES.get(entry.level, 'dim')}]{entry.level}[/] "
+        prefix = f"[dim]{clock}[/] [{self.style(entry.component)}]{entry.component:<10}[/]│ "
+        self.console.print(prefix + level + escape(entry.message), highlight=False)
 
     def info(self, message: str, component: str = "local") -> None:
         self.write(Entry(component, "INFO", message))

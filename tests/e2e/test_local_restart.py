@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -79,17 +81,22 @@ def _instant(slot: str) -> datetime:
     return datetime.fromisoformat(slot.replace("Z", "+00:00"))
 
 
+def _register_x(local: LocalMode) -> None:
+    """Once ``local`` is ready, a job every 5 s calling hook ``x``."""
+    local.wait_ready()
+    status, _ = local.api(
+        "POST", "/v1/jobs", {"schedule": EVERY_5S, "target": {"type": "http", "url": local.hook("x")}}
+    )
+    assert status == 201
+
+
 def test_fresh_starts_empty(tmp_path: Path) -> None:
     """Stopped by a SIGTERM to its whole process group (``timeout``, ``kill -- -PGID``), local mode
     stops in order too: AWS last, its state kept (it stopped with the others at once: the workers
     still draining lost it, with tracebacks, and nothing was saved)."""
     first = harness.start(tmp_path, "--no-demo", tenant="me")
     try:
-        first.wait_ready()
-        status, _ = first.api(
-            "POST", "/v1/jobs", {"schedule": EVERY_5S, "target": {"type": "http", "url": first.hook("x")}}
-        )
-        assert status == 201
+        _register_x(first)
         first.wait(lambda: _hooked(first, "x") or None, 120, "a slot before the stop")
         assert first.terminate() == 0, first.tail()
         assert (tmp_path / STATE_FILE).exists(), first.tail()
@@ -106,3 +113,18 @@ def test_fresh_starts_empty(tmp_path: Path) -> None:
         assert fresh.api("GET", "/v1/jobs?limit=10")[1]["items"] == []
     finally:
         fresh.stop()
+
+
+def test_a_closed_terminal_stops_in_order_and_keeps_the_jobs(tmp_path: Path) -> None:
+    """The terminal of ``make run`` closed (or its ssh session dropped) sends SIGHUP to the whole
+    process group: every process died at once, AWS's state unsaved, and the next start had no job
+    left, those of earlier runs included (a start consumes the saved state)."""
+    first = harness.start(tmp_path, "--no-demo", tenant="me")
+    try:
+        _register_x(first)
+        os.killpg(first.process.pid, signal.SIGHUP)
+        assert first.process.wait(timeout=harness.STOP_TIMEOUT_S) == 0, first.tail()
+        assert (tmp_path / STATE_FILE).exists(), first.tail()
+        assert "Traceback" not in first.log(), first.tail()
+    finally:
+        first.stop()

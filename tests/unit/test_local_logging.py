@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import errno
+import io
+import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 
 from local.component import configure_logging
+from local.logs import LogSink
 
 
 class Collected(logging.Handler):
@@ -58,3 +64,23 @@ def test_a_record_a_logger_above_wrote_is_not_written_again_by_the_root(
     assert "INFO elsewhere.component: started" in err  # a record nobody above wrote still is
     # and a library's NullHandler writes nothing: its warnings still reach the terminal
     assert "WARNING lib-with-null-handler.retries: retrying a throttled call" in err
+
+
+class HungUp(io.StringIO):
+    """A terminal after a hang-up: every write fails with EIO."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+
+def test_a_hung_up_terminal_does_not_stop_the_log(tmp_path: Path) -> None:
+    # The terminal of `make run` closed: the supervisor's next log line raised EIO and it died in
+    # the middle of its stop, AWS's state unsaved (tests/e2e/test_local_restart.py)
+    sink = LogSink(json_logs=False, log_file=tmp_path / "local.log", console=Console(file=HungUp()))
+    sink.info("stopped api (exit 0)")
+    sink.info("AWS state saved")
+    sink.close()
+    assert [json.loads(line)["message"] for line in (tmp_path / "local.log").read_text().splitlines()] == [
+        "stopped api (exit 0)",
+        "AWS state saved",
+    ]
