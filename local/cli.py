@@ -382,7 +382,8 @@ def up(args: argparse.Namespace) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGHUP:
             _off_the_terminal()
-        if stop_requested and time.monotonic() - stop_requested[0] > 1.0:
+        # (a hang-up is no second Ctrl-C: a window closed after one cut the clean stop short)
+        if signum != signal.SIGHUP and stop_requested and time.monotonic() - stop_requested[0] > 1.0:
             raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for a clean stop
         stop_requested.append(time.monotonic())
 

@@ -6,7 +6,10 @@ import errno
 import io
 import json
 import logging
-from collections.abc import Iterator
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -84,3 +87,35 @@ def test_a_hung_up_terminal_does_not_stop_the_log(tmp_path: Path) -> None:
         "stopped api (exit 0)",
         "AWS state saved",
     ]
+
+
+def test_a_closed_terminal_during_a_clean_stop_does_not_cut_it_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given punctual-local up stopping cleanly after a Ctrl-C (AWS's state still to be saved)
+    import local.aws_state
+    import local.cli
+    import local.demo
+
+    monkeypatch.setattr(local.cli, "refuse_if_running", lambda config: None)
+    monkeypatch.setattr(local.aws_state, "refuse_other_layout", lambda *args: None)
+    monkeypatch.setattr(local.cli, "_off_the_terminal", lambda: None)  # (pytest's own output)
+
+    def run_up(config: object, stop_requested: Callable[[], bool], **kwargs: object) -> int:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1.2)  # the ordered stop under way
+        # When its terminal is closed then (the window closed after the Ctrl-C)
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.1)
+        return 0  # the stop went on to save AWS's state
+
+    monkeypatch.setattr(local.demo, "run_up", run_up)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        args = local.cli.build_parser().parse_args(["up", "--state-dir", str(tmp_path)])
+        # Then the stop goes on: a hang-up is not a second Ctrl-C (QA26: KeyboardInterrupt
+        # abandoned the ordered stop, AWS's state unsaved, and the next start had no job)
+        assert local.cli.up(args) == 0
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
