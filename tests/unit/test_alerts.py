@@ -22,7 +22,7 @@ from punctual.delivery.notifications.alerts import ALERT_STALE_S, DELIVERY_TRIES
 from punctual.delivery.notifications.events import SLOT_LATE, SLOT_MISSED, STATUS_CHANGE
 from punctual.delivery.targets.base import TargetResult
 from punctual.dispatch.queues import MessageKind, message_for
-from punctual.models import AlertCondition, AlertRule, AlertStatus, ExecutionStatus, Job
+from punctual.models import Alert, AlertCondition, AlertRule, AlertStatus, ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.slots import fire_timer
@@ -259,25 +259,31 @@ def test_an_alert_taken_over_still_counts_the_alerts_its_rule_held_back() -> Non
     assert [d.held_back for d in alert.deliveries] == [1]
 
 
-def test_an_alert_taken_over_after_the_rules_were_replaced_goes_only_to_rules_on_its_condition() -> None:
-    # Given a failed slot's alert whose worker died while it sent it
+def _swept_after_a_replace(rules: list[AlertRule]) -> tuple[FakeTarget, Alert | None]:
+    """A failed slot's alert whose worker died while it sent it, swept after the job's alert rules
+    were replaced by ``rules``: the hooks called and the alert as it ended."""
     hooks = FakeTarget(Crash(), OK)
     a = Alerting(FAIL, hooks=hooks)
     job = a.job({"on": ["failed"], "target": HOOK})
     with pytest.raises(Crash):
         a.run_slot(job, 0)
-    # When the job's rules are replaced meanwhile by one on recovered only, then its sweep runs
-    recovered_only = AlertRule.model_validate({"on": ["recovered"], "target": HOOK})
-    replaced = job.model_copy(update={"alerts": [recovered_only], "version": job.version + 1})
+    replaced = job.model_copy(update={"alerts": rules, "version": job.version + 1})
     a.clock.set(T0 + timedelta(seconds=ALERT_STALE_S + 5))
     a.alerter.sweep(replaced, slot_key(T0), AlertCondition.FAILED)
     a.worker.settle()  # (the takeover delivers on a thread beside)
+    return hooks, a.store.get_alert(job.tenant, job.id, slot_key(T0), AlertCondition.FAILED)
+
+
+def test_an_alert_taken_over_after_the_rules_were_replaced_goes_only_to_rules_on_its_condition() -> None:
+    # Given a failed slot's alert whose worker died while it sent it, when the job's rules are
+    # replaced meanwhile by one on recovered only, then its sweep runs
+    recovered_only = AlertRule.model_validate({"on": ["recovered"], "target": HOOK})
+    hooks, alert = _swept_after_a_replace([recovered_only])
     # Then the failed alert is not sent to a rule that asked for recovered alerts only (QA26: it
     # went to whatever rule was now at its rule's index)
     assert len(hooks.calls) == 1  # the dead worker's try only
-    alert = a.store.get_alert(job.tenant, job.id, slot_key(T0), AlertCondition.FAILED)
-    assert alert is not None and alert.status is not AlertStatus.SENDING
-    assert alert.deliveries == []
+    assert alert is not None and alert.status is AlertStatus.FAILED
+    assert [(d.rule, d.status) for d in alert.deliveries] == [(0, AlertStatus.FAILED)]  # (named why)
 
 
 def test_a_takeovers_tries_carry_fencing_numbers_above_its_dead_owners() -> None:
@@ -299,6 +305,18 @@ def test_a_takeovers_tries_carry_fencing_numbers_above_its_dead_owners() -> None
     assert numbers == sorted(set(numbers)) and len(numbers) == 3
     alert = a.store.get_alert(job.tenant, job.id, slot_key(T0), AlertCondition.FAILED)
     assert alert is not None and alert.status is AlertStatus.SENT
+
+
+def test_an_alert_taken_over_after_its_rules_were_removed_is_failed_naming_why() -> None:
+    # Given a failed slot's alert whose worker died while it sent it, when the job's alert rules
+    # are all removed meanwhile, then its sweep runs
+    hooks, alert = _swept_after_a_replace([])
+    # Then the alert, delivered to nobody, is FAILED naming why (QA26: HELD, with no delivery, as
+    # if a rule's min_interval_seconds had held it back and the next alert would count it)
+    assert len(hooks.calls) == 1  # the dead worker's try only
+    assert alert is not None and alert.status is AlertStatus.FAILED
+    assert [(d.rule, d.status) for d in alert.deliveries] == [(0, AlertStatus.FAILED)]
+    assert "rules were replaced" in (alert.deliveries[0].error or "")
 
 
 def test_the_docs_example_rule_tells_the_team_a_failure_it_reported_has_ended() -> None:

@@ -365,7 +365,7 @@ class Alerter:
         rest = [
             AlertDelivery(rule=index, status=AlertStatus.FAILED, error=error)
             for index, _ in self._todo(job, alert)
-        ]
+        ] + self._gone(job, alert)
         self._record_outcome(job, alert.model_copy(update={"deliveries": [*alert.deliveries, *rest]}))
 
     def sweep(self, job: Job, key_slot: str, condition: AlertCondition) -> float | None:
@@ -397,6 +397,7 @@ class Alerter:
                 if position < len(todo) - 1 and not self.store.save_alert(alert, self._ttl()):
                     log.warning("alert %s %s %s was taken over", job.id, alert.key_slot, alert.condition)
                     return alert
+            alert = alert.model_copy(update={"deliveries": [*alert.deliveries, *self._gone(job, alert)]})
             alert = self._record_outcome(job, alert)
         except Exception:
             log.exception(
@@ -413,6 +414,20 @@ class Alerter:
         wanted = rules_on(job, alert.condition)
         indexes = set(alert.rules or [index for index, _ in wanted])
         return [(i, rule) for i, rule in wanted if i in indexes and i not in done]
+
+    @staticmethod
+    def _gone(job: Job, alert: Alert) -> list[AlertDelivery]:
+        """FAILED records of the rules ``alert`` was for that a replace of the job's rules took away
+        (none at their index fires on its condition now): not delivered, and visibly so (QA26: with
+        every rule gone the alert ended HELD, delivered to nobody, as if a throttle held it)."""
+        done = {d.rule for d in alert.deliveries}
+        firing = {index for index, _ in rules_on(job, alert.condition)}
+        error = f"not sent: the job's rules were replaced, none at its index fires on {alert.condition.value}"
+        return [
+            AlertDelivery(rule=i, status=AlertStatus.FAILED, error=error)
+            for i in alert.rules
+            if i not in done and i not in firing
+        ]
 
     def _record_outcome(self, job: Job, alert: Alert) -> Alert:
         """Record the result of ``alert``'s deliveries (SENT, FAILED or HELD), if still its owner."""
