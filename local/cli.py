@@ -389,7 +389,10 @@ def up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)  # the terminal closed: a clean stop too, AWS state saved
+    # the terminal closed: a clean stop too, AWS state saved; unless started to outlive it (nohup:
+    # the hang-up ignored, as before e07fae9, and as it asked)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, on_signal)
     return run_up(
         config,
         demo=args.demo,

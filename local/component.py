@@ -111,7 +111,8 @@ def stop_event() -> threading.Event:
         _watch_parent(stop)
     else:
         signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGHUP, on_signal)  # its terminal closed
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # (nohup: asked to outlive it)
+            signal.signal(signal.SIGHUP, on_signal)  # its terminal closed
     return stop
 
 

@@ -89,10 +89,13 @@ def test_a_hung_up_terminal_does_not_stop_the_log(tmp_path: Path) -> None:
     ]
 
 
-def test_a_closed_terminal_during_a_clean_stop_does_not_cut_it_short(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given punctual-local up stopping cleanly after a Ctrl-C (AWS's state still to be saved)
+RunUp = Callable[[Callable[[], bool]], int]
+
+
+@pytest.fixture
+def up_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[RunUp], int]]:
+    """``punctual-local up`` with ``run_up`` replaced by a function of its ``stop_requested``; the
+    signal handlers it installs are put back after."""
     import local.aws_state
     import local.cli
     import local.demo
@@ -101,7 +104,23 @@ def test_a_closed_terminal_during_a_clean_stop_does_not_cut_it_short(
     monkeypatch.setattr(local.aws_state, "refuse_other_layout", lambda *args: None)
     monkeypatch.setattr(local.cli, "_off_the_terminal", lambda: None)  # (pytest's own output)
 
-    def run_up(config: object, stop_requested: Callable[[], bool], **kwargs: object) -> int:
+    def up(body: RunUp) -> int:
+        monkeypatch.setattr(local.demo, "run_up", lambda config, stop_requested, **kw: body(stop_requested))
+        return local.cli.up(local.cli.build_parser().parse_args(["up", "--state-dir", str(tmp_path)]))
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield up
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def test_a_closed_terminal_during_a_clean_stop_does_not_cut_it_short(
+    up_alone: Callable[[RunUp], int],
+) -> None:
+    # Given punctual-local up stopping cleanly after a Ctrl-C (AWS's state still to be saved)
+    def run_up(stop_requested: Callable[[], bool]) -> int:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1.2)  # the ordered stop under way
         # When its terminal is closed then (the window closed after the Ctrl-C)
@@ -109,13 +128,42 @@ def test_a_closed_terminal_during_a_clean_stop_does_not_cut_it_short(
         time.sleep(0.1)
         return 0  # the stop went on to save AWS's state
 
-    monkeypatch.setattr(local.demo, "run_up", run_up)
+    # Then the stop goes on: a hang-up is not a second Ctrl-C (QA26: KeyboardInterrupt abandoned
+    # the ordered stop, AWS's state unsaved, and the next start had no job)
+    assert up_alone(run_up) == 0
+
+
+def test_local_mode_started_under_nohup_outlives_its_terminal(up_alone: Callable[[RunUp], int]) -> None:
+    # Given punctual-local up started with SIGHUP ignored (nohup make run &)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    hung_up: list[bool] = []
+
+    def run_up(stop_requested: Callable[[], bool]) -> int:
+        # When its terminal closes (the ssh session that started it logs out)
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.1)
+        hung_up.append(stop_requested())
+        return 0
+
+    up_alone(run_up)
+    # Then it goes on running, as nohup asked (QA26: the hang-up stopped it)
+    assert hung_up == [False]
+
+
+def test_a_component_run_alone_under_nohup_outlives_its_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a component run alone with SIGHUP ignored (nohup punctual-local worker &)
+    from local.component import stop_event
+
+    monkeypatch.delenv("PUNCTUAL_LOCAL_SUPERVISED", raising=False)
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        args = local.cli.build_parser().parse_args(["up", "--state-dir", str(tmp_path)])
-        # Then the stop goes on: a hang-up is not a second Ctrl-C (QA26: KeyboardInterrupt
-        # abandoned the ordered stop, AWS's state unsaved, and the next start had no job)
-        assert local.cli.up(args) == 0
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        stop = stop_event()
+        # When its terminal closes
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.1)
+        # Then it is not asked to stop (QA26: it was)
+        assert not stop.is_set()
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
