@@ -107,7 +107,14 @@ def spawn(args: Sequence[str], output: Path) -> subprocess.Popen[bytes]:
             cwd=REPO,
             env=child_env(),
             start_new_session=True,  # its own process group: stop_group ends all of it
+            # As from a terminal, whatever ran the caller: under nohup (SIGHUP ignored, which a
+            # child inherits) local mode would keep ignoring a hang-up, as nohup asks of it
+            preexec_fn=_hang_up_as_in_a_terminal,
         )
+
+
+def _hang_up_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def stop_group(process: subprocess.Popen[bytes], timeout_s: float = STOP_TIMEOUT_S) -> None:
