@@ -42,10 +42,11 @@ E2E_ALONE := tests/e2e/test_chaos_short.py tests/e2e/test_region_loss.py tests/e
 	tests/e2e/test_chaos_interrupted.py tests/e2e/test_retry_rate_local.py
 OWN_SERVERS := $(sort $(wildcard tests/e2e/test_motopatch*.py)) tests/integration/test_api_schemathesis.py
 # Integration tests moved beside them, to even out the processes (the unit, integration and infra
-# one was the longest by ~3 minutes: 982 s against 790 s on 2026-12-06; with these two moved,
-# 940 s against 1,000 s with three, under load); ~1.5 minutes on a quiet machine. First in that
-# process, before any local mode or moto patch of its own.
-BESIDE := tests/integration/test_dispatch.py tests/integration/test_child_parent_dropped.py
+# one was the longest: 982 s against 790 s on 2026-12-06; with the first two moved, 1,024 s against
+# 941 s on a quiet machine); ~2 minutes. First in that process, before any local mode or moto
+# patch of its own.
+BESIDE := tests/integration/test_dispatch.py tests/integration/test_child_parent_dropped.py \
+	tests/integration/test_lambda_leases.py
 
 test: install lint docs browser
 	@# Three pytest processes side by side: tests/e2e (real processes that mostly wait on the
