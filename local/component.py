@@ -155,6 +155,7 @@ def wait_for_deployment(
     :class:`StoppedWaiting` once ``stop`` is set (a stop signal went unheeded for up to 180 s)."""
     import boto3
 
+    stop = stop or threading.Event()  # (none: never set)
     apply_env(config.aws_env())
     dynamodb = boto3.client("dynamodb")
     sqs = boto3.client("sqs")
@@ -171,9 +172,7 @@ def wait_for_deployment(
                 f"no local AWS at {config.aws_endpoint} after {timeout_s:.0f}s "
                 "(start it with `punctual-local aws`, or run everything with `punctual-local up`)"
             )
-        if stop is None:
-            time.sleep(0.3)
-        elif stop.wait(0.3):
+        if stop.wait(0.3):
             raise StoppedWaiting
 
 

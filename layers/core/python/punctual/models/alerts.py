@@ -135,11 +135,9 @@ class Alert(BaseModel):
     # given up after a few, not taken over for ever.
     stalled: int = 0
     delivered: int = 0  # rules delivered when it was last claimed (made or taken over)
-    # Rules whose min_interval_seconds mark it took (before their tries): a takeover does not ask
-    # again, or that mark would hold back the very alert that made it (never delivered)
-    passed: list[int] = Field(default_factory=list)
-    # What each of those marks counted held back before it: the alert's held_back for that rule,
-    # told by a takeover too (it does not ask the throttle again)
+    # The rules whose min_interval_seconds mark it took (before their tries), each with what the
+    # mark counted held back before it: a takeover does not ask again (that mark would hold back
+    # the very alert that made it, never delivered) and tells the same held_back
     passed_held: dict[int, int] = Field(default_factory=dict)
     # Takeovers so far: each owner numbers its tries after every earlier owner's (the fencing
     # token's number only grows, as a slot's attempts do)

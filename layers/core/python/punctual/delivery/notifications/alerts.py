@@ -458,7 +458,7 @@ class Alerter:
 
     def _deliver(self, job: Job, alert: Alert, index: int, rule: AlertRule) -> AlertDelivery:
         held = alert.passed_held.get(index, 0)  # (a takeover's: counted by its mark, QA26: lost)
-        if rule.min_interval_seconds and index not in alert.passed:
+        if rule.min_interval_seconds and index not in alert.passed_held:
             allowed = self.store.throttle_alert(
                 job.tenant,
                 job.id,
@@ -472,7 +472,7 @@ class Alerter:
             held = allowed
             # Recorded before the tries: a delivery cut short during them (a Lambda worker's wait
             # ran out) left the mark, and its takeover found the rule held back by it (QA26: HELD)
-            marked = {"passed": [*alert.passed, index], "passed_held": {**alert.passed_held, index: held}}
+            marked = {"passed_held": {**alert.passed_held, index: held}}
             self.store.save_alert(alert.model_copy(update=marked), self._ttl())
         payload = rendered(rule, alert.body, held)
         # An HTTP rule's secret that cannot be read fails that rule's delivery, naming why (QA22: the
