@@ -49,6 +49,7 @@ from capacity_limits import ASSUMPTIONS, EXTRA_PRICES, LIMITS
 from capacity_model import (
     Check,
     Deployment,
+    PerTrigger,
     deployed_defaults,
     ecs_task_rate,
     first_break,
@@ -85,10 +86,11 @@ def profile_summary(
     burst: Burst,
     groups: int,
     cost: dict[str, float | None],
+    p: PerTrigger,
 ) -> dict[str, Any]:
     low = least(checks)
     brk = first_break(checks, rate)
-    bchecks = burst_checks(burst, d)
+    bchecks = burst_checks(burst, d, p)
     return {
         "name": name,
         "settings": asdict(d),
@@ -165,7 +167,7 @@ def main() -> None:
         checks = sustained_checks(rate, d, per)
         burst = simulate_burst(args.burst, d, per, groups)
         cost = monthly_cost(d, per, rate, groups, cost_results, prices)
-        return profile_summary(name, d, rate, checks, burst, groups, cost), checks, burst
+        return profile_summary(name, d, rate, checks, burst, groups, cost, per), checks, burst
 
     # (a) the defaults, (b) the scale profile: >= 2x at every sustained limit
     summary_default, checks, burst_default = evaluate("defaults", defaults, groups_for(rate, defaults))
@@ -206,11 +208,14 @@ def main() -> None:
         pred = predictive_settings(found[0], found[1], defaults)
         predicted = predictive_burst(args.burst, pred, per, cost_results, prices)
         wru = max(pred.table_wru, predicted["table_wru"])
+        rru = max(pred.table_rru, predicted["table_rru"])
         pred = replace(
             pred,
             max_shard_groups=max(pred.max_shard_groups, predicted["pollers"]),
             table_wru=wru,
             warm_wru=wru,
+            table_rru=rru,
+            warm_rru=rru,
         )
         summary_pred, pred_checks, _ = evaluate("predictive", pred, groups_for(rate, pred))
         summary_pred["deploy"]["context"].update(

@@ -143,12 +143,33 @@ def simulate_burst(
     )
 
 
-def burst_checks(b: Burst, d: Deployment) -> list[Check]:
+HISTORY_RRU = 0.05  # of p.rru: the history page's read (1/20 of a page), made later, not in a release
+
+
+def release_rru(p: PerTrigger) -> float:
+    """Read units a released slot costs: the poller's job read and its re-read of the records of
+    the slots it sent (every read unit of ``p.rru`` but the history page's)."""
+    return max(p.rru - HISTORY_RRU, 0.0)
+
+
+def burst_rru(b: Burst, p: PerTrigger) -> float:
+    """The table's read units a second while the burst is released."""
+    return b.release_rate * release_rru(p)
+
+
+def burst_checks(b: Burst, d: Deployment, p: PerTrigger) -> list[Check]:
     """The limits a burst meets while it is released and started."""
     lim = LIMITS
     warm = max(d.warm_wru, lim["dynamodb_new_table_wru"].value)
     map_limit = map_limit_for(b.groups)
     return [
+        Check(
+            "DynamoDB table reads (quota)",
+            burst_rru(b, p),
+            max(d.table_rru, d.warm_rru),
+            "RRU/s",
+            lim["dynamodb_table_rru"].source,
+        ),
         Check(
             "DynamoDB table writes (quota)",
             b.peak_wru,
@@ -228,9 +249,9 @@ def burst_ready_settings(
     targets (with the margin). ``workers``: "ecs" (standing ECS tasks drain the short queues)
     or "lambda" (one worker function per queue, provisioned-mode event sources and provisioned
     concurrency). Then near and far shards are sized for 2x the burst's per-key writes, the
-    table quota and warm throughput for its write peak, and triggers_per_poller_minute so
-    that the tick plans those pollers for a minute of that load. Returns the settings and the
-    pollers per burst minute."""
+    table quotas and warm throughput for its write peak and its release's reads, and
+    triggers_per_poller_minute so that the tick plans those pollers for a minute of that load.
+    Returns the settings and the pollers per burst minute."""
     d = replace(base, poller_memory_mb=max(base.poller_memory_mb, int(LIMITS["lambda_vcpu_mb"].value)))
     unbounded = replace(d, ecs_burst_tasks=100_000, ecs_threads=256)
     groups = _smallest(
@@ -266,6 +287,7 @@ def burst_ready_settings(
     near = 2 * b.near_key_wru * ready.near_shard_count / LIMITS["dynamodb_partition_wcu"].value
     far = 2 * b.far_key_wru * ready.shard_count / LIMITS["dynamodb_partition_wcu"].value
     wru = round_up(b.peak_wru, 10_000)
+    rru = round_up(burst_rru(b, p), 10_000)
     near_shards = int(max(ready.near_shard_count, round_up(near, 32)))
     ready = replace(
         ready,
@@ -274,6 +296,8 @@ def burst_ready_settings(
         shard_count=int(max(ready.shard_count, round_up(far, 64), near_shards)),
         table_wru=max(ready.table_wru, wru),
         warm_wru=max(ready.warm_wru, wru),
+        table_rru=max(ready.table_rru, rru),
+        warm_rru=max(ready.warm_rru, rru),
         max_shard_groups=max(ready.max_shard_groups, groups),
         # the tick plans a minute's pollers from its load: this many a poller gives ``groups``
         triggers_per_poller_minute=min(ready.triggers_per_poller_minute, _per_poller(slots, groups)),
@@ -409,6 +433,7 @@ def predictive_burst(
     return {
         "slots": slots,
         "table_wru": round_up(burst.peak_wru, 10_000),  # quota and warm throughput the burst needs
+        "table_rru": round_up(burst_rru(burst, p), 10_000),  # likewise for its reads
         "lateness_target_s": target_s,
         "burst_tasks": tasks,
         "pollers": groups,

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+import capacity_burst
 import capacity_limits
 import capacity_model
 from capacity_burst import Burst
@@ -228,7 +229,7 @@ def burst_under_quotas(b: Burst, d: Deployment, p: PerTrigger) -> dict[str, Any]
     and finish writes (``p.exec_wru``), a SendMessageBatch, a ReceiveMessage and a
     DeleteMessageBatch per ten. Each quota caps the slots a second; the slowest sets the pace.
     """
-    release_rru = max(p.rru - 0.05, 0.0)  # the history read (1/20 of a page) is not the burst's
+    release_rru = capacity_burst.release_rru(p)  # the history read (1/20 of a page) is not the burst's
     caps = {
         "DynamoDB table reads": _cap(max(d.table_rru, d.warm_rru), release_rru),
         "DynamoDB table writes": _cap(max(d.table_wru, d.warm_wru), p.wru),

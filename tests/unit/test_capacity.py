@@ -53,6 +53,12 @@ P = capacity_model.PerTrigger(
     near_share=0.5,
 )
 
+PRICES = {
+    "lambda": {"arm64_gb_second": {"usd": 0.0000133334}},
+    "stepfunctions": {"standard_per_thousand_transitions": {"usd": 0.025}},
+    "dynamodb": {"on_demand_read_per_million": {"usd": 0.125}},
+}
+
 
 # --------------------------------------------------------------------------- CPU and workers
 
@@ -288,11 +294,37 @@ def test_the_burst_ready_settings_meet_both_targets_with_the_margin() -> None:
     burst = capacity_burst.simulate_burst(120_000, ready, P, groups, dt=0.02)
     assert burst.p99_s <= 4.5 and burst.started_by_s <= 9.0
     assert capacity_model.groups_for(120_000 / 60, ready) == groups  # the tick plans them
-    assert all(c.headroom >= 1 for c in capacity_burst.burst_checks(burst, ready))
+    assert all(c.headroom >= 1 for c in capacity_burst.burst_checks(burst, ready, P))
     fewer = capacity_burst.simulate_burst(
         120_000, replace(ready, ecs_burst_tasks=ready.ecs_burst_tasks - 1), P, groups
     )
     assert not (fewer.p99_s <= 4.5 and fewer.started_by_s <= 9.0)  # the fewest that do
+
+
+def test_the_burst_ready_settings_ask_for_the_table_reads_their_release_makes() -> None:
+    # 600,000 slots released in ~4.5 s: each a job read and a re-read of its record (P.rru less
+    # the history page's 0.05, read later), ~130,000 read units a second against the default 40,000
+    found = capacity_burst.burst_ready_settings(600_000, D, P, "ecs")
+    assert found is not None
+    ready, groups = found
+    burst = capacity_burst.simulate_burst(600_000, ready, P, groups, dt=0.02)
+    reads = burst.release_rate * (P.rru - 0.05)
+    assert reads > D.table_rru
+    assert ready.table_rru >= reads and ready.warm_rru >= reads
+    assert all(c.headroom >= 1 for c in capacity_burst.burst_checks(burst, ready, P))
+    under_default_reads = replace(ready, table_rru=D.table_rru, warm_rru=D.warm_rru)
+    held = [c for c in capacity_burst.burst_checks(burst, under_default_reads, P) if c.headroom < 1]
+    assert [c.name for c in held] == ["DynamoDB table reads (quota)"]
+    # the quota ledger finds nothing that holds the burst back any more
+    quotas = importlib.import_module("quotas")
+    assert quotas.burst_under_quotas(burst, ready, P)["started_by_s_under_quotas"] == burst.started_by_s
+    # and predictive scaling keeps (or raises) them: its burst releases as fast
+    pred = capacity_burst.predictive_settings(ready, groups, D)
+    predicted = capacity_burst.predictive_burst(600_000, pred, P, {}, PRICES)
+    pred_burst = capacity_burst.simulate_burst(
+        600_000, replace(pred, ecs_burst_tasks=predicted["burst_tasks"]), P, predicted["pollers"], dt=0.02
+    )
+    assert predicted["table_rru"] >= pred_burst.release_rate * (P.rru - 0.05)
 
 
 def test_a_predictive_burst_is_scaled_ahead_started_in_time_then_scaled_back_and_priced() -> None:
@@ -301,13 +333,8 @@ def test_a_predictive_burst_is_scaled_ahead_started_in_time_then_scaled_back_and
     assert found is not None
     pred = capacity_burst.predictive_settings(*found, D)
     assert pred.ecs_burst_tasks == 0 and pred.lease_lane == "far"
-    prices = {
-        "lambda": {"arm64_gb_second": {"usd": 0.0000133334}},
-        "stepfunctions": {"standard_per_thousand_transitions": {"usd": 0.025}},
-        "dynamodb": {"on_demand_read_per_million": {"usd": 0.125}},
-    }
     cost = {"idle": {"defaults (256 far / 8 near, lean poller 128 MB)": {"usd_per_month": {"total": 14.0}}}}
-    burst = capacity_burst.predictive_burst(120_000, pred, P, cost, prices)
+    burst = capacity_burst.predictive_burst(120_000, pred, P, cost, PRICES)
 
     def at(prefix: str) -> float:
         return next(when for what, when in burst["timeline"] if what.startswith(prefix))
