@@ -1,0 +1,52 @@
+"""bench/report.py: the Benchmarks page's rows say what the results they read measured."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))  # the bench modules import each other by name, as the scripts do
+
+import benchlib  # noqa: E402
+import report  # noqa: E402
+
+
+def _sustained(jobs: int, probes: list[tuple[int, bool]]) -> dict[str, Any]:
+    return {
+        "jobs": jobs,
+        "window_s": 120.0,
+        "triggers_per_s": float(jobs),
+        "fire_delay_s": {"p99": 0.9},
+        "kept_up": True,
+        "efficiency": 0.7,
+        "search": [{"jobs": n, "passed": ok} for n, ok in probes],
+    }
+
+
+def _row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sustained: dict[str, Any]) -> str:
+    monkeypatch.setattr(benchlib, "RESULTS_DIR", tmp_path)
+    delays = {"p50": 0.3, "p99": 0.6, "max": 0.6}
+    burst = {"jobs": 100, "slot_to_receipt_s": delays, "slot_to_claim_s": delays}
+    (tmp_path / "local_mode.json").write_text(json.dumps({"bursts": [burst], "sustained": sustained}))
+    return next(name for name, *_ in report.rows() if name.startswith("2. sustained"))
+
+
+def test_the_sustained_row_says_the_held_load_is_90_percent_of_the_best_probe_that_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bench/local_mode.py holds 90 % of the highest rate a probe passed: 112 passed, 100 held
+    row = _row(tmp_path, monkeypatch, _sustained(100, [(112, True), (140, False), (126, False)]))
+    assert "highest load a probe search found (100" not in row
+    assert "100 rate(1 second) jobs, 90 % of the 112 the best probe passed" in row
+    assert "probes: 112 ok, 140 failed, 126 failed" in row
+
+
+def test_the_sustained_row_says_when_no_probe_passed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    row = _row(tmp_path, monkeypatch, _sustained(24, [(30, False)]))
+    assert "24 rate(1 second) jobs, no probe passed" in row
