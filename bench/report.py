@@ -118,7 +118,8 @@ def rows() -> list[tuple[str, str, str, str]]:
             biggest = max((v for v in running.values() if v), default=0)
             out.append(
                 (
-                    f"5. {m['jobs']:,} mixed jobs, local mode: registration rate, largest RSS, p99 delay",
+                    f"5. {m['jobs']:,} mixed jobs, local mode: registration rate, largest RSS, p99 delay"
+                    f" (of the {m['executed']:,} slots due in the {m['observed_s']:.0f} s watched)",
                     f"{m['registration_per_s']:.0f}/s, {biggest:.0f} MB, {ms(m['fire_delay_s']['p99'])}",
                     "-",
                     "measured",

@@ -29,12 +29,23 @@ def _sustained(jobs: int, probes: list[tuple[int, bool]]) -> dict[str, Any]:
     }
 
 
-def _row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sustained: dict[str, Any]) -> str:
+def _row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sustained: dict[str, Any], starts: str = "2. sustained"
+) -> str:
     monkeypatch.setattr(benchlib, "RESULTS_DIR", tmp_path)
     delays = {"p50": 0.3, "p99": 0.6, "max": 0.6}
     burst = {"jobs": 100, "slot_to_receipt_s": delays, "slot_to_claim_s": delays}
-    (tmp_path / "local_mode.json").write_text(json.dumps({"bursts": [burst], "sustained": sustained}))
-    return next(name for name, *_ in report.rows() if name.startswith("2. sustained"))
+    many = {
+        "jobs": 10_000,
+        "registration_per_s": 173.0,
+        "observed_s": 30.0,
+        "executed": 167,
+        "fire_delay_s": {"p99": 1.769},
+        "memory_mb": {"running": {"aws": 190.0}},
+    }
+    results = {"bursts": [burst], "sustained": sustained, "many_jobs": many}
+    (tmp_path / "local_mode.json").write_text(json.dumps(results))
+    return next(name for name, *_ in report.rows() if name.startswith(starts))
 
 
 def test_the_sustained_row_says_the_held_load_is_90_percent_of_the_best_probe_that_passed(
@@ -50,3 +61,11 @@ def test_the_sustained_row_says_the_held_load_is_90_percent_of_the_best_probe_th
 def test_the_sustained_row_says_when_no_probe_passed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     row = _row(tmp_path, monkeypatch, _sustained(24, [(30, False)]))
     assert "24 rate(1 second) jobs, no probe passed" in row
+
+
+def test_the_many_jobs_row_says_how_few_slots_its_p99_is_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 10,000 jobs registered, but the p99 is over the 167 slots due in the 30 s it watched
+    row = _row(tmp_path, monkeypatch, _sustained(100, [(112, True)]), starts="5. 10,000 mixed jobs")
+    assert "p99 delay (of the 167 slots due in the 30 s watched)" in row
