@@ -69,7 +69,8 @@ LIMITS: dict[str, Limit] = {
     "lambda_account_concurrency": Limit(
         1000,
         "concurrent executions per account and region (default quota)",
-        f"{SQS_SCALING} (read {CHECKED})",
+        "docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html (Concurrent executions, default"
+        " 1,000; new accounts start lower and are raised with use; read on the stored copy, 2026-12-07)",
         adjustable=True,
     ),
     "lambda_scaling_rate": Limit(
