@@ -69,3 +69,18 @@ def test_the_many_jobs_row_says_how_few_slots_its_p99_is_over(
     # 10,000 jobs registered, but the p99 is over the 167 slots due in the 30 s it watched
     row = _row(tmp_path, monkeypatch, _sustained(100, [(112, True)]), starts="5. 10,000 mixed jobs")
     assert "p99 delay (of the 167 slots due in the 30 s watched)" in row
+
+
+def test_make_bench_writes_its_table_beside_the_results_not_over_the_hand_kept_docs_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # QA27: the generated table replaced docs/benchmarks.md whole, undoing the page's corrections
+    assert report.PAGE.parent == benchlib.RESULTS_DIR
+    docs_page = benchlib.ROOT / "docs" / "benchmarks.md"
+    before = docs_page.read_text()
+    monkeypatch.setattr(report, "PAGE", tmp_path / "benchmarks.md")
+    monkeypatch.setattr(sys, "argv", ["report.py"])
+    report.main()
+    assert (tmp_path / "benchmarks.md").read_text().startswith(report.HEADING)
+    assert docs_page.read_text() == before
+    assert "docs/benchmarks.md quotes the runs by hand" in capsys.readouterr().out
