@@ -401,6 +401,36 @@ def test_a_move_keeps_a_job_excluding_a_calendar_the_new_tenant_has_with_other_d
     assert jobs.get(ALICE, "quiet-days").exclude_calendars == ["holidays"]
 
 
+@pytest.mark.parametrize(
+    "to_tenant",
+    [ALICE_ID, f"{ALICE_ID}\n", f" {ALICE_ID}", ""],
+    ids=["the same tenant", "a trailing newline", "a leading space", "blank"],
+)
+def test_a_move_onto_the_same_tenant_or_no_tenant_is_refused_and_deletes_nothing(
+    api: ApiClient, to_tenant: str
+) -> None:
+    from punctual.api import wiring
+
+    # Given Alice's jobs under her unique id (already moved, or made there)
+    jobs = wiring.services().jobs
+    jobs.register(ALICE_ID, job_spec_model(), "nightly")
+    jobs.register(
+        ALICE_ID, job_spec_model(target={"type": "http", "url": "https://hooks.example.com/x"}), "hook"
+    )
+
+    # When an operator's script moves her jobs onto her own id, or onto an id no caller can be
+    # (QA: onto itself, each job was "registered" (it was there) and then deleted: every job gone,
+    # reported moved; onto `$(aws iam get-role ... --output text)` with its newline, out of reach)
+    with pytest.raises(ValueError, match="to_tenant"):
+        move_jobs(jobs, ALICE_ID, to_tenant)
+
+    # Then nothing was moved nor deleted: she still has both jobs, as they were
+    mine = {j["id"]: (j["state"], j["version"]) for j in api.call("GET", "/v1/jobs").body["items"]}
+    assert mine == {"hook": ("ENABLED", 1), "nightly": ("ENABLED", 1)}
+    if to_tenant != ALICE_ID:  # and nothing was written under the id that is no tenant
+        assert jobs.store.list_jobs(to_tenant, 10).items == []
+
+
 def job_spec_model(**overrides: object):  # type: ignore[no-untyped-def]
     from punctual.models import JobSpec
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 
+from punctual.api.tenancy import is_tenant_name
 from punctual.models import JobState
 from punctual.store.base import CalendarVersionError, GroupExistsError, JobStore
 from punctual.store.listing import every_item
@@ -41,7 +42,24 @@ def move_jobs(jobs: JobService, from_tenant: str, to_tenant: str) -> MoveReport:
     reason in :attr:`MoveReport.kept`. History (executions) stays under the old identity.
     The tenant's schedule groups and exclusion calendars are copied first (those the new tenant
     has no namesake of; the old ones stay), so each job finds its group and its calendars.
+
+    Raises
+    ------
+    ValueError
+        ``to_tenant`` is ``from_tenant`` (each job would be found "there" and then deleted: every
+        job lost, reported moved) or no tenant a caller can be (blank, a shell's trailing newline:
+        the jobs would be out of every caller's reach). Nothing is written.
     """
+    if not is_tenant_name(to_tenant):
+        raise ValueError(
+            f"to_tenant {to_tenant!r} is no tenant: 1-256 characters of letters, digits and ._:/@+=,- "
+            "(an IAM unique id such as AROA3XFRBF535PLBIFPI4); nothing was moved"
+        )
+    if to_tenant == from_tenant:
+        raise ValueError(
+            f"to_tenant {to_tenant!r} is from_tenant: its jobs are already there (moving them onto "
+            "themselves would delete them); nothing was moved"
+        )
     report = MoveReport()
     other_days = _copy_groups_and_calendars(jobs.store, from_tenant, to_tenant)
     pending = True

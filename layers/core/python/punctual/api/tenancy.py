@@ -45,6 +45,11 @@ _UNIQUE_ID_RE = re.compile(r"^A[A-Z0-9]{3}[A-Z0-9]{12,124}\Z")
 _ACCOUNT_RE = re.compile(r"^\d{12}\Z")
 
 
+def is_tenant_name(name: str) -> bool:
+    """Whether ``name`` is a tenant some caller can be (what :func:`tenant_of` may return)."""
+    return bool(_TENANT_RE.match(name))
+
+
 def principal_id(user: str) -> str | None:
     """The tenant of an ``identity.user`` / ``identity.caller`` value, or None if it is not one.
 
