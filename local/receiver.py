@@ -4,7 +4,8 @@ Jobs point their HTTP target at ``http://127.0.0.1:<port>/hook/<name>``; query p
 shape the answer, so a job says in its own URL how its receiver behaves:
 
 ``fail=N``
-    answer 500 to the first N requests of each slot (``Idempotency-Key``), then 200;
+    answer 500 to the first N requests of each slot (``Punctual-Tenant`` and ``Idempotency-Key``),
+    then 200;
 ``delay=S``
     wait S seconds before answering (a run that lasts, to kill a worker in the middle).
 ``failfor=S``
@@ -20,8 +21,8 @@ URL says how it answers, as a hook's does: ``fail=N`` (500 to the first N reques
 sender's timeout, it never answers in time). Each alert is recorded when it arrives, with the
 answer it will get.
 
-Each request is recorded with its ``Idempotency-Key``, the attempt and slot from the
-payload (jobs send ``{"attempt": "<attempt>", "slot": "<slot>", ...}``), when it arrived
+Each request is recorded with its ``Idempotency-Key`` and ``Punctual-Tenant``, the attempt and
+slot from the payload (jobs send ``{"attempt": "<attempt>", "slot": "<slot>", ...}``), when it arrived
 and what it was answered. ``GET /records`` lists them (pending ones too, ``status``
 null); finished ones are also appended to ``<state>/run/receiver.jsonl``, which a
 restarted receiver reads back.
@@ -54,7 +55,7 @@ class Recorder:
     def __init__(self, journal: Path | None = None) -> None:
         self.journal = journal
         self.records: list[dict[str, Any]] = []
-        self.seen: dict[str, int] = {}  # requests per Idempotency-Key
+        self.seen: dict[tuple[str, str], int] = {}  # requests per slot: (Punctual-Tenant, Idempotency-Key)
         self.first_seen: dict[str, float] = {}  # per hook name: its first request's arrival
         self.alert_seen: dict[tuple[str, str], int] = {}  # alert requests per (endpoint, Idempotency-Key)
         self.kept: dict[str, list[dict[str, Any]]] = {"alerts": [], "events": []}
@@ -75,15 +76,15 @@ class Recorder:
                     continue
                 record["seq"] = len(self.records) + 1  # seq is always the 1-based position
                 self.records.append(record)
-                key = record.get("key") or ""
-                self.seen[key] = self.seen.get(key, 0) + 1
+                slot = _slot_of(record)
+                self.seen[slot] = self.seen.get(slot, 0) + 1
 
     def arrive(self, record: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        """Record an arrival; returns the record and how many requests its key had before."""
+        """Record an arrival; returns the record and how many requests its slot had before."""
         with self._lock:
-            key = record.get("key") or ""
-            before = self.seen.get(key, 0)
-            self.seen[key] = before + 1
+            slot = _slot_of(record)
+            before = self.seen.get(slot, 0)
+            self.seen[slot] = before + 1
             record["seq"] = len(self.records) + 1
             self.records.append(record)
             return record, before
@@ -126,6 +127,12 @@ class Recorder:
     def snapshot(self, since: int = 0) -> list[dict[str, Any]]:
         with self._lock:
             return [dict(r) for r in self.records[since:]]
+
+
+def _slot_of(record: dict[str, Any]) -> tuple[str, str]:
+    """The slot a hook request is of: its tenant and its ``Idempotency-Key`` (``<job_id>:<slot>``,
+    the same in two tenants' jobs of one id: QA, ``?fail=N`` failed only the first tenant's)."""
+    return str(record.get("tenant") or ""), str(record.get("key") or "")
 
 
 def _number(values: dict[str, list[str]], name: str, default: float = 0.0) -> float:
@@ -173,6 +180,7 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                     "name": split.path.removeprefix("/hook/").strip("/"),
                     "method": self.command,
                     "key": self.headers.get("Idempotency-Key"),
+                    "tenant": self.headers.get("Punctual-Tenant"),
                     "job": fields.get("job"),
                     "slot": fields.get("slot"),
                     "scheduled_at": fields.get("scheduled_at"),

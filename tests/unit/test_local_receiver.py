@@ -144,3 +144,40 @@ def test_a_burst_of_requests_on_the_local_api_that_stalled_a_moment_is_answered_
 
     answers = _burst_meets_a_stalled_accept_loop(LocalApiServer(ok).httpd, "/v1/jobs")
     assert answers == [200] * BURST, [a for a in answers if a != 200][:3]
+
+
+def test_fail_counts_each_tenants_slot_apart(tmp_path: Path) -> None:
+    """``?fail=N`` fails the first N requests of each slot, and a slot is its tenant's: two tenants'
+    jobs of one id send the same ``Idempotency-Key`` (``<job_id>:<slot>``; the tenant is in
+    ``Punctual-Tenant``, docs/tenants.md). QA: the key alone was counted, so only the first tenant
+    to arrive got its 500 and the other's first attempt succeeded, never retried."""
+    journal = tmp_path / "receiver.jsonl"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(Recorder(journal)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    key = "nightly:2026-12-03T10:00:00Z"
+
+    def call(tenant: str, attempt: int) -> int:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{server.server_address[1]}/hook/nightly?fail=1",
+            data=json.dumps({"slot": "2026-12-03T10:00:00Z", "attempt": attempt}).encode(),
+            headers={"Idempotency-Key": key, "Punctual-Tenant": tenant, "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                return int(reply.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+    try:
+        answers = [call("alice", 1), call("bob", 1), call("alice", 2), call("bob", 2)]
+    finally:
+        server.shutdown()
+        server.server_close()
+    # Each tenant's first attempt fails, its second succeeds
+    assert answers == [500, 500, 200, 200]
+    # and a receiver started again on the journal counts them the same way
+    again = Recorder(journal)
+    _, before = again.arrive({"key": key, "tenant": "carol"})
+    assert before == 0
+    _, before = again.arrive({"key": key, "tenant": "alice"})
+    assert before == 2
