@@ -17,9 +17,9 @@ Alerts (``/alert/<name>``: a job's alert rule pointing here) and execution event
 apart from the hooks' requests, and listed by ``GET /alerts`` and ``GET /events`` (each also
 journalled, ``alerts.jsonl`` and ``events.jsonl``). Events are answered 200; an alert endpoint's
 URL says how it answers, as a hook's does: ``fail=N`` (500 to the first N requests of each
-``Idempotency-Key`` at that endpoint), ``hang=S`` (hold every answer S seconds: longer than the
-sender's timeout, it never answers in time). Each alert is recorded when it arrives, with the
-answer it will get.
+``Punctual-Tenant`` and ``Idempotency-Key`` at that endpoint), ``hang=S`` (hold every answer S
+seconds: longer than the sender's timeout, it never answers in time). Each alert is recorded when
+it arrives, with the answer it will get.
 
 Each request is recorded with its ``Idempotency-Key`` and ``Punctual-Tenant``, the attempt and
 slot from the payload (jobs send ``{"attempt": "<attempt>", "slot": "<slot>", ...}``), when it arrived
@@ -57,7 +57,8 @@ class Recorder:
         self.records: list[dict[str, Any]] = []
         self.seen: dict[tuple[str, str], int] = {}  # requests per slot: (Punctual-Tenant, Idempotency-Key)
         self.first_seen: dict[str, float] = {}  # per hook name: its first request's arrival
-        self.alert_seen: dict[tuple[str, str], int] = {}  # alert requests per (endpoint, Idempotency-Key)
+        # alert requests per (endpoint, Punctual-Tenant, Idempotency-Key)
+        self.alert_seen: dict[tuple[str, str, str], int] = {}
         self.kept: dict[str, list[dict[str, Any]]] = {"alerts": [], "events": []}
         self._lock = threading.Lock()
         for kind, items in self.kept.items():
@@ -101,11 +102,11 @@ class Recorder:
                 with side.open("a") as handle:
                     handle.writelines(json.dumps(item) + "\n" for item in items)
 
-    def alert_arrival(self, name: str, key: str) -> int:
-        """Count an alert's arrival at endpoint ``name``; how many of its key came before."""
+    def alert_arrival(self, name: str, tenant: str, key: str) -> int:
+        """Count an alert's arrival at endpoint ``name``; how many of its tenant's key came before."""
         with self._lock:
-            before = self.alert_seen.get((name, key), 0)
-            self.alert_seen[(name, key)] = before + 1
+            before = self.alert_seen.get((name, tenant, key), 0)
+            self.alert_seen[(name, tenant, key)] = before + 1
             return before
 
     def kept_since(self, kind: str, since: int = 0) -> list[dict[str, Any]]:
@@ -216,7 +217,8 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
             query = parse_qs(split.query)
             name = split.path.removeprefix("/alert/").strip("/")
             key = self.headers.get("Idempotency-Key") or ""
-            before = recorder.alert_arrival(name, key)
+            tenant = self.headers.get("Punctual-Tenant") or ""
+            before = recorder.alert_arrival(name, tenant, key)
             status = 500 if before < int(_number(query, "fail")) else 200
             hang = min(_number(query, "hang"), MAX_DELAY_S)
             recorder.keep(
@@ -225,6 +227,7 @@ def make_handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                     {
                         "name": name,
                         "key": key,
+                        "tenant": tenant,
                         "signed": bool(self.headers.get("webhook-signature")),
                         "arrived": time.time(),
                         "status": status,

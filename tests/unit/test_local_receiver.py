@@ -146,9 +146,10 @@ def test_a_burst_of_requests_on_the_local_api_that_stalled_a_moment_is_answered_
     assert answers == [200] * BURST, [a for a in answers if a != 200][:3]
 
 
-def test_fail_counts_each_tenants_slot_apart(tmp_path: Path) -> None:
-    """``?fail=N`` fails the first N requests of each slot, and a slot is its tenant's: two tenants'
-    jobs of one id send the same ``Idempotency-Key`` (``<job_id>:<slot>``; the tenant is in
+@pytest.mark.parametrize("path", ["/hook/nightly?fail=1", "/alert/oncall?fail=1"])
+def test_fail_counts_each_tenants_slot_apart(tmp_path: Path, path: str) -> None:
+    """``?fail=N`` fails the first N requests of each slot (or alert), and a slot is its tenant's: two
+    tenants' jobs of one id send the same ``Idempotency-Key`` (``<job_id>:<slot>``; the tenant is in
     ``Punctual-Tenant``, docs/tenants.md). QA: the key alone was counted, so only the first tenant
     to arrive got its 500 and the other's first attempt succeeded, never retried."""
     journal = tmp_path / "receiver.jsonl"
@@ -158,7 +159,7 @@ def test_fail_counts_each_tenants_slot_apart(tmp_path: Path) -> None:
 
     def call(tenant: str, attempt: int) -> int:
         request = urllib.request.Request(
-            f"http://127.0.0.1:{server.server_address[1]}/hook/nightly?fail=1",
+            f"http://127.0.0.1:{server.server_address[1]}{path}",
             data=json.dumps({"slot": "2026-12-03T10:00:00Z", "attempt": attempt}).encode(),
             headers={"Idempotency-Key": key, "Punctual-Tenant": tenant, "Content-Type": "application/json"},
         )
@@ -175,9 +176,15 @@ def test_fail_counts_each_tenants_slot_apart(tmp_path: Path) -> None:
         server.server_close()
     # Each tenant's first attempt fails, its second succeeds
     assert answers == [500, 500, 200, 200]
-    # and a receiver started again on the journal counts them the same way
-    again = Recorder(journal)
-    _, before = again.arrive({"key": key, "tenant": "carol"})
-    assert before == 0
-    _, before = again.arrive({"key": key, "tenant": "alice"})
-    assert before == 2
+
+
+def test_a_receiver_started_again_counts_each_tenants_slot_apart(tmp_path: Path) -> None:
+    """The journal read back counts the requests of each (tenant, key), as they arrived."""
+    key = "nightly:2026-12-03T10:00:00Z"
+    first = Recorder(tmp_path / "receiver.jsonl")
+    for tenant in ("alice", "bob", "alice"):
+        record, _ = first.arrive({"key": key, "tenant": tenant})
+        first.answer(record, 200)
+    again = Recorder(tmp_path / "receiver.jsonl")
+    assert again.arrive({"key": key, "tenant": "carol"})[1] == 0
+    assert again.arrive({"key": key, "tenant": "alice"})[1] == 2
