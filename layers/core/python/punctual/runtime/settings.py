@@ -14,6 +14,9 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from punctual.dispatch.queues import QueueRouting
 from punctual.timing.timers import TimerLayout
 
+# AWS_EXECUTION_ENV where AWS runs the process: AWS_Lambda_python3.11, AWS_ECS_FARGATE, AWS_ECS_EC2
+_AWS_HOSTS = ("AWS_Lambda", "AWS_ECS")
+
 
 class SettingsError(ValueError):
     """An environment variable holds a value Punctual cannot use."""
@@ -285,8 +288,24 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Read ``PUNCTUAL_*`` variables (``PUNCTUAL_SHARD_COUNT`` → ``shard_count``)."""
-        return read_env(cls, _PREFIX, environ)
+        """Read ``PUNCTUAL_*`` variables (``PUNCTUAL_SHARD_COUNT`` → ``shard_count``).
+
+        Raises
+        ------
+        SettingsError
+            A value the model refuses; or ``PUNCTUAL_LOCAL_MODE`` set where AWS runs the process
+            (``AWS_EXECUTION_ENV``: a Lambda or an ECS task). Local mode trusts a header to name
+            the tenant and derives the paging-token key from the table's name: in the cloud any
+            caller could act as any tenant, so a component refuses to start (QA27).
+        """
+        settings = read_env(cls, _PREFIX, environ)
+        host = (os.environ if environ is None else environ).get("AWS_EXECUTION_ENV", "")
+        if settings.local_mode and host.startswith(_AWS_HOSTS):
+            raise SettingsError(
+                f"{_PREFIX}LOCAL_MODE is set in an AWS execution environment ({host}):"
+                " local mode trusts a header to name the tenant, never in the cloud"
+            )
+        return settings
 
 
 class Platform(BaseModel):
