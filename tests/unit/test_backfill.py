@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from execution_harness import LAYOUT, LONG, SHORT, Crash, FakeTarget, Rig
-from punctual.delivery.targets.base import TargetResult
+from punctual.delivery.targets.base import SlotContext, TargetResult
 from punctual.dispatch.queues import QueueRouting
 from punctual.models import Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.runtime.clock import ManualClock
@@ -374,3 +374,38 @@ def test_a_backfilled_missed_slot_counts_as_sent_until_claimed_and_is_sent_again
     done, _ = drive(rig, current, rounds=400)
     assert done.state is BackfillState.DONE
     assert [slot for slot, _ in rig.target.calls_for(job.id)] == [slot_key(DAY)]
+
+
+@pytest.mark.parametrize("overlap", [Overlap.SKIP, Overlap.QUEUE])
+def test_a_dependant_that_runs_one_slot_at_a_time_runs_every_backfilled_slot(
+    rig: Rig, overlap: Overlap
+) -> None:
+    """QA27: ``include_dependants`` runs the children of each backfilled slot (documented), but a
+    child with overlap ``skip`` had the slots whose parent succeeded while its run of an earlier
+    one lasted recorded SKIPPED ("overlap: slot ... had not finished"): in local mode, four of a
+    backfill's six. A backfilled slot waits for its turn instead, as under ``queue``."""
+    parent = rig.add_job("parent", HOURLY)
+    child = rig.add_job("child", "after(parent)", overlap=overlap)
+    rig.store.set_dependents("default", child.id, [parent.id], present=True)
+
+    def lasting(ctx: SlotContext) -> TargetResult:
+        # While each child run lasts, another worker runs what comes meanwhile: the backfill's
+        # next parent slot, and so that slot's child
+        if ctx.job_id == child.id:
+            rig.clock.advance(3)
+            rig.poll()
+            rig.work_until_idle(rig.worker())
+        return TargetResult.ok()
+
+    rig.target = FakeTarget(lasting)
+    # When the parent is backfilled over three hours with its dependants
+    backfill = runner(rig, max_parallel=1).start(
+        "default", parent.id, DAY, DAY + timedelta(hours=3), include_dependants=True
+    )
+    done, _ = drive(rig, backfill)
+    # Then every backfilled slot of the child ran, once: none was SKIPPED
+    assert done.state is BackfillState.DONE
+    children = {r.slot: r for r in rig.history(child)}
+    assert {k: r.status for k, r in children.items()} == {k: S.SUCCEEDED for k in backfill.slots}
+    assert all(r.backfill == backfill.id for r in children.values())
+    assert sorted(rig.target.calls_for(child.id)) == [(k, 1) for k in backfill.slots]

@@ -40,7 +40,7 @@ from punctual.execution.records import (
     visibility,
 )
 from punctual.execution.relinks import Relinks
-from punctual.execution.turns import Turns
+from punctual.execution.turns import Turns, waits_for_turn
 from punctual.execution.versions import released_version, superseded_record
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.runtime.clock import Clock
@@ -274,7 +274,7 @@ def overlap_blocked(
     """A first attempt whose job's turn ``holder`` has (overlap ``skip`` or ``queue``):
     recorded SKIPPED, or QUEUED (acknowledged, started when its turn comes)."""
     base = current or new_record(message, ExecutionStatus.QUEUED)
-    if job.overlap is Overlap.SKIP:
+    if not waits_for_turn(job, message, current):  # (overlap skip)
         skipped = skipped_record(base, now, f"overlap: slot {holder} had not finished", blocked_by=holder)
         claimer._save_start(job, skipped, replaced, expect)
         claimer.store.add_skipped(job.tenant, job.id, 1)
@@ -724,7 +724,7 @@ class Claimer:
         first_attempt = message.attempt == 1
         holder = None
         if first_attempt and job.overlap is not Overlap.ALLOW:
-            holder = self.turns.take(job, message.slot, now)
+            holder = self.turns.take(job, message.slot, now, waits_for_turn(job, message, current))
         if holder is not None:
             return overlap_blocked(self, job, message, delivery, holder, current, replaced, expect, now)
         started = running(

@@ -13,10 +13,11 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from punctual.dispatch.queues import MessageKind, QueuePort, message_for
+from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.execution.records import retry_superseded
 from punctual.models import Execution, ExecutionStatus, Job, Overlap
 from punctual.store.base import JobStore
+from punctual.timing.slots import schedule_of
 from punctual.timing.timers import slot_instant
 
 log = logging.getLogger("punctual.execution")
@@ -26,6 +27,18 @@ STALE_TURN_S = 20 * 60  # a turn whose holder never wrote a record is free after
 # Ended records a claim may still start afresh (a backfill of a MISSED slot, a SUPERSEDED slot
 # released again for the new spec): such a slot waiting for the turn is a real waiter (review).
 _RUN_AGAIN = frozenset({ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED})
+
+
+def waits_for_turn(job: Job, message: DispatchMessage, current: Execution | None) -> bool:
+    """Whether a first attempt that cannot have its job's turn waits for it (QUEUED) rather than
+    being SKIPPED: under overlap ``queue``; and under ``skip``, an ``after()`` job's slot that a
+    backfill with ``include_dependants`` sent, which that backfill is to run, as it runs the
+    children of each slot it runs (QA27: those whose parent succeeded while the child's run of an
+    earlier slot lasted were SKIPPED, most of a backfill's). A live slot still skips behind it."""
+    if job.overlap is Overlap.QUEUE:
+        return True
+    backfilled = message.backfill or (current is not None and current.backfill)
+    return bool(backfilled) and schedule_of(job).kind == "after"
 
 
 class Turns:
@@ -46,18 +59,19 @@ class Turns:
         self.queues = queues
         self.route = route
 
-    def take(self, job: Job, slot: str, now: datetime) -> str | None:
-        """Take the job's turn for ``slot``; None if it now holds it, else the slot that does.
+    def take(self, job: Job, slot: str, now: datetime, queue: bool) -> str | None:
+        """Take the job's turn for ``slot``; None if it now holds it, else the slot that does
+        (``queue``: the slot waits for it, :func:`waits_for_turn`).
 
         A holder whose slot has ended (its worker died before passing the turn on, or has not
         passed it on yet) or never started is replaced. A ``queue`` slot that cannot have the
         turn waits for it in slot order, and a ``queue`` holder that ended is replaced in slot
         order too: the turn goes to the oldest waiting slot, not to whichever slot came next.
         """
-        holder = self.take_slot(job.tenant, job.id, slot, now, queue=job.overlap is Overlap.QUEUE, job=job)
-        return holder if holder is not None else self._allow_run(job, slot, now)
+        holder = self.take_slot(job.tenant, job.id, slot, now, queue=queue, job=job)
+        return holder if holder is not None else self._allow_run(job, slot, now, queue)
 
-    def _allow_run(self, job: Job, slot: str, now: datetime) -> str | None:
+    def _allow_run(self, job: Job, slot: str, now: datetime, queue: bool) -> str | None:
         """A run started while the job's overlap was ``allow`` and still in flight, now that ``slot``
         holds the turn (None: none). Such runs take no turn, so after a change to ``skip`` or
         ``queue`` the turn was free while they ran (QA: the next slots ran beside them). For a while
@@ -73,7 +87,7 @@ class Turns:
         if running is None:
             return None
         holder = self.store.take_turn(job.tenant, job.id, running, now, replacing=slot).holder
-        if job.overlap is Overlap.QUEUE:
+        if queue:
             self.store.wait_for_turn(job.tenant, job.id, slot)
         log.info("slot %s of %s waits for %s, started under overlap 'allow'", slot, job.id, running)
         return holder if holder != slot else running
