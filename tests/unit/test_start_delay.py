@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from execution_harness import Rig
+from execution_harness import SHORT, Rig
 from punctual.delivery.targets.base import TargetResult
 from punctual.models import Overlap
 from punctual.runtime.clock import ManualClock
@@ -46,3 +46,42 @@ def test_a_queued_slots_turn_is_not_timed_as_late(rig: Rig, t0: datetime) -> Non
     # Then only the first start is timed: the queued slot waited for its own job's run
     assert rig.metrics.values["StartDelayMs"] == [0.0]
     assert len(rig.target.calls_for(job.id)) == 1  # (the turn's run: its start is not timed)
+
+
+def test_a_slot_waiting_in_its_jobs_message_group_behind_a_run_is_not_timed_as_late(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given an overlap 'queue' job whose slot t0 runs 30 s from its message (in flight: it holds the
+    # job's FIFO message group), and whose next slot is released on time meanwhile
+    job = rig.add_job("queued", "rate(10 seconds)", overlap=Overlap.QUEUE)
+    worker = rig.worker()
+    rig.send(rig.message(job, t0))
+    [first] = rig.queues.receive(SHORT, 10, 0, 900)
+    run = worker.claim(first.message)
+    nxt = t0 + timedelta(seconds=10)
+    rig.clock.set(nxt)
+    rig.send(rig.message(job, nxt))
+    assert rig.work(worker) == []  # it waits behind the run's message: no record, no claim
+    # When the run ends and its message is deleted, 20 s after the next slot's instant
+    rig.clock.set(t0 + timedelta(seconds=30))
+    worker.finish(run, TargetResult.ok())
+    rig.queues.delete(SHORT, first.receipt)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    # Then its start is not timed: it waited for its own job's run, as a queued slot's turn does
+    # (QA: a run outliving its period put each next slot's wait, minutes, in StartDelayP99)
+    assert rig.metrics.values["StartDelayMs"] == [0.0]
+
+
+def test_a_queue_jobs_slot_started_late_with_no_run_before_it_is_timed(rig: Rig, t0: datetime) -> None:
+    # Given an overlap 'queue' job whose slot t0 ended on time
+    job = rig.add_job("queued", "rate(10 seconds)", overlap=Overlap.QUEUE)
+    worker = rig.worker()
+    rig.send(rig.message(job, t0))
+    rig.work_until_idle(worker)
+    # When its next slot is started 20 s after its instant (the workers behind)
+    nxt = t0 + timedelta(seconds=10)
+    rig.send(rig.message(job, nxt))
+    rig.clock.set(t0 + timedelta(seconds=30))
+    rig.work_until_idle(worker)
+    # Then that start is timed: no run of its job held it
+    assert rig.metrics.values["StartDelayMs"] == [0.0, 20_000.0]

@@ -27,6 +27,8 @@ STALE_TURN_S = 20 * 60  # a turn whose holder never wrote a record is free after
 # Ended records a claim may still start afresh (a backfill of a MISSED slot, a SUPERSEDED slot
 # released again for the new spec): such a slot waiting for the turn is a real waiter (review).
 _RUN_AGAIN = frozenset({ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED})
+# A queue job's slot started at least this late looks for a run of its job that held it back
+WAITED_CHECK_MS = 1000.0
 
 
 def waits_for_turn(job: Job, message: DispatchMessage, current: Execution | None) -> bool:
@@ -70,6 +72,21 @@ class Turns:
         """
         holder = self.take_slot(job.tenant, job.id, slot, now, queue=queue, job=job)
         return holder if holder is not None else self._allow_run(job, slot, now, queue)
+
+    def start_delay_ms(self, job: Job, slot: str, due: datetime, now: datetime) -> float | None:
+        """A first attempt's start after ``due`` (ms) for ``StartDelayMs``, or None: not timed.
+
+        An overlap ``queue`` slot cannot start before the job's previous slot has ended, and while
+        that one runs its message waits in the job's FIFO message group, unclaimed: when that run
+        ended after ``due``, the slot waited for its turn, late by design, and is not timed, as a
+        queued slot's turn is not (QA: a run outliving its period put each next slot's wait,
+        minutes, in StartDelayP99). One read, of a late queue job's slot only."""
+        delay_ms = max((now - due).total_seconds() * 1000, 0.0)
+        if job.overlap is not Overlap.QUEUE or delay_ms < WAITED_CHECK_MS:
+            return delay_ms
+        before = self.store.list_executions(job.tenant, job.id, 1, cursor=slot).items
+        ended = before[0].finished_at if before else None
+        return None if ended is not None and ended > due else delay_ms
 
     def _allow_run(self, job: Job, slot: str, now: datetime, queue: bool) -> str | None:
         """A run started while the job's overlap was ``allow`` and still in flight, now that ``slot``
