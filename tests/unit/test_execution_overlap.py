@@ -10,7 +10,9 @@ from datetime import datetime, timedelta
 import pytest
 
 from execution_harness import LONG, SHORT, Rig, statuses
+from punctual.delivery.notifications import EventPublisher, MemoryEventSink, Notifier
 from punctual.delivery.targets.base import TargetResult
+from punctual.execution import Delivery
 from punctual.models import ExecutionStatus
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
@@ -240,3 +242,37 @@ def test_a_queue_turn_its_holder_ended_without_passing_on_goes_to_the_oldest_wai
     rig.work_until_idle(worker)
     ran = [slot for slot, _ in rig.target.calls_for(job.id)]
     assert ran == [slot_key(t0 + i * MINUTE) for i in (1, 2, 3)], ran
+
+
+def test_a_queued_slots_end_repeated_by_the_copy_that_waited_for_its_run_keeps_its_event_id(
+    t0: datetime,
+) -> None:
+    # Given a queue job whose slot 2 waits behind slot 1, and whose safety-net check is sent just
+    # as slot 1 ends (the check and the turn's message are both in flight for slot 2)
+    sink = MemoryEventSink()
+    rig = Rig(MemoryStore(), ManualClock(t0), notifier=Notifier(EventPublisher(sink)))
+    job = rig.add_job(overlap="queue", timeout_seconds=600)
+    worker = rig.worker()
+    first = worker.claim(rig.message(job, t0))
+    rig.clock.set(t0 + MINUTE)
+    assert worker.claim(rig.message(job, t0 + MINUTE)).outcome.value == "queued"
+    worker.finish(first, TargetResult.ok())
+    rig.clock.set(t0 + MINUTE + timedelta(seconds=40))
+    rig.poll()  # the check
+    received = {r.message.kind: r for r in rig.queues.receive(SHORT, 10, 0, 900)}
+    turn, check = received["turn"], received["check"]
+    second = worker.claim(turn.message, Delivery(SHORT, turn.receipt, turn.receive_count))
+    rig.queues.delete(SHORT, turn.receipt)
+    waited = worker.process(check.message, Delivery(SHORT, check.receipt, check.receive_count))
+    assert waited.outcome == "waiting"  # a copy waits behind the live run: its backup if it dies
+    # When slot 2 ends, and the copy comes back after it (the REPAIR of a redelivery)
+    worker.finish(second, TargetResult.ok())
+    rig.clock.set(t0 + 5 * MINUTE)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["duplicate"]
+    rig.notifier.flush()
+    # Then the end's event may go out again (at least once, docs/alerts.md), as the same event:
+    # same event_id and detail, so that a consumer that dedupes on event_id sees one SUCCEEDED
+    ends = [e.detail for e in sink.events if e.detail["status"] == "SUCCEEDED"]
+    by_id = {detail["event_id"]: detail for detail in ends}
+    assert sorted(by_id) == [f"{job.tenant}:{job.id}:{slot_key(t0 + i * MINUTE)}:1:SUCCEEDED" for i in (0, 1)]
+    assert all(detail == by_id[detail["event_id"]] for detail in ends)
