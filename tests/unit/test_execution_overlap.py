@@ -12,7 +12,7 @@ import pytest
 from execution_harness import LONG, SHORT, Rig, statuses
 from punctual.delivery.notifications import EventPublisher, MemoryEventSink, Notifier
 from punctual.delivery.targets.base import TargetResult
-from punctual.execution import Delivery
+from punctual.execution import Delivery, turns
 from punctual.models import ExecutionStatus
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
@@ -276,3 +276,29 @@ def test_a_queued_slots_end_repeated_by_the_copy_that_waited_for_its_run_keeps_i
     by_id = {detail["event_id"]: detail for detail in ends}
     assert sorted(by_id) == [f"{job.tenant}:{job.id}:{slot_key(t0 + i * MINUTE)}:1:SUCCEEDED" for i in (0, 1)]
     assert all(detail == by_id[detail["event_id"]] for detail in ends)
+
+
+def test_a_queue_holds_at_most_max_waiting_slots_and_skips_the_next_naming_why(
+    rig: Rig, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA27: the waiting set grew without bound (one DynamoDB item: past 400 KB every new slot's
+    # claim would fail until its message dead-lettered); it is capped, as Temporal's buffer is
+    monkeypatch.setattr(turns, "MAX_WAITING", 2)
+    job = rig.add_job(overlap="queue", timeout_seconds=600)
+    worker = rig.worker()
+    long_run = worker.claim(rig.message(job, t0))
+    rig.clock.set(t0 + 3 * MINUTE)
+    rig.send(*(rig.message(job, t0 + k * MINUTE) for k in (1, 2, 3)))
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["queued", "queued", "skipped"]
+    third = rig.store.get_execution(job.tenant, job.id, slot_key(t0 + 3 * MINUTE))
+    assert third is not None and third.status is S.SKIPPED
+    assert third.error == f"overlap queue full: 2 slots already wait for slot {slot_key(t0)} (at most 2)"
+    # a copy of a slot already waiting is not refused by the cap: it goes on waiting
+    again = turns.Turns(rig.store, rig.queues, lambda _: "short").take_slot(
+        job.tenant, job.id, slot_key(t0 + MINUTE), rig.clock.now(), queue=True
+    )
+    assert again == slot_key(t0) and not isinstance(again, turns.QueueFull)
+    # and the queued slots still run in order when the run ends
+    worker.finish(long_run, TargetResult.ok())
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED", "SUCCEEDED"]
+    assert [s for _, s in statuses(rig.history(job))] == ["SKIPPED", "SUCCEEDED", "SUCCEEDED", "SUCCEEDED"]

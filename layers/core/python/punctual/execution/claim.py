@@ -40,7 +40,7 @@ from punctual.execution.records import (
     visibility,
 )
 from punctual.execution.relinks import Relinks
-from punctual.execution.turns import Turns, waits_for_turn
+from punctual.execution.turns import QueueFull, Turns, overlap_skip_reason, waits_for_turn
 from punctual.execution.versions import released_version, superseded_record
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState, Overlap
 from punctual.runtime.clock import Clock
@@ -274,8 +274,8 @@ def overlap_blocked(
     """A first attempt whose job's turn ``holder`` has (overlap ``skip`` or ``queue``):
     recorded SKIPPED, or QUEUED (acknowledged, started when its turn comes)."""
     base = current or new_record(message, ExecutionStatus.QUEUED)
-    if not waits_for_turn(job, message, current):  # (overlap skip)
-        skipped = skipped_record(base, now, f"overlap: slot {holder} had not finished", blocked_by=holder)
+    if not waits_for_turn(job, message, current) or isinstance(holder, QueueFull):  # (skip, a full queue)
+        skipped = skipped_record(base, now, overlap_skip_reason(holder), blocked_by=str(holder))
         claimer._save_start(job, skipped, replaced, expect)
         claimer.store.add_skipped(job.tenant, job.id, 1)
         claimer.metrics.add("OverlapSkipped", 1)

@@ -29,6 +29,32 @@ STALE_TURN_S = 20 * 60  # a turn whose holder never wrote a record is free after
 _RUN_AGAIN = frozenset({ExecutionStatus.MISSED, ExecutionStatus.SUPERSEDED})
 # A queue job's slot started at least this late looks for a run of its job that held it back
 WAITED_CHECK_MS = 1000.0
+# Slots that may wait for one job's turn (overlap ``queue``); the next is SKIPPED, its reason saying
+# so, as Temporal's schedules cap their buffer at 1,000. The waiting set is one item: unbounded, a
+# run outliving thousands of periods (a rate(1 second) job behind a six-hour run) would take it past
+# DynamoDB's 400 KB, and then every new slot's claim would fail until its message dead-lettered
+# (QA27); each turn write also pays for the item's size (~25 KB at the cap).
+MAX_WAITING = 1000
+
+
+class QueueFull(str):
+    """The turn's holder, as :meth:`Turns.take` answers it when the slot may not wait: ``waiting``
+    slots already do (:data:`MAX_WAITING`). A ``str``: wherever a holder goes, this goes."""
+
+    waiting: int
+
+    def __new__(cls, holder: str, waiting: int) -> QueueFull:
+        made = super().__new__(cls, holder)
+        made.waiting = waiting
+        return made
+
+
+def overlap_skip_reason(holder: str) -> str:
+    """Why a first attempt that did not get its job's turn from ``holder`` is SKIPPED."""
+    if isinstance(holder, QueueFull):
+        waiting = holder.waiting
+        return f"overlap queue full: {waiting} slots already wait for slot {holder} (at most {MAX_WAITING})"
+    return f"overlap: slot {holder} had not finished"
 
 
 def waits_for_turn(job: Job, message: DispatchMessage, current: Execution | None) -> bool:
@@ -129,6 +155,8 @@ class Turns:
             if turn.holder == slot:
                 return None
         if queue:
+            if turn.holder is not None and slot not in turn.waiting and len(turn.waiting) >= MAX_WAITING:
+                return QueueFull(turn.holder, len(turn.waiting))
             store.wait_for_turn(tenant, job_id, slot)
             turn = store.take_turn(tenant, job_id, slot, now)  # freed meanwhile?
             if turn.holder == slot:
