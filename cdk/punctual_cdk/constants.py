@@ -100,13 +100,24 @@ POLLER_RETRY_INTERVAL_S: Final = 1
 POLLER_RETRY_BACKOFF_RATE: Final = 1.5
 POLLER_RETRY_MAX_DELAY_S: Final = 2
 # The catch-all retrier (States.ALL, no jitter): 47 retries wait 1 + 1.5 + 45 x 2 = 92.5 s in all,
-# more than POLLER_WINDOW_S even if every attempt failed at once.
+# more than POLLER_WINDOW_S even if every attempt failed at once (at the default lead: see
+# poller_retry_max_attempts for the deployment's own).
 POLLER_RETRY_MAX_ATTEMPTS: Final = 47
+
+
+def poller_retry_max_attempts(poller_lead_s: int) -> int:
+    """The catch-all's retries for pollers that start ``poller_lead_s`` (``pollerLeadS``) before their
+    minute: POLLER_RETRY_MAX_ATTEMPTS, and one more per POLLER_RETRY_MAX_DELAY_S of window beyond the
+    default lead's, so the delays still cover the whole window (QA27: at pollerLeadS 50 a poller owns
+    120 s, and 47 retries gave up 92.5 s in). The service retrier has twice as many."""
+    longer_s = max(0, poller_lead_s + 60 + POLLER_GRACE_S - POLLER_WINDOW_S)
+    return POLLER_RETRY_MAX_ATTEMPTS + -(-longer_s // POLLER_RETRY_MAX_DELAY_S)
+
+
 # Lambda service errors and throttling: the same delays with full jitter (a throttled Map's
 # pollers should not retry in step). Full jitter waits half the delay on average, so twice the
-# attempts cover the same window. ASL counts each retrier's attempts apart, and the first retrier
-# that lists an error is the one that retries it: these never reach the catch-all.
-POLLER_SERVICE_RETRY_MAX_ATTEMPTS: Final = 2 * POLLER_RETRY_MAX_ATTEMPTS
+# catch-all's attempts cover the same window. ASL counts each retrier's attempts apart, and the
+# first retrier that lists an error is the one that retries it: these never reach the catch-all.
 POLLER_SERVICE_RETRY_ERRORS: Final = (
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",

@@ -127,6 +127,31 @@ def test_the_execution_outlasts_a_poller_that_is_retried_through_its_window(defa
     assert props["StateMachineType"] == "STANDARD"
 
 
+def test_a_longer_poller_lead_is_retried_through_its_longer_window(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """QA27: the retriers were sized for the default lead's window (10 + 60 + 10 s): with
+    pollerLeadS 50 a poller owns 120 s, and one that failed at every attempt from its start was
+    caught 92.5 s in, its group's last half-minute left to the next minute's catch-up."""
+    from cdk_helpers import synthesise
+
+    from punctual_cdk import constants as c
+
+    synth = synthesise(tmp_path_factory.mktemp("cdk-long-lead"), {"pollerLeadS": 50})
+    _, definition = _machine(synth)
+    processor = definition["States"]["PollGroups"]["ItemProcessor"]
+    task = processor["States"][processor["StartAt"]]
+    service, catch_all = task["Retry"]
+    window_s = 50 + 60 + c.POLLER_GRACE_S
+    assert sum(retry_delays_s(catch_all)) >= window_s
+    assert sum(retry_delays_s(service)) / 2 >= window_s  # full jitter: half on average
+    # ... and the execution still outlasts a poller retried through it
+    poller = synth.resources[synth.logical_id(synth.stack.dispatch.poller.function)]
+    timeout_s = poller["Properties"]["Timeout"]
+    longest = c.TICK_LOOKAHEAD_MINUTES * 60 + timeout_s + sum(retry_delays_s(catch_all)) + timeout_s
+    assert definition["TimeoutSeconds"] >= longest
+
+
 def test_state_machine_role_invokes_only_the_two_pollers(default_synth: Synth) -> None:
     from cdk_helpers import actions_on, role_statements
 

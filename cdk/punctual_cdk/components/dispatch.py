@@ -42,15 +42,15 @@ A failed poller is retried at once, whatever the failure: a handler that raised,
 or out-of-memory (``Lambda.Unknown``, ``Sandbox.Timedout``), ``States.TaskFailed``,
 ``States.Timeout``, a Lambda service error or throttling. Two retriers with the same short
 backoff (1 s, x1.5, at most 2 s): the Lambda service errors with full jitter, then a catch-all
-(``States.ALL``, last) with enough attempts (47: 92.5 s of delays) to cover the poller's whole
-window (``POLLER_LEAD_S`` before the minute to the grace after it). So a crashed poller is back
-within seconds and releases the rest of its minute; a retry invoked after the window drains what
-is left and returns at once. Only a poller that still fails after them all is caught (the
-``GroupFailed`` Pass), so that the other groups' pollers keep running (an inline Map would
-otherwise stop them all); the poller-error alarm reports every failed invocation, and
-``NoPollerInvoked`` five minutes in which no poller could be invoked at all (throttled, refused:
-Lambda counts no error, and the minute succeeds). The
-execution's timeout (``STATE_MACHINE_TIMEOUT_S``) bounds a poller that keeps timing out. Local
+(``States.ALL``, last) with enough attempts to cover the poller's whole window (``pollerLeadS``
+before the minute to the grace after it: 47, 92.5 s of delays, at the default lead of 10 s; one
+more per 2 s of a longer lead). So a crashed poller is back within seconds and releases the
+rest of its minute; a retry invoked after the window drains what is left and returns at once.
+Only a poller that still fails after them all is caught (the ``GroupFailed`` Pass), so that
+the other groups' pollers keep running (an inline Map would otherwise stop them all); the
+poller-error alarm reports every failed invocation, and ``NoPollerInvoked`` five minutes in which
+no poller could be invoked at all (throttled, refused: Lambda counts no error, and the minute
+succeeds). The execution's timeout (``STATE_MACHINE_TIMEOUT_S``) bounds a poller that keeps timing out. Local
 mode (``local/poller.py``) reads these retriers from the template and retries the same way.
 
 More than 40 pollers a minute (``maxShardGroups`` > 40): a Parallel state of inline Maps
@@ -149,6 +149,8 @@ class Dispatch(Construct):
                 c.LEAN_POLLER_RESERVED_CONCURRENCY if config.poller_reserved_concurrency else 0,
             )
         self.pollers = [p for p in (self.poller, self.lean_poller) if p is not None]
+        # The catch-all's retries cover the pollers' window, which pollerLeadS lengthens.
+        self._retry_attempts = c.poller_retry_max_attempts(config.poller_lead_s)
 
         self.state_machine = self._state_machine(config)
         # More than 40 pollers a minute: a second machine, the Parallel of inline Maps, that only
@@ -314,7 +316,7 @@ class Dispatch(Construct):
         invoke.add_retry(
             errors=list(c.POLLER_SERVICE_RETRY_ERRORS),
             interval=cdk.Duration.seconds(c.POLLER_RETRY_INTERVAL_S),
-            max_attempts=c.POLLER_SERVICE_RETRY_MAX_ATTEMPTS,
+            max_attempts=2 * self._retry_attempts,  # full jitter: half the delay on average
             backoff_rate=c.POLLER_RETRY_BACKOFF_RATE,
             max_delay=cdk.Duration.seconds(c.POLLER_RETRY_MAX_DELAY_S),
             jitter_strategy=sfn.JitterType.FULL,
@@ -322,7 +324,7 @@ class Dispatch(Construct):
         invoke.add_retry(
             errors=["States.ALL"],
             interval=cdk.Duration.seconds(c.POLLER_RETRY_INTERVAL_S),
-            max_attempts=c.POLLER_RETRY_MAX_ATTEMPTS,
+            max_attempts=self._retry_attempts,
             backoff_rate=c.POLLER_RETRY_BACKOFF_RATE,
             max_delay=cdk.Duration.seconds(c.POLLER_RETRY_MAX_DELAY_S),
         )
