@@ -152,6 +152,11 @@ TABLE_THROTTLE_ALARM_EVENTS: Final = 1  # any throttled request in a minute is w
 # --- Queues --------------------------------------------------------------------------------------
 QUEUE_COUNT: Final = 1
 MAX_QUEUE_COUNT: Final = 10
+# The long lane has at most this many of them: the ECS workers' scale-in alarm adds each long
+# queue's waiting and in-flight messages and the runs that let go of theirs (2 x queues + 1
+# metrics), and CloudWatch takes at most 10 metrics in an alarm (QA27: queueCount 5 and up did not
+# synthesise). The long lane carries long jobs, a few a second: one queue holds them.
+MAX_LONG_QUEUE_COUNT: Final = 4
 # The event source mapping requires the queue's visibility timeout to be at least the function's
 # timeout: the function timeout plus a minute. It is not the lease: the worker sets each message's
 # visibility to its lease of seconds as its batch arrives, and renews it while the run lasts

@@ -200,12 +200,14 @@ def as_list(value: Any) -> list[Any]:
 
 
 def statements_by_role(synth: Synth) -> dict[str, list[dict[str, Any]]]:
-    """Every policy statement attached to each role (inline policies and AWS::IAM::Policy)."""
+    """Every policy statement attached to each role (inline policies, AWS::IAM::Policy, and the
+    managed policies CDK moves a role's statements to when its inline policy outgrows IAM's size)."""
     result: dict[str, list[dict[str, Any]]] = {role: [] for role in synth.of_type("AWS::IAM::Role")}
     for logical_id, role in synth.of_type("AWS::IAM::Role").items():
         for policy in role["Properties"].get("Policies", []):
             result[logical_id].extend(policy["PolicyDocument"]["Statement"])
-    for policy in synth.of_type("AWS::IAM::Policy").values():
+    attached = {**synth.of_type("AWS::IAM::Policy"), **synth.of_type("AWS::IAM::ManagedPolicy")}
+    for policy in attached.values():
         for role_ref in policy["Properties"].get("Roles", []):
             result[role_ref["Ref"]].extend(policy["Properties"]["PolicyDocument"]["Statement"])
     return result

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from aws_cdk.assertions import Match
-from cdk_helpers import Synth, join_parts
+from cdk_helpers import Synth, as_list, join_parts
 
 
 def test_one_table_keyed_pk_sk_with_ttl_pitr_and_only_the_sparse_audit_index(default_synth: Synth) -> None:
@@ -128,3 +131,44 @@ def test_queue_count_from_context_reaches_the_environment(custom_synth: Synth) -
             }
         },
     )
+
+
+def test_the_most_queues_the_context_allows_synthesise(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """QA27: queueCount 5 to 10 (its documented range; docs/capacity.md's Lambda path asks for 10)
+    stopped the synth with CDK's TooManyMetricsInMathExpression, a traceback naming no key: the ECS
+    workers' scale-in alarm added each long queue's waiting and in-flight messages and the detached
+    runs, 2 x queueCount + 1 metrics, and CloudWatch takes at most 10 in an alarm. The short lane has
+    queueCount queues (its throughput); the long lane (long jobs, a few a second) at most 4. Past
+    that, from 6, cdk-nag failed on the target role: its one Deny statement outgrew the inline policy
+    and CDK moved it whole to a managed policy, leaving an inline policy nag could not read."""
+    from cdk_helpers import role_statements, synthesise
+
+    from punctual_cdk import constants as c
+
+    synth = synthesise(tmp_path_factory.mktemp("cdk-ten-queues"), {"queueCount": c.MAX_QUEUE_COUNT})
+    queues = synth.stack.queues
+    assert len(queues.short) == c.MAX_QUEUE_COUNT
+    assert len(queues.long) == c.MAX_LONG_QUEUE_COUNT
+    for alarm in synth.of_type("AWS::CloudWatch::Alarm").values():
+        assert len([m for m in alarm["Properties"].get("Metrics", []) if "MetricStat" in m]) <= 10
+    # ... and the scale-in alarm still watches every long queue
+    (scale_in,) = [
+        a for a in synth.of_type("AWS::CloudWatch::Alarm").values() if "ScaleInWhenIdle" in json.dumps(a)
+    ]
+    watched = {
+        json.dumps(m["MetricStat"]["Metric"]["Dimensions"])
+        for m in scale_in["Properties"]["Metrics"]
+        if "MetricStat" in m and m["MetricStat"]["Metric"]["Namespace"] == "AWS/SQS"
+    }
+    assert watched == {
+        json.dumps([{"Name": "QueueName", "Value": {"Fn::GetAtt": [synth.logical_id(q), "QueueName"]}}])
+        for q in queues.long
+    }
+    # ... and the target role is still denied every queue (its statements split, some moved)
+    denied = {
+        join_parts(r)
+        for s in role_statements(synth, synth.stack.target_role.role)
+        if s.get("Effect") == "Deny"
+        for r in as_list(s["Resource"])
+    }
+    assert {f"<{synth.logical_id(q)}.Arn>" for q in [*queues.work_queues, *queues.dead_letter]} <= denied

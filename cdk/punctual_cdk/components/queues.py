@@ -2,7 +2,9 @@
 of failed executions.
 
 ``short`` queues feed the worker Lambda, ``long`` queues the ECS worker; there are
-``queueCount`` of each (the poller spreads message groups over them). Every FIFO queue is in
+``queueCount`` short ones and as many long ones up to ``MAX_LONG_QUEUE_COUNT`` (4: the ECS
+workers' scale-in alarm watches every long queue within CloudWatch's 10 metrics an alarm); the
+poller spreads jobs over a lane's queues. Every FIFO queue is in
 high-throughput mode (deduplication per message group, throughput limit per message group id):
 the dedup id is job + slot + attempt, so a resend inside five minutes is dropped. Each has a
 FIFO dead-letter queue after ``maxReceiveCount`` receives. All queues use SQS-managed
@@ -34,7 +36,8 @@ class Queues(Construct):
         self.dead_letter: list[sqs.Queue] = []
         for index in range(config.queue_count):
             self.short.append(self._lane("Short", index, c.SHORT_QUEUE_VISIBILITY_TIMEOUT_S))
-            self.long.append(self._lane("Long", index, c.LONG_QUEUE_VISIBILITY_TIMEOUT_S))
+            if index < c.MAX_LONG_QUEUE_COUNT:
+                self.long.append(self._lane("Long", index, c.LONG_QUEUE_VISIBILITY_TIMEOUT_S))
 
         # Executions that ended FAILED or TIMED_OUT are announced here for the user's tooling.
         self.failed = sqs.Queue(

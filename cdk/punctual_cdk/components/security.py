@@ -63,6 +63,11 @@ def own_arns_parameter_name(stack_name: str) -> str:
     return c.OWN_ARNS_PARAMETER.format(stack=stack_name)
 
 
+# Resources (ARNs and their qualified forms) in one Deny statement of the target role: 32 resolved
+# ARNs are about 3 KB, well within a managed policy's 6,144 characters.
+DENY_RESOURCES_A_STATEMENT = 32
+
+
 class TargetRole(Construct):
     """The role the workers assume to call AWS targets that name no execution role.
 
@@ -108,14 +113,20 @@ class TargetRole(Construct):
         for arn in own_arns:
             resources.append(arn)
             resources.append(f"{arn}:*")  # qualified: function versions and aliases, revisions
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="OwnResourcesAreNeverTargets",
-                effect=iam.Effect.DENY,
-                actions=list(OWN_RESOURCE_DENIED_ACTIONS),
-                resources=resources,
+        # In statements of at most DENY_RESOURCES_A_STATEMENT: with many queues (queueCount 6 and up)
+        # the role's policy outgrows IAM's inline size and CDK moves statements to managed policies;
+        # one statement holding them all left the inline policy empty, which cdk-nag could not read
+        # (QA27: 'Rule threw an error during validation', the synth failed).
+        for index in range(0, len(resources), DENY_RESOURCES_A_STATEMENT):
+            part = index // DENY_RESOURCES_A_STATEMENT
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="OwnResourcesAreNeverTargets" + (str(part) if part else ""),
+                    effect=iam.Effect.DENY,
+                    actions=list(OWN_RESOURCE_DENIED_ACTIONS),
+                    resources=resources[index : index + DENY_RESOURCES_A_STATEMENT],
+                )
             )
-        )
 
 
 def execution_role_resource(prefix: str) -> str:
