@@ -507,6 +507,8 @@ class _Reader:
 
     def integer(self, key: str, low: int, high: int) -> int:
         value = self.raw(key)
+        if isinstance(value, float) and not value.is_integer():  # int() would cut the fraction off
+            raise ConfigError(f"{key}: {value!r} is not an integer")
         try:
             number = int(value)
         except (TypeError, ValueError):

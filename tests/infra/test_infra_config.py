@@ -104,6 +104,10 @@ def test_command_line_strings_are_coerced() -> None:
         # second, which cannot be lowered): synthesised, and refused by DynamoDB at deploy
         ("tableWarmReadUnitsPerSecond", 11_999, "tableWarmReadUnitsPerSecond: 11999 is below DynamoDB's"),
         ("tableWarmWriteUnitsPerSecond", "1000", "tableWarmWriteUnitsPerSecond: 1000 is below DynamoDB's"),
+        # QA27: a fraction in cdk.json was cut off silently (shardCount 2.7 read as 2 and refused as
+        # 'nearShardCount: must not exceed shardCount'; 256.5 deployed 256 shards)
+        ("shardCount", 2.7, "shardCount: 2.7 is not an integer"),
+        ("fireDelayAlarmMs", 1500.5, "fireDelayAlarmMs: 1500.5 is not an integer"),
     ],
 )
 def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
