@@ -226,3 +226,24 @@ def test_pending_vpc_lookup_still_synthesises_so_the_cli_can_resolve_it(
     # ...and it tells the CLI which lookup to make.
     manifest = json.loads((outdir / "manifest.json").read_text())
     assert [m["key"] for m in manifest["missing"]] == [LOOKUP_KEY]
+
+
+def test_a_vpc_id_without_the_account_and_region_names_what_is_missing(
+    repo_root: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA27: `make synth -c vpcId=...` without CDK_DEFAULT_ACCOUNT/CDK_DEFAULT_REGION (the cdk CLI
+    sets them, `python infra/app.py` does not) ended in a jsii traceback,
+    'StackAccountRegionNotSpecified: Cannot retrieve value from context provider vpc-provider'."""
+    from infra.app import build_app
+    from punctual_cdk.config import ConfigError
+
+    monkeypatch.delenv("CDK_DEFAULT_ACCOUNT", raising=False)
+    monkeypatch.delenv("CDK_DEFAULT_REGION", raising=False)
+    outdir = tmp_path_factory.mktemp("cdk-vpc-no-env")
+    context = {
+        "vpcId": VPC_ID,
+        "layerAssetDir": "layers/core",
+        "functionsDir": functions_dir(outdir.with_name(outdir.name + "-functions")),
+    }
+    with pytest.raises(ConfigError, match=r"^vpcId: .*CDK_DEFAULT_ACCOUNT and CDK_DEFAULT_REGION"):
+        build_app(context, str(outdir))

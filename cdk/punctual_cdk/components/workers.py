@@ -69,7 +69,7 @@ from punctual_cdk.components.metrics import app_metric
 from punctual_cdk.components.queues import SEND_ACTIONS, Queues
 from punctual_cdk.components.security import grant_execution_roles
 from punctual_cdk.components.storage import Storage
-from punctual_cdk.config import PunctualConfig
+from punctual_cdk.config import ConfigError, PunctualConfig
 from punctual_cdk.nag import acknowledge
 
 # What the ECS image's build context may contain: the Dockerfile, the core and the pins.
@@ -365,7 +365,15 @@ class Workers(Construct):
         if self._config.vpc_id:
             # An existing VPC: looked up at synth (`cdk synth`/`cdk deploy` with credentials; the
             # answer is cached in cdk.context.json). It needs private subnets with egress (or, with
-            # workerSubnets public, public subnets).
+            # workerSubnets public, public subnets). Without an account and region the lookup
+            # fails with a jsii traceback naming no setting.
+            stack = cdk.Stack.of(self)
+            if cdk.Token.is_unresolved(stack.account) or cdk.Token.is_unresolved(stack.region):
+                raise ConfigError(
+                    "vpcId: looking the VPC up needs the stack's account and region: set "
+                    "CDK_DEFAULT_ACCOUNT and CDK_DEFAULT_REGION (the cdk CLI sets them from your "
+                    "credentials; `python infra/app.py` and `make synth` do not), or give the stack an env"
+                )
             return ec2.Vpc.from_lookup(self, "Vpc", vpc_id=self._config.vpc_id)
         public = self._config.worker_subnets == "public"
         subnets = [ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24)]
