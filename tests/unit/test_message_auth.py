@@ -275,3 +275,38 @@ def test_signatures_are_pinned_across_releases() -> None:
     assert SIGNER.sign(carrying).sig == "1b2df12734651357be91f143e95d17722091eea10b06b9c007a5d8e0318fa17e"
     assert SIGNER.sign(message()).sig == "171c3afe3703a393cb904d46271409df90fce9b0c839fd5b182d6620aa69f243"
     assert SIGNER.verify(DispatchMessage.from_body(SIGNER.sign(carrying).to_body()))
+
+
+def test_a_message_of_a_key_rotated_just_after_a_re_read_waits_instead_of_being_dropped(
+    rig: Rig, t0: datetime
+) -> None:
+    # QA27: a worker that had read the key again (a message it could not verify) in the 10 s before
+    # a rotation dropped every message signed with the new key for the rest of those 10 s: slots lost
+    job = rig.add_job()
+    key = [KEY]
+    ticks = [0.0]
+    signer = DispatchSigner(KEY, reload=lambda: (key[0], KEY), clock=lambda: ticks[0])
+    worker = rig.worker(signer=signer)
+    rig.queues.signer = DispatchSigner("y" * 40)
+    rig.send(rig.message(job, t0 - timedelta(minutes=5)))  # a forgery: the key read again at t=0
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["forged"]
+    key[0] = "n" * 40  # the rotation, at t=1
+    ticks[0] = 2.0
+    rig.clock.advance(2)
+    rig.queues.signer = DispatchSigner("n" * 40)  # the poller read the rotated key
+    fresh = replace(rig.message(job, t0), released_at=rig.clock.now().isoformat().replace("+00:00", "Z"))
+    rig.send(fresh)
+    results = rig.work_until_idle(worker)
+    assert [(r.outcome, r.ack) for r in results] == [("unverified", False)]
+    assert rig.metrics.total("ForgedMessages") == 1 and rig.target.calls == []
+    # back after its wait, the key read again: verified, run once
+    ticks[0] += 11
+    rig.clock.advance(11)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["SUCCEEDED"]
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 1)]
+    # a forgery released well before the keys were read is still dropped at once
+    rig.queues.signer = DispatchSigner("y" * 40)
+    rig.send(rig.message(job, t0 + timedelta(minutes=1)))
+    old = replace(rig.message(job, t0 + timedelta(minutes=2)), released_at="2026-01-01T00:00:00Z")
+    rig.send(old)
+    assert [r.outcome for r in rig.work_until_idle(worker)] == ["forged", "forged"]

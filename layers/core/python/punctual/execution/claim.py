@@ -321,13 +321,13 @@ def forged(claimer: Claimer, message: DispatchMessage, delivery: Delivery | None
     (Secrets Manager unreachable) one that verifies under no key held may be signed with a rotated
     key: it goes back to its queue unread, verified when it comes back (QA24: dropped as forged)."""
     signer = claimer.signer
-    if not why and signer is not None and signer.keys_unread:
+    if not why and signer is not None and signer.may_be_rotated(message, claimer.clock.now()):
         seconds = claimer.parking.return_after_error(message, delivery)
         claimer.metrics.add("UnverifiedMessagesReturned", 1)
         log.warning(
-            "dispatch key unreadable: message of %r %r back for %d s", message.job_id, message.slot, seconds
+            "unverified (key unread or old): %r %r back for %d s", message.job_id, message.slot, seconds
         )
-        reason = "not verified: the dispatch key cannot be read"
+        reason = "not verified: the dispatch key cannot be read, or may be rotated since it was"
         return Claim(ClaimOutcome.UNVERIFIED, message, delivery, return_after_s=seconds, reason=reason)
     claimer.metrics.add(FORGED_MESSAGES, 1)
     log.error(

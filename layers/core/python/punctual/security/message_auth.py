@@ -39,6 +39,13 @@ log = logging.getLogger("punctual.security.message_auth")
 KEY_LABEL = b"punctual-dispatch-v1"
 MIN_KEY_CHARS = 32
 RELOAD_EVERY_S = 10.0  # the most often a process reads the secret again for a message it cannot verify
+# A message that verifies under no key held while the keys were last read less than this long after
+# it was released may be signed with a key rotated since (a re-read throttled by RELOAD_EVERY_S, a
+# read Secrets Manager answered from before the rotation, the sender's clock a little ahead): it goes
+# back to its queue, verified when it comes back, not dropped (QA27: every new-key message in the
+# 10 s after a re-read was dropped as forged: slots lost at a rotation). A forgery is returned a
+# few times at most, then dropped.
+ROTATION_MARGIN_S = 30.0
 # How old the keys a process signs with may get before its next signature reads them again: a
 # process that only signs (a poller, the API, the auditor) never meets a message it cannot verify,
 # so without this it signed with the key it started with through any number of rotations (QA24).
@@ -104,6 +111,7 @@ class DispatchSigner:
         self._clock = clock
         self._reloaded_at: float | None = None
         self._read_at = clock()  # when the keys held were read (or a read of them last failed)
+        self._keys_at = self._read_at  # when the keys held were read (a successful read only)
         self._reload_lock = threading.Lock()
         self._refresh_lock = threading.Lock()  # (held only to start a refresh's read)
         self.refreshing: threading.Thread | None = None  # the last refresh's read
@@ -162,6 +170,22 @@ class DispatchSigner:
         held may then be signed with a key this process could not read (a rotation), not forged."""
         return self._unread
 
+    def may_be_rotated(self, message: DispatchMessage, now: datetime) -> bool:
+        """Whether ``message``, which verified under none of the keys held, may still be signed with
+        a key this process has not read: the last read failed (:attr:`keys_unread`), or the keys
+        held were read less than :data:`ROTATION_MARGIN_S` after ``message`` says it was released
+        (so maybe before a rotation it was signed after). ``now``: the wall clock."""
+        if self._unread:
+            return True
+        if self._reload is None:
+            return False
+        read_wall = now.timestamp() - (self._clock() - self._keys_at)
+        try:
+            released = message_instant(message.released_at).timestamp()
+        except Exception:  # no instant a sender writes: nothing to wait for
+            return False
+        return read_wall < released + ROTATION_MARGIN_S
+
     def verify_known(self, sig: str, payload: str) -> bool:
         """Whether ``sig`` signs ``payload`` under the keys held now (no reload)."""
         keyed, accepted = self._keys
@@ -216,6 +240,7 @@ class DispatchSigner:
             self._unread = True
             return False
         self._unread = False
+        self._keys_at = now
         self._reads += 1
         return True
 
