@@ -231,7 +231,7 @@ class PunctualConfig:
             far_threshold_s=reader.integer("farThresholdS", 10, 3600),
             poll_interval_ms=reader.integer("pollIntervalMs", 10, 60_000),
             poller_lead_s=reader.integer("pollerLeadS", 0, 50),
-            retention_days=reader.integer("retentionDays", 1, 3650),
+            retention_days=reader.retention("retentionDays"),
             max_jobs_per_tenant=reader.integer("maxJobsPerTenant", 1, 10**9),
             max_triggers_per_minute_per_tenant=reader.integer("maxTriggersPerMinutePerTenant", 1, 10**9),
             api_requests_per_minute_per_tenant=reader.integer("apiRequestsPerMinutePerTenant", 0, 10**9),
@@ -515,6 +515,17 @@ class _Reader:
             raise ConfigError(f"{key}: {value!r} is not an integer") from None
         if isinstance(value, bool) or not low <= number <= high:
             raise ConfigError(f"{key}: {value!r} is not an integer in {low}..{high}")
+        return number
+
+    def retention(self, key: str) -> int:
+        """The execution history's days: at least as long as a worker accepts a message's copy."""
+        number = self.integer(key, 1, 3650)
+        if number < c.MIN_RETENTION_DAYS:
+            raise ConfigError(
+                f"{key}: {number} is below {c.MIN_RETENTION_DAYS}: a slot's record must outlive every "
+                f"copy of its message a worker accepts ({c.MIN_RETENTION_DAYS - 1} days: queue, dead-letter "
+                "queue, a redrive), or a redriven copy runs the slot again"
+            )
         return number
 
     def warm(self, key: str, least: int) -> int:

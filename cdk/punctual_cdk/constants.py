@@ -174,6 +174,10 @@ LONG_QUEUE_VISIBILITY_TIMEOUT_S: Final = 900
 QUEUE_RETENTION_DAYS: Final = message_auth.QUEUE_RETENTION_DAYS
 DLQ_RETENTION_DAYS: Final = message_auth.DLQ_RETENTION_DAYS
 FAILED_QUEUE_RETENTION_DAYS: Final = 14
+# The shortest execution history (retentionDays): a slot's record must outlive every copy of its
+# message a worker still accepts (MAX_MESSAGE_AGE_S, 23 days), or a copy redriven after the record
+# expired runs the slot again (QA27: 1 was accepted, the docs only said to keep it above 23).
+MIN_RETENTION_DAYS: Final = message_auth.MAX_MESSAGE_AGE_S // 86400 + 1
 
 # --- Workers -------------------------------------------------------------------------------------
 WORKER_BATCH_SIZE: Final = 10  # FIFO event sources take at most 10

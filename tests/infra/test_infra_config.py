@@ -108,6 +108,9 @@ def test_command_line_strings_are_coerced() -> None:
         # 'nearShardCount: must not exceed shardCount'; 256.5 deployed 256 shards)
         ("shardCount", 2.7, "shardCount: 2.7 is not an integer"),
         ("fireDelayAlarmMs", 1500.5, "fireDelayAlarmMs: 1500.5 is not an integer"),
+        # QA27: a history shorter than the 23 days a worker accepts a message's copy let a copy
+        # redriven after its slot's record expired run the slot again (1 was accepted)
+        ("retentionDays", 23, "retentionDays: 23 is below 24: a slot's record must outlive every copy"),
     ],
 )
 def test_bad_values_name_their_key(key: str, value: Any, message: str) -> None:
