@@ -241,6 +241,36 @@ def test_a_release_that_wrote_no_next_timer_is_repaired_without_counting_its_slo
     assert max(runs(rig, job).values()) == 1
 
 
+def test_a_chain_broken_behind_many_run_now_slots_is_repaired_from_its_lost_slot(rig: AuditRig) -> None:
+    # Given a job that ran its scheduled slots, then was run now more times than the auditor's
+    # look for the newest scheduled record reads (150 records), and whose head timer is lost
+    job = register(rig, "job", "rate(10 minutes)")
+    rig.run(12)
+    for _ in range(160):
+        rig.jobs.trigger("default", job.id)
+        rig.clock.advance(0.1)
+    rig.work()
+    [head] = rig.future_chain_timers(job)
+    Breaker(rig.store).delete(head)
+    # When the cluster goes on past the lost slot, then the auditor too
+    rig.run(8, audit_at_s=None)
+    rig.run(20)
+    # Then the chain was repaired once from the lost slot, recorded MISSED (QA27: the repair's
+    # lost range began at the job's first slot, run long ago, so its lock failed at every pass,
+    # nothing was written and the job never fired again)
+    [repair] = rig.repairs
+    assert (repair.kind, repair.applied, repair.missed_from, repair.missed_count) == (
+        "clock",
+        True,
+        head.slot,
+        1,
+    )
+    scheduled = {slot: count for slot, count in runs(rig, job).items() if "~" not in slot}
+    assert head.slot not in scheduled and repair.next_slot in scheduled and max(scheduled.values()) == 1
+    assert len(scheduled) == 3  # 10:10, then from the repair on: 10:30 and 10:40
+    assert head_timers(rig, job)  # the chain is alive again
+
+
 def test_a_dead_delay_chain_runs_its_next_run_late_and_loses_nothing(rig: AuditRig) -> None:
     job = register(rig, "job", "delay(20 seconds)")
     rig.run(2)

@@ -48,12 +48,11 @@ from punctual.timing.timers import (
     from_ms,
     minute_of,
     minutes_between,
-    slot_instant,
     slot_key,
     to_ms,
 )
 from punctual.usecases.backfills import Backfill
-from punctual.usecases.delay_chains import chains_from, newest_scheduled
+from punctual.usecases.delay_chains import chains_from, newest_scheduled, scheduled_floor
 from punctual.usecases.shared_slots import no_shared_slot
 
 log = logging.getLogger("punctual.auditing")
@@ -360,10 +359,10 @@ class ChainAuditor:
                 why = misplaced_reason(job, at, stray)
                 self._repair(report, job, lambda: self.repairer.rearm(job, at, "misplaced", why, now), why)
                 return
-        newest = self._newest(job)
         floor = job.updated_at
-        if newest is not None:
-            floor = max(floor, slot_instant(newest.last_slot or newest.slot))
+        seen = scheduled_floor(self.store, job)
+        if seen is not None:
+            floor = max(floor, seen)
         why = suspect.why
         self._repair(report, job, lambda: self.repairer.clock(job, restart, floor, why, now), why)
 

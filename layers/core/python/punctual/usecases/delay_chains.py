@@ -54,14 +54,35 @@ def chains_from(job: Job, ended: Execution) -> bool:
 
 def newest_scheduled(store: JobStore, job: Job) -> Execution | None:
     """The job's newest record of a scheduled slot (run-now slots, ``~m``, left out)."""
+    return _newest_scheduled(store, job)[0]
+
+
+def scheduled_floor(store: JobStore, job: Job) -> datetime | None:
+    """An instant after which no scheduled slot of ``job`` has a record: its newest scheduled
+    record's (last) slot; when the records read (:data:`NEWEST_PAGES`) were all run-now slots, the
+    oldest of those (none after it is a scheduled slot's); None when the job has no record.
+
+    (QA27: with more run-now records than that since the last scheduled one, the auditor took
+    the job's last change as the floor, so its repair's lost range began at a slot that had run
+    long ago: its lock (that slot without a record) failed at every pass and the chain stayed dead.)
+    """
+    newest, unread = _newest_scheduled(store, job)
+    if newest is not None:
+        return slot_instant(newest.last_slot or newest.slot)
+    return None if unread is None else slot_instant(unread)
+
+
+def _newest_scheduled(store: JobStore, job: Job) -> tuple[Execution | None, str | None]:
+    """The newest scheduled record, and where the read stopped when it found none within its
+    pages (the oldest run-now slot read; None: the history was read to its start)."""
     cursor: str | None = None
     for _ in range(NEWEST_PAGES):
         page = store.list_executions(job.tenant, job.id, NEWEST_PAGE, cursor)
         found = next((record for record in page.items if MANUAL_MARK not in record.slot), None)
         if found is not None or page.cursor is None:
-            return found
+            return found, None
         cursor = page.cursor
-    return None
+    return None, cursor
 
 
 def defer_to_run(
