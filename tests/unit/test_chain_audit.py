@@ -24,10 +24,10 @@ from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAI
 from punctual.delivery.notifications.events import SLOT_MISSED
 from punctual.dispatch.queues import MessageKind
 from punctual.models import Execution, ExecutionStatus, Job, JobState
-from punctual.runtime.clock import ManualClock
+from punctual.runtime.clock import ManualClock, OffsetClock
 from punctual.store.base import Turn
 from punctual.store.memory import MemoryStore
-from punctual.timing.timers import minute_of, slot_key
+from punctual.timing.timers import minute_of, slot_instant, slot_key
 from punctual.usecases.backfills import Backfill, BackfillState
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "events.schema.json").read_text())
@@ -47,6 +47,13 @@ def register(rig: AuditRig, job_id: str, schedule: str, **fields: object) -> Job
 def runs(rig: AuditRig, job: Job) -> Counter[str]:
     """Each slot of ``job`` the target was called for, and how often (first attempts)."""
     return Counter(c.slot for c in rig.target.calls if c.job_id == job.id and c.attempt == 1)
+
+
+def one_time_without_timer(rig: AuditRig, at: datetime) -> Job:
+    """A one-time job of ``at`` whose timer is lost."""
+    job = register(rig, "once", f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})")
+    Breaker(rig.store).delete(rig.future_chain_timers(job)[0])
+    return job
 
 
 def head_timers(rig: AuditRig, job: Job) -> list[str]:
@@ -271,6 +278,42 @@ def test_a_chain_broken_behind_many_run_now_slots_is_repaired_from_its_lost_slot
     assert head_timers(rig, job)  # the chain is alive again
 
 
+def test_an_auditor_whose_clock_is_ahead_records_no_slot_lost_that_is_not_due_yet(rig: AuditRig) -> None:
+    # Given a job whose chain broke, found by an auditor whose clock is 30 s ahead of the cluster's
+    job = register(rig, "job", "rate(1 minute)")
+    rig.run(3)
+    breaker = Breaker(rig.store)
+    for timer in rig.future_chain_timers(job):
+        breaker.delete(timer)
+    rig.auditor.clock = OffsetClock(rig.clock, 30)
+    rig.run(8, audit_at_s=None)
+    # When it audits 40 s into a minute (20 s before the next slot, after it on its own clock)
+    rig.run(3, audit_at_s=40)
+    # Then the slots it records lost were all due when it repaired, and the next one ran (QA27: the
+    # slot due 20 s later was recorded MISSED, never run)
+    [repair] = rig.repairs
+    [record] = [r for r in rig.history(job) if r.status is ExecutionStatus.MISSED]
+    repaired = record.finished_at - timedelta(seconds=30)
+    assert repair.missed_through is not None and slot_instant(repair.missed_through) <= repaired
+    assert repair.next_slot == slot_key(minute_of(repaired) + MINUTE)
+    assert runs(rig, job)[repair.next_slot] == 1 and max(runs(rig, job).values()) == 1
+
+
+def test_a_one_time_job_found_broken_by_an_auditor_ahead_runs_at_its_instant(
+    rig: AuditRig, t0: datetime
+) -> None:
+    # Given a one-time job whose timer was lost, found 20 s before its instant by an auditor 30 s ahead
+    at = t0 + timedelta(minutes=8)
+    job = one_time_without_timer(rig, at)
+    rig.auditor.clock = OffsetClock(rig.clock, 30)
+    rig.run(5, audit_at_s=None)  # (the audit below is the first, 20 s before its instant)
+    rig.run(3, audit_at_s=40)
+    # Then it runs, once, and completes (QA27: it was recorded MISSED and COMPLETED before its instant)
+    assert runs(rig, job) == {slot_key(at): 1}
+    assert [r.status for r in rig.history(job)] == [ExecutionStatus.SUCCEEDED]
+    assert rig.store.get_job("default", job.id).state is JobState.COMPLETED
+
+
 def test_a_dead_delay_chain_runs_its_next_run_late_and_loses_nothing(rig: AuditRig) -> None:
     job = register(rig, "job", "delay(20 seconds)")
     rig.run(2)
@@ -291,8 +334,7 @@ def test_a_one_time_job_whose_timer_is_lost_is_recorded_missed_and_completed(
     rig: AuditRig, t0: datetime
 ) -> None:
     at = t0 + timedelta(minutes=3)
-    job = register(rig, "once", f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})")
-    Breaker(rig.store).delete(rig.future_chain_timers(job)[0])
+    job = one_time_without_timer(rig, at)
     rig.run(6, audit_at_s=None)  # (an audit before its instant would re-arm it: nothing lost then)
     rig.run(2)
     [repair] = rig.repairs
@@ -627,8 +669,7 @@ def test_a_completion_that_loses_its_race_still_tells_of_the_slots_it_recorded_m
     from punctual.store.base import VersionConflictError
 
     at = t0 + timedelta(minutes=3)
-    job = register(rig, "once", f"at({at.strftime('%Y-%m-%dT%H:%M:%S')})")
-    Breaker(rig.store).delete(rig.future_chain_timers(job)[0])
+    job = one_time_without_timer(rig, at)
     rig.run(6, audit_at_s=None)
     replace_job = rig.store.replace_job
 

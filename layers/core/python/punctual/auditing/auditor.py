@@ -344,7 +344,7 @@ class ChainAuditor:
             return
         try:
             head = live.head_after(job, since)
-            restart = live.head_after(job, now)
+            restart = live.head_after(job, max(since, now - timedelta(seconds=live.REPAIR_SKEW_S)))
         except live.HeadTooFar:
             report.skipped += 1
             return

@@ -49,6 +49,11 @@ LANE_MARGIN_S = 10
 # its slot's minute, only for a chain about to be repaired.
 MISPLACED_MINUTES = 10
 ONE_SECOND = timedelta(seconds=1)
+# A clock repair restarts the chain at the first slot released after now minus this, not after
+# now: the auditor's clock may be this far ahead of the cluster's (an auditor ahead by 30 s
+# recorded a slot due 20 s later lost, and completed a one-time job before its instant). A slot of
+# the margin that was due is released at once (late, under its catch-up policy), not lost.
+REPAIR_SKEW_S = 30
 
 
 class ChainKind(StrEnum):
