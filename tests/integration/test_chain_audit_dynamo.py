@@ -175,6 +175,24 @@ def test_a_deleted_timer_row_is_repaired(rig: AuditRig, dynamo_client: Any) -> N
     assert rig.future_chain_timers(job)
 
 
+def test_a_repair_whose_record_put_lost_its_answer_is_applied(
+    lost_answers: DynamoStore, dynamo_client: Any, t0: datetime
+) -> None:
+    """QA27: every put applied, then sent again (a read timeout's retry): the repair's conditional
+    put of its lost range found its own record, was judged another writer's lock, wrote no timer
+    and told nothing, at every pass: the chain stayed dead."""
+    rig = AuditRig(lost_answers, ManualClock(t0), grace_s=GRACE_S, poll_interval_s=4.0, work_every_s=2.0)
+    job = register(rig, "job", "rate(1 minute)")
+    rig.run(1)
+    [head] = rig.future_chain_timers(job)
+    breaker(rig, dynamo_client).delete(head)
+    rig.run(3)
+    [repair] = rig.repairs
+    assert (repair.kind, repair.missed_from, repair.applied) == ("clock", head.slot, True)
+    assert repair.next_slot in runs(rig, job) and max(runs(rig, job).values()) == 1
+    assert rig.future_chain_timers(job)
+
+
 def test_a_timer_row_of_another_version_is_repaired(rig: AuditRig, dynamo_client: Any) -> None:
     job = register(rig, "job", "rate(1 minute)")
     rig.run(1)

@@ -34,6 +34,7 @@ from punctual.auditing.liveness import FollowUp
 from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
 from punctual.delivery.notifications.events import REPAIRED, SLOT_MISSED, Event, execution_event
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
+from punctual.execution.records import new_owner
 from punctual.execution.unrun_children import UnrunChildren
 from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, JobState
 from punctual.store.base import ExecutionConflictError, JobStore, VersionConflictError
@@ -181,6 +182,10 @@ class Repairer:
             job_version=job.version,
             last_slot=slot_key(lost.last),
             slot_count=lost.count,
+            # Fresh per repair: the put retried after its answer was lost (a read timeout) finds
+            # this very record and succeeds, not a lock held by another writer (QA27: the repair
+            # was then not applied, no timer written, and the range's alert and events never sent)
+            owner=new_owner(),
         )
         ttl = int((now + timedelta(days=self.retention_days)).timestamp())
         try:
