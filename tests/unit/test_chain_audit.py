@@ -56,6 +56,14 @@ def one_time_without_timer(rig: AuditRig, at: datetime) -> Job:
     return job
 
 
+def run_now(rig: AuditRig, job: Job, times: int) -> None:
+    """Run ``job`` now ``times`` times, 100 ms apart, and let the worker run them."""
+    for _ in range(times):
+        rig.jobs.trigger("default", job.id)
+        rig.clock.advance(0.1)
+    rig.work()
+
+
 def head_timers(rig: AuditRig, job: Job) -> list[str]:
     return [t.slot for t in rig.future_chain_timers(job)]
 
@@ -253,10 +261,7 @@ def test_a_chain_broken_behind_many_run_now_slots_is_repaired_from_its_lost_slot
     # look for the newest scheduled record reads (150 records), and whose head timer is lost
     job = register(rig, "job", "rate(10 minutes)")
     rig.run(12)
-    for _ in range(160):
-        rig.jobs.trigger("default", job.id)
-        rig.clock.advance(0.1)
-    rig.work()
+    run_now(rig, job, 160)
     [head] = rig.future_chain_timers(job)
     Breaker(rig.store).delete(head)
     # When the cluster goes on past the lost slot, then the auditor too
@@ -276,6 +281,23 @@ def test_a_chain_broken_behind_many_run_now_slots_is_repaired_from_its_lost_slot
     assert head.slot not in scheduled and repair.next_slot in scheduled and max(scheduled.values()) == 1
     assert len(scheduled) == 3  # 10:10, then from the repair on: 10:30 and 10:40
     assert head_timers(rig, job)  # the chain is alive again
+
+
+def test_a_live_delay_chain_behind_many_run_now_slots_is_not_repaired(rig: AuditRig) -> None:
+    # Given a delay job run now more times than the auditor's look for its newest scheduled run
+    # reads (150 records), its chain live
+    job = register(rig, "job", "delay(5 minutes)")
+    rig.run(12)
+    run_now(rig, job, 160)
+    # When the cluster and the auditor go on
+    rig.run(30)
+    # Then nothing was repaired (QA27: the chain was judged from the job's registration, its first
+    # slot's timer not found, and that slot, run long ago, armed again: a false Chain Repaired,
+    # and a second chain once that slot's record had expired), and each slot ran once
+    assert rig.repairs == []
+    assert sum(report.skipped for report in rig.reports) > 0  # not judged while it cannot be
+    scheduled = {slot: count for slot, count in runs(rig, job).items() if "~" not in slot}
+    assert len(scheduled) == 8 and max(scheduled.values()) == 1
 
 
 def test_an_auditor_whose_clock_is_ahead_records_no_slot_lost_that_is_not_due_yet(rig: AuditRig) -> None:

@@ -52,12 +52,16 @@ from punctual.timing.timers import (
     to_ms,
 )
 from punctual.usecases.backfills import Backfill
-from punctual.usecases.delay_chains import chains_from, newest_scheduled, scheduled_floor
+from punctual.usecases.delay_chains import chains_from, find_newest_scheduled, scheduled_floor
 from punctual.usecases.shared_slots import no_shared_slot
 
 log = logging.getLogger("punctual.auditing")
 
 NEAR_GAP_MS = 2_000  # near-lane dues closer than this are read in one range
+
+
+class NewestUnknown(Exception):
+    """A job's newest scheduled record was not among the records read (all run-now slots)."""
 
 
 def segments_for(minute: datetime, segments: int, period_minutes: int) -> list[int]:
@@ -86,7 +90,8 @@ class AuditReport:
     jobs: int = 0  # ENABLED jobs read
     live: int = 0  # found live at the first look
     recent: int = 0  # changed within the grace: not judged
-    skipped: int = 0  # no head found within the step bound (a jitter far above the period)
+    skipped: int = 0  # no head found within the step bound (a jitter far above the period), or no
+    # newest scheduled run of a delay job among the records read
     suspects: int = 0  # looked at again
     confirmed_live: int = 0  # live after all (a lane guessed wrong, a read behind, a chain in motion)
     changed: int = 0  # changed between the two looks: not judged
@@ -218,7 +223,7 @@ class ChainAuditor:
                 continue
             try:
                 self._first_look(item, now, since, lookups, suspects, report)
-            except live.HeadTooFar:
+            except (live.HeadTooFar, NewestUnknown):
                 report.skipped += 1
         heads = self._read_heads(lookups, report)
         for lookup in lookups:
@@ -257,7 +262,7 @@ class ChainAuditor:
                 report.live += 1
             return
         if kind is live.ChainKind.DELAY:
-            newest = self._newest(job)
+            newest = newest_known(self.store, job)
             if newest is not None and chains_from(job, newest) and newest.status in IN_FLIGHT:
                 if live.stuck(job, newest, now, self.config.inflight_grace_s) is not None:
                     suspects.append(_Suspect(job, f"slot {newest.slot} stuck {newest.status.value}"))
@@ -340,7 +345,10 @@ class ChainAuditor:
             report.deferred += 1
             return
         if kind is live.ChainKind.DELAY:
-            self._confirm_delay(job, now, since, suspect.why, report)
+            try:
+                self._confirm_delay(job, now, since, suspect.why, report)
+            except NewestUnknown:
+                report.skipped += 1
             return
         try:
             head = live.head_after(job, since)
@@ -367,7 +375,7 @@ class ChainAuditor:
         self._repair(report, job, lambda: self.repairer.clock(job, restart, floor, why, now), why)
 
     def _confirm_delay(self, job: Job, now: datetime, since: datetime, why: str, report: AuditReport) -> None:
-        newest = self._newest(job)
+        newest = newest_known(self.store, job)
         if newest is not None and chains_from(job, newest) and newest.status in IN_FLIGHT:
             follow = live.stuck(job, newest, now, self.config.inflight_grace_s)
             if follow is None:
@@ -432,10 +440,6 @@ class ChainAuditor:
             return self.store.get_job(tenant, job_id, consistent=True)
         except UnreadableJobError:
             return None
-
-    def _newest(self, job: Job) -> Execution | None:
-        """The job's newest record of a scheduled slot (run-now slots left out)."""
-        return newest_scheduled(self.store, job)
 
     def _stuck_turn(self, job: Job, now: datetime) -> live.FollowUp | None:
         turn = self.store.get_turn(job.tenant, job.id)
@@ -524,6 +528,17 @@ class ChainAuditor:
             self.metrics.add("ChainsRepaired", report.repaired)
             self.metrics.add("SlotsMissed", sum(r.missed_count for r in report.repairs if r.applied))
         self.events.flush()
+
+
+def newest_known(store: JobStore, job: Job) -> Execution | None:
+    """The job's newest record of a scheduled slot (run-now slots left out); raises
+    :class:`NewestUnknown` when the records read were all run-now slots (a delay chain is not
+    judged then: QA27, judged from its registration, a live chain was "repaired" by arming a
+    slot run long ago again, a second chain once that slot's record had expired)."""
+    newest, unread = find_newest_scheduled(store, job)
+    if newest is None and unread is not None:
+        raise NewestUnknown(job.id)
+    return newest
 
 
 def misplaced_reason(job: Job, head: datetime, stray: Timer) -> str:

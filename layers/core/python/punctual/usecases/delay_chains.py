@@ -54,7 +54,7 @@ def chains_from(job: Job, ended: Execution) -> bool:
 
 def newest_scheduled(store: JobStore, job: Job) -> Execution | None:
     """The job's newest record of a scheduled slot (run-now slots, ``~m``, left out)."""
-    return _newest_scheduled(store, job)[0]
+    return find_newest_scheduled(store, job)[0]
 
 
 def scheduled_floor(store: JobStore, job: Job) -> datetime | None:
@@ -66,13 +66,13 @@ def scheduled_floor(store: JobStore, job: Job) -> datetime | None:
     the job's last change as the floor, so its repair's lost range began at a slot that had run
     long ago: its lock (that slot without a record) failed at every pass and the chain stayed dead.)
     """
-    newest, unread = _newest_scheduled(store, job)
+    newest, unread = find_newest_scheduled(store, job)
     if newest is not None:
         return slot_instant(newest.last_slot or newest.slot)
     return None if unread is None else slot_instant(unread)
 
 
-def _newest_scheduled(store: JobStore, job: Job) -> tuple[Execution | None, str | None]:
+def find_newest_scheduled(store: JobStore, job: Job) -> tuple[Execution | None, str | None]:
     """The newest scheduled record, and where the read stopped when it found none within its
     pages (the oldest run-now slot read; None: the history was read to its start)."""
     cursor: str | None = None
