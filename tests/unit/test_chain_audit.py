@@ -64,6 +64,13 @@ def run_now(rig: AuditRig, job: Job, times: int) -> None:
     rig.work()
 
 
+def waiting_for_retry(rig: AuditRig, job: Job, slot: datetime) -> datetime:
+    """A slot of ``job`` that waits for its retry (attempt 1 ended at its instant), no timer."""
+    fields = {"scheduled_at": slot, "finished_at": slot, "status": ExecutionStatus.RETRY_WAIT}
+    rig.store.save_execution(Execution(job_id=job.id, slot=slot_key(slot), attempt=1, **fields), None, 0)
+    return slot
+
+
 def head_timers(rig: AuditRig, job: Job) -> list[str]:
     return [t.slot for t in rig.future_chain_timers(job)]
 
@@ -465,18 +472,26 @@ def test_a_queued_slot_whose_hand_over_was_lost_gets_the_turn(rig: AuditRig, t0:
 
 def test_a_retry_whose_timer_was_lost_is_retried(rig: AuditRig, t0: datetime) -> None:
     job = register(rig, "d", "delay(1 hour)", retry={"max_attempts": 3, "base_seconds": 5, "max_seconds": 5})
-    slot = t0 - timedelta(hours=1)
-    waiting = Execution(
-        job_id=job.id,
-        slot=slot_key(slot),
-        scheduled_at=slot,
-        status=ExecutionStatus.RETRY_WAIT,
-        attempt=1,
-        finished_at=slot,
-    )
-    rig.store.save_execution(waiting, None, 0)
+    slot = waiting_for_retry(rig, job, t0 - timedelta(hours=1))
     rig.clock.advance(INFLIGHT_GRACE_S)
     rig.run(3)
+    [repair] = rig.repairs
+    assert (repair.kind, repair.next_slot) == ("retry", slot_key(slot))
+    assert [(c.slot, c.attempt) for c in rig.target.calls if c.job_id == job.id] == [(slot_key(slot), 2)]
+
+
+def test_a_retry_repaired_by_an_auditor_30_s_behind_is_retried(rig: AuditRig, t0: datetime) -> None:
+    # Given a slot waiting for a retry whose timer was lost, found by an auditor whose clock is
+    # 30 s behind the pollers', 25 s into a minute (its now in the minute before, whose pollers
+    # stopped reading it 10 s past its end)
+    job = register(rig, "d", "delay(1 hour)", retry={"max_attempts": 3, "base_seconds": 5, "max_seconds": 5})
+    rig.run(2, audit_at_s=None)
+    slot = waiting_for_retry(rig, job, t0 - timedelta(hours=1))
+    rig.auditor.clock = OffsetClock(rig.clock, -30)
+    rig.run(1, audit_at_s=25)
+    rig.run(3, audit_at_s=None)
+    # Then the retry ran (QA27: the repair's timer, due at the auditor's now, went into that
+    # finished minute's bucket and was never released)
     [repair] = rig.repairs
     assert (repair.kind, repair.next_slot) == ("retry", slot_key(slot))
     assert [(c.slot, c.attempt) for c in rig.target.calls if c.job_id == job.id] == [(slot_key(slot), 2)]

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from punctual.auditing.liveness import FollowUp
+from punctual.auditing.liveness import REPAIR_SKEW_S, FollowUp
 from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
 from punctual.delivery.notifications.events import REPAIRED, SLOT_MISSED, Event, execution_event
 from punctual.dispatch.queues import MessageKind, QueuePort, QueueRouting, message_for
@@ -144,7 +144,7 @@ class Repairer:
                 return replace(base, applied=False)
             base = replace(base, missed_records=tuple(recorded))
         if head is not None:
-            self.store.put_timers([fire_timer(self.layout, job, head, now)])
+            self.store.put_timers([fire_timer(self.layout, job, head, written(now))])
             return base
         done = job.model_copy(
             update={
@@ -221,7 +221,7 @@ class Repairer:
         """Write ``head``'s timer again where its chain puts it (due at once if its instant passed):
         a delay chain's next run (``delay``), or a head whose timer is in the wrong minute
         (``misplaced``: no slot lost, the stray is harmless, :func:`..auditor.misplaced_reason`)."""
-        self.store.put_timers([fire_timer(self.layout, job, head, now)])
+        self.store.put_timers([fire_timer(self.layout, job, head, written(now))])
         return Repair(kind, job.tenant, job.id, reason, next_slot=slot_key(head), version=job.version)
 
     def follow_up(self, job: Job, follow: FollowUp, now: datetime) -> Repair:
@@ -245,8 +245,8 @@ class Repairer:
         self, job: Job, slot: str, attempt: int, kind: TimerKind, now: datetime, owner: str | None = None
     ) -> None:
         timer = self.layout.make(
-            now=now,
-            due=now,
+            now=written(now),
+            due=written(now),
             job_id=job.id,
             tenant=job.tenant,
             slot=slot,
@@ -256,6 +256,15 @@ class Repairer:
             owner=owner,
         )
         self.store.put_timers([timer])
+
+
+def written(now: datetime) -> datetime:
+    """When a repair's timers count as written, and the earliest they are due: the auditor's now
+    plus :data:`~punctual.auditing.liveness.REPAIR_SKEW_S`. A timer due at an auditor's now that is
+    behind the pollers' clocks goes into a minute whose pollers may have stopped reading it (10 s
+    past its end): QA27, an auditor 30 s behind repaired a lost retry with a timer never released.
+    A repair (of a chain broken for its grace at least) is so up to that much later."""
+    return now + timedelta(seconds=REPAIR_SKEW_S)
 
 
 def missed_events(repair: Repair, now: datetime) -> list[Event]:
