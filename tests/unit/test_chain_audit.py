@@ -343,6 +343,30 @@ def test_a_one_time_job_found_broken_by_an_auditor_ahead_runs_at_its_instant(
     assert rig.store.get_job("default", job.id).state is JobState.COMPLETED
 
 
+def test_a_broken_chains_released_slot_still_waiting_for_a_worker_is_not_recorded_lost(
+    rig: AuditRig,
+) -> None:
+    job = register(rig, "job", "rate(1 minute)")
+    rig.run(2)
+    breaker = Breaker(rig.store)
+    # Given a release that sent its slot and lost its next timer, the slot's message not yet run
+    # past the grace (the workers behind)
+    breaker.drop_next_timers(job)
+    work = rig.work
+    rig.work = lambda: None  # type: ignore[method-assign]
+    rig.run(1, audit_at_s=None)
+    breaker.stop_dropping()
+    held = rig.chain_timers(job)[-1].slot  # the last slot released from its stored timer
+    rig.run(4)
+    rig.work = work  # type: ignore[method-assign]
+    rig.run(3)
+    # Then the chain was repaired, the slot released ran once, not recorded lost (QA27: the lost
+    # range began at it, its record MISSED and its run dropped)
+    [repair] = rig.repairs
+    assert repair.missed_from is not None and repair.missed_from > held
+    assert runs(rig, job)[held] == 1 and max(runs(rig, job).values()) == 1
+
+
 def test_a_dead_delay_chain_runs_its_next_run_late_and_loses_nothing(rig: AuditRig) -> None:
     job = register(rig, "job", "delay(20 seconds)")
     rig.run(2)
@@ -371,6 +395,32 @@ def test_a_one_time_job_whose_timer_is_lost_is_recorded_missed_and_completed(
     stored = rig.store.get_job("default", job.id)
     assert stored.state is JobState.COMPLETED and CHAIN_REPAIRED in (stored.state_reason or "")
     assert [r.status for r in rig.history(job)] == [ExecutionStatus.MISSED]
+
+
+@pytest.mark.parametrize("end", ["at", "end_at"])
+def test_last_slots_released_and_waiting_for_a_worker_are_not_recorded_lost(
+    rig: AuditRig, t0: datetime, end: str
+) -> None:
+    # Given a job whose last slots were released, their messages not yet run past the grace (the
+    # workers behind, or the messages held by a rate budget or an outage's backoff)
+    last = t0 + timedelta(minutes=3)
+    if end == "at":
+        job = register(rig, "j", f"at({last.strftime('%Y-%m-%dT%H:%M:%S')})")
+    else:
+        job = register(rig, "j", "rate(1 minute)", end_at=last.isoformat())
+    work = rig.work
+    rig.work = lambda: None  # type: ignore[method-assign]
+    rig.run(9)
+    rig.work = work  # type: ignore[method-assign]
+    # When the workers catch up
+    rig.run(3)
+    # Then every slot ran once, none was recorded lost, and the job completed (QA27: the auditor
+    # found it "still ENABLED with no slot left", recorded the slots MISSED and their runs were
+    # dropped)
+    assert rig.repairs == []
+    assert set(runs(rig, job).values()) == {1} and slot_key(last) in runs(rig, job)
+    assert not [r for r in rig.history(job) if r.status is ExecutionStatus.MISSED]
+    assert rig.store.get_job("default", job.id).state is JobState.COMPLETED
 
 
 def test_a_one_time_job_left_enabled_after_its_run_is_completed_with_nothing_lost(

@@ -58,6 +58,11 @@ from punctual.usecases.shared_slots import no_shared_slot
 log = logging.getLogger("punctual.auditing")
 
 NEAR_GAP_MS = 2_000  # near-lane dues closer than this are read in one range
+# A slot released without a record yet is not lost while its timer is due less than the in-flight
+# grace plus this ago (a rate budget's max lateness is an hour at most); up to this many are looked
+# for past a broken chain's newest record.
+PENDING_S = 3600
+PENDING_STEPS = 8
 
 
 class NewestUnknown(Exception):
@@ -367,10 +372,10 @@ class ChainAuditor:
                 why = misplaced_reason(job, at, stray)
                 self._repair(report, job, lambda: self.repairer.rearm(job, at, "misplaced", why, now), why)
                 return
-        floor = job.updated_at
-        seen = scheduled_floor(self.store, job)
-        if seen is not None:
-            floor = max(floor, seen)
+        floor = lost_floor(self.store, self.layout, job, restart, now, self.config.inflight_grace_s)
+        if floor is None:  # every slot left was released, its message not run yet: no chain to mend
+            report.confirmed_live += 1
+            return
         why = suspect.why
         self._repair(report, job, lambda: self.repairer.clock(job, restart, floor, why, now), why)
 
@@ -528,6 +533,37 @@ class ChainAuditor:
             self.metrics.add("ChainsRepaired", report.repaired)
             self.metrics.add("SlotsMissed", sum(r.missed_count for r in report.repairs if r.applied))
         self.events.flush()
+
+
+def lost_floor(
+    store: JobStore, layout: TimerLayout, job: Job, restart: datetime | None, now: datetime, grace_s: float
+) -> datetime | None:
+    """The instant after which a broken clock chain's lost slots begin: its newest scheduled
+    record's slot (or its last change), and past it each slot released since whose message may
+    still run (its timer there, due less than ``grace_s`` plus :data:`PENDING_S` ago: held by a
+    rate budget, behind a backlog, in an outage's backoff; QA27: recorded MISSED, its run was then
+    dropped). None when that leaves no slot: the job's last one was released so, and its message
+    completes the job."""
+    floor = job.updated_at
+    seen = scheduled_floor(store, job)
+    if seen is not None:
+        floor = max(floor, seen)
+    after_ms = to_ms(now - timedelta(seconds=grace_s + PENDING_S))
+    released = False
+    for _ in range(PENDING_STEPS):
+        first = next_slot(job, floor)
+        if first is None or (restart is not None and first >= restart):
+            break
+        writes = live.clock_writes(layout, job, first)
+        buckets = {(t.lane, minute_of(t.due), t.shard) for t in live.placements(layout, job, first, writes)}
+        timers = [t for lane, minute, shard in buckets for t in store.query_timers(lane, minute, shard)]
+        key = slot_key(first)
+        if not any(live.is_chain_timer(t, job) and t.slot == key and t.due_ms > after_ms for t in timers):
+            break
+        floor, released = first, True
+    if released and restart is None and next_slot(job, floor) is None:
+        return None
+    return floor
 
 
 def newest_known(store: JobStore, job: Job) -> Execution | None:
