@@ -151,3 +151,20 @@ def test_every_runtime_requirement_is_imported_by_the_core_and_nothing_else_is_n
     # And the core imports nothing the layer (the requirements and what they pull in) or the runtime lacks
     shipped = set().union(*(provides.get(d, set()) for d in with_dependencies(requirements())))
     assert imported - shipped - RUNTIME_PROVIDED == set()
+
+
+def test_the_chain_auditor_and_delay_chains_import_first_in_a_fresh_process() -> None:
+    """QA27: ``punctual.usecases.delay_chains`` imported ``punctual.execution`` (its package
+    imports the worker's modules, which import delay_chains back): imported first (the auditor's
+    package, its handler's test alone), each failed with a circular ImportError."""
+    import subprocess
+
+    for module in ("punctual.auditing", "punctual.usecases.delay_chains"):
+        result = subprocess.run(
+            [sys.executable, "-c", f"import {module}"],
+            env={"PYTHONPATH": str(CORE_ROOT), "PATH": ""},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, f"{module}: {result.stderr.strip().splitlines()[-1:]}"

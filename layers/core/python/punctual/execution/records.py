@@ -19,6 +19,7 @@ from punctual.dispatch.queues import DispatchMessage
 from punctual.execution.ports import WorkerConfig
 from punctual.models import Execution, ExecutionStatus, Job, check_transition
 from punctual.models.base import BIDI_FORMATTING
+from punctual.models.executions import RELEASED_NOTE as RELEASED_NOTE
 from punctual.models.executions import typed_execution
 from punctual.runtime.clock import Clock
 from punctual.store.base import Expect, JobStore
@@ -26,7 +27,6 @@ from punctual.timing.slots import dispatch_instant, next_slot
 from punctual.timing.timers import MANUAL_MARK, TimerKind, slot_instant, slot_key
 from punctual.usecases.backfills import parse_backfill_ref
 
-RELEASED_NOTE = "released: the worker shut down before the run ended"
 # Begins the error of an attempt deferred because the scheduler's own infrastructure (KMS, STS)
 # failed before the target was called: handed back, not counted (punctual.execution.finish)
 DEFERRED_NOTE = "deferred, not counted as an attempt: "
@@ -51,21 +51,6 @@ LIVE = frozenset({ExecutionStatus.RUNNING})
 def deferred(execution: Execution) -> bool:
     """Whether ``execution`` (RETRY_WAIT) waits after an attempt deferred (:data:`DEFERRED_NOTE`)."""
     return (execution.error or "").startswith(DEFERRED_NOTE)
-
-
-def retry_superseded(execution: Execution, job: Job | None) -> bool:
-    """Whether ``execution`` waits for a retry that a change of ``job``'s spec since its release
-    has superseded: no attempt runs a spec its slot was not released for, so that retry will not
-    call the target (its claim records the slot SUPERSEDED, :mod:`punctual.execution.versions`),
-    and the slot is not a run to wait for (QA26: a replace that fixed a failing target left the
-    job's overlap turn, or its ``delay()`` chain, waiting for the retry's instant). Not a run its
-    worker handed back at shutdown (its call, an ECS task, may still be stopping)."""
-    return (
-        job is not None
-        and execution.status is ExecutionStatus.RETRY_WAIT
-        and execution.error != RELEASED_NOTE
-        and execution.job_version < job.spec_since
-    )
 
 
 # The bidirectional formatting characters (models.base refuses them in names and tags) a target's

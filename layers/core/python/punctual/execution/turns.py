@@ -14,11 +14,11 @@ from collections.abc import Callable
 from datetime import datetime
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
-from punctual.execution.records import retry_superseded
 from punctual.models import Execution, ExecutionStatus, Job, Overlap
 from punctual.store.base import JobStore
 from punctual.timing.slots import schedule_of
 from punctual.timing.timers import slot_instant
+from punctual.usecases.delay_chains import retry_superseded
 
 log = logging.getLogger("punctual.execution")
 

@@ -26,6 +26,9 @@ _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
+# The error of a run its worker handed back at shutdown (punctual.execution.lease): it goes on
+# as its next attempt.
+RELEASED_NOTE = "released: the worker shut down before the run ended"
 # A record counts as an earlier job's at the same id (run anew by a backfill) only when it is older
 # than the job's creation by more than this: the two instants come from different nodes' clocks.
 EARLIER_JOB_MARGIN = timedelta(seconds=60)

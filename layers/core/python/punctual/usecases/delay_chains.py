@@ -18,14 +18,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from punctual.execution.records import retry_superseded
-from punctual.models import Execution, Job, JobState
-from punctual.models.executions import IN_FLIGHT
+from punctual.models import Execution, ExecutionStatus, Job, JobState
+from punctual.models.executions import IN_FLIGHT, RELEASED_NOTE
 from punctual.store.base import JobStore
 from punctual.timing.slots import ceil_second, fire_timer, first_slot, schedule_of
 from punctual.timing.timers import MANUAL_MARK, Timer, TimerKind, TimerLayout, slot_instant
 
 NEWEST_PAGE, NEWEST_PAGES = 50, 3  # how far back the newest scheduled run is looked for
+
+
+def retry_superseded(execution: Execution, job: Job | None) -> bool:
+    """Whether ``execution`` waits for a retry that a change of ``job``'s spec since its release
+    has superseded: no attempt runs a spec its slot was not released for, so that retry will not
+    call the target (its claim records the slot SUPERSEDED, :mod:`punctual.execution.versions`),
+    and the slot is not a run to wait for (QA26: a replace that fixed a failing target left the
+    job's overlap turn, or its ``delay()`` chain, waiting for the retry's instant). Not a run its
+    worker handed back at shutdown (its call, an ECS task, may still be stopping)."""
+    return (
+        job is not None
+        and execution.status is ExecutionStatus.RETRY_WAIT
+        and execution.error != RELEASED_NOTE
+        and execution.job_version < job.spec_since
+    )
 
 
 def next_delay_slot(job: Job, slot: str, finished: datetime) -> datetime | None:
