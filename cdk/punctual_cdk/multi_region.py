@@ -18,6 +18,8 @@ What differs from the single-Region stack, and why (the facts are numbered as in
   API of any Region stored, with its own Region's key, whatever other Region is lost;
 * every function and ECS task writes the store's transactions one item at a time
   (``PUNCTUAL_TABLE_TRANSACTIONS=false``, F9: MRSC refuses ``TransactWriteItems``);
+* the API's paging-token key is one Secrets Manager secret, made in the home Region with a
+  replica in each other Region (a ``next_token`` one Region's API gave pages in another's);
 * every role is granted its actions on **its own Region's replica only** (the table ARN in the
   stack's Region) and its own Region's key, queues and functions: nothing calls across Regions
   (F13);
@@ -41,6 +43,7 @@ from constructs import Construct
 
 from punctual.runtime.settings import Settings
 from punctual_cdk import constants as c
+from punctual_cdk.components.security import TokenKey
 from punctual_cdk.components.storage import Storage, audit_index
 from punctual_cdk.config import ConfigError, PunctualConfig
 from punctual_cdk.scheduler import Punctual
@@ -204,6 +207,15 @@ class RegionStack(cdk.Stack):
             config=config,
             storage=lambda owner: GlobalStorage(
                 owner, "Storage", config=config, plan=plan, primary_secrets_key=primary_secrets_key
+            ),
+            # One paging-token key for every Region (made at home, a replica in each other Region):
+            # a next_token one Region's API gave pages in another's, after a failover too.
+            token_key=lambda owner: TokenKey(
+                owner,
+                "PagingTokenKey",
+                name=f"{config.stack_name}/paging-token-key",
+                replica_regions=plan.replica_regions if self.region == plan.home else (),
+                replica=self.region != plan.home,
             ),
         )
         # MRSC refuses transactions (F9): every function and task of the scheduler writes a

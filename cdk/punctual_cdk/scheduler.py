@@ -46,6 +46,9 @@ class Punctual(Construct):
     storage
         Makes the table and keys (called with this construct) instead of :class:`Storage`: the
         multi-Region profile's :class:`~punctual_cdk.multi_region.GlobalStorage`.
+    token_key
+        Makes the paging-token key instead of a :class:`TokenKey` of this stack's own: the
+        multi-Region profile's one key, shared by its Regions.
     **settings
         any of its fields by name (``shard_count=512``), the rest at their defaults, validated
         with the same rules as the app's context (a bad value raises ``ConfigError`` naming it).
@@ -58,6 +61,7 @@ class Punctual(Construct):
         *,
         config: PunctualConfig | None = None,
         storage: Callable[[Construct], Storage] | None = None,
+        token_key: Callable[[Construct], TokenKey] | None = None,
         **settings: Any,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -74,7 +78,7 @@ class Punctual(Construct):
         self.queues = Queues(self, "Queues", config=config)
         self.runtime = LambdaRuntime(self, "Runtime", config=config)
         self.own_arns = OwnArns(self, "OwnArns", stack_name=self.stack_name)
-        self.token_key = TokenKey(self, "PagingTokenKey")
+        self.token_key = token_key(self) if token_key is not None else TokenKey(self, "PagingTokenKey")
         self.events = ExecutionEvents(self, "Events", config=config, stack_name=self.stack_name)
         environment = runtime_environment(config, self.storage, self.queues, self.stack_name)
         environment["PUNCTUAL_EVENTS_BUS"] = self.events.bus_arn

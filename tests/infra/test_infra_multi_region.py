@@ -149,6 +149,37 @@ def test_webhook_secrets_key_is_one_multi_region_key(witness_plan: dict[str, dic
     assert reference["Fn::GetStackOutput"]["Region"] == "us-east-1", reference
 
 
+def _api_function(template: dict[str, Any]) -> dict[str, Any]:
+    (api,) = [
+        f
+        for f in _of_type(template, "AWS::Lambda::Function")
+        if "PUNCTUAL_TOKEN_KEY_SECRET" in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    return api
+
+
+def test_a_paging_token_of_one_regions_api_pages_in_anothers(witness_plan: dict[str, dict[str, Any]]) -> None:
+    # Clients fail over to another Region's API mid-listing (section 8): the next_token they hold
+    # was signed by the first Region's API. QA27: each Region's stack generated a paging-token key
+    # of its own, and the other Region's API refused the token (400 invalid-next-token).
+    home, other = witness_plan["us-east-1"], witness_plan["us-east-2"]
+    (secret,) = [
+        s
+        for s in _of_type(home, "AWS::SecretsManager::Secret")
+        if "paging tokens" in s["Properties"].get("Description", "")
+    ]
+    name = secret["Properties"]["Name"]
+    assert secret["Properties"]["ReplicaRegions"] == [{"Region": "us-east-2"}]
+    # The other Region makes no key of its own: its API reads the home key's replica, by name
+    assert not [s for s in _of_type(other, "AWS::SecretsManager::Secret") if "paging" in json.dumps(s)]
+    variable = join_parts(
+        _api_function(other)["Properties"]["Environment"]["Variables"]["PUNCTUAL_TOKEN_KEY_SECRET"]
+    )
+    assert variable.endswith(f":secret:{name}") and "us-east-1" not in variable, variable
+    readable = [r for a, r in _policy_resources(other, "Allow") if a == "secretsmanager:GetSecretValue"]
+    assert f"{variable}-??????" in readable, readable
+
+
 @pytest.mark.parametrize("region", ["us-east-1", "us-east-2"])
 def test_every_role_reaches_only_its_own_regions_table_and_key(
     witness_plan: dict[str, dict[str, Any]], region: str

@@ -208,17 +208,40 @@ class OwnArns(Construct):
 
 
 class TokenKey(Construct):
-    """The paging-token HMAC key, generated at deploy."""
+    """The paging-token HMAC key, generated at deploy.
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    The multi-Region profile shares one key between its Regions, so that a ``next_token`` one
+    Region's API gave pages in another's (a client that fails over mid-listing): the home
+    Region's stack makes it, named ``name``, with a replica in each of ``replica_regions``; the
+    other Regions' stacks make none (``replica``) and read their own Region's replica, by name.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str | None = None,
+        replica_regions: Sequence[str] = (),
+        replica: bool = False,
+    ) -> None:
         super().__init__(scope, construct_id)
+        if replica:
+            if name is None:
+                raise ValueError("a replica paging-token key is read by its name")
+            self.secret: secretsmanager.ISecret = secretsmanager.Secret.from_secret_name_v2(
+                self, "Secret", name
+            )
+            return
         self.secret = secretsmanager.Secret(
             self,
             "Secret",
+            secret_name=name,
             description="Punctual: HMAC key of the API's paging tokens (next_token)",
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 password_length=64, exclude_punctuation=True
             ),
+            replica_regions=[secretsmanager.ReplicaRegion(region=r) for r in replica_regions] or None,
         )
         acknowledge(
             self.secret,
@@ -229,6 +252,8 @@ class TokenKey(Construct):
         )
 
     def grant_read(self, role: iam.IRole) -> None:
+        # A replica read by name has no full ARN: its policy names it with any suffix.
+        arn = self.secret.secret_full_arn or f"{self.secret.secret_arn}-??????"
         role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.secret.secret_arn])
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[arn])
         )
