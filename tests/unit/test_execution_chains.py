@@ -364,17 +364,32 @@ def test_a_childs_slot_sent_before_a_replace_that_adds_a_parent_is_superseded(ri
     assert rig.target.calls_for(child.id) == []
 
 
-def ended_without_its_next_timer(rig: Rig, job: Job, slot: datetime, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``slot`` ran and ended SUCCEEDED, its worker lost before its end wrote the chain's next
-    timer (its Region lost between the two writes)."""
+def ended_with_its_worker_lost(
+    rig: Rig,
+    job: Job,
+    slot: datetime,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    result: TargetResult,
+    after_s: float,
+    failing: str = "put_timers",
+) -> None:
+    """``slot`` ran and ended with ``result`` ``after_s`` in, its worker lost (its Region lost)
+    between its record and its end's first call of the store's ``failing``."""
     rig.clock.set(slot)
     worker = rig.worker()
     claim = worker.claim(rig.message(job, slot))
-    rig.clock.advance(30.25)
+    rig.clock.advance(after_s)
     with monkeypatch.context() as lost:
-        lost.setattr(rig.store, "put_timers", lambda timers: (_ for _ in ()).throw(ConnectionError("lost")))
+        lost.setattr(rig.store, failing, lambda *args: (_ for _ in ()).throw(ConnectionError("lost")))
         with pytest.raises(ConnectionError):
-            worker.finish(claim, TargetResult.ok())
+            worker.finish(claim, result)
+
+
+def ended_without_its_next_timer(rig: Rig, job: Job, slot: datetime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``slot`` ran and ended SUCCEEDED, its worker lost before its end wrote the chain's next
+    timer (its Region lost between the two writes)."""
+    ended_with_its_worker_lost(rig, job, slot, monkeypatch, result=TargetResult.ok(), after_s=30.25)
     assert statuses(rig.history(job))[-1] == (1, "SUCCEEDED")
 
 
@@ -416,3 +431,59 @@ def test_a_copy_of_an_older_delay_slot_writes_no_timer_once_the_chain_moved_on(
     # While a copy of the chain's last ended slot writes the timer its end wrote, the same one
     rig.worker().claim(rig.message(job, nxt))
     assert [(timer.due, timer.kind) for timer in written] == [(after_nxt, TimerKind.FIRE)]  # type: ignore[attr-defined]
+
+
+def test_a_first_copy_of_a_slot_waiting_for_its_retry_writes_the_retry_timer_its_end_left_unwritten(
+    rig: Rig, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a job with retries whose slot t0 failed attempt 1, its worker lost (its Region lost)
+    # between the RETRY_WAIT record and the retry timer: only that Region's message would repair it
+    job = rig.add_job(retry={"max_attempts": 3, "backoff": "fixed", "base_seconds": 10, "jitter": False})
+    ended_with_its_worker_lost(
+        rig, job, t0, monkeypatch, result=TargetResult.retryable("HTTP 503"), after_s=0.5
+    )
+    assert statuses(rig.history(job)) == [(1, "RETRY_WAIT")]
+    retries = [(t.due, t.attempt) for t in rig.timers(t0, t0 + timedelta(hours=1), TimerKind.RETRY)]
+    assert retries == []
+    # When another Region's copy of the slot reaches a worker for the first time, after the end
+    rig.clock.advance(1)
+    copy = rig.worker().claim(rig.message(job, t0))
+    # Then it is dropped (attempt 1 does not run again) and the retry is on: attempt 2's timer, at
+    # the backoff's instant (QA27: the slot waited for the lost Region to come back)
+    assert copy.outcome is ClaimOutcome.DUPLICATE and statuses(rig.history(job)) == [(1, "RETRY_WAIT")]
+    retries = [(t.due, t.attempt) for t in rig.timers(t0, t0 + timedelta(hours=1), TimerKind.RETRY)]
+    assert retries == [(t0 + timedelta(seconds=10.5), 2)]
+    rig.clock.set(t0 + timedelta(seconds=11))
+    rig.poll()
+    rig.work_until_idle(rig.worker())
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 2)]  # (attempt 1 ran through claim and finish)
+    assert statuses(rig.history(job)) == [(2, "SUCCEEDED")]
+
+
+def test_a_first_copy_of_a_parents_ended_slot_dispatches_the_children_its_end_left_undispatched(
+    rig: Rig, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given load = after(extract-a, extract-b): B's slot S succeeded, then A's, A's worker lost
+    # (its Region lost) between its record and the children's dispatch
+    a, b, child = dependency_rig(rig)
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    worker = rig.worker()
+    rig.send(rig.message(b, slot))
+    rig.work_until_idle(worker)
+    ended_with_its_worker_lost(
+        rig, a, slot, monkeypatch, result=TargetResult.ok(), after_s=0.5, failing="list_dependents"
+    )
+    assert statuses(rig.history(a)) == [(1, "SUCCEEDED")] and rig.queues.all_messages() == []
+    # When another Region's copy of A's slot reaches a worker for the first time, after the end
+    rig.clock.advance(1)
+    copy = rig.worker().claim(rig.message(a, slot))
+    assert copy.outcome is ClaimOutcome.DUPLICATE
+    rig.work_until_idle(rig.worker())
+    # Then A's slot did not run again and the child ran its slot S, once (QA27: it never ran while
+    # the lost Region was away)
+    assert statuses(rig.history(a)) == [(1, "SUCCEEDED")] and rig.target.calls_for(a.id) == []
+    assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
+    # And a further copy dispatches nothing again
+    rig.worker().claim(rig.message(a, slot))
+    assert rig.queues.all_messages() == []

@@ -199,13 +199,23 @@ class AfterEffects:
         log.error("could not pause job %s after the target asked to stop", job.id)
 
     def ended_copy(self, job: Job, current: Execution | None, now: datetime) -> None:
-        """A copy of a slot that found its run already ended, dropped (another Region's release
-        received first after the end, a re-send): a ``delay(...)`` chain's next timer, which that
-        run's end writes, is written again while the chain has not moved on (its next slot has no
-        record). A worker lost between its record and that write (its Region lost; it was waited
-        for by the auditor, up to an audit period) then costs the chain seconds. It is the timer
-        the end writes (idempotent), and a copy of an older slot finds the next one recorded."""
-        if current is None or current.status not in _RUN_ENDS or schedule_of(job).kind != "delay":
+        """A copy of a slot that found its attempt already ended, dropped (another Region's release
+        received first after the end, a re-send). Its end's writes that move the slot on are made
+        again, idempotently: a worker lost between its record and them (its Region lost) left them
+        to its own message's redelivery, which comes back only with that Region (QA25, QA27):
+
+        * a RETRY_WAIT slot's retry timer, the same one (its instant recomputed as the end did);
+        * a succeeded slot's ``after(...)`` children whose slot has no record yet;
+        * a ``delay(...)`` chain's next timer, while the chain's next slot has no record (a copy
+          of an older slot finds the next one recorded)."""
+        if current is None:
+            return
+        if current.status is ExecutionStatus.RETRY_WAIT:
+            self.ledger.put_retry_timer(job, current, now, self.retry_instant_of(job, current) or now)
+            return
+        if current.status is ExecutionStatus.SUCCEEDED and job.dependents > 0:
+            self.dispatch_dependants(job, current, now, unless_recorded=True)
+        if current.status not in _RUN_ENDS or schedule_of(job).kind != "delay":
             return
         nxt = next_delay_slot(job, current.slot, current.finished_at or now)
         if nxt is None or MANUAL_MARK in current.slot:
@@ -231,9 +241,12 @@ class AfterEffects:
         self.store.put_timers([timer])
         forecast_ecs_timer(self.store, current, timer.due)  # ECS tasks ready for it
 
-    def dispatch_dependants(self, job: Job, execution: Execution, now: datetime) -> None:
+    def dispatch_dependants(
+        self, job: Job, execution: Execution, now: datetime, unless_recorded: bool = False
+    ) -> None:
         """``after(...)`` jobs: record this parent's success; send each child whose parents all
         succeeded (also for a success a child was linked during: :mod:`punctual.execution.relinks`).
+        ``unless_recorded`` (a dropped copy's repair): not a child whose slot has a record.
 
         Send first, then record the dispatch: the dedup id makes a repeat harmless, and a
         repeat after SQS's window is dropped by the child's claim.
@@ -243,6 +256,8 @@ class AfterEffects:
             return
         ttl = self.ledger.ttl(now)
         for child_id, child in children:
+            if unless_recorded and self.store.get_execution(job.tenant, child_id, execution.slot):
+                continue  # dispatched (and claimed) before
             done = self.store.record_parent_success(job.tenant, child_id, execution.slot, job.id, ttl)
             if child is not None and child.state is JobState.PAUSED:  # maybe behind: read it again
                 child = self.store.get_job(job.tenant, child_id)

@@ -628,7 +628,7 @@ class Claimer:
         if action is ClaimAction.DROP:
             log.info("dropping %s %s attempt %d: %s", job.id, message.slot, message.attempt, decision.reason)
             self.metrics.add("DuplicatesDropped", 1)
-            self.after.ended_copy(job, current, now)  # a delay() chain its run's end left unwritten
+            self.after.ended_copy(job, current, now)  # what its end left undone (a Region lost)
             return Claim(ClaimOutcome.DUPLICATE, message, delivery, job, current, reason=decision.reason)
         if action is ClaimAction.REPAIR:
             assert current is not None
