@@ -57,6 +57,7 @@ REGION_SETS: dict[str, tuple[str, ...]] = {
 MRSC_REGIONS = 3  # three replicas, or two replicas and a witness (F3)
 TRANSACTIONS_VARIABLE = Settings.variable("table_transactions")
 MARKS_SCOPE_VARIABLE = Settings.variable("marks_scope")
+ARN_REGION_VARIABLE = Settings.variable("arn_region")
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,13 @@ class RegionStack(cdk.Stack):
         # transaction's items one by one. And each Region's pollers keep watermarks and progress
         # marks of their own (docs/multi-region.md, section 2): another Region's say what its
         # queues were given, which a lost Region takes with it.
-        scoped = {TRANSACTIONS_VARIABLE: "false", MARKS_SCOPE_VARIABLE: self.region}
+        # The EventBridge-compatible API names every ARN in the home Region, whichever Region's
+        # API answers: a client that fails over keeps the ARNs it holds.
+        scoped = {
+            TRANSACTIONS_VARIABLE: "false",
+            MARKS_SCOPE_VARIABLE: self.region,
+            ARN_REGION_VARIABLE: plan.home,
+        }
         for node in self.scheduler.node.find_all():
             if isinstance(node, lambda_.Function):
                 for name, value in scoped.items():

@@ -282,6 +282,8 @@ def test_every_process_writes_without_transactions_and_keeps_its_regions_marks(
         assert variables["PUNCTUAL_TABLE_TRANSACTIONS"] == "false"
         # and each Region's processes keep watermarks and progress marks of their own Region
         assert variables["PUNCTUAL_MARKS_SCOPE"] == region
+        # and every Region's API names ARNs in the home Region (the same ARN from every API)
+        assert variables["PUNCTUAL_ARN_REGION"] == "us-east-1"
     for task in _of_type(template, "AWS::ECS::TaskDefinition"):
         for container in task["Properties"]["ContainerDefinitions"]:
             names = {e["Name"]: e["Value"] for e in container.get("Environment", [])}

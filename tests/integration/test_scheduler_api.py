@@ -17,6 +17,7 @@ from api_harness import api as api  # the fixture
 from botocore.exceptions import ClientError
 from scheduler_harness import scheduler_client
 
+from punctual.api import wiring
 from punctual.api.scheduler import fields, model
 from punctual.api.scheduler.mapping import job_id_of
 from punctual.api.scheduler.operations import OPERATIONS
@@ -545,6 +546,37 @@ def test_schedule_groups_and_their_tags(client: Any) -> None:
     )
     too_many = [{"Key": f"k{i}", "Value": "v"} for i in range(201)]
     assert _code(client.tag_resource, ResourceArn=arn, Tags=too_many)[0] == "ValidationException"
+
+
+def test_a_multi_region_deployments_arns_are_the_same_from_every_regions_api(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the multi-Region profile: one table, an API in each Region, ARNs in the home Region's
+    monkeypatch.setenv("PUNCTUAL_ARN_REGION", REGION)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    wiring.use_services(None)
+    client = scheduler_client(api)
+    arn = client.create_schedule_group(Name="reports", Tags=[{"Key": "team", "Value": "data"}])[
+        "ScheduleGroupArn"
+    ]
+    created = _create(client, "nightly", GroupName="reports")["ScheduleArn"]
+    # When the client fails over to another Region's API (docs/multi-region.md, section 8)
+    monkeypatch.setenv("AWS_REGION", "us-east-2")
+    # Then the ARNs it holds are the ones that API gives too, and they name what they named (QA27:
+    # us-east-2's API named everything in us-east-2 and answered ResourceNotFoundException for
+    # the group's ARN as us-east-1's API had given it)
+    assert client.get_schedule_group(Name="reports")["Arn"] == arn
+    assert client.get_schedule(Name="nightly", GroupName="reports")["Arn"] == created
+    client.tag_resource(ResourceArn=arn, Tags=[{"Key": "cost", "Value": "42"}])
+    assert client.list_tags_for_resource(ResourceArn=arn)["Tags"] == [
+        {"Key": "cost", "Value": "42"},
+        {"Key": "team", "Value": "data"},
+    ]
+    # And an ARN naming the Region of the API it is sent to still names the group
+    here = arn.replace(f":{REGION}:", ":us-east-2:")
+    assert len(client.list_tags_for_resource(ResourceArn=here)["Tags"]) == 2
+    elsewhere = arn.replace(f":{REGION}:", ":us-west-2:")
+    assert _code(client.list_tags_for_resource, ResourceArn=elsewhere)[0] == "ResourceNotFoundException"
 
 
 def test_deleting_a_group_deletes_its_schedules(client: Any, api: ApiClient) -> None:

@@ -60,6 +60,9 @@ class Settings(BaseModel):
     # Region's name on a multi-Region table, where a Region's pollers resume only from their own
     # Region's marks (docs/multi-region.md, section 2: the double fault).
     marks_scope: str = Field(default="", max_length=32, pattern=r"^[a-z0-9-]*$")
+    # The Region the EventBridge-compatible API's ARNs name: "" (the API's own), or the home Region
+    # of a multi-Region deployment, so that every Region's API gives a schedule the same ARN.
+    arn_region: str = Field(default="", max_length=32, pattern=r"^[a-z0-9-]*$")
     target_allow_cidrs: list[str] = Field(default_factory=list)
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
     # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the

@@ -133,7 +133,7 @@ def handle(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         tenant = tenant_of(event, svc.settings.local_mode)
         svc.admit(tenant)
         values = model.read_input(operation, event, uri)
-        reply = OPERATIONS[operation](Request(svc, tenant, Place.of(event)), values)
+        reply = OPERATIONS[operation](Request(svc, tenant, Place.of(event, svc.settings.arn_region)), values)
         return ok_reply(reply, request_id)
     except Exception as exc:
         error = _domain(exc)

@@ -4,7 +4,9 @@ account and region: ``arn:<partition>:scheduler:<region>:<account>:schedule/<gro
 
 The account is the API's own (``requestContext.accountId`` of the API Gateway event: local mode
 puts its moto's there; an event without one, ``000000000000``), the region the function's
-(``AWS_REGION``).
+(``AWS_REGION``), or ``PUNCTUAL_ARN_REGION`` when set: a multi-Region deployment's home Region, so
+that every Region's API names a schedule alike (a client that fails over keeps its ARNs). Such an
+API also takes an ARN naming its own Region.
 """
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ class Place:
 
     account: str
     region: str
+    serving: str = ""  # the Region of the API itself, when its ARNs name another (arn_region)
 
     @classmethod
-    def of(cls, event: Mapping[str, Any]) -> Place:
+    def of(cls, event: Mapping[str, Any], arn_region: str = "") -> Place:
         account = str((event.get("requestContext") or {}).get("accountId") or "")
         region = Platform.from_env().region
-        return cls(account if _ACCOUNT_RE.match(account) else LOCAL_ACCOUNT, region)
+        return cls(account if _ACCOUNT_RE.match(account) else LOCAL_ACCOUNT, arn_region or region, region)
 
     @property
     def prefix(self) -> str:
@@ -58,6 +61,8 @@ class Place:
     def group_of(self, arn: str) -> str | None:
         """The group a schedule-group ARN names, or None when it is not one of this place's."""
         match = _GROUP_ARN_RE.match(arn)
-        if not match or match.group("account") != self.account or match.group("region") != self.region:
+        if not match or match.group("account") != self.account:
+            return None
+        if match.group("region") not in (self.region, self.serving or self.region):
             return None
         return match.group("group")
