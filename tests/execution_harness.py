@@ -216,7 +216,7 @@ class Rig:
         found = [t for t in found if start <= t.due <= end and (kind is None or t.kind is kind)]
         return sorted(found, key=lambda t: (t.due_ms, t.sk))
 
-    def dispatcher(self) -> Poller:
+    def dispatcher(self, **overrides: Any) -> Poller:
         # No retry rate: each retry goes at its backoff's instant, not on its tenant's grid (the
         # retry rate per tenant has tests of its own: tests/unit/test_retry_pace.py).
         config = PollerConfig(
@@ -225,6 +225,7 @@ class Rig:
             long_queue_urls=(LONG,),
             concurrency=1,
             max_retries_per_second_per_tenant=0,
+            **overrides,
         )
         return Poller(self.store, self.queues, self.clock, config, notifier=self.notifier)
 

@@ -6,7 +6,9 @@ re-writes the same next timer row, so nothing is lost or doubled.
 A release is *uncertain* when an earlier poller may already have made it (a restarted
 poller's first seconds, a dead poller's minute drained by another): then the slots'
 execution records are read first, and a slot a worker has already started is not sent
-again (the next timer is still written: it may be what the crash lost). Fire delay is
+again (the next timer is still written: it may be what the crash lost), unless it is running
+and the table is multi-Region: the run may be in another Region, which may be lost with the
+message that would take it over, so this Region sends its copy as it sends every slot. Fire delay is
 counted once per slot, when it is sent for the first time as far as the poller can tell.
 
 A slot that is not run gets an execution record that says why (status MISSED): dropped by
@@ -122,6 +124,7 @@ HEAD_CHUNK = 50
 # metaclass's __getattr__ hook), and these are read per slot released.
 _PARK, _RELEASE, _ENABLED = Verdict.PARK, Verdict.RELEASE, JobState.ENABLED
 _NEAR, _RESUME = Lane.NEAR, TimerKind.RESUME
+_SUPERSEDED, _RUNNING = ExecutionStatus.SUPERSEDED, ExecutionStatus.RUNNING
 # Follow-up timers whose slot names no record: an alert's sweep, a parent's relink check
 _NO_RECORD_KINDS = frozenset({TimerKind.ALERT, TimerKind.RELINK})
 
@@ -165,6 +168,26 @@ class _Outgoing:
     missed: list[Execution] = field(default_factory=list)
     excluded: list[Execution] = field(default_factory=list)
     budgeted: list[tuple[str, int, Job, BudgetRequest]] = field(default_factory=list)  # (queue, index)
+
+
+def started_slots(
+    store: JobStore, plans: list[tuple[Job, ReleasePlan]], every_region_releases: bool
+) -> dict[ExecutionKey, bool]:
+    """Of the slots ``plans`` would send, those a worker already started (or ran), each with
+    whether it is sent all the same: on a multi-Region table (``every_region_releases``), a running
+    one. Its run may be in another Region, whose queue holds the only message that takes it over
+    if that Region is lost (QA27); this Region's copy waits out the lease as every Region's copy
+    does, and the claim keeps one run. (Not counted in the fire delay: it was sent before.)"""
+    keys = {(job.tenant, job.id, slot_key(slot)) for job, plan in plans for slot in plan.release}
+    if not keys:
+        return {}
+    records = store.batch_get_executions(keys)
+    # A MISSED record is final (the claim drops the slot); only a superseded one may run.
+    return {
+        key: every_region_releases and record.status is _RUNNING
+        for key, record in records.items()
+        if record.status is not _SUPERSEDED
+    }
 
 
 class SlotReleaser:
@@ -283,7 +306,7 @@ class SlotReleaser:
         excluded, missed = self.exclusions.exclude(plans, now)
         out.excluded.extend(excluded)
         out.missed.extend(missed)
-        started = self._started_slots(plans) if uncertain else set()
+        started = started_slots(self.store, plans, self.config.every_region_releases) if uncertain else {}
         for job, plan in plans:
             self._plan_outgoing(job, plan, started, now, out, report)
         self._smooth(out)
@@ -364,20 +387,11 @@ class SlotReleaser:
             return job.state is _ENABLED and job.version == timer.job_version
         return job.state is not JobState.DELETED
 
-    def _started_slots(self, plans: list[tuple[Job, ReleasePlan]]) -> set[ExecutionKey]:
-        """Of the slots these plans would send, those a worker already started (or ran)."""
-        keys = {(job.tenant, job.id, slot_key(slot)) for job, plan in plans for slot in plan.release}
-        if not keys:
-            return set()
-        records = self.store.batch_get_executions(keys)
-        # A MISSED record is final (the claim drops the slot); only a superseded one may run.
-        return {key for key, record in records.items() if record.status is not ExecutionStatus.SUPERSEDED}
-
     def _plan_outgoing(
         self,
         job: Job,
         plan: ReleasePlan,
-        started: set[ExecutionKey],
+        started: dict[ExecutionKey, bool],
         now: datetime,
         out: _Outgoing,
         report: ReleaseReport,
@@ -390,12 +404,17 @@ class SlotReleaser:
         budgeted = getattr(job.target, "rate_budget_per_second", None) is not None or self.ledger.budgets
         for slot in plan.release:
             key = slot_key(slot)
-            if started and (job.tenant, job.id, key) in started:  # empty unless uncertain
+            copy = started.get((job.tenant, job.id, key)) if started else None  # None unless uncertain
+            if copy is False:
                 report.superseded += 1
                 continue
             scheduled = dispatch_instant(job, slot)
             last = ends and slot == plan.release[-1]
             message = message_for(job, key, scheduled, 1, MessageKind.FIRE, now, spec=spec, last=last)
+            if copy:  # a run in flight: a copy to take it over, sent as it is
+                out.messages[queue].append(message)
+                handed_over = handed_over or last
+                continue
             request = self._budget_request(job, message.slot, scheduled) if budgeted else None
             if request is not None:  # placed with the chunk's other budgeted slots (_smooth)
                 out.budgeted.append((queue, len(out.messages[queue]), job, request))
