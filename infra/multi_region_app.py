@@ -6,6 +6,8 @@ from the same context plus:
 ``regions``        the Regions that run the scheduler, home first (``-c regions=us-east-1,us-east-2``)
 ``witnessRegion``  with two Regions, the MRSC witness (``-c witnessRegion=us-west-2``)
 ``account``        the account of every stack (default: ``CDK_DEFAULT_ACCOUNT``)
+``tableName``      the global table's name (default ``punctual``): a second multi-Region deployment
+                   in the same account and Regions needs a name of its own
 
 cdk-nag's AwsSolutions pack runs on every synth, as in the single-Region app. Deploy with
 ``npx aws-cdk@2 deploy --app "python infra/multi_region_app.py" --all`` (the home Region first;
@@ -16,6 +18,7 @@ promises and costs.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,11 +34,13 @@ from cdk_nag import AwsSolutionsChecks  # noqa: E402
 from infra.app import cdk_json_context  # noqa: E402
 from punctual_cdk import constants as c  # noqa: E402
 from punctual_cdk.config import ConfigError, PunctualConfig, synth_or_exit  # noqa: E402
-from punctual_cdk.multi_region import MultiRegionPunctual, RegionPlan  # noqa: E402
+from punctual_cdk.multi_region import DEFAULT_TABLE_NAME, MultiRegionPunctual, RegionPlan  # noqa: E402
+
+TABLE_NAME = re.compile(r"[a-zA-Z0-9_.-]{3,255}")
 
 
 def plan_from(context: Callable[[str], Any]) -> RegionPlan:
-    """The Region plan of the context (``regions``, ``witnessRegion``).
+    """The Region plan of the context (``regions``, ``witnessRegion``, ``tableName``).
 
     Each refusal names the key it is about (QA22: a list holding a number, or a number, was a
     traceback; the plan's refusals named no key, and a witness also listed in ``regions`` read
@@ -56,9 +61,14 @@ def plan_from(context: Callable[[str], Any]) -> RegionPlan:
             f"witnessRegion: {witness.strip()} is also in regions; the witness is a third Region that"
             " runs nothing (two Regions in regions and the witness, or three in regions and none)"
         )
+    table = context("tableName") or DEFAULT_TABLE_NAME
+    if not isinstance(table, str) or not TABLE_NAME.fullmatch(table):
+        raise ConfigError(
+            f"tableName: {table!r} is not a DynamoDB table name (3 to 255 of a-z, A-Z, 0-9, '_', '-', '.')"
+        )
     keys = "regions, witnessRegion" if witness else "regions"
     try:
-        return RegionPlan(regions=regions, witness=witness.strip() if witness else None)
+        return RegionPlan(regions=regions, witness=witness.strip() if witness else None, table_name=table)
     except ConfigError as exc:
         raise ConfigError(f"{keys}: {str(exc).removeprefix('multi-Region: ')}") from None
 

@@ -55,6 +55,9 @@ REGION_SETS: dict[str, tuple[str, ...]] = {
     "AP": ("ap-northeast-1", "ap-northeast-2", "ap-northeast-3"),
 }
 MRSC_REGIONS = 3  # three replicas, or two replicas and a witness (F3)
+# The global table's name: fixed, since every Region's stack names its replica by it (a second
+# deployment in the same account and Regions chooses another: the app's tableName).
+DEFAULT_TABLE_NAME = "punctual"
 TRANSACTIONS_VARIABLE = Settings.variable("table_transactions")
 MARKS_SCOPE_VARIABLE = Settings.variable("marks_scope")
 ARN_REGION_VARIABLE = Settings.variable("arn_region")
@@ -70,7 +73,7 @@ class RegionPlan:
 
     regions: tuple[str, ...]
     witness: str | None = None
-    table_name: str = "punctual"
+    table_name: str = DEFAULT_TABLE_NAME
 
     def __post_init__(self) -> None:
         every = [*self.regions, *([self.witness] if self.witness else [])]

@@ -79,7 +79,10 @@ def witness_plan(witness_synths: dict[str, Synth]) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def three_regions(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    return _synth(tmp_path_factory.mktemp("cdk-mr-three"), {"regions": ",".join(REGIONS)})
+    """Three Regions, as a second multi-Region deployment of the account: a stack name and a
+    table name of its own."""
+    context = {"regions": ",".join(REGIONS), "stackName": "PunctualStaging", "tableName": "punctual-staging"}
+    return _synth(tmp_path_factory.mktemp("cdk-mr-three"), context)
 
 
 def _of_type(template: dict[str, Any], cfn_type: str) -> list[dict[str, Any]]:
@@ -137,6 +140,14 @@ def test_three_replicas_without_a_witness(three_regions: dict[str, dict[str, Any
     (table,) = _of_type(three_regions["us-east-1"], "AWS::DynamoDB::GlobalTable")
     assert sorted(r["Region"] for r in table["Properties"]["Replicas"]) == sorted(REGIONS)
     assert "GlobalTableWitnesses" not in table["Properties"]
+    # A second deployment's table is its own (QA27: every multi-Region deployment's was named
+    # punctual, so a second one in the account failed to deploy), and each Region reaches it
+    assert table["Properties"]["TableName"] == "punctual-staging"
+    own = f"arn:aws:dynamodb:us-west-2:{ACCOUNT}:table/punctual-staging"
+    grants = {
+        r for a, r in _policy_resources(three_regions["us-west-2"], "Allow") if a.startswith("dynamodb:")
+    }
+    assert grants == {own, f"{own}/index/audit"}, grants
 
 
 def test_webhook_secrets_key_is_one_multi_region_key(witness_plan: dict[str, dict[str, Any]]) -> None:
@@ -237,6 +248,11 @@ def test_a_plan_mrsc_refuses_is_refused_with_the_reason(
             {"regions": "us-east-1,eu-west-1", "witnessRegion": "us-west-2"},
             "regions, witnessRegion: .* one MRSC",
         ),
+        (
+            {"regions": "us-east-1,us-east-2,us-west-2", "tableName": "a b"},
+            "tableName: 'a b' is not a DynamoDB",
+        ),
+        ({"regions": "us-east-1,us-east-2,us-west-2", "tableName": 7}, "tableName: 7 is not a DynamoDB"),
     ],
 )
 def test_a_bad_region_context_is_refused_naming_its_key(context: dict[str, Any], line: str) -> None:
