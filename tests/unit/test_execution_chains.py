@@ -487,3 +487,28 @@ def test_a_first_copy_of_a_parents_ended_slot_dispatches_the_children_its_end_le
     # And a further copy dispatches nothing again
     rig.worker().claim(rig.message(a, slot))
     assert rig.queues.all_messages() == []
+
+
+def test_a_first_copy_of_a_queue_jobs_ended_slot_passes_on_the_turn_its_end_left_held(
+    rig: Rig, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an overlap-queue job whose slot 1 runs while slot 2 waits for it, and slot 1's worker
+    # lost (its Region lost) between its end record and passing the turn on
+    job = rig.add_job(overlap="queue", timeout_seconds=600)
+    worker = rig.worker()
+    first = worker.claim(rig.message(job, t0))
+    rig.clock.set(t0 + MINUTE)
+    assert worker.claim(rig.message(job, t0 + MINUTE)).outcome is ClaimOutcome.QUEUED
+    rig.clock.advance(5)
+    with monkeypatch.context() as lost:
+        lost.setattr(rig.store, "pass_turn", lambda *args: (_ for _ in ()).throw(ConnectionError("lost")))
+        with pytest.raises(ConnectionError):
+            worker.finish(first, TargetResult.ok())
+    assert rig.queues.all_messages() == []
+    # When another Region's copy of slot 1 reaches a worker for the first time, after the end
+    rig.clock.advance(1)
+    assert rig.worker().claim(rig.message(job, t0)).outcome is ClaimOutcome.DUPLICATE
+    # Then slot 2 gets the turn and starts now (QA27: it waited for its queued check, 30 s on, or
+    # for the next slot's claim)
+    rig.work_until_idle(rig.worker())
+    assert rig.target.calls_for(job.id) == [(slot_key(t0 + MINUTE), 1)]

@@ -206,6 +206,7 @@ class AfterEffects:
 
         * a RETRY_WAIT slot's retry timer, the same one (its instant recomputed as the end did);
         * a succeeded slot's ``after(...)`` children whose slot has no record yet;
+        * a ``skip``/``queue`` job's turn, while the ended slot still holds it;
         * a ``delay(...)`` chain's next timer, while the chain's next slot has no record (a copy
           of an older slot finds the next one recorded)."""
         if current is None:
@@ -215,6 +216,7 @@ class AfterEffects:
             return
         if current.status is ExecutionStatus.SUCCEEDED and job.dependents > 0:
             self.dispatch_dependants(job, current, now, unless_recorded=True)
+        self.turns.pass_on(job, current, now)  # (nothing for 'allow', nor for a slot not ended)
         if current.status not in _RUN_ENDS or schedule_of(job).kind != "delay":
             return
         nxt = next_delay_slot(job, current.slot, current.finished_at or now)
