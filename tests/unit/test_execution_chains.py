@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 
 import pytest
@@ -512,3 +513,28 @@ def test_a_first_copy_of_a_queue_jobs_ended_slot_passes_on_the_turn_its_end_left
     # for the next slot's claim)
     rig.work_until_idle(rig.worker())
     assert rig.target.calls_for(job.id) == [(slot_key(t0 + MINUTE), 1)]
+
+
+def test_a_wide_fan_out_is_dispatched_side_by_side_and_each_child_runs_once(
+    rig: Rig, t0: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA27: a parent's children were dispatched one after another (a few writes and a send each,
+    # ~20 ms in the cloud): the last of 500 would start ~10 s after its parent succeeded
+    service = jobs(rig)
+    parent, _ = service.register("default", spec("rate(1 hour)"), job_id="extract")
+    children = [service.register("default", spec("after(extract)"), job_id=f"load-{k}")[0] for k in range(40)]
+    threads: set[str] = set()
+    recorded = rig.store.record_parent_success
+
+    def record(*args: object, **kwargs: object) -> frozenset[str]:
+        threads.add(threading.current_thread().name)
+        return recorded(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rig.store, "record_parent_success", record)
+    slot = t0 + timedelta(hours=1)
+    rig.clock.set(slot)
+    rig.send(rig.message(parent, slot))
+    rig.work_until_idle(rig.worker())
+    assert len(threads) > 1 and all(name.startswith("children") for name in threads)
+    for child in children:
+        assert rig.target.calls_for(child.id) == [(slot_key(slot), 1)]
