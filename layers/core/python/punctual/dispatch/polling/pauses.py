@@ -23,6 +23,7 @@ log = logging.getLogger("punctual.dispatch.polling")
 
 PARK_TRIES = 3
 OWED_BY_PAUSE = "job paused"  # the cause put before the reason of a slot a pause made missed
+PARK_GAVE_UP = f"{OWED_BY_PAUSE}: due before the pause, not kept for the resume (the job kept changing)"
 
 
 class Pauses:
@@ -39,7 +40,8 @@ class Pauses:
 
     def park(self, job: Job, timer: Timer) -> tuple[Job | None, Verdict]:
         """Record the timer's slot as owed by the pause of ``job``; returns the job as it is then
-        and what to do with the timer now (STALE once parked; the job changed: decided again)."""
+        and what to do with the timer now (STALE once parked; the job changed: decided again;
+        PARK when it could not be parked in :data:`PARK_TRIES` tries: to be recorded MISSED)."""
         for _ in range(PARK_TRIES):
             if job.owed_from is not None and job.owed_from <= timer.slot:
                 return job, Verdict.STALE  # an earlier slot is owed already: the resume starts there
@@ -57,8 +59,11 @@ class Pauses:
                 continue
             log.info("job %s: slot %s owed by its pause", job.id, timer.slot)
             return parked, Verdict.STALE
-        log.warning("job %s kept changing; slot %s left to the chain auditor", job.id, timer.slot)
-        return job, Verdict.STALE
+        # Not parked: still PARK, so the release records the slot MISSED (PARK_GAVE_UP) rather than
+        # drop it with its timer. The chain auditor does not look at paused jobs (QA27: the slot
+        # was in no record and the resume did not owe it).
+        log.warning("job %s kept changing; slot %s recorded missed", job.id, timer.slot)
+        return job, Verdict.PARK
 
     @staticmethod
     def orphan_plan(chain: Job, timer: Timer, now: datetime) -> ReleasePlan:

@@ -63,7 +63,7 @@ from punctual.dispatch.load_forecast import MinuteTally, chain_forecast, on_ecs_
 from punctual.dispatch.polling.chains import Verdict, replaced_plan, verdict
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
-from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, Pauses
+from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, PARK_GAVE_UP, Pauses
 from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.polling.retry_pace import DueRetry, PacedRetries, RetryPacer
 from punctual.dispatch.polling.unrun import (
@@ -293,6 +293,8 @@ class SlotReleaser:
                 job, found = self.pauses.park(job, timer)
                 if job is not None:
                     jobs[(job.tenant, job.id)] = job
+                    if found is _PARK:  # not parked: recorded, not dropped
+                        out.missed.append(unrun_record(job, slot_instant(timer.slot), PARK_GAVE_UP, now))
             if found is _RELEASE and job is not None:
                 plans.append((job, self._plan(job, timer, now)))
             elif found is Verdict.ORPHAN and job is not None:
