@@ -16,6 +16,7 @@ already retries.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -86,13 +87,29 @@ class ConflictRetryingClient:
         if name not in WRITES:
             return attr
 
+        # A transaction carries a ClientRequestToken of its own, new for each try after a conflict:
+        # the SDK's own retries of one try (a connection reset, a timeout whose write landed) send
+        # the same token, and DynamoDB answers such a repeat within 10 minutes as the write it made,
+        # not as a failed condition (QA27: a create whose answer was lost answered 409 "already
+        # exists", a replace a version conflict, though each was applied).
+        tokened = _with_token if name == "transact_write_items" else _as_is
+
         def write(**request: Any) -> Any:
             kwargs: dict[str, Any] = {"policy": self._policy}
             if self._sleep is not None:
                 kwargs["sleep"] = self._sleep
-            return retry_conflicts(lambda: attr(**request), is_conflict, _what(name, request), **kwargs)
+            what = _what(name, request)
+            return retry_conflicts(lambda: attr(**tokened(request)), is_conflict, what, **kwargs)
 
         return write
+
+
+def _with_token(request: dict[str, Any]) -> dict[str, Any]:
+    return {**request, "ClientRequestToken": uuid.uuid4().hex}
+
+
+def _as_is(request: dict[str, Any]) -> dict[str, Any]:
+    return request
 
 
 def _what(operation: str, request: dict[str, Any]) -> str:
