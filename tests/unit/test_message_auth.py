@@ -310,3 +310,27 @@ def test_a_message_of_a_key_rotated_just_after_a_re_read_waits_instead_of_being_
     old = replace(rig.message(job, t0 + timedelta(minutes=2)), released_at="2026-01-01T00:00:00Z")
     rig.send(old)
     assert [r.outcome for r in rig.work_until_idle(worker)] == ["forged", "forged"]
+
+
+@pytest.mark.parametrize("ahead", [timedelta(seconds=25), timedelta(days=365 * 70)], ids=["25s", "70y"])
+def test_a_forgery_dated_ahead_is_dropped_not_returned_for_good(
+    rig: Rig, t0: datetime, ahead: timedelta
+) -> None:
+    # A forgery's released_at is the forger's to write: dated ahead, 'released + 30 s' stayed later
+    # than every read of the keys (each return's verify reads them afresh), so it went back to its
+    # queue at every receive, never dropped, until the dead-letter queue took it (and a redrive)
+    ticks = [0.0]
+    signer = DispatchSigner(KEY, reload=lambda: (KEY, KEY), clock=lambda: ticks[0])
+    worker = rig.worker(signer=signer)
+    rig.queues.signer = DispatchSigner("y" * 40)
+    job = rig.add_job()
+    released = (rig.clock.now() + ahead).isoformat().replace("+00:00", "Z")
+    rig.send(replace(rig.message(job, t0), released_at=released))
+    outcomes: list[str] = []
+    for _ in range(5):  # each return's wait, the keys read again each time
+        outcomes += [r.outcome for r in rig.work_until_idle(worker)]
+        ticks[0] += 900
+        rig.clock.advance(900)
+    # Then it is dropped as a forgery after a return or two at most (a sender's clock a little ahead)
+    assert outcomes[-1] == "forged" and outcomes.count("unverified") <= 2
+    assert rig.metrics.total("ForgedMessages") == 1 and rig.target.calls_for(job.id) == []

@@ -184,6 +184,8 @@ class DispatchSigner:
             released = message_instant(message.released_at).timestamp()
         except Exception:  # no instant a sender writes: nothing to wait for
             return False
+        if released > now.timestamp() + ROTATION_MARGIN_S:  # dated ahead of any sender's clock: its
+            return False  # wait would never end (each return's verify reads the keys afresh)
         return read_wall < released + ROTATION_MARGIN_S
 
     def verify_known(self, sig: str, payload: str) -> bool:
