@@ -740,8 +740,8 @@ class Claimer:
         self._save_start(job, started, replaced, expect)
         if first_attempt and message.kind not in _NEVER_LATE:  # a backfill, a turn: late by design
             due = max(started.scheduled_at, message.held_until or started.scheduled_at)  # (smoothed)
-            if (delay_ms := self.turns.start_delay_ms(job, started.slot, due, now)) is not None:
-                self.metrics.add("StartDelayMs", delay_ms, "Milliseconds")  # (None: waited its turn)
+            delay_ms = self.turns.start_delay_ms(job, started.slot, due, now)  # (queue: after its wait)
+            self.metrics.add("StartDelayMs", delay_ms, "Milliseconds")
         # The started event: buffered, sent with the attempt's end (a Lambda batch), or at once
         # beside the run by a heartbeat worker.
         notifier.started(job, started, now, release_delay)

@@ -99,20 +99,23 @@ class Turns:
         holder = self.take_slot(job.tenant, job.id, slot, now, queue=queue, job=job)
         return holder if holder is not None else self._allow_run(job, slot, now, queue)
 
-    def start_delay_ms(self, job: Job, slot: str, due: datetime, now: datetime) -> float | None:
-        """A first attempt's start after ``due`` (ms) for ``StartDelayMs``, or None: not timed.
+    def start_delay_ms(self, job: Job, slot: str, due: datetime, now: datetime) -> float:
+        """A first attempt's start after ``due`` (ms) for ``StartDelayMs``.
 
         An overlap ``queue`` slot cannot start before the job's previous slot has ended, and while
         that one runs its message waits in the job's FIFO message group, unclaimed: when that run
-        ended after ``due``, the slot waited for its turn, late by design, and is not timed, as a
-        queued slot's turn is not (QA: a run outliving its period put each next slot's wait,
-        minutes, in StartDelayP99). One read, of a late queue job's slot only."""
+        ended after ``due``, the slot waited for its turn until then, late by design, and is timed
+        from that end, not from ``due`` (QA: a run outliving its period put each next slot's wait,
+        minutes, in StartDelayP99; QA27 review: not timed at all, a lane that then started it late
+        was hidden). One read, of a late queue job's slot only."""
         delay_ms = max((now - due).total_seconds() * 1000, 0.0)
         if job.overlap is not Overlap.QUEUE or delay_ms < WAITED_CHECK_MS:
             return delay_ms
         before = self.store.list_executions(job.tenant, job.id, 1, cursor=slot).items
         ended = before[0].finished_at if before else None
-        return None if ended is not None and ended > due else delay_ms
+        if ended is None or ended <= due:
+            return delay_ms
+        return max((now - ended).total_seconds() * 1000, 0.0)
 
     def _allow_run(self, job: Job, slot: str, now: datetime, queue: bool) -> str | None:
         """A run started while the job's overlap was ``allow`` and still in flight, now that ``slot``
