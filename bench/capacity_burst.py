@@ -171,6 +171,13 @@ def burst_checks(b: Burst, d: Deployment, p: PerTrigger) -> list[Check]:
             lim["dynamodb_table_rru"].source,
         ),
         Check(
+            "DynamoDB warm read throughput (what the table takes at once)",
+            burst_rru(b, p),
+            max(d.warm_rru, lim["dynamodb_new_table_rru"].value),
+            "RRU/s",
+            lim["dynamodb_new_table_rru"].source,
+        ),
+        Check(
             "DynamoDB table writes (quota)",
             b.peak_wru,
             d.table_wru,

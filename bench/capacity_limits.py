@@ -55,6 +55,14 @@ LIMITS: dict[str, Limit] = {
         f" (read {CHECKED})",
         adjustable=True,
     ),
+    "dynamodb_new_table_rru": Limit(
+        12_000,
+        "read units/s a new on-demand table takes at once (then double the previous peak per 30 min,"
+        " or pre-set warm throughput, which is kept once set)",
+        f"same page; docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html"
+        f" (read {CHECKED})",
+        adjustable=True,
+    ),
     "sqs_fifo_tps": Limit(
         70_000,
         "transactions/s per API action per high-throughput FIFO queue, us-east-1 (x10 messages batched)",

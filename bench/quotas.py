@@ -232,6 +232,9 @@ def burst_under_quotas(b: Burst, d: Deployment, p: PerTrigger) -> dict[str, Any]
     release_rru = capacity_burst.release_rru(p)  # the history read (1/20 of a page) is not the burst's
     caps = {
         "DynamoDB table reads": _cap(max(d.table_rru, d.warm_rru), release_rru),
+        "DynamoDB reads a table takes at once (warm throughput)": _cap(
+            max(d.warm_rru, LIMITS["dynamodb_new_table_rru"].value), release_rru
+        ),
         "DynamoDB table writes": _cap(max(d.table_wru, d.warm_wru), p.wru),
         "DynamoDB writes a table takes at once (warm throughput)": _cap(
             max(d.warm_wru, LIMITS["dynamodb_new_table_wru"].value), p.wru

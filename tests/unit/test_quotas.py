@@ -93,8 +93,12 @@ def test_kms_is_one_decrypt_per_tenant_per_worker_process_not_per_trigger() -> N
 
 
 def test_a_burst_is_held_to_the_tables_read_quota_until_its_profile_asks_for_reads() -> None:
-    d = replace(D, table_wru=420_000, warm_wru=420_000, ecs_burst_tasks=232)
+    d = replace(D, table_wru=420_000, warm_wru=420_000, warm_rru=40_000, ecs_burst_tasks=232)
     burst = capacity_burst.simulate_burst(600_000, d, P, groups=80)
+    # a new table without warm reads takes 12,000 read units a second at once (QA27 review)
+    cold = quotas.burst_under_quotas(burst, replace(d, warm_rru=0), P)
+    assert cold["binding_quota"] == "DynamoDB reads a table takes at once (warm throughput)"
+    assert cold["started_by_s_under_quotas"] == pytest.approx(600_000 * (0.57 - 0.05) / 12_000, rel=0.01)
     under = quotas.burst_under_quotas(burst, d, P)
     # 600,000 job reads at half a unit against 40,000 units a second: 7.5 s at least
     assert under["binding_quota"] == "DynamoDB table reads"
