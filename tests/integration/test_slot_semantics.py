@@ -140,6 +140,27 @@ def test_delete_after_completion_waits_for_a_slot_still_running(rig: Rig, t0: da
     assert rig.store.get_job(job.tenant, job.id) is None
 
 
+def test_delete_after_completion_waits_for_an_earlier_slot_not_claimed_yet(rig: Rig, t0: datetime) -> None:
+    # Given a job of two slots (t0+1m, t0+2m) deleted once complete, whose first slot's message
+    # comes back late (the worker that received it died before its claim) while the last slot runs
+    job = rig.add_job("late-first", "rate(1 minute)", end_at=t0 + 2 * MINUTE, delete_after_completion=True)
+    first, last = t0 + MINUTE, t0 + 2 * MINUTE
+    target = Calls()
+    worker = rig.worker(target=target)
+    rig.advance_to(last + 5 * SECOND)
+    rig.send(rig.message(job, last))
+    rig.work_until_idle(worker)
+    # Then the job is kept: its first slot has no record yet
+    assert rig.store.get_job(job.tenant, job.id) is not None
+    # And when the first slot's message comes back it runs, and only then is the job deleted (QA27:
+    # the job was deleted when its last slot ended; the first slot's message found it gone, and the
+    # slot never ran)
+    rig.send(rig.message(job, first))
+    rig.work_until_idle(worker)
+    assert sorted(slot for slot, _, _ in target.payloads) == [slot_key(first), slot_key(last)]
+    assert rig.store.get_job(job.tenant, job.id) is None
+
+
 # --------------------------------------------------------------------------- finding 4
 
 

@@ -2,10 +2,11 @@
 deleted once it is *done*, and not before.
 
 Done means: the schedule has no slot after now, its last slot has a record (it was released
-and claimed, or recorded MISSED or EXCLUDED), and no slot of the job is still RUNNING, QUEUED or
-waiting for a retry (RETRY_WAIT). A job deleted earlier would strand such a slot: its retry
-timer, lease timer or turn would find the job gone, and the slot would never end (no final
-record, failure report, dead-letter message or ``failed`` alert).
+and claimed, or recorded MISSED or EXCLUDED), so has every earlier slot still inside the live
+window (one released whose message no worker has claimed yet has none), and no slot of the job is
+still RUNNING, QUEUED or waiting for a retry (RETRY_WAIT). A job deleted earlier would strand
+such a slot: its retry timer, lease timer, turn or message would find the job gone, and the slot
+would never end (no run, final record, failure report, dead-letter message or ``failed`` alert).
 
 Every slot that ends runs the check after writing its own record, and the job's history is read
 strongly consistently, so of two slots ending together at least the later reader sees both
@@ -100,9 +101,12 @@ class Completion:
 
     def _done(self, job: Job, now: datetime, fired: bool = False) -> bool:
         """No slot of ``job`` is live, and the newest scheduled slot with a record is its last
-        (``fired``: a delay() job, COMPLETED: no slot is asked to be its last)."""
-        horizon = now - timedelta(seconds=job.retry.max_age_seconds + job.timeout_seconds + LEASE_NOTICE_S)
+        (``fired``: a delay() job, COMPLETED: no slot is asked to be its last), with no slot of the
+        live window left without a record (:meth:`_unrecorded`)."""
+        live_s = job.retry.max_age_seconds + job.timeout_seconds + job.jitter_seconds + LEASE_NOTICE_S
+        horizon = now - timedelta(seconds=live_s)
         newest: Execution | None = None  # the newest record of a scheduled (not manual) slot
+        newer: Execution | None = None  # the scheduled record read just before (the next newer one)
         cursor: str | None = None
         while True:
             page = self.store.list_executions(job.tenant, job.id, HISTORY_PAGE, cursor)
@@ -112,13 +116,35 @@ class Completion:
                         "job %s not deleted yet: slot %s is %s", job.id, record.slot, record.status.value
                     )
                     return False
-                if newest is None and "~" not in record.slot:
-                    newest = record
+                if "~" not in record.slot:
+                    if not fired and self._unrecorded(job, record, newer, horizon):
+                        return False
+                    newest, newer = newest or record, record
                 if newest is not None and slot_instant(record.slot) < horizon:
                     return fired or self._is_last(job, newest)
             if page.cursor is None:
+                if not fired and self._unrecorded(job, None, newer, horizon):
+                    return False
                 return fired or (newest is not None and self._is_last(job, newest))
             cursor = page.cursor
+
+    @staticmethod
+    def _unrecorded(job: Job, older: Execution | None, newer: Execution | None, horizon: datetime) -> bool:
+        """Whether a slot of the schedule before ``newer``, after ``older`` (None: after the job's
+        anchor) and inside the live window, has no record: released and not claimed yet (its message
+        waits behind a worker that died, or for a free one), or due and not released yet (a flexible
+        window's delay). Every slot a worker or poller decided has a record (range records for long
+        runs), so such a slot is still to run (QA27: the last slot ended first and the job was
+        deleted; the earlier slot's message then found it gone, and the slot never ran)."""
+        if newer is None:
+            return False
+        # Slots the job's current chain fires come after its registration, anchor and last restart
+        # (a start_at in the past names slots that were never due to it)
+        after = max(horizon, job.anchor, job.created_at, *(restart.at for restart in job.restarts[-1:]))
+        if older is not None:
+            after = max(after, slot_instant(older.last_slot or older.slot))
+        missing = next_slot(job, after)
+        return missing is not None and missing < slot_instant(newer.slot)
 
     @staticmethod
     def _is_last(job: Job, newest: Execution) -> bool:
