@@ -12,6 +12,7 @@ import pytest
 
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig, statuses
 from factories import spec
+from punctual.api.scheduler.mapping import job_id_of
 from punctual.delivery.notifications import Notifier
 from punctual.delivery.notifications.alerts import Alerter
 from punctual.delivery.notifications.events import EventPublisher, MemoryEventSink
@@ -319,6 +320,43 @@ def test_every_slot_due_while_paused_is_accounted_for_under_catch_up_none(rig: R
     assert metrics.total("SlotsMissed") == 10
     # And only the slots before the pause and after the resume ran
     assert rig.target.calls_for("n") == [(slot_key(t0), 1), (slot_key(t0 + 11 * MINUTE), 1)]
+
+
+def test_an_eventbridge_schedule_enabled_again_runs_no_slot_due_while_it_was_disabled(
+    rig: Rig, t0: datetime
+) -> None:
+    # Given a schedule of the EventBridge Scheduler API (its job's id and catch-up policy, all in an
+    # hour), every ten minutes, disabled after its first slot and enabled again 35 minutes later
+    jobs = service(rig)
+    schedule_id = job_id_of("default", "every-ten")
+    job, _ = jobs.register(
+        "default",
+        spec("cron(0/10 * * * ? *)", catchup={"policy": "all", "window_seconds": 3600}),
+        job_id=schedule_id,
+    )
+    worker = rig.worker()
+    rig.advance_to(t0 + 10 * MINUTE)
+    poll(rig)
+    rig.work_until_idle(worker)
+    rig.advance_to(t0 + 15 * MINUTE)
+    jobs.pause("default", schedule_id)
+    rig.advance_to(t0 + 50 * MINUTE + SECOND)
+    jobs.resume("default", schedule_id)
+    # When the pollers release its chain, at the resume and at its next slot
+    poll(rig)
+    rig.work_until_idle(worker)
+    rig.advance_to(t0 + 60 * MINUTE)
+    poll(rig)
+    rig.work_until_idle(worker)
+    # Then the slots due while it was DISABLED did not run (the service invokes none of them; QA27:
+    # 10:20 to 10:50 all ran at the enable), each is recorded MISSED, and the next one runs
+    assert rig.target.calls_for(schedule_id) == [
+        (slot_key(t0 + 10 * MINUTE), 1),
+        (slot_key(t0 + 60 * MINUTE), 1),
+    ]
+    found = history(rig, job)
+    disabled = [slot_key(t0 + m * MINUTE) for m in (20, 30, 40, 50)]
+    assert [found[s].status if s in found else None for s in disabled] == [S.MISSED] * 4
 
 
 def test_a_year_long_pause_of_a_rate_1_second_job_is_accounted_for_in_a_few_records(

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from punctual.delivery.targets.payload import is_schedule_job
 from punctual.dispatch.polling.chains import Verdict, verdict
-from punctual.models import Job
+from punctual.models import CatchupKind, Job
 from punctual.store.base import JobStore, VersionConflictError
 from punctual.timing.slots import ReleasePlan, plan_release, resume_start
 from punctual.timing.timers import Timer, slot_instant
@@ -24,6 +25,18 @@ log = logging.getLogger("punctual.dispatch.polling")
 PARK_TRIES = 3
 OWED_BY_PAUSE = "job paused"  # the cause put before the reason of a slot a pause made missed
 PARK_GAVE_UP = f"{OWED_BY_PAUSE}: due before the pause, not kept for the resume (the job kept changing)"
+
+
+def owing_by_resume(job: Job) -> Job:
+    """The job whose catch-up policy decides the slots a resume owes: ``job``, but for a schedule
+    made through the EventBridge Scheduler API, whose owed slots are all recorded MISSED (catch-up
+    ``none``): the service invokes nothing while a schedule is DISABLED and, enabled again, it goes
+    on from its next occurrence (QA27: enabling a cron schedule ran at once every slot of the last
+    hour it was DISABLED). A slot due before the disable that no poller had released yet goes
+    with them (EventBridge invokes a slot within its minute: a disable inside it may stop it too)."""
+    if not is_schedule_job(job.id) or job.catchup.policy is CatchupKind.NONE:
+        return job
+    return job.model_copy(update={"catchup": job.catchup.model_copy(update={"policy": CatchupKind.NONE})})
 
 
 class Pauses:

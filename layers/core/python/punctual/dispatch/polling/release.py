@@ -63,7 +63,7 @@ from punctual.dispatch.load_forecast import MinuteTally, chain_forecast, on_ecs_
 from punctual.dispatch.polling.chains import Verdict, replaced_plan, verdict
 from punctual.dispatch.polling.config import PollerConfig
 from punctual.dispatch.polling.fairness import interleave_tenants
-from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, PARK_GAVE_UP, Pauses
+from punctual.dispatch.polling.pauses import OWED_BY_PAUSE, PARK_GAVE_UP, Pauses, owing_by_resume
 from punctual.dispatch.polling.resend import ResendWatch
 from punctual.dispatch.polling.retry_pace import DueRetry, PacedRetries, RetryPacer
 from punctual.dispatch.polling.unrun import (
@@ -446,10 +446,13 @@ class SlotReleaser:
     @staticmethod
     def _plan(job: Job, timer: Timer, now: datetime) -> ReleasePlan:
         """The release plan of a timer of the job's chain; a RESUME timer's slots due before it
-        were owed by a pause (the catch-up policy decides them, whatever their lateness)."""
+        were owed by a pause (the catch-up policy decides them, whatever their lateness; an
+        EventBridge Scheduler API schedule's are all MISSED: :func:`.pauses.owing_by_resume`)."""
         slot, due = slot_instant(timer.slot), timer.due
         if timer.kind is _RESUME:
-            return plan_release(job, slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE)
+            return plan_release(
+                owing_by_resume(job), slot, now, due=due, owed_before=due, cause=OWED_BY_PAUSE
+            )
         return plan_release(job, slot, now, due=due)
 
     def _forecast(self, loads: dict[datetime, MinuteLoad]) -> None:
