@@ -113,6 +113,34 @@ def test_a_run_whose_lease_is_taken_over_is_stopped_and_its_result_discarded(rig
     assert rig.metrics.total("LeasesLost") == 1
 
 
+def test_a_heartbeat_the_store_fails_while_the_lease_outlasts_it_does_not_end_the_run(
+    rig: Rig, store: FlakyStore, t0: datetime
+) -> None:
+    # Given an ECS-lane job of one attempt whose target heartbeats between its polls (as the ECS
+    # adapter does while its task runs: ctx.heartbeat() once every poll)
+    job = rig.add_job(runtime="ecs", timeout_seconds=3600, retry={"max_attempts": 1})
+    beats: list[bool] = []
+
+    def long_task(ctx: SlotContext) -> TargetResult:
+        # When the store fails one heartbeat write (throttled) while the lease still has seconds left
+        rig.clock.advance(5)
+        store.fail_saves_of[ExecutionStatus.RUNNING] = 1
+        beats.append(ctx.heartbeat())
+        rig.clock.advance(1)  # and the next heartbeat, a second on, goes through
+        beats.append(ctx.heartbeat())
+        return TargetResult.ok("task exited 0")
+
+    worker = rig.worker(lease_timers=True, lease_s=8, target=FakeTarget(long_task))
+    claim = worker.claim(rig.message(job, t0))
+    assert claim.claimed
+    worker.finish(claim, worker.run(claim))
+    # Then the run goes on (the keeper tries again, as documented) and its result is the slot's:
+    # the failed write did not end the attempt as a "worker error" (QA: it did, with the task
+    # still running, and the slot of one attempt ended FAILED)
+    assert beats == [True, True]
+    assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
+
+
 # --------------------------------------------------------------------------- the finish write
 
 

@@ -157,11 +157,16 @@ class Leases:
 
         Called by the adapters while they wait and by the lease keeper's thread
         (:mod:`punctual.execution.keeper`) for every live claim, about once a second.
+
+        A store that fails while the lease still outlasts the next beat is reported as the lease
+        held (the next call tries again; one that fails until the lease would lapse loses it).
+        QA: raised into the ECS adapter's poll loop, one throttled write ended an hour-long run as
+        a "worker error", its task left running and the attempt counted.
         """
         if not claim.live:
             return False
         if self.due(claim):
-            return self.heartbeat(claim)
+            return self._beat_or_hold(claim, lambda: self.heartbeat(claim), "heartbeat")
         return True
 
     def held_for_call(self, claim: Claim) -> bool:
@@ -181,16 +186,23 @@ class Leases:
                 return False
             if not self.due(claim):
                 return True
-            try:
-                return self._heartbeat(claim, False)
-            except Exception:
-                log.warning(
-                    "renewing the lease of %s %s before its call failed",
-                    claim.message.job_id,
-                    claim.message.slot,
-                    exc_info=True,
-                )
-                return True
+            return self._beat_or_hold(claim, lambda: self._heartbeat(claim, False), "renewal before its call")
+
+    @staticmethod
+    def _beat_or_hold(claim: Claim, beat: Callable[[], bool], what: str) -> bool:
+        """``beat()``'s answer; when the store fails (a lease that still outlasts the next beat:
+        :meth:`_heartbeat` raises only then), the lease is still held and the next beat tries again."""
+        try:
+            return beat()
+        except Exception:
+            log.warning(
+                "lease %s of %s %s failed; tried again at the next beat",
+                what,
+                claim.message.job_id,
+                claim.message.slot,
+                exc_info=True,
+            )
+            return claim.live
 
     def due(self, claim: Claim) -> bool:
         """:attr:`beat_s` has passed since the claim or its last beat."""
