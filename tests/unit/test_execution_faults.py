@@ -141,6 +141,43 @@ def test_a_heartbeat_the_store_fails_while_the_lease_outlasts_it_does_not_end_th
     assert statuses(rig.history(job)) == [(1, "SUCCEEDED")]
 
 
+@pytest.mark.parametrize("lane", ["lambda", "ecs"])
+def test_a_run_stopped_because_the_store_failed_its_heartbeats_is_taken_over_from_its_message(
+    rig: Rig, store: FlakyStore, t0: datetime, lane: str
+) -> None:
+    # Given a long run on either lane whose store fails every heartbeat from 5 s on, until the
+    # lease would lapse: the run is stopped (delivery.md: another worker may take the slot over)
+    ecs = lane == "ecs"
+    queue = LONG if ecs else SHORT
+    job = rig.add_job(runtime=lane, timeout_seconds=600, retry={"max_attempts": 3})
+
+    def long_run(ctx: SlotContext) -> TargetResult:
+        rig.clock.advance(5)
+        store.fail_saves_of[ExecutionStatus.RUNNING] = 10
+        while ctx.heartbeat():
+            rig.clock.advance(1)
+        return TargetResult.stopped_early("cut off: the lease was lost")
+
+    first = rig.worker(lease_timers=ecs, lease_s=8, target=FakeTarget(long_run))
+    rig.send(rig.message(job, t0), queue=queue)
+    if ecs:
+        from punctual.execution.worker_service import WorkerService
+
+        [received] = rig.queues.receive(LONG, 1, 0, 8)
+        WorkerService(first, [LONG])._execute(LONG, received)
+    else:
+        rig.work(first, SHORT, visibility_s=8)
+    # When the store is back and the lease has lapsed
+    store.fail_saves_of.clear()
+    rig.clock.advance(10)
+    rig.work_until_idle(rig.worker(lease_timers=ecs, lease_s=8), queue)
+    # Then the slot's message came back and the next worker took the run over, within the lease:
+    # the stopped run did not delete it (QA: it did, and the record stood RUNNING with nothing to
+    # bring it back but the ECS lane's backstop timer minutes later, or the auditor)
+    assert rig.target.calls_for(job.id) == [(slot_key(t0), 2)]
+    assert statuses(rig.history(job)) == [(2, "SUCCEEDED")]
+
+
 # --------------------------------------------------------------------------- the finish write
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import MessageKind, QueuePort, message_for
-from punctual.execution.ports import Claim, ClaimOutcome, WorkerConfig
+from punctual.execution.ports import Claim, ClaimOutcome, FinishResult, WorkerConfig
 from punctual.execution.records import RELEASED_NOTE, Ledger, owned_by
 from punctual.models import Execution, ExecutionStatus, IllegalTransition, Job
 from punctual.runtime.clock import Clock
@@ -53,6 +53,23 @@ def owned(claim: Claim) -> tuple[Job, Execution]:
     if claim.job is None or claim.execution is None or claim.outcome is not ClaimOutcome.CLAIMED:
         raise IllegalTransition(claim.execution.status if claim.execution else None, ExecutionStatus.RUNNING)
     return claim.job, claim.execution
+
+
+def left_to_lapse(claim: Claim, finished: FinishResult) -> bool:
+    """Whether ``claim``'s run was stopped because its own lease could not be renewed (the store
+    failed until it would lapse) and no other worker holds the slot yet: the record is still this
+    attempt's, RUNNING. Its message must then come back when its visibility lapses, for the next
+    worker to take the run over within the lease; deleted, nothing brought the slot back but a
+    backstop timer minutes later (ECS lane) or the auditor (Lambda lane) (QA)."""
+    stored, mine = finished.execution, claim.execution
+    return (
+        claim.lost
+        and finished.superseded
+        and stored is not None
+        and mine is not None
+        and stored.status is ExecutionStatus.RUNNING
+        and (stored.owner, stored.attempt) == (mine.owner, mine.attempt)
+    )
 
 
 class Leases:

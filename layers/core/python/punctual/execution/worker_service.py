@@ -62,6 +62,7 @@ from punctual.dispatch.queue_acks import BatchedDeletes
 from punctual.dispatch.queues import Received
 from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
 from punctual.execution.keeper import LeaseKeeper
+from punctual.execution.lease import left_to_lapse
 from punctual.runtime.clock import Clock, SystemClock
 from punctual.runtime.composition import container
 from punctual.runtime.emf import EmfBuffer
@@ -320,8 +321,8 @@ class WorkerService:
                 self.worker.in_flight.ended(claim)  # (counted at its start: never run)
                 return False
             with self.worker.live.running(claim):  # heartbeated while it runs
-                self.worker.finish(claim, self.worker.run(claim))
-            if claim.released or claim.detached:
+                finished = self.worker.finish(claim, self.worker.run(claim))
+            if claim.released or claim.detached or left_to_lapse(claim, finished):
                 return False
             self.queues.delete(url, item.receipt)
             return True
