@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from execution_harness import LONG, SHORT, FakeTarget, Rig, statuses
 from punctual.delivery.targets.base import SlotContext, TargetResult
@@ -575,3 +576,56 @@ def test_the_keepers_beat_threads_end_when_idle(monkeypatch: pytest.MonkeyPatch)
     assert beats._started == 0
     again = beats.submit("a", lambda: None)
     assert again is not None and again.wait(30)
+
+
+@pytest.mark.parametrize(
+    ("error", "kept"),
+    [
+        (ClientError({"Error": {"Code": "RequestThrottled"}}, "ChangeMessageVisibility"), True),
+        (
+            ClientError(
+                {"Error": {"Code": "InternalError"}, "ResponseMetadata": {"HTTPStatusCode": 500}}, "C"
+            ),
+            True,
+        ),
+        (
+            ClientError(
+                {"Error": {"Code": "InvalidParameterValue", "Message": "beyond the limit [43200 seconds]"}},
+                "C",
+            ),
+            False,
+        ),
+    ],
+)
+def test_a_message_renewal_sqs_refuses_for_now_keeps_the_message(
+    rig: Rig, t0: datetime, error: ClientError, kept: bool
+) -> None:
+    # QA27: any error renewing a run's message let go of it for good (deleted, the run detached):
+    # a run lost after a throttled renewal waited for its LEASE timer, minutes, not 10 s. Only SQS's
+    # 12-hour cap (or a stale receipt) lets go of it now; a throttle or a 5xx is tried next beat.
+    job = rig.add_job(runtime="ecs", timeout_seconds=3600)
+    rig.send(rig.message(job, t0), queue=LONG)
+    [received] = rig.queues.receive(LONG, 1, 0, 900)
+    renew = rig.queues.change_visibility
+    failures = [error]
+
+    def flaky(queue_url: str, receipt: str, visibility_s: int) -> None:
+        if failures:
+            raise failures.pop()
+        renew(queue_url, receipt, visibility_s)
+
+    rig.queues.change_visibility = flaky  # type: ignore[method-assign]
+
+    def long_task(ctx: SlotContext) -> TargetResult:
+        rig.clock.advance(5)
+        ctx.heartbeat()  # the renewal SQS refuses
+        rig.clock.advance(5)
+        ctx.heartbeat()  # and the next one
+        return TargetResult.ok("task exited 0")
+
+    worker = rig.worker(lease_timers=True, lease_s=8, target=FakeTarget(long_task))
+    claim = worker.claim(received.message, Delivery(LONG, received.receipt, 1))
+    assert claim.claimed
+    worker.run(claim)
+    assert claim.detached is (not kept)
+    assert (len(rig.queues.all_messages(LONG)) == 1) is kept  # (a detached run's message is deleted)

@@ -26,7 +26,10 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from punctual.dispatch.queues import MessageKind, QueuePort, message_for
+from botocore.exceptions import ClientError
+
+from punctual.delivery.targets.base import transient_aws_error
+from punctual.dispatch.queues import THROTTLE_CODES, MessageKind, QueuePort, message_for
 from punctual.execution.ports import Claim, ClaimOutcome, FinishResult, WorkerConfig
 from punctual.execution.records import RELEASED_NOTE, Ledger, owned_by
 from punctual.models import Execution, ExecutionStatus, IllegalTransition, Job
@@ -162,7 +165,13 @@ class Leases:
         if message and delivery is not None and not claim.detached:
             try:
                 self.queues.change_visibility(delivery.queue_url, delivery.receipt, self.lease_s(job))
-            except Exception:
+            except Exception as exc:
+                if _refused_for_now(exc):
+                    # A throttle, a 5xx, a lost connection: the message is kept and the next beat
+                    # renews it (QA27: one such answer let go of the message for good, and a run
+                    # lost later was recovered by its LEASE timer, minutes on, not within 10 s).
+                    log.warning("could not renew %s %s's message: next beat", job.id, current.slot)
+                    return True
                 # SQS caps a message's visibility at 12 hours in all. Past that (or if the
                 # receipt went stale) let go of the message: the LEASE timers recover the run.
                 log.info("detaching %s %s from its message", job.id, current.slot, exc_info=True)
@@ -330,3 +339,10 @@ class Leases:
                 self.queues.delete(delivery.queue_url, delivery.receipt)
             except Exception:
                 log.warning("could not delete a released message", exc_info=True)
+
+
+def _refused_for_now(exc: Exception) -> bool:
+    """Whether SQS refused a message's renewal for a moment (a throttle, a 5xx, a lost connection),
+    not for good (the 12-hour cap, a stale receipt)."""
+    throttled = isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in THROTTLE_CODES
+    return throttled or transient_aws_error(exc)
