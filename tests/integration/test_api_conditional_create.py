@@ -39,3 +39,22 @@ def test_a_conditional_put_of_a_webhook_job_shows_its_signing_secret_once(api: A
     assert created.status == 201 and created.body["signing_secret"].startswith("whsec_")
     assert "signing_secret" not in api.call("GET", "/v1/jobs/cfn-hook").body
     assert "signing_secret" not in api.call("PUT", "/v1/jobs/cfn-hook", hook).body  # a replace: none
+
+
+def test_if_match_beside_if_none_match_is_evaluated_not_ignored(api: ApiClient) -> None:
+    """QA: a PUT with If-None-Match: * created the job whatever If-Match said (a version, `*`, even
+    `banana`), where a calendar's PUT answers 412 / 400. Both cannot hold (RFC 9110 13.2.2: If-Match
+    asks for the job at a version, If-None-Match: * that there be none), so it is a 412, a malformed
+    If-Match a 400 naming it, and nothing is created."""
+    for if_match, status in (('"1"', 412), ("*", 412), ("banana", 400)):
+        headers = {**CREATE, "If-Match": if_match}
+        reply = api.call("PUT", "/v1/jobs/both-headers", job_spec(), headers=headers)
+        assert reply.status == status, (if_match, reply)
+        if status == 400:
+            assert reply.fields() == ["header.If-Match"], reply.problem
+        assert api.call("GET", "/v1/jobs/both-headers").status == 404
+    # And with the job there, still 412, the job untouched
+    assert api.call("PUT", "/v1/jobs/both-headers", job_spec(), headers=CREATE).status == 201
+    both = {**CREATE, "If-Match": '"1"'}
+    assert api.call("PUT", "/v1/jobs/both-headers", job_spec(name="x"), headers=both).status == 412
+    assert api.call("GET", "/v1/jobs/both-headers").body["name"] == "nightly report"

@@ -24,6 +24,7 @@ from punctual.api import batch, idempotent, problems, schedule_routes
 from punctual.api.conditional import (
     calendar_version,
     create_at,
+    creating_at_a_version,
     job_version,
     keeping_schedule,
     must_create,
@@ -277,6 +278,8 @@ def replace_job(
             raise problems.invalid(
                 "path.job_id", "job id must be 1-64 characters of letters, digits, '-' and '_'"
             )
+        must_create(if_none_match, "job at this id")  # (its 400 first)
+        creating_at_a_version(job_id_of(job_id), if_match)
         job, secret = create_at(svc, tenant, job_id_of(job_id), spec, if_none_match, paused=body.paused)
         created = JobCreated.made(job, secret)
         return _job_reply(created, 201, {"Location": _location("jobs", job.id)})
