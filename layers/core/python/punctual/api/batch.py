@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -43,6 +43,7 @@ from punctual.api.schemas import JobCreated, JobInput
 from punctual.api.wiring import Services
 from punctual.models import ACCEPTED, PAYLOAD_TOO_LARGE, JobSpec
 from punctual.store.base import JobExistsError
+from punctual.usecases.job_errors import InvalidJobError
 
 BATCH_PATH = "/v1/job-batches"
 BATCH_MAX_JOBS = 500
@@ -132,9 +133,12 @@ def create_batch(services: Services, tenant: str, batch: BatchInput) -> BatchOut
     jobs = batch.jobs
     workers = min(services.settings.api_batch_concurrency, len(jobs))
     found: dict[int, BatchResult] = {}
+    planned = waves(jobs)
+    stuck = _stuck(jobs, planned)
     with ThreadPoolExecutor(workers, thread_name_prefix="batch") as pool:
-        for wave in waves(jobs):
-            found.update(zip(wave, pool.map(lambda n: _one(services, tenant, n, jobs[n]), wave), strict=True))
+        for wave in planned:
+            made = pool.map(lambda n: _one(services, tenant, n, jobs[n], stuck.get(n)), wave)
+            found.update(zip(wave, made, strict=True))
     results = [found[n] for n in range(len(jobs))]
     counts = {
         status: sum(1 for r in results if r.status == status) for status in ("created", "exists", "failed")
@@ -149,15 +153,9 @@ def waves(jobs: list[BatchJob]) -> list[list[int]]:
     """The batch's jobs (their indexes) in waves registered one after another: an ``after()`` job
     comes in a wave after every job of the batch it names, so it finds them registered (QA17: all
     at once, a child listed before its parent failed 'parent does not exist', or did not, by the
-    threads' timing). Jobs of a cycle among themselves come last, together (each is refused, as
-    one alone would be); the rest of a wave runs concurrently."""
-    index = {job.id: n for n, job in enumerate(jobs)}
-    waiting: dict[int, set[int]] = {}
-    for n, job in enumerate(jobs):
-        schedule = job.job.get("schedule")
-        named = _AFTER.match(schedule) if isinstance(schedule, str) else None
-        parents = [part.strip() for part in named.group(1).split(",")] if named else []
-        waiting[n] = {index[p] for p in parents if p in index and index[p] != n}
+    threads' timing). Jobs of a cycle among themselves come last, together (each is refused
+    naming the cycle, :func:`_refuse_cycle`); the rest of a wave runs concurrently."""
+    waiting = _batch_parents(jobs)
     out: list[list[int]] = []
     placed: set[int] = set()
     while len(placed) < len(jobs):
@@ -169,11 +167,56 @@ def waves(jobs: list[BatchJob]) -> list[list[int]]:
     return out
 
 
-def _one(services: Services, tenant: str, index: int, item: BatchJob) -> BatchResult:
+def _batch_parents(jobs: list[BatchJob]) -> dict[int, set[int]]:
+    """Each job's (index) parents among the batch's other jobs, as its ``after()`` names them."""
+    index = {job.id: n for n, job in enumerate(jobs)}
+    waiting: dict[int, set[int]] = {}
+    for n, job in enumerate(jobs):
+        schedule = job.job.get("schedule")
+        named = _AFTER.match(schedule) if isinstance(schedule, str) else None
+        parents = [part.strip() for part in named.group(1).split(",")] if named else []
+        waiting[n] = {index[p] for p in parents if p in index and index[p] != n}
+    return waiting
+
+
+class _Stuck(NamedTuple):
+    waits_on: tuple[str, ...]  # the job's parents it waits on in the cycle's wave
+    group: str  # the ids of that wave's jobs that wait on one another, quoted, for the message
+
+
+def _stuck(jobs: list[BatchJob], planned: list[list[int]]) -> dict[int, _Stuck]:
+    """The jobs of :func:`waves`' last wave that wait on jobs of that wave (a cycle, or a job after
+    one), each with the ids of those it waits on; none when the batch has no cycle."""
+    last = set(planned[-1]) if planned else set()
+    parents = _batch_parents(jobs)
+    waiting = {
+        n: tuple(jobs[p].id for p in sorted(parents[n] & last)) for n in sorted(last) if parents[n] & last
+    }
+    group = ", ".join(repr(jobs[n].id) for n in waiting)
+    return {n: _Stuck(waits_on, group) for n, waits_on in waiting.items()}
+
+
+def _refuse_cycle(services: Services, tenant: str, stuck: _Stuck) -> None:
+    """422 naming the cycle when a parent the job waits on (:func:`_stuck`) is not stored (QA: each
+    was refused as 'parent job ... does not exist', the parent right there in the batch); a parent
+    stored already (a batch repeated) lets the job be registered as any other."""
+    missing = [p for p in stuck.waits_on if services.store.get_job(tenant, p) is None]
+    if missing:
+        raise InvalidJobError(
+            f"after(): parent job {missing[0]!r} is a job of this batch that waits in a cycle "
+            f"({stuck.group} wait on one another), so it is not registered; break the cycle"
+        )
+
+
+def _one(
+    services: Services, tenant: str, index: int, item: BatchJob, stuck: _Stuck | None = None
+) -> BatchResult:
     try:
         given = JobInput.model_validate(item.job)
         spec = in_live_group(services, tenant, own_schedule(given.spec(), item.id))
         services.check_spec(spec)
+        if stuck is not None:
+            _refuse_cycle(services, tenant, stuck)
         refuse_taken_schedule_name(services, tenant, item.id)
         job, secret = services.jobs.register(tenant, spec, item.id, paused=given.paused)
     except ValidationError as exc:
