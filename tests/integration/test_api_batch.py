@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from api_harness import ALICE_ID, ApiClient, http_spec, job_spec
 from api_harness import api as api  # the fixture
@@ -148,3 +150,19 @@ def test_a_job_failing_unexpectedly_fails_alone_and_the_others_results_reach_the
         assert api.call("GET", f"/v1/jobs/{job_id}").status == 404
     single = api.call("POST", "/v1/jobs", http_spec(tags={"k": "\udc00"}))
     assert single.status == 422 and single.fields() == ["tags"], single.problem
+
+
+def test_a_batch_whose_reply_would_pass_lambdas_6_mb_is_refused_before_anything_is_made(
+    api: ApiClient,
+) -> None:
+    """QA: the 5 MB cap counted the request's bytes, but the reply carries every job back escaped
+    (a quote as \\" in the body, \\\\\\" in Lambda's response, a non-ASCII character as \\uXXXX): a
+    batch of 2.9 MB made its jobs and answered 5.8 MB and more (a 5 MB batch of 'é' about 16 MB),
+    past Lambda's 6 MB: API Gateway's 502, every job made and its signing secret lost."""
+    quotes = {"jobs": [{"id": f"q{i}", "job": http_spec(payload={"t": '"' * 120_000})} for i in range(12)]}
+    raw = json.dumps(quotes)
+    assert len(raw.encode()) < 3 * 1024 * 1024  # well within the request's own limit
+    reply = api.call("POST", PATH, raw=raw)
+    assert reply.status == 413 and reply.body["type"].endswith("payload-too-large"), reply
+    assert "reply" in reply.body["detail"], reply.body
+    assert api.call("GET", "/v1/jobs").body["items"] == []
