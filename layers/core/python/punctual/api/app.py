@@ -31,6 +31,7 @@ from punctual.api.conditional import (
     own_schedule,
 )
 from punctual.api.openapi_doc import SIGV4, finished_document
+from punctual.api.paging import within_reply
 from punctual.api.path_params import JOB_ID_RE, backfill_id_of, calendar_name_of, job_id_of
 from punctual.api.problems import Problem
 from punctual.api.resolver import PunctualResolver, base_url
@@ -221,9 +222,8 @@ def list_jobs(
     page = svc.jobs.list_jobs(tenant, limit, cursor, JobState(state) if state else None, tag or None)
     items: list[JobOut | UnreadableJobOut] = [JobOut.of(job) for job in page.items]
     items += [UnreadableJobOut.of(job) for job in page.unreadable]
-    return JobPage(
-        items=sorted(items, key=lambda job: job.id), next_token=svc.tokens.encode(page.cursor, scope)
-    )
+    kept, cursor = within_reply(sorted(items, key=lambda job: job.id), page.cursor)
+    return JobPage(items=kept, next_token=svc.tokens.encode(cursor, scope))
 
 
 @app.get(
