@@ -72,6 +72,8 @@ class Pauses:
                 continue
             log.info("job %s: slot %s owed by its pause", job.id, timer.slot)
             return parked, Verdict.STALE
+        if job.owed_from is not None and job.owed_from <= timer.slot:
+            return job, Verdict.STALE  # the last conflict was a park of it (or of an earlier slot)
         # Not parked: still PARK, so the release records the slot MISSED (PARK_GAVE_UP) rather than
         # drop it with its timer. The chain auditor does not look at paused jobs (QA27: the slot
         # was in no record and the resume did not owe it).
