@@ -50,7 +50,7 @@ _RUN_ENDS = frozenset(
 )
 _DISPATCHED_TO = (JobState.ENABLED, JobState.PAUSED, JobState.COMPLETED)
 SERIAL_CHILDREN = 8  # a parent's children dispatched in turn up to this many; more, on threads
-FANOUT_THREADS = 16
+FANOUT_THREADS = 8  # (a batch runs up to 10 records at once: 80 threads beside boto3's pool of 64)
 
 
 def each_child(children: list[tuple[str, Job | None]], one: Callable[[str, Job | None], None]) -> None:
