@@ -60,11 +60,19 @@ class RunBuilder:
         runtime: str = "lambda",
         jitter: int = 0,
         alerts: list[dict[str, Any]] | None = None,
+        catchup: str | None = None,
     ) -> str:
         job_id = f"id-{job_key}"
-        spec = {"schedule": schedule, "retry": retry or STEADY, "runtime": runtime, "jitter_seconds": jitter}
+        spec: dict[str, Any] = {
+            "schedule": schedule,
+            "retry": retry or STEADY,
+            "runtime": runtime,
+            "jitter_seconds": jitter,
+        }
         if alerts:
             spec["alerts"] = alerts
+        if catchup is not None:
+            spec["catchup"] = {"policy": catchup}
         body = {
             "id": job_id,
             "version": 1,

@@ -16,8 +16,12 @@ What "due" means at the edges (every bound is a correctness bound, not a perform
   ended or the settle bound passes. Later slots are optional.
 * **pause**: a slot due within ``guard_s`` before the pause request was sent may be
   released late (a killed poller restarts and drains from its watermark) and then find the
-  job paused, so it is optional; so is every slot until the resume was answered (resume
-  releases some of them under the catch-up policy).
+  job paused, so it is optional; so is every slot until the resume was answered, except
+  under the catch-up policy ``all`` (the default): a resume then runs every slot the pause
+  owes (docs/how-it-works.md, "Resuming"), so a slot due strictly inside the pause (more than
+  the clock skew and ``PAUSE_MARGIN_S`` after the pause was answered, more than ``SLACK_S``
+  before the resume was sent) is owed (:data:`CAUGHT_UP`), once the resume was answered
+  before the cut. Its lateness is by design (it waited for the resume).
 * **update** (a replaced spec, new version): old-version slots within ``guard_s`` before
   the request are optional (a late release finds the new version and is dropped as stale);
   no old-version slot may run later than the answer plus the clock skew; new-version slots
@@ -44,6 +48,10 @@ GUARD_S = 60.0  # a slot due this long before a pause/update may be released aft
 SLACK_S = 1.0  # whole-second slots against float request times
 MAX_SLOTS_PER_EPOCH = 100_000
 BACKFILLED = "backfilled"  # the reason of a slot a backfill owes
+CAUGHT_UP = "paused, owed by the resume's catch-up (all)"  # the reason of a slot a resume owes
+# A poller may release a slot this long after the pause landed (its read of the job up to 1 s
+# behind, and the timestamps' slack), besides its clock skew: such a slot may be SKIPPED.
+PAUSE_MARGIN_S = 2 * SLACK_S
 
 
 def instant(text: str) -> datetime:
@@ -137,6 +145,11 @@ class JobRecord:
     @property
     def max_attempts(self) -> int:
         return int((self.spec.get("retry") or {}).get("max_attempts", 3))
+
+    @property
+    def catches_up_all(self) -> bool:
+        """The job's catch-up policy is ``all`` (the default): a resume runs every slot the pause owes."""
+        return str((self.spec.get("catchup") or {}).get("policy", "all")) == "all"
 
 
 @dataclass
@@ -309,6 +322,8 @@ def time_slots(
             owed, reason = True, "scheduled"
             if not epoch.enabled:
                 owed, reason = False, "paused (catch-up may release it)"
+                if _caught_up(job, epoch, t, cut, skew_s):
+                    owed, reason = True, CAUGHT_UP
             elif epoch.first_slot is not None and moment < epoch.first_slot:
                 owed, reason = False, f"before the first slot the {epoch.begun_by} answer reported"
             elif (
@@ -324,3 +339,11 @@ def time_slots(
             if known is None or (known.owed and not owed):
                 out[key] = SlotExpectation(key, moment, owed, reason, epoch.version)
     return out
+
+
+def _caught_up(job: JobRecord, epoch: Epoch, t: float, cut: float, skew_s: float) -> bool:
+    """A paused epoch's slot at ``t`` that the resume owes under catch-up ``all`` (module docstring)."""
+    if not job.catches_up_all or epoch.ended_by != "resume" or epoch.ends_sent is None:
+        return False
+    resumed = epoch.ends_answered if epoch.ends_answered is not None else math.inf
+    return epoch.begins_answered + skew_s + PAUSE_MARGIN_S < t < epoch.ends_sent - SLACK_S and resumed <= cut

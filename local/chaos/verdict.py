@@ -70,7 +70,8 @@ fire delay
       slots (due when both parents succeeded): their instant is another run's end;
     * retries: an attempt after a failure waits for its backoff instant (judged by
       ``retries`` instead), so a slot's delay is its first request's;
-    * backfilled slots (past slots, late by design);
+    * backfilled slots (past slots, late by design), and slots due while a job was paused that
+      its resume owes (catch-up ``all``: they wait for the resume);
     * slots that are only optional: before a pause, update or the end of the run (within
       the ledger's guard), during a pause, released by a resume's catch-up, skipped because
       a pause came before they started, before the first slot a registration reported;
@@ -93,6 +94,7 @@ from local.chaos.lateness import Delays, SlotDelay, by_category, categorize
 from local.chaos.lateness import notes as lateness_notes
 from local.chaos.ledger import (
     BACKFILLED,
+    CAUGHT_UP,
     JobRecord,
     SlotExpectation,
     at_epoch,
@@ -301,6 +303,9 @@ class Judge:
             return
         if exp.reason == BACKFILLED:
             self.excluded["backfilled (past slots: late by design)"] += 1
+            return
+        if exp.reason == CAUGHT_UP:
+            self.excluded["due while paused, run by the resume (late by design)"] += 1
             return
         if not seen:
             self.excluded["never reached the receiver"] += 1

@@ -107,8 +107,8 @@ def test_a_release_within_the_skew_is_not_early(tmp_path: Path) -> None:
     assert verdict.early == 0 and verdict.ok
 
 
-def test_slots_of_a_paused_interval_are_not_owed(run: RunBuilder) -> None:
-    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+def test_slots_of_a_paused_interval_are_not_owed_when_the_job_does_not_catch_up(run: RunBuilder) -> None:
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0, catchup="none")
     run.change("rate-00", "pause", 100, 2, "PAUSED", None)
     run.change("rate-00", "resume", 130, 3, "ENABLED", 135)
     for slot in [*range(0, 40, 5), *range(135, 160, 5)]:
@@ -119,6 +119,29 @@ def test_slots_of_a_paused_interval_are_not_owed(run: RunBuilder) -> None:
     expected = time_slots(load(run.path).jobs["rate-00"], ts(155), ts(160), 0.0)
     assert not expected[key(100)].owed and "pause" in expected[key(100)].reason
     assert not expected[key(120)].owed and expected[key(140)].owed
+
+
+def test_slots_due_while_paused_are_owed_by_the_resume_under_catch_up_all(run: RunBuilder) -> None:
+    # Given a job with the default catch-up policy (all), paused at 100 and resumed at 130: the
+    # resume runs every slot the pause owes (docs/how-it-works.md, "Resuming"), late
+    job = run.job("rate-00", "rate", "rate(5 seconds)", first=0)
+    run.change("rate-00", "pause", 100, 2, "PAUSED", None)
+    run.change("rate-00", "resume", 130, 3, "ENABLED", 135)
+    for slot in [*range(0, 40, 5), *range(135, 160, 5)]:
+        run.ran(job, slot)
+    # When none of the slots due inside the pause ran
+    verdict = run.judge(cut=155, skew_s=2.0)
+    # Then those strictly inside it (more than the skew and a margin after the pause, before the
+    # resume) are missed: 105..125; 100 (the pause's own instant) and 130 (the resume's) may go
+    missed = sorted(v.slot for v in verdict.violations if v.kind == "missed")
+    assert missed == [key(s) for s in range(105, 130, 5)], verdict.violations
+    # And once the resume ran them (late, by design), each is once and left out of the fire delay
+    for slot in range(105, 130, 5):
+        run.ran(job, slot, attempts=[(S.SUCCEEDED, 130.5, 130.6, None)], requests=[(1, 130.55, 130.58, 200)])
+    verdict = run.judge(cut=155, skew_s=2.0)
+    assert verdict.ok and (verdict.slots, verdict.executed_once) == (18, 18), verdict.violations
+    assert verdict.fire_delay is not None and verdict.fire_delay.max < 1.0
+    assert verdict.delay_excluded == {"due while paused, run by the resume (late by design)": 5}
 
 
 def test_a_rerun_after_a_lost_worker_needs_a_kill_to_explain_it(run: RunBuilder) -> None:
