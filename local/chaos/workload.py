@@ -301,6 +301,17 @@ class Workload:
         self.ids: dict[str, str] = {}
         self.specs: dict[str, dict[str, Any]] = {}
         self.plans: dict[str, JobPlan] = {}
+        # Each job's versions as the API answered them: (answered at, version), oldest first
+        self.versions: dict[str, list[tuple[float, int]]] = {}
+
+    def version_at(self, job_id: str, moment: float) -> int:
+        """The job's version the API had answered at ``moment`` (what a release then carried)."""
+        known = [version for answered, version in self.versions.get(job_id, []) if answered <= moment]
+        return known[-1] if known else 1
+
+    def _answered(self, job_id: str, answered: float, reply: Any) -> None:
+        if isinstance(reply, dict) and isinstance(reply.get("version"), int):
+            self.versions.setdefault(job_id, []).append((answered, int(reply["version"])))
 
     def register(self, jobs: list[JobPlan]) -> None:
         for job in jobs:
@@ -324,6 +335,7 @@ class Workload:
             if status != 201 or not isinstance(body, dict):
                 raise RuntimeError(f"registering {job.key} failed: HTTP {status} {body}")
             self.ids[job.key] = str(body["id"])
+            self._answered(str(body["id"]), answered, body)
             self.specs[job.key] = spec
             self.plans[job.key] = job
 
@@ -357,6 +369,8 @@ class Workload:
             job=reply,
             spec=body,
         )
+        if status == 200:
+            self._answered(job_id, answered, reply)
         if status == 200 and body is not None and mutation.op == "update":
             self.specs[mutation.key] = body
         return status, reply

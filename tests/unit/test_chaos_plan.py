@@ -190,3 +190,52 @@ def test_other_kills_of_the_poller_wait_while_a_mid_minute_one_is_pending(tmp_pa
     fault_driver.kill(PlannedFault(19.0, "kill", target="poller", mode="any"))
     [record] = read_jsonl(tmp_path / "faults.jsonl")
     assert record["event"] == "kill-skipped" and record["reason"] == "a mid-minute kill of it is pending"
+
+
+class _Follower:
+    def __init__(self, records: list[dict[str, object]]) -> None:
+        self.records = records
+
+    def snapshot(self) -> list[dict[str, object]]:
+        return self.records
+
+
+class _Sqs:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, object]] = []
+
+    def send_message(self, **call: object) -> None:
+        self.sent.append(call)
+
+
+def test_a_re_sent_delivery_is_signed_as_the_original_was_and_names_its_version(tmp_path: Path) -> None:
+    # Given local mode's dispatch key, a job at version 2 since before its slot's delivery
+    from local.chaos.workload import JobPlan, Workload
+    from punctual.dispatch.queues import DispatchMessage
+    from punctual.security.message_auth import DispatchSigner
+
+    key = "k" * 43
+    (tmp_path / "local" / "run").mkdir(parents=True)
+    (tmp_path / "local" / "run" / "dispatch.key").write_text(key + "\n")
+    workload = Workload(api=None, receiver_url="http://r", ledger=LedgerWriter(tmp_path / "l.jsonl"))  # type: ignore[arg-type]
+    workload.ids["rate-00"] = "job-a"
+    workload.plans["rate-00"] = JobPlan(key="rate-00", kind="rate", schedule="rate(5 seconds)")
+    workload.versions["job-a"] = [(100.0, 1), (150.0, 2)]
+    fault_driver, _ = make_driver(tmp_path, {})
+    sqs = _Sqs()
+    delivered = {"job": "job-a", "slot": "2026-11-30T10:00:00Z", "attempt": 1, "arrived": 160.0}
+    fault_driver.follower = _Follower([delivered])  # type: ignore[assignment]
+    fault_driver.workload, fault_driver.sqs, fault_driver.short_queue_urls = workload, sqs, ["q"]
+    # When the driver re-sends that delivery
+    fault_driver.duplicate(PlannedFault(1.0, "duplicate", count=1))
+    # Then the copy passes the workers' signature check (an unsigned one was dropped as forged:
+    # no re-send ever reached a claim) and carries the version the original was released for
+    [call] = sqs.sent
+    message = DispatchMessage.from_body(str(call["MessageBody"]))
+    assert DispatchSigner(key).verify(message)
+    assert (message.job_id, message.slot, message.attempt, message.job_version) == (
+        "job-a",
+        "2026-11-30T10:00:00Z",
+        1,
+        2,
+    )

@@ -31,8 +31,9 @@ Kinds:
     ``PUNCTUAL_CLOCK_OFFSET_S`` of up to +/-``max_skew_s``, alternating signs.
 ``duplicate``
     re-send the body of a message that was already delivered (rebuilt from what the
-    receiver saw: tenant, job, slot, attempt, scheduled instant) to its work queue with a
-    fresh deduplication id, as SQS would after its five-minute window; ``old`` ones are
+    receiver saw: tenant, job, slot, attempt, scheduled instant, and the job's version when it
+    arrived), signed with local mode's dispatch key as the original was, to its work queue with
+    a fresh deduplication id, as SQS would after its five-minute window; ``old`` ones are
     taken from deliveries more than five minutes old when there are any.
 ``mutation``
     pause, resume or replace a job while it fires (:mod:`local.chaos.workload`).
@@ -247,6 +248,7 @@ class FaultDriver:
     last_kill: dict[str, float] = field(default_factory=dict)
     offsets: list[float] = field(default_factory=list)
     waiting: set[str] = field(default_factory=set)  # targets of a pending mid-minute kill
+    _signer: Any = None  # see signer()
 
     # ------------------------------------------------------------------ running
 
@@ -518,6 +520,17 @@ class FaultDriver:
 
     # ------------------------------------------------------------------ duplicated deliveries
 
+    def signer(self) -> Any:
+        """What signs a re-sent body as local mode's processes sign theirs (their dispatch key): a
+        copy SQS delivers again carries the original's signature, and an unsigned one is dropped as
+        forged before any claim (every re-send was, once messages were signed)."""
+        from punctual.security.message_auth import DispatchSigner
+
+        if self._signer is None:
+            key = (self.state_dir / "run" / "dispatch.key").read_text().strip()
+            self._signer = DispatchSigner(key)
+        return self._signer
+
     def duplicate(self, fault: PlannedFault) -> None:
         from punctual.dispatch.queues import DispatchMessage, MessageKind, pick_queue
 
@@ -546,10 +559,11 @@ class FaultDriver:
                 slot=str(record["slot"]),
                 scheduled_at=str(record.get("scheduled_at") or record["slot"]),
                 attempt=attempt,
-                job_version=1,
+                job_version=self.workload.version_at(job_id, float(record["arrived"])),
                 kind=kind,
                 released_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             )
+            message = self.signer().sign(message)
             urls = self.long_queue_urls if runtimes[job_id] == "ecs" else self.short_queue_urls
             queue = pick_queue(urls or self.short_queue_urls, job_id)
             self.sqs.send_message(
