@@ -99,14 +99,26 @@ class RunBuilder:
         return job_id
 
     def change(
-        self, job_key: str, op: str, when: float, version: int, state: str, first: float | None
+        self,
+        job_key: str,
+        op: str,
+        when: float,
+        version: int,
+        state: str,
+        first: float | None,
+        schedule: str = "rate(5 seconds)",
     ) -> None:
+        """A pause, resume or update answered 200; ``first`` (next_fire_at) keeps its milliseconds."""
+        nxt = None
+        if first is not None:
+            nxt = at(first).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            nxt = nxt.replace(".000Z", "Z")
         body = {
             "id": f"id-{job_key}",
             "version": version,
-            "schedule": "rate(5 seconds)",
+            "schedule": schedule,
             "state": state,
-            "next_fire_at": key(first) if first is not None else None,
+            "next_fire_at": nxt,
         }
         self.ledger.write(op, key=job_key, sent=ts(when), answered=ts(when + 0.1), status=200, job=body)
 

@@ -307,7 +307,9 @@ def time_slots(
     anchor: datetime | None = None  # rate grids: a known slot of the current grid
     for index, epoch in enumerate(job.epochs):
         schedule = parse_schedule(epoch.schedule, epoch.timezone)
-        if epoch.first_slot is not None:
+        if epoch.first_slot is not None and (anchor is None or not epoch.first_slot.microsecond):
+            # (a resume that owes caught-up slots answers next_fire_at "now", milliseconds and all:
+            # no slot of the grid, which goes on as it was; slots are whole seconds)
             anchor = epoch.first_slot
         start = at_epoch(epoch.begins_sent - SLACK_S)
         if epoch.ended_by is None:

@@ -349,3 +349,19 @@ def test_a_chain_the_auditor_repaired_fails_the_run_and_is_named(run: RunBuilder
     # And the run's files alone judge it the same
     again = judge_dir(run.save(20, Bounds()))
     assert kinds(again) == ["chain repaired"] and ", chain repairs 1, " in again.line()
+
+
+def test_a_resume_that_answers_now_keeps_the_rate_grid(run: RunBuilder) -> None:
+    # Given a rate(3 seconds) job paused for 7.5 s: its resume owes the slots due meanwhile, so its
+    # answer's next_fire_at is the resume's own instant, milliseconds and all (a run, seed 12)
+    job = run.job("rate-01", "rate", "rate(3 seconds)", first=0, catchup="none")
+    run.change("rate-01", "pause", 61.2, 2, "PAUSED", None, schedule="rate(3 seconds)")
+    run.change("rate-01", "resume", 68.65, 3, "ENABLED", 68.75, schedule="rate(3 seconds)")
+    # When the job fires on its grid before and after (0, 3, ..., 60 and 69, 72, ...)
+    for slot in [*range(0, 63, 3), *range(69, 100, 3)]:
+        run.ran(job, slot)
+    verdict = run.judge(cut=96)
+    # Then the slots after the resume are the grid's, not a grid from 68.75 (71, 74, ... missed;
+    # 69, 72, ... phantoms)
+    assert verdict.ok, verdict.violations
+    assert verdict.slots == 1 + 9  # 0 (before the guard ahead of the pause), 72..96 (69: the catch-up)
