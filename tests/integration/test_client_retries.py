@@ -301,3 +301,23 @@ def test_api_gateways_502_and_504_are_a_lost_answer(
             call()
         assert caught.value.status == status and fake.slept == [0.25, 0.25, 0.5]
     assert [j["id"] for j in client.iter_jobs()] == [made["id"]]
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_batch_whose_answer_was_lost_is_sent_again_and_makes_each_job_once(
+    served: Served, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    # QA27: a batch is idempotent by job id (a repeat answers "exists"), but the client did not send
+    # it again after API Gateway's 502/504 or a timeout, although the docs say it is safe to repeat
+    gateway = {"statusCode": status, "headers": {}, "body": '{"message": "Endpoint request timed out"}'}
+    spec = {"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://x.example"}}
+    fake = FakeTime()
+    client = PunctualClient(endpoint=served.url, retry=fake.policy())
+    _answer_first(served, monkeypatch, gateway)  # (nothing made: the function never ran)
+    reply = client.create_job_batch({"nightly": spec, "hourly": spec})
+    assert fake.slept == [0.25] and reply["created"] == 2
+    # made, and its answer lost on the way back: sent again, each job answers "exists"
+    _lose_first_answer(served, monkeypatch, "POST")
+    again = client.create_job_batch({"weekly": spec})
+    assert (again["created"], again["exists"]) == (0, 1) and fake.slept == [0.25, 0.25]
+    assert sorted(j["id"] for j in client.iter_jobs()) == ["hourly", "nightly", "weekly"]

@@ -200,9 +200,12 @@ class PunctualClient:
         body: Any = None,
         query: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        repeatable_post: bool = False,
     ) -> Reply:
         """Send one request (again as :attr:`retry` says); return the reply, or raise
-        :class:`ApiError` for a 4xx/5xx, :class:`UnansweredError` when there was no answer."""
+        :class:`ApiError` for a 4xx/5xx, :class:`UnansweredError` when there was no answer.
+        ``repeatable_post``: a POST the API makes idempotent itself (a batch, by job id), sent
+        again when its answer was lost, as a keyed one is."""
         params = {k: v for k, v in (query or {}).items() if v is not None}
         for key, value in params.items():
             _check_text(f"the query parameter {key}", str(value))
@@ -231,29 +234,11 @@ class PunctualClient:
             try:
                 return self._send(method, url, data, signed)
             except ApiError as exc:
-                wait = self._retry_wait(exc, method, sent, attempt, began)
+                wait = _retry_wait(self.retry, exc, method, sent, attempt, began, repeatable_post)
                 if wait is None:
                     raise
             self.retry.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _retry_wait(
-        self, exc: ApiError, method: str, headers: Mapping[str, str], attempt: int, began: float
-    ) -> float | None:
-        """How long to wait before sending the request again after ``exc`` (None: not again)."""
-        policy = self.retry
-        if attempt >= policy.max_attempts:
-            return None
-        if exc.status in RETRIED_STATUSES or in_progress(exc.status, exc.problem, headers):
-            asked = exc.retry_after_s  # nothing was done (or a keyed request's first is still running)
-        elif isinstance(exc, UnansweredError) and repeatable(method, headers, exc.sent):
-            asked = None
-        elif exc.status in LOST_ANSWER_STATUSES and repeatable(method, headers, sent=True):
-            asked = exc.retry_after_s
-        else:
-            return None
-        wait = asked if asked is not None else policy.backoff(attempt - 1)
-        return wait if policy.clock() - began + wait <= policy.deadline_s else None
 
     def _send(self, method: str, url: str, data: bytes | None, sent: dict[str, str]) -> Reply:
         request = urllib.request.Request(url, data=data, headers=sent, method=method)
@@ -323,7 +308,9 @@ class PunctualClient:
         """Up to 500 jobs, ``{id: spec}``, in one request: ``{results, created, exists, failed}``,
         each validated on its own; repeated, it makes only the ids not made yet (``exists``)."""
         body = {"jobs": [{"id": job_id, "job": dict(spec)} for job_id, spec in jobs.items()]}
-        reply: dict[str, Any] = self.request("POST", "/v1/job-batches", body).body
+        # A batch whose answer was lost (a timeout, API Gateway's 502/504) is sent again: the jobs
+        # it made answer "exists" (their signing secrets were in the lost reply: rotate them).
+        reply: dict[str, Any] = self.request("POST", "/v1/job-batches", body, repeatable_post=True).body
         return reply
 
     def list_jobs(
@@ -493,6 +480,34 @@ class PunctualClient:
             query["show_excluded"] = "true"
         preview: dict[str, Any] = self.request("GET", "/v1/schedules/preview", query=query).body
         return preview
+
+
+def _retry_wait(
+    policy: RetryPolicy,
+    exc: ApiError,
+    method: str,
+    headers: Mapping[str, str],
+    attempt: int,
+    began: float,
+    repeatable_post: bool = False,
+) -> float | None:
+    """How long to wait before sending the request again after ``exc`` (None: not again)."""
+    if attempt >= policy.max_attempts:
+        return None
+
+    def again(sent: bool) -> bool:
+        return repeatable_post or repeatable(method, headers, sent)
+
+    if exc.status in RETRIED_STATUSES or in_progress(exc.status, exc.problem, headers):
+        asked = exc.retry_after_s  # nothing was done (or a keyed request's first is still running)
+    elif isinstance(exc, UnansweredError) and again(exc.sent):
+        asked = None
+    elif exc.status in LOST_ANSWER_STATUSES and again(True):
+        asked = exc.retry_after_s
+    else:
+        return None
+    wait = asked if asked is not None else policy.backoff(attempt - 1)
+    return wait if policy.clock() - began + wait <= policy.deadline_s else None
 
 
 PAGE_SIZE = 100  # the most a page of any listing holds
