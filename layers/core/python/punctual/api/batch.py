@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from punctual.api import problems
 from punctual.api.conditional import in_live_group, own_schedule, refuse_taken_schedule_name
+from punctual.api.paging import REPLY_BUDGET_BYTES, carried_bytes
 from punctual.api.problems import Problem
 from punctual.api.schemas import JobCreated, JobInput
 from punctual.api.wiring import Services
@@ -50,9 +51,9 @@ BATCH_PATH = "/v1/job-batches"
 BATCH_MAX_JOBS = 500
 BATCH_MAX_BODY_BYTES = 5 * 1024 * 1024  # under Lambda's 6 MB synchronous payload
 # The reply carries every job back, escaped twice (the reply's JSON, then Lambda's response that
-# holds it as a string); the jobs so carried get the same 5 MB, the rest of the reply (each job's
-# defaults, ~1 KB) fits in the 1 MB left under Lambda's 6 MB.
-BATCH_MAX_CARRIED_BYTES = BATCH_MAX_BODY_BYTES
+# holds it as a string); the jobs so carried get a listing page's budget, the rest of the reply
+# (each job's defaults, ~1 KB) fits in the 1 MB left under Lambda's 6 MB.
+BATCH_MAX_CARRIED_BYTES = REPLY_BUDGET_BYTES
 _JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -157,7 +158,7 @@ def _refuse_unanswerable(jobs: list[BatchJob]) -> None:
     6 MB (QA: the 5 MB cap counted the request's bytes; a quote is 4 bytes in Lambda's response,
     a non-ASCII character 7 as ``\\uXXXX``: a batch of 3.8 MB made its jobs and answered 7.7 MB,
     API Gateway's 502, every job made and its signing secret, shown once, lost)."""
-    carried = len(json.dumps(json.dumps([item.job for item in jobs])))
+    carried = carried_bytes(json.dumps([item.job for item in jobs]))
     if carried > BATCH_MAX_CARRIED_BYTES:
         raise problems.ApiProblem(
             413,

@@ -36,6 +36,12 @@ class _Listed(Protocol):
 Listed = TypeVar("Listed", bound=_Listed)
 
 
+def carried_bytes(text: str) -> int:
+    """The bytes ``text`` (a reply's JSON) takes in Lambda's response, which holds it as a JSON
+    string again: a quote is 4 bytes, a non-ASCII character 7 (``\\uXXXX``, escaped twice)."""
+    return len(json.dumps(text))
+
+
 def within_reply(items: Sequence[Listed], cursor: str | None) -> tuple[list[Listed], str | None]:
     """``items`` (in the store's order, by id) up to what a reply carries under Lambda's 6 MB, and
     the cursor to go on from: the last one kept's id when the page is cut, else ``cursor`` (a page
@@ -44,7 +50,7 @@ def within_reply(items: Sequence[Listed], cursor: str | None) -> tuple[list[List
     kept: list[Listed] = []
     carried = 0
     for item in items:
-        carried += len(json.dumps(item.model_dump_json()))
+        carried += carried_bytes(item.model_dump_json())
         if kept and carried > REPLY_BUDGET_BYTES:
             return kept, kept[-1].id
         kept.append(item)

@@ -58,6 +58,12 @@ def owned(claim: Claim) -> tuple[Job, Execution]:
     return claim.job, claim.execution
 
 
+def message_kept(claim: Claim, finished: FinishResult) -> bool:
+    """Whether ``claim``'s message is not to be deleted after its run: handed back at shutdown,
+    let go of (detached), or :func:`left_to_lapse` for the takeover."""
+    return claim.released or claim.detached or left_to_lapse(claim, finished)
+
+
 def left_to_lapse(claim: Claim, finished: FinishResult) -> bool:
     """Whether ``claim``'s run was stopped because its own lease could not be renewed (the store
     failed until it would lapse) and no other worker holds the slot yet: the record is still this

@@ -28,7 +28,7 @@ from punctual.execution.deferred_recall import DeferredSlots
 from punctual.execution.finish import Finisher
 from punctual.execution.inflight import RunsInFlight
 from punctual.execution.keeper import LiveClaims
-from punctual.execution.lease import Leases, left_to_lapse, owned
+from punctual.execution.lease import Leases, message_kept, owned
 from punctual.execution.ports import (
     Claim,
     ClaimOutcome,
@@ -236,8 +236,7 @@ class Worker:
                 self.settle()
         status = finished.status or ExecutionStatus.RUNNING
         outcome = "superseded" if finished.superseded else _OUTCOMES[status]
-        ack = not (claim.released or claim.detached or left_to_lapse(claim, finished))
-        return handle_result(outcome, ack, None, finished.execution)
+        return handle_result(outcome, not message_kept(claim, finished), None, finished.execution)
 
     def settle(self, timeout_s: float | None = None) -> int:
         """Wait for the deliveries still in flight (at most ``timeout_s``); returns how many are

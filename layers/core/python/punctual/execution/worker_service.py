@@ -62,7 +62,7 @@ from punctual.dispatch.queue_acks import BatchedDeletes
 from punctual.dispatch.queues import Received
 from punctual.execution import SHUTDOWN, Claim, Delivery, Worker
 from punctual.execution.keeper import LeaseKeeper
-from punctual.execution.lease import left_to_lapse
+from punctual.execution.lease import message_kept
 from punctual.runtime.clock import Clock, SystemClock
 from punctual.runtime.composition import container
 from punctual.runtime.emf import EmfBuffer
@@ -322,7 +322,7 @@ class WorkerService:
                 return False
             with self.worker.live.running(claim):  # heartbeated while it runs
                 finished = self.worker.finish(claim, self.worker.run(claim))
-            if claim.released or claim.detached or left_to_lapse(claim, finished):
+            if message_kept(claim, finished):
                 return False
             self.queues.delete(url, item.receipt)
             return True

@@ -302,7 +302,7 @@ class Settings(BaseModel):
             caller could act as any tenant, so a component refuses to start (QA27).
         """
         settings = read_env(cls, _PREFIX, environ)
-        host = (os.environ if environ is None else environ).get("AWS_EXECUTION_ENV", "")
+        host = Platform.from_env(environ).execution_env
         if settings.local_mode and host.startswith(_AWS_HOSTS):
             raise SettingsError(
                 f"{_PREFIX}LOCAL_MODE is set in an AWS execution environment ({host}):"
@@ -324,6 +324,8 @@ class Platform(BaseModel):
     # The SDK's AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE>: where the components' AWS calls go
     # when set (local mode's moto server), so a webhook may never call them. None in a deployment.
     endpoint_urls: tuple[str, ...] = ()
+    # AWS_EXECUTION_ENV: set where AWS runs the process (AWS_Lambda_python3.11, AWS_ECS_FARGATE)
+    execution_env: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Platform:
@@ -332,6 +334,7 @@ class Platform(BaseModel):
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             metrics_namespace=env.get("POWERTOOLS_METRICS_NAMESPACE", "Punctual"),
             lambda_initialization=env.get("AWS_LAMBDA_INITIALIZATION_TYPE", ""),
+            execution_env=env.get("AWS_EXECUTION_ENV", ""),
             endpoint_urls=tuple(
                 value
                 for name, value in sorted(env.items())

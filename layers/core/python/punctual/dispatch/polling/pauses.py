@@ -39,6 +39,11 @@ def owing_by_resume(job: Job) -> Job:
     return job.model_copy(update={"catchup": job.catchup.model_copy(update={"policy": CatchupKind.NONE})})
 
 
+def _owed(job: Job, timer: Timer) -> bool:
+    """Whether ``job`` owes ``timer``'s slot already (it, or an earlier one, is parked on it)."""
+    return job.owed_from is not None and job.owed_from <= timer.slot
+
+
 class Pauses:
     """Parks owed slots on paused jobs and plans orphaned chains.
 
@@ -56,7 +61,7 @@ class Pauses:
         and what to do with the timer now (STALE once parked; the job changed: decided again;
         PARK when it could not be parked in :data:`PARK_TRIES` tries: to be recorded MISSED)."""
         for _ in range(PARK_TRIES):
-            if job.owed_from is not None and job.owed_from <= timer.slot:
+            if _owed(job, timer):
                 return job, Verdict.STALE  # an earlier slot is owed already: the resume starts there
             parked = job.model_copy(
                 update={"owed_from": timer.slot, "version": job.version + 1, "spec_version": job.spec_since}
@@ -72,7 +77,7 @@ class Pauses:
                 continue
             log.info("job %s: slot %s owed by its pause", job.id, timer.slot)
             return parked, Verdict.STALE
-        if job.owed_from is not None and job.owed_from <= timer.slot:
+        if _owed(job, timer):
             return job, Verdict.STALE  # the last conflict was a park of it (or of an earlier slot)
         # Not parked: still PARK, so the release records the slot MISSED (PARK_GAVE_UP) rather than
         # drop it with its timer. The chain auditor does not look at paused jobs (QA27: the slot
