@@ -88,6 +88,7 @@ bench: install
 	$(BIN)/python bench/cost_per_million.py; \
 	$(BIN)/python bench/lease_cost.py; \
 	$(BIN)/python bench/capacity.py; \
+	$(BIN)/python bench/registration_cost.py; \
 	$(BIN)/python bench/crash_cost.py; \
 	rm -f bench/results/local_mode.json; \
 	$(BIN)/python bench/local_mode.py || echo "make bench: local mode benchmarks failed (reported as not run)"; \

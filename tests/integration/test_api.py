@@ -628,23 +628,36 @@ def test_storage_that_cannot_be_reached_or_does_not_answer_is_a_503_or_504_not_a
     assert ("Retry-After" in headers) is (status == 503)
     assert not undeclared("GET", f"/v1/jobs/{job['id']}", status, headers)  # in openapi.json
 
+    real_group = store.create_job_group
+
     def second_fails(job: Any, *args: object, **kwargs: object) -> Any:
         if job.name == "second":
             raise error()
         return real_create(job, *args, **kwargs)
 
+    def group_with_second_fails(jobs: Any, *args: object, **kwargs: object) -> Any:
+        if any(job.name == "second" for job, _ in jobs):
+            raise error()
+        return real_group(jobs, *args, **kwargs)
+
     monkeypatch.setattr(store, "get_job", real_get)
     monkeypatch.setattr(store, "create_job", second_fails)
+    monkeypatch.setattr(store, "create_job_group", group_with_second_fails)
     spec = {"schedule": "rate(1 hour)", "target": {"type": "http", "url": "https://x.example"}}
-    items = [{"id": name, "job": {**spec, "name": name}} for name in ("first", "second", "third")]
+    # A batch's jobs are stored 33 a transaction: "second" alone in the second group, and "third"
+    # alone as a job with a calendar is (its own transaction)
+    api.call("PUT", "/v1/calendars/holidays", {"dates": ["2026-12-25"]})
+    names = [*(f"first-{n}" for n in range(33)), "second"]
+    items = [{"id": name, "job": {**spec, "name": name}} for name in names]
+    items.append({"id": "third", "job": {**spec, "name": "third", "exclude_calendars": ["holidays"]}})
     reply = api.call("POST", "/v1/job-batches", {"jobs": items})
     assert reply.status == 200, reply.body
     assert [(r["status"], r["code"]) for r in reply.body["results"]] == [
-        ("created", 201),
+        *[("created", 201)] * 33,
         ("failed", status),
         ("created", 201),
     ]
-    assert reply.body["results"][1]["problem"]["title"] == title
+    assert reply.body["results"][33]["problem"]["title"] == title
 
 
 @pytest.mark.parametrize(

@@ -117,16 +117,16 @@ def test_a_job_failing_unexpectedly_fails_alone_and_the_others_results_reach_the
     500 while the others were stored (their signing secrets, shown once, lost with the reply)."""
     from punctual.usecases.jobs import JobService
 
-    register = JobService.register
+    prepare = JobService.prepare  # (a batch's jobs are prepared one by one, then stored in groups)
 
     def failing(
         self: JobService, tenant: str, spec: object, job_id: str | None = None, paused: bool = False
     ) -> object:
         if job_id == "boom":
             raise RuntimeError("a bug")
-        return register(self, tenant, spec, job_id, paused)  # type: ignore[arg-type]
+        return prepare(self, tenant, spec, job_id, paused)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(JobService, "register", failing)
+    monkeypatch.setattr(JobService, "prepare", failing)
     batch = _batch(2)
     jobs = batch["jobs"]
     assert isinstance(jobs, list)

@@ -28,11 +28,14 @@ from punctual.store.base import (
     ItemTooLargeError,
     JobStore,
     ParentNotFoundError,
+    TenantLimitError,
     TransactionConflictError,
+    TriggerRateLimitError,
     VersionConflictError,
 )
 from punctual.store.conflicts import CONFLICT_RETRY
 from punctual.store.dynamo.sizes import ITEM_LIMIT_BYTES, JOB_ITEM_LIMIT_BYTES, item_bytes, job_item_sizes
+from punctual.store.job_groups import JobGroupRepository
 from punctual.store.memory import MemoryStore
 from punctual.store.memory.fidelity import OTHER_OPERATIONS, STALE_READS, WRITES, Fidelity
 from punctual.timing.timers import Lane, TimerKind, TimerLayout, minute_of, slot_key
@@ -218,7 +221,15 @@ _CONTENDED: dict[str, Callable[[JobStore, datetime], None]] = {
     "delete_job": lambda store, t0: store.delete_job(T, "a", expected_version=1),
     "add_skipped": lambda store, t0: store.add_skipped(T, "a", 3),
     "set_dependents": lambda store, t0: store.set_dependents(T, "child", ["a"], present=True),
+    "create_job_group": lambda store, t0: _grouped(store).create_job_group(
+        [(job("b", now=t0), _timer(t0, "b", 1))], max_jobs=10
+    ),
 }
+
+
+def _grouped(store: JobStore) -> JobGroupRepository:
+    assert isinstance(store, JobGroupRepository)
+    return store
 
 
 @pytest.mark.parametrize("operation", sorted(_CONTENDED))
@@ -235,6 +246,7 @@ def test_a_write_that_meets_a_conflict_is_retried_and_done_once(
         "delete_job": [],
         "add_skipped": [("a", 1)],
         "set_dependents": [("a", 1)],
+        "create_job_group": [("a", 1), ("b", 1)],
     }[operation]
     assert _jobs(store) == after
     if operation == "add_skipped":
@@ -448,8 +460,34 @@ def test_counters_of_a_tenant(faithful: Faithful, t0: datetime) -> None:
     assert sum(store.count_timers(Lane.FAR, minute, shard) for shard in range(LAYOUT.shard_count)) == 6
 
 
+def test_a_job_group_is_written_whole_or_not_at_all(faithful: Faithful, t0: datetime) -> None:
+    """Issue 32: new jobs a group a transaction, the tenant's counter updated once for all."""
+    store = _grouped(faithful.store)
+    faithful.store.create_job(job("a", now=t0, trigger_rate=60), None, max_jobs=10)
+    group = [(job(n, now=t0, trigger_rate=60), _timer(t0, n, 1)) for n in ("b", "c", "d")]
+    # A job of the group that exists already: named, and nothing of the group is written
+    assert store.create_job_group([*group, (job("a", now=t0), None)], max_jobs=10) == ("a",)
+    assert _jobs(faithful.store) == [("a", 1)] and faithful.store.tenant_trigger_rate(T) == 60
+    # A group that would take the tenant past its quota: refused whole
+    with pytest.raises(TenantLimitError):
+        store.create_job_group(group, max_jobs=3)
+    with pytest.raises(TriggerRateLimitError):
+        store.create_job_group(group, max_jobs=10, max_trigger_rate=200)
+    assert _jobs(faithful.store) == [("a", 1)] and faithful.store.tenant_trigger_rate(T) == 60
+    # Within it: every job with its first timer, counted once each
+    assert store.create_job_group(group, max_jobs=4, max_trigger_rate=240) == ()
+    assert _jobs(faithful.store) == [(n, 1) for n in "abcd"] and faithful.store.tenant_trigger_rate(T) == 240
+    assert all(_bucket(faithful.store, timer) for _, timer in group)
+    with pytest.raises(TenantLimitError):  # the count is 4: the quota holds for the next create
+        faithful.store.create_job(job("e", now=t0), None, max_jobs=4)
+
+
 def test_every_store_operation_is_in_the_contract_suite() -> None:
     operations = {n for n, v in inspect.getmembers(JobStore) if getattr(v, "__isabstractmethod__", False)}
+    # (and the ports a store may have beside it, which their callers check for)
+    operations |= {
+        n for n, v in inspect.getmembers(JobGroupRepository) if getattr(v, "__isabstractmethod__", False)
+    }
     # ... and the simulation knows what each one is in DynamoDB (a transaction, a plain write, a
     # read that may be behind, or an item no transaction writes)
     assert operations == set(WRITES) | set(STALE_READS) | OTHER_OPERATIONS

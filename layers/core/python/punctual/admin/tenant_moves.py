@@ -16,7 +16,8 @@ from punctual.store.base import CalendarVersionError, GroupExistsError, JobStore
 from punctual.store.listing import every_item
 from punctual.usecases.job_admission import all_jobs
 from punctual.usecases.job_errors import InvalidJobError, JobHasDependentsError
-from punctual.usecases.jobs import JobService, signs_webhooks
+from punctual.usecases.jobs import JobService
+from punctual.usecases.registration import signs_webhooks
 
 
 @dataclass

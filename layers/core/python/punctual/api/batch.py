@@ -2,9 +2,11 @@
 
 Ten million jobs through ``POST /v1/jobs`` is ten million requests: at the stage's default
 throttle (100 requests a second) more than a day, at a tenant's default request quota (1,200 a
-minute) a week. A batch is one request for up to :data:`BATCH_MAX_JOBS` jobs, registered
-concurrently (``PUNCTUAL_API_BATCH_CONCURRENCY``, 16, at once; each job its own transaction as
-``POST /v1/jobs`` makes it), so 10,000,000 jobs are 20,000 requests: within an hour at 6 a second.
+minute) a week. A batch is one request for up to :data:`BATCH_MAX_JOBS` jobs, checked
+concurrently (``PUNCTUAL_API_BATCH_CONCURRENCY``, 16, at once) and stored up to 33 a transaction
+with one update of the tenant's counter (:mod:`punctual.usecases.job_groups`; a job with
+``after()`` parents or excluded calendars in its own, as ``POST /v1/jobs`` stores it), so
+10,000,000 jobs are 20,000 requests: within an hour at 6 a second.
 
 * **Validated per job.** Each job is checked on its own (the same model, SSRF guard, target,
   schedule and quota checks as a single create); a bad one fails alone, with its problem document
@@ -19,12 +21,12 @@ concurrently (``PUNCTUAL_API_BATCH_CONCURRENCY``, 16, at once; each job its own 
   job and its signing secret, shown once), ``exists`` (200) or ``failed`` (the job's 4xx problem);
   a request that is no batch at all (not an object with 1 to 500 ``jobs``, ids repeated) is a 422.
 
-Throughput beyond one tenant's: every create updates its tenant's counter item in the same
-transaction (exact quotas), and DynamoDB takes about 500 transactional writes a second on one
-item, and moves its tenant's peak profile (one item of up to ~24 KB: about 40 writes a second,
-each carrying the changes the batch's threads queued meanwhile, :class:`PeakQuota`) — a single
-tenant registers at most ~1.2 to ~1.8 million jobs an hour; 10 million an hour is several tenants
-(at the defaults a tenant holds at most 100,000 jobs: ``maxJobsPerTenant``).
+Throughput beyond one tenant's: each group updates its tenant's counter item in its transaction
+(exact quotas: DynamoDB takes about 500 transactional writes a second on one item) and moves its
+tenant's peak profile once (one item of up to ~24 KB: about 40 writes a second,
+:class:`PeakQuota`) — a single tenant whose jobs fill every minute of the day registers about
+1,300 jobs a second (derived, docs/tenants.md); at the defaults a tenant holds at most 100,000
+jobs (``maxJobsPerTenant``), so 10 million is many tenants.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from punctual.api.wiring import Services
 from punctual.models import ACCEPTED, PAYLOAD_TOO_LARGE, JobSpec
 from punctual.store.base import JobExistsError
 from punctual.usecases.job_errors import InvalidJobError
+from punctual.usecases.registration import Made, NewJob
 
 BATCH_PATH = "/v1/job-batches"
 BATCH_MAX_JOBS = 500
@@ -144,8 +147,12 @@ def create_batch(services: Services, tenant: str, batch: BatchInput) -> BatchOut
     stuck = _stuck(jobs, planned)
     with ThreadPoolExecutor(workers, thread_name_prefix="batch") as pool:
         for wave in planned:
-            made = pool.map(lambda n: _one(services, tenant, n, jobs[n], stuck.get(n)), wave)
-            found.update(zip(wave, made, strict=True))
+            made = list(pool.map(lambda n: _one(services, tenant, n, jobs[n], stuck.get(n)), wave))
+            found.update((n, r) for n, r in zip(wave, made, strict=True) if isinstance(r, BatchResult))
+            ready = [(n, r) for n, r in zip(wave, made, strict=True) if isinstance(r, _Ready)]
+            outcomes = services.jobs.store_prepared([r.new for _, r in ready])
+            for (n, r), outcome in zip(ready, outcomes, strict=True):
+                found[n] = _stored(services, tenant, jobs[n], r.spec, outcome)
     results = [found[n] for n in range(len(jobs))]
     counts = {
         status: sum(1 for r in results if r.status == status) for status in ("created", "exists", "failed")
@@ -232,9 +239,17 @@ def _refuse_cycle(services: Services, tenant: str, stuck: _Stuck) -> None:
         )
 
 
+class _Ready(NamedTuple):
+    new: NewJob  # checked, built and counted: stored with the wave's others (store_prepared)
+    spec: JobSpec
+
+
 def _one(
     services: Services, tenant: str, index: int, item: BatchJob, stuck: _Stuck | None = None
-) -> BatchResult:
+) -> BatchResult | _Ready:
+    """One job of the batch checked and prepared (a bad one answered); one that can be stored in
+    a group with others (no ``after()`` parents, no calendars) is returned ready, any other
+    stored now in its own transaction."""
     try:
         given = JobInput.model_validate(item.job)
         spec = in_live_group(services, tenant, own_schedule(given.spec(), item.id))
@@ -242,7 +257,10 @@ def _one(
         if stuck is not None:
             _refuse_cycle(services, tenant, stuck)
         refuse_taken_schedule_name(services, tenant, item.id)
-        job, secret = services.jobs.register(tenant, spec, item.id, paused=given.paused)
+        new = services.jobs.prepare(tenant, spec, item.id, paused=given.paused)
+        if new.groupable:
+            return _Ready(new, spec)
+        job, secret = services.jobs.write_prepared(new)
     except ValidationError as exc:
         prefix = f"jobs.{index}.job."  # as the envelope's own fields are named (jobs.2.id)
         pairs = problems.field_errors(exc.errors())
@@ -260,12 +278,19 @@ def _one(
     except JobExistsError:
         return _existing(services, tenant, item, spec)
     except Exception as exc:
-        body = problems.item_problem(exc)
-        return BatchResult(
-            id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body)
-        )
-    created = JobCreated.made(job, secret)
-    return BatchResult(id=item.id, status="created", code=201, job=created)
+        return _failed(item, exc)
+    return _stored(services, tenant, item, spec, (job, secret))
+
+
+def _stored(
+    services: Services, tenant: str, item: BatchJob, spec: JobSpec, outcome: Made | Exception
+) -> BatchResult:
+    """What became of a job stored with its wave's others (:meth:`JobService.store_prepared`)."""
+    if isinstance(outcome, JobExistsError):
+        return _existing(services, tenant, item, spec)
+    if isinstance(outcome, Exception):
+        return _failed(item, outcome)
+    return BatchResult(id=item.id, status="created", code=201, job=JobCreated.made(*outcome))
 
 
 def _existing(services: Services, tenant: str, item: BatchJob, spec: JobSpec) -> BatchResult:
@@ -273,10 +298,7 @@ def _existing(services: Services, tenant: str, item: BatchJob, spec: JobSpec) ->
     try:
         current = services.jobs.get(tenant, item.id)
     except Exception as exc:  # deleted meanwhile, or unreadable
-        body = problems.item_problem(exc)
-        return BatchResult(
-            id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body)
-        )
+        return _failed(item, exc)
     fields = set(JobSpec.model_fields)
     if current.model_dump(include=fields) == JobSpec.model_validate(
         spec.model_dump(), context=ACCEPTED
@@ -290,3 +312,9 @@ def _existing(services: Services, tenant: str, item: BatchJob, spec: JobSpec) ->
         f"job {item.id!r} exists with another spec (this batch's is not registered)",
     )
     return BatchResult(id=item.id, status="failed", code=409, problem=Problem.model_validate(body))
+
+
+def _failed(item: BatchJob, exc: Exception) -> BatchResult:
+    """The job failed for ``exc``: its problem document, as a single request would answer."""
+    body = problems.item_problem(exc)
+    return BatchResult(id=item.id, status="failed", code=body["status"], problem=Problem.model_validate(body))

@@ -30,7 +30,8 @@ from punctual.store.keyring import TenantKeyRepository
 from punctual.usecases.backfill_runner import BackfillRunner
 from punctual.usecases.calendar_service import CalendarService
 from punctual.usecases.job_errors import InvalidJobError
-from punctual.usecases.jobs import JobService, SecretBox
+from punctual.usecases.jobs import JobService
+from punctual.usecases.registration import SecretBox
 
 logger = logging.getLogger(__name__)
 

@@ -131,7 +131,7 @@ class Settings(BaseModel):
     # rate budget's instant) instead of returning it for the receive that would dead-letter it
     # (punctual.execution.parking.Parking.resend_waiting).
     max_receive_count: int = Field(default=10, ge=1, le=1000)
-    # POST /v1/job-batches: jobs of one batch registered at once (each one DynamoDB transaction).
+    # POST /v1/job-batches: jobs of one batch checked at once (then stored 33 a transaction).
     # Local mode and in-process tests use 1: moto's transactions are not safe side by side.
     api_batch_concurrency: int = Field(default=16, ge=1, le=64)
     # Local mode only: the API takes the tenant from X-Punctual-Tenant instead of the IAM caller.

@@ -25,7 +25,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -132,18 +132,30 @@ class PeakQuota:
 
         ``checked`` False: never refused by the limits (an undo puts back what was counted).
         """
-        mine = _PeakChange(add, remove, checked)
+        (error,) = self._queue(tenant, [_PeakChange(add, remove, checked)])
+        if error is not None:
+            raise error
+
+    def change_each(self, tenant: str, adds: Sequence[Profile]) -> list[Exception | None]:
+        """Add each of ``adds`` (a job batch's group of new jobs), all in the same round, each
+        checked against the limits on its own, in order (one that would breach is refused alone):
+        for each, its error (:meth:`change`'s), or None when it was counted."""
+        return self._queue(tenant, [_PeakChange(add, None) for add in adds])
+
+    def _queue(self, tenant: str, mine: list[_PeakChange]) -> list[Exception | None]:
+        """Queue ``mine`` together (one round writes them all) and wait for that round."""
+        if not mine:
+            return []
         with self._lock:
-            self._queued.setdefault(tenant, []).append(mine)
+            self._queued.setdefault(tenant, []).extend(mine)
             if tenant not in self._writing:
                 self._writing.add(tenant)
-                mine.lead = True
-        if not mine.lead:
-            mine.woken.wait()  # written by another caller's round, or made the next round's writer
-        if not mine.done:
+                mine[0].lead = True
+        if not mine[0].lead:
+            mine[0].woken.wait()  # written by another caller's round, or made the next round's writer
+        if not mine[0].done:
             self._round(tenant)
-        if mine.error is not None:
-            raise mine.error
+        return [change.error for change in mine]
 
     def _round(self, tenant: str) -> None:
         """Write every change queued for ``tenant``; hand the next round to the first caller

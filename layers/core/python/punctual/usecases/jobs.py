@@ -12,10 +12,9 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from punctual.delivery.notifications.alerts import end_unwatched_streak
 from punctual.dispatch.load_forecast import LoadForecast
@@ -34,16 +33,12 @@ from punctual.security.tenant_quotas import PeakQuota
 from punctual.store.base import (
     NO_CALENDAR_USES,
     TOMBSTONE_TTL,
-    CalendarNotFoundError,
     CalendarUses,
     GraphChangedError,
     GraphRead,
     ItemTooLargeError,
-    JobExistsError,
     JobStore,
     Page,
-    ParentNotFoundError,
-    TenantLimitError,
     UnreadableJob,
     UnreadableJobError,
     VersionConflictError,
@@ -59,6 +54,7 @@ from punctual.timing.slots import (
     schedule_of,
 )
 from punctual.timing.timers import MANUAL_MARK, Timer, TimerLayout, slot_instant, slot_key
+from punctual.usecases import job_groups, registration
 from punctual.usecases.child_slots import send_owed_children, send_run_now
 from punctual.usecases.delay_chains import defer_to_run, settle
 from punctual.usecases.dependents import after_children, raw_parents
@@ -71,35 +67,20 @@ from punctual.usecases.job_errors import (
     PreconditionFailedError,
 )
 from punctual.usecases.next_fire import NextFire
+from punctual.usecases.registration import (
+    Made,
+    NewJob,
+    SecretBox,
+    calendars_checked,
+    checked_parents,
+    first_timer,
+    signs_webhooks,
+)
 
 DELETE_TRIES = 3  # a delete whose job gained (or lost) an after() link since its check checks again
 RESUME_TRIES = 3  # a resume that meets a concurrent write (a poller parking an owed slot) reads again
 
 log = logging.getLogger("punctual.usecases")
-
-
-class SecretBox(Protocol):
-    def new_secret(self, tenant: str, job_id: str) -> tuple[str, str]:
-        """A fresh webhook signing secret of one job: (plain text, stored form bound to the job)."""
-        ...
-
-
-def _count_peaks(
-    admission: JobAdmission, store: JobStore, job: Job, given_id: bool
-) -> tuple[Profile | None, Profile | None]:
-    """Count a new job in its tenant's peaks. At an id that is taken, a repeat (a batch retried):
-    JobExistsError, as the write would say, not the quota its profile counted twice would reach
-    (QA17: a repeated batch at a full peak quota answered 409 peak-quota-reached for jobs there)."""
-    try:
-        return admission.count_peaks(job.tenant, job, None)
-    except TenantLimitError:
-        try:
-            taken = given_id and store.get_job(job.tenant, job.id) is not None
-        except UnreadableJobError:
-            taken = True
-        if taken:
-            raise JobExistsError(f"job {job.id!r} already exists") from None
-        raise
 
 
 SlotRecorder = Callable[[str], str]  # records a keyed run-now slot, gives back the first one recorded
@@ -116,20 +97,6 @@ def manual_slot(now: datetime, request_key: str | None) -> str:
 
 def _whole_second(instant: datetime) -> datetime:
     return ceil_second(instant)
-
-
-def _parents(
-    admission: JobAdmission,
-    tenant: str,
-    job_id: str,
-    spec: JobSpec,
-    now: datetime,
-    current: tuple[str, ...] | None = None,
-    walked: dict[str, int] | None = None,
-) -> tuple[tuple[str, ...], dict[str, Job]]:
-    """``spec``'s parents, checked (:meth:`JobAdmission.check_dependencies`), and each as read."""
-    read: dict[str, Job] = {}
-    return admission.check_dependencies(tenant, job_id, spec, now, current, walked, parents_read=read), read
 
 
 def delete_released_parents(store: JobStore, tenant: str, parents: tuple[str, ...], now: datetime) -> None:
@@ -213,12 +180,6 @@ def _fitting(job: Job) -> Job:
             job = job.model_copy(update={"restarts": job.restarts[1:]})
 
 
-def _first_timer(layout: TimerLayout, job: Job, now: datetime) -> Timer | None:
-    """The timer of ``job``'s first slot from ``now`` (None: an after() job, or no slot left)."""
-    slot = None if schedule_of(job).kind == "after" else first_slot(job, now)
-    return None if slot is None else fire_timer(layout, job, slot, now)
-
-
 def _next_version(
     current: Job, update: dict[str, Any], now: datetime, layout: TimerLayout
 ) -> tuple[Job, list[Timer]]:
@@ -237,7 +198,7 @@ def _next_version(
         }
     )
     job = _fitting(job)
-    timer = _first_timer(layout, job, now) if job.state is JobState.ENABLED else None
+    timer = first_timer(layout, job, now) if job.state is JobState.ENABLED else None
     return job, [timer] if timer is not None else []
 
 
@@ -258,21 +219,6 @@ def _delete_as_read(
         tombstone_until=int((now + TOMBSTONE_TTL).timestamp()),
         expected_dependents=current.dependents,
     )
-
-
-@contextmanager
-def _calendars_checked() -> Iterator[None]:
-    """A job write whose calendar check failed: 422 naming the calendar that does not exist; or
-    whose ``after()`` parent was deleted since it was read: 422 naming it."""
-    try:
-        yield
-    except ParentNotFoundError as exc:
-        raise InvalidJobError(str(exc), field="schedule") from None
-    except CalendarNotFoundError as exc:
-        raise InvalidJobError(
-            f"calendar {exc.name!r} does not exist (PUT /v1/calendars/{exc.name} first)",
-            field="exclude_calendars",
-        ) from None
 
 
 def _found(store: JobStore, tenant: str, job_id: str, expected_version: int | None) -> Job | UnreadableJob:
@@ -319,9 +265,6 @@ GRAPH_ATTEMPTS = 8
 GRAPH_BACKOFF_S, GRAPH_BACKOFF_MAX_S = 0.02, 0.5
 
 
-Made = tuple[Job, str | None]  # a job and the signing secret made for it (shown once), if one was
-
-
 def _with_secret(replace: Callable[[], Made]) -> Made:
     """:func:`_checked_again` of a replace that may make the job's first signing secret: a job
     that calls a webhook now (its target, or an alert rule) and had no secret gets one, and its
@@ -357,11 +300,6 @@ def _checked_again(replace: Callable[[], Job]) -> Job:
         return replace()
     except GraphChangedError as exc:
         raise JobConflictError(f"{exc}; try again") from exc
-
-
-def signs_webhooks(spec: JobSpec) -> bool:
-    """Whether the job calls a webhook (its target, or an alert rule's): then it has a signing secret."""
-    return spec.target.type == "http" or any(rule.target.type == "http" for rule in spec.alerts)
 
 
 def resumed(current: Job, now: datetime, layout: TimerLayout) -> tuple[Job, list[Timer]]:
@@ -505,58 +443,21 @@ class JobService:
         """Store a new job and its first timer; return it and its signing secret (shown once).
 
         ``paused`` stores it PAUSED in the same write, with no timer (a schedule created
-        DISABLED): no slot can fire before a separate pause would land.
+        DISABLED): no slot can fire before a separate pause would land (:mod:`.registration`).
         """
-        now = self.clock.now()
-        # A job created at an id a deleted job had starts past its last version (a generated id
-        # is new: no read), so no version, ETag or timer of the two is the same.
-        first = self.store.first_version(tenant, job_id) if job_id else 1
-        job_id, given_id = job_id or uuid.uuid4().hex, job_id is not None
-        self.admission.check_target(spec)
-        parents, parents_read = _parents(self.admission, tenant, job_id, spec, now)
-        secret_plain: str | None = None
-        secret_stored: str | None = None
-        if signs_webhooks(spec) and self.secrets is not None:
-            secret_plain, secret_stored = self.secrets.new_secret(tenant, job_id)
-        job = Job(
-            **spec.model_dump(),
-            id=job_id,
-            tenant=tenant,
-            created_at=now,
-            updated_at=now,
-            anchor=_whole_second(spec.start_at or now),
-            signing_secret_enc=secret_stored,
-            trigger_rate=self.admission.trigger_rate(tenant, spec),
-            version=first,
-            spec_version=first,
-        )
-        check_job_size(job)  # 413 naming the largest parts, before anything is written
-        timer = _first_timer(self.layout, job, now)
-        if timer is None and schedule_of(job).kind != "after":
-            raise InvalidJobError(no_slot_reason(job, now))
-        if paused:
-            # No pause instant: it was never enabled, so its resume starts afresh and owes nothing
-            # (EventBridge Scheduler's DISABLED, a CronJob's suspend; review: a job created paused
-            # and resumed two hours later ran the last hour's slots at once)
-            job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": None})
-            timer = None
-        # The job, its links as a dependent of its parents and its calendar uses: one transaction,
-        # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
-        # a job excludes it, nor a job made to exclude one that is gone.
-        uses = CalendarUses.between((), spec.exclude_calendars)
-        # Links' RELINK timers first, harmless if nothing is stored (QA24: after it, a 503 stored a job)
-        check_links(self.store, self.layout, parents_read, parents, now)
-        added = _count_peaks(self.admission, self.store, job, given_id)
-        try:
-            with _calendars_checked():
-                self.store.create_job(
-                    job, timer, self.max_jobs, self.max_trigger_rate, parents=parents, calendars=uses
-                )
-        except Exception:
-            self.admission.uncount_peaks(tenant, *added)
-            raise
-        self._forecast(None, job)
-        return self.next_fire.of(job), secret_plain
+        return registration.register(self, tenant, spec, job_id, paused)
+
+    def prepare(self, tenant: str, spec: JobSpec, job_id: str | None = None, paused: bool = False) -> NewJob:
+        """:meth:`register` but the write: the job checked, built and counted (:mod:`.registration`)."""
+        return registration.prepare(self, tenant, spec, job_id, paused)
+
+    def store_prepared(self, news: Sequence[NewJob]) -> list[Made | Exception]:
+        """Store :meth:`prepare`'s jobs, a group a transaction where they can be (:mod:`.job_groups`)."""
+        return job_groups.store_all(self, news)
+
+    def write_prepared(self, new: NewJob) -> Made:
+        """Store one of :meth:`prepare`'s jobs alone (its own transaction, as :meth:`register`)."""
+        return registration.write(self, new)
 
     def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
         """Replace the spec, the next slot afresh (no catch-up); an unreadable stored job too (its fix)."""
@@ -577,7 +478,9 @@ class JobService:
         gains = set(schedule_of(spec).parents) - set(old_parents)
         version = self.store.dependency_graph(tenant) if gains else None
         walked: dict[str, int] = {}
-        parents, parents_read = _parents(self.admission, tenant, job_id, spec, now, old_parents, walked)
+        parents, parents_read = checked_parents(
+            self.admission, tenant, job_id, spec, now, old_parents, walked
+        )
         graph = None if version is None else GraphRead(version, {p: walked[p] for p in gains if p in walked})
         anchor = replaced_anchor(current, spec, now)
         # A new spec supersedes what was released for the old one (punctual.execution.versions);
@@ -605,7 +508,7 @@ class JobService:
         job = job.model_copy(update=replaced(current, job, now))  # (and its allow runs in flight)
         job, secret_plain = _first_secret(self.secrets, spec, job)
         job = _fitting(job)
-        timer = _first_timer(self.layout, job, now) if job.state is JobState.ENABLED else None
+        timer = first_timer(self.layout, job, now) if job.state is JobState.ENABLED else None
         _check_fires(current, job, timer, now)
         self.admission.check_children(job, found if isinstance(found, Job) else None, now)
         job, timers = defer_to_run(
@@ -623,7 +526,7 @@ class JobService:
         check_links(self.store, self.layout, parents_read, parents, now)  # first, as register's
         changed = self.admission.count_peaks(tenant, job, found)
         try:
-            with _calendars_checked():
+            with calendars_checked():
                 self._write(
                     job,
                     current.version,

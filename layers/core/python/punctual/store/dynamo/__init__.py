@@ -1,10 +1,10 @@
 """The DynamoDB JobStore: one table, ``pk``/``sk`` strings, TTL attribute ``expires_at``.
 
 One implementation per aggregate, each a mixin over :class:`~.base.DynamoBase`: jobs
-(:mod:`.jobs`), timers, watermarks and progress (:mod:`.timers`), executions and turns
-(:mod:`.executions`), dependencies (:mod:`.dependencies`), the chain auditor's reads (:mod:`.audit`),
-schedule groups (:mod:`.groups`), alerts (:mod:`.alerts`), calendars and backfills
-(:mod:`.calendars`). Every item's key and every
+(:mod:`.jobs`; new ones a group at a time, :mod:`.job_groups`), timers, watermarks and progress
+(:mod:`.timers`), executions and turns (:mod:`.executions`), dependencies (:mod:`.dependencies`),
+the chain auditor's reads (:mod:`.audit`), schedule groups (:mod:`.groups`), alerts
+(:mod:`.alerts`), calendars and backfills (:mod:`.calendars`). Every item's key and every
 expression is built in :mod:`.schema` (which lists the items); shared helpers in :mod:`.keys`.
 
 A job's history is one query on its partition (``exec#`` prefix, newest first).
@@ -21,6 +21,7 @@ from punctual.store.dynamo.dependencies import DynamoDependencies
 from punctual.store.dynamo.executions import DynamoExecutions
 from punctual.store.dynamo.groups import DynamoGroups
 from punctual.store.dynamo.inflight import DynamoRunsInFlight
+from punctual.store.dynamo.job_groups import DynamoJobGroups
 from punctual.store.dynamo.jobs import DynamoJobs
 from punctual.store.dynamo.keyring import DynamoKeyring
 from punctual.store.dynamo.keys import WATERMARK_CHUNK, job_pk, table_definition, tenant_pk
@@ -32,6 +33,7 @@ from punctual.store.dynamo.timers import DynamoTimers
 
 class DynamoStore(
     DynamoAudit,
+    DynamoJobGroups,
     DynamoJobs,
     DynamoTimers,
     DynamoExecutions,

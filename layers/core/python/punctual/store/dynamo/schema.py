@@ -338,8 +338,8 @@ def enrol_for_audit(segment: int) -> Expression:
 def tenant_counters(jobs: int, max_jobs: int | None, rate: int, max_rate: int | None) -> Expression:
     """``jobs`` more jobs and ``rate`` more micro-triggers a minute on the tenant's counter item.
 
-    Adding is refused (conditional) when the job count has reached ``max_jobs`` or when the
-    total rate after adding would pass ``max_rate``; removing is never refused.
+    Adding is refused (conditional) when the job count after adding would pass ``max_jobs`` or
+    when the total rate after adding would pass ``max_rate``; removing is never refused.
     """
     update = "ADD #tr :rate" + (", job_count :jobs" if jobs else "")
     values: dict[str, Any] = {":rate": _n(rate)}
@@ -347,8 +347,9 @@ def tenant_counters(jobs: int, max_jobs: int | None, rate: int, max_rate: int | 
     if jobs:
         values[":jobs"] = _n(jobs)
     if jobs > 0 and max_jobs is not None:
-        conditions.append("(attribute_not_exists(job_count) OR job_count < :max)")
-        values[":max"] = _n(max_jobs)
+        # The count after adding may not pass the quota: count <= max - jobs (a group adds many).
+        conditions.append("(attribute_not_exists(job_count) OR job_count <= :max)")
+        values[":max"] = _n(max_jobs - jobs)
     if rate > 0 and max_rate is not None:
         # The total after adding may not pass the quota: total <= max - rate.
         conditions.append("(attribute_not_exists(#tr) OR #tr <= :room)")

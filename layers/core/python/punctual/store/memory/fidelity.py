@@ -130,6 +130,15 @@ def _create_job(a: Args) -> list[ItemKey]:
     return keys + _links(job.tenant, job.id, a.get("parents", ())) + _uses(job.tenant, a)
 
 
+def _create_job_group(a: Args) -> list[ItemKey]:
+    """A group of new jobs (:mod:`punctual.store.job_groups`): the counter, each job's items."""
+    keys: list[ItemKey] = [counter_item(job.tenant) for job, _ in a["jobs"][:1]]
+    for job, timer in a["jobs"]:
+        keys += [job_item(job.tenant, job.id), listing_item(job.tenant, job.id)]
+        keys += [timer_item(timer)] if timer is not None else []
+    return keys
+
+
 def _replace_job(a: Args) -> list[ItemKey]:
     job = a["job"]
     keys = [job_item(job.tenant, job.id), listing_item(job.tenant, job.id)]
@@ -161,6 +170,7 @@ class WriteSpec:
 # OTHER_OPERATIONS: it touches only items no transaction writes, so it never conflicts.
 WRITES: dict[str, WriteSpec] = {
     "create_job": WriteSpec(TRANSACTION, _create_job),
+    "create_job_group": WriteSpec(TRANSACTION, _create_job_group),
     "replace_job": WriteSpec(TRANSACTION, _replace_job),
     "delete_job": WriteSpec(TRANSACTION, _delete_job),
     "set_dependents": WriteSpec(
@@ -258,6 +268,7 @@ OTHER_OPERATIONS = frozenset(
 # The items a write changes that a stale read can see (jobs, calendars, timers), per operation.
 _CHANGES: dict[str, Callable[[Args], list[ItemKey]]] = {
     "create_job": lambda a: [k for k in _create_job(a) if k[0] in ("job", "timer")],
+    "create_job_group": lambda a: [k for k in _create_job_group(a) if k[0] in ("job", "timer")],
     "replace_job": lambda a: [k for k in _replace_job(a) if k[0] in ("job", "timer")],
     "delete_job": lambda a: [k for k in _delete_job(a) if k[0] == "job"],
     "set_dependents": lambda a: [job_item(a["tenant"], p) for p in a["parents"]],

@@ -22,15 +22,40 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.store.dynamo.sizes import check_job_size
+from punctual.store.job_groups import JobGroupRepository
 from punctual.store.listing import LIST_SCAN_BUDGET
 from punctual.store.memory.base import MemoryBase, tag_matches
 from punctual.timing.timers import Timer
 
 
-class MemoryJobs(MemoryBase, JobRepository):
+class MemoryJobs(MemoryBase, JobRepository, JobGroupRepository):
     """Jobs in memory."""
 
     # ---------------------------------------------------------------- jobs
+
+    def create_job_group(
+        self, jobs: Sequence[tuple[Job, Timer | None]], max_jobs: int, max_trigger_rate: int | None = None
+    ) -> tuple[str, ...]:
+        for job, _ in jobs:
+            check_job_size(job)
+        with self._lock:  # all or nothing, as DynamoDB's transaction
+            taken = tuple(job.id for job, _ in jobs if (job.tenant, job.id) in self._jobs)
+            if taken or not jobs:
+                return taken
+            tenant = jobs[0][0].tenant
+            held = self._job_counts.get(tenant, 0)
+            if held + len(jobs) > max_jobs:
+                raise TenantLimitError(
+                    f"tenant has {held} jobs; {len(jobs)} more would pass {max_jobs}, the most it may have",
+                    max_jobs,
+                )
+            self._add_rate(tenant, sum(job.trigger_rate for job, _ in jobs), max_trigger_rate)
+            for job, timer in jobs:
+                self._jobs[(tenant, job.id)] = self._copy(job)
+                if timer is not None:
+                    self._put_timer(timer)
+            self._job_counts[tenant] = held + len(jobs)
+            return ()
 
     def create_job(
         self,
