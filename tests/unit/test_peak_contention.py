@@ -153,3 +153,40 @@ def test_an_undo_puts_back_what_was_counted_whatever_the_limits_say_now() -> Non
     assert Profile.from_doc(doc) == Profile(minutes={0: 14})
     with pytest.raises(PeakQuotaError):  # and the next change that adds is refused
         quota.change("t", add=Profile(minutes={0: 1}))
+
+
+def test_a_job_groups_changes_are_one_profile_write_each_checked_alone() -> None:
+    """Issue 32: a job batch's group of new jobs moves the profile in one write; one that would
+    pass a limit is refused alone, the others counted."""
+    store = Slow()
+    quota = PeakQuota(store, PeakLimits(per_minute=10))
+    adds = [
+        Profile(minutes={0: 4}),
+        Profile(minutes={0: 4}),
+        Profile(minutes={0: 4}),
+        Profile(minutes={1: 4}),
+    ]
+    errors = quota.change_each("t", adds)
+    assert [type(e) for e in errors] == [type(None), type(None), PeakQuotaError, type(None)]
+    assert store.writes == 1
+    doc, _ = store.get_peaks("t")
+    assert Profile.from_doc(doc) == Profile(minutes={0: 8, 1: 4})
+    assert quota.change_each("t", []) == [] and store.writes == 1
+
+
+def test_groups_and_single_changes_at_once_all_count_and_none_hangs() -> None:
+    store = Slow()
+    quota = PeakQuota(store, PeakLimits())
+
+    def one(n: int) -> list[Exception | None]:
+        if n % 2:
+            return quota.change_each("t", [Profile(minutes={0: 1})] * 12)
+        quota.change("t", add=Profile(minutes={0: 1}))
+        return [None]
+
+    with ThreadPoolExecutor(16) as pool:
+        outcomes = [e for f in [pool.submit(one, n) for n in range(32)] for e in f.result(timeout=60)]
+    assert outcomes == [None] * (16 * 12 + 16)
+    doc, _ = store.get_peaks("t")
+    assert Profile.from_doc(doc) == Profile(minutes={0: 16 * 12 + 16})
+    assert store.writes < 32
