@@ -480,6 +480,11 @@ def test_a_job_group_is_written_whole_or_not_at_all(faithful: Faithful, t0: date
     assert all(_bucket(faithful.store, timer) for _, timer in group)
     with pytest.raises(TenantLimitError):  # the count is 4: the quota holds for the next create
         faithful.store.create_job(job("e", now=t0), None, max_jobs=4)
+    # More than a transaction's 100 items: refused by both, nothing written
+    many = [(job(f"m{n}", now=t0), _timer(t0, f"m{n}", 1)) for n in range(34)]
+    with pytest.raises(ValueError, match="100"):
+        store.create_job_group(many, max_jobs=100)
+    assert len(_jobs(faithful.store)) == 4
 
 
 def test_every_store_operation_is_in_the_contract_suite() -> None:

@@ -22,7 +22,7 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.store.dynamo.sizes import check_job_size
-from punctual.store.job_groups import JobGroupRepository
+from punctual.store.job_groups import GROUP_MAX_ITEMS, JobGroupRepository
 from punctual.store.listing import LIST_SCAN_BUDGET
 from punctual.store.memory.base import MemoryBase, tag_matches
 from punctual.timing.timers import Timer
@@ -38,6 +38,9 @@ class MemoryJobs(MemoryBase, JobRepository, JobGroupRepository):
     ) -> tuple[str, ...]:
         for job, _ in jobs:
             check_job_size(job)
+        items = 1 + sum(3 if timer is not None else 2 for _, timer in jobs)
+        if items > GROUP_MAX_ITEMS:  # what DynamoDB refuses (ValidationException), refused here too
+            raise ValueError(f"a job group of {items} items, more than {GROUP_MAX_ITEMS}")
         with self._lock:  # all or nothing, as DynamoDB's transaction
             taken = tuple(job.id for job, _ in jobs if (job.tenant, job.id) in self._jobs)
             if taken or not jobs:
