@@ -12,12 +12,22 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from punctual.delivery.targets.aws_services import sqs_refused_character
 from punctual.delivery.targets.base import SlotContext
 from punctual.delivery.targets.ecs import MAX_ECS_OVERRIDE_CHARS, OVERRIDES_TOO_LARGE, container_overrides
 from punctual.delivery.targets.payload import render_payload
 from punctual.delivery.targets.webhooks.guard import BlockedTargetError, guard_url
 from punctual.delivery.targets.webhooks.signing import TENANT_HEADER
-from punctual.models import EcsTarget, EventBridgeTarget, HttpTarget, Job, JobSpec, Target, header_key
+from punctual.models import (
+    EcsTarget,
+    EventBridgeTarget,
+    HttpTarget,
+    Job,
+    JobSpec,
+    SqsTarget,
+    Target,
+    header_key,
+)
 from punctual.security.boundary import Boundary
 from punctual.security.peaks import Profile, job_profile
 from punctual.security.quotas import micro_rate
@@ -165,6 +175,16 @@ class JobAdmission:
         ):
             raise InvalidJobError(
                 "an eventbridge target's payload must be a JSON object (the event detail)", field="payload"
+            )
+        queue = "an sqs target" if isinstance(target, SqsTarget) else ""
+        queue = queue or ("a dead-letter queue" if spec.dead_letter else "")
+        refused = sqs_refused_character(spec.payload) if queue and isinstance(spec.payload, str) else None
+        if refused is not None:
+            # SQS refuses the message (InvalidMessageContents): every slot failed (QA28)
+            raise InvalidJobError(
+                f"payload: {refused!r} (U+{ord(refused):04X}) cannot be sent to {queue}: an SQS message takes"
+                " tab, newline, carriage return and characters from U+0020 on (not U+FFFE, U+FFFF)",
+                field="payload",
             )
 
     def _check_one_target(self, target: Target, where: str) -> None:

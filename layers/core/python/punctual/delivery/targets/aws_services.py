@@ -70,6 +70,7 @@ __all__ = [
     "classify_aws_error",
     "dedup_id",
     "execution_name",
+    "sqs_refused_character",
 ]
 
 logger = logging.getLogger(__name__)
@@ -164,9 +165,23 @@ def json_body(payload: Any) -> str:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
+# What SQS refuses in a message (InvalidMessageContents): anything outside #x9, #xA, #xD,
+# #x20-#xD7FF, #xE000-#xFFFD and #x10000-#x10FFFF (JSON escapes the control characters, not these)
+_SQS_REFUSED_RE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def sqs_refused_character(text: str) -> str | None:
+    """The first character of ``text`` SQS refuses in a message body, or None."""
+    found = _SQS_REFUSED_RE.search(text)
+    return found.group(0) if found else None
+
+
 def message_body(payload: Any) -> str:
-    """SQS/SNS bodies: a string payload is sent as it is, anything else as JSON."""
-    return payload if isinstance(payload, str) and payload else json_body(payload)
+    """SQS/SNS bodies: a string payload is sent as it is, anything else as JSON (with the
+    noncharacters U+FFFE and U+FFFF escaped: SQS refused every send of a payload holding one)."""
+    if isinstance(payload, str) and payload:
+        return payload
+    return _SQS_REFUSED_RE.sub(lambda found: f"\\u{ord(found.group(0)):04x}", json_body(payload))
 
 
 def _slot_attributes(ctx: SlotContext) -> dict[str, dict[str, str]]:
