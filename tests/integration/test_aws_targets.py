@@ -98,10 +98,12 @@ def _stream(data: bytes) -> StreamingBody:
 LAMBDA = LambdaTarget(function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:worker")
 
 
-def test_lambda_function_error_is_retryable_with_its_message() -> None:
+# (QA28: what the function wrote went into the error as it was: ESC reached a terminal listing it)
+@pytest.mark.parametrize("message", ["'customer_id'", "\x1b[2J'customer_id'\x00"])
+def test_lambda_function_error_is_retryable_with_its_message(message: str) -> None:
     # Stubber: moto without Docker never runs the code, so it cannot raise in it.
     _, stub, factory = stubbed("lambda")
-    error = json.dumps({"errorType": "KeyError", "errorMessage": "'customer_id'"}).encode()
+    error = json.dumps({"errorType": "KeyError", "errorMessage": message}).encode()
     stub.add_response(
         "invoke",
         {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _stream(error)},
@@ -117,6 +119,7 @@ def test_lambda_function_error_is_retryable_with_its_message() -> None:
     stub.assert_no_pending_responses()
     assert result.outcome is Outcome.RETRYABLE
     assert "KeyError" in result.summary and "customer_id" in result.summary
+    assert result.summary.isprintable()
     assert result.timed_out is False
 
 

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from test_qa17_delivery import _ctx, _service
 
+from factories import job as make_job
 from factories import spec
 from punctual.delivery.targets.aws_services import SqsTargetAdapter
 from punctual.delivery.targets.base import Outcome
-from punctual.models import SqsTarget
+from punctual.execution.dead_letters import dead_letter_attributes
+from punctual.models import DeadLetterQueue, Execution, ExecutionStatus, SqsTarget
 from punctual.usecases.job_errors import InvalidJobError
 
 A = "123456789012"
@@ -64,3 +67,20 @@ def test_a_text_payload_sqs_refuses_is_refused_at_registration(text: str, where:
     # What SQS takes is taken: tab, newline, carriage return, any other text, and JSON (escaped)
     _service().register("t", spec(payload="a\tb\r\nc caf\u00e9 \U0001f600", **extra))
     _service().register("t", spec(payload={"text": text}, **extra))
+
+
+def test_a_dead_letter_s_attributes_hold_only_what_sqs_takes() -> None:
+    """QA28: a failed slot's error (a receiver's answer, recorded before its summary was cleaned)
+    went into ERROR_MESSAGE as it was: SQS refuses an attribute value holding a NUL, so the dead
+    letter was never sent (DeadLettersFailed)."""
+    job = make_job("job-1", dead_letter=DeadLetterQueue(queue_arn=QUEUE))
+    failed = Execution(
+        job_id="job-1",
+        slot="2026-11-30T10:00:00Z",
+        scheduled_at=datetime(2026, 11, 30, 10, tzinfo=UTC),
+        status=ExecutionStatus.FAILED,
+        error="HTTP 500: \x1b[2J\x00boom\uffff",
+    )
+    attributes = dead_letter_attributes(job, failed, datetime(2026, 11, 30, 10, 5, tzinfo=UTC))
+    assert all(SQS_TAKES.fullmatch(value["StringValue"]) for value in attributes.values())
+    assert attributes["ERROR_MESSAGE"]["StringValue"] == "HTTP 500: \ufffd[2J\ufffdboom\ufffd"

@@ -23,7 +23,7 @@ import re
 from datetime import datetime, timedelta
 
 from punctual.delivery.targets.aws_clients import ClientFactory
-from punctual.delivery.targets.aws_services import SqsTargetAdapter, message_body
+from punctual.delivery.targets.aws_services import SqsTargetAdapter, message_body, sqs_text
 from punctual.delivery.targets.base import Outcome, SlotContext
 from punctual.delivery.targets.payload import execution_id, nominal_instant, render_payload
 from punctual.execution.records import AGE_CUT_NOTE
@@ -40,7 +40,7 @@ DEAD_LETTER_TIMEOUT_S = 10.0
 
 
 def _string(value: str) -> dict[str, str]:
-    return {"DataType": "String", "StringValue": value or "-"}
+    return {"DataType": "String", "StringValue": sqs_text(value) or "-"}  # (QA28: a NUL lost the letter)
 
 
 def error_code(execution: Execution) -> str:

@@ -58,7 +58,7 @@ from punctual.delivery.targets.aws_clients import (
     target_client,
     target_role,
 )
-from punctual.delivery.targets.base import SlotContext, TargetResult, transient_aws_error
+from punctual.delivery.targets.base import SlotContext, TargetResult, one_line, transient_aws_error
 from punctual.delivery.targets.payload import nominal_instant
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "dedup_id",
     "execution_name",
     "sqs_refused_character",
+    "sqs_text",
 ]
 
 logger = logging.getLogger(__name__)
@@ -174,6 +175,12 @@ def sqs_refused_character(text: str) -> str | None:
     """The first character of ``text`` SQS refuses in a message body, or None."""
     found = _SQS_REFUSED_RE.search(text)
     return found.group(0) if found else None
+
+
+def sqs_text(text: str) -> str:
+    """``text`` with every character SQS refuses as U+FFFD (a message attribute's value: an
+    execution's error, recorded before its summary was cleaned, holds what a receiver sent)."""
+    return _SQS_REFUSED_RE.sub("\ufffd", text)
 
 
 def message_body(payload: Any) -> str:
@@ -329,10 +336,10 @@ def _lambda_error(text: str) -> tuple[str, str]:
     try:
         body = json.loads(text)
     except ValueError:
-        return "", " ".join(text.split())[:300]
+        return "", one_line(text, 300)
     if isinstance(body, dict):
-        return str(body.get("errorType", "")), " ".join(str(body.get("errorMessage", "")).split())[:300]
-    return "", " ".join(text.split())[:300]
+        return one_line(str(body.get("errorType", "")), 300), one_line(str(body.get("errorMessage", "")), 300)
+    return "", one_line(text, 300)
 
 
 # --------------------------------------------------------------------------- SQS

@@ -130,6 +130,16 @@ class TargetInvoker(Protocol):
     def invoke(self, target: Any, payload: Any, ctx: SlotContext) -> TargetResult: ...
 
 
+def one_line(text: str, limit: int) -> str:
+    """``text`` from outside (a receiver's answer, a function's error) as one line of at most
+    ``limit`` characters for a record's summary: whitespace runs as one space, and every other
+    character that does not print (a control character, ESC, a format or noncharacter) as U+FFFD.
+    (QA28: a receiver's escape sequences reached the CLI's terminal in the execution's error, and
+    its NUL made SQS refuse the dead letter's ERROR_MESSAGE: the dead letter was lost.)"""
+    flat = "".join(ch if ch.isprintable() else "\ufffd" for ch in " ".join(text.split()))
+    return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
+
+
 def secrets_to_sign(
     target: Any, job: Any, read: Callable[[Any], tuple[str, ...]]
 ) -> tuple[str, ...] | TargetResult:

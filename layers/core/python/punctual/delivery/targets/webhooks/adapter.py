@@ -23,7 +23,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urljoin
 
-from punctual.delivery.targets.base import SlotContext, TargetResult
+from punctual.delivery.targets.base import SlotContext, TargetResult, one_line
 from punctual.delivery.targets.webhooks.guard import (
     BlockedTargetError,
     IPAddress,
@@ -111,11 +111,6 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     return min(max((when - now).total_seconds(), 0.0), RETRY_AFTER_CAP_S)  # (QA22: year 9999, ~2.5e11 s)
 
 
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def _redirect_location(url: str, header: str) -> str | None:
     """The absolute URL a ``Location`` header names (fragment dropped), or None when it names none.
 
@@ -136,7 +131,7 @@ def _shown_location(location: str) -> str:
     """A redirect's target for records, without its query string as ``ParsedUrl.shown`` (QA: an
     http-to-https redirect echoes the job's URL, and its ``?token=`` went into the record's
     error, its events and alerts, where the record's ``url`` had it cut)."""
-    return _one_line(location.split("?", 1)[0], 200)
+    return one_line(location.split("?", 1)[0], 200)
 
 
 @dataclass
@@ -445,8 +440,8 @@ class HttpTargetAdapter:
 
     def _classify(self, response: _Response) -> TargetResult:
         status = response.status
-        text = f"HTTP {status} {response.reason}".strip()
-        excerpt = _one_line(response.body.decode("utf-8", "replace"), SUMMARY_BODY_CHARS)
+        text = f"HTTP {status} {one_line(response.reason, SUMMARY_BODY_CHARS)}".strip()
+        excerpt = one_line(response.body.decode("utf-8", "replace"), SUMMARY_BODY_CHARS)
         with_body = f"{text}: {excerpt}" if excerpt else text
         if 200 <= status < 300:
             return TargetResult.ok(f"{text} (its body was cut off)" if response.cut else text)
