@@ -7,7 +7,9 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
 from test_qa17_delivery import _ctx, _service
 
 from factories import job as make_job
@@ -20,6 +22,7 @@ from punctual.usecases.job_errors import InvalidJobError
 
 A = "123456789012"
 QUEUE = f"arn:aws:sqs:us-east-1:{A}:orders"
+SQS_URL = "https://sqs.us-east-1.amazonaws.com"
 # What SQS takes in a message body (SendMessage: anything else is InvalidMessageContents)
 SQS_TAKES = re.compile("[\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]*")
 
@@ -84,3 +87,49 @@ def test_a_dead_letter_s_attributes_hold_only_what_sqs_takes() -> None:
     attributes = dead_letter_attributes(job, failed, datetime(2026, 11, 30, 10, 5, tzinfo=UTC))
     assert all(SQS_TAKES.fullmatch(value["StringValue"]) for value in attributes.values())
     assert attributes["ERROR_MESSAGE"]["StringValue"] == "HTTP 500: \ufffd[2J\ufffdboom\ufffd"
+
+
+def _sqs_answering(status: int, query_error: str, shape: str) -> Any:
+    """A real boto3 SQS client whose request gets the answer SQS sends for an error (its JSON
+    protocol, with the query-compatible code botocore reads from ``x-amzn-query-error``)."""
+    client = boto3.client(
+        "sqs", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s", endpoint_url=SQS_URL
+    )
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        body = json.dumps({"__type": f"com.amazonaws.sqs#{shape}", "message": "KMS throttled"}).encode()
+        headers = {
+            "x-amzn-query-error": f"{query_error};Sender",
+            "Content-Type": "application/x-amz-json-1.0",
+        }
+        return AWSResponse(request.url, status, headers, _Raw(body))
+
+    client.meta.events.register_first("before-send.sqs", answer)
+    return client
+
+
+class _Raw:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_: Any) -> Any:
+        yield self.data
+
+
+def test_sqs_throttling_its_kms_key_is_retried_not_final() -> None:
+    """QA28: SQS answers KMS throttling of an encrypted queue (KmsThrottled, HTTP 400) with the
+    query-compatible code KMS.ThrottlingException, which botocore reports; the adapter knew only
+    the shape's name, so the slot ended FAILED at once, without a retry (the scheduler's own sends
+    already retried it: punctual.dispatch.queues)."""
+    client = _sqs_answering(400, "KMS.ThrottlingException", "KmsThrottled")
+    result = SqsTargetAdapter(lambda service, *args, **kwargs: client).invoke(
+        SqsTarget(queue_arn=QUEUE), {}, _ctx()
+    )
+    assert "KMS.ThrottlingException" in result.summary
+    assert result.outcome is Outcome.RETRYABLE
+    # while a key the queue cannot use is the job's configuration: final
+    client = _sqs_answering(400, "KMS.DisabledException", "KmsDisabled")
+    result = SqsTargetAdapter(lambda service, *args, **kwargs: client).invoke(
+        SqsTarget(queue_arn=QUEUE), {}, _ctx()
+    )
+    assert result.outcome is Outcome.PERMANENT

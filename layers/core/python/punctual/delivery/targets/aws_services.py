@@ -113,6 +113,7 @@ _RETRYABLE_CODES = frozenset(
         "KMSThrottling",  # SNS (the code its KMSThrottlingException is sent as)
         "KMSThrottled",
         "KmsThrottled",
+        "KMS.ThrottlingException",  # SQS, an SSE-KMS queue: KmsThrottled's query-compatible code
         "ExecutionLimitExceeded",  # Step Functions: open executions at the quota, until some end
         "SnapStartNotReadyException",  # Lambda: a SnapStart version still initialising
         "ENINotReadyException",
