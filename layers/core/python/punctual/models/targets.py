@@ -249,7 +249,12 @@ class SqsTarget(AwsTarget):
         examples=["arn:aws:sqs:eu-west-1:123456789012:reports"],
     )
     message_group_id: str | None = Field(
-        default=None, max_length=128, description="FIFO queues: the message group (default: the job id)."
+        default=None,
+        max_length=128,
+        description=(
+            "FIFO queues: the message group (default: the job id, a '.' and 12 hex digits of a digest"
+            " of the tenant, so two tenants' alike job ids are two groups)."
+        ),
     )
 
     @field_validator("queue_arn")

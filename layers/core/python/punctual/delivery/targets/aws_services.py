@@ -350,7 +350,7 @@ class SqsTargetAdapter:
     """``sqs``: SendMessage to a queue named by ARN.
 
     FIFO queues (name ending in ``.fifo``) get ``MessageGroupId`` (the target's
-    ``message_group_id``, else the job id) and a ``MessageDeduplicationId`` from
+    ``message_group_id``, else :attr:`SlotContext.message_group`) and a ``MessageDeduplicationId`` from
     the slot, so a re-run of the slot within five minutes is dropped by SQS.
     Every message carries the slot's message attributes (see the module notes).
 
