@@ -133,3 +133,42 @@ def test_sqs_throttling_its_kms_key_is_retried_not_final() -> None:
         SqsTarget(queue_arn=QUEUE), {}, _ctx()
     )
     assert result.outcome is Outcome.PERMANENT
+
+
+SNS = {"type": "sns", "topic_arn": f"arn:aws:sns:us-east-1:{A}:reports"}
+BUS = {"type": "eventbridge", "event_bus_arn": f"arn:aws:events:us-east-1:{A}:event-bus/default"}
+MACHINE = {"type": "stepfunctions", "state_machine_arn": f"arn:aws:states:us-east-1:{A}:stateMachine:report"}
+
+
+@pytest.mark.parametrize(
+    ("target", "payload", "service"),
+    [
+        (SNS, "x" * 262_000, "SNS Publish"),  # within the 256 KB a job holds; not with its attributes
+        (BUS, {"rows": "x" * 262_120}, "an EventBridge entry"),  # with its time, source and detail-type
+        (MACHINE, {"keys": ["<job_id>:<slot>" * 6] * 2_500}, "a Step Functions input"),  # once filled in
+    ],
+    ids=["sns", "eventbridge", "stepfunctions"],
+)
+def test_a_payload_the_service_could_never_take_is_refused_at_registration(
+    target: dict[str, Any], payload: Any, service: str
+) -> None:
+    """QA28: a payload within the 256 KB a job may hold was taken (201) for an SNS, EventBridge or
+    Step Functions target whose request it made larger than the service's 256 KiB (SNS counts the
+    slot's message attributes, an EventBridge entry its source and detail-type, and placeholders
+    grow once filled in): every slot then failed for good. Registration names the service now."""
+    with pytest.raises(InvalidJobError, match=f"{service}.* over its 262,144") as refused:
+        _service().register("t", spec(target=target, payload=payload))
+    assert refused.value.field == "payload"
+
+
+@pytest.mark.parametrize(
+    ("target", "payload"),
+    [
+        (SNS, "x" * 261_900),
+        (BUS, {"rows": "x" * 262_000}),
+        (MACHINE, {"keys": ["<job_id>:<slot>" * 6] * 1_800}),
+    ],
+    ids=["sns", "eventbridge", "stepfunctions"],
+)
+def test_a_large_payload_the_service_takes_is_taken(target: dict[str, Any], payload: Any) -> None:
+    _service().register("t", spec(target=target, payload=payload))

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from punctual.delivery.targets.aws_services import sqs_refused_character
+from punctual.delivery.targets.aws_services import REQUEST_LIMIT_BYTES, request_bytes, sqs_refused_character
 from punctual.delivery.targets.base import SlotContext
 from punctual.delivery.targets.ecs import MAX_ECS_OVERRIDE_CHARS, OVERRIDES_TOO_LARGE, container_overrides
 from punctual.delivery.targets.payload import render_payload
@@ -176,6 +176,12 @@ class JobAdmission:
             raise InvalidJobError(
                 "an eventbridge target's payload must be a JSON object (the event detail)", field="payload"
             )
+        if spec.payload is not None and (sized := _request_bytes(spec)) is not None:
+            raise InvalidJobError(
+                f"payload: {sized[0]} would be {sized[1]:,} bytes, over its {REQUEST_LIMIT_BYTES:,}"
+                " even with every placeholder at its shortest: every slot would fail",
+                field="payload",
+            )
         queue = "an sqs target" if isinstance(target, SqsTarget) else ""
         queue = queue or ("a dead-letter queue" if spec.dead_letter else "")
         refused = sqs_refused_character(spec.payload) if queue and isinstance(spec.payload, str) else None
@@ -299,19 +305,34 @@ class JobAdmission:
                 )
 
 
+# The shortest job id, tenant and slot a call can name: what registration renders a payload for
+_SHORTEST = SlotContext(
+    job_id="j",
+    tenant="t",
+    slot="2026-01-01T00:00:00Z",
+    scheduled_at=datetime(2026, 1, 1, tzinfo=UTC),
+    attempt=1,
+    timeout_s=1,
+)
+
+
+def _request_bytes(spec: JobSpec) -> tuple[str, int] | None:
+    """The service and size of a call of the job's SNS, EventBridge or Step Functions target when
+    it is over the service's limit even at the shortest (QA28: a payload within the 256 KB a job
+    may hold was taken, and SNS, counting the slot's attributes, refused every Publish)."""
+    try:
+        sized = request_bytes(spec.target, render_payload(spec.payload, _SHORTEST), _SHORTEST)
+    except (TypeError, ValueError):
+        return None  # the model refuses what is not JSON
+    return sized if sized is not None and sized[1] > REQUEST_LIMIT_BYTES else None
+
+
 def _ecs_overrides_too_large(spec: JobSpec, target: EcsTarget) -> bool:
     """Whether every RunTask of the job would be refused: its container overrides (the
     ``PUNCTUAL_*`` environment, the payload in it) are over ECS's limit even with the shortest job
     id, tenant, slot and container name, every placeholder filled in at its shortest (QA: a 20 KB
     payload was taken, and every slot failed "payload too large for container overrides")."""
-    shortest = SlotContext(
-        job_id="j",
-        tenant="t",
-        slot="2026-01-01T00:00:00Z",
-        scheduled_at=datetime(2026, 1, 1, tzinfo=UTC),
-        attempt=1,
-        timeout_s=1,
-    )
+    shortest = _SHORTEST
     try:
         overrides = container_overrides(
             shortest, render_payload(spec.payload, shortest), target.container_name or "c"

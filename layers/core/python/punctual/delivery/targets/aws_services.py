@@ -62,6 +62,7 @@ from punctual.delivery.targets.base import SlotContext, TargetResult, one_line, 
 from punctual.delivery.targets.payload import nominal_instant
 
 __all__ = [
+    "REQUEST_LIMIT_BYTES",
     "EventBridgeTargetAdapter",
     "LambdaTargetAdapter",
     "SnsTargetAdapter",
@@ -70,6 +71,7 @@ __all__ = [
     "classify_aws_error",
     "dedup_id",
     "execution_name",
+    "request_bytes",
     "sqs_refused_character",
     "sqs_text",
 ]
@@ -201,6 +203,30 @@ def _slot_attributes(ctx: SlotContext) -> dict[str, dict[str, str]]:
         "punctual-slot": {"DataType": "String", "StringValue": ctx.slot},
         "punctual-attempt": {"DataType": "Number", "StringValue": str(ctx.attempt)},
     }
+
+
+# What SNS Publish, an EventBridge entry and a Step Functions input may hold: 256 KiB each, SNS
+# counting the message attributes (name, type, value) and EventBridge the entry's time (14 bytes),
+# source and detail-type with its detail (PutEvents "Calculating the entry size").
+REQUEST_LIMIT_BYTES = 256 * 1024
+
+
+def request_bytes(target: Any, payload: Any, ctx: SlotContext) -> tuple[str, int] | None:
+    """The service and the bytes it counts against :data:`REQUEST_LIMIT_BYTES` when ``target``
+    is called with the rendered ``payload`` (None: a target without that limit)."""
+    kind = getattr(target, "type", None)
+    if kind == "sns":
+        attributes = sum(
+            len(name) + len(value["DataType"]) + len(value["StringValue"].encode())
+            for name, value in _slot_attributes(ctx).items()
+        )
+        return "SNS Publish (message and attributes)", len(message_body(payload).encode()) + attributes
+    if kind == "eventbridge":
+        entry = 14 + len(str(target.source).encode()) + len(str(target.detail_type).encode())
+        return "an EventBridge entry", entry + len(json_body({} if payload is None else payload).encode())
+    if kind == "stepfunctions":
+        return "a Step Functions input", len(json_body(payload).encode())
+    return None
 
 
 def access_denied(exc: Exception) -> bool:
