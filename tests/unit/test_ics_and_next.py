@@ -77,6 +77,44 @@ def test_what_cannot_be_read_is_named_with_its_line(text: str, words: str) -> No
     assert words in str(refused.value)
 
 
+ALARMED = """BEGIN:VCALENDAR\r
+VERSION:2.0\r
+BEGIN:VEVENT\r
+SUMMARY:Christmas\r
+DTSTART;VALUE=DATE:20271225\r
+BEGIN:VALARM\r
+ACTION:DISPLAY\r
+DESCRIPTION:Reminder\r
+TRIGGER:-PT15M\r
+DURATION:P2D\r
+REPEAT:2\r
+END:VALARM\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+SUMMARY:Boxing Day\r
+DTSTART;VALUE=DATE:20271226\r
+BEGIN:VALARM\r
+ACTION:DISPLAY\r
+TRIGGER:-PT15M\r
+DURATION:PT5M\r
+REPEAT:1\r
+END:VALARM\r
+END:VEVENT\r
+END:VCALENDAR\r
+"""
+
+
+def test_an_alarm_inside_an_event_is_not_the_event() -> None:
+    # QA28: a VALARM's DURATION (the interval its reminder repeats at) was read as the event's:
+    # a valid file was refused ("DURATION 'PT5M' is not whole days"), or a day's event got longer
+    found = parse_ics(ALARMED)
+    assert found.spec() == {
+        "timezone": "UTC",
+        "dates": [],
+        "ranges": [{"start": "2027-12-25", "end": "2027-12-26"}],
+    }
+
+
 def run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     import sys

@@ -12,6 +12,8 @@ an all-day event's DTEND, exclusive, is a later day; a DURATION at least a day),
 Timed events (``DTSTART`` with a time) are not whole days: they are skipped and counted. Days
 that touch or overlap are merged into ranges (the calendar's limits count dates and ranges).
 ``EXDATE`` (an exception to a recurrence) has nothing to apply to: recurring events are refused.
+A component inside an event (a ``VALARM``, whose ``DURATION`` is its repeat interval) is not the
+event: its properties are passed over.
 """
 
 from __future__ import annotations
@@ -106,18 +108,21 @@ def parse_ics(text: str) -> IcsCalendar:
     found = IcsCalendar()
     event: dict[str, tuple[int, dict[str, str], str]] | None = None
     event_line = 0
+    nested = 0  # components inside the event (a VALARM): their properties are not the event's
     for number, line in lines:
         name, params, value = _split(line)
         if name == "X-WR-TIMEZONE" and event is None:
             found.timezone = value or None
         elif name == "BEGIN" and value.upper() == "VEVENT":
-            event, event_line = {}, number
+            event, event_line, nested = {}, number, 0
         elif name == "END" and value.upper() == "VEVENT":
             if event is None:
                 raise IcsError(f"line {number}: END:VEVENT without BEGIN:VEVENT")
             _add_event(found, event, event_line)
             event = None
-        elif event is not None and name not in event:
+        elif event is not None and name in ("BEGIN", "END"):
+            nested = max(0, nested + (1 if name == "BEGIN" else -1))
+        elif event is not None and not nested and name not in event:
             event[name] = (number, params, value)
     if event is not None:
         raise IcsError(f"line {event_line}: VEVENT has no END:VEVENT")
