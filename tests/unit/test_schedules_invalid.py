@@ -83,6 +83,13 @@ from punctual.timing.schedules import DstOptions, ScheduleError, parse_instant, 
         ("0 9 L * *", "'L' is AWS-only"),
         ("0 9 15W * *", "'W' is AWS-only"),
         ("0 9 * * 1#2", "'#' is AWS-only"),
+        # a crontab's zone prefix (cronie, Kubernetes): the zone is the job's timezone
+        (
+            "CRON_TZ=Europe/Berlin 0 9 * * *",
+            "'CRON_TZ=Europe/Berlin' is not a cron field: give the time zone",
+        ),
+        ("CRON_TZ=Europe/Berlin 0 9 * *", "'CRON_TZ=Europe/Berlin' is not a cron field"),
+        ("TZ=UTC 0 9 * * 1-5", "as the job's timezone ('UTC')"),
         ("@reboot", "unknown macro '@reboot'"),
         ("@every 5m", "unknown macro"),
         # rate / delay
