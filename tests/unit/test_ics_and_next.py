@@ -115,6 +115,18 @@ def test_an_alarm_inside_an_event_is_not_the_event() -> None:
     }
 
 
+def test_a_cancelled_event_excludes_no_day() -> None:
+    # QA28: an event with STATUS:CANCELLED (a holiday called off, an iTIP cancellation, which no
+    # calendar application shows) was imported as a day the jobs did not fire on
+    text = HOLIDAYS.replace(
+        "DTSTART;VALUE=DATE:20270101\r\n", "DTSTART;VALUE=DATE:20270101\r\nSTATUS:CANCELLED\r\n"
+    )
+    found = parse_ics(text)
+    assert found.skipped_cancelled == 1
+    assert "2027-01-01" not in found.spec()["dates"]
+    assert parse_ics(text.replace("STATUS:CANCELLED", "STATUS:CONFIRMED")).spec()["dates"] == ["2027-01-01"]
+
+
 def run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     import sys

@@ -70,6 +70,8 @@ def read_ics(path: str) -> dict[str, Any]:
         sys.stderr.write(
             f"punctual: note: {found.skipped_timed} timed event(s) in {path} skipped (not whole days)\n"
         )
+    if found.skipped_cancelled:
+        sys.stderr.write(f"punctual: note: {found.skipped_cancelled} cancelled event(s) in {path} skipped\n")
     return found.spec()
 
 

@@ -9,7 +9,9 @@ What it refuses, with the line: an all-day event with ``RRULE`` or ``RDATE`` (re
 out of scope: expand them first, or list the dates), an end that is not after the start (RFC 5545:
 an all-day event's DTEND, exclusive, is a later day; a DURATION at least a day), an end past
 9999-12-31, a malformed date.
-Timed events (``DTSTART`` with a time) are not whole days: they are skipped and counted. Days
+Timed events (``DTSTART`` with a time) are not whole days: they are skipped and counted, and so are
+cancelled ones (``STATUS:CANCELLED``, as a calendar application shows none: a holiday called off,
+an iTIP cancellation). Days
 that touch or overlap are merged into ranges (the calendar's limits count dates and ranges).
 ``EXDATE`` (an exception to a recurrence) has nothing to apply to: recurring events are refused.
 A component inside an event (a ``VALARM``, whose ``DURATION`` is its repeat interval) is not the
@@ -39,6 +41,7 @@ class IcsCalendar:
     dates: list[str] = field(default_factory=list)
     ranges: list[dict[str, str]] = field(default_factory=list)
     skipped_timed: int = 0
+    skipped_cancelled: int = 0
 
     def spec(self, timezone: str | None = None) -> dict[str, Any]:
         """A calendar body for ``PUT /v1/calendars/{name}`` (``timezone`` overrides the file's).
@@ -135,6 +138,9 @@ def _add_event(found: IcsCalendar, event: dict[str, tuple[int, dict[str, str], s
     number, params, value = event["DTSTART"]
     if params.get("VALUE", "").upper() != "DATE" and not _DATE.match(value):
         found.skipped_timed += 1  # a timed event is not a whole day
+        return
+    if "STATUS" in event and event["STATUS"][2].upper() == "CANCELLED":
+        found.skipped_cancelled += 1  # an event that does not take place excludes no day
         return
     for recurring in ("RRULE", "RDATE"):
         if recurring in event:
