@@ -20,7 +20,7 @@ from factories import spec
 from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
 from punctual.delivery.notifications.events import SLOT_MISSED
 from punctual.dispatch.queues import MessageKind, QueueRouting
-from punctual.models import AlertStatus, ExecutionStatus
+from punctual.models import AlertStatus, Execution, ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import TimerKind, slot_key
@@ -53,6 +53,16 @@ def world(store: MemoryStore) -> tuple[Rig, JobService, CalendarService]:
     return rig, jobs, calendars
 
 
+def released_without_calendar(store: MemoryStore, rig: Rig, job: Job) -> Execution | None:
+    """The record of ``job``'s slot at T0, released after its calendar was lost behind the API's
+    back (its use record and then its item)."""
+    store.use_calendars("default", job.id, ["holidays"], present=False)
+    store.delete_calendar("default", "holidays")
+    rig.clock.set(T0 + timedelta(seconds=1))
+    rig.poll()
+    return store.get_execution("default", job.id, slot_key(T0))
+
+
 def test_a_slot_whose_calendar_is_gone_is_recorded_missed_and_alerted_not_run() -> None:
     # Given a daily job that excludes a calendar, with a rule on missed
     store = MemoryStore()
@@ -63,14 +73,9 @@ def test_a_slot_whose_calendar_is_gone_is_recorded_missed_and_alerted_not_run() 
             "cron(0 8 * * ? *)", exclude_calendars=["holidays"], alerts=[{"on": ["missed"], "target": HOOK}]
         ),
     )
-    # And the calendar lost behind the API's back (its use record and then its item)
-    store.use_calendars("default", job.id, ["holidays"], present=False)
-    store.delete_calendar("default", "holidays")
-    # When its slot is due
-    rig.clock.set(T0 + timedelta(seconds=1))
-    rig.poll()
+    # And the calendar lost behind the API's back, when its slot is due
+    record = released_without_calendar(store, rig, job)
     # Then it was not sent to run: recorded MISSED, naming the calendar, and its alert handed over
-    record = store.get_execution("default", job.id, slot_key(T0))
     assert record is not None and record.status is ExecutionStatus.MISSED
     assert record.error is not None and record.error.startswith("calendar missing: 'holidays'")
     sent = [m for m in rig.queues.all_messages(SHORT)]
@@ -86,6 +91,18 @@ def test_a_slot_whose_calendar_is_gone_is_recorded_missed_and_alerted_not_run() 
     nxt = rig.timers(T0 + timedelta(seconds=1), T0 + timedelta(days=2), TimerKind.FIRE)
     assert [t.due for t in nxt] == [T0 + timedelta(days=1)]
     assert rig.target.calls == []
+
+
+def test_a_delay_chain_goes_on_past_a_slot_whose_calendar_is_gone() -> None:
+    # QA28: "the chain goes on" held for clock jobs only: a delay() job's next timer is written by
+    # its run's end, and the slot recorded MISSED had none, so the job never fired again
+    store = MemoryStore()
+    rig, jobs, _ = world(store)
+    job, _ = jobs.register("default", spec("delay(1 hour)", exclude_calendars=["holidays"]))
+    record = released_without_calendar(store, rig, job)
+    assert record is not None and record.status is ExecutionStatus.MISSED
+    nxt = rig.timers(T0 + timedelta(seconds=1), T0 + timedelta(days=2), TimerKind.FIRE)
+    assert [t.slot for t in nxt] == [slot_key(T0 + timedelta(hours=1))]  # an hour after the slot
 
 
 def test_a_calendar_an_eventually_consistent_read_missed_is_read_again_not_called_missing() -> None:

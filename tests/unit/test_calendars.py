@@ -14,7 +14,7 @@ from execution_harness import LAYOUT, LONG, SHORT
 from factories import spec
 from punctual.dispatch.polling import Poller, PollerConfig
 from punctual.dispatch.queues import MemoryQueues, QueueRouting
-from punctual.models import ExecutionStatus
+from punctual.models import ExecutionStatus, JobState
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 from punctual.timing.schedules import parse_schedule
@@ -243,6 +243,31 @@ def test_an_excluded_slot_is_recorded_with_the_calendar_version_and_a_change_app
     assert [r.slot for r in world.store.list_executions("default", job.id, 10).items] == [
         "2026-12-24T08:00:00Z"
     ]
+
+
+def test_a_delay_chain_goes_on_past_an_excluded_slot() -> None:
+    # QA28: a delay() job's next slot is written by its run's end; a slot its calendar excluded had
+    # no run, so nothing wrote one: the job stayed ENABLED and never fired again (until the auditor
+    # rearmed it as a broken chain, up to its period later)
+    world = World(datetime(2026, 12, 23, 23, 30, tzinfo=UTC))
+    world.calendars.put("default", "holidays", CalendarSpec(dates=["2026-12-24"]))
+    job, _ = world.jobs.register("default", spec("delay(1 hour)", exclude_calendars=["holidays"]))
+    done, _ = world.jobs.register(
+        "default",
+        spec("delay(1 hour)", exclude_calendars=["holidays"], end_at="2026-12-24T02:00:00Z"),
+        job_id="ends",
+    )
+    while world.clock.now() < datetime(2026, 12, 25, 2, 0, tzinfo=UTC):
+        world.clock.advance(600)
+        world.poll()
+    # Then each slot on the holiday is recorded EXCLUDED, an hour after the one before it, and the
+    # chain goes on to the next day, whose first slot is sent
+    records = world.store.list_executions("default", job.id, 100).items
+    assert {r.status for r in records} == {ExecutionStatus.EXCLUDED} and len(records) == 24
+    assert [m.slot[:10] for m in world.queues.all_messages()] == ["2026-12-25"]
+    # And a chain that ends on the holiday completes its job, as its last run's end would have
+    assert world.jobs.get("default", done.id).state is JobState.COMPLETED
+    assert world.jobs.get("default", job.id).state is JobState.ENABLED
 
 
 def test_a_calendar_in_use_is_not_deleted_and_unknown_calendars_are_refused() -> None:

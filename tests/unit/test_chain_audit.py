@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import jsonschema
@@ -29,6 +30,8 @@ from punctual.store.base import Turn
 from punctual.store.memory import MemoryStore
 from punctual.timing.timers import minute_of, slot_instant, slot_key
 from punctual.usecases.backfills import Backfill, BackfillState
+from punctual.usecases.calendar_service import CalendarService
+from punctual.usecases.calendars import CalendarSpec
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "events.schema.json").read_text())
 MINUTE = timedelta(minutes=1)
@@ -381,6 +384,21 @@ def test_a_dead_delay_chain_runs_its_next_run_late_and_loses_nothing(rig: AuditR
     assert len(runs(rig, job)) > before + 3  # it runs again, every 20 s after the previous end
     assert max(runs(rig, job).values()) == 1
     assert not [r for r in rig.history(job) if r.status is ExecutionStatus.MISSED]
+
+
+def test_a_delay_chain_through_excluded_slots_is_live_not_repaired(rig: AuditRig, t0: datetime) -> None:
+    # QA28: a delay() job's slot on an excluded day has no run whose end writes the next timer; the
+    # release writes it, N after the slot, and the auditor looks for it there, however late the
+    # release was (a jitter's seconds): not a suspect, no repair, no second chain
+    CalendarService(rig.store, rig.clock).put("default", "today", CalendarSpec(dates=[f"{t0:%Y-%m-%d}"]))
+    job = register(rig, "job", "delay(5 minutes)", exclude_calendars=["today"], jitter_seconds=40)
+    rig.run(22)
+    excluded = [r.slot for r in rig.history(job) if r.status is ExecutionStatus.EXCLUDED]
+    assert len(excluded) >= 4 and len(rig.history(job)) == len(excluded)
+    gaps = {slot_instant(b) - slot_instant(a) for a, b in pairwise(excluded)}
+    assert gaps == {timedelta(minutes=5)} and not runs(rig, job)
+    assert [report.suspects for report in rig.reports] == [0] * len(rig.reports)
+    assert rig.repairs == [] and len(rig.future_chain_timers(job)) == 1
 
 
 def test_a_one_time_job_whose_timer_is_lost_is_recorded_missed_and_completed(

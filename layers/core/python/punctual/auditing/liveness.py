@@ -173,6 +173,9 @@ def scheduled(record: Execution) -> bool:
     return "~" not in record.slot
 
 
+_NOT_RUN = frozenset({ExecutionStatus.EXCLUDED, ExecutionStatus.MISSED})
+
+
 def delay_heads(job: Job, newest: Execution | None) -> list[tuple[datetime, datetime]]:
     """The slot a ``delay(...)`` chain waits on, with when its timer was written: after its
     newest run of this version (or the run a change left the chain to) ended, as the worker chains
@@ -180,7 +183,9 @@ def delay_heads(job: Job, newest: Execution | None) -> list[tuple[datetime, date
     its pause instead)."""
     if newest is not None and chains_from(job, newest) and newest.status.terminal:
         finished = newest.finished_at or newest.scheduled_at
-        slot = next_delay_slot(job, newest.slot, finished)
+        # A slot not run: the release that recorded it chained on from the slot's own instant
+        ended = slot_instant(newest.slot) if newest.status in _NOT_RUN else finished
+        slot = next_delay_slot(job, newest.slot, ended)
         return [] if slot is None else [(slot, finished)]
     armed = job.updated_at
     heads: list[tuple[datetime, datetime]] = []

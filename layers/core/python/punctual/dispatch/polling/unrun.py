@@ -53,6 +53,7 @@ from punctual.usecases.calendars import (
     exclusion_note,
     on_excluded_day,
 )
+from punctual.usecases.delay_chains import chains_from, next_delay_slot
 
 log = logging.getLogger("punctual.dispatch.polling")
 
@@ -337,6 +338,22 @@ class UnrunSlots:
             self.metrics.add("AlertsHandedOver", len(messages))
 
 
+def _delay_goes_on(job: Job, plan: ReleasePlan, records: list[Execution]) -> None:
+    """A ``delay(...)`` chain's slot that is not run (its day excluded, or its calendar gone): the
+    chain goes on N after the slot's own instant, as the auditor expects of it
+    (:func:`punctual.auditing.liveness.delay_heads`), the same for a repeated release (QA28: the
+    next timer is written by a run's end, and there was none, so the job never fired again); none
+    left before ``end_at``: the job completes. Not a slot a replace's catch-up owes (the replace
+    started the job's chain)."""
+    if schedule_of(job).kind != "delay" or plan.release or len(records) != 1:
+        return
+    if not chains_from(job, records[0]):
+        return
+    slot = records[0].slot
+    plan.next_slot = next_delay_slot(job, slot, slot_instant(slot))
+    plan.chain = True
+
+
 class CalendarExclusions:
     """Takes the slots on an excluded calendar day out of a chunk's release plans."""
 
@@ -362,20 +379,25 @@ class CalendarExclusions:
                 continue
             gone = [n for n in job.exclude_calendars if (job.tenant, n) not in calendars]
             if gone:
-                missed.extend(self._calendar_missing(job, plan, gone, now))
+                records = self._calendar_missing(job, plan, gone, now)
+                missed.extend(records)
+                _delay_goes_on(job, plan, records)
                 continue
             mine: list[Calendar] = [calendars[(job.tenant, n)] for n in job.exclude_calendars]
             calendar_before_catchup(job, plan, now, on_excluded_day(mine))
             kept: list[datetime] = []
+            records = []
             for slot in plan.release:
                 calendar = excluding(mine, slot)
                 if calendar is None:
                     kept.append(slot)
                 else:
-                    excluded.append(
+                    records.append(
                         unrun_record(job, slot, exclusion_note(calendar), now, ExecutionStatus.EXCLUDED)
                     )
             plan.release = kept
+            excluded.extend(records)
+            _delay_goes_on(job, plan, records)
         return excluded, missed
 
     @staticmethod
