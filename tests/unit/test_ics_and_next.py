@@ -160,6 +160,19 @@ def test_next_skips_excluded_days_and_can_show_them(tmp_path: Path) -> None:
     assert in_berlin[1].split() == ["2026-12-25T23:30:00Z"]
 
 
+@pytest.mark.parametrize(("expression", "count"), [("rate(1 hour)", 2), ("delay(1 hour)", 1)])
+def test_next_keeps_a_period_on_its_grid_past_excluded_days(expression: str, count: int) -> None:
+    # QA28: a run of excluded days passed over at once restarted the grid where the walk resumed
+    # (00:00, 01:00), not where a job registered at --after fires (00:30, 01:30; a delay() chain goes
+    # on N after each excluded slot), nor what --show-excluded listed; a delay() listed five slots
+    base = ("next", expression, "--after", "2027-01-10T23:30:00Z", "--exclude-date", "2027-01-11")
+    expected = ["2027-01-12T00:30:00Z", "2027-01-12T01:30:00Z"][:count]
+    assert run(*base, "--count", "2")[1].split() == expected
+    shown = run(*base, "--count", "2", "--show-excluded")[1].splitlines()
+    assert [line for line in shown if "excluded" not in line] == expected
+    assert len(shown) == 24 + count  # the holiday's 24 slots, each an hour after the one before
+
+
 def test_next_refuses_bad_exclusions_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.ics"
     bad.write_text(

@@ -71,6 +71,19 @@ def test_preview_with_show_excluded_never_answers_fewer_slots_silently(api: ApiC
     assert body["errors"][0]["field"] == "query.calendars"
 
 
+def test_the_preview_keeps_a_rate_on_its_grid_past_excluded_days(api: ApiClient) -> None:
+    # QA28: the grid restarted where the walk over a run of excluded days resumed (00:00, not 00:30)
+    assert api.call("PUT", "/v1/calendars/holiday", {"dates": ["2027-01-11"]}).status == 201
+    query = {"after": "2027-01-10T23:30:00Z", "count": "2", "calendars": "holiday"}
+    for expression, slots in (
+        ("rate(1 hour)", ["2027-01-12T00:30:00Z", "2027-01-12T01:30:00Z"]),
+        ("delay(1 hour)", ["2027-01-12T00:30:00Z"]),  # its first slot only, as without calendars
+    ):
+        for shown in ("false", "true"):
+            status, body = _preview(api, expression=expression, show_excluded=shown, **query)
+            assert (status, body["slots"]) == (200, slots), (expression, shown)
+
+
 def test_punctual_next_show_excluded_says_the_cap_stopped_it(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["next", "* * * * *", "--after", "2026-12-31T23:59:00Z", "--count", "1"]
     for day in FREEZE:

@@ -45,7 +45,13 @@ from punctual.timing.schedules import (
     parse_instant,
     parse_schedule,
 )
-from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, Calendar, included_slots, stopped_by_cap
+from punctual.usecases.calendars import (
+    MAX_SKIPPED_IN_A_ROW,
+    Calendar,
+    included_slots,
+    preview_step,
+    stopped_by_cap,
+)
 from punctual_cli.api_verbs import API_VERBS
 from punctual_cli.ics import IcsError, parse_ics
 from punctual_cli.verb_kit import CliInputError, one_line, read_input, zone_arg
@@ -201,8 +207,9 @@ def _cmd_next(args: argparse.Namespace, out: TextIO) -> int:
     calendar = _exclusions(args)
     passed: list[datetime] = []  # listed one by one only when shown: else passed over a day run at once
     listing = passed if args.show_excluded else None
-    slots = included_slots(lambda t: schedule.next_after(t, anchor), after, [calendar], args.count, listing)
-    if len(slots) < args.count and stopped_by_cap(slots, passed):  # as the API's preview: 422
+    count = 1 if schedule.kind == "delay" else args.count  # (its first slot only, as without calendars)
+    slots = included_slots(preview_step(schedule, after, anchor), after, [calendar], count, listing)
+    if len(slots) < count and stopped_by_cap(slots, passed):  # as the API's preview: 422
         raise UsageError(f"the excluded days pass over more than {MAX_SKIPPED_IN_A_ROW} slots in a row")
     shown = [(slot, "") for slot in slots]
     if args.show_excluded:

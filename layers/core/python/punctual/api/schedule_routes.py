@@ -27,7 +27,13 @@ from punctual.timing.schedules import (
     validate_timezone,
 )
 from punctual.timing.slots import schedule_of
-from punctual.usecases.calendars import MAX_SKIPPED_IN_A_ROW, Calendar, included_slots, stopped_by_cap
+from punctual.usecases.calendars import (
+    MAX_SKIPPED_IN_A_ROW,
+    Calendar,
+    included_slots,
+    preview_step,
+    stopped_by_cap,
+)
 from punctual.usecases.next_fire import upcoming_releases, upcoming_slots
 
 MAX_PREVIEW = 100
@@ -123,7 +129,9 @@ def register(app: Any, ok: Callable[..., Any], tenant_of_request: Callable[[], s
         excluding = _preview_calendars(tenant, calendars)
         passed: list[Any] = []  # listed one by one only when asked for: else a day run passed at once
         listing = passed if show_excluded else None
-        slots = included_slots(lambda t: schedule.next_after(t, None), start, excluding, count, listing)
+        if schedule.kind == "delay":
+            count = 1  # its first slot only, as without calendars (its next ones follow its runs)
+        slots = included_slots(preview_step(schedule, start), start, excluding, count, listing)
         if len(slots) < count and stopped_by_cap(slots, passed):
             raise problems.invalid(
                 "query.calendars", f"the calendars exclude more than {MAX_SKIPPED_IN_A_ROW} slots in a row"

@@ -293,6 +293,22 @@ def included_slots(
     return found
 
 
+def preview_step(
+    schedule: schedules.Schedule, after: datetime, anchor: datetime | None = None
+) -> Callable[[datetime], datetime | None]:
+    """The step :func:`included_slots` walks a preview of ``schedule`` from ``after`` with: its
+    next slot after an instant; for ``rate(...)`` and ``delay(...)``, on the grid of its first
+    slot (QA28: passed over at once, a run of excluded days restarted the grid where the walk
+    resumed, so ``punctual next 'rate(1 hour)'`` and the preview showed 00:00 where the job fires
+    at 00:30; a ``delay(...)`` chain goes on N after each excluded slot, the same grid)."""
+    if not isinstance(schedule, schedules.PeriodSchedule):
+        return lambda t: schedule.next_after(t, anchor)
+    first = schedule.next_after(after, anchor)
+    if first is None:
+        return lambda t: None
+    return lambda t: schedule.on_grid(t, first)
+
+
 def stopped_by_cap(found: Sequence[datetime], excluded: Sequence[datetime]) -> bool:
     """Whether :func:`included_slots`, listing into ``excluded``, stopped at
     :data:`MAX_SKIPPED_IN_A_ROW` excluded slots in a row (after its last slot found), rather than

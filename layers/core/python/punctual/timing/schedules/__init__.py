@@ -58,7 +58,7 @@ from punctual.timing.schedules.parser import (
     parse_instant,
     parse_schedule,
 )
-from punctual.timing.schedules.periods import DelaySchedule, RateSchedule
+from punctual.timing.schedules.periods import DelaySchedule, PeriodSchedule, RateSchedule
 from punctual.timing.schedules.zones import check_place, validate_timezone
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "CronSchedule",
     "DelaySchedule",
     "DstOptions",
+    "PeriodSchedule",
     "RateSchedule",
     "Schedule",
     "ScheduleError",

@@ -18,7 +18,7 @@ from punctual.timing.schedules.base import (
 from punctual.timing.schedules.dst import DstOptions
 from punctual.timing.schedules.errors import ScheduleError
 
-__all__ = ["DelaySchedule", "RateSchedule", "parse_period"]
+__all__ = ["DelaySchedule", "PeriodSchedule", "RateSchedule", "parse_period"]
 
 _UNITS: Final = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 _PERIOD = re.compile(r"([0-9]{1,9})\s+([A-Za-z]+)")
@@ -45,7 +45,7 @@ def parse_period(kind: str, body: str) -> int:
     return count * seconds
 
 
-class _PeriodSchedule(Schedule):
+class PeriodSchedule(Schedule):
     """A schedule with a period of N elapsed seconds (``rate`` and ``delay``)."""
 
     def __init__(self, expression: str, timezone: str, dst: DstOptions | None, seconds: int) -> None:
@@ -53,8 +53,21 @@ class _PeriodSchedule(Schedule):
         self._seconds = seconds
         self.period = timedelta(seconds=seconds)
 
+    def on_grid(self, after: datetime, origin: datetime) -> datetime | None:
+        """``origin + k*N`` (``origin`` rounded up to the whole second) for the smallest k >= 0
+        that is strictly after ``after``: a ``rate(...)`` job's slots from its anchor, and the
+        slots a ``delay(...)`` chain passes over one after the other when none of them runs (its
+        calendar excludes their days: each is N after the one before)."""
+        start, fraction = to_epoch(origin, "origin")  # ceil_s and floor_s, a call less each
+        if fraction:
+            start += 1
+        a = to_epoch(after, "after")[0]
+        k = 0 if start > a else (a - start) // self._seconds + 1
+        slot = start + k * self._seconds
+        return from_epoch(slot) if slot < END_S else None
 
-class RateSchedule(_PeriodSchedule):
+
+class RateSchedule(PeriodSchedule):
     """``rate(N unit)``: slots at ``anchor + k*N`` (k >= 0) in elapsed time.
 
     The anchor (a job's ``start_at`` or its registration instant) is rounded up to the
@@ -69,13 +82,7 @@ class RateSchedule(_PeriodSchedule):
         if anchor is None:  # the grid starts at `after` itself, which is not after itself
             slot = ceil_s(after, "after") + self._seconds
             return from_epoch(slot) if slot < END_S else None
-        origin, fraction = to_epoch(anchor, "anchor")  # ceil_s and floor_s, a call less each
-        if fraction:
-            origin += 1
-        a = to_epoch(after, "after")[0]
-        k = 0 if origin > a else (a - origin) // self._seconds + 1
-        slot = origin + k * self._seconds
-        return from_epoch(slot) if slot < END_S else None
+        return self.on_grid(after, anchor)
 
     def slots(self, after: datetime, anchor: datetime | None = None, count: int = 5) -> list[datetime]:
         """As :meth:`Schedule.slots`; without an anchor the grid starts at ``after``."""
@@ -87,7 +94,7 @@ class RateSchedule(_PeriodSchedule):
         return super().slots(after, anchor, count)
 
 
-class DelaySchedule(_PeriodSchedule):
+class DelaySchedule(PeriodSchedule):
     """``delay(N unit)``: each run starts N after the previous run finished.
 
     The worker calls ``next_after(finish_instant)`` for the next run; the first run is at
