@@ -133,6 +133,30 @@ def test_lambda_timeout_inside_the_function_is_marked_timed_out() -> None:
     assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, True)
 
 
+@pytest.mark.parametrize(
+    ("error_type", "message", "timed_out"),
+    [
+        # Lambda's own timeout, as newer runtimes report it
+        ("Sandbox.Timedout", "RequestId: 1f2e Error: Task timed out after 3.00 seconds", True),
+        # The function's own error whose text says "timed out": it failed, it was not cut off
+        ("ReadTimeout", "HTTPSConnectionPool(host='db', port=443): Read timed out. (read timeout=5)", False),
+        ("TimeoutError", "the upstream call timed out", False),
+    ],
+)
+def test_only_lambdas_own_timeout_marks_a_function_error_timed_out(
+    error_type: str, message: str, timed_out: bool
+) -> None:
+    # Stubber: moto without Docker never runs the code. QA28: any function error whose message
+    # held "timed out" was recorded TIMED_OUT (dead letter ERROR_CODE TargetTimedOut), though the
+    # function answered with its own error well within the job's timeout.
+    _, stub, factory = stubbed("lambda")
+    error = json.dumps({"errorType": error_type, "errorMessage": message}).encode()
+    stub.add_response("invoke", {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _stream(error)})
+    with stub:
+        result = LambdaTargetAdapter(factory).invoke(LAMBDA, {}, ctx())
+    assert (result.outcome, result.timed_out) == (Outcome.RETRYABLE, timed_out)
+
+
 def test_lambda_missing_function_is_permanent() -> None:
     # Stubber: moto without Docker answers 200 "{}" for a function that does not exist.
     _, stub, factory = stubbed("lambda")

@@ -79,6 +79,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAX_LAMBDA_RESPONSE_BYTES = 64 * 1024
+# Lambda's message when the function outlived its own timeout ("2026-11-30T10:00:03Z Task timed out
+# after 3.00 seconds"; newer runtimes: errorType Sandbox.Timedout)
+_LAMBDA_TIMEOUT_RE = re.compile(r"\bTask timed out after [0-9.]+ seconds")
 SFN_NAME_CHARS = 80
 
 # Error codes that mean "not now" rather than "never": throttling, capacity,
@@ -348,7 +351,7 @@ class LambdaTargetAdapter:
             error_type, error_message = _lambda_error(text)
             summary = f"function error ({function_error}): {error_type}: {error_message}".strip(": ")
             result = TargetResult.retryable(summary[:500])
-            result.timed_out = "timed out" in error_message.lower() or error_type == "Sandbox.Timedout"
+            result.timed_out = _lambda_timed_out(error_type, error_message)
             result.detail = detail
             return result
         expected = 202 if invocation_type == "Event" else 200
@@ -357,6 +360,15 @@ class LambdaTargetAdapter:
             result.detail = detail
             return result
         return TargetResult.ok("invoked" if invocation_type == "RequestResponse" else "queued", **detail)
+
+
+def _lambda_timed_out(error_type: str, error_message: str) -> bool:
+    """Whether a function error is Lambda's own timeout: ``Sandbox.Timedout``, or (older runtimes)
+    no error type and ``Task timed out after N seconds``. Not the function's own error saying
+    "timed out" (QA28: a ``ReadTimeout`` it raised was recorded TIMED_OUT)."""
+    return error_type == "Sandbox.Timedout" or (
+        not error_type and _LAMBDA_TIMEOUT_RE.search(error_message) is not None
+    )
 
 
 def _lambda_error(text: str) -> tuple[str, str]:
