@@ -279,6 +279,28 @@ def test_a_missed_range_shows_how_many_slots_it_stands_for(
     assert "older than the catch-up window" in detail
 
 
+def minute_job_with_missed_range(
+    served: Served, capsys: pytest.CaptureFixture[str], first: str, last: str, count: int
+) -> dict[str, Any]:
+    """A ``cron(* * * * ? *)`` job made with the CLI whose slots ``first`` to ``last`` are one MISSED
+    range record of ``count`` slots (a pause resumed with catch-up none)."""
+    code, out, _ = run(capsys, "jobs", "create", "--schedule", "cron(* * * * ? *)", "--http-url", "https://x.example.com", "-o", "json")  # fmt: skip
+    assert code == 0
+    job: dict[str, Any] = json.loads(out)
+    missed = Execution(
+        job_id=job["id"],
+        tenant="default",
+        slot=first,
+        scheduled_at=datetime.fromisoformat(first),
+        status=ExecutionStatus.MISSED,
+        error="job paused: catch-up policy none",
+        last_slot=last,
+        slot_count=count,
+    )
+    served.api.store.save_execution(missed, None, ttl_epoch_s=2_000_000_000)
+    return job
+
+
 def test_a_slot_inside_a_missed_range_answers_the_range(
     served: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -286,20 +308,8 @@ def test_a_slot_inside_a_missed_range_answers_the_range(
     range record answered 404 "no execution" though the history counts it MISSED: it answers the
     range's record as that slot's, ``range_slot`` naming the range's first slot. A slot past the
     range, or off the schedule's grid, is still 404; one with a record of its own answers it."""
-    code, out, _ = run(capsys, "jobs", "create", "--schedule", "cron(* * * * ? *)", "--http-url", "https://x.example.com", "-o", "json")  # fmt: skip
-    assert code == 0
-    job = json.loads(out)
     first, inner, last = "2026-11-30T10:01:00Z", "2026-11-30T10:30:00Z", "2026-11-30T11:00:00Z"
-    missed = Execution(
-        job_id=job["id"],
-        tenant="default",
-        slot=first,
-        scheduled_at=datetime(2026, 11, 30, 10, 1, tzinfo=UTC),
-        status=ExecutionStatus.MISSED,
-        error="job paused: catch-up policy none",
-        last_slot=last,
-        slot_count=60,
-    )
+    job = minute_job_with_missed_range(served, capsys, first, last, 60)
     backfilled = Execution(
         job_id=job["id"],
         tenant="default",
@@ -308,8 +318,7 @@ def test_a_slot_inside_a_missed_range_answers_the_range(
         status=ExecutionStatus.SUCCEEDED,
         backfill="b1",
     )
-    for record in (missed, backfilled):
-        served.api.store.save_execution(record, None, ttl_epoch_s=2_000_000_000)
+    served.api.store.save_execution(backfilled, None, ttl_epoch_s=2_000_000_000)
     api = served.api
 
     reply = api.call("GET", f"/v1/jobs/{job['id']}/executions/{quote(inner)}")
@@ -328,6 +337,28 @@ def test_a_slot_inside_a_missed_range_answers_the_range(
     assert (first_body["slot"], first_body["range_slot"]) == (first, None)
     for outside in ("2026-11-30T11:01:00Z", "2026-11-30T10:30:30Z", "2026-11-30T10:00:00Z"):
         assert api.call("GET", f"/v1/jobs/{job['id']}/executions/{quote(outside)}").status == 404
+
+
+@pytest.mark.parametrize(
+    "impossible", ["2026-11-30T23:59:60Z", "2026-11-30T24:00:00Z", "2026-11-31T00:00:00Z"]
+)
+def test_a_slot_key_of_no_instant_inside_a_missed_range_is_not_found_not_a_500(
+    served: Served, capsys: pytest.CaptureFixture[str], impossible: str
+) -> None:
+    """QA28: a slot key of the right shape naming no instant (a leap second, hour 24, November 31st)
+    that sorts inside a MISSED range record was read as one of the range's slots: the API answered
+    500 (a ValueError out of parsing it) and ``runs get`` said the request could not be completed.
+    It is no slot: the API answers 404, the CLI refuses it as bad input (exit 2, one line)."""
+    job = minute_job_with_missed_range(served, capsys, "2026-11-30T23:01:00Z", "2026-12-01T01:00:00Z", 120)
+
+    reply = served.api.call("GET", f"/v1/jobs/{job['id']}/executions/{quote(impossible)}")
+    code_get, _, err = run(capsys, "runs", "get", job["id"], impossible)
+
+    assert reply.status == 404 and impossible in reply.problem["detail"]
+    assert code_get == 2
+    assert err.strip().splitlines() == [
+        f"punctual: error: {impossible!r} is not a slot key: its UTC instant, as 2026-11-30T02:00:00Z"
+    ]
 
 
 def test_runs_list_fills_a_filtered_page_the_api_answered_short(

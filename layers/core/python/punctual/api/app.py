@@ -63,7 +63,7 @@ from punctual.models import (
     JobState,
 )
 from punctual.store.base import UnreadableJobError
-from punctual.timing.timers import SLOT_KEY_RE
+from punctual.timing.timers import is_slot_key
 from punctual.usecases.job_errors import JobNotFoundError
 
 API_TITLE = "Punctual"
@@ -471,7 +471,7 @@ def get_execution(job_id: JobId, slot: SlotKey) -> ExecutionOut:
     tenant = _tenant()
     job = job_id_of(job_id)
     slot_key = unquote(slot)
-    known = SLOT_KEY_RE.match(slot_key)
+    known = is_slot_key(slot_key)
     execution = services().store.get_execution(tenant, job, slot_key, _live_at()) if known else None
     if execution is None and known:
         return _in_a_missed_range(tenant, job, slot_key)

@@ -289,6 +289,19 @@ MANUAL_MARK = "~m"  # in a triggered slot's key, <instant>~m<token> (JobService.
 SLOT_KEY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z(~[A-Za-z0-9_-]{1,64})?\Z")
 
 
+def is_slot_key(text: str) -> bool:
+    """Whether a caller's ``text`` names a slot: a slot key (:data:`SLOT_KEY_RE`) whose instant
+    exists. QA28: one of the right shape naming none (``23:59:60``, ``24:00:00``, November 31st)
+    raised out of :func:`slot_instant` (a 500) where it sorted inside a MISSED range record."""
+    if not SLOT_KEY_RE.match(text):
+        return False
+    try:
+        slot_instant(text)
+    except ValueError:
+        return False
+    return True
+
+
 @lru_cache(maxsize=4096)
 def slot_instant(key: str) -> datetime:
     """The nominal instant of a slot key (manual triggers carry a ``~suffix``). Cached: a poller
