@@ -94,7 +94,13 @@ class JobOut(JobSpec):
         json_schema_extra=_READ_ONLY,
     )
     skipped_slots: int = Field(
-        default=0, description="Slots skipped by the overlap policy so far.", json_schema_extra=_READ_ONLY
+        default=0,
+        description=(
+            "Slots not run so far by the job's own policies: SKIPPED by its overlap policy, or recorded "
+            "MISSED (its catch-up policy or window, after a pause or an outage; a chain repaired): each "
+            "slot of a MISSED range counts."
+        ),
+        json_schema_extra=_READ_ONLY,
     )
 
     @classmethod
