@@ -24,7 +24,7 @@ from punctual.models.executions import typed_execution
 from punctual.runtime.clock import Clock
 from punctual.store.base import Expect, JobStore
 from punctual.timing.slots import dispatch_instant, next_slot
-from punctual.timing.timers import MANUAL_MARK, TimerKind, slot_instant, slot_key
+from punctual.timing.timers import TimerKind, slot_instant, slot_key
 from punctual.usecases.backfills import parse_backfill_ref
 
 # Begins the error of an attempt deferred because the scheduler's own infrastructure (KMS, STS)
@@ -189,8 +189,9 @@ def covering_range(
 ) -> Execution | None:
     """The MISSED range record whose run of slots goes over ``slot`` (a slot with no record of its
     own: ask for it first), or None: the newest MISSED record before ``slot``, when it is a range
-    that ends at ``slot`` or after it. A run-now slot is in no range."""
-    if MANUAL_MARK in slot:
+    that ends at ``slot`` or after it. A marked key (a run-now slot's, ``~m...``; no other mark
+    names a slot: QA28, ``<inner slot>~abc`` answered the range) is in no range."""
+    if "~" in slot:
         return None
     cursor: str | None = slot
     for _ in range(RANGE_LOOKUP_PAGES):
