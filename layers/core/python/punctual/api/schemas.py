@@ -258,7 +258,11 @@ class ExecutionOut(BaseModel):
         examples=["2026-11-30T09:32:00Z", "2026-11-30T09:32:07Z~m1273f2a9c0e"],
     )
     scheduled_at: Instant = Field(
-        description="The slot's instant (an after() job's run its parents started: when they sent it)."
+        description=(
+            "When the slot was due to run: its instant, plus the job's jitter for a job with"
+            " jitter_seconds (`slot` keeps the instant itself); an after() job's run its parents"
+            " started: when they sent it."
+        )
     )
     attempt: int = Field(description="The latest attempt's number.")
     status: ExecutionStatus = Field(description="The latest attempt's status.")
