@@ -46,7 +46,7 @@ from punctual.models import AlertCondition, Execution, ExecutionStatus, Job, Job
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
 from punctual.security.message_auth import DispatchSigner, replayed_copy
-from punctual.store.base import ExecutionConflictError, Expect
+from punctual.store.base import ExecutionConflictError, Expect, JobStore
 from punctual.timing.instants import message_instant
 from punctual.timing.owed import owed_at_restart
 from punctual.timing.slots import MISSED_AFTER_S, inside_window, owed_since, schedule_of
@@ -398,20 +398,18 @@ def gone_jobs_run(claimer: Claimer, message: DispatchMessage, delivery: Delivery
     return None
 
 
-def _is_after(job: Job) -> bool:
-    return schedule_of(job).kind == "after"
-
-
-def _asked_for(message: DispatchMessage, record: Execution, job: Job) -> bool:
+def _asked_for(message: DispatchMessage, record: Execution, job: Job, store: JobStore) -> bool:
     """A slot the user asked for (a trigger's, a backfill's): its retries and takeovers too, whose
     messages are RETRY or TAKEOVER (QA: a paused job's backfilled slot that failed once was
-    recorded SKIPPED, its retry never run)."""
+    recorded SKIPPED, its retry never run). An after() job's slots carry its parents' keys, so a
+    parent's trigger marks its children's slots too: those are not asked for; its own trigger's key
+    is no parent's (QA28: its retries ended FAILED while paused). A rare read: a paused job's retry."""
     if message.kind in _ASKED_FOR or record.backfill:
         return True
-    # A trigger's slot key. An after() job's slots carry its parents' keys, so a parent's trigger
-    # marks its children's slots too: those are not asked for (nor, then, a child's own trigger's
-    # retries, which the record cannot tell apart)
-    return MANUAL_MARK in message.slot and message.kind != MessageKind.CHILD and not _is_after(job)
+    if MANUAL_MARK not in message.slot or message.kind == MessageKind.CHILD:
+        return False
+    parents = schedule_of(job).parents  # (none but an after() job's)
+    return not any(store.get_execution(job.tenant, parent, message.slot) for parent in parents)
 
 
 class Claimer:
@@ -711,7 +709,7 @@ class Claimer:
             return Claim(ClaimOutcome.SKIPPED, message, delivery, job, skipped, reason="backfill cancelled")
         if job.state is JobState.PAUSED:
             base = base or new_record(message, ExecutionStatus.QUEUED)
-            if not _asked_for(message, base, job) and not handed_back(base):
+            if not _asked_for(message, base, job, self.store) and not handed_back(base):
                 # Pausing stops scheduled starts and retries; a run the user asked for (by hand, or
                 # a backfill) still runs, every attempt of it.
                 ended = paused_end(self, job, base, replaced, expect, now)
