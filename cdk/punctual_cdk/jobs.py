@@ -175,7 +175,8 @@ class Job(Construct):
         As the API takes them; ``target`` is typed (:mod:`punctual_cdk.targets`), or the API's
         target object as a dict (sent as it is: its ``role_arn`` is yours to give and grant).
     role
-        The execution role for an AWS target (default: one made for this job).
+        The execution role for an AWS target (default: one made for this job). A role of the
+        job's stack is given the made role's trust and opt-in tag; another is used as it is.
     alerts
         :class:`Alert` rules.
     dead_letter, events_bus
@@ -306,7 +307,7 @@ class Job(Construct):
             )
         self.role: iam.IRole | None = None
         if needs_role:
-            self.role = role or self._execution_role(ref)
+            self.role = self._execution_role(ref) if role is None else self._opted_in(role, ref)
             for each in targets:
                 each.grant(self.role)
             sends.grant(self.role)
@@ -392,23 +393,37 @@ class Job(Construct):
         role = iam.Role(
             self,
             "ExecutionRole",
-            # The trust docs/tenants.md gives: the tenant as external id and as the session's
-            # punctual-tenant tag (QA: the tag's condition was left out)
-            assumed_by=iam.CompositePrincipal(
-                *(
-                    iam.ArnPrincipal(arn)
-                    .with_conditions(
-                        {"StringEquals": {"aws:RequestTag/punctual-tenant": self.provider.tenant}}
-                    )
-                    .with_session_tags()
-                    for arn in ref.worker_role_arns
-                )
-            ),
-            external_ids=[self.provider.tenant],
+            assumed_by=iam.CompositePrincipal(*self._workers(ref)),
             description=f"Punctual job {self.node.path}: what its workers may call",
             **placement,  # type: ignore[arg-type]
         )
         cdk.Tags.of(role).add(ref.execution_role_tag, "true")
+        return role
+
+    def _workers(self, ref: SchedulerRef) -> list[iam.IPrincipal]:
+        """The trust docs/tenants.md gives: each worker role, with the tenant as external id and as
+        the session's punctual-tenant tag (QA: the tag's condition was left out)."""
+        tenant = self.provider.tenant
+        condition = {"StringEquals": {"aws:RequestTag/punctual-tenant": tenant, "sts:ExternalId": tenant}}
+        arns = ref.worker_role_arns
+        return [iam.ArnPrincipal(arn).with_conditions(condition).with_session_tags() for arn in arns]
+
+    def _opted_in(self, role: iam.IRole, ref: SchedulerRef) -> iam.IRole:
+        """``role=``, trusted by the workers and opted in as a role the job makes is (QA28: it was
+        only granted the target, and every run failed AccessDenied). A role of another stack, or an
+        imported one, is left as it is, with a warning saying what it needs."""
+        trust = role.assume_role_policy if isinstance(role, iam.Role) else None
+        if trust is not None and cdk.Stack.of(role) is cdk.Stack.of(self) and ref.worker_role_arns:
+            iam.CompositePrincipal(*self._workers(ref)).add_to_assume_role_policy(trust)
+            cdk.Tags.of(role).add(ref.execution_role_tag, "true")
+            return role
+        cdk.Annotations.of(self).add_warning_v2(
+            "punctual:role-given",
+            f"role: {role.node.path} is used as it is (not a role of this stack): the workers assume it only"
+            f" if it is tagged {ref.execution_role_tag}=true and trusts the WorkerRoleArns for sts:AssumeRole"
+            " and sts:TagSession with sts:ExternalId and aws:RequestTag/punctual-tenant equal to this"
+            " stack's tenant (the provider role's RoleId): docs/tenants.md, Execution roles",
+        )
         return role
 
 

@@ -529,3 +529,37 @@ def test_a_construct_id_too_long_for_a_name_says_so() -> None:
     other = _stack()
     job = Job(other, long_id, scheduler=REF, schedule="rate(1 hour)", target=HttpTarget(HOOK), name="nightly")
     assert _spec(other, job)["name"] == "nightly"
+
+
+def test_a_role_given_is_trusted_by_the_workers_and_opted_in_as_a_role_the_job_makes() -> None:
+    # QA28: role= was only granted the target: no trust for the worker roles (with the tenant as
+    # external id and session tag) and no opt-in tag, so every run failed AccessDenied
+    stack = _stack()
+    queue = sqs.Queue(stack, "Queue")
+    given = iam.Role(stack, "Mine", assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"))
+    mine = Job(stack, "Mine-job", scheduler=REF, schedule="rate(1 hour)", target=SqsTarget(queue), role=given)
+    made = Job(stack, "Made-job", scheduler=REF, schedule="rate(1 hour)", target=SqsTarget(queue))
+    Job(stack, "Again", scheduler=REF, schedule="rate(2 hours)", target=SqsTarget(queue), role=given)
+    roles = Template.from_stack(stack).find_resources("AWS::IAM::Role")
+    assert made.role is not None and mine.role is given
+    expected = roles[_logical(stack, made.role)]["Properties"]
+    got = roles[_logical(stack, given)]["Properties"]
+    # The given role keeps its own trust and gains the workers' (once, for two jobs), as a made one has
+    statements = got["AssumeRolePolicyDocument"]["Statement"]
+    assert statements[0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert statements[1:] == expected["AssumeRolePolicyDocument"]["Statement"]
+    assert got["Tags"] == expected["Tags"] == [{"Key": "punctual:execution-role", "Value": "true"}]
+    granted = _statements(Template.from_stack(stack), _logical(stack, given))
+    assert any("sqs:SendMessage" in json.dumps(statement["Action"]) for statement in granted)
+
+
+def test_an_imported_role_given_is_used_as_it_is_with_a_warning_saying_what_it_needs() -> None:
+    stack = _stack()
+    queue = sqs.Queue(stack, "Queue")
+    imported = iam.Role.from_role_arn(stack, "Theirs", "arn:aws:iam::123456789012:role/orders-scheduler")
+    job = Job(stack, "Job", scheduler=REF, schedule="rate(1 hour)", target=SqsTarget(queue), role=imported)
+    assert _spec(stack, job)["target"]["role_arn"] == "arn:aws:iam::123456789012:role/orders-scheduler"
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("role: "))
+    assert len(warnings) == 1
+    text = warnings[0].entry.data
+    assert "punctual:execution-role" in text and "sts:ExternalId" in text
