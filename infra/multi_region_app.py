@@ -37,6 +37,7 @@ from punctual_cdk.config import ConfigError, PunctualConfig, synth_or_exit  # no
 from punctual_cdk.multi_region import DEFAULT_TABLE_NAME, MultiRegionPunctual, RegionPlan  # noqa: E402
 
 TABLE_NAME = re.compile(r"[a-zA-Z0-9_.-]{3,255}")
+ACCOUNT_ID = re.compile(r"[0-9]{12}")
 
 
 def plan_from(context: Callable[[str], Any]) -> RegionPlan:
@@ -80,11 +81,13 @@ def build_multi_region_app(
     app = cdk.App(outdir=outdir or os.environ.get("CDK_OUTDIR", c.CDK_OUTDIR), context=merged)
     config = PunctualConfig.from_context(app.node.try_get_context)
     context_of = app.node.try_get_context  # the CLI's -c values too (CDK_CONTEXT_JSON)
-    account = str(context_of("account") or os.environ.get("CDK_DEFAULT_ACCOUNT") or "")
+    account = str(context_of("account") or os.environ.get("CDK_DEFAULT_ACCOUNT") or "").strip()
     if not account:
         raise ConfigError(
             "multi-Region: set -c account=<id> (or CDK_DEFAULT_ACCOUNT): stacks name their Region"
         )
+    if not ACCOUNT_ID.fullmatch(account):  # (QA28: 'abc' synthesised, for a deploy that cannot be)
+        raise ConfigError(f"account: {account!r} is not an AWS account id (12 digits)")
     profile = MultiRegionPunctual(app, plan=plan_from(context_of), account=account, config=config)
     cdk.Tags.of(app).add("app", c.APP_NAME)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

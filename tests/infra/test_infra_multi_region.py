@@ -265,6 +265,17 @@ def test_a_bad_region_context_is_refused_naming_its_key(context: dict[str, Any],
         plan_from(context.get)
 
 
+@pytest.mark.parametrize("account", ["abc", "12345678901", "1234567890123", 123456789012.5])
+def test_an_account_that_is_no_account_id_is_refused_naming_it(account: Any) -> None:
+    """QA28: -c account=abc synthesised every Region's stack (a validation warning only), for a
+    deploy that could never happen."""
+    from infra.multi_region_app import build_multi_region_app
+
+    context = {"regions": ",".join(REGIONS), "account": account, "layerAssetDir": "layers/core"}
+    with pytest.raises(ConfigError, match=r"^account: .* is not an AWS account id \(12 digits\)$"):
+        build_multi_region_app(context, outdir="/nonexistent/unused")
+
+
 def test_options_the_profile_does_not_offer_are_refused(repo_root: Path, tmp_path: Path) -> None:
     context = {"regions": ",".join(REGIONS), "tableEncryption": "cmk"}
     with pytest.raises(ConfigError, match="cmk"):
