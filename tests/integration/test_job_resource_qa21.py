@@ -503,10 +503,8 @@ def test_a_create_that_never_reached_the_api_names_no_job(
     assert answers[-1]["Status"] == "FAILED" and answers[-1]["PhysicalResourceId"] == "failed-req-1"
 
 
-def test_a_slow_api_is_answered_before_the_functions_time_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    """QA21's slow API on a simulated clock (a 120 s function): three PUTs with no answer, every
-    other answer 19 s late. Each attempt is bounded by the time left (as SignedApi's urllib
-    timeout is), so the answer goes out with ANSWER_MARGIN_S still left."""
+def _simulated_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The provider's clock and sleeps on a simulated clock, ``[now]``, from 0."""
     now = [0.0]
 
     def sleep(seconds: float) -> None:
@@ -519,6 +517,14 @@ def test_a_slow_api_is_answered_before_the_functions_time_is_up(monkeypatch: pyt
     monkeypatch.setattr(
         provider.on_event, "__kwdefaults__", {**provider.on_event.__kwdefaults__, "sleep": sleep}
     )
+    return now
+
+
+def test_a_slow_api_is_answered_before_the_functions_time_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA21's slow API on a simulated clock (a 120 s function): three PUTs with no answer, every
+    other answer 19 s late. Each attempt is bounded by the time left (as SignedApi's urllib
+    timeout is), so the answer goes out with ANSWER_MARGIN_S still left."""
+    now = _simulated_clock(monkeypatch)
     answered: list[tuple[float, str, str]] = []
     monkeypatch.setattr(
         provider, "respond", lambda ev, status, outcome, reason="": answered.append((now[0], status, reason))
@@ -568,3 +574,38 @@ def test_an_object_spec_refused_for_its_strings_says_why(
     assert _live(api) == []
     provider.handler(_event("Create", "r2", _spec(retry={"max_attempts": 5})), None)  # as JSON text
     assert answers[-1]["Status"] == "SUCCESS", answers[-1]
+
+
+@pytest.mark.parametrize("service_timeout", ["60", 45])
+def test_a_service_timeout_under_the_functions_time_bounds_every_request(
+    monkeypatch: pytest.MonkeyPatch, service_timeout: Any
+) -> None:
+    """QA28: the provider worked to its function's time (120 s less the margin) whatever the
+    resource's ServiceTimeout: with ServiceTimeout 60 and a slow API, CloudFormation failed the
+    create at 60 s while the provider went on, and a job it made after that belonged to no stack
+    (the rollback's Delete cannot name it), firing beside the one a retried deploy made."""
+    now = _simulated_clock(monkeypatch)
+    answered: list[tuple[float, str]] = []
+    monkeypatch.setattr(
+        provider, "respond", lambda ev, status, outcome, reason="": answered.append((now[0], status))
+    )
+    started: list[float] = []
+
+    class SilentApi:
+        def __init__(self, url: str) -> None:
+            self.limit = float(provider.HTTP_TIMEOUT_S)
+
+        def bound(self, seconds: float) -> None:
+            self.limit = seconds
+
+        def request(self, method: str, path: str, body: Any = None, headers: Any = None) -> tuple[int, Any]:
+            started.append(now[0])
+            now[0] += self.limit
+            raise TimeoutError("timed out")
+
+    monkeypatch.setattr(provider, "SignedApi", SilentApi)
+    create = _event("Create", "r1", _spec(), props={"ServiceTimeout": service_timeout})
+    provider.handler(create, SimpleNamespace(get_remaining_time_in_millis=lambda: 120_000))
+    [(at, status)] = answered
+    last = float(service_timeout) - provider.ANSWER_MARGIN_S
+    assert status == "FAILED" and at <= last and started and all(t < last for t in started)

@@ -3,10 +3,8 @@ update and delete of a declared job (or exclusion calendar), mapped onto Punctua
 (SigV4, ``execute-api``) as this function's role.
 
 Tenancy
-    The API's tenant is the caller's IAM identity (the role's unique id). This function runs in
-    the stack that declares the jobs, as a role of that stack: every job a stack declares belongs
-    to the stack's own provider role, never to a name the template writes. Another stack (its own
-    provider role) neither sees nor changes them.
+    The API's tenant is the caller's IAM identity: this function's role, of the stack that declares
+    the jobs, never a name the template writes. Another stack's provider neither sees nor changes them.
 
 Idempotency
     * Create puts the job at an id derived from the stack, the logical id and CloudFormation's
@@ -15,17 +13,13 @@ Idempotency
     * Update replaces the job's spec in place (its history stays). A change of ``ApiUrl`` (another
       deployment) is a replacement: the job is created anew (new physical id) and CloudFormation
       deletes the old one once the update succeeded; on a rollback it deletes the new one instead.
-      Which one is decided from where the job lives (its id names its API: :func:`lives_at`), so
-      the rollback of a failed move is in place.
-    * Delete removes the job; a job already gone (or a create that failed) is a success, so a
-      rollback or a repeated delete never fails the stack.
+      Which is read from the job's id (it names its API, :func:`lives_at`): a move's rollback is in place.
+    * Delete removes the job; one already gone (or a failed create's) is a success.
 
 Enabled
-    ``Enabled: false`` declares the job paused: the create stores it paused in its own write
-    (``state: PAUSED``), so nothing fires before a pause could land. An update that turns it
-    false pauses the job before replacing its spec (the new spec never fires); one that turns it
-    true resumes it after. An update that leaves it as it was changes no state (a job an
-    operator paused through the API stays paused).
+    ``Enabled: false`` declares the job paused: the create stores it paused (``state: PAUSED``).
+    An update that turns it false pauses the job before replacing its spec; one that turns it true
+    resumes it after; one that leaves it changes no state (an operator's pause stays).
 
 Only the standard library and botocore (which the Lambda runtime has): no layer, no packaging.
 """
@@ -560,10 +554,7 @@ def _made_calendar_name(event: dict[str, Any]) -> str:
 
 def _calendar_id(name: str, api_url: str) -> str:
     """The name and its deployment (the URL's scheme and host in any case: review)."""
-    parts = urlsplit(api_url.strip())
-    where = f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
-    digest = hashlib.sha1(where.encode(), usedforsecurity=False).hexdigest()
-    return f"{name}@{digest[:12]}"
+    return f"{name}@{hashlib.sha1(_where(api_url).encode(), usedforsecurity=False).hexdigest()[:12]}"
 
 
 def on_calendar_event(event: dict[str, Any], api: Api, api_url: str) -> dict[str, Any]:
@@ -776,13 +767,22 @@ OBJECT_SPEC_HINT = (
 )
 
 
+def _service_timeout(event: dict[str, Any]) -> float:
+    """The resource's ``ServiceTimeout`` (seconds; 3600, CloudFormation's default, when not a number):
+    CloudFormation fails the request after it, and a job made later would be no stack's (QA28)."""
+    try:
+        return float((event.get("ResourceProperties") or {}).get("ServiceTimeout") or 3600)
+    except (TypeError, ValueError):
+        return 3600.0
+
+
 def handler(event: dict[str, Any], context: Any) -> None:
     """Lambda entry point: do the request, then answer CloudFormation whatever happened."""
     logger.info(
         "%s %s %s", event.get("RequestType"), event.get("LogicalResourceId"), event.get("PhysicalResourceId")
     )
     left_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 60.0
-    deadline = time.monotonic() + left_s - ANSWER_MARGIN_S
+    deadline = time.monotonic() + min(left_s, _service_timeout(event)) - ANSWER_MARGIN_S
     try:
         outcome = on_event(event, SignedApi, deadline=deadline)
     except ProviderError as exc:
