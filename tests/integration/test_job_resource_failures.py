@@ -239,6 +239,17 @@ def test_a_webhook_jobs_signing_secret_is_stored_in_its_secret(
     assert _signing(api, other)[0] == _stored(secret_arn)
 
 
+def test_a_secret_named_by_its_name_keeps_the_signing_secret(
+    api: ApiClient, faulty: FaultyApi, secret_arn: str
+) -> None:
+    """QA28: SigningSecretArn given as the secret's name (which PutSecretValue takes, and a
+    template's parameter may hold) failed the create with "list index out of range": the region
+    was read from the ARN's fourth field."""
+    props = {"SigningSecretArn": "orders-NightlyJob-signing"}
+    created = provider.on_event(_event("Create", "req-1", _spec(target=HOOK), props=props), faulty)
+    assert _signing(api, created["PhysicalResourceId"]) == (_stored(secret_arn),)
+
+
 # --------------------------------------------------------------------------- finding 3: API gone
 
 

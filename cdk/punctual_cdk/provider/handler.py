@@ -254,7 +254,7 @@ class SecretsManager:
             raise ProviderError("not stored: the function's time is up")
         each = min(float(HTTP_TIMEOUT_S), left / 2)  # connecting, then reading the answer
         config = Config(connect_timeout=each, read_timeout=each, retries={"total_max_attempts": 1})
-        region = secret_arn.split(":")[3] or os.environ.get("AWS_REGION", "us-east-1")
+        region = f"{secret_arn}:::".split(":")[3] or os.environ.get("AWS_REGION", "us-east-1")  # ARN or name
         session = botocore.session.get_session()
         client = session.create_client("secretsmanager", region_name=region, config=config)
         client.put_secret_value(SecretId=secret_arn, SecretString=value)
