@@ -17,6 +17,7 @@ promises and costs.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -50,6 +51,11 @@ def plan_from(context: Callable[[str], Any]) -> RegionPlan:
     raw = context("regions")
     if not raw:
         raise ConfigError("regions: set -c regions=<home>,<region>[,<region>] (multi-Region)")
+    if isinstance(raw, str) and raw.strip().startswith("["):  # as JSON, as every context list may be (QA28)
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise ConfigError(f"regions: {raw!r} is not a JSON list") from None
     listed = raw.split(",") if isinstance(raw, str) else raw
     if not isinstance(listed, list) or not all(isinstance(r, str) for r in listed):
         raise ConfigError(f"regions: {raw!r} is not a list of Region names (-c regions=us-east-1,us-east-2)")

@@ -265,6 +265,20 @@ def test_a_bad_region_context_is_refused_naming_its_key(context: dict[str, Any],
         plan_from(context.get)
 
 
+@pytest.mark.parametrize(
+    "given", ['["us-east-1", "us-east-2"]', " us-east-1 , us-east-2 ", ["us-east-1", "us-east-2"]]
+)
+def test_regions_may_be_a_json_list_as_every_context_list(given: Any) -> None:
+    """QA28: -c regions='["us-east-1","us-east-2"]' (infra/README.md: context lists are JSON or
+    comma-separated) was split at its commas, and refused as Regions '["us-east-1"' and '"us-east-2"]'."""
+    from infra.multi_region_app import plan_from
+
+    context = {"regions": given, "witnessRegion": "us-west-2"}
+    assert plan_from(context.get).regions == ("us-east-1", "us-east-2")
+    with pytest.raises(ConfigError, match=r"^regions: '\[us-east-1' is not a JSON list$"):
+        plan_from({"regions": "[us-east-1"}.get)
+
+
 @pytest.mark.parametrize("account", ["abc", "12345678901", "1234567890123", 123456789012.5])
 def test_an_account_that_is_no_account_id_is_refused_naming_it(account: Any) -> None:
     """QA28: -c account=abc synthesised every Region's stack (a validation warning only), for a
