@@ -609,3 +609,12 @@ def test_a_service_timeout_under_the_functions_time_bounds_every_request(
     [(at, status)] = answered
     last = float(service_timeout) - provider.ANSWER_MARGIN_S
     assert status == "FAILED" and at <= last and started and all(t < last for t in started)
+
+
+def test_a_short_service_timeout_leaves_the_api_half_of_it(
+    api: ApiClient, role: RoleApi, answers: list[dict[str, Any]]
+) -> None:
+    """A ServiceTimeout shorter than twice the answer's margin keeps half of it for the answer, not
+    the whole margin (which would leave the API no time at all, and fail every request)."""
+    provider.handler(_event("Create", "req-1", _spec(), props={"ServiceTimeout": "20"}), None)
+    assert answers[-1]["Status"] == "SUCCESS" and _live(api) == [answers[-1]["PhysicalResourceId"]]

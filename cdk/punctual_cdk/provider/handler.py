@@ -767,13 +767,12 @@ OBJECT_SPEC_HINT = (
 )
 
 
-def _service_timeout(event: dict[str, Any]) -> float:
-    """The resource's ``ServiceTimeout`` (seconds; 3600, CloudFormation's default, when not a number):
-    CloudFormation fails the request after it, and a job made later would be no stack's (QA28)."""
-    try:
-        return float((event.get("ResourceProperties") or {}).get("ServiceTimeout") or 3600)
-    except (TypeError, ValueError):
-        return 3600.0
+def _service_time(event: dict[str, Any]) -> float:
+    """What ``ServiceTimeout`` (3600 when not a number) leaves for the API, less the answer's margin
+    (half of it when shorter): CloudFormation fails the request then; a later job is no stack's (QA28)."""
+    given = str((event.get("ResourceProperties") or {}).get("ServiceTimeout", "")).strip()
+    timeout = float(given) if given.replace(".", "", 1).isdigit() else 3600.0
+    return timeout - min(ANSWER_MARGIN_S, timeout / 2)
 
 
 def handler(event: dict[str, Any], context: Any) -> None:
@@ -782,7 +781,7 @@ def handler(event: dict[str, Any], context: Any) -> None:
         "%s %s %s", event.get("RequestType"), event.get("LogicalResourceId"), event.get("PhysicalResourceId")
     )
     left_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 60.0
-    deadline = time.monotonic() + min(left_s, _service_timeout(event)) - ANSWER_MARGIN_S
+    deadline = time.monotonic() + min(left_s - ANSWER_MARGIN_S, _service_time(event))
     try:
         outcome = on_event(event, SignedApi, deadline=deadline)
     except ProviderError as exc:
