@@ -155,3 +155,23 @@ def test_web_acl_from_context_is_associated_with_the_stage(custom_synth: Synth) 
     (association,) = custom_synth.of_type("AWS::WAFv2::WebACLAssociation").values()
 
     assert association["Properties"]["WebACLArn"] == custom_synth.stack.config.api_web_acl_arn
+
+
+def test_a_request_the_web_acl_blocks_is_not_answered_as_an_api_that_does_not_exist(any_synth: Synth) -> None:
+    """QA28: a request AWS WAF blocks got API Gateway's default WAF_FILTERED answer, 403
+    {"message": "Forbidden"}: the very answer of an API id API Gateway does not have, which the job
+    provider takes as "the scheduler is gone" on a delete. A stack delete whose job deletes the web
+    ACL blocked (a rate rule) succeeded and left those jobs firing, no stack's. The API answers a
+    block with a message of its own, so a blocked delete fails instead."""
+    import json
+
+    from punctual_cdk.provider import handler as provider
+
+    (response,) = [
+        r["Properties"]
+        for r in any_synth.of_type("AWS::ApiGateway::GatewayResponse").values()
+        if r["Properties"]["ResponseType"] == "WAF_FILTERED"
+    ]
+    assert response["StatusCode"] == "403"
+    body = json.loads(response["ResponseTemplates"]["application/json"])
+    assert body != provider._NO_SUCH_API and "web ACL" in body["message"]

@@ -304,8 +304,9 @@ def test_a_delete_the_real_api_cannot_reach_succeeds(answers: list[dict[str, Any
             },
         ),
         (409, {"title": "Conflict", "detail": "job is the parent of after(...) jobs: cfn-child"}),
+        (403, {"message": "Forbidden by the API's web ACL (AWS WAF)"}),  # the API's WAF_FILTERED (QA28)
     ],
-    ids=["5xx", "throttled", "iam-refusal", "a-parent"],
+    ids=["5xx", "throttled", "iam-refusal", "a-parent", "waf-blocked"],
 )
 def test_a_delete_that_may_leave_the_job_fails_naming_why(answer: tuple[int, Any]) -> None:
     class Answers:

@@ -139,6 +139,15 @@ class Api(Construct):
                 request_validator=validator,
             )
 
+        # A request AWS WAF blocks is answered with a message of its own: API Gateway's default, 403
+        # {"message": "Forbidden"}, is also its answer for an API id it does not have, which the job
+        # provider takes as a deleted scheduler (QA28: a blocked delete left its job firing).
+        self.rest_api.add_gateway_response(
+            "WafFiltered",
+            type=apigateway.ResponseType.WAF_FILTERED,
+            status_code="403",
+            templates={"application/json": '{"message": "Forbidden by the API\'s web ACL (AWS WAF)"}'},
+        )
         if config.api_web_acl_arn:
             wafv2.CfnWebACLAssociation(
                 self,
