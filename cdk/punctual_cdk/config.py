@@ -411,6 +411,17 @@ class PunctualConfig:
                 "(true) refuses that delete and the stack could not be destroyed: set "
                 "tableDeletionProtection=false too, or keep tableRemovalPolicy=retain"
             )
+        # QA28: both synthesised, and no role could then opt in (every run AccessDenied, or refused)
+        if self.execution_role_prefix.startswith("/"):
+            raise ConfigError(
+                f"executionRolePrefix: {self.execution_role_prefix!r} starts with '/': it is the part of a"
+                " role's ARN after role/ (punctual/ for the path /punctual/, punctual- for a name prefix)"
+            )
+        if self.execution_role_tag.lower().startswith("aws:"):
+            raise ConfigError(
+                f"executionRoleTag: {self.execution_role_tag!r}: tag keys beginning with aws: are AWS's"
+                " own, no role can be tagged with it"
+            )
         if self.vpc_id and not re.fullmatch(r"vpc-[0-9a-f]{8,17}", self.vpc_id):
             raise ConfigError(f"vpcId: {self.vpc_id!r} is not a VPC id")
         if not _STACK_NAME.match(self.stack_name):

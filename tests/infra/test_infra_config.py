@@ -91,6 +91,14 @@ def test_command_line_strings_are_coerced() -> None:
         # QA22: values every function's settings refuse at cold start (a deployment that never ran)
         ("executionRoleTag", "scheduler role", "executionRoleTag"),
         ("executionRolePrefix", "punctual-*", "executionRolePrefix"),
+        # QA28: an IAM path as IAM writes it matched no role's ARN (role//punctual/*), and a reserved
+        # tag key was one no role can carry: both synthesised, and no job's role could be assumed
+        ("executionRolePrefix", "/punctual/", "executionRolePrefix: '/punctual/' starts with '/'"),
+        (
+            "executionRoleTag",
+            "aws:scheduler",
+            "executionRoleTag: 'aws:scheduler': tag keys beginning with aws:",
+        ),
         ("targetAllowCidrs", "10.0.0.1/8", "targetAllowCidrs"),  # host bits set: not a block
         ("targetAllowCidrs", ["intranet"], "targetAllowCidrs"),
         # QA22: the created VPC's private subnets without a NAT gateway have no route out: the
