@@ -67,6 +67,11 @@ class Punctual(Construct):
         super().__init__(scope, construct_id)
         if config is not None and settings:
             raise ConfigError("Punctual: pass config or settings by name, not both")
+        if "stack_name" in settings:  # (QA28: taken, and it named nothing)
+            raise ConfigError(
+                "stack_name: the scheduler's resources are named by the stack it is added to: name that"
+                " stack (cdk.Stack(..., stack_name=...))"
+            )
         config = config or PunctualConfig.from_settings(**settings)
         stack = cdk.Stack.of(self)
         if any(isinstance(child, Punctual) for child in stack.node.find_all() if child is not self):

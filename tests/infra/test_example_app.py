@@ -115,6 +115,9 @@ def test_settings_are_checked_by_name_with_the_apps_rules() -> None:
         Punctual(cdk.Stack(cdk.App(), "A"), "Scheduler", shards=3)
     with pytest.raises(ConfigError, match="shardCount"):
         Punctual(cdk.Stack(cdk.App(), "B"), "Scheduler", shard_count=0)
+    # QA28: stack_name was taken and did nothing (the resources are named by the stack they are in)
+    with pytest.raises(ConfigError, match=r"^stack_name: .*cdk\.Stack\(\.\.\., stack_name="):
+        Punctual(cdk.Stack(cdk.App(), "C"), "Scheduler", stack_name="Orders")
 
 
 def test_the_library_is_versioned_with_the_repository() -> None:
