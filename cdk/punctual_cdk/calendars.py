@@ -42,6 +42,8 @@ def _day(value: Any, field: str) -> Any:
         )
     if isinstance(value, date):
         return value.isoformat()
+    if isinstance(value, str) and cdk.Token.is_unresolved(value):  # (QA28: "'${Token[...]}' is not a date")
+        raise CalendarSpecError(f"{field}: a day known at synth, not a token (a parameter, an attribute)")
     if isinstance(value, str):
         return value
     raise CalendarSpecError(f"{field}: a date or 'YYYY-MM-DD', not {type(value).__name__}")
@@ -111,7 +113,8 @@ class Calendar(Construct):
             }
             if description:  # (left out when empty: a calendar's template is as it was)
                 document["description"] = description
-            _check(document)
+            # a time zone from a parameter is the API's to check at deploy (QA28), as a job's is
+            _check({**document, "timezone": "UTC"} if cdk.Token.is_unresolved(timezone) else document)
             self.name = name if name is not None else _made_name(self)
             _check_name(self.name)
         except CalendarSpecError as exc:

@@ -159,3 +159,18 @@ def test_a_calendar_takes_a_description_as_the_api_does() -> None:
     assert "description" not in json.loads(_properties(stack, plain)["Spec"])  # as before
     with pytest.raises(CalendarSpecError, match="description"):
         Calendar(_stack(), "Long", scheduler=REF, dates=["2026-12-25"], description="x" * 2000)
+
+
+def test_a_time_zone_from_a_parameter_passes_to_the_api_and_a_day_from_one_is_refused_saying_why() -> None:
+    # QA28: a parameter's time zone (which a Job takes) was refused as "unknown time zone
+    # '${Token[TOKEN.1204]}'", and a parameter's day as "'${Token[...]}' is not a date"
+    stack = _stack()
+    zone = cdk.CfnParameter(stack, "Zone", default="Europe/Berlin")
+    holidays = Calendar(stack, "Holidays", scheduler=REF, timezone=zone.value_as_string, dates=["2026-12-25"])
+    spec = _properties(stack, holidays)["Spec"]
+    assert {"Ref": "Zone"} in spec["Fn::Join"][1]  # resolved at deploy, checked there by the API
+    with pytest.raises(CalendarSpecError, match="unknown time zone 'Mars/Olympus'"):
+        Calendar(_stack(), "Bad", scheduler=REF, timezone="Mars/Olympus", dates=["2026-12-25"])
+    day = cdk.CfnParameter(stack, "Day", default="2026-12-26")
+    with pytest.raises(CalendarSpecError, match=r"dates\[0\]: a day known at synth, not a token"):
+        Calendar(stack, "Days", scheduler=REF, dates=[day.value_as_string])
