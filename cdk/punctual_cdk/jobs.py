@@ -419,8 +419,9 @@ class Job(Construct):
             return role
         cdk.Annotations.of(self).add_warning_v2(
             "punctual:role-given",
-            f"role: {role.node.path} is used as it is (not a role of this stack): the workers assume it only"
-            f" if it is tagged {ref.execution_role_tag}=true and trusts the WorkerRoleArns for sts:AssumeRole"
+            f"role: {role.node.path} is used as it is (not a role of this stack, or no worker roles given):"
+            f" the workers assume it only if it is tagged {ref.execution_role_tag}=true and trusts the"
+            " WorkerRoleArns for sts:AssumeRole"
             " and sts:TagSession with sts:ExternalId and aws:RequestTag/punctual-tenant equal to this"
             " stack's tenant (the provider role's RoleId): docs/tenants.md, Execution roles",
         )
