@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from punctual.timing.schedules import ScheduleError, check_place, validate_timezone
@@ -65,11 +65,32 @@ def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# C0 and C1 control characters and the bidirectional overrides and isolates: in a text the API
+# answered they are written out (``\x1b``), never sent to the terminal
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(data: Any) -> Any:
+    """``data`` (an answer of the API) with each control character of its texts written out as an
+    escape: ``\\x1b``, ``\\n``, ``\\u202e``. A slot's error quotes what its target answered (a
+    webhook receiver's body, a Lambda's error): QA28, an ANSI sequence in it cleared or retitled
+    the operator's terminal, a line break split its row of the table."""
+    if isinstance(data, str):
+        return _UNPRINTABLE.sub(lambda found: found[0].encode("unicode_escape").decode("ascii"), data)
+    if isinstance(data, Mapping):
+        return {key: printable(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [printable(value) for value in data]
+    return data
+
+
 def emit(args: argparse.Namespace, out: TextIO, data: Any, human: Callable[[Any], str]) -> int:
+    """``data`` on ``out``: as JSON (which escapes control characters itself), or as ``human``
+    writes it for people, from its :func:`printable` texts."""
     if args.output == "json":
         out.write(json.dumps(data, indent=2) + "\n")
     else:
-        out.write(human(data))
+        out.write(human(printable(data)))
     return 0
 
 
@@ -173,5 +194,7 @@ def guarded(run: Callable[[argparse.Namespace, TextIO], int]) -> Callable[[argpa
 
 def one_line(text: str) -> str:
     """``text`` with its whitespace runs as one space: an answer's detail (a proxy's HTML page)
-    may hold line breaks, and each error is one line."""
-    return " ".join(text.split())
+    may hold line breaks, and each error is one line; its control characters written out
+    (:func:`printable`): a server that is not the API is quoted in it."""
+    folded: str = printable(" ".join(text.split()))
+    return folded

@@ -1,0 +1,73 @@
+"""QA28 fixes of the ``punctual`` command against the API handler served on loopback (the fixtures
+of test_cli_api.py): what it prints of text it did not write."""
+
+from __future__ import annotations
+
+import io
+import json
+import urllib.error
+from datetime import UTC, datetime
+from email.message import Message
+from typing import Any
+
+import pytest
+from api_harness import api as api  # the fixture served needs
+from test_cli_api import Served, create, run
+from test_cli_api import served as served  # the fixture
+
+from punctual.models import AttemptRecord, Execution, ExecutionStatus
+from punctual_cli import client as client_module
+
+# What a webhook's receiver answered, kept in the slot's error as its excerpt: a right-to-left
+# override, an ANSI sequence that clears the screen, one that sets the terminal's title, a carriage
+# return, a line break (a Lambda's error)
+HOSTILE = "HTTP 500: \u202etxt.exe \x1b[2J\x1b]0;owned\x07gone\rover\nstack"
+
+
+def test_a_receivers_control_characters_are_written_out_not_sent_to_the_terminal(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA28: a slot's error holds what the receiver's body said (control characters kept: only
+    whitespace runs are folded), and the table printed it as it came, so a webhook's answer could
+    clear the operator's terminal, retitle it, or overwrite the table's rows; a line break in a
+    Lambda's error split its row in two."""
+    job = create(capsys)
+    slot, started = "2026-11-30T09:00:00Z", datetime(2026, 11, 30, 9, 0, 1, tzinfo=UTC)
+    served.api.store.save_execution(
+        Execution(
+            job_id=job["id"], tenant="default", slot=slot, scheduled_at=datetime(2026, 11, 30, 9, tzinfo=UTC),
+            attempt=1, status=ExecutionStatus.FAILED, started_at=started, finished_at=started, error=HOSTILE,
+            attempts=[AttemptRecord(attempt=1, status=ExecutionStatus.FAILED, error=HOSTILE, started_at=started)],
+        ),
+        None,
+        ttl_epoch_s=2_000_000_000,
+    )  # fmt: skip
+
+    for argv in (("runs", "list", job["id"]), ("runs", "get", job["id"], slot)):
+        code, out, err = run(capsys, *argv)
+        assert code == 0 and err == "", err
+        # nothing the terminal acts on: every control character is written out, visibly
+        assert not any(char in out for char in "\x1b\x07\r\u202e"), repr(out)
+        assert "\\x1b[2J" in out and "\\u202e" in out, out
+    # the listing is its header and one row: the error's line break did not split it
+    code, out, _ = run(capsys, *("runs", "list", job["id"]))
+    assert len(out.splitlines()) == 2 and out.splitlines()[1].startswith(slot), out
+    # and -o json keeps the text as it is (JSON escapes it)
+    code, out, _ = run(capsys, "runs", "get", job["id"], slot, "-o", "json")
+    assert code == 0 and json.loads(out)["error"] == HOSTILE
+
+
+def test_a_foreign_servers_control_characters_are_written_out_in_the_error_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error that quotes an endpoint that is not the API (its body's first 80 characters)."""
+
+    def answering(request: Any, timeout: float) -> Any:
+        raise urllib.error.HTTPError(
+            request.full_url, 500, "Oops", Message(), io.BytesIO(b"\x1b[2J\x1b]0;x\x07<html>")
+        )
+
+    monkeypatch.setattr(client_module._OPENER, "open", answering)
+    code, out, err = run(capsys, "jobs", "list", "--endpoint", "http://127.0.0.1:9")
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b[2J" in err, repr(err)
