@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from punctual.delivery.notifications.alerts import end_unwatched_streak
 from punctual.execution.chain_ends import complete_job
 from punctual.models import Execution, Job, JobState
 from punctual.runtime.clock import Clock
@@ -96,6 +97,7 @@ class Completion:
         # the message comes back and its redelivery (REPAIR) checks again (QA24: the job was kept,
         # COMPLETED, for good)
         PeakQuota(self.store, PeakLimits()).undo(job.tenant, add=job_profile(current))  # its peak goes
+        end_unwatched_streak(self.store, current, None)  # not the next job's at this id (QA28)
         self.metrics.add("JobsDeletedAfterCompletion", 1)
         return True
 

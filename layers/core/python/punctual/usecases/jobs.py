@@ -206,7 +206,8 @@ def _delete_as_read(
     store: JobStore, tenant: str, job_id: str, current: Job | UnreadableJob, now: datetime
 ) -> None:
     """One delete of the job as read: its links to its parents and its calendar uses go with it,
-    a tombstone stays; VersionConflictError when its version or its dependents count moved."""
+    a tombstone stays, its failure streak ends; VersionConflictError when its version or its
+    dependents count moved."""
     parents = schedule_of(current).parents if isinstance(current, Job) else raw_parents(current)
     calendars = current.exclude_calendars if isinstance(current, Job) else _raw_calendars(current)
     store.delete_job(
@@ -219,6 +220,8 @@ def _delete_as_read(
         tombstone_until=int((now + TOMBSTONE_TTL).timestamp()),
         expected_dependents=current.dependents,
     )
+    if isinstance(current, Job):
+        end_unwatched_streak(store, current, None)  # not the next job's at this id (QA28)
 
 
 def _found(store: JobStore, tenant: str, job_id: str, expected_version: int | None) -> Job | UnreadableJob:

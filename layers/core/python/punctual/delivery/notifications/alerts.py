@@ -86,19 +86,21 @@ def rules_on(job: Job, condition: AlertCondition) -> list[tuple[int, AlertRule]]
     return [(index, rule) for index, rule in enumerate(job.alerts) if condition in rule.on]
 
 
-def end_unwatched_streak(store: AlertRepository, old: Job, new: Job) -> None:
+def end_unwatched_streak(store: AlertRepository, old: Job, new: Job | None) -> None:
     """A replace that leaves the job no ``recovered`` rule ends its failure streak: no success is
     checked against it from then on (only jobs with such a rule pay that read), so kept, it would
-    make a rule added back later send a ``recovered`` for failures long recovered (QA23). Best
-    effort: a failure of this write leaves the streak as it was."""
-    if not rules_on(old, C.RECOVERED) or rules_on(new, C.RECOVERED):
+    make a rule added back later send a ``recovered`` for failures long recovered (QA23). So does
+    a delete (``new`` None): kept, the streak was the next job's at that id, whose first success
+    sent a ``recovered`` for the deleted job's failures (QA28). Best effort: a failure of this
+    write leaves the streak as it was."""
+    if not rules_on(old, C.RECOVERED) or (new is not None and rules_on(new, C.RECOVERED)):
         return
     try:
-        streak = store.get_streak(new.tenant, new.id)
+        streak = store.get_streak(old.tenant, old.id)
         if streak is not None:
-            store.replace_streak(new.tenant, new.id, streak, None)
+            store.replace_streak(old.tenant, old.id, streak, None)
     except Exception:
-        log.warning("could not end the failure streak of %s", new.id, exc_info=True)
+        log.warning("could not end the failure streak of %s", old.id, exc_info=True)
 
 
 def late_bound_s(job: Job) -> int | None:

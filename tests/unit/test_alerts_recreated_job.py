@@ -1,0 +1,96 @@
+"""A job deleted while it was failing, and created again at its id (as an EventBridge schedule is
+deleted and created again under its name, or a one-time job deleted after completion): the new job
+is not told of the old one's failures (QA28: its first success sent a ``recovered`` alert,
+``failing_since`` a slot of the deleted job)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
+from factories import spec
+from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
+from punctual.delivery.targets.base import TargetResult
+from punctual.dispatch.queues import MessageKind, message_for
+from punctual.models import Job
+from punctual.runtime.clock import ManualClock
+from punctual.store.base import JobStore
+from punctual.timing.timers import slot_key
+from punctual.usecases.jobs import JobService, QueueRouting
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+HOOK = {"type": "http", "url": "https://alerts.example.com/hook"}
+RULES = [{"on": ["failed", "recovered"], "target": HOOK}]
+FAIL, OK = TargetResult.permanent("HTTP 500"), TargetResult.ok("HTTP 200")
+
+
+class _Recorder(FakeTarget):
+    """The alerts' target: every payload sent."""
+
+    def __init__(self) -> None:
+        super().__init__(*[OK] * 10)
+        self.payloads: list[Any] = []
+
+    def invoke(self, target: Any, payload: Any, ctx: Any) -> TargetResult:
+        self.payloads.append(payload)
+        return super().invoke(target, payload, ctx)
+
+
+def _run(rig: Rig, job: Job, minute: int) -> None:
+    slot = T0 + timedelta(minutes=minute)
+    rig.clock.set(slot + timedelta(seconds=0.5))
+    rig.send(message_for(job, slot_key(slot), slot, 1, MessageKind.FIRE, rig.clock.now()))
+    rig.work_until_idle(rig.worker())
+
+
+def test_a_job_created_again_at_a_failing_jobs_id_is_not_told_it_recovered(store: JobStore) -> None:
+    # Given a job with failed and recovered rules whose two slots failed (its failure streak open)
+    clock = ManualClock(T0)
+    hooks = _Recorder()
+    alerter = Alerter(store, hooks, clock, signing_secrets=lambda job: ("whsec_test",))
+    rig = Rig(store, clock, target=FakeTarget(FAIL, FAIL, OK, FAIL, OK))
+    rig.notifier = Notifier(EventPublisher(MemoryEventSink()), alerter)
+    jobs = JobService(store, rig.queues, clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    old, _ = jobs.register("default", spec(alerts=RULES, retry={"max_attempts": 1}), job_id="etl")
+    _run(rig, old, 0)
+    _run(rig, old, 1)
+    assert [p["condition"] for p in hooks.payloads] == ["failed", "failed"]
+    # When it is deleted and, later, created again at its id
+    jobs.delete("default", "etl")
+    clock.advance(600)
+    new, _ = jobs.register("default", spec(alerts=RULES, retry={"max_attempts": 1}), job_id="etl")
+    # Then its first success recovers nothing: it never failed
+    _run(rig, new, 20)
+    assert [p["condition"] for p in hooks.payloads] == ["failed", "failed"]
+    # And its own failure, then success, are told, the recovery since its own failed slot
+    _run(rig, new, 21)
+    _run(rig, new, 22)
+    told = [(p["condition"], p["slot"], p.get("failing_since")) for p in hooks.payloads[2:]]
+    since = slot_key(T0 + timedelta(minutes=21))
+    assert told == [("failed", since, None), ("recovered", slot_key(T0 + timedelta(minutes=22)), since)]
+
+
+def test_a_one_time_job_deleted_after_its_failed_slot_leaves_no_streak_behind(store: JobStore) -> None:
+    # Given a one-time job, deleted once done, whose one slot failed
+    clock = ManualClock(T0)
+    hooks = _Recorder()
+    rig = Rig(store, clock, target=FakeTarget(FAIL, OK))
+    rig.notifier = Notifier(EventPublisher(MemoryEventSink()), Alerter(store, hooks, clock))
+    jobs = JobService(store, rig.queues, clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    once = {"alerts": RULES, "retry": {"max_attempts": 1}, "delete_after_completion": True}
+    job, _ = jobs.register("default", spec("at(2026-11-30T10:05:00)", **once), job_id="reminder")
+    slot = T0 + timedelta(minutes=5)
+    clock.set(slot + timedelta(seconds=0.5))
+    rig.send(message_for(job, slot_key(slot), slot, 1, MessageKind.FIRE, clock.now(), last=True))
+    rig.work_until_idle(rig.worker())
+    assert store.get_job("default", "reminder") is None  # deleted after completion
+    # When another one-time job is created at its id, and succeeds
+    clock.advance(600)
+    again, _ = jobs.register("default", spec("at(2026-11-30T10:30:00)", **once), job_id="reminder")
+    slot = T0 + timedelta(minutes=30)
+    clock.set(slot + timedelta(seconds=0.5))
+    rig.send(message_for(again, slot_key(slot), slot, 1, MessageKind.FIRE, clock.now(), last=True))
+    rig.work_until_idle(rig.worker())
+    # Then only the first job's failure was told: the second never failed, nor recovered
+    assert [p["condition"] for p in hooks.payloads] == ["failed"]
