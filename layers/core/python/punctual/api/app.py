@@ -505,7 +505,9 @@ def _in_a_missed_range(tenant: str, job_id: str, slot: str) -> ExecutionOut:
     description=(
         "The alerts its rules raised, newest slot first: one per slot and condition (recovered: one "
         "per failure streak, keyed on and listed by the streak's first slot), each with what became of "
-        "every rule's delivery. The rules themselves are the job's `alerts` field."
+        "every rule's delivery. The rules themselves are the job's `alerts` field. A deleted job's "
+        "alerts stay readable until they expire (job_deleted: true; so are they once a job is "
+        "created again at its id)."
     ),
     responses=_ok(200, "The job's last alerts", AlertList, 400, 401, 404, 422),
     tags=["alerts"],
@@ -514,10 +516,13 @@ def _in_a_missed_range(tenant: str, job_id: str, slot: str) -> ExecutionOut:
 def list_alerts(job_id: JobId, limit: Limit = 50) -> AlertList:
     tenant = _tenant()
     job = job_id_of(job_id)
+    created = _job_created(tenant, job)
     alerts = services().store.list_alerts(tenant, job, limit, _live_at())
-    if not alerts and _job_created(tenant, job) is None:
+    if not alerts and created is None:
         raise problems.not_found(f"job {job!r} not found")
-    return AlertList(items=[AlertOut.of(alert) for alert in alerts])
+    # (QA28: a job created again at the id listed the deleted job's alerts as its own, unmarked)
+    items = [AlertOut.of(alert, created is None or alert.created_at < created) for alert in alerts]
+    return AlertList(items=items, job_deleted=created is None)
 
 
 # --------------------------------------------------------------------------- schedules

@@ -427,9 +427,14 @@ class AlertOut(BaseModel):
     summary: str = Field(description="One human-readable line.")
     body: dict[str, Any] = Field(description="The alert document the rules' targets received.")
     deliveries: list[AlertDeliveryOut] = Field(description="One per rule on this condition.")
+    job_deleted: bool = Field(
+        default=False,
+        description="True when the job it was raised for was deleted (a job created again at the id"
+        " came after it): kept until it expires.",
+    )
 
     @classmethod
-    def of(cls, alert: Alert) -> AlertOut:
+    def of(cls, alert: Alert, job_deleted: bool = False) -> AlertOut:
         return cls(
             condition=alert.condition,
             slot=str(alert.body.get("slot", alert.key_slot)),
@@ -439,6 +444,7 @@ class AlertOut(BaseModel):
             summary=str(alert.body.get("summary", "")),
             body=alert.body,
             deliveries=[AlertDeliveryOut.model_validate(d.model_dump()) for d in alert.deliveries],
+            job_deleted=job_deleted,
         )
 
 
@@ -446,6 +452,9 @@ class AlertList(BaseModel):
     """A job's last alerts, newest slot first."""
 
     items: list[AlertOut] = Field(description="The alerts.")
+    job_deleted: bool = Field(
+        default=False, description="True when the job was deleted: its alerts are kept until they expire."
+    )
 
 
 # --------------------------------------------------------------------------- calendars
