@@ -1,7 +1,8 @@
 """A job deleted while it was failing, and created again at its id (as an EventBridge schedule is
 deleted and created again under its name, or a one-time job deleted after completion): the new job
 is not told of the old one's failures (QA28: its first success sent a ``recovered`` alert,
-``failing_since`` a slot of the deleted job)."""
+``failing_since`` a slot of the deleted job), and its alerts are not held back by the old one's
+(its first failure's alert was HELD by the deleted job's ``min_interval_seconds`` mark)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,27 @@ def test_a_one_time_job_deleted_after_its_failed_slot_leaves_no_streak_behind(st
     rig.work_until_idle(rig.worker())
     # Then only the first job's failure was told: the second never failed, nor recovered
     assert [p["condition"] for p in hooks.payloads] == ["failed"]
+
+
+def test_a_job_created_again_at_its_id_is_not_held_back_by_the_deleted_jobs_alerts(store: JobStore) -> None:
+    # Given a job whose rule sends at most one alert an hour, and whose slot failed (alerted)
+    clock = ManualClock(T0)
+    hooks = _Recorder()
+    rig = Rig(store, clock, target=FakeTarget(FAIL, FAIL, FAIL))
+    rig.notifier = Notifier(EventPublisher(MemoryEventSink()), Alerter(store, hooks, clock))
+    jobs = JobService(store, rig.queues, clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    hourly = [{"on": ["failed"], "target": HOOK, "min_interval_seconds": 3600}]
+    old, _ = jobs.register("default", spec(alerts=hourly, retry={"max_attempts": 1}), job_id="etl")
+    _run(rig, old, 0)
+    # When it is deleted and created again at its id ten minutes later, and that job's slot fails
+    jobs.delete("default", "etl")
+    clock.advance(600)
+    new, _ = jobs.register("default", spec(alerts=hourly, retry={"max_attempts": 1}), job_id="etl")
+    _run(rig, new, 20)
+    # Then the new job's first failure is told (the deleted job's alert held back nothing of it),
+    # with nothing held back; its own rule holds back its next one
+    _run(rig, new, 21)
+    told = [(p["slot"], p["held_back"]) for p in hooks.payloads]
+    assert told == [(slot_key(T0), 0), (slot_key(T0 + timedelta(minutes=20)), 0)]
+    newest = store.list_alerts("default", "etl", 1)
+    assert [(a.key_slot, a.status.value) for a in newest] == [(slot_key(T0 + timedelta(minutes=21)), "HELD")]

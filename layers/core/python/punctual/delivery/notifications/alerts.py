@@ -36,6 +36,7 @@ alert's ``held_back``.
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -461,12 +462,17 @@ class Alerter:
     def _deliver(self, job: Job, alert: Alert, index: int, rule: AlertRule) -> AlertDelivery:
         held = alert.passed_held.get(index, 0)  # (a takeover's: counted by its mark, QA26: lost)
         if rule.min_interval_seconds and index not in alert.passed_held:
+            now = self.clock.now()
+            # Within the job's age at most (rounded up: every mark of its own counts): a mark made
+            # before it was created is a deleted job's at this id (QA28: it held back the first
+            # alert of the job created again there)
+            age_s = max(math.ceil((now - job.created_at).total_seconds()), 0)
             allowed = self.store.throttle_alert(
                 job.tenant,
                 job.id,
                 index,
-                self.clock.now(),
-                rule.min_interval_seconds,
+                now,
+                min(rule.min_interval_seconds, age_s),
                 resolves=alert.condition is AlertCondition.RECOVERED,  # once per alert sent before it
             )
             if allowed is None:
