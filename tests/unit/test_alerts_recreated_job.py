@@ -2,7 +2,8 @@
 deleted and created again under its name, or a one-time job deleted after completion): the new job
 is not told of the old one's failures (QA28: its first success sent a ``recovered`` alert,
 ``failing_since`` a slot of the deleted job), and its alerts are not held back by the old one's
-(its first failure's alert was HELD by the deleted job's ``min_interval_seconds`` mark)."""
+(its first failure's alert was HELD by the deleted job's ``min_interval_seconds`` mark), nor taken
+for alerts it raised already (a backfill failing a slot the deleted job failed told nobody)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from punctual.models import Job
 from punctual.runtime.clock import ManualClock
 from punctual.store.base import JobStore
 from punctual.timing.timers import slot_key
+from punctual.usecases.backfill_runner import BackfillRunner
+from punctual.usecases.backfills import BackfillState
 from punctual.usecases.jobs import JobService, QueueRouting
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -119,3 +122,45 @@ def test_a_job_created_again_at_its_id_is_not_held_back_by_the_deleted_jobs_aler
     assert told == [(slot_key(T0), 0), (slot_key(T0 + timedelta(minutes=20)), 0)]
     newest = store.list_alerts("default", "etl", 1)
     assert [(a.key_slot, a.status.value) for a in newest] == [(slot_key(T0 + timedelta(minutes=21)), "HELD")]
+
+
+def test_a_backfill_of_the_job_created_again_alerts_the_slots_the_deleted_job_alerted(
+    store: JobStore,
+) -> None:
+    # Given a job of every minute whose 10:01 slot failed (alerted), deleted and created again
+    clock = ManualClock(T0)
+    hooks = _Recorder()
+    alerter = Alerter(store, hooks, clock)
+    rig = Rig(store, clock, target=FakeTarget(*[FAIL] * 5))
+    rig.notifier = Notifier(EventPublisher(MemoryEventSink()), alerter)
+    routing = QueueRouting((SHORT,), (LONG,))
+    jobs = JobService(store, rig.queues, clock, LAYOUT, routing)
+    every_minute = spec(
+        "cron(* * * * ? *)", alerts=[{"on": ["failed"], "target": HOOK}], retry={"max_attempts": 1}
+    )
+    old, _ = jobs.register("default", every_minute, job_id="etl")
+    _run(rig, old, 1)
+    jobs.delete("default", "etl")
+    clock.advance(600)
+    new, _ = jobs.register("default", every_minute, job_id="etl")
+    # When a backfill of the new job runs 10:00 to 10:02, and each of its slots fails again
+    runner = BackfillRunner(store, rig.queues, clock, LAYOUT, routing, max_parallel=3, step_s=2.0)
+    backfill = runner.start("default", "etl", T0, T0 + timedelta(minutes=3))
+    worker = rig.worker()
+    while (
+        found := store.get_backfill("default", "etl", backfill.id)
+    ) and found.state is BackfillState.RUNNING:
+        clock.advance(2)
+        rig.poll()
+        rig.work_until_idle(worker)
+    # Then each of the new job's failed slots is told, 10:01 too (the deleted job's alert of it
+    # was no alert of the new job's)
+    slots = [slot_key(T0 + timedelta(minutes=m)) for m in range(3)]
+    told = sorted(p["slot"] for p in hooks.payloads[1:])
+    assert told == slots
+    # And once: a repeat of the slot's end sends nothing again
+    record = store.get_execution("default", "etl", slots[1])
+    assert record is not None
+    alerter.ended(new, record)
+    assert len(hooks.payloads) == 4
+    assert [a.created_at >= new.created_at for a in store.list_alerts("default", "etl", 10)] == [True] * 3

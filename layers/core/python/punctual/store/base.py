@@ -649,9 +649,9 @@ class AlertRepository(ABC):
         True: the caller delivers what is left of it."""
 
     @abstractmethod
-    def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
-        """Write the alert's progress or result if ``alert.owner`` still owns it (False: taken
-        over). A SENDING save with a later ``claimed_at`` also renews the owner's claim."""
+    def save_alert(self, alert: Alert, ttl_epoch_s: int, owner: str | None = None) -> bool:
+        """Write the alert's progress or result if ``alert.owner`` (``owner``: a deleted job's alert's, then
+        replaced) still owns it (False: taken over); a SENDING save with a later ``claimed_at`` renews it."""
 
     @abstractmethod
     def get_alert(

@@ -314,7 +314,14 @@ class Alerter:
                 self._arm(job, alert)
             else:
                 current = self.store.get_alert(job.tenant, job.id, alert.key_slot, condition)
-                made = self.take_over(job, current) if current is not None else None
+                if current is not None and current.created_at < job.created_at:
+                    # A deleted job's at this id: raised anew for this job (QA28: a backfill of the
+                    # job created again failed the slots the deleted one had, and nobody was told)
+                    made = alert if self.store.save_alert(alert, self._ttl(), owner=current.owner) else None
+                    if made is not None:
+                        self._arm(job, alert)
+                else:
+                    made = self.take_over(job, current) if current is not None else None
             if deliver and made is not None:
                 self._deliver_later(job, made)
             return made

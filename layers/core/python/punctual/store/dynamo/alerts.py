@@ -58,11 +58,12 @@ class DynamoAlerts(DynamoBase, AlertRepository):
             **schema.take_over_alert(AlertStatus.SENDING.value, previous_owner, _ms(stale_before)).fields(),
         )
 
-    def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
+    def save_alert(self, alert: Alert, ttl_epoch_s: int, owner: str | None = None) -> bool:
         return self._write_if(
             "put_item",
+            own_item=owner is not None,  # a fresh owner's: found as written, it is this write
             Item=self._alert_item(alert, ttl_epoch_s),
-            **schema.owned_alert(alert.owner).fields(),
+            **schema.owned_alert(owner or alert.owner).fields(),
         )
 
     def get_alert(self, tenant: str, job_id: str, key_slot: str, condition: AlertCondition) -> Alert | None:

@@ -44,11 +44,13 @@ class MemoryAlerts(MemoryBase, AlertRepository):
             self._expires_at[key] = ttl_epoch_s
             return True
 
-    def save_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
+    def save_alert(self, alert: Alert, ttl_epoch_s: int, owner: str | None = None) -> bool:
         key = (alert.tenant, alert.job_id, alert.key_slot, alert.condition.value)
         with self._lock:
             current = self._alert_items.get(key)
-            if current is None or current.owner != alert.owner:
+            if current == alert:
+                return True  # this very write, applied
+            if current is None or current.owner != (owner or alert.owner):
                 return False
             self._alert_items[key] = alert.model_copy(deep=True)
             self._expires_at[key] = ttl_epoch_s
