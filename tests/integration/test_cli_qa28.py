@@ -71,3 +71,16 @@ def test_a_foreign_servers_control_characters_are_written_out_in_the_error_line(
     code, out, err = run(capsys, "jobs", "list", "--endpoint", "http://127.0.0.1:9")
     assert code == 1 and out == "" and err.count("\n") == 1, err
     assert "\x1b" not in err and "\x07" not in err and "\\x1b[2J" in err, repr(err)
+
+
+@pytest.mark.parametrize("tag", ["=data", "=", "team=\x01"])
+def test_a_tag_filter_no_job_can_match_is_refused_naming_it(
+    served: Served, capsys: pytest.CaptureFixture[str], tag: str
+) -> None:
+    """QA28: ``--tag =data`` (a tag with no key, a typo of ``team=data``) listed no job, exit 0, as
+    if the tenant had none (no job's tag key is empty, or holds a control character), where the
+    console refuses it ("tag must be key or key=value")."""
+    create(capsys)
+    code, out, err = run(capsys, "jobs", "list", "--tag", tag)
+    assert code == 2 and out == "" and "tag" in err, err
+    assert run(capsys, "jobs", "list", "--tag", "team=ops")[1].count("hourly ping") == 1

@@ -62,6 +62,7 @@ from punctual.models import (
     ExecutionStatus,
     JobState,
 )
+from punctual.models.base import label_refusal
 from punctual.store.base import UnreadableJobError
 from punctual.timing.timers import is_slot_key
 from punctual.usecases.job_errors import JobNotFoundError
@@ -216,6 +217,9 @@ def list_jobs(
     next_token: NextToken = None,
 ) -> JobPage:
     tenant = _tenant()
+    # A filter no job's tag can match is a typo, not an empty listing (QA28: 200, no job)
+    if tag and (refusal := "has no key" if tag.startswith("=") else label_refusal(tag)):
+        raise problems.invalid("tag", f"tag must be key or key=value; {tag!r} {refusal}")
     svc = services()
     scope = svc.tokens.scope(tenant, "jobs", {"state": state, "tag": tag or None})
     cursor = svc.tokens.decode(next_token, scope)
