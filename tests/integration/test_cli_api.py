@@ -188,7 +188,7 @@ def test_trigger_then_runs_list_and_get(served: Served, capsys: pytest.CaptureFi
     )
     assert code == 0 and again["slot"] == slot
     # Given: the worker recorded the run (two attempts)
-    started = datetime(2026, 11, 30, 9, 33, 7, tzinfo=UTC)
+    started = datetime.now(UTC)  # after the job was created: its own run
     served.api.store.save_execution(
         Execution(
             job_id=job["id"],

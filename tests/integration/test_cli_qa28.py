@@ -15,12 +15,14 @@ from api_harness import api as api  # the fixture served needs
 from test_cli_api import Served, create, run
 from test_cli_api import served as served  # the fixture
 
-from punctual.models import AttemptRecord, Execution, ExecutionStatus
+from punctual.models import Alert, AlertCondition, AlertStatus, AttemptRecord, Execution, ExecutionStatus
 from punctual_cli import client as client_module
+from punctual_cli.client import PunctualClient
 
 # What a webhook's receiver answered, kept in the slot's error as its excerpt: a right-to-left
 # override, an ANSI sequence that clears the screen, one that sets the terminal's title, a carriage
 # return, a line break (a Lambda's error)
+HOOK = {"type": "http", "url": "https://hooks.example.com/ping"}
 HOSTILE = "HTTP 500: \u202etxt.exe \x1b[2J\x1b]0;owned\x07gone\rover\nstack"
 
 
@@ -84,3 +86,31 @@ def test_a_tag_filter_no_job_can_match_is_refused_naming_it(
     code, out, err = run(capsys, "jobs", "list", "--tag", tag)
     assert code == 2 and out == "" and "tag" in err, err
     assert run(capsys, "jobs", "list", "--tag", "team=ops")[1].count("hourly ping") == 1
+
+
+def test_a_deleted_jobs_records_are_marked_in_the_history_of_the_job_created_again_at_its_id(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA28: the API marks a deleted job's executions and alerts ``job_deleted`` (docs/api.md), and
+    the tables left the mark out: the history of a job created again at the id (an EventBridge
+    schedule created again under its name) showed the deleted job's failures as the new job's."""
+    PunctualClient(served.url).create_job_at("etl", {"schedule": "rate(1 hour)", "target": HOOK})
+    old, ran = "2026-11-30T09:00:00Z", datetime(2026, 11, 30, 9, 0, 1, tzinfo=UTC)  # before its creation
+    served.api.store.save_execution(
+        Execution(
+            job_id="etl", tenant="default", slot=old, scheduled_at=datetime(2026, 11, 30, 9, tzinfo=UTC),
+            attempt=1, status=ExecutionStatus.FAILED, started_at=ran, finished_at=ran, error="HTTP 500",
+        ),
+        None,
+        ttl_epoch_s=2_000_000_000,
+    )  # fmt: skip
+    alert = Alert(
+        tenant="default", job_id="etl", key_slot=old, condition=AlertCondition.FAILED, status=AlertStatus.SENT,
+        created_at=ran, claimed_at=ran, owner="w1", body={"slot": old, "summary": "slot FAILED"},
+    )  # fmt: skip
+    assert served.api.store.create_alert(alert, 2_000_000_000)
+
+    for argv in (("runs", "list", "etl"), ("runs", "get", "etl", old), ("jobs", "alerts", "etl")):
+        code, out, err = run(capsys, *argv)
+        assert code == 0 and err == "", err
+        assert "FAILED (deleted job)" in out or "SENT (deleted job)" in out, out

@@ -128,12 +128,18 @@ def _deliveries(alert: Mapping[str, Any]) -> str:
     return ", ".join(said) or "-"
 
 
+def _status(record: Mapping[str, Any]) -> str:
+    """A record's status, marked when it is a deleted job's (the API's ``job_deleted``; QA28: the
+    history of a job created again at its id listed the deleted job's failures as its own)."""
+    return f"{record['status']} (deleted job)" if record.get("job_deleted") else str(record["status"])
+
+
 def _alert_rows(alerts: Sequence[Mapping[str, Any]]) -> str:
     rows = [
         [
             a["slot"],
             a["condition"],
-            a["status"],
+            _status(a),
             a.get("created_at") or "-",
             _cut(_deliveries(a), 50),
             _cut(a.get("summary") or "", 60),
@@ -154,7 +160,7 @@ def _run_rows(runs: Sequence[Mapping[str, Any]]) -> str:
     rows = [
         [
             f"{r['slot']}..{span[1]}" if (span := _range_of(r)) else r["slot"],
-            r["status"],
+            _status(r),
             str(r["attempt"]),
             r.get("started_at") or "-",
             r.get("finished_at") or "-",
@@ -168,7 +174,7 @@ def _run_rows(runs: Sequence[Mapping[str, Any]]) -> str:
 def _run_detail(run: Mapping[str, Any]) -> str:
     head = (
         f"job        {run['job_id']}\nslot       {run['slot']}\nscheduled  {run['scheduled_at']}\n"
-        f"status     {run['status']} (attempt {run['attempt']})\n"
+        f"status     {_status(run)} (attempt {run['attempt']})\n"
     )
     if span := _range_of(run):  # (a slot inside a range is answered with it: range_slot its first)
         mine = " (this slot is one of them)" if run.get("range_slot") else ""
