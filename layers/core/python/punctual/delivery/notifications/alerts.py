@@ -47,6 +47,7 @@ from punctual.delivery.notifications.events import execution_path, first_start
 from punctual.delivery.notifications.sweep import ALERT_STALE_S, AlertSweeps
 from punctual.delivery.targets.base import Outcome, SlotContext, TargetInvoker, TargetResult, secrets_to_sign
 from punctual.models import (
+    EARLIER_JOB_MARGIN,
     Alert,
     AlertCondition,
     AlertDelivery,
@@ -314,9 +315,11 @@ class Alerter:
                 self._arm(job, alert)
             else:
                 current = self.store.get_alert(job.tenant, job.id, alert.key_slot, condition)
-                if current is not None and current.created_at < job.created_at:
-                    # A deleted job's at this id: raised anew for this job (QA28: a backfill of the
-                    # job created again failed the slots the deleted one had, and nobody was told)
+                if current is not None and current.created_at < job.created_at - EARLIER_JOB_MARGIN:
+                    # A deleted job's at this id (raised a minute before this one's creation at
+                    # least, whatever the nodes' clock skew, as a backfill judges its records):
+                    # raised anew (QA28: a backfill of the job created again failed the slots the
+                    # deleted one had, and nobody was told)
                     made = alert if self.store.save_alert(alert, self._ttl(), owner=current.owner) else None
                     if made is not None:
                         self._arm(job, alert)
