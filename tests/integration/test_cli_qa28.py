@@ -114,3 +114,47 @@ def test_a_deleted_jobs_records_are_marked_in_the_history_of_the_job_created_aga
         code, out, err = run(capsys, *argv)
         assert code == 0 and err == "", err
         assert "FAILED (deleted job)" in out or "SENT (deleted job)" in out, out
+
+
+class _Ok:
+    """A 200 answer with a JSON body, as ``urllib`` gives it."""
+
+    status = 200
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.headers = Message()
+
+    def __enter__(self) -> _Ok:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def read(self) -> bytes:
+        return self.body
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("jobs", "list"),
+        ("jobs", "list", "-o", "json"),
+        ("jobs", "get", "j"),
+        ("runs", "list", "j", "-o", "json"),
+        ("jobs", "alerts", "j"),
+        ("jobs", "trigger", "j"),
+        ("jobs", "create", "--schedule", "rate(1 hour)", "--http-url", "https://x.example.com", "-o", "json"),
+        ("calendars", "list"),
+    ],
+)
+def test_a_success_that_is_not_the_apis_says_the_endpoint_is_not_the_api(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    """QA28: an endpoint that answers 200 with JSON of its own (another service, a health check)
+    was an internal error of the command (KeyError 'items'), and with -o json its JSON was
+    printed as the API's answer, exit 0."""
+    monkeypatch.setattr(client_module._OPENER, "open", lambda request, timeout: _Ok(b'{"ok": true}'))
+    code, out, err = run(capsys, *argv, "--endpoint", "http://127.0.0.1:9")
+    assert code == 1 and out == "" and err.count("\n") == 1, (out, err)
+    assert "is not Punctual's API" in err and "internal error" not in err, err

@@ -201,11 +201,14 @@ class PunctualClient:
         query: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         repeatable_post: bool = False,
+        answers: str | None = None,
     ) -> Reply:
         """Send one request (again as :attr:`retry` says); return the reply, or raise
         :class:`ApiError` for a 4xx/5xx, :class:`UnansweredError` when there was no answer.
         ``repeatable_post``: a POST the API makes idempotent itself (a batch, by job id), sent
-        again when its answer was lost, as a keyed one is."""
+        again when its answer was lost, as a keyed one is. ``answers``: the field every answer
+        of the API to it holds; a success without it is not the API's (QA28: an internal error
+        of the command, KeyError, and with -o json the other service's JSON printed, exit 0)."""
         params = {k: v for k, v in (query or {}).items() if v is not None}
         for key, value in params.items():
             _check_text(f"the query parameter {key}", str(value))
@@ -232,7 +235,10 @@ class PunctualClient:
                 for name, value in signed.items():  # what the signature added (from the environment)
                     check_header_value(name, value)
             try:
-                return self._send(method, url, data, signed)
+                reply = self._send(method, url, data, signed)
+                if answers is not None and not (isinstance(reply.body, dict) and answers in reply.body):
+                    raise self._not_the_api(reply.status, json.dumps(reply.body))
+                return reply
             except ApiError as exc:
                 wait = _retry_wait(self.retry, exc, method, sent, attempt, began, repeatable_post)
                 if wait is None:
@@ -293,14 +299,14 @@ class PunctualClient:
 
     def create_job(self, spec: Mapping[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        job: dict[str, Any] = self.request("POST", "/v1/jobs", dict(spec), headers=headers).body
+        job: dict[str, Any] = self.request("POST", "/v1/jobs", dict(spec), headers=headers, answers="id").body
         return job
 
     def create_job_at(self, job_id: str, spec: Mapping[str, Any]) -> dict[str, Any]:
         """Create the job at ``job_id`` (``PUT`` with ``If-None-Match: *``): 412 when the id is taken."""
         headers = {"If-None-Match": "*"}
         job: dict[str, Any] = self.request(
-            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=headers
+            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=headers, answers="id"
         ).body
         return job
 
@@ -310,14 +316,16 @@ class PunctualClient:
         body = {"jobs": [{"id": job_id, "job": dict(spec)} for job_id, spec in jobs.items()]}
         # A batch whose answer was lost (a timeout, API Gateway's 502/504) is sent again: the jobs
         # it made answer "exists" (their signing secrets were in the lost reply: rotate them).
-        reply: dict[str, Any] = self.request("POST", "/v1/job-batches", body, repeatable_post=True).body
+        reply: dict[str, Any] = self.request(
+            "POST", "/v1/job-batches", body, repeatable_post=True, answers="results"
+        ).body
         return reply
 
     def list_jobs(
         self, state: str | None = None, tag: str | None = None, limit: int = 50, next_token: str | None = None
     ) -> dict[str, Any]:
         query = {"state": state, "tag": tag, "limit": limit, "next_token": next_token}
-        page: dict[str, Any] = self.request("GET", "/v1/jobs", query=query).body
+        page: dict[str, Any] = self.request("GET", "/v1/jobs", query=query, answers="items").body
         return page
 
     def iter_jobs(
@@ -327,14 +335,14 @@ class PunctualClient:
         return _items(lambda size, token: self.list_jobs(state, tag, size, token), limit)
 
     def get_job(self, job_id: str) -> dict[str, Any]:
-        job: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}").body
+        job: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}", answers="id").body
         return job
 
     def replace_job(
         self, job_id: str, spec: Mapping[str, Any], if_match: int | None = None
     ) -> dict[str, Any]:
         job: dict[str, Any] = self.request(
-            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=_if(if_match)
+            "PUT", f"/v1/jobs/{_seg(job_id)}", dict(spec), headers=_if(if_match), answers="id"
         ).body
         return job
 
@@ -343,13 +351,13 @@ class PunctualClient:
 
     def pause_job(self, job_id: str, if_match: int | None = None) -> dict[str, Any]:
         job: dict[str, Any] = self.request(
-            "POST", f"/v1/jobs/{_seg(job_id)}/pause", headers=_if(if_match)
+            "POST", f"/v1/jobs/{_seg(job_id)}/pause", headers=_if(if_match), answers="id"
         ).body
         return job
 
     def resume_job(self, job_id: str, if_match: int | None = None) -> dict[str, Any]:
         job: dict[str, Any] = self.request(
-            "POST", f"/v1/jobs/{_seg(job_id)}/resume", headers=_if(if_match)
+            "POST", f"/v1/jobs/{_seg(job_id)}/resume", headers=_if(if_match), answers="id"
         ).body
         return job
 
@@ -361,14 +369,14 @@ class PunctualClient:
         signing (no new secret: ``signing_secret`` is null)."""
         query = {"drop_previous": "true"} if drop_previous else None
         job: dict[str, Any] = self.request(
-            "POST", f"/v1/jobs/{_seg(job_id)}/rotate-secret", query=query, headers=_if(if_match)
+            "POST", f"/v1/jobs/{_seg(job_id)}/rotate-secret", query=query, headers=_if(if_match), answers="id"
         ).body
         return job
 
     def trigger_job(self, job_id: str, idempotency_key: str | None = None) -> dict[str, Any]:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         accepted: dict[str, Any] = self.request(
-            "POST", f"/v1/jobs/{_seg(job_id)}/trigger", headers=headers
+            "POST", f"/v1/jobs/{_seg(job_id)}/trigger", headers=headers, answers="slot"
         ).body
         return accepted
 
@@ -378,7 +386,9 @@ class PunctualClient:
         self, job_id: str, status: str | None = None, limit: int = 50, next_token: str | None = None
     ) -> dict[str, Any]:
         query = {"status": status, "limit": limit, "next_token": next_token}
-        page: dict[str, Any] = self.request("GET", f"/v1/jobs/{_seg(job_id)}/executions", query=query).body
+        page: dict[str, Any] = self.request(
+            "GET", f"/v1/jobs/{_seg(job_id)}/executions", query=query, answers="items"
+        ).body
         return page
 
     def iter_executions(
@@ -390,21 +400,21 @@ class PunctualClient:
 
     def get_execution(self, job_id: str, slot: str) -> dict[str, Any]:
         execution: dict[str, Any] = self.request(
-            "GET", f"/v1/jobs/{_seg(job_id)}/executions/{_seg(slot)}"
+            "GET", f"/v1/jobs/{_seg(job_id)}/executions/{_seg(slot)}", answers="slot"
         ).body
         return execution
 
     def list_alerts(self, job_id: str, limit: int = 50) -> dict[str, Any]:
         """The job's last alerts, newest slot first (``GET /v1/jobs/{id}/alerts``)."""
         alerts: dict[str, Any] = self.request(
-            "GET", f"/v1/jobs/{_seg(job_id)}/alerts", query={"limit": limit}
+            "GET", f"/v1/jobs/{_seg(job_id)}/alerts", query={"limit": limit}, answers="items"
         ).body
         return alerts
 
     def upcoming(self, job_id: str, count: int = 10) -> dict[str, Any]:
         """The job's next slots, as its chain releases them (``GET /v1/jobs/{id}/upcoming``)."""
         reply: dict[str, Any] = self.request(
-            "GET", f"/v1/jobs/{_seg(job_id)}/upcoming", query={"count": count}
+            "GET", f"/v1/jobs/{_seg(job_id)}/upcoming", query={"count": count}, answers="slots"
         ).body
         return reply
 
@@ -412,17 +422,17 @@ class PunctualClient:
 
     def put_calendar(self, name: str, spec: Mapping[str, Any], if_match: int | None = None) -> dict[str, Any]:
         calendar: dict[str, Any] = self.request(
-            "PUT", f"/v1/calendars/{_seg(name)}", dict(spec), headers=_if(if_match)
+            "PUT", f"/v1/calendars/{_seg(name)}", dict(spec), headers=_if(if_match), answers="name"
         ).body
         return calendar
 
     def get_calendar(self, name: str) -> dict[str, Any]:
-        calendar: dict[str, Any] = self.request("GET", f"/v1/calendars/{_seg(name)}").body
+        calendar: dict[str, Any] = self.request("GET", f"/v1/calendars/{_seg(name)}", answers="name").body
         return calendar
 
     def list_calendars(self, limit: int = 50, next_token: str | None = None) -> dict[str, Any]:
         query = {"limit": limit, "next_token": next_token}
-        page: dict[str, Any] = self.request("GET", "/v1/calendars", query=query).body
+        page: dict[str, Any] = self.request("GET", "/v1/calendars", query=query, answers="items").body
         return page
 
     def iter_calendars(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
@@ -443,18 +453,20 @@ class PunctualClient:
         body: dict[str, Any] = {"start": start, "end": end, "include_dependants": include_dependants}
         if max_parallel is not None:
             body["max_parallel"] = max_parallel
-        backfill: dict[str, Any] = self.request("POST", f"/v1/jobs/{_seg(job_id)}/backfill", body).body
+        backfill: dict[str, Any] = self.request(
+            "POST", f"/v1/jobs/{_seg(job_id)}/backfill", body, answers="id"
+        ).body
         return backfill
 
     def get_backfill(self, job_id: str, backfill_id: str) -> dict[str, Any]:
         backfill: dict[str, Any] = self.request(
-            "GET", f"/v1/jobs/{_seg(job_id)}/backfills/{_seg(backfill_id)}"
+            "GET", f"/v1/jobs/{_seg(job_id)}/backfills/{_seg(backfill_id)}", answers="id"
         ).body
         return backfill
 
     def cancel_backfill(self, job_id: str, backfill_id: str) -> dict[str, Any]:
         backfill: dict[str, Any] = self.request(
-            "DELETE", f"/v1/jobs/{_seg(job_id)}/backfills/{_seg(backfill_id)}"
+            "DELETE", f"/v1/jobs/{_seg(job_id)}/backfills/{_seg(backfill_id)}", answers="id"
         ).body
         return backfill
 
@@ -478,7 +490,9 @@ class PunctualClient:
             query["calendars"] = ",".join(calendars)
         if show_excluded:
             query["show_excluded"] = "true"
-        preview: dict[str, Any] = self.request("GET", "/v1/schedules/preview", query=query).body
+        preview: dict[str, Any] = self.request(
+            "GET", "/v1/schedules/preview", query=query, answers="slots"
+        ).body
         return preview
 
 
