@@ -113,9 +113,15 @@ def _target_text(target: Mapping[str, Any]) -> str:
 
 
 def _alert_rule(rule: Mapping[str, Any]) -> str:
+    """``failed,late after 30 s -> http URL (slack, at most one per 300 s)``: what a rule asks (QA28:
+    its format and min_interval_seconds were left out, so a held-back alert had no visible cause)."""
     target = rule.get("target") or {}
     late = f" after {rule['late_after_seconds']} s" if rule.get("late_after_seconds") else ""
-    return f"{','.join(rule.get('on') or [])}{late} -> {_target_text(target)}"
+    how = [rule["format"]] if rule.get("format", "json") != "json" else []
+    if rule.get("min_interval_seconds"):
+        how.append(f"at most one per {rule['min_interval_seconds']} s")
+    said = f" ({', '.join(how)})" if how else ""
+    return f"{','.join(rule.get('on') or [])}{late} -> {_target_text(target)}{said}"
 
 
 def _deliveries(alert: Mapping[str, Any]) -> str:
