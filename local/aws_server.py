@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from local import aws_state
+from local.component import supervised
 from local.config import LOOPBACK, LocalConfig, LocalModeError, apply_env, port_in_use
 from local.priority import run_ahead
 from local.resources import Deployment, deploy
@@ -59,7 +60,8 @@ def run(config: LocalConfig, stop: threading.Event) -> None:
         server = ThreadedMotoServer(ip_address=LOOPBACK, port=config.aws_port, verbose=False)
     state_file = config.state_dir / aws_state.STATE_FILE
     in_order = config.run_dir / aws_state.STOPPED_IN_ORDER
-    in_order.unlink(missing_ok=True)
+    if not supervised():  # the supervisor clears it as it starts: there, it is this run's stop
+        in_order.unlink(missing_ok=True)
     restored = aws_state.load(state_file)
     server.start()
     deployment: Deployment | None = None

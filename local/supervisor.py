@@ -236,6 +236,22 @@ def describe_exit(code: int) -> str:
     return f"exit {code}"
 
 
+def _supervisor_stops_it() -> None:
+    """A child's signals from its exec on (``preexec_fn``): the terminal's Ctrl-C and a closed
+    terminal's SIGHUP, which reach the whole group, are the supervisor's to act on (it stops its
+    children in order). ``local/__main__`` ignores them too, but only once the interpreter has
+    imported its site packages: a Ctrl-C in that second killed every process just started with
+    ``Fatal Python error: init_import_site`` and a KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def _ordered_stop_only() -> None:
+    """As :func:`_supervisor_stops_it`, and the group's SIGTERM too (ComponentSpec.ordered_stop)."""
+    _supervisor_stops_it()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 class Supervisor:
     """Starts, watches, restarts and stops the components.
 
@@ -289,6 +305,7 @@ class Supervisor:
             stderr=subprocess.STDOUT,
             env=env,
             close_fds=True,
+            preexec_fn=_ordered_stop_only if child.spec.ordered_stop else _supervisor_stops_it,
         )
         reader = threading.Thread(
             target=self._read,
@@ -356,6 +373,11 @@ class Supervisor:
     def start(self) -> None:
         self.config.run_dir.mkdir(parents=True, exist_ok=True)
         self.config.pid_file("supervisor").write_text(f"{os.getpid()}\n")
+        # An earlier run's mark, cleared before AWS starts: AWS no longer clears it itself, so a
+        # stop asked for while it still started (Ctrl-C in make run's first seconds), marked before
+        # its signal, is not unmarked by its start, and the state it loads is saved again. (It
+        # loaded, removing the file, and then saved nothing: every job was gone.)
+        (self.config.run_dir / STOPPED_IN_ORDER).unlink(missing_ok=True)
         for child in self.children.values():
             self._spawn(child)
             how = "forked from its zygote" if child.spec.warm else f"pid {child.pid}"

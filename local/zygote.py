@@ -74,6 +74,10 @@ def serve(
         words = line.split()
         if not words or words[0] != FORK:
             continue
+        # SIGTERM held, not ignored, across the fork: the supervisor sends a stop asked for during
+        # the warm-up as soon as it reads the child's pid, and the child, a moment old, let it go
+        # by with the zygote's SIG_IGN (its component then ran until its stop timeout's SIGKILL).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         pid = os.fork()
         if pid == 0:  # the child: the component, as ``python -m local <verb> ...`` runs it
             os.environ.pop(ZYGOTE_ENV, None)
@@ -83,7 +87,9 @@ def serve(
             os.dup2(devnull, 0)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the component's own (Ctrl-C stays ignored)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one sent meanwhile: now
             os._exit(_run_child(child_main, argv))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # (the zygote's own: ignored)
         out.write(f"{PREFIX}forked {pid}\n")
         out.flush()
 
@@ -174,6 +180,10 @@ class Forked:
                 return
             if self.pid is None:
                 self._pending = signum if self._pending != signal.SIGKILL else self._pending
+                # Not forked yet (its zygote still warming up, waiting for AWS): no component runs
+                # to wait for, so it is stopped now (the supervisor waited out its stop timeout and
+                # reported it "did not stop"); a fork still to come gets the signal first thing.
+                self.returncode = -signum
                 return
             pid = self.pid
         with contextlib.suppress(ProcessLookupError):

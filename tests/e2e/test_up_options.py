@@ -78,6 +78,29 @@ def test_components_run_alone(tmp_path: Path) -> None:
             harness.stop_group(process, timeout_s=5)
 
 
+def test_ctrl_c_while_it_starts_stops_every_component_by_itself(tmp_path: Path) -> None:
+    """Ctrl-C a moment into ``make run``, its processes still starting (a newcomer's second
+    thoughts): every one of them printed ``Fatal Python error: init_import_site`` and a
+    KeyboardInterrupt traceback, and the components forked by a zygote still warming up (both
+    pollers, a worker) let the supervisor's SIGTERM go by and ran until their stop timeout's
+    SIGKILL. Each now stops by itself, in order, with no traceback."""
+    import os
+
+    local = harness.start(tmp_path, "--no-demo", tenant="e2e")
+    try:
+        local.wait(
+            lambda: "started worker-2" in local.log() or None, 240, "the supervisor to start its children"
+        )
+        os.killpg(local.process.pid, signal.SIGINT)
+        local.wait(lambda: local.process.poll() is not None or None, 240, "local mode to stop")
+    finally:
+        local.stop()
+    log = local.log()
+    for sign in ("Fatal Python error", "KeyboardInterrupt", "Traceback", "did not stop", "killed by SIGKILL"):
+        assert sign not in log, (sign, local.tail(80))
+    assert local.process.returncode == 0, local.tail(80)
+
+
 def test_ctrl_c_to_the_whole_group_stops_every_component_by_itself(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT) reaches every process of local mode's group, the components' zygotes too.
     A zygote that died of it could no longer report its component's exit, so the supervisor
