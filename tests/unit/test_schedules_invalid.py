@@ -127,6 +127,25 @@ def test_invalid_expression(expr: str, message: str) -> None:
     assert "\n" not in text
 
 
+@pytest.mark.parametrize(
+    ("expr", "suggested"),
+    [
+        # A Unix habit in AWS form: the fix keeps the days asked for (the hint said
+        # cron(0 9 * * ? *) for every one of these: every day, MON-FRI or the 1st dropped)
+        ("cron(0 9 * * MON-FRI *)", "cron(0 9 ? * MON-FRI *)"),
+        ("cron(30 2 1 * * *)", "cron(30 2 1 * ? *)"),
+        ("cron(0 9 * * * *)", "cron(0 9 * * ? *)"),
+        ("cron(0 9 1 * MON *)", "cron(0 9 1 * ? *) or cron(0 9 ? * MON *)"),
+    ],
+)
+def test_a_cron_without_a_question_mark_is_told_the_one_with_its_days(expr: str, suggested: str) -> None:
+    with pytest.raises(ScheduleError) as caught:
+        parse_schedule(expr)
+    assert str(caught.value).endswith(f"e.g. {suggested}"), str(caught.value)
+    if " or " not in suggested:
+        parse_schedule(suggested)  # the hint is itself a schedule
+
+
 def test_long_input_is_refused_before_parsing() -> None:
     with pytest.raises(ScheduleError, match=r"too long \(300 characters, at most 256\)"):
         parse_schedule("x" * 300)

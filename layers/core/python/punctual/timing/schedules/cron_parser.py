@@ -230,9 +230,12 @@ def parse_aws_cron(expression: str, body: str, timezone: str, dst: DstOptions | 
     if dom == "?" and dow == "?":
         raise ScheduleError("cron: '?' may be used in only one of day-of-month and day-of-week")
     if dom != "?" and dow != "?":
-        raise ScheduleError(
-            "cron: one of day-of-month and day-of-week must be '?' (AWS rule), e.g. cron(0 9 * * ? *)"
-        )
+        # The hint keeps the days asked for: `cron(0 9 * * MON-FRI *)` was told cron(0 9 * * ? *),
+        # every day, where it wants cron(0 9 ? * MON-FRI *)
+        by_dom = f"cron({minute} {hour} {dom} {month} ? {year})"
+        by_dow = f"cron({minute} {hour} ? {month} {dow} {year})"
+        hint = by_dom if dow == "*" else by_dow if dom == "*" else f"{by_dom} or {by_dow}"
+        raise ScheduleError(f"cron: one of day-of-month and day-of-week must be '?' (AWS rule), e.g. {hint}")
     minutes = _FieldParser(prefix, _MINUTE).field(minute)
     hours = _FieldParser(prefix, _HOUR).field(hour)
     months = _FieldParser(prefix, _MONTH).field(month)
