@@ -16,7 +16,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from local.arg_types import seconds_behind, share
-from local.config import LocalConfig, LocalModeError, alive, free_port, port_in_use
+from local.config import LocalConfig, LocalModeError, alive, free_port, port_in_use, started_after
 from local.variables import unknown_variable
 
 COMPONENTS = ("aws", "api", "poller", "worker", "ecs-worker", "receiver", "auditor")
@@ -348,7 +348,8 @@ def refuse_if_running(config: LocalConfig) -> None:
     if not existing.exists():
         return
     text = existing.read_text().strip()
-    if text.isdigit() and alive(int(text)):
+    # (a live process that started after the file was written only got the dead supervisor's pid)
+    if text.isdigit() and alive(int(text)) and not started_after(int(text), existing.stat().st_mtime):
         raise LocalModeError(f"local mode is already running from {config.state_dir} (pid {text})")
     existing.unlink(missing_ok=True)
 

@@ -374,6 +374,22 @@ def alive(pid: int) -> bool:
         return True
 
 
+def started_after(pid: int, instant: float) -> bool:
+    """Whether process ``pid`` started after ``instant`` (epoch seconds): it is not the process that
+    wrote a pid file then, only one that got its number since (after a reboot, or a container's
+    restart, pids start over). False where it cannot be told (no /proc)."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+    except (OSError, IndexError, ValueError, StopIteration):
+        return False
+    return boot + ticks / os.sysconf("SC_CLK_TCK") > instant + 1.0  # (btime is whole seconds)
+
+
 def port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

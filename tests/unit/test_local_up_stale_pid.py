@@ -8,6 +8,7 @@ killed supervisor's parent has not reaped it, the pid is a zombie. ``up`` took a
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -50,6 +51,24 @@ def test_a_live_supervisor_still_blocks(tmp_path: Path) -> None:
     finally:
         live.kill()
         live.wait()
+
+
+def test_a_process_that_got_the_dead_supervisors_pid_since_does_not_block(tmp_path: Path) -> None:
+    """``kill -9`` of local mode, then a reboot or a container restart: pids start over, and the pid
+    file's number named a live process of another kind for good ("local mode is already running"
+    at every ``make run``, with nothing of it running)."""
+    config = _config(tmp_path)
+    config.pid_file("supervisor").parent.mkdir(parents=True, exist_ok=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        config.pid_file("supervisor").write_text(str(other.pid))
+        an_hour_ago = time.time() - 3600  # written by the supervisor before the restart
+        os.utime(config.pid_file("supervisor"), (an_hour_ago, an_hour_ago))
+        refuse_if_running(config)  # no LocalModeError
+        assert not config.pid_file("supervisor").exists()
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_a_garbled_pid_file_is_forgotten(tmp_path: Path) -> None:
