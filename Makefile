@@ -74,8 +74,9 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
+# FRESH=1 starts empty (the state a clean stop kept is deleted); FRESH=0, no or false do not
 run: install
-	$(BIN)/punctual-local up $(if $(FRESH),--fresh)
+	$(BIN)/punctual-local up $(if $(filter-out 0 no false,$(FRESH)),--fresh)
 
 bench: install
 	@start=$$(date +%s); set -e; \
