@@ -115,12 +115,18 @@ class DeleteLandsMidCreate(RefusesTransactions):
 
         def put_item(**request: Any) -> Any:
             reply = call(**request)
-            if self.armed and request["Item"]["sk"]["S"] == "job":
+            if self.armed and self.lands_after(request["Item"]):
                 self.armed = False
-                self.other.delete_job("default", "a")  # the other Region's DELETE, between the writes
+                self.land()
             return reply
 
         return put_item
+
+    def lands_after(self, item: dict[str, Any]) -> bool:
+        return bool(item["sk"]["S"] == "job")
+
+    def land(self) -> None:
+        self.other.delete_job("default", "a")  # the other Region's DELETE, between the writes
 
 
 def test_a_listing_a_racing_delete_left_without_its_job_is_removed_by_a_delete(
@@ -294,3 +300,44 @@ def test_a_delete_of_a_missing_job_leaves_no_item_at_its_id_whatever_fails(
     dynamo_client.delete_item(TableName=TABLE, Key=schema.job_key("default", "a"))
     assert healthy.drop_listing_without_job("default", "a")
     assert healthy.list_jobs("default", limit=10).items == []
+
+
+class CreateLandsMidGroup(DeleteLandsMidCreate):
+    """Another request registers a job of the tenant right after a group's first write of job ``b``."""
+
+    def __init__(self, client: Any, other: DynamoStore, t0: datetime) -> None:
+        super().__init__(client, other)
+        self.t0 = t0
+
+    def lands_after(self, item: dict[str, Any]) -> bool:
+        return bool(item["pk"] == schema.job_key("default", "b")["pk"])
+
+    def land(self) -> None:
+        self.other.create_job(job("c", now=self.t0), None, max_jobs=10)  # its own ADD of the count
+
+
+def test_a_job_group_undone_for_a_job_that_exists_keeps_a_concurrent_registrations_count(
+    dynamo_client: Any, t0: datetime
+) -> None:
+    """A batch's group was written counter first: a job of it that existed (a repeated batch) undid
+    the counter's update by putting back the item it had read, over another registration's count
+    made meanwhile; the tenant's job count (and trigger rate) then stayed one low for good."""
+    healthy = DynamoStore(dynamo_client, TABLE, transactions=False)
+    healthy.create_job(job("a", now=t0), None, max_jobs=10)
+    store = DynamoStore(CreateLandsMidGroup(dynamo_client, healthy, t0), TABLE, transactions=False)
+    # When a group of b and a (a registered already) is written, and c registered during it
+    taken = store.create_job_group([(job("b", now=t0), None), (job("a", now=t0), None)], max_jobs=10)
+    # Then the group is refused for a, nothing of it is left, and a and c are both counted
+    assert taken == ("a",)
+    assert sorted(j.id for j in healthy.list_jobs("default", limit=10).items) == ["a", "c"]
+    meta = dynamo_client.get_item(TableName=TABLE, Key=schema.tenant_meta_key("default"))
+    assert meta["Item"]["job_count"] == {"N": "2"}
+
+
+def test_a_job_group_past_the_quota_leaves_nothing_behind(store: DynamoStore, t0: datetime) -> None:
+    # Given a tenant one job short of its quota, a group of two is refused whole, naming the quota
+    store.create_job(job("a", now=t0), None, max_jobs=2)
+    with pytest.raises(TenantLimitError, match="1 jobs; 2 more would pass 2"):
+        store.create_job_group([(job("b", now=t0), None), (job("c", now=t0), None)], max_jobs=2)
+    assert [j.id for j in store.list_jobs("default", limit=10).items] == ["a"]
+    assert store.create_job_group([(job("b", now=t0), None)], max_jobs=2) == ()

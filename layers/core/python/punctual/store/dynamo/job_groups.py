@@ -1,6 +1,6 @@
 """New jobs a group at a time in DynamoDB (:mod:`punctual.store.job_groups`): one transaction of
-the tenant counter's update (``ADD`` the group's jobs and rate, conditioned on the quotas after
-it) and each job's item, listing and first timer.
+each job's item and listing, the tenant counter's update (``ADD`` the group's jobs and rate,
+conditioned on the quotas after it) and each job's first timer.
 
 A job item that exists already fails its condition (``attribute_not_exists``) and DynamoDB cancels
 the whole transaction, naming each item's reason in ``CancellationReasons`` in request order:
@@ -43,10 +43,13 @@ class DynamoJobGroups(DynamoJobs, JobGroupRepository):
             raise TriggerRateLimitError(max_trigger_rate, None, rate)
         if any(timer is not None for _, timer in jobs):
             self.check_layout()
-        items: list[dict[str, Any]] = [
-            {"Update": self._meta_update(tenant, len(jobs), max_jobs, rate, max_trigger_rate)}
-        ]
-        owner: list[str | None] = [None]  # the job of each item (None: the counter)
+        # The jobs' items (the conditions that decide) first, the counter after them, the first
+        # timers last, as a single create orders them: on a table without transactions
+        # (:mod:`.sequenced`) an existing job then stops the group before the counter is written,
+        # where undoing it put back the item as read, over the counts registered meanwhile.
+        items: list[dict[str, Any]] = []
+        owner: list[str | None] = []  # the job of each item (None: a listing, the counter, a timer)
+        timers: list[dict[str, Any]] = []
         for job, timer in jobs:
             if job.tenant != tenant:
                 raise ValueError("a job group is one tenant's")
@@ -57,8 +60,10 @@ class DynamoJobGroups(DynamoJobs, JobGroupRepository):
             items += [{"Put": {"TableName": self.table, "Item": listing}}]
             owner += [job.id, None]
             if timer is not None:
-                items.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
-                owner.append(None)
+                timers.append({"Put": {"TableName": self.table, "Item": self._timer_item(timer)}})
+        counter = len(items)
+        items += [{"Update": self._meta_update(tenant, len(jobs), max_jobs, rate, max_trigger_rate)}, *timers]
+        owner += [None] * (1 + len(timers))
         if len(items) > GROUP_MAX_ITEMS:
             raise ValueError(f"a job group of {len(items)} items, more than {GROUP_MAX_ITEMS}")
         try:
@@ -71,8 +76,8 @@ class DynamoJobGroups(DynamoJobs, JobGroupRepository):
             taken = tuple(owner[n] for n in failed if n < len(owner) and owner[n] is not None)
             if taken:
                 return taken  # type: ignore[return-value]
-            if failed == [0]:
-                old = exc.response["CancellationReasons"][0].get("Item") or {}
+            if failed == [counter]:
+                old = exc.response["CancellationReasons"][counter].get("Item") or {}
                 raise self._group_quota_error(old, len(jobs), max_jobs, rate, max_trigger_rate) from None
             raise
         return ()
