@@ -487,6 +487,18 @@ def test_a_job_group_is_written_whole_or_not_at_all(faithful: Faithful, t0: date
     assert len(_jobs(faithful.store)) == 4
 
 
+def test_a_job_group_at_a_full_quota_names_its_job_that_exists(faithful: Faithful, t0: datetime) -> None:
+    # The counter's condition and a job's fail together (a repeated batch at the quota): the job
+    # is named (answered exists), then the rest alone meets the quota, nothing written
+    store = _grouped(faithful.store)
+    for held in ("a", "x", "y"):
+        faithful.store.create_job(job(held, now=t0), None, max_jobs=3)
+    assert store.create_job_group([(job("b", now=t0), None), (job("a", now=t0), None)], max_jobs=3) == ("a",)
+    with pytest.raises(TenantLimitError):
+        store.create_job_group([(job("b", now=t0), None)], max_jobs=3)
+    assert _jobs(faithful.store) == [("a", 1), ("x", 1), ("y", 1)]
+
+
 def test_every_store_operation_is_in_the_contract_suite() -> None:
     operations = {n for n, v in inspect.getmembers(JobStore) if getattr(v, "__isabstractmethod__", False)}
     # (and the ports a store may have beside it, which their callers check for)
