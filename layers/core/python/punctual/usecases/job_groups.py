@@ -34,7 +34,7 @@ from punctual.security.peaks import job_profile
 from punctual.store.base import JobExistsError, TenantLimitError
 from punctual.store.dynamo.sizes import job_item_sizes
 from punctual.store.job_groups import GROUP_MAX_BYTES, GROUP_MAX_ITEMS, JobGroupRepository
-from punctual.usecases.registration import Made, NewJob, Registrar, refused_peaks, stored, write
+from punctual.usecases.registration import Made, NewJob, Registrar, placed_now, refused_peaks, stored, write
 
 Outcome = Made | Exception  # a job stored (and its secret), or why not
 TIMER_BYTES = 1024  # a first timer's item, at most (keys, slot, due, kind, version: ~300 bytes)
@@ -109,7 +109,9 @@ def _store_group(reg: Registrar, news: Sequence[NewJob], group: list[int], out: 
         try:
             taken = set(
                 store.create_job_group(
-                    [(news[n].job, news[n].timer) for n in pending], reg.max_jobs, reg.max_trigger_rate
+                    [(news[n].job, placed_now(reg, news[n])) for n in pending],
+                    reg.max_jobs,
+                    reg.max_trigger_rate,
                 )
             )
         except TenantLimitError:  # the group would pass a quota: job by job, each answered exactly

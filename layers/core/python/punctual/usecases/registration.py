@@ -33,7 +33,7 @@ from punctual.store.base import (
 )
 from punctual.store.dynamo.sizes import check_job_size
 from punctual.timing.slots import ceil_second, fire_timer, first_slot, no_slot_reason, schedule_of
-from punctual.timing.timers import Timer, TimerLayout
+from punctual.timing.timers import Timer, TimerLayout, slot_instant
 from punctual.usecases.job_admission import JobAdmission
 from punctual.usecases.job_errors import InvalidJobError
 from punctual.usecases.next_fire import NextFire
@@ -189,11 +189,23 @@ def prepare(reg: Registrar, tenant: str, spec: JobSpec, job_id: str | None, paus
     return NewJob(job, timer, secret_plain, given_id, parents, parents_read, uses)
 
 
+def placed_now(reg: Registrar, new: NewJob) -> Timer | None:
+    """:func:`prepare`'s first timer placed again from the clock as it is now, as it is written: a
+    batch prepares all its jobs before it stores any, so a timer placed at its preparing (a slot
+    due within seconds clamped to that instant, in the near lane) could be seconds old when
+    written, past the near lane's look-back, and its slot released only at the minute's last read
+    (review QA28)."""
+    if new.timer is not None:
+        new.timer = fire_timer(reg.layout, new.job, slot_instant(new.timer.slot), reg.clock.now())
+    return new.timer
+
+
 def write(reg: Registrar, new: NewJob, counted: bool = False) -> Made:
     """Count :func:`prepare`'s job in its tenant's peaks (unless ``counted`` already) and store it
     in its own transaction (its peak count taken back if that fails)."""
     if not counted:
         count_peaks(reg, new)
+    placed_now(reg, new)
     try:
         with calendars_checked():
             reg.store.create_job(
