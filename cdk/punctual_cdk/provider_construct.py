@@ -40,12 +40,24 @@ class SchedulerRef:
         string of worker role ARNs, such as the WorkerRoleArns output, was read letter by letter:
         principals "a", "r", "n", ... that IAM refused at deploy; an ApiUrl that is not a URL
         failed each job's deploy)."""
+        from punctual.delivery.targets.webhooks.guard import parse_allow_cidrs
+
         roles = self.worker_role_arns
         if not isinstance(roles, list | tuple) or not all(isinstance(arn, str) for arn in roles):
             raise TypeError(
                 "SchedulerRef(worker_role_arns): a list of role ARNs (the WorkerRoleArns output, split at"
                 f" its commas), not {type(roles).__name__}"
             )
+        cidrs = self.allow_cidrs  # (QA28: "10.0.0.0/8" was read letter by letter, as the roles were)
+        if not isinstance(cidrs, list | tuple) or not all(isinstance(cidr, str) for cidr in cidrs):
+            raise TypeError(
+                "SchedulerRef(allow_cidrs): a list of CIDR blocks (the targetAllowCidrs setting),"
+                f" not {type(cidrs).__name__}"
+            )
+        try:
+            parse_allow_cidrs(cidr for cidr in cidrs if not cdk.Token.is_unresolved(cidr))
+        except ValueError as exc:
+            raise ValueError(f"SchedulerRef(allow_cidrs): {exc}") from None
         url = self.api_url
         if not (isinstance(url, str) and (cdk.Token.is_unresolved(url) or _is_url(url))):
             raise ValueError(

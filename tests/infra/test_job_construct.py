@@ -414,6 +414,9 @@ def test_a_parameter_inside_a_time_schedule_is_the_apis_to_check(schedule: str) 
             TypeError,
             "worker_role_arns",
         ),
+        # QA28: the targetAllowCidrs setting as one string: allowed blocks "1", "0", ".", ...
+        ({"allow_cidrs": "10.0.0.0/8"}, TypeError, "allow_cidrs"),
+        ({"allow_cidrs": ["10.0.0.1/8"]}, ValueError, "allow_cidrs"),
         ({"api_url": "abc123defg.execute-api.eu-west-1.amazonaws.com/prod"}, ValueError, "api_url"),
         ({"execute_api_arn": "abc123defg/prod"}, ValueError, "execute_api_arn"),
     ],
