@@ -25,6 +25,7 @@ import pytest
 from api_harness import ACCOUNT, REGION, ApiClient
 from api_harness import api as api  # the fixture
 
+from punctual.api.schemas import OUTPUT_ONLY_FIELDS
 from punctual_cdk.provider import handler as provider
 
 STACK = f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/orders/0a1b2c3d-aaaa-bbbb-cccc-000000000001"
@@ -488,6 +489,30 @@ def test_state_an_old_spec_had_too_is_left_out_and_enabled_decides(api: ApiClien
     assert provider.on_event(update, role)["PhysicalResourceId"] == job_id
     [job] = api.call("GET", "/v1/jobs", user=ROLE).body["items"]
     assert job["state"] == "ENABLED" and job["schedule"] == "rate(1 hour)"
+
+
+@pytest.mark.parametrize("field", sorted(OUTPUT_ONLY_FIELDS - {"state"}))  # state: the tests above
+def test_an_output_only_field_in_a_spec_fails_naming_it_as_the_cdk_refuses_it(
+    api: ApiClient, role: RoleApi, answers: list[dict[str, Any]], field: str
+) -> None:
+    # QA28: a raw template's Spec with "id" or "version" deployed, the field ignored without a word,
+    # while the CDK's Job refuses it at synth
+    provider.handler(_event("Create", "req-1", _spec(**{field: "x"})), None)
+    assert answers[-1]["Status"] == "FAILED" and _live(api) == []
+    assert (
+        answers[-1]["Reason"]
+        == f"ProviderError: Spec: {field}: output only (the API answers it, never takes it);"
+        " leave it out"
+    )
+    # one an old Spec had too (declared before the refusal, or the rollback to it) is left out
+    job_id = provider.on_event(_event("Create", "req-2", _spec()), role)["PhysicalResourceId"]
+    old = _props(_spec(**{field: "x"}))
+    update = _event(
+        "Update", "req-3", _spec(**{field: "x"}, schedule="rate(1 hour)"), PhysicalResourceId=job_id
+    )
+    assert provider.on_event(update | {"OldResourceProperties": old}, role)["PhysicalResourceId"] == job_id
+    assert api.call("GET", f"/v1/jobs/{job_id}", user=ROLE).body["schedule"] == "rate(1 hour)"
+    assert provider.OUTPUT_ONLY == OUTPUT_ONLY_FIELDS  # the provider has no layer: its own list, the API's
 
 
 def test_a_create_that_never_reached_the_api_names_no_job(

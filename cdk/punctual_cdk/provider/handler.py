@@ -344,6 +344,8 @@ def _delete_at(api: Api, path: str, physical: str, what: str) -> dict[str, Any]:
 
 JOB_PROPERTIES = ("ServiceToken", "ServiceTimeout", "ApiUrl", "Enabled", "SigningSecretArn", "Spec")
 CALENDAR_PROPERTIES = ("ServiceToken", "ServiceTimeout", "ApiUrl", "Name", "Spec")
+OUTPUT_ONLY = frozenset({"created_at", "id", "next_fire_at", "paused_at", "signing_secret", "skipped_slots"})
+OUTPUT_ONLY |= {"state", "state_reason", "updated_at", "version"}  # = the API's OUTPUT_ONLY_FIELDS (tested)
 
 
 def _known_properties(props: dict[str, Any], known: tuple[str, ...], event: dict[str, Any]) -> None:
@@ -360,20 +362,16 @@ def _known_properties(props: dict[str, Any], known: tuple[str, ...], event: dict
 
 
 def _declared_spec(props: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """The ``Spec`` property, without ``state``: that is ``Enabled``'s (QA21: a raw Spec's
-    ``"state": "PAUSED"`` overrode ``Enabled: true``). A Spec that carries it is refused, as the
-    CDK refuses it at synth, unless the old properties' Spec carried it too (a job declared before
-    the refusal, or its rollback): then it is left out, and ``Enabled`` decides."""
+    """The ``Spec`` property; an output-only field is refused, as the CDK refuses it: ``state`` (QA21:
+    it overrode ``Enabled``) or another (QA28: ``id``, ``version`` were ignored without a word). One
+    the old properties' Spec had too (declared before the refusal, or its rollback) is left out."""
     spec = _spec(props)
-    if "state" not in spec:
-        return spec
-    try:
-        had = "state" in _spec(old)
-    except (ProviderError, RecursionError):
-        had = False
-    if not had:
+    new = sorted(OUTPUT_ONLY.intersection(spec) - set(_old_spec(old) or ()))
+    if "state" in new:
         raise ProviderError("Spec: state is not declared there: Enabled (true or false) declares it")
-    return {key: value for key, value in spec.items() if key != "state"}
+    if new:
+        raise ProviderError(f"Spec: {new[0]}: output only (the API answers it, never takes it); leave it out")
+    return {key: value for key, value in spec.items() if key not in OUTPUT_ONLY}
 
 
 def same_api(one: str, other: str) -> bool:
@@ -629,21 +627,24 @@ def _completed(api: Api, job_id: str) -> bool:
     return found == 200 and isinstance(job, dict) and job.get("state") == "COMPLETED"
 
 
-def _same_spec(old: dict[str, Any], spec: dict[str, Any]) -> bool:
-    """Whether the old properties declared this very spec."""
+def _old_spec(old: dict[str, Any]) -> dict[str, Any] | None:
+    """The old properties' Spec; None when it cannot be read (a rollback must not fail on it)."""
     try:
-        return _spec(old) == spec
+        return _spec(old)
     except (ProviderError, RecursionError):
-        return False
+        return None
+
+
+def _same_spec(old: dict[str, Any], spec: dict[str, Any]) -> bool:
+    """Whether the old properties declared this very spec (output-only fields aside)."""
+    had = _old_spec(old)
+    return had is not None and {key: value for key, value in had.items() if key not in OUTPUT_ONLY} == spec
 
 
 def _kept(old: dict[str, Any], secret_arn: str) -> bool:
     """Whether the old properties had the job's signing secret stored at ``secret_arn`` already."""
-    try:
-        old_spec = _spec(old)
-    except (ProviderError, RecursionError):
-        return False
-    return old.get("SigningSecretArn") == secret_arn and signs_webhooks(old_spec)
+    had = _old_spec(old)
+    return had is not None and old.get("SigningSecretArn") == secret_arn and signs_webhooks(had)
 
 
 def _spec(props: dict[str, Any]) -> dict[str, Any]:
