@@ -53,6 +53,22 @@ def test_all_day_events_become_dates_and_inclusive_ranges() -> None:
     assert found.spec("UTC")["timezone"] == "UTC"
 
 
+def test_names_are_read_in_any_case_and_values_kept() -> None:
+    # QA28: a file starting "begin:vcalendar" was refused as not an iCalendar file; RFC 5545: names
+    # of properties, parameters and components, and enumerated values, are case-insensitive
+    def lower(line: str) -> str:  # (a folded line's continuation, or the end, as it is)
+        if not line or line[0] == " ":
+            return line
+        head, _, value = line.partition(":")
+        if head.upper() in ("BEGIN", "END", "DURATION"):
+            value = value.lower()
+        return f"{head.lower()}:{value}"
+
+    found = parse_ics("\r\n".join(lower(line) for line in HOLIDAYS.split("\r\n")))
+    assert found.spec() == parse_ics(HOLIDAYS).spec() and found.timezone == "Europe/Berlin"
+    assert found.skipped_timed == 1
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [

@@ -3,7 +3,9 @@
 What it reads: every ``VEVENT`` whose ``DTSTART`` is a date (``DTSTART;VALUE=DATE:20261225``, or
 an 8-digit value), ending at ``DTEND`` (exclusive, as RFC 5545 says; absent: one day) or after a
 ``DURATION`` of whole days (``P3D``, ``P1W``). Folded lines are unfolded. The calendar's time zone
-is ``X-WR-TIMEZONE`` when the file names one.
+is ``X-WR-TIMEZONE`` when the file names one. Names (of properties, parameters, components) and
+enumerated values are read in any case, as RFC 5545 says (QA28: ``begin:vcalendar`` was refused);
+other values are kept as they are.
 
 What it refuses, with the line: an all-day event with ``RRULE`` or ``RDATE`` (recurring events are
 out of scope: expand them first, or list the dates), an end that is not after the start (RFC 5545:
@@ -26,7 +28,7 @@ from datetime import date, timedelta
 from typing import Any
 
 _DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})\Z")
-_DURATION = re.compile(r"^P(?:(\d+)W|(\d+)D)\Z")
+_DURATION = re.compile(r"^P(?:(\d+)W|(\d+)D)\Z", re.IGNORECASE)  # (RFC 5545's ABNF: any case)
 
 
 class IcsError(ValueError):
@@ -106,7 +108,7 @@ def _day(value: str, number: int, what: str) -> date:
 def parse_ics(text: str) -> IcsCalendar:
     """Read the all-day events of an iCalendar document (see the module docstring)."""
     lines = _unfold(text.lstrip("\ufeff"))
-    if not lines or _split(lines[0][1])[::2] != ("BEGIN", "VCALENDAR"):
+    if not lines or tuple(part.upper() for part in _split(lines[0][1])[::2]) != ("BEGIN", "VCALENDAR"):
         raise IcsError("not an iCalendar file: it does not begin with BEGIN:VCALENDAR")
     found = IcsCalendar()
     event: dict[str, tuple[int, dict[str, str], str]] | None = None
