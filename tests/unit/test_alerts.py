@@ -373,6 +373,23 @@ def test_an_alert_that_cannot_be_delivered_is_retried_recorded_and_never_fails_t
     assert not a.rig.queues.queues.get("queue://short")
 
 
+def test_an_alert_target_the_worker_refuses_is_named_by_its_field() -> None:
+    # QA28: a rule's target that the worker's boundary refused (a job stored before the deployment
+    # required execution roles) was recorded "target refused: ...", as if the job's own target were
+    from punctual.delivery.targets import DefaultTargetInvoker
+    from punctual.runtime.settings import Settings
+    from punctual.security.ownership import OwnResources
+
+    a = Alerting(FAIL)
+    a.alerter.invoker = DefaultTargetInvoker(None, Settings(require_target_role=True), own=OwnResources)
+    queue = {"type": "sqs", "queue_arn": "arn:aws:sqs:us-east-1:123456789012:alerts"}
+    job = a.job({"on": ["missed"], "target": HOOK}, {"on": ["failed"], "target": queue})
+    a.run_slot(job, 0)
+    [alert] = a.store.list_alerts(job.tenant, job.id, 10)
+    assert alert.status is AlertStatus.FAILED and alert.deliveries[0].tries == 1
+    assert (alert.deliveries[0].error or "").startswith("alerts.1.target.role_arn refused: ")
+
+
 def test_every_state_change_is_an_event_and_a_job_without_rules_costs_no_alert_write() -> None:
     # Given a job without alert rules whose first attempt fails and whose retry succeeds
     a = Alerting(TargetResult.retryable("HTTP 503"), OK)

@@ -461,7 +461,7 @@ def slot_context(
     cancel: Cancellation,
 ) -> SlotContext:
     """``SlotContext(...)`` of every field, its ``__dict__`` set at once: a frozen dataclass's
-    ``__init__`` sets each of its nine fields through ``object.__setattr__`` (three times the
+    ``__init__`` sets each of its ten fields through ``object.__setattr__`` (three times the
     time, once a run)."""
     return made_at_once(
         SlotContext,
@@ -475,6 +475,7 @@ def slot_context(
             "signing_secrets": signing_secrets,
             "heartbeat": heartbeat,
             "cancel": cancel,
+            "target_field": "target",
         },
     )
 

@@ -520,6 +520,7 @@ class Alerter:
                 attempt=alert.taken_over * DELIVERY_TRIES + tries,
                 timeout_s=DELIVERY_TIMEOUT_S,
                 signing_secrets=secrets,
+                target_field=f"alerts.{index}.target",  # (QA28: its refusal said "target refused")
             )
             try:
                 result = self.invoker.invoke(rule.target, payload, ctx)

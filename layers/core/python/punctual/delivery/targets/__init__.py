@@ -170,7 +170,7 @@ class DefaultTargetInvoker:
             if isinstance(target, Mapping):
                 target = _validate_target(target)
             # Registration refuses these too; a job stored before, or a list that changed, stops here.
-            refusal = self.boundary.refusal(Callee("target", target))
+            refusal = self.boundary.refusal(Callee(ctx.target_field, target))
             if refusal is not None:
                 return TargetResult.permanent(str(refusal)[:500])
             rendered = render_payload(payload, ctx)

@@ -44,6 +44,8 @@ class SlotContext:
     signing_secrets: tuple[str, ...] = field(default=(), repr=False)  # current first; two while rotating
     heartbeat: Callable[[], bool] = field(default=lambda: True, compare=False)
     cancel: Cancellation = field(default_factory=StopSignal, compare=False, repr=False)
+    # The job's field that names the target, as a refusal names it: an alert rule's is alerts.N.target
+    target_field: str = "target"
 
     @property
     def cancelled(self) -> bool:
