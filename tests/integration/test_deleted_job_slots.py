@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from execution_harness import LAYOUT, LONG, SHORT, Crash, FakeTarget, Rig
-from factories import spec
+from factories import job, spec
 from punctual.delivery.targets.base import TargetResult
 from punctual.dispatch.polling.unrun import ended_for_gone
 from punctual.dispatch.queues import MemoryQueues
+from punctual.execution.versions import earlier_jobs_end
 from punctual.models import Execution, ExecutionStatus
 from punctual.runtime.clock import ManualClock
 from punctual.store.dynamo import DynamoStore, schema
@@ -44,7 +45,8 @@ def _until(rig: Rig, worker: object, end: datetime) -> None:
         rig.work_until_idle(worker, SHORT)  # type: ignore[arg-type]
 
 
-def test_a_slot_waiting_for_its_retry_when_its_job_is_deleted_ends_failed() -> None:
+@pytest.mark.parametrize("created_again", [False, True])
+def test_a_slot_waiting_for_its_retry_when_its_job_is_deleted_ends_failed(created_again: bool) -> None:
     # Given a job whose first slot failed and waits for its retry
     rig, jobs = _rig(TargetResult.retryable("HTTP 500"), TargetResult.ok())
     worker = rig.worker()
@@ -54,14 +56,21 @@ def test_a_slot_waiting_for_its_retry_when_its_job_is_deleted_ends_failed() -> N
     _until(rig, worker, first + timedelta(seconds=1))
     record = rig.store.get_execution("default", "job-1", slot_key(first))
     assert record is not None and record.status is ExecutionStatus.RETRY_WAIT
-    # When the job is deleted before the retry, and its retry's time comes
+    # When the job is deleted before the retry (and, QA28, a job created again at its id: the new
+    # job's claim recorded the slot SUPERSEDED, "the job's spec changed", its end followed under
+    # the new job), and its retry's time comes
     jobs.delete("default", "job-1")
+    if created_again:
+        rig.clock.set(rig.clock.now() + timedelta(seconds=1))
+        jobs.register("default", spec("rate(1 hour)"), job_id="job-1")
     _until(rig, worker, first + timedelta(minutes=10))
-    # Then the slot ended FAILED, saying why, and the target was not called again
+    # Then the slot ended FAILED, saying why (docs/api.md: the record is the old job's), the target
+    # was not called again, and nothing followed (the job it was of is gone)
     ended = rig.store.get_execution("default", "job-1", slot_key(first))
     assert ended is not None and ended.status is ExecutionStatus.FAILED, ended
-    assert ended.error is not None and "its retry was not started: the job was deleted" in ended.error
+    assert ended.error == "HTTP 500; its retry was not started: the job was deleted"
     assert [c.attempt for c in rig.target.calls] == [1]
+    assert rig.failures.bodies == []
 
 
 def test_a_run_whose_worker_was_lost_after_its_job_was_deleted_ends_timed_out() -> None:
@@ -109,6 +118,31 @@ def test_what_ends_and_what_is_left_to_its_worker() -> None:
     assert ended_for_gone(timer(TimerKind.RETRY, attempt=3), waiting, now) is not None
     done = base.model_copy(update={"status": ExecutionStatus.SUCCEEDED, "finished_at": now})
     assert ended_for_gone(timer(TimerKind.QUEUED), done, now) is None
+
+
+def test_an_earlier_jobs_open_slot_ends_as_deleted_and_the_new_jobs_own_is_left_to_supersede() -> None:
+    # QA28: each open slot of an earlier job at the id ends as the delete alone ends it
+    created = T0 + timedelta(minutes=2)
+    now = created + timedelta(minutes=1)
+    new_job = job("j", "rate(1 hour)", now=created)
+    began = T0 + timedelta(seconds=1)
+    old = Execution(job_id="j", slot=slot_key(T0), scheduled_at=T0, status=ExecutionStatus.RETRY_WAIT)
+    old = old.model_copy(update={"started_at": began, "finished_at": began, "error": "HTTP 500"})
+    lapsed = {"status": ExecutionStatus.RUNNING, "owner": "w", "lease_until": created}
+    ends = [
+        (old, ExecutionStatus.FAILED),
+        (
+            old.model_copy(update={"status": ExecutionStatus.QUEUED, "started_at": None}),
+            ExecutionStatus.SKIPPED,
+        ),
+        (old.model_copy(update=lapsed), ExecutionStatus.TIMED_OUT),
+    ]
+    for record, status in ends:
+        end = earlier_jobs_end(new_job, record, now)
+        assert end is not None and end[0].status is status, record.status
+        assert "the job was deleted" in (end[0].error or "")
+    # the new job's own slot (begun after its creation) is not the earlier job's
+    assert earlier_jobs_end(new_job, old.model_copy(update={"started_at": now}), now) is None
 
 
 def test_a_lambda_lane_run_whose_worker_died_after_its_job_was_deleted_ends_timed_out() -> None:

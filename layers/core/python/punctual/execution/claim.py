@@ -604,6 +604,8 @@ class Claimer:
             return Claim(ClaimOutcome.STALE, message, delivery, job, current, reason="superseded")
         record, expect = superseded_record(job, message, current, released_for, now)
         self.ledger.save(record, current, expect)
+        if record.status is not ExecutionStatus.SUPERSEDED:  # an earlier job's, at this id: ended as deleted
+            return Claim(ClaimOutcome.STALE, message, delivery, job, record, reason=GONE_NOTE)
         self.metrics.add("SupersededSlots", 1)
         log.info("slot %s of %s was released for version %d: superseded", message.slot, job.id, released_for)
         self.after.apply(job, record, now, message=message)  # the turn goes on, the event, children

@@ -23,7 +23,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from punctual.dispatch.queues import DispatchMessage, MessageKind
-from punctual.execution.records import LEASE_LOST_NOTE, SUPERSEDED_NOTE, new_record, owned_by, summary
+from punctual.execution.records import (
+    GONE_NOTE,
+    LEASE_LOST_NOTE,
+    SUPERSEDED_NOTE,
+    lost_run_of_a_gone_job,
+    new_record,
+    owned_by,
+    retry_not_started,
+    skipped_record,
+    summary,
+)
 from punctual.models import Execution, ExecutionStatus, Job, JobState
 from punctual.models.jobs import chain_end
 from punctual.store.base import Expect
@@ -57,8 +67,13 @@ def superseded_record(
 
     A slot with no record (or one that only said why it had not run) gets a new one; a queued
     slot or one waiting for its retry ends SUPERSEDED; a running one whose worker was lost (the
-    takeover would have been its next attempt) ends SUPERSEDED with the lost attempt listed.
+    takeover would have been its next attempt) ends SUPERSEDED with the lost attempt listed. An
+    earlier job's open slot at this id ends as its delete ends it instead (:func:`earlier_jobs_end`).
     """
+    if current is not None and current.status not in _NOT_RUN:
+        gone = earlier_jobs_end(job, current, now)
+        if gone is not None:
+            return gone
     if current is None or current.status in _NOT_RUN:
         note = superseded_note(released_for, job, message.attempt)
         record = new_record(message, ExecutionStatus.SUPERSEDED, finished_at=now, error=note)
@@ -85,6 +100,22 @@ def superseded_record(
         update={"status": ExecutionStatus.SUPERSEDED, "finished_at": now, "error": note, "blocked_by": None}
     )
     return record, Expect(frozenset({current.status}), current.attempt)
+
+
+def earlier_jobs_end(job: Job, current: Execution, now: datetime) -> tuple[Execution, Expect] | None:
+    """The end of an open slot of an earlier job at ``job``'s id (deleted, then created again while
+    the slot waited or ran) as the delete alone ends it: a retry not started FAILED, a queued slot
+    SKIPPED, a lost run TIMED_OUT, each saying the job was deleted, and nothing follows (docs/api.md;
+    QA28: SUPERSEDED, "the job's spec changed", its end followed under the new job). Only asked of a
+    slot released for an older version than the job's spec: never one the new job would run."""
+    if not current.before_job(job.created_at):
+        return None
+    expect = Expect(frozenset({current.status}), current.attempt)
+    if current.status is ExecutionStatus.RETRY_WAIT:
+        return retry_not_started(current, now, GONE_NOTE), expect
+    if current.status is ExecutionStatus.QUEUED:
+        return skipped_record(current, now, GONE_NOTE), expect
+    return lost_run_of_a_gone_job(current, now)
 
 
 # Messages whose superseded slot another path may still send for the new spec: a backfill's (the
