@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from execution_harness import LAYOUT, LONG, SHORT, FakeTarget, Rig
 from factories import spec
 from punctual.delivery.notifications import Alerter, EventPublisher, MemoryEventSink, Notifier
@@ -75,8 +77,12 @@ def test_a_job_created_again_at_a_failing_jobs_id_is_not_told_it_recovered(store
     assert told == [("failed", since, None), ("recovered", slot_key(T0 + timedelta(minutes=22)), since)]
 
 
-def test_a_one_time_job_deleted_after_its_failed_slot_leaves_no_streak_behind(store: JobStore) -> None:
-    # Given a one-time job, deleted once done, whose one slot failed
+@pytest.mark.parametrize("kept", [False, True], ids=["one-time-again", "kept-job-again"])
+def test_a_one_time_job_deleted_after_its_failed_slot_leaves_no_streak_behind(
+    store: JobStore, kept: bool
+) -> None:
+    # Given a one-time job, deleted once done, whose one slot failed (the alerts of a slot's end
+    # come after the delete: they must not leave a failure streak behind it)
     clock = ManualClock(T0)
     hooks = _Recorder()
     rig = Rig(store, clock, target=FakeTarget(FAIL, OK))
@@ -89,13 +95,18 @@ def test_a_one_time_job_deleted_after_its_failed_slot_leaves_no_streak_behind(st
     rig.send(message_for(job, slot_key(slot), slot, 1, MessageKind.FIRE, clock.now(), last=True))
     rig.work_until_idle(rig.worker())
     assert store.get_job("default", "reminder") is None  # deleted after completion
-    # When another one-time job is created at its id, and succeeds
+    assert store.get_streak("default", "reminder") is None
+    # When another job is created at its id (one-time, or one of every minute kept), and succeeds
     clock.advance(600)
-    again, _ = jobs.register("default", spec("at(2026-11-30T10:30:00)", **once), job_id="reminder")
-    slot = T0 + timedelta(minutes=30)
-    clock.set(slot + timedelta(seconds=0.5))
-    rig.send(message_for(again, slot_key(slot), slot, 1, MessageKind.FIRE, clock.now(), last=True))
-    rig.work_until_idle(rig.worker())
+    if kept:  # (a one-time job deleted after its success ended the streak itself: QA28 missed it)
+        again, _ = jobs.register("default", spec(alerts=RULES, retry={"max_attempts": 1}), job_id="reminder")
+        _run(rig, again, 20)
+    else:
+        again, _ = jobs.register("default", spec("at(2026-11-30T10:30:00)", **once), job_id="reminder")
+        slot = T0 + timedelta(minutes=30)
+        clock.set(slot + timedelta(seconds=0.5))
+        rig.send(message_for(again, slot_key(slot), slot, 1, MessageKind.FIRE, clock.now(), last=True))
+        rig.work_until_idle(rig.worker())
     # Then only the first job's failure was told: the second never failed, nor recovered
     assert [p["condition"] for p in hooks.payloads] == ["failed"]
 
@@ -164,3 +175,28 @@ def test_a_backfill_of_the_job_created_again_alerts_the_slots_the_deleted_job_al
     alerter.ended(new, record)
     assert len(hooks.payloads) == 4
     assert [a.created_at >= new.created_at for a in store.list_alerts("default", "etl", 10)] == [True] * 3
+
+
+def test_a_job_deleted_after_completion_is_told_its_last_slot_recovered(store: JobStore) -> None:
+    # Given a job of every minute until 10:01:30, deleted once done, whose 10:00 slot failed
+    clock = ManualClock(T0)
+    hooks = _Recorder()
+    rig = Rig(store, clock, target=FakeTarget(FAIL, OK))
+    rig.notifier = Notifier(EventPublisher(MemoryEventSink()), Alerter(store, hooks, clock))
+    jobs = JobService(store, rig.queues, clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    ending = spec(
+        "cron(* * * * ? *)",
+        alerts=RULES,
+        retry={"max_attempts": 1},
+        end_at=T0 + timedelta(minutes=1, seconds=30),
+        delete_after_completion=True,
+    )
+    job, _ = jobs.register("default", ending, job_id="etl")
+    _run(rig, job, 0)
+    # When its last slot, 10:01, succeeds (and the job is deleted after it)
+    _run(rig, job, 1)
+    assert store.get_job("default", "etl") is None
+    # Then its recovery is told, as any job's is (QA28's delete ended the streak first: untold)
+    told = [(p["condition"], p["slot"]) for p in hooks.payloads]
+    assert told == [("failed", slot_key(T0)), ("recovered", slot_key(T0 + timedelta(minutes=1)))]
+    assert store.get_streak("default", "etl") is None

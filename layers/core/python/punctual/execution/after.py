@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from punctual.delivery.notifications import Notifier
+from punctual.delivery.notifications.alerts import end_unwatched_streak
 from punctual.dispatch.load_forecast import forecast_ecs_timer
 from punctual.dispatch.queues import DispatchMessage, MessageKind, QueuePort, message_for
 from punctual.execution.budgets import WorkerBudgets
@@ -162,10 +163,14 @@ class AfterEffects:
             self._chain_delay(job, execution, now)
             if job.overlap is not Overlap.ALLOW:  # (an overlap 'allow' job takes no turns)
                 self.turns.pass_on(job, execution, now)
-            if job.delete_after_completion:
-                self.completion.delete_if_done(job, execution.job_version, now)
+            deleted = job.delete_after_completion and self.completion.delete_if_done(
+                job, execution.job_version, now, alerts_after=True
+            )
             # Last: the event and the alerts come after everything the slot's progress needs.
             self.notifier.changed(job, execution, now)
+            if deleted:  # its failure streak ends after them: a failed last slot's opened it after
+                # the delete, and the delete's end, first, left a recovered last slot untold (QA28)
+                end_unwatched_streak(self.store, job, None)
 
     def retry_instant_of(self, job: Job, execution: Execution) -> datetime | None:
         """The retry instant of a RETRY_WAIT record, recomputed exactly as it was first computed."""

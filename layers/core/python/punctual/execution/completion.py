@@ -54,9 +54,11 @@ class Completion:
         self.store = store
         self.metrics = metrics
 
-    def delete_if_done(self, job: Job, released_for: int, now: datetime) -> bool:
+    def delete_if_done(self, job: Job, released_for: int, now: datetime, alerts_after: bool = False) -> bool:
         """After a slot released for job version ``released_for`` ended (or was recorded MISSED or
-        EXCLUDED): delete the job if it asked to be and is done. True: deleted."""
+        EXCLUDED): delete the job if it asked to be and is done. True: deleted. ``alerts_after``:
+        the slot's alerts come after this (a worker's after-effects), so the caller ends the job's
+        failure streak after them (:func:`end_unwatched_streak`)."""
         if not job.delete_after_completion:
             return False
         # A delay() job has no computed last slot: its chain ends at end_at, when the job is marked
@@ -97,7 +99,8 @@ class Completion:
         # the message comes back and its redelivery (REPAIR) checks again (QA24: the job was kept,
         # COMPLETED, for good)
         PeakQuota(self.store, PeakLimits()).undo(job.tenant, add=job_profile(current))  # its peak goes
-        end_unwatched_streak(self.store, current, None)  # not the next job's at this id (QA28)
+        if not alerts_after:
+            end_unwatched_streak(self.store, current, None)  # not the next job's at this id (QA28)
         self.metrics.add("JobsDeletedAfterCompletion", 1)
         return True
 
