@@ -74,9 +74,11 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
-# FRESH=1 starts empty (the state a clean stop kept is deleted); FRESH=0, no or false do not
+# FRESH=1 starts empty (the state a clean stop kept is deleted); FRESH=0, no, false or off do not,
+# capitalized too (make's filter is case-sensitive: FRESH=False deleted every saved job)
+NOT_FRESH := 0 n N no No NO false False FALSE off Off OFF
 run: install
-	$(BIN)/punctual-local up $(if $(filter-out 0 no false,$(FRESH)),--fresh)
+	$(BIN)/punctual-local up $(if $(filter-out $(NOT_FRESH),$(FRESH)),--fresh)
 
 bench: install
 	@start=$$(date +%s); set -e; \

@@ -34,6 +34,11 @@ def _up_line(*assignments: str) -> str:
         (("FRESH=0",), False),
         (("FRESH=no",), False),
         (("FRESH=false",), False),
+        # ... and so did the same words capitalized, or 'off' (QA28 review: FRESH=False emptied it)
+        (("FRESH=False",), False),
+        (("FRESH=NO",), False),
+        (("FRESH=off",), False),
+        (("FRESH=n",), False),
         (("FRESH=",), False),
     ],
 )
