@@ -112,22 +112,25 @@ def test_a_one_time_job_deleted_after_its_failed_slot_leaves_no_streak_behind(
 
 
 def test_a_job_created_again_at_its_id_is_not_held_back_by_the_deleted_jobs_alerts(store: JobStore) -> None:
-    # Given a job whose rule sends at most one alert an hour, and whose slot failed (alerted)
+    # Given a job whose rule sends at most one alert an hour, whose slot failed (alerted) and whose
+    # next slot failed too (its alert held back by the rule)
     clock = ManualClock(T0)
     hooks = _Recorder()
-    rig = Rig(store, clock, target=FakeTarget(FAIL, FAIL, FAIL))
+    rig = Rig(store, clock, target=FakeTarget(FAIL, FAIL, FAIL, FAIL))
     rig.notifier = Notifier(EventPublisher(MemoryEventSink()), Alerter(store, hooks, clock))
     jobs = JobService(store, rig.queues, clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
     hourly = [{"on": ["failed"], "target": HOOK, "min_interval_seconds": 3600}]
     old, _ = jobs.register("default", spec(alerts=hourly, retry={"max_attempts": 1}), job_id="etl")
     _run(rig, old, 0)
+    _run(rig, old, 1)
     # When it is deleted and created again at its id ten minutes later, and that job's slot fails
     jobs.delete("default", "etl")
     clock.advance(600)
     new, _ = jobs.register("default", spec(alerts=hourly, retry={"max_attempts": 1}), job_id="etl")
     _run(rig, new, 20)
     # Then the new job's first failure is told (the deleted job's alert held back nothing of it),
-    # with nothing held back; its own rule holds back its next one
+    # with nothing held back (the alert the deleted job's rule held back is not the new job's);
+    # its own rule holds back its next one
     _run(rig, new, 21)
     told = [(p["slot"], p["held_back"]) for p in hooks.payloads]
     assert told == [(slot_key(T0), 0), (slot_key(T0 + timedelta(minutes=20)), 0)]

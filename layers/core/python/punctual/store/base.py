@@ -630,11 +630,9 @@ class Streak:
 
 
 class AlertRepository(ABC):
-    """Alerts: one record per (job, slot, condition), a job's failure streak, rule throttles.
-
-    Every method is a single conditional write or read, so that an alert is made once however
-    often workers die or messages repeat.
-    """
+    """Alerts: one record per (job, slot, condition), a job's failure streak, rule throttles. Every
+    method is a single conditional write or read, so that an alert is made once however often workers
+    die or messages repeat."""
 
     @abstractmethod
     def create_alert(self, alert: Alert, ttl_epoch_s: int) -> bool:
@@ -678,11 +676,13 @@ class AlertRepository(ABC):
 
     @abstractmethod
     def throttle_alert(
-        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int, resolves: bool = False
-    ) -> int | None:
+        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int, resolves: bool = False,
+        since: datetime | None = None,
+    ) -> int | None:  # fmt: skip
         """``min_interval_seconds``: None when rule ``rule`` sent within ``interval_s`` before ``now``
         (counted held back), else marked sent and the count held back since (reset); ``resolves``
-        (``recovered``): sent anyway once per alert the rule sent since its last resolving one."""
+        (``recovered``): sent anyway once per alert the rule sent since its last resolving one.
+        ``since``: a mark made before it (a deleted job's at this id) holds back no count (0)."""
 
 
 class CalendarRepository(ABC):

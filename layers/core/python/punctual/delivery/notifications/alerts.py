@@ -484,6 +484,8 @@ class Alerter:
                 now,
                 min(rule.min_interval_seconds, age_s),
                 resolves=alert.condition is AlertCondition.RECOVERED,  # once per alert sent before it
+                # (nor do the alerts it held back count as this job's: QA28 review, held_back 1)
+                since=now - timedelta(seconds=age_s),
             )
             if allowed is None:
                 return AlertDelivery(rule=index, status=AlertStatus.HELD)

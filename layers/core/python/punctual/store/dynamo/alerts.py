@@ -125,8 +125,9 @@ class DynamoAlerts(DynamoBase, AlertRepository):
         )
 
     def throttle_alert(
-        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int, resolves: bool = False
-    ) -> int | None:
+        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int, resolves: bool = False,
+        since: datetime | None = None,
+    ) -> int | None:  # fmt: skip
         key = schema.throttle_key(tenant, job_id, rule)
         try:
             reply = self.client.update_item(
@@ -135,7 +136,10 @@ class DynamoAlerts(DynamoBase, AlertRepository):
                 **schema.send_throttled(_ms(now), interval_s, resolves).fields(),
                 ReturnValues="ALL_OLD",
             )
-            return int(reply.get("Attributes", {}).get("held", {}).get("N", "0"))
+            old = reply.get("Attributes", {})
+            if since is not None and int(old.get("last", {}).get("N", "0")) < _ms(since):
+                return 0  # a mark made before ``since``: its count is not this job's
+            return int(old.get("held", {}).get("N", "0"))
         except ClientError as exc:
             if not _conditional_failed(exc):
                 raise

@@ -99,8 +99,9 @@ class MemoryAlerts(MemoryBase, AlertRepository):
             return True
 
     def throttle_alert(
-        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int, resolves: bool = False
-    ) -> int | None:
+        self, tenant: str, job_id: str, rule: int, now: datetime, interval_s: int, resolves: bool = False,
+        since: datetime | None = None,
+    ) -> int | None:  # fmt: skip
         key = (tenant, job_id, rule)
         with self._lock:
             last = self._throttles.get(key)
@@ -109,4 +110,4 @@ class MemoryAlerts(MemoryBase, AlertRepository):
                 self._throttles[key] = (last[0], last[1] + 1, last[2])
                 return None
             self._throttles[key] = (now, 0, not resolves)
-            return last[1] if last else 0
+            return last[1] if last and (since is None or last[0] >= since) else 0
