@@ -203,3 +203,39 @@ def test_a_job_deleted_after_completion_is_told_its_last_slot_recovered(store: J
     told = [(p["condition"], p["slot"]) for p in hooks.payloads]
     assert told == [("failed", slot_key(T0)), ("recovered", slot_key(T0 + timedelta(minutes=1)))]
     assert store.get_streak("default", "etl") is None
+
+
+class _DeletedWhileRunning(FakeTarget):
+    """A target whose first run sees its job deleted through the API meanwhile."""
+
+    def __init__(self, jobs: JobService, *results: TargetResult) -> None:
+        super().__init__(*results)
+        self.jobs, self.deleting = jobs, True
+
+    def invoke(self, target: Any, payload: Any, ctx: Any) -> TargetResult:
+        if self.deleting:
+            self.deleting = False
+            self.jobs.delete("default", "etl")
+        return super().invoke(target, payload, ctx)
+
+
+def test_a_job_created_again_after_a_run_that_failed_past_the_delete_is_not_told_it_recovered(
+    store: JobStore,
+) -> None:
+    # Given a job with failed and recovered rules deleted while a run was in flight, which then
+    # failed (counted in a streak the delete had already ended)
+    clock = ManualClock(T0)
+    hooks = _Recorder()
+    rig = Rig(store, clock)
+    jobs = JobService(store, rig.queues, clock, LAYOUT, QueueRouting((SHORT,), (LONG,)))
+    rig.target = _DeletedWhileRunning(jobs, FAIL, OK)
+    rig.notifier = Notifier(EventPublisher(MemoryEventSink()), Alerter(store, hooks, clock))
+    old, _ = jobs.register("default", spec(alerts=RULES, retry={"max_attempts": 1}), job_id="etl")
+    _run(rig, old, 0)
+    assert store.get_job("default", "etl") is None
+    # When a job is created again at its id, and its first slot succeeds
+    clock.advance(600)
+    new, _ = jobs.register("default", spec(alerts=RULES, retry={"max_attempts": 1}), job_id="etl")
+    _run(rig, new, 20)
+    # Then it is not told it recovered: the deleted job's failures were never its own
+    assert [p["condition"] for p in hooks.payloads] == ["failed"]

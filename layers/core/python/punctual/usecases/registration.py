@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from punctual.delivery.notifications.alerts import end_unwatched_streak
 from punctual.dispatch.load_forecast import LoadForecast
 from punctual.execution.relinks import check_links
 from punctual.models import Job, JobSpec, JobState
@@ -228,7 +229,11 @@ def uncount(reg: Registrar, new: NewJob) -> None:
 
 
 def stored(reg: Registrar, new: NewJob) -> Made:
-    """A job just stored: its near slots in the minute-load ledger, and the job as answered."""
+    """A job just stored: its near slots in the minute-load ledger, and the job as answered. One
+    created at a deleted job's id (past its version) ends the failure streak found there: a run in
+    flight at the delete failed after it, and the job created again was told it recovered (QA28)."""
+    if new.job.version > 1:  # (one read, only for a job with a recovered rule)
+        end_unwatched_streak(reg.store, new.job, None)
     if reg.forecast is not None:
         reg.forecast.changed(None, new.job, reg.clock.now())
     return reg.next_fire.of(new.job), new.secret
