@@ -1,8 +1,8 @@
 """New jobs a group at a time in DynamoDB (:mod:`punctual.store.job_groups`): one transaction of
-each job's item and listing, the tenant counter's update (``ADD`` the group's jobs and rate,
+each job's item and listing, the tenant counter's update (adding the group's jobs and rate,
 conditioned on the quotas after it) and each job's first timer.
 
-A job item that exists already fails its condition (``attribute_not_exists``) and DynamoDB cancels
+A job item that exists already fails its create condition (:data:`.schema.CREATE`) and DynamoDB cancels
 the whole transaction, naming each item's reason in ``CancellationReasons`` in request order:
 those jobs' ids are answered, nothing is written, and the caller writes the rest again. A
 cancellation for a conflict alone is retried by the client (:mod:`.conflicts`, a

@@ -58,7 +58,7 @@ class PeriodSchedule(Schedule):
         that is strictly after ``after``: a ``rate(...)`` job's slots from its anchor, and the
         slots a ``delay(...)`` chain passes over one after the other when none of them runs (its
         calendar excludes their days: each is N after the one before)."""
-        start, fraction = to_epoch(origin, "origin")  # ceil_s and floor_s, a call less each
+        start, fraction = to_epoch(origin, "anchor")  # ceil_s and floor_s, a call less each (named as before)
         if fraction:
             start += 1
         a = to_epoch(after, "after")[0]
