@@ -253,3 +253,61 @@ def test_a_run_strip_is_reached_with_the_tab_key_and_then_says_what_each_run_s_t
     assert shown is not None, "the Tab key never reached the run strip"
     assert len(shown) == 1 and key in shown[0] and "FAILED" in shown[0], shown
     assert "the warehouse is closed" in shown[0], shown
+
+
+READ_STOPPED = """
+(() => ({
+  url: location.href,
+  refresh: document.querySelector('meta[http-equiv=refresh]')?.content ?? null,
+  jobs: [...document.querySelectorAll('#pc-jobs tbody tr[data-job-id]')].map((tr) => tr.dataset.jobId),
+  marked: window.__marked ?? null,
+}))()
+"""
+
+
+def test_a_stopped_page_stays_stopped_through_its_page_links_and_its_apply_button(
+    served: tuple[FlakyStore, str], chromium: Chromium
+) -> None:
+    """QA28: *Next page*, *First page* and *Apply* led to the page without ``refresh=0``, so it
+    reloaded again (here every second), wiping a filter as it was typed."""
+    store, url = served
+    created = datetime.now(UTC) - timedelta(hours=1)
+    for name in ("weekly", "zzz-last"):
+        store.create_job(job(name, now=created, tags={"team": "data"}), None, 100)
+    # Given the page stopped, two jobs a page
+    chromium.load(url + "?page_size=2&refresh=0")
+    until(lambda: chromium.evaluate(READ_STOPPED)["jobs"] or None, "first page")
+
+    def follow(action: str, what: str, jobs: list[str]) -> dict[str, Any]:
+        chromium.evaluate("window.__marked = null")
+        before = chromium.evaluate("location.href")
+        chromium.evaluate(action)
+
+        def arrived() -> dict[str, Any] | None:
+            page: dict[str, Any] = chromium.evaluate(READ_STOPPED)
+            return page if page["url"] != before and page["jobs"] else None
+
+        shown = until(arrived, what)
+        # ... leads to a page that is stopped too: no reload wipes a mark left on it
+        chromium.evaluate("window.__marked = 1")
+        time.sleep(3)  # three reloads, were it reloading every second
+        kept = chromium.evaluate(READ_STOPPED)
+        assert shown["jobs"] == jobs and "refresh=0" in shown["url"], shown
+        assert shown["refresh"] is None and kept["marked"] == 1, (what, shown, kept)
+        return shown
+
+    # When the page is walked forward, back to the first, and filtered with the Apply button
+    follow(
+        "[...document.links].find((a) => a.textContent === 'Next page').click()", "next page", ["zzz-last"]
+    )
+    follow(
+        "[...document.links].find((a) => a.textContent === 'First page').click()",
+        "first page",
+        ["nightly", "weekly"],
+    )
+    follow(
+        "document.querySelector('input[name=tag]').value = 'team=data';"
+        " [...document.querySelectorAll('button')].find((b) => b.textContent === 'Apply').click()",
+        "filtered page",
+        ["weekly", "zzz-last"],
+    )

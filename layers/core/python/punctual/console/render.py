@@ -97,14 +97,21 @@ def _page_params(query: ConsoleQuery, page_size: int) -> dict[str, object]:
 
 class LocalLinks:
     """Plain links and a GET form to ``path`` (local mode's ``/console``); ``page_size`` is the
-    page size a query without one gets."""
+    page size a query without one gets; ``stopped``: the page does not reload, and neither does the
+    page its links and form lead to (QA28: they dropped ``refresh=0``, so paging or *Apply* started
+    the reloading again, which wipes what is typed into the form)."""
 
-    def __init__(self, path: str = "/console", page_size: int = DEFAULT_PAGE_SIZE) -> None:
+    def __init__(
+        self, path: str = "/console", page_size: int = DEFAULT_PAGE_SIZE, stopped: bool = False
+    ) -> None:
         self.path = path
         self.page_size = page_size
+        self.stopped = stopped
 
     def href(self, query: ConsoleQuery) -> str:
         params = _page_params(query, self.page_size)
+        if self.stopped:
+            params["refresh"] = 0
         return self.path + "?" + urlencode({k: v for k, v in params.items() if v not in (None, "")})
 
     def to_page(self, query: ConsoleQuery, label: str) -> str:
@@ -120,9 +127,10 @@ class LocalLinks:
         )
 
     def _kept_page_size(self, query: ConsoleQuery) -> str:
+        kept = '<input type="hidden" name="refresh" value="0">' if self.stopped else ""
         if query.page_size == self.page_size:
-            return ""
-        return f'<input type="hidden" name="page_size" value="{query.page_size}">'
+            return kept
+        return kept + f'<input type="hidden" name="page_size" value="{query.page_size}">'
 
 
 class WidgetLinks:

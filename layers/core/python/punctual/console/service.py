@@ -129,7 +129,10 @@ def local_page(
     params: Mapping[str, Any], now: datetime | None = None, path: str = "/console"
 ) -> tuple[int, str]:
     """Local mode's whole page for query parameters ``params``: (HTTP status, HTML)."""
-    links = LocalLinks(path, services().settings.page_size)
+    # ``refresh=0`` stops the page reloading (QA24: each reload wiped what the operator was typing
+    # into the tenant and tag filters); its links and form keep it stopped
+    stopped = str(params.get("refresh", "")).strip() == "0"
+    links = LocalLinks(path, services().settings.page_size, stopped=stopped)
     try:
         view = _view(params, now)
     except ConsoleQueryError as exc:
@@ -139,12 +142,11 @@ def local_page(
         message = storage_trouble(exc, f"this page reads them again in {refresh_s} s")
         return 503, render_document(render_error(message), refresh_s=refresh_s)
     page = render_console(view, links)
-    # ``refresh=0`` stops the page reloading (QA24: each reload wiped what the operator was typing
-    # into the tenant and tag filters), with a link to start it again
-    here = links.href(view.query)
-    if str(params.get("refresh", "")).strip() == "0":
-        return 200, render_document(page, toggle=("start", here))
+    # with a link to start the reloading again, or to stop it
+    if stopped:
+        start = LocalLinks(path, links.page_size).href(view.query)
+        return 200, render_document(page, toggle=("start", start))
     refresh_s = services().settings.refresh_s
     return 200, render_document(
-        page, refresh_s=refresh_s, toggle=("stop, to type a filter", here + "&refresh=0")
+        page, refresh_s=refresh_s, toggle=("stop, to type a filter", links.href(view.query) + "&refresh=0")
     )
