@@ -203,6 +203,20 @@ def error_excerpt(execution: Execution, limit: int = ERROR_EXCERPT_CHARS) -> str
     return folded if len(folded) <= limit else folded[: limit - 1] + "…"
 
 
+def cell_error(execution: Execution) -> str | None:
+    """A run cell's error: the slot's own, or one only an earlier attempt's record holds, named as
+    that attempt's (QA28: a slot that succeeded at its third attempt, or runs its second, read
+    "SUCCEEDED, attempt 3: HTTP 503", as if the success had failed)."""
+    if execution.error:
+        return error_excerpt(execution)
+    earlier = next((a for a in reversed(execution.attempts) if a.error), None)
+    return (
+        None
+        if earlier is None
+        else f"attempt {earlier.attempt} {earlier.status.value}: {error_excerpt(execution)}"
+    )
+
+
 def _cell(execution: Execution, job: Job) -> RunCell:
     return RunCell(
         slot=execution.slot,
@@ -210,7 +224,7 @@ def _cell(execution: Execution, job: Job) -> RunCell:
         scheduled_at=execution.scheduled_at,
         attempt=execution.attempt,
         fire_delay_ms=fire_delay_ms(execution, job),
-        error=error_excerpt(execution) or None,
+        error=cell_error(execution),
         last_slot=execution.last_slot,
         slot_count=execution.slot_count,
     )
