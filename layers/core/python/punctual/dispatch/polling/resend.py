@@ -29,10 +29,19 @@ live (a heartbeat the eventually consistent read missed) makes the takeover wait
 The watch lasts while the poller does (its minute and grace); runs that outlive it keep the
 message's own lease.
 
+**A backlog is not a dead worker.** A message merely waiting behind a burst the workers are
+draining is unclaimed too, and a copy of it only joins the same backlog: each is a claim the
+workers drop, in front of every later slot (QA 2026-12-07: a tenant's 420-slot catch-up after a
+restart drew ~970 such copies, and another tenant's slots behind them ran 18 to 95 s late). So an
+unclaimed message is re-sent only when the workers went past it (a message sent after it to the
+same queue is claimed) or when no message sent before it was claimed in the last ``after_s`` (an
+idle queue, or workers that claim nothing); otherwise it is checked again in a second
+(:meth:`ResendWatch._skipped`, ``UnclaimedWaitingInBacklog``). A message a dead worker holds is
+then re-sent ``after_s`` after the workers reached it, not after its send.
+
 What it costs: one read unit per two watched messages, one more per lease period for a run that
-outlives its first check, and at most :data:`MAX_PER_ROUND` re-sends a check round (one a
-second), so a queue that is merely busy (a burst being drained) gets a trickle of duplicates the
-claims drop, not a second burst.
+outlives its first check, a read a second of each message waiting in a backlog, and at most
+:data:`MAX_PER_ROUND` re-sends a check round (one a second).
 """
 
 from __future__ import annotations
@@ -72,6 +81,8 @@ class _Watched:
     message: DispatchMessage = field(compare=False)
     wait_s: float = field(compare=False)
     takeovers: int = field(default=0, compare=False)  # copies sent for a lapsed lease
+    # Its place in the queue: when this watch sent it, then the order of the sends.
+    place: tuple[datetime, int] = field(default=(datetime.min.replace(tzinfo=UTC), 0), compare=False)
 
 
 def _held_until(message: DispatchMessage) -> datetime:
@@ -123,6 +134,10 @@ class ResendWatch:
         self._heap: list[_Watched] = []
         self._seq = itertools.count()
         self._lock = threading.Lock()  # a large release sends its chunks from several threads
+        # Per queue, what the checks saw of its consumption: the place of the latest-sent message
+        # found claimed, and when a check last found one claimed (:meth:`_skipped`).
+        self._claimed_upto: dict[str, tuple[datetime, int]] = {}
+        self._progress_at: dict[str, datetime] = {}
 
     def __len__(self) -> int:
         with self._lock:
@@ -144,7 +159,8 @@ class ResendWatch:
             for message in messages:
                 if message.kind in WATCHED and message.resend < MAX_RESENDS:
                     at = max(check_at, _held_until(message) + timedelta(seconds=self.after_s))
-                    self._push(_Watched(at, next(self._seq), queue, message, self.after_s))
+                    seq = next(self._seq)
+                    self._push(_Watched(at, seq, queue, message, self.after_s, place=(now, seq)))
 
     def _push(self, entry: _Watched) -> None:
         heapq.heappush(self._heap, entry)
@@ -172,7 +188,12 @@ class ResendWatch:
             raise
         again: dict[str, list[DispatchMessage]] = {}
         later: list[_Watched] = []
-        count = 0
+        count = waiting = 0
+        for entry in due:
+            message = entry.message
+            record = records.get((message.tenant, message.job_id, message.slot))
+            if record is not None and claimed(message, record.attempt):
+                self._consumed(entry, record, now)
         for entry in due:
             message = entry.message
             record = records.get((message.tenant, message.job_id, message.slot))
@@ -188,7 +209,10 @@ class ResendWatch:
                 elif follow is not None:
                     later.append(replace(entry, check_at=now + timedelta(seconds=1), seq=next(self._seq)))
                 continue
-            if count >= MAX_PER_ROUND:  # a busy queue, more likely than that many dead workers
+            if count >= MAX_PER_ROUND or not self._skipped(entry, now):
+                # A backlog the workers are draining (or a busy queue, more likely than that many
+                # dead workers): a copy would only join it. Checked again in a second.
+                waiting += 1
                 later.append(replace(entry, check_at=now + timedelta(seconds=1), seq=next(self._seq)))
                 continue
             copy = replace(message, resend=message.resend + 1, sig="")
@@ -197,10 +221,9 @@ class ResendWatch:
             if copy.resend < MAX_RESENDS:
                 # Checked again as soon as the first time: a copy's worker dying too (a sustained
                 # fault) costs one more period, not a doubling one.
-                wait_s = entry.wait_s
-                later.append(
-                    _Watched(now + timedelta(seconds=wait_s), next(self._seq), entry.queue, copy, wait_s)
-                )
+                wait_s, seq = entry.wait_s, next(self._seq)
+                at = now + timedelta(seconds=wait_s)
+                later.append(_Watched(at, seq, entry.queue, copy, wait_s, place=(now, seq)))
         with self._lock:
             for entry in later:
                 self._push(entry)
@@ -214,7 +237,35 @@ class ResendWatch:
             )
         if count:
             self.metrics.add("UnclaimedResent", count)
+        if waiting:
+            self.metrics.add("UnclaimedWaitingInBacklog", waiting)
         return count
+
+    def _consumed(self, entry: _Watched, record: Execution, now: datetime) -> None:
+        """Note a message found claimed: its queue was consumed up to its place at least, when its
+        worker claimed it (the record's start, never later than now: a worker's clock ahead)."""
+        at = min(record.started_at or record.finished_at or now, now)
+        if at > self._progress_at.get(entry.queue, at - timedelta(seconds=1)):
+            self._progress_at[entry.queue] = at
+        if entry.place > self._claimed_upto.get(entry.queue, (datetime.min.replace(tzinfo=UTC), -1)):
+            self._claimed_upto[entry.queue] = entry.place
+
+    def _skipped(self, entry: _Watched, now: datetime) -> bool:
+        """Whether an unclaimed message is held by a dead worker rather than waiting in a backlog.
+
+        Workers take a queue about in the order it was sent, so a message sent after this one that
+        is claimed already means the workers went past it: a worker holds it and did not claim it.
+        Nothing sent after it claimed, but messages sent before it claimed within the last
+        ``after_s`` (their records' starts): the workers are draining a backlog and have not
+        reached it, and a copy would only join the backlog's end. No claim that recent (an idle
+        queue, or workers that claim nothing): it is re-sent as it always was. So a message a dead
+        worker holds is re-sent ``after_s`` after the workers reached it, at its first check on a
+        queue that is not backlogged."""
+        upto = self._claimed_upto.get(entry.queue)
+        if upto is not None and upto > entry.place:
+            return True
+        progress = self._progress_at.get(entry.queue)
+        return progress is None or (now - progress).total_seconds() >= self.after_s
 
     def _running(
         self, entry: _Watched, record: Execution, now: datetime

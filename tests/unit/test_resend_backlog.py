@@ -1,0 +1,173 @@
+"""The re-send watch tells a backlog the workers are draining from a message a dead worker holds.
+
+QA 2026-12-07: a tenant's catch-up burst (~420 owed slots of a ``rate(1 seconds)`` job after a
+restart) waited in the queue behind busy workers; the watch re-sent every message unclaimed 4 s
+after its send, up to three times, so the copies joined the same backlog, the workers dropped
+~970 duplicate claims, and another tenant's on-time slots behind it ran 18 to 95 s late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from factories import job as make_job
+from factories import spec
+from punctual.dispatch.polling.resend import ResendWatch
+from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind, message_for
+from punctual.models import Execution, ExecutionStatus
+from punctual.runtime.clock import ManualClock
+from punctual.runtime.observability import RecordingMetrics
+from punctual.store.memory import MemoryStore
+from punctual.usecases.jobs import JobService, QueueRouting
+from simulation import LAYOUT, SHORT, Simulation
+
+T = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+QUEUE = "short"
+
+
+def _burst(count: int) -> list[DispatchMessage]:
+    job = make_job("catch-up", "rate(1 second)", now=T - timedelta(hours=1), tenant="acme")
+    slots = [T - timedelta(seconds=count - i) for i in range(count)]
+    return [message_for(job, f"{s:%Y-%m-%dT%H:%M:%SZ}", s, 1, MessageKind.FIRE, T) for s in slots]
+
+
+def _claim(store: MemoryStore, message: DispatchMessage, at: datetime) -> None:
+    """A worker's claim: the first copy of a slot writes its record, a repeat is dropped."""
+    if store.get_execution(message.tenant, message.job_id, message.slot) is not None:
+        return
+    scheduled = datetime.fromisoformat(message.scheduled_at)
+    store.save_execution(
+        Execution(
+            job_id=message.job_id,
+            tenant=message.tenant,
+            slot=message.slot,
+            scheduled_at=scheduled,
+            attempt=message.attempt,
+            status=ExecutionStatus.SUCCEEDED,
+            started_at=at,
+            job_version=message.job_version,
+        ),
+        None,
+        0,
+    )
+
+
+def _drain(count: int, per_second: float, dead: set[int], until_s: float) -> list[tuple[float, str]]:
+    """``count`` messages sent at T, claimed in order at ``per_second`` by live workers (those of
+    ``dead`` received by a worker that died before its handler: never claimed); the watch checked
+    every 100 ms. Returns (seconds after T, slot) of each copy it sent."""
+    store, queues = MemoryStore(), MemoryQueues(now=lambda: T)
+    watch = ResendWatch(store, queues, [QUEUE], RecordingMetrics(), after_s=4.0)
+    burst = _burst(count)
+    queues.send(QUEUE, burst)
+    watch.sent(QUEUE, burst, T)
+    copies: list[tuple[float, str]] = []
+    taken = 0  # the workers take the queue in order, copies at its end
+    for tick in range(int(until_s * 10) + 1):
+        now = T + timedelta(milliseconds=100 * tick)
+        queued = queues.all_messages()
+        while taken < len(queued) and (at := T + timedelta(seconds=(taken + 1) / per_second)) <= now:
+            if taken not in dead:
+                _claim(store, queued[taken], at)
+            taken += 1
+        before = len(queues.all_messages())
+        watch.check(now)
+        copies += [(tick / 10, m.slot) for m in queues.all_messages()[before:]]
+    return copies
+
+
+def test_a_backlog_the_workers_are_draining_is_not_re_sent() -> None:
+    # Given 200 slots sent at once to workers that claim 10 a second, in order (20 s of backlog)
+    # When the watch checks them as the workers drain the queue
+    copies = _drain(200, per_second=10, dead=set(), until_s=30)
+    # Then it sends no copy: each would only join the backlog and be dropped by its claim
+    # (before: 50 a round from the 4th second on, each message up to three times)
+    assert copies == []
+
+
+def test_a_message_a_dead_worker_holds_inside_a_backlog_is_re_sent_once_later_ones_are_claimed() -> None:
+    # Given the same backlog, whose 30th message a worker received and died on before its handler
+    burst = _burst(200)
+    copies = _drain(200, per_second=10, dead={29}, until_s=30)
+    # Then that message alone is re-sent, as soon as its check finds later messages claimed
+    assert copies == [(4.0, burst[29].slot)]
+
+
+def test_a_dead_held_message_at_a_backlogs_end_is_re_sent_once_the_claims_stop() -> None:
+    # Given the backlog's last message held by a dead worker (nothing is sent after it)
+    burst = _burst(200)
+    copies = _drain(200, per_second=10, dead={199}, until_s=40)
+    # Then it is re-sent once no claim was seen for the watch's period after the one before it
+    # (claimed at T+19.9 s), not left for the queue's visibility timeout
+    assert [slot for _, slot in copies] == [burst[199].slot]
+    assert 20.0 <= copies[0][0] <= 19.9 + 4.0 + 1.0
+
+
+def test_a_lone_message_a_dead_worker_holds_is_re_sent_after_the_period() -> None:
+    # Given one message on a quiet queue, received by a worker that died before its handler
+    burst = _burst(1)
+    copies = _drain(1, per_second=10, dead={0}, until_s=10)
+    # Then it is re-sent at its first check, 4 s on, as before
+    assert copies == [(4.0, burst[0].slot)]
+
+
+class _SteadyWorkers(Simulation):
+    """Workers that take the queue in the order sent, one claim each 1/``RATE`` s (a repeat of a
+    claimed slot costs its claim too, and is dropped)."""
+
+    RATE = 20.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.free_at: datetime | None = None
+        self.dropped = 0
+        self.started: dict[tuple[str, str], datetime] = {}
+
+    def _next_claim(self) -> datetime | None:
+        if self._claimed >= len(self.queues.log):
+            return None
+        arrives = self.queues.log[self._claimed][0] + timedelta(milliseconds=50)
+        return (
+            arrives if self.free_at is None else max(arrives, self.free_at + timedelta(seconds=1 / self.RATE))
+        )
+
+    def _claim(self, now: datetime) -> None:
+        while (at := self._next_claim()) is not None and at <= now:
+            message = self.queues.log[self._claimed][1]
+            self._claimed, self.free_at = self._claimed + 1, at
+            if (message.job_id, message.slot) in self.started:
+                self.dropped += 1
+                continue
+            self.started[(message.job_id, message.slot)] = at
+            _claim(self.store, message, at)
+
+
+def test_a_tenants_catch_up_burst_draws_no_copies_in_front_of_another_tenants_slots() -> None:
+    # Given a rate(1 second) job that ran, then 7 minutes with no poller (420 slots owed, catch-up
+    # policy all), and another tenant's rate(5 seconds) job; workers that claim 20 a second
+    store, clock = MemoryStore(), ManualClock(T - timedelta(minutes=2))
+    sim = _SteadyWorkers(store, clock)
+    sim.config = replace(sim.config, resend_after_s=4.0)
+    jobs = JobService(store, sim.queues, clock, LAYOUT, QueueRouting((SHORT,), ("queue://long",)))
+    burst, _ = jobs.register("acme", spec("rate(1 second)", start_at=T.isoformat()))
+    sim.run([T - timedelta(minutes=1), T], until=T + timedelta(seconds=70))
+    back = T + timedelta(minutes=8)
+    clock.set(back - timedelta(seconds=10))
+    other, _ = jobs.register(
+        "globex", spec("rate(5 seconds)", start_at=(back + timedelta(seconds=2)).isoformat())
+    )
+    # When the pollers come back and release the owed slots
+    sim.run(
+        [back, back + timedelta(minutes=1), back + timedelta(minutes=2)], until=back + timedelta(minutes=3)
+    )
+    # Then no slot waiting behind the burst is re-sent (before: 389 copies, each a dropped claim)
+    assert [m for _, m in sim.queues.log if m.resend] == [] and sim.dropped == 0
+    # and the other tenant's slots wait only for the burst itself (before: up to 14.9 s)
+    late = [
+        (at - datetime.fromisoformat(s.replace("Z", "+00:00"))).total_seconds()
+        for (job, s), at in sim.started.items()
+        if job == other.id
+    ]
+    assert len(late) == 36 and max(late) < 7.0
+    assert sum(1 for job, _ in sim.started if job == burst.id) == 660
