@@ -171,3 +171,37 @@ def test_a_tenants_catch_up_burst_draws_no_copies_in_front_of_another_tenants_sl
     ]
     assert len(late) == 36 and max(late) < 7.0
     assert sum(1 for job, _ in sim.started if job == burst.id) == 660
+
+
+def test_a_takeover_waiting_in_a_backlog_is_not_re_sent() -> None:
+    # Given a slot claimed by a worker that died (RUNNING, its lease lapsed at T+1), sent at T in
+    # front of 100 slots the workers claim 10 a second
+    store, queues = MemoryStore(), MemoryQueues(now=lambda: T)
+    watch = ResendWatch(store, queues, [QUEUE], RecordingMetrics(), after_s=4.0)
+    lost, *burst = _burst(101)
+    queues.send(QUEUE, [lost, *burst])
+    watch.sent(QUEUE, [lost, *burst], T)
+    running = Execution(
+        job_id=lost.job_id,
+        tenant=lost.tenant,
+        slot=lost.slot,
+        scheduled_at=datetime.fromisoformat(lost.scheduled_at),
+        attempt=1,
+        status=ExecutionStatus.RUNNING,
+        started_at=T,
+        lease_until=T + timedelta(seconds=1),
+        job_version=lost.job_version,
+    )
+    store.save_execution(running, None, 0)
+    sent: list[tuple[float, MessageKind, int]] = []
+    for tick in range(121):
+        now = T + timedelta(milliseconds=100 * tick)
+        for index, message in enumerate(burst):
+            if T + timedelta(seconds=(index + 1) / 10) <= now:
+                _claim(store, message, T + timedelta(seconds=(index + 1) / 10))
+        before = len(queues.all_messages())
+        watch.check(now)
+        sent += [(tick / 10, m.kind, m.resend) for m in queues.all_messages()[before:]]
+    # Then its takeover goes at its first check, and waits behind the backlog like any slot sent
+    # then: no copy of it while the workers drain what was sent before it
+    assert sent == [(4.0, MessageKind.TAKEOVER, 1)]

@@ -304,12 +304,8 @@ class ResendWatch:
         )
 
     def _after_takeover(self, entry: _Watched, sent: DispatchMessage, now: datetime) -> _Watched:
-        """Watch the takeover just sent as the original was: claimed, or sent again."""
-        return _Watched(
-            now + timedelta(seconds=self.after_s),
-            next(self._seq),
-            entry.queue,
-            sent,
-            entry.wait_s,
-            entry.takeovers + 1,
-        )
+        """Watch the takeover just sent as the original was: claimed, or sent again (at its place
+        in the queue: the end, now)."""
+        seq = next(self._seq)
+        at = now + timedelta(seconds=self.after_s)
+        return _Watched(at, seq, entry.queue, sent, entry.wait_s, entry.takeovers + 1, place=(now, seq))
