@@ -205,3 +205,24 @@ def test_a_takeover_waiting_in_a_backlog_is_not_re_sent() -> None:
     # Then its takeover goes at its first check, and waits behind the backlog like any slot sent
     # then: no copy of it while the workers drain what was sent before it
     assert sent == [(4.0, MessageKind.TAKEOVER, 1)]
+
+
+def test_a_dead_held_message_sent_at_a_pollers_end_is_re_sent_before_its_watch_ends() -> None:
+    # Given a minute's poller at its end (its minute and grace over) that sends 11 slots there, the
+    # last one received by a worker that died before its handler ran, the 10 others claimed by
+    # healthy workers over 2 s
+    store, clock = MemoryStore(), ManualClock(T)
+    sim = Simulation(store, clock)
+    sim.config = replace(sim.config, resend_after_s=4.0)
+    run = sim.poller().poller.minute_poll(T, 0, 1)
+    clock.set(run.final)
+    *claimed_ones, lost = _burst(11)
+    sim.queues.send(SHORT, [*claimed_ones, lost])
+    run.poller.releaser.watch.sent(SHORT, [*claimed_ones, lost], clock.now())
+    for index, message in enumerate(claimed_ones):
+        _claim(store, message, run.final + timedelta(seconds=0.2 * (index + 1)))
+    # When it runs its last re-send checks
+    run.finish()
+    # Then the lost slot is re-sent before the watch is gone (before: it waited for the claims to
+    # be after_s old, past the watch's end, and stayed in flight for the queue's 960 s timeout)
+    assert [(m.slot, m.resend) for _, m in sim.queues.log if m.resend] == [(lost.slot, 1)]

@@ -288,14 +288,15 @@ class MinutePoll:
             log.exception("releasing due timers failed; will retry")
             self.clock.sleep(0.2)
 
-    def _check_unclaimed(self) -> None:
-        """Re-send what the Lambda lane was sent and no worker claimed (:mod:`.resend`)."""
+    def _check_unclaimed(self, ends_at: datetime | None = None) -> None:
+        """Re-send what the Lambda lane was sent and no worker claimed (:mod:`.resend`; ``ends_at``:
+        the watch's end, in its last checks)."""
         watch = self.poller.releaser.watch
         check = watch.next_check()
         if check is None or check > self.clock.now():
             return
         try:
-            watch.check(self.clock.now())
+            watch.check(self.clock.now(), ends_at)
         except Exception:
             log.exception("checking for unclaimed messages failed; will retry")
 
@@ -306,7 +307,7 @@ class MinutePoll:
         deadline = self.clock.now() + timedelta(seconds=self.config.resend_after_s + 1)
         while (check := watch.next_check()) is not None and check <= deadline:
             self.clock.sleep(max(0.0, (check - self.clock.now()).total_seconds()))
-            self._check_unclaimed()
+            self._check_unclaimed(deadline)
 
     def _catching_up(self) -> bool:
         return bool(self.drain.lagging) or self.catchup.pending

@@ -37,7 +37,8 @@ unclaimed message is re-sent only when the workers went past it (a message sent 
 same queue is claimed) or when no message sent before it was claimed in the last ``after_s`` (an
 idle queue, or workers that claim nothing); otherwise it is checked again in a second
 (:meth:`ResendWatch._skipped`, ``UnclaimedWaitingInBacklog``). A message a dead worker holds is
-then re-sent ``after_s`` after the workers reached it, not after its send.
+then re-sent ``after_s`` after the workers reached it, not after its send. One still waiting at the
+watch's last check (its poller's end) is re-sent then, as before, rather than never.
 
 What it costs: one read unit per two watched messages, one more per lease period for a run that
 outlives its first check, a read a second of each message waiting in a backlog, and at most
@@ -169,9 +170,11 @@ class ResendWatch:
         with self._lock:
             return self._heap[0].check_at if self._heap else None
 
-    def check(self, now: datetime) -> int:
+    def check(self, now: datetime, ends_at: datetime | None = None) -> int:
         """Read the records of the messages due a check; re-send the unclaimed. Returns how many
-        were re-sent. Raises if the read or a send fails (what was due is checked again)."""
+        were re-sent. Raises if the read or a send fails (what was due is checked again).
+        ``ends_at``: when the watch ends (its poller's last checks), so a message whose next check
+        would come after it is re-sent now rather than never."""
         with self._lock:
             due: list[_Watched] = []
             while self._heap and self._heap[0].check_at <= now and len(due) < MAX_READ_PER_ROUND:
@@ -209,7 +212,7 @@ class ResendWatch:
                 elif follow is not None:
                     later.append(replace(entry, check_at=now + timedelta(seconds=1), seq=next(self._seq)))
                 continue
-            if count >= MAX_PER_ROUND or not self._skipped(entry, now):
+            if count >= MAX_PER_ROUND or not self._skipped(entry, now, ends_at):
                 # A backlog the workers are draining (or a busy queue, more likely than that many
                 # dead workers): a copy would only join it. Checked again in a second.
                 waiting += 1
@@ -250,7 +253,7 @@ class ResendWatch:
         if entry.place > self._claimed_upto.get(entry.queue, (datetime.min.replace(tzinfo=UTC), -1)):
             self._claimed_upto[entry.queue] = entry.place
 
-    def _skipped(self, entry: _Watched, now: datetime) -> bool:
+    def _skipped(self, entry: _Watched, now: datetime, ends_at: datetime | None = None) -> bool:
         """Whether an unclaimed message is held by a dead worker rather than waiting in a backlog.
 
         Workers take a queue about in the order it was sent, so a message sent after this one that
@@ -260,7 +263,10 @@ class ResendWatch:
         reached it, and a copy would only join the backlog's end. No claim that recent (an idle
         queue, or workers that claim nothing): it is re-sent as it always was. So a message a dead
         worker holds is re-sent ``after_s`` after the workers reached it, at its first check on a
-        queue that is not backlogged."""
+        queue that is not backlogged. Its next check past the watch's end (``ends_at``): re-sent
+        now, as it always was, since no check would come."""
+        if ends_at is not None and now + timedelta(seconds=1) > ends_at:
+            return True
         upto = self._claimed_upto.get(entry.queue)
         if upto is not None and upto > entry.place:
             return True
