@@ -51,7 +51,7 @@ import heapq
 import itertools
 import logging
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -82,8 +82,7 @@ class _Watched:
     message: DispatchMessage = field(compare=False)
     wait_s: float = field(compare=False)
     takeovers: int = field(default=0, compare=False)  # copies sent for a lapsed lease
-    # Its place in the queue: when this watch sent it, then the order of the sends.
-    place: tuple[datetime, int] = field(default=(datetime.min.replace(tzinfo=UTC), 0), compare=False)
+    place: int = field(default=0, compare=False)  # its place in the queue: the order of the watch's sends
 
 
 def _held_until(message: DispatchMessage) -> datetime:
@@ -104,6 +103,12 @@ def claimed(message: DispatchMessage, attempt: int | None) -> bool:
     """Whether a record at ``attempt`` (None: no record) shows the message's attempt claimed: the
     record reached it (running, ended, queued behind the slot before it, or parked)."""
     return attempt is not None and attempt >= message.attempt
+
+
+def _claimed_record(message: DispatchMessage, records: Mapping[ExecutionKey, Execution]) -> Execution | None:
+    """``message``'s slot record when it shows the message's attempt claimed (:func:`claimed`)."""
+    record = records.get((message.tenant, message.job_id, message.slot))
+    return record if record is not None and claimed(message, record.attempt) else None
 
 
 class ResendWatch:
@@ -137,7 +142,7 @@ class ResendWatch:
         self._lock = threading.Lock()  # a large release sends its chunks from several threads
         # Per queue, what the checks saw of its consumption: the place of the latest-sent message
         # found claimed, and when a check last found one claimed (:meth:`_skipped`).
-        self._claimed_upto: dict[str, tuple[datetime, int]] = {}
+        self._claimed_upto: dict[str, int] = {}
         self._progress_at: dict[str, datetime] = {}
 
     def __len__(self) -> int:
@@ -160,8 +165,18 @@ class ResendWatch:
             for message in messages:
                 if message.kind in WATCHED and message.resend < MAX_RESENDS:
                     at = max(check_at, _held_until(message) + timedelta(seconds=self.after_s))
-                    seq = next(self._seq)
-                    self._push(_Watched(at, seq, queue, message, self.after_s, place=(now, seq)))
+                    self._push(self._watched(at, queue, message, self.after_s))
+
+    def _watched(
+        self, at: datetime, queue: str, message: DispatchMessage, wait_s: float, takeovers: int = 0
+    ) -> _Watched:
+        """A message just sent, checked at ``at``: its place in the queue is the end."""
+        seq = next(self._seq)
+        return _Watched(at, seq, queue, message, wait_s, takeovers, place=seq)
+
+    def _again(self, entry: _Watched, at: datetime) -> _Watched:
+        """``entry`` checked again at ``at`` (its place in the queue kept)."""
+        return replace(entry, check_at=at, seq=next(self._seq))
 
     def _push(self, entry: _Watched) -> None:
         heapq.heappush(self._heap, entry)
@@ -192,16 +207,14 @@ class ResendWatch:
         again: dict[str, list[DispatchMessage]] = {}
         later: list[_Watched] = []
         count = waiting = 0
-        for entry in due:
-            message = entry.message
-            record = records.get((message.tenant, message.job_id, message.slot))
-            if record is not None and claimed(message, record.attempt):
+        # Each message with its record when the record shows it claimed (None: unclaimed)
+        found = [(entry, _claimed_record(entry.message, records)) for entry in due]
+        for entry, record in found:
+            if record is not None:
                 self._consumed(entry, record, now)
-        for entry in due:
+        for entry, record in found:
             message = entry.message
-            record = records.get((message.tenant, message.job_id, message.slot))
-            if claimed(message, record.attempt if record is not None else None):
-                assert record is not None
+            if record is not None:
                 follow = self._running(entry, record, now)
                 if isinstance(follow, _Watched):
                     later.append(follow)
@@ -210,13 +223,13 @@ class ResendWatch:
                     count += 1
                     later.append(self._after_takeover(entry, follow, now))
                 elif follow is not None:
-                    later.append(replace(entry, check_at=now + timedelta(seconds=1), seq=next(self._seq)))
+                    later.append(self._again(entry, now + timedelta(seconds=1)))
                 continue
             if count >= MAX_PER_ROUND or not self._skipped(entry, now, ends_at):
                 # A backlog the workers are draining (or a busy queue, more likely than that many
                 # dead workers): a copy would only join it. Checked again in a second.
                 waiting += 1
-                later.append(replace(entry, check_at=now + timedelta(seconds=1), seq=next(self._seq)))
+                later.append(self._again(entry, now + timedelta(seconds=1)))
                 continue
             copy = replace(message, resend=message.resend + 1, sig="")
             again.setdefault(entry.queue, []).append(copy)
@@ -224,9 +237,9 @@ class ResendWatch:
             if copy.resend < MAX_RESENDS:
                 # Checked again as soon as the first time: a copy's worker dying too (a sustained
                 # fault) costs one more period, not a doubling one.
-                wait_s, seq = entry.wait_s, next(self._seq)
-                at = now + timedelta(seconds=wait_s)
-                later.append(_Watched(at, seq, entry.queue, copy, wait_s, place=(now, seq)))
+                later.append(
+                    self._watched(now + timedelta(seconds=entry.wait_s), entry.queue, copy, entry.wait_s)
+                )
         with self._lock:
             for entry in later:
                 self._push(entry)
@@ -248,10 +261,8 @@ class ResendWatch:
         """Note a message found claimed: its queue was consumed up to its place at least, when its
         worker claimed it (the record's start, never later than now: a worker's clock ahead)."""
         at = min(record.started_at or record.finished_at or now, now)
-        if at > self._progress_at.get(entry.queue, at - timedelta(seconds=1)):
-            self._progress_at[entry.queue] = at
-        if entry.place > self._claimed_upto.get(entry.queue, (datetime.min.replace(tzinfo=UTC), -1)):
-            self._claimed_upto[entry.queue] = entry.place
+        self._progress_at[entry.queue] = max(at, self._progress_at.get(entry.queue, at))
+        self._claimed_upto[entry.queue] = max(entry.place, self._claimed_upto.get(entry.queue, -1))
 
     def _skipped(self, entry: _Watched, now: datetime, ends_at: datetime | None = None) -> bool:
         """Whether an unclaimed message is held by a dead worker rather than waiting in a backlog.
@@ -283,7 +294,7 @@ class ResendWatch:
         if lapsed_at is None or entry.takeovers >= MAX_TAKEOVERS:
             return None
         if lapsed_at > now:
-            return replace(entry, check_at=lapsed_at, seq=next(self._seq))
+            return self._again(entry, lapsed_at)
         message = entry.message
         key = (message.tenant, message.job_id, message.slot)
         current = self.store.batch_get_executions([key]).get(key)
@@ -291,7 +302,7 @@ class ResendWatch:
         if lapsed_at is None:
             return None
         if lapsed_at > now:
-            return replace(entry, check_at=lapsed_at, seq=next(self._seq))
+            return self._again(entry, lapsed_at)
         assert current is not None and current.lease_until is not None
         log.warning(
             "slot %s of %s is RUNNING as attempt %d with its lease lapsed since %s: sending a takeover",
@@ -312,6 +323,5 @@ class ResendWatch:
     def _after_takeover(self, entry: _Watched, sent: DispatchMessage, now: datetime) -> _Watched:
         """Watch the takeover just sent as the original was: claimed, or sent again (at its place
         in the queue: the end, now)."""
-        seq = next(self._seq)
         at = now + timedelta(seconds=self.after_s)
-        return _Watched(at, seq, entry.queue, sent, entry.wait_s, entry.takeovers + 1, place=(now, seq))
+        return self._watched(at, entry.queue, sent, entry.wait_s, entry.takeovers + 1)
