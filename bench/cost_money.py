@@ -271,16 +271,28 @@ def kms_per_million(worker_ms_per_trigger: float, prices: Prices) -> dict[str, f
 
 def logs_and_traces_per_million(load: RunResult, prices: Prices, batch: float) -> dict[str, float]:
     """CloudWatch Logs ingestion and X-Ray traces per million triggers, with ``batch`` records a
-    worker invocation: the EMF documents the poller and the worker wrote in the run (counted, the
-    run's own batches: more documents than full batches write) and each worker invocation's
-    platform lines; the worker invocations the default sampling rule traces (its reservoir of one
-    a second is nothing beside 1,000 invocations a second)."""
+    worker invocation: the EMF documents the poller and the worker wrote in the run, and each
+    worker invocation's platform lines; the worker invocations the default sampling rule traces
+    (its reservoir of one a second is nothing beside 1,000 invocations a second).
+
+    The worker prints its documents once an invocation: their values (a start delay and a run
+    duration an attempt) come per trigger, their frame (namespace, dimensions, metric
+    definitions, timestamp) per invocation, so the frame is counted per invocation of ``batch``
+    records. The poller's documents are counted as the run wrote them (a run's pollers release
+    a few hundred slots a minute; at 10,000 a second each document holds its 100 values: fewer
+    frames a trigger than counted)."""
     triggers = max(load.triggers, 1)
-    emf = sum(load.emf_bytes.values()) / triggers
+    poller = load.emf_bytes.get("poller", 0) / triggers
+    worker_bytes = load.emf_bytes.get("worker", 0)
+    worker_values = load.emf_value_bytes.get("worker", worker_bytes)
+    frames_per_invocation = (worker_bytes - worker_values) / max(load.invocations, 1)
+    worker = worker_values / triggers + frames_per_invocation / batch
+    emf = poller + worker
     platform = PLATFORM_LOG_BYTES / batch
     traces = XRAY_SAMPLED_SHARE / batch
     return {
         "emf_bytes_per_trigger": emf,
+        "emf_worker_frame_bytes_per_invocation": frames_per_invocation,
         "platform_log_bytes_per_trigger": platform,
         "logs_usd_per_million": (emf + platform) / 2**30 * prices.logs_gb * 1e6,
         "xray_traces_per_trigger": traces,

@@ -90,6 +90,10 @@ class RunResult:
     groups: int = 1
     alerts: int = 0  # alerts raised (the events-and-alerts runs)
     emf_bytes: dict[str, int] = field(default_factory=dict)  # EMF documents written, by phase
+    # Of those bytes, the metric values' text (a document's values grow with the triggers it holds;
+    # the rest, the document's frame, comes once a document), and the documents written
+    emf_value_bytes: dict[str, int] = field(default_factory=dict)
+    emf_documents: dict[str, int] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- the AWS rig
@@ -164,15 +168,25 @@ def moto_item(table: str, key: dict[str, Any]) -> dict[str, Any] | None:
     return item.to_json()["Attributes"] if item is not None else None
 
 
+def emf_value_bytes(line: str) -> int:
+    """The characters of an EMF document's metric values (each metric's value or value list, as
+    the document writes it): the part of the document that grows with what it counts."""
+    document = json.loads(line)
+    names = [m["Name"] for group in document["_aws"]["CloudWatchMetrics"] for m in group["Metrics"]]
+    return sum(len(json.dumps(document[name], separators=(",", ":"))) for name in names if name in document)
+
+
 def emf_counter(result: RunResult, phase: str) -> Any:
     """The Lambda's metrics sink (EMF documents, as the handlers print them), its documents'
     bytes counted into ``result.emf_bytes[phase]`` instead of printed."""
     from punctual.runtime.emf import EmfBuffer
 
-    result.emf_bytes[phase] = 0
+    result.emf_bytes[phase] = result.emf_value_bytes[phase] = result.emf_documents[phase] = 0
 
     def write(line: str) -> None:
         result.emf_bytes[phase] += len(line) + 1
+        result.emf_documents[phase] += 1
+        result.emf_value_bytes[phase] += emf_value_bytes(line)
 
     return EmfBuffer("Punctual", "punctual", write=write)
 

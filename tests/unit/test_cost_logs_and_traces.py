@@ -94,3 +94,31 @@ def test_storage_counts_the_tables_continuous_backups() -> None:
     assert storage["usd_per_million"] == pytest.approx(
         storage["pitr_usd_per_million"] * (table + pitr) / pitr
     )
+
+
+def test_a_worker_document_frame_is_priced_per_invocation_and_its_values_per_trigger() -> None:
+    """A worker prints its documents once an invocation: the frame (namespace, dimensions, metric
+    definitions) comes once an invocation of ``batch`` records, the values once a trigger. A run
+    of small batches (20 triggers in 4 invocations here) must not price full batches' frames as
+    if each carried five records."""
+    from punctual.runtime.emf import EmfBuffer
+
+    lines: list[str] = []
+    buffer = EmfBuffer("Punctual", "punctual", write=lines.append)
+    for value in (12.0, 3456.5, 7.25):
+        buffer.add("StartDelayMs", value, "Milliseconds")
+    buffer.add("RunDurationMs", 81.0, "Milliseconds")
+    buffer.flush()
+    assert len(lines) == 1
+    values = cost_rig.emf_value_bytes(lines[0])
+    assert values == len("[12.0,3456.5,7.25]") + len("[81.0]")
+
+    load = cost_rig.RunResult("load", 1, {}, triggers=20, invocations=4)
+    load.emf_bytes = {"poller": 200, "worker": 4 * 300 + 20 * 15}
+    load.emf_value_bytes = {"poller": 100, "worker": 20 * 15}
+    prices = cost_money.Prices.load()
+    full = cost_money.logs_and_traces_per_million(load, prices, 10)
+    small = cost_money.logs_and_traces_per_million(load, prices, 5)
+    assert full["emf_worker_frame_bytes_per_invocation"] == pytest.approx(300)
+    assert full["emf_bytes_per_trigger"] == pytest.approx(200 / 20 + 15 + 300 / 10)
+    assert small["emf_bytes_per_trigger"] == pytest.approx(200 / 20 + 15 + 300 / 5)
