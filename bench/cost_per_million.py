@@ -25,7 +25,8 @@ a tenth of the jobs failing every other minute (one attempt each): one with exec
 and no alert rules, one with events on (PutEvents, $1.00 per million events) and a rule on
 ``failed`` and ``recovered`` on each failing job. Their difference per trigger is what events and
 alerts add; the main figures above run with events off, as a deployment with ``eventsEnabled``
-false does.
+false does (the default, ``eventsStatusChanges`` ``problems``, publishes a change that is not an
+attempt's RUNNING or SUCCEEDED: none while every run succeeds; the events run publishes all).
 
 The rig that runs and counts is ``cost_rig``, the arithmetic from counts to dollars is
 ``cost_money``; this module runs the layouts, prints the breakdown and records the figures.

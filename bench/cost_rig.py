@@ -146,6 +146,7 @@ def embedded_aws(
             "PUNCTUAL_NEAR_SHARD_COUNT": str(near_shard_count),
             "PUNCTUAL_STATE_MACHINE_ARN": machine,
             "PUNCTUAL_EVENTS_ENABLED": "true" if events else "false",  # to the default bus
+            "PUNCTUAL_EVENTS_STATUS_CHANGES": "all",  # the events run prices every change
         }
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)

@@ -96,7 +96,10 @@ class Assumed:
     tenants: int = 1000  # tenants whose jobs a worker environment runs in its life
     environment_life_s: float = 3600.0  # a worker environment's life (Lambda recycles; unpublished)
     heartbeat_s: float = 20.0  # an ECS run's heartbeat (a third of its 60 s lease)
-    events_per_trigger: float = 2.0  # execution events (eventsEnabled, the default): started, ended
+    # Execution events a trigger: eventsStatusChanges ``problems`` (the default) publishes no RUNNING or
+    # SUCCEEDED, so a trigger's events are its problems: 0.2 takes one trigger in ten failing with a
+    # RETRY_WAIT and a FAILED (``all`` adds two a trigger, started and ended: 2.2)
+    events_per_trigger: float = 0.2
     rules_per_event: float = 1.0  # rules an execution event matches (e.g. one routing them all)
 
 

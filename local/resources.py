@@ -194,6 +194,9 @@ def function_environment(config: LocalConfig, deployment: Deployment, base: dict
             "PUNCTUAL_API_BATCH_CONCURRENCY": "1",
             # Execution events go to the local receiver (GET /events there), not to moto's bus.
             "PUNCTUAL_EVENTS_URL": f"{config.receiver_url}/events",
+            # ...all of them: the receiver costs nothing, and a developer watches every change there
+            # (a deployment's default sends only the changes that are not RUNNING and SUCCEEDED).
+            "PUNCTUAL_EVENTS_STATUS_CHANGES": "all",
             "LOG_LEVEL": config.log_level,
             "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon on this machine
             "POWERTOOLS_SERVICE_NAME": env.get("POWERTOOLS_SERVICE_NAME", "punctual"),

@@ -214,6 +214,7 @@ class PunctualConfig:
     api_web_acl_arn: str
     fire_delay_alarm_ms: int
     events_enabled: bool
+    events_status_changes: str
     events_bus: str
     audit_period_minutes: int
     audit_grace_s: int
@@ -304,6 +305,7 @@ class PunctualConfig:
             api_web_acl_arn=reader.text("apiWebAclArn", required=False),
             fire_delay_alarm_ms=reader.integer("fireDelayAlarmMs", 100, 600_000),
             events_enabled=reader.boolean("eventsEnabled"),
+            events_status_changes=reader.choice("eventsStatusChanges", c.EVENTS_STATUS_CHANGES),
             events_bus=reader.choice("eventsBus", c.EVENTS_BUSES),
             audit_period_minutes=reader.integer("auditPeriodMinutes", 1, 1440),
             audit_grace_s=reader.integer("auditGraceS", 5, 86_400),

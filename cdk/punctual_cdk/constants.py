@@ -437,3 +437,5 @@ DISPATCH_KEY_CHARS: Final = 64  # the generated dispatch-message key (letters an
 # Execution events (punctual.delivery.notifications.events): a bus the stack creates (the default), or the
 # account's default bus (stacks made before issue 31, while they move their rules).
 EVENTS_BUSES: Final = ("stack", "default")
+# eventsStatusChanges: which Execution Status Change events reach the bus (punctual.runtime.settings)
+EVENTS_STATUS_CHANGES: Final = ("problems", "all")

@@ -29,6 +29,8 @@ def test_by_default_events_go_to_a_bus_of_the_stacks_own(default_synth: Synth) -
     variables = env["Environment"]["Variables"]
     assert join_parts(variables["PUNCTUAL_EVENTS_BUS"]) == own_bus
     assert variables["PUNCTUAL_EVENTS_ENABLED"] == "true"
+    # ...without an attempt's RUNNING and SUCCEEDED: two events a trigger, $2.00 per million
+    assert variables["PUNCTUAL_EVENTS_STATUS_CHANGES"] == "problems"
     (parameter,) = default_synth.of_type("AWS::SSM::Parameter").values()
     assert own_bus in join_parts(parameter["Properties"]["Value"]).split(",")  # never a target
 

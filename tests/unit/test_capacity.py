@@ -170,15 +170,20 @@ def test_headroom_is_limit_over_demand_and_a_limit_breaks_at_rate_times_headroom
 
 
 def test_the_quota_ledger_meets_eventbridge_with_the_execution_events_the_defaults_publish() -> None:
-    # eventsEnabled is true by default: two events a trigger (started, ended), a Lambda batch's in
-    # PutEvents requests of ten; a rule that routes them all is invoked once an event.
+    # eventsStatusChanges is ``problems`` by default: no RUNNING or SUCCEEDED on the bus, so a
+    # trigger's events are its failures (one in ten failing with a RETRY_WAIT and a FAILED: 0.2),
+    # a Lambda batch's in PutEvents requests of ten; a rule that routes them all is invoked once an
+    # event. With ``all`` (two more a trigger) the rule invocations pass the default quota.
     quotas = importlib.import_module("quotas")
     checks = {c.name.split(" (")[0]: c for c in quotas.headroom_checks(10_000, 0.0, D, P)}
     put_events = checks["EventBridge PutEvents"]
-    assert put_events.demand == pytest.approx(2_000) and put_events.limit == 10_000
+    assert put_events.demand == pytest.approx(200) and put_events.limit == 10_000
     invocations = checks["EventBridge rule invocations"]
-    assert invocations.demand == pytest.approx(20_000) and invocations.limit == 18_750
-    assert invocations.headroom < 1  # over the default quota at the promised rate
+    assert invocations.demand == pytest.approx(2_000) and invocations.limit == 18_750
+    assert invocations.headroom > 2
+    every_change = quotas.Assumed(events_per_trigger=2.2)
+    checks_all = {c.name.split(" (")[0]: c for c in quotas.headroom_checks(10_000, 0.0, D, P, every_change)}
+    assert checks_all["EventBridge rule invocations"].headroom < 1  # over the default quota
     # and the Lambda batch's lease on arrival is a ChangeMessageVisibilityBatch per ten messages
     assert checks["SQS FIFO ChangeMessageVisibility per queue"].demand == pytest.approx(10_000 / 10)
 

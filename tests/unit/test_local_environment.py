@@ -103,3 +103,17 @@ def test_a_state_key_is_made_where_hard_links_are_not_supported(
     key = config.token_key()
     assert len(key) >= 32 and config.token_key() == key
     assert [p.name for p in config.run_dir.iterdir() if "token" in p.name] == ["token.key"]
+
+
+def test_local_mode_sends_every_status_change_to_its_receiver(tmp_path: object) -> None:
+    """A deployment publishes no RUNNING or SUCCEEDED by default (they cost $2.00 per million
+    triggers on EventBridge); local mode's receiver costs nothing and shows a developer every
+    change, unless ``--set`` chooses otherwise."""
+    base = {"PUNCTUAL_EVENTS_STATUS_CHANGES": "problems"}  # the template's default
+    config = LocalConfig(state_dir=tmp_path)  # type: ignore[arg-type]
+    assert Settings.from_env(function_environment(config, deployment(), base)).events_status_changes == "all"
+    chosen = replace(config, extra={"PUNCTUAL_EVENTS_STATUS_CHANGES": "problems"})
+    assert (
+        Settings.from_env(function_environment(chosen, deployment(), base)).events_status_changes
+        == "problems"
+    )

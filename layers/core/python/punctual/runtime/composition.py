@@ -160,7 +160,12 @@ class Container:
         from punctual.security.boundary import Boundary
 
         copies = EventCopies(DefaultTargetInvoker.client_factory(settings), Boundary.of(settings), metrics)
-        return Notifier(self.event_publisher(metrics), alerter, copies)
+        return Notifier(self.event_publisher(metrics), alerter, copies, routine=self.routine_events)
+
+    @property
+    def routine_events(self) -> bool:
+        """Whether an attempt's RUNNING and SUCCEEDED go to the bus (``events_status_changes``)."""
+        return self.settings.events_status_changes == "all"
 
     def event_publisher(self, metrics: MetricsSink | None = None) -> EventPublisher:
         """Execution events to the settings' bus; a disabled publisher when they are turned off."""
@@ -193,7 +198,7 @@ class Container:
             every_region_releases=bool(settings.marks_scope),  # a Region of a multi-Region table
         )
         # Events only: a missed slot's alert goes to a worker (only workers may call targets).
-        notifier = Notifier(self.event_publisher(metrics))
+        notifier = Notifier(self.event_publisher(metrics), routine=self.routine_events)
         return Poller(self.store, self.queues, self.clock, config, metrics, notifier)
 
     def auditor(self, metrics: MetricsSink | None = None) -> ChainAuditor:

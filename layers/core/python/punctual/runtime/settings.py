@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -162,6 +162,12 @@ class Settings(BaseModel):
     # Execution events (punctual.delivery.notifications.events): published to this EventBridge bus (a name
     # or an ARN; the stack sets the bus it chose) unless turned off.
     events_enabled: bool = True
+    # Which ``Execution Status Change`` events go to that bus: ``problems`` (the default) every change
+    # but an attempt's RUNNING and SUCCEEDED (FAILED, TIMED_OUT, RETRY_WAIT, SKIPPED, SUPERSEDED;
+    # ``Slot Missed``, ``Slot Late``, ``Rate Budget Overrun`` and ``Chain Repaired`` always), or ``all``:
+    # two more events a trigger, $2.00 per million triggers at EventBridge's $1.00 per million events
+    # (docs/capacity.md). A job's own ``events_bus`` still gets every event of the job.
+    events_status_changes: Literal["problems", "all"] = "problems"
     events_bus: str = "default"
     # Local mode only: events are POSTed to this URL (the local receiver) instead of EventBridge.
     events_url: str = ""
@@ -371,6 +377,7 @@ DEPLOYED: tuple[str, ...] = (
     "max_shard_groups",
     "triggers_per_poller_minute",
     "events_enabled",
+    "events_status_changes",
     "burst_lateness_target_s",
     "burst_start_lead_s",
     "burst_hold_s",

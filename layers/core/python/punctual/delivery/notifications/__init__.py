@@ -53,6 +53,8 @@ log = logging.getLogger("punctual.delivery.notifications")
 
 # The records of slots not run that the poller hands to a worker to copy to the job's own bus.
 _HANDED = frozenset({ExecutionStatus.MISSED, ExecutionStatus.SKIPPED})
+# An attempt's routine status changes: on the stack's bus only with events_status_changes ``all``
+ROUTINE_STATUSES = frozenset({ExecutionStatus.RUNNING, ExecutionStatus.SUCCEEDED})
 
 
 class Notifier:
@@ -67,6 +69,9 @@ class Notifier:
     copies
         Copies a job's events to the bus it named (``events_bus``; :mod:`.copies`); None: not
         copied (a process that cannot call targets: the poller hands those to a worker).
+    routine
+        Whether an attempt's routine changes (RUNNING, SUCCEEDED) go to ``events`` too
+        (``events_status_changes`` ``all``); a job's copies get them either way.
     """
 
     def __init__(
@@ -74,8 +79,10 @@ class Notifier:
         events: EventPublisher | None = None,
         alerter: Alerter | None = None,
         copies: EventCopies | None = None,
+        routine: bool = True,
     ) -> None:
         self.events = events or EventPublisher(None)
+        self.routine = routine
         self.alerter = alerter
         self.later: Later = run_now
         self.deliveries: DeliveryThreads | None = None
@@ -93,12 +100,16 @@ class Notifier:
                 self.alerter.later = self.later
         return self.deliveries
 
-    def _wanted(self, job: Job) -> bool:
-        """Whether an event of ``job`` goes anywhere (the bus, or the job's own copy)."""
-        return self.events.enabled or (self.copies is not None and job.events_bus is not None)
+    def _wanted(self, job: Job, status: ExecutionStatus | None = None) -> bool:
+        """Whether an event of ``job`` goes anywhere (the bus, or the job's own copy); a status
+        change to ``status`` (RUNNING, SUCCEEDED) reaches the bus only when routine ones do."""
+        return self._to_bus(status) or (self.copies is not None and job.events_bus is not None)
 
-    def _emit(self, job: Job, event: Event) -> None:
-        if self.events.enabled:
+    def _to_bus(self, status: ExecutionStatus | None) -> bool:
+        return self.events.enabled and (self.routine or status not in ROUTINE_STATUSES)
+
+    def _emit(self, job: Job, event: Event, status: ExecutionStatus | None = None) -> None:
+        if self._to_bus(status):
             self.events.add(event)
         if self.copies is not None:
             self.copies.add(job, event)
@@ -150,9 +161,8 @@ class Notifier:
         The status event's ``fire_delay_ms`` is the first attempt's start delay, as on every other
         status event of the slot (the schema's meaning); only ``Slot Late`` carries the release's."""
         try:
-            if not self._wanted(job):
-                return
-            self._emit(job, execution_event(job, execution, now))
+            if self._wanted(job, execution.status):
+                self._emit(job, execution_event(job, execution, now), execution.status)
         except Exception:
             log.exception("notifying the start of %s %s failed", job.id, execution.slot)
         self.slot_late(job, execution, now, fire_delay_ms)
@@ -182,8 +192,8 @@ class Notifier:
     def changed(self, job: Job, execution: Execution, now: datetime) -> None:
         """A recorded status change (ended, retry scheduled, skipped): event, then alerts."""
         try:
-            if self._wanted(job):
-                self._emit(job, execution_event(job, execution, now))
+            if self._wanted(job, execution.status):
+                self._emit(job, execution_event(job, execution, now), execution.status)
             if self.alerter is not None and job.alerts and execution.status.terminal:
                 self.alerter.ended(job, execution)
         except Exception:
