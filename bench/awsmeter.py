@@ -13,6 +13,9 @@ DynamoDB's published rules (the functions below are pure and unit-tested):
   two significant digits plus one, maps and lists 3 bytes plus 1 per element);
 * writes: 1 write unit per started KB of the larger of the item before and after; a
   transaction's items count twice; a batch write's items one by one;
+* the audit index's writes apart (``index_wru``): an item in the index before or after a write
+  (it carries an audit segment) costs the index a write unit per started KB of its entry (its
+  keys and projected attributes), at the standard price, transaction or not;
 * reads: 1 read unit per started 4 KB, half of it eventually consistent; BatchGetItem per
   item (a missing item still costs the minimum); Query per started 4 KB of all items it read,
   at least one unit even when it finds nothing;
@@ -29,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from punctual.store.dynamo.schema import AUDIT_PROJECTION, AUDIT_SEGMENT
 from punctual.store.dynamo.sizes import item_bytes, number_bytes, value_bytes
 
 WRITE_UNIT_BYTES = 1024
@@ -48,6 +52,26 @@ value_size = value_bytes
 def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
     """Bytes of a whole item: every attribute name plus its value."""
     return item_bytes(dict(item)) if item else 0
+
+
+_INDEXED = frozenset({AUDIT_SEGMENT, "pk", "sk", *AUDIT_PROJECTION})
+
+
+def index_entry_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """Bytes of an item's entry in the audit index: its keys and projected attributes (0: the item
+    is not in the index)."""
+    if not item or AUDIT_SEGMENT not in item:
+        return 0
+    return item_size({name: value for name, value in item.items() if name in _INDEXED})
+
+
+def index_write_units(before: int, after: int) -> int:
+    """Write units the audit index takes for one item write whose entry was ``before`` bytes and is
+    ``after`` (0: not in the index), at the standard price (an index is not written in the
+    transaction's two phases)."""
+    if not before and not after:
+        return 0
+    return max(1, math.ceil(max(before, after) / WRITE_UNIT_BYTES))
 
 
 def write_units(*sizes: int, transactional: bool = False) -> int:
@@ -81,6 +105,7 @@ class Tally:
     billed: int = 0  # SQS: billed requests (64 KB chunks); other services: calls
     wru: float = 0.0
     rru: float = 0.0
+    index_wru: float = 0.0  # the audit index's writes (a secondary index is billed apart)
     items: int = 0  # items read or written
     payload_bytes: int = 0  # SQS message bodies; DynamoDB item bytes read or written
     timers: int = 0  # timers written (a packed item holds several)
@@ -90,6 +115,7 @@ class Tally:
         self.billed += other.billed
         self.wru += other.wru
         self.rru += other.rru
+        self.index_wru += other.index_wru
         self.items += other.items
         self.payload_bytes += other.payload_bytes
         self.timers += other.timers
@@ -165,22 +191,27 @@ class Meter:
 
     # ------------------------------------------------------------------ DynamoDB
 
-    def _get_size(self, table: str, key: Mapping[str, Any]) -> int:
+    def _get_item(self, table: str, key: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if self.peek_item is not None:
-            return item_size(self.peek_item(table, dict(key)))
+            item: Mapping[str, Any] | None = self.peek_item(table, dict(key))
+            return item
         reply = self.peek.get_item(TableName=table, Key=dict(key), ConsistentRead=True)
-        return item_size(reply.get("Item"))
+        return reply.get("Item")
 
     def _sizes_before(self, operation: str, params: Mapping[str, Any]) -> dict[Any, int]:
+        """Each written item's size before the write, and its audit index entry's (key
+        ``("index", k)``)."""
         if operation in ("PutItem", "UpdateItem", "DeleteItem"):
             key = params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")}
-            return {"item": self._get_size(params["TableName"], key)}
+            item = self._get_item(params["TableName"], key)
+            return {"item": item_size(item), ("index", "item"): index_entry_size(item)}
         if operation == "TransactWriteItems":
-            out = {}
+            out: dict[Any, int] = {}
             for index, entry in enumerate(params.get("TransactItems", [])):
                 ((_action, body),) = entry.items()
                 key = body.get("Key") or {k: body["Item"][k] for k in ("pk", "sk")}
-                out[index] = self._get_size(body["TableName"], key)
+                item = self._get_item(body["TableName"], key)
+                out[index], out[("index", index)] = item_size(item), index_entry_size(item)
             return out
         return {}
 
@@ -231,13 +262,15 @@ class Meter:
         if operation == "PutItem":
             item = params["Item"]
             tally.wru = write_units(item_size(item), before.get("item", 0))
+            tally.index_wru = index_write_units(before.get(("index", "item"), 0), index_entry_size(item))
             tally.items = 1
             tally.payload_bytes = item_size(item)
             return _kind_of_key(_s(item.get("pk")), _s(item.get("sk"))), tally
         if operation in ("UpdateItem", "DeleteItem"):
             key = params["Key"]
-            after = self._get_size(params["TableName"], key) if operation == "UpdateItem" else 0
-            tally.wru = write_units(before.get("item", 0), after)
+            now = self._get_item(params["TableName"], key) if operation == "UpdateItem" else None
+            tally.wru = write_units(before.get("item", 0), item_size(now))
+            tally.index_wru = index_write_units(before.get(("index", "item"), 0), index_entry_size(now))
             tally.items = 1
             return _kind_of_key(_s(key.get("pk")), _s(key.get("sk"))), tally
         if operation == "BatchWriteItem":
@@ -249,6 +282,10 @@ class Meter:
                     )
                     size = item_size(request["PutRequest"]["Item"]) if "PutRequest" in request else 0
                     tally.wru += write_units(size)
+                    if "PutRequest" in request:  # (an overwritten entry's size is not known: as new)
+                        tally.index_wru += index_write_units(
+                            0, index_entry_size(request["PutRequest"]["Item"])
+                        )
                     tally.items += 1
                     tally.payload_bytes += size
                     kind = _kind_of_key(_s(body.get("pk")), _s(body.get("sk")))
@@ -261,10 +298,14 @@ class Meter:
             for index, entry in enumerate(params.get("TransactItems", [])):
                 ((action, body),) = entry.items()
                 key = body.get("Key") or {k: body["Item"][k] for k in ("pk", "sk")}
-                new = item_size(body["Item"]) if action == "Put" else 0
+                now = body["Item"] if action == "Put" else None
                 if action == "Update":
-                    new = self._get_size(body["TableName"], key)
-                tally.wru += write_units(new, before.get(index, 0), transactional=True)
+                    now = self._get_item(body["TableName"], key)
+                tally.wru += write_units(item_size(now), before.get(index, 0), transactional=True)
+                if action != "ConditionCheck":
+                    tally.index_wru += index_write_units(
+                        before.get(("index", index), 0), index_entry_size(now)
+                    )
                 tally.items += 1
                 kinds.add(_kind_of_key(_s(key.get("pk")), _s(key.get("sk"))))
             return "+".join(sorted(kinds)), tally
