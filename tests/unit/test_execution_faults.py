@@ -124,14 +124,15 @@ def test_a_heartbeat_the_store_fails_while_the_lease_outlasts_it_does_not_end_th
 
     def long_task(ctx: SlotContext) -> TargetResult:
         # When the store fails one heartbeat write (throttled) while the lease still has seconds left
-        rig.clock.advance(5)
+        # (its first beat, 3 s into the 10 s lease)
+        rig.clock.advance(3)
         store.fail_saves_of[ExecutionStatus.RUNNING] = 1
         beats.append(ctx.heartbeat())
         rig.clock.advance(1)  # and the next heartbeat, a second on, goes through
         beats.append(ctx.heartbeat())
         return TargetResult.ok("task exited 0")
 
-    worker = rig.worker(lease_timers=True, lease_s=8, target=FakeTarget(long_task))
+    worker = rig.worker(lease_timers=True, lease_s=10, target=FakeTarget(long_task))
     claim = worker.claim(rig.message(job, t0))
     assert claim.claimed
     worker.finish(claim, worker.run(claim))

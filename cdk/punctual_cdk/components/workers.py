@@ -6,7 +6,7 @@ Short lane
     ``workerMaxConcurrency`` concurrent invocations per queue. The function timeout is the
     longest job the Lambda lane runs (900 s, Lambda's maximum); the queue's visibility timeout
     is that plus a minute, as the mapping requires (at least the function's timeout). The
-    worker leases each message for seconds itself (``PUNCTUAL_LEASE_S``, 8 s): it sets a
+    worker leases each message for seconds itself (``PUNCTUAL_LEASE_S``, 10 s): it sets a
     batch's visibility to the lease as it arrives and renews it, and the record's lease with
     it, while a run lasts (``punctual.execution.batch``), so a crashed invocation's messages come
     back within a lease and its runs are taken over by the claim. One that dies before its

@@ -1,12 +1,21 @@
 """The lease of a running attempt: heartbeat, stop, and hand back on shutdown.
 
-A lease is seconds on both lanes (``lease_s``, 8 by default): the claim writes ``lease_until``
+A lease is seconds on both lanes (``lease_s``, 10 by default): the claim writes ``lease_until``
 that far ahead and the message's visibility is kept no longer (the Lambda lane sets it when its
 batch arrives, :mod:`punctual.execution.batch`; the ECS worker's receive asks for it). A run that
-outlives :func:`beat_interval_s` (the lease minus a margin: 5 s) is heartbeated: each heartbeat
-extends ``lease_until`` (a conditional write on owner and attempt) and the message's visibility
-to a fresh lease, so a worker that dies is noticed within a lease and its run is taken over by
-the next claim of the returning message. Runs shorter than the first lease write nothing more.
+outlives :func:`beat_interval_s` (3 s at the 10 s lease) is heartbeated: each heartbeat extends
+``lease_until`` (a conditional write on owner and attempt) and the message's visibility to a fresh
+lease, so a worker that dies is noticed within a lease and its run is taken over by the next claim
+of the returning message. Runs shorter than the first heartbeat interval write nothing more.
+
+**Clock skew.** ``lease_until`` is the holder's clock; the worker that reads it to take the run
+over compares it with its own, which may be :data:`~punctual.runtime.settings.CLOCK_SKEW_S` ahead
+and see the lease end that much early. So a heartbeat comes the skew and :data:`BEAT_SLACK_S`
+before the lease ends, and a holder whose store fails stops its run before the earliest instant
+another worker may see the lease lapsed (QA29: with the 8 s lease beaten every 5 s, a worker 2.5 s
+ahead of a live run's took it over and called the target a second time; at 5 s it took over
+every run past 3 s). A run whose worker died is still taken over within the lease, 10 s, with
+clocks in step.
 
 The ECS lanes (``lease_timers``) also keep a *backstop*: a LEASE timer due ``backstop_s`` ahead
 (the far threshold plus a minute, so it lands in a far bucket, never in the few near ones a
@@ -35,20 +44,30 @@ from punctual.execution.records import RELEASED_NOTE, Ledger, owned_by
 from punctual.models import Execution, ExecutionStatus, IllegalTransition, Job
 from punctual.runtime.clock import Clock
 from punctual.runtime.observability import MetricsSink
+from punctual.runtime.settings import CLOCK_SKEW_S
 from punctual.store.base import ExecutionConflictError
 
 log = logging.getLogger("punctual.execution")
 
 SHUTDOWN = "shutdown"  # Claim.stop_reason of a run stopped because its worker shuts down
-# A heartbeat comes this long before the lease it renews would lapse (a slow write, a throttled
-# retry): with the 8 s lease, a run is first heartbeated 5 s after its claim, then every 5 s.
-HEARTBEAT_MARGIN_S = 3.0
+# A heartbeat lands this long before a worker whose clock is CLOCK_SKEW_S ahead of its holder's
+# sees the lease end: the lease keeper's tick (a beat comes up to a second after it is due) and a
+# write's time. With the 10 s lease, a run is first heartbeated 3 s after its claim, then every 3 s.
+BEAT_SLACK_S = 2.0
+# A heartbeat that failed is tried again within this (the lease keeper's tick)
+BEAT_RETRY_S = 1.0
 
 
 def beat_interval_s(lease_s: float) -> float:
-    """Seconds between heartbeats of a lease of ``lease_s``: the lease minus a margin (at most
-    half the lease), so runs shorter than this never heartbeat."""
-    return max(1.0, lease_s - min(HEARTBEAT_MARGIN_S, lease_s / 2))
+    """Seconds between heartbeats of a lease of ``lease_s``: the lease less the clock skew between
+    nodes and :data:`BEAT_SLACK_S` (at least a second), so runs shorter than this never heartbeat."""
+    return max(1.0, lease_s - CLOCK_SKEW_S - BEAT_SLACK_S)
+
+
+def seen_lapsed_from(lease_until: datetime) -> datetime:
+    """The earliest instant, by the holder's clock, at which another worker may see a lease ending
+    at ``lease_until`` lapsed (its clock up to :data:`CLOCK_SKEW_S` ahead) and take the run over."""
+    return lease_until - timedelta(seconds=CLOCK_SKEW_S)
 
 
 def owned(claim: Claim) -> tuple[Job, Execution]:
@@ -153,11 +172,12 @@ class Leases:
             self._lose(claim, "was lost")
             return False
         except Exception:
-            # The store is failing. While the lease still outlasts the next heartbeat, the
-            # next one tries again; past that another worker may take the slot over, so this
-            # run gives up now: it is stopped and its result is never recorded.
+            # The store is failing. While the next try comes before any other worker may see
+            # the lease lapsed (its clock ahead by the skew), it tries again; past that another
+            # worker may take the slot over, so this run gives up now: it is stopped and its
+            # result is never recorded.
             lapses = current.lease_until
-            if lapses is not None and now + timedelta(seconds=self.config.lease_s / 3) >= lapses:
+            if lapses is not None and now + timedelta(seconds=BEAT_RETRY_S) >= seen_lapsed_from(lapses):
                 self._lose(claim, "could not be extended before it lapses")
                 return False
             raise

@@ -67,9 +67,10 @@ class Settings(BaseModel):
     max_jobs_per_tenant: int = Field(default=100_000, ge=1)
     # The lease of a running attempt, on both lanes (punctual.execution.lease): the claim sets the
     # record's lease_until and the message's visibility this far ahead, heartbeats renew both while
-    # the run lasts (first 5 s after the claim). A worker that dies is noticed within it: a message
-    # it held returns, and its run is taken over, at most 8 s after the death.
-    lease_s: int = Field(default=8, ge=5, le=3600)
+    # the run lasts (every lease_s less CLOCK_SKEW_S and 2 s: 3 s). A worker that dies is noticed
+    # within it: a message it held returns, and its run is taken over, at most 10 s after the death.
+    # Shorter leases allow less clock skew between workers (punctual.execution.lease).
+    lease_s: int = Field(default=10, ge=5, le=3600)
     # A message the poller sent to the Lambda lane that no worker has claimed this long after is
     # sent again under another message group (punctual.dispatch.polling.resend): a worker that died before
     # its handler ran holds its batch for the queue's visibility timeout. 0: never.
