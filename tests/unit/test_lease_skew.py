@@ -12,14 +12,15 @@ keeper is stepped as the real one ticks (once a second, up to a second after a b
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
-from execution_harness import Rig
+from execution_harness import SHORT, Rig
 from punctual.dispatch.queues import MessageKind
-from punctual.execution import Claim, ClaimAction, Worker, WorkerConfig, decide_claim
-from punctual.execution.keeper import TICK_S
-from punctual.models import Job
+from punctual.execution import Claim, ClaimAction, Delivery, Worker, WorkerConfig, decide_claim
+from punctual.execution.keeper import TICK_S, LeaseKeeper
+from punctual.models import Execution, ExecutionStatus, Job
 from punctual.runtime.clock import ManualClock, OffsetClock
 from punctual.runtime.settings import CLOCK_SKEW_S, Settings
 from punctual.store.memory import MemoryStore
@@ -115,3 +116,47 @@ def test_a_run_whose_store_fails_stops_before_a_worker_ahead_may_take_it_over(t0
     # Then A stops its run (its call cut short) at least a tick before B may start it again
     assert stopped_at is not None and may_take_over_at is not None
     assert stopped_at + TICK_S <= may_take_over_at
+
+
+def test_a_held_messages_record_whose_beat_failed_is_beaten_again_before_a_worker_ahead_sees_it_lapsed(
+    t0: datetime,
+) -> None:
+    # Given a Lambda-lane run whose batch's message the lease keeper holds (renewing the message and
+    # the record's lease with it), and a store that fails the record's first heartbeat
+    rig = Rig(MemoryStore(), ManualClock(t0))
+    job = rig.add_job(timeout_seconds=600)
+    worker = rig.worker(lease_s=LEASE_S)
+    rig.send(rig.message(job, t0))
+    [received] = rig.queues.receive(SHORT, 1, 0, 900)
+    keeper = LeaseKeeper(worker)
+    keeper.hold(SHORT, [received.receipt], rig.clock.now())
+    claim = worker.claim(received.message, Delivery(SHORT, received.receipt, 1))
+    assert claim.claimed
+    worker.live.add(claim)
+    save, failures = rig.store.save_execution, [1]
+
+    def first_beat_fails(new: Execution, *args: Any, **kwargs: Any) -> None:
+        if (
+            new.status is ExecutionStatus.RUNNING
+            and new.lease_until != claim.execution.lease_until
+            and failures
+        ):  # type: ignore[union-attr]
+            failures.pop()
+            raise RuntimeError("DynamoDB is throttling")
+        save(new, *args, **kwargs)
+
+    rig.store.save_execution = first_beat_fails  # type: ignore[method-assign]
+    # When the run goes on for half a minute, the keeper stepping every second
+    seen_lapsed = []
+    for _ in range(30):
+        rig.clock.advance(TICK_S)
+        keeper.step()
+        record = rig.store.get_execution(job.tenant, job.id, slot_key(t0))
+        assert record is not None and record.lease_until is not None
+        if record.lease_until <= rig.clock.now() + timedelta(seconds=CLOCK_SKEW_S):
+            seen_lapsed.append((rig.clock.now() - t0).total_seconds())
+    # Then no worker whose clock is CLOCK_SKEW_S ahead ever sees the live run's lease lapsed: the
+    # failed beat was tried again at the next step
+    assert failures == []
+    assert seen_lapsed == []
+    assert claim.live

@@ -186,13 +186,6 @@ class _Beats:
                 done.set()
 
 
-def _lapses_before(claim: Claim, instant: datetime) -> bool:
-    """``claim``'s record lease lapses before ``instant`` (its last beat due before then failed)."""
-    execution = claim.execution
-    lease = execution.lease_until if execution is not None else None
-    return lease is not None and lease <= instant
-
-
 class LeaseKeeper:
     """Heartbeats a worker's live claims and renews the messages its batches hold.
 
@@ -282,15 +275,17 @@ class LeaseKeeper:
             self.worker.notifier.flush_soon()
         with self._lock:
             holding = set(self._held)
-        overdue = now + margin / 2
         for claim in claims:
             delivery = claim.delivery
-            if delivery is not None and (delivery.queue_url, delivery.receipt) in holding:
+            held_key = (delivery.queue_url, delivery.receipt) if delivery is not None else None
+            if held_key in holding:
                 # Its message (and so its record) is renewed with its batch. A record whose beat
-                # with it failed (the store throttled) is tried again at each step until its lease
-                # would lapse (QA: only with the message's next renewal, a beat interval on, by
-                # when the lease had lapsed under the live run and a takeover could start it again)
-                if _lapses_before(claim, overdue):
+                # with it failed (the store throttled) is tried again at each step while it is due
+                # (QA: only with the message's next renewal, a beat interval on, by when the lease
+                # had lapsed under the live run and a takeover could start it again; QA29: tried
+                # again only once the lease was about to lapse, 1 to 2 s after a worker whose clock
+                # was 5 s ahead could see it lapsed)
+                if held_key not in held_keys and self.worker.leases.due(claim):
                     writes.append(self._beats.submit(id(claim), self._beater(claim, message=False)))
                 continue
             if self.beat_s is not None:
