@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from factories import job as make_job
 from factories import spec
 from punctual.dispatch.polling.resend import ResendWatch
@@ -18,6 +20,7 @@ from punctual.dispatch.queues import DispatchMessage, MemoryQueues, MessageKind,
 from punctual.models import Execution, ExecutionStatus
 from punctual.runtime.clock import ManualClock
 from punctual.runtime.observability import RecordingMetrics
+from punctual.runtime.settings import CLOCK_SKEW_S
 from punctual.store.memory import MemoryStore
 from punctual.usecases.jobs import JobService, QueueRouting
 from simulation import LAYOUT, SHORT, Simulation
@@ -53,10 +56,13 @@ def _claim(store: MemoryStore, message: DispatchMessage, at: datetime) -> None:
     )
 
 
-def _drain(count: int, per_second: float, dead: set[int], until_s: float) -> list[tuple[float, str]]:
+def _drain(
+    count: int, per_second: float, dead: set[int], until_s: float, skew_s: float = 0.0
+) -> list[tuple[float, str]]:
     """``count`` messages sent at T, claimed in order at ``per_second`` by live workers (those of
-    ``dead`` received by a worker that died before its handler: never claimed); the watch checked
-    every 100 ms. Returns (seconds after T, slot) of each copy it sent."""
+    ``dead`` received by a worker that died before its handler: never claimed) whose clocks are
+    ``skew_s`` off the poller's; the watch checked every 100 ms. Returns (seconds after T, slot) of
+    each copy it sent."""
     store, queues = MemoryStore(), MemoryQueues(now=lambda: T)
     watch = ResendWatch(store, queues, [QUEUE], RecordingMetrics(), after_s=4.0)
     burst = _burst(count)
@@ -69,7 +75,7 @@ def _drain(count: int, per_second: float, dead: set[int], until_s: float) -> lis
         queued = queues.all_messages()
         while taken < len(queued) and (at := T + timedelta(seconds=(taken + 1) / per_second)) <= now:
             if taken not in dead:
-                _claim(store, queued[taken], at)
+                _claim(store, queued[taken], at + timedelta(seconds=skew_s))
             taken += 1
         before = len(queues.all_messages())
         watch.check(now)
@@ -102,6 +108,26 @@ def test_a_dead_held_message_at_a_backlogs_end_is_re_sent_once_the_claims_stop()
     # (claimed at T+19.9 s), not left for the queue's visibility timeout
     assert [slot for _, slot in copies] == [burst[199].slot]
     assert 20.0 <= copies[0][0] <= 19.9 + 4.0 + 1.0
+
+
+@pytest.mark.parametrize("skew_s", [-CLOCK_SKEW_S, CLOCK_SKEW_S])
+def test_a_backlog_drained_by_workers_whose_clocks_are_off_the_pollers_is_not_re_sent(skew_s: float) -> None:
+    # Given the same backlog, drained by workers whose clocks are 5 s behind (or ahead of) the
+    # poller's: a record's start, by the worker's clock, says its claim was 5 s older than it was
+    copies = _drain(200, per_second=10, dead=set(), until_s=30, skew_s=skew_s)
+    # Then the watch still sees the workers draining it, and sends no copy (QA29: with the workers
+    # 5 s behind, every message still unclaimed 4 s after its send was re-sent, three times)
+    assert copies == []
+
+
+@pytest.mark.parametrize("skew_s", [-CLOCK_SKEW_S, CLOCK_SKEW_S])
+def test_a_dead_held_message_is_re_sent_whatever_the_workers_clocks(skew_s: float) -> None:
+    burst = _burst(200)
+    assert _drain(200, per_second=10, dead={29}, until_s=30, skew_s=skew_s) == [(4.0, burst[29].slot)]
+    # (at the backlog's end: once no claim was seen for the watch's period, give or take its second
+    # of re-checks: a claim is dated no later than the check that found it)
+    [(at, slot)] = _drain(200, per_second=10, dead={199}, until_s=40, skew_s=skew_s)
+    assert slot == burst[199].slot and 20.0 <= at <= 19.9 + 4.0 + 2.0
 
 
 def test_a_lone_message_a_dead_worker_holds_is_re_sent_after_the_period() -> None:

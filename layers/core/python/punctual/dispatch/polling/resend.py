@@ -83,6 +83,9 @@ class _Watched:
     wait_s: float = field(compare=False)
     takeovers: int = field(default=0, compare=False)  # copies sent for a lapsed lease
     place: int = field(default=0, compare=False)  # its place in the queue: the order of the watch's sends
+    # When the watch last knew it unclaimed, by the poller's clock: its send, then each check that
+    # found it so. A claim found later was made after this, whatever the worker's clock says.
+    unclaimed_at: datetime | None = field(default=None, compare=False)
 
 
 def _held_until(message: DispatchMessage) -> datetime:
@@ -165,18 +168,26 @@ class ResendWatch:
             for message in messages:
                 if message.kind in WATCHED and message.resend < MAX_RESENDS:
                     at = max(check_at, _held_until(message) + timedelta(seconds=self.after_s))
-                    self._push(self._watched(at, queue, message, self.after_s))
+                    self._push(self._watched(at, queue, message, self.after_s, now))
 
     def _watched(
-        self, at: datetime, queue: str, message: DispatchMessage, wait_s: float, takeovers: int = 0
+        self,
+        at: datetime,
+        queue: str,
+        message: DispatchMessage,
+        wait_s: float,
+        sent_at: datetime,
+        takeovers: int = 0,
     ) -> _Watched:
-        """A message just sent, checked at ``at``: its place in the queue is the end."""
+        """A message sent at ``sent_at``, checked at ``at``: its place in the queue is the end."""
         seq = next(self._seq)
-        return _Watched(at, seq, queue, message, wait_s, takeovers, place=seq)
+        return _Watched(at, seq, queue, message, wait_s, takeovers, place=seq, unclaimed_at=sent_at)
 
-    def _again(self, entry: _Watched, at: datetime) -> _Watched:
-        """``entry`` checked again at ``at`` (its place in the queue kept)."""
-        return replace(entry, check_at=at, seq=next(self._seq))
+    def _again(self, entry: _Watched, at: datetime, unclaimed_at: datetime | None = None) -> _Watched:
+        """``entry`` checked again at ``at`` (its place in the queue kept); ``unclaimed_at``: a check
+        found it unclaimed then."""
+        seen = unclaimed_at or entry.unclaimed_at
+        return replace(entry, check_at=at, seq=next(self._seq), unclaimed_at=seen)
 
     def _push(self, entry: _Watched) -> None:
         heapq.heappush(self._heap, entry)
@@ -229,7 +240,7 @@ class ResendWatch:
                 # A backlog the workers are draining (or a busy queue, more likely than that many
                 # dead workers): a copy would only join it. Checked again in a second.
                 waiting += 1
-                later.append(self._again(entry, now + timedelta(seconds=1)))
+                later.append(self._again(entry, now + timedelta(seconds=1), now))
                 continue
             copy = replace(message, resend=message.resend + 1, sig="")
             again.setdefault(entry.queue, []).append(copy)
@@ -237,9 +248,8 @@ class ResendWatch:
             if copy.resend < MAX_RESENDS:
                 # Checked again as soon as the first time: a copy's worker dying too (a sustained
                 # fault) costs one more period, not a doubling one.
-                later.append(
-                    self._watched(now + timedelta(seconds=entry.wait_s), entry.queue, copy, entry.wait_s)
-                )
+                at = now + timedelta(seconds=entry.wait_s)
+                later.append(self._watched(at, entry.queue, copy, entry.wait_s, now))
         with self._lock:
             for entry in later:
                 self._push(entry)
@@ -259,8 +269,12 @@ class ResendWatch:
 
     def _consumed(self, entry: _Watched, record: Execution, now: datetime) -> None:
         """Note a message found claimed: its queue was consumed up to its place at least, when its
-        worker claimed it (the record's start, never later than now: a worker's clock ahead)."""
-        at = min(record.started_at or record.finished_at or now, now)
+        worker claimed it: the record's start, by the worker's clock, within what the watch knows by
+        its own (after the message was last known unclaimed, never later than now). QA29: workers
+        whose clocks were 5 s behind the poller's made a backlog they were draining look idle, and
+        every message of it still unclaimed at its check was re-sent, three times."""
+        at = record.started_at or record.finished_at or now
+        at = min(max(at, entry.unclaimed_at or at), now)
         self._progress_at[entry.queue] = max(at, self._progress_at.get(entry.queue, at))
         self._claimed_upto[entry.queue] = max(entry.place, self._claimed_upto.get(entry.queue, -1))
 
@@ -282,7 +296,7 @@ class ResendWatch:
         if upto is not None and upto > entry.place:
             return True
         progress = self._progress_at.get(entry.queue)
-        return progress is None or (now - progress).total_seconds() >= self.after_s
+        return progress is None or (now - progress).total_seconds() > self.after_s
 
     def _running(
         self, entry: _Watched, record: Execution, now: datetime
@@ -324,4 +338,4 @@ class ResendWatch:
         """Watch the takeover just sent as the original was: claimed, or sent again (at its place
         in the queue: the end, now)."""
         at = now + timedelta(seconds=self.after_s)
-        return self._watched(at, entry.queue, sent, entry.wait_s, entry.takeovers + 1)
+        return self._watched(at, entry.queue, sent, entry.wait_s, now, entry.takeovers + 1)
