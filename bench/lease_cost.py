@@ -56,7 +56,11 @@ SHORT, LONG = "queue://short", "queue://long"
 LAYOUT = TimerLayout(shard_count=16, near_shard_count=4, far_threshold_s=180)
 BATCH = 10  # messages sharing a batched request (a full event source batch)
 MINUTES_PER_MONTH = 43_800
-RUNS = {"lambda": [("1 s", 1), ("1 min", 60)], "ecs": [("1 s", 1), ("1 min", 60), ("1 h", 3600)]}
+# 4 s: past the first heartbeat (3 s at the 10 s lease), under the 5 s bound
+RUNS = {
+    "lambda": [("1 s", 1), ("4 s", 4), ("1 min", 60)],
+    "ecs": [("1 s", 1), ("4 s", 4), ("1 min", 60), ("1 h", 3600)],
+}
 OLD_ECS_LEASE_S = 60  # the previous design: heartbeats every third of it
 
 
@@ -399,10 +403,14 @@ def main() -> None:
         )
     )
     first_beat_s = beat_interval_s(settings.lease_s)  # shorter runs write no heartbeat
-    short = [r for r in results["runs"] if r["seconds"] < first_beat_s]
-    worst_short = max(r["usd_per_million_added"] for r in short)
-    added = f"at most ${worst_short:.3f} per million more than before (target <= $0.05)"
-    print(f"runs under {first_beat_s:g} s: {added}")
+    beatless = [r for r in results["runs"] if r["seconds"] < first_beat_s]
+    worst_beatless = max(r["usd_per_million_added"] for r in beatless)
+    worst_short = max(r["usd_per_million_added"] for r in results["runs"] if r["seconds"] < 5)
+    print(
+        f"runs under {first_beat_s:g} s (no heartbeat): at most ${worst_beatless:.3f} per million more than"
+        f" before; runs under 5 s: at most ${worst_short:.3f} (target <= $0.05; a run past {first_beat_s:g} s"
+        " pays a heartbeat, the lease beaten the clock skew between nodes, 5 s, and 2 s before its end)"
+    )
     results["short_runs"] = short_run_floor(prices)
     floor = results["short_runs"]
     print(
@@ -451,6 +459,7 @@ def main() -> None:
             "beat_interval_s": beat_interval_s(settings.lease_s),
             "batch": BATCH,
             "runs_under_5_s_added_usd_per_million": worst_short,
+            "runs_without_heartbeat_added_usd_per_million": worst_beatless,
             "recovery_s": recovered,
             "redundancy": extra,
             "verdicts": {"runs_under_5_s_within_5_cents": worst_short <= 0.05},
