@@ -480,7 +480,23 @@ _KMS_OPERATIONS = frozenset({"Encrypt", "Decrypt", "GenerateDataKey"})
 _KMS_TRANSIENT = frozenset({"KMSInternalException", "DependencyTimeoutException", *THROTTLE_CODES})
 
 
+# DynamoDB's own failure (HTTP 500: "retry it"), through the SDK's retries. A read changed nothing;
+# a write may or may not have been applied, as one that got no answer (QA29: both answered 500
+# "internal error", which a client neither retries nor reads as "maybe done").
+_STORAGE_FAILED = frozenset({"InternalServerError"})
+_READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
+
+
+def _storage_failed(exc: ClientError) -> Response[Any]:
+    logger.warning("storage failed (%s): %s", exc.operation_name, exc)
+    if exc.operation_name in _READS:
+        return _busy("storage failed to answer a read; nothing was changed, retry shortly")
+    return _maybe_done("storage failed while taking the request")
+
+
 def _aws_error(exc: ClientError) -> Response[Any]:
+    if _code(exc) in _STORAGE_FAILED:
+        return _storage_failed(exc)
     if exc.operation_name in _KMS_OPERATIONS and _code(exc) in _KMS_TRANSIENT:
         # (QA24: KMSInternalException and DependencyTimeoutException answered 500, and a KMS
         # throttle 'storage is throttling')
@@ -504,11 +520,16 @@ def _unanswered(exc: HTTPClientError) -> Response[Any]:
     # through the SDK's retries: a write may have been made. 504, as API Gateway answers a timed-out
     # integration, never the 503 that says nothing was done (a client sends any 503 again).
     logger.warning("answering 504: %s", exc)
+    return _maybe_done("storage did not answer in time")
+
+
+def _maybe_done(what: str) -> Response[Any]:
+    """504: storage took the request and gave no outcome; a change may have been made."""
     return problem_response(
         504,
         "storage-timeout",
         "Storage timed out",
-        "storage did not answer in time; the request may have been done: read before repeating a change",
+        f"{what}; the request may have been done: read before repeating a change",
     )
 
 
