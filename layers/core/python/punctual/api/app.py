@@ -62,8 +62,8 @@ from punctual.models import (
     ExecutionStatus,
     JobState,
 )
-from punctual.models.base import label_refusal
 from punctual.store.base import UnreadableJobError
+from punctual.store.listing import tag_filter_refusal
 from punctual.timing.timers import is_slot_key
 from punctual.usecases.job_errors import JobNotFoundError
 
@@ -218,7 +218,7 @@ def list_jobs(
 ) -> JobPage:
     tenant = _tenant()
     # A filter no job's tag can match is a typo, not an empty listing (QA28: 200, no job)
-    if tag and (refusal := "has no key" if tag.startswith("=") else label_refusal(tag)):
+    if tag and (refusal := tag_filter_refusal(tag)):
         raise problems.invalid("tag", f"tag must be key or key=value; {tag!r} {refusal}")
     svc = services()
     scope = svc.tokens.scope(tenant, "jobs", {"state": state, "tag": tag or None})

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from punctual.models import Execution, ExecutionStatus, Job, JobState
-from punctual.models.base import label_refusal
 from punctual.store.base import JobStore, UnreadableJob
+from punctual.store.listing import tag_filter_refusal
 from punctual.timing.slots import dispatch_instant, schedule_of
 from punctual.usecases.calendars import Calendar
 from punctual.usecases.next_fire import next_release, owes_now
@@ -75,8 +75,8 @@ class ConsoleQuery:
             raise ConsoleQueryError("tenant must be 1-256 characters of letters, digits and ._:/@+=,-")
         if self.tag is not None and (not 0 < len(self.tag) <= _MAX_TAG_CHARS or self.tag.startswith("=")):
             raise ConsoleQueryError("tag must be key or key=value")
-        if self.tag is not None and (refusal := label_refusal(self.tag)) is not None:
-            raise ConsoleQueryError(f"tag {refusal}")  # no job's tag holds one (QA: a NUL echoed)
+        if self.tag is not None and (refusal := tag_filter_refusal(self.tag)) is not None:
+            raise ConsoleQueryError(f"tag {refusal}")  # no job's tag can match (QA: a NUL echoed)
         if self.cursor is not None and not _JOB_ID_RE.match(self.cursor):
             raise ConsoleQueryError("cursor must be a job id")
         if not 1 <= self.page_size <= MAX_PAGE_SIZE:

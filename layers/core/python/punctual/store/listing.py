@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from punctual.models import Job
+from punctual.models import MAX_TAG_KEY_CHARS, MAX_TAG_VALUE_CHARS, Job
+from punctual.models.base import label_refusal
 from punctual.store.base import Page
 
 _Item = TypeVar("_Item")
@@ -25,6 +26,19 @@ def tags_match(tags: object, tag: str | None) -> bool:
         return False
     key, sep, value = tag.partition("=")
     return key in tags and (not sep or str(tags[key]) == value)
+
+
+def tag_filter_refusal(tag: str) -> str | None:
+    """Why no job's tag can match the listing filter ``tag`` (a typo, not an empty listing: QA28),
+    or None: no key, a key or value longer than a tag's may be (QA29), a control character."""
+    key, sep, value = tag.partition("=")
+    if not key:
+        return "has no key"
+    if len(key) > MAX_TAG_KEY_CHARS:
+        return f"has a key of {len(key)} characters (a tag key has at most {MAX_TAG_KEY_CHARS})"
+    if sep and len(value) > MAX_TAG_VALUE_CHARS:
+        return f"has a value of {len(value)} characters (a tag value has at most {MAX_TAG_VALUE_CHARS})"
+    return label_refusal(tag)
 
 
 def tag_matches(job: Job, tag: str | None) -> bool:
