@@ -48,6 +48,7 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.store.dynamo.conflicts import RETRIED_CODES as CONFLICT_CODES
+from punctual.store.outcomes import may_have_landed, storage_failed
 from punctual.timing.schedules import ScheduleError
 from punctual.usecases.job_errors import (
     InvalidJobError,
@@ -480,22 +481,18 @@ _KMS_OPERATIONS = frozenset({"Encrypt", "Decrypt", "GenerateDataKey"})
 _KMS_TRANSIENT = frozenset({"KMSInternalException", "DependencyTimeoutException", *THROTTLE_CODES})
 
 
-# DynamoDB's own failure (HTTP 500: "retry it"), through the SDK's retries. A read changed nothing;
-# a write may or may not have been applied, as one that got no answer (QA29: both answered 500
-# "internal error", which a client neither retries nor reads as "maybe done").
-_STORAGE_FAILED = frozenset({"InternalServerError"})
-_READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
-
-
 def _storage_failed(exc: ClientError) -> Response[Any]:
+    # DynamoDB's own failure (HTTP 500: "retry it"), through the SDK's retries. A read changed
+    # nothing; a write may or may not have been applied, as one that got no answer (QA29: both
+    # answered 500 "internal error", which a client neither retries nor reads as "maybe done").
     logger.warning("storage failed (%s): %s", exc.operation_name, exc)
-    if exc.operation_name in _READS:
-        return _busy("storage failed to answer a read; nothing was changed, retry shortly")
-    return _maybe_done("storage failed while taking the request")
+    if may_have_landed(exc):
+        return _maybe_done("storage failed while taking the request")
+    return _busy("storage failed to answer a read; nothing was changed, retry shortly")
 
 
 def _aws_error(exc: ClientError) -> Response[Any]:
-    if _code(exc) in _STORAGE_FAILED:
+    if storage_failed(exc):
         return _storage_failed(exc)
     if exc.operation_name in _KMS_OPERATIONS and _code(exc) in _KMS_TRANSIENT:
         # (QA24: KMSInternalException and DependencyTimeoutException answered 500, and a KMS

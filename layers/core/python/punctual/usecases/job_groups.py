@@ -34,6 +34,7 @@ from punctual.security.peaks import job_profile
 from punctual.store.base import JobExistsError, TenantLimitError
 from punctual.store.dynamo.sizes import job_item_sizes
 from punctual.store.job_groups import GROUP_MAX_BYTES, GROUP_MAX_ITEMS, JobGroupRepository
+from punctual.store.outcomes import may_have_landed
 from punctual.usecases.registration import Made, NewJob, Registrar, placed_now, refused_peaks, stored, write
 
 Outcome = Made | Exception  # a job stored (and its secret), or why not
@@ -119,7 +120,8 @@ def _store_group(reg: Registrar, news: Sequence[NewJob], group: list[int], out: 
                 out[n] = _alone(reg, news[n], counted=True)
             return
         except Exception as exc:  # nothing of the group was written (a conflict through every retry)
-            _uncount(reg, news, pending)
+            if not may_have_landed(exc):  # (else it may have been: its counts are kept, never too low)
+                _uncount(reg, news, pending)
             out.update(dict.fromkeys(pending, exc))
             return
         left = [n for n in pending if news[n].job.id not in taken]

@@ -44,6 +44,7 @@ from punctual.store.base import (
     VersionConflictError,
 )
 from punctual.store.dynamo.sizes import check_job_size
+from punctual.store.outcomes import may_have_landed
 from punctual.timing.slots import (
     ceil_second,
     fire_timer,
@@ -540,8 +541,9 @@ class JobService:
                     calendars=uses,
                     graph=graph,
                 )
-        except Exception:
-            self.admission.uncount_peaks(tenant, *changed)
+        except Exception as exc:
+            if not may_have_landed(exc):  # (one that may have: its count is kept, never too low)
+                self.admission.uncount_peaks(tenant, *changed)
             raise
         self._forecast(current, job)
         end_unwatched_streak(self.store, current, job)

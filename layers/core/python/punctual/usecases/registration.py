@@ -33,6 +33,7 @@ from punctual.store.base import (
     UnreadableJobError,
 )
 from punctual.store.dynamo.sizes import check_job_size
+from punctual.store.outcomes import may_have_landed
 from punctual.timing.slots import ceil_second, fire_timer, first_slot, no_slot_reason, schedule_of
 from punctual.timing.timers import Timer, TimerLayout, slot_instant
 from punctual.usecases.job_admission import JobAdmission
@@ -217,8 +218,9 @@ def write(reg: Registrar, new: NewJob, counted: bool = False) -> Made:
                 parents=new.parents,
                 calendars=new.uses,
             )
-    except Exception:
-        uncount(reg, new)
+    except Exception as exc:
+        if not may_have_landed(exc):  # (one that may have: its count is kept, never too low)
+            uncount(reg, new)
         raise
     return stored(reg, new)
 
