@@ -111,3 +111,39 @@ def test_a_replace_whose_answer_was_lost_stays_counted(
 
     over = api.call("POST", "/v1/jobs", http_spec(**AT_NINE))
     assert over.status == 409 and over.problem["quota"] == "maxSlotsPerSecondPerTenant", over
+
+
+def test_a_backfill_whose_answer_was_lost_stays_counted_among_the_running(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for ``maxBackfillsPerTenant``: a backfill whose store answered a timeout may be
+    stored RUNNING; it left the tenant's running set, and a second one ran beside it past the quota."""
+    from datetime import UTC, datetime, timedelta
+
+    monkeypatch.setenv("PUNCTUAL_MAX_BACKFILLS_PER_TENANT", "1")
+    wiring.use_services(None)
+    job = api.create(http_spec(schedule="cron(0 * * * ? *)", timezone="UTC"))["id"]
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=10)
+    armed = [True]
+
+    def send(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        item = params.get("Item") or {}
+        if operation == "PutItem" and item.get("sk", {}).get("S", "").startswith("backfill#") and armed:
+            armed.clear()
+            _SEND(client, operation, params)  # stored; its answer lost
+            raise _applied_then_timed_out(operation)
+        return _SEND(client, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", send)
+
+    def backfill(hours: int) -> dict[str, Any]:
+        body = {"start": start.isoformat(), "end": (start + timedelta(hours=hours)).isoformat()}
+        out: dict[str, Any] = api.handler.handler(
+            rest_event("POST", f"/v1/jobs/{job}/backfill", json.dumps(body)), LambdaContext()
+        )
+        return out
+
+    assert backfill(3)["statusCode"] == 504
+    second = backfill(4)
+    assert second["statusCode"] == 409, second
+    assert json.loads(second["body"])["quota"] == "maxBackfillsPerTenant"

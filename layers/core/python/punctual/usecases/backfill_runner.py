@@ -57,6 +57,7 @@ from punctual.models import EARLIER_JOB_MARGIN, Job, JobState, Overlap
 from punctual.runtime.clock import Clock
 from punctual.security.tenant_quotas import BackfillQuota
 from punctual.store.base import JobStore
+from punctual.store.outcomes import may_have_landed
 from punctual.timing.slots import dispatch_instant, next_slot, schedule_of
 from punctual.timing.timers import Timer, TimerKind, TimerLayout, slot_instant, slot_key
 from punctual.usecases.backfills import Backfill, BackfillState, backfill_id, backfill_ref, range_texts
@@ -166,8 +167,8 @@ class BackfillRunner:
             self.quota.join(tenant, job_id, bid, lambda member: self._still_running(tenant, member))
         try:
             stored = self.store.create_backfill(backfill, replacing=existing)
-        except Exception:
-            if counted:
+        except Exception as exc:
+            if counted and not may_have_landed(exc):  # (one that may have stays counted, as it runs)
                 self._leave(backfill)
             raise
         log.info("backfill %s of %s: %d slots", bid, job_id, len(stored.slots))
