@@ -528,6 +528,7 @@ class JobService:
         # Every parent is (re)linked, not only new ones: a link an older version lost is repaired.
         removed = tuple(p for p in old_parents if p not in parents)
         check_links(self.store, self.layout, parents_read, parents, now)  # first, as register's
+        calendars = self.next_fire.calendars_of([job])  # the reply's: read before the write (QA29)
         changed = self.admission.count_peaks(tenant, job, found)
         try:
             with calendars_checked():
@@ -551,7 +552,7 @@ class JobService:
         if removed and job.state in (JobState.ENABLED, JobState.PAUSED):
             send_owed_children(self.store, self.layout, job, removed, now)  # remaining parents all ran
         delete_released_parents(self.store, tenant, removed, now)
-        return self.next_fire.of(job), secret_plain
+        return self.next_fire.of(job, calendars), secret_plain
 
     def pause(
         self, tenant: str, job_id: str, expected_version: int | None = None, reason: str | None = None
@@ -650,9 +651,10 @@ class JobService:
         job, timers = defer_to_run(
             self.store, *_next_version(current, update, now, self.layout), before=current, layout=self.layout
         )
+        calendars = self.next_fire.calendars_of([job])  # the reply's: read before the write (QA29)
         self._write(job, current.version, timers)
         settle(self.store, self.layout, job, now)
-        return self.next_fire.of(job), plain
+        return self.next_fire.of(job, calendars), plain
 
     def trigger(
         self, tenant: str, job_id: str, request_key: str | None = None, first_slot: SlotRecorder | None = None

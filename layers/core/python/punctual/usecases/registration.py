@@ -36,6 +36,7 @@ from punctual.store.dynamo.sizes import check_job_size
 from punctual.store.outcomes import may_have_landed
 from punctual.timing.slots import ceil_second, fire_timer, first_slot, no_slot_reason, schedule_of
 from punctual.timing.timers import Timer, TimerLayout, slot_instant
+from punctual.usecases.calendars import Calendar
 from punctual.usecases.job_admission import JobAdmission
 from punctual.usecases.job_errors import InvalidJobError
 from punctual.usecases.next_fire import NextFire
@@ -77,6 +78,10 @@ class NewJob:
     parents_read: dict[str, Job] = field(default_factory=dict)
     uses: CalendarUses = field(default_factory=CalendarUses)
     added: tuple[Profile | None, Profile | None] = (None, None)
+    # The calendars it excludes, read before it is stored: its reply's next_fire_at reads nothing
+    # after the write (QA29: a throttled read there answered 503, "nothing was done", for a job
+    # stored, and the client's retry made a second one)
+    calendars: dict[tuple[str, str], Calendar] = field(default_factory=dict)
 
     @property
     def groupable(self) -> bool:
@@ -186,9 +191,10 @@ def prepare(reg: Registrar, tenant: str, spec: JobSpec, job_id: str | None, paus
     # never half of it; each calendar is checked to exist, so a calendar cannot be deleted once
     # a job excludes it, nor a job made to exclude one that is gone.
     uses = CalendarUses.between((), spec.exclude_calendars)
+    calendars = reg.next_fire.calendars_of([job])  # (for the reply: read before anything is written)
     # Links' RELINK timers first, harmless if nothing is stored (QA24: after it, a 503 stored a job)
     check_links(reg.store, reg.layout, parents_read, parents, now)
-    return NewJob(job, timer, secret_plain, given_id, parents, parents_read, uses)
+    return NewJob(job, timer, secret_plain, given_id, parents, parents_read, uses, calendars=calendars)
 
 
 def placed_now(reg: Registrar, new: NewJob) -> Timer | None:
@@ -238,7 +244,7 @@ def stored(reg: Registrar, new: NewJob) -> Made:
         end_unwatched_streak(reg.store, new.job, None)
     if reg.forecast is not None:
         reg.forecast.changed(None, new.job, reg.clock.now())
-    return reg.next_fire.of(new.job), new.secret
+    return reg.next_fire.of(new.job, new.calendars), new.secret
 
 
 def register(reg: Registrar, tenant: str, spec: JobSpec, job_id: str | None, paused: bool) -> Made:
