@@ -294,10 +294,7 @@ class ChainAuditor:
         if lookup.kind is live.ChainKind.CLOCK:
             return live.holds_head(timers, job, lookup.head)
         # delay: the next run's timer, not yet released long ago (then its run would have a record)
-        since_ms = to_ms(since)
-        return any(
-            live.is_chain_timer(t, job) and t.slot in lookup.slots and t.due_ms > since_ms for t in timers
-        )
+        return holds_delay_head(timers, job, lookup.slots, to_ms(since))
 
     def _read_heads(self, lookups: list[_Lookup], report: AuditReport) -> dict[tuple[str, str], list[Timer]]:
         """Every bucket the page's heads are in, read once each over the dues looked for."""
@@ -395,11 +392,12 @@ class ChainAuditor:
         timers = self._sweep(
             job, now, since, [h for h, _ in heads], live.delay_placements(self.layout, job, heads)
         )
-        slots = {slot_key(h) for h, _ in heads}
-        since_ms = to_ms(since)
-        if any(live.is_chain_timer(t, job) and t.slot in slots and t.due_ms > since_ms for t in timers) or (
-            live.in_motion(timers, job, since)
-        ):
+        # Its timer released less than the in-flight grace plus PENDING_S ago, its message not run
+        # yet (workers down, a backlog, a rate budget's hold): in flight, as lost_floor's slots
+        # (QA29: a worker outage longer than the grace "repaired" every delay chain it held)
+        slots = frozenset(slot_key(h) for h, _ in heads)
+        pending = pending_after(now, self.config.inflight_grace_s)
+        if holds_delay_head(timers, job, slots, pending) or live.in_motion(timers, job, since):
             report.confirmed_live += 1
             return
         head = heads[0][0]
@@ -548,7 +546,7 @@ def lost_floor(
     seen = scheduled_floor(store, job)
     if seen is not None:
         floor = max(floor, seen)
-    after_ms = to_ms(now - timedelta(seconds=grace_s + PENDING_S))
+    after_ms = pending_after(now, grace_s)
     released = False
     for _ in range(PENDING_STEPS):
         first = next_slot(job, floor)
@@ -564,6 +562,17 @@ def lost_floor(
     if released and restart is None and next_slot(job, floor) is None:
         return None
     return floor
+
+
+def pending_after(now: datetime, grace_s: float) -> int:
+    """The instant (ms) after which a released slot whose message has not run yet may still run:
+    ``grace_s`` (the in-flight grace) plus :data:`PENDING_S` before ``now``."""
+    return to_ms(now - timedelta(seconds=grace_s + PENDING_S))
+
+
+def holds_delay_head(timers: list[Timer], job: Job, slots: frozenset[str], after_ms: int) -> bool:
+    """Whether ``timers`` hold a delay chain's next run (one of ``slots``), due after ``after_ms``."""
+    return any(live.is_chain_timer(t, job) and t.slot in slots and t.due_ms > after_ms for t in timers)
 
 
 def newest_known(store: JobStore, job: Job) -> Execution | None:
