@@ -8,13 +8,14 @@ in-memory store and a manual clock.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 import pytest
 from audit_harness import AuditRig
 
 from factories import spec
-from punctual.models import Job
+from punctual.models import ExecutionStatus, Job, JobState
 from punctual.runtime.clock import ManualClock
 from punctual.store.memory import MemoryStore
 
@@ -45,3 +46,61 @@ def test_a_delay_chain_whose_released_run_waits_for_the_workers_is_not_repaired(
     assert rig.repairs == []
     assert runs(rig, job)[waiting[0]] == 1 and max(runs(rig, job).values()) == 1
     assert len(rig.future_chain_timers(job)) == 1
+
+
+def workers_down(rig: AuditRig) -> Callable[[], None]:
+    """Stop the workers (messages wait in their queues); the call that brings them back."""
+    work = rig.work
+    rig.work = lambda: None  # type: ignore[method-assign]
+
+    def back() -> None:
+        rig.work = work  # type: ignore[method-assign]
+
+    return back
+
+
+def no_repair_then_back(rig: AuditRig, job: Job, back: Callable[[], None]) -> Counter[str]:
+    """No repair while the workers were down, nor once they are back and ran what waited: the runs."""
+    assert rig.repairs == []
+    back()
+    rig.run(3)
+    assert rig.repairs == []
+    return runs(rig, job)
+
+
+def test_last_slots_released_behind_a_long_backlog_are_not_recorded_missed(
+    rig: AuditRig, t0: datetime
+) -> None:
+    # QA29: a job's last slots, released on time while the workers were down far longer than the
+    # grace: more of them than the auditor stepped through (eight) were recorded MISSED as "lost"
+    # by a completion repair, and their runs dropped when the workers came back
+    end = t0 + timedelta(minutes=18, seconds=30)
+    job, _ = rig.jobs.register("default", spec("rate(1 minute)", end_at=end.isoformat()), job_id="job")
+    rig.run(4)
+    back = workers_down(rig)
+    rig.run(20)
+    ran = no_repair_then_back(rig, job, back)
+    assert len(ran) == 18 and max(ran.values()) == 1  # 10:01 .. 10:18, each once (the last at 10:18:00)
+    assert not [r for r in rig.history(job) if r.status is ExecutionStatus.MISSED]
+    assert rig.store.get_job("default", job.id).state is JobState.COMPLETED
+
+
+def test_a_resumes_caught_up_last_slots_waiting_for_the_workers_are_not_a_broken_chain(
+    rig: AuditRig, t0: datetime
+) -> None:
+    # QA29: a job paused, resumed past its end_at: the resume's catch-up released its owed slots
+    # (the last one completes the job when a worker takes it) while the workers were down
+    end = t0 + timedelta(minutes=9, seconds=30)
+    job, _ = rig.jobs.register(
+        "default", spec("rate(3 minutes)", end_at=end.isoformat(), catchup={"policy": "all"}), job_id="job"
+    )
+    rig.run(1)
+    rig.jobs.pause("default", job.id)
+    rig.run(12)
+    back = workers_down(rig)
+    rig.jobs.resume("default", job.id)
+    rig.run(8)
+    ran = no_repair_then_back(rig, job, back)
+    assert len(ran) == 3 and max(ran.values()) == 1  # 10:03, 10:06, 10:09
+    stored = rig.store.get_job("default", job.id)
+    assert stored.state is JobState.COMPLETED and stored.state_reason is None

@@ -48,6 +48,7 @@ from punctual.timing.timers import (
     from_ms,
     minute_of,
     minutes_between,
+    slot_instant,
     slot_key,
     to_ms,
 )
@@ -59,10 +60,13 @@ log = logging.getLogger("punctual.auditing")
 
 NEAR_GAP_MS = 2_000  # near-lane dues closer than this are read in one range
 # A slot released without a record yet is not lost while its timer is due less than the in-flight
-# grace plus this ago (a rate budget's max lateness is an hour at most); up to this many are looked
-# for past a broken chain's newest record.
+# grace plus this ago (a rate budget's max lateness is an hour at most). Every such slot past a
+# broken chain's newest record is looked for (QA29: eight at most were, so a backlog of more
+# recorded the rest MISSED and dropped their runs), each bucket read once: so as many as that
+# window holds, bounded here (a rate(1 second) job's window holds 5,400).
 PENDING_S = 3600
-PENDING_STEPS = 8
+PENDING_STEPS = 20_000
+GAP_STEPS = 8  # slots without a timer of their own looked past for a later one (a catch-up's)
 
 
 class NewestUnknown(Exception):
@@ -540,28 +544,62 @@ def lost_floor(
     record's slot (or its last change), and past it each slot released since whose message may
     still run (its timer there, due less than ``grace_s`` plus :data:`PENDING_S` ago: held by a
     rate budget, behind a backlog, in an outage's backoff; QA27: recorded MISSED, its run was then
-    dropped). None when that leaves no slot: the job's last one was released so, and its message
-    completes the job."""
+    dropped). A slot without a timer of its own followed, within :data:`GAP_STEPS`, by one with
+    its timer was released too: a late release catches up every slot due by then and writes the
+    timer of the next one only. None when that leaves no slot: the job's last one was released
+    so (or by its resume's catch-up), and its message completes the job."""
     floor = job.updated_at
     seen = scheduled_floor(store, job)
     if seen is not None:
         floor = max(floor, seen)
     after_ms = pending_after(now, grace_s)
-    released = False
+    read: dict[tuple[Lane, datetime, int], list[Timer]] = {}
+
+    def bucket(lane: Lane, minute: datetime, shard: int) -> list[Timer]:
+        if (lane, minute, shard) not in read:
+            read[(lane, minute, shard)] = [
+                t for t in store.query_timers(lane, minute, shard) if t.job_id == job.id
+            ]
+        return read[(lane, minute, shard)]
+
+    released = resumed_pending(bucket, layout, job, after_ms)
+    slot, gap = next_slot(job, floor), 0
     for _ in range(PENDING_STEPS):
-        first = next_slot(job, floor)
-        if first is None or (restart is not None and first >= restart):
+        if slot is None or (restart is not None and slot >= restart) or gap == GAP_STEPS:
             break
-        writes = live.clock_writes(layout, job, first)
-        buckets = {(t.lane, minute_of(t.due), t.shard) for t in live.placements(layout, job, first, writes)}
-        timers = [t for lane, minute, shard in buckets for t in store.query_timers(lane, minute, shard)]
-        key = slot_key(first)
-        if not any(live.is_chain_timer(t, job) and t.slot == key and t.due_ms > after_ms for t in timers):
-            break
-        floor, released = first, True
+        writes = live.clock_writes(layout, job, slot)
+        buckets = {(t.lane, minute_of(t.due), t.shard) for t in live.placements(layout, job, slot, writes)}
+        key = slot_key(slot)
+        if any(
+            live.is_chain_timer(t, job) and t.slot == key and t.due_ms > after_ms
+            for w in buckets
+            for t in bucket(*w)
+        ):
+            floor, released, gap = slot, True, 0
+        else:
+            gap += 1
+        slot = next_slot(job, slot)
     if released and restart is None and next_slot(job, floor) is None:
         return None
     return floor
+
+
+def resumed_pending(
+    bucket: Callable[[Lane, datetime, int], list[Timer]], layout: TimerLayout, job: Job, after_ms: int
+) -> bool:
+    """Whether the job's last change (a resume) released slots it owed, due before it, less than the
+    pending window ago: its RESUME timer, due at the change, is there. Their messages may still run,
+    and the last one completes the job (QA29: a job resumed past its end_at, the workers behind, was
+    "repaired" COMPLETED as a chain broken)."""
+    at = job.updated_at
+    if to_ms(at) <= after_ms:
+        return False
+    shard = layout.shard_for(Lane.NEAR, job.tenant, job.id)
+    return any(
+        live.is_chain_timer(t, job) and slot_instant(t.slot) < at
+        for minute in {minute_of(at), minute_of(at + timedelta(seconds=live.LANE_MARGIN_S))}
+        for t in bucket(Lane.NEAR, minute, shard)
+    )
 
 
 def pending_after(now: datetime, grace_s: float) -> int:
