@@ -592,8 +592,8 @@ def resumed_pending(
     and the last one completes the job (QA29: a job resumed past its end_at, the workers behind, was
     "repaired" COMPLETED as a chain broken)."""
     at = job.updated_at
-    if to_ms(at) <= after_ms:
-        return False
+    if job.paused_at is None or to_ms(at) <= after_ms:
+        return False  # never paused (no slot owed by a resume), or changed before the window
     shard = layout.shard_for(Lane.NEAR, job.tenant, job.id)
     return any(
         live.is_chain_timer(t, job) and slot_instant(t.slot) < at
