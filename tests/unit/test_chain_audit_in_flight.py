@@ -12,12 +12,15 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
-from audit_harness import AuditRig
+from audit_harness import AuditRig, Breaker
 
 from factories import spec
+from punctual.delivery.notifications.events import CHAIN_REPAIRED as CHAIN_REPAIRED_EVENT
 from punctual.models import ExecutionStatus, Job, JobState
 from punctual.runtime.clock import ManualClock
+from punctual.store.conflicts import CONFLICT_RETRY
 from punctual.store.memory import MemoryStore
+from punctual.store.memory.fidelity import Fidelity
 
 
 @pytest.fixture
@@ -104,3 +107,30 @@ def test_a_resumes_caught_up_last_slots_waiting_for_the_workers_are_not_a_broken
     assert len(ran) == 3 and max(ran.values()) == 1  # 10:03, 10:06, 10:09
     stored = rig.store.get_job("default", job.id)
     assert stored.state is JobState.COMPLETED and stored.state_reason is None
+
+
+def test_a_repair_whose_bookkeeping_fails_has_restarted_the_chain_first(t0: datetime) -> None:
+    # QA29: a repair took its lock (the lost slots' MISSED record) and then counted the job's
+    # skipped slots (a write of the job item, which a transaction on it can hold) before it wrote
+    # the chain's next timer: that write failing left the lock taken and no timer, so the job
+    # stayed stopped until the next audit period found the slots after it lost as well, and the
+    # audit failed with the repair unreported
+    clock = ManualClock(t0)
+    fidelity = Fidelity(clock=lambda: clock.now().timestamp())
+    rig = AuditRig(MemoryStore(fidelity=fidelity), clock)
+    job, _ = rig.jobs.register("default", spec("rate(1 minute)"), job_id="job")
+    rig.run(3)
+    breaker = Breaker(rig.store)
+    breaker.drop_next_timers(job)
+    rig.run(1, audit_at_s=None)
+    breaker.stop_dropping()
+    rig.run(3, audit_at_s=None)
+    before = len(runs(rig, job))
+    fidelity.inject_conflict("add_skipped", times=CONFLICT_RETRY.attempts)
+    [repair] = rig.audit().repairs  # (the skipped count is not added: logged)
+    assert repair.applied and repair.missed_count >= 1
+    assert [e for e in rig.events.events if e.detail_type == CHAIN_REPAIRED_EVENT]
+    rig.run(4, audit_at_s=None)  # no audit comes back to it
+    assert len(runs(rig, job)) >= before + 3
+    assert max(runs(rig, job).values()) == 1
+    assert rig.store.get_job("default", job.id).skipped_slots == 0

@@ -27,6 +27,7 @@ backfill
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -42,6 +43,8 @@ from punctual.timing.schedules.periods import RateSchedule
 from punctual.timing.slots import dispatch_instant, fire_timer, next_slot, schedule_of
 from punctual.timing.timers import TimerKind, TimerLayout, slot_instant, slot_key
 from punctual.usecases.backfills import Backfill
+
+log = logging.getLogger("punctual.auditing")
 
 CHAIN_REPAIRED = "chain repaired"
 MAX_COUNTED = 1_000_000  # lost slots of a non-rate schedule counted one by one, at most
@@ -139,13 +142,16 @@ class Repairer:
                 missed_through=slot_key(lost.last),
                 missed_count=lost.count,
             )
-            recorded = self._record_lost(job, lost, reason, now)
-            if recorded is None:
+            record = self._lock_lost(job, lost, reason, now)
+            if record is None:
                 return replace(base, applied=False)
-            base = replace(base, missed_records=tuple(recorded))
+            base = replace(base, missed_records=((job, record),))
         if head is not None:
+            # The chain goes on before the lost range is told of: a failure of that (a write of the
+            # job item a transaction holds) cost it the timer, the lock taken (QA29: stopped until
+            # the next audit period, and the slots to then lost too)
             self.store.put_timers([fire_timer(self.layout, job, head, written(now))])
-            return base
+            return self._told(base, job, now)
         done = job.model_copy(
             update={
                 "state": JobState.COMPLETED,
@@ -159,14 +165,12 @@ class Repairer:
             # Another writer moved the job first: its completion is left to the next audit, but
             # the lost slots recorded above are written, and told of (review, QA24: reported as
             # not applied, their records never had their events, and no later audit sends them)
-            return replace(base, applied=bool(base.missed_records))
-        return base
+            return replace(self._told(base, job, now), applied=bool(base.missed_records))
+        return self._told(base, job, now)
 
-    def _record_lost(
-        self, job: Job, lost: LostSlots, reason: str, now: datetime
-    ) -> list[tuple[Job, Execution]] | None:
-        """The lost slots' one MISSED record, created only if its first slot has none (the lock),
-        and its after() children's; what was recorded (None: another writer holds the lock)."""
+    def _lock_lost(self, job: Job, lost: LostSlots, reason: str, now: datetime) -> Execution | None:
+        """The lost slots' one MISSED record, created only if its first slot has none (the lock);
+        None: another writer holds the lock."""
         more = "" if lost.complete else " or more"
         record = Execution(
             job_id=job.id,
@@ -187,14 +191,35 @@ class Repairer:
             # was then not applied, no timer written, and the range's alert and events never sent)
             owner=new_owner(),
         )
-        ttl = int((now + timedelta(days=self.retention_days)).timestamp())
         try:
-            self.store.save_execution(record, None, ttl)
+            self.store.save_execution(record, None, self._ttl(now))
         except ExecutionConflictError:
             return None
-        self.store.add_skipped(job.tenant, job.id, lost.count)
+        return record
+
+    def _ttl(self, now: datetime) -> int:
+        return int((now + timedelta(days=self.retention_days)).timestamp())
+
+    def _told(self, repair: Repair, job: Job, now: datetime) -> Repair:
+        """``repair`` with its lost range told of: the job's skipped count, its ``missed`` alert, its
+        after() children's same slots recorded MISSED. Best effort once the chain goes on: a failure
+        is logged, and the repair reported with what it recorded (its events still sent)."""
+        if not repair.missed_records:
+            return repair
+        _, record = repair.missed_records[0]
+        try:
+            return replace(repair, missed_records=tuple(self._tell(job, record, now)))
+        except Exception:
+            log.warning(
+                "chain of %s/%s repaired; its lost range not all told of", job.tenant, job.id, exc_info=True
+            )
+            return repair
+
+    def _tell(self, job: Job, record: Execution, now: datetime) -> list[tuple[Job, Execution]]:
+        self.store.add_skipped(job.tenant, job.id, record.slot_count)
         self._alert(job, record, now)
         recorded = [(job, record)]
+        ttl = self._ttl(now)
         if job.dependents > 0:  # the after() children's same slots: MISSED too, not left unrecorded
             below = UnrunChildren(self.store, lambda: ttl).record([(job, record)], now)
             for child, missed in below.missed:
