@@ -139,7 +139,24 @@ def _body(event: Mapping[str, Any]) -> dict[str, Any]:
         raise invalid("the request body is not valid JSON") from None
     if not isinstance(parsed, dict):
         raise invalid("the request body must be a JSON object")
-    return parsed
+    try:
+        stripped: dict[str, Any] = _without_nulls(parsed)
+    except RecursionError:  # (deeper than any member of the model nests)
+        raise invalid("the request body is nested too deeply") from None
+    return stripped
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` with every object member whose value is JSON ``null`` left out, at any depth: a
+    null member is an omitted one, as the service's JSON protocol takes it (QA29: a null
+    ``MaximumRetryAttempts`` was an InternalServerException, a null ``LaunchType`` or
+    ``MaximumEventAgeInSeconds`` refused, where an omitted one takes its default). A null list
+    item stays, and is refused as the item it is not."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
 
 
 def _scalar(text: str, shape: Mapping[str, Any], member: str) -> Any:
