@@ -4,19 +4,28 @@
   is an omitted member, as the service's JSON protocol takes it: a null
   ``RetryPolicy.MaximumRetryAttempts`` was an InternalServerException (500), a null
   ``MaximumEventAgeInSeconds`` or ``EcsParameters.LaunchType`` / ``TaskCount`` refused with
-  Punctual's own field names, where the omitted member takes its default.
+  Punctual's own field names, where the omitted member takes its default;
+* an update that gives a one-time schedule that has run (its job COMPLETED) a new time and
+  disables it enabled it first and paused it in a second write: a pause that failed (throttled)
+  left it enabled with the new time, to run, though its caller disabled it.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from typing import Any
 
 import pytest
-from api_harness import ACCOUNT, REGION, ApiClient
+from api_harness import ACCOUNT, ALICE_ID, REGION, ApiClient
 from api_harness import api as api  # the fixture
+from botocore.exceptions import ClientError
 from test_scheduler_api import ROLE
 from test_scheduler_api import client as client  # the fixture
+
+from punctual.api import wiring
+from punctual.api.scheduler.mapping import job_id_of
+from punctual.models import JobState
 
 ECS_TARGET = {
     "Arn": f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/jobs",
@@ -91,3 +100,54 @@ def test_a_body_nested_too_deeply_is_a_validation_exception(api: ApiClient) -> N
     for depth in (100, 900, 5000):
         reply = api.call("POST", "/schedules/deep", raw='{"Description": ' + "[" * depth + "]" * depth + "}")
         assert reply.status == 400 and reply.headers["x-amzn-ErrorType"] == "ValidationException", reply
+
+
+def _ran(api: ApiClient, name: str) -> None:
+    """The one-time schedule ``name`` ran: its job is COMPLETED, as a worker leaves it."""
+    stored = api.store.get_job(ALICE_ID, job_id_of("default", name))
+    done = stored.model_copy(update={"state": JobState.COMPLETED, "version": stored.version + 1})
+    api.store.replace_job(done, stored.version)
+
+
+def test_disabling_a_completed_schedule_with_a_new_time_never_leaves_it_enabled(
+    client: Any, api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = {"Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:reports", "RoleArn": ROLE}
+    client.create_schedule(
+        Name="once",
+        ScheduleExpression="at(2030-01-01T00:00:00)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target=queue,
+    )
+    _ran(api, "once")
+    jobs = wiring.services().jobs
+    throttled = ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise throttled
+
+    update = {
+        "Name": "once",
+        "ScheduleExpression": "at(2031-01-01T00:00:00)",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "Target": queue,
+        "State": "DISABLED",
+    }
+    # When an update gives it a new time and disables it, and a pause would be throttled
+    with monkeypatch.context() as slow:
+        slow.setattr(jobs, "pause", refuse)
+        slow.setattr(jobs, "resume", refuse)
+        with suppress(ClientError):  # (refused whole is as good: never the new time enabled)
+            client.update_schedule(**update)
+    # Then it does not run the new time: it is disabled, or as it was
+    shown = client.get_schedule(Name="once")
+    assert (shown["ScheduleExpression"], shown["State"]) != ("at(2031-01-01T00:00:00)", "ENABLED")
+    job = api.store.get_job(ALICE_ID, job_id_of("default", "once"))
+    assert job.state is not JobState.ENABLED
+    # And the caller's retry (or the update, unthrottled) applies it whole; enabled, it runs at the new time
+    client.update_schedule(**update)
+    shown = client.get_schedule(Name="once")
+    assert (shown["ScheduleExpression"], shown["State"]) == ("at(2031-01-01T00:00:00)", "DISABLED")
+    client.update_schedule(**{**update, "State": "ENABLED"})
+    job = api.store.get_job(ALICE_ID, job_id_of("default", "once"))
+    assert job.state is JobState.ENABLED and job.schedule == "at(2031-01-01T00:00:00)"

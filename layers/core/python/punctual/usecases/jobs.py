@@ -463,15 +463,31 @@ class JobService:
         """Store one of :meth:`prepare`'s jobs alone (its own transaction, as :meth:`register`)."""
         return registration.write(self, new)
 
-    def replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None = None) -> Job:
-        """Replace the spec, the next slot afresh (no catch-up); an unreadable stored job too (its fix)."""
-        return self.replace_made(tenant, job_id, spec, expected_version)[0]
+    def replace(
+        self,
+        tenant: str,
+        job_id: str,
+        spec: JobSpec,
+        expected_version: int | None = None,
+        paused: bool = False,
+    ) -> Job:
+        """Replace the spec, the next slot afresh (no catch-up); an unreadable stored job too (its fix).
 
-    def replace_made(self, tenant: str, job_id: str, spec: JobSpec, expected: int | None = None) -> Made:
+        ``paused``: a job the replace would enable (a COMPLETED one given a new schedule) is
+        written PAUSED in the same write, with no timer, as a job registered paused; a job that
+        cannot be paused first (:meth:`pause` refuses a COMPLETED one) is never enabled with the
+        new spec on the way to paused (QA29)."""
+        return self.replace_made(tenant, job_id, spec, expected_version, paused)[0]
+
+    def replace_made(
+        self, tenant: str, job_id: str, spec: JobSpec, expected: int | None = None, paused: bool = False
+    ) -> Made:
         """As :meth:`replace`, with the signing secret it made for the job's first webhook, once."""
-        return _with_secret(lambda: self._replace(tenant, job_id, spec, expected))
+        return _with_secret(lambda: self._replace(tenant, job_id, spec, expected, paused))
 
-    def _replace(self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None) -> Made:
+    def _replace(
+        self, tenant: str, job_id: str, spec: JobSpec, expected_version: int | None, paused: bool = False
+    ) -> Made:
         found = _found(self.store, tenant, job_id, expected_version)
         now = self.clock.now()
         current = found if isinstance(found, Job) else _stand_in(found, spec, now)
@@ -508,6 +524,11 @@ class JobService:
             signing_secret_prev_enc=current.signing_secret_prev_enc,
             trigger_rate=self.admission.trigger_rate(tenant, spec),
         )
+        if paused and job.state is JobState.ENABLED:
+            # Enabled as of now: its chain ended here (what came due since, a resume owes); never
+            # enabled (COMPLETED before): nothing is owed, as a job registered paused
+            at = now if current.state is JobState.ENABLED else None
+            job = job.model_copy(update={"state": JobState.PAUSED, "paused_at": at})
         # The old chain's slots due by now are owed, on its timing (punctual.dispatch.polling.chains)
         job = job.model_copy(update=replaced(current, job, now))  # (and its allow runs in flight)
         job, secret_plain = _first_secret(self.secrets, spec, job)

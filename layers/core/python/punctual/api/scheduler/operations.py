@@ -199,7 +199,10 @@ def update_schedule(req: Request, values: dict[str, Any]) -> dict[str, Any]:
         # schedule the caller disabled ran on, changed). The replace keeps it paused.
         paused = req.services.jobs.pause(req.tenant, job.id, expected_version=job.version)
     try:
-        updated = req.services.jobs.replace(req.tenant, job.id, spec)
+        # A COMPLETED job, which cannot be paused first, is written paused by the replace itself
+        # (QA29: enabled with the new spec, then paused: a throttled pause left it to run)
+        completed = disabled and job.state is JobState.COMPLETED
+        updated = req.services.jobs.replace(req.tenant, job.id, spec, paused=completed)
     except Exception:
         if paused is not None:
             _undo_pause(req, paused)
