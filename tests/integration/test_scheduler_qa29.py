@@ -7,7 +7,9 @@
   Punctual's own field names, where the omitted member takes its default;
 * an update that gives a one-time schedule that has run (its job COMPLETED) a new time and
   disables it enabled it first and paused it in a second write: a pause that failed (throttled)
-  left it enabled with the new time, to run, though its caller disabled it.
+  left it enabled with the new time, to run, though its caller disabled it;
+* a refusal of the job's admission checks named Punctual's field (``payload: ...``,
+  ``target.source refused: ...``), not the member the caller sent.
 """
 
 from __future__ import annotations
@@ -151,3 +153,31 @@ def test_disabling_a_completed_schedule_with_a_new_time_never_leaves_it_enabled(
     client.update_schedule(**{**update, "State": "ENABLED"})
     job = api.store.get_job(ALICE_ID, job_id_of("default", "once"))
     assert job.state is JobState.ENABLED and job.schedule == "at(2031-01-01T00:00:00)"
+
+
+BUS = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default"
+
+
+@pytest.mark.parametrize(
+    ("target", "member"),
+    [
+        ({"Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:reports", "Input": "a\\u0000b"}, "Target.Input: "),
+        (
+            {"Arn": BUS, "EventBridgeParameters": {"DetailType": "d", "Source": "punctual.jobs"}},
+            "Target.EventBridgeParameters.Source ",
+        ),
+    ],
+)
+def test_a_refusal_names_the_member_the_caller_sent(
+    api: ApiClient, target: dict[str, Any], member: str
+) -> None:
+    body = {
+        "ScheduleExpression": "rate(5 minutes)",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "Target": {"RoleArn": ROLE, **target},
+    }
+    reply = api.call("POST", "/schedules/named", raw=json.dumps(body).replace("\\\\u0000", "\\u0000"))
+    assert reply.status == 400, reply.body
+    message = reply.body["Message"]
+    assert message.startswith(member), message
+    assert not any(ours in message for ours in ("payload", "dead_letter", "target.", "target ")), message

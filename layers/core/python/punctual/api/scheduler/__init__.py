@@ -82,7 +82,7 @@ def _domain(exc: Exception) -> SchedulerError | None:
     if isinstance(exc, TenantLimitError):  # named as the docs name it (QA: the quota was not)
         return quota(f"{exc} (quota {exc.quota})")
     if isinstance(exc, InvalidJobError | ScheduleError | ItemTooLargeError):
-        return invalid(service_wording(str(exc)))
+        return invalid(service_wording(str(exc), getattr(exc, "field", None)))
     if isinstance(exc, JobNotFoundError):
         return not_found(str(exc))
     if isinstance(exc, JobExistsError):

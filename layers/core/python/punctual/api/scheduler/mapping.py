@@ -404,9 +404,25 @@ _TARGET_NAMES = {
 }
 
 
-def service_wording(message: str) -> str:
+# The job fields a refusal of the job's admission names first (InvalidJobError.field), as the
+# service names the members they come from (QA29: "payload: ...", "target.source refused: ...").
+_FIELD_MEMBERS = {
+    "payload": "Target.Input",
+    "target": "Target.Arn",
+    "target.role_arn": "Target.RoleArn",
+    "target.source": "Target.EventBridgeParameters.Source",
+    "dead_letter": "Target.DeadLetterConfig.Arn",
+    "dead_letter.role_arn": "Target.RoleArn",
+}
+
+
+def service_wording(message: str, field: str | None = None) -> str:
     """A job model's or service's refusal in the service's words: its members' names, and the
-    member a schedule's refusal is about (QA: ``end_at`` was named, where the caller sent EndDate)."""
+    member a schedule's refusal is about (QA: ``end_at`` was named, where the caller sent EndDate).
+    ``field``: the job field the refusal names first, named as the member it comes from."""
+    member = _FIELD_MEMBERS.get(field or "")
+    if member is not None and message.startswith(f"{field}"):
+        message = member + message[len(str(field)) :]
     for ours, theirs in _MESSAGE_NAMES[1:]:
         message = message.replace(ours, theirs)
     if message.startswith("schedule has no"):
