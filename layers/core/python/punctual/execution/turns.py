@@ -173,7 +173,18 @@ class Turns:
         if record is None:
             return since is None or (now - since).total_seconds() > STALE_TURN_S
         # A holder whose retry a replace superseded will not run again: it holds the turn for nothing
-        return record.status.terminal or retry_superseded(record, job)
+        return record.status.terminal or retry_superseded(record, job) or self._earlier_jobs(record, job)
+
+    def _earlier_jobs(self, record: Execution, job: Job | None) -> bool:
+        """Whether the holder's ``record`` is a slot of an earlier job at ``job``'s id (deleted, then
+        created again while that slot ran or waited): the new job takes no turn from it (QA29: its
+        slots were SKIPPED, or queued until the old run ended, behind a job that no longer exists).
+        Versions never repeat across a job id's incarnations (:meth:`JobStore.first_version`), so a
+        record released for a version before the new job's first is the earlier job's, whatever the
+        clocks. Read only for a holder released for an older spec than the job's (rare)."""
+        if job is None or record.job_version >= job.spec_since:
+            return False
+        return record.job_version < self.store.first_version(job.tenant, job.id)
 
     def pass_on(self, job: Job, execution: Execution, now: datetime) -> None:
         """A skip/queue slot ended for good: hand the turn to the oldest queued slot and start it."""
