@@ -47,6 +47,7 @@ _typed = st.fixed_dictionaries(
         "resend": st.integers(min_value=0, max_value=10**6),
         "spec": st.one_of(st.just(""), _text, st.just('{"id":"j","payload":{"q":"\\"é\\" \\u00e9 ünï\\n"}}')),
         "last": st.booleans(),
+        "incarnation": st.one_of(st.just(""), _text),
         "sig": st.one_of(st.just(""), st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)),
     }
 )
@@ -77,7 +78,7 @@ def test_the_payload_is_the_json_encoders_text_for_every_sender_written_message(
     fast = message._encode_payload()
     assert fast == message._encode_payload_json()
     # and it is the compact JSON of the fields in declaration order, the empty optional ones left out
-    optional = ("not_before", "backfill", "alert", "resend", "spec", "last")
+    optional = ("not_before", "backfill", "alert", "resend", "spec", "last", "incarnation")
     expected = {
         k: v for k, v in dataclasses.asdict(message).items() if k != "sig" and (k not in optional or v)
     }

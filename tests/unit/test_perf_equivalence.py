@@ -99,6 +99,8 @@ def test_message_body_is_what_asdict_gave() -> None:
             del fields["spec"]  # nor a message whose job is too large to carry its spec
         if not message.last:
             del fields["last"]  # nor a slot that does not end its chain a last mark
+        if not message.incarnation:
+            del fields["incarnation"]  # nor any but an overlap 'queue' job's message its job's creation
         assert message.to_body() == json.dumps(fields, separators=(",", ":"))
         assert DispatchMessage.from_body(message.to_body()) == message
 

@@ -127,6 +127,10 @@ class DispatchMessage:
     # The slot after which the job's chain ends (a one-time job's slot, the last before its
     # end): the worker that takes it marks the job COMPLETED (punctual.execution.chain_ends).
     last: bool = False
+    # An overlap ``queue`` job's creation instant (``ordered`` messages only; else empty, and then not
+    # in the body): its message group is its job's incarnation's, so that a job deleted and created
+    # again at its id does not wait in FIFO behind the earlier job's run in flight (QA29).
+    incarnation: str = ""
     sig: str = ""  # HMAC of every other field (punctual.security.message_auth); empty when unsigned
 
     @property
@@ -176,7 +180,7 @@ class DispatchMessage:
         long after the fault ended (QA24).
         """
         key = (
-            f"{self.tenant}\x1f{self.job_id}"
+            f"{self.tenant}\x1f{self.job_id}" + (f"\x1f{self.incarnation}" if self.incarnation else "")
             if self.ordered
             else f"{self.tenant}\x1f{self.job_id}\x1f{self.slot}"
         )
@@ -244,9 +248,13 @@ class DispatchMessage:
                 text += f',"resend":{v["resend"]}'
             if v["spec"]:
                 text += f',"spec":{_escape_long(v["spec"])}'
+            if v["last"]:
+                text += ',"last":true'
+            if v["incarnation"]:
+                text += f',"incarnation":{_escape(v["incarnation"])}'
         except TypeError:  # a string field that holds no string
             return self._encode_payload_json()
-        return text + ',"last":true}' if v["last"] else text + "}"
+        return text + "}"
 
     def _encode_payload_json(self) -> str:
         # What ``dataclasses.asdict`` gives, without its recursive deep copy of what are only
@@ -274,6 +282,8 @@ class DispatchMessage:
             fields["spec"] = self.spec
         if self.last:
             fields["last"] = True
+        if self.incarnation:
+            fields["incarnation"] = self.incarnation
         return _COMPACT_JSON.encode(fields)
 
     def to_body(self) -> str:
@@ -292,7 +302,7 @@ class DispatchMessage:
         if not isinstance(data, dict):
             raise ValueError("message body is not a JSON object")
         keys = data.keys()
-        if keys in (_PLAIN_SIGNED, _CARRYING_SIGNED, _PLAIN_UNSIGNED):  # what to_body writes
+        if keys in _WRITTEN:  # what to_body writes
             message = _built(data)
         else:
             message = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
@@ -337,9 +347,17 @@ def _built(fields: dict[str, Any]) -> DispatchMessage:
 
 # What to_body writes for a message neither smoothed, of a backfill, a sweep, a re-send nor a
 # chain's last, signed and not; and the usual case, signed and carrying its job.
-_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill", "alert", "resend", "last", "spec"}
+_PLAIN_SIGNED = _MESSAGE_FIELDS - {"not_before", "backfill", "alert", "resend", "last", "spec", "incarnation"}
 _PLAIN_UNSIGNED = _PLAIN_SIGNED - {"sig"}
 _CARRYING_SIGNED = _PLAIN_SIGNED | {"spec"}
+# The same of an overlap 'queue' job's message (its incarnation too)
+_WRITTEN = (
+    _PLAIN_SIGNED,
+    _CARRYING_SIGNED,
+    _PLAIN_UNSIGNED,
+    _CARRYING_SIGNED | {"incarnation"},
+    _PLAIN_SIGNED | {"incarnation"},
+)
 
 # A job whose spec is larger than this is not carried (the worker reads it): SQS bills a message
 # per 64 KB and accepts 256 KB, and a job's payload alone may be 256 KB. Counted as the body writes
@@ -410,6 +428,7 @@ def message_for(
     another slot of the same job) and, for the slot that ends the job's chain, ``last``.
     """
     # ``_built`` of these fields, every field given in declaration order (no defaults to merge).
+    ordered = job.overlap is _QUEUE_OVERLAP
     message = object.__new__(DispatchMessage)
     object.__setattr__(
         message,
@@ -423,13 +442,14 @@ def message_for(
             "job_version": job.version,
             "kind": kind,
             "released_at": _message_instant(now),
-            "ordered": job.overlap is _QUEUE_OVERLAP,
+            "ordered": ordered,
             "not_before": "",
             "backfill": backfill,
             "alert": "",
             "resend": 0,
             "spec": spec_of(job) if spec is None else spec,
             "last": last,
+            "incarnation": _message_instant(job.created_at) if ordered else "",
             "sig": "",
         },
     )
