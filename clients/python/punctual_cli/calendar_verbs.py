@@ -95,7 +95,9 @@ def _backfill_detail(backfill: Mapping[str, Any]) -> str:
         + "\n"
         f"range:    {backfill['start']} .. {backfill['end']} (end excluded)\n"
         f"slots:    {backfill['slots']} to run, {backfill['already_run']} already run,"
-        f" {backfill['excluded']} excluded by calendars\n"
+        f" {backfill['excluded']} excluded by calendars"
+        + (f", {backfill['dropped']} dropped by a replace" if backfill.get("dropped") else "")
+        + "\n"
         f"progress: {progress or '-'}\n"
         f"follow:   punctual backfills get {backfill['job_id']} {backfill['id']}\n"
     )

@@ -555,6 +555,10 @@ class BackfillOut(BaseModel):
     slots: int = Field(description="Slots this backfill runs (those of the range without an execution).")
     already_run: int = Field(description="Slots of the range that had an execution: left alone.")
     excluded: int = Field(description="Slots of the range on a day of a calendar the job excludes.")
+    dropped: int = Field(
+        default=0,
+        description="Slots not sent yet that the job's spec, replaced since, does not have: not run.",
+    )
     include_dependants: bool = Field(description="Whether after() jobs run for its slots.")
     max_parallel: int = Field(description="Slots in flight at once.")
     progress: dict[str, int] = Field(

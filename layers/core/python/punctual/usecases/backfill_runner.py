@@ -236,6 +236,7 @@ class BackfillRunner:
             slots=todo,
             already_run=len(keys) - len(todo),
             excluded=len(candidates) - len(included),
+            spec_version=job.spec_since,
             state=BackfillState.RUNNING if todo else BackfillState.DONE,
             tick=(replacing.tick + 1) if replacing else 0,
             generation=(replacing.generation + 1) if replacing else 0,
@@ -339,6 +340,8 @@ class BackfillRunner:
             if self.store.update_backfill(gone, backfill.revision):
                 self._leave(gone)
             return 0
+        if job.spec_since > backfill.spec_version:  # the spec changed since the slots were planned
+            backfill = _its_slots_only(backfill, job)
         window = backfill.slots[backfill.settled : backfill.released]
         found = self.store.batch_get_executions((job.tenant, job.id, k) for k in window)
         # A slot's record counts once it is no longer the one the plan found (MISSED, SUPERSEDED or
@@ -397,6 +400,34 @@ class BackfillRunner:
         elif finished:
             self._leave(advanced)
         return len(messages)
+
+
+def _has_slot(job: Job, key: str) -> bool:
+    """Whether ``job``'s schedule, as it is now, has the slot ``key`` (an ``after()`` or
+    ``delay()`` job has none of its own: it is not backfilled)."""
+    if schedule_of(job).kind in ("after", "delay"):
+        return False
+    instant = slot_instant(key)
+    return next_slot(job, instant - _BEFORE) == instant
+
+
+def _its_slots_only(backfill: Backfill, job: Job) -> Backfill:
+    """The backfill without the slots not sent yet that ``job``'s spec, replaced since they were
+    planned, does not have (another schedule, a ``start_at`` or ``end_at`` that leaves them out, an
+    ``after()`` or ``delay()`` job now): they are not run, and counted ``dropped`` (QA29: they ran
+    under the new spec, an ``after()`` job's without its parents, slots its new schedule never has).
+    A replace that keeps them (a payload fix) leaves the plan as it is."""
+    unsent = backfill.slots[backfill.released :]
+    kept = [key for key in unsent if _has_slot(job, key)]
+    if len(kept) < len(unsent):
+        log.info("backfill %s: %d slots dropped by a replace", backfill.id, len(unsent) - len(kept))
+    return backfill.model_copy(
+        update={
+            "slots": backfill.slots[: backfill.released] + kept,
+            "dropped": backfill.dropped + len(unsent) - len(kept),
+            "spec_version": job.spec_since,
+        }
+    )
 
 
 def _same_request(existing: Backfill, include_dependants: bool) -> None:
