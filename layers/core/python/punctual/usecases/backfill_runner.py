@@ -340,7 +340,7 @@ class BackfillRunner:
             if self.store.update_backfill(gone, backfill.revision):
                 self._leave(gone)
             return 0
-        if job.spec_since > backfill.spec_version:  # the spec changed since the slots were planned
+        if 0 < backfill.spec_version < job.spec_since:  # the spec changed since the slots were planned
             backfill = _its_slots_only(backfill, job)
         window = backfill.slots[backfill.settled : backfill.released]
         found = self.store.batch_get_executions((job.tenant, job.id, k) for k in window)

@@ -48,7 +48,7 @@ class Backfill(BaseModel):
     already_run: int = 0  # slots of the range with a record at creation: left alone
     excluded: int = 0  # slots of the range on a day of an excluded calendar: not run
     dropped: int = 0  # planned slots the job's spec, replaced since, does not have: not run
-    spec_version: int = 0  # the job's spec its slots were planned (or last checked) for; 0: unknown
+    spec_version: int = 0  # the job's spec its slots were planned (or last checked) for; 0: not known
     state: BackfillState = BackfillState.RUNNING
     reason: str | None = None  # why a backfill was cancelled when not by a user
     released: int = 0
