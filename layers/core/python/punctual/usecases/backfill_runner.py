@@ -358,7 +358,10 @@ class BackfillRunner:
                 break
             settled += 1
         in_flight = ended.count(False)
-        room = max(0, backfill.max_parallel - in_flight)
+        # One at a time for a skip or queue job as it is now: one made so since the plan would have
+        # its slots SKIPPED by their own overlap (QA29: four of six, never run)
+        parallel = backfill.max_parallel if job.overlap is Overlap.ALLOW else 1
+        room = max(0, parallel - in_flight)
         to_send = backfill.slots[backfill.released : backfill.released + room]
         # Now and then, a slot sent long ago that no worker has recorded yet is sent again (after
         # SQS's five-minute deduplication window): a message lost on its way cannot hold the
