@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import (
@@ -44,9 +43,6 @@ from punctual.api.wiring import IDEMPOTENCY_TTL_S, Services
 from punctual.models import ACCEPTED, Job, JobSpec, JobState
 from punctual.store.base import JobExistsError
 from punctual.store.dynamo.sizes import check_reply_size
-from punctual.timing.instants import format_instant_ms
-from punctual.timing.timers import MANUAL_MARK, slot_instant
-from punctual.usecases.job_errors import JobNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +146,6 @@ def create_job(
         run,
         lambda_context,
     )
-    if "secret" not in fresh and not _still_there(services, tenant, job_id, reply["job"]["created_at"]):
-        reply = run()  # the key is free: the job its first reply made was deleted since (QA29)
     job = Job.model_validate({**reply["job"], "tenant": tenant}, context=ACCEPTED)  # a reply it made
     if "secret" in fresh:
         return job, fresh["secret"]
@@ -173,27 +167,6 @@ def _made_before(services: Services, tenant: str, job_id: str, spec: JobSpec) ->
     if job.signing_secret_enc is None or services.jobs.secrets is None:
         return job, None
     return services.jobs.rotate_secret(tenant, job_id, expected_version=job.version)
-
-
-def _still_there(services: Services, tenant: str, job_id: str, created_at: str) -> bool:
-    """Whether the job created at ``created_at`` (a replayed reply's) is still the job at its id: a
-    replay answers a job that exists, never one deleted since (QA29: a keyed create sent again after
-    a delete answered 201 with the deleted job, and no job existed: "deleted: the key is free")."""
-    current = services.jobs.store.get_job(tenant, job_id)
-    if current is None or current.state is JobState.DELETED:
-        return False
-    replied = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
-    return abs((current.created_at - replied).total_seconds()) < 0.001  # (as stored: milliseconds)
-
-
-def _asked_at(slot: str) -> datetime | None:
-    """When a run-now slot was asked for, to the millisecond (its key: the second, ``~m``, the
-    milliseconds, a token: :func:`punctual.usecases.jobs.manual_slot`); None when unreadable."""
-    second, _, rest = slot.partition(MANUAL_MARK)
-    try:
-        return slot_instant(second) + timedelta(milliseconds=int(rest[:3]))
-    except ValueError:
-        return None
 
 
 def _first_trigger_slot(services: Services, tenant: str, job_id: str, key: str, slot: str) -> str:
@@ -231,20 +204,12 @@ def _decrypt(services: Services, stored: str | None) -> str | None:
 def trigger_job(
     services: Services, tenant: str, job_id: str, key: str | None, lambda_context: Any | None = None
 ) -> str:
-    """Run a job now; with a ``key``, a retry names the slot the first request queued, while the
-    job it was queued for is the job at ``job_id``: a job created again at the id since (deleted,
-    then made anew) runs now, its own slot (QA29: the first reply was answered, naming the deleted
-    job's slot, and nothing ran)."""
+    """Run a job now; with a ``key``, a retry names the slot the first request queued."""
     if key is None:
         return services.jobs.trigger(tenant, job_id)
-    try:
-        created: datetime | None = services.jobs.get(tenant, job_id).created_at
-    except JobNotFoundError:  # deleted: a retry of a trigger it took answers it (else 404)
-        created = None
-    incarnation = key if created is None else f"{key}\x1f{format_instant_ms(created)}"
 
     def first_slot(slot: str) -> str:
-        return _first_trigger_slot(services, tenant, job_id, incarnation, slot)
+        return _first_trigger_slot(services, tenant, job_id, key, slot)
 
     def run() -> dict[str, Any]:
         return {
@@ -263,7 +228,4 @@ def trigger_job(
         lambda_context,
     )
     slot: str = reply["slot"]
-    asked = _asked_at(slot)
-    if created is not None and asked is not None and asked < created:
-        slot = run()["slot"]  # the first reply's slot was an earlier job's
     return slot
